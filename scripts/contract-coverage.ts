@@ -1,0 +1,4 @@
+/** Prints the contract coverage of the last `npm test` run (test-results/run). */
+import { printContractCoverage } from '../test/support/coverage.js';
+
+printContractCoverage();

@@ -1,0 +1,186 @@
+/**
+ * buildApp wires everything: database, services, the contract's router, the
+ * gateway and the webhook receiver. Tests call it with overrides for the clock
+ * and the outside world; src/server.ts calls it with the environment's Config.
+ */
+import express, { type Express, type Request, type Response } from 'express';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Document } from 'openapi-backend';
+import type { Config } from './config.js';
+import { createDatabase, type Db } from './db/database.js';
+import { migrateLatest } from './db/migrate.js';
+import { systemClock, type Clock } from './domain/actor.js';
+import { createServices, type Services } from './domain/services.js';
+import { createHandlers } from './handlers/index.js';
+import { createApi } from './http/api.js';
+import { errorRenderer, requestObserver } from './http/middleware.js';
+import { createLogger, type Logger } from './observability/logger.js';
+import { createMetrics } from './observability/metrics.js';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+export function loadContract(): Document {
+  return JSON.parse(readFileSync(join(root, 'generated', 'openapi.json'), 'utf8')) as Document;
+}
+
+export interface Overrides {
+  db?: Db;
+  clock?: Clock;
+  logger?: Logger;
+  fetch?: typeof fetch;
+  /** Skip running migrations (the caller did). */
+  skipMigrations?: boolean;
+  /** Do not create and print a root key (tests, CLI). */
+  skipRootKey?: boolean;
+}
+
+export interface NexusApp {
+  app: Express;
+  db: Db;
+  services: Services;
+  logger: Logger;
+  inflight: { count: number };
+  /** Closes the database (and whatever else the app owns), not the HTTP server. */
+  close(): Promise<void>;
+}
+
+function docsPage(): string {
+  return `<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Nexus API reference</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body>
+<script id="api-reference" data-url="/openapi.json"></script>
+<script src="/docs/standalone.js"></script>
+</body>
+</html>`;
+}
+
+/** Throws on a stray bigint in a response body: 64-bit values go out as decimal strings. */
+function jsonReplacer(key: string, value: unknown): unknown {
+  if (typeof value === 'bigint') throw new TypeError(`bigint in a response body at '${key}': map it to a decimal string`);
+  return value;
+}
+
+export async function buildApp(config: Config, overrides: Overrides = {}): Promise<NexusApp> {
+  const logger = overrides.logger ?? createLogger(config.logLevel);
+  const clock = overrides.clock ?? systemClock;
+  const db =
+    overrides.db ??
+    createDatabase({
+      databaseUrl: config.databaseUrl,
+      schema: config.databaseSchema,
+      pgliteDir: config.databaseUrl ? undefined : join(config.dataDir, 'pgdata'),
+    });
+  const ownsDb = !overrides.db;
+  try {
+    if (!overrides.skipMigrations) await migrateLatest(db, config.databaseSchema);
+  } catch (err) {
+    if (ownsDb) await db.destroy();
+    throw err;
+  }
+
+  const services = createServices({ db, config, clock, logger, fetch: overrides.fetch ?? globalThis.fetch });
+  if (!overrides.skipRootKey) {
+    const rootKey = await services.managementKeys.ensureRootKey();
+    if (rootKey) {
+      // Printed once, to the terminal only: it is never logged and never shown again.
+      process.stdout.write(
+        `\nNexus generated a root Management Key (shown only this once, stored hashed):\n\n  ${rootKey}\n\n` +
+          `Set NEXUS_MANAGEMENT_KEY to use a key of your own instead.\n\n`,
+      );
+    }
+  }
+
+  const definition = loadContract();
+  const api = createApi({
+    definition,
+    handlers: createHandlers(services),
+    managementKeys: services.managementKeys,
+    idempotency: services.idempotency,
+    publicUrl: () => config.publicUrl,
+  });
+  await api.init();
+
+  const metrics = createMetrics({ defaultMetrics: true });
+  const inflight = { count: 0 };
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('json replacer', jsonReplacer);
+  app.set('query parser', 'simple');
+  app.use(requestObserver({ logger, metrics, operationIdOf: (req) => api.operationIdOf(req), inflight }));
+
+  app.get('/openapi.json', (_req: Request, res: Response) => {
+    res.json(definition);
+  });
+  const require = createRequire(import.meta.url);
+  const scalarBundle = join(dirname(require.resolve('@scalar/api-reference')), 'browser', 'standalone.js');
+  app.get('/docs', (_req: Request, res: Response) => {
+    res.type('html').send(docsPage());
+  });
+  app.get('/docs/standalone.js', (_req: Request, res: Response) => {
+    res.type('application/javascript').sendFile(scalarBundle);
+  });
+  app.get('/metrics', async (_req: Request, res: Response) => {
+    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+
+  app.use(express.json({ limit: config.bodyLimitBytes }));
+  app.use((req: Request, res: Response) => api.handle(req, res));
+  app.use(errorRenderer());
+
+  return {
+    app,
+    db,
+    services,
+    logger,
+    inflight,
+    async close() {
+      if (ownsDb) await db.destroy();
+    },
+  };
+}
+
+export interface RunningServer {
+  server: Server;
+  url: string;
+  /** Stops accepting, lets in-flight requests (streams too) finish within the bound, then closes. */
+  shutdown(): Promise<void>;
+}
+
+export async function listen(nexus: NexusApp, port: number, host: string, shutdownTimeoutMs: number): Promise<RunningServer> {
+  const server = createServer(nexus.app);
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  let closing: Promise<void> | undefined;
+  return {
+    server,
+    url,
+    shutdown() {
+      closing ??= (async () => {
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        const deadline = Date.now() + shutdownTimeoutMs;
+        while (nexus.inflight.count > 0 && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 20));
+          server.closeIdleConnections();
+        }
+        server.closeAllConnections();
+        await closed;
+        await nexus.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,152 @@
+/**
+ * The one place that reads the environment. Everything else receives a Config.
+ */
+import { Ajv } from 'ajv';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface Config {
+  nodeEnv: string;
+  port: number;
+  host: string;
+  /** PostgreSQL URL; undefined means the embedded PGlite in dataDir. */
+  databaseUrl: string | undefined;
+  /** PostgreSQL schema to use (tests give each file its own). */
+  databaseSchema: string | undefined;
+  dataDir: string;
+  /** Root Management Key accepted as given; undefined: generated on first start. */
+  managementKey: string | undefined;
+  /** Current 32-byte key for secrets at rest. */
+  encryptionKey: Buffer;
+  /** Older keys that still decrypt (rotation). */
+  previousEncryptionKeys: Buffer[];
+  publicUrl: string;
+  allowPrivateUpstreams: boolean;
+  logLevel: string;
+  /** Largest accepted admin request body, bytes. */
+  bodyLimitBytes: number;
+  /** Largest accepted gateway request body, bytes. */
+  gatewayBodyLimitBytes: number;
+  shutdownTimeoutMs: number;
+  /** Lifetime of an inference key when the request names none. */
+  inferenceKeyTtlDays: number;
+  /** Environment word in inference key prefixes: nx-live-..., nx-test-... */
+  keyEnvironment: string;
+  /** Upstream timeout before response headers, unless the connection sets one. */
+  upstreamTimeoutMs: number;
+  /** How long a gateway reservation may live before the sweeper releases it. */
+  reservationTtlMs: number;
+  /** How long the gateway may trust a cached key lookup. */
+  authCacheTtlMs: number;
+  stripeApiBaseUrl: string | undefined;
+  paddleApiBaseUrl: string | undefined;
+  /** How long past_due keeps an access ACTIVE. */
+  billingPastDueGraceMs: number;
+  /** How long a rotated-out webhook secret stays valid. */
+  webhookSecretOverlapMs: number;
+}
+
+const schema = {
+  type: 'object',
+  properties: {
+    NODE_ENV: { type: 'string', default: 'development' },
+    PORT: { type: 'integer', minimum: 0, maximum: 65535, default: 8080 },
+    HOST: { type: 'string', minLength: 1, default: '127.0.0.1' },
+    DATABASE_URL: { type: 'string', pattern: '^postgres(ql)?://' },
+    NEXUS_DATABASE_SCHEMA: { type: 'string', pattern: '^[a-z_][a-z0-9_]{0,62}$' },
+    NEXUS_DATA_DIR: { type: 'string', minLength: 1, default: './data' },
+    NEXUS_MANAGEMENT_KEY: { type: 'string', minLength: 24 },
+    NEXUS_ENCRYPTION_KEY: { type: 'string', minLength: 40 },
+    NEXUS_PREVIOUS_ENCRYPTION_KEYS: { type: 'string' },
+    NEXUS_PUBLIC_URL: { type: 'string', pattern: '^https?://[^/]+$' },
+    NEXUS_ALLOW_PRIVATE_UPSTREAMS: { type: 'boolean', default: false },
+    NEXUS_LOG_LEVEL: { enum: ['error', 'warn', 'info', 'debug', 'silent'], default: 'info' },
+    NEXUS_BODY_LIMIT_BYTES: { type: 'integer', minimum: 1024, default: 1048576 },
+    NEXUS_GATEWAY_BODY_LIMIT_BYTES: { type: 'integer', minimum: 1024, default: 33554432 },
+    NEXUS_SHUTDOWN_TIMEOUT_MS: { type: 'integer', minimum: 0, default: 10000 },
+    NEXUS_INFERENCE_KEY_TTL_DAYS: { type: 'integer', minimum: 1, maximum: 3650, default: 365 },
+    NEXUS_KEY_ENVIRONMENT: { type: 'string', pattern: '^[a-z]{2,8}$', default: 'live' },
+    NEXUS_UPSTREAM_TIMEOUT_MS: { type: 'integer', minimum: 100, default: 60000 },
+    NEXUS_RESERVATION_TTL_MS: { type: 'integer', minimum: 1000, default: 900000 },
+    NEXUS_AUTH_CACHE_TTL_MS: { type: 'integer', minimum: 0, maximum: 5000, default: 1000 },
+    NEXUS_STRIPE_API_BASE_URL: { type: 'string', pattern: '^https?://' },
+    NEXUS_PADDLE_API_BASE_URL: { type: 'string', pattern: '^https?://' },
+    NEXUS_BILLING_PAST_DUE_GRACE_HOURS: { type: 'number', minimum: 0, default: 72 },
+    NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS: { type: 'number', minimum: 0, default: 24 },
+  },
+} as const;
+
+export class ConfigError extends Error {}
+
+function decodeKey(name: string, value: string): Buffer {
+  const key = Buffer.from(value, 'base64');
+  if (key.length !== 32) throw new ConfigError(`${name} must be 32 bytes, base64-encoded (openssl rand -base64 32)`);
+  return key;
+}
+
+/** The dev-only fallback: a key generated once into the data dir. */
+function devEncryptionKey(dataDir: string, warn: (msg: string) => void): Buffer {
+  const file = join(dataDir, 'encryption.key');
+  if (!existsSync(file)) {
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(file, randomBytes(32).toString('base64') + '\n', { mode: 0o600 });
+    warn(`NEXUS_ENCRYPTION_KEY is unset: generated a development key in ${file}. Set it in production.`);
+  }
+  return decodeKey(file, readFileSync(file, 'utf8').trim());
+}
+
+export function loadConfig(
+  env: Record<string, string | undefined> = process.env,
+  warn: (msg: string) => void = (msg) => console.warn(msg),
+): Config {
+  const raw: Record<string, unknown> = {};
+  for (const key of Object.keys(schema.properties)) {
+    const value = env[key];
+    if (value !== undefined && value !== '') raw[key] = value;
+  }
+  const ajv = new Ajv({ coerceTypes: true, useDefaults: true, allErrors: true });
+  const validate = ajv.compile(schema);
+  if (!validate(raw)) {
+    const problems = (validate.errors ?? []).map((e) => `${e.instancePath.slice(1) || 'environment'} ${e.message}`);
+    throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
+  }
+  const v = raw as any;
+  if (v.NODE_ENV === 'production' && !v.NEXUS_ENCRYPTION_KEY) {
+    throw new ConfigError('NEXUS_ENCRYPTION_KEY is required when NODE_ENV=production');
+  }
+  const encryptionKey = v.NEXUS_ENCRYPTION_KEY
+    ? decodeKey('NEXUS_ENCRYPTION_KEY', v.NEXUS_ENCRYPTION_KEY)
+    : devEncryptionKey(v.NEXUS_DATA_DIR, warn);
+  const previousEncryptionKeys = String(v.NEXUS_PREVIOUS_ENCRYPTION_KEYS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((s) => decodeKey('NEXUS_PREVIOUS_ENCRYPTION_KEYS', s));
+  return {
+    nodeEnv: v.NODE_ENV,
+    port: v.PORT,
+    host: v.HOST,
+    databaseUrl: v.DATABASE_URL,
+    databaseSchema: v.NEXUS_DATABASE_SCHEMA,
+    dataDir: v.NEXUS_DATA_DIR,
+    managementKey: v.NEXUS_MANAGEMENT_KEY,
+    encryptionKey,
+    previousEncryptionKeys,
+    publicUrl: v.NEXUS_PUBLIC_URL ?? `http://${v.HOST.includes(':') ? `[${v.HOST}]` : v.HOST}:${v.PORT}`,
+    allowPrivateUpstreams: v.NEXUS_ALLOW_PRIVATE_UPSTREAMS,
+    logLevel: v.NEXUS_LOG_LEVEL,
+    bodyLimitBytes: v.NEXUS_BODY_LIMIT_BYTES,
+    gatewayBodyLimitBytes: v.NEXUS_GATEWAY_BODY_LIMIT_BYTES,
+    shutdownTimeoutMs: v.NEXUS_SHUTDOWN_TIMEOUT_MS,
+    inferenceKeyTtlDays: v.NEXUS_INFERENCE_KEY_TTL_DAYS,
+    keyEnvironment: v.NEXUS_KEY_ENVIRONMENT,
+    upstreamTimeoutMs: v.NEXUS_UPSTREAM_TIMEOUT_MS,
+    reservationTtlMs: v.NEXUS_RESERVATION_TTL_MS,
+    authCacheTtlMs: v.NEXUS_AUTH_CACHE_TTL_MS,
+    stripeApiBaseUrl: v.NEXUS_STRIPE_API_BASE_URL,
+    paddleApiBaseUrl: v.NEXUS_PADDLE_API_BASE_URL,
+    billingPastDueGraceMs: Math.round(v.NEXUS_BILLING_PAST_DUE_GRACE_HOURS * 3600_000),
+    webhookSecretOverlapMs: Math.round(v.NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS * 3600_000),
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * knex over PostgreSQL (DATABASE_URL) or the embedded PGlite. Both return int8
+ * as a JS bigint: that normalisation happens here and nowhere else.
+ */
+import knexPkg, { type Knex } from 'knex';
+import pg from 'pg';
+import ClientPgLite from 'knex-pglite';
+import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+export type Db = Knex;
+export type Tx = Knex.Transaction;
+/** What a repository function accepts as its last argument. */
+export type Queryable = Knex | Knex.Transaction;
+
+const INT8_OID = 20;
+pg.types.setTypeParser(INT8_OID, (value: string) => BigInt(value));
+
+export interface DatabaseOptions {
+  databaseUrl: string | undefined;
+  /** A schema to create and use instead of public (tests). */
+  schema?: string | undefined;
+  /** Where PGlite keeps its files; undefined: in memory. */
+  pgliteDir?: string | undefined;
+  poolMax?: number;
+}
+
+export function createDatabase(options: DatabaseOptions): Db {
+  const { databaseUrl, schema } = options;
+  if (databaseUrl) {
+    return knexPkg({
+      client: 'pg',
+      connection: { connectionString: databaseUrl, application_name: 'nexus' },
+      searchPath: schema ? [schema] : undefined,
+      pool: {
+        min: 0,
+        max: options.poolMax ?? 10,
+        afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) => {
+          if (!schema) return done(null, conn);
+          conn.query(`create schema if not exists "${schema}"`, (err) => done(err ?? null, conn));
+        },
+      },
+    });
+  }
+  if (options.pgliteDir) mkdirSync(options.pgliteDir, { recursive: true });
+  const pglite = new PGlite(options.pgliteDir ? join(options.pgliteDir) : undefined, {
+    parsers: { [pgliteTypes.INT8]: (value: string) => BigInt(value) },
+  });
+  return knexPkg({ client: ClientPgLite, dialect: 'postgres', connection: () => ({ pglite }) } as Knex.Config);
+}
+
+/** True when the knex instance talks to the embedded PGlite (one connection). */
+export function isEmbedded(db: Db): boolean {
+  return db.client.config.client !== 'pg';
+}

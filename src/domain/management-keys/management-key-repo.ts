@@ -1,0 +1,51 @@
+import type { Queryable } from '../../db/database.js';
+
+export interface ManagementKeyRow {
+  id: string;
+  name: string;
+  key_hash: string;
+  prefix: string;
+  is_root: boolean;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+export function createManagementKeyRepo(db: Queryable) {
+  return {
+    async insert(row: ManagementKeyRow, workspaceIds: string[], q: Queryable = db): Promise<void> {
+      await q('management_keys').insert(row);
+      if (workspaceIds.length) {
+        await q('management_key_workspaces').insert(workspaceIds.map((workspace_id) => ({ management_key_id: row.id, workspace_id })));
+      }
+    },
+
+    /** The active key with this hash and the workspaces it may see, in one query. */
+    async findActiveByHash(keyHash: string, q: Queryable = db): Promise<(ManagementKeyRow & { workspace_ids: string[] }) | undefined> {
+      return q('management_keys as k')
+        .leftJoin('management_key_workspaces as w', 'w.management_key_id', 'k.id')
+        .where('k.key_hash', keyHash)
+        .whereNull('k.revoked_at')
+        .groupBy('k.id')
+        .select('k.*', q.raw('coalesce(array_agg(w.workspace_id) filter (where w.workspace_id is not null), array[]::uuid[]) as workspace_ids'))
+        .first();
+    },
+
+    async hasRoot(q: Queryable = db): Promise<boolean> {
+      return Boolean(await q('management_keys').where({ is_root: true }).whereNull('revoked_at').first('id'));
+    },
+
+    async list(q: Queryable = db): Promise<(ManagementKeyRow & { workspace_ids: string[] })[]> {
+      return q('management_keys as k')
+        .leftJoin('management_key_workspaces as w', 'w.management_key_id', 'k.id')
+        .groupBy('k.id')
+        .orderBy('k.id')
+        .select('k.*', q.raw('coalesce(array_agg(w.workspace_id) filter (where w.workspace_id is not null), array[]::uuid[]) as workspace_ids'));
+    },
+
+    async revoke(id: string, at: Date, q: Queryable = db): Promise<boolean> {
+      return (await q('management_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: at })) > 0;
+    },
+  };
+}
+
+export type ManagementKeyRepo = ReturnType<typeof createManagementKeyRepo>;

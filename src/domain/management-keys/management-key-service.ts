@@ -1,0 +1,121 @@
+/**
+ * Management Keys (DESIGN.md): the root key from NEXUS_MANAGEMENT_KEY, or one
+ * generated, stored hashed and printed once on first start; scoped keys created
+ * with the CLI that see only their workspaces. Only hashes are stored.
+ */
+import type { Db } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import { newId } from '../../ids.js';
+import { systemActor, type Actor, type Clock } from '../actor.js';
+import type { AuditService } from '../audit/audit-service.js';
+import { constantTimeEqual, generateToken, type KeyHasher } from '../security/key-hash.js';
+import type { WorkspaceRepo } from '../workspaces/workspace-repo.js';
+import type { ManagementKeyRepo } from './management-key-repo.js';
+
+export const MANAGEMENT_KEY_PREFIX = 'nx-mgmt-';
+export const ENV_ROOT_KEY_ID = 'root';
+
+export interface Principal {
+  keyId: string;
+  isRoot: boolean;
+  workspaceIds: ReadonlySet<string> | null;
+}
+
+export function createManagementKeyService(deps: {
+  db: Db;
+  managementKeyRepo: ManagementKeyRepo;
+  workspaceRepo: WorkspaceRepo;
+  audit: AuditService;
+  hasher: KeyHasher;
+  clock: Clock;
+  rootKey: string | undefined;
+}) {
+  const { db, managementKeyRepo, workspaceRepo, audit, hasher, clock } = deps;
+  const rootKeyHash = deps.rootKey ? hasher.hash(deps.rootKey) : undefined;
+
+  return {
+    /** The principal for a bearer token, or 401. */
+    async authenticate(token: string | undefined): Promise<Principal> {
+      if (!token) throw new AppError('missing_credentials', 'Send a Management Key as Authorization: Bearer <key>');
+      const hash = hasher.hash(token);
+      if (rootKeyHash && constantTimeEqual(hash, rootKeyHash)) {
+        return { keyId: ENV_ROOT_KEY_ID, isRoot: true, workspaceIds: null };
+      }
+      const row = await managementKeyRepo.findActiveByHash(hash);
+      if (!row) throw new AppError('invalid_management_key', 'The Management Key is invalid or revoked');
+      return { keyId: row.id, isRoot: row.is_root, workspaceIds: row.is_root ? null : new Set(row.workspace_ids) };
+    },
+
+    /**
+     * Without NEXUS_MANAGEMENT_KEY: creates a root key on the first start and
+     * returns its plaintext (to print once); undefined on later starts.
+     */
+    async ensureRootKey(): Promise<string | undefined> {
+      if (rootKeyHash) return undefined;
+      return db.transaction(async (tx) => {
+        await tx.raw('lock table management_keys in exclusive mode');
+        if (await managementKeyRepo.hasRoot(tx)) return undefined;
+        const token = generateToken(MANAGEMENT_KEY_PREFIX);
+        const id = newId();
+        await managementKeyRepo.insert(
+          { id, name: 'root', key_hash: hasher.hash(token), prefix: token.slice(0, 12), is_root: true, created_at: clock.now(), revoked_at: null },
+          [],
+          tx,
+        );
+        await audit.record(tx, systemActor('system'), {
+          action: 'management_key.created',
+          resourceType: 'management_key',
+          resourceId: id,
+          workspaceId: null,
+          changes: { root: true },
+        });
+        return token;
+      });
+    },
+
+    /** A key that sees only the given workspaces; the plaintext is returned once. */
+    async createScoped(actor: Actor, input: { name: string; workspaceIds: string[] }): Promise<{ id: string; key: string }> {
+      if (input.workspaceIds.length === 0) throw new AppError('invalid_parameter', 'A scoped key needs at least one workspace', { param: 'workspace' });
+      return db.transaction(async (tx) => {
+        for (const workspaceId of input.workspaceIds) {
+          if (!(await workspaceRepo.findById(workspaceId, tx))) {
+            throw new AppError('workspace_not_found', `Workspace ${workspaceId} not found`, { param: 'workspace' });
+          }
+        }
+        const token = generateToken(MANAGEMENT_KEY_PREFIX);
+        const id = newId();
+        await managementKeyRepo.insert(
+          { id, name: input.name, key_hash: hasher.hash(token), prefix: token.slice(0, 12), is_root: false, created_at: clock.now(), revoked_at: null },
+          [...new Set(input.workspaceIds)],
+          tx,
+        );
+        for (const workspaceId of input.workspaceIds) {
+          await audit.record(tx, actor, {
+            action: 'management_key.created',
+            resourceType: 'management_key',
+            resourceId: id,
+            workspaceId,
+            changes: { name: input.name, workspaceIds: input.workspaceIds },
+          });
+        }
+        return { id, key: token };
+      });
+    },
+
+    async list() {
+      return managementKeyRepo.list();
+    },
+
+    async revoke(actor: Actor, id: string): Promise<boolean> {
+      return db.transaction(async (tx) => {
+        const revoked = await managementKeyRepo.revoke(id, clock.now(), tx);
+        if (revoked) {
+          await audit.record(tx, actor, { action: 'management_key.revoked', resourceType: 'management_key', resourceId: id, workspaceId: null });
+        }
+        return revoked;
+      });
+    },
+  };
+}
+
+export type ManagementKeyService = ReturnType<typeof createManagementKeyService>;

@@ -1,0 +1,15 @@
+import type { WorkspaceDto } from '../../../generated/client/types.gen.js';
+import type { WorkspaceRow } from './workspace-repo.js';
+
+export function toWorkspaceDto(row: WorkspaceRow): WorkspaceDto {
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    metadata: row.metadata,
+    allowUnmeteredPassthrough: row.allow_unmetered_passthrough,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+    ...(row.archived_at ? { archivedAt: row.archived_at.toISOString() } : {}),
+  };
+}

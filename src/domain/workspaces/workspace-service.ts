@@ -1,0 +1,129 @@
+import type { CreateWorkspaceDto, UpdateWorkspaceDto } from '../../../generated/client/types.gen.js';
+import type { Db, Queryable } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import { newId } from '../../ids.js';
+import { assertVisible, requireRoot, type Actor, type Clock } from '../actor.js';
+import type { AuditService } from '../audit/audit-service.js';
+import type { Page, PageRequest } from '../pagination.js';
+import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
+
+const METADATA_MAX_BYTES = 16 * 1024;
+
+export function assertMetadataSize(metadata: unknown, param = 'metadata'): void {
+  if (metadata !== undefined && Buffer.byteLength(JSON.stringify(metadata)) > METADATA_MAX_BYTES) {
+    throw new AppError('invalid_parameter', `metadata must serialize to at most ${METADATA_MAX_BYTES} bytes`, { param });
+  }
+}
+
+export function createWorkspaceService(deps: {
+  db: Db;
+  workspaceRepo: WorkspaceRepo;
+  audit: AuditService;
+  clock: Clock;
+}) {
+  const { db, workspaceRepo, audit, clock } = deps;
+
+  async function get(actor: Actor, id: string, q: Queryable = db): Promise<WorkspaceRow> {
+    assertVisible(actor, id, 'workspace_not_found', 'Workspace');
+    const row = await workspaceRepo.findById(id, q);
+    if (!row) throw new AppError('workspace_not_found', 'Workspace not found');
+    return row;
+  }
+
+  /**
+   * For every change under a workspace, in any area: inside the caller's
+   * transaction, the workspace must be visible and ACTIVE, and stays so until commit.
+   */
+  async function requireWritable(tx: Queryable, actor: Actor, id: string): Promise<WorkspaceRow> {
+    assertVisible(actor, id, 'workspace_not_found', 'Workspace');
+    const row = await workspaceRepo.findByIdForShare(id, tx);
+    if (!row) throw new AppError('workspace_not_found', 'Workspace not found');
+    if (row.status === 'ARCHIVED') {
+      throw new AppError('workspace_archived', 'The workspace is archived and read-only', { current_status: row.status });
+    }
+    return row;
+  }
+
+  return {
+    get,
+    requireWritable,
+
+    async create(actor: Actor, dto: CreateWorkspaceDto): Promise<WorkspaceRow> {
+      requireRoot(actor);
+      assertMetadataSize(dto.metadata);
+      const now = clock.now();
+      return db.transaction(async (tx) => {
+        const row = await workspaceRepo.insert(
+          {
+            id: newId(),
+            name: dto.name,
+            status: 'ACTIVE',
+            metadata: dto.metadata ?? {},
+            allow_unmetered_passthrough: dto.allowUnmeteredPassthrough ?? false,
+            created_at: now,
+            updated_at: now,
+            archived_at: null,
+          },
+          tx,
+        );
+        await audit.record(tx, actor, {
+          action: 'workspace.created',
+          resourceType: 'workspace',
+          resourceId: row.id,
+          workspaceId: row.id,
+          changes: { ...dto },
+        });
+        return row;
+      });
+    },
+
+    async list(actor: Actor, page: PageRequest & { status?: 'ACTIVE' | 'ARCHIVED' }): Promise<Page<WorkspaceRow>> {
+      return workspaceRepo.list({ ...page, ids: actor.workspaceIds });
+    },
+
+    async update(actor: Actor, id: string, dto: UpdateWorkspaceDto): Promise<WorkspaceRow> {
+      assertMetadataSize(dto.metadata);
+      return db.transaction(async (tx) => {
+        assertVisible(actor, id, 'workspace_not_found', 'Workspace');
+        const current = await workspaceRepo.findByIdForUpdate(id, tx);
+        if (!current) throw new AppError('workspace_not_found', 'Workspace not found');
+        if (current.status === 'ARCHIVED') {
+          throw new AppError('workspace_archived', 'The workspace is archived and read-only', { current_status: current.status });
+        }
+        const patch: Partial<WorkspaceRow> = { updated_at: clock.now() };
+        if (dto.name !== undefined) patch.name = dto.name;
+        if (dto.metadata !== undefined) patch.metadata = dto.metadata;
+        if (dto.allowUnmeteredPassthrough !== undefined) patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
+        const row = await workspaceRepo.update(id, patch, tx);
+        await audit.record(tx, actor, {
+          action: 'workspace.updated',
+          resourceType: 'workspace',
+          resourceId: id,
+          workspaceId: id,
+          changes: { ...dto },
+        });
+        return row;
+      });
+    },
+
+    async archive(actor: Actor, id: string): Promise<void> {
+      requireRoot(actor);
+      await db.transaction(async (tx) => {
+        const current = await workspaceRepo.findByIdForUpdate(id, tx);
+        if (!current) throw new AppError('workspace_not_found', 'Workspace not found');
+        if (current.status === 'ARCHIVED') return;
+        const now = clock.now();
+        await workspaceRepo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
+        await audit.record(tx, actor, {
+          action: 'workspace.archived',
+          resourceType: 'workspace',
+          resourceId: id,
+          workspaceId: id,
+          changes: { status: 'ARCHIVED' },
+        });
+      });
+    },
+  };
+}
+
+export type WorkspaceService = ReturnType<typeof createWorkspaceService>;

@@ -1,0 +1,149 @@
+/**
+ * One error type, one table from code to HTTP status, one body (DESIGN.md).
+ * Add a code here when a new cause appears; never reuse one for another cause.
+ */
+export const errorStatus = {
+  // 400
+  invalid_request: 400,
+  invalid_json: 400,
+  invalid_cursor: 400,
+  invalid_parameter: 400,
+  invalid_base_url: 400,
+  private_upstream_refused: 400,
+  unsafe_proxy_request: 400,
+  max_tokens_exceeded: 400,
+  invalid_signature: 400,
+  // 401
+  missing_credentials: 401,
+  invalid_management_key: 401,
+  invalid_inference_key: 401,
+  // 403
+  root_key_required: 403,
+  access_not_active: 403,
+  access_suspended: 403,
+  connection_suspended: 403,
+  workspace_archived_gateway: 403,
+  // 404
+  route_not_found: 404,
+  workspace_not_found: 404,
+  provider_connection_not_found: 404,
+  plan_not_found: 404,
+  strategy_not_found: 404,
+  binding_not_found: 404,
+  access_not_found: 404,
+  inference_key_not_found: 404,
+  invocation_not_found: 404,
+  billing_connection_not_found: 404,
+  product_mapping_not_found: 404,
+  webhook_event_not_found: 404,
+  // 405
+  method_not_allowed: 405,
+  // 409
+  conflict: 409,
+  workspace_archived: 409,
+  idempotency_key_reused: 409,
+  idempotency_key_in_use: 409,
+  plan_not_draft: 409,
+  plan_not_active: 409,
+  plan_not_publishable: 409,
+  strategy_published: 409,
+  strategy_not_published: 409,
+  binding_closed: 409,
+  illegal_transition: 409,
+  period_overlap: 409,
+  unmetered_endpoint: 409,
+  connection_archived: 409,
+  billing_connection_disabled: 409,
+  billing_not_configured: 409,
+  event_not_replayable: 409,
+  // 413
+  payload_too_large: 413,
+  // 429
+  quota_insufficient: 429,
+  // 500
+  internal_error: 500,
+  not_implemented: 501,
+  // 502
+  upstream_unavailable: 502,
+  upstream_timeout: 502,
+  // 503
+  not_ready: 503,
+} as const;
+
+export type ErrorCode = keyof typeof errorStatus;
+
+export const errorType: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  405: 'invalid_request_error',
+  409: 'conflict_error',
+  413: 'payload_too_large_error',
+  429: 'quota_exceeded_error',
+  500: 'api_error',
+  501: 'api_error',
+  502: 'upstream_error',
+  503: 'api_error',
+};
+
+export interface ErrorExtras {
+  param?: string;
+  reset_at?: string;
+  current_status?: string;
+  [key: string]: unknown;
+}
+
+export class AppError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly extras: ErrorExtras = {},
+  ) {
+    super(message);
+    this.name = 'AppError';
+  }
+
+  get status(): number {
+    return errorStatus[this.code];
+  }
+}
+
+export interface ErrorBody {
+  error: {
+    message: string;
+    type: string;
+    code: string;
+    param?: string | null;
+    request_id?: string;
+    reset_at?: string;
+    current_status?: string;
+  };
+}
+
+export function errorBody(err: AppError, requestId: string | undefined): ErrorBody {
+  const { param, reset_at, current_status } = err.extras;
+  return {
+    error: {
+      message: err.message,
+      type: errorType[err.status] ?? 'api_error',
+      code: err.code,
+      param: param ?? null,
+      ...(requestId ? { request_id: requestId } : {}),
+      ...(reset_at ? { reset_at } : {}),
+      ...(current_status ? { current_status } : {}),
+    },
+  };
+}
+
+/** Anything that is not an AppError becomes a 500 that reveals nothing. */
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  return new AppError('internal_error', 'An unexpected error occurred. The request id identifies it in the logs.');
+}
+
+/** Postgres unique violation, for repositories to turn into a conflict. */
+export function isUniqueViolation(err: unknown, constraint?: string): boolean {
+  const e = err as { code?: string; constraint?: string };
+  return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
+}

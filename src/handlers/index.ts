@@ -1,0 +1,17 @@
+/** Every operationId of the contract maps to exactly one handler, by area. */
+import type { Services } from '../domain/services.js';
+import type { HandlerMap } from '../http/handler.js';
+import { systemHandlers } from './system.js';
+import { workspaceHandlers } from './workspaces.js';
+
+export function createHandlers(services: Services): HandlerMap {
+  const areas: HandlerMap[] = [systemHandlers(services), workspaceHandlers(services)];
+  const all: HandlerMap = {};
+  for (const area of areas) {
+    for (const [operationId, fn] of Object.entries(area)) {
+      if (all[operationId]) throw new Error(`Two handlers for ${operationId}`);
+      all[operationId] = fn;
+    }
+  }
+  return all;
+}

@@ -1,0 +1,32 @@
+import type {
+  ArchiveWorkspaceData,
+  CreateWorkspaceData,
+  GetWorkspaceData,
+  ListWorkspacesData,
+  UpdateWorkspaceData,
+} from '../../generated/client/types.gen.js';
+import type { Services } from '../domain/services.js';
+import { toWorkspaceDto } from '../domain/workspaces/workspace-mapper.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+
+export function workspaceHandlers({ workspaces }: Services): HandlerMap {
+  return {
+    createWorkspace: handler<CreateWorkspaceData>(async ({ actor, body }) =>
+      created(toWorkspaceDto(await workspaces.create(actor, body))),
+    ),
+    listWorkspaces: handler<ListWorkspacesData>(async ({ actor, query }) => {
+      const result = await workspaces.list(actor, query);
+      return page(result.items.map(toWorkspaceDto), result.nextCursor);
+    }),
+    getWorkspace: handler<GetWorkspaceData>(async ({ actor, path }) =>
+      ok(toWorkspaceDto(await workspaces.get(actor, path.workspaceId))),
+    ),
+    updateWorkspace: handler<UpdateWorkspaceData>(async ({ actor, path, body }) =>
+      ok(toWorkspaceDto(await workspaces.update(actor, path.workspaceId, body))),
+    ),
+    archiveWorkspace: handler<ArchiveWorkspaceData>(async ({ actor, path }) => {
+      await workspaces.archive(actor, path.workspaceId);
+      return noContent();
+    }),
+  };
+}

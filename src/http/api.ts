@@ -1,0 +1,213 @@
+/**
+ * The glue between express and the contract: openapi-backend routes each request
+ * to its operation, authenticates the Management Key, validates the request with
+ * ajv before any handler runs, applies Idempotency-Key, and writes the handler's
+ * result (or the Error body) to the response.
+ */
+import type { Request, Response } from 'express';
+import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
+import addFormatsPkg from 'ajv-formats';
+import type { ErrorObject } from 'ajv';
+import { AppError, errorBody, toAppError } from '../errors.js';
+import type { Actor } from '../domain/actor.js';
+import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
+import { requestHash, type IdempotencyService } from '../domain/idempotency/idempotency-service.js';
+import type { HandlerMap, HandlerResult } from './handler.js';
+import type { RequestLocals } from './locals.js';
+
+const addFormats = addFormatsPkg as unknown as (ajv: unknown) => unknown;
+
+export interface ApiDeps {
+  definition: Document;
+  handlers: HandlerMap;
+  managementKeys: ManagementKeyService;
+  idempotency: IdempotencyService;
+  /** Read per request: tests learn their port after the app is built. */
+  publicUrl: () => string;
+}
+
+/** All operationIds of a document, in document order. */
+export function operationIdsOf(definition: Document): string[] {
+  const ids: string[] = [];
+  for (const item of Object.values(definition.paths ?? {})) {
+    for (const method of ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const) {
+      const op = (item as Record<string, { operationId?: string } | undefined>)?.[method];
+      if (op?.operationId) ids.push(op.operationId);
+    }
+  }
+  return ids;
+}
+
+/** ajv's error -> the request field at fault, as a caller names it ('name', 'limit', 'metadata.tier'). */
+function paramOf(e: ErrorObject): string | null {
+  const segments = e.instancePath.split('/').filter(Boolean).slice(1);
+  const p = e.params as { missingProperty?: string; additionalProperty?: string };
+  if (p.missingProperty) segments.push(p.missingProperty);
+  if (p.additionalProperty) segments.push(p.additionalProperty);
+  return segments.length ? segments.join('.') : null;
+}
+
+function validationError(errors: ErrorObject[] | null | undefined): AppError {
+  const first = errors?.[0];
+  if (!first) return new AppError('invalid_request', 'The request is invalid');
+  if (first.keyword === 'parse') return new AppError('invalid_json', 'The request body is not valid JSON');
+  const param = paramOf(first);
+  const p = first.params as { additionalProperty?: string };
+  const message = p.additionalProperty
+    ? `Unknown field '${param}'`
+    : `${param ?? 'The request body'} ${first.message ?? 'is invalid'}`;
+  return new AppError('invalid_parameter', message, param ? { param } : {});
+}
+
+function bearerToken(req: Request): string | undefined {
+  const header = req.headers.authorization;
+  if (!header) return undefined;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match?.[1];
+}
+
+export function sendError(req: Request, res: Response, err: unknown): void {
+  const appError = toAppError(err);
+  const locals = res.locals as RequestLocals;
+  if (appError.status >= 500 && !(err instanceof AppError)) locals.error = err;
+  res.status(appError.status).json(errorBody(appError, locals.requestId));
+}
+
+function nextLink(publicUrl: string, req: Request, cursor: string): string {
+  const url = new URL(req.originalUrl, publicUrl);
+  url.searchParams.set('cursor', cursor);
+  return `<${publicUrl}${url.pathname}${url.search}>; rel="next"`;
+}
+
+function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps): void {
+  if (result.headers) res.set(result.headers);
+  if (result.nextCursor) {
+    res.set('X-Next-Cursor', result.nextCursor);
+    res.set('Link', nextLink(deps.publicUrl(), req, result.nextCursor));
+  }
+  res.status(result.status);
+  if (result.body === undefined) res.end();
+  else res.json(result.body);
+}
+
+export function createApi(deps: ApiDeps) {
+  const api = new OpenAPIBackend({
+    definition: deps.definition,
+    strict: true,
+    validate: true,
+    coerceTypes: true,
+    ajvOpts: { strict: false, allErrors: false },
+    customizeAjv: (ajv) => {
+      addFormats(ajv);
+      return ajv;
+    },
+  });
+
+  // openapi-backend checks the document against the OpenAPI 3.0 schema only; the
+  // 3.1 document is linted by redocly (npm run lint) instead.
+  api.validateDefinition = () => api.document;
+
+  api.registerSecurityHandler('managementKey', async (_c: Context, req: Request): Promise<Principal> => {
+    return deps.managementKeys.authenticate(bearerToken(req));
+  });
+  // The gateway is served by its own router; reaching it here means the path
+  // did not match a gateway route.
+  api.registerSecurityHandler('inferenceKey', async () => {
+    throw new AppError('invalid_inference_key', 'Gateway calls go to /providers/{providerConnectionId}/{path}');
+  });
+
+  api.register({
+    notFound: async (_c: Context, req: Request, res: Response) =>
+      sendError(req, res, new AppError('route_not_found', `No route ${req.method} ${req.path}`)),
+    methodNotAllowed: async (_c: Context, req: Request, res: Response) =>
+      sendError(req, res, new AppError('method_not_allowed', `${req.method} is not allowed on ${req.path}`)),
+    unauthorizedHandler: async (c: Context, req: Request, res: Response) => {
+      const results = Object.values(c.security ?? {}) as unknown[];
+      const failure = results.find((r): r is { error: unknown } => Boolean(r && typeof r === 'object' && 'error' in r));
+      sendError(req, res, failure?.error ?? new AppError('missing_credentials', 'Authentication required'));
+    },
+    validationFail: async (c: Context, req: Request, res: Response) =>
+      sendError(req, res, validationError(c.validation.errors)),
+  });
+
+  const operationIds = operationIdsOf(deps.definition);
+  const missing = operationIds.filter((id) => !deps.handlers[id]);
+  if (missing.length) {
+    throw new Error(`The contract has operations without a handler: ${missing.join(', ')}. Add them to src/handlers/.`);
+  }
+
+  for (const operationId of operationIds) {
+    const fn = deps.handlers[operationId]!;
+    api.register(operationId, async (c: Context, req: Request, res: Response) => {
+      const locals = res.locals as RequestLocals;
+      const principal = c.security?.['managementKey'] as Principal | undefined;
+      const actor: Actor = {
+        keyId: principal?.keyId ?? 'anonymous',
+        isRoot: principal?.isRoot ?? false,
+        workspaceIds: principal ? principal.workspaceIds : new Set(),
+        requestId: locals.requestId,
+        clientAddress: req.ip ?? null,
+      };
+      locals.actorKeyId = principal?.keyId;
+      const idempotencyKey = req.method === 'POST' && principal ? req.get('Idempotency-Key') : undefined;
+      const input = {
+        body: c.request.requestBody,
+        path: c.request.params ?? {},
+        query: c.request.query ?? {},
+        actor,
+        headers: req.headers,
+      };
+      try {
+        if (!idempotencyKey) return send(req, res, await fn(input), deps);
+        const hash = requestHash(req.method, req.path, c.request.requestBody);
+        const claim = await deps.idempotency.claim(actor.keyId, idempotencyKey, req.method, req.path, hash);
+        if (claim.kind === 'replay') {
+          return send(req, res, { ...claim.response, headers: { ...claim.response.headers, 'Idempotent-Replayed': 'true' } }, deps);
+        }
+        let result: HandlerResult;
+        try {
+          result = await fn(input);
+        } catch (err) {
+          const appError = toAppError(err);
+          if (appError.status >= 500) await deps.idempotency.release(actor.keyId, idempotencyKey);
+          else {
+            await deps.idempotency.complete(actor.keyId, idempotencyKey, {
+              status: appError.status,
+              body: errorBody(appError, locals.requestId),
+              headers: {},
+            });
+          }
+          throw err;
+        }
+        await deps.idempotency.complete(actor.keyId, idempotencyKey, {
+          status: result.status,
+          body: result.body,
+          headers: result.headers ?? {},
+        });
+        send(req, res, result, deps);
+      } catch (err) {
+        sendError(req, res, err);
+      }
+    });
+  }
+
+  return {
+    api,
+    operationIds,
+    async init() {
+      await api.init();
+    },
+    async handle(req: Request, res: Response) {
+      const context = { method: req.method, path: req.path, query: req.query as Record<string, string>, headers: req.headers as Record<string, string>, body: req.body };
+      try {
+        await api.handleRequest(context, req, res);
+      } catch (err) {
+        sendError(req, res, err);
+      }
+    },
+    /** The operationId a request maps to, for metrics and logs. */
+    operationIdOf(req: Request): string | undefined {
+      return api.router.matchOperation({ method: req.method, path: req.path, headers: {} })?.operationId;
+    },
+  };
+}

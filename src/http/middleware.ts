@@ -1,0 +1,76 @@
+import type { NextFunction, Request, Response } from 'express';
+import { AppError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { sendError } from './api.js';
+import type { RequestLocals } from './locals.js';
+
+/**
+ * Gives every request an id (X-Request-Id on every answer), and on finish writes
+ * one log line and the metrics. The log line never holds a header or a query string.
+ */
+export function requestObserver(deps: {
+  logger: Logger;
+  metrics: Metrics;
+  operationIdOf: (req: Request) => string | undefined;
+  inflight: { count: number };
+}) {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const locals = res.locals as RequestLocals;
+    locals.requestId = newId();
+    locals.startedAt = process.hrtime.bigint();
+    res.setHeader('X-Request-Id', locals.requestId);
+    deps.inflight.count++;
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      deps.inflight.count--;
+      const seconds = Number(process.hrtime.bigint() - locals.startedAt) / 1e9;
+      const operation = locals.operationId ?? deps.operationIdOf(req) ?? 'unknown';
+      const status = res.writableFinished ? res.statusCode : 499;
+      deps.metrics.observe(operation, req.method, status, seconds);
+      const line: Record<string, unknown> = {
+        msg: 'request',
+        requestId: locals.requestId,
+        method: req.method,
+        path: req.path,
+        operationId: operation,
+        status,
+        durationMs: Math.round(seconds * 1e6) / 1e3,
+      };
+      if (locals.actorKeyId) line.actorKeyId = locals.actorKeyId;
+      if (locals.error) {
+        const e = locals.error as Error;
+        line.error = { name: e?.name, message: e?.message, stack: e?.stack };
+      }
+      deps.logger.log(status >= 500 ? 'error' : 'info', line);
+    };
+    res.on('finish', finish);
+    res.on('close', finish);
+    next();
+  };
+}
+
+/** Body parser failures and anything thrown outside the contract's handlers. */
+export function errorRenderer() {
+  return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const e = err as { type?: string; status?: number };
+    if (e?.type === 'entity.too.large') {
+      return sendError(req, res, new AppError('payload_too_large', 'The request body is larger than the limit'));
+    }
+    if (e?.type === 'entity.parse.failed') {
+      return sendError(req, res, new AppError('invalid_json', 'The request body is not valid JSON'));
+    }
+    if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
+      return sendError(req, res, new AppError('invalid_request', 'Unsupported content encoding or charset'));
+    }
+    if (res.headersSent) {
+      (res.locals as RequestLocals).error = err;
+      res.destroy();
+      return;
+    }
+    sendError(req, res, err);
+  };
+}

@@ -1,0 +1,29 @@
+/** Prometheus metrics, one registry per app (no global state between test apps). */
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
+  const registry = new Registry();
+  if (options.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'nexus_' });
+  const requests = new Counter({
+    name: 'nexus_http_requests_total',
+    help: 'HTTP requests by operation and status',
+    labelNames: ['operation', 'method', 'status'] as const,
+    registers: [registry],
+  });
+  const latency = new Histogram({
+    name: 'nexus_http_request_duration_seconds',
+    help: 'HTTP request latency by operation (until the last byte)',
+    labelNames: ['operation', 'method'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  });
+  return {
+    registry,
+    observe(operation: string, method: string, status: number, seconds: number) {
+      requests.inc({ operation, method, status: String(status) });
+      latency.observe({ operation, method }, seconds);
+    },
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,0 +1,144 @@
+/**
+ * Response validation against the contract, for every response a test receives
+ * through the harness: the status must be declared for the operation, the body
+ * must match its schema and the declared headers theirs. Each validated response
+ * is recorded for the coverage report.
+ */
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { OpenAPIBackend, type Operation } from 'openapi-backend';
+import addFormatsPkg from 'ajv-formats';
+import { Ajv } from 'ajv';
+import { loadContract } from '../../src/app.js';
+import { runDir } from './paths.js';
+
+const addFormats = addFormatsPkg as unknown as (ajv: unknown) => unknown;
+
+let backend: OpenAPIBackend | undefined;
+
+function contract(): OpenAPIBackend {
+  if (!backend) {
+    backend = new OpenAPIBackend({
+      definition: loadContract(),
+      quick: true,
+      validate: true,
+      ajvOpts: { strict: false },
+      customizeAjv: (ajv) => {
+        addFormats(ajv);
+        return ajv;
+      },
+    });
+    backend.validateDefinition = () => backend!.document;
+    backend.init();
+  }
+  return backend;
+}
+
+export class ContractViolation extends Error {
+  constructor(message: string) {
+    super(message);
+    violations.push(message);
+  }
+}
+
+/** Violations seen by this worker; test/support/setup-each.ts fails the test that caused one. */
+export const violations: string[] = [];
+
+interface DeclaredResponse {
+  headers?: Record<string, { required?: boolean; schema?: object }>;
+}
+
+const headerAjv = new Ajv({ strict: false, coerceTypes: true });
+addFormats(headerAjv);
+
+/** Declared headers: each one present must match its schema; a required one must be present. */
+function validateHeaders(id: string, status: number, declared: DeclaredResponse, headers: Record<string, string>): void {
+  for (const [name, spec] of Object.entries(declared.headers ?? {})) {
+    const value = headers[name.toLowerCase()];
+    if (value === undefined) {
+      if (spec.required) throw new ContractViolation(`${id} ${status}: required header ${name} is missing`);
+      continue;
+    }
+    if (spec.schema && !headerAjv.validate(spec.schema, value)) {
+      throw new ContractViolation(`${id} ${status}: header ${name}='${value}' does not match: ${headerAjv.errorsText()}`);
+    }
+  }
+}
+
+export function matchOperation(method: string, path: string): Operation | undefined {
+  const api = contract();
+  return api.router.matchOperation({ method, path, headers: {} }) as Operation | undefined;
+}
+
+function record(operationId: string, method: string, status: number): void {
+  mkdirSync(runDir, { recursive: true });
+  appendFileSync(join(runDir, `contract-${process.pid}.jsonl`), JSON.stringify({ operationId, method, status }) + '\n');
+}
+
+/** Throws ContractViolation when the response drifts from the contract. */
+export function validateResponse(
+  method: string,
+  url: string,
+  status: number,
+  headers: Record<string, string>,
+  body: unknown,
+): void {
+  const path = new URL(url, 'http://x').pathname;
+  const api = contract();
+  const operation = matchOperation(method, path);
+  if (!operation) throw new ContractViolation(`${method} ${path}: no operation in the contract`);
+  const id = operation.operationId!;
+  const declared = operation.responses?.[String(status)] ?? operation.responses?.default;
+  if (!declared) {
+    throw new ContractViolation(`${id}: status ${status} is not declared (body: ${JSON.stringify(body)?.slice(0, 300)})`);
+  }
+  const contentType = headers['content-type'] ?? '';
+  const isJson = contentType.includes('application/json');
+  const declaresJson = Boolean((declared as { content?: Record<string, unknown> }).content?.['application/json']);
+  if (declaresJson && isJson) {
+    const result = api.validateResponse(body, operation, status);
+    if (result.errors?.length) {
+      throw new ContractViolation(
+        `${id} ${status}: body does not match the contract: ${JSON.stringify(result.errors).slice(0, 800)}\nbody: ${JSON.stringify(body)?.slice(0, 500)}`,
+      );
+    }
+  } else if (declaresJson && status !== 204 && !id.startsWith('proxyProvider')) {
+    throw new ContractViolation(`${id} ${status}: expected application/json, got '${contentType}'`);
+  }
+  validateHeaders(id, status, declared as DeclaredResponse, headers);
+  record(id, method, status);
+}
+
+/**
+ * A fetch that validates every response against the contract before the caller
+ * sees it. Give it to the generated client, the openai/anthropic SDKs or use it raw.
+ */
+export function contractFetch(inner: typeof fetch = fetch): typeof fetch {
+  return async (input: RequestInfo | URL, init?: RequestInit) => {
+    const request = new Request(input, init);
+    const response = await inner(request);
+    const contentType = response.headers.get('content-type') ?? '';
+    const headers: Record<string, string> = {};
+    response.headers.forEach((v, k) => (headers[k] = v));
+    // Streams are validated on status and headers only: reading them here would buffer them.
+    let body: unknown;
+    if (contentType.includes('application/json')) {
+      const text = await response.clone().text();
+      try {
+        body = text ? JSON.parse(text) : undefined;
+      } catch {
+        body = text;
+      }
+    }
+    recordResponseText(contentType.includes('text/event-stream') ? '' : JSON.stringify(body ?? ''));
+    validateResponse(request.method, request.url, response.status, headers, body);
+    return response;
+  };
+}
+
+/** Everything a test received, for the scan that proves no secret ever left the service. */
+export function recordResponseText(text: string): void {
+  if (!text) return;
+  mkdirSync(runDir, { recursive: true });
+  appendFileSync(join(runDir, `responses-${process.pid}.log`), text + '\n');
+}

@@ -1,0 +1,36 @@
+/**
+ * Once per run: decide the database (real PostgreSQL, or loudly PGlite), clear
+ * the run records, and at the end print which admin operations the suite
+ * exercised through HTTP with a response that matched the contract.
+ */
+import { mkdirSync, rmSync } from 'node:fs';
+import pg from 'pg';
+import { printContractCoverage } from './coverage.js';
+import { runDir } from './paths.js';
+
+export const DEFAULT_TEST_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export default async function setup() {
+  rmSync(runDir, { recursive: true, force: true });
+  mkdirSync(runDir, { recursive: true });
+  const url = process.env.TEST_DATABASE_URL ?? DEFAULT_TEST_DATABASE_URL;
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    process.env.TEST_DATABASE_URL = url;
+    process.env.NEXUS_TEST_DB = 'postgres';
+  } catch (err) {
+    const line = '='.repeat(78);
+    console.warn(
+      `\n${line}\nNO POSTGRESQL at ${url.replace(/\/\/[^@]*@/, '//***@')} (${(err as Error).message}).\n` +
+        `The suite runs on embedded PGlite instead. CI always has PostgreSQL.\n${line}\n`,
+    );
+    process.env.NEXUS_TEST_DB = 'pglite';
+  } finally {
+    await client.end().catch(() => {});
+  }
+  return async () => {
+    printContractCoverage();
+  };
+}

@@ -1,0 +1,96 @@
+/**
+ * Starts a real Nexus on 127.0.0.1 (random port) over its own database schema,
+ * with a generated client that sends the root Management Key and validates every
+ * response against the contract. Log lines are captured (and recorded for the
+ * run-wide secret scan).
+ */
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Transport from 'winston-transport';
+import { buildApp, listen, type NexusApp, type Overrides, type RunningServer } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { createClient, type Client } from '../../generated/client/client/index.js';
+import { contractFetch } from './contract.js';
+import { runDir } from './paths.js';
+import { createTestDatabase, type TestDatabase } from './test-db.js';
+
+export const TEST_ROOT_KEY = 'nx-mgmt-test-root-0123456789abcdefghijklmnop';
+export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
+
+class CaptureTransport extends Transport {
+  constructor(private readonly lines: string[]) {
+    super();
+  }
+  override log(info: Record<string | symbol, unknown>, next: () => void) {
+    const line = JSON.stringify(info);
+    this.lines.push(line);
+    mkdirSync(runDir, { recursive: true });
+    appendFileSync(join(runDir, `logs-${process.pid}.log`), line + '\n');
+    next();
+  }
+}
+
+export interface TestApp {
+  url: string;
+  nexus: NexusApp;
+  config: Config;
+  database: TestDatabase;
+  /** Generated client with the root Management Key and contract validation. */
+  client: Client;
+  /** A generated client sending another bearer token (or none). */
+  clientWith(token: string | undefined): Client;
+  /** fetch with contract validation, for raw requests. */
+  fetch: typeof fetch;
+  logs: string[];
+  running: RunningServer;
+  close(): Promise<void>;
+}
+
+export interface TestAppOptions extends Omit<Overrides, 'db' | 'logger'> {
+  env?: Record<string, string>;
+}
+
+export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const database = await createTestDatabase();
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    NEXUS_MANAGEMENT_KEY: TEST_ROOT_KEY,
+    NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+    NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
+    NEXUS_LOG_LEVEL: 'info',
+    NEXUS_KEY_ENVIRONMENT: 'test',
+    ...options.env,
+  });
+  const logs: string[] = [];
+  const logger = createLogger('info', [new CaptureTransport(logs)]);
+  const { env: _env, ...overrides } = options;
+  const nexus = await buildApp(config, { ...overrides, db: database.db, logger, skipMigrations: true, skipRootKey: true });
+  const running = await listen(nexus, 0, '127.0.0.1', 2000);
+  // gatewayBaseUrl and webhookUrl are computed from the public URL: point it at this server.
+  config.publicUrl = running.url;
+  const checkedFetch = contractFetch();
+  const clientWith = (token: string | undefined) =>
+    createClient({
+      baseUrl: running.url,
+      fetch: checkedFetch,
+      headers: token ? { Authorization: `Bearer ${token}` } : {},
+    });
+  return {
+    url: running.url,
+    nexus,
+    config,
+    database,
+    client: clientWith(TEST_ROOT_KEY),
+    clientWith,
+    fetch: checkedFetch,
+    logs,
+    running,
+    async close() {
+      await running.shutdown();
+      await database.drop();
+    },
+  };
+}

@@ -1,0 +1,272 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  archiveWorkspace,
+  createWorkspace,
+  getWorkspace,
+  listWorkspaces,
+  updateWorkspace,
+} from '../../generated/client/sdk.gen.js';
+import { systemActor } from '../../src/domain/actor.js';
+import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
+
+let t: TestApp;
+
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+async function newWorkspace(name = 'ws') {
+  const res = await createWorkspace({ client: t.client, body: { name } });
+  expect(res.response.status).toBe(201);
+  return res.data!;
+}
+
+async function rawPost(path: string, body: string, headers: Record<string, string> = {}) {
+  const res = await t.fetch(`${t.url}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json', ...headers },
+    body,
+  });
+  return { status: res.status, body: (await res.json()) as any, headers: res.headers };
+}
+
+describe('createWorkspace', () => {
+  it('creates a workspace with defaults and returns it', async () => {
+    const res = await createWorkspace({ client: t.client, body: { name: 'Acme', metadata: { tier: 'gold' } } });
+    expect(res.response.status).toBe(201);
+    expect(res.data).toMatchObject({ name: 'Acme', status: 'ACTIVE', metadata: { tier: 'gold' }, allowUnmeteredPassthrough: false });
+    expect(res.response.headers.get('x-request-id')).toBeTruthy();
+    const fetched = await getWorkspace({ client: t.client, path: { workspaceId: res.data!.id } });
+    expect(fetched.data).toEqual(res.data);
+  });
+
+  it('replays the first answer for a repeated Idempotency-Key and refuses it with another body', async () => {
+    const headers = { 'Idempotency-Key': `ws-${Date.now()}` };
+    const first = await createWorkspace({ client: t.client, body: { name: 'Once' }, headers });
+    const again = await createWorkspace({ client: t.client, body: { name: 'Once' }, headers });
+    expect(again.response.status).toBe(201);
+    expect(again.data!.id).toBe(first.data!.id);
+    expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+    const other = await createWorkspace({ client: t.client, body: { name: 'Twice' }, headers });
+    expect(other.response.status).toBe(409);
+    expect((other.error as any).error.code).toBe('idempotency_key_reused');
+  });
+
+  describe.each([
+    ['empty name', '{"name":""}', 'invalid_parameter', 'name'],
+    ['missing name', '{}', 'invalid_parameter', 'name'],
+    ['name too long', JSON.stringify({ name: 'x'.repeat(201) }), 'invalid_parameter', 'name'],
+    ['name not a string', '{"name":5}', 'invalid_parameter', 'name'],
+    ['unknown field', '{"name":"a","plan":"x"}', 'invalid_parameter', 'plan'],
+    ['metadata not an object', '{"name":"a","metadata":[1]}', 'invalid_parameter', 'metadata'],
+    ['passthrough not a boolean', '{"name":"a","allowUnmeteredPassthrough":"yes"}', 'invalid_parameter', 'allowUnmeteredPassthrough'],
+    ['malformed JSON', '{"name":', 'invalid_json', null],
+    ['a JSON string instead of an object', '"name"', 'invalid_json', null],
+  ])('rejects %s with 400', (_label, body, code, param) => {
+    it('and creates nothing', async () => {
+      const before = (await t.database.db('workspaces').count('* as n'))[0]!.n;
+      const res = await rawPost('/admin/v1/workspaces', body);
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code, type: 'invalid_request_error', param });
+      expect(res.body.error.request_id).toBe(res.headers.get('x-request-id'));
+      expect(JSON.stringify(res.body)).not.toMatch(/at .*\.ts|stack|select /i);
+      const after = (await t.database.db('workspaces').count('* as n'))[0]!.n;
+      expect(after).toBe(before);
+    });
+  });
+
+  it('rejects a body over the limit with 413', async () => {
+    const res = await rawPost('/admin/v1/workspaces', JSON.stringify({ name: 'big', metadata: { blob: 'x'.repeat(2 * 1024 * 1024) } }));
+    expect(res.status).toBe(413);
+    expect(res.body.error.code).toBe('payload_too_large');
+  });
+
+  it('rejects metadata over 16 KiB', async () => {
+    const res = await rawPost('/admin/v1/workspaces', JSON.stringify({ name: 'm', metadata: { blob: 'x'.repeat(17 * 1024) } }));
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'invalid_parameter', param: 'metadata' });
+  });
+});
+
+describe('listWorkspaces', () => {
+  it('pages through 27 workspaces newest first with no gap and no duplicate', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 27; i++) ids.push((await newWorkspace(`page-${i}`)).id);
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const res = await listWorkspaces({ client: t.client, query: { limit: 5, ...(cursor ? { cursor } : {}) } });
+      expect(res.response.status).toBe(200);
+      expect(res.data!.length).toBeLessThanOrEqual(5);
+      seen.push(...res.data!.map((w) => w.id));
+      cursor = res.response.headers.get('x-next-cursor') ?? undefined;
+      const link = res.response.headers.get('link');
+      if (cursor) expect(link).toContain(`cursor=${encodeURIComponent(cursor)}`);
+      else expect(link).toBeNull();
+      pages++;
+    } while (cursor);
+    expect(new Set(seen).size).toBe(seen.length);
+    const ours = seen.filter((id) => ids.includes(id));
+    expect(ours).toEqual([...ids].reverse());
+    expect(pages).toBe(Math.ceil(seen.length / 5) + (seen.length % 5 === 0 ? 1 : 0));
+  });
+
+  it('defaults to 20 per page', async () => {
+    for (let i = 0; i < 21; i++) await newWorkspace(`default-${i}`);
+    const res = await listWorkspaces({ client: t.client });
+    expect(res.data!.length).toBe(20);
+    expect(res.response.headers.get('x-next-cursor')).toBeTruthy();
+  });
+
+  it('filters by status', async () => {
+    const ws = await newWorkspace('to-archive-for-filter');
+    await archiveWorkspace({ client: t.client, path: { workspaceId: ws.id } });
+    const res = await listWorkspaces({ client: t.client, query: { status: 'ARCHIVED', limit: 100 } });
+    expect(res.data!.map((w) => w.id)).toContain(ws.id);
+    expect(res.data!.every((w) => w.status === 'ARCHIVED')).toBe(true);
+  });
+
+  describe.each([
+    ['limit 0', 'limit=0', 'limit'],
+    ['limit 101', 'limit=101', 'limit'],
+    ['limit not a number', 'limit=ten', 'limit'],
+    ['a forged cursor', 'cursor=bm90LWEtY3Vyc29y', 'cursor'],
+    ['an unknown status', 'status=GONE', 'status'],
+  ])('rejects %s', (_label, query, param) => {
+    it('with 400 naming the parameter', async () => {
+      const res = await t.fetch(`${t.url}/admin/v1/workspaces?${query}`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as any).error.param).toBe(param);
+    });
+  });
+});
+
+describe('updateWorkspace and archiveWorkspace', () => {
+  it('updates the given fields only', async () => {
+    const ws = await newWorkspace('before');
+    const res = await updateWorkspace({ client: t.client, path: { workspaceId: ws.id }, body: { allowUnmeteredPassthrough: true } });
+    expect(res.response.status).toBe(200);
+    expect(res.data).toMatchObject({ name: 'before', allowUnmeteredPassthrough: true });
+    const renamed = await updateWorkspace({ client: t.client, path: { workspaceId: ws.id }, body: { name: 'after', metadata: { a: 1 } } });
+    expect(renamed.data).toMatchObject({ name: 'after', metadata: { a: 1 }, allowUnmeteredPassthrough: true });
+  });
+
+  it('refuses an empty update', async () => {
+    const ws = await newWorkspace('empty-update');
+    const res = await updateWorkspace({ client: t.client, path: { workspaceId: ws.id }, body: {} });
+    expect(res.response.status).toBe(400);
+  });
+
+  it('archives: readable, read-only, idempotent', async () => {
+    const ws = await newWorkspace('archive-me');
+    const res = await archiveWorkspace({ client: t.client, path: { workspaceId: ws.id } });
+    expect(res.response.status).toBe(204);
+    const got = await getWorkspace({ client: t.client, path: { workspaceId: ws.id } });
+    expect(got.data).toMatchObject({ status: 'ARCHIVED' });
+    expect(got.data!.archivedAt).toBeTruthy();
+    const update = await updateWorkspace({ client: t.client, path: { workspaceId: ws.id }, body: { name: 'x' } });
+    expect(update.response.status).toBe(409);
+    expect((update.error as any).error).toMatchObject({ code: 'workspace_archived', current_status: 'ARCHIVED' });
+    expect((await archiveWorkspace({ client: t.client, path: { workspaceId: ws.id } })).response.status).toBe(204);
+  });
+
+  it('answers 404 for an unknown workspace and 400 for a malformed id', async () => {
+    const missing = await getWorkspace({ client: t.client, path: { workspaceId: '01a20000-0000-7000-8000-000000000000' } });
+    expect(missing.response.status).toBe(404);
+    expect((missing.error as any).error.code).toBe('workspace_not_found');
+    const bad = await getWorkspace({ client: t.client, path: { workspaceId: 'nope' } });
+    expect(bad.response.status).toBe(400);
+    expect((bad.error as any).error.param).toBe('workspaceId');
+    expect((await archiveWorkspace({ client: t.client, path: { workspaceId: '01a20000-0000-7000-8000-000000000000' } })).response.status).toBe(404);
+    expect((await updateWorkspace({ client: t.client, path: { workspaceId: '01a20000-0000-7000-8000-000000000000' }, body: { name: 'n' } })).response.status).toBe(404);
+  });
+
+  it('writes one audit entry per change, in the same transaction', async () => {
+    const ws = await newWorkspace('audited');
+    await updateWorkspace({ client: t.client, path: { workspaceId: ws.id }, body: { name: 'audited-2' } });
+    await archiveWorkspace({ client: t.client, path: { workspaceId: ws.id } });
+    const rows = await t.database.db('audit_logs').where({ resource_id: ws.id }).orderBy('id');
+    expect(rows.map((r) => r.action)).toEqual(['workspace.created', 'workspace.updated', 'workspace.archived']);
+    expect(rows[0]).toMatchObject({ actor_key_id: 'root', workspace_id: ws.id, resource_type: 'workspace' });
+    expect(rows[1].changes).toEqual({ name: 'audited-2' });
+    expect(rows.every((r) => r.request_id)).toBe(true);
+  });
+});
+
+describe('management keys', () => {
+  it('refuses a missing, malformed or unknown key with 401', async () => {
+    for (const token of [undefined, 'nx-mgmt-not-a-real-key']) {
+      const res = await listWorkspaces({ client: t.clientWith(token) });
+      expect(res.response.status).toBe(401);
+      expect((res.error as any).error.type).toBe('authentication_error');
+    }
+    const basic = await t.fetch(`${t.url}/admin/v1/workspaces`, { headers: { authorization: 'Basic abc' } });
+    expect(basic.status).toBe(401);
+  });
+
+  it('scopes a key to its workspaces: others look missing, and root-only operations are refused', async () => {
+    const mine = await newWorkspace('mine');
+    const theirs = await newWorkspace('theirs');
+    const { key } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'scoped', workspaceIds: [mine.id] });
+    const scoped = t.clientWith(key);
+
+    const list = await listWorkspaces({ client: scoped, query: { limit: 100 } });
+    expect(list.data!.map((w) => w.id)).toEqual([mine.id]);
+    expect((await getWorkspace({ client: scoped, path: { workspaceId: mine.id } })).response.status).toBe(200);
+    const other = await getWorkspace({ client: scoped, path: { workspaceId: theirs.id } });
+    expect(other.response.status).toBe(404);
+    expect((other.error as any).error.code).toBe('workspace_not_found');
+    expect((await updateWorkspace({ client: scoped, path: { workspaceId: theirs.id }, body: { name: 'hijack' } })).response.status).toBe(404);
+    expect((await updateWorkspace({ client: scoped, path: { workspaceId: mine.id }, body: { name: 'mine-2' } })).response.status).toBe(200);
+    const create = await createWorkspace({ client: scoped, body: { name: 'nope' } });
+    expect(create.response.status).toBe(403);
+    expect((create.error as any).error.code).toBe('root_key_required');
+    expect((await archiveWorkspace({ client: scoped, path: { workspaceId: mine.id } })).response.status).toBe(403);
+
+    const stored = await t.database.db('management_keys').where({ name: 'scoped' }).first();
+    expect(stored.key_hash).not.toContain(key);
+    expect(JSON.stringify(stored)).not.toContain(key.slice(12));
+
+    await t.nexus.services.managementKeys.revoke(systemActor('test'), stored.id);
+    expect((await listWorkspaces({ client: scoped })).response.status).toBe(401);
+  });
+});
+
+describe('the spine', () => {
+  it('answers unknown routes with a 404 Error body', async () => {
+    const res = await fetch(`${t.url}/admin/v1/nothing-here`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as any).error).toMatchObject({ code: 'route_not_found', type: 'not_found_error' });
+  });
+
+  it('serves health, readiness, the contract, the docs and metrics', async () => {
+    expect((await t.fetch(`${t.url}/healthz`)).status).toBe(200);
+    expect((await t.fetch(`${t.url}/readyz`)).status).toBe(200);
+    const doc = (await (await fetch(`${t.url}/openapi.json`)).json()) as any;
+    expect(doc.openapi).toBe('3.1.0');
+    const docs = await (await fetch(`${t.url}/docs`)).text();
+    expect(docs).toContain('/docs/standalone.js');
+    expect(docs).not.toMatch(/https?:\/\/(cdn|unpkg)/);
+    const bundle = await fetch(`${t.url}/docs/standalone.js`);
+    expect(bundle.status).toBe(200);
+    expect(Number(bundle.headers.get('content-length'))).toBeGreaterThan(100_000);
+    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    expect(metrics).toMatch(/nexus_http_requests_total\{operation="createWorkspace",method="POST",status="201"\} \d+/);
+    expect(metrics).toContain('nexus_http_request_duration_seconds_bucket');
+  });
+
+  it('logs one JSON line per request with id, status and duration, and never a credential', async () => {
+    const res = await listWorkspaces({ client: t.client, query: { limit: 1 } });
+    const id = res.response.headers.get('x-request-id')!;
+    const lines = t.logs.filter((l) => l.includes(id));
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ requestId: id, status: 200, operationId: 'listWorkspaces' });
+    expect(JSON.parse(lines[0]!).durationMs).toBeTypeOf('number');
+    expect(t.logs.join('\n')).not.toContain(TEST_ROOT_KEY);
+    expect(t.logs.join('\n').toLowerCase()).not.toContain('authorization');
+  });
+});
