@@ -3,5 +3,5 @@ import { defineConfig } from '@hey-api/openapi-ts';
 export default defineConfig({
   input: './generated/openapi.json',
   output: { path: 'generated/client', postProcess: [] },
-  plugins: ['@hey-api/typescript', '@hey-api/sdk', '@hey-api/client-fetch'],
+  plugins: ['@hey-api/typescript', '@hey-api/sdk', { name: '@hey-api/client-fetch', includeInEntry: true }],
 });

@@ -1,0 +1,124 @@
+/**
+ * The real entry points as separate processes: `npm start` (src/server.ts) and the
+ * CLI (src/cli.ts), on their own schema of the test PostgreSQL.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createClient } from '../../generated/client/client/index.js';
+import { createWorkspace, getWorkspace, listWorkspaces } from '../../generated/client/sdk.gen.js';
+import { contractFetch } from '../support/contract.js';
+import { projectRoot } from '../support/paths.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
+import { TEST_ENCRYPTION_KEY } from '../support/test-app.js';
+
+const usesPostgres = process.env.NEXUS_TEST_DB !== 'pglite';
+let database: TestDatabase;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+afterAll(async () => {
+  await database?.drop();
+});
+
+function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    DATABASE_URL: database.url,
+    NEXUS_DATABASE_SCHEMA: database.schema,
+    NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+    NEXUS_LOG_LEVEL: 'info',
+    HOST: '127.0.0.1',
+    ...extra,
+  } as NodeJS.ProcessEnv;
+}
+
+function run(script: string, args: string[], extra: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: projectRoot, env: env(extra) });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+async function startServer(port: number, extra: Record<string, string> = {}): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: projectRoot, env: env({ PORT: String(port), ...extra }) });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
+  const deadline = Date.now() + 20_000;
+  while (!output.includes('"msg":"listening"')) {
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${output}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, output: () => output, exited };
+}
+
+const port = () => 20000 + Math.floor(Math.random() * 20000);
+
+describe.runIf(usesPostgres)('npm start and the CLI', () => {
+  it('generates a root key on first start, prints it once, and stops cleanly on SIGTERM', async () => {
+    const p = port();
+    const first = await startServer(p);
+    const key = /nx-mgmt-[A-Za-z0-9_-]{43}/.exec(first.output())?.[0];
+    expect(key).toBeTruthy();
+    const client = createClient({ baseUrl: `http://127.0.0.1:${p}`, fetch: contractFetch(), headers: { Authorization: `Bearer ${key}` } });
+    const ws = await createWorkspace({ client, body: { name: 'from-process' } });
+    expect(ws.response.status).toBe(201);
+    // The key is printed, never logged: no JSON log line holds it.
+    for (let i = 0; i < 50 && !first.output().includes('"msg":"request"'); i++) await new Promise((r) => setTimeout(r, 50));
+    const logLines = first.output().split('\n').filter((l) => l.startsWith('{'));
+    expect(logLines.some((l) => l.includes('"msg":"request"'))).toBe(true);
+    expect(logLines.join('\n')).not.toContain(key);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+
+    const second = await startServer(p);
+    expect(second.output()).not.toMatch(/nx-mgmt-/);
+    const again = await getWorkspace({ client, path: { workspaceId: ws.data!.id } });
+    expect(again.response.status).toBe(200);
+
+    // A scoped key from the CLI sees only its workspace.
+    const other = await createWorkspace({ client, body: { name: 'not-for-the-scoped-key' } });
+    const cli = await run('src/cli.ts', ['management-keys', 'create', '--workspace', ws.data!.id, '--name', 'ci']);
+    expect(cli.code).toBe(0);
+    const scopedKey = /nx-mgmt-[A-Za-z0-9_-]{43}/.exec(cli.stdout)?.[0];
+    expect(scopedKey).toBeTruthy();
+    const scoped = createClient({ baseUrl: `http://127.0.0.1:${p}`, fetch: contractFetch(), headers: { Authorization: `Bearer ${scopedKey}` } });
+    const list = await listWorkspaces({ client: scoped, query: { limit: 100 } });
+    expect(list.data!.map((w) => w.id)).toEqual([ws.data!.id]);
+    expect((await getWorkspace({ client: scoped, path: { workspaceId: other.data!.id } })).response.status).toBe(404);
+    const stored = await database.db('management_keys').where({ name: 'ci' }).first();
+    expect(stored.key_hash).not.toContain(scopedKey!.slice(8));
+
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  }, 60_000);
+
+  it('refuses bad configuration with a clear message', async () => {
+    const bad = await run('src/server.ts', [], { PORT: 'not-a-port' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('PORT must be integer');
+    const prod = await run('src/server.ts', [], { NODE_ENV: 'production', NEXUS_ENCRYPTION_KEY: '' });
+    expect(prod.code).toBe(1);
+    expect(prod.stderr).toContain('NEXUS_ENCRYPTION_KEY is required');
+  }, 30_000);
+
+  it('the CLI refuses an unknown workspace and unknown commands', async () => {
+    const missing = await run('src/cli.ts', ['management-keys', 'create', '--workspace', '01a20000-0000-7000-8000-000000000000']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('not found');
+    const unknown = await run('src/cli.ts', ['frobnicate']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('usage');
+    const migrate = await run('src/cli.ts', ['migrate']);
+    expect(migrate.code).toBe(0);
+    expect(migrate.stdout).toContain('already up to date');
+  }, 30_000);
+});
+
