@@ -1,4 +1,5 @@
 import type { Queryable } from '../../db/database.js';
+import { paginate, type Page, type PageRequest } from '../pagination.js';
 
 export interface AuditRow {
   id: string;
@@ -13,10 +14,34 @@ export interface AuditRow {
   created_at: Date;
 }
 
+export interface AuditFilter extends PageRequest {
+  workspaceId: string;
+  action?: string | undefined;
+  resourceType?: string | undefined;
+  resourceId?: string | undefined;
+  actorKeyId?: string | undefined;
+  /** Inclusive. */
+  since?: Date | undefined;
+  /** Exclusive. */
+  until?: Date | undefined;
+}
+
 export function createAuditRepo(db: Queryable) {
   return {
     async insert(row: AuditRow, q: Queryable = db): Promise<void> {
       await q('audit_logs').insert({ ...row, changes: JSON.stringify(row.changes) });
+    },
+
+    /** Newest first (uuid v7 order), over the (workspace_id, id) index. */
+    async list(filter: AuditFilter, q: Queryable = db): Promise<Page<AuditRow>> {
+      const query = q('audit_logs').select('*').where({ workspace_id: filter.workspaceId });
+      if (filter.action) query.where({ action: filter.action });
+      if (filter.resourceType) query.where({ resource_type: filter.resourceType });
+      if (filter.resourceId) query.where({ resource_id: filter.resourceId });
+      if (filter.actorKeyId) query.where({ actor_key_id: filter.actorKeyId });
+      if (filter.since) query.where('created_at', '>=', filter.since);
+      if (filter.until) query.where('created_at', '<', filter.until);
+      return paginate<AuditRow>(query, filter);
     },
   };
 }

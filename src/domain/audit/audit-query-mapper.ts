@@ -1,0 +1,18 @@
+import type { AuditLogDto } from '../../../generated/client/types.gen.js';
+import type { AuditRow } from './audit-repo.js';
+
+export function toAuditLogDto(row: AuditRow): AuditLogDto {
+  return {
+    id: row.id,
+    // Listed per workspace, so never null here.
+    workspaceId: row.workspace_id!,
+    actorKeyId: row.actor_key_id,
+    action: row.action,
+    resourceType: row.resource_type,
+    resourceId: row.resource_id,
+    requestId: row.request_id,
+    clientAddress: row.client_address,
+    changes: row.changes,
+    createdAt: row.created_at.toISOString(),
+  };
+}

@@ -1,0 +1,39 @@
+import type { ProviderCheckResultDto, ProviderConnectionDto } from '../../../generated/client/types.gen.js';
+import type { ProviderCheckResult } from './provider-probe.js';
+import type { ProviderConnectionRow } from './provider-connection-repo.js';
+
+/** `{publicUrl}/providers/{id}`: what an SDK is pointed at (openai: plus '/v1'). */
+export function gatewayBaseUrl(publicUrl: string, connectionId: string): string {
+  return `${publicUrl.replace(/\/+$/, '')}/providers/${connectionId}`;
+}
+
+/** Never carries the key: only its preview. */
+export function toProviderConnectionDto(row: ProviderConnectionRow, publicUrl: string): ProviderConnectionDto {
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    name: row.name,
+    gatewayBaseUrl: gatewayBaseUrl(publicUrl, row.id),
+    protocolProfile: row.protocol_profile,
+    baseUrl: row.base_url,
+    status: row.status,
+    secretPreview: row.secret_preview,
+    ...(row.last_verified_at ? { lastVerifiedAt: row.last_verified_at.toISOString() } : {}),
+    ...(row.upstream_timeout_ms !== null ? { upstreamTimeoutMs: row.upstream_timeout_ms } : {}),
+    metadata: row.metadata,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+    ...(row.archived_at ? { archivedAt: row.archived_at.toISOString() } : {}),
+  };
+}
+
+export function toProviderCheckResultDto(result: ProviderCheckResult): ProviderCheckResultDto {
+  return {
+    accepted: result.outcome === 'reachable',
+    outcome: result.outcome,
+    ...(result.httpStatus !== undefined ? { httpStatus: result.httpStatus } : {}),
+    latencyMs: result.latencyMs,
+    message: result.message,
+    checkedAt: result.checkedAt.toISOString(),
+  };
+}

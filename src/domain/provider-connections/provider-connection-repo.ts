@@ -1,0 +1,64 @@
+import type { Queryable } from '../../db/database.js';
+import { paginate, type Page, type PageRequest } from '../pagination.js';
+
+export type ProtocolProfile = 'openai' | 'anthropic';
+export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
+
+export interface ProviderConnectionRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  protocol_profile: ProtocolProfile;
+  /** No trailing slash; the gateway appends the caller's path. */
+  base_url: string;
+  status: ProviderConnectionStatus;
+  api_key_ciphertext: string;
+  api_key_key_id: string;
+  secret_preview: string;
+  /** null: config.upstreamTimeoutMs. */
+  upstream_timeout_ms: number | null;
+  metadata: Record<string, unknown>;
+  last_verified_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  archived_at: Date | null;
+}
+
+export interface ProviderConnectionFilter extends PageRequest {
+  workspaceId: string;
+  status?: ProviderConnectionStatus | undefined;
+}
+
+export function createProviderConnectionRepo(db: Queryable) {
+  return {
+    async insert(row: ProviderConnectionRow, q: Queryable = db): Promise<ProviderConnectionRow> {
+      const [created] = await q('provider_connections')
+        .insert({ ...row, metadata: JSON.stringify(row.metadata) })
+        .returning('*');
+      return created as ProviderConnectionRow;
+    },
+
+    async findById(id: string, q: Queryable = db): Promise<ProviderConnectionRow | undefined> {
+      return q('provider_connections').where({ id }).first();
+    },
+
+    /** Locks the row for the rest of the transaction (rotate vs. update vs. archive races). */
+    async findByIdForUpdate(id: string, q: Queryable): Promise<ProviderConnectionRow | undefined> {
+      return q('provider_connections').where({ id }).forUpdate().first();
+    },
+
+    async update(id: string, patch: Partial<ProviderConnectionRow>, q: Queryable = db): Promise<ProviderConnectionRow> {
+      const values = { ...patch, ...(patch.metadata ? { metadata: JSON.stringify(patch.metadata) } : {}) };
+      const [updated] = await q('provider_connections').where({ id }).update(values).returning('*');
+      return updated as ProviderConnectionRow;
+    },
+
+    async list(filter: ProviderConnectionFilter, q: Queryable = db): Promise<Page<ProviderConnectionRow>> {
+      const query = q('provider_connections').select('*').where({ workspace_id: filter.workspaceId });
+      if (filter.status) query.where({ status: filter.status });
+      return paginate<ProviderConnectionRow>(query, filter);
+    },
+  };
+}
+
+export type ProviderConnectionRepo = ReturnType<typeof createProviderConnectionRepo>;

@@ -1,0 +1,267 @@
+/**
+ * Provider connections: create, read, update, archive, test, verify and rotate.
+ * The API key is sealed before it reaches a repository and opened only to call
+ * the upstream. Every change writes its audit entry in the same transaction;
+ * upstream probes run outside any transaction.
+ */
+import type {
+  CreateProviderConnectionDtoWritable,
+  TestProviderConnectionDtoWritable,
+  UpdateProviderConnectionDto,
+} from '../../../generated/client/types.gen.js';
+import type { Config } from '../../config.js';
+import type { Db, Queryable } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import { newId } from '../../ids.js';
+import { canSeeWorkspace, type Actor, type Clock } from '../actor.js';
+import { REDACTED, type AuditService } from '../audit/audit-service.js';
+import type { Page, PageRequest } from '../pagination.js';
+import { secretPreview, type SecretBox } from '../security/secret-box.js';
+import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
+import type {
+  ProviderConnectionRepo,
+  ProviderConnectionRow,
+  ProviderConnectionStatus,
+  ProtocolProfile,
+} from './provider-connection-repo.js';
+import { probeProvider, type ProviderCheckResult } from './provider-probe.js';
+import { openProviderApiKey, sealProviderApiKey } from './provider-secret.js';
+import { assertSafeUpstreamUrl } from './upstream-guard.js';
+
+const RESOURCE = 'provider_connection';
+
+function notFound(): AppError {
+  return new AppError('provider_connection_not_found', 'Provider connection not found');
+}
+
+function archived(row: ProviderConnectionRow): AppError {
+  return new AppError('connection_archived', 'The provider connection is archived and read-only', { current_status: row.status });
+}
+
+/**
+ * baseUrl as stored: the parsed URL without a trailing slash. `/v1` stays out of
+ * it: the SDKs and the probe add it, and the gateway appends the caller's path.
+ */
+export function normalizeBaseUrl(url: URL): string {
+  const text = url.href.replace(/\/+$/, '');
+  if (/\/v1$/i.test(new URL(text).pathname)) {
+    throw new AppError('invalid_base_url', 'baseUrl must not end in /v1: give the origin (e.g. https://api.openai.com); clients add /v1 themselves', {
+      param: 'baseUrl',
+    });
+  }
+  return text;
+}
+
+export function createProviderConnectionService(deps: {
+  db: Db;
+  providerConnectionRepo: ProviderConnectionRepo;
+  workspaces: WorkspaceService;
+  audit: AuditService;
+  secretBox: SecretBox;
+  config: Config;
+  clock: Clock;
+}) {
+  const { db, providerConnectionRepo: repo, workspaces, audit, secretBox, config, clock } = deps;
+
+  async function checkedBaseUrl(raw: string): Promise<string> {
+    return normalizeBaseUrl(await assertSafeUpstreamUrl(raw, { allowPrivate: config.allowPrivateUpstreams }));
+  }
+
+  function probe(profile: ProtocolProfile, baseUrl: string, apiKey: string): Promise<ProviderCheckResult> {
+    return probeProvider({
+      profile,
+      baseUrl,
+      apiKey,
+      timeoutMs: config.providerProbeTimeoutMs,
+      allowPrivate: config.allowPrivateUpstreams,
+      now: () => clock.now(),
+    });
+  }
+
+  async function get(actor: Actor, id: string, q: Queryable = db): Promise<ProviderConnectionRow> {
+    const row = await repo.findById(id, q);
+    if (!row || !canSeeWorkspace(actor, row.workspace_id)) throw notFound();
+    return row;
+  }
+
+  /**
+   * A change to one connection: visible, its workspace writable (share-locked
+   * first, as every area does), the row locked and not archived.
+   */
+  async function lockForChange(tx: Queryable, actor: Actor, id: string): Promise<ProviderConnectionRow> {
+    const seen = await get(actor, id, tx);
+    await workspaces.requireWritable(tx, actor, seen.workspace_id);
+    const row = await repo.findByIdForUpdate(id, tx);
+    if (!row) throw notFound();
+    if (row.status === 'ARCHIVED') throw archived(row);
+    return row;
+  }
+
+  return {
+    get,
+
+    async create(actor: Actor, workspaceId: string, dto: CreateProviderConnectionDtoWritable): Promise<ProviderConnectionRow> {
+      assertMetadataSize(dto.metadata);
+      // Visibility before the URL check: another tenant's workspace answers 404 whatever the body.
+      await workspaces.get(actor, workspaceId);
+      const baseUrl = await checkedBaseUrl(dto.baseUrl);
+      const id = newId();
+      const sealed = sealProviderApiKey(secretBox, id, dto.apiKey);
+      const now = clock.now();
+      return db.transaction(async (tx) => {
+        await workspaces.requireWritable(tx, actor, workspaceId);
+        const row = await repo.insert(
+          {
+            id,
+            workspace_id: workspaceId,
+            name: dto.name,
+            protocol_profile: dto.protocolProfile,
+            base_url: baseUrl,
+            status: 'ACTIVE',
+            api_key_ciphertext: sealed.ciphertext,
+            api_key_key_id: sealed.keyId,
+            secret_preview: secretPreview(dto.apiKey),
+            upstream_timeout_ms: dto.upstreamTimeoutMs ?? null,
+            metadata: dto.metadata ?? {},
+            last_verified_at: null,
+            created_at: now,
+            updated_at: now,
+            archived_at: null,
+          },
+          tx,
+        );
+        await audit.record(tx, actor, {
+          action: 'provider_connection.created',
+          resourceType: RESOURCE,
+          resourceId: id,
+          workspaceId,
+          changes: { ...dto, baseUrl, apiKey: REDACTED, secretPreview: row.secret_preview },
+        });
+        return row;
+      });
+    },
+
+    async list(
+      actor: Actor,
+      workspaceId: string,
+      page: PageRequest & { status?: ProviderConnectionStatus | undefined },
+    ): Promise<Page<ProviderConnectionRow>> {
+      await workspaces.get(actor, workspaceId);
+      return repo.list({ ...page, workspaceId });
+    },
+
+    /** Probes the upstream with a key that is not saved; changes nothing. */
+    async test(actor: Actor, workspaceId: string, dto: TestProviderConnectionDtoWritable): Promise<ProviderCheckResult> {
+      await workspaces.get(actor, workspaceId);
+      const baseUrl = await checkedBaseUrl(dto.baseUrl);
+      return probe(dto.protocolProfile, baseUrl, dto.apiKey);
+    },
+
+    async update(actor: Actor, id: string, dto: UpdateProviderConnectionDto): Promise<ProviderConnectionRow> {
+      assertMetadataSize(dto.metadata);
+      await get(actor, id);
+      const baseUrl = dto.baseUrl !== undefined ? await checkedBaseUrl(dto.baseUrl) : undefined;
+      return db.transaction(async (tx) => {
+        const current = await lockForChange(tx, actor, id);
+        const patch: Partial<ProviderConnectionRow> = { updated_at: clock.now() };
+        if (dto.name !== undefined) patch.name = dto.name;
+        if (dto.status !== undefined) patch.status = dto.status;
+        if (dto.metadata !== undefined) patch.metadata = dto.metadata;
+        if (dto.upstreamTimeoutMs !== undefined) patch.upstream_timeout_ms = dto.upstreamTimeoutMs;
+        if (baseUrl !== undefined && baseUrl !== current.base_url) {
+          patch.base_url = baseUrl;
+          // The verification was of the old upstream.
+          patch.last_verified_at = null;
+        }
+        const row = await repo.update(id, patch, tx);
+        await audit.record(tx, actor, {
+          action: 'provider_connection.updated',
+          resourceType: RESOURCE,
+          resourceId: id,
+          workspaceId: row.workspace_id,
+          changes: { ...dto, ...(baseUrl !== undefined ? { baseUrl } : {}) },
+        });
+        return row;
+      });
+    },
+
+    /** ARCHIVED: gone from the gateway, readable here. Idempotent. */
+    async archive(actor: Actor, id: string): Promise<void> {
+      await db.transaction(async (tx) => {
+        const seen = await get(actor, id, tx);
+        if (seen.status === 'ARCHIVED') return;
+        await workspaces.requireWritable(tx, actor, seen.workspace_id);
+        const current = await repo.findByIdForUpdate(id, tx);
+        if (!current || current.status === 'ARCHIVED') return;
+        const now = clock.now();
+        await repo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
+        await audit.record(tx, actor, {
+          action: 'provider_connection.archived',
+          resourceType: RESOURCE,
+          resourceId: id,
+          workspaceId: current.workspace_id,
+          changes: { status: 'ARCHIVED', previousStatus: current.status },
+        });
+      });
+    },
+
+    /**
+     * Probes with the stored key (outside any transaction), then records the
+     * outcome; success sets lastVerifiedAt, unless the key or baseUrl changed
+     * while the probe ran (the result would be about the old ones).
+     */
+    async verify(actor: Actor, id: string): Promise<ProviderCheckResult> {
+      const row = await get(actor, id);
+      if (row.status === 'ARCHIVED') throw archived(row);
+      const result = await probe(row.protocol_profile, row.base_url, openProviderApiKey(secretBox, row));
+      await db.transaction(async (tx) => {
+        const current = await lockForChange(tx, actor, id);
+        const unchanged = current.api_key_ciphertext === row.api_key_ciphertext && current.base_url === row.base_url;
+        const verified = result.outcome === 'reachable' && unchanged;
+        if (verified) await repo.update(id, { last_verified_at: result.checkedAt }, tx);
+        await audit.record(tx, actor, {
+          action: 'provider_connection.verified',
+          resourceType: RESOURCE,
+          resourceId: id,
+          workspaceId: current.workspace_id,
+          changes: {
+            outcome: result.outcome,
+            ...(result.httpStatus !== undefined ? { httpStatus: result.httpStatus } : {}),
+            ...(verified ? { lastVerifiedAt: result.checkedAt.toISOString() } : {}),
+          },
+        });
+      });
+      return result;
+    },
+
+    /** The new key replaces the old one in one UPDATE: the next upstream call uses it. */
+    async rotateSecret(actor: Actor, id: string, apiKey: string): Promise<ProviderConnectionRow> {
+      const sealed = sealProviderApiKey(secretBox, id, apiKey);
+      const preview = secretPreview(apiKey);
+      return db.transaction(async (tx) => {
+        const current = await lockForChange(tx, actor, id);
+        const row = await repo.update(
+          id,
+          {
+            api_key_ciphertext: sealed.ciphertext,
+            api_key_key_id: sealed.keyId,
+            secret_preview: preview,
+            last_verified_at: null,
+            updated_at: clock.now(),
+          },
+          tx,
+        );
+        await audit.record(tx, actor, {
+          action: 'provider_connection.secret_rotated',
+          resourceType: RESOURCE,
+          resourceId: id,
+          workspaceId: current.workspace_id,
+          changes: { apiKey: REDACTED, secretPreview: preview, previousSecretPreview: current.secret_preview },
+        });
+        return row;
+      });
+    },
+  };
+}
+
+export type ProviderConnectionService = ReturnType<typeof createProviderConnectionService>;

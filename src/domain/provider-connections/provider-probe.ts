@@ -1,0 +1,105 @@
+/**
+ * The upstream probe behind testProviderConnection and verifyProviderConnection:
+ * one real GET of the profile's model list with the profile's authentication,
+ * bounded by a short timeout, classified into what the caller needs to know.
+ * The key goes to the upstream only; it never appears in a message.
+ */
+import { Agent, errors as undiciErrors, request } from 'undici';
+import { guardedLookup, hostOf, isRefusedHost, PrivateUpstreamError } from './upstream-guard.js';
+import type { ProtocolProfile } from './provider-connection-repo.js';
+
+export type ProviderCheckOutcome = 'reachable' | 'credentials_rejected' | 'unexpected_response' | 'unreachable' | 'timeout';
+
+export interface ProviderCheckResult {
+  outcome: ProviderCheckOutcome;
+  httpStatus?: number;
+  latencyMs: number;
+  message: string;
+  checkedAt: Date;
+}
+
+export const ANTHROPIC_VERSION = '2023-06-01';
+
+/** Both profiles keep `/v1` out of baseUrl: the probe, like the SDKs, adds it. */
+export function probeRequest(profile: ProtocolProfile, baseUrl: string, apiKey: string): { url: string; headers: Record<string, string> } {
+  const url = `${baseUrl}/v1/models`;
+  const common = { accept: 'application/json', 'user-agent': 'nexus-provider-probe/1' };
+  if (profile === 'anthropic') {
+    return { url, headers: { ...common, 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION } };
+  }
+  return { url, headers: { ...common, authorization: `Bearer ${apiKey}` } };
+}
+
+export interface ProbeInput {
+  profile: ProtocolProfile;
+  baseUrl: string;
+  apiKey: string;
+  timeoutMs: number;
+  allowPrivate: boolean;
+  now: () => Date;
+}
+
+function causeCode(err: unknown): string {
+  let e = err as { code?: string; cause?: unknown; name?: string } | undefined;
+  for (let depth = 0; e && depth < 4; depth++) {
+    if (e instanceof PrivateUpstreamError) return e.code;
+    if (e.code) return e.code;
+    e = e.cause as typeof e;
+  }
+  return (err as Error | undefined)?.name ?? 'unknown error';
+}
+
+export async function probeProvider(input: ProbeInput): Promise<ProviderCheckResult> {
+  const started = performance.now();
+  const elapsed = () => Math.max(0, Math.round(performance.now() - started));
+  const done = (outcome: ProviderCheckOutcome, message: string, httpStatus?: number): ProviderCheckResult => ({
+    outcome,
+    message,
+    latencyMs: elapsed(),
+    checkedAt: input.now(),
+    ...(httpStatus !== undefined ? { httpStatus } : {}),
+  });
+
+  const { url, headers } = probeRequest(input.profile, input.baseUrl, input.apiKey);
+  // IP literals never reach the lookup hook: check them here (a connection saved
+  // while private upstreams were allowed, probed after they no longer are).
+  if (isRefusedHost(hostOf(new URL(url)), input.allowPrivate)) {
+    return done('unreachable', 'The upstream address is private and NEXUS_ALLOW_PRIVATE_UPSTREAMS is not set');
+  }
+  const agent = new Agent({
+    connect: { lookup: guardedLookup(input.allowPrivate), timeout: input.timeoutMs },
+    headersTimeout: input.timeoutMs,
+    bodyTimeout: input.timeoutMs,
+    keepAliveTimeout: 1,
+  });
+  const signal = AbortSignal.timeout(input.timeoutMs);
+  try {
+    // undici.request never follows redirects: a 3xx is reported, not chased to another host.
+    const res = await request(url, { method: 'GET', headers, dispatcher: agent, signal });
+    await res.body.dump().catch(() => {});
+    const status = res.statusCode;
+    if (status >= 200 && status < 300) return done('reachable', `The upstream accepted the key (HTTP ${status})`, status);
+    if (status === 401 || status === 403) {
+      return done('credentials_rejected', `The upstream refused the key (HTTP ${status})`, status);
+    }
+    return done(
+      'unexpected_response',
+      `The upstream answered HTTP ${status} to GET /v1/models: check baseUrl (without /v1) and protocolProfile`,
+      status,
+    );
+  } catch (err) {
+    const timedOut =
+      signal.aborted ||
+      err instanceof undiciErrors.HeadersTimeoutError ||
+      err instanceof undiciErrors.ConnectTimeoutError ||
+      err instanceof undiciErrors.BodyTimeoutError;
+    if (timedOut) return done('timeout', `No answer from the upstream within ${input.timeoutMs} ms`);
+    const code = causeCode(err);
+    if (code === 'ERR_NEXUS_PRIVATE_UPSTREAM') {
+      return done('unreachable', 'The upstream host resolves to a private address and NEXUS_ALLOW_PRIVATE_UPSTREAMS is not set');
+    }
+    return done('unreachable', `Could not reach the upstream (${code})`);
+  } finally {
+    agent.destroy().catch(() => {});
+  }
+}

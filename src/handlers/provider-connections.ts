@@ -1,0 +1,46 @@
+import type {
+  ArchiveProviderConnectionData,
+  CreateProviderConnectionData,
+  GetProviderConnectionData,
+  ListProviderConnectionsData,
+  RotateProviderSecretData,
+  TestProviderConnectionData,
+  UpdateProviderConnectionData,
+  VerifyProviderConnectionData,
+} from '../../generated/client/types.gen.js';
+import type { Services } from '../domain/services.js';
+import { toProviderCheckResultDto, toProviderConnectionDto } from '../domain/provider-connections/provider-connection-mapper.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+
+export function providerConnectionHandlers({ providerConnections, config }: Services): HandlerMap {
+  // Read per call: the public URL may be set after the app is built (tests).
+  const dto = (row: Parameters<typeof toProviderConnectionDto>[0]) => toProviderConnectionDto(row, config.publicUrl);
+  return {
+    createProviderConnection: handler<CreateProviderConnectionData>(async ({ actor, path, body }) =>
+      created(dto(await providerConnections.create(actor, path.workspaceId, body))),
+    ),
+    listProviderConnections: handler<ListProviderConnectionsData>(async ({ actor, path, query }) => {
+      const result = await providerConnections.list(actor, path.workspaceId, query);
+      return page(result.items.map(dto), result.nextCursor);
+    }),
+    testProviderConnection: handler<TestProviderConnectionData>(async ({ actor, path, body }) =>
+      ok(toProviderCheckResultDto(await providerConnections.test(actor, path.workspaceId, body))),
+    ),
+    getProviderConnection: handler<GetProviderConnectionData>(async ({ actor, path }) =>
+      ok(dto(await providerConnections.get(actor, path.providerConnectionId))),
+    ),
+    updateProviderConnection: handler<UpdateProviderConnectionData>(async ({ actor, path, body }) =>
+      ok(dto(await providerConnections.update(actor, path.providerConnectionId, body))),
+    ),
+    archiveProviderConnection: handler<ArchiveProviderConnectionData>(async ({ actor, path }) => {
+      await providerConnections.archive(actor, path.providerConnectionId);
+      return noContent();
+    }),
+    verifyProviderConnection: handler<VerifyProviderConnectionData>(async ({ actor, path }) =>
+      ok(toProviderCheckResultDto(await providerConnections.verify(actor, path.providerConnectionId))),
+    ),
+    rotateProviderSecret: handler<RotateProviderSecretData>(async ({ actor, path, body }) =>
+      ok(dto(await providerConnections.rotateSecret(actor, path.providerConnectionId, body.apiKey))),
+    ),
+  };
+}
