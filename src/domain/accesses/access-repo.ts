@@ -1,0 +1,91 @@
+/** All SQL of workspace_users and workspace_accesses. */
+import type { Knex } from 'knex';
+import type { Queryable } from '../../db/database.js';
+import { paginate, type Page, type PageRequest } from '../pagination.js';
+import type { AccessRow, AccessStatus, AccessView, WorkspaceUserRow } from './access-types.js';
+
+function viewQuery(q: Queryable): Knex.QueryBuilder {
+  return q('workspace_accesses as a')
+    .join('workspace_users as u', 'u.id', 'a.user_id')
+    .select('a.*', 'u.external_user_id', 'u.email', 'u.name as user_name', 'u.created_at as user_created_at');
+}
+
+export interface AccessFilter extends PageRequest {
+  workspaceId: string;
+  status?: AccessStatus | undefined;
+  planId?: string | undefined;
+  externalUserId?: string | undefined;
+}
+
+export function createAccessRepo(db: Queryable) {
+  return {
+    /** Inserts the user unless (workspace, externalUserId) exists; undefined when it did. */
+    async insertUserIfAbsent(row: WorkspaceUserRow, q: Queryable = db): Promise<WorkspaceUserRow | undefined> {
+      const rows = (await q('workspace_users')
+        .insert({ ...row, metadata: JSON.stringify(row.metadata) })
+        .onConflict(['workspace_id', 'external_user_id'])
+        .ignore()
+        .returning('*')) as WorkspaceUserRow[];
+      return rows[0];
+    },
+
+    async findUserByExternalId(workspaceId: string, externalUserId: string, q: Queryable = db): Promise<WorkspaceUserRow | undefined> {
+      return q('workspace_users').where({ workspace_id: workspaceId, external_user_id: externalUserId }).first();
+    },
+
+    async insertAccess(row: AccessRow, q: Queryable = db): Promise<AccessRow> {
+      const [created] = await q('workspace_accesses').insert({ ...row, metadata: JSON.stringify(row.metadata) }).returning('*');
+      return created as AccessRow;
+    },
+
+    async findView(id: string, q: Queryable = db): Promise<AccessView | undefined> {
+      return viewQuery(q).where('a.id', id).first();
+    },
+
+    async findViewByUser(userId: string, q: Queryable = db): Promise<AccessView | undefined> {
+      return viewQuery(q).where('a.user_id', userId).first();
+    },
+
+    /** Locks the access row: every change of one access is serialised on it. */
+    async lock(id: string, q: Queryable): Promise<AccessRow | undefined> {
+      return q('workspace_accesses').where({ id }).forUpdate().first();
+    },
+
+    async update(id: string, patch: Partial<AccessRow>, q: Queryable = db): Promise<void> {
+      await q('workspace_accesses').where({ id }).update(patch);
+    },
+
+    async list(filter: AccessFilter, q: Queryable = db): Promise<Page<AccessView>> {
+      const query = viewQuery(q).where('a.workspace_id', filter.workspaceId);
+      if (filter.status) query.where('a.status', filter.status);
+      if (filter.planId) query.where('a.plan_id', filter.planId);
+      if (filter.externalUserId) query.where('u.external_user_id', filter.externalUserId);
+      return paginate<AccessView>(query, filter, 'a.id');
+    },
+
+    /**
+     * Accesses of a workspace (or all) that are due to expire at `now`: their
+     * accessEndsAt passed, or their last period ended. Locked, skipping busy rows.
+     */
+    async dueForExpiry(now: Date, workspaceId: string | undefined, q: Queryable): Promise<AccessRow[]> {
+      const query = q('workspace_accesses as a')
+        .select('a.*')
+        .whereIn('a.status', ['PENDING', 'ACTIVE', 'SUSPENDED'])
+        .where((w) =>
+          w
+            .where('a.access_ends_at', '<=', now)
+            .orWhere((w2) =>
+              w2
+                .whereNot('a.status', 'PENDING')
+                .whereRaw('(select max(p.period_end) from quota_periods p where p.workspace_access_id = a.id) <= ?', [now]),
+            ),
+        )
+        .forUpdate()
+        .skipLocked();
+      if (workspaceId) query.where('a.workspace_id', workspaceId);
+      return query;
+    },
+  };
+}
+
+export type AccessRepo = ReturnType<typeof createAccessRepo>;

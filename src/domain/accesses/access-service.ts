@@ -1,0 +1,529 @@
+/**
+ * Workspace users and their accesses: provisioning (idempotent on the external
+ * user id), the status machine (access-state.ts), quota periods (provision,
+ * renewal, billing grants, plan changes) and the quota snapshot. The *InTx
+ * functions take the caller's transaction so billing can compose them.
+ */
+import type { Db, Queryable } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import { newId } from '../../ids.js';
+import { assertVisible, systemActor, type Actor, type Clock } from '../actor.js';
+import type { AuditService } from '../audit/audit-service.js';
+import type { InferenceKeyService, IssuedKey, IssueKeyInput } from '../inference-keys/inference-key-service.js';
+import type { Page, PageRequest } from '../pagination.js';
+import type { PlanService } from '../plans/plan-service.js';
+import type { PlanRow } from '../plans/plan-types.js';
+import { addInterval, splitPeriodForPlanChange } from '../quota/quota-math.js';
+import type { QuotaRepo } from '../quota/quota-repo.js';
+import type { QuotaService } from '../quota/quota-service.js';
+import type { QuotaPeriodRow, QuotaSnapshot } from '../quota/quota-types.js';
+import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
+import { canTransition, isExpiryDue } from './access-state.js';
+import type { AccessFilter, AccessRepo } from './access-repo.js';
+import type { AccessRow, AccessStatus, AccessView, WorkspaceUserRow } from './access-types.js';
+
+export interface ProvisionInput {
+  externalUserId: string;
+  email: string;
+  name?: string | undefined;
+  planId: string;
+  metadata?: Record<string, unknown> | undefined;
+  issueInferenceKey?: boolean | undefined;
+}
+
+export interface ProvisionResult {
+  user: WorkspaceUserRow;
+  access: AccessView;
+  /** False when the user already existed (a repeat). */
+  created: boolean;
+  key: IssuedKey | null;
+  currentPeriod: QuotaPeriodRow | undefined;
+}
+
+export interface GrantPeriodInput {
+  planId?: string | undefined;
+  periodStart: Date;
+  periodEnd: Date;
+  source: 'renewal' | 'billing';
+  externalPeriodKey?: string | undefined;
+}
+
+const EXPIRY_ACTOR = 'system:access-expiry';
+const WHILE_SUSPENDED = '_while_suspended';
+const STATUS_ACTION: Record<AccessStatus, string> = {
+  PENDING: 'access.pending',
+  ACTIVE: 'access.activated',
+  SUSPENDED: 'access.suspended',
+  EXPIRED: 'access.expired',
+  REVOKED: 'access.revoked',
+};
+
+export function createAccessService(deps: {
+  db: Db;
+  accessRepo: AccessRepo;
+  quotaRepo: QuotaRepo;
+  quota: QuotaService;
+  plans: PlanService;
+  inferenceKeys: InferenceKeyService;
+  workspaces: WorkspaceService;
+  audit: AuditService;
+  clock: Clock;
+}) {
+  const { db, accessRepo, quotaRepo, quota, plans, inferenceKeys, workspaces, audit, clock } = deps;
+
+  async function view(accessId: string, q: Queryable): Promise<AccessView> {
+    const found = await accessRepo.findView(accessId, q);
+    if (!found) throw new AppError('access_not_found', 'Workspace access not found');
+    return found;
+  }
+
+  /** Locks the access for the rest of the transaction, after the visibility check. */
+  async function lockVisible(tx: Queryable, actor: Actor, accessId: string): Promise<AccessRow> {
+    const access = await accessRepo.lock(accessId, tx);
+    if (!access) throw new AppError('access_not_found', 'Workspace access not found');
+    assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
+    return access;
+  }
+
+  /** A plan of the access's workspace that new periods may use. */
+  async function activePlanOf(tx: Queryable, actor: Actor, workspaceId: string, planId: string): Promise<PlanRow> {
+    const plan = await plans.loadPlan(actor, planId, tx).catch((err: unknown) => {
+      if (err instanceof AppError && err.code === 'plan_not_found') throw new AppError('plan_not_found', 'Plan not found', { param: 'planId' });
+      throw err;
+    });
+    if (plan.workspace_id !== workspaceId) throw new AppError('plan_not_found', 'Plan not found in this workspace', { param: 'planId' });
+    if (plan.status !== 'ACTIVE') {
+      throw new AppError('plan_not_active', 'The plan is not ACTIVE; publish it first', { param: 'planId', current_status: plan.status });
+    }
+    return plan;
+  }
+
+  async function inForce(tx: Queryable, plan: PlanRow, at: Date) {
+    const found = await plans.strategyInForce(plan.id, at, tx);
+    if (!found) {
+      throw new AppError('strategy_not_in_force', `Plan '${plan.key}' has no quota strategy in force at ${at.toISOString()}`, {
+        param: 'planId',
+      });
+    }
+    return found.strategy;
+  }
+
+  async function setStatus(tx: Queryable, actor: Actor, access: AccessRow, to: AccessStatus, reason: string | undefined): Promise<void> {
+    await accessRepo.update(access.id, { status: to, status_reason: reason ?? null, updated_at: clock.now() }, tx);
+    await audit.record(tx, actor, {
+      action: STATUS_ACTION[to],
+      resourceType: 'workspace_access',
+      resourceId: access.id,
+      workspaceId: access.workspace_id,
+      changes: { from: access.status, status: to, ...(reason ? { reason } : {}) },
+    });
+    access.status = to;
+  }
+
+  /** Applies a due expiry to a locked access (lazily, on every touch of it). */
+  async function expireIfDue(tx: Queryable, access: AccessRow): Promise<void> {
+    const now = clock.now();
+    const last = await quotaRepo.latestPeriod(access.id, tx);
+    if (isExpiryDue(access, last?.period_end, now)) {
+      const cause = access.access_ends_at && access.access_ends_at <= now ? 'access_ended' : 'period_ended';
+      // Remembered so that a renewal does not lift a suspension.
+      const reason = access.status === 'SUSPENDED' ? `${cause}${WHILE_SUSPENDED}` : cause;
+      await setStatus(tx, systemActor(EXPIRY_ACTOR), access, 'EXPIRED', reason);
+    }
+  }
+
+  async function insertPeriod(
+    tx: Queryable,
+    access: { id: string; workspace_id: string },
+    values: Pick<QuotaPeriodRow, 'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'source'> & {
+      external_period_key?: string | null;
+      cycle_start?: Date;
+    },
+  ): Promise<QuotaPeriodRow> {
+    return quotaRepo.insertPeriod(
+      {
+        id: newId(),
+        workspace_id: access.workspace_id,
+        workspace_access_id: access.id,
+        reserved_units: 0n,
+        consumed_units: 0n,
+        created_at: clock.now(),
+        ...values,
+        external_period_key: values.external_period_key ?? null,
+        cycle_start: values.cycle_start ?? values.period_start,
+      },
+      tx,
+    );
+  }
+
+  /** Opens the first period [now, now + resetInterval) from the plan's strategy in force now. */
+  async function openFirstPeriod(tx: Queryable, access: AccessRow, plan: PlanRow): Promise<QuotaPeriodRow> {
+    const now = clock.now();
+    const strategy = await inForce(tx, plan, now);
+    return insertPeriod(tx, access, {
+      plan_id: plan.id,
+      quota_strategy_id: strategy.id,
+      period_start: now,
+      period_end: addInterval(now, strategy.reset_interval),
+      granted_units: strategy.quota_units,
+      source: 'provision',
+    });
+  }
+
+  async function transitionInTx(tx: Queryable, actor: Actor, accessId: string, to: AccessStatus, reason?: string): Promise<AccessRow> {
+    const access = await lockVisible(tx, actor, accessId);
+    await expireIfDue(tx, access);
+    if (access.status === to) return access;
+    if (!canTransition(access.status, to)) {
+      throw new AppError('illegal_transition', `A ${access.status} access cannot become ${to}`, { current_status: access.status });
+    }
+    if (to === 'ACTIVE') {
+      const now = clock.now();
+      if (access.access_ends_at && access.access_ends_at <= now) {
+        throw new AppError('illegal_transition', 'The access has ended (accessEndsAt passed)', { current_status: access.status });
+      }
+      const current = await quotaRepo.currentPeriod(access.id, now, tx);
+      if (!current) {
+        if (access.status !== 'PENDING') {
+          throw new AppError('illegal_transition', 'The access has no quota period covering now; renew it instead', {
+            current_status: access.status,
+          });
+        }
+        const plan = await activePlanOf(tx, actor, access.workspace_id, access.plan_id);
+        await openFirstPeriod(tx, access, plan);
+      }
+    }
+    await setStatus(tx, actor, access, to, reason);
+    return access;
+  }
+
+  async function grantPeriodInTx(
+    tx: Queryable,
+    actor: Actor,
+    accessId: string,
+    input: GrantPeriodInput,
+  ): Promise<{ periodId: string; created: boolean }> {
+    const access = await lockVisible(tx, actor, accessId);
+    if (access.status === 'REVOKED') {
+      throw new AppError('illegal_transition', 'A REVOKED access gets no new periods', { current_status: access.status });
+    }
+    const { periodStart, periodEnd } = input;
+    if (!(periodEnd > periodStart)) throw new AppError('invalid_parameter', 'periodEnd must be after periodStart', { param: 'periodEnd' });
+    const planId = input.planId ?? access.plan_id;
+
+    if (input.externalPeriodKey) {
+      const byKey = await quotaRepo.findPeriodByExternalKey(access.id, input.externalPeriodKey, tx);
+      if (byKey) return { periodId: byKey.id, created: false };
+    }
+    const same = await quotaRepo.findPeriodByStart(access.id, periodStart, tx);
+    if (same && same.period_end.getTime() === periodEnd.getTime() && same.plan_id === planId) {
+      return { periodId: same.id, created: false };
+    }
+    const overlapping = await quotaRepo.overlapping(access.id, periodStart, periodEnd, tx);
+    if (overlapping.length > 0) {
+      const other = overlapping[0]!;
+      throw new AppError(
+        'period_overlap',
+        `The period overlaps [${other.period_start.toISOString()}, ${other.period_end.toISOString()})`,
+        { param: 'periodStart' },
+      );
+    }
+    const plan = await activePlanOf(tx, actor, access.workspace_id, planId);
+    const strategy = await inForce(tx, plan, periodStart);
+    const period = await insertPeriod(tx, access, {
+      plan_id: plan.id,
+      quota_strategy_id: strategy.id,
+      period_start: periodStart,
+      period_end: periodEnd,
+      granted_units: strategy.quota_units,
+      source: input.source,
+      external_period_key: input.externalPeriodKey ?? null,
+    });
+    const latest = await quotaRepo.latestPeriod(access.id, tx);
+    if (plan.id !== access.plan_id && latest?.id === period.id) {
+      await accessRepo.update(access.id, { plan_id: plan.id, updated_at: clock.now() }, tx);
+    }
+    await audit.record(tx, actor, {
+      action: 'access.period_granted',
+      resourceType: 'workspace_access',
+      resourceId: access.id,
+      workspaceId: access.workspace_id,
+      changes: {
+        periodId: period.id,
+        planId: plan.id,
+        quotaStrategyId: strategy.id,
+        periodStart: periodStart.toISOString(),
+        periodEnd: periodEnd.toISOString(),
+        grantedUnits: strategy.quota_units,
+        source: input.source,
+        ...(input.externalPeriodKey ? { externalPeriodKey: input.externalPeriodKey } : {}),
+      },
+    });
+    return { periodId: period.id, created: true };
+  }
+
+  /**
+   * Moves the access to another plan at `effectiveAt` (docs/decisions.md
+   * "Changing plan"): the period covering effectiveAt is split there; the old
+   * part keeps the old plan's prorated share (never less than what it used),
+   * the new part [effectiveAt, periodEnd) gets the new plan's prorated share
+   * minus what was used beyond the old share.
+   */
+  async function changePlanInTx(tx: Queryable, actor: Actor, accessId: string, planId: string, effectiveAt: Date): Promise<AccessRow> {
+    const access = await lockVisible(tx, actor, accessId);
+    await expireIfDue(tx, access);
+    if (access.status === 'REVOKED') {
+      throw new AppError('illegal_transition', 'A REVOKED access cannot change plan', { current_status: access.status });
+    }
+    const plan = await activePlanOf(tx, actor, access.workspace_id, planId);
+    if (plan.id === access.plan_id) return access;
+    const now = clock.now();
+    const period = await quotaRepo.currentPeriod(access.id, effectiveAt, tx);
+    let split: Record<string, unknown> = {};
+    if (period) {
+      if (period.period_end <= now) {
+        throw new AppError('invalid_parameter', 'effectiveAt lies in a quota period that has already ended', { param: 'effectiveAt' });
+      }
+      const strategy = await inForce(tx, plan, effectiveAt);
+      const locked = (await quotaRepo.findPeriodForUpdate(period.id, tx))!;
+      const used = locked.consumed_units + locked.reserved_units;
+      const result = splitPeriodForPlanChange({
+        cycleStart: locked.cycle_start,
+        periodStart: locked.period_start,
+        periodEnd: locked.period_end,
+        effectiveAt,
+        oldGranted: locked.granted_units,
+        oldUsed: used,
+        newQuotaUnits: strategy.quota_units,
+      });
+      if (effectiveAt.getTime() === locked.period_start.getTime()) {
+        // The whole period moves to the new plan: nothing of the old one was owed.
+        const granted = result.newGranted + used;
+        await tx('quota_periods').where({ id: locked.id }).update({ plan_id: plan.id, quota_strategy_id: strategy.id, granted_units: granted });
+        split = { periodId: locked.id, grantedUnits: granted };
+      } else {
+        await quotaRepo.updatePeriod(locked.id, { period_end: effectiveAt, granted_units: result.oldGranted }, tx);
+        const next = await insertPeriod(tx, access, {
+          plan_id: plan.id,
+          quota_strategy_id: strategy.id,
+          period_start: effectiveAt,
+          period_end: locked.period_end,
+          granted_units: result.newGranted,
+          source: 'plan_change',
+          cycle_start: locked.cycle_start,
+        });
+        split = {
+          endedPeriodId: locked.id,
+          endedPeriodGrantedUnits: result.oldGranted,
+          newPeriodId: next.id,
+          newPeriodGrantedUnits: result.newGranted,
+        };
+      }
+    }
+    await accessRepo.update(access.id, { plan_id: plan.id, updated_at: now }, tx);
+    await audit.record(tx, actor, {
+      action: 'access.plan_changed',
+      resourceType: 'workspace_access',
+      resourceId: access.id,
+      workspaceId: access.workspace_id,
+      changes: { fromPlanId: access.plan_id, planId: plan.id, effectiveAt: effectiveAt.toISOString(), ...split },
+    });
+    access.plan_id = plan.id;
+    return access;
+  }
+
+  /** The expiry sweep: accesses whose end or last period has passed become EXPIRED. */
+  async function expireDue(workspaceId?: string): Promise<number> {
+    return db.transaction(async (tx) => {
+      const due = await accessRepo.dueForExpiry(clock.now(), workspaceId, tx);
+      for (const access of due) await expireIfDue(tx, access);
+      return due.length;
+    });
+  }
+
+  return {
+    transitionInTx,
+    grantPeriodInTx,
+    changePlanInTx,
+
+    async provision(actor: Actor, workspaceId: string, input: ProvisionInput): Promise<ProvisionResult> {
+      assertMetadataSize(input.metadata);
+      return db.transaction(async (tx) => {
+        await workspaces.requireWritable(tx, actor, workspaceId);
+        const plan = await activePlanOf(tx, actor, workspaceId, input.planId);
+        const now = clock.now();
+        const inserted = await accessRepo.insertUserIfAbsent(
+          {
+            id: newId(),
+            workspace_id: workspaceId,
+            external_user_id: input.externalUserId,
+            email: input.email,
+            name: input.name ?? null,
+            metadata: input.metadata ?? {},
+            created_at: now,
+          },
+          tx,
+        );
+        let user: WorkspaceUserRow;
+        let access: AccessView;
+        if (!inserted) {
+          // A repeat: the same user and access, nothing granted again.
+          user = (await accessRepo.findUserByExternalId(workspaceId, input.externalUserId, tx))!;
+          const locked = (await accessRepo.lock((await accessRepo.findViewByUser(user.id, tx))!.id, tx))!;
+          await expireIfDue(tx, locked);
+          access = (await accessRepo.findViewByUser(user.id, tx))!;
+        } else {
+          user = inserted;
+          const row = await accessRepo.insertAccess(
+            {
+              id: newId(),
+              workspace_id: workspaceId,
+              user_id: user.id,
+              plan_id: plan.id,
+              status: 'ACTIVE',
+              access_starts_at: now,
+              access_ends_at: null,
+              metadata: input.metadata ?? {},
+              status_reason: null,
+              created_at: now,
+              updated_at: now,
+            },
+            tx,
+          );
+          const period = await openFirstPeriod(tx, row, plan);
+          await audit.record(tx, actor, {
+            action: 'access.provisioned',
+            resourceType: 'workspace_access',
+            resourceId: row.id,
+            workspaceId,
+            changes: {
+              userId: user.id,
+              externalUserId: input.externalUserId,
+              planId: plan.id,
+              periodId: period.id,
+              grantedUnits: period.granted_units,
+            },
+          });
+          access = await view(row.id, tx);
+        }
+        let key: IssuedKey | null = null;
+        if (input.issueInferenceKey) {
+          if (access.status === 'REVOKED') {
+            throw new AppError('illegal_transition', 'A REVOKED access gets no new keys', { current_status: access.status });
+          }
+          key = await inferenceKeys.issueInTx(tx, actor, access, {});
+        }
+        const currentPeriod = await quotaRepo.currentPeriod(access.id, clock.now(), tx);
+        return { user, access, created: Boolean(inserted), key, currentPeriod };
+      });
+    },
+
+    /** Expires what is due in the workspace, then lists (filters: status, plan, externalUserId). */
+    async list(actor: Actor, workspaceId: string, filter: Omit<AccessFilter, 'workspaceId'>): Promise<Page<AccessView>> {
+      await workspaces.get(actor, workspaceId);
+      await expireDue(workspaceId);
+      return accessRepo.list({ ...filter, workspaceId });
+    },
+
+    async get(actor: Actor, accessId: string): Promise<AccessView> {
+      const found = await view(accessId, db);
+      assertVisible(actor, found.workspace_id, 'access_not_found', 'Workspace access');
+      const last = await quotaRepo.latestPeriod(accessId);
+      if (!isExpiryDue(found, last?.period_end, clock.now())) return found;
+      // Due: apply the expiry under the row lock, then read again.
+      return db.transaction(async (tx) => {
+        await expireIfDue(tx, await lockVisible(tx, actor, accessId));
+        return view(accessId, tx);
+      });
+    },
+
+    async activate(actor: Actor, accessId: string): Promise<AccessView> {
+      return db.transaction(async (tx) => {
+        const access = await lockVisible(tx, actor, accessId);
+        await workspaces.requireWritable(tx, actor, access.workspace_id);
+        await transitionInTx(tx, actor, accessId, 'ACTIVE');
+        return view(accessId, tx);
+      });
+    },
+
+    async suspend(actor: Actor, accessId: string): Promise<AccessView> {
+      return db.transaction(async (tx) => {
+        const access = await lockVisible(tx, actor, accessId);
+        await workspaces.requireWritable(tx, actor, access.workspace_id);
+        await transitionInTx(tx, actor, accessId, 'SUSPENDED');
+        return view(accessId, tx);
+      });
+    },
+
+    /**
+     * The next period [periodStart, periodEnd) from the plan's strategy in force
+     * at periodStart. The same period again is a no-op; an overlapping one is
+     * refused. PENDING and EXPIRED accesses with a period still to come become ACTIVE.
+     */
+    async renew(actor: Actor, accessId: string, input: { planId: string; periodStart: Date; periodEnd: Date }): Promise<AccessView> {
+      return db.transaction(async (tx) => {
+        const access = await lockVisible(tx, actor, accessId);
+        await workspaces.requireWritable(tx, actor, access.workspace_id);
+        await expireIfDue(tx, access);
+        if (access.status === 'REVOKED') {
+          throw new AppError('illegal_transition', 'A REVOKED access cannot be renewed', { current_status: access.status });
+        }
+        await grantPeriodInTx(tx, actor, accessId, { ...input, source: 'renewal' });
+        const now = clock.now();
+        const last = await quotaRepo.latestPeriod(accessId, tx);
+        const ended = access.access_ends_at !== null && access.access_ends_at <= now;
+        if ((access.status === 'EXPIRED' || access.status === 'PENDING') && last && last.period_end > now && !ended) {
+          const wasSuspended = access.status === 'EXPIRED' && (access.status_reason ?? '').endsWith(WHILE_SUSPENDED);
+          await setStatus(tx, actor, access, wasSuspended ? 'SUSPENDED' : 'ACTIVE', 'renewed');
+        }
+        return view(accessId, tx);
+      });
+    },
+
+    async changePlan(actor: Actor, accessId: string, input: { planId: string; effectiveAt?: Date | undefined }): Promise<AccessView> {
+      return db.transaction(async (tx) => {
+        const access = await lockVisible(tx, actor, accessId);
+        await workspaces.requireWritable(tx, actor, access.workspace_id);
+        await changePlanInTx(tx, actor, accessId, input.planId, input.effectiveAt ?? clock.now());
+        return view(accessId, tx);
+      });
+    },
+
+    async quotaSnapshot(actor: Actor, accessId: string): Promise<QuotaSnapshot> {
+      const access = await view(accessId, db);
+      assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
+      const snapshot = await quota.snapshot(accessId, clock.now());
+      if (!snapshot) throw new AppError('quota_period_not_found', 'The access has no quota period covering now');
+      return snapshot;
+    },
+
+    async issueKey(actor: Actor, accessId: string, input: IssueKeyInput): Promise<IssuedKey> {
+      return db.transaction(async (tx) => {
+        const access = await lockVisible(tx, actor, accessId);
+        await workspaces.requireWritable(tx, actor, access.workspace_id);
+        if (access.status === 'REVOKED') {
+          throw new AppError('illegal_transition', 'A REVOKED access gets no new keys', { current_status: access.status });
+        }
+        return inferenceKeys.issueInTx(tx, actor, access, input);
+      });
+    },
+
+    async listKeys(actor: Actor, accessId: string, page: PageRequest) {
+      const access = await view(accessId, db);
+      assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
+      return inferenceKeys.list(accessId, page);
+    },
+
+    async revokeKey(actor: Actor, accessId: string, keyId: string): Promise<void> {
+      await db.transaction(async (tx) => {
+        const access = await lockVisible(tx, actor, accessId);
+        await workspaces.requireWritable(tx, actor, access.workspace_id);
+        await inferenceKeys.revokeInTx(tx, actor, access, keyId);
+      });
+    },
+
+    expireDue,
+  };
+}
+
+export type AccessService = ReturnType<typeof createAccessService>;

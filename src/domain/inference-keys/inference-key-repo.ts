@@ -1,0 +1,52 @@
+/** All SQL of inference_keys. */
+import type { Queryable } from '../../db/database.js';
+import { paginate, type Page, type PageRequest } from '../pagination.js';
+
+export interface InferenceKeyRow {
+  id: string;
+  workspace_id: string;
+  workspace_access_id: string;
+  name: string;
+  prefix: string;
+  key_hash: string;
+  expires_at: Date;
+  revoked_at: Date | null;
+  last_request_at: Date | null;
+  created_at: Date;
+}
+
+export function createInferenceKeyRepo(db: Queryable) {
+  return {
+    async insert(row: InferenceKeyRow, q: Queryable = db): Promise<InferenceKeyRow> {
+      const [created] = await q('inference_keys').insert(row).returning('*');
+      return created as InferenceKeyRow;
+    },
+
+    async find(accessId: string, keyId: string, q: Queryable = db): Promise<InferenceKeyRow | undefined> {
+      return q('inference_keys').where({ id: keyId, workspace_access_id: accessId }).first();
+    },
+
+    async revoke(id: string, at: Date, q: Queryable): Promise<void> {
+      await q('inference_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: at });
+    },
+
+    async list(filter: PageRequest & { accessId: string }, q: Queryable = db): Promise<Page<InferenceKeyRow>> {
+      return paginate<InferenceKeyRow>(q('inference_keys').select('*').where({ workspace_access_id: filter.accessId }), filter);
+    },
+
+    /**
+     * The gateway's lastRequestAt: written at most once a minute per key, so a
+     * busy key costs one small UPDATE a minute, not one per call.
+     */
+    async touchLastRequest(id: string, at: Date, q: Queryable = db): Promise<boolean> {
+      const minuteAgo = new Date(at.getTime() - 60_000);
+      const n = await q('inference_keys')
+        .where({ id })
+        .where((w) => w.whereNull('last_request_at').orWhere('last_request_at', '<=', minuteAgo))
+        .update({ last_request_at: at });
+      return Number(n) > 0;
+    },
+  };
+}
+
+export type InferenceKeyRepo = ReturnType<typeof createInferenceKeyRepo>;

@@ -1,0 +1,111 @@
+/**
+ * Inference keys: `nx-<environment>-` + 43 base64url characters (256 bits),
+ * returned once, stored as a keyed hash. `prefix` (the first 12 characters of
+ * the random part after the environment prefix) lets a person recognise a key.
+ * Revoking touches neither plan nor quota.
+ */
+import type { Db, Queryable } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import { newId } from '../../ids.js';
+import type { Actor, Clock } from '../actor.js';
+import type { AuditService } from '../audit/audit-service.js';
+import type { Page, PageRequest } from '../pagination.js';
+import { generateToken, type KeyHasher } from '../security/key-hash.js';
+import type { InferenceKeyRepo, InferenceKeyRow } from './inference-key-repo.js';
+
+const DAY_MS = 86_400_000;
+const PREFIX_RANDOM_CHARS = 6;
+
+export interface IssueKeyInput {
+  name?: string | undefined;
+  expiresAt?: Date | undefined;
+}
+
+export interface IssuedKey {
+  row: InferenceKeyRow;
+  /** The plaintext: shown once, never stored. */
+  apiKey: string;
+}
+
+export function isKeyEnabled(row: InferenceKeyRow, now: Date): boolean {
+  return row.revoked_at === null && row.expires_at > now;
+}
+
+export function createInferenceKeyService(deps: {
+  db: Db;
+  inferenceKeyRepo: InferenceKeyRepo;
+  hasher: KeyHasher;
+  audit: AuditService;
+  clock: Clock;
+  keyEnvironment: string;
+  ttlDays: number;
+}) {
+  const { inferenceKeyRepo, hasher, audit, clock } = deps;
+  const tokenPrefix = `nx-${deps.keyEnvironment}-`;
+
+  return {
+    tokenPrefix,
+
+    /** Issues a key for an access, in the caller's transaction (the caller checked the access). */
+    async issueInTx(
+      tx: Queryable,
+      actor: Actor,
+      access: { id: string; workspace_id: string },
+      input: IssueKeyInput,
+    ): Promise<IssuedKey> {
+      const now = clock.now();
+      const expiresAt = input.expiresAt ?? new Date(now.getTime() + deps.ttlDays * DAY_MS);
+      if (expiresAt <= now) throw new AppError('invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
+      const apiKey = generateToken(tokenPrefix);
+      const row = await inferenceKeyRepo.insert(
+        {
+          id: newId(),
+          workspace_id: access.workspace_id,
+          workspace_access_id: access.id,
+          name: input.name ?? 'default',
+          prefix: apiKey.slice(0, tokenPrefix.length + PREFIX_RANDOM_CHARS),
+          key_hash: hasher.hash(apiKey),
+          expires_at: expiresAt,
+          revoked_at: null,
+          last_request_at: null,
+          created_at: now,
+        },
+        tx,
+      );
+      await audit.record(tx, actor, {
+        action: 'inference_key.issued',
+        resourceType: 'inference_key',
+        resourceId: row.id,
+        workspaceId: access.workspace_id,
+        changes: { workspaceAccessId: access.id, name: row.name, prefix: row.prefix, expiresAt: expiresAt.toISOString() },
+      });
+      return { row, apiKey };
+    },
+
+    list(accessId: string, page: PageRequest): Promise<Page<InferenceKeyRow>> {
+      return inferenceKeyRepo.list({ ...page, accessId });
+    },
+
+    /** Idempotent: revoking a revoked key changes nothing. */
+    async revokeInTx(tx: Queryable, actor: Actor, access: { id: string; workspace_id: string }, keyId: string): Promise<void> {
+      const key = await inferenceKeyRepo.find(access.id, keyId, tx);
+      if (!key) throw new AppError('inference_key_not_found', 'Inference key not found');
+      if (key.revoked_at) return;
+      await inferenceKeyRepo.revoke(keyId, clock.now(), tx);
+      await audit.record(tx, actor, {
+        action: 'inference_key.revoked',
+        resourceType: 'inference_key',
+        resourceId: keyId,
+        workspaceId: access.workspace_id,
+        changes: { workspaceAccessId: access.id, prefix: key.prefix },
+      });
+    },
+
+    /** For the gateway: records lastRequestAt at most once a minute per key. */
+    touchLastRequest(keyId: string, at: Date = clock.now()): Promise<boolean> {
+      return inferenceKeyRepo.touchLastRequest(keyId, at);
+    },
+  };
+}
+
+export type InferenceKeyService = ReturnType<typeof createInferenceKeyService>;

@@ -1,0 +1,77 @@
+/** Rows <-> DTOs for plans, strategies and bindings; the only bigint <-> string place here. */
+import type {
+  PlanDetailDto,
+  QuotaStrategyDto,
+  StrategyBindingDto,
+  WorkspacePlanDto,
+} from '../../../generated/client/types.gen.js';
+import { AppError } from '../../errors.js';
+import { INT64_MAX } from '../quota/quota-math.js';
+import type { BindingRow, PlanRow, QuotaStrategyRow } from './plan-types.js';
+
+/** A decimal string to bigint: digits only, 0 .. 2^63-1, else 400 naming the field. */
+export function parseInt64(value: string, param: string): bigint {
+  if (!/^(0|[1-9][0-9]*)$/.test(value)) {
+    throw new AppError('invalid_parameter', `${param} must be a non-negative decimal integer string`, { param });
+  }
+  const n = BigInt(value);
+  if (n > INT64_MAX) throw new AppError('invalid_parameter', `${param} must be at most 9223372036854775807`, { param });
+  return n;
+}
+
+/** An RFC 3339 timestamp (already checked by the contract) to a Date. */
+export function parseTimestamp(value: string, param: string): Date {
+  const at = new Date(value);
+  if (Number.isNaN(at.getTime())) throw new AppError('invalid_parameter', `${param} must be an RFC 3339 timestamp`, { param });
+  return at;
+}
+
+export function toPlanDto(row: PlanRow): WorkspacePlanDto {
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    key: row.key,
+    name: row.name,
+    billingInterval: row.billing_interval,
+    status: row.status,
+    metadata: row.metadata,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+    ...(row.published_at ? { publishedAt: row.published_at.toISOString() } : {}),
+  };
+}
+
+export function toPlanDetailDto(row: PlanRow, bindings: BindingRow[]): PlanDetailDto {
+  return { ...toPlanDto(row), strategyBindings: bindings.map(toBindingDto) };
+}
+
+export function toStrategyDto(row: QuotaStrategyRow): QuotaStrategyDto {
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    key: row.key,
+    version: row.version,
+    type: row.type,
+    resetInterval: row.reset_interval,
+    quotaUnits: row.quota_units.toString(),
+    inputMultiplierPpm: row.input_multiplier_ppm.toString(),
+    outputMultiplierPpm: row.output_multiplier_ppm.toString(),
+    cachedInputMultiplierPpm: row.cached_input_multiplier_ppm.toString(),
+    maxOutputTokens: row.max_output_tokens,
+    status: row.status,
+    createdAt: row.created_at.toISOString(),
+    ...(row.published_at ? { publishedAt: row.published_at.toISOString() } : {}),
+  };
+}
+
+export function toBindingDto(row: BindingRow): StrategyBindingDto {
+  return {
+    id: row.id,
+    planId: row.plan_id,
+    strategyId: row.strategy_id,
+    strategyType: row.strategy_type,
+    effectiveFrom: row.effective_from.toISOString(),
+    ...(row.effective_to ? { effectiveTo: row.effective_to.toISOString() } : {}),
+    createdAt: row.created_at.toISOString(),
+  };
+}

@@ -1,0 +1,127 @@
+/** All SQL of plans, quota_strategies and plan_strategy_bindings. */
+import type { Queryable } from '../../db/database.js';
+import { AppError, isUniqueViolation } from '../../errors.js';
+import { paginate, type Page, type PageRequest } from '../pagination.js';
+import type { BindingRow, PlanRow, PlanStatus, QuotaStrategyRow, StrategyInForce } from './plan-types.js';
+
+export function createPlanRepo(db: Queryable) {
+  return {
+    async insertPlan(row: PlanRow, q: Queryable = db): Promise<PlanRow> {
+      try {
+        const [created] = await q('plans').insert({ ...row, metadata: JSON.stringify(row.metadata) }).returning('*');
+        return created as PlanRow;
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new AppError('plan_key_exists', `A plan with key '${row.key}' exists in this workspace`, { param: 'key' });
+        throw err;
+      }
+    },
+
+    async findPlan(id: string, q: Queryable = db): Promise<PlanRow | undefined> {
+      return q('plans').where({ id }).first();
+    },
+
+    async findPlanForUpdate(id: string, q: Queryable): Promise<PlanRow | undefined> {
+      return q('plans').where({ id }).forUpdate().first();
+    },
+
+    async updatePlan(id: string, patch: Partial<PlanRow>, q: Queryable = db): Promise<PlanRow> {
+      try {
+        const values = { ...patch, ...(patch.metadata ? { metadata: JSON.stringify(patch.metadata) } : {}) };
+        const [updated] = await q('plans').where({ id }).update(values).returning('*');
+        return updated as PlanRow;
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new AppError('plan_key_exists', `A plan with key '${patch.key}' exists in this workspace`, { param: 'key' });
+        throw err;
+      }
+    },
+
+    async listPlans(
+      filter: PageRequest & { workspaceId: string; status?: PlanStatus | undefined; key?: string | undefined },
+      q: Queryable = db,
+    ): Promise<Page<PlanRow>> {
+      const query = q('plans').select('*').where({ workspace_id: filter.workspaceId });
+      if (filter.status) query.where({ status: filter.status });
+      if (filter.key) query.where({ key: filter.key });
+      return paginate<PlanRow>(query, filter);
+    },
+
+    /** Serialises version numbering of one strategy key until the transaction ends. */
+    async lockStrategyKey(workspaceId: string, key: string, q: Queryable): Promise<void> {
+      await q.raw('select pg_advisory_xact_lock(hashtext(?))', [`quota_strategy:${workspaceId}:${key}`]);
+    },
+
+    async nextStrategyVersion(workspaceId: string, key: string, q: Queryable): Promise<number> {
+      const row = await q('quota_strategies').where({ workspace_id: workspaceId, key }).max('version as v').first();
+      return Number((row as { v: number | null } | undefined)?.v ?? 0) + 1;
+    },
+
+    async insertStrategy(row: QuotaStrategyRow, q: Queryable = db): Promise<QuotaStrategyRow> {
+      const [created] = await q('quota_strategies').insert(row).returning('*');
+      return created as QuotaStrategyRow;
+    },
+
+    async findStrategy(id: string, q: Queryable = db): Promise<QuotaStrategyRow | undefined> {
+      return q('quota_strategies').where({ id }).first();
+    },
+
+    async findStrategyForUpdate(id: string, q: Queryable): Promise<QuotaStrategyRow | undefined> {
+      return q('quota_strategies').where({ id }).forUpdate().first();
+    },
+
+    async publishStrategy(id: string, at: Date, q: Queryable): Promise<QuotaStrategyRow> {
+      const [updated] = await q('quota_strategies').where({ id, status: 'DRAFT' }).update({ status: 'PUBLISHED', published_at: at }).returning('*');
+      return updated as QuotaStrategyRow;
+    },
+
+    async listStrategies(
+      filter: PageRequest & { workspaceId: string; key?: string | undefined; status?: 'DRAFT' | 'PUBLISHED' | undefined },
+      q: Queryable = db,
+    ): Promise<Page<QuotaStrategyRow>> {
+      const query = q('quota_strategies').select('*').where({ workspace_id: filter.workspaceId });
+      if (filter.key) query.where({ key: filter.key });
+      if (filter.status) query.where({ status: filter.status });
+      return paginate<QuotaStrategyRow>(query, filter);
+    },
+
+    async insertBinding(row: BindingRow, q: Queryable = db): Promise<BindingRow> {
+      const [created] = await q('plan_strategy_bindings').insert(row).returning('*');
+      return created as BindingRow;
+    },
+
+    async findBinding(id: string, q: Queryable = db): Promise<BindingRow | undefined> {
+      return q('plan_strategy_bindings').where({ id }).first();
+    },
+
+    async setBindingEnd(id: string, end: Date, q: Queryable): Promise<BindingRow> {
+      const [updated] = await q('plan_strategy_bindings').where({ id }).update({ effective_to: end }).returning('*');
+      return updated as BindingRow;
+    },
+
+    /** Bindings that are not empty (a binding closed at its start was cancelled). */
+    async liveBindings(planId: string, q: Queryable = db): Promise<BindingRow[]> {
+      return q('plan_strategy_bindings')
+        .where({ plan_id: planId })
+        .where((w) => w.whereNull('effective_to').orWhereRaw('effective_to > effective_from'))
+        .orderBy('effective_from', 'asc');
+    },
+
+    async listBindings(filter: PageRequest & { planId: string }, q: Queryable = db): Promise<Page<BindingRow>> {
+      return paginate<BindingRow>(q('plan_strategy_bindings').select('*').where({ plan_id: filter.planId }), filter);
+    },
+
+    /** The binding in force at `at` and its strategy: effective_from <= at < effective_to. */
+    async strategyInForce(planId: string, at: Date, q: Queryable = db): Promise<StrategyInForce | undefined> {
+      const binding = (await q('plan_strategy_bindings')
+        .where({ plan_id: planId })
+        .where('effective_from', '<=', at)
+        .where((w) => w.whereNull('effective_to').orWhere('effective_to', '>', at))
+        .orderBy('effective_from', 'desc')
+        .first()) as BindingRow | undefined;
+      if (!binding) return undefined;
+      const strategy = (await q('quota_strategies').where({ id: binding.strategy_id }).first()) as QuotaStrategyRow;
+      return { binding, strategy };
+    },
+  };
+}
+
+export type PlanRepo = ReturnType<typeof createPlanRepo>;

@@ -1,0 +1,347 @@
+/**
+ * Plans (DRAFT -> ACTIVE), versioned quota strategies (DRAFT -> PUBLISHED,
+ * immutable once published) and the bindings that put one strategy in force
+ * for a plan over a time range. At any instant at most one QUOTA binding of a
+ * plan is in force: binding from T ends the one in force at T.
+ */
+import type { Db, Queryable } from '../../db/database.js';
+import { AppError, isUniqueViolation } from '../../errors.js';
+import { newId } from '../../ids.js';
+import { assertVisible, type Actor, type Clock } from '../actor.js';
+import type { AuditService } from '../audit/audit-service.js';
+import type { Page, PageRequest } from '../pagination.js';
+import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
+import { parseInt64, parseTimestamp } from './plan-mapper.js';
+import type { PlanRepo } from './plan-repo.js';
+import type { BindingRow, Interval, PlanRow, PlanStatus, QuotaStrategyRow, StrategyInForce } from './plan-types.js';
+
+export interface CreatePlanInput {
+  key: string;
+  name: string;
+  billingInterval: Interval;
+  metadata?: Record<string, unknown> | undefined;
+}
+
+export interface UpdatePlanInput {
+  key?: string | undefined;
+  name?: string | undefined;
+  billingInterval?: Interval | undefined;
+}
+
+export interface CreateStrategyInput {
+  key: string;
+  resetInterval: Interval;
+  quotaUnits: string;
+  inputMultiplierPpm: string;
+  outputMultiplierPpm: string;
+  cachedInputMultiplierPpm: string;
+  maxOutputTokens: number;
+}
+
+const MAX_INT32 = 2_147_483_647;
+
+export function createPlanService(deps: {
+  db: Db;
+  planRepo: PlanRepo;
+  workspaces: WorkspaceService;
+  audit: AuditService;
+  clock: Clock;
+}) {
+  const { db, planRepo, workspaces, audit, clock } = deps;
+
+  async function loadPlan(actor: Actor, planId: string, q: Queryable = db, forUpdate = false): Promise<PlanRow> {
+    const plan = forUpdate ? await planRepo.findPlanForUpdate(planId, q) : await planRepo.findPlan(planId, q);
+    if (!plan) throw new AppError('plan_not_found', 'Plan not found');
+    assertVisible(actor, plan.workspace_id, 'plan_not_found', 'Plan');
+    return plan;
+  }
+
+  async function loadStrategy(actor: Actor, strategyId: string, q: Queryable = db, forUpdate = false): Promise<QuotaStrategyRow> {
+    const strategy = forUpdate ? await planRepo.findStrategyForUpdate(strategyId, q) : await planRepo.findStrategy(strategyId, q);
+    if (!strategy) throw new AppError('strategy_not_found', 'Quota strategy not found');
+    assertVisible(actor, strategy.workspace_id, 'strategy_not_found', 'Quota strategy');
+    return strategy;
+  }
+
+  /** Retries a transaction that lost a race on a unique key (strategy versions). */
+  async function withVersionRetry<T>(fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (attempt < 5 && isUniqueViolation(err, 'quota_strategies_key_version_unique')) continue;
+        throw err;
+      }
+    }
+  }
+
+  return {
+    loadPlan,
+
+    /** The plan's strategy in force at `at` (accesses use it for periods). */
+    strategyInForce(planId: string, at: Date, q: Queryable = db): Promise<StrategyInForce | undefined> {
+      return planRepo.strategyInForce(planId, at, q);
+    },
+
+    async createPlan(actor: Actor, workspaceId: string, input: CreatePlanInput): Promise<PlanRow> {
+      assertMetadataSize(input.metadata);
+      return db.transaction(async (tx) => {
+        await workspaces.requireWritable(tx, actor, workspaceId);
+        const now = clock.now();
+        const plan = await planRepo.insertPlan(
+          {
+            id: newId(),
+            workspace_id: workspaceId,
+            key: input.key,
+            name: input.name,
+            billing_interval: input.billingInterval,
+            status: 'DRAFT',
+            metadata: input.metadata ?? {},
+            created_at: now,
+            updated_at: now,
+            published_at: null,
+          },
+          tx,
+        );
+        await audit.record(tx, actor, { action: 'plan.created', resourceType: 'plan', resourceId: plan.id, workspaceId, changes: { ...input } });
+        return plan;
+      });
+    },
+
+    async listPlans(actor: Actor, workspaceId: string, filter: PageRequest & { status?: PlanStatus; key?: string }): Promise<Page<PlanRow>> {
+      await workspaces.get(actor, workspaceId);
+      return planRepo.listPlans({ ...filter, workspaceId });
+    },
+
+    /** The plan and the bindings in force now. */
+    async getPlan(actor: Actor, planId: string): Promise<{ plan: PlanRow; bindings: BindingRow[] }> {
+      const plan = await loadPlan(actor, planId);
+      const inForce = await planRepo.strategyInForce(planId, clock.now());
+      return { plan, bindings: inForce ? [inForce.binding] : [] };
+    },
+
+    async updatePlan(actor: Actor, planId: string, input: UpdatePlanInput): Promise<PlanRow> {
+      return db.transaction(async (tx) => {
+        const plan = await loadPlan(actor, planId, tx, true);
+        await workspaces.requireWritable(tx, actor, plan.workspace_id);
+        if (plan.status !== 'DRAFT') {
+          throw new AppError('plan_not_draft', 'Only a DRAFT plan can be updated', { current_status: plan.status });
+        }
+        const patch: Partial<PlanRow> = {};
+        if (input.key !== undefined) patch.key = input.key;
+        if (input.name !== undefined) patch.name = input.name;
+        if (input.billingInterval !== undefined) patch.billing_interval = input.billingInterval;
+        if (Object.keys(patch).length === 0) return plan;
+        const updated = await planRepo.updatePlan(planId, { ...patch, updated_at: clock.now() }, tx);
+        await audit.record(tx, actor, { action: 'plan.updated', resourceType: 'plan', resourceId: planId, workspaceId: plan.workspace_id, changes: { ...input } });
+        return updated;
+      });
+    },
+
+    /** DRAFT -> ACTIVE once a published strategy is bound and in force; ACTIVE again is a no-op. */
+    async publishPlan(actor: Actor, planId: string): Promise<PlanRow> {
+      return db.transaction(async (tx) => {
+        const plan = await loadPlan(actor, planId, tx, true);
+        await workspaces.requireWritable(tx, actor, plan.workspace_id);
+        if (plan.status === 'ACTIVE') return plan;
+        if (plan.status !== 'DRAFT') {
+          throw new AppError('plan_not_draft', 'Only a DRAFT plan can be published', { current_status: plan.status });
+        }
+        const now = clock.now();
+        const inForce = await planRepo.strategyInForce(planId, now, tx);
+        if (!inForce) {
+          const live = await planRepo.liveBindings(planId, tx);
+          const reason = live.some((b) => b.effective_from > now)
+            ? 'its quota strategy binding is not in force yet'
+            : 'no published quota strategy is bound to it';
+          throw new AppError('plan_not_publishable', `The plan cannot be published: ${reason}`, { current_status: plan.status });
+        }
+        const updated = await planRepo.updatePlan(planId, { status: 'ACTIVE', published_at: now, updated_at: now }, tx);
+        await audit.record(tx, actor, {
+          action: 'plan.published',
+          resourceType: 'plan',
+          resourceId: planId,
+          workspaceId: plan.workspace_id,
+          changes: { status: 'ACTIVE', strategyId: inForce.strategy.id },
+        });
+        return updated;
+      });
+    },
+
+    async createStrategy(actor: Actor, workspaceId: string, input: CreateStrategyInput): Promise<QuotaStrategyRow> {
+      const values = {
+        quota_units: parseInt64(input.quotaUnits, 'quotaUnits'),
+        input_multiplier_ppm: parseInt64(input.inputMultiplierPpm, 'inputMultiplierPpm'),
+        output_multiplier_ppm: parseInt64(input.outputMultiplierPpm, 'outputMultiplierPpm'),
+        cached_input_multiplier_ppm: parseInt64(input.cachedInputMultiplierPpm, 'cachedInputMultiplierPpm'),
+      };
+      if (!Number.isInteger(input.maxOutputTokens) || input.maxOutputTokens < 1 || input.maxOutputTokens > MAX_INT32) {
+        throw new AppError('invalid_parameter', `maxOutputTokens must be an integer from 1 to ${MAX_INT32}`, { param: 'maxOutputTokens' });
+      }
+      return withVersionRetry(() =>
+        db.transaction(async (tx) => {
+          await workspaces.requireWritable(tx, actor, workspaceId);
+          await planRepo.lockStrategyKey(workspaceId, input.key, tx);
+          const version = await planRepo.nextStrategyVersion(workspaceId, input.key, tx);
+          const strategy = await planRepo.insertStrategy(
+            {
+              id: newId(),
+              workspace_id: workspaceId,
+              key: input.key,
+              version,
+              type: 'QUOTA',
+              reset_interval: input.resetInterval,
+              ...values,
+              max_output_tokens: input.maxOutputTokens,
+              status: 'DRAFT',
+              created_at: clock.now(),
+              published_at: null,
+            },
+            tx,
+          );
+          await audit.record(tx, actor, {
+            action: 'quota_strategy.created',
+            resourceType: 'quota_strategy',
+            resourceId: strategy.id,
+            workspaceId,
+            changes: { ...input, version },
+          });
+          return strategy;
+        }),
+      );
+    },
+
+    async listStrategies(
+      actor: Actor,
+      workspaceId: string,
+      filter: PageRequest & { key?: string; status?: 'DRAFT' | 'PUBLISHED' },
+    ): Promise<Page<QuotaStrategyRow>> {
+      await workspaces.get(actor, workspaceId);
+      return planRepo.listStrategies({ ...filter, workspaceId });
+    },
+
+    getStrategy(actor: Actor, strategyId: string): Promise<QuotaStrategyRow> {
+      return loadStrategy(actor, strategyId);
+    },
+
+    /** DRAFT -> PUBLISHED; a published version is immutable, so publishing again is refused. */
+    async publishStrategy(actor: Actor, strategyId: string): Promise<QuotaStrategyRow> {
+      return db.transaction(async (tx) => {
+        const strategy = await loadStrategy(actor, strategyId, tx, true);
+        await workspaces.requireWritable(tx, actor, strategy.workspace_id);
+        if (strategy.status === 'PUBLISHED') {
+          throw new AppError('strategy_published', 'This strategy version is published and immutable; create a new version', {
+            current_status: strategy.status,
+          });
+        }
+        const published = await planRepo.publishStrategy(strategyId, clock.now(), tx);
+        await audit.record(tx, actor, {
+          action: 'quota_strategy.published',
+          resourceType: 'quota_strategy',
+          resourceId: strategyId,
+          workspaceId: strategy.workspace_id,
+          changes: { status: 'PUBLISHED', key: strategy.key, version: strategy.version },
+        });
+        return published;
+      });
+    },
+
+    /**
+     * Binds a published strategy from `effectiveFrom`, open-ended. The binding in
+     * force at that instant is ended there (a version upgrade); a binding that
+     * starts at or after it would overlap and is refused.
+     */
+    async bind(actor: Actor, planId: string, input: { strategyId: string; effectiveFrom: string }): Promise<BindingRow> {
+      const from = parseTimestamp(input.effectiveFrom, 'effectiveFrom');
+      return db.transaction(async (tx) => {
+        const plan = await loadPlan(actor, planId, tx, true);
+        await workspaces.requireWritable(tx, actor, plan.workspace_id);
+        if (plan.status === 'ARCHIVED') {
+          throw new AppError('plan_not_active', 'An archived plan takes no new bindings', { current_status: plan.status });
+        }
+        const strategy = await planRepo.findStrategy(input.strategyId, tx);
+        if (!strategy || strategy.workspace_id !== plan.workspace_id) {
+          throw new AppError('strategy_not_found', 'Quota strategy not found in this plan\'s workspace', { param: 'strategyId' });
+        }
+        if (strategy.status !== 'PUBLISHED') {
+          throw new AppError('strategy_not_published', 'Only a published strategy version can be bound', {
+            param: 'strategyId',
+            current_status: strategy.status,
+          });
+        }
+        const live = await planRepo.liveBindings(planId, tx);
+        const later = live.find((b) => b.effective_from >= from);
+        if (later) {
+          throw new AppError(
+            'binding_overlap',
+            `Binding ${later.id} starts at ${later.effective_from.toISOString()}, not before effectiveFrom; close it first`,
+            { param: 'effectiveFrom' },
+          );
+        }
+        const covering = live.find((b) => b.effective_from < from && (b.effective_to === null || b.effective_to > from));
+        if (covering) await planRepo.setBindingEnd(covering.id, from, tx);
+        const binding = await planRepo.insertBinding(
+          {
+            id: newId(),
+            workspace_id: plan.workspace_id,
+            plan_id: planId,
+            strategy_id: strategy.id,
+            strategy_type: 'QUOTA',
+            effective_from: from,
+            effective_to: null,
+            created_at: clock.now(),
+          },
+          tx,
+        );
+        await audit.record(tx, actor, {
+          action: 'plan.strategy_bound',
+          resourceType: 'plan_strategy_binding',
+          resourceId: binding.id,
+          workspaceId: plan.workspace_id,
+          changes: { planId, strategyId: strategy.id, effectiveFrom: from.toISOString(), endedBindingId: covering?.id ?? null },
+        });
+        return binding;
+      });
+    },
+
+    async listBindings(actor: Actor, planId: string, page: PageRequest): Promise<Page<BindingRow>> {
+      await loadPlan(actor, planId);
+      return planRepo.listBindings({ ...page, planId });
+    },
+
+    /**
+     * Ends the binding at `effectiveAt` (now by default). At its start: the
+     * binding is cancelled (never in force). Already ended by then: 409.
+     */
+    async closeBinding(actor: Actor, bindingId: string, effectiveAt?: string): Promise<BindingRow> {
+      const at = effectiveAt !== undefined ? parseTimestamp(effectiveAt, 'effectiveAt') : clock.now();
+      return db.transaction(async (tx) => {
+        const found = await planRepo.findBinding(bindingId, tx);
+        if (!found) throw new AppError('binding_not_found', 'Strategy binding not found');
+        assertVisible(actor, found.workspace_id, 'binding_not_found', 'Strategy binding');
+        await loadPlan(actor, found.plan_id, tx, true);
+        await workspaces.requireWritable(tx, actor, found.workspace_id);
+        const binding = (await planRepo.findBinding(bindingId, tx))!;
+        if (binding.effective_to !== null && binding.effective_to <= at) {
+          throw new AppError('binding_closed', `The binding already ended at ${binding.effective_to.toISOString()}`, {
+            current_status: 'CLOSED',
+          });
+        }
+        if (at < binding.effective_from) {
+          throw new AppError('invalid_parameter', 'effectiveAt must not be before the binding\'s effectiveFrom', { param: 'effectiveAt' });
+        }
+        const closed = await planRepo.setBindingEnd(bindingId, at, tx);
+        await audit.record(tx, actor, {
+          action: 'plan.strategy_binding_closed',
+          resourceType: 'plan_strategy_binding',
+          resourceId: bindingId,
+          workspaceId: binding.workspace_id,
+          changes: { effectiveTo: at.toISOString() },
+        });
+        return closed;
+      });
+    },
+  };
+}
+
+export type PlanService = ReturnType<typeof createPlanService>;

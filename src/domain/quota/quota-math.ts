@@ -1,0 +1,99 @@
+/**
+ * Pure quota arithmetic (DESIGN.md "Quota"): units of a call, period lengths
+ * and the plan-change proration. bigint throughout; no I/O.
+ */
+export const PPM = 1_000_000n;
+export const INT64_MAX = 9_223_372_036_854_775_807n;
+
+export interface TokenCounts {
+  /** Uncached input tokens. */
+  inputTokens: bigint;
+  cachedInputTokens: bigint;
+  outputTokens: bigint;
+}
+
+export interface Multipliers {
+  inputMultiplierPpm: bigint;
+  cachedInputMultiplierPpm: bigint;
+  outputMultiplierPpm: bigint;
+}
+
+/** ceil((input*in + cached*cached + output*out) / 1e6). */
+export function computeUnits(tokens: TokenCounts, strategy: Multipliers): bigint {
+  const { inputTokens, cachedInputTokens, outputTokens } = tokens;
+  if (inputTokens < 0n || cachedInputTokens < 0n || outputTokens < 0n) throw new RangeError('token counts must be non-negative');
+  const scaled =
+    inputTokens * strategy.inputMultiplierPpm +
+    cachedInputTokens * strategy.cachedInputMultiplierPpm +
+    outputTokens * strategy.outputMultiplierPpm;
+  return (scaled + PPM - 1n) / PPM;
+}
+
+export type ResetInterval = 'MONTH' | 'YEAR';
+
+/**
+ * Calendar months in UTC; a day that the target month lacks is clamped to its
+ * last day (Jan 31 + 1 month = Feb 28/29), as billing providers do.
+ */
+export function addInterval(from: Date, interval: ResetInterval, count = 1): Date {
+  const months = interval === 'MONTH' ? count : 12 * count;
+  const y = from.getUTCFullYear();
+  const m = from.getUTCMonth() + months;
+  const targetYear = y + Math.floor(m / 12);
+  const targetMonth = ((m % 12) + 12) % 12;
+  const lastDay = new Date(Date.UTC(targetYear, targetMonth + 1, 0)).getUTCDate();
+  const day = Math.min(from.getUTCDate(), lastDay);
+  return new Date(
+    Date.UTC(targetYear, targetMonth, day, from.getUTCHours(), from.getUTCMinutes(), from.getUTCSeconds(), from.getUTCMilliseconds()),
+  );
+}
+
+/** floor(units * part / whole) for millisecond spans; part is clamped to [0, whole]. */
+export function prorate(units: bigint, partMs: number, wholeMs: number): bigint {
+  if (wholeMs <= 0) return 0n;
+  const part = BigInt(Math.min(Math.max(partMs, 0), wholeMs));
+  return (units * part) / BigInt(wholeMs);
+}
+
+export interface PlanChangeInput {
+  /**
+   * Start of the cycle the period belongs to: its own start, or for a period
+   * that an earlier plan change split off, the start of the period it came from.
+   */
+  cycleStart: Date;
+  periodStart: Date;
+  periodEnd: Date;
+  effectiveAt: Date;
+  /** The current period's grant (old plan, or what billing granted). */
+  oldGranted: bigint;
+  /** consumed + reserved in the current period at the moment of the change. */
+  oldUsed: bigint;
+  /** quotaUnits of the new plan's strategy in force at effectiveAt. */
+  newQuotaUnits: bigint;
+}
+
+export interface PlanChangeSplit {
+  /** The old period's grant once it ends at effectiveAt. */
+  oldGranted: bigint;
+  /** The grant of the new period [effectiveAt, periodEnd). */
+  newGranted: bigint;
+}
+
+/**
+ * Time proration, Stripe-style, in units (docs/decisions.md "Changing plan"):
+ * the old plan is owed for the elapsed share of the period, the new plan for the
+ * remaining share; what was used beyond the old share is carried into the new
+ * period, unused old allowance is not.
+ */
+export function splitPeriodForPlanChange(input: PlanChangeInput): PlanChangeSplit {
+  const end = input.periodEnd.getTime();
+  const at = input.effectiveAt.getTime();
+  // The old grant covered this period's own span; the new plan's quota is for a whole cycle.
+  const oldShare = prorate(input.oldGranted, at - input.periodStart.getTime(), end - input.periodStart.getTime());
+  const newShare = prorate(input.newQuotaUnits, end - at, end - input.cycleStart.getTime());
+  const carried = input.oldUsed > oldShare ? input.oldUsed - oldShare : 0n;
+  return {
+    oldGranted: input.oldUsed > oldShare ? input.oldUsed : oldShare,
+    newGranted: newShare > carried ? newShare - carried : 0n,
+  };
+}

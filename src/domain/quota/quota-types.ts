@@ -1,0 +1,91 @@
+export type PeriodSource = 'renewal' | 'provision' | 'billing' | 'plan_change';
+export type ReservationStatus = 'HELD' | 'SETTLED' | 'RELEASED' | 'EXPIRED';
+
+export interface QuotaPeriodRow {
+  id: string;
+  workspace_id: string;
+  workspace_access_id: string;
+  plan_id: string;
+  quota_strategy_id: string;
+  period_start: Date;
+  period_end: Date;
+  granted_units: bigint;
+  reserved_units: bigint;
+  consumed_units: bigint;
+  source: PeriodSource;
+  external_period_key: string | null;
+  cycle_start: Date;
+  created_at: Date;
+}
+
+export interface QuotaReservationRow {
+  id: string;
+  workspace_id: string;
+  workspace_access_id: string;
+  quota_period_id: string;
+  reserved_units: bigint;
+  consumed_units: bigint | null;
+  status: ReservationStatus;
+  request_id: string;
+  created_at: Date;
+  expires_at: Date;
+  settled_at: Date | null;
+}
+
+export interface UsageEventRow {
+  id: string;
+  workspace_id: string;
+  workspace_access_id: string;
+  quota_period_id: string;
+  reservation_id: string | null;
+  invocation_id: string | null;
+  kind: 'USAGE' | 'ADJUSTMENT';
+  units: bigint;
+  input_tokens: bigint;
+  cached_input_tokens: bigint;
+  output_tokens: bigint;
+  model: string | null;
+  reason: string | null;
+  created_at: Date;
+}
+
+export interface ReserveInput {
+  reservationId: string;
+  workspaceId: string;
+  accessId: string;
+  periodId: string;
+  units: bigint;
+  requestId: string;
+  expiresAt: Date;
+}
+
+export type ReserveResult = { ok: true; remaining: bigint } | { ok: false; available: bigint };
+
+export interface SettleInput {
+  reservationId: string;
+  consumedUnits: bigint;
+  inputTokens: bigint;
+  cachedInputTokens: bigint;
+  outputTokens: bigint;
+  model: string | null;
+  invocationId: string | null;
+}
+
+export interface SettleResult {
+  usageEventId: string;
+  adjustmentEventId: string | null;
+}
+
+export interface QuotaSnapshot {
+  workspaceAccessId: string;
+  planId: string;
+  quotaStrategyId: string;
+  quotaPeriodId: string;
+  periodStart: Date;
+  periodEnd: Date;
+  grantedUnits: bigint;
+  reservedUnits: bigint;
+  consumedUnits: bigint;
+  /** granted - reserved - consumed, floored at 0. */
+  availableUnits: bigint;
+}

@@ -1,0 +1,85 @@
+import type {
+  ActivateWorkspaceAccessData,
+  ChangeAccessPlanData,
+  GetWorkspaceAccessData,
+  GetWorkspaceAccessQuotaData,
+  IssueInferenceKeyData,
+  ListInferenceKeysData,
+  ListWorkspaceUsersData,
+  ProvisionWorkspaceUserData,
+  RenewWorkspaceAccessData,
+  RevokeInferenceKeyData,
+  SuspendWorkspaceAccessData,
+} from '../../generated/client/types.gen.js';
+import {
+  toAccessDto,
+  toApiKeyDto,
+  toIssuedKeyDto,
+  toProvisionedDto,
+  toQuotaSnapshotDto,
+  toWorkspaceUserDto,
+} from '../domain/accesses/access-mapper.js';
+import { parseTimestamp } from '../domain/plans/plan-mapper.js';
+import type { Services } from '../domain/services.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+
+export function accessHandlers({ accesses, clock }: Services): HandlerMap {
+  return {
+    provisionWorkspaceUser: handler<ProvisionWorkspaceUserData>(async ({ actor, path, body }) =>
+      created(toProvisionedDto(await accesses.provision(actor, path.workspaceId, body))),
+    ),
+    listWorkspaceUsers: handler<ListWorkspaceUsersData>(async ({ actor, path, query }) => {
+      const result = await accesses.list(actor, path.workspaceId, query);
+      return page(result.items.map(toWorkspaceUserDto), result.nextCursor);
+    }),
+    getWorkspaceAccess: handler<GetWorkspaceAccessData>(async ({ actor, path }) =>
+      ok(toAccessDto(await accesses.get(actor, path.accessId))),
+    ),
+    activateWorkspaceAccess: handler<ActivateWorkspaceAccessData>(async ({ actor, path }) =>
+      ok(toAccessDto(await accesses.activate(actor, path.accessId))),
+    ),
+    suspendWorkspaceAccess: handler<SuspendWorkspaceAccessData>(async ({ actor, path }) =>
+      ok(toAccessDto(await accesses.suspend(actor, path.accessId))),
+    ),
+    renewWorkspaceAccess: handler<RenewWorkspaceAccessData>(async ({ actor, path, body }) =>
+      ok(
+        toAccessDto(
+          await accesses.renew(actor, path.accessId, {
+            planId: body.planId,
+            periodStart: parseTimestamp(body.periodStart, 'periodStart'),
+            periodEnd: parseTimestamp(body.periodEnd, 'periodEnd'),
+          }),
+        ),
+      ),
+    ),
+    changeAccessPlan: handler<ChangeAccessPlanData>(async ({ actor, path, body }) =>
+      ok(
+        toAccessDto(
+          await accesses.changePlan(actor, path.accessId, {
+            planId: body.planId,
+            effectiveAt: body.effectiveAt !== undefined ? parseTimestamp(body.effectiveAt, 'effectiveAt') : undefined,
+          }),
+        ),
+      ),
+    ),
+    issueInferenceKey: handler<IssueInferenceKeyData>(async ({ actor, path, body }) => {
+      const issued = await accesses.issueKey(actor, path.accessId, {
+        name: body?.name,
+        expiresAt: body?.expiresAt !== undefined ? parseTimestamp(body.expiresAt, 'expiresAt') : undefined,
+      });
+      return created(toIssuedKeyDto(issued, clock.now()));
+    }),
+    listInferenceKeys: handler<ListInferenceKeysData>(async ({ actor, path, query }) => {
+      const result = await accesses.listKeys(actor, path.accessId, query);
+      const now = clock.now();
+      return page(result.items.map((row) => toApiKeyDto(row, now)), result.nextCursor);
+    }),
+    revokeInferenceKey: handler<RevokeInferenceKeyData>(async ({ actor, path }) => {
+      await accesses.revokeKey(actor, path.accessId, path.keyId);
+      return noContent();
+    }),
+    getWorkspaceAccessQuota: handler<GetWorkspaceAccessQuotaData>(async ({ actor, path }) =>
+      ok(toQuotaSnapshotDto(await accesses.quotaSnapshot(actor, path.accessId))),
+    ),
+  };
+}

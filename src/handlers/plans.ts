@@ -1,0 +1,61 @@
+import type {
+  BindPlanStrategyData,
+  ClosePlanStrategyBindingData,
+  CreatePlanData,
+  CreateQuotaStrategyData,
+  GetPlanData,
+  GetPlanStrategyData,
+  ListPlansData,
+  ListPlanStrategiesData,
+  ListPlanStrategyBindingsData,
+  PublishPlanData,
+  PublishPlanStrategyData,
+  UpdatePlanData,
+} from '../../generated/client/types.gen.js';
+import type { Services } from '../domain/services.js';
+import { toBindingDto, toPlanDetailDto, toPlanDto, toStrategyDto } from '../domain/plans/plan-mapper.js';
+import { created, handler, ok, page, type HandlerMap } from '../http/handler.js';
+
+export function planHandlers({ plans }: Services): HandlerMap {
+  return {
+    createPlan: handler<CreatePlanData>(async ({ actor, path, body }) =>
+      created(toPlanDto(await plans.createPlan(actor, path.workspaceId, body))),
+    ),
+    listPlans: handler<ListPlansData>(async ({ actor, path, query }) => {
+      const result = await plans.listPlans(actor, path.workspaceId, query);
+      return page(result.items.map(toPlanDto), result.nextCursor);
+    }),
+    getPlan: handler<GetPlanData>(async ({ actor, path }) => {
+      const { plan, bindings } = await plans.getPlan(actor, path.planId);
+      return ok(toPlanDetailDto(plan, bindings));
+    }),
+    updatePlan: handler<UpdatePlanData>(async ({ actor, path, body }) =>
+      ok(toPlanDto(await plans.updatePlan(actor, path.planId, body))),
+    ),
+    publishPlan: handler<PublishPlanData>(async ({ actor, path }) => ok(toPlanDto(await plans.publishPlan(actor, path.planId)))),
+    createQuotaStrategy: handler<CreateQuotaStrategyData>(async ({ actor, path, body }) =>
+      created(toStrategyDto(await plans.createStrategy(actor, path.workspaceId, body))),
+    ),
+    listPlanStrategies: handler<ListPlanStrategiesData>(async ({ actor, path, query }) => {
+      const result = await plans.listStrategies(actor, path.workspaceId, query);
+      return page(result.items.map(toStrategyDto), result.nextCursor);
+    }),
+    getPlanStrategy: handler<GetPlanStrategyData>(async ({ actor, path }) =>
+      ok(toStrategyDto(await plans.getStrategy(actor, path.strategyId))),
+    ),
+    publishPlanStrategy: handler<PublishPlanStrategyData>(async ({ actor, path }) =>
+      ok(toStrategyDto(await plans.publishStrategy(actor, path.strategyId))),
+    ),
+    bindPlanStrategy: handler<BindPlanStrategyData>(async ({ actor, path, body }) =>
+      created(toBindingDto(await plans.bind(actor, path.planId, body))),
+    ),
+    listPlanStrategyBindings: handler<ListPlanStrategyBindingsData>(async ({ actor, path, query }) => {
+      const result = await plans.listBindings(actor, path.planId, query);
+      return page(result.items.map(toBindingDto), result.nextCursor);
+    }),
+    closePlanStrategyBinding: handler<ClosePlanStrategyBindingData>(async ({ actor, path, query }) => {
+      await plans.closeBinding(actor, path.bindingId, query.effectiveAt);
+      return ok({ accepted: true });
+    }),
+  };
+}
