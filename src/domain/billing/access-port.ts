@@ -1,0 +1,65 @@
+/**
+ * What billing asks of the accesses area, in one place: the transitions, plan
+ * changes and period grants that a subscription's state drives, each inside the
+ * caller's transaction (composed with the projection write).
+ */
+import type { Queryable } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import type { Actor } from '../actor.js';
+import type { AccessService } from '../accesses/access-service.js';
+import { canTransition } from '../accesses/access-state.js';
+import type { AccessRef } from './billing-repo.js';
+
+export type AccessStatusTarget = 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
+
+export interface GrantInput {
+  planId: string | null;
+  periodStart: Date;
+  periodEnd: Date;
+  externalPeriodKey: string;
+}
+
+export function createAccessPort(accesses: AccessService) {
+  return {
+    canTransition(from: AccessRef['status'], to: AccessStatusTarget): boolean {
+      return from === to || canTransition(from, to);
+    },
+
+    async transition(tx: Queryable, actor: Actor, accessId: string, to: AccessStatusTarget, reason: string): Promise<void> {
+      await accesses.transitionInTx(tx, actor, accessId, to, reason);
+    },
+
+    async changePlan(tx: Queryable, actor: Actor, accessId: string, planId: string, effectiveAt: Date): Promise<void> {
+      await accesses.changePlanInTx(tx, actor, accessId, planId, effectiveAt);
+    },
+
+    /**
+     * A billed period replaces what is left of an unbilled one (see supersedeUnbilled).
+     * Billed periods never overlap each other: the accesses area refuses that ('period_overlap').
+     */
+    async grantPeriod(tx: Queryable, actor: Actor, accessId: string, input: GrantInput): Promise<{ periodId: string; created: boolean }> {
+      return accesses.grantPeriodInTx(tx, actor, accessId, {
+        ...(input.planId ? { planId: input.planId } : {}),
+        periodStart: input.periodStart,
+        periodEnd: input.periodEnd,
+        source: 'billing',
+        externalPeriodKey: input.externalPeriodKey,
+        supersedeUnbilled: true,
+      });
+    },
+  };
+}
+
+export type AccessPort = ReturnType<typeof createAccessPort>;
+
+/**
+ * Refusals of the accesses area that retrying the same state cannot change (the access's
+ * state machine, an overlapping period). Others (a plan not published, no strategy in
+ * force) are configuration the operator can fix: the event fails and can be replayed.
+ */
+export function isSettledRefusal(err: unknown): err is AppError {
+  return (
+    err instanceof AppError &&
+['illegal_transition', 'period_overlap', 'invalid_parameter'].includes(err.code)
+  );
+}

@@ -1,0 +1,130 @@
+/**
+ * The billing area, composed: connections and checkout, the webhook inbox and its
+ * processor, projections, reconciliation and app-reported periods, plus the
+ * periodic pass (pending events, time-driven access rules).
+ */
+import type { Config } from '../../config.js';
+import type { Db } from '../../db/database.js';
+import type { Logger } from '../../observability/logger.js';
+import type { Actor, Clock } from '../actor.js';
+import type { AccessService } from '../accesses/access-service.js';
+import type { AuditService } from '../audit/audit-service.js';
+import type { PageRequest } from '../pagination.js';
+import type { SecretBox } from '../security/secret-box.js';
+import type { WorkspaceService } from '../workspaces/workspace-service.js';
+import { AppError } from '../../errors.js';
+import { assertVisible } from '../actor.js';
+import { createAccessPort } from './access-port.js';
+import { createBillingRepo, type BillingConnectionRow } from './billing-repo.js';
+import { openCredential } from './billing-secrets.js';
+import type { BillingProviderClient } from './billing-types.js';
+import { createConnectionService } from './connection-service.js';
+import { createInbox } from './inbox.js';
+import { createPaddleClient } from './paddle-client.js';
+import { createPeriodSync } from './period-sync.js';
+import { createProjector } from './projection.js';
+import { createReconciler } from './reconciliation.js';
+import { createStripeClient } from './stripe-client.js';
+
+/** How often the background pass runs (pending events, grace expiry, period ends). */
+export const BILLING_PASS_INTERVAL_MS = 30_000;
+
+export function createBillingService(deps: {
+  db: Db;
+  config: Config;
+  clock: Clock;
+  logger: Logger;
+  fetch: typeof fetch;
+  secretBox: SecretBox;
+  audit: AuditService;
+  workspaces: WorkspaceService;
+  accesses: AccessService;
+}) {
+  const { db, config, clock, logger, secretBox, audit, workspaces } = deps;
+  const repo = createBillingRepo(db);
+  const accessPort = createAccessPort(deps.accesses);
+
+  // Base URLs are read per call: tests point them at fakes after the app is built.
+  function clientFor(conn: BillingConnectionRow): BillingProviderClient | null {
+    const apiKey = openCredential(secretBox, conn);
+    if (!apiKey) return null;
+    if (conn.provider === 'STRIPE') {
+      return createStripeClient({ apiKey, baseUrl: config.stripeApiBaseUrl, fetch: deps.fetch, now: () => clock.now() });
+    }
+    return createPaddleClient({ apiKey, baseUrl: config.paddleApiBaseUrl, mode: conn.mode, fetch: deps.fetch });
+  }
+
+  const projector = createProjector({ db, repo, accessPort, clock, logger, graceMs: () => config.billingPastDueGraceMs });
+  const connections = createConnectionService({
+    db,
+    repo,
+    workspaces,
+    audit,
+    secretBox,
+    clock,
+    clientFor,
+    webhookSecretOverlapMs: () => config.webhookSecretOverlapMs,
+  });
+  const inbox = createInbox({ db, repo, projector, secretBox, audit, clock, logger, clientFor });
+  const reconciler = createReconciler({
+    db,
+    repo,
+    projector,
+    workspaces,
+    audit,
+    clock,
+    logger,
+    clientFor,
+    visibleConnection: (actor, id) => connections.visibleConnection(actor, id),
+  });
+  const periodSync = createPeriodSync({ db, repo, projector, workspaces, audit, clock });
+
+  async function backgroundPass(): Promise<void> {
+    await inbox.processPending();
+    await projector.tick();
+  }
+
+  return {
+    repo,
+    connections,
+    inbox,
+    projector,
+    reconciler,
+    periodSync,
+    clientFor,
+    /** Tests: process what is pending, deterministically. */
+    processPending: () => inbox.processPending(),
+    /** Tests: apply the time-driven rules at the clock's now. */
+    tick: (now?: Date) => projector.tick(now),
+
+    async listExternalSubscriptions(actor: Actor, accessId: string, page: PageRequest) {
+      const access = await repo.findAccess(accessId);
+      if (!access) throw new AppError('access_not_found', 'Workspace access not found');
+      assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
+      return repo.listProjections({ ...page, accessId });
+    },
+
+    /** Starts the periodic pass; returns the function that stops it. */
+    startBackground(intervalMs = BILLING_PASS_INTERVAL_MS): () => Promise<void> {
+      let running: Promise<void> | null = null;
+      const timer = setInterval(() => {
+        if (running) return;
+        running = backgroundPass()
+          .catch((err) => {
+            logger.error({ msg: 'billing background pass failed', cause: (err as Error)?.message });
+          })
+          .finally(() => {
+            running = null;
+          });
+      }, intervalMs);
+      timer.unref();
+      return async () => {
+        clearInterval(timer);
+        await running;
+        await inbox.drain();
+      };
+    },
+  };
+}
+
+export type BillingService = ReturnType<typeof createBillingService>;

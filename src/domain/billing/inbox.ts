@@ -1,0 +1,293 @@
+/**
+ * The webhook inbox. Receiving: the signature is checked on the raw body, the
+ * verified event is stored first (deduplicated by the provider's event id) and
+ * answered; processing follows, right after the answer and again from a periodic
+ * pass, so a crash between the two leaves a RECEIVED row, never a lost event.
+ * Events are signals: the processor re-reads the subscription from the provider
+ * when the connection has a credential, and falls back to the event's payload
+ * (ordered by its source time) when it has none.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Db } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import { isUuid, newId } from '../../ids.js';
+import type { Logger } from '../../observability/logger.js';
+import { assertVisible, systemActor, type Actor, type Clock } from '../actor.js';
+import type { AuditService } from '../audit/audit-service.js';
+import type { Page, PageRequest } from '../pagination.js';
+import type { SecretBox } from '../security/secret-box.js';
+import type { BillingConnectionRow, BillingRepo, WebhookEventRow, WebhookEventStatus } from './billing-repo.js';
+import { openWebhookSecrets } from './billing-secrets.js';
+import { ACCESS_ID_METADATA_KEY, ProviderError, type BillingProviderClient, type SubscriptionState } from './billing-types.js';
+import { paddleSubscriptionState } from './paddle-client.js';
+import { BILLING_ACTOR, type Projector } from './projection.js';
+import { verifyPaddleSignature, verifyStripeSignature } from './signature.js';
+import { stripeSubscriptionState } from './stripe-client.js';
+
+/** A PROCESSING row older than this is taken to belong to a processor that died. */
+const STALE_PROCESSING_MS = 5 * 60_000;
+/**
+ * A FAILED event is retried by the periodic pass up to this many attempts in all (2, 4,
+ * 8, 16 minutes apart): the provider will not resend it (it was answered 2xx, and a resend
+ * would be a duplicate). After that, replayBillingWebhookEvent.
+ */
+export const MAX_AUTOMATIC_ATTEMPTS = 5;
+const KEPT_HEADERS = ['content-type', 'content-length', 'user-agent'];
+
+interface Envelope {
+  eventId: string;
+  type: string;
+  createdAt: Date | null;
+}
+
+/** What an event says about a subscription. */
+interface Signal {
+  subscriptionId: string;
+  /** The subscription as the payload carries it (subscription events only). */
+  payloadState: SubscriptionState | null;
+  accessIdHint: string | null;
+}
+
+function envelopeOf(provider: BillingConnectionRow['provider'], body: any): Envelope | null {
+  if (!body || typeof body !== 'object') return null;
+  if (provider === 'STRIPE') {
+    if (typeof body.id !== 'string' || typeof body.type !== 'string') return null;
+    return { eventId: body.id, type: body.type, createdAt: typeof body.created === 'number' ? new Date(body.created * 1000) : null };
+  }
+  if (typeof body.event_id !== 'string' || typeof body.event_type !== 'string') return null;
+  const occurred = typeof body.occurred_at === 'string' ? new Date(body.occurred_at) : null;
+  return { eventId: body.event_id, type: body.event_type, createdAt: occurred && !isNaN(occurred.getTime()) ? occurred : null };
+}
+
+const idOf = (v: unknown): string | null => (typeof v === 'string' ? v : typeof (v as any)?.id === 'string' ? (v as any).id : null);
+
+function stripeSignal(body: any): Signal | null {
+  const type: string = body.type;
+  const obj = body?.data?.object;
+  if (!obj) return null;
+  if (type.startsWith('customer.subscription.')) {
+    return {
+      subscriptionId: String(obj.id),
+      payloadState: stripeSubscriptionState(obj, new Date(Number(body.created) * 1000), String(body.id)),
+      accessIdHint: null,
+    };
+  }
+  if (type === 'checkout.session.completed' || type === 'checkout.session.async_payment_succeeded') {
+    const sub = idOf(obj.subscription);
+    if (obj.mode !== 'subscription' || !sub) return null;
+    return { subscriptionId: sub, payloadState: null, accessIdHint: typeof obj.client_reference_id === 'string' ? obj.client_reference_id : null };
+  }
+  if (type.startsWith('invoice.')) {
+    const sub = idOf(obj?.parent?.subscription_details?.subscription) ?? idOf(obj.subscription);
+    if (!sub) return null;
+    return { subscriptionId: sub, payloadState: null, accessIdHint: null };
+  }
+  return null;
+}
+
+function paddleSignal(body: any): Signal | null {
+  const type: string = body.event_type;
+  const data = body?.data;
+  if (!data) return null;
+  if (type.startsWith('subscription.')) {
+    return { subscriptionId: String(data.id), payloadState: paddleSubscriptionState(data, String(body.event_id)), accessIdHint: null };
+  }
+  if (type.startsWith('transaction.') && typeof data.subscription_id === 'string') {
+    const hint = data?.custom_data?.[ACCESS_ID_METADATA_KEY];
+    return { subscriptionId: data.subscription_id, payloadState: null, accessIdHint: typeof hint === 'string' ? hint : null };
+  }
+  return null;
+}
+
+/** A short message for last_error: never a body, never a secret. */
+function describe(err: unknown): string {
+  if (err instanceof AppError || err instanceof ProviderError) return `${err instanceof AppError ? err.code : `provider_${err.kind}`}: ${err.message}`.slice(0, 500);
+  return 'internal_error: processing failed; the log has the cause';
+}
+
+export function createInbox(deps: {
+  db: Db;
+  repo: BillingRepo;
+  projector: Projector;
+  secretBox: SecretBox;
+  audit: AuditService;
+  clock: Clock;
+  logger: Logger;
+  clientFor: (conn: BillingConnectionRow) => BillingProviderClient | null;
+}) {
+  const { db, repo, projector, clock, logger } = deps;
+  const inflight = new Set<Promise<void>>();
+
+  function track(p: Promise<void>): void {
+    inflight.add(p);
+    void p.finally(() => inflight.delete(p));
+  }
+
+  async function handle(conn: BillingConnectionRow, event: WebhookEventRow, actor: Actor): Promise<{ ignored: string | null }> {
+    if (conn.status === 'DISABLED') return { ignored: 'connection_disabled' };
+    const body = JSON.parse(event.raw_body);
+    const signal = conn.provider === 'STRIPE' ? stripeSignal(body) : paddleSignal(body);
+    if (!signal) return { ignored: `unhandled_event_type: ${event.event_type}` };
+    const client = deps.clientFor(conn);
+    let state: SubscriptionState | null;
+    if (client) {
+      state = await client.getSubscription(signal.subscriptionId);
+      if (!state) return { ignored: 'subscription_unknown_to_provider' };
+    } else {
+      state = signal.payloadState;
+      if (!state) return { ignored: 'no_subscription_state_without_credential' };
+    }
+    const s = state;
+    const result = await db.transaction((tx) => projector.apply(tx, conn, s, { actor, accessIdHint: signal.accessIdHint }));
+    return { ignored: result.outcome === 'ignored' ? (result.ignoredReason ?? 'ignored') : null };
+  }
+
+  async function processEvent(eventId: string, opts: { from?: WebhookEventStatus[] } = {}): Promise<void> {
+    const now = clock.now();
+    const claimed = await repo.claimEvent(
+      eventId,
+      opts.from ?? ['RECEIVED'],
+      new Date(now.getTime() - STALE_PROCESSING_MS),
+      now,
+    );
+    if (!claimed) return;
+    const conn = (await repo.findConnection(claimed.billing_connection_id))!;
+    const actor = systemActor(BILLING_ACTOR, `webhook:${claimed.id}`);
+    try {
+      const { ignored } = await handle(conn, claimed, actor);
+      await repo.finishEvent(claimed.id, { status: ignored ? 'IGNORED' : 'PROCESSED', last_error: ignored, processed_at: clock.now() });
+    } catch (err) {
+      logger.warn({
+        msg: 'billing webhook processing failed',
+        eventId: claimed.id,
+        connectionId: conn.id,
+        type: claimed.event_type,
+        attempt: claimed.attempts,
+        error: describe(err),
+        ...(err instanceof AppError || err instanceof ProviderError ? {} : { cause: (err as Error)?.message }),
+      });
+      await repo.finishEvent(claimed.id, { status: 'FAILED', last_error: describe(err), processed_at: null });
+    }
+  }
+
+  return {
+    processEvent,
+
+    /** Processes what is pending or due for a retry (after waiting for in-flight work): tests call it to be deterministic. */
+    async processPending(limit = 500): Promise<number> {
+      while (inflight.size) await Promise.allSettled([...inflight]);
+      const now = clock.now();
+      const ids = await repo.pendingEventIds(new Date(now.getTime() - STALE_PROCESSING_MS), now, MAX_AUTOMATIC_ATTEMPTS, limit);
+      for (const id of ids) await processEvent(id, { from: ['RECEIVED', 'FAILED'] });
+      return ids.length;
+    },
+
+    /** Waits for the processing started after answering webhooks. */
+    async drain(): Promise<void> {
+      while (inflight.size) await Promise.allSettled([...inflight]);
+    },
+
+    async receive(connectionId: string, rawBody: Buffer, headers: IncomingHttpHeaders): Promise<{ received: true; duplicate: boolean }> {
+      if (!isUuid(connectionId)) throw new AppError('billing_connection_not_found', 'Billing connection not found');
+      const conn = await repo.findConnection(connectionId);
+      if (!conn) throw new AppError('billing_connection_not_found', 'Billing connection not found');
+      const now = clock.now();
+      const headerName = conn.provider === 'STRIPE' ? 'stripe-signature' : 'paddle-signature';
+      const raw = headers[headerName];
+      const header = Array.isArray(raw) ? raw[0] : raw;
+      const secrets = openWebhookSecrets(deps.secretBox, conn, now);
+      const verify = conn.provider === 'STRIPE' ? verifyStripeSignature : verifyPaddleSignature;
+      const result = secrets.length
+        ? verify(rawBody, header, secrets.map((s) => s.secret), now)
+        : ({ ok: false, reason: 'no_webhook_secret' } as const);
+      if (!result.ok) {
+        await repo.insertRejection({
+          id: newId(),
+          workspace_id: conn.workspace_id,
+          billing_connection_id: conn.id,
+          reason: result.reason,
+          body_bytes: rawBody.length,
+          received_at: now,
+        });
+        throw new AppError('invalid_signature', `The webhook signature is missing or invalid (${result.reason})`, { param: headerName });
+      }
+      let body: unknown;
+      try {
+        body = JSON.parse(rawBody.toString('utf8'));
+      } catch {
+        throw new AppError('invalid_json', 'The webhook body is not valid JSON');
+      }
+      const envelope = envelopeOf(conn.provider, body);
+      if (!envelope) throw new AppError('invalid_request', 'The webhook body has no event id or type');
+      const kept: Record<string, string> = { [headerName]: '[redacted]' };
+      for (const name of KEPT_HEADERS) {
+        const v = headers[name];
+        if (typeof v === 'string') kept[name] = v.slice(0, 300);
+      }
+      const stored = await repo.insertEventIfNew({
+        id: newId(),
+        workspace_id: conn.workspace_id,
+        billing_connection_id: conn.id,
+        provider_event_id: envelope.eventId,
+        event_type: envelope.type,
+        provider_created_at: envelope.createdAt,
+        raw_body: rawBody.toString('utf8'),
+        headers: kept,
+        verified_with: secrets[result.secretIndex ?? 0]?.previous ? 'PREVIOUS_SECRET' : 'CURRENT_SECRET',
+        status: 'RECEIVED',
+        attempts: 0,
+        last_error: null,
+        received_at: now,
+        processing_started_at: null,
+        processed_at: null,
+      });
+      if (stored) {
+        // After the answer: the provider is not kept waiting on our processing.
+        track(
+          new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
+            processEvent(stored.id).catch((err) => {
+              logger.error({ msg: 'billing webhook processing crashed', eventId: stored.id, cause: (err as Error)?.message });
+            }),
+          ),
+        );
+      }
+      return { received: true, duplicate: !stored };
+    },
+
+    async list(
+      actor: Actor,
+      connectionId: string,
+      filter: PageRequest & { status?: WebhookEventStatus | undefined; type?: string | undefined },
+    ): Promise<Page<WebhookEventRow>> {
+      const conn = await repo.findConnection(connectionId);
+      if (!conn) throw new AppError('billing_connection_not_found', 'Billing connection not found');
+      assertVisible(actor, conn.workspace_id, 'billing_connection_not_found', 'Billing connection');
+      return repo.listEvents({ ...filter, connectionId });
+    },
+
+    /** Reprocesses a FAILED event from its stored body: no new signature check, no freshness window. */
+    async replay(actor: Actor, eventId: string): Promise<{ operationId: string }> {
+      const event = await repo.findEvent(eventId);
+      if (!event) throw new AppError('webhook_event_not_found', 'Webhook event not found');
+      assertVisible(actor, event.workspace_id, 'webhook_event_not_found', 'Webhook event');
+      if (event.status !== 'FAILED') {
+        throw new AppError('event_not_replayable', `Only FAILED events can be replayed; this one is ${event.status}`, {
+          current_status: event.status,
+        });
+      }
+      await db.transaction(async (tx) => {
+        await deps.audit.record(tx, actor, {
+          action: 'billing_webhook_event.replayed',
+          resourceType: 'billing_webhook_event',
+          resourceId: event.id,
+          workspaceId: event.workspace_id,
+          changes: { attempts: event.attempts },
+        });
+      });
+      await processEvent(event.id, { from: ['FAILED'] });
+      return { operationId: event.id };
+    },
+  };
+}
+
+export type Inbox = ReturnType<typeof createInbox>;

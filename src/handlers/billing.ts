@@ -1,0 +1,123 @@
+import type { Request, Response } from 'express';
+import type {
+  ConfigureBillingProviderCredentialData,
+  ConfigureBillingWebhookSecretData,
+  CreateBillingConnectionData,
+  CreateBillingProductMappingData,
+  CreateCheckoutData,
+  DeleteBillingProductMappingData,
+  DisableBillingConnectionData,
+  ListBillingConnectionsData,
+  ListBillingProductMappingsData,
+  ListBillingWebhookEventsData,
+  ListExternalSubscriptionsData,
+  ReceiveBillingWebhookData,
+  ReconcileBillingConnectionData,
+  ReplayBillingWebhookEventData,
+  SyncWorkspaceAccessBillingPeriodData,
+  VerifyBillingConnectionData,
+} from '../../generated/client/types.gen.js';
+import {
+  toBillingConnectionDto,
+  toCheckoutDto,
+  toExternalSubscriptionDto,
+  toPeriodSyncDto,
+  toProductMappingDto,
+  toWebhookEventDto,
+} from '../domain/billing/billing-mapper.js';
+import type { Services } from '../domain/services.js';
+import { sendError } from '../http/api.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+import type { RequestLocals } from '../http/locals.js';
+
+const header = (headers: Record<string, string | string[] | undefined>, name: string): string | undefined => {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+export function billingHandlers({ billing, config }: Services): HandlerMap {
+  const { connections, inbox, reconciler, periodSync } = billing;
+  const dto = (row: Parameters<typeof toBillingConnectionDto>[0]) => toBillingConnectionDto(row, config.publicUrl);
+
+  return {
+    createBillingConnection: handler<CreateBillingConnectionData>(async ({ actor, path, body }) =>
+      created(dto(await connections.create(actor, path.workspaceId, body))),
+    ),
+    listBillingConnections: handler<ListBillingConnectionsData>(async ({ actor, path, query }) => {
+      const result = await connections.list(actor, path.workspaceId, query);
+      return page(result.items.map(dto), result.nextCursor);
+    }),
+    disableBillingConnection: handler<DisableBillingConnectionData>(async ({ actor, path }) => {
+      await connections.disable(actor, path.connectionId);
+      return noContent();
+    }),
+    configureBillingProviderCredential: handler<ConfigureBillingProviderCredentialData>(async ({ actor, path, body }) =>
+      ok(dto(await connections.configureCredential(actor, path.connectionId, body.credential))),
+    ),
+    configureBillingWebhookSecret: handler<ConfigureBillingWebhookSecretData>(async ({ actor, path, body }) =>
+      ok(dto(await connections.configureWebhookSecret(actor, path.connectionId, body.webhookSecret))),
+    ),
+    verifyBillingConnection: handler<VerifyBillingConnectionData>(async ({ actor, path }) =>
+      ok(dto(await connections.verify(actor, path.connectionId))),
+    ),
+    createBillingProductMapping: handler<CreateBillingProductMappingData>(async ({ actor, path, body }) =>
+      created({ id: (await connections.createMapping(actor, path.connectionId, body)).id }),
+    ),
+    listBillingProductMappings: handler<ListBillingProductMappingsData>(async ({ actor, path, query }) => {
+      const result = await connections.listMappings(actor, path.connectionId, query);
+      return page(result.items.map(toProductMappingDto), result.nextCursor);
+    }),
+    deleteBillingProductMapping: handler<DeleteBillingProductMappingData>(async ({ actor, path }) => {
+      await connections.disableMapping(actor, path.mappingId);
+      return noContent();
+    }),
+    createCheckout: handler<CreateCheckoutData>(async ({ actor, path, body, headers }) => {
+      const { row, conn } = await connections.createCheckout(actor, path.accessId, body, header(headers, 'idempotency-key'));
+      return created(toCheckoutDto(row, conn.provider));
+    }),
+    listBillingWebhookEvents: handler<ListBillingWebhookEventsData>(async ({ actor, path, query }) => {
+      const result = await inbox.list(actor, path.connectionId, query);
+      return page(result.items.map(toWebhookEventDto), result.nextCursor);
+    }),
+    replayBillingWebhookEvent: handler<ReplayBillingWebhookEventData>(async ({ actor, path }) => {
+      const { operationId } = await inbox.replay(actor, path.eventId);
+      return ok({ accepted: true, operationId });
+    }),
+    listExternalSubscriptions: handler<ListExternalSubscriptionsData>(async ({ actor, path, query }) => {
+      const result = await billing.listExternalSubscriptions(actor, path.accessId, query);
+      return page(result.items.map(toExternalSubscriptionDto), result.nextCursor);
+    }),
+    reconcileBillingConnection: handler<ReconcileBillingConnectionData>(async ({ actor, path }) => {
+      const { runId } = await reconciler.reconcile(actor, path.connectionId);
+      return ok({ accepted: true, operationId: runId });
+    }),
+    syncWorkspaceAccessBillingPeriod: handler<SyncWorkspaceAccessBillingPeriodData>(async ({ actor, path, body }) => {
+      const result = await periodSync.sync(actor, path.accessId, body);
+      return ok(toPeriodSyncDto(result.row, result.applied, result.quotaGranted));
+    }),
+    // Reached only if the raw-body route in app.ts did not take the request: a body that
+    // was parsed and re-serialized no longer carries the provider's signature, so the
+    // receiver refuses it unless the bytes happen to be identical.
+    receiveBillingWebhook: handler<ReceiveBillingWebhookData>(async ({ path, body, headers }) => {
+      const raw = Buffer.isBuffer(body) ? body : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body ?? null));
+      return ok(await inbox.receive(path.connectionId, raw, headers));
+    }),
+  };
+}
+
+/**
+ * The public webhook endpoint (`POST /webhooks/billing/{connectionId}`), on the raw body.
+ * It never logs the body or the signature header.
+ */
+export function billingWebhookReceiver({ billing }: Services) {
+  return async (req: Request, res: Response) => {
+    (res.locals as RequestLocals).operationId = 'receiveBillingWebhook';
+    try {
+      const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      const ack = await billing.inbox.receive(String(req.params.connectionId), raw, req.headers);
+      res.status(200).json(ack);
+    } catch (err) {
+      sendError(req, res, err);
+    }
+  };
+}
