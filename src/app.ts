@@ -17,6 +17,8 @@ import { migrateLatest } from './db/migrate.js';
 import { systemClock, type Clock } from './domain/actor.js';
 import { createServices, type Services } from './domain/services.js';
 import { createHandlers } from './handlers/index.js';
+import { billingWebhookReceiver } from './handlers/billing.js';
+import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createApi } from './http/api.js';
 import { errorRenderer, requestObserver } from './http/middleware.js';
 import { createLogger, type Logger } from './observability/logger.js';
@@ -45,6 +47,8 @@ export interface NexusApp {
   services: Services;
   logger: Logger;
   inflight: { count: number };
+  /** The gateway (tests: drain() waits for settlements, sweepExpired() runs the sweeper once). */
+  gateway: Gateway;
   /** Closes the database (and whatever else the app owns), not the HTTP server. */
   close(): Promise<void>;
 }
@@ -115,6 +119,21 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   app.set('json replacer', jsonReplacer);
   app.set('query parser', 'simple');
   app.use(requestObserver({ logger, metrics, operationIdOf: (req) => api.operationIdOf(req), inflight }));
+  // The gateway reads its own raw body: mounted before the body parser and the admin router.
+  const gateway = createGateway(services);
+  app.use('/providers', (req: Request, res: Response) => void gateway.handle(req, res));
+  // A process that died holding reservations: they are released after their TTL.
+  const sweeper = setInterval(
+    () => void gateway.sweepExpired().catch((err: Error) => logger.warn({ msg: 'reservation sweep failed', error: err.message })),
+    Math.min(30_000, Math.max(1000, Math.floor(config.reservationTtlMs / 4))),
+  );
+  sweeper.unref();
+  // Accesses whose accessEndsAt or last quota period has passed become EXPIRED (reads apply it lazily too).
+  const accessExpiry = setInterval(
+    () => void services.accesses.expireDue().catch((err: Error) => logger.warn({ msg: 'access expiry sweep failed', error: err.message })),
+    60_000,
+  );
+  accessExpiry.unref();
 
   app.get('/openapi.json', (_req: Request, res: Response) => {
     res.json(definition);
@@ -131,6 +150,14 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
 
+  // Billing webhooks are verified on their raw bytes: mounted before the JSON body parser.
+  app.post(
+    '/webhooks/billing/:connectionId',
+    express.raw({ type: () => true, limit: config.bodyLimitBytes }),
+    billingWebhookReceiver(services),
+  );
+  const stopBilling = services.billing.startBackground();
+
   app.use(express.json({ limit: config.bodyLimitBytes }));
   app.use((req: Request, res: Response) => api.handle(req, res));
   app.use(errorRenderer());
@@ -141,7 +168,12 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     services,
     logger,
     inflight,
+    gateway,
     async close() {
+      clearInterval(sweeper);
+      clearInterval(accessExpiry);
+      await stopBilling();
+      await gateway.close();
       if (ownsDb) await db.destroy();
     },
   };

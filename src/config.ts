@@ -35,6 +35,8 @@ export interface Config {
   keyEnvironment: string;
   /** Upstream timeout before response headers, unless the connection sets one. */
   upstreamTimeoutMs: number;
+  /** Timeout of the provider connection test/verify probe. */
+  providerProbeTimeoutMs: number;
   /** How long a gateway reservation may live before the sweeper releases it. */
   reservationTtlMs: number;
   /** How long the gateway may trust a cached key lookup. */
@@ -68,6 +70,7 @@ const schema = {
     NEXUS_INFERENCE_KEY_TTL_DAYS: { type: 'integer', minimum: 1, maximum: 3650, default: 365 },
     NEXUS_KEY_ENVIRONMENT: { type: 'string', pattern: '^[a-z]{2,8}$', default: 'live' },
     NEXUS_UPSTREAM_TIMEOUT_MS: { type: 'integer', minimum: 100, default: 60000 },
+    NEXUS_PROVIDER_PROBE_TIMEOUT_MS: { type: 'integer', minimum: 100, maximum: 60000, default: 5000 },
     NEXUS_RESERVATION_TTL_MS: { type: 'integer', minimum: 1000, default: 900000 },
     NEXUS_AUTH_CACHE_TTL_MS: { type: 'integer', minimum: 0, maximum: 5000, default: 1000 },
     NEXUS_STRIPE_API_BASE_URL: { type: 'string', pattern: '^https?://' },
@@ -142,6 +145,7 @@ export function loadConfig(
     inferenceKeyTtlDays: v.NEXUS_INFERENCE_KEY_TTL_DAYS,
     keyEnvironment: v.NEXUS_KEY_ENVIRONMENT,
     upstreamTimeoutMs: v.NEXUS_UPSTREAM_TIMEOUT_MS,
+    providerProbeTimeoutMs: v.NEXUS_PROVIDER_PROBE_TIMEOUT_MS,
     reservationTtlMs: v.NEXUS_RESERVATION_TTL_MS,
     authCacheTtlMs: v.NEXUS_AUTH_CACHE_TTL_MS,
     stripeApiBaseUrl: v.NEXUS_STRIPE_API_BASE_URL,

@@ -36,6 +36,7 @@ export const errorStatus = {
   billing_connection_not_found: 404,
   product_mapping_not_found: 404,
   webhook_event_not_found: 404,
+  quota_period_not_found: 404,
   // 405
   method_not_allowed: 405,
   // 409
@@ -51,21 +52,26 @@ export const errorStatus = {
   binding_closed: 409,
   illegal_transition: 409,
   period_overlap: 409,
+  plan_key_exists: 409,
+  strategy_not_in_force: 409,
+  binding_overlap: 409,
   unmetered_endpoint: 409,
   connection_archived: 409,
   billing_connection_disabled: 409,
   billing_not_configured: 409,
   event_not_replayable: 409,
+  billing_mapping_exists: 409,
+  checkout_not_available: 409,
   // 413
   payload_too_large: 413,
   // 429
   quota_insufficient: 429,
   // 500
   internal_error: 500,
-  not_implemented: 501,
   // 502
   upstream_unavailable: 502,
   upstream_timeout: 502,
+  billing_provider_error: 502,
   // 503
   not_ready: 503,
 } as const;
@@ -82,7 +88,6 @@ export const errorType: Record<number, string> = {
   413: 'payload_too_large_error',
   429: 'quota_exceeded_error',
   500: 'api_error',
-  501: 'api_error',
   502: 'upstream_error',
   503: 'api_error',
 };

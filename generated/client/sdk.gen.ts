@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { ArchiveWorkspaceData, ArchiveWorkspaceErrors, ArchiveWorkspaceResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses } from './types.gen.js';
+import type { ActivateWorkspaceAccessData, ActivateWorkspaceAccessErrors, ActivateWorkspaceAccessResponses, ArchiveProviderConnectionData, ArchiveProviderConnectionErrors, ArchiveProviderConnectionResponses, ArchiveWorkspaceData, ArchiveWorkspaceErrors, ArchiveWorkspaceResponses, BindPlanStrategyData, BindPlanStrategyErrors, BindPlanStrategyResponses, ChangeAccessPlanData, ChangeAccessPlanErrors, ChangeAccessPlanResponses, ClosePlanStrategyBindingData, ClosePlanStrategyBindingErrors, ClosePlanStrategyBindingResponses, ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialErrors, ConfigureBillingProviderCredentialResponses, ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretErrors, ConfigureBillingWebhookSecretResponses, CreateBillingConnectionData, CreateBillingConnectionErrors, CreateBillingConnectionResponses, CreateBillingProductMappingData, CreateBillingProductMappingErrors, CreateBillingProductMappingResponses, CreateCheckoutData, CreateCheckoutErrors, CreateCheckoutResponses, CreatePlanData, CreatePlanErrors, CreatePlanResponses, CreateProviderConnectionData, CreateProviderConnectionErrors, CreateProviderConnectionResponses, CreateQuotaStrategyData, CreateQuotaStrategyErrors, CreateQuotaStrategyResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteBillingProductMappingData, DeleteBillingProductMappingErrors, DeleteBillingProductMappingResponses, DisableBillingConnectionData, DisableBillingConnectionErrors, DisableBillingConnectionResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetInvocationData, GetInvocationErrors, GetInvocationResponses, GetPlanData, GetPlanErrors, GetPlanResponses, GetPlanStrategyData, GetPlanStrategyErrors, GetPlanStrategyResponses, GetProviderConnectionData, GetProviderConnectionErrors, GetProviderConnectionResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetWorkspaceAccessData, GetWorkspaceAccessErrors, GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaErrors, GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, IssueInferenceKeyData, IssueInferenceKeyErrors, IssueInferenceKeyResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListBillingConnectionsData, ListBillingConnectionsErrors, ListBillingConnectionsResponses, ListBillingProductMappingsData, ListBillingProductMappingsErrors, ListBillingProductMappingsResponses, ListBillingWebhookEventsData, ListBillingWebhookEventsErrors, ListBillingWebhookEventsResponses, ListExternalSubscriptionsData, ListExternalSubscriptionsErrors, ListExternalSubscriptionsResponses, ListInferenceKeysData, ListInferenceKeysErrors, ListInferenceKeysResponses, ListInvocationsData, ListInvocationsErrors, ListInvocationsResponses, ListPlansData, ListPlansErrors, ListPlansResponses, ListPlanStrategiesData, ListPlanStrategiesErrors, ListPlanStrategiesResponses, ListPlanStrategyBindingsData, ListPlanStrategyBindingsErrors, ListPlanStrategyBindingsResponses, ListProviderConnectionsData, ListProviderConnectionsErrors, ListProviderConnectionsResponses, ListUsageEventsData, ListUsageEventsErrors, ListUsageEventsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, ListWorkspaceUsersData, ListWorkspaceUsersErrors, ListWorkspaceUsersResponses, ProvisionWorkspaceUserData, ProvisionWorkspaceUserErrors, ProvisionWorkspaceUserResponses, ProxyProviderDeleteData, ProxyProviderDeleteErrors, ProxyProviderDeleteResponses, ProxyProviderGetData, ProxyProviderGetErrors, ProxyProviderGetResponses, ProxyProviderPatchData, ProxyProviderPatchErrors, ProxyProviderPatchResponses, ProxyProviderPostData, ProxyProviderPostErrors, ProxyProviderPostResponses, ProxyProviderPutData, ProxyProviderPutErrors, ProxyProviderPutResponses, PublishPlanData, PublishPlanErrors, PublishPlanResponses, PublishPlanStrategyData, PublishPlanStrategyErrors, PublishPlanStrategyResponses, ReceiveBillingWebhookData, ReceiveBillingWebhookErrors, ReceiveBillingWebhookResponses, ReconcileBillingConnectionData, ReconcileBillingConnectionErrors, ReconcileBillingConnectionResponses, RenewWorkspaceAccessData, RenewWorkspaceAccessErrors, RenewWorkspaceAccessResponses, ReplayBillingWebhookEventData, ReplayBillingWebhookEventErrors, ReplayBillingWebhookEventResponses, RevokeInferenceKeyData, RevokeInferenceKeyErrors, RevokeInferenceKeyResponses, RotateProviderSecretData, RotateProviderSecretErrors, RotateProviderSecretResponses, SuspendWorkspaceAccessData, SuspendWorkspaceAccessErrors, SuspendWorkspaceAccessResponses, SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodErrors, SyncWorkspaceAccessBillingPeriodResponses, TestProviderConnectionData, TestProviderConnectionErrors, TestProviderConnectionResponses, UpdatePlanData, UpdatePlanErrors, UpdatePlanResponses, UpdateProviderConnectionData, UpdateProviderConnectionErrors, UpdateProviderConnectionResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, VerifyBillingConnectionData, VerifyBillingConnectionErrors, VerifyBillingConnectionResponses, VerifyProviderConnectionData, VerifyProviderConnectionErrors, VerifyProviderConnectionResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -19,6 +19,746 @@ export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends 
 };
 
 /**
+ * List users and their accesses
+ */
+export const listWorkspaceUsers = <ThrowOnError extends boolean = false>(options: Options<ListWorkspaceUsersData, ThrowOnError>) => (options.client ?? client).get<ListWorkspaceUsersResponses, ListWorkspaceUsersErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/users',
+    ...options
+});
+
+/**
+ * Provision a user and their access
+ *
+ * Idempotent on (workspace, `externalUserId`): a repeat returns the same user and access, unchanged (`created: false`), and grants nothing again. A new access is ACTIVE with a first quota period [now, now + resetInterval) from the plan's strategy in force now. The plan must be ACTIVE (409 `plan_not_active`). With `issueInferenceKey: true` a new key is issued (on a repeat too) and its plaintext returned once in `apiKey`; `inferenceKeyIssued` says whether one was.
+ */
+export const provisionWorkspaceUser = <ThrowOnError extends boolean = false>(options: Options<ProvisionWorkspaceUserData, ThrowOnError>) => (options.client ?? client).post<ProvisionWorkspaceUserResponses, ProvisionWorkspaceUserErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/users',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Get a workspace access
+ */
+export const getWorkspaceAccess = <ThrowOnError extends boolean = false>(options: Options<GetWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).get<GetWorkspaceAccessResponses, GetWorkspaceAccessErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}',
+    ...options
+});
+
+/**
+ * Activate an access
+ *
+ * PENDING or SUSPENDED -> ACTIVE (a PENDING access gets its first quota period); EXPIRED -> ACTIVE only while a quota period covers now (renew first). ACTIVE already: no change. Illegal transitions answer 409 `illegal_transition` with `current_status`.
+ */
+export const activateWorkspaceAccess = <ThrowOnError extends boolean = false>(options: Options<ActivateWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).post<ActivateWorkspaceAccessResponses, ActivateWorkspaceAccessErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/activate',
+    ...options
+});
+
+/**
+ * Suspend an access
+ *
+ * ACTIVE -> SUSPENDED: new gateway calls are refused (403 `access_suspended`) from now on; calls in flight finish. SUSPENDED already: no change.
+ */
+export const suspendWorkspaceAccess = <ThrowOnError extends boolean = false>(options: Options<SuspendWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).post<SuspendWorkspaceAccessResponses, SuspendWorkspaceAccessErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/suspend',
+    ...options
+});
+
+/**
+ * Renew an access
+ *
+ * Creates the quota period [periodStart, periodEnd) from the strategy of `planId` in force at `periodStart`. The same period again is a no-op; an overlapping one is refused (409 `period_overlap`). An EXPIRED or PENDING access whose new period has not ended becomes ACTIVE.
+ */
+export const renewWorkspaceAccess = <ThrowOnError extends boolean = false>(options: Options<RenewWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).post<RenewWorkspaceAccessResponses, RenewWorkspaceAccessErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/renew',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Move an access to another plan
+ *
+ * Takes effect at `effectiveAt` (now by default). The quota period covering it is split there: the old part keeps the old plan's time-prorated share (never less than what it already used), the new part [effectiveAt, periodEnd) gets the new plan's prorated share minus whatever was used beyond the old share. The same plan again changes nothing. See docs/decisions.md.
+ */
+export const changeAccessPlan = <ThrowOnError extends boolean = false>(options: Options<ChangeAccessPlanData, ThrowOnError>) => (options.client ?? client).patch<ChangeAccessPlanResponses, ChangeAccessPlanErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/plan',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List inference keys
+ */
+export const listInferenceKeys = <ThrowOnError extends boolean = false>(options: Options<ListInferenceKeysData, ThrowOnError>) => (options.client ?? client).get<ListInferenceKeysResponses, ListInferenceKeysErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/api-keys',
+    ...options
+});
+
+/**
+ * Issue an inference key
+ *
+ * `nx-<environment>-` followed by 43 random base64url characters; stored only as a keyed hash. `expiresAt` defaults to the configured lifetime.
+ */
+export const issueInferenceKey = <ThrowOnError extends boolean = false>(options: Options<IssueInferenceKeyData, ThrowOnError>) => (options.client ?? client).post<IssueInferenceKeyResponses, IssueInferenceKeyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/api-keys',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Revoke an inference key
+ *
+ * The next gateway call with the key is refused (401). Plan and quota are untouched.
+ */
+export const revokeInferenceKey = <ThrowOnError extends boolean = false>(options: Options<RevokeInferenceKeyData, ThrowOnError>) => (options.client ?? client).delete<RevokeInferenceKeyResponses, RevokeInferenceKeyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/api-keys/{keyId}',
+    ...options
+});
+
+/**
+ * Get the current quota
+ *
+ * The quota period covering now. No such period: 404 `quota_period_not_found`.
+ */
+export const getWorkspaceAccessQuota = <ThrowOnError extends boolean = false>(options: Options<GetWorkspaceAccessQuotaData, ThrowOnError>) => (options.client ?? client).get<GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessQuotaErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/quota',
+    ...options
+});
+
+/**
+ * List control-plane audit logs
+ *
+ * The workspace's audit entries, newest first. Secrets in `changes` appear as `[redacted]`.
+ * Filters combine with AND; `since` is inclusive, `until` exclusive.
+ *
+ */
+export const listAuditLogs = <ThrowOnError extends boolean = false>(options: Options<ListAuditLogsData, ThrowOnError>) => (options.client ?? client).get<ListAuditLogsResponses, ListAuditLogsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/audit-logs',
+    ...options
+});
+
+/**
+ * List billing connections
+ *
+ * The workspace's billing connections, newest first.
+ */
+export const listBillingConnections = <ThrowOnError extends boolean = false>(options: Options<ListBillingConnectionsData, ThrowOnError>) => (options.client ?? client).get<ListBillingConnectionsResponses, ListBillingConnectionsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/billing-connections',
+    ...options
+});
+
+/**
+ * Create a billing connection
+ *
+ * A connection to a Stripe or Paddle account. `HOSTED`: checkout is hosted by the provider
+ * and state arrives by signed webhooks at `webhookUrl`. `APP_SYNC`: the customer's own
+ * backend reports billing periods through `syncWorkspaceAccessBillingPeriod`.
+ * The credential and webhook secret may be given here or later; both are write-only.
+ *
+ */
+export const createBillingConnection = <ThrowOnError extends boolean = false>(options: Options<CreateBillingConnectionData, ThrowOnError>) => (options.client ?? client).post<CreateBillingConnectionResponses, CreateBillingConnectionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/billing-connections',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Disable a billing connection
+ *
+ * Makes the connection DISABLED: its webhooks are still acknowledged but ignored, and it
+ * cannot start checkouts or reconciliations. Disabling twice is a no-op.
+ *
+ */
+export const disableBillingConnection = <ThrowOnError extends boolean = false>(options: Options<DisableBillingConnectionData, ThrowOnError>) => (options.client ?? client).delete<DisableBillingConnectionResponses, DisableBillingConnectionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/billing-connections/{connectionId}',
+    ...options
+});
+
+/**
+ * Store or rotate the provider credential
+ *
+ * Stores the provider's secret API key (Stripe `sk_...`/`rk_...`, Paddle `pdl_...`), encrypted.
+ * It is never returned; reads show `credentialPreview`. The verification status returns to
+ * `UNVERIFIED`. A Stripe key whose mode (`_test_`/`_live_`) differs from the connection's is refused.
+ *
+ */
+export const configureBillingProviderCredential = <ThrowOnError extends boolean = false>(options: Options<ConfigureBillingProviderCredentialData, ThrowOnError>) => (options.client ?? client).put<ConfigureBillingProviderCredentialResponses, ConfigureBillingProviderCredentialErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/billing-connections/{connectionId}/provider-credential',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Store or rotate the webhook signing secret
+ *
+ * Stores the signing secret of the provider's webhook endpoint (Stripe `whsec_...`, Paddle
+ * `pdl_ntfset_...`), encrypted and write-only. On rotation the previous secret keeps
+ * verifying signatures for a bounded overlap (`NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS`, 24 h by default).
+ *
+ */
+export const configureBillingWebhookSecret = <ThrowOnError extends boolean = false>(options: Options<ConfigureBillingWebhookSecretData, ThrowOnError>) => (options.client ?? client).put<ConfigureBillingWebhookSecretResponses, ConfigureBillingWebhookSecretErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/billing-connections/{connectionId}/webhook-secret',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Verify the provider credential
+ *
+ * Calls the provider's API with the stored credential and records the outcome in
+ * `credentialVerificationStatus` (`VERIFIED` or `FAILED`) and `lastVerifiedAt`. A rejected
+ * credential is an outcome, not an error: the answer is 200 with `FAILED`.
+ * No credential stored: 409 `billing_not_configured`.
+ *
+ */
+export const verifyBillingConnection = <ThrowOnError extends boolean = false>(options: Options<VerifyBillingConnectionData, ThrowOnError>) => (options.client ?? client).post<VerifyBillingConnectionResponses, VerifyBillingConnectionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/billing-connections/{connectionId}/verify',
+    ...options
+});
+
+/**
+ * List product mappings
+ *
+ * The connection's product mappings, newest first (disabled ones included unless filtered).
+ */
+export const listBillingProductMappings = <ThrowOnError extends boolean = false>(options: Options<ListBillingProductMappingsData, ThrowOnError>) => (options.client ?? client).get<ListBillingProductMappingsResponses, ListBillingProductMappingsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/billing-connections/{connectionId}/product-mappings',
+    ...options
+});
+
+/**
+ * Map an external product or price to a plan
+ *
+ * Subscriptions to `externalPriceId` (or, without one, to any price of `externalProductId`)
+ * give the mapped plan. A price mapping wins over a product-only mapping. `checkoutEnabled`
+ * needs `externalPriceId` (checkouts are created for a price). One active mapping per
+ * product/price pair: a second one is 409 `billing_mapping_exists`.
+ *
+ */
+export const createBillingProductMapping = <ThrowOnError extends boolean = false>(options: Options<CreateBillingProductMappingData, ThrowOnError>) => (options.client ?? client).post<CreateBillingProductMappingResponses, CreateBillingProductMappingErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/billing-connections/{connectionId}/product-mappings',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Disable a product mapping
+ *
+ * The mapping becomes DISABLED: no new checkout uses it and it no longer maps subscriptions
+ * to a plan (existing projections keep the plan they have). Disabling twice is a no-op.
+ *
+ */
+export const deleteBillingProductMapping = <ThrowOnError extends boolean = false>(options: Options<DeleteBillingProductMappingData, ThrowOnError>) => (options.client ?? client).delete<DeleteBillingProductMappingResponses, DeleteBillingProductMappingErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/billing-product-mappings/{mappingId}',
+    ...options
+});
+
+/**
+ * Create a hosted subscription checkout
+ *
+ * For a HOSTED connection and a checkout-enabled mapping: a Stripe Checkout Session
+ * (`mode: subscription`, the access id in `client_reference_id` and in the subscription's
+ * metadata `nexus_workspace_access_id`) or a Paddle transaction (the access id in
+ * `custom_data.nexus_workspace_access_id`). The caller redirects its user to `url`.
+ * The `Idempotency-Key` is passed on to the provider.
+ *
+ */
+export const createCheckout = <ThrowOnError extends boolean = false>(options: Options<CreateCheckoutData, ThrowOnError>) => (options.client ?? client).post<CreateCheckoutResponses, CreateCheckoutErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/billing-checkouts',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List webhook inbox events
+ *
+ * The connection's verified webhook events, newest first. Bodies are not returned.
+ */
+export const listBillingWebhookEvents = <ThrowOnError extends boolean = false>(options: Options<ListBillingWebhookEventsData, ThrowOnError>) => (options.client ?? client).get<ListBillingWebhookEventsResponses, ListBillingWebhookEventsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/billing-connections/{connectionId}/webhook-events',
+    ...options
+});
+
+/**
+ * Replay a failed webhook event
+ *
+ * Reprocesses a FAILED inbox event from its stored body (the signature was checked on
+ * receipt; no new check and no freshness window). `operationId` is the event's id: its
+ * status and `attempts` show the outcome. An event that is not FAILED: 409 `event_not_replayable`.
+ *
+ */
+export const replayBillingWebhookEvent = <ThrowOnError extends boolean = false>(options: Options<ReplayBillingWebhookEventData, ThrowOnError>) => (options.client ?? client).post<ReplayBillingWebhookEventResponses, ReplayBillingWebhookEventErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-events/{eventId}/replay',
+    ...options
+});
+
+/**
+ * List external subscription projections
+ *
+ * What Nexus knows of the access's subscriptions at Stripe or Paddle (and app-reported periods), newest first.
+ */
+export const listExternalSubscriptions = <ThrowOnError extends boolean = false>(options: Options<ListExternalSubscriptionsData, ThrowOnError>) => (options.client ?? client).get<ListExternalSubscriptionsResponses, ListExternalSubscriptionsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/external-subscriptions',
+    ...options
+});
+
+/**
+ * Reconcile subscriptions with the provider
+ *
+ * Lists the provider's subscriptions, repairs projections (and the accesses they drive) that
+ * drifted, for instance after missed webhooks, and records a reconciliation run with what it
+ * changed. `operationId` is the run's id. A second run right after changes nothing.
+ * Needs a HOSTED, ACTIVE connection with a credential (409 otherwise).
+ *
+ */
+export const reconcileBillingConnection = <ThrowOnError extends boolean = false>(options: Options<ReconcileBillingConnectionData, ThrowOnError>) => (options.client ?? client).post<ReconcileBillingConnectionResponses, ReconcileBillingConnectionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/billing-connections/{connectionId}/reconcile',
+    ...options
+});
+
+/**
+ * Report a billing period (APP_SYNC)
+ *
+ * The customer's backend reports a billing period of its own billing system through an
+ * APP_SYNC connection. The period's quota is granted once; the access follows `status` like
+ * a provider subscription's. Repeating a report is a no-op (`applied: false`); a report whose
+ * `sourceUpdatedAt` is older than the one already applied never overwrites it.
+ *
+ */
+export const syncWorkspaceAccessBillingPeriod = <ThrowOnError extends boolean = false>(options: Options<SyncWorkspaceAccessBillingPeriodData, ThrowOnError>) => (options.client ?? client).post<SyncWorkspaceAccessBillingPeriodResponses, SyncWorkspaceAccessBillingPeriodErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/billing-periods/sync',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Receive a provider webhook
+ *
+ * The public endpoint behind each connection's `webhookUrl`; no Management Key. The signature is
+ * checked on the raw body: Stripe `Stripe-Signature` (`t=`, any `v1=`, HMAC-SHA256 of `t.body`,
+ * 300 s tolerance), Paddle `Paddle-Signature` (`ts=`, any `h1=`, HMAC-SHA256 of `ts:body`).
+ * A missing or invalid signature is 400 and nothing is stored or processed. A verified event is
+ * stored in the inbox first, deduplicated by the provider's event id, answered 200 and then
+ * processed; a duplicate is answered 200 and changes nothing. Event types Nexus does not use
+ * and events for unknown customers are acknowledged with 200 and recorded as IGNORED.
+ *
+ */
+export const receiveBillingWebhook = <ThrowOnError extends boolean = false>(options: Options<ReceiveBillingWebhookData, ThrowOnError>) => (options.client ?? client).post<ReceiveBillingWebhookResponses, ReceiveBillingWebhookErrors, ThrowOnError>({
+    url: '/webhooks/billing/{connectionId}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Proxy a DELETE to the provider
+ *
+ * Forwarded as is; without a usage inspector it needs unmetered passthrough (else 409).
+ */
+export const proxyProviderDelete = <ThrowOnError extends boolean = false>(options: Options<ProxyProviderDeleteData, ThrowOnError>) => (options.client ?? client).delete<ProxyProviderDeleteResponses, ProxyProviderDeleteErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/providers/{providerConnectionId}/{providerPath}',
+    ...options
+});
+
+/**
+ * Proxy a GET to the provider
+ *
+ * Forwards the request to the connection's `baseUrl` + `/` + `providerPath` (+ the query
+ * string). An endpoint without a usage inspector (e.g. `GET v1/models`) is refused with 409
+ * `unmetered_endpoint` unless the workspace allows unmetered passthrough.
+ *
+ */
+export const proxyProviderGet = <ThrowOnError extends boolean = false>(options: Options<ProxyProviderGetData, ThrowOnError>) => (options.client ?? client).get<ProxyProviderGetResponses, ProxyProviderGetErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/providers/{providerConnectionId}/{providerPath}',
+    ...options
+});
+
+/**
+ * Proxy a PATCH to the provider
+ *
+ * Forwarded like a POST; without a usage inspector it needs unmetered passthrough (else 409).
+ */
+export const proxyProviderPatch = <ThrowOnError extends boolean = false>(options: Options<ProxyProviderPatchData, ThrowOnError>) => (options.client ?? client).patch<ProxyProviderPatchResponses, ProxyProviderPatchErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/providers/{providerConnectionId}/{providerPath}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Proxy a POST to the provider
+ *
+ * The metered path: `openai` connections meter `chat/completions`, `completions`,
+ * `embeddings` and `responses`; `anthropic` connections meter `messages`. Before the
+ * upstream is called an upper bound of the call's units is reserved (input bounded by the
+ * request body's size in bytes, output by `max_tokens` / `max_completion_tokens` /
+ * `max_output_tokens`, or the strategy's `maxOutputTokens` when the request names none; a
+ * request asking for more than `maxOutputTokens` is refused with 400 `max_tokens_exceeded`).
+ * After the answer the call is settled to the exact units reported by the provider. The body
+ * is forwarded unchanged, except that an OpenAI-style stream that did not ask for usage gets
+ * `stream_options.include_usage`, and the extra usage chunk is removed from what the client
+ * receives.
+ *
+ */
+export const proxyProviderPost = <ThrowOnError extends boolean = false>(options: Options<ProxyProviderPostData, ThrowOnError>) => (options.client ?? client).post<ProxyProviderPostResponses, ProxyProviderPostErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/providers/{providerConnectionId}/{providerPath}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Proxy a PUT to the provider
+ *
+ * Forwarded like a POST; without a usage inspector it needs unmetered passthrough (else 409).
+ */
+export const proxyProviderPut = <ThrowOnError extends boolean = false>(options: Options<ProxyProviderPutData, ThrowOnError>) => (options.client ?? client).put<ProxyProviderPutResponses, ProxyProviderPutErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/providers/{providerConnectionId}/{providerPath}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List plans
+ */
+export const listPlans = <ThrowOnError extends boolean = false>(options: Options<ListPlansData, ThrowOnError>) => (options.client ?? client).get<ListPlansResponses, ListPlansErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/plans',
+    ...options
+});
+
+/**
+ * Create a plan
+ *
+ * A new plan is DRAFT. `key` is unique in the workspace (409 `plan_key_exists`). An archived workspace answers 409 `workspace_archived`.
+ */
+export const createPlan = <ThrowOnError extends boolean = false>(options: Options<CreatePlanData, ThrowOnError>) => (options.client ?? client).post<CreatePlanResponses, CreatePlanErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/plans',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Get a plan and its bindings in force
+ */
+export const getPlan = <ThrowOnError extends boolean = false>(options: Options<GetPlanData, ThrowOnError>) => (options.client ?? client).get<GetPlanResponses, GetPlanErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/plans/{planId}',
+    ...options
+});
+
+/**
+ * Update a DRAFT plan
+ *
+ * Only a DRAFT plan can be updated (409 `plan_not_draft` with `current_status`). An empty object changes nothing.
+ */
+export const updatePlan = <ThrowOnError extends boolean = false>(options: Options<UpdatePlanData, ThrowOnError>) => (options.client ?? client).patch<UpdatePlanResponses, UpdatePlanErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/plans/{planId}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Publish a plan
+ *
+ * DRAFT -> ACTIVE, once a published quota strategy is bound and in force now; otherwise 409 `plan_not_publishable` saying why. Publishing an ACTIVE plan again changes nothing; an ARCHIVED one answers 409 `plan_not_draft`.
+ */
+export const publishPlan = <ThrowOnError extends boolean = false>(options: Options<PublishPlanData, ThrowOnError>) => (options.client ?? client).post<PublishPlanResponses, PublishPlanErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/plans/{planId}/publish',
+    ...options
+});
+
+/**
+ * Create a quota strategy version
+ *
+ * Creating with a `key` that exists makes its next `version`. A version is DRAFT until published, and immutable after. Multipliers are parts per million (1000000 = one unit per token).
+ */
+export const createQuotaStrategy = <ThrowOnError extends boolean = false>(options: Options<CreateQuotaStrategyData, ThrowOnError>) => (options.client ?? client).post<CreateQuotaStrategyResponses, CreateQuotaStrategyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/plan-strategies/quota',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List quota strategies
+ */
+export const listPlanStrategies = <ThrowOnError extends boolean = false>(options: Options<ListPlanStrategiesData, ThrowOnError>) => (options.client ?? client).get<ListPlanStrategiesResponses, ListPlanStrategiesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/plan-strategies',
+    ...options
+});
+
+/**
+ * Get a quota strategy version
+ */
+export const getPlanStrategy = <ThrowOnError extends boolean = false>(options: Options<GetPlanStrategyData, ThrowOnError>) => (options.client ?? client).get<GetPlanStrategyResponses, GetPlanStrategyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/plan-strategies/{strategyId}',
+    ...options
+});
+
+/**
+ * Publish a quota strategy version
+ *
+ * DRAFT -> PUBLISHED. A published version is immutable: publishing it again, like any change, answers 409 `strategy_published`.
+ */
+export const publishPlanStrategy = <ThrowOnError extends boolean = false>(options: Options<PublishPlanStrategyData, ThrowOnError>) => (options.client ?? client).post<PublishPlanStrategyResponses, PublishPlanStrategyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/plan-strategies/{strategyId}/publish',
+    ...options
+});
+
+/**
+ * List a plan's bindings
+ */
+export const listPlanStrategyBindings = <ThrowOnError extends boolean = false>(options: Options<ListPlanStrategyBindingsData, ThrowOnError>) => (options.client ?? client).get<ListPlanStrategyBindingsResponses, ListPlanStrategyBindingsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/plans/{planId}/strategy-bindings',
+    ...options
+});
+
+/**
+ * Bind a strategy version to a plan
+ *
+ * Only a PUBLISHED version can be bound (409 `strategy_not_published`). At most one QUOTA strategy is in force for a plan at any instant: the binding in force at `effectiveFrom` is ended there (a version upgrade). A binding that starts at or after `effectiveFrom` is refused (409 `binding_overlap`): close it first.
+ */
+export const bindPlanStrategy = <ThrowOnError extends boolean = false>(options: Options<BindPlanStrategyData, ThrowOnError>) => (options.client ?? client).post<BindPlanStrategyResponses, BindPlanStrategyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/plans/{planId}/strategy-bindings',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Close a binding
+ *
+ * Ends the binding at `effectiveAt` (now by default). At its `effectiveFrom` it cancels a binding that has not started. A binding already ended by then answers 409 `binding_closed`.
+ */
+export const closePlanStrategyBinding = <ThrowOnError extends boolean = false>(options: Options<ClosePlanStrategyBindingData, ThrowOnError>) => (options.client ?? client).delete<ClosePlanStrategyBindingResponses, ClosePlanStrategyBindingErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/plan-strategy-bindings/{bindingId}',
+    ...options
+});
+
+/**
+ * List provider connections
+ *
+ * The workspace's connections, archived ones included, newest first.
+ */
+export const listProviderConnections = <ThrowOnError extends boolean = false>(options: Options<ListProviderConnectionsData, ThrowOnError>) => (options.client ?? client).get<ListProviderConnectionsResponses, ListProviderConnectionsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/provider-connections',
+    ...options
+});
+
+/**
+ * Create a provider connection
+ *
+ * Saves the connection with its API key encrypted at rest. The key is never returned:
+ * reads show `secretPreview` only. `baseUrl` is the upstream origin (plus an optional
+ * path prefix) **without** `/v1`: the gateway appends the caller's path to it, and the
+ * official SDKs send `/v1/...` themselves (`new OpenAI({ baseURL: gatewayBaseUrl + '/v1' })`,
+ * `new Anthropic({ baseURL: gatewayBaseUrl })`). It must be http(s), without credentials,
+ * query or fragment, and must not resolve to a loopback, private, link-local or metadata
+ * address unless the deployment sets `NEXUS_ALLOW_PRIVATE_UPSTREAMS=true`
+ * (400 `invalid_base_url` / `private_upstream_refused`). The upstream is not called:
+ * use `testProviderConnection` before and `verifyProviderConnection` after saving.
+ *
+ */
+export const createProviderConnection = <ThrowOnError extends boolean = false>(options: Options<CreateProviderConnectionData, ThrowOnError>) => (options.client ?? client).post<CreateProviderConnectionResponses, CreateProviderConnectionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/provider-connections',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Test a provider connection before saving it
+ *
+ * Calls the upstream with the given key and the profile's authentication and reports
+ * what happened; nothing is saved. The probe is `GET {baseUrl}/v1/models` with
+ * `Authorization: Bearer` (openai) or with `x-api-key` and `anthropic-version: 2023-06-01`
+ * (anthropic), bounded by a short timeout (5 s by default, `NEXUS_PROVIDER_PROBE_TIMEOUT_MS`).
+ * An upstream that answers with an error is still a 200 here: `outcome` says which case it is.
+ *
+ */
+export const testProviderConnection = <ThrowOnError extends boolean = false>(options: Options<TestProviderConnectionData, ThrowOnError>) => (options.client ?? client).post<TestProviderConnectionResponses, TestProviderConnectionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/provider-connections/test',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Archive a provider connection
+ *
+ * Makes the connection ARCHIVED: the gateway answers 404 for it from then on, and it
+ * stays readable here for history. Archiving twice is a no-op.
+ *
+ */
+export const archiveProviderConnection = <ThrowOnError extends boolean = false>(options: Options<ArchiveProviderConnectionData, ThrowOnError>) => (options.client ?? client).delete<ArchiveProviderConnectionResponses, ArchiveProviderConnectionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/provider-connections/{providerConnectionId}',
+    ...options
+});
+
+/**
+ * Get a provider connection
+ *
+ * Archived connections stay readable. The key is never returned.
+ */
+export const getProviderConnection = <ThrowOnError extends boolean = false>(options: Options<GetProviderConnectionData, ThrowOnError>) => (options.client ?? client).get<GetProviderConnectionResponses, GetProviderConnectionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/provider-connections/{providerConnectionId}',
+    ...options
+});
+
+/**
+ * Update a provider connection
+ *
+ * Changes the given fields only. `status` SUSPENDED stops the connection's gateway
+ * traffic (403 `connection_suspended`) until it is set ACTIVE again. A new `baseUrl` is
+ * checked like at creation and clears `lastVerifiedAt`. An archived connection is
+ * read-only (409 `connection_archived`). The key changes only through `rotateProviderSecret`.
+ *
+ */
+export const updateProviderConnection = <ThrowOnError extends boolean = false>(options: Options<UpdateProviderConnectionData, ThrowOnError>) => (options.client ?? client).patch<UpdateProviderConnectionResponses, UpdateProviderConnectionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/provider-connections/{providerConnectionId}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Verify a saved provider connection
+ *
+ * Probes the upstream with the stored key, like `testProviderConnection`. On success
+ * (`outcome` `reachable`) the connection's `lastVerifiedAt` is set. Every verification is
+ * recorded in the audit trail with its outcome. An archived connection answers 409
+ * `connection_archived`.
+ *
+ */
+export const verifyProviderConnection = <ThrowOnError extends boolean = false>(options: Options<VerifyProviderConnectionData, ThrowOnError>) => (options.client ?? client).post<VerifyProviderConnectionResponses, VerifyProviderConnectionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/provider-connections/{providerConnectionId}/verify',
+    ...options
+});
+
+/**
+ * Rotate a provider connection's API key
+ *
+ * Replaces the stored key atomically: the next gateway call uses the new key. The answer
+ * carries the new `secretPreview`; `lastVerifiedAt` is cleared until the new key is verified.
+ *
+ */
+export const rotateProviderSecret = <ThrowOnError extends boolean = false>(options: Options<RotateProviderSecretData, ThrowOnError>) => (options.client ?? client).post<RotateProviderSecretResponses, RotateProviderSecretErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/provider-connections/{providerConnectionId}/rotate-secret',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
  * Liveness
  *
  * 200 while the process serves requests.
@@ -31,6 +771,42 @@ export const getHealth = <ThrowOnError extends boolean = false>(options?: Option
  * 200 when the database answers and migrations are applied; 503 otherwise.
  */
 export const getReadiness = <ThrowOnError extends boolean = false>(options?: Options<GetReadinessData, ThrowOnError>) => (options?.client ?? client).get<GetReadinessResponses, GetReadinessErrors, ThrowOnError>({ url: '/readyz', ...options });
+
+/**
+ * List gateway invocations
+ *
+ * One invocation per gateway call that passed authentication and authorization, newest first.
+ * An invocation is written when the call ends (after the response's last byte), together
+ * with its attempt and its usage events.
+ *
+ */
+export const listInvocations = <ThrowOnError extends boolean = false>(options: Options<ListInvocationsData, ThrowOnError>) => (options.client ?? client).get<ListInvocationsResponses, ListInvocationsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/invocations',
+    ...options
+});
+
+/**
+ * Get an invocation
+ *
+ * The invocation with its provider attempt and its quota settlement (usage and adjustment events).
+ */
+export const getInvocation = <ThrowOnError extends boolean = false>(options: Options<GetInvocationData, ThrowOnError>) => (options.client ?? client).get<GetInvocationResponses, GetInvocationErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/invocations/{invocationId}',
+    ...options
+});
+
+/**
+ * List usage and adjustment events
+ *
+ * Immutable records of quota consumption, newest first.
+ */
+export const listUsageEvents = <ThrowOnError extends boolean = false>(options: Options<ListUsageEventsData, ThrowOnError>) => (options.client ?? client).get<ListUsageEventsResponses, ListUsageEventsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/usage-events',
+    ...options
+});
 
 /**
  * List workspaces

@@ -62,8 +62,753 @@ export type IdResponseDto = {
     id: string;
 };
 
+/**
+ * See README "Workspace access states".
+ */
+export type WorkspaceAccessStatus = 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
+
+export type WorkspaceAccessDto = {
+    id: string;
+    workspaceId: string;
+    userId: string;
+    externalUserId: string;
+    planId: string;
+    status: WorkspaceAccessStatus;
+    accessStartsAt: DateTime;
+    accessEndsAt?: DateTime;
+    metadata?: Metadata;
+    createdAt: DateTime;
+    updatedAt: DateTime;
+};
+
+export type WorkspaceUserDto = {
+    userId: string;
+    externalUserId: string;
+    email: string;
+    name?: string;
+    createdAt: DateTime;
+    access: WorkspaceAccessDto;
+};
+
+export type ProvisionWorkspaceUserDto = {
+    /**
+     * Your id of the user; provisioning is idempotent on it.
+     */
+    externalUserId: string;
+    email: string;
+    name?: string;
+    planId: string;
+    metadata?: Metadata;
+    issueInferenceKey?: boolean;
+};
+
+export type ProvisionedWorkspaceUserDto = {
+    userId: string;
+    access: WorkspaceAccessDto;
+    /**
+     * False when the user was already provisioned (a repeat).
+     */
+    created: boolean;
+    /**
+     * Whether this call issued a key.
+     */
+    inferenceKeyIssued: boolean;
+    /**
+     * The issued key's id, when one was issued.
+     */
+    apiKeyId?: string;
+    /**
+     * The issued key's plaintext: returned only here, only once.
+     */
+    apiKey?: string;
+    keyExpiresAt?: DateTime;
+    quotaPeriodEndsAt?: DateTime;
+};
+
+export type RenewAccessDto = {
+    planId: string;
+    periodStart: DateTime;
+    periodEnd: DateTime;
+};
+
+export type ChangeAccessPlanDto = {
+    planId: string;
+    /**
+     * Now by default.
+     */
+    effectiveAt?: DateTime;
+};
+
+export type QuotaSnapshotDto = {
+    workspaceAccessId: string;
+    planId: string;
+    quotaStrategyId: string;
+    quotaPeriodId: string;
+    grantedUnits: Int64String;
+    reservedUnits: Int64String;
+    consumedUnits: Int64String;
+    /**
+     * granted - reserved - consumed, floored at 0.
+     */
+    availableUnits: Int64String;
+    periodStart?: DateTime;
+    periodEnd: DateTime;
+};
+
+export type ApiKeyDto = {
+    id: string;
+    name: string;
+    /**
+     * The start of the key, to recognise it (`nx-live-AbC123`).
+     */
+    prefix: string;
+    expiresAt: DateTime;
+    /**
+     * Updated by the gateway at most once a minute.
+     */
+    lastRequestAt?: DateTime;
+    /**
+     * Neither revoked nor expired.
+     */
+    enabled: boolean;
+    createdAt: DateTime;
+    revokedAt?: DateTime;
+};
+
+export type IssueInferenceKeyDto = {
+    name?: string;
+    expiresAt?: DateTime;
+};
+
+export type IssuedInferenceKeyDto = ApiKeyDto & {
+    /**
+     * The plaintext, shown only this once.
+     */
+    apiKey: string;
+};
+
+export type AuditLogDto = {
+    id: string;
+    workspaceId: string;
+    /**
+     * The Management Key that made the change (`root` for the root key).
+     */
+    actorKeyId: string;
+    /**
+     * `<resource>.<verb>`: `workspace.created`, `provider_connection.secret_rotated`, ...
+     */
+    action: string;
+    resourceType: string;
+    resourceId: string;
+    /**
+     * The request that made the change (its `X-Request-Id`).
+     */
+    requestId?: string | null;
+    /**
+     * The caller's address as the service saw it.
+     */
+    clientAddress?: string | null;
+    /**
+     * The fields the request changed; secrets are replaced by `[redacted]`.
+     */
+    changes: {
+        [key: string]: unknown;
+    };
+    createdAt: DateTime;
+};
+
+export type BillingProvider = 'STRIPE' | 'PADDLE';
+
+/**
+ * `HOSTED`: provider-hosted checkout, state by signed webhooks. `APP_SYNC`: periods reported by the customer's backend.
+ */
+export type BillingConnectionKind = 'HOSTED' | 'APP_SYNC';
+
+/**
+ * The provider environment (Stripe test/live keys, Paddle sandbox/live).
+ */
+export type BillingConnectionMode = 'TEST' | 'LIVE';
+
+export type BillingConnectionStatus = 'ACTIVE' | 'DISABLED';
+
+/**
+ * `NOT_CONFIGURED`: no credential stored. `UNVERIFIED`: stored, not verified since.
+ * `VERIFIED`: the provider accepted it at `lastVerifiedAt`. `FAILED`: the provider refused it
+ * or could not be reached at `lastVerifiedAt`.
+ *
+ */
+export type BillingCredentialVerificationStatus = 'NOT_CONFIGURED' | 'UNVERIFIED' | 'VERIFIED' | 'FAILED';
+
+export type BillingConnectionDto = {
+    id: string;
+    workspaceId: string;
+    kind: BillingConnectionKind;
+    provider: BillingProvider;
+    mode: BillingConnectionMode;
+    status: BillingConnectionStatus;
+    name: string;
+    /**
+     * Where the provider sends this connection's webhooks (`{NEXUS_PUBLIC_URL}/webhooks/billing/{id}`).
+     */
+    webhookUrl: string;
+    credentialConfigured: boolean;
+    webhookSecretConfigured: boolean;
+    credentialVerificationStatus: BillingCredentialVerificationStatus;
+    /**
+     * The credential's recognisable start and last 4 characters.
+     */
+    credentialPreview?: string;
+    lastVerifiedAt?: DateTime;
+    /**
+     * The provider account the credential belongs to (Stripe `acct_...`), once verified.
+     */
+    externalAccountId?: string;
+};
+
+export type CreateBillingConnectionDto = {
+    name: string;
+    provider: BillingProvider;
+    kind: BillingConnectionKind;
+    mode: BillingConnectionMode;
+    /**
+     * Write-only; see configureBillingProviderCredential.
+     */
+    credential?: string;
+    /**
+     * Write-only; see configureBillingWebhookSecret.
+     */
+    webhookSecret?: string;
+};
+
+export type ConfigureBillingProviderCredentialDto = {
+    credential: string;
+};
+
+export type ConfigureBillingWebhookSecretDto = {
+    webhookSecret: string;
+};
+
+export type BillingProductMappingStatus = 'ACTIVE' | 'DISABLED';
+
+export type CreateProductMappingDto = {
+    externalProductId: string;
+    externalPriceId?: string;
+    planId: string;
+    checkoutEnabled?: boolean;
+};
+
+export type BillingProductMappingDto = {
+    id: string;
+    billingConnectionId: string;
+    externalProductId: string;
+    externalPriceId?: string;
+    planId: string;
+    checkoutEnabled: boolean;
+    status: BillingProductMappingStatus;
+    createdAt: DateTime;
+    disabledAt?: DateTime;
+};
+
+export type CreateCheckoutDto = {
+    billingConnectionId: string;
+    /**
+     * A checkout-enabled mapping of that connection; its price is what the checkout sells.
+     */
+    productMappingId: string;
+    /**
+     * Stripe only (required there); where the provider sends the user after paying.
+     */
+    successUrl?: string;
+    /**
+     * Stripe only; where the provider sends the user who gives up.
+     */
+    cancelUrl?: string;
+    /**
+     * Prefills the checkout.
+     */
+    customerEmail?: string;
+};
+
+export type BillingCheckoutDto = {
+    id: string;
+    workspaceAccessId: string;
+    billingConnectionId: string;
+    productMappingId: string;
+    provider: BillingProvider;
+    /**
+     * Stripe Checkout Session id (`cs_...`) or Paddle transaction id (`txn_...`).
+     */
+    providerCheckoutId: string;
+    /**
+     * Where to send the user.
+     */
+    url: string;
+    createdAt: DateTime;
+};
+
+export type BillingWebhookEventStatus = 'RECEIVED' | 'PROCESSING' | 'PROCESSED' | 'IGNORED' | 'FAILED';
+
+export type BillingWebhookEventDto = {
+    id: string;
+    billingConnectionId: string;
+    providerEventId: string;
+    type: string;
+    providerCreatedAt?: DateTime;
+    /**
+     * Always true for stored events; `verifiedWith` says which secret matched.
+     */
+    signatureVerified: boolean;
+    verifiedWith?: 'CURRENT_SECRET' | 'PREVIOUS_SECRET';
+    status: BillingWebhookEventStatus;
+    attempts: number;
+    /**
+     * Why the last attempt failed (FAILED), or why the event was ignored (IGNORED).
+     */
+    lastError?: string;
+    receivedAt: DateTime;
+    processedAt?: DateTime;
+};
+
+export type BillingWebhookAckDto = {
+    received: boolean;
+    /**
+     * True when this provider event id was already in the inbox (nothing changed).
+     */
+    duplicate: boolean;
+};
+
+/**
+ * The provider's status (Paddle's map onto Stripe's names, which are the same words).
+ */
+export type ExternalSubscriptionStatus = 'incomplete' | 'incomplete_expired' | 'trialing' | 'active' | 'past_due' | 'unpaid' | 'paused' | 'canceled';
+
+export type ExternalSubscriptionDto = {
+    id: string;
+    workspaceAccessId: string;
+    billingConnectionId: string;
+    provider: BillingProvider;
+    /**
+     * Stripe `sub_...`, Paddle `sub_...`, or `app-sync:{accessId}` for APP_SYNC reports.
+     */
+    externalSubscriptionId: string;
+    externalCustomerId?: string;
+    status: ExternalSubscriptionStatus;
+    /**
+     * The plan the subscription's price maps to, when a mapping matches.
+     */
+    planId?: string;
+    externalProductId?: string;
+    externalPriceId?: string;
+    currentPeriodStart?: DateTime;
+    currentPeriodEnd?: DateTime;
+    cancelAtPeriodEnd: boolean;
+    canceledAt?: DateTime;
+    pastDueSince?: DateTime;
+    /**
+     * When the provider state this projection holds was current; older states never overwrite it.
+     */
+    sourceUpdatedAt: DateTime;
+    updatedAt: DateTime;
+};
+
+/**
+ * Same meaning as a provider subscription's status.
+ */
+export type BillingPeriodSyncStatus = 'active' | 'trialing' | 'past_due' | 'unpaid' | 'paused' | 'canceled';
+
+export type SyncBillingPeriodDto = {
+    /**
+     * An APP_SYNC connection of the access's workspace.
+     */
+    billingConnectionId: string;
+    /**
+     * The period's id in the customer's billing system; a period's identity.
+     */
+    externalPeriodId: string;
+    /**
+     * The plan of the period; or give `externalProductId` (and `externalPriceId`) to use a mapping.
+     */
+    planId?: string;
+    externalProductId?: string;
+    externalPriceId?: string;
+    periodStart: DateTime;
+    periodEnd: DateTime;
+    status: BillingPeriodSyncStatus;
+    cancelAtPeriodEnd?: boolean;
+    /**
+     * When this state was true in the customer's system; an older one never overwrites a newer one.
+     */
+    sourceUpdatedAt: DateTime;
+};
+
+export type BillingPeriodSyncDto = {
+    id: string;
+    workspaceAccessId: string;
+    billingConnectionId: string;
+    externalPeriodId: string;
+    planId: string;
+    periodStart: DateTime;
+    periodEnd: DateTime;
+    status: BillingPeriodSyncStatus;
+    cancelAtPeriodEnd?: boolean;
+    sourceUpdatedAt: DateTime;
+    /**
+     * True once the period's quota has been granted (exactly once per period).
+     */
+    quotaGranted?: boolean;
+    /**
+     * False when this report changed nothing (a repeat, or older than what is stored).
+     */
+    applied: boolean;
+    createdAt: DateTime;
+    updatedAt: DateTime;
+};
+
+export type PlanStatus = 'DRAFT' | 'ACTIVE' | 'ARCHIVED';
+
+export type BillingInterval = 'MONTH' | 'YEAR';
+
+export type QuotaStrategyStatus = 'DRAFT' | 'PUBLISHED';
+
+export type WorkspacePlanDto = {
+    id: string;
+    workspaceId: string;
+    key: string;
+    name: string;
+    billingInterval: BillingInterval;
+    status: PlanStatus;
+    metadata: Metadata;
+    createdAt: DateTime;
+    updatedAt: DateTime;
+    publishedAt?: DateTime;
+};
+
+export type PlanDetailDto = WorkspacePlanDto & {
+    /**
+     * The bindings in force now (at most one QUOTA binding).
+     */
+    strategyBindings: Array<StrategyBindingDto>;
+};
+
+export type CreatePlanDto = {
+    /**
+     * Lowercase letters, digits, `_`, `.` and `-`; unique per workspace.
+     */
+    key: string;
+    name: string;
+    billingInterval: BillingInterval;
+    metadata?: Metadata;
+};
+
+/**
+ * Every field optional; an empty object changes nothing.
+ */
+export type UpdateWorkspacePlanDto = {
+    /**
+     * Lowercase letters, digits, `_`, `.` and `-`; unique per workspace.
+     */
+    key?: string;
+    name?: string;
+    billingInterval?: BillingInterval;
+};
+
+export type QuotaStrategyDto = {
+    id: string;
+    workspaceId: string;
+    key: string;
+    version: number;
+    type: 'QUOTA';
+    resetInterval: BillingInterval;
+    quotaUnits: Int64String;
+    inputMultiplierPpm: Int64String;
+    outputMultiplierPpm: Int64String;
+    cachedInputMultiplierPpm: Int64String;
+    maxOutputTokens: number;
+    status: QuotaStrategyStatus;
+    createdAt: DateTime;
+    publishedAt?: DateTime;
+};
+
+export type CreateQuotaStrategyDto = {
+    /**
+     * The strategy family; an existing key gets its next version.
+     */
+    key: string;
+    /**
+     * Length of a quota period opened from this strategy.
+     */
+    resetInterval: BillingInterval;
+    /**
+     * Units granted per period.
+     */
+    quotaUnits: Int64String;
+    /**
+     * Units per uncached input token, in parts per million.
+     */
+    inputMultiplierPpm: Int64String;
+    /**
+     * Units per output token, in parts per million.
+     */
+    outputMultiplierPpm: Int64String;
+    /**
+     * Units per cached input token, in parts per million.
+     */
+    cachedInputMultiplierPpm: Int64String;
+    /**
+     * Upper bound of output tokens a call may ask for; bounds the reservation.
+     */
+    maxOutputTokens: number;
+};
+
+export type CreateStrategyBindingDto = {
+    strategyId: string;
+    effectiveFrom: DateTime;
+};
+
+export type StrategyBindingDto = {
+    id: string;
+    planId: string;
+    strategyId: string;
+    strategyType: 'QUOTA';
+    effectiveFrom: DateTime;
+    /**
+     * Absent while open-ended.
+     */
+    effectiveTo?: DateTime;
+    createdAt: DateTime;
+};
+
+export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
+
+/**
+ * How the gateway talks to the upstream. `openai`: OpenAI and OpenAI-compatible servers,
+ * key sent as `Authorization: Bearer`. `anthropic`: key sent as `x-api-key`, `anthropic-version`
+ * passed through.
+ *
+ */
+export type ProtocolProfile = 'openai' | 'anthropic';
+
+/**
+ * The upstream origin, optionally with a path prefix, without `/v1` and without a trailing
+ * slash (one is removed): `https://api.openai.com`, `https://api.anthropic.com`,
+ * `http://10.0.0.5:8000`. http(s) only; no credentials, query or fragment.
+ *
+ */
+export type ProviderBaseUrl = string;
+
+/**
+ * The upstream API key; write-only, stored encrypted, never returned.
+ */
+export type ProviderApiKey = string;
+
+/**
+ * How long the gateway waits for the upstream's response headers, in ms. Absent: the
+ * deployment's `NEXUS_UPSTREAM_TIMEOUT_MS`.
+ *
+ */
+export type UpstreamTimeoutMs = number;
+
+export type ProviderConnectionDto = {
+    id: string;
+    workspaceId: string;
+    name: string;
+    /**
+     * `{NEXUS_PUBLIC_URL}/providers/{id}`, ready to copy: `new OpenAI({ baseURL: gatewayBaseUrl + '/v1' })`
+     * or `new Anthropic({ baseURL: gatewayBaseUrl })` with an Inference Key.
+     *
+     */
+    gatewayBaseUrl: string;
+    protocolProfile: ProtocolProfile;
+    /**
+     * The upstream base URL the gateway appends the caller's path to.
+     */
+    baseUrl: string;
+    status: ProviderConnectionStatus;
+    /**
+     * A recognisable hint of the key, never more than its last 4 characters (`sk-...Ab3x`).
+     */
+    secretPreview: string;
+    lastVerifiedAt?: DateTime;
+    upstreamTimeoutMs?: UpstreamTimeoutMs;
+    metadata?: Metadata;
+    createdAt?: DateTime;
+    updatedAt?: DateTime;
+    archivedAt?: DateTime;
+};
+
+export type CreateProviderConnectionDto = {
+    name: string;
+    protocolProfile: ProtocolProfile;
+    baseUrl: ProviderBaseUrl;
+    metadata?: Metadata;
+    upstreamTimeoutMs?: UpstreamTimeoutMs;
+};
+
+export type TestProviderConnectionDto = {
+    protocolProfile: ProtocolProfile;
+    baseUrl: ProviderBaseUrl;
+};
+
+export type UpdateProviderConnectionDto = {
+    name?: string;
+    baseUrl?: ProviderBaseUrl;
+    /**
+     * ARCHIVED is reached only through `archiveProviderConnection`.
+     */
+    status?: 'ACTIVE' | 'SUSPENDED';
+    metadata?: Metadata;
+    /**
+     * A timeout in ms, or null for the deployment's default.
+     */
+    upstreamTimeoutMs?: UpstreamTimeoutMs | null;
+};
+
+export type RotateProviderSecretDto = {
+    [key: string]: never;
+};
+
+/**
+ * - `reachable`: the upstream answered 2xx with the given credentials (`accepted` is true).
+ * - `credentials_rejected`: it answered 401 or 403: the key (or the profile's way of sending it) was refused.
+ * - `unexpected_response`: it answered another status (a wrong `baseUrl` or profile often gives 404).
+ * - `unreachable`: no HTTP answer (connection refused, DNS failure, TLS error, refused private address).
+ * - `timeout`: no answer within the probe timeout.
+ *
+ */
+export type ProviderCheckOutcome = 'reachable' | 'credentials_rejected' | 'unexpected_response' | 'unreachable' | 'timeout';
+
+/**
+ * OperationResponseDto extended with what the upstream probe found.
+ */
+export type ProviderCheckResultDto = OperationResponseDto & {
+    outcome: ProviderCheckOutcome;
+    /**
+     * The upstream's status, when it answered.
+     */
+    httpStatus?: number;
+    /**
+     * Time from the start of the probe to its answer or failure.
+     */
+    latencyMs: number;
+    /**
+     * For a person; never contains the key or the upstream's body.
+     */
+    message?: string;
+    checkedAt: DateTime;
+};
+
 export type HealthDto = {
     status: 'ok';
+};
+
+/**
+ * `SUCCEEDED`: the provider answered 2xx and the answer was delivered to its end.
+ * `UPSTREAM_ERROR`: the provider answered with a status >= 400 (passed through as is).
+ * `FAILED`: no answer could be had (502), or the provider's stream broke before its end.
+ * `CLIENT_ABORTED`: the client went away before the last byte; the provider call was aborted.
+ * `REJECTED`: refused by Nexus before the provider was called (409, 429, or 400 `max_tokens_exceeded`).
+ *
+ */
+export type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
+
+/**
+ * `SUCCEEDED` (2xx delivered), `UPSTREAM_ERROR` (status >= 400), `FAILED` (no answer, or a broken stream), `ABORTED` (the client went away).
+ */
+export type InvocationAttemptStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'ABORTED';
+
+/**
+ * `USAGE`: one per settled call, at most the reserved units. `ADJUSTMENT`: the units a provider reported beyond the reservation.
+ */
+export type UsageEventKind = 'USAGE' | 'ADJUSTMENT';
+
+export type InvocationAttemptDto = {
+    id: string;
+    /**
+     * 1 for the first (and, today, only) attempt.
+     */
+    sequence: number;
+    providerConnectionId: string;
+    /**
+     * The model the provider says answered (empty when it said none).
+     */
+    upstreamModel: string;
+    status: InvocationAttemptStatus;
+    startedAt: DateTime;
+    firstTokenAt?: DateTime;
+    completedAt?: DateTime;
+    durationMs?: number;
+    httpStatus?: number;
+    /**
+     * `upstream_unavailable`, `upstream_timeout`, `upstream_stream_broken`, `client_aborted`, `usage_missing` (the answer carried no readable usage).
+     */
+    errorCode?: string;
+};
+
+export type UsageEventDto = {
+    id: string;
+    workspaceId: string;
+    workspaceAccessId: string;
+    quotaPeriodId: string;
+    reservationId?: string;
+    invocationId?: string;
+    kind: UsageEventKind;
+    units: Int64String;
+    inputTokens: Int64String;
+    cachedInputTokens: Int64String;
+    outputTokens: Int64String;
+    model?: string;
+    reason?: string;
+    createdAt: DateTime;
+};
+
+export type InvocationDto = {
+    id: string;
+    /**
+     * The `x-nexus-request-id` of the gateway call.
+     */
+    requestId: string;
+    /**
+     * The caller's W3C `traceparent` trace id, when it sent one.
+     */
+    traceId?: string;
+    workspaceId: string;
+    workspaceAccessId: string;
+    /**
+     * The `model` of the request body (empty when the request named none).
+     */
+    requestedModel: string;
+    providerConnectionId: string;
+    status: InvocationStatus;
+    quotaUnits: Int64String;
+    startedAt: DateTime;
+    firstTokenAt?: DateTime;
+    completedAt?: DateTime;
+    /**
+     * From the request's arrival to the response's last byte.
+     */
+    totalLatencyMs?: number;
+    /**
+     * totalLatencyMs - providerLatencyMs.
+     */
+    nexusLatencyMs?: number;
+    /**
+     * From sending the request upstream to the provider's last byte.
+     */
+    providerLatencyMs?: number;
+    /**
+     * Streams: from the request's arrival to the first body byte sent to the client.
+     */
+    totalTtftMs?: number;
+    /**
+     * totalTtftMs - providerTtftMs.
+     */
+    nexusTtftMs?: number;
+    /**
+     * Streams: from sending the request upstream to the provider's first body byte.
+     */
+    providerTtftMs?: number;
+    attempt?: InvocationAttemptDto;
+    usageEvents?: Array<UsageEventDto>;
 };
 
 export type WorkspaceStatus = 'ACTIVE' | 'ARCHIVED';
@@ -94,6 +839,25 @@ export type UpdateWorkspaceDto = {
     allowUnmeteredPassthrough?: boolean;
 };
 
+export type CreateProviderConnectionDtoWritable = {
+    name: string;
+    protocolProfile: ProtocolProfile;
+    baseUrl: ProviderBaseUrl;
+    apiKey: ProviderApiKey;
+    metadata?: Metadata;
+    upstreamTimeoutMs?: UpstreamTimeoutMs;
+};
+
+export type TestProviderConnectionDtoWritable = {
+    protocolProfile: ProtocolProfile;
+    baseUrl: ProviderBaseUrl;
+    apiKey: ProviderApiKey;
+};
+
+export type RotateProviderSecretDtoWritable = {
+    apiKey: ProviderApiKey;
+};
+
 /**
  * Page size.
  */
@@ -110,6 +874,2764 @@ export type Cursor = string;
 export type IdempotencyKey = string;
 
 export type WorkspaceId = string;
+
+export type AccessIdParam = string;
+
+export type InferenceKeyIdParam = string;
+
+export type BillingConnectionIdParam = string;
+
+export type BillingAccessIdParam = string;
+
+/**
+ * A provider connection of the workspace resolved from the inference key.
+ */
+export type ProviderConnectionIdPath = string;
+
+/**
+ * Greedy suffix that may contain `/` (e.g. `v1/chat/completions`), appended with the query
+ * string to the connection's `baseUrl`. Refused with 400 `unsafe_proxy_request`: `..` or `.`
+ * segments in any percent-encoding, encoded `/` or `\`, backslashes, control characters,
+ * empty segments (`//`) and absolute URLs.
+ *
+ */
+export type ProviderPath = string;
+
+export type PlanIdParam = string;
+
+export type StrategyIdParam = string;
+
+export type BindingIdParam = string;
+
+/**
+ * The provider's payload, opaque to Nexus (forwarded byte for byte, see above).
+ */
+export type ProviderPayload = {
+    [key: string]: unknown;
+};
+
+export type ListWorkspaceUsersData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        status?: WorkspaceAccessStatus;
+        planId?: string;
+        externalUserId?: string;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/users';
+};
+
+export type ListWorkspaceUsersErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListWorkspaceUsersError = ListWorkspaceUsersErrors[keyof ListWorkspaceUsersErrors];
+
+export type ListWorkspaceUsersResponses = {
+    /**
+     * A page of users with their access, newest first.
+     */
+    200: Array<WorkspaceUserDto>;
+};
+
+export type ListWorkspaceUsersResponse = ListWorkspaceUsersResponses[keyof ListWorkspaceUsersResponses];
+
+export type ProvisionWorkspaceUserData = {
+    body: ProvisionWorkspaceUserDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/users';
+};
+
+export type ProvisionWorkspaceUserErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ProvisionWorkspaceUserError = ProvisionWorkspaceUserErrors[keyof ProvisionWorkspaceUserErrors];
+
+export type ProvisionWorkspaceUserResponses = {
+    /**
+     * The user and their access (created now, or already there).
+     */
+    201: ProvisionedWorkspaceUserDto;
+};
+
+export type ProvisionWorkspaceUserResponse = ProvisionWorkspaceUserResponses[keyof ProvisionWorkspaceUserResponses];
+
+export type GetWorkspaceAccessData = {
+    body?: never;
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}';
+};
+
+export type GetWorkspaceAccessErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type GetWorkspaceAccessError = GetWorkspaceAccessErrors[keyof GetWorkspaceAccessErrors];
+
+export type GetWorkspaceAccessResponses = {
+    /**
+     * The access.
+     */
+    200: WorkspaceAccessDto;
+};
+
+export type GetWorkspaceAccessResponse = GetWorkspaceAccessResponses[keyof GetWorkspaceAccessResponses];
+
+export type ActivateWorkspaceAccessData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/activate';
+};
+
+export type ActivateWorkspaceAccessErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ActivateWorkspaceAccessError = ActivateWorkspaceAccessErrors[keyof ActivateWorkspaceAccessErrors];
+
+export type ActivateWorkspaceAccessResponses = {
+    /**
+     * The access, ACTIVE.
+     */
+    200: WorkspaceAccessDto;
+};
+
+export type ActivateWorkspaceAccessResponse = ActivateWorkspaceAccessResponses[keyof ActivateWorkspaceAccessResponses];
+
+export type SuspendWorkspaceAccessData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/suspend';
+};
+
+export type SuspendWorkspaceAccessErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type SuspendWorkspaceAccessError = SuspendWorkspaceAccessErrors[keyof SuspendWorkspaceAccessErrors];
+
+export type SuspendWorkspaceAccessResponses = {
+    /**
+     * The access, SUSPENDED.
+     */
+    200: WorkspaceAccessDto;
+};
+
+export type SuspendWorkspaceAccessResponse = SuspendWorkspaceAccessResponses[keyof SuspendWorkspaceAccessResponses];
+
+export type RenewWorkspaceAccessData = {
+    body: RenewAccessDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/renew';
+};
+
+export type RenewWorkspaceAccessErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type RenewWorkspaceAccessError = RenewWorkspaceAccessErrors[keyof RenewWorkspaceAccessErrors];
+
+export type RenewWorkspaceAccessResponses = {
+    /**
+     * The access.
+     */
+    200: WorkspaceAccessDto;
+};
+
+export type RenewWorkspaceAccessResponse = RenewWorkspaceAccessResponses[keyof RenewWorkspaceAccessResponses];
+
+export type ChangeAccessPlanData = {
+    body: ChangeAccessPlanDto;
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/plan';
+};
+
+export type ChangeAccessPlanErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ChangeAccessPlanError = ChangeAccessPlanErrors[keyof ChangeAccessPlanErrors];
+
+export type ChangeAccessPlanResponses = {
+    /**
+     * The access.
+     */
+    200: WorkspaceAccessDto;
+};
+
+export type ChangeAccessPlanResponse = ChangeAccessPlanResponses[keyof ChangeAccessPlanResponses];
+
+export type ListInferenceKeysData = {
+    body?: never;
+    path: {
+        accessId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/workspace-accesses/{accessId}/api-keys';
+};
+
+export type ListInferenceKeysErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListInferenceKeysError = ListInferenceKeysErrors[keyof ListInferenceKeysErrors];
+
+export type ListInferenceKeysResponses = {
+    /**
+     * A page of keys (never their plaintext), newest first.
+     */
+    200: Array<ApiKeyDto>;
+};
+
+export type ListInferenceKeysResponse = ListInferenceKeysResponses[keyof ListInferenceKeysResponses];
+
+export type IssueInferenceKeyData = {
+    body?: IssueInferenceKeyDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/api-keys';
+};
+
+export type IssueInferenceKeyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type IssueInferenceKeyError = IssueInferenceKeyErrors[keyof IssueInferenceKeyErrors];
+
+export type IssueInferenceKeyResponses = {
+    /**
+     * The key; `apiKey` is the plaintext, shown only this once.
+     */
+    201: IssuedInferenceKeyDto;
+};
+
+export type IssueInferenceKeyResponse = IssueInferenceKeyResponses[keyof IssueInferenceKeyResponses];
+
+export type RevokeInferenceKeyData = {
+    body?: never;
+    path: {
+        accessId: string;
+        keyId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/api-keys/{keyId}';
+};
+
+export type RevokeInferenceKeyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type RevokeInferenceKeyError = RevokeInferenceKeyErrors[keyof RevokeInferenceKeyErrors];
+
+export type RevokeInferenceKeyResponses = {
+    /**
+     * Revoked (again: no change).
+     */
+    204: void;
+};
+
+export type RevokeInferenceKeyResponse = RevokeInferenceKeyResponses[keyof RevokeInferenceKeyResponses];
+
+export type GetWorkspaceAccessQuotaData = {
+    body?: never;
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/quota';
+};
+
+export type GetWorkspaceAccessQuotaErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type GetWorkspaceAccessQuotaError = GetWorkspaceAccessQuotaErrors[keyof GetWorkspaceAccessQuotaErrors];
+
+export type GetWorkspaceAccessQuotaResponses = {
+    /**
+     * The current period's numbers.
+     */
+    200: QuotaSnapshotDto;
+};
+
+export type GetWorkspaceAccessQuotaResponse = GetWorkspaceAccessQuotaResponses[keyof GetWorkspaceAccessQuotaResponses];
+
+export type ListAuditLogsData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        /**
+         * Only entries with this action (`provider_connection.secret_rotated`, ...).
+         */
+        action?: string;
+        /**
+         * Only entries about this kind of resource (`workspace`, `provider_connection`, ...).
+         */
+        resourceType?: string;
+        /**
+         * Only entries about this resource.
+         */
+        resourceId?: string;
+        /**
+         * Only entries made with this Management Key (`root` for the root key).
+         */
+        actorKeyId?: string;
+        /**
+         * Only entries at or after this time (RFC 3339).
+         */
+        since?: string;
+        /**
+         * Only entries before this time (RFC 3339).
+         */
+        until?: string;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/audit-logs';
+};
+
+export type ListAuditLogsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListAuditLogsError = ListAuditLogsErrors[keyof ListAuditLogsErrors];
+
+export type ListAuditLogsResponses = {
+    /**
+     * A page of audit entries.
+     */
+    200: Array<AuditLogDto>;
+};
+
+export type ListAuditLogsResponse = ListAuditLogsResponses[keyof ListAuditLogsResponses];
+
+export type ListBillingConnectionsData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        status?: BillingConnectionStatus;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/billing-connections';
+};
+
+export type ListBillingConnectionsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListBillingConnectionsError = ListBillingConnectionsErrors[keyof ListBillingConnectionsErrors];
+
+export type ListBillingConnectionsResponses = {
+    /**
+     * A page of billing connections.
+     */
+    200: Array<BillingConnectionDto>;
+};
+
+export type ListBillingConnectionsResponse = ListBillingConnectionsResponses[keyof ListBillingConnectionsResponses];
+
+export type CreateBillingConnectionData = {
+    body: CreateBillingConnectionDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/billing-connections';
+};
+
+export type CreateBillingConnectionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type CreateBillingConnectionError = CreateBillingConnectionErrors[keyof CreateBillingConnectionErrors];
+
+export type CreateBillingConnectionResponses = {
+    /**
+     * Created.
+     */
+    201: BillingConnectionDto;
+};
+
+export type CreateBillingConnectionResponse = CreateBillingConnectionResponses[keyof CreateBillingConnectionResponses];
+
+export type DisableBillingConnectionData = {
+    body?: never;
+    path: {
+        connectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/billing-connections/{connectionId}';
+};
+
+export type DisableBillingConnectionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type DisableBillingConnectionError = DisableBillingConnectionErrors[keyof DisableBillingConnectionErrors];
+
+export type DisableBillingConnectionResponses = {
+    /**
+     * Disabled.
+     */
+    204: void;
+};
+
+export type DisableBillingConnectionResponse = DisableBillingConnectionResponses[keyof DisableBillingConnectionResponses];
+
+export type ConfigureBillingProviderCredentialData = {
+    body: ConfigureBillingProviderCredentialDto;
+    path: {
+        connectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/billing-connections/{connectionId}/provider-credential';
+};
+
+export type ConfigureBillingProviderCredentialErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ConfigureBillingProviderCredentialError = ConfigureBillingProviderCredentialErrors[keyof ConfigureBillingProviderCredentialErrors];
+
+export type ConfigureBillingProviderCredentialResponses = {
+    /**
+     * The connection.
+     */
+    200: BillingConnectionDto;
+};
+
+export type ConfigureBillingProviderCredentialResponse = ConfigureBillingProviderCredentialResponses[keyof ConfigureBillingProviderCredentialResponses];
+
+export type ConfigureBillingWebhookSecretData = {
+    body: ConfigureBillingWebhookSecretDto;
+    path: {
+        connectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/billing-connections/{connectionId}/webhook-secret';
+};
+
+export type ConfigureBillingWebhookSecretErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ConfigureBillingWebhookSecretError = ConfigureBillingWebhookSecretErrors[keyof ConfigureBillingWebhookSecretErrors];
+
+export type ConfigureBillingWebhookSecretResponses = {
+    /**
+     * The connection.
+     */
+    200: BillingConnectionDto;
+};
+
+export type ConfigureBillingWebhookSecretResponse = ConfigureBillingWebhookSecretResponses[keyof ConfigureBillingWebhookSecretResponses];
+
+export type VerifyBillingConnectionData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        connectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/billing-connections/{connectionId}/verify';
+};
+
+export type VerifyBillingConnectionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type VerifyBillingConnectionError = VerifyBillingConnectionErrors[keyof VerifyBillingConnectionErrors];
+
+export type VerifyBillingConnectionResponses = {
+    /**
+     * The connection with the verification outcome.
+     */
+    200: BillingConnectionDto;
+};
+
+export type VerifyBillingConnectionResponse = VerifyBillingConnectionResponses[keyof VerifyBillingConnectionResponses];
+
+export type ListBillingProductMappingsData = {
+    body?: never;
+    path: {
+        connectionId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        status?: BillingProductMappingStatus;
+    };
+    url: '/admin/v1/billing-connections/{connectionId}/product-mappings';
+};
+
+export type ListBillingProductMappingsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListBillingProductMappingsError = ListBillingProductMappingsErrors[keyof ListBillingProductMappingsErrors];
+
+export type ListBillingProductMappingsResponses = {
+    /**
+     * A page of product mappings.
+     */
+    200: Array<BillingProductMappingDto>;
+};
+
+export type ListBillingProductMappingsResponse = ListBillingProductMappingsResponses[keyof ListBillingProductMappingsResponses];
+
+export type CreateBillingProductMappingData = {
+    body: CreateProductMappingDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        connectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/billing-connections/{connectionId}/product-mappings';
+};
+
+export type CreateBillingProductMappingErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type CreateBillingProductMappingError = CreateBillingProductMappingErrors[keyof CreateBillingProductMappingErrors];
+
+export type CreateBillingProductMappingResponses = {
+    /**
+     * Created.
+     */
+    201: IdResponseDto;
+};
+
+export type CreateBillingProductMappingResponse = CreateBillingProductMappingResponses[keyof CreateBillingProductMappingResponses];
+
+export type DeleteBillingProductMappingData = {
+    body?: never;
+    path: {
+        mappingId: string;
+    };
+    query?: never;
+    url: '/admin/v1/billing-product-mappings/{mappingId}';
+};
+
+export type DeleteBillingProductMappingErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type DeleteBillingProductMappingError = DeleteBillingProductMappingErrors[keyof DeleteBillingProductMappingErrors];
+
+export type DeleteBillingProductMappingResponses = {
+    /**
+     * Disabled.
+     */
+    204: void;
+};
+
+export type DeleteBillingProductMappingResponse = DeleteBillingProductMappingResponses[keyof DeleteBillingProductMappingResponses];
+
+export type CreateCheckoutData = {
+    body: CreateCheckoutDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/billing-checkouts';
+};
+
+export type CreateCheckoutErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+    /**
+     * No answer could be had from the upstream.
+     */
+    502: Error;
+};
+
+export type CreateCheckoutError = CreateCheckoutErrors[keyof CreateCheckoutErrors];
+
+export type CreateCheckoutResponses = {
+    /**
+     * The checkout.
+     */
+    201: BillingCheckoutDto;
+};
+
+export type CreateCheckoutResponse = CreateCheckoutResponses[keyof CreateCheckoutResponses];
+
+export type ListBillingWebhookEventsData = {
+    body?: never;
+    path: {
+        connectionId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        status?: BillingWebhookEventStatus;
+        /**
+         * The provider's event type, exactly (`customer.subscription.updated`).
+         */
+        type?: string;
+    };
+    url: '/admin/v1/billing-connections/{connectionId}/webhook-events';
+};
+
+export type ListBillingWebhookEventsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListBillingWebhookEventsError = ListBillingWebhookEventsErrors[keyof ListBillingWebhookEventsErrors];
+
+export type ListBillingWebhookEventsResponses = {
+    /**
+     * A page of inbox events.
+     */
+    200: Array<BillingWebhookEventDto>;
+};
+
+export type ListBillingWebhookEventsResponse = ListBillingWebhookEventsResponses[keyof ListBillingWebhookEventsResponses];
+
+export type ReplayBillingWebhookEventData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        eventId: string;
+    };
+    query?: never;
+    url: '/admin/v1/webhook-events/{eventId}/replay';
+};
+
+export type ReplayBillingWebhookEventErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ReplayBillingWebhookEventError = ReplayBillingWebhookEventErrors[keyof ReplayBillingWebhookEventErrors];
+
+export type ReplayBillingWebhookEventResponses = {
+    /**
+     * Accepted.
+     */
+    200: OperationResponseDto;
+};
+
+export type ReplayBillingWebhookEventResponse = ReplayBillingWebhookEventResponses[keyof ReplayBillingWebhookEventResponses];
+
+export type ListExternalSubscriptionsData = {
+    body?: never;
+    path: {
+        accessId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/workspace-accesses/{accessId}/external-subscriptions';
+};
+
+export type ListExternalSubscriptionsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListExternalSubscriptionsError = ListExternalSubscriptionsErrors[keyof ListExternalSubscriptionsErrors];
+
+export type ListExternalSubscriptionsResponses = {
+    /**
+     * A page of projections.
+     */
+    200: Array<ExternalSubscriptionDto>;
+};
+
+export type ListExternalSubscriptionsResponse = ListExternalSubscriptionsResponses[keyof ListExternalSubscriptionsResponses];
+
+export type ReconcileBillingConnectionData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        connectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/billing-connections/{connectionId}/reconcile';
+};
+
+export type ReconcileBillingConnectionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+    /**
+     * No answer could be had from the upstream.
+     */
+    502: Error;
+};
+
+export type ReconcileBillingConnectionError = ReconcileBillingConnectionErrors[keyof ReconcileBillingConnectionErrors];
+
+export type ReconcileBillingConnectionResponses = {
+    /**
+     * Accepted.
+     */
+    200: OperationResponseDto;
+};
+
+export type ReconcileBillingConnectionResponse = ReconcileBillingConnectionResponses[keyof ReconcileBillingConnectionResponses];
+
+export type SyncWorkspaceAccessBillingPeriodData = {
+    body: SyncBillingPeriodDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/billing-periods/sync';
+};
+
+export type SyncWorkspaceAccessBillingPeriodErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type SyncWorkspaceAccessBillingPeriodError = SyncWorkspaceAccessBillingPeriodErrors[keyof SyncWorkspaceAccessBillingPeriodErrors];
+
+export type SyncWorkspaceAccessBillingPeriodResponses = {
+    /**
+     * The period as stored.
+     */
+    200: BillingPeriodSyncDto;
+};
+
+export type SyncWorkspaceAccessBillingPeriodResponse = SyncWorkspaceAccessBillingPeriodResponses[keyof SyncWorkspaceAccessBillingPeriodResponses];
+
+export type ReceiveBillingWebhookData = {
+    /**
+     * The provider's event, opaque here; verified byte for byte.
+     */
+    body: {
+        [key: string]: unknown;
+    };
+    path: {
+        connectionId: string;
+    };
+    query?: never;
+    url: '/webhooks/billing/{connectionId}';
+};
+
+export type ReceiveBillingWebhookErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ReceiveBillingWebhookError = ReceiveBillingWebhookErrors[keyof ReceiveBillingWebhookErrors];
+
+export type ReceiveBillingWebhookResponses = {
+    /**
+     * Stored (or already stored).
+     */
+    200: BillingWebhookAckDto;
+};
+
+export type ReceiveBillingWebhookResponse = ReceiveBillingWebhookResponses[keyof ReceiveBillingWebhookResponses];
+
+export type ProxyProviderDeleteData = {
+    body?: never;
+    path: {
+        /**
+         * A provider connection of the workspace resolved from the inference key.
+         */
+        providerConnectionId: string;
+        /**
+         * Greedy suffix that may contain `/` (e.g. `v1/chat/completions`), appended with the query
+         * string to the connection's `baseUrl`. Refused with 400 `unsafe_proxy_request`: `..` or `.`
+         * segments in any percent-encoding, encoded `/` or `\`, backslashes, control characters,
+         * empty segments (`//`) and absolute URLs.
+         *
+         */
+        providerPath: string;
+    };
+    query?: never;
+    url: '/providers/{providerConnectionId}/{providerPath}';
+};
+
+export type ProxyProviderDeleteErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
+     */
+    401: Error;
+    /**
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
+     */
+    403: Error;
+    /**
+     * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
+     */
+    404: Error;
+    /**
+     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
+     */
+    429: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+    /**
+     * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
+     */
+    502: Error;
+};
+
+export type ProxyProviderDeleteError = ProxyProviderDeleteErrors[keyof ProxyProviderDeleteErrors];
+
+export type ProxyProviderDeleteResponses = {
+    /**
+     * The provider's answer, with its status (any status the provider sends is passed through),
+     * its content type and the headers a client needs (`content-type`, the provider's request id
+     * in `x-request-id` / `request-id`, rate-limit headers, `retry-after`). `text/event-stream`
+     * and `application/octet-stream` are streamed as they arrive.
+     *
+     */
+    200: unknown;
+};
+
+export type ProxyProviderGetData = {
+    body?: never;
+    path: {
+        /**
+         * A provider connection of the workspace resolved from the inference key.
+         */
+        providerConnectionId: string;
+        /**
+         * Greedy suffix that may contain `/` (e.g. `v1/chat/completions`), appended with the query
+         * string to the connection's `baseUrl`. Refused with 400 `unsafe_proxy_request`: `..` or `.`
+         * segments in any percent-encoding, encoded `/` or `\`, backslashes, control characters,
+         * empty segments (`//`) and absolute URLs.
+         *
+         */
+        providerPath: string;
+    };
+    query?: never;
+    url: '/providers/{providerConnectionId}/{providerPath}';
+};
+
+export type ProxyProviderGetErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
+     */
+    401: Error;
+    /**
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
+     */
+    403: Error;
+    /**
+     * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
+     */
+    404: Error;
+    /**
+     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
+     */
+    429: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+    /**
+     * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
+     */
+    502: Error;
+};
+
+export type ProxyProviderGetError = ProxyProviderGetErrors[keyof ProxyProviderGetErrors];
+
+export type ProxyProviderGetResponses = {
+    /**
+     * The provider's answer, with its status (any status the provider sends is passed through),
+     * its content type and the headers a client needs (`content-type`, the provider's request id
+     * in `x-request-id` / `request-id`, rate-limit headers, `retry-after`). `text/event-stream`
+     * and `application/octet-stream` are streamed as they arrive.
+     *
+     */
+    200: unknown;
+};
+
+export type ProxyProviderPatchData = {
+    /**
+     * The provider's payload, opaque to Nexus (forwarded byte for byte, see above).
+     */
+    body?: ProviderPayload;
+    path: {
+        /**
+         * A provider connection of the workspace resolved from the inference key.
+         */
+        providerConnectionId: string;
+        /**
+         * Greedy suffix that may contain `/` (e.g. `v1/chat/completions`), appended with the query
+         * string to the connection's `baseUrl`. Refused with 400 `unsafe_proxy_request`: `..` or `.`
+         * segments in any percent-encoding, encoded `/` or `\`, backslashes, control characters,
+         * empty segments (`//`) and absolute URLs.
+         *
+         */
+        providerPath: string;
+    };
+    query?: never;
+    url: '/providers/{providerConnectionId}/{providerPath}';
+};
+
+export type ProxyProviderPatchErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
+     */
+    401: Error;
+    /**
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
+     */
+    403: Error;
+    /**
+     * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
+     */
+    404: Error;
+    /**
+     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
+     */
+    429: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+    /**
+     * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
+     */
+    502: Error;
+};
+
+export type ProxyProviderPatchError = ProxyProviderPatchErrors[keyof ProxyProviderPatchErrors];
+
+export type ProxyProviderPatchResponses = {
+    /**
+     * The provider's answer, with its status (any status the provider sends is passed through),
+     * its content type and the headers a client needs (`content-type`, the provider's request id
+     * in `x-request-id` / `request-id`, rate-limit headers, `retry-after`). `text/event-stream`
+     * and `application/octet-stream` are streamed as they arrive.
+     *
+     */
+    200: unknown;
+};
+
+export type ProxyProviderPostData = {
+    /**
+     * The provider's payload, opaque to Nexus (forwarded byte for byte, see above).
+     */
+    body?: ProviderPayload;
+    path: {
+        /**
+         * A provider connection of the workspace resolved from the inference key.
+         */
+        providerConnectionId: string;
+        /**
+         * Greedy suffix that may contain `/` (e.g. `v1/chat/completions`), appended with the query
+         * string to the connection's `baseUrl`. Refused with 400 `unsafe_proxy_request`: `..` or `.`
+         * segments in any percent-encoding, encoded `/` or `\`, backslashes, control characters,
+         * empty segments (`//`) and absolute URLs.
+         *
+         */
+        providerPath: string;
+    };
+    query?: never;
+    url: '/providers/{providerConnectionId}/{providerPath}';
+};
+
+export type ProxyProviderPostErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
+     */
+    401: Error;
+    /**
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
+     */
+    403: Error;
+    /**
+     * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
+     */
+    404: Error;
+    /**
+     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
+     */
+    429: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+    /**
+     * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
+     */
+    502: Error;
+};
+
+export type ProxyProviderPostError = ProxyProviderPostErrors[keyof ProxyProviderPostErrors];
+
+export type ProxyProviderPostResponses = {
+    /**
+     * The provider's answer, with its status (any status the provider sends is passed through),
+     * its content type and the headers a client needs (`content-type`, the provider's request id
+     * in `x-request-id` / `request-id`, rate-limit headers, `retry-after`). `text/event-stream`
+     * and `application/octet-stream` are streamed as they arrive.
+     *
+     */
+    200: unknown;
+};
+
+export type ProxyProviderPutData = {
+    /**
+     * The provider's payload, opaque to Nexus (forwarded byte for byte, see above).
+     */
+    body?: ProviderPayload;
+    path: {
+        /**
+         * A provider connection of the workspace resolved from the inference key.
+         */
+        providerConnectionId: string;
+        /**
+         * Greedy suffix that may contain `/` (e.g. `v1/chat/completions`), appended with the query
+         * string to the connection's `baseUrl`. Refused with 400 `unsafe_proxy_request`: `..` or `.`
+         * segments in any percent-encoding, encoded `/` or `\`, backslashes, control characters,
+         * empty segments (`//`) and absolute URLs.
+         *
+         */
+        providerPath: string;
+    };
+    query?: never;
+    url: '/providers/{providerConnectionId}/{providerPath}';
+};
+
+export type ProxyProviderPutErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
+     */
+    401: Error;
+    /**
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
+     */
+    403: Error;
+    /**
+     * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
+     */
+    404: Error;
+    /**
+     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
+     */
+    429: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+    /**
+     * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
+     */
+    502: Error;
+};
+
+export type ProxyProviderPutError = ProxyProviderPutErrors[keyof ProxyProviderPutErrors];
+
+export type ProxyProviderPutResponses = {
+    /**
+     * The provider's answer, with its status (any status the provider sends is passed through),
+     * its content type and the headers a client needs (`content-type`, the provider's request id
+     * in `x-request-id` / `request-id`, rate-limit headers, `retry-after`). `text/event-stream`
+     * and `application/octet-stream` are streamed as they arrive.
+     *
+     */
+    200: unknown;
+};
+
+export type ListPlansData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        status?: PlanStatus;
+        key?: string;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/plans';
+};
+
+export type ListPlansErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListPlansError = ListPlansErrors[keyof ListPlansErrors];
+
+export type ListPlansResponses = {
+    /**
+     * A page of plans, newest first.
+     */
+    200: Array<WorkspacePlanDto>;
+};
+
+export type ListPlansResponse = ListPlansResponses[keyof ListPlansResponses];
+
+export type CreatePlanData = {
+    body: CreatePlanDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/plans';
+};
+
+export type CreatePlanErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type CreatePlanError = CreatePlanErrors[keyof CreatePlanErrors];
+
+export type CreatePlanResponses = {
+    /**
+     * Created, as DRAFT.
+     */
+    201: WorkspacePlanDto;
+};
+
+export type CreatePlanResponse = CreatePlanResponses[keyof CreatePlanResponses];
+
+export type GetPlanData = {
+    body?: never;
+    path: {
+        planId: string;
+    };
+    query?: never;
+    url: '/admin/v1/plans/{planId}';
+};
+
+export type GetPlanErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type GetPlanError = GetPlanErrors[keyof GetPlanErrors];
+
+export type GetPlanResponses = {
+    /**
+     * The plan with the strategy bindings in force now.
+     */
+    200: PlanDetailDto;
+};
+
+export type GetPlanResponse = GetPlanResponses[keyof GetPlanResponses];
+
+export type UpdatePlanData = {
+    body: UpdateWorkspacePlanDto;
+    path: {
+        planId: string;
+    };
+    query?: never;
+    url: '/admin/v1/plans/{planId}';
+};
+
+export type UpdatePlanErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type UpdatePlanError = UpdatePlanErrors[keyof UpdatePlanErrors];
+
+export type UpdatePlanResponses = {
+    /**
+     * The plan.
+     */
+    200: WorkspacePlanDto;
+};
+
+export type UpdatePlanResponse = UpdatePlanResponses[keyof UpdatePlanResponses];
+
+export type PublishPlanData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        planId: string;
+    };
+    query?: never;
+    url: '/admin/v1/plans/{planId}/publish';
+};
+
+export type PublishPlanErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type PublishPlanError = PublishPlanErrors[keyof PublishPlanErrors];
+
+export type PublishPlanResponses = {
+    /**
+     * The plan, ACTIVE.
+     */
+    200: WorkspacePlanDto;
+};
+
+export type PublishPlanResponse = PublishPlanResponses[keyof PublishPlanResponses];
+
+export type CreateQuotaStrategyData = {
+    body: CreateQuotaStrategyDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/plan-strategies/quota';
+};
+
+export type CreateQuotaStrategyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type CreateQuotaStrategyError = CreateQuotaStrategyErrors[keyof CreateQuotaStrategyErrors];
+
+export type CreateQuotaStrategyResponses = {
+    /**
+     * Created, as DRAFT.
+     */
+    201: QuotaStrategyDto;
+};
+
+export type CreateQuotaStrategyResponse = CreateQuotaStrategyResponses[keyof CreateQuotaStrategyResponses];
+
+export type ListPlanStrategiesData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        key?: string;
+        status?: QuotaStrategyStatus;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/plan-strategies';
+};
+
+export type ListPlanStrategiesErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListPlanStrategiesError = ListPlanStrategiesErrors[keyof ListPlanStrategiesErrors];
+
+export type ListPlanStrategiesResponses = {
+    /**
+     * A page of strategy versions, newest first.
+     */
+    200: Array<QuotaStrategyDto>;
+};
+
+export type ListPlanStrategiesResponse = ListPlanStrategiesResponses[keyof ListPlanStrategiesResponses];
+
+export type GetPlanStrategyData = {
+    body?: never;
+    path: {
+        strategyId: string;
+    };
+    query?: never;
+    url: '/admin/v1/plan-strategies/{strategyId}';
+};
+
+export type GetPlanStrategyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type GetPlanStrategyError = GetPlanStrategyErrors[keyof GetPlanStrategyErrors];
+
+export type GetPlanStrategyResponses = {
+    /**
+     * The strategy version.
+     */
+    200: QuotaStrategyDto;
+};
+
+export type GetPlanStrategyResponse = GetPlanStrategyResponses[keyof GetPlanStrategyResponses];
+
+export type PublishPlanStrategyData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        strategyId: string;
+    };
+    query?: never;
+    url: '/admin/v1/plan-strategies/{strategyId}/publish';
+};
+
+export type PublishPlanStrategyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type PublishPlanStrategyError = PublishPlanStrategyErrors[keyof PublishPlanStrategyErrors];
+
+export type PublishPlanStrategyResponses = {
+    /**
+     * The strategy version, PUBLISHED.
+     */
+    200: QuotaStrategyDto;
+};
+
+export type PublishPlanStrategyResponse = PublishPlanStrategyResponses[keyof PublishPlanStrategyResponses];
+
+export type ListPlanStrategyBindingsData = {
+    body?: never;
+    path: {
+        planId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/plans/{planId}/strategy-bindings';
+};
+
+export type ListPlanStrategyBindingsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListPlanStrategyBindingsError = ListPlanStrategyBindingsErrors[keyof ListPlanStrategyBindingsErrors];
+
+export type ListPlanStrategyBindingsResponses = {
+    /**
+     * Current and historical bindings, newest first.
+     */
+    200: Array<StrategyBindingDto>;
+};
+
+export type ListPlanStrategyBindingsResponse = ListPlanStrategyBindingsResponses[keyof ListPlanStrategyBindingsResponses];
+
+export type BindPlanStrategyData = {
+    body: CreateStrategyBindingDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        planId: string;
+    };
+    query?: never;
+    url: '/admin/v1/plans/{planId}/strategy-bindings';
+};
+
+export type BindPlanStrategyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type BindPlanStrategyError = BindPlanStrategyErrors[keyof BindPlanStrategyErrors];
+
+export type BindPlanStrategyResponses = {
+    /**
+     * The binding.
+     */
+    201: StrategyBindingDto;
+};
+
+export type BindPlanStrategyResponse = BindPlanStrategyResponses[keyof BindPlanStrategyResponses];
+
+export type ClosePlanStrategyBindingData = {
+    body?: never;
+    path: {
+        bindingId: string;
+    };
+    query?: {
+        /**
+         * When the binding stops being in force (RFC 3339); now by default.
+         */
+        effectiveAt?: DateTime;
+    };
+    url: '/admin/v1/plan-strategy-bindings/{bindingId}';
+};
+
+export type ClosePlanStrategyBindingErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ClosePlanStrategyBindingError = ClosePlanStrategyBindingErrors[keyof ClosePlanStrategyBindingErrors];
+
+export type ClosePlanStrategyBindingResponses = {
+    /**
+     * Closed.
+     */
+    200: OperationResponseDto;
+};
+
+export type ClosePlanStrategyBindingResponse = ClosePlanStrategyBindingResponses[keyof ClosePlanStrategyBindingResponses];
+
+export type ListProviderConnectionsData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        /**
+         * Only connections in this status.
+         */
+        status?: ProviderConnectionStatus;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/provider-connections';
+};
+
+export type ListProviderConnectionsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListProviderConnectionsError = ListProviderConnectionsErrors[keyof ListProviderConnectionsErrors];
+
+export type ListProviderConnectionsResponses = {
+    /**
+     * A page of connections.
+     */
+    200: Array<ProviderConnectionDto>;
+};
+
+export type ListProviderConnectionsResponse = ListProviderConnectionsResponses[keyof ListProviderConnectionsResponses];
+
+export type CreateProviderConnectionData = {
+    body: CreateProviderConnectionDtoWritable;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/provider-connections';
+};
+
+export type CreateProviderConnectionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type CreateProviderConnectionError = CreateProviderConnectionErrors[keyof CreateProviderConnectionErrors];
+
+export type CreateProviderConnectionResponses = {
+    /**
+     * Created.
+     */
+    201: ProviderConnectionDto;
+};
+
+export type CreateProviderConnectionResponse = CreateProviderConnectionResponses[keyof CreateProviderConnectionResponses];
+
+export type TestProviderConnectionData = {
+    body: TestProviderConnectionDtoWritable;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/provider-connections/test';
+};
+
+export type TestProviderConnectionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type TestProviderConnectionError = TestProviderConnectionErrors[keyof TestProviderConnectionErrors];
+
+export type TestProviderConnectionResponses = {
+    /**
+     * The probe's result.
+     */
+    200: ProviderCheckResultDto;
+};
+
+export type TestProviderConnectionResponse = TestProviderConnectionResponses[keyof TestProviderConnectionResponses];
+
+export type ArchiveProviderConnectionData = {
+    body?: never;
+    path: {
+        providerConnectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/provider-connections/{providerConnectionId}';
+};
+
+export type ArchiveProviderConnectionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ArchiveProviderConnectionError = ArchiveProviderConnectionErrors[keyof ArchiveProviderConnectionErrors];
+
+export type ArchiveProviderConnectionResponses = {
+    /**
+     * Archived.
+     */
+    204: void;
+};
+
+export type ArchiveProviderConnectionResponse = ArchiveProviderConnectionResponses[keyof ArchiveProviderConnectionResponses];
+
+export type GetProviderConnectionData = {
+    body?: never;
+    path: {
+        providerConnectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/provider-connections/{providerConnectionId}';
+};
+
+export type GetProviderConnectionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type GetProviderConnectionError = GetProviderConnectionErrors[keyof GetProviderConnectionErrors];
+
+export type GetProviderConnectionResponses = {
+    /**
+     * The connection.
+     */
+    200: ProviderConnectionDto;
+};
+
+export type GetProviderConnectionResponse = GetProviderConnectionResponses[keyof GetProviderConnectionResponses];
+
+export type UpdateProviderConnectionData = {
+    body: UpdateProviderConnectionDto;
+    path: {
+        providerConnectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/provider-connections/{providerConnectionId}';
+};
+
+export type UpdateProviderConnectionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type UpdateProviderConnectionError = UpdateProviderConnectionErrors[keyof UpdateProviderConnectionErrors];
+
+export type UpdateProviderConnectionResponses = {
+    /**
+     * The updated connection.
+     */
+    200: ProviderConnectionDto;
+};
+
+export type UpdateProviderConnectionResponse = UpdateProviderConnectionResponses[keyof UpdateProviderConnectionResponses];
+
+export type VerifyProviderConnectionData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        providerConnectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/provider-connections/{providerConnectionId}/verify';
+};
+
+export type VerifyProviderConnectionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type VerifyProviderConnectionError = VerifyProviderConnectionErrors[keyof VerifyProviderConnectionErrors];
+
+export type VerifyProviderConnectionResponses = {
+    /**
+     * The probe's result.
+     */
+    200: ProviderCheckResultDto;
+};
+
+export type VerifyProviderConnectionResponse = VerifyProviderConnectionResponses[keyof VerifyProviderConnectionResponses];
+
+export type RotateProviderSecretData = {
+    body: RotateProviderSecretDtoWritable;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        providerConnectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/provider-connections/{providerConnectionId}/rotate-secret';
+};
+
+export type RotateProviderSecretErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: Error;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type RotateProviderSecretError = RotateProviderSecretErrors[keyof RotateProviderSecretErrors];
+
+export type RotateProviderSecretResponses = {
+    /**
+     * The connection with its new secret preview.
+     */
+    200: ProviderConnectionDto;
+};
+
+export type RotateProviderSecretResponse = RotateProviderSecretResponses[keyof RotateProviderSecretResponses];
 
 export type GetHealthData = {
     body?: never;
@@ -164,6 +3686,150 @@ export type GetReadinessResponses = {
 };
 
 export type GetReadinessResponse = GetReadinessResponses[keyof GetReadinessResponses];
+
+export type ListInvocationsData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        workspaceAccessId?: string;
+        /**
+         * The requested model, exactly.
+         */
+        model?: string;
+        status?: InvocationStatus;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/invocations';
+};
+
+export type ListInvocationsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListInvocationsError = ListInvocationsErrors[keyof ListInvocationsErrors];
+
+export type ListInvocationsResponses = {
+    /**
+     * A page of invocations (without attempts and usage events; getInvocation has them).
+     */
+    200: Array<InvocationDto>;
+};
+
+export type ListInvocationsResponse = ListInvocationsResponses[keyof ListInvocationsResponses];
+
+export type GetInvocationData = {
+    body?: never;
+    path: {
+        invocationId: string;
+    };
+    query?: never;
+    url: '/admin/v1/invocations/{invocationId}';
+};
+
+export type GetInvocationErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type GetInvocationError = GetInvocationErrors[keyof GetInvocationErrors];
+
+export type GetInvocationResponses = {
+    /**
+     * The invocation.
+     */
+    200: InvocationDto;
+};
+
+export type GetInvocationResponse = GetInvocationResponses[keyof GetInvocationResponses];
+
+export type ListUsageEventsData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        workspaceAccessId?: string;
+        invocationId?: string;
+        kind?: UsageEventKind;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/usage-events';
+};
+
+export type ListUsageEventsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: Error;
+    /**
+     * No valid credential.
+     */
+    401: Error;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: Error;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: Error;
+};
+
+export type ListUsageEventsError = ListUsageEventsErrors[keyof ListUsageEventsErrors];
+
+export type ListUsageEventsResponses = {
+    /**
+     * A page of usage events.
+     */
+    200: Array<UsageEventDto>;
+};
+
+export type ListUsageEventsResponse = ListUsageEventsResponses[keyof ListUsageEventsResponses];
 
 export type ListWorkspacesData = {
     body?: never;

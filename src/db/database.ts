@@ -7,7 +7,6 @@ import pg from 'pg';
 import ClientPgLite from 'knex-pglite';
 import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 
 export type Db = Knex;
 export type Tx = Knex.Transaction;
@@ -44,7 +43,9 @@ export function createDatabase(options: DatabaseOptions): Db {
     });
   }
   if (options.pgliteDir) mkdirSync(options.pgliteDir, { recursive: true });
-  const pglite = new PGlite(options.pgliteDir ? join(options.pgliteDir) : undefined, {
+  // Options form: the (dataDir, options) form drops `parsers` for an in-memory database.
+  const pglite = new PGlite({
+    ...(options.pgliteDir ? { dataDir: options.pgliteDir } : {}),
     parsers: { [pgliteTypes.INT8]: (value: string) => BigInt(value) },
   });
   return knexPkg({ client: ClientPgLite, dialect: 'postgres', connection: () => ({ pglite }) } as Knex.Config);

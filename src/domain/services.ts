@@ -6,11 +6,25 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from './actor.js';
+import { createAccessRepo } from './accesses/access-repo.js';
+import { createAccessService } from './accesses/access-service.js';
+import { createBillingService } from './billing/billing-service.js';
 import { createAuditRepo } from './audit/audit-repo.js';
 import { createAuditService } from './audit/audit-service.js';
+import { createAuditQueryService } from './audit/audit-query-service.js';
+import { createProviderConnectionRepo } from './provider-connections/provider-connection-repo.js';
+import { createProviderConnectionService } from './provider-connections/provider-connection-service.js';
+import { createInvocationRepo } from './invocations/invocation-repo.js';
+import { createInvocationService } from './invocations/invocation-service.js';
 import { createIdempotencyService } from './idempotency/idempotency-service.js';
+import { createInferenceKeyRepo } from './inference-keys/inference-key-repo.js';
+import { createInferenceKeyService } from './inference-keys/inference-key-service.js';
 import { createManagementKeyRepo } from './management-keys/management-key-repo.js';
 import { createManagementKeyService } from './management-keys/management-key-service.js';
+import { createPlanRepo } from './plans/plan-repo.js';
+import { createPlanService } from './plans/plan-service.js';
+import { createQuotaRepo } from './quota/quota-repo.js';
+import { createQuotaService } from './quota/quota-service.js';
 import { createKeyHasher } from './security/key-hash.js';
 import { createSecretBox } from './security/secret-box.js';
 import { createWorkspaceRepo } from './workspaces/workspace-repo.js';
@@ -43,7 +57,40 @@ export function createServices(deps: ServiceDeps) {
     clock,
     rootKey: config.managementKey,
   });
-  const idempotency = createIdempotencyService({ db, clock });
+  const idempotency = createIdempotencyService({ db, clock, secretBox });
+  // Plans, accesses, inference keys and quota (issue 4).
+  const quotaRepo = createQuotaRepo(db);
+  const quota = createQuotaService({ db, quotaRepo, clock });
+  const planRepo = createPlanRepo(db);
+  const plans = createPlanService({ db, planRepo, workspaces, audit, clock });
+  const inferenceKeyRepo = createInferenceKeyRepo(db);
+  const inferenceKeys = createInferenceKeyService({
+    db,
+    inferenceKeyRepo,
+    hasher,
+    audit,
+    clock,
+    keyEnvironment: config.keyEnvironment,
+    ttlDays: config.inferenceKeyTtlDays,
+  });
+  const accessRepo = createAccessRepo(db);
+  const accesses = createAccessService({ db, accessRepo, quotaRepo, quota, plans, inferenceKeys, workspaces, audit, clock });
+  const invocationRepo = createInvocationRepo(db);
+  const invocations = createInvocationService({ invocationRepo, workspaces });
+  const auditLogs = createAuditQueryService({ auditRepo, workspaces });
+  const providerConnectionRepo = createProviderConnectionRepo(db);
+  const providerConnections = createProviderConnectionService({
+    db,
+    providerConnectionRepo,
+    workspaces,
+    audit,
+    secretBox,
+    config,
+    clock,
+  });
+
+  // External billing (issue 6).
+  const billing = createBillingService({ db, config, clock, logger: deps.logger, fetch: deps.fetch, secretBox, audit, workspaces, accesses });
 
   return {
     ...deps,
@@ -53,6 +100,17 @@ export function createServices(deps: ServiceDeps) {
     workspaces,
     managementKeys,
     idempotency,
+    quota,
+    quotaRepo,
+    plans,
+    inferenceKeys,
+    accesses,
+    invocationRepo,
+    invocations,
+    auditLogs,
+    providerConnectionRepo,
+    providerConnections,
+    billing,
   };
 }
 

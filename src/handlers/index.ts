@@ -3,9 +3,26 @@ import type { Services } from '../domain/services.js';
 import type { HandlerMap } from '../http/handler.js';
 import { systemHandlers } from './system.js';
 import { workspaceHandlers } from './workspaces.js';
+import { planHandlers } from './plans.js';
+import { accessHandlers } from './accesses.js';
+import { usageHandlers } from './usage.js';
+import { gatewayHandlers } from '../gateway/gateway-handlers.js';
+import { providerConnectionHandlers } from './provider-connections.js';
+import { auditLogHandlers } from './audit-logs.js';
+import { billingHandlers } from './billing.js';
 
 export function createHandlers(services: Services): HandlerMap {
-  const areas: HandlerMap[] = [systemHandlers(services), workspaceHandlers(services)];
+  const areas: HandlerMap[] = [
+    systemHandlers(services),
+    workspaceHandlers(services),
+    providerConnectionHandlers(services),
+    auditLogHandlers(services),
+    planHandlers(services),
+    accessHandlers(services),
+    usageHandlers(services),
+    gatewayHandlers(),
+    billingHandlers(services),
+  ];
   const all: HandlerMap = {};
   for (const area of areas) {
     for (const [operationId, fn] of Object.entries(area)) {

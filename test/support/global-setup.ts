@@ -6,6 +6,7 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import pg from 'pg';
 import { printContractCoverage } from './coverage.js';
+import { findSecretLeaks, recordFiles, SECRET_MARKER } from '../security/secret-marker.js';
 import { runDir } from './paths.js';
 
 export const DEFAULT_TEST_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -32,5 +33,12 @@ export default async function setup() {
   }
   return async () => {
     printContractCoverage();
+    // No provider key (tests mark theirs with SECRET_MARKER) may appear in any response body or log line of the run.
+    const leaks = findSecretLeaks(recordFiles(runDir));
+    if (leaks.length) {
+      // vitest reports a teardown error but still exits 0: make the exit code say it too.
+      process.exitCode = 1;
+      throw new Error(`SECRET LEAK: ${leaks.length} record(s) of this run contain a provider key (${SECRET_MARKER}...):\n  ${leaks.join('\n  ')}`);
+    }
   };
 }

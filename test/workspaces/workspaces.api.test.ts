@@ -50,6 +50,9 @@ describe('createWorkspace', () => {
     expect(again.response.status).toBe(201);
     expect(again.data!.id).toBe(first.data!.id);
     expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+    // Stored answers are sealed: they can hold a secret shown once.
+    const stored = await t.database.db('idempotency_keys').where({ idempotency_key: headers['Idempotency-Key'] }).first();
+    expect(JSON.stringify(stored.response_body)).not.toContain(first.data!.id);
     const other = await createWorkspace({ client: t.client, body: { name: 'Twice' }, headers });
     expect(other.response.status).toBe(409);
     expect((other.error as any).error.code).toBe('idempotency_key_reused');

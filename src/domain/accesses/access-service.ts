@@ -46,6 +46,11 @@ export interface GrantPeriodInput {
   periodEnd: Date;
   source: 'renewal' | 'billing';
   externalPeriodKey?: string | undefined;
+  /**
+   * Billing: a billed period replaces what is left of an unbilled one (the period
+   * opened at provisioning, a manual renewal), which ends where the billed one starts.
+   */
+  supersedeUnbilled?: boolean;
 }
 
 const EXPIRY_ACTOR = 'system:access-expiry';
@@ -219,6 +224,7 @@ export function createAccessService(deps: {
     if (same && same.period_end.getTime() === periodEnd.getTime() && same.plan_id === planId) {
       return { periodId: same.id, created: false };
     }
+    if (input.supersedeUnbilled) await quotaRepo.endUnbilledPeriodsAt(access.id, periodStart, tx);
     const overlapping = await quotaRepo.overlapping(access.id, periodStart, periodEnd, tx);
     if (overlapping.length > 0) {
       const other = overlapping[0]!;

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import type { Db } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import type { Clock } from '../actor.js';
+import type { SecretBox } from '../security/secret-box.js';
 
 const TTL_MS = 24 * 3600 * 1000;
 
@@ -23,8 +24,13 @@ export function requestHash(method: string, path: string, body: unknown): string
   return createHash('sha256').update(`${method} ${path}\n${JSON.stringify(body ?? null)}`).digest('hex');
 }
 
-export function createIdempotencyService(deps: { db: Db; clock: Clock }) {
-  const { db, clock } = deps;
+/**
+ * Stored answers can hold secrets shown once (an inference key's plaintext), so
+ * they are sealed like every other secret at rest, bound to their key.
+ */
+export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox: SecretBox }) {
+  const { db, clock, secretBox } = deps;
+  const aad = (principalId: string, key: string) => `idempotency:${principalId}:${key}`;
 
   return {
     async claim(principalId: string, key: string, method: string, path: string, hash: string): Promise<Claim> {
@@ -47,7 +53,9 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock }) {
         if (row.response_status === null) {
           throw new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still in progress', { param: 'Idempotency-Key' });
         }
-        return { kind: 'replay', response: { status: row.response_status, body: row.response_body, headers: row.response_headers ?? {} } };
+        const stored = row.response_body as { keyId: string; ciphertext: string };
+        const body = JSON.parse(secretBox.open(stored, aad(principalId, key))) as unknown;
+        return { kind: 'replay', response: { status: row.response_status, body: body ?? undefined, headers: row.response_headers ?? {} } };
       }
       throw new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still in progress', { param: 'Idempotency-Key' });
     },
@@ -57,7 +65,7 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock }) {
         .where({ principal_id: principalId, idempotency_key: key })
         .update({
           response_status: response.status,
-          response_body: JSON.stringify(response.body ?? null),
+          response_body: JSON.stringify(secretBox.seal(JSON.stringify(response.body ?? null), aad(principalId, key))),
           response_headers: JSON.stringify(response.headers),
         });
     },

@@ -77,6 +77,16 @@ export function createQuotaRepo(db: Queryable) {
         .where('period_end', '>', start);
     },
 
+    /** Ends the access's non-billing periods that straddle `at` there (their grant stays history). */
+    async endUnbilledPeriodsAt(accessId: string, at: Date, q: Queryable = db): Promise<number> {
+      return q('quota_periods')
+        .where({ workspace_access_id: accessId })
+        .whereNot({ source: 'billing' })
+        .where('period_start', '<', at)
+        .where('period_end', '>', at)
+        .update({ period_end: at });
+    },
+
     async insertPeriod(row: QuotaPeriodRow, q: Queryable = db): Promise<QuotaPeriodRow> {
       const [created] = await q('quota_periods').insert(row).returning('*');
       return created as QuotaPeriodRow;

@@ -1,0 +1,73 @@
+import type { InvocationAttemptDto, InvocationDto, UsageEventDto } from '../../../generated/client/types.gen.js';
+import type { UsageEventRow } from '../quota/quota-types.js';
+import type { AttemptRow, InvocationRow } from './invocation-types.js';
+
+const iso = (d: Date | null | undefined) => (d ? { value: d.toISOString() } : undefined);
+const ms = (n: number | null) => (n === null || n === undefined ? undefined : Math.round(Number(n) * 1000) / 1000);
+
+export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    workspaceAccessId: row.workspace_access_id,
+    quotaPeriodId: row.quota_period_id,
+    ...(row.reservation_id ? { reservationId: row.reservation_id } : {}),
+    ...(row.invocation_id ? { invocationId: row.invocation_id } : {}),
+    kind: row.kind,
+    units: row.units.toString(),
+    inputTokens: row.input_tokens.toString(),
+    cachedInputTokens: row.cached_input_tokens.toString(),
+    outputTokens: row.output_tokens.toString(),
+    ...(row.model ? { model: row.model } : {}),
+    ...(row.reason ? { reason: row.reason } : {}),
+    createdAt: row.created_at.toISOString(),
+  };
+}
+
+export function toAttemptDto(row: AttemptRow): InvocationAttemptDto {
+  const dto: InvocationAttemptDto = {
+    id: row.id,
+    sequence: row.sequence,
+    providerConnectionId: row.provider_connection_id,
+    upstreamModel: row.upstream_model,
+    status: row.status,
+    startedAt: row.started_at.toISOString(),
+  };
+  if (row.first_token_at) dto.firstTokenAt = row.first_token_at.toISOString();
+  if (row.completed_at) dto.completedAt = row.completed_at.toISOString();
+  if (row.duration_ms !== null) dto.durationMs = ms(row.duration_ms)!;
+  if (row.http_status !== null) dto.httpStatus = row.http_status;
+  if (row.error_code) dto.errorCode = row.error_code;
+  return dto;
+}
+
+export function toInvocationDto(row: InvocationRow, attempt?: AttemptRow, usageEvents?: UsageEventRow[]): InvocationDto {
+  const dto: InvocationDto = {
+    id: row.id,
+    requestId: row.request_id,
+    workspaceId: row.workspace_id,
+    workspaceAccessId: row.workspace_access_id,
+    requestedModel: row.requested_model,
+    providerConnectionId: row.provider_connection_id,
+    status: row.status,
+    quotaUnits: row.quota_units.toString(),
+    startedAt: row.started_at.toISOString(),
+  };
+  if (row.trace_id) dto.traceId = row.trace_id;
+  const first = iso(row.first_token_at);
+  if (first) dto.firstTokenAt = first.value;
+  const done = iso(row.completed_at);
+  if (done) dto.completedAt = done.value;
+  const numbers = {
+    totalLatencyMs: ms(row.total_latency_ms),
+    nexusLatencyMs: ms(row.nexus_latency_ms),
+    providerLatencyMs: ms(row.provider_latency_ms),
+    totalTtftMs: ms(row.total_ttft_ms),
+    nexusTtftMs: ms(row.nexus_ttft_ms),
+    providerTtftMs: ms(row.provider_ttft_ms),
+  };
+  for (const [k, v] of Object.entries(numbers)) if (v !== undefined) (dto as Record<string, unknown>)[k] = v;
+  if (attempt) dto.attempt = toAttemptDto(attempt);
+  if (usageEvents) dto.usageEvents = usageEvents.map(toUsageEventDto);
+  return dto;
+}

@@ -1,0 +1,58 @@
+/** All SQL of invocations and invocation_attempts, and the reads of usage_events. */
+import type { Queryable } from '../../db/database.js';
+import { paginate, type Page, type PageRequest } from '../pagination.js';
+import type { UsageEventRow } from '../quota/quota-types.js';
+import type { AttemptRow, InvocationRow, InvocationStatus } from './invocation-types.js';
+
+export interface InvocationFilter extends PageRequest {
+  workspaceId: string;
+  workspaceAccessId?: string | undefined;
+  model?: string | undefined;
+  status?: InvocationStatus | undefined;
+}
+
+export interface UsageEventFilter extends PageRequest {
+  workspaceId: string;
+  workspaceAccessId?: string | undefined;
+  invocationId?: string | undefined;
+  kind?: 'USAGE' | 'ADJUSTMENT' | undefined;
+}
+
+export function createInvocationRepo(db: Queryable) {
+  return {
+    async insert(invocation: InvocationRow, attempt: AttemptRow | null, q: Queryable = db): Promise<void> {
+      await q('invocations').insert(invocation);
+      if (attempt) await q('invocation_attempts').insert(attempt);
+    },
+
+    async findById(id: string, q: Queryable = db): Promise<InvocationRow | undefined> {
+      return q('invocations').where({ id }).first();
+    },
+
+    async attemptOf(invocationId: string, q: Queryable = db): Promise<AttemptRow | undefined> {
+      return q('invocation_attempts').where({ invocation_id: invocationId }).orderBy('sequence', 'desc').first();
+    },
+
+    async usageEventsOf(invocationId: string, q: Queryable = db): Promise<UsageEventRow[]> {
+      return q('usage_events').where({ invocation_id: invocationId }).orderBy('id', 'asc');
+    },
+
+    async list(filter: InvocationFilter, q: Queryable = db): Promise<Page<InvocationRow>> {
+      const query = q('invocations').select('*').where({ workspace_id: filter.workspaceId });
+      if (filter.workspaceAccessId) query.where({ workspace_access_id: filter.workspaceAccessId });
+      if (filter.model) query.where({ requested_model: filter.model });
+      if (filter.status) query.where({ status: filter.status });
+      return paginate<InvocationRow>(query, filter);
+    },
+
+    async listUsageEvents(filter: UsageEventFilter, q: Queryable = db): Promise<Page<UsageEventRow>> {
+      const query = q('usage_events').select('*').where({ workspace_id: filter.workspaceId });
+      if (filter.workspaceAccessId) query.where({ workspace_access_id: filter.workspaceAccessId });
+      if (filter.invocationId) query.where({ invocation_id: filter.invocationId });
+      if (filter.kind) query.where({ kind: filter.kind });
+      return paginate<UsageEventRow>(query, filter);
+    },
+  };
+}
+
+export type InvocationRepo = ReturnType<typeof createInvocationRepo>;

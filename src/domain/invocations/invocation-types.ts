@@ -1,0 +1,46 @@
+export type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
+export type AttemptStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'ABORTED';
+
+export interface InvocationRow {
+  id: string;
+  workspace_id: string;
+  workspace_access_id: string;
+  provider_connection_id: string;
+  inference_key_id: string;
+  request_id: string;
+  trace_id: string | null;
+  method: string;
+  endpoint: string;
+  requested_model: string;
+  status: InvocationStatus;
+  metering_status: 'metered' | 'unmetered';
+  streamed: boolean;
+  reservation_id: string | null;
+  quota_units: bigint;
+  error_code: string | null;
+  started_at: Date;
+  first_token_at: Date | null;
+  completed_at: Date | null;
+  total_latency_ms: number | null;
+  provider_latency_ms: number | null;
+  nexus_latency_ms: number | null;
+  total_ttft_ms: number | null;
+  provider_ttft_ms: number | null;
+  nexus_ttft_ms: number | null;
+}
+
+export interface AttemptRow {
+  id: string;
+  workspace_id: string;
+  invocation_id: string;
+  sequence: number;
+  provider_connection_id: string;
+  upstream_model: string;
+  status: AttemptStatus;
+  http_status: number | null;
+  error_code: string | null;
+  started_at: Date;
+  first_token_at: Date | null;
+  completed_at: Date | null;
+  duration_ms: number | null;
+}

@@ -1,0 +1,106 @@
+/**
+ * What happens after the response's last byte, off the critical path: the
+ * call's settlement, invocation, attempt and usage events, written by
+ * settlement.ts. Calls that end while a write is in flight are written
+ * together by the next one (group commit): one statement per batch, however
+ * busy the gateway. Never lost: a failed batch is retried call by call with
+ * backoff; if the database stays away, the reservation stays HELD and the
+ * sweeper releases it after its TTL (charging nothing). Also the key's
+ * lastRequestAt, at most once a minute per key.
+ */
+import type { Db } from '../db/database.js';
+import type { Logger } from '../observability/logger.js';
+import { recordCalls, type CallToRecord } from './settlement.js';
+
+export interface CallRecord extends CallToRecord {
+  keyId: string;
+  lastRequestAt: Date | null;
+}
+
+const RETRY_DELAYS_MS = [50, 250, 1000, 4000];
+const LAST_REQUEST_INTERVAL_MS = 60_000;
+const MAX_BATCH = 200;
+
+export function createCallRecorder(deps: { db: Db; logger: Logger }) {
+  const { db, logger } = deps;
+  const queue: CallRecord[] = [];
+  const pending = new Set<Promise<void>>();
+  let flushing: Promise<void> | null = null;
+  const keyTouchedAt = new Map<string, number>();
+
+  async function writeAlone(record: CallRecord): Promise<void> {
+    for (let i = 0; ; i++) {
+      try {
+        return await recordCalls(db, [record]);
+      } catch (err) {
+        if (i >= RETRY_DELAYS_MS.length) {
+          logger.error({
+            msg: 'gateway settlement failed; the reservation stays HELD until the sweeper releases it',
+            requestId: record.invocation.request_id,
+            reservationId: record.reservationId,
+            error: (err as Error).message,
+          });
+          return;
+        }
+        await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[i]));
+      }
+    }
+  }
+
+  async function flush(): Promise<void> {
+    while (queue.length) {
+      const batch = queue.splice(0, MAX_BATCH);
+      try {
+        await recordCalls(db, batch);
+      } catch {
+        // One bad record must not hold the others back: each is retried on its own.
+        await Promise.all(batch.map(writeAlone));
+      }
+    }
+  }
+
+  function schedule(): void {
+    if (flushing) return;
+    flushing = flush().finally(() => {
+      flushing = null;
+      if (queue.length) schedule();
+    });
+    track(flushing);
+  }
+
+  async function touchKey(keyId: string, lastRequestAt: Date | null, now: Date): Promise<void> {
+    const nowMs = now.getTime();
+    const known = Math.max(keyTouchedAt.get(keyId) ?? 0, lastRequestAt?.getTime() ?? 0);
+    if (nowMs - known < LAST_REQUEST_INTERVAL_MS) return;
+    keyTouchedAt.set(keyId, nowMs);
+    if (keyTouchedAt.size > 100_000) keyTouchedAt.clear();
+    try {
+      // The condition keeps it to one write a minute across processes too.
+      await db('inference_keys')
+        .where({ id: keyId })
+        .where((q) => q.whereNull('last_request_at').orWhere('last_request_at', '<', new Date(nowMs - LAST_REQUEST_INTERVAL_MS)))
+        .update({ last_request_at: now });
+    } catch (err) {
+      logger.warn({ msg: 'could not update lastRequestAt', keyId, error: (err as Error).message });
+    }
+  }
+
+  function track(p: Promise<void>): void {
+    pending.add(p);
+    void p.finally(() => pending.delete(p));
+  }
+
+  return {
+    record(record: CallRecord, now: Date): void {
+      queue.push(record);
+      schedule();
+      track(touchKey(record.keyId, record.lastRequestAt, now));
+    },
+    /** Resolves when every write started so far is done (tests, shutdown). */
+    async drain(): Promise<void> {
+      while (pending.size || queue.length) await Promise.allSettled([...pending]);
+    },
+  };
+}
+
+export type CallRecorder = ReturnType<typeof createCallRecorder>;

@@ -1,0 +1,23 @@
+/**
+ * The contract's gateway operations, for the admin router's completeness check.
+ * Every /providers request is answered by the gateway router (mounted before the
+ * admin router, src/gateway/gateway.ts); openapi-backend can only match a
+ * one-segment providerPath and never sees one in practice. Should a request get
+ * here, it gets the gateway's own answer for a path it does not serve.
+ */
+import { AppError } from '../errors.js';
+import type { HandlerMap } from '../http/handler.js';
+
+const notServedHere = async (): Promise<never> => {
+  throw new AppError('route_not_found', 'Gateway calls are served at /providers/{providerConnectionId}/{providerPath}');
+};
+
+export function gatewayHandlers(): HandlerMap {
+  return {
+    proxyProviderGet: notServedHere,
+    proxyProviderPost: notServedHere,
+    proxyProviderPut: notServedHere,
+    proxyProviderPatch: notServedHere,
+    proxyProviderDelete: notServedHere,
+  };
+}

@@ -1,0 +1,534 @@
+/**
+ * The gateway's hot path: `{METHOD} /providers/{connectionId}/{providerPath}`.
+ *
+ * Before the upstream call, at most two database round trips: the cached
+ * key/access/connection/period lookup (auth-cache.ts) and the reservation (one
+ * CTE statement). The request body is read while the lookup runs. The answer is
+ * streamed back as it arrives, with backpressure, usage read on the way; the
+ * settlement and the invocation are written after the last byte (call-recorder.ts).
+ */
+import type { Request, Response } from 'express';
+import type { IncomingMessage } from 'node:http';
+import type { Db } from '../db/database.js';
+import type { Clock } from '../domain/actor.js';
+import type { AttemptRow, AttemptStatus, InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
+import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
+import type { QuotaService } from '../domain/quota/quota-service.js';
+import type { KeyHasher } from '../domain/security/key-hash.js';
+import type { SecretBox } from '../domain/security/secret-box.js';
+import type { Config } from '../config.js';
+import { AppError, errorBody, toAppError } from '../errors.js';
+import type { RequestLocals } from '../http/locals.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../observability/logger.js';
+import { createAuthCache, type AuthRow } from './auth-cache.js';
+import { createCallRecorder } from './call-recorder.js';
+import { createGatewayDb } from './gateway-db.js';
+import { clientHeaders, upstreamHeaders } from './headers.js';
+import { inspectorFor, prepareCall, SseMeter, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import { parseGatewayUrl } from './path-safety.js';
+import type { Consumption } from './settlement.js';
+import { createUpstreamPools } from './upstreams.js';
+
+const OPERATIONS: Record<string, string> = {
+  GET: 'proxyProviderGet',
+  POST: 'proxyProviderPost',
+  PUT: 'proxyProviderPut',
+  PATCH: 'proxyProviderPatch',
+  DELETE: 'proxyProviderDelete',
+};
+
+/** A JSON answer larger than this is passed through but not read for usage (charged at the reservation). */
+const MAX_JSON_USAGE_BYTES = 32 * 1024 * 1024;
+const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
+
+export interface GatewayDeps {
+  db: Db;
+  config: Config;
+  clock: Clock;
+  logger: Logger;
+  quota: QuotaService;
+  hasher: KeyHasher;
+  secretBox: SecretBox;
+}
+
+interface QuotaView {
+  remaining: bigint;
+  reset: Date;
+}
+
+const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
+
+function credentialOf(req: IncomingMessage): string {
+  const header = req.headers.authorization;
+  if (header) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (match) return match[1]!;
+  }
+  const apiKey = req.headers['x-api-key'];
+  if (typeof apiKey === 'string' && apiKey.trim()) return apiKey.trim();
+  throw new AppError('missing_credentials', 'Send the inference key as Authorization: Bearer or x-api-key');
+}
+
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        reject(new AppError('payload_too_large', 'The request body is larger than the limit'));
+        req.pause();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+/** 401/403/404 in the order a caller can act on them. */
+function authorize(row: AuthRow | null, now: Date): AuthRow {
+  if (!row || row.revoked_at || row.expires_at <= now) {
+    throw new AppError('invalid_inference_key', 'The inference key is invalid, expired or revoked');
+  }
+  if (row.workspace_status !== 'ACTIVE') throw new AppError('workspace_archived_gateway', 'The workspace is archived');
+  if (row.access_status === 'SUSPENDED') {
+    throw new AppError('access_suspended', 'The workspace access is suspended', { current_status: row.access_status });
+  }
+  if (row.access_status !== 'ACTIVE' || row.access_starts_at > now || (row.access_ends_at && row.access_ends_at <= now)) {
+    throw new AppError('access_not_active', 'The workspace access is not active', { current_status: row.access_status });
+  }
+  if (!row.connection_id || row.connection_status === 'ARCHIVED') {
+    throw new AppError('provider_connection_not_found', 'No active provider connection with that id', { param: 'providerConnectionId' });
+  }
+  if (row.connection_status !== 'ACTIVE') {
+    throw new AppError('connection_suspended', 'The provider connection is suspended', { current_status: row.connection_status ?? '' });
+  }
+  return row;
+}
+
+function quotaOf(row: AuthRow): QuotaView | undefined {
+  if (!row.period_id || !row.period_end) return undefined;
+  const remaining = row.granted_units! - row.reserved_units! - row.consumed_units!;
+  return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
+}
+
+function drain(res: Response): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+export function createGateway(deps: GatewayDeps) {
+  const { config, clock, logger, quota, hasher, secretBox } = deps;
+  const { db, owned } = createGatewayDb(deps.db);
+  const cache = createAuthCache({ db, clock, ttlMs: config.authCacheTtlMs });
+  const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
+  const recorder = createCallRecorder({ db, logger });
+
+  function sendError(res: Response, err: unknown, metered: boolean, view: QuotaView | undefined): void {
+    const appError = toAppError(err);
+    const locals = res.locals as RequestLocals;
+    if (appError.status >= 500 && !(err instanceof AppError)) locals.error = err;
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    res.setHeader('x-nexus-metering-status', metered ? 'metered' : 'unmetered');
+    if (view) {
+      res.setHeader('x-nexus-quota-remaining', view.remaining.toString());
+      res.setHeader('x-nexus-quota-reset', view.reset.toISOString());
+    }
+    res.status(appError.status).json(errorBody(appError, locals.requestId));
+  }
+
+  async function handle(req: Request, res: Response): Promise<void> {
+    const locals = res.locals as RequestLocals;
+    const requestId = locals.requestId;
+    const t0 = locals.startedAt;
+    const startedAt = clock.now();
+    locals.operationId = OPERATIONS[req.method] ?? 'proxyProvider';
+    res.setHeader('x-nexus-request-id', requestId);
+
+    let view: QuotaView | undefined;
+    let metered = false;
+    let invocation: InvocationRow | undefined;
+    let auth: AuthRow | undefined;
+    let reservationId: string | null = null;
+    try {
+      if (!OPERATIONS[req.method]) throw new AppError('method_not_allowed', `${req.method} is not proxied`);
+      const target = parseGatewayUrl(req.originalUrl);
+      const token = credentialOf(req);
+      const bodyRead = readBody(req, config.gatewayBodyLimitBytes);
+      bodyRead.catch(() => {});
+      const entry = await cache.lookup(hasher.hash(token), target.connectionId);
+      // A valid key's 403/404/409/429 answers carry the access's quota headers.
+      if (entry.row && !entry.row.revoked_at && entry.row.expires_at > startedAt) view = quotaOf(entry.row);
+      auth = authorize(entry.row, startedAt);
+      const profile = auth.protocol_profile!;
+      const endpoint = target.providerPath.replace(/\/$/, '');
+      const inspector = inspectorFor(profile, req.method, endpoint);
+      metered = Boolean(inspector);
+      const traceId = TRACEPARENT.exec(String(req.headers.traceparent ?? ''))?.[1] ?? null;
+      invocation = {
+        id: newId(),
+        workspace_id: auth.workspace_id,
+        workspace_access_id: auth.workspace_access_id,
+        provider_connection_id: auth.connection_id!,
+        inference_key_id: auth.key_id,
+        request_id: requestId,
+        trace_id: traceId,
+        method: req.method,
+        endpoint,
+        requested_model: '',
+        status: 'REJECTED',
+        metering_status: metered ? 'metered' : 'unmetered',
+        streamed: false,
+        reservation_id: null,
+        quota_units: 0n,
+        error_code: null,
+        started_at: startedAt,
+        first_token_at: null,
+        completed_at: null,
+        total_latency_ms: null,
+        provider_latency_ms: null,
+        nexus_latency_ms: null,
+        total_ttft_ms: null,
+        provider_ttft_ms: null,
+        nexus_ttft_ms: null,
+      };
+      if (!inspector && !auth.allow_unmetered_passthrough) {
+        throw new AppError('unmetered_endpoint', `${req.method} ${endpoint} has no usage inspector and the workspace does not allow unmetered passthrough`);
+      }
+      const raw = await bodyRead;
+      let prepared: PreparedCall | undefined;
+      if (inspector) {
+        if (!auth.period_id || !auth.period_end) throw new AppError('quota_insufficient', 'The access has no current quota period');
+        prepared = prepareCall(inspector, raw, auth.max_output_tokens!);
+        invocation.requested_model = prepared.requestedModel;
+        invocation.streamed = prepared.stream;
+        const inputPpm =
+          auth.input_multiplier_ppm! > auth.cached_input_multiplier_ppm! ? auth.input_multiplier_ppm! : auth.cached_input_multiplier_ppm!;
+        const bound = quota.computeUnits(
+          { inputTokens: prepared.inputBound, cachedInputTokens: 0n, outputTokens: prepared.outputBound },
+          { inputMultiplierPpm: inputPpm, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: auth.output_multiplier_ppm! },
+        );
+        const id = newId();
+        const held = await quota.reserve(
+          {
+            reservationId: id,
+            workspaceId: auth.workspace_id,
+            accessId: auth.workspace_access_id,
+            periodId: auth.period_id,
+            units: bound,
+            requestId,
+            expiresAt: new Date(clock.now().getTime() + config.reservationTtlMs),
+          },
+          db,
+        );
+        if (!held.ok) {
+          view = { remaining: held.available, reset: auth.period_end };
+          throw new AppError('quota_insufficient', `This call may need up to ${bound} units; ${held.available} are available`, {
+            reset_at: auth.period_end.toISOString(),
+          });
+        }
+        reservationId = id;
+        invocation.reservation_id = id;
+        view = { remaining: held.remaining, reset: auth.period_end };
+      } else {
+        const model = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(raw.length < 65536 ? raw.toString('utf8') : '')?.[1];
+        if (model) invocation.requested_model = model;
+      }
+      entry.apiKey ??= openProviderApiKey(secretBox, {
+        id: auth.connection_id!,
+        api_key_ciphertext: auth.api_key_ciphertext!,
+        api_key_key_id: auth.api_key_key_id!,
+      });
+      await proxy(req, res, {
+        auth,
+        apiKey: entry.apiKey,
+        target,
+        body: prepared?.body ?? raw,
+        inspector,
+        prepared,
+        invocation,
+        reservationId,
+        view,
+        t0,
+      });
+    } catch (err) {
+      sendError(res, err, metered, view);
+      // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
+      if (invocation && auth && !invocation.completed_at) {
+        const appError = toAppError(err);
+        invocation.status = appError.status < 500 ? 'REJECTED' : 'FAILED';
+        invocation.error_code = appError.code;
+        invocation.completed_at = clock.now();
+        invocation.total_latency_ms = msSince(t0, process.hrtime.bigint());
+        recorder.record(
+          { invocation, attempt: null, reservationId, consumed: null, keyId: auth.key_id, lastRequestAt: auth.last_request_at },
+          clock.now(),
+        );
+      }
+    }
+  }
+
+  interface ProxyInput {
+    auth: AuthRow;
+    apiKey: string;
+    target: { providerPath: string; search: string };
+    body: Buffer;
+    inspector: Inspector | undefined;
+    prepared: PreparedCall | undefined;
+    invocation: InvocationRow;
+    reservationId: string | null;
+    view: QuotaView | undefined;
+    t0: bigint;
+  }
+
+  async function proxy(req: Request, res: Response, p: ProxyInput): Promise<void> {
+    const { auth, invocation, inspector, prepared } = p;
+    const base = new URL(auth.base_url!);
+    const pool = pools.get(base);
+    const path = `${base.pathname.replace(/\/$/, '')}/${p.target.providerPath}${p.target.search}`;
+    const headers = upstreamHeaders(req.headers, auth.protocol_profile!, p.apiKey, p.body.length);
+    const timeout = auth.upstream_timeout_ms ?? config.upstreamTimeoutMs;
+
+    const abort = new AbortController();
+    let clientGone = false;
+    res.on('close', () => {
+      if (!res.writableFinished) {
+        clientGone = true;
+        abort.abort();
+      }
+    });
+
+    const attempt: AttemptRow = {
+      id: newId(),
+      workspace_id: auth.workspace_id,
+      invocation_id: invocation.id,
+      sequence: 1,
+      provider_connection_id: auth.connection_id!,
+      upstream_model: '',
+      status: 'FAILED',
+      http_status: null,
+      error_code: null,
+      started_at: clock.now(),
+      first_token_at: null,
+      completed_at: null,
+      duration_ms: null,
+    };
+    const tA = process.hrtime.bigint();
+    let tFirstUpstream: bigint | undefined;
+    let tFirstClient: bigint | undefined;
+    let tUpstreamEnd: bigint | undefined;
+    let usage: Usage | null = null;
+    let usageComplete = false;
+    let dataEvents = 0;
+    let status: InvocationStatus;
+    let attemptStatus: AttemptStatus;
+    let errorCode: string | null = null;
+    let upstreamAnswered = false;
+
+    try {
+      const upstream = await pool.request({
+        method: req.method as 'POST',
+        path,
+        headers,
+        body: p.body.length ? p.body : null,
+        headersTimeout: timeout,
+        bodyTimeout: timeout,
+        signal: abort.signal,
+      });
+      upstreamAnswered = true;
+      attempt.http_status = upstream.statusCode;
+      const contentType = String(upstream.headers['content-type'] ?? '');
+      const isStream = contentType.startsWith('text/event-stream');
+      const reading = Boolean(inspector && prepared && upstream.statusCode < 300);
+      const meter = reading && isStream ? new SseMeter(inspector!, prepared!.usageInjected) : null;
+      const rewriting = Boolean(meter && prepared!.usageInjected);
+      const jsonChunks: Buffer[] | null = reading && !isStream ? [] : null;
+      let jsonSize = 0;
+
+      res.statusCode = upstream.statusCode;
+      const passed = clientHeaders(upstream.headers);
+      for (const name in passed) res.setHeader(name, passed[name]!);
+      res.setHeader('x-nexus-metering-status', inspector ? 'metered' : 'unmetered');
+      if (p.view) {
+        res.setHeader('x-nexus-quota-remaining', p.view.remaining.toString());
+        res.setHeader('x-nexus-quota-reset', p.view.reset.toISOString());
+      }
+      if (isStream) {
+        res.setHeader('cache-control', 'no-cache');
+        res.flushHeaders();
+      }
+
+      try {
+        for await (const chunk of upstream.body as AsyncIterable<Buffer>) {
+          tFirstUpstream ??= process.hrtime.bigint();
+          let out: Buffer | string = chunk;
+          if (meter) {
+            const kept = meter.push(chunk);
+            if (rewriting) out = kept;
+          } else if (jsonChunks && jsonSize <= MAX_JSON_USAGE_BYTES) {
+            jsonChunks.push(chunk);
+            jsonSize += chunk.length;
+          }
+          if (out.length === 0) continue;
+          tFirstClient ??= process.hrtime.bigint();
+          if (!res.write(out)) await drain(res);
+          if (clientGone) throw new Error('client gone');
+        }
+        tUpstreamEnd = process.hrtime.bigint();
+        if (meter) {
+          const tail = meter.end();
+          if (tail) res.write(tail);
+        }
+        res.end();
+        status = upstream.statusCode < 400 ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
+        attemptStatus = status === 'SUCCEEDED' ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
+      } catch (err) {
+        tUpstreamEnd ??= process.hrtime.bigint();
+        if (clientGone) {
+          status = 'CLIENT_ABORTED';
+          attemptStatus = 'ABORTED';
+          errorCode = 'client_aborted';
+        } else {
+          status = 'FAILED';
+          attemptStatus = 'FAILED';
+          errorCode = 'upstream_stream_broken';
+          logger.warn({ msg: 'upstream stream broke', requestId: invocation.request_id, error: (err as Error).message });
+        }
+        upstream.body.destroy();
+        res.destroy();
+      }
+      if (meter) {
+        usage = meter.usage;
+        usageComplete = meter.complete;
+        dataEvents = meter.dataEvents;
+        if (meter.model) attempt.upstream_model = meter.model;
+      } else if (jsonChunks) {
+        const parsed = usageFromJson(inspector!, Buffer.concat(jsonChunks).toString('utf8'));
+        usage = parsed.usage;
+        usageComplete = usage !== null;
+        if (parsed.model) attempt.upstream_model = parsed.model;
+      }
+    } catch (err) {
+      // No answer: refused, reset, DNS failure, timeout before headers, or the client left first.
+      tUpstreamEnd = process.hrtime.bigint();
+      const code = (err as { code?: string }).code;
+      if (clientGone) {
+        status = 'CLIENT_ABORTED';
+        attemptStatus = 'ABORTED';
+        errorCode = 'client_aborted';
+        res.destroy();
+      } else {
+        status = 'FAILED';
+        attemptStatus = 'FAILED';
+        errorCode = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? 'upstream_timeout' : 'upstream_unavailable';
+        logger.warn({ msg: 'no upstream answer', requestId: invocation.request_id, code, error: (err as Error).message });
+        sendError(
+          res,
+          new AppError(errorCode === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_unavailable', errorCode === 'upstream_timeout'
+            ? 'The provider did not answer within the timeout'
+            : 'The provider could not be reached'),
+          Boolean(inspector),
+          p.view,
+        );
+      }
+    }
+
+    // Accounting, then the records, off the response's path.
+    const tEnd = process.hrtime.bigint();
+    const now = clock.now();
+    let consumed: Consumption | null = null;
+    if (p.reservationId && prepared) {
+      const charged = upstreamAnswered && attempt.http_status! < 300;
+      if (charged) {
+        const counted = chargeable(usage, usageComplete, dataEvents, prepared);
+        if (!usageComplete && !errorCode) errorCode = 'usage_missing';
+        const units = quota.computeUnits(
+          {
+            inputTokens: counted.inputTokens - counted.cachedInputTokens,
+            cachedInputTokens: counted.cachedInputTokens,
+            outputTokens: counted.outputTokens,
+          },
+          {
+            inputMultiplierPpm: auth.input_multiplier_ppm!,
+            cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
+            outputMultiplierPpm: auth.output_multiplier_ppm!,
+          },
+        );
+        invocation.quota_units = units;
+        consumed = { units, ...counted, model: attempt.upstream_model || invocation.requested_model || null };
+      }
+    }
+    attempt.status = attemptStatus;
+    attempt.error_code = errorCode;
+    attempt.completed_at = now;
+    attempt.duration_ms = msSince(tA, tUpstreamEnd!);
+    if (!attempt.upstream_model) attempt.upstream_model = invocation.requested_model;
+    invocation.status = status;
+    invocation.error_code = errorCode;
+    invocation.completed_at = now;
+    invocation.total_latency_ms = msSince(p.t0, tEnd);
+    invocation.provider_latency_ms = attempt.duration_ms;
+    invocation.nexus_latency_ms = invocation.total_latency_ms - attempt.duration_ms;
+    if (invocation.streamed && tFirstUpstream !== undefined) {
+      attempt.first_token_at = new Date(attempt.started_at.getTime() + msSince(tA, tFirstUpstream));
+      invocation.provider_ttft_ms = msSince(tA, tFirstUpstream);
+      if (tFirstClient !== undefined) {
+        invocation.first_token_at = new Date(invocation.started_at.getTime() + msSince(p.t0, tFirstClient));
+        invocation.total_ttft_ms = msSince(p.t0, tFirstClient);
+        invocation.nexus_ttft_ms = invocation.total_ttft_ms - invocation.provider_ttft_ms;
+      }
+    }
+    recorder.record(
+      { invocation, attempt, reservationId: p.reservationId, consumed, keyId: auth.key_id, lastRequestAt: auth.last_request_at },
+      now,
+    );
+  }
+
+  return {
+    handle,
+    /** Waits for the settlements and records started so far. */
+    drain: () => recorder.drain(),
+    /** Releases HELD reservations past their TTL (a process died holding them); returns how many. */
+    sweepExpired: () => quota.sweepExpired(clock.now()),
+    /** Forget cached lookups (tests). */
+    clearCache: () => cache.clear(),
+    async close(): Promise<void> {
+      await recorder.drain();
+      await pools.close();
+      if (owned) await db.destroy();
+    },
+  };
+}
+
+/**
+ * What a call is charged. Exact when the provider reported usage. Otherwise
+ * (a broken or aborted stream, an answer without readable usage): the input
+ * reported so far or else the input bound, and the output reported so far or
+ * else one token per data event received, at most the output bound; a JSON
+ * answer without usage is charged the whole reservation.
+ */
+function chargeable(usage: Usage | null, complete: boolean, dataEvents: number, prepared: PreparedCall): Usage {
+  if (usage && complete) return usage;
+  const inputTokens = usage?.inputTokens ?? prepared.inputBound;
+  const cachedInputTokens = usage?.cachedInputTokens ?? 0n;
+  if (!prepared.stream) return { inputTokens, cachedInputTokens, outputTokens: prepared.outputBound };
+  const seen = BigInt(dataEvents);
+  const estimate = seen < prepared.outputBound ? seen : prepared.outputBound;
+  const reported = usage?.outputTokens ?? 0n;
+  return { inputTokens, cachedInputTokens, outputTokens: reported > estimate ? reported : estimate };
+}
+
+export type Gateway = ReturnType<typeof createGateway>;

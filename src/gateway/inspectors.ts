@@ -1,0 +1,271 @@
+/**
+ * Usage inspectors, one per metered endpoint of each protocol profile. Before
+ * the call an inspector reads the request for the reservation's bounds (and may
+ * ask an OpenAI-style stream for its usage); after it, it reads the usage from a
+ * JSON body or, incrementally, from the SSE stream.
+ *
+ * Bounds: input tokens <= the request body's size in bytes (every token of a
+ * byte-level BPE covers at least one byte, and the JSON around each message is
+ * longer than the chat template's per-message tokens); output tokens <= the
+ * request's max tokens (times `n` choices), or the strategy's maxOutputTokens.
+ */
+import { AppError } from '../errors.js';
+import type { ProtocolProfile } from './headers.js';
+
+export interface Usage {
+  /** All input tokens, cached ones included. */
+  inputTokens: bigint;
+  cachedInputTokens: bigint;
+  outputTokens: bigint;
+}
+
+export interface PreparedCall {
+  requestedModel: string;
+  stream: boolean;
+  /** The body to send: the client's bytes, or the rewritten JSON when usage had to be asked for. */
+  body: Buffer;
+  inputBound: bigint;
+  outputBound: bigint;
+  /** We added stream_options.include_usage: the usage chunk is ours and is removed from the stream. */
+  usageInjected: boolean;
+}
+
+type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
+
+export interface Inspector {
+  endpoint: Endpoint;
+  profile: ProtocolProfile;
+}
+
+const OPENAI: [RegExp, Endpoint][] = [
+  [/(^|\/)chat\/completions$/, 'chat'],
+  [/(^|\/)completions$/, 'completions'],
+  [/(^|\/)embeddings$/, 'embeddings'],
+  [/(^|\/)responses$/, 'responses'],
+];
+const ANTHROPIC: [RegExp, Endpoint][] = [[/(^|\/)messages$/, 'messages']];
+
+/** The inspector for a call, or undefined when the endpoint is not metered. */
+export function inspectorFor(profile: ProtocolProfile, method: string, providerPath: string): Inspector | undefined {
+  if (method !== 'POST') return undefined;
+  for (const [pattern, endpoint] of profile === 'anthropic' ? ANTHROPIC : OPENAI) {
+    if (pattern.test(providerPath)) return { endpoint, profile };
+  }
+  return undefined;
+}
+
+function positiveInt(value: unknown, param: string): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+    throw new AppError('invalid_parameter', `${param} must be a non-negative integer`, { param });
+  }
+  return value;
+}
+
+export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: number): PreparedCall {
+  let body: Record<string, unknown>;
+  try {
+    body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
+  } catch {
+    throw new AppError('invalid_json', 'A metered endpoint needs a JSON body');
+  }
+  if (!body || typeof body !== 'object' || Array.isArray(body)) {
+    throw new AppError('invalid_json', 'A metered endpoint needs a JSON object body');
+  }
+  const requestedModel = typeof body.model === 'string' ? body.model : '';
+  const stream = body.stream === true;
+  let perChoice: number | undefined;
+  let param = 'max_tokens';
+  switch (inspector.endpoint) {
+    case 'chat':
+      perChoice = positiveInt(body.max_completion_tokens, 'max_completion_tokens');
+      if (perChoice !== undefined) param = 'max_completion_tokens';
+      else perChoice = positiveInt(body.max_tokens, 'max_tokens');
+      break;
+    case 'completions':
+    case 'messages':
+      perChoice = positiveInt(body.max_tokens, 'max_tokens');
+      break;
+    case 'responses':
+      param = 'max_output_tokens';
+      perChoice = positiveInt(body.max_output_tokens, 'max_output_tokens');
+      break;
+    case 'embeddings':
+      perChoice = 0;
+      break;
+  }
+  if (perChoice !== undefined && perChoice > maxOutputTokens) {
+    throw new AppError('max_tokens_exceeded', `${param} may be at most ${maxOutputTokens} on this plan`, { param });
+  }
+  const choices = Math.max(positiveInt(body.n, 'n') ?? 1, positiveInt(body.best_of, 'best_of') ?? 1, 1);
+  const outputBound = BigInt(perChoice ?? maxOutputTokens) * BigInt(choices);
+
+  let sent = raw;
+  let usageInjected = false;
+  if (stream && (inspector.endpoint === 'chat' || inspector.endpoint === 'completions')) {
+    const options = (body.stream_options ?? {}) as Record<string, unknown>;
+    if (options.include_usage !== true) {
+      body.stream_options = { ...options, include_usage: true };
+      sent = Buffer.from(JSON.stringify(body));
+      usageInjected = true;
+    }
+  }
+  return { requestedModel, stream, body: sent, inputBound: BigInt(raw.length), outputBound, usageInjected };
+}
+
+function big(value: unknown): bigint {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? BigInt(Math.trunc(value)) : 0n;
+}
+
+/** OpenAI usage objects: chat/completions/embeddings (prompt_/completion_tokens) and responses (input_/output_tokens). */
+function openAiUsage(u: Record<string, any> | null | undefined): Usage | null {
+  if (!u || typeof u !== 'object') return null;
+  if (typeof u.prompt_tokens === 'number') {
+    return {
+      inputTokens: big(u.prompt_tokens),
+      cachedInputTokens: big(u.prompt_tokens_details?.cached_tokens),
+      outputTokens: big(u.completion_tokens),
+    };
+  }
+  if (typeof u.input_tokens === 'number') {
+    return {
+      inputTokens: big(u.input_tokens),
+      cachedInputTokens: big(u.input_tokens_details?.cached_tokens),
+      outputTokens: big(u.output_tokens),
+    };
+  }
+  return null;
+}
+
+/** Anthropic: input_tokens excludes cache reads and writes; cache writes count as (uncached) input. */
+function anthropicUsage(u: Record<string, any> | null | undefined): Usage | null {
+  if (!u || typeof u !== 'object' || typeof u.input_tokens !== 'number') return null;
+  const read = big(u.cache_read_input_tokens);
+  return {
+    inputTokens: big(u.input_tokens) + big(u.cache_creation_input_tokens) + read,
+    cachedInputTokens: read,
+    outputTokens: big(u.output_tokens),
+  };
+}
+
+/** Usage and model of a complete JSON answer. */
+export function usageFromJson(inspector: Inspector, text: string): { usage: Usage | null; model: string | null } {
+  let body: Record<string, any>;
+  try {
+    body = JSON.parse(text) as Record<string, any>;
+  } catch {
+    return { usage: null, model: null };
+  }
+  const model = typeof body?.model === 'string' ? body.model : null;
+  return { usage: inspector.profile === 'anthropic' ? anthropicUsage(body?.usage) : openAiUsage(body?.usage), model };
+}
+
+const MODEL = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;
+const USAGE_NULL = /,\s*"usage"\s*:\s*null/;
+const EVENT_END = /\r?\n\r?\n/;
+
+/**
+ * Reads an SSE stream event by event. Without rewriting, the caller forwards the
+ * upstream's bytes as they come and only feeds them here; with rewriting (the
+ * usage chunk was ours), `push` returns the bytes to forward.
+ */
+export class SseMeter {
+  usage: Usage | null = null;
+  model: string | null = null;
+  /** Whether the final usage report was seen (the stream's accounting is complete). */
+  complete = false;
+  /** Data events seen (about one token each): the output estimate of a broken stream. */
+  dataEvents = 0;
+  private pending = '';
+  private anthropicInput: Usage | null = null;
+
+  constructor(
+    private readonly inspector: Inspector,
+    private readonly rewrite: boolean,
+  ) {}
+
+  push(chunk: Buffer): string {
+    this.pending += chunk.toString('utf8');
+    let out = '';
+    for (;;) {
+      const match = EVENT_END.exec(this.pending);
+      if (!match) break;
+      const block = this.pending.slice(0, match.index);
+      const separator = match[0];
+      this.pending = this.pending.slice(match.index + separator.length);
+      const kept = this.onEvent(block);
+      if (this.rewrite && kept !== null) out += kept + separator;
+    }
+    return out;
+  }
+
+  /** What is left at the end of the stream (an unterminated event is forwarded as it came). */
+  end(): string {
+    const rest = this.pending;
+    this.pending = '';
+    if (rest.trim()) {
+      const kept = this.onEvent(rest);
+      return this.rewrite && kept !== null ? kept : '';
+    }
+    return this.rewrite ? rest : '';
+  }
+
+  /** Returns the event as it should reach the client, or null to drop it. */
+  private onEvent(block: string): string | null {
+    let data = '';
+    for (const line of block.split(/\r?\n/)) {
+      if (line.startsWith('data:')) data += (data ? '\n' : '') + line.slice(line[5] === ' ' ? 6 : 5);
+    }
+    if (!data || data === '[DONE]') return block;
+    this.dataEvents++;
+    if (this.model === null) {
+      const m = MODEL.exec(data);
+      if (m) this.model = m[1]!;
+    }
+    if (this.inspector.profile === 'anthropic') {
+      if (data.includes('"message_start"') || data.includes('"message_delta"')) this.readAnthropic(data);
+      return block;
+    }
+    if (!data.includes('"usage"')) return block;
+    if (this.rewrite && USAGE_NULL.test(data)) return block.replace(USAGE_NULL, '');
+    let parsed: Record<string, any>;
+    try {
+      parsed = JSON.parse(data) as Record<string, any>;
+    } catch {
+      return block;
+    }
+    const usage = openAiUsage(parsed.usage ?? parsed.response?.usage);
+    if (!usage) return block;
+    this.usage = usage;
+    this.complete = true;
+    if (typeof parsed.model === 'string') this.model = parsed.model;
+    else if (typeof parsed.response?.model === 'string') this.model = parsed.response.model;
+    // Our own usage chunk (no choices): the client did not ask for it.
+    if (this.rewrite && Array.isArray(parsed.choices) && parsed.choices.length === 0) return null;
+    return block;
+  }
+
+  private readAnthropic(data: string): void {
+    let parsed: Record<string, any>;
+    try {
+      parsed = JSON.parse(data) as Record<string, any>;
+    } catch {
+      return;
+    }
+    if (parsed.type === 'message_start') {
+      this.anthropicInput = anthropicUsage(parsed.message?.usage);
+      if (typeof parsed.message?.model === 'string') this.model = parsed.message.model;
+      if (this.anthropicInput) this.usage = { ...this.anthropicInput };
+    } else if (parsed.type === 'message_delta' && parsed.usage) {
+      const u = parsed.usage as Record<string, any>;
+      const base = this.anthropicInput ?? { inputTokens: 0n, cachedInputTokens: 0n, outputTokens: 0n };
+      const restated = typeof u.input_tokens === 'number' ? anthropicUsage(u) : null;
+      this.usage = {
+        inputTokens: restated ? restated.inputTokens : base.inputTokens,
+        cachedInputTokens: restated ? restated.cachedInputTokens : base.cachedInputTokens,
+        outputTokens: big(u.output_tokens),
+      };
+      this.complete = this.anthropicInput !== null || restated !== null;
+    }
+  }
+}

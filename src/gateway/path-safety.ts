@@ -1,0 +1,71 @@
+/**
+ * The gateway's URL, checked before anything else: `/providers/{id}/{path}`
+ * with a path that cannot climb out of the connection's base path or smuggle
+ * another origin. Anything doubtful is refused (400): the upstream never sees it.
+ */
+import { AppError } from '../errors.js';
+import { isUuid } from '../ids.js';
+
+export interface GatewayTarget {
+  connectionId: string;
+  /** The provider path as the client sent it (still percent-encoded), without a leading slash. */
+  providerPath: string;
+  /** '' or '?...' exactly as sent. */
+  search: string;
+}
+
+const PREFIX = '/providers/';
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\x00-\x1f\x7f]/;
+const ENCODED_SEPARATOR = /%(2f|5c)/i;
+const SCHEME = /^[a-z][a-z0-9+.-]*:/i;
+
+function unsafe(message: string): AppError {
+  return new AppError('unsafe_proxy_request', message, { param: 'providerPath' });
+}
+
+function checkDecoded(path: string): void {
+  if (CONTROL.test(path)) throw unsafe('The path holds a control character');
+  if (path.includes('\\')) throw unsafe('The path holds a backslash');
+  if (ENCODED_SEPARATOR.test(path)) throw unsafe('The path holds an encoded slash or backslash');
+  const segments = path.split('/');
+  for (let i = 0; i < segments.length; i++) {
+    const s = segments[i]!;
+    if (s === '.' || s === '..') throw unsafe('The path holds a dot segment');
+    if (s === '' && i < segments.length - 1) throw unsafe('The path holds an empty segment');
+  }
+  if (SCHEME.test(segments[0]!)) throw unsafe('The path is an absolute URL');
+}
+
+/** Parses and checks the raw request target (req.originalUrl, not decoded by anyone). */
+export function parseGatewayUrl(rawUrl: string): GatewayTarget {
+  if (!rawUrl.startsWith(PREFIX)) throw unsafe('The request target must be a path');
+  const q = rawUrl.indexOf('?');
+  const pathPart = q === -1 ? rawUrl : rawUrl.slice(0, q);
+  const search = q === -1 ? '' : rawUrl.slice(q);
+  if (CONTROL.test(search)) throw unsafe('The query string holds a control character');
+  const rest = pathPart.slice(PREFIX.length);
+  const slash = rest.indexOf('/');
+  const connectionId = slash === -1 ? rest : rest.slice(0, slash);
+  const providerPath = slash === -1 ? '' : rest.slice(slash + 1);
+  if (!isUuid(connectionId)) {
+    throw new AppError('provider_connection_not_found', 'No active provider connection with that id', { param: 'providerConnectionId' });
+  }
+  if (!providerPath) throw new AppError('route_not_found', 'Gateway calls go to /providers/{providerConnectionId}/{providerPath}');
+  // Decode until stable (at most 3 rounds): double-encoded '..' or '/' are caught too.
+  let current = providerPath;
+  for (let round = 0; round < 4; round++) {
+    checkDecoded(current);
+    if (!current.includes('%')) break;
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(current);
+    } catch {
+      throw unsafe('The path holds a malformed percent-encoding');
+    }
+    if (decoded === current) break;
+    if (round === 3) throw unsafe('The path is encoded too many times');
+    current = decoded;
+  }
+  return { connectionId, providerPath, search };
+}

@@ -1,0 +1,39 @@
+/**
+ * One undici Pool per upstream origin, with keep-alive. Every new connection
+ * resolves its host through guardedLookup, so a name that (re)resolves to a
+ * private address is refused at connect time (DNS rebinding); an IP-literal
+ * host is checked here, since no lookup runs for it.
+ */
+import { Pool } from 'undici';
+import { guardedLookup, isRefusedHost } from '../domain/provider-connections/upstream-guard.js';
+import { AppError } from '../errors.js';
+
+export function createUpstreamPools(options: { allowPrivate: boolean; connections?: number }) {
+  const pools = new Map<string, Pool>();
+  const lookup = guardedLookup(options.allowPrivate);
+  return {
+    get(url: URL): Pool {
+      let pool = pools.get(url.origin);
+      if (pool) return pool;
+      const host = url.hostname.replace(/^\[|\]$/g, '');
+      if (isRefusedHost(host, options.allowPrivate)) {
+        throw new AppError('upstream_unavailable', 'The provider address is private and private upstreams are not allowed');
+      }
+      pool = new Pool(url.origin, {
+        connections: options.connections ?? 256,
+        keepAliveTimeout: 30_000,
+        keepAliveMaxTimeout: 300_000,
+        connect: { lookup: lookup as never },
+      });
+      pools.set(url.origin, pool);
+      return pool;
+    },
+    async close(): Promise<void> {
+      const all = [...pools.values()];
+      pools.clear();
+      await Promise.all(all.map((p) => p.destroy().catch(() => {})));
+    },
+  };
+}
+
+export type UpstreamPools = ReturnType<typeof createUpstreamPools>;

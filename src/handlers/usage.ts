@@ -1,0 +1,21 @@
+import type { GetInvocationData, ListInvocationsData, ListUsageEventsData } from '../../generated/client/types.gen.js';
+import { toInvocationDto, toUsageEventDto } from '../domain/invocations/invocation-mapper.js';
+import type { Services } from '../domain/services.js';
+import { handler, ok, page, type HandlerMap } from '../http/handler.js';
+
+export function usageHandlers({ invocations }: Services): HandlerMap {
+  return {
+    listInvocations: handler<ListInvocationsData>(async ({ actor, path, query }) => {
+      const result = await invocations.list(actor, { ...query, workspaceId: path.workspaceId });
+      return page(result.items.map((row) => toInvocationDto(row)), result.nextCursor);
+    }),
+    getInvocation: handler<GetInvocationData>(async ({ actor, path }) => {
+      const { invocation, attempt, usageEvents } = await invocations.get(actor, path.invocationId);
+      return ok(toInvocationDto(invocation, attempt, usageEvents));
+    }),
+    listUsageEvents: handler<ListUsageEventsData>(async ({ actor, path, query }) => {
+      const result = await invocations.listUsageEvents(actor, { ...query, workspaceId: path.workspaceId });
+      return page(result.items.map(toUsageEventDto), result.nextCursor);
+    }),
+  };
+}

@@ -1,0 +1,280 @@
+/**
+ * Every status of SPEC.md's gateway error table, produced through HTTP, each
+ * checked against the contract and, where the request must not go upstream,
+ * against what the upstream saw.
+ */
+import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  activateWorkspaceAccess,
+  archiveProviderConnection,
+  archiveWorkspace,
+  issueInferenceKey,
+  revokeInferenceKey,
+  suspendWorkspaceAccess,
+  updateProviderConnection,
+} from '../../generated/client/sdk.gen.js';
+import { refusedUrl, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
+import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
+import { checkGatewayResponse, createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+
+const CACHE_TTL_MS = 200;
+let t: TestApp;
+let up: FakeUpstream;
+let a: Tenant;
+let b: Tenant;
+const KEY = 'sk-upstream-errors-0123456789';
+const chatBody = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
+
+beforeAll(async () => {
+  t = await startTestApp({ env: { NEXUS_AUTH_CACHE_TTL_MS: String(CACHE_TTL_MS) } });
+  up = await startOpenAiUpstream({ apiKey: KEY });
+  a = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
+  b = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
+});
+afterAll(async () => {
+  await t?.close();
+  await up?.close();
+});
+
+const waitCache = () => new Promise((r) => setTimeout(r, CACHE_TTL_MS + 50));
+
+async function call(tenant: Tenant, init: { path?: string; method?: string; headers?: Record<string, string>; body?: string; connectionId?: string } = {}) {
+  const base = `${t.url}/providers/${init.connectionId ?? tenant.connectionId}`;
+  const res = await gatewayFetch()(`${base}/${init.path ?? 'v1/chat/completions'}`, {
+    method: init.method ?? 'POST',
+    headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', ...init.headers },
+    body: init.method === 'GET' ? undefined : (init.body ?? chatBody),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as any) : undefined };
+}
+
+/** A raw request: the path goes on the wire exactly as written (fetch would normalise it). */
+function rawCall(path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: Headers }> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(t.url);
+    const req = httpRequest(
+      { host: url.hostname, port: url.port, method: 'POST', path, headers: { authorization: `Bearer ${a.apiKey}`, 'content-type': 'application/json', ...headers } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const h = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v);
+          const text = Buffer.concat(chunks).toString('utf8');
+          const body = text ? JSON.parse(text) : undefined;
+          checkGatewayResponse('POST', res.statusCode!, h, body);
+          resolve({ status: res.statusCode!, body, headers: h });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(chatBody);
+  });
+}
+
+describe('400: unsafe path or header, invalid proxy request', () => {
+  describe.each([
+    ['a dot-dot segment', 'v1/../admin'],
+    ['an encoded dot-dot', 'v1/%2e%2e/admin'],
+    ['a double-encoded dot-dot', 'v1/%252e%252e/admin'],
+    ['a mixed-case encoded dot-dot', 'v1/%2E./admin'],
+    ['an encoded slash', 'v1%2fchat/completions'],
+    ['an encoded backslash', 'v1%5c..%5cadmin'],
+    ['a backslash', 'v1\\chat'],
+    ['an encoded NUL', 'v1/chat%00/completions'],
+    ['an encoded CR LF', 'v1/chat%0d%0aHost:%20evil/completions'],
+    ['an absolute URL', 'http://evil.example/v1/chat/completions'],
+    ['a protocol-relative URL', '/evil.example/v1/chat/completions'],
+    ['a dot segment', 'v1/./chat/completions'],
+  ])('%s', (_name, providerPath) => {
+    it('is refused with 400 unsafe_proxy_request and never reaches the upstream', async () => {
+      const before = up.requests.length;
+      const res = await rawCall(`/providers/${a.connectionId}/${providerPath}`);
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'unsafe_proxy_request', type: 'invalid_request_error' });
+      expect(res.headers.get('x-nexus-request-id')).toBeTruthy();
+      expect(up.requests.length).toBe(before);
+    });
+  });
+
+  it('refuses an absolute-form request target', async () => {
+    const before = up.requests.length;
+    const res = await rawCall(`http://evil.example/providers/${a.connectionId}/v1/chat/completions`);
+    expect(res.status).toBe(400);
+    expect(up.requests.length).toBe(before);
+  });
+
+  it('never forwards a header value holding CR/LF (the request dies at the parser with 400)', async () => {
+    const before = up.requests.length;
+    const url = new URL(t.url);
+    const answer = await new Promise<string>((resolve) => {
+      const socket = connect(Number(url.port), url.hostname, () => {
+        socket.write(
+          `POST /providers/${a.connectionId}/v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${a.apiKey}\r\n` +
+            `X-Injected: a\rInjected: b\r\nContent-Type: application/json\r\nContent-Length: ${chatBody.length}\r\n\r\n${chatBody}`,
+        );
+      });
+      let data = '';
+      socket.on('data', (d) => (data += d.toString()));
+      socket.on('close', () => resolve(data));
+      socket.on('error', () => resolve(data));
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400/);
+    expect(up.requests.length).toBe(before);
+  });
+
+  it('refuses max_tokens above the strategy maxOutputTokens, and a non-JSON body on a metered endpoint', async () => {
+    const before = up.requests.length;
+    const big = await call(a, { body: JSON.stringify({ model: 'm', messages: [], max_tokens: 5000 }) });
+    expect(big.status).toBe(400);
+    expect(big.body.error).toMatchObject({ code: 'max_tokens_exceeded', param: 'max_tokens' });
+    const notJson = await call(a, { body: 'not json' });
+    expect(notJson.status).toBe(400);
+    expect(notJson.body.error.code).toBe('invalid_json');
+    expect(up.requests.length).toBe(before);
+  });
+});
+
+describe('401: no valid inference key', () => {
+  it.each([
+    ['no credential', {}, 'missing_credentials'],
+    ['an unknown key', { authorization: 'Bearer nx-test-unknownunknownunknownunknownunknown00000' }, 'invalid_inference_key'],
+    ['the root Management Key', { authorization: `Bearer ${TEST_ROOT_KEY}` }, 'invalid_inference_key'],
+  ])('%s', async (_n, headers, code) => {
+    const res = await gatewayFetch()(`${a.gatewayBaseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: chatBody });
+    expect(res.status).toBe(401);
+    expect(((await res.json()) as any).error).toMatchObject({ code, type: 'authentication_error' });
+    expect(res.headers.get('x-nexus-metering-status')).toBe('unmetered');
+  });
+
+  it('a revoked key stops working within the cache bound', async () => {
+    const issued = await issueInferenceKey({ client: t.client, path: { accessId: a.accessId }, body: { name: 'to revoke' } });
+    expect(issued.response.status).toBe(201);
+    const key = { ...a, apiKey: issued.data!.apiKey };
+    expect((await call(key)).status).toBe(200);
+    const revoked = await revokeInferenceKey({ client: t.client, path: { accessId: a.accessId, keyId: issued.data!.id } });
+    expect(revoked.response.status).toBeLessThan(300);
+    await waitCache();
+    const res = await call(key);
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe('invalid_inference_key');
+  });
+
+  it('an expired key is refused', async () => {
+    const issued = await issueInferenceKey({ client: t.client, path: { accessId: a.accessId }, body: { name: 'short' } });
+    await t.database.db('inference_keys').where({ id: issued.data!.id }).update({ expires_at: new Date(Date.now() - 1000) });
+    const res = await call({ ...a, apiKey: issued.data!.apiKey });
+    expect(res.status).toBe(401);
+  });
+});
+
+describe('403: access unavailable or connection not allowed', () => {
+  it('a suspended access is refused within the cache bound, and works again once activated', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
+    expect((await call(tenant)).status).toBe(200);
+    const suspended = await suspendWorkspaceAccess({ client: t.client, path: { accessId: tenant.accessId } });
+    expect(suspended.response.status).toBe(200);
+    await waitCache();
+    const before = up.requests.length;
+    const res = await call(tenant);
+    expect(res.status).toBe(403);
+    expect(res.body.error).toMatchObject({ code: 'access_suspended', type: 'permission_error' });
+    expect(res.headers.get('x-nexus-quota-reset')).toBeTruthy();
+    expect(up.requests.length).toBe(before);
+    await activateWorkspaceAccess({ client: t.client, path: { accessId: tenant.accessId } });
+    await waitCache();
+    expect((await call(tenant)).status).toBe(200);
+  });
+
+  it('a suspended connection is refused', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
+    const res1 = await updateProviderConnection({ client: t.client, path: { providerConnectionId: tenant.connectionId }, body: { status: 'SUSPENDED' } });
+    expect(res1.response.status).toBe(200);
+    await waitCache();
+    const res = await call(tenant);
+    expect(res.status).toBe(403);
+    expect(res.body.error.code).toBe('connection_suspended');
+  });
+
+  it('an archived workspace stops its gateway traffic', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
+    await archiveWorkspace({ client: t.client, path: { workspaceId: tenant.workspaceId } });
+    await waitCache();
+    const res = await call(tenant);
+    expect(res.status).toBe(403);
+    expect(res.body.error.code).toBe('workspace_archived_gateway');
+  });
+});
+
+describe('404: no active connection with that id in the key\'s workspace', () => {
+  it('an unknown id, another workspace\'s connection, a malformed id, an archived connection', async () => {
+    const unknown = await call(a, { connectionId: '01900000-0000-7000-8000-000000000000' });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.code).toBe('provider_connection_not_found');
+    const other = await call(a, { connectionId: b.connectionId });
+    expect(other.status).toBe(404);
+    const malformed = await call(a, { connectionId: 'not-a-uuid' });
+    expect(malformed.status).toBe(404);
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
+    await archiveProviderConnection({ client: t.client, path: { providerConnectionId: tenant.connectionId } });
+    await waitCache();
+    expect((await call(tenant)).status).toBe(404);
+  });
+});
+
+describe('409: no usage inspector and no unmetered passthrough', () => {
+  it('refuses an unmetered endpoint without calling the upstream', async () => {
+    const before = up.requests.length;
+    const res = await call(a, { method: 'GET', path: 'v1/models' });
+    expect(res.status).toBe(409);
+    expect(res.body.error).toMatchObject({ code: 'unmetered_endpoint', type: 'conflict_error' });
+    expect(up.requests.length).toBe(before);
+  });
+});
+
+describe('429: not enough quota', () => {
+  it('refuses before the upstream is called, with reset_at', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 50n });
+    const before = up.requests.length;
+    const res = await call(tenant);
+    expect(res.status).toBe(429);
+    expect(res.body.error).toMatchObject({ code: 'quota_insufficient', type: 'quota_exceeded_error' });
+    expect(res.body.error.reset_at).toBe(res.headers.get('x-nexus-quota-reset'));
+    expect(res.headers.get('x-nexus-quota-remaining')).toBe('50');
+    expect(up.requests.length).toBe(before);
+    const period = await periodOf(t, tenant.accessId);
+    expect(period.reserved).toBe(0n);
+    expect(period.consumed).toBe(0n);
+  });
+});
+
+describe('502: no answer from the upstream', () => {
+  it('a refused connection', async () => {
+    const tenant = await createTenant(t, { baseUrl: await refusedUrl(), providerKey: KEY });
+    const res = await call(tenant);
+    expect(res.status).toBe(502);
+    expect(res.body.error).toMatchObject({ code: 'upstream_unavailable', type: 'upstream_error' });
+    await t.nexus.gateway.drain();
+    expect((await periodOf(t, tenant.accessId)).reserved).toBe(0n);
+  });
+
+  it('an upstream that hangs past the connection timeout', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, upstreamTimeoutMs: 300 });
+    const started = Date.now();
+    const res = await call(tenant, { headers: { 'x-fake-fault': 'hang' } });
+    expect(res.status).toBe(502);
+    expect(res.body.error.code).toBe('upstream_timeout');
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('an upstream that resets the connection before answering', async () => {
+    const res = await call(a, { headers: { 'x-fake-fault': 'reset' } });
+    expect(res.status).toBe(502);
+    expect(res.body.error.code).toBe('upstream_unavailable');
+    await t.nexus.gateway.drain();
+    expect((await periodOf(t, a.accessId)).reserved).toBe(0n);
+  });
+});

@@ -1,0 +1,160 @@
+/**
+ * Faults on either side of the gateway: the upstream resets mid-stream, sends
+ * malformed SSE, hangs; the client aborts mid-stream; a process dies holding a
+ * reservation. Nothing is lost or double-counted and no invocation stays open.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getInvocation, listInvocations, listUsageEvents } from '../../generated/client/sdk.gen.js';
+import { newId } from '../../src/ids.js';
+import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+
+let t: TestApp;
+let up: FakeUpstream;
+let anUp: FakeUpstream;
+let tenant: Tenant;
+let anTenant: Tenant;
+const KEY = 'sk-upstream-faults-0123456789';
+
+beforeAll(async () => {
+  t = await startTestApp();
+  up = await startOpenAiUpstream({ apiKey: KEY });
+  anUp = await startAnthropicUpstream({ apiKey: KEY });
+  tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
+  anTenant = await createTenant(t, { profile: 'anthropic', baseUrl: anUp.url, providerKey: KEY });
+});
+afterAll(async () => {
+  await t?.close();
+  await up?.close();
+  await anUp?.close();
+});
+
+const streamBody = (extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'stream' }], max_tokens: 100, stream: true, ...extra });
+
+async function streamCall(who: Tenant, fault: string, body = streamBody(), path = 'v1/chat/completions') {
+  return gatewayFetch()(`${who.gatewayBaseUrl}/${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${who.apiKey}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-fake-fault': fault },
+    body,
+  });
+}
+
+async function settledInvocation(who: Tenant, requestId: string) {
+  await t.nexus.gateway.drain();
+  const list = await listInvocations({ client: t.client, path: { workspaceId: who.workspaceId }, query: { limit: 100 } });
+  const found = list.data!.find((i) => i.requestId === requestId)!;
+  expect(found).toBeTruthy();
+  return (await getInvocation({ client: t.client, path: { invocationId: found.id } })).data!;
+}
+
+describe('upstream faults', () => {
+  it('a reset mid-stream: the client sees the stream break, the call is charged once by the documented rule', async () => {
+    const before = await periodOf(t, tenant.accessId);
+    const res = await streamCall(tenant, 'reset');
+    expect(res.status).toBe(200);
+    await expect(res.text()).rejects.toThrow();
+    const inv = await settledInvocation(tenant, res.headers.get('x-nexus-request-id')!);
+    expect(inv.status).toBe('FAILED');
+    expect(inv.attempt).toMatchObject({ status: 'FAILED', errorCode: 'upstream_stream_broken' });
+    // No usage was reported: input = the request's bound (its size in bytes), output = data events seen (2).
+    const input = BigInt(Buffer.byteLength(streamBody({ stream_options: { include_usage: true } })) - 0);
+    expect(inv.usageEvents).toHaveLength(1);
+    expect(inv.usageEvents![0]!.outputTokens).toBe('2');
+    const after = await periodOf(t, tenant.accessId);
+    expect(after.reserved).toBe(0n);
+    expect(after.consumed - before.consumed).toBe(BigInt(inv.quotaUnits));
+    expect(BigInt(inv.usageEvents![0]!.inputTokens)).toBeLessThanOrEqual(input);
+  });
+
+  it('malformed SSE: the client gets the bytes as sent, the call is charged by the estimate and flagged', async () => {
+    const res = await streamCall(tenant, 'malformed');
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toContain('data: {"id":"broken"');
+    expect(text).toContain('data: [DONE]');
+    const inv = await settledInvocation(tenant, res.headers.get('x-nexus-request-id')!);
+    expect(inv.status).toBe('SUCCEEDED');
+    expect(inv.attempt!.errorCode).toBe('usage_missing');
+    expect(inv.usageEvents).toHaveLength(1);
+    expect((await periodOf(t, tenant.accessId)).reserved).toBe(0n);
+  });
+
+  it('malformed anthropic usage: message_start input counts, output estimated from the events', async () => {
+    const res = await streamCall(anTenant, 'malformed', JSON.stringify({ model: 'claude', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'x' }] }), 'v1/messages');
+    expect(res.status).toBe(200);
+    await res.text();
+    const inv = await settledInvocation(anTenant, res.headers.get('x-nexus-request-id')!);
+    expect(inv.usageEvents![0]!.inputTokens).toBe('10');
+    expect(inv.attempt!.errorCode).toBe('usage_missing');
+    expect((await periodOf(t, anTenant.accessId)).reserved).toBe(0n);
+  });
+});
+
+describe('client aborts mid-stream', () => {
+  it('aborts the upstream, settles what was used and marks the invocation CLIENT_ABORTED', async () => {
+    const before = await periodOf(t, tenant.accessId);
+    const controller = new AbortController();
+    const res = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'slow', 'x-fake-delay-ms': '200', 'x-fake-usage': '10,8,0' },
+      body: streamBody(),
+      signal: controller.signal,
+    });
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    expect(first.done).toBe(false);
+    controller.abort();
+    await reader.cancel().catch(() => {});
+    // The upstream's request ends soon after (the gateway aborted it).
+    for (let i = 0; i < 50 && up.open() > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(up.open()).toBe(0);
+    const inv = await settledInvocation(tenant, res.headers.get('x-nexus-request-id')!);
+    expect(inv.status).toBe('CLIENT_ABORTED');
+    expect(inv.attempt).toMatchObject({ status: 'ABORTED', errorCode: 'client_aborted' });
+    expect(inv.usageEvents).toHaveLength(1);
+    expect(Number(inv.usageEvents![0]!.outputTokens)).toBeLessThan(8);
+    const after = await periodOf(t, tenant.accessId);
+    expect(after.reserved).toBe(0n);
+    expect(after.consumed - before.consumed).toBe(BigInt(inv.quotaUnits));
+  });
+});
+
+describe('the reservation sweeper', () => {
+  it('releases reservations whose process died, charging nothing', async () => {
+    const before = await periodOf(t, tenant.accessId);
+    const period = await t.database.db('quota_periods').where({ workspace_access_id: tenant.accessId }).first();
+    const held = await t.nexus.services.quota.reserve({
+      reservationId: newId(),
+      workspaceId: tenant.workspaceId,
+      accessId: tenant.accessId,
+      periodId: period.id,
+      units: 500n,
+      requestId: 'died-with-the-process',
+      expiresAt: new Date(Date.now() - 1),
+    });
+    expect(held.ok).toBe(true);
+    expect((await periodOf(t, tenant.accessId)).reserved).toBe(500n);
+    expect(await t.nexus.gateway.sweepExpired()).toBe(1);
+    const after = await periodOf(t, tenant.accessId);
+    expect(after.reserved).toBe(0n);
+    expect(after.consumed).toBe(before.consumed);
+    const events = await listUsageEvents({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
+    expect(events.data!.some((e) => e.reservationId && e.units === '500')).toBe(false);
+  });
+});
+
+describe('no invocation stays open', () => {
+  it('every recorded invocation of this file has a final status and a completion time', async () => {
+    await t.nexus.gateway.drain();
+    const rows = await t.database.db('invocations').select('status', 'completed_at');
+    expect(rows.length).toBeGreaterThan(0);
+    for (const r of rows) {
+      expect(['SUCCEEDED', 'UPSTREAM_ERROR', 'FAILED', 'CLIENT_ABORTED', 'REJECTED']).toContain(r.status);
+      expect(r.completed_at).toBeTruthy();
+    }
+    const held = await t.database.db('quota_reservations').where({ status: 'HELD' }).count<{ count: string }[]>('* as count');
+    expect(Number(held[0]!.count)).toBe(0);
+  });
+});

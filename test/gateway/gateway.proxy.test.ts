@@ -1,0 +1,267 @@
+/**
+ * The gateway through the official SDKs against real fake upstreams on
+ * 127.0.0.1: JSON and SSE, both profiles, exact metering, header hygiene.
+ */
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getInvocation, listInvocations, listUsageEvents } from '../../generated/client/sdk.gen.js';
+import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+
+let t: TestApp;
+let openaiUp: FakeUpstream;
+let anthropicUp: FakeUpstream;
+let oa: Tenant;
+let an: Tenant;
+const OPENAI_KEY = 'sk-upstream-openai-0123456789';
+const ANTHROPIC_KEY = 'sk-ant-upstream-0123456789';
+
+beforeAll(async () => {
+  t = await startTestApp();
+  openaiUp = await startOpenAiUpstream({ apiKey: OPENAI_KEY });
+  anthropicUp = await startAnthropicUpstream({ apiKey: ANTHROPIC_KEY });
+  oa = await createTenant(t, { baseUrl: openaiUp.url, providerKey: OPENAI_KEY, allowUnmeteredPassthrough: true });
+  an = await createTenant(t, { profile: 'anthropic', baseUrl: anthropicUp.url, providerKey: ANTHROPIC_KEY });
+});
+afterAll(async () => {
+  await t?.close();
+  await openaiUp?.close();
+  await anthropicUp?.close();
+});
+
+const openai = (tenant: Tenant, headers: Record<string, string> = {}) =>
+  new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+const anthropic = (tenant: Tenant, headers: Record<string, string> = {}) =>
+  new Anthropic({ baseURL: tenant.gatewayBaseUrl, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+
+/** Units of DESIGN.md's formula for the default strategy (input 1.0, cached 0.5, output 2.0 per token). */
+const units = (input: number, cached: number, output: number) => BigInt(Math.ceil((input - cached) * 1 + cached * 0.5 + output * 2));
+
+async function invocationByRequestId(tenant: Tenant, requestId: string) {
+  await t.nexus.gateway.drain();
+  const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
+  const found = list.data!.find((i) => i.requestId === requestId);
+  expect(found, `invocation ${requestId}`).toBeTruthy();
+  const full = await getInvocation({ client: t.client, path: { invocationId: found!.id } });
+  expect(full.response.status).toBe(200);
+  return full.data!;
+}
+
+describe('openai profile through the openai SDK', () => {
+  it('proxies a chat completion, meters it exactly and records the invocation', async () => {
+    const before = await periodOf(t, oa.accessId);
+    const { data, response } = await openai(oa, { 'x-fake-usage': '40,7,8' })
+      .chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 50 })
+      .withResponse();
+    expect(data.choices[0]!.message.content).toBe('alpha beta gamma delta epsilon zeta eta');
+    expect(data.usage).toMatchObject({ prompt_tokens: 40, completion_tokens: 7 });
+    expect(response.headers.get('x-nexus-metering-status')).toBe('metered');
+    expect(response.headers.get('x-request-id')).toMatch(/^req_fake_/);
+    expect(response.headers.get('x-ratelimit-remaining-requests')).toBe('999');
+    expect(response.headers.get('set-cookie')).toBeNull();
+    expect(response.headers.get('x-upstream-internal')).toBeNull();
+    const requestId = response.headers.get('x-nexus-request-id')!;
+    const inv = await invocationByRequestId(oa, requestId);
+    const expected = units(40, 8, 7);
+    expect(inv).toMatchObject({ status: 'SUCCEEDED', requestedModel: 'gpt-test', quotaUnits: String(expected), providerConnectionId: oa.connectionId });
+    expect(inv.attempt).toMatchObject({ sequence: 1, upstreamModel: 'gpt-test-2026-01-01', status: 'SUCCEEDED', httpStatus: 200 });
+    expect(inv.usageEvents).toHaveLength(1);
+    expect(inv.usageEvents![0]).toMatchObject({ kind: 'USAGE', units: String(expected), inputTokens: '40', cachedInputTokens: '8', outputTokens: '7' });
+    expect(inv.totalLatencyMs! - inv.providerLatencyMs!).toBeCloseTo(inv.nexusLatencyMs!, 2);
+    const after = await periodOf(t, oa.accessId);
+    expect(after.consumed - before.consumed).toBe(expected);
+    expect(after.reserved).toBe(0n);
+    // The upstream saw the connection's key, never the caller's credentials.
+    const seen = openaiUp.requests.at(-1)!;
+    expect(seen.headers.authorization).toBe(`Bearer ${OPENAI_KEY}`);
+    expect(JSON.stringify(seen.headers)).not.toContain(oa.apiKey);
+    expect(seen.url).toBe('/v1/chat/completions');
+  });
+
+  it('asks a stream for its usage and hides the extra chunk from the client', async () => {
+    const before = await periodOf(t, oa.accessId);
+    const stream = await openai(oa, { 'x-fake-usage': '12,5,0' }).chat.completions.create({
+      model: 'gpt-test',
+      messages: [{ role: 'user', content: 'Stream please' }],
+      stream: true,
+    });
+    const chunks: any[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('alpha beta gamma delta epsilon');
+    expect(chunks.every((c) => c.choices.length === 1 && !('usage' in c))).toBe(true);
+    const sent = JSON.parse(openaiUp.requests.at(-1)!.body);
+    expect(sent.stream_options).toEqual({ include_usage: true });
+    await t.nexus.gateway.drain();
+    const after = await periodOf(t, oa.accessId);
+    expect(after.consumed - before.consumed).toBe(units(12, 0, 5));
+    expect(after.reserved).toBe(0n);
+  });
+
+  it('passes the usage chunk through when the client asked for it, with TTFT figures', async () => {
+    const { data: stream, response } = await openai(oa, { 'x-fake-usage': '9,3,2' })
+      .chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }], stream: true, stream_options: { include_usage: true } })
+      .withResponse();
+    const chunks: any[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks.at(-1).usage).toMatchObject({ prompt_tokens: 9, completion_tokens: 3 });
+    const inv = await invocationByRequestId(oa, response.headers.get('x-nexus-request-id')!);
+    expect(inv.quotaUnits).toBe(String(units(9, 2, 3)));
+    expect(inv.totalTtftMs).toBeGreaterThan(0);
+    expect(inv.providerTtftMs).toBeGreaterThan(0);
+    expect(inv.nexusTtftMs).toBeCloseTo(inv.totalTtftMs! - inv.providerTtftMs!, 2);
+    expect(inv.firstTokenAt).toBeTruthy();
+    expect(inv.attempt!.firstTokenAt).toBeTruthy();
+  });
+
+  it('meters embeddings, legacy completions and the responses API (JSON and stream)', async () => {
+    const client = openai(oa, { 'x-fake-usage': '20,4,6' });
+    const before = await periodOf(t, oa.accessId);
+    const emb = await client.embeddings.create({ model: 'emb', input: 'hello' });
+    expect(emb.usage.prompt_tokens).toBe(20);
+    const cmp = await client.completions.create({ model: 'davinci', prompt: 'hi', max_tokens: 10 });
+    expect(cmp.usage!.completion_tokens).toBe(4);
+    const resp = await client.responses.create({ model: 'gpt-r', input: 'hi', max_output_tokens: 100 });
+    expect(resp.usage!.output_tokens).toBe(4);
+    const events: string[] = [];
+    for await (const ev of await client.responses.create({ model: 'gpt-r', input: 'hi', stream: true })) events.push(ev.type);
+    expect(events.at(-1)).toBe('response.completed');
+    await t.nexus.gateway.drain();
+    const after = await periodOf(t, oa.accessId);
+    expect(after.consumed - before.consumed).toBe(units(20, 0, 0) + 3n * units(20, 6, 4));
+  });
+
+  it('appends the query string, forwards an unmetered GET when the workspace allows it', async () => {
+    const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/models?limit=5&after=x`, { headers: { authorization: `Bearer ${oa.apiKey}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-nexus-metering-status')).toBe('unmetered');
+    expect(((await res.json()) as any).data[0].id).toBe('fake-model');
+    expect(openaiUp.requests.at(-1)!.url).toBe('/v1/models?limit=5&after=x');
+    const del = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/files/file-1`, { method: 'DELETE', headers: { 'x-api-key': oa.apiKey } });
+    expect(del.status).toBe(200);
+    expect(openaiUp.requests.at(-1)!.headers.authorization).toBe(`Bearer ${OPENAI_KEY}`);
+    expect(openaiUp.requests.at(-1)!.headers['x-api-key']).toBeUndefined();
+  });
+
+  it.each(['PUT', 'PATCH'])('forwards an unmetered %s body untouched and passes the upstream status through', async (method) => {
+    const body = '{"a": 1,   "b": [true]}';
+    const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/assistants/asst_1?x=1`, {
+      method,
+      headers: { authorization: `Bearer ${oa.apiKey}`, 'content-type': 'application/json', cookie: 'session=client-secret' },
+      body,
+    });
+    // The fake has no such route: its own 404 comes back as it is.
+    expect(res.status).toBe(404);
+    expect(res.headers.get('x-nexus-metering-status')).toBe('unmetered');
+    expect(((await res.json()) as any).error.message).toBe(`no route ${method} /v1/assistants/asst_1`);
+    const seen = openaiUp.requests.at(-1)!;
+    expect(seen.method).toBe(method);
+    expect(seen.body).toBe(body);
+    expect(seen.headers.cookie).toBeUndefined();
+  });
+
+  it('sets the key\'s lastRequestAt, at most once a minute', async () => {
+    await t.nexus.gateway.drain();
+    const first = await t.database.db('inference_keys').where({ id: oa.apiKeyId }).first();
+    expect(first.last_request_at).toBeTruthy();
+    await openai(oa).chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'again' }], max_tokens: 5 });
+    await t.nexus.gateway.drain();
+    const second = await t.database.db('inference_keys').where({ id: oa.apiKeyId }).first();
+    expect(second.last_request_at.getTime()).toBe(first.last_request_at.getTime());
+  });
+
+  it('passes an upstream error status through as it is and charges nothing', async () => {
+    const before = await periodOf(t, oa.accessId);
+    const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${oa.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'status-429' },
+      body: JSON.stringify({ model: 'gpt-test', messages: [] }),
+    });
+    expect(res.status).toBe(429);
+    expect(res.headers.get('retry-after')).toBe('7');
+    expect(((await res.json()) as any).error.message).toBe('upstream says no');
+    const inv = await invocationByRequestId(oa, res.headers.get('x-nexus-request-id')!);
+    expect(inv).toMatchObject({ status: 'UPSTREAM_ERROR', quotaUnits: '0' });
+    expect(inv.attempt!.httpStatus).toBe(429);
+    expect(inv.usageEvents).toEqual([]);
+    const after = await periodOf(t, oa.accessId);
+    expect(after.consumed).toBe(before.consumed);
+    expect(after.reserved).toBe(0n);
+  });
+});
+
+describe('anthropic profile through @anthropic-ai/sdk', () => {
+  it('proxies messages (JSON) with x-api-key upstream and cached input', async () => {
+    const before = await periodOf(t, an.accessId);
+    const { data, response } = await anthropic(an, { 'x-fake-usage': '30,6,10' })
+      .messages.create({ model: 'claude-test', max_tokens: 100, messages: [{ role: 'user', content: 'Hi' }] })
+      .withResponse();
+    expect(data.content[0]).toMatchObject({ type: 'text', text: 'alpha beta gamma delta epsilon zeta' });
+    const seen = anthropicUp.requests.at(-1)!;
+    expect(seen.headers['x-api-key']).toBe(ANTHROPIC_KEY);
+    expect(seen.headers.authorization).toBeUndefined();
+    expect(seen.headers['anthropic-version']).toBeTruthy();
+    const inv = await invocationByRequestId(an, response.headers.get('x-nexus-request-id')!);
+    expect(inv.usageEvents![0]).toMatchObject({ inputTokens: '30', cachedInputTokens: '10', outputTokens: '6' });
+    const after = await periodOf(t, an.accessId);
+    expect(after.consumed - before.consumed).toBe(units(30, 10, 6));
+  });
+
+  it('meters a stream from message_start and message_delta', async () => {
+    const before = await periodOf(t, an.accessId);
+    const stream = anthropic(an, { 'x-fake-usage': '25,4,5' }).messages.stream({
+      model: 'claude-test',
+      max_tokens: 100,
+      messages: [{ role: 'user', content: 'Hi' }],
+    });
+    const message = await stream.finalMessage();
+    expect(message.usage.output_tokens).toBe(4);
+    await t.nexus.gateway.drain();
+    const after = await periodOf(t, an.accessId);
+    expect(after.consumed - before.consumed).toBe(units(25, 5, 4));
+    expect(after.reserved).toBe(0n);
+  });
+
+  it('accepts the inference key as x-api-key (Anthropic SDK 0.x style)', async () => {
+    const res = await gatewayFetch()(`${an.gatewayBaseUrl}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': an.apiKey, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'claude-test', max_tokens: 10, messages: [{ role: 'user', content: 'Hi' }] }),
+    });
+    expect(res.status).toBe(200);
+    expect(anthropicUp.requests.at(-1)!.headers['x-api-key']).toBe(ANTHROPIC_KEY);
+  });
+});
+
+describe('usage reads', () => {
+  it('lists usage events and invocations with filters and cursor paging', async () => {
+    await t.nexus.gateway.drain();
+    const page1 = await listUsageEvents({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { limit: 2 } });
+    expect(page1.data).toHaveLength(2);
+    const cursor = page1.response.headers.get('x-next-cursor')!;
+    expect(cursor).toBeTruthy();
+    const page2 = await listUsageEvents({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { limit: 2, cursor } });
+    expect(page2.data!.map((e) => e.id)).not.toContain(page1.data![0]!.id);
+    const usage = await listUsageEvents({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { kind: 'USAGE', workspaceAccessId: oa.accessId } });
+    expect(usage.data!.every((e) => e.kind === 'USAGE' && e.workspaceAccessId === oa.accessId)).toBe(true);
+    const failed = await listInvocations({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { status: 'UPSTREAM_ERROR' } });
+    expect(failed.data!.length).toBeGreaterThan(0);
+    expect(failed.data!.every((i) => i.status === 'UPSTREAM_ERROR')).toBe(true);
+    const byModel = await listInvocations({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { model: 'emb', workspaceAccessId: oa.accessId } });
+    expect(byModel.data!.map((i) => i.requestedModel)).toEqual(['emb']);
+    const other = await listInvocations({ client: t.client, path: { workspaceId: an.workspaceId } });
+    expect(other.data!.every((i) => i.workspaceId === an.workspaceId)).toBe(true);
+  });
+
+  it('answers 404 for an unknown invocation and a bad cursor with 400', async () => {
+    const missing = await getInvocation({ client: t.client, path: { invocationId: '01900000-0000-7000-8000-000000000000' } });
+    expect(missing.response.status).toBe(404);
+    const bad = await listInvocations({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { cursor: 'nope' } });
+    expect(bad.response.status).toBe(400);
+  });
+
+  it('keeps usage events append-only in the database', async () => {
+    await expect(t.database.db('usage_events').update({ units: 0 })).rejects.toThrow(/append-only/);
+  });
+});

@@ -1,0 +1,302 @@
+/**
+ * Real upstream providers on 127.0.0.1 for gateway tests and the benchmark:
+ * an OpenAI-style server (chat completions, completions, embeddings, responses,
+ * models) and an Anthropic-style one (messages), each answering JSON or SSE with
+ * deterministic usage, checking the credential it receives the way the real one
+ * does, and recording every request it saw.
+ *
+ * Per-request behaviour, chosen by request headers (the gateway forwards them):
+ *   x-fake-fault: reset     the connection is destroyed after two stream events (or before a JSON body)
+ *                 malformed the stream carries broken JSON events and no readable usage
+ *                 hang      headers are never sent (the gateway's timeout fires first)
+ *                 slow      one stream event every x-fake-delay-ms (default 50) ms
+ *                 status-429 / status-500  that status with an error body and rate-limit headers
+ *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface SeenRequest {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
+
+export interface FakeUpstream {
+  url: string;
+  requests: SeenRequest[];
+  /** Requests currently being answered (streams included). */
+  open(): number;
+  close(): Promise<void>;
+}
+
+interface UsageSpec {
+  input: number;
+  output: number;
+  cached: number;
+}
+
+const WORDS = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa'];
+
+function usageOf(req: IncomingMessage): UsageSpec {
+  const raw = String(req.headers['x-fake-usage'] ?? '10,5,0').split(',').map(Number);
+  return { input: raw[0] ?? 10, output: raw[1] ?? 5, cached: raw[2] ?? 0 };
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let counter = 0;
+
+function commonHeaders(): Record<string, string> {
+  counter++;
+  return {
+    'x-request-id': `req_fake_${counter}`,
+    'x-ratelimit-remaining-requests': '999',
+    'openai-processing-ms': '1',
+    // Never to be passed to the client:
+    'set-cookie': 'upstream_session=secret; Path=/',
+    'x-upstream-internal': 'do-not-leak',
+  };
+}
+
+function json(res: ServerResponse, status: number, body: unknown, extra: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { ...commonHeaders(), ...extra, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** Writes SSE events honouring the fault modes; returns when done (or the socket died). */
+async function stream(req: IncomingMessage, res: ServerResponse, events: string[]): Promise<void> {
+  const fault = req.headers['x-fake-fault'];
+  const delay = fault === 'slow' ? Number(req.headers['x-fake-delay-ms'] ?? 50) : 0;
+  res.writeHead(200, { ...commonHeaders(), 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  for (let i = 0; i < events.length; i++) {
+    if (res.destroyed) return;
+    if (fault === 'reset' && i === 2) {
+      res.socket?.destroy();
+      return;
+    }
+    if (fault === 'reset') {
+      // Flushed to the socket before it is destroyed, so the client really sees a stream that breaks.
+      await new Promise<void>((resolve) => res.write(events[i], () => resolve()));
+      await sleep(20);
+    } else {
+      res.write(events[i]);
+    }
+    if (delay) await sleep(delay);
+  }
+  res.end();
+}
+
+async function serve(handler: (req: IncomingMessage, res: ServerResponse, body: string) => Promise<void> | void): Promise<FakeUpstream> {
+  const requests: SeenRequest[] = [];
+  let inflight = 0;
+  const server: Server = createServer(async (req, res) => {
+    inflight++;
+    res.on('close', () => inflight--);
+    const body = await readBody(req);
+    requests.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+    const fault = req.headers['x-fake-fault'];
+    if (fault === 'hang') return; // never answers; the socket closes with the server
+    if (fault === 'status-429' || fault === 'status-500') {
+      const status = fault === 'status-429' ? 429 : 500;
+      return json(res, status, { error: { message: 'upstream says no', type: 'rate_limit_error' } }, { 'retry-after': '7' });
+    }
+    try {
+      await handler(req, res, body);
+    } catch (err) {
+      if (!res.headersSent) json(res, 500, { error: { message: String(err) } });
+    }
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    open: () => inflight,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** OpenAI-style: `Authorization: Bearer <apiKey>`. */
+export function startOpenAiUpstream(options: { apiKey: string }): Promise<FakeUpstream> {
+  return serve(async (req, res, raw) => {
+    if (req.headers.authorization !== `Bearer ${options.apiKey}`) {
+      return json(res, 401, { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } });
+    }
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method === 'GET' && path === '/v1/models') {
+      return json(res, 200, { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 0, owned_by: 'fake' }] });
+    }
+    if (req.method === 'DELETE' && path?.startsWith('/v1/files/')) {
+      return json(res, 200, { id: path.slice('/v1/files/'.length), object: 'file', deleted: true });
+    }
+    if (req.method !== 'POST') return json(res, 404, { error: { message: `no route ${req.method} ${path}` } });
+    const body = raw ? (JSON.parse(raw) as Record<string, any>) : {};
+    const u = usageOf(req);
+    const model = `${body.model ?? 'fake-model'}-2026-01-01`;
+    const words = WORDS.slice(0, Math.min(u.output, WORDS.length));
+    const fault = req.headers['x-fake-fault'];
+    if (fault === 'reset' && !body.stream) {
+      res.socket?.destroy();
+      return;
+    }
+    const chatUsage = {
+      prompt_tokens: u.input,
+      completion_tokens: u.output,
+      total_tokens: u.input + u.output,
+      prompt_tokens_details: { cached_tokens: u.cached },
+    };
+    if (path === '/v1/embeddings') {
+      return json(res, 200, {
+        object: 'list',
+        data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }],
+        model,
+        usage: { prompt_tokens: u.input, total_tokens: u.input },
+      });
+    }
+    if (path === '/v1/chat/completions' || path === '/v1/completions') {
+      const chat = path === '/v1/chat/completions';
+      const id = `cmpl-${counter}`;
+      if (!body.stream) {
+        return json(res, 200, {
+          id,
+          object: chat ? 'chat.completion' : 'text_completion',
+          created: 1_700_000_000,
+          model,
+          choices: [
+            chat
+              ? { index: 0, message: { role: 'assistant', content: words.join(' ') }, finish_reason: 'stop' }
+              : { index: 0, text: words.join(' '), finish_reason: 'stop' },
+          ],
+          usage: chatUsage,
+        });
+      }
+      const includeUsage = body.stream_options?.include_usage === true;
+      const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+        `data: ${JSON.stringify({
+          id,
+          object: chat ? 'chat.completion.chunk' : 'text_completion',
+          created: 1_700_000_000,
+          model,
+          choices,
+          ...(includeUsage ? { usage: null } : {}),
+          ...extra,
+        })}\n\n`;
+      const events = [
+        chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]),
+        ...words.map((w, i) => chunk([{ index: 0, delta: { content: (i ? ' ' : '') + w }, finish_reason: null }])),
+        chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]),
+      ];
+      if (fault === 'malformed') {
+        events.push('data: {"id":"broken", "choices": [\n\n', 'data: {"usage": {"prompt_tokens": 1\n\n');
+      } else if (includeUsage) {
+        events.push(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [], usage: chatUsage })}\n\n`);
+      }
+      events.push('data: [DONE]\n\n');
+      return stream(req, res, events);
+    }
+    if (path === '/v1/responses') {
+      const usage = {
+        input_tokens: u.input,
+        input_tokens_details: { cached_tokens: u.cached },
+        output_tokens: u.output,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: u.input + u.output,
+      };
+      const response = {
+        id: `resp_${counter}`,
+        object: 'response',
+        created_at: 1_700_000_000,
+        status: 'completed',
+        model,
+        output: [{ type: 'message', id: 'msg_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: words.join(' '), annotations: [] }] }],
+        usage,
+      };
+      if (!body.stream) return json(res, 200, response);
+      const ev = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+      return stream(req, res, [
+        ev('response.created', { response: { ...response, status: 'in_progress', usage: null } }),
+        ...words.map((w) => ev('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: w })),
+        ev('response.completed', { response }),
+      ]);
+    }
+    return json(res, 404, { error: { message: `no route POST ${path}` } });
+  });
+}
+
+/** Anthropic-style: `x-api-key: <apiKey>` and an `anthropic-version` header. */
+export function startAnthropicUpstream(options: { apiKey: string }): Promise<FakeUpstream> {
+  return serve(async (req, res, raw) => {
+    if (req.headers['x-api-key'] !== options.apiKey || req.headers.authorization) {
+      return json(res, 401, { type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key' } });
+    }
+    if (!req.headers['anthropic-version']) {
+      return json(res, 400, { type: 'error', error: { type: 'invalid_request_error', message: 'anthropic-version header is required' } });
+    }
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method !== 'POST' || path !== '/v1/messages') {
+      return json(res, 404, { type: 'error', error: { type: 'not_found_error', message: `no route ${req.method} ${path}` } });
+    }
+    const body = JSON.parse(raw) as Record<string, any>;
+    const u = usageOf(req);
+    const model = body.model ?? 'claude-fake';
+    const words = WORDS.slice(0, Math.min(u.output, WORDS.length));
+    const id = `msg_${counter}`;
+    // Anthropic's input_tokens excludes cache reads.
+    const usage = { input_tokens: u.input - u.cached, cache_creation_input_tokens: 0, cache_read_input_tokens: u.cached, output_tokens: u.output };
+    if (req.headers['x-fake-fault'] === 'reset' && !body.stream) {
+      res.socket?.destroy();
+      return;
+    }
+    if (!body.stream) {
+      return json(res, 200, {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content: [{ type: 'text', text: words.join(' ') }],
+        stop_reason: 'end_turn',
+        stop_sequence: null,
+        usage,
+      });
+    }
+    const ev = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    const events = [
+      ev('message_start', {
+        message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } },
+      }),
+      ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
+      ev('ping', {}),
+      ...words.map((w, i) => ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: (i ? ' ' : '') + w } })),
+      ev('content_block_stop', { index: 0 }),
+    ];
+    if (req.headers['x-fake-fault'] === 'malformed') events.push('event: message_delta\ndata: {"type":"message_delta", "usage": {\n\n');
+    else events.push(ev('message_delta', { delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: u.output } }));
+    events.push(ev('message_stop', {}));
+    return stream(req, res, events);
+  });
+}
+
+/** A URL on 127.0.0.1 where nothing listens (the port was bound, then released). */
+export async function refusedUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}`;
+}
