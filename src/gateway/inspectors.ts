@@ -9,6 +9,7 @@
  * longer than the chat template's per-message tokens); output tokens <= the
  * request's max tokens (times `n` choices), or the strategy's maxOutputTokens.
  */
+import { StringDecoder } from 'node:string_decoder';
 import { AppError } from '../errors.js';
 import type { ProtocolProfile } from './headers.js';
 
@@ -178,6 +179,8 @@ export class SseMeter {
   dataEvents = 0;
   private pending = '';
   private anthropicInput: Usage | null = null;
+  /** A character split across two chunks is decoded whole. */
+  private readonly decoder = new StringDecoder('utf8');
 
   constructor(
     private readonly inspector: Inspector,
@@ -185,7 +188,7 @@ export class SseMeter {
   ) {}
 
   push(chunk: Buffer): string {
-    this.pending += chunk.toString('utf8');
+    this.pending += this.decoder.write(chunk);
     let out = '';
     for (;;) {
       const match = EVENT_END.exec(this.pending);
@@ -201,7 +204,7 @@ export class SseMeter {
 
   /** What is left at the end of the stream (an unterminated event is forwarded as it came). */
   end(): string {
-    const rest = this.pending;
+    const rest = this.pending + this.decoder.end();
     this.pending = '';
     if (rest.trim()) {
       const kept = this.onEvent(rest);

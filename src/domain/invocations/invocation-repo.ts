@@ -1,4 +1,7 @@
-/** All SQL of invocations and invocation_attempts, and the reads of usage_events. */
+/**
+ * The Admin API's reads of invocations, invocation_attempts and usage_events. The gateway
+ * writes them in one statement with the settlement (src/gateway/settlement.ts).
+ */
 import type { Queryable } from '../../db/database.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
@@ -20,11 +23,6 @@ export interface UsageEventFilter extends PageRequest {
 
 export function createInvocationRepo(db: Queryable) {
   return {
-    async insert(invocation: InvocationRow, attempt: AttemptRow | null, q: Queryable = db): Promise<void> {
-      await q('invocations').insert(invocation);
-      if (attempt) await q('invocation_attempts').insert(attempt);
-    },
-
     async findById(id: string, q: Queryable = db): Promise<InvocationRow | undefined> {
       return q('invocations').where({ id }).first();
     },

@@ -1,0 +1,98 @@
+/** Pure rules of the usage inspectors and the path check, without I/O. */
+import { describe, expect, it } from 'vitest';
+import { inspectorFor, prepareCall, SseMeter, usageFromJson } from '../../src/gateway/inspectors.js';
+import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
+
+const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
+const messages = inspectorFor('anthropic', 'POST', 'v1/messages')!;
+
+/** Feeds the stream in chunks of `size` bytes (splitting events and characters anywhere). */
+function feed(meter: SseMeter, text: string, size: number): string {
+  const bytes = Buffer.from(text, 'utf8');
+  let out = '';
+  for (let i = 0; i < bytes.length; i += size) out += meter.push(bytes.subarray(i, i + size));
+  return out + meter.end();
+}
+
+const usage = { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14, prompt_tokens_details: { cached_tokens: 4 } };
+const openAiStream =
+  `data: {"id":"c","model":"gpt-x","choices":[{"index":0,"delta":{"content":"héllo 世界"}}],"usage":null}\n\n` +
+  `data: {"id":"c","model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}\n\n` +
+  `data: {"id":"c","model":"gpt-x","choices":[],"usage":${JSON.stringify(usage)}}\n\n` +
+  'data: [DONE]\n\n';
+
+describe('inspectors', () => {
+  it('meters only the metered endpoints of each profile', () => {
+    expect(inspectorFor('openai', 'POST', 'v1/embeddings')?.endpoint).toBe('embeddings');
+    expect(inspectorFor('openai', 'POST', 'v1/responses')?.endpoint).toBe('responses');
+    expect(inspectorFor('openai', 'POST', 'completions')?.endpoint).toBe('completions');
+    expect(inspectorFor('openai', 'GET', 'v1/models')).toBeUndefined();
+    expect(inspectorFor('anthropic', 'POST', 'v1/messages/count_tokens')).toBeUndefined();
+    expect(inspectorFor('anthropic', 'POST', 'v1/chat/completions')).toBeUndefined();
+  });
+
+  it('bounds a call: body bytes for input, max tokens times n for output; asks a stream for usage', () => {
+    const raw = Buffer.from(JSON.stringify({ model: 'm', messages: [], max_tokens: 7, n: 3, stream: true }));
+    const p = prepareCall(chat, raw, 100);
+    expect(p).toMatchObject({ requestedModel: 'm', stream: true, inputBound: BigInt(raw.length), outputBound: 21n, usageInjected: true });
+    expect(JSON.parse(p.body.toString()).stream_options).toEqual({ include_usage: true });
+    const asked = Buffer.from(JSON.stringify({ model: 'm', stream: true, stream_options: { include_usage: true } }));
+    expect(prepareCall(chat, asked, 100)).toMatchObject({ usageInjected: false, outputBound: 100n });
+    expect(prepareCall(chat, asked, 100).body).toBe(asked);
+    expect(() => prepareCall(chat, Buffer.from('{"max_completion_tokens":101}'), 100)).toThrow(/at most 100/);
+    expect(() => prepareCall(messages, Buffer.from('[1]'), 100)).toThrow(/JSON object/);
+  });
+
+  it.each([1, 3, 7, 4096])('reads OpenAI stream usage and removes the injected chunk (chunks of %i bytes)', (size) => {
+    const injected = new SseMeter(chat, true);
+    const out = feed(injected, openAiStream, size);
+    expect(injected.usage).toEqual({ inputTokens: 11n, cachedInputTokens: 4n, outputTokens: 3n });
+    expect(injected.complete).toBe(true);
+    expect(injected.model).toBe('gpt-x');
+    expect(out).toContain('héllo 世界');
+    expect(out).not.toContain('"usage"');
+    expect(out.endsWith('data: [DONE]\n\n')).toBe(true);
+    const passive = new SseMeter(chat, false);
+    expect(feed(passive, openAiStream, size)).toBe('');
+    expect(passive.usage?.outputTokens).toBe(3n);
+  });
+
+  it('reads Anthropic usage from message_start and message_delta, cache reads as cached input', () => {
+    const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    const stream =
+      ev('message_start', { message: { model: 'claude-x', usage: { input_tokens: 5, cache_creation_input_tokens: 2, cache_read_input_tokens: 10, output_tokens: 1 } } }) +
+      ev('content_block_delta', { delta: { text: 'hi' } }) +
+      ev('message_delta', { usage: { output_tokens: 9 } });
+    const meter = new SseMeter(messages, false);
+    feed(meter, stream, 5);
+    expect(meter.usage).toEqual({ inputTokens: 17n, cachedInputTokens: 10n, outputTokens: 9n });
+    expect(meter.complete).toBe(true);
+    expect(meter.model).toBe('claude-x');
+  });
+
+  it('reads JSON usage of both profiles', () => {
+    expect(usageFromJson(chat, JSON.stringify({ model: 'a', usage })).usage).toEqual({ inputTokens: 11n, cachedInputTokens: 4n, outputTokens: 3n });
+    const responses = inspectorFor('openai', 'POST', 'v1/responses')!;
+    expect(usageFromJson(responses, JSON.stringify({ usage: { input_tokens: 8, input_tokens_details: { cached_tokens: 2 }, output_tokens: 5 } })).usage).toEqual({
+      inputTokens: 8n,
+      cachedInputTokens: 2n,
+      outputTokens: 5n,
+    });
+    expect(usageFromJson(chat, 'not json')).toEqual({ usage: null, model: null });
+  });
+});
+
+describe('parseGatewayUrl', () => {
+  const id = '01900000-0000-7000-8000-000000000000';
+  it('keeps the provider path and query exactly as sent', () => {
+    expect(parseGatewayUrl(`/providers/${id}/v1/chat/completions?a=1&b=%20`)).toEqual({
+      connectionId: id,
+      providerPath: 'v1/chat/completions',
+      search: '?a=1&b=%20',
+    });
+    expect(parseGatewayUrl(`/providers/${id}/v1/files/file%20name`).providerPath).toBe('v1/files/file%20name');
+  });
+  it.each(['v1/%2e%2e/x', 'v1/%25%32%65%25%32%65/x', 'v1//x', 'v1/%ZZ', 'javascript:alert(1)', 'v1/%c0%ae%c0%ae/x'])('refuses %s', (path) => {
+    expect(() => parseGatewayUrl(`/providers/${id}/${path}`)).toThrow();
+  });
+});
