@@ -41,6 +41,11 @@ export interface Config {
   reservationTtlMs: number;
   /** How long the gateway may trust a cached key lookup. */
   authCacheTtlMs: number;
+  /**
+   * Gateway writes (reservations, settlements, records) commit without waiting for
+   * the WAL flush: faster, but a PostgreSQL crash can lose the last moments of them.
+   */
+  gatewayAsyncCommit: boolean;
   stripeApiBaseUrl: string | undefined;
   paddleApiBaseUrl: string | undefined;
   /** How long past_due keeps an access ACTIVE. */
@@ -73,6 +78,7 @@ const schema = {
     NEXUS_PROVIDER_PROBE_TIMEOUT_MS: { type: 'integer', minimum: 100, maximum: 60000, default: 5000 },
     NEXUS_RESERVATION_TTL_MS: { type: 'integer', minimum: 1000, default: 900000 },
     NEXUS_AUTH_CACHE_TTL_MS: { type: 'integer', minimum: 0, maximum: 5000, default: 1000 },
+    NEXUS_GATEWAY_ASYNC_COMMIT: { type: 'boolean', default: false },
     NEXUS_STRIPE_API_BASE_URL: { type: 'string', pattern: '^https?://' },
     NEXUS_PADDLE_API_BASE_URL: { type: 'string', pattern: '^https?://' },
     NEXUS_BILLING_PAST_DUE_GRACE_HOURS: { type: 'number', minimum: 0, default: 72 },
@@ -148,6 +154,7 @@ export function loadConfig(
     providerProbeTimeoutMs: v.NEXUS_PROVIDER_PROBE_TIMEOUT_MS,
     reservationTtlMs: v.NEXUS_RESERVATION_TTL_MS,
     authCacheTtlMs: v.NEXUS_AUTH_CACHE_TTL_MS,
+    gatewayAsyncCommit: v.NEXUS_GATEWAY_ASYNC_COMMIT,
     stripeApiBaseUrl: v.NEXUS_STRIPE_API_BASE_URL,
     paddleApiBaseUrl: v.NEXUS_PADDLE_API_BASE_URL,
     billingPastDueGraceMs: Math.round(v.NEXUS_BILLING_PAST_DUE_GRACE_HOURS * 3600_000),

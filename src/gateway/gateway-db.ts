@@ -1,19 +1,20 @@
 /**
- * The gateway's own PostgreSQL pool. Its sessions commit with
- * synchronous_commit=off: a commit returns without waiting for the WAL flush
- * (~4 ms on this machine), so the hot row of a busy access (its quota period)
- * is locked for microseconds instead of a disk flush. The trade, documented in
- * docs/decisions.md: a crash of PostgreSQL itself (not of Nexus) can lose the
- * last moments (at most 3 x wal_writer_delay, 600 ms by default) of
- * reservations and settlements; the calls in that window go uncharged. Each
+ * The gateway's own PostgreSQL pool, so control-plane traffic never queues
+ * behind it. With NEXUS_GATEWAY_ASYNC_COMMIT=true (off by default) its sessions
+ * commit with synchronous_commit=off: a commit returns without waiting for the
+ * WAL flush (~4 ms on this machine), so the hot row of a busy access (its quota
+ * period) is locked for microseconds instead of a disk flush. The trade,
+ * documented in docs/decisions.md: a crash of PostgreSQL itself (not of Nexus)
+ * can lose the last moments (at most 3 x wal_writer_delay, 600 ms by default)
+ * of reservations and settlements; the calls in that window go uncharged. Each
  * transaction stays atomic, so the invariants (no overspend by holds, one usage
- * event per settlement) hold. Control-plane writes keep the main, durable pool.
+ * event per settlement) hold either way.
  */
 import knexPkg from 'knex';
 import type { Db } from '../db/database.js';
 import { isEmbedded } from '../db/database.js';
 
-export function createGatewayDb(main: Db, poolMax = 10): { db: Db; owned: boolean } {
+export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax = 10): { db: Db; owned: boolean } {
   if (isEmbedded(main)) return { db: main, owned: false };
   const config = main.client.config as {
     connection: { connectionString?: string; application_name?: string } | string;
@@ -22,10 +23,13 @@ export function createGatewayDb(main: Db, poolMax = 10): { db: Db; owned: boolea
   const connectionString = typeof config.connection === 'string' ? config.connection : config.connection.connectionString;
   if (!connectionString) return { db: main, owned: false };
   const searchPath = Array.isArray(config.searchPath) ? config.searchPath.join(',') : config.searchPath;
-  const options = ['-c synchronous_commit=off', ...(searchPath ? [`-c search_path=${searchPath}`] : [])].join(' ');
+  const options = [
+    ...(asyncCommit ? ['-c synchronous_commit=off'] : []),
+    ...(searchPath ? [`-c search_path=${searchPath}`] : []),
+  ].join(' ');
   const db = knexPkg({
     client: 'pg',
-    connection: { connectionString, application_name: 'nexus-gateway', options },
+    connection: { connectionString, application_name: 'nexus-gateway', ...(options ? { options } : {}) },
     pool: { min: 0, max: poolMax },
   });
   return { db, owned: true };

@@ -129,7 +129,7 @@ function drain(res: Response): Promise<void> {
 
 export function createGateway(deps: GatewayDeps) {
   const { config, clock, logger, quota, hasher, secretBox } = deps;
-  const { db, owned } = createGatewayDb(deps.db);
+  const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit);
   const cache = createAuthCache({ db, clock, ttlMs: config.authCacheTtlMs });
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const recorder = createCallRecorder({ db, logger });
