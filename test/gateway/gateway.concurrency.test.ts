@@ -3,6 +3,7 @@
  * exactly one usage event, every refusal is a 429 that never reached the
  * upstream, and the reserved units return to zero.
  */
+import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -10,7 +11,7 @@ import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-sup
 
 let t: TestApp;
 let up: FakeUpstream;
-const KEY = 'sk-upstream-concurrency-0123456789';
+const KEY = `${SECRET_MARKER}-upstream-concurrency-0123456789`;
 const CALLS = 300;
 // Each call reserves bytes(body) + 2 * 10 units and consumes 10 + 2 * 5 = 20.
 const QUOTA = 2000n;

@@ -3,6 +3,7 @@
  * checked against the contract and, where the request must not go upstream,
  * against what the upstream saw.
  */
+import { SECRET_MARKER } from '../security/secret-marker.js';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -24,7 +25,7 @@ let t: TestApp;
 let up: FakeUpstream;
 let a: Tenant;
 let b: Tenant;
-const KEY = 'sk-upstream-errors-0123456789';
+const KEY = `${SECRET_MARKER}-upstream-errors-0123456789`;
 const chatBody = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
 
 beforeAll(async () => {

@@ -3,6 +3,7 @@
  * malformed SSE, hangs; the client aborts mid-stream; a process dies holding a
  * reservation. Nothing is lost or double-counted and no invocation stays open.
  */
+import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getInvocation, listInvocations, listUsageEvents } from '../../generated/client/sdk.gen.js';
 import { newId } from '../../src/ids.js';
@@ -15,7 +16,7 @@ let up: FakeUpstream;
 let anUp: FakeUpstream;
 let tenant: Tenant;
 let anTenant: Tenant;
-const KEY = 'sk-upstream-faults-0123456789';
+const KEY = `${SECRET_MARKER}-upstream-faults-0123456789`;
 
 beforeAll(async () => {
   t = await startTestApp();

@@ -2,6 +2,7 @@
  * The gateway through the official SDKs against real fake upstreams on
  * 127.0.0.1: JSON and SSE, both profiles, exact metering, header hygiene.
  */
+import { SECRET_MARKER } from '../security/secret-marker.js';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,8 +16,8 @@ let openaiUp: FakeUpstream;
 let anthropicUp: FakeUpstream;
 let oa: Tenant;
 let an: Tenant;
-const OPENAI_KEY = 'sk-upstream-openai-0123456789';
-const ANTHROPIC_KEY = 'sk-ant-upstream-0123456789';
+const OPENAI_KEY = `${SECRET_MARKER}-upstream-openai-0123456789`;
+const ANTHROPIC_KEY = `${SECRET_MARKER}-ant-upstream-0123456789`;
 
 beforeAll(async () => {
   t = await startTestApp();
