@@ -1,19 +1,17 @@
 /**
- * Gateway calls' settlements as ONE statement per batch: close each HELD
- * reservation, move its units on its quota period (consumed += actual,
- * reserved -= held), append one USAGE event per charged call (at most the held
- * units) and an ADJUSTMENT event for anything beyond, and insert the
- * invocations and their attempts. The rules are those of
- * services.quota.settle/release (src/domain/quota/quota-service.ts), written
- * as one round trip so that a busy access's period row is locked for one
- * statement, not a multi-statement transaction per call (which capped a single
- * access at ~200 calls/s here). Idempotent: a reservation that is no longer
- * HELD (settled, or expired by the sweeper) is left alone and its invocation
+ * Gateway calls' records as ONE statement per batch: the settlement of each
+ * call's reservation (the rule of src/domain/quota/settlement-sql.ts, shared
+ * with services.quota.settle/release), plus the invocations and their
+ * attempts. One round trip, so a busy access's period row is locked for one
+ * statement (a multi-statement transaction per call capped a single access at
+ * ~200 calls/s here). Idempotent per reservation: one that is no longer HELD
+ * (settled, or expired by the sweeper) is left alone and its invocation
  * records 0 units.
  */
 import type { Knex } from 'knex';
 import type { AttemptRow, InvocationRow } from '../domain/invocations/invocation-types.js';
 import { newId } from '../ids.js';
+import { settlementCtes, jsonParam, type SettlementInput } from '../domain/quota/settlement-sql.js';
 
 export interface Consumption {
   units: bigint;
@@ -38,36 +36,8 @@ const INVOCATION_COLUMNS = [
   'nexus_latency_ms', 'total_ttft_ms', 'provider_ttft_ms', 'nexus_ttft_ms',
 ];
 
-const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, reservation_id, invocation_id, kind,
-  units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at`;
-
 const SQL = `
-with s as (
-  select * from json_to_recordset(cast(:settlements as json)) as x(
-    rid uuid, status text, units bigint, charged boolean, usage_id uuid, adjustment_id uuid, invocation_id uuid,
-    input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz)
-), r as (
-  update quota_reservations q set status = s.status, consumed_units = s.units, settled_at = s.at
-    from s where q.id = s.rid and q.status = 'HELD'
-  returning q.id, q.workspace_id, q.workspace_access_id, q.quota_period_id, q.reserved_units, s.units, s.charged,
-            s.usage_id, s.adjustment_id, s.invocation_id, s.input_tokens, s.cached_tokens, s.output_tokens, s.model, s.at
-), p as (
-  update quota_periods qp
-     set reserved_units = qp.reserved_units - t.reserved, consumed_units = qp.consumed_units + t.consumed
-    from (select quota_period_id, sum(reserved_units) as reserved, sum(units) as consumed from r group by quota_period_id) t
-   where qp.id = t.quota_period_id
-  returning qp.id
-), u as (
-  insert into usage_events (${USAGE_COLUMNS})
-  select usage_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'USAGE',
-         least(units, reserved_units), input_tokens, cached_tokens, output_tokens, model, null, at
-    from r where charged
-), a as (
-  insert into usage_events (${USAGE_COLUMNS})
-  select adjustment_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'ADJUSTMENT',
-         units - reserved_units, 0, 0, 0, model, 'consumed_beyond_reservation', at
-    from r where charged and units > reserved_units
-), inv as (
+with ${settlementCtes}, inv as (
   insert into invocations (${INVOCATION_COLUMNS.join(', ')})
   select ${INVOCATION_COLUMNS.map((c) =>
     c === 'quota_units'
@@ -80,14 +50,12 @@ with s as (
 )
 select count(*) as settled from r`;
 
-const json = (rows: unknown[]) => JSON.stringify(rows, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
-
 /** Records the calls in one statement (all or nothing). */
 export async function recordCalls(db: Knex, calls: CallToRecord[]): Promise<void> {
   const settlements = calls
     .filter((c) => c.reservationId)
-    .map((c) => ({
-      rid: c.reservationId,
+    .map((c): SettlementInput => ({
+      rid: c.reservationId!,
       status: c.consumed ? 'SETTLED' : 'RELEASED',
       units: c.consumed?.units ?? 0n,
       charged: Boolean(c.consumed),
@@ -101,8 +69,8 @@ export async function recordCalls(db: Knex, calls: CallToRecord[]): Promise<void
       at: c.invocation.completed_at ?? new Date(),
     }));
   await db.raw(SQL, {
-    settlements: json(settlements),
-    invocations: json(calls.map((c) => c.invocation)),
-    attempts: json(calls.flatMap((c) => (c.attempt ? [c.attempt] : []))),
+    settlements: jsonParam(settlements),
+    invocations: jsonParam(calls.map((c) => c.invocation)),
+    attempts: jsonParam(calls.flatMap((c) => (c.attempt ? [c.attempt] : []))),
   });
 }

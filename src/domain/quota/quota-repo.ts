@@ -3,8 +3,9 @@
  * statement is the gateway's only write before the upstream call: one atomic
  * CTE, so concurrent reservations can never overspend a period.
  */
+import { settlementCtes, jsonParam, type SettlementInput } from './settlement-sql.js';
 import type { Queryable } from '../../db/database.js';
-import type { QuotaPeriodRow, QuotaReservationRow, UsageEventRow } from './quota-types.js';
+import type { QuotaPeriodRow } from './quota-types.js';
 
 export function createQuotaRepo(db: Queryable) {
   return {
@@ -97,10 +98,6 @@ export function createQuotaRepo(db: Queryable) {
       return updated as QuotaPeriodRow;
     },
 
-    async findReservationForUpdate(id: string, q: Queryable): Promise<QuotaReservationRow | undefined> {
-      return q('quota_reservations').where({ id }).forUpdate().first();
-    },
-
     /** Returns the held units to the period and moves `consumed` into consumed_units. */
     async applySettlement(periodId: string, reserved: bigint, consumed: bigint, q: Queryable): Promise<void> {
       await q.raw(
@@ -111,12 +108,12 @@ export function createQuotaRepo(db: Queryable) {
       );
     },
 
-    async closeReservation(
-      id: string,
-      patch: { status: 'SETTLED' | 'RELEASED' | 'EXPIRED'; consumed_units: bigint; settled_at: Date },
-      q: Queryable,
-    ): Promise<void> {
-      await q('quota_reservations').where({ id }).update(patch);
+    /** Settles the reservations still HELD among these (settlement-sql.ts); returns those it settled. */
+    async settle(settlements: SettlementInput[], q: Queryable = db): Promise<{ id: string; reserved_units: bigint; units: bigint }[]> {
+      const result = await q.raw(`with ${settlementCtes} select r.id, r.reserved_units, r.units from r`, {
+        settlements: jsonParam(settlements),
+      });
+      return result.rows as { id: string; reserved_units: bigint; units: bigint }[];
     },
 
     /** HELD reservations past their expiry become EXPIRED; returns what they held, per row. */
@@ -130,10 +127,6 @@ export function createQuotaRepo(db: Queryable) {
         { now },
       );
       return result.rows as { id: string; quota_period_id: string; reserved_units: bigint }[];
-    },
-
-    async insertUsageEvent(row: UsageEventRow, q: Queryable = db): Promise<void> {
-      await q('usage_events').insert(row);
     },
 
     async availableUnits(periodId: string, q: Queryable = db): Promise<bigint> {

@@ -10,30 +10,28 @@ import { newId } from '../../ids.js';
 import type { Clock } from '../actor.js';
 import { computeUnits } from './quota-math.js';
 import type { QuotaRepo } from './quota-repo.js';
+import type { SettlementInput } from './settlement-sql.js';
 import type { QuotaSnapshot, ReserveInput, ReserveResult, SettleInput, SettleResult } from './quota-types.js';
 
 export function createQuotaService(deps: { db: Db; quotaRepo: QuotaRepo; clock: Clock }) {
   const { db, quotaRepo, clock } = deps;
 
-  /** Runs fn in the caller's transaction, or in one of its own. */
-  function inTx<T>(tx: Queryable | undefined, fn: (tx: Queryable) => Promise<T>): Promise<T> {
-    return tx && tx.isTransaction ? fn(tx) : db.transaction((own) => fn(own));
-  }
 
-  async function close(
-    tx: Queryable,
-    reservationId: string,
-    outcome: { status: 'SETTLED' | 'RELEASED'; consumed: bigint },
-  ) {
-    const reservation = await quotaRepo.findReservationForUpdate(reservationId, tx);
-    if (!reservation || reservation.status !== 'HELD') return undefined;
-    await quotaRepo.applySettlement(reservation.quota_period_id, reservation.reserved_units, outcome.consumed, tx);
-    await quotaRepo.closeReservation(
-      reservationId,
-      { status: outcome.status, consumed_units: outcome.consumed, settled_at: clock.now() },
-      tx,
-    );
-    return reservation;
+  function settlement(reservationId: string, consumed: bigint | null, usage?: SettleInput): SettlementInput {
+    return {
+      rid: reservationId,
+      status: consumed === null ? 'RELEASED' : 'SETTLED',
+      units: consumed ?? 0n,
+      charged: consumed !== null,
+      usage_id: newId(),
+      adjustment_id: newId(),
+      invocation_id: usage?.invocationId ?? null,
+      input_tokens: usage?.inputTokens ?? 0n,
+      cached_tokens: usage?.cachedInputTokens ?? 0n,
+      output_tokens: usage?.outputTokens ?? 0n,
+      model: usage?.model ?? null,
+      at: clock.now(),
+    };
   }
 
   return {
@@ -61,58 +59,15 @@ export function createQuotaService(deps: { db: Db; quotaRepo: QuotaRepo; clock: 
     /** Idempotent: a reservation that is no longer HELD is left alone (null). */
     async settle(input: SettleInput, tx?: Queryable): Promise<SettleResult | null> {
       if (input.consumedUnits < 0n) throw new RangeError('consumedUnits must be non-negative');
-      return inTx(tx, async (q) => {
-        const reservation = await close(q, input.reservationId, { status: 'SETTLED', consumed: input.consumedUnits });
-        if (!reservation) return null;
-        const now = clock.now();
-        const base = {
-          workspace_id: reservation.workspace_id,
-          workspace_access_id: reservation.workspace_access_id,
-          quota_period_id: reservation.quota_period_id,
-          reservation_id: reservation.id,
-          invocation_id: input.invocationId,
-          model: input.model,
-          created_at: now,
-        };
-        const within = input.consumedUnits < reservation.reserved_units ? input.consumedUnits : reservation.reserved_units;
-        const usageEventId = newId();
-        await quotaRepo.insertUsageEvent(
-          {
-            ...base,
-            id: usageEventId,
-            kind: 'USAGE',
-            units: within,
-            input_tokens: input.inputTokens,
-            cached_input_tokens: input.cachedInputTokens,
-            output_tokens: input.outputTokens,
-            reason: null,
-          },
-          q,
-        );
-        let adjustmentEventId: string | null = null;
-        if (input.consumedUnits > reservation.reserved_units) {
-          adjustmentEventId = newId();
-          await quotaRepo.insertUsageEvent(
-            {
-              ...base,
-              id: adjustmentEventId,
-              kind: 'ADJUSTMENT',
-              units: input.consumedUnits - reservation.reserved_units,
-              input_tokens: 0n,
-              cached_input_tokens: 0n,
-              output_tokens: 0n,
-              reason: 'consumed_beyond_reservation',
-            },
-            q,
-          );
-        }
-        return { usageEventId, adjustmentEventId };
-      });
+      const row = settlement(input.reservationId, input.consumedUnits, input);
+      const [settled] = await quotaRepo.settle([row], tx ?? db);
+      if (!settled) return null;
+      return { usageEventId: row.usage_id, adjustmentEventId: settled.units > settled.reserved_units ? row.adjustment_id : null };
     },
 
     /** Returns everything held, records no usage. True when it released something. */
     async release(reservationId: string, tx?: Queryable): Promise<boolean> {
-      return inTx(tx, async (q) => Boolean(await close(q, reservationId, { status: 'RELEASED', consumed: 0n })));
+      return (await quotaRepo.settle([settlement(reservationId, null)], tx ?? db)).length > 0;
     },
 
     /** Reservations whose process died: EXPIRED, their units returned. Returns how many. */
