@@ -6,11 +6,21 @@ import winston from 'winston';
 
 export type Logger = winston.Logger;
 
+/** `logger.warn({ msg, ... })` puts the object under `message`: lift its fields to the top of the line. */
+const flattenObjectMessage = winston.format((info) => {
+  const message = info.message as unknown;
+  if (message && typeof message === 'object' && !Array.isArray(message)) {
+    delete (info as { message?: unknown }).message;
+    Object.assign(info, message);
+  }
+  return info;
+});
+
 export function createLogger(level: string, transports?: winston.transport[]): Logger {
   return winston.createLogger({
     level: level === 'silent' ? 'error' : level,
     silent: level === 'silent',
-    format: winston.format.combine(winston.format.timestamp(), winston.format.json()),
+    format: winston.format.combine(flattenObjectMessage(), winston.format.timestamp(), winston.format.json()),
     transports: transports ?? [new winston.transports.Console()],
   });
 }
