@@ -1,17 +1,8 @@
 /**
  * Gateway test support: tenant fixtures made through the Admin API with the
  * generated client (workspace, provider connection, plan, strategy, binding,
- * publish, user with key), and a fetch that checks every gateway answer against
- * the contract's proxyProvider* operations (openapi-backend's router cannot
- * match a greedy providerPath, so the generic check in test/support/contract.ts
- * does not see these).
+ * publish, user with key), and the contract-checking fetch for gateway calls.
  */
-import { appendFileSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { OpenAPIBackend } from 'openapi-backend';
-import addFormatsPkg from 'ajv-formats';
-import { Ajv } from 'ajv';
-import { expect } from 'vitest';
 import {
   bindPlanStrategy,
   createPlan,
@@ -22,78 +13,12 @@ import {
   publishPlan,
   publishPlanStrategy,
 } from '../../generated/client/sdk.gen.js';
-import { loadContract } from '../../src/app.js';
-import { ContractViolation } from '../support/contract.js';
-import { runDir } from '../support/paths.js';
+import { expect } from 'vitest';
+import { contractFetch } from '../support/contract.js';
 import type { TestApp } from '../support/test-app.js';
 
-const addFormats = addFormatsPkg as unknown as (ajv: unknown) => unknown;
-let backend: OpenAPIBackend | undefined;
-const headerAjv = new Ajv({ strict: false });
-addFormats(headerAjv);
-
-function contract(): OpenAPIBackend {
-  if (!backend) {
-    backend = new OpenAPIBackend({ definition: loadContract(), quick: true, validate: true, ajvOpts: { strict: false }, customizeAjv: (ajv) => (addFormats(ajv), ajv) });
-    backend.validateDefinition = () => backend!.document;
-    backend.init();
-  }
-  return backend;
-}
-
-const OPS: Record<string, string> = {
-  GET: 'proxyProviderGet',
-  POST: 'proxyProviderPost',
-  PUT: 'proxyProviderPut',
-  PATCH: 'proxyProviderPatch',
-  DELETE: 'proxyProviderDelete',
-};
-
-/** Checks one gateway answer: declared status, Error body on errors, the x-nexus-* headers. */
-export function checkGatewayResponse(method: string, status: number, headers: Headers, body: unknown): void {
-  const api = contract();
-  const id = OPS[method];
-  if (!id) throw new ContractViolation(`${method}: not a gateway method`);
-  const operation = api.getOperation(id)!;
-  // Any status the provider sends is passed through as it is (documented under 200).
-  const declared = (operation.responses as Record<string, any>)[String(status)] ?? (status < 400 || status >= 500 ? operation.responses!['200'] : undefined);
-  const nexusError = headers.get('x-nexus-request-id') && body && typeof body === 'object' && 'error' in (body as object) && typeof (body as any).error?.code === 'string' && typeof (body as any).error?.request_id === 'string';
-  if (!declared && nexusError) throw new ContractViolation(`${id}: status ${status} is not declared`);
-  const spec = (declared ?? operation.responses!['200']) as { headers?: Record<string, { required?: boolean; schema?: object }> };
-  for (const [name, h] of Object.entries(spec.headers ?? {})) {
-    const value = headers.get(name);
-    if (value === null) {
-      if (h.required) throw new ContractViolation(`${id} ${status}: header ${name} is missing`);
-      continue;
-    }
-    if (h.schema && !headerAjv.validate(h.schema, value)) throw new ContractViolation(`${id} ${status}: header ${name}='${value}' does not match`);
-  }
-  if (nexusError) {
-    const result = api.validateResponse(body, operation, status);
-    if (result.errors?.length) throw new ContractViolation(`${id} ${status}: ${JSON.stringify(result.errors)}`);
-  }
-  mkdirSync(runDir, { recursive: true });
-  appendFileSync(join(runDir, `contract-${process.pid}.jsonl`), JSON.stringify({ operationId: id, method, status }) + '\n');
-}
-
-/** fetch for gateway calls (and SDKs): every answer's status and headers are checked against the contract. */
-export function gatewayFetch(inner: typeof fetch = fetch): typeof fetch {
-  return async (input: RequestInfo | URL, init?: RequestInit) => {
-    const request = new Request(input, init);
-    const response = await inner(request);
-    let body: unknown;
-    if ((response.headers.get('content-type') ?? '').includes('application/json')) {
-      const text = await response.clone().text();
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = text;
-      }
-    }
-    checkGatewayResponse(request.method, response.status, response.headers, body);
-    return response;
-  };
-}
+/** fetch for gateway calls (and SDKs): every answer is checked against the contract's proxyProvider* operations. */
+export const gatewayFetch = contractFetch;
 
 export interface Tenant {
   workspaceId: string;

@@ -18,7 +18,8 @@ import {
 } from '../../generated/client/sdk.gen.js';
 import { refusedUrl, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { checkGatewayResponse, createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+import { validateGatewayResponse } from '../support/contract.js';
+import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
 
 const CACHE_TTL_MS = 200;
 let t: TestApp;
@@ -63,10 +64,11 @@ function rawCall(path: string, headers: Record<string, string> = {}): Promise<{ 
         res.on('data', (c) => chunks.push(c));
         res.on('end', () => {
           const h = new Headers();
-          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v);
+          const plain: Record<string, string> = {};
+          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') (h.set(k, v), (plain[k] = v));
           const text = Buffer.concat(chunks).toString('utf8');
           const body = text ? JSON.parse(text) : undefined;
-          checkGatewayResponse('POST', res.statusCode!, h, body);
+          validateGatewayResponse('POST', res.statusCode!, plain, body);
           resolve({ status: res.statusCode!, body, headers: h });
         });
       },

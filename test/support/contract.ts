@@ -65,9 +65,28 @@ function validateHeaders(id: string, status: number, declared: DeclaredResponse,
   }
 }
 
+const GATEWAY_OPERATIONS: Record<string, string> = {
+  GET: 'proxyProviderGet',
+  POST: 'proxyProviderPost',
+  PUT: 'proxyProviderPut',
+  PATCH: 'proxyProviderPatch',
+  DELETE: 'proxyProviderDelete',
+};
+
+/** The operation of a request; gateway paths by method, since their providerPath is a greedy suffix. */
 export function matchOperation(method: string, path: string): Operation | undefined {
   const api = contract();
+  if (path.startsWith('/providers/')) {
+    const id = GATEWAY_OPERATIONS[method.toUpperCase()];
+    return id ? (api.getOperation(id) as Operation | undefined) : undefined;
+  }
   return api.router.matchOperation({ method, path, headers: {} }) as Operation | undefined;
+}
+
+/** An answer Nexus wrote itself (not one the gateway passed through from the provider). */
+function isNexusError(headers: Record<string, string>, body: unknown): boolean {
+  const error = (body as { error?: { code?: unknown; request_id?: unknown } } | undefined)?.error;
+  return Boolean(headers['x-nexus-request-id'] && typeof error?.code === 'string' && typeof error?.request_id === 'string');
 }
 
 function record(operationId: string, method: string, status: number): void {
@@ -84,25 +103,49 @@ export function validateResponse(
   body: unknown,
 ): void {
   const path = new URL(url, 'http://x').pathname;
-  const api = contract();
   const operation = matchOperation(method, path);
   if (!operation) throw new ContractViolation(`${method} ${path}: no operation in the contract`);
+  validateOperationResponse(operation, method, status, headers, body);
+}
+
+/** For raw gateway requests whose path is not a URL fetch would keep as written. */
+export function validateGatewayResponse(method: string, status: number, headers: Record<string, string>, body: unknown): void {
+  const operation = matchOperation(method, '/providers/');
+  if (!operation) throw new ContractViolation(`${method}: not a gateway method`);
+  validateOperationResponse(operation, method, status, headers, body);
+}
+
+function validateOperationResponse(
+  operation: Operation,
+  method: string,
+  status: number,
+  headers: Record<string, string>,
+  body: unknown,
+): void {
+  const api = contract();
   const id = operation.operationId!;
-  const declared = operation.responses?.[String(status)] ?? operation.responses?.default;
+  const gateway = id.startsWith('proxyProvider');
+  // The gateway passes any provider status through as it is (documented under 200); only its own
+  // errors must be declared and match the Error body.
+  const nexusError = gateway && isNexusError(headers, body);
+  const declared =
+    operation.responses?.[String(status)] ??
+    operation.responses?.default ??
+    (gateway && !nexusError ? operation.responses?.['200'] : undefined);
   if (!declared) {
     throw new ContractViolation(`${id}: status ${status} is not declared (body: ${JSON.stringify(body)?.slice(0, 300)})`);
   }
   const contentType = headers['content-type'] ?? '';
   const isJson = contentType.includes('application/json');
   const declaresJson = Boolean((declared as { content?: Record<string, unknown> }).content?.['application/json']);
-  if (declaresJson && isJson) {
+  if (gateway ? nexusError : declaresJson && isJson) {
     const result = api.validateResponse(body, operation, status);
     if (result.errors?.length) {
       throw new ContractViolation(
         `${id} ${status}: body does not match the contract: ${JSON.stringify(result.errors).slice(0, 800)}\nbody: ${JSON.stringify(body)?.slice(0, 500)}`,
       );
     }
-  } else if (declaresJson && status !== 204 && !id.startsWith('proxyProvider')) {
+  } else if (declaresJson && status !== 204 && !gateway) {
     throw new ContractViolation(`${id} ${status}: expected application/json, got '${contentType}'`);
   }
   validateHeaders(id, status, declared as DeclaredResponse, headers);
