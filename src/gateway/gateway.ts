@@ -17,7 +17,8 @@ import type { QuotaService } from '../domain/quota/quota-service.js';
 import type { KeyHasher } from '../domain/security/key-hash.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
 import type { Config } from '../config.js';
-import { AppError, errorBody, toAppError } from '../errors.js';
+import { AppError, toAppError } from '../errors.js';
+import { bearerToken, sendError as sendAppError } from '../http/api.js';
 import type { RequestLocals } from '../http/locals.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
@@ -59,12 +60,9 @@ interface QuotaView {
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
 
-function credentialOf(req: IncomingMessage): string {
-  const header = req.headers.authorization;
-  if (header) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (match) return match[1]!;
-  }
+function credentialOf(req: Request): string {
+  const bearer = bearerToken(req);
+  if (bearer) return bearer;
   const apiKey = req.headers['x-api-key'];
   if (typeof apiKey === 'string' && apiKey.trim()) return apiKey.trim();
   throw new AppError('missing_credentials', 'Send the inference key as Authorization: Bearer or x-api-key');
@@ -134,10 +132,8 @@ export function createGateway(deps: GatewayDeps) {
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const recorder = createCallRecorder({ db, logger });
 
-  function sendError(res: Response, err: unknown, metered: boolean, view: QuotaView | undefined): void {
-    const appError = toAppError(err);
-    const locals = res.locals as RequestLocals;
-    if (appError.status >= 500 && !(err instanceof AppError)) locals.error = err;
+  /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */
+  function sendError(req: Request, res: Response, err: unknown, metered: boolean, view: QuotaView | undefined): void {
     if (res.headersSent) {
       res.destroy();
       return;
@@ -147,7 +143,7 @@ export function createGateway(deps: GatewayDeps) {
       res.setHeader('x-nexus-quota-remaining', view.remaining.toString());
       res.setHeader('x-nexus-quota-reset', view.reset.toISOString());
     }
-    res.status(appError.status).json(errorBody(appError, locals.requestId));
+    sendAppError(req, res, err);
   }
 
   async function handle(req: Request, res: Response): Promise<void> {
@@ -265,7 +261,7 @@ export function createGateway(deps: GatewayDeps) {
         t0,
       });
     } catch (err) {
-      sendError(res, err, metered, view);
+      sendError(req, res, err, metered, view);
       // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
       if (invocation && auth && !invocation.completed_at) {
         const appError = toAppError(err);
@@ -436,6 +432,7 @@ export function createGateway(deps: GatewayDeps) {
         errorCode = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? 'upstream_timeout' : 'upstream_unavailable';
         logger.warn({ msg: 'no upstream answer', requestId: invocation.request_id, code, error: (err as Error).message });
         sendError(
+          req,
           res,
           new AppError(errorCode === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_unavailable', errorCode === 'upstream_timeout'
             ? 'The provider did not answer within the timeout'

@@ -59,7 +59,8 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
   return new AppError('invalid_parameter', message, param ? { param } : {});
 }
 
-function bearerToken(req: Request): string | undefined {
+/** The token of `Authorization: Bearer <token>`, if that is what the request sent. */
+export function bearerToken(req: Request): string | undefined {
   const header = req.headers.authorization;
   if (!header) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
