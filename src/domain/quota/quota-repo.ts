@@ -37,7 +37,7 @@ export function createQuotaRepo(db: Queryable) {
         { ...r, units: r.units.toString() },
       );
       const row = (result.rows as { remaining: bigint }[])[0];
-      return row ? BigInt(row.remaining) : undefined;
+      return row?.remaining;
     },
 
     async findPeriod(id: string, q: Queryable = db): Promise<QuotaPeriodRow | undefined> {

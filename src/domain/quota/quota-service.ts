@@ -75,7 +75,7 @@ export function createQuotaService(deps: { db: Db; quotaRepo: QuotaRepo; clock: 
       return db.transaction(async (tx) => {
         const expired = await quotaRepo.expireHeld(now, tx);
         const perPeriod = new Map<string, bigint>();
-        for (const r of expired) perPeriod.set(r.quota_period_id, (perPeriod.get(r.quota_period_id) ?? 0n) + BigInt(r.reserved_units));
+        for (const r of expired) perPeriod.set(r.quota_period_id, (perPeriod.get(r.quota_period_id) ?? 0n) + r.reserved_units);
         for (const [periodId, units] of [...perPeriod].sort(([a], [b]) => a.localeCompare(b))) {
           await quotaRepo.applySettlement(periodId, units, 0n, tx);
         }
