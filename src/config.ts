@@ -41,6 +41,8 @@ export interface Config {
   reservationTtlMs: number;
   /** How long the gateway may trust a cached key lookup. */
   authCacheTtlMs: number;
+  /** A gateway quota lease unused this long returns its units to the period. */
+  quotaLeaseIdleMs: number;
   /**
    * Gateway writes (reservations, settlements, records) commit without waiting for
    * the WAL flush: faster, but a PostgreSQL crash can lose the last moments of them.
@@ -78,6 +80,7 @@ const schema = {
     NEXUS_PROVIDER_PROBE_TIMEOUT_MS: { type: 'integer', minimum: 100, maximum: 60000, default: 5000 },
     NEXUS_RESERVATION_TTL_MS: { type: 'integer', minimum: 1000, default: 900000 },
     NEXUS_AUTH_CACHE_TTL_MS: { type: 'integer', minimum: 0, maximum: 5000, default: 1000 },
+    NEXUS_QUOTA_LEASE_IDLE_MS: { type: 'integer', minimum: 10, maximum: 60000, default: 1000 },
     NEXUS_GATEWAY_ASYNC_COMMIT: { type: 'boolean', default: false },
     NEXUS_STRIPE_API_BASE_URL: { type: 'string', pattern: '^https?://' },
     NEXUS_PADDLE_API_BASE_URL: { type: 'string', pattern: '^https?://' },
@@ -154,6 +157,7 @@ export function loadConfig(
     providerProbeTimeoutMs: v.NEXUS_PROVIDER_PROBE_TIMEOUT_MS,
     reservationTtlMs: v.NEXUS_RESERVATION_TTL_MS,
     authCacheTtlMs: v.NEXUS_AUTH_CACHE_TTL_MS,
+    quotaLeaseIdleMs: v.NEXUS_QUOTA_LEASE_IDLE_MS,
     gatewayAsyncCommit: v.NEXUS_GATEWAY_ASYNC_COMMIT,
     stripeApiBaseUrl: v.NEXUS_STRIPE_API_BASE_URL,
     paddleApiBaseUrl: v.NEXUS_PADDLE_API_BASE_URL,

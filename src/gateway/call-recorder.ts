@@ -15,6 +15,8 @@ import { recordCalls, type CallToRecord } from './settlement.js';
 export interface CallRecord extends CallToRecord {
   keyId: string;
   lastRequestAt: Date | null;
+  /** Called once the record is written, or given up after the retries. */
+  onWritten?: () => void;
 }
 
 const RETRY_DELAYS_MS = [50, 250, 1000, 4000];
@@ -28,34 +30,43 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
   let flushing: Promise<void> | null = null;
   const keyTouchedAt = new Map<string, number>();
 
+  function written(records: CallRecord[]): void {
+    for (const r of records) r.onWritten?.();
+  }
+
   async function writeAlone(record: CallRecord): Promise<void> {
     for (let i = 0; ; i++) {
       try {
-        return await recordCalls(db, [record]);
+        await recordCalls(db, [record]);
       } catch (err) {
         if (i >= RETRY_DELAYS_MS.length) {
           logger.error({
-            msg: 'gateway settlement failed; the reservation stays HELD until the sweeper releases it',
+            msg: 'gateway settlement failed; the call goes uncharged (a reservation returns through the sweeper, a lease unit on release)',
             requestId: record.invocation.request_id,
             reservationId: record.reservationId,
             error: (err as Error).message,
           });
-          return;
+          return written([record]);
         }
         await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[i]));
+        continue;
       }
+      return written([record]);
     }
   }
 
   async function flush(): Promise<void> {
     while (queue.length) {
       const batch = queue.splice(0, MAX_BATCH);
+      let ok = true;
       try {
         await recordCalls(db, batch);
       } catch {
+        ok = false;
         // One bad record must not hold the others back: each is retried on its own.
         await Promise.all(batch.map(writeAlone));
       }
+      if (ok) written(batch);
     }
   }
 

@@ -25,6 +25,7 @@ import type { Logger } from '../observability/logger.js';
 import { createAuthCache, type AuthRow } from './auth-cache.js';
 import { createCallRecorder } from './call-recorder.js';
 import { createGatewayDb } from './gateway-db.js';
+import { createQuotaLeases, type Admission } from './quota-leases.js';
 import { clientHeaders, upstreamHeaders } from './headers.js';
 import { inspectorFor, prepareCall, SseMeter, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
 import { parseGatewayUrl } from './path-safety.js';
@@ -131,6 +132,28 @@ export function createGateway(deps: GatewayDeps) {
   const cache = createAuthCache({ db, clock, ttlMs: config.authCacheTtlMs });
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const recorder = createCallRecorder({ db, logger });
+  const leases = createQuotaLeases({ db, clock, logger, ttlMs: config.reservationTtlMs, idleMs: config.quotaLeaseIdleMs });
+
+  /** Settles the call on its lease and records it; the lease learns when the record is written. */
+  function record(
+    call: { invocation: InvocationRow; attempt: AttemptRow | null; consumed: Consumption | null; auth: AuthRow },
+    admission: Admission | undefined,
+    now: Date,
+  ): void {
+    const take = admission ? leases.settle(admission, call.consumed?.units ?? null) : 0n;
+    recorder.record(
+      {
+        invocation: call.invocation,
+        attempt: call.attempt,
+        reservationId: call.invocation.reservation_id,
+        ...(admission ? { lease: { id: admission.lease.id, bound: admission.bound, take }, onWritten: () => leases.written(admission) } : {}),
+        consumed: call.consumed,
+        keyId: call.auth.key_id,
+        lastRequestAt: call.auth.last_request_at,
+      },
+      now,
+    );
+  }
 
   /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */
   function sendError(req: Request, res: Response, err: unknown, metered: boolean, view: QuotaView | undefined): void {
@@ -158,7 +181,7 @@ export function createGateway(deps: GatewayDeps) {
     let metered = false;
     let invocation: InvocationRow | undefined;
     let auth: AuthRow | undefined;
-    let reservationId: string | null = null;
+    let admission: Admission | undefined;
     try {
       if (!OPERATIONS[req.method]) throw new AppError('method_not_allowed', `${req.method} is not proxied`);
       const target = parseGatewayUrl(req.originalUrl);
@@ -217,18 +240,9 @@ export function createGateway(deps: GatewayDeps) {
           { inputTokens: prepared.inputBound, cachedInputTokens: 0n, outputTokens: prepared.outputBound },
           { inputMultiplierPpm: inputPpm, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: auth.output_multiplier_ppm! },
         );
-        const id = newId();
-        const held = await quota.reserve(
-          {
-            reservationId: id,
-            workspaceId: auth.workspace_id,
-            accessId: auth.workspace_access_id,
-            periodId: auth.period_id,
-            units: bound,
-            requestId,
-            expiresAt: new Date(clock.now().getTime() + config.reservationTtlMs),
-          },
-          db,
+        const held = await leases.admit(
+          { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id },
+          bound,
         );
         if (!held.ok) {
           view = { remaining: held.available, reset: auth.period_end };
@@ -236,8 +250,8 @@ export function createGateway(deps: GatewayDeps) {
             reset_at: auth.period_end.toISOString(),
           });
         }
-        reservationId = id;
-        invocation.reservation_id = id;
+        admission = held.admission;
+        invocation.reservation_id = newId();
         view = { remaining: held.remaining, reset: auth.period_end };
       } else {
         const model = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(raw.length < 65536 ? raw.toString('utf8') : '')?.[1];
@@ -256,7 +270,7 @@ export function createGateway(deps: GatewayDeps) {
         inspector,
         prepared,
         invocation,
-        reservationId,
+        admission,
         view,
         t0,
       });
@@ -269,10 +283,7 @@ export function createGateway(deps: GatewayDeps) {
         invocation.error_code = appError.code;
         invocation.completed_at = clock.now();
         invocation.total_latency_ms = msSince(t0, process.hrtime.bigint());
-        recorder.record(
-          { invocation, attempt: null, reservationId, consumed: null, keyId: auth.key_id, lastRequestAt: auth.last_request_at },
-          clock.now(),
-        );
+        record({ invocation, attempt: null, consumed: null, auth }, admission, clock.now());
       }
     }
   }
@@ -285,7 +296,7 @@ export function createGateway(deps: GatewayDeps) {
     inspector: Inspector | undefined;
     prepared: PreparedCall | undefined;
     invocation: InvocationRow;
-    reservationId: string | null;
+    admission: Admission | undefined;
     view: QuotaView | undefined;
     t0: bigint;
   }
@@ -447,7 +458,7 @@ export function createGateway(deps: GatewayDeps) {
     const tEnd = process.hrtime.bigint();
     const now = clock.now();
     let consumed: Consumption | null = null;
-    if (p.reservationId && prepared) {
+    if (p.admission && prepared) {
       const charged = upstreamAnswered && attempt.http_status! < 300;
       if (charged) {
         const counted = chargeable(usage, usageComplete, dataEvents, prepared);
@@ -488,22 +499,24 @@ export function createGateway(deps: GatewayDeps) {
         invocation.nexus_ttft_ms = invocation.total_ttft_ms - invocation.provider_ttft_ms;
       }
     }
-    recorder.record(
-      { invocation, attempt, reservationId: p.reservationId, consumed, keyId: auth.key_id, lastRequestAt: auth.last_request_at },
-      now,
-    );
+    record({ invocation, attempt, consumed, auth }, p.admission, now);
   }
 
   return {
     handle,
-    /** Waits for the settlements and records started so far. */
-    drain: () => recorder.drain(),
+    /** Waits for the settlements and records started so far, then returns the quota leases not in use. */
+    async drain(): Promise<void> {
+      await recorder.drain();
+      await leases.drain();
+    },
     /** Releases HELD reservations past their TTL (a process died holding them); returns how many. */
     sweepExpired: () => quota.sweepExpired(clock.now()),
     /** Forget cached lookups (tests). */
     clearCache: () => cache.clear(),
     async close(): Promise<void> {
       await recorder.drain();
+      await leases.drain();
+      leases.close();
       await pools.close();
       if (owned) await db.destroy();
     },

@@ -11,7 +11,7 @@
 import type { Knex } from 'knex';
 import type { AttemptRow, InvocationRow } from '../domain/invocations/invocation-types.js';
 import { newId } from '../ids.js';
-import { settlementCtes, jsonParam, type SettlementInput } from '../domain/quota/settlement-sql.js';
+import { settlementCtes, jsonParam, type LeaseCallSettlement, type SettlementInput } from '../domain/quota/settlement-sql.js';
 
 export interface Consumption {
   units: bigint;
@@ -24,7 +24,10 @@ export interface Consumption {
 export interface CallToRecord {
   invocation: InvocationRow;
   attempt: AttemptRow | null;
+  /** The call's own reservation: a HELD row, or with `lease` the id of the row this statement inserts. */
   reservationId: string | null;
+  /** The quota lease the call was admitted on (quota-leases.ts): its bound and the units the lease gives up. */
+  lease?: { id: string; bound: bigint; take: bigint };
   /** null with a reservation: release it (nothing charged, no usage event). */
   consumed: Consumption | null;
 }
@@ -41,19 +44,19 @@ with ${settlementCtes}, inv as (
   insert into invocations (${INVOCATION_COLUMNS.join(', ')})
   select ${INVOCATION_COLUMNS.map((c) =>
     c === 'quota_units'
-      ? `case when i.reservation_id is not null and not exists (select 1 from r where r.id = i.reservation_id) then 0 else i.quota_units end`
+      ? `case when i.reservation_id is not null and not exists (select 1 from settled where settled.id = i.reservation_id) then 0 else i.quota_units end`
       : `i.${c}`,
   ).join(', ')}
     from json_populate_recordset(cast(null as invocations), cast(:invocations as json)) i
 ), att as (
   insert into invocation_attempts select * from json_populate_recordset(cast(null as invocation_attempts), cast(:attempts as json))
 )
-select count(*) as settled from r`;
+select count(*) as n from settled`;
 
 /** Records the calls in one statement (all or nothing). */
 export async function recordCalls(db: Knex, calls: CallToRecord[]): Promise<void> {
   const settlements = calls
-    .filter((c) => c.reservationId)
+    .filter((c) => c.reservationId && !c.lease)
     .map((c): SettlementInput => ({
       rid: c.reservationId!,
       status: c.consumed ? 'SETTLED' : 'RELEASED',
@@ -68,8 +71,29 @@ export async function recordCalls(db: Knex, calls: CallToRecord[]): Promise<void
       model: c.consumed?.model ?? null,
       at: c.invocation.completed_at ?? new Date(),
     }));
+  const leaseCalls = calls
+    .filter((c) => c.lease)
+    .map((c): LeaseCallSettlement => ({
+      rid: c.reservationId!,
+      lease_id: c.lease!.id,
+      bound: c.lease!.bound,
+      take: c.lease!.take,
+      units: c.consumed?.units ?? 0n,
+      charged: Boolean(c.consumed),
+      usage_id: newId(),
+      adjustment_id: newId(),
+      invocation_id: c.invocation.id,
+      input_tokens: c.consumed?.inputTokens ?? 0n,
+      cached_tokens: c.consumed?.cachedInputTokens ?? 0n,
+      output_tokens: c.consumed?.outputTokens ?? 0n,
+      model: c.consumed?.model ?? null,
+      at: c.invocation.completed_at ?? new Date(),
+      request_id: c.invocation.request_id,
+      created_at: c.invocation.started_at,
+    }));
   await db.raw(SQL, {
     settlements: jsonParam(settlements),
+    leaseCalls: jsonParam(leaseCalls),
     invocations: jsonParam(calls.map((c) => c.invocation)),
     attempts: jsonParam(calls.flatMap((c) => (c.attempt ? [c.attempt] : []))),
   });

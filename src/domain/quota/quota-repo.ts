@@ -112,14 +112,19 @@ export function createQuotaRepo(db: Queryable) {
     async settle(settlements: SettlementInput[], q: Queryable = db): Promise<{ id: string; reserved_units: bigint; units: bigint }[]> {
       const result = await q.raw(`with ${settlementCtes} select r.id, r.reserved_units, r.units from r`, {
         settlements: jsonParam(settlements),
+        leaseCalls: '[]',
       });
       return result.rows as { id: string; reserved_units: bigint; units: bigint }[];
     },
 
-    /** HELD reservations past their expiry become EXPIRED; returns what they held, per row. */
+    /**
+     * HELD reservations past their expiry become EXPIRED; returns what they held, per row. A lease keeps the
+     * units consumed through it (consumed_units); what it still held returns to the period.
+     */
     async expireHeld(now: Date, q: Queryable): Promise<{ id: string; quota_period_id: string; reserved_units: bigint }[]> {
       const result = await q.raw(
-        `update quota_reservations set status = 'EXPIRED', settled_at = :now, consumed_units = 0
+        `update quota_reservations
+            set status = 'EXPIRED', settled_at = :now, consumed_units = case when kind = 'LEASE' then consumed_units else 0 end
           where id in (select id from quota_reservations where status = 'HELD' and expires_at <= :now
                        order by id for update skip locked)
             and status = 'HELD'

@@ -1,0 +1,191 @@
+/**
+ * Quota leases (src/gateway/quota-leases.ts): a process admits calls against a
+ * slice of the period it holds, so the hot path makes no reservation round trip.
+ * These tests hold it to the same contract as a reservation per call: exactly
+ * the same calls admitted and refused, the same headers, no overspend across
+ * processes, every unit back once the leases are released, and a lease the
+ * sweeper expired charges nothing.
+ */
+import { SECRET_MARKER } from '../security/secret-marker.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp, listen, type RunningServer } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
+import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
+import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+
+let t: TestApp;
+let up: FakeUpstream;
+const KEY = `${SECRET_MARKER}-upstream-leases-0123456789`;
+// Each call reserves bytes(body) + 2 * 10 units and consumes 10 + 2 * 5 = 20 (input and cached priced alike).
+const BODY = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'lease' }], max_tokens: 10 });
+const BOUND = BigInt(Buffer.byteLength(BODY)) + 20n;
+
+beforeAll(async () => {
+  t = await startTestApp({ env: { NEXUS_QUOTA_LEASE_IDLE_MS: '100', NEXUS_RESERVATION_TTL_MS: '1000' } });
+  up = await startOpenAiUpstream({ apiKey: KEY });
+});
+afterAll(async () => {
+  await t?.close();
+  await up?.close();
+});
+
+const tenantWith = (quotaUnits: bigint) => createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits, cachedPpm: 1_000_000n });
+
+function call(who: Tenant, base = who.gatewayBaseUrl, headers: Record<string, string> = {}, body = BODY) {
+  return gatewayFetch()(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${who.apiKey}`, 'content-type': 'application/json', 'x-fake-usage': '10,5,0', ...headers },
+    body,
+  });
+}
+
+const leasesOf = (accessId: string) =>
+  t.database.db('quota_reservations').where({ workspace_access_id: accessId, kind: 'LEASE' }).orderBy('created_at');
+
+async function until(check: () => Promise<boolean>, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('one process', () => {
+  it('admits and refuses exactly the calls a reservation per call would, with the same remaining header', async () => {
+    // Room for 8 calls: the 9th finds BOUND - 15 available.
+    const quota = BOUND + 20n * 7n + 5n;
+    const tenant = await tenantWith(quota);
+    const statuses: number[] = [];
+    const remaining: string[] = [];
+    for (let i = 0; i < 9; i++) {
+      const res = await call(tenant);
+      await res.text();
+      statuses.push(res.status);
+      remaining.push(res.headers.get('x-nexus-quota-remaining')!);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 200, 200, 429]);
+    // While a call runs its whole bound is counted; the refusal shows what is left.
+    expect(remaining).toEqual([...Array.from({ length: 8 }, (_, i) => String(quota - 20n * BigInt(i) - BOUND)), String(BOUND - 15n)]);
+    await t.nexus.gateway.drain();
+    const period = await periodOf(t, tenant.accessId);
+    expect(period).toEqual({ granted: quota, reserved: 0n, consumed: 160n });
+  });
+
+  it('records each call as its own closed reservation on the lease, with one usage event, and the lease keeps the total', async () => {
+    const tenant = await tenantWith(100_000n);
+    for (let i = 0; i < 5; i++) expect((await call(tenant)).status).toBe(200);
+    await t.nexus.gateway.drain();
+    const [lease, ...others] = await leasesOf(tenant.accessId);
+    expect(others).toHaveLength(0);
+    expect(lease).toMatchObject({ status: 'RELEASED', kind: 'LEASE' });
+    expect(BigInt(lease.consumed_units)).toBe(100n);
+    const calls = await t.database.db('quota_reservations').where({ lease_id: lease.id });
+    expect(calls).toHaveLength(5);
+    for (const c of calls) {
+      expect(c).toMatchObject({ kind: 'CALL', status: 'SETTLED' });
+      expect(BigInt(c.reserved_units)).toBe(BOUND);
+      expect(BigInt(c.consumed_units)).toBe(20n);
+    }
+    const events = await t.database.db('usage_events').whereIn('reservation_id', calls.map((c) => c.id));
+    expect(events).toHaveLength(5);
+    expect(events.every((e) => e.kind === 'USAGE' && BigInt(e.units) === 20n)).toBe(true);
+    const invocations = await t.database.db('invocations').whereIn('reservation_id', calls.map((c) => c.id));
+    expect(invocations).toHaveLength(5);
+  });
+
+  it('returns an idle lease to the period by itself, within the idle bound', async () => {
+    const tenant = await tenantWith(100_000n);
+    expect((await call(tenant)).status).toBe(200);
+    // No drain: the recorder writes the call, then the idle lease (100 ms here) is released.
+    await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n);
+    const period = await periodOf(t, tenant.accessId);
+    expect(period.consumed).toBe(20n);
+    const [lease] = await leasesOf(tenant.accessId);
+    expect(lease.status).toBe('RELEASED');
+  });
+
+  it('a lease the sweeper expired under a running call charges it nothing; the next call takes a new lease', async () => {
+    const tenant = await tenantWith(100_000n);
+    const streamBody = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'lease' }], max_tokens: 10, stream: true });
+    // Slow enough to outlive the 1 s TTL: the app's sweeper (or ours) expires the lease meanwhile.
+    const slow = call(tenant, tenant.gatewayBaseUrl, { 'x-fake-fault': 'slow', 'x-fake-delay-ms': '250' }, streamBody);
+    const res = await slow;
+    expect(res.status).toBe(200);
+    await until(async () => {
+      await t.nexus.gateway.sweepExpired();
+      return (await leasesOf(tenant.accessId)).some((l) => l.status === 'EXPIRED');
+    });
+    await res.text();
+    await t.nexus.gateway.drain();
+    const invocation = await t.database.db('invocations').where({ request_id: res.headers.get('x-nexus-request-id')! }).first();
+    expect(invocation.status).toBe('SUCCEEDED');
+    expect(BigInt(invocation.quota_units)).toBe(0n);
+    expect(await t.database.db('usage_events').where({ invocation_id: invocation.id })).toHaveLength(0);
+    expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: 0n });
+
+    expect((await call(tenant)).status).toBe(200);
+    await t.nexus.gateway.drain();
+    expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: 20n });
+    const leases = await leasesOf(tenant.accessId);
+    expect(leases.map((l) => l.status)).toEqual(['EXPIRED', 'RELEASED']);
+  });
+});
+
+describe('two processes on one database', () => {
+  let second: { close(): Promise<void>; drain(): Promise<void>; running: RunningServer };
+
+  beforeAll(async () => {
+    const config = loadConfig({
+      NODE_ENV: 'test',
+      PORT: '0',
+      NEXUS_MANAGEMENT_KEY: TEST_ROOT_KEY,
+      NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+      NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
+      NEXUS_KEY_ENVIRONMENT: 'test',
+      NEXUS_LOG_LEVEL: 'warn',
+    });
+    const nexus = await buildApp(config, { db: t.database.db, logger: createLogger('warn'), skipMigrations: true, skipRootKey: true });
+    const running = await listen(nexus, 0, '127.0.0.1', 2000);
+    second = {
+      running,
+      drain: () => nexus.gateway.drain(),
+      async close() {
+        await running.shutdown();
+      },
+    };
+  });
+  afterAll(async () => {
+    await second?.close();
+  });
+
+  it('share a small quota without overspending, and every unit comes back', async () => {
+    const quota = 2000n;
+    const tenant = await tenantWith(quota);
+    const secondBase = tenant.gatewayBaseUrl.replace(t.url, second.running.url);
+    const upstreamBefore = up.requests.length;
+    const results = await Promise.all(
+      Array.from({ length: 200 }, async (_, i) => {
+        const res = await call(tenant, i % 2 ? secondBase : tenant.gatewayBaseUrl);
+        await res.text();
+        return res.status;
+      }),
+    );
+    await Promise.all([t.nexus.gateway.drain(), second.drain()]);
+    const ok = results.filter((s) => s === 200).length;
+    expect(ok + results.filter((s) => s === 429).length).toBe(200);
+    expect(ok).toBeGreaterThan(0);
+    expect(up.requests.length - upstreamBefore).toBe(ok);
+    const period = await periodOf(t, tenant.accessId);
+    expect(period.reserved).toBe(0n);
+    expect(period.consumed).toBe(20n * BigInt(ok));
+    expect(period.consumed).toBeLessThanOrEqual(quota);
+    // Both processes held leases, and none is left HELD.
+    const leases = await leasesOf(tenant.accessId);
+    expect(leases.length).toBeGreaterThanOrEqual(2);
+    expect(leases.every((l) => l.status === 'RELEASED')).toBe(true);
+    const usage = await t.database.db('usage_events').where({ workspace_access_id: tenant.accessId }).sum<{ sum: string }[]>('units as sum');
+    expect(BigInt(usage[0]!.sum)).toBe(period.consumed);
+  });
+});
