@@ -15,6 +15,7 @@
  * schema, dropped at the end.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -210,6 +211,41 @@ interface Row {
   lightP99: number;
   ttfb50?: number | undefined;
   errors: number;
+  /** CPU time per request under load, in microseconds: the proxy's process, and PostgreSQL's processes. */
+  cpuProxy?: number | undefined;
+  cpuPg?: number | undefined;
+}
+
+/** CPU seconds (user + system) used so far by these processes (Linux /proc; undefined elsewhere). */
+function cpuSeconds(pids: number[]): number | undefined {
+  try {
+    let ticks = 0;
+    for (const pid of pids) {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    }
+    return ticks / 100; // USER_HZ
+  } catch {
+    return undefined;
+  }
+}
+
+function postgresPids(): number[] {
+  try {
+    return readdirSync('/proc')
+      .filter((d) => /^\d+$/.test(d))
+      .filter((d) => {
+        try {
+          return readFileSync(`/proc/${d}/comm`, 'utf8').trim() === 'postgres';
+        } catch {
+          return false;
+        }
+      })
+      .map(Number);
+  } catch {
+    return [];
+  }
 }
 
 async function cannon(url: string, headers: Record<string, string>, body: string, connections: number, duration: number, keys: string[] = []) {
@@ -241,7 +277,7 @@ async function sequential(url: string, headers: Record<string, string>, body: st
   return { p50: pct(totals, 0.5), p99: pct(totals, 0.99), ttfb50: pct(firsts, 0.5), errors };
 }
 
-async function measure(target: string, url: string, headers: Record<string, string>, keys: string[] = []): Promise<Row[]> {
+async function measure(target: string, url: string, headers: Record<string, string>, keys: string[] = [], pid?: number): Promise<Row[]> {
   const rows: Row[] = [];
   for (const stream of [false, true]) {
     const body = JSON.stringify({
@@ -252,7 +288,12 @@ async function measure(target: string, url: string, headers: Record<string, stri
     });
     const h = { 'content-type': 'application/json', ...headers };
     await cannon(url, h, body, CONNECTIONS, 2, keys); // warm-up
+    const pgPids = postgresPids();
+    const cpuBefore = [pid ? cpuSeconds([pid]) : undefined, cpuSeconds(pgPids)];
     const load = await cannon(url, h, body, CONNECTIONS, DURATION, keys);
+    const cpuAfter = [pid ? cpuSeconds([pid]) : undefined, cpuSeconds(pgPids)];
+    const perRequest = (i: number) =>
+      cpuBefore[i] === undefined || cpuAfter[i] === undefined ? undefined : ((cpuAfter[i]! - cpuBefore[i]!) * 1e6) / (load.rps * DURATION);
     const light = await sequential(url, keys.length ? { ...h, authorization: `Bearer ${keys[0]}` } : h, body, Math.max(3, Math.round(DURATION / 2)));
     rows.push({
       target,
@@ -264,6 +305,8 @@ async function measure(target: string, url: string, headers: Record<string, stri
       lightP99: light.p99,
       ttfb50: stream ? light.ttfb50 : undefined,
       errors: load.errors + light.errors,
+      cpuProxy: perRequest(0),
+      cpuPg: perRequest(1),
     });
     process.stderr.write(`  ${target} ${stream ? 'stream' : 'json'}: ${Math.round(load.rps)} req/s\n`);
   }
@@ -285,19 +328,21 @@ async function main(): Promise<void> {
     const path = '/v1/chat/completions';
     const rows = [
       ...(await measure('direct', `${upstream.url}${path}`, { authorization: `Bearer ${PROVIDER_KEY}` })),
-      ...(await measure('floor', `${floor.url}/providers/x${path}`, {})),
-      ...(await measure(`nexus`, `${tenant.gatewayBaseUrl}${path}`, {}, tenant.apiKeys)),
-      ...(await measure('nexus, 1 user', `${tenant.gatewayBaseUrl}${path}`, { authorization: `Bearer ${tenant.apiKeys[0]}` })),
-      // Diagnostic: the same proxy without the reservation (an endpoint with no usage inspector, passthrough allowed).
-      ...(await measure('nexus, unmetered', `${tenant.gatewayBaseUrl}/v1/unmetered`, {}, tenant.apiKeys)),
+      ...(await measure('floor', `${floor.url}/providers/x${path}`, {}, [], floor.child.pid)),
+      ...(await measure(`nexus`, `${tenant.gatewayBaseUrl}${path}`, {}, tenant.apiKeys, nexus.child.pid)),
+      ...(await measure('nexus, 1 user', `${tenant.gatewayBaseUrl}${path}`, { authorization: `Bearer ${tenant.apiKeys[0]}` }, [], nexus.child.pid)),
+      // Diagnostic: the same proxy without metering (an endpoint with no usage inspector, passthrough allowed).
+      ...(await measure('nexus, unmetered', `${tenant.gatewayBaseUrl}/v1/unmetered`, {}, tenant.apiKeys, nexus.child.pid)),
     ];
     const f = (n: number | undefined, d = 2) => (n === undefined ? '-' : n.toFixed(d));
     console.log(`\nGateway overhead (${new Date().toISOString()}; ${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; PostgreSQL at ${new URL(DATABASE_URL).host})`);
     console.log(`load: autocannon, ${CONNECTIONS} connections for ${DURATION}s (latencies in whole ms); light: one request at a time (latencies in ms, hrtime); nexus: calls spread over ${USERS} users (inference keys), 'nexus, 1 user': every call on one key\n`);
-    console.log('| target | mode | req/s (load) | p50 (load) | p99 (load) | p50 (light) | p99 (light) | TTFB p50 | errors |');
-    console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|');
+    console.log('| target | mode | req/s (load) | p50 (load) | p99 (load) | p50 (light) | p99 (light) | TTFB p50 | CPU µs/req (proxy) | CPU µs/req (PostgreSQL) | errors |');
+    console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const r of rows) {
-      console.log(`| ${r.target} | ${r.mode} | ${Math.round(r.rps)} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.lightP50)} | ${f(r.lightP99)} | ${f(r.ttfb50)} | ${r.errors} |`);
+      console.log(
+        `| ${r.target} | ${r.mode} | ${Math.round(r.rps)} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.lightP50)} | ${f(r.lightP99)} | ${f(r.ttfb50)} | ${f(r.cpuProxy, 0)} | ${f(r.cpuPg, 0)} | ${r.errors} |`,
+      );
     }
     console.log('\n| mode | Nexus/floor req/s | (1 user) | added p50 (light) | added p99 (light) | added TTFB p50 |');
     console.log('|---|---:|---:|---:|---:|---:|');

@@ -10,6 +10,7 @@
  */
 import type { Db } from '../db/database.js';
 import type { Logger } from '../observability/logger.js';
+import { namedQuery } from './gateway-db.js';
 import { recordCalls, type CallToRecord } from './settlement.js';
 
 export interface CallRecord extends CallToRecord {
@@ -22,9 +23,12 @@ export interface CallRecord extends CallToRecord {
 const RETRY_DELAYS_MS = [50, 250, 1000, 4000];
 const LAST_REQUEST_INTERVAL_MS = 60_000;
 const MAX_BATCH = 200;
+/** How long the first call of a batch waits for others to end before their statement is sent. */
+const GROUP_WINDOW_MS = 5;
 
 export function createCallRecorder(deps: { db: Db; logger: Logger }) {
   const { db, logger } = deps;
+  const query = namedQuery(db);
   const queue: CallRecord[] = [];
   const pending = new Set<Promise<void>>();
   let flushing: Promise<void> | null = null;
@@ -37,7 +41,7 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
   async function writeAlone(record: CallRecord): Promise<void> {
     for (let i = 0; ; i++) {
       try {
-        await recordCalls(db, [record]);
+        await recordCalls(query, [record]);
       } catch (err) {
         if (i >= RETRY_DELAYS_MS.length) {
           logger.error({
@@ -60,7 +64,7 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
       const batch = queue.splice(0, MAX_BATCH);
       let ok = true;
       try {
-        await recordCalls(db, batch);
+        await recordCalls(query, batch);
       } catch {
         ok = false;
         // One bad record must not hold the others back: each is retried on its own.
@@ -72,7 +76,9 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
 
   function schedule(): void {
     if (flushing) return;
-    flushing = flush().finally(() => {
+    // Group commit: the calls ending within the window share one statement (and one commit).
+    const gathered = queue.length >= MAX_BATCH ? Promise.resolve() : new Promise<void>((r) => setTimeout(r, GROUP_WINDOW_MS));
+    flushing = gathered.then(flush).finally(() => {
       flushing = null;
       if (queue.length) schedule();
     });

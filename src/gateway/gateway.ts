@@ -7,8 +7,7 @@
  * streamed back as it arrives, with backpressure, usage read on the way; the
  * settlement and the invocation are written after the last byte (call-recorder.ts).
  */
-import type { Request, Response } from 'express';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Db } from '../db/database.js';
 import type { Clock } from '../domain/actor.js';
 import type { AttemptRow, AttemptStatus, InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
@@ -18,7 +17,7 @@ import type { KeyHasher } from '../domain/security/key-hash.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
 import type { Config } from '../config.js';
 import { AppError, toAppError } from '../errors.js';
-import { bearerToken, sendError as sendAppError } from '../http/api.js';
+import { bearerToken, writeError } from '../http/api.js';
 import type { RequestLocals } from '../http/locals.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
@@ -61,7 +60,7 @@ interface QuotaView {
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
 
-function credentialOf(req: Request): string {
+function credentialOf(req: IncomingMessage): string {
   const bearer = bearerToken(req);
   if (bearer) return bearer;
   const apiKey = req.headers['x-api-key'];
@@ -114,7 +113,7 @@ function quotaOf(row: AuthRow): QuotaView | undefined {
   return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
 }
 
-function drain(res: Response): Promise<void> {
+function drain(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       res.off('drain', done);
@@ -129,7 +128,7 @@ function drain(res: Response): Promise<void> {
 export function createGateway(deps: GatewayDeps) {
   const { config, clock, logger, quota, hasher, secretBox } = deps;
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit);
-  const cache = createAuthCache({ db, clock, ttlMs: config.authCacheTtlMs });
+  const cache = createAuthCache({ db, clock, ttlMs: config.authCacheTtlMs, hash: (token) => hasher.hash(token) });
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const recorder = createCallRecorder({ db, logger });
   const leases = createQuotaLeases({ db, clock, logger, ttlMs: config.reservationTtlMs, idleMs: config.quotaLeaseIdleMs });
@@ -156,7 +155,7 @@ export function createGateway(deps: GatewayDeps) {
   }
 
   /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */
-  function sendError(req: Request, res: Response, err: unknown, metered: boolean, view: QuotaView | undefined): void {
+  function sendError(res: ServerResponse, locals: RequestLocals, err: unknown, metered: boolean, view: QuotaView | undefined): void {
     if (res.headersSent) {
       res.destroy();
       return;
@@ -166,15 +165,16 @@ export function createGateway(deps: GatewayDeps) {
       res.setHeader('x-nexus-quota-remaining', view.remaining.toString());
       res.setHeader('x-nexus-quota-reset', view.reset.toISOString());
     }
-    sendAppError(req, res, err);
+    writeError(res, err, locals);
   }
 
-  async function handle(req: Request, res: Response): Promise<void> {
-    const locals = res.locals as RequestLocals;
+  /** A gateway request; `locals` carries its request id and arrival time (the request observer's). */
+  async function handle(req: IncomingMessage, res: ServerResponse, locals: RequestLocals): Promise<void> {
     const requestId = locals.requestId;
     const t0 = locals.startedAt;
     const startedAt = clock.now();
-    locals.operationId = OPERATIONS[req.method] ?? 'proxyProvider';
+    const method = req.method!;
+    locals.operationId = OPERATIONS[method] ?? 'proxyProvider';
     res.setHeader('x-nexus-request-id', requestId);
 
     let view: QuotaView | undefined;
@@ -183,18 +183,18 @@ export function createGateway(deps: GatewayDeps) {
     let auth: AuthRow | undefined;
     let admission: Admission | undefined;
     try {
-      if (!OPERATIONS[req.method]) throw new AppError('method_not_allowed', `${req.method} is not proxied`);
-      const target = parseGatewayUrl(req.originalUrl);
+      if (!OPERATIONS[method]) throw new AppError('method_not_allowed', `${method} is not proxied`);
+      const target = parseGatewayUrl(req.url!);
       const token = credentialOf(req);
       const bodyRead = readBody(req, config.gatewayBodyLimitBytes);
       bodyRead.catch(() => {});
-      const entry = await cache.lookup(hasher.hash(token), target.connectionId);
+      const entry = await cache.lookup(token, target.connectionId);
       // A valid key's 403/404/409/429 answers carry the access's quota headers.
       if (entry.row && !entry.row.revoked_at && entry.row.expires_at > startedAt) view = quotaOf(entry.row);
       auth = authorize(entry.row, startedAt);
       const profile = auth.protocol_profile!;
       const endpoint = target.providerPath.replace(/\/$/, '');
-      const inspector = inspectorFor(profile, req.method, endpoint);
+      const inspector = inspectorFor(profile, method, endpoint);
       metered = Boolean(inspector);
       const traceId = TRACEPARENT.exec(String(req.headers.traceparent ?? ''))?.[1] ?? null;
       invocation = {
@@ -205,7 +205,7 @@ export function createGateway(deps: GatewayDeps) {
         inference_key_id: auth.key_id,
         request_id: requestId,
         trace_id: traceId,
-        method: req.method,
+        method,
         endpoint,
         requested_model: '',
         status: 'REJECTED',
@@ -262,9 +262,10 @@ export function createGateway(deps: GatewayDeps) {
         api_key_ciphertext: auth.api_key_ciphertext!,
         api_key_key_id: auth.api_key_key_id!,
       });
-      await proxy(req, res, {
+      await proxy(req, res, locals, {
         auth,
         apiKey: entry.apiKey,
+        base: (entry.baseUrl ??= new URL(auth.base_url!)),
         target,
         body: prepared?.body ?? raw,
         inspector,
@@ -275,7 +276,7 @@ export function createGateway(deps: GatewayDeps) {
         t0,
       });
     } catch (err) {
-      sendError(req, res, err, metered, view);
+      sendError(res, locals, err, metered, view);
       // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
       if (invocation && auth && !invocation.completed_at) {
         const appError = toAppError(err);
@@ -291,6 +292,7 @@ export function createGateway(deps: GatewayDeps) {
   interface ProxyInput {
     auth: AuthRow;
     apiKey: string;
+    base: URL;
     target: { providerPath: string; search: string };
     body: Buffer;
     inspector: Inspector | undefined;
@@ -301,9 +303,9 @@ export function createGateway(deps: GatewayDeps) {
     t0: bigint;
   }
 
-  async function proxy(req: Request, res: Response, p: ProxyInput): Promise<void> {
+  async function proxy(req: IncomingMessage, res: ServerResponse, locals: RequestLocals, p: ProxyInput): Promise<void> {
     const { auth, invocation, inspector, prepared } = p;
-    const base = new URL(auth.base_url!);
+    const base = p.base;
     const pool = pools.get(base);
     const path = `${base.pathname.replace(/\/$/, '')}/${p.target.providerPath}${p.target.search}`;
     const headers = upstreamHeaders(req.headers, auth.protocol_profile!, p.apiKey, p.body.length);
@@ -368,14 +370,23 @@ export function createGateway(deps: GatewayDeps) {
       res.statusCode = upstream.statusCode;
       const passed = clientHeaders(upstream.headers);
       for (const name in passed) res.setHeader(name, passed[name]!);
+      // Forwarded byte for byte: the length is known, so the answer goes out unchunked.
+      const length = upstream.headers['content-length'];
+      if (!rewriting && typeof length === 'string' && upstream.statusCode !== 204 && upstream.statusCode !== 304) {
+        res.setHeader('content-length', length);
+      }
       res.setHeader('x-nexus-metering-status', inspector ? 'metered' : 'unmetered');
       if (p.view) {
         res.setHeader('x-nexus-quota-remaining', p.view.remaining.toString());
         res.setHeader('x-nexus-quota-reset', p.view.reset.toISOString());
       }
+      let headersFlush: NodeJS.Immediate | undefined;
       if (isStream) {
         res.setHeader('cache-control', 'no-cache');
-        res.flushHeaders();
+        // The headers go out with the first event when it came with them (one write), else on their own at once.
+        headersFlush = setImmediate(() => {
+          if (!res.headersSent && !res.destroyed) res.flushHeaders();
+        });
       }
 
       try {
@@ -395,6 +406,7 @@ export function createGateway(deps: GatewayDeps) {
           if (clientGone) throw new Error('client gone');
         }
         tUpstreamEnd = process.hrtime.bigint();
+        clearImmediate(headersFlush);
         if (meter) {
           const tail = meter.end();
           if (tail) res.write(tail);
@@ -404,6 +416,7 @@ export function createGateway(deps: GatewayDeps) {
         attemptStatus = status === 'SUCCEEDED' ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
       } catch (err) {
         tUpstreamEnd ??= process.hrtime.bigint();
+        clearImmediate(headersFlush);
         if (clientGone) {
           status = 'CLIENT_ABORTED';
           attemptStatus = 'ABORTED';
@@ -443,8 +456,8 @@ export function createGateway(deps: GatewayDeps) {
         errorCode = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? 'upstream_timeout' : 'upstream_unavailable';
         logger.warn({ msg: 'no upstream answer', requestId: invocation.request_id, code, error: (err as Error).message });
         sendError(
-          req,
           res,
+          locals,
           new AppError(errorCode === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_unavailable', errorCode === 'upstream_timeout'
             ? 'The provider did not answer within the timeout'
             : 'The provider could not be reached'),
@@ -517,6 +530,7 @@ export function createGateway(deps: GatewayDeps) {
       await recorder.drain();
       await leases.drain();
       leases.close();
+      cache.close();
       await pools.close();
       if (owned) await db.destroy();
     },

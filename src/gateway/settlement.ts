@@ -8,10 +8,10 @@
  * (settled, or expired by the sweeper) is left alone and its invocation
  * records 0 units.
  */
-import type { Knex } from 'knex';
+import type { NamedQuery } from './gateway-db.js';
 import type { AttemptRow, InvocationRow } from '../domain/invocations/invocation-types.js';
 import { newId } from '../ids.js';
-import { settlementCtes, jsonParam, type LeaseCallSettlement, type SettlementInput } from '../domain/quota/settlement-sql.js';
+import { settlementCtesWith, jsonParam, type LeaseCallSettlement, type SettlementInput } from '../domain/quota/settlement-sql.js';
 
 export interface Consumption {
   units: bigint;
@@ -40,21 +40,21 @@ const INVOCATION_COLUMNS = [
 ];
 
 const SQL = `
-with ${settlementCtes}, inv as (
+with ${settlementCtesWith({ settlements: '$1', leaseCalls: '$2' })}, inv as (
   insert into invocations (${INVOCATION_COLUMNS.join(', ')})
   select ${INVOCATION_COLUMNS.map((c) =>
     c === 'quota_units'
       ? `case when i.reservation_id is not null and not exists (select 1 from settled where settled.id = i.reservation_id) then 0 else i.quota_units end`
       : `i.${c}`,
   ).join(', ')}
-    from json_populate_recordset(cast(null as invocations), cast(:invocations as json)) i
+    from json_populate_recordset(cast(null as invocations), cast($3 as json)) i
 ), att as (
-  insert into invocation_attempts select * from json_populate_recordset(cast(null as invocation_attempts), cast(:attempts as json))
+  insert into invocation_attempts select * from json_populate_recordset(cast(null as invocation_attempts), cast($4 as json))
 )
 select count(*) as n from settled`;
 
 /** Records the calls in one statement (all or nothing). */
-export async function recordCalls(db: Knex, calls: CallToRecord[]): Promise<void> {
+export async function recordCalls(query: NamedQuery, calls: CallToRecord[]): Promise<void> {
   const settlements = calls
     .filter((c) => c.reservationId && !c.lease)
     .map((c): SettlementInput => ({
@@ -91,10 +91,10 @@ export async function recordCalls(db: Knex, calls: CallToRecord[]): Promise<void
       request_id: c.invocation.request_id,
       created_at: c.invocation.started_at,
     }));
-  await db.raw(SQL, {
-    settlements: jsonParam(settlements),
-    leaseCalls: jsonParam(leaseCalls),
-    invocations: jsonParam(calls.map((c) => c.invocation)),
-    attempts: jsonParam(calls.flatMap((c) => (c.attempt ? [c.attempt] : []))),
-  });
+  await query('nexus_record_calls', SQL, [
+    jsonParam(settlements),
+    jsonParam(leaseCalls),
+    jsonParam(calls.map((c) => c.invocation)),
+    jsonParam(calls.flatMap((c) => (c.attempt ? [c.attempt] : []))),
+  ]);
 }

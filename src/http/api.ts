@@ -5,6 +5,7 @@
  * result (or the Error body) to the response.
  */
 import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
 import type { ErrorObject } from 'ajv';
@@ -60,7 +61,7 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
 }
 
 /** The token of `Authorization: Bearer <token>`, if that is what the request sent. */
-export function bearerToken(req: Request): string | undefined {
+export function bearerToken(req: IncomingMessage): string | undefined {
   const header = req.headers.authorization;
   if (!header) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -68,10 +69,18 @@ export function bearerToken(req: Request): string | undefined {
 }
 
 export function sendError(req: Request, res: Response, err: unknown): void {
+  writeError(res, err, res.locals as RequestLocals);
+}
+
+/** The Error body for `err` (a 500 that reveals nothing unless it is an AppError), on a plain node response. */
+export function writeError(res: ServerResponse, err: unknown, locals: RequestLocals): void {
   const appError = toAppError(err);
-  const locals = res.locals as RequestLocals;
   if (appError.status >= 500 && !(err instanceof AppError)) locals.error = err;
-  res.status(appError.status).json(errorBody(appError, locals.requestId));
+  const body = JSON.stringify(errorBody(appError, locals.requestId));
+  res.statusCode = appError.status;
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  res.setHeader('content-length', Buffer.byteLength(body));
+  res.end(body);
 }
 
 function nextLink(publicUrl: string, req: Request, cursor: string): string {

@@ -1,4 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
@@ -8,16 +9,19 @@ import type { RequestLocals } from './locals.js';
 
 /**
  * Gives every request an id (X-Request-Id on every answer), and on finish writes
- * one log line and the metrics. The log line never holds a header or a query string.
+ * one log line and the metrics. The log line never holds a header or a query
+ * string. `observe` works on plain node requests (the gateway's, which never
+ * enter express); `middleware` is the same for express.
  */
-export function requestObserver(deps: {
-  logger: Logger;
-  metrics: Metrics;
-  operationIdOf: (req: Request) => string | undefined;
-  inflight: { count: number };
-}) {
-  return (req: Request, res: Response, next: NextFunction) => {
-    const locals = res.locals as RequestLocals;
+export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflight: { count: number } }) {
+  const logsRequests = () => deps.logger.isLevelEnabled('info');
+
+  function observe(
+    req: IncomingMessage,
+    res: ServerResponse,
+    locals: RequestLocals,
+    describe: () => { operationId: string | undefined; path: string },
+  ): void {
     locals.requestId = newId();
     locals.startedAt = process.hrtime.bigint();
     res.setHeader('X-Request-Id', locals.requestId);
@@ -28,14 +32,16 @@ export function requestObserver(deps: {
       done = true;
       deps.inflight.count--;
       const seconds = Number(process.hrtime.bigint() - locals.startedAt) / 1e9;
-      const operation = locals.operationId ?? deps.operationIdOf(req) ?? 'unknown';
+      const { operationId, path } = describe();
+      const operation = locals.operationId ?? operationId ?? 'unknown';
       const status = res.writableFinished ? res.statusCode : 499;
-      deps.metrics.observe(operation, req.method, status, seconds);
+      deps.metrics.observe(operation, req.method!, status, seconds);
+      if (status < 500 && !logsRequests()) return;
       const line: Record<string, unknown> = {
         msg: 'request',
         requestId: locals.requestId,
         method: req.method,
-        path: req.path,
+        path,
         operationId: operation,
         status,
         durationMs: Math.round(seconds * 1e6) / 1e3,
@@ -49,7 +55,16 @@ export function requestObserver(deps: {
     };
     res.on('finish', finish);
     res.on('close', finish);
-    next();
+  }
+
+  return {
+    observe,
+    middleware(operationIdOf: (req: Request) => string | undefined) {
+      return (req: Request, res: Response, next: NextFunction) => {
+        observe(req, res, res.locals as RequestLocals, () => ({ operationId: operationIdOf(req), path: req.path }));
+        next();
+      };
+    },
   };
 }
 

@@ -60,9 +60,10 @@ export interface LeaseCallSettlement {
 const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, reservation_id, invocation_id, kind,
   units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at`;
 
-export const settlementCtes = `
+/** The settlement CTEs, reading their two JSON arrays from these placeholders. */
+export const settlementCtesWith = (params: { settlements: string; leaseCalls: string }) => `
 s as (
-  select * from json_to_recordset(cast(:settlements as json)) as x(
+  select * from json_to_recordset(cast(${params.settlements} as json)) as x(
     rid uuid, status text, units bigint, charged boolean, usage_id uuid, adjustment_id uuid, invocation_id uuid,
     input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz)
 ), r as (
@@ -71,7 +72,7 @@ s as (
   returning q.id, q.workspace_id, q.workspace_access_id, q.quota_period_id, q.reserved_units, s.units, s.charged,
             s.usage_id, s.adjustment_id, s.invocation_id, s.input_tokens, s.cached_tokens, s.output_tokens, s.model, s.at
 ), lc as (
-  select * from json_to_recordset(cast(:leaseCalls as json)) as x(
+  select * from json_to_recordset(cast(${params.leaseCalls} as json)) as x(
     rid uuid, lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
     invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz,
     request_id text, created_at timestamptz)
@@ -117,7 +118,33 @@ s as (
     from settled where charged and units > reserved_units
 )`;
 
-/** Rows as a JSON parameter (bigints as decimal strings), e.g. for `:settlements`. */
-export function jsonParam(rows: unknown[]): string {
-  return JSON.stringify(rows, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
+/** With knex's named bindings `:settlements` and `:leaseCalls`. */
+export const settlementCtes = settlementCtesWith({ settlements: ':settlements', leaseCalls: ':leaseCalls' });
+
+/**
+ * Rows as a JSON parameter: bigints as decimal strings, dates as ISO strings.
+ * Written out by hand because the gateway serializes every call it records and
+ * JSON.stringify with a replacer function was ~30% slower; the keys are column
+ * names, which need no escaping.
+ */
+export function jsonParam(rows: object[]): string {
+  let out = '[';
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i] as Record<string, unknown>;
+    let item = i ? ',{' : '{';
+    let first = true;
+    for (const key in row) {
+      const v = row[key];
+      let json: string;
+      if (v === null || v === undefined) json = 'null';
+      else if (typeof v === 'string') json = JSON.stringify(v);
+      else if (typeof v === 'bigint') json = `"${v}"`;
+      else if (v instanceof Date) json = `"${v.toISOString()}"`;
+      else json = JSON.stringify(v);
+      item += (first ? '"' : ',"') + key + '":' + json;
+      first = false;
+    }
+    out += item + '}';
+  }
+  return out + ']';
 }
