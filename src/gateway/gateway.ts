@@ -1,11 +1,14 @@
 /**
  * The gateway's hot path: `{METHOD} /providers/{connectionId}/{providerPath}`.
  *
- * Before the upstream call, at most two database round trips: the cached
- * key/access/connection/period lookup (auth-cache.ts) and the reservation (one
- * CTE statement). The request body is read while the lookup runs. The answer is
- * streamed back as it arrives, with backpressure, usage read on the way; the
- * settlement and the invocation are written after the last byte (call-recorder.ts).
+ * Before the upstream call, at most two database round trips, usually none: the
+ * key/access/connection/period lookup (auth-cache.ts, cached) and the quota
+ * admission (quota-leases.ts: in memory while the process's lease of the period
+ * covers the call, else one statement extending it). The request body is read
+ * while the lookup runs. The answer is streamed back as it arrives, with
+ * backpressure, usage read on the way; the settlement and the invocation are
+ * written after the last byte (call-recorder.ts). Requests reach it straight
+ * from the server's request listener, not through express (src/app.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Db } from '../db/database.js';
