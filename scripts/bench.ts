@@ -6,7 +6,9 @@
  * then measures each for a fixed duration with autocannon: direct to the upstream, through the
  * floor, through Nexus; non-streaming and streaming. Two phases per target: under load
  * (BENCH_CONNECTIONS connections: requests/s) and light (1 connection: p50/p99 latency and, for
- * streams, time to first byte). It prints requests/s, p50 and p99 and the ratios Nexus/floor.
+ * streams, time to first byte). It prints requests/s, p50 and p99 and the ratios Nexus/floor, and
+ * for the load phase the CPU time per request of the proxy's process and of PostgreSQL's processes
+ * (from /proc, so Linux only; PostgreSQL's figure counts the backends present before and after).
  *
  *   BENCH_DURATION=10 BENCH_CONNECTIONS=32 BENCH_PROFILE=1 npm run bench
  *
@@ -216,19 +218,27 @@ interface Row {
   cpuPg?: number | undefined;
 }
 
-/** CPU seconds (user + system) used so far by these processes (Linux /proc; undefined elsewhere). */
-function cpuSeconds(pids: number[]): number | undefined {
-  try {
-    let ticks = 0;
-    for (const pid of pids) {
+/** CPU seconds (user + system) used so far by each of these processes that still runs (Linux /proc). */
+function cpuByPid(pids: number[]): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const pid of pids) {
+    try {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
+      out.set(pid, (Number(fields[11]) + Number(fields[12])) / 100); // USER_HZ
+    } catch {
+      // gone (or no /proc): not counted
     }
-    return ticks / 100; // USER_HZ
-  } catch {
-    return undefined;
   }
+  return out;
+}
+
+/** CPU seconds the processes present at both readings used between them; undefined without /proc. */
+function cpuBetween(before: Map<number, number>, after: Map<number, number>): number | undefined {
+  if (!before.size || !after.size) return undefined;
+  let total = 0;
+  for (const [pid, s] of after) if (before.has(pid)) total += s - before.get(pid)!;
+  return total;
 }
 
 function postgresPids(): number[] {
@@ -289,11 +299,13 @@ async function measure(target: string, url: string, headers: Record<string, stri
     const h = { 'content-type': 'application/json', ...headers };
     await cannon(url, h, body, CONNECTIONS, 2, keys); // warm-up
     const pgPids = postgresPids();
-    const cpuBefore = [pid ? cpuSeconds([pid]) : undefined, cpuSeconds(pgPids)];
+    const before = [cpuByPid(pid ? [pid] : []), cpuByPid(pgPids)];
     const load = await cannon(url, h, body, CONNECTIONS, DURATION, keys);
-    const cpuAfter = [pid ? cpuSeconds([pid]) : undefined, cpuSeconds(pgPids)];
-    const perRequest = (i: number) =>
-      cpuBefore[i] === undefined || cpuAfter[i] === undefined ? undefined : ((cpuAfter[i]! - cpuBefore[i]!) * 1e6) / (load.rps * DURATION);
+    const after = [cpuByPid(pid ? [pid] : []), cpuByPid(pgPids)];
+    const perRequest = (i: number) => {
+      const seconds = cpuBetween(before[i]!, after[i]!);
+      return seconds === undefined ? undefined : (seconds * 1e6) / (load.rps * DURATION);
+    };
     const light = await sequential(url, keys.length ? { ...h, authorization: `Bearer ${keys[0]}` } : h, body, Math.max(3, Math.round(DURATION / 2)));
     rows.push({
       target,
