@@ -266,3 +266,29 @@ describe('usage reads', () => {
     await expect(t.database.db('usage_events').update({ units: 0 })).rejects.toThrow(/append-only/);
   });
 });
+
+describe('observability of gateway requests (they never enter express)', () => {
+  it('each answer has a request id, one log line without the query string, and a metric', async () => {
+    const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/chat/completions?trace=secret-query-value`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${oa.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'observe' }], max_tokens: 5 }),
+    });
+    expect(res.status).toBe(200);
+    await res.text();
+    const requestId = res.headers.get('x-nexus-request-id')!;
+    // x-request-id is the provider's (passed back); Nexus's own id is x-nexus-request-id.
+    expect(res.headers.get('x-request-id')).toMatch(/^req_fake_/);
+    const lines = t.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.requestId === requestId && l.msg === 'request');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({
+      method: 'POST',
+      path: `/providers/${oa.connectionId}/v1/chat/completions`,
+      operationId: 'proxyProviderPost',
+      status: 200,
+    });
+    expect(JSON.stringify(lines[0])).not.toContain('secret-query-value');
+    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    expect(metrics).toMatch(/nexus_http_requests_total\{operation="proxyProviderPost",method="POST",status="200"\} \d+/);
+  });
+});
