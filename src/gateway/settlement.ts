@@ -53,41 +53,34 @@ with ${settlementCtesWith({ settlements: '$1', leaseCalls: '$2' })}, inv as (
 )
 select count(*) as n from settled`;
 
+/** What every settlement of a call says, however its units were held. */
+function settlementOf(c: CallToRecord): SettlementInput {
+  return {
+    rid: c.reservationId!,
+    status: c.consumed ? 'SETTLED' : 'RELEASED',
+    units: c.consumed?.units ?? 0n,
+    charged: Boolean(c.consumed),
+    usage_id: newId(),
+    adjustment_id: newId(),
+    invocation_id: c.invocation.id,
+    input_tokens: c.consumed?.inputTokens ?? 0n,
+    cached_tokens: c.consumed?.cachedInputTokens ?? 0n,
+    output_tokens: c.consumed?.outputTokens ?? 0n,
+    model: c.consumed?.model ?? null,
+    at: c.invocation.completed_at ?? new Date(),
+  };
+}
+
 /** Records the calls in one statement (all or nothing). */
 export async function recordCalls(query: NamedQuery, calls: CallToRecord[]): Promise<void> {
-  const settlements = calls
-    .filter((c) => c.reservationId && !c.lease)
-    .map((c): SettlementInput => ({
-      rid: c.reservationId!,
-      status: c.consumed ? 'SETTLED' : 'RELEASED',
-      units: c.consumed?.units ?? 0n,
-      charged: Boolean(c.consumed),
-      usage_id: newId(),
-      adjustment_id: newId(),
-      invocation_id: c.invocation.id,
-      input_tokens: c.consumed?.inputTokens ?? 0n,
-      cached_tokens: c.consumed?.cachedInputTokens ?? 0n,
-      output_tokens: c.consumed?.outputTokens ?? 0n,
-      model: c.consumed?.model ?? null,
-      at: c.invocation.completed_at ?? new Date(),
-    }));
+  const settlements = calls.filter((c) => c.reservationId && !c.lease).map(settlementOf);
   const leaseCalls = calls
     .filter((c) => c.lease)
     .map((c): LeaseCallSettlement => ({
-      rid: c.reservationId!,
+      ...settlementOf(c),
       lease_id: c.lease!.id,
       bound: c.lease!.bound,
       take: c.lease!.take,
-      units: c.consumed?.units ?? 0n,
-      charged: Boolean(c.consumed),
-      usage_id: newId(),
-      adjustment_id: newId(),
-      invocation_id: c.invocation.id,
-      input_tokens: c.consumed?.inputTokens ?? 0n,
-      cached_tokens: c.consumed?.cachedInputTokens ?? 0n,
-      output_tokens: c.consumed?.outputTokens ?? 0n,
-      model: c.consumed?.model ?? null,
-      at: c.invocation.completed_at ?? new Date(),
       request_id: c.invocation.request_id,
       created_at: c.invocation.started_at,
     }));

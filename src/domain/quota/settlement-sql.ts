@@ -34,25 +34,16 @@ export interface SettlementInput {
   at: Date;
 }
 
-/** A call admitted on a quota lease, settled with the same rule. */
-export interface LeaseCallSettlement {
-  rid: string;
+/**
+ * A call admitted on a quota lease, settled with the same rule (its `status` is
+ * derived from `charged`; `units` is 0 when released).
+ */
+export interface LeaseCallSettlement extends SettlementInput {
   lease_id: string;
   /** The call's upper bound, admitted against the lease: its own reservation's reserved_units. */
   bound: bigint;
   /** Units the lease's hold gives up: the units, or less when they exceeded what the lease still held. */
   take: bigint;
-  /** Consumed units (0 when released). */
-  units: bigint;
-  charged: boolean;
-  usage_id: string;
-  adjustment_id: string;
-  invocation_id: string | null;
-  input_tokens: bigint;
-  cached_tokens: bigint;
-  output_tokens: bigint;
-  model: string | null;
-  at: Date;
   request_id: string;
   created_at: Date;
 }
