@@ -92,7 +92,7 @@ export function createAuthCache(deps: { db: Knex; clock: Clock; ttlMs: number; h
   return {
     /** The entry for (key, connection): cached when fresh, else one query. */
     async lookup(token: string, connectionId: string): Promise<Entry> {
-      const cacheKey = connectionId + token;
+      const cacheKey = `${connectionId} ${token}`;
       const nowMs = Date.now();
       const hit = entries.get(cacheKey);
       if (hit && nowMs - hit.loadedAt < ttlMs && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime())) {

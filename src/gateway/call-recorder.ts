@@ -1,12 +1,14 @@
 /**
  * What happens after the response's last byte, off the critical path: the
  * call's settlement, invocation, attempt and usage events, written by
- * settlement.ts. Calls that end while a write is in flight are written
- * together by the next one (group commit): one statement per batch, however
- * busy the gateway. Never lost: a failed batch is retried call by call with
- * backoff; if the database stays away, the reservation stays HELD and the
- * sweeper releases it after its TTL (charging nothing). Also the key's
- * lastRequestAt, at most once a minute per key.
+ * settlement.ts. Calls that end within GROUP_WINDOW_MS of each other, or
+ * while a write is in flight, are written together by the next statement
+ * (group commit): one statement per batch, however busy the gateway. A failed
+ * batch is retried call by call with backoff; if the database stays away the
+ * call goes uncharged: its lease returns the units when released (a plain
+ * reservation stays HELD until the sweeper releases it). `onWritten` tells the
+ * lease when its calls are on disk. Also the key's lastRequestAt, at most once
+ * a minute per key.
  */
 import type { Db } from '../db/database.js';
 import type { Logger } from '../observability/logger.js';
@@ -45,7 +47,7 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
       } catch (err) {
         if (i >= RETRY_DELAYS_MS.length) {
           logger.error({
-            msg: 'gateway settlement failed; the call goes uncharged (a reservation returns through the sweeper, a lease unit on release)',
+            msg: "gateway settlement failed; the call goes uncharged (a reservation's units return through the sweeper, a lease's when it is released)",
             requestId: record.invocation.request_id,
             reservationId: record.reservationId,
             error: (err as Error).message,
