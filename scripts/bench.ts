@@ -12,7 +12,8 @@
  *
  *   BENCH_DURATION=10 BENCH_CONNECTIONS=32 BENCH_PROFILE=1 npm run bench
  *
- * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/.
+ * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
+ * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
  * schema, dropped at the end.
  */
@@ -118,6 +119,8 @@ async function runNexus(schema: string): Promise<void> {
     NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
     NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
     NEXUS_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+    // The one durability knob, to compare (off by default, as in production).
+    ...(process.env.NEXUS_GATEWAY_ASYNC_COMMIT ? { NEXUS_GATEWAY_ASYNC_COMMIT: process.env.NEXUS_GATEWAY_ASYNC_COMMIT } : {}),
   });
   const nexus = await buildApp(config, { skipRootKey: false });
   const running = await listen(nexus, 0, '127.0.0.1', 2000);
