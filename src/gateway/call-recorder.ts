@@ -13,6 +13,7 @@
 import type { Db } from '../db/database.js';
 import type { Logger } from '../observability/logger.js';
 import { namedQuery } from './gateway-db.js';
+import { withRetries } from './retry.js';
 import { recordCalls, type CallToRecord } from './settlement.js';
 
 export interface CallRecord extends CallToRecord {
@@ -22,7 +23,6 @@ export interface CallRecord extends CallToRecord {
   onWritten?: () => void;
 }
 
-const RETRY_DELAYS_MS = [50, 250, 1000, 4000];
 const LAST_REQUEST_INTERVAL_MS = 60_000;
 const MAX_BATCH = 200;
 /** How long the first call of a batch waits for others to end before their statement is sent. */
@@ -41,24 +41,17 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
   }
 
   async function writeAlone(record: CallRecord): Promise<void> {
-    for (let i = 0; ; i++) {
-      try {
-        await recordCalls(query, [record]);
-      } catch (err) {
-        if (i >= RETRY_DELAYS_MS.length) {
-          logger.error({
-            msg: "gateway settlement failed; the call goes uncharged (a reservation's units return through the sweeper, a lease's when it is released)",
-            requestId: record.invocation.request_id,
-            reservationId: record.reservationId,
-            error: (err as Error).message,
-          });
-          return written([record]);
-        }
-        await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[i]));
-        continue;
-      }
-      return written([record]);
+    try {
+      await withRetries(() => recordCalls(query, [record]));
+    } catch (err) {
+      logger.error({
+        msg: "gateway settlement failed; the call goes uncharged (a reservation's units return through the sweeper, a lease's when it is released)",
+        requestId: record.invocation.request_id,
+        reservationId: record.reservationId,
+        error: (err as Error).message,
+      });
     }
+    written([record]);
   }
 
   async function flush(): Promise<void> {
