@@ -15,6 +15,7 @@ import type { Db } from '../db/database.js';
 import type { Clock } from '../domain/actor.js';
 import type { AttemptRow, AttemptStatus, InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
 import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
+import { createQuotaRepo } from '../domain/quota/quota-repo.js';
 import type { QuotaService } from '../domain/quota/quota-service.js';
 import type { KeyHasher } from '../domain/security/key-hash.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
@@ -134,7 +135,13 @@ export function createGateway(deps: GatewayDeps) {
   const cache = createAuthCache({ db, clock, ttlMs: config.authCacheTtlMs, hash: (token) => hasher.hash(token) });
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const recorder = createCallRecorder({ db, logger });
-  const leases = createQuotaLeases({ db, clock, logger, ttlMs: config.reservationTtlMs, idleMs: config.quotaLeaseIdleMs });
+  const leases = createQuotaLeases({
+    repo: createQuotaRepo(db),
+    clock,
+    logger,
+    ttlMs: config.reservationTtlMs,
+    idleMs: config.quotaLeaseIdleMs,
+  });
 
   /** Settles the call on its lease and records it; the lease learns when the record is written. */
   function record(

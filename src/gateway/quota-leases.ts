@@ -3,8 +3,8 @@
  * trip on its path.
  *
  * A process reserves a slice of a period once, as one HELD reservation of kind
- * LEASE (the same reserve rule as a call: never past what the period has
- * available), and admits calls against it in memory: a call's upper bound is
+ * LEASE (quotaRepo.hold, the statement a call's reservation uses: never past
+ * what the period has available), and admits calls against it in memory: a call's upper bound is
  * carved from the lease's free units, and when it settles the units it consumed
  * leave the lease's hold (`take`) in the statement that records the call
  * (src/domain/quota/settlement-sql.ts). So the period is never overspent, across
@@ -25,16 +25,16 @@
  * - What another process (or the Admin API) sees as reserved includes the
  *   leases' unused units until they are released.
  */
-import type { Knex } from 'knex';
 import type { Clock } from '../domain/actor.js';
+import type { QuotaRepo } from '../domain/quota/quota-repo.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
+import { withRetries } from './retry.js';
 
 /** Headroom a lease asks for beyond the missing units, in call bounds. */
 const LEASE_CALLS = 16n;
-/** A lease never takes more than this fraction of what the period has beyond the need (1/8). */
-const AVAILABLE_SHARE_DIVISOR = 8;
-const RELEASE_RETRY_DELAYS_MS = [50, 250, 1000, 4000];
+/** A lease takes at most this fraction of what the period has, beyond what a call needs (1/8). */
+const AVAILABLE_SHARE = 8;
 
 export interface LeaseTarget {
   workspaceId: string;
@@ -60,7 +60,6 @@ interface Lease {
   /** The database no longer holds it (the sweeper expired it): its calls are charged nothing. */
   lost: boolean;
   releasing: boolean;
-  extending: Promise<void> | null;
 }
 
 export interface Admission {
@@ -71,139 +70,56 @@ export interface Admission {
 
 export type AdmitResult = { ok: true; admission: Admission; remaining: bigint } | { ok: false; available: bigint };
 
-interface DbAnswer {
-  avail: bigint | null;
-  x: bigint | null;
-  remaining: bigint | null;
-  leased: number;
-}
+const max = (a: bigint, b: bigint) => (a > b ? a : b);
+const free = (lease: Lease) => lease.held - lease.inflight;
 
-const ACQUIRE = `
-with per as (
-  select id, granted_units - reserved_units - consumed_units as avail, period_start <= :now and period_end > :now as current
-    from quota_periods where id = :periodId and workspace_access_id = :accessId
-), want as (
-  select id, greatest(cast(:need as bigint), least(cast(:want as bigint), avail / ${AVAILABLE_SHARE_DIVISOR})) as x
-    from per where current
-), held as (
-  update quota_periods qp set reserved_units = qp.reserved_units + want.x
-    from want where qp.id = want.id and qp.granted_units - qp.reserved_units - qp.consumed_units >= want.x
-  returning qp.id, want.x, qp.granted_units - qp.reserved_units - qp.consumed_units as remaining
-), lease as (
-  insert into quota_reservations (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units,
-                                  status, request_id, created_at, expires_at, kind)
-  select cast(:leaseId as uuid), cast(:workspaceId as uuid), cast(:accessId as uuid), held.id, held.x, 0, 'HELD',
-         cast(:requestId as text), cast(:now as timestamptz), cast(:expiresAt as timestamptz), 'LEASE'
-    from held
-  returning id
-)
-select (select avail from per) as avail, (select x from held) as x, (select remaining from held) as remaining,
-       (select count(*) from lease)::int as leased`;
-
-/** The lease row is locked first, so the sweeper (skip locked) cannot expire it under the extension. */
-const EXTEND = `
-with lk as (
-  select id from quota_reservations where id = :leaseId and status = 'HELD' for update
-), per as (
-  select id, granted_units - reserved_units - consumed_units as avail, period_start <= :now and period_end > :now as current
-    from quota_periods where id = :periodId and workspace_access_id = :accessId
-), want as (
-  select per.id, greatest(cast(:need as bigint), least(cast(:want as bigint), per.avail / ${AVAILABLE_SHARE_DIVISOR}), 0) as x
-    from per, lk where per.current
-), held as (
-  update quota_periods qp set reserved_units = qp.reserved_units + want.x
-    from want where qp.id = want.id and (want.x = 0 or qp.granted_units - qp.reserved_units - qp.consumed_units >= want.x)
-  returning qp.id, want.x, qp.granted_units - qp.reserved_units - qp.consumed_units as remaining
-), ext as (
-  update quota_reservations q set reserved_units = q.reserved_units + held.x, expires_at = cast(:expiresAt as timestamptz)
-    from held where q.id = cast(:leaseId as uuid)
-  returning q.id
-)
-select (select avail from per) as avail, (select x from held) as x, (select remaining from held) as remaining,
-       (select count(*) from lk)::int as leased`;
-
-const RELEASE = `
-with l as (
-  update quota_reservations set status = 'RELEASED', settled_at = :now
-   where id = :leaseId and status = 'HELD'
-  returning quota_period_id, reserved_units
-)
-update quota_periods qp set reserved_units = qp.reserved_units - l.reserved_units from l where qp.id = l.quota_period_id`;
-
-export function createQuotaLeases(deps: { db: Knex; clock: Clock; logger: Logger; ttlMs: number; idleMs: number }) {
-  const { db, clock, logger, ttlMs, idleMs } = deps;
+export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger: Logger; ttlMs: number; idleMs: number }) {
+  const { repo, clock, logger, ttlMs, idleMs } = deps;
   /** The lease admitting calls, per period. */
   const current = new Map<string, Lease>();
-  const acquiring = new Map<string, Promise<void>>();
+  /** The one acquisition or extension under way, per period: other calls wait for it. */
+  const growing = new Map<string, Promise<unknown>>();
   const releases = new Set<Promise<void>>();
   const requestId = `lease:${process.pid}`;
 
-  const free = (lease: Lease) => lease.held - lease.inflight;
-  const max = (a: bigint, b: bigint) => (a > b ? a : b);
-
-  async function query(sql: string, params: Record<string, unknown>): Promise<DbAnswer> {
-    const result = await db.raw(sql, params);
-    return (result.rows as DbAnswer[])[0]!;
-  }
-
-  function stringify(params: Record<string, unknown>): Record<string, unknown> {
-    const out: Record<string, unknown> = {};
-    for (const k in params) out[k] = typeof params[k] === 'bigint' ? String(params[k]) : params[k];
-    return out;
-  }
-
-  /** A new lease of at least `need` units; false when the period cannot cover `need`. */
-  async function acquire(target: LeaseTarget, need: bigint, want: bigint): Promise<DbAnswer> {
+  /**
+   * One statement: a new lease for the period, or more units (and a renewed
+   * expiry) for the current one. `held` is null when the period could not give
+   * `need`; `available` is what it had.
+   */
+  async function grow(target: LeaseTarget, lease: Lease | undefined, need: bigint, want: bigint) {
     const now = clock.now();
-    const id = newId();
-    const answer = await query(
-      ACQUIRE,
-      stringify({
-        ...target,
-        leaseId: id,
-        need,
-        want,
-        now,
-        expiresAt: new Date(now.getTime() + ttlMs),
-        requestId,
-      }),
-    );
-    if (answer.x !== null) {
-      const lease: Lease = {
-        id,
-        target,
-        held: BigInt(answer.x),
-        inflight: 0n,
-        outside: BigInt(answer.remaining!),
-        unwritten: 0,
-        expiresAtMs: now.getTime() + ttlMs,
-        lastUsedMs: now.getTime(),
-        retired: false,
-        lost: false,
-        releasing: false,
-        extending: null,
-      };
-      current.set(target.periodId, lease);
+    const expiresAt = new Date(now.getTime() + ttlMs);
+    if (!lease) {
+      const id = newId();
+      const answer = await repo.hold({ id, ...target, need, want, share: AVAILABLE_SHARE, kind: 'LEASE', requestId, now, expiresAt });
+      if (answer.held !== null) {
+        current.set(target.periodId, {
+          id,
+          target,
+          held: answer.held,
+          inflight: 0n,
+          outside: answer.remaining!,
+          unwritten: 0,
+          expiresAtMs: expiresAt.getTime(),
+          lastUsedMs: now.getTime(),
+          retired: false,
+          lost: false,
+          releasing: false,
+        });
+      }
+      return answer;
     }
-    return answer;
-  }
-
-  async function extend(lease: Lease, need: bigint, want: bigint): Promise<DbAnswer> {
-    const now = clock.now();
-    const expiresAtMs = now.getTime() + ttlMs;
-    const answer = await query(
-      EXTEND,
-      stringify({ ...lease.target, leaseId: lease.id, need, want, now, expiresAt: new Date(expiresAtMs) }),
-    );
+    const answer = await repo.extendLease({ leaseId: lease.id, ...target, need, want, share: AVAILABLE_SHARE, now, expiresAt });
     if (!answer.leased) {
       // Expired by the sweeper: whatever it held went back to the period.
       lease.lost = true;
       lease.held = 0n;
       retire(lease);
-    } else if (answer.x !== null) {
-      lease.held += BigInt(answer.x);
-      lease.outside = BigInt(answer.remaining!);
-      lease.expiresAtMs = expiresAtMs;
+    } else if (answer.held !== null) {
+      lease.held += answer.held;
+      lease.outside = answer.remaining!;
+      lease.expiresAtMs = expiresAt.getTime();
     }
     return answer;
   }
@@ -218,23 +134,12 @@ export function createQuotaLeases(deps: { db: Knex; clock: Clock; logger: Logger
     if (!lease.retired || lease.releasing || lease.inflight > 0n || lease.unwritten > 0) return;
     lease.releasing = true;
     if (lease.lost) return;
-    const done = release(lease).finally(() => releases.delete(done));
+    const done = withRetries(() => repo.releaseLease(lease.id, clock.now()))
+      .catch((err: Error) => {
+        logger.error({ msg: 'could not release a quota lease; the sweeper returns it after its TTL', leaseId: lease.id, error: err.message });
+      })
+      .finally(() => releases.delete(done));
     releases.add(done);
-  }
-
-  async function release(lease: Lease): Promise<void> {
-    for (let i = 0; ; i++) {
-      try {
-        await db.raw(RELEASE, { leaseId: lease.id, now: clock.now() });
-        return;
-      } catch (err) {
-        if (i >= RELEASE_RETRY_DELAYS_MS.length) {
-          logger.error({ msg: 'could not release a quota lease; the sweeper returns it after its TTL', leaseId: lease.id, error: (err as Error).message });
-          return;
-        }
-        await new Promise((r) => setTimeout(r, RELEASE_RETRY_DELAYS_MS[i]));
-      }
-    }
   }
 
   function admitOn(lease: Lease, bound: bigint): AdmitResult {
@@ -246,7 +151,7 @@ export function createQuotaLeases(deps: { db: Knex; clock: Clock; logger: Logger
   const idleTimer = setInterval(() => {
     const nowMs = clock.now().getTime();
     for (const lease of [...current.values()]) {
-      if (lease.inflight === 0n && !lease.extending && nowMs - lease.lastUsedMs >= idleMs) retire(lease);
+      if (lease.inflight === 0n && !growing.has(lease.target.periodId) && nowMs - lease.lastUsedMs >= idleMs) retire(lease);
     }
   }, Math.max(10, Math.floor(idleMs / 2)));
   idleTimer.unref();
@@ -260,59 +165,31 @@ export function createQuotaLeases(deps: { db: Knex; clock: Clock; logger: Logger
       let exact = false;
       for (;;) {
         const lease = current.get(target.periodId);
-        if (lease) {
-          const renew = lease.expiresAtMs - clock.now().getTime() < ttlMs / 2;
-          if (!renew && free(lease) >= bound) return admitOn(lease, bound);
-          if (lease.extending) {
-            await lease.extending;
-            continue;
-          }
-          const need = max(bound - free(lease), 0n);
-          const want = exact ? need : need + max(bound * LEASE_CALLS, lease.inflight);
-          let answer!: DbAnswer;
-          const extending = extend(lease, need, want).then((a) => {
-            answer = a;
-          });
-          lease.extending = extending;
-          try {
-            await extending;
-          } finally {
-            lease.extending = null;
-          }
-          if (lease.lost) continue;
-          if (answer.x !== null) {
-            if (free(lease) >= bound) return admitOn(lease, bound);
-            continue;
-          }
-          // Not enough in the period for the missing part. A stale estimate of the share can ask for too
-          // much under contention: one more try asking only for what is missing.
-          if (!exact && answer.avail !== null && BigInt(answer.avail) >= need) {
-            exact = true;
-            continue;
-          }
-          return { ok: false, available: max((answer.avail === null ? 0n : BigInt(answer.avail)) + max(free(lease), 0n), 0n) };
-        }
-        const pending = acquiring.get(target.periodId);
+        const renew = lease !== undefined && lease.expiresAtMs - clock.now().getTime() < ttlMs / 2;
+        if (lease && !renew && free(lease) >= bound) return admitOn(lease, bound);
+        const pending = growing.get(target.periodId);
         if (pending) {
-          await pending;
+          await pending.catch(() => {});
           continue;
         }
-        let answer!: DbAnswer;
-        const acquiring_ = acquire(target, bound, exact ? bound : bound * (LEASE_CALLS + 1n)).then((a) => {
-          answer = a;
-        });
-        acquiring.set(target.periodId, acquiring_);
+        const need = lease ? max(bound - free(lease), 0n) : bound;
+        const want = exact ? need : need + max(bound * LEASE_CALLS, lease?.inflight ?? 0n);
+        const growth = grow(target, lease, need, want);
+        growing.set(target.periodId, growth);
+        let answer: Awaited<typeof growth>;
         try {
-          await acquiring_;
+          answer = await growth;
         } finally {
-          acquiring.delete(target.periodId);
+          growing.delete(target.periodId);
         }
-        if (answer.x !== null) continue;
-        if (!exact && answer.avail !== null && BigInt(answer.avail) >= bound) {
+        if (answer.held !== null || lease?.lost) continue;
+        // Not enough in the period for the missing part. A stale estimate of the share can ask for too
+        // much under contention: one more try asking only for what is missing.
+        if (!exact && answer.available >= need) {
           exact = true;
           continue;
         }
-        return { ok: false, available: max(answer.avail === null ? 0n : BigInt(answer.avail), 0n) };
+        return { ok: false, available: answer.available + (lease ? max(free(lease), 0n) : 0n) };
       }
     },
 

@@ -1,43 +1,125 @@
 /**
- * All SQL of quota_periods, quota_reservations and usage_events. The reserve
- * statement is the gateway's only write before the upstream call: one atomic
- * CTE, so concurrent reservations can never overspend a period.
+ * All SQL of quota_periods, quota_reservations and usage_events. Holding units
+ * (a call's reservation, or a gateway process's quota lease) is one atomic
+ * statement, so concurrent holds can never overspend a period.
  */
 import { settlementCtes, jsonParam, type SettlementInput } from './settlement-sql.js';
 import type { Queryable } from '../../db/database.js';
 import type { QuotaPeriodRow } from './quota-types.js';
 
 export function createQuotaRepo(db: Queryable) {
+  /** What the period has available now (read after a hold failed: the hold's own snapshot may be older). */
+  async function availableUnits(periodId: string, q: Queryable): Promise<bigint> {
+    const row = (await q('quota_periods').where({ id: periodId }).first()) as QuotaPeriodRow | undefined;
+    if (!row) return 0n;
+    const available = row.granted_units - row.reserved_units - row.consumed_units;
+    return available > 0n ? available : 0n;
+  }
+
   return {
     /**
-     * Holds `units` on the period when enough is available and the period is
-     * current at `now`; inserts the HELD reservation in the same statement.
-     * Returns the remaining availability, or undefined when nothing was held.
+     * Holds units on the period, only while it covers `now` and has them, and
+     * inserts the HELD reservation (`kind` CALL or LEASE) in the same statement.
+     * It holds greatest(need, least(want, available / share)): at least `need`,
+     * and up to `want` while that is at most 1/share of what the period has. A
+     * call's reservation holds exactly its units (need = want). Returns what it
+     * held and the period's remaining availability; held = null when the period
+     * could not give `need`, with what it has available (read after the attempt).
      */
-    async reserve(
-      r: { id: string; workspaceId: string; accessId: string; periodId: string; units: bigint; requestId: string; now: Date; expiresAt: Date },
+    async hold(
+      h: {
+        id: string;
+        workspaceId: string;
+        accessId: string;
+        periodId: string;
+        need: bigint;
+        want: bigint;
+        share: number;
+        kind: 'CALL' | 'LEASE';
+        requestId: string;
+        now: Date;
+        expiresAt: Date;
+      },
       q: Queryable = db,
-    ): Promise<bigint | undefined> {
+    ): Promise<{ held: bigint | null; remaining: bigint | null; available: bigint }> {
       const result = await q.raw(
-        `with held as (
-           update quota_periods
-              set reserved_units = reserved_units + cast(:units as bigint)
-            where id = :periodId and workspace_access_id = :accessId
-              and period_start <= :now and period_end > :now
-              and granted_units - reserved_units - consumed_units >= cast(:units as bigint)
-           returning id, granted_units - reserved_units - consumed_units as remaining
+        `with per as (
+           select id, granted_units - reserved_units - consumed_units as avail
+             from quota_periods where id = :periodId and workspace_access_id = :accessId
+         ), want as (
+           select id, greatest(cast(:need as bigint), least(cast(:want as bigint), avail / cast(:share as int))) as x from per
+         ), held as (
+           update quota_periods qp set reserved_units = qp.reserved_units + want.x
+             from want
+            where qp.id = want.id and qp.period_start <= :now and qp.period_end > :now
+              and qp.granted_units - qp.reserved_units - qp.consumed_units >= want.x
+           returning qp.id, want.x, qp.granted_units - qp.reserved_units - qp.consumed_units as remaining
          ), hold as (
            insert into quota_reservations
-             (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, status, request_id, created_at, expires_at)
-           select cast(:id as uuid), cast(:workspaceId as uuid), cast(:accessId as uuid), held.id, cast(:units as bigint), 'HELD',
-                  cast(:requestId as text), cast(:now as timestamptz), cast(:expiresAt as timestamptz) from held
-           returning id
+             (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status, request_id,
+              created_at, expires_at, kind)
+           select cast(:id as uuid), cast(:workspaceId as uuid), cast(:accessId as uuid), held.id, held.x,
+                  case when cast(:kind as text) = 'LEASE' then 0 end, 'HELD', cast(:requestId as text),
+                  cast(:now as timestamptz), cast(:expiresAt as timestamptz), cast(:kind as text)
+             from held
          )
-         select held.remaining from held join hold on true`,
-        { ...r, units: r.units.toString() },
+         select (select x from held) as x, (select remaining from held) as remaining`,
+        { ...h, need: h.need.toString(), want: h.want.toString() },
       );
-      const row = (result.rows as { remaining: bigint }[])[0];
-      return row?.remaining;
+      const row = (result.rows as { x: bigint | null; remaining: bigint | null }[])[0]!;
+      if (row.x !== null) return { held: row.x, remaining: row.remaining, available: row.remaining! };
+      return { held: null, remaining: null, available: await availableUnits(h.periodId, q) };
+    },
+
+    /**
+     * Adds to a HELD lease what the period can give (the rule of `hold`) and
+     * renews its expiry; the lease row is locked first, so the sweeper (skip
+     * locked) cannot expire it meanwhile. `leased` is false when the lease is no
+     * longer HELD (nothing was added).
+     */
+    async extendLease(
+      e: { leaseId: string; accessId: string; periodId: string; need: bigint; want: bigint; share: number; now: Date; expiresAt: Date },
+      q: Queryable = db,
+    ): Promise<{ leased: boolean; held: bigint | null; remaining: bigint | null; available: bigint }> {
+      const result = await q.raw(
+        `with lk as (
+           select id from quota_reservations where id = :leaseId and status = 'HELD' and kind = 'LEASE' for update
+         ), per as (
+           select id, granted_units - reserved_units - consumed_units as avail
+             from quota_periods where id = :periodId and workspace_access_id = :accessId
+         ), want as (
+           select per.id, greatest(cast(:need as bigint), least(cast(:want as bigint), per.avail / cast(:share as int)), 0) as x
+             from per, lk
+         ), held as (
+           update quota_periods qp set reserved_units = qp.reserved_units + want.x
+             from want
+            where qp.id = want.id and qp.period_start <= :now and qp.period_end > :now
+              and (want.x = 0 or qp.granted_units - qp.reserved_units - qp.consumed_units >= want.x)
+           returning qp.id, want.x, qp.granted_units - qp.reserved_units - qp.consumed_units as remaining
+         ), ext as (
+           update quota_reservations r set reserved_units = r.reserved_units + held.x, expires_at = cast(:expiresAt as timestamptz)
+             from held where r.id = cast(:leaseId as uuid)
+         )
+         select (select count(*) from lk) as leased, (select x from held) as x, (select remaining from held) as remaining`,
+        { ...e, need: e.need.toString(), want: e.want.toString() },
+      );
+      const row = (result.rows as { leased: bigint; x: bigint | null; remaining: bigint | null }[])[0]!;
+      const leased = row.leased > 0n;
+      if (row.x !== null) return { leased, held: row.x, remaining: row.remaining, available: row.remaining! };
+      return { leased, held: null, remaining: null, available: leased ? await availableUnits(e.periodId, q) : 0n };
+    },
+
+    /** A lease still HELD becomes RELEASED and what it still holds returns to its period. */
+    async releaseLease(leaseId: string, now: Date, q: Queryable = db): Promise<void> {
+      await q.raw(
+        `with l as (
+           update quota_reservations set status = 'RELEASED', settled_at = :now
+            where id = :leaseId and status = 'HELD' and kind = 'LEASE'
+           returning quota_period_id, reserved_units
+         )
+         update quota_periods qp set reserved_units = qp.reserved_units - l.reserved_units from l where qp.id = l.quota_period_id`,
+        { leaseId, now },
+      );
     },
 
     async findPeriod(id: string, q: Queryable = db): Promise<QuotaPeriodRow | undefined> {
@@ -132,13 +214,6 @@ export function createQuotaRepo(db: Queryable) {
         { now },
       );
       return result.rows as { id: string; quota_period_id: string; reserved_units: bigint }[];
-    },
-
-    async availableUnits(periodId: string, q: Queryable = db): Promise<bigint> {
-      const row = (await q('quota_periods').where({ id: periodId }).first()) as QuotaPeriodRow | undefined;
-      if (!row) return 0n;
-      const available = row.granted_units - row.reserved_units - row.consumed_units;
-      return available > 0n ? available : 0n;
     },
   };
 }

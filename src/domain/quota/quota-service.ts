@@ -39,21 +39,24 @@ export function createQuotaService(deps: { db: Db; quotaRepo: QuotaRepo; clock: 
 
     async reserve(input: ReserveInput, q: Queryable = db): Promise<ReserveResult> {
       if (input.units < 0n) throw new RangeError('units must be non-negative');
-      const remaining = await quotaRepo.reserve(
+      const result = await quotaRepo.hold(
         {
           id: input.reservationId,
           workspaceId: input.workspaceId,
           accessId: input.accessId,
           periodId: input.periodId,
-          units: input.units,
+          need: input.units,
+          want: input.units,
+          share: 1,
+          kind: 'CALL',
           requestId: input.requestId,
           now: clock.now(),
           expiresAt: input.expiresAt,
         },
         q,
       );
-      if (remaining !== undefined) return { ok: true, remaining };
-      return { ok: false, available: await quotaRepo.availableUnits(input.periodId, q) };
+      if (result.held !== null) return { ok: true, remaining: result.remaining! };
+      return { ok: false, available: result.available };
     },
 
     /** Idempotent: a reservation that is no longer HELD is left alone (null). */
