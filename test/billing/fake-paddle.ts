@@ -5,7 +5,7 @@
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeServer, listenLocal } from '../support/local-server.js';
 import type { RecordedRequest } from './fake-stripe.js';
 
 const rid = (prefix: string) => `${prefix}_01${randomBytes(12).toString('hex')}`;
@@ -36,14 +36,12 @@ export class FakePaddle {
 
   async start(): Promise<this> {
     this.server = createServer((req, res) => void this.handle(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenLocal(this.server);
     return this;
   }
 
-  async close(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  close(): Promise<void> {
+    return closeServer(this.server);
   }
 
   /** The customer paid the transaction: Paddle creates the subscription, copying custom_data. */

@@ -5,7 +5,7 @@
  * signed events with the official package's `webhooks.generateTestHeaderString`.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeServer, listenLocal } from '../support/local-server.js';
 import { randomBytes } from 'node:crypto';
 import Stripe from 'stripe';
 
@@ -56,14 +56,12 @@ export class FakeStripe {
 
   async start(): Promise<this> {
     this.server = createServer((req, res) => void this.handle(req, res));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenLocal(this.server);
     return this;
   }
 
-  async close(): Promise<void> {
-    this.server?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  close(): Promise<void> {
+    return closeServer(this.server);
   }
 
   /** What the customer's payment creates: the subscription a completed session starts. */

@@ -4,7 +4,7 @@
  * `anthropic-version`. Keys can be changed while it runs (rotation tests).
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeServer, listenLocal, refusedUrl } from '../support/local-server.js';
 import { randomBytes } from 'node:crypto';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 
@@ -66,10 +66,8 @@ export async function startFakeUpstream(profile: 'openai' | 'anthropic', keys: s
     if (state.delayMs > 0) setTimeout(answer, state.delayMs).unref();
     else answer();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
   const upstream: FakeUpstream = {
-    url: `http://127.0.0.1:${port}`,
+    url: await listenLocal(server),
     profile,
     get keys() {
       return state.keys;
@@ -89,19 +87,9 @@ export async function startFakeUpstream(profile: 'openai' | 'anthropic', keys: s
     set forceStatus(v: number | undefined) {
       state.forceStatus = v;
     },
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: () => closeServer(server),
   };
   return upstream;
 }
 
-/** A port on 127.0.0.1 where nothing listens (connection refused). */
-export async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+export { refusedUrl };

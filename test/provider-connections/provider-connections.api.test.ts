@@ -17,7 +17,7 @@ import { systemActor } from '../../src/domain/actor.js';
 import { openProviderApiKey } from '../../src/domain/provider-connections/provider-secret.js';
 import { keyIdOf } from '../../src/domain/security/secret-box.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { closedPort, SECRET_MARKER, startFakeUpstream, testProviderKey, type FakeUpstream } from './fake-upstream.js';
+import { refusedUrl, SECRET_MARKER, startFakeUpstream, testProviderKey, type FakeUpstream } from './fake-upstream.js';
 
 let t: TestApp;
 let openaiUp: FakeUpstream;
@@ -317,7 +317,7 @@ describe('testProviderConnection', () => {
       openaiUp.forceStatus = undefined;
     }
 
-    const unreachable = await check({ protocolProfile: 'openai', baseUrl: `http://127.0.0.1:${await closedPort()}`, apiKey: OPENAI_KEY });
+    const unreachable = await check({ protocolProfile: 'openai', baseUrl: await refusedUrl(), apiKey: OPENAI_KEY });
     expect(unreachable).toMatchObject({ accepted: false, outcome: 'unreachable' });
     expect(unreachable.httpStatus).toBeUndefined();
 

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeServer, listenLocal } from '../support/local-server.js';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -141,13 +141,9 @@ describe('guardedLookup, at connection time', () => {
   let port: number;
   beforeAll(async () => {
     server = createServer((_req, res) => res.end('ok'));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    port = (server.address() as AddressInfo).port;
+    port = Number(new URL(await listenLocal(server)).port);
   });
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  });
+  afterAll(() => closeServer(server));
 
   it('answers like dns.lookup, with and without `all`', async () => {
     const lookup = guardedLookup(true);

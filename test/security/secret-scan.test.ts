@@ -23,7 +23,7 @@ import {
 } from '../../generated/client/sdk.gen.js';
 import { runDir } from '../support/paths.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { closedPort, startFakeUpstream, testProviderKey, type FakeUpstream } from '../provider-connections/fake-upstream.js';
+import { refusedUrl, startFakeUpstream, testProviderKey, type FakeUpstream } from '../provider-connections/fake-upstream.js';
 import { findSecretLeaks, recordFiles, SECRET_MARKER } from './secret-marker.js';
 
 let t: TestApp;
@@ -98,7 +98,7 @@ describe('the secret scan', () => {
         await testProviderConnection({
           client: t.client,
           path: { workspaceId },
-          body: { protocolProfile: 'openai', baseUrl: `http://127.0.0.1:${await closedPort()}`, apiKey: wrong },
+          body: { protocolProfile: 'openai', baseUrl: await refusedUrl(), apiKey: wrong },
         })
       ).data!.outcome,
     ).toBe('unreachable');

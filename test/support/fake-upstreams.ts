@@ -14,7 +14,7 @@
  *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeServer, listenLocal } from './local-server.js';
 
 export interface SeenRequest {
   method: string;
@@ -118,18 +118,7 @@ async function serve(handler: (req: IncomingMessage, res: ServerResponse, body: 
     }
   });
   server.keepAliveTimeout = 60_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    open: () => inflight,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  return { url: await listenLocal(server), requests, open: () => inflight, close: () => closeServer(server) };
 }
 
 /** OpenAI-style: `Authorization: Bearer <apiKey>`. */
@@ -292,11 +281,4 @@ export function startAnthropicUpstream(options: { apiKey: string }): Promise<Fak
   });
 }
 
-/** A URL on 127.0.0.1 where nothing listens (the port was bound, then released). */
-export async function refusedUrl(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return `http://127.0.0.1:${port}`;
-}
+export { refusedUrl } from './local-server.js';
