@@ -200,13 +200,14 @@ export function createQuotaRepo(db: Queryable) {
     },
 
     /**
-     * HELD reservations past their expiry become EXPIRED; returns what they held, per row. A lease keeps the
-     * units consumed through it (consumed_units); what it still held returns to the period.
+     * HELD reservations past their expiry become EXPIRED; returns what they held, per row. Nothing is
+     * charged: a call's reservation has consumed nothing yet, a lease keeps the units its settled calls
+     * consumed; what either still held returns to the period.
      */
     async expireHeld(now: Date, q: Queryable): Promise<{ id: string; quota_period_id: string; reserved_units: bigint }[]> {
       const result = await q.raw(
         `update quota_reservations
-            set status = 'EXPIRED', settled_at = :now, consumed_units = case when kind = 'LEASE' then consumed_units else 0 end
+            set status = 'EXPIRED', settled_at = :now, consumed_units = coalesce(consumed_units, 0)
           where id in (select id from quota_reservations where status = 'HELD' and expires_at <= :now
                        order by id for update skip locked)
             and status = 'HELD'
