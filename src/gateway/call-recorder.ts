@@ -47,7 +47,7 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
       logger.error({
         msg: "gateway settlement failed; the call goes uncharged (a reservation's units return through the sweeper, a lease's when it is released)",
         requestId: record.invocation.request_id,
-        reservationId: record.reservationId,
+        reservationId: record.invocation.reservation_id,
         error: (err as Error).message,
       });
     }

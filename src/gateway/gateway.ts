@@ -154,7 +154,6 @@ export function createGateway(deps: GatewayDeps) {
       {
         invocation: call.invocation,
         attempt: call.attempt,
-        reservationId: call.invocation.reservation_id,
         ...(admission ? { lease: { id: admission.lease.id, bound: admission.bound, take }, onWritten: () => leases.written(admission) } : {}),
         consumed: call.consumed,
         keyId: call.auth.key_id,

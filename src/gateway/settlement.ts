@@ -22,10 +22,9 @@ export interface Consumption {
 }
 
 export interface CallToRecord {
+  /** Its reservation_id is the call's own reservation: a HELD row, or with `lease` the row this statement inserts. */
   invocation: InvocationRow;
   attempt: AttemptRow | null;
-  /** The call's own reservation: a HELD row, or with `lease` the id of the row this statement inserts. */
-  reservationId: string | null;
   /** The quota lease the call was admitted on (quota-leases.ts): its bound and the units the lease gives up. */
   lease?: { id: string; bound: bigint; take: bigint };
   /** null with a reservation: release it (nothing charged, no usage event). */
@@ -56,7 +55,7 @@ select count(*) as n from settled`;
 /** What every settlement of a call says, however its units were held. */
 function settlementOf(c: CallToRecord): SettlementInput {
   return {
-    rid: c.reservationId!,
+    rid: c.invocation.reservation_id!,
     status: c.consumed ? 'SETTLED' : 'RELEASED',
     units: c.consumed?.units ?? 0n,
     charged: Boolean(c.consumed),
@@ -73,7 +72,7 @@ function settlementOf(c: CallToRecord): SettlementInput {
 
 /** Records the calls in one statement (all or nothing). */
 export async function recordCalls(query: NamedQuery, calls: CallToRecord[]): Promise<void> {
-  const settlements = calls.filter((c) => c.reservationId && !c.lease).map(settlementOf);
+  const settlements = calls.filter((c) => c.invocation.reservation_id && !c.lease).map(settlementOf);
   const leaseCalls = calls
     .filter((c) => c.lease)
     .map((c): LeaseCallSettlement => ({
