@@ -12,6 +12,8 @@
  *
  *   BENCH_DURATION=10 BENCH_CONNECTIONS=32 BENCH_PROFILE=1 npm run bench
  *
+ * BENCH_TARGETS=floor,nexus measures only those targets (direct, floor, nexus, 'nexus, 1 user',
+ * 'nexus, unmetered'); the ratios need floor and nexus.
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
  * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
@@ -33,6 +35,7 @@ const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 /** End users (inference keys) the Nexus load is spread over; a second Nexus row runs with one. */
 const USERS = Number(process.env.BENCH_USERS ?? 64);
+const TARGETS = process.env.BENCH_TARGETS?.split(',').map((t) => t.trim());
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
 const PROVIDER_KEY = 'sk-bench-upstream-0123456789';
@@ -292,6 +295,7 @@ async function sequential(url: string, headers: Record<string, string>, body: st
 
 async function measure(target: string, url: string, headers: Record<string, string>, keys: string[] = [], pid?: number): Promise<Row[]> {
   const rows: Row[] = [];
+  if (TARGETS && !TARGETS.includes(target)) return rows;
   for (const stream of [false, true]) {
     const body = JSON.stringify({
       model: 'bench-model',
@@ -362,9 +366,10 @@ async function main(): Promise<void> {
     console.log('\n| mode | Nexus/floor req/s | (1 user) | added p50 (light) | added p99 (light) | added TTFB p50 |');
     console.log('|---|---:|---:|---:|---:|---:|');
     for (const mode of ['json', 'stream']) {
-      const fl = rows.find((r) => r.target === 'floor' && r.mode === mode)!;
-      const nx = rows.find((r) => r.target === 'nexus' && r.mode === mode)!;
-      const one = rows.find((r) => r.target === 'nexus, 1 user' && r.mode === mode)!;
+      const fl = rows.find((r) => r.target === 'floor' && r.mode === mode);
+      const nx = rows.find((r) => r.target === 'nexus' && r.mode === mode);
+      if (!fl || !nx) continue;
+      const one = rows.find((r) => r.target === 'nexus, 1 user' && r.mode === mode) ?? { rps: NaN };
       const ttfbDelta = nx.ttfb50 !== undefined && fl.ttfb50 !== undefined ? f(nx.ttfb50 - fl.ttfb50) : '-';
       console.log(`| ${mode} | ${((100 * nx.rps) / fl.rps).toFixed(1)}% | ${((100 * one.rps) / fl.rps).toFixed(1)}% | ${f(nx.lightP50 - fl.lightP50)} | ${f(nx.lightP99 - fl.lightP99)} | ${ttfbDelta} |`);
     }
