@@ -7,7 +7,8 @@
  * floor, through Nexus; non-streaming and streaming. Two phases per target: under load
  * (BENCH_CONNECTIONS connections: requests/s) and light (1 connection: p50/p99 latency and, for
  * streams, time to first byte). It prints requests/s, p50 and p99 and the ratios Nexus/floor, and
- * for the load phase the CPU time per request of the proxy's process and of PostgreSQL's processes
+ * for the load phase the CPU time per request of the proxy's process (and how much of it is user space:
+ * JavaScript, the HTTP parsers and V8's GC; the rest is the kernel's socket work) and of PostgreSQL's processes
  * (from /proc, so Linux only; PostgreSQL's figure counts the backends present before and after).
  *
  *   BENCH_DURATION=10 BENCH_CONNECTIONS=32 BENCH_PROFILE=1 npm run bench
@@ -219,19 +220,25 @@ interface Row {
   lightP99: number;
   ttfb50?: number | undefined;
   errors: number;
-  /** CPU time per request under load, in microseconds: the proxy's process, and PostgreSQL's processes. */
+  /** CPU time per request under load, in microseconds: the proxy's process (and its user-space part), and PostgreSQL's processes. */
   cpuProxy?: number | undefined;
+  cpuProxyUser?: number | undefined;
   cpuPg?: number | undefined;
 }
 
-/** CPU seconds (user + system) used so far by each of these processes that still runs (Linux /proc). */
-function cpuByPid(pids: number[]): Map<number, number> {
-  const out = new Map<number, number>();
+interface CpuTime {
+  user: number;
+  system: number;
+}
+
+/** CPU seconds (user, system) used so far by each of these processes that still runs (Linux /proc). */
+function cpuByPid(pids: number[]): Map<number, CpuTime> {
+  const out = new Map<number, CpuTime>();
   for (const pid of pids) {
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      out.set(pid, (Number(fields[11]) + Number(fields[12])) / 100); // USER_HZ
+      out.set(pid, { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 }); // USER_HZ
     } catch {
       // gone (or no /proc): not counted
     }
@@ -240,11 +247,16 @@ function cpuByPid(pids: number[]): Map<number, number> {
 }
 
 /** CPU seconds the processes present at both readings used between them; undefined without /proc. */
-function cpuBetween(before: Map<number, number>, after: Map<number, number>): number | undefined {
+function cpuBetween(before: Map<number, CpuTime>, after: Map<number, CpuTime>): CpuTime | undefined {
   if (!before.size || !after.size) return undefined;
-  let total = 0;
-  for (const [pid, s] of after) if (before.has(pid)) total += s - before.get(pid)!;
-  return total;
+  const used = { user: 0, system: 0 };
+  for (const [pid, t] of after) {
+    const b = before.get(pid);
+    if (!b) continue;
+    used.user += t.user - b.user;
+    used.system += t.system - b.system;
+  }
+  return used;
 }
 
 function postgresPids(): number[] {
@@ -309,9 +321,11 @@ async function measure(target: string, url: string, headers: Record<string, stri
     const before = [cpuByPid(pid ? [pid] : []), cpuByPid(pgPids)];
     const load = await cannon(url, h, body, CONNECTIONS, DURATION, keys);
     const after = [cpuByPid(pid ? [pid] : []), cpuByPid(pgPids)];
-    const perRequest = (i: number) => {
-      const seconds = cpuBetween(before[i]!, after[i]!);
-      return seconds === undefined ? undefined : (seconds * 1e6) / (load.rps * DURATION);
+    const perRequest = (i: number, part: 'all' | 'user' = 'all') => {
+      const used = cpuBetween(before[i]!, after[i]!);
+      if (!used) return undefined;
+      const seconds = part === 'user' ? used.user : used.user + used.system;
+      return (seconds * 1e6) / (load.rps * DURATION);
     };
     const light = await sequential(url, keys.length ? { ...h, authorization: `Bearer ${keys[0]}` } : h, body, Math.max(3, Math.round(DURATION / 2)));
     rows.push({
@@ -325,6 +339,7 @@ async function measure(target: string, url: string, headers: Record<string, stri
       ttfb50: stream ? light.ttfb50 : undefined,
       errors: load.errors + light.errors,
       cpuProxy: perRequest(0),
+      cpuProxyUser: perRequest(0, 'user'),
       cpuPg: perRequest(1),
     });
     process.stderr.write(`  ${target} ${stream ? 'stream' : 'json'}: ${Math.round(load.rps)} req/s\n`);
@@ -356,11 +371,11 @@ async function main(): Promise<void> {
     const f = (n: number | undefined, d = 2) => (n === undefined ? '-' : n.toFixed(d));
     console.log(`\nGateway overhead (${new Date().toISOString()}; ${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; PostgreSQL at ${new URL(DATABASE_URL).host})`);
     console.log(`load: autocannon, ${CONNECTIONS} connections for ${DURATION}s (latencies in whole ms); light: one request at a time (latencies in ms, hrtime); nexus: calls spread over ${USERS} users (inference keys), 'nexus, 1 user': every call on one key\n`);
-    console.log('| target | mode | req/s (load) | p50 (load) | p99 (load) | p50 (light) | p99 (light) | TTFB p50 | CPU µs/req (proxy) | CPU µs/req (PostgreSQL) | errors |');
-    console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    console.log('| target | mode | req/s (load) | p50 (load) | p99 (load) | p50 (light) | p99 (light) | TTFB p50 | CPU µs/req (proxy) | of which user | CPU µs/req (PostgreSQL) | errors |');
+    console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const r of rows) {
       console.log(
-        `| ${r.target} | ${r.mode} | ${Math.round(r.rps)} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.lightP50)} | ${f(r.lightP99)} | ${f(r.ttfb50)} | ${f(r.cpuProxy, 0)} | ${f(r.cpuPg, 0)} | ${r.errors} |`,
+        `| ${r.target} | ${r.mode} | ${Math.round(r.rps)} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.lightP50)} | ${f(r.lightP99)} | ${f(r.ttfb50)} | ${f(r.cpuProxy, 0)} | ${f(r.cpuProxyUser, 0)} | ${f(r.cpuPg, 0)} | ${r.errors} |`,
       );
     }
     console.log('\n| mode | Nexus/floor req/s | (1 user) | added p50 (light) | added p99 (light) | added TTFB p50 |');
