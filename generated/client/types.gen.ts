@@ -324,7 +324,7 @@ export type CreateCheckoutDto = {
      */
     cancelUrl?: string;
     /**
-     * Prefills the checkout.
+     * Prefills the checkout. Stripe: the session's `customer_email`. Paddle: the transaction's customer, the one with exactly this email (created at Paddle when there is none).
      */
     customerEmail?: string;
 };

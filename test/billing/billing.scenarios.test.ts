@@ -395,6 +395,32 @@ describe('Paddle', () => {
     const row = await w.t.database.db('reconciliation_runs').where({ id: run.data!.operationId }).first();
     expect(row).toMatchObject({ status: 'SUCCEEDED', examined: 1, changed: 1 });
   });
+
+  it('customerEmail opens the transaction with that customer: found by exact email, else created once', async () => {
+    const paddleConn = await newConnection(w, workspaceId, { provider: 'PADDLE' });
+    w.paddle.prices.set('pri_mail', 'pro_mail');
+    const mappingId = await newMapping(w, paddleConn.dto.id, proPlan, 'pro_mail', 'pri_mail');
+    w.paddle.customers.set('ctm_known', 'known@example.com');
+    const checkoutFor = async (customerEmail: string) => {
+      const accessId = await provision(w, workspaceId, freePlan);
+      const checkout = await createCheckout({
+        client: w.t.client,
+        path: { accessId },
+        body: { billingConnectionId: paddleConn.dto.id, productMappingId: mappingId, customerEmail },
+      });
+      expect(checkout.response.status).toBe(201);
+      return w.paddle.transactions.get(checkout.data!.providerCheckoutId)!;
+    };
+
+    expect((await checkoutFor('known@example.com')).customer_id).toBe('ctm_known');
+    const first = await checkoutFor('new@example.com');
+    expect(first.customer_id).toMatch(/^ctm_/);
+    expect(w.paddle.customers.get(first.customer_id)).toBe('new@example.com');
+    // The second checkout for that email finds the customer the first one created.
+    expect((await checkoutFor('new@example.com')).customer_id).toBe(first.customer_id);
+    expect([...w.paddle.customers.values()].filter((e) => e === 'new@example.com')).toHaveLength(1);
+    expect(w.paddle.requests.filter((r) => r.method === 'POST' && r.path === '/customers')).toHaveLength(1);
+  });
 });
 
 describe('APP_SYNC', () => {

@@ -1,6 +1,7 @@
 /**
- * A local fake of the Paddle Billing API: the credential check, transactions
- * (checkout), subscription reads and listing. Events are signed in the test with
+ * A local fake of the Paddle Billing API: the credential check, customers (by
+ * exact email; a second with the same email is a 409, as at Paddle),
+ * transactions (checkout), subscription reads and listing. Events are signed in the test with
  * HMAC-SHA256 and checked against @paddle/paddle-node-sdk's own verifier.
  */
 import { createHmac, randomBytes } from 'node:crypto';
@@ -29,6 +30,8 @@ export class FakePaddle {
   /** price id -> product id */
   readonly prices = new Map<string, string>();
   readonly transactions = new Map<string, Record<string, any>>();
+  /** customer id -> email */
+  readonly customers = new Map<string, string>();
   readonly subscriptions = new Map<string, FakePaddleSubscription>();
   readonly requests: RecordedRequest[] = [];
   private server: Server | undefined;
@@ -52,7 +55,7 @@ export class FakePaddle {
     const sub: FakePaddleSubscription = {
       id: rid('sub'),
       status: 'active',
-      customer_id: rid('ctm'),
+      customer_id: txn.customer_id ?? rid('ctm'),
       custom_data: txn.custom_data ?? null,
       items: [{ status: 'active', quantity: 1, price: { id: priceId, product_id: this.prices.get(priceId)! } }],
       current_billing_period: { starts_at: iso(period.start), ends_at: iso(period.end) },
@@ -123,12 +126,39 @@ export class FakePaddle {
     if (req.method === 'GET' && url.pathname === '/event-types') {
       return this.send(res, 200, { data: [{ name: 'subscription.created' }], meta: { request_id: rid('req') } });
     }
+    if (req.method === 'GET' && url.pathname === '/customers') {
+      const email = url.searchParams.get('email');
+      const data = [...this.customers].filter(([, e]) => email === null || e === email).map(([id, e]) => ({ id, email: e, status: 'active' }));
+      return this.send(res, 200, { data, meta: { request_id: rid('req'), pagination: { per_page: 50, has_more: false, next: null, estimated_total: data.length } } });
+    }
+    if (req.method === 'POST' && url.pathname === '/customers') {
+      const email = String(JSON.parse(body)?.email ?? '');
+      const existing = [...this.customers].find(([, e]) => e === email);
+      if (existing) {
+        return this.send(res, 409, {
+          error: { type: 'request_error', code: 'customer_already_exists', detail: `customer email conflicts with customer of id ${existing[0]}` },
+        });
+      }
+      const id = rid('ctm');
+      this.customers.set(id, email);
+      return this.send(res, 201, { data: { id, email, status: 'active' }, meta: { request_id: rid('req') } });
+    }
     if (req.method === 'POST' && url.pathname === '/transactions') {
       const input = JSON.parse(body);
       const priceId = input?.items?.[0]?.price_id;
       if (!this.prices.has(priceId)) return this.send(res, 400, { error: { type: 'request_error', code: 'not_found', detail: 'price' } });
+      if (input.customer_id !== undefined && !this.customers.has(input.customer_id)) {
+        return this.send(res, 400, { error: { type: 'request_error', code: 'not_found', detail: 'customer' } });
+      }
       const id = rid('txn');
-      const txn = { id, status: 'ready', items: input.items, custom_data: input.custom_data ?? null, idempotencyKey: req.headers['idempotency-key'] };
+      const txn = {
+        id,
+        status: 'ready',
+        items: input.items,
+        customer_id: input.customer_id ?? null,
+        custom_data: input.custom_data ?? null,
+        idempotencyKey: req.headers['idempotency-key'],
+      };
       this.transactions.set(id, txn);
       return this.send(res, 201, {
         data: { id, status: 'ready', custom_data: txn.custom_data, checkout: { url: `https://pay.paddle.test/checkout?_ptxn=${id}` } },

@@ -95,6 +95,32 @@ export function createPaddleClient(opts: {
     return json;
   }
 
+  async function findCustomer(email: string): Promise<string | null> {
+    const json = await request('GET', `/customers?${new URLSearchParams({ email })}`);
+    const id = Array.isArray(json?.data) ? json.data[0]?.id : undefined;
+    return typeof id === 'string' ? id : null;
+  }
+
+  /**
+   * Paddle's customer with this exact email, created when there is none. A
+   * transaction names its customer by id; Paddle refuses a second customer
+   * with the same email (409), so a create that lost a race reads it again.
+   */
+  async function customerWithEmail(email: string): Promise<string> {
+    const known = await findCustomer(email);
+    if (known) return known;
+    try {
+      const json = await request('POST', '/customers', { email });
+      if (typeof json?.data?.id === 'string') return json.data.id;
+      throw new ProviderError('rejected', 'Paddle returned a customer without an id');
+    } catch (err) {
+      if (!(err instanceof ProviderError && err.httpStatus === 409)) throw err;
+      const raced = await findCustomer(email);
+      if (raced) return raced;
+      throw err;
+    }
+  }
+
   return {
     async verify() {
       await request('GET', '/event-types');
@@ -102,6 +128,7 @@ export function createPaddleClient(opts: {
     },
 
     async createCheckout(input) {
+      const customerId = input.customerEmail ? await customerWithEmail(input.customerEmail) : null;
       const json = await request(
         'POST',
         '/transactions',
@@ -109,6 +136,8 @@ export function createPaddleClient(opts: {
           items: [{ price_id: input.priceId, quantity: 1 }],
           collection_mode: 'automatic',
           custom_data: { [ACCESS_ID_METADATA_KEY]: input.accessId },
+          // The checkout opens with this customer, so its email is filled in.
+          ...(customerId ? { customer_id: customerId } : {}),
         },
         input.idempotencyKey ? { 'idempotency-key': input.idempotencyKey } : {},
       );
