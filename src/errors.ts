@@ -6,6 +6,7 @@ export const errorStatus = {
   // 400
   invalid_request: 400,
   invalid_json: 400,
+  unsupported_content_type: 400,
   invalid_cursor: 400,
   invalid_parameter: 400,
   invalid_base_url: 400,
