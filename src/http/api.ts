@@ -52,11 +52,17 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
   const first = errors?.[0];
   if (!first) return new AppError('invalid_request', 'The request is invalid');
   if (first.keyword === 'parse') return new AppError('invalid_json', 'The request body is not valid JSON');
+  if (first.keyword === 'required' && (first.params as { missingProperty?: string }).missingProperty === 'requestBody') {
+    return new AppError('invalid_parameter', 'The request body is required (JSON)');
+  }
   const param = paramOf(first);
-  const p = first.params as { additionalProperty?: string };
-  const message = p.additionalProperty
-    ? `Unknown field '${param}'`
-    : `${param ?? 'The request body'} ${first.message ?? 'is invalid'}`;
+  const p = first.params as { additionalProperty?: string; allowedValues?: unknown[] };
+  const subject = param ?? 'The request body';
+  let message: string;
+  if (first.keyword === 'additionalProperties') message = `Unknown field '${param}'`;
+  else if (first.keyword === 'required') message = `${subject} is required`;
+  else if (first.keyword === 'enum' && p.allowedValues) message = `${subject} must be one of ${p.allowedValues.join(', ')}`;
+  else message = `${subject} ${first.message ?? 'is invalid'}`;
   return new AppError('invalid_parameter', message, param ? { param } : {});
 }
 

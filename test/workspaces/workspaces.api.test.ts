@@ -47,6 +47,15 @@ describe('request bodies that are not JSON', () => {
     expect((await t.database.db('workspaces').count('* as n'))[0]!.n).toBe(before);
   });
 
+  it('validation messages name the field and what it takes', async () => {
+    const noBody = await t.fetch(`${t.url}/admin/v1/workspaces`, { method: 'POST', headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    expect(((await noBody.json()) as any).error).toMatchObject({ code: 'invalid_parameter', message: 'The request body is required (JSON)', param: null });
+    expect((await rawPost('/admin/v1/workspaces', '{}')).body.error).toMatchObject({ message: 'name is required', param: 'name' });
+    const badStatus = await t.fetch(`${t.url}/admin/v1/workspaces?status=GONE`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    expect(badStatus.status).toBe(400);
+    expect(((await badStatus.json()) as any).error).toMatchObject({ message: 'status must be one of ACTIVE, ARCHIVED', param: 'status' });
+  });
+
   it('a +json media type (with a charset) is read as JSON', async () => {
     const res = await rawPost('/admin/v1/workspaces', '{"name":"merge typed"}', { 'content-type': 'application/merge-patch+json; charset=utf-8' });
     expect(res.status).toBe(201);
