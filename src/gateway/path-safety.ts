@@ -15,6 +15,9 @@ export interface GatewayTarget {
 }
 
 const PREFIX = '/providers/';
+const GATEWAY_ROUTE = 'Gateway calls go to /providers/{providerConnectionId}/{providerPath}';
+/** The nil UUID: no connection has it. */
+const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\x00-\x1f\x7f]/;
 const ENCODED_SEPARATOR = /%(2f|5c)/i;
@@ -39,7 +42,8 @@ function checkDecoded(path: string): void {
 
 /** Parses and checks the raw request target (req.originalUrl, not decoded by anyone). */
 export function parseGatewayUrl(rawUrl: string): GatewayTarget {
-  if (!rawUrl.startsWith(PREFIX)) throw unsafe('The request target must be a path');
+  if (!rawUrl.startsWith('/')) throw unsafe('The request target must be a path');
+  if (!rawUrl.startsWith(PREFIX)) throw new AppError('route_not_found', GATEWAY_ROUTE);
   const q = rawUrl.indexOf('?');
   const pathPart = q === -1 ? rawUrl : rawUrl.slice(0, q);
   const search = q === -1 ? '' : rawUrl.slice(q);
@@ -48,10 +52,7 @@ export function parseGatewayUrl(rawUrl: string): GatewayTarget {
   const slash = rest.indexOf('/');
   const connectionId = slash === -1 ? rest : rest.slice(0, slash);
   const providerPath = slash === -1 ? '' : rest.slice(slash + 1);
-  if (!isUuid(connectionId)) {
-    throw new AppError('provider_connection_not_found', 'No active provider connection with that id', { param: 'providerConnectionId' });
-  }
-  if (!providerPath) throw new AppError('route_not_found', 'Gateway calls go to /providers/{providerConnectionId}/{providerPath}');
+  if (!providerPath) throw new AppError('route_not_found', GATEWAY_ROUTE);
   // Decode until stable (at most 3 rounds): double-encoded '..' or '/' are caught too.
   let current = providerPath;
   for (let round = 0; round < 4; round++) {
@@ -67,5 +68,6 @@ export function parseGatewayUrl(rawUrl: string): GatewayTarget {
     if (round === 3) throw unsafe('The path is encoded too many times');
     current = decoded;
   }
-  return { connectionId, providerPath, search };
+  // An id that is not a UUID names no connection: the key is still checked first (401 before 404).
+  return { connectionId: isUuid(connectionId) ? connectionId : NO_CONNECTION, providerPath, search };
 }

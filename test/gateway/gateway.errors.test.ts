@@ -221,6 +221,16 @@ describe('404: no active connection with that id in the key\'s workspace', () =>
     expect(other.status).toBe(404);
     const malformed = await call(a, { connectionId: 'not-a-uuid' });
     expect(malformed.status).toBe(404);
+    expect(malformed.body.error.code).toBe('provider_connection_not_found');
+    // The key is checked first: a bad key with a malformed id is a 401, not a 404.
+    const badKey = await call(a, { connectionId: 'not-a-uuid', headers: { authorization: 'Bearer nx-test-not-a-real-key' } });
+    expect(badKey.status).toBe(401);
+    expect(badKey.body.error.code).toBe('invalid_inference_key');
+    // No connection id at all: the gateway's route, named.
+    const bare = await rawCall('/providers');
+    expect(bare.status).toBe(404);
+    expect(bare.body.error).toMatchObject({ code: 'route_not_found' });
+    expect(bare.body.error.message).toContain('/providers/{providerConnectionId}/{providerPath}');
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
     await archiveProviderConnection({ client: t.client, path: { providerConnectionId: tenant.connectionId } });
     await waitCache();
