@@ -193,8 +193,9 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   app.use((req: Request, res: Response, next: NextFunction) => {
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
     if (!hasBody || req.is(JSON_TYPES)) return next();
-    const sent = req.headers['content-type'] ? `not ${req.headers['content-type']}` : 'with its Content-Type';
-    sendError(req, res, new AppError('unsupported_content_type', `Send the request body as application/json, ${sent}`));
+    const type = req.headers['content-type'];
+    const came = type ? `this one came as ${type}` : 'this one had no Content-Type';
+    sendError(req, res, new AppError('unsupported_content_type', `Send the request body as JSON with Content-Type: application/json (${came})`));
   });
   app.use(express.json({ limit: config.bodyLimitBytes, type: JSON_TYPES }));
   app.use((req: Request, res: Response) => api.handle(req, res));
