@@ -56,12 +56,14 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
     return new AppError('invalid_parameter', 'The request body is required (JSON)');
   }
   const param = paramOf(first);
-  const p = first.params as { additionalProperty?: string; allowedValues?: unknown[] };
+  const p = first.params as { additionalProperty?: string; allowedValues?: unknown[]; pattern?: string };
   const subject = param ?? 'The request body';
   let message: string;
   if (first.keyword === 'additionalProperties') message = `Unknown field '${param}'`;
   else if (first.keyword === 'required') message = `${subject} is required`;
   else if (first.keyword === 'enum' && p.allowedValues) message = `${subject} must be one of ${p.allowedValues.join(', ')}`;
+  else if (first.keyword === 'pattern' && p.pattern === '\\S') message = `${subject} must not be blank`;
+  else if (first.keyword === 'minProperties' && !param) message = 'The request body must name at least one field to change';
   else message = `${subject} ${first.message ?? 'is invalid'}`;
   return new AppError('invalid_parameter', message, param ? { param } : {});
 }

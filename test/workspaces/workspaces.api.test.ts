@@ -54,6 +54,15 @@ describe('request bodies that are not JSON', () => {
     const badStatus = await t.fetch(`${t.url}/admin/v1/workspaces?status=GONE`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
     expect(badStatus.status).toBe(400);
     expect(((await badStatus.json()) as any).error).toMatchObject({ message: 'status must be one of ACTIVE, ARCHIVED', param: 'status' });
+    expect((await rawPost('/admin/v1/workspaces', '{"name":"  "}')).body.error).toMatchObject({ message: 'name must not be blank', param: 'name' });
+    const ws = await newWorkspace('to patch');
+    const emptyPatch = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(emptyPatch.status).toBe(400);
+    expect(((await emptyPatch.json()) as any).error.message).toBe('The request body must name at least one field to change');
   });
 
   it('a +json media type (with a charset) is read as JSON', async () => {
@@ -90,6 +99,7 @@ describe('createWorkspace', () => {
 
   describe.each([
     ['empty name', '{"name":""}', 'invalid_parameter', 'name'],
+    ['blank name', '{"name":" \\t "}', 'invalid_parameter', 'name'],
     ['missing name', '{}', 'invalid_parameter', 'name'],
     ['name too long', JSON.stringify({ name: 'x'.repeat(201) }), 'invalid_parameter', 'name'],
     ['name not a string', '{"name":5}', 'invalid_parameter', 'name'],
