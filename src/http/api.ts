@@ -48,6 +48,14 @@ function paramOf(e: ErrorObject): string | null {
   return segments.length ? segments.join('.') : null;
 }
 
+/** How a format is named in an error message. */
+const FORMATS: Record<string, string> = {
+  'date-time': 'an ISO 8601 date-time with a time zone (2026-01-31T12:00:00Z)',
+  uuid: 'a UUID',
+  email: 'an email address',
+  uri: 'an absolute URL',
+};
+
 function validationError(errors: ErrorObject[] | null | undefined): AppError {
   const first = errors?.[0];
   if (!first) return new AppError('invalid_request', 'The request is invalid');
@@ -56,12 +64,13 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
     return new AppError('invalid_parameter', 'The request body is required (JSON)');
   }
   const param = paramOf(first);
-  const p = first.params as { additionalProperty?: string; allowedValues?: unknown[]; pattern?: string };
+  const p = first.params as { additionalProperty?: string; allowedValues?: unknown[]; pattern?: string; format?: string };
   const subject = param ?? 'The request body';
   let message: string;
   if (first.keyword === 'additionalProperties') message = `Unknown field '${param}'`;
   else if (first.keyword === 'required') message = `${subject} is required`;
   else if (first.keyword === 'enum' && p.allowedValues) message = `${subject} must be one of ${p.allowedValues.join(', ')}`;
+  else if (first.keyword === 'format' && p.format && FORMATS[p.format]) message = `${subject} must be ${FORMATS[p.format]}`;
   else if (first.keyword === 'pattern' && p.pattern === '\\S') message = `${subject} must not be blank`;
   else if (first.keyword === 'minProperties' && !param) message = 'The request body must name at least one field to change';
   else message = `${subject} ${first.message ?? 'is invalid'}`;

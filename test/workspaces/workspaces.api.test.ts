@@ -55,6 +55,8 @@ describe('request bodies that are not JSON', () => {
     expect(badStatus.status).toBe(400);
     expect(((await badStatus.json()) as any).error).toMatchObject({ message: 'status must be one of ACTIVE, ARCHIVED', param: 'status' });
     expect((await rawPost('/admin/v1/workspaces', '{"name":"  "}')).body.error).toMatchObject({ message: 'name must not be blank', param: 'name' });
+    const badId = await t.fetch(`${t.url}/admin/v1/workspaces/not-a-uuid`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    expect(((await badId.json()) as any).error).toMatchObject({ message: 'workspaceId must be a UUID', param: 'workspaceId' });
     const ws = await newWorkspace('to patch');
     const emptyPatch = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}`, {
       method: 'PATCH',
