@@ -13,6 +13,7 @@
  *
  *   BENCH_DURATION=10 BENCH_CONNECTIONS=32 BENCH_PROFILE=1 npm run bench
  *
+ * BENCH_ROUNDS=3 repeats the whole measurement and prints each figure's median over the rounds.
  * BENCH_TARGETS=floor,nexus measures only those targets (direct, floor, nexus, 'nexus, 1 user',
  * 'nexus, unmetered'); the ratios need floor and nexus.
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
@@ -36,6 +37,8 @@ const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 /** End users (inference keys) the Nexus load is spread over; a second Nexus row runs with one. */
 const USERS = Number(process.env.BENCH_USERS ?? 64);
+/** Rounds of the whole measurement; each figure printed is its median over them (the machine's noise is large). */
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const TARGETS = process.env.BENCH_TARGETS?.split(',').map((t) => t.trim());
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
@@ -231,6 +234,34 @@ interface CpuTime {
   system: number;
 }
 
+/** Each figure of each (target, mode) row: the median over the rounds (the errors: their sum). */
+function medianRows(rounds: Row[][]): Row[] {
+  const median = (xs: (number | undefined)[]): number | undefined => {
+    const known = xs.filter((x): x is number => x !== undefined).sort((p, q) => p - q);
+    if (!known.length) return undefined;
+    const mid = known.length >> 1;
+    return known.length % 2 ? known[mid] : (known[mid - 1]! + known[mid]!) / 2;
+  };
+  return rounds[0]!.map((first, i) => {
+    const same = rounds.map((r) => r[i]!);
+    const pick = (k: keyof Row) => median(same.map((r) => r[k] as number | undefined));
+    return {
+      target: first.target,
+      mode: first.mode,
+      rps: pick('rps')!,
+      p50: pick('p50')!,
+      p99: pick('p99')!,
+      lightP50: pick('lightP50')!,
+      lightP99: pick('lightP99')!,
+      ttfb50: pick('ttfb50'),
+      errors: same.reduce((n, r) => n + r.errors, 0),
+      cpuProxy: pick('cpuProxy'),
+      cpuProxyUser: pick('cpuProxyUser'),
+      cpuPg: pick('cpuPg'),
+    };
+  });
+}
+
 /** CPU seconds (user, system) used so far by each of these processes that still runs (Linux /proc). */
 function cpuByPid(pids: number[]): Map<number, CpuTime> {
   const out = new Map<number, CpuTime>();
@@ -360,16 +391,22 @@ async function main(): Promise<void> {
     const tenant = await provision(nexus.url, upstream.url);
     process.stderr.write(`Measuring ${DURATION}s per phase, ${CONNECTIONS} connections under load...\n`);
     const path = '/v1/chat/completions';
-    const rows = [
-      ...(await measure('direct', `${upstream.url}${path}`, { authorization: `Bearer ${PROVIDER_KEY}` })),
-      ...(await measure('floor', `${floor.url}/providers/x${path}`, {}, [], floor.child.pid)),
-      ...(await measure(`nexus`, `${tenant.gatewayBaseUrl}${path}`, {}, tenant.apiKeys, nexus.child.pid)),
-      ...(await measure('nexus, 1 user', `${tenant.gatewayBaseUrl}${path}`, { authorization: `Bearer ${tenant.apiKeys[0]}` }, [], nexus.child.pid)),
-      // Diagnostic: the same proxy without metering (an endpoint with no usage inspector, passthrough allowed).
-      ...(await measure('nexus, unmetered', `${tenant.gatewayBaseUrl}/v1/unmetered`, {}, tenant.apiKeys, nexus.child.pid)),
-    ];
+    const rounds: Row[][] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      if (ROUNDS > 1) process.stderr.write(`Round ${round + 1} of ${ROUNDS}\n`);
+      rounds.push([
+        ...(await measure('direct', `${upstream.url}${path}`, { authorization: `Bearer ${PROVIDER_KEY}` })),
+        ...(await measure('floor', `${floor.url}/providers/x${path}`, {}, [], floor.child.pid)),
+        ...(await measure(`nexus`, `${tenant.gatewayBaseUrl}${path}`, {}, tenant.apiKeys, nexus.child.pid)),
+        ...(await measure('nexus, 1 user', `${tenant.gatewayBaseUrl}${path}`, { authorization: `Bearer ${tenant.apiKeys[0]}` }, [], nexus.child.pid)),
+        // Diagnostic: the same proxy without metering (an endpoint with no usage inspector, passthrough allowed).
+        ...(await measure('nexus, unmetered', `${tenant.gatewayBaseUrl}/v1/unmetered`, {}, tenant.apiKeys, nexus.child.pid)),
+      ]);
+    }
+    const rows = medianRows(rounds);
     const f = (n: number | undefined, d = 2) => (n === undefined ? '-' : n.toFixed(d));
     console.log(`\nGateway overhead (${new Date().toISOString()}; ${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; PostgreSQL at ${new URL(DATABASE_URL).host})`);
+    if (ROUNDS > 1) console.log(`each figure: the median of ${ROUNDS} rounds, the targets measured in turn in each`);
     console.log(`load: autocannon, ${CONNECTIONS} connections for ${DURATION}s (latencies in whole ms); light: one request at a time (latencies in ms, hrtime); nexus: calls spread over ${USERS} users (inference keys), 'nexus, 1 user': every call on one key\n`);
     console.log('| target | mode | req/s (load) | p50 (load) | p99 (load) | p50 (light) | p99 (light) | TTFB p50 | CPU µs/req (proxy) | of which user | CPU µs/req (PostgreSQL) | errors |');
     console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
