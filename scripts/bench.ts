@@ -14,8 +14,8 @@
  *   BENCH_DURATION=10 BENCH_CONNECTIONS=32 BENCH_PROFILE=1 npm run bench
  *
  * BENCH_ROUNDS=3 repeats the whole measurement and prints each figure's median over the rounds.
- * BENCH_TARGETS=floor,nexus measures only those targets (direct, floor, nexus, 'nexus, 1 user',
- * 'nexus, unmetered'); the ratios need floor and nexus.
+ * BENCH_TARGETS='floor;nexus' measures only those targets, separated by ';' (their names: direct, floor,
+ * nexus, 'nexus, 1 user', 'nexus, unmetered'); the ratios need floor and nexus.
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
  * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
@@ -39,7 +39,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const USERS = Number(process.env.BENCH_USERS ?? 64);
 /** Rounds of the whole measurement; each figure printed is its median over them (the machine's noise is large). */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
-const TARGETS = process.env.BENCH_TARGETS?.split(',').map((t) => t.trim());
+const TARGETS = process.env.BENCH_TARGETS?.split(';').map((t) => t.trim());
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
 const PROVIDER_KEY = 'sk-bench-upstream-0123456789';
