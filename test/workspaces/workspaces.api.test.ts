@@ -33,7 +33,7 @@ async function rawPost(path: string, body: string, headers: Record<string, strin
   return { status: res.status, body: (await res.json()) as any, headers: res.headers };
 }
 
-describe('request bodies that are not JSON', () => {
+describe('request bodies: their content type, and what validation errors say', () => {
   it.each([
     ['text/plain', 'text/plain'],
     ['a form', 'application/x-www-form-urlencoded'],
