@@ -55,6 +55,9 @@ describe('request bodies: their content type, and what validation errors say', (
     expect(badStatus.status).toBe(400);
     expect(((await badStatus.json()) as any).error).toMatchObject({ message: 'status must be one of ACTIVE, ARCHIVED', param: 'status' });
     expect((await rawPost('/admin/v1/workspaces', '{"name":"  "}')).body.error).toMatchObject({ message: 'name must not be blank', param: 'name' });
+    const unknownQuery = await t.fetch(`${t.url}/admin/v1/workspaces?from=2026-01-01`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    expect(((await unknownQuery.json()) as any).error).toMatchObject({ message: "Unknown query parameter 'from'", param: 'from' });
+    expect((await rawPost('/admin/v1/workspaces', '{"name":"a","nmae":"b"}')).body.error).toMatchObject({ message: "Unknown field 'nmae'" });
     const badId = await t.fetch(`${t.url}/admin/v1/workspaces/not-a-uuid`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
     expect(((await badId.json()) as any).error).toMatchObject({ message: 'workspaceId must be a UUID', param: 'workspaceId' });
     const ws = await newWorkspace('to patch');
