@@ -859,6 +859,16 @@ export type RotateProviderSecretDtoWritable = {
 };
 
 /**
+ * Only records at or after this time (RFC 3339, with a time zone).
+ */
+export type Since = string;
+
+/**
+ * Only records before this time (RFC 3339, with a time zone).
+ */
+export type Until = string;
+
+/**
  * Page size.
  */
 export type Limit = number;
@@ -1466,11 +1476,11 @@ export type ListAuditLogsData = {
          */
         actorKeyId?: string;
         /**
-         * Only entries at or after this time (RFC 3339).
+         * Only records at or after this time (RFC 3339, with a time zone).
          */
         since?: string;
         /**
-         * Only entries before this time (RFC 3339).
+         * Only records before this time (RFC 3339, with a time zone).
          */
         until?: string;
     };
@@ -3707,6 +3717,14 @@ export type ListInvocationsData = {
          */
         model?: string;
         status?: InvocationStatus;
+        /**
+         * Only records at or after this time (RFC 3339, with a time zone).
+         */
+        since?: string;
+        /**
+         * Only records before this time (RFC 3339, with a time zone).
+         */
+        until?: string;
     };
     url: '/admin/v1/workspaces/{workspaceId}/invocations';
 };
@@ -3797,6 +3815,14 @@ export type ListUsageEventsData = {
         workspaceAccessId?: string;
         invocationId?: string;
         kind?: UsageEventKind;
+        /**
+         * Only records at or after this time (RFC 3339, with a time zone).
+         */
+        since?: string;
+        /**
+         * Only records before this time (RFC 3339, with a time zone).
+         */
+        until?: string;
     };
     url: '/admin/v1/workspaces/{workspaceId}/usage-events';
 };

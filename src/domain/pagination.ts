@@ -19,6 +19,17 @@ export interface Page<T> {
 
 export const DEFAULT_LIMIT = 20;
 
+/** A list's time window (RFC 3339 strings, checked by the contract): `since` inclusive, `until` exclusive. */
+export interface TimeRange {
+  since?: string | undefined;
+  until?: string | undefined;
+}
+
+export function whereInRange(query: Knex.QueryBuilder, column: string, range: TimeRange): void {
+  if (range.since) query.where(column, '>=', new Date(range.since));
+  if (range.until) query.where(column, '<', new Date(range.until));
+}
+
 export function encodeCursor(lastId: string): string {
   return Buffer.from(JSON.stringify({ v: 1, id: lastId })).toString('base64url');
 }

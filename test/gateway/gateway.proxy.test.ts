@@ -255,6 +255,33 @@ describe('usage reads', () => {
     expect(other.data!.every((i) => i.workspaceId === an.workspaceId)).toBe(true);
   });
 
+  it('since/until keep the invocations started, and the events written, in [since, until)', async () => {
+    await t.nexus.gateway.drain();
+    const path = { workspaceId: oa.workspaceId };
+    const all = (await listInvocations({ client: t.client, path, query: { limit: 100 } })).data!;
+    expect(all.length).toBeGreaterThan(2);
+    const times = [...new Set(all.map((i) => i.startedAt))].sort();
+    const cut = times[Math.floor(times.length / 2)]!;
+    const after = (await listInvocations({ client: t.client, path, query: { limit: 100, since: cut } })).data!;
+    const before = (await listInvocations({ client: t.client, path, query: { limit: 100, until: cut } })).data!;
+    expect(after.map((i) => i.id).sort()).toEqual(all.filter((i) => i.startedAt >= cut).map((i) => i.id).sort());
+    expect(before.map((i) => i.id).sort()).toEqual(all.filter((i) => i.startedAt < cut).map((i) => i.id).sort());
+    expect(after.length).toBeGreaterThan(0);
+    expect(before.length).toBeGreaterThan(0);
+    const only = (await listInvocations({ client: t.client, path, query: { limit: 100, since: cut, until: cut } })).data!;
+    expect(only).toEqual([]);
+
+    const events = (await listUsageEvents({ client: t.client, path, query: { limit: 100 } })).data!;
+    const eventTimes = [...new Set(events.map((e) => e.createdAt))].sort();
+    expect(eventTimes.length).toBeGreaterThan(1);
+    const eventCut = eventTimes[Math.floor(eventTimes.length / 2)]!;
+    const laterEvents = (await listUsageEvents({ client: t.client, path, query: { limit: 100, since: eventCut } })).data!;
+    expect(laterEvents.map((e) => e.id).sort()).toEqual(events.filter((e) => e.createdAt >= eventCut).map((e) => e.id).sort());
+    expect(laterEvents.length).toBeLessThan(events.length);
+    const badSince = await listUsageEvents({ client: t.client, path, query: { since: 'yesterday' } });
+    expect(badSince.response.status).toBe(400);
+  });
+
   it('answers 404 for an unknown invocation and a bad cursor with 400', async () => {
     const missing = await getInvocation({ client: t.client, path: { invocationId: '01900000-0000-7000-8000-000000000000' } });
     expect(missing.response.status).toBe(404);

@@ -1,16 +1,14 @@
 /** Reading the audit trail: a workspace's entries, for whoever may see the workspace. */
 import type { Actor } from '../actor.js';
-import type { Page, PageRequest } from '../pagination.js';
+import type { Page, PageRequest, TimeRange } from '../pagination.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { AuditRepo, AuditRow } from './audit-repo.js';
 
-export interface AuditQuery extends PageRequest {
+export interface AuditQuery extends PageRequest, TimeRange {
   action?: string | undefined;
   resourceType?: string | undefined;
   resourceId?: string | undefined;
   actorKeyId?: string | undefined;
-  since?: string | undefined;
-  until?: string | undefined;
 }
 
 export function createAuditQueryService(deps: { auditRepo: AuditRepo; workspaces: WorkspaceService }) {
@@ -26,8 +24,8 @@ export function createAuditQueryService(deps: { auditRepo: AuditRepo; workspaces
         resourceType: query.resourceType,
         resourceId: query.resourceId,
         actorKeyId: query.actorKeyId,
-        since: query.since ? new Date(query.since) : undefined,
-        until: query.until ? new Date(query.until) : undefined,
+        since: query.since,
+        until: query.until,
       });
     },
   };

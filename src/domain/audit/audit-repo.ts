@@ -1,5 +1,5 @@
 import type { Queryable } from '../../db/database.js';
-import { paginate, type Page, type PageRequest } from '../pagination.js';
+import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } from '../pagination.js';
 
 export interface AuditRow {
   id: string;
@@ -14,16 +14,13 @@ export interface AuditRow {
   created_at: Date;
 }
 
-export interface AuditFilter extends PageRequest {
+/** `since`/`until` bound the entry's time. */
+export interface AuditFilter extends PageRequest, TimeRange {
   workspaceId: string;
   action?: string | undefined;
   resourceType?: string | undefined;
   resourceId?: string | undefined;
   actorKeyId?: string | undefined;
-  /** Inclusive. */
-  since?: Date | undefined;
-  /** Exclusive. */
-  until?: Date | undefined;
 }
 
 export function createAuditRepo(db: Queryable) {
@@ -39,8 +36,7 @@ export function createAuditRepo(db: Queryable) {
       if (filter.resourceType) query.where({ resource_type: filter.resourceType });
       if (filter.resourceId) query.where({ resource_id: filter.resourceId });
       if (filter.actorKeyId) query.where({ actor_key_id: filter.actorKeyId });
-      if (filter.since) query.where('created_at', '>=', filter.since);
-      if (filter.until) query.where('created_at', '<', filter.until);
+      whereInRange(query, 'created_at', filter);
       return paginate<AuditRow>(query, filter);
     },
   };

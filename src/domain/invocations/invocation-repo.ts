@@ -3,18 +3,20 @@
  * writes them in one statement with the settlement (src/gateway/settlement.ts).
  */
 import type { Queryable } from '../../db/database.js';
-import { paginate, type Page, type PageRequest } from '../pagination.js';
+import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
 import type { AttemptRow, InvocationRow, InvocationStatus } from './invocation-types.js';
 
-export interface InvocationFilter extends PageRequest {
+/** `since`/`until` bound the invocation's start. */
+export interface InvocationFilter extends PageRequest, TimeRange {
   workspaceId: string;
   workspaceAccessId?: string | undefined;
   model?: string | undefined;
   status?: InvocationStatus | undefined;
 }
 
-export interface UsageEventFilter extends PageRequest {
+/** `since`/`until` bound the event's time. */
+export interface UsageEventFilter extends PageRequest, TimeRange {
   workspaceId: string;
   workspaceAccessId?: string | undefined;
   invocationId?: string | undefined;
@@ -40,6 +42,7 @@ export function createInvocationRepo(db: Queryable) {
       if (filter.workspaceAccessId) query.where({ workspace_access_id: filter.workspaceAccessId });
       if (filter.model) query.where({ requested_model: filter.model });
       if (filter.status) query.where({ status: filter.status });
+      whereInRange(query, 'started_at', filter);
       return paginate<InvocationRow>(query, filter);
     },
 
@@ -48,6 +51,7 @@ export function createInvocationRepo(db: Queryable) {
       if (filter.workspaceAccessId) query.where({ workspace_access_id: filter.workspaceAccessId });
       if (filter.invocationId) query.where({ invocation_id: filter.invocationId });
       if (filter.kind) query.where({ kind: filter.kind });
+      whereInRange(query, 'created_at', filter);
       return paginate<UsageEventRow>(query, filter);
     },
   };
