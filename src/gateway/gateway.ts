@@ -524,20 +524,21 @@ export function createGateway(deps: GatewayDeps) {
     record({ invocation, attempt, consumed, auth }, p.admission, now);
   }
 
+  async function drainAll(): Promise<void> {
+    await recorder.drain();
+    await leases.drain();
+  }
+
   return {
     handle,
     /** Waits for the settlements and records started so far, then returns the quota leases not in use. */
-    async drain(): Promise<void> {
-      await recorder.drain();
-      await leases.drain();
-    },
+    drain: drainAll,
     /** Releases HELD reservations past their TTL (a process died holding them); returns how many. */
     sweepExpired: () => quota.sweepExpired(clock.now()),
     /** Forget cached lookups (tests). */
     clearCache: () => cache.clear(),
     async close(): Promise<void> {
-      await recorder.drain();
-      await leases.drain();
+      await drainAll();
       leases.close();
       cache.close();
       await pools.close();

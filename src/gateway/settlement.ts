@@ -75,14 +75,16 @@ export async function recordCalls(query: NamedQuery, calls: CallToRecord[]): Pro
   const settlements = calls.filter((c) => c.invocation.reservation_id && !c.lease).map(settlementOf);
   const leaseCalls = calls
     .filter((c) => c.lease)
-    .map((c): LeaseCallSettlement => ({
-      ...settlementOf(c),
-      lease_id: c.lease!.id,
-      bound: c.lease!.bound,
-      take: c.lease!.take,
-      request_id: c.invocation.request_id,
-      created_at: c.invocation.started_at,
-    }));
+    .map(
+      (c): LeaseCallSettlement =>
+        Object.assign(settlementOf(c), {
+          lease_id: c.lease!.id,
+          bound: c.lease!.bound,
+          take: c.lease!.take,
+          request_id: c.invocation.request_id,
+          created_at: c.invocation.started_at,
+        }),
+    );
   await query('nexus_record_calls', SQL, [
     jsonParam(settlements),
     jsonParam(leaseCalls),
