@@ -7,6 +7,29 @@ import { settlementCtes, jsonParam, type SettlementInput } from './settlement-sq
 import type { Queryable } from '../../db/database.js';
 import type { QuotaPeriodRow } from './quota-types.js';
 
+/**
+ * The hold rule, shared by a call's reservation and a lease's extension: on the
+ * period (while it covers :now), hold x = greatest(:need, least(:want,
+ * available / :share)) when the period has it; `held` returns x and what remains.
+ * For a lease the locked lease row (CTE `lk`) must exist, and nothing (x = 0)
+ * is held on a period that has nothing to add, so its expiry is still renewed.
+ */
+function holdCtes(opts: { lease: boolean }): string {
+  return `per as (
+           select id, granted_units - reserved_units - consumed_units as avail
+             from quota_periods where id = :periodId and workspace_access_id = :accessId
+         ), want as (
+           select per.id, greatest(cast(:need as bigint), least(cast(:want as bigint), per.avail / cast(:share as int))) as x
+             from per${opts.lease ? ', lk' : ''}
+         ), held as (
+           update quota_periods qp set reserved_units = qp.reserved_units + want.x
+             from want
+            where qp.id = want.id and qp.period_start <= :now and qp.period_end > :now
+              and (${opts.lease ? 'want.x = 0 or ' : ''}qp.granted_units - qp.reserved_units - qp.consumed_units >= want.x)
+           returning qp.id, want.x, qp.granted_units - qp.reserved_units - qp.consumed_units as remaining
+         )`;
+}
+
 export function createQuotaRepo(db: Queryable) {
   /** What the period has available now (read after a hold failed: the hold's own snapshot may be older). */
   async function availableUnits(periodId: string, q: Queryable): Promise<bigint> {
@@ -18,11 +41,10 @@ export function createQuotaRepo(db: Queryable) {
 
   return {
     /**
-     * Holds units on the period, only while it covers `now` and has them, and
-     * inserts the HELD reservation (`kind` CALL or LEASE) in the same statement.
-     * It holds greatest(need, least(want, available / share)): at least `need`,
-     * and up to `want` while that is at most 1/share of what the period has. A
-     * call's reservation holds exactly its units (need = want). Returns what it
+     * Holds units on the period by the rule of holdCtes (at least `need`, up to
+     * `want` while that is at most 1/share of what the period has) and inserts
+     * the HELD reservation (`kind` CALL or LEASE) in the same statement. A call's
+     * reservation holds exactly its units (need = want). Returns what it
      * held and the period's remaining availability; held = null when the period
      * could not give `need`, with what it has available (read after the attempt).
      */
@@ -43,18 +65,7 @@ export function createQuotaRepo(db: Queryable) {
       q: Queryable = db,
     ): Promise<{ held: bigint | null; remaining: bigint | null; available: bigint }> {
       const result = await q.raw(
-        `with per as (
-           select id, granted_units - reserved_units - consumed_units as avail
-             from quota_periods where id = :periodId and workspace_access_id = :accessId
-         ), want as (
-           select id, greatest(cast(:need as bigint), least(cast(:want as bigint), avail / cast(:share as int))) as x from per
-         ), held as (
-           update quota_periods qp set reserved_units = qp.reserved_units + want.x
-             from want
-            where qp.id = want.id and qp.period_start <= :now and qp.period_end > :now
-              and qp.granted_units - qp.reserved_units - qp.consumed_units >= want.x
-           returning qp.id, want.x, qp.granted_units - qp.reserved_units - qp.consumed_units as remaining
-         ), hold as (
+        `with ${holdCtes({ lease: false })}, hold as (
            insert into quota_reservations
              (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status, request_id,
               created_at, expires_at, kind)
@@ -84,19 +95,7 @@ export function createQuotaRepo(db: Queryable) {
       const result = await q.raw(
         `with lk as (
            select id from quota_reservations where id = :leaseId and status = 'HELD' and kind = 'LEASE' for update
-         ), per as (
-           select id, granted_units - reserved_units - consumed_units as avail
-             from quota_periods where id = :periodId and workspace_access_id = :accessId
-         ), want as (
-           select per.id, greatest(cast(:need as bigint), least(cast(:want as bigint), per.avail / cast(:share as int)), 0) as x
-             from per, lk
-         ), held as (
-           update quota_periods qp set reserved_units = qp.reserved_units + want.x
-             from want
-            where qp.id = want.id and qp.period_start <= :now and qp.period_end > :now
-              and (want.x = 0 or qp.granted_units - qp.reserved_units - qp.consumed_units >= want.x)
-           returning qp.id, want.x, qp.granted_units - qp.reserved_units - qp.consumed_units as remaining
-         ), ext as (
+         ), ${holdCtes({ lease: true })}, ext as (
            update quota_reservations r set reserved_units = r.reserved_units + held.x, expires_at = cast(:expiresAt as timestamptz)
              from held where r.id = cast(:leaseId as uuid)
          )
