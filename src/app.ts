@@ -3,7 +3,7 @@
  * gateway and the webhook receiver. Tests call it with overrides for the clock
  * and the outside world; src/server.ts calls it with the environment's Config.
  */
-import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import express, { type Express, type Request, type Response } from 'express';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
@@ -16,13 +16,12 @@ import { createDatabase, type Db } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
 import { systemClock, type Clock } from './domain/actor.js';
 import { createServices, type Services } from './domain/services.js';
-import { AppError } from './errors.js';
 import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
-import { createApi, sendError } from './http/api.js';
+import { createApi } from './http/api.js';
 import type { RequestLocals } from './http/locals.js';
-import { errorRenderer, requestObserver } from './http/middleware.js';
+import { errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver } from './http/middleware.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 
@@ -187,16 +186,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   );
   const stopBilling = services.billing.startBackground();
 
-  // The Admin API reads JSON only: a body of another type would otherwise reach
-  // validation as a missing body, a confusing answer for a wrong header.
-  const JSON_TYPES = ['application/json', 'application/*+json'];
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-    if (!hasBody || req.is(JSON_TYPES)) return next();
-    const type = req.headers['content-type'];
-    const came = type ? `this one came as ${type}` : 'this one had no Content-Type';
-    sendError(req, res, new AppError('unsupported_content_type', `Send the request body as JSON with Content-Type: application/json (${came})`));
-  });
+  app.use(jsonBodiesOnly());
   app.use(express.json({ limit: config.bodyLimitBytes, type: JSON_TYPES }));
   app.use((req: Request, res: Response) => api.handle(req, res));
   app.use(errorRenderer());

@@ -68,10 +68,8 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
   const subject = param ?? 'The request body';
   let message: string;
   if (first.keyword === 'additionalProperties') {
-    const where = first.instancePath.startsWith('/query') ? 'query parameter' : 'field';
-    message = `Unknown ${where} '${param}'`;
-  }
-  else if (first.keyword === 'required') message = `${subject} is required`;
+    message = `Unknown ${first.instancePath.startsWith('/query') ? 'query parameter' : 'field'} '${param}'`;
+  } else if (first.keyword === 'required') message = `${subject} is required`;
   else if (first.keyword === 'enum' && p.allowedValues) message = `${subject} must be one of ${p.allowedValues.join(', ')}`;
   else if (first.keyword === 'format' && p.format && FORMATS[p.format]) message = `${subject} must be ${FORMATS[p.format]}`;
   else if (first.keyword === 'pattern' && p.pattern === '\\S') message = `${subject} must not be blank`;

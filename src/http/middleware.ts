@@ -68,6 +68,23 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
   };
 }
 
+/** The media types the Admin API reads as JSON. */
+export const JSON_TYPES = ['application/json', 'application/*+json'];
+
+/**
+ * The Admin API reads JSON only: a body of another type is refused here, with
+ * the header to send, instead of reaching validation as a missing body.
+ */
+export function jsonBodiesOnly() {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+    if (!hasBody || req.is(JSON_TYPES)) return next();
+    const type = req.headers['content-type'];
+    const came = type ? `this one came as ${type}` : 'this one had no Content-Type';
+    sendError(req, res, new AppError('unsupported_content_type', `Send the request body as JSON with Content-Type: application/json (${came})`));
+  };
+}
+
 /** Body parser failures and anything thrown outside the contract's handlers. */
 export function errorRenderer() {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
