@@ -33,7 +33,7 @@ import { clientHeaders, upstreamHeaders } from './headers.js';
 import { inspectorFor, prepareCall, SseMeter, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
 import { parseGatewayUrl } from './path-safety.js';
 import type { Consumption } from './settlement.js';
-import { createUpstreamPools } from './upstreams.js';
+import { createUpstreamPools, UpstreamCancel } from './upstreams.js';
 
 const OPERATIONS: Record<string, string> = {
   GET: 'proxyProviderGet',
@@ -320,12 +320,12 @@ export function createGateway(deps: GatewayDeps) {
     const headers = upstreamHeaders(req.headers, auth.protocol_profile!, p.apiKey, p.body.length);
     const timeout = auth.upstream_timeout_ms ?? config.upstreamTimeoutMs;
 
-    const abort = new AbortController();
+    const cancel = new UpstreamCancel();
     let clientGone = false;
     res.on('close', () => {
       if (!res.writableFinished) {
         clientGone = true;
-        abort.abort();
+        cancel.cancel(new Error('The client closed the connection'));
       }
     });
 
@@ -364,7 +364,7 @@ export function createGateway(deps: GatewayDeps) {
         body: p.body.length ? p.body : null,
         headersTimeout: timeout,
         bodyTimeout: timeout,
-        signal: abort.signal,
+        signal: cancel,
       });
       upstreamAnswered = true;
       attempt.http_status = upstream.statusCode;

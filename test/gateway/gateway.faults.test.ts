@@ -120,6 +120,33 @@ describe('client aborts mid-stream', () => {
     expect(after.reserved).toBe(0n);
     expect(after.consumed - before.consumed).toBe(BigInt(inv.quotaUnits));
   });
+
+  it('before the upstream answered: cancels the upstream request and charges nothing', async () => {
+    const before = await periodOf(t, tenant.accessId);
+    const controller = new AbortController();
+    const call = gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'hang' },
+      body: streamBody(),
+      signal: controller.signal,
+    });
+    for (let i = 0; i < 50 && up.open() === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(up.open()).toBe(1);
+    controller.abort();
+    await expect(call).rejects.toThrow();
+    for (let i = 0; i < 50 && up.open() > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(up.open()).toBe(0);
+    await t.nexus.gateway.drain();
+    const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 1 } });
+    const inv = (await getInvocation({ client: t.client, path: { invocationId: list.data![0]!.id } })).data!;
+    expect(inv.status).toBe('CLIENT_ABORTED');
+    expect(inv.attempt).toMatchObject({ status: 'ABORTED', errorCode: 'client_aborted' });
+    expect(inv.attempt!.httpStatus ?? null).toBeNull();
+    expect(inv.usageEvents).toHaveLength(0);
+    const after = await periodOf(t, tenant.accessId);
+    expect(after.reserved).toBe(0n);
+    expect(after.consumed).toBe(before.consumed);
+  });
 });
 
 describe('the reservation sweeper', () => {
