@@ -19,6 +19,7 @@ import { createQuotaRepo } from '../domain/quota/quota-repo.js';
 import type { QuotaService } from '../domain/quota/quota-service.js';
 import type { KeyHasher } from '../domain/security/key-hash.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
+import { storableText } from '../domain/storable-text.js';
 import type { Config } from '../config.js';
 import { AppError, toAppError } from '../errors.js';
 import { bearerToken, writeError } from '../http/api.js';
@@ -45,6 +46,8 @@ const OPERATIONS: Record<string, string> = {
 
 /** A JSON answer larger than this is passed through but not read for usage (charged at the reservation). */
 const MAX_JSON_USAGE_BYTES = 32 * 1024 * 1024;
+/** Model names are recorded up to this length. */
+const MAX_MODEL_LENGTH = 256;
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
 
 export interface GatewayDeps {
@@ -150,6 +153,10 @@ export function createGateway(deps: GatewayDeps) {
     now: Date,
   ): void {
     const take = admission ? leases.settle(admission, call.consumed?.units ?? null) : 0n;
+    // Model names come from opaque bodies: one PostgreSQL cannot store would fail the record and leave the call uncharged.
+    call.invocation.requested_model = storableText(call.invocation.requested_model, MAX_MODEL_LENGTH);
+    if (call.attempt) call.attempt.upstream_model = storableText(call.attempt.upstream_model, MAX_MODEL_LENGTH);
+    if (call.consumed?.model) call.consumed.model = storableText(call.consumed.model, MAX_MODEL_LENGTH);
     recorder.record(
       {
         invocation: call.invocation,

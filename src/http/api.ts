@@ -12,6 +12,7 @@ import type { ErrorObject } from 'ajv';
 import { AppError, errorBody, toAppError } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
 import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
+import { assertStorable } from '../domain/storable-text.js';
 import { requestHash, type IdempotencyService } from '../domain/idempotency/idempotency-service.js';
 import type { HandlerMap, HandlerResult } from './handler.js';
 import type { RequestLocals } from './locals.js';
@@ -186,6 +187,8 @@ export function createApi(deps: ApiDeps) {
         headers: req.headers,
       };
       try {
+        assertStorable(input.body, '');
+        assertStorable(input.query, '');
         if (!idempotencyKey) return send(req, res, await fn(input), deps);
         const hash = requestHash(req.method, req.path, c.request.requestBody);
         const claim = await deps.idempotency.claim(actor.keyId, idempotencyKey, req.method, req.path, hash);

@@ -190,6 +190,18 @@ describe('openai profile through the openai SDK', () => {
     expect(after.consumed).toBe(before.consumed);
     expect(after.reserved).toBe(0n);
   });
+
+  it('records and charges a call whose model name PostgreSQL could not store as it came', async () => {
+    const before = await periodOf(t, oa.accessId);
+    const model = 'gpt\u0000test\ud800' + 'x'.repeat(300);
+    const data = await openai(oa, { 'x-fake-usage': '20,5,0' }).chat.completions.create({ model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 10 });
+    expect(data.model).toBe(`${model}-2026-01-01`);
+    const inv = (await t.nexus.gateway.drain(), await listInvocations({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { limit: 1 } })).data![0]!;
+    expect(inv).toMatchObject({ status: 'SUCCEEDED', quotaUnits: String(units(20, 0, 5)) });
+    expect(inv.requestedModel).toBe(('gpt\ufffdtest\ufffd' + 'x'.repeat(300)).slice(0, 256));
+    const after = await periodOf(t, oa.accessId);
+    expect(after.consumed - before.consumed).toBe(units(20, 0, 5));
+  });
 });
 
 describe('anthropic profile through @anthropic-ai/sdk', () => {

@@ -70,6 +70,38 @@ describe('request bodies: their content type, and what validation errors say', (
     expect(((await emptyPatch.json()) as any).error.message).toBe('The request body must name at least one field to change');
   });
 
+  it('text PostgreSQL cannot store, and metadata nested too deeply, get a 400 naming the field and change nothing', async () => {
+    const before = (await t.database.db('workspaces').count('* as n'))[0]!.n;
+    const deep = '{"a":'.repeat(5000) + '1' + '}'.repeat(5000);
+    const cases: [string, string, string][] = [
+      ['{"name":"a\\u0000b"}', 'name', 'name must not contain NUL characters or unpaired UTF-16 surrogates'],
+      ['{"name":"a\\ud800b"}', 'name', 'name must not contain NUL characters or unpaired UTF-16 surrogates'],
+      ['{"name":"m","metadata":{"k":"a\\u0000b"}}', 'metadata.k', 'metadata.k must not contain NUL characters or unpaired UTF-16 surrogates'],
+      ['{"name":"m","metadata":{"k\\u0000":"x"}}', 'metadata', 'metadata must not contain NUL characters or unpaired UTF-16 surrogates'],
+      [`{"name":"deep","metadata":${deep}}`, expect.stringMatching(/^metadata(\.a)+$/) as never, 'nests deeper than 32 levels'],
+    ];
+    for (const [body, param, message] of cases) {
+      const res = await rawPost('/admin/v1/workspaces', body);
+      expect(res.status, body.slice(0, 60)).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'invalid_parameter', param });
+      expect(res.body.error.message).toContain(message);
+    }
+    // A well-formed surrogate pair (an emoji) is fine.
+    expect((await rawPost('/admin/v1/workspaces', '{"name":"rocket \\ud83d\\ude80"}')).body.name).toBe('rocket 🚀');
+    const ws = await newWorkspace('patched with NUL');
+    const query = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}/audit-logs?action=a%00b`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    expect(query.status).toBe(400);
+    expect(((await query.json()) as any).error).toMatchObject({ param: 'action' });
+    const patch = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
+      body: '{"name":"x\\u0000"}',
+    });
+    expect(patch.status).toBe(400);
+    expect((await getWorkspace({ client: t.client, path: { workspaceId: ws.id } })).data!.name).toBe('patched with NUL');
+    expect(Number((await t.database.db('workspaces').count('* as n'))[0]!.n)).toBe(Number(before) + 2);
+  });
+
   it('a +json media type (with a charset) is read as JSON', async () => {
     const res = await rawPost('/admin/v1/workspaces', '{"name":"merge typed"}', { 'content-type': 'application/merge-patch+json; charset=utf-8' });
     expect(res.status).toBe(201);
