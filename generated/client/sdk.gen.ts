@@ -620,7 +620,7 @@ export const bindPlanStrategy = <ThrowOnError extends boolean = false>(options: 
 /**
  * Close a binding
  *
- * Ends the binding at `effectiveAt` (now by default). At its `effectiveFrom` it cancels a binding that has not started. A binding already ended by then answers 409 `binding_closed`.
+ * Ends the binding at `effectiveAt` (now by default; a binding that has not started yet is closed at its `effectiveFrom`). At its `effectiveFrom` it cancels a binding that has not started. A binding already ended by then answers 409 `binding_closed`.
  */
 export const closePlanStrategyBinding = <ThrowOnError extends boolean = false>(options: Options<ClosePlanStrategyBindingData, ThrowOnError>) => (options.client ?? client).delete<ClosePlanStrategyBindingResponses, ClosePlanStrategyBindingErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],

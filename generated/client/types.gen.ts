@@ -3213,7 +3213,7 @@ export type ClosePlanStrategyBindingData = {
     };
     query?: {
         /**
-         * When the binding stops being in force (RFC 3339); now by default.
+         * When the binding stops being in force (RFC 3339); by default now, or the binding's `effectiveFrom` if later.
          */
         effectiveAt?: DateTime;
     };

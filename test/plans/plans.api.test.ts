@@ -330,6 +330,20 @@ describe('strategy bindings', () => {
     expect(badTime.status).toBe(400);
   });
 
+  it('a plain close withdraws a binding that has not started (closed at its start, never in force)', async () => {
+    const ws = await newWorkspace();
+    const plan = await newPlan(ws.id);
+    const s = await newStrategy(ws.id);
+    const later = '2031-01-01T00:00:00.000Z';
+    const b = (await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: later } })).data!;
+    const closed = await closePlanStrategyBinding({ client: t.client, path: { bindingId: b.id } });
+    expect(closed.response.status).toBe(200);
+    expect((await listPlanStrategyBindings({ client: t.client, path: { planId: plan.id } })).data![0]).toMatchObject({ effectiveFrom: later, effectiveTo: later });
+    // No longer in the way of an earlier binding.
+    const earlier = await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: PAST } });
+    expect(earlier.response.status).toBe(201);
+  });
+
   it('writes an audit entry per change', async () => {
     const ws = await newWorkspace();
     const plan = await newPlan(ws.id);

@@ -310,11 +310,12 @@ export function createPlanService(deps: {
     },
 
     /**
-     * Ends the binding at `effectiveAt` (now by default). At its start: the
+     * Ends the binding at `effectiveAt`: by default now, or its start if it has
+     * not started (a plain close withdraws a scheduled binding). At its start the
      * binding is cancelled (never in force). Already ended by then: 409.
      */
     async closeBinding(actor: Actor, bindingId: string, effectiveAt?: string): Promise<BindingRow> {
-      const at = effectiveAt !== undefined ? parseTimestamp(effectiveAt, 'effectiveAt') : clock.now();
+      const requested = effectiveAt !== undefined ? parseTimestamp(effectiveAt, 'effectiveAt') : undefined;
       return db.transaction(async (tx) => {
         const found = await planRepo.findBinding(bindingId, tx);
         if (!found) throw new AppError('binding_not_found', 'Strategy binding not found');
@@ -322,6 +323,8 @@ export function createPlanService(deps: {
         await loadPlan(actor, found.plan_id, tx, true);
         await workspaces.requireWritable(tx, actor, found.workspace_id);
         const binding = (await planRepo.findBinding(bindingId, tx))!;
+        const now = clock.now();
+        const at = requested ?? (binding.effective_from > now ? binding.effective_from : now);
         if (binding.effective_to !== null && binding.effective_to <= at) {
           throw new AppError('binding_closed', `The binding already ended at ${binding.effective_to.toISOString()}`, {
             current_status: 'CLOSED',
