@@ -160,6 +160,13 @@ describe('listAuditLogs', () => {
       ['management_key.created', 'test'],
       ['workspace.created', 'root'],
     ]);
+    // The key's revocation is in the same log as its creation; no new key may see an archived workspace.
+    await t.nexus.services.managementKeys.revoke(systemActor('test'), keyId);
+    const after = (await listAuditLogs({ client: t.client, path: { workspaceId: ws.data!.id }, query: { limit: 1 } })).data!;
+    expect(after[0]).toMatchObject({ action: 'management_key.revoked', resourceId: keyId, actorKeyId: 'test' });
+    await expect(
+      t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'late', workspaceIds: [ws.data!.id] }),
+    ).rejects.toMatchObject({ code: 'workspace_archived' });
   });
 
   it('answers 404 for an unknown workspace or another tenant, 401 without a key', async () => {

@@ -42,6 +42,10 @@ export function createManagementKeyRepo(db: Queryable) {
         .select('k.*', q.raw('coalesce(array_agg(w.workspace_id) filter (where w.workspace_id is not null), array[]::uuid[]) as workspace_ids'));
     },
 
+    async workspaceIdsOf(id: string, q: Queryable = db): Promise<string[]> {
+      return (await q('management_key_workspaces').where({ management_key_id: id }).orderBy('workspace_id').pluck('workspace_id')) as string[];
+    },
+
     async revoke(id: string, at: Date, q: Queryable = db): Promise<boolean> {
       return (await q('management_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: at })) > 0;
     },

@@ -78,8 +78,11 @@ export function createManagementKeyService(deps: {
       if (input.workspaceIds.length === 0) throw new AppError('invalid_parameter', 'A scoped key needs at least one workspace', { param: 'workspace' });
       return db.transaction(async (tx) => {
         for (const workspaceId of input.workspaceIds) {
-          if (!(await workspaceRepo.findById(workspaceId, tx))) {
-            throw new AppError('workspace_not_found', `Workspace ${workspaceId} not found`, { param: 'workspace' });
+          const workspace = await workspaceRepo.findByIdForShare(workspaceId, tx);
+          if (!workspace) throw new AppError('workspace_not_found', `Workspace ${workspaceId} not found`, { param: 'workspace' });
+          // Like every change under an archived workspace: it is read-only.
+          if (workspace.status === 'ARCHIVED') {
+            throw new AppError('workspace_archived', `Workspace ${workspaceId} is archived and read-only`, { current_status: workspace.status });
           }
         }
         const token = generateToken(MANAGEMENT_KEY_PREFIX);
@@ -110,7 +113,11 @@ export function createManagementKeyService(deps: {
       return db.transaction(async (tx) => {
         const revoked = await managementKeyRepo.revoke(id, clock.now(), tx);
         if (revoked) {
-          await audit.record(tx, actor, { action: 'management_key.revoked', resourceType: 'management_key', resourceId: id, workspaceId: null });
+          // In the log of each workspace the key could see, as its creation was (a root key's has none).
+          const workspaceIds = await managementKeyRepo.workspaceIdsOf(id, tx);
+          for (const workspaceId of workspaceIds.length ? workspaceIds : [null]) {
+            await audit.record(tx, actor, { action: 'management_key.revoked', resourceType: 'management_key', resourceId: id, workspaceId });
+          }
         }
         return revoked;
       });
