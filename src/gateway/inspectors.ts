@@ -163,7 +163,19 @@ export function usageFromJson(inspector: Inspector, text: string): { usage: Usag
 
 const MODEL = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;
 const USAGE_NULL = /,\s*"usage"\s*:\s*null/;
-const EVENT_END = /\r?\n\r?\n/;
+/** Global: `push` walks a chunk's events by lastIndex. */
+const EVENT_END = /\r?\n\r?\n/g;
+
+/** The data of an SSE event: its `data:` lines joined by newlines ('' when it has none). */
+function dataOf(block: string): string {
+  // The usual event is one data line.
+  if (block.startsWith('data:') && !block.includes('\n')) return block.slice(block[5] === ' ' ? 6 : 5);
+  let data = '';
+  for (const line of block.split(/\r?\n/)) {
+    if (line.startsWith('data:')) data += (data ? '\n' : '') + line.slice(line[5] === ' ' ? 6 : 5);
+  }
+  return data;
+}
 
 /**
  * Reads an SSE stream event by event. Without rewriting, the caller forwards the
@@ -188,17 +200,16 @@ export class SseMeter {
   ) {}
 
   push(chunk: Buffer): string {
-    this.pending += this.decoder.write(chunk);
+    const text = this.pending + this.decoder.write(chunk);
     let out = '';
-    for (;;) {
-      const match = EVENT_END.exec(this.pending);
-      if (!match) break;
-      const block = this.pending.slice(0, match.index);
-      const separator = match[0];
-      this.pending = this.pending.slice(match.index + separator.length);
-      const kept = this.onEvent(block);
-      if (this.rewrite && kept !== null) out += kept + separator;
+    let from = 0;
+    EVENT_END.lastIndex = 0;
+    for (let match = EVENT_END.exec(text); match; match = EVENT_END.exec(text)) {
+      const kept = this.onEvent(text.slice(from, match.index));
+      if (this.rewrite && kept !== null) out += kept + match[0];
+      from = EVENT_END.lastIndex;
     }
+    this.pending = from ? text.slice(from) : text;
     return out;
   }
 
@@ -215,10 +226,7 @@ export class SseMeter {
 
   /** Returns the event as it should reach the client, or null to drop it. */
   private onEvent(block: string): string | null {
-    let data = '';
-    for (const line of block.split(/\r?\n/)) {
-      if (line.startsWith('data:')) data += (data ? '\n' : '') + line.slice(line[5] === ' ' ? 6 : 5);
-    }
+    const data = dataOf(block);
     if (!data || data === '[DONE]') return block;
     this.dataEvents++;
     if (this.model === null) {
@@ -229,8 +237,10 @@ export class SseMeter {
       if (data.includes('"message_start"') || data.includes('"message_delta"')) this.readAnthropic(data);
       return block;
     }
-    if (!data.includes('"usage"')) return block;
-    if (this.rewrite && USAGE_NULL.test(data)) return block.replace(USAGE_NULL, '');
+    const usageAt = data.indexOf('"usage"');
+    if (usageAt < 0) return block;
+    // An OpenAI stream asked for usage says "usage":null in every chunk but the last: nothing to read there.
+    if (data.indexOf('"usage"', usageAt + 7) < 0 && USAGE_NULL.test(data)) return this.rewrite ? block.replace(USAGE_NULL, '') : block;
     let parsed: Record<string, any>;
     try {
       parsed = JSON.parse(data) as Record<string, any>;
