@@ -80,10 +80,14 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
     track(flushing);
   }
 
-  async function touchKey(keyId: string, lastRequestAt: Date | null, now: Date): Promise<void> {
-    const nowMs = now.getTime();
+  /** Whether the key's lastRequestAt is due a write (checked first, so most calls start no write at all). */
+  function keyDue(keyId: string, lastRequestAt: Date | null, now: Date): boolean {
     const known = Math.max(keyTouchedAt.get(keyId) ?? 0, lastRequestAt?.getTime() ?? 0);
-    if (nowMs - known < LAST_REQUEST_INTERVAL_MS) return;
+    return now.getTime() - known >= LAST_REQUEST_INTERVAL_MS;
+  }
+
+  async function touchKey(keyId: string, now: Date): Promise<void> {
+    const nowMs = now.getTime();
     keyTouchedAt.set(keyId, nowMs);
     if (keyTouchedAt.size > 100_000) keyTouchedAt.clear();
     try {
@@ -106,7 +110,7 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
     record(record: CallRecord, now: Date): void {
       queue.push(record);
       schedule();
-      track(touchKey(record.keyId, record.lastRequestAt, now));
+      if (keyDue(record.keyId, record.lastRequestAt, now)) track(touchKey(record.keyId, now));
     },
     /** Resolves when every write started so far is done (tests, shutdown). */
     async drain(): Promise<void> {
