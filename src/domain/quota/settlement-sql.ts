@@ -113,10 +113,11 @@ s as (
 export const settlementCtes = settlementCtesWith({ settlements: ':settlements', leaseCalls: ':leaseCalls' });
 
 /**
- * Rows as a JSON parameter: bigints as decimal strings, dates as ISO strings.
- * Written out by hand because the gateway serializes every call it records and
- * JSON.stringify with a replacer function was ~30% slower; the keys are column
- * names, which need no escaping.
+ * Rows as a JSON parameter: bigints as decimal strings, dates as ISO strings,
+ * null fields left out (a missing key reads as NULL, and the text to build and
+ * parse is shorter). Written out by hand because the gateway serializes every
+ * call it records and JSON.stringify with a replacer function was ~30% slower;
+ * the keys are column names, which need no escaping.
  */
 export function jsonParam(rows: object[]): string {
   let out = '[';
@@ -126,9 +127,9 @@ export function jsonParam(rows: object[]): string {
     let first = true;
     for (const key in row) {
       const v = row[key];
+      if (v === null || v === undefined) continue;
       let json: string;
-      if (v === null || v === undefined) json = 'null';
-      else if (typeof v === 'string') json = JSON.stringify(v);
+      if (typeof v === 'string') json = JSON.stringify(v);
       else if (typeof v === 'bigint') json = `"${v}"`;
       else if (v instanceof Date) json = `"${v.toISOString()}"`;
       else json = JSON.stringify(v);
