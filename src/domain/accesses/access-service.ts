@@ -18,7 +18,7 @@ import type { QuotaRepo } from '../quota/quota-repo.js';
 import type { QuotaService } from '../quota/quota-service.js';
 import type { QuotaPeriodRow, QuotaSnapshot } from '../quota/quota-types.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
-import { canTransition, isExpiryDue } from './access-state.js';
+import { canTransition, expiredWhileSuspended, heldSuspensionReason, isExpiryDue, suspensionHolder } from './access-state.js';
 import type { AccessFilter, AccessRepo } from './access-repo.js';
 import type { AccessRow, AccessStatus, AccessView, WorkspaceUserRow } from './access-types.js';
 
@@ -47,14 +47,14 @@ export interface GrantPeriodInput {
   source: 'renewal' | 'billing';
   externalPeriodKey?: string | undefined;
   /**
-   * Billing: a billed period replaces what is left of an unbilled one (the period
-   * opened at provisioning, a manual renewal), which ends where the billed one starts.
+   * Billing: a billed period replaces what is left of the unbilled ones it overlaps (the
+   * period opened at provisioning, a manual renewal): one that started before it ends where
+   * it starts; the first that starts within it is taken over (takeOverPeriod).
    */
   supersedeUnbilled?: boolean;
 }
 
 const EXPIRY_ACTOR = 'system:access-expiry';
-const WHILE_SUSPENDED = '_while_suspended';
 const STATUS_ACTION: Record<AccessStatus, string> = {
   PENDING: 'access.pending',
   ACTIVE: 'access.activated',
@@ -62,6 +62,13 @@ const STATUS_ACTION: Record<AccessStatus, string> = {
   EXPIRED: 'access.expired',
   REVOKED: 'access.revoked',
 };
+
+/** The earliest unbilled period among these (a billed one never overlaps another billed one). */
+function firstUnbilled(periods: QuotaPeriodRow[]): QuotaPeriodRow | undefined {
+  return periods
+    .filter((p) => p.source !== 'billing')
+    .sort((a, b) => a.period_start.getTime() - b.period_start.getTime())[0];
+}
 
 export function createAccessService(deps: {
   db: Db;
@@ -114,6 +121,8 @@ export function createAccessService(deps: {
   }
 
   async function setStatus(tx: Queryable, actor: Actor, access: AccessRow, to: AccessStatus, reason: string | undefined): Promise<void> {
+    // Remembered so that a renewal restores the suspension, and knows whose it was.
+    if (access.status === 'SUSPENDED' && to === 'EXPIRED') reason = expiredWhileSuspended(reason ?? 'expired', access.status_reason);
     await accessRepo.update(access.id, { status: to, status_reason: reason ?? null, updated_at: clock.now() }, tx);
     await audit.record(tx, actor, {
       action: STATUS_ACTION[to],
@@ -123,6 +132,7 @@ export function createAccessService(deps: {
       changes: { from: access.status, status: to, ...(reason ? { reason } : {}) },
     });
     access.status = to;
+    access.status_reason = reason ?? null;
   }
 
   /** Applies a due expiry to a locked access (lazily, on every touch of it). */
@@ -131,9 +141,7 @@ export function createAccessService(deps: {
     const last = await quotaRepo.latestPeriod(access.id, tx);
     if (isExpiryDue(access, last?.period_end, now)) {
       const cause = access.access_ends_at && access.access_ends_at <= now ? 'access_ended' : 'period_ended';
-      // Remembered so that a renewal does not lift a suspension.
-      const reason = access.status === 'SUSPENDED' ? `${cause}${WHILE_SUSPENDED}` : cause;
-      await setStatus(tx, systemActor(EXPIRY_ACTOR), access, 'EXPIRED', reason);
+      await setStatus(tx, systemActor(EXPIRY_ACTOR), access, 'EXPIRED', cause);
     }
   }
 
@@ -175,6 +183,15 @@ export function createAccessService(deps: {
     });
   }
 
+  /**
+   * What a renewal makes of an access that expired while suspended: SUSPENDED again, with
+   * its suspension's own reason (a billing suspension stays billing's to lift); else ACTIVE.
+   */
+  function restoredByRenewal(access: AccessRow): [AccessStatus, string] {
+    const suspension = access.status === 'EXPIRED' ? heldSuspensionReason(access) : null;
+    return suspension === null ? ['ACTIVE', 'renewed'] : ['SUSPENDED', suspension || 'renewed'];
+  }
+
   async function transitionInTx(tx: Queryable, actor: Actor, accessId: string, to: AccessStatus, reason?: string): Promise<AccessRow> {
     const access = await lockVisible(tx, actor, accessId);
     await expireIfDue(tx, access);
@@ -202,6 +219,42 @@ export function createAccessService(deps: {
     return access;
   }
 
+  /**
+   * Billing's way to ACTIVE: it lifts a suspension billing made, never an administrator's
+   * (only activateWorkspaceAccess lifts that). An access that expired while an administrator's
+   * suspension held it becomes SUSPENDED again once a period covers now, as a renewal makes it.
+   * Returns the status the access is left in.
+   */
+  async function resumeForBillingInTx(tx: Queryable, actor: Actor, accessId: string, reason: string): Promise<AccessStatus> {
+    const access = await lockVisible(tx, actor, accessId);
+    await expireIfDue(tx, access);
+    if (suspensionHolder(access) !== 'admin') return (await transitionInTx(tx, actor, accessId, 'ACTIVE', reason)).status;
+    const now = clock.now();
+    const ended = access.access_ends_at !== null && access.access_ends_at <= now;
+    if (access.status === 'EXPIRED' && !ended && (await quotaRepo.currentPeriod(access.id, now, tx))) {
+      await setStatus(tx, actor, access, ...restoredByRenewal(access));
+    }
+    return access.status;
+  }
+
+  /**
+   * A billed period takes over an unbilled one that starts within it (the period opened
+   * at provisioning, when the billed period started earlier or in the same second): the
+   * row itself becomes the billed period, so what it consumed counts against the billed
+   * grant and the reservations it holds settle there (docs/decisions.md "External billing").
+   */
+  async function takeOverPeriod(
+    tx: Queryable,
+    unbilled: QuotaPeriodRow,
+    values: Pick<QuotaPeriodRow, 'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'external_period_key'>,
+  ): Promise<QuotaPeriodRow> {
+    const [period] = (await tx('quota_periods')
+      .where({ id: unbilled.id })
+      .update({ ...values, source: 'billing', cycle_start: values.period_start })
+      .returning('*')) as QuotaPeriodRow[];
+    return period!;
+  }
+
   async function grantPeriodInTx(
     tx: Queryable,
     actor: Actor,
@@ -226,8 +279,11 @@ export function createAccessService(deps: {
     }
     if (input.supersedeUnbilled) await quotaRepo.endUnbilledPeriodsAt(access.id, periodStart, tx);
     const overlapping = await quotaRepo.overlapping(access.id, periodStart, periodEnd, tx);
-    if (overlapping.length > 0) {
-      const other = overlapping[0]!;
+    // What is left overlapping of an unbilled period starts at or after periodStart: the first is taken over.
+    const takenOver = input.supersedeUnbilled ? firstUnbilled(overlapping) : undefined;
+    const others = overlapping.filter((p) => p !== takenOver);
+    if (others.length > 0) {
+      const other = others[0]!;
       throw new AppError(
         'period_overlap',
         `The period overlaps [${other.period_start.toISOString()}, ${other.period_end.toISOString()})`,
@@ -236,15 +292,17 @@ export function createAccessService(deps: {
     }
     const plan = await activePlanOf(tx, actor, access.workspace_id, planId);
     const strategy = await inForce(tx, plan, periodStart);
-    const period = await insertPeriod(tx, access, {
+    const values = {
       plan_id: plan.id,
       quota_strategy_id: strategy.id,
       period_start: periodStart,
       period_end: periodEnd,
       granted_units: strategy.quota_units,
-      source: input.source,
       external_period_key: input.externalPeriodKey ?? null,
-    });
+    };
+    const period = takenOver
+      ? await takeOverPeriod(tx, takenOver, values)
+      : await insertPeriod(tx, access, { ...values, source: input.source });
     const latest = await quotaRepo.latestPeriod(access.id, tx);
     if (plan.id !== access.plan_id && latest?.id === period.id) {
       await accessRepo.update(access.id, { plan_id: plan.id, updated_at: clock.now() }, tx);
@@ -263,6 +321,18 @@ export function createAccessService(deps: {
         grantedUnits: strategy.quota_units,
         source: input.source,
         ...(input.externalPeriodKey ? { externalPeriodKey: input.externalPeriodKey } : {}),
+        ...(takenOver
+          ? {
+              tookOverPeriod: {
+                source: takenOver.source,
+                periodStart: takenOver.period_start.toISOString(),
+                periodEnd: takenOver.period_end.toISOString(),
+                grantedUnits: takenOver.granted_units,
+                consumedUnits: period.consumed_units,
+                reservedUnits: period.reserved_units,
+              },
+            }
+          : {}),
       },
     });
     return { periodId: period.id, created: true };
@@ -349,6 +419,7 @@ export function createAccessService(deps: {
 
   return {
     transitionInTx,
+    resumeForBillingInTx,
     grantPeriodInTx,
     changePlanInTx,
 
@@ -456,7 +527,9 @@ export function createAccessService(deps: {
       return db.transaction(async (tx) => {
         const access = await lockVisible(tx, actor, accessId);
         await workspaces.requireWritable(tx, actor, access.workspace_id);
-        await transitionInTx(tx, actor, accessId, 'SUSPENDED');
+        const suspended = await transitionInTx(tx, actor, accessId, 'SUSPENDED');
+        // Suspending what billing suspended makes the suspension the administrator's: billing's recovery no longer lifts it.
+        if (suspensionHolder(suspended) === 'billing') await setStatus(tx, actor, suspended, 'SUSPENDED', undefined);
         return view(accessId, tx);
       });
     },
@@ -479,8 +552,7 @@ export function createAccessService(deps: {
         const last = await quotaRepo.latestPeriod(accessId, tx);
         const ended = access.access_ends_at !== null && access.access_ends_at <= now;
         if ((access.status === 'EXPIRED' || access.status === 'PENDING') && last && last.period_end > now && !ended) {
-          const wasSuspended = access.status === 'EXPIRED' && (access.status_reason ?? '').endsWith(WHILE_SUSPENDED);
-          await setStatus(tx, actor, access, wasSuspended ? 'SUSPENDED' : 'ACTIVE', 'renewed');
+          await setStatus(tx, actor, access, ...restoredByRenewal(access));
         }
         return view(accessId, tx);
       });

@@ -36,3 +36,36 @@ export function isExpiryDue(
   if (access.access_ends_at && access.access_ends_at <= now) return true;
   return access.status !== 'PENDING' && lastPeriodEnd !== undefined && lastPeriodEnd <= now;
 }
+
+/**
+ * Who holds a suspension is read from status_reason. Billing's transitions carry
+ * 'billing:<subscription status>'; any other suspension is an administrator's
+ * (suspendWorkspaceAccess). An access that expires while SUSPENDED keeps its
+ * suspension's reason after WHILE_SUSPENDED, so that a later renewal (manual or
+ * billed) knows whose suspension to restore.
+ */
+export const BILLING_REASON_PREFIX = 'billing:';
+const WHILE_SUSPENDED = '_while_suspended';
+
+export type SuspensionHolder = 'billing' | 'admin';
+
+/** The status_reason of an access that expires (for `cause`) while SUSPENDED for `suspensionReason`. */
+export function expiredWhileSuspended(cause: string, suspensionReason: string | null): string {
+  return `${cause}${WHILE_SUSPENDED}${suspensionReason ? `:${suspensionReason}` : ''}`;
+}
+
+/** The reason of the suspension that holds the access ('' for one without a reason); null: none holds it. */
+export function heldSuspensionReason(access: { status: AccessStatus; status_reason: string | null }): string | null {
+  const reason = access.status_reason ?? '';
+  if (access.status === 'SUSPENDED') return reason;
+  const at = reason.indexOf(WHILE_SUSPENDED);
+  if (access.status !== 'EXPIRED' || at < 0) return null;
+  return reason.slice(at + WHILE_SUSPENDED.length).replace(/^:/, '');
+}
+
+/** Whose suspension holds the access (SUSPENDED, or EXPIRED while suspended); null: none. */
+export function suspensionHolder(access: { status: AccessStatus; status_reason: string | null }): SuspensionHolder | null {
+  const reason = heldSuspensionReason(access);
+  if (reason === null) return null;
+  return reason.startsWith(BILLING_REASON_PREFIX) ? 'billing' : 'admin';
+}

@@ -8,6 +8,7 @@ import { AppError } from '../../errors.js';
 import type { Actor } from '../actor.js';
 import type { AccessService } from '../accesses/access-service.js';
 import { canTransition } from '../accesses/access-state.js';
+import type { AccessStatus } from '../accesses/access-types.js';
 import type { AccessRef } from './billing-repo.js';
 
 export type AccessStatusTarget = 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
@@ -25,8 +26,13 @@ export function createAccessPort(accesses: AccessService) {
       return from === to || canTransition(from, to);
     },
 
-    async transition(tx: Queryable, actor: Actor, accessId: string, to: AccessStatusTarget, reason: string): Promise<void> {
-      await accesses.transitionInTx(tx, actor, accessId, to, reason);
+    /**
+     * Returns the status the access is left in. To ACTIVE, billing lifts only a suspension it
+     * made itself (reason 'billing:...'): an administrator's suspension stays (resumeForBillingInTx).
+     */
+    async transition(tx: Queryable, actor: Actor, accessId: string, to: AccessStatusTarget, reason: string): Promise<AccessStatus> {
+      if (to === 'ACTIVE') return accesses.resumeForBillingInTx(tx, actor, accessId, reason);
+      return (await accesses.transitionInTx(tx, actor, accessId, to, reason)).status;
     },
 
     async changePlan(tx: Queryable, actor: Actor, accessId: string, planId: string, effectiveAt: Date): Promise<void> {
@@ -34,7 +40,7 @@ export function createAccessPort(accesses: AccessService) {
     },
 
     /**
-     * A billed period replaces what is left of an unbilled one (see supersedeUnbilled).
+     * A billed period replaces what is left of the unbilled ones it overlaps (see supersedeUnbilled).
      * Billed periods never overlap each other: the accesses area refuses that ('period_overlap').
      */
     async grantPeriod(tx: Queryable, actor: Actor, accessId: string, input: GrantInput): Promise<{ periodId: string; created: boolean }> {

@@ -13,11 +13,15 @@
  *   unpaid, paused        SUSPENDED
  *   canceled              EXPIRED once it has ended
  *   incomplete(_expired)  no change
+ *
+ * Billing lifts only the suspensions it made: one an administrator made stays until the
+ * administrator activates the access (resumeForBillingInTx).
  */
 import type { Db, Queryable } from '../../db/database.js';
 import { isUuid, newId } from '../../ids.js';
 import type { Logger } from '../../observability/logger.js';
 import { systemActor, type Actor, type Clock } from '../actor.js';
+import { BILLING_REASON_PREFIX } from '../accesses/access-state.js';
 import { isSettledRefusal, type AccessPort, type AccessStatusTarget } from './access-port.js';
 import type { BillingConnectionRow, BillingRepo, ExternalSubscriptionRow } from './billing-repo.js';
 import { GRANTING_STATUSES, type SubscriptionState } from './billing-types.js';
@@ -161,8 +165,11 @@ export function createProjector(deps: {
     if (!desired || desired === access.status) return [];
     if (!accessPort.canTransition(access.status, desired)) return [`transition_skipped:${access.status}->${desired}`];
     try {
-      await tx.transaction((sp) => accessPort.transition(sp, actor, accessId, desired, `billing:${because!.status}`));
-      return [`access:${access.status}->${desired}`];
+      const reason = `${BILLING_REASON_PREFIX}${because!.status}`;
+      const reached = await tx.transaction((sp) => accessPort.transition(sp, actor, accessId, desired, reason));
+      // Short of ACTIVE: an administrator's suspension holds the access, billing does not lift it
+      // (unchanged is no effect, so a reconciliation that finds it so again changes nothing).
+      return reached === access.status ? [] : [`access:${access.status}->${reached}`];
     } catch (err) {
       if (!isSettledRefusal(err)) throw err;
       return [`transition_refused:${access.status}->${desired}:${err.code}`];

@@ -1,0 +1,269 @@
+/**
+ * Two rules of billing's hold on an access, through HTTP (signed webhooks in, the
+ * Admin API out):
+ * - a billed period takes over the free (unbilled) period opened at provisioning
+ *   even when it starts before it (or in the same second: Stripe's times are whole
+ *   seconds), carrying the free period's usage and in-flight reservations;
+ * - billing lifts the suspensions it made itself, never an administrator's.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  activateWorkspaceAccess,
+  getWorkspaceAccessQuota,
+  listAuditLogs,
+  suspendWorkspaceAccess,
+} from '../../generated/client/sdk.gen.js';
+import {
+  accessOf,
+  at,
+  billingPeriods,
+  DAY,
+  deliverStripe,
+  grantRows,
+  HOUR,
+  newConnection,
+  newMapping,
+  newPlan,
+  newWorkspace,
+  provision,
+  startBillingWorld,
+  type BillingWorld,
+  type Conn,
+} from './billing-fixture.js';
+
+let w: BillingWorld;
+let workspaceId: string;
+let freePlan: string;
+let proPlan: string;
+let conn: Conn;
+
+beforeAll(async () => {
+  w = await startBillingWorld();
+  workspaceId = await newWorkspace(w, 'billing-rules');
+  freePlan = await newPlan(w, workspaceId, 'free', '100');
+  proPlan = await newPlan(w, workspaceId, 'pro', '1000');
+  conn = await newConnection(w, workspaceId);
+  w.stripe.prices.set('price_pro', 'prod_pro');
+  await newMapping(w, conn.dto.id, proPlan, 'prod_pro', 'price_pro');
+});
+afterAll(async () => {
+  await w?.close();
+});
+
+async function quotaOf(accessId: string) {
+  const res = await getWorkspaceAccessQuota({ client: w.t.client, path: { accessId } });
+  expect(res.response.status).toBe(200);
+  return res.data!;
+}
+
+/** Holds `units` on the access's current period at the clock's now; returns the reservation id. */
+async function reserve(accessId: string, units: bigint): Promise<string> {
+  const { quotaPeriodId } = await quotaOf(accessId);
+  const reservationId = randomUUID();
+  const held = await w.t.nexus.services.quota.reserve({
+    reservationId,
+    workspaceId,
+    accessId,
+    periodId: quotaPeriodId,
+    units,
+    requestId: `req-${reservationId}`,
+    expiresAt: at(w.clock.now(), HOUR),
+  });
+  expect(held.ok).toBe(true);
+  return reservationId;
+}
+
+async function settle(reservationId: string, consumedUnits: bigint) {
+  const settled = await w.t.nexus.services.quota.settle({
+    reservationId,
+    consumedUnits,
+    inputTokens: consumedUnits,
+    cachedInputTokens: 0n,
+    outputTokens: 0n,
+    model: null,
+    invocationId: null,
+  });
+  expect(settled).not.toBeNull();
+}
+
+/** A subscription on price_pro for the access, delivered as `customer.subscription.created`. */
+async function subscribe(accessId: string, period: { start: Date; end: Date }) {
+  const sub = w.stripe.createSubscription({ price: 'price_pro', metadata: { nexus_workspace_access_id: accessId }, period });
+  const event = w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), w.clock.now());
+  await deliverStripe(w, conn, event);
+  const stored = await w.t.database.db('billing_webhook_events').where({ provider_event_id: event.id }).first();
+  expect(stored.status).toBe('PROCESSED');
+  return sub.id;
+}
+
+async function statusOf(accessId: string) {
+  return (await accessOf(w, accessId)).status;
+}
+
+async function suspend(accessId: string) {
+  const res = await suspendWorkspaceAccess({ client: w.t.client, path: { accessId } });
+  expect(res.response.status).toBe(200);
+  expect(res.data!.status).toBe('SUSPENDED');
+}
+
+async function billingActivations(accessId: string) {
+  const res = await listAuditLogs({ client: w.t.client, path: { workspaceId }, query: { action: 'access.activated', limit: 100 } });
+  expect(res.response.status).toBe(200);
+  return res.data!.filter((e) => e.resourceId === accessId && String(e.changes.reason ?? '').startsWith('billing:'));
+}
+
+describe('a billed period starting before the free period opened at provisioning', () => {
+  it('takes the free period over: the billed grant, minus what the free period consumed and still holds', async () => {
+    w.clock.set('2026-11-22T07:41:21.345Z');
+    const accessId = await provision(w, workspaceId, freePlan);
+    const free = await quotaOf(accessId);
+    expect(free).toMatchObject({ planId: freePlan, grantedUnits: '100', periodStart: '2026-11-22T07:41:21.345Z' });
+    // Usage in the free period: 30 consumed, 20 held by a call still in flight.
+    w.clock.advance(60_000);
+    await settle(await reserve(accessId, 30n), 30n);
+    const inFlight = await reserve(accessId, 20n);
+
+    w.clock.advance(10 * 60_000);
+    const billed = { start: new Date('2026-11-22T00:00:00Z'), end: new Date('2026-12-22T00:00:00Z') };
+    await subscribe(accessId, billed);
+
+    const [grant] = await grantRows(w, accessId);
+    expect(grant).toMatchObject({ outcome: 'granted', quota_period_id: free.quotaPeriodId });
+    const periods = await billingPeriods(w, accessId);
+    expect(periods).toHaveLength(1);
+    expect(periods[0].period_start.toISOString()).toBe(billed.start.toISOString());
+    // The free period is the billed one now: nothing of it overlaps, nothing is left beside it.
+    expect(await w.t.database.db('quota_periods').where({ workspace_access_id: accessId })).toHaveLength(1);
+    expect(await quotaOf(accessId)).toMatchObject({
+      quotaPeriodId: free.quotaPeriodId,
+      planId: proPlan,
+      periodStart: billed.start.toISOString(),
+      periodEnd: billed.end.toISOString(),
+      grantedUnits: '1000',
+      consumedUnits: '30',
+      reservedUnits: '20',
+      availableUnits: '950',
+    });
+    expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE', planId: proPlan });
+
+    // The call in flight settles on the billed period, counted once.
+    await settle(inFlight, 15n);
+    expect(await quotaOf(accessId)).toMatchObject({ consumedUnits: '45', reservedUnits: '0', availableUnits: '955' });
+    const usage = await w.t.database.db('usage_events').where({ workspace_access_id: accessId });
+    expect(usage.map((u: any) => u.quota_period_id)).toEqual([free.quotaPeriodId, free.quotaPeriodId]);
+  });
+
+  it('takes it over too when the billed start is the provisioning second (Stripe drops the milliseconds)', async () => {
+    w.clock.set('2026-11-25T09:00:00.700Z');
+    const accessId = await provision(w, workspaceId, freePlan);
+    w.clock.advance(2_000);
+    const billed = { start: new Date('2026-11-25T09:00:00Z'), end: new Date('2026-12-25T09:00:00Z') };
+    await subscribe(accessId, billed);
+    expect((await grantRows(w, accessId))[0]).toMatchObject({ outcome: 'granted' });
+    expect(await quotaOf(accessId)).toMatchObject({
+      planId: proPlan,
+      periodStart: billed.start.toISOString(),
+      grantedUnits: '1000',
+      consumedUnits: '0',
+      availableUnits: '1000',
+    });
+  });
+
+  it('still refuses a billed period that overlaps another billed one', async () => {
+    w.clock.set('2026-11-27T12:00:00.250Z');
+    const accessId = await provision(w, workspaceId, freePlan);
+    w.clock.advance(HOUR);
+    await subscribe(accessId, { start: new Date('2026-11-27T00:00:00Z'), end: new Date('2026-12-27T00:00:00Z') });
+    // A second subscription on the same access, its period inside the first one's.
+    w.clock.advance(HOUR);
+    await subscribe(accessId, { start: new Date('2026-11-27T13:00:00Z'), end: new Date('2026-12-27T13:00:00Z') });
+    expect((await grantRows(w, accessId)).map((g: any) => g.outcome)).toEqual(['granted', 'refused:period_overlap']);
+    expect(await billingPeriods(w, accessId)).toHaveLength(1);
+    expect(await quotaOf(accessId)).toMatchObject({ periodStart: '2026-11-27T00:00:00.000Z', grantedUnits: '1000' });
+  });
+});
+
+describe('suspensions: billing lifts its own, never an administrator’s', () => {
+  /** An access provisioned at `start` with an active subscription whose first period opens an hour later. */
+  async function subscribed(start: Date) {
+    w.clock.set(start);
+    const accessId = await provision(w, workspaceId, freePlan);
+    const paidAt = w.clock.advance(HOUR);
+    const period = { start: paidAt, end: at(paidAt, 30 * DAY) };
+    const subId = await subscribe(accessId, period);
+    expect(await statusOf(accessId)).toBe('ACTIVE');
+    return { accessId, subId, period };
+  }
+
+  /** The subscription, still active, moved to its next period, delivered at that period's start. */
+  async function renewed(subId: string, period: { start: Date; end: Date }, status = 'active') {
+    const next = { start: period.end, end: at(period.end, 30 * DAY) };
+    w.clock.set(at(next.start, 60_000));
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status, period: next }), w.clock.now()));
+    return next;
+  }
+
+  it('an administrator’s suspension survives the subscription moving to its next period; the administrator’s activate lifts it', async () => {
+    const { accessId, subId, period } = await subscribed(new Date('2027-02-01T10:00:00Z'));
+    w.clock.advance(DAY);
+    await suspend(accessId);
+
+    await renewed(subId, period);
+    expect(await statusOf(accessId)).toBe('SUSPENDED');
+    expect(await grantRows(w, accessId)).toHaveLength(2);
+    await w.t.nexus.services.billing.tick();
+    expect(await statusOf(accessId)).toBe('SUSPENDED');
+    expect(await billingActivations(accessId)).toEqual([]);
+
+    const activated = await activateWorkspaceAccess({ client: w.t.client, path: { accessId } });
+    expect(activated.response.status).toBe(200);
+    expect(activated.data!.status).toBe('ACTIVE');
+  });
+
+  it('an access that expired while an administrator suspended it is SUSPENDED again by the billed renewal, not ACTIVE', async () => {
+    const { accessId, subId, period } = await subscribed(new Date('2027-03-01T10:00:00Z'));
+    w.clock.advance(DAY);
+    await suspend(accessId);
+    // The period ends before the renewal arrives: a read expires the access.
+    w.clock.set(at(period.end, 1_000));
+    expect(await statusOf(accessId)).toBe('EXPIRED');
+
+    await renewed(subId, period);
+    expect(await statusOf(accessId)).toBe('SUSPENDED');
+    expect(await billingActivations(accessId)).toEqual([]);
+    expect((await activateWorkspaceAccess({ client: w.t.client, path: { accessId } })).data!.status).toBe('ACTIVE');
+  });
+
+  it('a suspension billing made (unpaid) is lifted when the subscription is active again, also after the period ended meanwhile', async () => {
+    const { accessId, subId, period } = await subscribed(new Date('2027-04-01T10:00:00Z'));
+    w.clock.advance(DAY);
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), w.clock.now()));
+    expect(await statusOf(accessId)).toBe('SUSPENDED');
+    w.clock.advance(HOUR);
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'active' }), w.clock.now()));
+    expect(await statusOf(accessId)).toBe('ACTIVE');
+    expect(await billingActivations(accessId)).toHaveLength(1);
+
+    // Unpaid again; the period ends while suspended (a read expires it); then paid for the next period.
+    w.clock.advance(HOUR);
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), w.clock.now()));
+    w.clock.set(at(period.end, 1_000));
+    expect(await statusOf(accessId)).toBe('EXPIRED');
+    await renewed(subId, period);
+    expect(await statusOf(accessId)).toBe('ACTIVE');
+    expect(await billingActivations(accessId)).toHaveLength(2);
+  });
+
+  it('an administrator suspending what billing suspended makes the suspension theirs: billing’s recovery keeps it', async () => {
+    const { accessId, subId } = await subscribed(new Date('2027-05-01T10:00:00Z'));
+    w.clock.advance(DAY);
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), w.clock.now()));
+    expect(await statusOf(accessId)).toBe('SUSPENDED');
+    await suspend(accessId);
+    w.clock.advance(HOUR);
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'active' }), w.clock.now()));
+    expect(await statusOf(accessId)).toBe('SUSPENDED');
+    expect(await billingActivations(accessId)).toEqual([]);
+  });
+});
