@@ -92,7 +92,7 @@ export type WorkspaceUserDto = {
 
 export type ProvisionWorkspaceUserDto = {
     /**
-     * Your id of the user; provisioning is idempotent on it.
+     * Your id of the user (not blank); provisioning is idempotent on it.
      */
     externalUserId: string;
     email: string;

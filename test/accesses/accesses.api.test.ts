@@ -188,6 +188,7 @@ describe('provisionWorkspaceUser', () => {
 
   describe.each([
     ['a missing externalUserId', { email: 'a@example.com' }, 'externalUserId'],
+    ['a blank externalUserId', { externalUserId: '   ', email: 'a@example.com' }, 'externalUserId'],
     ['an invalid email', { externalUserId: 'x', email: 'not-an-email' }, 'email'],
     ['a missing planId', { externalUserId: 'x', email: 'a@example.com', planId: undefined }, 'planId'],
     ['a planId that is not a uuid', { externalUserId: 'x', email: 'a@example.com', planId: 'pro' }, 'planId'],
