@@ -24,6 +24,10 @@
  *   with call reservations).
  * - What another process (or the Admin API) sees as reserved includes the
  *   leases' unused units until they are released.
+ * - A plan change that splits a lease's period counts its unused units as used
+ *   there and charges the new part for them; releasing the lease (or the
+ *   sweeper's expiry) gives them back to the new part (quotaRepo.giveBackCarry),
+ *   so none are lost. The lease stays on the old part, where its calls settle.
  */
 import type { Clock } from '../domain/actor.js';
 import type { QuotaRepo } from '../domain/quota/quota-repo.js';

@@ -503,6 +503,60 @@ describe('changeAccessPlan', () => {
   });
 });
 
+describe('changeAccessPlan: when effectiveAt may lie', () => {
+  const change = (accessId: string, planId: string, effectiveAt?: string) =>
+    changeAccessPlan({ client: t.client, path: { accessId }, body: { planId, ...(effectiveAt ? { effectiveAt } : {}) } });
+
+  it('refuses an effectiveAt before the access starts with 400, changing nothing', async () => {
+    const ws = await newWorkspace();
+    const a = await activePlan(ws.id, 'a', '3000');
+    const b = await activePlan(ws.id, 'b', '9000');
+    const { access } = await provision(ws.id, b.plan.id); // starts Nov 1, 2026
+    const res = await change(access.id, a.plan.id, '2020-06-01T00:00:00Z');
+    expect(res.response.status).toBe(400);
+    expect((res.error as any).error).toMatchObject({ code: 'invalid_parameter', param: 'effectiveAt' });
+    expect((res.error as any).error.message).toContain('before the access starts');
+    // Just before the start is refused too; the start itself is the whole period moving.
+    expect((await change(access.id, a.plan.id, new Date(START.getTime() - 1).toISOString())).response.status).toBe(400);
+    expect((await getWorkspaceAccess({ client: t.client, path: { accessId: access.id } })).data!.planId).toBe(b.plan.id);
+    expect((await getWorkspaceAccessQuota({ client: t.client, path: { accessId: access.id } })).data!.planId).toBe(b.plan.id);
+    expect(await periodsOf(access.id)).toHaveLength(1);
+    expect(await t.database.db('audit_logs').where({ resource_id: access.id, action: 'access.plan_changed' })).toHaveLength(0);
+  });
+
+  it('outside every period: a gap that is over is refused; one still running or to come changes only the plan', async () => {
+    const ws = await newWorkspace();
+    const a = await activePlan(ws.id, 'a', '3000');
+    const b = await activePlan(ws.id, 'b', '9000');
+    const { access } = await provision(ws.id, a.plan.id); // [Nov 1, Dec 1)
+    // A gap [Dec 1, Dec 15), then [Dec 15, Jan 15).
+    const renewed = await renewWorkspaceAccess({ client: t.client, path: { accessId: access.id }, body: { planId: a.plan.id, periodStart: '2026-12-15T00:00:00Z', periodEnd: '2027-01-15T00:00:00Z' } });
+    expect(renewed.response.status).toBe(200);
+    // Nov 20: the gap is still to come.
+    current = new Date('2026-11-20T00:00:00Z');
+    const ahead = await change(access.id, b.plan.id, '2026-12-05T00:00:00Z');
+    expect(ahead.response.status).toBe(200);
+    expect(ahead.data!.planId).toBe(b.plan.id);
+    expect((await periodsOf(access.id)).map((p) => p.plan_id)).toEqual([a.plan.id, a.plan.id]);
+    // Dec 3: the gap is running; an instant of it already past changes only the plan too.
+    current = new Date('2026-12-03T00:00:00Z');
+    const running = await change(access.id, a.plan.id, '2026-12-02T00:00:00Z');
+    expect(running.response.status).toBe(200);
+    expect(running.data!.planId).toBe(a.plan.id);
+    // Dec 20: the gap is over (the period after it has started): refused, nothing changes.
+    current = new Date('2026-12-20T00:00:00Z');
+    const over = await change(access.id, b.plan.id, '2026-12-05T00:00:00Z');
+    expect(over.response.status).toBe(400);
+    expect((over.error as any).error).toMatchObject({ code: 'invalid_parameter', param: 'effectiveAt' });
+    expect((over.error as any).error.message).toContain('2026-12-15T00:00:00.000Z');
+    // So is the period before it, which has ended.
+    expect((await change(access.id, b.plan.id, '2026-11-20T00:00:00Z')).response.status).toBe(400);
+    expect((await getWorkspaceAccess({ client: t.client, path: { accessId: access.id } })).data!.planId).toBe(a.plan.id);
+    expect((await getWorkspaceAccessQuota({ client: t.client, path: { accessId: access.id } })).data!.planId).toBe(a.plan.id);
+    expect(await periodsOf(access.id)).toHaveLength(2);
+  });
+});
+
 describe('getWorkspaceAccessQuota', () => {
   it('shows granted, reserved, consumed and available as decimal strings', async () => {
     const ws = await newWorkspace();

@@ -4,12 +4,22 @@
  * These tests hold it to the same contract as a reservation per call: exactly
  * the same calls admitted and refused, the same headers, no overspend across
  * processes, every unit back once the leases are released, and a lease the
- * sweeper expired charges nothing.
+ * sweeper expired charges nothing. A plan change while leases are held loses
+ * none of their unused units (docs/decisions.md "Changing plan").
  */
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  bindPlanStrategy,
+  changeAccessPlan,
+  createPlan,
+  createQuotaStrategy,
+  publishPlan,
+  publishPlanStrategy,
+} from '../../generated/client/sdk.gen.js';
 import { buildApp, listen, type RunningServer } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import { splitPeriodForPlanChange } from '../../src/domain/quota/quota-math.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
@@ -133,28 +143,36 @@ describe('one process', () => {
   });
 });
 
+type SecondProcess = { close(): Promise<void>; drain(): Promise<void>; running: RunningServer };
+
+/** Another gateway process on the app's database. */
+async function secondProcess(on: TestApp, env: Record<string, string> = {}): Promise<SecondProcess> {
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    PORT: '0',
+    NEXUS_MANAGEMENT_KEY: TEST_ROOT_KEY,
+    NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+    NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
+    NEXUS_KEY_ENVIRONMENT: 'test',
+    NEXUS_LOG_LEVEL: 'warn',
+    ...env,
+  });
+  const nexus = await buildApp(config, { db: on.database.db, logger: createLogger('warn'), skipMigrations: true, skipRootKey: true });
+  const running = await listen(nexus, 0, '127.0.0.1', 2000);
+  return {
+    running,
+    drain: () => nexus.gateway.drain(),
+    async close() {
+      await running.shutdown();
+    },
+  };
+}
+
 describe('two processes on one database', () => {
-  let second: { close(): Promise<void>; drain(): Promise<void>; running: RunningServer };
+  let second: SecondProcess;
 
   beforeAll(async () => {
-    const config = loadConfig({
-      NODE_ENV: 'test',
-      PORT: '0',
-      NEXUS_MANAGEMENT_KEY: TEST_ROOT_KEY,
-      NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-      NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
-      NEXUS_KEY_ENVIRONMENT: 'test',
-      NEXUS_LOG_LEVEL: 'warn',
-    });
-    const nexus = await buildApp(config, { db: t.database.db, logger: createLogger('warn'), skipMigrations: true, skipRootKey: true });
-    const running = await listen(nexus, 0, '127.0.0.1', 2000);
-    second = {
-      running,
-      drain: () => nexus.gateway.drain(),
-      async close() {
-        await running.shutdown();
-      },
-    };
+    second = await secondProcess(t);
   });
   afterAll(async () => {
     await second?.close();
@@ -187,5 +205,174 @@ describe('two processes on one database', () => {
     expect(leases.every((l) => l.status === 'RELEASED')).toBe(true);
     const usage = await t.database.db('usage_events').where({ workspace_access_id: tenant.accessId }).sum<{ sum: string }[]>('units as sum');
     expect(BigInt(usage[0]!.sum)).toBe(period.consumed);
+  });
+});
+
+describe('a plan change while leases are held', () => {
+  // Leases stay held until drained: the change always finds them. No auth cache: a call right
+  // after the change finds the new part (a cached row would name the old period for up to its TTL).
+  const HELD = { NEXUS_QUOTA_LEASE_IDLE_MS: '60000', NEXUS_AUTH_CACHE_TTL_MS: '0' };
+  let app: TestApp;
+  let second: SecondProcess;
+
+  beforeAll(async () => {
+    app = await startTestApp({ env: HELD });
+    second = await secondProcess(app, HELD);
+  });
+  afterAll(async () => {
+    await second?.close();
+    await app?.close();
+  });
+
+  const drainAll = () => Promise.all([app.nexus.gateway.drain(), second.drain()]);
+
+  /** A tenant on plan A (3000 units) and a published plan B (9000 units) in its workspace. */
+  async function tenantAndPlanB() {
+    const tenant = await createTenant(app, { baseUrl: up.url, providerKey: KEY, quotaUnits: 3000n, cachedPpm: 1_000_000n });
+    const strategy = await createQuotaStrategy({
+      client: app.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: {
+        key: 'b-quota',
+        resetInterval: 'MONTH',
+        quotaUnits: '9000',
+        inputMultiplierPpm: '1000000',
+        outputMultiplierPpm: '2000000',
+        cachedInputMultiplierPpm: '1000000',
+        maxOutputTokens: 1000,
+      },
+    });
+    await publishPlanStrategy({ client: app.client, path: { strategyId: strategy.data!.id } });
+    const plan = await createPlan({ client: app.client, path: { workspaceId: tenant.workspaceId }, body: { key: 'b', name: 'B', billingInterval: 'MONTH' } });
+    await bindPlanStrategy({ client: app.client, path: { planId: plan.data!.id }, body: { strategyId: strategy.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' } });
+    expect((await publishPlan({ client: app.client, path: { planId: plan.data!.id } })).response.status).toBe(200);
+    return { tenant, planB: plan.data!.id };
+  }
+
+  async function changeTo(accessId: string, planId: string) {
+    const res = await changeAccessPlan({ client: app.client, path: { accessId }, body: { planId } });
+    expect(res.response.status, JSON.stringify(res.error)).toBe(200);
+  }
+
+  const appLeasesOf = (accessId: string) =>
+    app.database.db('quota_reservations').where({ workspace_access_id: accessId, kind: 'LEASE' }).orderBy('created_at');
+  const partsOf = (accessId: string) => app.database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start');
+
+  /** The split rule with used = what was consumed: the grants a change made with no lease held would give. */
+  async function expectNoLeaseGrants(accessId: string) {
+    const [old, next, ...others] = await partsOf(accessId);
+    expect(others).toHaveLength(0);
+    const expected = splitPeriodForPlanChange({
+      cycleStart: old.cycle_start,
+      periodStart: old.period_start,
+      periodEnd: next.period_end,
+      effectiveAt: next.period_start,
+      oldGranted: 3000n,
+      oldUsed: BigInt(old.consumed_units),
+      newQuotaUnits: 9000n,
+    });
+    expect(BigInt(old.reserved_units)).toBe(0n);
+    expect(BigInt(next.reserved_units)).toBe(0n);
+    expect({ old: BigInt(old.granted_units), next: BigInt(next.granted_units) }).toEqual({ old: expected.oldGranted, next: expected.newGranted });
+    return { old, next };
+  }
+
+  async function expectNoOverspend(accessId: string) {
+    for (const p of await partsOf(accessId)) {
+      expect(BigInt(p.consumed_units) + BigInt(p.reserved_units)).toBeLessThanOrEqual(BigInt(p.granted_units));
+    }
+  }
+
+  const callOn = (who: Tenant, base = who.gatewayBaseUrl, headers: Record<string, string> = {}, body = BODY) =>
+    gatewayFetch()(`${base}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${who.apiKey}`, 'content-type': 'application/json', 'x-fake-usage': '10,5,0', ...headers },
+      body,
+    });
+
+  it("an idle lease's unused units go to the new part once it is released: the same grants as with no lease", async () => {
+    const { tenant, planB } = await tenantAndPlanB();
+    const res = await callOn(tenant);
+    await res.text();
+    expect(res.status).toBe(200);
+    // The call is recorded; its lease still holds the rest of its slice (an eighth of the period).
+    await until(async () => (await periodOf(app, tenant.accessId)).consumed === 20n);
+    expect(await periodOf(app, tenant.accessId)).toEqual({ granted: 3000n, reserved: 355n, consumed: 20n });
+
+    await changeTo(tenant.accessId, planB);
+    // At the change the lease counted as used: the old part kept it, the new part was charged for it.
+    const [oldAtChange, nextAtChange] = await partsOf(tenant.accessId);
+    expect(BigInt(oldAtChange.granted_units)).toBe(375n);
+    await expectNoOverspend(tenant.accessId);
+
+    await drainAll();
+    const { old, next } = await expectNoLeaseGrants(tenant.accessId);
+    expect(BigInt(old.granted_units)).toBe(20n);
+    expect(BigInt(next.granted_units) - BigInt(nextAtChange.granted_units)).toBe(355n);
+    expect((await appLeasesOf(tenant.accessId)).map((l) => l.status)).toEqual(['RELEASED']);
+    // Releasing again (a retried release) moves nothing more.
+    await drainAll();
+    expect((await partsOf(tenant.accessId)).map((p) => BigInt(p.granted_units))).toEqual([old.granted_units, next.granted_units].map(BigInt));
+  });
+
+  it('with no lease held at the change the grants are the same rule (the reference)', async () => {
+    const { tenant, planB } = await tenantAndPlanB();
+    expect((await callOn(tenant)).status).toBe(200);
+    await drainAll();
+    await changeTo(tenant.accessId, planB);
+    const { old } = await expectNoLeaseGrants(tenant.accessId);
+    expect(BigInt(old.granted_units)).toBe(20n);
+  });
+
+  it('a call in flight during the change settles on the old part without overspend; the rest of its lease moves on', async () => {
+    const { tenant, planB } = await tenantAndPlanB();
+    const streamBody = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'lease' }], max_tokens: 10, stream: true });
+    const res = await callOn(tenant, tenant.gatewayBaseUrl, { 'x-fake-fault': 'slow', 'x-fake-delay-ms': '100' }, streamBody);
+    expect(res.status).toBe(200);
+    // The stream is running: its bound is held on the old period through the lease.
+    expect((await periodOf(app, tenant.accessId)).reserved).toBe(375n);
+    await changeTo(tenant.accessId, planB);
+    await expectNoOverspend(tenant.accessId);
+    await res.text();
+    await drainAll();
+
+    const invocation = await app.database.db('invocations').where({ request_id: res.headers.get('x-nexus-request-id')! }).first();
+    expect(invocation.status).toBe('SUCCEEDED');
+    const units = BigInt(invocation.quota_units);
+    expect(units).toBeGreaterThan(0n);
+    const { old, next } = await expectNoLeaseGrants(tenant.accessId);
+    // Charged on the old part, where it was admitted; the old part keeps exactly that.
+    expect(BigInt(old.consumed_units)).toBe(units);
+    expect(BigInt(old.granted_units)).toBe(units);
+    expect(BigInt(next.consumed_units)).toBe(0n);
+    const usage = await app.database.db('usage_events').where({ invocation_id: invocation.id });
+    expect(usage.map((u) => [u.quota_period_id, BigInt(u.units)])).toEqual([[old.id, units]]);
+    await expectNoOverspend(tenant.accessId);
+  });
+
+  it("two processes' leases on the period: each release gives back its own unused units", async () => {
+    const { tenant, planB } = await tenantAndPlanB();
+    const secondBase = tenant.gatewayBaseUrl.replace(app.url, second.running.url);
+    for (const base of [tenant.gatewayBaseUrl, secondBase, tenant.gatewayBaseUrl, secondBase]) {
+      const res = await callOn(tenant, base);
+      await res.text();
+      expect(res.status).toBe(200);
+    }
+    await until(async () => (await periodOf(app, tenant.accessId)).consumed === 80n);
+    expect((await appLeasesOf(tenant.accessId)).filter((l) => l.status === 'HELD')).toHaveLength(2);
+    await changeTo(tenant.accessId, planB);
+    await expectNoOverspend(tenant.accessId);
+    // One process lets go of its lease, then the other.
+    await second.drain();
+    await expectNoOverspend(tenant.accessId);
+    await app.nexus.gateway.drain();
+    const { old } = await expectNoLeaseGrants(tenant.accessId);
+    expect(BigInt(old.granted_units)).toBe(80n);
+    // The new part serves calls (through either process) on its own leases.
+    const after = await callOn(tenant, secondBase);
+    expect(after.status, await after.text()).toBe(200);
+    await drainAll();
+    const [, next] = await partsOf(tenant.accessId);
+    expect(BigInt(next.consumed_units)).toBe(20n);
   });
 });

@@ -44,24 +44,25 @@ describe('plan change proration', () => {
 
   it('halfway, nothing used: old keeps half its grant, new gets half of its own', () => {
     expect(splitPeriodForPlanChange({ cycleStart: start, periodStart: start, periodEnd: end, effectiveAt: at(15), oldGranted: 1000n, oldUsed: 0n, newQuotaUnits: 3000n }))
-      .toEqual({ oldGranted: 500n, newGranted: 1500n });
+      .toEqual({ oldGranted: 500n, newGranted: 1500n, oldShare: 500n, carried: 0n });
   });
 
   it('an upgrade after using everything: what was used beyond the old share is carried into the new period', () => {
     expect(splitPeriodForPlanChange({ cycleStart: start, periodStart: start, periodEnd: end, effectiveAt: at(15), oldGranted: 1000n, oldUsed: 1000n, newQuotaUnits: 3000n }))
-      .toEqual({ oldGranted: 1000n, newGranted: 1000n });
+      .toEqual({ oldGranted: 1000n, newGranted: 1000n, oldShare: 500n, carried: 500n });
   });
 
   it('a downgrade after heavy use can leave nothing for the rest of the period, never less than zero', () => {
+    // 2000 used beyond the old share, but the new part had only 400 to be charged for it.
     expect(splitPeriodForPlanChange({ cycleStart: start, periodStart: start, periodEnd: end, effectiveAt: at(10), oldGranted: 3000n, oldUsed: 3000n, newQuotaUnits: 600n }))
-      .toEqual({ oldGranted: 3000n, newGranted: 0n });
+      .toEqual({ oldGranted: 3000n, newGranted: 0n, oldShare: 1000n, carried: 400n });
   });
 
   it('switching back and forth cannot mint units', () => {
     const first = splitPeriodForPlanChange({ cycleStart: start, periodStart: start, periodEnd: end, effectiveAt: at(10), oldGranted: 3000n, oldUsed: 0n, newQuotaUnits: 3000n });
     const back = splitPeriodForPlanChange({ cycleStart: start, periodStart: at(10), periodEnd: end, effectiveAt: at(10.5), oldGranted: first.newGranted, oldUsed: 0n, newQuotaUnits: 3000n });
-    expect(first).toEqual({ oldGranted: 1000n, newGranted: 2000n });
-    expect(back).toEqual({ oldGranted: 50n, newGranted: 1950n });
+    expect(first).toEqual({ oldGranted: 1000n, newGranted: 2000n, oldShare: 1000n, carried: 0n });
+    expect(back).toEqual({ oldGranted: 50n, newGranted: 1950n, oldShare: 50n, carried: 0n });
     expect(first.oldGranted + back.oldGranted + back.newGranted).toBe(3000n);
   });
 

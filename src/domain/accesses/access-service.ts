@@ -339,11 +339,47 @@ export function createAccessService(deps: {
   }
 
   /**
+   * When a plan change may take effect (docs/decisions.md "Changing plan"), else 400
+   * invalid_parameter on effectiveAt: not before the access starts; in a period, only
+   * one that has not ended; outside every period, only in a gap that is not over, i.e.
+   * no later period has started by now (the gap still running, one to come, or an access
+   * with no period yet). A gap that is over would leave the periods after it on the old
+   * plan while the access names the new one. (A past instant in the gap still running
+   * changes nothing that `now` would not: the default effectiveAt, read before the
+   * access's lock was taken, is such an instant.)
+   */
+  async function assertEffectiveAt(tx: Queryable, access: AccessRow, period: QuotaPeriodRow | undefined, effectiveAt: Date, now: Date) {
+    if (effectiveAt < access.access_starts_at) {
+      throw new AppError('invalid_parameter', `effectiveAt lies before the access starts (${access.access_starts_at.toISOString()})`, {
+        param: 'effectiveAt',
+      });
+    }
+    if (period) {
+      if (period.period_end <= now) {
+        throw new AppError('invalid_parameter', 'effectiveAt lies in a quota period that has already ended', { param: 'effectiveAt' });
+      }
+      return;
+    }
+    const later = await quotaRepo.firstPeriodAfter(access.id, effectiveAt, tx);
+    if (later && later.period_start <= now) {
+      throw new AppError(
+        'invalid_parameter',
+        `effectiveAt lies in the past outside any quota period (a later period started at ${later.period_start.toISOString()})`,
+        { param: 'effectiveAt' },
+      );
+    }
+  }
+
+  /**
    * Moves the access to another plan at `effectiveAt` (docs/decisions.md
    * "Changing plan"): the period covering effectiveAt is split there; the old
    * part keeps the old plan's prorated share (never less than what it used),
    * the new part [effectiveAt, periodEnd) gets the new plan's prorated share
-   * minus what was used beyond the old share.
+   * minus what was used beyond the old share. The old part remembers its share
+   * and that carry, so what its holds (a lease's unused units, a call's unused
+   * bound) give back later returns to the new part (quotaRepo.giveBackCarry).
+   * effectiveAt may not precede the access's start, nor lie in a period or a gap
+   * between periods that is already over (assertEffectiveAt).
    */
   async function changePlanInTx(tx: Queryable, actor: Actor, accessId: string, planId: string, effectiveAt: Date): Promise<AccessRow> {
     const access = await lockVisible(tx, actor, accessId);
@@ -355,11 +391,9 @@ export function createAccessService(deps: {
     if (plan.id === access.plan_id) return access;
     const now = clock.now();
     const period = await quotaRepo.currentPeriod(access.id, effectiveAt, tx);
+    await assertEffectiveAt(tx, access, period, effectiveAt, now);
     let split: Record<string, unknown> = {};
     if (period) {
-      if (period.period_end <= now) {
-        throw new AppError('invalid_parameter', 'effectiveAt lies in a quota period that has already ended', { param: 'effectiveAt' });
-      }
       const strategy = await inForce(tx, plan, effectiveAt);
       const locked = (await quotaRepo.findPeriodForUpdate(period.id, tx))!;
       const used = locked.consumed_units + locked.reserved_units;
@@ -378,7 +412,11 @@ export function createAccessService(deps: {
         await tx('quota_periods').where({ id: locked.id }).update({ plan_id: plan.id, quota_strategy_id: strategy.id, granted_units: granted });
         split = { periodId: locked.id, grantedUnits: granted };
       } else {
-        await quotaRepo.updatePeriod(locked.id, { period_end: effectiveAt, granted_units: result.oldGranted }, tx);
+        await quotaRepo.updatePeriod(
+          locked.id,
+          { period_end: effectiveAt, granted_units: result.oldGranted, share_units: result.oldShare, carried_units: result.carried },
+          tx,
+        );
         const next = await insertPeriod(tx, access, {
           plan_id: plan.id,
           quota_strategy_id: strategy.id,
@@ -393,6 +431,7 @@ export function createAccessService(deps: {
           endedPeriodGrantedUnits: result.oldGranted,
           newPeriodId: next.id,
           newPeriodGrantedUnits: result.newGranted,
+          carriedUnits: result.carried,
         };
       }
     }

@@ -77,6 +77,10 @@ export interface PlanChangeSplit {
   oldGranted: bigint;
   /** The grant of the new period [effectiveAt, periodEnd). */
   newGranted: bigint;
+  /** The old plan's prorated share of the old period. */
+  oldShare: bigint;
+  /** What the new period's grant was reduced by for the use beyond oldShare (newShare - newGranted). */
+  carried: bigint;
 }
 
 /**
@@ -95,5 +99,7 @@ export function splitPeriodForPlanChange(input: PlanChangeInput): PlanChangeSpli
   return {
     oldGranted: input.oldUsed > oldShare ? input.oldUsed : oldShare,
     newGranted: newShare > carried ? newShare - carried : 0n,
+    oldShare,
+    carried: newShare > carried ? carried : newShare,
   };
 }

@@ -30,7 +30,48 @@ function holdCtes(opts: { lease: boolean }): string {
          )`;
 }
 
+/**
+ * A period a plan change split keeps the old plan's share of it and what the next part's
+ * grant was reduced by for the use beyond that share (docs/decisions.md "Changing plan").
+ */
+export interface PlanChangeCarry {
+  share_units: bigint | null;
+  carried_units: bigint;
+}
+
 export function createQuotaRepo(db: Queryable) {
+  /**
+   * The plan-change carry: a period a plan change split charged the part after it
+   * (`carried_units`) for what it used beyond its share (`share_units`). What it used then
+   * included holds (a lease's unused units, a call's bound beyond what it consumes); once its
+   * use has shrunk, what it no longer needs of that carry goes back to the next part, and its
+   * own grant shrinks by as much: back = max(0, carried - max(0, consumed + reserved - share)).
+   * Never below what it still uses or its share; a move, so nothing is minted. Depends only on
+   * the rows' state, so running it again (or late) is harmless. The next part is the period of
+   * the same cycle starting at its end; without one, nothing moves. Returns the units moved.
+   */
+  async function giveBackCarry(periodId: string, q: Queryable = db): Promise<bigint> {
+    const result = await q.raw(
+      `with o as (
+         select qp.id, nx.id as next_id,
+                greatest(0, qp.carried_units - greatest(0, qp.consumed_units + qp.reserved_units - qp.share_units)) as back
+           from quota_periods qp
+           join quota_periods nx on nx.workspace_access_id = qp.workspace_access_id and nx.period_start = qp.period_end
+                                and nx.cycle_start = qp.cycle_start
+          where qp.id = :periodId and qp.carried_units > 0
+            for update of qp
+       ), f as (
+         update quota_periods qp set granted_units = qp.granted_units - o.back, carried_units = qp.carried_units - o.back
+           from o where qp.id = o.id and o.back > 0
+       ), t as (
+         update quota_periods qp set granted_units = qp.granted_units + o.back from o where qp.id = o.next_id and o.back > 0
+       )
+       select (select back from o) as back`,
+      { periodId },
+    );
+    return (result.rows as { back: bigint | null }[])[0]?.back ?? 0n;
+  }
+
   /** What the period has available now (read after a hold failed: the hold's own snapshot may be older). */
   async function availableUnits(periodId: string, q: Queryable): Promise<bigint> {
     const row = (await q('quota_periods').where({ id: periodId }).first()) as QuotaPeriodRow | undefined;
@@ -108,17 +149,25 @@ export function createQuotaRepo(db: Queryable) {
       return { leased, held: null, remaining: null, available: leased ? await availableUnits(e.periodId, q) : 0n };
     },
 
-    /** A lease still HELD becomes RELEASED and what it still holds returns to its period. */
+    /**
+     * A lease still HELD becomes RELEASED and what it still holds returns to its period; on a
+     * period a plan change split, what that frees of its carry then goes back to the next part
+     * (giveBackCarry: its own statement, so it sees a split committed while this one waited for
+     * the period's lock; run again by the next hold that closes there, should this one be lost).
+     */
     async releaseLease(leaseId: string, now: Date, q: Queryable = db): Promise<void> {
-      await q.raw(
+      const result = await q.raw(
         `with l as (
            update quota_reservations set status = 'RELEASED', settled_at = :now
             where id = :leaseId and status = 'HELD' and kind = 'LEASE'
            returning quota_period_id, reserved_units
          )
-         update quota_periods qp set reserved_units = qp.reserved_units - l.reserved_units from l where qp.id = l.quota_period_id`,
+         update quota_periods qp set reserved_units = qp.reserved_units - l.reserved_units from l where qp.id = l.quota_period_id
+         returning qp.id, qp.carried_units`,
         { leaseId, now },
       );
+      const period = (result.rows as { id: string; carried_units: bigint }[])[0];
+      if (period && period.carried_units > 0n) await giveBackCarry(period.id, q);
     },
 
     async findPeriod(id: string, q: Queryable = db): Promise<QuotaPeriodRow | undefined> {
@@ -137,6 +186,11 @@ export function createQuotaRepo(db: Queryable) {
         .where('period_end', '>', at)
         .orderBy('period_start', 'desc')
         .first();
+    },
+
+    /** The access's earliest period starting after `at`. */
+    async firstPeriodAfter(accessId: string, at: Date, q: Queryable = db): Promise<QuotaPeriodRow | undefined> {
+      return q('quota_periods').where({ workspace_access_id: accessId }).where('period_start', '>', at).orderBy('period_start').first();
     },
 
     async latestPeriod(accessId: string, q: Queryable = db): Promise<QuotaPeriodRow | undefined> {
@@ -174,29 +228,43 @@ export function createQuotaRepo(db: Queryable) {
       return created as QuotaPeriodRow;
     },
 
-    async updatePeriod(id: string, patch: Partial<Pick<QuotaPeriodRow, 'period_end' | 'granted_units'>>, q: Queryable = db) {
+    async updatePeriod(id: string, patch: Partial<Pick<QuotaPeriodRow, 'period_end' | 'granted_units'> & PlanChangeCarry>, q: Queryable = db) {
       const [updated] = await q('quota_periods').where({ id }).update(patch).returning('*');
       return updated as QuotaPeriodRow;
     },
 
-    /** Returns the held units to the period and moves `consumed` into consumed_units. */
+    /**
+     * Returns the held units to the period and moves `consumed` into consumed_units (then
+     * giveBackCarry, on a period a plan change split). Run in the caller's transaction.
+     */
     async applySettlement(periodId: string, reserved: bigint, consumed: bigint, q: Queryable): Promise<void> {
-      await q.raw(
+      const result = await q.raw(
         `update quota_periods
             set reserved_units = reserved_units - cast(:reserved as bigint), consumed_units = consumed_units + cast(:consumed as bigint)
-          where id = :periodId`,
+          where id = :periodId
+          returning carried_units`,
         { periodId, reserved: reserved.toString(), consumed: consumed.toString() },
       );
+      const period = (result.rows as { carried_units: bigint }[])[0];
+      if (period && period.carried_units > 0n) await giveBackCarry(periodId, q);
     },
 
-    /** Settles the reservations still HELD among these (settlement-sql.ts); returns those it settled. */
+    /**
+     * Settles the reservations still HELD among these (settlement-sql.ts); returns those it
+     * settled. A reservation on a period a plan change split may have held more than it
+     * consumed: giveBackCarry follows (its own statement; it finds nothing to do elsewhere).
+     */
     async settle(settlements: SettlementInput[], q: Queryable = db): Promise<{ id: string; reserved_units: bigint; units: bigint }[]> {
-      const result = await q.raw(`with ${settlementCtes} select r.id, r.reserved_units, r.units from r`, {
+      const result = await q.raw(`with ${settlementCtes} select r.id, r.quota_period_id, r.reserved_units, r.units from r`, {
         settlements: jsonParam(settlements),
         leaseCalls: '[]',
       });
-      return result.rows as { id: string; reserved_units: bigint; units: bigint }[];
+      const rows = result.rows as { id: string; quota_period_id: string; reserved_units: bigint; units: bigint }[];
+      for (const periodId of new Set(rows.map((r) => r.quota_period_id))) await giveBackCarry(periodId, q);
+      return rows.map(({ id, reserved_units, units }) => ({ id, reserved_units, units }));
     },
+
+    giveBackCarry,
 
     /**
      * HELD reservations past their expiry become EXPIRED; returns what they held, per row. Nothing is

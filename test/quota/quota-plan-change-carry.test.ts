@@ -1,0 +1,161 @@
+/**
+ * The plan-change carry (docs/decisions.md "Changing plan"): a split charges the
+ * new part for what the old part used beyond its share, holds included; what
+ * those holds give back later (a lease released or expired, a call settled below
+ * its bound) returns to the new part, never more than it was charged, never below
+ * what the old part still uses. Through the domain with a fixed clock, so the
+ * grants are exact; the HTTP scenarios are in test/gateway/gateway.leases.test.ts.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { newId } from '../../src/ids.js';
+import type { Services } from '../../src/domain/services.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
+import { actor, provisionAccess, servicesFor } from './quota-fixture.js';
+
+const DAY = 86_400_000;
+let database: TestDatabase;
+let services: Services;
+let start: Date;
+let current: Date;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  services = servicesFor(database, { now: () => new Date(current.getTime()) });
+});
+afterAll(async () => {
+  await database?.drop();
+});
+beforeEach(() => {
+  // Whole seconds: the periods' timestamps keep milliseconds anyway.
+  start = new Date(Math.floor(Date.now() / 1000) * 1000);
+  current = start;
+});
+
+let seq = 0;
+
+/** An access on a plan of `quotaUnits` (30-day-ish month from now) and another plan of `otherUnits` in its workspace. */
+async function accessWithPlans(quotaUnits: string, otherUnits: string) {
+  const a = await provisionAccess(services, { quotaUnits }, `carry-${++seq}`);
+  const s = await services.plans.createStrategy(actor, a.workspace.id, {
+    key: 'other',
+    resetInterval: 'MONTH',
+    quotaUnits: otherUnits,
+    inputMultiplierPpm: '1000000',
+    outputMultiplierPpm: '1000000',
+    cachedInputMultiplierPpm: '1000000',
+    maxOutputTokens: 1000,
+  });
+  await services.plans.publishStrategy(actor, s.id);
+  const other = await services.plans.createPlan(actor, a.workspace.id, { key: 'other', name: 'Other', billingInterval: 'MONTH' });
+  await services.plans.bind(actor, other.id, { strategyId: s.id, effectiveFrom: new Date(0).toISOString() });
+  await services.plans.publishPlan(actor, other.id);
+  return { ...a, other };
+}
+
+const partsOf = (accessId: string) => database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start');
+const grants = async (accessId: string) => (await partsOf(accessId)).map((p) => BigInt(p.granted_units));
+
+async function hold(access: { id: string; workspace_id: string }, periodId: string, units: bigint, kind: 'CALL' | 'LEASE') {
+  const id = newId();
+  const answer = await services.quotaRepo.hold({
+    id,
+    workspaceId: access.workspace_id,
+    accessId: access.id,
+    periodId,
+    need: units,
+    want: units,
+    share: 1,
+    kind,
+    requestId: 'carry',
+    now: current,
+    expiresAt: new Date(current.getTime() + 60_000),
+  });
+  expect(answer.held).toBe(units);
+  return id;
+}
+
+async function expectNoOverspend(accessId: string) {
+  for (const p of await partsOf(accessId)) {
+    expect(BigInt(p.consumed_units) + BigInt(p.reserved_units)).toBeLessThanOrEqual(BigInt(p.granted_units));
+  }
+}
+
+describe('the plan-change carry', () => {
+  it('a lease the sweeper expires after the change gives its units back to the new part', async () => {
+    const { access, period, other } = await accessWithPlans('3000', '9000');
+    const leaseId = await hold(access, period.id, 900n, 'LEASE');
+    current = new Date(start.getTime() + DAY);
+    await services.accesses.changePlan(actor, access.id, { planId: other.id });
+    const [oldAtChange, nextAtChange] = await partsOf(access.id);
+    expect(BigInt(oldAtChange.granted_units)).toBe(900n);
+    expect(BigInt(oldAtChange.carried_units)).toBe(900n - BigInt(oldAtChange.share_units));
+    // Its process died: the sweeper returns what it held, and the carry with it.
+    current = new Date(current.getTime() + 120_000);
+    expect(await services.quota.sweepExpired(current)).toBe(1);
+    expect((await database.db('quota_reservations').where({ id: leaseId }).first()).status).toBe('EXPIRED');
+    const [old, next] = await partsOf(access.id);
+    expect(BigInt(old.granted_units)).toBe(BigInt(old.share_units));
+    expect(BigInt(old.carried_units)).toBe(0n);
+    expect(BigInt(next.granted_units)).toBe(BigInt(nextAtChange.granted_units) + BigInt(oldAtChange.carried_units));
+    await expectNoOverspend(access.id);
+  });
+
+  it('a downgrade: only what the new part was charged comes back, nothing is minted', async () => {
+    // 3000 over the period, 300 on the other plan; a lease of 2500 held at a third of the period.
+    const { access, period, other } = await accessWithPlans('3000', '300');
+    const third = (new Date(period.period_end).getTime() - start.getTime()) / 3;
+    const leaseId = await hold(access, period.id, 2500n, 'LEASE');
+    current = new Date(start.getTime() + third);
+    await services.accesses.changePlan(actor, access.id, { planId: other.id });
+    const [oldAtChange, nextAtChange] = await partsOf(access.id);
+    // Old share 1000; 1500 used beyond it, but the new part had only its share (200 = 300 x 2/3) to be charged.
+    expect(BigInt(oldAtChange.share_units)).toBe(1000n);
+    expect([BigInt(oldAtChange.granted_units), BigInt(nextAtChange.granted_units), BigInt(oldAtChange.carried_units)]).toEqual([2500n, 0n, 200n]);
+    await services.quotaRepo.releaseLease(leaseId, current);
+    // As if nothing had been held: the new part gets its 200; the old part gives up no more than that.
+    expect(await grants(access.id)).toEqual([2300n, 200n]);
+    await services.quotaRepo.releaseLease(leaseId, current);
+    expect(await grants(access.id)).toEqual([2300n, 200n]);
+    await expectNoOverspend(access.id);
+  });
+
+  it('a call settled below its bound on the old part gives back the difference; what it consumed stays carried', async () => {
+    const { access, period, other } = await accessWithPlans('3000', '9000');
+    const rid = newId();
+    const reserved = await services.quota.reserve({ reservationId: rid, workspaceId: access.workspace_id, accessId: access.id, periodId: period.id, units: 600n, requestId: 'r', expiresAt: new Date(start.getTime() + 60_000) });
+    expect(reserved.ok).toBe(true);
+    current = new Date(start.getTime() + 1000);
+    await services.accesses.changePlan(actor, access.id, { planId: other.id });
+    const [, nextAtChange] = await partsOf(access.id);
+    await services.quota.settle({ reservationId: rid, consumedUnits: 250n, inputTokens: 250n, cachedInputTokens: 0n, outputTokens: 0n, model: null, invocationId: null });
+    const [old, next] = await partsOf(access.id);
+    expect([BigInt(old.granted_units), BigInt(old.consumed_units), BigInt(old.reserved_units)]).toEqual([250n, 250n, 0n]);
+    expect(BigInt(next.granted_units)).toBe(BigInt(nextAtChange.granted_units) + 350n);
+    await expectNoOverspend(access.id);
+  });
+
+  it('switching back and forth with a lease held throughout mints nothing: the live part gets what it would with no lease', async () => {
+    const withLease = await accessWithPlans('3000', '9000');
+    const without = await accessWithPlans('3000', '9000');
+    const leaseId = await hold(withLease.access, withLease.period.id, 500n, 'LEASE');
+    for (const { access, other, plan } of [withLease, without]) {
+      current = new Date(start.getTime() + DAY);
+      await services.accesses.changePlan(actor, access.id, { planId: other.id });
+      current = new Date(start.getTime() + 2 * DAY);
+      await services.accesses.changePlan(actor, access.id, { planId: plan.id });
+    }
+    const [p1AtEnd, p2AtEnd] = await partsOf(withLease.access.id);
+    await services.quotaRepo.releaseLease(leaseId, current);
+    const [p1, p2, p3] = await partsOf(withLease.access.id);
+    const reference = await grants(without.access.id);
+    expect(reference).toHaveLength(3);
+    // The part running now (the one calls can still use) gets exactly what it would with no lease.
+    expect(BigInt(p3.granted_units)).toBe(reference[2]!);
+    // The lease's units went back to the part that was charged for them; it has ended, so they are its
+    // unused allowance (not carried, as any), and the first part keeps its share.
+    expect(BigInt(p1.granted_units)).toBe(BigInt(p1.share_units));
+    expect(BigInt(p2.granted_units) - BigInt(p2AtEnd.granted_units)).toBe(BigInt(p1AtEnd.carried_units));
+    expect(BigInt(p1AtEnd.granted_units) - BigInt(p1.granted_units)).toBe(BigInt(p1AtEnd.carried_units));
+    await expectNoOverspend(withLease.access.id);
+  });
+});
