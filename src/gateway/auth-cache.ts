@@ -4,7 +4,9 @@
  * join. Results are cached per (key, connection) for at most
  * config.authCacheTtlMs (default 1 s, at most 5 s): a revoked or expired key,
  * a suspended access or connection and an archived workspace take effect within
- * that bound. A cached period that has ended is never used.
+ * that bound. A cached period that has ended is never used, and one the
+ * quota admission finds over (split by a plan change) is read again at once
+ * (gateway.ts).
  */
 import type { Knex } from 'knex';
 import type { Clock } from '../domain/actor.js';
@@ -103,6 +105,12 @@ export function createAuthCache(deps: { db: Knex; clock: Clock; ttlMs: number; h
         if (entries.size >= MAX_ENTRIES) entries.delete(entries.keys().next().value!);
         entries.set(cacheKey, entry);
       }
+      return entry;
+    },
+    /** The entry for (key, connection) read again now, replacing the cached one. */
+    async reload(token: string, connectionId: string): Promise<Entry> {
+      const entry: Entry = { row: await load(hash(token), connectionId), loadedAt: Date.now() };
+      if (ttlMs > 0) entries.set(`${connectionId} ${token}`, entry);
       return entry;
     },
     clear(): void {

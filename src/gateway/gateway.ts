@@ -120,6 +120,11 @@ function quotaOf(row: AuthRow): QuotaView | undefined {
   return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
 }
 
+/** A valid key's answers carry the access's quota headers, its 403/404/409/429 too. */
+function keyQuotaView(row: AuthRow | null, now: Date): QuotaView | undefined {
+  return row && !row.revoked_at && row.expires_at > now ? quotaOf(row) : undefined;
+}
+
 function drain(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
@@ -170,6 +175,20 @@ export function createGateway(deps: GatewayDeps) {
     );
   }
 
+  /** A metered call's bound on the access's current period, and its admission there (quota-leases.ts). */
+  async function admitMetered(auth: AuthRow, inspector: Inspector, raw: Buffer) {
+    if (!auth.period_id || !auth.period_end) throw new AppError('quota_insufficient', 'The access has no current quota period');
+    const prepared = prepareCall(inspector, raw, auth.max_output_tokens!);
+    const inputPpm =
+      auth.input_multiplier_ppm! > auth.cached_input_multiplier_ppm! ? auth.input_multiplier_ppm! : auth.cached_input_multiplier_ppm!;
+    const bound = quota.computeUnits(
+      { inputTokens: prepared.inputBound, cachedInputTokens: 0n, outputTokens: prepared.outputBound },
+      { inputMultiplierPpm: inputPpm, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: auth.output_multiplier_ppm! },
+    );
+    const held = await leases.admit({ workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id }, bound);
+    return { prepared, bound, held, reset: auth.period_end };
+  }
+
   /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */
   function sendError(res: ServerResponse, locals: RequestLocals, err: unknown, metered: boolean, view: QuotaView | undefined): void {
     if (res.headersSent) {
@@ -204,9 +223,8 @@ export function createGateway(deps: GatewayDeps) {
       const token = credentialOf(req);
       const bodyRead = readBody(req, config.gatewayBodyLimitBytes);
       bodyRead.catch(() => {});
-      const entry = await cache.lookup(token, target.connectionId);
-      // A valid key's 403/404/409/429 answers carry the access's quota headers.
-      if (entry.row && !entry.row.revoked_at && entry.row.expires_at > startedAt) view = quotaOf(entry.row);
+      let entry = await cache.lookup(token, target.connectionId);
+      view = keyQuotaView(entry.row, startedAt);
       auth = authorize(entry.row, startedAt);
       const profile = auth.protocol_profile!;
       const endpoint = target.providerPath.replace(/\/$/, '');
@@ -246,29 +264,27 @@ export function createGateway(deps: GatewayDeps) {
       const raw = await bodyRead;
       let prepared: PreparedCall | undefined;
       if (inspector) {
-        if (!auth.period_id || !auth.period_end) throw new AppError('quota_insufficient', 'The access has no current quota period');
-        prepared = prepareCall(inspector, raw, auth.max_output_tokens!);
+        let metering = await admitMetered(auth, inspector, raw);
+        if (!metering.held.ok && metering.held.periodOver) {
+          // The cached period is over (a plan change split it, or it ended): read the access again, once.
+          entry = await cache.reload(token, target.connectionId);
+          view = keyQuotaView(entry.row, startedAt);
+          auth = authorize(entry.row, startedAt);
+          metering = await admitMetered(auth, inspector, raw);
+        }
+        const { held, bound, reset } = metering;
+        prepared = metering.prepared;
         invocation.requested_model = prepared.requestedModel;
         invocation.streamed = prepared.stream;
-        const inputPpm =
-          auth.input_multiplier_ppm! > auth.cached_input_multiplier_ppm! ? auth.input_multiplier_ppm! : auth.cached_input_multiplier_ppm!;
-        const bound = quota.computeUnits(
-          { inputTokens: prepared.inputBound, cachedInputTokens: 0n, outputTokens: prepared.outputBound },
-          { inputMultiplierPpm: inputPpm, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: auth.output_multiplier_ppm! },
-        );
-        const held = await leases.admit(
-          { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id },
-          bound,
-        );
         if (!held.ok) {
-          view = { remaining: held.available, reset: auth.period_end };
+          view = { remaining: held.available, reset };
           throw new AppError('quota_insufficient', `This call may need up to ${bound} units; ${held.available} are available`, {
-            reset_at: auth.period_end.toISOString(),
+            reset_at: reset.toISOString(),
           });
         }
         admission = held.admission;
         invocation.reservation_id = newId();
-        view = { remaining: held.remaining, reset: auth.period_end };
+        view = { remaining: held.remaining, reset };
       } else {
         const model = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(raw.length < 65536 ? raw.toString('utf8') : '')?.[1];
         if (model) invocation.requested_model = model;

@@ -72,7 +72,8 @@ export interface Admission {
   settled: boolean;
 }
 
-export type AdmitResult = { ok: true; admission: Admission; remaining: bigint } | { ok: false; available: bigint };
+/** Refused: `available` is what the period had; `periodOver` when it no longer covers now (ended, or split by a plan change). */
+export type AdmitResult = { ok: true; admission: Admission; remaining: bigint } | { ok: false; available: bigint; periodOver: boolean };
 
 const max = (a: bigint, b: bigint) => (a > b ? a : b);
 const free = (lease: Lease) => lease.held - lease.inflight;
@@ -124,6 +125,9 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
       lease.held += answer.held;
       lease.outside = answer.remaining!;
       lease.expiresAtMs = expiresAt.getTime();
+    } else if (answer.periodOver) {
+      // Its period ended or was split: no call is admitted on it any more; it is released once its calls end.
+      retire(lease);
     }
     return answer;
   }
@@ -187,13 +191,14 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
           growing.delete(target.periodId);
         }
         if (answer.held !== null || lease?.lost) continue;
+        if (answer.periodOver) return { ok: false, available: 0n, periodOver: true };
         // Not enough in the period for the missing part. A stale estimate of the share can ask for too
         // much under contention: one more try asking only for what is missing.
         if (!exact && answer.available >= need) {
           exact = true;
           continue;
         }
-        return { ok: false, available: answer.available + (lease ? max(free(lease), 0n) : 0n) };
+        return { ok: false, available: answer.available + (lease ? max(free(lease), 0n) : 0n), periodOver: false };
       }
     },
 

@@ -209,28 +209,32 @@ describe('two processes on one database', () => {
 });
 
 describe('a plan change while leases are held', () => {
-  // Leases stay held until drained: the change always finds them. No auth cache: a call right
-  // after the change finds the new part (a cached row would name the old period for up to its TTL).
+  // Leases stay held until drained: the change always finds them. No auth cache in `app` (each call
+  // reads the period); `cached` keeps its rows 5 s, so a call after the change starts from the old period.
   const HELD = { NEXUS_QUOTA_LEASE_IDLE_MS: '60000', NEXUS_AUTH_CACHE_TTL_MS: '0' };
   let app: TestApp;
   let second: SecondProcess;
+  /** With the auth cache on (5 s): its row of the access names the period before the change. */
+  let cached: TestApp;
 
   beforeAll(async () => {
     app = await startTestApp({ env: HELD });
     second = await secondProcess(app, HELD);
+    cached = await startTestApp({ env: { ...HELD, NEXUS_AUTH_CACHE_TTL_MS: '5000' } });
   });
   afterAll(async () => {
     await second?.close();
     await app?.close();
+    await cached?.close();
   });
 
   const drainAll = () => Promise.all([app.nexus.gateway.drain(), second.drain()]);
 
   /** A tenant on plan A (3000 units) and a published plan B (9000 units) in its workspace. */
-  async function tenantAndPlanB() {
-    const tenant = await createTenant(app, { baseUrl: up.url, providerKey: KEY, quotaUnits: 3000n, cachedPpm: 1_000_000n });
+  async function tenantAndPlanB(on: TestApp = app) {
+    const tenant = await createTenant(on, { baseUrl: up.url, providerKey: KEY, quotaUnits: 3000n, cachedPpm: 1_000_000n });
     const strategy = await createQuotaStrategy({
-      client: app.client,
+      client: on.client,
       path: { workspaceId: tenant.workspaceId },
       body: {
         key: 'b-quota',
@@ -242,21 +246,22 @@ describe('a plan change while leases are held', () => {
         maxOutputTokens: 1000,
       },
     });
-    await publishPlanStrategy({ client: app.client, path: { strategyId: strategy.data!.id } });
-    const plan = await createPlan({ client: app.client, path: { workspaceId: tenant.workspaceId }, body: { key: 'b', name: 'B', billingInterval: 'MONTH' } });
-    await bindPlanStrategy({ client: app.client, path: { planId: plan.data!.id }, body: { strategyId: strategy.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' } });
-    expect((await publishPlan({ client: app.client, path: { planId: plan.data!.id } })).response.status).toBe(200);
+    await publishPlanStrategy({ client: on.client, path: { strategyId: strategy.data!.id } });
+    const plan = await createPlan({ client: on.client, path: { workspaceId: tenant.workspaceId }, body: { key: 'b', name: 'B', billingInterval: 'MONTH' } });
+    await bindPlanStrategy({ client: on.client, path: { planId: plan.data!.id }, body: { strategyId: strategy.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' } });
+    expect((await publishPlan({ client: on.client, path: { planId: plan.data!.id } })).response.status).toBe(200);
     return { tenant, planB: plan.data!.id };
   }
 
-  async function changeTo(accessId: string, planId: string) {
-    const res = await changeAccessPlan({ client: app.client, path: { accessId }, body: { planId } });
+  async function changeTo(accessId: string, planId: string, on: TestApp = app) {
+    const res = await changeAccessPlan({ client: on.client, path: { accessId }, body: { planId } });
     expect(res.response.status, JSON.stringify(res.error)).toBe(200);
   }
 
   const appLeasesOf = (accessId: string) =>
     app.database.db('quota_reservations').where({ workspace_access_id: accessId, kind: 'LEASE' }).orderBy('created_at');
-  const partsOf = (accessId: string) => app.database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start');
+  const partsOf = (accessId: string, on: TestApp = app) =>
+    on.database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start');
 
   /** The split rule with used = what was consumed: the grants a change made with no lease held would give. */
   async function expectNoLeaseGrants(accessId: string) {
@@ -313,6 +318,21 @@ describe('a plan change while leases are held', () => {
     // Releasing again (a retried release) moves nothing more.
     await drainAll();
     expect((await partsOf(tenant.accessId)).map((p) => BigInt(p.granted_units))).toEqual([old.granted_units, next.granted_units].map(BigInt));
+  });
+
+  it('a call right after the change, its access cached with the old period, is admitted on the new part', async () => {
+    const { tenant, planB } = await tenantAndPlanB(cached);
+    expect((await callOn(tenant)).status).toBe(200);
+    // The lease is released, so the next call must hold on the period its cached row names: the old one.
+    await cached.nexus.gateway.drain();
+    await changeTo(tenant.accessId, planB, cached);
+    const res = await callOn(tenant);
+    await res.text();
+    expect(res.status).toBe(200);
+    await cached.nexus.gateway.drain();
+    const [old, next] = await partsOf(tenant.accessId, cached);
+    expect([BigInt(old.consumed_units), BigInt(next.consumed_units)]).toEqual([20n, 20n]);
+    expect(res.headers.get('x-nexus-quota-reset')).toBe(next.period_end.toISOString());
   });
 
   it('with no lease held at the change the grants are the same rule (the reference)', async () => {

@@ -72,12 +72,15 @@ export function createQuotaRepo(db: Queryable) {
     return (result.rows as { back: bigint | null }[])[0]?.back ?? 0n;
   }
 
-  /** What the period has available now (read after a hold failed: the hold's own snapshot may be older). */
-  async function availableUnits(periodId: string, q: Queryable): Promise<bigint> {
+  /**
+   * What the period has available now (read after a hold failed: the hold's own snapshot may be
+   * older); `over` when it no longer covers `now` (ended, or split by a plan change): nothing.
+   */
+  async function availableUnits(periodId: string, now: Date, q: Queryable): Promise<{ available: bigint; over: boolean }> {
     const row = (await q('quota_periods').where({ id: periodId }).first()) as QuotaPeriodRow | undefined;
-    if (!row) return 0n;
+    if (!row || row.period_end <= now || row.period_start > now) return { available: 0n, over: true };
     const available = row.granted_units - row.reserved_units - row.consumed_units;
-    return available > 0n ? available : 0n;
+    return { available: available > 0n ? available : 0n, over: false };
   }
 
   return {
@@ -104,7 +107,7 @@ export function createQuotaRepo(db: Queryable) {
         expiresAt: Date;
       },
       q: Queryable = db,
-    ): Promise<{ held: bigint | null; remaining: bigint | null; available: bigint }> {
+    ): Promise<{ held: bigint | null; remaining: bigint | null; available: bigint; periodOver?: boolean }> {
       const result = await q.raw(
         `with ${holdCtes({ lease: false })}, hold as (
            insert into quota_reservations
@@ -120,7 +123,8 @@ export function createQuotaRepo(db: Queryable) {
       );
       const row = (result.rows as { x: bigint | null; remaining: bigint | null }[])[0]!;
       if (row.x !== null) return { held: row.x, remaining: row.remaining, available: row.remaining! };
-      return { held: null, remaining: null, available: await availableUnits(h.periodId, q) };
+      const { available, over } = await availableUnits(h.periodId, h.now, q);
+      return { held: null, remaining: null, available, periodOver: over };
     },
 
     /**
@@ -132,7 +136,7 @@ export function createQuotaRepo(db: Queryable) {
     async extendLease(
       e: { leaseId: string; accessId: string; periodId: string; need: bigint; want: bigint; share: number; now: Date; expiresAt: Date },
       q: Queryable = db,
-    ): Promise<{ leased: boolean; held: bigint | null; remaining: bigint | null; available: bigint }> {
+    ): Promise<{ leased: boolean; held: bigint | null; remaining: bigint | null; available: bigint; periodOver?: boolean }> {
       const result = await q.raw(
         `with lk as (
            select id from quota_reservations where id = :leaseId and status = 'HELD' and kind = 'LEASE' for update
@@ -146,7 +150,9 @@ export function createQuotaRepo(db: Queryable) {
       const row = (result.rows as { leased: bigint; x: bigint | null; remaining: bigint | null }[])[0]!;
       const leased = row.leased > 0n;
       if (row.x !== null) return { leased, held: row.x, remaining: row.remaining, available: row.remaining! };
-      return { leased, held: null, remaining: null, available: leased ? await availableUnits(e.periodId, q) : 0n };
+      if (!leased) return { leased, held: null, remaining: null, available: 0n };
+      const { available, over } = await availableUnits(e.periodId, e.now, q);
+      return { leased, held: null, remaining: null, available, periodOver: over };
     },
 
     /**
