@@ -179,6 +179,17 @@ export async function newConnection(
   return { dto: configured.data!, credential, secret };
 }
 
+/** A workspace with a free plan (100 units), a pro plan (1000) and a Stripe connection mapping price_pro to pro. */
+export async function freeAndProWorkspace(w: BillingWorld, name?: string) {
+  const workspaceId = await newWorkspace(w, name);
+  const freePlan = await newPlan(w, workspaceId, 'free', '100');
+  const proPlan = await newPlan(w, workspaceId, 'pro', '1000');
+  const conn = await newConnection(w, workspaceId);
+  w.stripe.prices.set('price_pro', 'prod_pro');
+  await newMapping(w, conn.dto.id, proPlan, 'prod_pro', 'price_pro');
+  return { workspaceId, freePlan, proPlan, conn };
+}
+
 export async function newMapping(w: BillingWorld, connectionId: string, planId: string, product: string, price?: string, checkoutEnabled = true) {
   const res = await createBillingProductMapping({
     client: w.t.client,

@@ -18,13 +18,13 @@ import {
   DAY,
   deliverPaddle,
   deliverStripe,
+  freeAndProWorkspace,
   grantRows,
   GRACE_HOURS,
   HOUR,
   newConnection,
   newMapping,
   newPlan,
-  newWorkspace,
   projectionsOf,
   provision,
   startBillingWorld,
@@ -42,14 +42,9 @@ let conn: Conn;
 
 beforeAll(async () => {
   w = await startBillingWorld();
-  workspaceId = await newWorkspace(w);
-  freePlan = await newPlan(w, workspaceId, 'free', '100');
-  proPlan = await newPlan(w, workspaceId, 'pro', '1000');
+  ({ workspaceId, freePlan, proPlan, conn } = await freeAndProWorkspace(w));
   maxPlan = await newPlan(w, workspaceId, 'max', '5000');
-  conn = await newConnection(w, workspaceId);
-  w.stripe.prices.set('price_pro', 'prod_pro');
   w.stripe.prices.set('price_max', 'prod_max');
-  await newMapping(w, conn.dto.id, proPlan, 'prod_pro', 'price_pro');
   await newMapping(w, conn.dto.id, maxPlan, 'prod_max', 'price_max');
 });
 afterAll(async () => {

@@ -22,10 +22,7 @@ import {
   deliverStripe,
   grantRows,
   HOUR,
-  newConnection,
-  newMapping,
-  newPlan,
-  newWorkspace,
+  freeAndProWorkspace,
   provision,
   startBillingWorld,
   type BillingWorld,
@@ -40,12 +37,7 @@ let conn: Conn;
 
 beforeAll(async () => {
   w = await startBillingWorld();
-  workspaceId = await newWorkspace(w, 'billing-rules');
-  freePlan = await newPlan(w, workspaceId, 'free', '100');
-  proPlan = await newPlan(w, workspaceId, 'pro', '1000');
-  conn = await newConnection(w, workspaceId);
-  w.stripe.prices.set('price_pro', 'prod_pro');
-  await newMapping(w, conn.dto.id, proPlan, 'prod_pro', 'price_pro');
+  ({ workspaceId, freePlan, proPlan, conn } = await freeAndProWorkspace(w, 'billing-rules'));
 });
 afterAll(async () => {
   await w?.close();
