@@ -46,6 +46,8 @@ const OPERATIONS: Record<string, string> = {
 
 /** A JSON answer larger than this is passed through but not read for usage (charged at the reservation). */
 const MAX_JSON_USAGE_BYTES = 32 * 1024 * 1024;
+/** A call's bound beyond this is refused 429: no period can hold it, and a lease's multiple of it must fit a bigint. */
+const MAX_CALL_UNITS = 2n ** 58n;
 /** Model names are recorded up to this length. */
 const MAX_MODEL_LENGTH = 256;
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
@@ -185,6 +187,12 @@ export function createGateway(deps: GatewayDeps) {
       { inputTokens: prepared.inputBound, cachedInputTokens: 0n, outputTokens: prepared.outputBound },
       { inputMultiplierPpm: inputPpm, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: auth.output_multiplier_ppm! },
     );
+    if (bound > MAX_CALL_UNITS) {
+      // No period holds that many (a lease asks for a multiple of it, which must stay a bigint).
+      throw new AppError('quota_insufficient', `This call may need up to ${bound} units, more than a quota period can hold`, {
+        reset_at: auth.period_end.toISOString(),
+      });
+    }
     const held = await leases.admit({ workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id }, bound);
     return { prepared, bound, held, reset: auth.period_end };
   }

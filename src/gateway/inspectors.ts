@@ -7,7 +7,9 @@
  * Bounds: input tokens <= the request body's size in bytes (every token of a
  * byte-level BPE covers at least one byte, and the JSON around each message is
  * longer than the chat template's per-message tokens); output tokens <= the
- * request's max tokens (times `n` choices), or the strategy's maxOutputTokens.
+ * request's max tokens (times `n` choices), or the strategy's maxOutputTokens,
+ * which is then set as the request's cap (the body is rewritten), so that the
+ * provider cannot answer beyond the bound.
  */
 import { StringDecoder } from 'node:string_decoder';
 import { AppError } from '../errors.js';
@@ -55,6 +57,9 @@ export function inspectorFor(profile: ProtocolProfile, method: string, providerP
   return undefined;
 }
 
+/** More choices per call than any provider allows (OpenAI: n <= 128). */
+const MAX_CHOICES = 128;
+
 function positiveInt(value: unknown, param: string): number | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
@@ -76,20 +81,25 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
   const requestedModel = typeof body.model === 'string' ? body.model : '';
   const stream = body.stream === true;
   let perChoice: number | undefined;
-  let param = 'max_tokens';
+  /** The request's output cap, as this endpoint names it (the one set when the request has none). */
+  let param: string | undefined;
   switch (inspector.endpoint) {
     case 'chat':
       perChoice = positiveInt(body.max_completion_tokens, 'max_completion_tokens');
-      if (perChoice !== undefined) param = 'max_completion_tokens';
-      else perChoice = positiveInt(body.max_tokens, 'max_tokens');
+      param = 'max_completion_tokens';
+      if (perChoice === undefined) {
+        perChoice = positiveInt(body.max_tokens, 'max_tokens');
+        if (perChoice !== undefined) param = 'max_tokens';
+      }
       break;
     case 'completions':
     case 'messages':
-      perChoice = positiveInt(body.max_tokens, 'max_tokens');
+      param = 'max_tokens';
+      perChoice = positiveInt(body.max_tokens, param);
       break;
     case 'responses':
       param = 'max_output_tokens';
-      perChoice = positiveInt(body.max_output_tokens, 'max_output_tokens');
+      perChoice = positiveInt(body.max_output_tokens, param);
       break;
     case 'embeddings':
       perChoice = 0;
@@ -99,18 +109,29 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
     throw new AppError('max_tokens_exceeded', `${param} may be at most ${maxOutputTokens} on this plan`, { param });
   }
   const choices = Math.max(positiveInt(body.n, 'n') ?? 1, positiveInt(body.best_of, 'best_of') ?? 1, 1);
+  if (choices > MAX_CHOICES) {
+    const which = (body.n ?? 0) === choices ? 'n' : 'best_of';
+    throw new AppError('invalid_parameter', `${which} may be at most ${MAX_CHOICES}`, { param: which });
+  }
   const outputBound = BigInt(perChoice ?? maxOutputTokens) * BigInt(choices);
 
-  let sent = raw;
+  let rewritten = false;
+  // Without a cap of its own the provider's output would be bounded by nothing the reservation knows:
+  // the call is capped at the plan's maxOutputTokens, so the bound it was admitted with holds.
+  if (perChoice === undefined && param) {
+    body[param] = maxOutputTokens;
+    rewritten = true;
+  }
   let usageInjected = false;
   if (stream && (inspector.endpoint === 'chat' || inspector.endpoint === 'completions')) {
     const options = (body.stream_options ?? {}) as Record<string, unknown>;
     if (options.include_usage !== true) {
       body.stream_options = { ...options, include_usage: true };
-      sent = Buffer.from(JSON.stringify(body));
+      rewritten = true;
       usageInjected = true;
     }
   }
+  const sent = rewritten ? Buffer.from(JSON.stringify(body)) : raw;
   return { requestedModel, stream, body: sent, inputBound: BigInt(raw.length), outputBound, usageInjected };
 }
 

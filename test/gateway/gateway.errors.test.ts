@@ -262,6 +262,27 @@ describe('429: not enough quota', () => {
     expect(period.reserved).toBe(0n);
     expect(period.consumed).toBe(0n);
   });
+
+  it('refuses a bound no period can hold (an extreme price times 128 choices), not a 500', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, outputPpm: 9_000_000_000_000_000_000n });
+    const before = up.requests.length;
+    const res = await call(tenant, { body: JSON.stringify({ model: 'gpt-test', messages: [], n: 128 }) });
+    expect(res.status).toBe(429);
+    expect(res.body.error.message).toContain('more than a quota period can hold');
+    expect(up.requests.length).toBe(before);
+  });
+});
+
+describe('400: more choices than any provider allows', () => {
+  it('refuses n or best_of above 128 before the upstream is called', async () => {
+    const before = up.requests.length;
+    for (const [param, value] of [['n', 1e20], ['best_of', 129]] as const) {
+      const res = await call(a, { body: JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 5, [param]: value }) });
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'invalid_parameter', param });
+    }
+    expect(up.requests.length).toBe(before);
+  });
 });
 
 describe('502: no answer from the upstream', () => {

@@ -191,6 +191,16 @@ describe('openai profile through the openai SDK', () => {
     expect(after.reserved).toBe(0n);
   });
 
+  it("caps a call that sets no output limit at the plan's maxOutputTokens, so its reservation bounds it", async () => {
+    const before = await periodOf(t, oa.accessId);
+    await openai(oa).chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'uncapped' }] });
+    const sent = JSON.parse(openaiUp.requests.at(-1)!.body);
+    expect(sent).toMatchObject({ model: 'gpt-test', max_completion_tokens: 1000 });
+    expect(sent.max_tokens).toBeUndefined();
+    await t.nexus.gateway.drain();
+    expect((await periodOf(t, oa.accessId)).reserved).toBe(before.reserved);
+  });
+
   it('records and charges a call whose model name PostgreSQL could not store as it came', async () => {
     const before = await periodOf(t, oa.accessId);
     const model = 'gpt\u0000test\ud800' + 'x'.repeat(300);

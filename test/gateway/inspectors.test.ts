@@ -36,11 +36,30 @@ describe('inspectors', () => {
     const p = prepareCall(chat, raw, 100);
     expect(p).toMatchObject({ requestedModel: 'm', stream: true, inputBound: BigInt(raw.length), outputBound: 21n, usageInjected: true });
     expect(JSON.parse(p.body.toString()).stream_options).toEqual({ include_usage: true });
-    const asked = Buffer.from(JSON.stringify({ model: 'm', stream: true, stream_options: { include_usage: true } }));
-    expect(prepareCall(chat, asked, 100)).toMatchObject({ usageInjected: false, outputBound: 100n });
+    const asked = Buffer.from(JSON.stringify({ model: 'm', max_tokens: 50, stream: true, stream_options: { include_usage: true } }));
+    expect(prepareCall(chat, asked, 100)).toMatchObject({ usageInjected: false, outputBound: 50n });
     expect(prepareCall(chat, asked, 100).body).toBe(asked);
     expect(() => prepareCall(chat, Buffer.from('{"max_completion_tokens":101}'), 100)).toThrow(/at most 100/);
     expect(() => prepareCall(messages, Buffer.from('[1]'), 100)).toThrow(/JSON object/);
+    expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"n":1e20}'), 100)).toThrow(/n may be at most 128/);
+    expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"best_of":129}'), 100)).toThrow(/best_of may be at most 128/);
+  });
+
+  it("caps a request that sets no output limit at the plan's maxOutputTokens, as its endpoint names the cap", () => {
+    const cases: [typeof chat, string][] = [
+      [chat, 'max_completion_tokens'],
+      [inspectorFor('openai', 'POST', 'v1/completions')!, 'max_tokens'],
+      [inspectorFor('openai', 'POST', 'v1/responses')!, 'max_output_tokens'],
+      [messages, 'max_tokens'],
+    ];
+    for (const [inspector, param] of cases) {
+      const p = prepareCall(inspector, Buffer.from('{"model":"m","n":2}'), 100);
+      expect(JSON.parse(p.body.toString()), param).toEqual({ model: 'm', n: 2, [param]: 100 });
+      expect(p.outputBound).toBe(200n);
+    }
+    const embeddings = inspectorFor('openai', 'POST', 'v1/embeddings')!;
+    const raw = Buffer.from('{"model":"e","input":"x"}');
+    expect(prepareCall(embeddings, raw, 100).body).toBe(raw);
   });
 
   it.each([1, 3, 7, 4096])('reads OpenAI stream usage and removes the injected chunk (chunks of %i bytes)', (size) => {
