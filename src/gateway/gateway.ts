@@ -236,7 +236,7 @@ export function createGateway(deps: GatewayDeps) {
       auth = authorize(entry.row, startedAt);
       const profile = auth.protocol_profile!;
       const endpoint = target.providerPath.replace(/\/$/, '');
-      const inspector = inspectorFor(profile, method, endpoint);
+      const inspector = inspectorFor(profile, method, target.route);
       metered = Boolean(inspector);
       const traceId = TRACEPARENT.exec(String(req.headers.traceparent ?? ''))?.[1] ?? null;
       invocation = {

@@ -40,15 +40,16 @@ export interface Inspector {
   profile: ProtocolProfile;
 }
 
+// Case-insensitive: some upstreams route paths so (ASP.NET-hosted ones, for instance).
 const OPENAI: [RegExp, Endpoint][] = [
-  [/(^|\/)chat\/completions$/, 'chat'],
-  [/(^|\/)completions$/, 'completions'],
-  [/(^|\/)embeddings$/, 'embeddings'],
-  [/(^|\/)responses$/, 'responses'],
+  [/(^|\/)chat\/completions$/i, 'chat'],
+  [/(^|\/)completions$/i, 'completions'],
+  [/(^|\/)embeddings$/i, 'embeddings'],
+  [/(^|\/)responses$/i, 'responses'],
 ];
-const ANTHROPIC: [RegExp, Endpoint][] = [[/(^|\/)messages$/, 'messages']];
+const ANTHROPIC: [RegExp, Endpoint][] = [[/(^|\/)messages$/i, 'messages']];
 
-/** The inspector for a call, or undefined when the endpoint is not metered. */
+/** The inspector for a call (`route`: its path as an upstream may route it), or undefined when the endpoint is not metered. */
 export function inspectorFor(profile: ProtocolProfile, method: string, providerPath: string): Inspector | undefined {
   if (method !== 'POST') return undefined;
   for (const [pattern, endpoint] of profile === 'anthropic' ? ANTHROPIC : OPENAI) {

@@ -10,6 +10,12 @@ export interface GatewayTarget {
   connectionId: string;
   /** The provider path as the client sent it (still percent-encoded), without a leading slash. */
   providerPath: string;
+  /**
+   * The path an upstream may route it as: percent-decoded, `;parameters` dropped from its
+   * segments, no trailing slash. Metering matches this, so `chat/%63ompletions` or
+   * `chat/completions;x` cannot pass as an unmetered endpoint.
+   */
+  route: string;
   /** '' or '?...' exactly as sent. */
   search: string;
 }
@@ -68,6 +74,11 @@ export function parseGatewayUrl(rawUrl: string): GatewayTarget {
     if (round === 3) throw unsafe('The path is encoded too many times');
     current = decoded;
   }
+  const route = current
+    .split('/')
+    .map((segment) => segment.split(';', 1)[0])
+    .join('/')
+    .replace(/\/$/, '');
   // An id that is not a UUID names no connection: the key is still checked first (401 before 404).
-  return { connectionId: isUuid(connectionId) ? connectionId : NO_CONNECTION, providerPath, search };
+  return { connectionId: isUuid(connectionId) ? connectionId : NO_CONNECTION, providerPath, route, search };
 }

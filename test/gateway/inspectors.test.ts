@@ -107,9 +107,19 @@ describe('parseGatewayUrl', () => {
     expect(parseGatewayUrl(`/providers/${id}/v1/chat/completions?a=1&b=%20`)).toEqual({
       connectionId: id,
       providerPath: 'v1/chat/completions',
+      route: 'v1/chat/completions',
       search: '?a=1&b=%20',
     });
     expect(parseGatewayUrl(`/providers/${id}/v1/files/file%20name`).providerPath).toBe('v1/files/file%20name');
+  });
+  it('meters the path an upstream may route: decoded, without ;parameters or a trailing slash, in any case', () => {
+    for (const path of ['v1/chat/%63ompletions', 'v1/chat/completions;x=1', 'v1/chat/completions/', 'v1/chat/%2563ompletions']) {
+      const target = parseGatewayUrl(`/providers/${id}/${path}`);
+      expect(target.providerPath, path).toBe(path);
+      expect(inspectorFor('openai', 'POST', target.route)?.endpoint, path).toBe('chat');
+    }
+    expect(inspectorFor('openai', 'POST', 'V1/Chat/Completions')?.endpoint).toBe('chat');
+    expect(inspectorFor('anthropic', 'POST', parseGatewayUrl(`/providers/${id}/v1/%6Dessages`).route)?.endpoint).toBe('messages');
   });
   it.each(['v1/%2e%2e/x', 'v1/%25%32%65%25%32%65/x', 'v1//x', 'v1/%ZZ', 'javascript:alert(1)', 'v1/%c0%ae%c0%ae/x'])('refuses %s', (path) => {
     expect(() => parseGatewayUrl(`/providers/${id}/${path}`)).toThrow();
