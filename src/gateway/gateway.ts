@@ -34,7 +34,7 @@ import { clientHeaders, upstreamHeaders } from './headers.js';
 import { inspectorFor, prepareCall, SseMeter, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
 import { parseGatewayUrl } from './path-safety.js';
 import type { Consumption } from './settlement.js';
-import { createUpstreamPools, UpstreamCancel } from './upstreams.js';
+import { createUpstreamPools, decodedBody, UpstreamCancel } from './upstreams.js';
 
 const OPERATIONS: Record<string, string> = {
   GET: 'proxyProviderGet',
@@ -410,9 +410,13 @@ export function createGateway(deps: GatewayDeps) {
       res.statusCode = upstream.statusCode;
       const passed = clientHeaders(upstream.headers);
       for (const name in passed) res.setHeader(name, passed[name]!);
+      const encoded = upstream.headers['content-encoding'];
+      const answer = decodedBody(upstream.body, encoded);
+      if (!answer.decoded) res.setHeader('content-encoding', encoded!);
       // Forwarded byte for byte: the length is known, so the answer goes out unchunked.
       const length = upstream.headers['content-length'];
-      if (!rewriting && typeof length === 'string' && upstream.statusCode !== 204 && upstream.statusCode !== 304) {
+      const asSent = answer.body === upstream.body;
+      if (asSent && !rewriting && typeof length === 'string' && upstream.statusCode !== 204 && upstream.statusCode !== 304) {
         res.setHeader('content-length', length);
       }
       res.setHeader('x-nexus-metering-status', inspector ? 'metered' : 'unmetered');
@@ -430,7 +434,7 @@ export function createGateway(deps: GatewayDeps) {
       }
 
       try {
-        for await (const chunk of upstream.body as AsyncIterable<Buffer>) {
+        for await (const chunk of answer.body as AsyncIterable<Buffer>) {
           tFirstUpstream ??= process.hrtime.bigint();
           let out: Buffer | string = chunk;
           if (meter) {
@@ -468,6 +472,7 @@ export function createGateway(deps: GatewayDeps) {
           logger.warn({ msg: 'upstream stream broke', requestId: invocation.request_id, error: (err as Error).message });
         }
         upstream.body.destroy();
+        answer.body.destroy();
         res.destroy();
       }
       if (meter) {

@@ -5,6 +5,8 @@
  * host is checked here, since no lookup runs for it.
  */
 import { EventEmitter } from 'node:events';
+import { pipeline, type Readable, type Transform } from 'node:stream';
+import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { Pool } from 'undici';
 import { guardedLookup, isRefusedHost } from '../domain/provider-connections/upstream-guard.js';
 import { AppError } from '../errors.js';
@@ -54,4 +56,26 @@ export class UpstreamCancel extends EventEmitter {
     this.reason = reason;
     this.emit('abort');
   }
+}
+
+const DECODERS: Record<string, () => Transform> = {
+  gzip: createGunzip,
+  'x-gzip': createGunzip,
+  deflate: createInflate,
+  br: createBrotliDecompress,
+};
+
+/**
+ * The gateway asks upstreams for an identity body (it reads usage from it). One
+ * that compresses anyway is decompressed here: the client gets a body it can
+ * read (without the header that said how) and the meter sees JSON or SSE.
+ * `decoded: false` for an encoding it cannot decode: the body is passed on as is.
+ */
+export function decodedBody(body: Readable, contentEncoding: string | string[] | undefined): { body: Readable; decoded: boolean } {
+  const encoding = String(contentEncoding ?? '').trim().toLowerCase();
+  if (!encoding || encoding === 'identity') return { body, decoded: true };
+  const decoder = DECODERS[encoding];
+  if (!decoder) return { body, decoded: false };
+  // A broken upstream body or corrupt data fails the decoder, and so the read of it.
+  return { body: pipeline(body, decoder(), () => {}), decoded: true };
 }

@@ -191,6 +191,19 @@ describe('openai profile through the openai SDK', () => {
     expect(after.reserved).toBe(0n);
   });
 
+  it('decompresses an answer the upstream compressed although asked not to: the client can read it, usage is exact', async () => {
+    const before = await periodOf(t, oa.accessId);
+    const client = openai(oa, { 'x-fake-fault': 'gzip', 'x-fake-usage': '30,6,0' });
+    const data = await client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'zip' }], max_tokens: 10 });
+    expect(data.usage).toMatchObject({ prompt_tokens: 30, completion_tokens: 6 });
+    const chunks = [];
+    for await (const c of await client.chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 10, stream: true })) chunks.push(c);
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('alpha beta gamma delta epsilon zeta');
+    expect(chunks.some((c) => c.usage)).toBe(false);
+    await t.nexus.gateway.drain();
+    expect((await periodOf(t, oa.accessId)).consumed - before.consumed).toBe(2n * units(30, 0, 6));
+  });
+
   it('meters a metered endpoint however its path is spelled, even where unmetered passthrough is allowed', async () => {
     for (const path of ['v1/chat/%63ompletions', 'v1/chat/completions;x=1', 'v1/CHAT/completions']) {
       const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/${path}`, {

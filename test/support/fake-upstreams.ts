@@ -11,9 +11,11 @@
  *                 hang      headers are never sent (the gateway's timeout fires first)
  *                 slow      one stream event every x-fake-delay-ms (default 50) ms
  *                 status-429 / status-500  that status with an error body and rate-limit headers
+ *                 gzip      chat completions answer gzip-compressed (JSON or SSE), whatever was asked
  *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { closeServer, listenLocal } from './local-server.js';
 
 export interface SeenRequest {
@@ -74,9 +76,17 @@ function json(res: ServerResponse, status: number, body: unknown, extra: Record<
   res.end(text);
 }
 
+/** A body compressed although the gateway asked for identity (some servers do). */
+function gzipped(res: ServerResponse, contentType: string, text: string): void {
+  const body = gzipSync(text);
+  res.writeHead(200, { ...commonHeaders(), 'content-type': contentType, 'content-encoding': 'gzip', 'content-length': body.length });
+  res.end(body);
+}
+
 /** Writes SSE events honouring the fault modes; returns when done (or the socket died). */
 async function stream(req: IncomingMessage, res: ServerResponse, events: string[]): Promise<void> {
   const fault = req.headers['x-fake-fault'];
+  if (fault === 'gzip') return gzipped(res, 'text/event-stream', events.join(''));
   const delay = fault === 'slow' ? Number(req.headers['x-fake-delay-ms'] ?? 50) : 0;
   res.writeHead(200, { ...commonHeaders(), 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   for (let i = 0; i < events.length; i++) {
@@ -162,7 +172,7 @@ export function startOpenAiUpstream(options: { apiKey: string }): Promise<FakeUp
       const chat = path === '/v1/chat/completions';
       const id = `cmpl-${counter}`;
       if (!body.stream) {
-        return json(res, 200, {
+        const completion = {
           id,
           object: chat ? 'chat.completion' : 'text_completion',
           created: 1_700_000_000,
@@ -173,7 +183,8 @@ export function startOpenAiUpstream(options: { apiKey: string }): Promise<FakeUp
               : { index: 0, text: words.join(' '), finish_reason: 'stop' },
           ],
           usage: chatUsage,
-        });
+        };
+        return fault === 'gzip' ? gzipped(res, 'application/json', JSON.stringify(completion)) : json(res, 200, completion);
       }
       const includeUsage = body.stream_options?.include_usage === true;
       const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
