@@ -353,10 +353,13 @@ export function createGateway(deps: GatewayDeps) {
 
     const cancel = new UpstreamCancel();
     let clientGone = false;
+    // A metered answer that is not streamed is read to its end even when the client has left: the provider does
+    // (and bills) the work anyway, so its exact usage is charged rather than nothing or the whole bound.
+    const readToEnd = Boolean(inspector && prepared && !prepared.stream);
     res.on('close', () => {
       if (!res.writableFinished) {
         clientGone = true;
-        cancel.cancel(new Error('The client closed the connection'));
+        if (!readToEnd) cancel.cancel(new Error('The client closed the connection'));
       }
     });
 
@@ -444,10 +447,13 @@ export function createGateway(deps: GatewayDeps) {
             jsonChunks.push(chunk);
             jsonSize += chunk.length;
           }
+          if (clientGone) {
+            if (readToEnd) continue;
+            throw new Error('client gone');
+          }
           if (out.length === 0) continue;
           tFirstClient ??= process.hrtime.bigint();
           if (!res.write(out)) await drain(res);
-          if (clientGone) throw new Error('client gone');
         }
         tUpstreamEnd = process.hrtime.bigint();
         clearImmediate(headersFlush);
@@ -456,8 +462,9 @@ export function createGateway(deps: GatewayDeps) {
           if (tail) res.write(tail);
         }
         res.end();
-        status = upstream.statusCode < 400 ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
-        attemptStatus = status === 'SUCCEEDED' ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
+        attemptStatus = upstream.statusCode < 400 ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
+        status = clientGone ? 'CLIENT_ABORTED' : attemptStatus;
+        if (clientGone) errorCode = 'client_aborted';
       } catch (err) {
         tUpstreamEnd ??= process.hrtime.bigint();
         clearImmediate(headersFlush);

@@ -149,6 +149,34 @@ describe('client aborts mid-stream', () => {
   });
 });
 
+describe('client leaves before a JSON answer', () => {
+  it('reads the answer to its end and charges its exact usage (the provider did the work)', async () => {
+    const before = await periodOf(t, tenant.accessId);
+    const seen = up.requests.length;
+    const controller = new AbortController();
+    const call = gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'late', 'x-fake-delay-ms': '300', 'x-fake-usage': '12,4,0' },
+      body: JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 100 }),
+      signal: controller.signal,
+    });
+    for (let i = 0; i < 50 && up.requests.length === seen; i++) await new Promise((r) => setTimeout(r, 10));
+    controller.abort();
+    await expect(call).rejects.toThrow();
+    // The upstream answers after the client left; the gateway still reads it.
+    for (let i = 0; i < 100 && up.open() > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await t.nexus.gateway.drain();
+    const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 1 } });
+    const inv = (await getInvocation({ client: t.client, path: { invocationId: list.data![0]!.id } })).data!;
+    expect(inv).toMatchObject({ status: 'CLIENT_ABORTED', quotaUnits: String(12 + 4 * 2) });
+    expect(inv.attempt).toMatchObject({ status: 'SUCCEEDED', httpStatus: 200, errorCode: 'client_aborted' });
+    expect(inv.usageEvents).toHaveLength(1);
+    const after = await periodOf(t, tenant.accessId);
+    expect(after.consumed - before.consumed).toBe(20n);
+    expect(after.reserved).toBe(0n);
+  });
+});
+
 describe('the reservation sweeper', () => {
   it('releases reservations whose process died, charging nothing', async () => {
     const before = await periodOf(t, tenant.accessId);

@@ -12,6 +12,7 @@
  *                 slow      one stream event every x-fake-delay-ms (default 50) ms
  *                 status-429 / status-500  that status with an error body and rate-limit headers
  *                 gzip      chat completions answer gzip-compressed (JSON or SSE), whatever was asked
+ *                 late      a JSON chat completion answers after x-fake-delay-ms (default 200) ms
  *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -172,6 +173,7 @@ export function startOpenAiUpstream(options: { apiKey: string }): Promise<FakeUp
       const chat = path === '/v1/chat/completions';
       const id = `cmpl-${counter}`;
       if (!body.stream) {
+        if (fault === 'late') await sleep(Number(req.headers['x-fake-delay-ms'] ?? 200));
         const completion = {
           id,
           object: chat ? 'chat.completion' : 'text_completion',
