@@ -21,7 +21,7 @@ import { billingWebhookReceiver } from './handlers/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createApi } from './http/api.js';
 import type { RequestLocals } from './http/locals.js';
-import { errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver } from './http/middleware.js';
+import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver } from './http/middleware.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 
@@ -219,6 +219,7 @@ export interface RunningServer {
 export async function listen(nexus: NexusApp, port: number, host: string, shutdownTimeoutMs: number): Promise<RunningServer> {
   const server = createServer(nexus.handler);
   server.keepAliveTimeout = 65_000;
+  server.on('clientError', clientErrorHandler());
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

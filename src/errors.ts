@@ -14,6 +14,7 @@ export const errorStatus = {
   unsafe_proxy_request: 400,
   max_tokens_exceeded: 400,
   invalid_signature: 400,
+  malformed_http: 400,
   // 401
   missing_credentials: 401,
   invalid_management_key: 401,

@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AppError } from '../errors.js';
+import type { Duplex } from 'node:stream';
+import { AppError, errorBody } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -104,5 +105,32 @@ export function errorRenderer() {
       return;
     }
     sendError(req, res, err);
+  };
+}
+
+/**
+ * Requests node's HTTP parser refuses before any handler sees them (a header value
+ * holding CR or NUL, a malformed request line): the Error body and a request id,
+ * like every other refusal, instead of node's bare 400. Header overflow (431),
+ * timeouts (408) and resets keep node's own answers.
+ */
+export function clientErrorHandler() {
+  return (err: NodeJS.ErrnoException, socket: Duplex): void => {
+    const code = err.code ?? '';
+    if (code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    if (!code.startsWith('HPE_') || code === 'HPE_HEADER_OVERFLOW') {
+      const status = code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
+      socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
+      return;
+    }
+    const requestId = newId();
+    const body = JSON.stringify(errorBody(new AppError('malformed_http', `The request is not valid HTTP (${code})`), requestId));
+    socket.end(
+      `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `X-Request-Id: ${requestId}\r\nX-Nexus-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+    );
   };
 }

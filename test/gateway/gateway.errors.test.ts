@@ -110,7 +110,7 @@ describe('400: unsafe path or header, invalid proxy request', () => {
     expect(up.requests.length).toBe(before);
   });
 
-  it('never forwards a header value holding CR/LF (the request dies at the parser with 400)', async () => {
+  it('never forwards a header value holding CR/LF (the request dies at the parser with 400 and the Error body)', async () => {
     const before = up.requests.length;
     const url = new URL(t.url);
     const answer = await new Promise<string>((resolve) => {
@@ -126,6 +126,9 @@ describe('400: unsafe path or header, invalid proxy request', () => {
       socket.on('error', () => resolve(data));
     });
     expect(answer).toMatch(/^HTTP\/1\.1 400/);
+    expect(answer).toMatch(/\r\nX-Nexus-Request-Id: [\da-f-]{36}\r\n/);
+    const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+    expect(body.error).toMatchObject({ code: 'malformed_http', type: 'invalid_request_error' });
     expect(up.requests.length).toBe(before);
   });
 
