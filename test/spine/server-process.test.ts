@@ -51,7 +51,7 @@ async function startServer(port: number, extra: Record<string, string> = {}): Pr
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
   const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 45_000;
   while (!output.includes('"msg":"listening"')) {
     if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${output}`);
     await new Promise((r) => setTimeout(r, 100));
@@ -98,7 +98,7 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
 
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
-  }, 60_000);
+  }, 120_000);
 
   it('refuses bad configuration with a clear message', async () => {
     const bad = await run('src/server.ts', [], { PORT: 'not-a-port' });
