@@ -154,6 +154,7 @@ describe('listAuditLogs', () => {
     const archived = await archiveWorkspace({ client: t.client, path: { workspaceId: ws.data!.id } });
     track(archived, 'workspace.archived', ws.data!.id);
     const entries = (await listAuditLogs({ client: scoped, path: { workspaceId: ws.data!.id } })).data!;
+    expect(entries.find((e) => e.action === 'management_key.created')?.changes).toEqual({ name: 'audit-scoped' });
     expect(entries.map((e) => [e.action, e.actorKeyId])).toEqual([
       ['workspace.archived', 'root'],
       ['workspace.updated', keyId],

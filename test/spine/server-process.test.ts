@@ -113,6 +113,13 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     const missing = await run('src/cli.ts', ['management-keys', 'create', '--workspace', '01a20000-0000-7000-8000-000000000000']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('not found');
+    // An id that is not a UUID gets a plain message, not a database error.
+    const malformed = await run('src/cli.ts', ['management-keys', 'create', '--workspace', 'notauuid']);
+    expect(malformed.code).toBe(1);
+    expect(malformed.stderr.trim()).toBe("error: workspace id 'notauuid' is not a UUID");
+    const badRevoke = await run('src/cli.ts', ['management-keys', 'revoke', 'notauuid']);
+    expect(badRevoke.code).toBe(1);
+    expect(badRevoke.stderr.trim()).toBe("error: key id 'notauuid' is not a UUID");
     const unknown = await run('src/cli.ts', ['frobnicate']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('usage');

@@ -5,7 +5,7 @@
  */
 import type { Db } from '../../db/database.js';
 import { AppError } from '../../errors.js';
-import { newId } from '../../ids.js';
+import { isUuid, newId } from '../../ids.js';
 import { systemActor, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import { constantTimeEqual, generateToken, type KeyHasher } from '../security/key-hash.js';
@@ -76,6 +76,8 @@ export function createManagementKeyService(deps: {
     /** A key that sees only the given workspaces; the plaintext is returned once. */
     async createScoped(actor: Actor, input: { name: string; workspaceIds: string[] }): Promise<{ id: string; key: string }> {
       if (input.workspaceIds.length === 0) throw new AppError('invalid_parameter', 'A scoped key needs at least one workspace', { param: 'workspace' });
+      const notUuid = input.workspaceIds.find((id) => !isUuid(id));
+      if (notUuid !== undefined) throw new AppError('invalid_parameter', `workspace id '${notUuid}' is not a UUID`, { param: 'workspace' });
       return db.transaction(async (tx) => {
         for (const workspaceId of input.workspaceIds) {
           const workspace = await workspaceRepo.findByIdForShare(workspaceId, tx);
@@ -92,13 +94,15 @@ export function createManagementKeyService(deps: {
           [...new Set(input.workspaceIds)],
           tx,
         );
-        for (const workspaceId of input.workspaceIds) {
+        // One entry in each workspace's log, naming no other workspace: a key scoped to one
+        // workspace reads its log and must not learn the ids of workspaces it cannot see.
+        for (const workspaceId of new Set(input.workspaceIds)) {
           await audit.record(tx, actor, {
             action: 'management_key.created',
             resourceType: 'management_key',
             resourceId: id,
             workspaceId,
-            changes: { name: input.name, workspaceIds: input.workspaceIds },
+            changes: { name: input.name },
           });
         }
         return { id, key: token };
@@ -110,6 +114,7 @@ export function createManagementKeyService(deps: {
     },
 
     async revoke(actor: Actor, id: string): Promise<boolean> {
+      if (!isUuid(id)) throw new AppError('invalid_parameter', `key id '${id}' is not a UUID`, { param: 'keyId' });
       return db.transaction(async (tx) => {
         const revoked = await managementKeyRepo.revoke(id, clock.now(), tx);
         if (revoked) {
