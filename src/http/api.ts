@@ -8,6 +8,7 @@ import type { Request, Response } from 'express';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
+import { fullFormats } from 'ajv-formats/dist/formats.js';
 import type { ErrorObject } from 'ajv';
 import { AppError, errorBody, toAppError } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
@@ -51,11 +52,52 @@ function paramOf(e: ErrorObject): string | null {
 
 /** How a format is named in an error message. */
 const FORMATS: Record<string, string> = {
-  'date-time': 'an ISO 8601 date-time with a time zone (2026-01-31T12:00:00Z)',
+  'date-time': 'an ISO 8601 date-time with a time zone, in the years 0001-9999 UTC (2026-01-31T12:00:00Z)',
   uuid: 'a UUID',
   email: 'an email address',
   uri: 'an absolute URL',
 };
+
+const FIRST_INSTANT = Date.parse('0001-01-01T00:00:00Z');
+const LAST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * RFC 3339 (ajv-formats' check) and, once in UTC, within the years 0001-9999: an
+ * instant outside them would be written back as '+010000-...', which is no
+ * RFC 3339 date-time.
+ */
+const isRfc3339 = (fullFormats['date-time'] as { validate: (value: string) => boolean }).validate;
+
+function isDateTime(value: string): boolean {
+  if (!isRfc3339(value)) return false;
+  const at = Date.parse(value);
+  return at >= FIRST_INSTANT && at <= LAST_INSTANT;
+}
+
+/** What the contract's patterns ask for, in words. */
+const PATTERNS: Record<string, string> = {
+  '\\S': 'must not be blank',
+  '^(0|[1-9][0-9]{0,18})$': 'must be a whole number from 0 to 9223372036854775807 as a decimal string, such as "1000"',
+  '^[a-z0-9][a-z0-9_.-]*$': "must start with a lowercase letter or digit and hold only lowercase letters, digits, '_', '.' and '-'",
+  '^[\\x21-\\x7E]+$': 'must be printable ASCII without spaces',
+};
+
+const TYPES: Record<string, string> = {
+  integer: 'an integer',
+  number: 'a number',
+  string: 'a string',
+  boolean: 'true or false',
+  object: 'a JSON object',
+  array: 'an array',
+  null: 'null',
+};
+
+function typeMessage(type: unknown): string {
+  const types = String(type).split(',');
+  return `must be ${types.map((t) => TYPES[t] ?? t).join(' or ')}`;
+}
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 function validationError(errors: ErrorObject[] | null | undefined): AppError {
   const first = errors?.[0];
@@ -65,7 +107,14 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
     return new AppError('invalid_parameter', 'The request body is required (JSON)');
   }
   const param = paramOf(first);
-  const p = first.params as { additionalProperty?: string; allowedValues?: unknown[]; pattern?: string; format?: string };
+  const p = first.params as {
+    additionalProperty?: string;
+    allowedValues?: unknown[];
+    pattern?: string;
+    format?: string;
+    type?: unknown;
+    limit?: number;
+  };
   const subject = param ?? 'The request body';
   let message: string;
   if (first.keyword === 'additionalProperties') {
@@ -73,7 +122,11 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
   } else if (first.keyword === 'required') message = `${subject} is required`;
   else if (first.keyword === 'enum' && p.allowedValues) message = `${subject} must be one of ${p.allowedValues.join(', ')}`;
   else if (first.keyword === 'format' && p.format && FORMATS[p.format]) message = `${subject} must be ${FORMATS[p.format]}`;
-  else if (first.keyword === 'pattern' && p.pattern === '\\S') message = `${subject} must not be blank`;
+  else if (first.keyword === 'pattern' && p.pattern && PATTERNS[p.pattern]) message = `${subject} ${PATTERNS[p.pattern]}`;
+  else if (first.keyword === 'type') message = `${subject} ${typeMessage(p.type)}`;
+  else if (first.keyword === 'minLength') message = `${subject} must be at least ${plural(p.limit!, 'character')} long`;
+  else if (first.keyword === 'maxLength') message = `${subject} must be at most ${plural(p.limit!, 'character')} long`;
+  else if (first.keyword === 'maxProperties') message = `${subject} must have at most ${plural(p.limit!, 'field')}`;
   else if (first.keyword === 'minProperties' && !param) message = 'The request body must name at least one field to change';
   else message = `${subject} ${first.message ?? 'is invalid'}`;
   return new AppError('invalid_parameter', message, param ? { param } : {});
@@ -135,6 +188,7 @@ export function createApi(deps: ApiDeps) {
     ajvOpts: { strict: false, allErrors: false },
     customizeAjv: (ajv) => {
       addFormats(ajv);
+      ajv.addFormat('date-time', { type: 'string', validate: isDateTime });
       return ajv;
     },
   });

@@ -86,15 +86,27 @@ export function jsonBodiesOnly() {
   };
 }
 
+function isJson(text: unknown): boolean {
+  if (typeof text !== 'string') return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Body parser failures and anything thrown outside the contract's handlers. */
 export function errorRenderer() {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const e = err as { type?: string; status?: number };
+    const e = err as { type?: string; status?: number; body?: unknown };
     if (e?.type === 'entity.too.large') {
       return sendError(req, res, new AppError('payload_too_large', 'The request body is larger than the limit'));
     }
     if (e?.type === 'entity.parse.failed') {
-      return sendError(req, res, new AppError('invalid_json', 'The request body is not valid JSON'));
+      // The parser takes only objects and arrays: `null`, `42` or `"x"` are JSON, just not a body.
+      const message = isJson(e.body) ? 'The request body must be a JSON object' : 'The request body is not valid JSON';
+      return sendError(req, res, new AppError('invalid_json', message));
     }
     if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
       return sendError(req, res, new AppError('invalid_request', 'Unsupported content encoding or charset'));

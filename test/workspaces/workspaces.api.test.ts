@@ -70,6 +70,37 @@ describe('request bodies: their content type, and what validation errors say', (
     expect(((await emptyPatch.json()) as any).error.message).toBe('The request body must name at least one field to change');
   });
 
+  it('types, lengths, patterns, non-object bodies and out-of-range instants are refused in plain words', async () => {
+    const get = async (path: string) => {
+      const res = await t.fetch(`${t.url}${path}`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+      return { status: res.status, error: ((await res.json()) as any).error };
+    };
+    expect(await get('/admin/v1/workspaces?limit=abc')).toMatchObject({ status: 400, error: { message: 'limit must be an integer', param: 'limit' } });
+    expect(await get('/admin/v1/workspaces?cursor=')).toMatchObject({ status: 400, error: { message: 'cursor must be at least 1 character long' } });
+    expect((await rawPost('/admin/v1/workspaces', '{"name":7}')).body.error).toMatchObject({ message: 'name must be a string', param: 'name' });
+    for (const body of ['null', '42', '"x"']) {
+      expect((await rawPost('/admin/v1/workspaces', body)).body.error).toMatchObject({ code: 'invalid_json', message: 'The request body must be a JSON object' });
+    }
+    expect((await rawPost('/admin/v1/workspaces', '{"name":')).body.error).toMatchObject({ code: 'invalid_json', message: 'The request body is not valid JSON' });
+    const ws = await newWorkspace('validated');
+    const strategy = await rawPost(`/admin/v1/workspaces/${ws.id}/plan-strategies/quota`, JSON.stringify({
+      key: 'chat', resetInterval: 'MONTH', quotaUnits: '-1', inputMultiplierPpm: '1000000', outputMultiplierPpm: '1000000',
+      cachedInputMultiplierPpm: '1000000', maxOutputTokens: 100,
+    }));
+    expect(strategy.status).toBe(400);
+    expect(strategy.body.error).toMatchObject({
+      param: 'quotaUnits',
+      message: 'quotaUnits must be a whole number from 0 to 9223372036854775807 as a decimal string, such as "1000"',
+    });
+    // An instant that is RFC 3339 as written but outside the years 0001-9999 once in UTC.
+    for (const since of ['9999-12-31T23:59:59-01:00', '0000-01-01T00:00:00+05:00']) {
+      const res = await get(`/admin/v1/workspaces/${ws.id}/audit-logs?since=${encodeURIComponent(since)}`);
+      expect(res).toMatchObject({ status: 400, error: { param: 'since' } });
+      expect(res.error.message).toContain('in the years 0001-9999 UTC');
+    }
+    expect((await get(`/admin/v1/workspaces/${ws.id}/audit-logs?since=${encodeURIComponent('9999-12-31T23:59:59Z')}`)).status).toBe(200);
+  });
+
   it('text PostgreSQL cannot store, and metadata nested too deeply, get a 400 naming the field and change nothing', async () => {
     const before = (await t.database.db('workspaces').count('* as n'))[0]!.n;
     const deep = '{"a":'.repeat(5000) + '1' + '}'.repeat(5000);
