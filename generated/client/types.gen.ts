@@ -874,7 +874,7 @@ export type Until = string;
 export type Limit = number;
 
 /**
- * The opaque cursor from the previous page's `X-Next-Cursor` header.
+ * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
  */
 export type Cursor = string;
 
@@ -927,7 +927,7 @@ export type ListWorkspaceUsersData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -1268,7 +1268,7 @@ export type ListInferenceKeysData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -1452,7 +1452,7 @@ export type ListAuditLogsData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -1524,7 +1524,7 @@ export type ListBillingConnectionsData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -1812,7 +1812,7 @@ export type ListBillingProductMappingsData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -2014,7 +2014,7 @@ export type ListBillingWebhookEventsData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -2116,7 +2116,7 @@ export type ListExternalSubscriptionsData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -2683,7 +2683,7 @@ export type ListPlansData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -2974,7 +2974,7 @@ export type ListPlanStrategiesData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -3112,7 +3112,7 @@ export type ListPlanStrategyBindingsData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -3261,7 +3261,7 @@ export type ListProviderConnectionsData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -3704,7 +3704,7 @@ export type ListInvocationsData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -3805,7 +3805,7 @@ export type ListUsageEventsData = {
     };
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**
@@ -3862,7 +3862,7 @@ export type ListWorkspacesData = {
     path?: never;
     query?: {
         /**
-         * The opaque cursor from the previous page's `X-Next-Cursor` header.
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
          */
         cursor?: string;
         /**

@@ -5,6 +5,7 @@
  * result (or the Error body) to the response.
  */
 import type { Request, Response } from 'express';
+import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
@@ -161,11 +162,35 @@ function nextLink(publicUrl: string, req: Request, cursor: string): string {
   return `<${publicUrl}${url.pathname}${url.search}>; rel="next"`;
 }
 
-function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps): void {
+/**
+ * A list's cursor carries a tag of the list it came from (the operation and its
+ * path parameters), so one given to another list (or another workspace's) is
+ * refused instead of read as a position there. The domain's own cursor follows
+ * the tag: `<tag>.<cursor>`.
+ */
+function listTag(operationId: string, path: Record<string, unknown>): string {
+  const scope = [operationId, ...Object.keys(path).sort().map((k) => `${k}=${String(path[k])}`)].join('\n');
+  return createHash('sha256').update(scope).digest('base64url').slice(0, 10);
+}
+
+function cursorOut(tag: string, cursor: string): string {
+  return `${tag}.${cursor}`;
+}
+
+function cursorIn(tag: string, cursor: string): string {
+  const dot = cursor.indexOf('.');
+  if (dot < 0 || cursor.slice(0, dot) !== tag) {
+    throw new AppError('invalid_cursor', 'The cursor is not one this list returned', { param: 'cursor' });
+  }
+  return cursor.slice(dot + 1);
+}
+
+function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps, tag = ''): void {
   if (result.headers) res.set(result.headers);
   if (result.nextCursor) {
-    res.set('X-Next-Cursor', result.nextCursor);
-    res.set('Link', nextLink(deps.publicUrl(), req, result.nextCursor));
+    const cursor = cursorOut(tag, result.nextCursor);
+    res.set('X-Next-Cursor', cursor);
+    res.set('Link', nextLink(deps.publicUrl(), req, cursor));
   }
   res.status(result.status);
   if (result.body === undefined) res.end();
@@ -243,10 +268,12 @@ export function createApi(deps: ApiDeps) {
         actor,
         headers: req.headers,
       };
+      const tag = listTag(operationId, input.path);
       try {
         assertStorable(input.body, '');
         assertStorable(input.query, '');
-        if (!idempotencyKey) return send(req, res, await fn(input), deps);
+        if (typeof input.query.cursor === 'string') input.query = { ...input.query, cursor: cursorIn(tag, input.query.cursor) };
+        if (!idempotencyKey) return send(req, res, await fn(input), deps, tag);
         const hash = requestHash(req.method, req.path, c.request.requestBody);
         const claim = await deps.idempotency.claim(actor.keyId, idempotencyKey, req.method, req.path, hash);
         if (claim.kind === 'replay') {

@@ -227,6 +227,28 @@ describe('listWorkspaces', () => {
     expect(pages).toBe(Math.ceil(seen.length / 5));
   });
 
+  it("refuses a cursor from another list, or from the same list of another workspace", async () => {
+    for (let i = 0; i < 3; i++) await newWorkspace(`cursor-${i}`);
+    const first = await listWorkspaces({ client: t.client, query: { limit: 1 } });
+    const cursor = first.response.headers.get('x-next-cursor')!;
+    expect((await listWorkspaces({ client: t.client, query: { limit: 1, cursor } })).response.status).toBe(200);
+    const a = await newWorkspace('cursor-a');
+    const b = await newWorkspace('cursor-b');
+    await updateWorkspace({ client: t.client, path: { workspaceId: a.id }, body: { name: 'cursor-a2' } });
+    const get = async (path: string) => {
+      const res = await t.fetch(`${t.url}${path}`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+      return { status: res.status, headers: res.headers, error: ((await res.json()) as any).error };
+    };
+    const audit = await get(`/admin/v1/workspaces/${a.id}/audit-logs?limit=1`);
+    const auditCursor = audit.headers.get('x-next-cursor');
+    expect(auditCursor).toBeTruthy();
+    const refused = { status: 400, error: { code: 'invalid_cursor', param: 'cursor' } };
+    expect(await get(`/admin/v1/workspaces?cursor=${encodeURIComponent(auditCursor!)}`)).toMatchObject(refused);
+    expect(await get(`/admin/v1/workspaces/${b.id}/audit-logs?cursor=${encodeURIComponent(auditCursor!)}`)).toMatchObject(refused);
+    expect(await get(`/admin/v1/workspaces/${a.id}/plans?cursor=${encodeURIComponent(cursor)}`)).toMatchObject(refused);
+    expect((await get(`/admin/v1/workspaces/${a.id}/audit-logs?limit=1&cursor=${encodeURIComponent(auditCursor!)}`)).status).toBe(200);
+  });
+
   it('defaults to 20 per page', async () => {
     for (let i = 0; i < 21; i++) await newWorkspace(`default-${i}`);
     const res = await listWorkspaces({ client: t.client });
