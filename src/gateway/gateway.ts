@@ -208,6 +208,10 @@ export function createGateway(deps: GatewayDeps) {
       res.setHeader('x-nexus-quota-remaining', view.remaining.toString());
       res.setHeader('x-nexus-quota-reset', view.reset.toISOString());
     }
+    // The official SDKs retry 409 and 429 on their own (three calls, seconds of backoff); none of the
+    // gateway's own refusals changes by retrying, so they are told not to (a 502 may, and stays silent).
+    const status = toAppError(err).status;
+    if (status < 500) res.setHeader('x-should-retry', 'false');
     writeError(res, err, locals);
   }
 

@@ -6,6 +6,7 @@
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   activateWorkspaceAccess,
@@ -264,6 +265,21 @@ describe('429: not enough quota', () => {
     const period = await periodOf(t, tenant.accessId);
     expect(period.reserved).toBe(0n);
     expect(period.consumed).toBe(0n);
+  });
+
+  it("tells the official SDKs not to retry it: one call, one refusal (a 502 leaves their retries alone)", async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 50n });
+    const client = new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch() });
+    const error = await client.chat.completions
+      .create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.RateLimitError);
+    expect((error as InstanceType<typeof OpenAI.RateLimitError>).headers?.get('x-should-retry')).toBe('false');
+    await t.nexus.gateway.drain();
+    const invocations = await t.database.db('invocations').where({ workspace_access_id: tenant.accessId });
+    expect(invocations).toHaveLength(1);
+    const unreachable = await createTenant(t, { baseUrl: await refusedUrl(), providerKey: KEY });
+    expect((await call(unreachable)).headers.get('x-should-retry')).toBeNull();
   });
 
   it('refuses a bound no period can hold (an extreme price times 128 choices), not a 500', async () => {
