@@ -76,7 +76,7 @@ const schema = {
     NEXUS_SHUTDOWN_TIMEOUT_MS: { type: 'integer', minimum: 0, default: 10000 },
     NEXUS_INFERENCE_KEY_TTL_DAYS: { type: 'integer', minimum: 1, maximum: 3650, default: 365 },
     NEXUS_KEY_ENVIRONMENT: { type: 'string', pattern: '^[a-z]{2,8}$', default: 'live' },
-    NEXUS_UPSTREAM_TIMEOUT_MS: { type: 'integer', minimum: 100, default: 60000 },
+    NEXUS_UPSTREAM_TIMEOUT_MS: { type: 'integer', minimum: 1000, default: 60000 },
     NEXUS_PROVIDER_PROBE_TIMEOUT_MS: { type: 'integer', minimum: 100, maximum: 60000, default: 5000 },
     NEXUS_RESERVATION_TTL_MS: { type: 'integer', minimum: 1000, default: 900000 },
     NEXUS_AUTH_CACHE_TTL_MS: { type: 'integer', minimum: 0, maximum: 5000, default: 1000 },

@@ -602,8 +602,9 @@ export type ProviderBaseUrl = string;
 export type ProviderApiKey = string;
 
 /**
- * How long the gateway waits for the upstream's response headers, in ms. Absent: the
- * deployment's `NEXUS_UPSTREAM_TIMEOUT_MS`.
+ * How long the gateway waits for the upstream's response headers, in ms (kept to within
+ * about half a second, hence no less than one second). Absent: the deployment's
+ * `NEXUS_UPSTREAM_TIMEOUT_MS`.
  *
  */
 export type UpstreamTimeoutMs = number;

@@ -186,7 +186,7 @@ describe('createProviderConnection', () => {
     ['an apiKey with a newline', { apiKey: `${SECRET_MARKER}\r\nX-Injected: 1` }, 'invalid_parameter', 'apiKey'],
     ['an empty name', { name: '' }, 'invalid_parameter', 'name'],
     ['an unknown field', { secret: 'x' }, 'invalid_parameter', 'secret'],
-    ['a timeout below 100 ms', { upstreamTimeoutMs: 5 }, 'invalid_parameter', 'upstreamTimeoutMs'],
+    ['a timeout below one second', { upstreamTimeoutMs: 999 }, 'invalid_parameter', 'upstreamTimeoutMs'],
   ])('rejects %s', (_label, patch, code, param) => {
     it('with 400, saving nothing and echoing no key', async () => {
       const ws = await newWorkspace();
