@@ -69,6 +69,12 @@ interface QuotaView {
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
 
+/**
+ * An upstream answer that did what was asked: a 2xx, or 304 Not Modified. A redirect is not:
+ * the gateway follows none and passes no Location on (it would name the upstream's host).
+ */
+const succeeded = (status: number) => status < 300 || status === 304;
+
 function credentialOf(req: IncomingMessage): string {
   const bearer = bearerToken(req);
   if (bearer) return bearer;
@@ -466,7 +472,7 @@ export function createGateway(deps: GatewayDeps) {
           if (tail) res.write(tail);
         }
         res.end();
-        attemptStatus = upstream.statusCode < 400 ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
+        attemptStatus = succeeded(upstream.statusCode) ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
         status = clientGone ? 'CLIENT_ABORTED' : attemptStatus;
         if (clientGone) errorCode = 'client_aborted';
       } catch (err) {

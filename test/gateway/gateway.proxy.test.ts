@@ -191,6 +191,21 @@ describe('openai profile through the openai SDK', () => {
     expect(after.reserved).toBe(0n);
   });
 
+  it('passes a redirect on without its Location (the gateway follows none) and records it as an upstream error', async () => {
+    const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { authorization: `Bearer ${oa.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'redirect' },
+      body: JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 5 }),
+    });
+    expect(res.status).toBe(302);
+    expect(res.headers.get('location')).toBeNull();
+    const inv = await invocationByRequestId(oa, res.headers.get('x-nexus-request-id')!);
+    expect(inv).toMatchObject({ status: 'UPSTREAM_ERROR', quotaUnits: '0' });
+    expect(inv.attempt!.httpStatus).toBe(302);
+    expect((await periodOf(t, oa.accessId)).reserved).toBe(0n);
+  });
+
   it('decompresses an answer the upstream compressed although asked not to: the client can read it, usage is exact', async () => {
     const before = await periodOf(t, oa.accessId);
     const client = openai(oa, { 'x-fake-fault': 'gzip', 'x-fake-usage': '30,6,0' });

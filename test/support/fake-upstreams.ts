@@ -11,6 +11,7 @@
  *                 hang      headers are never sent (the gateway's timeout fires first)
  *                 slow      one stream event every x-fake-delay-ms (default 50) ms
  *                 status-429 / status-500  that status with an error body and rate-limit headers
+ *                 redirect  302 to another path of the same server
  *                 gzip      chat completions answer gzip-compressed (JSON or SSE), whatever was asked
  *                 late      a JSON chat completion answers after x-fake-delay-ms (default 200) ms
  *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
@@ -121,6 +122,10 @@ async function serve(handler: (req: IncomingMessage, res: ServerResponse, body: 
     if (fault === 'status-429' || fault === 'status-500') {
       const status = fault === 'status-429' ? 429 : 500;
       return json(res, status, { error: { message: 'upstream says no', type: 'rate_limit_error' } }, { 'retry-after': '7' });
+    }
+    if (fault === 'redirect') {
+      res.writeHead(302, { location: '/moved' + req.url, 'content-length': '0' });
+      return res.end();
     }
     try {
       await handler(req, res, body);
