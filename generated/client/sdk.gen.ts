@@ -65,7 +65,7 @@ export const activateWorkspaceAccess = <ThrowOnError extends boolean = false>(op
 /**
  * Suspend an access
  *
- * ACTIVE -> SUSPENDED: new gateway calls are refused (403 `access_suspended`) from now on; calls in flight finish. SUSPENDED already: no change.
+ * ACTIVE -> SUSPENDED: new gateway calls are refused (403 `access_suspended`) within the gateway's auth cache bound (`NEXUS_AUTH_CACHE_TTL_MS`, 1 s by default); calls in flight finish. SUSPENDED already: no change.
  */
 export const suspendWorkspaceAccess = <ThrowOnError extends boolean = false>(options: Options<SuspendWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).post<SuspendWorkspaceAccessResponses, SuspendWorkspaceAccessErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
@@ -130,7 +130,7 @@ export const issueInferenceKey = <ThrowOnError extends boolean = false>(options:
 /**
  * Revoke an inference key
  *
- * The next gateway call with the key is refused (401). Plan and quota are untouched.
+ * Gateway calls with the key are refused (401) within the gateway's auth cache bound (`NEXUS_AUTH_CACHE_TTL_MS`, 1 s by default). Plan and quota are untouched.
  */
 export const revokeInferenceKey = <ThrowOnError extends boolean = false>(options: Options<RevokeInferenceKeyData, ThrowOnError>) => (options.client ?? client).delete<RevokeInferenceKeyResponses, RevokeInferenceKeyErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
@@ -744,7 +744,8 @@ export const verifyProviderConnection = <ThrowOnError extends boolean = false>(o
 /**
  * Rotate a provider connection's API key
  *
- * Replaces the stored key atomically: the next gateway call uses the new key. The answer
+ * Replaces the stored key atomically: gateway calls use the new key within the gateway's
+ * auth cache bound (`NEXUS_AUTH_CACHE_TTL_MS`, 1 s by default). The answer
  * carries the new `secretPreview`; `lastVerifiedAt` is cleared until the new key is verified.
  *
  */
