@@ -68,7 +68,8 @@ const schema = {
     NEXUS_MANAGEMENT_KEY: { type: 'string', minLength: 24 },
     NEXUS_ENCRYPTION_KEY: { type: 'string', minLength: 40 },
     NEXUS_PREVIOUS_ENCRYPTION_KEYS: { type: 'string' },
-    NEXUS_PUBLIC_URL: { type: 'string', pattern: '^https?://[^/]+$' },
+    // An origin, or an origin and a path prefix (behind a proxy that serves Nexus under one).
+    NEXUS_PUBLIC_URL: { type: 'string', pattern: '^https?://[^/?#\\s]+(/[^?#\\s]*)?$' },
     NEXUS_ALLOW_PRIVATE_UPSTREAMS: { type: 'boolean', default: false },
     NEXUS_LOG_LEVEL: { enum: ['error', 'warn', 'info', 'debug', 'silent'], default: 'info' },
     NEXUS_BODY_LIMIT_BYTES: { type: 'integer', minimum: 1024, default: 1048576 },
@@ -90,6 +91,13 @@ const schema = {
 } as const;
 
 export class ConfigError extends Error {}
+
+/** What a variable takes, where ajv's own words would quote a pattern. */
+const PLAIN: Record<string, string> = {
+  NEXUS_PUBLIC_URL: 'must be an http(s) origin, optionally with a path prefix (https://gw.example.com or https://example.com/nexus)',
+  NEXUS_DATABASE_SCHEMA: 'must be a lowercase PostgreSQL identifier (letters, digits, _)',
+  NEXUS_KEY_ENVIRONMENT: 'must be 2 to 8 lowercase letters',
+};
 
 function decodeKey(name: string, value: string): Buffer {
   const key = Buffer.from(value, 'base64');
@@ -120,7 +128,7 @@ export function loadConfig(
   const ajv = new Ajv({ coerceTypes: true, useDefaults: true, allErrors: true });
   const validate = ajv.compile(schema);
   if (!validate(raw)) {
-    const problems = (validate.errors ?? []).map((e) => `${e.instancePath.slice(1) || 'environment'} ${e.message}`);
+    const problems = (validate.errors ?? []).map((e) => `${e.instancePath.slice(1) || 'environment'} ${PLAIN[e.instancePath.slice(1)] ?? e.message}`);
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   }
   const v = raw as any;
@@ -145,7 +153,7 @@ export function loadConfig(
     managementKey: v.NEXUS_MANAGEMENT_KEY,
     encryptionKey,
     previousEncryptionKeys,
-    publicUrl: v.NEXUS_PUBLIC_URL ?? `http://${v.HOST.includes(':') ? `[${v.HOST}]` : v.HOST}:${v.PORT}`,
+    publicUrl: v.NEXUS_PUBLIC_URL?.replace(/\/+$/, '') ?? `http://${v.HOST.includes(':') ? `[${v.HOST}]` : v.HOST}:${v.PORT}`,
     allowPrivateUpstreams: v.NEXUS_ALLOW_PRIVATE_UPSTREAMS,
     logLevel: v.NEXUS_LOG_LEVEL,
     bodyLimitBytes: v.NEXUS_BODY_LIMIT_BYTES,

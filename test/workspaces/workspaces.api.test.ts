@@ -7,7 +7,8 @@ import {
   updateWorkspace,
 } from '../../generated/client/sdk.gen.js';
 import { systemActor } from '../../src/domain/actor.js';
-import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
+import { loadConfig } from '../../src/config.js';
+import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 
 let t: TestApp;
 
@@ -247,6 +248,30 @@ describe('listWorkspaces', () => {
     expect(await get(`/admin/v1/workspaces/${b.id}/audit-logs?cursor=${encodeURIComponent(auditCursor!)}`)).toMatchObject(refused);
     expect(await get(`/admin/v1/workspaces/${a.id}/plans?cursor=${encodeURIComponent(cursor)}`)).toMatchObject(refused);
     expect((await get(`/admin/v1/workspaces/${a.id}/audit-logs?limit=1&cursor=${encodeURIComponent(auditCursor!)}`)).status).toBe(200);
+  });
+
+  it('a public URL with a path prefix (Nexus behind a proxy) prefixes the Link header and the URLs it hands out', async () => {
+    const env = { NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, NEXUS_PUBLIC_URL: 'https://gw.example.com/nexus/' };
+    const publicUrl = loadConfig(env, () => {}).publicUrl;
+    expect(publicUrl).toBe('https://gw.example.com/nexus');
+    expect(() => loadConfig({ ...env, NEXUS_PUBLIC_URL: 'https://gw.example.com/nexus?x=1' }, () => {})).toThrow(
+      'NEXUS_PUBLIC_URL must be an http(s) origin, optionally with a path prefix',
+    );
+    const served = t.config.publicUrl;
+    t.config.publicUrl = publicUrl;
+    try {
+      for (let i = 0; i < 2; i++) await newWorkspace(`prefixed-${i}`);
+      const page = await listWorkspaces({ client: t.client, query: { limit: 1 } });
+      expect(page.response.headers.get('link')).toMatch(/^<https:\/\/gw\.example\.com\/nexus\/admin\/v1\/workspaces\?limit=1&cursor=[^>]+>; rel="next"$/);
+      const ws = await newWorkspace('prefixed');
+      const conn = await rawPost(`/admin/v1/workspaces/${ws.id}/provider-connections`, JSON.stringify({
+        name: 'behind a proxy', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: 'sk-prefixed-0123456789',
+      }));
+      expect(conn.status).toBe(201);
+      expect(conn.body.gatewayBaseUrl).toBe(`https://gw.example.com/nexus/providers/${conn.body.id}`);
+    } finally {
+      t.config.publicUrl = served;
+    }
   });
 
   it('defaults to 20 per page', async () => {
