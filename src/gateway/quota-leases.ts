@@ -85,6 +85,8 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
   /** The one acquisition or extension under way, per period: other calls wait for it. */
   const growing = new Map<string, Promise<unknown>>();
   const releases = new Set<Promise<void>>();
+  /** Retired leases still waiting for their calls to end and be written. */
+  const retiring = new Set<Lease>();
   const requestId = `lease:${process.pid}`;
 
   /**
@@ -134,6 +136,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
 
   function retire(lease: Lease): void {
     lease.retired = true;
+    retiring.add(lease);
     if (current.get(lease.target.periodId) === lease) current.delete(lease.target.periodId);
     maybeRelease(lease);
   }
@@ -141,6 +144,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
   function maybeRelease(lease: Lease): void {
     if (!lease.retired || lease.releasing || lease.inflight > 0n || lease.unwritten > 0) return;
     lease.releasing = true;
+    retiring.delete(lease);
     if (lease.lost) return;
     const done = withRetries(() => repo.releaseLease(lease.id, clock.now()))
       .catch((err: Error) => {
@@ -228,10 +232,16 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
       maybeRelease(admission.lease);
     },
 
-    /** Releases every lease whose calls are over (tests, shutdown); the others when their calls end. */
+    /**
+     * Releases every lease (tests, shutdown), each once its calls are over and written: a call
+     * whose answer has reached its client may not be recorded yet, so this waits for it too.
+     */
     async drain(): Promise<void> {
       for (const lease of [...current.values()]) retire(lease);
-      while (releases.size) await Promise.allSettled([...releases]);
+      while (releases.size || retiring.size) {
+        if (releases.size) await Promise.allSettled([...releases]);
+        else await new Promise((r) => setTimeout(r, 5));
+      }
     },
 
     close(): void {
