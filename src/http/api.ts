@@ -284,9 +284,9 @@ export function createApi(deps: ApiDeps) {
           result = await fn(input);
         } catch (err) {
           const appError = toAppError(err);
-          if (appError.status >= 500) await deps.idempotency.release(actor.keyId, idempotencyKey);
+          if (appError.status >= 500) await deps.idempotency.release(actor.keyId, idempotencyKey, claim.claimedAt);
           else {
-            await deps.idempotency.complete(actor.keyId, idempotencyKey, {
+            await deps.idempotency.complete(actor.keyId, idempotencyKey, claim.claimedAt, {
               status: appError.status,
               body: errorBody(appError, locals.requestId),
               headers: {},
@@ -294,7 +294,7 @@ export function createApi(deps: ApiDeps) {
           }
           throw err;
         }
-        await deps.idempotency.complete(actor.keyId, idempotencyKey, {
+        await deps.idempotency.complete(actor.keyId, idempotencyKey, claim.claimedAt, {
           status: result.status,
           body: result.body,
           headers: result.headers ?? {},

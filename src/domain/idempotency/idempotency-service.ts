@@ -2,7 +2,9 @@
  * Idempotency-Key (DESIGN.md): the same key and body within 24 h replays the first
  * answer; the same key with another body or path is refused. The key is claimed
  * (a row without a response) before the operation runs, so two concurrent
- * retries cannot both execute it.
+ * retries cannot both execute it. A claim left unfinished for longer than any
+ * request can take belongs to a request that died with its process: a retry
+ * takes it over.
  */
 import { createHash } from 'node:crypto';
 import type { Db } from '../../db/database.js';
@@ -12,13 +14,23 @@ import type { SecretBox } from '../security/secret-box.js';
 
 const TTL_MS = 24 * 3600 * 1000;
 
+/**
+ * How long an unfinished claim holds its key. Longer than any admin request can
+ * take: the provider probe is bounded by NEXUS_PROVIDER_PROBE_TIMEOUT_MS (at most
+ * 60 s, plus 5 s of DNS), a billing provider call by 15 s (a checkout makes up to
+ * three). Past it, the request is taken for dead (crash, restart) and a retry may
+ * run the operation again.
+ */
+export const CLAIM_LOCK_TIMEOUT_MS = 5 * 60 * 1000;
+
 export interface StoredResponse {
   status: number;
   body: unknown;
   headers: Record<string, string>;
 }
 
-export type Claim = { kind: 'claimed' } | { kind: 'replay'; response: StoredResponse };
+/** `claimedAt` identifies this claim: only its holder may complete or release it. */
+export type Claim = { kind: 'claimed'; claimedAt: Date } | { kind: 'replay'; response: StoredResponse };
 
 export function requestHash(method: string, path: string, body: unknown): string {
   return createHash('sha256').update(`${method} ${path}\n${JSON.stringify(body ?? null)}`).digest('hex');
@@ -32,26 +44,47 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox
   const { db, clock, secretBox } = deps;
   const aad = (principalId: string, key: string) => `idempotency:${principalId}:${key}`;
 
+  /**
+   * Moves a stale unfinished claim to `now`, making it this request's. The condition
+   * is re-checked on the locked row, so of two concurrent retries only one gets it.
+   */
+  async function takeOver(principalId: string, key: string, now: Date): Promise<boolean> {
+    const taken = await db('idempotency_keys')
+      .where({ principal_id: principalId, idempotency_key: key })
+      .whereNull('response_status')
+      .where('created_at', '<', new Date(now.getTime() - CLAIM_LOCK_TIMEOUT_MS))
+      .update({ created_at: now })
+      .returning('idempotency_key');
+    return taken.length > 0;
+  }
+
   return {
     async claim(principalId: string, key: string, method: string, path: string, hash: string): Promise<Claim> {
-      for (let attempt = 0; attempt < 2; attempt++) {
+      const ofKey = { principal_id: principalId, idempotency_key: key };
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const now = clock.now();
         const inserted = await db('idempotency_keys')
-          .insert({ principal_id: principalId, idempotency_key: key, method, path, request_hash: hash, created_at: clock.now() })
+          .insert({ ...ofKey, method, path, request_hash: hash, created_at: now })
           .onConflict(['principal_id', 'idempotency_key'])
           .ignore()
           .returning('idempotency_key');
-        if (inserted.length) return { kind: 'claimed' };
-        const row = await db('idempotency_keys').where({ principal_id: principalId, idempotency_key: key }).first();
+        if (inserted.length) return { kind: 'claimed', claimedAt: now };
+        const row = await db('idempotency_keys').where(ofKey).first();
         if (!row) continue;
-        if (clock.now().getTime() - new Date(row.created_at).getTime() > TTL_MS) {
-          await db('idempotency_keys').where({ principal_id: principalId, idempotency_key: key, created_at: row.created_at }).delete();
+        const age = now.getTime() - new Date(row.created_at).getTime();
+        if (age > TTL_MS) {
+          await db('idempotency_keys').where(ofKey).where('created_at', '<', new Date(now.getTime() - TTL_MS)).delete();
           continue;
         }
         if (row.request_hash !== hash || row.method !== method || row.path !== path) {
           throw new AppError('idempotency_key_reused', 'This Idempotency-Key was used with another request', { param: 'Idempotency-Key' });
         }
         if (row.response_status === null) {
-          throw new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still in progress', { param: 'Idempotency-Key' });
+          if (age <= CLAIM_LOCK_TIMEOUT_MS) {
+            throw new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still in progress', { param: 'Idempotency-Key' });
+          }
+          if (await takeOver(principalId, key, now)) return { kind: 'claimed', claimedAt: now };
+          continue;
         }
         const stored = row.response_body as { keyId: string; ciphertext: string };
         const body = JSON.parse(secretBox.open(stored, aad(principalId, key))) as unknown;
@@ -60,9 +93,11 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox
       throw new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still in progress', { param: 'Idempotency-Key' });
     },
 
-    async complete(principalId: string, key: string, response: StoredResponse): Promise<void> {
+    /** Records the answer of the claim's operation; a no-op if the claim was taken over meanwhile. */
+    async complete(principalId: string, key: string, claimedAt: Date, response: StoredResponse): Promise<void> {
       await db('idempotency_keys')
-        .where({ principal_id: principalId, idempotency_key: key })
+        .where({ principal_id: principalId, idempotency_key: key, created_at: claimedAt })
+        .whereNull('response_status')
         .update({
           response_status: response.status,
           response_body: JSON.stringify(secretBox.seal(JSON.stringify(response.body ?? null), aad(principalId, key))),
@@ -70,9 +105,12 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox
         });
     },
 
-    /** A failure that may succeed on retry (5xx) frees the key. */
-    async release(principalId: string, key: string): Promise<void> {
-      await db('idempotency_keys').where({ principal_id: principalId, idempotency_key: key }).whereNull('response_status').delete();
+    /** A failure that may succeed on retry (5xx) frees the key (unless another request took the claim over). */
+    async release(principalId: string, key: string, claimedAt: Date): Promise<void> {
+      await db('idempotency_keys')
+        .where({ principal_id: principalId, idempotency_key: key, created_at: claimedAt })
+        .whereNull('response_status')
+        .delete();
     },
   };
 }

@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createWorkspace } from '../../generated/client/sdk.gen.js';
+import { CLAIM_LOCK_TIMEOUT_MS, requestHash } from '../../src/domain/idempotency/idempotency-service.js';
+import { ENV_ROOT_KEY_ID } from '../../src/domain/management-keys/management-key-service.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+
+const START = new Date('2026-11-01T00:00:00.000Z');
+let current = START;
+const clock = { now: () => new Date(current.getTime()) };
+const at = (ms: number) => new Date(START.getTime() + ms);
+const WORKSPACES = '/admin/v1/workspaces';
+
+let t: TestApp;
+
+beforeAll(async () => {
+  t = await startTestApp({ clock });
+});
+afterAll(async () => {
+  await t?.close();
+});
+beforeEach(() => {
+  current = START;
+});
+
+const idempotency = () => t.nexus.services.idempotency;
+const workspacesNamed = async (name: string) => (await t.database.db('workspaces').where({ name })).length;
+const rowOf = (key: string) => t.database.db('idempotency_keys').where({ principal_id: ENV_ROOT_KEY_ID, idempotency_key: key }).first();
+
+/** The claim of a request whose process died before it answered: a row without a response. */
+async function claimLeftUnfinished(key: string, body: unknown) {
+  const claim = await idempotency().claim(ENV_ROOT_KEY_ID, key, 'POST', WORKSPACES, requestHash('POST', WORKSPACES, body));
+  expect(claim.kind).toBe('claimed');
+  return claim as { kind: 'claimed'; claimedAt: Date };
+}
+
+describe('a claim left unfinished by a request that died', () => {
+  it('holds its key for the lock timeout, then a retry takes it over and runs the operation once', async () => {
+    const key = 'crashed-create';
+    await claimLeftUnfinished(key, { name: 'Survivor' });
+
+    current = at(60_000);
+    const early = await createWorkspace({ client: t.client, body: { name: 'Survivor' }, headers: { 'Idempotency-Key': key } });
+    expect(early.response.status).toBe(409);
+    expect((early.error as any).error).toMatchObject({ code: 'idempotency_key_in_use', param: 'Idempotency-Key' });
+    expect(await workspacesNamed('Survivor')).toBe(0);
+
+    current = at(CLAIM_LOCK_TIMEOUT_MS + 1000);
+    const retry = await createWorkspace({ client: t.client, body: { name: 'Survivor' }, headers: { 'Idempotency-Key': key } });
+    expect(retry.response.status).toBe(201);
+    expect(retry.response.headers.get('idempotent-replayed')).toBeNull();
+    expect(await workspacesNamed('Survivor')).toBe(1);
+    expect(await rowOf(key)).toMatchObject({ response_status: 201, created_at: current });
+
+    const again = await createWorkspace({ client: t.client, body: { name: 'Survivor' }, headers: { 'Idempotency-Key': key } });
+    expect(again.response.status).toBe(201);
+    expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.data!.id).toBe(retry.data!.id);
+    expect(await workspacesNamed('Survivor')).toBe(1);
+  });
+
+  it('is still refused with another body once stale', async () => {
+    const key = 'crashed-other-body';
+    await claimLeftUnfinished(key, { name: 'First body' });
+    current = at(CLAIM_LOCK_TIMEOUT_MS + 1000);
+    const other = await createWorkspace({ client: t.client, body: { name: 'Second body' }, headers: { 'Idempotency-Key': key } });
+    expect(other.response.status).toBe(409);
+    expect((other.error as any).error.code).toBe('idempotency_key_reused');
+    expect(await workspacesNamed('Second body')).toBe(0);
+    expect(await rowOf(key)).toMatchObject({ response_status: null, created_at: START });
+  });
+
+  it('is taken over by one of two concurrent retries only', async () => {
+    const key = 'crashed-concurrent';
+    await claimLeftUnfinished(key, { name: 'Raced' });
+    current = at(CLAIM_LOCK_TIMEOUT_MS + 1000);
+    const retries = await Promise.all(
+      [1, 2].map(() => createWorkspace({ client: t.client, body: { name: 'Raced' }, headers: { 'Idempotency-Key': key } })),
+    );
+    expect(await workspacesNamed('Raced')).toBe(1);
+    const ran = retries.filter((r) => r.response.status === 201 && !r.response.headers.get('idempotent-replayed'));
+    expect(ran).toHaveLength(1);
+    const other = retries.find((r) => r !== ran[0])!;
+    // The loser either found the claim taken (in use) or, if the winner had already answered, replays it.
+    if (other.response.status === 409) expect((other.error as any).error.code).toBe('idempotency_key_in_use');
+    else expect(other.data!.id).toBe(ran[0]!.data!.id);
+
+    // The same race on the claim itself, without HTTP in between.
+    const raced = 'crashed-claim-race';
+    await claimLeftUnfinished(raced, { name: 'x' });
+    current = at(2 * CLAIM_LOCK_TIMEOUT_MS + 2000);
+    const hash = requestHash('POST', WORKSPACES, { name: 'x' });
+    const outcomes = await Promise.allSettled([1, 2, 3].map(() => idempotency().claim(ENV_ROOT_KEY_ID, raced, 'POST', WORKSPACES, hash)));
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    for (const o of outcomes) if (o.status === 'rejected') expect(o.reason.code).toBe('idempotency_key_in_use');
+  });
+
+  it('a late answer of the request taken over neither overwrites nor frees the new claim', async () => {
+    const key = 'crashed-late-answer';
+    const dead = await claimLeftUnfinished(key, { name: 'late' });
+    current = at(CLAIM_LOCK_TIMEOUT_MS + 1000);
+    const hash = requestHash('POST', WORKSPACES, { name: 'late' });
+    const live = await idempotency().claim(ENV_ROOT_KEY_ID, key, 'POST', WORKSPACES, hash);
+    expect(live.kind).toBe('claimed');
+
+    await idempotency().release(ENV_ROOT_KEY_ID, key, dead.claimedAt);
+    await idempotency().complete(ENV_ROOT_KEY_ID, key, dead.claimedAt, { status: 201, body: { from: 'dead' }, headers: {} });
+    expect(await rowOf(key)).toMatchObject({ response_status: null, created_at: current });
+
+    await idempotency().complete(ENV_ROOT_KEY_ID, key, (live as { claimedAt: Date }).claimedAt, { status: 201, body: { from: 'live' }, headers: {} });
+    const replay = await idempotency().claim(ENV_ROOT_KEY_ID, key, 'POST', WORKSPACES, hash);
+    expect(replay).toMatchObject({ kind: 'replay', response: { status: 201, body: { from: 'live' } } });
+  });
+});
