@@ -162,6 +162,12 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     60_000,
   );
   accessExpiry.unref();
+  // Idempotency rows past their 24 h window: their sealed answers (a key's plaintext, sometimes) go.
+  const idempotencyPurge = setInterval(
+    () => void services.idempotency.purgeExpired().catch((err: Error) => logger.warn({ msg: 'idempotency purge failed', error: err.message })),
+    10 * 60_000,
+  );
+  idempotencyPurge.unref();
 
   app.get('/openapi.json', (_req: Request, res: Response) => {
     res.json(definition);
@@ -202,6 +208,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     async close() {
       clearInterval(sweeper);
       clearInterval(accessExpiry);
+      clearInterval(idempotencyPurge);
       await stopBilling();
       await gateway.close();
       if (ownsDb) await db.destroy();

@@ -1,5 +1,14 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createWorkspace } from '../../generated/client/sdk.gen.js';
+import {
+  bindPlanStrategy,
+  createPlan,
+  createQuotaStrategy,
+  createWorkspace,
+  issueInferenceKey,
+  provisionWorkspaceUser,
+  publishPlan,
+  publishPlanStrategy,
+} from '../../generated/client/sdk.gen.js';
 import { CLAIM_LOCK_TIMEOUT_MS, requestHash } from '../../src/domain/idempotency/idempotency-service.js';
 import { ENV_ROOT_KEY_ID } from '../../src/domain/management-keys/management-key-service.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -9,6 +18,8 @@ let current = START;
 const clock = { now: () => new Date(current.getTime()) };
 const at = (ms: number) => new Date(START.getTime() + ms);
 const WORKSPACES = '/admin/v1/workspaces';
+const HOUR = 3_600_000;
+const REPLAY_WINDOW_MS = 24 * HOUR;
 
 let t: TestApp;
 
@@ -25,6 +36,39 @@ beforeEach(() => {
 const idempotency = () => t.nexus.services.idempotency;
 const workspacesNamed = async (name: string) => (await t.database.db('workspaces').where({ name })).length;
 const rowOf = (key: string) => t.database.db('idempotency_keys').where({ principal_id: ENV_ROOT_KEY_ID, idempotency_key: key }).first();
+
+/** A workspace with an ACTIVE plan and one provisioned user's access. */
+async function newAccess(name: string) {
+  const ws = (await createWorkspace({ client: t.client, body: { name } })).data!;
+  const strategy = await createQuotaStrategy({
+    client: t.client,
+    path: { workspaceId: ws.id },
+    body: {
+      key: 'q',
+      resetInterval: 'MONTH',
+      quotaUnits: '1000',
+      inputMultiplierPpm: '1000000',
+      outputMultiplierPpm: '1000000',
+      cachedInputMultiplierPpm: '1000000',
+      maxOutputTokens: 100,
+    },
+  });
+  await publishPlanStrategy({ client: t.client, path: { strategyId: strategy.data!.id } });
+  const plan = await createPlan({ client: t.client, path: { workspaceId: ws.id }, body: { key: 'pro', name: 'Pro', billingInterval: 'MONTH' } });
+  await bindPlanStrategy({
+    client: t.client,
+    path: { planId: plan.data!.id },
+    body: { strategyId: strategy.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' },
+  });
+  await publishPlan({ client: t.client, path: { planId: plan.data!.id } });
+  const user = await provisionWorkspaceUser({
+    client: t.client,
+    path: { workspaceId: ws.id },
+    body: { externalUserId: 'u1', email: 'u1@example.com', planId: plan.data!.id },
+  });
+  expect(user.response.status).toBe(201);
+  return { workspaceId: ws.id, planId: plan.data!.id, accessId: user.data!.access.id };
+}
 
 /** The claim of a request whose process died before it answered: a row without a response. */
 async function claimLeftUnfinished(key: string, body: unknown) {
@@ -109,5 +153,55 @@ describe('a claim left unfinished by a request that died', () => {
     await idempotency().complete(ENV_ROOT_KEY_ID, key, (live as { claimedAt: Date }).claimedAt, { status: 201, body: { from: 'live' }, headers: {} });
     const replay = await idempotency().claim(ENV_ROOT_KEY_ID, key, 'POST', WORKSPACES, hash);
     expect(replay).toMatchObject({ kind: 'replay', response: { status: 201, body: { from: 'live' } } });
+  });
+});
+
+describe('rows past the 24 h replay window', () => {
+  it('are purged with the key plaintext they hold; a fresh request with the key runs anew', async () => {
+    const { accessId } = await newAccess('purge');
+    const key = 'issue-once';
+    const issue = () => issueInferenceKey({ client: t.client, path: { accessId }, body: { name: 'laptop' }, headers: { 'Idempotency-Key': key } });
+    const first = await issue();
+    expect(first.response.status).toBe(201);
+
+    // Within the window, a replay shows the plaintext once more (sealed at rest in the meantime).
+    current = at(23 * HOUR);
+    const replay = await issue();
+    expect(replay.response.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.data).toEqual(first.data);
+    await idempotency().purgeExpired();
+    expect(await rowOf(key)).toBeDefined();
+
+    current = at(REPLAY_WINDOW_MS + 1000);
+    expect(await idempotency().purgeExpired()).toBeGreaterThanOrEqual(1);
+    expect(await rowOf(key)).toBeUndefined();
+    expect(await t.database.db('inference_keys').where({ workspace_access_id: accessId })).toHaveLength(1);
+
+    const fresh = await issue();
+    expect(fresh.response.status).toBe(201);
+    expect(fresh.response.headers.get('idempotent-replayed')).toBeNull();
+    expect(fresh.data!.id).not.toBe(first.data!.id);
+    expect(fresh.data!.apiKey).not.toBe(first.data!.apiKey);
+    expect(await t.database.db('inference_keys').where({ workspace_access_id: accessId })).toHaveLength(2);
+  });
+
+  it('go batch by batch, unfinished claims too, and rows inside the window stay', async () => {
+    const expired = ['old-1', 'old-2', 'old-3', 'old-4', 'old-5'];
+    for (const key of expired) await claimLeftUnfinished(key, { name: key });
+    current = at(HOUR);
+    const recent = await createWorkspace({ client: t.client, body: { name: 'recent' }, headers: { 'Idempotency-Key': 'recent' } });
+    expect(recent.response.status).toBe(201);
+
+    current = at(REPLAY_WINDOW_MS + 1000);
+    const pastWindow = () => t.database.db('idempotency_keys').where('created_at', '<', at(1000));
+    const due = (await pastWindow()).length;
+    expect(due).toBeGreaterThanOrEqual(expired.length);
+    expect(await idempotency().purgeExpired(2)).toBe(due);
+    expect(await pastWindow()).toEqual([]);
+    for (const key of expired) expect(await rowOf(key)).toBeUndefined();
+    expect(await rowOf('recent')).toMatchObject({ response_status: 201 });
+    const replay = await createWorkspace({ client: t.client, body: { name: 'recent' }, headers: { 'Idempotency-Key': 'recent' } });
+    expect(replay.response.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.data!.id).toBe(recent.data!.id);
   });
 });

@@ -23,6 +23,9 @@ const TTL_MS = 24 * 3600 * 1000;
  */
 export const CLAIM_LOCK_TIMEOUT_MS = 5 * 60 * 1000;
 
+/** Rows deleted per statement by purgeExpired: short statements, short locks. */
+export const PURGE_BATCH_SIZE = 500;
+
 export interface StoredResponse {
   status: number;
   body: unknown;
@@ -111,6 +114,21 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox
         .where({ principal_id: principalId, idempotency_key: key, created_at: claimedAt })
         .whereNull('response_status')
         .delete();
+    },
+
+    /**
+     * Deletes the rows past the replay window (they replay nothing any more, and a
+     * stored answer can hold a key's plaintext), a batch per statement. Returns how many.
+     */
+    async purgeExpired(batchSize = PURGE_BATCH_SIZE): Promise<number> {
+      const cutoff = new Date(clock.now().getTime() - TTL_MS);
+      let purged = 0;
+      for (;;) {
+        const batch = db('idempotency_keys').select('principal_id', 'idempotency_key').where('created_at', '<', cutoff).limit(batchSize);
+        const deleted = await db('idempotency_keys').whereIn(['principal_id', 'idempotency_key'], batch).delete();
+        purged += deleted;
+        if (deleted < batchSize) return purged;
+      }
     },
   };
 }
