@@ -25,7 +25,7 @@ import { createPlanRepo } from './plans/plan-repo.js';
 import { createPlanService } from './plans/plan-service.js';
 import { createQuotaRepo } from './quota/quota-repo.js';
 import { createQuotaService } from './quota/quota-service.js';
-import { createKeyHasher } from './security/key-hash.js';
+import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from './security/key-hash.js';
 import { createSecretBox } from './security/secret-box.js';
 import { createWorkspaceRepo } from './workspaces/workspace-repo.js';
 import { createWorkspaceService } from './workspaces/workspace-service.js';
@@ -57,7 +57,8 @@ export function createServices(deps: ServiceDeps) {
     clock,
     rootKey: config.managementKey,
   });
-  const idempotency = createIdempotencyService({ db, clock, secretBox });
+  const requestHasher = createKeyHasher(config.encryptionKey, IDEMPOTENCY_HASH_LABEL);
+  const idempotency = createIdempotencyService({ db, clock, secretBox, requestHasher });
   // Plans, accesses, inference keys and quota (issue 4).
   const quotaRepo = createQuotaRepo(db);
   const quota = createQuotaService({ db, quotaRepo, clock });

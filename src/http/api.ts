@@ -15,7 +15,7 @@ import { AppError, errorBody, toAppError } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
 import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
 import { assertStorable } from '../domain/storable-text.js';
-import { requestHash, type IdempotencyService } from '../domain/idempotency/idempotency-service.js';
+import type { IdempotencyService } from '../domain/idempotency/idempotency-service.js';
 import type { HandlerMap, HandlerResult } from './handler.js';
 import type { RequestLocals } from './locals.js';
 
@@ -274,7 +274,7 @@ export function createApi(deps: ApiDeps) {
         assertStorable(input.query, '');
         if (typeof input.query.cursor === 'string') input.query = { ...input.query, cursor: cursorIn(tag, input.query.cursor) };
         if (!idempotencyKey) return send(req, res, await fn(input), deps, tag);
-        const hash = requestHash(req.method, req.path, c.request.requestBody);
+        const hash = deps.idempotency.requestHash(req.method, req.path, c.request.requestBody);
         const claim = await deps.idempotency.claim(actor.keyId, idempotencyKey, req.method, req.path, hash);
         if (claim.kind === 'replay') {
           return send(req, res, { ...claim.response, headers: { ...claim.response.headers, 'Idempotent-Replayed': 'true' } }, deps);

@@ -3,15 +3,19 @@ import {
   bindPlanStrategy,
   createPlan,
   createQuotaStrategy,
+  createProviderConnection,
   createWorkspace,
   issueInferenceKey,
   provisionWorkspaceUser,
   publishPlan,
   publishPlanStrategy,
 } from '../../generated/client/sdk.gen.js';
-import { CLAIM_LOCK_TIMEOUT_MS, requestHash } from '../../src/domain/idempotency/idempotency-service.js';
+import { createHash } from 'node:crypto';
+import { CLAIM_LOCK_TIMEOUT_MS, createIdempotencyService } from '../../src/domain/idempotency/idempotency-service.js';
+import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from '../../src/domain/security/key-hash.js';
 import { ENV_ROOT_KEY_ID } from '../../src/domain/management-keys/management-key-service.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { testProviderKey } from '../provider-connections/fake-upstream.js';
 
 const START = new Date('2026-11-01T00:00:00.000Z');
 let current = START;
@@ -72,7 +76,7 @@ async function newAccess(name: string) {
 
 /** The claim of a request whose process died before it answered: a row without a response. */
 async function claimLeftUnfinished(key: string, body: unknown) {
-  const claim = await idempotency().claim(ENV_ROOT_KEY_ID, key, 'POST', WORKSPACES, requestHash('POST', WORKSPACES, body));
+  const claim = await idempotency().claim(ENV_ROOT_KEY_ID, key, 'POST', WORKSPACES, idempotency().requestHash('POST', WORKSPACES, body));
   expect(claim.kind).toBe('claimed');
   return claim as { kind: 'claimed'; claimedAt: Date };
 }
@@ -132,7 +136,7 @@ describe('a claim left unfinished by a request that died', () => {
     const raced = 'crashed-claim-race';
     await claimLeftUnfinished(raced, { name: 'x' });
     current = at(2 * CLAIM_LOCK_TIMEOUT_MS + 2000);
-    const hash = requestHash('POST', WORKSPACES, { name: 'x' });
+    const hash = idempotency().requestHash('POST', WORKSPACES, { name: 'x' });
     const outcomes = await Promise.allSettled([1, 2, 3].map(() => idempotency().claim(ENV_ROOT_KEY_ID, raced, 'POST', WORKSPACES, hash)));
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
     for (const o of outcomes) if (o.status === 'rejected') expect(o.reason.code).toBe('idempotency_key_in_use');
@@ -142,7 +146,7 @@ describe('a claim left unfinished by a request that died', () => {
     const key = 'crashed-late-answer';
     const dead = await claimLeftUnfinished(key, { name: 'late' });
     current = at(CLAIM_LOCK_TIMEOUT_MS + 1000);
-    const hash = requestHash('POST', WORKSPACES, { name: 'late' });
+    const hash = idempotency().requestHash('POST', WORKSPACES, { name: 'late' });
     const live = await idempotency().claim(ENV_ROOT_KEY_ID, key, 'POST', WORKSPACES, hash);
     expect(live.kind).toBe('claimed');
 
@@ -203,5 +207,37 @@ describe('rows past the 24 h replay window', () => {
     const replay = await createWorkspace({ client: t.client, body: { name: 'recent' }, headers: { 'Idempotency-Key': 'recent' } });
     expect(replay.response.headers.get('idempotent-replayed')).toBe('true');
     expect(replay.data!.id).toBe(recent.data!.id);
+  });
+});
+
+describe('the request hash', () => {
+  it('is keyed: a reader of the database cannot confirm a guessed secret of a body offline', async () => {
+    const ws = (await createWorkspace({ client: t.client, body: { name: 'hashed' } })).data!;
+    const apiKey = testProviderKey('hash');
+    const body = { name: 'secretive', protocolProfile: 'openai' as const, baseUrl: 'http://127.0.0.1:9', apiKey };
+    const key = 'keyed-hash';
+    const created = await createProviderConnection({ client: t.client, path: { workspaceId: ws.id }, body, headers: { 'Idempotency-Key': key } });
+    expect(created.response.status).toBe(201);
+    const path = `/admin/v1/workspaces/${ws.id}/provider-connections`;
+    const stored = (await rowOf(key)).request_hash as string;
+
+    // The guess is right, yet no plain SHA-256 of the request matches what is stored.
+    const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+    for (const text of [`POST ${path}\n${JSON.stringify(body)}`, JSON.stringify(body), apiKey]) expect(stored).not.toBe(sha256(text));
+    // It depends on the server's key: the same request under another encryption key hashes otherwise.
+    expect(stored).toBe(idempotency().requestHash('POST', path, body));
+    const elsewhere = createIdempotencyService({
+      db: t.database.db,
+      clock,
+      secretBox: t.nexus.services.secretBox,
+      requestHasher: createKeyHasher(Buffer.alloc(32, 9), IDEMPOTENCY_HASH_LABEL),
+    });
+    expect(elsewhere.requestHash('POST', path, body)).not.toBe(stored);
+    // Nor is it the keyed hash stored for inference and management keys (another label).
+    expect(stored).not.toBe(t.nexus.services.hasher.hash(`POST ${path}\n${JSON.stringify(body)}`));
+
+    const replay = await createProviderConnection({ client: t.client, path: { workspaceId: ws.id }, body, headers: { 'Idempotency-Key': key } });
+    expect(replay.response.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.data!.id).toBe(created.data!.id);
   });
 });

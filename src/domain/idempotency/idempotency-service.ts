@@ -6,10 +6,10 @@
  * request can take belongs to a request that died with its process: a retry
  * takes it over.
  */
-import { createHash } from 'node:crypto';
 import type { Db } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import type { Clock } from '../actor.js';
+import type { KeyHasher } from '../security/key-hash.js';
 import type { SecretBox } from '../security/secret-box.js';
 
 const TTL_MS = 24 * 3600 * 1000;
@@ -35,16 +35,12 @@ export interface StoredResponse {
 /** `claimedAt` identifies this claim: only its holder may complete or release it. */
 export type Claim = { kind: 'claimed'; claimedAt: Date } | { kind: 'replay'; response: StoredResponse };
 
-export function requestHash(method: string, path: string, body: unknown): string {
-  return createHash('sha256').update(`${method} ${path}\n${JSON.stringify(body ?? null)}`).digest('hex');
-}
-
 /**
  * Stored answers can hold secrets shown once (an inference key's plaintext), so
  * they are sealed like every other secret at rest, bound to their key.
  */
-export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox: SecretBox }) {
-  const { db, clock, secretBox } = deps;
+export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox: SecretBox; requestHasher: KeyHasher }) {
+  const { db, clock, secretBox, requestHasher } = deps;
   const aad = (principalId: string, key: string) => `idempotency:${principalId}:${key}`;
 
   /**
@@ -62,6 +58,15 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox
   }
 
   return {
+    /**
+     * What identifies a request under its key. Keyed (HMAC with a server-side key):
+     * bodies hold secrets (provider and billing credentials), and a plain hash would
+     * let a reader of the database confirm a guessed secret offline.
+     */
+    requestHash(method: string, path: string, body: unknown): string {
+      return requestHasher.hash(`${method} ${path}\n${JSON.stringify(body ?? null)}`);
+    },
+
     async claim(principalId: string, key: string, method: string, path: string, hash: string): Promise<Claim> {
       const ofKey = { principal_id: principalId, idempotency_key: key };
       for (let attempt = 0; attempt < 3; attempt++) {

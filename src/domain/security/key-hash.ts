@@ -1,11 +1,16 @@
 /**
  * Management and inference keys are stored only as a keyed hash (HMAC-SHA256).
- * The hashing key is derived from the encryption key with HKDF, under its own label.
+ * The hashing key is derived from the encryption key with HKDF, under its own label;
+ * another use (idempotency request hashes) passes a label of its own, so its hashes
+ * can never be compared with a key's.
  */
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
-export function createKeyHasher(encryptionKey: Buffer) {
-  const hashKey = Buffer.from(hkdfSync('sha256', encryptionKey, Buffer.alloc(0), 'nexus/key-hash/v1', 32));
+export const KEY_HASH_LABEL = 'nexus/key-hash/v1';
+export const IDEMPOTENCY_HASH_LABEL = 'nexus/idempotency-request-hash/v1';
+
+export function createKeyHasher(encryptionKey: Buffer, label = KEY_HASH_LABEL) {
+  const hashKey = Buffer.from(hkdfSync('sha256', encryptionKey, Buffer.alloc(0), label, 32));
   return {
     hash(token: string): string {
       return createHmac('sha256', hashKey).update(token, 'utf8').digest('hex');
