@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { CLAIM_LOCK_TIMEOUT_MS, createIdempotencyService } from '../../src/domain/idempotency/idempotency-service.js';
 import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from '../../src/domain/security/key-hash.js';
 import { ENV_ROOT_KEY_ID } from '../../src/domain/management-keys/management-key-service.js';
-import { startTestApp, type TestApp } from '../support/test-app.js';
+import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { testProviderKey } from '../provider-connections/fake-upstream.js';
 
 const START = new Date('2026-11-01T00:00:00.000Z');
@@ -239,5 +239,67 @@ describe('the request hash', () => {
     const replay = await createProviderConnection({ client: t.client, path: { workspaceId: ws.id }, body, headers: { 'Idempotency-Key': key } });
     expect(replay.response.headers.get('idempotent-replayed')).toBe('true');
     expect(replay.data!.id).toBe(created.data!.id);
+  });
+});
+
+describe('what makes two requests the same', () => {
+  /** A raw POST: the body is sent as written (key order, or no body at all). */
+  async function post(path: string, key: string, body?: string) {
+    const res = await t.fetch(`${t.url}${path}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_ROOT_KEY}`,
+        'Idempotency-Key': key,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body,
+    });
+    return { status: res.status, body: (await res.json()) as any, replayed: res.headers.get('idempotent-replayed') };
+  }
+
+  it('the order of keys in the body, at any depth, does not matter; values do', async () => {
+    const key = 'key-order';
+    const first = await post(WORKSPACES, key, '{"name":"ord","metadata":{"a":1,"b":2,"nested":{"x":[1,2],"y":null}}}');
+    expect(first.status).toBe(201);
+    const reordered = await post(WORKSPACES, key, '{"metadata":{"nested":{"y":null,"x":[1,2]},"b":2,"a":1},"name":"ord"}');
+    expect(reordered).toMatchObject({ status: 201, replayed: 'true' });
+    expect(reordered.body).toEqual(first.body);
+    expect(await workspacesNamed('ord')).toBe(1);
+
+    for (const other of [
+      '{"name":"ord","metadata":{"a":2,"b":1,"nested":{"x":[1,2],"y":null}}}',
+      '{"name":"ord","metadata":{"a":1,"b":2,"nested":{"x":[2,1],"y":null}}}',
+    ]) {
+      const refused = await post(WORKSPACES, key, other);
+      expect(refused.status).toBe(409);
+      expect(refused.body.error.code).toBe('idempotency_key_reused');
+    }
+    expect(await workspacesNamed('ord')).toBe(1);
+  });
+
+  it('no body and an empty object are the same request (issueInferenceKey, publishPlan)', async () => {
+    const { accessId, workspaceId } = await newAccess('no-body');
+    const keysPath = `/admin/v1/workspace-accesses/${accessId}/api-keys`;
+    const issued = await post(keysPath, 'issue-no-body');
+    expect(issued.status).toBe(201);
+    const empty = await post(keysPath, 'issue-no-body', '{}');
+    expect(empty).toMatchObject({ status: 201, replayed: 'true' });
+    expect(empty.body.id).toBe(issued.body.id);
+    expect(await t.database.db('inference_keys').where({ workspace_access_id: accessId })).toHaveLength(1);
+    // And the other way round.
+    const issuedEmpty = await post(keysPath, 'issue-empty', '{}');
+    expect(issuedEmpty.status).toBe(201);
+    expect(await post(keysPath, 'issue-empty')).toMatchObject({ status: 201, replayed: 'true', body: { id: issuedEmpty.body.id } });
+    expect(await t.database.db('inference_keys').where({ workspace_access_id: accessId })).toHaveLength(2);
+
+    // A DRAFT plan with nothing bound: the 409 is the answer, stored and replayed to the same request.
+    const draft = await createPlan({ client: t.client, path: { workspaceId }, body: { key: 'draft', name: 'Draft', billingInterval: 'MONTH' } });
+    const publishPath = `/admin/v1/plans/${draft.data!.id}/publish`;
+    const refused = await post(publishPath, 'publish-no-body');
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe('plan_not_publishable');
+    const again = await post(publishPath, 'publish-no-body', '{}');
+    expect(again).toMatchObject({ status: 409, replayed: 'true', body: { error: { code: 'plan_not_publishable' } } });
+    expect(await t.database.db('plans').where({ id: draft.data!.id }).first()).toMatchObject({ status: 'DRAFT' });
   });
 });

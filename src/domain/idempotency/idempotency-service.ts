@@ -36,6 +36,28 @@ export interface StoredResponse {
 export type Claim = { kind: 'claimed'; claimedAt: Date } | { kind: 'replay'; response: StoredResponse };
 
 /**
+ * A body as JSON that does not depend on how it was written: object keys sorted
+ * (at any depth), arrays in their order. No body is the empty object, so a
+ * retry that sends `{}` where the first call sent nothing is the same request.
+ */
+export function canonicalJson(body: unknown): string {
+  return canonical(body ?? {});
+}
+
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const object = value as Record<string, unknown>;
+    const members = Object.keys(object)
+      .filter((name) => object[name] !== undefined)
+      .sort()
+      .map((name) => `${JSON.stringify(name)}:${canonical(object[name])}`);
+    return `{${members.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
  * Stored answers can hold secrets shown once (an inference key's plaintext), so
  * they are sealed like every other secret at rest, bound to their key.
  */
@@ -59,12 +81,13 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox
 
   return {
     /**
-     * What identifies a request under its key. Keyed (HMAC with a server-side key):
-     * bodies hold secrets (provider and billing credentials), and a plain hash would
-     * let a reader of the database confirm a guessed secret offline.
+     * What identifies a request under its key. Over the canonical body, so key order
+     * and an absent body vs `{}` do not make a retry another request. Keyed (HMAC
+     * with a server-side key): bodies hold secrets (provider and billing credentials),
+     * and a plain hash would let a reader of the database confirm a guessed secret offline.
      */
     requestHash(method: string, path: string, body: unknown): string {
-      return requestHasher.hash(`${method} ${path}\n${JSON.stringify(body ?? null)}`);
+      return requestHasher.hash(`${method} ${path}\n${canonicalJson(body)}`);
     },
 
     async claim(principalId: string, key: string, method: string, path: string, hash: string): Promise<Claim> {
