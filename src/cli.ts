@@ -7,7 +7,7 @@
  */
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { loadConfig } from './config.js';
+import { ConfigError, loadConfig } from './config.js';
 import { createDatabase } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
 import { systemActor } from './domain/actor.js';
@@ -77,4 +77,11 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then((code) => process.exit(code));
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    // Before the database is open: bad configuration, or the embedded database is in use.
+    console.error(err instanceof ConfigError ? `error: ${err.message}` : err);
+    process.exit(1);
+  },
+);

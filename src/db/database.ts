@@ -7,6 +7,7 @@ import pg from 'pg';
 import ClientPgLite from 'knex-pglite';
 import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
 import { mkdirSync } from 'node:fs';
+import { lockDataDir } from './data-dir-lock.js';
 
 export type Db = Knex;
 export type Tx = Knex.Transaction;
@@ -42,7 +43,10 @@ export function createDatabase(options: DatabaseOptions): Db {
       },
     });
   }
-  if (options.pgliteDir) mkdirSync(options.pgliteDir, { recursive: true });
+  if (options.pgliteDir) {
+    mkdirSync(options.pgliteDir, { recursive: true });
+    lockDataDir(options.pgliteDir);
+  }
   // Options form: the (dataDir, options) form drops `parsers` for an in-memory database.
   const pglite = new PGlite({
     ...(options.pgliteDir ? { dataDir: options.pgliteDir } : {}),

@@ -2,7 +2,10 @@
  * The real entry points as separate processes: `npm start` (src/server.ts) and the
  * CLI (src/cli.ts), on their own schema of the test PostgreSQL.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../generated/client/client/index.js';
 import { createWorkspace, getWorkspace, listWorkspaces } from '../../generated/client/sdk.gen.js';
@@ -129,3 +132,24 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
   }, 30_000);
 });
 
+describe('the embedded database', () => {
+  it('is used by one process at a time: the CLI refuses while the server runs, and takes over a dead holder', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'nexus-lock-'));
+    const embedded = { DATABASE_URL: '', NEXUS_DATABASE_SCHEMA: '', NEXUS_DATA_DIR: dataDir };
+    try {
+      const server = await startServer(port(), embedded);
+      const refused = await run('src/cli.ts', ['management-keys', 'list'], embedded);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(`error: The embedded database in ${join(dataDir, 'pgdata')} is in use by another Nexus process (pid ${server.child.pid})`);
+      server.child.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+      expect((await run('src/cli.ts', ['management-keys', 'list'], embedded)).code).toBe(0);
+      // A lock left by a process that is gone (killed, crashed) is taken over.
+      const gone = spawnSync(process.execPath, ['-e', '']).pid;
+      writeFileSync(join(dataDir, 'pgdata', 'nexus.pid'), String(gone));
+      expect((await run('src/cli.ts', ['management-keys', 'list'], embedded)).code).toBe(0);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 180_000);
+});
