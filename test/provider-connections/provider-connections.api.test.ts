@@ -515,6 +515,21 @@ describe('verifyProviderConnection', () => {
     expect(audit.changes).toEqual({ outcome: 'credentials_rejected', httpStatus: 401 });
   });
 
+  it('answers 409 workspace_archived under an archived workspace without probing the upstream', async () => {
+    const ws = await newWorkspace();
+    const conn = await newConnection(ws.id);
+    const archivedWs = await archiveWorkspace({ client: t.client, path: { workspaceId: ws.id } });
+    track(archivedWs, 'workspace.archived', ws.id);
+    const before = await t.database.db('provider_connections').where({ id: conn.id }).first();
+    const seen = openaiUp.received.length;
+    const res = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+    expect(res.response.status).toBe(409);
+    expect(errorOf(res)).toMatchObject({ code: 'workspace_archived', type: 'conflict_error' });
+    expect(openaiUp.received.slice(seen)).toEqual([]);
+    expect(await t.database.db('provider_connections').where({ id: conn.id }).first()).toEqual(before);
+    expect(await t.database.db('audit_logs').where({ resource_id: conn.id, action: 'provider_connection.verified' })).toEqual([]);
+  });
+
   it('reports an upstream that went away as unreachable', async () => {
     const ws = await newWorkspace();
     const gone = await startFakeUpstream('openai', [OPENAI_KEY]);

@@ -196,6 +196,7 @@ export function createConnectionService(deps: {
     /** Calls the provider with the credential and records the outcome (VERIFIED or FAILED). */
     async verify(actor: Actor, id: string): Promise<BillingConnectionRow> {
       const row = await visibleConnection(actor, id);
+      await workspaces.requireWritableBeforeCall(actor, row.workspace_id);
       requireActive(row);
       const client = deps.clientFor(row);
       if (!client) throw new AppError('billing_not_configured', 'The connection has no provider credential', { param: 'credential' });
@@ -284,11 +285,15 @@ export function createConnectionService(deps: {
       });
     },
 
-    /** A provider-hosted subscription checkout for the access; the Idempotency-Key goes on to the provider. */
+    /**
+     * A provider-hosted subscription checkout for the access; the Idempotency-Key goes on to the provider.
+     * Every refusal comes before the provider is asked: a refused request leaves no session there.
+     */
     async createCheckout(actor: Actor, accessId: string, dto: CreateCheckoutDto, idempotencyKey: string | undefined): Promise<{ row: CheckoutRow; conn: BillingConnectionRow }> {
       const access = await repo.findAccess(accessId);
       if (!access) throw new AppError('access_not_found', 'Workspace access not found');
       assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
+      await workspaces.requireWritableBeforeCall(actor, access.workspace_id);
       const conn = await repo.findConnection(dto.billingConnectionId);
       if (!conn || conn.workspace_id !== access.workspace_id) {
         throw new AppError('billing_connection_not_found', 'Billing connection not found in the access\'s workspace', { param: 'billingConnectionId' });

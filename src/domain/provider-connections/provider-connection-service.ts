@@ -212,6 +212,8 @@ export function createProviderConnectionService(deps: {
      */
     async verify(actor: Actor, id: string): Promise<ProviderCheckResult> {
       const row = await get(actor, id);
+      // Refused before the probe, as lockForChange would refuse after it.
+      await workspaces.requireWritableBeforeCall(actor, row.workspace_id);
       if (row.status === 'ARCHIVED') throw archived(row);
       const result = await probe(row.protocol_profile, row.base_url, openProviderApiKey(secretBox, row));
       await db.transaction(async (tx) => {

@@ -30,6 +30,13 @@ export function createWorkspaceService(deps: {
     return row;
   }
 
+  function refuseArchived(row: WorkspaceRow): WorkspaceRow {
+    if (row.status === 'ARCHIVED') {
+      throw new AppError('workspace_archived', 'The workspace is archived and read-only', { current_status: row.status });
+    }
+    return row;
+  }
+
   /**
    * For every change under a workspace, in any area: inside the caller's
    * transaction, the workspace must be visible and ACTIVE, and stays so until commit.
@@ -38,15 +45,23 @@ export function createWorkspaceService(deps: {
     assertVisible(actor, id, 'workspace_not_found', 'Workspace');
     const row = await workspaceRepo.findByIdForShare(id, tx);
     if (!row) throw new AppError('workspace_not_found', 'Workspace not found');
-    if (row.status === 'ARCHIVED') {
-      throw new AppError('workspace_archived', 'The workspace is archived and read-only', { current_status: row.status });
-    }
-    return row;
+    return refuseArchived(row);
+  }
+
+  /**
+   * The same check, without a transaction, before a change calls the outside world
+   * (a billing provider, an upstream): such a call cannot be taken back and never runs
+   * inside a transaction, so a request refused after it would leave something there.
+   * The transaction that records the change checks again (requireWritable).
+   */
+  async function requireWritableBeforeCall(actor: Actor, id: string): Promise<WorkspaceRow> {
+    return refuseArchived(await get(actor, id));
   }
 
   return {
     get,
     requireWritable,
+    requireWritableBeforeCall,
 
     async create(actor: Actor, dto: CreateWorkspaceDto): Promise<WorkspaceRow> {
       requireRoot(actor);
