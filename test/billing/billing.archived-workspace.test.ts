@@ -1,15 +1,21 @@
 /**
  * Billing under an archived workspace (read-only: every change answers 409
- * `workspace_archived`): refused requests leave nothing at the provider.
+ * `workspace_archived`): refused requests leave nothing at the provider, and
+ * webhooks are acknowledged, recorded IGNORED and change nothing.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   archiveWorkspace,
   createCheckout,
+  listBillingWebhookEvents,
   verifyBillingConnection,
 } from '../../generated/client/sdk.gen.js';
 import {
   accessOf,
+  at,
+  DAY,
+  deliverPaddle,
+  deliverStripe,
   newConnection,
   newMapping,
   newPlan,
@@ -17,6 +23,7 @@ import {
   provision,
   startBillingWorld,
   type BillingWorld,
+  type Conn,
 } from './billing-fixture.js';
 
 let w: BillingWorld;
@@ -62,6 +69,40 @@ async function stateOf(workspaceId: string, accessId: string) {
   };
 }
 
+/** Checks out, pays and delivers the subscription's creation: the access is on a billed period. */
+async function subscribed(provider: Provider, conn: Conn, mappingId: string, accessId: string) {
+  const checkout = await createCheckout({
+    client: w.t.client,
+    path: { accessId },
+    body: { billingConnectionId: conn.dto.id, productMappingId: mappingId, ...(provider === 'STRIPE' ? { successUrl: 'https://app.example.com/ok' } : {}) },
+  });
+  expect(checkout.response.status).toBe(201);
+  const paidAt = w.clock.now();
+  const period = { start: paidAt, end: at(paidAt, 30 * DAY) };
+  if (provider === 'STRIPE') {
+    const sub = w.stripe.completeCheckout(checkout.data!.providerCheckoutId, period);
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), paidAt));
+    return sub.id;
+  }
+  const sub = w.paddle.completeTransaction(checkout.data!.providerCheckoutId, period, paidAt);
+  await deliverPaddle(w, conn, w.paddle.event('subscription.created', sub, paidAt));
+  return sub.id;
+}
+
+/** The provider renews the subscription into its next period, then stops it (Stripe unpaid, Paddle paused: either suspends); both events delivered. */
+async function renewThenStop(provider: Provider, conn: Conn, subId: string) {
+  const renewedAt = at(w.clock.now(), 30 * DAY);
+  const next = { start: renewedAt, end: at(renewedAt, 30 * DAY) };
+  const unpaidAt = at(renewedAt, DAY);
+  if (provider === 'STRIPE') {
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { period: next }), renewedAt));
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), unpaidAt));
+  } else {
+    await deliverPaddle(w, conn, w.paddle.event('subscription.updated', w.paddle.update(subId, renewedAt, { period: next }), renewedAt));
+    await deliverPaddle(w, conn, w.paddle.event('subscription.paused', w.paddle.update(subId, unpaidAt, { status: 'paused' }), unpaidAt));
+  }
+}
+
 describe.each<Provider>(['STRIPE', 'PADDLE'])('%s: requests refused under an archived workspace', (provider) => {
   it('createCheckout answers 409 workspace_archived and asks the provider for nothing', async () => {
     const { workspaceId, conn, mappingId, accessId } = await world(provider);
@@ -94,5 +135,28 @@ describe.each<Provider>(['STRIPE', 'PADDLE'])('%s: requests refused under an arc
     expect((res.error as any).error.code).toBe('workspace_archived');
     expect(requestsTo(provider).slice(seen)).toEqual([]);
     expect(await stateOf(workspaceId, accessId)).toEqual(before);
+  });
+});
+
+describe.each<Provider>(['STRIPE', 'PADDLE'])('%s: webhooks under an archived workspace', (provider) => {
+  it('are acknowledged, recorded IGNORED (workspace_archived) and change nothing: no period granted, no suspension', async () => {
+    const { workspaceId, planId, conn, mappingId, accessId } = await world(provider);
+    const subId = await subscribed(provider, conn, mappingId, accessId);
+    expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE', planId });
+    await archive(workspaceId);
+    const before = await stateOf(workspaceId, accessId);
+    expect(before.grants).toHaveLength(1);
+    const seen = requestsTo(provider).length;
+
+    await renewThenStop(provider, conn, subId);
+
+    const events = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id } });
+    expect(events.data!.slice(0, 2).map((e) => [e.status, e.lastError])).toEqual([
+      ['IGNORED', 'workspace_archived'],
+      ['IGNORED', 'workspace_archived'],
+    ]);
+    expect(await stateOf(workspaceId, accessId)).toEqual(before);
+    // Not even re-read from the provider.
+    expect(requestsTo(provider).slice(seen)).toEqual([]);
   });
 });

@@ -188,6 +188,11 @@ export function createProjector(deps: {
       periodKey?: string;
     },
   ): Promise<ApplyResult> {
+    // An archived workspace is read-only: no state applies to it (webhooks, reconciliation, reports).
+    // The share lock makes an archive wait for this commit.
+    if ((await repo.findWorkspaceStatus(conn.workspace_id, tx, true)) === 'ARCHIVED') {
+      return { outcome: 'ignored', ignoredReason: 'workspace_archived', changes: {}, effects: [] };
+    }
     const now = clock.now();
     let row = await repo.findProjectionForUpdate(conn.id, state.externalSubscriptionId, tx);
     const accessId = row?.workspace_access_id ?? state.accessId ?? ctx.accessIdHint ?? null;
