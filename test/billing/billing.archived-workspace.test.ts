@@ -8,6 +8,7 @@ import {
   archiveWorkspace,
   createCheckout,
   listBillingWebhookEvents,
+  replayBillingWebhookEvent,
   verifyBillingConnection,
 } from '../../generated/client/sdk.gen.js';
 import {
@@ -158,5 +159,34 @@ describe.each<Provider>(['STRIPE', 'PADDLE'])('%s: webhooks under an archived wo
     expect(await stateOf(workspaceId, accessId)).toEqual(before);
     // Not even re-read from the provider.
     expect(requestsTo(provider).slice(seen)).toEqual([]);
+  });
+});
+
+describe('replayBillingWebhookEvent under an archived workspace', () => {
+  it('answers 409 workspace_archived: the event stays FAILED, nothing is reprocessed, audited or asked of Stripe', async () => {
+    const { workspaceId, conn, mappingId, accessId } = await world('STRIPE');
+    const subId = await subscribed('STRIPE', conn, mappingId, accessId);
+    w.stripe.failReads = 1;
+    const event = w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), w.clock.now());
+    await deliverStripe(w, conn, event);
+    const failed = await w.t.database.db('billing_webhook_events').where({ provider_event_id: event.id }).first();
+    expect(failed).toMatchObject({ status: 'FAILED', attempts: 1 });
+    await archive(workspaceId);
+    const before = await stateOf(workspaceId, accessId);
+    const seen = w.stripe.requests.length;
+
+    const res = await replayBillingWebhookEvent({ client: w.t.client, path: { eventId: failed.id } });
+    expect(res.response.status).toBe(409);
+    expect((res.error as any).error).toMatchObject({ code: 'workspace_archived', current_status: 'ARCHIVED' });
+    expect(await w.t.database.db('billing_webhook_events').where({ id: failed.id }).first()).toMatchObject({ status: 'FAILED', attempts: 1 });
+    expect(await stateOf(workspaceId, accessId)).toEqual(before);
+    expect(w.stripe.requests.slice(seen)).toEqual([]);
+
+    // The automatic retry does not apply it either: it records why.
+    w.clock.advance(3 * 60_000);
+    await w.t.nexus.services.billing.processPending();
+    expect(await w.t.database.db('billing_webhook_events').where({ id: failed.id }).first()).toMatchObject({ status: 'IGNORED', last_error: 'workspace_archived' });
+    expect(await stateOf(workspaceId, accessId)).toEqual(before);
+    expect(w.stripe.requests.slice(seen)).toEqual([]);
   });
 });

@@ -65,7 +65,7 @@ export function createBillingService(deps: {
     clientFor,
     webhookSecretOverlapMs: () => config.webhookSecretOverlapMs,
   });
-  const inbox = createInbox({ db, repo, projector, secretBox, audit, clock, logger, clientFor });
+  const inbox = createInbox({ db, repo, projector, secretBox, audit, workspaces, clock, logger, clientFor });
   const reconciler = createReconciler({
     db,
     repo,

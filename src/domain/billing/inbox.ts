@@ -16,6 +16,7 @@ import { assertVisible, systemActor, type Actor, type Clock } from '../actor.js'
 import type { AuditService } from '../audit/audit-service.js';
 import type { Page, PageRequest } from '../pagination.js';
 import type { SecretBox } from '../security/secret-box.js';
+import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { BillingConnectionRow, BillingRepo, WebhookEventRow, WebhookEventStatus } from './billing-repo.js';
 import { openWebhookSecrets } from './billing-secrets.js';
 import { ACCESS_ID_METADATA_KEY, ProviderError, type BillingProviderClient, type SubscriptionState } from './billing-types.js';
@@ -111,6 +112,7 @@ export function createInbox(deps: {
   projector: Projector;
   secretBox: SecretBox;
   audit: AuditService;
+  workspaces: WorkspaceService;
   clock: Clock;
   logger: Logger;
   clientFor: (conn: BillingConnectionRow) => BillingProviderClient | null;
@@ -268,17 +270,21 @@ export function createInbox(deps: {
       return repo.listEvents({ ...filter, connectionId });
     },
 
-    /** Reprocesses a FAILED event from its stored body: no new signature check, no freshness window. */
+    /**
+     * Reprocesses a FAILED event from its stored body: no new signature check, no freshness window.
+     * A change like any: refused (409) under an archived workspace.
+     */
     async replay(actor: Actor, eventId: string): Promise<{ operationId: string }> {
       const event = await repo.findEvent(eventId);
       if (!event) throw new AppError('webhook_event_not_found', 'Webhook event not found');
       assertVisible(actor, event.workspace_id, 'webhook_event_not_found', 'Webhook event');
-      if (event.status !== 'FAILED') {
-        throw new AppError('event_not_replayable', `Only FAILED events can be replayed; this one is ${event.status}`, {
-          current_status: event.status,
-        });
-      }
       await db.transaction(async (tx) => {
+        await deps.workspaces.requireWritable(tx, actor, event.workspace_id);
+        if (event.status !== 'FAILED') {
+          throw new AppError('event_not_replayable', `Only FAILED events can be replayed; this one is ${event.status}`, {
+            current_status: event.status,
+          });
+        }
         await deps.audit.record(tx, actor, {
           action: 'billing_webhook_event.replayed',
           resourceType: 'billing_webhook_event',
