@@ -316,11 +316,11 @@ export type CreateCheckoutDto = {
      */
     productMappingId: string;
     /**
-     * Stripe only (required there); where the provider sends the user after paying.
+     * Stripe only (required there); where the provider sends the user after paying. An http or https URL.
      */
     successUrl?: string;
     /**
-     * Stripe only; where the provider sends the user who gives up.
+     * Stripe only; where the provider sends the user who gives up. An http or https URL.
      */
     cancelUrl?: string;
     /**

@@ -341,6 +341,45 @@ describe('createCheckout refusals', () => {
     expect(res.response.status).toBe(404);
     expect((res.error as any).error.code).toBe('access_not_found');
   });
+
+  describe.each(['successUrl', 'cancelUrl'])('%s', (field) => {
+    it.each(['javascript:alert(1)', 'mailto:x@y.z', 'ftp://x/y', 'data:text/html,hi', 'https://', '/relative/path'])(
+      'refuses %s with 400 naming the field, before Stripe is asked',
+      async (url) => {
+        const conn = await newConnection(w, workspaceId);
+        const accessId = await provision(w, workspaceId, planId);
+        const mappingId = await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro');
+        const seen = w.stripe.requests.length;
+        const res = await raw(
+          'POST',
+          `/admin/v1/workspace-accesses/${accessId}/billing-checkouts`,
+          JSON.stringify({ billingConnectionId: conn.dto.id, productMappingId: mappingId, successUrl: 'https://a.example/ok', [field]: url }),
+        );
+        expect(res.status).toBe(400);
+        expect(res.body.error).toMatchObject({ code: 'invalid_parameter', param: field, type: 'invalid_request_error' });
+        expect(res.body.error.message).toMatch(new RegExp(`^${field} must be `));
+        expect(res.body.error.message).not.toContain('[Hh]');
+        expect(w.stripe.requests.slice(seen)).toEqual([]);
+        expect(await w.t.database.db('billing_checkouts').where({ workspace_access_id: accessId })).toEqual([]);
+      },
+    );
+
+    it('accepts http and https in any case', async () => {
+      const conn = await newConnection(w, workspaceId);
+      const accessId = await provision(w, workspaceId, planId);
+      const mappingId = await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro');
+      for (const url of ['http://localhost:3000/done', 'HTTPS://App.Example.com/done?x=1']) {
+        const res = await createCheckout({
+          client: w.t.client,
+          path: { accessId },
+          body: { billingConnectionId: conn.dto.id, productMappingId: mappingId, successUrl: 'https://a.example/ok', [field]: url },
+        });
+        expect(res.response.status).toBe(201);
+        const sent = new URLSearchParams(w.stripe.requests.filter((r) => r.path === '/v1/checkout/sessions').at(-1)!.body);
+        expect(sent.get(field === 'successUrl' ? 'success_url' : 'cancel_url')).toBe(url);
+      }
+    });
+  });
 });
 
 describe('the webhook receiver', () => {
