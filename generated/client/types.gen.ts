@@ -255,7 +255,9 @@ export type BillingConnectionDto = {
     webhookSecretConfigured: boolean;
     credentialVerificationStatus: BillingCredentialVerificationStatus;
     /**
-     * The credential's recognisable start and last 4 characters.
+     * A recognisable hint of the credential (`sk_...Ab3x`, `pdl_...Ab3x`) that never shows more than a
+     * quarter of its characters: at most its last 4, and the type prefix only when that fits too.
+     *
      */
     credentialPreview?: string;
     lastVerifiedAt?: DateTime;
@@ -626,7 +628,10 @@ export type ProviderConnectionDto = {
     baseUrl: string;
     status: ProviderConnectionStatus;
     /**
-     * A recognisable hint of the key, never more than its last 4 characters (`sk-...Ab3x`).
+     * A recognisable hint of the key (`sk-...Ab3x`) that never shows more than a quarter of its
+     * characters: at most its last 4, and a short type prefix (`sk-`) only when that fits too.
+     * A key under 12 characters shows `...` alone.
+     *
      */
     secretPreview: string;
     lastVerifiedAt?: DateTime;

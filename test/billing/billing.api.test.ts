@@ -24,6 +24,7 @@ import {
 import { systemActor } from '../../src/domain/actor.js';
 import { credentialAad } from '../../src/domain/billing/billing-secrets.js';
 import { newId } from '../../src/ids.js';
+import { SECRET_MARKER } from '../security/secret-marker.js';
 import { TEST_ROOT_KEY } from '../support/test-app.js';
 import {
   at,
@@ -103,6 +104,25 @@ describe('createBillingConnection', () => {
     expect(() => box.open({ keyId: row.credential_key_id, ciphertext: row.credential_ciphertext }, credentialAad(newId()))).toThrow();
     const audit = await w.t.database.db('audit_logs').where({ resource_id: dto.id, action: 'billing_connection.created' }).first();
     expect(JSON.stringify(audit.changes)).not.toContain(credential);
+  });
+
+  describe.each([
+    ['a short Paddle key', 'PADDLE', 'pdl_sdbx_abc', '...abc'],
+    ['a short Stripe key', 'STRIPE', 'sk_test_abcd', '...bcd'],
+    ['a key of 16 characters', 'STRIPE', 'sk_test_abcdWXYZ', '...WXYZ'],
+    ['a Paddle sandbox key', 'PADDLE', `pdl_sdbx_apikey_01${SECRET_MARKER}abcdefWXYZ`, 'pdl_...WXYZ'],
+    ['a Stripe test key', 'STRIPE', `sk_test_51${SECRET_MARKER}abcdefghijWXYZ`, 'sk_...WXYZ'],
+  ] as const)('credentialPreview of %s', (_label, provider, credential, expected) => {
+    it(`is ${expected}: at most a quarter of the credential and its last 4 characters`, async () => {
+      const res = await createBillingConnection({
+        client: w.t.client,
+        path: { workspaceId },
+        body: { name: 'preview', provider, kind: 'HOSTED', mode: 'TEST', credential },
+      });
+      expect(res.response.status).toBe(201);
+      expect(res.data!.credentialPreview).toBe(expected);
+      expect(expected.replace('...', '').length).toBeLessThanOrEqual(credential.length / 4);
+    });
   });
 
   it('reads the public URL at call time', async () => {

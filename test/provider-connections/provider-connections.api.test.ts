@@ -123,13 +123,29 @@ describe('createProviderConnection', () => {
     }
   });
 
-  it('shows no more than the last 4 characters in secretPreview', async () => {
-    const ws = await newWorkspace();
-    const short = `${SECRET_MARKER.slice(0, 8)}`; // 8 characters: too short to show any tail
-    const conn = await newConnection(ws.id, { apiKey: short });
-    expect(conn.secretPreview).toBe('sk-...');
-    const long = await newConnection(ws.id, { apiKey: `${SECRET_MARKER}-abcdefWXYZ` });
-    expect(long.secretPreview).toBe('sk-...WXYZ');
+  /** What a preview shows of the key: its prefix and tail characters, around `...`. */
+  function shownCharacters(preview: string): number {
+    return preview.replace('...', '').length;
+  }
+
+  describe.each([
+    ['an 8-character key', 'sk-nexus', '...'],
+    ['a key of 12 characters with a long prefix', 'abcdefgh-ijk', '...ijk'],
+    ['a key of 13 characters', 'abcdefgh-ijkl', '...jkl'],
+    ['a key of 16 characters', 'vllmtest-key1234', '...1234'],
+    ['a key too short for its prefix beside the tail', 'sk-abcdefghijklmnopqrWXYZ', '...WXYZ'],
+    ['an OpenAI project key', `sk-proj-${SECRET_MARKER}-${'a1B2'.repeat(10)}WXYZ`, 'sk-...WXYZ'],
+    ['an Anthropic key', `sk-ant-api03-${SECRET_MARKER}-${'x9Y8'.repeat(20)}AA-WXYZ`, 'sk-...WXYZ'],
+    ['a marked test key', `${SECRET_MARKER}-abcdefWXYZ`, 'sk-...WXYZ'],
+  ])('secretPreview of %s', (_label, apiKey, expected) => {
+    it(`is ${expected}: at most a quarter of the key and its last 4 characters`, async () => {
+      const ws = await newWorkspace();
+      const conn = await newConnection(ws.id, { apiKey });
+      expect(conn.secretPreview).toBe(expected);
+      expect(shownCharacters(conn.secretPreview)).toBeLessThanOrEqual(apiKey.length / 4);
+      const got = await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+      expect(got.data!.secretPreview).toBe(expected);
+    });
   });
 
   it('stores the key only encrypted: AES-256-GCM, key id, fresh nonce, bound to its row', async () => {

@@ -43,9 +43,24 @@ export function createSecretBox(current: Buffer, previous: Buffer[] = []) {
 
 export type SecretBox = ReturnType<typeof createSecretBox>;
 
-/** `sk-...Ab3x`: the first characters up to a dash or 3, and never more than the last 4. */
+/** Keys shorter than this show no character at all. */
+const MIN_LENGTH_WITH_TAIL = 12;
+const MAX_TAIL = 4;
+/** A recognisable type marker: up to 5 letters and the first dash or underscore (`sk-`, `pdl_`, `nvapi-`). */
+const TYPE_PREFIX = /^[A-Za-z]{1,5}[-_]/;
+
+/**
+ * `sk-...Ab3x`: a hint that gives away no useful part of the key. It shows at
+ * most a quarter of the key's characters: its last 4 at most, and the type
+ * prefix only when it fits in that quarter beside them (so real keys, 40+
+ * characters, keep `sk-...Ab3x`, while `abcdefgh-ijk` shows `...ijk`). A key
+ * under 12 characters shows `...` alone.
+ */
 export function secretPreview(secret: string): string {
-  const head = /^[A-Za-z]{1,8}[-_]/.exec(secret)?.[0] ?? '';
-  const tail = secret.length >= 12 ? secret.slice(-4) : '';
+  if (secret.length < MIN_LENGTH_WITH_TAIL) return '...';
+  const budget = Math.floor(secret.length / 4);
+  const tail = secret.slice(-Math.min(MAX_TAIL, budget));
+  const prefix = TYPE_PREFIX.exec(secret)?.[0] ?? '';
+  const head = prefix.length + tail.length <= budget ? prefix : '';
   return `${head}...${tail}`;
 }
