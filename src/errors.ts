@@ -11,6 +11,7 @@ export const errorStatus = {
   invalid_parameter: 400,
   invalid_base_url: 400,
   private_upstream_refused: 400,
+  api_key_required: 400,
   unsafe_proxy_request: 400,
   max_tokens_exceeded: 400,
   invalid_signature: 400,

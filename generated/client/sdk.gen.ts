@@ -713,7 +713,11 @@ export const getProviderConnection = <ThrowOnError extends boolean = false>(opti
  * Changes the given fields only. `status` SUSPENDED stops the connection's gateway
  * traffic (403 `connection_suspended`) until it is set ACTIVE again. A new `baseUrl` is
  * checked like at creation and clears `lastVerifiedAt`. An archived connection is
- * read-only (409 `connection_archived`). The key changes only through `rotateProviderSecret`.
+ * read-only (409 `connection_archived`). `apiKey` replaces the key, as `rotateProviderSecret`
+ * does. The stored key is only ever sent to the origin it was given for: a `baseUrl` on
+ * another origin (scheme, host or port) needs the key for it in the same request (400
+ * `api_key_required`, param `apiKey`, and nothing changes); a new path on the same origin
+ * keeps the key.
  *
  */
 export const updateProviderConnection = <ThrowOnError extends boolean = false>(options: Options<UpdateProviderConnectionData, ThrowOnError>) => (options.client ?? client).patch<UpdateProviderConnectionResponses, UpdateProviderConnectionErrors, ThrowOnError>({

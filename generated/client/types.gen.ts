@@ -860,6 +860,21 @@ export type TestProviderConnectionDtoWritable = {
     apiKey: ProviderApiKey;
 };
 
+export type UpdateProviderConnectionDtoWritable = {
+    name?: string;
+    baseUrl?: ProviderBaseUrl;
+    apiKey?: ProviderApiKey;
+    /**
+     * ARCHIVED is reached only through `archiveProviderConnection`.
+     */
+    status?: 'ACTIVE' | 'SUSPENDED';
+    metadata?: Metadata;
+    /**
+     * A timeout in ms, or null for the deployment's default.
+     */
+    upstreamTimeoutMs?: UpstreamTimeoutMs | null;
+};
+
 export type RotateProviderSecretDtoWritable = {
     apiKey: ProviderApiKey;
 };
@@ -3501,7 +3516,7 @@ export type GetProviderConnectionResponses = {
 export type GetProviderConnectionResponse = GetProviderConnectionResponses[keyof GetProviderConnectionResponses];
 
 export type UpdateProviderConnectionData = {
-    body: UpdateProviderConnectionDto;
+    body: UpdateProviderConnectionDtoWritable;
     path: {
         providerConnectionId: string;
     };

@@ -407,14 +407,20 @@ describe('updateProviderConnection and archiveProviderConnection', () => {
     track(verified, 'provider_connection.verified', conn.id);
     expect((await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } })).data!.lastVerifiedAt).toBeTruthy();
 
+    const before = await t.database.db('provider_connections').where({ id: conn.id }).first();
+    // A new path on the same origin keeps the key.
     const moved = await updateProviderConnection({
       client: t.client,
       path: { providerConnectionId: conn.id },
-      body: { baseUrl: `${anthropicUp.url}/prefix/` },
+      body: { baseUrl: `${openaiUp.url}/prefix/` },
     });
+    expect(moved.response.status).toBe(200);
     track(moved, 'provider_connection.updated', conn.id);
-    expect(moved.data!.baseUrl).toBe(`${anthropicUp.url}/prefix`);
+    expect(moved.data!.baseUrl).toBe(`${openaiUp.url}/prefix`);
     expect(moved.data!.lastVerifiedAt).toBeUndefined();
+    expect(moved.data!.secretPreview).toBe(conn.secretPreview);
+    const after = await t.database.db('provider_connections').where({ id: conn.id }).first();
+    expect(after.api_key_ciphertext).toBe(before.api_key_ciphertext);
 
     const bad = await updateProviderConnection({ client: t.client, path: { providerConnectionId: conn.id }, body: { baseUrl: 'http://u:p@127.0.0.1:1' } });
     expect(bad.response.status).toBe(400);
@@ -422,9 +428,94 @@ describe('updateProviderConnection and archiveProviderConnection', () => {
   });
 
   describe.each([
+    ['another port', () => anthropicUp.url],
+    ['another host', () => openaiUp.url.replace('127.0.0.1', 'localhost')],
+    ['another scheme', () => openaiUp.url.replace('http:', 'https:')],
+  ])('moving baseUrl to %s without apiKey', (_label, target) => {
+    it('is 400 api_key_required, for a scoped key too, and changes nothing: the stored key never goes there', async () => {
+      const ws = await newWorkspace();
+      const conn = await newConnection(ws.id);
+      const verified = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+      track(verified, 'provider_connection.verified', conn.id);
+      const before = await t.database.db('provider_connections').where({ id: conn.id }).first();
+      const { key } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'pc-mover', workspaceIds: [ws.id] });
+      const attacker = await startFakeUpstream('openai', []);
+      try {
+        for (const client of [t.client, t.clientWith(key)]) {
+          const res = await updateProviderConnection({
+            client,
+            path: { providerConnectionId: conn.id },
+            body: { baseUrl: target(), name: 'moved' },
+          });
+          expect(res.response.status).toBe(400);
+          expect(errorOf(res)).toMatchObject({ code: 'api_key_required', param: 'apiKey', type: 'invalid_request_error' });
+          expect(await t.database.db('audit_logs').where({ request_id: res.response.headers.get('x-request-id') })).toEqual([]);
+        }
+        expect(await t.database.db('provider_connections').where({ id: conn.id }).first()).toEqual(before);
+        const check = await verifyProviderConnection({ client: t.clientWith(key), path: { providerConnectionId: conn.id } });
+        track(check, 'provider_connection.verified', conn.id);
+        expect(check.data).toMatchObject({ accepted: true, outcome: 'reachable' });
+        expect(attacker.received).toEqual([]);
+      } finally {
+        await attacker.close();
+      }
+    });
+  });
+
+  it('moves baseUrl to another origin with the apiKey for it: the new key goes to the new origin only', async () => {
+    const ws = await newWorkspace();
+    const conn = await newConnection(ws.id);
+    const verified = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+    track(verified, 'provider_connection.verified', conn.id);
+    const newKey = testProviderKey('moved');
+    const target = await startFakeUpstream('openai', [newKey]);
+    try {
+      const res = await updateProviderConnection({
+        client: t.client,
+        path: { providerConnectionId: conn.id },
+        body: { baseUrl: target.url, apiKey: newKey },
+      });
+      expect(res.response.status).toBe(200);
+      track(res, 'provider_connection.updated', conn.id);
+      expect(res.data).toMatchObject({ baseUrl: target.url, secretPreview: `sk-...${newKey.slice(-4)}` });
+      expect(res.data!.lastVerifiedAt).toBeUndefined();
+      expect(JSON.stringify(res.data)).not.toContain(SECRET_MARKER);
+      const row = await t.database.db('provider_connections').where({ id: conn.id }).first();
+      expect(openProviderApiKey(t.nexus.services.secretBox, row)).toBe(newKey);
+      const audit = await t.database.db('audit_logs').where({ request_id: res.response.headers.get('x-request-id') }).first();
+      expect(audit.changes).toEqual({
+        baseUrl: target.url,
+        apiKey: '[redacted]',
+        secretPreview: res.data!.secretPreview,
+        previousSecretPreview: conn.secretPreview,
+      });
+
+      const check = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+      track(check, 'provider_connection.verified', conn.id);
+      expect(check.data).toMatchObject({ accepted: true, outcome: 'reachable' });
+      expect(target.received.map((r) => r.headers.authorization)).toEqual([`Bearer ${newKey}`]);
+    } finally {
+      await target.close();
+    }
+  });
+
+  it('replaces the key with apiKey alone, as a rotation does', async () => {
+    const ws = await newWorkspace();
+    const conn = await newConnection(ws.id);
+    const newKey = testProviderKey('patched');
+    openaiUp.keys.add(newKey);
+    const res = await updateProviderConnection({ client: t.client, path: { providerConnectionId: conn.id }, body: { apiKey: newKey } });
+    expect(res.response.status).toBe(200);
+    track(res, 'provider_connection.updated', conn.id);
+    expect(res.data).toMatchObject({ baseUrl: conn.baseUrl, secretPreview: `sk-...${newKey.slice(-4)}` });
+    const row = await t.database.db('provider_connections').where({ id: conn.id }).first();
+    expect(openProviderApiKey(t.nexus.services.secretBox, row)).toBe(newKey);
+  });
+
+  describe.each([
     ['an empty body', '{}', null],
     ['status ARCHIVED', '{"status":"ARCHIVED"}', 'status'],
-    ['an apiKey (rotate instead)', JSON.stringify({ apiKey: OPENAI_KEY }), 'apiKey'],
+    ['a malformed apiKey', '{"apiKey":"short"}', 'apiKey'],
     ['a protocolProfile change', '{"protocolProfile":"anthropic"}', 'protocolProfile'],
     ['an empty name', '{"name":""}', 'name'],
   ])('rejects %s', (_label, body, param) => {

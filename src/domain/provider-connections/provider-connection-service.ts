@@ -7,7 +7,7 @@
 import type {
   CreateProviderConnectionDtoWritable,
   TestProviderConnectionDtoWritable,
-  UpdateProviderConnectionDto,
+  UpdateProviderConnectionDtoWritable,
 } from '../../../generated/client/types.gen.js';
 import type { Config } from '../../config.js';
 import type { Db, Queryable } from '../../db/database.js';
@@ -50,6 +50,21 @@ export function normalizeBaseUrl(url: URL): string {
     });
   }
   return text;
+}
+
+/**
+ * The stored key goes only to the origin it was given for. Without this, a
+ * Management Key that can never read the key (a scoped one) could move baseUrl
+ * to its own server and receive the key with the next verify or gateway call.
+ */
+function assertKeyFollowsOrigin(current: ProviderConnectionRow, baseUrl: string | undefined, apiKey: string | undefined): void {
+  if (baseUrl === undefined || apiKey !== undefined) return;
+  if (new URL(baseUrl).origin === new URL(current.base_url).origin) return;
+  throw new AppError(
+    'api_key_required',
+    'A baseUrl on another origin (scheme, host or port) needs its apiKey in the same request: the stored key is never sent to a new origin',
+    { param: 'apiKey' },
+  );
 }
 
 export function createProviderConnectionService(deps: {
@@ -157,12 +172,14 @@ export function createProviderConnectionService(deps: {
       return probe(dto.protocolProfile, baseUrl, dto.apiKey);
     },
 
-    async update(actor: Actor, id: string, dto: UpdateProviderConnectionDto): Promise<ProviderConnectionRow> {
+    async update(actor: Actor, id: string, dto: UpdateProviderConnectionDtoWritable): Promise<ProviderConnectionRow> {
       assertMetadataSize(dto.metadata);
       await get(actor, id);
       const baseUrl = dto.baseUrl !== undefined ? await checkedBaseUrl(dto.baseUrl) : undefined;
+      const newKey = dto.apiKey !== undefined ? { ...sealProviderApiKey(secretBox, id, dto.apiKey), preview: secretPreview(dto.apiKey) } : undefined;
       return db.transaction(async (tx) => {
         const current = await lockForChange(tx, actor, id);
+        assertKeyFollowsOrigin(current, baseUrl, dto.apiKey);
         const patch: Partial<ProviderConnectionRow> = { updated_at: clock.now() };
         if (dto.name !== undefined) patch.name = dto.name;
         if (dto.status !== undefined) patch.status = dto.status;
@@ -173,13 +190,21 @@ export function createProviderConnectionService(deps: {
           // The verification was of the old upstream.
           patch.last_verified_at = null;
         }
+        if (newKey) {
+          // As a rotation: the new key is unverified.
+          Object.assign(patch, { api_key_ciphertext: newKey.ciphertext, api_key_key_id: newKey.keyId, secret_preview: newKey.preview, last_verified_at: null });
+        }
         const row = await repo.update(id, patch, tx);
         await audit.record(tx, actor, {
           action: 'provider_connection.updated',
           resourceType: RESOURCE,
           resourceId: id,
           workspaceId: row.workspace_id,
-          changes: { ...dto, ...(baseUrl !== undefined ? { baseUrl } : {}) },
+          changes: {
+            ...dto,
+            ...(baseUrl !== undefined ? { baseUrl } : {}),
+            ...(newKey ? { apiKey: REDACTED, secretPreview: newKey.preview, previousSecretPreview: current.secret_preview } : {}),
+          },
         });
         return row;
       });
