@@ -674,9 +674,10 @@ export type RotateProviderSecretDto = {
 };
 
 /**
- * - `reachable`: the upstream answered 2xx with the given credentials (`accepted` is true).
+ * - `reachable`: the upstream answered 2xx with a JSON object (a model list) to the given credentials (`accepted` is true).
  * - `credentials_rejected`: it answered 401 or 403: the key (or the profile's way of sending it) was refused.
- * - `unexpected_response`: it answered another status (a wrong `baseUrl` or profile often gives 404).
+ * - `unexpected_response`: it answered another status (a wrong `baseUrl` or profile often gives 404), or a 2xx
+ * that is not a JSON object (an HTML page: a website or a portal, not a provider).
  * - `unreachable`: no HTTP answer (connection refused, DNS failure, TLS error, refused private address).
  * - `timeout`: no answer within the probe timeout.
  *

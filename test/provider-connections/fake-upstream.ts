@@ -29,6 +29,8 @@ export interface FakeUpstream {
   delayMs: number;
   /** When set, every request gets this status (unexpected answers). */
   forceStatus: number | undefined;
+  /** When set, every request gets a 200 with this content type and body (not a provider). */
+  forceBody: { contentType: string; body: string } | undefined;
   close(): Promise<void>;
 }
 
@@ -38,6 +40,7 @@ export async function startFakeUpstream(profile: 'openai' | 'anthropic', keys: s
     received: [] as ReceivedRequest[],
     delayMs: 0,
     forceStatus: undefined as number | undefined,
+    forceBody: undefined as { contentType: string; body: string } | undefined,
   };
   const server: Server = createServer((req, res) => {
     state.received.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
@@ -48,6 +51,10 @@ export async function startFakeUpstream(profile: 'openai' | 'anthropic', keys: s
         res.end(JSON.stringify(body));
       };
       if (state.forceStatus) return json(state.forceStatus, { error: { message: 'forced' } });
+      if (state.forceBody) {
+        res.writeHead(200, { 'content-type': state.forceBody.contentType });
+        return res.end(state.forceBody.body);
+      }
       const presented =
         profile === 'openai'
           ? /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1]
@@ -86,6 +93,12 @@ export async function startFakeUpstream(profile: 'openai' | 'anthropic', keys: s
     },
     set forceStatus(v: number | undefined) {
       state.forceStatus = v;
+    },
+    get forceBody() {
+      return state.forceBody;
+    },
+    set forceBody(v: { contentType: string; body: string } | undefined) {
+      state.forceBody = v;
     },
     close: () => closeServer(server),
   };

@@ -351,6 +351,51 @@ describe('testProviderConnection', () => {
     }
   });
 
+  describe.each([
+    ['an HTML page', 'text/html; charset=utf-8', '<!doctype html><html><body>Welcome</body></html>'],
+    ['JSON-typed text that is not JSON', 'application/json', 'OK'],
+    ['a JSON array', 'application/json', '[{"id":"test-model"}]'],
+    ['a JSON object sent as text/plain', 'text/plain', '{"object":"list","data":[]}'],
+  ])('a 2xx with %s', (_label, contentType, body) => {
+    it('is unexpected_response, not accepted, for test and verify; lastVerifiedAt stays unset', async () => {
+      const ws = await newWorkspace();
+      const conn = await newConnection(ws.id);
+      openaiUp.forceBody = { contentType, body };
+      try {
+        const tested = await testProviderConnection({
+          client: t.client,
+          path: { workspaceId: ws.id },
+          body: { protocolProfile: 'openai', baseUrl: openaiUp.url, apiKey: OPENAI_KEY },
+        });
+        expect(tested.response.status).toBe(200);
+        expect(tested.data).toMatchObject({ accepted: false, outcome: 'unexpected_response', httpStatus: 200 });
+        expect(tested.data!.message).toContain('not with a JSON object');
+        const verified = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+        track(verified, 'provider_connection.verified', conn.id);
+        expect(verified.data).toMatchObject({ accepted: false, outcome: 'unexpected_response', httpStatus: 200 });
+      } finally {
+        openaiUp.forceBody = undefined;
+      }
+      const got = await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+      expect(got.data!.lastVerifiedAt).toBeUndefined();
+    });
+  });
+
+  it('accepts a JSON object whatever the JSON media type parameters', async () => {
+    const ws = await newWorkspace();
+    openaiUp.forceBody = { contentType: 'application/json; charset=utf-8', body: '  {"object":"list","data":[]}\n' };
+    try {
+      const res = await testProviderConnection({
+        client: t.client,
+        path: { workspaceId: ws.id },
+        body: { protocolProfile: 'openai', baseUrl: openaiUp.url, apiKey: OPENAI_KEY },
+      });
+      expect(res.data).toMatchObject({ accepted: true, outcome: 'reachable', httpStatus: 200 });
+    } finally {
+      openaiUp.forceBody = undefined;
+    }
+  });
+
   it('refuses a bad URL or profile with 400 and answers 404 for an unknown workspace', async () => {
     const ws = await newWorkspace();
     const bad = await testProviderConnection({

@@ -49,6 +49,40 @@ function causeCode(err: unknown): string {
   return (err as Error | undefined)?.name ?? 'unknown error';
 }
 
+/** Far above the largest model lists seen (OpenRouter's, about 1 MB); a longer body is judged by its start. */
+const MAX_PROBE_BODY_BYTES = 4 * 1024 * 1024;
+
+function isJsonContentType(header: string | string[] | undefined): boolean {
+  const type = (Array.isArray(header) ? header[0] : header)?.split(';')[0]?.trim().toLowerCase() ?? '';
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
+/** The body's first bytes, at most `limit` of them, and whether that was all of it. */
+async function readBody(body: AsyncIterable<Buffer> & { destroy(): unknown }, limit: number): Promise<{ text: string; complete: boolean }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size > limit) {
+      body.destroy();
+      return { text: Buffer.concat(chunks).toString('utf8'), complete: false };
+    }
+  }
+  return { text: Buffer.concat(chunks).toString('utf8'), complete: true };
+}
+
+function isJsonObject(text: string, complete: boolean): boolean {
+  const trimmed = text.replace(/^\uFEFF/, '');
+  if (!complete) return /^\s*\{/.test(trimmed);
+  try {
+    const value: unknown = JSON.parse(trimmed);
+    return typeof value === 'object' && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}
+
 export async function probeProvider(input: ProbeInput): Promise<ProviderCheckResult> {
   const started = performance.now();
   const elapsed = () => Math.max(0, Math.round(performance.now() - started));
@@ -76,9 +110,21 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
   try {
     // undici.request never follows redirects: a 3xx is reported, not chased to another host.
     const res = await request(url, { method: 'GET', headers, dispatcher: agent, signal });
-    await res.body.dump().catch(() => {});
     const status = res.statusCode;
-    if (status >= 200 && status < 300) return done('reachable', `The upstream accepted the key (HTTP ${status})`, status);
+    if (status >= 200 && status < 300) {
+      // Only a JSON model list says a provider accepted the key: a 2xx HTML page
+      // is a website, a login portal or a captive proxy, not a provider.
+      const body = await readBody(res.body, MAX_PROBE_BODY_BYTES);
+      if (isJsonContentType(res.headers['content-type']) && isJsonObject(body.text, body.complete)) {
+        return done('reachable', `The upstream accepted the key (HTTP ${status})`, status);
+      }
+      return done(
+        'unexpected_response',
+        `The upstream answered HTTP ${status} to GET /v1/models, but not with a JSON object: check baseUrl (without /v1) and protocolProfile`,
+        status,
+      );
+    }
+    await res.body.dump().catch(() => {});
     if (status === 401 || status === 403) {
       return done('credentials_rejected', `The upstream refused the key (HTTP ${status})`, status);
     }
