@@ -647,8 +647,8 @@ export const listProviderConnections = <ThrowOnError extends boolean = false>(op
  * path prefix) **without** `/v1`: the gateway appends the caller's path to it, and the
  * official SDKs send `/v1/...` themselves (`new OpenAI({ baseURL: gatewayBaseUrl + '/v1' })`,
  * `new Anthropic({ baseURL: gatewayBaseUrl })`). It must be http(s), without credentials,
- * query or fragment, and must not resolve to a loopback, private, link-local or metadata
- * address unless the deployment sets `NEXUS_ALLOW_PRIVATE_UPSTREAMS=true`
+ * query or fragment; a host name must resolve, and not to a loopback, private, link-local
+ * or metadata address unless the deployment sets `NEXUS_ALLOW_PRIVATE_UPSTREAMS=true`
  * (400 `invalid_base_url` / `private_upstream_refused`). The upstream is not called:
  * use `testProviderConnection` before and `verifyProviderConnection` after saving.
  *

@@ -215,6 +215,30 @@ describe('createProviderConnection', () => {
     });
   });
 
+  it('refuses a host that does not resolve on create, test and update, though private upstreams are allowed', async () => {
+    expect(t.config.allowPrivateUpstreams).toBe(true);
+    const ws = await newWorkspace();
+    const baseUrl = 'http://nexus-test-does-not-exist.invalid';
+    const created = await createProviderConnection({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { name: 'typo', protocolProfile: 'openai', baseUrl, apiKey: OPENAI_KEY },
+    });
+    expect(created.response.status).toBe(400);
+    expect(errorOf(created)).toMatchObject({ code: 'invalid_base_url', param: 'baseUrl' });
+    expect(await t.database.db('provider_connections').where({ workspace_id: ws.id }).count('* as n')).toEqual([{ n: 0n }]);
+
+    const tested = await testProviderConnection({ client: t.client, path: { workspaceId: ws.id }, body: { protocolProfile: 'openai', baseUrl, apiKey: OPENAI_KEY } });
+    expect(tested.response.status).toBe(400);
+    expect(errorOf(tested)).toMatchObject({ code: 'invalid_base_url', param: 'baseUrl' });
+
+    const conn = await newConnection(ws.id);
+    const moved = await updateProviderConnection({ client: t.client, path: { providerConnectionId: conn.id }, body: { baseUrl, apiKey: OPENAI_KEY } });
+    expect(moved.response.status).toBe(400);
+    expect(errorOf(moved)).toMatchObject({ code: 'invalid_base_url', param: 'baseUrl' });
+    expect((await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } })).data).toEqual(conn);
+  });
+
   it('answers 404 for an unknown workspace, 400 for a malformed id, 409 for an archived one', async () => {
     const body = { name: 'x', protocolProfile: 'openai' as const, baseUrl: openaiUp.url, apiKey: OPENAI_KEY };
     const missing = await createProviderConnection({ client: t.client, path: { workspaceId: MISSING_ID }, body });

@@ -118,8 +118,9 @@ describe('assertSafeUpstreamUrl', () => {
     expect(await codeOf('http://u:p@127.0.0.1', true)).toBe('invalid_base_url');
   });
 
-  it('refuses a host that does not resolve', async () => {
+  it('refuses a host that does not resolve, even when private addresses are allowed', async () => {
     expect(await codeOf('http://nexus-test-does-not-exist.invalid')).toBe('invalid_base_url');
+    expect(await codeOf('http://nexus-test-does-not-exist.invalid', true)).toBe('invalid_base_url');
   });
 
   it('normalises: no trailing slash, no /v1 suffix', () => {

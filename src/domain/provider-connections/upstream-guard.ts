@@ -142,9 +142,9 @@ function resolveAll(host: string): Promise<LookupAddress[]> {
 }
 
 /**
- * Checks the syntax (always) and, unless private upstreams are allowed, every
- * address the host resolves to. Returns the parsed URL. Errors: 400
- * `invalid_base_url` or `private_upstream_refused`, param `baseUrl`.
+ * Checks the syntax and that a host name resolves (always) and, unless private
+ * upstreams are allowed, every address the host resolves to. Returns the parsed
+ * URL. Errors: 400 `invalid_base_url` or `private_upstream_refused`, param `baseUrl`.
  */
 export async function assertSafeUpstreamUrl(raw: string, opts: { allowPrivate: boolean }): Promise<URL> {
   if (raw.length > MAX_URL_LENGTH) throw invalid(`baseUrl must be at most ${MAX_URL_LENGTH} characters`);
@@ -162,13 +162,13 @@ export async function assertSafeUpstreamUrl(raw: string, opts: { allowPrivate: b
   if (raw.includes('#')) throw invalid('baseUrl must not contain a fragment');
   if (raw.includes('?')) throw invalid('baseUrl must not contain a query string');
   if (!url.hostname) throw invalid('baseUrl has no host');
-  if (opts.allowPrivate) return url;
 
   const host = hostOf(url);
   if (isIP(host)) {
-    if (isPrivateAddress(host)) throw refused(host);
+    if (!opts.allowPrivate && isPrivateAddress(host)) throw refused(host);
     return url;
   }
+  // Resolved whatever the setting: allowing private addresses does not make a typo a valid host.
   let addresses: LookupAddress[];
   try {
     addresses = await resolveAll(host);
@@ -176,7 +176,7 @@ export async function assertSafeUpstreamUrl(raw: string, opts: { allowPrivate: b
     throw invalid(`baseUrl host ${host} does not resolve`);
   }
   if (addresses.length === 0) throw invalid(`baseUrl host ${host} does not resolve`);
-  if (addresses.some((a) => isPrivateAddress(a.address))) throw refused(host);
+  if (!opts.allowPrivate && addresses.some((a) => isPrivateAddress(a.address))) throw refused(host);
   return url;
 }
 
