@@ -34,8 +34,6 @@ export type Error = {
     };
 };
 
-export type Uuid = string;
-
 /**
  * RFC 3339, UTC.
  */
