@@ -116,6 +116,10 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
         `\nNexus generated a root Management Key (shown only this once, stored hashed):\n\n  ${rootKey}\n\n` +
           `Set NEXUS_MANAGEMENT_KEY to use a key of your own instead.\n\n`,
       );
+    } else if (!config.managementKey) {
+      logger.info({
+        msg: 'a root Management Key exists: it was printed once, on the first start. Lost it? Set NEXUS_MANAGEMENT_KEY to use a key of your own',
+      });
     }
   }
 

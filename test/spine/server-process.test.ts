@@ -83,6 +83,7 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
 
     const second = await startServer(p);
     expect(second.output()).not.toMatch(/nx-mgmt-/);
+    expect(second.output()).toContain('a root Management Key exists: it was printed once, on the first start');
     const again = await getWorkspace({ client, path: { workspaceId: ws.data!.id } });
     expect(again.response.status).toBe(200);
 
