@@ -128,10 +128,6 @@ function quotaOf(row: AuthRow): QuotaView | undefined {
   return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
 }
 
-/** A valid key's answers carry the access's quota headers, its 403/404/409/429 too. */
-function keyQuotaView(row: AuthRow | null, now: Date): QuotaView | undefined {
-  return row && !row.revoked_at && row.expires_at > now ? quotaOf(row) : undefined;
-}
 
 function drain(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
@@ -201,6 +197,19 @@ export function createGateway(deps: GatewayDeps) {
     }
     const held = await leases.admit({ workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id }, bound);
     return { prepared, bound, held, reset: auth.period_end };
+  }
+
+  /**
+   * A valid key's answers carry the access's quota headers, its 403/404/409/429 too: the
+   * lease's view while this process holds one on the period (what its last calls left),
+   * else the looked-up row's (at most NEXUS_AUTH_CACHE_TTL_MS old).
+   */
+  function keyQuotaView(row: AuthRow | null, now: Date): QuotaView | undefined {
+    if (!row || row.revoked_at || row.expires_at <= now) return undefined;
+    const view = quotaOf(row);
+    if (!view) return undefined;
+    const leased = leases.remaining(row.period_id!);
+    return leased === undefined ? view : { remaining: leased, reset: view.reset };
   }
 
   /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */

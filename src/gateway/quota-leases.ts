@@ -226,6 +226,12 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
       return take;
     },
 
+    /** What a call on the period would see as available now, while this process holds a lease on it. */
+    remaining(periodId: string): bigint | undefined {
+      const lease = current.get(periodId);
+      return lease ? max(lease.outside + free(lease), 0n) : undefined;
+    },
+
     /** The record of a call settled on this lease is written (or given up). */
     written(admission: Admission): void {
       admission.lease.unwritten--;

@@ -250,6 +250,15 @@ describe('409: no usage inspector and no unmetered passthrough', () => {
     expect(res.body.error).toMatchObject({ code: 'unmetered_endpoint', type: 'conflict_error' });
     expect(up.requests.length).toBe(before);
   });
+
+  it("carries the quota the access's last calls left, not the lookup's older figure", async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n });
+    const ok = await call(tenant); // 10 input + 5 output tokens at 1 and 2 units: 20 units
+    expect(ok.status).toBe(200);
+    const refused = await call(tenant, { method: 'GET', path: 'v1/models' });
+    expect(refused.status).toBe(409);
+    expect(refused.headers.get('x-nexus-quota-remaining')).toBe('999980');
+  });
 });
 
 describe('429: not enough quota', () => {
