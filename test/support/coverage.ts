@@ -22,6 +22,10 @@ export function printContractCoverage(): void {
   const ids = operationIdsOf(loadContract());
   const admin = ids.filter((id) => !id.startsWith('proxyProvider') && !['getHealth', 'getReadiness', 'receiveBillingWebhook'].includes(id));
   const seen = readCoverage();
+  if (seen.size === 0) {
+    console.log('\nContract coverage: no test run on record here (test-results/run is empty): run npm test first.\n');
+    return;
+  }
   const rows = ids.map((id) => {
     const statuses = [...(seen.get(id) ?? [])].sort();
     return `  ${statuses.some((s) => s < 300) ? 'ok ' : '-- '} ${id.padEnd(36)} ${statuses.join(' ') || 'not exercised'}`;
