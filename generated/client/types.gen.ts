@@ -316,7 +316,9 @@ export type CreateCheckoutDto = {
      */
     productMappingId: string;
     /**
-     * Stripe only (required there); where the provider sends the user after paying. An http or https URL.
+     * Stripe only (required there); where the provider sends the user after paying. An http or https URL,
+     * without spaces; Stripe's `{CHECKOUT_SESSION_ID}` placeholder may be in it.
+     *
      */
     successUrl?: string;
     /**

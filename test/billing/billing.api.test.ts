@@ -363,7 +363,7 @@ describe('createCheckout refusals', () => {
   });
 
   describe.each(['successUrl', 'cancelUrl'])('%s', (field) => {
-    it.each(['javascript:alert(1)', 'mailto:x@y.z', 'ftp://x/y', 'data:text/html,hi', 'https://', '/relative/path'])(
+    it.each(['javascript:alert(1)', 'mailto:x@y.z', 'ftp://x/y', 'data:text/html,hi', 'https://', '/relative/path', 'https://a.example/a b'])(
       'refuses %s with 400 naming the field, before Stripe is asked',
       async (url) => {
         const conn = await newConnection(w, workspaceId);
@@ -388,7 +388,8 @@ describe('createCheckout refusals', () => {
       const conn = await newConnection(w, workspaceId);
       const accessId = await provision(w, workspaceId, planId);
       const mappingId = await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro');
-      for (const url of ['http://localhost:3000/done', 'HTTPS://App.Example.com/done?x=1']) {
+      // Stripe's own placeholder, which it fills in with the session id.
+      for (const url of ['http://localhost:3000/done', 'HTTPS://App.Example.com/done?x=1', 'https://app.example/ok?session_id={CHECKOUT_SESSION_ID}']) {
         const res = await createCheckout({
           client: w.t.client,
           path: { accessId },
