@@ -547,9 +547,11 @@ export function createGateway(deps: GatewayDeps) {
       if (charged) {
         const counted = chargeable(usage, usageComplete, dataEvents, prepared);
         if (!usageComplete && !errorCode) errorCode = 'usage_missing';
+        // An upstream reporting more cached tokens than input tokens in all is taken at its cached figure.
+        const uncached = counted.inputTokens > counted.cachedInputTokens ? counted.inputTokens - counted.cachedInputTokens : 0n;
         const units = quota.computeUnits(
           {
-            inputTokens: counted.inputTokens - counted.cachedInputTokens,
+            inputTokens: uncached,
             cachedInputTokens: counted.cachedInputTokens,
             outputTokens: counted.outputTokens,
           },

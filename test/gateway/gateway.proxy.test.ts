@@ -51,6 +51,27 @@ async function invocationByRequestId(tenant: Tenant, requestId: string) {
 }
 
 describe('openai profile through the openai SDK', () => {
+  it('charges an upstream that reports more cached tokens than input tokens at its cached figure, JSON and stream', async () => {
+    for (const stream of [false, true]) {
+      const before = await periodOf(t, oa.accessId);
+      const client = openai(oa, { 'x-fake-usage': '100,5,300' });
+      const body = { model: 'gpt-test', messages: [{ role: 'user' as const, content: 'Hello' }], max_tokens: 50 };
+      let requestId: string;
+      if (stream) {
+        const { data, response } = await client.chat.completions.create({ ...body, stream: true }).withResponse();
+        for await (const _ of data) void _;
+        requestId = response.headers.get('x-nexus-request-id')!;
+      } else {
+        requestId = (await client.chat.completions.create(body).withResponse()).response.headers.get('x-nexus-request-id')!;
+      }
+      const inv = await invocationByRequestId(oa, requestId);
+      const expected = BigInt(Math.ceil(300 * 0.5 + 5 * 2)); // no uncached input, 300 cached, 5 output
+      expect(inv).toMatchObject({ status: 'SUCCEEDED', quotaUnits: String(expected) });
+      expect(inv.usageEvents).toHaveLength(1);
+      expect((await periodOf(t, oa.accessId)).consumed - before.consumed).toBe(expected);
+    }
+  });
+
   it('proxies a chat completion, meters it exactly and records the invocation', async () => {
     const before = await periodOf(t, oa.accessId);
     const { data, response } = await openai(oa, { 'x-fake-usage': '40,7,8' })
