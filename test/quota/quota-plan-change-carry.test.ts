@@ -134,6 +134,49 @@ describe('the plan-change carry', () => {
     await expectNoOverspend(access.id);
   });
 
+  it('switching back and forth after using more than a share never gives that use back', async () => {
+    // 3000 on the plan, 9000 on the other; 2000 used at once, then two switches a day apart.
+    const { access, period, plan, other } = await accessWithPlans('3000', '9000');
+    const rid = newId();
+    await services.quota.reserve({ reservationId: rid, workspaceId: access.workspace_id, accessId: access.id, periodId: period.id, units: 2000n, requestId: 'r', expiresAt: new Date(start.getTime() + 60_000) });
+    await services.quota.settle({ reservationId: rid, consumedUnits: 2000n, inputTokens: 2000n, cachedInputTokens: 0n, outputTokens: 0n, model: null, invocationId: null });
+    const total = new Date(period.period_end).getTime() - start.getTime();
+    current = new Date(start.getTime() + DAY);
+    await services.accesses.changePlan(actor, access.id, { planId: other.id });
+    current = new Date(start.getTime() + 2 * DAY);
+    await services.accesses.changePlan(actor, access.id, { planId: plan.id });
+    const parts = await partsOf(access.id);
+    expect(parts).toHaveLength(3);
+    const live = parts[2]!;
+    // The live part: the plan's share of what is left of the period, less the 2000 used, less nothing more (its own
+    // share of the first two days went to the parts that had them: 3000 x 1/n and 9000 x 1/n).
+    const share = (units: number, from: number, to: number) => Math.floor((units * (to - from)) / total);
+    const owed = 2000 - share(3000, 0, DAY) - share(9000, DAY, 2 * DAY);
+    const expected = BigInt(Math.max(0, share(3000, 2 * DAY, total) - owed));
+    expect(BigInt(live.granted_units) - BigInt(live.consumed_units) - BigInt(live.reserved_units)).toBeLessThanOrEqual(expected + 1n);
+    expect(BigInt(live.granted_units)).toBeGreaterThanOrEqual(expected - 1n);
+    // In all, the three parts grant no more than was used plus what the live part still has.
+    const granted = parts.reduce((sum, p) => sum + BigInt(p.granted_units), 0n);
+    const consumed = parts.reduce((sum, p) => sum + BigInt(p.consumed_units), 0n);
+    expect(granted - consumed).toBe(BigInt(live.granted_units) - BigInt(live.consumed_units));
+    await expectNoOverspend(access.id);
+  });
+
+  it('a change to the plan a later change already named still applies to the period running now', async () => {
+    const { access, plan, other } = await accessWithPlans('3000', '9000');
+    // Scheduled for day 2: the access names the other plan at once, the period up to day 2 keeps the first.
+    await services.accesses.changePlan(actor, access.id, { planId: other.id, effectiveAt: new Date(start.getTime() + 2 * DAY) });
+    current = new Date(start.getTime() + DAY);
+    await services.accesses.changePlan(actor, access.id, { planId: other.id });
+    const parts = await partsOf(access.id);
+    expect(parts.map((p) => [p.plan_id, new Date(p.period_start).getTime() - start.getTime()])).toEqual([
+      [plan.id, 0],
+      [other.id, DAY],
+      [other.id, 2 * DAY],
+    ]);
+    await expectNoOverspend(access.id);
+  });
+
   it('switching back and forth with a lease held throughout mints nothing: the live part gets what it would with no lease', async () => {
     const withLease = await accessWithPlans('3000', '9000');
     const without = await accessWithPlans('3000', '9000');
@@ -151,10 +194,11 @@ describe('the plan-change carry', () => {
     expect(reference).toHaveLength(3);
     // The part running now (the one calls can still use) gets exactly what it would with no lease.
     expect(BigInt(p3.granted_units)).toBe(reference[2]!);
-    // The lease's units went back to the part that was charged for them; it has ended, so they are its
-    // unused allowance (not carried, as any), and the first part keeps its share.
+    // The lease's units went back to the part that was charged for them, and on to the live part as far as
+    // that part had been charged for them in turn; the first part keeps its share.
     expect(BigInt(p1.granted_units)).toBe(BigInt(p1.share_units));
-    expect(BigInt(p2.granted_units) - BigInt(p2AtEnd.granted_units)).toBe(BigInt(p1AtEnd.carried_units));
+    // The middle part passed on what its own split had charged the live part for that lease.
+    expect(BigInt(p2.granted_units) - BigInt(p2AtEnd.granted_units)).toBe(BigInt(p1AtEnd.carried_units) - BigInt(p2AtEnd.carried_units));
     expect(BigInt(p1AtEnd.granted_units) - BigInt(p1.granted_units)).toBe(BigInt(p1AtEnd.carried_units));
     await expectNoOverspend(withLease.access.id);
   });

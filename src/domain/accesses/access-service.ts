@@ -388,13 +388,19 @@ export function createAccessService(deps: {
       throw new AppError('illegal_transition', 'A REVOKED access cannot change plan', { current_status: access.status });
     }
     const plan = await activePlanOf(tx, actor, access.workspace_id, planId);
-    if (plan.id === access.plan_id) return access;
     const now = clock.now();
     const period = await quotaRepo.currentPeriod(access.id, effectiveAt, tx);
+    // Already on that plan: the access, and the period running at effectiveAt (a renewal or a change
+    // scheduled later may have moved the access's plan while this period is still on the old one).
+    if (plan.id === access.plan_id && (!period || period.plan_id === plan.id)) return access;
     await assertEffectiveAt(tx, access, period, effectiveAt, now);
     let split: Record<string, unknown> = {};
     if (period) {
       const strategy = await inForce(tx, plan, effectiveAt);
+      // A part an earlier change split off still owes what it was charged for the part before it
+      // (that part's carried_units): the split reckons in gross terms (grant and use with that debt), so
+      // switching back and forth never forgives it. The part before is locked first, as giveBackCarry does.
+      const debt = await quotaRepo.carriedInto(period, tx);
       const locked = (await quotaRepo.findPeriodForUpdate(period.id, tx))!;
       const used = locked.consumed_units + locked.reserved_units;
       const result = splitPeriodForPlanChange({
@@ -402,19 +408,20 @@ export function createAccessService(deps: {
         periodStart: locked.period_start,
         periodEnd: locked.period_end,
         effectiveAt,
-        oldGranted: locked.granted_units,
-        oldUsed: used,
+        oldGranted: locked.granted_units + debt,
+        oldUsed: used + debt,
         newQuotaUnits: strategy.quota_units,
       });
       if (effectiveAt.getTime() === locked.period_start.getTime()) {
-        // The whole period moves to the new plan: nothing of the old one was owed.
+        // The whole period moves to the new plan: nothing of the old one was owed (but the debt stays).
         const granted = result.newGranted + used;
         await tx('quota_periods').where({ id: locked.id }).update({ plan_id: plan.id, quota_strategy_id: strategy.id, granted_units: granted });
         split = { periodId: locked.id, grantedUnits: granted };
       } else {
+        // Stored net of the debt, as the part's own grant and share (giveBackCarry compares them with its own use).
         await quotaRepo.updatePeriod(
           locked.id,
-          { period_end: effectiveAt, granted_units: result.oldGranted, share_units: result.oldShare, carried_units: result.carried },
+          { period_end: effectiveAt, granted_units: result.oldGranted - debt, share_units: result.oldShare - debt, carried_units: result.carried },
           tx,
         );
         const next = await insertPeriod(tx, access, {
@@ -428,7 +435,7 @@ export function createAccessService(deps: {
         });
         split = {
           endedPeriodId: locked.id,
-          endedPeriodGrantedUnits: result.oldGranted,
+          endedPeriodGrantedUnits: result.oldGranted - debt,
           newPeriodId: next.id,
           newPeriodGrantedUnits: result.newGranted,
           carriedUnits: result.carried,

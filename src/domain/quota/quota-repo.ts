@@ -51,6 +51,21 @@ export function createQuotaRepo(db: Queryable) {
    * the same cycle starting at its end; without one, nothing moves. Returns the units moved.
    */
   async function giveBackCarry(periodId: string, q: Queryable = db): Promise<bigint> {
+    let first: bigint | undefined;
+    // A part that was itself split again passes what it got back on to the part after it.
+    for (let id: string | null = periodId; id; ) {
+      const step = await giveBackCarryOnce(id, q);
+      first ??= step.back;
+      id = step.back > 0n && step.nextCarries ? step.nextId : null;
+    }
+    return first ?? 0n;
+  }
+
+  /**
+   * One step: the part's own carry comes back to the part after it (its grant grows), and that part's
+   * debt shrinks by as much, so its own share (net of the debt) grows too.
+   */
+  async function giveBackCarryOnce(periodId: string, q: Queryable): Promise<{ back: bigint; nextId: string | null; nextCarries: boolean }> {
     const result = await q.raw(
       `with o as (
          select qp.id, nx.id as next_id,
@@ -64,12 +79,15 @@ export function createQuotaRepo(db: Queryable) {
          update quota_periods qp set granted_units = qp.granted_units - o.back, carried_units = qp.carried_units - o.back
            from o where qp.id = o.id and o.back > 0
        ), t as (
-         update quota_periods qp set granted_units = qp.granted_units + o.back from o where qp.id = o.next_id and o.back > 0
+         update quota_periods qp set granted_units = qp.granted_units + o.back, share_units = qp.share_units + o.back
+           from o where qp.id = o.next_id and o.back > 0
+         returning qp.carried_units
        )
-       select (select back from o) as back`,
+       select (select back from o) as back, (select next_id from o) as next_id, (select carried_units > 0 from t) as next_carries`,
       { periodId },
     );
-    return (result.rows as { back: bigint | null }[])[0]?.back ?? 0n;
+    const row = (result.rows as { back: bigint | null; next_id: string | null; next_carries: boolean | null }[])[0];
+    return { back: row?.back ?? 0n, nextId: row?.next_id ?? null, nextCarries: Boolean(row?.next_carries) };
   }
 
   /**
@@ -178,6 +196,18 @@ export function createQuotaRepo(db: Queryable) {
 
     async findPeriod(id: string, q: Queryable = db): Promise<QuotaPeriodRow | undefined> {
       return q('quota_periods').where({ id }).first();
+    },
+
+    /**
+     * What the part before `period` (split from the same cycle by a plan change) charged it
+     * (its carried_units), locking that part; 0 when there is none.
+     */
+    async carriedInto(period: QuotaPeriodRow, q: Queryable): Promise<bigint> {
+      const before = (await q('quota_periods')
+        .where({ workspace_access_id: period.workspace_access_id, period_end: period.period_start, cycle_start: period.cycle_start })
+        .forUpdate()
+        .first()) as QuotaPeriodRow | undefined;
+      return before?.carried_units ?? 0n;
     },
 
     async findPeriodForUpdate(id: string, q: Queryable): Promise<QuotaPeriodRow | undefined> {

@@ -16,6 +16,10 @@ export interface QuotaPeriodRow {
   external_period_key: string | null;
   cycle_start: Date;
   created_at: Date;
+  /** Set on a part a plan change split off: its own share of the cycle's grant (net of what it owed before). */
+  share_units?: bigint | null;
+  /** What that split charged the part after it (quotaRepo.giveBackCarry). */
+  carried_units?: bigint;
 }
 
 export interface QuotaReservationRow {
