@@ -126,6 +126,11 @@ describe('provisionWorkspaceUser', () => {
     expect(withKey.keyExpiresAt).toBe(new Date(START.getTime() + 365 * DAY).toISOString());
     expect(await periodsOf(first.access.id)).toHaveLength(1);
     expect(await t.database.db('workspace_users').where({ workspace_id: ws.id })).toHaveLength(1);
+    // A repeat ignores planId: a draft plan does not make a retried provisioning fail.
+    const draft = await createPlan({ client: t.client, path: { workspaceId: ws.id }, body: { key: 'draft-repeat', name: 'd', billingInterval: 'MONTH' } });
+    const withDraft = await provision(ws.id, draft.data!.id, 'same');
+    expect(withDraft).toMatchObject({ userId: first.userId, created: false });
+    expect(withDraft.access.planId).toBe(plan.id);
   });
 
   it('returns the key plaintext once and stores only its keyed hash', async () => {

@@ -473,9 +473,11 @@ export function createAccessService(deps: {
       assertMetadataSize(input.metadata);
       return db.transaction(async (tx) => {
         await workspaces.requireWritable(tx, actor, workspaceId);
-        const plan = await activePlanOf(tx, actor, workspaceId, input.planId);
+        // A repeat ignores planId (docs/decisions.md), so only a new user's plan is checked.
+        const known = await accessRepo.findUserByExternalId(workspaceId, input.externalUserId, tx);
+        const plan = known ? null : await activePlanOf(tx, actor, workspaceId, input.planId);
         const now = clock.now();
-        const inserted = await accessRepo.insertUserIfAbsent(
+        const inserted = known ? null : await accessRepo.insertUserIfAbsent(
           {
             id: newId(),
             workspace_id: workspaceId,
@@ -489,8 +491,8 @@ export function createAccessService(deps: {
         );
         let user: WorkspaceUserRow;
         let access: AccessView;
-        if (!inserted) {
-          // A repeat: the same user and access, nothing granted again.
+        if (!inserted || !plan) {
+          // A repeat: the same user and access, nothing granted again (a new user always has its plan).
           user = (await accessRepo.findUserByExternalId(workspaceId, input.externalUserId, tx))!;
           const locked = (await accessRepo.lock((await accessRepo.findViewByUser(user.id, tx))!.id, tx))!;
           await expireIfDue(tx, locked);
