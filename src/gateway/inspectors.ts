@@ -69,6 +69,16 @@ function positiveInt(value: unknown, param: string): number | undefined {
   return value;
 }
 
+/**
+ * An output cap: at least 1. A 0 is refused rather than trusted: some OpenAI-compatible servers
+ * read it as "no cap" (`max_completion_tokens or max_tokens`), so a bound of 0 would hold nothing.
+ */
+function tokenCap(value: unknown, param: string): number | undefined {
+  const cap = positiveInt(value, param);
+  if (cap === 0) throw new AppError('invalid_parameter', `${param} must be at least 1`, { param });
+  return cap;
+}
+
 export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: number): PreparedCall {
   let body: Record<string, unknown>;
   try {
@@ -80,27 +90,31 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
     throw new AppError('invalid_json', 'A metered endpoint needs a JSON object body');
   }
   const requestedModel = typeof body.model === 'string' ? body.model : '';
+  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {
+    // A lenient server may stream on "yes" or 1: the gateway would not read it as a stream.
+    throw new AppError('invalid_parameter', 'stream must be true or false', { param: 'stream' });
+  }
   const stream = body.stream === true;
   let perChoice: number | undefined;
   /** The request's output cap, as this endpoint names it (the one set when the request has none). */
   let param: string | undefined;
   switch (inspector.endpoint) {
-    case 'chat':
-      perChoice = positiveInt(body.max_completion_tokens, 'max_completion_tokens');
-      param = 'max_completion_tokens';
-      if (perChoice === undefined) {
-        perChoice = positiveInt(body.max_tokens, 'max_tokens');
-        if (perChoice !== undefined) param = 'max_tokens';
-      }
+    case 'chat': {
+      // Both names are read: a server may honour either, so the larger bounds the call.
+      const completion = tokenCap(body.max_completion_tokens, 'max_completion_tokens');
+      const legacy = tokenCap(body.max_tokens, 'max_tokens');
+      param = legacy !== undefined && (completion === undefined || legacy > completion) ? 'max_tokens' : 'max_completion_tokens';
+      perChoice = param === 'max_tokens' ? legacy : completion;
       break;
+    }
     case 'completions':
     case 'messages':
       param = 'max_tokens';
-      perChoice = positiveInt(body.max_tokens, param);
+      perChoice = tokenCap(body.max_tokens, param);
       break;
     case 'responses':
       param = 'max_output_tokens';
-      perChoice = positiveInt(body.max_output_tokens, param);
+      perChoice = tokenCap(body.max_output_tokens, param);
       break;
     case 'embeddings':
       perChoice = 0;
@@ -125,7 +139,11 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
   }
   let usageInjected = false;
   if (stream && (inspector.endpoint === 'chat' || inspector.endpoint === 'completions')) {
-    const options = (body.stream_options ?? {}) as Record<string, unknown>;
+    const given = body.stream_options ?? {};
+    if (typeof given !== 'object' || Array.isArray(given)) {
+      throw new AppError('invalid_parameter', 'stream_options must be an object', { param: 'stream_options' });
+    }
+    const options = given as Record<string, unknown>;
     if (options.include_usage !== true) {
       body.stream_options = { ...options, include_usage: true };
       rewritten = true;

@@ -143,6 +143,24 @@ describe('400: unsafe path or header, invalid proxy request', () => {
     expect(notJson.body.error.code).toBe('invalid_json');
     expect(up.requests.length).toBe(before);
   });
+
+  it('reads both chat caps (a server may honour either), refuses a 0 cap, a non-boolean stream and non-object stream_options', async () => {
+    const before = up.requests.length;
+    const cases: [Record<string, unknown>, string, string][] = [
+      // A server reading `max_completion_tokens or max_tokens` would take 0 as no cap and use max_tokens.
+      [{ max_completion_tokens: 0, max_tokens: 100000 }, 'invalid_parameter', 'max_completion_tokens'],
+      [{ max_completion_tokens: 10, max_tokens: 5000 }, 'max_tokens_exceeded', 'max_tokens'],
+      [{ max_completion_tokens: 5, max_tokens: 'lots' }, 'invalid_parameter', 'max_tokens'],
+      [{ max_tokens: 10, stream: 'yes' }, 'invalid_parameter', 'stream'],
+      [{ max_tokens: 10, stream: true, stream_options: 'x' }, 'invalid_parameter', 'stream_options'],
+    ];
+    for (const [fields, code, param] of cases) {
+      const res = await call(a, { body: JSON.stringify({ model: 'm', messages: [], ...fields }) });
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code, param });
+    }
+    expect(up.requests.length).toBe(before);
+  });
 });
 
 describe('401: no valid inference key', () => {
