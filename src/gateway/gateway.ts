@@ -561,8 +561,11 @@ export function createGateway(deps: GatewayDeps) {
             outputMultiplierPpm: auth.output_multiplier_ppm!,
           },
         );
-        invocation.quota_units = units;
-        consumed = { units, ...counted, model: attempt.upstream_model || invocation.requested_model || null };
+        // An absurd usage figure is charged at most what a call may be bounded by, so its records still
+        // fit the database (an overflowing one failed the whole write and the call went unrecorded).
+        const charge = units > MAX_CALL_UNITS ? MAX_CALL_UNITS : units;
+        invocation.quota_units = charge;
+        consumed = { units: charge, ...counted, model: attempt.upstream_model || invocation.requested_model || null };
       }
     }
     attempt.status = attemptStatus;

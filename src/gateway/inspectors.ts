@@ -154,8 +154,10 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
   return { requestedModel, stream, body: sent, inputBound: BigInt(raw.length), outputBound, usageInjected };
 }
 
+/** A token count an upstream reported; an absurd one is clamped so its records still fit the database's int8 columns. */
 function big(value: unknown): bigint {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? BigInt(Math.trunc(value)) : 0n;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return 0n;
+  return BigInt(Math.trunc(Math.min(value, Number.MAX_SAFE_INTEGER)));
 }
 
 /** OpenAI usage objects: chat/completions/embeddings (prompt_/completion_tokens) and responses (input_/output_tokens). */

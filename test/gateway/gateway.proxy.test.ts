@@ -51,6 +51,19 @@ async function invocationByRequestId(tenant: Tenant, requestId: string) {
 }
 
 describe('openai profile through the openai SDK', () => {
+  it('records and charges a call whose upstream reports an absurd usage figure, clamped so its records fit', async () => {
+    const tenant = await createTenant(t, { baseUrl: openaiUp.url, providerKey: OPENAI_KEY });
+    const { response } = await openai(tenant, { 'x-fake-usage': '9000000000000000000,9000000000000000000,0' })
+      .chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 })
+      .withResponse();
+    const inv = await invocationByRequestId(tenant, response.headers.get('x-nexus-request-id')!);
+    // Each count clamped to 2^53 - 1 tokens: 1 unit per input token, 2 per output token.
+    const expected = 3n * BigInt(Number.MAX_SAFE_INTEGER);
+    expect(inv).toMatchObject({ status: 'SUCCEEDED', quotaUnits: String(expected) });
+    expect(inv.usageEvents!.map((e) => e.kind).sort()).toEqual(['ADJUSTMENT', 'USAGE']);
+    expect((await periodOf(t, tenant.accessId)).consumed).toBe(expected);
+  });
+
   it('charges an upstream that reports more cached tokens than input tokens at its cached figure, JSON and stream', async () => {
     for (const stream of [false, true]) {
       const before = await periodOf(t, oa.accessId);
