@@ -291,6 +291,13 @@ export function createGateway(deps: GatewayDeps) {
       const raw = await bodyRead;
       let prepared: PreparedCall | undefined;
       if (inspector) {
+        const encoding = req.headers['content-encoding'];
+        if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+          // The gateway reads the body to bound the call; it would bound one body and send the upstream another.
+          throw new AppError('invalid_request', `A metered endpoint needs an uncompressed body (this one came as Content-Encoding: ${encoding})`, {
+            param: 'content-encoding',
+          });
+        }
         let metering = await admitMetered(auth, inspector, raw);
         if (!metering.held.ok && metering.held.periodOver) {
           // The cached period is over (a plan change split it, or it ended): read the access again, once.

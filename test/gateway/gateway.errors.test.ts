@@ -161,6 +161,15 @@ describe('400: unsafe path or header, invalid proxy request', () => {
     }
     expect(up.requests.length).toBe(before);
   });
+
+  it('refuses a compressed body on a metered endpoint: it would bound one body and send the upstream another', async () => {
+    const before = up.requests.length;
+    const res = await call(a, { headers: { 'content-encoding': 'gzip' } });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'invalid_request', param: 'content-encoding' });
+    expect(res.body.error.message).toContain('Content-Encoding: gzip');
+    expect(up.requests.length).toBe(before);
+  });
 });
 
 describe('401: no valid inference key', () => {
