@@ -786,6 +786,13 @@ export type InvocationDto = {
     requestedModel: string;
     providerConnectionId: string;
     status: InvocationStatus;
+    /**
+     * Why the call did not simply succeed, when it did not: the Error body's `code` of a refusal
+     * (`quota_insufficient`, `max_tokens_exceeded`, `unmetered_endpoint`...), or what went wrong on
+     * the way (`upstream_timeout`, `upstream_stream_broken`, `client_aborted`, `usage_missing`).
+     *
+     */
+    errorCode?: string;
     quotaUnits: Int64String;
     startedAt: DateTime;
     firstTokenAt?: DateTime;

@@ -225,6 +225,17 @@ describe('openai profile through the openai SDK', () => {
     expect(after.reserved).toBe(0n);
   });
 
+  it("a refused call's invocation says why (errorCode)", async () => {
+    const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${oa.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 10_000_000 }),
+    });
+    expect(res.status).toBe(400);
+    const inv = await invocationByRequestId(oa, res.headers.get('x-nexus-request-id')!);
+    expect(inv).toMatchObject({ status: 'REJECTED', errorCode: 'max_tokens_exceeded', quotaUnits: '0' });
+  });
+
   it('passes a redirect on without its Location (the gateway follows none) and records it as an upstream error', async () => {
     const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/chat/completions`, {
       method: 'POST',

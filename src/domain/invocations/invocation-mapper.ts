@@ -54,6 +54,7 @@ export function toInvocationDto(row: InvocationRow, attempt?: AttemptRow, usageE
     startedAt: row.started_at.toISOString(),
   };
   if (row.trace_id) dto.traceId = row.trace_id;
+  if (row.error_code) dto.errorCode = row.error_code;
   const first = iso(row.first_token_at);
   if (first) dto.firstTokenAt = first.value;
   const done = iso(row.completed_at);
