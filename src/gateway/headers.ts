@@ -31,6 +31,10 @@ const DROPPED = new Set([
   'x-forwarded-host',
   'x-forwarded-proto',
   'x-real-ip',
+  // Which of the operator's OpenAI organizations and projects the connection's key bills is the
+  // operator's choice (the connection), not the end user's.
+  'openai-organization',
+  'openai-project',
 ]);
 
 const CR_LF = /[\r\n\0]/;

@@ -183,7 +183,13 @@ describe('openai profile through the openai SDK', () => {
     const body = '{"a": 1,   "b": [true]}';
     const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/assistants/asst_1?x=1`, {
       method,
-      headers: { authorization: `Bearer ${oa.apiKey}`, 'content-type': 'application/json', cookie: 'session=client-secret' },
+      headers: {
+        authorization: `Bearer ${oa.apiKey}`,
+        'content-type': 'application/json',
+        cookie: 'session=client-secret',
+        'openai-organization': 'org-of-the-operator',
+        'openai-project': 'proj-of-the-operator',
+      },
       body,
     });
     // The fake has no such route: its own 404 comes back as it is.
@@ -194,6 +200,8 @@ describe('openai profile through the openai SDK', () => {
     expect(seen.method).toBe(method);
     expect(seen.body).toBe(body);
     expect(seen.headers.cookie).toBeUndefined();
+    expect(seen.headers['openai-organization']).toBeUndefined();
+    expect(seen.headers['openai-project']).toBeUndefined();
   });
 
   it('sets the key\'s lastRequestAt, at most once a minute', async () => {
