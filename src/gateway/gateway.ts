@@ -69,6 +69,11 @@ interface QuotaView {
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
 
+/** The `model` a body names, found without parsing it ('' when it names none, or is 64 KiB or more). */
+function modelNamedIn(raw: Buffer): string {
+  return /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(raw.length < 65536 ? raw.toString('utf8') : '')?.[1] ?? '';
+}
+
 /**
  * An upstream answer that did what was asked: a 2xx, or 304 Not Modified. A redirect is not:
  * the gateway follows none and passes no Location on (it would name the upstream's host).
@@ -244,6 +249,7 @@ export function createGateway(deps: GatewayDeps) {
     let invocation: InvocationRow | undefined;
     let auth: AuthRow | undefined;
     let admission: Admission | undefined;
+    let raw: Buffer | undefined;
     try {
       if (!OPERATIONS[method]) throw new AppError('method_not_allowed', `${method} is not proxied`);
       const target = parseGatewayUrl(req.url!);
@@ -288,7 +294,7 @@ export function createGateway(deps: GatewayDeps) {
       if (!inspector && !auth.allow_unmetered_passthrough) {
         throw new AppError('unmetered_endpoint', `${req.method} ${endpoint} has no usage inspector and the workspace does not allow unmetered passthrough`);
       }
-      const raw = await bodyRead;
+      raw = await bodyRead;
       let prepared: PreparedCall | undefined;
       if (inspector) {
         const encoding = req.headers['content-encoding'];
@@ -320,8 +326,7 @@ export function createGateway(deps: GatewayDeps) {
         invocation.reservation_id = newId();
         view = { remaining: held.remaining, reset };
       } else {
-        const model = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(raw.length < 65536 ? raw.toString('utf8') : '')?.[1];
-        if (model) invocation.requested_model = model;
+        invocation.requested_model = modelNamedIn(raw);
       }
       entry.apiKey ??= openProviderApiKey(secretBox, {
         id: auth.connection_id!,
@@ -346,6 +351,8 @@ export function createGateway(deps: GatewayDeps) {
       // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
       if (invocation && auth && !invocation.completed_at) {
         const appError = toAppError(err);
+        // A metered call refused while its body was read (a bad cap, say) still names its model.
+        if (!invocation.requested_model && raw) invocation.requested_model = modelNamedIn(raw);
         invocation.status = appError.status < 500 ? 'REJECTED' : 'FAILED';
         invocation.error_code = appError.code;
         invocation.completed_at = clock.now();

@@ -233,7 +233,7 @@ describe('openai profile through the openai SDK', () => {
     expect(after.reserved).toBe(0n);
   });
 
-  it("a refused call's invocation says why (errorCode)", async () => {
+  it("a refused call's invocation says why (errorCode) and names the model asked for", async () => {
     const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${oa.apiKey}`, 'content-type': 'application/json' },
@@ -241,7 +241,7 @@ describe('openai profile through the openai SDK', () => {
     });
     expect(res.status).toBe(400);
     const inv = await invocationByRequestId(oa, res.headers.get('x-nexus-request-id')!);
-    expect(inv).toMatchObject({ status: 'REJECTED', errorCode: 'max_tokens_exceeded', quotaUnits: '0' });
+    expect(inv).toMatchObject({ status: 'REJECTED', errorCode: 'max_tokens_exceeded', quotaUnits: '0', requestedModel: 'gpt-test' });
   });
 
   it('passes a redirect on without its Location (the gateway follows none) and records it as an upstream error', async () => {
