@@ -82,6 +82,17 @@ export function createProviderConnectionService(deps: {
     return normalizeBaseUrl(await assertSafeUpstreamUrl(raw, { allowPrivate: config.allowPrivateUpstreams }));
   }
 
+  /** The columns a new key replaces (rotation, or an update that brings one): sealed, previewed, unverified. */
+  function keyReplacement(id: string, apiKey: string) {
+    const sealed = sealProviderApiKey(secretBox, id, apiKey);
+    return { api_key_ciphertext: sealed.ciphertext, api_key_key_id: sealed.keyId, secret_preview: secretPreview(apiKey), last_verified_at: null };
+  }
+
+  /** How a key replacement is audited: never the key, both previews. */
+  function keyReplaced(newKey: ReturnType<typeof keyReplacement>, current: ProviderConnectionRow) {
+    return { apiKey: REDACTED, secretPreview: newKey.secret_preview, previousSecretPreview: current.secret_preview };
+  }
+
   function probe(profile: ProtocolProfile, baseUrl: string, apiKey: string): Promise<ProviderCheckResult> {
     return probeProvider({
       profile,
@@ -176,7 +187,7 @@ export function createProviderConnectionService(deps: {
       assertMetadataSize(dto.metadata);
       await get(actor, id);
       const baseUrl = dto.baseUrl !== undefined ? await checkedBaseUrl(dto.baseUrl) : undefined;
-      const newKey = dto.apiKey !== undefined ? { ...sealProviderApiKey(secretBox, id, dto.apiKey), preview: secretPreview(dto.apiKey) } : undefined;
+      const newKey = dto.apiKey !== undefined ? keyReplacement(id, dto.apiKey) : undefined;
       return db.transaction(async (tx) => {
         const current = await lockForChange(tx, actor, id);
         assertKeyFollowsOrigin(current, baseUrl, dto.apiKey);
@@ -190,10 +201,7 @@ export function createProviderConnectionService(deps: {
           // The verification was of the old upstream.
           patch.last_verified_at = null;
         }
-        if (newKey) {
-          // As a rotation: the new key is unverified.
-          Object.assign(patch, { api_key_ciphertext: newKey.ciphertext, api_key_key_id: newKey.keyId, secret_preview: newKey.preview, last_verified_at: null });
-        }
+        if (newKey) Object.assign(patch, newKey);
         const row = await repo.update(id, patch, tx);
         await audit.record(tx, actor, {
           action: 'provider_connection.updated',
@@ -203,7 +211,7 @@ export function createProviderConnectionService(deps: {
           changes: {
             ...dto,
             ...(baseUrl !== undefined ? { baseUrl } : {}),
-            ...(newKey ? { apiKey: REDACTED, secretPreview: newKey.preview, previousSecretPreview: current.secret_preview } : {}),
+            ...(newKey ? keyReplaced(newKey, current) : {}),
           },
         });
         return row;
@@ -263,27 +271,16 @@ export function createProviderConnectionService(deps: {
 
     /** The new key replaces the old one in one UPDATE: the next upstream call uses it. */
     async rotateSecret(actor: Actor, id: string, apiKey: string): Promise<ProviderConnectionRow> {
-      const sealed = sealProviderApiKey(secretBox, id, apiKey);
-      const preview = secretPreview(apiKey);
+      const newKey = keyReplacement(id, apiKey);
       return db.transaction(async (tx) => {
         const current = await lockForChange(tx, actor, id);
-        const row = await repo.update(
-          id,
-          {
-            api_key_ciphertext: sealed.ciphertext,
-            api_key_key_id: sealed.keyId,
-            secret_preview: preview,
-            last_verified_at: null,
-            updated_at: clock.now(),
-          },
-          tx,
-        );
+        const row = await repo.update(id, { ...newKey, updated_at: clock.now() }, tx);
         await audit.record(tx, actor, {
           action: 'provider_connection.secret_rotated',
           resourceType: RESOURCE,
           resourceId: id,
           workspaceId: current.workspace_id,
-          changes: { apiKey: REDACTED, secretPreview: preview, previousSecretPreview: current.secret_preview },
+          changes: keyReplaced(newKey, current),
         });
         return row;
       });
