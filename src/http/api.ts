@@ -186,10 +186,10 @@ function cursorIn(tag: string, cursor: string): string {
   return cursor.slice(dot + 1);
 }
 
-function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps, tag = ''): void {
+function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps, tag?: () => string): void {
   if (result.headers) res.set(result.headers);
   if (result.nextCursor) {
-    const cursor = cursorOut(tag, result.nextCursor);
+    const cursor = cursorOut(tag?.() ?? '', result.nextCursor);
     res.set('X-Next-Cursor', cursor);
     res.set('Link', nextLink(deps.publicUrl(), req, cursor));
   }
@@ -269,11 +269,12 @@ export function createApi(deps: ApiDeps) {
         actor,
         headers: req.headers,
       };
-      const tag = listTag(operationId, input.path);
+      // Only a list's answer, or a request with a cursor, needs its tag.
+      const tag = () => listTag(operationId, input.path);
       try {
         assertStorable(input.body, '');
         assertStorable(input.query, '');
-        if (typeof input.query.cursor === 'string') input.query = { ...input.query, cursor: cursorIn(tag, input.query.cursor) };
+        if (typeof input.query.cursor === 'string') input.query = { ...input.query, cursor: cursorIn(tag(), input.query.cursor) };
         if (!idempotencyKey) return send(req, res, await fn(input), deps, tag);
         const hash = deps.idempotency.requestHash(req.method, req.path, c.request.requestBody);
         const claim = await deps.idempotency.claim(actor.keyId, idempotencyKey, req.method, req.path, hash);
