@@ -13,7 +13,6 @@ import {
   listInferenceKeys,
   listWorkspaceUsers,
   provisionWorkspaceUser,
-  publishPlan,
   publishPlanStrategy,
   renewWorkspaceAccess,
   revokeInferenceKey,
@@ -21,6 +20,7 @@ import {
 } from '../../generated/client/sdk.gen.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { newId } from '../../src/ids.js';
+import { activePlanThrough } from '../support/plans.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 
 const START = new Date('2026-11-01T00:00:00.000Z');
@@ -48,25 +48,9 @@ async function newWorkspace(name = 'accesses') {
 
 /** A published strategy bound from the distant past, on an ACTIVE plan. */
 async function activePlan(workspaceId: string, key = 'pro', quotaUnits = '3000', resetInterval: 'MONTH' | 'YEAR' = 'MONTH') {
-  const s = await createQuotaStrategy({
-    client: t.client,
-    path: { workspaceId },
-    body: {
-      key: `${key}-q`,
-      resetInterval,
-      quotaUnits,
-      inputMultiplierPpm: '1000000',
-      outputMultiplierPpm: '1000000',
-      cachedInputMultiplierPpm: '1000000',
-      maxOutputTokens: 100,
-    },
-  });
-  await publishPlanStrategy({ client: t.client, path: { strategyId: s.data!.id } });
-  const plan = await createPlan({ client: t.client, path: { workspaceId }, body: { key, name: key, billingInterval: 'MONTH' } });
-  await bindPlanStrategy({ client: t.client, path: { planId: plan.data!.id }, body: { strategyId: s.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' } });
-  const published = await publishPlan({ client: t.client, path: { planId: plan.data!.id } });
-  expect(published.data!.status).toBe('ACTIVE');
-  return { plan: published.data!, strategy: s.data! };
+  const active = await activePlanThrough(t.client, workspaceId, { key, quotaUnits, resetInterval });
+  expect(active.plan.status).toBe('ACTIVE');
+  return active;
 }
 
 async function provision(workspaceId: string, planId: string, externalUserId = 'user-1', issueInferenceKey = false) {

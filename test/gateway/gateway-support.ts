@@ -4,17 +4,13 @@
  * publish, user with key), and the contract-checking fetch for gateway calls.
  */
 import {
-  bindPlanStrategy,
-  createPlan,
   createProviderConnection,
-  createQuotaStrategy,
   createWorkspace,
   provisionWorkspaceUser,
-  publishPlan,
-  publishPlanStrategy,
 } from '../../generated/client/sdk.gen.js';
 import { expect } from 'vitest';
 import { contractFetch } from '../support/contract.js';
+import { activePlanThrough } from '../support/plans.js';
 import type { TestApp } from '../support/test-app.js';
 
 /** fetch for gateway calls (and SDKs): every answer is checked against the contract's proxyProvider* operations. */
@@ -64,45 +60,28 @@ export async function createTenant(t: TestApp, o: TenantOptions): Promise<Tenant
     } as never,
   });
   expect(conn.response.status, JSON.stringify(conn.error)).toBe(201);
-  const plan = await createPlan({ client: t.client, path: { workspaceId }, body: { key: `plan-${n}`, name: 'Plan', billingInterval: 'MONTH' } });
-  expect(plan.response.status, JSON.stringify(plan.error)).toBe(201);
-  const strategy = await createQuotaStrategy({
-    client: t.client,
-    path: { workspaceId },
-    body: {
-      key: `quota-${n}`,
-      resetInterval: 'MONTH',
-      quotaUnits: String(o.quotaUnits ?? 1_000_000n),
-      inputMultiplierPpm: String(o.inputPpm ?? 1_000_000n),
-      outputMultiplierPpm: String(o.outputPpm ?? 2_000_000n),
-      cachedInputMultiplierPpm: String(o.cachedPpm ?? 500_000n),
-      maxOutputTokens: o.maxOutputTokens ?? 1000,
-    },
+  const { plan, strategy } = await activePlanThrough(t.client, workspaceId, {
+    key: `plan-${n}`,
+    strategyKey: `quota-${n}`,
+    quotaUnits: String(o.quotaUnits ?? 1_000_000n),
+    inputMultiplierPpm: String(o.inputPpm ?? 1_000_000n),
+    outputMultiplierPpm: String(o.outputPpm ?? 2_000_000n),
+    cachedInputMultiplierPpm: String(o.cachedPpm ?? 500_000n),
+    maxOutputTokens: o.maxOutputTokens ?? 1000,
+    effectiveFrom: new Date(Date.now() - 86_400_000).toISOString(),
   });
-  expect(strategy.response.status, JSON.stringify(strategy.error)).toBe(201);
-  const strategyId = strategy.data!.id;
-  const published = await publishPlanStrategy({ client: t.client, path: { strategyId } });
-  expect(published.response.status, JSON.stringify(published.error)).toBe(200);
-  const bound = await bindPlanStrategy({
-    client: t.client,
-    path: { planId: plan.data!.id },
-    body: { strategyId, effectiveFrom: new Date(Date.now() - 86_400_000).toISOString() },
-  });
-  expect(bound.response.status, JSON.stringify(bound.error)).toBe(201);
-  const pub = await publishPlan({ client: t.client, path: { planId: plan.data!.id } });
-  expect(pub.response.status, JSON.stringify(pub.error)).toBe(200);
   const user = await provisionWorkspaceUser({
     client: t.client,
     path: { workspaceId },
-    body: { externalUserId: `user-${n}`, email: `user${n}@example.com`, planId: plan.data!.id, issueInferenceKey: true },
+    body: { externalUserId: `user-${n}`, email: `user${n}@example.com`, planId: plan.id, issueInferenceKey: true },
   });
   expect(user.response.status, JSON.stringify(user.error)).toBe(201);
   return {
     workspaceId,
     connectionId: conn.data!.id,
     gatewayBaseUrl: conn.data!.gatewayBaseUrl,
-    planId: plan.data!.id,
-    strategyId,
+    planId: plan.id,
+    strategyId: strategy.id,
     accessId: user.data!.access.id,
     apiKey: user.data!.apiKey!,
     apiKeyId: user.data!.apiKeyId!,

@@ -9,19 +9,13 @@
  */
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  bindPlanStrategy,
-  changeAccessPlan,
-  createPlan,
-  createQuotaStrategy,
-  publishPlan,
-  publishPlanStrategy,
-} from '../../generated/client/sdk.gen.js';
+import { changeAccessPlan } from '../../generated/client/sdk.gen.js';
 import { buildApp, listen, type RunningServer } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { splitPeriodForPlanChange } from '../../src/domain/quota/quota-math.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
+import { activePlanThrough } from '../support/plans.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
 
@@ -233,24 +227,14 @@ describe('a plan change while leases are held', () => {
   /** A tenant on plan A (3000 units) and a published plan B (9000 units) in its workspace. */
   async function tenantAndPlanB(on: TestApp = app) {
     const tenant = await createTenant(on, { baseUrl: up.url, providerKey: KEY, quotaUnits: 3000n, cachedPpm: 1_000_000n });
-    const strategy = await createQuotaStrategy({
-      client: on.client,
-      path: { workspaceId: tenant.workspaceId },
-      body: {
-        key: 'b-quota',
-        resetInterval: 'MONTH',
-        quotaUnits: '9000',
-        inputMultiplierPpm: '1000000',
-        outputMultiplierPpm: '2000000',
-        cachedInputMultiplierPpm: '1000000',
-        maxOutputTokens: 1000,
-      },
+    const { plan } = await activePlanThrough(on.client, tenant.workspaceId, {
+      key: 'b',
+      strategyKey: 'b-quota',
+      quotaUnits: '9000',
+      outputMultiplierPpm: '2000000',
+      maxOutputTokens: 1000,
     });
-    await publishPlanStrategy({ client: on.client, path: { strategyId: strategy.data!.id } });
-    const plan = await createPlan({ client: on.client, path: { workspaceId: tenant.workspaceId }, body: { key: 'b', name: 'B', billingInterval: 'MONTH' } });
-    await bindPlanStrategy({ client: on.client, path: { planId: plan.data!.id }, body: { strategyId: strategy.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' } });
-    expect((await publishPlan({ client: on.client, path: { planId: plan.data!.id } })).response.status).toBe(200);
-    return { tenant, planB: plan.data!.id };
+    return { tenant, planB: plan.id };
   }
 
   async function changeTo(accessId: string, planId: string, on: TestApp = app) {

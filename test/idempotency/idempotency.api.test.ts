@@ -1,19 +1,17 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
-  bindPlanStrategy,
   createPlan,
-  createQuotaStrategy,
   createProviderConnection,
   createWorkspace,
   issueInferenceKey,
   provisionWorkspaceUser,
   publishPlan,
-  publishPlanStrategy,
 } from '../../generated/client/sdk.gen.js';
 import { createHash } from 'node:crypto';
 import { CLAIM_LOCK_TIMEOUT_MS, createIdempotencyService } from '../../src/domain/idempotency/idempotency-service.js';
 import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from '../../src/domain/security/key-hash.js';
 import { ENV_ROOT_KEY_ID } from '../../src/domain/management-keys/management-key-service.js';
+import { activePlanThrough } from '../support/plans.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { testProviderKey } from '../provider-connections/fake-upstream.js';
 
@@ -44,34 +42,14 @@ const rowOf = (key: string) => t.database.db('idempotency_keys').where({ princip
 /** A workspace with an ACTIVE plan and one provisioned user's access. */
 async function newAccess(name: string) {
   const ws = (await createWorkspace({ client: t.client, body: { name } })).data!;
-  const strategy = await createQuotaStrategy({
-    client: t.client,
-    path: { workspaceId: ws.id },
-    body: {
-      key: 'q',
-      resetInterval: 'MONTH',
-      quotaUnits: '1000',
-      inputMultiplierPpm: '1000000',
-      outputMultiplierPpm: '1000000',
-      cachedInputMultiplierPpm: '1000000',
-      maxOutputTokens: 100,
-    },
-  });
-  await publishPlanStrategy({ client: t.client, path: { strategyId: strategy.data!.id } });
-  const plan = await createPlan({ client: t.client, path: { workspaceId: ws.id }, body: { key: 'pro', name: 'Pro', billingInterval: 'MONTH' } });
-  await bindPlanStrategy({
-    client: t.client,
-    path: { planId: plan.data!.id },
-    body: { strategyId: strategy.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' },
-  });
-  await publishPlan({ client: t.client, path: { planId: plan.data!.id } });
+  const { plan } = await activePlanThrough(t.client, ws.id, { key: 'pro', strategyKey: 'q' });
   const user = await provisionWorkspaceUser({
     client: t.client,
     path: { workspaceId: ws.id },
-    body: { externalUserId: 'u1', email: 'u1@example.com', planId: plan.data!.id },
+    body: { externalUserId: 'u1', email: 'u1@example.com', planId: plan.id },
   });
   expect(user.response.status).toBe(201);
-  return { workspaceId: ws.id, planId: plan.data!.id, accessId: user.data!.access.id };
+  return { workspaceId: ws.id, planId: plan.id, accessId: user.data!.access.id };
 }
 
 /** The claim of a request whose process died before it answered: a row without a response. */
