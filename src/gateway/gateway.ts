@@ -245,6 +245,8 @@ export function createGateway(deps: GatewayDeps) {
     res.setHeader('x-nexus-request-id', requestId);
 
     let view: QuotaView | undefined;
+    /** The key lookup: its quota headers are worked out only for an answer that is not admitted (errors, unmetered calls). */
+    let looked: AuthRow | null = null;
     let metered = false;
     let invocation: InvocationRow | undefined;
     let auth: AuthRow | undefined;
@@ -257,7 +259,7 @@ export function createGateway(deps: GatewayDeps) {
       const bodyRead = readBody(req, config.gatewayBodyLimitBytes);
       bodyRead.catch(() => {});
       let entry = await cache.lookup(token, target.connectionId);
-      view = keyQuotaView(entry.row, startedAt);
+      looked = entry.row;
       auth = authorize(entry.row, startedAt);
       const profile = auth.protocol_profile!;
       const endpoint = target.providerPath.replace(/\/$/, '');
@@ -308,7 +310,7 @@ export function createGateway(deps: GatewayDeps) {
         if (!metering.held.ok && metering.held.periodOver) {
           // The cached period is over (a plan change split it, or it ended): read the access again, once.
           entry = await cache.reload(token, target.connectionId);
-          view = keyQuotaView(entry.row, startedAt);
+          looked = entry.row;
           auth = authorize(entry.row, startedAt);
           metering = await admitMetered(auth, inspector, raw);
         }
@@ -327,6 +329,7 @@ export function createGateway(deps: GatewayDeps) {
         view = { remaining: held.remaining, reset };
       } else {
         invocation.requested_model = modelNamedIn(raw);
+        view = keyQuotaView(looked, startedAt);
       }
       entry.apiKey ??= openProviderApiKey(secretBox, {
         id: auth.connection_id!,
@@ -347,7 +350,7 @@ export function createGateway(deps: GatewayDeps) {
         t0,
       });
     } catch (err) {
-      sendError(res, locals, err, metered, view);
+      sendError(res, locals, err, metered, view ?? keyQuotaView(looked, startedAt));
       // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
       if (invocation && auth && !invocation.completed_at) {
         const appError = toAppError(err);
