@@ -320,6 +320,10 @@ export function createApi(deps: ApiDeps) {
       try {
         await api.handleRequest(context, req, res);
       } catch (err) {
+        // The router decodes path parameters before any handler: `%E0%A4%A` is the client's error.
+        if (err instanceof URIError) {
+          return sendError(req, res, new AppError('invalid_request', 'The request path holds a malformed percent-encoding'));
+        }
         sendError(req, res, err);
       }
     },

@@ -111,6 +111,15 @@ export function errorRenderer() {
     if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
       return sendError(req, res, new AppError('invalid_request', 'Unsupported content encoding or charset'));
     }
+    if (e?.status === 400 && !(err instanceof AppError)) {
+      // The parser's other refusals of a body: bytes that do not decode as their Content-Encoding
+      // says (a zlib error), a length other than the Content-Length. The client's fault, not a 500.
+      const message =
+        e.type === 'request.size.invalid'
+          ? 'The request body does not have the length its Content-Length says'
+          : 'The request body could not be read: it does not decode as its Content-Encoding says';
+      return sendError(req, res, new AppError('invalid_request', message));
+    }
     if (res.headersSent) {
       (res.locals as RequestLocals).error = err;
       res.destroy();

@@ -442,6 +442,17 @@ describe('the webhook receiver', () => {
     expect(tooLarge.body.error.code).toBe('payload_too_large');
   });
 
+  it('answers 400, not 500, for a body that does not decode as its Content-Encoding says', async () => {
+    const conn = await newConnection(w, workspaceId);
+    const res = await w.t.fetch(conn.dto.webhookUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'stripe-signature': 't=1,v1=00' },
+      body: '{"id":"evt_not_gzip"}',
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as any).error).toMatchObject({ code: 'invalid_request', type: 'invalid_request_error' });
+  });
+
   it('answers 404 for an unknown connection (or a malformed id) and 400 for a connection without a secret', async () => {
     const unknown = await w.t.fetch(`${w.t.url}/webhooks/billing/${newId()}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(unknown.status).toBe(404);

@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   archiveWorkspace,
@@ -194,6 +195,30 @@ describe('createWorkspace', () => {
     const res = await rawPost('/admin/v1/workspaces', JSON.stringify({ name: 'big', metadata: { blob: 'x'.repeat(2 * 1024 * 1024) } }));
     expect(res.status).toBe(413);
     expect(res.body.error.code).toBe('payload_too_large');
+  });
+
+  it.each(['gzip', 'deflate', 'br'])('rejects a body that does not decode as Content-Encoding: %s with 400, not 500', async (encoding) => {
+    const before = (await t.database.db('workspaces').count('* as n'))[0]!.n;
+    const res = await rawPost('/admin/v1/workspaces', '{"name":"plain"}', { 'content-encoding': encoding });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'invalid_request', type: 'invalid_request_error' });
+    expect(res.body.error.request_id).toBe(res.headers.get('x-request-id'));
+    expect((await t.database.db('workspaces').count('* as n'))[0]!.n).toBe(before);
+    // A body that does decode is read as usual.
+    const gzipped = await t.fetch(`${t.url}/admin/v1/workspaces`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: gzipSync('{"name":"gzipped"}'),
+    });
+    expect(gzipped.status).toBe(201);
+  });
+
+  it('rejects a path parameter with a malformed percent-encoding with 400, not 500', async () => {
+    const res = await t.fetch(`${t.url}/admin/v1/workspaces/%E0%A4%A`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as any;
+    expect(body.error).toMatchObject({ code: 'invalid_request', type: 'invalid_request_error' });
+    expect(body.error.request_id).toBe(res.headers.get('x-request-id'));
   });
 
   it('rejects metadata over 16 KiB', async () => {
