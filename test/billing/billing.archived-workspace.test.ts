@@ -15,12 +15,15 @@ import {
   accessOf,
   at,
   DAY,
+  GRACE_HOURS,
+  HOUR,
   deliverPaddle,
   deliverStripe,
   newConnection,
   newMapping,
   newPlan,
   newWorkspace,
+  projectionsOf,
   provision,
   startBillingWorld,
   type BillingWorld,
@@ -159,6 +162,35 @@ describe.each<Provider>(['STRIPE', 'PADDLE'])('%s: webhooks under an archived wo
     expect(await stateOf(workspaceId, accessId)).toEqual(before);
     // Not even re-read from the provider.
     expect(requestsTo(provider).slice(seen)).toEqual([]);
+  });
+});
+
+/** The subscription renews into its next period with the payment failing (past_due), delivered at that period's start. */
+async function renewPastDue(provider: Provider, conn: Conn, subId: string) {
+  const renewedAt = w.clock.advance(30 * DAY);
+  const next = { start: renewedAt, end: at(renewedAt, 30 * DAY) };
+  if (provider === 'STRIPE') {
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'past_due', period: next }), renewedAt));
+  } else {
+    await deliverPaddle(w, conn, w.paddle.event('subscription.past_due', w.paddle.update(subId, renewedAt, { status: 'past_due', period: next }), renewedAt));
+  }
+}
+
+describe.each<Provider>(['STRIPE', 'PADDLE'])('%s: the billing tick under an archived workspace', (provider) => {
+  it('leaves the accesses untouched: a past_due access is not suspended when its grace ends', async () => {
+    const { workspaceId, conn, mappingId, accessId } = await world(provider);
+    const subId = await subscribed(provider, conn, mappingId, accessId);
+    await renewPastDue(provider, conn, subId);
+    expect((await projectionsOf(w, accessId))[0]).toMatchObject({ status: 'past_due' });
+    expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE' });
+    await archive(workspaceId);
+    const before = await stateOf(workspaceId, accessId);
+
+    w.clock.advance((GRACE_HOURS + 1) * HOUR);
+    expect(await w.t.nexus.services.billing.tick()).toBe(0);
+
+    expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE' });
+    expect(await stateOf(workspaceId, accessId)).toEqual(before);
   });
 });
 

@@ -327,13 +327,16 @@ export function createBillingRepo(db: Queryable) {
      * Accesses that time alone may move (a past_due grace ending, a period set to cancel
      * ending): those with such a projection, not already EXPIRED or REVOKED.
      */
-    async timeSensitiveAccessIds(q: Queryable = db): Promise<string[]> {
+    /** Accesses a time-driven billing rule may move; none of an archived workspace (read-only). */
+    async timeSensitiveAccesses(q: Queryable = db): Promise<{ accessId: string; workspaceId: string }[]> {
       const rows = await q('external_subscriptions as s')
-        .distinct('s.workspace_access_id')
+        .distinct('s.workspace_access_id', 'a.workspace_id')
         .join('workspace_accesses as a', 'a.id', 's.workspace_access_id')
+        .join('workspaces as ws', 'ws.id', 'a.workspace_id')
+        .whereNot('ws.status', 'ARCHIVED')
         .whereNotIn('a.status', ['EXPIRED', 'REVOKED'])
         .andWhere((w) => w.whereIn('s.status', ['past_due', 'canceled']).orWhere('s.cancel_at_period_end', true));
-      return rows.map((r: { workspace_access_id: string }) => r.workspace_access_id);
+      return rows.map((r: { workspace_access_id: string; workspace_id: string }) => ({ accessId: r.workspace_access_id, workspaceId: r.workspace_id }));
     },
 
     // Period grants

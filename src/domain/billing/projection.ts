@@ -301,13 +301,17 @@ export function createProjector(deps: {
 
     /**
      * Time-driven rules (grace expiry, a period set to cancel at its end that has ended):
-     * run periodically, and by tests with a fixed clock.
+     * run periodically, and by tests with a fixed clock. An archived workspace is read-only:
+     * its accesses are left as they are (checked again under the share lock apply takes, as
+     * the workspace may be archived between the listing and the transaction).
      */
     async tick(now: Date = clock.now()): Promise<number> {
       const actor = systemActor(BILLING_ACTOR, `tick:${now.toISOString()}`);
       let changed = 0;
-      for (const accessId of await repo.timeSensitiveAccessIds()) {
-        const effects = await db.transaction((tx) => enforceAccess(tx, actor, accessId, now));
+      for (const { accessId, workspaceId } of await repo.timeSensitiveAccesses()) {
+        const effects = await db.transaction(async (tx) =>
+          (await repo.findWorkspaceStatus(workspaceId, tx, true)) === 'ARCHIVED' ? [] : enforceAccess(tx, actor, accessId, now),
+        );
         if (effects.some((e) => e.startsWith('access:'))) changed++;
       }
       return changed;
