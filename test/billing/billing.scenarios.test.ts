@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createCheckout,
+  getWorkspaceAccessQuota,
   listBillingWebhookEvents,
   reconcileBillingConnection,
   replayBillingWebhookEvent,
@@ -296,6 +297,57 @@ describe('plan changes mid-period', () => {
     expect((await accessOf(w, accessId)).planId).toBe(proPlan);
     expect((await projectionsOf(w, accessId))[0]).toMatchObject({ planId: proPlan, externalPriceId: 'price_pro' });
     expect(await grantRows(w, accessId)).toHaveLength(1);
+  });
+});
+
+describe('the provider restarts the billing cycle mid-period', () => {
+  async function quotaOf(accessId: string) {
+    const res = await getWorkspaceAccessQuota({ client: w.t.client, path: { accessId } });
+    expect(res.response.status).toBe(200);
+    return res.data!;
+  }
+
+  it('a trial ended early: the paid period replaces the rest of the trial, and the access stays usable past the trial’s end', async () => {
+    w.clock.set(at(T0, 50 * DAY));
+    const accessId = await provision(w, workspaceId, freePlan);
+    const start = w.clock.advance(HOUR);
+    const trial = { start, end: at(start, 14 * DAY) };
+    const sub = w.stripe.createSubscription({ price: 'price_pro', status: 'trialing', metadata: { nexus_workspace_access_id: accessId }, period: trial });
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), start));
+    expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE', planId: proPlan });
+
+    // Day 3: the customer pays now (Stripe: trial_end=now); the first paid period starts then.
+    const paidAt = at(start, 3 * DAY);
+    w.clock.set(paidAt);
+    const paid = { start: paidAt, end: at(paidAt, 30 * DAY) };
+    w.clock.advance(20_000);
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { status: 'active', period: paid }), paidAt));
+    expect((await grantRows(w, accessId)).map((g: any) => g.outcome)).toEqual(['granted', 'granted']);
+    const periods = await billingPeriods(w, accessId);
+    expect(periods.map((p: any) => [p.period_start.toISOString(), p.period_end.toISOString()])).toEqual([
+      [trial.start.toISOString(), paid.start.toISOString()],
+      [paid.start.toISOString(), paid.end.toISOString()],
+    ]);
+
+    // Past the trial's original end: still ACTIVE, on the paid period.
+    w.clock.set(at(trial.end, DAY));
+    expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE', planId: proPlan });
+    expect(await quotaOf(accessId)).toMatchObject({ grantedUnits: '1000', periodEnd: paid.end.toISOString() });
+  });
+
+  it('a change of price that resets the billing anchor: the new plan’s period is granted in full from the change, past the old period’s end', async () => {
+    const { accessId, subId, period } = await subscribed(at(T0, 60 * DAY));
+    const changedAt = at(period.start, 10 * DAY);
+    const next = { start: changedAt, end: at(changedAt, 30 * DAY) };
+    w.clock.set(at(changedAt, 30_000));
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { price: 'price_max', period: next }), changedAt));
+    expect((await grantRows(w, accessId)).map((g: any) => g.outcome)).toEqual(['granted', 'granted']);
+    expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE', planId: maxPlan });
+    expect(await quotaOf(accessId)).toMatchObject({ planId: maxPlan, grantedUnits: '5000', periodEnd: next.end.toISOString() });
+
+    w.clock.set(at(period.end, DAY));
+    expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE', planId: maxPlan });
+    expect(await quotaOf(accessId)).toMatchObject({ grantedUnits: '5000', periodEnd: next.end.toISOString() });
   });
 });
 

@@ -18,6 +18,8 @@ export interface GrantInput {
   periodStart: Date;
   periodEnd: Date;
   externalPeriodKey: string;
+  /** A provider subscription's key prefix: its earlier period still running at periodStart ends there. */
+  supersedeBilledKeyPrefix?: string | undefined;
 }
 
 export function createAccessPort(accesses: AccessService) {
@@ -41,7 +43,9 @@ export function createAccessPort(accesses: AccessService) {
 
     /**
      * A billed period replaces what is left of the unbilled ones it overlaps (see supersedeUnbilled).
-     * Billed periods never overlap each other: the accesses area refuses that ('period_overlap').
+     * Billed periods never overlap each other: a new period of the same subscription that starts
+   * within its running one (a restarted cycle) ends that one there; any other overlap is refused
+   * by the accesses area ('period_overlap').
      */
     async grantPeriod(tx: Queryable, actor: Actor, accessId: string, input: GrantInput): Promise<{ periodId: string; created: boolean }> {
       return accesses.grantPeriodInTx(tx, actor, accessId, {
@@ -51,6 +55,7 @@ export function createAccessPort(accesses: AccessService) {
         source: 'billing',
         externalPeriodKey: input.externalPeriodKey,
         supersedeUnbilled: true,
+        supersedeBilledKeyPrefix: input.supersedeBilledKeyPrefix,
       });
     },
   };

@@ -90,8 +90,13 @@ export function desiredAccessStatus(p: ExternalSubscriptionRow, now: Date, grace
   }
 }
 
+/** What every period key of one provider subscription starts with. */
+export function subscriptionKeyPrefix(provider: string, subscriptionId: string): string {
+  return `${provider.toLowerCase()}:${subscriptionId}:`;
+}
+
 export function periodKeyOf(provider: string, subscriptionId: string, periodStart: Date): string {
-  return `${provider.toLowerCase()}:${subscriptionId}:${periodStart.toISOString()}`;
+  return `${subscriptionKeyPrefix(provider, subscriptionId)}${periodStart.toISOString()}`;
 }
 
 export function createProjector(deps: {
@@ -110,7 +115,7 @@ export function createProjector(deps: {
     actor: Actor,
     conn: BillingConnectionRow,
     accessId: string,
-    input: { planId: string | null; periodStart: Date; periodEnd: Date; periodKey: string },
+    input: { planId: string | null; periodStart: Date; periodEnd: Date; periodKey: string; supersedeBilledKeyPrefix?: string | undefined },
   ): Promise<string | null> {
     const row = await repo.insertPeriodGrant(
       {
@@ -136,6 +141,7 @@ export function createProjector(deps: {
           periodStart: input.periodStart,
           periodEnd: input.periodEnd,
           externalPeriodKey: input.periodKey,
+          supersedeBilledKeyPrefix: input.supersedeBilledKeyPrefix,
         }),
       );
       await repo.updatePeriodGrant(row.id, { quota_period_id: result.periodId, outcome: result.created ? 'granted' : 'existing' }, tx);
@@ -287,6 +293,9 @@ export function createProjector(deps: {
         periodStart: state.currentPeriodStart,
         periodEnd: state.currentPeriodEnd,
         periodKey: ctx.periodKey ?? periodKeyOf(conn.provider, state.externalSubscriptionId, state.currentPeriodStart),
+        // A provider may restart a subscription's cycle mid-period (trial ended early, interval change):
+        // its new period replaces the rest of the running one. APP_SYNC reports name their periods themselves.
+        supersedeBilledKeyPrefix: ctx.periodKey ? undefined : subscriptionKeyPrefix(conn.provider, state.externalSubscriptionId),
       });
       if (granted) effects.push(granted);
     }

@@ -259,6 +259,17 @@ export function createQuotaRepo(db: Queryable) {
         .update({ period_end: at });
     },
 
+    /** Ends at `at` the billed periods running then whose external key starts with `keyPrefix` (one subscription's). */
+    async endBilledPeriodsAt(accessId: string, at: Date, keyPrefix: string, q: Queryable = db): Promise<number> {
+      return q('quota_periods')
+        .where({ workspace_access_id: accessId, source: 'billing' })
+        // Not LIKE: a subscription id may hold `_`, a LIKE wildcard.
+        .whereRaw('left(external_period_key, ?) = ?', [keyPrefix.length, keyPrefix])
+        .where('period_start', '<', at)
+        .where('period_end', '>', at)
+        .update({ period_end: at });
+    },
+
     async insertPeriod(row: QuotaPeriodRow, q: Queryable = db): Promise<QuotaPeriodRow> {
       const [created] = await q('quota_periods').insert(row).returning('*');
       return created as QuotaPeriodRow;
