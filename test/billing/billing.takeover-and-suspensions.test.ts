@@ -12,6 +12,7 @@ import {
   activateWorkspaceAccess,
   getWorkspaceAccessQuota,
   listAuditLogs,
+  reconcileBillingConnection,
   suspendWorkspaceAccess,
 } from '../../generated/client/sdk.gen.js';
 import {
@@ -173,6 +174,64 @@ describe('a billed period starting before the free period opened at provisioning
     expect((await grantRows(w, accessId)).map((g: any) => g.outcome)).toEqual(['granted', 'refused:period_overlap']);
     expect(await billingPeriods(w, accessId)).toHaveLength(1);
     expect(await quotaOf(accessId)).toMatchObject({ periodStart: '2026-11-27T00:00:00.000Z', grantedUnits: '1000' });
+  });
+});
+
+describe('a new subscription replacing a canceled one', () => {
+  /** Cancels the subscription at Stripe now (ended now) and delivers `customer.subscription.deleted`. */
+  async function cancelNow(subId: string) {
+    const now = w.clock.now();
+    await deliverStripe(w, conn, w.stripe.event('customer.subscription.deleted', w.stripe.update(subId, { status: 'canceled', canceledAt: now, endedAt: now }), now));
+  }
+
+  it('canceled, then subscribed again before the old period’s end: the new period is granted and the access lasts to its end', async () => {
+    w.clock.set('2027-06-01T10:00:00Z');
+    const accessId = await provision(w, workspaceId, freePlan);
+    const first = { start: w.clock.advance(HOUR), end: new Date('2027-07-01T11:00:00Z') };
+    const oldSub = await subscribe(accessId, first);
+    w.clock.set('2027-06-10T11:00:00Z');
+    await cancelNow(oldSub);
+    expect(await statusOf(accessId)).toBe('EXPIRED');
+
+    w.clock.set('2027-06-12T11:00:00Z');
+    const second = { start: w.clock.now(), end: new Date('2027-07-12T11:00:00Z') };
+    await subscribe(accessId, second);
+    expect((await grantRows(w, accessId)).map((g: any) => g.outcome)).toEqual(['granted', 'granted']);
+    expect(await statusOf(accessId)).toBe('ACTIVE');
+    // The canceled subscription's period ends where the new one starts.
+    expect((await billingPeriods(w, accessId)).map((p: any) => [p.period_start.toISOString(), p.period_end.toISOString()])).toEqual([
+      [first.start.toISOString(), second.start.toISOString()],
+      [second.start.toISOString(), second.end.toISOString()],
+    ]);
+
+    w.clock.set(at(first.end, DAY));
+    expect(await statusOf(accessId)).toBe('ACTIVE');
+    expect(await quotaOf(accessId)).toMatchObject({ grantedUnits: '1000', periodStart: second.start.toISOString(), periodEnd: second.end.toISOString() });
+  });
+
+  it('subscribed again before the old one is canceled: refused while both are live, granted by a reconciliation once the old one ended', async () => {
+    w.clock.set('2027-08-01T10:00:00Z');
+    const accessId = await provision(w, workspaceId, freePlan);
+    const first = { start: w.clock.advance(HOUR), end: new Date('2027-09-01T11:00:00Z') };
+    const oldSub = await subscribe(accessId, first);
+    w.clock.set('2027-08-10T11:00:00Z');
+    const second = { start: w.clock.now(), end: new Date('2027-09-10T11:00:00Z') };
+    await subscribe(accessId, second);
+    expect((await grantRows(w, accessId)).map((g: any) => g.outcome)).toEqual(['granted', 'refused:period_overlap']);
+
+    w.clock.advance(60_000);
+    await cancelNow(oldSub);
+    const run = await reconcileBillingConnection({ client: w.t.client, path: { connectionId: conn.dto.id } });
+    expect(run.response.status).toBe(200);
+    expect((await grantRows(w, accessId)).map((g: any) => g.outcome)).toEqual(['granted', 'granted']);
+    expect(await statusOf(accessId)).toBe('ACTIVE');
+
+    w.clock.set(at(first.end, DAY));
+    expect(await statusOf(accessId)).toBe('ACTIVE');
+    expect(await quotaOf(accessId)).toMatchObject({ grantedUnits: '1000', periodStart: second.start.toISOString(), periodEnd: second.end.toISOString() });
+    // Granted once: another run changes nothing.
+    await reconcileBillingConnection({ client: w.t.client, path: { connectionId: conn.dto.id } });
+    expect(await billingPeriods(w, accessId)).toHaveLength(2);
   });
 });
 

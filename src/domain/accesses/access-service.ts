@@ -53,12 +53,12 @@ export interface GrantPeriodInput {
    */
   supersedeUnbilled?: boolean;
   /**
-   * Billing: the key prefix of the subscription's own periods. A period of that subscription
-   * still running at periodStart ends there: the provider restarted the subscription's cycle
-   * (a trial ended early, a change of billing interval, `billing_cycle_anchor=now`), and the
-   * new period replaces the rest of the old one.
+   * Billing: key prefixes of the subscriptions whose billed period still running at periodStart
+   * ends there: the new period's own subscription (its provider restarted the cycle: a trial
+   * ended early, a change of billing interval, `billing_cycle_anchor=now`) and subscriptions of
+   * the access that were canceled (a new subscription replaces one that ended early).
    */
-  supersedeBilledKeyPrefix?: string | undefined;
+  supersedeBilledKeyPrefixes?: string[] | undefined;
 }
 
 const EXPIRY_ACTOR = 'system:access-expiry';
@@ -285,7 +285,7 @@ export function createAccessService(deps: {
       return { periodId: same.id, created: false };
     }
     if (input.supersedeUnbilled) await quotaRepo.endUnbilledPeriodsAt(access.id, periodStart, tx);
-    if (input.supersedeBilledKeyPrefix) await quotaRepo.endBilledPeriodsAt(access.id, periodStart, input.supersedeBilledKeyPrefix, tx);
+    for (const prefix of input.supersedeBilledKeyPrefixes ?? []) await quotaRepo.endBilledPeriodsAt(access.id, periodStart, prefix, tx);
     const overlapping = await quotaRepo.overlapping(access.id, periodStart, periodEnd, tx);
     // What is left overlapping of an unbilled period starts at or after periodStart: the first is taken over.
     const takenOver = input.supersedeUnbilled ? firstUnbilled(overlapping) : undefined;

@@ -18,8 +18,8 @@ export interface GrantInput {
   periodStart: Date;
   periodEnd: Date;
   externalPeriodKey: string;
-  /** A provider subscription's key prefix: its earlier period still running at periodStart ends there. */
-  supersedeBilledKeyPrefix?: string | undefined;
+  /** Provider subscriptions' key prefixes: their billed period still running at periodStart ends there. */
+  supersedeBilledKeyPrefixes?: string[] | undefined;
 }
 
 export function createAccessPort(accesses: AccessService) {
@@ -43,9 +43,9 @@ export function createAccessPort(accesses: AccessService) {
 
     /**
      * A billed period replaces what is left of the unbilled ones it overlaps (see supersedeUnbilled).
-     * Billed periods never overlap each other: a new period of the same subscription that starts
-   * within its running one (a restarted cycle) ends that one there; any other overlap is refused
-   * by the accesses area ('period_overlap').
+     * Billed periods never overlap each other: a new period that starts within the running one of
+   * its own subscription (a restarted cycle) or of a canceled one ends that one there; any other
+   * overlap (two live subscriptions) is refused by the accesses area ('period_overlap').
      */
     async grantPeriod(tx: Queryable, actor: Actor, accessId: string, input: GrantInput): Promise<{ periodId: string; created: boolean }> {
       return accesses.grantPeriodInTx(tx, actor, accessId, {
@@ -55,7 +55,7 @@ export function createAccessPort(accesses: AccessService) {
         source: 'billing',
         externalPeriodKey: input.externalPeriodKey,
         supersedeUnbilled: true,
-        supersedeBilledKeyPrefix: input.supersedeBilledKeyPrefix,
+        supersedeBilledKeyPrefixes: input.supersedeBilledKeyPrefixes,
       });
     },
   };

@@ -320,6 +320,10 @@ export function createBillingRepo(db: Queryable) {
       const [row] = await q('external_subscriptions').where({ id }).update(patch).returning('*');
       return row as ExternalSubscriptionRow;
     },
+    /** The access's subscriptions that have ended (canceled): a new subscription's period replaces theirs. */
+    async endedProjectionsOf(accessId: string, q: Queryable): Promise<ExternalSubscriptionRow[]> {
+      return q('external_subscriptions').where({ workspace_access_id: accessId }).whereIn('status', ['canceled', 'incomplete_expired']);
+    },
     async listProjections(filter: PageRequest & { accessId: string }, q: Queryable = db): Promise<Page<ExternalSubscriptionRow>> {
       return paginate<ExternalSubscriptionRow>(q('external_subscriptions').select('*').where({ workspace_access_id: filter.accessId }), filter);
     },
@@ -348,6 +352,14 @@ export function createBillingRepo(db: Queryable) {
         .ignore()
         .returning('*');
       return (rows[0] as PeriodGrantRow | undefined) ?? null;
+    },
+    /** A grant row whose grant was refused (an overlap that may be gone now), locked for another try. */
+    async findRefusedPeriodGrantForUpdate(accessId: string, periodKey: string, q: Queryable): Promise<PeriodGrantRow | undefined> {
+      return q('billing_period_grants')
+        .where({ workspace_access_id: accessId, period_key: periodKey })
+        .whereLike('outcome', 'refused:%')
+        .forUpdate()
+        .first();
     },
     async updatePeriodGrant(id: string, patch: Partial<PeriodGrantRow>, q: Queryable): Promise<void> {
       await q('billing_period_grants').where({ id }).update(patch);

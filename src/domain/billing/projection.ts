@@ -115,9 +115,11 @@ export function createProjector(deps: {
     actor: Actor,
     conn: BillingConnectionRow,
     accessId: string,
-    input: { planId: string | null; periodStart: Date; periodEnd: Date; periodKey: string; supersedeBilledKeyPrefix?: string | undefined },
+    input: { planId: string | null; periodStart: Date; periodEnd: Date; periodKey: string; supersedeBilledKeyPrefixes?: string[] | undefined },
   ): Promise<string | null> {
-    const row = await repo.insertPeriodGrant(
+    // A grant refused before (an overlap) is tried again: what it overlapped may have ended since.
+    const row =
+      (await repo.insertPeriodGrant(
       {
         id: newId(),
         workspace_id: conn.workspace_id,
@@ -132,7 +134,7 @@ export function createProjector(deps: {
         created_at: clock.now(),
       },
       tx,
-    );
+    )) ?? (await repo.findRefusedPeriodGrantForUpdate(accessId, input.periodKey, tx));
     if (!row) return null;
     try {
       const result = await tx.transaction((sp) =>
@@ -141,7 +143,7 @@ export function createProjector(deps: {
           periodStart: input.periodStart,
           periodEnd: input.periodEnd,
           externalPeriodKey: input.periodKey,
-          supersedeBilledKeyPrefix: input.supersedeBilledKeyPrefix,
+          supersedeBilledKeyPrefixes: input.supersedeBilledKeyPrefixes,
         }),
       );
       await repo.updatePeriodGrant(row.id, { quota_period_id: result.periodId, outcome: result.created ? 'granted' : 'existing' }, tx);
@@ -288,14 +290,23 @@ export function createProjector(deps: {
     }
     // A paid period is granted whatever the state's age: the provider did open it.
     if (GRANTING_STATUSES.has(state.status) && state.currentPeriodStart && state.currentPeriodEnd) {
+      // APP_SYNC reports name their periods themselves: an overlap among them is the reporter's to fix.
+      const supersede = ctx.periodKey
+        ? undefined
+        : [
+            subscriptionKeyPrefix(conn.provider, state.externalSubscriptionId),
+            ...(await repo.endedProjectionsOf(accessId, tx))
+              .filter((p) => p.external_subscription_id !== state.externalSubscriptionId)
+              .map((p) => subscriptionKeyPrefix(p.provider, p.external_subscription_id)),
+          ];
       const granted = await grantOnce(tx, ctx.actor, conn, accessId, {
         planId: statePlanId,
         periodStart: state.currentPeriodStart,
         periodEnd: state.currentPeriodEnd,
         periodKey: ctx.periodKey ?? periodKeyOf(conn.provider, state.externalSubscriptionId, state.currentPeriodStart),
-        // A provider may restart a subscription's cycle mid-period (trial ended early, interval change):
-        // its new period replaces the rest of the running one. APP_SYNC reports name their periods themselves.
-        supersedeBilledKeyPrefix: ctx.periodKey ? undefined : subscriptionKeyPrefix(conn.provider, state.externalSubscriptionId),
+        // The new period replaces the rest of the running one of its own subscription (the provider
+        // restarted the cycle: a trial ended early, an interval change) or of a canceled one.
+        supersedeBilledKeyPrefixes: supersede,
       });
       if (granted) effects.push(granted);
     }
