@@ -44,8 +44,8 @@ export function createAccessPort(accesses: AccessService) {
     /**
      * A billed period replaces what is left of the unbilled ones it overlaps (see supersedeUnbilled).
      * Billed periods never overlap each other: a new period that starts within the running one of
-   * its own subscription (a restarted cycle) or of a canceled one ends that one there; any other
-   * overlap (two live subscriptions) is refused by the accesses area ('period_overlap').
+     * its own subscription (a restarted cycle) or of a canceled one ends that one there; any other
+     * overlap (two live subscriptions) is refused by the accesses area ('period_overlap').
      */
     async grantPeriod(tx: Queryable, actor: Actor, accessId: string, input: GrantInput): Promise<{ periodId: string; created: boolean }> {
       return accesses.grantPeriodInTx(tx, actor, accessId, {

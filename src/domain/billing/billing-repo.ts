@@ -329,9 +329,9 @@ export function createBillingRepo(db: Queryable) {
     },
     /**
      * Accesses that time alone may move (a past_due grace ending, a period set to cancel
-     * ending): those with such a projection, not already EXPIRED or REVOKED.
+     * ending): those with such a projection, not already EXPIRED or REVOKED, and none of an
+     * archived workspace (read-only).
      */
-    /** Accesses a time-driven billing rule may move; none of an archived workspace (read-only). */
     async timeSensitiveAccesses(q: Queryable = db): Promise<{ accessId: string; workspaceId: string }[]> {
       const rows = await q('external_subscriptions as s')
         .distinct('s.workspace_access_id', 'a.workspace_id')

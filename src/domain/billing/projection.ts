@@ -118,8 +118,7 @@ export function createProjector(deps: {
     input: { planId: string | null; periodStart: Date; periodEnd: Date; periodKey: string; supersedeBilledKeyPrefixes?: string[] | undefined },
   ): Promise<string | null> {
     // A grant refused before (an overlap) is tried again: what it overlapped may have ended since.
-    const row =
-      (await repo.insertPeriodGrant(
+    const fresh = await repo.insertPeriodGrant(
       {
         id: newId(),
         workspace_id: conn.workspace_id,
@@ -134,7 +133,8 @@ export function createProjector(deps: {
         created_at: clock.now(),
       },
       tx,
-    )) ?? (await repo.findRefusedPeriodGrantForUpdate(accessId, input.periodKey, tx));
+    );
+    const row = fresh ?? (await repo.findRefusedPeriodGrantForUpdate(accessId, input.periodKey, tx));
     if (!row) return null;
     try {
       const result = await tx.transaction((sp) =>
