@@ -3,9 +3,9 @@
  * CLI (src/cli.ts), on their own schema of the test PostgreSQL.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../generated/client/client/index.js';
 import { createWorkspace, getWorkspace, listWorkspaces } from '../../generated/client/sdk.gen.js';
@@ -130,6 +130,47 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     const migrate = await run('src/cli.ts', ['migrate']);
     expect(migrate.code).toBe(0);
     expect(migrate.stdout).toContain('already up to date');
+  }, 30_000);
+
+  it('the CLI answers --help and a wrong command line at once, with the usage and no stack', async () => {
+    // Read before any database is opened: a data dir that does not exist stays so.
+    const dataDir = join(mkdtempSync(join(tmpdir(), 'nexus-cli-')), 'data');
+    const embedded = { DATABASE_URL: '', NEXUS_DATABASE_SCHEMA: '', NEXUS_DATA_DIR: dataDir };
+    try {
+      for (const args of [['--help'], ['help'], ['management-keys', 'create', '-h']]) {
+        const help = await run('src/cli.ts', args, embedded);
+        expect(help.code).toBe(0);
+        expect(help.stdout).toContain('usage:');
+        expect(help.stderr).toBe('');
+      }
+      const refused: [string[], string][] = [
+        [[], 'error: Name a command'],
+        [['management-keys'], 'error: Name a management-keys command'],
+        [['management-keys', 'create', '--workspace'], "error: Option '--workspace <value>' argument missing"],
+        [['management-keys', 'create', '--workspace', 'x', '--bogus'], "error: Unknown option '--bogus'"],
+        [['management-keys', 'create', '--workspace', 'x', '--name', '  '], 'error: --name must hold a non-blank character'],
+        [['management-keys', 'list', 'extra'], "error: Unexpected argument 'extra'"],
+        [['management-keys', 'revoke'], 'error: Name the key to revoke'],
+        [['management-keys', 'revoke', 'a', 'b'], "error: Unexpected argument 'b'"],
+        [['migrate', '--force'], "error: Unknown option '--force'"],
+      ];
+      for (const [args, message] of refused) {
+        const answer = await run('src/cli.ts', args, embedded);
+        expect(answer.code, args.join(' ')).toBe(2);
+        expect(answer.stderr.startsWith(message), answer.stderr).toBe(true);
+        expect(answer.stderr).toContain('usage:');
+        expect(answer.stderr).not.toContain('    at ');
+      }
+      expect(existsSync(dataDir)).toBe(false);
+    } finally {
+      rmSync(dirname(dataDir), { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('the CLI says in one line that the database cannot be reached', async () => {
+    const down = await run('src/cli.ts', ['management-keys', 'list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/postgres' });
+    expect(down.code).toBe(1);
+    expect(down.stderr.trim()).toBe('error: connect ECONNREFUSED 127.0.0.1:1 (ECONNREFUSED)');
   }, 30_000);
 });
 
