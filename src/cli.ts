@@ -103,6 +103,8 @@ async function main(argv: string[]): Promise<number> {
     databaseUrl: config.databaseUrl,
     schema: config.databaseSchema,
     pgliteDir: config.databaseUrl ? undefined : `${config.dataDir}/pgdata`,
+    // What fails is said once, on stderr, by describe().
+    log: () => {},
   });
   try {
     const applied = await migrateLatest(db, config.databaseSchema);

@@ -24,6 +24,21 @@ export interface DatabaseOptions {
   /** Where PGlite keeps its files; undefined: in memory. */
   pgliteDir?: string | undefined;
   poolMax?: number;
+  /**
+   * Where knex's own warnings go (a connection that failed, say). Unset: knex prints them, stack
+   * and all, on stdout, which breaks a log of one JSON object per line.
+   */
+  log?: (level: 'warn' | 'error', message: string) => void;
+}
+
+/** knex's logger option, from `log`: its deprecation notes are warnings, its debug output (off) is dropped. */
+function knexLog(log: NonNullable<DatabaseOptions['log']>): Knex.Config['log'] {
+  return {
+    warn: (message: string) => log('warn', String(message)),
+    error: (message: string) => log('error', String(message)),
+    deprecate: (method: string, alternative: string) => log('warn', `${method} is deprecated, use ${alternative}`),
+    debug: () => {},
+  };
 }
 
 export function createDatabase(options: DatabaseOptions): Db {
@@ -33,6 +48,7 @@ export function createDatabase(options: DatabaseOptions): Db {
       client: 'pg',
       connection: { connectionString: databaseUrl, application_name: 'nexus' },
       searchPath: schema ? [schema] : undefined,
+      ...(options.log ? { log: knexLog(options.log) } : {}),
       pool: {
         min: 0,
         max: options.poolMax ?? 10,
@@ -52,7 +68,12 @@ export function createDatabase(options: DatabaseOptions): Db {
     ...(options.pgliteDir ? { dataDir: options.pgliteDir } : {}),
     parsers: { [pgliteTypes.INT8]: (value: string) => BigInt(value) },
   });
-  return knexPkg({ client: ClientPgLite, dialect: 'postgres', connection: () => ({ pglite }) } as Knex.Config);
+  return knexPkg({
+    client: ClientPgLite,
+    dialect: 'postgres',
+    connection: () => ({ pglite }),
+    ...(options.log ? { log: knexLog(options.log) } : {}),
+  } as Knex.Config);
 }
 
 /** True when the knex instance talks to the embedded PGlite (one connection). */

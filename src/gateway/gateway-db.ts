@@ -10,7 +10,7 @@
  * transaction stays atomic, so the invariants (no overspend by holds, one usage
  * event per settlement) hold either way.
  */
-import knexPkg from 'knex';
+import knexPkg, { type Knex } from 'knex';
 import type pg from 'pg';
 import type { Db } from '../db/database.js';
 import { isEmbedded } from '../db/database.js';
@@ -52,6 +52,7 @@ export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax = 10): {
   const config = main.client.config as {
     connection: { connectionString?: string; application_name?: string } | string;
     searchPath?: string[] | string;
+    log?: Knex.Config['log'];
   };
   const connectionString = typeof config.connection === 'string' ? config.connection : config.connection.connectionString;
   if (!connectionString) return { db: main, owned: false };
@@ -64,6 +65,7 @@ export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax = 10): {
     client: 'pg',
     connection: { connectionString, application_name: 'nexus-gateway', ...(options ? { options } : {}) },
     pool: { min: 0, max: poolMax },
+    ...(config.log ? { log: config.log } : {}),
   });
   return { db, owned: true };
 }

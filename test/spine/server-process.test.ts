@@ -3,6 +3,7 @@
  * CLI (src/cli.ts), on their own schema of the test PostgreSQL.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { connect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -104,6 +105,60 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     expect(await second.exited).toBe(0);
   }, 120_000);
 
+  it('with the database gone, /readyz answers 503 within its bound and the log stays one JSON object per line', async () => {
+    // The server reaches PostgreSQL through a relay this test can cut (refuse) or black-hole (accept, never answer).
+    const target = new URL(database.url!);
+    let mode: 'up' | 'cut' | 'blackhole' = 'up';
+    const sockets = new Set<Socket>();
+    const relay = createNetServer((client) => {
+      if (mode === 'cut') return void client.destroy();
+      sockets.add(client);
+      client.on('close', () => sockets.delete(client));
+      client.on('error', () => {});
+      if (mode === 'blackhole') return;
+      const upstream = connect(Number(target.port || 5432), target.hostname);
+      sockets.add(upstream);
+      upstream.on('close', () => sockets.delete(upstream));
+      upstream.on('error', () => client.destroy());
+      client.on('close', () => upstream.destroy());
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+    const relayUrl = new URL(database.url!);
+    relayUrl.port = String((relay.address() as AddressInfo).port);
+    const p = port();
+    const server = await startServer(p, { DATABASE_URL: relayUrl.toString(), NEXUS_MANAGEMENT_KEY: 'nx-mgmt-relay-test-0123456789abcdef' });
+    try {
+      expect((await fetch(`http://127.0.0.1:${p}/readyz`)).status).toBe(200);
+      const cut = (next: typeof mode) => {
+        mode = next;
+        for (const s of sockets) s.destroy();
+      };
+      cut('cut');
+      const refused = await fetch(`http://127.0.0.1:${p}/readyz`);
+      expect(refused.status).toBe(503);
+      expect((await refused.json()).error.code).toBe('not_ready');
+      const admin = await fetch(`http://127.0.0.1:${p}/admin/v1/workspaces`, { headers: { Authorization: 'Bearer nx-mgmt-not-a-key-0123456789abcdef' } });
+      expect(admin.status).toBe(500);
+      cut('blackhole');
+      const started = Date.now();
+      expect((await fetch(`http://127.0.0.1:${p}/readyz`)).status).toBe(503);
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect((await fetch(`http://127.0.0.1:${p}/healthz`)).status).toBe(200);
+      cut('up');
+      expect((await fetch(`http://127.0.0.1:${p}/readyz`)).status).toBe(200);
+      // knex's own connection warnings come as log lines too, not as stack traces on stdout.
+      const lines = server.output().split('\n').filter((l) => l.trim());
+      expect(lines.filter((l) => !l.startsWith('{'))).toEqual([]);
+      expect(lines.some((l) => l.includes('"msg":"database"'))).toBe(true);
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.exited;
+      relay.close();
+      for (const s of sockets) s.destroy();
+    }
+  }, 120_000);
+
   it('refuses bad configuration with a clear message', async () => {
     const bad = await run('src/server.ts', [], { PORT: 'not-a-port' });
     expect(bad.code).toBe(1);
@@ -171,6 +226,7 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     const down = await run('src/cli.ts', ['management-keys', 'list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/postgres' });
     expect(down.code).toBe(1);
     expect(down.stderr.trim()).toBe('error: connect ECONNREFUSED 127.0.0.1:1 (ECONNREFUSED)');
+    expect(down.stdout).toBe('');
   }, 30_000);
 });
 
