@@ -135,6 +135,8 @@ function quotaOf(row: AuthRow): QuotaView | undefined {
 
 
 function drain(res: ServerResponse): Promise<void> {
+  // A closed response never drains, and its 'close' has been emitted already.
+  if (res.destroyed) return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {
       res.off('drain', done);
@@ -392,12 +394,15 @@ export function createGateway(deps: GatewayDeps) {
     // A metered answer that is not streamed is read to its end even when the client has left: the provider does
     // (and bills) the work anyway, so its exact usage is charged rather than nothing or the whole bound.
     const readToEnd = Boolean(inspector && prepared && !prepared.stream);
-    res.on('close', () => {
+    const onClose = () => {
       if (!res.writableFinished) {
         clientGone = true;
         if (!readToEnd) cancel.cancel(new Error('The client closed the connection'));
       }
-    });
+    };
+    res.on('close', onClose);
+    // A client that left while the call was admitted is gone already: its 'close' will not come again.
+    if (res.destroyed) onClose();
 
     const attempt: AttemptRow = {
       id: newId(),

@@ -149,6 +149,63 @@ describe('client aborts mid-stream', () => {
   });
 });
 
+describe('client leaves while its call is being admitted', () => {
+  /**
+   * The client leaves while the gateway waits for its quota lease (held up here by a lock on the period
+   * row), so its connection has closed before the gateway starts the upstream call. Such a call used to
+   * hang for good (waiting for a 'drain' or 'close' that had already happened): never recorded, and its
+   * lease's units held until the sweeper's TTL (15 min).
+   */
+  async function leaveDuringAdmission(body: string) {
+    const fresh = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
+    const seen = up.requests.length;
+    const lock = await t.database.db.transaction();
+    await lock('quota_periods').where({ workspace_access_id: fresh.accessId }).forUpdate();
+    const controller = new AbortController();
+    const call = gatewayFetch()(`${fresh.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${fresh.apiKey}`, 'content-type': 'application/json', 'x-fake-usage': '12,4,0' },
+      body,
+      signal: controller.signal,
+    });
+    call.catch(() => {});
+    // Wait until the lease's statement waits for the lock, then leave.
+    for (let i = 0; i < 100; i++) {
+      const waiting = await t.database.db.raw(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%quota_reservations%'`);
+      if (waiting.rows[0].n > 0) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    controller.abort();
+    await new Promise((r) => setTimeout(r, 100));
+    await lock.commit();
+    let inv: Awaited<ReturnType<typeof getInvocation>>['data'];
+    for (let i = 0; i < 100 && !inv; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      const list = await listInvocations({ client: t.client, path: { workspaceId: fresh.workspaceId }, query: { limit: 1 } });
+      if (list.data![0]) inv = (await getInvocation({ client: t.client, path: { invocationId: list.data![0].id } })).data!;
+    }
+    expect(inv, 'the call was never recorded').toBeTruthy();
+    await t.nexus.gateway.drain();
+    return { inv: inv!, period: await periodOf(t, fresh.accessId), upstreamCalls: up.requests.length - seen };
+  }
+
+  it('a stream: recorded CLIENT_ABORTED, nothing charged, its lease returned', async () => {
+    const { inv, period } = await leaveDuringAdmission(streamBody());
+    expect(inv.status).toBe('CLIENT_ABORTED');
+    expect(inv.attempt).toMatchObject({ status: 'ABORTED', errorCode: 'client_aborted' });
+    expect(inv.usageEvents).toHaveLength(0);
+    expect(period).toMatchObject({ reserved: 0n, consumed: 0n });
+  });
+
+  it('a JSON call: read to its end and its exact usage charged, as when the client leaves later', async () => {
+    const { inv, period, upstreamCalls } = await leaveDuringAdmission(JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 100 }));
+    expect(upstreamCalls).toBe(1);
+    expect(inv).toMatchObject({ status: 'CLIENT_ABORTED', quotaUnits: String(12 + 4 * 2) });
+    expect(inv.usageEvents).toHaveLength(1);
+    expect(period).toMatchObject({ reserved: 0n, consumed: 20n });
+  });
+});
+
 describe('client leaves before a JSON answer', () => {
   it('reads the answer to its end and charges its exact usage (the provider did the work)', async () => {
     const before = await periodOf(t, tenant.accessId);
