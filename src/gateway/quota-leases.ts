@@ -18,7 +18,9 @@
  * - A lease unused for `idleMs` (1 s) is released: its unused units return to
  *   the period, after the records of its calls are written. drain() releases
  *   every lease (tests, shutdown).
- * - A lease's expires_at is renewed when a call finds it past half its TTL; a
+ * - A lease's expires_at is renewed when a call finds it past half its TTL, and
+ *   while its calls run, up to the TTL after the last one admitted (a call may
+ *   run for the TTL, as on a reservation of its own); a
  *   process that dies holding one leaves it to the sweeper, which returns what
  *   it still held (the calls the dead process did not record go uncharged, as
  *   with call reservations).
@@ -59,6 +61,8 @@ interface Lease {
   unwritten: number;
   expiresAtMs: number;
   lastUsedMs: number;
+  /** When the last call was admitted on it: the lease must live until the TTL after it while calls run. */
+  lastAdmittedMs: number;
   /** No new admissions; released once its calls are settled and written. */
   retired: boolean;
   /** The database no longer holds it (the sweeper expired it): its calls are charged nothing. */
@@ -87,6 +91,8 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
   const releases = new Set<Promise<void>>();
   /** Retired leases still waiting for their calls to end and be written. */
   const retiring = new Set<Lease>();
+  /** Leases whose expiry is being renewed while their calls run (keepAlive). */
+  const renewing = new Set<Lease>();
   const requestId = `lease:${process.pid}`;
 
   /**
@@ -110,6 +116,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
           unwritten: 0,
           expiresAtMs: expiresAt.getTime(),
           lastUsedMs: now.getTime(),
+          lastAdmittedMs: now.getTime(),
           retired: false,
           lost: false,
           releasing: false,
@@ -156,16 +163,47 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
 
   function admitOn(lease: Lease, bound: bigint): AdmitResult {
     lease.inflight += bound;
-    lease.lastUsedMs = clock.now().getTime();
+    lease.lastUsedMs = lease.lastAdmittedMs = clock.now().getTime();
     return { ok: true, admission: { lease, bound, settled: false }, remaining: max(lease.outside + free(lease), 0n) };
   }
 
-  const idleTimer = setInterval(() => {
-    const nowMs = clock.now().getTime();
-    for (const lease of [...current.values()]) {
-      if (lease.inflight === 0n && !growing.has(lease.target.periodId) && nowMs - lease.lastUsedMs >= idleMs) retire(lease);
-    }
-  }, Math.max(10, Math.floor(idleMs / 2)));
+  /**
+   * A lease with calls running (or not yet recorded), past half its TTL, is renewed up to the TTL after its last
+   * admission: renewed only by the calls that arrive, it expired under a call admitted just before
+   * half its TTL once that call ran past the other half, and the call went uncharged.
+   */
+  function keepAlive(lease: Lease, nowMs: number): void {
+    const until = lease.lastAdmittedMs + ttlMs;
+    if ((lease.inflight === 0n && lease.unwritten === 0) || lease.lost || lease.releasing || renewing.has(lease)) return;
+    if (lease.expiresAtMs >= until || lease.expiresAtMs - nowMs >= ttlMs / 2) return;
+    renewing.add(lease);
+    repo
+      .renewLease(lease.id, new Date(until))
+      .then((held) => {
+        if (held) {
+          lease.expiresAtMs = Math.max(lease.expiresAtMs, until);
+        } else if (!lease.lost) {
+          // Expired by the sweeper meanwhile: whatever it held went back to the period.
+          lease.lost = true;
+          lease.held = 0n;
+          if (!lease.retired) retire(lease);
+        }
+      })
+      .catch((err: Error) => logger.warn({ msg: 'could not renew a quota lease', leaseId: lease.id, error: err.message }))
+      .finally(() => renewing.delete(lease));
+  }
+
+  const idleTimer = setInterval(
+    () => {
+      const nowMs = clock.now().getTime();
+      for (const lease of [...current.values()]) {
+        if (lease.inflight === 0n && !growing.has(lease.target.periodId) && nowMs - lease.lastUsedMs >= idleMs) retire(lease);
+      }
+      for (const lease of [...current.values(), ...retiring]) keepAlive(lease, nowMs);
+    },
+    // Often enough to release idle leases on time and to renew one before the sweeper (every TTL/4) expires it.
+    Math.max(10, Math.floor(Math.min(idleMs / 2, ttlMs / 4))),
+  );
   idleTimer.unref();
 
   return {

@@ -137,6 +137,33 @@ describe('one process', () => {
   });
 });
 
+describe('a call admitted late on its lease', () => {
+  it('is charged when it ends within the TTL: the lease is renewed while its calls run', async () => {
+    const tenant = await tenantWith(100_000n);
+    const start = Date.now();
+    expect((await call(tenant)).status).toBe(200);
+    // Busy (the idle bound is 100 ms) up to just before half the lease's 1 s TTL: no call arriving renews it.
+    while (Date.now() - start < 350) await (await call(tenant)).text();
+    // 800 ms: shorter than the TTL, but ending after the lease's first expiry. The sweeper runs meanwhile.
+    let done = false;
+    const late = call(tenant, tenant.gatewayBaseUrl, { 'x-fake-fault': 'late', 'x-fake-delay-ms': '800' }).finally(() => (done = true));
+    while (!done) {
+      await t.nexus.gateway.sweepExpired();
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    const res = await late;
+    expect(res.status).toBe(200);
+    await t.nexus.gateway.drain();
+    const invocation = await t.database.db('invocations').where({ request_id: res.headers.get('x-nexus-request-id')! }).first();
+    expect(BigInt(invocation.quota_units)).toBe(20n);
+    expect(await t.database.db('usage_events').where({ invocation_id: invocation.id, kind: 'USAGE' })).toHaveLength(1);
+    expect((await leasesOf(tenant.accessId)).map((l) => l.status)).toEqual(['RELEASED']);
+    const period = await periodOf(t, tenant.accessId);
+    const calls = await t.database.db('invocations').where({ workspace_access_id: tenant.accessId }).count<{ count: string }[]>('* as count');
+    expect(period).toMatchObject({ reserved: 0n, consumed: 20n * BigInt(calls[0]!.count) });
+  });
+});
+
 type SecondProcess = { close(): Promise<void>; drain(): Promise<void>; running: RunningServer };
 
 /** Another gateway process on the app's database. */

@@ -173,6 +173,12 @@ export function createQuotaRepo(db: Queryable) {
       return { leased, held: null, remaining: null, available, periodOver: over };
     },
 
+    /** Moves a HELD lease's expiry to `expiresAt`; false when it is no longer HELD (the sweeper expired it). */
+    async renewLease(leaseId: string, expiresAt: Date, q: Queryable = db): Promise<boolean> {
+      const n = await q('quota_reservations').where({ id: leaseId, status: 'HELD', kind: 'LEASE' }).update({ expires_at: expiresAt });
+      return n > 0;
+    },
+
     /**
      * A lease still HELD becomes RELEASED and what it still holds returns to its period; on a
      * period a plan change split, what that frees of its carry then goes back to the next part
