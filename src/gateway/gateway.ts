@@ -401,8 +401,12 @@ export function createGateway(deps: GatewayDeps) {
       }
     };
     res.on('close', onClose);
-    // A client that left while the call was admitted is gone already: its 'close' will not come again.
-    if (res.destroyed) onClose();
+    // A client that left while the call was admitted is gone already (its 'close' will not come again) and nothing
+    // has been asked of the provider yet: the call is not made and nothing is charged, a JSON call included.
+    if (res.destroyed) {
+      clientGone = true;
+      cancel.cancel(new Error('The client closed the connection before the provider was called'));
+    }
 
     const attempt: AttemptRow = {
       id: newId(),
@@ -432,6 +436,7 @@ export function createGateway(deps: GatewayDeps) {
     let upstreamAnswered = false;
 
     try {
+      if (cancel.aborted) throw cancel.reason;
       const upstream = await pool.request({
         method: req.method as 'POST',
         path,

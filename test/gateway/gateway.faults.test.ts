@@ -197,12 +197,13 @@ describe('client leaves while its call is being admitted', () => {
     expect(period).toMatchObject({ reserved: 0n, consumed: 0n });
   });
 
-  it('a JSON call: read to its end and its exact usage charged, as when the client leaves later', async () => {
+  it('a JSON call: the provider is not called (nothing was asked of it yet), nothing charged', async () => {
     const { inv, period, upstreamCalls } = await leaveDuringAdmission(JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 100 }));
-    expect(upstreamCalls).toBe(1);
-    expect(inv).toMatchObject({ status: 'CLIENT_ABORTED', quotaUnits: String(12 + 4 * 2) });
-    expect(inv.usageEvents).toHaveLength(1);
-    expect(period).toMatchObject({ reserved: 0n, consumed: 20n });
+    expect(upstreamCalls).toBe(0);
+    expect(inv).toMatchObject({ status: 'CLIENT_ABORTED', quotaUnits: '0', errorCode: 'client_aborted' });
+    expect(inv.attempt).toMatchObject({ status: 'ABORTED', errorCode: 'client_aborted' });
+    expect(inv.usageEvents).toHaveLength(0);
+    expect(period).toMatchObject({ reserved: 0n, consumed: 0n });
   });
 });
 
