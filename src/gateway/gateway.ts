@@ -33,6 +33,7 @@ import { createQuotaLeases, type Admission } from './quota-leases.js';
 import { clientHeaders, upstreamHeaders } from './headers.js';
 import { inspectorFor, prepareCall, SseMeter, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
 import { parseGatewayUrl } from './path-safety.js';
+import { SecretMask } from './secret-mask.js';
 import type { Consumption } from './settlement.js';
 import { createUpstreamPools, decodedBody, UpstreamCancel } from './upstreams.js';
 
@@ -473,6 +474,8 @@ export function createGateway(deps: GatewayDeps) {
         res.setHeader('x-nexus-quota-remaining', p.view.remaining.toString());
         res.setHeader('x-nexus-quota-reset', p.view.reset.toISOString());
       }
+      // The provider's key, should the upstream echo it, never reaches the client.
+      const mask = SecretMask.for(p.apiKey);
       let headersFlush: NodeJS.Immediate | undefined;
       if (isStream) {
         res.setHeader('cache-control', 'no-cache');
@@ -497,6 +500,7 @@ export function createGateway(deps: GatewayDeps) {
             if (readToEnd) continue;
             throw new Error('client gone');
           }
+          if (mask) out = mask.push(typeof out === 'string' ? Buffer.from(out) : out);
           if (out.length === 0) continue;
           tFirstClient ??= process.hrtime.bigint();
           if (!res.write(out)) await drain(res);
@@ -505,8 +509,10 @@ export function createGateway(deps: GatewayDeps) {
         clearImmediate(headersFlush);
         if (meter) {
           const tail = meter.end();
-          if (tail) res.write(tail);
+          if (tail) res.write(mask ? mask.push(Buffer.from(tail)) : tail);
         }
+        const held = mask?.end();
+        if (held?.length) res.write(held);
         res.end();
         attemptStatus = succeeded(upstream.statusCode) ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
         status = clientGone ? 'CLIENT_ABORTED' : attemptStatus;

@@ -2,12 +2,14 @@
  * The gateway through the official SDKs against real fake upstreams on
  * 127.0.0.1: JSON and SSE, both profiles, exact metering, header hygiene.
  */
+import { createServer, type Server } from 'node:http';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getInvocation, listInvocations, listUsageEvents } from '../../generated/client/sdk.gen.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
+import { closeServer, listenLocal } from '../support/local-server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
 
@@ -303,6 +305,56 @@ describe('openai profile through the openai SDK', () => {
     expect(inv.requestedModel).toBe(('gpt\ufffdtest\ufffd' + 'x'.repeat(300)).slice(0, 256));
     const after = await periodOf(t, oa.accessId);
     expect(after.consumed - before.consumed).toBe(units(20, 0, 5));
+  });
+});
+
+describe('an upstream that echoes the request', () => {
+  /**
+   * A debugging server or a misconfigured proxy writes the request's headers into its answer: the
+   * operator's provider key must still never reach the end user, whole or split across chunks.
+   */
+  let echo: Server;
+  let echoUrl: string;
+  beforeAll(async () => {
+    echo = createServer((req, res) => {
+      const said = String(req.headers.authorization ?? req.headers['x-api-key']);
+      req.resume();
+      if (req.url!.startsWith('/v1/chat/completions')) {
+        const body = JSON.stringify({ error: { message: `Incorrect API key provided: ${said}`, type: 'invalid_request_error' } });
+        res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+        return;
+      }
+      // An unmetered stream whose key arrives in two chunks, split in its middle.
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const event = `data: {"seen":"${said}"}\n\n`;
+      const cut = event.indexOf(said) + 12;
+      res.write(event.slice(0, cut));
+      setTimeout(() => res.end(event.slice(cut) + 'data: [DONE]\n\n'), 30);
+    });
+    echoUrl = await listenLocal(echo);
+  });
+  afterAll(() => closeServer(echo));
+
+  it('masks the provider key in an error body and in a stream split across chunks, byte for byte', async () => {
+    const tenant = await createTenant(t, { baseUrl: echoUrl, providerKey: OPENAI_KEY, allowUnmeteredPassthrough: true });
+    const stars = '*'.repeat(OPENAI_KEY.length);
+    const failed = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-test', messages: [] }),
+    });
+    expect(failed.status).toBe(401);
+    const text = await failed.text();
+    expect(text).not.toContain(OPENAI_KEY);
+    expect(JSON.parse(text).error.message).toBe(`Incorrect API key provided: Bearer ${stars}`);
+    expect(Number(failed.headers.get('content-length'))).toBe(Buffer.byteLength(text));
+
+    const streamed = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/echo`, { headers: { authorization: `Bearer ${tenant.apiKey}` } });
+    expect(streamed.status).toBe(200);
+    const events = await streamed.text();
+    expect(events).not.toContain(OPENAI_KEY);
+    expect(events).toBe(`data: {"seen":"Bearer ${stars}"}\n\ndata: [DONE]\n\n`);
   });
 });
 
