@@ -500,7 +500,7 @@ export function createGateway(deps: GatewayDeps) {
             if (readToEnd) continue;
             throw new Error('client gone');
           }
-          if (mask) out = mask.push(typeof out === 'string' ? Buffer.from(out) : out);
+          if (mask) out = typeof out === 'string' ? mask.pushEvents(out) : mask.push(out);
           if (out.length === 0) continue;
           tFirstClient ??= process.hrtime.bigint();
           if (!res.write(out)) await drain(res);
@@ -509,7 +509,7 @@ export function createGateway(deps: GatewayDeps) {
         clearImmediate(headersFlush);
         if (meter) {
           const tail = meter.end();
-          if (tail) res.write(mask ? mask.push(Buffer.from(tail)) : tail);
+          if (tail) res.write(mask ? mask.pushEvents(tail) : tail);
         }
         const held = mask?.end();
         if (held?.length) res.write(held);

@@ -20,8 +20,8 @@ export class SecretMask {
   private readonly secret: Buffer;
   private carry: Buffer = EMPTY;
 
-  private constructor(secret: string) {
-    this.secret = Buffer.from(secret, 'utf8');
+  private constructor(private readonly key: string) {
+    this.secret = Buffer.from(key, 'utf8');
   }
 
   /** A mask for this key, or none when the key is too short to be looked for. */
@@ -36,6 +36,14 @@ export class SecretMask {
     const hold = this.partialKeyAtEnd(data);
     this.carry = hold ? Buffer.from(data.subarray(data.length - hold)) : EMPTY;
     return hold ? data.subarray(0, data.length - hold) : data;
+  }
+
+  /**
+   * Text made of whole SSE events (what the usage inspector passes on when it rewrites a stream): a
+   * key cannot straddle two of them, so nothing is held back, and the text need not become bytes here.
+   */
+  pushEvents(text: string): string {
+    return text.includes(this.key) ? text.replaceAll(this.key, '*'.repeat(this.key.length)) : text;
   }
 
   /** What is still held back: at the end of the body it is not the start of a key. */

@@ -325,6 +325,13 @@ describe('an upstream that echoes the request', () => {
         res.end(body);
         return;
       }
+      if (req.url!.startsWith('/v1/completions')) {
+        // A metered stream the gateway rewrites (it asked for the usage chunk the client did not).
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`data: {"choices":[{"text":"${said}"}],"usage":null}\n\n`);
+        res.end('data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\ndata: [DONE]\n\n');
+        return;
+      }
       // An unmetered stream whose key arrives in two chunks, split in its middle.
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       const event = `data: {"seen":"${said}"}\n\n`;
@@ -355,6 +362,15 @@ describe('an upstream that echoes the request', () => {
     const events = await streamed.text();
     expect(events).not.toContain(OPENAI_KEY);
     expect(events).toBe(`data: {"seen":"Bearer ${stars}"}\n\ndata: [DONE]\n\n`);
+
+    const metered = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-test', prompt: 'hi', stream: true, max_tokens: 5 }),
+    });
+    expect(metered.status).toBe(200);
+    // (Without the usage the client did not ask for: the gateway takes out what its request added.)
+    expect(await metered.text()).toBe(`data: {"choices":[{"text":"Bearer ${stars}"}]}\n\ndata: [DONE]\n\n`);
   });
 });
 
