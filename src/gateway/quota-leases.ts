@@ -15,6 +15,12 @@
  *   need) in one statement; calls that arrive meanwhile wait for it. When the
  *   period cannot cover the missing part, the call is refused (429), as a call
  *   reservation would be.
+ * - A refusal is remembered for REFUSAL_MEMORY_MS per period: while what the
+ *   period had then (plus the lease's free units now) cannot cover a call, the
+ *   call is refused without a database round trip (a client hammering at an
+ *   exhausted quota cost one or two statements per call, queued behind each
+ *   other per period). A lease of this process released on the period forgets
+ *   it; units another process frees, or a plan change, show within that time.
  * - A lease unused for `idleMs` (1 s) is released: its unused units return to
  *   the period, after the records of its calls are written. drain() releases
  *   every lease (tests, shutdown).
@@ -41,6 +47,8 @@ import { withRetries } from './retry.js';
 const LEASE_CALLS = 16n;
 /** A lease takes at most this fraction of what the period has, beyond what a call needs (1/8). */
 const AVAILABLE_SHARE = 8;
+/** How long a refusal's figure of the period is trusted: a burst at an exhausted quota costs one statement. */
+const REFUSAL_MEMORY_MS = 250;
 
 export interface LeaseTarget {
   workspaceId: string;
@@ -93,6 +101,8 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
   const retiring = new Set<Lease>();
   /** Leases whose expiry is being renewed while their calls run (keepAlive). */
   const renewing = new Set<Lease>();
+  /** The last refusal per period: what the period had available then, and until when that is trusted. */
+  const refused = new Map<string, { available: bigint; untilMs: number }>();
   const requestId = `lease:${process.pid}`;
 
   /**
@@ -153,6 +163,8 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
     lease.releasing = true;
     retiring.delete(lease);
     if (lease.lost) return;
+    // Its unused units go back to the period: a refusal remembered there no longer holds.
+    refused.delete(lease.target.periodId);
     const done = withRetries(() => repo.releaseLease(lease.id, clock.now()))
       .catch((err: Error) => {
         logger.error({ msg: 'could not release a quota lease; the sweeper returns it after its TTL', leaseId: lease.id, error: err.message });
@@ -200,6 +212,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
         if (lease.inflight === 0n && !growing.has(lease.target.periodId) && nowMs - lease.lastUsedMs >= idleMs) retire(lease);
       }
       for (const lease of [...current.values(), ...retiring]) keepAlive(lease, nowMs);
+      for (const [periodId, known] of refused) if (known.untilMs <= nowMs) refused.delete(periodId);
     },
     // Often enough to release idle leases on time and to renew one before the sweeper (every TTL/4) expires it.
     Math.max(10, Math.floor(Math.min(idleMs / 2, ttlMs / 4))),
@@ -223,6 +236,10 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
           continue;
         }
         const need = lease ? max(bound - free(lease), 0n) : bound;
+        const known = refused.get(target.periodId);
+        if (known && known.untilMs > clock.now().getTime() && need > known.available) {
+          return { ok: false, available: known.available + (lease ? max(free(lease), 0n) : 0n), periodOver: false };
+        }
         const want = exact ? need : need + max(bound * LEASE_CALLS, lease?.inflight ?? 0n);
         const growth = grow(target, lease, need, want);
         growing.set(target.periodId, growth);
@@ -240,6 +257,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
           exact = true;
           continue;
         }
+        refused.set(target.periodId, { available: answer.available, untilMs: clock.now().getTime() + REFUSAL_MEMORY_MS });
         return { ok: false, available: answer.available + (lease ? max(free(lease), 0n) : 0n), periodOver: false };
       }
     },

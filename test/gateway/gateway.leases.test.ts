@@ -137,6 +137,38 @@ describe('one process', () => {
   });
 });
 
+describe('a burst at an exhausted quota', () => {
+  it('is refused from the last refusal, without a database round trip per call', async () => {
+    // Time stands still here, so the refusal's figure stays trusted however slow the machine is.
+    const still = new Date();
+    const frozen = await startTestApp({ clock: { now: () => still } });
+    try {
+      const tenant = await createTenant(frozen, { baseUrl: up.url, providerKey: KEY, quotaUnits: BOUND - 1n });
+      const first = await call(tenant);
+      expect(first.status).toBe(429);
+      await first.text();
+      // The periods locked even against reads: a call that asked the database now would wait for the lock.
+      const lock = await frozen.database.db.transaction();
+      try {
+        await lock.raw('lock table quota_periods in access exclusive mode');
+        const burst = await Promise.race([
+          Promise.all(Array.from({ length: 20 }, () => call(tenant).then(async (res) => [res.status, (await res.json()) as any] as const))),
+          new Promise<'waited'>((r) => setTimeout(() => r('waited'), 3000)),
+        ]);
+        expect(burst, 'the calls waited for the locked period').not.toBe('waited');
+        for (const [status, body] of burst as (readonly [number, any])[]) {
+          expect(status).toBe(429);
+          expect(body.error).toMatchObject({ code: 'quota_insufficient', message: `This call may need up to ${BOUND} units; ${BOUND - 1n} are available` });
+        }
+      } finally {
+        await lock.rollback();
+      }
+    } finally {
+      await frozen.close();
+    }
+  });
+});
+
 describe('a call admitted late on its lease', () => {
   it('is charged when it ends within the TTL: the lease is renewed while its calls run', async () => {
     const tenant = await tenantWith(100_000n);
