@@ -252,6 +252,9 @@ export async function listen(nexus: NexusApp, port: number, host: string, shutdo
           await new Promise((r) => setTimeout(r, 20));
           server.closeIdleConnections();
         }
+        // Past the deadline: the calls still under way are cut first, so they are recorded as cut by the
+        // shutdown, not as left by their clients, and none is read on to its end.
+        nexus.gateway.cutCalls();
         server.closeAllConnections();
         await closed;
         await nexus.close();

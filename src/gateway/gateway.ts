@@ -155,6 +155,9 @@ export function createGateway(deps: GatewayDeps) {
   const cache = createAuthCache({ db, clock, ttlMs: config.authCacheTtlMs, hash: (token) => hasher.hash(token) });
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const recorder = createCallRecorder({ db, logger });
+  /** The upstream calls under way: a shutdown past its deadline cuts them (cutCalls). */
+  const running = new Set<UpstreamCancel>();
+  const SHUTDOWN = new Error('The server shut down before the call ended');
   const leases = createQuotaLeases({
     repo: createQuotaRepo(db),
     clock,
@@ -402,6 +405,7 @@ export function createGateway(deps: GatewayDeps) {
       }
     };
     res.on('close', onClose);
+    running.add(cancel);
     // A client that left while the call was admitted is gone already (its 'close' will not come again) and nothing
     // has been asked of the provider yet: the call is not made and nothing is charged, a JSON call included.
     if (res.destroyed) {
@@ -520,7 +524,11 @@ export function createGateway(deps: GatewayDeps) {
       } catch (err) {
         tUpstreamEnd ??= process.hrtime.bigint();
         clearImmediate(headersFlush);
-        if (clientGone) {
+        if (cancel.reason === SHUTDOWN) {
+          status = 'FAILED';
+          attemptStatus = 'ABORTED';
+          errorCode = 'server_shutdown';
+        } else if (clientGone) {
           status = 'CLIENT_ABORTED';
           attemptStatus = 'ABORTED';
           errorCode = 'client_aborted';
@@ -549,7 +557,12 @@ export function createGateway(deps: GatewayDeps) {
       // No answer: refused, reset, DNS failure, timeout before headers, or the client left first.
       tUpstreamEnd = process.hrtime.bigint();
       const code = (err as { code?: string }).code;
-      if (clientGone) {
+      if (cancel.reason === SHUTDOWN) {
+        status = 'FAILED';
+        attemptStatus = 'ABORTED';
+        errorCode = 'server_shutdown';
+        res.destroy();
+      } else if (clientGone) {
         status = 'CLIENT_ABORTED';
         attemptStatus = 'ABORTED';
         errorCode = 'client_aborted';
@@ -572,6 +585,7 @@ export function createGateway(deps: GatewayDeps) {
     }
 
     // Accounting, then the records, off the response's path.
+    running.delete(cancel);
     const tEnd = process.hrtime.bigint();
     const now = clock.now();
     let consumed: Consumption | null = null;
@@ -631,6 +645,15 @@ export function createGateway(deps: GatewayDeps) {
 
   return {
     handle,
+    /**
+     * A shutdown's deadline has come: the upstream calls still under way are cut (a metered JSON call
+     * would otherwise be read to its end, up to the upstream timeout) and recorded FAILED `server_shutdown`,
+     * charged by the rule of an answer that broke off (chargeable()). Their clients' connections are
+     * closed next by the server.
+     */
+    cutCalls(): void {
+      for (const cancel of running) cancel.cancel(SHUTDOWN);
+    },
     /** Waits for the settlements and records started so far, then returns the quota leases not in use. */
     drain: drainAll,
     /** Releases HELD reservations past their TTL (a process died holding them); returns how many. */

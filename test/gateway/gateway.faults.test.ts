@@ -3,11 +3,13 @@
  * malformed SSE, hangs; the client aborts mid-stream; a process dies holding a
  * reservation. Nothing is lost or double-counted and no invocation stays open.
  */
+import { createServer } from 'node:http';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getInvocation, listInvocations, listUsageEvents } from '../../generated/client/sdk.gen.js';
 import { newId } from '../../src/ids.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
+import { closeServer, listenLocal } from '../support/local-server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
 
@@ -272,3 +274,74 @@ describe('no invocation stays open', () => {
     expect(Number(held[0]!.count)).toBe(0);
   });
 });
+
+describe('a shutdown whose deadline passes with calls under way', () => {
+  it('cuts them, the metered JSON one too, and records them FAILED server_shutdown, charged by the broken-answer rule', async () => {
+    // An upstream that starts each answer and never finishes it.
+    const stalled = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.headers['x-want'] === 'stream') {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write('data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\n\n');
+        } else {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.write('{"id":"chatcmpl-1","choices":[');
+        }
+      });
+    });
+    const stalledUrl = await listenLocal(stalled);
+    const own = await startTestApp();
+    try {
+      const who = await createTenant(own, { baseUrl: stalledUrl, providerKey: KEY });
+      const send = (want: 'json' | 'stream') =>
+        fetch(`${who.gatewayBaseUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${who.apiKey}`, 'content-type': 'application/json', 'x-want': want },
+          body: want === 'stream' ? streamBody() : JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 100 }),
+        }).then((res) => res.text().catch(() => 'cut'));
+      const calls = [send('json'), send('stream')];
+      const ids = await waitFor(async () => {
+        const rows = await own.database.db('quota_reservations').where({ workspace_access_id: who.accessId, kind: 'LEASE' });
+        return rows.length > 0 ? rows : undefined;
+      });
+      expect(ids.length).toBeGreaterThan(0);
+      await new Promise((r) => setTimeout(r, 200));
+      const started = Date.now();
+      await own.running.shutdown();
+      // The deadline is 2 s; reading the JSON answer on to its end would have taken the upstream timeout (60 s).
+      expect(Date.now() - started).toBeLessThan(8000);
+      await Promise.all(calls);
+
+      const db = own.database.db;
+      const invocations = await db('invocations').where({ workspace_access_id: who.accessId });
+      expect(invocations.map((i) => [i.streamed, i.status, i.error_code]).sort()).toEqual([
+        [false, 'FAILED', 'server_shutdown'],
+        [true, 'FAILED', 'server_shutdown'],
+      ]);
+      const attempts = await db('invocation_attempts').whereIn('invocation_id', invocations.map((i) => i.id));
+      expect(attempts.map((a) => a.status)).toEqual(['ABORTED', 'ABORTED']);
+      // Charged as an answer that broke off: the JSON call its whole bound, the stream what it had sent.
+      const events = await db('usage_events').where({ workspace_access_id: who.accessId });
+      expect(events).toHaveLength(2);
+      const period = await db('quota_periods').where({ workspace_access_id: who.accessId }).first();
+      expect(BigInt(period.reserved_units)).toBe(0n);
+      expect(BigInt(period.consumed_units)).toBe(events.reduce((sum, e) => sum + BigInt(e.units), 0n));
+      expect(await db('quota_reservations').where({ workspace_access_id: who.accessId, status: 'HELD' })).toEqual([]);
+    } finally {
+      await own.running.shutdown();
+      await own.database.drop();
+      await closeServer(stalled);
+    }
+  });
+});
+
+async function waitFor<T>(probe: () => Promise<T | undefined>, ms = 5000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const found = await probe();
+    if (found !== undefined) return found;
+    if (Date.now() > end) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
