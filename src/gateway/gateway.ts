@@ -413,6 +413,10 @@ export function createGateway(deps: GatewayDeps) {
       cancel.cancel(new Error('The client closed the connection before the provider was called'));
     }
 
+    /** A call stopped on our side, by the shutdown or by its client's leaving: how it is recorded. */
+    const stopped = (): [InvocationStatus, AttemptStatus, string] | undefined =>
+      cancel.reason === SHUTDOWN ? ['FAILED', 'ABORTED', 'server_shutdown'] : clientGone ? ['CLIENT_ABORTED', 'ABORTED', 'client_aborted'] : undefined;
+
     const attempt: AttemptRow = {
       id: newId(),
       workspace_id: auth.workspace_id,
@@ -524,18 +528,11 @@ export function createGateway(deps: GatewayDeps) {
       } catch (err) {
         tUpstreamEnd ??= process.hrtime.bigint();
         clearImmediate(headersFlush);
-        if (cancel.reason === SHUTDOWN) {
-          status = 'FAILED';
-          attemptStatus = 'ABORTED';
-          errorCode = 'server_shutdown';
-        } else if (clientGone) {
-          status = 'CLIENT_ABORTED';
-          attemptStatus = 'ABORTED';
-          errorCode = 'client_aborted';
+        const cut = stopped();
+        if (cut) {
+          [status, attemptStatus, errorCode] = cut;
         } else {
-          status = 'FAILED';
-          attemptStatus = 'FAILED';
-          errorCode = 'upstream_stream_broken';
+          [status, attemptStatus, errorCode] = ['FAILED', 'FAILED', 'upstream_stream_broken'];
           logger.warn({ msg: 'upstream stream broke', requestId: invocation.request_id, error: (err as Error).message });
         }
         upstream.body.destroy();
@@ -557,15 +554,9 @@ export function createGateway(deps: GatewayDeps) {
       // No answer: refused, reset, DNS failure, timeout before headers, or the client left first.
       tUpstreamEnd = process.hrtime.bigint();
       const code = (err as { code?: string }).code;
-      if (cancel.reason === SHUTDOWN) {
-        status = 'FAILED';
-        attemptStatus = 'ABORTED';
-        errorCode = 'server_shutdown';
-        res.destroy();
-      } else if (clientGone) {
-        status = 'CLIENT_ABORTED';
-        attemptStatus = 'ABORTED';
-        errorCode = 'client_aborted';
+      const cut = stopped();
+      if (cut) {
+        [status, attemptStatus, errorCode] = cut;
         res.destroy();
       } else {
         status = 'FAILED';
