@@ -404,7 +404,7 @@ describe('createCheckout refusals', () => {
 });
 
 describe('the webhook receiver', () => {
-  it('refuses a missing or bad signature with 400 and stores nothing but a minimal rejection', async () => {
+  it('refuses a missing or bad signature with 400 and stores nothing but a count of rejections per reason', async () => {
     const conn = await newConnection(w, workspaceId);
     const event = w.stripe.event('customer.subscription.updated', { id: 'sub_1', object: 'subscription' }, w.clock.now());
     const cases: [string | null, string][] = [
@@ -420,13 +420,33 @@ describe('the webhook receiver', () => {
       expect(res.body.error.message).toContain(reason);
     }
     expect(await w.t.database.db('billing_webhook_events').where({ billing_connection_id: conn.dto.id })).toEqual([]);
-    const rejections = await w.t.database.db('billing_webhook_rejections').where({ billing_connection_id: conn.dto.id });
-    expect(rejections.map((r: any) => r.reason).sort()).toEqual(['missing_signature', 'no_matching_signature', 'no_matching_signature', 'timestamp_out_of_tolerance']);
+    await w.t.nexus.services.billing.inbox.flushRejections();
+    const counts = await w.t.database.db('billing_webhook_rejection_counts').where({ billing_connection_id: conn.dto.id }).orderBy('reason');
+    expect(counts.map((r: any) => [r.reason, Number(r.count)])).toEqual([
+      ['missing_signature', 1],
+      ['no_matching_signature', 2],
+      ['timestamp_out_of_tolerance', 1],
+    ]);
     // Neither the body nor a signature reached the logs.
     const logs = w.t.logs.join('\n');
     expect(logs).not.toContain('sub_1');
     expect(logs).not.toContain(conn.secret);
     expect(logs).not.toMatch(/v1=[0-9a-f]{64}/);
+  });
+
+  it('a flood of bad signatures writes one count, not a row each, and the counts add up across passes', async () => {
+    const conn = await newConnection(w, workspaceId);
+    const event = w.stripe.event('customer.subscription.updated', { id: 'sub_flood', object: 'subscription' }, w.clock.now());
+    const bad = FakeStripe.sign(event.body, 'whsec_wrong_secret_123', w.clock.now());
+    const flood = async (n: number) => {
+      for (let i = 0; i < n; i++) expect((await deliver(w, conn, event.body, bad)).status).toBe(400);
+      await w.t.nexus.services.billing.inbox.flushRejections();
+    };
+    await flood(30);
+    await flood(20);
+    const counts = await w.t.database.db('billing_webhook_rejection_counts').where({ billing_connection_id: conn.dto.id });
+    expect(counts).toHaveLength(1);
+    expect(counts[0]).toMatchObject({ reason: 'no_matching_signature', count: 50n, last_body_bytes: Buffer.byteLength(event.body) });
   });
 
   it('accepts a Paddle signature among several h1 values, and refuses a body over the limit with 413', async () => {

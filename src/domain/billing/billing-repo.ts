@@ -150,6 +150,18 @@ export interface AccessRef {
   status: 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
 }
 
+/** Refused webhook deliveries of one connection, for one reason, on one UTC day. */
+export interface RejectionCountRow {
+  billing_connection_id: string;
+  workspace_id: string;
+  reason: string;
+  /** YYYY-MM-DD, UTC. */
+  day: string;
+  count: number;
+  last_body_bytes: number;
+  last_received_at: Date;
+}
+
 export function createBillingRepo(db: Queryable) {
   return {
     // Connections
@@ -241,11 +253,17 @@ export function createBillingRepo(db: Queryable) {
         .returning('*');
       return (rows[0] as WebhookEventRow | undefined) ?? null;
     },
-    async insertRejection(
-      row: { id: string; workspace_id: string; billing_connection_id: string; reason: string; body_bytes: number; received_at: Date },
-      q: Queryable = db,
-    ): Promise<void> {
-      await q('billing_webhook_rejections').insert(row);
+    /** Adds counts of refused deliveries to their (connection, reason, day) rows. */
+    async addRejectionCounts(rows: RejectionCountRow[], q: Queryable = db): Promise<void> {
+      if (!rows.length) return;
+      await q('billing_webhook_rejection_counts')
+        .insert(rows)
+        .onConflict(['billing_connection_id', 'reason', 'day'])
+        .merge({
+          count: q.raw('billing_webhook_rejection_counts.count + excluded.count'),
+          last_body_bytes: q.raw('excluded.last_body_bytes'),
+          last_received_at: q.raw('greatest(billing_webhook_rejection_counts.last_received_at, excluded.last_received_at)'),
+        });
     },
     async findEvent(id: string, q: Queryable = db): Promise<WebhookEventRow | undefined> {
       return q('billing_webhook_events').where({ id }).first();

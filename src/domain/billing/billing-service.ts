@@ -80,6 +80,7 @@ export function createBillingService(deps: {
   const periodSync = createPeriodSync({ db, repo, projector, workspaces, audit, clock });
 
   async function backgroundPass(): Promise<void> {
+    await inbox.flushRejections();
     await inbox.processPending();
     await projector.tick();
   }
@@ -122,6 +123,7 @@ export function createBillingService(deps: {
         clearInterval(timer);
         await running;
         await inbox.drain();
+        await inbox.flushRejections();
       };
     },
   };

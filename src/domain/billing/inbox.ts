@@ -17,7 +17,7 @@ import type { AuditService } from '../audit/audit-service.js';
 import type { Page, PageRequest } from '../pagination.js';
 import type { SecretBox } from '../security/secret-box.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
-import type { BillingConnectionRow, BillingRepo, WebhookEventRow, WebhookEventStatus } from './billing-repo.js';
+import type { BillingConnectionRow, BillingRepo, RejectionCountRow, WebhookEventRow, WebhookEventStatus } from './billing-repo.js';
 import { openWebhookSecrets } from './billing-secrets.js';
 import { ACCESS_ID_METADATA_KEY, ProviderError, type BillingProviderClient, type SubscriptionState } from './billing-types.js';
 import { paddleSubscriptionState } from './paddle-client.js';
@@ -119,6 +119,33 @@ export function createInbox(deps: {
 }) {
   const { db, repo, projector, clock, logger } = deps;
   const inflight = new Set<Promise<void>>();
+  /**
+   * Deliveries refused for their signature, counted here and written by flushRejections(): an
+   * unauthenticated flood of bad signatures costs no database writes (it used to be a row each,
+   * never deleted). One entry per connection, reason and UTC day.
+   */
+  const rejected = new Map<string, RejectionCountRow>();
+
+  function countRejection(conn: BillingConnectionRow, reason: string, bodyBytes: number, at: Date): void {
+    const day = at.toISOString().slice(0, 10);
+    const key = `${conn.id} ${reason} ${day}`;
+    const known = rejected.get(key);
+    if (known) {
+      known.count++;
+      known.last_body_bytes = bodyBytes;
+      known.last_received_at = at;
+      return;
+    }
+    rejected.set(key, {
+      billing_connection_id: conn.id,
+      workspace_id: conn.workspace_id,
+      reason,
+      day,
+      count: 1,
+      last_body_bytes: bodyBytes,
+      last_received_at: at,
+    });
+  }
 
   function track(p: Promise<void>): void {
     inflight.add(p);
@@ -187,6 +214,18 @@ export function createInbox(deps: {
       return ids.length;
     },
 
+    /** Writes the refused deliveries counted since the last call (the periodic pass, shutdown, tests). */
+    async flushRejections(): Promise<void> {
+      if (!rejected.size) return;
+      const rows = [...rejected.values()];
+      rejected.clear();
+      try {
+        await repo.addRejectionCounts(rows);
+      } catch (err) {
+        logger.error({ msg: 'could not write the counts of refused webhook deliveries', cause: (err as Error)?.message });
+      }
+    },
+
     /** Waits for the processing started after answering webhooks. */
     async drain(): Promise<void> {
       while (inflight.size) await Promise.allSettled([...inflight]);
@@ -206,14 +245,7 @@ export function createInbox(deps: {
         ? verify(rawBody, header, secrets.map((s) => s.secret), now)
         : ({ ok: false, reason: 'no_webhook_secret' } as const);
       if (!result.ok) {
-        await repo.insertRejection({
-          id: newId(),
-          workspace_id: conn.workspace_id,
-          billing_connection_id: conn.id,
-          reason: result.reason,
-          body_bytes: rawBody.length,
-          received_at: now,
-        });
+        countRejection(conn, result.reason, rawBody.length, now);
         throw new AppError('invalid_signature', `The webhook signature is missing or invalid (${result.reason})`, { param: headerName });
       }
       let body: unknown;
