@@ -191,9 +191,42 @@ export function createGateway(deps: GatewayDeps) {
   }
 
   /** A metered call's bound on the access's current period, and its admission there (quota-leases.ts). */
+  /**
+   * Responses API calls this process recorded lately, by workspace and response id: the tokens a call
+   * continuing one adds to its input (its input and output). Bridges the moment before the record is
+   * written; bounded, oldest first out.
+   */
+  const recentResponses = new Map<string, bigint>();
+  const RECENT_RESPONSES = 10_000;
+
+  function rememberResponse(workspaceId: string, responseId: string, tokens: bigint): void {
+    recentResponses.set(`${workspaceId} ${responseId}`, tokens);
+    if (recentResponses.size > RECENT_RESPONSES) recentResponses.delete(recentResponses.keys().next().value!);
+  }
+
+  /**
+   * The conversation a Responses API call continues, in tokens: its previous response's input and output,
+   * as recorded in this workspace. 0 when no record has it (a response made elsewhere): that call is then
+   * charged exactly afterwards, its excess as an ADJUSTMENT.
+   */
+  async function conversationTokens(workspaceId: string, responseId: string): Promise<bigint> {
+    const known = recentResponses.get(`${workspaceId} ${responseId}`);
+    if (known !== undefined) return known;
+    const result = await db.raw(
+      `select u.input_tokens + u.output_tokens as tokens
+         from invocations i join usage_events u on u.invocation_id = i.id and u.kind = 'USAGE'
+        where i.workspace_id = ? and i.upstream_response_id = ?
+        order by i.started_at desc limit 1`,
+      [workspaceId, responseId],
+    );
+    const row = (result.rows as { tokens: bigint | string }[])[0];
+    return row ? BigInt(row.tokens) : 0n;
+  }
+
   async function admitMetered(auth: AuthRow, inspector: Inspector, raw: Buffer) {
     if (!auth.period_id || !auth.period_end) throw new AppError('quota_insufficient', 'The access has no current quota period');
     const prepared = prepareCall(inspector, raw, auth.max_output_tokens!);
+    if (prepared.previousResponseId) prepared.inputBound += await conversationTokens(auth.workspace_id, prepared.previousResponseId);
     const inputPpm =
       auth.input_multiplier_ppm! > auth.cached_input_multiplier_ppm! ? auth.input_multiplier_ppm! : auth.cached_input_multiplier_ppm!;
     const bound = quota.computeUnits(
@@ -464,6 +497,7 @@ export function createGateway(deps: GatewayDeps) {
       const rewriting = Boolean(meter && prepared!.usageInjected);
       const jsonChunks: Buffer[] | null = reading && !isStream ? [] : null;
       let jsonSize = 0;
+      let responseNoted = false;
 
       res.statusCode = upstream.statusCode;
       const passed = clientHeaders(upstream.headers);
@@ -500,6 +534,12 @@ export function createGateway(deps: GatewayDeps) {
           if (meter) {
             const kept = meter.push(chunk);
             if (rewriting) out = kept;
+            // A Responses API client may continue this response as soon as it reads its last event, before the
+            // stream ends and the call is settled: it is remembered as soon as the meter has its id and usage.
+            if (meter.responseId !== null && !responseNoted && meter.complete) {
+              responseNoted = true;
+              rememberResponse(auth.workspace_id, meter.responseId, meter.usage!.inputTokens + meter.usage!.outputTokens);
+            }
           } else if (jsonChunks && jsonSize <= MAX_JSON_USAGE_BYTES) {
             jsonChunks.push(chunk);
             jsonSize += chunk.length;
@@ -544,11 +584,13 @@ export function createGateway(deps: GatewayDeps) {
         usageComplete = meter.complete;
         dataEvents = meter.dataEvents;
         if (meter.model) attempt.upstream_model = meter.model;
+        if (meter.responseId) invocation.upstream_response_id = meter.responseId;
       } else if (jsonChunks) {
         const parsed = usageFromJson(inspector!, Buffer.concat(jsonChunks).toString('utf8'));
         usage = parsed.usage;
         usageComplete = usage !== null;
         if (parsed.model) attempt.upstream_model = parsed.model;
+        if (parsed.responseId) invocation.upstream_response_id = parsed.responseId;
       }
     } catch (err) {
       // No answer: refused, reset, DNS failure, timeout before headers, or the client left first.
@@ -604,6 +646,9 @@ export function createGateway(deps: GatewayDeps) {
         const charge = units > MAX_CALL_UNITS ? MAX_CALL_UNITS : units;
         invocation.quota_units = charge;
         consumed = { units: charge, ...counted, model: attempt.upstream_model || invocation.requested_model || null };
+        if (invocation.upstream_response_id) {
+          rememberResponse(auth.workspace_id, invocation.upstream_response_id, counted.inputTokens + counted.outputTokens);
+        }
       }
     }
     attempt.status = attemptStatus;
@@ -649,8 +694,11 @@ export function createGateway(deps: GatewayDeps) {
     drain: drainAll,
     /** Releases HELD reservations past their TTL (a process died holding them); returns how many. */
     sweepExpired: () => quota.sweepExpired(clock.now()),
-    /** Forget cached lookups (tests). */
-    clearCache: () => cache.clear(),
+    /** Forget cached lookups: keys and the responses recorded lately (tests). */
+    clearCache: () => {
+      cache.clear();
+      recentResponses.clear();
+    },
     async close(): Promise<void> {
       await drainAll();
       leases.close();

@@ -31,6 +31,11 @@ export interface PreparedCall {
   outputBound: bigint;
   /** We added stream_options.include_usage: the usage chunk is ours and is removed from the stream. */
   usageInjected: boolean;
+  /**
+   * Responses API: the stored response this call continues (`previous_response_id`). Its conversation
+   * is input the provider adds, which the body does not show: the gateway bounds it from that response's record.
+   */
+  previousResponseId: string | null;
 }
 
 type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
@@ -151,7 +156,9 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
     }
   }
   const sent = rewritten ? Buffer.from(JSON.stringify(body)) : raw;
-  return { requestedModel, stream, body: sent, inputBound: BigInt(raw.length), outputBound, usageInjected };
+  const previousResponseId =
+    inspector.endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id ? body.previous_response_id : null;
+  return { requestedModel, stream, body: sent, inputBound: BigInt(raw.length), outputBound, usageInjected, previousResponseId };
 }
 
 /** A token count an upstream reported; an absurd one is clamped so its records still fit the database's int8 columns. */
@@ -191,16 +198,22 @@ function anthropicUsage(u: Record<string, any> | null | undefined): Usage | null
   };
 }
 
-/** Usage and model of a complete JSON answer. */
-export function usageFromJson(inspector: Inspector, text: string): { usage: Usage | null; model: string | null } {
+/** A Responses API answer's id (what a later call names as its previous_response_id), within reason. */
+function responseIdOf(value: unknown): string | null {
+  return typeof value === 'string' && value.length > 0 && value.length <= 256 ? value : null;
+}
+
+/** Usage and model of a complete JSON answer (and a Responses API answer's id). */
+export function usageFromJson(inspector: Inspector, text: string): { usage: Usage | null; model: string | null; responseId: string | null } {
   let body: Record<string, any>;
   try {
     body = JSON.parse(text) as Record<string, any>;
   } catch {
-    return { usage: null, model: null };
+    return { usage: null, model: null, responseId: null };
   }
   const model = typeof body?.model === 'string' ? body.model : null;
-  return { usage: inspector.profile === 'anthropic' ? anthropicUsage(body?.usage) : openAiUsage(body?.usage), model };
+  const responseId = inspector.endpoint === 'responses' ? responseIdOf(body?.id) : null;
+  return { usage: inspector.profile === 'anthropic' ? anthropicUsage(body?.usage) : openAiUsage(body?.usage), model, responseId };
 }
 
 const MODEL = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;
@@ -227,6 +240,8 @@ function dataOf(block: string): string {
 export class SseMeter {
   usage: Usage | null = null;
   model: string | null = null;
+  /** A Responses API stream's response id (from the event that carries its usage). */
+  responseId: string | null = null;
   /** Whether the final usage report was seen (the stream's accounting is complete). */
   complete = false;
   /** Data events seen (about one token each): the output estimate of a broken stream. */
@@ -295,6 +310,7 @@ export class SseMeter {
     this.complete = true;
     if (typeof parsed.model === 'string') this.model = parsed.model;
     else if (typeof parsed.response?.model === 'string') this.model = parsed.response.model;
+    if (parsed.response) this.responseId = responseIdOf(parsed.response.id);
     // Our own usage chunk (no choices): the client did not ask for it.
     if (this.rewrite && Array.isArray(parsed.choices) && parsed.choices.length === 0) return null;
     return block;

@@ -35,7 +35,7 @@ const INVOCATION_COLUMNS = [
   'id', 'workspace_id', 'workspace_access_id', 'provider_connection_id', 'inference_key_id', 'request_id', 'trace_id',
   'method', 'endpoint', 'requested_model', 'status', 'metering_status', 'streamed', 'reservation_id', 'quota_units',
   'error_code', 'started_at', 'first_token_at', 'completed_at', 'total_latency_ms', 'provider_latency_ms',
-  'nexus_latency_ms', 'total_ttft_ms', 'provider_ttft_ms', 'nexus_ttft_ms',
+  'nexus_latency_ms', 'total_ttft_ms', 'provider_ttft_ms', 'nexus_ttft_ms', 'upstream_response_id',
 ];
 
 const SQL = `

@@ -287,6 +287,49 @@ describe('openai profile through the openai SDK', () => {
     await t.nexus.gateway.drain();
   });
 
+  it('bounds a Responses API call that continues a stored response by that conversation, JSON and stream', async () => {
+    for (const stream of [false, true]) {
+      // 20 000 units; the first call sends 7000 tokens' worth and gets 4000 back: 15 000 units, 5000 left.
+      const tenant = await createTenant(t, { baseUrl: openaiUp.url, providerKey: OPENAI_KEY, quotaUnits: 20_000n, maxOutputTokens: 4000 });
+      const first = await openai(tenant, { 'x-fake-usage': '7000,4000,0' })
+        .responses.create({ model: 'gpt-test', input: 'x'.repeat(7000), max_output_tokens: 4000, stream })
+        .withResponse();
+      let responseId: string;
+      if (stream) {
+        let id = '';
+        for await (const event of first.data as AsyncIterable<{ type: string; response?: { id: string } }>) {
+          if (event.type === 'response.completed') id = event.response!.id;
+        }
+        responseId = id;
+      } else {
+        responseId = (first.data as { id: string }).id;
+      }
+      expect(responseId).toMatch(/^resp_/);
+      // The next call's body is small, but the provider adds the 11 000 tokens of that conversation to its input.
+      const next = (previous: string) =>
+        gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/responses`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-usage': '10,5,0' },
+          body: JSON.stringify({ model: 'gpt-test', input: 'and then?', previous_response_id: previous, max_output_tokens: 10 }),
+        });
+      // Known from this process's memory (stream) or from the records once written (JSON).
+      if (!stream) {
+        await t.nexus.gateway.drain();
+        t.nexus.gateway.clearCache();
+      }
+      const refused = await next(responseId);
+      expect(refused.status).toBe(429);
+      // (A stream's call may not be settled yet when its client has read its last event: its bound is still held then.)
+      const [, bound, available] = /^This call may need up to (\d+) units; (\d+) are available$/.exec(((await refused.json()) as any).error.message)!;
+      expect(Number(bound)).toBeGreaterThan(11_000);
+      expect(Number(available)).toBeLessThanOrEqual(5000);
+      // A response no record knows (made elsewhere) cannot be bounded: admitted, charged exactly afterwards.
+      const unknown = await next('resp_made_elsewhere');
+      expect(unknown.status).toBe(200);
+      await unknown.text();
+    }
+  });
+
   it("caps a call that sets no output limit at the plan's maxOutputTokens, so its reservation bounds it", async () => {
     await openai(oa).chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'uncapped' }] });
     const sent = JSON.parse(openaiUp.requests.at(-1)!.body);

@@ -97,7 +97,11 @@ describe('inspectors', () => {
       cachedInputTokens: 2n,
       outputTokens: 5n,
     });
-    expect(usageFromJson(chat, 'not json')).toEqual({ usage: null, model: null });
+    expect(usageFromJson(chat, 'not json')).toEqual({ usage: null, model: null, responseId: null });
+    // A Responses API answer's id, which a later call may continue; other endpoints' ids are not kept.
+    expect(usageFromJson(responses, JSON.stringify({ id: 'resp_1', usage: {} })).responseId).toBe('resp_1');
+    expect(usageFromJson(chat, JSON.stringify({ id: 'chatcmpl-1', usage })).responseId).toBeNull();
+    expect(usageFromJson(responses, JSON.stringify({ id: 'r'.repeat(257), usage: {} })).responseId).toBeNull();
   });
 });
 

@@ -27,6 +27,8 @@ export interface InvocationRow {
   total_ttft_ms: number | null;
   provider_ttft_ms: number | null;
   nexus_ttft_ms: number | null;
+  /** A Responses API call's response id, as the provider answered it (a later call may continue it). */
+  upstream_response_id?: string | null;
 }
 
 export interface AttemptRow {
