@@ -192,32 +192,33 @@ export function createGateway(deps: GatewayDeps) {
 
   /** A metered call's bound on the access's current period, and its admission there (quota-leases.ts). */
   /**
-   * Responses API calls this process recorded lately, by workspace and response id: the tokens a call
+   * Responses API calls this process metered lately, by access and response id: the tokens a call
    * continuing one adds to its input (its input and output). Bridges the moment before the record is
    * written; bounded, oldest first out.
    */
   const recentResponses = new Map<string, bigint>();
   const RECENT_RESPONSES = 10_000;
 
-  function rememberResponse(workspaceId: string, responseId: string, tokens: bigint): void {
-    recentResponses.set(`${workspaceId} ${responseId}`, tokens);
+  function rememberResponse(accessId: string, responseId: string, tokens: bigint): void {
+    recentResponses.set(`${accessId} ${responseId}`, tokens);
     if (recentResponses.size > RECENT_RESPONSES) recentResponses.delete(recentResponses.keys().next().value!);
   }
 
   /**
    * The conversation a Responses API call continues, in tokens: its previous response's input and output,
-   * as recorded in this workspace. 0 when no record has it (a response made elsewhere): that call is then
-   * charged exactly afterwards, its excess as an ADJUSTMENT.
+   * as recorded for the same access (another end user's conversations are none of this call's business).
+   * 0 when no record has it (a response made elsewhere): that call is then charged exactly afterwards, its
+   * excess as an ADJUSTMENT.
    */
-  async function conversationTokens(workspaceId: string, responseId: string): Promise<bigint> {
-    const known = recentResponses.get(`${workspaceId} ${responseId}`);
+  async function conversationTokens(auth: AuthRow, responseId: string): Promise<bigint> {
+    const known = recentResponses.get(`${auth.workspace_access_id} ${responseId}`);
     if (known !== undefined) return known;
     const result = await db.raw(
       `select u.input_tokens + u.output_tokens as tokens
          from invocations i join usage_events u on u.invocation_id = i.id and u.kind = 'USAGE'
-        where i.workspace_id = ? and i.upstream_response_id = ?
+        where i.workspace_id = ? and i.upstream_response_id = ? and i.workspace_access_id = ?
         order by i.started_at desc limit 1`,
-      [workspaceId, responseId],
+      [auth.workspace_id, responseId, auth.workspace_access_id],
     );
     const row = (result.rows as { tokens: bigint | string }[])[0];
     return row ? BigInt(row.tokens) : 0n;
@@ -226,7 +227,7 @@ export function createGateway(deps: GatewayDeps) {
   async function admitMetered(auth: AuthRow, inspector: Inspector, raw: Buffer) {
     if (!auth.period_id || !auth.period_end) throw new AppError('quota_insufficient', 'The access has no current quota period');
     const prepared = prepareCall(inspector, raw, auth.max_output_tokens!);
-    if (prepared.previousResponseId) prepared.inputBound += await conversationTokens(auth.workspace_id, prepared.previousResponseId);
+    if (prepared.previousResponseId) prepared.inputBound += await conversationTokens(auth, prepared.previousResponseId);
     const inputPpm =
       auth.input_multiplier_ppm! > auth.cached_input_multiplier_ppm! ? auth.input_multiplier_ppm! : auth.cached_input_multiplier_ppm!;
     const bound = quota.computeUnits(
@@ -538,7 +539,7 @@ export function createGateway(deps: GatewayDeps) {
             // stream ends and the call is settled: it is remembered as soon as the meter has its id and usage.
             if (meter.responseId !== null && !responseNoted && meter.complete) {
               responseNoted = true;
-              rememberResponse(auth.workspace_id, meter.responseId, meter.usage!.inputTokens + meter.usage!.outputTokens);
+              rememberResponse(auth.workspace_access_id, meter.responseId, meter.usage!.inputTokens + meter.usage!.outputTokens);
             }
           } else if (jsonChunks && jsonSize <= MAX_JSON_USAGE_BYTES) {
             jsonChunks.push(chunk);
@@ -647,7 +648,7 @@ export function createGateway(deps: GatewayDeps) {
         invocation.quota_units = charge;
         consumed = { units: charge, ...counted, model: attempt.upstream_model || invocation.requested_model || null };
         if (invocation.upstream_response_id) {
-          rememberResponse(auth.workspace_id, invocation.upstream_response_id, counted.inputTokens + counted.outputTokens);
+          rememberResponse(auth.workspace_access_id, invocation.upstream_response_id, counted.inputTokens + counted.outputTokens);
         }
       }
     }
