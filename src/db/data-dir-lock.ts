@@ -6,6 +6,12 @@
  * pid file created exclusively, removed when the process exits; one left by a
  * process that is gone (killed, crashed) is taken over, and so is one of this
  * very process (it may open its database again).
+ *
+ * The file holds the pid and, where /proc tells it, the process's start time: a
+ * pid left by a crash is soon another process's (after a reboot, or in a
+ * container, where pids repeat from one start to the next), and a live process
+ * that did not start when the holder did is not the holder (a start used to be
+ * refused for good, naming an unrelated process as "another Nexus process").
  */
 import { openSync, readFileSync, unlinkSync, writeSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,17 +29,39 @@ function alive(pid: number): boolean {
   }
 }
 
+/** When the process started (clock ticks since boot, from /proc), or undefined where that cannot be read. */
+function startTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // After the command name (in parentheses, which may hold spaces): state is field 3, starttime field 22.
+    const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    return start && /^\d+$/.test(start) ? start : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** True when the process the lock file names still runs (the same process: same pid and, where known, start time). */
+function holds(pid: number, started: string | undefined): boolean {
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return false;
+  if (started === undefined) return true;
+  const now = startTime(pid);
+  return now === undefined || now === started;
+}
+
 /** Takes the directory's lock until this process exits, or throws a ConfigError naming the process that holds it. */
 export function lockDataDir(dir: string): void {
   const file = join(dir, LOCK_FILE);
+  const own = String(process.pid);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(file, 'wx');
-      writeSync(fd, String(process.pid));
+      const started = startTime(process.pid);
+      writeSync(fd, started ? `${own} ${started}` : own);
       closeSync(fd);
       process.once('exit', () => {
         try {
-          if (readFileSync(file, 'utf8').trim() === String(process.pid)) unlinkSync(file);
+          if (readFileSync(file, 'utf8').trim().split(' ')[0] === own) unlinkSync(file);
         } catch {
           // already gone
         }
@@ -41,9 +69,11 @@ export function lockDataDir(dir: string): void {
       return;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const holder = Number(readFileSync(file, 'utf8').trim());
-      if (holder === process.pid) return;
-      if (Number.isInteger(holder) && holder > 0 && alive(holder)) {
+      const [pid, started] = readFileSync(file, 'utf8').trim().split(' ');
+      const holder = Number(pid);
+      const held = holds(holder, started);
+      if (held && holder === process.pid) return;
+      if (held) {
         throw new ConfigError(
           `The embedded database in ${dir} is in use by another Nexus process (pid ${holder}). ` +
             'Stop it first, or point both at PostgreSQL with DATABASE_URL (which any number of processes can share).',

@@ -4,7 +4,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { connect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -231,7 +231,7 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
 });
 
 describe('the embedded database', () => {
-  it('is used by one process at a time: the CLI refuses while the server runs, and takes over a dead holder', async () => {
+  it('is used by one process at a time: the CLI refuses while the server runs, and takes over a dead holder (its pid reused or not)', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'nexus-lock-'));
     const embedded = { DATABASE_URL: '', NEXUS_DATABASE_SCHEMA: '', NEXUS_DATA_DIR: dataDir };
     try {
@@ -246,6 +246,17 @@ describe('the embedded database', () => {
       const gone = spawnSync(process.execPath, ['-e', '']).pid;
       writeFileSync(join(dataDir, 'pgdata', 'nexus.pid'), String(gone));
       expect((await run('src/cli.ts', ['management-keys', 'list'], embedded)).code).toBe(0);
+      // A server killed (-9) leaves its lock; by the next start its pid may be another live process's (pids repeat
+      // after a reboot, and from one start of a container to the next). That process is not the holder: taken over.
+      const crashed = await startServer(port(), embedded);
+      crashed.child.kill('SIGKILL');
+      await crashed.exited;
+      const lock = join(dataDir, 'pgdata', 'nexus.pid');
+      writeFileSync(lock, readFileSync(lock, 'utf8').replace(/^\d+/, String(process.pid)));
+      const reused = await run('src/cli.ts', ['management-keys', 'list'], embedded);
+      expect(reused.stderr).toBe('');
+      expect(reused.code).toBe(0);
+      expect(existsSync(lock)).toBe(false);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }
