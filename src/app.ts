@@ -110,6 +110,13 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   }
 
   const services = createServices({ db, config, clock, logger, fetch: overrides.fetch ?? globalThis.fetch });
+  if (ownsDb && !config.databaseUrl) {
+    // The embedded database is this process's alone (its data dir is locked): what is still HELD there, quota
+    // leases and call reservations, was left by a process that died (killed, crashed), and is released now
+    // rather than after its TTL (15 min by default: after a crash, a nearly used quota was refused 429 that long).
+    const released = await services.quota.sweepExpired(clock.now(), true);
+    if (released) logger.info({ msg: 'released the quota holds of a process that stopped without releasing them', reservations: released });
+  }
   if (!overrides.skipRootKey) {
     const rootKey = await services.managementKeys.ensureRootKey();
     if (rootKey) {

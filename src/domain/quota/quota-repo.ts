@@ -322,17 +322,18 @@ export function createQuotaRepo(db: Queryable) {
     /**
      * HELD reservations past their expiry become EXPIRED; returns what they held, per row. Nothing is
      * charged: a call's reservation has consumed nothing yet, a lease keeps the units its settled calls
-     * consumed; what either still held returns to the period.
+     * consumed; what either still held returns to the period. `all`: every HELD one, whatever its expiry
+     * (no process that could still settle them is alive).
      */
-    async expireHeld(now: Date, q: Queryable): Promise<{ id: string; quota_period_id: string; reserved_units: bigint }[]> {
+    async expireHeld(now: Date, q: Queryable, all = false): Promise<{ id: string; quota_period_id: string; reserved_units: bigint }[]> {
       const result = await q.raw(
         `update quota_reservations
             set status = 'EXPIRED', settled_at = :now, consumed_units = coalesce(consumed_units, 0)
-          where id in (select id from quota_reservations where status = 'HELD' and expires_at <= :now
+          where id in (select id from quota_reservations where status = 'HELD' and (expires_at <= :now or :all)
                        order by id for update skip locked)
             and status = 'HELD'
           returning id, quota_period_id, reserved_units`,
-        { now },
+        { now, all },
       );
       return result.rows as { id: string; quota_period_id: string; reserved_units: bigint }[];
     },

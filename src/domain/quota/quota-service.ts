@@ -73,10 +73,13 @@ export function createQuotaService(deps: { db: Db; quotaRepo: QuotaRepo; clock: 
       return (await quotaRepo.settle([settlement(reservationId, null)], tx ?? db)).length > 0;
     },
 
-    /** Reservations whose process died: EXPIRED, their units returned. Returns how many. */
-    async sweepExpired(now: Date): Promise<number> {
+    /**
+     * Reservations whose process died: EXPIRED, their units returned. Returns how many. Those past their
+     * expiry, or with `all` every HELD one (when no other process can hold any: the embedded database at start).
+     */
+    async sweepExpired(now: Date, all = false): Promise<number> {
       return db.transaction(async (tx) => {
-        const expired = await quotaRepo.expireHeld(now, tx);
+        const expired = await quotaRepo.expireHeld(now, tx, all);
         const perPeriod = new Map<string, bigint>();
         for (const r of expired) perPeriod.set(r.quota_period_id, (perPeriod.get(r.quota_period_id) ?? 0n) + r.reserved_units);
         for (const [periodId, units] of [...perPeriod].sort(([a], [b]) => a.localeCompare(b))) {
