@@ -3,7 +3,7 @@
  */
 import { Ajv } from 'ajv';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface Config {
@@ -105,13 +105,38 @@ function decodeKey(name: string, value: string): Buffer {
   return key;
 }
 
-/** The dev-only fallback: a key generated once into the data dir. */
+/**
+ * The dev-only fallback: a key generated once into the data dir. Written whole under another name and linked
+ * into place, which fails if the file exists: of processes starting at once on a new data dir (the server and
+ * the CLI, say) one writes the key and all read it. Written in place after a check, each could write its own
+ * and go on with it, sealing secrets under a key the file no longer held (seen with 12 processes started together).
+ */
 function devEncryptionKey(dataDir: string, warn: (msg: string) => void): Buffer {
   const file = join(dataDir, 'encryption.key');
   if (!existsSync(file)) {
     mkdirSync(dataDir, { recursive: true });
-    writeFileSync(file, randomBytes(32).toString('base64') + '\n', { mode: 0o600 });
-    warn(`NEXUS_ENCRYPTION_KEY is unset: generated a development key in ${file}. Set it in production.`);
+    const key = randomBytes(32).toString('base64') + '\n';
+    const draft = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`;
+    writeFileSync(draft, key, { mode: 0o600 });
+    let created = true;
+    try {
+      linkSync(draft, file);
+    } catch (err) {
+      created = false;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'EEXIST') {
+        // A file system without hard links: created exclusively in place instead.
+        try {
+          writeFileSync(file, key, { mode: 0o600, flag: 'wx' });
+          created = true;
+        } catch (again) {
+          if ((again as NodeJS.ErrnoException).code !== 'EEXIST') throw again;
+        }
+      }
+    } finally {
+      unlinkSync(draft);
+    }
+    if (created) warn(`NEXUS_ENCRYPTION_KEY is unset: generated a development key in ${file}. Set it in production.`);
   }
   return decodeKey(file, readFileSync(file, 'utf8').trim());
 }

@@ -231,6 +231,44 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
 });
 
 describe('the embedded database', () => {
+  it('processes starting at once on a new data dir all take the one encryption key it keeps', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'nexus-key-'));
+    try {
+      const dirs = Array.from({ length: 20 }, (_, i) => join(root, String(i)));
+      const go = join(root, 'go');
+      // Each process, once loaded, waits for the go file, then loads the configuration on each new data dir at the
+      // same instants as the others.
+      const script =
+        `import { existsSync, readFileSync } from 'node:fs';\n` +
+        `import { loadConfig } from './src/config.ts';\n` +
+        `console.log('ready');\n` +
+        `while (!existsSync(${JSON.stringify(go)})) {}\n` +
+        `const at = Number(readFileSync(${JSON.stringify(go)}, 'utf8'));\n` +
+        `for (const [i, dir] of ${JSON.stringify(dirs)}.entries()) {\n` +
+        `  while (Date.now() < at + i * 25) {}\n` +
+        `  console.log(loadConfig({ NEXUS_DATA_DIR: dir }, () => {}).encryptionKey.toString('base64'));\n` +
+        `}\n`;
+      const children = Array.from({ length: 8 }, () => {
+        const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: projectRoot, env: env() });
+        let stdout = '';
+        child.stdout.on('data', (d) => (stdout += d));
+        return { stdout: () => stdout, exited: new Promise<void>((resolve) => child.on('exit', () => resolve())) };
+      });
+      for (const deadline = Date.now() + 45_000; !children.every((c) => c.stdout().startsWith('ready')); await new Promise((r) => setTimeout(r, 50))) {
+        if (Date.now() > deadline) throw new Error('the processes did not start');
+      }
+      writeFileSync(go, String(Date.now() + 300));
+      await Promise.all(children.map((c) => c.exited));
+      const outputs = children.map((c) => c.stdout().trim().split('\n').slice(1));
+      dirs.forEach((dir, i) => {
+        const kept = readFileSync(join(dir, 'encryption.key'), 'utf8').trim();
+        expect(outputs.map((lines) => lines[i])).toEqual(outputs.map(() => kept));
+      });
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   it('is used by one process at a time: the CLI refuses while the server runs, and takes over a dead holder (its pid reused or not)', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'nexus-lock-'));
     const embedded = { DATABASE_URL: '', NEXUS_DATABASE_SCHEMA: '', NEXUS_DATA_DIR: dataDir };
