@@ -10,7 +10,7 @@
  * database, taking it from a running server).
  */
 import { existsSync } from 'node:fs';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { parseCommand, usage, UsageError, type Command } from './cli-args.js';
 import { ConfigError, loadConfig } from './config.js';
 import { createDatabase } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
@@ -19,62 +19,6 @@ import { createServices } from './domain/services.js';
 import { AppError } from './errors.js';
 import { createLogger } from './observability/logger.js';
 import { systemClock } from './domain/actor.js';
-
-const usage = `usage:
-  npm run nexus -- migrate
-  npm run nexus -- management-keys create --workspace ID [--workspace ID ...] [--name NAME]
-  npm run nexus -- management-keys list
-  npm run nexus -- management-keys revoke KEY_ID`;
-
-/** A command line that names no command, or names one wrongly: exit code 2, with the usage. */
-class UsageError extends Error {}
-
-type Command =
-  | { name: 'help' }
-  | { name: 'migrate' }
-  | { name: 'create'; keyName: string; workspaceIds: string[] }
-  | { name: 'list' }
-  | { name: 'revoke'; keyId: string };
-
-/** parseArgs, with its refusals (unknown option, missing value, extra argument) as usage errors. */
-function parse(args: string[], options: ParseArgsConfig['options'] = {}, positionals = 0) {
-  let parsed;
-  try {
-    parsed = parseArgs({ args, options, allowPositionals: positionals > 0, strict: true });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-  if (parsed.positionals.length > positionals) throw new UsageError(`Unexpected argument '${parsed.positionals[positionals]}'`);
-  return parsed;
-}
-
-function parseCommand(argv: string[]): Command {
-  if (argv.includes('--help') || argv.includes('-h') || argv[0] === 'help') return { name: 'help' };
-  const [command, sub, ...rest] = argv;
-  if (command === undefined) throw new UsageError('Name a command');
-  if (command === 'migrate') {
-    parse(argv.slice(1));
-    return { name: 'migrate' };
-  }
-  if (command !== 'management-keys') throw new UsageError(`Unknown command '${command}'`);
-  if (sub === 'create') {
-    const { values } = parse(rest, { workspace: { type: 'string', multiple: true }, name: { type: 'string' } });
-    const keyName = (values.name as string | undefined) ?? 'scoped';
-    if (!/\S/.test(keyName)) throw new UsageError('--name must hold a non-blank character');
-    if (keyName.length > 200) throw new UsageError('--name must be at most 200 characters');
-    return { name: 'create', keyName, workspaceIds: (values.workspace as string[] | undefined) ?? [] };
-  }
-  if (sub === 'list') {
-    parse(rest);
-    return { name: 'list' };
-  }
-  if (sub === 'revoke') {
-    const { positionals } = parse(rest, {}, 1);
-    if (!positionals[0]) throw new UsageError('Name the key to revoke (its id, from management-keys list)');
-    return { name: 'revoke', keyId: positionals[0] };
-  }
-  throw new UsageError(sub === undefined ? 'Name a management-keys command' : `Unknown management-keys command '${sub}'`);
-}
 
 /** A database that cannot be reached (or a driver error) in one line; anything else with its stack. */
 function describe(err: unknown): string {

@@ -1,0 +1,61 @@
+/**
+ * The CLI's command line (src/cli.ts), read before any database is opened.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+export const usage = `usage:
+  npm run nexus -- migrate
+  npm run nexus -- management-keys create --workspace ID [--workspace ID ...] [--name NAME]
+  npm run nexus -- management-keys list
+  npm run nexus -- management-keys revoke KEY_ID`;
+
+/** A command line that names no command, or names one wrongly: exit code 2, with the usage. */
+export class UsageError extends Error {}
+
+export type Command =
+  | { name: 'help' }
+  | { name: 'migrate' }
+  | { name: 'create'; keyName: string; workspaceIds: string[] }
+  | { name: 'list' }
+  | { name: 'revoke'; keyId: string };
+
+/** parseArgs, with its refusals (unknown option, missing value, extra argument) as usage errors. */
+function parse(args: string[], options: ParseArgsConfig['options'] = {}, positionals = 0) {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options, allowPositionals: positionals > 0, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  if (parsed.positionals.length > positionals) throw new UsageError(`Unexpected argument '${parsed.positionals[positionals]}'`);
+  return parsed;
+}
+
+/** The command the arguments name, or a UsageError saying what is wrong with them. */
+export function parseCommand(argv: string[]): Command {
+  if (argv.includes('--help') || argv.includes('-h') || argv[0] === 'help') return { name: 'help' };
+  const [command, sub, ...rest] = argv;
+  if (command === undefined) throw new UsageError('Name a command');
+  if (command === 'migrate') {
+    parse(argv.slice(1));
+    return { name: 'migrate' };
+  }
+  if (command !== 'management-keys') throw new UsageError(`Unknown command '${command}'`);
+  if (sub === 'create') {
+    const { values } = parse(rest, { workspace: { type: 'string', multiple: true }, name: { type: 'string' } });
+    const keyName = (values.name as string | undefined) ?? 'scoped';
+    if (!/\S/.test(keyName)) throw new UsageError('--name must hold a non-blank character');
+    if (keyName.length > 200) throw new UsageError('--name must be at most 200 characters');
+    return { name: 'create', keyName, workspaceIds: (values.workspace as string[] | undefined) ?? [] };
+  }
+  if (sub === 'list') {
+    parse(rest);
+    return { name: 'list' };
+  }
+  if (sub === 'revoke') {
+    const { positionals } = parse(rest, {}, 1);
+    if (!positionals[0]) throw new UsageError('Name the key to revoke (its id, from management-keys list)');
+    return { name: 'revoke', keyId: positionals[0] };
+  }
+  throw new UsageError(sub === undefined ? 'Name a management-keys command' : `Unknown management-keys command '${sub}'`);
+}
