@@ -163,9 +163,9 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
     lease.releasing = true;
     retiring.delete(lease);
     if (lease.lost) return;
-    // Its unused units go back to the period: a refusal remembered there no longer holds.
-    refused.delete(lease.target.periodId);
     const done = withRetries(() => repo.releaseLease(lease.id, clock.now()))
+      // Its unused units are back in the period: a refusal remembered there no longer holds.
+      .then(() => void refused.delete(lease.target.periodId))
       .catch((err: Error) => {
         logger.error({ msg: 'could not release a quota lease; the sweeper returns it after its TTL', leaseId: lease.id, error: err.message });
       })
