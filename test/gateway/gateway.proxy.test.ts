@@ -7,7 +7,7 @@ import { SECRET_MARKER } from '../security/secret-marker.js';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getInvocation, listInvocations, listUsageEvents } from '../../generated/client/sdk.gen.js';
+import { getInvocation, listInvocations, listUsageEvents, provisionWorkspaceUser } from '../../generated/client/sdk.gen.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { closeServer, listenLocal } from '../support/local-server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -478,6 +478,65 @@ describe('usage reads', () => {
     expect(byModel.data!.map((i) => i.requestedModel)).toEqual(['emb']);
     const other = await listInvocations({ client: t.client, path: { workspaceId: an.workspaceId } });
     expect(other.data!.every((i) => i.workspaceId === an.workspaceId)).toBe(true);
+  });
+
+  it('pages one access\'s events, the adjustments, and the invocations by status and model, as the filtered whole list', async () => {
+    const path = { workspaceId: oa.workspaceId };
+    const second = await provisionWorkspaceUser({
+      client: t.client,
+      path,
+      body: { externalUserId: 'lists-second', email: 'lists-second@example.com', planId: oa.planId, issueInferenceKey: true },
+    });
+    expect(second.response.status).toBe(201);
+    const secondTenant = { ...oa, accessId: second.data!.access.id, apiKey: second.data!.apiKey! };
+    // Calls of the two accesses interleaved; some charged beyond their bound (an ADJUSTMENT each), one refused upstream.
+    for (let i = 0; i < 3; i++) {
+      for (const tenant of [oa, secondTenant]) {
+        await openai(tenant, i === 1 ? { 'x-fake-usage': '10,5000,0' } : {}).chat.completions.create({ model: `list-${i}`, messages: [], max_tokens: 5 });
+      }
+    }
+    await openai(secondTenant, { 'x-fake-fault': 'status-500' })
+      .chat.completions.create({ model: 'list-0', messages: [] })
+      .catch(() => {});
+    await t.nexus.gateway.drain();
+
+    /** Every page of a list, one item a page, through the cursor. */
+    async function pages<T extends { id: string }>(read: (cursor: string | undefined) => Promise<{ data?: T[]; response: Response }>): Promise<T[]> {
+      const seen: T[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await read(cursor);
+        expect(page.response.status).toBe(200);
+        seen.push(...page.data!);
+        cursor = page.response.headers.get('x-next-cursor') ?? undefined;
+      } while (cursor);
+      return seen;
+    }
+    const allEvents = (await listUsageEvents({ client: t.client, path, query: { limit: 100 } })).data!;
+    expect(allEvents.length).toBeLessThan(100);
+    const ofSecond = await pages((cursor) => listUsageEvents({ client: t.client, path, query: { limit: 1, cursor, workspaceAccessId: secondTenant.accessId } }));
+    expect(ofSecond.map((e) => e.id)).toEqual(allEvents.filter((e) => e.workspaceAccessId === secondTenant.accessId).map((e) => e.id));
+    expect(ofSecond.length).toBeGreaterThanOrEqual(4);
+    const adjustments = await pages((cursor) => listUsageEvents({ client: t.client, path, query: { limit: 1, cursor, kind: 'ADJUSTMENT' } }));
+    expect(adjustments.map((e) => e.id)).toEqual(allEvents.filter((e) => e.kind === 'ADJUSTMENT').map((e) => e.id));
+    expect(adjustments.filter((e) => e.workspaceAccessId === secondTenant.accessId)).toHaveLength(1);
+    const secondAdjustments = await pages((cursor) =>
+      listUsageEvents({ client: t.client, path, query: { limit: 1, cursor, kind: 'ADJUSTMENT', workspaceAccessId: secondTenant.accessId } }),
+    );
+    expect(secondAdjustments.map((e) => e.id)).toEqual(adjustments.filter((e) => e.workspaceAccessId === secondTenant.accessId).map((e) => e.id));
+
+    const allInvocations = (await listInvocations({ client: t.client, path, query: { limit: 100 } })).data!;
+    expect(allInvocations.length).toBeLessThan(100);
+    const upstreamErrors = await pages((cursor) => listInvocations({ client: t.client, path, query: { limit: 1, cursor, status: 'UPSTREAM_ERROR' } }));
+    expect(upstreamErrors.map((i) => i.id)).toEqual(allInvocations.filter((i) => i.status === 'UPSTREAM_ERROR').map((i) => i.id));
+    expect(upstreamErrors.some((i) => i.workspaceAccessId === secondTenant.accessId)).toBe(true);
+    const list0 = await pages((cursor) => listInvocations({ client: t.client, path, query: { limit: 1, cursor, model: 'list-0' } }));
+    expect(list0.map((i) => i.id)).toEqual(allInvocations.filter((i) => i.requestedModel === 'list-0').map((i) => i.id));
+    expect(list0).toHaveLength(3);
+    const secondFailed = await pages((cursor) =>
+      listInvocations({ client: t.client, path, query: { limit: 1, cursor, status: 'UPSTREAM_ERROR', workspaceAccessId: secondTenant.accessId } }),
+    );
+    expect(secondFailed.map((i) => i.requestedModel)).toEqual(['list-0']);
   });
 
   it('since/until keep the invocations started, and the events written, in [since, until)', async () => {
