@@ -84,6 +84,69 @@ function tokenCap(value: unknown, param: string): number | undefined {
   return cap;
 }
 
+/**
+ * Tokens an inline image may cost at most, whatever its size in bytes: providers scale an image down before
+ * they tokenize it (the most found: OpenAI's gpt-4o-mini, 48 169 tokens for a high-detail image at its largest;
+ * Anthropic ~1600-4800, Gemini 258 a tile). Beyond this, the excess is charged as an ADJUSTMENT.
+ */
+export const INLINE_IMAGE_TOKEN_BOUND = 65_536;
+
+const BASE64_MARK = Buffer.from(';base64,');
+const ANTHROPIC_BASE64_MARK = Buffer.from('"base64"');
+
+const isImageDataUrl = (value: unknown): value is string =>
+  typeof value === 'string' && value.startsWith('data:image/') && value.includes(';base64,');
+
+/** Chat's `{ type: 'image_url', image_url: { url } }` or the responses API's `{ type: 'input_image', image_url }`, inline. */
+function openAiImage(o: Record<string, unknown>): string | undefined {
+  if (o.type === 'image_url' && o.image_url && typeof o.image_url === 'object') {
+    const url = (o.image_url as Record<string, unknown>).url;
+    return isImageDataUrl(url) ? url : undefined;
+  }
+  if (o.type === 'input_image' && isImageDataUrl(o.image_url)) return o.image_url;
+  return undefined;
+}
+
+/** Anthropic's image source `{ type: 'base64', media_type: 'image/...', data }`. */
+function anthropicImage(o: Record<string, unknown>): string | undefined {
+  return o.type === 'base64' && typeof o.media_type === 'string' && o.media_type.startsWith('image/') && typeof o.data === 'string'
+    ? o.data
+    : undefined;
+}
+
+/**
+ * Bytes of the body's inline base64 images beyond INLINE_IMAGE_TOKEN_BOUND each: a byte of an image is
+ * not a token (a 1 MB photo costs a few thousand), so counted byte for byte an image call needed a bound of
+ * millions of units. OpenAI-style data URLs (`data:image/...;base64,` in chat's `image_url.url` and the
+ * responses API's `image_url`), and Anthropic's `{ type: 'base64', media_type: 'image/...', data }`. Other
+ * inline files (a PDF's pages are text and images) keep their bytes as their bound.
+ */
+function inlineImageExcess(profile: ProtocolProfile, raw: Buffer, body: unknown): number {
+  if (raw.indexOf(profile === 'anthropic' ? ANTHROPIC_BASE64_MARK : BASE64_MARK) < 0) return 0;
+  let excess = 0;
+  const count = (length: number) => {
+    if (length > INLINE_IMAGE_TOKEN_BOUND) excess += length - INLINE_IMAGE_TOKEN_BOUND;
+  };
+  // Iterative: a body may nest deeper than the call stack.
+  const pending: unknown[] = [body];
+  while (pending.length) {
+    const node = pending.pop();
+    if (Array.isArray(node)) {
+      for (const item of node) pending.push(item);
+    } else if (node && typeof node === 'object') {
+      const o = node as Record<string, unknown>;
+      // Only where an image goes: the same bytes as text (pasted into a message) are tokenized as text.
+      const image = profile === 'anthropic' ? anthropicImage(o) : openAiImage(o);
+      if (image !== undefined) {
+        count(image.length);
+        continue;
+      }
+      for (const key in o) pending.push(o[key]);
+    }
+  }
+  return excess;
+}
+
 export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: number): PreparedCall {
   let body: Record<string, unknown>;
   try {
@@ -158,7 +221,8 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
   const sent = rewritten ? Buffer.from(JSON.stringify(body)) : raw;
   const previousResponseId =
     inspector.endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id ? body.previous_response_id : null;
-  return { requestedModel, stream, body: sent, inputBound: BigInt(raw.length), outputBound, usageInjected, previousResponseId };
+  const inputBound = BigInt(raw.length - inlineImageExcess(inspector.profile, raw, body));
+  return { requestedModel, stream, body: sent, inputBound, outputBound, usageInjected, previousResponseId };
 }
 
 /** A token count an upstream reported; an absurd one is clamped so its records still fit the database's int8 columns. */

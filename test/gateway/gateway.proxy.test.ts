@@ -287,6 +287,19 @@ describe('openai profile through the openai SDK', () => {
     await t.nexus.gateway.drain();
   });
 
+  it('admits a call with a large inline image on a quota far smaller than its bytes, charging what was used', async () => {
+    // A 1 MB photo costs the provider a few thousand tokens, not a million: the bound counts it as one image.
+    const tenant = await createTenant(t, { baseUrl: openaiUp.url, providerKey: OPENAI_KEY, quotaUnits: 100_000n });
+    const url = `data:image/jpeg;base64,${'/9j/'.repeat(250_000)}`;
+    const { data, response } = await openai(tenant, { 'x-fake-usage': '1200,5,0' })
+      .chat.completions.create({ model: 'gpt-test', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }] })
+      .withResponse();
+    expect(response.status).toBe(200);
+    expect(data.usage?.prompt_tokens).toBe(1200);
+    const inv = await invocationByRequestId(tenant, response.headers.get('x-nexus-request-id')!);
+    expect(inv.quotaUnits).toBe(String(units(1200, 0, 5)));
+  });
+
   it('bounds a Responses API call that continues a stored response by that conversation, JSON and stream', async () => {
     for (const stream of [false, true]) {
       // 20 000 units; the first call sends 7000 tokens' worth and gets 4000 back: 15 000 units, 5000 left.

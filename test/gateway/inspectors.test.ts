@@ -1,6 +1,6 @@
 /** Pure rules of the usage inspectors and the path check, without I/O. */
 import { describe, expect, it } from 'vitest';
-import { inspectorFor, prepareCall, SseMeter, usageFromJson } from '../../src/gateway/inspectors.js';
+import { INLINE_IMAGE_TOKEN_BOUND, inspectorFor, prepareCall, SseMeter, usageFromJson } from '../../src/gateway/inspectors.js';
 import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
 
 const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
@@ -43,6 +43,33 @@ describe('inspectors', () => {
     expect(() => prepareCall(messages, Buffer.from('[1]'), 100)).toThrow(/JSON object/);
     expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"n":1e20}'), 100)).toThrow(/n may be at most 128/);
     expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"best_of":129}'), 100)).toThrow(/best_of may be at most 128/);
+  });
+
+  it('bounds an inline image by what an image may cost, not by its bytes; the same bytes as text stay bytes', () => {
+    const data = 'A'.repeat(200_000);
+    const url = `data:image/png;base64,${data}`;
+    const bound = (inspector: NonNullable<ReturnType<typeof inspectorFor>>, body: unknown) => {
+      const raw = Buffer.from(JSON.stringify(body));
+      return { bytes: BigInt(raw.length), bound: prepareCall(inspector, raw, 100).inputBound };
+    };
+    const excess = BigInt(url.length - INLINE_IMAGE_TOKEN_BOUND);
+    const picture = bound(chat, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url, detail: 'high' } }] }] });
+    expect(picture.bound).toBe(picture.bytes - excess);
+    // Pasted into a message as text, the provider tokenizes it as text: bytes bound it.
+    const pasted = bound(chat, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'text', text: url }] }] });
+    expect(pasted.bound).toBe(pasted.bytes);
+    const responses = inspectorFor('openai', 'POST', 'v1/responses')!;
+    const input = bound(responses, { model: 'm', max_output_tokens: 5, input: [{ role: 'user', content: [{ type: 'input_image', image_url: url }] }] });
+    expect(input.bound).toBe(input.bytes - excess);
+    const messages = inspectorFor('anthropic', 'POST', 'v1/messages')!;
+    const source = { type: 'base64', media_type: 'image/jpeg', data };
+    const claude = bound(messages, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source }] }] });
+    expect(claude.bound).toBe(claude.bytes - BigInt(data.length - INLINE_IMAGE_TOKEN_BOUND));
+    // A PDF's pages are text and pictures: its bytes stay its bound. So does a small image.
+    const pdf = bound(messages, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'document', source: { ...source, media_type: 'application/pdf' } }] }] });
+    expect(pdf.bound).toBe(pdf.bytes);
+    const small = bound(chat, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] });
+    expect(small.bound).toBe(small.bytes);
   });
 
   it("caps a request that sets no output limit at the plan's maxOutputTokens, as its endpoint names the cap", () => {
