@@ -31,7 +31,7 @@ import { createCallRecorder } from './call-recorder.js';
 import { createGatewayDb } from './gateway-db.js';
 import { createQuotaLeases, type Admission } from './quota-leases.js';
 import { clientHeaders, upstreamHeaders } from './headers.js';
-import { inspectorFor, prepareCall, SseMeter, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import { inspectorFor, modelNamedIn, prepareCall, SseMeter, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
 import { parseGatewayUrl } from './path-safety.js';
 import { SecretMask } from './secret-mask.js';
 import type { Consumption } from './settlement.js';
@@ -69,11 +69,6 @@ interface QuotaView {
 }
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
-
-/** The `model` a body names, found without parsing it ('' when it names none, or is 64 KiB or more). */
-function modelNamedIn(raw: Buffer): string {
-  return /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/.exec(raw.length < 65536 ? raw.toString('utf8') : '')?.[1] ?? '';
-}
 
 /**
  * An upstream answer that did what was asked: a 2xx, or 304 Not Modified. A redirect is not:

@@ -281,6 +281,11 @@ export function usageFromJson(inspector: Inspector, text: string): { usage: Usag
 }
 
 const MODEL = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;
+
+/** The `model` a body names, found without parsing it ('' when it names none, or is 64 KiB or more). */
+export function modelNamedIn(raw: Buffer): string {
+  return MODEL.exec(raw.length < 65536 ? raw.toString('utf8') : '')?.[1] ?? '';
+}
 const USAGE_NULL = /,\s*"usage"\s*:\s*null/;
 /** Global: `push` walks a chunk's events by lastIndex. */
 const EVENT_END = /\r?\n\r?\n/g;
