@@ -185,7 +185,6 @@ export function createGateway(deps: GatewayDeps) {
     );
   }
 
-  /** A metered call's bound on the access's current period, and its admission there (quota-leases.ts). */
   /**
    * Responses API calls this process metered lately, by access and response id: the tokens a call
    * continuing one adds to its input (its input and output). Bridges the moment before the record is
@@ -219,6 +218,7 @@ export function createGateway(deps: GatewayDeps) {
     return row ? BigInt(row.tokens) : 0n;
   }
 
+  /** A metered call's bound on the access's current period, and its admission there (quota-leases.ts). */
   async function admitMetered(auth: AuthRow, inspector: Inspector, raw: Buffer) {
     if (!auth.period_id || !auth.period_end) throw new AppError('quota_insufficient', 'The access has no current quota period');
     const prepared = prepareCall(inspector, raw, auth.max_output_tokens!);
@@ -531,7 +531,8 @@ export function createGateway(deps: GatewayDeps) {
             const kept = meter.push(chunk);
             if (rewriting) out = kept;
             // A Responses API client may continue this response as soon as it reads its last event, before the
-            // stream ends and the call is settled: it is remembered as soon as the meter has its id and usage.
+            // stream ends and the call is settled: it is remembered as soon as the meter has its id and usage
+            // (a JSON answer's once it is read, below).
             if (meter.responseId !== null && !responseNoted && meter.complete) {
               responseNoted = true;
               rememberResponse(auth.workspace_access_id, meter.responseId, meter.usage!.inputTokens + meter.usage!.outputTokens);
@@ -586,7 +587,10 @@ export function createGateway(deps: GatewayDeps) {
         usage = parsed.usage;
         usageComplete = usage !== null;
         if (parsed.model) attempt.upstream_model = parsed.model;
-        if (parsed.responseId) invocation.upstream_response_id = parsed.responseId;
+        if (parsed.responseId) {
+          invocation.upstream_response_id = parsed.responseId;
+          if (usage) rememberResponse(auth.workspace_access_id, parsed.responseId, usage.inputTokens + usage.outputTokens);
+        }
       }
     } catch (err) {
       // No answer: refused, reset, DNS failure, timeout before headers, or the client left first.
@@ -642,9 +646,6 @@ export function createGateway(deps: GatewayDeps) {
         const charge = units > MAX_CALL_UNITS ? MAX_CALL_UNITS : units;
         invocation.quota_units = charge;
         consumed = { units: charge, ...counted, model: attempt.upstream_model || invocation.requested_model || null };
-        if (invocation.upstream_response_id) {
-          rememberResponse(auth.workspace_access_id, invocation.upstream_response_id, counted.inputTokens + counted.outputTokens);
-        }
       }
     }
     attempt.status = attemptStatus;
