@@ -10,6 +10,7 @@
  */
 import type { Knex } from 'knex';
 import type { Clock } from '../domain/actor.js';
+import type { MaskedKey } from './secret-mask.js';
 
 export interface AuthRow {
   key_id: string;
@@ -65,6 +66,8 @@ interface Entry {
   loadedAt: number;
   /** The connection's decrypted key, kept only as long as the entry. */
   apiKey?: string;
+  /** That key as the answers' mask looks for it (null: too short to look for). */
+  maskedKey?: MaskedKey | null;
   /** The connection's parsed base URL. */
   baseUrl?: URL;
 }

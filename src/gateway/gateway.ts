@@ -33,7 +33,7 @@ import { createQuotaLeases, type Admission } from './quota-leases.js';
 import { clientHeaders, upstreamHeaders } from './headers.js';
 import { inspectorFor, modelNamedIn, prepareCall, SseMeter, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
 import { parseGatewayUrl } from './path-safety.js';
-import { SecretMask } from './secret-mask.js';
+import { maskedKey, SecretMask, type MaskedKey } from './secret-mask.js';
 import type { Consumption } from './settlement.js';
 import { createUpstreamPools, decodedBody, UpstreamCancel } from './upstreams.js';
 
@@ -374,6 +374,7 @@ export function createGateway(deps: GatewayDeps) {
       await proxy(req, res, locals, {
         auth,
         apiKey: entry.apiKey,
+        maskedKey: entry.maskedKey === undefined ? (entry.maskedKey = maskedKey(entry.apiKey)) : entry.maskedKey,
         base: (entry.baseUrl ??= new URL(auth.base_url!)),
         target,
         body: prepared?.body ?? raw,
@@ -403,6 +404,8 @@ export function createGateway(deps: GatewayDeps) {
   interface ProxyInput {
     auth: AuthRow;
     apiKey: string;
+    /** The key as the answer's mask looks for it (null: too short to look for). */
+    maskedKey: MaskedKey | null;
     base: URL;
     target: { providerPath: string; search: string };
     body: Buffer;
@@ -513,7 +516,7 @@ export function createGateway(deps: GatewayDeps) {
         res.setHeader('x-nexus-quota-reset', p.view.reset.toISOString());
       }
       // The provider's key, should the upstream echo it, never reaches the client.
-      const mask = SecretMask.for(p.apiKey);
+      const mask = p.maskedKey ? new SecretMask(p.maskedKey) : undefined;
       let headersFlush: NodeJS.Immediate | undefined;
       if (isStream) {
         res.setHeader('cache-control', 'no-cache');

@@ -16,17 +16,32 @@ const EMPTY = Buffer.alloc(0);
  */
 export const MIN_MASKED_KEY_LENGTH = 16;
 
+/** A key as the mask looks for it, worked out once per key (the gateway keeps it with the cached key). */
+export interface MaskedKey {
+  readonly text: string;
+  readonly bytes: Buffer;
+}
+
+/** The key to look for, or null when it is too short to be looked for. */
+export function maskedKey(key: string): MaskedKey | null {
+  return key.length >= MIN_MASKED_KEY_LENGTH ? { text: key, bytes: Buffer.from(key, 'utf8') } : null;
+}
+
+/** One answer's mask (it holds back what may begin the key between chunks). */
 export class SecretMask {
+  private readonly key: string;
   private readonly secret: Buffer;
   private carry: Buffer = EMPTY;
 
-  private constructor(private readonly key: string) {
-    this.secret = Buffer.from(key, 'utf8');
+  constructor(key: MaskedKey) {
+    this.key = key.text;
+    this.secret = key.bytes;
   }
 
   /** A mask for this key, or none when the key is too short to be looked for. */
   static for(key: string): SecretMask | undefined {
-    return key.length >= MIN_MASKED_KEY_LENGTH ? new SecretMask(key) : undefined;
+    const masked = maskedKey(key);
+    return masked ? new SecretMask(masked) : undefined;
   }
 
   /** The bytes of `chunk` (after any held back before) that can go out now, the key masked. */
