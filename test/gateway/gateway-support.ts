@@ -93,3 +93,12 @@ export async function periodOf(t: TestApp, accessId: string) {
   const row = await t.database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start', 'desc').first();
   return { granted: BigInt(row.granted_units), reserved: BigInt(row.reserved_units), consumed: BigInt(row.consumed_units) };
 }
+
+/** Waits until `check` holds, asking every 25 ms; fails after `ms`. */
+export async function until(check: () => Promise<boolean>, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('condition not reached in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

@@ -11,7 +11,7 @@ import { newId } from '../../src/ids.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { closeServer, listenLocal } from '../support/local-server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let up: FakeUpstream;
@@ -301,11 +301,8 @@ describe('a shutdown whose deadline passes with calls under way', () => {
           body: want === 'stream' ? streamBody() : JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 100 }),
         }).then((res) => res.text().catch(() => 'cut'));
       const calls = [send('json'), send('stream')];
-      const ids = await waitFor(async () => {
-        const rows = await own.database.db('quota_reservations').where({ workspace_access_id: who.accessId, kind: 'LEASE' });
-        return rows.length > 0 ? rows : undefined;
-      });
-      expect(ids.length).toBeGreaterThan(0);
+      // Both admitted on a lease (until() fails the test if none comes).
+      await until(async () => (await own.database.db('quota_reservations').where({ workspace_access_id: who.accessId, kind: 'LEASE' })).length > 0);
       await new Promise((r) => setTimeout(r, 200));
       const started = Date.now();
       await own.running.shutdown();
@@ -335,13 +332,3 @@ describe('a shutdown whose deadline passes with calls under way', () => {
     }
   });
 });
-
-async function waitFor<T>(probe: () => Promise<T | undefined>, ms = 5000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const found = await probe();
-    if (found !== undefined) return found;
-    if (Date.now() > end) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}

@@ -17,7 +17,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { activePlanThrough } from '../support/plans.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let up: FakeUpstream;
@@ -47,14 +47,6 @@ function call(who: Tenant, base = who.gatewayBaseUrl, headers: Record<string, st
 
 const leasesOf = (accessId: string) =>
   t.database.db('quota_reservations').where({ workspace_access_id: accessId, kind: 'LEASE' }).orderBy('created_at');
-
-async function until(check: () => Promise<boolean>, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 describe('one process', () => {
   it('admits and refuses exactly the calls a reservation per call would, with the same remaining header', async () => {
