@@ -416,11 +416,11 @@ export function createBillingRepo(db: Queryable) {
     },
 
     // Reads of other areas' tables
-    /** In a transaction, `lock` keeps the status (an archive waits) until commit. */
-    async findWorkspaceStatus(id: string, q: Queryable = db, lock = false): Promise<string | undefined> {
+    /** Whether the workspace is archived (read-only); in a transaction, `lock` keeps it so (an archive waits) until commit. */
+    async workspaceArchived(id: string, q: Queryable = db, lock = false): Promise<boolean> {
       const query = q('workspaces').select('status').where({ id }).first();
       const row = (await (lock ? query.forShare() : query)) as { status: string } | undefined;
-      return row?.status;
+      return row?.status === 'ARCHIVED';
     },
     async findAccess(id: string, q: Queryable = db): Promise<AccessRef | undefined> {
       return q('workspace_accesses').select('id', 'workspace_id', 'plan_id', 'status').where({ id }).first();

@@ -156,7 +156,7 @@ export function createInbox(deps: {
     if (conn.status === 'DISABLED') return { ignored: 'connection_disabled' };
     // An archived workspace is read-only: its events are kept but change nothing, and the
     // provider is not asked (the projector checks again, under a lock, before applying).
-    if ((await repo.findWorkspaceStatus(conn.workspace_id)) === 'ARCHIVED') return { ignored: 'workspace_archived' };
+    if (await repo.workspaceArchived(conn.workspace_id)) return { ignored: 'workspace_archived' };
     const body = JSON.parse(event.raw_body);
     const signal = conn.provider === 'STRIPE' ? stripeSignal(body) : paddleSignal(body);
     if (!signal) return { ignored: `unhandled_event_type: ${event.event_type}` };

@@ -198,7 +198,7 @@ export function createProjector(deps: {
   ): Promise<ApplyResult> {
     // An archived workspace is read-only: no state applies to it (webhooks, reconciliation, reports).
     // The share lock makes an archive wait for this commit.
-    if ((await repo.findWorkspaceStatus(conn.workspace_id, tx, true)) === 'ARCHIVED') {
+    if (await repo.workspaceArchived(conn.workspace_id, tx, true)) {
       return { outcome: 'ignored', ignoredReason: 'workspace_archived', changes: {}, effects: [] };
     }
     const now = clock.now();
@@ -330,7 +330,7 @@ export function createProjector(deps: {
       let changed = 0;
       for (const { accessId, workspaceId } of await repo.timeSensitiveAccesses()) {
         const effects = await db.transaction(async (tx) =>
-          (await repo.findWorkspaceStatus(workspaceId, tx, true)) === 'ARCHIVED' ? [] : enforceAccess(tx, actor, accessId, now),
+          (await repo.workspaceArchived(workspaceId, tx, true)) ? [] : enforceAccess(tx, actor, accessId, now),
         );
         if (effects.some((e) => e.startsWith('access:'))) changed++;
       }
