@@ -13,7 +13,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Db } from '../db/database.js';
 import type { Clock } from '../domain/actor.js';
-import type { AttemptRow, AttemptStatus, InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
+import type { AttemptStatus, InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
 import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
 import { createQuotaRepo } from '../domain/quota/quota-repo.js';
 import type { QuotaService } from '../domain/quota/quota-service.js';
@@ -22,7 +22,7 @@ import type { SecretBox } from '../domain/security/secret-box.js';
 import { storableText } from '../domain/storable-text.js';
 import type { Config } from '../config.js';
 import { AppError, toAppError } from '../errors.js';
-import { bearerToken, writeError } from '../http/api.js';
+import { writeError } from '../http/api.js';
 import type { RequestLocals } from '../http/locals.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
@@ -30,12 +30,13 @@ import { createAuthCache, type AuthRow } from './auth-cache.js';
 import { createCallRecorder } from './call-recorder.js';
 import { createGatewayDb } from './gateway-db.js';
 import { createQuotaLeases, type Admission } from './quota-leases.js';
-import { clientHeaders, upstreamHeaders } from './headers.js';
-import { inspectorFor, modelNamedIn, prepareCall, SseMeter, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import { rawHeader, upstreamHeaders } from './headers.js';
+import { inspectorFor, modelNamedIn, prepareCall, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
 import { parseGatewayUrl } from './path-safety.js';
-import { maskedKey, SecretMask, type MaskedKey } from './secret-mask.js';
+import { maskedKey, type MaskedKey } from './secret-mask.js';
 import type { Consumption } from './settlement.js';
-import { createUpstreamPools, decodedBody, UpstreamCancel } from './upstreams.js';
+import { Relay } from './relay.js';
+import { createUpstreamPools } from './upstreams.js';
 
 const OPERATIONS: Record<string, string> = {
   GET: 'proxyProviderGet',
@@ -45,8 +46,6 @@ const OPERATIONS: Record<string, string> = {
   DELETE: 'proxyProviderDelete',
 };
 
-/** A JSON answer larger than this is passed through but not read for usage (charged at the reservation). */
-const MAX_JSON_USAGE_BYTES = 32 * 1024 * 1024;
 /** A call's bound beyond this is refused 429: no period can hold it, and a lease's multiple of it must fit a bigint. */
 const MAX_CALL_UNITS = 2n ** 58n;
 /** Model names are recorded up to this length. */
@@ -76,11 +75,14 @@ const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
  */
 const succeeded = (status: number) => status < 300 || status === 304;
 
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
 function credentialOf(req: IncomingMessage): string {
-  const bearer = bearerToken(req);
+  const authorization = rawHeader(req.rawHeaders, 'authorization');
+  const bearer = authorization ? BEARER.exec(authorization)?.[1] : undefined;
   if (bearer) return bearer;
-  const apiKey = req.headers['x-api-key'];
-  if (typeof apiKey === 'string' && apiKey.trim()) return apiKey.trim();
+  const apiKey = rawHeader(req.rawHeaders, 'x-api-key')?.trim();
+  if (apiKey) return apiKey;
   throw new AppError('missing_credentials', 'Send the inference key as Authorization: Bearer or x-api-key');
 }
 
@@ -130,20 +132,6 @@ function quotaOf(row: AuthRow): QuotaView | undefined {
 }
 
 
-function drain(res: ServerResponse): Promise<void> {
-  // A closed response never drains, and its 'close' has been emitted already.
-  if (res.destroyed) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-  });
-}
-
 export function createGateway(deps: GatewayDeps) {
   const { config, clock, logger, quota, hasher, secretBox } = deps;
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit);
@@ -151,7 +139,7 @@ export function createGateway(deps: GatewayDeps) {
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const recorder = createCallRecorder({ db, logger });
   /** The upstream calls under way: a shutdown past its deadline cuts them (cutCalls). */
-  const running = new Set<UpstreamCancel>();
+  const running = new Set<Relay>();
   const SHUTDOWN = new Error('The server shut down before the call ended');
   const leases = createQuotaLeases({
     repo: createQuotaRepo(db),
@@ -163,19 +151,20 @@ export function createGateway(deps: GatewayDeps) {
 
   /** Settles the call on its lease and records it; the lease learns when the record is written. */
   function record(
-    call: { invocation: InvocationRow; attempt: AttemptRow | null; consumed: Consumption | null; auth: AuthRow },
+    call: { invocation: InvocationRow; consumed: Consumption | null; auth: AuthRow },
     admission: Admission | undefined,
     now: Date,
   ): void {
     const take = admission ? leases.settle(admission, call.consumed?.units ?? null) : 0n;
     // Model names come from opaque bodies: one PostgreSQL cannot store would fail the record and leave the call uncharged.
     call.invocation.requested_model = storableText(call.invocation.requested_model, MAX_MODEL_LENGTH);
-    if (call.attempt) call.attempt.upstream_model = storableText(call.attempt.upstream_model, MAX_MODEL_LENGTH);
+    if (call.invocation.attempt_upstream_model) {
+      call.invocation.attempt_upstream_model = storableText(call.invocation.attempt_upstream_model, MAX_MODEL_LENGTH);
+    }
     if (call.consumed?.model) call.consumed.model = storableText(call.consumed.model, MAX_MODEL_LENGTH);
     recorder.record(
       {
         invocation: call.invocation,
-        attempt: call.attempt,
         ...(admission ? { lease: { id: admission.lease.id, bound: admission.bound, take }, onWritten: () => leases.written(admission) } : {}),
         consumed: call.consumed,
         keyId: call.auth.key_id,
@@ -258,6 +247,8 @@ export function createGateway(deps: GatewayDeps) {
       res.destroy();
       return;
     }
+    res.setHeader('x-request-id', locals.requestId);
+    res.setHeader('x-nexus-request-id', locals.requestId);
     res.setHeader('x-nexus-metering-status', metered ? 'metered' : 'unmetered');
     if (view) {
       res.setHeader('x-nexus-quota-remaining', view.remaining.toString());
@@ -277,7 +268,6 @@ export function createGateway(deps: GatewayDeps) {
     const startedAt = clock.now();
     const method = req.method!;
     locals.operationId = OPERATIONS[method] ?? 'proxyProvider';
-    res.setHeader('x-nexus-request-id', requestId);
 
     let view: QuotaView | undefined;
     /** The key lookup: its quota headers are worked out only for an answer that is not admitted (errors, unmetered calls). */
@@ -300,7 +290,7 @@ export function createGateway(deps: GatewayDeps) {
       const endpoint = target.providerPath.replace(/\/$/, '');
       const inspector = inspectorFor(profile, method, target.route);
       metered = Boolean(inspector);
-      const traceId = TRACEPARENT.exec(String(req.headers.traceparent ?? ''))?.[1] ?? null;
+      const traceId = TRACEPARENT.exec(rawHeader(req.rawHeaders, 'traceparent') ?? '')?.[1] ?? null;
       invocation = {
         id: newId(),
         workspace_id: auth.workspace_id,
@@ -327,6 +317,15 @@ export function createGateway(deps: GatewayDeps) {
         total_ttft_ms: null,
         provider_ttft_ms: null,
         nexus_ttft_ms: null,
+        attempt_id: null,
+        attempt_upstream_model: null,
+        attempt_status: null,
+        attempt_http_status: null,
+        attempt_error_code: null,
+        attempt_started_at: null,
+        attempt_first_token_at: null,
+        attempt_completed_at: null,
+        attempt_duration_ms: null,
       };
       if (!inspector && !auth.allow_unmetered_passthrough) {
         throw new AppError('unmetered_endpoint', `${req.method} ${endpoint} has no usage inspector and the workspace does not allow unmetered passthrough`);
@@ -334,7 +333,7 @@ export function createGateway(deps: GatewayDeps) {
       raw = await bodyRead;
       let prepared: PreparedCall | undefined;
       if (inspector) {
-        const encoding = req.headers['content-encoding'];
+        const encoding = rawHeader(req.rawHeaders, 'content-encoding');
         if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
           // The gateway reads the body to bound the call; it would bound one body and send the upstream another.
           throw new AppError('invalid_request', `A metered endpoint needs an uncompressed body (this one came as Content-Encoding: ${encoding})`, {
@@ -360,7 +359,7 @@ export function createGateway(deps: GatewayDeps) {
           });
         }
         admission = held.admission;
-        invocation.reservation_id = newId();
+        invocation.reservation_id = admission.lease.id;
         view = { remaining: held.remaining, reset };
       } else {
         invocation.requested_model = modelNamedIn(raw);
@@ -396,7 +395,7 @@ export function createGateway(deps: GatewayDeps) {
         invocation.error_code = appError.code;
         invocation.completed_at = clock.now();
         invocation.total_latency_ms = msSince(t0, process.hrtime.bigint());
-        record({ invocation, attempt: null, consumed: null, auth }, admission, clock.now());
+        record({ invocation, consumed: null, auth }, admission, clock.now());
       }
     }
   }
@@ -422,256 +421,123 @@ export function createGateway(deps: GatewayDeps) {
     const base = p.base;
     const pool = pools.get(base);
     const path = `${base.pathname.replace(/\/$/, '')}/${p.target.providerPath}${p.target.search}`;
-    const headers = upstreamHeaders(req.headers, auth.protocol_profile!, p.apiKey, p.body.length);
-    const timeout = auth.upstream_timeout_ms ?? config.upstreamTimeoutMs;
-
-    const cancel = new UpstreamCancel();
-    let clientGone = false;
-    // A metered answer that is not streamed is read to its end even when the client has left: the provider does
-    // (and bills) the work anyway, so its exact usage is charged rather than nothing or the whole bound.
-    const readToEnd = Boolean(inspector && prepared && !prepared.stream);
-    const onClose = () => {
-      if (!res.writableFinished) {
-        clientGone = true;
-        if (!readToEnd) cancel.cancel(new Error('The client closed the connection'));
-      }
-    };
-    res.on('close', onClose);
-    running.add(cancel);
-    // A client that left while the call was admitted is gone already (its 'close' will not come again) and nothing
-    // has been asked of the provider yet: the call is not made and nothing is charged, a JSON call included.
-    if (res.destroyed) {
-      clientGone = true;
-      cancel.cancel(new Error('The client closed the connection before the provider was called'));
-    }
+    const headers = upstreamHeaders(req.rawHeaders, auth.protocol_profile!, p.apiKey, p.body.length);
+    const answerHeaders = ['x-nexus-request-id', locals.requestId, 'x-nexus-metering-status', inspector ? 'metered' : 'unmetered'];
+    if (p.view) answerHeaders.push('x-nexus-quota-remaining', p.view.remaining.toString(), 'x-nexus-quota-reset', p.view.reset.toISOString());
+    const relay = new Relay(res, {
+      requestId: locals.requestId,
+      answerHeaders,
+      inspector,
+      prepared,
+      maskedKey: p.maskedKey,
+      onResponse: (responseId, tokens) => rememberResponse(auth.workspace_access_id, responseId, tokens),
+    });
+    const attemptStartedAt = clock.now();
+    running.add(relay);
+    await relay.start(pool, { method: req.method!, path, headers, body: p.body, timeoutMs: auth.upstream_timeout_ms ?? config.upstreamTimeoutMs });
+    running.delete(relay);
 
     /** A call stopped on our side, by the shutdown or by its client's leaving: how it is recorded. */
-    const stopped = (): [InvocationStatus, AttemptStatus, string] | undefined =>
-      cancel.reason === SHUTDOWN ? ['FAILED', 'ABORTED', 'server_shutdown'] : clientGone ? ['CLIENT_ABORTED', 'ABORTED', 'client_aborted'] : undefined;
-
-    const attempt: AttemptRow = {
-      id: newId(),
-      workspace_id: auth.workspace_id,
-      invocation_id: invocation.id,
-      sequence: 1,
-      provider_connection_id: auth.connection_id!,
-      upstream_model: '',
-      status: 'FAILED',
-      http_status: null,
-      error_code: null,
-      started_at: clock.now(),
-      first_token_at: null,
-      completed_at: null,
-      duration_ms: null,
-    };
-    const tA = process.hrtime.bigint();
-    let tFirstUpstream: bigint | undefined;
-    let tFirstClient: bigint | undefined;
-    let tUpstreamEnd: bigint | undefined;
-    let usage: Usage | null = null;
-    let usageComplete = false;
-    let dataEvents = 0;
+    const cut: [InvocationStatus, AttemptStatus, string] | undefined =
+      relay.cancelReason === SHUTDOWN
+        ? ['FAILED', 'ABORTED', 'server_shutdown']
+        : relay.clientGone
+          ? ['CLIENT_ABORTED', 'ABORTED', 'client_aborted']
+          : undefined;
     let status: InvocationStatus;
     let attemptStatus: AttemptStatus;
     let errorCode: string | null = null;
-    let upstreamAnswered = false;
-
-    try {
-      if (cancel.aborted) throw cancel.reason;
-      const upstream = await pool.request({
-        method: req.method as 'POST',
-        path,
-        headers,
-        body: p.body.length ? p.body : null,
-        headersTimeout: timeout,
-        bodyTimeout: timeout,
-        signal: cancel,
-      });
-      upstreamAnswered = true;
-      attempt.http_status = upstream.statusCode;
-      const contentType = String(upstream.headers['content-type'] ?? '');
-      const isStream = contentType.startsWith('text/event-stream');
-      const reading = Boolean(inspector && prepared && upstream.statusCode < 300);
-      const meter = reading && isStream ? new SseMeter(inspector!, prepared!.usageInjected) : null;
-      const rewriting = Boolean(meter && prepared!.usageInjected);
-      const jsonChunks: Buffer[] | null = reading && !isStream ? [] : null;
-      let jsonSize = 0;
-      let responseNoted = false;
-
-      res.statusCode = upstream.statusCode;
-      const passed = clientHeaders(upstream.headers);
-      for (const name in passed) res.setHeader(name, passed[name]!);
-      const encoded = upstream.headers['content-encoding'];
-      const answer = decodedBody(upstream.body, encoded);
-      if (!answer.decoded) res.setHeader('content-encoding', encoded!);
-      // Forwarded byte for byte: the length is known, so the answer goes out unchunked.
-      const length = upstream.headers['content-length'];
-      const asSent = answer.body === upstream.body;
-      if (asSent && !rewriting && typeof length === 'string' && upstream.statusCode !== 204 && upstream.statusCode !== 304) {
-        res.setHeader('content-length', length);
-      }
-      res.setHeader('x-nexus-metering-status', inspector ? 'metered' : 'unmetered');
-      if (p.view) {
-        res.setHeader('x-nexus-quota-remaining', p.view.remaining.toString());
-        res.setHeader('x-nexus-quota-reset', p.view.reset.toISOString());
-      }
-      // The provider's key, should the upstream echo it, never reaches the client.
-      const mask = p.maskedKey ? new SecretMask(p.maskedKey) : undefined;
-      let headersFlush: NodeJS.Immediate | undefined;
-      if (isStream) {
-        res.setHeader('cache-control', 'no-cache');
-        // The headers go out with the first event when it came with them (one write), else on their own at once.
-        headersFlush = setImmediate(() => {
-          if (!res.headersSent && !res.destroyed) res.flushHeaders();
-        });
-      }
-
-      try {
-        for await (const chunk of answer.body as AsyncIterable<Buffer>) {
-          tFirstUpstream ??= process.hrtime.bigint();
-          let out: Buffer | string = chunk;
-          if (meter) {
-            const kept = meter.push(chunk);
-            if (rewriting) out = kept;
-            // A Responses API client may continue this response as soon as it reads its last event, before the
-            // stream ends and the call is settled: it is remembered as soon as the meter has its id and usage
-            // (a JSON answer's once it is read, below).
-            if (meter.responseId !== null && !responseNoted && meter.complete) {
-              responseNoted = true;
-              rememberResponse(auth.workspace_access_id, meter.responseId, meter.usage!.inputTokens + meter.usage!.outputTokens);
-            }
-          } else if (jsonChunks && jsonSize <= MAX_JSON_USAGE_BYTES) {
-            jsonChunks.push(chunk);
-            jsonSize += chunk.length;
-          }
-          if (clientGone) {
-            if (readToEnd) continue;
-            throw new Error('client gone');
-          }
-          if (mask) out = typeof out === 'string' ? mask.pushEvents(out) : mask.push(out);
-          if (out.length === 0) continue;
-          tFirstClient ??= process.hrtime.bigint();
-          if (!res.write(out)) await drain(res);
-        }
-        tUpstreamEnd = process.hrtime.bigint();
-        clearImmediate(headersFlush);
-        if (meter) {
-          const tail = meter.end();
-          if (tail) res.write(mask ? mask.pushEvents(tail) : tail);
-        }
-        const held = mask?.end();
-        if (held?.length) res.write(held);
-        res.end();
-        attemptStatus = succeeded(upstream.statusCode) ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
-        status = clientGone ? 'CLIENT_ABORTED' : attemptStatus;
-        if (clientGone) errorCode = 'client_aborted';
-      } catch (err) {
-        tUpstreamEnd ??= process.hrtime.bigint();
-        clearImmediate(headersFlush);
-        const cut = stopped();
-        if (cut) {
-          [status, attemptStatus, errorCode] = cut;
-        } else {
-          [status, attemptStatus, errorCode] = ['FAILED', 'FAILED', 'upstream_stream_broken'];
-          logger.warn({ msg: 'upstream stream broke', requestId: invocation.request_id, error: (err as Error).message });
-        }
-        upstream.body.destroy();
-        answer.body.destroy();
-        res.destroy();
-      }
-      if (meter) {
-        usage = meter.usage;
-        usageComplete = meter.complete;
-        dataEvents = meter.dataEvents;
-        if (meter.model) attempt.upstream_model = meter.model;
-        if (meter.responseId) invocation.upstream_response_id = meter.responseId;
-      } else if (jsonChunks) {
-        const parsed = usageFromJson(inspector!, Buffer.concat(jsonChunks).toString('utf8'));
-        usage = parsed.usage;
-        usageComplete = usage !== null;
-        if (parsed.model) attempt.upstream_model = parsed.model;
-        if (parsed.responseId) {
-          invocation.upstream_response_id = parsed.responseId;
-          if (usage) rememberResponse(auth.workspace_access_id, parsed.responseId, usage.inputTokens + usage.outputTokens);
-        }
-      }
-    } catch (err) {
-      // No answer: refused, reset, DNS failure, timeout before headers, or the client left first.
-      tUpstreamEnd = process.hrtime.bigint();
-      const code = (err as { code?: string }).code;
-      const cut = stopped();
-      if (cut) {
-        [status, attemptStatus, errorCode] = cut;
-        res.destroy();
-      } else {
-        status = 'FAILED';
-        attemptStatus = 'FAILED';
-        errorCode = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? 'upstream_timeout' : 'upstream_unavailable';
-        logger.warn({ msg: 'no upstream answer', requestId: invocation.request_id, code, error: (err as Error).message });
-        sendError(
-          res,
-          locals,
-          new AppError(errorCode === 'upstream_timeout' ? 'upstream_timeout' : 'upstream_unavailable', errorCode === 'upstream_timeout'
-            ? 'The provider did not answer within the timeout'
-            : 'The provider could not be reached'),
-          Boolean(inspector),
-          p.view,
-        );
+    if (relay.end === 'complete') {
+      attemptStatus = succeeded(relay.status!) ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
+      status = relay.clientGone ? 'CLIENT_ABORTED' : attemptStatus;
+      if (relay.clientGone) errorCode = 'client_aborted';
+    } else if (cut) {
+      [status, attemptStatus, errorCode] = cut;
+    } else if (relay.end === 'broken') {
+      [status, attemptStatus, errorCode] = ['FAILED', 'FAILED', 'upstream_stream_broken'];
+      logger.warn({ msg: 'upstream stream broke', requestId: invocation.request_id, error: relay.error?.message });
+    } else {
+      // No answer: refused, reset, DNS failure, timeout before headers.
+      const code = (relay.error as { code?: string } | undefined)?.code;
+      status = 'FAILED';
+      attemptStatus = 'FAILED';
+      const timedOut = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
+      errorCode = timedOut ? 'upstream_timeout' : 'upstream_unavailable';
+      logger.warn({ msg: 'no upstream answer', requestId: invocation.request_id, code, error: relay.error?.message });
+      const refusal = timedOut
+        ? new AppError('upstream_timeout', 'The provider did not answer within the timeout')
+        : new AppError('upstream_unavailable', 'The provider could not be reached');
+      sendError(res, locals, refusal, Boolean(inspector), p.view);
+    }
+    let usage = relay.usage;
+    let usageComplete = relay.usageComplete;
+    let upstreamModel = relay.model ?? '';
+    if (relay.responseId) invocation.upstream_response_id = relay.responseId;
+    const json = relay.jsonAnswer();
+    if (json !== null) {
+      const parsed = usageFromJson(inspector!, json);
+      usage = parsed.usage;
+      usageComplete = usage !== null;
+      if (parsed.model) upstreamModel = parsed.model;
+      if (parsed.responseId) {
+        invocation.upstream_response_id = parsed.responseId;
+        if (usage) rememberResponse(auth.workspace_access_id, parsed.responseId, usage.inputTokens + usage.outputTokens);
       }
     }
 
     // Accounting, then the records, off the response's path.
-    running.delete(cancel);
     const tEnd = process.hrtime.bigint();
     const now = clock.now();
     let consumed: Consumption | null = null;
-    if (p.admission && prepared) {
-      const charged = upstreamAnswered && attempt.http_status! < 300;
-      if (charged) {
-        const counted = chargeable(usage, usageComplete, dataEvents, prepared);
-        if (!usageComplete && !errorCode) errorCode = 'usage_missing';
-        // An upstream reporting more cached tokens than input tokens in all is taken at its cached figure.
-        const uncached = counted.inputTokens > counted.cachedInputTokens ? counted.inputTokens - counted.cachedInputTokens : 0n;
-        const units = quota.computeUnits(
-          {
-            inputTokens: uncached,
-            cachedInputTokens: counted.cachedInputTokens,
-            outputTokens: counted.outputTokens,
-          },
-          {
-            inputMultiplierPpm: auth.input_multiplier_ppm!,
-            cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
-            outputMultiplierPpm: auth.output_multiplier_ppm!,
-          },
-        );
-        // An absurd usage figure is charged at most what a call may be bounded by, so its records still
-        // fit the database (an overflowing one failed the whole write and the call went unrecorded).
-        const charge = units > MAX_CALL_UNITS ? MAX_CALL_UNITS : units;
-        invocation.quota_units = charge;
-        consumed = { units: charge, ...counted, model: attempt.upstream_model || invocation.requested_model || null };
-      }
+    if (p.admission && prepared && relay.status !== undefined && relay.status < 300) {
+      const counted = chargeable(usage, usageComplete, relay.dataEvents, prepared);
+      if (!usageComplete && !errorCode) errorCode = 'usage_missing';
+      // An upstream reporting more cached tokens than input tokens in all is taken at its cached figure.
+      const uncached = counted.inputTokens > counted.cachedInputTokens ? counted.inputTokens - counted.cachedInputTokens : 0n;
+      const units = quota.computeUnits(
+        {
+          inputTokens: uncached,
+          cachedInputTokens: counted.cachedInputTokens,
+          outputTokens: counted.outputTokens,
+        },
+        {
+          inputMultiplierPpm: auth.input_multiplier_ppm!,
+          cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
+          outputMultiplierPpm: auth.output_multiplier_ppm!,
+        },
+      );
+      // An absurd usage figure is charged at most what a call may be bounded by, so its records still
+      // fit the database (an overflowing one failed the whole write and the call went unrecorded).
+      const charge = units > MAX_CALL_UNITS ? MAX_CALL_UNITS : units;
+      invocation.quota_units = charge;
+      consumed = { units: charge, ...counted, model: upstreamModel || invocation.requested_model || null };
     }
-    attempt.status = attemptStatus;
-    attempt.error_code = errorCode;
-    attempt.completed_at = now;
-    attempt.duration_ms = msSince(tA, tUpstreamEnd!);
-    if (!attempt.upstream_model) attempt.upstream_model = invocation.requested_model;
+    const providerMs = msSince(relay.tStart, relay.tUpstreamEnd!);
+    invocation.attempt_id = newId();
+    invocation.attempt_upstream_model = upstreamModel || invocation.requested_model;
+    invocation.attempt_status = attemptStatus;
+    invocation.attempt_http_status = relay.status ?? null;
+    invocation.attempt_error_code = errorCode;
+    invocation.attempt_started_at = attemptStartedAt;
+    invocation.attempt_completed_at = now;
+    invocation.attempt_duration_ms = providerMs;
     invocation.status = status;
     invocation.error_code = errorCode;
     invocation.completed_at = now;
     invocation.total_latency_ms = msSince(p.t0, tEnd);
-    invocation.provider_latency_ms = attempt.duration_ms;
-    invocation.nexus_latency_ms = invocation.total_latency_ms - attempt.duration_ms;
-    if (invocation.streamed && tFirstUpstream !== undefined) {
-      attempt.first_token_at = new Date(attempt.started_at.getTime() + msSince(tA, tFirstUpstream));
-      invocation.provider_ttft_ms = msSince(tA, tFirstUpstream);
-      if (tFirstClient !== undefined) {
-        invocation.first_token_at = new Date(invocation.started_at.getTime() + msSince(p.t0, tFirstClient));
-        invocation.total_ttft_ms = msSince(p.t0, tFirstClient);
-        invocation.nexus_ttft_ms = invocation.total_ttft_ms - invocation.provider_ttft_ms;
+    invocation.provider_latency_ms = providerMs;
+    invocation.nexus_latency_ms = invocation.total_latency_ms - providerMs;
+    if (invocation.streamed && relay.tFirstUpstream !== undefined) {
+      const providerTtft = msSince(relay.tStart, relay.tFirstUpstream);
+      invocation.attempt_first_token_at = new Date(attemptStartedAt.getTime() + providerTtft);
+      invocation.provider_ttft_ms = providerTtft;
+      if (relay.tFirstClient !== undefined) {
+        invocation.total_ttft_ms = msSince(p.t0, relay.tFirstClient);
+        invocation.first_token_at = new Date(invocation.started_at.getTime() + invocation.total_ttft_ms);
+        invocation.nexus_ttft_ms = invocation.total_ttft_ms - providerTtft;
       }
     }
-    record({ invocation, attempt, consumed, auth }, p.admission, now);
+    record({ invocation, consumed, auth }, p.admission, now);
   }
 
   async function drainAll(): Promise<void> {
@@ -688,7 +554,7 @@ export function createGateway(deps: GatewayDeps) {
      * closed next by the server.
      */
     cutCalls(): void {
-      for (const cancel of running) cancel.cancel(SHUTDOWN);
+      for (const relay of running) relay.cancel(SHUTDOWN);
     },
     /** Waits for the settlements and records started so far, then returns the quota leases not in use. */
     drain: drainAll,

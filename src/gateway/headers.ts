@@ -5,7 +5,6 @@
  * content type and what a client needs (the provider's request id, rate-limit
  * headers, retry-after), nothing else.
  */
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { AppError } from '../errors.js';
 
 const DROPPED = new Set([
@@ -41,33 +40,41 @@ const CR_LF = /[\r\n\0]/;
 
 export type ProtocolProfile = 'openai' | 'anthropic';
 
-/** Headers for the upstream request; throws 400 on a header value holding CR, LF or NUL. */
-export function upstreamHeaders(
-  incoming: IncomingHttpHeaders,
-  profile: ProtocolProfile,
-  apiKey: string,
-  contentLength: number,
-): Record<string, string | string[]> {
-  const connectionListed = new Set(
-    String(incoming.connection ?? '')
-      .split(',')
-      .map((s) => s.trim().toLowerCase())
-      .filter(Boolean),
-  );
-  const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(incoming)) {
-    if (value === undefined) continue;
-    if (DROPPED.has(name) || connectionListed.has(name) || name.startsWith('x-nexus-') || name.startsWith('proxy-')) continue;
-    const values = Array.isArray(value) ? value : [value];
-    for (const v of values) {
-      if (CR_LF.test(v)) throw new AppError('unsafe_proxy_request', `The header ${name} holds a line break`, { param: name });
-    }
-    out[name] = value;
+/** The first value of a header in node's rawHeaders (names as sent, any case), or undefined. */
+export function rawHeader(raw: string[], name: string): string | undefined {
+  for (let i = 0; i < raw.length; i += 2) {
+    const n = raw[i]!;
+    if (n.length === name.length && n.toLowerCase() === name) return raw[i + 1];
   }
-  if (profile === 'anthropic') out['x-api-key'] = apiKey;
-  else out['authorization'] = `Bearer ${apiKey}`;
-  out['accept-encoding'] = 'identity';
-  if (contentLength > 0) out['content-length'] = String(contentLength);
+  return undefined;
+}
+
+/**
+ * Headers for the upstream request, as undici takes them (name, value, ...), from the client's raw
+ * headers; throws 400 on a header value holding CR, LF or NUL.
+ */
+export function upstreamHeaders(raw: string[], profile: ProtocolProfile, apiKey: string, contentLength: number): string[] {
+  const connection = rawHeader(raw, 'connection');
+  const connectionListed = connection
+    ? new Set(
+        connection
+          .split(',')
+          .map((s) => s.trim().toLowerCase())
+          .filter(Boolean),
+      )
+    : undefined;
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (DROPPED.has(name) || connectionListed?.has(name) || name.startsWith('x-nexus-') || name.startsWith('proxy-')) continue;
+    const value = raw[i + 1]!;
+    if (CR_LF.test(value)) throw new AppError('unsafe_proxy_request', `The header ${name} holds a line break`, { param: name });
+    out.push(name, value);
+  }
+  if (profile === 'anthropic') out.push('x-api-key', apiKey);
+  else out.push('authorization', `Bearer ${apiKey}`);
+  out.push('accept-encoding', 'identity');
+  if (contentLength > 0) out.push('content-length', String(contentLength));
   return out;
 }
 
@@ -84,12 +91,12 @@ const PASSED_BACK = new Set([
   'anthropic-organization-id',
 ]);
 
-/** The upstream's answer headers a client needs. */
-export function clientHeaders(upstream: Record<string, string | string[] | undefined>): OutgoingHttpHeaders {
-  const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(upstream)) {
-    if (value === undefined) continue;
-    if (PASSED_BACK.has(name) || name.includes('ratelimit')) out[name] = value;
+/** The upstream's answer headers a client needs, added to `out` (name, value, ...). */
+export function clientHeaderList(upstream: Record<string, string | string[] | undefined>, out: string[]): void {
+  for (const name in upstream) {
+    if (!PASSED_BACK.has(name) && !name.includes('ratelimit')) continue;
+    const value = upstream[name];
+    if (typeof value === 'string') out.push(name, value);
+    else if (value) for (const v of value) out.push(name, v);
   }
-  return out;
 }

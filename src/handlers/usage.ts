@@ -10,8 +10,8 @@ export function usageHandlers({ invocations }: Services): HandlerMap {
       return page(result.items.map((row) => toInvocationDto(row)), result.nextCursor);
     }),
     getInvocation: handler<GetInvocationData>(async ({ actor, path }) => {
-      const { invocation, attempt, usageEvents } = await invocations.get(actor, path.invocationId);
-      return ok(toInvocationDto(invocation, attempt, usageEvents));
+      const { invocation, usageEvents } = await invocations.get(actor, path.invocationId);
+      return ok(toInvocationDto(invocation, usageEvents));
     }),
     listUsageEvents: handler<ListUsageEventsData>(async ({ actor, path, query }) => {
       const result = await invocations.listUsageEvents(actor, { ...query, workspaceId: path.workspaceId });

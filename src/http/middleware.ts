@@ -17,15 +17,20 @@ import type { RequestLocals } from './locals.js';
 export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflight: { count: number } }) {
   const logsRequests = () => deps.logger.isLevelEnabled('info');
 
+  /**
+   * `headerWritten`: the caller puts X-Request-Id into its answer itself (the gateway writes all
+   * its headers at once, and node's fast path for that wants none set before).
+   */
   function observe(
     req: IncomingMessage,
     res: ServerResponse,
     locals: RequestLocals,
     describe: () => { operationId: string | undefined; path: string },
+    headerWritten = false,
   ): void {
     locals.requestId = newId();
     locals.startedAt = process.hrtime.bigint();
-    res.setHeader('X-Request-Id', locals.requestId);
+    if (!headerWritten) res.setHeader('X-Request-Id', locals.requestId);
     deps.inflight.count++;
     let done = false;
     const finish = () => {

@@ -208,4 +208,22 @@ describe('settle, release and sweep', () => {
     await expect(database.db('usage_events').where({ reservation_id: reservationId }).del()).rejects.toThrow(/append-only/);
     await expect(database.db('quota_strategies').where({ id: strategy.id }).update({ quota_units: 1 })).rejects.toThrow(/immutable/);
   });
+
+  it('a second USAGE event of an invocation is refused by the database, whatever reservation it names', async () => {
+    const { access, period } = await provisionAccess(services, { quotaUnits: '1000' }, 'one-per-invocation');
+    const event = (kind: 'USAGE' | 'ADJUSTMENT', invocationId: string) => ({
+      id: newId(),
+      workspace_id: access.workspace_id,
+      workspace_access_id: access.id,
+      quota_period_id: period.id,
+      reservation_id: newId(),
+      invocation_id: invocationId,
+      kind,
+      units: 1,
+      created_at: new Date(),
+    });
+    const invocationId = newId();
+    await database.db('usage_events').insert([event('USAGE', invocationId), event('ADJUSTMENT', invocationId)]);
+    await expect(database.db('usage_events').insert(event('USAGE', invocationId))).rejects.toThrow(/usage_events_one_per_invocation/);
+  });
 });

@@ -1,6 +1,6 @@
 import type { InvocationAttemptDto, InvocationDto, UsageEventDto } from '../../../generated/client/types.gen.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
-import type { AttemptRow, InvocationRow } from './invocation-types.js';
+import type { InvocationRow } from './invocation-types.js';
 
 const iso = (d: Date | null | undefined) => (d ? { value: d.toISOString() } : undefined);
 const ms = (n: number | null) => (n === null || n === undefined ? undefined : Math.round(Number(n) * 1000) / 1000);
@@ -24,24 +24,26 @@ export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
   };
 }
 
-export function toAttemptDto(row: AttemptRow): InvocationAttemptDto {
+/** The invocation's attempt at the provider, when it made one. */
+export function toAttemptDto(row: InvocationRow): InvocationAttemptDto | undefined {
+  if (!row.attempt_id) return undefined;
   const dto: InvocationAttemptDto = {
-    id: row.id,
-    sequence: row.sequence,
+    id: row.attempt_id,
+    sequence: 1,
     providerConnectionId: row.provider_connection_id,
-    upstreamModel: row.upstream_model,
-    status: row.status,
-    startedAt: row.started_at.toISOString(),
+    upstreamModel: row.attempt_upstream_model ?? '',
+    status: row.attempt_status!,
+    startedAt: row.attempt_started_at!.toISOString(),
   };
-  if (row.first_token_at) dto.firstTokenAt = row.first_token_at.toISOString();
-  if (row.completed_at) dto.completedAt = row.completed_at.toISOString();
-  if (row.duration_ms !== null) dto.durationMs = ms(row.duration_ms)!;
-  if (row.http_status !== null) dto.httpStatus = row.http_status;
-  if (row.error_code) dto.errorCode = row.error_code;
+  if (row.attempt_first_token_at) dto.firstTokenAt = row.attempt_first_token_at.toISOString();
+  if (row.attempt_completed_at) dto.completedAt = row.attempt_completed_at.toISOString();
+  if (row.attempt_duration_ms !== null) dto.durationMs = ms(row.attempt_duration_ms)!;
+  if (row.attempt_http_status !== null) dto.httpStatus = row.attempt_http_status;
+  if (row.attempt_error_code) dto.errorCode = row.attempt_error_code;
   return dto;
 }
 
-export function toInvocationDto(row: InvocationRow, attempt?: AttemptRow, usageEvents?: UsageEventRow[]): InvocationDto {
+export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[]): InvocationDto {
   const dto: InvocationDto = {
     id: row.id,
     requestId: row.request_id,
@@ -68,7 +70,8 @@ export function toInvocationDto(row: InvocationRow, attempt?: AttemptRow, usageE
     providerTtftMs: ms(row.provider_ttft_ms),
   };
   for (const [k, v] of Object.entries(numbers)) if (v !== undefined) (dto as Record<string, unknown>)[k] = v;
-  if (attempt) dto.attempt = toAttemptDto(attempt);
+  const attempt = toAttemptDto(row);
+  if (attempt) dto.attempt = attempt;
   if (usageEvents) dto.usageEvents = usageEvents.map(toUsageEventDto);
   return dto;
 }

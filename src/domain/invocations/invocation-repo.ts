@@ -1,11 +1,11 @@
 /**
- * The Admin API's reads of invocations, invocation_attempts and usage_events. The gateway
+ * The Admin API's reads of invocations (each with its attempt) and usage_events. The gateway
  * writes them in one statement with the settlement (src/gateway/settlement.ts).
  */
 import type { Queryable } from '../../db/database.js';
 import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
-import type { AttemptRow, InvocationRow, InvocationStatus } from './invocation-types.js';
+import type { InvocationRow, InvocationStatus } from './invocation-types.js';
 
 /** `since`/`until` bound the invocation's start. */
 export interface InvocationFilter extends PageRequest, TimeRange {
@@ -27,10 +27,6 @@ export function createInvocationRepo(db: Queryable) {
   return {
     async findById(id: string, q: Queryable = db): Promise<InvocationRow | undefined> {
       return q('invocations').where({ id }).first();
-    },
-
-    async attemptOf(invocationId: string, q: Queryable = db): Promise<AttemptRow | undefined> {
-      return q('invocation_attempts').where({ invocation_id: invocationId }).orderBy('sequence', 'desc').first();
     },
 
     async usageEventsOf(invocationId: string, q: Queryable = db): Promise<UsageEventRow[]> {

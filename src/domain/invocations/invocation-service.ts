@@ -9,7 +9,7 @@ import type { Page } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { InvocationFilter, InvocationRepo, UsageEventFilter } from './invocation-repo.js';
-import type { AttemptRow, InvocationRow } from './invocation-types.js';
+import type { InvocationRow } from './invocation-types.js';
 
 export function createInvocationService(deps: { invocationRepo: InvocationRepo; workspaces: WorkspaceService }) {
   const { invocationRepo, workspaces } = deps;
@@ -19,15 +19,11 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
       return invocationRepo.list(filter);
     },
 
-    async get(
-      actor: Actor,
-      id: string,
-    ): Promise<{ invocation: InvocationRow; attempt: AttemptRow | undefined; usageEvents: UsageEventRow[] }> {
+    async get(actor: Actor, id: string): Promise<{ invocation: InvocationRow; usageEvents: UsageEventRow[] }> {
       const invocation = await invocationRepo.findById(id);
       if (!invocation) throw new AppError('invocation_not_found', 'Invocation not found');
       assertVisible(actor, invocation.workspace_id, 'invocation_not_found', 'Invocation');
-      const [attempt, usageEvents] = await Promise.all([invocationRepo.attemptOf(id), invocationRepo.usageEventsOf(id)]);
-      return { invocation, attempt, usageEvents };
+      return { invocation, usageEvents: await invocationRepo.usageEventsOf(id) };
     },
 
     async listUsageEvents(actor: Actor, filter: UsageEventFilter): Promise<Page<UsageEventRow>> {

@@ -29,20 +29,15 @@ export interface InvocationRow {
   nexus_ttft_ms: number | null;
   /** A Responses API call's response id, as the provider answered it (a later call may continue it). */
   upstream_response_id?: string | null;
+  /** Its attempt at the provider (a call refused before it has none): the InvocationAttemptDto's fields. */
+  attempt_id: string | null;
+  attempt_upstream_model: string | null;
+  attempt_status: AttemptStatus | null;
+  attempt_http_status: number | null;
+  attempt_error_code: string | null;
+  attempt_started_at: Date | null;
+  attempt_first_token_at: Date | null;
+  attempt_completed_at: Date | null;
+  attempt_duration_ms: number | null;
 }
 
-export interface AttemptRow {
-  id: string;
-  workspace_id: string;
-  invocation_id: string;
-  sequence: number;
-  provider_connection_id: string;
-  upstream_model: string;
-  status: AttemptStatus;
-  http_status: number | null;
-  error_code: string | null;
-  started_at: Date;
-  first_token_at: Date | null;
-  completed_at: Date | null;
-  duration_ms: number | null;
-}

@@ -3,7 +3,7 @@
  * (a call's reservation, or a gateway process's quota lease) is one atomic
  * statement, so concurrent holds can never overspend a period.
  */
-import { settlementCtes, jsonParam, type SettlementInput } from './settlement-sql.js';
+import { jsonParam, reservationSettlementCtes, type SettlementInput } from './settlement-sql.js';
 import type { Queryable } from '../../db/database.js';
 import type { QuotaPeriodRow } from './quota-types.js';
 
@@ -308,9 +308,8 @@ export function createQuotaRepo(db: Queryable) {
      * consumed: giveBackCarry follows (its own statement; it finds nothing to do elsewhere).
      */
     async settle(settlements: SettlementInput[], q: Queryable = db): Promise<{ id: string; reserved_units: bigint; units: bigint }[]> {
-      const result = await q.raw(`with ${settlementCtes} select r.id, r.quota_period_id, r.reserved_units, r.units from r`, {
+      const result = await q.raw(`with ${reservationSettlementCtes(':settlements')} select r.id, r.quota_period_id, r.reserved_units, r.units from r`, {
         settlements: jsonParam(settlements),
-        leaseCalls: '[]',
       });
       const rows = result.rows as { id: string; quota_period_id: string; reserved_units: bigint; units: bigint }[];
       for (const periodId of new Set(rows.map((r) => r.quota_period_id))) await giveBackCarry(periodId, q);

@@ -1,0 +1,311 @@
+/**
+ * One upstream call, its answer relayed to the client as it arrives. Built on
+ * undici's dispatch API: the answer's bytes go from undici's parser to the
+ * client's socket through this handler's callbacks, with no stream or async
+ * iterator in between (undici's `request()` wraps each answer in a Readable,
+ * which with node's HTTP server made the bare passthrough cost about half as
+ * much again here). Backpressure both ways: a client that reads slowly pauses
+ * the upstream's socket until it drains.
+ *
+ * On the way the usage inspector reads the answer (an SSE stream event by
+ * event, a JSON answer whole at its end), the provider's key is masked, and the
+ * times the records want are taken. The answer's headers go out in one
+ * writeHead: the gateway's own, then those of the upstream a client needs.
+ */
+import type { ServerResponse } from 'node:http';
+import type { Transform } from 'node:stream';
+import type { Dispatcher } from 'undici';
+import { clientHeaderList } from './headers.js';
+import { SseMeter, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import { SecretMask, type MaskedKey } from './secret-mask.js';
+import { decoderFor } from './upstreams.js';
+
+/** A JSON answer larger than this is passed through but not read for usage (charged at the reservation). */
+const MAX_JSON_USAGE_BYTES = 32 * 1024 * 1024;
+
+const now = () => process.hrtime.bigint();
+
+export interface RelayRequest {
+  method: string;
+  path: string;
+  /** Name, value, name, value... as undici takes them. */
+  headers: string[];
+  body: Buffer;
+  timeoutMs: number;
+}
+
+export interface RelayOptions {
+  /** The gateway's request id: the answer's x-request-id too, unless the provider sent its own. */
+  requestId: string;
+  /** Headers every answer carries (x-nexus-request-id, metering status, quota). */
+  answerHeaders: string[];
+  /** The call's inspector and what it made of the request; none for an unmetered call. */
+  inspector: Inspector | undefined;
+  prepared: PreparedCall | undefined;
+  /** The provider's key as the mask looks for it (null: too short to look for). */
+  maskedKey: MaskedKey | null;
+  /** A Responses API answer's id, with its input and output tokens, as soon as they are known. */
+  onResponse?: ((responseId: string, tokens: bigint) => void) | undefined;
+}
+
+/** How an upstream call ended. */
+export type RelayEnd =
+  /** The whole answer reached the client (or, for a call read to its end, was read). */
+  | 'complete'
+  /** No answer came: refused, reset, DNS failure, timeout before the headers, or cancelled first. */
+  | 'unanswered'
+  /** The answer broke off after its headers (reset, malformed, timeout, cancelled). */
+  | 'broken';
+
+export class Relay implements Dispatcher.DispatchHandler {
+  /** The upstream's status, once its answer began. */
+  status: number | undefined;
+  end: RelayEnd | undefined;
+  /** What stopped the call short: the upstream's error, or the reason it was cancelled. */
+  error: Error | undefined;
+  /** Why the call was cancelled on our side (the client left, a shutdown), if it was. */
+  cancelReason: Error | undefined;
+  clientGone = false;
+  readonly tStart = now();
+  tFirstUpstream: bigint | undefined;
+  tFirstClient: bigint | undefined;
+  tUpstreamEnd: bigint | undefined;
+  usage: Usage | null = null;
+  usageComplete = false;
+  /** SSE data events seen (about one token each). */
+  dataEvents = 0;
+  model: string | null = null;
+  responseId: string | null = null;
+
+  private controller: Dispatcher.DispatchController | undefined;
+  private meter: SseMeter | null = null;
+  private rewriting = false;
+  private jsonChunks: Buffer[] | null = null;
+  private jsonSize = 0;
+  private responseNoted = false;
+  private mask: SecretMask | undefined;
+  private decoder: Transform | undefined;
+  private headersFlush: NodeJS.Immediate | undefined;
+  private waitingDrain = false;
+  /** A metered answer that is not streamed is read to its end even when the client has left (see gateway.ts). */
+  private readonly readToEnd: boolean;
+  private resolve!: () => void;
+  readonly done: Promise<void>;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly options: RelayOptions,
+  ) {
+    this.readToEnd = Boolean(options.inspector && options.prepared && !options.prepared.stream);
+    this.done = new Promise((r) => (this.resolve = r));
+    res.on('close', this.onClientClose);
+  }
+
+  /** Sends the request; `done` resolves once the call has ended, however it ended. */
+  start(pool: Dispatcher, request: RelayRequest): Promise<void> {
+    // A client that left while the call was admitted is gone already (its 'close' will not come again) and nothing
+    // has been asked of the provider yet: the call is not made.
+    if (this.res.destroyed) {
+      this.clientGone = true;
+      this.cancelReason = new Error('The client closed the connection before the provider was called');
+      this.stop('unanswered', this.cancelReason);
+      return this.done;
+    }
+    pool.dispatch(
+      {
+        method: request.method as Dispatcher.HttpMethod,
+        path: request.path,
+        headers: request.headers,
+        body: request.body.length ? request.body : null,
+        headersTimeout: request.timeoutMs,
+        bodyTimeout: request.timeoutMs,
+      },
+      this,
+    );
+    return this.done;
+  }
+
+  /** Stops the call (the client left, or a shutdown cut it); it ends as unanswered or broken. */
+  cancel(reason: Error): void {
+    if (this.cancelReason || this.end) return;
+    this.cancelReason = reason;
+    this.controller?.abort(reason);
+  }
+
+  private readonly onClientClose = (): void => {
+    if (this.res.writableFinished || this.end) return;
+    this.clientGone = true;
+    if (!this.readToEnd) this.cancel(new Error('The client closed the connection'));
+    else if (this.controller?.paused) this.controller.resume();
+  };
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.cancelReason) controller.abort(this.cancelReason);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, status: number, headers: Record<string, string | string[] | undefined>): void {
+    if (status < 200) return; // 1xx: informational, the answer is still to come
+    this.status = status;
+    const { inspector, prepared } = this.options;
+    const contentType = String(headers['content-type'] ?? '');
+    const isStream = contentType.startsWith('text/event-stream');
+    const reading = Boolean(inspector && prepared && status < 300);
+    if (reading && isStream) {
+      this.meter = new SseMeter(inspector!, prepared!.usageInjected);
+      this.rewriting = prepared!.usageInjected;
+    } else if (reading) {
+      this.jsonChunks = [];
+    }
+    const out = this.options.answerHeaders.slice();
+    if (headers['x-request-id'] === undefined) out.push('x-request-id', this.options.requestId);
+    clientHeaderList(headers, out);
+    const encoded = headers['content-encoding'];
+    const decoder = decoderFor(encoded);
+    if (decoder === null) out.push('content-encoding', String(encoded));
+    else if (decoder) this.decode(decoder);
+    // Forwarded byte for byte: the length is known, so the answer goes out unchunked.
+    const length = headers['content-length'];
+    if (!decoder && !this.rewriting && typeof length === 'string' && status !== 204 && status !== 304) out.push('content-length', length);
+    if (isStream) out.push('cache-control', 'no-cache');
+    this.res.writeHead(status, out);
+    // The provider's key, should the upstream echo it, never reaches the client.
+    if (this.options.maskedKey) this.mask = new SecretMask(this.options.maskedKey);
+    if (isStream) {
+      // The headers go out with the first event when it came with them (one write), else on their own at once.
+      this.headersFlush = setImmediate(() => {
+        if (!this.res.headersSent && !this.res.destroyed) this.res.flushHeaders();
+      });
+    }
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.status === undefined) return; // a 1xx answer's body (none in practice)
+    this.tFirstUpstream ??= now();
+    if (this.decoder) {
+      if (!this.decoder.write(chunk)) {
+        controller.pause();
+        this.decoder.once('drain', () => controller.resume());
+      }
+      return;
+    }
+    if (!this.take(chunk)) this.waitForClient(() => controller.resume(), () => controller.pause());
+  }
+
+  onResponseEnd(): void {
+    if (this.status === undefined) return;
+    this.tUpstreamEnd = now();
+    if (this.decoder) this.decoder.end();
+    else this.finish();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    this.tUpstreamEnd ??= now();
+    this.stop(this.status === undefined ? 'unanswered' : 'broken', this.cancelReason ?? err);
+  }
+
+  /** The answer's bytes (decoded), on their way to the client; false when the client cannot take more now. */
+  private take(chunk: Buffer): boolean {
+    let out: Buffer | string = chunk;
+    const meter = this.meter;
+    if (meter) {
+      const kept = meter.push(chunk);
+      if (this.rewriting) out = kept;
+      // A Responses API client may continue this response as soon as it reads its last event, before the stream
+      // ends and the call is settled: it is told as soon as the meter has its id and usage.
+      if (meter.responseId !== null && !this.responseNoted && meter.complete) {
+        this.responseNoted = true;
+        this.options.onResponse?.(meter.responseId, meter.usage!.inputTokens + meter.usage!.outputTokens);
+      }
+    } else if (this.jsonChunks && this.jsonSize <= MAX_JSON_USAGE_BYTES) {
+      this.jsonChunks.push(chunk);
+      this.jsonSize += chunk.length;
+    }
+    if (this.clientGone) return true;
+    if (this.mask) out = typeof out === 'string' ? this.mask.pushEvents(out) : this.mask.push(out);
+    if (out.length === 0) return true;
+    this.tFirstClient ??= now();
+    return this.res.write(out);
+  }
+
+  /** Pauses the source until the client drains (or leaves: a call read to its end reads on). */
+  private waitForClient(resume: () => void, pause: () => void): void {
+    if (this.waitingDrain || this.res.destroyed) return;
+    this.waitingDrain = true;
+    pause();
+    const go = () => {
+      this.res.off('drain', go);
+      this.res.off('close', go);
+      this.waitingDrain = false;
+      resume();
+    };
+    this.res.on('drain', go);
+    this.res.on('close', go);
+  }
+
+  private decode(decoder: Transform): void {
+    this.decoder = decoder;
+    decoder.on('data', (chunk: Buffer) => {
+      if (!this.take(chunk)) this.waitForClient(() => decoder.resume(), () => decoder.pause());
+    });
+    decoder.on('end', () => this.finish());
+    // Corrupt data fails the answer as a broken stream.
+    decoder.on('error', (err: Error) => {
+      this.tUpstreamEnd ??= now();
+      this.controller?.abort(err);
+      this.stop('broken', err);
+    });
+  }
+
+  private finish(): void {
+    if (this.end) return;
+    clearImmediate(this.headersFlush);
+    if (!this.clientGone) {
+      if (this.meter) {
+        const tail = this.meter.end();
+        if (tail) this.res.write(this.mask ? this.mask.pushEvents(tail) : tail);
+      }
+      const held = this.mask?.end();
+      if (held?.length) this.res.write(held);
+      this.res.end();
+    } else {
+      this.meter?.end();
+    }
+    this.read();
+    this.end = 'complete';
+    this.done_();
+  }
+
+  private stop(end: RelayEnd, error: Error): void {
+    if (this.end) return;
+    this.tUpstreamEnd ??= now();
+    clearImmediate(this.headersFlush);
+    this.end = end;
+    this.error = error;
+    this.decoder?.destroy();
+    if (end === 'broken' || this.cancelReason) this.res.destroy();
+    if (end === 'broken') this.read();
+    this.done_();
+  }
+
+  /** What the stream's meter read. */
+  private read(): void {
+    const meter = this.meter;
+    if (!meter) return;
+    this.usage = meter.usage;
+    this.usageComplete = meter.complete;
+    this.dataEvents = meter.dataEvents;
+    this.model = meter.model;
+    this.responseId = meter.responseId;
+  }
+
+  private done_(): void {
+    this.res.off('close', this.onClientClose);
+    this.resolve();
+  }
+
+  /** A metered JSON answer's text as read (whole or not), for its usage; null when there is none to read. */
+  jsonAnswer(): string | null {
+    return this.jsonChunks ? Buffer.concat(this.jsonChunks).toString('utf8') : null;
+  }
+}
