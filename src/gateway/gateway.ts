@@ -156,12 +156,14 @@ export function createGateway(deps: GatewayDeps) {
     now: Date,
   ): void {
     const take = admission ? leases.settle(admission, call.consumed?.units ?? null) : 0n;
-    // Model names come from opaque bodies: one PostgreSQL cannot store would fail the record and leave the call uncharged.
+    // Model names and response ids come from opaque bodies: one PostgreSQL cannot store would fail the record and leave
+    // the call uncharged.
     call.invocation.requested_model = storableText(call.invocation.requested_model, MAX_MODEL_LENGTH);
     if (call.invocation.attempt_upstream_model) {
       call.invocation.attempt_upstream_model = storableText(call.invocation.attempt_upstream_model, MAX_MODEL_LENGTH);
     }
     if (call.consumed?.model) call.consumed.model = storableText(call.consumed.model, MAX_MODEL_LENGTH);
+    if (call.invocation.upstream_response_id) call.invocation.upstream_response_id = storableText(call.invocation.upstream_response_id, 256);
     recorder.record(
       {
         invocation: call.invocation,

@@ -362,6 +362,18 @@ describe('openai profile through the openai SDK', () => {
     const after = await periodOf(t, oa.accessId);
     expect(after.consumed - before.consumed).toBe(units(20, 0, 5));
   });
+
+  it('records and charges a Responses API call whose response id PostgreSQL could not store as it came', async () => {
+    const before = await periodOf(t, oa.accessId);
+    const id = JSON.stringify('resp_\u0000\ud800');
+    const resp = await openai(oa, { 'x-fake-usage': '20,5,0', 'x-fake-response-id': id }).responses.create({ model: 'gpt-r', input: 'hi', max_output_tokens: 10 });
+    expect(resp.id).toBe('resp_\u0000\ud800');
+    await t.nexus.gateway.drain();
+    const [row] = await t.database.db('invocations').where({ workspace_access_id: oa.accessId }).orderBy('id', 'desc').limit(1);
+    expect(row).toMatchObject({ status: 'SUCCEEDED', upstream_response_id: 'resp_\ufffd\ufffd' });
+    const after = await periodOf(t, oa.accessId);
+    expect(after.consumed - before.consumed).toBe(units(20, 0, 5));
+  });
 });
 
 describe('an upstream that echoes the request', () => {

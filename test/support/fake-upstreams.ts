@@ -15,6 +15,7 @@
  *                 gzip      chat completions answer gzip-compressed (JSON or SSE), whatever was asked
  *                 late      a JSON chat completion answers after x-fake-delay-ms (default 200) ms
  *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
+ *   x-fake-response-id: a responses API answer's id (JSON-decoded, so it may hold any character)
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { gzipSync } from 'node:zlib';
@@ -226,7 +227,7 @@ export function startOpenAiUpstream(options: { apiKey: string }): Promise<FakeUp
         total_tokens: u.input + u.output,
       };
       const response = {
-        id: `resp_${counter}`,
+        id: req.headers['x-fake-response-id'] ? (JSON.parse(String(req.headers['x-fake-response-id'])) as string) : `resp_${counter}`,
         object: 'response',
         created_at: 1_700_000_000,
         status: 'completed',
