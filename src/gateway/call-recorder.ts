@@ -1,12 +1,11 @@
 /**
  * What happens after the response's last byte, off the critical path: the
- * call's settlement, invocation, attempt and usage events, written by
- * settlement.ts. Calls that end within GROUP_WINDOW_MS of each other, or
+ * call's settlement, invocation (with its attempt) and usage events, written
+ * by settlement.ts from the rows' JSON made when the call ended. Calls that end within GROUP_WINDOW_MS of each other, or
  * while a write is in flight, are written together by the next statement
  * (group commit): one statement per batch, however busy the gateway. A failed
  * batch is retried call by call with backoff; if the database stays away the
- * call goes uncharged: its lease returns the units when released (a plain
- * reservation stays HELD until the sweeper releases it). `onWritten` tells the
+ * call goes uncharged: its lease returns the units when released. `onWritten` tells the
  * lease when its calls are on disk. Also the key's lastRequestAt, at most once
  * a minute per key.
  */
@@ -14,9 +13,10 @@ import type { Db } from '../db/database.js';
 import type { Logger } from '../observability/logger.js';
 import { namedQuery } from './gateway-db.js';
 import { withRetries } from './retry.js';
-import { recordCalls, type CallToRecord } from './settlement.js';
+import { recordCalls, type CallRows } from './settlement.js';
 
-export interface CallRecord extends CallToRecord {
+export interface CallRecord extends CallRows {
+  requestId: string;
   keyId: string;
   lastRequestAt: Date | null;
   /** Called once the record is written, or given up after the retries. */
@@ -46,8 +46,7 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
     } catch (err) {
       logger.error({
         msg: "gateway settlement failed; the call goes uncharged (a reservation's units return through the sweeper, a lease's when it is released)",
-        requestId: record.invocation.request_id,
-        reservationId: record.invocation.reservation_id,
+        requestId: record.requestId,
         error: (err as Error).message,
       });
     }

@@ -34,7 +34,7 @@ import { rawHeader, upstreamHeaders } from './headers.js';
 import { inspectorFor, modelNamedIn, prepareCall, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
 import { parseGatewayUrl } from './path-safety.js';
 import { maskedKey, type MaskedKey } from './secret-mask.js';
-import type { Consumption } from './settlement.js';
+import { callRows, type Consumption } from './settlement.js';
 import { Relay } from './relay.js';
 import { createUpstreamPools } from './upstreams.js';
 
@@ -164,13 +164,18 @@ export function createGateway(deps: GatewayDeps) {
     }
     if (call.consumed?.model) call.consumed.model = storableText(call.consumed.model, MAX_MODEL_LENGTH);
     if (call.invocation.upstream_response_id) call.invocation.upstream_response_id = storableText(call.invocation.upstream_response_id, 256);
+    const rows = callRows({
+      invocation: call.invocation,
+      ...(admission ? { lease: { id: admission.lease.id, bound: admission.bound, take } } : {}),
+      consumed: call.consumed,
+    });
     recorder.record(
       {
-        invocation: call.invocation,
-        ...(admission ? { lease: { id: admission.lease.id, bound: admission.bound, take }, onWritten: () => leases.written(admission) } : {}),
-        consumed: call.consumed,
+        ...rows,
+        requestId: call.invocation.request_id,
         keyId: call.auth.key_id,
         lastRequestAt: call.auth.last_request_at,
+        ...(admission ? { onWritten: () => leases.written(admission) } : {}),
       },
       now,
     );

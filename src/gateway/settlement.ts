@@ -10,7 +10,8 @@
 import type { NamedQuery } from './gateway-db.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import { newId } from '../ids.js';
-import { jsonParam, leaseCallSettlementCtes, type LeaseCallSettlement } from '../domain/quota/settlement-sql.js';
+import { leaseCallSettlementCtes } from '../domain/quota/settlement-sql.js';
+import { jsonArray, RowJson } from './row-json.js';
 
 export interface Consumption {
   units: bigint;
@@ -50,27 +51,79 @@ with ${leaseCallSettlementCtes('$1')}, inv as (
 )
 select count(*) as n from settled`;
 
+/** A call's rows as JSON text (row-json.ts), made when it ends. */
+export interface CallRows {
+  invocation: string;
+  /** Its settlement on its lease (a LeaseCallSettlement), when it was charged. */
+  leaseCall: string | null;
+}
+
+export function callRows(c: CallToRecord): CallRows {
+  const i = c.invocation;
+  const invocation = new RowJson()
+    .raw('id', '"' + i.id + '"')
+    .raw('workspace_id', '"' + i.workspace_id + '"')
+    .raw('workspace_access_id', '"' + i.workspace_access_id + '"')
+    .raw('provider_connection_id', '"' + i.provider_connection_id + '"')
+    .raw('inference_key_id', '"' + i.inference_key_id + '"')
+    .str('request_id', i.request_id)
+    .str('trace_id', i.trace_id)
+    .str('method', i.method)
+    .str('endpoint', i.endpoint)
+    .str('requested_model', i.requested_model)
+    .str('status', i.status)
+    .str('metering_status', i.metering_status)
+    .raw('streamed', i.streamed ? 'true' : 'false')
+    .str('reservation_id', i.reservation_id)
+    .big('quota_units', i.quota_units)
+    .str('error_code', i.error_code)
+    .time('started_at', i.started_at)
+    .time('first_token_at', i.first_token_at)
+    .time('completed_at', i.completed_at)
+    .num('total_latency_ms', i.total_latency_ms)
+    .num('provider_latency_ms', i.provider_latency_ms)
+    .num('nexus_latency_ms', i.nexus_latency_ms)
+    .num('total_ttft_ms', i.total_ttft_ms)
+    .num('provider_ttft_ms', i.provider_ttft_ms)
+    .num('nexus_ttft_ms', i.nexus_ttft_ms)
+    .str('upstream_response_id', i.upstream_response_id)
+    .str('attempt_id', i.attempt_id)
+    .str('attempt_upstream_model', i.attempt_upstream_model)
+    .str('attempt_status', i.attempt_status)
+    .num('attempt_http_status', i.attempt_http_status)
+    .str('attempt_error_code', i.attempt_error_code)
+    .time('attempt_started_at', i.attempt_started_at)
+    .time('attempt_first_token_at', i.attempt_first_token_at)
+    .time('attempt_completed_at', i.attempt_completed_at)
+    .num('attempt_duration_ms', i.attempt_duration_ms)
+    .done();
+  // A call charged nothing moves nothing on its lease and has no event.
+  if (!c.lease || !c.consumed) return { invocation, leaseCall: null };
+  const leaseCall = new RowJson()
+    .raw('lease_id', '"' + c.lease.id + '"')
+    .big('bound', c.lease.bound)
+    .big('take', c.lease.take)
+    .big('units', c.consumed.units)
+    .raw('charged', 'true')
+    .raw('usage_id', '"' + newId() + '"')
+    .str('adjustment_id', c.consumed.units > c.lease.bound ? newId() : null)
+    .raw('invocation_id', '"' + i.id + '"')
+    .big('input_tokens', c.consumed.inputTokens)
+    .big('cached_tokens', c.consumed.cachedInputTokens)
+    .big('output_tokens', c.consumed.outputTokens)
+    .str('model', c.consumed.model)
+    .time('at', i.completed_at ?? new Date())
+    .done();
+  return { invocation, leaseCall };
+}
+
 /** Records the calls in one statement (all or nothing). */
-export async function recordCalls(query: NamedQuery, calls: CallToRecord[]): Promise<void> {
-  const leaseCalls: LeaseCallSettlement[] = [];
+export async function recordCalls(query: NamedQuery, calls: CallRows[]): Promise<void> {
+  const invocations: string[] = [];
+  const leaseCalls: string[] = [];
   for (const c of calls) {
-    // A call charged nothing moves nothing on its lease and has no event.
-    if (!c.lease || !c.consumed) continue;
-    leaseCalls.push({
-      lease_id: c.lease.id,
-      bound: c.lease.bound,
-      take: c.lease.take,
-      units: c.consumed.units,
-      charged: true,
-      usage_id: newId(),
-      adjustment_id: c.consumed.units > c.lease.bound ? newId() : null,
-      invocation_id: c.invocation.id,
-      input_tokens: c.consumed.inputTokens,
-      cached_tokens: c.consumed.cachedInputTokens,
-      output_tokens: c.consumed.outputTokens,
-      model: c.consumed.model,
-      at: c.invocation.completed_at ?? new Date(),
-    });
+    invocations.push(c.invocation);
+    if (c.leaseCall) leaseCalls.push(c.leaseCall);
   }
-  await query('nexus_record_calls', SQL, [jsonParam(leaseCalls), jsonParam(calls.map((c) => c.invocation))]);
+  await query('nexus_record_calls', SQL, [jsonArray(leaseCalls), jsonArray(invocations)]);
 }
