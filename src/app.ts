@@ -153,7 +153,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   app.use(observer.middleware((req) => api.operationIdOf(req)));
   // The gateway's paths never enter express: it reads its own raw body, and express's routing and
   // response helpers were ~15% of a gateway call's CPU.
-  const gateway = createGateway(services);
+  const gateway = createGateway({ ...services, metrics });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     if (!isGatewayPath(req.url!)) {
       app(req, res);

@@ -26,6 +26,7 @@ import { writeError } from '../http/api.js';
 import type { RequestLocals } from '../http/locals.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
 import { createAuthCache, type AuthRow } from './auth-cache.js';
 import { createCallRecorder } from './call-recorder.js';
 import { createGatewayDb } from './gateway-db.js';
@@ -53,6 +54,8 @@ const MAX_MODEL_LENGTH = 256;
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
 
 export interface GatewayDeps {
+  /** Where the gateway counts what it does beyond the request metrics (optional: tests build gateways without). */
+  metrics?: Metrics;
   db: Db;
   config: Config;
   clock: Clock;
@@ -147,6 +150,7 @@ export function createGateway(deps: GatewayDeps) {
     logger,
     ttlMs: config.reservationTtlMs,
     idleMs: config.quotaLeaseIdleMs,
+    ...(deps.metrics ? { onStatement: deps.metrics.leaseStatement } : {}),
   });
 
   /** Settles the call on its lease and records it; the lease learns when the record is written. */

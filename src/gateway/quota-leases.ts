@@ -11,8 +11,10 @@
  * any number of processes: what a process admits it already holds.
  *
  * - A lease too small for a call is extended by what is missing plus headroom
- *   (LEASE_CALLS bounds, at most an eighth of what the period has beyond the
- *   need) in one statement; calls that arrive meanwhile wait for it. When the
+ *   (LEASE_CALLS bounds, doubled at each extension of the same lease up to
+ *   MAX_LEASE_CALLS: a busy access's lease is extended a few times, not once
+ *   every sixteen calls; always at most an eighth of what the period has beyond
+ *   the need) in one statement; calls that arrive meanwhile wait for it. When the
  *   period cannot cover the missing part, the call is refused (429), as a call
  *   reservation would be.
  * - A refusal is remembered for REFUSAL_MEMORY_MS per period: while what the
@@ -45,6 +47,8 @@ import { withRetries } from './retry.js';
 
 /** Headroom a lease asks for beyond the missing units, in call bounds. */
 const LEASE_CALLS = 16n;
+/** The most a lease's headroom grows to, in call bounds. */
+const MAX_LEASE_CALLS = 1024n;
 /** A lease takes at most this fraction of what the period has, beyond what a call needs (1/8). */
 const AVAILABLE_SHARE = 8;
 /** How long a refusal's figure of the period is trusted: a burst at an exhausted quota costs one statement. */
@@ -63,6 +67,8 @@ interface Lease {
   held: bigint;
   /** Sum of the bounds of the calls admitted and not yet settled. */
   inflight: bigint;
+  /** Call bounds of headroom its next extension asks for (LEASE_CALLS, doubling). */
+  headroomCalls: bigint;
   /** What the period had available outside this lease at the last database answer. */
   outside: bigint;
   /** Calls settled whose records are not written yet. */
@@ -90,8 +96,19 @@ export type AdmitResult = { ok: true; admission: Admission; remaining: bigint } 
 const max = (a: bigint, b: bigint) => (a > b ? a : b);
 const free = (lease: Lease) => lease.held - lease.inflight;
 
-export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger: Logger; ttlMs: number; idleMs: number }) {
+export type LeaseStatement = 'acquire' | 'extend' | 'renew' | 'release';
+
+export function createQuotaLeases(deps: {
+  repo: QuotaRepo;
+  clock: Clock;
+  logger: Logger;
+  ttlMs: number;
+  idleMs: number;
+  /** Told of each statement a lease makes (metrics). */
+  onStatement?: (kind: LeaseStatement) => void;
+}) {
   const { repo, clock, logger, ttlMs, idleMs } = deps;
+  const counted = deps.onStatement ?? (() => {});
   /** The lease admitting calls, per period. */
   const current = new Map<string, Lease>();
   /** The one acquisition or extension under way, per period: other calls wait for it. */
@@ -115,6 +132,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
     const expiresAt = new Date(now.getTime() + ttlMs);
     if (!lease) {
       const id = newId();
+      counted('acquire');
       const answer = await repo.hold({ id, ...target, need, want, share: AVAILABLE_SHARE, kind: 'LEASE', requestId, now, expiresAt });
       if (answer.held !== null) {
         current.set(target.periodId, {
@@ -122,6 +140,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
           target,
           held: answer.held,
           inflight: 0n,
+          headroomCalls: LEASE_CALLS,
           outside: answer.remaining!,
           unwritten: 0,
           expiresAtMs: expiresAt.getTime(),
@@ -134,6 +153,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
       }
       return answer;
     }
+    counted('extend');
     const answer = await repo.extendLease({ leaseId: lease.id, ...target, need, want, share: AVAILABLE_SHARE, now, expiresAt });
     if (!answer.leased) {
       // Expired by the sweeper: whatever it held went back to the period.
@@ -142,6 +162,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
       retire(lease);
     } else if (answer.held !== null) {
       lease.held += answer.held;
+      if (lease.headroomCalls < MAX_LEASE_CALLS) lease.headroomCalls *= 2n;
       lease.outside = answer.remaining!;
       lease.expiresAtMs = expiresAt.getTime();
     } else if (answer.periodOver) {
@@ -163,6 +184,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
     lease.releasing = true;
     retiring.delete(lease);
     if (lease.lost) return;
+    counted('release');
     const done = withRetries(() => repo.releaseLease(lease.id, clock.now()))
       // Its unused units are back in the period: a refusal remembered there no longer holds.
       .then(() => void refused.delete(lease.target.periodId))
@@ -189,6 +211,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
     if ((lease.inflight === 0n && lease.unwritten === 0) || lease.lost || lease.releasing || renewing.has(lease)) return;
     if (lease.expiresAtMs >= until || lease.expiresAtMs - nowMs >= ttlMs / 2) return;
     renewing.add(lease);
+    counted('renew');
     repo
       .renewLease(lease.id, new Date(until))
       .then((held) => {
@@ -240,7 +263,7 @@ export function createQuotaLeases(deps: { repo: QuotaRepo; clock: Clock; logger:
         if (known && known.untilMs > clock.now().getTime() && need > known.available) {
           return { ok: false, available: known.available + (lease ? max(free(lease), 0n) : 0n), periodOver: false };
         }
-        const want = exact ? need : need + max(bound * LEASE_CALLS, lease?.inflight ?? 0n);
+        const want = exact ? need : need + max(bound * (lease?.headroomCalls ?? LEASE_CALLS), lease?.inflight ?? 0n);
         const growth = grow(target, lease, need, want);
         growing.set(target.periodId, growth);
         let answer: Awaited<typeof growth>;

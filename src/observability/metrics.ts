@@ -17,8 +17,17 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers: [registry],
   });
+  const leaseStatements = new Counter({
+    name: 'nexus_quota_lease_statements_total',
+    help: "The gateway's quota lease statements by kind (acquire, extend, renew, release): its database round trips outside the calls' records",
+    labelNames: ['kind'] as const,
+    registers: [registry],
+  });
   return {
     registry,
+    leaseStatement(kind: 'acquire' | 'extend' | 'renew' | 'release') {
+      leaseStatements.inc({ kind });
+    },
     observe(operation: string, method: string, status: number, seconds: number) {
       requests.inc({ operation, method, status: String(status) });
       latency.observe({ operation, method }, seconds);

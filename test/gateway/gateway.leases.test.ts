@@ -45,6 +45,12 @@ function call(who: Tenant, base = who.gatewayBaseUrl, headers: Record<string, st
   });
 }
 
+/** How many lease statements of this kind the app has made (its /metrics). */
+async function leaseStatements(kind: 'acquire' | 'extend' | 'renew' | 'release'): Promise<number> {
+  const metrics = await (await fetch(`${t.url}/metrics`)).text();
+  return Number(new RegExp(`^nexus_quota_lease_statements_total\\{kind="${kind}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+}
+
 const leasesOf = (accessId: string) =>
   t.database.db('quota_reservations').where({ workspace_access_id: accessId, kind: 'LEASE' }).orderBy('created_at');
 
@@ -85,6 +91,17 @@ describe('one process', () => {
     expect(events).toHaveLength(5);
     expect(events.every((e) => e.kind === 'USAGE' && BigInt(e.units) === 20n)).toBe(true);
     expect(events.map((e) => e.invocation_id).sort()).toEqual(invocations.map((i) => i.id).sort());
+  });
+
+  it("grows a busy access's lease: 200 calls that each use their whole bound take a few extensions, not one per 16 calls", async () => {
+    const tenant = await tenantWith(10_000_000n);
+    const whole = { 'x-fake-usage': `${Buffer.byteLength(BODY)},10,0` };
+    const before = await leaseStatements('extend');
+    for (let i = 0; i < 200; i++) expect((await call(tenant, tenant.gatewayBaseUrl, whole)).status).toBe(200);
+    // The headroom doubles at each extension (16, 32, 64, 128 bounds...): four here, where a fixed 16 took eleven.
+    expect((await leaseStatements('extend')) - before).toBeLessThanOrEqual(5);
+    await t.nexus.gateway.drain();
+    expect(await periodOf(t, tenant.accessId)).toEqual({ granted: 10_000_000n, reserved: 0n, consumed: 200n * BOUND });
   });
 
   it('returns an idle lease to the period by itself, within the idle bound', async () => {
