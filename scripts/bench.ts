@@ -17,6 +17,7 @@
  * BENCH_TARGETS='floor;nexus' measures only those targets, separated by ';' (their names: direct, floor,
  * nexus, 'nexus, 1 user', 'nexus, unmetered'); the ratios need floor and nexus.
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
+ * BENCH_NODE_FLAGS='--max-semi-space-size=32' passes node/V8 flags to the Nexus process (to compare them);
  * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
  * schema, dropped at the end.
@@ -144,7 +145,7 @@ async function runNexus(schema: string): Promise<void> {
 // ---- the driver ----------------------------------------------------------------------------
 function start(name: string, args: string[], env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string }> {
   const self = fileURLToPath(import.meta.url);
-  const nodeArgs = ['--import', 'tsx'];
+  const nodeArgs = [...(name === 'nexus' && process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(' ') : []), '--import', 'tsx'];
   if (name === 'nexus' && process.env.BENCH_PROFILE) nodeArgs.push('--cpu-prof', '--cpu-prof-dir=bench-profiles');
   const child = spawn(process.execPath, [...nodeArgs, self, `--role=${name}`, ...args], {
     env: { ...process.env, ...env },
@@ -421,9 +422,10 @@ async function main(): Promise<void> {
       const fl = rows.find((r) => r.target === 'floor' && r.mode === mode);
       const nx = rows.find((r) => r.target === 'nexus' && r.mode === mode);
       if (!fl || !nx) continue;
-      const one = rows.find((r) => r.target === 'nexus, 1 user' && r.mode === mode) ?? { rps: NaN };
+      const one = rows.find((r) => r.target === 'nexus, 1 user' && r.mode === mode);
+      const share = (r: Row | undefined) => (r ? `${((100 * r.rps) / fl.rps).toFixed(1)}%` : '-');
       const ttfbDelta = nx.ttfb50 !== undefined && fl.ttfb50 !== undefined ? f(nx.ttfb50 - fl.ttfb50) : '-';
-      console.log(`| ${mode} | ${((100 * nx.rps) / fl.rps).toFixed(1)}% | ${((100 * one.rps) / fl.rps).toFixed(1)}% | ${f(nx.lightP50 - fl.lightP50)} | ${f(nx.lightP99 - fl.lightP99)} | ${ttfbDelta} |`);
+      console.log(`| ${mode} | ${share(nx)} | ${share(one)} | ${f(nx.lightP50 - fl.lightP50)} | ${f(nx.lightP99 - fl.lightP99)} | ${ttfbDelta} |`);
     }
   } finally {
     for (const child of children.reverse()) child.kill('SIGTERM');

@@ -105,9 +105,9 @@ lc as (
 /**
  * Rows as a JSON parameter: bigints as decimal strings, dates as ISO strings,
  * null fields left out (a missing key reads as NULL, and the text to build and
- * parse is shorter). Written out by hand because the gateway serializes every
- * call it records and JSON.stringify with a replacer function was ~30% slower;
- * the keys are column names, which need no escaping.
+ * parse is shorter); the keys are column names, which need no escaping. The
+ * Admin API's settle/release use it; the gateway writes its rows' JSON as each
+ * call ends (`src/gateway/row-json.ts`), without this generic walk.
  */
 export function jsonParam(rows: object[]): string {
   let out = '[';
