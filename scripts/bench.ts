@@ -153,17 +153,28 @@ function start(name: string, args: string[], env: Record<string, string> = {}): 
   });
   return new Promise((resolve, reject) => {
     let buffer = '';
-    child.stdout!.on('data', (d: Buffer) => {
+    const onData = (d: Buffer) => {
       buffer += d.toString();
-      for (const line of buffer.split('\n')) {
+      const lines = buffer.split('\n');
+      buffer = lines.pop()!;
+      for (const line of lines) {
+        let port: number | undefined;
         try {
-          const { port } = JSON.parse(line) as { port?: number };
-          if (port) return resolve({ child, url: `http://127.0.0.1:${port}` });
+          port = (JSON.parse(line) as { port?: number }).port;
         } catch {
           // not our line
         }
+        if (!port) {
+          process.stderr.write(line + '\n');
+          continue;
+        }
+        // What the process prints from now on (its warnings, a node flag's trace) goes to stderr, as it comes.
+        child.stdout!.off('data', onData);
+        child.stdout!.pipe(process.stderr);
+        return resolve({ child, url: `http://127.0.0.1:${port}` });
       }
-    });
+    };
+    child.stdout!.on('data', onData);
     child.on('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
   });
 }
