@@ -36,7 +36,7 @@ import { inspectorFor, modelNamedIn, prepareCall, usageFromJson, type Inspector,
 import { parseGatewayUrl } from './path-safety.js';
 import { maskedKey, type MaskedKey } from './secret-mask.js';
 import { callRows, type Consumption } from './settlement.js';
-import { Relay } from './relay.js';
+import { Relay, RelayList } from './relay.js';
 import { createUpstreamPools } from './upstreams.js';
 
 const OPERATIONS: Record<string, string> = {
@@ -142,7 +142,7 @@ export function createGateway(deps: GatewayDeps) {
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const recorder = createCallRecorder({ db, logger });
   /** The upstream calls under way: a shutdown past its deadline cuts them (cutCalls). */
-  const running = new Set<Relay>();
+  const running = new RelayList();
   const SHUTDOWN = new Error('The server shut down before the call ended');
   const leases = createQuotaLeases({
     repo: createQuotaRepo(db),
@@ -565,7 +565,7 @@ export function createGateway(deps: GatewayDeps) {
      * closed next by the server.
      */
     cutCalls(): void {
-      for (const relay of running) relay.cancel(SHUTDOWN);
+      running.forEach((relay) => relay.cancel(SHUTDOWN));
     },
     /** Waits for the settlements and records started so far, then returns the quota leases not in use. */
     drain: drainAll,
