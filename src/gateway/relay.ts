@@ -316,14 +316,14 @@ export class Relay implements Dispatcher.DispatchHandler {
 /**
  * The relays under way (a shutdown past its deadline cuts them), as an intrusive
  * list: each relay links to its neighbours, and one that ends is unlinked and its
- * links cleared. A Set held them, and made a third of the process's GC work: under
- * load it is added to and deleted from all the time, each rehash leaves the old
- * table linked to the new one (V8 keeps that link for iterators), and once one
- * such table had been promoted to the old generation, the young tables after it,
- * and every relay they held with its request, response and buffers, survived each
- * young-generation collection and were promoted in turn: ~10 KB per call under
- * the bench's load, 20-25% of all it allocated (nothing here is written into a
- * long-lived object that is not unlinked when its call ends).
+ * links cleared, so nothing long-lived points at it any more. A Set held them and
+ * caused about half of the process's GC time: under load it is added to and
+ * deleted from all the time, each rehash leaves the old table linked to the new
+ * one (V8 keeps that link for iterators), and once one such table had been
+ * promoted to the old generation, the young tables after it, and every relay they
+ * held with its request, response and buffers, survived each young-generation
+ * collection and were promoted in turn: ~10 KB per call under the bench's load,
+ * 20-25% of all the process allocated (now ~8%).
  */
 export class RelayList {
   private head: Relay | null = null;
