@@ -22,7 +22,7 @@ import type { SecretBox } from '../domain/security/secret-box.js';
 import { storableText } from '../domain/storable-text.js';
 import type { Config } from '../config.js';
 import { AppError, toAppError } from '../errors.js';
-import { writeError } from '../http/api.js';
+import { bearerOf, writeError } from '../http/api.js';
 import type { RequestLocals } from '../http/locals.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
@@ -78,11 +78,8 @@ const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
  */
 const succeeded = (status: number) => status < 300 || status === 304;
 
-const BEARER = /^Bearer\s+(\S+)\s*$/i;
-
 function credentialOf(req: IncomingMessage): string {
-  const authorization = rawHeader(req.rawHeaders, 'authorization');
-  const bearer = authorization ? BEARER.exec(authorization)?.[1] : undefined;
+  const bearer = bearerOf(rawHeader(req.rawHeaders, 'authorization'));
   if (bearer) return bearer;
   const apiKey = rawHeader(req.rawHeaders, 'x-api-key')?.trim();
   if (apiKey) return apiKey;

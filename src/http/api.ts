@@ -136,10 +136,12 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
 
 /** The token of `Authorization: Bearer <token>`, if that is what the request sent. */
 export function bearerToken(req: IncomingMessage): string | undefined {
-  const header = req.headers.authorization;
-  if (!header) return undefined;
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  return match?.[1];
+  return bearerOf(req.headers.authorization);
+}
+
+/** The token of an `Authorization: Bearer` header value. */
+export function bearerOf(authorization: string | undefined): string | undefined {
+  return authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
 }
 
 export function sendError(req: Request, res: Response, err: unknown): void {
