@@ -37,7 +37,10 @@ export interface RelayRequest {
 export interface RelayOptions {
   /** The gateway's request id: the answer's x-request-id too, unless the provider sent its own. */
   requestId: string;
-  /** Headers every answer carries (x-nexus-request-id, metering status, quota). */
+  /**
+   * Headers every answer carries (x-nexus-request-id, metering status, quota): the call's own list, to
+   * which the relay adds the answer's headers.
+   */
   answerHeaders: string[];
   /** The call's inspector and what it made of the request; none for an unmetered call. */
   inspector: Inspector | undefined;
@@ -160,7 +163,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     } else if (reading) {
       this.jsonChunks = [];
     }
-    const out = this.options.answerHeaders.slice();
+    const out = this.options.answerHeaders;
     if (headers['x-request-id'] === undefined) out.push('x-request-id', this.options.requestId);
     clientHeaderList(headers, out);
     const encoded = headers['content-encoding'];
