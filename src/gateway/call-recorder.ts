@@ -45,7 +45,7 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
       await withRetries(() => recordCalls(query, [record]));
     } catch (err) {
       logger.error({
-        msg: "gateway settlement failed; the call goes uncharged (a reservation's units return through the sweeper, a lease's when it is released)",
+        msg: 'gateway settlement failed; the call goes uncharged (its units return to the period when its lease is released)',
         requestId: record.requestId,
         error: (err as Error).message,
       });

@@ -1,5 +1,6 @@
 /** Prometheus metrics, one registry per app (no global state between test apps). */
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { LeaseStatement } from '../gateway/quota-leases.js';
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registry = new Registry();
@@ -25,7 +26,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   });
   return {
     registry,
-    leaseStatement(kind: 'acquire' | 'extend' | 'renew' | 'release') {
+    leaseStatement(kind: LeaseStatement) {
       leaseStatements.inc({ kind });
     },
     observe(operation: string, method: string, status: number, seconds: number) {
