@@ -41,6 +41,11 @@ export class RowJson {
     return this.raw(key, NEEDS_ESCAPE.test(value) ? JSON.stringify(value) : '"' + value + '"');
   }
 
+  /** An id (a UUID: nothing to escape), quoted. */
+  id(key: string, value: string): this {
+    return this.raw(key, '"' + value + '"');
+  }
+
   /** A field whose JSON is given as is: a number, a boolean, or a string already quoted. */
   raw(key: string, json: string): this {
     this.text += (this.text.length > 1 ? ',"' : '"') + key + '":' + json;
