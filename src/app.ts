@@ -160,7 +160,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
       return;
     }
     const locals = {} as RequestLocals;
-    observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }), true);
+    observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }));
     void gateway.handle(req, res, locals);
   };
   // A process that died holding reservations: they are released after their TTL.

@@ -18,19 +18,17 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
   const logsRequests = () => deps.logger.isLevelEnabled('info');
 
   /**
-   * `headerWritten`: the caller puts X-Request-Id into its answer itself (the gateway writes all
-   * its headers at once, and node's fast path for that wants none set before).
+   * Counts and logs the request when it ends. The caller puts `locals.requestId` into its answer as
+   * X-Request-Id (the gateway writes all its headers at once: node's fast path for that wants none set before).
    */
   function observe(
     req: IncomingMessage,
     res: ServerResponse,
     locals: RequestLocals,
     describe: () => { operationId: string | undefined; path: string },
-    headerWritten = false,
   ): void {
     locals.requestId = newId();
     locals.startedAt = process.hrtime.bigint();
-    if (!headerWritten) res.setHeader('X-Request-Id', locals.requestId);
     deps.inflight.count++;
     let done = false;
     const finish = () => {
@@ -67,7 +65,9 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
     observe,
     middleware(operationIdOf: (req: Request) => string | undefined) {
       return (req: Request, res: Response, next: NextFunction) => {
-        observe(req, res, res.locals as RequestLocals, () => ({ operationId: operationIdOf(req), path: req.path }));
+        const locals = res.locals as RequestLocals;
+        observe(req, res, locals, () => ({ operationId: operationIdOf(req), path: req.path }));
+        res.setHeader('X-Request-Id', locals.requestId);
         next();
       };
     },
