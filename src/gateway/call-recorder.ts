@@ -13,14 +13,16 @@ import type { Db } from '../db/database.js';
 import type { Logger } from '../observability/logger.js';
 import { namedQuery } from './gateway-db.js';
 import { withRetries } from './retry.js';
+import type { Admission } from './quota-leases.js';
 import { recordCalls, type CallRows } from './settlement.js';
 
+/** Every field is always present (a call's records share one object shape). */
 export interface CallRecord extends CallRows {
   requestId: string;
   keyId: string;
   lastRequestAt: Date | null;
-  /** Called once the record is written, or given up after the retries. */
-  onWritten?: () => void;
+  /** The quota lease admission the call was settled on: handed to `written` once the record is written. */
+  admission: Admission | undefined;
 }
 
 const LAST_REQUEST_INTERVAL_MS = 60_000;
@@ -28,7 +30,12 @@ const MAX_BATCH = 200;
 /** How long the first call of a batch waits for others to end before their statement is sent. */
 const GROUP_WINDOW_MS = 5;
 
-export function createCallRecorder(deps: { db: Db; logger: Logger }) {
+export function createCallRecorder(deps: {
+  db: Db;
+  logger: Logger;
+  /** Told of each admitted call once its record is written, or given up after the retries. */
+  written: (admission: Admission) => void;
+}) {
   const { db, logger } = deps;
   const query = namedQuery(db);
   const queue: CallRecord[] = [];
@@ -37,7 +44,7 @@ export function createCallRecorder(deps: { db: Db; logger: Logger }) {
   const keyTouchedAt = new Map<string, number>();
 
   function written(records: CallRecord[]): void {
-    for (const r of records) r.onWritten?.();
+    for (const r of records) if (r.admission) deps.written(r.admission);
   }
 
   async function writeAlone(record: CallRecord): Promise<void> {

@@ -137,7 +137,8 @@ export function createGateway(deps: GatewayDeps) {
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit);
   const cache = createAuthCache({ db, clock, ttlMs: config.authCacheTtlMs, hash: (token) => hasher.hash(token) });
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
-  const recorder = createCallRecorder({ db, logger });
+  // The leases are made below; the recorder tells them of written calls only once calls are under way.
+  const recorder = createCallRecorder({ db, logger, written: (admission) => leases.written(admission) });
   /** The upstream calls under way: a shutdown past its deadline cuts them (cutCalls). */
   const running = new RelayList();
   const SHUTDOWN = new Error('The server shut down before the call ended');
@@ -167,16 +168,17 @@ export function createGateway(deps: GatewayDeps) {
     if (call.invocation.upstream_response_id) call.invocation.upstream_response_id = storableText(call.invocation.upstream_response_id, 256);
     const rows = callRows({
       invocation: call.invocation,
-      ...(admission ? { lease: { id: admission.lease.id, bound: admission.bound, take } } : {}),
+      lease: admission ? { id: admission.lease.id, bound: admission.bound, take } : undefined,
       consumed: call.consumed,
     });
     recorder.record(
       {
-        ...rows,
+        invocation: rows.invocation,
+        leaseCall: rows.leaseCall,
         requestId: call.invocation.request_id,
         keyId: call.auth.key_id,
         lastRequestAt: call.auth.last_request_at,
-        ...(admission ? { onWritten: () => leases.written(admission) } : {}),
+        admission,
       },
       now,
     );

@@ -25,7 +25,7 @@ export interface CallToRecord {
   /** With its attempt's columns; its reservation_id is the lease's, when it was admitted on one. */
   invocation: InvocationRow;
   /** The quota lease the call was admitted on (quota-leases.ts): its bound and the units the lease gives up. */
-  lease?: { id: string; bound: bigint; take: bigint };
+  lease: { id: string; bound: bigint; take: bigint } | undefined;
   /** null: nothing charged (no usage event). */
   consumed: Consumption | null;
 }
