@@ -520,7 +520,13 @@ export function createGateway(deps: GatewayDeps) {
       // fit the database (an overflowing one failed the whole write and the call went unrecorded).
       const charge = units > MAX_CALL_UNITS ? MAX_CALL_UNITS : units;
       invocation.quota_units = charge;
-      consumed = { units: charge, ...counted, model: upstreamModel || invocation.requested_model || null };
+      consumed = {
+        units: charge,
+        inputTokens: counted.inputTokens,
+        cachedInputTokens: counted.cachedInputTokens,
+        outputTokens: counted.outputTokens,
+        model: upstreamModel || invocation.requested_model || null,
+      };
     }
     const providerMs = msSince(relay.tStart, relay.tUpstreamEnd!);
     invocation.attempt_id = newId();
