@@ -30,10 +30,8 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
     locals.requestId = newId();
     locals.startedAt = process.hrtime.bigint();
     deps.inflight.count++;
-    let done = false;
-    const finish = () => {
-      if (done) return;
-      done = true;
+    // 'close' comes once, after 'finish' or when the connection went first (then the answer is not finished).
+    res.once('close', () => {
       deps.inflight.count--;
       const seconds = Number(process.hrtime.bigint() - locals.startedAt) / 1e9;
       const { operationId, path } = describe();
@@ -56,9 +54,7 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
         line.error = { name: e?.name, message: e?.message, stack: e?.stack };
       }
       deps.logger.log(status >= 500 ? 'error' : 'info', line);
-    };
-    res.on('finish', finish);
-    res.on('close', finish);
+    });
   }
 
   return {
