@@ -5,7 +5,7 @@
  * while a write is in flight, are written together by the next statement
  * (group commit): one statement per batch, however busy the gateway. A failed
  * batch is retried call by call with backoff; if the database stays away the
- * call goes uncharged: its lease returns the units when released. `onWritten` tells the
+ * call goes uncharged: its lease returns the units when released. `written` tells the
  * lease when its calls are on disk. Also the key's lastRequestAt, at most once
  * a minute per key.
  */
