@@ -31,9 +31,13 @@ export function isoTime(ms: number): string {
   return cachedPrefix + pad3(ms - second * 1000) + 'Z';
 }
 
-/** One JSON object, its fields appended in turn. */
+/**
+ * One JSON object, its fields appended in turn. The fields are kept as a list and joined once at the end:
+ * appending each to one string made a deep tree of string pieces that the batch's join had to walk and
+ * flatten, after the group-commit window had let it go cold (~2.5% of the gateway's CPU samples under load).
+ */
 export class RowJson {
-  private text = '{';
+  private readonly fields: string[] = [];
 
   /** A string field (escaped only when it must be). */
   str(key: string, value: string | null | undefined): this {
@@ -48,7 +52,7 @@ export class RowJson {
 
   /** A field whose JSON is given as is: a number, a boolean, or a string already quoted. */
   raw(key: string, json: string): this {
-    this.text += (this.text.length > 1 ? ',"' : '"') + key + '":' + json;
+    this.fields.push('"' + key + '":' + json);
     return this;
   }
 
@@ -66,7 +70,7 @@ export class RowJson {
   }
 
   done(): string {
-    return this.text + '}';
+    return '{' + this.fields.join(',') + '}';
   }
 }
 
