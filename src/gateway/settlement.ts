@@ -11,7 +11,7 @@ import type { NamedQuery } from './gateway-db.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import { newId } from '../ids.js';
 import { leaseCallSettlementCtes } from '../domain/quota/settlement-sql.js';
-import { jsonArray, RowJson } from './row-json.js';
+import { jsonArray, RowJson } from '../db/row-json.js';
 
 export interface Consumption {
   units: bigint;

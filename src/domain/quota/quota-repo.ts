@@ -3,7 +3,8 @@
  * (a call's reservation, or a gateway process's quota lease) is one atomic
  * statement, so concurrent holds can never overspend a period.
  */
-import { jsonParam, reservationSettlementCtes, type SettlementInput } from './settlement-sql.js';
+import { jsonParam } from '../../db/row-json.js';
+import { reservationSettlementCtes, type SettlementInput } from './settlement-sql.js';
 import type { Queryable } from '../../db/database.js';
 import type { QuotaPeriodRow } from './quota-types.js';
 

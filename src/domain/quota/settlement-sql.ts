@@ -101,32 +101,3 @@ lc as (
          lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at
     from lc join l on l.id = lc.lease_id
 ), ${settledCtes('select quota_period_id, take as reserved, units as consumed from l')}`;
-
-/**
- * Rows as a JSON parameter: bigints as decimal strings, dates as ISO strings,
- * null fields left out (a missing key reads as NULL, and the text to build and
- * parse is shorter); the keys are column names, which need no escaping. The
- * Admin API's settle/release use it; the gateway writes its rows' JSON as each
- * call ends (`src/gateway/row-json.ts`), without this generic walk.
- */
-export function jsonParam(rows: object[]): string {
-  let out = '[';
-  for (let i = 0; i < rows.length; i++) {
-    const row = rows[i] as Record<string, unknown>;
-    let item = i ? ',{' : '{';
-    let first = true;
-    for (const key in row) {
-      const v = row[key];
-      if (v === null || v === undefined) continue;
-      let json: string;
-      if (typeof v === 'string') json = JSON.stringify(v);
-      else if (typeof v === 'bigint') json = `"${v}"`;
-      else if (v instanceof Date) json = `"${v.toISOString()}"`;
-      else json = JSON.stringify(v);
-      item += (first ? '"' : ',"') + key + '":' + json;
-      first = false;
-    }
-    out += item + '}';
-  }
-  return out + ']';
-}
