@@ -137,19 +137,18 @@ export function createGateway(deps: GatewayDeps) {
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit);
   const cache = createAuthCache({ db, clock, ttlMs: config.authCacheTtlMs, hash: (token) => hasher.hash(token) });
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
-  // The leases are made below; the recorder tells them of written calls only once calls are under way.
-  const recorder = createCallRecorder({ db, logger, written: (admission) => leases.written(admission) });
-  /** The upstream calls under way: a shutdown past its deadline cuts them (cutCalls). */
-  const running = new RelayList();
-  const SHUTDOWN = new Error('The server shut down before the call ended');
   const leases = createQuotaLeases({
     repo: createQuotaRepo(db),
     clock,
     logger,
     ttlMs: config.reservationTtlMs,
     idleMs: config.quotaLeaseIdleMs,
-    ...(deps.metrics ? { onStatement: deps.metrics.leaseStatement } : {}),
+    onStatement: deps.metrics?.leaseStatement,
   });
+  const recorder = createCallRecorder({ db, logger, written: leases.written });
+  /** The upstream calls under way: a shutdown past its deadline cuts them (cutCalls). */
+  const running = new RelayList();
+  const SHUTDOWN = new Error('The server shut down before the call ended');
 
   /** Settles the call on its lease and records it; the lease learns when the record is written. */
   function record(

@@ -105,7 +105,7 @@ export function createQuotaLeases(deps: {
   ttlMs: number;
   idleMs: number;
   /** Told of each statement a lease makes (metrics). */
-  onStatement?: (kind: LeaseStatement) => void;
+  onStatement?: ((kind: LeaseStatement) => void) | undefined;
 }) {
   const { repo, clock, logger, ttlMs, idleMs } = deps;
   const counted = deps.onStatement ?? (() => {});
