@@ -1,6 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { canTransition, isExpiryDue } from '../../src/domain/accesses/access-state.js';
-import { addInterval, computeUnits, INT64_MAX, prorate, splitPeriodForPlanChange } from '../../src/domain/quota/quota-math.js';
+import {
+  addInterval,
+  boundUnits,
+  chargeUnits,
+  computeUnits,
+  INT64_MAX,
+  MAX_CALL_UNITS,
+  prorate,
+  splitPeriodForPlanChange,
+} from '../../src/domain/quota/quota-math.js';
 
 const m = (input: bigint, cached: bigint, output: bigint) => ({ inputMultiplierPpm: input, cachedInputMultiplierPpm: cached, outputMultiplierPpm: output });
 
@@ -22,6 +31,26 @@ describe('computeUnits', () => {
 
   it('refuses negative token counts', () => {
     expect(() => computeUnits({ inputTokens: -1n, cachedInputTokens: 0n, outputTokens: 0n }, m(1n, 1n, 1n))).toThrow(RangeError);
+  });
+});
+
+describe('a call\'s bound and charge', () => {
+  it('bounds every input token at the dearer of the input and cached prices', () => {
+    // 100 input, 10 output: input at 2 (cached dearer than input, 1), output at 3.
+    expect(boundUnits(100n, 10n, m(1_000_000n, 2_000_000n, 3_000_000n))).toBe(230n);
+    expect(boundUnits(100n, 10n, m(2_000_000n, 1_000_000n, 3_000_000n))).toBe(230n);
+    expect(boundUnits(0n, 0n, m(1n, 1n, 1n))).toBe(0n);
+  });
+
+  it('charges the uncached input, the cached input and the output at their own prices', () => {
+    const used = { inputTokens: 1000n, cachedInputTokens: 400n, outputTokens: 50n };
+    // 600 uncached x 1 + 400 cached x 0.25 + 50 x 4.
+    expect(chargeUnits(used, m(1_000_000n, 250_000n, 4_000_000n))).toBe(900n);
+  });
+
+  it('takes more cached than input tokens at the cached figure, and never charges beyond MAX_CALL_UNITS', () => {
+    expect(chargeUnits({ inputTokens: 10n, cachedInputTokens: 40n, outputTokens: 0n }, m(1_000_000n, 500_000n, 0n))).toBe(20n);
+    expect(chargeUnits({ inputTokens: INT64_MAX, cachedInputTokens: 0n, outputTokens: INT64_MAX }, m(1_000_000n, 0n, 1_000_000n))).toBe(MAX_CALL_UNITS);
   });
 });
 

@@ -1,9 +1,15 @@
 /**
- * Pure quota arithmetic (DESIGN.md "Quota"): units of a call, period lengths
- * and the plan-change proration. bigint throughout; no I/O.
+ * Pure quota arithmetic (DESIGN.md "Quota"): units of a call (its bound before
+ * it, its charge after it), period lengths and the plan-change proration.
+ * bigint throughout; no I/O.
  */
 export const PPM = 1_000_000n;
 export const INT64_MAX = 9_223_372_036_854_775_807n;
+/**
+ * The most units one call may be bounded by or charged: no period holds more, a lease asks for a
+ * multiple of a call's bound, which must stay an int8, and a charge beyond it would not fit its records.
+ */
+export const MAX_CALL_UNITS = 2n ** 58n;
 
 export interface TokenCounts {
   /** Uncached input tokens. */
@@ -27,6 +33,28 @@ export function computeUnits(tokens: TokenCounts, strategy: Multipliers): bigint
     cachedInputTokens * strategy.cachedInputMultiplierPpm +
     outputTokens * strategy.outputMultiplierPpm;
   return (scaled + PPM - 1n) / PPM;
+}
+
+/**
+ * A call's bound, before it is made: every input token it may send at the dearer of the input and
+ * cached-input prices (the provider decides what it finds cached), and every output token it may get.
+ */
+export function boundUnits(inputTokens: bigint, outputTokens: bigint, strategy: Multipliers): bigint {
+  const { inputMultiplierPpm: input, cachedInputMultiplierPpm: cached } = strategy;
+  return computeUnits(
+    { inputTokens, cachedInputTokens: 0n, outputTokens },
+    { inputMultiplierPpm: input > cached ? input : cached, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: strategy.outputMultiplierPpm },
+  );
+}
+
+/**
+ * A call's charge for what it used (`inputTokens` counts the cached ones too; an upstream reporting
+ * more cached tokens than input tokens in all is taken at its cached figure), at most MAX_CALL_UNITS.
+ */
+export function chargeUnits(used: { inputTokens: bigint; cachedInputTokens: bigint; outputTokens: bigint }, strategy: Multipliers): bigint {
+  const uncached = used.inputTokens > used.cachedInputTokens ? used.inputTokens - used.cachedInputTokens : 0n;
+  const units = computeUnits({ inputTokens: uncached, cachedInputTokens: used.cachedInputTokens, outputTokens: used.outputTokens }, strategy);
+  return units > MAX_CALL_UNITS ? MAX_CALL_UNITS : units;
 }
 
 export type ResetInterval = 'MONTH' | 'YEAR';
