@@ -111,9 +111,8 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
 
   const services = createServices({ db, config, clock, logger, fetch: overrides.fetch ?? globalThis.fetch });
   if (ownsDb && !config.databaseUrl) {
-    // The embedded database is this process's alone (its data dir is locked): what is still HELD there, quota
-    // leases and call reservations, was left by a process that died (killed, crashed), and is released now
-    // rather than after its TTL (15 min by default: after a crash, a nearly used quota was refused 429 that long).
+    // The embedded database is this process's alone (its data dir is locked): a quota lease still HELD there was
+    // left by a process that died (killed, crashed), and is released now rather than after its TTL.
     const released = await services.quota.sweepExpired(clock.now(), true);
     if (released) logger.info({ msg: 'released the quota holds of a process that stopped without releasing them', reservations: released });
   }
@@ -163,7 +162,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }));
     void gateway.handle(req, res, locals);
   };
-  // A process that died holding reservations: they are released after their TTL.
+  // A process that died holding quota leases: they are released after their TTL.
   const sweeper = setInterval(
     () => void gateway.sweepExpired().catch((err: Error) => logger.warn({ msg: 'reservation sweep failed', error: err.message })),
     Math.min(30_000, Math.max(1000, Math.floor(config.reservationTtlMs / 4))),

@@ -3,12 +3,10 @@
  * json_populate_recordset read: bigints as decimal strings, dates as ISO strings,
  * null fields left out (a missing key reads as NULL, and the text to build and
  * parse is shorter); the keys are column names, which need no escaping. The
- * gateway writes a call's rows with RowJson as the call ends (the recorder
- * queues text, not object graphs, which, kept for a group commit's window and
- * its round trip, outlived the young generation and cost the GC); other
- * statements pass their rows to jsonParam. Timestamps are formatted here: V8's
- * Date#toISOString goes through a printf and was ~3% of a gateway call's
- * instructions.
+ * gateway writes a call's rows as the call ends, so the recorder queues short
+ * strings rather than object graphs that would outlive the young generation
+ * while they wait for a group commit. Timestamps are formatted here because
+ * V8's Date#toISOString goes through a general-purpose printf.
  */
 
 /** What JSON must escape in a string; ids, enums and our own codes never hold it. */
@@ -37,8 +35,7 @@ export function isoTime(ms: number): string {
 
 /**
  * One JSON object, its fields appended in turn. The fields are kept as a list and joined once at the end:
- * appending each to one string made a deep tree of string pieces that the batch's join had to walk and
- * flatten, after the group-commit window had let it go cold (~2.5% of the gateway's CPU samples under load).
+ * appended to one string they would make a deep tree of string pieces for the batch's join to flatten later.
  */
 export class RowJson {
   private readonly fields: string[] = [];
@@ -73,15 +70,6 @@ export class RowJson {
     return value ? this.raw(key, '"' + isoTime(value.getTime()) + '"') : this;
   }
 
-  /** A field of any type, by its type (null and undefined left out). */
-  value(key: string, value: unknown): this {
-    if (value === null || value === undefined) return this;
-    if (typeof value === 'string') return this.str(key, value);
-    if (typeof value === 'bigint') return this.big(key, value);
-    if (value instanceof Date) return this.time(key, value);
-    return this.raw(key, JSON.stringify(value));
-  }
-
   done(): string {
     return '{' + this.fields.join(',') + '}';
   }
@@ -89,14 +77,3 @@ export class RowJson {
 
 /** Rows' JSON texts as one JSON array. */
 export const jsonArray = (rows: string[]): string => '[' + rows.join(',') + ']';
-
-/** Plain rows as one JSON array, each field written by its type. */
-export function jsonParam(rows: object[]): string {
-  return jsonArray(
-    rows.map((row) => {
-      const json = new RowJson();
-      for (const [key, value] of Object.entries(row)) json.value(key, value);
-      return json.done();
-    }),
-  );
-}

@@ -61,7 +61,7 @@ export function createServices(deps: ServiceDeps) {
   const idempotency = createIdempotencyService({ db, clock, secretBox, requestHasher });
   // Plans, accesses, inference keys and quota (issue 4).
   const quotaRepo = createQuotaRepo(db);
-  const quota = createQuotaService({ db, quotaRepo, clock });
+  const quota = createQuotaService({ db, quotaRepo });
   const planRepo = createPlanRepo(db);
   const plans = createPlanService({ db, planRepo, workspaces, audit, clock });
   const inferenceKeyRepo = createInferenceKeyRepo(db);

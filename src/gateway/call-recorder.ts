@@ -1,20 +1,19 @@
 /**
  * What happens after the response's last byte, off the critical path: the
  * call's settlement, invocation (with its attempt) and usage events, written
- * by settlement.ts from the rows' JSON made when the call ended. Calls that end within GROUP_WINDOW_MS of each other, or
- * while a write is in flight, are written together by the next statement
- * (group commit): one statement per batch, however busy the gateway. A failed
- * batch is retried call by call with backoff; if the database stays away the
- * call goes uncharged: its lease returns the units when released. `written` tells the
- * lease when its calls are on disk. Also the key's lastRequestAt, at most once
- * a minute per key.
+ * by call-repo.ts from the rows' JSON made when the call ended. Calls that end
+ * within GROUP_WINDOW_MS of each other, or while a write is in flight, are
+ * written together by the next statement (group commit): one statement per
+ * batch, however busy the gateway. A failed batch is retried call by call with
+ * backoff; if the database stays away the call goes uncharged: its lease
+ * returns the units when released. `written` tells the lease when its calls are
+ * on disk. Also the key's lastRequestAt, at most once a minute per key.
  */
-import type { Db } from '../db/database.js';
+import { withRetries } from '../db/retry.js';
+import type { InferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
+import type { Admission } from '../domain/quota/quota-leases.js';
 import type { Logger } from '../observability/logger.js';
-import { namedQuery } from './gateway-db.js';
-import { withRetries } from './retry.js';
-import type { Admission } from './quota-leases.js';
-import { recordCalls, type CallRows } from './settlement.js';
+import type { CallRepo, CallRows } from './call-repo.js';
 
 /** Every field is always present (a call's records share one object shape). */
 export interface CallRecord extends CallRows {
@@ -31,13 +30,13 @@ const MAX_BATCH = 200;
 const GROUP_WINDOW_MS = 5;
 
 export function createCallRecorder(deps: {
-  db: Db;
+  repo: Pick<CallRepo, 'record'>;
+  keys: Pick<InferenceKeyRepo, 'touchLastRequest'>;
   logger: Logger;
   /** Told of each admitted call once its record is written, or given up after the retries. */
   written: (admission: Admission) => void;
 }) {
-  const { db, logger } = deps;
-  const query = namedQuery(db);
+  const { repo, keys, logger } = deps;
   const queue: CallRecord[] = [];
   const pending = new Set<Promise<void>>();
   let flushing: Promise<void> | null = null;
@@ -49,7 +48,7 @@ export function createCallRecorder(deps: {
 
   async function writeAlone(record: CallRecord): Promise<void> {
     try {
-      await withRetries(() => recordCalls(query, [record]));
+      await withRetries(() => repo.record([record]));
     } catch (err) {
       logger.error({
         msg: 'gateway settlement failed; the call goes uncharged (its units return to the period when its lease is released)',
@@ -65,7 +64,7 @@ export function createCallRecorder(deps: {
       const batch = queue.splice(0, MAX_BATCH);
       let ok = true;
       try {
-        await recordCalls(query, batch);
+        await repo.record(batch);
       } catch {
         ok = false;
         // One bad record must not hold the others back: each is retried on its own.
@@ -97,11 +96,8 @@ export function createCallRecorder(deps: {
     keyTouchedAt.set(keyId, nowMs);
     if (keyTouchedAt.size > 100_000) keyTouchedAt.clear();
     try {
-      // The condition keeps it to one write a minute across processes too.
-      await db('inference_keys')
-        .where({ id: keyId })
-        .where((q) => q.whereNull('last_request_at').orWhere('last_request_at', '<', new Date(nowMs - LAST_REQUEST_INTERVAL_MS)))
-        .update({ last_request_at: now });
+      // Its condition keeps it to one write a minute across processes too.
+      await keys.touchLastRequest(keyId, now);
     } catch (err) {
       logger.warn({ msg: 'could not update lastRequestAt', keyId, error: (err as Error).message });
     }

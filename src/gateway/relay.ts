@@ -47,8 +47,13 @@ export interface RelayOptions {
   prepared: PreparedCall | undefined;
   /** The provider's key as the mask looks for it (null: too short to look for). */
   maskedKey: MaskedKey | null;
-  /** A Responses API answer's id, with its input and output tokens, as soon as they are known. */
-  onResponse?: ((responseId: string, tokens: bigint) => void) | undefined;
+  /** Told of a Responses API stream's response id and usage as soon as they are known. */
+  watcher?: ResponseWatcher | undefined;
+}
+
+export interface ResponseWatcher {
+  /** A Responses API answer's id, with its input and output tokens. */
+  responseSeen(responseId: string, tokens: bigint): void;
 }
 
 /** How an upstream call ended. */
@@ -90,7 +95,7 @@ export class Relay implements Dispatcher.DispatchHandler {
   private decoder: Transform | undefined;
   private headersFlush: NodeJS.Immediate | undefined;
   private waitingDrain = false;
-  /** A metered answer that is not streamed is read to its end even when the client has left (see gateway.ts). */
+  /** A metered answer that is not streamed is read to its end even when the client has left: its usage is in its last bytes. */
   private readonly readToEnd: boolean;
   private resolve!: () => void;
   readonly done: Promise<void>;
@@ -221,7 +226,7 @@ export class Relay implements Dispatcher.DispatchHandler {
       // ends and the call is settled: it is told as soon as the meter has its id and usage.
       if (meter.responseId !== null && !this.responseNoted && meter.complete) {
         this.responseNoted = true;
-        this.options.onResponse?.(meter.responseId, meter.usage!.inputTokens + meter.usage!.outputTokens);
+        this.options.watcher?.responseSeen(meter.responseId, meter.usage!.inputTokens + meter.usage!.outputTokens);
       }
     } else if (this.jsonChunks && this.jsonSize <= MAX_JSON_USAGE_BYTES) {
       this.jsonChunks.push(chunk);

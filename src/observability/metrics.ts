@@ -1,6 +1,6 @@
 /** Prometheus metrics, one registry per app (no global state between test apps). */
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { LeaseStatement } from '../gateway/quota-leases.js';
+import type { LeaseStatement } from '../domain/quota/quota-leases.js';
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registry = new Registry();

@@ -19,8 +19,8 @@ import {
   suspendWorkspaceAccess,
 } from '../../generated/client/sdk.gen.js';
 import { systemActor } from '../../src/domain/actor.js';
-import { newId } from '../../src/ids.js';
 import { activePlanThrough } from '../support/plans.js';
+import { leaseUnits, useUnits } from '../support/quota-use.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 
 const START = new Date('2026-11-01T00:00:00.000Z');
@@ -427,9 +427,7 @@ describe('changeAccessPlan', () => {
     const [period] = await periodsOf(access.id);
     // Use 2000 of 3000 in the first 10 days (old share for 10 days: 1000; 1000 used beyond it).
     current = new Date(START.getTime() + 10 * DAY);
-    const reservationId = newId();
-    await t.nexus.services.quota.reserve({ reservationId, workspaceId: ws.id, accessId: access.id, periodId: period!.id, units: 2000n, requestId: 'r', expiresAt: new Date(current.getTime() + 60_000) });
-    await t.nexus.services.quota.settle({ reservationId, consumedUnits: 2000n, inputTokens: 2000n, cachedInputTokens: 0n, outputTokens: 0n, model: null, invocationId: null });
+    await useUnits(t.database.db, period!, 2000n, current);
 
     const res = await changeAccessPlan({ client: t.client, path: { accessId: access.id }, body: { planId: big.plan.id } });
     expect(res.response.status).toBe(200);
@@ -552,8 +550,7 @@ describe('getWorkspaceAccessQuota', () => {
     const { plan, strategy } = await activePlan(ws.id, 'huge', '9223372036854775807');
     const { access } = await provision(ws.id, plan.id);
     const [period] = await periodsOf(access.id);
-    const rid = newId();
-    await t.nexus.services.quota.reserve({ reservationId: rid, workspaceId: ws.id, accessId: access.id, periodId: period!.id, units: 1000n, requestId: 'q', expiresAt: new Date(START.getTime() + 60_000) });
+    await leaseUnits(t.database.db, period!, 1000n, { now: START, expiresAt: new Date(START.getTime() + 60_000) });
     const res = await getWorkspaceAccessQuota({ client: t.client, path: { accessId: access.id } });
     expect(res.data).toEqual({
       workspaceAccessId: access.id,

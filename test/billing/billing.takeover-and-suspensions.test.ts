@@ -6,7 +6,6 @@
  *   seconds), carrying the free period's usage and in-flight reservations;
  * - billing lifts the suspensions it made itself, never an administrator's.
  */
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   activateWorkspaceAccess,
@@ -29,6 +28,8 @@ import {
   type BillingWorld,
   type Conn,
 } from './billing-fixture.js';
+import { createQuotaRepo } from '../../src/domain/quota/quota-repo.js';
+import { chargeOnLease, leaseUnits, type PeriodRef } from '../support/quota-use.js';
 
 let w: BillingWorld;
 let workspaceId: string;
@@ -50,34 +51,18 @@ async function quotaOf(accessId: string) {
   return res.data!;
 }
 
-/** Holds `units` on the access's current period at the clock's now; returns the reservation id. */
-async function reserve(accessId: string, units: bigint): Promise<string> {
+/** A call in flight: a quota lease holding its bound of `units` on the access's current period at the clock's now. */
+async function reserve(accessId: string, units: bigint): Promise<{ period: PeriodRef; leaseId: string; units: bigint }> {
   const { quotaPeriodId } = await quotaOf(accessId);
-  const reservationId = randomUUID();
-  const held = await w.t.nexus.services.quota.reserve({
-    reservationId,
-    workspaceId,
-    accessId,
-    periodId: quotaPeriodId,
-    units,
-    requestId: `req-${reservationId}`,
-    expiresAt: at(w.clock.now(), HOUR),
-  });
-  expect(held.ok).toBe(true);
-  return reservationId;
+  const period = { id: quotaPeriodId, workspace_id: workspaceId, workspace_access_id: accessId };
+  const now = w.clock.now();
+  return { period, leaseId: await leaseUnits(w.t.database.db, period, units, { now, expiresAt: at(now, HOUR) }), units };
 }
 
-async function settle(reservationId: string, consumedUnits: bigint) {
-  const settled = await w.t.nexus.services.quota.settle({
-    reservationId,
-    consumedUnits,
-    inputTokens: consumedUnits,
-    cachedInputTokens: 0n,
-    outputTokens: 0n,
-    model: null,
-    invocationId: null,
-  });
-  expect(settled).not.toBeNull();
+/** The call ends having consumed `consumedUnits`, recorded as the gateway records it; its lease is released. */
+async function settle(held: { period: PeriodRef; leaseId: string; units: bigint }, consumedUnits: bigint) {
+  await chargeOnLease(w.t.database.db, held.period, held.leaseId, { bound: held.units, units: consumedUnits, at: w.clock.now() });
+  await createQuotaRepo(w.t.database.db).releaseLease(held.leaseId, w.clock.now());
 }
 
 /** A subscription on price_pro for the access, delivered as `customer.subscription.created`. */

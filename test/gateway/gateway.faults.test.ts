@@ -7,7 +7,7 @@ import { createServer } from 'node:http';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getInvocation, listInvocations, listUsageEvents } from '../../generated/client/sdk.gen.js';
-import { newId } from '../../src/ids.js';
+import { leaseUnits } from '../support/quota-use.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { closeServer, listenLocal } from '../support/local-server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -237,20 +237,11 @@ describe('client leaves before a JSON answer', () => {
   });
 });
 
-describe('the reservation sweeper', () => {
-  it('releases reservations whose process died, charging nothing', async () => {
+describe('the lease sweeper', () => {
+  it('releases the leases of a process that died, charging nothing', async () => {
     const before = await periodOf(t, tenant.accessId);
     const period = await t.database.db('quota_periods').where({ workspace_access_id: tenant.accessId }).first();
-    const held = await t.nexus.services.quota.reserve({
-      reservationId: newId(),
-      workspaceId: tenant.workspaceId,
-      accessId: tenant.accessId,
-      periodId: period.id,
-      units: 500n,
-      requestId: 'died-with-the-process',
-      expiresAt: new Date(Date.now() - 1),
-    });
-    expect(held.ok).toBe(true);
+    await leaseUnits(t.database.db, period, 500n, { now: new Date(), expiresAt: new Date(Date.now() - 1) });
     expect((await periodOf(t, tenant.accessId)).reserved).toBe(500n);
     expect(await t.nexus.gateway.sweepExpired()).toBe(1);
     const after = await periodOf(t, tenant.accessId);

@@ -1,5 +1,5 @@
 /**
- * Quota leases (src/gateway/quota-leases.ts): a process admits calls against a
+ * Quota leases (src/domain/quota/quota-leases.ts): a process admits calls against a
  * slice of the period it holds, so the hot path makes no reservation round trip.
  * These tests hold it to the same contract as a reservation per call: exactly
  * the same calls admitted and refused, the same headers, no overspend across

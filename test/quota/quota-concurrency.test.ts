@@ -1,12 +1,17 @@
 /**
- * The quota invariants of DESIGN.md under concurrency, on real PostgreSQL:
- * hundreds of parallel reservations against one period never overspend it;
- * settling returns reserved to zero, writes exactly one USAGE event per
- * settlement, and a second settle of the same reservation is a no-op.
+ * The quota invariants of DESIGN.md under concurrency, on real PostgreSQL, on the
+ * mechanism the gateway uses: quota leases held by several processes on one period
+ * (each a meteringProcess: its leases and its call recorder, as in a Nexus process).
+ * Hundreds of parallel admissions never overspend the period; calls settled on their
+ * leases write exactly one USAGE event each (and an ADJUSTMENT beyond the bound);
+ * released leases return what they did not use; the sweeper returns what a dead
+ * process's leases held, once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../../src/ids.js';
+import { createQuotaRepo } from '../../src/domain/quota/quota-repo.js';
 import type { Services } from '../../src/domain/services.js';
+import { newId } from '../../src/ids.js';
+import { chargeOnLease, leaseUnits, meteringProcess } from '../support/quota-use.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 import { provisionAccess, servicesFor } from './quota-fixture.js';
 
@@ -25,187 +30,152 @@ async function periodRow(id: string) {
   return database.db('quota_periods').where({ id }).first();
 }
 
-describe('reserve under concurrency', () => {
-  it('300 parallel reservations of 7 units against 1000 granted: exactly 142 succeed, none overspends', async () => {
-    const { access, period } = await provisionAccess(services, { quotaUnits: '1000' }, 'conc-1');
-    const expiresAt = new Date(Date.now() + 60_000);
-    const ids = Array.from({ length: 300 }, () => newId());
-    const results = await Promise.all(
-      ids.map((reservationId, i) =>
-        services.quota.reserve({
-          reservationId,
-          workspaceId: access.workspace_id,
-          accessId: access.id,
-          periodId: period.id,
-          units: 7n,
-          requestId: `req-${i}`,
-          expiresAt,
-        }),
-      ),
-    );
-    const granted = results.filter((r) => r.ok);
-    expect(granted.length).toBe(Math.floor(1000 / 7));
-    const refused = results.filter((r) => !r.ok);
-    for (const r of refused) if (!r.ok) expect(r.available).toBeLessThan(7n);
+function processes(n: number) {
+  return Array.from({ length: n }, () => meteringProcess(database.db));
+}
+
+describe('admission under concurrency', () => {
+  it('one process: 300 parallel calls bounded at 7 units against 1000 granted: exactly 142 admitted, none overspends', async () => {
+    const { period } = await provisionAccess(services, { quotaUnits: '1000' }, 'conc-1');
+    const [p] = processes(1);
+    const results = await Promise.all(Array.from({ length: 300 }, () => p!.admit(period, 7n)));
+    const admitted = results.filter((r) => r.ok);
+    expect(admitted.length).toBe(Math.floor(1000 / 7));
+    for (const r of results) if (!r.ok) expect(r.available).toBeLessThan(7n);
     const row = await periodRow(period.id);
-    expect(row.reserved_units).toBe(7n * BigInt(granted.length));
     expect(row.reserved_units + row.consumed_units).toBeLessThanOrEqual(row.granted_units);
-    const held = await database.db('quota_reservations').where({ quota_period_id: period.id, status: 'HELD' }).count('* as n');
-    expect(Number(held[0]!.n)).toBe(granted.length);
-    // Every successful reservation's "remaining" is a distinct, non-negative value.
-    const remaining = granted.map((r) => (r.ok ? r.remaining : -1n));
-    expect(new Set(remaining.map(String)).size).toBe(granted.length);
-    expect(remaining.every((r) => r >= 0n)).toBe(true);
+    for (const r of admitted) if (r.ok) p!.finish(period, r.admission, null);
+    await p!.drain();
+    expect(await periodRow(period.id)).toMatchObject({ reserved_units: 0n, consumed_units: 0n });
+    p!.close();
   });
 
-  it('settles hundreds in parallel (twice each): reserved back to 0, one USAGE event per settlement, adjustments for overuse', async () => {
-    const { access, period } = await provisionAccess(services, { quotaUnits: '100000' }, 'conc-2');
-    const expiresAt = new Date(Date.now() + 60_000);
-    const ids = Array.from({ length: 250 }, () => newId());
-    const reserved = await Promise.all(
-      ids.map((reservationId, i) =>
-        services.quota.reserve({
-          reservationId,
-          workspaceId: access.workspace_id,
-          accessId: access.id,
-          periodId: period.id,
-          units: 100n,
-          requestId: `r-${i}`,
-          expiresAt,
-        }),
-      ),
-    );
-    expect(reserved.every((r) => r.ok)).toBe(true);
-    expect((await periodRow(period.id)).reserved_units).toBe(25_000n);
+  it('three processes: 600 parallel calls never hold more than granted, and every admitted bound is held', async () => {
+    const { period } = await provisionAccess(services, { quotaUnits: '1000' }, 'conc-3p');
+    const ps = processes(3);
+    const results = await Promise.all(Array.from({ length: 600 }, (_v, i) => ps[i % 3]!.admit(period, 7n)));
+    const admitted = results.filter((r) => r.ok).length;
+    const row = await periodRow(period.id);
+    // What is admitted is held by some lease: the period's reserved units cover it, and never exceed the grant.
+    expect(BigInt(admitted) * 7n).toBeLessThanOrEqual(row.reserved_units);
+    expect(row.reserved_units + row.consumed_units).toBeLessThanOrEqual(row.granted_units);
+    // Leases are carved per process: at most a call's bound (less one unit) is stranded in each.
+    expect(admitted).toBeGreaterThanOrEqual(Math.floor(1000 / 7) - 3);
+    const leases = await database.db('quota_reservations').where({ quota_period_id: period.id });
+    expect(leases.every((l) => l.kind === 'LEASE' && l.status === 'HELD')).toBe(true);
+    expect(leases.length).toBeLessThanOrEqual(3);
+    for (const p of ps) p.close();
+  });
+});
 
-    // Reservation i consumes i units (some beyond the 100 held: adjustments); every one settled twice at once.
-    const settle = (reservationId: string, i: number) =>
-      services.quota.settle({
-        reservationId,
-        consumedUnits: BigInt(i % 150),
-        inputTokens: BigInt(i),
-        cachedInputTokens: 0n,
-        outputTokens: 1n,
-        model: 'gpt-test',
-        invocationId: null,
-      });
-    const outcomes = await Promise.all(ids.flatMap((id, i) => [settle(id, i), settle(id, i)]));
-    const applied = outcomes.filter((o) => o !== null);
-    expect(applied.length).toBe(ids.length);
+describe('settlement under concurrency', () => {
+  it('250 calls on two processes settle at once: one USAGE event each, adjustments for overuse, all returned on release', async () => {
+    const { period } = await provisionAccess(services, { quotaUnits: '100000' }, 'conc-2');
+    const ps = processes(2);
+    const admissions = await Promise.all(Array.from({ length: 250 }, (_v, i) => ps[i % 2]!.admit(period, 100n)));
+    expect(admissions.every((r) => r.ok)).toBe(true);
+    expect((await periodRow(period.id)).reserved_units).toBeGreaterThanOrEqual(25_000n);
+
+    // Call i consumes i % 150 units: some beyond their bound of 100 (adjustments).
+    const invocationIds = admissions.map((r, i) => (r.ok ? ps[i % 2]!.finish(period, r.admission, BigInt(i % 150)) : ''));
+    // An admission is settled once.
+    const first = admissions[0]!;
+    if (first.ok) expect(() => ps[0]!.leases.settle(first.admission, 1n)).toThrow(/settled once/);
+    await Promise.all(ps.map((p) => p.drain()));
 
     const row = await periodRow(period.id);
     expect(row.reserved_units).toBe(0n);
-    const expectedConsumed = ids.reduce((sum, _id, i) => sum + BigInt(i % 150), 0n);
+    const expectedConsumed = admissions.reduce((sum, _r, i) => sum + BigInt(i % 150), 0n);
     expect(row.consumed_units).toBe(expectedConsumed);
 
     const events = await database.db('usage_events').where({ quota_period_id: period.id });
     const usage = events.filter((e) => e.kind === 'USAGE');
-    expect(usage.length).toBe(ids.length);
-    expect(new Set(usage.map((e) => e.reservation_id)).size).toBe(ids.length);
-    const overusers = ids.filter((_id, i) => i % 150 > 100).length;
+    expect(usage.length).toBe(250);
+    expect(new Set(usage.map((e) => e.invocation_id))).toEqual(new Set(invocationIds));
     const adjustments = events.filter((e) => e.kind === 'ADJUSTMENT');
-    expect(adjustments.length).toBe(overusers);
-    const eventUnits = events.reduce((sum, e) => sum + BigInt(e.units), 0n);
-    expect(eventUnits).toBe(expectedConsumed);
+    expect(adjustments.length).toBe(admissions.filter((_r, i) => i % 150 > 100).length);
+    expect(events.reduce((sum, e) => sum + BigInt(e.units), 0n)).toBe(expectedConsumed);
     const statuses = await database.db('quota_reservations').where({ quota_period_id: period.id }).distinct('status');
-    expect(statuses.map((s) => s.status)).toEqual(['SETTLED']);
+    expect(statuses.map((s) => s.status)).toEqual(['RELEASED']);
+    for (const p of ps) p.close();
   });
 
-  it('mixed reserve/settle/release traffic keeps consumed + reserved within granted at every step', async () => {
-    const { access, period } = await provisionAccess(services, { quotaUnits: '5000' }, 'conc-3');
-    const expiresAt = new Date(Date.now() + 60_000);
-    const work = Array.from({ length: 200 }, async (_v, i): Promise<bigint> => {
-      const reservationId = newId();
-      const r = await services.quota.reserve({
-        reservationId,
-        workspaceId: access.workspace_id,
-        accessId: access.id,
-        periodId: period.id,
-        units: 50n,
-        requestId: `m-${i}`,
-        expiresAt,
-      });
-      if (!r.ok) return 0n;
-      if (i % 3 === 0) {
-        await services.quota.release(reservationId);
-        return 0n;
+  it('mixed traffic on three processes keeps consumed + reserved within granted at every step', async () => {
+    const { period } = await provisionAccess(services, { quotaUnits: '5000' }, 'conc-mixed');
+    const ps = processes(3);
+    let sampling = true;
+    const samples: { reserved_units: bigint; consumed_units: bigint; granted_units: bigint }[] = [];
+    const sampler = (async () => {
+      while (sampling) {
+        samples.push(await periodRow(period.id));
+        await new Promise((r) => setTimeout(r, 2));
       }
-      await services.quota.settle({
-        reservationId,
-        consumedUnits: 40n,
-        inputTokens: 40n,
-        cachedInputTokens: 0n,
-        outputTokens: 0n,
-        model: null,
-        invocationId: null,
-      });
-      return 40n;
+    })();
+    const work = Array.from({ length: 200 }, async (_v, i): Promise<bigint> => {
+      const p = ps[i % 3]!;
+      const r = await p.admit(period, 50n);
+      if (!r.ok) return 0n;
+      await new Promise((resolve) => setTimeout(resolve, i % 7));
+      // A third end without a charge (refused upstream, say), the rest use 40 of their 50.
+      const units = i % 3 === 0 ? null : 40n;
+      p.finish(period, r.admission, units);
+      return units ?? 0n;
     });
     const consumed = (await Promise.all(work)).reduce((a, b) => a + b, 0n);
+    await Promise.all(ps.map((p) => p.drain()));
+    sampling = false;
+    await sampler;
+    expect(samples.length).toBeGreaterThan(0);
+    for (const s of samples) expect(s.reserved_units + s.consumed_units).toBeLessThanOrEqual(s.granted_units);
     const row = await periodRow(period.id);
     expect(row.reserved_units).toBe(0n);
     expect(row.consumed_units).toBe(consumed);
     expect(row.consumed_units).toBeLessThanOrEqual(row.granted_units);
+    for (const p of ps) p.close();
   });
 });
 
-describe('settle, release and sweep', () => {
-  it('a double settle is a no-op; release after settle changes nothing', async () => {
-    const { access, period } = await provisionAccess(services, { quotaUnits: '1000' }, 'double');
-    const reservationId = newId();
-    const r = await services.quota.reserve({
-      reservationId,
-      workspaceId: access.workspace_id,
-      accessId: access.id,
-      periodId: period.id,
-      units: 300n,
-      requestId: 'd',
-      expiresAt: new Date(Date.now() + 60_000),
-    });
-    expect(r).toEqual({ ok: true, remaining: 700n });
-    const input = { reservationId, consumedUnits: 120n, inputTokens: 100n, cachedInputTokens: 10n, outputTokens: 10n, model: 'm', invocationId: null };
-    const first = await services.quota.settle(input);
-    expect(first?.usageEventId).toBeTruthy();
-    expect(first?.adjustmentEventId).toBeNull();
-    expect(await services.quota.settle(input)).toBeNull();
-    expect(await services.quota.release(reservationId)).toBe(false);
-    const row = await periodRow(period.id);
-    expect(row).toMatchObject({ reserved_units: 0n, consumed_units: 120n });
-    const snapshot = await services.quota.snapshot(access.id, new Date());
-    expect(snapshot).toMatchObject({ grantedUnits: 1000n, reservedUnits: 0n, consumedUnits: 120n, availableUnits: 880n });
+describe('refusals, the sweeper and immutability', () => {
+  it('refuses a call beyond what the period has, and says what it has', async () => {
+    const { period } = await provisionAccess(services, { quotaUnits: '10' }, 'small');
+    const [p] = processes(1);
+    expect(await p!.admit(period, 11n)).toMatchObject({ ok: false, available: 10n, periodOver: false });
+    const ten = await p!.admit(period, 10n);
+    expect(ten).toMatchObject({ ok: true, remaining: 0n });
+    expect(await p!.admit(period, 1n)).toMatchObject({ ok: false, available: 0n });
+    if (ten.ok) p!.finish(period, ten.admission, 10n);
+    await p!.drain();
+    expect(await services.quota.snapshot(period.workspace_access_id, new Date())).toMatchObject({ consumedUnits: 10n, reservedUnits: 0n, availableUnits: 0n });
+    p!.close();
   });
 
-  it('refuses more than is available and a negative amount', async () => {
-    const { access, period } = await provisionAccess(services, { quotaUnits: '10' }, 'small');
-    const base = { workspaceId: access.workspace_id, accessId: access.id, periodId: period.id, requestId: 'x', expiresAt: new Date(Date.now() + 1000) };
-    expect(await services.quota.reserve({ ...base, reservationId: newId(), units: 11n })).toEqual({ ok: false, available: 10n });
-    expect(await services.quota.reserve({ ...base, reservationId: newId(), units: 10n })).toEqual({ ok: true, remaining: 0n });
-    expect(await services.quota.reserve({ ...base, reservationId: newId(), units: 1n })).toEqual({ ok: false, available: 0n });
-    await expect(services.quota.reserve({ ...base, reservationId: newId(), units: -1n })).rejects.toThrow(RangeError);
-  });
-
-  it('the sweeper expires reservations past their TTL and returns their units, once', async () => {
-    const { access, period } = await provisionAccess(services, { quotaUnits: '1000' }, 'sweep');
-    const base = { workspaceId: access.workspace_id, accessId: access.id, periodId: period.id, requestId: 's' };
-    const past = new Date(Date.now() - 1000);
-    const stale = [newId(), newId(), newId()];
-    for (const id of stale) await services.quota.reserve({ ...base, reservationId: id, units: 100n, expiresAt: past });
-    const live = newId();
-    await services.quota.reserve({ ...base, reservationId: live, units: 50n, expiresAt: new Date(Date.now() + 60_000) });
+  it('the sweeper expires leases past their TTL and returns what they held, once; calls on them are charged nothing', async () => {
+    const { period } = await provisionAccess(services, { quotaUnits: '1000' }, 'sweep');
+    const now = new Date();
+    const past = { now, expiresAt: new Date(now.getTime() - 1000) };
+    const stale = [await leaseUnits(database.db, period, 100n, past), await leaseUnits(database.db, period, 100n, past), await leaseUnits(database.db, period, 100n, past)];
+    const live = await leaseUnits(database.db, period, 50n, { now, expiresAt: new Date(now.getTime() + 60_000) });
+    // The dead processes' calls used some of their leases before they died.
+    await chargeOnLease(database.db, period, stale[0]!, { bound: 30n, units: 30n });
     const counts = await Promise.all([services.quota.sweepExpired(new Date()), services.quota.sweepExpired(new Date())]);
     expect(counts[0]! + counts[1]!).toBe(3);
-    expect((await periodRow(period.id)).reserved_units).toBe(50n);
-    expect(await services.quota.settle({ reservationId: stale[0]!, consumedUnits: 1n, inputTokens: 1n, cachedInputTokens: 0n, outputTokens: 0n, model: null, invocationId: null })).toBeNull();
+    expect(await periodRow(period.id)).toMatchObject({ reserved_units: 50n, consumed_units: 30n });
+    // A call recorded on an expired lease moves nothing and records 0 units.
+    const late = await chargeOnLease(database.db, period, stale[1]!, { bound: 10n, units: 10n });
+    expect(await database.db('invocations').where({ id: late }).first()).toMatchObject({ quota_units: 0n });
+    expect(await database.db('usage_events').where({ invocation_id: late })).toEqual([]);
+    expect(await periodRow(period.id)).toMatchObject({ reserved_units: 50n, consumed_units: 30n });
     expect(await services.quota.sweepExpired(new Date())).toBe(0);
+    await createQuotaRepo(database.db).releaseLease(live, new Date());
+    expect(await periodRow(period.id)).toMatchObject({ reserved_units: 0n, consumed_units: 30n });
   });
 
   it('usage events are append-only and a published strategy cannot be changed, even in SQL', async () => {
-    const { access, period, strategy } = await provisionAccess(services, { quotaUnits: '1000' }, 'immutable');
-    const reservationId = newId();
-    await services.quota.reserve({ reservationId, workspaceId: access.workspace_id, accessId: access.id, periodId: period.id, units: 1n, requestId: 'i', expiresAt: new Date(Date.now() + 60_000) });
-    await services.quota.settle({ reservationId, consumedUnits: 1n, inputTokens: 1n, cachedInputTokens: 0n, outputTokens: 0n, model: null, invocationId: null });
-    await expect(database.db('usage_events').where({ reservation_id: reservationId }).update({ units: 0 })).rejects.toThrow(/append-only/);
-    await expect(database.db('usage_events').where({ reservation_id: reservationId }).del()).rejects.toThrow(/append-only/);
+    const { period, strategy } = await provisionAccess(services, { quotaUnits: '1000' }, 'immutable');
+    const leaseId = await leaseUnits(database.db, period, 1n, { now: new Date(), expiresAt: new Date(Date.now() + 60_000) });
+    const invocationId = await chargeOnLease(database.db, period, leaseId, { bound: 1n, units: 1n });
+    await expect(database.db('usage_events').where({ invocation_id: invocationId }).update({ units: 0 })).rejects.toThrow(/append-only/);
+    await expect(database.db('usage_events').where({ invocation_id: invocationId }).del()).rejects.toThrow(/append-only/);
     await expect(database.db('quota_strategies').where({ id: strategy.id }).update({ quota_units: 1 })).rejects.toThrow(/immutable/);
   });
 
@@ -227,3 +197,4 @@ describe('settle, release and sweep', () => {
     await expect(database.db('usage_events').insert(event('USAGE', invocationId))).rejects.toThrow(/usage_events_one_per_invocation/);
   });
 });
+

@@ -1,14 +1,15 @@
 /**
  * The plan-change carry (docs/decisions.md "Changing plan"): a split charges the
  * new part for what the old part used beyond its share, holds included; what
- * those holds give back later (a lease released or expired, a call settled below
- * its bound) returns to the new part, never more than it was charged, never below
+ * those holds give back later (a lease released or expired, with what its calls
+ * settled below their bounds) returns to the new part, never more than it was charged, never below
  * what the old part still uses. Through the domain with a fixed clock, so the
  * grants are exact; the HTTP scenarios are in test/gateway/gateway.leases.test.ts.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { newId } from '../../src/ids.js';
+import { createQuotaRepo } from '../../src/domain/quota/quota-repo.js';
 import type { Services } from '../../src/domain/services.js';
+import { chargeOnLease, leaseUnits, useUnits, type PeriodRef } from '../support/quota-use.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 import { actor, provisionAccess, servicesFor } from './quota-fixture.js';
 
@@ -55,24 +56,12 @@ async function accessWithPlans(quotaUnits: string, otherUnits: string) {
 const partsOf = (accessId: string) => database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start');
 const grants = async (accessId: string) => (await partsOf(accessId)).map((p) => BigInt(p.granted_units));
 
-async function hold(access: { id: string; workspace_id: string }, periodId: string, units: bigint, kind: 'CALL' | 'LEASE') {
-  const id = newId();
-  const answer = await services.quotaRepo.hold({
-    id,
-    workspaceId: access.workspace_id,
-    accessId: access.id,
-    periodId,
-    need: units,
-    want: units,
-    share: 1,
-    kind,
-    requestId: 'carry',
-    now: current,
-    expiresAt: new Date(current.getTime() + 60_000),
-  });
-  expect(answer.held).toBe(units);
-  return id;
+/** A lease of exactly `units` on the period at the current time, as a gateway process holds one. */
+async function hold(period: PeriodRef, units: bigint) {
+  return leaseUnits(database.db, period, units, { now: current, expiresAt: new Date(current.getTime() + 60_000) });
 }
+
+const release = (leaseId: string) => createQuotaRepo(database.db).releaseLease(leaseId, current);
 
 async function expectNoOverspend(accessId: string) {
   for (const p of await partsOf(accessId)) {
@@ -83,7 +72,7 @@ async function expectNoOverspend(accessId: string) {
 describe('the plan-change carry', () => {
   it('a lease the sweeper expires after the change gives its units back to the new part', async () => {
     const { access, period, other } = await accessWithPlans('3000', '9000');
-    const leaseId = await hold(access, period.id, 900n, 'LEASE');
+    const leaseId = await hold(period, 900n);
     current = new Date(start.getTime() + DAY);
     await services.accesses.changePlan(actor, access.id, { planId: other.id });
     const [oldAtChange, nextAtChange] = await partsOf(access.id);
@@ -104,30 +93,30 @@ describe('the plan-change carry', () => {
     // 3000 over the period, 300 on the other plan; a lease of 2500 held at a third of the period.
     const { access, period, other } = await accessWithPlans('3000', '300');
     const third = (new Date(period.period_end).getTime() - start.getTime()) / 3;
-    const leaseId = await hold(access, period.id, 2500n, 'LEASE');
+    const leaseId = await hold(period, 2500n);
     current = new Date(start.getTime() + third);
     await services.accesses.changePlan(actor, access.id, { planId: other.id });
     const [oldAtChange, nextAtChange] = await partsOf(access.id);
     // Old share 1000; 1500 used beyond it, but the new part had only its share (200 = 300 x 2/3) to be charged.
     expect(BigInt(oldAtChange.share_units)).toBe(1000n);
     expect([BigInt(oldAtChange.granted_units), BigInt(nextAtChange.granted_units), BigInt(oldAtChange.carried_units)]).toEqual([2500n, 0n, 200n]);
-    await services.quotaRepo.releaseLease(leaseId, current);
+    await release(leaseId);
     // As if nothing had been held: the new part gets its 200; the old part gives up no more than that.
     expect(await grants(access.id)).toEqual([2300n, 200n]);
-    await services.quotaRepo.releaseLease(leaseId, current);
+    await release(leaseId);
     expect(await grants(access.id)).toEqual([2300n, 200n]);
     await expectNoOverspend(access.id);
   });
 
   it('a call settled below its bound on the old part gives back the difference; what it consumed stays carried', async () => {
     const { access, period, other } = await accessWithPlans('3000', '9000');
-    const rid = newId();
-    const reserved = await services.quota.reserve({ reservationId: rid, workspaceId: access.workspace_id, accessId: access.id, periodId: period.id, units: 600n, requestId: 'r', expiresAt: new Date(start.getTime() + 60_000) });
-    expect(reserved.ok).toBe(true);
+    const leaseId = await hold(period, 600n);
     current = new Date(start.getTime() + 1000);
     await services.accesses.changePlan(actor, access.id, { planId: other.id });
     const [, nextAtChange] = await partsOf(access.id);
-    await services.quota.settle({ reservationId: rid, consumedUnits: 250n, inputTokens: 250n, cachedInputTokens: 0n, outputTokens: 0n, model: null, invocationId: null });
+    // The call consumed 250 of its bound of 600; its lease is then released.
+    await chargeOnLease(database.db, period, leaseId, { bound: 600n, units: 250n, at: current });
+    await release(leaseId);
     const [old, next] = await partsOf(access.id);
     expect([BigInt(old.granted_units), BigInt(old.consumed_units), BigInt(old.reserved_units)]).toEqual([250n, 250n, 0n]);
     expect(BigInt(next.granted_units)).toBe(BigInt(nextAtChange.granted_units) + 350n);
@@ -137,9 +126,7 @@ describe('the plan-change carry', () => {
   it('switching back and forth after using more than a share never gives that use back', async () => {
     // 3000 on the plan, 9000 on the other; 2000 used at once, then two switches a day apart.
     const { access, period, plan, other } = await accessWithPlans('3000', '9000');
-    const rid = newId();
-    await services.quota.reserve({ reservationId: rid, workspaceId: access.workspace_id, accessId: access.id, periodId: period.id, units: 2000n, requestId: 'r', expiresAt: new Date(start.getTime() + 60_000) });
-    await services.quota.settle({ reservationId: rid, consumedUnits: 2000n, inputTokens: 2000n, cachedInputTokens: 0n, outputTokens: 0n, model: null, invocationId: null });
+    await useUnits(database.db, period, 2000n, current);
     const total = new Date(period.period_end).getTime() - start.getTime();
     current = new Date(start.getTime() + DAY);
     await services.accesses.changePlan(actor, access.id, { planId: other.id });
@@ -180,7 +167,7 @@ describe('the plan-change carry', () => {
   it('switching back and forth with a lease held throughout mints nothing: the live part gets what it would with no lease', async () => {
     const withLease = await accessWithPlans('3000', '9000');
     const without = await accessWithPlans('3000', '9000');
-    const leaseId = await hold(withLease.access, withLease.period.id, 500n, 'LEASE');
+    const leaseId = await hold(withLease.period, 500n);
     for (const { access, other, plan } of [withLease, without]) {
       current = new Date(start.getTime() + DAY);
       await services.accesses.changePlan(actor, access.id, { planId: other.id });
@@ -188,7 +175,7 @@ describe('the plan-change carry', () => {
       await services.accesses.changePlan(actor, access.id, { planId: plan.id });
     }
     const [p1AtEnd, p2AtEnd] = await partsOf(withLease.access.id);
-    await services.quotaRepo.releaseLease(leaseId, current);
+    await release(leaseId);
     const [p1, p2, p3] = await partsOf(withLease.access.id);
     const reference = await grants(without.access.id);
     expect(reference).toHaveLength(3);

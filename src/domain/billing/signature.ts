@@ -85,9 +85,3 @@ export function verifyPaddleSignature(rawBody: Buffer, header: string | undefine
     tolerance: PADDLE_TOLERANCE_SECONDS,
   });
 }
-
-/** For tests and fakes: a Paddle-Signature header for a body. */
-export function paddleSignatureHeader(rawBody: string, secret: string, timestamp: number): string {
-  const h1 = createHmac('sha256', secret).update(`${timestamp}:${rawBody}`).digest('hex');
-  return `ts=${timestamp};h1=${h1}`;
-}

@@ -1,6 +1,7 @@
 /**
- * The Admin API's reads of invocations (each with its attempt) and usage_events. The gateway
- * writes them in one statement with the settlement (src/gateway/settlement.ts).
+ * Reads of invocations (each with its attempt) and usage_events: the Admin API's, and the
+ * gateway's for a conversation a call continues. The gateway writes them in one statement
+ * with the settlement (src/gateway/call-repo.ts).
  */
 import type { Queryable } from '../../db/database.js';
 import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } from '../pagination.js';
@@ -31,6 +32,21 @@ export function createInvocationRepo(db: Queryable) {
 
     async usageEventsOf(invocationId: string, q: Queryable = db): Promise<UsageEventRow[]> {
       return q('usage_events').where({ invocation_id: invocationId }).orderBy('id', 'asc');
+    },
+
+    /**
+     * The input and output tokens of the access's latest charged call that answered with this Responses
+     * API response id (what a call continuing it adds to its input), or undefined when none did.
+     */
+    async conversationTokens(workspaceId: string, accessId: string, responseId: string, q: Queryable = db): Promise<bigint | undefined> {
+      const result = await q.raw(
+        `select u.input_tokens + u.output_tokens as tokens
+           from invocations i join usage_events u on u.invocation_id = i.id and u.kind = 'USAGE'
+          where i.workspace_id = ? and i.upstream_response_id = ? and i.workspace_access_id = ?
+          order by i.started_at desc limit 1`,
+        [workspaceId, responseId, accessId],
+      );
+      return (result.rows as { tokens: bigint }[])[0]?.tokens;
     },
 
     async list(filter: InvocationFilter, q: Queryable = db): Promise<Page<InvocationRow>> {

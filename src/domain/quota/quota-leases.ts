@@ -1,37 +1,34 @@
 /**
- * Quota leases: how the gateway admits a metered call without a database round
- * trip on its path.
+ * Quota leases: the only way units are reserved, and how the gateway admits a
+ * metered call without a database round trip on its path.
  *
  * A process reserves a slice of a period once, as one HELD reservation of kind
- * LEASE (quotaRepo.hold, the statement a call's reservation uses: never past
- * what the period has available), and admits calls against it in memory: a call's upper bound is
- * carved from the lease's free units, and when it settles the units it consumed
- * leave the lease's hold (`take`) in the statement that records the call
- * (src/domain/quota/settlement-sql.ts). So the period is never overspent, across
- * any number of processes: what a process admits it already holds.
+ * LEASE (quotaRepo.acquireLease: never past what the period has available), and
+ * admits calls against it in memory: a call's upper bound is carved from the
+ * lease's free units, and when it settles the units it consumed leave the
+ * lease's hold (`take`) in the statement that records the call
+ * (settlement-sql.ts). So the period is never overspent, across any number of
+ * processes: what a process admits it already holds.
  *
  * - A lease too small for a call is extended by what is missing plus headroom
  *   (LEASE_CALLS bounds, doubled at each extension of the same lease up to
  *   MAX_LEASE_CALLS: a busy access's lease is extended a few times, not once
  *   every sixteen calls; always at most an eighth of what the period has beyond
  *   the need) in one statement; calls that arrive meanwhile wait for it. When the
- *   period cannot cover the missing part, the call is refused (429), as a call
- *   reservation would be.
+ *   period cannot cover the missing part, the call is refused (429).
  * - A refusal is remembered for REFUSAL_MEMORY_MS per period: while what the
  *   period had then (plus the lease's free units now) cannot cover a call, the
  *   call is refused without a database round trip (a client hammering at an
- *   exhausted quota cost one or two statements per call, queued behind each
- *   other per period). A lease of this process released on the period forgets
+ *   exhausted quota would otherwise cost one or two statements per call,
+ *   queued behind each other per period). A lease of this process released on the period forgets
  *   it; units another process frees, or a plan change, show within that time.
  * - A lease unused for `idleMs` (1 s) is released: its unused units return to
  *   the period, after the records of its calls are written. drain() releases
  *   every lease (tests, shutdown).
  * - A lease's expires_at is renewed when a call finds it past half its TTL, and
  *   while its calls run, up to the TTL after the last one admitted (a call may
- *   run for the TTL, as on a reservation of its own); a
- *   process that dies holding one leaves it to the sweeper, which returns what
- *   it still held (the calls the dead process did not record go uncharged, as
- *   with call reservations).
+ *   run for the TTL); a process that dies holding one leaves it to the sweeper, which returns what
+ *   it still held (the calls the dead process did not record go uncharged).
  * - What another process (or the Admin API) sees as reserved includes the
  *   leases' unused units until they are released.
  * - A plan change that splits a lease's period counts its unused units as used
@@ -39,11 +36,11 @@
  *   sweeper's expiry) gives them back to the new part (quotaRepo.giveBackCarry),
  *   so none are lost. The lease stays on the old part, where its calls settle.
  */
-import type { Clock } from '../domain/actor.js';
-import type { QuotaRepo } from '../domain/quota/quota-repo.js';
-import { newId } from '../ids.js';
-import type { Logger } from '../observability/logger.js';
-import { withRetries } from './retry.js';
+import { withRetries } from '../../db/retry.js';
+import { newId } from '../../ids.js';
+import type { Logger } from '../../observability/logger.js';
+import type { Clock } from '../actor.js';
+import type { QuotaRepo } from './quota-repo.js';
 
 /** Headroom a lease asks for beyond the missing units, in call bounds. */
 const LEASE_CALLS = 16n;
@@ -133,7 +130,7 @@ export function createQuotaLeases(deps: {
     if (!lease) {
       const id = newId();
       counted('acquire');
-      const answer = await repo.hold({ id, ...target, need, want, share: AVAILABLE_SHARE, kind: 'LEASE', requestId, now, expiresAt });
+      const answer = await repo.acquireLease({ id, ...target, need, want, share: AVAILABLE_SHARE, requestId, now, expiresAt });
       if (answer.held !== null) {
         current.set(target.periodId, {
           id,

@@ -1,32 +1,32 @@
 /**
- * All SQL of quota_periods, quota_reservations and usage_events. Holding units
- * (a call's reservation, or a gateway process's quota lease) is one atomic
- * statement, so concurrent holds can never overspend a period.
+ * All SQL of quota_periods and quota_reservations. The only reservations are the
+ * gateway processes' quota leases (quota-leases.ts): acquiring or extending one
+ * is one atomic statement, so concurrent holds can never overspend a period.
+ * The calls settled on a lease are written with their records
+ * (settlement-sql.ts, src/gateway/call-repo.ts).
  */
-import { jsonParam } from '../../db/row-json.js';
-import { reservationSettlementCtes, type SettlementInput } from './settlement-sql.js';
 import type { Queryable } from '../../db/database.js';
 import type { QuotaPeriodRow } from './quota-types.js';
 
 /**
- * The hold rule, shared by a call's reservation and a lease's extension: on the
+ * The hold rule, shared by a lease's acquisition and its extension: on the
  * period (while it covers :now), hold x = greatest(:need, least(:want,
  * available / :share)) when the period has it; `held` returns x and what remains.
- * For a lease the locked lease row (CTE `lk`) must exist, and nothing (x = 0)
+ * To extend, the locked lease row (CTE `lk`) must exist, and nothing (x = 0)
  * is held on a period that has nothing to add, so its expiry is still renewed.
  */
-function holdCtes(opts: { lease: boolean }): string {
+function holdCtes(opts: { extending: boolean }): string {
   return `per as (
            select id, granted_units - reserved_units - consumed_units as avail
              from quota_periods where id = :periodId and workspace_access_id = :accessId
          ), want as (
            select per.id, greatest(cast(:need as bigint), least(cast(:want as bigint), per.avail / cast(:share as int))) as x
-             from per${opts.lease ? ', lk' : ''}
+             from per${opts.extending ? ', lk' : ''}
          ), held as (
            update quota_periods qp set reserved_units = qp.reserved_units + want.x
              from want
             where qp.id = want.id and qp.period_start <= :now and qp.period_end > :now
-              and (${opts.lease ? 'want.x = 0 or ' : ''}qp.granted_units - qp.reserved_units - qp.consumed_units >= want.x)
+              and (${opts.extending ? 'want.x = 0 or ' : ''}qp.granted_units - qp.reserved_units - qp.consumed_units >= want.x)
            returning qp.id, want.x, qp.granted_units - qp.reserved_units - qp.consumed_units as remaining
          )`;
 }
@@ -104,14 +104,13 @@ export function createQuotaRepo(db: Queryable) {
 
   return {
     /**
-     * Holds units on the period by the rule of holdCtes (at least `need`, up to
-     * `want` while that is at most 1/share of what the period has) and inserts
-     * the HELD reservation (`kind` CALL or LEASE) in the same statement. A call's
-     * reservation holds exactly its units (need = want). Returns what it
-     * held and the period's remaining availability; held = null when the period
-     * could not give `need`, with what it has available (read after the attempt).
+     * A new lease: holds units on the period by the rule of holdCtes (at least `need`,
+     * up to `want` while that is at most 1/share of what the period has) and inserts
+     * the HELD reservation of kind LEASE in the same statement. Returns what it held
+     * and the period's remaining availability; held = null when the period could not
+     * give `need`, with what it has available (read after the attempt).
      */
-    async hold(
+    async acquireLease(
       h: {
         id: string;
         workspaceId: string;
@@ -120,7 +119,6 @@ export function createQuotaRepo(db: Queryable) {
         need: bigint;
         want: bigint;
         share: number;
-        kind: 'CALL' | 'LEASE';
         requestId: string;
         now: Date;
         expiresAt: Date;
@@ -128,13 +126,12 @@ export function createQuotaRepo(db: Queryable) {
       q: Queryable = db,
     ): Promise<{ held: bigint | null; remaining: bigint | null; available: bigint; periodOver?: boolean }> {
       const result = await q.raw(
-        `with ${holdCtes({ lease: false })}, hold as (
+        `with ${holdCtes({ extending: false })}, hold as (
            insert into quota_reservations
              (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status, request_id,
               created_at, expires_at, kind)
-           select cast(:id as uuid), cast(:workspaceId as uuid), cast(:accessId as uuid), held.id, held.x,
-                  case when cast(:kind as text) = 'LEASE' then 0 end, 'HELD', cast(:requestId as text),
-                  cast(:now as timestamptz), cast(:expiresAt as timestamptz), cast(:kind as text)
+           select cast(:id as uuid), cast(:workspaceId as uuid), cast(:accessId as uuid), held.id, held.x, 0, 'HELD',
+                  cast(:requestId as text), cast(:now as timestamptz), cast(:expiresAt as timestamptz), 'LEASE'
              from held
          )
          select (select x from held) as x, (select remaining from held) as remaining`,
@@ -147,7 +144,7 @@ export function createQuotaRepo(db: Queryable) {
     },
 
     /**
-     * Adds to a HELD lease what the period can give (the rule of `hold`) and
+     * Adds to a HELD lease what the period can give (the rule of `acquireLease`) and
      * renews its expiry; the lease row is locked first, so the sweeper (skip
      * locked) cannot expire it meanwhile. `leased` is false when the lease is no
      * longer HELD (nothing was added).
@@ -159,7 +156,7 @@ export function createQuotaRepo(db: Queryable) {
       const result = await q.raw(
         `with lk as (
            select id from quota_reservations where id = :leaseId and status = 'HELD' and kind = 'LEASE' for update
-         ), ${holdCtes({ lease: true })}, ext as (
+         ), ${holdCtes({ extending: true })}, ext as (
            update quota_reservations r set reserved_units = r.reserved_units + held.x, expires_at = cast(:expiresAt as timestamptz)
              from held where r.id = cast(:leaseId as uuid)
          )
@@ -303,26 +300,11 @@ export function createQuotaRepo(db: Queryable) {
       if (period && period.carried_units > 0n) await giveBackCarry(periodId, q);
     },
 
-    /**
-     * Settles the reservations still HELD among these (settlement-sql.ts); returns those it
-     * settled. A reservation on a period a plan change split may have held more than it
-     * consumed: giveBackCarry follows (its own statement; it finds nothing to do elsewhere).
-     */
-    async settle(settlements: SettlementInput[], q: Queryable = db): Promise<{ id: string; reserved_units: bigint; units: bigint }[]> {
-      const result = await q.raw(`with ${reservationSettlementCtes(':settlements')} select r.id, r.quota_period_id, r.reserved_units, r.units from r`, {
-        settlements: jsonParam(settlements),
-      });
-      const rows = result.rows as { id: string; quota_period_id: string; reserved_units: bigint; units: bigint }[];
-      for (const periodId of new Set(rows.map((r) => r.quota_period_id))) await giveBackCarry(periodId, q);
-      return rows.map(({ id, reserved_units, units }) => ({ id, reserved_units, units }));
-    },
-
     giveBackCarry,
 
     /**
-     * HELD reservations past their expiry become EXPIRED; returns what they held, per row. Nothing is
-     * charged: a call's reservation has consumed nothing yet, a lease keeps the units its settled calls
-     * consumed; what either still held returns to the period. `all`: every HELD one, whatever its expiry
+     * HELD leases past their expiry become EXPIRED; returns what they held, per row. Nothing is
+     * charged: a lease keeps the units its settled calls consumed; what it still held returns to the period. `all`: every HELD one, whatever its expiry
      * (no process that could still settle them is alive).
      */
     async expireHeld(now: Date, q: Queryable, all = false): Promise<{ id: string; quota_period_id: string; reserved_units: bigint }[]> {

@@ -1,81 +1,22 @@
 /**
- * The quota primitives the gateway calls (reserve before the upstream, settle
- * or release after it, sweep what dead processes left) and the snapshot the
- * Admin API shows. Invariants (DESIGN.md): reservations never take consumed +
- * reserved past granted; every settlement writes exactly one USAGE event, plus
- * one ADJUSTMENT for what was consumed beyond the reservation.
+ * What the Admin API and the housekeeping need of quota: the snapshot of an
+ * access's period, and the sweep of the quota leases a dead process left
+ * behind. Admission and settlement of calls are the leases' (quota-leases.ts).
+ * Invariants (DESIGN.md): holds never take consumed + reserved past granted;
+ * every charged call writes exactly one USAGE event, plus one ADJUSTMENT for
+ * what it consumed beyond its bound.
  */
 import type { Db, Queryable } from '../../db/database.js';
-import { newId } from '../../ids.js';
-import type { Clock } from '../actor.js';
-import { computeUnits } from './quota-math.js';
 import type { QuotaRepo } from './quota-repo.js';
-import type { SettlementInput } from './settlement-sql.js';
-import type { QuotaSnapshot, ReserveInput, ReserveResult, SettleInput, SettleResult } from './quota-types.js';
+import type { QuotaSnapshot } from './quota-types.js';
 
-export function createQuotaService(deps: { db: Db; quotaRepo: QuotaRepo; clock: Clock }) {
-  const { db, quotaRepo, clock } = deps;
-
-
-  function settlement(reservationId: string, consumed: bigint | null, usage?: SettleInput): SettlementInput {
-    return {
-      rid: reservationId,
-      status: consumed === null ? 'RELEASED' : 'SETTLED',
-      units: consumed ?? 0n,
-      charged: consumed !== null,
-      usage_id: newId(),
-      adjustment_id: newId(),
-      invocation_id: usage?.invocationId ?? null,
-      input_tokens: usage?.inputTokens ?? 0n,
-      cached_tokens: usage?.cachedInputTokens ?? 0n,
-      output_tokens: usage?.outputTokens ?? 0n,
-      model: usage?.model ?? null,
-      at: clock.now(),
-    };
-  }
+export function createQuotaService(deps: { db: Db; quotaRepo: QuotaRepo }) {
+  const { db, quotaRepo } = deps;
 
   return {
-    computeUnits,
-
-    async reserve(input: ReserveInput, q: Queryable = db): Promise<ReserveResult> {
-      if (input.units < 0n) throw new RangeError('units must be non-negative');
-      const result = await quotaRepo.hold(
-        {
-          id: input.reservationId,
-          workspaceId: input.workspaceId,
-          accessId: input.accessId,
-          periodId: input.periodId,
-          need: input.units,
-          want: input.units,
-          share: 1,
-          kind: 'CALL',
-          requestId: input.requestId,
-          now: clock.now(),
-          expiresAt: input.expiresAt,
-        },
-        q,
-      );
-      if (result.held !== null) return { ok: true, remaining: result.remaining! };
-      return { ok: false, available: result.available };
-    },
-
-    /** Idempotent: a reservation that is no longer HELD is left alone (null). */
-    async settle(input: SettleInput, tx?: Queryable): Promise<SettleResult | null> {
-      if (input.consumedUnits < 0n) throw new RangeError('consumedUnits must be non-negative');
-      const row = settlement(input.reservationId, input.consumedUnits, input);
-      const [settled] = await quotaRepo.settle([row], tx ?? db);
-      if (!settled) return null;
-      return { usageEventId: row.usage_id, adjustmentEventId: settled.units > settled.reserved_units ? row.adjustment_id : null };
-    },
-
-    /** Returns everything held, records no usage. True when it released something. */
-    async release(reservationId: string, tx?: Queryable): Promise<boolean> {
-      return (await quotaRepo.settle([settlement(reservationId, null)], tx ?? db)).length > 0;
-    },
-
     /**
-     * Reservations whose process died: EXPIRED, their units returned. Returns how many. Those past their
-     * expiry, or with `all` every HELD one (when no other process can hold any: the embedded database at start).
+     * Leases whose process died: EXPIRED, the units they still held returned. Returns how many. Those past
+     * their expiry, or with `all` every HELD one (when no other process can hold any: the embedded database at start).
      */
     async sweepExpired(now: Date, all = false): Promise<number> {
       return db.transaction(async (tx) => {

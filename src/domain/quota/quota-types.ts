@@ -1,5 +1,4 @@
 export type PeriodSource = 'renewal' | 'provision' | 'billing' | 'plan_change';
-export type ReservationStatus = 'HELD' | 'SETTLED' | 'RELEASED' | 'EXPIRED';
 
 export interface QuotaPeriodRow {
   id: string;
@@ -22,20 +21,6 @@ export interface QuotaPeriodRow {
   carried_units?: bigint;
 }
 
-export interface QuotaReservationRow {
-  id: string;
-  workspace_id: string;
-  workspace_access_id: string;
-  quota_period_id: string;
-  reserved_units: bigint;
-  consumed_units: bigint | null;
-  status: ReservationStatus;
-  request_id: string;
-  created_at: Date;
-  expires_at: Date;
-  settled_at: Date | null;
-}
-
 export interface UsageEventRow {
   id: string;
   workspace_id: string;
@@ -51,33 +36,6 @@ export interface UsageEventRow {
   model: string | null;
   reason: string | null;
   created_at: Date;
-}
-
-export interface ReserveInput {
-  reservationId: string;
-  workspaceId: string;
-  accessId: string;
-  periodId: string;
-  units: bigint;
-  requestId: string;
-  expiresAt: Date;
-}
-
-export type ReserveResult = { ok: true; remaining: bigint } | { ok: false; available: bigint };
-
-export interface SettleInput {
-  reservationId: string;
-  consumedUnits: bigint;
-  inputTokens: bigint;
-  cachedInputTokens: bigint;
-  outputTokens: bigint;
-  model: string | null;
-  invocationId: string | null;
-}
-
-export interface SettleResult {
-  usageEventId: string;
-  adjustmentEventId: string | null;
 }
 
 export interface QuotaSnapshot {

@@ -1,0 +1,195 @@
+/**
+ * The SQL of a gateway call: the key lookup before it (cached by auth-cache.ts)
+ * and its records after it (batched by call-recorder.ts).
+ *
+ * A call's records are one statement per batch of calls: their settlement on
+ * their quota leases (the rule of src/domain/quota/settlement-sql.ts) and their
+ * invocations, each with its attempt. One round trip, so a busy access's period
+ * row is locked for one statement. A call whose lease is no longer HELD (the
+ * sweeper expired it) is charged nothing and its invocation records 0 units.
+ * The rows travel as JSON text (src/db/row-json.ts), made when the call ends.
+ */
+import type { Db } from '../db/database.js';
+import { jsonArray, RowJson } from '../db/row-json.js';
+import type { InvocationRow } from '../domain/invocations/invocation-types.js';
+import { leaseCallSettlementCtes } from '../domain/quota/settlement-sql.js';
+import { newId } from '../ids.js';
+import { namedQuery } from './gateway-db.js';
+
+/** The key, its access, workspace and connection, and the access's current period with its strategy. */
+export interface AuthRow {
+  key_id: string;
+  workspace_id: string;
+  workspace_access_id: string;
+  expires_at: Date;
+  revoked_at: Date | null;
+  last_request_at: Date | null;
+  access_status: string;
+  access_starts_at: Date;
+  access_ends_at: Date | null;
+  workspace_status: string;
+  allow_unmetered_passthrough: boolean;
+  connection_id: string | null;
+  protocol_profile: 'openai' | 'anthropic' | null;
+  base_url: string | null;
+  connection_status: string | null;
+  api_key_ciphertext: string | null;
+  api_key_key_id: string | null;
+  upstream_timeout_ms: number | null;
+  period_id: string | null;
+  period_end: Date | null;
+  granted_units: bigint | null;
+  reserved_units: bigint | null;
+  consumed_units: bigint | null;
+  input_multiplier_ppm: bigint | null;
+  output_multiplier_ppm: bigint | null;
+  cached_input_multiplier_ppm: bigint | null;
+  max_output_tokens: number | null;
+}
+
+const LOOKUP = `
+select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.revoked_at, k.last_request_at,
+       a.status as access_status, a.access_starts_at, a.access_ends_at,
+       w.status as workspace_status, w.allow_unmetered_passthrough,
+       c.id as connection_id, c.protocol_profile, c.base_url, c.status as connection_status,
+       c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms,
+       p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
+       s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens
+  from inference_keys k
+  join workspace_accesses a on a.id = k.workspace_access_id
+  join workspaces w on w.id = k.workspace_id
+  left join provider_connections c on c.id = cast(? as uuid) and c.workspace_id = k.workspace_id
+  left join lateral (
+    select * from quota_periods qp
+     where qp.workspace_access_id = a.id and qp.period_start <= ? and qp.period_end > ?
+     order by qp.period_start desc limit 1) p on true
+  left join quota_strategies s on s.id = p.quota_strategy_id
+ where k.key_hash = ?`;
+
+/** What a call consumed, as it is charged. */
+export interface Consumption {
+  units: bigint;
+  inputTokens: bigint;
+  cachedInputTokens: bigint;
+  outputTokens: bigint;
+  model: string | null;
+}
+
+export interface CallToRecord {
+  /** With its attempt's columns; its reservation_id is the lease's, when it was admitted on one. */
+  invocation: InvocationRow;
+  /** The quota lease the call was admitted on (quota-leases.ts): its bound and the units the lease gives up. */
+  lease: { id: string; bound: bigint; take: bigint } | undefined;
+  /** null: nothing charged (no usage event). */
+  consumed: Consumption | null;
+}
+
+const INVOCATION_COLUMNS = [
+  'id', 'workspace_id', 'workspace_access_id', 'provider_connection_id', 'inference_key_id', 'request_id', 'trace_id',
+  'method', 'endpoint', 'requested_model', 'status', 'metering_status', 'streamed', 'reservation_id', 'quota_units',
+  'error_code', 'started_at', 'first_token_at', 'completed_at', 'total_latency_ms', 'provider_latency_ms',
+  'nexus_latency_ms', 'total_ttft_ms', 'provider_ttft_ms', 'nexus_ttft_ms', 'upstream_response_id', 'attempt_id',
+  'attempt_upstream_model', 'attempt_status', 'attempt_http_status', 'attempt_error_code', 'attempt_started_at',
+  'attempt_first_token_at', 'attempt_completed_at', 'attempt_duration_ms',
+];
+
+const RECORD_CALLS = `
+with ${leaseCallSettlementCtes('$1')}, inv as (
+  insert into invocations (${INVOCATION_COLUMNS.join(', ')})
+  select ${INVOCATION_COLUMNS.map((c) =>
+    c === 'quota_units'
+      ? `case when i.reservation_id is not null and not exists (select 1 from l where l.id = i.reservation_id) then 0 else i.quota_units end`
+      : `i.${c}`,
+  ).join(', ')}
+    from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
+)
+select count(*) as n from settled`;
+
+/** A call's rows as JSON text (row-json.ts), made when it ends. */
+export interface CallRows {
+  invocation: string;
+  /** Its settlement on its lease (a LeaseCallSettlement), when it was charged. */
+  leaseCall: string | null;
+}
+
+export function callRows(c: CallToRecord): CallRows {
+  const i = c.invocation;
+  const invocation = new RowJson()
+    .id('id', i.id)
+    .id('workspace_id', i.workspace_id)
+    .id('workspace_access_id', i.workspace_access_id)
+    .id('provider_connection_id', i.provider_connection_id)
+    .id('inference_key_id', i.inference_key_id)
+    .str('request_id', i.request_id)
+    .str('trace_id', i.trace_id)
+    .str('method', i.method)
+    .str('endpoint', i.endpoint)
+    .str('requested_model', i.requested_model)
+    .str('status', i.status)
+    .str('metering_status', i.metering_status)
+    .raw('streamed', i.streamed ? 'true' : 'false')
+    .str('reservation_id', i.reservation_id)
+    .big('quota_units', i.quota_units)
+    .str('error_code', i.error_code)
+    .time('started_at', i.started_at)
+    .time('first_token_at', i.first_token_at)
+    .time('completed_at', i.completed_at)
+    .num('total_latency_ms', i.total_latency_ms)
+    .num('provider_latency_ms', i.provider_latency_ms)
+    .num('nexus_latency_ms', i.nexus_latency_ms)
+    .num('total_ttft_ms', i.total_ttft_ms)
+    .num('provider_ttft_ms', i.provider_ttft_ms)
+    .num('nexus_ttft_ms', i.nexus_ttft_ms)
+    .str('upstream_response_id', i.upstream_response_id)
+    .str('attempt_id', i.attempt_id)
+    .str('attempt_upstream_model', i.attempt_upstream_model)
+    .str('attempt_status', i.attempt_status)
+    .num('attempt_http_status', i.attempt_http_status)
+    .str('attempt_error_code', i.attempt_error_code)
+    .time('attempt_started_at', i.attempt_started_at)
+    .time('attempt_first_token_at', i.attempt_first_token_at)
+    .time('attempt_completed_at', i.attempt_completed_at)
+    .num('attempt_duration_ms', i.attempt_duration_ms)
+    .done();
+  // A call charged nothing moves nothing on its lease and has no event.
+  if (!c.lease || !c.consumed) return { invocation, leaseCall: null };
+  const leaseCall = new RowJson()
+    .id('lease_id', c.lease.id)
+    .big('bound', c.lease.bound)
+    .big('take', c.lease.take)
+    .big('units', c.consumed.units)
+    .raw('charged', 'true')
+    .id('usage_id', newId())
+    .str('adjustment_id', c.consumed.units > c.lease.bound ? newId() : null)
+    .id('invocation_id', i.id)
+    .big('input_tokens', c.consumed.inputTokens)
+    .big('cached_tokens', c.consumed.cachedInputTokens)
+    .big('output_tokens', c.consumed.outputTokens)
+    .str('model', c.consumed.model)
+    .time('at', i.completed_at ?? new Date())
+    .done();
+  return { invocation, leaseCall };
+}
+
+export function createCallRepo(db: Db) {
+  const query = namedQuery(db);
+  return {
+    async lookup(keyHash: string, connectionId: string, now: Date): Promise<AuthRow | null> {
+      const result = await db.raw(LOOKUP, [connectionId, now, now, keyHash]);
+      return (result.rows as AuthRow[])[0] ?? null;
+    },
+
+    /** Records the calls in one statement (all or nothing). */
+    async record(calls: CallRows[]): Promise<void> {
+      const invocations: string[] = [];
+      const leaseCalls: string[] = [];
+      for (const c of calls) {
+        invocations.push(c.invocation);
+        if (c.leaseCall) leaseCalls.push(c.leaseCall);
+      }
+      await query('nexus_record_calls', RECORD_CALLS, [jsonArray(leaseCalls), jsonArray(invocations)]);
+    },
+  };
+}
+
+export type CallRepo = ReturnType<typeof createCallRepo>;

@@ -1,0 +1,441 @@
+/**
+ * One gateway call, from the moment its key and connection are known to its
+ * record: the one owner of its quota admission, its charge and its invocation
+ * record, whose fields change only here.
+ *
+ * The gateway (gateway.ts) opens a call and hands it events:
+ *   - admit(raw): a metered call's bound (the request read by its inspector,
+ *     priced by the quota rule), admitted on this process's lease of the
+ *     access's period, or refused 429 before the upstream is called;
+ *     passthrough(raw) for an unmetered one;
+ *   - answered(relay): the upstream call ended, however it ended: what the
+ *     call is charged (charged()), settled on its lease and recorded;
+ *   - refused(err): refused or failed before that: recorded REJECTED (or
+ *     FAILED), nothing charged.
+ * A call is recorded once. The recorder writes it off the response's path and
+ * tells the lease when it is written (call-recorder.ts).
+ */
+import type { Db } from '../db/database.js';
+import type { Clock } from '../domain/actor.js';
+import { createInferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
+import { createInvocationRepo } from '../domain/invocations/invocation-repo.js';
+import type { AttemptStatus, InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
+import { createQuotaLeases, type Admission, type LeaseStatement, type QuotaLeases } from '../domain/quota/quota-leases.js';
+import { boundUnits, chargeUnits, MAX_CALL_UNITS, type Multipliers } from '../domain/quota/quota-math.js';
+import { createQuotaRepo } from '../domain/quota/quota-repo.js';
+import { storableText } from '../domain/storable-text.js';
+import { AppError, toAppError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../observability/logger.js';
+import { callRows, type AuthRow, type CallRepo, type Consumption } from './call-repo.js';
+import { createCallRecorder, type CallRecorder } from './call-recorder.js';
+import { modelNamedIn, prepareCall, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import type { Relay, ResponseWatcher } from './relay.js';
+
+/** Model names and response ids are recorded up to this length. */
+const MAX_NAME_LENGTH = 256;
+/** Responses API calls remembered per process, so a call continuing one finds its tokens before its record is written. */
+const RECENT_RESPONSES = 10_000;
+
+/** What the answer's quota headers say: what the access has left, and when its period resets. */
+export interface QuotaView {
+  remaining: bigint;
+  reset: Date;
+}
+
+/** What the gateway knows of a call when it opens it. */
+export interface CallStart {
+  requestId: string;
+  method: string;
+  /** The provider path, without a trailing slash. */
+  endpoint: string;
+  /** The W3C trace id of the request's traceparent, if it had a valid one. */
+  traceId: string | null;
+  startedAt: Date;
+  /** process.hrtime.bigint() when the request arrived. */
+  t0: bigint;
+}
+
+const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
+
+/**
+ * An upstream answer that did what was asked: a 2xx, or 304 Not Modified. A redirect is not:
+ * the gateway follows none and passes no Location on (it would name the upstream's host).
+ */
+const succeeded = (status: number) => status < 300 || status === 304;
+
+const multipliersOf = (auth: AuthRow): Multipliers => ({
+  inputMultiplierPpm: auth.input_multiplier_ppm!,
+  cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
+  outputMultiplierPpm: auth.output_multiplier_ppm!,
+});
+
+/**
+ * What a call that was answered is counted for. Exact when the provider reported usage. Otherwise
+ * (a broken or aborted stream, an answer without readable usage): the input reported so far or else
+ * the input bound, and the output reported so far or else one token per data event received, at most
+ * the output bound; a JSON answer without usage is counted at its whole output bound.
+ */
+function chargeable(usage: Usage | null, complete: boolean, dataEvents: number, prepared: PreparedCall): Usage {
+  if (usage && complete) return usage;
+  const inputTokens = usage?.inputTokens ?? prepared.inputBound;
+  const cachedInputTokens = usage?.cachedInputTokens ?? 0n;
+  if (!prepared.stream) return { inputTokens, cachedInputTokens, outputTokens: prepared.outputBound };
+  const seen = BigInt(dataEvents);
+  const estimate = seen < prepared.outputBound ? seen : prepared.outputBound;
+  const reported = usage?.outputTokens ?? 0n;
+  return { inputTokens, cachedInputTokens, outputTokens: reported > estimate ? reported : estimate };
+}
+
+/** How an upstream call that ended is recorded: the invocation's and the attempt's status, and why it fell short. */
+function outcomeOf(relay: Relay, shutdown: Error): { status: InvocationStatus; attempt: AttemptStatus; errorCode: string | null } {
+  if (relay.end === 'complete') {
+    const attempt = succeeded(relay.status!) ? 'SUCCEEDED' : 'UPSTREAM_ERROR';
+    return relay.clientGone ? { status: 'CLIENT_ABORTED', attempt, errorCode: 'client_aborted' } : { status: attempt, attempt, errorCode: null };
+  }
+  // Stopped on our side, by the shutdown or by its client's leaving.
+  if (relay.cancelReason === shutdown) return { status: 'FAILED', attempt: 'ABORTED', errorCode: 'server_shutdown' };
+  if (relay.clientGone) return { status: 'CLIENT_ABORTED', attempt: 'ABORTED', errorCode: 'client_aborted' };
+  if (relay.end === 'broken') return { status: 'FAILED', attempt: 'FAILED', errorCode: 'upstream_stream_broken' };
+  // No answer: refused, reset, DNS failure, timeout before headers.
+  const code = (relay.error as { code?: string } | undefined)?.code;
+  const timedOut = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
+  return { status: 'FAILED', attempt: 'FAILED', errorCode: timedOut ? 'upstream_timeout' : 'upstream_unavailable' };
+}
+
+/** What every call of a meter shares: the leases, the recorder, and what the process remembers. */
+interface MeterParts {
+  leases: QuotaLeases;
+  recorder: CallRecorder;
+  clock: Clock;
+  logger: Logger;
+  shutdown: Error;
+  rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
+  conversationTokens(auth: AuthRow, responseId: string): Promise<bigint>;
+  quotaView(row: AuthRow | null, now: Date): QuotaView | undefined;
+}
+
+export class MeteredCall implements ResponseWatcher {
+  /** The quota headers of the call's answer, once admitted (or refused for quota). */
+  view: QuotaView | undefined;
+  /** What the inspector made of a metered call's request: its bounds, and the body to send. */
+  prepared: PreparedCall | undefined;
+  private admission: Admission | undefined;
+  private reloaded = false;
+  private recorded = false;
+  private readonly invocation: InvocationRow;
+  private readonly t0: bigint;
+
+  constructor(
+    private readonly meter: MeterParts,
+    private auth: AuthRow,
+    /** The usage inspector of the endpoint; none: an unmetered call. */
+    readonly inspector: Inspector | undefined,
+    start: CallStart,
+  ) {
+    this.t0 = start.t0;
+    this.invocation = {
+      id: newId(),
+      workspace_id: auth.workspace_id,
+      workspace_access_id: auth.workspace_access_id,
+      provider_connection_id: auth.connection_id!,
+      inference_key_id: auth.key_id,
+      request_id: start.requestId,
+      trace_id: start.traceId,
+      method: start.method,
+      endpoint: start.endpoint,
+      requested_model: '',
+      status: 'REJECTED',
+      metering_status: inspector ? 'metered' : 'unmetered',
+      streamed: false,
+      reservation_id: null,
+      quota_units: 0n,
+      error_code: null,
+      started_at: start.startedAt,
+      first_token_at: null,
+      completed_at: null,
+      total_latency_ms: null,
+      provider_latency_ms: null,
+      nexus_latency_ms: null,
+      total_ttft_ms: null,
+      provider_ttft_ms: null,
+      nexus_ttft_ms: null,
+      upstream_response_id: null,
+      attempt_id: null,
+      attempt_upstream_model: null,
+      attempt_status: null,
+      attempt_http_status: null,
+      attempt_error_code: null,
+      attempt_started_at: null,
+      attempt_first_token_at: null,
+      attempt_completed_at: null,
+      attempt_duration_ms: null,
+    };
+  }
+
+  /**
+   * A metered call: its bound on the access's current period, admitted on this process's lease of it.
+   * Throws the refusal (a bad request, or 429 quota_insufficient with the view set). Returns false
+   * when the key's row named a period that is over (a plan change split it, or it ended): the
+   * gateway reads the row again, hands it to reauthorized() and admits once more.
+   */
+  async admit(raw: Buffer): Promise<boolean> {
+    const auth = this.auth;
+    const reset = auth.period_end;
+    if (!auth.period_id || !reset) throw new AppError('quota_insufficient', 'The access has no current quota period');
+    const prepared = prepareCall(this.inspector!, raw, auth.max_output_tokens!);
+    this.prepared = prepared;
+    this.invocation.requested_model = prepared.requestedModel;
+    this.invocation.streamed = prepared.stream;
+    if (prepared.previousResponseId) prepared.inputBound += await this.meter.conversationTokens(auth, prepared.previousResponseId);
+    const bound = boundUnits(prepared.inputBound, prepared.outputBound, multipliersOf(auth));
+    if (bound > MAX_CALL_UNITS) {
+      throw new AppError('quota_insufficient', `This call may need up to ${bound} units, more than a quota period can hold`, {
+        reset_at: reset.toISOString(),
+      });
+    }
+    const held = await this.meter.leases.admit({ workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id }, bound);
+    if (!held.ok) {
+      if (held.periodOver && !this.reloaded) return false;
+      this.view = { remaining: held.available, reset };
+      throw new AppError('quota_insufficient', `This call may need up to ${bound} units; ${held.available} are available`, {
+        reset_at: reset.toISOString(),
+      });
+    }
+    this.admission = held.admission;
+    this.invocation.reservation_id = held.admission.lease.id;
+    this.view = { remaining: held.remaining, reset };
+    return true;
+  }
+
+  /** The key's row read again after admit() found its period over. */
+  reauthorized(auth: AuthRow): void {
+    this.auth = auth;
+    this.reloaded = true;
+  }
+
+  /** An unmetered call (the workspace allows passthrough): its model as the body names it, the key's quota view. */
+  passthrough(raw: Buffer, now: Date): void {
+    this.invocation.requested_model = modelNamedIn(raw);
+    this.view = this.meter.quotaView(this.auth, now);
+  }
+
+  responseSeen(responseId: string, tokens: bigint): void {
+    this.meter.rememberResponse(this.auth.workspace_access_id, responseId, tokens);
+  }
+
+  /**
+   * The upstream call ended, however it ended (`attemptStartedAt`: when it was sent): the call is
+   * charged, settled and recorded. Returns the refusal the client gets when no answer came.
+   */
+  answered(relay: Relay, attemptStartedAt: Date): AppError | undefined {
+    const invocation = this.invocation;
+    const { status, attempt, errorCode: cause } = outcomeOf(relay, this.meter.shutdown);
+    let errorCode = cause;
+    let refusal: AppError | undefined;
+    if (cause === 'upstream_stream_broken') {
+      this.meter.logger.warn({ msg: 'upstream stream broke', requestId: invocation.request_id, error: relay.error?.message });
+    } else if (cause === 'upstream_timeout' || cause === 'upstream_unavailable') {
+      const code = (relay.error as { code?: string } | undefined)?.code;
+      this.meter.logger.warn({ msg: 'no upstream answer', requestId: invocation.request_id, code, error: relay.error?.message });
+      refusal = new AppError(cause, cause === 'upstream_timeout' ? 'The provider did not answer within the timeout' : 'The provider could not be reached');
+    }
+
+    let usage = relay.usage;
+    let usageComplete = relay.usageComplete;
+    let upstreamModel = relay.model ?? '';
+    if (relay.responseId) invocation.upstream_response_id = relay.responseId;
+    const json = relay.jsonAnswer();
+    if (json !== null) {
+      const parsed = usageFromJson(this.inspector!, json);
+      usage = parsed.usage;
+      usageComplete = usage !== null;
+      if (parsed.model) upstreamModel = parsed.model;
+      if (parsed.responseId) {
+        invocation.upstream_response_id = parsed.responseId;
+        if (usage) this.responseSeen(parsed.responseId, usage.inputTokens + usage.outputTokens);
+      }
+    }
+
+    const tEnd = process.hrtime.bigint();
+    const now = this.meter.clock.now();
+    let consumed: Consumption | null = null;
+    const prepared = this.prepared;
+    if (this.admission && prepared && relay.status !== undefined && relay.status < 300) {
+      const counted = chargeable(usage, usageComplete, relay.dataEvents, prepared);
+      if (!usageComplete && !errorCode) errorCode = 'usage_missing';
+      const units = chargeUnits(counted, multipliersOf(this.auth));
+      invocation.quota_units = units;
+      consumed = {
+        units,
+        inputTokens: counted.inputTokens,
+        cachedInputTokens: counted.cachedInputTokens,
+        outputTokens: counted.outputTokens,
+        model: upstreamModel || invocation.requested_model || null,
+      };
+    }
+    const providerMs = msSince(relay.tStart, relay.tUpstreamEnd!);
+    invocation.attempt_id = newId();
+    invocation.attempt_upstream_model = upstreamModel || invocation.requested_model;
+    invocation.attempt_status = attempt;
+    invocation.attempt_http_status = relay.status ?? null;
+    invocation.attempt_error_code = errorCode;
+    invocation.attempt_started_at = attemptStartedAt;
+    invocation.attempt_completed_at = now;
+    invocation.attempt_duration_ms = providerMs;
+    invocation.status = status;
+    invocation.error_code = errorCode;
+    invocation.completed_at = now;
+    invocation.total_latency_ms = msSince(this.t0, tEnd);
+    invocation.provider_latency_ms = providerMs;
+    invocation.nexus_latency_ms = invocation.total_latency_ms - providerMs;
+    if (invocation.streamed && relay.tFirstUpstream !== undefined) {
+      const providerTtft = msSince(relay.tStart, relay.tFirstUpstream);
+      invocation.attempt_first_token_at = new Date(attemptStartedAt.getTime() + providerTtft);
+      invocation.provider_ttft_ms = providerTtft;
+      if (relay.tFirstClient !== undefined) {
+        invocation.total_ttft_ms = msSince(this.t0, relay.tFirstClient);
+        invocation.first_token_at = new Date(invocation.started_at.getTime() + invocation.total_ttft_ms);
+        invocation.nexus_ttft_ms = invocation.total_ttft_ms - providerTtft;
+      }
+    }
+    this.record(consumed, now);
+    return refusal;
+  }
+
+  /**
+   * Refused or failed before its upstream call ended (`raw`: its body, if it was read): recorded
+   * REJECTED (FAILED for a failure of ours), charged nothing. A call already recorded is left alone.
+   */
+  refused(err: unknown, raw: Buffer | undefined): void {
+    if (this.recorded) return;
+    const invocation = this.invocation;
+    const appError = toAppError(err);
+    // A metered call refused while its body was read (a bad cap, say) still names its model.
+    if (!invocation.requested_model && raw) invocation.requested_model = modelNamedIn(raw);
+    invocation.status = appError.status < 500 ? 'REJECTED' : 'FAILED';
+    invocation.error_code = appError.code;
+    invocation.completed_at = this.meter.clock.now();
+    invocation.total_latency_ms = msSince(this.t0, process.hrtime.bigint());
+    this.record(null, this.meter.clock.now());
+  }
+
+  /** Settles the call on its lease and hands its record to the recorder; the lease learns when it is written. */
+  private record(consumed: Consumption | null, now: Date): void {
+    this.recorded = true;
+    const { invocation, admission } = this;
+    const take = admission ? this.meter.leases.settle(admission, consumed?.units ?? null) : 0n;
+    // Model names and response ids come from opaque bodies: one PostgreSQL cannot store would fail the
+    // record and leave the call uncharged.
+    invocation.requested_model = storableText(invocation.requested_model, MAX_NAME_LENGTH);
+    if (invocation.attempt_upstream_model) invocation.attempt_upstream_model = storableText(invocation.attempt_upstream_model, MAX_NAME_LENGTH);
+    if (consumed?.model) consumed.model = storableText(consumed.model, MAX_NAME_LENGTH);
+    if (invocation.upstream_response_id) invocation.upstream_response_id = storableText(invocation.upstream_response_id, MAX_NAME_LENGTH);
+    const rows = callRows({
+      invocation,
+      lease: admission ? { id: admission.lease.id, bound: admission.bound, take } : undefined,
+      consumed,
+    });
+    this.meter.recorder.record(
+      {
+        invocation: rows.invocation,
+        leaseCall: rows.leaseCall,
+        requestId: invocation.request_id,
+        keyId: this.auth.key_id,
+        lastRequestAt: this.auth.last_request_at,
+        admission,
+      },
+      now,
+    );
+  }
+}
+
+export function createCallMeter(deps: {
+  /** The gateway's own pool (gateway-db.ts). */
+  db: Db;
+  repo: Pick<CallRepo, 'record'>;
+  clock: Clock;
+  logger: Logger;
+  /** How long a lease may outlive its process before the sweeper returns what it held. */
+  leaseTtlMs: number;
+  /** A lease unused this long returns its units to the period. */
+  leaseIdleMs: number;
+  /** Told of each lease statement (metrics). */
+  onLeaseStatement?: ((kind: LeaseStatement) => void) | undefined;
+}) {
+  const { clock, logger } = deps;
+  const leases = createQuotaLeases({
+    repo: createQuotaRepo(deps.db),
+    clock,
+    logger,
+    ttlMs: deps.leaseTtlMs,
+    idleMs: deps.leaseIdleMs,
+    onStatement: deps.onLeaseStatement,
+  });
+  const recorder = createCallRecorder({ repo: deps.repo, keys: createInferenceKeyRepo(deps.db), logger, written: leases.written });
+  const invocations = createInvocationRepo(deps.db);
+  /** Responses API calls metered lately, by access and response id: the tokens a call continuing one adds to its input. */
+  const recentResponses = new Map<string, bigint>();
+
+  const meter: MeterParts = {
+    leases,
+    recorder,
+    clock,
+    logger,
+    /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
+    shutdown: new Error('The server shut down before the call ended'),
+
+    rememberResponse(accessId: string, responseId: string, tokens: bigint): void {
+      recentResponses.set(`${accessId} ${responseId}`, tokens);
+      if (recentResponses.size > RECENT_RESPONSES) recentResponses.delete(recentResponses.keys().next().value!);
+    },
+
+    /**
+     * The conversation a Responses API call continues, in tokens: its previous response's input and output,
+     * as recorded for the same access (another end user's conversations are none of this call's business).
+     * 0 when no record has it (a response made elsewhere): that call is then charged exactly afterwards, its
+     * excess as an ADJUSTMENT.
+     */
+    async conversationTokens(auth: AuthRow, responseId: string): Promise<bigint> {
+      const known = recentResponses.get(`${auth.workspace_access_id} ${responseId}`);
+      if (known !== undefined) return known;
+      return (await invocations.conversationTokens(auth.workspace_id, auth.workspace_access_id, responseId)) ?? 0n;
+    },
+
+    /**
+     * The quota headers of a valid key's answers that were not admitted (refusals, unmetered calls): the
+     * lease's view while this process holds one on the period (what its last calls left), else the
+     * looked-up row's (at most NEXUS_AUTH_CACHE_TTL_MS old). None for an invalid key or an access without a period.
+     */
+    quotaView(row: AuthRow | null, now: Date): QuotaView | undefined {
+      if (!row || row.revoked_at || row.expires_at <= now || !row.period_id || !row.period_end) return undefined;
+      const leased = leases.remaining(row.period_id);
+      if (leased !== undefined) return { remaining: leased, reset: row.period_end };
+      const remaining = row.granted_units! - row.reserved_units! - row.consumed_units!;
+      return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
+    },
+  };
+  return {
+    /** A call of a valid key on an allowed connection (`inspector`: its endpoint's, none when unmetered). */
+    open(auth: AuthRow, inspector: Inspector | undefined, start: CallStart): MeteredCall {
+      return new MeteredCall(meter, auth, inspector, start);
+    },
+    quotaView: meter.quotaView,
+    /** The reason a shutdown cancels the calls under way with: they are recorded FAILED `server_shutdown`. */
+    shutdown: meter.shutdown,
+    /** Forgets the Responses API calls remembered (tests). */
+    forgetResponses(): void {
+      recentResponses.clear();
+    },
+    /** Waits for the records started so far, then returns the quota leases not in use. */
+    async drain(): Promise<void> {
+      await recorder.drain();
+      await leases.drain();
+    },
+    close(): void {
+      leases.close();
+    },
+  };
+}
+
+export type CallMeter = ReturnType<typeof createCallMeter>;
