@@ -113,8 +113,8 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   if (ownsDb && !config.databaseUrl) {
     // The embedded database is this process's alone (its data dir is locked): a quota lease still HELD there was
     // left by a process that died (killed, crashed), and is released now rather than after its TTL.
-    const released = await services.quota.sweepExpired(clock.now(), true);
-    if (released) logger.info({ msg: 'released the quota holds of a process that stopped without releasing them', reservations: released });
+    const reclaimed = await services.quota.sweepExpired(clock.now(), true);
+    if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped without releasing them', ...reclaimed });
   }
   if (!overrides.skipRootKey) {
     const rootKey = await services.managementKeys.ensureRootKey();
@@ -162,12 +162,20 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }));
     void gateway.handle(req, res, locals);
   };
-  // A process that died holding quota leases: they are released after their TTL.
+  // A process that died holding quota leases: after their TTL, its calls in flight are charged and what they held returns.
   const sweeper = setInterval(
-    () => void gateway.sweepExpired().catch((err: Error) => logger.warn({ msg: 'reservation sweep failed', error: err.message })),
-    Math.min(30_000, Math.max(1000, Math.floor(config.reservationTtlMs / 4))),
+    () =>
+      void gateway
+        .sweepExpired()
+        .then((reclaimed) => {
+          if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped', ...reclaimed });
+        })
+        .catch((err: Error) => logger.warn({ msg: 'quota lease sweep failed', error: err.message })),
+    Math.max(250, Math.floor(config.reservationTtlMs / 4)),
   );
   sweeper.unref();
+  // Records a process that stopped left in the spool, while PostgreSQL was away.
+  void gateway.recover();
   // Accesses whose accessEndsAt or last quota period has passed become EXPIRED (reads apply it lazily too).
   const accessExpiry = setInterval(
     () => void services.accesses.expireDue().catch((err: Error) => logger.warn({ msg: 'access expiry sweep failed', error: err.message })),

@@ -37,7 +37,10 @@ export interface Config {
   upstreamTimeoutMs: number;
   /** Timeout of the provider connection test/verify probe. */
   providerProbeTimeoutMs: number;
-  /** How long a gateway reservation may live before the sweeper releases it. */
+  /**
+   * How long a gateway process's quota lease outlives its last heartbeat (five a TTL) before another
+   * process may reclaim it: charge its calls in flight and return what it held.
+   */
   reservationTtlMs: number;
   /** How long the gateway may trust a cached key lookup. */
   authCacheTtlMs: number;
@@ -79,7 +82,7 @@ const schema = {
     NEXUS_KEY_ENVIRONMENT: { type: 'string', pattern: '^[a-z]{2,8}$', default: 'live' },
     NEXUS_UPSTREAM_TIMEOUT_MS: { type: 'integer', minimum: 1000, default: 60000 },
     NEXUS_PROVIDER_PROBE_TIMEOUT_MS: { type: 'integer', minimum: 100, maximum: 60000, default: 5000 },
-    NEXUS_RESERVATION_TTL_MS: { type: 'integer', minimum: 1000, default: 900000 },
+    NEXUS_RESERVATION_TTL_MS: { type: 'integer', minimum: 1000, maximum: 60000, default: 10000 },
     NEXUS_AUTH_CACHE_TTL_MS: { type: 'integer', minimum: 0, maximum: 5000, default: 1000 },
     NEXUS_QUOTA_LEASE_IDLE_MS: { type: 'integer', minimum: 10, maximum: 60000, default: 1000 },
     NEXUS_GATEWAY_ASYNC_COMMIT: { type: 'boolean', default: false },

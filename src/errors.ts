@@ -2,6 +2,8 @@
  * One error type, one table from code to HTTP status, one body (DESIGN.md).
  * Add a code here when a new cause appears; never reuse one for another cause.
  */
+import { isDatabaseUnavailable } from './db/unavailable.js';
+
 export const errorStatus = {
   // 400
   invalid_request: 400,
@@ -77,9 +79,15 @@ export const errorStatus = {
   billing_provider_error: 502,
   // 503
   not_ready: 503,
+  database_unavailable: 503,
 } as const;
 
 export type ErrorCode = keyof typeof errorStatus;
+
+/** Seconds a client should wait before it retries, for the codes where retrying is the remedy (Retry-After). */
+export const errorRetryAfter: Partial<Record<ErrorCode, number>> = {
+  database_unavailable: 2,
+};
 
 export const errorType: Record<number, string> = {
   400: 'invalid_request_error',
@@ -144,9 +152,13 @@ export function errorBody(err: AppError, requestId: string | undefined): ErrorBo
   };
 }
 
-/** Anything that is not an AppError becomes a 500 that reveals nothing. */
+/**
+ * Anything that is not an AppError becomes a 500 that reveals nothing, except a database that cannot be
+ * reached: a 503 the client may retry.
+ */
 export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
+  if (isDatabaseUnavailable(err)) return new AppError('database_unavailable', 'The database is unavailable; retry shortly');
   return new AppError('internal_error', 'An unexpected error occurred. The request id identifies it in the logs.');
 }
 

@@ -987,6 +987,10 @@ export type ListWorkspaceUsersErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListWorkspaceUsersError = ListWorkspaceUsersErrors[keyof ListWorkspaceUsersErrors];
@@ -1040,6 +1044,10 @@ export type ProvisionWorkspaceUserErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ProvisionWorkspaceUserError = ProvisionWorkspaceUserErrors[keyof ProvisionWorkspaceUserErrors];
@@ -1079,6 +1087,10 @@ export type GetWorkspaceAccessErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type GetWorkspaceAccessError = GetWorkspaceAccessErrors[keyof GetWorkspaceAccessErrors];
@@ -1128,6 +1140,10 @@ export type ActivateWorkspaceAccessErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ActivateWorkspaceAccessError = ActivateWorkspaceAccessErrors[keyof ActivateWorkspaceAccessErrors];
@@ -1177,6 +1193,10 @@ export type SuspendWorkspaceAccessErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type SuspendWorkspaceAccessError = SuspendWorkspaceAccessErrors[keyof SuspendWorkspaceAccessErrors];
@@ -1230,6 +1250,10 @@ export type RenewWorkspaceAccessErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type RenewWorkspaceAccessError = RenewWorkspaceAccessErrors[keyof RenewWorkspaceAccessErrors];
@@ -1277,6 +1301,10 @@ export type ChangeAccessPlanErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ChangeAccessPlanError = ChangeAccessPlanErrors[keyof ChangeAccessPlanErrors];
@@ -1325,6 +1353,10 @@ export type ListInferenceKeysErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListInferenceKeysError = ListInferenceKeysErrors[keyof ListInferenceKeysErrors];
@@ -1378,6 +1410,10 @@ export type IssueInferenceKeyErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type IssueInferenceKeyError = IssueInferenceKeyErrors[keyof IssueInferenceKeyErrors];
@@ -1422,6 +1458,10 @@ export type RevokeInferenceKeyErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type RevokeInferenceKeyError = RevokeInferenceKeyErrors[keyof RevokeInferenceKeyErrors];
@@ -1461,6 +1501,10 @@ export type GetWorkspaceAccessQuotaErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type GetWorkspaceAccessQuotaError = GetWorkspaceAccessQuotaErrors[keyof GetWorkspaceAccessQuotaErrors];
@@ -1533,6 +1577,10 @@ export type ListAuditLogsErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListAuditLogsError = ListAuditLogsErrors[keyof ListAuditLogsErrors];
@@ -1582,6 +1630,10 @@ export type ListBillingConnectionsErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListBillingConnectionsError = ListBillingConnectionsErrors[keyof ListBillingConnectionsErrors];
@@ -1635,6 +1687,10 @@ export type CreateBillingConnectionErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type CreateBillingConnectionError = CreateBillingConnectionErrors[keyof CreateBillingConnectionErrors];
@@ -1678,6 +1734,10 @@ export type DisableBillingConnectionErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type DisableBillingConnectionError = DisableBillingConnectionErrors[keyof DisableBillingConnectionErrors];
@@ -1725,6 +1785,10 @@ export type ConfigureBillingProviderCredentialErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ConfigureBillingProviderCredentialError = ConfigureBillingProviderCredentialErrors[keyof ConfigureBillingProviderCredentialErrors];
@@ -1772,6 +1836,10 @@ export type ConfigureBillingWebhookSecretErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ConfigureBillingWebhookSecretError = ConfigureBillingWebhookSecretErrors[keyof ConfigureBillingWebhookSecretErrors];
@@ -1821,6 +1889,10 @@ export type VerifyBillingConnectionErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type VerifyBillingConnectionError = VerifyBillingConnectionErrors[keyof VerifyBillingConnectionErrors];
@@ -1870,6 +1942,10 @@ export type ListBillingProductMappingsErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListBillingProductMappingsError = ListBillingProductMappingsErrors[keyof ListBillingProductMappingsErrors];
@@ -1923,6 +1999,10 @@ export type CreateBillingProductMappingErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type CreateBillingProductMappingError = CreateBillingProductMappingErrors[keyof CreateBillingProductMappingErrors];
@@ -1966,6 +2046,10 @@ export type DeleteBillingProductMappingErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type DeleteBillingProductMappingError = DeleteBillingProductMappingErrors[keyof DeleteBillingProductMappingErrors];
@@ -2023,6 +2107,10 @@ export type CreateCheckoutErrors = {
      * No answer could be had from the upstream.
      */
     502: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type CreateCheckoutError = CreateCheckoutErrors[keyof CreateCheckoutErrors];
@@ -2076,6 +2164,10 @@ export type ListBillingWebhookEventsErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListBillingWebhookEventsError = ListBillingWebhookEventsErrors[keyof ListBillingWebhookEventsErrors];
@@ -2125,6 +2217,10 @@ export type ReplayBillingWebhookEventErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ReplayBillingWebhookEventError = ReplayBillingWebhookEventErrors[keyof ReplayBillingWebhookEventErrors];
@@ -2173,6 +2269,10 @@ export type ListExternalSubscriptionsErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListExternalSubscriptionsError = ListExternalSubscriptionsErrors[keyof ListExternalSubscriptionsErrors];
@@ -2226,6 +2326,10 @@ export type ReconcileBillingConnectionErrors = {
      * No answer could be had from the upstream.
      */
     502: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ReconcileBillingConnectionError = ReconcileBillingConnectionErrors[keyof ReconcileBillingConnectionErrors];
@@ -2279,6 +2383,10 @@ export type SyncWorkspaceAccessBillingPeriodErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type SyncWorkspaceAccessBillingPeriodError = SyncWorkspaceAccessBillingPeriodErrors[keyof SyncWorkspaceAccessBillingPeriodErrors];
@@ -2323,6 +2431,10 @@ export type ReceiveBillingWebhookErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ReceiveBillingWebhookError = ReceiveBillingWebhookErrors[keyof ReceiveBillingWebhookErrors];
@@ -2393,6 +2505,10 @@ export type ProxyProviderDeleteErrors = {
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ProxyProviderDeleteError = ProxyProviderDeleteErrors[keyof ProxyProviderDeleteErrors];
@@ -2465,6 +2581,10 @@ export type ProxyProviderGetErrors = {
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ProxyProviderGetError = ProxyProviderGetErrors[keyof ProxyProviderGetErrors];
@@ -2540,6 +2660,10 @@ export type ProxyProviderPatchErrors = {
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ProxyProviderPatchError = ProxyProviderPatchErrors[keyof ProxyProviderPatchErrors];
@@ -2615,6 +2739,10 @@ export type ProxyProviderPostErrors = {
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ProxyProviderPostError = ProxyProviderPostErrors[keyof ProxyProviderPostErrors];
@@ -2690,6 +2818,10 @@ export type ProxyProviderPutErrors = {
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ProxyProviderPutError = ProxyProviderPutErrors[keyof ProxyProviderPutErrors];
@@ -2742,6 +2874,10 @@ export type ListPlansErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListPlansError = ListPlansErrors[keyof ListPlansErrors];
@@ -2795,6 +2931,10 @@ export type CreatePlanErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type CreatePlanError = CreatePlanErrors[keyof CreatePlanErrors];
@@ -2834,6 +2974,10 @@ export type GetPlanErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type GetPlanError = GetPlanErrors[keyof GetPlanErrors];
@@ -2881,6 +3025,10 @@ export type UpdatePlanErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type UpdatePlanError = UpdatePlanErrors[keyof UpdatePlanErrors];
@@ -2930,6 +3078,10 @@ export type PublishPlanErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type PublishPlanError = PublishPlanErrors[keyof PublishPlanErrors];
@@ -2983,6 +3135,10 @@ export type CreateQuotaStrategyErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type CreateQuotaStrategyError = CreateQuotaStrategyErrors[keyof CreateQuotaStrategyErrors];
@@ -3033,6 +3189,10 @@ export type ListPlanStrategiesErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListPlanStrategiesError = ListPlanStrategiesErrors[keyof ListPlanStrategiesErrors];
@@ -3072,6 +3232,10 @@ export type GetPlanStrategyErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type GetPlanStrategyError = GetPlanStrategyErrors[keyof GetPlanStrategyErrors];
@@ -3121,6 +3285,10 @@ export type PublishPlanStrategyErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type PublishPlanStrategyError = PublishPlanStrategyErrors[keyof PublishPlanStrategyErrors];
@@ -3169,6 +3337,10 @@ export type ListPlanStrategyBindingsErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListPlanStrategyBindingsError = ListPlanStrategyBindingsErrors[keyof ListPlanStrategyBindingsErrors];
@@ -3222,6 +3394,10 @@ export type BindPlanStrategyErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type BindPlanStrategyError = BindPlanStrategyErrors[keyof BindPlanStrategyErrors];
@@ -3270,6 +3446,10 @@ export type ClosePlanStrategyBindingErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ClosePlanStrategyBindingError = ClosePlanStrategyBindingErrors[keyof ClosePlanStrategyBindingErrors];
@@ -3322,6 +3502,10 @@ export type ListProviderConnectionsErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListProviderConnectionsError = ListProviderConnectionsErrors[keyof ListProviderConnectionsErrors];
@@ -3375,6 +3559,10 @@ export type CreateProviderConnectionErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type CreateProviderConnectionError = CreateProviderConnectionErrors[keyof CreateProviderConnectionErrors];
@@ -3428,6 +3616,10 @@ export type TestProviderConnectionErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type TestProviderConnectionError = TestProviderConnectionErrors[keyof TestProviderConnectionErrors];
@@ -3471,6 +3663,10 @@ export type ArchiveProviderConnectionErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ArchiveProviderConnectionError = ArchiveProviderConnectionErrors[keyof ArchiveProviderConnectionErrors];
@@ -3510,6 +3706,10 @@ export type GetProviderConnectionErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type GetProviderConnectionError = GetProviderConnectionErrors[keyof GetProviderConnectionErrors];
@@ -3557,6 +3757,10 @@ export type UpdateProviderConnectionErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type UpdateProviderConnectionError = UpdateProviderConnectionErrors[keyof UpdateProviderConnectionErrors];
@@ -3606,6 +3810,10 @@ export type VerifyProviderConnectionErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type VerifyProviderConnectionError = VerifyProviderConnectionErrors[keyof VerifyProviderConnectionErrors];
@@ -3659,6 +3867,10 @@ export type RotateProviderSecretErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type RotateProviderSecretError = RotateProviderSecretErrors[keyof RotateProviderSecretErrors];
@@ -3775,6 +3987,10 @@ export type ListInvocationsErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListInvocationsError = ListInvocationsErrors[keyof ListInvocationsErrors];
@@ -3814,6 +4030,10 @@ export type GetInvocationErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type GetInvocationError = GetInvocationErrors[keyof GetInvocationErrors];
@@ -3873,6 +4093,10 @@ export type ListUsageEventsErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListUsageEventsError = ListUsageEventsErrors[keyof ListUsageEventsErrors];
@@ -3916,6 +4140,10 @@ export type ListWorkspacesErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ListWorkspacesError = ListWorkspacesErrors[keyof ListWorkspacesErrors];
@@ -3967,6 +4195,10 @@ export type CreateWorkspaceErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type CreateWorkspaceError = CreateWorkspaceErrors[keyof CreateWorkspaceErrors];
@@ -4010,6 +4242,10 @@ export type ArchiveWorkspaceErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type ArchiveWorkspaceError = ArchiveWorkspaceErrors[keyof ArchiveWorkspaceErrors];
@@ -4049,6 +4285,10 @@ export type GetWorkspaceErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type GetWorkspaceError = GetWorkspaceErrors[keyof GetWorkspaceErrors];
@@ -4096,6 +4336,10 @@ export type UpdateWorkspaceErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: Error;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: Error;
 };
 
 export type UpdateWorkspaceError = UpdateWorkspaceErrors[keyof UpdateWorkspaceErrors];

@@ -6,8 +6,10 @@
  * a suspended access or connection and an archived workspace take effect within
  * that bound. A cached period that has ended is never used, and one the
  * quota admission finds over (split by a plan change) is read again at once
- * (gateway.ts).
+ * (gateway.ts). While the database cannot be reached, a key seen lately keeps
+ * its last answer for a bounded grace (outageGraceMs).
  */
+import { isDatabaseUnavailable } from '../db/unavailable.js';
 import type { Clock } from '../domain/actor.js';
 import type { AuthRow, CallRepo } from './call-repo.js';
 import type { MaskedKey } from './secret-mask.js';
@@ -29,16 +31,27 @@ export interface CacheEntry extends Partial<Upstream> {
 
 const MAX_ENTRIES = 10_000;
 
-export function createAuthCache(deps: { repo: Pick<CallRepo, 'lookup'>; clock: Clock; ttlMs: number; hash: (token: string) => string }) {
-  const { repo, clock, ttlMs, hash } = deps;
+export function createAuthCache(deps: {
+  repo: Pick<CallRepo, 'lookup'>;
+  clock: Clock;
+  ttlMs: number;
   /**
-   * Keyed by the presented key itself and the connection, so a hit costs no HMAC (it was ~3% of a
-   * call's CPU). The key is held no longer than the decrypted provider key next to it: entries
-   * past their TTL are dropped by a sweep every TTL.
+   * While the database cannot be reached, an entry up to this old still answers (the gateway carries on
+   * for a bounded time: half a lease TTL, as long as its leases admit calls without the database).
+   */
+  outageGraceMs: number;
+  hash: (token: string) => string;
+}) {
+  const { repo, clock, ttlMs, hash } = deps;
+  const keepMs = Math.max(ttlMs, deps.outageGraceMs);
+  /**
+   * Keyed by the presented key itself and the connection, so a hit costs no HMAC. The key is held no
+   * longer than the decrypted provider key next to it: entries are dropped by a sweep once they are
+   * past both their TTL and the outage grace.
    */
   const entries = new Map<string, CacheEntry>();
   const sweep = setInterval(() => {
-    const oldest = Date.now() - ttlMs;
+    const oldest = Date.now() - keepMs;
     for (const [k, e] of entries) if (e.loadedAt < oldest) entries.delete(k);
   }, Math.max(ttlMs, 100));
   sweep.unref();
@@ -54,7 +67,14 @@ export function createAuthCache(deps: { repo: Pick<CallRepo, 'lookup'>; clock: C
       if (hit && nowMs - hit.loadedAt < ttlMs && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime())) {
         return hit;
       }
-      const entry: CacheEntry = { row: await load(hash(token), connectionId), loadedAt: nowMs };
+      let row: AuthRow | null;
+      try {
+        row = await load(hash(token), connectionId);
+      } catch (err) {
+        if (hit && nowMs - hit.loadedAt < deps.outageGraceMs && isDatabaseUnavailable(err)) return hit;
+        throw err;
+      }
+      const entry: CacheEntry = { row, loadedAt: nowMs };
       if (ttlMs > 0) {
         if (entries.size >= MAX_ENTRIES) entries.delete(entries.keys().next().value!);
         entries.set(cacheKey, entry);

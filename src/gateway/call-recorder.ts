@@ -4,23 +4,32 @@
  * by call-repo.ts from the rows' JSON made when the call ended. Calls that end
  * within GROUP_WINDOW_MS of each other, or while a write is in flight, are
  * written together by the next statement (group commit): one statement per
- * batch, however busy the gateway. A failed batch is retried call by call with
- * backoff; if the database stays away the call goes uncharged: its lease
- * returns the units when released. `written` tells the lease when its calls are
- * on disk. Also the key's lastRequestAt, at most once a minute per key.
+ * batch, however busy the gateway. `written` tells the lease when its calls'
+ * records are safe (in the database, or in the spool). Also the key's
+ * lastRequestAt, at most once a minute per key.
+ *
+ * No record is given up while the database is away (db/unavailable.ts): the
+ * records wait in memory, and each second those waiting go to a spool file
+ * under the data dir (spool.ts). They are written when the database answers
+ * again, by this process, or after a restart by the next one to start on that
+ * data dir. Writing a record twice records it once (the statement is
+ * idempotent by invocation id). A record the database refuses for another
+ * reason is retried alone with backoff, then given up with an error log.
  */
 import { withRetries } from '../db/retry.js';
+import { isDatabaseUnavailable } from '../db/unavailable.js';
 import type { InferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
 import type { Admission } from '../domain/quota/quota-leases.js';
 import type { Logger } from '../observability/logger.js';
 import type { CallRepo, CallRows } from './call-repo.js';
+import type { Spool } from './spool.js';
 
 /** Every field is always present (a call's records share one object shape). */
 export interface CallRecord extends CallRows {
   requestId: string;
   keyId: string;
   lastRequestAt: Date | null;
-  /** The quota lease admission the call was settled on: handed to `written` once the record is written. */
+  /** The quota lease admission the call was settled on: handed to `written` once the record is safe. */
   admission: Admission | undefined;
 }
 
@@ -28,30 +37,129 @@ const LAST_REQUEST_INTERVAL_MS = 60_000;
 const MAX_BATCH = 200;
 /** How long the first call of a batch waits for others to end before their statement is sent. */
 const GROUP_WINDOW_MS = 5;
+/** While the database is away: how often the records waiting in memory go to the spool. */
+const SPILL_EVERY_MS = 1000;
+/** While the database is away: the first and the longest wait before it is tried again. */
+const PROBE_FIRST_MS = 250;
+const PROBE_MAX_MS = 5000;
+
+export interface RecorderStats {
+  /** Records waiting in memory to be written. */
+  queued: number;
+  /** Records waiting in this process's spool files. */
+  spooled: number;
+  /** Whether the database is taken to be away. */
+  outage: boolean;
+}
 
 export function createCallRecorder(deps: {
   repo: Pick<CallRepo, 'record'>;
   keys: Pick<InferenceKeyRepo, 'touchLastRequest'>;
   logger: Logger;
-  /** Told of each admitted call once its record is written, or given up after the retries. */
+  /** Told of each admitted call once its record is safe (written or spooled), or given up. */
   written: (admission: Admission) => void;
+  /** Where records wait while the database is away; none: they wait in memory. */
+  spool?: Spool | undefined;
+  /** Told of each batch written (its size), and of each record given up. */
+  onBatch?: ((size: number) => void) | undefined;
+  onGivenUp?: (() => void) | undefined;
 }) {
-  const { repo, keys, logger } = deps;
+  const { repo, keys, logger, spool } = deps;
   const queue: CallRecord[] = [];
   const pending = new Set<Promise<void>>();
   let flushing: Promise<void> | null = null;
   const keyTouchedAt = new Map<string, number>();
+  let outage = false;
+  let probeMs = PROBE_FIRST_MS;
+  let probe: NodeJS.Timeout | undefined;
+  let spill: NodeJS.Timeout | undefined;
 
   function written(records: CallRecord[]): void {
     for (const r of records) if (r.admission) deps.written(r.admission);
+  }
+
+  /** The database is away: records wait, spill to the spool each second, and the database is tried again. */
+  function enterOutage(err: unknown): void {
+    if (!outage) logger.warn({ msg: 'the database is unavailable: gateway records wait for it', error: (err as Error).message });
+    outage = true;
+    if (spool && !spill) spill = setInterval(() => void spillQueue(), SPILL_EVERY_MS);
+    spill?.unref();
+    clearTimeout(probe);
+    probe = setTimeout(() => {
+      probeMs = Math.min(probeMs * 2, PROBE_MAX_MS);
+      track(tryAgain());
+    }, probeMs);
+    probe.unref();
+  }
+
+  function leaveOutage(): void {
+    if (outage) logger.info({ msg: 'the database answers again: gateway records are written' });
+    outage = false;
+    probeMs = PROBE_FIRST_MS;
+    clearInterval(spill);
+    spill = undefined;
+  }
+
+  /** The records waiting in memory go to the spool; their leases may be released. */
+  async function spillQueue(): Promise<void> {
+    if (!spool || !queue.length) return;
+    const records = queue.splice(0, queue.length);
+    try {
+      await spool.append(records);
+      written(records);
+    } catch (err) {
+      queue.unshift(...records);
+      logger.error({ msg: 'could not write the gateway spool; records wait in memory', error: (err as Error).message });
+    }
+  }
+
+  /** One statement, to see whether the database is back: the oldest records, or the spool's. */
+  async function tryAgain(): Promise<void> {
+    try {
+      if (queue.length) {
+        const batch = queue.slice(0, MAX_BATCH);
+        await repo.record(batch);
+        queue.splice(0, batch.length);
+        written(batch);
+      } else if (spool) {
+        await spool.replay((rows) => repo.record(rows));
+      }
+      leaveOutage();
+      schedule();
+      if (spool) track(replaySpool());
+    } catch (err) {
+      if (isDatabaseUnavailable(err)) enterOutage(err);
+      else {
+        logger.error({ msg: 'gateway records could not be written', error: (err as Error).message });
+        leaveOutage();
+        schedule();
+      }
+    }
+  }
+
+  /** Writes what waits in the spool (this process's, and those of dead processes on this data dir). */
+  async function replaySpool(): Promise<void> {
+    try {
+      const n = await spool!.replay((rows) => repo.record(rows));
+      if (n) logger.info({ msg: 'wrote the gateway records that waited in the spool', records: n });
+    } catch (err) {
+      if (isDatabaseUnavailable(err)) enterOutage(err);
+      else logger.error({ msg: 'could not write the gateway spool', error: (err as Error).message });
+    }
   }
 
   async function writeAlone(record: CallRecord): Promise<void> {
     try {
       await withRetries(() => repo.record([record]));
     } catch (err) {
+      if (isDatabaseUnavailable(err)) {
+        queue.push(record);
+        enterOutage(err);
+        return;
+      }
+      deps.onGivenUp?.();
       logger.error({
-        msg: 'gateway settlement failed; the call goes uncharged (its units return to the period when its lease is released)',
+        msg: 'a gateway call could not be recorded and goes uncharged (the database refuses its record)',
         requestId: record.requestId,
         error: (err as Error).message,
       });
@@ -60,22 +168,27 @@ export function createCallRecorder(deps: {
   }
 
   async function flush(): Promise<void> {
-    while (queue.length) {
+    while (queue.length && !outage) {
       const batch = queue.splice(0, MAX_BATCH);
-      let ok = true;
       try {
         await repo.record(batch);
-      } catch {
-        ok = false;
+      } catch (err) {
+        if (isDatabaseUnavailable(err)) {
+          queue.unshift(...batch);
+          enterOutage(err);
+          return;
+        }
         // One bad record must not hold the others back: each is retried on its own.
         await Promise.all(batch.map(writeAlone));
+        continue;
       }
-      if (ok) written(batch);
+      deps.onBatch?.(batch.length);
+      written(batch);
     }
   }
 
   function schedule(): void {
-    if (flushing) return;
+    if (flushing || outage) return;
     // Group commit: the calls ending within the window share one statement (and one commit).
     const gathered = queue.length >= MAX_BATCH ? Promise.resolve() : new Promise<void>((r) => setTimeout(r, GROUP_WINDOW_MS));
     flushing = gathered.then(flush).finally(() => {
@@ -92,8 +205,7 @@ export function createCallRecorder(deps: {
   }
 
   async function touchKey(keyId: string, now: Date): Promise<void> {
-    const nowMs = now.getTime();
-    keyTouchedAt.set(keyId, nowMs);
+    keyTouchedAt.set(keyId, now.getTime());
     if (keyTouchedAt.size > 100_000) keyTouchedAt.clear();
     try {
       // Its condition keeps it to one write a minute across processes too.
@@ -112,11 +224,36 @@ export function createCallRecorder(deps: {
     record(record: CallRecord, now: Date): void {
       queue.push(record);
       schedule();
-      if (keyDue(record.keyId, record.lastRequestAt, now)) track(touchKey(record.keyId, now));
+      if (!outage && keyDue(record.keyId, record.lastRequestAt, now)) track(touchKey(record.keyId, now));
     },
-    /** Resolves when every write started so far is done (tests, shutdown). */
+
+    /** Writes the records a process that stopped left in the spool (at start). */
+    recover(): Promise<void> {
+      const done = spool ? replaySpool() : Promise.resolve();
+      track(done);
+      return done;
+    },
+
+    stats(): RecorderStats {
+      return { queued: queue.length, spooled: spool?.size() ?? 0, outage };
+    },
+
+    /**
+     * Resolves when every write started so far is done (tests, shutdown). While the database is away, the
+     * records waiting go to the spool instead (the next start writes them).
+     */
     async drain(): Promise<void> {
-      while (pending.size || queue.length) await Promise.allSettled([...pending]);
+      for (;;) {
+        if (outage) {
+          clearTimeout(probe);
+          clearInterval(spill);
+          await spillQueue();
+          return;
+        }
+        if (!pending.size && !queue.length) return;
+        if (!pending.size) schedule();
+        await Promise.allSettled([...pending]);
+      }
     },
   };
 }

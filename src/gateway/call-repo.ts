@@ -93,28 +93,59 @@ const INVOCATION_COLUMNS = [
   'attempt_first_token_at', 'attempt_completed_at', 'attempt_duration_ms',
 ];
 
+/**
+ * The calls' invocations ($2), those not recorded already, and their settlement ($1); the rows their
+ * process's heartbeats wrote go ($3, their ids).
+ */
 const RECORD_CALLS = `
-with ${leaseCallSettlementCtes('$1')}, inv as (
+with recorded as (
   insert into invocations (${INVOCATION_COLUMNS.join(', ')})
-  select ${INVOCATION_COLUMNS.map((c) =>
-    c === 'quota_units'
-      ? `case when i.reservation_id is not null and not exists (select 1 from l where l.id = i.reservation_id) then 0 else i.quota_units end`
-      : `i.${c}`,
-  ).join(', ')}
+  select ${INVOCATION_COLUMNS.map((c) => `i.${c}`).join(', ')}
     from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
+  on conflict (id) do nothing
+  returning id
+), beaten as (
+  delete from lease_calls where invocation_id in (select cast(value as uuid) from json_array_elements_text(cast($3 as json)))
+), ${leaseCallSettlementCtes('$1', 'recorded')}
+select count(*) as n from recorded`;
+
+/**
+ * A process's heartbeat: its leases ($1, ids) still HELD now expire at $2, and its calls in flight on them
+ * ($3) are written as they stand at $4 (lease_calls). Returns the leases renewed: the others are lost.
+ */
+const HEARTBEAT = `
+with renewed as (
+  update quota_reservations set expires_at = cast($2 as timestamptz)
+   where id in (select cast(value as uuid) from json_array_elements_text(cast($1 as json))) and status = 'HELD' and kind = 'LEASE'
+  returning id
+), calls as (
+  insert into lease_calls (invocation_id, lease_id, bound, units, input_tokens, cached_tokens, output_tokens, model, usage_id,
+                           adjustment_id, invocation, updated_at)
+  select x.invocation_id, x.lease_id, x.bound, x.units, x.input_tokens, x.cached_tokens, x.output_tokens, x.model, x.usage_id,
+         x.adjustment_id, x.invocation, cast($4 as timestamptz)
+    from json_to_recordset(cast($3 as json)) as x(invocation_id uuid, lease_id uuid, bound bigint, units bigint, input_tokens bigint,
+         cached_tokens bigint, output_tokens bigint, model text, usage_id uuid, adjustment_id uuid, invocation json)
+   where x.lease_id in (select id from renewed)
+  on conflict (invocation_id) do update
+     set units = excluded.units, input_tokens = excluded.input_tokens, cached_tokens = excluded.cached_tokens,
+         output_tokens = excluded.output_tokens, model = excluded.model, invocation = excluded.invocation, updated_at = excluded.updated_at
 )
-select count(*) as n from settled`;
+select id from renewed`;
 
 /** A call's rows as JSON text (row-json.ts), made when it ends. */
 export interface CallRows {
+  /** The invocation's id: the key that makes its record idempotent. */
+  id: string;
   invocation: string;
   /** Its settlement on its lease (a LeaseCallSettlement), when it was charged. */
   leaseCall: string | null;
+  /** Whether a heartbeat wrote it in flight (lease_calls): its record deletes that row. */
+  beaten: boolean;
 }
 
-export function callRows(c: CallToRecord): CallRows {
-  const i = c.invocation;
-  const invocation = new RowJson()
+/** The invocation row as JSON text. */
+export function invocationJson(i: InvocationRow): string {
+  return new RowJson()
     .id('id', i.id)
     .id('workspace_id', i.workspace_id)
     .id('workspace_access_id', i.workspace_access_id)
@@ -151,8 +182,13 @@ export function callRows(c: CallToRecord): CallRows {
     .time('attempt_completed_at', i.attempt_completed_at)
     .num('attempt_duration_ms', i.attempt_duration_ms)
     .done();
+}
+
+export function callRows(c: CallToRecord, beaten = false): CallRows {
+  const i = c.invocation;
+  const invocation = invocationJson(i);
   // A call charged nothing moves nothing on its lease and has no event.
-  if (!c.lease || !c.consumed) return { invocation, leaseCall: null };
+  if (!c.lease || !c.consumed) return { id: i.id, invocation, leaseCall: null, beaten };
   const leaseCall = new RowJson()
     .id('lease_id', c.lease.id)
     .big('bound', c.lease.bound)
@@ -168,7 +204,7 @@ export function callRows(c: CallToRecord): CallRows {
     .str('model', c.consumed.model)
     .time('at', i.completed_at ?? new Date())
     .done();
-  return { invocation, leaseCall };
+  return { id: i.id, invocation, leaseCall, beaten };
 }
 
 export function createCallRepo(db: Db) {
@@ -179,15 +215,31 @@ export function createCallRepo(db: Db) {
       return (result.rows as AuthRow[])[0] ?? null;
     },
 
-    /** Records the calls in one statement (all or nothing). */
+    /** Records the calls in one statement (all or nothing); a call recorded already is left as it is. */
     async record(calls: CallRows[]): Promise<void> {
       const invocations: string[] = [];
       const leaseCalls: string[] = [];
+      const beaten: string[] = [];
       for (const c of calls) {
         invocations.push(c.invocation);
         if (c.leaseCall) leaseCalls.push(c.leaseCall);
+        if (c.beaten) beaten.push(`"${c.id}"`);
       }
-      await query('nexus_record_calls', RECORD_CALLS, [jsonArray(leaseCalls), jsonArray(invocations)]);
+      await query('nexus_record_calls', RECORD_CALLS, [jsonArray(leaseCalls), jsonArray(invocations), jsonArray(beaten)]);
+    },
+
+    /**
+     * Renews the leases still HELD to `until` and writes the calls in flight on them (`calls`: lease_calls
+     * rows as JSON text); returns the ids of the leases renewed.
+     */
+    async heartbeat(leaseIds: string[], until: Date, calls: string[], now: Date): Promise<Set<string>> {
+      const rows = await query<{ id: string }>('nexus_heartbeat', HEARTBEAT, [
+        JSON.stringify(leaseIds),
+        until.toISOString(),
+        jsonArray(calls),
+        now.toISOString(),
+      ]);
+      return new Set(rows.map((r) => r.id));
     },
   };
 }

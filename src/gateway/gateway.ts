@@ -13,6 +13,7 @@
  * express (src/app.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { join } from 'node:path';
 import type { Db } from '../db/database.js';
 import type { Clock } from '../domain/actor.js';
 import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
@@ -33,7 +34,7 @@ import { inspectorFor } from './inspectors.js';
 import { createCallMeter, type MeteredCall, type QuotaView } from './metered-call.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { maskedKey } from './secret-mask.js';
-import { Relay, RelayList } from './relay.js';
+import { Relay } from './relay.js';
 import { createUpstreamPools } from './upstreams.js';
 
 const OPERATIONS: Record<string, string> = {
@@ -109,7 +110,13 @@ export function createGateway(deps: GatewayDeps) {
   const { config, clock, logger, quota, hasher, secretBox } = deps;
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit);
   const repo = createCallRepo(db);
-  const cache = createAuthCache({ repo, clock, ttlMs: config.authCacheTtlMs, hash: (token) => hasher.hash(token) });
+  const cache = createAuthCache({
+    repo,
+    clock,
+    ttlMs: config.authCacheTtlMs,
+    outageGraceMs: Math.floor(config.reservationTtlMs / 2),
+    hash: (token) => hasher.hash(token),
+  });
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const meter = createCallMeter({
     db,
@@ -118,10 +125,10 @@ export function createGateway(deps: GatewayDeps) {
     logger,
     leaseTtlMs: config.reservationTtlMs,
     leaseIdleMs: config.quotaLeaseIdleMs,
+    // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.
+    spoolDir: config.databaseUrl ? join(config.dataDir, 'spool') : undefined,
     onLeaseStatement: deps.metrics?.leaseStatement,
   });
-  /** The upstream calls under way: a shutdown past its deadline cuts them (cutCalls). */
-  const running = new RelayList();
 
   /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */
   function sendError(res: ServerResponse, locals: RequestLocals, err: unknown, metered: boolean, view: QuotaView | undefined): void {
@@ -240,8 +247,7 @@ export function createGateway(deps: GatewayDeps) {
       maskedKey: upstream.maskedKey,
       watcher: call,
     });
-    const attemptStartedAt = clock.now();
-    running.add(relay);
+    call.started(relay, clock.now());
     await relay.start(pools.get(base), {
       method: req.method!,
       path,
@@ -249,8 +255,7 @@ export function createGateway(deps: GatewayDeps) {
       body,
       timeoutMs: auth.upstream_timeout_ms ?? config.upstreamTimeoutMs,
     });
-    running.delete(relay);
-    const refusal = call.answered(relay, attemptStartedAt);
+    const refusal = call.answered();
     if (refusal) sendError(res, locals, refusal, metered, view);
   }
 
@@ -262,13 +267,16 @@ export function createGateway(deps: GatewayDeps) {
      * charged by the rule of an answer that broke off (metered-call.ts). Their clients' connections are
      * closed next by the server.
      */
-    cutCalls(): void {
-      running.forEach((relay) => relay.cancel(meter.shutdown));
-    },
+    cutCalls: () => meter.cutCalls(),
     /** Waits for the records started so far, then returns the quota leases not in use. */
     drain: () => meter.drain(),
-    /** Returns what the leases of dead processes still held, past their TTL; returns how many. */
+    /** Reclaims the leases of dead processes past their TTL: charges their calls in flight, returns what they held. */
     sweepExpired: () => quota.sweepExpired(clock.now()),
+    /** Runs the lease heartbeat now (tests). */
+    heartbeat: () => meter.heartbeat(),
+    /** Writes the records a process that stopped left in the spool (at start). */
+    recover: () => meter.recover(),
+    recorderStats: () => meter.recorderStats(),
     /** Forget cached lookups: keys and the responses recorded lately (tests). */
     clearCache: () => {
       cache.clear();

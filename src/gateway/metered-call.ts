@@ -8,12 +8,22 @@
  *     priced by the quota rule), admitted on this process's lease of the
  *     access's period, or refused 429 before the upstream is called;
  *     passthrough(raw) for an unmetered one;
- *   - answered(relay): the upstream call ended, however it ended: what the
+ *   - started(relay), then answered(): the upstream call ended, however it ended: what the
  *     call is charged (charged()), settled on its lease and recorded;
  *   - refused(err): refused or failed before that: recorded REJECTED (or
  *     FAILED), nothing charged.
  * A call is recorded once. The recorder writes it off the response's path and
  * tells the lease when it is written (call-recorder.ts).
+ *
+ * Calls under way are listed (for the shutdown and the heartbeat). Every
+ * heartbeat (a fifth of the lease TTL) renews this process's leases and writes,
+ * in the same statement, each admitted call the upstream has begun to answer:
+ * what it would be charged were the process to die now, by the rule for a call
+ * cut short (chargeable()), and its invocation as it would then be recorded
+ * (FAILED `gateway_lost`). Should the process die, whoever reclaims its leases
+ * records and charges those (quotaRepo.reclaimExpired); a call that ends
+ * normally is recorded by its own process, once (the record is idempotent by
+ * invocation id).
  */
 import type { Db } from '../db/database.js';
 import type { Clock } from '../domain/actor.js';
@@ -24,13 +34,16 @@ import { createQuotaLeases, type Admission, type LeaseStatement, type QuotaLease
 import { boundUnits, chargeUnits, MAX_CALL_UNITS, type Multipliers } from '../domain/quota/quota-math.js';
 import { createQuotaRepo } from '../domain/quota/quota-repo.js';
 import { storableText } from '../domain/storable-text.js';
+import { RowJson } from '../db/row-json.js';
 import { AppError, toAppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
-import { callRows, type AuthRow, type CallRepo, type Consumption } from './call-repo.js';
+import { callRows, invocationJson, type AuthRow, type CallRepo, type Consumption } from './call-repo.js';
 import { createCallRecorder, type CallRecorder } from './call-recorder.js';
 import { modelNamedIn, prepareCall, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import { IntrusiveList, type Linked } from './intrusive-list.js';
 import type { Relay, ResponseWatcher } from './relay.js';
+import { createSpool } from './spool.js';
 
 /** Model names and response ids are recorded up to this length. */
 const MAX_NAME_LENGTH = 256;
@@ -103,10 +116,19 @@ function outcomeOf(relay: Relay, shutdown: Error): { status: InvocationStatus; a
   return { status: 'FAILED', attempt: 'FAILED', errorCode: timedOut ? 'upstream_timeout' : 'upstream_unavailable' };
 }
 
+/** Model names and response ids from opaque bodies, made storable: one PostgreSQL refuses would fail the record. */
+function storable(invocation: InvocationRow): void {
+  invocation.requested_model = storableText(invocation.requested_model, MAX_NAME_LENGTH);
+  if (invocation.attempt_upstream_model) invocation.attempt_upstream_model = storableText(invocation.attempt_upstream_model, MAX_NAME_LENGTH);
+  if (invocation.upstream_response_id) invocation.upstream_response_id = storableText(invocation.upstream_response_id, MAX_NAME_LENGTH);
+}
+
 /** What every call of a meter shares: the leases, the recorder, and what the process remembers. */
 interface MeterParts {
   leases: QuotaLeases;
   recorder: CallRecorder;
+  /** The calls under way (sent upstream, not yet answered in full). */
+  running: IntrusiveList<MeteredCall>;
   clock: Clock;
   logger: Logger;
   shutdown: Error;
@@ -115,14 +137,24 @@ interface MeterParts {
   quotaView(row: AuthRow | null, now: Date): QuotaView | undefined;
 }
 
-export class MeteredCall implements ResponseWatcher {
+export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   /** The quota headers of the call's answer, once admitted (or refused for quota). */
   view: QuotaView | undefined;
   /** What the inspector made of a metered call's request: its bounds, and the body to send. */
   prepared: PreparedCall | undefined;
+  /** The upstream call, once sent, and when. */
+  relay: Relay | undefined;
+  private attemptStartedAt: Date | undefined;
   private admission: Admission | undefined;
   private reloaded = false;
   private recorded = false;
+  /** Units the last heartbeat written for it charges (-1: none written); the one being written. */
+  private beatUnits = -1n;
+  private beatingUnits = -1n;
+  /** Its events' ids, should a reclaim charge it: made at its first heartbeat. */
+  private lostIds: { usage: string; adjustment: string; attempt: string } | undefined;
+  listPrev: MeteredCall | null = null;
+  listNext: MeteredCall | null = null;
   private readonly invocation: InvocationRow;
   private readonly t0: bigint;
 
@@ -220,15 +252,82 @@ export class MeteredCall implements ResponseWatcher {
     this.view = this.meter.quotaView(this.auth, now);
   }
 
+  /** The upstream call is sent now: the call is under way until answered(). */
+  started(relay: Relay, at: Date): void {
+    this.relay = relay;
+    this.attemptStartedAt = at;
+    this.meter.running.add(this);
+  }
+
+  /**
+   * Its row for the heartbeat (lease_calls): what it would be charged were its process to die now, and its
+   * invocation as it would then be recorded; null when there is nothing to charge yet (no admission, no
+   * answer begun, an answer that is not a success) or nothing new since the last heartbeat.
+   */
+  heartbeatRow(now: Date): string | null {
+    const { admission, prepared, relay } = this;
+    if (!admission || !prepared || !relay || relay.status === undefined || relay.status >= 300) return null;
+    const progress = relay.usageSoFar();
+    const counted = chargeable(progress.usage, progress.complete, progress.dataEvents, prepared);
+    const units = chargeUnits(counted, multipliersOf(this.auth));
+    if (units === this.beatUnits) return null;
+    this.beatingUnits = units;
+    this.lostIds ??= { usage: newId(), adjustment: newId(), attempt: newId() };
+    const started = this.attemptStartedAt!;
+    const lost: InvocationRow = {
+      ...this.invocation,
+      status: 'FAILED',
+      error_code: 'gateway_lost',
+      quota_units: units,
+      completed_at: now,
+      total_latency_ms: now.getTime() - this.invocation.started_at.getTime(),
+      attempt_id: this.lostIds.attempt,
+      attempt_upstream_model: relay.model || this.invocation.requested_model,
+      attempt_status: 'ABORTED',
+      attempt_http_status: relay.status,
+      attempt_error_code: 'gateway_lost',
+      attempt_started_at: started,
+      attempt_completed_at: now,
+      attempt_duration_ms: now.getTime() - started.getTime(),
+    };
+    storable(lost);
+    return new RowJson()
+      .id('invocation_id', this.invocation.id)
+      .id('lease_id', admission.lease.id)
+      .big('bound', admission.bound)
+      .big('units', units)
+      .big('input_tokens', counted.inputTokens)
+      .big('cached_tokens', counted.cachedInputTokens)
+      .big('output_tokens', counted.outputTokens)
+      .str('model', storableText(relay.model || this.invocation.requested_model, MAX_NAME_LENGTH) || null)
+      .id('usage_id', this.lostIds.usage)
+      .id('adjustment_id', this.lostIds.adjustment)
+      .raw('invocation', invocationJson(lost))
+      .done();
+  }
+
+  /** The heartbeat's row of it is written (its lease was still held). */
+  beatWritten(): void {
+    this.beatUnits = this.beatingUnits;
+  }
+
+  /** The lease the call was admitted on, if it was. */
+  get leaseId(): string | undefined {
+    return this.admission?.lease.id;
+  }
+
   responseSeen(responseId: string, tokens: bigint): void {
     this.meter.rememberResponse(this.auth.workspace_access_id, responseId, tokens);
   }
 
   /**
-   * The upstream call ended, however it ended (`attemptStartedAt`: when it was sent): the call is
-   * charged, settled and recorded. Returns the refusal the client gets when no answer came.
+   * The upstream call ended, however it ended: the call is charged, settled and recorded. Returns the
+   * refusal the client gets when no answer came.
    */
-  answered(relay: Relay, attemptStartedAt: Date): AppError | undefined {
+  answered(): AppError | undefined {
+    const relay = this.relay!;
+    const attemptStartedAt = this.attemptStartedAt!;
+    this.meter.running.delete(this);
     const invocation = this.invocation;
     const { status, attempt, errorCode: cause } = outcomeOf(relay, this.meter.shutdown);
     let errorCode = cause;
@@ -309,6 +408,7 @@ export class MeteredCall implements ResponseWatcher {
    */
   refused(err: unknown, raw: Buffer | undefined): void {
     if (this.recorded) return;
+    this.meter.running.delete(this);
     const invocation = this.invocation;
     const appError = toAppError(err);
     // A metered call refused while its body was read (a bad cap, say) still names its model.
@@ -325,21 +425,22 @@ export class MeteredCall implements ResponseWatcher {
     this.recorded = true;
     const { invocation, admission } = this;
     const take = admission ? this.meter.leases.settle(admission, consumed?.units ?? null) : 0n;
-    // Model names and response ids come from opaque bodies: one PostgreSQL cannot store would fail the
-    // record and leave the call uncharged.
-    invocation.requested_model = storableText(invocation.requested_model, MAX_NAME_LENGTH);
-    if (invocation.attempt_upstream_model) invocation.attempt_upstream_model = storableText(invocation.attempt_upstream_model, MAX_NAME_LENGTH);
+    storable(invocation);
     if (consumed?.model) consumed.model = storableText(consumed.model, MAX_NAME_LENGTH);
-    if (invocation.upstream_response_id) invocation.upstream_response_id = storableText(invocation.upstream_response_id, MAX_NAME_LENGTH);
-    const rows = callRows({
-      invocation,
-      lease: admission ? { id: admission.lease.id, bound: admission.bound, take } : undefined,
-      consumed,
-    });
+    const rows = callRows(
+      {
+        invocation,
+        lease: admission ? { id: admission.lease.id, bound: admission.bound, take } : undefined,
+        consumed,
+      },
+      this.beatUnits >= 0n,
+    );
     this.meter.recorder.record(
       {
+        id: rows.id,
         invocation: rows.invocation,
         leaseCall: rows.leaseCall,
+        beaten: rows.beaten,
         requestId: invocation.request_id,
         keyId: this.auth.key_id,
         lastRequestAt: this.auth.last_request_at,
@@ -353,17 +454,22 @@ export class MeteredCall implements ResponseWatcher {
 export function createCallMeter(deps: {
   /** The gateway's own pool (gateway-db.ts). */
   db: Db;
-  repo: Pick<CallRepo, 'record'>;
+  repo: Pick<CallRepo, 'record' | 'heartbeat'>;
   clock: Clock;
   logger: Logger;
-  /** How long a lease may outlive its process before the sweeper returns what it held. */
+  /**
+   * How long a lease outlives its process's last heartbeat before the sweeper may reclaim it. The
+   * heartbeat comes five times a TTL.
+   */
   leaseTtlMs: number;
   /** A lease unused this long returns its units to the period. */
   leaseIdleMs: number;
+  /** Where records wait while the database is away; none: in memory only. */
+  spoolDir?: string | undefined;
   /** Told of each lease statement (metrics). */
   onLeaseStatement?: ((kind: LeaseStatement) => void) | undefined;
 }) {
-  const { clock, logger } = deps;
+  const { clock, logger, repo } = deps;
   const leases = createQuotaLeases({
     repo: createQuotaRepo(deps.db),
     clock,
@@ -372,7 +478,14 @@ export function createCallMeter(deps: {
     idleMs: deps.leaseIdleMs,
     onStatement: deps.onLeaseStatement,
   });
-  const recorder = createCallRecorder({ repo: deps.repo, keys: createInferenceKeyRepo(deps.db), logger, written: leases.written });
+  const recorder = createCallRecorder({
+    repo,
+    keys: createInferenceKeyRepo(deps.db),
+    logger,
+    written: leases.written,
+    spool: deps.spoolDir ? createSpool(deps.spoolDir) : undefined,
+  });
+  const running = new IntrusiveList<MeteredCall>();
   const invocations = createInvocationRepo(deps.db);
   /** Responses API calls metered lately, by access and response id: the tokens a call continuing one adds to its input. */
   const recentResponses = new Map<string, bigint>();
@@ -380,6 +493,7 @@ export function createCallMeter(deps: {
   const meter: MeterParts = {
     leases,
     recorder,
+    running,
     clock,
     logger,
     /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
@@ -415,6 +529,36 @@ export function createCallMeter(deps: {
       return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
     },
   };
+  let beating = false;
+  /** Renews this process's leases and writes its calls in flight on them, in one statement. */
+  async function heartbeat(): Promise<void> {
+    if (beating) return;
+    beating = true;
+    try {
+      const leaseIds = leases.heartbeat();
+      if (!leaseIds.length) return;
+      const now = clock.now();
+      const rows: string[] = [];
+      const included: MeteredCall[] = [];
+      running.forEach((call) => {
+        const row = call.heartbeatRow(now);
+        if (row === null) return;
+        rows.push(row);
+        included.push(call);
+      });
+      const until = new Date(now.getTime() + deps.leaseTtlMs);
+      const held = await repo.heartbeat(leaseIds, until, rows, now);
+      leases.renewed(leaseIds, held, until.getTime());
+      for (const call of included) if (held.has(call.leaseId!)) call.beatWritten();
+    } catch (err) {
+      logger.warn({ msg: 'quota lease heartbeat failed: leases admit on what they hold for half their TTL', error: (err as Error).message });
+    } finally {
+      beating = false;
+    }
+  }
+  const heartbeatTimer = setInterval(() => void heartbeat(), Math.max(20, Math.floor(deps.leaseTtlMs / 5)));
+  heartbeatTimer.unref();
+
   return {
     /** A call of a valid key on an allowed connection (`inspector`: its endpoint's, none when unmetered). */
     open(auth: AuthRow, inspector: Inspector | undefined, start: CallStart): MeteredCall {
@@ -427,12 +571,22 @@ export function createCallMeter(deps: {
     forgetResponses(): void {
       recentResponses.clear();
     },
+    /** A shutdown's deadline has come: the upstream calls still under way are cancelled. */
+    cutCalls(): void {
+      running.forEach((call) => call.relay?.cancel(meter.shutdown));
+    },
+    /** Runs a heartbeat now (tests). */
+    heartbeat,
+    /** Writes the records a process that stopped left in the spool (at start). */
+    recover: () => recorder.recover(),
+    recorderStats: () => recorder.stats(),
     /** Waits for the records started so far, then returns the quota leases not in use. */
     async drain(): Promise<void> {
       await recorder.drain();
       await leases.drain();
     },
     close(): void {
+      clearInterval(heartbeatTimer);
       leases.close();
     },
   };

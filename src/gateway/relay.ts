@@ -99,9 +99,6 @@ export class Relay implements Dispatcher.DispatchHandler {
   private readonly readToEnd: boolean;
   private resolve!: () => void;
   readonly done: Promise<void>;
-  /** Its neighbours in the RelayList of the calls under way. */
-  listPrev: Relay | null = null;
-  listNext: Relay | null = null;
 
   constructor(
     private readonly res: ServerResponse,
@@ -315,47 +312,18 @@ export class Relay implements Dispatcher.DispatchHandler {
     this.resolve();
   }
 
+  /**
+   * What a metered answer has shown of its usage so far (a stream's meter reads it as it arrives; a JSON
+   * answer shows it only at its end).
+   */
+  usageSoFar(): { usage: Usage | null; complete: boolean; dataEvents: number } {
+    const meter = this.meter;
+    if (meter && !this.end) return { usage: meter.usage, complete: meter.complete, dataEvents: meter.dataEvents };
+    return { usage: this.usage, complete: this.usageComplete, dataEvents: this.dataEvents };
+  }
+
   /** A metered JSON answer's text as read (whole or not), for its usage; null when there is none to read. */
   jsonAnswer(): string | null {
     return this.jsonChunks ? Buffer.concat(this.jsonChunks).toString('utf8') : null;
-  }
-}
-
-/**
- * The relays under way (a shutdown past its deadline cuts them), as an intrusive
- * list: each relay links to its neighbours, and one that ends is unlinked and its
- * links cleared, so nothing long-lived points at it any more. A Set held them and
- * caused about half of the process's GC time: under load it is added to and
- * deleted from all the time, each rehash leaves the old table linked to the new
- * one (V8 keeps that link for iterators), and once one such table had been
- * promoted to the old generation, the young tables after it, and every relay they
- * held with its request, response and buffers, survived each young-generation
- * collection and were promoted in turn: ~10 KB per call under the bench's load,
- * 20-25% of all the process allocated (now ~8%).
- */
-export class RelayList {
-  private head: Relay | null = null;
-
-  add(relay: Relay): void {
-    relay.listNext = this.head;
-    if (this.head) this.head.listPrev = relay;
-    this.head = relay;
-  }
-
-  delete(relay: Relay): void {
-    if (relay.listPrev) relay.listPrev.listNext = relay.listNext;
-    else if (this.head === relay) this.head = relay.listNext;
-    else return; // not in the list
-    if (relay.listNext) relay.listNext.listPrev = relay.listPrev;
-    relay.listPrev = relay.listNext = null;
-  }
-
-  /** Each relay under way; `fn` may end it (the next one is taken first). */
-  forEach(fn: (relay: Relay) => void): void {
-    for (let relay = this.head; relay; ) {
-      const next: Relay | null = relay.listNext;
-      fn(relay);
-      relay = next;
-    }
   }
 }

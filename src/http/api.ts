@@ -11,7 +11,7 @@ import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import type { ErrorObject } from 'ajv';
-import { AppError, errorBody, toAppError } from '../errors.js';
+import { AppError, errorBody, errorRetryAfter, toAppError } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
 import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
 import { assertStorable } from '../domain/storable-text.js';
@@ -154,6 +154,8 @@ export function writeError(res: ServerResponse, err: unknown, locals: RequestLoc
   if (appError.status >= 500 && !(err instanceof AppError)) locals.error = err;
   const body = JSON.stringify(errorBody(appError, locals.requestId));
   res.statusCode = appError.status;
+  const retryAfter = errorRetryAfter[appError.code];
+  if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));
   res.setHeader('content-type', 'application/json; charset=utf-8');
   res.setHeader('content-length', Buffer.byteLength(body));
   res.end(body);

@@ -243,7 +243,7 @@ describe('the lease sweeper', () => {
     const period = await t.database.db('quota_periods').where({ workspace_access_id: tenant.accessId }).first();
     await leaseUnits(t.database.db, period, 500n, { now: new Date(), expiresAt: new Date(Date.now() - 1) });
     expect((await periodOf(t, tenant.accessId)).reserved).toBe(500n);
-    expect(await t.nexus.gateway.sweepExpired()).toBe(1);
+    expect(await t.nexus.gateway.sweepExpired()).toEqual({ leases: 1, calls: 0 });
     const after = await periodOf(t, tenant.accessId);
     expect(after.reserved).toBe(0n);
     expect(after.consumed).toBe(before.consumed);

@@ -115,28 +115,33 @@ describe('one process', () => {
     expect(lease.status).toBe('RELEASED');
   });
 
-  it('a lease the sweeper expired under a running call charges it nothing; the next call takes a new lease', async () => {
+  it('a lease reclaimed under a running call (its heartbeats missed) charges the call once; the next call takes a new lease', async () => {
     const tenant = await tenantWith(100_000n);
     const streamBody = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'lease' }], max_tokens: 10, stream: true });
-    // Slow enough to outlive the 1 s TTL: the app's sweeper (or ours) expires the lease meanwhile.
     const slow = call(tenant, tenant.gatewayBaseUrl, { 'x-fake-fault': 'slow', 'x-fake-delay-ms': '250' }, streamBody);
     const res = await slow;
     expect(res.status).toBe(200);
-    await until(async () => {
-      await t.nexus.gateway.sweepExpired();
-      return (await leasesOf(tenant.accessId)).some((l) => l.status === 'EXPIRED');
-    });
+    // As if its heartbeats had not reached the database for a TTL: another process's sweeper reclaims the lease.
+    await until(async () => (await leasesOf(tenant.accessId)).length === 1);
+    await t.database.db('quota_reservations').where({ workspace_access_id: tenant.accessId }).update({ expires_at: new Date(Date.now() - 1) });
+    expect((await t.nexus.gateway.sweepExpired()).leases).toBe(1);
     await res.text();
     await t.nexus.gateway.drain();
-    const invocation = await t.database.db('invocations').where({ request_id: res.headers.get('x-nexus-request-id')! }).first();
-    expect(invocation.status).toBe('SUCCEEDED');
-    expect(BigInt(invocation.quota_units)).toBe(0n);
-    expect(await t.database.db('usage_events').where({ invocation_id: invocation.id })).toHaveLength(0);
-    expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: 0n });
+    // Recorded and charged once: by the reclaim, as its last heartbeat left it, or by its own process, directly.
+    const invocations = await t.database.db('invocations').where({ request_id: res.headers.get('x-nexus-request-id')! });
+    expect(invocations).toHaveLength(1);
+    const [invocation] = invocations;
+    expect(['SUCCEEDED', 'FAILED']).toContain(invocation.status);
+    if (invocation.status === 'FAILED') expect(invocation.error_code).toBe('gateway_lost');
+    const units = BigInt(invocation.quota_units);
+    expect(units).toBeGreaterThan(0n);
+    const events = await t.database.db('usage_events').where({ invocation_id: invocation.id });
+    expect(events.map((e) => [e.kind, BigInt(e.units)])).toEqual([['USAGE', units]]);
+    expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: units });
 
     expect((await call(tenant)).status).toBe(200);
     await t.nexus.gateway.drain();
-    expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: 20n });
+    expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: units + 20n });
     const leases = await leasesOf(tenant.accessId);
     expect(leases.map((l) => l.status)).toEqual(['EXPIRED', 'RELEASED']);
   });

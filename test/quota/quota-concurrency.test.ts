@@ -149,7 +149,7 @@ describe('refusals, the sweeper and immutability', () => {
     p!.close();
   });
 
-  it('the sweeper expires leases past their TTL and returns what they held, once; calls on them are charged nothing', async () => {
+  it('the sweeper expires leases past their TTL and returns what they held, once; a call recorded later is charged once, directly', async () => {
     const { period } = await provisionAccess(services, { quotaUnits: '1000' }, 'sweep');
     const now = new Date();
     const past = { now, expiresAt: new Date(now.getTime() - 1000) };
@@ -158,16 +158,17 @@ describe('refusals, the sweeper and immutability', () => {
     // The dead processes' calls used some of their leases before they died.
     await chargeOnLease(database.db, period, stale[0]!, { bound: 30n, units: 30n });
     const counts = await Promise.all([services.quota.sweepExpired(new Date()), services.quota.sweepExpired(new Date())]);
-    expect(counts[0]! + counts[1]!).toBe(3);
+    expect(counts[0]!.leases + counts[1]!.leases).toBe(3);
     expect(await periodRow(period.id)).toMatchObject({ reserved_units: 50n, consumed_units: 30n });
-    // A call recorded on an expired lease moves nothing and records 0 units.
+    // A call of that process recorded after its lease expired (its process was cut off, not dead): it takes
+    // nothing from the lease, whose units went back, and is charged to the period directly.
     const late = await chargeOnLease(database.db, period, stale[1]!, { bound: 10n, units: 10n });
-    expect(await database.db('invocations').where({ id: late }).first()).toMatchObject({ quota_units: 0n });
-    expect(await database.db('usage_events').where({ invocation_id: late })).toEqual([]);
-    expect(await periodRow(period.id)).toMatchObject({ reserved_units: 50n, consumed_units: 30n });
-    expect(await services.quota.sweepExpired(new Date())).toBe(0);
+    expect(await database.db('invocations').where({ id: late }).first()).toMatchObject({ quota_units: 10n });
+    expect(await database.db('usage_events').where({ invocation_id: late })).toMatchObject([{ kind: 'USAGE', units: 10n }]);
+    expect(await periodRow(period.id)).toMatchObject({ reserved_units: 50n, consumed_units: 40n });
+    expect(await services.quota.sweepExpired(new Date())).toEqual({ leases: 0, calls: 0 });
     await createQuotaRepo(database.db).releaseLease(live, new Date());
-    expect(await periodRow(period.id)).toMatchObject({ reserved_units: 0n, consumed_units: 30n });
+    expect(await periodRow(period.id)).toMatchObject({ reserved_units: 0n, consumed_units: 40n });
   });
 
   it('usage events are append-only and a published strategy cannot be changed, even in SQL', async () => {

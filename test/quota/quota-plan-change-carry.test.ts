@@ -80,7 +80,7 @@ describe('the plan-change carry', () => {
     expect(BigInt(oldAtChange.carried_units)).toBe(900n - BigInt(oldAtChange.share_units));
     // Its process died: the sweeper returns what it held, and the carry with it.
     current = new Date(current.getTime() + 120_000);
-    expect(await services.quota.sweepExpired(current)).toBe(1);
+    expect(await services.quota.sweepExpired(current)).toEqual({ leases: 1, calls: 0 });
     expect((await database.db('quota_reservations').where({ id: leaseId }).first()).status).toBe('EXPIRED');
     const [old, next] = await partsOf(access.id);
     expect(BigInt(old.granted_units)).toBe(BigInt(old.share_units));

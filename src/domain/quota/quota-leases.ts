@@ -25,10 +25,14 @@
  * - A lease unused for `idleMs` (1 s) is released: its unused units return to
  *   the period, after the records of its calls are written. drain() releases
  *   every lease (tests, shutdown).
- * - A lease's expires_at is renewed when a call finds it past half its TTL, and
- *   while its calls run, up to the TTL after the last one admitted (a call may
- *   run for the TTL); a process that dies holding one leaves it to the sweeper, which returns what
- *   it still held (the calls the dead process did not record go uncharged).
+ * - A lease's expires_at is renewed by its process's heartbeat (heartbeat()
+ *   and renewed(), driven by src/gateway/metered-call.ts, which writes the
+ *   calls in flight in the same statement), and by an extension. A call is
+ *   admitted only on a lease with at least half its TTL left, so while the
+ *   database is away a process admits calls on what its leases hold for at
+ *   most half a TTL. A process that dies holding one leaves it to the sweeper,
+ *   which, after its TTL, charges the calls its last heartbeat wrote and
+ *   returns what it still held (quota-repo.ts, reclaimExpired).
  * - What another process (or the Admin API) sees as reserved includes the
  *   leases' unused units until they are released.
  * - A plan change that splits a lease's period counts its unused units as used
@@ -72,11 +76,12 @@ interface Lease {
   unwritten: number;
   expiresAtMs: number;
   lastUsedMs: number;
-  /** When the last call was admitted on it: the lease must live until the TTL after it while calls run. */
-  lastAdmittedMs: number;
   /** No new admissions; released once its calls are settled and written. */
   retired: boolean;
-  /** The database no longer holds it (the sweeper expired it): its calls are charged nothing. */
+  /**
+   * The database no longer holds it (the sweeper expired it, and returned what it held): its calls'
+   * records charge the period directly, none of them takes anything from it.
+   */
   lost: boolean;
   releasing: boolean;
 }
@@ -113,8 +118,6 @@ export function createQuotaLeases(deps: {
   const releases = new Set<Promise<void>>();
   /** Retired leases still waiting for their calls to end and be written. */
   const retiring = new Set<Lease>();
-  /** Leases whose expiry is being renewed while their calls run (keepAlive). */
-  const renewing = new Set<Lease>();
   /** The last refusal per period: what the period had available then, and until when that is trusted. */
   const refused = new Map<string, { available: bigint; untilMs: number }>();
   const requestId = `lease:${process.pid}`;
@@ -142,7 +145,6 @@ export function createQuotaLeases(deps: {
           unwritten: 0,
           expiresAtMs: expiresAt.getTime(),
           lastUsedMs: now.getTime(),
-          lastAdmittedMs: now.getTime(),
           retired: false,
           lost: false,
           releasing: false,
@@ -153,10 +155,7 @@ export function createQuotaLeases(deps: {
     counted('extend');
     const answer = await repo.extendLease({ leaseId: lease.id, ...target, need, want, share: AVAILABLE_SHARE, now, expiresAt });
     if (!answer.leased) {
-      // Expired by the sweeper: whatever it held went back to the period.
-      lease.lost = true;
-      lease.held = 0n;
-      retire(lease);
+      lose(lease);
     } else if (answer.held !== null) {
       lease.held += answer.held;
       if (lease.headroomCalls < MAX_LEASE_CALLS) lease.headroomCalls *= 2n;
@@ -167,6 +166,15 @@ export function createQuotaLeases(deps: {
       retire(lease);
     }
     return answer;
+  }
+
+  /** Expired by the sweeper: whatever it held went back to the period. */
+  function lose(lease: Lease): void {
+    if (lease.lost) return;
+    lease.lost = true;
+    lease.held = 0n;
+    if (!lease.retired) retire(lease);
+    else maybeRelease(lease);
   }
 
   function retire(lease: Lease): void {
@@ -194,35 +202,8 @@ export function createQuotaLeases(deps: {
 
   function admitOn(lease: Lease, bound: bigint): AdmitResult {
     lease.inflight += bound;
-    lease.lastUsedMs = lease.lastAdmittedMs = clock.now().getTime();
+    lease.lastUsedMs = clock.now().getTime();
     return { ok: true, admission: { lease, bound, settled: false }, remaining: max(lease.outside + free(lease), 0n) };
-  }
-
-  /**
-   * A lease with calls running (or not yet recorded), past half its TTL, is renewed up to the TTL after its last
-   * admission: renewed only by the calls that arrive, it expired under a call admitted just before
-   * half its TTL once that call ran past the other half, and the call went uncharged.
-   */
-  function keepAlive(lease: Lease, nowMs: number): void {
-    const until = lease.lastAdmittedMs + ttlMs;
-    if ((lease.inflight === 0n && lease.unwritten === 0) || lease.lost || lease.releasing || renewing.has(lease)) return;
-    if (lease.expiresAtMs >= until || lease.expiresAtMs - nowMs >= ttlMs / 2) return;
-    renewing.add(lease);
-    counted('renew');
-    repo
-      .renewLease(lease.id, new Date(until))
-      .then((held) => {
-        if (held) {
-          lease.expiresAtMs = Math.max(lease.expiresAtMs, until);
-        } else if (!lease.lost) {
-          // Expired by the sweeper meanwhile: whatever it held went back to the period.
-          lease.lost = true;
-          lease.held = 0n;
-          if (!lease.retired) retire(lease);
-        }
-      })
-      .catch((err: Error) => logger.warn({ msg: 'could not renew a quota lease', leaseId: lease.id, error: err.message }))
-      .finally(() => renewing.delete(lease));
   }
 
   const idleTimer = setInterval(
@@ -231,11 +212,10 @@ export function createQuotaLeases(deps: {
       for (const lease of [...current.values()]) {
         if (lease.inflight === 0n && !growing.has(lease.target.periodId) && nowMs - lease.lastUsedMs >= idleMs) retire(lease);
       }
-      for (const lease of [...current.values(), ...retiring]) keepAlive(lease, nowMs);
       for (const [periodId, known] of refused) if (known.untilMs <= nowMs) refused.delete(periodId);
     },
-    // Often enough to release idle leases on time and to renew one before the sweeper (every TTL/4) expires it.
-    Math.max(10, Math.floor(Math.min(idleMs / 2, ttlMs / 4))),
+    // Often enough to release idle leases on time.
+    Math.max(10, Math.floor(idleMs / 2)),
   );
   idleTimer.unref();
 
@@ -308,7 +288,32 @@ export function createQuotaLeases(deps: {
       return lease ? max(lease.outside + free(lease), 0n) : undefined;
     },
 
-    /** The record of a call settled on this lease is written (or given up). */
+    /** The leases this process holds in the database (not released, not lost), for its heartbeat to renew. */
+    heartbeat(): string[] {
+      const ids: string[] = [];
+      for (const lease of current.values()) if (!lease.lost) ids.push(lease.id);
+      for (const lease of retiring) if (!lease.lost && !lease.releasing) ids.push(lease.id);
+      if (ids.length) counted('renew');
+      return ids;
+    },
+
+    /**
+     * The heartbeat's answer: of the leases it named, those still HELD now expire at `untilMs`; the others
+     * were expired by the sweeper (their process was taken for dead) and are lost.
+     */
+    renewed(named: string[], held: Set<string>, untilMs: number): void {
+      const byId = new Map<string, Lease>();
+      for (const lease of current.values()) byId.set(lease.id, lease);
+      for (const lease of retiring) byId.set(lease.id, lease);
+      for (const id of named) {
+        const lease = byId.get(id);
+        if (!lease) continue;
+        if (held.has(id)) lease.expiresAtMs = Math.max(lease.expiresAtMs, untilMs);
+        else lose(lease);
+      }
+    },
+
+    /** The record of a call settled on this lease is written, spooled, or given up. */
     written(admission: Admission): void {
       admission.lease.unwritten--;
       maybeRelease(admission.lease);

@@ -6,6 +6,7 @@
  * (settlement-sql.ts, src/gateway/call-repo.ts).
  */
 import type { Queryable } from '../../db/database.js';
+import { RECLAIM_EXPIRED_SQL } from './settlement-sql.js';
 import type { QuotaPeriodRow } from './quota-types.js';
 
 /**
@@ -171,17 +172,12 @@ export function createQuotaRepo(db: Queryable) {
       return { leased, held: null, remaining: null, available, periodOver: over };
     },
 
-    /** Moves a HELD lease's expiry to `expiresAt`; false when it is no longer HELD (the sweeper expired it). */
-    async renewLease(leaseId: string, expiresAt: Date, q: Queryable = db): Promise<boolean> {
-      const n = await q('quota_reservations').where({ id: leaseId, status: 'HELD', kind: 'LEASE' }).update({ expires_at: expiresAt });
-      return n > 0;
-    },
-
     /**
      * A lease still HELD becomes RELEASED and what it still holds returns to its period; on a
      * period a plan change split, what that frees of its carry then goes back to the next part
      * (giveBackCarry: its own statement, so it sees a split committed while this one waited for
      * the period's lock; run again by the next hold that closes there, should this one be lost).
+     * Its process released it once its calls were recorded: what its heartbeat wrote of them goes.
      */
     async releaseLease(leaseId: string, now: Date, q: Queryable = db): Promise<void> {
       const result = await q.raw(
@@ -189,6 +185,8 @@ export function createQuotaRepo(db: Queryable) {
            update quota_reservations set status = 'RELEASED', settled_at = :now
             where id = :leaseId and status = 'HELD' and kind = 'LEASE'
            returning quota_period_id, reserved_units
+         ), calls as (
+           delete from lease_calls where lease_id = :leaseId
          )
          update quota_periods qp set reserved_units = qp.reserved_units - l.reserved_units from l where qp.id = l.quota_period_id
          returning qp.id, qp.carried_units`,
@@ -303,21 +301,23 @@ export function createQuotaRepo(db: Queryable) {
     giveBackCarry,
 
     /**
-     * HELD leases past their expiry become EXPIRED; returns what they held, per row. Nothing is
-     * charged: a lease keeps the units its settled calls consumed; what it still held returns to the period. `all`: every HELD one, whatever its expiry
-     * (no process that could still settle them is alive).
+     * The leases of dead processes: HELD past their expiry (or with `all`, every HELD one: no process that
+     * could still hold one is alive) become EXPIRED, and the calls their last heartbeat wrote are recorded
+     * and charged (settlement-sql.ts). Returns, per period, what returns to it from reserved and what
+     * it consumed; the caller applies them (applySettlement) in the same transaction.
      */
-    async expireHeld(now: Date, q: Queryable, all = false): Promise<{ id: string; quota_period_id: string; reserved_units: bigint }[]> {
-      const result = await q.raw(
-        `update quota_reservations
-            set status = 'EXPIRED', settled_at = :now, consumed_units = coalesce(consumed_units, 0)
-          where id in (select id from quota_reservations where status = 'HELD' and (expires_at <= :now or :all)
-                       order by id for update skip locked)
-            and status = 'HELD'
-          returning id, quota_period_id, reserved_units`,
-        { now, all },
-      );
-      return result.rows as { id: string; quota_period_id: string; reserved_units: bigint }[];
+    async reclaimExpired(
+      now: Date,
+      q: Queryable,
+      all = false,
+    ): Promise<{ leases: number; calls: number; periods: { quota_period_id: string; reserved: bigint; consumed: bigint }[] }> {
+      const result = await q.raw(RECLAIM_EXPIRED_SQL, { now, all });
+      const rows = result.rows as { quota_period_id: string; reserved: bigint; consumed: bigint; leases: bigint; calls: bigint }[];
+      return {
+        leases: Number(rows[0]?.leases ?? 0n),
+        calls: Number(rows[0]?.calls ?? 0n),
+        periods: rows.map(({ quota_period_id, reserved, consumed }) => ({ quota_period_id, reserved, consumed })),
+      };
     },
   };
 }

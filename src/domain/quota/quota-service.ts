@@ -15,18 +15,15 @@ export function createQuotaService(deps: { db: Db; quotaRepo: QuotaRepo }) {
 
   return {
     /**
-     * Leases whose process died: EXPIRED, the units they still held returned. Returns how many. Those past
-     * their expiry, or with `all` every HELD one (when no other process can hold any: the embedded database at start).
+     * Leases whose process died: EXPIRED, the calls their last heartbeat wrote charged, and the units they
+     * still held returned. Returns how many leases. Those past their expiry, or with `all` every HELD one
+     * (when no other process can hold any: the embedded database at start).
      */
-    async sweepExpired(now: Date, all = false): Promise<number> {
+    async sweepExpired(now: Date, all = false): Promise<{ leases: number; calls: number }> {
       return db.transaction(async (tx) => {
-        const expired = await quotaRepo.expireHeld(now, tx, all);
-        const perPeriod = new Map<string, bigint>();
-        for (const r of expired) perPeriod.set(r.quota_period_id, (perPeriod.get(r.quota_period_id) ?? 0n) + r.reserved_units);
-        for (const [periodId, units] of [...perPeriod].sort(([a], [b]) => a.localeCompare(b))) {
-          await quotaRepo.applySettlement(periodId, units, 0n, tx);
-        }
-        return expired.length;
+        const reclaimed = await quotaRepo.reclaimExpired(now, tx, all);
+        for (const p of reclaimed.periods) await quotaRepo.applySettlement(p.quota_period_id, p.reserved, p.consumed, tx);
+        return { leases: reclaimed.leases, calls: reclaimed.calls };
       });
     },
 

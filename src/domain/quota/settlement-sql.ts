@@ -3,15 +3,19 @@
  * (quota-leases.ts) settled, any number of them, in ONE statement, so a busy
  * access's period row is locked for one statement, not a transaction per call.
  * Each call comes with its bound and `take`, the units it moves from the
- * lease's hold to consumed. For those whose lease is still HELD:
- * - the lease shrinks by `take` and records the units as its consumed;
- * - the period: reserved -= take, consumed += units;
- * - a charged call appends exactly one USAGE event (at most its bound) and an
+ * lease's hold to consumed. Only the calls whose invocation the same statement
+ * recorded are settled (CTE `recorded`): a call is charged once, however often
+ * its record is written (a retry, a spool replayed, a call the sweeper already
+ * charged for its dead process).
+ * - A lease still HELD shrinks by `take` and records the units as its consumed;
+ *   the period: reserved -= take, consumed += units.
+ * - A lease no longer HELD (the sweeper expired it, and returned what it held)
+ *   takes nothing: the period's consumed += units.
+ * - A charged call appends exactly one USAGE event (at most its bound) and an
  *   ADJUSTMENT event for anything consumed beyond it; its events name the lease
  *   and the invocation.
- * A call whose lease is no longer HELD (expired by the sweeper) is charged
- * nothing. The CTEs leave every call they settled in `settled`; the gateway's
- * record statement (src/gateway/call-repo.ts) adds its invocations and final select.
+ * The CTEs leave every call they settled in `settled`; the gateway's record
+ * statement (src/gateway/call-repo.ts) adds its invocations and final select.
  */
 
 /** A call admitted on a quota lease, as the statement reads it (`units` is 0 when it is not charged). */
@@ -37,26 +41,31 @@ export interface LeaseCallSettlement {
 const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, reservation_id, invocation_id, kind,
   units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at`;
 
-/** Calls admitted on quota leases, from the JSON array at this placeholder. */
-export const leaseCallSettlementCtes = (leaseCalls: string) => `
+/**
+ * Calls admitted on quota leases, from the JSON array at this placeholder, those of them whose invocation
+ * the CTE `recorded` (its `id`s) holds.
+ */
+export const leaseCallSettlementCtes = (leaseCalls: string, recorded: string) => `
 lc as (
-  select * from json_to_recordset(cast(${leaseCalls} as json)) as x(
+  select x.* from json_to_recordset(cast(${leaseCalls} as json)) as x(
     lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
     invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz)
+  join ${recorded} r on r.id = x.invocation_id
 ), l as (
   update quota_reservations q
      set reserved_units = q.reserved_units - t.take, consumed_units = coalesce(q.consumed_units, 0) + t.units
     from (select lease_id, sum(take) as take, sum(units) as units from lc group by lease_id) t
    where q.id = t.lease_id and q.status = 'HELD' and q.kind = 'LEASE'
-  returning q.id, q.workspace_id, q.workspace_access_id, q.quota_period_id, t.take, t.units
+  returning q.id
 ), settled as (
-  select l.id, l.workspace_id, l.workspace_access_id, l.quota_period_id, lc.bound, lc.units, lc.charged,
+  select q.id, q.workspace_id, q.workspace_access_id, q.quota_period_id, lc.bound, lc.units, lc.charged,
+         case when l.id is null then 0 else lc.take end as take,
          lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at
-    from lc join l on l.id = lc.lease_id
+    from lc join quota_reservations q on q.id = lc.lease_id left join l on l.id = lc.lease_id
 ), p as (
   update quota_periods qp
      set reserved_units = qp.reserved_units - t.take, consumed_units = qp.consumed_units + t.units
-    from (select quota_period_id, sum(take) as take, sum(units) as units from l group by quota_period_id) t
+    from (select quota_period_id, sum(take) as take, sum(units) as units from settled group by quota_period_id) t
    where qp.id = t.quota_period_id
   returning qp.id
 ), u as (
@@ -70,3 +79,48 @@ lc as (
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', at
     from settled where charged and units > bound
 )`;
+
+/**
+ * The leases of dead processes (HELD, past their expiry, or with :all every HELD one) become EXPIRED,
+ * and the calls their last heartbeat wrote (lease_calls) are settled by the same rule: each recorded
+ * as its heartbeat left it (FAILED `gateway_lost`) and charged its units, unless its invocation is
+ * recorded already (its process lived to write it). What the leases held returns to the periods: one
+ * row per period with what to take from its reserved and add to its consumed (quotaRepo.applySettlement).
+ */
+export const RECLAIM_EXPIRED_SQL = `
+with expired as (
+  update quota_reservations
+     set status = 'EXPIRED', settled_at = :now, consumed_units = coalesce(consumed_units, 0)
+   where id in (select id from quota_reservations where status = 'HELD' and (expires_at <= :now or :all)
+                order by id for update skip locked)
+     and status = 'HELD'
+  returning id, workspace_id, workspace_access_id, quota_period_id, reserved_units
+), calls as (
+  delete from lease_calls c using expired e where c.lease_id = e.id
+  returning c.invocation_id, c.lease_id, c.bound, c.units, c.input_tokens, c.cached_tokens, c.output_tokens, c.model, c.invocation,
+            c.usage_id, c.adjustment_id, c.updated_at, e.workspace_id, e.workspace_access_id, e.quota_period_id
+), recorded as (
+  insert into invocations select (json_populate_record(cast(null as invocations), c.invocation)).* from calls c
+  on conflict (id) do nothing
+  returning id
+), charged as (
+  select c.* from calls c join recorded r on r.id = c.invocation_id where c.units > 0
+), u as (
+  insert into usage_events (${USAGE_COLUMNS})
+  select usage_id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, 'USAGE',
+         least(units, bound), input_tokens, cached_tokens, output_tokens, model, null, updated_at
+    from charged
+), a as (
+  insert into usage_events (${USAGE_COLUMNS})
+  select adjustment_id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, 'ADJUSTMENT',
+         units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', updated_at
+    from charged where units > bound
+), held as (
+  select quota_period_id, sum(reserved_units) as reserved from expired group by quota_period_id
+), used as (
+  select quota_period_id, sum(units) as consumed from charged group by quota_period_id
+)
+select h.quota_period_id, h.reserved, coalesce(u.consumed, 0) as consumed,
+       (select count(*) from expired) as leases, (select count(*) from charged) as calls
+  from held h left join used u on u.quota_period_id = h.quota_period_id
+ order by h.quota_period_id`;

@@ -1,21 +1,23 @@
 import { describe, expect, it } from 'vitest';
-import { Relay, RelayList } from '../../src/gateway/relay.js';
+import { IntrusiveList, type Linked } from '../../src/gateway/intrusive-list.js';
 
-const relay = () =>
-  new Relay({ on() {}, off() {} } as never, { requestId: 'r', answerHeaders: [], inspector: undefined, prepared: undefined, maskedKey: null });
+class Item implements Linked<Item> {
+  listPrev: Item | null = null;
+  listNext: Item | null = null;
+}
 
-/** The list's relays, by their index in `all` (identity, not likeness: the relays look alike). */
-const members = (list: RelayList, all: Relay[]) => {
+/** The list's items, by their index in `all` (identity, not likeness: the items look alike). */
+const members = (list: IntrusiveList<Item>, all: Item[]) => {
   const seen: number[] = [];
   list.forEach((r) => seen.push(all.indexOf(r)));
   return seen;
 };
 
-describe('RelayList (the calls under way)', () => {
-  it('holds what was added until it is deleted, from any place, and clears a deleted relay\'s links', () => {
-    const list = new RelayList();
-    const all = [relay(), relay(), relay(), relay()];
-    const [a, b, c, d] = all as [Relay, Relay, Relay, Relay];
+describe('IntrusiveList (the calls under way)', () => {
+  it("holds what was added until it is deleted, from any place, and clears a deleted item's links", () => {
+    const list = new IntrusiveList<Item>();
+    const all = [new Item(), new Item(), new Item(), new Item()];
+    const [a, b, c, d] = all as [Item, Item, Item, Item];
     for (const r of all) list.add(r);
     expect(members(list, all)).toEqual([3, 2, 1, 0]);
     list.delete(c); // middle
@@ -30,9 +32,9 @@ describe('RelayList (the calls under way)', () => {
     expect(members(list, all)).toEqual([0]);
   });
 
-  it('visits each relay once while the visit deletes them', () => {
-    const list = new RelayList();
-    const all = [relay(), relay(), relay()];
+  it('visits each item once while the visit deletes them', () => {
+    const list = new IntrusiveList<Item>();
+    const all = [new Item(), new Item(), new Item()];
     for (const r of all) list.add(r);
     const visited: number[] = [];
     list.forEach((r) => {

@@ -1,0 +1,155 @@
+/**
+ * The gateway's spool: call records that wait for the database, as JSON lines
+ * in files of a directory in the data dir (NEXUS_DATA_DIR/spool).
+ * - A process appends to a file of its own: calls-<host>-<pid>-<n>.jsonl.
+ * - To write them, a process claims a file by renaming it to
+ *   replay-<host>-<pid>-<n>.jsonl (its own: a rename succeeds for one process
+ *   only), writes its records in batches and deletes it. Its own files first;
+ *   then those of the processes of this host that died (their pid is gone).
+ * - Writing a record twice records it once (call-repo.ts), so a replay cut
+ *   short and done again charges nothing twice.
+ * The files hold what the records hold: ids, token counts, model names and
+ * timings; never a key or a request body.
+ */
+import { createReadStream } from 'node:fs';
+import { appendFile, mkdir, readdir, rename, unlink } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { CallRows } from './call-repo.js';
+
+const BATCH = 200;
+const NAME = /^(calls|replay)-(.+)-(\d+)-(\d+)\.jsonl$/;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** A host name as a file name may hold it. */
+const hostPart = (name: string) => name.replace(/[^A-Za-z0-9.]/g, '_');
+
+export function createSpool(dir: string, options: { host?: string; pid?: number; isAlive?: (pid: number) => boolean } = {}) {
+  const host = hostPart(options.host ?? hostname());
+  const pid = options.pid ?? process.pid;
+  const isAlive = options.isAlive ?? alive;
+  let seq = 0;
+  let file: string | null = null;
+  /** Records appended to this process's files and not yet written to the database. */
+  let size = 0;
+  let appending: Promise<void> = Promise.resolve();
+  let replaying: Promise<number> | null = null;
+
+  const fileName = (kind: 'calls' | 'replay') => `${kind}-${host}-${pid}-${Date.now()}${String(++seq).padStart(4, '0')}.jsonl`;
+
+  function line(r: CallRows): string {
+    return `{"id":"${r.id}","invocation":${r.invocation},"leaseCall":${r.leaseCall ?? 'null'},"beaten":${r.beaten}}\n`;
+  }
+
+  function rowsOf(text: string): CallRows {
+    const o = JSON.parse(text) as { id: string; invocation: object; leaseCall: object | null; beaten: boolean };
+    return { id: o.id, invocation: JSON.stringify(o.invocation), leaseCall: o.leaseCall ? JSON.stringify(o.leaseCall) : null, beaten: o.beaten };
+  }
+
+  /** The files this process may replay now: its own, and those of this host's dead processes, claimed. */
+  async function claim(): Promise<string[]> {
+    // New records go to a new file from now on: the current one is claimed with the others.
+    file = null;
+    await appending;
+    let names: string[];
+    try {
+      names = await readdir(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+    const claimed: string[] = [];
+    for (const name of names.sort()) {
+      const m = NAME.exec(name);
+      if (!m || m[2] !== host) continue;
+      const owner = Number(m[3]);
+      const mine = owner === pid;
+      if (!mine && isAlive(owner)) continue;
+      if (mine && m[1] === 'replay') {
+        // Claimed by an earlier replay of this process that was cut short.
+        claimed.push(name);
+        continue;
+      }
+      const to = fileName('replay');
+      try {
+        await rename(join(dir, name), join(dir, to));
+        claimed.push(to);
+      } catch (err) {
+        // Another process claimed it first.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    }
+    return claimed;
+  }
+
+  async function replayFile(name: string, write: (rows: CallRows[]) => Promise<void>): Promise<number> {
+    const path = join(dir, name);
+    const lines = createInterface({ input: createReadStream(path, 'utf8'), crlfDelay: Infinity });
+    let batch: CallRows[] = [];
+    let n = 0;
+    for await (const text of lines) {
+      if (!text.trim()) continue;
+      batch.push(rowsOf(text));
+      if (batch.length >= BATCH) {
+        await write(batch);
+        n += batch.length;
+        batch = [];
+      }
+    }
+    if (batch.length) {
+      await write(batch);
+      n += batch.length;
+    }
+    await unlink(path);
+    return n;
+  }
+
+  return {
+    /** Appends the records to this process's file (in order: appends are chained). */
+    append(records: CallRows[]): Promise<void> {
+      const text = records.map(line).join('');
+      const next = appending.then(async () => {
+        if (!file) {
+          await mkdir(dir, { recursive: true, mode: 0o700 });
+          file = join(dir, fileName('calls'));
+        }
+        await appendFile(file, text, { mode: 0o600 });
+        size += records.length;
+      });
+      appending = next.catch(() => {});
+      return next;
+    },
+
+    /**
+     * Writes every record waiting in the spool files this process may claim, each file's records in
+     * batches, the file deleted once written; returns how many records. A write that fails leaves the
+     * file (this process's now) for the next replay.
+     */
+    replay(write: (rows: CallRows[]) => Promise<void>): Promise<number> {
+      replaying ??= (async () => {
+        let n = 0;
+        try {
+          for (const name of await claim()) n += await replayFile(name, write);
+          size = 0;
+          return n;
+        } finally {
+          replaying = null;
+        }
+      })();
+      return replaying;
+    },
+
+    size: () => size,
+  };
+}
+
+export type Spool = ReturnType<typeof createSpool>;

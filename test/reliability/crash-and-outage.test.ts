@@ -1,0 +1,241 @@
+/**
+ * What Nexus keeps when a process dies or PostgreSQL goes away, with real
+ * processes: a Nexus child killed with SIGKILL mid-stream, and a Nexus child
+ * whose PostgreSQL is reached through a TCP proxy the test cuts. The in-process
+ * app of the test file is the other process: it makes the tenant and runs the
+ * sweeper that reclaims a dead process's leases. The shared cluster is never
+ * stopped.
+ */
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SECRET_MARKER } from '../security/secret-marker.js';
+import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
+import { startNexusProcess, type NexusProcess } from '../support/nexus-process.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
+import { createTenant, periodOf, until, type Tenant } from '../gateway/gateway-support.js';
+
+const usesPostgres = process.env.NEXUS_TEST_DB !== 'pglite';
+const KEY = `${SECRET_MARKER}-upstream-reliability-0123456789`;
+const TTL_MS = 2000;
+
+let t: TestApp;
+let up: FakeUpstream;
+let dataDir: string;
+const children: NexusProcess[] = [];
+
+beforeAll(async () => {
+  if (!usesPostgres) return;
+  t = await startTestApp({ env: { NEXUS_RESERVATION_TTL_MS: String(TTL_MS), NEXUS_QUOTA_LEASE_IDLE_MS: '200' } });
+  up = await startOpenAiUpstream({ apiKey: KEY });
+  dataDir = mkdtempSync(join(tmpdir(), 'nexus-reliability-'));
+});
+afterAll(async () => {
+  for (const child of children) await child.kill();
+  await t?.close();
+  await up?.close();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** A Nexus process on the test app's schema (through `databaseUrl` if given), with its own data dir. */
+async function child(options: { databaseUrl?: string; dir?: string } = {}): Promise<NexusProcess> {
+  const process = await startNexusProcess({
+    DATABASE_URL: options.databaseUrl ?? t.database.url!,
+    NEXUS_DATABASE_SCHEMA: t.database.schema!,
+    NEXUS_DATA_DIR: options.dir ?? mkdtempSync(join(dataDir, 'child-')),
+    NEXUS_RESERVATION_TTL_MS: String(TTL_MS),
+  });
+  children.push(process);
+  return process;
+}
+
+const BODY = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'reliability' }], max_tokens: 50 });
+const STREAM = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'reliability' }], max_tokens: 50, stream: true });
+
+function call(tenant: Tenant, base: string, options: { body?: string; headers?: Record<string, string>; signal?: AbortSignal } = {}) {
+  return fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-usage': '10,5,0', ...options.headers },
+    body: options.body ?? BODY,
+    signal: options.signal ?? null,
+  });
+}
+
+/** The files waiting in a data dir's spool (none before the first is written). */
+function spooled(dir: string): string[] {
+  try {
+    return readdirSync(join(dir, 'spool'));
+  } catch {
+    return [];
+  }
+}
+
+const gatewayOf = (tenant: Tenant, nexus: NexusProcess) => tenant.gatewayBaseUrl.replace(t.url, nexus.url);
+
+async function invocationsOf(accessId: string) {
+  return t.database.db('invocations').where({ workspace_access_id: accessId }).orderBy('started_at');
+}
+
+describe.runIf(usesPostgres)('a Nexus process killed mid-stream', () => {
+  it('its cut streams are charged once, by the process that reclaims its lease, and its units return within the TTL', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n });
+    const nexus = await child();
+    const base = gatewayOf(tenant, nexus);
+    // Five streams of 40 events, 150 ms apart: six seconds each, killed after about one.
+    const streams = await Promise.all(
+      Array.from({ length: 5 }, () => call(tenant, base, { body: STREAM, headers: { 'x-fake-fault': 'slow', 'x-fake-delay-ms': '150', 'x-fake-usage': '10,40,0' } })),
+    );
+    const read = streams.map(async (res) => {
+      expect(res.status).toBe(200);
+      const reader = res.body!.getReader();
+      let events = 0;
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          events += (new TextDecoder().decode(value).match(/^data: /gm) ?? []).length;
+        }
+      } catch {
+        // The process died under it.
+      }
+      return events;
+    });
+    // Some events reached the clients, and the process's heartbeat (a fifth of the TTL) wrote the streams.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect((await periodOf(t, tenant.accessId)).reserved).toBeGreaterThan(0n);
+    await nexus.kill();
+    const killedAt = Date.now();
+    const delivered = await Promise.all(read);
+    for (const events of delivered) {
+      expect(events).toBeGreaterThan(0);
+      expect(events).toBeLessThan(40);
+    }
+
+    // The test app's sweeper (every TTL/4) reclaims the lease once it is past its TTL.
+    await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 30_000);
+    const freedAfterMs = Date.now() - killedAt;
+    expect(freedAfterMs).toBeLessThan(30_000);
+    const invocations = await invocationsOf(tenant.accessId);
+    expect(invocations).toHaveLength(5);
+    let charged = 0n;
+    for (const invocation of invocations) {
+      expect(invocation).toMatchObject({ status: 'FAILED', error_code: 'gateway_lost', streamed: true, attempt_status: 'ABORTED' });
+      const units = BigInt(invocation.quota_units);
+      // At least its input bound and one output token per event the heartbeat saw, at most its whole bound.
+      expect(units).toBeGreaterThan(BigInt(Buffer.byteLength(STREAM)));
+      const events = await t.database.db('usage_events').where({ invocation_id: invocation.id });
+      expect(events.map((e) => [e.kind, BigInt(e.units)])).toEqual([['USAGE', units]]);
+      charged += units;
+    }
+    expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: charged });
+    const [lease] = await t.database.db('quota_reservations').where({ workspace_access_id: tenant.accessId });
+    expect(lease.status).toBe('EXPIRED');
+    expect(await t.database.db('lease_calls').where({ lease_id: lease.id })).toEqual([]);
+
+    // A new process on the same database charges nothing more for them.
+    const again = await child();
+    expect((await call(tenant, gatewayOf(tenant, again))).status).toBe(200);
+    await until(async () => (await invocationsOf(tenant.accessId)).length === 6);
+    await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 10_000);
+    expect((await periodOf(t, tenant.accessId)).consumed).toBe(charged + 20n);
+    await again.stop();
+  }, 90_000);
+});
+
+describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
+  let proxy: TcpProxy;
+  beforeAll(async () => {
+    const url = new URL(t.database.url!);
+    proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+  });
+  afterAll(async () => {
+    await proxy?.close();
+  });
+
+  function proxiedUrl(): string {
+    const url = new URL(t.database.url!);
+    url.port = String(proxy.port);
+    return url.toString();
+  }
+
+  it('answers 503 database_unavailable with Retry-After, never 500; finished calls wait in the spool and are written once when it returns', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n });
+    const dir = mkdtempSync(join(dataDir, 'outage-'));
+    const nexus = await child({ databaseUrl: proxiedUrl(), dir });
+    const base = gatewayOf(tenant, nexus);
+    // Warm: the key is looked up and a lease is held.
+    for (let i = 0; i < 3; i++) expect((await call(tenant, base)).status).toBe(200);
+
+    await proxy.cut();
+    const statuses: number[] = [];
+    const answered: string[] = [];
+    const started = Date.now();
+    while (Date.now() - started < 2500) {
+      const res = await call(tenant, base);
+      statuses.push(res.status);
+      if (res.status === 200) answered.push(res.headers.get('x-nexus-request-id')!);
+      else {
+        expect(res.status).toBe(503);
+        expect(res.headers.get('retry-after')).toBe('2');
+        expect(((await res.json()) as { error: { code: string } }).error.code).toBe('database_unavailable');
+      }
+      await res.text().catch(() => '');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const admin = await fetch(`${nexus.url}/admin/v1/workspaces`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    expect(admin.status).toBe(503);
+    expect(admin.headers.get('retry-after')).toBe('2');
+    expect(((await admin.json()) as { error: { code: string } }).error.code).toBe('database_unavailable');
+    expect(statuses).not.toContain(500);
+    // Calls were admitted on what the process held (its lease, its cached key) for a while, then refused.
+    expect(answered.length).toBeGreaterThan(0);
+    expect(statuses).toContain(503);
+    // The records waiting went to the spool.
+    await until(async () => spooled(dir).length > 0, 5000);
+
+    await proxy.restore();
+    const expected = 3 + answered.length;
+    await until(async () => (await invocationsOf(tenant.accessId)).length === expected, 20_000);
+    await until(async () => spooled(dir).length === 0, 10_000);
+    const invocations = await invocationsOf(tenant.accessId);
+    for (const id of answered) expect(invocations.filter((i) => i.request_id === id)).toHaveLength(1);
+    const events = await t.database.db('usage_events').where({ workspace_access_id: tenant.accessId, kind: 'USAGE' });
+    expect(events).toHaveLength(expected);
+    await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 10_000);
+    expect((await periodOf(t, tenant.accessId)).consumed).toBe(20n * BigInt(expected));
+    expect(nexus.output()).not.toContain('"status":500');
+    await nexus.stop();
+  }, 90_000);
+
+  it('a process killed while records wait in its spool: the next one on its data dir writes them, once', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n });
+    const dir = mkdtempSync(join(dataDir, 'respool-'));
+    const first = await child({ databaseUrl: proxiedUrl(), dir });
+    const base = gatewayOf(tenant, first);
+    expect((await call(tenant, base)).status).toBe(200);
+    await proxy.cut();
+    const answered: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await call(tenant, base);
+      await res.text();
+      if (res.status === 200) answered.push(res.headers.get('x-nexus-request-id')!);
+    }
+    expect(answered.length).toBeGreaterThan(0);
+    await until(async () => spooled(dir).length > 0, 5000);
+    await first.kill();
+    await proxy.restore();
+
+    const second = await child({ databaseUrl: proxiedUrl(), dir });
+    const expected = 1 + answered.length;
+    await until(async () => (await invocationsOf(tenant.accessId)).length === expected, 20_000);
+    await until(async () => spooled(dir).length === 0, 10_000);
+    const events = await t.database.db('usage_events').where({ workspace_access_id: tenant.accessId, kind: 'USAGE' });
+    expect(events).toHaveLength(expected);
+    // The first process's lease is reclaimed after its TTL; every call was charged once.
+    await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 15_000);
+    expect((await periodOf(t, tenant.accessId)).consumed).toBe(20n * BigInt(expected));
+    await second.stop();
+  }, 90_000);
+});
