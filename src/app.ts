@@ -20,6 +20,7 @@ import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createApi } from './http/api.js';
+import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import type { RequestLocals } from './http/locals.js';
 import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver } from './http/middleware.js';
 import { createLogger, type Logger } from './observability/logger.js';
@@ -51,6 +52,8 @@ export interface NexusApp {
   services: Services;
   logger: Logger;
   inflight: { count: number };
+  /** Where clients reach this Nexus; listen() tells it the address it listens at. */
+  publicUrl: PublicUrl;
   /** The gateway (tests: drain() waits for settlements, sweepExpired() runs the sweeper once). */
   gateway: Gateway;
   /** Closes the database (and whatever else the app owns), not the HTTP server. */
@@ -133,12 +136,13 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   }
 
   const definition = loadContract();
+  const publicUrl = createPublicUrl(config);
   const api = createApi({
     definition,
-    handlers: createHandlers(services),
+    handlers: createHandlers(services, { publicUrl }),
     managementKeys: services.managementKeys,
     idempotency: services.idempotency,
-    publicUrl: () => config.publicUrl,
+    publicUrl,
   });
   await api.init();
 
@@ -217,6 +221,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     services,
     logger,
     inflight,
+    publicUrl,
     gateway,
     async close() {
       clearInterval(sweeper);
@@ -246,6 +251,7 @@ export async function listen(nexus: NexusApp, port: number, host: string, shutdo
   });
   const address = server.address() as AddressInfo;
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  nexus.publicUrl.listeningAt(url);
   let closing: Promise<void> | undefined;
   return {
     server,

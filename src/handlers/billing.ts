@@ -27,7 +27,7 @@ import {
 } from '../domain/billing/billing-mapper.js';
 import type { Services } from '../domain/services.js';
 import { sendError } from '../http/api.js';
-import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../http/handler.js';
 import type { RequestLocals } from '../http/locals.js';
 
 const header = (headers: Record<string, string | string[] | undefined>, name: string): string | undefined => {
@@ -35,9 +35,9 @@ const header = (headers: Record<string, string | string[] | undefined>, name: st
   return Array.isArray(v) ? v[0] : v;
 };
 
-export function billingHandlers({ billing, config }: Services): HandlerMap {
+export function billingHandlers({ billing }: Services, { publicUrl }: HandlerContext): HandlerMap {
   const { connections, inbox, reconciler, periodSync } = billing;
-  const dto = (row: Parameters<typeof toBillingConnectionDto>[0]) => toBillingConnectionDto(row, config.publicUrl);
+  const dto = (row: Parameters<typeof toBillingConnectionDto>[0]) => toBillingConnectionDto(row, publicUrl.get());
 
   return {
     createBillingConnection: handler<CreateBillingConnectionData>(async ({ actor, path, body }) =>

@@ -1,6 +1,6 @@
 /** Every operationId of the contract maps to exactly one handler, by area. */
 import type { Services } from '../domain/services.js';
-import type { HandlerMap } from '../http/handler.js';
+import type { HandlerContext, HandlerMap } from '../http/handler.js';
 import { systemHandlers } from './system.js';
 import { workspaceHandlers } from './workspaces.js';
 import { planHandlers } from './plans.js';
@@ -11,17 +11,17 @@ import { providerConnectionHandlers } from './provider-connections.js';
 import { auditLogHandlers } from './audit-logs.js';
 import { billingHandlers } from './billing.js';
 
-export function createHandlers(services: Services): HandlerMap {
+export function createHandlers(services: Services, context: HandlerContext): HandlerMap {
   const areas: HandlerMap[] = [
     systemHandlers(services),
     workspaceHandlers(services),
-    providerConnectionHandlers(services),
+    providerConnectionHandlers(services, context),
     auditLogHandlers(services),
     planHandlers(services),
     accessHandlers(services),
     usageHandlers(services),
     gatewayHandlers(),
-    billingHandlers(services),
+    billingHandlers(services, context),
   ];
   const all: HandlerMap = {};
   for (const area of areas) {

@@ -10,11 +10,10 @@ import type {
 } from '../../generated/client/types.gen.js';
 import type { Services } from '../domain/services.js';
 import { toProviderCheckResultDto, toProviderConnectionDto } from '../domain/provider-connections/provider-connection-mapper.js';
-import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../http/handler.js';
 
-export function providerConnectionHandlers({ providerConnections, config }: Services): HandlerMap {
-  // Read per call: the public URL may be set after the app is built (tests).
-  const dto = (row: Parameters<typeof toProviderConnectionDto>[0]) => toProviderConnectionDto(row, config.publicUrl);
+export function providerConnectionHandlers({ providerConnections }: Services, { publicUrl }: HandlerContext): HandlerMap {
+  const dto = (row: Parameters<typeof toProviderConnectionDto>[0]) => toProviderConnectionDto(row, publicUrl.get());
   return {
     createProviderConnection: handler<CreateProviderConnectionData>(async ({ actor, path, body }) =>
       created(dto(await providerConnections.create(actor, path.workspaceId, body))),

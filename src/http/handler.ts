@@ -5,6 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Actor } from '../domain/actor.js';
+import type { PublicUrl } from './public-url.js';
 
 interface DataShape {
   body?: unknown;
@@ -32,6 +33,11 @@ export interface HandlerResult {
 export type Handler = (input: HandlerInput<any>) => Promise<HandlerResult>;
 
 export type HandlerMap = Record<string, Handler>;
+
+/** What handlers read beyond the services: the URLs they hand out start with the public URL. */
+export interface HandlerContext {
+  publicUrl: PublicUrl;
+}
 
 /** Types a handler by the generated `XxxData` of its operation. */
 export function handler<T extends DataShape>(fn: (input: HandlerInput<T>) => Promise<HandlerResult>): Handler {

@@ -110,16 +110,17 @@ describe('createProviderConnection', () => {
     expect(fetched.data).toEqual(dto);
   });
 
-  it('computes gatewayBaseUrl from the public URL at call time', async () => {
+  it('computes gatewayBaseUrl from the public URL: NEXUS_PUBLIC_URL, else the address Nexus listens at', async () => {
     const ws = await newWorkspace();
     const conn = await newConnection(ws.id);
-    const before = t.config.publicUrl;
-    t.config.publicUrl = 'https://gateway.example.com';
+    const served = await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+    expect(served.data!.gatewayBaseUrl).toBe(`${t.url}/providers/${conn.id}`);
+    const behindProxy = await t.withEnv({ NEXUS_PUBLIC_URL: 'https://gateway.example.com' });
     try {
-      const got = await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+      const got = await getProviderConnection({ client: behindProxy.client, path: { providerConnectionId: conn.id } });
       expect(got.data!.gatewayBaseUrl).toBe(`https://gateway.example.com/providers/${conn.id}`);
     } finally {
-      t.config.publicUrl = before;
+      await behindProxy.close();
     }
   });
 
@@ -361,17 +362,21 @@ describe('testProviderConnection', () => {
     expect(unreachable).toMatchObject({ accepted: false, outcome: 'unreachable' });
     expect(unreachable.httpStatus).toBeUndefined();
 
-    const probeTimeout = t.config.providerProbeTimeoutMs;
-    t.config.providerProbeTimeoutMs = 300;
+    const impatient = await t.withEnv({ NEXUS_PROVIDER_PROBE_TIMEOUT_MS: '300' });
     openaiUp.delayMs = 5000;
     try {
       const started = Date.now();
-      const res = await check({ protocolProfile: 'openai', baseUrl: openaiUp.url, apiKey: OPENAI_KEY });
-      expect(res).toMatchObject({ accepted: false, outcome: 'timeout' });
+      const res = await testProviderConnection({
+        client: impatient.client,
+        path: { workspaceId: ws.id },
+        body: { protocolProfile: 'openai', baseUrl: openaiUp.url, apiKey: OPENAI_KEY },
+      });
+      expect(res.response.status).toBe(200);
+      expect(res.data).toMatchObject({ accepted: false, outcome: 'timeout' });
       expect(Date.now() - started).toBeLessThan(3000);
     } finally {
-      t.config.providerProbeTimeoutMs = probeTimeout;
       openaiUp.delayMs = 0;
+      await impatient.close();
     }
   });
 

@@ -3,6 +3,9 @@
  * with a generated client that sends the root Management Key and validates every
  * response against the contract. Log lines are captured (and recorded for the
  * run-wide secret scan).
+ *
+ * The Config is built from `env` once and frozen: a test that needs another setting
+ * starts a Nexus with it (`t.withEnv({...})`, on the same database), never assigns to it.
  */
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -44,15 +47,20 @@ export interface TestApp {
   fetch: typeof fetch;
   logs: string[];
   running: RunningServer;
+  /** Another Nexus on this one's database, with these variables added to its environment (close it). */
+  withEnv(env: Record<string, string>): Promise<TestApp>;
   close(): Promise<void>;
 }
 
 export interface TestAppOptions extends Omit<Overrides, 'db' | 'logger'> {
   env?: Record<string, string>;
+  /** Serve this database (another app's) instead of a new one; close() leaves it. */
+  database?: TestDatabase;
 }
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
-  const database = await createTestDatabase();
+  const shared = options.database;
+  const database = shared ?? (await createTestDatabase());
   const config = loadConfig({
     NODE_ENV: 'test',
     PORT: '0',
@@ -66,11 +74,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   });
   const logs: string[] = [];
   const logger = createLogger('info', [new CaptureTransport(logs)]);
-  const { env: _env, ...overrides } = options;
+  const { env: _env, database: _database, ...overrides } = options;
   const nexus = await buildApp(config, { ...overrides, db: database.db, logger, skipMigrations: true, skipRootKey: true });
   const running = await listen(nexus, 0, '127.0.0.1', 2000);
-  // gatewayBaseUrl and webhookUrl are computed from the public URL: point it at this server.
-  config.publicUrl = running.url;
   const checkedFetch = contractFetch();
   const clientWith = (token: string | undefined) =>
     createClient({
@@ -88,9 +94,10 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     fetch: checkedFetch,
     logs,
     running,
+    withEnv: (env) => startTestApp({ ...options, env: { ...options.env, ...env }, database }),
     async close() {
       await running.shutdown();
-      await database.drop();
+      if (!shared) await database.drop();
     },
   };
 }

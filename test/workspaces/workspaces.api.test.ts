@@ -26,8 +26,8 @@ async function newWorkspace(name = 'ws') {
   return res.data!;
 }
 
-async function rawPost(path: string, body: string, headers: Record<string, string> = {}) {
-  const res = await t.fetch(`${t.url}${path}`, {
+async function rawPost(path: string, body: string, headers: Record<string, string> = {}, base = t.url) {
+  const res = await t.fetch(`${base}${path}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json', ...headers },
     body,
@@ -282,20 +282,20 @@ describe('listWorkspaces', () => {
     expect(() => loadConfig({ ...env, NEXUS_PUBLIC_URL: 'https://gw.example.com/nexus?x=1' }, () => {})).toThrow(
       'NEXUS_PUBLIC_URL must be an http(s) origin, optionally with a path prefix',
     );
-    const served = t.config.publicUrl;
-    t.config.publicUrl = publicUrl;
+    const proxied = await t.withEnv({ NEXUS_PUBLIC_URL: 'https://gw.example.com/nexus/' });
+    expect(proxied.config.publicUrl).toBe(publicUrl);
     try {
       for (let i = 0; i < 2; i++) await newWorkspace(`prefixed-${i}`);
-      const page = await listWorkspaces({ client: t.client, query: { limit: 1 } });
+      const page = await listWorkspaces({ client: proxied.client, query: { limit: 1 } });
       expect(page.response.headers.get('link')).toMatch(/^<https:\/\/gw\.example\.com\/nexus\/admin\/v1\/workspaces\?limit=1&cursor=[^>]+>; rel="next"$/);
       const ws = await newWorkspace('prefixed');
       const conn = await rawPost(`/admin/v1/workspaces/${ws.id}/provider-connections`, JSON.stringify({
         name: 'behind a proxy', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: 'sk-prefixed-0123456789',
-      }));
+      }), {}, proxied.url);
       expect(conn.status).toBe(201);
       expect(conn.body.gatewayBaseUrl).toBe(`https://gw.example.com/nexus/providers/${conn.body.id}`);
     } finally {
-      t.config.publicUrl = served;
+      await proxied.close();
     }
   });
 
