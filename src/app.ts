@@ -60,14 +60,23 @@ export interface NexusApp {
   close(): Promise<void>;
 }
 
-function docsPage(): string {
+/** The contract as served: its one server is the one the reader should call (PublicUrl.forRequest). */
+function contractFor(definition: Document, server: string): Document {
+  return { ...definition, servers: [{ url: server, description: 'This Nexus' }] };
+}
+
+const htmlAttribute = (value: string) => value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
+
+/** The API reference page; its "Test request" goes to `server`. */
+function docsPage(server: string): string {
+  const configuration = JSON.stringify({ servers: [{ url: server, description: 'This Nexus' }] });
   return `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Nexus API reference</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"></head>
 <body>
-<script id="api-reference" data-url="/openapi.json"></script>
-<script src="/docs/standalone.js"></script>
+<script id="api-reference" data-url="${htmlAttribute(`${server}/openapi.json`)}" data-configuration="${htmlAttribute(configuration)}"></script>
+<script src="${htmlAttribute(`${server}/docs/standalone.js`)}"></script>
 </body>
 </html>`;
 }
@@ -186,13 +195,13 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   );
   idempotencyPurge.unref();
 
-  app.get('/openapi.json', (_req: Request, res: Response) => {
-    res.json(definition);
+  app.get('/openapi.json', (req: Request, res: Response) => {
+    res.json(contractFor(definition, publicUrl.forRequest(req)));
   });
   const require = createRequire(import.meta.url);
   const scalarBundle = join(dirname(require.resolve('@scalar/api-reference')), 'browser', 'standalone.js');
-  app.get('/docs', (_req: Request, res: Response) => {
-    res.type('html').send(docsPage());
+  app.get('/docs', (req: Request, res: Response) => {
+    res.type('html').send(docsPage(publicUrl.forRequest(req)));
   });
   app.get('/docs/standalone.js', (_req: Request, res: Response) => {
     res.type('application/javascript').sendFile(scalarBundle);
