@@ -15,7 +15,7 @@ import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
 import { systemClock, type Clock } from './domain/actor.js';
-import { createServices, type Services } from './domain/services.js';
+import { createDomain, type Domain, type Services } from './domain/services.js';
 import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
@@ -41,6 +41,11 @@ export interface Overrides {
   skipMigrations?: boolean;
   /** Do not create and print a root key (tests, CLI). */
   skipRootKey?: boolean;
+  /**
+   * The services, built by the caller over the same db, config, clock, logger and fetch
+   * (the test harness, which keeps the domain's test hooks for itself).
+   */
+  domain?: Domain;
 }
 
 export interface NexusApp {
@@ -121,7 +126,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     throw err;
   }
 
-  const services = createServices({ db, config, clock, logger, fetch: overrides.fetch ?? globalThis.fetch });
+  const { services } = overrides.domain ?? createDomain({ db, config, clock, logger, fetch: overrides.fetch ?? globalThis.fetch });
   if (ownsDb && !config.databaseUrl) {
     // The embedded database is this process's alone (its data dir is locked): what is still HELD there, quota
     // leases and call reservations, was left by a process that died (killed, crashed), and is released now
@@ -148,7 +153,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   const publicUrl = createPublicUrl(config);
   const api = createApi({
     definition,
-    handlers: createHandlers(services, { publicUrl }),
+    handlers: createHandlers(services, { clock, publicUrl }),
     managementKeys: services.managementKeys,
     idempotency: services.idempotency,
     publicUrl,
@@ -166,7 +171,16 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   app.use(observer.middleware((req) => api.operationIdOf(req)));
   // The gateway's paths never enter express: it reads its own raw body, and express's routing and
   // response helpers were ~15% of a gateway call's CPU.
-  const gateway = createGateway({ ...services, metrics });
+  const gateway = createGateway({
+    db,
+    config,
+    clock,
+    logger,
+    quota: services.quota,
+    hasher: services.hasher,
+    secretBox: services.secretBox,
+    metrics,
+  });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     if (!isGatewayPath(req.url!)) {
       app(req, res);

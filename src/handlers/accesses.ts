@@ -21,9 +21,9 @@ import {
 } from '../domain/accesses/access-mapper.js';
 import { parseTimestamp } from '../domain/plans/plan-mapper.js';
 import type { Services } from '../domain/services.js';
-import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../http/handler.js';
 
-export function accessHandlers({ accesses, clock }: Services): HandlerMap {
+export function accessHandlers({ accesses }: Services, { clock }: HandlerContext): HandlerMap {
   return {
     provisionWorkspaceUser: handler<ProvisionWorkspaceUserData>(async ({ actor, path, body }) =>
       created(toProvisionedDto(await accesses.provision(actor, path.workspaceId, body))),

@@ -18,7 +18,7 @@ export function createHandlers(services: Services, context: HandlerContext): Han
     providerConnectionHandlers(services, context),
     auditLogHandlers(services),
     planHandlers(services),
-    accessHandlers(services),
+    accessHandlers(services, context),
     usageHandlers(services),
     gatewayHandlers(),
     billingHandlers(services, context),

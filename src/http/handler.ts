@@ -4,7 +4,7 @@
  * touch express's `res`: the glue in api.ts writes the answer.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Actor } from '../domain/actor.js';
+import type { Actor, Clock } from '../domain/actor.js';
 import type { PublicUrl } from './public-url.js';
 
 interface DataShape {
@@ -34,8 +34,9 @@ export type Handler = (input: HandlerInput<any>) => Promise<HandlerResult>;
 
 export type HandlerMap = Record<string, Handler>;
 
-/** What handlers read beyond the services: the URLs they hand out start with the public URL. */
+/** What handlers read beyond the services: the time DTOs are computed at, and the public URL the URLs they hand out start with. */
 export interface HandlerContext {
+  clock: Clock;
   publicUrl: PublicUrl;
 }
 

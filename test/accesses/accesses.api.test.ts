@@ -609,7 +609,7 @@ describe('inference keys', () => {
     const ws = await newWorkspace();
     const { plan } = await activePlan(ws.id);
     const res = await provision(ws.id, plan.id, 'touch', true);
-    const keys = t.nexus.services.inferenceKeys;
+    const keys = t.hooks.inferenceKeys;
     expect(await keys.touchLastRequest(res.apiKeyId!, new Date(START.getTime() + 1000))).toBe(true);
     expect(await keys.touchLastRequest(res.apiKeyId!, new Date(START.getTime() + 30_000))).toBe(false);
     expect(await keys.touchLastRequest(res.apiKeyId!, new Date(START.getTime() + 61_000))).toBe(true);

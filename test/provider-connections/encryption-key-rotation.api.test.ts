@@ -38,7 +38,7 @@ describe('encryption key rotation', () => {
     const id = newId();
     const sealed = sealProviderApiKey(createSecretBox(OLD_KEY), id, API_KEY);
     const now = new Date();
-    await t.nexus.services.providerConnectionRepo.insert({
+    await t.hooks.providerConnectionRepo.insert({
       id,
       workspace_id: ws.data!.id,
       name: 'sealed-under-old-key',

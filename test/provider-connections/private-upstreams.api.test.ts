@@ -91,7 +91,7 @@ describe('with NEXUS_ALLOW_PRIVATE_UPSTREAMS=false', () => {
       const id = newId();
       const sealed = sealProviderApiKey(t.nexus.services.secretBox, id, KEY);
       const now = new Date();
-      await t.nexus.services.providerConnectionRepo.insert({
+      await t.hooks.providerConnectionRepo.insert({
         id,
         workspace_id: workspaceId,
         name: 'legacy',

@@ -4,16 +4,17 @@
  */
 import { loadConfig } from '../../src/config.js';
 import { systemActor, type Clock } from '../../src/domain/actor.js';
-import { createServices, type Services } from '../../src/domain/services.js';
+import { createDomain, type Services, type TestHooks } from '../../src/domain/services.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { TestDatabase } from '../support/test-db.js';
 import { TEST_ENCRYPTION_KEY } from '../support/test-app.js';
 
 export const actor = systemActor('test');
 
-export function servicesFor(database: TestDatabase, clock: Clock): Services {
+export function servicesFor(database: TestDatabase, clock: Clock): Services & TestHooks {
   const config = loadConfig({ NODE_ENV: 'test', NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, NEXUS_KEY_ENVIRONMENT: 'test' });
-  return createServices({ db: database.db, config, clock, logger: createLogger('silent'), fetch: globalThis.fetch });
+  const { services, testHooks } = createDomain({ db: database.db, config, clock, logger: createLogger('silent'), fetch: globalThis.fetch });
+  return { ...services, ...testHooks };
 }
 
 export async function provisionAccess(

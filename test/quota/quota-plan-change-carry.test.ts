@@ -8,13 +8,12 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
-import type { Services } from '../../src/domain/services.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 import { actor, provisionAccess, servicesFor } from './quota-fixture.js';
 
 const DAY = 86_400_000;
 let database: TestDatabase;
-let services: Services;
+let services: ReturnType<typeof servicesFor>;
 let start: Date;
 let current: Date;
 

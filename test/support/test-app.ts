@@ -12,6 +12,8 @@ import { join } from 'node:path';
 import Transport from 'winston-transport';
 import { buildApp, listen, type NexusApp, type Overrides, type RunningServer } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
+import { systemClock } from '../../src/domain/actor.js';
+import { createDomain, type TestHooks } from '../../src/domain/services.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { createClient, type Client } from '../../generated/client/client/index.js';
 import { contractFetch } from './contract.js';
@@ -47,6 +49,11 @@ export interface TestApp {
   fetch: typeof fetch;
   logs: string[];
   running: RunningServer;
+  /**
+   * What only tests reach: the billing pass's steps run on demand, and repositories to seed rows
+   * the API cannot make. The app itself never exposes them (src/domain/services.ts).
+   */
+  hooks: TestHooks;
   /** Another Nexus on this one's database, with these variables added to its environment (close it). */
   withEnv(env: Record<string, string>): Promise<TestApp>;
   close(): Promise<void>;
@@ -75,7 +82,14 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const logs: string[] = [];
   const logger = createLogger('info', [new CaptureTransport(logs)]);
   const { env: _env, database: _database, ...overrides } = options;
-  const nexus = await buildApp(config, { ...overrides, db: database.db, logger, skipMigrations: true, skipRootKey: true });
+  const domain = createDomain({
+    db: database.db,
+    config,
+    clock: options.clock ?? systemClock,
+    logger,
+    fetch: options.fetch ?? globalThis.fetch,
+  });
+  const nexus = await buildApp(config, { ...overrides, db: database.db, logger, domain, skipMigrations: true, skipRootKey: true });
   const running = await listen(nexus, 0, '127.0.0.1', 2000);
   const checkedFetch = contractFetch();
   const clientWith = (token: string | undefined) =>
@@ -94,6 +108,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     fetch: checkedFetch,
     logs,
     running,
+    hooks: domain.testHooks,
     withEnv: (env) => startTestApp({ ...options, env: { ...options.env, ...env }, database }),
     async close() {
       await running.shutdown();
