@@ -23,6 +23,7 @@ import { createProviderConnectionRepo } from './provider-connections/provider-co
 import { createProviderConnectionService } from './provider-connections/provider-connection-service.js';
 import { createInvocationRepo } from './invocations/invocation-repo.js';
 import { createInvocationService } from './invocations/invocation-service.js';
+import { createIdempotencyRepo } from './idempotency/idempotency-repo.js';
 import { createIdempotencyService } from './idempotency/idempotency-service.js';
 import { createInferenceKeyRepo } from './inference-keys/inference-key-repo.js';
 import { createInferenceKeyService } from './inference-keys/inference-key-service.js';
@@ -65,7 +66,7 @@ export function createDomain(deps: ServiceDeps) {
     rootKey: config.managementKey,
   });
   const requestHasher = createKeyHasher(config.encryptionKey, IDEMPOTENCY_HASH_LABEL);
-  const idempotency = createIdempotencyService({ db, clock, secretBox, requestHasher });
+  const idempotency = createIdempotencyService({ idempotencyRepo: createIdempotencyRepo(db), clock, secretBox, requestHasher });
   const quotaRepo = createQuotaRepo(db);
   const quota = createQuotaService({ db, quotaRepo, clock });
   const planRepo = createPlanRepo(db);

@@ -8,6 +8,7 @@ import {
   publishPlan,
 } from '../../generated/client/sdk.gen.js';
 import { createHash } from 'node:crypto';
+import { createIdempotencyRepo } from '../../src/domain/idempotency/idempotency-repo.js';
 import { CLAIM_LOCK_TIMEOUT_MS, createIdempotencyService } from '../../src/domain/idempotency/idempotency-service.js';
 import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from '../../src/domain/security/key-hash.js';
 import { ENV_ROOT_KEY_ID } from '../../src/domain/management-keys/management-key-service.js';
@@ -205,7 +206,7 @@ describe('the request hash', () => {
     // It depends on the server's key: the same request under another encryption key hashes otherwise.
     expect(stored).toBe(idempotency().requestHash('POST', path, body));
     const elsewhere = createIdempotencyService({
-      db: t.database.db,
+      idempotencyRepo: createIdempotencyRepo(t.database.db),
       clock,
       secretBox: t.nexus.services.secretBox,
       requestHasher: createKeyHasher(Buffer.alloc(32, 9), IDEMPOTENCY_HASH_LABEL),
