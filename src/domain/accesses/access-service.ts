@@ -255,11 +255,7 @@ export function createAccessService(deps: {
     unbilled: QuotaPeriodRow,
     values: Pick<QuotaPeriodRow, 'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'external_period_key'>,
   ): Promise<QuotaPeriodRow> {
-    const [period] = (await tx('quota_periods')
-      .where({ id: unbilled.id })
-      .update({ ...values, source: 'billing', cycle_start: values.period_start })
-      .returning('*')) as QuotaPeriodRow[];
-    return period!;
+    return quotaRepo.updatePeriod(unbilled.id, { ...values, source: 'billing', cycle_start: values.period_start }, tx);
   }
 
   async function grantPeriodInTx(
@@ -423,7 +419,7 @@ export function createAccessService(deps: {
       if (effectiveAt.getTime() === locked.period_start.getTime()) {
         // The whole period moves to the new plan: nothing of the old one was owed (but the debt stays).
         const granted = result.newGranted + used;
-        await tx('quota_periods').where({ id: locked.id }).update({ plan_id: plan.id, quota_strategy_id: strategy.id, granted_units: granted });
+        await quotaRepo.updatePeriod(locked.id, { plan_id: plan.id, quota_strategy_id: strategy.id, granted_units: granted }, tx);
         split = { periodId: locked.id, grantedUnits: granted };
       } else {
         // Stored net of the debt, as the part's own grant and share (giveBackCarry compares them with its own use).

@@ -338,6 +338,10 @@ export function createBillingRepo(db: Queryable) {
       const [row] = await q('external_subscriptions').where({ id }).update(patch).returning('*');
       return row as ExternalSubscriptionRow;
     },
+    /** Every projection of the access (the access follows the best of them). */
+    async projectionsOf(accessId: string, q: Queryable = db): Promise<ExternalSubscriptionRow[]> {
+      return q('external_subscriptions').where({ workspace_access_id: accessId });
+    },
     /** The access's subscriptions that have ended (canceled): a new subscription's period replaces theirs. */
     async endedProjectionsOf(accessId: string, q: Queryable): Promise<ExternalSubscriptionRow[]> {
       return q('external_subscriptions').where({ workspace_access_id: accessId }).whereIn('status', ['canceled', 'incomplete_expired']);

@@ -160,7 +160,7 @@ export function createProjector(deps: {
   async function enforceAccess(tx: Queryable, actor: Actor, accessId: string, now: Date): Promise<string[]> {
     const access = await repo.findAccess(accessId, tx);
     if (!access || access.status === 'REVOKED') return [];
-    const projections = (await tx('external_subscriptions').where({ workspace_access_id: accessId })) as ExternalSubscriptionRow[];
+    const projections = await repo.projectionsOf(accessId, tx);
     let desired: AccessStatusTarget | null = null;
     let because: ExternalSubscriptionRow | null = null;
     for (const p of projections) {

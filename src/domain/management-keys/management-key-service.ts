@@ -53,7 +53,7 @@ export function createManagementKeyService(deps: {
     async ensureRootKey(): Promise<string | undefined> {
       if (rootKeyHash) return undefined;
       return db.transaction(async (tx) => {
-        await tx.raw('lock table management_keys in exclusive mode');
+        await managementKeyRepo.lockAgainstInserts(tx);
         if (await managementKeyRepo.hasRoot(tx)) return undefined;
         const token = generateToken(MANAGEMENT_KEY_PREFIX);
         const id = newId();
