@@ -5,8 +5,8 @@ import { systemHandlers } from './system.js';
 import { workspaceHandlers } from './workspaces.js';
 import { planHandlers } from './plans.js';
 import { accessHandlers } from './accesses.js';
-import { usageHandlers } from './usage.js';
-import { gatewayHandlers } from '../gateway/gateway-handlers.js';
+import { invocationHandlers } from './invocations.js';
+import { gatewayHandlers } from './gateway.js';
 import { providerConnectionHandlers } from './provider-connections.js';
 import { auditLogHandlers } from './audit-logs.js';
 import { billingHandlers } from './billing.js';
@@ -19,7 +19,7 @@ export function createHandlers(services: Services, context: HandlerContext): Han
     auditLogHandlers(services),
     planHandlers(services),
     accessHandlers(services, context),
-    usageHandlers(services),
+    invocationHandlers(services),
     gatewayHandlers(),
     billingHandlers(services, context),
   ];

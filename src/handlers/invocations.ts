@@ -3,7 +3,7 @@ import { toInvocationDto, toUsageEventDto } from '../domain/invocations/invocati
 import type { Services } from '../domain/services.js';
 import { handler, ok, page, type HandlerMap } from '../http/handler.js';
 
-export function usageHandlers({ invocations }: Services): HandlerMap {
+export function invocationHandlers({ invocations }: Services): HandlerMap {
   return {
     listInvocations: handler<ListInvocationsData>(async ({ actor, path, query }) => {
       const result = await invocations.list(actor, { ...query, workspaceId: path.workspaceId });
