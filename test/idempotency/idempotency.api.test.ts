@@ -14,7 +14,7 @@ import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from '../../src/domain/securi
 import { ENV_ROOT_KEY_ID } from '../../src/domain/management-keys/management-key-service.js';
 import { activePlanThrough } from '../support/plans.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { testProviderKey } from '../provider-connections/fake-upstream.js';
+import { testProviderKey } from '../support/fake-upstreams.js';
 
 const START = new Date('2026-11-01T00:00:00.000Z');
 let current = START;
