@@ -158,7 +158,7 @@ export type Config = Readonly<ReturnType<typeof fields>>;
  * The dev-only fallback: a key generated once into the data dir. Written whole under another name and linked
  * into place, which fails if the file exists: of processes starting at once on a new data dir (the server and
  * the CLI, say) one writes the key and all read it. Written in place after a check, each could write its own
- * and go on with it, sealing secrets under a key the file no longer held (seen with 12 processes started together).
+ * and go on with it, sealing secrets under a key the file no longer held.
  */
 function devEncryptionKey(dataDir: string, warn: (msg: string) => void): Buffer {
   const file = join(dataDir, 'encryption.key');

@@ -121,8 +121,8 @@ export function createInbox(deps: {
   const inflight = new Set<Promise<void>>();
   /**
    * Deliveries refused for their signature, counted here and written by flushRejections(): an
-   * unauthenticated flood of bad signatures costs no database writes (it used to be a row each,
-   * never deleted). One entry per connection, reason and UTC day.
+   * unauthenticated flood of bad signatures costs no database write per delivery, and leaves
+   * one row per connection, reason and UTC day, not one per delivery.
    */
   const rejected = new Map<string, RejectionCountRow>();
 
