@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Actor, Clock } from '../domain/actor.js';
 import type { PublicUrl } from './public-url.js';
+import { encodeCursor } from './wire.js';
 
 interface DataShape {
   body?: unknown;
@@ -48,4 +49,9 @@ export function handler<T extends DataShape>(fn: (input: HandlerInput<T>) => Pro
 export const ok = (body: unknown, status = 200): HandlerResult => ({ status, body });
 export const created = (body: unknown): HandlerResult => ({ status: 201, body });
 export const noContent = (): HandlerResult => ({ status: 204 });
-export const page = (items: unknown[], nextCursor: string | null): HandlerResult => ({ status: 200, body: items, nextCursor });
+/** A list's page; `nextAfter` (the domain's position) goes out as an opaque cursor. */
+export const page = (items: unknown[], nextAfter: string | null): HandlerResult => ({
+  status: 200,
+  body: items,
+  nextCursor: nextAfter === null ? null : encodeCursor(nextAfter),
+});

@@ -158,7 +158,7 @@ describe('provisionWorkspaceUser', () => {
     const ws = await newWorkspace();
     const { plan } = await activePlan(ws.id);
     const [binding] = (await t.database.db('plan_strategy_bindings').where({ plan_id: plan.id })) as { id: string }[];
-    await t.nexus.services.plans.closeBinding(actor, binding!.id, '2026-10-01T00:00:00Z');
+    await t.nexus.services.plans.closeBinding(actor, binding!.id, new Date('2026-10-01T00:00:00Z'));
     const res = await provisionWorkspaceUser({ client: t.client, path: { workspaceId: ws.id }, body: { externalUserId: 'late', email: 'l@example.com', planId: plan.id } });
     expect(res.response.status).toBe(409);
     expect((res.error as any).error.code).toBe('strategy_not_in_force');

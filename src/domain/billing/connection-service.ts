@@ -2,11 +2,6 @@
  * Billing connections (with their write-only credential and webhook secrets),
  * product mappings and hosted checkouts.
  */
-import type {
-  CreateBillingConnectionDto,
-  CreateCheckoutDto,
-  CreateProductMappingDto,
-} from '../../../generated/client/types.gen.js';
 import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
@@ -17,7 +12,31 @@ import { secretPreview, type SecretBox } from '../security/secret-box.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { BillingConnectionRow, BillingRepo, CheckoutRow, ProductMappingRow } from './billing-repo.js';
 import { credentialAad, credentialModeMismatch, webhookSecretAad } from './billing-secrets.js';
-import { ProviderError, type BillingProviderClient } from './billing-types.js';
+import { ProviderError, type BillingKind, type BillingMode, type BillingProvider, type BillingProviderClient } from './billing-types.js';
+
+export interface CreateBillingConnectionInput {
+  name: string;
+  provider: BillingProvider;
+  kind: BillingKind;
+  mode: BillingMode;
+  credential?: string | undefined;
+  webhookSecret?: string | undefined;
+}
+
+export interface CreateMappingInput {
+  externalProductId: string;
+  externalPriceId?: string | undefined;
+  planId: string;
+  checkoutEnabled?: boolean | undefined;
+}
+
+export interface CheckoutInput {
+  billingConnectionId: string;
+  productMappingId: string;
+  successUrl?: string | undefined;
+  cancelUrl?: string | undefined;
+  customerEmail?: string | undefined;
+}
 
 export function createConnectionService(deps: {
   db: Db;
@@ -80,7 +99,7 @@ export function createConnectionService(deps: {
   return {
     visibleConnection,
 
-    async create(actor: Actor, workspaceId: string, dto: CreateBillingConnectionDto): Promise<BillingConnectionRow> {
+    async create(actor: Actor, workspaceId: string, dto: CreateBillingConnectionInput): Promise<BillingConnectionRow> {
       return db.transaction(async (tx) => {
         await workspaces.requireWritable(tx, actor, workspaceId);
         const now = clock.now();
@@ -228,7 +247,7 @@ export function createConnectionService(deps: {
       });
     },
 
-    async createMapping(actor: Actor, connectionId: string, dto: CreateProductMappingDto): Promise<ProductMappingRow> {
+    async createMapping(actor: Actor, connectionId: string, dto: CreateMappingInput): Promise<ProductMappingRow> {
       if (dto.checkoutEnabled && !dto.externalPriceId) {
         throw new AppError('invalid_parameter', 'checkoutEnabled needs externalPriceId: checkouts sell a price', { param: 'externalPriceId' });
       }
@@ -289,7 +308,7 @@ export function createConnectionService(deps: {
      * A provider-hosted subscription checkout for the access; the Idempotency-Key goes on to the provider.
      * Every refusal comes before the provider is asked: a refused request leaves no session there.
      */
-    async createCheckout(actor: Actor, accessId: string, dto: CreateCheckoutDto, idempotencyKey: string | undefined): Promise<{ row: CheckoutRow; conn: BillingConnectionRow }> {
+    async createCheckout(actor: Actor, accessId: string, dto: CheckoutInput, idempotencyKey: string | undefined): Promise<{ row: CheckoutRow; conn: BillingConnectionRow }> {
       const access = await repo.findAccess(accessId);
       if (!access) throw new AppError('access_not_found', 'Workspace access not found');
       assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');

@@ -11,7 +11,6 @@ import { assertVisible, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
-import { parseInt64, parseTimestamp } from './plan-mapper.js';
 import type { PlanRepo } from './plan-repo.js';
 import type { BindingRow, Interval, PlanRow, PlanStatus, QuotaStrategyRow, StrategyInForce } from './plan-types.js';
 
@@ -31,10 +30,10 @@ export interface UpdatePlanInput {
 export interface CreateStrategyInput {
   key: string;
   resetInterval: Interval;
-  quotaUnits: string;
-  inputMultiplierPpm: string;
-  outputMultiplierPpm: string;
-  cachedInputMultiplierPpm: string;
+  quotaUnits: bigint;
+  inputMultiplierPpm: bigint;
+  outputMultiplierPpm: bigint;
+  cachedInputMultiplierPpm: bigint;
   maxOutputTokens: number;
 }
 
@@ -170,10 +169,10 @@ export function createPlanService(deps: {
 
     async createStrategy(actor: Actor, workspaceId: string, input: CreateStrategyInput): Promise<QuotaStrategyRow> {
       const values = {
-        quota_units: parseInt64(input.quotaUnits, 'quotaUnits'),
-        input_multiplier_ppm: parseInt64(input.inputMultiplierPpm, 'inputMultiplierPpm'),
-        output_multiplier_ppm: parseInt64(input.outputMultiplierPpm, 'outputMultiplierPpm'),
-        cached_input_multiplier_ppm: parseInt64(input.cachedInputMultiplierPpm, 'cachedInputMultiplierPpm'),
+        quota_units: input.quotaUnits,
+        input_multiplier_ppm: input.inputMultiplierPpm,
+        output_multiplier_ppm: input.outputMultiplierPpm,
+        cached_input_multiplier_ppm: input.cachedInputMultiplierPpm,
       };
       if (!Number.isInteger(input.maxOutputTokens) || input.maxOutputTokens < 1 || input.maxOutputTokens > MAX_INT32) {
         throw new AppError('invalid_parameter', `maxOutputTokens must be an integer from 1 to ${MAX_INT32}`, { param: 'maxOutputTokens' });
@@ -251,8 +250,8 @@ export function createPlanService(deps: {
      * force at that instant is ended there (a version upgrade); a binding that
      * starts at or after it would overlap and is refused.
      */
-    async bind(actor: Actor, planId: string, input: { strategyId: string; effectiveFrom: string }): Promise<BindingRow> {
-      const from = parseTimestamp(input.effectiveFrom, 'effectiveFrom');
+    async bind(actor: Actor, planId: string, input: { strategyId: string; effectiveFrom: Date }): Promise<BindingRow> {
+      const from = input.effectiveFrom;
       return db.transaction(async (tx) => {
         const plan = await loadPlan(actor, planId, tx, true);
         await workspaces.requireWritable(tx, actor, plan.workspace_id);
@@ -314,8 +313,8 @@ export function createPlanService(deps: {
      * not started (a plain close withdraws a scheduled binding). At its start the
      * binding is cancelled (never in force). Already ended by then: 409.
      */
-    async closeBinding(actor: Actor, bindingId: string, effectiveAt?: string): Promise<BindingRow> {
-      const requested = effectiveAt !== undefined ? parseTimestamp(effectiveAt, 'effectiveAt') : undefined;
+    async closeBinding(actor: Actor, bindingId: string, effectiveAt?: Date): Promise<BindingRow> {
+      const requested = effectiveAt;
       return db.transaction(async (tx) => {
         const found = await planRepo.findBinding(bindingId, tx);
         if (!found) throw new AppError('binding_not_found', 'Strategy binding not found');

@@ -4,11 +4,6 @@
  * the upstream. Every change writes its audit entry in the same transaction;
  * upstream probes run outside any transaction.
  */
-import type {
-  CreateProviderConnectionDtoWritable,
-  TestProviderConnectionDtoWritable,
-  UpdateProviderConnectionDtoWritable,
-} from '../../../generated/client/types.gen.js';
 import type { Config } from '../../config.js';
 import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
@@ -29,6 +24,29 @@ import { openProviderApiKey, sealProviderApiKey } from './provider-secret.js';
 import { assertSafeUpstreamUrl } from './upstream-guard.js';
 
 const RESOURCE = 'provider_connection';
+
+export interface CreateConnectionInput {
+  name: string;
+  protocolProfile: ProtocolProfile;
+  baseUrl: string;
+  apiKey: string;
+  metadata?: Record<string, unknown> | undefined;
+  /** Unset: config.upstreamTimeoutMs. */
+  upstreamTimeoutMs?: number | undefined;
+}
+
+/** A probe of an upstream with a key that is not saved. */
+export type TestConnectionInput = Pick<CreateConnectionInput, 'protocolProfile' | 'baseUrl' | 'apiKey'>;
+
+export interface UpdateConnectionInput {
+  name?: string | undefined;
+  baseUrl?: string | undefined;
+  apiKey?: string | undefined;
+  status?: 'ACTIVE' | 'SUSPENDED' | undefined;
+  metadata?: Record<string, unknown> | undefined;
+  /** null: back to config.upstreamTimeoutMs. */
+  upstreamTimeoutMs?: number | null | undefined;
+}
 
 function notFound(): AppError {
   return new AppError('provider_connection_not_found', 'Provider connection not found');
@@ -126,7 +144,7 @@ export function createProviderConnectionService(deps: {
   return {
     get,
 
-    async create(actor: Actor, workspaceId: string, dto: CreateProviderConnectionDtoWritable): Promise<ProviderConnectionRow> {
+    async create(actor: Actor, workspaceId: string, dto: CreateConnectionInput): Promise<ProviderConnectionRow> {
       assertMetadataSize(dto.metadata);
       // Visibility before the URL check: another tenant's workspace answers 404 whatever the body.
       await workspaces.get(actor, workspaceId);
@@ -177,13 +195,13 @@ export function createProviderConnectionService(deps: {
     },
 
     /** Probes the upstream with a key that is not saved; changes nothing. */
-    async test(actor: Actor, workspaceId: string, dto: TestProviderConnectionDtoWritable): Promise<ProviderCheckResult> {
+    async test(actor: Actor, workspaceId: string, dto: TestConnectionInput): Promise<ProviderCheckResult> {
       await workspaces.get(actor, workspaceId);
       const baseUrl = await checkedBaseUrl(dto.baseUrl);
       return probe(dto.protocolProfile, baseUrl, dto.apiKey);
     },
 
-    async update(actor: Actor, id: string, dto: UpdateProviderConnectionDtoWritable): Promise<ProviderConnectionRow> {
+    async update(actor: Actor, id: string, dto: UpdateConnectionInput): Promise<ProviderConnectionRow> {
       assertMetadataSize(dto.metadata);
       await get(actor, id);
       const baseUrl = dto.baseUrl !== undefined ? await checkedBaseUrl(dto.baseUrl) : undefined;

@@ -1,4 +1,3 @@
-import type { CreateWorkspaceDto, UpdateWorkspaceDto } from '../../../generated/client/types.gen.js';
 import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
@@ -8,6 +7,14 @@ import type { Page, PageRequest } from '../pagination.js';
 import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
 
 const METADATA_MAX_BYTES = 16 * 1024;
+
+export interface CreateWorkspaceInput {
+  name: string;
+  metadata?: Record<string, unknown> | undefined;
+  allowUnmeteredPassthrough?: boolean | undefined;
+}
+
+export type UpdateWorkspaceInput = Partial<CreateWorkspaceInput>;
 
 export function assertMetadataSize(metadata: unknown, param = 'metadata'): void {
   if (metadata !== undefined && Buffer.byteLength(JSON.stringify(metadata)) > METADATA_MAX_BYTES) {
@@ -63,7 +70,7 @@ export function createWorkspaceService(deps: {
     requireWritable,
     requireWritableBeforeCall,
 
-    async create(actor: Actor, dto: CreateWorkspaceDto): Promise<WorkspaceRow> {
+    async create(actor: Actor, dto: CreateWorkspaceInput): Promise<WorkspaceRow> {
       requireRoot(actor);
       assertMetadataSize(dto.metadata);
       const now = clock.now();
@@ -96,7 +103,7 @@ export function createWorkspaceService(deps: {
       return workspaceRepo.list({ ...page, ids: actor.workspaceIds });
     },
 
-    async update(actor: Actor, id: string, dto: UpdateWorkspaceDto): Promise<WorkspaceRow> {
+    async update(actor: Actor, id: string, dto: UpdateWorkspaceInput): Promise<WorkspaceRow> {
       assertMetadataSize(dto.metadata);
       return db.transaction(async (tx) => {
         assertVisible(actor, id, 'workspace_not_found', 'Workspace');
