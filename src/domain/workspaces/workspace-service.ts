@@ -129,6 +129,8 @@ export function createWorkspaceService(deps: {
     },
 
     async archive(actor: Actor, id: string): Promise<void> {
+      // Another tenant's workspace looks missing, as everywhere; a scoped key's own is refused as root-only.
+      assertVisible(actor, id, 'workspace_not_found', 'Workspace');
       requireRoot(actor);
       await db.transaction(async (tx) => {
         const current = await workspaceRepo.findByIdForUpdate(id, tx);
