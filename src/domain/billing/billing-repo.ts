@@ -390,10 +390,14 @@ export function createBillingRepo(db: Queryable) {
     finishRun: runs.updateById,
 
     // Reads of other areas' tables
-    /** Whether the workspace is archived (read-only); in a transaction, `lock` keeps it so (an archive waits) until commit. */
-    async workspaceArchived(id: string, q: Queryable = db, lock = false): Promise<boolean> {
-      const query = q('workspaces').select('status').where({ id }).first();
-      const row = (await (lock ? query.forShare() : query)) as { status: string } | undefined;
+    /** Whether the workspace is archived (read-only). */
+    async workspaceArchived(id: string, q: Queryable = db): Promise<boolean> {
+      const row = (await q('workspaces').select('status').where({ id }).first()) as { status: string } | undefined;
+      return row?.status === 'ARCHIVED';
+    },
+    /** The same, and it stays so until the transaction ends: the share lock makes an archive wait for the commit. */
+    async workspaceArchivedForShare(id: string, tx: Queryable): Promise<boolean> {
+      const row = (await tx('workspaces').select('status').where({ id }).forShare().first()) as { status: string } | undefined;
       return row?.status === 'ARCHIVED';
     },
     async findAccess(id: string, q: Queryable = db): Promise<AccessRef | undefined> {

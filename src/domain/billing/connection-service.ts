@@ -50,17 +50,20 @@ export function createConnectionService(deps: {
 }) {
   const { db, repo, workspaces, audit, secretBox, clock } = deps;
 
-  async function visibleConnection(actor: Actor, id: string, q: Queryable = db, lock = false): Promise<BillingConnectionRow> {
-    const row = lock ? await repo.findConnectionForUpdate(id, q) : await repo.findConnection(id, q);
+  function visible(actor: Actor, row: BillingConnectionRow | undefined): BillingConnectionRow {
     if (!row) throw new AppError('billing_connection_not_found', 'Billing connection not found');
     assertVisible(actor, row.workspace_id, 'billing_connection_not_found', 'Billing connection');
     return row;
   }
 
+  async function visibleConnection(actor: Actor, id: string, q: Queryable = db): Promise<BillingConnectionRow> {
+    return visible(actor, await repo.findConnection(id, q));
+  }
+
   /** Locks a connection for a change: visible, its workspace writable. */
-  async function writableConnection(tx: Queryable, actor: Actor, id: string): Promise<BillingConnectionRow> {
-    const row = await visibleConnection(actor, id, tx, true);
-    await workspaces.requireWritable(tx, actor, row.workspace_id);
+  async function writableConnection(actor: Actor, id: string, tx: Queryable): Promise<BillingConnectionRow> {
+    const row = visible(actor, await repo.findConnectionForUpdate(id, tx));
+    await workspaces.requireWritable(actor, row.workspace_id, tx);
     return row;
   }
 
@@ -90,7 +93,7 @@ export function createConnectionService(deps: {
     return { webhook_secret_ciphertext: sealed.ciphertext, webhook_secret_key_id: sealed.keyId };
   }
 
-  async function checkPlan(q: Queryable, workspaceId: string, planId: string): Promise<void> {
+  async function checkPlan(workspaceId: string, planId: string, q: Queryable): Promise<void> {
     const plan = await repo.findPlan(planId, q);
     if (!plan || plan.workspace_id !== workspaceId) throw new AppError('plan_not_found', 'Plan not found in this workspace', { param: 'planId' });
     if (plan.status === 'ARCHIVED') throw new AppError('plan_not_active', 'The plan is archived', { param: 'planId', current_status: plan.status });
@@ -101,7 +104,7 @@ export function createConnectionService(deps: {
 
     async create(actor: Actor, workspaceId: string, dto: CreateBillingConnectionInput): Promise<BillingConnectionRow> {
       return db.transaction(async (tx) => {
-        await workspaces.requireWritable(tx, actor, workspaceId);
+        await workspaces.requireWritable(actor, workspaceId, tx);
         const now = clock.now();
         const id = newId();
         const base = { id, provider: dto.provider, mode: dto.mode };
@@ -134,13 +137,13 @@ export function createConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_connection.created',
           resourceType: 'billing_connection',
           resourceId: id,
           workspaceId,
           changes: { ...dto },
-        });
+        }, tx);
         return row;
       });
     },
@@ -152,32 +155,32 @@ export function createConnectionService(deps: {
 
     async disable(actor: Actor, id: string): Promise<void> {
       await db.transaction(async (tx) => {
-        const row = await writableConnection(tx, actor, id);
+        const row = await writableConnection(actor, id, tx);
         if (row.status === 'DISABLED') return;
         const now = clock.now();
         await repo.updateConnection(id, { status: 'DISABLED', disabled_at: now, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_connection.disabled',
           resourceType: 'billing_connection',
           resourceId: id,
           workspaceId: row.workspace_id,
           changes: { status: 'DISABLED' },
-        });
+        }, tx);
       });
     },
 
     async configureCredential(actor: Actor, id: string, credential: string): Promise<BillingConnectionRow> {
       return db.transaction(async (tx) => {
-        const row = await writableConnection(tx, actor, id);
+        const row = await writableConnection(actor, id, tx);
         requireActive(row);
         const updated = await repo.updateConnection(id, { ...sealCredential(row, credential), updated_at: clock.now() }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: row.credential_ciphertext ? 'billing_connection.credential_rotated' : 'billing_connection.credential_configured',
           resourceType: 'billing_connection',
           resourceId: id,
           workspaceId: row.workspace_id,
           changes: { credential: credential, credentialPreview: updated.credential_preview },
-        });
+        }, tx);
         return updated;
       });
     },
@@ -185,7 +188,7 @@ export function createConnectionService(deps: {
     /** Stores or rotates the webhook secret; the previous one verifies for the overlap window. */
     async configureWebhookSecret(actor: Actor, id: string, secret: string): Promise<BillingConnectionRow> {
       return db.transaction(async (tx) => {
-        const row = await writableConnection(tx, actor, id);
+        const row = await writableConnection(actor, id, tx);
         requireActive(row);
         const now = clock.now();
         const rotation: Partial<BillingConnectionRow> = row.webhook_secret_ciphertext
@@ -196,7 +199,7 @@ export function createConnectionService(deps: {
             }
           : {};
         const updated = await repo.updateConnection(id, { ...sealWebhookSecret(id, secret), ...rotation, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: row.webhook_secret_ciphertext ? 'billing_connection.webhook_secret_rotated' : 'billing_connection.webhook_secret_configured',
           resourceType: 'billing_connection',
           resourceId: id,
@@ -207,7 +210,7 @@ export function createConnectionService(deps: {
               ? { previousSecretValidUntil: rotation.previous_webhook_secret_expires_at.toISOString() }
               : {}),
           },
-        });
+        }, tx);
         return updated;
       });
     },
@@ -231,18 +234,18 @@ export function createConnectionService(deps: {
         };
       }
       return db.transaction(async (tx) => {
-        const current = await writableConnection(tx, actor, id);
+        const current = await writableConnection(actor, id, tx);
         // A credential rotated while we were asking the provider: this outcome is about the old one.
         if (current.credential_ciphertext !== row.credential_ciphertext) return current;
         const now = clock.now();
         const updated = await repo.updateConnection(id, { ...outcome, last_verified_at: now, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_connection.verified',
           resourceType: 'billing_connection',
           resourceId: id,
           workspaceId: row.workspace_id,
           changes: { credentialVerificationStatus: outcome.credential_verification_status, error: outcome.last_verification_error },
-        });
+        }, tx);
         return updated;
       });
     },
@@ -252,9 +255,9 @@ export function createConnectionService(deps: {
         throw new AppError('invalid_parameter', 'checkoutEnabled needs externalPriceId: checkouts sell a price', { param: 'externalPriceId' });
       }
       return db.transaction(async (tx) => {
-        const conn = await writableConnection(tx, actor, connectionId);
+        const conn = await writableConnection(actor, connectionId, tx);
         requireActive(conn);
-        await checkPlan(tx, conn.workspace_id, dto.planId);
+        await checkPlan(conn.workspace_id, dto.planId, tx);
         const row = await repo.insertMapping(
           {
             id: newId(),
@@ -270,13 +273,13 @@ export function createConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_product_mapping.created',
           resourceType: 'billing_product_mapping',
           resourceId: row.id,
           workspaceId: conn.workspace_id,
           changes: { ...dto, billingConnectionId: conn.id },
-        });
+        }, tx);
         return row;
       });
     },
@@ -291,16 +294,16 @@ export function createConnectionService(deps: {
         const mapping = await repo.findMapping(mappingId, tx);
         if (!mapping) throw new AppError('product_mapping_not_found', 'Product mapping not found');
         assertVisible(actor, mapping.workspace_id, 'product_mapping_not_found', 'Product mapping');
-        await workspaces.requireWritable(tx, actor, mapping.workspace_id);
+        await workspaces.requireWritable(actor, mapping.workspace_id, tx);
         if (mapping.status === 'DISABLED') return;
         await repo.updateMapping(mappingId, { status: 'DISABLED', checkout_enabled: false, disabled_at: clock.now() }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_product_mapping.disabled',
           resourceType: 'billing_product_mapping',
           resourceId: mappingId,
           workspaceId: mapping.workspace_id,
           changes: { status: 'DISABLED' },
-        });
+        }, tx);
       });
     },
 
@@ -353,7 +356,7 @@ export function createConnectionService(deps: {
         throw err;
       }
       const row = await db.transaction(async (tx) => {
-        await workspaces.requireWritable(tx, actor, access.workspace_id);
+        await workspaces.requireWritable(actor, access.workspace_id, tx);
         const created = await repo.insertCheckout(
           {
             id: newId(),
@@ -367,13 +370,13 @@ export function createConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_checkout.created',
           resourceType: 'billing_checkout',
           resourceId: created.id,
           workspaceId: access.workspace_id,
           changes: { workspaceAccessId: accessId, productMappingId: mapping.id, providerCheckoutId: checkout.id },
-        });
+        }, tx);
         return created;
       });
       return { row, conn };

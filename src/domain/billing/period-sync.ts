@@ -53,7 +53,7 @@ export function createPeriodSync(deps: {
       assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
 
       return db.transaction(async (tx) => {
-        await deps.workspaces.requireWritable(tx, actor, access.workspace_id);
+        await deps.workspaces.requireWritable(actor, access.workspace_id, tx);
         const conn = await repo.findConnection(dto.billingConnectionId, tx);
         if (!conn || conn.workspace_id !== access.workspace_id) {
           throw new AppError('billing_connection_not_found', "Billing connection not found in the access's workspace", { param: 'billingConnectionId' });
@@ -128,14 +128,14 @@ export function createPeriodSync(deps: {
             sourceUpdatedAt,
             sourceTiebreak: dto.externalPeriodId,
           };
-          const result = await projector.apply(tx, conn!, state, { actor, planId: planId!, periodKey });
-          await deps.audit.record(tx, actor, {
+          const result = await projector.apply(conn!, state, { actor, planId: planId!, periodKey }, tx);
+          await deps.audit.record(actor, {
             action: 'billing_period.synced',
             resourceType: 'billing_period_sync',
             resourceId: stored.id,
             workspaceId: access!.workspace_id,
             changes: { ...dto, effects: result.effects },
-          });
+          }, tx);
           return { row: stored, applied: true, quotaGranted: await granted() };
         }
       });

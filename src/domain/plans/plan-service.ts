@@ -48,15 +48,22 @@ export function createPlanService(deps: {
 }) {
   const { db, planRepo, workspaces, audit, clock } = deps;
 
-  async function loadPlan(actor: Actor, planId: string, q: Queryable = db, forUpdate = false): Promise<PlanRow> {
-    const plan = forUpdate ? await planRepo.findPlanForUpdate(planId, q) : await planRepo.findPlan(planId, q);
+  function visiblePlan(actor: Actor, plan: PlanRow | undefined): PlanRow {
     if (!plan) throw new AppError('plan_not_found', 'Plan not found');
     assertVisible(actor, plan.workspace_id, 'plan_not_found', 'Plan');
     return plan;
   }
 
-  async function loadStrategy(actor: Actor, strategyId: string, q: Queryable = db, forUpdate = false): Promise<QuotaStrategyRow> {
-    const strategy = forUpdate ? await planRepo.findStrategyForUpdate(strategyId, q) : await planRepo.findStrategy(strategyId, q);
+  async function loadPlan(actor: Actor, planId: string, q: Queryable = db): Promise<PlanRow> {
+    return visiblePlan(actor, await planRepo.findPlan(planId, q));
+  }
+
+  /** The plan, locked until the transaction ends. */
+  async function lockPlan(actor: Actor, planId: string, tx: Queryable): Promise<PlanRow> {
+    return visiblePlan(actor, await planRepo.findPlanForUpdate(planId, tx));
+  }
+
+  function visibleStrategy(actor: Actor, strategy: QuotaStrategyRow | undefined): QuotaStrategyRow {
     if (!strategy) throw new AppError('strategy_not_found', 'Quota strategy not found');
     assertVisible(actor, strategy.workspace_id, 'strategy_not_found', 'Quota strategy');
     return strategy;
@@ -85,7 +92,7 @@ export function createPlanService(deps: {
     async createPlan(actor: Actor, workspaceId: string, input: CreatePlanInput): Promise<PlanRow> {
       assertMetadataSize(input.metadata);
       return db.transaction(async (tx) => {
-        await workspaces.requireWritable(tx, actor, workspaceId);
+        await workspaces.requireWritable(actor, workspaceId, tx);
         const now = clock.now();
         const plan = await planRepo.insertPlan(
           {
@@ -102,7 +109,7 @@ export function createPlanService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, { action: 'plan.created', resourceType: 'plan', resourceId: plan.id, workspaceId, changes: { ...input } });
+        await audit.record(actor, { action: 'plan.created', resourceType: 'plan', resourceId: plan.id, workspaceId, changes: { ...input } }, tx);
         return plan;
       });
     },
@@ -121,8 +128,8 @@ export function createPlanService(deps: {
 
     async updatePlan(actor: Actor, planId: string, input: UpdatePlanInput): Promise<PlanRow> {
       return db.transaction(async (tx) => {
-        const plan = await loadPlan(actor, planId, tx, true);
-        await workspaces.requireWritable(tx, actor, plan.workspace_id);
+        const plan = await lockPlan(actor, planId, tx);
+        await workspaces.requireWritable(actor, plan.workspace_id, tx);
         if (plan.status !== 'DRAFT') {
           throw new AppError('plan_not_draft', 'Only a DRAFT plan can be updated', { current_status: plan.status });
         }
@@ -132,7 +139,7 @@ export function createPlanService(deps: {
         if (input.billingInterval !== undefined) patch.billing_interval = input.billingInterval;
         if (Object.keys(patch).length === 0) return plan;
         const updated = await planRepo.updatePlan(planId, { ...patch, updated_at: clock.now() }, tx);
-        await audit.record(tx, actor, { action: 'plan.updated', resourceType: 'plan', resourceId: planId, workspaceId: plan.workspace_id, changes: { ...input } });
+        await audit.record(actor, { action: 'plan.updated', resourceType: 'plan', resourceId: planId, workspaceId: plan.workspace_id, changes: { ...input } }, tx);
         return updated;
       });
     },
@@ -140,8 +147,8 @@ export function createPlanService(deps: {
     /** DRAFT -> ACTIVE once a published strategy is bound and in force; ACTIVE again is a no-op. */
     async publishPlan(actor: Actor, planId: string): Promise<PlanRow> {
       return db.transaction(async (tx) => {
-        const plan = await loadPlan(actor, planId, tx, true);
-        await workspaces.requireWritable(tx, actor, plan.workspace_id);
+        const plan = await lockPlan(actor, planId, tx);
+        await workspaces.requireWritable(actor, plan.workspace_id, tx);
         if (plan.status === 'ACTIVE') return plan;
         if (plan.status !== 'DRAFT') {
           throw new AppError('plan_not_draft', 'Only a DRAFT plan can be published', { current_status: plan.status });
@@ -156,13 +163,13 @@ export function createPlanService(deps: {
           throw new AppError('plan_not_publishable', `The plan cannot be published: ${reason}`, { current_status: plan.status });
         }
         const updated = await planRepo.updatePlan(planId, { status: 'ACTIVE', published_at: now, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'plan.published',
           resourceType: 'plan',
           resourceId: planId,
           workspaceId: plan.workspace_id,
           changes: { status: 'ACTIVE', strategyId: inForce.strategy.id },
-        });
+        }, tx);
         return updated;
       });
     },
@@ -179,7 +186,7 @@ export function createPlanService(deps: {
       }
       return withVersionRetry(() =>
         db.transaction(async (tx) => {
-          await workspaces.requireWritable(tx, actor, workspaceId);
+          await workspaces.requireWritable(actor, workspaceId, tx);
           await planRepo.lockStrategyKey(workspaceId, input.key, tx);
           const version = await planRepo.nextStrategyVersion(workspaceId, input.key, tx);
           const strategy = await planRepo.insertStrategy(
@@ -198,13 +205,13 @@ export function createPlanService(deps: {
             },
             tx,
           );
-          await audit.record(tx, actor, {
+          await audit.record(actor, {
             action: 'quota_strategy.created',
             resourceType: 'quota_strategy',
             resourceId: strategy.id,
             workspaceId,
             changes: { ...input, version },
-          });
+          }, tx);
           return strategy;
         }),
       );
@@ -219,28 +226,28 @@ export function createPlanService(deps: {
       return planRepo.listStrategies({ ...filter, workspaceId });
     },
 
-    getStrategy(actor: Actor, strategyId: string): Promise<QuotaStrategyRow> {
-      return loadStrategy(actor, strategyId);
+    async getStrategy(actor: Actor, strategyId: string): Promise<QuotaStrategyRow> {
+      return visibleStrategy(actor, await planRepo.findStrategy(strategyId));
     },
 
     /** DRAFT -> PUBLISHED; a published version is immutable, so publishing again is refused. */
     async publishStrategy(actor: Actor, strategyId: string): Promise<QuotaStrategyRow> {
       return db.transaction(async (tx) => {
-        const strategy = await loadStrategy(actor, strategyId, tx, true);
-        await workspaces.requireWritable(tx, actor, strategy.workspace_id);
+        const strategy = visibleStrategy(actor, await planRepo.findStrategyForUpdate(strategyId, tx));
+        await workspaces.requireWritable(actor, strategy.workspace_id, tx);
         if (strategy.status === 'PUBLISHED') {
           throw new AppError('strategy_published', 'This strategy version is published and immutable; create a new version', {
             current_status: strategy.status,
           });
         }
         const published = await planRepo.publishStrategy(strategyId, clock.now(), tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'quota_strategy.published',
           resourceType: 'quota_strategy',
           resourceId: strategyId,
           workspaceId: strategy.workspace_id,
           changes: { status: 'PUBLISHED', key: strategy.key, version: strategy.version },
-        });
+        }, tx);
         return published;
       });
     },
@@ -253,8 +260,8 @@ export function createPlanService(deps: {
     async bind(actor: Actor, planId: string, input: { strategyId: string; effectiveFrom: Date }): Promise<BindingRow> {
       const from = input.effectiveFrom;
       return db.transaction(async (tx) => {
-        const plan = await loadPlan(actor, planId, tx, true);
-        await workspaces.requireWritable(tx, actor, plan.workspace_id);
+        const plan = await lockPlan(actor, planId, tx);
+        await workspaces.requireWritable(actor, plan.workspace_id, tx);
         if (plan.status === 'ARCHIVED') {
           throw new AppError('plan_not_active', 'An archived plan takes no new bindings', { current_status: plan.status });
         }
@@ -292,13 +299,13 @@ export function createPlanService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'plan.strategy_bound',
           resourceType: 'plan_strategy_binding',
           resourceId: binding.id,
           workspaceId: plan.workspace_id,
           changes: { planId, strategyId: strategy.id, effectiveFrom: from.toISOString(), endedBindingId: covering?.id ?? null },
-        });
+        }, tx);
         return binding;
       });
     },
@@ -319,8 +326,8 @@ export function createPlanService(deps: {
         const found = await planRepo.findBinding(bindingId, tx);
         if (!found) throw new AppError('binding_not_found', 'Strategy binding not found');
         assertVisible(actor, found.workspace_id, 'binding_not_found', 'Strategy binding');
-        await loadPlan(actor, found.plan_id, tx, true);
-        await workspaces.requireWritable(tx, actor, found.workspace_id);
+        await lockPlan(actor, found.plan_id, tx);
+        await workspaces.requireWritable(actor, found.workspace_id, tx);
         const binding = (await planRepo.findBinding(bindingId, tx))!;
         const now = clock.now();
         const at = requested ?? (binding.effective_from > now ? binding.effective_from : now);
@@ -333,13 +340,13 @@ export function createPlanService(deps: {
           throw new AppError('invalid_parameter', 'effectiveAt must not be before the binding\'s effectiveFrom', { param: 'effectiveAt' });
         }
         const closed = await planRepo.setBindingEnd(bindingId, at, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'plan.strategy_binding_closed',
           resourceType: 'plan_strategy_binding',
           resourceId: bindingId,
           workspaceId: binding.workspace_id,
           changes: { effectiveTo: at.toISOString() },
-        });
+        }, tx);
         return closed;
       });
     },

@@ -132,9 +132,9 @@ export function createProviderConnectionService(deps: {
    * A change to one connection: visible, its workspace writable (share-locked
    * first, as every area does), the row locked and not archived.
    */
-  async function lockForChange(tx: Queryable, actor: Actor, id: string): Promise<ProviderConnectionRow> {
+  async function lockForChange(actor: Actor, id: string, tx: Queryable): Promise<ProviderConnectionRow> {
     const seen = await get(actor, id, tx);
-    await workspaces.requireWritable(tx, actor, seen.workspace_id);
+    await workspaces.requireWritable(actor, seen.workspace_id, tx);
     const row = await repo.findByIdForUpdate(id, tx);
     if (!row) throw notFound();
     if (row.status === 'ARCHIVED') throw archived(row);
@@ -153,7 +153,7 @@ export function createProviderConnectionService(deps: {
       const sealed = sealProviderApiKey(secretBox, id, dto.apiKey);
       const now = clock.now();
       return db.transaction(async (tx) => {
-        await workspaces.requireWritable(tx, actor, workspaceId);
+        await workspaces.requireWritable(actor, workspaceId, tx);
         const row = await repo.insert(
           {
             id,
@@ -174,13 +174,13 @@ export function createProviderConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'provider_connection.created',
           resourceType: RESOURCE,
           resourceId: id,
           workspaceId,
           changes: { ...dto, baseUrl, apiKey: REDACTED, secretPreview: row.secret_preview },
-        });
+        }, tx);
         return row;
       });
     },
@@ -207,7 +207,7 @@ export function createProviderConnectionService(deps: {
       const baseUrl = dto.baseUrl !== undefined ? await checkedBaseUrl(dto.baseUrl) : undefined;
       const newKey = dto.apiKey !== undefined ? keyReplacement(id, dto.apiKey) : undefined;
       return db.transaction(async (tx) => {
-        const current = await lockForChange(tx, actor, id);
+        const current = await lockForChange(actor, id, tx);
         assertKeyFollowsOrigin(current, baseUrl, dto.apiKey);
         const patch: Partial<ProviderConnectionRow> = { updated_at: clock.now() };
         if (dto.name !== undefined) patch.name = dto.name;
@@ -221,7 +221,7 @@ export function createProviderConnectionService(deps: {
         }
         if (newKey) Object.assign(patch, newKey);
         const row = await repo.update(id, patch, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'provider_connection.updated',
           resourceType: RESOURCE,
           resourceId: id,
@@ -231,7 +231,7 @@ export function createProviderConnectionService(deps: {
             ...(baseUrl !== undefined ? { baseUrl } : {}),
             ...(newKey ? keyReplaced(newKey, current) : {}),
           },
-        });
+        }, tx);
         return row;
       });
     },
@@ -241,18 +241,18 @@ export function createProviderConnectionService(deps: {
       await db.transaction(async (tx) => {
         const seen = await get(actor, id, tx);
         if (seen.status === 'ARCHIVED') return;
-        await workspaces.requireWritable(tx, actor, seen.workspace_id);
+        await workspaces.requireWritable(actor, seen.workspace_id, tx);
         const current = await repo.findByIdForUpdate(id, tx);
         if (!current || current.status === 'ARCHIVED') return;
         const now = clock.now();
         await repo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'provider_connection.archived',
           resourceType: RESOURCE,
           resourceId: id,
           workspaceId: current.workspace_id,
           changes: { status: 'ARCHIVED', previousStatus: current.status },
-        });
+        }, tx);
       });
     },
 
@@ -268,11 +268,11 @@ export function createProviderConnectionService(deps: {
       if (row.status === 'ARCHIVED') throw archived(row);
       const result = await probe(row.protocol_profile, row.base_url, openProviderApiKey(secretBox, row));
       await db.transaction(async (tx) => {
-        const current = await lockForChange(tx, actor, id);
+        const current = await lockForChange(actor, id, tx);
         const unchanged = current.api_key_ciphertext === row.api_key_ciphertext && current.base_url === row.base_url;
         const verified = result.outcome === 'reachable' && unchanged;
         if (verified) await repo.update(id, { last_verified_at: result.checkedAt }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'provider_connection.verified',
           resourceType: RESOURCE,
           resourceId: id,
@@ -282,7 +282,7 @@ export function createProviderConnectionService(deps: {
             ...(result.httpStatus !== undefined ? { httpStatus: result.httpStatus } : {}),
             ...(verified ? { lastVerifiedAt: result.checkedAt.toISOString() } : {}),
           },
-        });
+        }, tx);
       });
       return result;
     },
@@ -291,15 +291,15 @@ export function createProviderConnectionService(deps: {
     async rotateSecret(actor: Actor, id: string, apiKey: string): Promise<ProviderConnectionRow> {
       const newKey = keyReplacement(id, apiKey);
       return db.transaction(async (tx) => {
-        const current = await lockForChange(tx, actor, id);
+        const current = await lockForChange(actor, id, tx);
         const row = await repo.update(id, { ...newKey, updated_at: clock.now() }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'provider_connection.secret_rotated',
           resourceType: RESOURCE,
           resourceId: id,
           workspaceId: current.workspace_id,
           changes: keyReplaced(newKey, current),
-        });
+        }, tx);
         return row;
       });
     },

@@ -48,7 +48,7 @@ export function createWorkspaceService(deps: {
    * For every change under a workspace, in any area: inside the caller's
    * transaction, the workspace must be visible and ACTIVE, and stays so until commit.
    */
-  async function requireWritable(tx: Queryable, actor: Actor, id: string): Promise<WorkspaceRow> {
+  async function requireWritable(actor: Actor, id: string, tx: Queryable): Promise<WorkspaceRow> {
     assertVisible(actor, id, 'workspace_not_found', 'Workspace');
     const row = await workspaceRepo.findByIdForShare(id, tx);
     if (!row) throw new AppError('workspace_not_found', 'Workspace not found');
@@ -88,13 +88,13 @@ export function createWorkspaceService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'workspace.created',
           resourceType: 'workspace',
           resourceId: row.id,
           workspaceId: row.id,
           changes: { ...dto },
-        });
+        }, tx);
         return row;
       });
     },
@@ -117,13 +117,13 @@ export function createWorkspaceService(deps: {
         if (dto.metadata !== undefined) patch.metadata = dto.metadata;
         if (dto.allowUnmeteredPassthrough !== undefined) patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
         const row = await workspaceRepo.update(id, patch, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'workspace.updated',
           resourceType: 'workspace',
           resourceId: id,
           workspaceId: id,
           changes: { ...dto },
-        });
+        }, tx);
         return row;
       });
     },
@@ -138,13 +138,13 @@ export function createWorkspaceService(deps: {
         if (current.status === 'ARCHIVED') return;
         const now = clock.now();
         await workspaceRepo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'workspace.archived',
           resourceType: 'workspace',
           resourceId: id,
           workspaceId: id,
           changes: { status: 'ARCHIVED' },
-        });
+        }, tx);
       });
     },
   };
