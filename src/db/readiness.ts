@@ -6,7 +6,7 @@ import { pendingMigrations } from './migrate.js';
  * How long the check waits for the database. A database that does not answer (a network partition)
  * would otherwise hold the probe until the pool gives up on a connection, 30 s later.
  */
-export const READINESS_TIMEOUT_MS = 2000;
+const READINESS_TIMEOUT_MS = 2000;
 
 export function createReadiness(deps: { db: Db; schema: string | undefined }) {
   return {
@@ -32,5 +32,3 @@ export function createReadiness(deps: { db: Db; schema: string | undefined }) {
     },
   };
 }
-
-export type Readiness = ReturnType<typeof createReadiness>;

@@ -66,5 +66,3 @@ export function table<Row extends { id: string }>(db: Queryable, name: string, o
     },
   };
 }
-
-export type Table<Row extends { id: string }> = ReturnType<typeof table<Row>>;

@@ -25,7 +25,7 @@ export function encodeCursor(lastId: string): string {
   return Buffer.from(JSON.stringify({ v: 1, id: lastId })).toString('base64url');
 }
 
-export function decodeCursor(cursor: string): string {
+function decodeCursor(cursor: string): string {
   try {
     const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { v?: number; id?: unknown };
     if (parsed.v === 1 && typeof parsed.id === 'string' && isUuid(parsed.id)) return parsed.id;

@@ -138,4 +138,3 @@ export function createBilling(deps: {
 }
 
 export type BillingService = ReturnType<typeof createBilling>['service'];
-export type BillingPasses = ReturnType<typeof createBilling>['passes'];

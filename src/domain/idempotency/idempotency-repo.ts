@@ -16,7 +16,7 @@ export interface IdempotencyRow {
   response_headers: Record<string, string> | null;
 }
 
-export interface ClaimKey {
+interface ClaimKey {
   principalId: string;
   key: string;
 }
