@@ -59,7 +59,7 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export interface TestAppOptions extends Omit<Overrides, 'db' | 'logger'> {
+export interface TestAppOptions extends Omit<Overrides, 'db' | 'logger' | 'domain'> {
   env?: Record<string, string>;
   /** Serve this database (another app's) instead of a new one; close() leaves it. */
   database?: TestDatabase;

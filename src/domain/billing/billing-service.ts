@@ -56,7 +56,7 @@ export function createBilling(deps: {
     return createPaddleClient({ apiKey, baseUrl: config.paddleApiBaseUrl, mode: conn.mode, fetch: deps.fetch });
   }
 
-  const projector = createProjector({ db, repo, accessPort, clock, logger, graceMs: () => config.billingPastDueGraceMs });
+  const projector = createProjector({ db, repo, accessPort, clock, logger, graceMs: config.billingPastDueGraceMs });
   const connections = createConnectionService({
     db,
     repo,
@@ -65,7 +65,7 @@ export function createBilling(deps: {
     secretBox,
     clock,
     clientFor,
-    webhookSecretOverlapMs: () => config.webhookSecretOverlapMs,
+    webhookSecretOverlapMs: config.webhookSecretOverlapMs,
   });
   const inbox = createInbox({ db, repo, projector, secretBox, audit, workspaces, clock, logger, clientFor });
   const reconciler = createReconciler({

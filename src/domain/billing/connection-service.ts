@@ -45,7 +45,8 @@ export function createConnectionService(deps: {
   audit: AuditService;
   secretBox: SecretBox;
   clock: Clock;
-  webhookSecretOverlapMs: () => number;
+  /** How long a rotated-out webhook secret still verifies. */
+  webhookSecretOverlapMs: number;
   clientFor: (conn: BillingConnectionRow) => BillingProviderClient | null;
 }) {
   const { db, repo, workspaces, audit, secretBox, clock } = deps;
@@ -195,7 +196,7 @@ export function createConnectionService(deps: {
           ? {
               previous_webhook_secret_ciphertext: row.webhook_secret_ciphertext,
               previous_webhook_secret_key_id: row.webhook_secret_key_id,
-              previous_webhook_secret_expires_at: new Date(now.getTime() + deps.webhookSecretOverlapMs()),
+              previous_webhook_secret_expires_at: new Date(now.getTime() + deps.webhookSecretOverlapMs),
             }
           : {};
         const updated = await repo.updateConnection(id, { ...sealWebhookSecret(id, secret), ...rotation, updated_at: now }, tx);

@@ -104,7 +104,8 @@ export function createProjector(deps: {
   repo: BillingRepo;
   accessPort: AccessPort;
   clock: Clock;
-  graceMs: () => number;
+  /** How long past_due keeps an access ACTIVE. */
+  graceMs: number;
   logger: Logger;
 }) {
   const { db, repo, accessPort, clock } = deps;
@@ -164,7 +165,7 @@ export function createProjector(deps: {
     let desired: AccessStatusTarget | null = null;
     let because: ExternalSubscriptionRow | null = null;
     for (const p of projections) {
-      const wanted = desiredAccessStatus(p, now, deps.graceMs());
+      const wanted = desiredAccessStatus(p, now, deps.graceMs);
       if (wanted && (!desired || RANK[wanted] > RANK[desired])) {
         desired = wanted;
         because = p;
