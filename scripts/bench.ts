@@ -133,7 +133,6 @@ async function runNexus(schema: string): Promise<void> {
   });
   const nexus = await buildApp(config, { skipRootKey: false });
   const running = await listen(nexus, 0, '127.0.0.1', 2000);
-  config.publicUrl = running.url;
   announce(Number(new URL(running.url).port));
   const stop = async () => {
     await running.shutdown();

@@ -1,4 +1,4 @@
 /** Prints the contract coverage of the last `npm test` run (test-results/run). */
-import { printContractCoverage } from '../test/support/coverage.js';
+import { printContractCoverage } from './test-records.js';
 
 printContractCoverage();

@@ -15,11 +15,12 @@ import type { Config } from './config.js';
 import { createDatabase, type Db } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
 import { systemClock, type Clock } from './domain/actor.js';
-import { createServices, type Services } from './domain/services.js';
+import { createDomain, type Domain, type Services } from './domain/services.js';
 import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createApi } from './http/api.js';
+import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import type { RequestLocals } from './http/locals.js';
 import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver } from './http/middleware.js';
 import { createLogger, type Logger } from './observability/logger.js';
@@ -40,6 +41,11 @@ export interface Overrides {
   skipMigrations?: boolean;
   /** Do not create and print a root key (tests, CLI). */
   skipRootKey?: boolean;
+  /**
+   * The services, built by the caller over the same db, config, clock, logger and fetch
+   * (the test harness, which keeps the domain's test hooks for itself).
+   */
+  domain?: Domain;
 }
 
 export interface NexusApp {
@@ -51,20 +57,31 @@ export interface NexusApp {
   services: Services;
   logger: Logger;
   inflight: { count: number };
+  /** Where clients reach this Nexus; listen() tells it the address it listens at. */
+  publicUrl: PublicUrl;
   /** The gateway (tests: drain() waits for settlements, sweepExpired() runs the sweeper once). */
   gateway: Gateway;
   /** Closes the database (and whatever else the app owns), not the HTTP server. */
   close(): Promise<void>;
 }
 
-function docsPage(): string {
+/** The contract as served: its one server is the one the reader should call (PublicUrl.forRequest). */
+function contractFor(definition: Document, server: string): Document {
+  return { ...definition, servers: [{ url: server, description: 'This Nexus' }] };
+}
+
+const htmlAttribute = (value: string) => value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
+
+/** The API reference page; its "Test request" goes to `server`. */
+function docsPage(server: string): string {
+  const configuration = JSON.stringify({ servers: [{ url: server, description: 'This Nexus' }] });
   return `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Nexus API reference</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"></head>
 <body>
-<script id="api-reference" data-url="/openapi.json"></script>
-<script src="/docs/standalone.js"></script>
+<script id="api-reference" data-url="${htmlAttribute(`${server}/openapi.json`)}" data-configuration="${htmlAttribute(configuration)}"></script>
+<script src="${htmlAttribute(`${server}/docs/standalone.js`)}"></script>
 </body>
 </html>`;
 }
@@ -109,7 +126,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     throw err;
   }
 
-  const services = createServices({ db, config, clock, logger, fetch: overrides.fetch ?? globalThis.fetch });
+  const { services } = overrides.domain ?? createDomain({ db, config, clock, logger, fetch: overrides.fetch ?? globalThis.fetch });
   if (ownsDb && !config.databaseUrl) {
     // The embedded database is this process's alone (its data dir is locked): a quota lease still HELD there was
     // left by a process that died (killed, crashed), and is released now rather than after its TTL.
@@ -132,12 +149,13 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   }
 
   const definition = loadContract();
+  const publicUrl = createPublicUrl(config);
   const api = createApi({
     definition,
-    handlers: createHandlers(services),
+    handlers: createHandlers(services, { clock, publicUrl }),
     managementKeys: services.managementKeys,
     idempotency: services.idempotency,
-    publicUrl: () => config.publicUrl,
+    publicUrl,
   });
   await api.init();
 
@@ -151,8 +169,17 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   const observer = requestObserver({ logger, metrics, inflight });
   app.use(observer.middleware((req) => api.operationIdOf(req)));
   // The gateway's paths never enter express: it reads its own raw body, and express's routing and
-  // response helpers were ~15% of a gateway call's CPU.
-  const gateway = createGateway({ ...services, metrics });
+  // response helpers would cost a gateway call about a sixth of its CPU.
+  const gateway = createGateway({
+    db,
+    config,
+    clock,
+    logger,
+    quota: services.quota,
+    hasher: services.hasher,
+    secretBox: services.secretBox,
+    metrics,
+  });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     if (!isGatewayPath(req.url!)) {
       app(req, res);
@@ -189,13 +216,13 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   );
   idempotencyPurge.unref();
 
-  app.get('/openapi.json', (_req: Request, res: Response) => {
-    res.json(definition);
+  app.get('/openapi.json', (req: Request, res: Response) => {
+    res.json(contractFor(definition, publicUrl.forRequest(req)));
   });
   const require = createRequire(import.meta.url);
   const scalarBundle = join(dirname(require.resolve('@scalar/api-reference')), 'browser', 'standalone.js');
-  app.get('/docs', (_req: Request, res: Response) => {
-    res.type('html').send(docsPage());
+  app.get('/docs', (req: Request, res: Response) => {
+    res.type('html').send(docsPage(publicUrl.forRequest(req)));
   });
   app.get('/docs/standalone.js', (_req: Request, res: Response) => {
     res.type('application/javascript').sendFile(scalarBundle);
@@ -224,6 +251,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     services,
     logger,
     inflight,
+    publicUrl,
     gateway,
     async close() {
       clearInterval(sweeper);
@@ -253,6 +281,7 @@ export async function listen(nexus: NexusApp, port: number, host: string, shutdo
   });
   const address = server.address() as AddressInfo;
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  nexus.publicUrl.listeningAt(url);
   let closing: Promise<void> | undefined;
   return {
     server,

@@ -1,106 +1,40 @@
 /**
  * The one place that reads the environment. Everything else receives a Config.
+ *
+ * One zod schema says, per variable, what it takes, its default and the message a
+ * bad value gets, and maps the variables to the Config's fields; the Config type is
+ * derived from it, so no field is declared a second time. loadConfig returns it frozen.
  */
-import { Ajv } from 'ajv';
 import { randomBytes } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-
-export interface Config {
-  nodeEnv: string;
-  port: number;
-  host: string;
-  /** PostgreSQL URL; undefined means the embedded PGlite in dataDir. */
-  databaseUrl: string | undefined;
-  /** PostgreSQL schema to use (tests give each file its own). */
-  databaseSchema: string | undefined;
-  dataDir: string;
-  /** Root Management Key accepted as given; undefined: generated on first start. */
-  managementKey: string | undefined;
-  /** Current 32-byte key for secrets at rest. */
-  encryptionKey: Buffer;
-  /** Older keys that still decrypt (rotation). */
-  previousEncryptionKeys: Buffer[];
-  publicUrl: string;
-  allowPrivateUpstreams: boolean;
-  logLevel: string;
-  /** Largest accepted admin request body, bytes. */
-  bodyLimitBytes: number;
-  /** Largest accepted gateway request body, bytes. */
-  gatewayBodyLimitBytes: number;
-  shutdownTimeoutMs: number;
-  /** Lifetime of an inference key when the request names none. */
-  inferenceKeyTtlDays: number;
-  /** Environment word in inference key prefixes: nx-live-..., nx-test-... */
-  keyEnvironment: string;
-  /** Upstream timeout before response headers, unless the connection sets one. */
-  upstreamTimeoutMs: number;
-  /** Timeout of the provider connection test/verify probe. */
-  providerProbeTimeoutMs: number;
-  /**
-   * How long a gateway process's quota lease outlives its last heartbeat (five a TTL) before another
-   * process may reclaim it: charge its calls in flight and return what it held.
-   */
-  reservationTtlMs: number;
-  /** How long the gateway may trust a cached key lookup. */
-  authCacheTtlMs: number;
-  /** A gateway quota lease unused this long returns its units to the period. */
-  quotaLeaseIdleMs: number;
-  /**
-   * Gateway writes (reservations, settlements, records) commit without waiting for
-   * the WAL flush: faster, but a PostgreSQL crash can lose the last moments of them.
-   */
-  gatewayAsyncCommit: boolean;
-  stripeApiBaseUrl: string | undefined;
-  paddleApiBaseUrl: string | undefined;
-  /** How long past_due keeps an access ACTIVE. */
-  billingPastDueGraceMs: number;
-  /** How long a rotated-out webhook secret stays valid. */
-  webhookSecretOverlapMs: number;
-}
-
-const schema = {
-  type: 'object',
-  properties: {
-    NODE_ENV: { type: 'string', default: 'development' },
-    PORT: { type: 'integer', minimum: 0, maximum: 65535, default: 8080 },
-    HOST: { type: 'string', minLength: 1, default: '127.0.0.1' },
-    DATABASE_URL: { type: 'string', pattern: '^postgres(ql)?://' },
-    NEXUS_DATABASE_SCHEMA: { type: 'string', pattern: '^[a-z_][a-z0-9_]{0,62}$' },
-    NEXUS_DATA_DIR: { type: 'string', minLength: 1, default: './data' },
-    NEXUS_MANAGEMENT_KEY: { type: 'string', minLength: 24 },
-    NEXUS_ENCRYPTION_KEY: { type: 'string', minLength: 40 },
-    NEXUS_PREVIOUS_ENCRYPTION_KEYS: { type: 'string' },
-    // An origin, or an origin and a path prefix (behind a proxy that serves Nexus under one).
-    NEXUS_PUBLIC_URL: { type: 'string', pattern: '^https?://[^/?#\\s]+(/[^?#\\s]*)?$' },
-    NEXUS_ALLOW_PRIVATE_UPSTREAMS: { type: 'boolean', default: false },
-    NEXUS_LOG_LEVEL: { enum: ['error', 'warn', 'info', 'debug', 'silent'], default: 'info' },
-    NEXUS_BODY_LIMIT_BYTES: { type: 'integer', minimum: 1024, default: 1048576 },
-    NEXUS_GATEWAY_BODY_LIMIT_BYTES: { type: 'integer', minimum: 1024, default: 33554432 },
-    NEXUS_SHUTDOWN_TIMEOUT_MS: { type: 'integer', minimum: 0, default: 10000 },
-    NEXUS_INFERENCE_KEY_TTL_DAYS: { type: 'integer', minimum: 1, maximum: 3650, default: 365 },
-    NEXUS_KEY_ENVIRONMENT: { type: 'string', pattern: '^[a-z]{2,8}$', default: 'live' },
-    NEXUS_UPSTREAM_TIMEOUT_MS: { type: 'integer', minimum: 1000, default: 60000 },
-    NEXUS_PROVIDER_PROBE_TIMEOUT_MS: { type: 'integer', minimum: 100, maximum: 60000, default: 5000 },
-    NEXUS_RESERVATION_TTL_MS: { type: 'integer', minimum: 1000, maximum: 60000, default: 10000 },
-    NEXUS_AUTH_CACHE_TTL_MS: { type: 'integer', minimum: 0, maximum: 5000, default: 1000 },
-    NEXUS_QUOTA_LEASE_IDLE_MS: { type: 'integer', minimum: 10, maximum: 60000, default: 1000 },
-    NEXUS_GATEWAY_ASYNC_COMMIT: { type: 'boolean', default: false },
-    NEXUS_STRIPE_API_BASE_URL: { type: 'string', pattern: '^https?://' },
-    NEXUS_PADDLE_API_BASE_URL: { type: 'string', pattern: '^https?://' },
-    NEXUS_BILLING_PAST_DUE_GRACE_HOURS: { type: 'number', minimum: 0, default: 72 },
-    NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS: { type: 'number', minimum: 0, default: 24 },
-  },
-} as const;
+import { z } from 'zod';
 
 export class ConfigError extends Error {}
 
-/** What a variable takes, where ajv's own words would quote a pattern. */
-const PLAIN: Record<string, string> = {
-  NEXUS_PUBLIC_URL: 'must be an http(s) origin, optionally with a path prefix (https://gw.example.com or https://example.com/nexus)',
-  NEXUS_DATABASE_SCHEMA: 'must be a lowercase PostgreSQL identifier (letters, digits, _)',
-  NEXUS_KEY_ENVIRONMENT: 'must be 2 to 8 lowercase letters',
-};
+const HOUR_MS = 3600_000;
+
+/** An integer variable, with ajv-style messages ('PORT must be integer'). */
+function integer(min: number, max: number | undefined, fallback: number) {
+  let schema = z.coerce.number({ error: 'must be integer' }).int({ error: 'must be integer' }).min(min, { error: `must be >= ${min}` });
+  if (max !== undefined) schema = schema.max(max, { error: `must be <= ${max}` });
+  return schema.default(fallback);
+}
+
+const hours = (fallback: number) =>
+  z.coerce
+    .number({ error: 'must be number' })
+    .min(0, { error: 'must be >= 0' })
+    .default(fallback)
+    .transform((h) => Math.round(h * HOUR_MS));
+
+const flag = (fallback: boolean) =>
+  z
+    .enum(['true', 'false'], { error: 'must be true or false' })
+    .default(fallback ? 'true' : 'false')
+    .transform((v) => v === 'true');
+
+const httpUrl = z.string().regex(/^https?:\/\//, { error: 'must be an http(s) URL' });
 
 function decodeKey(name: string, value: string): Buffer {
   const key = Buffer.from(value, 'base64');
@@ -108,11 +42,126 @@ function decodeKey(name: string, value: string): Buffer {
   return key;
 }
 
+/** The environment's variables: what each takes, its default, and the message a bad value gets. */
+const variables = z.object({
+  NODE_ENV: z.string().default('development'),
+  PORT: integer(0, 65535, 8080),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' }).optional(),
+  NEXUS_DATABASE_SCHEMA: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'must be a lowercase PostgreSQL identifier (letters, digits, _)' })
+    .optional(),
+  NEXUS_DATA_DIR: z.string().min(1).default('./data'),
+  NEXUS_MANAGEMENT_KEY: z.string().min(24, { error: 'must be at least 24 characters long' }).optional(),
+  NEXUS_ENCRYPTION_KEY: z.string().min(40, { error: 'must be 32 bytes, base64-encoded (openssl rand -base64 32)' }).optional(),
+  NEXUS_PREVIOUS_ENCRYPTION_KEYS: z.string().optional(),
+  // An origin, or an origin and a path prefix (behind a proxy that serves Nexus under one).
+  NEXUS_PUBLIC_URL: z
+    .string()
+    .regex(/^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/, {
+      error: 'must be an http(s) origin, optionally with a path prefix (https://gw.example.com or https://example.com/nexus)',
+    })
+    .optional(),
+  NEXUS_ALLOW_PRIVATE_UPSTREAMS: flag(false),
+  NEXUS_LOG_LEVEL: z.enum(['error', 'warn', 'info', 'debug', 'silent'], { error: 'must be one of error, warn, info, debug, silent' }).default('info'),
+  NEXUS_BODY_LIMIT_BYTES: integer(1024, undefined, 1048576),
+  NEXUS_GATEWAY_BODY_LIMIT_BYTES: integer(1024, undefined, 33554432),
+  NEXUS_SHUTDOWN_TIMEOUT_MS: integer(0, undefined, 10000),
+  NEXUS_INFERENCE_KEY_TTL_DAYS: integer(1, 3650, 365),
+  NEXUS_KEY_ENVIRONMENT: z.string().regex(/^[a-z]{2,8}$/, { error: 'must be 2 to 8 lowercase letters' }).default('live'),
+  NEXUS_UPSTREAM_TIMEOUT_MS: integer(1000, undefined, 60000),
+  NEXUS_PROVIDER_PROBE_TIMEOUT_MS: integer(100, 60000, 5000),
+  NEXUS_RESERVATION_TTL_MS: integer(1000, 60000, 10000),
+  NEXUS_AUTH_CACHE_TTL_MS: integer(0, 5000, 1000),
+  NEXUS_QUOTA_LEASE_IDLE_MS: integer(10, 60000, 1000),
+  NEXUS_GATEWAY_ASYNC_COMMIT: flag(false),
+  NEXUS_STRIPE_API_BASE_URL: httpUrl.optional(),
+  NEXUS_PADDLE_API_BASE_URL: httpUrl.optional(),
+  NEXUS_BILLING_PAST_DUE_GRACE_HOURS: hours(72),
+  NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS: hours(24),
+});
+
+/**
+ * What each variable becomes. `warn` tells of the development encryption key generated
+ * when NEXUS_ENCRYPTION_KEY is unset.
+ */
+function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
+  if (v.NODE_ENV === 'production' && !v.NEXUS_ENCRYPTION_KEY) {
+    throw new ConfigError('NEXUS_ENCRYPTION_KEY is required when NODE_ENV=production');
+  }
+  return {
+    nodeEnv: v.NODE_ENV,
+    /** Where `npm start` listens (0: any free port). */
+    port: v.PORT,
+    host: v.HOST,
+    /** PostgreSQL URL; undefined means the embedded PGlite in dataDir. */
+    databaseUrl: v.DATABASE_URL,
+    /** PostgreSQL schema to use (tests give each file its own). */
+    databaseSchema: v.NEXUS_DATABASE_SCHEMA,
+    dataDir: v.NEXUS_DATA_DIR,
+    /** Root Management Key accepted as given; undefined: generated on first start. */
+    managementKey: v.NEXUS_MANAGEMENT_KEY,
+    /** Current 32-byte key for secrets at rest. */
+    encryptionKey: v.NEXUS_ENCRYPTION_KEY
+      ? decodeKey('NEXUS_ENCRYPTION_KEY', v.NEXUS_ENCRYPTION_KEY)
+      : devEncryptionKey(v.NEXUS_DATA_DIR, warn),
+    /** Older keys that still decrypt (rotation). */
+    previousEncryptionKeys: (v.NEXUS_PREVIOUS_ENCRYPTION_KEYS ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map((s) => decodeKey('NEXUS_PREVIOUS_ENCRYPTION_KEYS', s)) as readonly Buffer[],
+    /**
+     * Where clients reach Nexus (gatewayBaseUrl, webhookUrl, Link headers), without a trailing
+     * slash; undefined: the address the server listens on (src/http/public-url.ts).
+     */
+    publicUrl: v.NEXUS_PUBLIC_URL?.replace(/\/+$/, ''),
+    allowPrivateUpstreams: v.NEXUS_ALLOW_PRIVATE_UPSTREAMS,
+    logLevel: v.NEXUS_LOG_LEVEL,
+    /** Largest accepted admin request body, bytes. */
+    bodyLimitBytes: v.NEXUS_BODY_LIMIT_BYTES,
+    /** Largest accepted gateway request body, bytes. */
+    gatewayBodyLimitBytes: v.NEXUS_GATEWAY_BODY_LIMIT_BYTES,
+    shutdownTimeoutMs: v.NEXUS_SHUTDOWN_TIMEOUT_MS,
+    /** Lifetime of an inference key when the request names none. */
+    inferenceKeyTtlDays: v.NEXUS_INFERENCE_KEY_TTL_DAYS,
+    /** Environment word in inference key prefixes: nx-live-..., nx-test-... */
+    keyEnvironment: v.NEXUS_KEY_ENVIRONMENT,
+    /** Upstream timeout before response headers, unless the connection sets one. */
+    upstreamTimeoutMs: v.NEXUS_UPSTREAM_TIMEOUT_MS,
+    /** Timeout of the provider connection test/verify probe. */
+    providerProbeTimeoutMs: v.NEXUS_PROVIDER_PROBE_TIMEOUT_MS,
+    /**
+     * How long a gateway process's quota lease outlives its last heartbeat (five a TTL) before another
+     * process may reclaim it: charge its calls in flight and return what it held.
+     */
+    reservationTtlMs: v.NEXUS_RESERVATION_TTL_MS,
+    /** How long the gateway may trust a cached key lookup. */
+    authCacheTtlMs: v.NEXUS_AUTH_CACHE_TTL_MS,
+    /** A gateway quota lease unused this long returns its units to the period. */
+    quotaLeaseIdleMs: v.NEXUS_QUOTA_LEASE_IDLE_MS,
+    /**
+     * Gateway writes (reservations, settlements, records) commit without waiting for
+     * the WAL flush: faster, but a PostgreSQL crash can lose the last moments of them.
+     */
+    gatewayAsyncCommit: v.NEXUS_GATEWAY_ASYNC_COMMIT,
+    stripeApiBaseUrl: v.NEXUS_STRIPE_API_BASE_URL,
+    paddleApiBaseUrl: v.NEXUS_PADDLE_API_BASE_URL,
+    /** How long past_due keeps an access ACTIVE. */
+    billingPastDueGraceMs: v.NEXUS_BILLING_PAST_DUE_GRACE_HOURS,
+    /** How long a rotated-out webhook secret stays valid. */
+    webhookSecretOverlapMs: v.NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS,
+  };
+}
+
+export type Config = Readonly<ReturnType<typeof fields>>;
+
 /**
  * The dev-only fallback: a key generated once into the data dir. Written whole under another name and linked
  * into place, which fails if the file exists: of processes starting at once on a new data dir (the server and
  * the CLI, say) one writes the key and all read it. Written in place after a check, each could write its own
- * and go on with it, sealing secrets under a key the file no longer held (seen with 12 processes started together).
+ * and go on with it, sealing secrets under a key the file no longer held.
  */
 function devEncryptionKey(dataDir: string, warn: (msg: string) => void): Buffer {
   const file = join(dataDir, 'encryption.key');
@@ -144,60 +193,19 @@ function devEncryptionKey(dataDir: string, warn: (msg: string) => void): Buffer 
   return decodeKey(file, readFileSync(file, 'utf8').trim());
 }
 
+/** Parses the environment once; the Config is frozen (tests build their own with loadConfig). */
 export function loadConfig(
   env: Record<string, string | undefined> = process.env,
   warn: (msg: string) => void = (msg) => console.warn(msg),
 ): Config {
-  const raw: Record<string, unknown> = {};
-  for (const key of Object.keys(schema.properties)) {
-    const value = env[key];
-    if (value !== undefined && value !== '') raw[key] = value;
-  }
-  const ajv = new Ajv({ coerceTypes: true, useDefaults: true, allErrors: true });
-  const validate = ajv.compile(schema);
-  if (!validate(raw)) {
-    const problems = (validate.errors ?? []).map((e) => `${e.instancePath.slice(1) || 'environment'} ${PLAIN[e.instancePath.slice(1)] ?? e.message}`);
+  const set: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) if (value !== undefined && value !== '') set[name] = value;
+  const parsed = variables.safeParse(set);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'environment'} ${issue.message}`);
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   }
-  const v = raw as any;
-  if (v.NODE_ENV === 'production' && !v.NEXUS_ENCRYPTION_KEY) {
-    throw new ConfigError('NEXUS_ENCRYPTION_KEY is required when NODE_ENV=production');
-  }
-  const encryptionKey = v.NEXUS_ENCRYPTION_KEY
-    ? decodeKey('NEXUS_ENCRYPTION_KEY', v.NEXUS_ENCRYPTION_KEY)
-    : devEncryptionKey(v.NEXUS_DATA_DIR, warn);
-  const previousEncryptionKeys = String(v.NEXUS_PREVIOUS_ENCRYPTION_KEYS ?? '')
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)
-    .map((s) => decodeKey('NEXUS_PREVIOUS_ENCRYPTION_KEYS', s));
-  return {
-    nodeEnv: v.NODE_ENV,
-    port: v.PORT,
-    host: v.HOST,
-    databaseUrl: v.DATABASE_URL,
-    databaseSchema: v.NEXUS_DATABASE_SCHEMA,
-    dataDir: v.NEXUS_DATA_DIR,
-    managementKey: v.NEXUS_MANAGEMENT_KEY,
-    encryptionKey,
-    previousEncryptionKeys,
-    publicUrl: v.NEXUS_PUBLIC_URL?.replace(/\/+$/, '') ?? `http://${v.HOST.includes(':') ? `[${v.HOST}]` : v.HOST}:${v.PORT}`,
-    allowPrivateUpstreams: v.NEXUS_ALLOW_PRIVATE_UPSTREAMS,
-    logLevel: v.NEXUS_LOG_LEVEL,
-    bodyLimitBytes: v.NEXUS_BODY_LIMIT_BYTES,
-    gatewayBodyLimitBytes: v.NEXUS_GATEWAY_BODY_LIMIT_BYTES,
-    shutdownTimeoutMs: v.NEXUS_SHUTDOWN_TIMEOUT_MS,
-    inferenceKeyTtlDays: v.NEXUS_INFERENCE_KEY_TTL_DAYS,
-    keyEnvironment: v.NEXUS_KEY_ENVIRONMENT,
-    upstreamTimeoutMs: v.NEXUS_UPSTREAM_TIMEOUT_MS,
-    providerProbeTimeoutMs: v.NEXUS_PROVIDER_PROBE_TIMEOUT_MS,
-    reservationTtlMs: v.NEXUS_RESERVATION_TTL_MS,
-    authCacheTtlMs: v.NEXUS_AUTH_CACHE_TTL_MS,
-    quotaLeaseIdleMs: v.NEXUS_QUOTA_LEASE_IDLE_MS,
-    gatewayAsyncCommit: v.NEXUS_GATEWAY_ASYNC_COMMIT,
-    stripeApiBaseUrl: v.NEXUS_STRIPE_API_BASE_URL,
-    paddleApiBaseUrl: v.NEXUS_PADDLE_API_BASE_URL,
-    billingPastDueGraceMs: Math.round(v.NEXUS_BILLING_PAST_DUE_GRACE_HOURS * 3600_000),
-    webhookSecretOverlapMs: Math.round(v.NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS * 3600_000),
-  };
+  const config = fields(parsed.data, warn);
+  Object.freeze(config.previousEncryptionKeys);
+  return Object.freeze(config);
 }

@@ -7,7 +7,8 @@ import { validate, version } from 'uuid';
  * the timestamp on overflow), then random bits; so ids made one after the other
  * by this process sort in the order they were made, and newest-first order is
  * id order. The random bytes come from one pooled randomFillSync per 256 ids:
- * a gateway call makes several ids, and a CSPRNG call per id was ~6% of its CPU.
+ * a gateway call makes several ids, and a CSPRNG call for each would be a visible
+ * share of its CPU.
  */
 const POOL_IDS = 256;
 const pool = Buffer.alloc(16 * POOL_IDS);

@@ -12,7 +12,7 @@ async function main() {
     msg: 'listening',
     url: running.url,
     database: config.databaseUrl ? 'postgresql' : `embedded PGlite in ${config.dataDir}`,
-    docs: `${config.publicUrl}/docs`,
+    docs: `${nexus.publicUrl.get()}/docs`,
   });
   let stopping = false;
   const stop = (signal: string) => {

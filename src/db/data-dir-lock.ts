@@ -10,8 +10,8 @@
  * The file holds the pid and, where /proc tells it, the process's start time: a
  * pid left by a crash is soon another process's (after a reboot, or in a
  * container, where pids repeat from one start to the next), and a live process
- * that did not start when the holder did is not the holder (a start used to be
- * refused for good, naming an unrelated process as "another Nexus process").
+ * that did not start when the holder did is not the holder: a start is not refused
+ * for good because an unrelated process got the crashed one's pid.
  */
 import { openSync, readFileSync, unlinkSync, writeSync, closeSync } from 'node:fs';
 import { join } from 'node:path';

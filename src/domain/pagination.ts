@@ -1,47 +1,33 @@
 /**
  * Keyset pagination over time-ordered UUID v7 ids: newest first, stable, no gap
- * and no duplicate when rows are added between pages. The cursor is opaque to
- * callers (base64url JSON of the last id seen).
+ * and no duplicate when rows are added between pages. A page resumes after the id
+ * of the last row seen (the wire's opaque cursor carries it: src/http/wire.ts).
  */
 import type { Knex } from 'knex';
-import { AppError } from '../errors.js';
-import { isUuid } from '../ids.js';
 
 export interface PageRequest {
   limit?: number | undefined;
-  cursor?: string | undefined;
+  /** The id of the last row of the previous page. */
+  after?: string | undefined;
 }
 
 export interface Page<T> {
   items: T[];
-  nextCursor: string | null;
+  /** The id of this page's last row when another page follows; null on the last page. */
+  nextAfter: string | null;
 }
 
 export const DEFAULT_LIMIT = 20;
 
-/** A list's time window (RFC 3339 strings, checked by the contract): `since` inclusive, `until` exclusive. */
+/** A list's time window: `since` inclusive, `until` exclusive. */
 export interface TimeRange {
-  since?: string | undefined;
-  until?: string | undefined;
+  since?: Date | undefined;
+  until?: Date | undefined;
 }
 
 export function whereInRange(query: Knex.QueryBuilder, column: string, range: TimeRange): void {
-  if (range.since) query.where(column, '>=', new Date(range.since));
-  if (range.until) query.where(column, '<', new Date(range.until));
-}
-
-export function encodeCursor(lastId: string): string {
-  return Buffer.from(JSON.stringify({ v: 1, id: lastId })).toString('base64url');
-}
-
-export function decodeCursor(cursor: string): string {
-  try {
-    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { v?: number; id?: unknown };
-    if (parsed.v === 1 && typeof parsed.id === 'string' && isUuid(parsed.id)) return parsed.id;
-  } catch {
-    // fall through
-  }
-  throw new AppError('invalid_cursor', 'The cursor is not one this API returned', { param: 'cursor' });
+  if (range.since) query.where(column, '>=', range.since);
+  if (range.until) query.where(column, '<', range.until);
 }
 
 /** Applies the page to a query ordered by `column` descending and runs it. */
@@ -51,10 +37,10 @@ export async function paginate<Row extends object>(
   column = 'id',
 ): Promise<Page<Row>> {
   const limit = page.limit ?? DEFAULT_LIMIT;
-  if (page.cursor) query.where(column, '<', decodeCursor(page.cursor));
+  if (page.after) query.where(column, '<', page.after);
   const rows = (await query.orderBy(column, 'desc').limit(limit + 1)) as Row[];
   const more = rows.length > limit;
   const items = more ? rows.slice(0, limit) : rows;
   const key = column.includes('.') ? column.slice(column.lastIndexOf('.') + 1) : column;
-  return { items, nextCursor: more ? encodeCursor(String((items[items.length - 1] as Record<string, unknown>)[key])) : null };
+  return { items, nextAfter: more ? String((items[items.length - 1] as Record<string, unknown>)[key]) : null };
 }

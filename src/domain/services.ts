@@ -1,14 +1,21 @@
 /**
  * Builds every service from its dependencies. The one place where areas meet;
  * each area adds its repositories and service here.
+ *
+ * `services` holds what the handlers, the API glue, the app's timers and the gateway
+ * call, nothing else: not the dependencies they were built from, no repository. What
+ * only tests reach (the billing pass's steps, a repository to seed rows the API cannot
+ * make) is returned apart, as `testHooks`: buildApp never hands it out; the test
+ * harness builds the domain itself and keeps it (test/support/test-app.ts).
  */
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
+import { createReadiness } from '../db/readiness.js';
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from './actor.js';
 import { createAccessRepo } from './accesses/access-repo.js';
 import { createAccessService } from './accesses/access-service.js';
-import { createBillingService } from './billing/billing-service.js';
+import { createBilling } from './billing/billing-service.js';
 import { createAuditRepo } from './audit/audit-repo.js';
 import { createAuditService } from './audit/audit-service.js';
 import { createAuditQueryService } from './audit/audit-query-service.js';
@@ -16,6 +23,7 @@ import { createProviderConnectionRepo } from './provider-connections/provider-co
 import { createProviderConnectionService } from './provider-connections/provider-connection-service.js';
 import { createInvocationRepo } from './invocations/invocation-repo.js';
 import { createInvocationService } from './invocations/invocation-service.js';
+import { createIdempotencyRepo } from './idempotency/idempotency-repo.js';
 import { createIdempotencyService } from './idempotency/idempotency-service.js';
 import { createInferenceKeyRepo } from './inference-keys/inference-key-repo.js';
 import { createInferenceKeyService } from './inference-keys/inference-key-service.js';
@@ -39,7 +47,7 @@ export interface ServiceDeps {
   fetch: typeof fetch;
 }
 
-export function createServices(deps: ServiceDeps) {
+export function createDomain(deps: ServiceDeps) {
   const { db, config, clock } = deps;
   const secretBox = createSecretBox(config.encryptionKey, config.previousEncryptionKeys);
   const hasher = createKeyHasher(config.encryptionKey);
@@ -58,8 +66,7 @@ export function createServices(deps: ServiceDeps) {
     rootKey: config.managementKey,
   });
   const requestHasher = createKeyHasher(config.encryptionKey, IDEMPOTENCY_HASH_LABEL);
-  const idempotency = createIdempotencyService({ db, clock, secretBox, requestHasher });
-  // Plans, accesses, inference keys and quota (issue 4).
+  const idempotency = createIdempotencyService({ idempotencyRepo: createIdempotencyRepo(db), clock, secretBox, requestHasher });
   const quotaRepo = createQuotaRepo(db);
   const quota = createQuotaService({ db, quotaRepo });
   const planRepo = createPlanRepo(db);
@@ -90,29 +97,50 @@ export function createServices(deps: ServiceDeps) {
     clock,
   });
 
-  // External billing (issue 6).
-  const billing = createBillingService({ db, config, clock, logger: deps.logger, fetch: deps.fetch, secretBox, audit, workspaces, accesses });
-
-  return {
-    ...deps,
+  const { service: billing, passes: billingPasses } = createBilling({
+    db,
+    config,
+    clock,
+    logger: deps.logger,
+    fetch: deps.fetch,
     secretBox,
-    hasher,
     audit,
+    workspaces,
+    accesses,
+  });
+  const readiness = createReadiness({ db, schema: config.databaseSchema });
+
+  const services = {
+    // The Admin API's areas (src/handlers/, src/http/api.ts) and the app's timers (src/app.ts).
     workspaces,
     managementKeys,
     idempotency,
-    quota,
-    quotaRepo,
     plans,
-    inferenceKeys,
     accesses,
-    invocationRepo,
     invocations,
     auditLogs,
-    providerConnectionRepo,
     providerConnections,
     billing,
+    readiness,
+    // What the gateway is given besides the app's own db, config, clock and logger.
+    quota,
+    hasher,
+    secretBox,
   };
+  const testHooks = {
+    billingPasses,
+    inferenceKeys,
+    providerConnectionRepo,
+    quotaRepo,
+  };
+  return { services, testHooks };
 }
 
-export type Services = ReturnType<typeof createServices>;
+export type Domain = ReturnType<typeof createDomain>;
+export type Services = Domain['services'];
+export type TestHooks = Domain['testHooks'];
+
+/** The services alone (the CLI). */
+export function createServices(deps: ServiceDeps): Services {
+  return createDomain(deps).services;
+}

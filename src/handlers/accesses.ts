@@ -19,18 +19,18 @@ import {
   toQuotaSnapshotDto,
   toWorkspaceUserDto,
 } from '../domain/accesses/access-mapper.js';
-import { parseTimestamp } from '../domain/plans/plan-mapper.js';
 import type { Services } from '../domain/services.js';
-import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../http/handler.js';
+import { listQuery, optionalTimestamp, parseTimestamp } from '../http/wire.js';
 
-export function accessHandlers({ accesses, clock }: Services): HandlerMap {
+export function accessHandlers({ accesses }: Services, { clock }: HandlerContext): HandlerMap {
   return {
     provisionWorkspaceUser: handler<ProvisionWorkspaceUserData>(async ({ actor, path, body }) =>
       created(toProvisionedDto(await accesses.provision(actor, path.workspaceId, body))),
     ),
     listWorkspaceUsers: handler<ListWorkspaceUsersData>(async ({ actor, path, query }) => {
-      const result = await accesses.list(actor, path.workspaceId, query);
-      return page(result.items.map(toWorkspaceUserDto), result.nextCursor);
+      const result = await accesses.list(actor, path.workspaceId, listQuery(query));
+      return page(result.items.map(toWorkspaceUserDto), result.nextAfter);
     }),
     getWorkspaceAccess: handler<GetWorkspaceAccessData>(async ({ actor, path }) =>
       ok(toAccessDto(await accesses.get(actor, path.accessId))),
@@ -57,7 +57,7 @@ export function accessHandlers({ accesses, clock }: Services): HandlerMap {
         toAccessDto(
           await accesses.changePlan(actor, path.accessId, {
             planId: body.planId,
-            effectiveAt: body.effectiveAt !== undefined ? parseTimestamp(body.effectiveAt, 'effectiveAt') : undefined,
+            effectiveAt: optionalTimestamp(body.effectiveAt, 'effectiveAt'),
           }),
         ),
       ),
@@ -65,14 +65,14 @@ export function accessHandlers({ accesses, clock }: Services): HandlerMap {
     issueInferenceKey: handler<IssueInferenceKeyData>(async ({ actor, path, body }) => {
       const issued = await accesses.issueKey(actor, path.accessId, {
         name: body?.name,
-        expiresAt: body?.expiresAt !== undefined ? parseTimestamp(body.expiresAt, 'expiresAt') : undefined,
+        expiresAt: optionalTimestamp(body?.expiresAt, 'expiresAt'),
       });
       return created(toIssuedKeyDto(issued, clock.now()));
     }),
     listInferenceKeys: handler<ListInferenceKeysData>(async ({ actor, path, query }) => {
-      const result = await accesses.listKeys(actor, path.accessId, query);
+      const result = await accesses.listKeys(actor, path.accessId, listQuery(query));
       const now = clock.now();
-      return page(result.items.map((row) => toApiKeyDto(row, now)), result.nextCursor);
+      return page(result.items.map((row) => toApiKeyDto(row, now)), result.nextAfter);
     }),
     revokeInferenceKey: handler<RevokeInferenceKeyData>(async ({ actor, path }) => {
       await accesses.revokeKey(actor, path.accessId, path.keyId);

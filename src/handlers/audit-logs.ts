@@ -2,12 +2,13 @@ import type { ListAuditLogsData } from '../../generated/client/types.gen.js';
 import type { Services } from '../domain/services.js';
 import { toAuditLogDto } from '../domain/audit/audit-query-mapper.js';
 import { handler, page, type HandlerMap } from '../http/handler.js';
+import { listQuery } from '../http/wire.js';
 
 export function auditLogHandlers({ auditLogs }: Services): HandlerMap {
   return {
     listAuditLogs: handler<ListAuditLogsData>(async ({ actor, path, query }) => {
-      const result = await auditLogs.list(actor, path.workspaceId, query);
-      return page(result.items.map(toAuditLogDto), result.nextCursor);
+      const result = await auditLogs.list(actor, path.workspaceId, listQuery(query));
+      return page(result.items.map(toAuditLogDto), result.nextAfter);
     }),
   };
 }

@@ -27,7 +27,8 @@ import {
 } from '../domain/billing/billing-mapper.js';
 import type { Services } from '../domain/services.js';
 import { sendError } from '../http/api.js';
-import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../http/handler.js';
+import { listQuery, parseTimestamp } from '../http/wire.js';
 import type { RequestLocals } from '../http/locals.js';
 
 const header = (headers: Record<string, string | string[] | undefined>, name: string): string | undefined => {
@@ -35,17 +36,17 @@ const header = (headers: Record<string, string | string[] | undefined>, name: st
   return Array.isArray(v) ? v[0] : v;
 };
 
-export function billingHandlers({ billing, config }: Services): HandlerMap {
+export function billingHandlers({ billing }: Services, { publicUrl }: HandlerContext): HandlerMap {
   const { connections, inbox, reconciler, periodSync } = billing;
-  const dto = (row: Parameters<typeof toBillingConnectionDto>[0]) => toBillingConnectionDto(row, config.publicUrl);
+  const dto = (row: Parameters<typeof toBillingConnectionDto>[0]) => toBillingConnectionDto(row, publicUrl.get());
 
   return {
     createBillingConnection: handler<CreateBillingConnectionData>(async ({ actor, path, body }) =>
       created(dto(await connections.create(actor, path.workspaceId, body))),
     ),
     listBillingConnections: handler<ListBillingConnectionsData>(async ({ actor, path, query }) => {
-      const result = await connections.list(actor, path.workspaceId, query);
-      return page(result.items.map(dto), result.nextCursor);
+      const result = await connections.list(actor, path.workspaceId, listQuery(query));
+      return page(result.items.map(dto), result.nextAfter);
     }),
     disableBillingConnection: handler<DisableBillingConnectionData>(async ({ actor, path }) => {
       await connections.disable(actor, path.connectionId);
@@ -64,8 +65,8 @@ export function billingHandlers({ billing, config }: Services): HandlerMap {
       created({ id: (await connections.createMapping(actor, path.connectionId, body)).id }),
     ),
     listBillingProductMappings: handler<ListBillingProductMappingsData>(async ({ actor, path, query }) => {
-      const result = await connections.listMappings(actor, path.connectionId, query);
-      return page(result.items.map(toProductMappingDto), result.nextCursor);
+      const result = await connections.listMappings(actor, path.connectionId, listQuery(query));
+      return page(result.items.map(toProductMappingDto), result.nextAfter);
     }),
     deleteBillingProductMapping: handler<DeleteBillingProductMappingData>(async ({ actor, path }) => {
       await connections.disableMapping(actor, path.mappingId);
@@ -76,23 +77,28 @@ export function billingHandlers({ billing, config }: Services): HandlerMap {
       return created(toCheckoutDto(row, conn.provider));
     }),
     listBillingWebhookEvents: handler<ListBillingWebhookEventsData>(async ({ actor, path, query }) => {
-      const result = await inbox.list(actor, path.connectionId, query);
-      return page(result.items.map(toWebhookEventDto), result.nextCursor);
+      const result = await inbox.list(actor, path.connectionId, listQuery(query));
+      return page(result.items.map(toWebhookEventDto), result.nextAfter);
     }),
     replayBillingWebhookEvent: handler<ReplayBillingWebhookEventData>(async ({ actor, path }) => {
       const { operationId } = await inbox.replay(actor, path.eventId);
       return ok({ accepted: true, operationId });
     }),
     listExternalSubscriptions: handler<ListExternalSubscriptionsData>(async ({ actor, path, query }) => {
-      const result = await billing.listExternalSubscriptions(actor, path.accessId, query);
-      return page(result.items.map(toExternalSubscriptionDto), result.nextCursor);
+      const result = await billing.listExternalSubscriptions(actor, path.accessId, listQuery(query));
+      return page(result.items.map(toExternalSubscriptionDto), result.nextAfter);
     }),
     reconcileBillingConnection: handler<ReconcileBillingConnectionData>(async ({ actor, path }) => {
       const { runId } = await reconciler.reconcile(actor, path.connectionId);
       return ok({ accepted: true, operationId: runId });
     }),
     syncWorkspaceAccessBillingPeriod: handler<SyncWorkspaceAccessBillingPeriodData>(async ({ actor, path, body }) => {
-      const result = await periodSync.sync(actor, path.accessId, body);
+      const result = await periodSync.sync(actor, path.accessId, {
+        ...body,
+        periodStart: parseTimestamp(body.periodStart, 'periodStart'),
+        periodEnd: parseTimestamp(body.periodEnd, 'periodEnd'),
+        sourceUpdatedAt: parseTimestamp(body.sourceUpdatedAt, 'sourceUpdatedAt'),
+      });
       return ok(toPeriodSyncDto(result.row, result.applied, result.quotaGranted));
     }),
     // Reached only if the raw-body route in app.ts did not take the request: a body that

@@ -1,27 +1,27 @@
 /** Every operationId of the contract maps to exactly one handler, by area. */
 import type { Services } from '../domain/services.js';
-import type { HandlerMap } from '../http/handler.js';
+import type { HandlerContext, HandlerMap } from '../http/handler.js';
 import { systemHandlers } from './system.js';
 import { workspaceHandlers } from './workspaces.js';
 import { planHandlers } from './plans.js';
 import { accessHandlers } from './accesses.js';
-import { usageHandlers } from './usage.js';
-import { gatewayHandlers } from '../gateway/gateway-handlers.js';
+import { invocationHandlers } from './invocations.js';
+import { gatewayHandlers } from './gateway.js';
 import { providerConnectionHandlers } from './provider-connections.js';
 import { auditLogHandlers } from './audit-logs.js';
 import { billingHandlers } from './billing.js';
 
-export function createHandlers(services: Services): HandlerMap {
+export function createHandlers(services: Services, context: HandlerContext): HandlerMap {
   const areas: HandlerMap[] = [
     systemHandlers(services),
     workspaceHandlers(services),
-    providerConnectionHandlers(services),
+    providerConnectionHandlers(services, context),
     auditLogHandlers(services),
     planHandlers(services),
-    accessHandlers(services),
-    usageHandlers(services),
+    accessHandlers(services, context),
+    invocationHandlers(services),
     gatewayHandlers(),
-    billingHandlers(services),
+    billingHandlers(services, context),
   ];
   const all: HandlerMap = {};
   for (const area of areas) {

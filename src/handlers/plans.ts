@@ -13,8 +13,9 @@ import type {
   UpdatePlanData,
 } from '../../generated/client/types.gen.js';
 import type { Services } from '../domain/services.js';
-import { toBindingDto, toPlanDetailDto, toPlanDto, toStrategyDto } from '../domain/plans/plan-mapper.js';
+import { fromCreateStrategyDto, toBindingDto, toPlanDetailDto, toPlanDto, toStrategyDto } from '../domain/plans/plan-mapper.js';
 import { created, handler, ok, page, type HandlerMap } from '../http/handler.js';
+import { listQuery, optionalTimestamp, parseTimestamp } from '../http/wire.js';
 
 export function planHandlers({ plans }: Services): HandlerMap {
   return {
@@ -22,8 +23,8 @@ export function planHandlers({ plans }: Services): HandlerMap {
       created(toPlanDto(await plans.createPlan(actor, path.workspaceId, body))),
     ),
     listPlans: handler<ListPlansData>(async ({ actor, path, query }) => {
-      const result = await plans.listPlans(actor, path.workspaceId, query);
-      return page(result.items.map(toPlanDto), result.nextCursor);
+      const result = await plans.listPlans(actor, path.workspaceId, listQuery(query));
+      return page(result.items.map(toPlanDto), result.nextAfter);
     }),
     getPlan: handler<GetPlanData>(async ({ actor, path }) => {
       const { plan, bindings } = await plans.getPlan(actor, path.planId);
@@ -34,11 +35,11 @@ export function planHandlers({ plans }: Services): HandlerMap {
     ),
     publishPlan: handler<PublishPlanData>(async ({ actor, path }) => ok(toPlanDto(await plans.publishPlan(actor, path.planId)))),
     createQuotaStrategy: handler<CreateQuotaStrategyData>(async ({ actor, path, body }) =>
-      created(toStrategyDto(await plans.createStrategy(actor, path.workspaceId, body))),
+      created(toStrategyDto(await plans.createStrategy(actor, path.workspaceId, fromCreateStrategyDto(body)))),
     ),
     listPlanStrategies: handler<ListPlanStrategiesData>(async ({ actor, path, query }) => {
-      const result = await plans.listStrategies(actor, path.workspaceId, query);
-      return page(result.items.map(toStrategyDto), result.nextCursor);
+      const result = await plans.listStrategies(actor, path.workspaceId, listQuery(query));
+      return page(result.items.map(toStrategyDto), result.nextAfter);
     }),
     getPlanStrategy: handler<GetPlanStrategyData>(async ({ actor, path }) =>
       ok(toStrategyDto(await plans.getStrategy(actor, path.strategyId))),
@@ -47,14 +48,18 @@ export function planHandlers({ plans }: Services): HandlerMap {
       ok(toStrategyDto(await plans.publishStrategy(actor, path.strategyId))),
     ),
     bindPlanStrategy: handler<BindPlanStrategyData>(async ({ actor, path, body }) =>
-      created(toBindingDto(await plans.bind(actor, path.planId, body))),
+      created(
+        toBindingDto(
+          await plans.bind(actor, path.planId, { strategyId: body.strategyId, effectiveFrom: parseTimestamp(body.effectiveFrom, 'effectiveFrom') }),
+        ),
+      ),
     ),
     listPlanStrategyBindings: handler<ListPlanStrategyBindingsData>(async ({ actor, path, query }) => {
-      const result = await plans.listBindings(actor, path.planId, query);
-      return page(result.items.map(toBindingDto), result.nextCursor);
+      const result = await plans.listBindings(actor, path.planId, listQuery(query));
+      return page(result.items.map(toBindingDto), result.nextAfter);
     }),
     closePlanStrategyBinding: handler<ClosePlanStrategyBindingData>(async ({ actor, path, query }) => {
-      await plans.closeBinding(actor, path.bindingId, query.effectiveAt);
+      await plans.closeBinding(actor, path.bindingId, optionalTimestamp(query.effectiveAt, 'effectiveAt'));
       return ok({ accepted: true });
     }),
   };

@@ -10,18 +10,18 @@ import type {
 } from '../../generated/client/types.gen.js';
 import type { Services } from '../domain/services.js';
 import { toProviderCheckResultDto, toProviderConnectionDto } from '../domain/provider-connections/provider-connection-mapper.js';
-import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../http/handler.js';
+import { listQuery } from '../http/wire.js';
 
-export function providerConnectionHandlers({ providerConnections, config }: Services): HandlerMap {
-  // Read per call: the public URL may be set after the app is built (tests).
-  const dto = (row: Parameters<typeof toProviderConnectionDto>[0]) => toProviderConnectionDto(row, config.publicUrl);
+export function providerConnectionHandlers({ providerConnections }: Services, { publicUrl }: HandlerContext): HandlerMap {
+  const dto = (row: Parameters<typeof toProviderConnectionDto>[0]) => toProviderConnectionDto(row, publicUrl.get());
   return {
     createProviderConnection: handler<CreateProviderConnectionData>(async ({ actor, path, body }) =>
       created(dto(await providerConnections.create(actor, path.workspaceId, body))),
     ),
     listProviderConnections: handler<ListProviderConnectionsData>(async ({ actor, path, query }) => {
-      const result = await providerConnections.list(actor, path.workspaceId, query);
-      return page(result.items.map(dto), result.nextCursor);
+      const result = await providerConnections.list(actor, path.workspaceId, listQuery(query));
+      return page(result.items.map(dto), result.nextAfter);
     }),
     testProviderConnection: handler<TestProviderConnectionData>(async ({ actor, path, body }) =>
       ok(toProviderCheckResultDto(await providerConnections.test(actor, path.workspaceId, body))),

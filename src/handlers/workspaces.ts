@@ -8,6 +8,7 @@ import type {
 import type { Services } from '../domain/services.js';
 import { toWorkspaceDto } from '../domain/workspaces/workspace-mapper.js';
 import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
+import { listQuery } from '../http/wire.js';
 
 export function workspaceHandlers({ workspaces }: Services): HandlerMap {
   return {
@@ -15,8 +16,8 @@ export function workspaceHandlers({ workspaces }: Services): HandlerMap {
       created(toWorkspaceDto(await workspaces.create(actor, body))),
     ),
     listWorkspaces: handler<ListWorkspacesData>(async ({ actor, query }) => {
-      const result = await workspaces.list(actor, query);
-      return page(result.items.map(toWorkspaceDto), result.nextCursor);
+      const result = await workspaces.list(actor, listQuery(query));
+      return page(result.items.map(toWorkspaceDto), result.nextAfter);
     }),
     getWorkspace: handler<GetWorkspaceData>(async ({ actor, path }) =>
       ok(toWorkspaceDto(await workspaces.get(actor, path.workspaceId))),

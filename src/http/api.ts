@@ -18,6 +18,7 @@ import { assertStorable } from '../domain/storable-text.js';
 import type { IdempotencyService } from '../domain/idempotency/idempotency-service.js';
 import type { HandlerMap, HandlerResult } from './handler.js';
 import type { RequestLocals } from './locals.js';
+import type { PublicUrl } from './public-url.js';
 
 const addFormats = addFormatsPkg as unknown as (ajv: unknown) => unknown;
 
@@ -26,8 +27,8 @@ export interface ApiDeps {
   handlers: HandlerMap;
   managementKeys: ManagementKeyService;
   idempotency: IdempotencyService;
-  /** Read per request: tests learn their port after the app is built. */
-  publicUrl: () => string;
+  /** Link headers start with it; known once the server listens. */
+  publicUrl: PublicUrl;
 }
 
 /** All operationIds of a document, in document order. */
@@ -195,7 +196,7 @@ function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps,
   if (result.nextCursor) {
     const cursor = cursorOut(tag?.() ?? '', result.nextCursor);
     res.set('X-Next-Cursor', cursor);
-    res.set('Link', nextLink(deps.publicUrl(), req, cursor));
+    res.set('Link', nextLink(deps.publicUrl.get(), req, cursor));
   }
   res.status(result.status);
   if (result.body === undefined) res.end();

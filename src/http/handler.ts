@@ -4,7 +4,9 @@
  * touch express's `res`: the glue in api.ts writes the answer.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Actor } from '../domain/actor.js';
+import type { Actor, Clock } from '../domain/actor.js';
+import type { PublicUrl } from './public-url.js';
+import { encodeCursor } from './wire.js';
 
 interface DataShape {
   body?: unknown;
@@ -33,6 +35,12 @@ export type Handler = (input: HandlerInput<any>) => Promise<HandlerResult>;
 
 export type HandlerMap = Record<string, Handler>;
 
+/** What handlers read beyond the services: the time DTOs are computed at, and the public URL the URLs they hand out start with. */
+export interface HandlerContext {
+  clock: Clock;
+  publicUrl: PublicUrl;
+}
+
 /** Types a handler by the generated `XxxData` of its operation. */
 export function handler<T extends DataShape>(fn: (input: HandlerInput<T>) => Promise<HandlerResult>): Handler {
   return fn as Handler;
@@ -41,4 +49,9 @@ export function handler<T extends DataShape>(fn: (input: HandlerInput<T>) => Pro
 export const ok = (body: unknown, status = 200): HandlerResult => ({ status, body });
 export const created = (body: unknown): HandlerResult => ({ status: 201, body });
 export const noContent = (): HandlerResult => ({ status: 204 });
-export const page = (items: unknown[], nextCursor: string | null): HandlerResult => ({ status: 200, body: items, nextCursor });
+/** A list's page; `nextAfter` (the domain's position) goes out as an opaque cursor. */
+export const page = (items: unknown[], nextAfter: string | null): HandlerResult => ({
+  status: 200,
+  body: items,
+  nextCursor: nextAfter === null ? null : encodeCursor(nextAfter),
+});

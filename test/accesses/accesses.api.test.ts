@@ -158,7 +158,7 @@ describe('provisionWorkspaceUser', () => {
     const ws = await newWorkspace();
     const { plan } = await activePlan(ws.id);
     const [binding] = (await t.database.db('plan_strategy_bindings').where({ plan_id: plan.id })) as { id: string }[];
-    await t.nexus.services.plans.closeBinding(actor, binding!.id, '2026-10-01T00:00:00Z');
+    await t.nexus.services.plans.closeBinding(actor, binding!.id, new Date('2026-10-01T00:00:00Z'));
     const res = await provisionWorkspaceUser({ client: t.client, path: { workspaceId: ws.id }, body: { externalUserId: 'late', email: 'l@example.com', planId: plan.id } });
     expect(res.response.status).toBe(409);
     expect((res.error as any).error.code).toBe('strategy_not_in_force');
@@ -252,7 +252,7 @@ describe('the access state machine', () => {
     const ws = await newWorkspace();
     const { plan } = await activePlan(ws.id);
     const { access } = await provision(ws.id, plan.id);
-    await t.nexus.db.transaction((tx) => t.nexus.services.accesses.transitionInTx(tx, actor, access.id, 'REVOKED', 'test'));
+    await t.nexus.db.transaction((tx) => t.nexus.services.accesses.transitionInTx(actor, access.id, 'REVOKED', 'test', tx));
     for (const call of [
       () => activateWorkspaceAccess({ client: t.client, path: { accessId: access.id } }),
       () => suspendWorkspaceAccess({ client: t.client, path: { accessId: access.id } }),
@@ -411,7 +411,7 @@ describe('renewWorkspaceAccess', () => {
     const { plan } = await activePlan(ws.id);
     const { access } = await provision(ws.id, plan.id);
     const input = { periodStart: new Date('2026-12-01T00:00:00Z'), periodEnd: new Date('2027-01-01T00:00:00Z'), source: 'billing' as const, externalPeriodKey: 'sub_1:2026-12' };
-    const grant = () => t.nexus.db.transaction((tx) => t.nexus.services.accesses.grantPeriodInTx(tx, actor, access.id, input));
+    const grant = () => t.nexus.db.transaction((tx) => t.nexus.services.accesses.grantPeriodInTx(actor, access.id, input, tx));
     const first = await grant();
     expect(first.created).toBe(true);
     expect(await grant()).toEqual({ periodId: first.periodId, created: false });
@@ -483,7 +483,7 @@ describe('changeAccessPlan', () => {
     const ended = await changeAccessPlan({ client: t.client, path: { accessId: access.id }, body: { planId: b.plan.id, effectiveAt: '2026-11-15T00:00:00Z' } });
     expect(ended.response.status).toBe(400);
     expect((ended.error as any).error.param).toBe('effectiveAt');
-    await t.nexus.db.transaction((tx) => t.nexus.services.accesses.transitionInTx(tx, actor, access.id, 'REVOKED'));
+    await t.nexus.db.transaction((tx) => t.nexus.services.accesses.transitionInTx(actor, access.id, 'REVOKED', undefined, tx));
     const revoked = await changeAccessPlan({ client: t.client, path: { accessId: access.id }, body: { planId: b.plan.id } });
     expect(revoked.response.status).toBe(409);
     expect((revoked.error as any).error).toMatchObject({ code: 'illegal_transition', current_status: 'REVOKED' });
@@ -606,7 +606,7 @@ describe('inference keys', () => {
     const ws = await newWorkspace();
     const { plan } = await activePlan(ws.id);
     const res = await provision(ws.id, plan.id, 'touch', true);
-    const keys = t.nexus.services.inferenceKeys;
+    const keys = t.hooks.inferenceKeys;
     expect(await keys.touchLastRequest(res.apiKeyId!, new Date(START.getTime() + 1000))).toBe(true);
     expect(await keys.touchLastRequest(res.apiKeyId!, new Date(START.getTime() + 30_000))).toBe(false);
     expect(await keys.touchLastRequest(res.apiKeyId!, new Date(START.getTime() + 61_000))).toBe(true);

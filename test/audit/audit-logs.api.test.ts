@@ -12,7 +12,7 @@ import {
 import type { AuditLogDto } from '../../generated/client/types.gen.js';
 import { systemActor, type Clock } from '../../src/domain/actor.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { SECRET_MARKER, startFakeUpstream, testProviderKey, type FakeUpstream } from '../provider-connections/fake-upstream.js';
+import { SECRET_MARKER, startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 
 let t: TestApp;
 let upstream: FakeUpstream;

@@ -215,14 +215,14 @@ export async function deliver(w: BillingWorld, conn: Conn, body: string, signatu
 export async function deliverStripe(w: BillingWorld, conn: Conn, event: { body: string }, opts: { process?: boolean } = {}) {
   const res = await deliver(w, conn, event.body, FakeStripe.sign(event.body, conn.secret, w.clock.now()));
   expect(res.status).toBe(200);
-  if (opts.process !== false) await w.t.nexus.services.billing.processPending();
+  if (opts.process !== false) await w.t.hooks.billingPasses.processPending();
   return res;
 }
 
 export async function deliverPaddle(w: BillingWorld, conn: Conn, event: { body: string }) {
   const res = await deliver(w, conn, event.body, FakePaddle.sign(event.body, conn.secret, w.clock.now()));
   expect(res.status).toBe(200);
-  await w.t.nexus.services.billing.processPending();
+  await w.t.hooks.billingPasses.processPending();
   return res;
 }
 

@@ -253,7 +253,7 @@ describe('disableBillingConnection', () => {
     expect((res.error as any).error.code).toBe('billing_connection_disabled');
     const event = w.stripe.event('customer.subscription.updated', { id: 'sub_unknown', object: 'subscription', status: 'active', items: { data: [] } }, w.clock.now());
     expect((await deliver(w, conn, event.body, FakeStripe.sign(event.body, conn.secret, w.clock.now()))).status).toBe(200);
-    await w.t.nexus.services.billing.processPending();
+    await w.t.hooks.billingPasses.processPending();
     const events = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id } });
     expect(events.data![0]).toMatchObject({ status: 'IGNORED', lastError: 'connection_disabled' });
     const missing = await disableBillingConnection({ client: w.t.client, path: { connectionId: newId() } });
@@ -420,7 +420,7 @@ describe('the webhook receiver', () => {
       expect(res.body.error.message).toContain(reason);
     }
     expect(await w.t.database.db('billing_webhook_events').where({ billing_connection_id: conn.dto.id })).toEqual([]);
-    await w.t.nexus.services.billing.inbox.flushRejections();
+    await w.t.hooks.billingPasses.flushRejections();
     const counts = await w.t.database.db('billing_webhook_rejection_counts').where({ billing_connection_id: conn.dto.id }).orderBy('reason');
     expect(counts.map((r: any) => [r.reason, Number(r.count)])).toEqual([
       ['missing_signature', 1],
@@ -440,7 +440,7 @@ describe('the webhook receiver', () => {
     const bad = FakeStripe.sign(event.body, 'whsec_wrong_secret_123', w.clock.now());
     const flood = async (n: number) => {
       for (let i = 0; i < n; i++) expect((await deliver(w, conn, event.body, bad)).status).toBe(400);
-      await w.t.nexus.services.billing.inbox.flushRejections();
+      await w.t.hooks.billingPasses.flushRejections();
     };
     await flood(30);
     await flood(20);
@@ -497,7 +497,7 @@ describe('the webhook receiver', () => {
       const res = await deliver(w, conn, e.body, FakeStripe.sign(e.body, conn.secret, w.clock.now()));
       expect(res.status).toBe(200);
     }
-    await w.t.nexus.services.billing.processPending();
+    await w.t.hooks.billingPasses.processPending();
     const ignored = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { status: 'IGNORED' } });
     expect(ignored.data!.map((e) => [e.type, e.lastError])).toEqual([
       ['customer.subscription.created', 'unknown_customer'],
@@ -524,7 +524,7 @@ describe('the webhook receiver', () => {
       attempts: 0,
       received_at: w.clock.now(),
     });
-    expect(await w.t.nexus.services.billing.processPending()).toBeGreaterThanOrEqual(1);
+    expect(await w.t.hooks.billingPasses.processPending()).toBeGreaterThanOrEqual(1);
     expect(await w.t.database.db('billing_webhook_events').where({ id }).first()).toMatchObject({ status: 'IGNORED', attempts: 1 });
   });
 });
@@ -536,7 +536,7 @@ describe('listBillingWebhookEvents', () => {
       const e = w.stripe.event(type, { id: 'x' }, w.clock.now());
       await deliver(w, conn, e.body, FakeStripe.sign(e.body, conn.secret, w.clock.now()));
     }
-    await w.t.nexus.services.billing.processPending();
+    await w.t.hooks.billingPasses.processPending();
     const page1 = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { limit: 2 } });
     expect(page1.data).toHaveLength(2);
     const page2 = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { limit: 2, cursor: page1.response.headers.get('x-next-cursor')! } });
@@ -554,7 +554,7 @@ describe('listBillingWebhookEvents', () => {
     const conn = await newConnection(w, workspaceId);
     const e = w.stripe.event('a.three', { id: 'x' }, w.clock.now());
     await deliver(w, conn, e.body, FakeStripe.sign(e.body, conn.secret, w.clock.now()));
-    await w.t.nexus.services.billing.processPending();
+    await w.t.hooks.billingPasses.processPending();
     const [event] = (await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id } })).data!;
     const res = await replayBillingWebhookEvent({ client: w.t.client, path: { eventId: event!.id } });
     expect(res.response.status).toBe(409);

@@ -187,7 +187,7 @@ describe.each<Provider>(['STRIPE', 'PADDLE'])('%s: the billing tick under an arc
     const before = await stateOf(workspaceId, accessId);
 
     w.clock.advance((GRACE_HOURS + 1) * HOUR);
-    expect(await w.t.nexus.services.billing.tick()).toBe(0);
+    expect(await w.t.hooks.billingPasses.tick()).toBe(0);
 
     expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE' });
     expect(await stateOf(workspaceId, accessId)).toEqual(before);
@@ -216,7 +216,7 @@ describe('replayBillingWebhookEvent under an archived workspace', () => {
 
     // The automatic retry does not apply it either: it records why.
     w.clock.advance(3 * 60_000);
-    await w.t.nexus.services.billing.processPending();
+    await w.t.hooks.billingPasses.processPending();
     expect(await w.t.database.db('billing_webhook_events').where({ id: failed.id }).first()).toMatchObject({ status: 'IGNORED', last_error: 'workspace_archived' });
     expect(await stateOf(workspaceId, accessId)).toEqual(before);
     expect(w.stripe.requests.slice(seen)).toEqual([]);

@@ -150,7 +150,7 @@ describe('concurrent deliveries', () => {
       [...events, ...events, ...events, ...events].map((e) => deliverStripe(w, conn, e, { process: false })),
     );
     expect(answers.filter((a) => !a.body.duplicate)).toHaveLength(3);
-    await w.t.nexus.services.billing.processPending();
+    await w.t.hooks.billingPasses.processPending();
     const stored = await w.t.database.db('billing_webhook_events').whereIn('provider_event_id', events.map((e) => e.id));
     expect(stored.map((e: any) => e.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED']);
     expect(await grantRows(w, accessId)).toHaveLength(1);
@@ -263,7 +263,7 @@ describe('automatic retries', () => {
     const event = w.stripe.event('customer.subscription.updated', w.stripe.snapshot(subId), w.clock.now());
     await deliverStripe(w, conn, event);
     const attempts = async () => {
-      await w.t.nexus.services.billing.processPending();
+      await w.t.hooks.billingPasses.processPending();
       return w.t.database.db('billing_webhook_events').where({ provider_event_id: event.id }).first();
     };
     expect(await attempts()).toMatchObject({ status: 'FAILED', attempts: 1 });
@@ -363,10 +363,10 @@ describe('past_due, grace, SUSPENDED, recovered', () => {
     expect(await grantRows(w, accessId)).toHaveLength(2);
 
     w.clock.advance((GRACE_HOURS - 1) * HOUR);
-    await w.t.nexus.services.billing.tick();
+    await w.t.hooks.billingPasses.tick();
     expect((await accessOf(w, accessId)).status).toBe('ACTIVE');
     w.clock.advance(2 * HOUR);
-    await w.t.nexus.services.billing.tick();
+    await w.t.hooks.billingPasses.tick();
     expect((await accessOf(w, accessId)).status).toBe('SUSPENDED');
 
     w.stripe.update(subId, { status: 'active' });
@@ -386,10 +386,10 @@ describe('cancel at period end', () => {
     expect((await accessOf(w, accessId)).status).toBe('ACTIVE');
     expect((await projectionsOf(w, accessId))[0]!.cancelAtPeriodEnd).toBe(true);
     w.clock.set(at(period.end, -60_000));
-    await w.t.nexus.services.billing.tick();
+    await w.t.hooks.billingPasses.tick();
     expect((await accessOf(w, accessId)).status).toBe('ACTIVE');
     w.clock.set(at(period.end, 60_000));
-    await w.t.nexus.services.billing.tick();
+    await w.t.hooks.billingPasses.tick();
     expect((await accessOf(w, accessId)).status).toBe('EXPIRED');
     // Stripe then reports the end; nothing is granted for it.
     w.stripe.update(subId, { status: 'canceled', endedAt: period.end, canceledAt: period.end });

@@ -248,7 +248,7 @@ describe('suspensions: billing lifts its own, never an administrator’s', () =>
     await renewed(subId, period);
     expect(await statusOf(accessId)).toBe('SUSPENDED');
     expect(await grantRows(w, accessId)).toHaveLength(2);
-    await w.t.nexus.services.billing.tick();
+    await w.t.hooks.billingPasses.tick();
     expect(await statusOf(accessId)).toBe('SUSPENDED');
     expect(await billingActivations(accessId)).toEqual([]);
 

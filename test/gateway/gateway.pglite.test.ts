@@ -54,7 +54,6 @@ beforeAll(async () => {
   const config = loadConfig(embeddedEnv(dataDir));
   nexus = await buildApp(config, { logger: createLogger('warn'), skipRootKey: true });
   running = await listen(nexus, 0, '127.0.0.1', 2000);
-  config.publicUrl = running.url;
 }, 120_000);
 afterAll(async () => {
   await running?.shutdown();

@@ -8,12 +8,13 @@ import {
   publishPlan,
 } from '../../generated/client/sdk.gen.js';
 import { createHash } from 'node:crypto';
+import { createIdempotencyRepo } from '../../src/domain/idempotency/idempotency-repo.js';
 import { CLAIM_LOCK_TIMEOUT_MS, createIdempotencyService } from '../../src/domain/idempotency/idempotency-service.js';
 import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from '../../src/domain/security/key-hash.js';
 import { ENV_ROOT_KEY_ID } from '../../src/domain/management-keys/management-key-service.js';
 import { activePlanThrough } from '../support/plans.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { testProviderKey } from '../provider-connections/fake-upstream.js';
+import { testProviderKey } from '../support/fake-upstreams.js';
 
 const START = new Date('2026-11-01T00:00:00.000Z');
 let current = START;
@@ -205,7 +206,7 @@ describe('the request hash', () => {
     // It depends on the server's key: the same request under another encryption key hashes otherwise.
     expect(stored).toBe(idempotency().requestHash('POST', path, body));
     const elsewhere = createIdempotencyService({
-      db: t.database.db,
+      idempotencyRepo: createIdempotencyRepo(t.database.db),
       clock,
       secretBox: t.nexus.services.secretBox,
       requestHasher: createKeyHasher(Buffer.alloc(32, 9), IDEMPOTENCY_HASH_LABEL),

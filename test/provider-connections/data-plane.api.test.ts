@@ -13,7 +13,7 @@ import {
 } from '../../generated/client/sdk.gen.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch } from '../gateway/gateway-support.js';
-import { SECRET_MARKER, startFakeUpstream, testProviderKey, type FakeUpstream } from './fake-upstream.js';
+import { SECRET_MARKER, startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 
 let t: TestApp;
 let openaiUp: FakeUpstream;
@@ -46,7 +46,7 @@ describe('provider connection changes on the data plane', () => {
     const tenant = await createTenant(t, { baseUrl: openaiUp.url, providerKey: oldKey, allowUnmeteredPassthrough: true });
 
     expect((await listModels(tenant.gatewayBaseUrl, tenant.apiKey)).status).toBe(200);
-    expect(openaiUp.received.at(-1)!.headers.authorization).toBe(`Bearer ${oldKey}`);
+    expect(openaiUp.requests.at(-1)!.headers.authorization).toBe(`Bearer ${oldKey}`);
 
     // The provider issues a new key and revokes the old one; the connection is rotated.
     openaiUp.keys.add(newKey);
@@ -56,10 +56,10 @@ describe('provider connection changes on the data plane', () => {
 
     const next = await listModels(tenant.gatewayBaseUrl, tenant.apiKey);
     expect(next.status).toBe(200);
-    expect(next.body.data[0].id).toBe('test-model');
-    expect(openaiUp.received.at(-1)!.headers.authorization).toBe(`Bearer ${newKey}`);
+    expect(next.body.data[0].id).toBe('fake-model');
+    expect(openaiUp.requests.at(-1)!.headers.authorization).toBe(`Bearer ${newKey}`);
     // The inference key never reaches the upstream.
-    expect(JSON.stringify(openaiUp.received.at(-1)!.headers)).not.toContain(tenant.apiKey);
+    expect(JSON.stringify(openaiUp.requests.at(-1)!.headers)).not.toContain(tenant.apiKey);
   });
 
   it('an anthropic connection sends its key as x-api-key, rotated too', async () => {
@@ -69,13 +69,13 @@ describe('provider connection changes on the data plane', () => {
     const tenant = await createTenant(t, { profile: 'anthropic', baseUrl: anthropicUp.url, providerKey: oldKey, allowUnmeteredPassthrough: true });
     const version = { 'anthropic-version': '2023-06-01' };
     expect((await listModels(tenant.gatewayBaseUrl, tenant.apiKey, version)).status).toBe(200);
-    expect(anthropicUp.received.at(-1)!.headers['x-api-key']).toBe(oldKey);
+    expect(anthropicUp.requests.at(-1)!.headers['x-api-key']).toBe(oldKey);
 
     anthropicUp.keys.add(newKey);
     anthropicUp.keys.delete(oldKey);
     await rotateProviderSecret({ client: t.client, path: { providerConnectionId: tenant.connectionId }, body: { apiKey: newKey } });
     expect((await listModels(tenant.gatewayBaseUrl, tenant.apiKey, version)).status).toBe(200);
-    expect(anthropicUp.received.at(-1)!.headers['x-api-key']).toBe(newKey);
+    expect(anthropicUp.requests.at(-1)!.headers['x-api-key']).toBe(newKey);
   });
 
   it('SUSPENDED answers 403 until ACTIVE again; ARCHIVED answers 404 and stays readable', async () => {
@@ -85,11 +85,11 @@ describe('provider connection changes on the data plane', () => {
     const path = { providerConnectionId: tenant.connectionId };
 
     await updateProviderConnection({ client: t.client, path, body: { status: 'SUSPENDED' } });
-    const seen = openaiUp.received.length;
+    const seen = openaiUp.requests.length;
     const suspended = await listModels(tenant.gatewayBaseUrl, tenant.apiKey);
     expect(suspended.status).toBe(403);
     expect(suspended.body.error.code).toBe('connection_suspended');
-    expect(openaiUp.received.length).toBe(seen);
+    expect(openaiUp.requests.length).toBe(seen);
 
     await updateProviderConnection({ client: t.client, path, body: { status: 'ACTIVE' } });
     expect((await listModels(tenant.gatewayBaseUrl, tenant.apiKey)).status).toBe(200);

@@ -11,7 +11,7 @@ import { openProviderApiKey, sealProviderApiKey } from '../../src/domain/provide
 import { createSecretBox, keyIdOf } from '../../src/domain/security/secret-box.js';
 import { newId } from '../../src/ids.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from '../support/test-app.js';
-import { startFakeUpstream, testProviderKey, type FakeUpstream } from './fake-upstream.js';
+import { startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 
 const OLD_KEY = Buffer.from(TEST_ENCRYPTION_KEY, 'base64');
 const NEW_KEY = randomBytes(32);
@@ -38,7 +38,7 @@ describe('encryption key rotation', () => {
     const id = newId();
     const sealed = sealProviderApiKey(createSecretBox(OLD_KEY), id, API_KEY);
     const now = new Date();
-    await t.nexus.services.providerConnectionRepo.insert({
+    await t.hooks.providerConnectionRepo.insert({
       id,
       workspace_id: ws.data!.id,
       name: 'sealed-under-old-key',
@@ -59,7 +59,7 @@ describe('encryption key rotation', () => {
 
     const verified = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: id } });
     expect(verified.data).toMatchObject({ accepted: true, outcome: 'reachable' });
-    expect(upstream.received.at(-1)!.headers.authorization).toBe(`Bearer ${API_KEY}`);
+    expect(upstream.requests.at(-1)!.headers.authorization).toBe(`Bearer ${API_KEY}`);
 
     const rotated = await rotateProviderSecret({ client: t.client, path: { providerConnectionId: id }, body: { apiKey: NEXT_API_KEY } });
     expect(rotated.response.status).toBe(200);

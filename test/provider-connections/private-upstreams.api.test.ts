@@ -15,7 +15,7 @@ import {
 import { newId } from '../../src/ids.js';
 import { sealProviderApiKey } from '../../src/domain/provider-connections/provider-secret.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { startFakeUpstream, testProviderKey, type FakeUpstream } from './fake-upstream.js';
+import { startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 
 let t: TestApp;
 let upstream: FakeUpstream;
@@ -54,7 +54,7 @@ describe('with NEXUS_ALLOW_PRIVATE_UPSTREAMS=false', () => {
     ['unique local IPv6', () => 'http://[fd00:ec2::254]'],
     ['a decimal loopback', () => 'http://2130706433:9'],
   ])('refuses %s on create, test and update, and calls nothing', async (_label, url) => {
-    const seen = upstream.received.length;
+    const seen = upstream.requests.length;
     const body = { name: 'private', protocolProfile: 'openai' as const, baseUrl: url(), apiKey: KEY };
     const created = await createProviderConnection({ client: t.client, path: { workspaceId }, body });
     expect(created.response.status).toBe(400);
@@ -66,7 +66,7 @@ describe('with NEXUS_ALLOW_PRIVATE_UPSTREAMS=false', () => {
     });
     expect(tested.response.status).toBe(400);
     expect(errorOf(tested).code).toBe('private_upstream_refused');
-    expect(upstream.received.length).toBe(seen);
+    expect(upstream.requests.length).toBe(seen);
   });
 
   it('accepts a public address (without calling it) and refuses moving it to a private one', async () => {
@@ -91,7 +91,7 @@ describe('with NEXUS_ALLOW_PRIVATE_UPSTREAMS=false', () => {
       const id = newId();
       const sealed = sealProviderApiKey(t.nexus.services.secretBox, id, KEY);
       const now = new Date();
-      await t.nexus.services.providerConnectionRepo.insert({
+      await t.hooks.providerConnectionRepo.insert({
         id,
         workspace_id: workspaceId,
         name: 'legacy',
@@ -108,12 +108,12 @@ describe('with NEXUS_ALLOW_PRIVATE_UPSTREAMS=false', () => {
         updated_at: now,
         archived_at: null,
       });
-      const seen = upstream.received.length;
+      const seen = upstream.requests.length;
       const res = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: id } });
       expect(res.response.status).toBe(200);
       expect(res.data).toMatchObject({ accepted: false, outcome: 'unreachable' });
       expect(res.data!.message).toMatch(/private/);
-      expect(upstream.received.length).toBe(seen);
+      expect(upstream.requests.length).toBe(seen);
     }
   });
 });

@@ -17,7 +17,7 @@ import { systemActor } from '../../src/domain/actor.js';
 import { openProviderApiKey } from '../../src/domain/provider-connections/provider-secret.js';
 import { keyIdOf } from '../../src/domain/security/secret-box.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { refusedUrl, SECRET_MARKER, startFakeUpstream, testProviderKey, type FakeUpstream } from './fake-upstream.js';
+import { refusedUrl, SECRET_MARKER, startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 
 let t: TestApp;
 let openaiUp: FakeUpstream;
@@ -110,16 +110,17 @@ describe('createProviderConnection', () => {
     expect(fetched.data).toEqual(dto);
   });
 
-  it('computes gatewayBaseUrl from the public URL at call time', async () => {
+  it('computes gatewayBaseUrl from the public URL: NEXUS_PUBLIC_URL, else the address Nexus listens at', async () => {
     const ws = await newWorkspace();
     const conn = await newConnection(ws.id);
-    const before = t.config.publicUrl;
-    t.config.publicUrl = 'https://gateway.example.com';
+    const served = await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+    expect(served.data!.gatewayBaseUrl).toBe(`${t.url}/providers/${conn.id}`);
+    const behindProxy = await t.withEnv({ NEXUS_PUBLIC_URL: 'https://gateway.example.com' });
     try {
-      const got = await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
+      const got = await getProviderConnection({ client: behindProxy.client, path: { providerConnectionId: conn.id } });
       expect(got.data!.gatewayBaseUrl).toBe(`https://gateway.example.com/providers/${conn.id}`);
     } finally {
-      t.config.publicUrl = before;
+      await behindProxy.close();
     }
   });
 
@@ -294,7 +295,7 @@ describe('listProviderConnections', () => {
 describe('testProviderConnection', () => {
   it('calls the openai upstream with Bearer auth and reports an accepted key', async () => {
     const ws = await newWorkspace();
-    const seen = openaiUp.received.length;
+    const seen = openaiUp.requests.length;
     const res = await testProviderConnection({
       client: t.client,
       path: { workspaceId: ws.id },
@@ -303,7 +304,7 @@ describe('testProviderConnection', () => {
     expect(res.response.status).toBe(200);
     expect(res.data).toMatchObject({ accepted: true, outcome: 'reachable', httpStatus: 200 });
     expect(res.data!.latencyMs).toBeGreaterThanOrEqual(0);
-    const req = openaiUp.received.slice(seen);
+    const req = openaiUp.requests.slice(seen);
     expect(req).toHaveLength(1);
     expect(req[0]).toMatchObject({ method: 'GET', url: '/v1/models' });
     expect(req[0]!.headers.authorization).toBe(`Bearer ${OPENAI_KEY}`);
@@ -315,14 +316,14 @@ describe('testProviderConnection', () => {
 
   it('calls the anthropic upstream with x-api-key and anthropic-version', async () => {
     const ws = await newWorkspace();
-    const seen = anthropicUp.received.length;
+    const seen = anthropicUp.requests.length;
     const res = await testProviderConnection({
       client: t.client,
       path: { workspaceId: ws.id },
       body: { protocolProfile: 'anthropic', baseUrl: anthropicUp.url, apiKey: ANTHROPIC_KEY },
     });
     expect(res.data).toMatchObject({ accepted: true, outcome: 'reachable', httpStatus: 200 });
-    const req = anthropicUp.received[seen]!;
+    const req = anthropicUp.requests[seen]!;
     expect(req).toMatchObject({ method: 'GET', url: '/v1/models' });
     expect(req.headers['x-api-key']).toBe(ANTHROPIC_KEY);
     expect(req.headers['anthropic-version']).toBe('2023-06-01');
@@ -361,17 +362,21 @@ describe('testProviderConnection', () => {
     expect(unreachable).toMatchObject({ accepted: false, outcome: 'unreachable' });
     expect(unreachable.httpStatus).toBeUndefined();
 
-    const probeTimeout = t.config.providerProbeTimeoutMs;
-    t.config.providerProbeTimeoutMs = 300;
+    const impatient = await t.withEnv({ NEXUS_PROVIDER_PROBE_TIMEOUT_MS: '300' });
     openaiUp.delayMs = 5000;
     try {
       const started = Date.now();
-      const res = await check({ protocolProfile: 'openai', baseUrl: openaiUp.url, apiKey: OPENAI_KEY });
-      expect(res).toMatchObject({ accepted: false, outcome: 'timeout' });
+      const res = await testProviderConnection({
+        client: impatient.client,
+        path: { workspaceId: ws.id },
+        body: { protocolProfile: 'openai', baseUrl: openaiUp.url, apiKey: OPENAI_KEY },
+      });
+      expect(res.response.status).toBe(200);
+      expect(res.data).toMatchObject({ accepted: false, outcome: 'timeout' });
       expect(Date.now() - started).toBeLessThan(3000);
     } finally {
-      t.config.providerProbeTimeoutMs = probeTimeout;
       openaiUp.delayMs = 0;
+      await impatient.close();
     }
   });
 
@@ -524,7 +529,7 @@ describe('updateProviderConnection and archiveProviderConnection', () => {
         const check = await verifyProviderConnection({ client: t.clientWith(key), path: { providerConnectionId: conn.id } });
         track(check, 'provider_connection.verified', conn.id);
         expect(check.data).toMatchObject({ accepted: true, outcome: 'reachable' });
-        expect(attacker.received).toEqual([]);
+        expect(attacker.requests).toEqual([]);
       } finally {
         await attacker.close();
       }
@@ -562,7 +567,7 @@ describe('updateProviderConnection and archiveProviderConnection', () => {
       const check = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
       track(check, 'provider_connection.verified', conn.id);
       expect(check.data).toMatchObject({ accepted: true, outcome: 'reachable' });
-      expect(target.received.map((r) => r.headers.authorization)).toEqual([`Bearer ${newKey}`]);
+      expect(target.requests.map((r) => r.headers.authorization)).toEqual([`Bearer ${newKey}`]);
     } finally {
       await target.close();
     }
@@ -649,13 +654,13 @@ describe('verifyProviderConnection', () => {
   it('probes with the stored key and sets lastVerifiedAt on success', async () => {
     const ws = await newWorkspace();
     const conn = await newConnection(ws.id);
-    const seen = openaiUp.received.length;
+    const seen = openaiUp.requests.length;
     const started = Date.now();
     const res = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
     expect(res.response.status).toBe(200);
     track(res, 'provider_connection.verified', conn.id);
     expect(res.data).toMatchObject({ accepted: true, outcome: 'reachable', httpStatus: 200 });
-    expect(openaiUp.received[seen]!.headers.authorization).toBe(`Bearer ${OPENAI_KEY}`);
+    expect(openaiUp.requests[seen]!.headers.authorization).toBe(`Bearer ${OPENAI_KEY}`);
     const got = await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
     expect(got.data!.lastVerifiedAt).toBe(res.data!.checkedAt);
     expect(Date.parse(got.data!.lastVerifiedAt!)).toBeGreaterThanOrEqual(started - 1000);
@@ -697,11 +702,11 @@ describe('verifyProviderConnection', () => {
     const archivedWs = await archiveWorkspace({ client: t.client, path: { workspaceId: ws.id } });
     track(archivedWs, 'workspace.archived', ws.id);
     const before = await t.database.db('provider_connections').where({ id: conn.id }).first();
-    const seen = openaiUp.received.length;
+    const seen = openaiUp.requests.length;
     const res = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
     expect(res.response.status).toBe(409);
     expect(errorOf(res)).toMatchObject({ code: 'workspace_archived', type: 'conflict_error' });
-    expect(openaiUp.received.slice(seen)).toEqual([]);
+    expect(openaiUp.requests.slice(seen)).toEqual([]);
     expect(await t.database.db('provider_connections').where({ id: conn.id }).first()).toEqual(before);
     expect(await t.database.db('audit_logs').where({ resource_id: conn.id, action: 'provider_connection.verified' })).toEqual([]);
   });
@@ -744,11 +749,11 @@ describe('rotateProviderSecret', () => {
     expect(JSON.stringify(after)).not.toContain(SECRET_MARKER);
     expect(openProviderApiKey(t.nexus.services.secretBox, after)).toBe(newKey);
 
-    const seen = openaiUp.received.length;
+    const seen = openaiUp.requests.length;
     const check = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
     track(check, 'provider_connection.verified', conn.id);
     expect(check.data).toMatchObject({ accepted: true, outcome: 'reachable' });
-    expect(openaiUp.received[seen]!.headers.authorization).toBe(`Bearer ${newKey}`);
+    expect(openaiUp.requests[seen]!.headers.authorization).toBe(`Bearer ${newKey}`);
 
     const audit = await t.database.db('audit_logs').where({ request_id: res.response.headers.get('x-request-id') }).first();
     expect(audit).toMatchObject({ action: 'provider_connection.secret_rotated', resource_id: conn.id, workspace_id: ws.id });

@@ -8,14 +8,14 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createQuotaRepo } from '../../src/domain/quota/quota-repo.js';
-import type { Services } from '../../src/domain/services.js';
+import { fromCreateStrategyDto } from '../../src/domain/plans/plan-mapper.js';
 import { chargeOnLease, leaseUnits, useUnits, type PeriodRef } from '../support/quota-use.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 import { actor, provisionAccess, servicesFor } from './quota-fixture.js';
 
 const DAY = 86_400_000;
 let database: TestDatabase;
-let services: Services;
+let services: ReturnType<typeof servicesFor>;
 let start: Date;
 let current: Date;
 
@@ -37,7 +37,7 @@ let seq = 0;
 /** An access on a plan of `quotaUnits` (30-day-ish month from now) and another plan of `otherUnits` in its workspace. */
 async function accessWithPlans(quotaUnits: string, otherUnits: string) {
   const a = await provisionAccess(services, { quotaUnits }, `carry-${++seq}`);
-  const s = await services.plans.createStrategy(actor, a.workspace.id, {
+  const s = await services.plans.createStrategy(actor, a.workspace.id, fromCreateStrategyDto({
     key: 'other',
     resetInterval: 'MONTH',
     quotaUnits: otherUnits,
@@ -45,10 +45,10 @@ async function accessWithPlans(quotaUnits: string, otherUnits: string) {
     outputMultiplierPpm: '1000000',
     cachedInputMultiplierPpm: '1000000',
     maxOutputTokens: 1000,
-  });
+  }));
   await services.plans.publishStrategy(actor, s.id);
   const other = await services.plans.createPlan(actor, a.workspace.id, { key: 'other', name: 'Other', billingInterval: 'MONTH' });
-  await services.plans.bind(actor, other.id, { strategyId: s.id, effectiveFrom: new Date(0).toISOString() });
+  await services.plans.bind(actor, other.id, { strategyId: s.id, effectiveFrom: new Date(0) });
   await services.plans.publishPlan(actor, other.id);
   return { ...a, other };
 }

@@ -23,7 +23,7 @@ import {
 } from '../../generated/client/sdk.gen.js';
 import { runDir } from '../support/paths.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { refusedUrl, startFakeUpstream, testProviderKey, type FakeUpstream } from '../provider-connections/fake-upstream.js';
+import { refusedUrl, startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { findSecretLeaks, recordFiles, SECRET_MARKER } from './secret-marker.js';
 
 let t: TestApp;
@@ -114,7 +114,7 @@ describe('the secret scan', () => {
     await listAuditLogs({ client: t.client, path: { workspaceId } });
 
     // The keys did travel, to the upstreams only.
-    const sent = [...openaiUp.received, ...anthropicUp.received].map((r) => JSON.stringify(r.headers));
+    const sent = [...openaiUp.requests, ...anthropicUp.requests].map((r) => JSON.stringify(r.headers));
     expect(sent.some((h) => h.includes(keys.openai))).toBe(true);
     expect(sent.some((h) => h.includes(keys.rotated))).toBe(true);
     expect(sent.some((h) => h.includes(keys.anthropic))).toBe(true);

@@ -2,6 +2,7 @@ import { expect, it } from 'vitest';
 import { loadContract } from '../../src/app.js';
 import { createApi, operationIdsOf } from '../../src/http/api.js';
 import type { HandlerMap } from '../../src/http/handler.js';
+import { createPublicUrl } from '../../src/http/public-url.js';
 
 const contract = loadContract();
 
@@ -92,7 +93,7 @@ it('refuses to start when an operation of the contract has no handler, naming it
     handlers,
     managementKeys: {} as never,
     idempotency: {} as never,
-    publicUrl: () => 'http://127.0.0.1',
+    publicUrl: createPublicUrl({ publicUrl: undefined, host: '127.0.0.1', port: 8080 }),
   };
   expect(() => createApi(deps)).toThrow(/operations without a handler: getPlan\b/);
 });

@@ -1,9 +1,15 @@
 /**
- * Real upstream providers on 127.0.0.1 for gateway tests and the benchmark:
- * an OpenAI-style server (chat completions, completions, embeddings, responses,
- * models) and an Anthropic-style one (messages), each answering JSON or SSE with
- * deterministic usage, checking the credential it receives the way the real one
- * does, and recording every request it saw.
+ * Real upstream providers on 127.0.0.1 for the tests and the benchmark: an
+ * OpenAI-style server (chat completions, completions, embeddings, responses,
+ * models) and an Anthropic-style one (messages, models), each answering JSON or
+ * SSE with deterministic usage, checking the credential it receives the way the
+ * real one does (openai `Authorization: Bearer`, anthropic `x-api-key` with
+ * `anthropic-version`) against a set of keys that tests may change while it runs
+ * (rotation), and recording every request it saw.
+ *
+ * Per-server behaviour, set on the upstream: `delayMs` (every answer waits that
+ * long), `forceStatus` (every request gets that status), `forceBody` (every request
+ * gets a 200 with that content type and body: not a provider).
  *
  * Per-request behaviour, chosen by request headers (the gateway forwards them):
  *   x-fake-fault: reset     the connection is destroyed after two stream events (or before a JSON body)
@@ -17,9 +23,18 @@
  *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
  *   x-fake-response-id: a responses API answer's id (JSON-decoded, so it may hold any character)
  */
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { gzipSync } from 'node:zlib';
+import { SECRET_MARKER } from '../security/secret-marker.js';
 import { closeServer, listenLocal } from './local-server.js';
+
+export { SECRET_MARKER };
+
+/** A provider key marked for the run-wide secret scan. */
+export function testProviderKey(label = 'key'): string {
+  return `${SECRET_MARKER}-${label}-${randomBytes(12).toString('base64url')}`;
+}
 
 export interface SeenRequest {
   method: string;
@@ -31,10 +46,26 @@ export interface SeenRequest {
 export interface FakeUpstream {
   url: string;
   requests: SeenRequest[];
+  /** The keys it accepts. */
+  keys: Set<string>;
+  /** When set, every answer waits this long (timeout tests). */
+  delayMs: number;
+  /** When set, every request gets this status (unexpected answers). */
+  forceStatus: number | undefined;
+  /** When set, every request gets a 200 with this content type and body (not a provider). */
+  forceBody: { contentType: string; body: string } | undefined;
   /** Requests currently being answered (streams included). */
   open(): number;
   close(): Promise<void>;
 }
+
+/** The key it accepts (`apiKey`), or several (`apiKeys`, none: it refuses every key). */
+export interface UpstreamKeys {
+  apiKey?: string;
+  apiKeys?: string[];
+}
+
+const keysOf = (options: UpstreamKeys) => new Set(options.apiKeys ?? (options.apiKey !== undefined ? [options.apiKey] : []));
 
 interface UsageSpec {
   input: number;
@@ -110,14 +141,25 @@ async function stream(req: IncomingMessage, res: ServerResponse, events: string[
   res.end();
 }
 
-async function serve(handler: (req: IncomingMessage, res: ServerResponse, body: string) => Promise<void> | void): Promise<FakeUpstream> {
-  const requests: SeenRequest[] = [];
+async function serve(
+  keys: Set<string>,
+  handler: (req: IncomingMessage, res: ServerResponse, body: string, keys: Set<string>) => Promise<void> | void,
+): Promise<FakeUpstream> {
   let inflight = 0;
   const server: Server = createServer(async (req, res) => {
     inflight++;
     res.on('close', () => inflight--);
     const body = await readBody(req);
-    requests.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+    upstream.requests.push({ method: req.method!, url: req.url!, headers: req.headers, body });
+    if (upstream.delayMs > 0) {
+      await new Promise((resolve) => setTimeout(resolve, upstream.delayMs).unref());
+      if (res.destroyed) return;
+    }
+    if (upstream.forceStatus) return json(res, upstream.forceStatus, { error: { message: 'forced' } });
+    if (upstream.forceBody) {
+      res.writeHead(200, { 'content-type': upstream.forceBody.contentType });
+      return res.end(upstream.forceBody.body);
+    }
     const fault = req.headers['x-fake-fault'];
     if (fault === 'hang') return; // never answers; the socket closes with the server
     if (fault === 'status-429' || fault === 'status-500') {
@@ -129,25 +171,37 @@ async function serve(handler: (req: IncomingMessage, res: ServerResponse, body: 
       return res.end();
     }
     try {
-      await handler(req, res, body);
+      await handler(req, res, body, upstream.keys);
     } catch (err) {
       if (!res.headersSent) json(res, 500, { error: { message: String(err) } });
     }
   });
   server.keepAliveTimeout = 60_000;
-  return { url: await listenLocal(server), requests, open: () => inflight, close: () => closeServer(server) };
+  const upstream: FakeUpstream = {
+    url: await listenLocal(server),
+    requests: [],
+    keys,
+    delayMs: 0,
+    forceStatus: undefined,
+    forceBody: undefined,
+    open: () => inflight,
+    close: () => closeServer(server),
+  };
+  return upstream;
 }
 
-/** OpenAI-style: `Authorization: Bearer <apiKey>`. */
-export function startOpenAiUpstream(options: { apiKey: string }): Promise<FakeUpstream> {
-  return serve(async (req, res, raw) => {
-    if (req.headers.authorization !== `Bearer ${options.apiKey}`) {
+const MODELS = { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 0, owned_by: 'fake' }] };
+
+/** OpenAI-style: `Authorization: Bearer <key>`. */
+export function startOpenAiUpstream(options: UpstreamKeys): Promise<FakeUpstream> {
+  return serve(keysOf(options), async (req, res, raw, keys) => {
+    const presented = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    if (presented === undefined || !keys.has(presented)) {
+      // Like the real providers: no echo of the key presented.
       return json(res, 401, { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } });
     }
     const path = (req.url ?? '').split('?')[0];
-    if (req.method === 'GET' && path === '/v1/models') {
-      return json(res, 200, { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 0, owned_by: 'fake' }] });
-    }
+    if (req.method === 'GET' && path === '/v1/models') return json(res, 200, MODELS);
     if (req.method === 'DELETE' && path?.startsWith('/v1/files/')) {
       return json(res, 200, { id: path.slice('/v1/files/'.length), object: 'file', deleted: true });
     }
@@ -247,16 +301,18 @@ export function startOpenAiUpstream(options: { apiKey: string }): Promise<FakeUp
   });
 }
 
-/** Anthropic-style: `x-api-key: <apiKey>` and an `anthropic-version` header. */
-export function startAnthropicUpstream(options: { apiKey: string }): Promise<FakeUpstream> {
-  return serve(async (req, res, raw) => {
-    if (req.headers['x-api-key'] !== options.apiKey || req.headers.authorization) {
+/** Anthropic-style: `x-api-key: <key>` and an `anthropic-version` header. */
+export function startAnthropicUpstream(options: UpstreamKeys): Promise<FakeUpstream> {
+  return serve(keysOf(options), async (req, res, raw, keys) => {
+    const presented = req.headers['x-api-key'];
+    if (typeof presented !== 'string' || !keys.has(presented) || req.headers.authorization) {
       return json(res, 401, { type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key' } });
     }
     if (!req.headers['anthropic-version']) {
       return json(res, 400, { type: 'error', error: { type: 'invalid_request_error', message: 'anthropic-version header is required' } });
     }
     const path = (req.url ?? '').split('?')[0];
+    if (req.method === 'GET' && path === '/v1/models') return json(res, 200, MODELS);
     if (req.method !== 'POST' || path !== '/v1/messages') {
       return json(res, 404, { type: 'error', error: { type: 'not_found_error', message: `no route ${req.method} ${path}` } });
     }
@@ -298,6 +354,11 @@ export function startAnthropicUpstream(options: { apiKey: string }): Promise<Fak
     events.push(ev('message_stop', {}));
     return stream(req, res, events);
   });
+}
+
+/** An upstream of either profile accepting these keys (the provider connection tests). */
+export function startFakeUpstream(profile: 'openai' | 'anthropic', keys: string[]): Promise<FakeUpstream> {
+  return profile === 'openai' ? startOpenAiUpstream({ apiKeys: keys }) : startAnthropicUpstream({ apiKeys: keys });
 }
 
 export { refusedUrl } from './local-server.js';

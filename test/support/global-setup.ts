@@ -5,7 +5,7 @@
  */
 import { mkdirSync, rmSync } from 'node:fs';
 import pg from 'pg';
-import { printContractCoverage } from './coverage.js';
+import { printContractCoverage } from '../../scripts/test-records.js';
 import { findSecretLeaks, recordFiles, SECRET_MARKER } from '../security/secret-marker.js';
 import { runDir } from './paths.js';
 

@@ -3,12 +3,17 @@
  * with a generated client that sends the root Management Key and validates every
  * response against the contract. Log lines are captured (and recorded for the
  * run-wide secret scan).
+ *
+ * The Config is built from `env` once and frozen: a test that needs another setting
+ * starts a Nexus with it (`t.withEnv({...})`, on the same database), never assigns to it.
  */
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Transport from 'winston-transport';
 import { buildApp, listen, type NexusApp, type Overrides, type RunningServer } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
+import { systemClock } from '../../src/domain/actor.js';
+import { createDomain, type TestHooks } from '../../src/domain/services.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { createClient, type Client } from '../../generated/client/client/index.js';
 import { contractFetch } from './contract.js';
@@ -44,15 +49,25 @@ export interface TestApp {
   fetch: typeof fetch;
   logs: string[];
   running: RunningServer;
+  /**
+   * What only tests reach: the billing pass's steps run on demand, and repositories to seed rows
+   * the API cannot make. The app itself never exposes them (src/domain/services.ts).
+   */
+  hooks: TestHooks;
+  /** Another Nexus on this one's database, with these variables added to its environment (close it). */
+  withEnv(env: Record<string, string>): Promise<TestApp>;
   close(): Promise<void>;
 }
 
-export interface TestAppOptions extends Omit<Overrides, 'db' | 'logger'> {
+export interface TestAppOptions extends Omit<Overrides, 'db' | 'logger' | 'domain'> {
   env?: Record<string, string>;
+  /** Serve this database (another app's) instead of a new one; close() leaves it. */
+  database?: TestDatabase;
 }
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
-  const database = await createTestDatabase();
+  const shared = options.database;
+  const database = shared ?? (await createTestDatabase());
   const config = loadConfig({
     NODE_ENV: 'test',
     PORT: '0',
@@ -66,11 +81,16 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   });
   const logs: string[] = [];
   const logger = createLogger('info', [new CaptureTransport(logs)]);
-  const { env: _env, ...overrides } = options;
-  const nexus = await buildApp(config, { ...overrides, db: database.db, logger, skipMigrations: true, skipRootKey: true });
+  const { env: _env, database: _database, ...overrides } = options;
+  const domain = createDomain({
+    db: database.db,
+    config,
+    clock: options.clock ?? systemClock,
+    logger,
+    fetch: options.fetch ?? globalThis.fetch,
+  });
+  const nexus = await buildApp(config, { ...overrides, db: database.db, logger, domain, skipMigrations: true, skipRootKey: true });
   const running = await listen(nexus, 0, '127.0.0.1', 2000);
-  // gatewayBaseUrl and webhookUrl are computed from the public URL: point it at this server.
-  config.publicUrl = running.url;
   const checkedFetch = contractFetch();
   const clientWith = (token: string | undefined) =>
     createClient({
@@ -88,9 +108,11 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     fetch: checkedFetch,
     logs,
     running,
+    hooks: domain.testHooks,
+    withEnv: (env) => startTestApp({ ...options, env: { ...options.env, ...env }, database }),
     async close() {
       await running.shutdown();
-      await database.drop();
+      if (!shared) await database.drop();
     },
   };
 }

@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -26,8 +27,8 @@ async function newWorkspace(name = 'ws') {
   return res.data!;
 }
 
-async function rawPost(path: string, body: string, headers: Record<string, string> = {}) {
-  const res = await t.fetch(`${t.url}${path}`, {
+async function rawPost(path: string, body: string, headers: Record<string, string> = {}, base = t.url) {
+  const res = await t.fetch(`${base}${path}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json', ...headers },
     body,
@@ -282,20 +283,20 @@ describe('listWorkspaces', () => {
     expect(() => loadConfig({ ...env, NEXUS_PUBLIC_URL: 'https://gw.example.com/nexus?x=1' }, () => {})).toThrow(
       'NEXUS_PUBLIC_URL must be an http(s) origin, optionally with a path prefix',
     );
-    const served = t.config.publicUrl;
-    t.config.publicUrl = publicUrl;
+    const proxied = await t.withEnv({ NEXUS_PUBLIC_URL: 'https://gw.example.com/nexus/' });
+    expect(proxied.config.publicUrl).toBe(publicUrl);
     try {
       for (let i = 0; i < 2; i++) await newWorkspace(`prefixed-${i}`);
-      const page = await listWorkspaces({ client: t.client, query: { limit: 1 } });
+      const page = await listWorkspaces({ client: proxied.client, query: { limit: 1 } });
       expect(page.response.headers.get('link')).toMatch(/^<https:\/\/gw\.example\.com\/nexus\/admin\/v1\/workspaces\?limit=1&cursor=[^>]+>; rel="next"$/);
       const ws = await newWorkspace('prefixed');
       const conn = await rawPost(`/admin/v1/workspaces/${ws.id}/provider-connections`, JSON.stringify({
         name: 'behind a proxy', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: 'sk-prefixed-0123456789',
-      }));
+      }), {}, proxied.url);
       expect(conn.status).toBe(201);
       expect(conn.body.gatewayBaseUrl).toBe(`https://gw.example.com/nexus/providers/${conn.body.id}`);
     } finally {
-      t.config.publicUrl = served;
+      await proxied.close();
     }
   });
 
@@ -441,6 +442,45 @@ describe('the spine', () => {
     const metrics = await (await fetch(`${t.url}/metrics`)).text();
     expect(metrics).toMatch(/nexus_http_requests_total\{operation="createWorkspace",method="POST",status="201"\} \d+/);
     expect(metrics).toContain('nexus_http_request_duration_seconds_bucket');
+  });
+
+  it('the contract and the API reference name the server to call: NEXUS_PUBLIC_URL, else the origin the request was sent to', async () => {
+    /** GET with the Host header a client behind some name would send. */
+    const getAs = (host: string, path: string) =>
+      new Promise<string>((resolve, reject) => {
+        const { hostname, port } = new URL(t.url);
+        http
+          .get({ hostname, port, path, headers: { host } }, (res) => {
+            let text = '';
+            res.setEncoding('utf8');
+            res.on('data', (chunk: string) => (text += chunk));
+            res.on('end', () => resolve(text));
+          })
+          .on('error', reject);
+      });
+    const served = (await (await fetch(`${t.url}/openapi.json`)).json()) as any;
+    expect(served.servers).toEqual([{ url: t.url, description: 'This Nexus' }]);
+    expect(await (await fetch(`${t.url}/docs`)).text()).toContain(`data-url="${t.url}/openapi.json"`);
+
+    const byName = JSON.parse(await getAs('nexus.example.test:9999', '/openapi.json'));
+    expect(byName.servers[0].url).toBe('http://nexus.example.test:9999');
+    const docsByName = await getAs('nexus.example.test:9999', '/docs');
+    expect(docsByName).toContain('data-url="http://nexus.example.test:9999/openapi.json"');
+    expect(docsByName).toContain('&quot;url&quot;:&quot;http://nexus.example.test:9999&quot;');
+    // A Host header that names no host is not echoed into the document.
+    expect(JSON.parse(await getAs('evil"><script>', '/openapi.json')).servers[0].url).toBe(t.url);
+
+    const configured = await t.withEnv({ NEXUS_PUBLIC_URL: 'https://gw.example.com/nexus' });
+    try {
+      expect(JSON.parse(await getAs('nexus.example.test:9999', '/openapi.json')).servers[0].url).toBe('http://nexus.example.test:9999');
+      const doc = (await (await fetch(`${configured.url}/openapi.json`)).json()) as any;
+      expect(doc.servers).toEqual([{ url: 'https://gw.example.com/nexus', description: 'This Nexus' }]);
+      const docs = await (await fetch(`${configured.url}/docs`)).text();
+      expect(docs).toContain('data-url="https://gw.example.com/nexus/openapi.json"');
+      expect(docs).toContain('src="https://gw.example.com/nexus/docs/standalone.js"');
+    } finally {
+      await configured.close();
+    }
   });
 
   it('logs one JSON line per request with id, status and duration, and never a credential', async () => {

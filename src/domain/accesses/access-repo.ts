@@ -1,6 +1,7 @@
 /** All SQL of workspace_users and workspace_accesses. */
 import type { Knex } from 'knex';
 import type { Queryable } from '../../db/database.js';
+import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 import type { AccessRow, AccessStatus, AccessView, WorkspaceUserRow } from './access-types.js';
 
@@ -18,6 +19,7 @@ export interface AccessFilter extends PageRequest {
 }
 
 export function createAccessRepo(db: Queryable) {
+  const accesses = table<AccessRow>(db, 'workspace_accesses', { json: ['metadata'] });
   return {
     /** Inserts the user unless (workspace, externalUserId) exists; undefined when it did. */
     async insertUserIfAbsent(row: WorkspaceUserRow, q: Queryable = db): Promise<WorkspaceUserRow | undefined> {
@@ -33,10 +35,7 @@ export function createAccessRepo(db: Queryable) {
       return q('workspace_users').where({ workspace_id: workspaceId, external_user_id: externalUserId }).first();
     },
 
-    async insertAccess(row: AccessRow, q: Queryable = db): Promise<AccessRow> {
-      const [created] = await q('workspace_accesses').insert({ ...row, metadata: JSON.stringify(row.metadata) }).returning('*');
-      return created as AccessRow;
-    },
+    insertAccess: accesses.insert,
 
     async findView(id: string, q: Queryable = db): Promise<AccessView | undefined> {
       return viewQuery(q).where('a.id', id).first();
@@ -47,13 +46,8 @@ export function createAccessRepo(db: Queryable) {
     },
 
     /** Locks the access row: every change of one access is serialised on it. */
-    async lock(id: string, q: Queryable): Promise<AccessRow | undefined> {
-      return q('workspace_accesses').where({ id }).forUpdate().first();
-    },
-
-    async update(id: string, patch: Partial<AccessRow>, q: Queryable = db): Promise<void> {
-      await q('workspace_accesses').where({ id }).update(patch);
-    },
+    lock: accesses.findByIdForUpdate,
+    update: accesses.updateById,
 
     async list(filter: AccessFilter, q: Queryable = db): Promise<Page<AccessView>> {
       const query = viewQuery(q).where('a.workspace_id', filter.workspaceId);

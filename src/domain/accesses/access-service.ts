@@ -97,7 +97,7 @@ export function createAccessService(deps: {
   }
 
   /** Locks the access for the rest of the transaction, after the visibility check. */
-  async function lockVisible(tx: Queryable, actor: Actor, accessId: string): Promise<AccessRow> {
+  async function lockVisible(actor: Actor, accessId: string, tx: Queryable): Promise<AccessRow> {
     const access = await accessRepo.lock(accessId, tx);
     if (!access) throw new AppError('access_not_found', 'Workspace access not found');
     assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
@@ -105,7 +105,7 @@ export function createAccessService(deps: {
   }
 
   /** A plan of the access's workspace that new periods may use. */
-  async function activePlanOf(tx: Queryable, actor: Actor, workspaceId: string, planId: string): Promise<PlanRow> {
+  async function activePlanOf(actor: Actor, workspaceId: string, planId: string, tx: Queryable): Promise<PlanRow> {
     const plan = await plans.loadPlan(actor, planId, tx).catch((err: unknown) => {
       if (err instanceof AppError && err.code === 'plan_not_found') throw new AppError('plan_not_found', 'Plan not found', { param: 'planId' });
       throw err;
@@ -117,7 +117,7 @@ export function createAccessService(deps: {
     return plan;
   }
 
-  async function inForce(tx: Queryable, plan: PlanRow, at: Date) {
+  async function inForce(plan: PlanRow, at: Date, tx: Queryable) {
     const found = await plans.strategyInForce(plan.id, at, tx);
     if (!found) {
       throw new AppError('strategy_not_in_force', `Plan '${plan.key}' has no quota strategy in force at ${at.toISOString()}`, {
@@ -127,38 +127,39 @@ export function createAccessService(deps: {
     return found.strategy;
   }
 
-  async function setStatus(tx: Queryable, actor: Actor, access: AccessRow, to: AccessStatus, reason: string | undefined): Promise<void> {
+  async function setStatus(actor: Actor, access: AccessRow, to: AccessStatus, reason: string | undefined, tx: Queryable): Promise<void> {
     // Remembered so that a renewal restores the suspension, and knows whose it was.
     if (access.status === 'SUSPENDED' && to === 'EXPIRED') reason = expiredWhileSuspended(reason ?? 'expired', access.status_reason);
     await accessRepo.update(access.id, { status: to, status_reason: reason ?? null, updated_at: clock.now() }, tx);
-    await audit.record(tx, actor, {
+    await audit.record(actor, {
       action: STATUS_ACTION[to],
       resourceType: 'workspace_access',
       resourceId: access.id,
       workspaceId: access.workspace_id,
       changes: { from: access.status, status: to, ...(reason ? { reason } : {}) },
-    });
+    }, tx);
     access.status = to;
     access.status_reason = reason ?? null;
   }
 
   /** Applies a due expiry to a locked access (lazily, on every touch of it). */
-  async function expireIfDue(tx: Queryable, access: AccessRow): Promise<void> {
+  async function expireIfDue(access: AccessRow, tx: Queryable): Promise<void> {
     const now = clock.now();
     const last = await quotaRepo.latestPeriod(access.id, tx);
     if (isExpiryDue(access, last?.period_end, now)) {
       const cause = access.access_ends_at && access.access_ends_at <= now ? 'access_ended' : 'period_ended';
-      await setStatus(tx, systemActor(EXPIRY_ACTOR), access, 'EXPIRED', cause);
+      await setStatus(systemActor(EXPIRY_ACTOR), access, 'EXPIRED', cause, tx);
     }
   }
 
   async function insertPeriod(
-    tx: Queryable,
     access: { id: string; workspace_id: string },
-    values: Pick<QuotaPeriodRow, 'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'source'> & {
+    values: Pick<QuotaPeriodRow,
+    'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'source'> & {
       external_period_key?: string | null;
       cycle_start?: Date;
     },
+    tx: Queryable,
   ): Promise<QuotaPeriodRow> {
     return quotaRepo.insertPeriod(
       {
@@ -177,17 +178,17 @@ export function createAccessService(deps: {
   }
 
   /** Opens the first period [now, now + resetInterval) from the plan's strategy in force now. */
-  async function openFirstPeriod(tx: Queryable, access: AccessRow, plan: PlanRow): Promise<QuotaPeriodRow> {
+  async function openFirstPeriod(access: AccessRow, plan: PlanRow, tx: Queryable): Promise<QuotaPeriodRow> {
     const now = clock.now();
-    const strategy = await inForce(tx, plan, now);
-    return insertPeriod(tx, access, {
+    const strategy = await inForce(plan, now, tx);
+    return insertPeriod(access, {
       plan_id: plan.id,
       quota_strategy_id: strategy.id,
       period_start: now,
       period_end: addInterval(now, strategy.reset_interval),
       granted_units: strategy.quota_units,
       source: 'provision',
-    });
+    }, tx);
   }
 
   /**
@@ -199,9 +200,9 @@ export function createAccessService(deps: {
     return suspension === null ? ['ACTIVE', 'renewed'] : ['SUSPENDED', suspension || 'renewed'];
   }
 
-  async function transitionInTx(tx: Queryable, actor: Actor, accessId: string, to: AccessStatus, reason?: string): Promise<AccessRow> {
-    const access = await lockVisible(tx, actor, accessId);
-    await expireIfDue(tx, access);
+  async function transitionInTx(actor: Actor, accessId: string, to: AccessStatus, reason: string | undefined, tx: Queryable): Promise<AccessRow> {
+    const access = await lockVisible(actor, accessId, tx);
+    await expireIfDue(access, tx);
     if (access.status === to) return access;
     if (!canTransition(access.status, to)) {
       throw new AppError('illegal_transition', `A ${access.status} access cannot become ${to}`, { current_status: access.status });
@@ -218,11 +219,11 @@ export function createAccessService(deps: {
             current_status: access.status,
           });
         }
-        const plan = await activePlanOf(tx, actor, access.workspace_id, access.plan_id);
-        await openFirstPeriod(tx, access, plan);
+        const plan = await activePlanOf(actor, access.workspace_id, access.plan_id, tx);
+        await openFirstPeriod(access, plan, tx);
       }
     }
-    await setStatus(tx, actor, access, to, reason);
+    await setStatus(actor, access, to, reason, tx);
     return access;
   }
 
@@ -232,14 +233,14 @@ export function createAccessService(deps: {
    * suspension held it becomes SUSPENDED again once a period covers now, as a renewal makes it.
    * Returns the status the access is left in.
    */
-  async function resumeForBillingInTx(tx: Queryable, actor: Actor, accessId: string, reason: string): Promise<AccessStatus> {
-    const access = await lockVisible(tx, actor, accessId);
-    await expireIfDue(tx, access);
-    if (suspensionHolder(access) !== 'admin') return (await transitionInTx(tx, actor, accessId, 'ACTIVE', reason)).status;
+  async function resumeForBillingInTx(actor: Actor, accessId: string, reason: string, tx: Queryable): Promise<AccessStatus> {
+    const access = await lockVisible(actor, accessId, tx);
+    await expireIfDue(access, tx);
+    if (suspensionHolder(access) !== 'admin') return (await transitionInTx(actor, accessId, 'ACTIVE', reason, tx)).status;
     const now = clock.now();
     const ended = access.access_ends_at !== null && access.access_ends_at <= now;
     if (access.status === 'EXPIRED' && !ended && (await quotaRepo.currentPeriod(access.id, now, tx))) {
-      await setStatus(tx, actor, access, ...restoredByRenewal(access));
+      await setStatus(actor, access, ...restoredByRenewal(access), tx);
     }
     return access.status;
   }
@@ -251,24 +252,21 @@ export function createAccessService(deps: {
    * grant and the reservations it holds settle there (docs/decisions.md "External billing").
    */
   async function takeOverPeriod(
-    tx: Queryable,
     unbilled: QuotaPeriodRow,
-    values: Pick<QuotaPeriodRow, 'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'external_period_key'>,
+    values: Pick<QuotaPeriodRow,
+    'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'external_period_key'>,
+    tx: Queryable,
   ): Promise<QuotaPeriodRow> {
-    const [period] = (await tx('quota_periods')
-      .where({ id: unbilled.id })
-      .update({ ...values, source: 'billing', cycle_start: values.period_start })
-      .returning('*')) as QuotaPeriodRow[];
-    return period!;
+    return quotaRepo.updatePeriod(unbilled.id, { ...values, source: 'billing', cycle_start: values.period_start }, tx);
   }
 
   async function grantPeriodInTx(
-    tx: Queryable,
     actor: Actor,
     accessId: string,
     input: GrantPeriodInput,
+    tx: Queryable,
   ): Promise<{ periodId: string; created: boolean }> {
-    const access = await lockVisible(tx, actor, accessId);
+    const access = await lockVisible(actor, accessId, tx);
     if (access.status === 'REVOKED') {
       throw new AppError('illegal_transition', 'A REVOKED access gets no new periods', { current_status: access.status });
     }
@@ -298,8 +296,8 @@ export function createAccessService(deps: {
         { param: 'periodStart' },
       );
     }
-    const plan = await activePlanOf(tx, actor, access.workspace_id, planId);
-    const strategy = await inForce(tx, plan, periodStart);
+    const plan = await activePlanOf(actor, access.workspace_id, planId, tx);
+    const strategy = await inForce(plan, periodStart, tx);
     const values = {
       plan_id: plan.id,
       quota_strategy_id: strategy.id,
@@ -309,13 +307,13 @@ export function createAccessService(deps: {
       external_period_key: input.externalPeriodKey ?? null,
     };
     const period = takenOver
-      ? await takeOverPeriod(tx, takenOver, values)
-      : await insertPeriod(tx, access, { ...values, source: input.source });
+      ? await takeOverPeriod(takenOver, values, tx)
+      : await insertPeriod(access, { ...values, source: input.source }, tx);
     const latest = await quotaRepo.latestPeriod(access.id, tx);
     if (plan.id !== access.plan_id && latest?.id === period.id) {
       await accessRepo.update(access.id, { plan_id: plan.id, updated_at: clock.now() }, tx);
     }
-    await audit.record(tx, actor, {
+    await audit.record(actor, {
       action: 'access.period_granted',
       resourceType: 'workspace_access',
       resourceId: access.id,
@@ -342,7 +340,7 @@ export function createAccessService(deps: {
             }
           : {}),
       },
-    });
+    }, tx);
     return { periodId: period.id, created: true };
   }
 
@@ -356,7 +354,7 @@ export function createAccessService(deps: {
    * changes nothing that `now` would not: the default effectiveAt, read before the
    * access's lock was taken, is such an instant.)
    */
-  async function assertEffectiveAt(tx: Queryable, access: AccessRow, period: QuotaPeriodRow | undefined, effectiveAt: Date, now: Date) {
+  async function assertEffectiveAt(access: AccessRow, period: QuotaPeriodRow | undefined, effectiveAt: Date, now: Date, tx: Queryable) {
     if (effectiveAt < access.access_starts_at) {
       throw new AppError('invalid_parameter', `effectiveAt lies before the access starts (${access.access_starts_at.toISOString()})`, {
         param: 'effectiveAt',
@@ -389,22 +387,22 @@ export function createAccessService(deps: {
    * effectiveAt may not precede the access's start, nor lie in a period or a gap
    * between periods that is already over (assertEffectiveAt).
    */
-  async function changePlanInTx(tx: Queryable, actor: Actor, accessId: string, planId: string, effectiveAt: Date): Promise<AccessRow> {
-    const access = await lockVisible(tx, actor, accessId);
-    await expireIfDue(tx, access);
+  async function changePlanInTx(actor: Actor, accessId: string, planId: string, effectiveAt: Date, tx: Queryable): Promise<AccessRow> {
+    const access = await lockVisible(actor, accessId, tx);
+    await expireIfDue(access, tx);
     if (access.status === 'REVOKED') {
       throw new AppError('illegal_transition', 'A REVOKED access cannot change plan', { current_status: access.status });
     }
-    const plan = await activePlanOf(tx, actor, access.workspace_id, planId);
+    const plan = await activePlanOf(actor, access.workspace_id, planId, tx);
     const now = clock.now();
     const period = await quotaRepo.currentPeriod(access.id, effectiveAt, tx);
     // Already on that plan: the access, and the period running at effectiveAt (a renewal or a change
     // scheduled later may have moved the access's plan while this period is still on the old one).
     if (plan.id === access.plan_id && (!period || period.plan_id === plan.id)) return access;
-    await assertEffectiveAt(tx, access, period, effectiveAt, now);
+    await assertEffectiveAt(access, period, effectiveAt, now, tx);
     let split: Record<string, unknown> = {};
     if (period) {
-      const strategy = await inForce(tx, plan, effectiveAt);
+      const strategy = await inForce(plan, effectiveAt, tx);
       // A part an earlier change split off still owes what it was charged for the part before it
       // (that part's carried_units): the split reckons in gross terms (grant and use with that debt), so
       // switching back and forth never forgives it. The part before is locked first, as giveBackCarry does.
@@ -423,7 +421,7 @@ export function createAccessService(deps: {
       if (effectiveAt.getTime() === locked.period_start.getTime()) {
         // The whole period moves to the new plan: nothing of the old one was owed (but the debt stays).
         const granted = result.newGranted + used;
-        await tx('quota_periods').where({ id: locked.id }).update({ plan_id: plan.id, quota_strategy_id: strategy.id, granted_units: granted });
+        await quotaRepo.updatePeriod(locked.id, { plan_id: plan.id, quota_strategy_id: strategy.id, granted_units: granted }, tx);
         split = { periodId: locked.id, grantedUnits: granted };
       } else {
         // Stored net of the debt, as the part's own grant and share (giveBackCarry compares them with its own use).
@@ -432,7 +430,7 @@ export function createAccessService(deps: {
           { period_end: effectiveAt, granted_units: result.oldGranted - debt, share_units: result.oldShare - debt, carried_units: result.carried },
           tx,
         );
-        const next = await insertPeriod(tx, access, {
+        const next = await insertPeriod(access, {
           plan_id: plan.id,
           quota_strategy_id: strategy.id,
           period_start: effectiveAt,
@@ -440,7 +438,7 @@ export function createAccessService(deps: {
           granted_units: result.newGranted,
           source: 'plan_change',
           cycle_start: locked.cycle_start,
-        });
+        }, tx);
         split = {
           endedPeriodId: locked.id,
           endedPeriodGrantedUnits: result.oldGranted - debt,
@@ -451,13 +449,13 @@ export function createAccessService(deps: {
       }
     }
     await accessRepo.update(access.id, { plan_id: plan.id, updated_at: now }, tx);
-    await audit.record(tx, actor, {
+    await audit.record(actor, {
       action: 'access.plan_changed',
       resourceType: 'workspace_access',
       resourceId: access.id,
       workspaceId: access.workspace_id,
       changes: { fromPlanId: access.plan_id, planId: plan.id, effectiveAt: effectiveAt.toISOString(), ...split },
-    });
+    }, tx);
     access.plan_id = plan.id;
     return access;
   }
@@ -466,7 +464,7 @@ export function createAccessService(deps: {
   async function expireDue(workspaceId?: string): Promise<number> {
     return db.transaction(async (tx) => {
       const due = await accessRepo.dueForExpiry(clock.now(), workspaceId, tx);
-      for (const access of due) await expireIfDue(tx, access);
+      for (const access of due) await expireIfDue(access, tx);
       return due.length;
     });
   }
@@ -480,10 +478,10 @@ export function createAccessService(deps: {
     async provision(actor: Actor, workspaceId: string, input: ProvisionInput): Promise<ProvisionResult> {
       assertMetadataSize(input.metadata);
       return db.transaction(async (tx) => {
-        await workspaces.requireWritable(tx, actor, workspaceId);
+        await workspaces.requireWritable(actor, workspaceId, tx);
         // A repeat ignores planId (docs/decisions.md), so only a new user's plan is checked.
         const known = await accessRepo.findUserByExternalId(workspaceId, input.externalUserId, tx);
-        const plan = known ? null : await activePlanOf(tx, actor, workspaceId, input.planId);
+        const plan = known ? null : await activePlanOf(actor, workspaceId, input.planId, tx);
         const now = clock.now();
         const inserted = known ? null : await accessRepo.insertUserIfAbsent(
           {
@@ -503,7 +501,7 @@ export function createAccessService(deps: {
           // A repeat: the same user and access, nothing granted again (a new user always has its plan).
           user = (await accessRepo.findUserByExternalId(workspaceId, input.externalUserId, tx))!;
           const locked = (await accessRepo.lock((await accessRepo.findViewByUser(user.id, tx))!.id, tx))!;
-          await expireIfDue(tx, locked);
+          await expireIfDue(locked, tx);
           access = (await accessRepo.findViewByUser(user.id, tx))!;
         } else {
           user = inserted;
@@ -523,8 +521,8 @@ export function createAccessService(deps: {
             },
             tx,
           );
-          const period = await openFirstPeriod(tx, row, plan);
-          await audit.record(tx, actor, {
+          const period = await openFirstPeriod(row, plan, tx);
+          await audit.record(actor, {
             action: 'access.provisioned',
             resourceType: 'workspace_access',
             resourceId: row.id,
@@ -536,7 +534,7 @@ export function createAccessService(deps: {
               periodId: period.id,
               grantedUnits: period.granted_units,
             },
-          });
+          }, tx);
           access = await view(row.id, tx);
         }
         let key: IssuedKey | null = null;
@@ -544,7 +542,7 @@ export function createAccessService(deps: {
           if (access.status === 'REVOKED') {
             throw new AppError('illegal_transition', 'A REVOKED access gets no new keys', { current_status: access.status });
           }
-          key = await inferenceKeys.issueInTx(tx, actor, access, {});
+          key = await inferenceKeys.issueInTx(actor, access, {}, tx);
         }
         const currentPeriod = await quotaRepo.currentPeriod(access.id, clock.now(), tx);
         return { user, access, created: Boolean(inserted), key, currentPeriod };
@@ -565,27 +563,27 @@ export function createAccessService(deps: {
       if (!isExpiryDue(found, last?.period_end, clock.now())) return found;
       // Due: apply the expiry under the row lock, then read again.
       return db.transaction(async (tx) => {
-        await expireIfDue(tx, await lockVisible(tx, actor, accessId));
+        await expireIfDue(await lockVisible(actor, accessId, tx), tx);
         return view(accessId, tx);
       });
     },
 
     async activate(actor: Actor, accessId: string): Promise<AccessView> {
       return db.transaction(async (tx) => {
-        const access = await lockVisible(tx, actor, accessId);
-        await workspaces.requireWritable(tx, actor, access.workspace_id);
-        await transitionInTx(tx, actor, accessId, 'ACTIVE');
+        const access = await lockVisible(actor, accessId, tx);
+        await workspaces.requireWritable(actor, access.workspace_id, tx);
+        await transitionInTx(actor, accessId, 'ACTIVE', undefined, tx);
         return view(accessId, tx);
       });
     },
 
     async suspend(actor: Actor, accessId: string): Promise<AccessView> {
       return db.transaction(async (tx) => {
-        const access = await lockVisible(tx, actor, accessId);
-        await workspaces.requireWritable(tx, actor, access.workspace_id);
-        const suspended = await transitionInTx(tx, actor, accessId, 'SUSPENDED');
+        const access = await lockVisible(actor, accessId, tx);
+        await workspaces.requireWritable(actor, access.workspace_id, tx);
+        const suspended = await transitionInTx(actor, accessId, 'SUSPENDED', undefined, tx);
         // Suspending what billing suspended makes the suspension the administrator's: billing's recovery no longer lifts it.
-        if (suspensionHolder(suspended) === 'billing') await setStatus(tx, actor, suspended, 'SUSPENDED', undefined);
+        if (suspensionHolder(suspended) === 'billing') await setStatus(actor, suspended, 'SUSPENDED', undefined, tx);
         return view(accessId, tx);
       });
     },
@@ -597,18 +595,18 @@ export function createAccessService(deps: {
      */
     async renew(actor: Actor, accessId: string, input: { planId: string; periodStart: Date; periodEnd: Date }): Promise<AccessView> {
       return db.transaction(async (tx) => {
-        const access = await lockVisible(tx, actor, accessId);
-        await workspaces.requireWritable(tx, actor, access.workspace_id);
-        await expireIfDue(tx, access);
+        const access = await lockVisible(actor, accessId, tx);
+        await workspaces.requireWritable(actor, access.workspace_id, tx);
+        await expireIfDue(access, tx);
         if (access.status === 'REVOKED') {
           throw new AppError('illegal_transition', 'A REVOKED access cannot be renewed', { current_status: access.status });
         }
-        await grantPeriodInTx(tx, actor, accessId, { ...input, source: 'renewal' });
+        await grantPeriodInTx(actor, accessId, { ...input, source: 'renewal' }, tx);
         const now = clock.now();
         const last = await quotaRepo.latestPeriod(accessId, tx);
         const ended = access.access_ends_at !== null && access.access_ends_at <= now;
         if ((access.status === 'EXPIRED' || access.status === 'PENDING') && last && last.period_end > now && !ended) {
-          await setStatus(tx, actor, access, ...restoredByRenewal(access));
+          await setStatus(actor, access, ...restoredByRenewal(access), tx);
         }
         return view(accessId, tx);
       });
@@ -616,9 +614,9 @@ export function createAccessService(deps: {
 
     async changePlan(actor: Actor, accessId: string, input: { planId: string; effectiveAt?: Date | undefined }): Promise<AccessView> {
       return db.transaction(async (tx) => {
-        const access = await lockVisible(tx, actor, accessId);
-        await workspaces.requireWritable(tx, actor, access.workspace_id);
-        await changePlanInTx(tx, actor, accessId, input.planId, input.effectiveAt ?? clock.now());
+        const access = await lockVisible(actor, accessId, tx);
+        await workspaces.requireWritable(actor, access.workspace_id, tx);
+        await changePlanInTx(actor, accessId, input.planId, input.effectiveAt ?? clock.now(), tx);
         return view(accessId, tx);
       });
     },
@@ -633,12 +631,12 @@ export function createAccessService(deps: {
 
     async issueKey(actor: Actor, accessId: string, input: IssueKeyInput): Promise<IssuedKey> {
       return db.transaction(async (tx) => {
-        const access = await lockVisible(tx, actor, accessId);
-        await workspaces.requireWritable(tx, actor, access.workspace_id);
+        const access = await lockVisible(actor, accessId, tx);
+        await workspaces.requireWritable(actor, access.workspace_id, tx);
         if (access.status === 'REVOKED') {
           throw new AppError('illegal_transition', 'A REVOKED access gets no new keys', { current_status: access.status });
         }
-        return inferenceKeys.issueInTx(tx, actor, access, input);
+        return inferenceKeys.issueInTx(actor, access, input, tx);
       });
     },
 
@@ -650,9 +648,9 @@ export function createAccessService(deps: {
 
     async revokeKey(actor: Actor, accessId: string, keyId: string): Promise<void> {
       await db.transaction(async (tx) => {
-        const access = await lockVisible(tx, actor, accessId);
-        await workspaces.requireWritable(tx, actor, access.workspace_id);
-        await inferenceKeys.revokeInTx(tx, actor, access, keyId);
+        const access = await lockVisible(actor, accessId, tx);
+        await workspaces.requireWritable(actor, access.workspace_id, tx);
+        await inferenceKeys.revokeInTx(actor, access, keyId, tx);
       });
     },
 

@@ -19,7 +19,7 @@ export function createAuditQueryService(deps: { auditRepo: AuditRepo; workspaces
       return deps.auditRepo.list({
         workspaceId,
         limit: query.limit,
-        cursor: query.cursor,
+        after: query.after,
         action: query.action,
         resourceType: query.resourceType,
         resourceId: query.resourceId,

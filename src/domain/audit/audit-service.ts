@@ -32,7 +32,7 @@ export interface AuditEntry {
 
 export function createAuditService(deps: { auditRepo: AuditRepo; clock: Clock }) {
   return {
-    async record(tx: Queryable, actor: Actor, entry: AuditEntry): Promise<void> {
+    async record(actor: Actor, entry: AuditEntry, tx: Queryable): Promise<void> {
       await deps.auditRepo.insert(
         {
           id: newId(),

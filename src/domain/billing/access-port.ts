@@ -32,13 +32,13 @@ export function createAccessPort(accesses: AccessService) {
      * Returns the status the access is left in. To ACTIVE, billing lifts only a suspension it
      * made itself (reason 'billing:...'): an administrator's suspension stays (resumeForBillingInTx).
      */
-    async transition(tx: Queryable, actor: Actor, accessId: string, to: AccessStatusTarget, reason: string): Promise<AccessStatus> {
-      if (to === 'ACTIVE') return accesses.resumeForBillingInTx(tx, actor, accessId, reason);
-      return (await accesses.transitionInTx(tx, actor, accessId, to, reason)).status;
+    async transition(actor: Actor, accessId: string, to: AccessStatusTarget, reason: string, tx: Queryable): Promise<AccessStatus> {
+      if (to === 'ACTIVE') return accesses.resumeForBillingInTx(actor, accessId, reason, tx);
+      return (await accesses.transitionInTx(actor, accessId, to, reason, tx)).status;
     },
 
-    async changePlan(tx: Queryable, actor: Actor, accessId: string, planId: string, effectiveAt: Date): Promise<void> {
-      await accesses.changePlanInTx(tx, actor, accessId, planId, effectiveAt);
+    async changePlan(actor: Actor, accessId: string, planId: string, effectiveAt: Date, tx: Queryable): Promise<void> {
+      await accesses.changePlanInTx(actor, accessId, planId, effectiveAt, tx);
     },
 
     /**
@@ -47,8 +47,8 @@ export function createAccessPort(accesses: AccessService) {
      * its own subscription (a restarted cycle) or of a canceled one ends that one there; any other
      * overlap (two live subscriptions) is refused by the accesses area ('period_overlap').
      */
-    async grantPeriod(tx: Queryable, actor: Actor, accessId: string, input: GrantInput): Promise<{ periodId: string; created: boolean }> {
-      return accesses.grantPeriodInTx(tx, actor, accessId, {
+    async grantPeriod(actor: Actor, accessId: string, input: GrantInput, tx: Queryable): Promise<{ periodId: string; created: boolean }> {
+      return accesses.grantPeriodInTx(actor, accessId, {
         ...(input.planId ? { planId: input.planId } : {}),
         periodStart: input.periodStart,
         periodEnd: input.periodEnd,
@@ -56,7 +56,7 @@ export function createAccessPort(accesses: AccessService) {
         externalPeriodKey: input.externalPeriodKey,
         supersedeUnbilled: true,
         supersedeBilledKeyPrefixes: input.supersedeBilledKeyPrefixes,
-      });
+      }, tx);
     },
   };
 }

@@ -1,6 +1,7 @@
 /** All SQL of the billing tables. */
 import type { Queryable } from '../../db/database.js';
-import { AppError, isUniqueViolation } from '../../errors.js';
+import { table } from '../../db/table.js';
+import { AppError } from '../../errors.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 import type { BillingKind, BillingMode, BillingProvider, SubscriptionStatus } from './billing-types.js';
 
@@ -163,22 +164,24 @@ export interface RejectionCountRow {
 }
 
 export function createBillingRepo(db: Queryable) {
+  const connections = table<BillingConnectionRow>(db, 'billing_connections');
+  const mappings = table<ProductMappingRow>(db, 'billing_product_mappings', {
+    conflict: (row) =>
+      new AppError('billing_mapping_exists', 'An active mapping for this product and price already exists', {
+        param: row.external_price_id ? 'externalPriceId' : 'externalProductId',
+      }),
+  });
+  const checkouts = table<CheckoutRow>(db, 'billing_checkouts');
+  const events = table<WebhookEventRow>(db, 'billing_webhook_events', { json: ['headers'] });
+  const projections = table<ExternalSubscriptionRow>(db, 'external_subscriptions');
+  const periodSyncs = table<PeriodSyncRow>(db, 'billing_period_syncs');
+  const runs = table<ReconciliationRunRow>(db, 'reconciliation_runs', { json: ['changes'] });
   return {
     // Connections
-    async insertConnection(row: BillingConnectionRow, q: Queryable = db): Promise<BillingConnectionRow> {
-      const [created] = await q('billing_connections').insert(row).returning('*');
-      return created as BillingConnectionRow;
-    },
-    async findConnection(id: string, q: Queryable = db): Promise<BillingConnectionRow | undefined> {
-      return q('billing_connections').where({ id }).first();
-    },
-    async findConnectionForUpdate(id: string, q: Queryable): Promise<BillingConnectionRow | undefined> {
-      return q('billing_connections').where({ id }).forUpdate().first();
-    },
-    async updateConnection(id: string, patch: Partial<BillingConnectionRow>, q: Queryable = db): Promise<BillingConnectionRow> {
-      const [row] = await q('billing_connections').where({ id }).update(patch).returning('*');
-      return row as BillingConnectionRow;
-    },
+    insertConnection: connections.insert,
+    findConnection: connections.findById,
+    findConnectionForUpdate: connections.findByIdForUpdate,
+    updateConnection: connections.updateById,
     async listConnections(
       filter: PageRequest & { workspaceId: string; status?: string | undefined },
       q: Queryable = db,
@@ -189,26 +192,9 @@ export function createBillingRepo(db: Queryable) {
     },
 
     // Product mappings
-    async insertMapping(row: ProductMappingRow, q: Queryable = db): Promise<ProductMappingRow> {
-      try {
-        const [created] = await q('billing_product_mappings').insert(row).returning('*');
-        return created as ProductMappingRow;
-      } catch (err) {
-        if (isUniqueViolation(err)) {
-          throw new AppError('billing_mapping_exists', 'An active mapping for this product and price already exists', {
-            param: row.external_price_id ? 'externalPriceId' : 'externalProductId',
-          });
-        }
-        throw err;
-      }
-    },
-    async findMapping(id: string, q: Queryable = db): Promise<ProductMappingRow | undefined> {
-      return q('billing_product_mappings').where({ id }).first();
-    },
-    async updateMapping(id: string, patch: Partial<ProductMappingRow>, q: Queryable = db): Promise<ProductMappingRow> {
-      const [row] = await q('billing_product_mappings').where({ id }).update(patch).returning('*');
-      return row as ProductMappingRow;
-    },
+    insertMapping: mappings.insert,
+    findMapping: mappings.findById,
+    updateMapping: mappings.updateById,
     async listMappings(
       filter: PageRequest & { connectionId: string; status?: string | undefined },
       q: Queryable = db,
@@ -238,10 +224,7 @@ export function createBillingRepo(db: Queryable) {
     },
 
     // Checkouts
-    async insertCheckout(row: CheckoutRow, q: Queryable = db): Promise<CheckoutRow> {
-      const [created] = await q('billing_checkouts').insert(row).returning('*');
-      return created as CheckoutRow;
-    },
+    insertCheckout: checkouts.insert,
 
     // Webhook inbox
     /** Inserts unless (connection, provider event id) is stored already; returns null for a duplicate. */
@@ -265,9 +248,7 @@ export function createBillingRepo(db: Queryable) {
           last_received_at: q.raw('greatest(billing_webhook_rejection_counts.last_received_at, excluded.last_received_at)'),
         });
     },
-    async findEvent(id: string, q: Queryable = db): Promise<WebhookEventRow | undefined> {
-      return q('billing_webhook_events').where({ id }).first();
-    },
+    findEvent: events.findById,
     /** Claims an event for processing: one processor at a time, whichever process runs it. */
     async claimEvent(id: string, from: WebhookEventStatus[], staleBefore: Date, now: Date, q: Queryable = db): Promise<WebhookEventRow | undefined> {
       const [row] = await q('billing_webhook_events')
@@ -334,9 +315,10 @@ export function createBillingRepo(db: Queryable) {
         .returning('*');
       return (rows[0] as ExternalSubscriptionRow | undefined) ?? null;
     },
-    async updateProjection(id: string, patch: Partial<ExternalSubscriptionRow>, q: Queryable): Promise<ExternalSubscriptionRow> {
-      const [row] = await q('external_subscriptions').where({ id }).update(patch).returning('*');
-      return row as ExternalSubscriptionRow;
+    updateProjection: projections.updateById,
+    /** Every projection of the access (the access follows the best of them). */
+    async projectionsOf(accessId: string, q: Queryable = db): Promise<ExternalSubscriptionRow[]> {
+      return projections.find({ workspace_access_id: accessId }, q);
     },
     /** The access's subscriptions that have ended (canceled): a new subscription's period replaces theirs. */
     async endedProjectionsOf(accessId: string, q: Queryable): Promise<ExternalSubscriptionRow[]> {
@@ -401,25 +383,21 @@ export function createBillingRepo(db: Queryable) {
         .returning('*');
       return (rows[0] as PeriodSyncRow | undefined) ?? null;
     },
-    async updatePeriodSync(id: string, patch: Partial<PeriodSyncRow>, q: Queryable): Promise<PeriodSyncRow> {
-      const [row] = await q('billing_period_syncs').where({ id }).update(patch).returning('*');
-      return row as PeriodSyncRow;
-    },
+    updatePeriodSync: periodSyncs.updateById,
 
     // Reconciliation runs
-    async insertRun(row: ReconciliationRunRow, q: Queryable = db): Promise<void> {
-      await q('reconciliation_runs').insert({ ...row, changes: JSON.stringify(row.changes) });
-    },
-    async finishRun(id: string, patch: Partial<ReconciliationRunRow>, q: Queryable = db): Promise<void> {
-      const values = { ...patch, ...(patch.changes ? { changes: JSON.stringify(patch.changes) } : {}) };
-      await q('reconciliation_runs').where({ id }).update(values);
-    },
+    insertRun: runs.insert,
+    finishRun: runs.updateById,
 
     // Reads of other areas' tables
-    /** Whether the workspace is archived (read-only); in a transaction, `lock` keeps it so (an archive waits) until commit. */
-    async workspaceArchived(id: string, q: Queryable = db, lock = false): Promise<boolean> {
-      const query = q('workspaces').select('status').where({ id }).first();
-      const row = (await (lock ? query.forShare() : query)) as { status: string } | undefined;
+    /** Whether the workspace is archived (read-only). */
+    async workspaceArchived(id: string, q: Queryable = db): Promise<boolean> {
+      const row = (await q('workspaces').select('status').where({ id }).first()) as { status: string } | undefined;
+      return row?.status === 'ARCHIVED';
+    },
+    /** The same, and it stays so until the transaction ends: the share lock makes an archive wait for the commit. */
+    async workspaceArchivedForShare(id: string, tx: Queryable): Promise<boolean> {
+      const row = (await tx('workspaces').select('status').where({ id }).forShare().first()) as { status: string } | undefined;
       return row?.status === 'ARCHIVED';
     },
     async findAccess(id: string, q: Queryable = db): Promise<AccessRef | undefined> {

@@ -1,7 +1,9 @@
 /**
  * The billing area, composed: connections and checkout, the webhook inbox and its
  * processor, projections, reconciliation and app-reported periods, plus the
- * periodic pass (pending events, time-driven access rules).
+ * periodic pass (pending events, time-driven access rules). createBilling returns
+ * the service (what handlers and the app call) and the pass's steps apart, which
+ * only tests run on demand.
  */
 import type { Config } from '../../config.js';
 import type { Db } from '../../db/database.js';
@@ -29,7 +31,7 @@ import { createStripeClient } from './stripe-client.js';
 /** How often the background pass runs (pending events, grace expiry, period ends). */
 export const BILLING_PASS_INTERVAL_MS = 30_000;
 
-export function createBillingService(deps: {
+export function createBilling(deps: {
   db: Db;
   config: Config;
   clock: Clock;
@@ -44,7 +46,7 @@ export function createBillingService(deps: {
   const repo = createBillingRepo(db);
   const accessPort = createAccessPort(deps.accesses);
 
-  // Base URLs are read per call: tests point them at fakes after the app is built.
+  // A client per call: the credential is opened for it and dropped after.
   function clientFor(conn: BillingConnectionRow): BillingProviderClient | null {
     const apiKey = openCredential(secretBox, conn);
     if (!apiKey) return null;
@@ -54,7 +56,7 @@ export function createBillingService(deps: {
     return createPaddleClient({ apiKey, baseUrl: config.paddleApiBaseUrl, mode: conn.mode, fetch: deps.fetch });
   }
 
-  const projector = createProjector({ db, repo, accessPort, clock, logger, graceMs: () => config.billingPastDueGraceMs });
+  const projector = createProjector({ db, repo, accessPort, clock, logger, graceMs: config.billingPastDueGraceMs });
   const connections = createConnectionService({
     db,
     repo,
@@ -63,7 +65,7 @@ export function createBillingService(deps: {
     secretBox,
     clock,
     clientFor,
-    webhookSecretOverlapMs: () => config.webhookSecretOverlapMs,
+    webhookSecretOverlapMs: config.webhookSecretOverlapMs,
   });
   const inbox = createInbox({ db, repo, projector, secretBox, audit, workspaces, clock, logger, clientFor });
   const reconciler = createReconciler({
@@ -85,18 +87,12 @@ export function createBillingService(deps: {
     await projector.tick();
   }
 
-  return {
-    repo,
+  const service = {
     connections,
-    inbox,
-    projector,
+    /** The webhook inbox as the API sees it: receive, list, replay. */
+    inbox: { receive: inbox.receive, list: inbox.list, replay: inbox.replay },
     reconciler,
     periodSync,
-    clientFor,
-    /** Tests: process what is pending, deterministically. */
-    processPending: () => inbox.processPending(),
-    /** Tests: apply the time-driven rules at the clock's now. */
-    tick: (now?: Date) => projector.tick(now),
 
     async listExternalSubscriptions(actor: Actor, accessId: string, page: PageRequest) {
       const access = await repo.findAccess(accessId);
@@ -127,6 +123,18 @@ export function createBillingService(deps: {
       };
     },
   };
+
+  /** The periodic pass's steps, one at a time (tests run them with a fixed clock, deterministically). */
+  const passes = {
+    /** Processes what is pending or due for a retry; returns how many events. */
+    processPending: () => inbox.processPending(),
+    /** Applies the time-driven rules at `now` (default: the clock's); returns how many accesses changed. */
+    tick: (now?: Date) => projector.tick(now),
+    /** Writes the counts of refused deliveries. */
+    flushRejections: () => inbox.flushRejections(),
+  };
+
+  return { service, passes };
 }
 
-export type BillingService = ReturnType<typeof createBillingService>;
+export type BillingService = ReturnType<typeof createBilling>['service'];

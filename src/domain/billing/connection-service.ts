@@ -2,11 +2,6 @@
  * Billing connections (with their write-only credential and webhook secrets),
  * product mappings and hosted checkouts.
  */
-import type {
-  CreateBillingConnectionDto,
-  CreateCheckoutDto,
-  CreateProductMappingDto,
-} from '../../../generated/client/types.gen.js';
 import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
@@ -17,7 +12,31 @@ import { secretPreview, type SecretBox } from '../security/secret-box.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { BillingConnectionRow, BillingRepo, CheckoutRow, ProductMappingRow } from './billing-repo.js';
 import { credentialAad, credentialModeMismatch, webhookSecretAad } from './billing-secrets.js';
-import { ProviderError, type BillingProviderClient } from './billing-types.js';
+import { ProviderError, type BillingKind, type BillingMode, type BillingProvider, type BillingProviderClient } from './billing-types.js';
+
+export interface CreateBillingConnectionInput {
+  name: string;
+  provider: BillingProvider;
+  kind: BillingKind;
+  mode: BillingMode;
+  credential?: string | undefined;
+  webhookSecret?: string | undefined;
+}
+
+export interface CreateMappingInput {
+  externalProductId: string;
+  externalPriceId?: string | undefined;
+  planId: string;
+  checkoutEnabled?: boolean | undefined;
+}
+
+export interface CheckoutInput {
+  billingConnectionId: string;
+  productMappingId: string;
+  successUrl?: string | undefined;
+  cancelUrl?: string | undefined;
+  customerEmail?: string | undefined;
+}
 
 export function createConnectionService(deps: {
   db: Db;
@@ -26,22 +45,26 @@ export function createConnectionService(deps: {
   audit: AuditService;
   secretBox: SecretBox;
   clock: Clock;
-  webhookSecretOverlapMs: () => number;
+  /** How long a rotated-out webhook secret still verifies. */
+  webhookSecretOverlapMs: number;
   clientFor: (conn: BillingConnectionRow) => BillingProviderClient | null;
 }) {
   const { db, repo, workspaces, audit, secretBox, clock } = deps;
 
-  async function visibleConnection(actor: Actor, id: string, q: Queryable = db, lock = false): Promise<BillingConnectionRow> {
-    const row = lock ? await repo.findConnectionForUpdate(id, q) : await repo.findConnection(id, q);
+  function visible(actor: Actor, row: BillingConnectionRow | undefined): BillingConnectionRow {
     if (!row) throw new AppError('billing_connection_not_found', 'Billing connection not found');
     assertVisible(actor, row.workspace_id, 'billing_connection_not_found', 'Billing connection');
     return row;
   }
 
+  async function visibleConnection(actor: Actor, id: string, q: Queryable = db): Promise<BillingConnectionRow> {
+    return visible(actor, await repo.findConnection(id, q));
+  }
+
   /** Locks a connection for a change: visible, its workspace writable. */
-  async function writableConnection(tx: Queryable, actor: Actor, id: string): Promise<BillingConnectionRow> {
-    const row = await visibleConnection(actor, id, tx, true);
-    await workspaces.requireWritable(tx, actor, row.workspace_id);
+  async function writableConnection(actor: Actor, id: string, tx: Queryable): Promise<BillingConnectionRow> {
+    const row = visible(actor, await repo.findConnectionForUpdate(id, tx));
+    await workspaces.requireWritable(actor, row.workspace_id, tx);
     return row;
   }
 
@@ -71,7 +94,7 @@ export function createConnectionService(deps: {
     return { webhook_secret_ciphertext: sealed.ciphertext, webhook_secret_key_id: sealed.keyId };
   }
 
-  async function checkPlan(q: Queryable, workspaceId: string, planId: string): Promise<void> {
+  async function checkPlan(workspaceId: string, planId: string, q: Queryable): Promise<void> {
     const plan = await repo.findPlan(planId, q);
     if (!plan || plan.workspace_id !== workspaceId) throw new AppError('plan_not_found', 'Plan not found in this workspace', { param: 'planId' });
     if (plan.status === 'ARCHIVED') throw new AppError('plan_not_active', 'The plan is archived', { param: 'planId', current_status: plan.status });
@@ -80,9 +103,9 @@ export function createConnectionService(deps: {
   return {
     visibleConnection,
 
-    async create(actor: Actor, workspaceId: string, dto: CreateBillingConnectionDto): Promise<BillingConnectionRow> {
+    async create(actor: Actor, workspaceId: string, dto: CreateBillingConnectionInput): Promise<BillingConnectionRow> {
       return db.transaction(async (tx) => {
-        await workspaces.requireWritable(tx, actor, workspaceId);
+        await workspaces.requireWritable(actor, workspaceId, tx);
         const now = clock.now();
         const id = newId();
         const base = { id, provider: dto.provider, mode: dto.mode };
@@ -115,13 +138,13 @@ export function createConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_connection.created',
           resourceType: 'billing_connection',
           resourceId: id,
           workspaceId,
           changes: { ...dto },
-        });
+        }, tx);
         return row;
       });
     },
@@ -133,32 +156,32 @@ export function createConnectionService(deps: {
 
     async disable(actor: Actor, id: string): Promise<void> {
       await db.transaction(async (tx) => {
-        const row = await writableConnection(tx, actor, id);
+        const row = await writableConnection(actor, id, tx);
         if (row.status === 'DISABLED') return;
         const now = clock.now();
         await repo.updateConnection(id, { status: 'DISABLED', disabled_at: now, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_connection.disabled',
           resourceType: 'billing_connection',
           resourceId: id,
           workspaceId: row.workspace_id,
           changes: { status: 'DISABLED' },
-        });
+        }, tx);
       });
     },
 
     async configureCredential(actor: Actor, id: string, credential: string): Promise<BillingConnectionRow> {
       return db.transaction(async (tx) => {
-        const row = await writableConnection(tx, actor, id);
+        const row = await writableConnection(actor, id, tx);
         requireActive(row);
         const updated = await repo.updateConnection(id, { ...sealCredential(row, credential), updated_at: clock.now() }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: row.credential_ciphertext ? 'billing_connection.credential_rotated' : 'billing_connection.credential_configured',
           resourceType: 'billing_connection',
           resourceId: id,
           workspaceId: row.workspace_id,
           changes: { credential: credential, credentialPreview: updated.credential_preview },
-        });
+        }, tx);
         return updated;
       });
     },
@@ -166,18 +189,18 @@ export function createConnectionService(deps: {
     /** Stores or rotates the webhook secret; the previous one verifies for the overlap window. */
     async configureWebhookSecret(actor: Actor, id: string, secret: string): Promise<BillingConnectionRow> {
       return db.transaction(async (tx) => {
-        const row = await writableConnection(tx, actor, id);
+        const row = await writableConnection(actor, id, tx);
         requireActive(row);
         const now = clock.now();
         const rotation: Partial<BillingConnectionRow> = row.webhook_secret_ciphertext
           ? {
               previous_webhook_secret_ciphertext: row.webhook_secret_ciphertext,
               previous_webhook_secret_key_id: row.webhook_secret_key_id,
-              previous_webhook_secret_expires_at: new Date(now.getTime() + deps.webhookSecretOverlapMs()),
+              previous_webhook_secret_expires_at: new Date(now.getTime() + deps.webhookSecretOverlapMs),
             }
           : {};
         const updated = await repo.updateConnection(id, { ...sealWebhookSecret(id, secret), ...rotation, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: row.webhook_secret_ciphertext ? 'billing_connection.webhook_secret_rotated' : 'billing_connection.webhook_secret_configured',
           resourceType: 'billing_connection',
           resourceId: id,
@@ -188,7 +211,7 @@ export function createConnectionService(deps: {
               ? { previousSecretValidUntil: rotation.previous_webhook_secret_expires_at.toISOString() }
               : {}),
           },
-        });
+        }, tx);
         return updated;
       });
     },
@@ -212,30 +235,30 @@ export function createConnectionService(deps: {
         };
       }
       return db.transaction(async (tx) => {
-        const current = await writableConnection(tx, actor, id);
+        const current = await writableConnection(actor, id, tx);
         // A credential rotated while we were asking the provider: this outcome is about the old one.
         if (current.credential_ciphertext !== row.credential_ciphertext) return current;
         const now = clock.now();
         const updated = await repo.updateConnection(id, { ...outcome, last_verified_at: now, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_connection.verified',
           resourceType: 'billing_connection',
           resourceId: id,
           workspaceId: row.workspace_id,
           changes: { credentialVerificationStatus: outcome.credential_verification_status, error: outcome.last_verification_error },
-        });
+        }, tx);
         return updated;
       });
     },
 
-    async createMapping(actor: Actor, connectionId: string, dto: CreateProductMappingDto): Promise<ProductMappingRow> {
+    async createMapping(actor: Actor, connectionId: string, dto: CreateMappingInput): Promise<ProductMappingRow> {
       if (dto.checkoutEnabled && !dto.externalPriceId) {
         throw new AppError('invalid_parameter', 'checkoutEnabled needs externalPriceId: checkouts sell a price', { param: 'externalPriceId' });
       }
       return db.transaction(async (tx) => {
-        const conn = await writableConnection(tx, actor, connectionId);
+        const conn = await writableConnection(actor, connectionId, tx);
         requireActive(conn);
-        await checkPlan(tx, conn.workspace_id, dto.planId);
+        await checkPlan(conn.workspace_id, dto.planId, tx);
         const row = await repo.insertMapping(
           {
             id: newId(),
@@ -251,13 +274,13 @@ export function createConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_product_mapping.created',
           resourceType: 'billing_product_mapping',
           resourceId: row.id,
           workspaceId: conn.workspace_id,
           changes: { ...dto, billingConnectionId: conn.id },
-        });
+        }, tx);
         return row;
       });
     },
@@ -272,16 +295,16 @@ export function createConnectionService(deps: {
         const mapping = await repo.findMapping(mappingId, tx);
         if (!mapping) throw new AppError('product_mapping_not_found', 'Product mapping not found');
         assertVisible(actor, mapping.workspace_id, 'product_mapping_not_found', 'Product mapping');
-        await workspaces.requireWritable(tx, actor, mapping.workspace_id);
+        await workspaces.requireWritable(actor, mapping.workspace_id, tx);
         if (mapping.status === 'DISABLED') return;
         await repo.updateMapping(mappingId, { status: 'DISABLED', checkout_enabled: false, disabled_at: clock.now() }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_product_mapping.disabled',
           resourceType: 'billing_product_mapping',
           resourceId: mappingId,
           workspaceId: mapping.workspace_id,
           changes: { status: 'DISABLED' },
-        });
+        }, tx);
       });
     },
 
@@ -289,7 +312,7 @@ export function createConnectionService(deps: {
      * A provider-hosted subscription checkout for the access; the Idempotency-Key goes on to the provider.
      * Every refusal comes before the provider is asked: a refused request leaves no session there.
      */
-    async createCheckout(actor: Actor, accessId: string, dto: CreateCheckoutDto, idempotencyKey: string | undefined): Promise<{ row: CheckoutRow; conn: BillingConnectionRow }> {
+    async createCheckout(actor: Actor, accessId: string, dto: CheckoutInput, idempotencyKey: string | undefined): Promise<{ row: CheckoutRow; conn: BillingConnectionRow }> {
       const access = await repo.findAccess(accessId);
       if (!access) throw new AppError('access_not_found', 'Workspace access not found');
       assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
@@ -334,7 +357,7 @@ export function createConnectionService(deps: {
         throw err;
       }
       const row = await db.transaction(async (tx) => {
-        await workspaces.requireWritable(tx, actor, access.workspace_id);
+        await workspaces.requireWritable(actor, access.workspace_id, tx);
         const created = await repo.insertCheckout(
           {
             id: newId(),
@@ -348,13 +371,13 @@ export function createConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'billing_checkout.created',
           resourceType: 'billing_checkout',
           resourceId: created.id,
           workspaceId: access.workspace_id,
           changes: { workspaceAccessId: accessId, productMappingId: mapping.id, providerCheckoutId: checkout.id },
-        });
+        }, tx);
         return created;
       });
       return { row, conn };

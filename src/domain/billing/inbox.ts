@@ -121,8 +121,8 @@ export function createInbox(deps: {
   const inflight = new Set<Promise<void>>();
   /**
    * Deliveries refused for their signature, counted here and written by flushRejections(): an
-   * unauthenticated flood of bad signatures costs no database writes (it used to be a row each,
-   * never deleted). One entry per connection, reason and UTC day.
+   * unauthenticated flood of bad signatures costs no database write per delivery, and leaves
+   * one row per connection, reason and UTC day, not one per delivery.
    */
   const rejected = new Map<string, RejectionCountRow>();
 
@@ -170,7 +170,7 @@ export function createInbox(deps: {
       if (!state) return { ignored: 'no_subscription_state_without_credential' };
     }
     const s = state;
-    const result = await db.transaction((tx) => projector.apply(tx, conn, s, { actor, accessIdHint: signal.accessIdHint }));
+    const result = await db.transaction((tx) => projector.apply(conn, s, { actor, accessIdHint: signal.accessIdHint }, tx));
     return { ignored: result.outcome === 'ignored' ? (result.ignoredReason ?? 'ignored') : null };
   }
 
@@ -311,19 +311,19 @@ export function createInbox(deps: {
       if (!event) throw new AppError('webhook_event_not_found', 'Webhook event not found');
       assertVisible(actor, event.workspace_id, 'webhook_event_not_found', 'Webhook event');
       await db.transaction(async (tx) => {
-        await deps.workspaces.requireWritable(tx, actor, event.workspace_id);
+        await deps.workspaces.requireWritable(actor, event.workspace_id, tx);
         if (event.status !== 'FAILED') {
           throw new AppError('event_not_replayable', `Only FAILED events can be replayed; this one is ${event.status}`, {
             current_status: event.status,
           });
         }
-        await deps.audit.record(tx, actor, {
+        await deps.audit.record(actor, {
           action: 'billing_webhook_event.replayed',
           resourceType: 'billing_webhook_event',
           resourceId: event.id,
           workspaceId: event.workspace_id,
           changes: { attempts: event.attempts },
-        });
+        }, tx);
       });
       await processEvent(event.id, { from: ['FAILED'] });
       return { operationId: event.id };

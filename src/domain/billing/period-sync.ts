@@ -5,7 +5,6 @@
  * The report drives the access like a provider subscription does (projection
  * `app-sync:{accessId}`); the period's quota is granted once.
  */
-import type { SyncBillingPeriodDto } from '../../../generated/client/types.gen.js';
 import type { Db } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
@@ -13,8 +12,23 @@ import { assertVisible, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { BillingRepo, PeriodSyncRow } from './billing-repo.js';
-import type { SubscriptionState } from './billing-types.js';
+import type { SubscriptionState, SubscriptionStatus } from './billing-types.js';
 import type { Projector } from './projection.js';
+
+/** A period as the customer's backend reports it. */
+export interface PeriodReport {
+  billingConnectionId: string;
+  externalPeriodId: string;
+  planId?: string | undefined;
+  externalProductId?: string | undefined;
+  externalPriceId?: string | undefined;
+  periodStart: Date;
+  periodEnd: Date;
+  status: SubscriptionStatus;
+  cancelAtPeriodEnd?: boolean | undefined;
+  /** When the report's state was current in the backend's billing: an older report never overwrites a newer one. */
+  sourceUpdatedAt: Date;
+}
 
 export const appSyncSubscriptionId = (accessId: string) => `app-sync:${accessId}`;
 export const appSyncPeriodKey = (connectionId: string, externalPeriodId: string) => `sync:${connectionId}:${externalPeriodId}`;
@@ -30,10 +44,8 @@ export function createPeriodSync(deps: {
   const { db, repo, projector, clock } = deps;
 
   return {
-    async sync(actor: Actor, accessId: string, dto: SyncBillingPeriodDto): Promise<{ row: PeriodSyncRow; applied: boolean; quotaGranted: boolean }> {
-      const periodStart = new Date(dto.periodStart);
-      const periodEnd = new Date(dto.periodEnd);
-      const sourceUpdatedAt = new Date(dto.sourceUpdatedAt);
+    async sync(actor: Actor, accessId: string, dto: PeriodReport): Promise<{ row: PeriodSyncRow; applied: boolean; quotaGranted: boolean }> {
+      const { periodStart, periodEnd, sourceUpdatedAt } = dto;
       if (!(periodEnd > periodStart)) throw new AppError('invalid_parameter', 'periodEnd must be after periodStart', { param: 'periodEnd' });
 
       const access = await repo.findAccess(accessId);
@@ -41,7 +53,7 @@ export function createPeriodSync(deps: {
       assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
 
       return db.transaction(async (tx) => {
-        await deps.workspaces.requireWritable(tx, actor, access.workspace_id);
+        await deps.workspaces.requireWritable(actor, access.workspace_id, tx);
         const conn = await repo.findConnection(dto.billingConnectionId, tx);
         if (!conn || conn.workspace_id !== access.workspace_id) {
           throw new AppError('billing_connection_not_found', "Billing connection not found in the access's workspace", { param: 'billingConnectionId' });
@@ -116,14 +128,14 @@ export function createPeriodSync(deps: {
             sourceUpdatedAt,
             sourceTiebreak: dto.externalPeriodId,
           };
-          const result = await projector.apply(tx, conn!, state, { actor, planId: planId!, periodKey });
-          await deps.audit.record(tx, actor, {
+          const result = await projector.apply(conn!, state, { actor, planId: planId!, periodKey }, tx);
+          await deps.audit.record(actor, {
             action: 'billing_period.synced',
             resourceType: 'billing_period_sync',
             resourceId: stored.id,
             workspaceId: access!.workspace_id,
             changes: { ...dto, effects: result.effects },
-          });
+          }, tx);
           return { row: stored, applied: true, quotaGranted: await granted() };
         }
       });

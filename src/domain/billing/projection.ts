@@ -104,18 +104,19 @@ export function createProjector(deps: {
   repo: BillingRepo;
   accessPort: AccessPort;
   clock: Clock;
-  graceMs: () => number;
+  /** How long past_due keeps an access ACTIVE. */
+  graceMs: number;
   logger: Logger;
 }) {
   const { db, repo, accessPort, clock } = deps;
 
   /** Grants a period's quota unless its unique grant row exists already. */
   async function grantOnce(
-    tx: Queryable,
     actor: Actor,
     conn: BillingConnectionRow,
     accessId: string,
     input: { planId: string | null; periodStart: Date; periodEnd: Date; periodKey: string; supersedeBilledKeyPrefixes?: string[] | undefined },
+    tx: Queryable,
   ): Promise<string | null> {
     // A grant refused before (an overlap) is tried again: what it overlapped may have ended since.
     const fresh = await repo.insertPeriodGrant(
@@ -138,13 +139,13 @@ export function createProjector(deps: {
     if (!row) return null;
     try {
       const result = await tx.transaction((sp) =>
-        accessPort.grantPeriod(sp, actor, accessId, {
+        accessPort.grantPeriod(actor, accessId, {
           planId: input.planId,
           periodStart: input.periodStart,
           periodEnd: input.periodEnd,
           externalPeriodKey: input.periodKey,
           supersedeBilledKeyPrefixes: input.supersedeBilledKeyPrefixes,
-        }),
+        }, sp),
       );
       await repo.updatePeriodGrant(row.id, { quota_period_id: result.periodId, outcome: result.created ? 'granted' : 'existing' }, tx);
       return `period_granted:${input.periodKey}`;
@@ -157,14 +158,14 @@ export function createProjector(deps: {
   }
 
   /** Moves the access to the best status its projections ask for. */
-  async function enforceAccess(tx: Queryable, actor: Actor, accessId: string, now: Date): Promise<string[]> {
+  async function enforceAccess(actor: Actor, accessId: string, now: Date, tx: Queryable): Promise<string[]> {
     const access = await repo.findAccess(accessId, tx);
     if (!access || access.status === 'REVOKED') return [];
-    const projections = (await tx('external_subscriptions').where({ workspace_access_id: accessId })) as ExternalSubscriptionRow[];
+    const projections = await repo.projectionsOf(accessId, tx);
     let desired: AccessStatusTarget | null = null;
     let because: ExternalSubscriptionRow | null = null;
     for (const p of projections) {
-      const wanted = desiredAccessStatus(p, now, deps.graceMs());
+      const wanted = desiredAccessStatus(p, now, deps.graceMs);
       if (wanted && (!desired || RANK[wanted] > RANK[desired])) {
         desired = wanted;
         because = p;
@@ -174,7 +175,7 @@ export function createProjector(deps: {
     if (!accessPort.canTransition(access.status, desired)) return [`transition_skipped:${access.status}->${desired}`];
     try {
       const reason = `${BILLING_REASON_PREFIX}${because!.status}`;
-      const reached = await tx.transaction((sp) => accessPort.transition(sp, actor, accessId, desired, reason));
+      const reached = await tx.transaction((sp) => accessPort.transition(actor, accessId, desired, reason, sp));
       // Short of ACTIVE: an administrator's suspension holds the access, billing does not lift it
       // (unchanged is no effect, so a reconciliation that finds it so again changes nothing).
       return reached === access.status ? [] : [`access:${access.status}->${reached}`];
@@ -185,7 +186,6 @@ export function createProjector(deps: {
   }
 
   async function apply(
-    tx: Queryable,
     conn: BillingConnectionRow,
     state: SubscriptionState,
     ctx: {
@@ -195,10 +195,11 @@ export function createProjector(deps: {
       planId?: string;
       periodKey?: string;
     },
+    tx: Queryable,
   ): Promise<ApplyResult> {
     // An archived workspace is read-only: no state applies to it (webhooks, reconciliation, reports).
     // The share lock makes an archive wait for this commit.
-    if (await repo.workspaceArchived(conn.workspace_id, tx, true)) {
+    if (await repo.workspaceArchivedForShare(conn.workspace_id, tx)) {
       return { outcome: 'ignored', ignoredReason: 'workspace_archived', changes: {}, effects: [] };
     }
     const now = clock.now();
@@ -281,7 +282,7 @@ export function createProjector(deps: {
     if (planChanged && row && row.plan_id && access.plan_id !== row.plan_id) {
       const planId = row.plan_id;
       try {
-        await tx.transaction((sp) => accessPort.changePlan(sp, ctx.actor, accessId, planId, now));
+        await tx.transaction((sp) => accessPort.changePlan(ctx.actor, accessId, planId, now, sp));
         effects.push(`plan_changed:${planId}`);
       } catch (err) {
         if (!isSettledRefusal(err)) throw err;
@@ -299,7 +300,7 @@ export function createProjector(deps: {
               .filter((p) => p.external_subscription_id !== state.externalSubscriptionId)
               .map((p) => subscriptionKeyPrefix(p.provider, p.external_subscription_id)),
           ];
-      const granted = await grantOnce(tx, ctx.actor, conn, accessId, {
+      const granted = await grantOnce(ctx.actor, conn, accessId, {
         planId: statePlanId,
         periodStart: state.currentPeriodStart,
         periodEnd: state.currentPeriodEnd,
@@ -307,10 +308,10 @@ export function createProjector(deps: {
         // The new period replaces the rest of the running one of its own subscription (the provider
         // restarted the cycle: a trial ended early, an interval change) or of a canceled one.
         supersedeBilledKeyPrefixes: supersede,
-      });
+      }, tx);
       if (granted) effects.push(granted);
     }
-    effects.push(...(await enforceAccess(tx, ctx.actor, accessId, now)));
+    effects.push(...(await enforceAccess(ctx.actor, accessId, now, tx)));
     return { outcome, projectionId: row?.id, changes, effects };
   }
 
@@ -330,7 +331,7 @@ export function createProjector(deps: {
       let changed = 0;
       for (const { accessId, workspaceId } of await repo.timeSensitiveAccesses()) {
         const effects = await db.transaction(async (tx) =>
-          (await repo.workspaceArchived(workspaceId, tx, true)) ? [] : enforceAccess(tx, actor, accessId, now),
+          (await repo.workspaceArchivedForShare(workspaceId, tx)) ? [] : enforceAccess(actor, accessId, now, tx),
         );
         if (effects.some((e) => e.startsWith('access:'))) changed++;
       }

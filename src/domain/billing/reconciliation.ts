@@ -40,7 +40,7 @@ export function createReconciler(deps: {
 
       const runId = newId();
       await db.transaction(async (tx) => {
-        await deps.workspaces.requireWritable(tx, actor, conn.workspace_id);
+        await deps.workspaces.requireWritable(actor, conn.workspace_id, tx);
         await repo.insertRun(
           {
             id: runId,
@@ -56,13 +56,13 @@ export function createReconciler(deps: {
           },
           tx,
         );
-        await deps.audit.record(tx, actor, {
+        await deps.audit.record(actor, {
           action: 'billing_connection.reconciliation_started',
           resourceType: 'billing_connection',
           resourceId: conn.id,
           workspaceId: conn.workspace_id,
           changes: { runId },
-        });
+        }, tx);
       });
 
       const runActor = systemActor(BILLING_ACTOR, `reconcile:${runId}`);
@@ -71,7 +71,7 @@ export function createReconciler(deps: {
       try {
         for await (const state of client.listSubscriptions()) {
           examined++;
-          const result = await db.transaction((tx) => projector.apply(tx, conn, state, { actor: runActor }));
+          const result = await db.transaction((tx) => projector.apply(conn, state, { actor: runActor }, tx));
           if (result.outcome === 'ignored') continue;
           if (Object.keys(result.changes).length || result.effects.length) {
             changes.push({

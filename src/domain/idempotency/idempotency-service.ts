@@ -6,11 +6,11 @@
  * request can take belongs to a request that died with its process: a retry
  * takes it over.
  */
-import type { Db } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import type { Clock } from '../actor.js';
 import type { KeyHasher } from '../security/key-hash.js';
 import type { SecretBox } from '../security/secret-box.js';
+import type { IdempotencyRepo } from './idempotency-repo.js';
 
 const TTL_MS = 24 * 3600 * 1000;
 
@@ -61,23 +61,14 @@ function canonical(value: unknown): string {
  * Stored answers can hold secrets shown once (an inference key's plaintext), so
  * they are sealed like every other secret at rest, bound to their key.
  */
-export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox: SecretBox; requestHasher: KeyHasher }) {
-  const { db, clock, secretBox, requestHasher } = deps;
+export function createIdempotencyService(deps: {
+  idempotencyRepo: IdempotencyRepo;
+  clock: Clock;
+  secretBox: SecretBox;
+  requestHasher: KeyHasher;
+}) {
+  const { idempotencyRepo: repo, clock, secretBox, requestHasher } = deps;
   const aad = (principalId: string, key: string) => `idempotency:${principalId}:${key}`;
-
-  /**
-   * Moves a stale unfinished claim to `now`, making it this request's. The condition
-   * is re-checked on the locked row, so of two concurrent retries only one gets it.
-   */
-  async function takeOver(principalId: string, key: string, now: Date): Promise<boolean> {
-    const taken = await db('idempotency_keys')
-      .where({ principal_id: principalId, idempotency_key: key })
-      .whereNull('response_status')
-      .where('created_at', '<', new Date(now.getTime() - CLAIM_LOCK_TIMEOUT_MS))
-      .update({ created_at: now })
-      .returning('idempotency_key');
-    return taken.length > 0;
-  }
 
   return {
     /**
@@ -91,20 +82,15 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox
     },
 
     async claim(principalId: string, key: string, method: string, path: string, hash: string): Promise<Claim> {
-      const ofKey = { principal_id: principalId, idempotency_key: key };
+      const k = { principalId, key };
       for (let attempt = 0; attempt < 3; attempt++) {
         const now = clock.now();
-        const inserted = await db('idempotency_keys')
-          .insert({ ...ofKey, method, path, request_hash: hash, created_at: now })
-          .onConflict(['principal_id', 'idempotency_key'])
-          .ignore()
-          .returning('idempotency_key');
-        if (inserted.length) return { kind: 'claimed', claimedAt: now };
-        const row = await db('idempotency_keys').where(ofKey).first();
+        if (await repo.insertClaim(k, { method, path, requestHash: hash, at: now })) return { kind: 'claimed', claimedAt: now };
+        const row = await repo.find(k);
         if (!row) continue;
         const age = now.getTime() - new Date(row.created_at).getTime();
         if (age > TTL_MS) {
-          await db('idempotency_keys').where(ofKey).where('created_at', '<', new Date(now.getTime() - TTL_MS)).delete();
+          await repo.deleteIfOlder(k, new Date(now.getTime() - TTL_MS));
           continue;
         }
         if (row.request_hash !== hash || row.method !== method || row.path !== path) {
@@ -114,7 +100,8 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox
           if (age <= CLAIM_LOCK_TIMEOUT_MS) {
             throw new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still in progress', { param: 'Idempotency-Key' });
           }
-          if (await takeOver(principalId, key, now)) return { kind: 'claimed', claimedAt: now };
+          // A stale unfinished claim: its request died; this one takes it over.
+          if (await repo.takeOver(k, new Date(now.getTime() - CLAIM_LOCK_TIMEOUT_MS), now)) return { kind: 'claimed', claimedAt: now };
           continue;
         }
         const stored = row.response_body as { keyId: string; ciphertext: string };
@@ -126,22 +113,16 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox
 
     /** Records the answer of the claim's operation; a no-op if the claim was taken over meanwhile. */
     async complete(principalId: string, key: string, claimedAt: Date, response: StoredResponse): Promise<void> {
-      await db('idempotency_keys')
-        .where({ principal_id: principalId, idempotency_key: key, created_at: claimedAt })
-        .whereNull('response_status')
-        .update({
-          response_status: response.status,
-          response_body: JSON.stringify(secretBox.seal(JSON.stringify(response.body ?? null), aad(principalId, key))),
-          response_headers: JSON.stringify(response.headers),
-        });
+      await repo.complete({ principalId, key }, claimedAt, {
+        status: response.status,
+        sealedBody: secretBox.seal(JSON.stringify(response.body ?? null), aad(principalId, key)),
+        headers: response.headers,
+      });
     },
 
     /** A failure that may succeed on retry (5xx) frees the key (unless another request took the claim over). */
     async release(principalId: string, key: string, claimedAt: Date): Promise<void> {
-      await db('idempotency_keys')
-        .where({ principal_id: principalId, idempotency_key: key, created_at: claimedAt })
-        .whereNull('response_status')
-        .delete();
+      await repo.release({ principalId, key }, claimedAt);
     },
 
     /**
@@ -152,8 +133,7 @@ export function createIdempotencyService(deps: { db: Db; clock: Clock; secretBox
       const cutoff = new Date(clock.now().getTime() - TTL_MS);
       let purged = 0;
       for (;;) {
-        const batch = db('idempotency_keys').select('principal_id', 'idempotency_key').where('created_at', '<', cutoff).limit(batchSize);
-        const deleted = await db('idempotency_keys').whereIn(['principal_id', 'idempotency_key'], batch).delete();
+        const deleted = await repo.deleteOlderThan(cutoff, batchSize);
         purged += deleted;
         if (deleted < batchSize) return purged;
       }

@@ -48,10 +48,10 @@ export function createInferenceKeyService(deps: {
 
     /** Issues a key for an access, in the caller's transaction (the caller checked the access). */
     async issueInTx(
-      tx: Queryable,
       actor: Actor,
       access: { id: string; workspace_id: string },
       input: IssueKeyInput,
+      tx: Queryable,
     ): Promise<IssuedKey> {
       const now = clock.now();
       const expiresAt = input.expiresAt ?? new Date(now.getTime() + deps.ttlDays * DAY_MS);
@@ -72,13 +72,13 @@ export function createInferenceKeyService(deps: {
         },
         tx,
       );
-      await audit.record(tx, actor, {
+      await audit.record(actor, {
         action: 'inference_key.issued',
         resourceType: 'inference_key',
         resourceId: row.id,
         workspaceId: access.workspace_id,
         changes: { workspaceAccessId: access.id, name: row.name, prefix: row.prefix, expiresAt: expiresAt.toISOString() },
-      });
+      }, tx);
       return { row, apiKey };
     },
 
@@ -87,18 +87,18 @@ export function createInferenceKeyService(deps: {
     },
 
     /** Idempotent: revoking a revoked key changes nothing. */
-    async revokeInTx(tx: Queryable, actor: Actor, access: { id: string; workspace_id: string }, keyId: string): Promise<void> {
+    async revokeInTx(actor: Actor, access: { id: string; workspace_id: string }, keyId: string, tx: Queryable): Promise<void> {
       const key = await inferenceKeyRepo.find(access.id, keyId, tx);
       if (!key) throw new AppError('inference_key_not_found', 'Inference key not found');
       if (key.revoked_at) return;
       await inferenceKeyRepo.revoke(keyId, clock.now(), tx);
-      await audit.record(tx, actor, {
+      await audit.record(actor, {
         action: 'inference_key.revoked',
         resourceType: 'inference_key',
         resourceId: keyId,
         workspaceId: access.workspace_id,
         changes: { workspaceAccessId: access.id, prefix: key.prefix },
-      });
+      }, tx);
     },
 
     /** For the gateway: records lastRequestAt at most once a minute per key. */

@@ -30,6 +30,11 @@ export function createManagementKeyRepo(db: Queryable) {
         .first();
     },
 
+    /** Until the transaction ends, no other may insert a key: of processes starting at once, one creates the root key. */
+    async lockAgainstInserts(tx: Queryable): Promise<void> {
+      await tx.raw('lock table management_keys in exclusive mode');
+    },
+
     async hasRoot(q: Queryable = db): Promise<boolean> {
       return Boolean(await q('management_keys').where({ is_root: true }).whereNull('revoked_at').first('id'));
     },

@@ -53,7 +53,7 @@ export function createManagementKeyService(deps: {
     async ensureRootKey(): Promise<string | undefined> {
       if (rootKeyHash) return undefined;
       return db.transaction(async (tx) => {
-        await tx.raw('lock table management_keys in exclusive mode');
+        await managementKeyRepo.lockAgainstInserts(tx);
         if (await managementKeyRepo.hasRoot(tx)) return undefined;
         const token = generateToken(MANAGEMENT_KEY_PREFIX);
         const id = newId();
@@ -62,13 +62,13 @@ export function createManagementKeyService(deps: {
           [],
           tx,
         );
-        await audit.record(tx, systemActor('system'), {
+        await audit.record(systemActor('system'), {
           action: 'management_key.created',
           resourceType: 'management_key',
           resourceId: id,
           workspaceId: null,
           changes: { root: true },
-        });
+        }, tx);
         return token;
       });
     },
@@ -97,13 +97,13 @@ export function createManagementKeyService(deps: {
         // One entry in each workspace's log, naming no other workspace: a key scoped to one
         // workspace reads its log and must not learn the ids of workspaces it cannot see.
         for (const workspaceId of new Set(input.workspaceIds)) {
-          await audit.record(tx, actor, {
+          await audit.record(actor, {
             action: 'management_key.created',
             resourceType: 'management_key',
             resourceId: id,
             workspaceId,
             changes: { name: input.name },
-          });
+          }, tx);
         }
         return { id, key: token };
       });
@@ -121,7 +121,7 @@ export function createManagementKeyService(deps: {
           // In the log of each workspace the key could see, as its creation was (a root key's has none).
           const workspaceIds = await managementKeyRepo.workspaceIdsOf(id, tx);
           for (const workspaceId of workspaceIds.length ? workspaceIds : [null]) {
-            await audit.record(tx, actor, { action: 'management_key.revoked', resourceType: 'management_key', resourceId: id, workspaceId });
+            await audit.record(actor, { action: 'management_key.revoked', resourceType: 'management_key', resourceId: id, workspaceId }, tx);
           }
         }
         return revoked;

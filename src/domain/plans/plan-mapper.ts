@@ -1,5 +1,6 @@
 /** Rows <-> DTOs for plans, strategies and bindings; the only bigint <-> string place here. */
 import type {
+  CreateQuotaStrategyDto,
   PlanDetailDto,
   QuotaStrategyDto,
   StrategyBindingDto,
@@ -7,6 +8,7 @@ import type {
 } from '../../../generated/client/types.gen.js';
 import { AppError } from '../../errors.js';
 import { INT64_MAX } from '../quota/quota-math.js';
+import type { CreateStrategyInput } from './plan-service.js';
 import type { BindingRow, PlanRow, QuotaStrategyRow } from './plan-types.js';
 
 /** A decimal string to bigint: digits only, 0 .. 2^63-1, else 400 naming the field. */
@@ -19,11 +21,17 @@ export function parseInt64(value: string, param: string): bigint {
   return n;
 }
 
-/** An RFC 3339 timestamp (already checked by the contract) to a Date. */
-export function parseTimestamp(value: string, param: string): Date {
-  const at = new Date(value);
-  if (Number.isNaN(at.getTime())) throw new AppError('invalid_parameter', `${param} must be an RFC 3339 timestamp`, { param });
-  return at;
+/** A createQuotaStrategy body to the service's input: its 64-bit decimal strings as bigints. */
+export function fromCreateStrategyDto(dto: CreateQuotaStrategyDto): CreateStrategyInput {
+  return {
+    key: dto.key,
+    resetInterval: dto.resetInterval,
+    quotaUnits: parseInt64(dto.quotaUnits, 'quotaUnits'),
+    inputMultiplierPpm: parseInt64(dto.inputMultiplierPpm, 'inputMultiplierPpm'),
+    outputMultiplierPpm: parseInt64(dto.outputMultiplierPpm, 'outputMultiplierPpm'),
+    cachedInputMultiplierPpm: parseInt64(dto.cachedInputMultiplierPpm, 'cachedInputMultiplierPpm'),
+    maxOutputTokens: dto.maxOutputTokens,
+  };
 }
 
 export function toPlanDto(row: PlanRow): WorkspacePlanDto {

@@ -1,39 +1,22 @@
 /** All SQL of plans, quota_strategies and plan_strategy_bindings. */
 import type { Queryable } from '../../db/database.js';
-import { AppError, isUniqueViolation } from '../../errors.js';
+import { table } from '../../db/table.js';
+import { AppError } from '../../errors.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 import type { BindingRow, PlanRow, PlanStatus, QuotaStrategyRow, StrategyInForce } from './plan-types.js';
 
 export function createPlanRepo(db: Queryable) {
+  const plans = table<PlanRow>(db, 'plans', {
+    json: ['metadata'],
+    conflict: (values) => new AppError('plan_key_exists', `A plan with key '${values.key}' exists in this workspace`, { param: 'key' }),
+  });
+  const strategies = table<QuotaStrategyRow>(db, 'quota_strategies');
+  const bindings = table<BindingRow>(db, 'plan_strategy_bindings');
   return {
-    async insertPlan(row: PlanRow, q: Queryable = db): Promise<PlanRow> {
-      try {
-        const [created] = await q('plans').insert({ ...row, metadata: JSON.stringify(row.metadata) }).returning('*');
-        return created as PlanRow;
-      } catch (err) {
-        if (isUniqueViolation(err)) throw new AppError('plan_key_exists', `A plan with key '${row.key}' exists in this workspace`, { param: 'key' });
-        throw err;
-      }
-    },
-
-    async findPlan(id: string, q: Queryable = db): Promise<PlanRow | undefined> {
-      return q('plans').where({ id }).first();
-    },
-
-    async findPlanForUpdate(id: string, q: Queryable): Promise<PlanRow | undefined> {
-      return q('plans').where({ id }).forUpdate().first();
-    },
-
-    async updatePlan(id: string, patch: Partial<PlanRow>, q: Queryable = db): Promise<PlanRow> {
-      try {
-        const values = { ...patch, ...(patch.metadata ? { metadata: JSON.stringify(patch.metadata) } : {}) };
-        const [updated] = await q('plans').where({ id }).update(values).returning('*');
-        return updated as PlanRow;
-      } catch (err) {
-        if (isUniqueViolation(err)) throw new AppError('plan_key_exists', `A plan with key '${patch.key}' exists in this workspace`, { param: 'key' });
-        throw err;
-      }
-    },
+    insertPlan: plans.insert,
+    findPlan: plans.findById,
+    findPlanForUpdate: plans.findByIdForUpdate,
+    updatePlan: plans.updateById,
 
     async listPlans(
       filter: PageRequest & { workspaceId: string; status?: PlanStatus | undefined; key?: string | undefined },
@@ -55,18 +38,13 @@ export function createPlanRepo(db: Queryable) {
       return Number((row as { v: number | null } | undefined)?.v ?? 0) + 1;
     },
 
-    async insertStrategy(row: QuotaStrategyRow, q: Queryable = db): Promise<QuotaStrategyRow> {
-      const [created] = await q('quota_strategies').insert(row).returning('*');
+    /** A version numbered twice at once fails on its unique key, unmapped: the service retries it (withVersionRetry). */
+    async insertStrategy(row: QuotaStrategyRow, tx: Queryable): Promise<QuotaStrategyRow> {
+      const [created] = await tx('quota_strategies').insert(row).returning('*');
       return created as QuotaStrategyRow;
     },
-
-    async findStrategy(id: string, q: Queryable = db): Promise<QuotaStrategyRow | undefined> {
-      return q('quota_strategies').where({ id }).first();
-    },
-
-    async findStrategyForUpdate(id: string, q: Queryable): Promise<QuotaStrategyRow | undefined> {
-      return q('quota_strategies').where({ id }).forUpdate().first();
-    },
+    findStrategy: strategies.findById,
+    findStrategyForUpdate: strategies.findByIdForUpdate,
 
     async publishStrategy(id: string, at: Date, q: Queryable): Promise<QuotaStrategyRow> {
       const [updated] = await q('quota_strategies').where({ id, status: 'DRAFT' }).update({ status: 'PUBLISHED', published_at: at }).returning('*');
@@ -83,18 +61,11 @@ export function createPlanRepo(db: Queryable) {
       return paginate<QuotaStrategyRow>(query, filter);
     },
 
-    async insertBinding(row: BindingRow, q: Queryable = db): Promise<BindingRow> {
-      const [created] = await q('plan_strategy_bindings').insert(row).returning('*');
-      return created as BindingRow;
-    },
+    insertBinding: bindings.insert,
+    findBinding: bindings.findById,
 
-    async findBinding(id: string, q: Queryable = db): Promise<BindingRow | undefined> {
-      return q('plan_strategy_bindings').where({ id }).first();
-    },
-
-    async setBindingEnd(id: string, end: Date, q: Queryable): Promise<BindingRow> {
-      const [updated] = await q('plan_strategy_bindings').where({ id }).update({ effective_to: end }).returning('*');
-      return updated as BindingRow;
+    async setBindingEnd(id: string, end: Date, tx: Queryable): Promise<BindingRow> {
+      return bindings.updateById(id, { effective_to: end }, tx);
     },
 
     /** Bindings that are not empty (a binding closed at its start was cancelled). */
@@ -118,7 +89,7 @@ export function createPlanRepo(db: Queryable) {
         .orderBy('effective_from', 'desc')
         .first()) as BindingRow | undefined;
       if (!binding) return undefined;
-      const strategy = (await q('quota_strategies').where({ id: binding.strategy_id }).first()) as QuotaStrategyRow;
+      const strategy = (await strategies.findById(binding.strategy_id, q))!;
       return { binding, strategy };
     },
   };

@@ -11,7 +11,6 @@ import { assertVisible, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
-import { parseInt64, parseTimestamp } from './plan-mapper.js';
 import type { PlanRepo } from './plan-repo.js';
 import type { BindingRow, Interval, PlanRow, PlanStatus, QuotaStrategyRow, StrategyInForce } from './plan-types.js';
 
@@ -31,10 +30,10 @@ export interface UpdatePlanInput {
 export interface CreateStrategyInput {
   key: string;
   resetInterval: Interval;
-  quotaUnits: string;
-  inputMultiplierPpm: string;
-  outputMultiplierPpm: string;
-  cachedInputMultiplierPpm: string;
+  quotaUnits: bigint;
+  inputMultiplierPpm: bigint;
+  outputMultiplierPpm: bigint;
+  cachedInputMultiplierPpm: bigint;
   maxOutputTokens: number;
 }
 
@@ -49,15 +48,22 @@ export function createPlanService(deps: {
 }) {
   const { db, planRepo, workspaces, audit, clock } = deps;
 
-  async function loadPlan(actor: Actor, planId: string, q: Queryable = db, forUpdate = false): Promise<PlanRow> {
-    const plan = forUpdate ? await planRepo.findPlanForUpdate(planId, q) : await planRepo.findPlan(planId, q);
+  function visiblePlan(actor: Actor, plan: PlanRow | undefined): PlanRow {
     if (!plan) throw new AppError('plan_not_found', 'Plan not found');
     assertVisible(actor, plan.workspace_id, 'plan_not_found', 'Plan');
     return plan;
   }
 
-  async function loadStrategy(actor: Actor, strategyId: string, q: Queryable = db, forUpdate = false): Promise<QuotaStrategyRow> {
-    const strategy = forUpdate ? await planRepo.findStrategyForUpdate(strategyId, q) : await planRepo.findStrategy(strategyId, q);
+  async function loadPlan(actor: Actor, planId: string, q: Queryable = db): Promise<PlanRow> {
+    return visiblePlan(actor, await planRepo.findPlan(planId, q));
+  }
+
+  /** The plan, locked until the transaction ends. */
+  async function lockPlan(actor: Actor, planId: string, tx: Queryable): Promise<PlanRow> {
+    return visiblePlan(actor, await planRepo.findPlanForUpdate(planId, tx));
+  }
+
+  function visibleStrategy(actor: Actor, strategy: QuotaStrategyRow | undefined): QuotaStrategyRow {
     if (!strategy) throw new AppError('strategy_not_found', 'Quota strategy not found');
     assertVisible(actor, strategy.workspace_id, 'strategy_not_found', 'Quota strategy');
     return strategy;
@@ -86,7 +92,7 @@ export function createPlanService(deps: {
     async createPlan(actor: Actor, workspaceId: string, input: CreatePlanInput): Promise<PlanRow> {
       assertMetadataSize(input.metadata);
       return db.transaction(async (tx) => {
-        await workspaces.requireWritable(tx, actor, workspaceId);
+        await workspaces.requireWritable(actor, workspaceId, tx);
         const now = clock.now();
         const plan = await planRepo.insertPlan(
           {
@@ -103,7 +109,7 @@ export function createPlanService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, { action: 'plan.created', resourceType: 'plan', resourceId: plan.id, workspaceId, changes: { ...input } });
+        await audit.record(actor, { action: 'plan.created', resourceType: 'plan', resourceId: plan.id, workspaceId, changes: { ...input } }, tx);
         return plan;
       });
     },
@@ -122,8 +128,8 @@ export function createPlanService(deps: {
 
     async updatePlan(actor: Actor, planId: string, input: UpdatePlanInput): Promise<PlanRow> {
       return db.transaction(async (tx) => {
-        const plan = await loadPlan(actor, planId, tx, true);
-        await workspaces.requireWritable(tx, actor, plan.workspace_id);
+        const plan = await lockPlan(actor, planId, tx);
+        await workspaces.requireWritable(actor, plan.workspace_id, tx);
         if (plan.status !== 'DRAFT') {
           throw new AppError('plan_not_draft', 'Only a DRAFT plan can be updated', { current_status: plan.status });
         }
@@ -133,7 +139,7 @@ export function createPlanService(deps: {
         if (input.billingInterval !== undefined) patch.billing_interval = input.billingInterval;
         if (Object.keys(patch).length === 0) return plan;
         const updated = await planRepo.updatePlan(planId, { ...patch, updated_at: clock.now() }, tx);
-        await audit.record(tx, actor, { action: 'plan.updated', resourceType: 'plan', resourceId: planId, workspaceId: plan.workspace_id, changes: { ...input } });
+        await audit.record(actor, { action: 'plan.updated', resourceType: 'plan', resourceId: planId, workspaceId: plan.workspace_id, changes: { ...input } }, tx);
         return updated;
       });
     },
@@ -141,8 +147,8 @@ export function createPlanService(deps: {
     /** DRAFT -> ACTIVE once a published strategy is bound and in force; ACTIVE again is a no-op. */
     async publishPlan(actor: Actor, planId: string): Promise<PlanRow> {
       return db.transaction(async (tx) => {
-        const plan = await loadPlan(actor, planId, tx, true);
-        await workspaces.requireWritable(tx, actor, plan.workspace_id);
+        const plan = await lockPlan(actor, planId, tx);
+        await workspaces.requireWritable(actor, plan.workspace_id, tx);
         if (plan.status === 'ACTIVE') return plan;
         if (plan.status !== 'DRAFT') {
           throw new AppError('plan_not_draft', 'Only a DRAFT plan can be published', { current_status: plan.status });
@@ -157,30 +163,30 @@ export function createPlanService(deps: {
           throw new AppError('plan_not_publishable', `The plan cannot be published: ${reason}`, { current_status: plan.status });
         }
         const updated = await planRepo.updatePlan(planId, { status: 'ACTIVE', published_at: now, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'plan.published',
           resourceType: 'plan',
           resourceId: planId,
           workspaceId: plan.workspace_id,
           changes: { status: 'ACTIVE', strategyId: inForce.strategy.id },
-        });
+        }, tx);
         return updated;
       });
     },
 
     async createStrategy(actor: Actor, workspaceId: string, input: CreateStrategyInput): Promise<QuotaStrategyRow> {
       const values = {
-        quota_units: parseInt64(input.quotaUnits, 'quotaUnits'),
-        input_multiplier_ppm: parseInt64(input.inputMultiplierPpm, 'inputMultiplierPpm'),
-        output_multiplier_ppm: parseInt64(input.outputMultiplierPpm, 'outputMultiplierPpm'),
-        cached_input_multiplier_ppm: parseInt64(input.cachedInputMultiplierPpm, 'cachedInputMultiplierPpm'),
+        quota_units: input.quotaUnits,
+        input_multiplier_ppm: input.inputMultiplierPpm,
+        output_multiplier_ppm: input.outputMultiplierPpm,
+        cached_input_multiplier_ppm: input.cachedInputMultiplierPpm,
       };
       if (!Number.isInteger(input.maxOutputTokens) || input.maxOutputTokens < 1 || input.maxOutputTokens > MAX_INT32) {
         throw new AppError('invalid_parameter', `maxOutputTokens must be an integer from 1 to ${MAX_INT32}`, { param: 'maxOutputTokens' });
       }
       return withVersionRetry(() =>
         db.transaction(async (tx) => {
-          await workspaces.requireWritable(tx, actor, workspaceId);
+          await workspaces.requireWritable(actor, workspaceId, tx);
           await planRepo.lockStrategyKey(workspaceId, input.key, tx);
           const version = await planRepo.nextStrategyVersion(workspaceId, input.key, tx);
           const strategy = await planRepo.insertStrategy(
@@ -199,13 +205,13 @@ export function createPlanService(deps: {
             },
             tx,
           );
-          await audit.record(tx, actor, {
+          await audit.record(actor, {
             action: 'quota_strategy.created',
             resourceType: 'quota_strategy',
             resourceId: strategy.id,
             workspaceId,
             changes: { ...input, version },
-          });
+          }, tx);
           return strategy;
         }),
       );
@@ -220,28 +226,28 @@ export function createPlanService(deps: {
       return planRepo.listStrategies({ ...filter, workspaceId });
     },
 
-    getStrategy(actor: Actor, strategyId: string): Promise<QuotaStrategyRow> {
-      return loadStrategy(actor, strategyId);
+    async getStrategy(actor: Actor, strategyId: string): Promise<QuotaStrategyRow> {
+      return visibleStrategy(actor, await planRepo.findStrategy(strategyId));
     },
 
     /** DRAFT -> PUBLISHED; a published version is immutable, so publishing again is refused. */
     async publishStrategy(actor: Actor, strategyId: string): Promise<QuotaStrategyRow> {
       return db.transaction(async (tx) => {
-        const strategy = await loadStrategy(actor, strategyId, tx, true);
-        await workspaces.requireWritable(tx, actor, strategy.workspace_id);
+        const strategy = visibleStrategy(actor, await planRepo.findStrategyForUpdate(strategyId, tx));
+        await workspaces.requireWritable(actor, strategy.workspace_id, tx);
         if (strategy.status === 'PUBLISHED') {
           throw new AppError('strategy_published', 'This strategy version is published and immutable; create a new version', {
             current_status: strategy.status,
           });
         }
         const published = await planRepo.publishStrategy(strategyId, clock.now(), tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'quota_strategy.published',
           resourceType: 'quota_strategy',
           resourceId: strategyId,
           workspaceId: strategy.workspace_id,
           changes: { status: 'PUBLISHED', key: strategy.key, version: strategy.version },
-        });
+        }, tx);
         return published;
       });
     },
@@ -251,11 +257,11 @@ export function createPlanService(deps: {
      * force at that instant is ended there (a version upgrade); a binding that
      * starts at or after it would overlap and is refused.
      */
-    async bind(actor: Actor, planId: string, input: { strategyId: string; effectiveFrom: string }): Promise<BindingRow> {
-      const from = parseTimestamp(input.effectiveFrom, 'effectiveFrom');
+    async bind(actor: Actor, planId: string, input: { strategyId: string; effectiveFrom: Date }): Promise<BindingRow> {
+      const from = input.effectiveFrom;
       return db.transaction(async (tx) => {
-        const plan = await loadPlan(actor, planId, tx, true);
-        await workspaces.requireWritable(tx, actor, plan.workspace_id);
+        const plan = await lockPlan(actor, planId, tx);
+        await workspaces.requireWritable(actor, plan.workspace_id, tx);
         if (plan.status === 'ARCHIVED') {
           throw new AppError('plan_not_active', 'An archived plan takes no new bindings', { current_status: plan.status });
         }
@@ -293,13 +299,13 @@ export function createPlanService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'plan.strategy_bound',
           resourceType: 'plan_strategy_binding',
           resourceId: binding.id,
           workspaceId: plan.workspace_id,
           changes: { planId, strategyId: strategy.id, effectiveFrom: from.toISOString(), endedBindingId: covering?.id ?? null },
-        });
+        }, tx);
         return binding;
       });
     },
@@ -314,14 +320,14 @@ export function createPlanService(deps: {
      * not started (a plain close withdraws a scheduled binding). At its start the
      * binding is cancelled (never in force). Already ended by then: 409.
      */
-    async closeBinding(actor: Actor, bindingId: string, effectiveAt?: string): Promise<BindingRow> {
-      const requested = effectiveAt !== undefined ? parseTimestamp(effectiveAt, 'effectiveAt') : undefined;
+    async closeBinding(actor: Actor, bindingId: string, effectiveAt?: Date): Promise<BindingRow> {
+      const requested = effectiveAt;
       return db.transaction(async (tx) => {
         const found = await planRepo.findBinding(bindingId, tx);
         if (!found) throw new AppError('binding_not_found', 'Strategy binding not found');
         assertVisible(actor, found.workspace_id, 'binding_not_found', 'Strategy binding');
-        await loadPlan(actor, found.plan_id, tx, true);
-        await workspaces.requireWritable(tx, actor, found.workspace_id);
+        await lockPlan(actor, found.plan_id, tx);
+        await workspaces.requireWritable(actor, found.workspace_id, tx);
         const binding = (await planRepo.findBinding(bindingId, tx))!;
         const now = clock.now();
         const at = requested ?? (binding.effective_from > now ? binding.effective_from : now);
@@ -334,13 +340,13 @@ export function createPlanService(deps: {
           throw new AppError('invalid_parameter', 'effectiveAt must not be before the binding\'s effectiveFrom', { param: 'effectiveAt' });
         }
         const closed = await planRepo.setBindingEnd(bindingId, at, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'plan.strategy_binding_closed',
           resourceType: 'plan_strategy_binding',
           resourceId: bindingId,
           workspaceId: binding.workspace_id,
           changes: { effectiveTo: at.toISOString() },
-        });
+        }, tx);
         return closed;
       });
     },

@@ -1,4 +1,5 @@
 import type { Queryable } from '../../db/database.js';
+import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 
 export type ProtocolProfile = 'openai' | 'anthropic';
@@ -30,28 +31,13 @@ export interface ProviderConnectionFilter extends PageRequest {
 }
 
 export function createProviderConnectionRepo(db: Queryable) {
+  const connections = table<ProviderConnectionRow>(db, 'provider_connections', { json: ['metadata'] });
   return {
-    async insert(row: ProviderConnectionRow, q: Queryable = db): Promise<ProviderConnectionRow> {
-      const [created] = await q('provider_connections')
-        .insert({ ...row, metadata: JSON.stringify(row.metadata) })
-        .returning('*');
-      return created as ProviderConnectionRow;
-    },
-
-    async findById(id: string, q: Queryable = db): Promise<ProviderConnectionRow | undefined> {
-      return q('provider_connections').where({ id }).first();
-    },
-
+    insert: connections.insert,
+    findById: connections.findById,
     /** Locks the row for the rest of the transaction (rotate vs. update vs. archive races). */
-    async findByIdForUpdate(id: string, q: Queryable): Promise<ProviderConnectionRow | undefined> {
-      return q('provider_connections').where({ id }).forUpdate().first();
-    },
-
-    async update(id: string, patch: Partial<ProviderConnectionRow>, q: Queryable = db): Promise<ProviderConnectionRow> {
-      const values = { ...patch, ...(patch.metadata ? { metadata: JSON.stringify(patch.metadata) } : {}) };
-      const [updated] = await q('provider_connections').where({ id }).update(values).returning('*');
-      return updated as ProviderConnectionRow;
-    },
+    findByIdForUpdate: connections.findByIdForUpdate,
+    update: connections.updateById,
 
     async list(filter: ProviderConnectionFilter, q: Queryable = db): Promise<Page<ProviderConnectionRow>> {
       const query = q('provider_connections').select('*').where({ workspace_id: filter.workspaceId });

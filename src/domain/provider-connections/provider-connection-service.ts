@@ -4,11 +4,6 @@
  * the upstream. Every change writes its audit entry in the same transaction;
  * upstream probes run outside any transaction.
  */
-import type {
-  CreateProviderConnectionDtoWritable,
-  TestProviderConnectionDtoWritable,
-  UpdateProviderConnectionDtoWritable,
-} from '../../../generated/client/types.gen.js';
 import type { Config } from '../../config.js';
 import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
@@ -29,6 +24,29 @@ import { openProviderApiKey, sealProviderApiKey } from './provider-secret.js';
 import { assertSafeUpstreamUrl } from './upstream-guard.js';
 
 const RESOURCE = 'provider_connection';
+
+export interface CreateConnectionInput {
+  name: string;
+  protocolProfile: ProtocolProfile;
+  baseUrl: string;
+  apiKey: string;
+  metadata?: Record<string, unknown> | undefined;
+  /** Unset: config.upstreamTimeoutMs. */
+  upstreamTimeoutMs?: number | undefined;
+}
+
+/** A probe of an upstream with a key that is not saved. */
+export type TestConnectionInput = Pick<CreateConnectionInput, 'protocolProfile' | 'baseUrl' | 'apiKey'>;
+
+export interface UpdateConnectionInput {
+  name?: string | undefined;
+  baseUrl?: string | undefined;
+  apiKey?: string | undefined;
+  status?: 'ACTIVE' | 'SUSPENDED' | undefined;
+  metadata?: Record<string, unknown> | undefined;
+  /** null: back to config.upstreamTimeoutMs. */
+  upstreamTimeoutMs?: number | null | undefined;
+}
 
 function notFound(): AppError {
   return new AppError('provider_connection_not_found', 'Provider connection not found');
@@ -114,9 +132,9 @@ export function createProviderConnectionService(deps: {
    * A change to one connection: visible, its workspace writable (share-locked
    * first, as every area does), the row locked and not archived.
    */
-  async function lockForChange(tx: Queryable, actor: Actor, id: string): Promise<ProviderConnectionRow> {
+  async function lockForChange(actor: Actor, id: string, tx: Queryable): Promise<ProviderConnectionRow> {
     const seen = await get(actor, id, tx);
-    await workspaces.requireWritable(tx, actor, seen.workspace_id);
+    await workspaces.requireWritable(actor, seen.workspace_id, tx);
     const row = await repo.findByIdForUpdate(id, tx);
     if (!row) throw notFound();
     if (row.status === 'ARCHIVED') throw archived(row);
@@ -126,7 +144,7 @@ export function createProviderConnectionService(deps: {
   return {
     get,
 
-    async create(actor: Actor, workspaceId: string, dto: CreateProviderConnectionDtoWritable): Promise<ProviderConnectionRow> {
+    async create(actor: Actor, workspaceId: string, dto: CreateConnectionInput): Promise<ProviderConnectionRow> {
       assertMetadataSize(dto.metadata);
       // Visibility before the URL check: another tenant's workspace answers 404 whatever the body.
       await workspaces.get(actor, workspaceId);
@@ -135,7 +153,7 @@ export function createProviderConnectionService(deps: {
       const sealed = sealProviderApiKey(secretBox, id, dto.apiKey);
       const now = clock.now();
       return db.transaction(async (tx) => {
-        await workspaces.requireWritable(tx, actor, workspaceId);
+        await workspaces.requireWritable(actor, workspaceId, tx);
         const row = await repo.insert(
           {
             id,
@@ -156,13 +174,13 @@ export function createProviderConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'provider_connection.created',
           resourceType: RESOURCE,
           resourceId: id,
           workspaceId,
           changes: { ...dto, baseUrl, apiKey: REDACTED, secretPreview: row.secret_preview },
-        });
+        }, tx);
         return row;
       });
     },
@@ -177,19 +195,19 @@ export function createProviderConnectionService(deps: {
     },
 
     /** Probes the upstream with a key that is not saved; changes nothing. */
-    async test(actor: Actor, workspaceId: string, dto: TestProviderConnectionDtoWritable): Promise<ProviderCheckResult> {
+    async test(actor: Actor, workspaceId: string, dto: TestConnectionInput): Promise<ProviderCheckResult> {
       await workspaces.get(actor, workspaceId);
       const baseUrl = await checkedBaseUrl(dto.baseUrl);
       return probe(dto.protocolProfile, baseUrl, dto.apiKey);
     },
 
-    async update(actor: Actor, id: string, dto: UpdateProviderConnectionDtoWritable): Promise<ProviderConnectionRow> {
+    async update(actor: Actor, id: string, dto: UpdateConnectionInput): Promise<ProviderConnectionRow> {
       assertMetadataSize(dto.metadata);
       await get(actor, id);
       const baseUrl = dto.baseUrl !== undefined ? await checkedBaseUrl(dto.baseUrl) : undefined;
       const newKey = dto.apiKey !== undefined ? keyReplacement(id, dto.apiKey) : undefined;
       return db.transaction(async (tx) => {
-        const current = await lockForChange(tx, actor, id);
+        const current = await lockForChange(actor, id, tx);
         assertKeyFollowsOrigin(current, baseUrl, dto.apiKey);
         const patch: Partial<ProviderConnectionRow> = { updated_at: clock.now() };
         if (dto.name !== undefined) patch.name = dto.name;
@@ -203,7 +221,7 @@ export function createProviderConnectionService(deps: {
         }
         if (newKey) Object.assign(patch, newKey);
         const row = await repo.update(id, patch, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'provider_connection.updated',
           resourceType: RESOURCE,
           resourceId: id,
@@ -213,7 +231,7 @@ export function createProviderConnectionService(deps: {
             ...(baseUrl !== undefined ? { baseUrl } : {}),
             ...(newKey ? keyReplaced(newKey, current) : {}),
           },
-        });
+        }, tx);
         return row;
       });
     },
@@ -223,18 +241,18 @@ export function createProviderConnectionService(deps: {
       await db.transaction(async (tx) => {
         const seen = await get(actor, id, tx);
         if (seen.status === 'ARCHIVED') return;
-        await workspaces.requireWritable(tx, actor, seen.workspace_id);
+        await workspaces.requireWritable(actor, seen.workspace_id, tx);
         const current = await repo.findByIdForUpdate(id, tx);
         if (!current || current.status === 'ARCHIVED') return;
         const now = clock.now();
         await repo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'provider_connection.archived',
           resourceType: RESOURCE,
           resourceId: id,
           workspaceId: current.workspace_id,
           changes: { status: 'ARCHIVED', previousStatus: current.status },
-        });
+        }, tx);
       });
     },
 
@@ -250,11 +268,11 @@ export function createProviderConnectionService(deps: {
       if (row.status === 'ARCHIVED') throw archived(row);
       const result = await probe(row.protocol_profile, row.base_url, openProviderApiKey(secretBox, row));
       await db.transaction(async (tx) => {
-        const current = await lockForChange(tx, actor, id);
+        const current = await lockForChange(actor, id, tx);
         const unchanged = current.api_key_ciphertext === row.api_key_ciphertext && current.base_url === row.base_url;
         const verified = result.outcome === 'reachable' && unchanged;
         if (verified) await repo.update(id, { last_verified_at: result.checkedAt }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'provider_connection.verified',
           resourceType: RESOURCE,
           resourceId: id,
@@ -264,7 +282,7 @@ export function createProviderConnectionService(deps: {
             ...(result.httpStatus !== undefined ? { httpStatus: result.httpStatus } : {}),
             ...(verified ? { lastVerifiedAt: result.checkedAt.toISOString() } : {}),
           },
-        });
+        }, tx);
       });
       return result;
     },
@@ -273,15 +291,15 @@ export function createProviderConnectionService(deps: {
     async rotateSecret(actor: Actor, id: string, apiKey: string): Promise<ProviderConnectionRow> {
       const newKey = keyReplacement(id, apiKey);
       return db.transaction(async (tx) => {
-        const current = await lockForChange(tx, actor, id);
+        const current = await lockForChange(actor, id, tx);
         const row = await repo.update(id, { ...newKey, updated_at: clock.now() }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'provider_connection.secret_rotated',
           resourceType: RESOURCE,
           resourceId: id,
           workspaceId: current.workspace_id,
           changes: keyReplaced(newKey, current),
-        });
+        }, tx);
         return row;
       });
     },

@@ -277,7 +277,7 @@ export function createQuotaRepo(db: Queryable) {
       return created as QuotaPeriodRow;
     },
 
-    async updatePeriod(id: string, patch: Partial<Pick<QuotaPeriodRow, 'period_end' | 'granted_units'> & PlanChangeCarry>, q: Queryable = db) {
+    async updatePeriod(id: string, patch: Partial<Omit<QuotaPeriodRow, 'id' | 'workspace_id' | 'workspace_access_id' | 'reserved_units' | 'consumed_units' | 'created_at'> & PlanChangeCarry>, q: Queryable = db) {
       const [updated] = await q('quota_periods').where({ id }).update(patch).returning('*');
       return updated as QuotaPeriodRow;
     },

@@ -15,7 +15,7 @@ export function keyIdOf(key: Buffer): string {
   return createHash('sha256').update(key).digest('hex').slice(0, 16);
 }
 
-export function createSecretBox(current: Buffer, previous: Buffer[] = []) {
+export function createSecretBox(current: Buffer, previous: readonly Buffer[] = []) {
   const keys = new Map<string, Buffer>([[keyIdOf(current), current]]);
   for (const key of previous) keys.set(keyIdOf(key), key);
   const currentId = keyIdOf(current);

@@ -1,4 +1,5 @@
 import type { Queryable } from '../../db/database.js';
+import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 
 export interface WorkspaceRow {
@@ -19,33 +20,19 @@ export interface WorkspaceFilter extends PageRequest {
 }
 
 export function createWorkspaceRepo(db: Queryable) {
+  const workspaces = table<WorkspaceRow>(db, 'workspaces', { json: ['metadata'] });
   return {
-    async insert(row: WorkspaceRow, q: Queryable = db): Promise<WorkspaceRow> {
-      const [created] = await q('workspaces')
-        .insert({ ...row, metadata: JSON.stringify(row.metadata) })
-        .returning('*');
-      return created as WorkspaceRow;
-    },
-
-    async findById(id: string, q: Queryable = db): Promise<WorkspaceRow | undefined> {
-      return q('workspaces').where({ id }).first();
-    },
-
+    insert: workspaces.insert,
+    findById: workspaces.findById,
     /** Locks the row for the rest of the transaction (archive vs. change races). */
-    async findByIdForUpdate(id: string, q: Queryable): Promise<WorkspaceRow | undefined> {
-      return q('workspaces').where({ id }).forUpdate().first();
-    },
+    findByIdForUpdate: workspaces.findByIdForUpdate,
 
     /** Shares the row lock: many writers under one workspace, none racing its archive. */
-    async findByIdForShare(id: string, q: Queryable): Promise<WorkspaceRow | undefined> {
-      return q('workspaces').where({ id }).forShare().first();
+    async findByIdForShare(id: string, tx: Queryable): Promise<WorkspaceRow | undefined> {
+      return tx('workspaces').where({ id }).forShare().first();
     },
 
-    async update(id: string, patch: Partial<WorkspaceRow>, q: Queryable = db): Promise<WorkspaceRow> {
-      const values = { ...patch, ...(patch.metadata ? { metadata: JSON.stringify(patch.metadata) } : {}) };
-      const [updated] = await q('workspaces').where({ id }).update(values).returning('*');
-      return updated as WorkspaceRow;
-    },
+    update: workspaces.updateById,
 
     async list(filter: WorkspaceFilter, q: Queryable = db): Promise<Page<WorkspaceRow>> {
       const query = q('workspaces').select('*');

@@ -1,4 +1,3 @@
-import type { CreateWorkspaceDto, UpdateWorkspaceDto } from '../../../generated/client/types.gen.js';
 import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
@@ -8,6 +7,14 @@ import type { Page, PageRequest } from '../pagination.js';
 import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
 
 const METADATA_MAX_BYTES = 16 * 1024;
+
+export interface CreateWorkspaceInput {
+  name: string;
+  metadata?: Record<string, unknown> | undefined;
+  allowUnmeteredPassthrough?: boolean | undefined;
+}
+
+export type UpdateWorkspaceInput = Partial<CreateWorkspaceInput>;
 
 export function assertMetadataSize(metadata: unknown, param = 'metadata'): void {
   if (metadata !== undefined && Buffer.byteLength(JSON.stringify(metadata)) > METADATA_MAX_BYTES) {
@@ -41,7 +48,7 @@ export function createWorkspaceService(deps: {
    * For every change under a workspace, in any area: inside the caller's
    * transaction, the workspace must be visible and ACTIVE, and stays so until commit.
    */
-  async function requireWritable(tx: Queryable, actor: Actor, id: string): Promise<WorkspaceRow> {
+  async function requireWritable(actor: Actor, id: string, tx: Queryable): Promise<WorkspaceRow> {
     assertVisible(actor, id, 'workspace_not_found', 'Workspace');
     const row = await workspaceRepo.findByIdForShare(id, tx);
     if (!row) throw new AppError('workspace_not_found', 'Workspace not found');
@@ -63,7 +70,7 @@ export function createWorkspaceService(deps: {
     requireWritable,
     requireWritableBeforeCall,
 
-    async create(actor: Actor, dto: CreateWorkspaceDto): Promise<WorkspaceRow> {
+    async create(actor: Actor, dto: CreateWorkspaceInput): Promise<WorkspaceRow> {
       requireRoot(actor);
       assertMetadataSize(dto.metadata);
       const now = clock.now();
@@ -81,13 +88,13 @@ export function createWorkspaceService(deps: {
           },
           tx,
         );
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'workspace.created',
           resourceType: 'workspace',
           resourceId: row.id,
           workspaceId: row.id,
           changes: { ...dto },
-        });
+        }, tx);
         return row;
       });
     },
@@ -96,7 +103,7 @@ export function createWorkspaceService(deps: {
       return workspaceRepo.list({ ...page, ids: actor.workspaceIds });
     },
 
-    async update(actor: Actor, id: string, dto: UpdateWorkspaceDto): Promise<WorkspaceRow> {
+    async update(actor: Actor, id: string, dto: UpdateWorkspaceInput): Promise<WorkspaceRow> {
       assertMetadataSize(dto.metadata);
       return db.transaction(async (tx) => {
         assertVisible(actor, id, 'workspace_not_found', 'Workspace');
@@ -110,18 +117,20 @@ export function createWorkspaceService(deps: {
         if (dto.metadata !== undefined) patch.metadata = dto.metadata;
         if (dto.allowUnmeteredPassthrough !== undefined) patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
         const row = await workspaceRepo.update(id, patch, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'workspace.updated',
           resourceType: 'workspace',
           resourceId: id,
           workspaceId: id,
           changes: { ...dto },
-        });
+        }, tx);
         return row;
       });
     },
 
     async archive(actor: Actor, id: string): Promise<void> {
+      // Another tenant's workspace looks missing, as everywhere; a scoped key's own is refused as root-only.
+      assertVisible(actor, id, 'workspace_not_found', 'Workspace');
       requireRoot(actor);
       await db.transaction(async (tx) => {
         const current = await workspaceRepo.findByIdForUpdate(id, tx);
@@ -129,13 +138,13 @@ export function createWorkspaceService(deps: {
         if (current.status === 'ARCHIVED') return;
         const now = clock.now();
         await workspaceRepo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
-        await audit.record(tx, actor, {
+        await audit.record(actor, {
           action: 'workspace.archived',
           resourceType: 'workspace',
           resourceId: id,
           workspaceId: id,
           changes: { status: 'ARCHIVED' },
-        });
+        }, tx);
       });
     },
   };

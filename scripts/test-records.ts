@@ -1,8 +1,16 @@
+/**
+ * Where a test run's workers leave their records (contract coverage, response bodies,
+ * log lines), and the coverage report read from them: shared by the test support
+ * (test/support/) and `npm run contract:coverage`.
+ */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { loadContract } from '../../src/app.js';
-import { operationIdsOf } from '../../src/http/api.js';
-import { runDir } from './paths.js';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadContract } from '../src/app.js';
+import { operationIdsOf } from '../src/http/api.js';
+
+/** Per-run records written by the workers: contract coverage, response bodies, log lines. */
+export const runDir = join(dirname(fileURLToPath(import.meta.url)), '..', 'test-results', 'run');
 
 /** operationId -> statuses seen in responses that matched the contract. */
 export function readCoverage(): Map<string, Set<number>> {

@@ -2,20 +2,21 @@ import type { GetInvocationData, ListInvocationsData, ListUsageEventsData } from
 import { toInvocationDto, toUsageEventDto } from '../domain/invocations/invocation-mapper.js';
 import type { Services } from '../domain/services.js';
 import { handler, ok, page, type HandlerMap } from '../http/handler.js';
+import { listQuery } from '../http/wire.js';
 
-export function usageHandlers({ invocations }: Services): HandlerMap {
+export function invocationHandlers({ invocations }: Services): HandlerMap {
   return {
     listInvocations: handler<ListInvocationsData>(async ({ actor, path, query }) => {
-      const result = await invocations.list(actor, { ...query, workspaceId: path.workspaceId });
-      return page(result.items.map((row) => toInvocationDto(row)), result.nextCursor);
+      const result = await invocations.list(actor, { ...listQuery(query), workspaceId: path.workspaceId });
+      return page(result.items.map((row) => toInvocationDto(row)), result.nextAfter);
     }),
     getInvocation: handler<GetInvocationData>(async ({ actor, path }) => {
       const { invocation, usageEvents } = await invocations.get(actor, path.invocationId);
       return ok(toInvocationDto(invocation, usageEvents));
     }),
     listUsageEvents: handler<ListUsageEventsData>(async ({ actor, path, query }) => {
-      const result = await invocations.listUsageEvents(actor, { ...query, workspaceId: path.workspaceId });
-      return page(result.items.map(toUsageEventDto), result.nextCursor);
+      const result = await invocations.listUsageEvents(actor, { ...listQuery(query), workspaceId: path.workspaceId });
+      return page(result.items.map(toUsageEventDto), result.nextAfter);
     }),
   };
 }

@@ -1,9 +1,10 @@
 /**
  * The contract's gateway operations, for the admin router's completeness check.
- * Every /providers request is answered by the gateway router (mounted before the
- * admin router, src/gateway/gateway.ts); openapi-backend can only match a
- * one-segment providerPath and never sees one in practice. Should a request get
- * here, it gets the gateway's own answer for a path it does not serve.
+ * Every /providers request is answered by the gateway (src/gateway/gateway.ts),
+ * which the server's request listener dispatches to before express (src/app.ts);
+ * openapi-backend can only match a one-segment providerPath and never sees one in
+ * practice. Should a request get here, it gets the gateway's own answer for a path
+ * it does not serve.
  */
 import { AppError } from '../errors.js';
 import type { HandlerMap } from '../http/handler.js';
