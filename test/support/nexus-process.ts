@@ -1,77 +1,19 @@
 /**
- * A Nexus as its own process (`src/server.ts` through tsx), for the tests that
- * must kill one or run several: on the test file's schema of PostgreSQL, or
- * wherever DATABASE_URL points (a TCP proxy that can cut it, say).
+ * A Nexus as its own process for the tests (scripts/lib/nexus-process.ts), with
+ * the test keys and settings of the in-process test app.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
-import { projectRoot } from './paths.js';
+import { startNexusProcess as start, type NexusProcess } from '../../scripts/lib/nexus-process.js';
 import { TEST_ENCRYPTION_KEY, TEST_ROOT_KEY } from './test-app.js';
 
-export interface NexusProcess {
-  url: string;
-  child: ChildProcess;
-  /** Everything it printed so far (its log lines are JSON). */
-  output(): string;
-  /** Resolves with its exit code (or the signal's name) when it exits. */
-  exited: Promise<number | string>;
-  /** SIGKILL: it dies at once, leaving whatever it held. */
-  kill(): Promise<void>;
-  /** SIGTERM, then waits for it to exit. */
-  stop(): Promise<number | string>;
-}
+export type { NexusProcess };
 
-/** A free port on 127.0.0.1 (bound, then released). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-export async function startNexusProcess(env: Record<string, string>): Promise<NexusProcess> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    cwd: projectRoot,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      NEXUS_MANAGEMENT_KEY: TEST_ROOT_KEY,
-      NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-      NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
-      NEXUS_KEY_ENVIRONMENT: 'test',
-      NEXUS_LOG_LEVEL: 'info',
-      ...env,
-    },
+export function startNexusProcess(env: Record<string, string>): Promise<NexusProcess> {
+  return start({
+    NEXUS_MANAGEMENT_KEY: TEST_ROOT_KEY,
+    NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+    NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
+    NEXUS_KEY_ENVIRONMENT: 'test',
+    NEXUS_LOG_LEVEL: 'info',
+    ...env,
   });
-  let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1)));
-  const deadline = Date.now() + 60_000;
-  while (!output.includes('"msg":"listening"')) {
-    if (Date.now() > deadline || child.exitCode !== null || child.signalCode !== null) {
-      child.kill('SIGKILL');
-      throw new Error(`Nexus did not start:\n${output}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return {
-    url: `http://127.0.0.1:${port}`,
-    child,
-    output: () => output,
-    exited,
-    async kill() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
-    },
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      return exited;
-    },
-  };
 }

@@ -1,0 +1,467 @@
+/**
+ * `npm run faults`: what Nexus keeps when production bites. It starts
+ * PostgreSQL-backed Nexus processes (a fresh schema of DATABASE_URL, default
+ * postgres://postgres@127.0.0.1:5432/postgres, dropped at the end) and an
+ * upstream of its own, then runs four scenarios and prints one table:
+ *
+ *   1. kill      SIGKILL a process while 20 streams run through it; another
+ *                process reclaims its lease; then the killed one restarts.
+ *   2. outage    PostgreSQL away for about 10 s under load: through a TCP proxy
+ *                the script cuts, or, with FAULTS_PG_CONTROL=1, the local cluster
+ *                itself stopped and started (pg_ctlcluster).
+ *   3. two       two processes under concurrent load against a small quota.
+ *   4. runaway   an upstream that ignores max_tokens (500 tokens for 20), streamed
+ *                and JSON, against a small quota.
+ *
+ * Columns: calls the clients got an answer from (delivered), those of them
+ * recorded, and lost (delivered and not recorded); units charged and units the charge rule
+ * expects for what was delivered; overspend (consumed beyond granted); units
+ * left reserved once it settled, and how long a dead process's units stayed
+ * held; the statuses the clients saw. Like the bench it reports and asserts
+ * nothing; the regular suite tests each rule (test/reliability).
+ *
+ *   FAULTS_ONLY='kill;outage' npm run faults     only those scenarios
+ *   NEXUS_RESERVATION_TTL_MS=10000               the lease TTL the processes run with (default theirs)
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { startNexusProcess, type NexusProcess } from './lib/nexus-process.js';
+import { startTcpProxy } from './lib/tcp-proxy.js';
+
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const PG_CONTROL = process.env.FAULTS_PG_CONTROL === '1';
+const ONLY = process.env.FAULTS_ONLY?.split(';').map((s) => s.trim());
+const ROOT_KEY = `nx-mgmt-faults-${randomBytes(16).toString('hex')}`;
+const ENCRYPTION_KEY = randomBytes(32).toString('base64');
+const PROVIDER_KEY = 'sk-faults-upstream-0123456789';
+const SCHEMA = `faults_${randomBytes(5).toString('hex')}`;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ---- the upstream ---------------------------------------------------------------------------
+/**
+ * Chat completions, JSON or SSE. x-fault-tokens: output tokens to produce (capped at the request's
+ * max_tokens unless x-fault-ignore-max is set); x-fault-delay-ms: between stream events. It reports
+ * 10 input tokens and the output tokens it produced.
+ */
+function startUpstream(): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', async () => {
+      if (req.headers.authorization !== `Bearer ${PROVIDER_KEY}`) {
+        res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"bad key"}}');
+        return;
+      }
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as { stream?: boolean; max_tokens?: number };
+      const asked = Number(req.headers['x-fault-tokens'] ?? 10);
+      const tokens = req.headers['x-fault-ignore-max'] ? asked : Math.min(asked, body.max_tokens ?? asked);
+      const delay = Number(req.headers['x-fault-delay-ms'] ?? 0);
+      const usage = { prompt_tokens: 10, completion_tokens: tokens, total_tokens: 10 + tokens };
+      if (!body.stream) {
+        const text = JSON.stringify({
+          id: 'chatcmpl-faults',
+          object: 'chat.completion',
+          model: 'faults-model',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'word '.repeat(tokens) }, finish_reason: 'stop' }],
+          usage,
+        });
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const chunk = (choices: unknown[], extra = {}) =>
+        `data: ${JSON.stringify({ id: 'chatcmpl-faults', object: 'chat.completion.chunk', model: 'faults-model', choices, ...extra })}\n\n`;
+      res.write(chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]));
+      for (let i = 0; i < tokens && !res.destroyed; i++) {
+        if (delay) await sleep(delay);
+        res.write(chunk([{ index: 0, delta: { content: 'word ' }, finish_reason: null }]));
+      }
+      if (res.destroyed) return;
+      res.write(chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]));
+      res.end(chunk([], { usage }) + 'data: [DONE]\n\n');
+    });
+  });
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve({
+        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        close: () =>
+          new Promise<void>((r) => {
+            server.close(() => r());
+            server.closeAllConnections();
+          }),
+      }),
+    ),
+  );
+}
+
+// ---- Nexus processes and their tenants ------------------------------------------------------
+const dataRoot = mkdtempSync(join(tmpdir(), 'nexus-faults-'));
+const running: NexusProcess[] = [];
+
+async function nexus(databaseUrl = DATABASE_URL): Promise<NexusProcess> {
+  const process_ = await startNexusProcess({
+    DATABASE_URL: databaseUrl,
+    NEXUS_DATABASE_SCHEMA: SCHEMA,
+    NEXUS_DATA_DIR: mkdtempSync(join(dataRoot, 'nexus-')),
+    NEXUS_MANAGEMENT_KEY: ROOT_KEY,
+    NEXUS_ENCRYPTION_KEY: ENCRYPTION_KEY,
+    NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
+    NEXUS_LOG_LEVEL: 'warn',
+    ...(process.env.NEXUS_RESERVATION_TTL_MS ? { NEXUS_RESERVATION_TTL_MS: process.env.NEXUS_RESERVATION_TTL_MS } : {}),
+  });
+  running.push(process_);
+  return process_;
+}
+
+interface Tenant {
+  accessId: string;
+  connectionId: string;
+  apiKey: string;
+  gateway(nexus: NexusProcess): string;
+}
+
+async function admin<T>(nexus: NexusProcess, method: string, path: string, body?: unknown): Promise<T> {
+  const res = await fetch(`${nexus.url}/admin/v1${path}`, {
+    method,
+    headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+    body: body === undefined ? null : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+let tenants = 0;
+async function tenant(via: NexusProcess, upstreamUrl: string, quotaUnits: number, maxOutputTokens = 1000): Promise<Tenant> {
+  const n = ++tenants;
+  const ws = await admin<{ id: string }>(via, 'POST', '/workspaces', { name: `faults-${n}` });
+  const conn = await admin<{ id: string }>(via, 'POST', `/workspaces/${ws.id}/provider-connections`, {
+    name: 'upstream',
+    protocolProfile: 'openai',
+    baseUrl: upstreamUrl,
+    apiKey: PROVIDER_KEY,
+  });
+  const ppm = '1000000';
+  const strategy = await admin<{ id: string }>(via, 'POST', `/workspaces/${ws.id}/plan-strategies/quota`, {
+    key: `q${n}`,
+    resetInterval: 'MONTH',
+    quotaUnits: String(quotaUnits),
+    inputMultiplierPpm: ppm,
+    outputMultiplierPpm: ppm,
+    cachedInputMultiplierPpm: ppm,
+    maxOutputTokens,
+  });
+  await admin(via, 'POST', `/plan-strategies/${strategy.id}/publish`);
+  const plan = await admin<{ id: string }>(via, 'POST', `/workspaces/${ws.id}/plans`, { key: `p${n}`, name: 'Plan', billingInterval: 'MONTH' });
+  await admin(via, 'POST', `/plans/${plan.id}/strategy-bindings`, { strategyId: strategy.id, effectiveFrom: new Date(Date.now() - 86_400_000).toISOString() });
+  await admin(via, 'POST', `/plans/${plan.id}/publish`);
+  const user = await admin<{ apiKey: string; access: { id: string } }>(via, 'POST', `/workspaces/${ws.id}/users`, {
+    externalUserId: `user-${n}`,
+    email: `user${n}@example.com`,
+    planId: plan.id,
+    issueInferenceKey: true,
+  });
+  return {
+    accessId: user.access.id,
+    connectionId: conn.id,
+    apiKey: user.apiKey,
+    gateway: (through) => `${through.url}/providers/${conn.id}/v1/chat/completions`,
+  };
+}
+
+// ---- the database's view ----------------------------------------------------------------------
+const db = new pg.Pool({ connectionString: DATABASE_URL, max: 4, options: `-c search_path=${SCHEMA}` });
+
+async function period(accessId: string) {
+  const { rows } = await db.query(
+    'select granted_units, reserved_units, consumed_units from quota_periods where workspace_access_id = $1 order by period_start desc limit 1',
+    [accessId],
+  );
+  const r = rows[0] as { granted_units: string; reserved_units: string; consumed_units: string };
+  return { granted: BigInt(r.granted_units), reserved: BigInt(r.reserved_units), consumed: BigInt(r.consumed_units) };
+}
+
+async function recorded(accessId: string) {
+  const { rows } = await db.query('select request_id, status, error_code, quota_units from invocations where workspace_access_id = $1', [accessId]);
+  return rows as { request_id: string; status: string; error_code: string | null; quota_units: string }[];
+}
+
+async function until(check: () => Promise<boolean>, ms: number): Promise<number | null> {
+  const started = Date.now();
+  while (Date.now() - started < ms) {
+    if (await check()) return Date.now() - started;
+    await sleep(100);
+  }
+  return null;
+}
+
+// ---- calls ----------------------------------------------------------------------------------
+const BODY = (o: { stream?: boolean; maxTokens?: number } = {}) =>
+  JSON.stringify({ model: 'faults-model', messages: [{ role: 'user', content: 'faults' }], max_tokens: o.maxTokens ?? 50, stream: o.stream ?? false });
+
+interface Answer {
+  status: number;
+  requestId: string | null;
+  /** Output tokens the client received (stream events with content, or the JSON's usage). */
+  tokens: number;
+}
+
+async function callOnce(url: string, key: string, o: { stream?: boolean; maxTokens?: number; headers?: Record<string, string> } = {}): Promise<Answer> {
+  try {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...o.headers },
+      body: BODY(o),
+    });
+    const requestId = res.headers.get('x-nexus-request-id');
+    if (res.status !== 200 || !o.stream) {
+      const text = await res.text().catch(() => '');
+      let tokens = 0;
+      try {
+        tokens = (JSON.parse(text) as { usage?: { completion_tokens?: number } }).usage?.completion_tokens ?? 0;
+      } catch {
+        // not JSON
+      }
+      return { status: res.status, requestId, tokens };
+    }
+    let tokens = 0;
+    try {
+      for await (const chunk of res.body! as unknown as AsyncIterable<Uint8Array>) tokens += (Buffer.from(chunk).toString('utf8').match(/"content":"word /g) ?? []).length;
+    } catch {
+      // cut off
+    }
+    return { status: res.status, requestId, tokens };
+  } catch {
+    return { status: 0, requestId: null, tokens: 0 };
+  }
+}
+
+function statusLine(answers: Answer[]): string {
+  const counts = new Map<number, number>();
+  for (const a of answers) counts.set(a.status, (counts.get(a.status) ?? 0) + 1);
+  return [...counts].sort(([a], [b]) => a - b).map(([s, n]) => `${s === 0 ? 'no answer' : s}×${n}`).join(' ');
+}
+
+interface Row {
+  scenario: string;
+  delivered: number;
+  recorded: number;
+  lost: number;
+  charged: bigint;
+  expected: string;
+  overspend: bigint;
+  reservedLeft: bigint;
+  freedAfter: string;
+  statuses: string;
+}
+
+const BODY_BYTES = (o: { stream?: boolean; maxTokens?: number }) => BigInt(Buffer.byteLength(BODY(o)));
+
+// ---- 1. kill ----------------------------------------------------------------------------------
+async function killScenario(upstream: string): Promise<Row> {
+  const a = await nexus();
+  const b = await nexus();
+  const t = await tenant(b, upstream, 10_000_000);
+  const stream = { stream: true, maxTokens: 400, headers: { 'x-fault-tokens': '400', 'x-fault-delay-ms': '50' } };
+  const calls = Array.from({ length: 20 }, () => callOnce(t.gateway(a), t.apiKey, stream));
+  await sleep(3000);
+  await a.kill();
+  const killedAt = Date.now();
+  const answers = await Promise.all(calls);
+  const freed = await until(async () => (await period(t.accessId)).reserved === 0n, 120_000);
+  const freedAfter = freed === null ? '>120 s' : `${((Date.now() - killedAt) / 1000).toFixed(1)} s`;
+  await until(async () => (await recorded(t.accessId)).length >= 20, 60_000);
+  const charged = (await period(t.accessId)).consumed;
+  // The killed process starts again: nothing of its calls is charged twice.
+  const again = await nexus();
+  await sleep(3000);
+  const after = await period(t.accessId);
+  const records = await recorded(t.accessId);
+  const delivered = answers.filter((x) => x.status === 200 && x.tokens > 0).length;
+  const received = answers.reduce((sum, x) => sum + BigInt(x.tokens), 0n);
+  // The rule for a call cut by its process's death: its input bound and the output its last heartbeat saw.
+  const expected = BODY_BYTES(stream) * BigInt(delivered) + received;
+  await again.stop();
+  await b.stop();
+  return {
+    scenario: 'kill: SIGKILL mid-stream (20 streams), restart',
+    delivered,
+    recorded: records.filter((r) => answers.some((x) => x.status === 200 && x.tokens > 0 && x.requestId === r.request_id)).length,
+    lost: Math.max(0, delivered - records.filter((r) => answers.some((x) => x.requestId === r.request_id)).length),
+    charged: after.consumed,
+    expected: `${expected} (delivered; ${expected - charged} not yet seen by the last heartbeat)`,
+    overspend: after.consumed > after.granted ? after.consumed - after.granted : 0n,
+    reservedLeft: after.reserved,
+    freedAfter,
+    statuses: `${statusLine(answers)}; ${records.filter((r) => r.error_code === 'gateway_lost').length} gateway_lost; charged again after restart: ${after.consumed - charged}`,
+  };
+}
+
+// ---- 2. outage --------------------------------------------------------------------------------
+async function outageScenario(upstream: string): Promise<Row> {
+  const url = new URL(DATABASE_URL);
+  const proxy = PG_CONTROL ? undefined : await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+  const through = new URL(DATABASE_URL);
+  if (proxy) through.port = String(proxy.port);
+  const c = await nexus(through.toString());
+  const t = await tenant(c, upstream, 100_000_000);
+  const answers: { phase: 'before' | 'during' | 'after'; answer: Answer }[] = [];
+  let phase: 'before' | 'during' | 'after' = 'before';
+  let stop = false;
+  const clients = Array.from({ length: 8 }, async () => {
+    while (!stop) {
+      const answer = await callOnce(t.gateway(c), t.apiKey, { headers: { 'x-fault-tokens': '10' } });
+      answers.push({ phase, answer });
+      if (answer.status !== 200) await sleep(50);
+    }
+  });
+  await sleep(3000);
+  phase = 'during';
+  if (proxy) await proxy.cut();
+  else execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', clusterVersion(), 'main', 'stop', '-m', 'fast']);
+  await sleep(10_000);
+  if (proxy) await proxy.restore();
+  else execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', clusterVersion(), 'main', 'start']);
+  phase = 'after';
+  await sleep(5000);
+  stop = true;
+  await Promise.all(clients);
+  const delivered = answers.filter((x) => x.answer.status === 200);
+  await until(async () => (await recorded(t.accessId)).length >= delivered.length, 60_000);
+  await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
+  const records = await recorded(t.accessId);
+  const ids = new Set(records.map((r) => r.request_id));
+  const p = await period(t.accessId);
+  await c.stop();
+  await proxy?.close();
+  const during = answers.filter((x) => x.phase === 'during').map((x) => x.answer);
+  return {
+    scenario: `outage: PostgreSQL away 10 s under load (${proxy ? 'connection cut by a proxy' : 'cluster stopped'})`,
+    delivered: delivered.length,
+    recorded: delivered.filter((x) => ids.has(x.answer.requestId!)).length,
+    lost: delivered.filter((x) => !ids.has(x.answer.requestId!)).length,
+    charged: p.consumed,
+    expected: String(20n * BigInt(delivered.length)),
+    overspend: p.consumed > p.granted ? p.consumed - p.granted : 0n,
+    reservedLeft: p.reserved,
+    freedAfter: '-',
+    statuses: `during: ${statusLine(during)}; all: ${statusLine(answers.map((x) => x.answer))}`,
+  };
+}
+
+function clusterVersion(): string {
+  return execFileSync('ls', ['/etc/postgresql'], { encoding: 'utf8' }).trim().split('\n')[0]!;
+}
+
+// ---- 3. two processes, small quota --------------------------------------------------------------
+async function twoScenario(upstream: string): Promise<Row> {
+  const d = await nexus();
+  const e = await nexus();
+  const granted = 3000;
+  const t = await tenant(d, upstream, granted);
+  const answers: Answer[] = [];
+  await Promise.all(
+    Array.from({ length: 32 }, async (_v, i) => {
+      for (let n = 0; n < 12; n++) answers.push(await callOnce(t.gateway(i % 2 ? e : d), t.apiKey, { maxTokens: 20, headers: { 'x-fault-tokens': '10' } }));
+    }),
+  );
+  await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
+  const delivered = answers.filter((x) => x.status === 200);
+  const records = await recorded(t.accessId);
+  const ids = new Set(records.map((r) => r.request_id));
+  const p = await period(t.accessId);
+  await d.stop();
+  await e.stop();
+  return {
+    scenario: `two: 2 processes, 384 calls against ${granted} units`,
+    delivered: delivered.length,
+    recorded: delivered.filter((x) => ids.has(x.requestId!)).length,
+    lost: delivered.filter((x) => !ids.has(x.requestId!)).length,
+    charged: p.consumed,
+    expected: String(20n * BigInt(delivered.length)),
+    overspend: p.consumed > p.granted ? p.consumed - p.granted : 0n,
+    reservedLeft: p.reserved,
+    freedAfter: '-',
+    statuses: statusLine(answers),
+  };
+}
+
+// ---- 4. an upstream that ignores max_tokens -----------------------------------------------------
+async function runawayScenario(upstream: string): Promise<Row[]> {
+  const f = await nexus();
+  const rows: Row[] = [];
+  for (const stream of [true, false]) {
+    const granted = 2000;
+    const t = await tenant(f, upstream, granted);
+    const o = { stream, maxTokens: 20, headers: { 'x-fault-tokens': '500', 'x-fault-ignore-max': '1' } };
+    const answers: Answer[] = [];
+    for (let i = 0; i < 8; i++) answers.push(await callOnce(t.gateway(f), t.apiKey, o));
+    await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
+    const delivered = answers.filter((x) => x.status === 200);
+    const records = await recorded(t.accessId);
+    const ids = new Set(records.map((r) => r.request_id));
+    const p = await period(t.accessId);
+    const bound = BODY_BYTES(o) + 20n;
+    rows.push({
+      scenario: `runaway: upstream sends 500 tokens for max_tokens 20 (${stream ? 'stream' : 'JSON'}), ${granted} units`,
+      delivered: delivered.length,
+      recorded: delivered.filter((x) => ids.has(x.requestId!)).length,
+      lost: delivered.filter((x) => !ids.has(x.requestId!)).length,
+      charged: p.consumed,
+      expected: stream ? `${bound * BigInt(delivered.length)} (the bound, cut there)` : `${510n * BigInt(delivered.length)} (as reported)`,
+      overspend: p.consumed > p.granted ? p.consumed - p.granted : 0n,
+      reservedLeft: p.reserved,
+      freedAfter: '-',
+      statuses: `${statusLine(answers)}; tokens received per call: ${[...new Set(delivered.map((x) => x.tokens))].join(', ')}`,
+    });
+  }
+  await f.stop();
+  return rows;
+}
+
+// ---- the run --------------------------------------------------------------------------------------
+async function main(): Promise<void> {
+  const admin = new pg.Client({ connectionString: DATABASE_URL });
+  await admin.connect();
+  await admin.query(`create schema ${SCHEMA}`);
+  await admin.end();
+  const upstream = await startUpstream();
+  const rows: Row[] = [];
+  const wanted = (name: string) => !ONLY || ONLY.includes(name);
+  try {
+    if (wanted('kill')) rows.push(await killScenario(upstream.url));
+    if (wanted('outage')) rows.push(await outageScenario(upstream.url));
+    if (wanted('two')) rows.push(await twoScenario(upstream.url));
+    if (wanted('runaway')) rows.push(...(await runawayScenario(upstream.url)));
+  } finally {
+    for (const p of running) await p.kill();
+    await upstream.close();
+    await db.query(`drop schema if exists ${SCHEMA} cascade`).catch(() => {});
+    await db.end();
+    rmSync(dataRoot, { recursive: true, force: true });
+  }
+  console.log(`\nFault campaign (${new Date().toISOString()}; PostgreSQL at ${new URL(DATABASE_URL).host}; FAULTS_PG_CONTROL=${PG_CONTROL ? 1 : 0})`);
+  console.log('| scenario | delivered | recorded | lost | units charged | units expected | overspend | reserved left | dead units freed after | statuses |');
+  console.log('|---|---:|---:|---:|---:|---|---:|---:|---:|---|');
+  for (const r of rows) {
+    console.log(
+      `| ${r.scenario} | ${r.delivered} | ${r.recorded} | ${r.lost} | ${r.charged} | ${r.expected} | ${r.overspend} | ${r.reservedLeft} | ${r.freedAfter} | ${r.statuses} |`,
+    );
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

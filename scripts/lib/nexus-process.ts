@@ -1,0 +1,73 @@
+/**
+ * A Nexus as its own process (`src/server.ts` through tsx), for the tests and
+ * scripts that must kill one or run several: wherever DATABASE_URL points.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export interface NexusProcess {
+  url: string;
+  child: ChildProcess;
+  /** Everything it printed so far (its log lines are JSON). */
+  output(): string;
+  /** Resolves with its exit code (or the signal's name) when it exits. */
+  exited: Promise<number | string>;
+  /** SIGKILL: it dies at once, leaving whatever it held. */
+  kill(): Promise<void>;
+  /** SIGTERM, then waits for it to exit. */
+  stop(): Promise<number | string>;
+}
+
+/** A free port on 127.0.0.1 (bound, then released). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Starts Nexus with this environment (plus PATH, HOME, HOST and a free PORT); resolves once /healthz answers. */
+export async function startNexusProcess(env: Record<string, string>): Promise<NexusProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    cwd: projectRoot,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: String(port), ...env },
+  });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (Date.now() > deadline || child.exitCode !== null || child.signalCode !== null) {
+      child.kill('SIGKILL');
+      throw new Error(`Nexus did not start:\n${output}`);
+    }
+    const up = await fetch(`${url}/healthz`).then(
+      (res) => res.ok,
+      () => false,
+    );
+    if (up) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url,
+    child,
+    output: () => output,
+    exited,
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
