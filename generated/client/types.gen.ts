@@ -7,7 +7,7 @@ export type ClientOptions = {
 /**
  * The error body of every non-2xx answer.
  */
-export type Error = {
+export type ErrorBody = {
     error: {
         /**
          * For a person; do not parse it.
@@ -42,7 +42,7 @@ export type DateTime = string;
 /**
  * A 64-bit non-negative integer as a decimal string (0 .. 9223372036854775807).
  */
-export type Int64String = string;
+export type Int64String = `${bigint}`;
 
 /**
  * Free-form JSON object for the caller's own use (at most 16 KiB serialized).
@@ -974,19 +974,19 @@ export type ListWorkspaceUsersErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListWorkspaceUsersError = ListWorkspaceUsersErrors[keyof ListWorkspaceUsersErrors];
@@ -1019,27 +1019,27 @@ export type ProvisionWorkspaceUserErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ProvisionWorkspaceUserError = ProvisionWorkspaceUserErrors[keyof ProvisionWorkspaceUserErrors];
@@ -1066,19 +1066,19 @@ export type GetWorkspaceAccessErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type GetWorkspaceAccessError = GetWorkspaceAccessErrors[keyof GetWorkspaceAccessErrors];
@@ -1111,23 +1111,23 @@ export type ActivateWorkspaceAccessErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ActivateWorkspaceAccessError = ActivateWorkspaceAccessErrors[keyof ActivateWorkspaceAccessErrors];
@@ -1160,23 +1160,23 @@ export type SuspendWorkspaceAccessErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type SuspendWorkspaceAccessError = SuspendWorkspaceAccessErrors[keyof SuspendWorkspaceAccessErrors];
@@ -1209,27 +1209,27 @@ export type RenewWorkspaceAccessErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type RenewWorkspaceAccessError = RenewWorkspaceAccessErrors[keyof RenewWorkspaceAccessErrors];
@@ -1256,27 +1256,27 @@ export type ChangeAccessPlanErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ChangeAccessPlanError = ChangeAccessPlanErrors[keyof ChangeAccessPlanErrors];
@@ -1312,19 +1312,19 @@ export type ListInferenceKeysErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListInferenceKeysError = ListInferenceKeysErrors[keyof ListInferenceKeysErrors];
@@ -1357,27 +1357,27 @@ export type IssueInferenceKeyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type IssueInferenceKeyError = IssueInferenceKeyErrors[keyof IssueInferenceKeyErrors];
@@ -1405,23 +1405,23 @@ export type RevokeInferenceKeyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type RevokeInferenceKeyError = RevokeInferenceKeyErrors[keyof RevokeInferenceKeyErrors];
@@ -1448,19 +1448,19 @@ export type GetWorkspaceAccessQuotaErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type GetWorkspaceAccessQuotaError = GetWorkspaceAccessQuotaErrors[keyof GetWorkspaceAccessQuotaErrors];
@@ -1520,19 +1520,19 @@ export type ListAuditLogsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListAuditLogsError = ListAuditLogsErrors[keyof ListAuditLogsErrors];
@@ -1569,19 +1569,19 @@ export type ListBillingConnectionsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListBillingConnectionsError = ListBillingConnectionsErrors[keyof ListBillingConnectionsErrors];
@@ -1614,27 +1614,27 @@ export type CreateBillingConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type CreateBillingConnectionError = CreateBillingConnectionErrors[keyof CreateBillingConnectionErrors];
@@ -1661,23 +1661,23 @@ export type DisableBillingConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type DisableBillingConnectionError = DisableBillingConnectionErrors[keyof DisableBillingConnectionErrors];
@@ -1704,27 +1704,27 @@ export type ConfigureBillingProviderCredentialErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ConfigureBillingProviderCredentialError = ConfigureBillingProviderCredentialErrors[keyof ConfigureBillingProviderCredentialErrors];
@@ -1751,27 +1751,27 @@ export type ConfigureBillingWebhookSecretErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ConfigureBillingWebhookSecretError = ConfigureBillingWebhookSecretErrors[keyof ConfigureBillingWebhookSecretErrors];
@@ -1804,23 +1804,23 @@ export type VerifyBillingConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type VerifyBillingConnectionError = VerifyBillingConnectionErrors[keyof VerifyBillingConnectionErrors];
@@ -1857,19 +1857,19 @@ export type ListBillingProductMappingsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListBillingProductMappingsError = ListBillingProductMappingsErrors[keyof ListBillingProductMappingsErrors];
@@ -1902,27 +1902,27 @@ export type CreateBillingProductMappingErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type CreateBillingProductMappingError = CreateBillingProductMappingErrors[keyof CreateBillingProductMappingErrors];
@@ -1949,23 +1949,23 @@ export type DeleteBillingProductMappingErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type DeleteBillingProductMappingError = DeleteBillingProductMappingErrors[keyof DeleteBillingProductMappingErrors];
@@ -1998,31 +1998,31 @@ export type CreateCheckoutErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the upstream.
      */
-    502: Error;
+    502: ErrorBody;
 };
 
 export type CreateCheckoutError = CreateCheckoutErrors[keyof CreateCheckoutErrors];
@@ -2063,19 +2063,19 @@ export type ListBillingWebhookEventsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListBillingWebhookEventsError = ListBillingWebhookEventsErrors[keyof ListBillingWebhookEventsErrors];
@@ -2108,23 +2108,23 @@ export type ReplayBillingWebhookEventErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ReplayBillingWebhookEventError = ReplayBillingWebhookEventErrors[keyof ReplayBillingWebhookEventErrors];
@@ -2160,19 +2160,19 @@ export type ListExternalSubscriptionsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListExternalSubscriptionsError = ListExternalSubscriptionsErrors[keyof ListExternalSubscriptionsErrors];
@@ -2205,27 +2205,27 @@ export type ReconcileBillingConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the upstream.
      */
-    502: Error;
+    502: ErrorBody;
 };
 
 export type ReconcileBillingConnectionError = ReconcileBillingConnectionErrors[keyof ReconcileBillingConnectionErrors];
@@ -2258,27 +2258,27 @@ export type SyncWorkspaceAccessBillingPeriodErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type SyncWorkspaceAccessBillingPeriodError = SyncWorkspaceAccessBillingPeriodErrors[keyof SyncWorkspaceAccessBillingPeriodErrors];
@@ -2310,19 +2310,19 @@ export type ReceiveBillingWebhookErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ReceiveBillingWebhookError = ReceiveBillingWebhookErrors[keyof ReceiveBillingWebhookErrors];
@@ -2360,39 +2360,39 @@ export type ProxyProviderDeleteErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
-    502: Error;
+    502: ErrorBody;
 };
 
 export type ProxyProviderDeleteError = ProxyProviderDeleteErrors[keyof ProxyProviderDeleteErrors];
@@ -2432,39 +2432,39 @@ export type ProxyProviderGetErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
-    502: Error;
+    502: ErrorBody;
 };
 
 export type ProxyProviderGetError = ProxyProviderGetErrors[keyof ProxyProviderGetErrors];
@@ -2507,39 +2507,39 @@ export type ProxyProviderPatchErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
-    502: Error;
+    502: ErrorBody;
 };
 
 export type ProxyProviderPatchError = ProxyProviderPatchErrors[keyof ProxyProviderPatchErrors];
@@ -2582,39 +2582,39 @@ export type ProxyProviderPostErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
-    502: Error;
+    502: ErrorBody;
 };
 
 export type ProxyProviderPostError = ProxyProviderPostErrors[keyof ProxyProviderPostErrors];
@@ -2657,39 +2657,39 @@ export type ProxyProviderPutErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
-    502: Error;
+    502: ErrorBody;
 };
 
 export type ProxyProviderPutError = ProxyProviderPutErrors[keyof ProxyProviderPutErrors];
@@ -2729,19 +2729,19 @@ export type ListPlansErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListPlansError = ListPlansErrors[keyof ListPlansErrors];
@@ -2774,27 +2774,27 @@ export type CreatePlanErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type CreatePlanError = CreatePlanErrors[keyof CreatePlanErrors];
@@ -2821,19 +2821,19 @@ export type GetPlanErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type GetPlanError = GetPlanErrors[keyof GetPlanErrors];
@@ -2860,27 +2860,27 @@ export type UpdatePlanErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type UpdatePlanError = UpdatePlanErrors[keyof UpdatePlanErrors];
@@ -2913,23 +2913,23 @@ export type PublishPlanErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type PublishPlanError = PublishPlanErrors[keyof PublishPlanErrors];
@@ -2962,27 +2962,27 @@ export type CreateQuotaStrategyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type CreateQuotaStrategyError = CreateQuotaStrategyErrors[keyof CreateQuotaStrategyErrors];
@@ -3020,19 +3020,19 @@ export type ListPlanStrategiesErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListPlanStrategiesError = ListPlanStrategiesErrors[keyof ListPlanStrategiesErrors];
@@ -3059,19 +3059,19 @@ export type GetPlanStrategyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type GetPlanStrategyError = GetPlanStrategyErrors[keyof GetPlanStrategyErrors];
@@ -3104,23 +3104,23 @@ export type PublishPlanStrategyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type PublishPlanStrategyError = PublishPlanStrategyErrors[keyof PublishPlanStrategyErrors];
@@ -3156,19 +3156,19 @@ export type ListPlanStrategyBindingsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListPlanStrategyBindingsError = ListPlanStrategyBindingsErrors[keyof ListPlanStrategyBindingsErrors];
@@ -3201,27 +3201,27 @@ export type BindPlanStrategyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type BindPlanStrategyError = BindPlanStrategyErrors[keyof BindPlanStrategyErrors];
@@ -3253,23 +3253,23 @@ export type ClosePlanStrategyBindingErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ClosePlanStrategyBindingError = ClosePlanStrategyBindingErrors[keyof ClosePlanStrategyBindingErrors];
@@ -3309,19 +3309,19 @@ export type ListProviderConnectionsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListProviderConnectionsError = ListProviderConnectionsErrors[keyof ListProviderConnectionsErrors];
@@ -3354,27 +3354,27 @@ export type CreateProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type CreateProviderConnectionError = CreateProviderConnectionErrors[keyof CreateProviderConnectionErrors];
@@ -3407,27 +3407,27 @@ export type TestProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type TestProviderConnectionError = TestProviderConnectionErrors[keyof TestProviderConnectionErrors];
@@ -3454,23 +3454,23 @@ export type ArchiveProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ArchiveProviderConnectionError = ArchiveProviderConnectionErrors[keyof ArchiveProviderConnectionErrors];
@@ -3497,19 +3497,19 @@ export type GetProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type GetProviderConnectionError = GetProviderConnectionErrors[keyof GetProviderConnectionErrors];
@@ -3536,27 +3536,27 @@ export type UpdateProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type UpdateProviderConnectionError = UpdateProviderConnectionErrors[keyof UpdateProviderConnectionErrors];
@@ -3589,23 +3589,23 @@ export type VerifyProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type VerifyProviderConnectionError = VerifyProviderConnectionErrors[keyof VerifyProviderConnectionErrors];
@@ -3638,27 +3638,27 @@ export type RotateProviderSecretErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type RotateProviderSecretError = RotateProviderSecretErrors[keyof RotateProviderSecretErrors];
@@ -3683,7 +3683,7 @@ export type GetHealthErrors = {
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type GetHealthError = GetHealthErrors[keyof GetHealthErrors];
@@ -3708,11 +3708,11 @@ export type GetReadinessErrors = {
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * Not ready.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetReadinessError = GetReadinessErrors[keyof GetReadinessErrors];
@@ -3762,19 +3762,19 @@ export type ListInvocationsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListInvocationsError = ListInvocationsErrors[keyof ListInvocationsErrors];
@@ -3801,19 +3801,19 @@ export type GetInvocationErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type GetInvocationError = GetInvocationErrors[keyof GetInvocationErrors];
@@ -3860,19 +3860,19 @@ export type ListUsageEventsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListUsageEventsError = ListUsageEventsErrors[keyof ListUsageEventsErrors];
@@ -3907,15 +3907,15 @@ export type ListWorkspacesErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ListWorkspacesError = ListWorkspacesErrors[keyof ListWorkspacesErrors];
@@ -3946,27 +3946,27 @@ export type CreateWorkspaceErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The credential may not do this.
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type CreateWorkspaceError = CreateWorkspaceErrors[keyof CreateWorkspaceErrors];
@@ -3993,23 +3993,23 @@ export type ArchiveWorkspaceErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The credential may not do this.
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type ArchiveWorkspaceError = ArchiveWorkspaceErrors[keyof ArchiveWorkspaceErrors];
@@ -4036,19 +4036,19 @@ export type GetWorkspaceErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type GetWorkspaceError = GetWorkspaceErrors[keyof GetWorkspaceErrors];
@@ -4075,27 +4075,27 @@ export type UpdateWorkspaceErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type UpdateWorkspaceError = UpdateWorkspaceErrors[keyof UpdateWorkspaceErrors];

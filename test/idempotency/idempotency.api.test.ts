@@ -6,7 +6,7 @@ import {
   issueInferenceKey,
   provisionWorkspaceUser,
   publishPlan,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import { createHash } from 'node:crypto';
 import { CLAIM_LOCK_TIMEOUT_MS, createIdempotencyService } from '../../src/domain/idempotency/idempotency-service.js';
 import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from '../../src/domain/security/key-hash.js';
