@@ -436,7 +436,7 @@ async function main(): Promise<void> {
   const schemas = BUILDS.map(() => `bench_${randomBytes(4).toString('hex')}`);
   const children: ChildProcess[] = [];
   try {
-    if (BUILDS.includes('compiled')) execFileSync(process.execPath, ['--import', 'tsx', 'scripts/build.ts'], { cwd: projectRoot, stdio: ['ignore', 'ignore', 'inherit'] });
+    if (BUILDS.includes('compiled')) execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: projectRoot, stdio: ['ignore', 'ignore', 'inherit'] });
     const upstream = await start('upstream', []);
     children.push(upstream.child);
     const floor = await start('floor', [upstream.url]);
