@@ -2,7 +2,9 @@
  * `npm run bench`: what the gateway costs. One run starts, each in its own process,
  *   - an upstream that answers at once (a chat completion, JSON or SSE, with usage),
  *   - the floor: a bare undici passthrough written for this benchmark (keep-alive pool, piped body),
- *   - Nexus on PostgreSQL with auth, reservation and metering on,
+ *   - Nexus on PostgreSQL with auth, reservation and metering on, started as `npm start` starts it (the compiled
+ *     dist/server.js; BENCH_NEXUS='compiled;tsx' adds the same server run from source through tsx, measured in
+ *     turn with the other targets in each round, so the two compare within one run),
  * then measures each for a fixed duration with autocannon: direct to the upstream, through the
  * floor, through Nexus; non-streaming and streaming. Two phases per target: under load
  * (BENCH_CONNECTIONS connections: requests/s) and light (1 connection: p50/p99 latency and, for
@@ -16,19 +18,23 @@
  * BENCH_ROUNDS=3 repeats the whole measurement and prints each figure's median over the rounds, and the
  * throughput ratio of each target's best round (the host's noise only slows a target down).
  * BENCH_TARGETS='floor;nexus' measures only those targets, separated by ';' (their names: direct, floor,
- * nexus, 'nexus, 1 user', 'nexus, unmetered'); the ratios need floor and nexus.
+ * nexus, 'nexus, 1 user', 'nexus, unmetered', and those of the tsx build below); the ratios need floor and nexus.
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
  * BENCH_NODE_FLAGS='--max-semi-space-size=32' passes node/V8 flags to the Nexus process (to compare them);
  * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
+ * BENCH_NEXUS: which builds of Nexus to run, separated by ';': compiled (the default: `npm start`'s command,
+ * after `npm run build:server`) and tsx (src/server.ts through tsx, as `npm run dev`); the targets of the tsx
+ * build are named 'nexus (tsx)', 'nexus (tsx), 1 user', 'nexus (tsx), unmetered'.
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
  * schema, dropped at the end.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
@@ -42,6 +48,8 @@ const USERS = Number(process.env.BENCH_USERS ?? 64);
 /** Rounds of the whole measurement; each figure printed is its median over them (the machine's noise is large). */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const TARGETS = process.env.BENCH_TARGETS?.split(';').map((t) => t.trim());
+const BUILDS = (process.env.BENCH_NEXUS ?? 'compiled').split(';').map((b) => b.trim());
+for (const build of BUILDS) if (build !== 'compiled' && build !== 'tsx') throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx)`);
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
 const PROVIDER_KEY = 'sk-bench-upstream-0123456789';
@@ -116,38 +124,72 @@ function runFloor(upstreamUrl: string): void {
 }
 
 // ---- nexus ---------------------------------------------------------------------------------
-async function runNexus(schema: string): Promise<void> {
-  const { buildApp, listen } = await import('../src/app.js');
-  const { loadConfig } = await import('../src/config.js');
-  const config = loadConfig({
-    NODE_ENV: 'production',
-    PORT: '0',
-    DATABASE_URL,
-    NEXUS_DATABASE_SCHEMA: schema,
-    NEXUS_MANAGEMENT_KEY: ROOT_KEY,
-    NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
-    NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
-    NEXUS_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
-    // The one durability knob, to compare (off by default, as in production).
-    ...(process.env.NEXUS_GATEWAY_ASYNC_COMMIT ? { NEXUS_GATEWAY_ASYNC_COMMIT: process.env.NEXUS_GATEWAY_ASYNC_COMMIT } : {}),
+const projectRoot = join(fileURLToPath(import.meta.url), '..', '..');
+
+/** A port free now (the server binds it a moment later). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
   });
-  const nexus = await buildApp(config, { skipRootKey: false });
-  const running = await listen(nexus, 0, '127.0.0.1', 2000);
-  announce(Number(new URL(running.url).port));
-  const stop = async () => {
-    await running.shutdown();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop());
-  process.on('SIGINT', () => void stop());
+}
+
+/**
+ * Nexus through its real entry point: the compiled build with `npm start`'s own command line, or
+ * src/server.ts through tsx. Ready when /readyz answers 200.
+ */
+async function startNexus(build: string, schema: string): Promise<{ child: ChildProcess; url: string }> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const flags = process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(' ') : [];
+  if (process.env.BENCH_PROFILE) flags.push('--cpu-prof', '--cpu-prof-dir=bench-profiles');
+  let args: string[];
+  if (build === 'compiled') {
+    const start = (JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(' ');
+    if (start[0] !== 'node') throw new Error(`npm start is not a node command line: ${start.join(' ')}`);
+    args = [...flags, ...start.slice(1)];
+  } else {
+    args = [...flags, '--import', 'tsx', 'src/server.ts'];
+  }
+  const child = spawn(process.execPath, args, {
+    cwd: projectRoot,
+    env: {
+      PATH: process.env.PATH,
+      NODE_ENV: 'production',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      NEXUS_PUBLIC_URL: url,
+      DATABASE_URL,
+      NEXUS_DATABASE_SCHEMA: schema,
+      NEXUS_MANAGEMENT_KEY: ROOT_KEY,
+      NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
+      NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
+      NEXUS_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+      NEXUS_SHUTDOWN_TIMEOUT_MS: '2000',
+      // The one durability knob, to compare (off by default, as in production).
+      ...(process.env.NEXUS_GATEWAY_ASYNC_COMMIT ? { NEXUS_GATEWAY_ASYNC_COMMIT: process.env.NEXUS_GATEWAY_ASYNC_COMMIT } : {}),
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`nexus (${build}) exited with ${child.exitCode}`);
+    const status = await request(`${url}/readyz`).then(
+      async (res) => (await res.body.dump(), res.statusCode),
+      () => 0,
+    );
+    if (status === 200) return { child, url };
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 // ---- the driver ----------------------------------------------------------------------------
 function start(name: string, args: string[], env: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string }> {
   const self = fileURLToPath(import.meta.url);
-  const nodeArgs = [...(name === 'nexus' && process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(' ') : []), '--import', 'tsx'];
-  if (name === 'nexus' && process.env.BENCH_PROFILE) nodeArgs.push('--cpu-prof', '--cpu-prof-dir=bench-profiles');
-  const child = spawn(process.execPath, [...nodeArgs, self, `--role=${name}`, ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', self, `--role=${name}`, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -391,29 +433,43 @@ async function measure(target: string, url: string, headers: Record<string, stri
 }
 
 async function main(): Promise<void> {
-  const schema = `bench_${randomBytes(4).toString('hex')}`;
+  const schemas = BUILDS.map(() => `bench_${randomBytes(4).toString('hex')}`);
   const children: ChildProcess[] = [];
   try {
+    if (BUILDS.includes('compiled')) execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: projectRoot, stdio: ['ignore', 'ignore', 'inherit'] });
     const upstream = await start('upstream', []);
     children.push(upstream.child);
     const floor = await start('floor', [upstream.url]);
     children.push(floor.child);
-    const nexus = await start('nexus', [schema]);
-    children.push(nexus.child);
-    const tenant = await provision(nexus.url, upstream.url);
+    const nexuses: { label: string; pid: number | undefined; gatewayBaseUrl: string; apiKeys: string[] }[] = [];
+    for (const [i, build] of BUILDS.entries()) {
+      const nexus = await startNexus(build, schemas[i]!);
+      children.push(nexus.child);
+      const tenant = await provision(nexus.url, upstream.url);
+      nexuses.push({ label: build === 'compiled' ? 'nexus' : 'nexus (tsx)', pid: nexus.child.pid, ...tenant });
+    }
     process.stderr.write(`Measuring ${DURATION}s per phase, ${CONNECTIONS} connections under load...\n`);
     const path = '/v1/chat/completions';
     const rounds: Row[][] = [];
     for (let round = 0; round < ROUNDS; round++) {
       if (ROUNDS > 1) process.stderr.write(`Round ${round + 1} of ${ROUNDS}\n`);
-      rounds.push([
+      const rows = [
         ...(await measure('direct', `${upstream.url}${path}`, { authorization: `Bearer ${PROVIDER_KEY}` })),
         ...(await measure('floor', `${floor.url}/providers/x${path}`, {}, [], floor.child.pid)),
-        ...(await measure(`nexus`, `${tenant.gatewayBaseUrl}${path}`, {}, tenant.apiKeys, nexus.child.pid)),
-        ...(await measure('nexus, 1 user', `${tenant.gatewayBaseUrl}${path}`, { authorization: `Bearer ${tenant.apiKeys[0]}` }, [], nexus.child.pid)),
-        // Diagnostic: the same proxy without metering (an endpoint with no usage inspector, passthrough allowed).
-        ...(await measure('nexus, unmetered', `${tenant.gatewayBaseUrl}/v1/unmetered`, {}, tenant.apiKeys, nexus.child.pid)),
-      ]);
+      ];
+      // With two builds, every other round measures them in the other order (the host's noise drifts); their
+      // rows keep one order, which medianRows needs.
+      const byLabel = new Map<string, Row[]>();
+      for (const nexus of round % 2 ? [...nexuses].reverse() : nexuses) {
+        byLabel.set(nexus.label, [
+          ...(await measure(nexus.label, `${nexus.gatewayBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid)),
+          ...(await measure(`${nexus.label}, 1 user`, `${nexus.gatewayBaseUrl}${path}`, { authorization: `Bearer ${nexus.apiKeys[0]}` }, [], nexus.pid)),
+          // Diagnostic: the same proxy without metering (an endpoint with no usage inspector, passthrough allowed).
+          ...(await measure(`${nexus.label}, unmetered`, `${nexus.gatewayBaseUrl}/v1/unmetered`, {}, nexus.apiKeys, nexus.pid)),
+        ]);
+      }
+      for (const nexus of nexuses) rows.push(...byLabel.get(nexus.label)!);
+      rounds.push(rows);
     }
     const rows = medianRows(rounds);
     const f = (n: number | undefined, d = 2) => (n === undefined ? '-' : n.toFixed(d));
@@ -431,24 +487,29 @@ async function main(): Promise<void> {
     // best round of each is the closest to what each can do, so the ratio of the best rounds is printed too.
     const best = (target: string, mode: string) =>
       Math.max(...rounds.map((round) => round.find((r) => r.target === target && r.mode === mode)?.rps ?? 0));
-    console.log('\n| mode | Nexus/floor req/s | (1 user) | best round of each | added p50 (light) | added p99 (light) | added TTFB p50 |');
-    console.log('|---|---:|---:|---:|---:|---:|---:|');
-    for (const mode of ['json', 'stream']) {
-      const fl = rows.find((r) => r.target === 'floor' && r.mode === mode);
-      const nx = rows.find((r) => r.target === 'nexus' && r.mode === mode);
-      if (!fl || !nx) continue;
-      const one = rows.find((r) => r.target === 'nexus, 1 user' && r.mode === mode);
-      const share = (r: Row | undefined) => (r ? `${((100 * r.rps) / fl.rps).toFixed(1)}%` : '-');
-      const bestShare = `${((100 * best('nexus', mode)) / best('floor', mode)).toFixed(1)}%`;
-      const ttfbDelta = nx.ttfb50 !== undefined && fl.ttfb50 !== undefined ? f(nx.ttfb50 - fl.ttfb50) : '-';
-      console.log(`| ${mode} | ${share(nx)} | ${share(one)} | ${bestShare} | ${f(nx.lightP50 - fl.lightP50)} | ${f(nx.lightP99 - fl.lightP99)} | ${ttfbDelta} |`);
+    console.log('\n| target | mode | Nexus/floor req/s | (1 user) | best round of each | added p50 (light) | added p99 (light) | added TTFB p50 |');
+    console.log('|---|---|---:|---:|---:|---:|---:|---:|');
+    for (const { label } of nexuses) {
+      for (const mode of ['json', 'stream']) {
+        const fl = rows.find((r) => r.target === 'floor' && r.mode === mode);
+        const nx = rows.find((r) => r.target === label && r.mode === mode);
+        if (!fl || !nx) continue;
+        const one = rows.find((r) => r.target === `${label}, 1 user` && r.mode === mode);
+        const share = (r: Row | undefined) => (r ? `${((100 * r.rps) / fl.rps).toFixed(1)}%` : '-');
+        const bestShare = `${((100 * best(label, mode)) / best('floor', mode)).toFixed(1)}%`;
+        const ttfbDelta = nx.ttfb50 !== undefined && fl.ttfb50 !== undefined ? f(nx.ttfb50 - fl.ttfb50) : '-';
+        console.log(`| ${label} | ${mode} | ${share(nx)} | ${share(one)} | ${bestShare} | ${f(nx.lightP50 - fl.lightP50)} | ${f(nx.lightP99 - fl.lightP99)} | ${ttfbDelta} |`);
+      }
     }
   } finally {
     for (const child of children.reverse()) child.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 1500));
     const client = new pg.Client({ connectionString: DATABASE_URL });
     await client.connect().then(
-      () => client.query(`drop schema if exists "${schema}" cascade`).finally(() => client.end()),
+      async () => {
+        for (const schema of schemas) await client.query(`drop schema if exists "${schema}" cascade`);
+        await client.end();
+      },
       () => {},
     );
   }
@@ -456,7 +517,6 @@ async function main(): Promise<void> {
 
 if (role === 'upstream') runUpstream();
 else if (role === 'floor') runFloor(process.argv.at(-1)!);
-else if (role === 'nexus') void runNexus(process.argv.at(-1)!);
 else
   main().catch((err) => {
     console.error(err);

@@ -21,7 +21,7 @@ export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends 
 /**
  * List users and their accesses
  */
-export const listWorkspaceUsers = <ThrowOnError extends boolean = false>(options: Options<ListWorkspaceUsersData, ThrowOnError>) => (options.client ?? client).get<ListWorkspaceUsersResponses, ListWorkspaceUsersErrors, ThrowOnError>({
+export const listWorkspaceUsers = <ThrowOnError extends boolean = true>(options: Options<ListWorkspaceUsersData, ThrowOnError>) => (options.client ?? client).get<ListWorkspaceUsersResponses, ListWorkspaceUsersErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/users',
     ...options
@@ -32,7 +32,7 @@ export const listWorkspaceUsers = <ThrowOnError extends boolean = false>(options
  *
  * Idempotent on (workspace, `externalUserId`): a repeat returns the same user and access, unchanged (`created: false`), and grants nothing again. A new access is ACTIVE with a first quota period [now, now + resetInterval) from the plan's strategy in force now. The plan must be ACTIVE (409 `plan_not_active`). With `issueInferenceKey: true` a new key is issued (on a repeat too) and its plaintext returned once in `apiKey`; `inferenceKeyIssued` says whether one was.
  */
-export const provisionWorkspaceUser = <ThrowOnError extends boolean = false>(options: Options<ProvisionWorkspaceUserData, ThrowOnError>) => (options.client ?? client).post<ProvisionWorkspaceUserResponses, ProvisionWorkspaceUserErrors, ThrowOnError>({
+export const provisionWorkspaceUser = <ThrowOnError extends boolean = true>(options: Options<ProvisionWorkspaceUserData, ThrowOnError>) => (options.client ?? client).post<ProvisionWorkspaceUserResponses, ProvisionWorkspaceUserErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/users',
     ...options,
@@ -45,7 +45,7 @@ export const provisionWorkspaceUser = <ThrowOnError extends boolean = false>(opt
 /**
  * Get a workspace access
  */
-export const getWorkspaceAccess = <ThrowOnError extends boolean = false>(options: Options<GetWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).get<GetWorkspaceAccessResponses, GetWorkspaceAccessErrors, ThrowOnError>({
+export const getWorkspaceAccess = <ThrowOnError extends boolean = true>(options: Options<GetWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).get<GetWorkspaceAccessResponses, GetWorkspaceAccessErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}',
     ...options
@@ -56,7 +56,7 @@ export const getWorkspaceAccess = <ThrowOnError extends boolean = false>(options
  *
  * PENDING or SUSPENDED -> ACTIVE (a PENDING access gets its first quota period); EXPIRED -> ACTIVE only while a quota period covers now (renew first). ACTIVE already: no change. Illegal transitions answer 409 `illegal_transition` with `current_status`.
  */
-export const activateWorkspaceAccess = <ThrowOnError extends boolean = false>(options: Options<ActivateWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).post<ActivateWorkspaceAccessResponses, ActivateWorkspaceAccessErrors, ThrowOnError>({
+export const activateWorkspaceAccess = <ThrowOnError extends boolean = true>(options: Options<ActivateWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).post<ActivateWorkspaceAccessResponses, ActivateWorkspaceAccessErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/activate',
     ...options
@@ -67,7 +67,7 @@ export const activateWorkspaceAccess = <ThrowOnError extends boolean = false>(op
  *
  * ACTIVE -> SUSPENDED: new gateway calls are refused (403 `access_suspended`) within the gateway's auth cache bound (`NEXUS_AUTH_CACHE_TTL_MS`, 1 s by default); calls in flight finish. SUSPENDED already: no change.
  */
-export const suspendWorkspaceAccess = <ThrowOnError extends boolean = false>(options: Options<SuspendWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).post<SuspendWorkspaceAccessResponses, SuspendWorkspaceAccessErrors, ThrowOnError>({
+export const suspendWorkspaceAccess = <ThrowOnError extends boolean = true>(options: Options<SuspendWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).post<SuspendWorkspaceAccessResponses, SuspendWorkspaceAccessErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/suspend',
     ...options
@@ -78,7 +78,7 @@ export const suspendWorkspaceAccess = <ThrowOnError extends boolean = false>(opt
  *
  * Creates the quota period [periodStart, periodEnd) from the strategy of `planId` in force at `periodStart`. The same period again is a no-op; an overlapping one is refused (409 `period_overlap`). An EXPIRED or PENDING access whose new period has not ended becomes ACTIVE.
  */
-export const renewWorkspaceAccess = <ThrowOnError extends boolean = false>(options: Options<RenewWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).post<RenewWorkspaceAccessResponses, RenewWorkspaceAccessErrors, ThrowOnError>({
+export const renewWorkspaceAccess = <ThrowOnError extends boolean = true>(options: Options<RenewWorkspaceAccessData, ThrowOnError>) => (options.client ?? client).post<RenewWorkspaceAccessResponses, RenewWorkspaceAccessErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/renew',
     ...options,
@@ -93,7 +93,7 @@ export const renewWorkspaceAccess = <ThrowOnError extends boolean = false>(optio
  *
  * Takes effect at `effectiveAt` (now by default). The quota period covering it is split there: the old part keeps the old plan's time-prorated share (never less than what it already used), the new part [effectiveAt, periodEnd) gets the new plan's prorated share minus whatever was used beyond the old share. The same plan again changes nothing. See docs/decisions.md.
  */
-export const changeAccessPlan = <ThrowOnError extends boolean = false>(options: Options<ChangeAccessPlanData, ThrowOnError>) => (options.client ?? client).patch<ChangeAccessPlanResponses, ChangeAccessPlanErrors, ThrowOnError>({
+export const changeAccessPlan = <ThrowOnError extends boolean = true>(options: Options<ChangeAccessPlanData, ThrowOnError>) => (options.client ?? client).patch<ChangeAccessPlanResponses, ChangeAccessPlanErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/plan',
     ...options,
@@ -106,7 +106,7 @@ export const changeAccessPlan = <ThrowOnError extends boolean = false>(options: 
 /**
  * List inference keys
  */
-export const listInferenceKeys = <ThrowOnError extends boolean = false>(options: Options<ListInferenceKeysData, ThrowOnError>) => (options.client ?? client).get<ListInferenceKeysResponses, ListInferenceKeysErrors, ThrowOnError>({
+export const listInferenceKeys = <ThrowOnError extends boolean = true>(options: Options<ListInferenceKeysData, ThrowOnError>) => (options.client ?? client).get<ListInferenceKeysResponses, ListInferenceKeysErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/api-keys',
     ...options
@@ -117,7 +117,7 @@ export const listInferenceKeys = <ThrowOnError extends boolean = false>(options:
  *
  * `nx-<environment>-` followed by 43 random base64url characters; stored only as a keyed hash. `expiresAt` defaults to the configured lifetime.
  */
-export const issueInferenceKey = <ThrowOnError extends boolean = false>(options: Options<IssueInferenceKeyData, ThrowOnError>) => (options.client ?? client).post<IssueInferenceKeyResponses, IssueInferenceKeyErrors, ThrowOnError>({
+export const issueInferenceKey = <ThrowOnError extends boolean = true>(options: Options<IssueInferenceKeyData, ThrowOnError>) => (options.client ?? client).post<IssueInferenceKeyResponses, IssueInferenceKeyErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/api-keys',
     ...options,
@@ -132,7 +132,7 @@ export const issueInferenceKey = <ThrowOnError extends boolean = false>(options:
  *
  * Gateway calls with the key are refused (401) within the gateway's auth cache bound (`NEXUS_AUTH_CACHE_TTL_MS`, 1 s by default). Plan and quota are untouched.
  */
-export const revokeInferenceKey = <ThrowOnError extends boolean = false>(options: Options<RevokeInferenceKeyData, ThrowOnError>) => (options.client ?? client).delete<RevokeInferenceKeyResponses, RevokeInferenceKeyErrors, ThrowOnError>({
+export const revokeInferenceKey = <ThrowOnError extends boolean = true>(options: Options<RevokeInferenceKeyData, ThrowOnError>) => (options.client ?? client).delete<RevokeInferenceKeyResponses, RevokeInferenceKeyErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/api-keys/{keyId}',
     ...options
@@ -143,7 +143,7 @@ export const revokeInferenceKey = <ThrowOnError extends boolean = false>(options
  *
  * The quota period covering now. No such period: 404 `quota_period_not_found`.
  */
-export const getWorkspaceAccessQuota = <ThrowOnError extends boolean = false>(options: Options<GetWorkspaceAccessQuotaData, ThrowOnError>) => (options.client ?? client).get<GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessQuotaErrors, ThrowOnError>({
+export const getWorkspaceAccessQuota = <ThrowOnError extends boolean = true>(options: Options<GetWorkspaceAccessQuotaData, ThrowOnError>) => (options.client ?? client).get<GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessQuotaErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/quota',
     ...options
@@ -156,7 +156,7 @@ export const getWorkspaceAccessQuota = <ThrowOnError extends boolean = false>(op
  * Filters combine with AND; `since` is inclusive, `until` exclusive.
  *
  */
-export const listAuditLogs = <ThrowOnError extends boolean = false>(options: Options<ListAuditLogsData, ThrowOnError>) => (options.client ?? client).get<ListAuditLogsResponses, ListAuditLogsErrors, ThrowOnError>({
+export const listAuditLogs = <ThrowOnError extends boolean = true>(options: Options<ListAuditLogsData, ThrowOnError>) => (options.client ?? client).get<ListAuditLogsResponses, ListAuditLogsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/audit-logs',
     ...options
@@ -167,7 +167,7 @@ export const listAuditLogs = <ThrowOnError extends boolean = false>(options: Opt
  *
  * The workspace's billing connections, newest first.
  */
-export const listBillingConnections = <ThrowOnError extends boolean = false>(options: Options<ListBillingConnectionsData, ThrowOnError>) => (options.client ?? client).get<ListBillingConnectionsResponses, ListBillingConnectionsErrors, ThrowOnError>({
+export const listBillingConnections = <ThrowOnError extends boolean = true>(options: Options<ListBillingConnectionsData, ThrowOnError>) => (options.client ?? client).get<ListBillingConnectionsResponses, ListBillingConnectionsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/billing-connections',
     ...options
@@ -182,7 +182,7 @@ export const listBillingConnections = <ThrowOnError extends boolean = false>(opt
  * The credential and webhook secret may be given here or later; both are write-only.
  *
  */
-export const createBillingConnection = <ThrowOnError extends boolean = false>(options: Options<CreateBillingConnectionData, ThrowOnError>) => (options.client ?? client).post<CreateBillingConnectionResponses, CreateBillingConnectionErrors, ThrowOnError>({
+export const createBillingConnection = <ThrowOnError extends boolean = true>(options: Options<CreateBillingConnectionData, ThrowOnError>) => (options.client ?? client).post<CreateBillingConnectionResponses, CreateBillingConnectionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/billing-connections',
     ...options,
@@ -199,7 +199,7 @@ export const createBillingConnection = <ThrowOnError extends boolean = false>(op
  * cannot start checkouts or reconciliations. Disabling twice is a no-op.
  *
  */
-export const disableBillingConnection = <ThrowOnError extends boolean = false>(options: Options<DisableBillingConnectionData, ThrowOnError>) => (options.client ?? client).delete<DisableBillingConnectionResponses, DisableBillingConnectionErrors, ThrowOnError>({
+export const disableBillingConnection = <ThrowOnError extends boolean = true>(options: Options<DisableBillingConnectionData, ThrowOnError>) => (options.client ?? client).delete<DisableBillingConnectionResponses, DisableBillingConnectionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/billing-connections/{connectionId}',
     ...options
@@ -213,7 +213,7 @@ export const disableBillingConnection = <ThrowOnError extends boolean = false>(o
  * `UNVERIFIED`. A Stripe key whose mode (`_test_`/`_live_`) differs from the connection's is refused.
  *
  */
-export const configureBillingProviderCredential = <ThrowOnError extends boolean = false>(options: Options<ConfigureBillingProviderCredentialData, ThrowOnError>) => (options.client ?? client).put<ConfigureBillingProviderCredentialResponses, ConfigureBillingProviderCredentialErrors, ThrowOnError>({
+export const configureBillingProviderCredential = <ThrowOnError extends boolean = true>(options: Options<ConfigureBillingProviderCredentialData, ThrowOnError>) => (options.client ?? client).put<ConfigureBillingProviderCredentialResponses, ConfigureBillingProviderCredentialErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/billing-connections/{connectionId}/provider-credential',
     ...options,
@@ -231,7 +231,7 @@ export const configureBillingProviderCredential = <ThrowOnError extends boolean 
  * verifying signatures for a bounded overlap (`NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS`, 24 h by default).
  *
  */
-export const configureBillingWebhookSecret = <ThrowOnError extends boolean = false>(options: Options<ConfigureBillingWebhookSecretData, ThrowOnError>) => (options.client ?? client).put<ConfigureBillingWebhookSecretResponses, ConfigureBillingWebhookSecretErrors, ThrowOnError>({
+export const configureBillingWebhookSecret = <ThrowOnError extends boolean = true>(options: Options<ConfigureBillingWebhookSecretData, ThrowOnError>) => (options.client ?? client).put<ConfigureBillingWebhookSecretResponses, ConfigureBillingWebhookSecretErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/billing-connections/{connectionId}/webhook-secret',
     ...options,
@@ -250,7 +250,7 @@ export const configureBillingWebhookSecret = <ThrowOnError extends boolean = fal
  * No credential stored: 409 `billing_not_configured`.
  *
  */
-export const verifyBillingConnection = <ThrowOnError extends boolean = false>(options: Options<VerifyBillingConnectionData, ThrowOnError>) => (options.client ?? client).post<VerifyBillingConnectionResponses, VerifyBillingConnectionErrors, ThrowOnError>({
+export const verifyBillingConnection = <ThrowOnError extends boolean = true>(options: Options<VerifyBillingConnectionData, ThrowOnError>) => (options.client ?? client).post<VerifyBillingConnectionResponses, VerifyBillingConnectionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/billing-connections/{connectionId}/verify',
     ...options
@@ -261,7 +261,7 @@ export const verifyBillingConnection = <ThrowOnError extends boolean = false>(op
  *
  * The connection's product mappings, newest first (disabled ones included unless filtered).
  */
-export const listBillingProductMappings = <ThrowOnError extends boolean = false>(options: Options<ListBillingProductMappingsData, ThrowOnError>) => (options.client ?? client).get<ListBillingProductMappingsResponses, ListBillingProductMappingsErrors, ThrowOnError>({
+export const listBillingProductMappings = <ThrowOnError extends boolean = true>(options: Options<ListBillingProductMappingsData, ThrowOnError>) => (options.client ?? client).get<ListBillingProductMappingsResponses, ListBillingProductMappingsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/billing-connections/{connectionId}/product-mappings',
     ...options
@@ -276,7 +276,7 @@ export const listBillingProductMappings = <ThrowOnError extends boolean = false>
  * product/price pair: a second one is 409 `billing_mapping_exists`.
  *
  */
-export const createBillingProductMapping = <ThrowOnError extends boolean = false>(options: Options<CreateBillingProductMappingData, ThrowOnError>) => (options.client ?? client).post<CreateBillingProductMappingResponses, CreateBillingProductMappingErrors, ThrowOnError>({
+export const createBillingProductMapping = <ThrowOnError extends boolean = true>(options: Options<CreateBillingProductMappingData, ThrowOnError>) => (options.client ?? client).post<CreateBillingProductMappingResponses, CreateBillingProductMappingErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/billing-connections/{connectionId}/product-mappings',
     ...options,
@@ -293,7 +293,7 @@ export const createBillingProductMapping = <ThrowOnError extends boolean = false
  * to a plan (existing projections keep the plan they have). Disabling twice is a no-op.
  *
  */
-export const deleteBillingProductMapping = <ThrowOnError extends boolean = false>(options: Options<DeleteBillingProductMappingData, ThrowOnError>) => (options.client ?? client).delete<DeleteBillingProductMappingResponses, DeleteBillingProductMappingErrors, ThrowOnError>({
+export const deleteBillingProductMapping = <ThrowOnError extends boolean = true>(options: Options<DeleteBillingProductMappingData, ThrowOnError>) => (options.client ?? client).delete<DeleteBillingProductMappingResponses, DeleteBillingProductMappingErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/billing-product-mappings/{mappingId}',
     ...options
@@ -309,7 +309,7 @@ export const deleteBillingProductMapping = <ThrowOnError extends boolean = false
  * The `Idempotency-Key` is passed on to the provider.
  *
  */
-export const createCheckout = <ThrowOnError extends boolean = false>(options: Options<CreateCheckoutData, ThrowOnError>) => (options.client ?? client).post<CreateCheckoutResponses, CreateCheckoutErrors, ThrowOnError>({
+export const createCheckout = <ThrowOnError extends boolean = true>(options: Options<CreateCheckoutData, ThrowOnError>) => (options.client ?? client).post<CreateCheckoutResponses, CreateCheckoutErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/billing-checkouts',
     ...options,
@@ -324,7 +324,7 @@ export const createCheckout = <ThrowOnError extends boolean = false>(options: Op
  *
  * The connection's verified webhook events, newest first. Bodies are not returned.
  */
-export const listBillingWebhookEvents = <ThrowOnError extends boolean = false>(options: Options<ListBillingWebhookEventsData, ThrowOnError>) => (options.client ?? client).get<ListBillingWebhookEventsResponses, ListBillingWebhookEventsErrors, ThrowOnError>({
+export const listBillingWebhookEvents = <ThrowOnError extends boolean = true>(options: Options<ListBillingWebhookEventsData, ThrowOnError>) => (options.client ?? client).get<ListBillingWebhookEventsResponses, ListBillingWebhookEventsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/billing-connections/{connectionId}/webhook-events',
     ...options
@@ -338,7 +338,7 @@ export const listBillingWebhookEvents = <ThrowOnError extends boolean = false>(o
  * status and `attempts` show the outcome. An event that is not FAILED: 409 `event_not_replayable`.
  *
  */
-export const replayBillingWebhookEvent = <ThrowOnError extends boolean = false>(options: Options<ReplayBillingWebhookEventData, ThrowOnError>) => (options.client ?? client).post<ReplayBillingWebhookEventResponses, ReplayBillingWebhookEventErrors, ThrowOnError>({
+export const replayBillingWebhookEvent = <ThrowOnError extends boolean = true>(options: Options<ReplayBillingWebhookEventData, ThrowOnError>) => (options.client ?? client).post<ReplayBillingWebhookEventResponses, ReplayBillingWebhookEventErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/webhook-events/{eventId}/replay',
     ...options
@@ -349,7 +349,7 @@ export const replayBillingWebhookEvent = <ThrowOnError extends boolean = false>(
  *
  * What Nexus knows of the access's subscriptions at Stripe or Paddle (and app-reported periods), newest first.
  */
-export const listExternalSubscriptions = <ThrowOnError extends boolean = false>(options: Options<ListExternalSubscriptionsData, ThrowOnError>) => (options.client ?? client).get<ListExternalSubscriptionsResponses, ListExternalSubscriptionsErrors, ThrowOnError>({
+export const listExternalSubscriptions = <ThrowOnError extends boolean = true>(options: Options<ListExternalSubscriptionsData, ThrowOnError>) => (options.client ?? client).get<ListExternalSubscriptionsResponses, ListExternalSubscriptionsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/external-subscriptions',
     ...options
@@ -364,7 +364,7 @@ export const listExternalSubscriptions = <ThrowOnError extends boolean = false>(
  * Needs a HOSTED, ACTIVE connection with a credential (409 otherwise).
  *
  */
-export const reconcileBillingConnection = <ThrowOnError extends boolean = false>(options: Options<ReconcileBillingConnectionData, ThrowOnError>) => (options.client ?? client).post<ReconcileBillingConnectionResponses, ReconcileBillingConnectionErrors, ThrowOnError>({
+export const reconcileBillingConnection = <ThrowOnError extends boolean = true>(options: Options<ReconcileBillingConnectionData, ThrowOnError>) => (options.client ?? client).post<ReconcileBillingConnectionResponses, ReconcileBillingConnectionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/billing-connections/{connectionId}/reconcile',
     ...options
@@ -379,7 +379,7 @@ export const reconcileBillingConnection = <ThrowOnError extends boolean = false>
  * `sourceUpdatedAt` is older than the one already applied never overwrites it.
  *
  */
-export const syncWorkspaceAccessBillingPeriod = <ThrowOnError extends boolean = false>(options: Options<SyncWorkspaceAccessBillingPeriodData, ThrowOnError>) => (options.client ?? client).post<SyncWorkspaceAccessBillingPeriodResponses, SyncWorkspaceAccessBillingPeriodErrors, ThrowOnError>({
+export const syncWorkspaceAccessBillingPeriod = <ThrowOnError extends boolean = true>(options: Options<SyncWorkspaceAccessBillingPeriodData, ThrowOnError>) => (options.client ?? client).post<SyncWorkspaceAccessBillingPeriodResponses, SyncWorkspaceAccessBillingPeriodErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/billing-periods/sync',
     ...options,
@@ -401,7 +401,7 @@ export const syncWorkspaceAccessBillingPeriod = <ThrowOnError extends boolean = 
  * and events for unknown customers are acknowledged with 200 and recorded as IGNORED.
  *
  */
-export const receiveBillingWebhook = <ThrowOnError extends boolean = false>(options: Options<ReceiveBillingWebhookData, ThrowOnError>) => (options.client ?? client).post<ReceiveBillingWebhookResponses, ReceiveBillingWebhookErrors, ThrowOnError>({
+export const receiveBillingWebhook = <ThrowOnError extends boolean = true>(options: Options<ReceiveBillingWebhookData, ThrowOnError>) => (options.client ?? client).post<ReceiveBillingWebhookResponses, ReceiveBillingWebhookErrors, ThrowOnError>({
     url: '/webhooks/billing/{connectionId}',
     ...options,
     headers: {
@@ -415,7 +415,7 @@ export const receiveBillingWebhook = <ThrowOnError extends boolean = false>(opti
  *
  * Forwarded as is; without a usage inspector it needs unmetered passthrough (else 409).
  */
-export const proxyProviderDelete = <ThrowOnError extends boolean = false>(options: Options<ProxyProviderDeleteData, ThrowOnError>) => (options.client ?? client).delete<ProxyProviderDeleteResponses, ProxyProviderDeleteErrors, ThrowOnError>({
+export const proxyProviderDelete = <ThrowOnError extends boolean = true>(options: Options<ProxyProviderDeleteData, ThrowOnError>) => (options.client ?? client).delete<ProxyProviderDeleteResponses, ProxyProviderDeleteErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/providers/{providerConnectionId}/{providerPath}',
     ...options
@@ -429,7 +429,7 @@ export const proxyProviderDelete = <ThrowOnError extends boolean = false>(option
  * `unmetered_endpoint` unless the workspace allows unmetered passthrough.
  *
  */
-export const proxyProviderGet = <ThrowOnError extends boolean = false>(options: Options<ProxyProviderGetData, ThrowOnError>) => (options.client ?? client).get<ProxyProviderGetResponses, ProxyProviderGetErrors, ThrowOnError>({
+export const proxyProviderGet = <ThrowOnError extends boolean = true>(options: Options<ProxyProviderGetData, ThrowOnError>) => (options.client ?? client).get<ProxyProviderGetResponses, ProxyProviderGetErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/providers/{providerConnectionId}/{providerPath}',
     ...options
@@ -440,7 +440,7 @@ export const proxyProviderGet = <ThrowOnError extends boolean = false>(options: 
  *
  * Forwarded like a POST; without a usage inspector it needs unmetered passthrough (else 409).
  */
-export const proxyProviderPatch = <ThrowOnError extends boolean = false>(options: Options<ProxyProviderPatchData, ThrowOnError>) => (options.client ?? client).patch<ProxyProviderPatchResponses, ProxyProviderPatchErrors, ThrowOnError>({
+export const proxyProviderPatch = <ThrowOnError extends boolean = true>(options: Options<ProxyProviderPatchData, ThrowOnError>) => (options.client ?? client).patch<ProxyProviderPatchResponses, ProxyProviderPatchErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/providers/{providerConnectionId}/{providerPath}',
     ...options,
@@ -465,7 +465,7 @@ export const proxyProviderPatch = <ThrowOnError extends boolean = false>(options
  * receives.
  *
  */
-export const proxyProviderPost = <ThrowOnError extends boolean = false>(options: Options<ProxyProviderPostData, ThrowOnError>) => (options.client ?? client).post<ProxyProviderPostResponses, ProxyProviderPostErrors, ThrowOnError>({
+export const proxyProviderPost = <ThrowOnError extends boolean = true>(options: Options<ProxyProviderPostData, ThrowOnError>) => (options.client ?? client).post<ProxyProviderPostResponses, ProxyProviderPostErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/providers/{providerConnectionId}/{providerPath}',
     ...options,
@@ -480,7 +480,7 @@ export const proxyProviderPost = <ThrowOnError extends boolean = false>(options:
  *
  * Forwarded like a POST; without a usage inspector it needs unmetered passthrough (else 409).
  */
-export const proxyProviderPut = <ThrowOnError extends boolean = false>(options: Options<ProxyProviderPutData, ThrowOnError>) => (options.client ?? client).put<ProxyProviderPutResponses, ProxyProviderPutErrors, ThrowOnError>({
+export const proxyProviderPut = <ThrowOnError extends boolean = true>(options: Options<ProxyProviderPutData, ThrowOnError>) => (options.client ?? client).put<ProxyProviderPutResponses, ProxyProviderPutErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/providers/{providerConnectionId}/{providerPath}',
     ...options,
@@ -493,7 +493,7 @@ export const proxyProviderPut = <ThrowOnError extends boolean = false>(options: 
 /**
  * List plans
  */
-export const listPlans = <ThrowOnError extends boolean = false>(options: Options<ListPlansData, ThrowOnError>) => (options.client ?? client).get<ListPlansResponses, ListPlansErrors, ThrowOnError>({
+export const listPlans = <ThrowOnError extends boolean = true>(options: Options<ListPlansData, ThrowOnError>) => (options.client ?? client).get<ListPlansResponses, ListPlansErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/plans',
     ...options
@@ -504,7 +504,7 @@ export const listPlans = <ThrowOnError extends boolean = false>(options: Options
  *
  * A new plan is DRAFT. `key` is unique in the workspace (409 `plan_key_exists`). An archived workspace answers 409 `workspace_archived`.
  */
-export const createPlan = <ThrowOnError extends boolean = false>(options: Options<CreatePlanData, ThrowOnError>) => (options.client ?? client).post<CreatePlanResponses, CreatePlanErrors, ThrowOnError>({
+export const createPlan = <ThrowOnError extends boolean = true>(options: Options<CreatePlanData, ThrowOnError>) => (options.client ?? client).post<CreatePlanResponses, CreatePlanErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/plans',
     ...options,
@@ -517,7 +517,7 @@ export const createPlan = <ThrowOnError extends boolean = false>(options: Option
 /**
  * Get a plan and its bindings in force
  */
-export const getPlan = <ThrowOnError extends boolean = false>(options: Options<GetPlanData, ThrowOnError>) => (options.client ?? client).get<GetPlanResponses, GetPlanErrors, ThrowOnError>({
+export const getPlan = <ThrowOnError extends boolean = true>(options: Options<GetPlanData, ThrowOnError>) => (options.client ?? client).get<GetPlanResponses, GetPlanErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/plans/{planId}',
     ...options
@@ -528,7 +528,7 @@ export const getPlan = <ThrowOnError extends boolean = false>(options: Options<G
  *
  * Only a DRAFT plan can be updated (409 `plan_not_draft` with `current_status`). An empty object changes nothing.
  */
-export const updatePlan = <ThrowOnError extends boolean = false>(options: Options<UpdatePlanData, ThrowOnError>) => (options.client ?? client).patch<UpdatePlanResponses, UpdatePlanErrors, ThrowOnError>({
+export const updatePlan = <ThrowOnError extends boolean = true>(options: Options<UpdatePlanData, ThrowOnError>) => (options.client ?? client).patch<UpdatePlanResponses, UpdatePlanErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/plans/{planId}',
     ...options,
@@ -543,7 +543,7 @@ export const updatePlan = <ThrowOnError extends boolean = false>(options: Option
  *
  * DRAFT -> ACTIVE, once a published quota strategy is bound and in force now; otherwise 409 `plan_not_publishable` saying why. Publishing an ACTIVE plan again changes nothing; an ARCHIVED one answers 409 `plan_not_draft`.
  */
-export const publishPlan = <ThrowOnError extends boolean = false>(options: Options<PublishPlanData, ThrowOnError>) => (options.client ?? client).post<PublishPlanResponses, PublishPlanErrors, ThrowOnError>({
+export const publishPlan = <ThrowOnError extends boolean = true>(options: Options<PublishPlanData, ThrowOnError>) => (options.client ?? client).post<PublishPlanResponses, PublishPlanErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/plans/{planId}/publish',
     ...options
@@ -554,7 +554,7 @@ export const publishPlan = <ThrowOnError extends boolean = false>(options: Optio
  *
  * Creating with a `key` that exists makes its next `version`. A version is DRAFT until published, and immutable after. Multipliers are parts per million (1000000 = one unit per token).
  */
-export const createQuotaStrategy = <ThrowOnError extends boolean = false>(options: Options<CreateQuotaStrategyData, ThrowOnError>) => (options.client ?? client).post<CreateQuotaStrategyResponses, CreateQuotaStrategyErrors, ThrowOnError>({
+export const createQuotaStrategy = <ThrowOnError extends boolean = true>(options: Options<CreateQuotaStrategyData, ThrowOnError>) => (options.client ?? client).post<CreateQuotaStrategyResponses, CreateQuotaStrategyErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/plan-strategies/quota',
     ...options,
@@ -567,7 +567,7 @@ export const createQuotaStrategy = <ThrowOnError extends boolean = false>(option
 /**
  * List quota strategies
  */
-export const listPlanStrategies = <ThrowOnError extends boolean = false>(options: Options<ListPlanStrategiesData, ThrowOnError>) => (options.client ?? client).get<ListPlanStrategiesResponses, ListPlanStrategiesErrors, ThrowOnError>({
+export const listPlanStrategies = <ThrowOnError extends boolean = true>(options: Options<ListPlanStrategiesData, ThrowOnError>) => (options.client ?? client).get<ListPlanStrategiesResponses, ListPlanStrategiesErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/plan-strategies',
     ...options
@@ -576,7 +576,7 @@ export const listPlanStrategies = <ThrowOnError extends boolean = false>(options
 /**
  * Get a quota strategy version
  */
-export const getPlanStrategy = <ThrowOnError extends boolean = false>(options: Options<GetPlanStrategyData, ThrowOnError>) => (options.client ?? client).get<GetPlanStrategyResponses, GetPlanStrategyErrors, ThrowOnError>({
+export const getPlanStrategy = <ThrowOnError extends boolean = true>(options: Options<GetPlanStrategyData, ThrowOnError>) => (options.client ?? client).get<GetPlanStrategyResponses, GetPlanStrategyErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/plan-strategies/{strategyId}',
     ...options
@@ -587,7 +587,7 @@ export const getPlanStrategy = <ThrowOnError extends boolean = false>(options: O
  *
  * DRAFT -> PUBLISHED. A published version is immutable: publishing it again, like any change, answers 409 `strategy_published`.
  */
-export const publishPlanStrategy = <ThrowOnError extends boolean = false>(options: Options<PublishPlanStrategyData, ThrowOnError>) => (options.client ?? client).post<PublishPlanStrategyResponses, PublishPlanStrategyErrors, ThrowOnError>({
+export const publishPlanStrategy = <ThrowOnError extends boolean = true>(options: Options<PublishPlanStrategyData, ThrowOnError>) => (options.client ?? client).post<PublishPlanStrategyResponses, PublishPlanStrategyErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/plan-strategies/{strategyId}/publish',
     ...options
@@ -596,7 +596,7 @@ export const publishPlanStrategy = <ThrowOnError extends boolean = false>(option
 /**
  * List a plan's bindings
  */
-export const listPlanStrategyBindings = <ThrowOnError extends boolean = false>(options: Options<ListPlanStrategyBindingsData, ThrowOnError>) => (options.client ?? client).get<ListPlanStrategyBindingsResponses, ListPlanStrategyBindingsErrors, ThrowOnError>({
+export const listPlanStrategyBindings = <ThrowOnError extends boolean = true>(options: Options<ListPlanStrategyBindingsData, ThrowOnError>) => (options.client ?? client).get<ListPlanStrategyBindingsResponses, ListPlanStrategyBindingsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/plans/{planId}/strategy-bindings',
     ...options
@@ -607,7 +607,7 @@ export const listPlanStrategyBindings = <ThrowOnError extends boolean = false>(o
  *
  * Only a PUBLISHED version can be bound (409 `strategy_not_published`). At most one QUOTA strategy is in force for a plan at any instant: the binding in force at `effectiveFrom` is ended there (a version upgrade). A binding that starts at or after `effectiveFrom` is refused (409 `binding_overlap`): close it first.
  */
-export const bindPlanStrategy = <ThrowOnError extends boolean = false>(options: Options<BindPlanStrategyData, ThrowOnError>) => (options.client ?? client).post<BindPlanStrategyResponses, BindPlanStrategyErrors, ThrowOnError>({
+export const bindPlanStrategy = <ThrowOnError extends boolean = true>(options: Options<BindPlanStrategyData, ThrowOnError>) => (options.client ?? client).post<BindPlanStrategyResponses, BindPlanStrategyErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/plans/{planId}/strategy-bindings',
     ...options,
@@ -622,7 +622,7 @@ export const bindPlanStrategy = <ThrowOnError extends boolean = false>(options: 
  *
  * Ends the binding at `effectiveAt` (now by default; a binding that has not started yet is closed at its `effectiveFrom`). At its `effectiveFrom` it cancels a binding that has not started. A binding already ended by then answers 409 `binding_closed`.
  */
-export const closePlanStrategyBinding = <ThrowOnError extends boolean = false>(options: Options<ClosePlanStrategyBindingData, ThrowOnError>) => (options.client ?? client).delete<ClosePlanStrategyBindingResponses, ClosePlanStrategyBindingErrors, ThrowOnError>({
+export const closePlanStrategyBinding = <ThrowOnError extends boolean = true>(options: Options<ClosePlanStrategyBindingData, ThrowOnError>) => (options.client ?? client).delete<ClosePlanStrategyBindingResponses, ClosePlanStrategyBindingErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/plan-strategy-bindings/{bindingId}',
     ...options
@@ -633,7 +633,7 @@ export const closePlanStrategyBinding = <ThrowOnError extends boolean = false>(o
  *
  * The workspace's connections, archived ones included, newest first.
  */
-export const listProviderConnections = <ThrowOnError extends boolean = false>(options: Options<ListProviderConnectionsData, ThrowOnError>) => (options.client ?? client).get<ListProviderConnectionsResponses, ListProviderConnectionsErrors, ThrowOnError>({
+export const listProviderConnections = <ThrowOnError extends boolean = true>(options: Options<ListProviderConnectionsData, ThrowOnError>) => (options.client ?? client).get<ListProviderConnectionsResponses, ListProviderConnectionsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/provider-connections',
     ...options
@@ -653,7 +653,7 @@ export const listProviderConnections = <ThrowOnError extends boolean = false>(op
  * use `testProviderConnection` before and `verifyProviderConnection` after saving.
  *
  */
-export const createProviderConnection = <ThrowOnError extends boolean = false>(options: Options<CreateProviderConnectionData, ThrowOnError>) => (options.client ?? client).post<CreateProviderConnectionResponses, CreateProviderConnectionErrors, ThrowOnError>({
+export const createProviderConnection = <ThrowOnError extends boolean = true>(options: Options<CreateProviderConnectionData, ThrowOnError>) => (options.client ?? client).post<CreateProviderConnectionResponses, CreateProviderConnectionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/provider-connections',
     ...options,
@@ -673,7 +673,7 @@ export const createProviderConnection = <ThrowOnError extends boolean = false>(o
  * An upstream that answers with an error is still a 200 here: `outcome` says which case it is.
  *
  */
-export const testProviderConnection = <ThrowOnError extends boolean = false>(options: Options<TestProviderConnectionData, ThrowOnError>) => (options.client ?? client).post<TestProviderConnectionResponses, TestProviderConnectionErrors, ThrowOnError>({
+export const testProviderConnection = <ThrowOnError extends boolean = true>(options: Options<TestProviderConnectionData, ThrowOnError>) => (options.client ?? client).post<TestProviderConnectionResponses, TestProviderConnectionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/provider-connections/test',
     ...options,
@@ -690,7 +690,7 @@ export const testProviderConnection = <ThrowOnError extends boolean = false>(opt
  * stays readable here for history. Archiving twice is a no-op.
  *
  */
-export const archiveProviderConnection = <ThrowOnError extends boolean = false>(options: Options<ArchiveProviderConnectionData, ThrowOnError>) => (options.client ?? client).delete<ArchiveProviderConnectionResponses, ArchiveProviderConnectionErrors, ThrowOnError>({
+export const archiveProviderConnection = <ThrowOnError extends boolean = true>(options: Options<ArchiveProviderConnectionData, ThrowOnError>) => (options.client ?? client).delete<ArchiveProviderConnectionResponses, ArchiveProviderConnectionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/provider-connections/{providerConnectionId}',
     ...options
@@ -701,7 +701,7 @@ export const archiveProviderConnection = <ThrowOnError extends boolean = false>(
  *
  * Archived connections stay readable. The key is never returned.
  */
-export const getProviderConnection = <ThrowOnError extends boolean = false>(options: Options<GetProviderConnectionData, ThrowOnError>) => (options.client ?? client).get<GetProviderConnectionResponses, GetProviderConnectionErrors, ThrowOnError>({
+export const getProviderConnection = <ThrowOnError extends boolean = true>(options: Options<GetProviderConnectionData, ThrowOnError>) => (options.client ?? client).get<GetProviderConnectionResponses, GetProviderConnectionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/provider-connections/{providerConnectionId}',
     ...options
@@ -720,7 +720,7 @@ export const getProviderConnection = <ThrowOnError extends boolean = false>(opti
  * keeps the key.
  *
  */
-export const updateProviderConnection = <ThrowOnError extends boolean = false>(options: Options<UpdateProviderConnectionData, ThrowOnError>) => (options.client ?? client).patch<UpdateProviderConnectionResponses, UpdateProviderConnectionErrors, ThrowOnError>({
+export const updateProviderConnection = <ThrowOnError extends boolean = true>(options: Options<UpdateProviderConnectionData, ThrowOnError>) => (options.client ?? client).patch<UpdateProviderConnectionResponses, UpdateProviderConnectionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/provider-connections/{providerConnectionId}',
     ...options,
@@ -739,7 +739,7 @@ export const updateProviderConnection = <ThrowOnError extends boolean = false>(o
  * `connection_archived`.
  *
  */
-export const verifyProviderConnection = <ThrowOnError extends boolean = false>(options: Options<VerifyProviderConnectionData, ThrowOnError>) => (options.client ?? client).post<VerifyProviderConnectionResponses, VerifyProviderConnectionErrors, ThrowOnError>({
+export const verifyProviderConnection = <ThrowOnError extends boolean = true>(options: Options<VerifyProviderConnectionData, ThrowOnError>) => (options.client ?? client).post<VerifyProviderConnectionResponses, VerifyProviderConnectionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/provider-connections/{providerConnectionId}/verify',
     ...options
@@ -753,7 +753,7 @@ export const verifyProviderConnection = <ThrowOnError extends boolean = false>(o
  * carries the new `secretPreview`; `lastVerifiedAt` is cleared until the new key is verified.
  *
  */
-export const rotateProviderSecret = <ThrowOnError extends boolean = false>(options: Options<RotateProviderSecretData, ThrowOnError>) => (options.client ?? client).post<RotateProviderSecretResponses, RotateProviderSecretErrors, ThrowOnError>({
+export const rotateProviderSecret = <ThrowOnError extends boolean = true>(options: Options<RotateProviderSecretData, ThrowOnError>) => (options.client ?? client).post<RotateProviderSecretResponses, RotateProviderSecretErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/provider-connections/{providerConnectionId}/rotate-secret',
     ...options,
@@ -768,14 +768,14 @@ export const rotateProviderSecret = <ThrowOnError extends boolean = false>(optio
  *
  * 200 while the process serves requests.
  */
-export const getHealth = <ThrowOnError extends boolean = false>(options?: Options<GetHealthData, ThrowOnError>) => (options?.client ?? client).get<GetHealthResponses, GetHealthErrors, ThrowOnError>({ url: '/healthz', ...options });
+export const getHealth = <ThrowOnError extends boolean = true>(options?: Options<GetHealthData, ThrowOnError>) => (options?.client ?? client).get<GetHealthResponses, GetHealthErrors, ThrowOnError>({ url: '/healthz', ...options });
 
 /**
  * Readiness
  *
  * 200 when the database answers and migrations are applied; 503 otherwise.
  */
-export const getReadiness = <ThrowOnError extends boolean = false>(options?: Options<GetReadinessData, ThrowOnError>) => (options?.client ?? client).get<GetReadinessResponses, GetReadinessErrors, ThrowOnError>({ url: '/readyz', ...options });
+export const getReadiness = <ThrowOnError extends boolean = true>(options?: Options<GetReadinessData, ThrowOnError>) => (options?.client ?? client).get<GetReadinessResponses, GetReadinessErrors, ThrowOnError>({ url: '/readyz', ...options });
 
 /**
  * List gateway invocations
@@ -785,7 +785,7 @@ export const getReadiness = <ThrowOnError extends boolean = false>(options?: Opt
  * with its attempt and its usage events.
  *
  */
-export const listInvocations = <ThrowOnError extends boolean = false>(options: Options<ListInvocationsData, ThrowOnError>) => (options.client ?? client).get<ListInvocationsResponses, ListInvocationsErrors, ThrowOnError>({
+export const listInvocations = <ThrowOnError extends boolean = true>(options: Options<ListInvocationsData, ThrowOnError>) => (options.client ?? client).get<ListInvocationsResponses, ListInvocationsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/invocations',
     ...options
@@ -796,7 +796,7 @@ export const listInvocations = <ThrowOnError extends boolean = false>(options: O
  *
  * The invocation with its provider attempt and its quota settlement (usage and adjustment events).
  */
-export const getInvocation = <ThrowOnError extends boolean = false>(options: Options<GetInvocationData, ThrowOnError>) => (options.client ?? client).get<GetInvocationResponses, GetInvocationErrors, ThrowOnError>({
+export const getInvocation = <ThrowOnError extends boolean = true>(options: Options<GetInvocationData, ThrowOnError>) => (options.client ?? client).get<GetInvocationResponses, GetInvocationErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/invocations/{invocationId}',
     ...options
@@ -807,7 +807,7 @@ export const getInvocation = <ThrowOnError extends boolean = false>(options: Opt
  *
  * Immutable records of quota consumption, newest first.
  */
-export const listUsageEvents = <ThrowOnError extends boolean = false>(options: Options<ListUsageEventsData, ThrowOnError>) => (options.client ?? client).get<ListUsageEventsResponses, ListUsageEventsErrors, ThrowOnError>({
+export const listUsageEvents = <ThrowOnError extends boolean = true>(options: Options<ListUsageEventsData, ThrowOnError>) => (options.client ?? client).get<ListUsageEventsResponses, ListUsageEventsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/usage-events',
     ...options
@@ -818,7 +818,7 @@ export const listUsageEvents = <ThrowOnError extends boolean = false>(options: O
  *
  * The workspaces visible to the calling Management Key, newest first.
  */
-export const listWorkspaces = <ThrowOnError extends boolean = false>(options?: Options<ListWorkspacesData, ThrowOnError>) => (options?.client ?? client).get<ListWorkspacesResponses, ListWorkspacesErrors, ThrowOnError>({
+export const listWorkspaces = <ThrowOnError extends boolean = true>(options?: Options<ListWorkspacesData, ThrowOnError>) => (options?.client ?? client).get<ListWorkspacesResponses, ListWorkspacesErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces',
     ...options
@@ -829,7 +829,7 @@ export const listWorkspaces = <ThrowOnError extends boolean = false>(options?: O
  *
  * Root Management Key only; a scoped key gets 403 `root_key_required`.
  */
-export const createWorkspace = <ThrowOnError extends boolean = false>(options: Options<CreateWorkspaceData, ThrowOnError>) => (options.client ?? client).post<CreateWorkspaceResponses, CreateWorkspaceErrors, ThrowOnError>({
+export const createWorkspace = <ThrowOnError extends boolean = true>(options: Options<CreateWorkspaceData, ThrowOnError>) => (options.client ?? client).post<CreateWorkspaceResponses, CreateWorkspaceErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces',
     ...options,
@@ -847,7 +847,7 @@ export const createWorkspace = <ThrowOnError extends boolean = false>(options: O
  * Root Management Key only.
  *
  */
-export const archiveWorkspace = <ThrowOnError extends boolean = false>(options: Options<ArchiveWorkspaceData, ThrowOnError>) => (options.client ?? client).delete<ArchiveWorkspaceResponses, ArchiveWorkspaceErrors, ThrowOnError>({
+export const archiveWorkspace = <ThrowOnError extends boolean = true>(options: Options<ArchiveWorkspaceData, ThrowOnError>) => (options.client ?? client).delete<ArchiveWorkspaceResponses, ArchiveWorkspaceErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}',
     ...options
@@ -856,7 +856,7 @@ export const archiveWorkspace = <ThrowOnError extends boolean = false>(options: 
 /**
  * Get a workspace
  */
-export const getWorkspace = <ThrowOnError extends boolean = false>(options: Options<GetWorkspaceData, ThrowOnError>) => (options.client ?? client).get<GetWorkspaceResponses, GetWorkspaceErrors, ThrowOnError>({
+export const getWorkspace = <ThrowOnError extends boolean = true>(options: Options<GetWorkspaceData, ThrowOnError>) => (options.client ?? client).get<GetWorkspaceResponses, GetWorkspaceErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}',
     ...options
@@ -867,7 +867,7 @@ export const getWorkspace = <ThrowOnError extends boolean = false>(options: Opti
  *
  * An archived workspace is read-only (409 `workspace_archived`).
  */
-export const updateWorkspace = <ThrowOnError extends boolean = false>(options: Options<UpdateWorkspaceData, ThrowOnError>) => (options.client ?? client).patch<UpdateWorkspaceResponses, UpdateWorkspaceErrors, ThrowOnError>({
+export const updateWorkspace = <ThrowOnError extends boolean = true>(options: Options<UpdateWorkspaceData, ThrowOnError>) => (options.client ?? client).patch<UpdateWorkspaceResponses, UpdateWorkspaceErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}',
     ...options,

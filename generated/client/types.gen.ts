@@ -7,7 +7,7 @@ export type ClientOptions = {
 /**
  * The error body of every non-2xx answer.
  */
-export type Error = {
+export type ErrorBody = {
     error: {
         /**
          * For a person; do not parse it.
@@ -42,7 +42,7 @@ export type DateTime = string;
 /**
  * A 64-bit non-negative integer as a decimal string (0 .. 9223372036854775807).
  */
-export type Int64String = string;
+export type Int64String = `${bigint}`;
 
 /**
  * Free-form JSON object for the caller's own use (at most 16 KiB serialized).
@@ -974,23 +974,23 @@ export type ListWorkspaceUsersErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListWorkspaceUsersError = ListWorkspaceUsersErrors[keyof ListWorkspaceUsersErrors];
@@ -1023,31 +1023,31 @@ export type ProvisionWorkspaceUserErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ProvisionWorkspaceUserError = ProvisionWorkspaceUserErrors[keyof ProvisionWorkspaceUserErrors];
@@ -1074,23 +1074,23 @@ export type GetWorkspaceAccessErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetWorkspaceAccessError = GetWorkspaceAccessErrors[keyof GetWorkspaceAccessErrors];
@@ -1123,27 +1123,27 @@ export type ActivateWorkspaceAccessErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ActivateWorkspaceAccessError = ActivateWorkspaceAccessErrors[keyof ActivateWorkspaceAccessErrors];
@@ -1176,27 +1176,27 @@ export type SuspendWorkspaceAccessErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type SuspendWorkspaceAccessError = SuspendWorkspaceAccessErrors[keyof SuspendWorkspaceAccessErrors];
@@ -1229,31 +1229,31 @@ export type RenewWorkspaceAccessErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type RenewWorkspaceAccessError = RenewWorkspaceAccessErrors[keyof RenewWorkspaceAccessErrors];
@@ -1280,31 +1280,31 @@ export type ChangeAccessPlanErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ChangeAccessPlanError = ChangeAccessPlanErrors[keyof ChangeAccessPlanErrors];
@@ -1340,23 +1340,23 @@ export type ListInferenceKeysErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListInferenceKeysError = ListInferenceKeysErrors[keyof ListInferenceKeysErrors];
@@ -1389,31 +1389,31 @@ export type IssueInferenceKeyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type IssueInferenceKeyError = IssueInferenceKeyErrors[keyof IssueInferenceKeyErrors];
@@ -1441,27 +1441,27 @@ export type RevokeInferenceKeyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type RevokeInferenceKeyError = RevokeInferenceKeyErrors[keyof RevokeInferenceKeyErrors];
@@ -1488,23 +1488,23 @@ export type GetWorkspaceAccessQuotaErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetWorkspaceAccessQuotaError = GetWorkspaceAccessQuotaErrors[keyof GetWorkspaceAccessQuotaErrors];
@@ -1564,23 +1564,23 @@ export type ListAuditLogsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListAuditLogsError = ListAuditLogsErrors[keyof ListAuditLogsErrors];
@@ -1617,23 +1617,23 @@ export type ListBillingConnectionsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListBillingConnectionsError = ListBillingConnectionsErrors[keyof ListBillingConnectionsErrors];
@@ -1666,31 +1666,31 @@ export type CreateBillingConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type CreateBillingConnectionError = CreateBillingConnectionErrors[keyof CreateBillingConnectionErrors];
@@ -1717,27 +1717,27 @@ export type DisableBillingConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type DisableBillingConnectionError = DisableBillingConnectionErrors[keyof DisableBillingConnectionErrors];
@@ -1764,31 +1764,31 @@ export type ConfigureBillingProviderCredentialErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ConfigureBillingProviderCredentialError = ConfigureBillingProviderCredentialErrors[keyof ConfigureBillingProviderCredentialErrors];
@@ -1815,31 +1815,31 @@ export type ConfigureBillingWebhookSecretErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ConfigureBillingWebhookSecretError = ConfigureBillingWebhookSecretErrors[keyof ConfigureBillingWebhookSecretErrors];
@@ -1872,27 +1872,27 @@ export type VerifyBillingConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type VerifyBillingConnectionError = VerifyBillingConnectionErrors[keyof VerifyBillingConnectionErrors];
@@ -1929,23 +1929,23 @@ export type ListBillingProductMappingsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListBillingProductMappingsError = ListBillingProductMappingsErrors[keyof ListBillingProductMappingsErrors];
@@ -1978,31 +1978,31 @@ export type CreateBillingProductMappingErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type CreateBillingProductMappingError = CreateBillingProductMappingErrors[keyof CreateBillingProductMappingErrors];
@@ -2029,27 +2029,27 @@ export type DeleteBillingProductMappingErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type DeleteBillingProductMappingError = DeleteBillingProductMappingErrors[keyof DeleteBillingProductMappingErrors];
@@ -2082,35 +2082,35 @@ export type CreateCheckoutErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the upstream.
      */
-    502: Error;
+    502: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type CreateCheckoutError = CreateCheckoutErrors[keyof CreateCheckoutErrors];
@@ -2151,23 +2151,23 @@ export type ListBillingWebhookEventsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListBillingWebhookEventsError = ListBillingWebhookEventsErrors[keyof ListBillingWebhookEventsErrors];
@@ -2200,27 +2200,27 @@ export type ReplayBillingWebhookEventErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ReplayBillingWebhookEventError = ReplayBillingWebhookEventErrors[keyof ReplayBillingWebhookEventErrors];
@@ -2256,23 +2256,23 @@ export type ListExternalSubscriptionsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListExternalSubscriptionsError = ListExternalSubscriptionsErrors[keyof ListExternalSubscriptionsErrors];
@@ -2305,31 +2305,31 @@ export type ReconcileBillingConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the upstream.
      */
-    502: Error;
+    502: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ReconcileBillingConnectionError = ReconcileBillingConnectionErrors[keyof ReconcileBillingConnectionErrors];
@@ -2362,31 +2362,31 @@ export type SyncWorkspaceAccessBillingPeriodErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type SyncWorkspaceAccessBillingPeriodError = SyncWorkspaceAccessBillingPeriodErrors[keyof SyncWorkspaceAccessBillingPeriodErrors];
@@ -2418,23 +2418,23 @@ export type ReceiveBillingWebhookErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ReceiveBillingWebhookError = ReceiveBillingWebhookErrors[keyof ReceiveBillingWebhookErrors];
@@ -2472,43 +2472,43 @@ export type ProxyProviderDeleteErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
-    502: Error;
+    502: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ProxyProviderDeleteError = ProxyProviderDeleteErrors[keyof ProxyProviderDeleteErrors];
@@ -2548,43 +2548,43 @@ export type ProxyProviderGetErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
-    502: Error;
+    502: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ProxyProviderGetError = ProxyProviderGetErrors[keyof ProxyProviderGetErrors];
@@ -2627,43 +2627,43 @@ export type ProxyProviderPatchErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
-    502: Error;
+    502: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ProxyProviderPatchError = ProxyProviderPatchErrors[keyof ProxyProviderPatchErrors];
@@ -2706,43 +2706,43 @@ export type ProxyProviderPostErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
-    502: Error;
+    502: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ProxyProviderPostError = ProxyProviderPostErrors[keyof ProxyProviderPostErrors];
@@ -2785,43 +2785,43 @@ export type ProxyProviderPutErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * No ACTIVE provider connection with that id in the key's workspace (`provider_connection_not_found`).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
-    502: Error;
+    502: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ProxyProviderPutError = ProxyProviderPutErrors[keyof ProxyProviderPutErrors];
@@ -2861,23 +2861,23 @@ export type ListPlansErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListPlansError = ListPlansErrors[keyof ListPlansErrors];
@@ -2910,31 +2910,31 @@ export type CreatePlanErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type CreatePlanError = CreatePlanErrors[keyof CreatePlanErrors];
@@ -2961,23 +2961,23 @@ export type GetPlanErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetPlanError = GetPlanErrors[keyof GetPlanErrors];
@@ -3004,31 +3004,31 @@ export type UpdatePlanErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type UpdatePlanError = UpdatePlanErrors[keyof UpdatePlanErrors];
@@ -3061,27 +3061,27 @@ export type PublishPlanErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type PublishPlanError = PublishPlanErrors[keyof PublishPlanErrors];
@@ -3114,31 +3114,31 @@ export type CreateQuotaStrategyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type CreateQuotaStrategyError = CreateQuotaStrategyErrors[keyof CreateQuotaStrategyErrors];
@@ -3176,23 +3176,23 @@ export type ListPlanStrategiesErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListPlanStrategiesError = ListPlanStrategiesErrors[keyof ListPlanStrategiesErrors];
@@ -3219,23 +3219,23 @@ export type GetPlanStrategyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetPlanStrategyError = GetPlanStrategyErrors[keyof GetPlanStrategyErrors];
@@ -3268,27 +3268,27 @@ export type PublishPlanStrategyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type PublishPlanStrategyError = PublishPlanStrategyErrors[keyof PublishPlanStrategyErrors];
@@ -3324,23 +3324,23 @@ export type ListPlanStrategyBindingsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListPlanStrategyBindingsError = ListPlanStrategyBindingsErrors[keyof ListPlanStrategyBindingsErrors];
@@ -3373,31 +3373,31 @@ export type BindPlanStrategyErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type BindPlanStrategyError = BindPlanStrategyErrors[keyof BindPlanStrategyErrors];
@@ -3429,27 +3429,27 @@ export type ClosePlanStrategyBindingErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ClosePlanStrategyBindingError = ClosePlanStrategyBindingErrors[keyof ClosePlanStrategyBindingErrors];
@@ -3489,23 +3489,23 @@ export type ListProviderConnectionsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListProviderConnectionsError = ListProviderConnectionsErrors[keyof ListProviderConnectionsErrors];
@@ -3538,31 +3538,31 @@ export type CreateProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type CreateProviderConnectionError = CreateProviderConnectionErrors[keyof CreateProviderConnectionErrors];
@@ -3595,31 +3595,31 @@ export type TestProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type TestProviderConnectionError = TestProviderConnectionErrors[keyof TestProviderConnectionErrors];
@@ -3646,27 +3646,27 @@ export type ArchiveProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ArchiveProviderConnectionError = ArchiveProviderConnectionErrors[keyof ArchiveProviderConnectionErrors];
@@ -3693,23 +3693,23 @@ export type GetProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetProviderConnectionError = GetProviderConnectionErrors[keyof GetProviderConnectionErrors];
@@ -3736,31 +3736,31 @@ export type UpdateProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type UpdateProviderConnectionError = UpdateProviderConnectionErrors[keyof UpdateProviderConnectionErrors];
@@ -3793,27 +3793,27 @@ export type VerifyProviderConnectionErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type VerifyProviderConnectionError = VerifyProviderConnectionErrors[keyof VerifyProviderConnectionErrors];
@@ -3846,31 +3846,31 @@ export type RotateProviderSecretErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type RotateProviderSecretError = RotateProviderSecretErrors[keyof RotateProviderSecretErrors];
@@ -3895,7 +3895,7 @@ export type GetHealthErrors = {
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
 };
 
 export type GetHealthError = GetHealthErrors[keyof GetHealthErrors];
@@ -3920,11 +3920,11 @@ export type GetReadinessErrors = {
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * Not ready.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetReadinessError = GetReadinessErrors[keyof GetReadinessErrors];
@@ -3974,23 +3974,23 @@ export type ListInvocationsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListInvocationsError = ListInvocationsErrors[keyof ListInvocationsErrors];
@@ -4017,23 +4017,23 @@ export type GetInvocationErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetInvocationError = GetInvocationErrors[keyof GetInvocationErrors];
@@ -4080,23 +4080,23 @@ export type ListUsageEventsErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListUsageEventsError = ListUsageEventsErrors[keyof ListUsageEventsErrors];
@@ -4131,19 +4131,19 @@ export type ListWorkspacesErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ListWorkspacesError = ListWorkspacesErrors[keyof ListWorkspacesErrors];
@@ -4174,31 +4174,31 @@ export type CreateWorkspaceErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The credential may not do this.
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type CreateWorkspaceError = CreateWorkspaceErrors[keyof CreateWorkspaceErrors];
@@ -4225,27 +4225,27 @@ export type ArchiveWorkspaceErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The credential may not do this.
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type ArchiveWorkspaceError = ArchiveWorkspaceErrors[keyof ArchiveWorkspaceErrors];
@@ -4272,23 +4272,23 @@ export type GetWorkspaceErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetWorkspaceError = GetWorkspaceErrors[keyof GetWorkspaceErrors];
@@ -4315,31 +4315,31 @@ export type UpdateWorkspaceErrors = {
     /**
      * The request is invalid (`param` names the field).
      */
-    400: Error;
+    400: ErrorBody;
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * The resource's state does not allow this (the code says why).
      */
-    409: Error;
+    409: ErrorBody;
     /**
      * The body is larger than the configured limit.
      */
-    413: Error;
+    413: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
-    500: Error;
+    500: ErrorBody;
     /**
      * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type UpdateWorkspaceError = UpdateWorkspaceErrors[keyof UpdateWorkspaceErrors];

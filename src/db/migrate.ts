@@ -1,6 +1,10 @@
 /**
  * Migrations are the files in migrations/ (timestamp_name.ts), applied in name
  * order by knex. The same files run on PostgreSQL and PGlite.
+ *
+ * From source (tsx) they are migrations/*.ts; compiled (dist/db/migrate.js), they are
+ * dist/migrations/*.js. Either way a migration is named by its source file, the name knex
+ * records in knex_migrations, so a database migrated by one layout is up to date for the other.
  */
 import type { Knex } from 'knex';
 import { readdirSync } from 'node:fs';
@@ -8,7 +12,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Db } from './database.js';
 
-const migrationsDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
+const here = dirname(fileURLToPath(import.meta.url));
+const compiled = import.meta.url.endsWith('.js');
+const migrationsDir = compiled ? join(here, '..', 'migrations') : join(here, '..', '..', 'migrations');
+const extension = compiled ? '.js' : '.ts';
+const migrationFile = /^\d{14}_[a-z0-9_]+$/;
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -18,14 +26,16 @@ interface Migration {
 const source: Knex.MigrationSource<string> = {
   async getMigrations() {
     return readdirSync(migrationsDir)
-      .filter((f) => /^\d{14}_[a-z0-9_]+\.ts$/.test(f))
+      .filter((f) => f.endsWith(extension) && migrationFile.test(f.slice(0, -extension.length)))
+      .map((f) => `${f.slice(0, -extension.length)}.ts`)
       .sort();
   },
   getMigrationName(name) {
     return name;
   },
   async getMigration(name): Promise<Knex.Migration> {
-    const mod = (await import(pathToFileURL(join(migrationsDir, name)).href)) as Migration;
+    const file = join(migrationsDir, `${name.slice(0, -'.ts'.length)}${extension}`);
+    const mod = (await import(pathToFileURL(file).href)) as Migration;
     return { up: mod.up, down: mod.down ?? (async () => {}) };
   },
 };

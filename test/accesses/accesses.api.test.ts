@@ -17,7 +17,8 @@ import {
   renewWorkspaceAccess,
   revokeInferenceKey,
   suspendWorkspaceAccess,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
+import type { Int64String } from '../../generated/client/types.gen.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { activePlanThrough } from '../support/plans.js';
 import { leaseUnits, useUnits } from '../support/quota-use.js';
@@ -47,7 +48,7 @@ async function newWorkspace(name = 'accesses') {
 }
 
 /** A published strategy bound from the distant past, on an ACTIVE plan. */
-async function activePlan(workspaceId: string, key = 'pro', quotaUnits = '3000', resetInterval: 'MONTH' | 'YEAR' = 'MONTH') {
+async function activePlan(workspaceId: string, key = 'pro', quotaUnits: Int64String = '3000', resetInterval: 'MONTH' | 'YEAR' = 'MONTH') {
   const active = await activePlanThrough(t.client, workspaceId, { key, quotaUnits, resetInterval });
   expect(active.plan.status).toBe('ACTIVE');
   return active;

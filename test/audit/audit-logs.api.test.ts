@@ -8,7 +8,7 @@ import {
   rotateProviderSecret,
   updateProviderConnection,
   updateWorkspace,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import type { AuditLogDto } from '../../generated/client/types.gen.js';
 import { systemActor, type Clock } from '../../src/domain/actor.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';

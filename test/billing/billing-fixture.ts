@@ -17,8 +17,8 @@ import {
   provisionWorkspaceUser,
   publishPlan,
   publishPlanStrategy,
-} from '../../generated/client/sdk.gen.js';
-import type { BillingConnectionDto, CreateBillingConnectionDto } from '../../generated/client/types.gen.js';
+} from '../support/sdk.js';
+import type { BillingConnectionDto, CreateBillingConnectionDto, Int64String } from '../../generated/client/types.gen.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -99,7 +99,7 @@ export async function newWorkspace(w: BillingWorld, name = 'billing'): Promise<s
 }
 
 /** A published plan with a published monthly quota strategy in force since 2020. */
-export async function newPlan(w: BillingWorld, workspaceId: string, key: string, quotaUnits = '1000'): Promise<string> {
+export async function newPlan(w: BillingWorld, workspaceId: string, key: string, quotaUnits: Int64String = '1000'): Promise<string> {
   const strategy = await createQuotaStrategy({
     client: w.t.client,
     path: { workspaceId },

@@ -20,7 +20,7 @@ import {
   replayBillingWebhookEvent,
   syncWorkspaceAccessBillingPeriod,
   verifyBillingConnection,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { credentialAad } from '../../src/domain/billing/billing-secrets.js';
 import { newId } from '../../src/ids.js';

@@ -10,7 +10,7 @@ import {
   listBillingWebhookEvents,
   replayBillingWebhookEvent,
   verifyBillingConnection,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import {
   accessOf,
   at,

@@ -11,7 +11,7 @@ import {
   reconcileBillingConnection,
   replayBillingWebhookEvent,
   syncWorkspaceAccessBillingPeriod,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import {
   accessOf,
   at,

@@ -13,7 +13,7 @@ import {
   listAuditLogs,
   reconcileBillingConnection,
   suspendWorkspaceAccess,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import {
   accessOf,
   at,

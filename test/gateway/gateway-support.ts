@@ -7,7 +7,7 @@ import {
   createProviderConnection,
   createWorkspace,
   provisionWorkspaceUser,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import { expect } from 'vitest';
 import { contractFetch } from '../support/contract.js';
 import { activePlanThrough } from '../support/plans.js';
@@ -63,10 +63,10 @@ export async function createTenant(t: TestApp, o: TenantOptions): Promise<Tenant
   const { plan, strategy } = await activePlanThrough(t.client, workspaceId, {
     key: `plan-${n}`,
     strategyKey: `quota-${n}`,
-    quotaUnits: String(o.quotaUnits ?? 1_000_000n),
-    inputMultiplierPpm: String(o.inputPpm ?? 1_000_000n),
-    outputMultiplierPpm: String(o.outputPpm ?? 2_000_000n),
-    cachedInputMultiplierPpm: String(o.cachedPpm ?? 500_000n),
+    quotaUnits: `${o.quotaUnits ?? 1_000_000n}`,
+    inputMultiplierPpm: `${o.inputPpm ?? 1_000_000n}`,
+    outputMultiplierPpm: `${o.outputPpm ?? 2_000_000n}`,
+    cachedInputMultiplierPpm: `${o.cachedPpm ?? 500_000n}`,
     maxOutputTokens: o.maxOutputTokens ?? 1000,
     effectiveFrom: new Date(Date.now() - 86_400_000).toISOString(),
   });

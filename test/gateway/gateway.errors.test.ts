@@ -16,7 +16,7 @@ import {
   revokeInferenceKey,
   suspendWorkspaceAccess,
   updateProviderConnection,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import { refusedUrl, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { validateGatewayResponse } from '../support/contract.js';

@@ -6,7 +6,7 @@
 import { createServer } from 'node:http';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getInvocation, listInvocations, listUsageEvents } from '../../generated/client/sdk.gen.js';
+import { getInvocation, listInvocations, listUsageEvents } from '../support/sdk.js';
 import { leaseUnits } from '../support/quota-use.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { closeServer, listenLocal } from '../support/local-server.js';

@@ -9,7 +9,7 @@
  */
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { changeAccessPlan } from '../../generated/client/sdk.gen.js';
+import { changeAccessPlan } from '../support/sdk.js';
 import { buildApp, listen, type RunningServer } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { splitPeriodForPlanChange } from '../../src/domain/quota/quota-math.js';

@@ -7,7 +7,7 @@ import { SECRET_MARKER } from '../security/secret-marker.js';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getInvocation, listInvocations, listUsageEvents, provisionWorkspaceUser } from '../../generated/client/sdk.gen.js';
+import { getInvocation, listInvocations, listUsageEvents, provisionWorkspaceUser } from '../support/sdk.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { closeServer, listenLocal } from '../support/local-server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';

@@ -6,7 +6,7 @@ import {
   issueInferenceKey,
   provisionWorkspaceUser,
   publishPlan,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import { createHash } from 'node:crypto';
 import { createIdempotencyRepo } from '../../src/domain/idempotency/idempotency-repo.js';
 import { CLAIM_LOCK_TIMEOUT_MS, createIdempotencyService } from '../../src/domain/idempotency/idempotency-service.js';

@@ -14,7 +14,7 @@ import {
   publishPlan,
   publishPlanStrategy,
   updatePlan,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import type { CreateQuotaStrategyDto } from '../../generated/client/types.gen.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';

@@ -10,7 +10,7 @@ import {
   getProviderConnection,
   rotateProviderSecret,
   updateProviderConnection,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch } from '../gateway/gateway-support.js';
 import { SECRET_MARKER, startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';

@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWorkspace, getProviderConnection, rotateProviderSecret, verifyProviderConnection } from '../../generated/client/sdk.gen.js';
+import { createWorkspace, getProviderConnection, rotateProviderSecret, verifyProviderConnection } from '../support/sdk.js';
 import { openProviderApiKey, sealProviderApiKey } from '../../src/domain/provider-connections/provider-secret.js';
 import { createSecretBox, keyIdOf } from '../../src/domain/security/secret-box.js';
 import { newId } from '../../src/ids.js';

@@ -11,7 +11,7 @@ import {
   testProviderConnection,
   updateProviderConnection,
   verifyProviderConnection,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import { newId } from '../../src/ids.js';
 import { sealProviderApiKey } from '../../src/domain/provider-connections/provider-secret.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';

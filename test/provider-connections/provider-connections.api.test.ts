@@ -11,7 +11,7 @@ import {
   testProviderConnection,
   updateProviderConnection,
   verifyProviderConnection,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import type { ProviderConnectionDto } from '../../generated/client/types.gen.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { openProviderApiKey } from '../../src/domain/provider-connections/provider-secret.js';

@@ -20,7 +20,7 @@ export function servicesFor(database: TestDatabase, clock: Clock): Services & Te
 
 export async function provisionAccess(
   services: Services,
-  strategy: { quotaUnits: string; inputMultiplierPpm?: string; outputMultiplierPpm?: string; cachedInputMultiplierPpm?: string },
+  strategy: { quotaUnits: `${bigint}`; inputMultiplierPpm?: `${bigint}`; outputMultiplierPpm?: `${bigint}`; cachedInputMultiplierPpm?: `${bigint}` },
   externalUserId = 'u1',
 ) {
   const ws = await services.workspaces.create(actor, { name: `quota-${externalUserId}` });

@@ -35,7 +35,7 @@ beforeEach(() => {
 let seq = 0;
 
 /** An access on a plan of `quotaUnits` (30-day-ish month from now) and another plan of `otherUnits` in its workspace. */
-async function accessWithPlans(quotaUnits: string, otherUnits: string) {
+async function accessWithPlans(quotaUnits: `${bigint}`, otherUnits: `${bigint}`) {
   const a = await provisionAccess(services, { quotaUnits }, `carry-${++seq}`);
   const s = await services.plans.createStrategy(actor, a.workspace.id, fromCreateStrategyDto({
     key: 'other',

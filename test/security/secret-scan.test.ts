@@ -20,7 +20,7 @@ import {
   testProviderConnection,
   updateProviderConnection,
   verifyProviderConnection,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import { runDir } from '../support/paths.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { refusedUrl, startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';

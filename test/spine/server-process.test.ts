@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../generated/client/client/index.js';
-import { createWorkspace, getWorkspace, listWorkspaces } from '../../generated/client/sdk.gen.js';
+import { createWorkspace, getWorkspace, listWorkspaces } from '../support/sdk.js';
 import { contractFetch } from '../support/contract.js';
 import { projectRoot } from '../support/paths.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';

@@ -5,18 +5,18 @@
  */
 import { expect } from 'vitest';
 import type { Client } from '../../generated/client/client/index.js';
-import { bindPlanStrategy, createPlan, createQuotaStrategy, publishPlan, publishPlanStrategy } from '../../generated/client/sdk.gen.js';
-import type { QuotaStrategyDto, WorkspacePlanDto } from '../../generated/client/types.gen.js';
+import { bindPlanStrategy, createPlan, createQuotaStrategy, publishPlan, publishPlanStrategy } from './sdk.js';
+import type { Int64String, QuotaStrategyDto, WorkspacePlanDto } from '../../generated/client/types.gen.js';
 
 export interface ActivePlanOptions {
   /** The plan's key; its strategy's is `strategyKey` or `${key}-q`. */
   key: string;
   strategyKey?: string;
-  quotaUnits?: string;
+  quotaUnits?: Int64String;
   resetInterval?: 'MONTH' | 'YEAR';
-  inputMultiplierPpm?: string;
-  outputMultiplierPpm?: string;
-  cachedInputMultiplierPpm?: string;
+  inputMultiplierPpm?: Int64String;
+  outputMultiplierPpm?: Int64String;
+  cachedInputMultiplierPpm?: Int64String;
   maxOutputTokens?: number;
   /** Default: long ago, so the binding is in force whatever the test's clock says. */
   effectiveFrom?: string;

@@ -7,7 +7,7 @@ import {
   getWorkspace,
   listWorkspaces,
   updateWorkspace,
-} from '../../generated/client/sdk.gen.js';
+} from '../support/sdk.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { loadConfig } from '../../src/config.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';

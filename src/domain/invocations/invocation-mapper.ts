@@ -14,10 +14,10 @@ export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
     ...(row.reservation_id ? { reservationId: row.reservation_id } : {}),
     ...(row.invocation_id ? { invocationId: row.invocation_id } : {}),
     kind: row.kind,
-    units: row.units.toString(),
-    inputTokens: row.input_tokens.toString(),
-    cachedInputTokens: row.cached_input_tokens.toString(),
-    outputTokens: row.output_tokens.toString(),
+    units: `${row.units}`,
+    inputTokens: `${row.input_tokens}`,
+    cachedInputTokens: `${row.cached_input_tokens}`,
+    outputTokens: `${row.output_tokens}`,
     ...(row.model ? { model: row.model } : {}),
     ...(row.reason ? { reason: row.reason } : {}),
     createdAt: row.created_at.toISOString(),
@@ -52,7 +52,7 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
     requestedModel: row.requested_model,
     providerConnectionId: row.provider_connection_id,
     status: row.status,
-    quotaUnits: row.quota_units.toString(),
+    quotaUnits: `${row.quota_units}`,
     startedAt: row.started_at.toISOString(),
   };
   if (row.trace_id) dto.traceId = row.trace_id;

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Builds Nexus and assembles in OUT what production runs: the compiled code (dist/), the bundled contract
+# (generated/openapi.json, read at start), package.json and the production dependencies. Run from the
+# repository root after `npm ci`:
+#
+#   scripts/release.sh OUT
+#
+# The image's build stage runs it (Dockerfile) and copies OUT into the final stage. The test of the image's
+# start sequence (test/spine/release.test.ts) runs it too, then starts OUT as the image does.
+set -eu
+out=${1:?usage: scripts/release.sh OUT}
+
+npm run build
+rm -rf "$out"
+mkdir -p "$out/generated"
+cp -R dist "$out/dist"
+cp generated/openapi.json "$out/generated/"
+cp package.json package-lock.json LICENSE "$out/"
+# The installed dependencies (hard-linked where the file system allows), pruned to production's: what
+# `npm ci --omit=dev` would install, without going to the registry again. npm rewrites its hidden lockfile:
+# removed first, so the new one is a new file and not the linked original.
+cp -al node_modules "$out/node_modules" 2>/dev/null || { rm -rf "$out/node_modules"; cp -R node_modules "$out/node_modules"; }
+rm -f "$out/node_modules/.package-lock.json"
+(cd "$out" && npm prune --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error)
+find "$out/node_modules" -type d -empty -delete
