@@ -4,7 +4,7 @@
  */
 import { isDatabaseUnavailable } from './db/unavailable.js';
 
-export const errorStatus = {
+const errorStatus = {
   // 400
   invalid_request: 400,
   invalid_json: 400,
@@ -89,7 +89,7 @@ export const errorRetryAfter: Partial<Record<ErrorCode, number>> = {
   database_unavailable: 2,
 };
 
-export const errorType: Record<number, string> = {
+const errorType: Record<number, string> = {
   400: 'invalid_request_error',
   401: 'authentication_error',
   403: 'permission_error',

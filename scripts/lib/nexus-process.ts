@@ -23,7 +23,7 @@ export interface NexusProcess {
 }
 
 /** A free port on 127.0.0.1 (bound, then released). */
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;

@@ -10,7 +10,6 @@ import { mkdirSync } from 'node:fs';
 import { lockDataDir } from './data-dir-lock.js';
 
 export type Db = Knex;
-export type Tx = Knex.Transaction;
 /** What a repository function accepts as its last argument. */
 export type Queryable = Knex | Knex.Transaction;
 

@@ -40,7 +40,7 @@ const source: Knex.MigrationSource<string> = {
   },
 };
 
-export function migrationConfig(schema?: string): Knex.MigratorConfig {
+function migrationConfig(schema?: string): Knex.MigratorConfig {
   return { migrationSource: source, schemaName: schema, tableName: 'knex_migrations' };
 }
 

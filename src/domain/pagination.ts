@@ -17,7 +17,7 @@ export interface Page<T> {
   nextAfter: string | null;
 }
 
-export const DEFAULT_LIMIT = 20;
+const DEFAULT_LIMIT = 20;
 
 /** A list's time window: `since` inclusive, `until` exclusive. */
 export interface TimeRange {

@@ -11,7 +11,7 @@ const UNSTORABLE = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\
 const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
 
 /** How deeply a request's JSON may nest (metadata is the only free-form part). */
-export const MAX_JSON_DEPTH = 32;
+const MAX_JSON_DEPTH = 32;
 
 /** `text` with NUL and unpaired surrogates replaced by U+FFFD, at most `max` characters. */
 export function storableText(text: string, max: number): string {

@@ -96,5 +96,3 @@ export function createAuthCache(deps: {
     },
   };
 }
-
-export type AuthCache = ReturnType<typeof createAuthCache>;

@@ -591,5 +591,3 @@ export function createCallMeter(deps: {
     },
   };
 }
-
-export type CallMeter = ReturnType<typeof createCallMeter>;

@@ -14,7 +14,7 @@ const EMPTY = Buffer.alloc(0);
  * Keys shorter than this are not looked for: a short test key would mask ordinary text. Real
  * providers' keys are far longer.
  */
-export const MIN_MASKED_KEY_LENGTH = 16;
+const MIN_MASKED_KEY_LENGTH = 16;
 
 /** A key as the mask looks for it, worked out once per key (the gateway keeps it with the cached key). */
 export interface MaskedKey {

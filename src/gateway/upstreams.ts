@@ -67,7 +67,6 @@ export function createUpstreamPools(options: { allowPrivate: boolean; connection
   };
 }
 
-export type UpstreamPools = ReturnType<typeof createUpstreamPools>;
 
 const DECODERS: Record<string, () => Transform> = {
   gzip: createGunzip,

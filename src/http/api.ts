@@ -136,7 +136,7 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
 }
 
 /** The token of `Authorization: Bearer <token>`, if that is what the request sent. */
-export function bearerToken(req: IncomingMessage): string | undefined {
+function bearerToken(req: IncomingMessage): string | undefined {
   return bearerOf(req.headers.authorization);
 }
 

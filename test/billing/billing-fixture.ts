@@ -30,7 +30,7 @@ export const HOUR = 3600_000;
 export const DAY = 24 * HOUR;
 export const GRACE_HOURS = 72;
 
-export class TestClock {
+class TestClock {
   constructor(public current: Date) {}
   now(): Date {
     return new Date(this.current);
@@ -51,7 +51,7 @@ let counter = 0;
 export function stripeKey(): string {
   return `sk_test_${SECRET_MARKER}-stripe-${++counter}-${Date.now()}`;
 }
-export function paddleKey(): string {
+function paddleKey(): string {
   return `pdl_sdbx_apikey_${SECRET_MARKER}-paddle-${++counter}-${Date.now()}`;
 }
 export function webhookSecret(): string {
@@ -234,4 +234,4 @@ export async function grantRows(w: BillingWorld, accessId: string) {
   return w.t.database.db('billing_period_grants').where({ workspace_access_id: accessId }).orderBy('period_start');
 }
 
-export const rootActor = () => systemActor('test');
+const rootActor = () => systemActor('test');

@@ -40,7 +40,7 @@ export interface RecordedRequest {
 }
 
 const rid = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
-export const unix = (d: Date | string) => Math.floor(new Date(d).getTime() / 1000);
+const unix = (d: Date | string) => Math.floor(new Date(d).getTime() / 1000);
 
 export class FakeStripe {
   readonly validKeys = new Set<string>();

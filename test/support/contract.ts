@@ -34,7 +34,7 @@ function contract(): OpenAPIBackend {
   return backend;
 }
 
-export class ContractViolation extends Error {
+class ContractViolation extends Error {
   constructor(message: string) {
     super(message);
     violations.push(message);
@@ -74,7 +74,7 @@ const GATEWAY_OPERATIONS: Record<string, string> = {
 };
 
 /** The operation of a request; gateway paths by method, since their providerPath is a greedy suffix. */
-export function matchOperation(method: string, path: string): Operation | undefined {
+function matchOperation(method: string, path: string): Operation | undefined {
   const api = contract();
   if (path.startsWith('/providers/')) {
     const id = GATEWAY_OPERATIONS[method.toUpperCase()];
@@ -95,7 +95,7 @@ function record(operationId: string, method: string, status: number): void {
 }
 
 /** Throws ContractViolation when the response drifts from the contract. */
-export function validateResponse(
+function validateResponse(
   method: string,
   url: string,
   status: number,
@@ -180,7 +180,7 @@ export function contractFetch(inner: typeof fetch = fetch): typeof fetch {
 }
 
 /** Everything a test received, for the scan that proves no secret ever left the service. */
-export function recordResponseText(text: string): void {
+function recordResponseText(text: string): void {
   if (!text) return;
   mkdirSync(runDir, { recursive: true });
   appendFileSync(join(runDir, `responses-${process.pid}.log`), text + '\n');

@@ -36,7 +36,7 @@ export function testProviderKey(label = 'key'): string {
   return `${SECRET_MARKER}-${label}-${randomBytes(12).toString('base64url')}`;
 }
 
-export interface SeenRequest {
+interface SeenRequest {
   method: string;
   url: string;
   headers: IncomingMessage['headers'];

@@ -1,4 +1,4 @@
-import http from 'node:http';
+import request from 'supertest';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -445,19 +445,8 @@ describe('the spine', () => {
   });
 
   it('the contract and the API reference name the server to call: NEXUS_PUBLIC_URL, else the origin the request was sent to', async () => {
-    /** GET with the Host header a client behind some name would send. */
-    const getAs = (host: string, path: string) =>
-      new Promise<string>((resolve, reject) => {
-        const { hostname, port } = new URL(t.url);
-        http
-          .get({ hostname, port, path, headers: { host } }, (res) => {
-            let text = '';
-            res.setEncoding('utf8');
-            res.on('data', (chunk: string) => (text += chunk));
-            res.on('end', () => resolve(text));
-          })
-          .on('error', reject);
-      });
+    /** GET with the Host header a client behind some name would send (fetch will not send one of its own). */
+    const getAs = async (host: string, path: string) => (await request(t.url).get(path).set('Host', host)).text;
     const served = (await (await fetch(`${t.url}/openapi.json`)).json()) as any;
     expect(served.servers).toEqual([{ url: t.url, description: 'This Nexus' }]);
     expect(await (await fetch(`${t.url}/docs`)).text()).toContain(`data-url="${t.url}/openapi.json"`);

@@ -30,5 +30,3 @@ export function createAuditQueryService(deps: { auditRepo: AuditRepo; workspaces
     },
   };
 }
-
-export type AuditQueryService = ReturnType<typeof createAuditQueryService>;

@@ -11,7 +11,7 @@ import type { AuditRepo } from './audit-repo.js';
 export const REDACTED = '[redacted]';
 const SECRET_FIELD = /^(api_?key|apiKey|secret|.*Secret|.*_secret|credential|password|token|key_hash|ciphertext|authorization)$/i;
 
-export function redact(value: unknown): unknown {
+function redact(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(redact);
   if (value && typeof value === 'object' && !(value instanceof Date)) {
     return Object.fromEntries(

@@ -22,7 +22,7 @@ function defined<T extends object>(obj: T): T {
   return Object.fromEntries(Object.entries(obj).filter(([, v]) => v !== undefined && v !== null)) as T;
 }
 
-export function webhookUrlOf(publicUrl: string, connectionId: string): string {
+function webhookUrlOf(publicUrl: string, connectionId: string): string {
   return `${publicUrl.replace(/\/+$/, '')}/webhooks/billing/${connectionId}`;
 }
 

@@ -5,7 +5,7 @@ import { AppError } from '../../errors.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 import type { BillingKind, BillingMode, BillingProvider, SubscriptionStatus } from './billing-types.js';
 
-export type VerificationStatus = 'NOT_CONFIGURED' | 'UNVERIFIED' | 'VERIFIED' | 'FAILED';
+type VerificationStatus = 'NOT_CONFIGURED' | 'UNVERIFIED' | 'VERIFIED' | 'FAILED';
 
 export interface BillingConnectionRow {
   id: string;

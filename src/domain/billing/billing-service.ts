@@ -29,7 +29,7 @@ import { createReconciler } from './reconciliation.js';
 import { createStripeClient } from './stripe-client.js';
 
 /** How often the background pass runs (pending events, grace expiry, period ends). */
-export const BILLING_PASS_INTERVAL_MS = 30_000;
+const BILLING_PASS_INTERVAL_MS = 30_000;
 
 export function createBilling(deps: {
   db: Db;
@@ -136,5 +136,3 @@ export function createBilling(deps: {
 
   return { service, passes };
 }
-
-export type BillingService = ReturnType<typeof createBilling>['service'];

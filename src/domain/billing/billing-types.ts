@@ -52,7 +52,7 @@ export class ProviderError extends Error {
   }
 }
 
-export interface CheckoutRequest {
+interface CheckoutRequest {
   accessId: string;
   priceId: string;
   successUrl?: string | undefined;

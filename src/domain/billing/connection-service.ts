@@ -384,5 +384,3 @@ export function createConnectionService(deps: {
     },
   };
 }
-
-export type ConnectionService = ReturnType<typeof createConnectionService>;

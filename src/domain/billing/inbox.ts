@@ -32,7 +32,7 @@ const STALE_PROCESSING_MS = 5 * 60_000;
  * 8, 16 minutes apart): the provider will not resend it (it was answered 2xx, and a resend
  * would be a duplicate). After that, replayBillingWebhookEvent.
  */
-export const MAX_AUTOMATIC_ATTEMPTS = 5;
+const MAX_AUTOMATIC_ATTEMPTS = 5;
 const KEPT_HEADERS = ['content-type', 'content-length', 'user-agent'];
 
 interface Envelope {
@@ -330,5 +330,3 @@ export function createInbox(deps: {
     },
   };
 }
-
-export type Inbox = ReturnType<typeof createInbox>;

@@ -30,8 +30,8 @@ export interface PeriodReport {
   sourceUpdatedAt: Date;
 }
 
-export const appSyncSubscriptionId = (accessId: string) => `app-sync:${accessId}`;
-export const appSyncPeriodKey = (connectionId: string, externalPeriodId: string) => `sync:${connectionId}:${externalPeriodId}`;
+const appSyncSubscriptionId = (accessId: string) => `app-sync:${accessId}`;
+const appSyncPeriodKey = (connectionId: string, externalPeriodId: string) => `sync:${connectionId}:${externalPeriodId}`;
 
 export function createPeriodSync(deps: {
   db: Db;
@@ -142,5 +142,3 @@ export function createPeriodSync(deps: {
     },
   };
 }
-
-export type PeriodSync = ReturnType<typeof createPeriodSync>;

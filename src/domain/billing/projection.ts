@@ -91,7 +91,7 @@ export function desiredAccessStatus(p: ExternalSubscriptionRow, now: Date, grace
 }
 
 /** What every period key of one provider subscription starts with. */
-export function subscriptionKeyPrefix(provider: string, subscriptionId: string): string {
+function subscriptionKeyPrefix(provider: string, subscriptionId: string): string {
   return `${provider.toLowerCase()}:${subscriptionId}:`;
 }
 

@@ -94,5 +94,3 @@ export function createReconciler(deps: {
     },
   };
 }
-
-export type Reconciler = ReturnType<typeof createReconciler>;

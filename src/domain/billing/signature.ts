@@ -7,11 +7,11 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-export const STRIPE_TOLERANCE_SECONDS = 300;
+const STRIPE_TOLERANCE_SECONDS = 300;
 /** Paddle has no documented tolerance; the same bound as Stripe's keeps replays short. */
-export const PADDLE_TOLERANCE_SECONDS = 300;
+const PADDLE_TOLERANCE_SECONDS = 300;
 
-export type SignatureFailure = 'missing_signature' | 'malformed_signature' | 'timestamp_out_of_tolerance' | 'no_matching_signature';
+type SignatureFailure = 'missing_signature' | 'malformed_signature' | 'timestamp_out_of_tolerance' | 'no_matching_signature';
 
 export type SignatureResult = { ok: true; timestamp: number } | { ok: false; reason: SignatureFailure };
 

@@ -24,7 +24,7 @@ const TTL_MS = 24 * 3600 * 1000;
 export const CLAIM_LOCK_TIMEOUT_MS = 5 * 60 * 1000;
 
 /** Rows deleted per statement by purgeExpired: short statements, short locks. */
-export const PURGE_BATCH_SIZE = 500;
+const PURGE_BATCH_SIZE = 500;
 
 export interface StoredResponse {
   status: number;
@@ -40,7 +40,7 @@ export type Claim = { kind: 'claimed'; claimedAt: Date } | { kind: 'replay'; res
  * (at any depth), arrays in their order. No body is the empty object, so a
  * retry that sends `{}` where the first call sent nothing is the same request.
  */
-export function canonicalJson(body: unknown): string {
+function canonicalJson(body: unknown): string {
   return canonical(body ?? {});
 }
 

@@ -25,7 +25,7 @@ export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
 }
 
 /** The invocation's attempt at the provider, when it made one. */
-export function toAttemptDto(row: InvocationRow): InvocationAttemptDto | undefined {
+function toAttemptDto(row: InvocationRow): InvocationAttemptDto | undefined {
   if (!row.attempt_id) return undefined;
   const dto: InvocationAttemptDto = {
     id: row.attempt_id,

@@ -32,5 +32,3 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
     },
   };
 }
-
-export type InvocationService = ReturnType<typeof createInvocationService>;

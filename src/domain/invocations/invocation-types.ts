@@ -40,4 +40,3 @@ export interface InvocationRow {
   attempt_completed_at: Date | null;
   attempt_duration_ms: number | null;
 }
-

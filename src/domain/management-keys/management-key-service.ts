@@ -12,7 +12,7 @@ import { constantTimeEqual, generateToken, type KeyHasher } from '../security/ke
 import type { WorkspaceRepo } from '../workspaces/workspace-repo.js';
 import type { ManagementKeyRepo } from './management-key-repo.js';
 
-export const MANAGEMENT_KEY_PREFIX = 'nx-mgmt-';
+const MANAGEMENT_KEY_PREFIX = 'nx-mgmt-';
 export const ENV_ROOT_KEY_ID = 'root';
 
 export interface Principal {

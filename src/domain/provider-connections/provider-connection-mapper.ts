@@ -3,7 +3,7 @@ import type { ProviderCheckResult } from './provider-probe.js';
 import type { ProviderConnectionRow } from './provider-connection-repo.js';
 
 /** `{publicUrl}/providers/{id}`: what an SDK is pointed at (openai: plus '/v1'). */
-export function gatewayBaseUrl(publicUrl: string, connectionId: string): string {
+function gatewayBaseUrl(publicUrl: string, connectionId: string): string {
   return `${publicUrl.replace(/\/+$/, '')}/providers/${connectionId}`;
 }
 

@@ -305,5 +305,3 @@ export function createProviderConnectionService(deps: {
     },
   };
 }
-
-export type ProviderConnectionService = ReturnType<typeof createProviderConnectionService>;

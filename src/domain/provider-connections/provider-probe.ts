@@ -8,7 +8,7 @@ import { Agent, errors as undiciErrors, request } from 'undici';
 import { guardedLookup, hostOf, isRefusedHost, PrivateUpstreamError } from './upstream-guard.js';
 import type { ProtocolProfile } from './provider-connection-repo.js';
 
-export type ProviderCheckOutcome = 'reachable' | 'credentials_rejected' | 'unexpected_response' | 'unreachable' | 'timeout';
+type ProviderCheckOutcome = 'reachable' | 'credentials_rejected' | 'unexpected_response' | 'unreachable' | 'timeout';
 
 export interface ProviderCheckResult {
   outcome: ProviderCheckOutcome;
@@ -18,10 +18,10 @@ export interface ProviderCheckResult {
   checkedAt: Date;
 }
 
-export const ANTHROPIC_VERSION = '2023-06-01';
+const ANTHROPIC_VERSION = '2023-06-01';
 
 /** Both profiles keep `/v1` out of baseUrl: the probe, like the SDKs, adds it. */
-export function probeRequest(profile: ProtocolProfile, baseUrl: string, apiKey: string): { url: string; headers: Record<string, string> } {
+function probeRequest(profile: ProtocolProfile, baseUrl: string, apiKey: string): { url: string; headers: Record<string, string> } {
   const url = `${baseUrl}/v1/models`;
   const common = { accept: 'application/json', 'user-agent': 'nexus-provider-probe/1' };
   if (profile === 'anthropic') {

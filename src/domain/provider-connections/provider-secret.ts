@@ -5,7 +5,7 @@
  */
 import type { SealedSecret, SecretBox } from '../security/secret-box.js';
 
-export function providerSecretAad(connectionId: string): string {
+function providerSecretAad(connectionId: string): string {
   return `provider_connection:${connectionId}`;
 }
 

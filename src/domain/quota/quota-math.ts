@@ -3,7 +3,7 @@
  * it, its charge after it), period lengths and the plan-change proration.
  * bigint throughout; no I/O.
  */
-export const PPM = 1_000_000n;
+const PPM = 1_000_000n;
 export const INT64_MAX = 9_223_372_036_854_775_807n;
 /**
  * The most units one call may be bounded by or charged: no period holds more, a lease asks for a

@@ -1,4 +1,4 @@
-export type PeriodSource = 'renewal' | 'provision' | 'billing' | 'plan_change';
+type PeriodSource = 'renewal' | 'provision' | 'billing' | 'plan_change';
 
 export interface QuotaPeriodRow {
   id: string;

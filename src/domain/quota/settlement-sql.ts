@@ -19,7 +19,7 @@
  */
 
 /** A call admitted on a quota lease, as the statement reads it (`units` is 0 when it is not charged). */
-export interface LeaseCallSettlement {
+interface LeaseCallSettlement {
   lease_id: string;
   /** The call's upper bound, admitted against the lease: what its USAGE event may hold at most. */
   bound: bigint;

@@ -6,7 +6,7 @@
  */
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 
-export const KEY_HASH_LABEL = 'nexus/key-hash/v1';
+const KEY_HASH_LABEL = 'nexus/key-hash/v1';
 export const IDEMPOTENCY_HASH_LABEL = 'nexus/idempotency-request-hash/v1';
 
 export function createKeyHasher(encryptionKey: Buffer, label = KEY_HASH_LABEL) {
