@@ -22,7 +22,7 @@ const TICK_MS = 100;
 /** The lag reported is the longest of the last one to two windows of this length. */
 const WINDOW_MS = 30_000;
 
-export interface Stall {
+interface Stall {
   /** How long the loop was held up, ms. */
   ms: number;
   /** When it turned again (ms since the epoch). */
