@@ -24,7 +24,8 @@ import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import type { RequestLocals } from './http/locals.js';
 import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver } from './http/middleware.js';
 import { createLogger, type Logger } from './observability/logger.js';
-import { createMetrics } from './observability/metrics.js';
+import { createEventLoopMonitor } from './observability/event-loop.js';
+import { createMetrics, registerEventLoopMetrics } from './observability/metrics.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -150,16 +151,25 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
 
   const definition = loadContract();
   const publicUrl = createPublicUrl(config);
+  const metrics = createMetrics({ defaultMetrics: true });
+  let countStall = () => {};
+  const eventLoop = createEventLoopMonitor({
+    blockedMs: config.eventLoopBlockedMs,
+    onStall: (stall) => {
+      countStall();
+      logger.error({ msg: 'the event loop was blocked', ms: stall.ms });
+    },
+  });
+  countStall = registerEventLoopMetrics(metrics.registry, eventLoop.lagSeconds);
   const api = createApi({
     definition,
-    handlers: createHandlers(services, { clock, publicUrl }),
+    handlers: createHandlers(services, { clock, publicUrl, eventLoop }),
     managementKeys: services.managementKeys,
     idempotency: services.idempotency,
     publicUrl,
   });
   await api.init();
 
-  const metrics = createMetrics({ defaultMetrics: true });
   const inflight = { count: 0 };
   const app = express();
   app.disable('x-powered-by');
@@ -244,6 +254,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   app.use((req: Request, res: Response) => api.handle(req, res));
   app.use(errorRenderer());
 
+  eventLoop.start();
   return {
     handler,
     app,
@@ -254,6 +265,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     publicUrl,
     gateway,
     async close() {
+      eventLoop.close();
       clearInterval(sweeper);
       clearInterval(accessExpiry);
       clearInterval(idempotencyPurge);
