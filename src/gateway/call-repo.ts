@@ -7,7 +7,8 @@
  * invocations, each with its attempt. One round trip, so a busy access's period
  * row is locked for one statement. A call whose lease is no longer HELD (the
  * sweeper reclaimed it: its process stalled past the TTL) is charged on its
- * period directly, once: the reclaim skips calls that have their record.
+ * period directly, unless the reclaim already recorded it from its heartbeat
+ * (the record is idempotent by invocation id): once either way.
  * The rows travel as JSON text (src/db/row-json.ts), made when the call ends.
  */
 import type { Db } from '../db/database.js';
