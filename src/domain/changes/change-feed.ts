@@ -19,7 +19,7 @@ import type { Knex } from 'knex';
 import type { Queryable } from '../../db/database.js';
 import type { ChangeRepo } from './change-repo.js';
 
-export type ChangeKind = 'key' | 'access' | 'workspace' | 'connection';
+type ChangeKind = 'key' | 'access' | 'workspace' | 'connection';
 
 export interface Change {
   kind: ChangeKind;
@@ -27,7 +27,7 @@ export interface Change {
 }
 
 /** What a subscriber is told: one change, or null when anything may have changed (notifications were lost). */
-export type ChangeListener = (change: Change | null) => void;
+export type ChangeSubscriber = (change: Change | null) => void;
 
 const CODES: Record<ChangeKind, string> = { key: 'k', access: 'a', workspace: 'w', connection: 'c' };
 const KINDS = new Map(Object.entries(CODES).map(([kind, code]) => [code, kind as ChangeKind]));
@@ -60,7 +60,7 @@ export function createChangeFeed(deps: {
   const { changeRepo, channel } = deps;
   /** Marks this process's notifications: it applied them already, on commit. */
   const origin = randomBytes(4).toString('hex');
-  const listeners = new Set<ChangeListener>();
+  const listeners = new Set<ChangeSubscriber>();
   const apply = (change: Change | null) => {
     for (const listener of listeners) listener(change);
   };
@@ -88,7 +88,7 @@ export function createChangeFeed(deps: {
     },
 
     /** Returns the function that unsubscribes. */
-    subscribe(listener: ChangeListener): () => void {
+    subscribe(listener: ChangeSubscriber): () => void {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
