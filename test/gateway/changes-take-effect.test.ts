@@ -18,10 +18,13 @@ import { LISTENER_APPLICATION_NAME } from '../../src/db/change-listener.js';
 import { changeChannel } from '../../src/domain/changes/change-feed.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startNexusProcess, type NexusProcess } from '../support/nexus-process.js';
+import { accessOf, at, deliverStripe, freeAndProWorkspace, HOUR, provision, startBillingWorld } from '../billing/billing-fixture.js';
 import {
   activateWorkspaceAccess,
   archiveProviderConnection,
   archiveWorkspace,
+  createProviderConnection,
+  issueInferenceKey,
   revokeInferenceKey,
   rotateProviderSecret,
   suspendWorkspaceAccess,
@@ -125,6 +128,36 @@ describe('on the process that made the change, the very next call sees it', () =
     expect(rotated.response.status).toBe(200);
     expect(await chat(x)).toBe(200);
     expect(up.requests.at(-1)!.headers.authorization).toBe(`Bearer ${newKey}`);
+  });
+});
+
+describe('a billing webhook that suspends an access', () => {
+  it('is applied when its processing commits: the next call is refused', async () => {
+    const w = await startBillingWorld({ NEXUS_AUTH_CACHE_TTL_MS: String(CACHE_TTL_MS) });
+    try {
+      const { workspaceId, proPlan, conn } = await freeAndProWorkspace(w);
+      const accessId = await provision(w, workspaceId, proPlan);
+      const providerKey = testProviderKey('changes-billing');
+      up.keys.add(providerKey);
+      const connection = await createProviderConnection({
+        client: w.t.client,
+        path: { workspaceId },
+        body: { name: 'upstream', protocolProfile: 'openai', baseUrl: up.url, apiKey: providerKey },
+      });
+      const key = await issueInferenceKey({ client: w.t.client, path: { accessId }, body: {} });
+      const x = { gatewayBaseUrl: connection.data!.gatewayBaseUrl, apiKey: key.data!.apiKey } as Tenant;
+      const start = w.clock.advance(HOUR);
+      const sub = w.stripe.createSubscription({ price: 'price_pro', metadata: { nexus_workspace_access_id: accessId }, period: { start, end: at(start, 30 * 24 * HOUR) } });
+      await deliverStripe(w, conn, w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), start));
+      expect(await chat(x)).toBe(200);
+
+      const unpaid = w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { status: 'unpaid' }), w.clock.advance(60_000));
+      await deliverStripe(w, conn, unpaid);
+      expect((await accessOf(w, accessId)).status).toBe('SUSPENDED');
+      expect(await chat(x)).toBe(403);
+    } finally {
+      await w.close();
+    }
   });
 });
 

@@ -5,7 +5,7 @@
  *
  * The service that makes such a change announces it inside its transaction:
  * - this process applies it when the transaction commits, before the service returns
- *   (so before the Admin API or the webhook answers);
+ *   (so before the Admin API answers; a billing webhook, once its processing commits);
  * - the other processes hear of it by PostgreSQL NOTIFY, sent in the same transaction,
  *   so it is delivered on commit and never for a change rolled back. Their listener
  *   (src/db/change-listener.ts) hands the payload to `received`.
