@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
 import { LISTENER_APPLICATION_NAME } from '../../src/db/change-listener.js';
 import { changeChannel } from '../../src/domain/changes/change-feed.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
@@ -29,7 +30,7 @@ import {
   rotateProviderSecret,
   suspendWorkspaceAccess,
 } from '../support/sdk.js';
-import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
+import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 import { createTenant, gatewayFetch, until, type Tenant } from './gateway-support.js';
 
@@ -266,5 +267,38 @@ describe.runIf(usesPostgres)('a listener whose session is killed', () => {
     expect(await chat(y)).toBe(200);
     await database.db.raw('select pg_notify(?, ?)', [changeChannel(database.schema), `elsewhere k ${y.apiKeyId}`]);
     await until(async () => (await chat(y)) === 401, ELSEWHERE_WITHIN_MS);
+  });
+});
+
+describe('NEXUS_DATABASE_LISTEN_URL', () => {
+  const base = { NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, DATABASE_URL: 'postgres://app@pgbouncer:6432/nexus' };
+
+  it('defaults to DATABASE_URL, and takes a URL of its own', () => {
+    expect(loadConfig(base, () => {}).databaseListenUrl).toBe(base.DATABASE_URL);
+    const direct = 'postgresql://app@postgres:5432/nexus';
+    expect(loadConfig({ ...base, NEXUS_DATABASE_LISTEN_URL: direct }, () => {}).databaseListenUrl).toBe(direct);
+    expect(loadConfig({ NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY }, () => {}).databaseListenUrl).toBeUndefined();
+  });
+
+  it('refuses what is not a PostgreSQL URL, with a clear message', () => {
+    expect(() => loadConfig({ ...base, NEXUS_DATABASE_LISTEN_URL: 'http://postgres:5432/nexus' }, () => {})).toThrow(ConfigError);
+    expect(() => loadConfig({ ...base, NEXUS_DATABASE_LISTEN_URL: 'mysql://x' }, () => {})).toThrow(
+      'NEXUS_DATABASE_LISTEN_URL must be a postgres:// or postgresql:// URL',
+    );
+  });
+
+  it.runIf(usesPostgres)('a listener that cannot connect does not keep Nexus from serving; the changing process still applies its changes', async () => {
+    const other = await t.withEnv({ NEXUS_DATABASE_LISTEN_URL: 'postgres://postgres@127.0.0.1:1/postgres' });
+    try {
+      expect(other.logs.some((l) => l.includes('change listener cannot listen'))).toBe(true);
+      const x = await tenant();
+      const gateway = on(x, other.url);
+      expect(await chat(x, gateway)).toBe(200);
+      const revoked = await revokeInferenceKey({ client: other.client, path: { accessId: x.accessId, keyId: x.apiKeyId } });
+      expect(revoked.response.status).toBe(204);
+      expect(await chat(x, gateway)).toBe(401);
+    } finally {
+      await other.close();
+    }
   });
 });
