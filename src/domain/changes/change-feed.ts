@@ -49,7 +49,8 @@ function afterCommit(q: Queryable, fn: () => void): void {
     return;
   }
   while (trx.parentTransaction) trx = trx.parentTransaction;
-  trx.executionPromise.then(fn, () => {});
+  // A rollback applies nothing (its NOTIFY is dropped too).
+  trx.executionPromise.then(fn).catch(() => {});
 }
 
 export function createChangeFeed(deps: {
