@@ -63,12 +63,17 @@ export function createAuthCache(deps: {
 
   /**
    * Counts invalidations. A lookup that was under way when one came may have read the row as it was
-   * before the change: its answer serves its own call but is not cached.
+   * before the change: its answer serves its own call but is not cached, and the entry it would have
+   * replaced goes too (the next call reads the row again).
    */
   let generation = 0;
   const load = (keyHash: string, connectionId: string): Promise<AuthRow | null> => repo.lookup(keyHash, connectionId, clock.now());
   const store = (cacheKey: string, entry: CacheEntry, loadedIn: number): void => {
-    if (ttlMs <= 0 || loadedIn !== generation) return;
+    if (ttlMs <= 0) return;
+    if (loadedIn !== generation) {
+      entries.delete(cacheKey);
+      return;
+    }
     if (entries.size >= MAX_ENTRIES && !entries.has(cacheKey)) entries.delete(entries.keys().next().value!);
     entries.set(cacheKey, entry);
   };
