@@ -12,7 +12,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Document } from 'openapi-backend';
 import type { Config } from './config.js';
-import { createDatabase, type Db } from './db/database.js';
+import { startChangeListener, type ChangeListener } from './db/change-listener.js';
+import { createDatabase, isEmbedded, type Db } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
 import { systemClock, type Clock } from './domain/actor.js';
 import { createDomain, type Domain, type Services } from './domain/services.js';
@@ -188,6 +189,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     quota: services.quota,
     hasher: services.hasher,
     secretBox: services.secretBox,
+    changes: services.changes,
     metrics,
   });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
@@ -248,6 +250,19 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     billingWebhookReceiver(services),
   );
   const stopBilling = services.billing.startBackground();
+  // The other processes' changes (src/domain/changes/change-feed.ts); the embedded database has no other process.
+  const { channel } = services.changes;
+  let listener: ChangeListener | undefined;
+  if (channel && config.databaseListenUrl && !isEmbedded(db)) {
+    listener = startChangeListener({
+      url: config.databaseListenUrl,
+      channel,
+      logger,
+      onPayload: (payload) => services.changes.received(payload),
+      onListening: () => services.changes.missed(),
+    });
+    await listener.ready;
+  }
 
   app.use(jsonBodiesOnly());
   app.use(express.json({ limit: config.bodyLimitBytes, type: JSON_TYPES }));
@@ -270,6 +285,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
       clearInterval(accessExpiry);
       clearInterval(idempotencyPurge);
       await stopBilling();
+      await listener?.close();
       await gateway.close();
       if (ownsDb) await db.destroy();
     },

@@ -48,6 +48,7 @@ const variables = z.object({
   PORT: integer(0, 65535, 8080),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' }).optional(),
+  NEXUS_DATABASE_LISTEN_URL: z.string().regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' }).optional(),
   NEXUS_DATABASE_SCHEMA: z
     .string()
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'must be a lowercase PostgreSQL identifier (letters, digits, _)' })
@@ -98,6 +99,11 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     host: v.HOST,
     /** PostgreSQL URL; undefined means the embedded PGlite in dataDir. */
     databaseUrl: v.DATABASE_URL,
+    /**
+     * Where the change listener holds its LISTEN session (src/db/change-listener.ts): a direct connection to
+     * PostgreSQL when DATABASE_URL goes through a pooler in transaction mode; defaults to DATABASE_URL.
+     */
+    databaseListenUrl: v.NEXUS_DATABASE_LISTEN_URL ?? v.DATABASE_URL,
     /** PostgreSQL schema to use (tests give each file its own). */
     databaseSchema: v.NEXUS_DATABASE_SCHEMA,
     dataDir: v.NEXUS_DATA_DIR,
