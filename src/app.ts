@@ -22,7 +22,7 @@ import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createApi } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import type { RequestLocals } from './http/locals.js';
-import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver } from './http/middleware.js';
+import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver, utf8Only } from './http/middleware.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
 
@@ -240,7 +240,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   const stopBilling = services.billing.startBackground();
 
   app.use(jsonBodiesOnly());
-  app.use(express.json({ limit: config.bodyLimitBytes, type: JSON_TYPES }));
+  app.use(express.json({ limit: config.bodyLimitBytes, type: JSON_TYPES, verify: utf8Only }));
   app.use((req: Request, res: Response) => api.handle(req, res));
   app.use(errorRenderer());
 

@@ -1542,7 +1542,7 @@ export type ListAuditLogsData = {
          */
         resourceType?: string;
         /**
-         * Only entries about this resource.
+         * Only entries about this resource (its id, in either case).
          */
         resourceId?: string;
         /**

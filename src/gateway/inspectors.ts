@@ -148,10 +148,19 @@ function inlineImageExcess(profile: ProtocolProfile, raw: Buffer, body: unknown)
   return excess;
 }
 
+/** JSON is UTF-8 (RFC 8259): a body that is not is refused, not read with its bad bytes replaced. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: number): PreparedCall {
+  let text: string;
+  try {
+    text = UTF8.decode(raw);
+  } catch {
+    throw new AppError('invalid_json', 'The request body is not valid UTF-8');
+  }
   let body: Record<string, unknown>;
   try {
-    body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
+    body = JSON.parse(text) as Record<string, unknown>;
   } catch {
     throw new AppError('invalid_json', 'A metered endpoint needs a JSON body');
   }
