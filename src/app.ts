@@ -23,7 +23,7 @@ import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createApi } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import type { RequestLocals } from './http/locals.js';
-import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver } from './http/middleware.js';
+import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver, utf8Only } from './http/middleware.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createEventLoopMonitor } from './observability/event-loop.js';
 import { createMetrics, registerEventLoopMetrics } from './observability/metrics.js';
@@ -265,7 +265,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   }
 
   app.use(jsonBodiesOnly());
-  app.use(express.json({ limit: config.bodyLimitBytes, type: JSON_TYPES }));
+  app.use(express.json({ limit: config.bodyLimitBytes, type: JSON_TYPES, verify: utf8Only }));
   app.use((req: Request, res: Response) => api.handle(req, res));
   app.use(errorRenderer());
 

@@ -132,6 +132,7 @@ export function createGateway(deps: GatewayDeps) {
     // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.
     spoolDir: config.databaseUrl ? join(config.dataDir, 'spool') : undefined,
     onLeaseStatement: deps.metrics?.leaseStatement,
+    onOutputOverBound: deps.metrics?.outputOverBound,
   });
 
   /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */

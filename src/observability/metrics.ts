@@ -24,8 +24,19 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     labelNames: ['kind'] as const,
     registers: [registry],
   });
+  // An upstream that answered past a call's output bound (an ignored max_tokens): a stream cut there, or a
+  // JSON answer charged as reported (docs/reliability.md "The output bound").
+  const outputOverBound = new Counter({
+    name: 'nexus_gateway_output_over_bound_total',
+    help: 'Gateway answers whose output passed the call\'s output bound, by kind (stream: cut at the bound; json: charged as reported)',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+  });
   return {
     registry,
+    outputOverBound(kind: 'stream' | 'json') {
+      outputOverBound.inc({ kind });
+    },
     leaseStatement(kind: LeaseStatement) {
       leaseStatements.inc({ kind });
     },
