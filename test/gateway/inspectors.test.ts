@@ -5,6 +5,8 @@ import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
 
 const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
 const messages = inspectorFor('anthropic', 'POST', 'v1/messages')!;
+/** A strategy capping output at 100 tokens and refusing a request above it. */
+const CAPS = { maxOutputTokens: 100, clamp: false };
 
 /** Feeds the stream in chunks of `size` bytes (splitting events and characters anywhere). */
 function feed(meter: SseMeter, text: string, size: number): string {
@@ -33,16 +35,16 @@ describe('inspectors', () => {
 
   it('bounds a call: body bytes for input, max tokens times n for output; asks a stream for usage', () => {
     const raw = Buffer.from(JSON.stringify({ model: 'm', messages: [], max_tokens: 7, n: 3, stream: true }));
-    const p = prepareCall(chat, raw, 100);
+    const p = prepareCall(chat, raw, CAPS);
     expect(p).toMatchObject({ requestedModel: 'm', stream: true, inputBound: BigInt(raw.length), outputBound: 21n, usageInjected: true });
     expect(JSON.parse(p.body.toString()).stream_options).toEqual({ include_usage: true });
     const asked = Buffer.from(JSON.stringify({ model: 'm', max_tokens: 50, stream: true, stream_options: { include_usage: true } }));
-    expect(prepareCall(chat, asked, 100)).toMatchObject({ usageInjected: false, outputBound: 50n });
-    expect(prepareCall(chat, asked, 100).body).toBe(asked);
-    expect(() => prepareCall(chat, Buffer.from('{"max_completion_tokens":101}'), 100)).toThrow(/at most 100/);
-    expect(() => prepareCall(messages, Buffer.from('[1]'), 100)).toThrow(/JSON object/);
-    expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"n":1e20}'), 100)).toThrow(/n may be at most 128/);
-    expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"best_of":129}'), 100)).toThrow(/best_of may be at most 128/);
+    expect(prepareCall(chat, asked, CAPS)).toMatchObject({ usageInjected: false, outputBound: 50n });
+    expect(prepareCall(chat, asked, CAPS).body).toBe(asked);
+    expect(() => prepareCall(chat, Buffer.from('{"max_completion_tokens":101}'), CAPS)).toThrow(/at most 100/);
+    expect(() => prepareCall(messages, Buffer.from('[1]'), CAPS)).toThrow(/JSON object/);
+    expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"n":1e20}'), CAPS)).toThrow(/n may be at most 128/);
+    expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"best_of":129}'), CAPS)).toThrow(/best_of may be at most 128/);
   });
 
   it('bounds an inline image by what an image may cost, not by its bytes; the same bytes as text stay bytes', () => {
@@ -50,7 +52,7 @@ describe('inspectors', () => {
     const url = `data:image/png;base64,${data}`;
     const bound = (inspector: NonNullable<ReturnType<typeof inspectorFor>>, body: unknown) => {
       const raw = Buffer.from(JSON.stringify(body));
-      return { bytes: BigInt(raw.length), bound: prepareCall(inspector, raw, 100).inputBound };
+      return { bytes: BigInt(raw.length), bound: prepareCall(inspector, raw, CAPS).inputBound };
     };
     const excess = BigInt(url.length - INLINE_IMAGE_TOKEN_BOUND);
     const picture = bound(chat, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url, detail: 'high' } }] }] });
@@ -80,13 +82,13 @@ describe('inspectors', () => {
       [messages, 'max_tokens'],
     ];
     for (const [inspector, param] of cases) {
-      const p = prepareCall(inspector, Buffer.from('{"model":"m","n":2}'), 100);
+      const p = prepareCall(inspector, Buffer.from('{"model":"m","n":2}'), CAPS);
       expect(JSON.parse(p.body.toString()), param).toEqual({ model: 'm', n: 2, [param]: 100 });
       expect(p.outputBound).toBe(200n);
     }
     const embeddings = inspectorFor('openai', 'POST', 'v1/embeddings')!;
     const raw = Buffer.from('{"model":"e","input":"x"}');
-    expect(prepareCall(embeddings, raw, 100).body).toBe(raw);
+    expect(prepareCall(embeddings, raw, CAPS).body).toBe(raw);
   });
 
   it.each([1, 3, 7, 4096])('reads OpenAI stream usage and removes the injected chunk (chunks of %i bytes)', (size) => {
