@@ -1,6 +1,14 @@
 /** Pure rules of the usage inspectors and the path check, without I/O. */
 import { describe, expect, it } from 'vitest';
-import { INLINE_IMAGE_TOKEN_BOUND, inspectorFor, prepareCall, SseMeter, usageFromJson } from '../../src/gateway/inspectors.js';
+import {
+  filterModelList,
+  freeEndpointFor,
+  INLINE_IMAGE_TOKEN_BOUND,
+  inspectorFor,
+  prepareCall,
+  SseMeter,
+  usageFromJson,
+} from '../../src/gateway/inspectors.js';
 import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
 
 const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
@@ -22,6 +30,56 @@ const openAiStream =
   `data: {"id":"c","model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}\n\n` +
   `data: {"id":"c","model":"gpt-x","choices":[],"usage":${JSON.stringify(usage)}}\n\n` +
   'data: [DONE]\n\n';
+
+describe('output cap policy', () => {
+  const CLAMP = { maxOutputTokens: 100, clamp: true };
+  const responses = inspectorFor('openai', 'POST', 'v1/responses')!;
+
+  it('clamp lowers every cap above maxOutputTokens, bounds the call by it, and says what was asked', () => {
+    const p = prepareCall(chat, Buffer.from('{"model":"m","max_completion_tokens":5000,"max_tokens":300,"n":2}'), CLAMP);
+    expect(JSON.parse(p.body.toString())).toMatchObject({ max_completion_tokens: 100, max_tokens: 100 });
+    expect(p.outputCap).toEqual({ sent: 100, requested: 5000 });
+    expect(p.outputBound).toBe(200n);
+    const r = prepareCall(responses, Buffer.from('{"model":"m","max_output_tokens":101}'), CLAMP);
+    expect(JSON.parse(r.body.toString()).max_output_tokens).toBe(100);
+    const m = prepareCall(messages, Buffer.from('{"model":"m","max_tokens":64000,"messages":[]}'), CLAMP);
+    expect(m).toMatchObject({ outputBound: 100n, outputCap: { sent: 100, requested: 64000 } });
+  });
+
+  it('a cap within maxOutputTokens is left as sent, byte for byte', () => {
+    const raw = Buffer.from('{"model":"m","max_tokens":100,"messages":[]}');
+    const p = prepareCall(messages, raw, CLAMP);
+    expect(p.body).toBe(raw);
+    expect(p.outputCap).toBeUndefined();
+  });
+
+  it('refuse answers 400 max_tokens_exceeded naming the cap', () => {
+    expect(() => prepareCall(messages, Buffer.from('{"max_tokens":101}'), CAPS)).toThrow(/max_tokens may be at most 100/);
+  });
+});
+
+describe('free endpoints', () => {
+  it('are the model list, one model and anthropic token counting', () => {
+    expect(freeEndpointFor('openai', 'GET', 'v1/models')).toEqual({ kind: 'models' });
+    expect(freeEndpointFor('anthropic', 'GET', 'models')).toEqual({ kind: 'models' });
+    expect(freeEndpointFor('openai', 'GET', 'v1/models/meta-llama/Llama-3.1-8B')).toEqual({ kind: 'model', model: 'meta-llama/Llama-3.1-8B' });
+    expect(freeEndpointFor('anthropic', 'POST', 'v1/messages/count_tokens')).toEqual({ kind: 'count_tokens' });
+    expect(freeEndpointFor('openai', 'POST', 'v1/messages/count_tokens')).toBeUndefined();
+    expect(freeEndpointFor('openai', 'POST', 'v1/models')).toBeUndefined();
+    expect(freeEndpointFor('openai', 'DELETE', 'v1/models/ft:gpt-4o:org::x')).toBeUndefined();
+    expect(freeEndpointFor('openai', 'GET', 'v1/files')).toBeUndefined();
+    expect(freeEndpointFor('openai', 'GET', 'v1/fine_tuning/jobs/x/models')).toBeUndefined();
+  });
+
+  it('a model list keeps the allowed models; what is not a list passes as it is', () => {
+    const allows = (m: string) => m.startsWith('claude-');
+    const list = { data: [{ id: 'gpt-4o' }, { id: 'claude-a' }, { id: 'claude-b' }, { nope: 1 }], first_id: 'gpt-4o', last_id: 'x', has_more: true };
+    expect(JSON.parse(filterModelList(JSON.stringify(list), allows))).toEqual({ data: [{ id: 'claude-a' }, { id: 'claude-b' }], first_id: 'claude-a', last_id: 'claude-b', has_more: true });
+    expect(JSON.parse(filterModelList('{"object":"list","data":[{"id":"gpt-4o"}]}', allows))).toEqual({ object: 'list', data: [] });
+    expect(filterModelList('not json', allows)).toBe('not json');
+    expect(filterModelList('{"error":{"message":"x"}}', allows)).toBe('{"error":{"message":"x"}}');
+  });
+});
 
 describe('inspectors', () => {
   it('meters only the metered endpoints of each profile', () => {

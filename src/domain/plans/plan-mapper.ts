@@ -36,9 +36,9 @@ export function fromCreateStrategyDto(dto: CreateQuotaStrategyDto): CreateStrate
     modelRules: (dto.modelRules ?? []).map(
       (rule, i): ModelRule => ({
         pattern: rule.pattern,
-        inputMultiplierPpm: parseInt64(rule.inputMultiplierPpm, `modelRules[${i}].inputMultiplierPpm`),
-        cachedInputMultiplierPpm: parseInt64(rule.cachedInputMultiplierPpm, `modelRules[${i}].cachedInputMultiplierPpm`),
-        outputMultiplierPpm: parseInt64(rule.outputMultiplierPpm, `modelRules[${i}].outputMultiplierPpm`),
+        inputMultiplierPpm: parseInt64(rule.inputMultiplierPpm, `modelRules.${i}.inputMultiplierPpm`),
+        cachedInputMultiplierPpm: parseInt64(rule.cachedInputMultiplierPpm, `modelRules.${i}.cachedInputMultiplierPpm`),
+        outputMultiplierPpm: parseInt64(rule.outputMultiplierPpm, `modelRules.${i}.outputMultiplierPpm`),
       }),
     ),
     allowedModels: dto.allowedModels ?? null,

@@ -52,7 +52,7 @@ function checkPatterns(patterns: string[], param: string, max: number): void {
   if (patterns.length > max) throw new AppError('invalid_parameter', `${param} may hold at most ${max} entries`, { param });
   const seen = new Set<string>();
   patterns.forEach((pattern, i) => {
-    const at = param === 'modelRules' ? `modelRules[${i}].pattern` : `${param}[${i}]`;
+    const at = param === 'modelRules' ? `modelRules.${i}.pattern` : `${param}.${i}`;
     const problem = patternProblem(pattern);
     if (problem) throw new AppError('invalid_parameter', `${at} ${problem}`, { param: at });
     if (seen.has(pattern)) throw new AppError('invalid_parameter', `${at} repeats the pattern '${pattern}'`, { param: at });
