@@ -47,6 +47,8 @@ export interface AuthRow {
   output_multiplier_ppm: bigint | null;
   cached_input_multiplier_ppm: bigint | null;
   max_output_tokens: number | null;
+  /** The period's strategy version: published, so immutable (its compiled model policy is kept by its id). */
+  strategy_id: string | null;
   /** The strategy's model rules, allow-list and output cap policy (src/domain/quota/model-pricing.ts). */
   model_rules: StoredModelRule[] | null;
   allowed_models: string[] | null;
@@ -61,7 +63,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms,
        p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
        s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens,
-       s.model_rules, s.allowed_models, s.output_cap_policy
+       s.id as strategy_id, s.model_rules, s.allowed_models, s.output_cap_policy
   from inference_keys k
   join workspace_accesses a on a.id = k.workspace_access_id
   join workspaces w on w.id = k.workspace_id

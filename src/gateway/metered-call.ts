@@ -86,22 +86,32 @@ const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
  */
 const succeeded = (status: number) => status < 300 || status === 304;
 
-/** The model rules and allow-list of a key's row, compiled once per row (the auth cache keeps a row about a second). */
-const policies = new WeakMap<AuthRow, ModelPolicy>();
+/**
+ * The model rules and allow-list of a strategy version, compiled once per version: a published version
+ * never changes, and only published ones are bound (so no row read later can hold other rules for the
+ * same id). Bounded: the oldest compiled is dropped first.
+ */
+const policies = new Map<string, ModelPolicy>();
+const MAX_POLICIES = 1000;
+/** A key's row without a period (so without a strategy): every model, no rules. */
+const NO_STRATEGY = compileModelPolicy({ inputMultiplierPpm: 0n, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: 0n }, [], null);
 
-export function modelPolicyOf(auth: AuthRow): ModelPolicy {
-  let policy = policies.get(auth);
+function modelPolicyOf(auth: AuthRow): ModelPolicy {
+  const id = auth.strategy_id;
+  if (id === null) return NO_STRATEGY;
+  let policy = policies.get(id);
   if (!policy) {
     policy = compileModelPolicy(
       {
-        inputMultiplierPpm: auth.input_multiplier_ppm ?? 0n,
-        cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm ?? 0n,
-        outputMultiplierPpm: auth.output_multiplier_ppm ?? 0n,
+        inputMultiplierPpm: auth.input_multiplier_ppm!,
+        cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
+        outputMultiplierPpm: auth.output_multiplier_ppm!,
       },
       rulesFromStored(auth.model_rules ?? []),
       auth.allowed_models,
     );
-    policies.set(auth, policy);
+    if (policies.size >= MAX_POLICIES) policies.delete(policies.keys().next().value!);
+    policies.set(id, policy);
   }
   return policy;
 }
