@@ -123,6 +123,35 @@ describe('per-model pricing', () => {
     expect(inv.usageEvents![0]).toMatchObject({ model: 'gpt-4o-2026-01-01', modelRule: 'gpt-4o', units: '45', inputMultiplierPpm: '3000000' });
   });
 
+  it('a call in flight that a reclaim charges (its process lost) keeps its rule: the heartbeat writes it, the event carries it', async () => {
+    const tenant = await openaiTenant({ modelRules: [EXPENSIVE] });
+    const res = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'slow', 'x-fake-delay-ms': '400' },
+      body: JSON.stringify({ model: 'gpt-4o', messages: [], max_tokens: 10, stream: true }),
+    });
+    expect(res.status).toBe(200);
+    await t.nexus.gateway.heartbeat();
+    const [inFlight] = await t.database.db('lease_calls').whereIn(
+      'lease_id',
+      t.database.db('quota_reservations').select('id').where({ workspace_access_id: tenant.accessId }),
+    );
+    expect(inFlight).toMatchObject({ model_rule: 'gpt-4o*' });
+    expect(BigInt(inFlight.output_multiplier_ppm)).toBe(20_000_000n);
+    // As if its process had died: another process's sweeper reclaims the lease and charges the call as its heartbeat left it.
+    await t.database.db('quota_reservations').where({ workspace_access_id: tenant.accessId }).update({ expires_at: new Date(Date.now() - 1) });
+    expect((await t.nexus.gateway.sweepExpired()).leases).toBe(1);
+    await res.text();
+    await t.nexus.gateway.drain();
+    const [invocation] = await t.database.db('invocations').where({ request_id: res.headers.get('x-nexus-request-id')! });
+    // Recorded by the reclaim (the stream was still running), not by its own process.
+    expect(invocation).toMatchObject({ status: 'FAILED', error_code: 'gateway_lost' });
+    const events = await t.database.db('usage_events').where({ invocation_id: invocation.id });
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ kind: 'USAGE', model_rule: 'gpt-4o*' });
+    expect(BigInt(events[0].input_multiplier_ppm)).toBe(5_000_000n);
+  });
+
   it('streams are priced by the same rule (anthropic, first match in list order)', async () => {
     const tenant = await anthropicTenant({
       modelRules: [
