@@ -26,7 +26,7 @@ export interface Pricing extends Multipliers {
   rule: string | null;
 }
 
-export const MAX_PATTERN_LENGTH = 256;
+const MAX_PATTERN_LENGTH = 256;
 /** Whitespace, control characters and the glob syntax Nexus does not support (`?`, classes, alternatives, escapes). */
 const FORBIDDEN = /[\s\p{Cc}?[\]{}\\]/u;
 
