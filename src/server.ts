@@ -2,20 +2,33 @@
 import { existsSync } from 'node:fs';
 import type { NexusApp, RunningServer } from './app.js';
 
+/** How long closing the app may take after the drain's deadline before the process exits anyway. */
+const CLOSE_GRACE_MS = 5000;
+
 async function main() {
   // The signal handlers come first, before the application's modules load. As PID 1 (a container without an
   // init), node gets no default action for SIGTERM: a signal that came while the modules loaded or the
   // migrations ran would be dropped, and the container killed when the runtime's grace period ran out.
   // Until the server listens there is nothing to drain: the process ends at once (a migration under way is
   // one transaction, rolled back).
-  let serving: { nexus: NexusApp; running: RunningServer } | undefined;
+  let serving: { nexus: NexusApp; running: RunningServer; shutdownTimeoutMs: number } | undefined;
   let stopping = false;
   const stop = (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal: the drain is not waited for.
+      serving?.nexus.logger.warn({ msg: 'second signal during the shutdown: exiting now', signal });
+      process.exit(1);
+    }
     stopping = true;
     if (!serving) process.exit(0);
-    const { nexus, running } = serving;
+    const { nexus, running, shutdownTimeoutMs } = serving;
     nexus.logger.info({ msg: 'shutting down', signal, inflight: nexus.inflight.count });
+    // The drain is bounded by NEXUS_SHUTDOWN_TIMEOUT_MS; closing what the app holds (the records' last writes,
+    // the database) gets CLOSE_GRACE_MS more, then the process exits whatever still waits.
+    setTimeout(() => {
+      nexus.logger.error({ msg: 'the shutdown did not finish in time: exiting now', timeoutMs: shutdownTimeoutMs + CLOSE_GRACE_MS });
+      process.exit(1);
+    }, shutdownTimeoutMs + CLOSE_GRACE_MS).unref();
     running.shutdown().then(
       () => process.exit(0),
       (err) => {
@@ -24,17 +37,34 @@ async function main() {
       },
     );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  const onSigterm = () => stop('SIGTERM');
+  const onSigint = () => stop('SIGINT');
+  process.on('SIGTERM', onSigterm);
+  process.on('SIGINT', onSigint);
 
   const { buildApp, listen } = await import('./app.js');
   const { ConfigError, loadConfig } = await import('./config.js');
+  const { startLoopWatchdog } = await import('./observability/event-loop.js');
   try {
     if (existsSync('.env')) process.loadEnvFile('.env');
     const config = loadConfig();
     const nexus = await buildApp(config);
     const running = await listen(nexus, config.port, config.host, config.shutdownTimeoutMs);
-    serving = { nexus, running };
+    serving = { nexus, running, shutdownTimeoutMs: config.shutdownTimeoutMs };
+    // While the event loop is blocked no signal handler can run: the watchdog thread has the handlers
+    // dropped meanwhile, so that SIGTERM and SIGINT take their default action (the process ends).
+    startLoopWatchdog({
+      blockedMs: config.eventLoopBlockedMs,
+      onBlocked: () => {
+        process.off('SIGTERM', onSigterm);
+        process.off('SIGINT', onSigint);
+      },
+      onRuns: () => {
+        nexus.logger.warn({ msg: 'the event loop turns again: SIGTERM and SIGINT drain the process again' });
+        process.on('SIGTERM', onSigterm);
+        process.on('SIGINT', onSigint);
+      },
+    });
     nexus.logger.info({
       msg: 'listening',
       url: running.url,

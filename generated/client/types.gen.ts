@@ -3972,6 +3972,10 @@ export type GetHealthErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: ErrorBody;
+    /**
+     * The event loop was blocked lately (`event_loop_blocked`).
+     */
+    503: ErrorBody;
 };
 
 export type GetHealthError = GetHealthErrors[keyof GetHealthErrors];
