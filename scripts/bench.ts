@@ -22,6 +22,9 @@
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
  * BENCH_NODE_FLAGS='--max-semi-space-size=32' passes node/V8 flags to the Nexus process (to compare them);
  * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
+ * BENCH_MODEL_RULES=1 gives the bench's quota strategy per-model pricing (docs/pricing.md): 24 model rules, the
+ * benchmark's model matched by the last, and an allow-list of 12 patterns with it last (the cost of a strategy
+ * with rules against one without).
  * BENCH_NEXUS: which builds of Nexus to run, separated by ';': compiled (the default: `npm start`'s command,
  * after `npm run build:server`) and tsx (src/server.ts through tsx, as `npm run dev`); the targets of the tsx
  * build are named 'nexus (tsx)', 'nexus (tsx), 1 user', 'nexus (tsx), unmetered'.
@@ -48,6 +51,7 @@ const USERS = Number(process.env.BENCH_USERS ?? 64);
 /** Rounds of the whole measurement; each figure printed is its median over them (the machine's noise is large). */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const TARGETS = process.env.BENCH_TARGETS?.split(';').map((t) => t.trim());
+const MODEL_RULES = process.env.BENCH_MODEL_RULES === '1';
 const BUILDS = (process.env.BENCH_NEXUS ?? 'compiled').split(';').map((b) => b.trim());
 for (const build of BUILDS) if (build !== 'compiled' && build !== 'tsx') throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx)`);
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -232,6 +236,18 @@ async function admin<T>(base: string, method: string, path: string, body?: unkno
   return JSON.parse(text) as T;
 }
 
+/** BENCH_MODEL_RULES: rules and an allow-list that the benchmark's model (`bench-model`) matches last. */
+function modelPricing() {
+  const families = ['gpt-4o-mini', 'gpt-4o', 'gpt-4.1-nano', 'gpt-4.1-mini', 'gpt-4.1', 'o1', 'o3-mini', 'o4-mini', 'claude-3-5-haiku', 'claude-3-7-sonnet', 'claude-sonnet-4', 'claude-opus-4'];
+  const ppm = (n: number) => String(n * 250_000);
+  const modelRules = families.flatMap((f, i) => [
+    { pattern: f, inputMultiplierPpm: ppm(i + 1), cachedInputMultiplierPpm: ppm(1), outputMultiplierPpm: ppm(4 * (i + 1)) },
+    { pattern: `${f}-*`, inputMultiplierPpm: ppm(i + 1), cachedInputMultiplierPpm: ppm(1), outputMultiplierPpm: ppm(4 * (i + 1)) },
+  ]);
+  modelRules[modelRules.length - 1] = { pattern: 'bench-*', inputMultiplierPpm: '1000000', cachedInputMultiplierPpm: '500000', outputMultiplierPpm: '2000000' };
+  return { modelRules, allowedModels: [...families.slice(0, 11).map((f) => `${f}*`), 'bench-model'], outputCapPolicy: 'clamp' };
+}
+
 /** A tenant with USERS end users on a plan with a huge quota, through the Admin API. */
 async function provision(nexusUrl: string, upstreamUrl: string): Promise<{ gatewayBaseUrl: string; apiKeys: string[] }> {
   const ws = await admin<{ id: string }>(nexusUrl, 'POST', '/workspaces', { name: 'bench', allowUnmeteredPassthrough: true });
@@ -250,6 +266,7 @@ async function provision(nexusUrl: string, upstreamUrl: string): Promise<{ gatew
     outputMultiplierPpm: '2000000',
     cachedInputMultiplierPpm: '500000',
     maxOutputTokens: 4096,
+    ...(MODEL_RULES ? modelPricing() : {}),
   });
   await admin(nexusUrl, 'POST', `/plan-strategies/${strategy.id}/publish`);
   await admin(nexusUrl, 'POST', `/plans/${plan.id}/strategy-bindings`, { strategyId: strategy.id, effectiveFrom: new Date(Date.now() - 60_000).toISOString() });

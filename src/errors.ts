@@ -28,6 +28,7 @@ const errorStatus = {
   access_suspended: 403,
   connection_suspended: 403,
   workspace_archived_gateway: 403,
+  model_not_allowed: 403,
   // 404
   route_not_found: 404,
   workspace_not_found: 404,

@@ -425,8 +425,12 @@ export const proxyProviderDelete = <ThrowOnError extends boolean = true>(options
  * Proxy a GET to the provider
  *
  * Forwards the request to the connection's `baseUrl` + `/` + `providerPath` (+ the query
- * string). An endpoint without a usage inspector (e.g. `GET v1/models`) is refused with 409
- * `unmetered_endpoint` unless the workspace allows unmetered passthrough.
+ * string). The model list (`GET v1/models`) and a model's description (`GET v1/models/{model}`),
+ * on both profiles, are governed but free: the key and the access are checked like a metered
+ * call's, no quota is taken, and no workspace setting is needed. When the access's quota strategy
+ * has `allowedModels`, the list's `data[]` holds only the allowed models and a model outside it
+ * is refused with 403 `model_not_allowed`. Another endpoint without a usage inspector is refused
+ * with 409 `unmetered_endpoint` unless the workspace allows unmetered passthrough.
  *
  */
 export const proxyProviderGet = <ThrowOnError extends boolean = true>(options: Options<ProxyProviderGetData, ThrowOnError>) => (options.client ?? client).get<ProxyProviderGetResponses, ProxyProviderGetErrors, ThrowOnError>({
@@ -457,12 +461,18 @@ export const proxyProviderPatch = <ThrowOnError extends boolean = true>(options:
  * `embeddings` and `responses`; `anthropic` connections meter `messages`. Before the
  * upstream is called an upper bound of the call's units is reserved (input bounded by the
  * request body's size in bytes, output by `max_tokens` / `max_completion_tokens` /
- * `max_output_tokens`, or the strategy's `maxOutputTokens` when the request names none; a
- * request asking for more than `maxOutputTokens` is refused with 400 `max_tokens_exceeded`).
- * After the answer the call is settled to the exact units reported by the provider. The body
- * is forwarded unchanged, except that an OpenAI-style stream that did not ask for usage gets
- * `stream_options.include_usage`, and the extra usage chunk is removed from what the client
- * receives.
+ * `max_output_tokens`, or the strategy's `maxOutputTokens` when the request names none). A
+ * request asking for more than `maxOutputTokens` is, by the strategy's `outputCapPolicy`, sent
+ * with its cap lowered to `maxOutputTokens` (`clamp`, the default: the answer says so in
+ * `x-nexus-output-cap`) or refused with 400 `max_tokens_exceeded` (`refuse`). The units are
+ * priced by the strategy's model rule for the model the request names (the model the provider
+ * reports answering never changes it), and a model outside the strategy's `allowedModels` is
+ * refused with 403 `model_not_allowed` before the provider is called. After the answer the call
+ * is settled to the exact units reported by the provider. The body is forwarded unchanged,
+ * except that an OpenAI-style stream that did not ask for usage gets
+ * `stream_options.include_usage` (the extra usage chunk is removed from what the client
+ * receives), and a cap is written in or lowered as above. Anthropic's `v1/messages/count_tokens`
+ * is governed but free, like the model list.
  *
  */
 export const proxyProviderPost = <ThrowOnError extends boolean = true>(options: Options<ProxyProviderPostData, ThrowOnError>) => (options.client ?? client).post<ProxyProviderPostResponses, ProxyProviderPostErrors, ThrowOnError>({
@@ -552,7 +562,17 @@ export const publishPlan = <ThrowOnError extends boolean = true>(options: Option
 /**
  * Create a quota strategy version
  *
- * Creating with a `key` that exists makes its next `version`. A version is DRAFT until published, and immutable after. Multipliers are parts per million (1000000 = one unit per token).
+ * Creating with a `key` that exists makes its next `version`. A version is DRAFT until published, and immutable
+ * after. Multipliers are parts per million (1000000 = one unit per token).
+ *
+ * `modelRules` price models apart from the strategy's own multipliers (its default): the first rule, in list
+ * order, whose `pattern` matches the model the request names applies, to the call's bound and to its charge.
+ * `allowedModels` restricts the models a call may name (absent or null: every model); a request naming another
+ * is refused with 403 `model_not_allowed` before the provider is called. A pattern is an exact model name or a
+ * glob whose only wildcard is `*` (any run of characters, none included). `outputCapPolicy` decides what a
+ * request asking for more output than `maxOutputTokens` gets: `clamp` (the default) lowers its cap to
+ * `maxOutputTokens`, `refuse` answers 400 `max_tokens_exceeded`. See docs/pricing.md.
+ *
  */
 export const createQuotaStrategy = <ThrowOnError extends boolean = true>(options: Options<CreateQuotaStrategyData, ThrowOnError>) => (options.client ?? client).post<CreateQuotaStrategyResponses, CreateQuotaStrategyErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],

@@ -526,6 +526,15 @@ export type QuotaStrategyDto = {
     outputMultiplierPpm: Int64String;
     cachedInputMultiplierPpm: Int64String;
     maxOutputTokens: number;
+    /**
+     * Per-model multipliers; the first rule whose pattern matches the requested model applies.
+     */
+    modelRules: Array<ModelRule>;
+    /**
+     * The models a call may name; absent when every model is allowed.
+     */
+    allowedModels?: Array<ModelPattern>;
+    outputCapPolicy: OutputCapPolicy;
     status: QuotaStrategyStatus;
     createdAt: DateTime;
     publishedAt?: DateTime;
@@ -560,7 +569,53 @@ export type CreateQuotaStrategyDto = {
      * Upper bound of output tokens a call may ask for; bounds the reservation.
      */
     maxOutputTokens: number;
+    /**
+     * Per-model multipliers, tried in list order: the first whose `pattern` matches the model the request
+     * names applies; a model no rule matches is priced at the strategy's own multipliers. Two rules with
+     * the same pattern are refused (400). Default: none.
+     *
+     */
+    modelRules?: Array<ModelRule>;
+    /**
+     * The models a call may name (exact names or globs). Absent or null: every model. A metered request
+     * that names no model is refused while a list is set.
+     *
+     */
+    allowedModels?: Array<ModelPattern> | null;
+    outputCapPolicy?: OutputCapPolicy;
 };
+
+/**
+ * An exact model name (`gpt-4o-2024-08-06`) or a glob whose only wildcard is `*`, any run of characters
+ * including none (`gpt-4o*`, `claude-3-5-haiku-*`). Matched against the whole name, case-sensitively. No
+ * whitespace, and none of `? [ ] { } \`.
+ *
+ */
+export type ModelPattern = string;
+
+export type ModelRule = {
+    pattern: ModelPattern;
+    /**
+     * Units per uncached input token of a matching model, in parts per million.
+     */
+    inputMultiplierPpm: Int64String;
+    /**
+     * Units per cached input token of a matching model, in parts per million.
+     */
+    cachedInputMultiplierPpm: Int64String;
+    /**
+     * Units per output token of a matching model, in parts per million.
+     */
+    outputMultiplierPpm: Int64String;
+};
+
+/**
+ * A request asking for more output tokens than `maxOutputTokens`: `clamp` lowers its cap to `maxOutputTokens`
+ * (the body sent upstream is rewritten; the answer carries `x-nexus-output-cap`), `refuse` answers 400
+ * `max_tokens_exceeded`. Default when creating: `clamp`.
+ *
+ */
+export type OutputCapPolicy = 'clamp' | 'refuse';
 
 export type CreateStrategyBindingDto = {
     strategyId: string;
@@ -713,7 +768,7 @@ export type HealthDto = {
  * `UPSTREAM_ERROR`: the provider answered with a status >= 400 (passed through as is).
  * `FAILED`: no answer could be had (502), or the provider's stream broke before its end.
  * `CLIENT_ABORTED`: the client went away before the last byte; the provider call was aborted.
- * `REJECTED`: refused by Nexus before the provider was called (409, 429, or 400 `max_tokens_exceeded`).
+ * `REJECTED`: refused by Nexus before the provider was called (403 `model_not_allowed`, 409, 429, or 400 `max_tokens_exceeded`).
  *
  */
 export type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
@@ -763,8 +818,29 @@ export type UsageEventDto = {
     inputTokens: Int64String;
     cachedInputTokens: Int64String;
     outputTokens: Int64String;
+    /**
+     * The model the provider says answered (else the one requested).
+     */
     model?: string;
     reason?: string;
+    /**
+     * The pattern of the strategy's model rule that priced the call (matched against the model the request
+     * named); absent when the strategy's own multipliers applied.
+     *
+     */
+    modelRule?: string;
+    /**
+     * The input multiplier the call was priced at (absent on events recorded before it was kept).
+     */
+    inputMultiplierPpm?: Int64String;
+    /**
+     * The cached-input multiplier the call was priced at.
+     */
+    cachedInputMultiplierPpm?: Int64String;
+    /**
+     * The output multiplier the call was priced at.
+     */
+    outputMultiplierPpm?: Int64String;
     createdAt: DateTime;
 };
 
@@ -2479,7 +2555,7 @@ export type ProxyProviderDeleteErrors = {
      */
     401: ErrorBody;
     /**
-     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
     403: ErrorBody;
     /**
@@ -2555,7 +2631,7 @@ export type ProxyProviderGetErrors = {
      */
     401: ErrorBody;
     /**
-     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
     403: ErrorBody;
     /**
@@ -2634,7 +2710,7 @@ export type ProxyProviderPatchErrors = {
      */
     401: ErrorBody;
     /**
-     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
     403: ErrorBody;
     /**
@@ -2713,7 +2789,7 @@ export type ProxyProviderPostErrors = {
      */
     401: ErrorBody;
     /**
-     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
     403: ErrorBody;
     /**
@@ -2792,7 +2868,7 @@ export type ProxyProviderPutErrors = {
      */
     401: ErrorBody;
     /**
-     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`) or the workspace is archived (`workspace_archived_gateway`).
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
     403: ErrorBody;
     /**

@@ -14,6 +14,8 @@
 import type { Db } from '../db/database.js';
 import { jsonArray, RowJson } from '../db/row-json.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
+import type { Pricing, StoredModelRule } from '../domain/quota/model-pricing.js';
+import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
 import { leaseCallSettlementCtes } from '../domain/quota/settlement-sql.js';
 import { newId } from '../ids.js';
 import { namedQuery } from './gateway-db.js';
@@ -47,6 +49,12 @@ export interface AuthRow {
   output_multiplier_ppm: bigint | null;
   cached_input_multiplier_ppm: bigint | null;
   max_output_tokens: number | null;
+  /** The period's strategy version: published, so immutable (its compiled model policy is kept by its id). */
+  strategy_id: string | null;
+  /** The strategy's model rules, allow-list and output cap policy (src/domain/quota/model-pricing.ts). */
+  model_rules: StoredModelRule[] | null;
+  allowed_models: string[] | null;
+  output_cap_policy: OutputCapPolicy | null;
 }
 
 const LOOKUP = `
@@ -56,7 +64,8 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        c.id as connection_id, c.protocol_profile, c.base_url, c.status as connection_status,
        c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms,
        p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
-       s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens
+       s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens,
+       s.id as strategy_id, s.model_rules, s.allowed_models, s.output_cap_policy
   from inference_keys k
   join workspace_accesses a on a.id = k.workspace_access_id
   join workspaces w on w.id = k.workspace_id
@@ -75,6 +84,8 @@ export interface Consumption {
   cachedInputTokens: bigint;
   outputTokens: bigint;
   model: string | null;
+  /** What the units were priced at: the rule of the model the request named. */
+  pricing: Pricing;
 }
 
 export interface CallToRecord {
@@ -122,11 +133,13 @@ with renewed as (
   returning id
 ), calls as (
   insert into lease_calls (invocation_id, lease_id, bound, units, input_tokens, cached_tokens, output_tokens, model, usage_id,
-                           adjustment_id, invocation, updated_at)
+                           adjustment_id, invocation, updated_at, model_rule, input_multiplier_ppm, cached_input_multiplier_ppm,
+                           output_multiplier_ppm)
   select x.invocation_id, x.lease_id, x.bound, x.units, x.input_tokens, x.cached_tokens, x.output_tokens, x.model, x.usage_id,
-         x.adjustment_id, x.invocation, cast($4 as timestamptz)
+         x.adjustment_id, x.invocation, cast($4 as timestamptz), x.model_rule, x.input_ppm, x.cached_ppm, x.output_ppm
     from json_to_recordset(cast($3 as json)) as x(invocation_id uuid, lease_id uuid, bound bigint, units bigint, input_tokens bigint,
-         cached_tokens bigint, output_tokens bigint, model text, usage_id uuid, adjustment_id uuid, invocation json)
+         cached_tokens bigint, output_tokens bigint, model text, usage_id uuid, adjustment_id uuid, invocation json,
+         model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint)
    where x.lease_id in (select id from renewed)
   on conflict (invocation_id) do update
      set units = excluded.units, input_tokens = excluded.input_tokens, cached_tokens = excluded.cached_tokens,
@@ -204,6 +217,10 @@ export function callRows(c: CallToRecord, beaten = false): CallRows {
     .big('cached_tokens', c.consumed.cachedInputTokens)
     .big('output_tokens', c.consumed.outputTokens)
     .str('model', c.consumed.model)
+    .str('model_rule', c.consumed.pricing.rule)
+    .big('input_ppm', c.consumed.pricing.inputMultiplierPpm)
+    .big('cached_ppm', c.consumed.pricing.cachedInputMultiplierPpm)
+    .big('output_ppm', c.consumed.pricing.outputMultiplierPpm)
     .time('at', i.completed_at ?? new Date())
     .done();
   return { id: i.id, invocation, leaseCall, beaten };

@@ -31,7 +31,7 @@ import { createAuthCache, type CacheEntry, type Upstream } from './auth-cache.js
 import { createCallRepo, type AuthRow } from './call-repo.js';
 import { createGatewayDb } from './gateway-db.js';
 import { rawHeader, upstreamHeaders } from './headers.js';
-import { inspectorFor } from './inspectors.js';
+import { filterModelList, freeEndpointFor, inspectorFor } from './inspectors.js';
 import { createCallMeter, type MeteredCall, type QuotaView } from './metered-call.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { maskedKey } from './secret-mask.js';
@@ -174,6 +174,8 @@ export function createGateway(deps: GatewayDeps) {
       looked = entry.row;
       let auth = authorize(entry.row, startedAt);
       const inspector = inspectorFor(auth.protocol_profile!, method, target.route);
+      // Governed but free: the model list, a model's description, token counting (no quota, no workspace setting).
+      const free = inspector ? undefined : freeEndpointFor(auth.protocol_profile!, method, target.route);
       const endpoint = target.providerPath.replace(/\/$/, '');
       call = meter.open(auth, inspector, {
         requestId: locals.requestId,
@@ -183,10 +185,11 @@ export function createGateway(deps: GatewayDeps) {
         startedAt,
         t0: locals.startedAt,
       });
-      if (!inspector && !auth.allow_unmetered_passthrough) {
+      if (!inspector && !free && !auth.allow_unmetered_passthrough) {
         throw new AppError('unmetered_endpoint', `${method} ${endpoint} has no usage inspector and the workspace does not allow unmetered passthrough`);
       }
       raw = await bodyRead;
+      let rewriteJson: ((text: string) => string) | undefined;
       if (inspector) {
         const encoding = rawHeader(req.rawHeaders, 'content-encoding');
         if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
@@ -203,10 +206,13 @@ export function createGateway(deps: GatewayDeps) {
           call.reauthorized(auth);
           await call.admit(raw);
         }
+      } else if (free) {
+        const allows = call.free(free, raw, startedAt);
+        if (allows) rewriteJson = (text) => filterModelList(text, allows);
       } else {
         call.passthrough(raw, startedAt);
       }
-      await relay(req, res, locals, call, auth, upstreamOf(entry, auth), target, call.prepared?.body ?? raw);
+      await relay(req, res, locals, call, auth, upstreamOf(entry, auth), target, call.prepared?.body ?? raw, rewriteJson);
     } catch (err) {
       sendError(res, locals, err, call?.inspector !== undefined, call?.view ?? meter.quotaView(looked, startedAt));
       // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
@@ -236,6 +242,7 @@ export function createGateway(deps: GatewayDeps) {
     upstream: Upstream,
     target: GatewayTarget,
     body: Buffer,
+    rewriteJson: ((text: string) => string) | undefined,
   ): Promise<void> {
     const base = upstream.baseUrl;
     const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${target.search}`;
@@ -244,6 +251,8 @@ export function createGateway(deps: GatewayDeps) {
     const answerHeaders = ['x-nexus-request-id', locals.requestId, 'x-nexus-metering-status', metered ? 'metered' : 'unmetered'];
     const view = call.view;
     if (view) answerHeaders.push('x-nexus-quota-remaining', view.remaining.toString(), 'x-nexus-quota-reset', view.reset.toISOString());
+    const cap = call.prepared?.outputCap;
+    if (cap) answerHeaders.push('x-nexus-output-cap', `${cap.sent}; requested=${cap.requested}`);
     const relay = new Relay(res, {
       requestId: locals.requestId,
       answerHeaders,
@@ -251,6 +260,7 @@ export function createGateway(deps: GatewayDeps) {
       prepared: call.prepared,
       maskedKey: upstream.maskedKey,
       watcher: call,
+      rewriteJson,
     });
     call.started(relay, clock.now());
     await relay.start(pools.get(base), {

@@ -11,7 +11,13 @@
  * which is then set as the request's cap (the body is rewritten), so that the
  * provider should not answer beyond the bound. One that does anyway is held to
  * it: a stream is cut there (sse-meter.ts), a JSON answer is charged as reported
- * and counted (docs/reliability.md "The output bound").
+ * and counted (docs/reliability.md "The output bound"). A cap above
+ * maxOutputTokens is lowered to it (the strategy's outputCapPolicy `clamp`) or
+ * refused (`refuse`).
+ *
+ * Some endpoints are governed but free (freeEndpointFor): the model list, a
+ * model's description and Anthropic's token counting. They are authenticated like
+ * a metered call and take no quota.
  */
 import { AppError } from '../errors.js';
 import type { ProtocolProfile } from './headers.js';
@@ -37,6 +43,14 @@ export interface PreparedCall {
    * is input the provider adds, which the body does not show: the gateway bounds it from that response's record.
    */
   previousResponseId: string | null;
+  /** The request asked for more output than maxOutputTokens and its cap was lowered (policy `clamp`). */
+  outputCap: { sent: number; requested: number } | undefined;
+}
+
+/** What a strategy says of output caps: its maxOutputTokens, and whether a request above it is clamped (else refused). */
+export interface OutputCapRule {
+  maxOutputTokens: number;
+  clamp: boolean;
 }
 
 type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
@@ -62,6 +76,51 @@ export function inspectorFor(profile: ProtocolProfile, method: string, providerP
     if (pattern.test(providerPath)) return { endpoint, profile };
   }
   return undefined;
+}
+
+/**
+ * A governed but free endpoint: `models` (the model list), `model` (one model's description, `model` its
+ * name) or `count_tokens` (Anthropic's token counting: its body names the model). Matched on the exact
+ * provider paths, with or without the `v1/` a connection's base URL may already hold.
+ */
+export type FreeEndpoint = { kind: 'models' } | { kind: 'model'; model: string } | { kind: 'count_tokens' };
+
+const MODEL_LIST = /^(?:v1\/)?models$/i;
+const MODEL_ONE = /^(?:v1\/)?models\/(.+)$/i;
+const COUNT_TOKENS = /^(?:v1\/)?messages\/count_tokens$/i;
+
+export function freeEndpointFor(profile: ProtocolProfile, method: string, route: string): FreeEndpoint | undefined {
+  if (method === 'GET') {
+    if (MODEL_LIST.test(route)) return { kind: 'models' };
+    const one = MODEL_ONE.exec(route);
+    if (one) return { kind: 'model', model: one[1]! };
+  } else if (method === 'POST' && profile === 'anthropic' && COUNT_TOKENS.test(route)) {
+    return { kind: 'count_tokens' };
+  }
+  return undefined;
+}
+
+/**
+ * A model list's JSON answer (`{ data: [{ id }, ...] }`, both profiles) with only the models `allows`
+ * accepts; Anthropic's `first_id` / `last_id` follow the models kept. Anything that is not such a list
+ * comes back as it was.
+ */
+export function filterModelList(text: string, allows: (model: string) => boolean): string {
+  let body: Record<string, unknown>;
+  try {
+    body = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return text;
+  }
+  if (!body || typeof body !== 'object' || !Array.isArray(body.data)) return text;
+  const kept = (body.data as unknown[]).filter((m) => {
+    const id = (m as { id?: unknown } | null)?.id;
+    return typeof id === 'string' && allows(id);
+  }) as { id: string }[];
+  body.data = kept;
+  if ('first_id' in body) body.first_id = kept[0]?.id ?? null;
+  if ('last_id' in body) body.last_id = kept[kept.length - 1]?.id ?? null;
+  return JSON.stringify(body);
 }
 
 /** More choices per call than any provider allows (OpenAI: n <= 128). */
@@ -151,7 +210,17 @@ function inlineImageExcess(profile: ProtocolProfile, raw: Buffer, body: unknown)
 /** JSON is UTF-8 (RFC 8259): a body that is not is refused, not read with its bad bytes replaced. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
-export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: number): PreparedCall {
+/** The output caps an endpoint's request may carry. */
+const CAP_FIELDS: Record<Endpoint, string[]> = {
+  chat: ['max_completion_tokens', 'max_tokens'],
+  completions: ['max_tokens'],
+  messages: ['max_tokens'],
+  responses: ['max_output_tokens'],
+  embeddings: [],
+};
+
+export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRule): PreparedCall {
+  const { maxOutputTokens } = caps;
   let text: string;
   try {
     text = UTF8.decode(raw);
@@ -198,8 +267,18 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
       perChoice = 0;
       break;
   }
+  let rewritten = false;
+  let outputCap: PreparedCall['outputCap'];
   if (perChoice !== undefined && perChoice > maxOutputTokens) {
-    throw new AppError('max_tokens_exceeded', `${param} may be at most ${maxOutputTokens} on this plan`, { param });
+    if (!caps.clamp) throw new AppError('max_tokens_exceeded', `${param} may be at most ${maxOutputTokens} on this plan`, { param });
+    // Lowered to the plan's cap (SDKs that always ask for the model's maximum still work); every cap the
+    // request names above it is lowered, so whichever the provider honours holds the bound.
+    for (const field of CAP_FIELDS[inspector.endpoint]) {
+      if (typeof body[field] === 'number' && (body[field] as number) > maxOutputTokens) body[field] = maxOutputTokens;
+    }
+    outputCap = { sent: maxOutputTokens, requested: perChoice };
+    perChoice = maxOutputTokens;
+    rewritten = true;
   }
   const choices = Math.max(positiveInt(body.n, 'n') ?? 1, positiveInt(body.best_of, 'best_of') ?? 1, 1);
   if (choices > MAX_CHOICES) {
@@ -208,7 +287,6 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
   }
   const outputBound = BigInt(perChoice ?? maxOutputTokens) * BigInt(choices);
 
-  let rewritten = false;
   // Without a cap of its own the provider's output would be bounded by nothing the reservation knows:
   // the call is capped at the plan's maxOutputTokens, so the bound it was admitted with holds.
   if (perChoice === undefined && param) {
@@ -232,7 +310,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
   const previousResponseId =
     inspector.endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id ? body.previous_response_id : null;
   const inputBound = BigInt(raw.length - inlineImageExcess(inspector.profile, raw, body));
-  return { requestedModel, stream, body: sent, inputBound, outputBound, usageInjected, previousResponseId };
+  return { requestedModel, stream, body: sent, inputBound, outputBound, usageInjected, previousResponseId, outputCap };
 }
 
 /** A token count an upstream reported; an absurd one is clamped so its records still fit the database's int8 columns. */

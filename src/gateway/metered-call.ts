@@ -31,7 +31,8 @@ import { createInferenceKeyRepo } from '../domain/inference-keys/inference-key-r
 import { createInvocationRepo } from '../domain/invocations/invocation-repo.js';
 import type { AttemptStatus, InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
 import { createQuotaLeases, type Admission, type LeaseStatement, type QuotaLeases } from '../domain/quota/quota-leases.js';
-import { boundUnits, chargeUnits, MAX_CALL_UNITS, type Multipliers } from '../domain/quota/quota-math.js';
+import { compileModelPolicy, rulesFromStored, type ModelPolicy, type Pricing } from '../domain/quota/model-pricing.js';
+import { boundUnits, chargeUnits, MAX_CALL_UNITS } from '../domain/quota/quota-math.js';
 import { createQuotaRepo } from '../domain/quota/quota-repo.js';
 import { storableText } from '../domain/storable-text.js';
 import { RowJson } from '../db/row-json.js';
@@ -40,7 +41,15 @@ import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
 import { callRows, invocationJson, type AuthRow, type CallRepo, type Consumption } from './call-repo.js';
 import { createCallRecorder, type CallRecorder } from './call-recorder.js';
-import { modelNamedIn, prepareCall, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import {
+  modelNamedIn,
+  prepareCall,
+  usageFromJson,
+  type FreeEndpoint,
+  type Inspector,
+  type PreparedCall,
+  type Usage,
+} from './inspectors.js';
 import { IntrusiveList, type Linked } from './intrusive-list.js';
 import type { Relay, ResponseWatcher, StreamProgress } from './relay.js';
 import { createSpool } from './spool.js';
@@ -77,11 +86,45 @@ const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
  */
 const succeeded = (status: number) => status < 300 || status === 304;
 
-const multipliersOf = (auth: AuthRow): Multipliers => ({
-  inputMultiplierPpm: auth.input_multiplier_ppm!,
-  cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
-  outputMultiplierPpm: auth.output_multiplier_ppm!,
-});
+/**
+ * The model rules and allow-list of a strategy version, compiled once per version: a published version
+ * never changes, and only published ones are bound (so no row read later can hold other rules for the
+ * same id). Bounded: the oldest compiled is dropped first.
+ */
+const policies = new Map<string, ModelPolicy>();
+const MAX_POLICIES = 1000;
+/** A key's row without a period (so without a strategy): every model, no rules. */
+const NO_STRATEGY = compileModelPolicy({ inputMultiplierPpm: 0n, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: 0n }, [], null);
+
+function modelPolicyOf(auth: AuthRow): ModelPolicy {
+  const id = auth.strategy_id;
+  if (id === null) return NO_STRATEGY;
+  let policy = policies.get(id);
+  if (!policy) {
+    policy = compileModelPolicy(
+      {
+        inputMultiplierPpm: auth.input_multiplier_ppm!,
+        cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
+        outputMultiplierPpm: auth.output_multiplier_ppm!,
+      },
+      rulesFromStored(auth.model_rules ?? []),
+      auth.allowed_models,
+    );
+    if (policies.size >= MAX_POLICIES) policies.delete(policies.keys().next().value!);
+    policies.set(id, policy);
+  }
+  return policy;
+}
+
+/** 403 before the upstream is called: the strategy does not allow the model the request names (or it names none). */
+function assertModelAllowed(policy: ModelPolicy, model: string): void {
+  if (policy.allows(model)) return;
+  throw new AppError(
+    'model_not_allowed',
+    model ? `The model '${model}' is not allowed on this plan` : 'The request names no model, and this plan allows only the models it lists',
+    { param: 'model' },
+  );
+}
 
 /**
  * What a call that was answered is counted for. Exact when the provider reported usage. Otherwise
@@ -151,6 +194,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   prepared: PreparedCall | undefined;
   /** The upstream call, once sent, and when. */
   relay: Relay | undefined;
+  /** What a metered call is priced at: the model rule of the model its request names (never the one the provider reports). */
+  private pricing: Pricing | undefined;
   private attemptStartedAt: Date | undefined;
   private admission: Admission | undefined;
   private reloaded = false;
@@ -222,12 +267,16 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const auth = this.auth;
     const reset = auth.period_end;
     if (!auth.period_id || !reset) throw new AppError('quota_insufficient', 'The access has no current quota period');
-    const prepared = prepareCall(this.inspector!, raw, auth.max_output_tokens!);
+    const prepared = prepareCall(this.inspector!, raw, { maxOutputTokens: auth.max_output_tokens!, clamp: auth.output_cap_policy !== 'refuse' });
     this.prepared = prepared;
     this.invocation.requested_model = prepared.requestedModel;
     this.invocation.streamed = prepared.stream;
+    const policy = modelPolicyOf(auth);
+    assertModelAllowed(policy, prepared.requestedModel);
+    const pricing = policy.pricingFor(prepared.requestedModel);
+    this.pricing = pricing;
     if (prepared.previousResponseId) prepared.inputBound += await this.meter.conversationTokens(auth, prepared.previousResponseId);
-    const bound = boundUnits(prepared.inputBound, prepared.outputBound, multipliersOf(auth));
+    const bound = boundUnits(prepared.inputBound, prepared.outputBound, pricing);
     if (bound > MAX_CALL_UNITS) {
       throw new AppError('quota_insufficient', `This call may need up to ${bound} units, more than a quota period can hold`, {
         reset_at: reset.toISOString(),
@@ -253,10 +302,30 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.reloaded = true;
   }
 
-  /** An unmetered call (the workspace allows passthrough): its model as the body names it, the key's quota view. */
+  /**
+   * An unmetered call (the workspace allows passthrough): its model as the body names it, the key's quota
+   * view. A JSON body naming a model the strategy does not allow is refused (403) all the same.
+   */
   passthrough(raw: Buffer, now: Date): void {
     this.invocation.requested_model = modelNamedIn(raw);
     this.view = this.meter.quotaView(this.auth, now);
+    const policy = modelPolicyOf(this.auth);
+    if (policy.restricted && this.invocation.requested_model) assertModelAllowed(policy, this.invocation.requested_model);
+  }
+
+  /**
+   * A governed but free call (the model list, a model's description, token counting): no quota is taken.
+   * A model outside the strategy's allow-list is refused (403); for the list, returns the test its answer
+   * is filtered by (none when every model is allowed).
+   */
+  free(endpoint: FreeEndpoint, raw: Buffer, now: Date): ((model: string) => boolean) | undefined {
+    const policy = modelPolicyOf(this.auth);
+    this.view = this.meter.quotaView(this.auth, now);
+    if (endpoint.kind === 'models') return policy.restricted ? (model) => policy.allows(model) : undefined;
+    const model = endpoint.kind === 'model' ? endpoint.model : modelNamedIn(raw);
+    this.invocation.requested_model = model;
+    if (policy.restricted) assertModelAllowed(policy, model);
+    return undefined;
   }
 
   /** The upstream call is sent now: the call is under way until answered(). */
@@ -275,7 +344,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const { admission, prepared, relay } = this;
     if (!admission || !prepared || !relay || relay.status === undefined || relay.status >= 300) return null;
     const counted = chargeable(relay.usageSoFar(), prepared);
-    const units = chargeUnits(counted, multipliersOf(this.auth));
+    const pricing = this.pricing!;
+    const units = chargeUnits(counted, pricing);
     if (units === this.beatUnits) return null;
     this.beatingUnits = units;
     this.lostIds ??= { usage: newId(), adjustment: newId(), attempt: newId() };
@@ -306,6 +376,10 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       .big('cached_tokens', counted.cachedInputTokens)
       .big('output_tokens', counted.outputTokens)
       .str('model', storableText(relay.model || this.invocation.requested_model, MAX_NAME_LENGTH) || null)
+      .str('model_rule', pricing.rule)
+      .big('input_ppm', pricing.inputMultiplierPpm)
+      .big('cached_ppm', pricing.cachedInputMultiplierPpm)
+      .big('output_ppm', pricing.outputMultiplierPpm)
       .id('usage_id', this.lostIds.usage)
       .id('adjustment_id', this.lostIds.adjustment)
       .raw('invocation', invocationJson(lost))
@@ -374,7 +448,9 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         this.meter.overBound?.(prepared.stream ? 'stream' : 'json');
       }
       if (!usageComplete && !errorCode) errorCode = 'usage_missing';
-      const units = chargeUnits(counted, multipliersOf(this.auth));
+      // Priced by the rule of the model the request named: a dated alias the provider reports does not change it.
+      const pricing = this.pricing!;
+      const units = chargeUnits(counted, pricing);
       invocation.quota_units = units;
       consumed = {
         units,
@@ -382,6 +458,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         cachedInputTokens: counted.cachedInputTokens,
         outputTokens: counted.outputTokens,
         model: upstreamModel || invocation.requested_model || null,
+        pricing,
       };
     }
     const providerMs = msSince(relay.tStart, relay.tUpstreamEnd!);

@@ -51,6 +51,11 @@ export interface RelayOptions {
   maskedKey: MaskedKey | null;
   /** Told of a Responses API stream's response id and usage as soon as they are known. */
   watcher?: ResponseWatcher | undefined;
+  /**
+   * A successful JSON answer is read whole and rewritten by this before it goes out (a model list
+   * filtered by the strategy's allow-list); its headers wait for it.
+   */
+  rewriteJson?: ((text: string) => string) | undefined;
 }
 
 export interface ResponseWatcher {
@@ -104,6 +109,9 @@ export class Relay implements Dispatcher.DispatchHandler {
   private meter: SseMeter | null = null;
   private jsonChunks: Buffer[] | null = null;
   private jsonSize = 0;
+  /** An answer held whole for rewriteJson: its bytes, and its status and headers to send with it. */
+  private held: Buffer[] | null = null;
+  private heldHead: [number, string[]] | undefined;
   private responseNoted = false;
   private mask: SecretMask | undefined;
   private decoder: Transform | undefined;
@@ -185,6 +193,12 @@ export class Relay implements Dispatcher.DispatchHandler {
     const decoder = decoderFor(encoded);
     if (decoder === null) out.push('content-encoding', String(encoded));
     else if (decoder) this.decode(decoder);
+    if (this.options.rewriteJson && status >= 200 && status < 300 && contentType.includes('json')) {
+      this.held = [];
+      this.heldHead = [status, out];
+      if (this.options.maskedKey) this.mask = new SecretMask(this.options.maskedKey);
+      return;
+    }
     // Forwarded byte for byte: the length is known, so the answer goes out unchunked (a metered stream may be
     // rewritten or cut: its length is not known).
     const length = headers['content-length'];
@@ -228,6 +242,10 @@ export class Relay implements Dispatcher.DispatchHandler {
 
   /** The answer's bytes (decoded), on their way to the client; false when the client cannot take more now. */
   private take(chunk: Buffer): boolean {
+    if (this.held) {
+      this.held.push(chunk);
+      return true;
+    }
     let out: Buffer | string = chunk;
     const meter = this.meter;
     if (meter) {
@@ -307,7 +325,9 @@ export class Relay implements Dispatcher.DispatchHandler {
   private finish(): void {
     if (this.end) return;
     clearImmediate(this.headersFlush);
-    if (!this.clientGone) {
+    if (this.held) {
+      if (!this.clientGone) this.sendHeld(this.held);
+    } else if (!this.clientGone) {
       if (this.meter) {
         const tail = this.meter.end();
         if (tail.length) this.res.write(!this.mask ? tail : typeof tail === 'string' ? this.mask.pushEvents(tail) : this.mask.push(tail));
@@ -322,6 +342,17 @@ export class Relay implements Dispatcher.DispatchHandler {
     this.end = 'complete';
     this.cut = this.meter?.cut ?? false;
     this.done_();
+  }
+
+  /** The answer held for rewriteJson, rewritten, with its headers and its new length. */
+  private sendHeld(chunks: Buffer[]): void {
+    const [status, out] = this.heldHead!;
+    let body = Buffer.from(this.options.rewriteJson!(Buffer.concat(chunks).toString('utf8')));
+    if (this.mask) body = Buffer.concat([this.mask.push(body), this.mask.end()]);
+    out.push('content-length', String(body.length));
+    this.tFirstClient ??= now();
+    this.res.writeHead(status, out);
+    this.res.end(body);
   }
 
   private stop(end: RelayEnd, error: Error): void {

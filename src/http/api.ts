@@ -84,6 +84,7 @@ const PATTERNS: Record<string, string> = {
   '^(0|[1-9][0-9]{0,18})$': 'must be a whole number from 0 to 9223372036854775807 as a decimal string, such as "1000"',
   '^[a-z0-9][a-z0-9_.-]*$': "must start with a lowercase letter or digit and hold only lowercase letters, digits, '_', '.' and '-'",
   '^[\\x21-\\x7E]+$': 'must be printable ASCII without spaces',
+  '^[^\\s?\\[\\]{}\\\\]+$': "must be a model name or a glob whose only wildcard is '*', without whitespace or any of ? [ ] { } \\",
   '^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]+[^\\s]*$': 'must be an http or https URL without spaces, such as "https://app.example.com/billing/done"',
 };
 

@@ -12,6 +12,7 @@ import { expect } from 'vitest';
 import { contractFetch } from '../support/contract.js';
 import { activePlanThrough } from '../support/plans.js';
 import type { TestApp } from '../support/test-app.js';
+import type { ModelRule, OutputCapPolicy } from '../../generated/client/types.gen.js';
 
 /** fetch for gateway calls (and SDKs): every answer is checked against the contract's proxyProvider* operations. */
 export const gatewayFetch = contractFetch;
@@ -36,6 +37,9 @@ export interface TenantOptions {
   outputPpm?: bigint;
   cachedPpm?: bigint;
   maxOutputTokens?: number;
+  modelRules?: ModelRule[];
+  allowedModels?: string[] | null;
+  outputCapPolicy?: OutputCapPolicy;
   allowUnmeteredPassthrough?: boolean;
   upstreamTimeoutMs?: number;
 }
@@ -68,6 +72,9 @@ export async function createTenant(t: TestApp, o: TenantOptions): Promise<Tenant
     outputMultiplierPpm: `${o.outputPpm ?? 2_000_000n}`,
     cachedInputMultiplierPpm: `${o.cachedPpm ?? 500_000n}`,
     maxOutputTokens: o.maxOutputTokens ?? 1000,
+    modelRules: o.modelRules,
+    allowedModels: o.allowedModels,
+    outputCapPolicy: o.outputCapPolicy,
     effectiveFrom: new Date(Date.now() - 86_400_000).toISOString(),
   });
   const user = await provisionWorkspaceUser({

@@ -33,7 +33,8 @@ const chatBody = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', 
 beforeAll(async () => {
   t = await startTestApp({ env: { NEXUS_AUTH_CACHE_TTL_MS: String(CACHE_TTL_MS) } });
   up = await startOpenAiUpstream({ apiKey: KEY });
-  a = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
+  // Tenant a refuses a cap above maxOutputTokens (the 400 below); clamping is tested in gateway.pricing.test.ts.
+  a = await createTenant(t, { baseUrl: up.url, providerKey: KEY, outputCapPolicy: 'refuse' });
   b = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
 });
 afterAll(async () => {
@@ -272,7 +273,7 @@ describe('404: no active connection with that id in the key\'s workspace', () =>
 describe('409: no usage inspector and no unmetered passthrough', () => {
   it('refuses an unmetered endpoint without calling the upstream', async () => {
     const before = up.requests.length;
-    const res = await call(a, { method: 'GET', path: 'v1/models' });
+    const res = await call(a, { method: 'GET', path: 'v1/files' });
     expect(res.status).toBe(409);
     expect(res.body.error).toMatchObject({ code: 'unmetered_endpoint', type: 'conflict_error' });
     expect(up.requests.length).toBe(before);
@@ -282,7 +283,7 @@ describe('409: no usage inspector and no unmetered passthrough', () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n });
     const ok = await call(tenant); // 10 input + 5 output tokens at 1 and 2 units: 20 units
     expect(ok.status).toBe(200);
-    const refused = await call(tenant, { method: 'GET', path: 'v1/models' });
+    const refused = await call(tenant, { method: 'GET', path: 'v1/files' });
     expect(refused.status).toBe(409);
     expect(refused.headers.get('x-nexus-quota-remaining')).toBe('999980');
   });

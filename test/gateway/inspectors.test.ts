@@ -1,11 +1,20 @@
 /** Pure rules of the usage inspectors and the path check, without I/O. */
 import { describe, expect, it } from 'vitest';
-import { INLINE_IMAGE_TOKEN_BOUND, inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
+import {
+  filterModelList,
+  freeEndpointFor,
+  INLINE_IMAGE_TOKEN_BOUND,
+  inspectorFor,
+  prepareCall,
+  usageFromJson,
+} from '../../src/gateway/inspectors.js';
 import { SseMeter } from '../../src/gateway/sse-meter.js';
 import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
 
 const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
 const messages = inspectorFor('anthropic', 'POST', 'v1/messages')!;
+/** A strategy capping output at 100 tokens and refusing a request above it. */
+const CAPS = { maxOutputTokens: 100, clamp: false };
 
 /** Feeds the stream in chunks of `size` bytes (splitting events and characters anywhere). */
 function feed(meter: SseMeter, text: string, size: number): string {
@@ -22,6 +31,56 @@ const openAiStream =
   `data: {"id":"c","model":"gpt-x","choices":[],"usage":${JSON.stringify(usage)}}\n\n` +
   'data: [DONE]\n\n';
 
+describe('output cap policy', () => {
+  const CLAMP = { maxOutputTokens: 100, clamp: true };
+  const responses = inspectorFor('openai', 'POST', 'v1/responses')!;
+
+  it('clamp lowers every cap above maxOutputTokens, bounds the call by it, and says what was asked', () => {
+    const p = prepareCall(chat, Buffer.from('{"model":"m","max_completion_tokens":5000,"max_tokens":300,"n":2}'), CLAMP);
+    expect(JSON.parse(p.body.toString())).toMatchObject({ max_completion_tokens: 100, max_tokens: 100 });
+    expect(p.outputCap).toEqual({ sent: 100, requested: 5000 });
+    expect(p.outputBound).toBe(200n);
+    const r = prepareCall(responses, Buffer.from('{"model":"m","max_output_tokens":101}'), CLAMP);
+    expect(JSON.parse(r.body.toString()).max_output_tokens).toBe(100);
+    const m = prepareCall(messages, Buffer.from('{"model":"m","max_tokens":64000,"messages":[]}'), CLAMP);
+    expect(m).toMatchObject({ outputBound: 100n, outputCap: { sent: 100, requested: 64000 } });
+  });
+
+  it('a cap within maxOutputTokens is left as sent, byte for byte', () => {
+    const raw = Buffer.from('{"model":"m","max_tokens":100,"messages":[]}');
+    const p = prepareCall(messages, raw, CLAMP);
+    expect(p.body).toBe(raw);
+    expect(p.outputCap).toBeUndefined();
+  });
+
+  it('refuse answers 400 max_tokens_exceeded naming the cap', () => {
+    expect(() => prepareCall(messages, Buffer.from('{"max_tokens":101}'), CAPS)).toThrow(/max_tokens may be at most 100/);
+  });
+});
+
+describe('free endpoints', () => {
+  it('are the model list, one model and anthropic token counting', () => {
+    expect(freeEndpointFor('openai', 'GET', 'v1/models')).toEqual({ kind: 'models' });
+    expect(freeEndpointFor('anthropic', 'GET', 'models')).toEqual({ kind: 'models' });
+    expect(freeEndpointFor('openai', 'GET', 'v1/models/meta-llama/Llama-3.1-8B')).toEqual({ kind: 'model', model: 'meta-llama/Llama-3.1-8B' });
+    expect(freeEndpointFor('anthropic', 'POST', 'v1/messages/count_tokens')).toEqual({ kind: 'count_tokens' });
+    expect(freeEndpointFor('openai', 'POST', 'v1/messages/count_tokens')).toBeUndefined();
+    expect(freeEndpointFor('openai', 'POST', 'v1/models')).toBeUndefined();
+    expect(freeEndpointFor('openai', 'DELETE', 'v1/models/ft:gpt-4o:org::x')).toBeUndefined();
+    expect(freeEndpointFor('openai', 'GET', 'v1/files')).toBeUndefined();
+    expect(freeEndpointFor('openai', 'GET', 'v1/fine_tuning/jobs/x/models')).toBeUndefined();
+  });
+
+  it('a model list keeps the allowed models; what is not a list passes as it is', () => {
+    const allows = (m: string) => m.startsWith('claude-');
+    const list = { data: [{ id: 'gpt-4o' }, { id: 'claude-a' }, { id: 'claude-b' }, { nope: 1 }], first_id: 'gpt-4o', last_id: 'x', has_more: true };
+    expect(JSON.parse(filterModelList(JSON.stringify(list), allows))).toEqual({ data: [{ id: 'claude-a' }, { id: 'claude-b' }], first_id: 'claude-a', last_id: 'claude-b', has_more: true });
+    expect(JSON.parse(filterModelList('{"object":"list","data":[{"id":"gpt-4o"}]}', allows))).toEqual({ object: 'list', data: [] });
+    expect(filterModelList('not json', allows)).toBe('not json');
+    expect(filterModelList('{"error":{"message":"x"}}', allows)).toBe('{"error":{"message":"x"}}');
+  });
+});
+
 describe('inspectors', () => {
   it('meters only the metered endpoints of each profile', () => {
     expect(inspectorFor('openai', 'POST', 'v1/embeddings')?.endpoint).toBe('embeddings');
@@ -34,16 +93,16 @@ describe('inspectors', () => {
 
   it('bounds a call: body bytes for input, max tokens times n for output; asks a stream for usage', () => {
     const raw = Buffer.from(JSON.stringify({ model: 'm', messages: [], max_tokens: 7, n: 3, stream: true }));
-    const p = prepareCall(chat, raw, 100);
+    const p = prepareCall(chat, raw, CAPS);
     expect(p).toMatchObject({ requestedModel: 'm', stream: true, inputBound: BigInt(raw.length), outputBound: 21n, usageInjected: true });
     expect(JSON.parse(p.body.toString()).stream_options).toEqual({ include_usage: true });
     const asked = Buffer.from(JSON.stringify({ model: 'm', max_tokens: 50, stream: true, stream_options: { include_usage: true } }));
-    expect(prepareCall(chat, asked, 100)).toMatchObject({ usageInjected: false, outputBound: 50n });
-    expect(prepareCall(chat, asked, 100).body).toBe(asked);
-    expect(() => prepareCall(chat, Buffer.from('{"max_completion_tokens":101}'), 100)).toThrow(/at most 100/);
-    expect(() => prepareCall(messages, Buffer.from('[1]'), 100)).toThrow(/JSON object/);
-    expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"n":1e20}'), 100)).toThrow(/n may be at most 128/);
-    expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"best_of":129}'), 100)).toThrow(/best_of may be at most 128/);
+    expect(prepareCall(chat, asked, CAPS)).toMatchObject({ usageInjected: false, outputBound: 50n });
+    expect(prepareCall(chat, asked, CAPS).body).toBe(asked);
+    expect(() => prepareCall(chat, Buffer.from('{"max_completion_tokens":101}'), CAPS)).toThrow(/at most 100/);
+    expect(() => prepareCall(messages, Buffer.from('[1]'), CAPS)).toThrow(/JSON object/);
+    expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"n":1e20}'), CAPS)).toThrow(/n may be at most 128/);
+    expect(() => prepareCall(chat, Buffer.from('{"max_tokens":5,"best_of":129}'), CAPS)).toThrow(/best_of may be at most 128/);
   });
 
   it('bounds an inline image by what an image may cost, not by its bytes; the same bytes as text stay bytes', () => {
@@ -51,7 +110,7 @@ describe('inspectors', () => {
     const url = `data:image/png;base64,${data}`;
     const bound = (inspector: NonNullable<ReturnType<typeof inspectorFor>>, body: unknown) => {
       const raw = Buffer.from(JSON.stringify(body));
-      return { bytes: BigInt(raw.length), bound: prepareCall(inspector, raw, 100).inputBound };
+      return { bytes: BigInt(raw.length), bound: prepareCall(inspector, raw, CAPS).inputBound };
     };
     const excess = BigInt(url.length - INLINE_IMAGE_TOKEN_BOUND);
     const picture = bound(chat, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url, detail: 'high' } }] }] });
@@ -81,13 +140,13 @@ describe('inspectors', () => {
       [messages, 'max_tokens'],
     ];
     for (const [inspector, param] of cases) {
-      const p = prepareCall(inspector, Buffer.from('{"model":"m","n":2}'), 100);
+      const p = prepareCall(inspector, Buffer.from('{"model":"m","n":2}'), CAPS);
       expect(JSON.parse(p.body.toString()), param).toEqual({ model: 'm', n: 2, [param]: 100 });
       expect(p.outputBound).toBe(200n);
     }
     const embeddings = inspectorFor('openai', 'POST', 'v1/embeddings')!;
     const raw = Buffer.from('{"model":"e","input":"x"}');
-    expect(prepareCall(embeddings, raw, 100).body).toBe(raw);
+    expect(prepareCall(embeddings, raw, CAPS).body).toBe(raw);
   });
 
   it.each([1, 3, 7, 4096])('reads OpenAI stream usage and removes the injected chunk (chunks of %i bytes)', (size) => {

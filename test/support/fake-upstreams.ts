@@ -1,7 +1,7 @@
 /**
  * Real upstream providers on 127.0.0.1 for the tests and the benchmark: an
  * OpenAI-style server (chat completions, completions, embeddings, responses,
- * models) and an Anthropic-style one (messages, models), each answering JSON or
+ * models) and an Anthropic-style one (messages, count_tokens, models), each answering JSON or
  * SSE with deterministic usage, checking the credential it receives the way the
  * real one does (openai `Authorization: Bearer`, anthropic `x-api-key` with
  * `anthropic-version`) against a set of keys that tests may change while it runs
@@ -199,7 +199,20 @@ async function serve(
   return upstream;
 }
 
-const MODELS = { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 0, owned_by: 'fake' }] };
+/** The models both servers list (the first is the one the tests of plain passthrough look for). */
+export const FAKE_MODEL_IDS = ['fake-model', 'gpt-4o', 'gpt-4o-mini', 'claude-3-5-haiku-20241022', 'claude-sonnet-4-5'];
+const MODELS = { object: 'list', data: FAKE_MODEL_IDS.map((id) => ({ id, object: 'model', created: 0, owned_by: 'fake' })) };
+const ANTHROPIC_MODELS = {
+  data: FAKE_MODEL_IDS.map((id) => ({ type: 'model', id, display_name: id, created_at: '2025-01-01T00:00:00Z' })),
+  first_id: FAKE_MODEL_IDS[0],
+  last_id: FAKE_MODEL_IDS.at(-1),
+  has_more: false,
+};
+/** GET .../models/{id}: the model named, decoded, when the list has it. */
+const modelIn = (path: string) => {
+  const id = decodeURIComponent(path.slice('/v1/models/'.length));
+  return FAKE_MODEL_IDS.includes(id) ? id : undefined;
+};
 
 /** OpenAI-style: `Authorization: Bearer <key>`. */
 export function startOpenAiUpstream(options: UpstreamKeys): Promise<FakeUpstream> {
@@ -211,6 +224,11 @@ export function startOpenAiUpstream(options: UpstreamKeys): Promise<FakeUpstream
     }
     const path = (req.url ?? '').split('?')[0];
     if (req.method === 'GET' && path === '/v1/models') return json(res, 200, MODELS);
+    if (req.method === 'GET' && path?.startsWith('/v1/models/')) {
+      const id = modelIn(path);
+      if (id) return json(res, 200, { id, object: 'model', created: 0, owned_by: 'fake' });
+      return json(res, 404, { error: { message: 'The model does not exist', type: 'invalid_request_error', code: 'model_not_found' } });
+    }
     if (req.method === 'DELETE' && path?.startsWith('/v1/files/')) {
       return json(res, 200, { id: path.slice('/v1/files/'.length), object: 'file', deleted: true });
     }
@@ -325,7 +343,16 @@ export function startAnthropicUpstream(options: UpstreamKeys): Promise<FakeUpstr
       return json(res, 400, { type: 'error', error: { type: 'invalid_request_error', message: 'anthropic-version header is required' } });
     }
     const path = (req.url ?? '').split('?')[0];
-    if (req.method === 'GET' && path === '/v1/models') return json(res, 200, MODELS);
+    if (req.method === 'GET' && path === '/v1/models') return json(res, 200, ANTHROPIC_MODELS);
+    if (req.method === 'GET' && path?.startsWith('/v1/models/')) {
+      const id = modelIn(path);
+      if (id) return json(res, 200, { type: 'model', id, display_name: id, created_at: '2025-01-01T00:00:00Z' });
+      return json(res, 404, { type: 'error', error: { type: 'not_found_error', message: 'model not found' } });
+    }
+    if (req.method === 'POST' && path === '/v1/messages/count_tokens') {
+      // Deterministic: the body's length in bytes, a tenth of it.
+      return json(res, 200, { input_tokens: Math.ceil(Buffer.byteLength(raw) / 10) });
+    }
     if (req.method !== 'POST' || path !== '/v1/messages') {
       return json(res, 404, { type: 'error', error: { type: 'not_found_error', message: `no route ${req.method} ${path}` } });
     }

@@ -6,7 +6,7 @@
 import { expect } from 'vitest';
 import type { Client } from '../../generated/client/client/index.js';
 import { bindPlanStrategy, createPlan, createQuotaStrategy, publishPlan, publishPlanStrategy } from './sdk.js';
-import type { Int64String, QuotaStrategyDto, WorkspacePlanDto } from '../../generated/client/types.gen.js';
+import type { Int64String, ModelRule, OutputCapPolicy, QuotaStrategyDto, WorkspacePlanDto } from '../../generated/client/types.gen.js';
 
 export interface ActivePlanOptions {
   /** The plan's key; its strategy's is `strategyKey` or `${key}-q`. */
@@ -18,6 +18,9 @@ export interface ActivePlanOptions {
   outputMultiplierPpm?: Int64String;
   cachedInputMultiplierPpm?: Int64String;
   maxOutputTokens?: number;
+  modelRules?: ModelRule[];
+  allowedModels?: string[] | null;
+  outputCapPolicy?: OutputCapPolicy;
   /** Default: long ago, so the binding is in force whatever the test's clock says. */
   effectiveFrom?: string;
 }
@@ -38,6 +41,9 @@ export async function activePlanThrough(
       outputMultiplierPpm: o.outputMultiplierPpm ?? '1000000',
       cachedInputMultiplierPpm: o.cachedInputMultiplierPpm ?? '1000000',
       maxOutputTokens: o.maxOutputTokens ?? 100,
+      ...(o.modelRules ? { modelRules: o.modelRules } : {}),
+      ...(o.allowedModels !== undefined ? { allowedModels: o.allowedModels } : {}),
+      ...(o.outputCapPolicy ? { outputCapPolicy: o.outputCapPolicy } : {}),
     },
   });
   expect(strategy.response.status, JSON.stringify(strategy.error)).toBe(201);

@@ -68,7 +68,9 @@ function invocationOn(period: PeriodRef, leaseId: string | null, units: bigint, 
   };
 }
 
-const consumption = (units: bigint): Consumption => ({ units, inputTokens: units, cachedInputTokens: 0n, outputTokens: 0n, model: 'test-model' });
+const consumption = (units: bigint): Consumption => ({ units, inputTokens: units, cachedInputTokens: 0n, outputTokens: 0n, model: 'test-model',
+  pricing: { rule: null, inputMultiplierPpm: 1_000_000n, cachedInputMultiplierPpm: 1_000_000n, outputMultiplierPpm: 1_000_000n },
+});
 
 /** A lease of exactly `units` on the period, expiring at `expiresAt`; returns its id. */
 export async function leaseUnits(db: Db, period: PeriodRef, units: bigint, at: { now: Date; expiresAt: Date }): Promise<string> {

@@ -20,6 +20,14 @@ export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
     outputTokens: `${row.output_tokens}`,
     ...(row.model ? { model: row.model } : {}),
     ...(row.reason ? { reason: row.reason } : {}),
+    ...(row.model_rule ? { modelRule: row.model_rule } : {}),
+    ...(row.input_multiplier_ppm !== null && row.input_multiplier_ppm !== undefined
+      ? {
+          inputMultiplierPpm: `${row.input_multiplier_ppm}`,
+          cachedInputMultiplierPpm: `${row.cached_input_multiplier_ppm ?? 0n}`,
+          outputMultiplierPpm: `${row.output_multiplier_ppm ?? 0n}`,
+        }
+      : {}),
     createdAt: row.created_at.toISOString(),
   };
 }

@@ -1,12 +1,14 @@
 /** Rows <-> DTOs for plans, strategies and bindings; the only bigint <-> string place here. */
 import type {
   CreateQuotaStrategyDto,
+  Int64String,
   PlanDetailDto,
   QuotaStrategyDto,
   StrategyBindingDto,
   WorkspacePlanDto,
 } from '../../../generated/client/types.gen.js';
 import { AppError } from '../../errors.js';
+import type { ModelRule } from '../quota/model-pricing.js';
 import { INT64_MAX } from '../quota/quota-math.js';
 import type { CreateStrategyInput } from './plan-service.js';
 import type { BindingRow, PlanRow, QuotaStrategyRow } from './plan-types.js';
@@ -31,6 +33,16 @@ export function fromCreateStrategyDto(dto: CreateQuotaStrategyDto): CreateStrate
     outputMultiplierPpm: parseInt64(dto.outputMultiplierPpm, 'outputMultiplierPpm'),
     cachedInputMultiplierPpm: parseInt64(dto.cachedInputMultiplierPpm, 'cachedInputMultiplierPpm'),
     maxOutputTokens: dto.maxOutputTokens,
+    modelRules: (dto.modelRules ?? []).map(
+      (rule, i): ModelRule => ({
+        pattern: rule.pattern,
+        inputMultiplierPpm: parseInt64(rule.inputMultiplierPpm, `modelRules.${i}.inputMultiplierPpm`),
+        cachedInputMultiplierPpm: parseInt64(rule.cachedInputMultiplierPpm, `modelRules.${i}.cachedInputMultiplierPpm`),
+        outputMultiplierPpm: parseInt64(rule.outputMultiplierPpm, `modelRules.${i}.outputMultiplierPpm`),
+      }),
+    ),
+    allowedModels: dto.allowedModels ?? null,
+    outputCapPolicy: dto.outputCapPolicy ?? 'clamp',
   };
 }
 
@@ -66,6 +78,14 @@ export function toStrategyDto(row: QuotaStrategyRow): QuotaStrategyDto {
     outputMultiplierPpm: `${row.output_multiplier_ppm}`,
     cachedInputMultiplierPpm: `${row.cached_input_multiplier_ppm}`,
     maxOutputTokens: row.max_output_tokens,
+    modelRules: row.model_rules.map((r) => ({
+      pattern: r.pattern,
+      inputMultiplierPpm: r.inputMultiplierPpm as Int64String,
+      cachedInputMultiplierPpm: r.cachedInputMultiplierPpm as Int64String,
+      outputMultiplierPpm: r.outputMultiplierPpm as Int64String,
+    })),
+    ...(row.allowed_models ? { allowedModels: [...row.allowed_models] } : {}),
+    outputCapPolicy: row.output_cap_policy,
     status: row.status,
     createdAt: row.created_at.toISOString(),
     ...(row.published_at ? { publishedAt: row.published_at.toISOString() } : {}),

@@ -40,7 +40,13 @@ export function createPlanRepo(db: Queryable) {
 
     /** A version numbered twice at once fails on its unique key, unmapped: the service retries it (withVersionRetry). */
     async insertStrategy(row: QuotaStrategyRow, tx: Queryable): Promise<QuotaStrategyRow> {
-      const [created] = await tx('quota_strategies').insert(row).returning('*');
+      const columns = {
+        ...row,
+        // JSON text: knex would send an array as a PostgreSQL array.
+        model_rules: JSON.stringify(row.model_rules),
+        allowed_models: row.allowed_models === null ? null : JSON.stringify(row.allowed_models),
+      };
+      const [created] = await tx('quota_strategies').insert(columns).returning('*');
       return created as QuotaStrategyRow;
     },
     findStrategy: strategies.findById,

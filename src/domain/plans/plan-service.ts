@@ -11,8 +11,9 @@ import { assertVisible, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
+import { patternProblem, rulesToStored, type ModelRule } from '../quota/model-pricing.js';
 import type { PlanRepo } from './plan-repo.js';
-import type { BindingRow, Interval, PlanRow, PlanStatus, QuotaStrategyRow, StrategyInForce } from './plan-types.js';
+import type { BindingRow, Interval, OutputCapPolicy, PlanRow, PlanStatus, QuotaStrategyRow, StrategyInForce } from './plan-types.js';
 
 export interface CreatePlanInput {
   key: string;
@@ -35,9 +36,29 @@ export interface CreateStrategyInput {
   outputMultiplierPpm: bigint;
   cachedInputMultiplierPpm: bigint;
   maxOutputTokens: number;
+  /** Tried in list order: the first whose pattern matches the requested model applies. */
+  modelRules: ModelRule[];
+  /** null: every model. */
+  allowedModels: string[] | null;
+  outputCapPolicy: OutputCapPolicy;
 }
 
 const MAX_INT32 = 2_147_483_647;
+const MAX_MODEL_RULES = 100;
+const MAX_ALLOWED_MODELS = 200;
+
+/** Patterns valid, none listed twice: a second rule with the same pattern could never apply. */
+function checkPatterns(patterns: string[], param: string, max: number): void {
+  if (patterns.length > max) throw new AppError('invalid_parameter', `${param} may hold at most ${max} entries`, { param });
+  const seen = new Set<string>();
+  patterns.forEach((pattern, i) => {
+    const at = param === 'modelRules' ? `modelRules.${i}.pattern` : `${param}.${i}`;
+    const problem = patternProblem(pattern);
+    if (problem) throw new AppError('invalid_parameter', `${at} ${problem}`, { param: at });
+    if (seen.has(pattern)) throw new AppError('invalid_parameter', `${at} repeats the pattern '${pattern}'`, { param: at });
+    seen.add(pattern);
+  });
+}
 
 export function createPlanService(deps: {
   db: Db;
@@ -184,6 +205,18 @@ export function createPlanService(deps: {
       if (!Number.isInteger(input.maxOutputTokens) || input.maxOutputTokens < 1 || input.maxOutputTokens > MAX_INT32) {
         throw new AppError('invalid_parameter', `maxOutputTokens must be an integer from 1 to ${MAX_INT32}`, { param: 'maxOutputTokens' });
       }
+      checkPatterns(input.modelRules.map((r) => r.pattern), 'modelRules', MAX_MODEL_RULES);
+      if (input.allowedModels !== null) {
+        if (input.allowedModels.length === 0) {
+          throw new AppError('invalid_parameter', 'allowedModels must list at least one model; omit it (or send null) to allow every model', {
+            param: 'allowedModels',
+          });
+        }
+        checkPatterns(input.allowedModels, 'allowedModels', MAX_ALLOWED_MODELS);
+      }
+      if (input.outputCapPolicy !== 'clamp' && input.outputCapPolicy !== 'refuse') {
+        throw new AppError('invalid_parameter', 'outputCapPolicy must be clamp or refuse', { param: 'outputCapPolicy' });
+      }
       return withVersionRetry(() =>
         db.transaction(async (tx) => {
           await workspaces.requireWritable(actor, workspaceId, tx);
@@ -199,6 +232,9 @@ export function createPlanService(deps: {
               reset_interval: input.resetInterval,
               ...values,
               max_output_tokens: input.maxOutputTokens,
+              model_rules: rulesToStored(input.modelRules),
+              allowed_models: input.allowedModels,
+              output_cap_policy: input.outputCapPolicy,
               status: 'DRAFT',
               created_at: clock.now(),
               published_at: null,

@@ -1,3 +1,5 @@
+import type { StoredModelRule } from '../quota/model-pricing.js';
+
 export type PlanStatus = 'DRAFT' | 'ACTIVE' | 'ARCHIVED';
 export type Interval = 'MONTH' | 'YEAR';
 
@@ -26,10 +28,18 @@ export interface QuotaStrategyRow {
   output_multiplier_ppm: bigint;
   cached_input_multiplier_ppm: bigint;
   max_output_tokens: number;
+  /** Tried in order; the first whose pattern matches the requested model prices the call (model-pricing.ts). */
+  model_rules: StoredModelRule[];
+  /** The models a call may name; null: every model. */
+  allowed_models: string[] | null;
+  output_cap_policy: OutputCapPolicy;
   status: 'DRAFT' | 'PUBLISHED';
   created_at: Date;
   published_at: Date | null;
 }
+
+/** A request asking for more output than maxOutputTokens: its cap lowered to it, or refused 400. */
+export type OutputCapPolicy = 'clamp' | 'refuse';
 
 export interface BindingRow {
   id: string;

@@ -36,6 +36,11 @@ export interface UsageEventRow {
   model: string | null;
   reason: string | null;
   created_at: Date;
+  /** The pricing applied (null on events recorded before it was kept; model_rule null: the strategy's own multipliers). */
+  model_rule: string | null;
+  input_multiplier_ppm: bigint | null;
+  cached_input_multiplier_ppm: bigint | null;
+  output_multiplier_ppm: bigint | null;
 }
 
 export interface QuotaSnapshot {

@@ -35,11 +35,17 @@ interface LeaseCallSettlement {
   cached_tokens: bigint;
   output_tokens: bigint;
   model: string | null;
+  /** The pricing applied: the matched model rule's pattern (null: the strategy's own multipliers), the multipliers. */
+  model_rule: string | null;
+  input_ppm: bigint;
+  cached_ppm: bigint;
+  output_ppm: bigint;
   at: Date;
 }
 
 const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, reservation_id, invocation_id, kind,
-  units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at`;
+  units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at,
+  model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm`;
 
 /**
  * Calls admitted on quota leases, from the JSON array at this placeholder, those of them whose invocation
@@ -49,7 +55,8 @@ export const leaseCallSettlementCtes = (leaseCalls: string, recorded: string) =>
 lc as (
   select x.* from json_to_recordset(cast(${leaseCalls} as json)) as x(
     lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
-    invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz)
+    invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz,
+    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint)
   join ${recorded} r on r.id = x.invocation_id
 ), l as (
   update quota_reservations q
@@ -60,7 +67,8 @@ lc as (
 ), settled as (
   select q.id, q.workspace_id, q.workspace_access_id, q.quota_period_id, lc.bound, lc.units, lc.charged,
          case when l.id is null then 0 else lc.take end as take,
-         lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at
+         lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at,
+         lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm
     from lc join quota_reservations q on q.id = lc.lease_id left join l on l.id = lc.lease_id
 ), p as (
   update quota_periods qp
@@ -71,12 +79,14 @@ lc as (
 ), u as (
   insert into usage_events (${USAGE_COLUMNS})
   select usage_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'USAGE',
-         least(units, bound), input_tokens, cached_tokens, output_tokens, model, null, at
+         least(units, bound), input_tokens, cached_tokens, output_tokens, model, null, at,
+         model_rule, input_ppm, cached_ppm, output_ppm
     from settled where charged
 ), a as (
   insert into usage_events (${USAGE_COLUMNS})
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'ADJUSTMENT',
-         units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', at
+         units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', at,
+         model_rule, input_ppm, cached_ppm, output_ppm
     from settled where charged and units > bound
 )`;
 
@@ -98,7 +108,8 @@ with expired as (
 ), calls as (
   delete from lease_calls c using expired e where c.lease_id = e.id
   returning c.invocation_id, c.lease_id, c.bound, c.units, c.input_tokens, c.cached_tokens, c.output_tokens, c.model, c.invocation,
-            c.usage_id, c.adjustment_id, c.updated_at, e.workspace_id, e.workspace_access_id, e.quota_period_id
+            c.usage_id, c.adjustment_id, c.updated_at, e.workspace_id, e.workspace_access_id, e.quota_period_id,
+            c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm
 ), recorded as (
   insert into invocations select (json_populate_record(cast(null as invocations), c.invocation)).* from calls c
   on conflict (id) do nothing
@@ -108,12 +119,14 @@ with expired as (
 ), u as (
   insert into usage_events (${USAGE_COLUMNS})
   select usage_id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, 'USAGE',
-         least(units, bound), input_tokens, cached_tokens, output_tokens, model, null, updated_at
+         least(units, bound), input_tokens, cached_tokens, output_tokens, model, null, updated_at,
+         model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm
     from charged
 ), a as (
   insert into usage_events (${USAGE_COLUMNS})
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, 'ADJUSTMENT',
-         units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', updated_at
+         units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', updated_at,
+         model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm
     from charged where units > bound
 ), held as (
   select quota_period_id, sum(reserved_units) as reserved from expired group by quota_period_id
