@@ -19,9 +19,15 @@ const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2'
 const metricOf = (b: UsageSummaryDto['buckets'][number], metric: Metric): number =>
   metric === 'units' ? Number(b.units) : metric === 'tokens' ? Number(b.inputTokens) + Number(b.outputTokens) : Number(b[metric]);
 
-/** The buckets as uPlot's columns: the bucket starts (seconds), then one series per key. */
+/**
+ * The buckets as uPlot's columns: every bucket start of the range (seconds; the API leaves out the
+ * buckets without events, drawn here as zeros), then one series per key.
+ */
 function columns(summary: UsageSummaryDto, metric: Metric): { keys: string[]; data: uPlot.AlignedData } {
-  const starts = [...new Set(summary.buckets.map((b) => Date.parse(b.start) / 1000))].sort((a, b) => a - b);
+  const step = summary.granularity === 'hour' ? 3600 : 86_400;
+  const first = Math.floor(Date.parse(summary.since) / 1000 / step) * step;
+  const starts: number[] = [];
+  for (let s = first; s < Date.parse(summary.until) / 1000; s += step) starts.push(s);
   const keys = [...new Set(summary.buckets.map((b) => b.key))].sort();
   const at = new Map(starts.map((s, i) => [s, i]));
   const series = keys.map(() => starts.map(() => 0));
@@ -42,7 +48,7 @@ function Chart({ summary, metric, labelOf }: { summary: UsageSummaryDto; metric:
       {
         width: Math.max(320, box.current.clientWidth),
         height: 320,
-        scales: { x: { time: true } },
+        scales: { x: { time: true, range: () => [data[0][0]!, data[0][data[0].length - 1]!] } },
         axes: [{}, { label: metric === 'units' ? 'units' : 'tokens', size: 70 }],
         series: [
           { label: 'time' },
