@@ -21,10 +21,10 @@ export async function up(knex: Knex): Promise<void> {
       workspace_access_id uuid not null,
       model text not null,
       provider_connection_id text not null,
-      units numeric not null,
-      input_tokens numeric not null,
-      cached_input_tokens numeric not null,
-      output_tokens numeric not null,
+      units bigint not null,
+      input_tokens bigint not null,
+      cached_input_tokens bigint not null,
+      output_tokens bigint not null,
       events bigint not null,
       primary key (workspace_id, hour, workspace_access_id, model, provider_connection_id)
     )`);
@@ -32,7 +32,7 @@ export async function up(knex: Knex): Promise<void> {
     create function nexus_roll_up_usage() returns trigger language plpgsql as $$
     begin
       insert into usage_rollups as r
-      select n.workspace_id, date_trunc('hour', n.created_at, 'UTC'), n.workspace_access_id, coalesce(n.model, ''),
+      select n.workspace_id, date_bin('1 hour', n.created_at, timestamptz '2000-01-01T00:00:00Z'), n.workspace_access_id, coalesce(n.model, ''),
              coalesce(i.provider_connection_id::text, ''), sum(n.units), sum(n.input_tokens), sum(n.cached_input_tokens),
              sum(n.output_tokens), count(*)
         from new_events n left join invocations i on i.id = n.invocation_id
@@ -50,7 +50,7 @@ export async function up(knex: Knex): Promise<void> {
   // The events written before this migration.
   await knex.raw(`
     insert into usage_rollups
-    select n.workspace_id, date_trunc('hour', n.created_at, 'UTC'), n.workspace_access_id, coalesce(n.model, ''),
+    select n.workspace_id, date_bin('1 hour', n.created_at, timestamptz '2000-01-01T00:00:00Z'), n.workspace_access_id, coalesce(n.model, ''),
            coalesce(i.provider_connection_id::text, ''), sum(n.units), sum(n.input_tokens), sum(n.cached_input_tokens),
            sum(n.output_tokens), count(*)
       from usage_events n left join invocations i on i.id = n.invocation_id

@@ -11,6 +11,7 @@
  * is made on; it is dropped at the end.
  */
 import { randomBytes } from 'node:crypto';
+import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
 import { buildApp, listen } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
@@ -98,6 +99,8 @@ try {
       [`all ${DAYS} days by hour, by access`, { since: since.toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'access' }],
       [`all ${DAYS} days by day, by connection`, { since: since.toISOString(), until: until.toISOString(), granularity: 'day', groupBy: 'connection' }],
     ];
+    // The figures scale with how busy the host is: say it.
+    console.log(`host: ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')} (1, 5, 15 min)\n`);
     console.log(
       `${'query'.padEnd(36)} ${'events'.padStart(10)} ${'buckets'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'query p50'.padStart(10)}`,
     );

