@@ -709,7 +709,7 @@ export type HealthDto = {
 };
 
 /**
- * `model`: the requested model (empty when the request named none). `access`: the workspace access id. `connection`: the provider connection id.
+ * `model`: the usage event's model (the one the provider said answered, else the one requested; empty when neither named one). `access`: the workspace access id. `connection`: the provider connection id.
  */
 export type UsageGroupBy = 'model' | 'access' | 'connection';
 
@@ -4159,7 +4159,7 @@ export type GetUsageSummaryData = {
          */
         granularity?: 'hour' | 'day';
         /**
-         * What a series is: the requested model, the workspace access, or the provider connection of the call.
+         * What a series is: the model, the workspace access, or the provider connection of the call.
          */
         groupBy?: UsageGroupBy;
     };
