@@ -2,7 +2,8 @@
  * The operator console in a real browser: Debian's Chromium driven by playwright-core (no browser
  * download), on a live Nexus with a fake upstream. It signs in, builds a tenant page by page (a
  * workspace, a connection, a strategy, a plan and a user with a key), calls the gateway with the
- * official openai SDK, finds the call in the invocations and in the chart, and suspends the access.
+ * official openai SDK, finds the call in the invocations and in the chart, and suspends the access;
+ * then a key scoped to that workspace signs in and sees no other.
  * Each page's screenshot goes to test-results/console/.
  *
  * No Chromium: CI (CI=true) fails here; elsewhere the suite is skipped with a loud warning.
@@ -13,7 +14,8 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listProviderConnections } from '../support/sdk.js';
+import { systemActor } from '../../src/domain/actor.js';
+import { createWorkspace, listProviderConnections } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
@@ -218,6 +220,20 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     expect(refused).toBe(403);
 
     expect(existsSync(join(shots, '07-usage.png'))).toBe(true);
+
+    // A key scoped to this workspace sees it, and not another one.
+    const workspaceId = (await page.evaluate(() => location.hash)).split('/')[2]!;
+    const other = await createWorkspace({ client: t.client, body: { name: 'Someone else' } });
+    expect(other.response.status).toBe(201);
+    const { key: scopedKey } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'console-scoped', workspaceIds: [workspaceId] });
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    expect(await page.evaluate(() => Object.keys(sessionStorage))).toEqual([]);
+    await page.getByLabel('Management Key').fill(scopedKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('link', { name: 'Acme production' }).waitFor();
+    expect(await page.getByRole('link', { name: 'Someone else' }).count()).toBe(0);
+    expect(await page.getByRole('combobox', { name: 'Workspace' }).textContent()).not.toContain('Someone else');
+
     expect(browserErrors).toEqual([]);
   }, 180_000);
 });
