@@ -6,7 +6,7 @@
 import express, { type Express, type Request, type Response } from 'express';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -86,6 +86,41 @@ function docsPage(server: string): string {
 <script src="${htmlAttribute(`${server}/docs/standalone.js`)}"></script>
 </body>
 </html>`;
+}
+
+/**
+ * The operator console (console/, built into dist/console by `npm run build:console`): static files
+ * under a strict Content-Security-Policy (its own scripts, styles and API calls only; no inline script,
+ * no frame). index.html is revalidated on every load so a new build is picked up; the bundles too,
+ * since their names carry no hash.
+ */
+function consoleRouter(dir: string): express.Router {
+  const router = express.Router();
+  router.use((_req: Request, res: Response, next: () => void) => {
+    res.set({
+      'Content-Security-Policy':
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+      'X-Content-Type-Options': 'nosniff',
+      'Referrer-Policy': 'no-referrer',
+      'Cache-Control': 'no-cache',
+    });
+    next();
+  });
+  // /console itself: its page's relative URLs (app.js) need the trailing slash. Relative, so a proxy's path prefix stays.
+  router.get('/', (req: Request, res: Response, next: () => void) => {
+    if (pathOf(req.originalUrl).endsWith('/')) return next();
+    const q = req.originalUrl.indexOf('?');
+    res.redirect(301, `console/${q < 0 ? '' : req.originalUrl.slice(q)}`);
+  });
+  router.use(express.static(dir, { index: 'index.html', etag: true, lastModified: true, fallthrough: true }));
+  router.use((_req: Request, res: Response) => {
+    const built = existsSync(join(dir, 'index.html'));
+    res
+      .status(built ? 404 : 503)
+      .type('text/plain')
+      .send(built ? 'Not found in the console.\n' : 'The console is not built: run `npm run build` (it writes dist/console).\n');
+  });
+  return router;
 }
 
 /**
@@ -242,6 +277,8 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   app.get('/metrics', async (_req: Request, res: Response) => {
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
+
+  app.use('/console', consoleRouter(join(root, 'dist', 'console')));
 
   // Billing webhooks are verified on their raw bytes: mounted before the JSON body parser.
   app.post(

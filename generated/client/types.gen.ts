@@ -764,6 +764,36 @@ export type HealthDto = {
 };
 
 /**
+ * `model`: the usage event's model (the one the provider said answered, else the one requested; empty when neither named one). `access`: the workspace access id. `connection`: the provider connection id.
+ */
+export type UsageGroupBy = 'model' | 'access' | 'connection';
+
+export type UsageBucketDto = {
+    start: DateTime;
+    /**
+     * The model, access id or connection id this series is of.
+     */
+    key: string;
+    units: Int64String;
+    inputTokens: Int64String;
+    cachedInputTokens: Int64String;
+    outputTokens: Int64String;
+    /**
+     * How many usage and adjustment events the bucket sums.
+     */
+    events: number;
+};
+
+export type UsageSummaryDto = {
+    workspaceId: string;
+    since: DateTime;
+    until: DateTime;
+    granularity: 'hour' | 'day';
+    groupBy: UsageGroupBy;
+    buckets: Array<UsageBucketDto>;
+};
+
+/**
  * `SUCCEEDED`: the provider answered 2xx and the answer was delivered to its end.
  * `UPSTREAM_ERROR`: the provider answered with a status >= 400 (passed through as is).
  * `FAILED`: no answer could be had (502), or the provider's stream broke before its end.
@@ -4190,6 +4220,66 @@ export type ListUsageEventsResponses = {
 };
 
 export type ListUsageEventsResponse = ListUsageEventsResponses[keyof ListUsageEventsResponses];
+
+export type GetUsageSummaryData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * Events at or after this time (RFC 3339, with a time zone). Default `until` minus 24 hours (hour) or 30 days (day).
+         */
+        since?: string;
+        /**
+         * Events before this time (RFC 3339, with a time zone). Default now.
+         */
+        until?: string;
+        /**
+         * The bucket's width.
+         */
+        granularity?: 'hour' | 'day';
+        /**
+         * What a series is: the model, the workspace access, or the provider connection of the call.
+         */
+        groupBy?: UsageGroupBy;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/usage-summary';
+};
+
+export type GetUsageSummaryErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetUsageSummaryError = GetUsageSummaryErrors[keyof GetUsageSummaryErrors];
+
+export type GetUsageSummaryResponses = {
+    /**
+     * The buckets, oldest first, then by key.
+     */
+    200: UsageSummaryDto;
+};
+
+export type GetUsageSummaryResponse = GetUsageSummaryResponses[keyof GetUsageSummaryResponses];
 
 export type ListWorkspacesData = {
     body?: never;

@@ -89,7 +89,7 @@ export function createDomain(deps: ServiceDeps) {
   const accessRepo = createAccessRepo(db);
   const accesses = createAccessService({ db, accessRepo, quotaRepo, quota, plans, inferenceKeys, workspaces, audit, clock, changes });
   const invocationRepo = createInvocationRepo(db);
-  const invocations = createInvocationService({ invocationRepo, workspaces });
+  const invocations = createInvocationService({ invocationRepo, workspaces, clock });
   const auditLogs = createAuditQueryService({ auditRepo, workspaces });
   const providerConnectionRepo = createProviderConnectionRepo(db);
   const providerConnections = createProviderConnectionService({

@@ -1,8 +1,8 @@
-import type { GetInvocationData, ListInvocationsData, ListUsageEventsData } from '../../generated/client/types.gen.js';
-import { toInvocationDto, toUsageEventDto } from '../domain/invocations/invocation-mapper.js';
+import type { GetInvocationData, GetUsageSummaryData, ListInvocationsData, ListUsageEventsData } from '../../generated/client/types.gen.js';
+import { toInvocationDto, toUsageEventDto, toUsageSummaryDto } from '../domain/invocations/invocation-mapper.js';
 import type { Services } from '../domain/services.js';
 import { handler, ok, page, type HandlerMap } from '../http/handler.js';
-import { listQuery } from '../http/wire.js';
+import { listQuery, optionalTimestamp } from '../http/wire.js';
 
 export function invocationHandlers({ invocations }: Services): HandlerMap {
   return {
@@ -17,6 +17,18 @@ export function invocationHandlers({ invocations }: Services): HandlerMap {
     listUsageEvents: handler<ListUsageEventsData>(async ({ actor, path, query }) => {
       const result = await invocations.listUsageEvents(actor, { ...listQuery(query), workspaceId: path.workspaceId });
       return page(result.items.map(toUsageEventDto), result.nextAfter);
+    }),
+    getUsageSummary: handler<GetUsageSummaryData>(async ({ actor, path, query }) => {
+      const granularity = query.granularity ?? 'hour';
+      const groupBy = query.groupBy ?? 'model';
+      const summary = await invocations.usageSummary(actor, {
+        workspaceId: path.workspaceId,
+        since: optionalTimestamp(query.since, 'since'),
+        until: optionalTimestamp(query.until, 'until'),
+        granularity,
+        groupBy,
+      });
+      return ok(toUsageSummaryDto(path.workspaceId, granularity, groupBy, summary));
     }),
   };
 }

@@ -29,6 +29,7 @@ export const getPlan = sdk.getPlan<false>;
 export const getPlanStrategy = sdk.getPlanStrategy<false>;
 export const getProviderConnection = sdk.getProviderConnection<false>;
 export const getReadiness = sdk.getReadiness<false>;
+export const getUsageSummary = sdk.getUsageSummary<false>;
 export const getWorkspace = sdk.getWorkspace<false>;
 export const getWorkspaceAccess = sdk.getWorkspaceAccess<false>;
 export const getWorkspaceAccessQuota = sdk.getWorkspaceAccessQuota<false>;

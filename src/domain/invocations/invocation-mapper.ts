@@ -1,6 +1,8 @@
-import type { InvocationAttemptDto, InvocationDto, UsageEventDto } from '../../../generated/client/types.gen.js';
+import type { InvocationAttemptDto, InvocationDto, Int64String, UsageEventDto, UsageSummaryDto } from '../../../generated/client/types.gen.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
 import type { InvocationRow } from './invocation-types.js';
+import type { UsageGranularity, UsageGroupBy } from './invocation-repo.js';
+import type { UsageSummary } from './invocation-service.js';
 
 const iso = (d: Date | null | undefined) => (d ? { value: d.toISOString() } : undefined);
 const ms = (n: number | null) => (n === null || n === undefined ? undefined : Math.round(Number(n) * 1000) / 1000);
@@ -82,4 +84,23 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   if (attempt) dto.attempt = attempt;
   if (usageEvents) dto.usageEvents = usageEvents.map(toUsageEventDto);
   return dto;
+}
+
+export function toUsageSummaryDto(workspaceId: string, granularity: UsageGranularity, groupBy: UsageGroupBy, summary: UsageSummary): UsageSummaryDto {
+  return {
+    workspaceId,
+    since: summary.since.toISOString(),
+    until: summary.until.toISOString(),
+    granularity,
+    groupBy,
+    buckets: summary.buckets.map((b) => ({
+      start: b.start.toISOString(),
+      key: b.key,
+      units: b.units as Int64String,
+      inputTokens: b.input_tokens as Int64String,
+      cachedInputTokens: b.cached_input_tokens as Int64String,
+      outputTokens: b.output_tokens as Int64String,
+      events: b.events,
+    })),
+  };
 }

@@ -24,6 +24,35 @@ export interface UsageEventFilter extends PageRequest, TimeRange {
   kind?: 'USAGE' | 'ADJUSTMENT' | undefined;
 }
 
+export type UsageGranularity = 'hour' | 'day';
+export type UsageGroupBy = 'model' | 'access' | 'connection';
+
+export interface UsageSummaryQuery {
+  workspaceId: string;
+  since: Date;
+  until: Date;
+  granularity: UsageGranularity;
+  groupBy: UsageGroupBy;
+}
+
+/** One bucket of one series: sums as decimal strings (they may pass 2^53). */
+export interface UsageBucketRow {
+  start: Date;
+  key: string;
+  units: string;
+  input_tokens: string;
+  cached_input_tokens: string;
+  output_tokens: string;
+  events: number;
+}
+
+/** The series key of each grouping (usage_rollups' columns). */
+const GROUP_KEYS: Record<UsageGroupBy, string> = {
+  model: 'model',
+  access: 'workspace_access_id::text',
+  connection: 'provider_connection_id',
+};
+
 export function createInvocationRepo(db: Queryable) {
   return {
     async findById(id: string, q: Queryable = db): Promise<InvocationRow | undefined> {
@@ -65,6 +94,28 @@ export function createInvocationRepo(db: Queryable) {
       if (filter.kind) query.where({ kind: filter.kind });
       whereInRange(query, 'created_at', filter);
       return paginate<UsageEventRow>(query, filter);
+    },
+
+    /**
+     * The workspace's events in [since, until) (whole UTC hours) summed per UTC hour or day and per
+     * key, oldest first: from usage_rollups, the events already summed per hour, access, model and
+     * connection (migration 20261126090000), read along its primary key's workspace and hour.
+     * Buckets are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone).
+     */
+    async usageSummary(query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
+      const key = GROUP_KEYS[query.groupBy];
+      const result = await q.raw(
+        `select date_bin(?::interval, hour, timestamptz '2000-01-01T00:00:00Z') as start, ${key} as key,
+                sum(units)::text as units, sum(input_tokens)::text as input_tokens,
+                sum(cached_input_tokens)::text as cached_input_tokens, sum(output_tokens)::text as output_tokens,
+                sum(events)::int as events
+           from usage_rollups
+          where workspace_id = ? and hour >= ? and hour < ?
+          group by 1, 2
+          order by 1, 2`,
+        [`1 ${query.granularity}`, query.workspaceId, query.since, query.until],
+      );
+      return result.rows as UsageBucketRow[];
     },
   };
 }

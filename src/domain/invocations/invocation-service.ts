@@ -4,15 +4,35 @@
  * (src/gateway/call-recorder.ts); nothing here changes them.
  */
 import { AppError } from '../../errors.js';
-import { assertVisible, type Actor } from '../actor.js';
+import { assertVisible, type Actor, type Clock } from '../actor.js';
 import type { Page } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
-import type { InvocationFilter, InvocationRepo, UsageEventFilter } from './invocation-repo.js';
+import type { InvocationFilter, InvocationRepo, UsageBucketRow, UsageEventFilter, UsageGranularity, UsageGroupBy } from './invocation-repo.js';
 import type { InvocationRow } from './invocation-types.js';
 
-export function createInvocationService(deps: { invocationRepo: InvocationRepo; workspaces: WorkspaceService }) {
-  const { invocationRepo, workspaces } = deps;
+/** A summary's range holds at most this many buckets. */
+const MAX_BUCKETS = 1000;
+const HOUR_MS = 3_600_000;
+const BUCKET_MS: Record<UsageGranularity, number> = { hour: 3_600_000, day: 86_400_000 };
+const DEFAULT_RANGE_MS: Record<UsageGranularity, number> = { hour: 24 * 3_600_000, day: 30 * 86_400_000 };
+
+export interface UsageSummaryRequest {
+  workspaceId: string;
+  since?: Date | undefined;
+  until?: Date | undefined;
+  granularity: UsageGranularity;
+  groupBy: UsageGroupBy;
+}
+
+export interface UsageSummary {
+  since: Date;
+  until: Date;
+  buckets: UsageBucketRow[];
+}
+
+export function createInvocationService(deps: { invocationRepo: InvocationRepo; workspaces: WorkspaceService; clock: Clock }) {
+  const { invocationRepo, workspaces, clock } = deps;
   return {
     async list(actor: Actor, filter: InvocationFilter): Promise<Page<InvocationRow>> {
       await workspaces.get(actor, filter.workspaceId);
@@ -29,6 +49,27 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
     async listUsageEvents(actor: Actor, filter: UsageEventFilter): Promise<Page<UsageEventRow>> {
       await workspaces.get(actor, filter.workspaceId);
       return invocationRepo.listUsageEvents(filter);
+    },
+
+    /** Units and tokens per bucket and key over [since, until); a range of more than MAX_BUCKETS buckets is refused. */
+    async usageSummary(actor: Actor, request: UsageSummaryRequest): Promise<UsageSummary> {
+      // Whole UTC hours, the rollup's grain: since down to its hour, until up to the end of its hour.
+      const asked = request.until ?? clock.now();
+      const until = new Date(Math.ceil(asked.getTime() / HOUR_MS) * HOUR_MS);
+      const since = new Date(Math.floor((request.since ?? new Date(asked.getTime() - DEFAULT_RANGE_MS[request.granularity])).getTime() / HOUR_MS) * HOUR_MS);
+      if (request.since && request.since.getTime() >= asked.getTime()) {
+        throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
+      }
+      const buckets = Math.ceil((until.getTime() - since.getTime()) / BUCKET_MS[request.granularity]);
+      if (buckets > MAX_BUCKETS) {
+        throw new AppError(
+          'invalid_parameter',
+          `The range holds ${buckets} ${request.granularity}s; at most ${MAX_BUCKETS} buckets are summed at once (narrow since/until, or sum by day)`,
+          { param: 'since' },
+        );
+      }
+      await workspaces.get(actor, request.workspaceId);
+      return { since, until, buckets: await invocationRepo.usageSummary({ ...request, since, until }) };
     },
   };
 }

@@ -1,0 +1,189 @@
+/**
+ * The Nexus operator console: sign in with a Management Key, pick a workspace, and manage it
+ * page by page. Every call goes through the generated client (api.ts); the routes are in the
+ * location's hash (#/w/<workspaceId>/<page>), so a page can be reloaded and linked to.
+ */
+import { render } from 'preact';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import 'uplot/dist/uPlot.min.css';
+import './styles.css';
+import { clientFor, getWorkspace, listWorkspaces, storedKey, storeKey, type Client, type WorkspaceDto } from './api.js';
+import { ErrorNote, Field, useAction, valueOf } from './ui.js';
+import { WorkspacesPage } from './pages/workspaces.js';
+import { ConnectionsPage } from './pages/connections.js';
+import { PlansPage } from './pages/plans.js';
+import { UsersPage } from './pages/users.js';
+import { KeysPage } from './pages/keys.js';
+import { InvocationsPage } from './pages/invocations.js';
+import { UsagePage } from './pages/usage.js';
+import { BillingPage } from './pages/billing.js';
+import { AuditPage } from './pages/audit.js';
+
+export interface PageProps {
+  client: Client;
+  workspace: WorkspaceDto;
+  /** The rest of the route after the page's name (an id a page opens). */
+  rest: string[];
+}
+
+const PAGES: { path: string; title: string; component: (props: PageProps) => preact.JSX.Element }[] = [
+  { path: 'connections', title: 'Provider connections', component: ConnectionsPage },
+  { path: 'plans', title: 'Plans and strategies', component: PlansPage },
+  { path: 'users', title: 'Users and accesses', component: UsersPage },
+  { path: 'keys', title: 'Inference keys', component: KeysPage },
+  { path: 'invocations', title: 'Invocations', component: InvocationsPage },
+  { path: 'usage', title: 'Usage over time', component: UsagePage },
+  { path: 'billing', title: 'Billing', component: BillingPage },
+  { path: 'audit', title: 'Audit log', component: AuditPage },
+];
+
+function useRoute(): string[] {
+  const read = () => window.location.hash.replace(/^#\/?/, '').split('/').filter(Boolean);
+  const [route, setRoute] = useState(read);
+  useEffect(() => {
+    const onChange = () => setRoute(read());
+    window.addEventListener('hashchange', onChange);
+    return () => window.removeEventListener('hashchange', onChange);
+  }, []);
+  return route;
+}
+
+function SignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
+  const [key, setKey] = useState('');
+  const action = useAction();
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    // The key is checked by one call before it is kept.
+    const ok = await action.run('Checking the key…', () => listWorkspaces({ client: clientFor(key.trim()), query: { limit: 1 } }));
+    if (ok) onSignedIn(key.trim());
+  };
+  return (
+    <main class="signin">
+      <h1>Nexus console</h1>
+      <form class="card form" onSubmit={submit} aria-label="Sign in">
+        <h2>Sign in</h2>
+        <Field label="Management Key" hint="nx-mgmt-…: the root key, or a key scoped to some workspaces. Kept in this tab only (sessionStorage).">
+          <input type="password" name="managementKey" autoComplete="off" required minLength={24} value={key} onInput={(e) => setKey(valueOf(e))} autoFocus />
+        </Field>
+        <button type="submit" class="primary" disabled={!!action.working}>
+          Sign in
+        </button>
+        <ErrorNote problem={action.problem} />
+      </form>
+    </main>
+  );
+}
+
+function WorkspacePicker({ client, current }: { client: Client; current: string | undefined }) {
+  const [workspaces, setWorkspaces] = useState<WorkspaceDto[]>([]);
+  useEffect(() => {
+    listWorkspaces({ client, query: { limit: 100, status: 'ACTIVE' } })
+      .then((page) => setWorkspaces(page.data))
+      .catch(() => setWorkspaces([]));
+  }, [client, current]);
+  return (
+    <label class="picker">
+      <span class="label">Workspace</span>
+      <select
+        value={current ?? ''}
+        onChange={(e) => {
+          const id = valueOf(e);
+          window.location.hash = id ? `#/w/${id}/connections` : '#/workspaces';
+        }}
+      >
+        <option value="">Choose a workspace…</option>
+        {workspaces.map((w) => (
+          <option key={w.id} value={w.id}>
+            {w.name}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void }) {
+  const route = useRoute();
+  const workspaceId = route[0] === 'w' ? route[1] : undefined;
+  const pageName = route[0] === 'w' ? route[2] ?? 'connections' : 'workspaces';
+  const [workspace, setWorkspace] = useState<WorkspaceDto | undefined>();
+  const action = useAction();
+  useEffect(() => {
+    setWorkspace(undefined);
+    if (workspaceId) void action.run('Opening the workspace…', async () => setWorkspace((await getWorkspace({ client, path: { workspaceId } })).data));
+  }, [workspaceId]);
+  const page = PAGES.find((p) => p.path === pageName);
+  const Page = page?.component;
+  useEffect(() => {
+    document.title = `${page?.title ?? 'Workspaces'}${workspace ? ` · ${workspace.name}` : ''} · Nexus console`;
+  }, [page, workspace]);
+  return (
+    <div class="shell">
+      <header>
+        <a class="brand" href="#/workspaces">
+          Nexus console
+        </a>
+        <WorkspacePicker client={client} current={workspaceId} />
+        <button type="button" onClick={onSignOut}>
+          Sign out
+        </button>
+      </header>
+      <nav class="sidebar" aria-label="Pages">
+        <a href="#/workspaces" aria-current={pageName === 'workspaces' ? 'page' : undefined}>
+          Workspaces
+        </a>
+        {PAGES.map((p) =>
+          workspaceId ? (
+            <a key={p.path} href={`#/w/${workspaceId}/${p.path}`} aria-current={pageName === p.path ? 'page' : undefined}>
+              {p.title}
+            </a>
+          ) : (
+            <span key={p.path} class="disabled" title="Choose a workspace first">
+              {p.title}
+            </span>
+          ),
+        )}
+      </nav>
+      <main id="main">
+        {pageName === 'workspaces' ? (
+          <WorkspacesPage client={client} />
+        ) : !Page ? (
+          <p>No such page. Pick one in the navigation.</p>
+        ) : workspace ? (
+          <Page client={client} workspace={workspace} rest={route.slice(3)} />
+        ) : (
+          <ErrorNote problem={action.problem} />
+        )}
+      </main>
+    </div>
+  );
+}
+
+function App() {
+  const [key, setKey] = useState(storedKey);
+  const client = useMemo(() => (key ? clientFor(key) : undefined), [key]);
+  if (!key || !client) {
+    return (
+      <SignIn
+        onSignedIn={(k) => {
+          storeKey(k);
+          setKey(k);
+        }}
+      />
+    );
+  }
+  return (
+    <Shell
+      client={client}
+      onSignOut={() => {
+        storeKey(undefined);
+        setKey(undefined);
+        window.location.hash = '';
+      }}
+    />
+  );
+}
+
+const root = document.getElementById('app')!;
+root.textContent = '';
+render(<App />, root);

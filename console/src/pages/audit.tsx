@@ -1,0 +1,77 @@
+import { useState } from 'preact/hooks';
+import { listAuditLogs } from '../api.js';
+import type { PageProps } from '../main.js';
+import { Empty, ErrorNote, Field, Pager, usePaged, valueOf, when, Working } from '../ui.js';
+
+export function AuditPage({ client, workspace }: PageProps) {
+  const workspaceId = workspace.id;
+  const [filters, setFilters] = useState({ action: '', resourceType: '', resourceId: '' });
+  const list = usePaged(
+    (cursor) =>
+      listAuditLogs({
+        client,
+        path: { workspaceId },
+        query: {
+          cursor,
+          limit: 20,
+          ...(filters.action ? { action: filters.action } : {}),
+          ...(filters.resourceType ? { resourceType: filters.resourceType } : {}),
+          ...(filters.resourceId ? { resourceId: filters.resourceId } : {}),
+        },
+      }),
+    [workspaceId, filters],
+  );
+  const set = (field: keyof typeof filters) => (e: Event) => setFilters({ ...filters, [field]: valueOf(e) });
+  return (
+    <section aria-labelledby="page-title">
+      <h1 id="page-title">Audit log</h1>
+      <p class="lead">Every change made through the Admin API, newest first, with the key that made it.</p>
+      <form class="toolbar filters" aria-label="Filters" onSubmit={(e) => e.preventDefault()}>
+        <Field label="Action">
+          <input name="action" placeholder="workspace_access.suspended" value={filters.action} onChange={set('action')} />
+        </Field>
+        <Field label="Resource type">
+          <input name="resourceType" value={filters.resourceType} onChange={set('resourceType')} />
+        </Field>
+        <Field label="Resource id">
+          <input name="resourceId" value={filters.resourceId} onChange={set('resourceId')} />
+        </Field>
+      </form>
+      <Working label={list.loading ? 'Loading the audit log…' : undefined} />
+      <ErrorNote problem={list.problem} />
+      {list.items?.length === 0 ? (
+        <Empty>No audit entry matches. Entries appear as soon as anything in this workspace is changed.</Empty>
+      ) : (
+        <table>
+          <caption class="sr-only">Audit log</caption>
+          <thead>
+            <tr>
+              <th scope="col">When</th>
+              <th scope="col">Action</th>
+              <th scope="col">Resource</th>
+              <th scope="col">Key</th>
+              <th scope="col">Changes</th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.items?.map((a) => (
+              <tr key={a.id}>
+                <td>{when(a.createdAt)}</td>
+                <td>{a.action}</td>
+                <td>
+                  {a.resourceType}
+                  <div class="id">{a.resourceId}</div>
+                </td>
+                <td class="id">{a.actorKeyId}</td>
+                <td>
+                  <code class="changes">{JSON.stringify(a.changes)}</code>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <Pager list={list} />
+    </section>
+  );
+}

@@ -1,0 +1,186 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import uPlot from 'uplot';
+import { getUsageSummary, listProviderConnections, listWorkspaceUsers, type UsageSummaryDto } from '../api.js';
+import type { PageProps } from '../main.js';
+import { Empty, ErrorNote, Field, useAction, valueOf, Working } from '../ui.js';
+
+type Granularity = 'hour' | 'day';
+type GroupBy = 'model' | 'access' | 'connection';
+type Metric = 'units' | 'tokens' | 'inputTokens' | 'outputTokens';
+
+const RANGES: Record<string, { label: string; ms: number; granularity: Granularity }> = {
+  '24h': { label: 'Last 24 hours', ms: 86_400_000, granularity: 'hour' },
+  '7d': { label: 'Last 7 days', ms: 7 * 86_400_000, granularity: 'hour' },
+  '30d': { label: 'Last 30 days', ms: 30 * 86_400_000, granularity: 'day' },
+  '365d': { label: 'Last 365 days', ms: 365 * 86_400_000, granularity: 'day' },
+};
+const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#ca8a04', '#db2777'];
+
+const metricOf = (b: UsageSummaryDto['buckets'][number], metric: Metric): number =>
+  metric === 'units' ? Number(b.units) : metric === 'tokens' ? Number(b.inputTokens) + Number(b.outputTokens) : Number(b[metric]);
+
+/**
+ * The buckets as uPlot's columns: every bucket start of the range (seconds; the API leaves out the
+ * buckets without events, drawn here as zeros), then one series per key.
+ */
+function columns(summary: UsageSummaryDto, metric: Metric): { keys: string[]; data: uPlot.AlignedData } {
+  const step = summary.granularity === 'hour' ? 3600 : 86_400;
+  const first = Math.floor(Date.parse(summary.since) / 1000 / step) * step;
+  const starts: number[] = [];
+  for (let s = first; s < Date.parse(summary.until) / 1000; s += step) starts.push(s);
+  const keys = [...new Set(summary.buckets.map((b) => b.key))].sort();
+  const at = new Map(starts.map((s, i) => [s, i]));
+  const series = keys.map(() => starts.map(() => 0));
+  for (const b of summary.buckets) {
+    const row = series[keys.indexOf(b.key)]!;
+    const i = at.get(Date.parse(b.start) / 1000)!;
+    row[i] = (row[i] ?? 0) + metricOf(b, metric);
+  }
+  return { keys, data: [starts, ...series] };
+}
+
+function Chart({ summary, metric, labelOf }: { summary: UsageSummaryDto; metric: Metric; labelOf: (key: string) => string }) {
+  const box = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    if (!box.current || summary.buckets.length === 0) return;
+    const { keys, data } = columns(summary, metric);
+    const plot = new uPlot(
+      {
+        width: Math.max(320, box.current.clientWidth),
+        height: 320,
+        scales: { x: { time: true, range: () => [data[0][0]!, data[0][data[0].length - 1]!] } },
+        axes: [{}, { label: metric === 'units' ? 'units' : 'tokens', size: 70 }],
+        series: [
+          { label: 'time' },
+          ...keys.map((k, i) => ({
+            label: labelOf(k) || '(none)',
+            stroke: COLORS[i % COLORS.length],
+            width: 2,
+            points: { show: true, size: 6 },
+          })),
+        ],
+      },
+      data,
+      box.current,
+    );
+    return () => plot.destroy();
+  }, [summary, metric]);
+  return <div class="chart" ref={box} data-testid="usage-chart" />;
+}
+
+export function UsagePage({ client, workspace }: PageProps) {
+  const workspaceId = workspace.id;
+  const [range, setRange] = useState('24h');
+  const [granularity, setGranularity] = useState<Granularity>('hour');
+  const [groupBy, setGroupBy] = useState<GroupBy>('model');
+  const [metric, setMetric] = useState<Metric>('units');
+  const [summary, setSummary] = useState<UsageSummaryDto | undefined>();
+  const [names, setNames] = useState<Record<string, string>>({});
+  const action = useAction();
+
+  useEffect(() => {
+    void Promise.all([
+      listProviderConnections({ client, path: { workspaceId }, query: { limit: 100 } }).then((p) => p.data.map((c) => [c.id, c.name])),
+      listWorkspaceUsers({ client, path: { workspaceId }, query: { limit: 100 } }).then((p) => p.data.map((u) => [u.access.id, u.externalUserId])),
+    ])
+      .then((lists) => setNames(Object.fromEntries(lists.flat())))
+      .catch(() => setNames({}));
+  }, [workspaceId]);
+
+  useEffect(() => {
+    const chosen = RANGES[range]!;
+    const until = new Date();
+    const since = new Date(until.getTime() - chosen.ms);
+    void action.run('Summing usage…', async () =>
+      setSummary((await getUsageSummary({ client, path: { workspaceId }, query: { since: since.toISOString(), until: until.toISOString(), granularity, groupBy } })).data),
+    );
+  }, [workspaceId, range, granularity, groupBy]);
+
+  const labelOf = (key: string) => names[key] ?? key;
+  const totals = new Map<string, { units: bigint; input: bigint; output: bigint; events: number }>();
+  for (const b of summary?.buckets ?? []) {
+    const t = totals.get(b.key) ?? { units: 0n, input: 0n, output: 0n, events: 0 };
+    totals.set(b.key, { units: t.units + BigInt(b.units), input: t.input + BigInt(b.inputTokens), output: t.output + BigInt(b.outputTokens), events: t.events + b.events });
+  }
+
+  return (
+    <section aria-labelledby="page-title">
+      <h1 id="page-title">Usage over time</h1>
+      <form class="toolbar" aria-label="Chart options" onSubmit={(e) => e.preventDefault()}>
+        <Field label="Range">
+          <select
+            name="range"
+            value={range}
+            onChange={(e) => {
+              const r = valueOf(e);
+              setRange(r);
+              setGranularity(RANGES[r]!.granularity);
+            }}
+          >
+            {Object.entries(RANGES).map(([k, r]) => (
+              <option key={k} value={k}>
+                {r.label}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <Field label="Per">
+          <select name="granularity" value={granularity} onChange={(e) => setGranularity(valueOf(e) as Granularity)}>
+            <option value="hour">Hour</option>
+            <option value="day">Day</option>
+          </select>
+        </Field>
+        <Field label="By">
+          <select name="groupBy" value={groupBy} onChange={(e) => setGroupBy(valueOf(e) as GroupBy)}>
+            <option value="model">Model</option>
+            <option value="access">Access (user)</option>
+            <option value="connection">Connection</option>
+          </select>
+        </Field>
+        <Field label="Show">
+          <select name="metric" value={metric} onChange={(e) => setMetric(valueOf(e) as Metric)}>
+            <option value="units">Units</option>
+            <option value="tokens">Tokens (input + output)</option>
+            <option value="inputTokens">Input tokens</option>
+            <option value="outputTokens">Output tokens</option>
+          </select>
+        </Field>
+      </form>
+      <Working label={action.working} />
+      <ErrorNote problem={action.problem} />
+      {summary && summary.buckets.length === 0 ? (
+        <Empty>No usage in this range. Usage appears once users call the gateway; try a longer range.</Empty>
+      ) : null}
+      {summary && summary.buckets.length > 0 ? (
+        <>
+          <Chart summary={summary} metric={metric} labelOf={labelOf} />
+          <table>
+            <caption>
+              Totals from {new Date(summary.since).toLocaleString()} to {new Date(summary.until).toLocaleString()}
+            </caption>
+            <thead>
+              <tr>
+                <th scope="col">{groupBy === 'model' ? 'Model' : groupBy === 'access' ? 'Access' : 'Connection'}</th>
+                <th scope="col">Units</th>
+                <th scope="col">Input tokens</th>
+                <th scope="col">Output tokens</th>
+                <th scope="col">Events</th>
+              </tr>
+            </thead>
+            <tbody>
+              {[...totals].map(([key, t]) => (
+                <tr key={key}>
+                  <td>{labelOf(key) || '(none)'}</td>
+                  <td>{String(t.units)}</td>
+                  <td>{String(t.input)}</td>
+                  <td>{String(t.output)}</td>
+                  <td>{t.events}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      ) : null}
+    </section>
+  );
+}

@@ -1,0 +1,268 @@
+import { useEffect, useState } from 'preact/hooks';
+import {
+  activateWorkspaceAccess,
+  changeAccessPlan,
+  getWorkspaceAccessQuota,
+  idempotencyKey,
+  listPlans,
+  listWorkspaceUsers,
+  provisionWorkspaceUser,
+  renewWorkspaceAccess,
+  suspendWorkspaceAccess,
+  type Client,
+  type QuotaSnapshotDto,
+  type WorkspacePlanDto,
+  type WorkspaceUserDto,
+} from '../api.js';
+import type { PageProps } from '../main.js';
+import { Empty, ErrorNote, Field, Form, Pager, ShownOnce, Status, usePaged, useAction, valueOf, when, Working } from '../ui.js';
+
+type AccessStatus = 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
+
+/** Granted, consumed, reserved and available units of the access's current period, as a bar. */
+function QuotaBar({ client, accessId }: { client: Client; accessId: string }) {
+  const [quota, setQuota] = useState<QuotaSnapshotDto | undefined>();
+  const action = useAction();
+  useEffect(() => {
+    void action.run('Reading the quota…', async () => setQuota((await getWorkspaceAccessQuota({ client, path: { accessId } })).data));
+  }, [accessId]);
+  if (!quota) return <ErrorNote problem={action.problem} />;
+  const granted = Number(quota.grantedUnits) || 1;
+  const pct = (v: string) => `${Math.min(100, (Number(v) / granted) * 100).toFixed(2)}%`;
+  return (
+    <div class="quota" aria-label="Quota">
+      <div class="bar" role="img" aria-label={`${quota.consumedUnits} consumed and ${quota.reservedUnits} reserved of ${quota.grantedUnits} units`}>
+        <span class="consumed" style={{ width: pct(quota.consumedUnits) }} />
+        <span class="reserved" style={{ width: pct(quota.reservedUnits) }} />
+      </div>
+      <dl class="figures">
+        <dt>Granted</dt>
+        <dd>{quota.grantedUnits}</dd>
+        <dt>Consumed</dt>
+        <dd>{quota.consumedUnits}</dd>
+        <dt>Reserved</dt>
+        <dd>{quota.reservedUnits}</dd>
+        <dt>Available</dt>
+        <dd>{quota.availableUnits}</dd>
+        <dt>Resets</dt>
+        <dd>{when(quota.periodEnd)}</dd>
+      </dl>
+    </div>
+  );
+}
+
+function AccessActions({ client, user, plans, onChange }: { client: Client; user: WorkspaceUserDto; plans: WorkspacePlanDto[]; onChange: () => void }) {
+  const access = user.access;
+  const action = useAction();
+  const [mode, setMode] = useState<'renew' | 'plan' | undefined>();
+  const [planId, setPlanId] = useState(access.planId);
+  const [periodStart, setPeriodStart] = useState('');
+  const [periodEnd, setPeriodEnd] = useState('');
+  const [quotaVersion, setQuotaVersion] = useState(0);
+  const done = () => {
+    setMode(undefined);
+    setQuotaVersion((v) => v + 1);
+    onChange();
+  };
+  const run = async (label: string, fn: () => Promise<unknown>) => {
+    if (await action.run(label, fn)) done();
+  };
+  const active = plans.filter((p) => p.status === 'ACTIVE');
+  return (
+    <div class="access">
+      <QuotaBar key={quotaVersion} client={client} accessId={access.id} />
+      <div class="row">
+        {access.status !== 'ACTIVE' && access.status !== 'REVOKED' ? (
+          <button type="button" onClick={() => void run('Activating…', () => activateWorkspaceAccess({ client, path: { accessId: access.id } }))}>
+            Activate
+          </button>
+        ) : null}
+        {access.status === 'ACTIVE' ? (
+          <button type="button" class="danger" onClick={() => void run('Suspending…', () => suspendWorkspaceAccess({ client, path: { accessId: access.id } }))}>
+            Suspend access
+          </button>
+        ) : null}
+        <button type="button" aria-expanded={mode === 'renew'} onClick={() => setMode(mode === 'renew' ? undefined : 'renew')}>
+          Renew
+        </button>
+        <button type="button" aria-expanded={mode === 'plan'} onClick={() => setMode(mode === 'plan' ? undefined : 'plan')}>
+          Change plan
+        </button>
+        <a href={`#/w/${access.workspaceId}/keys/${access.id}`}>Inference keys</a>
+        <a href={`#/w/${access.workspaceId}/invocations/access/${access.id}`}>Invocations</a>
+      </div>
+      {mode ? (
+        <Form
+          title={mode === 'renew' ? `Renew ${user.externalUserId}` : `Change the plan of ${user.externalUserId}`}
+          submit={mode === 'renew' ? 'Renew' : 'Change plan'}
+          disabled={!!action.working}
+          onSubmit={() =>
+            void (mode === 'renew'
+              ? run('Renewing…', () =>
+                  renewWorkspaceAccess({ client, path: { accessId: access.id }, body: { planId, periodStart: new Date(periodStart).toISOString(), periodEnd: new Date(periodEnd).toISOString() } }),
+                )
+              : run('Changing the plan…', () => changeAccessPlan({ client, path: { accessId: access.id }, body: { planId } })))
+          }
+        >
+          <Field label="Plan">
+            <select value={planId} onChange={(e) => setPlanId(valueOf(e))}>
+              {active.map((p) => (
+                <option key={p.id} value={p.id}>
+                  {p.name}
+                </option>
+              ))}
+            </select>
+          </Field>
+          {mode === 'renew' ? (
+            <>
+              <Field label="Period start (your local time)">
+                <input type="datetime-local" required value={periodStart} onInput={(e) => setPeriodStart(valueOf(e))} />
+              </Field>
+              <Field label="Period end (your local time)">
+                <input type="datetime-local" required value={periodEnd} onInput={(e) => setPeriodEnd(valueOf(e))} />
+              </Field>
+            </>
+          ) : null}
+        </Form>
+      ) : null}
+      <Working label={action.working} />
+      <ErrorNote problem={action.problem} />
+    </div>
+  );
+}
+
+export function UsersPage({ client, workspace }: PageProps) {
+  const workspaceId = workspace.id;
+  const [status, setStatus] = useState<AccessStatus | ''>('');
+  const list = usePaged((cursor) => listWorkspaceUsers({ client, path: { workspaceId }, query: { cursor, limit: 20, ...(status ? { status } : {}) } }), [workspaceId, status]);
+  const [plans, setPlans] = useState<WorkspacePlanDto[]>([]);
+  useEffect(() => {
+    listPlans({ client, path: { workspaceId }, query: { limit: 100 } })
+      .then((page) => setPlans(page.data))
+      .catch(() => setPlans([]));
+  }, [workspaceId]);
+  const action = useAction();
+  const active = plans.filter((p) => p.status === 'ACTIVE');
+  const [form, setForm] = useState({ externalUserId: '', email: '', name: '', planId: '', issueInferenceKey: true });
+  const [issued, setIssued] = useState<string | undefined>();
+  const [open, setOpen] = useState<string | undefined>();
+  const set = (field: 'externalUserId' | 'email' | 'name' | 'planId') => (e: Event) => setForm({ ...form, [field]: valueOf(e) });
+  const provision = async () => {
+    const planId = form.planId || active[0]?.id;
+    if (!planId) return;
+    const res = await action.run('Provisioning…', () =>
+      provisionWorkspaceUser({
+        client,
+        path: { workspaceId },
+        body: { externalUserId: form.externalUserId, email: form.email, planId, issueInferenceKey: form.issueInferenceKey, ...(form.name ? { name: form.name } : {}) },
+        headers: { 'Idempotency-Key': idempotencyKey() },
+      }),
+    );
+    if (res) {
+      setIssued(res.data.apiKey);
+      setForm({ externalUserId: '', email: '', name: '', planId: '', issueInferenceKey: true });
+      setOpen(res.data.access.id);
+      list.reload();
+    }
+  };
+  return (
+    <section aria-labelledby="page-title">
+      <h1 id="page-title">Users and accesses</h1>
+      <p class="lead">An end user of your application, with an access on a plan: its quota, its state and its inference keys.</p>
+      {active.length === 0 ? (
+        <Empty>
+          No published plan yet: <a href={`#/w/${workspaceId}/plans`}>publish a plan</a> first, then provision users on it.
+        </Empty>
+      ) : (
+        <Form title="Provision a user" submit="Provision user" onSubmit={provision} disabled={!!action.working}>
+          <div class="grid">
+            <Field label="External user id" hint="Your application's id for the user">
+              <input name="externalUserId" required value={form.externalUserId} onInput={set('externalUserId')} />
+            </Field>
+            <Field label="Email">
+              <input name="email" type="email" required value={form.email} onInput={set('email')} />
+            </Field>
+            <Field label="Name (optional)">
+              <input name="userName" value={form.name} onInput={set('name')} />
+            </Field>
+            <Field label="Plan">
+              <select name="planId" value={form.planId || active[0]?.id} onChange={set('planId')}>
+                {active.map((p) => (
+                  <option key={p.id} value={p.id}>
+                    {p.name}
+                  </option>
+                ))}
+              </select>
+            </Field>
+          </div>
+          <label class="check">
+            <input type="checkbox" checked={form.issueInferenceKey} onChange={(e) => setForm({ ...form, issueInferenceKey: (e.currentTarget as HTMLInputElement).checked })} /> Issue an
+            inference key
+          </label>
+        </Form>
+      )}
+      <Working label={action.working} />
+      <ErrorNote problem={action.problem} />
+      {issued ? <ShownOnce label="The user's inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
+      <div class="toolbar">
+        <Field label="Status">
+          <select value={status} onChange={(e) => setStatus(valueOf(e) as AccessStatus | '')}>
+            <option value="">All</option>
+            {['PENDING', 'ACTIVE', 'SUSPENDED', 'EXPIRED', 'REVOKED'].map((s) => (
+              <option key={s} value={s}>
+                {s.toLowerCase()}
+              </option>
+            ))}
+          </select>
+        </Field>
+      </div>
+      <ErrorNote problem={list.problem} />
+      {list.items?.length === 0 ? (
+        <Empty>No user {status ? `with status ${status.toLowerCase()}` : 'yet'}. Provision one above; your application's backend can do the same through the Admin API.</Empty>
+      ) : (
+        <table>
+          <caption class="sr-only">Users</caption>
+          <thead>
+            <tr>
+              <th scope="col">User</th>
+              <th scope="col">Plan</th>
+              <th scope="col">Access</th>
+              <th scope="col">Since</th>
+              <th scope="col">Details</th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.items?.map((u) => (
+              <>
+                <tr key={u.access.id}>
+                  <td>
+                    {u.externalUserId} <span class="id">{u.email}</span>
+                    <div class="id">{u.access.id}</div>
+                  </td>
+                  <td>{plans.find((p) => p.id === u.access.planId)?.name ?? u.access.planId}</td>
+                  <td>
+                    <Status value={u.access.status} />
+                  </td>
+                  <td>{when(u.access.accessStartsAt)}</td>
+                  <td>
+                    <button type="button" aria-expanded={open === u.access.id} onClick={() => setOpen(open === u.access.id ? undefined : u.access.id)}>
+                      {open === u.access.id ? 'Close' : `Manage ${u.externalUserId}`}
+                    </button>
+                  </td>
+                </tr>
+                {open === u.access.id ? (
+                  <tr key={`${u.access.id}-detail`}>
+                    <td colSpan={5}>
+                      <AccessActions client={client} user={u} plans={plans} onChange={list.reload} />
+                    </td>
+                  </tr>
+                ) : null}
+              </>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <Pager list={list} />
+    </section>
+  );
+}

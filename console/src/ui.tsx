@@ -1,0 +1,190 @@
+/** The console's building blocks: errors, empty states, progress, pages of a list, forms. */
+import type { ComponentChildren } from 'preact';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { problemOf, type Problem } from './api.js';
+
+export function ErrorNote({ problem }: { problem: Problem | undefined }) {
+  if (!problem) return null;
+  return (
+    <div class="error" role="alert">
+      <strong>{problem.message}</strong>
+      {problem.requestId ? (
+        <span class="request-id">
+          {' '}
+          Request id: <code>{problem.requestId}</code>
+        </span>
+      ) : null}
+    </div>
+  );
+}
+
+export function Empty({ children }: { children: ComponentChildren }) {
+  return <div class="empty">{children}</div>;
+}
+
+/** A long operation under way: an indeterminate progress bar with what it is doing. */
+export function Working({ label }: { label: string | undefined }) {
+  if (!label) return null;
+  return (
+    <div class="working" role="status" aria-live="polite">
+      <progress aria-label={label} /> {label}
+    </div>
+  );
+}
+
+/**
+ * An action's state: run(fn) shows `label` while it runs, the API's error when it fails, and
+ * calls onDone with its result.
+ */
+export function useAction() {
+  const [working, setWorking] = useState<string | undefined>();
+  const [problem, setProblem] = useState<Problem | undefined>();
+  const run = useCallback(async <T,>(label: string, fn: () => Promise<T>): Promise<T | undefined> => {
+    setWorking(label);
+    setProblem(undefined);
+    try {
+      return await fn();
+    } catch (err) {
+      setProblem(problemOf(err));
+      return undefined;
+    } finally {
+      setWorking(undefined);
+    }
+  }, []);
+  return { working, problem, run, setProblem };
+}
+
+interface PageResult<T> {
+  data: T[];
+  response: Response;
+}
+
+/**
+ * One page of a list at a time, with the API's cursors: Next follows X-Next-Cursor, Previous goes
+ * back to the cursor the current page was asked with. `deps` changing starts again from the first page.
+ */
+export function usePaged<T>(fetchPage: (cursor: string | undefined) => Promise<PageResult<T>>, deps: unknown[]) {
+  const [items, setItems] = useState<T[] | undefined>();
+  const [problem, setProblem] = useState<Problem | undefined>();
+  const [loading, setLoading] = useState(false);
+  const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
+  const [next, setNext] = useState<string | undefined>();
+  const [version, setVersion] = useState(0);
+  const fetchRef = useRef(fetchPage);
+  fetchRef.current = fetchPage;
+  const cursor = cursors[cursors.length - 1];
+
+  useEffect(() => {
+    setCursors([undefined]);
+  }, deps);
+
+  useEffect(() => {
+    let live = true;
+    setLoading(true);
+    setProblem(undefined);
+    fetchRef
+      .current(cursor)
+      .then((page) => {
+        if (!live) return;
+        setItems(page.data);
+        setNext(page.response.headers.get('x-next-cursor') ?? undefined);
+      })
+      .catch((err: unknown) => live && setProblem(problemOf(err)))
+      .finally(() => live && setLoading(false));
+    return () => {
+      live = false;
+    };
+  }, [cursors, version]);
+
+  return {
+    items,
+    problem,
+    loading,
+    page: cursors.length,
+    hasNext: next !== undefined,
+    hasPrevious: cursors.length > 1,
+    next: () => next && setCursors([...cursors, next]),
+    previous: () => setCursors(cursors.slice(0, -1)),
+    reload: () => setVersion((v) => v + 1),
+  };
+}
+
+export function Pager({ list }: { list: ReturnType<typeof usePaged<any>> }) {
+  if (!list.hasNext && !list.hasPrevious) return null;
+  return (
+    <nav class="pager" aria-label="Pages">
+      <button type="button" onClick={list.previous} disabled={!list.hasPrevious || list.loading}>
+        ← Previous
+      </button>
+      <span>Page {list.page}</span>
+      <button type="button" onClick={list.next} disabled={!list.hasNext || list.loading}>
+        Next →
+      </button>
+    </nav>
+  );
+}
+
+export function Field(props: { label: string; hint?: string; children: ComponentChildren }) {
+  return (
+    <label class="field">
+      <span class="label">{props.label}</span>
+      {props.children}
+      {props.hint ? <small>{props.hint}</small> : null}
+    </label>
+  );
+}
+
+/** A form that submits through `onSubmit` (the browser's own validation first). */
+export function Form(props: { title: string; onSubmit: () => void; children: ComponentChildren; submit: string; disabled?: boolean }) {
+  const submit = (e: Event) => {
+    e.preventDefault();
+    props.onSubmit();
+  };
+  return (
+    <form class="card form" onSubmit={submit} aria-label={props.title}>
+      <h3>{props.title}</h3>
+      {props.children}
+      <button type="submit" class="primary" disabled={props.disabled}>
+        {props.submit}
+      </button>
+    </form>
+  );
+}
+
+export function Status({ value }: { value: string }) {
+  return <span class={`status status-${value.toLowerCase()}`}>{value}</span>;
+}
+
+export const when = (iso: string | undefined | null) => (iso ? new Date(iso).toLocaleString() : '—');
+
+/** A value from an input event. */
+export const valueOf = (e: Event) => (e.currentTarget as HTMLInputElement).value;
+
+/** A secret shown once, with a copy button. */
+export function ShownOnce({ label, secret, onDismiss }: { label: string; secret: string; onDismiss: () => void }) {
+  const [copied, setCopied] = useState(false);
+  const copy = async () => {
+    await navigator.clipboard.writeText(secret).then(
+      () => setCopied(true),
+      () => setCopied(false),
+    );
+  };
+  return (
+    <div class="card once" role="status">
+      <p>
+        <strong>{label}</strong> It is shown only this once: copy it now.
+      </p>
+      <code class="secret" data-testid="shown-once">
+        {secret}
+      </code>
+      <div class="row">
+        <button type="button" onClick={copy}>
+          {copied ? 'Copied' : 'Copy'}
+        </button>
+        <button type="button" onClick={onDismiss}>
+          I have stored it
+        </button>
+      </div>
+    </div>
+  );
+}
