@@ -25,6 +25,7 @@ import type { RequestLocals } from './http/locals.js';
 import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver } from './http/middleware.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
+import { startTracing, type Tracer } from './observability/tracing.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -46,6 +47,8 @@ export interface Overrides {
    * (the test harness, which keeps the domain's test hooks for itself).
    */
   domain?: Domain;
+  /** Traces go to this tracer (tests: an in-memory exporter's) instead of the configured one. */
+  tracer?: Tracer;
 }
 
 export interface NexusApp {
@@ -149,6 +152,9 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   }
 
   const definition = loadContract();
+  // Traces off: the SDK is not loaded and no span is made.
+  const tracing = overrides.tracer ? undefined : await startTracing(config.tracing, definition.info.version);
+  const tracer = overrides.tracer ?? tracing?.tracer;
   const publicUrl = createPublicUrl(config);
   const api = createApi({
     definition,
@@ -160,13 +166,14 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   await api.init();
 
   const metrics = createMetrics({ defaultMetrics: true });
+  metrics.watchPool('main', db);
   const inflight = { count: 0 };
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('json replacer', jsonReplacer);
   app.set('query parser', 'simple');
-  const observer = requestObserver({ logger, metrics, inflight });
+  const observer = requestObserver({ logger, metrics, inflight, tracer });
   app.use(observer.middleware((req) => api.operationIdOf(req)));
   // The gateway's paths never enter express: it reads its own raw body, and express's routing and
   // response helpers would cost a gateway call about a sixth of its CPU.
@@ -179,6 +186,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     hasher: services.hasher,
     secretBox: services.secretBox,
     metrics,
+    tracer,
   });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     if (!isGatewayPath(req.url!)) {
@@ -186,7 +194,8 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
       return;
     }
     const locals = {} as RequestLocals;
-    observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }));
+    // Counted here; the gateway writes the call's log line and spans itself.
+    observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }), true);
     void gateway.handle(req, res, locals);
   };
   // A process that died holding quota leases: after their TTL, its calls in flight are charged and what they held returns.
@@ -260,6 +269,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
       await stopBilling();
       await gateway.close();
       if (ownsDb) await db.destroy();
+      await tracing?.shutdown();
     },
   };
 }

@@ -39,7 +39,9 @@ import { AppError, toAppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
 import { callRows, invocationJson, type AuthRow, type CallRepo, type Consumption } from './call-repo.js';
-import { createCallRecorder, type CallRecorder } from './call-recorder.js';
+import { createCallRecorder, type CallRecorder, type RecorderEvents } from './call-recorder.js';
+import type { CallReport } from './call-report.js';
+import type { CallTrace } from './call-trace.js';
 import { modelNamedIn, prepareCall, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
 import { IntrusiveList, type Linked } from './intrusive-list.js';
 import type { Relay, ResponseWatcher } from './relay.js';
@@ -67,6 +69,8 @@ export interface CallStart {
   startedAt: Date;
   /** process.hrtime.bigint() when the request arrived. */
   t0: bigint;
+  /** Its spans, when traces are on. */
+  trace: CallTrace | undefined;
 }
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
@@ -131,6 +135,8 @@ interface MeterParts {
   running: IntrusiveList<MeteredCall>;
   clock: Clock;
   logger: Logger;
+  /** Told of each call as it is recorded (metrics, its log line). */
+  report: CallReport | undefined;
   shutdown: Error;
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
   conversationTokens(auth: AuthRow, responseId: string): Promise<bigint>;
@@ -157,6 +163,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   listNext: MeteredCall | null = null;
   private readonly invocation: InvocationRow;
   private readonly t0: bigint;
+  private readonly trace: CallTrace | undefined;
 
   constructor(
     private readonly meter: MeterParts,
@@ -166,6 +173,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     start: CallStart,
   ) {
     this.t0 = start.t0;
+    this.trace = start.trace;
     this.invocation = {
       id: newId(),
       workspace_id: auth.workspace_id,
@@ -398,7 +406,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         invocation.nexus_ttft_ms = invocation.total_ttft_ms - providerTtft;
       }
     }
-    this.record(consumed, now);
+    this.record(consumed, now, refusal ? refusal.status : relay.clientGone ? 499 : (relay.status ?? 502));
     return refusal;
   }
 
@@ -417,15 +425,21 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     invocation.error_code = appError.code;
     invocation.completed_at = this.meter.clock.now();
     invocation.total_latency_ms = msSince(this.t0, process.hrtime.bigint());
-    this.record(null, this.meter.clock.now());
+    // The cause of a 500 goes to the log line (never to the client).
+    this.record(null, this.meter.clock.now(), appError.status, appError.status >= 500 && !(err instanceof AppError) ? err : undefined);
   }
 
-  /** Settles the call on its lease and hands its record to the recorder; the lease learns when it is written. */
-  private record(consumed: Consumption | null, now: Date): void {
+  /**
+   * Settles the call on its lease and hands its record to the recorder; the lease learns when it is written.
+   * `httpStatus`: what its client was answered (499: the client left first), for the report and the trace.
+   */
+  private record(consumed: Consumption | null, now: Date, httpStatus: number, cause?: unknown): void {
     this.recorded = true;
     const { invocation, admission } = this;
     const take = admission ? this.meter.leases.settle(admission, consumed?.units ?? null) : 0n;
     storable(invocation);
+    this.meter.report?.(invocation, consumed, httpStatus, cause);
+    const span = this.trace?.ended(invocation, consumed, httpStatus, this.prepared);
     if (consumed?.model) consumed.model = storableText(consumed.model, MAX_NAME_LENGTH);
     const rows = callRows(
       {
@@ -445,6 +459,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         keyId: this.auth.key_id,
         lastRequestAt: this.auth.last_request_at,
         admission,
+        span,
       },
       now,
     );
@@ -468,6 +483,10 @@ export function createCallMeter(deps: {
   spoolDir?: string | undefined;
   /** Told of each lease statement (metrics). */
   onLeaseStatement?: ((kind: LeaseStatement) => void) | undefined;
+  /** Told of each call as it is recorded (metrics, its log line). */
+  report?: CallReport | undefined;
+  /** Told of the recorder's batches, failures and spooled records (metrics). */
+  recorderEvents?: RecorderEvents | undefined;
 }) {
   const { clock, logger, repo } = deps;
   const leases = createQuotaLeases({
@@ -484,6 +503,7 @@ export function createCallMeter(deps: {
     logger,
     written: leases.written,
     spool: deps.spoolDir ? createSpool(deps.spoolDir) : undefined,
+    events: deps.recorderEvents,
   });
   const running = new IntrusiveList<MeteredCall>();
   const invocations = createInvocationRepo(deps.db);
@@ -496,6 +516,7 @@ export function createCallMeter(deps: {
     running,
     clock,
     logger,
+    report: deps.report,
     /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
     shutdown: new Error('The server shut down before the call ended'),
 
