@@ -4,6 +4,8 @@
  * histograms, the recorder and the database pools; no per-user label. The model label's cap is a pure
  * rule, checked on the metrics object itself.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMetrics, MAX_MODELS } from '../../src/observability/metrics.js';
@@ -12,6 +14,7 @@ import { listInvocations } from '../support/sdk.js';
 import { SECRET_MARKER, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, type Tenant } from '../gateway/gateway-support.js';
+import { projectRoot } from '../support/paths.js';
 import { has, parseMetrics, sumOf } from './prom-text.js';
 
 let t: TestApp;
@@ -120,5 +123,19 @@ describe('the model label', () => {
     expect(sumOf(samples, 'nexus_gateway_calls_total', { model: 'other' })).toBe(5);
     expect(sumOf(samples, 'nexus_gateway_calls_total', { model: 'model-0' })).toBe(2);
     expect(sumOf(samples, 'nexus_gateway_calls_total', { model: 'none' })).toBe(1);
+  });
+});
+
+describe('the example Grafana dashboard (docs/grafana-dashboard.json)', () => {
+  it('queries only metrics Nexus exposes', async () => {
+    const dashboard = JSON.parse(readFileSync(join(projectRoot, 'docs', 'grafana-dashboard.json'), 'utf8')) as {
+      panels: { targets?: { expr: string }[] }[];
+    };
+    const exposed = new Set((await createMetrics().registry.getMetricsAsJSON()).map((m) => m.name));
+    const queried = new Set(
+      dashboard.panels.flatMap((p) => (p.targets ?? []).flatMap((t) => [...t.expr.matchAll(/nexus_\w+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, '')))),
+    );
+    expect(queried.size).toBeGreaterThan(10);
+    for (const name of queried) expect(exposed, name).toContain(name);
   });
 });
