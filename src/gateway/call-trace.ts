@@ -104,9 +104,14 @@ export class CallTrace {
       if (invocation.attempt_http_status !== null) upstream.setAttribute('http.response.status_code', invocation.attempt_http_status);
       if (charged) {
         upstream.setAttribute('gen_ai.usage.input_tokens', Number(charged.inputTokens));
+        upstream.setAttribute('gen_ai.usage.cache_read.input_tokens', Number(charged.cachedInputTokens));
         upstream.setAttribute('gen_ai.usage.output_tokens', Number(charged.outputTokens));
       }
-      if (invocation.attempt_error_code) {
+      if (invocation.attempt_status === null && invocation.error_code) {
+        // Refused before its request went out (its upstream's address, say).
+        upstream.setAttribute('error.type', invocation.error_code);
+        upstream.setStatus({ code: SpanStatusCode.ERROR, message: invocation.error_code });
+      } else if (invocation.attempt_error_code) {
         upstream.setAttribute('error.type', invocation.attempt_error_code);
         upstream.setStatus({ code: SpanStatusCode.ERROR, message: invocation.attempt_error_code });
       } else if (invocation.attempt_http_status !== null && invocation.attempt_http_status >= 400) {
@@ -132,7 +137,7 @@ export class CallTrace {
     if (charged) {
       span.setAttribute('gen_ai.usage.input_tokens', Number(charged.inputTokens));
       span.setAttribute('gen_ai.usage.output_tokens', Number(charged.outputTokens));
-      span.setAttribute('nexus.usage.cached_input_tokens', Number(charged.cachedInputTokens));
+      span.setAttribute('gen_ai.usage.cache_read.input_tokens', Number(charged.cachedInputTokens));
     }
     if (invocation.error_code) span.setAttribute('error.type', invocation.error_code);
     if (httpStatus >= 500) span.setStatus({ code: SpanStatusCode.ERROR, ...(invocation.error_code ? { message: invocation.error_code } : {}) });

@@ -6,8 +6,10 @@
  * process sees, then "other": a model name is whatever a client writes), statuses and reasons from closed
  * sets. Never a key, an access or an end user. docs/observability.md lists them.
  *
- * The gateway's per-call figures go through callEnded(): the label children of each connection and model
- * are looked up once and kept, so a call costs a few map lookups and increments, no allocation.
+ * The gateway's per-call figures go through callEnded(): the series of each connection and model are
+ * looked up once and kept, and updated in place (plain numbers, no label hashing per call: prom-client's
+ * own inc() and observe() hash their labels each time, which made a call's figures cost several
+ * microseconds); they are read at scrape time.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Db } from '../db/database.js';
@@ -48,25 +50,131 @@ const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 /** Time Nexus adds to a call: well under a millisecond when all is well. */
 const ADDED_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
-type CounterChild = ReturnType<Counter<string>['labels']>;
-type HistogramChild = ReturnType<Histogram<string>['labels']>;
+type Labels = Record<string, string>;
+
+/** A counter series updated in place. */
+interface CounterSeries {
+  labels: Labels;
+  value: number;
+}
+
+/** A histogram series updated in place: its observations per bucket (the last: above every bound), sum and count. */
+interface HistogramSeries {
+  labels: Labels;
+  counts: Float64Array;
+  sum: number;
+  count: number;
+}
+
+/** What prom-client's registry reads of a metric at scrape time (its get()). */
+interface MetricValue {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName?: string;
+}
+
+/**
+ * A counter whose series are plain objects the caller keeps and increments; registered with prom-client's
+ * registry as a custom metric (name, help, type, get(), reset()), rendered like its own.
+ */
+class InPlaceCounter {
+  readonly type = 'counter';
+  readonly aggregator = 'sum';
+  private readonly series: CounterSeries[] = [];
+
+  constructor(
+    registry: Registry,
+    readonly name: string,
+    readonly help: string,
+  ) {
+    registry.registerMetric(this as never);
+  }
+
+  child(labels: Labels): CounterSeries {
+    const series = { labels, value: 0 };
+    this.series.push(series);
+    return series;
+  }
+
+  get() {
+    const values: MetricValue[] = this.series.map((s) => ({ labels: s.labels, value: s.value }));
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+
+  reset(): void {
+    for (const s of this.series) s.value = 0;
+  }
+}
+
+/** A histogram in the same way (cumulative buckets, _sum and _count, as Prometheus reads them). */
+class InPlaceHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly series: HistogramSeries[] = [];
+
+  constructor(
+    registry: Registry,
+    readonly name: string,
+    readonly help: string,
+    readonly bounds: readonly number[],
+  ) {
+    registry.registerMetric(this as never);
+  }
+
+  child(labels: Labels): HistogramSeries {
+    const series = { labels, counts: new Float64Array(this.bounds.length + 1), sum: 0, count: 0 };
+    this.series.push(series);
+    return series;
+  }
+
+  observe(series: HistogramSeries, value: number): void {
+    const bounds = this.bounds;
+    let i = 0;
+    while (i < bounds.length && value > bounds[i]!) i++;
+    series.counts[i]!++;
+    series.sum += value;
+    series.count++;
+  }
+
+  get() {
+    const values: MetricValue[] = [];
+    for (const s of this.series) {
+      let cumulative = 0;
+      for (let i = 0; i <= this.bounds.length; i++) {
+        cumulative += s.counts[i]!;
+        values.push({ labels: { le: i < this.bounds.length ? this.bounds[i]! : '+Inf', ...s.labels }, value: cumulative, metricName: `${this.name}_bucket` });
+      }
+      values.push({ labels: s.labels, value: s.sum, metricName: `${this.name}_sum` });
+      values.push({ labels: s.labels, value: s.count, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+
+  reset(): void {
+    for (const s of this.series) {
+      s.counts.fill(0);
+      s.sum = 0;
+      s.count = 0;
+    }
+  }
+}
 
 /** The label children of one connection and model. */
 interface ModelSeries {
   /** Its model label. */
   model: string;
-  calls: Map<InvocationStatus, CounterChild>;
-  input: CounterChild;
-  cached: CounterChild;
-  output: CounterChild;
-  units: CounterChild;
+  calls: Map<InvocationStatus, CounterSeries>;
+  input: CounterSeries;
+  cached: CounterSeries;
+  output: CounterSeries;
+  units: CounterSeries;
 }
 
 interface ConnectionSeries {
   workspace: string;
   models: Map<string, ModelSeries>;
-  upstream: HistogramChild;
-  ttft: HistogramChild;
+  upstream: HistogramSeries;
+  ttft: HistogramSeries;
 }
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
@@ -93,50 +201,41 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     registers,
   });
 
-  const calls = new Counter({
-    name: 'nexus_gateway_calls_total',
-    help: 'Gateway calls whose key and connection were known, by workspace, connection, requested model and outcome',
-    labelNames: ['workspace', 'connection', 'model', 'status'] as const,
-    registers,
-  });
-  const tokens = new Counter({
-    name: 'nexus_gateway_tokens_total',
-    help: 'Tokens charged by the gateway, by kind: input (cached ones included), cached (input read from the cache), output',
-    labelNames: ['workspace', 'connection', 'model', 'kind'] as const,
-    registers,
-  });
-  const units = new Counter({
-    name: 'nexus_gateway_units_total',
-    help: 'Quota units charged by the gateway',
-    labelNames: ['workspace', 'connection', 'model'] as const,
-    registers,
-  });
-  const refusals = new Counter({
-    name: 'nexus_gateway_refusals_total',
-    help: 'Gateway calls refused before or instead of the upstream call, by reason (the error code: quota_insufficient, invalid_inference_key...)',
-    labelNames: ['reason'] as const,
-    registers,
-  });
-  const upstream = new Histogram({
-    name: 'nexus_gateway_upstream_duration_seconds',
-    help: 'Upstream call duration: from the request sent to the last byte of the answer (or its failure)',
-    labelNames: ['workspace', 'connection'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers,
-  });
-  const ttft = new Histogram({
-    name: 'nexus_gateway_upstream_ttft_seconds',
-    help: "Upstream time to first token of streamed calls: from the request sent to the answer's first bytes",
-    labelNames: ['workspace', 'connection'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers,
-  });
-  const added = new Histogram({
-    name: 'nexus_gateway_added_latency_seconds',
-    help: 'The time Nexus adds to an upstream call: before its request is sent, and after its last byte until the call ends',
-    buckets: ADDED_BUCKETS,
-    registers,
-  });
+  const calls = new InPlaceCounter(
+    registry,
+    'nexus_gateway_calls_total',
+    'Gateway calls whose key and connection were known, by workspace, connection, requested model and outcome',
+  );
+  const tokens = new InPlaceCounter(
+    registry,
+    'nexus_gateway_tokens_total',
+    'Tokens charged by the gateway, by kind: input (cached ones included), cached (input read from the cache), output',
+  );
+  const units = new InPlaceCounter(registry, 'nexus_gateway_units_total', 'Quota units charged by the gateway');
+  const refusals = new InPlaceCounter(
+    registry,
+    'nexus_gateway_refusals_total',
+    'Gateway calls refused before or instead of the upstream call, by reason (the error code: quota_insufficient, invalid_inference_key...)',
+  );
+  const upstream = new InPlaceHistogram(
+    registry,
+    'nexus_gateway_upstream_duration_seconds',
+    'Upstream call duration: from the request sent to the last byte of the answer (or its failure)',
+    LATENCY_BUCKETS,
+  );
+  const ttft = new InPlaceHistogram(
+    registry,
+    'nexus_gateway_upstream_ttft_seconds',
+    "Upstream time to first token of streamed calls: from the request sent to the answer's first bytes",
+    LATENCY_BUCKETS,
+  );
+  const added = new InPlaceHistogram(
+    registry,
+    'nexus_gateway_added_latency_seconds',
+    'The time Nexus adds to an upstream call: before its request is sent, and after its last byte until the call ends',
+    ADDED_BUCKETS,
+  );
+  const addedSeries = added.child({});
 
   const batchSize = new Histogram({
     name: 'nexus_recorder_batch_size',
@@ -205,7 +304,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
 
   const models = new Set<string>();
   const connections = new Map<string, ConnectionSeries>();
-  const refusalChildren = new Map<string, CounterChild>();
+  const refusalChildren = new Map<string, CounterSeries>();
 
   function modelLabel(model: string): string {
     if (model === '') return 'none';
@@ -218,7 +317,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   function connectionSeries(workspace: string, connection: string): ConnectionSeries {
     let series = connections.get(connection);
     if (!series) {
-      series = { workspace, models: new Map(), upstream: upstream.labels(workspace, connection), ttft: ttft.labels(workspace, connection) };
+      series = { workspace, models: new Map(), upstream: upstream.child({ workspace, connection }), ttft: ttft.child({ workspace, connection }) };
       connections.set(connection, series);
     }
     return series;
@@ -231,10 +330,10 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       series = {
         model,
         calls: new Map(),
-        input: tokens.labels(w, connection, model, 'input'),
-        cached: tokens.labels(w, connection, model, 'cached'),
-        output: tokens.labels(w, connection, model, 'output'),
-        units: units.labels(w, connection, model),
+        input: tokens.child({ workspace: w, connection, model, kind: 'input' }),
+        cached: tokens.child({ workspace: w, connection, model, kind: 'cached' }),
+        output: tokens.child({ workspace: w, connection, model, kind: 'output' }),
+        units: units.child({ workspace: w, connection, model }),
       };
       conn.models.set(model, series);
     }
@@ -244,10 +343,10 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   function refusal(reason: string): void {
     let child = refusalChildren.get(reason);
     if (!child) {
-      child = refusals.labels(reason);
+      child = refusals.child({ reason });
       refusalChildren.set(reason, child);
     }
-    child.inc();
+    child.value++;
   }
 
   return {
@@ -268,22 +367,22 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       const status = invocation.status;
       let child = series.calls.get(status);
       if (!child) {
-        child = calls.labels(conn.workspace, connection, series.model, STATUS_LABEL[status]);
+        child = calls.child({ workspace: conn.workspace, connection, model: series.model, status: STATUS_LABEL[status] });
         series.calls.set(status, child);
       }
-      child.inc();
+      child.value++;
       if (charged) {
-        series.input.inc(Number(charged.inputTokens));
-        series.cached.inc(Number(charged.cachedInputTokens));
-        series.output.inc(Number(charged.outputTokens));
-        series.units.inc(Number(charged.units));
+        series.input.value += Number(charged.inputTokens);
+        series.cached.value += Number(charged.cachedInputTokens);
+        series.output.value += Number(charged.outputTokens);
+        series.units.value += Number(charged.units);
       }
       if (status === 'REJECTED') refusal(invocation.error_code ?? 'unknown');
       if (invocation.provider_latency_ms !== null) {
-        conn.upstream.observe(invocation.provider_latency_ms / 1e3);
-        if (invocation.nexus_latency_ms !== null) added.observe(invocation.nexus_latency_ms / 1e3);
+        upstream.observe(conn.upstream, invocation.provider_latency_ms / 1e3);
+        if (invocation.nexus_latency_ms !== null) added.observe(addedSeries, invocation.nexus_latency_ms / 1e3);
       }
-      if (invocation.provider_ttft_ms !== null) conn.ttft.observe(invocation.provider_ttft_ms / 1e3);
+      if (invocation.provider_ttft_ms !== null) ttft.observe(conn.ttft, invocation.provider_ttft_ms / 1e3);
     },
 
     /** A gateway call refused before its key and connection were known (an invalid key, a bad path). */

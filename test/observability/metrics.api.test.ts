@@ -98,7 +98,7 @@ describe('GET /metrics', () => {
   });
 });
 
-describe('the model label', () => {
+describe('the per-call metrics', () => {
   const invocation = (model: string): InvocationRow =>
     ({
       id: 'inv',
@@ -123,6 +123,17 @@ describe('the model label', () => {
     expect(sumOf(samples, 'nexus_gateway_calls_total', { model: 'other' })).toBe(5);
     expect(sumOf(samples, 'nexus_gateway_calls_total', { model: 'model-0' })).toBe(2);
     expect(sumOf(samples, 'nexus_gateway_calls_total', { model: 'none' })).toBe(1);
+  });
+
+  it('puts each latency in its cumulative buckets', async () => {
+    const metrics = createMetrics();
+    for (const ms of [10, 12.5, 2000]) metrics.callEnded({ ...invocation('m'), provider_latency_ms: ms }, null);
+    const samples = parseMetrics(await metrics.registry.metrics());
+    const bucket = (le: string) => sumOf(samples, 'nexus_gateway_upstream_duration_seconds_bucket', { le, connection: 'conn' });
+    expect([bucket('0.005'), bucket('0.01'), bucket('0.025'), bucket('2.5'), bucket('+Inf')]).toEqual([0, 1, 2, 3, 3]);
+    expect(sumOf(samples, 'nexus_gateway_upstream_duration_seconds_sum')).toBeCloseTo(2.0225, 6);
+    expect(sumOf(samples, 'nexus_gateway_upstream_duration_seconds_count')).toBe(3);
+    expect(sumOf(samples, 'nexus_gateway_added_latency_seconds_count')).toBe(3);
   });
 });
 

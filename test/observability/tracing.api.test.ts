@@ -92,6 +92,7 @@ describe('traces', () => {
       'gen_ai.request.max_tokens': 40,
       'gen_ai.response.model': expect.any(String),
       'gen_ai.usage.input_tokens': 30,
+      'gen_ai.usage.cache_read.input_tokens': 4,
       'gen_ai.usage.output_tokens': 9,
       'http.response.status_code': 200,
       'server.address': '127.0.0.1',
