@@ -438,7 +438,6 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const { invocation, admission } = this;
     const take = admission ? this.meter.leases.settle(admission, consumed?.units ?? null) : 0n;
     storable(invocation);
-    this.meter.report?.(invocation, consumed, httpStatus, cause);
     const span = this.trace?.ended(invocation, consumed, httpStatus, this.prepared);
     if (consumed?.model) consumed.model = storableText(consumed.model, MAX_NAME_LENGTH);
     const rows = callRows(
@@ -463,6 +462,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       },
       now,
     );
+    // Observed once the record is handed over: whatever the report does, the call is recorded.
+    this.meter.report?.(invocation, consumed, httpStatus, cause);
   }
 }
 
