@@ -27,6 +27,7 @@ import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestO
 import { createLogger, type Logger } from './observability/logger.js';
 import { createEventLoopMonitor } from './observability/event-loop.js';
 import { createMetrics, registerEventLoopMetrics } from './observability/metrics.js';
+import { startTracing, type Tracer } from './observability/tracing.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -48,6 +49,8 @@ export interface Overrides {
    * (the test harness, which keeps the domain's test hooks for itself).
    */
   domain?: Domain;
+  /** Traces go to this tracer (tests: an in-memory exporter's) instead of the configured one. */
+  tracer?: Tracer;
 }
 
 export interface NexusApp {
@@ -186,6 +189,9 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   }
 
   const definition = loadContract();
+  // Traces off: the SDK is not loaded and no span is made.
+  const tracing = overrides.tracer ? undefined : await startTracing(config.tracing, definition.info.version);
+  const tracer = overrides.tracer ?? tracing?.tracer;
   const publicUrl = createPublicUrl(config);
   const metrics = createMetrics({ defaultMetrics: true });
   let countStall = () => {};
@@ -206,13 +212,14 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   });
   await api.init();
 
+  metrics.watchPool('main', db);
   const inflight = { count: 0 };
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('json replacer', jsonReplacer);
   app.set('query parser', 'simple');
-  const observer = requestObserver({ logger, metrics, inflight });
+  const observer = requestObserver({ logger, metrics, inflight, tracer });
   app.use(observer.middleware((req) => api.operationIdOf(req)));
   // The gateway's paths never enter express: it reads its own raw body, and express's routing and
   // response helpers would cost a gateway call about a sixth of its CPU.
@@ -226,6 +233,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     secretBox: services.secretBox,
     changes: services.changes,
     metrics,
+    tracer,
   });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     if (!isGatewayPath(req.url!)) {
@@ -233,7 +241,8 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
       return;
     }
     const locals = {} as RequestLocals;
-    observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }));
+    // Counted here; the gateway writes the call's log line and spans itself.
+    observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }), true);
     void gateway.handle(req, res, locals);
   };
   // A process that died holding quota leases: after their TTL, its calls in flight are charged and what they held returns.
@@ -325,6 +334,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
       await listener?.close();
       await gateway.close();
       if (ownsDb) await db.destroy();
+      await tracing?.shutdown();
     },
   };
 }

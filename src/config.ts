@@ -82,7 +82,52 @@ const variables = z.object({
   NEXUS_PADDLE_API_BASE_URL: httpUrl.optional(),
   NEXUS_BILLING_PAST_DUE_GRACE_HOURS: hours(72),
   NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS: hours(24),
+  // OpenTelemetry traces (off unless an exporter or an endpoint is named), with the SDK's standard names.
+  OTEL_TRACES_EXPORTER: z.enum(['otlp', 'console', 'none'], { error: 'must be one of otlp, console, none' }).optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: httpUrl.optional(),
+  OTEL_EXPORTER_OTLP_HEADERS: z
+    .string()
+    .regex(/^\s*[^=,\s]+\s*=[^,]*(,\s*[^=,\s]+\s*=[^,]*)*$/, { error: 'must be a list of name=value separated by commas' })
+    .optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).default('nexus'),
+  OTEL_TRACES_SAMPLER: z
+    .enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'], {
+      error: 'must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio',
+    })
+    .default('parentbased_always_on'),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce
+    .number({ error: 'must be number' })
+    .min(0, { error: 'must be >= 0' })
+    .max(1, { error: 'must be <= 1' })
+    .default(1),
 });
+
+/**
+ * Where traces go, or undefined (off) when neither OTEL_TRACES_EXPORTER nor an OTLP endpoint is set, or
+ * the exporter is `none`. The OTLP endpoint gets the traces path appended (/v1/traces), as the
+ * OpenTelemetry specification says; OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is taken as it is.
+ */
+function tracingOf(v: z.output<typeof variables>) {
+  const exporter = v.OTEL_TRACES_EXPORTER ?? (v.OTEL_EXPORTER_OTLP_ENDPOINT || v.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? 'otlp' : 'none');
+  if (exporter === 'none') return undefined;
+  const base = (v.OTEL_EXPORTER_OTLP_ENDPOINT ?? 'http://localhost:4318').replace(/\/+$/, '');
+  const headers: Record<string, string> = {};
+  for (const pair of (v.OTEL_EXPORTER_OTLP_HEADERS ?? '').split(',')) {
+    const at = pair.indexOf('=');
+    if (at > 0) headers[pair.slice(0, at).trim()] = decodeURIComponent(pair.slice(at + 1).trim());
+  }
+  return Object.freeze({
+    exporter,
+    /** Where OTLP/HTTP (JSON) spans are posted. */
+    endpoint: v.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? `${base}/v1/traces`,
+    /** Sent with each export (a collector's credentials): never logged. */
+    headers: Object.freeze(headers),
+    serviceName: v.OTEL_SERVICE_NAME,
+    sampler: v.OTEL_TRACES_SAMPLER,
+    samplerRatio: v.OTEL_TRACES_SAMPLER_ARG,
+  });
+}
 
 /**
  * What each variable becomes. `warn` tells of the development encryption key generated
@@ -164,6 +209,8 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     billingPastDueGraceMs: v.NEXUS_BILLING_PAST_DUE_GRACE_HOURS,
     /** How long a rotated-out webhook secret stays valid. */
     webhookSecretOverlapMs: v.NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS,
+    /** OpenTelemetry traces; undefined: off (no SDK loaded). */
+    tracing: tracingOf(v),
   };
 }
 

@@ -16,6 +16,7 @@
  * idempotent by invocation id). A record the database refuses for another
  * reason is retried alone with backoff, then given up with an error log.
  */
+import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import { withRetries } from '../db/retry.js';
 import { isDatabaseUnavailable } from '../db/unavailable.js';
 import type { InferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
@@ -31,6 +32,8 @@ export interface CallRecord extends CallRows {
   lastRequestAt: Date | null;
   /** The quota lease admission the call was settled on: handed to `written` once the record is safe. */
   admission: Admission | undefined;
+  /** The call's recording span (traces on): ended once the record is safe. */
+  span: Span | undefined;
 }
 
 const LAST_REQUEST_INTERVAL_MS = 60_000;
@@ -52,6 +55,14 @@ export interface RecorderStats {
   outage: boolean;
 }
 
+/** What the recorder tells the metrics. */
+export interface RecorderEvents {
+  batch(size: number): void;
+  /** unavailable: a write found the database away; refused: a batch refused (retried one by one); given_up: a record refused alone. */
+  failure(kind: 'unavailable' | 'refused' | 'given_up'): void;
+  spooled(records: number): void;
+}
+
 export function createCallRecorder(deps: {
   repo: Pick<CallRepo, 'record'>;
   keys: Pick<InferenceKeyRepo, 'touchLastRequest'>;
@@ -60,11 +71,10 @@ export function createCallRecorder(deps: {
   written: (admission: Admission) => void;
   /** Where records wait while the database is away; none: they wait in memory. */
   spool?: Spool | undefined;
-  /** Told of each batch written (its size), and of each record given up. */
-  onBatch?: ((size: number) => void) | undefined;
-  onGivenUp?: (() => void) | undefined;
+  /** Metrics: told of each batch written (its size), of each failed write, and of the records spooled. */
+  events?: RecorderEvents | undefined;
 }) {
-  const { repo, keys, logger, spool } = deps;
+  const { repo, keys, logger, spool, events } = deps;
   const queue: CallRecord[] = [];
   const pending = new Set<Promise<void>>();
   let flushing: Promise<void> | null = null;
@@ -75,11 +85,15 @@ export function createCallRecorder(deps: {
   let spill: NodeJS.Timeout | undefined;
 
   function written(records: CallRecord[]): void {
-    for (const r of records) if (r.admission) deps.written(r.admission);
+    for (const r of records) {
+      if (r.admission) deps.written(r.admission);
+      r.span?.end();
+    }
   }
 
   /** The database is away: records wait, spill to the spool each second, and the database is tried again. */
   function enterOutage(err: unknown): void {
+    events?.failure('unavailable');
     if (!outage) logger.warn({ msg: 'the database is unavailable: gateway records wait for it', error: (err as Error).message });
     outage = true;
     if (spool && !spill) spill = setInterval(() => void spillQueue(), SPILL_EVERY_MS);
@@ -106,6 +120,7 @@ export function createCallRecorder(deps: {
     const records = queue.splice(0, queue.length);
     try {
       await spool.append(records);
+      events?.spooled(records.length);
       written(records);
     } catch (err) {
       queue.unshift(...records);
@@ -157,7 +172,8 @@ export function createCallRecorder(deps: {
         enterOutage(err);
         return;
       }
-      deps.onGivenUp?.();
+      events?.failure('given_up');
+      record.span?.setStatus({ code: SpanStatusCode.ERROR, message: 'the database refused the record' });
       logger.error({
         msg: 'a gateway call could not be recorded and goes uncharged (the database refuses its record)',
         requestId: record.requestId,
@@ -179,10 +195,11 @@ export function createCallRecorder(deps: {
           return;
         }
         // One bad record must not hold the others back: each is retried on its own.
+        events?.failure('refused');
         await Promise.all(batch.map(writeAlone));
         continue;
       }
-      deps.onBatch?.(batch.length);
+      events?.batch(batch.length);
       written(batch);
     }
   }

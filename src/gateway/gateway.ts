@@ -27,7 +27,10 @@ import { bearerOf, writeError } from '../http/api.js';
 import type { RequestLocals } from '../http/locals.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { Tracer } from '../observability/tracing.js';
 import { createAuthCache, type CacheEntry, type Upstream } from './auth-cache.js';
+import { createCallReport, operationOf } from './call-report.js';
+import { CallTrace, failed } from './call-trace.js';
 import { createCallRepo, type AuthRow } from './call-repo.js';
 import { createGatewayDb } from './gateway-db.js';
 import { rawHeader, upstreamHeaders } from './headers.js';
@@ -38,19 +41,31 @@ import { maskedKey } from './secret-mask.js';
 import { Relay } from './relay.js';
 import { createUpstreamPools } from './upstreams.js';
 
-const OPERATIONS: Record<string, string> = {
-  GET: 'proxyProviderGet',
-  POST: 'proxyProviderPost',
-  PUT: 'proxyProviderPut',
-  PATCH: 'proxyProviderPatch',
-  DELETE: 'proxyProviderDelete',
-};
+const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
+
+/** Sets a header of undici's list (name, value, ...; names in lower case), replacing the one there. */
+function setHeader(headers: string[], name: string, value: string): void {
+  for (let i = 0; i < headers.length; i += 2) {
+    if (headers[i] === name) {
+      headers[i + 1] = value;
+      return;
+    }
+  }
+  headers.push(name, value);
+}
+
+const pathOf = (url: string) => {
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+};
 
 export interface GatewayDeps {
   /** Where the gateway counts what it does beyond the request metrics (optional: tests build gateways without). */
   metrics?: Metrics;
+  /** Traces on: each call's spans (src/gateway/call-trace.ts); none: no span is made. */
+  tracer?: Tracer | undefined;
   db: Db;
   config: Config;
   clock: Clock;
@@ -122,6 +137,8 @@ export function createGateway(deps: GatewayDeps) {
   });
   const unsubscribe = deps.changes.subscribe((change) => cache.invalidate(change));
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
+  const { metrics, tracer } = deps;
+  const calls = createCallReport({ logger, metrics });
   const meter = createCallMeter({
     db,
     repo,
@@ -131,9 +148,17 @@ export function createGateway(deps: GatewayDeps) {
     leaseIdleMs: config.quotaLeaseIdleMs,
     // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.
     spoolDir: config.databaseUrl ? join(config.dataDir, 'spool') : undefined,
-    onLeaseStatement: deps.metrics?.leaseStatement,
-    onOutputOverBound: deps.metrics?.outputOverBound,
+    onLeaseStatement: metrics?.leaseStatement,
+    onOutputOverBound: metrics?.outputOverBound,
+    report: calls.report,
+    recorderEvents: metrics && {
+      batch: metrics.recorderBatch,
+      failure: metrics.recorderFailure,
+      spooled: metrics.recorderSpooled,
+    },
   });
+  metrics?.watchRecorder(() => meter.recorderStats());
+  if (owned) metrics?.watchPool('gateway', db);
 
   /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */
   function sendError(res: ServerResponse, locals: RequestLocals, err: unknown, metered: boolean, view: QuotaView | undefined): void {
@@ -159,13 +184,15 @@ export function createGateway(deps: GatewayDeps) {
   async function handle(req: IncomingMessage, res: ServerResponse, locals: RequestLocals): Promise<void> {
     const startedAt = clock.now();
     const method = req.method!;
-    locals.operationId = OPERATIONS[method] ?? 'proxyProvider';
+    locals.operationId = operationOf(method);
+    const traceparent = rawHeader(req.rawHeaders, 'traceparent');
+    const trace = tracer ? new CallTrace(tracer, locals.operationId, method, pathOf(req.url!), locals.requestId, traceparent) : undefined;
     /** The key's row, once looked up: a valid key's refusals carry its quota headers. */
     let looked: AuthRow | null = null;
     let call: MeteredCall | undefined;
     let raw: Buffer | undefined;
     try {
-      if (!OPERATIONS[method]) throw new AppError('method_not_allowed', `${method} is not proxied`);
+      if (!PROXIED.has(method)) throw new AppError('method_not_allowed', `${method} is not proxied`);
       const target = parseGatewayUrl(req.url!);
       const token = credentialOf(req);
       const bodyRead = readBody(req, config.gatewayBodyLimitBytes);
@@ -181,9 +208,11 @@ export function createGateway(deps: GatewayDeps) {
         requestId: locals.requestId,
         method,
         endpoint,
-        traceId: TRACEPARENT.exec(rawHeader(req.rawHeaders, 'traceparent') ?? '')?.[1] ?? null,
+        // Traces on: the call's trace (its traceparent's, when it came with one).
+        traceId: trace ? trace.traceId : (TRACEPARENT.exec(traceparent ?? '')?.[1] ?? null),
         startedAt,
         t0: locals.startedAt,
+        trace,
       });
       if (!inspector && !free && !auth.allow_unmetered_passthrough) {
         throw new AppError('unmetered_endpoint', `${method} ${endpoint} has no usage inspector and the workspace does not allow unmetered passthrough`);
@@ -198,13 +227,21 @@ export function createGateway(deps: GatewayDeps) {
             param: 'content-encoding',
           });
         }
-        if (!(await call.admit(raw))) {
-          // The cached period is over (a plan change split it, or it ended): the access is read again, once.
-          entry = await cache.reload(token, target.connectionId);
-          looked = entry.row;
-          auth = authorize(entry.row, startedAt);
-          call.reauthorized(auth);
-          await call.admit(raw);
+        const admission = trace?.admission();
+        try {
+          if (!(await call.admit(raw))) {
+            // The cached period is over (a plan change split it, or it ended): the access is read again, once.
+            entry = await cache.reload(token, target.connectionId);
+            looked = entry.row;
+            auth = authorize(entry.row, startedAt);
+            call.reauthorized(auth);
+            await call.admit(raw);
+          }
+        } catch (err) {
+          if (admission) failed(admission, err);
+          throw err;
+        } finally {
+          admission?.end();
         }
       } else if (free) {
         const allows = call.free(free, raw, startedAt);
@@ -212,11 +249,25 @@ export function createGateway(deps: GatewayDeps) {
       } else {
         call.passthrough(raw, startedAt);
       }
-      await relay(req, res, locals, call, auth, upstreamOf(entry, auth), target, call.prepared?.body ?? raw, rewriteJson);
+      await relay(req, res, locals, call, auth, upstreamOf(entry, auth), target, call.prepared?.body ?? raw, rewriteJson, trace);
     } catch (err) {
       sendError(res, locals, err, call?.inspector !== undefined, call?.view ?? meter.quotaView(looked, startedAt));
-      // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
-      call?.refused(err, raw);
+      if (call) {
+        // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
+        call.refused(err, raw);
+      } else {
+        const refusal = toAppError(err);
+        calls.refusedEarly({
+          requestId: locals.requestId,
+          method,
+          path: pathOf(req.url!),
+          status: refusal.status,
+          errorCode: refusal.code,
+          seconds: Number(process.hrtime.bigint() - locals.startedAt) / 1e9,
+          error: locals.error,
+        });
+        trace?.refusedEarly(refusal.status, refusal.code);
+      }
     }
   }
 
@@ -243,10 +294,13 @@ export function createGateway(deps: GatewayDeps) {
     target: GatewayTarget,
     body: Buffer,
     rewriteJson: ((text: string) => string) | undefined,
+    trace: CallTrace | undefined,
   ): Promise<void> {
     const base = upstream.baseUrl;
     const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${target.search}`;
     const headers = upstreamHeaders(req.rawHeaders, auth.protocol_profile!, upstream.apiKey, body.length);
+    // Traces on: the upstream's spans become children of the upstream call's (the client's traceparent is replaced).
+    if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(auth.protocol_profile!, call.inspector, req.method!, base));
     const metered = call.inspector !== undefined;
     const answerHeaders = ['x-nexus-request-id', locals.requestId, 'x-nexus-metering-status', metered ? 'metered' : 'unmetered'];
     const view = call.view;

@@ -40,7 +40,9 @@ import { AppError, toAppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
 import { callRows, invocationJson, type AuthRow, type CallRepo, type Consumption } from './call-repo.js';
-import { createCallRecorder, type CallRecorder } from './call-recorder.js';
+import { createCallRecorder, type CallRecorder, type RecorderEvents } from './call-recorder.js';
+import type { CallReport } from './call-report.js';
+import type { CallTrace } from './call-trace.js';
 import {
   modelNamedIn,
   prepareCall,
@@ -76,6 +78,8 @@ export interface CallStart {
   startedAt: Date;
   /** process.hrtime.bigint() when the request arrived. */
   t0: bigint;
+  /** Its spans, when traces are on. */
+  trace: CallTrace | undefined;
 }
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
@@ -179,6 +183,8 @@ interface MeterParts {
   running: IntrusiveList<MeteredCall>;
   clock: Clock;
   logger: Logger;
+  /** Told of each call as it is recorded (metrics, its log line). */
+  report: CallReport | undefined;
   shutdown: Error;
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
   /** Told of each answer that passed its output bound (metrics). */
@@ -209,6 +215,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   listNext: MeteredCall | null = null;
   private readonly invocation: InvocationRow;
   private readonly t0: bigint;
+  private readonly trace: CallTrace | undefined;
 
   constructor(
     private readonly meter: MeterParts,
@@ -218,6 +225,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     start: CallStart,
   ) {
     this.t0 = start.t0;
+    this.trace = start.trace;
     this.invocation = {
       id: newId(),
       workspace_id: auth.workspace_id,
@@ -486,7 +494,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         invocation.nexus_ttft_ms = invocation.total_ttft_ms - providerTtft;
       }
     }
-    this.record(consumed, now);
+    this.record(consumed, now, refusal ? refusal.status : relay.clientGone ? 499 : (relay.status ?? 502));
     return refusal;
   }
 
@@ -505,15 +513,20 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     invocation.error_code = appError.code;
     invocation.completed_at = this.meter.clock.now();
     invocation.total_latency_ms = msSince(this.t0, process.hrtime.bigint());
-    this.record(null, this.meter.clock.now());
+    // The cause of a 500 goes to the log line (never to the client).
+    this.record(null, this.meter.clock.now(), appError.status, appError.status >= 500 && !(err instanceof AppError) ? err : undefined);
   }
 
-  /** Settles the call on its lease and hands its record to the recorder; the lease learns when it is written. */
-  private record(consumed: Consumption | null, now: Date): void {
+  /**
+   * Settles the call on its lease and hands its record to the recorder; the lease learns when it is written.
+   * `httpStatus`: what its client was answered (499: the client left first), for the report and the trace.
+   */
+  private record(consumed: Consumption | null, now: Date, httpStatus: number, cause?: unknown): void {
     this.recorded = true;
     const { invocation, admission } = this;
     const take = admission ? this.meter.leases.settle(admission, consumed?.units ?? null) : 0n;
     storable(invocation);
+    const span = this.trace?.ended(invocation, consumed, httpStatus, this.prepared);
     if (consumed?.model) consumed.model = storableText(consumed.model, MAX_NAME_LENGTH);
     const rows = callRows(
       {
@@ -533,9 +546,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         keyId: this.auth.key_id,
         lastRequestAt: this.auth.last_request_at,
         admission,
+        span,
       },
       now,
     );
+    // Observed once the record is handed over: whatever the report does, the call is recorded.
+    this.meter.report?.(invocation, consumed, httpStatus, cause);
   }
 }
 
@@ -558,6 +574,10 @@ export function createCallMeter(deps: {
   onLeaseStatement?: ((kind: LeaseStatement) => void) | undefined;
   /** Told of each answer that passed its output bound (metrics). */
   onOutputOverBound?: ((kind: OverBound) => void) | undefined;
+  /** Told of each call as it is recorded (metrics, its log line). */
+  report?: CallReport | undefined;
+  /** Told of the recorder's batches, failures and spooled records (metrics). */
+  recorderEvents?: RecorderEvents | undefined;
 }) {
   const { clock, logger, repo } = deps;
   const leases = createQuotaLeases({
@@ -574,6 +594,7 @@ export function createCallMeter(deps: {
     logger,
     written: leases.written,
     spool: deps.spoolDir ? createSpool(deps.spoolDir) : undefined,
+    events: deps.recorderEvents,
   });
   const running = new IntrusiveList<MeteredCall>();
   const invocations = createInvocationRepo(deps.db);
@@ -587,6 +608,7 @@ export function createCallMeter(deps: {
     clock,
     logger,
     overBound: deps.onOutputOverBound,
+    report: deps.report,
     /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
     shutdown: new Error('The server shut down before the call ended'),
 

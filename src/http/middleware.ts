@@ -5,16 +5,22 @@ import { AppError, errorBody } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import { operationSpan, type Tracer } from '../observability/tracing.js';
 import { sendError } from './api.js';
 import type { RequestLocals } from './locals.js';
 
+/** Health probes come every few seconds and say nothing a trace would: they make no span. */
+const UNTRACED = new Set(['getHealth', 'getReadiness']);
+
 /**
  * Gives every request an id (X-Request-Id on every answer), and on finish writes
- * one log line and the metrics. The log line never holds a header or a query
- * string. `observe` works on plain node requests (the gateway's, which never
- * enter express); `middleware` is the same for express.
+ * one log line, the metrics and (traces on) the operation's span. The log line
+ * never holds a header or a query string. `observe` works on plain node requests
+ * (the gateway's, which never enter express: their line and spans are the
+ * gateway's own, src/gateway/call-report.ts and call-trace.ts); `middleware` is
+ * the same for express.
  */
-export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflight: { count: number } }) {
+export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflight: { count: number }; tracer?: Tracer | undefined }) {
   const logsRequests = () => deps.logger.isLevelEnabled('info');
 
   /**
@@ -26,6 +32,7 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
     res: ServerResponse,
     locals: RequestLocals,
     describe: () => { operationId: string | undefined; path: string },
+    gateway = false,
   ): void {
     locals.requestId = newId();
     locals.startedAt = process.hrtime.bigint();
@@ -38,6 +45,15 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
       const operation = locals.operationId ?? operationId ?? 'unknown';
       const status = res.writableFinished ? res.statusCode : 499;
       deps.metrics.observe(operation, req.method!, status, seconds);
+      if (gateway) return;
+      if (deps.tracer && operationId && !UNTRACED.has(operationId)) {
+        const traceparent = req.headers.traceparent;
+        operationSpan(
+          deps.tracer,
+          { operationId, method: req.method!, path, status, requestId: locals.requestId, traceparent: typeof traceparent === 'string' ? traceparent : undefined },
+          performance.now() - seconds * 1e3,
+        );
+      }
       if (status < 500 && !logsRequests()) return;
       const line: Record<string, unknown> = {
         msg: 'request',

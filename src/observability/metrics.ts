@@ -1,28 +1,204 @@
-/** Prometheus metrics, one registry per app (no global state between test apps). */
+/**
+ * Prometheus metrics, one registry per app (no global state between test apps).
+ *
+ * Labels stay bounded: workspace and connection ids (a connection belongs to one workspace, so the pair
+ * counts as many series as connections), the requested model name (the first MAX_MODELS distinct names a
+ * process sees, then "other": a model name is whatever a client writes), statuses and reasons from closed
+ * sets. Never a key, an access or an end user. docs/observability.md lists them.
+ *
+ * The gateway's per-call figures go through callEnded(): the series of each connection and model are
+ * looked up once and kept, and updated in place (plain numbers, no label hashing per call: prom-client's
+ * own inc() and observe() hash their labels each time, which made a call's figures cost several
+ * microseconds); they are read at scrape time.
+ */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Db } from '../db/database.js';
+import type { InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
 import type { LeaseStatement } from '../domain/quota/quota-leases.js';
+
+/** Distinct model names labelled per process; the others are counted as "other". */
+export const MAX_MODELS = 200;
+
+/** What a call was charged for (none: it was not charged). */
+interface Charged {
+  units: bigint;
+  inputTokens: bigint;
+  cachedInputTokens: bigint;
+  outputTokens: bigint;
+}
+
+/** What the recorder reports (call-recorder.ts RecorderStats). */
+interface RecorderGauges {
+  queued: number;
+  spooled: number;
+  outage: boolean;
+}
+
+/** Why a batch of records was not written as one statement (call-recorder.ts). */
+export type RecorderFailure = 'unavailable' | 'refused' | 'given_up';
+
+const STATUS_LABEL: Record<InvocationStatus, string> = {
+  SUCCEEDED: 'succeeded',
+  UPSTREAM_ERROR: 'upstream_error',
+  FAILED: 'failed',
+  REJECTED: 'rejected',
+  CLIENT_ABORTED: 'client_aborted',
+};
+
+/** Seconds, from a gateway call's fastest answers to a long generation. */
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+/** Time Nexus adds to a call: well under a millisecond when all is well. */
+const ADDED_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
+type Labels = Record<string, string>;
+
+/** A counter series updated in place. */
+interface CounterSeries {
+  labels: Labels;
+  value: number;
+}
+
+/** A histogram series updated in place: its observations per bucket (the last: above every bound), sum and count. */
+interface HistogramSeries {
+  labels: Labels;
+  counts: Float64Array;
+  sum: number;
+  count: number;
+}
+
+/** What prom-client's registry reads of a metric at scrape time (its get()). */
+interface MetricValue {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName?: string;
+}
+
+/**
+ * A counter whose series are plain objects the caller keeps and increments; registered with prom-client's
+ * registry as a custom metric (name, help, type, get(), reset()), rendered like its own.
+ */
+class InPlaceCounter {
+  readonly type = 'counter';
+  readonly aggregator = 'sum';
+  private readonly series: CounterSeries[] = [];
+
+  constructor(
+    registry: Registry,
+    readonly name: string,
+    readonly help: string,
+  ) {
+    registry.registerMetric(this as never);
+  }
+
+  child(labels: Labels): CounterSeries {
+    const series = { labels, value: 0 };
+    this.series.push(series);
+    return series;
+  }
+
+  get() {
+    const values: MetricValue[] = this.series.map((s) => ({ labels: s.labels, value: s.value }));
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+
+  reset(): void {
+    for (const s of this.series) s.value = 0;
+  }
+}
+
+/** A histogram in the same way (cumulative buckets, _sum and _count, as Prometheus reads them). */
+class InPlaceHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly series: HistogramSeries[] = [];
+
+  constructor(
+    registry: Registry,
+    readonly name: string,
+    readonly help: string,
+    readonly bounds: readonly number[],
+  ) {
+    registry.registerMetric(this as never);
+  }
+
+  child(labels: Labels): HistogramSeries {
+    const series = { labels, counts: new Float64Array(this.bounds.length + 1), sum: 0, count: 0 };
+    this.series.push(series);
+    return series;
+  }
+
+  observe(series: HistogramSeries, value: number): void {
+    const bounds = this.bounds;
+    let i = 0;
+    while (i < bounds.length && value > bounds[i]!) i++;
+    series.counts[i]!++;
+    series.sum += value;
+    series.count++;
+  }
+
+  get() {
+    const values: MetricValue[] = [];
+    for (const s of this.series) {
+      let cumulative = 0;
+      for (let i = 0; i <= this.bounds.length; i++) {
+        cumulative += s.counts[i]!;
+        values.push({ labels: { le: i < this.bounds.length ? this.bounds[i]! : '+Inf', ...s.labels }, value: cumulative, metricName: `${this.name}_bucket` });
+      }
+      values.push({ labels: s.labels, value: s.sum, metricName: `${this.name}_sum` });
+      values.push({ labels: s.labels, value: s.count, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+
+  reset(): void {
+    for (const s of this.series) {
+      s.counts.fill(0);
+      s.sum = 0;
+      s.count = 0;
+    }
+  }
+}
+
+/** The label children of one connection and model. */
+interface ModelSeries {
+  /** Its model label. */
+  model: string;
+  calls: Map<InvocationStatus, CounterSeries>;
+  input: CounterSeries;
+  cached: CounterSeries;
+  output: CounterSeries;
+  units: CounterSeries;
+}
+
+interface ConnectionSeries {
+  workspace: string;
+  models: Map<string, ModelSeries>;
+  upstream: HistogramSeries;
+  ttft: HistogramSeries;
+}
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registry = new Registry();
   if (options.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'nexus_' });
+  const registers = [registry];
   const requests = new Counter({
     name: 'nexus_http_requests_total',
     help: 'HTTP requests by operation and status',
     labelNames: ['operation', 'method', 'status'] as const,
-    registers: [registry],
+    registers,
   });
   const latency = new Histogram({
     name: 'nexus_http_request_duration_seconds',
     help: 'HTTP request latency by operation (until the last byte)',
     labelNames: ['operation', 'method'] as const,
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-    registers: [registry],
+    registers,
   });
   const leaseStatements = new Counter({
     name: 'nexus_quota_lease_statements_total',
     help: "The gateway's quota lease statements by kind (acquire, extend, renew, release): its database round trips outside the calls' records",
     labelNames: ['kind'] as const,
-    registers: [registry],
+    registers,
   });
   // An upstream that answered past a call's output bound (an ignored max_tokens): a stream cut there, or a
   // JSON answer charged as reported (docs/reliability.md "The output bound").
@@ -32,6 +208,155 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     labelNames: ['kind'] as const,
     registers: [registry],
   });
+
+  const calls = new InPlaceCounter(
+    registry,
+    'nexus_gateway_calls_total',
+    'Gateway calls whose key and connection were known, by workspace, connection, requested model and outcome',
+  );
+  const tokens = new InPlaceCounter(
+    registry,
+    'nexus_gateway_tokens_total',
+    'Tokens charged by the gateway, by kind: input (cached ones included), cached (input read from the cache), output',
+  );
+  const units = new InPlaceCounter(registry, 'nexus_gateway_units_total', 'Quota units charged by the gateway');
+  const refusals = new InPlaceCounter(
+    registry,
+    'nexus_gateway_refusals_total',
+    'Gateway calls refused before or instead of the upstream call, by reason (the error code: quota_insufficient, invalid_inference_key...)',
+  );
+  const upstream = new InPlaceHistogram(
+    registry,
+    'nexus_gateway_upstream_duration_seconds',
+    'Upstream call duration: from the request sent to the last byte of the answer (or its failure)',
+    LATENCY_BUCKETS,
+  );
+  const ttft = new InPlaceHistogram(
+    registry,
+    'nexus_gateway_upstream_ttft_seconds',
+    "Upstream time to first token of streamed calls: from the request sent to the answer's first bytes",
+    LATENCY_BUCKETS,
+  );
+  const added = new InPlaceHistogram(
+    registry,
+    'nexus_gateway_added_latency_seconds',
+    'The time Nexus adds to an upstream call: before its request is sent, and after its last byte until the call ends',
+    ADDED_BUCKETS,
+  );
+  const addedSeries = added.child({});
+
+  const batchSize = new Histogram({
+    name: 'nexus_recorder_batch_size',
+    help: 'Call records written per statement (group commit)',
+    buckets: [1, 2, 5, 10, 20, 50, 100, 200],
+    registers,
+  });
+  const recorderFailures = new Counter({
+    name: 'nexus_recorder_failures_total',
+    help: 'Record writes that failed, by kind: unavailable (the database is away: the records wait), refused (a batch refused, its records retried one by one), given_up (a record the database refuses: the call goes uncharged)',
+    labelNames: ['kind'] as const,
+    registers,
+  });
+  const spooledTotal = new Counter({
+    name: 'nexus_recorder_spooled_records_total',
+    help: 'Call records written to the spool while the database was away',
+    registers,
+  });
+  let recorderStats: (() => RecorderGauges) | undefined;
+  new Gauge({
+    name: 'nexus_recorder_queue_depth',
+    help: 'Call records waiting in memory to be written',
+    registers,
+    collect() {
+      if (recorderStats) this.set(recorderStats().queued);
+    },
+  });
+  new Gauge({
+    name: 'nexus_recorder_spooled_records',
+    help: "Call records waiting in this process's spool files for the database",
+    registers,
+    collect() {
+      if (recorderStats) this.set(recorderStats().spooled);
+    },
+  });
+  new Gauge({
+    name: 'nexus_recorder_database_away',
+    help: 'Whether the recorder takes the database to be away (1) or not (0)',
+    registers,
+    collect() {
+      if (recorderStats) this.set(recorderStats().outage ? 1 : 0);
+    },
+  });
+
+  const pools = new Map<string, Db>();
+  /** A knex pool's figures (tarn); none when the client has no pool. */
+  const poolGauge = (name: string, help: string, read: (pool: TarnPool) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['pool'] as const,
+      registers,
+      collect() {
+        for (const [label, db] of pools) {
+          const pool = (db.client as { pool?: TarnPool }).pool;
+          if (pool) this.set({ pool: label }, read(pool));
+        }
+      },
+    });
+  poolGauge('nexus_db_pool_connections_in_use', 'Database connections lent out, by pool (main: the Admin API and the domain; gateway: the hot path)', (p) =>
+    p.numUsed(),
+  );
+  poolGauge('nexus_db_pool_connections_idle', 'Database connections open and free, by pool', (p) => p.numFree());
+  poolGauge('nexus_db_pool_pending_acquires', 'Queries waiting for a database connection, by pool', (p) => p.numPendingAcquires());
+  poolGauge('nexus_db_pool_max_connections', 'The largest number of connections each pool opens', (p) => p.max);
+
+  const models = new Set<string>();
+  const connections = new Map<string, ConnectionSeries>();
+  const refusalChildren = new Map<string, CounterSeries>();
+
+  function modelLabel(model: string): string {
+    if (model === '') return 'none';
+    if (models.has(model)) return model;
+    if (models.size >= MAX_MODELS) return 'other';
+    models.add(model);
+    return model;
+  }
+
+  function connectionSeries(workspace: string, connection: string): ConnectionSeries {
+    let series = connections.get(connection);
+    if (!series) {
+      series = { workspace, models: new Map(), upstream: upstream.child({ workspace, connection }), ttft: ttft.child({ workspace, connection }) };
+      connections.set(connection, series);
+    }
+    return series;
+  }
+
+  function modelSeries(conn: ConnectionSeries, connection: string, model: string): ModelSeries {
+    let series = conn.models.get(model);
+    if (!series) {
+      const w = conn.workspace;
+      series = {
+        model,
+        calls: new Map(),
+        input: tokens.child({ workspace: w, connection, model, kind: 'input' }),
+        cached: tokens.child({ workspace: w, connection, model, kind: 'cached' }),
+        output: tokens.child({ workspace: w, connection, model, kind: 'output' }),
+        units: units.child({ workspace: w, connection, model }),
+      };
+      conn.models.set(model, series);
+    }
+    return series;
+  }
+
+  function refusal(reason: string): void {
+    let child = refusalChildren.get(reason);
+    if (!child) {
+      child = refusals.child({ reason });
+      refusalChildren.set(reason, child);
+    }
+    child.value++;
+  }
+
   return {
     registry,
     outputOverBound(kind: 'stream' | 'json') {
@@ -44,7 +369,65 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       requests.inc({ operation, method, status: String(status) });
       latency.observe({ operation, method }, seconds);
     },
+
+    /** A gateway call as recorded: its outcome, its charge and its latencies. */
+    callEnded(invocation: Readonly<InvocationRow>, charged: Charged | null): void {
+      const connection = invocation.provider_connection_id;
+      const conn = connectionSeries(invocation.workspace_id, connection);
+      const series = modelSeries(conn, connection, modelLabel(invocation.requested_model));
+      const status = invocation.status;
+      let child = series.calls.get(status);
+      if (!child) {
+        child = calls.child({ workspace: conn.workspace, connection, model: series.model, status: STATUS_LABEL[status] });
+        series.calls.set(status, child);
+      }
+      child.value++;
+      if (charged) {
+        series.input.value += Number(charged.inputTokens);
+        series.cached.value += Number(charged.cachedInputTokens);
+        series.output.value += Number(charged.outputTokens);
+        series.units.value += Number(charged.units);
+      }
+      if (status === 'REJECTED') refusal(invocation.error_code ?? 'unknown');
+      if (invocation.provider_latency_ms !== null) {
+        upstream.observe(conn.upstream, invocation.provider_latency_ms / 1e3);
+        if (invocation.nexus_latency_ms !== null) added.observe(addedSeries, invocation.nexus_latency_ms / 1e3);
+      }
+      if (invocation.provider_ttft_ms !== null) ttft.observe(conn.ttft, invocation.provider_ttft_ms / 1e3);
+    },
+
+    /** A gateway call refused before its key and connection were known (an invalid key, a bad path). */
+    refusedEarly(reason: string): void {
+      refusal(reason);
+    },
+
+    /** Recorder events (call-recorder.ts). */
+    recorderBatch(size: number): void {
+      batchSize.observe(size);
+    },
+    recorderFailure(kind: RecorderFailure): void {
+      recorderFailures.inc({ kind });
+    },
+    recorderSpooled(records: number): void {
+      spooledTotal.inc(records);
+    },
+    /** Where the recorder's queue and spool gauges are read at each scrape. */
+    watchRecorder(stats: () => RecorderGauges): void {
+      recorderStats = stats;
+    },
+    /** A knex pool to report (in use, idle, waiting), under `label`. */
+    watchPool(label: string, db: Db): void {
+      pools.set(label, db);
+    },
   };
+}
+
+/** What the metrics read of a knex (tarn) pool. */
+interface TarnPool {
+  max: number;
+  numUsed(): number;
+  numFree(): number;
+  numPendingAcquires(): number;
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,7 +1,9 @@
 /**
  * Provider keys never leave encrypted storage except on the way to the upstream:
- * after driving every provider-connection operation (happy and error paths) with
- * marked keys, no response body and no log line of this process holds one, nor
+ * after driving every provider-connection operation (happy and error paths) and
+ * gateway calls (answered, failed upstream, refused) with marked keys, no response
+ * body and no log line of this process holds one (each gateway call's line is
+ * checked for its fields too), nor
  * any record the run has written so far. The global teardown repeats the scan
  * over the whole run.
  */
@@ -25,6 +27,9 @@ import { runDir } from '../support/paths.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { refusedUrl, startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { findSecretLeaks, recordFiles, SECRET_MARKER } from './secret-marker.js';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { createTenant, gatewayFetch } from '../gateway/gateway-support.js';
 
 let t: TestApp;
 let openaiUp: FakeUpstream;
@@ -118,6 +123,74 @@ describe('the secret scan', () => {
     expect(sent.some((h) => h.includes(keys.openai))).toBe(true);
     expect(sent.some((h) => h.includes(keys.rotated))).toBe(true);
     expect(sent.some((h) => h.includes(keys.anthropic))).toBe(true);
+  });
+
+  it('logs one line per gateway call, with its fields and no key', async () => {
+    const oa = await createTenant(t, { baseUrl: openaiUp.url, providerKey: keys.openai, quotaUnits: 1000n });
+    const an = await createTenant(t, { profile: 'anthropic', baseUrl: anthropicUp.url, providerKey: keys.anthropic });
+    const openai = (apiKey: string, headers: Record<string, string> = {}) =>
+      new OpenAI({ baseURL: `${oa.gatewayBaseUrl}/v1`, apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+    const ids: Record<string, string> = {};
+    const chat = await openai(oa.apiKey, { 'x-fake-usage': '12,4,2' })
+      .chat.completions.create({ model: 'gpt-scan', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 })
+      .withResponse();
+    ids.json = chat.response.headers.get('x-nexus-request-id')!;
+    const streamed = await openai(oa.apiKey)
+      .chat.completions.create({ model: 'gpt-scan', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20, stream: true })
+      .withResponse();
+    for await (const _ of streamed.data) void _;
+    ids.stream = streamed.response.headers.get('x-nexus-request-id')!;
+    const message = await new Anthropic({ baseURL: an.gatewayBaseUrl, apiKey: an.apiKey, fetch: gatewayFetch(), maxRetries: 0 }).messages
+      .create({ model: 'claude-scan', max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] })
+      .withResponse();
+    ids.anthropic = message.response.headers.get('x-nexus-request-id')!;
+    // An upstream error, a refusal for quota and one before any key is known.
+    const failed = await openai(oa.apiKey, { 'x-fake-fault': 'status-500' })
+      .chat.completions.create({ model: 'gpt-scan', messages: [], max_tokens: 20 })
+      .catch((err: { headers: Headers }) => err);
+    ids.upstreamError = (failed as { headers: Headers }).headers.get('x-nexus-request-id')!;
+    const refused = await openai(oa.apiKey)
+      .chat.completions.create({ model: 'gpt-scan', messages: [], max_tokens: 900 })
+      .catch((err: { headers: Headers }) => err);
+    ids.quota = (refused as { headers: Headers }).headers.get('x-nexus-request-id')!;
+    const unknown = await openai(`nx-test-${SECRET_MARKER}-not-a-key`)
+      .chat.completions.create({ model: 'gpt-scan', messages: [] })
+      .catch((err: { headers: Headers }) => err);
+    ids.invalidKey = (unknown as { headers: Headers }).headers.get('x-nexus-request-id')!;
+    await t.nexus.gateway.drain();
+
+    const lines = t.logs.map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lineOf = (requestId: string) => {
+      const found = lines.filter((l) => l.requestId === requestId && l.msg === 'request');
+      expect(found, requestId).toHaveLength(1);
+      return found[0]!;
+    };
+    const call = { workspaceId: oa.workspaceId, connectionId: oa.connectionId, accessId: oa.accessId, model: 'gpt-scan', metering: 'metered' };
+    expect(lineOf(ids.json!)).toMatchObject({
+      ...call,
+      method: 'POST',
+      operationId: 'proxyProviderPost',
+      status: 200,
+      upstreamStatus: 200,
+      outcome: 'SUCCEEDED',
+      streamed: false,
+      inputTokens: 12,
+      cachedTokens: 2,
+      outputTokens: 4,
+      units: 12 - 2 + 1 + 4 * 2,
+    });
+    for (const field of ['durationMs', 'upstreamMs', 'addedMs']) expect(lineOf(ids.json!)[field], field).toBeTypeOf('number');
+    expect(lineOf(ids.stream!)).toMatchObject({ ...call, status: 200, outcome: 'SUCCEEDED', streamed: true });
+    for (const field of ['ttftMs', 'upstreamTtftMs']) expect(lineOf(ids.stream!)[field], field).toBeTypeOf('number');
+    expect(lineOf(ids.anthropic!)).toMatchObject({ workspaceId: an.workspaceId, model: 'claude-scan', status: 200, outcome: 'SUCCEEDED', metering: 'metered' });
+    expect(lineOf(ids.upstreamError!)).toMatchObject({ ...call, status: 500, upstreamStatus: 500, outcome: 'UPSTREAM_ERROR', units: 0 });
+    expect(lineOf(ids.quota!)).toMatchObject({ ...call, status: 429, outcome: 'REJECTED', errorCode: 'quota_insufficient', upstreamStatus: null });
+    expect(lineOf(ids.invalidKey!)).toMatchObject({ status: 401, errorCode: 'invalid_inference_key', operationId: 'proxyProviderPost' });
+    const gatewayLines = Object.values(ids).map((id) => JSON.stringify(lineOf(id)));
+    for (const line of gatewayLines) {
+      expect(line).not.toContain(SECRET_MARKER);
+      for (const secret of [oa.apiKey, an.apiKey]) expect(line).not.toContain(secret);
+    }
   });
 
   it('finds no key in any response body or log line of this process', () => {

@@ -139,7 +139,7 @@ export function meteringProcess(db: Db, options: { clock?: Clock; ttlMs?: number
         consumed: units === null ? null : consumption(units),
       });
       recorder.record(
-        { ...rows, requestId: invocation.request_id, keyId: invocation.inference_key_id, lastRequestAt: new Date(), admission },
+        { ...rows, requestId: invocation.request_id, keyId: invocation.inference_key_id, lastRequestAt: new Date(), admission, span: undefined },
         new Date(),
       );
       return invocation.id;
