@@ -33,6 +33,10 @@ import type { AttemptStatus, InvocationRow, InvocationStatus } from '../domain/i
 import { createQuotaLeases, type Admission, type LeaseStatement, type QuotaLeases } from '../domain/quota/quota-leases.js';
 import { boundUnits, chargeUnits, MAX_CALL_UNITS, type Multipliers } from '../domain/quota/quota-math.js';
 import { createQuotaRepo } from '../domain/quota/quota-repo.js';
+import { createRateAllowances, type RateAllowances, type RateTicket } from '../domain/rate-limits/rate-allowances.js';
+import { createRateRepo } from '../domain/rate-limits/rate-repo.js';
+import { limitsOf } from '../domain/rate-limits/rate-service.js';
+import { hasLimits, viewOfWindow, type RateView } from '../domain/rate-limits/rate-types.js';
 import { storableText } from '../domain/storable-text.js';
 import { RowJson } from '../db/row-json.js';
 import { AppError, toAppError } from '../errors.js';
@@ -126,6 +130,7 @@ function storable(invocation: InvocationRow): void {
 /** What every call of a meter shares: the leases, the recorder, and what the process remembers. */
 interface MeterParts {
   leases: QuotaLeases;
+  rates: RateAllowances;
   recorder: CallRecorder;
   /** The calls under way (sent upstream, not yet answered in full). */
   running: IntrusiveList<MeteredCall>;
@@ -135,11 +140,15 @@ interface MeterParts {
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
   conversationTokens(auth: AuthRow, responseId: string): Promise<bigint>;
   quotaView(row: AuthRow | null, now: Date): QuotaView | undefined;
+  rateView(row: AuthRow | null, now: Date): RateView | undefined;
 }
 
 export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   /** The quota headers of the call's answer, once admitted (or refused for quota). */
   view: QuotaView | undefined;
+  /** Where its plan's rate limits stand for its answer's headers, once admitted (or refused for a limit). */
+  rateView: RateView | undefined;
+  private rateTicket: RateTicket | undefined;
   /** What the inspector made of a metered call's request: its bounds, and the body to send. */
   prepared: PreparedCall | undefined;
   /** The upstream call, once sent, and when. */
@@ -237,7 +246,33 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.admission = held.admission;
     this.invocation.reservation_id = held.admission.lease.id;
     this.view = { remaining: held.remaining, reset };
+    await this.admitRate(prepared.inputBound + prepared.outputBound);
     return true;
+  }
+
+  /**
+   * The plan's rate limits (none: nothing to do): a request, `tokens` (the call's bound) and a slot, on
+   * this process's allowance of the access (rate-allowances.ts). Throws 429 rate_limited with the view set.
+   */
+  private async admitRate(tokens: bigint): Promise<void> {
+    const limits = limitsOf(this.auth);
+    if (!hasLimits(limits)) return;
+    const auth = this.auth;
+    const counted = tokens > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(tokens);
+    const admitted = await this.meter.rates.admit({ workspaceId: auth.workspace_id, accessId: auth.workspace_access_id }, limits, counted);
+    this.rateView = admitted.view;
+    if (!admitted.ok) {
+      const message = admitted.never
+        ? `This call may use up to ${counted} tokens, more than the plan's ${limits.tokensPerMinute} tokens per minute`
+        : admitted.reason === 'concurrent'
+          ? `The plan allows ${limits.concurrentCalls} concurrent calls; retry after ${admitted.retryAfterS} s`
+          : `The plan's ${admitted.reason === 'requests' ? 'requests' : 'tokens'} per minute are used up; retry after ${admitted.retryAfterS} s`;
+      throw new AppError('rate_limited', message, {
+        param: admitted.reason === 'requests' ? 'requestsPerMinute' : admitted.reason === 'tokens' ? 'tokensPerMinute' : 'concurrentCalls',
+        retry_after: admitted.never ? undefined : admitted.retryAfterS,
+      });
+    }
+    this.rateTicket = admitted.ticket;
   }
 
   /** The key's row read again after admit() found its period over. */
@@ -246,10 +281,11 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.reloaded = true;
   }
 
-  /** An unmetered call (the workspace allows passthrough): its model as the body names it, the key's quota view. */
-  passthrough(raw: Buffer, now: Date): void {
+  /** An unmetered call (the workspace allows passthrough): its model as the body names it, the key's quota view; a request and a slot of its plan's rate limits. */
+  async passthrough(raw: Buffer, now: Date): Promise<void> {
     this.invocation.requested_model = modelNamedIn(raw);
     this.view = this.meter.quotaView(this.auth, now);
+    await this.admitRate(0n);
   }
 
   /** The upstream call is sent now: the call is under way until answered(). */
@@ -425,6 +461,10 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.recorded = true;
     const { invocation, admission } = this;
     const take = admission ? this.meter.leases.settle(admission, consumed?.units ?? null) : 0n;
+    if (this.rateTicket) {
+      const tokens = consumed ? consumed.inputTokens + consumed.cachedInputTokens + consumed.outputTokens : null;
+      this.meter.rates.settle(this.rateTicket, tokens === null ? null : Number(tokens));
+    }
     storable(invocation);
     if (consumed?.model) consumed.model = storableText(consumed.model, MAX_NAME_LENGTH);
     const rows = callRows(
@@ -478,6 +518,14 @@ export function createCallMeter(deps: {
     idleMs: deps.leaseIdleMs,
     onStatement: deps.onLeaseStatement,
   });
+  const rates = createRateAllowances({
+    repo: createRateRepo(deps.db),
+    clock,
+    logger,
+    ttlMs: deps.leaseTtlMs,
+    // An access idle this long gives back what the process holds unused (another process may be refused meanwhile).
+    idleMs: Math.min(deps.leaseIdleMs, 250),
+  });
   const recorder = createCallRecorder({
     repo,
     keys: createInferenceKeyRepo(deps.db),
@@ -492,6 +540,7 @@ export function createCallMeter(deps: {
 
   const meter: MeterParts = {
     leases,
+    rates,
     recorder,
     running,
     clock,
@@ -527,6 +576,24 @@ export function createCallMeter(deps: {
       if (leased !== undefined) return { remaining: leased, reset: row.period_end };
       const remaining = row.granted_units! - row.reserved_units! - row.consumed_units!;
       return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
+    },
+
+    /**
+     * The rate-limit headers of a valid key's answers that were not admitted: this process's view while it
+     * admits calls for the access, else the looked-up window row's. None for an invalid key or a plan without limits.
+     */
+    rateView(row: AuthRow | null, now: Date): RateView | undefined {
+      if (!row || row.revoked_at || row.expires_at <= now) return undefined;
+      const limits = limitsOf(row);
+      if (!hasLimits(limits)) return undefined;
+      return (
+        rates.view(row.workspace_access_id) ??
+        viewOfWindow(
+          limits,
+          { window_start: row.rate_window_start, requests: row.rate_requests, tokens: row.rate_tokens, concurrent: row.rate_concurrent },
+          now.getTime(),
+        )
+      );
     },
   };
   let beating = false;
@@ -565,6 +632,9 @@ export function createCallMeter(deps: {
       return new MeteredCall(meter, auth, inspector, start);
     },
     quotaView: meter.quotaView,
+    rateView: meter.rateView,
+    /** Gives the rate allowances held unused back (tests, shutdown). */
+    drainRates: () => rates.drain(),
     /** The reason a shutdown cancels the calls under way with: they are recorded FAILED `server_shutdown`. */
     shutdown: meter.shutdown,
     /** Forgets the Responses API calls remembered (tests). */
@@ -584,10 +654,12 @@ export function createCallMeter(deps: {
     async drain(): Promise<void> {
       await recorder.drain();
       await leases.drain();
+      await rates.drain();
     },
     close(): void {
       clearInterval(heartbeatTimer);
       leases.close();
+      rates.close();
     },
   };
 }
