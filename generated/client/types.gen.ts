@@ -13,7 +13,7 @@ export type ErrorBody = {
          * For a person; do not parse it.
          */
         message: string;
-        type: 'invalid_request_error' | 'authentication_error' | 'permission_error' | 'not_found_error' | 'conflict_error' | 'payload_too_large_error' | 'quota_exceeded_error' | 'upstream_error' | 'api_error';
+        type: 'invalid_request_error' | 'authentication_error' | 'permission_error' | 'not_found_error' | 'conflict_error' | 'payload_too_large_error' | 'quota_exceeded_error' | 'rate_limit_error' | 'upstream_error' | 'api_error';
         /**
          * Stable, one per cause (`workspace_not_found`, `quota_insufficient`, ...).
          */

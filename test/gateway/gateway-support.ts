@@ -9,6 +9,7 @@ import {
   provisionWorkspaceUser,
 } from '../support/sdk.js';
 import { expect } from 'vitest';
+import type { RateLimits } from '../../generated/client/types.gen.js';
 import { contractFetch } from '../support/contract.js';
 import { activePlanThrough } from '../support/plans.js';
 import type { TestApp } from '../support/test-app.js';
@@ -38,6 +39,8 @@ export interface TenantOptions {
   maxOutputTokens?: number;
   allowUnmeteredPassthrough?: boolean;
   upstreamTimeoutMs?: number;
+  /** The plan's rate limits (none by default). */
+  rateLimits?: RateLimits;
 }
 
 let seq = 0;
@@ -69,6 +72,7 @@ export async function createTenant(t: TestApp, o: TenantOptions): Promise<Tenant
     cachedInputMultiplierPpm: `${o.cachedPpm ?? 500_000n}`,
     maxOutputTokens: o.maxOutputTokens ?? 1000,
     effectiveFrom: new Date(Date.now() - 86_400_000).toISOString(),
+    ...(o.rateLimits ? { rateLimits: o.rateLimits } : {}),
   });
   const user = await provisionWorkspaceUser({
     client: t.client,
