@@ -19,7 +19,7 @@ import type { AuthRow } from './call-repo.js';
  * The models the access's plan allows; null means every model. Plans do not restrict models on this
  * branch: point this at the quota strategy's allow-list (the lookup row's column) where one exists.
  */
-export function allowedModelsOf(_row: AuthRow): string[] | null {
+function allowedModelsOf(_row: AuthRow): string[] | null {
   return null;
 }
 

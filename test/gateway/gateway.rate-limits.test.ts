@@ -220,6 +220,38 @@ describe.skipIf(!usesPostgres)('concurrent calls across two processes', () => {
   });
 });
 
+describe.skipIf(!usesPostgres)('a process that dies holding slots', () => {
+  it('has them freed by the sweeper once its allowance is past its TTL', async () => {
+    const c = await startNexusProcess({
+      DATABASE_URL: t.database.url!,
+      NEXUS_DATABASE_SCHEMA: t.database.schema!,
+      NEXUS_DATA_DIR: mkdtempSync(join(dataDir, 'c-')),
+      NEXUS_RESERVATION_TTL_MS: '1500',
+    });
+    try {
+      const tenant = await tenantWith({ concurrentCalls: 1 });
+      const onC = fetch(`${tenant.gatewayBaseUrl.replace(t.url, c.url)}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'late', 'x-fake-delay-ms': '5000' },
+        body: JSON.stringify(CHAT),
+      }).catch(() => undefined);
+      await until(async () => (await t.database.db('rate_allowances').where({ workspace_access_id: tenant.accessId })).length === 1);
+      await c.kill();
+      await onC;
+      expect(await chat(tenant, 'a')).toMatchObject({ ok: false, status: 429, code: 'rate_limited' });
+      // Not before its TTL: the process might only be slow.
+      await t.nexus.gateway.sweepExpired();
+      expect((await t.database.db('rate_windows').where({ workspace_access_id: tenant.accessId }).first()).concurrent).toBe(1);
+      await sleep(1700);
+      await t.nexus.gateway.sweepExpired();
+      expect(await t.database.db('rate_allowances').where({ workspace_access_id: tenant.accessId })).toEqual([]);
+      expect((await chat(tenant, 'a')).ok).toBe(true);
+    } finally {
+      await c.kill();
+    }
+  }, 90_000);
+});
+
 describe('tokens per minute', () => {
   it('counts a call\'s bound while it runs and its actual tokens after', async () => {
     const tenant = await tenantWith({ tokensPerMinute: 100_000 });

@@ -54,7 +54,7 @@ export function toPlanDto(row: PlanRow): WorkspacePlanDto {
 }
 
 /** The plan's limits on the wire: only those it sets. */
-export function toRateLimitsDto(row: Pick<PlanRow, 'requests_per_minute' | 'tokens_per_minute' | 'concurrent_calls'>): RateLimits {
+function toRateLimitsDto(row: Pick<PlanRow, 'requests_per_minute' | 'tokens_per_minute' | 'concurrent_calls'>): RateLimits {
   return {
     ...(row.requests_per_minute !== null ? { requestsPerMinute: row.requests_per_minute } : {}),
     ...(row.tokens_per_minute !== null ? { tokensPerMinute: row.tokens_per_minute } : {}),

@@ -64,7 +64,7 @@ interface AccessState {
   refusedUntilMs: number;
   /** The figures of the last refusal (what the window row said was used). */
   refusedUsed: { requests: number; tokens: number; concurrent: number } | undefined;
-  releasing: Promise<void> | undefined;
+  released: boolean;
 }
 
 export interface RateTicket {
@@ -105,7 +105,7 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
         growing: undefined,
         refusedUntilMs: 0,
         refusedUsed: undefined,
-        releasing: undefined,
+        released: false,
       };
       states.set(target.accessId, st);
     }
@@ -201,8 +201,10 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     if (st.headroomCalls < MAX_RATE_CALLS) st.headroomCalls *= 2;
   }
 
+  /** Gives back what the process holds unused for the access, and forgets it (the next call starts afresh). */
   function release(st: AccessState): void {
-    if (st.releasing || st.growing) return;
+    if (st.released || st.growing) return;
+    st.released = true;
     const requests = st.freeRequests > 0 ? st.freeRequests : 0;
     const tokens = st.freeTokens > 0 ? st.freeTokens : 0;
     const slots = st.heldSlots - st.slotsInUse;
@@ -214,7 +216,6 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
         logger.error({ msg: 'could not give back a rate allowance; its slots return after the TTL', accessId: st.target.accessId, error: err.message });
       })
       .finally(() => releases.delete(done));
-    st.releasing = done;
     releases.add(done);
   }
 
@@ -275,7 +276,6 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
           const reason = refusing(st, need, st.refusedUsed);
           if (reason) return refusal(st, reason, nowMs);
         }
-        if (st.releasing) await st.releasing;
         const growth = grow(st, need, tokens);
         st.growing = growth;
         try {

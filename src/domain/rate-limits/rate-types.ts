@@ -14,7 +14,7 @@ export interface RateLimits {
 export const WINDOW_MS = 60_000;
 
 /** Where one windowed limit stands. */
-export interface WindowState {
+interface WindowState {
   limit: number;
   remaining: number;
   /** When the window ends and the figure is whole again. */
@@ -35,7 +35,7 @@ export function hasLimits(l: RateLimits | null | undefined): l is RateLimits {
 }
 
 /** A duration as OpenAI writes its x-ratelimit-reset-* headers: `250ms`, `1s`, `6m0s`. */
-export function resetText(ms: number): string {
+function resetText(ms: number): string {
   if (ms <= 0) return '0s';
   if (ms < 1000) return `${Math.ceil(ms)}ms`;
   const s = Math.ceil(ms / 1000);
