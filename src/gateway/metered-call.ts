@@ -524,7 +524,7 @@ export function createCallMeter(deps: {
     logger,
     ttlMs: deps.leaseTtlMs,
     // An access idle this long gives back what the process holds unused (another process may be refused meanwhile).
-    idleMs: Math.min(deps.leaseIdleMs, 250),
+    idleMs: deps.leaseIdleMs,
   });
   const recorder = createCallRecorder({
     repo,

@@ -19,7 +19,8 @@
  * - A slot is held for the call's duration, returned to the process on settle.
  * - An access idle on the process for `idleMs` gives back what the process holds
  *   unused (slots, and the window's requests and tokens): another process may be
- *   refused for at most that long while this one holds unused allowance.
+ *   refused for at most that long while this one holds unused allowance. A slot
+ *   freed while the access is at its concurrency limit goes back at once.
  * - The slots a process holds are in its rate_allowances row, renewed by its
  *   heartbeat; the sweeper frees a dead process's slots after the TTL. What a dead
  *   process was granted of a window stays counted there (it may have used it).
@@ -290,15 +291,32 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
       }
     },
 
-    /** The call is over: its slot returns, and of its tokens' bound what it did not use (`tokens` null: none used). */
+    /**
+     * The call is over: its slot returns, and of its tokens' bound what it did not use (`tokens` null: none
+     * used). When the access was at its concurrency limit at the last statement, the freed slot goes back to
+     * the window at once (another process may be waiting for it), not when the access goes idle here.
+     */
     settle(ticket: RateTicket, tokens: number | null): void {
       if (ticket.settled) return;
       ticket.settled = true;
       const st = ticket.state;
       st.inflight--;
       st.lastUsedMs = clock.now().getTime();
-      if (ticket.slot && st.slotsInUse > 0) st.slotsInUse--;
       if (st.window === ticket.window && st.limits.tokensPerMinute !== null) st.freeTokens += ticket.tokens - (tokens ?? 0);
+      if (!ticket.slot) return;
+      if (st.slotsInUse > 0) st.slotsInUse--;
+      const spare = st.heldSlots - st.slotsInUse;
+      if (spare > 0 && !st.growing && !st.released && st.usedSlots >= st.limits.concurrentCalls!) {
+        st.heldSlots -= spare;
+        st.usedSlots -= spare;
+        const done = repo
+          .giveBack({ id: st.id, accessId: st.target.accessId, windowStart: new Date(st.window), requests: 0, tokens: 0, concurrent: spare })
+          .catch((err: Error) => {
+            logger.error({ msg: 'could not give back a rate-limit slot; it returns after the TTL', accessId: st.target.accessId, error: err.message });
+          })
+          .finally(() => releases.delete(done));
+        releases.add(done);
+      }
     },
 
     /** Where the access's limits stand as this process knows them; undefined when it has admitted nothing for it lately. */
