@@ -28,6 +28,9 @@
  * BENCH_NEXUS: which builds of Nexus to run, separated by ';': compiled (the default: `npm start`'s command,
  * after `npm run build:server`) and tsx (src/server.ts through tsx, as `npm run dev`); the targets of the tsx
  * build are named 'nexus (tsx)', 'nexus (tsx), 1 user', 'nexus (tsx), unmetered'.
+ * BENCH_RATE_LIMITS=1 adds the target 'nexus, rate limits': the same load on end users of a plan with generous
+ * rate limits (requests and tokens per minute, concurrent calls: none is reached), measured right after 'nexus'
+ * in each round, and prints its throughput as a share of the plan without limits.
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
  * schema, dropped at the end.
  */
@@ -54,6 +57,9 @@ const TARGETS = process.env.BENCH_TARGETS?.split(';').map((t) => t.trim());
 const MODEL_RULES = process.env.BENCH_MODEL_RULES === '1';
 const BUILDS = (process.env.BENCH_NEXUS ?? 'compiled').split(';').map((b) => b.trim());
 for (const build of BUILDS) if (build !== 'compiled' && build !== 'tsx') throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx)`);
+const RATE_LIMITS = process.env.BENCH_RATE_LIMITS === '1';
+/** Limits no bench load reaches: what admitting against them costs, not a refusal. */
+const GENEROUS_LIMITS = { requestsPerMinute: 100_000_000, tokensPerMinute: 2_000_000_000, concurrentCalls: 100_000 };
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
 const PROVIDER_KEY = 'sk-bench-upstream-0123456789';
@@ -248,16 +254,21 @@ function modelPricing() {
   return { modelRules, allowedModels: [...families.slice(0, 11).map((f) => `${f}*`), 'bench-model'], outputCapPolicy: 'clamp' };
 }
 
-/** A tenant with USERS end users on a plan with a huge quota, through the Admin API. */
-async function provision(nexusUrl: string, upstreamUrl: string): Promise<{ gatewayBaseUrl: string; apiKeys: string[] }> {
-  const ws = await admin<{ id: string }>(nexusUrl, 'POST', '/workspaces', { name: 'bench', allowUnmeteredPassthrough: true });
+/** A tenant with USERS end users on a plan with a huge quota (and these rate limits), through the Admin API. */
+async function provision(nexusUrl: string, upstreamUrl: string, rateLimits?: object): Promise<{ gatewayBaseUrl: string; apiKeys: string[] }> {
+  const ws = await admin<{ id: string }>(nexusUrl, 'POST', '/workspaces', { name: rateLimits ? 'bench-rate-limits' : 'bench', allowUnmeteredPassthrough: true });
   const conn = await admin<{ id: string; gatewayBaseUrl: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/provider-connections`, {
     name: 'bench upstream',
     protocolProfile: 'openai',
     baseUrl: upstreamUrl,
     apiKey: PROVIDER_KEY,
   });
-  const plan = await admin<{ id: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/plans`, { key: 'bench', name: 'Bench', billingInterval: 'MONTH' });
+  const plan = await admin<{ id: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/plans`, {
+    key: 'bench',
+    name: 'Bench',
+    billingInterval: 'MONTH',
+    ...(rateLimits ? { rateLimits } : {}),
+  });
   const strategy = await admin<{ id: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/plan-strategies/quota`, {
     key: 'bench',
     resetInterval: 'MONTH',
@@ -458,12 +469,13 @@ async function main(): Promise<void> {
     children.push(upstream.child);
     const floor = await start('floor', [upstream.url]);
     children.push(floor.child);
-    const nexuses: { label: string; pid: number | undefined; gatewayBaseUrl: string; apiKeys: string[] }[] = [];
+    const nexuses: { label: string; pid: number | undefined; gatewayBaseUrl: string; apiKeys: string[]; limited?: { gatewayBaseUrl: string; apiKeys: string[] } }[] = [];
     for (const [i, build] of BUILDS.entries()) {
       const nexus = await startNexus(build, schemas[i]!);
       children.push(nexus.child);
       const tenant = await provision(nexus.url, upstream.url);
-      nexuses.push({ label: build === 'compiled' ? 'nexus' : 'nexus (tsx)', pid: nexus.child.pid, ...tenant });
+      const limited = RATE_LIMITS ? await provision(nexus.url, upstream.url, GENEROUS_LIMITS) : undefined;
+      nexuses.push({ label: build === 'compiled' ? 'nexus' : 'nexus (tsx)', pid: nexus.child.pid, ...tenant, ...(limited ? { limited } : {}) });
     }
     process.stderr.write(`Measuring ${DURATION}s per phase, ${CONNECTIONS} connections under load...\n`);
     const path = '/v1/chat/completions';
@@ -480,6 +492,9 @@ async function main(): Promise<void> {
       for (const nexus of round % 2 ? [...nexuses].reverse() : nexuses) {
         byLabel.set(nexus.label, [
           ...(await measure(nexus.label, `${nexus.gatewayBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid)),
+          ...(nexus.limited
+            ? await measure(`${nexus.label}, rate limits`, `${nexus.limited.gatewayBaseUrl}${path}`, {}, nexus.limited.apiKeys, nexus.pid)
+            : []),
           ...(await measure(`${nexus.label}, 1 user`, `${nexus.gatewayBaseUrl}${path}`, { authorization: `Bearer ${nexus.apiKeys[0]}` }, [], nexus.pid)),
           // Diagnostic: the same proxy without metering (an endpoint with no usage inspector, passthrough allowed).
           ...(await measure(`${nexus.label}, unmetered`, `${nexus.gatewayBaseUrl}/v1/unmetered`, {}, nexus.apiKeys, nexus.pid)),
@@ -516,6 +531,21 @@ async function main(): Promise<void> {
         const bestShare = `${((100 * best(label, mode)) / best('floor', mode)).toFixed(1)}%`;
         const ttfbDelta = nx.ttfb50 !== undefined && fl.ttfb50 !== undefined ? f(nx.ttfb50 - fl.ttfb50) : '-';
         console.log(`| ${label} | ${mode} | ${share(nx)} | ${share(one)} | ${bestShare} | ${f(nx.lightP50 - fl.lightP50)} | ${f(nx.lightP99 - fl.lightP99)} | ${ttfbDelta} |`);
+      }
+    }
+    if (RATE_LIMITS) {
+      console.log('\n| target | mode | with rate limits / without, req/s | best round of each | added p50 (light) | added p99 (light) |');
+      console.log('|---|---|---:|---:|---:|---:|');
+      for (const { label } of nexuses) {
+        for (const mode of ['json', 'stream']) {
+          const plain = rows.find((r) => r.target === label && r.mode === mode);
+          const limited = rows.find((r) => r.target === `${label}, rate limits` && r.mode === mode);
+          if (!plain || !limited) continue;
+          const bestShare = `${((100 * best(`${label}, rate limits`, mode)) / best(label, mode)).toFixed(1)}%`;
+          console.log(
+            `| ${label}, rate limits | ${mode} | ${((100 * limited.rps) / plain.rps).toFixed(1)}% | ${bestShare} | ${f(limited.lightP50 - plain.lightP50)} | ${f(limited.lightP99 - plain.lightP99)} |`,
+          );
+        }
       }
     }
   } finally {

@@ -135,6 +135,11 @@ function isGatewayPath(url: string): boolean {
   return path.startsWith('/providers') && (path.length === 10 || path[10] === '/' || path[10] === '?');
 }
 
+/** GET /v1/me, the end user's self-service read, answered by the gateway with its key lookup. */
+function isMePath(url: string): boolean {
+  return url === '/v1/me' || url.startsWith('/v1/me?');
+}
+
 function pathOf(url: string): string {
   const q = url.indexOf('?');
   return q < 0 ? url : url.slice(0, q);
@@ -171,6 +176,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     // The embedded database is this process's alone (its data dir is locked): a quota lease still HELD there was
     // left by a process that died (killed, crashed), and is released now rather than after its TTL.
     const reclaimed = await services.quota.sweepExpired(clock.now(), true);
+    await services.rates.sweepExpired(clock.now(), true);
     if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped without releasing them', ...reclaimed });
   }
   if (!overrides.skipRootKey) {
@@ -229,6 +235,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     clock,
     logger,
     quota: services.quota,
+    rates: services.rates,
     hasher: services.hasher,
     secretBox: services.secretBox,
     changes: services.changes,
@@ -236,14 +243,15 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     tracer,
   });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
-    if (!isGatewayPath(req.url!)) {
+    const me = isMePath(req.url!);
+    if (!me && !isGatewayPath(req.url!)) {
       app(req, res);
       return;
     }
     const locals = {} as RequestLocals;
     // Counted here; the gateway writes the call's log line and spans itself.
     observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }), true);
-    void gateway.handle(req, res, locals);
+    void (me ? gateway.handleMe(req, res, locals) : gateway.handle(req, res, locals));
   };
   // A process that died holding quota leases: after their TTL, its calls in flight are charged and what they held returns.
   const sweeper = setInterval(

@@ -72,6 +72,7 @@ const errorStatus = {
   payload_too_large: 413,
   // 429
   quota_insufficient: 429,
+  rate_limited: 429,
   // 500
   internal_error: 500,
   // 502
@@ -103,6 +104,11 @@ const errorType: Record<number, string> = {
   500: 'api_error',
   502: 'upstream_error',
   503: 'api_error',
+};
+
+/** Codes whose error `type` is not their status's (a rate limit is not a quota). */
+const typeOfCode: Partial<Record<ErrorCode, string>> = {
+  rate_limited: 'rate_limit_error',
 };
 
 export interface ErrorExtras {
@@ -144,7 +150,7 @@ export function errorBody(err: AppError, requestId: string | undefined): ErrorBo
   return {
     error: {
       message: err.message,
-      type: errorType[err.status] ?? 'api_error',
+      type: typeOfCode[err.code] ?? errorType[err.status] ?? 'api_error',
       code: err.code,
       param: param ?? null,
       ...(requestId ? { request_id: requestId } : {}),

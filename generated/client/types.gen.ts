@@ -13,7 +13,7 @@ export type ErrorBody = {
          * For a person; do not parse it.
          */
         message: string;
-        type: 'invalid_request_error' | 'authentication_error' | 'permission_error' | 'not_found_error' | 'conflict_error' | 'payload_too_large_error' | 'quota_exceeded_error' | 'upstream_error' | 'api_error';
+        type: 'invalid_request_error' | 'authentication_error' | 'permission_error' | 'not_found_error' | 'conflict_error' | 'payload_too_large_error' | 'quota_exceeded_error' | 'rate_limit_error' | 'upstream_error' | 'api_error';
         /**
          * Stable, one per cause (`workspace_not_found`, `quota_insufficient`, ...).
          */
@@ -151,6 +151,10 @@ export type QuotaSnapshotDto = {
     availableUnits: Int64String;
     periodStart?: DateTime;
     periodEnd: DateTime;
+    /**
+     * Where each rate limit of the access's plan stands now; absent when the plan sets none.
+     */
+    rateLimits?: RateLimitStateDto;
 };
 
 export type ApiKeyDto = {
@@ -466,6 +470,50 @@ export type BillingPeriodSyncDto = {
     updatedAt: DateTime;
 };
 
+export type MeDto = {
+    accessId: string;
+    workspaceId: string;
+    status: WorkspaceAccessStatus;
+    plan: {
+        id: string;
+        key: string;
+        name: string;
+    };
+    /**
+     * The quota period covering now; null when the access has none.
+     */
+    quotaPeriod: null | MeQuotaPeriodDto;
+    /**
+     * Where each limit of the plan stands now; null when the plan sets none.
+     */
+    rateLimits: null | RateLimitStateDto;
+    /**
+     * The models the plan allows; null means every model.
+     */
+    allowedModels: null | Array<string>;
+    key: {
+        id: string;
+        prefix: string;
+        expiresAt: DateTime;
+    };
+};
+
+export type MeQuotaPeriodDto = {
+    id: string;
+    periodStart: DateTime;
+    /**
+     * When the period ends.
+     */
+    resetAt: DateTime;
+    grantedUnits: Int64String;
+    consumedUnits: Int64String;
+    reservedUnits: Int64String;
+    /**
+     * granted - reserved - consumed, floored at 0.
+     */
+    availableUnits: Int64String;
+};
+
 export type PlanStatus = 'DRAFT' | 'ACTIVE' | 'ARCHIVED';
 
 export type BillingInterval = 'MONTH' | 'YEAR';
@@ -483,6 +531,46 @@ export type WorkspacePlanDto = {
     createdAt: DateTime;
     updatedAt: DateTime;
     publishedAt?: DateTime;
+    rateLimits: RateLimits;
+};
+
+/**
+ * The plan's rate limits, per workspace access (docs/rate-limits.md); each is optional (absent:
+ * no limit on that dimension). Requests and tokens (input and output) count per fixed minute
+ * window (the UTC minute); concurrent calls count while they run. A refusal is 429
+ * `rate_limited` with Retry-After.
+ *
+ */
+export type RateLimits = {
+    requestsPerMinute?: number;
+    tokensPerMinute?: number;
+    concurrentCalls?: number;
+};
+
+export type WindowLimitStateDto = {
+    limit: number;
+    /**
+     * What is left in the current minute window; what gateway processes hold unused counts as used until they give it back (within a second of going idle).
+     */
+    remaining: number;
+    resetAt: DateTime;
+};
+
+export type ConcurrencyLimitStateDto = {
+    limit: number;
+    /**
+     * Calls that may start now.
+     */
+    remaining: number;
+};
+
+/**
+ * Where each limit the plan sets stands now (the others are absent).
+ */
+export type RateLimitStateDto = {
+    requestsPerMinute?: WindowLimitStateDto;
+    tokensPerMinute?: WindowLimitStateDto;
+    concurrentCalls?: ConcurrencyLimitStateDto;
 };
 
 export type PlanDetailDto = WorkspacePlanDto & {
@@ -500,6 +588,7 @@ export type CreatePlanDto = {
     name: string;
     billingInterval: BillingInterval;
     metadata?: Metadata;
+    rateLimits?: RateLimits;
 };
 
 /**
@@ -512,6 +601,10 @@ export type UpdateWorkspacePlanDto = {
     key?: string;
     name?: string;
     billingInterval?: BillingInterval;
+    /**
+     * Replaces the plan's limits as a whole (`{}` removes them all).
+     */
+    rateLimits?: RateLimits;
 };
 
 export type QuotaStrategyDto = {
@@ -2601,7 +2694,7 @@ export type ProxyProviderDeleteErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -2624,7 +2717,10 @@ export type ProxyProviderDeleteResponses = {
     /**
      * The provider's answer, with its status (any status the provider sends is passed through),
      * its content type and the headers a client needs (`content-type`, the provider's request id
-     * in `x-request-id` / `request-id`, rate-limit headers, `retry-after`). `text/event-stream`
+     * in `x-request-id` / `request-id`, `retry-after`). The provider's own rate-limit headers
+     * (`x-ratelimit-*`, `anthropic-ratelimit-*`) describe the operator's provider account and are
+     * removed; on a plan with rate limits, Nexus's own `x-ratelimit-*` headers describe the
+     * access's limits (docs/rate-limits.md). `text/event-stream`
      * and `application/octet-stream` are streamed as they arrive.
      *
      */
@@ -2677,7 +2773,7 @@ export type ProxyProviderGetErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -2700,7 +2796,10 @@ export type ProxyProviderGetResponses = {
     /**
      * The provider's answer, with its status (any status the provider sends is passed through),
      * its content type and the headers a client needs (`content-type`, the provider's request id
-     * in `x-request-id` / `request-id`, rate-limit headers, `retry-after`). `text/event-stream`
+     * in `x-request-id` / `request-id`, `retry-after`). The provider's own rate-limit headers
+     * (`x-ratelimit-*`, `anthropic-ratelimit-*`) describe the operator's provider account and are
+     * removed; on a plan with rate limits, Nexus's own `x-ratelimit-*` headers describe the
+     * access's limits (docs/rate-limits.md). `text/event-stream`
      * and `application/octet-stream` are streamed as they arrive.
      *
      */
@@ -2756,7 +2855,7 @@ export type ProxyProviderPatchErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -2779,7 +2878,10 @@ export type ProxyProviderPatchResponses = {
     /**
      * The provider's answer, with its status (any status the provider sends is passed through),
      * its content type and the headers a client needs (`content-type`, the provider's request id
-     * in `x-request-id` / `request-id`, rate-limit headers, `retry-after`). `text/event-stream`
+     * in `x-request-id` / `request-id`, `retry-after`). The provider's own rate-limit headers
+     * (`x-ratelimit-*`, `anthropic-ratelimit-*`) describe the operator's provider account and are
+     * removed; on a plan with rate limits, Nexus's own `x-ratelimit-*` headers describe the
+     * access's limits (docs/rate-limits.md). `text/event-stream`
      * and `application/octet-stream` are streamed as they arrive.
      *
      */
@@ -2835,7 +2937,7 @@ export type ProxyProviderPostErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -2858,7 +2960,10 @@ export type ProxyProviderPostResponses = {
     /**
      * The provider's answer, with its status (any status the provider sends is passed through),
      * its content type and the headers a client needs (`content-type`, the provider's request id
-     * in `x-request-id` / `request-id`, rate-limit headers, `retry-after`). `text/event-stream`
+     * in `x-request-id` / `request-id`, `retry-after`). The provider's own rate-limit headers
+     * (`x-ratelimit-*`, `anthropic-ratelimit-*`) describe the operator's provider account and are
+     * removed; on a plan with rate limits, Nexus's own `x-ratelimit-*` headers describe the
+     * access's limits (docs/rate-limits.md). `text/event-stream`
      * and `application/octet-stream` are streamed as they arrive.
      *
      */
@@ -2914,7 +3019,7 @@ export type ProxyProviderPutErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`); the provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -2937,12 +3042,52 @@ export type ProxyProviderPutResponses = {
     /**
      * The provider's answer, with its status (any status the provider sends is passed through),
      * its content type and the headers a client needs (`content-type`, the provider's request id
-     * in `x-request-id` / `request-id`, rate-limit headers, `retry-after`). `text/event-stream`
+     * in `x-request-id` / `request-id`, `retry-after`). The provider's own rate-limit headers
+     * (`x-ratelimit-*`, `anthropic-ratelimit-*`) describe the operator's provider account and are
+     * removed; on a plan with rate limits, Nexus's own `x-ratelimit-*` headers describe the
+     * access's limits (docs/rate-limits.md). `text/event-stream`
      * and `application/octet-stream` are streamed as they arrive.
      *
      */
     200: unknown;
 };
+
+export type GetMeData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/v1/me';
+};
+
+export type GetMeErrors = {
+    /**
+     * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
+     */
+    401: ErrorBody;
+    /**
+     * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
+     */
+    403: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`) and the call could not be admitted on what this process already holds: the provider is not called and nothing is charged. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetMeError = GetMeErrors[keyof GetMeErrors];
+
+export type GetMeResponses = {
+    /**
+     * The access as its key sees it.
+     */
+    200: MeDto;
+};
+
+export type GetMeResponse = GetMeResponses[keyof GetMeResponses];
 
 export type ListPlansData = {
     body?: never;

@@ -35,6 +35,8 @@ import { createPlanRepo } from './plans/plan-repo.js';
 import { createPlanService } from './plans/plan-service.js';
 import { createQuotaRepo } from './quota/quota-repo.js';
 import { createQuotaService } from './quota/quota-service.js';
+import { createRateRepo } from './rate-limits/rate-repo.js';
+import { createRateService } from './rate-limits/rate-service.js';
 import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from './security/key-hash.js';
 import { createSecretBox } from './security/secret-box.js';
 import { createWorkspaceRepo } from './workspaces/workspace-repo.js';
@@ -87,7 +89,8 @@ export function createDomain(deps: ServiceDeps) {
     changes,
   });
   const accessRepo = createAccessRepo(db);
-  const accesses = createAccessService({ db, accessRepo, quotaRepo, quota, plans, inferenceKeys, workspaces, audit, clock, changes });
+  const rates = createRateService({ rateRepo: createRateRepo(db) });
+  const accesses = createAccessService({ db, accessRepo, quotaRepo, quota, rates, plans, inferenceKeys, workspaces, audit, clock, changes });
   const invocationRepo = createInvocationRepo(db);
   const invocations = createInvocationService({ invocationRepo, workspaces, clock });
   const auditLogs = createAuditQueryService({ auditRepo, workspaces });
@@ -130,6 +133,7 @@ export function createDomain(deps: ServiceDeps) {
     readiness,
     // What the gateway is given besides the app's own db, config, clock and logger.
     quota,
+    rates,
     hasher,
     secretBox,
     // What decides a gateway call changed (the gateway's cache subscribes; the app's listener feeds it).

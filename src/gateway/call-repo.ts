@@ -55,11 +55,29 @@ export interface AuthRow {
   model_rules: StoredModelRule[] | null;
   allowed_models: string[] | null;
   output_cap_policy: OutputCapPolicy | null;
+  key_prefix: string;
+  /** The access's plan (the one new calls run on) and its rate limits (null: none on that dimension). */
+  plan_id: string;
+  plan_key: string;
+  plan_name: string;
+  requests_per_minute: number | null;
+  tokens_per_minute: number | null;
+  concurrent_calls: number | null;
+  /** The access's rate window row, if it has one (what processes were granted and hold). */
+  rate_window_start: Date | null;
+  rate_requests: bigint | null;
+  rate_tokens: bigint | null;
+  rate_concurrent: number | null;
+  period_start: Date | null;
 }
 
 const LOOKUP = `
-select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.revoked_at, k.last_request_at,
+select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.revoked_at, k.last_request_at, k.prefix as key_prefix,
        a.status as access_status, a.access_starts_at, a.access_ends_at,
+       pl.id as plan_id, pl.key as plan_key, pl.name as plan_name,
+       pl.requests_per_minute, pl.tokens_per_minute, pl.concurrent_calls,
+       rw.window_start as rate_window_start, rw.requests as rate_requests, rw.tokens as rate_tokens, rw.concurrent as rate_concurrent,
+       p.period_start,
        w.status as workspace_status, w.allow_unmetered_passthrough,
        c.id as connection_id, c.protocol_profile, c.base_url, c.status as connection_status,
        c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms,
@@ -69,6 +87,8 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
   from inference_keys k
   join workspace_accesses a on a.id = k.workspace_access_id
   join workspaces w on w.id = k.workspace_id
+  join plans pl on pl.id = a.plan_id
+  left join rate_windows rw on rw.workspace_access_id = a.id
   left join provider_connections c on c.id = cast(? as uuid) and c.workspace_id = k.workspace_id
   left join lateral (
     select * from quota_periods qp

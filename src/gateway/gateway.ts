@@ -19,6 +19,8 @@ import type { Clock } from '../domain/actor.js';
 import type { ChangeFeed } from '../domain/changes/change-feed.js';
 import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
 import type { QuotaService } from '../domain/quota/quota-service.js';
+import type { RateService } from '../domain/rate-limits/rate-service.js';
+import { rateHeaders, type RateView } from '../domain/rate-limits/rate-types.js';
 import type { KeyHasher } from '../domain/security/key-hash.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
 import type { Config } from '../config.js';
@@ -36,12 +38,16 @@ import { createGatewayDb } from './gateway-db.js';
 import { rawHeader, upstreamHeaders } from './headers.js';
 import { filterModelList, freeEndpointFor, inspectorFor } from './inspectors.js';
 import { createCallMeter, type MeteredCall, type QuotaView } from './metered-call.js';
+import { meOf } from './me.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { maskedKey } from './secret-mask.js';
 import { Relay } from './relay.js';
 import { createUpstreamPools } from './upstreams.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** The lookup's connection for a request that names none (/v1/me): no connection has the nil UUID. */
+const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
 
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
 
@@ -71,6 +77,7 @@ export interface GatewayDeps {
   clock: Clock;
   logger: Logger;
   quota: QuotaService;
+  rates: RateService;
   hasher: KeyHasher;
   secretBox: SecretBox;
   /** Changes that decide a call: the cache drops what they touch. */
@@ -125,7 +132,7 @@ function authorize(row: AuthRow | null, now: Date): AuthRow {
 }
 
 export function createGateway(deps: GatewayDeps) {
-  const { config, clock, logger, quota, hasher, secretBox } = deps;
+  const { config, clock, logger, quota, rates, hasher, secretBox } = deps;
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit);
   const repo = createCallRepo(db);
   const cache = createAuthCache({
@@ -161,7 +168,14 @@ export function createGateway(deps: GatewayDeps) {
   if (owned) metrics?.watchPool('gateway', db);
 
   /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */
-  function sendError(res: ServerResponse, locals: RequestLocals, err: unknown, metered: boolean, view: QuotaView | undefined): void {
+  function sendError(
+    res: ServerResponse,
+    locals: RequestLocals,
+    err: unknown,
+    metered: boolean,
+    view: QuotaView | undefined,
+    rates: RateView | undefined,
+  ): void {
     if (res.headersSent) {
       res.destroy();
       return;
@@ -173,10 +187,19 @@ export function createGateway(deps: GatewayDeps) {
       res.setHeader('x-nexus-quota-remaining', view.remaining.toString());
       res.setHeader('x-nexus-quota-reset', view.reset.toISOString());
     }
+    const headers = rateHeaders(rates, clock.now().getTime(), []);
+    for (let i = 0; i < headers.length; i += 2) res.setHeader(headers[i]!, headers[i + 1]!);
     // The official SDKs retry 409 and 429 on their own (three calls, seconds of backoff); none of the
-    // gateway's own refusals changes by retrying, so they are told not to (a 502 may, and stays silent).
-    const status = toAppError(err).status;
-    if (status < 500) res.setHeader('x-should-retry', 'false');
+    // gateway's own refusals changes by retrying, so they are told not to (a 502 may, and stays silent),
+    // except a rate limit's: it frees after Retry-After, and the SDKs wait that long.
+    const appError = toAppError(err);
+    const retryAfter = appError.code === 'rate_limited' ? appError.extras.retry_after : undefined;
+    if (typeof retryAfter === 'number') {
+      res.setHeader('retry-after', String(retryAfter));
+      res.setHeader('x-should-retry', 'true');
+    } else if (appError.status < 500) {
+      res.setHeader('x-should-retry', 'false');
+    }
     writeError(res, err, locals);
   }
 
@@ -247,11 +270,18 @@ export function createGateway(deps: GatewayDeps) {
         const allows = call.free(free, raw, startedAt);
         if (allows) rewriteJson = (text) => filterModelList(text, allows);
       } else {
-        call.passthrough(raw, startedAt);
+        await call.passthrough(raw, startedAt);
       }
       await relay(req, res, locals, call, auth, upstreamOf(entry, auth), target, call.prepared?.body ?? raw, rewriteJson, trace);
     } catch (err) {
-      sendError(res, locals, err, call?.inspector !== undefined, call?.view ?? meter.quotaView(looked, startedAt));
+      sendError(
+        res,
+        locals,
+        err,
+        call?.inspector !== undefined,
+        call?.view ?? meter.quotaView(looked, startedAt),
+        call?.rateView ?? meter.rateView(looked, startedAt),
+      );
       if (call) {
         // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
         call.refused(err, raw);
@@ -268,6 +298,31 @@ export function createGateway(deps: GatewayDeps) {
         });
         trace?.refusedEarly(refusal.status, refusal.code);
       }
+    }
+  }
+
+  /** GET /v1/me (me.ts): the key's row read fresh, answered as the end user's view of its access. */
+  async function handleMe(req: IncomingMessage, res: ServerResponse, locals: RequestLocals): Promise<void> {
+    locals.operationId = 'getMe';
+    let looked: AuthRow | null = null;
+    try {
+      if (req.method !== 'GET') throw new AppError('method_not_allowed', `${req.method} is not allowed on /v1/me`);
+      const token = credentialOf(req);
+      req.resume();
+      looked = (await cache.reload(token, NO_CONNECTION)).row;
+      const now = clock.now();
+      const body = JSON.stringify(meOf(looked, now, meter.rateView(looked, now)));
+      res.writeHead(200, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+        'x-request-id': locals.requestId,
+        'x-nexus-request-id': locals.requestId,
+        'x-nexus-metering-status': 'unmetered',
+        'cache-control': 'no-store',
+      });
+      res.end(body);
+    } catch (err) {
+      sendError(res, locals, err, false, undefined, undefined);
     }
   }
 
@@ -307,6 +362,7 @@ export function createGateway(deps: GatewayDeps) {
     if (view) answerHeaders.push('x-nexus-quota-remaining', view.remaining.toString(), 'x-nexus-quota-reset', view.reset.toISOString());
     const cap = call.prepared?.outputCap;
     if (cap) answerHeaders.push('x-nexus-output-cap', `${cap.sent}; requested=${cap.requested}`);
+    rateHeaders(call.rateView, clock.now().getTime(), answerHeaders);
     const relay = new Relay(res, {
       requestId: locals.requestId,
       answerHeaders,
@@ -325,11 +381,12 @@ export function createGateway(deps: GatewayDeps) {
       timeoutMs: auth.upstream_timeout_ms ?? config.upstreamTimeoutMs,
     });
     const refusal = call.answered();
-    if (refusal) sendError(res, locals, refusal, metered, view);
+    if (refusal) sendError(res, locals, refusal, metered, view, call.rateView);
   }
 
   return {
     handle,
+    handleMe,
     /**
      * A shutdown's deadline has come: the upstream calls still under way are cut (a metered JSON call
      * would otherwise be read to its end, up to the upstream timeout) and recorded FAILED `server_shutdown`,
@@ -339,8 +396,15 @@ export function createGateway(deps: GatewayDeps) {
     cutCalls: () => meter.cutCalls(),
     /** Waits for the records started so far, then returns the quota leases not in use. */
     drain: () => meter.drain(),
-    /** Reclaims the leases of dead processes past their TTL: charges their calls in flight, returns what they held. */
-    sweepExpired: () => quota.sweepExpired(clock.now()),
+    /**
+     * Reclaims the leases of dead processes past their TTL: charges their calls in flight, returns what they
+     * held; and frees the rate-limit slots they held.
+     */
+    sweepExpired: async () => {
+      const now = clock.now();
+      const [reclaimed] = await Promise.all([quota.sweepExpired(now), rates.sweepExpired(now)]);
+      return reclaimed;
+    },
     /** Runs the lease heartbeat now (tests). */
     heartbeat: () => meter.heartbeat(),
     /** Writes the records a process that stopped left in the spool (at start). */

@@ -2,8 +2,8 @@
  * Which headers cross the gateway. Towards the upstream: everything the client
  * sent except its credentials, cookies, hop-by-hop and proxy headers, then the
  * connection's own key the way its profile wants it. Back to the client: the
- * content type and what a client needs (the provider's request id, rate-limit
- * headers, retry-after), nothing else.
+ * content type and what a client needs (the provider's request id,
+ * retry-after), nothing else.
  */
 import { AppError } from '../errors.js';
 
@@ -91,10 +91,14 @@ const PASSED_BACK = new Set([
   'anthropic-organization-id',
 ]);
 
-/** The upstream's answer headers a client needs, added to `out` (name, value, ...). */
+/**
+ * The upstream's answer headers a client needs, added to `out` (name, value, ...). Its rate-limit headers
+ * (`x-ratelimit-*`, `anthropic-ratelimit-*`) are not among them: they describe the operator's provider
+ * account, shared by every access; Nexus writes its own for the access's plan (docs/rate-limits.md).
+ */
 export function clientHeaderList(upstream: Record<string, string | string[] | undefined>, out: string[]): void {
   for (const name in upstream) {
-    if (!PASSED_BACK.has(name) && !name.includes('ratelimit')) continue;
+    if (!PASSED_BACK.has(name)) continue;
     const value = upstream[name];
     if (typeof value === 'string') out.push(name, value);
     else if (value) for (const v of value) out.push(name, v);

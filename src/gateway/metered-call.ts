@@ -34,6 +34,10 @@ import { createQuotaLeases, type Admission, type LeaseStatement, type QuotaLease
 import { compileModelPolicy, rulesFromStored, type ModelPolicy, type Pricing } from '../domain/quota/model-pricing.js';
 import { boundUnits, chargeUnits, MAX_CALL_UNITS } from '../domain/quota/quota-math.js';
 import { createQuotaRepo } from '../domain/quota/quota-repo.js';
+import { createRateAllowances, type RateAllowances, type RateTicket } from '../domain/rate-limits/rate-allowances.js';
+import { createRateRepo } from '../domain/rate-limits/rate-repo.js';
+import { limitsOf } from '../domain/rate-limits/rate-service.js';
+import { hasLimits, viewOfWindow, type RateView } from '../domain/rate-limits/rate-types.js';
 import { storableText } from '../domain/storable-text.js';
 import { RowJson } from '../db/row-json.js';
 import { AppError, toAppError } from '../errors.js';
@@ -178,6 +182,7 @@ function storable(invocation: InvocationRow): void {
 /** What every call of a meter shares: the leases, the recorder, and what the process remembers. */
 interface MeterParts {
   leases: QuotaLeases;
+  rates: RateAllowances;
   recorder: CallRecorder;
   /** The calls under way (sent upstream, not yet answered in full). */
   running: IntrusiveList<MeteredCall>;
@@ -191,11 +196,15 @@ interface MeterParts {
   overBound?: ((kind: OverBound) => void) | undefined;
   conversationTokens(auth: AuthRow, responseId: string): Promise<bigint>;
   quotaView(row: AuthRow | null, now: Date): QuotaView | undefined;
+  rateView(row: AuthRow | null, now: Date): RateView | undefined;
 }
 
 export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   /** The quota headers of the call's answer, once admitted (or refused for quota). */
   view: QuotaView | undefined;
+  /** Where its plan's rate limits stand for its answer's headers, once admitted (or refused for a limit). */
+  rateView: RateView | undefined;
+  private rateTicket: RateTicket | undefined;
   /** What the inspector made of a metered call's request: its bounds, and the body to send. */
   prepared: PreparedCall | undefined;
   /** The upstream call, once sent, and when. */
@@ -301,7 +310,33 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.admission = held.admission;
     this.invocation.reservation_id = held.admission.lease.id;
     this.view = { remaining: held.remaining, reset };
+    await this.admitRate(prepared.inputBound + prepared.outputBound);
     return true;
+  }
+
+  /**
+   * The plan's rate limits (none: nothing to do): a request, `tokens` (the call's bound) and a slot, on
+   * this process's allowance of the access (rate-allowances.ts). Throws 429 rate_limited with the view set.
+   */
+  private async admitRate(tokens: bigint): Promise<void> {
+    const limits = limitsOf(this.auth);
+    if (!hasLimits(limits)) return;
+    const auth = this.auth;
+    const counted = tokens > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(tokens);
+    const admitted = await this.meter.rates.admit({ workspaceId: auth.workspace_id, accessId: auth.workspace_access_id }, limits, counted);
+    this.rateView = admitted.view;
+    if (!admitted.ok) {
+      const message = admitted.never
+        ? `This call may use up to ${counted} tokens, more than the plan's ${limits.tokensPerMinute} tokens per minute`
+        : admitted.reason === 'concurrent'
+          ? `The plan allows ${limits.concurrentCalls} concurrent calls; retry after ${admitted.retryAfterS} s`
+          : `The plan's ${admitted.reason === 'requests' ? 'requests' : 'tokens'} per minute are used up; retry after ${admitted.retryAfterS} s`;
+      throw new AppError('rate_limited', message, {
+        param: admitted.reason === 'requests' ? 'requestsPerMinute' : admitted.reason === 'tokens' ? 'tokensPerMinute' : 'concurrentCalls',
+        retry_after: admitted.never ? undefined : admitted.retryAfterS,
+      });
+    }
+    this.rateTicket = admitted.ticket;
   }
 
   /** The key's row read again after admit() found its period over. */
@@ -312,13 +347,15 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
 
   /**
    * An unmetered call (the workspace allows passthrough): its model as the body names it, the key's quota
-   * view. A JSON body naming a model the strategy does not allow is refused (403) all the same.
+   * view; a request and a slot of its plan's rate limits. A JSON body naming a model the strategy does not
+   * allow is refused (403) all the same.
    */
-  passthrough(raw: Buffer, now: Date): void {
+  async passthrough(raw: Buffer, now: Date): Promise<void> {
     this.invocation.requested_model = modelNamedIn(raw);
     this.view = this.meter.quotaView(this.auth, now);
     const policy = modelPolicyOf(this.auth);
     if (policy.restricted && this.invocation.requested_model) assertModelAllowed(policy, this.invocation.requested_model);
+    await this.admitRate(0n);
   }
 
   /**
@@ -525,6 +562,10 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.recorded = true;
     const { invocation, admission } = this;
     const take = admission ? this.meter.leases.settle(admission, consumed?.units ?? null) : 0n;
+    if (this.rateTicket) {
+      const tokens = consumed ? consumed.inputTokens + consumed.cachedInputTokens + consumed.outputTokens : null;
+      this.meter.rates.settle(this.rateTicket, tokens === null ? null : Number(tokens));
+    }
     storable(invocation);
     const span = this.trace?.ended(invocation, consumed, httpStatus, this.prepared);
     if (consumed?.model) consumed.model = storableText(consumed.model, MAX_NAME_LENGTH);
@@ -588,6 +629,14 @@ export function createCallMeter(deps: {
     idleMs: deps.leaseIdleMs,
     onStatement: deps.onLeaseStatement,
   });
+  const rates = createRateAllowances({
+    repo: createRateRepo(deps.db),
+    clock,
+    logger,
+    ttlMs: deps.leaseTtlMs,
+    // An access idle this long gives back what the process holds unused (another process may be refused meanwhile).
+    idleMs: deps.leaseIdleMs,
+  });
   const recorder = createCallRecorder({
     repo,
     keys: createInferenceKeyRepo(deps.db),
@@ -603,6 +652,7 @@ export function createCallMeter(deps: {
 
   const meter: MeterParts = {
     leases,
+    rates,
     recorder,
     running,
     clock,
@@ -641,6 +691,24 @@ export function createCallMeter(deps: {
       const remaining = row.granted_units! - row.reserved_units! - row.consumed_units!;
       return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
     },
+
+    /**
+     * The rate-limit headers of a valid key's answers that were not admitted: this process's view while it
+     * admits calls for the access, else the looked-up window row's. None for an invalid key or a plan without limits.
+     */
+    rateView(row: AuthRow | null, now: Date): RateView | undefined {
+      if (!row || row.revoked_at || row.expires_at <= now) return undefined;
+      const limits = limitsOf(row);
+      if (!hasLimits(limits)) return undefined;
+      return (
+        rates.view(row.workspace_access_id) ??
+        viewOfWindow(
+          limits,
+          { window_start: row.rate_window_start, requests: row.rate_requests, tokens: row.rate_tokens, concurrent: row.rate_concurrent },
+          now.getTime(),
+        )
+      );
+    },
   };
   let beating = false;
   /** Renews this process's leases and writes its calls in flight on them, in one statement. */
@@ -678,6 +746,9 @@ export function createCallMeter(deps: {
       return new MeteredCall(meter, auth, inspector, start);
     },
     quotaView: meter.quotaView,
+    rateView: meter.rateView,
+    /** Gives the rate allowances held unused back (tests, shutdown). */
+    drainRates: () => rates.drain(),
     /** The reason a shutdown cancels the calls under way with: they are recorded FAILED `server_shutdown`. */
     shutdown: meter.shutdown,
     /** Forgets the Responses API calls remembered (tests). */
@@ -697,10 +768,12 @@ export function createCallMeter(deps: {
     async drain(): Promise<void> {
       await recorder.drain();
       await leases.drain();
+      await rates.drain();
     },
     close(): void {
       clearInterval(heartbeatTimer);
       leases.close();
+      rates.close();
     },
   };
 }

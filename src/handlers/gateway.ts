@@ -20,5 +20,7 @@ export function gatewayHandlers(): HandlerMap {
     proxyProviderPut: notServedHere,
     proxyProviderPatch: notServedHere,
     proxyProviderDelete: notServedHere,
+    // GET /v1/me is answered by the gateway too (src/app.ts dispatches it before express).
+    getMe: notServedHere,
   };
 }

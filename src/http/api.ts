@@ -255,6 +255,9 @@ export function createApi(deps: ApiDeps) {
   api.registerSecurityHandler('inferenceKey', async () => {
     throw new AppError('invalid_inference_key', 'Gateway calls go to /providers/{providerConnectionId}/{path}');
   });
+  api.registerSecurityHandler('inferenceKeyHeader', async () => {
+    throw new AppError('invalid_inference_key', 'Gateway calls go to /providers/{providerConnectionId}/{path}');
+  });
 
   api.register({
     notFound: async (_c: Context, req: Request, res: Response) =>

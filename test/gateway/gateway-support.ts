@@ -9,6 +9,7 @@ import {
   provisionWorkspaceUser,
 } from '../support/sdk.js';
 import { expect } from 'vitest';
+import type { RateLimits } from '../../generated/client/types.gen.js';
 import { contractFetch } from '../support/contract.js';
 import { activePlanThrough } from '../support/plans.js';
 import type { TestApp } from '../support/test-app.js';
@@ -42,6 +43,8 @@ export interface TenantOptions {
   outputCapPolicy?: OutputCapPolicy;
   allowUnmeteredPassthrough?: boolean;
   upstreamTimeoutMs?: number;
+  /** The plan's rate limits (none by default). */
+  rateLimits?: RateLimits;
 }
 
 let seq = 0;
@@ -76,6 +79,7 @@ export async function createTenant(t: TestApp, o: TenantOptions): Promise<Tenant
     allowedModels: o.allowedModels,
     outputCapPolicy: o.outputCapPolicy,
     effectiveFrom: new Date(Date.now() - 86_400_000).toISOString(),
+    ...(o.rateLimits ? { rateLimits: o.rateLimits } : {}),
   });
   const user = await provisionWorkspaceUser({
     client: t.client,

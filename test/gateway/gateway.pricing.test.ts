@@ -7,7 +7,8 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
-import { getInvocation, listInvocations, revokeInferenceKey, suspendWorkspaceAccess } from '../support/sdk.js';
+import { createClient } from '../../generated/client/client/index.js';
+import { getInvocation, getMe, listInvocations, revokeInferenceKey, suspendWorkspaceAccess } from '../support/sdk.js';
 import { FAKE_MODEL_IDS, startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
@@ -191,6 +192,10 @@ describe('model allow-list', () => {
     expect(after).toEqual(before);
     const inv = await invocationOf(tenant, (refused as InstanceType<typeof OpenAI.PermissionDeniedError>).headers!.get('x-nexus-request-id')!);
     expect(inv).toMatchObject({ status: 'REJECTED', errorCode: 'model_not_allowed', requestedModel: 'gpt-3.5-turbo', quotaUnits: '0' });
+    // The end user can read the list: GET /v1/me.
+    const me = await getMe({ client: createClient({ baseUrl: t.url, fetch: gatewayFetch(), headers: { Authorization: `Bearer ${tenant.apiKey}` } }) });
+    expect(me.response.status).toBe(200);
+    expect(me.data!.allowedModels).toEqual(['gpt-4o*', 'fake-model']);
   });
 });
 

@@ -19,6 +19,7 @@
  *                         a wrong one, or one made with B's connection's secret: 400 invalid_signature.
  * Gateway operations (proxyProvider*) take an inference key: the "key of B" is B's inference key
  * (404 provider_connection_not_found on A's connection), and a Management Key is no inference key (401).
+ * getMe (/v1/me) addresses no resource but the key's own access: B's key reads B's access, never A's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -303,7 +304,13 @@ describe.each(ALL.filter((op) => op.security === 'inferenceKey'))('$operationId 
     expect(await call(op, scopedToB)).toMatchObject({ status: 401, error: { code: 'invalid_inference_key' } });
   });
 
-  it("another workspace's inference key: 404 on workspace A's connection", async () => {
+  it("another workspace's inference key: 404 on workspace A's connection (getMe: its own access)", async () => {
+    if (op.operationId === 'getMe') {
+      const res = await fetch(`${t.url}${pathFor(op, a)}`, { headers: { authorization: `Bearer ${b.apiKey}` } });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { workspaceId: string }).workspaceId).toBe(b.workspaceId);
+      return;
+    }
     expect(await call(op, b.apiKey)).toMatchObject({ status: 404, error: { code: 'provider_connection_not_found' } });
   });
 });

@@ -6,7 +6,7 @@
 import { expect } from 'vitest';
 import type { Client } from '../../generated/client/client/index.js';
 import { bindPlanStrategy, createPlan, createQuotaStrategy, publishPlan, publishPlanStrategy } from './sdk.js';
-import type { Int64String, ModelRule, OutputCapPolicy, QuotaStrategyDto, WorkspacePlanDto } from '../../generated/client/types.gen.js';
+import type { Int64String, ModelRule, OutputCapPolicy, QuotaStrategyDto, RateLimits, WorkspacePlanDto } from '../../generated/client/types.gen.js';
 
 export interface ActivePlanOptions {
   /** The plan's key; its strategy's is `strategyKey` or `${key}-q`. */
@@ -23,6 +23,8 @@ export interface ActivePlanOptions {
   outputCapPolicy?: OutputCapPolicy;
   /** Default: long ago, so the binding is in force whatever the test's clock says. */
   effectiveFrom?: string;
+  /** The plan's rate limits (none by default). */
+  rateLimits?: RateLimits;
 }
 
 export async function activePlanThrough(
@@ -49,7 +51,7 @@ export async function activePlanThrough(
   expect(strategy.response.status, JSON.stringify(strategy.error)).toBe(201);
   const published = await publishPlanStrategy({ client, path: { strategyId: strategy.data!.id } });
   expect(published.response.status, JSON.stringify(published.error)).toBe(200);
-  const plan = await createPlan({ client, path: { workspaceId }, body: { key: o.key, name: o.key, billingInterval: 'MONTH' } });
+  const plan = await createPlan({ client, path: { workspaceId }, body: { key: o.key, name: o.key, billingInterval: 'MONTH', ...(o.rateLimits ? { rateLimits: o.rateLimits } : {}) } });
   expect(plan.response.status, JSON.stringify(plan.error)).toBe(201);
   const bound = await bindPlanStrategy({
     client,

@@ -10,6 +10,7 @@ import type {
 import type { InferenceKeyRow } from '../inference-keys/inference-key-repo.js';
 import { isKeyEnabled, type IssuedKey } from '../inference-keys/inference-key-service.js';
 import type { QuotaSnapshot } from '../quota/quota-types.js';
+import { toRateLimitStateDto } from '../plans/plan-mapper.js';
 import type { ProvisionResult } from './access-service.js';
 import type { AccessView } from './access-types.js';
 
@@ -82,5 +83,6 @@ export function toQuotaSnapshotDto(s: QuotaSnapshot): QuotaSnapshotDto {
     availableUnits: `${s.availableUnits}`,
     periodStart: s.periodStart.toISOString(),
     periodEnd: s.periodEnd.toISOString(),
+    ...(s.rateLimits ? { rateLimits: toRateLimitStateDto(s.rateLimits) } : {}),
   };
 }

@@ -17,6 +17,7 @@ import type { PlanRow } from '../plans/plan-types.js';
 import { addInterval, splitPeriodForPlanChange } from '../quota/quota-math.js';
 import type { QuotaRepo } from '../quota/quota-repo.js';
 import type { QuotaService } from '../quota/quota-service.js';
+import { limitsOf, type RateService } from '../rate-limits/rate-service.js';
 import type { QuotaPeriodRow, QuotaSnapshot } from '../quota/quota-types.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
 import { canTransition, expiredWhileSuspended, heldSuspensionReason, isExpiryDue, suspensionHolder } from './access-state.js';
@@ -83,6 +84,7 @@ export function createAccessService(deps: {
   accessRepo: AccessRepo;
   quotaRepo: QuotaRepo;
   quota: QuotaService;
+  rates: RateService;
   plans: PlanService;
   inferenceKeys: InferenceKeyService;
   workspaces: WorkspaceService;
@@ -90,7 +92,7 @@ export function createAccessService(deps: {
   clock: Clock;
   changes: ChangeFeed;
 }) {
-  const { db, accessRepo, quotaRepo, quota, plans, inferenceKeys, workspaces, audit, clock, changes } = deps;
+  const { db, accessRepo, quotaRepo, quota, rates, plans, inferenceKeys, workspaces, audit, clock, changes } = deps;
 
   async function view(accessId: string, q: Queryable): Promise<AccessView> {
     const found = await accessRepo.findView(accessId, q);
@@ -629,9 +631,13 @@ export function createAccessService(deps: {
     async quotaSnapshot(actor: Actor, accessId: string): Promise<QuotaSnapshot> {
       const access = await view(accessId, db);
       assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
-      const snapshot = await quota.snapshot(accessId, clock.now());
+      const now = clock.now();
+      const snapshot = await quota.snapshot(accessId, now);
       if (!snapshot) throw new AppError('quota_period_not_found', 'The access has no quota period covering now');
-      return snapshot;
+      // The limits of the access's plan (the one new calls run on), where they stand now.
+      const plan = await plans.loadPlan(actor, access.plan_id);
+      const state = await rates.state(accessId, limitsOf(plan), now);
+      return state ? { ...snapshot, rateLimits: state } : snapshot;
     },
 
     async issueKey(actor: Actor, accessId: string, input: IssueKeyInput): Promise<IssuedKey> {

@@ -4,12 +4,15 @@ import type {
   Int64String,
   PlanDetailDto,
   QuotaStrategyDto,
+  RateLimits,
+  RateLimitStateDto,
   StrategyBindingDto,
   WorkspacePlanDto,
 } from '../../../generated/client/types.gen.js';
 import { AppError } from '../../errors.js';
 import type { ModelRule } from '../quota/model-pricing.js';
 import { INT64_MAX } from '../quota/quota-math.js';
+import type { RateView } from '../rate-limits/rate-types.js';
 import type { CreateStrategyInput } from './plan-service.js';
 import type { BindingRow, PlanRow, QuotaStrategyRow } from './plan-types.js';
 
@@ -58,6 +61,29 @@ export function toPlanDto(row: PlanRow): WorkspacePlanDto {
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     ...(row.published_at ? { publishedAt: row.published_at.toISOString() } : {}),
+    rateLimits: toRateLimitsDto(row),
+  };
+}
+
+/** The plan's limits on the wire: only those it sets. */
+function toRateLimitsDto(row: Pick<PlanRow, 'requests_per_minute' | 'tokens_per_minute' | 'concurrent_calls'>): RateLimits {
+  return {
+    ...(row.requests_per_minute !== null ? { requestsPerMinute: row.requests_per_minute } : {}),
+    ...(row.tokens_per_minute !== null ? { tokensPerMinute: row.tokens_per_minute } : {}),
+    ...(row.concurrent_calls !== null ? { concurrentCalls: row.concurrent_calls } : {}),
+  };
+}
+
+/** Where an access's limits stand, on the wire. */
+export function toRateLimitStateDto(view: RateView): RateLimitStateDto {
+  return {
+    ...(view.requests
+      ? { requestsPerMinute: { limit: view.requests.limit, remaining: view.requests.remaining, resetAt: view.requests.resetAt.toISOString() } }
+      : {}),
+    ...(view.tokens
+      ? { tokensPerMinute: { limit: view.tokens.limit, remaining: view.tokens.remaining, resetAt: view.tokens.resetAt.toISOString() } }
+      : {}),
+    ...(view.concurrent ? { concurrentCalls: { limit: view.concurrent.limit, remaining: view.concurrent.remaining } } : {}),
   };
 }
 

@@ -12,6 +12,7 @@ import type { AuditService } from '../audit/audit-service.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
 import { patternProblem, rulesToStored, type ModelRule } from '../quota/model-pricing.js';
+import type { RateLimits } from '../rate-limits/rate-types.js';
 import type { PlanRepo } from './plan-repo.js';
 import type { BindingRow, Interval, OutputCapPolicy, PlanRow, PlanStatus, QuotaStrategyRow, StrategyInForce } from './plan-types.js';
 
@@ -20,12 +21,15 @@ export interface CreatePlanInput {
   name: string;
   billingInterval: Interval;
   metadata?: Record<string, unknown> | undefined;
+  rateLimits?: Partial<RateLimits> | undefined;
 }
 
 export interface UpdatePlanInput {
   key?: string | undefined;
   name?: string | undefined;
   billingInterval?: Interval | undefined;
+  /** Replaces the plan's limits as a whole. */
+  rateLimits?: Partial<RateLimits> | undefined;
 }
 
 export interface CreateStrategyInput {
@@ -58,6 +62,22 @@ function checkPatterns(patterns: string[], param: string, max: number): void {
     if (seen.has(pattern)) throw new AppError('invalid_parameter', `${at} repeats the pattern '${pattern}'`, { param: at });
     seen.add(pattern);
   });
+}
+
+/** A plan's limits as its columns: each a positive integer or null (absent); anything else 400 naming it. */
+function rateColumns(limits: Partial<RateLimits> | undefined): Pick<PlanRow, 'requests_per_minute' | 'tokens_per_minute' | 'concurrent_calls'> {
+  const one = (value: number | null | undefined, name: string): number | null => {
+    if (value === undefined || value === null) return null;
+    if (!Number.isInteger(value) || value < 1 || value > MAX_INT32) {
+      throw new AppError('invalid_parameter', `rateLimits.${name} must be an integer from 1 to ${MAX_INT32}`, { param: `rateLimits.${name}` });
+    }
+    return value;
+  };
+  return {
+    requests_per_minute: one(limits?.requestsPerMinute, 'requestsPerMinute'),
+    tokens_per_minute: one(limits?.tokensPerMinute, 'tokensPerMinute'),
+    concurrent_calls: one(limits?.concurrentCalls, 'concurrentCalls'),
+  };
 }
 
 export function createPlanService(deps: {
@@ -112,6 +132,7 @@ export function createPlanService(deps: {
 
     async createPlan(actor: Actor, workspaceId: string, input: CreatePlanInput): Promise<PlanRow> {
       assertMetadataSize(input.metadata);
+      const limits = rateColumns(input.rateLimits);
       return db.transaction(async (tx) => {
         await workspaces.requireWritable(actor, workspaceId, tx);
         const now = clock.now();
@@ -127,6 +148,7 @@ export function createPlanService(deps: {
             created_at: now,
             updated_at: now,
             published_at: null,
+            ...limits,
           },
           tx,
         );
@@ -148,6 +170,7 @@ export function createPlanService(deps: {
     },
 
     async updatePlan(actor: Actor, planId: string, input: UpdatePlanInput): Promise<PlanRow> {
+      rateColumns(input.rateLimits);
       return db.transaction(async (tx) => {
         const plan = await lockPlan(actor, planId, tx);
         await workspaces.requireWritable(actor, plan.workspace_id, tx);
@@ -158,6 +181,7 @@ export function createPlanService(deps: {
         if (input.key !== undefined) patch.key = input.key;
         if (input.name !== undefined) patch.name = input.name;
         if (input.billingInterval !== undefined) patch.billing_interval = input.billingInterval;
+        if (input.rateLimits !== undefined) Object.assign(patch, rateColumns(input.rateLimits));
         if (Object.keys(patch).length === 0) return plan;
         const updated = await planRepo.updatePlan(planId, { ...patch, updated_at: clock.now() }, tx);
         await audit.record(actor, { action: 'plan.updated', resourceType: 'plan', resourceId: planId, workspaceId: plan.workspace_id, changes: { ...input } }, tx);

@@ -14,6 +14,10 @@ export interface PlanRow {
   created_at: Date;
   updated_at: Date;
   published_at: Date | null;
+  /** Rate limits (docs/rate-limits.md); null: none on that dimension. */
+  requests_per_minute: number | null;
+  tokens_per_minute: number | null;
+  concurrent_calls: number | null;
 }
 
 export interface QuotaStrategyRow {

@@ -1,3 +1,4 @@
+import type { RateView } from '../rate-limits/rate-types.js';
 type PeriodSource = 'renewal' | 'provision' | 'billing' | 'plan_change';
 
 export interface QuotaPeriodRow {
@@ -55,4 +56,6 @@ export interface QuotaSnapshot {
   consumedUnits: bigint;
   /** granted - reserved - consumed, floored at 0. */
   availableUnits: bigint;
+  /** Where the rate limits of the access's plan stand (none when it sets none). */
+  rateLimits?: RateView;
 }
