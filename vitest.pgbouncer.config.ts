@@ -10,5 +10,15 @@ export default defineConfig({
   test: {
     ...base.test,
     include: ['test/gateway/**/*.test.ts', 'test/reliability/**/*.test.ts'],
+    // Those that never reach PostgreSQL (the embedded database's, and the units without one) have nothing to
+    // learn from the pooler: the main run has them.
+    exclude: [
+      'test/gateway/gateway.pglite.test.ts',
+      'test/gateway/inspectors.test.ts',
+      'test/gateway/intrusive-list.test.ts',
+      'test/gateway/secret-mask.test.ts',
+      'test/gateway/upstreams.test.ts',
+      'test/reliability/database-unavailable.test.ts',
+    ],
   },
 });

@@ -135,4 +135,25 @@ describe('NEXUS_WORKERS on the embedded database', () => {
     expect(run.status).toBe(1);
     expect(run.stderr).toContain('NEXUS_WORKERS=2 needs PostgreSQL (DATABASE_URL)');
   });
+
+  it('refuses bad values of the scale-out settings, naming each', () => {
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+      cwd: projectRoot,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        NEXUS_WORKERS: '0',
+        NEXUS_DATABASE_PREPARED_STATEMENTS: 'maybe',
+        NEXUS_DATABASE_POOL_MAX: 'ten',
+        NEXUS_DATA_DIR: dataDir,
+        PORT: '0',
+      },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('NEXUS_WORKERS must be >= 1');
+    expect(run.stderr).toContain('NEXUS_DATABASE_PREPARED_STATEMENTS must be true or false');
+    expect(run.stderr).toContain('NEXUS_DATABASE_POOL_MAX must be integer');
+  });
 });
