@@ -12,6 +12,9 @@
  *   3. two       two processes under concurrent load against a small quota.
  *   4. runaway   an upstream that ignores max_tokens (500 tokens for 20), streamed
  *                and JSON, against a small quota.
+ *   5. changes   an access suspended and activated on one process while another
+ *                serves its calls with a 5 s auth cache: how soon the other applies
+ *                each change (LISTEN/NOTIFY), printed as a second table.
  *
  * Columns: calls the clients got an answer from (delivered), those of them
  * recorded, and lost (delivered and not recorded); units charged and units the charge rule
@@ -106,7 +109,7 @@ function startUpstream(): Promise<{ url: string; close(): Promise<void> }> {
 const dataRoot = mkdtempSync(join(tmpdir(), 'nexus-faults-'));
 const running: NexusProcess[] = [];
 
-async function nexus(databaseUrl = DATABASE_URL): Promise<NexusProcess> {
+async function nexus(databaseUrl = DATABASE_URL, env: Record<string, string> = {}): Promise<NexusProcess> {
   const process_ = await startNexusProcess({
     DATABASE_URL: databaseUrl,
     NEXUS_DATABASE_SCHEMA: SCHEMA,
@@ -116,6 +119,7 @@ async function nexus(databaseUrl = DATABASE_URL): Promise<NexusProcess> {
     NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
     NEXUS_LOG_LEVEL: 'warn',
     ...(process.env.NEXUS_RESERVATION_TTL_MS ? { NEXUS_RESERVATION_TTL_MS: process.env.NEXUS_RESERVATION_TTL_MS } : {}),
+    ...env,
   });
   running.push(process_);
   return process_;
@@ -427,6 +431,62 @@ async function runawayScenario(upstream: string): Promise<Row[]> {
   return rows;
 }
 
+// ---- 5. a change made on one process, applied by another -----------------------------------------
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+
+/**
+ * The access is suspended, then activated, 20 times in all, through process D's Admin API, while process E
+ * (its lookup cached, for up to 5 s) is sent a call every 2 ms, without waiting for the answers. E applied
+ * the change between the start of the last call that did not show it and the start of the first that did:
+ * both are reported, in milliseconds from D's answer. D's own next call is checked too.
+ */
+async function changesScenario(upstream: string): Promise<string> {
+  const env = { NEXUS_AUTH_CACHE_TTL_MS: '5000' };
+  const d = await nexus(DATABASE_URL, env);
+  const e = await nexus(DATABASE_URL, env);
+  const t = await tenant(d, upstream, 1_000_000_000);
+  const call = (through: NexusProcess) => callOnce(t.gateway(through), t.apiKey, { maxTokens: 5, headers: { 'x-fault-tokens': '1' } });
+  /** Per change: [last call not showing it started, first call showing it started], ms after D's answer. */
+  const applied: [number, number][] = [];
+  const callMs: number[] = [];
+  let sameProcessSaw = 0;
+  const rounds = 20;
+  for (let round = 0; round < rounds; round++) {
+    const want = round % 2 === 0 ? 403 : 200;
+    const before = performance.now();
+    await call(e);
+    callMs.push(performance.now() - before);
+    await admin(d, 'POST', `/workspace-accesses/${t.accessId}/${want === 403 ? 'suspend' : 'activate'}`);
+    const answeredAt = performance.now();
+    const [own] = await Promise.all([
+      call(d),
+      (async () => {
+        const calls: Promise<{ started: number; shows: boolean }>[] = [];
+        let shown = false;
+        while (!shown) {
+          const started = performance.now() - answeredAt;
+          if (started > 10_000) throw new Error('the other process did not apply the change within 10 s');
+          calls.push(call(e).then((a) => ((shown ||= a.status === want), { started, shows: a.status === want })));
+          await sleep(2);
+        }
+        const answers = await Promise.all(calls);
+        const first = Math.min(...answers.filter((a) => a.shows).map((a) => a.started));
+        applied.push([Math.max(0, ...answers.filter((a) => !a.shows && a.started < first).map((a) => a.started)), first]);
+      })(),
+    ]);
+    if (own.status === want) sameProcessSaw++;
+  }
+  await d.stop();
+  await e.stop();
+  const ms = (v: number) => v.toFixed(1);
+  const range = (p: number | 'max') => {
+    const pick = (values: number[]) => (values.sort((a, b) => a - b), p === 'max' ? values.at(-1)! : percentile(values, p));
+    return `${ms(pick(applied.map(([from]) => from)))} to ${ms(pick(applied.map(([, to]) => to)))}`;
+  };
+  callMs.sort((a, b) => a - b);
+  return `| ${rounds} (suspend, activate) | ${sameProcessSaw}/${rounds} | ${range(0.5)} | ${range(0.9)} | ${range('max')} | ${ms(percentile(callMs, 0.5))} |`;
+}
+
 // ---- the run --------------------------------------------------------------------------------------
 async function main(): Promise<void> {
   const admin = new pg.Client({ connectionString: DATABASE_URL });
@@ -435,12 +495,14 @@ async function main(): Promise<void> {
   await admin.end();
   const upstream = await startUpstream();
   const rows: Row[] = [];
+  let changes: string | undefined;
   const wanted = (name: string) => !ONLY || ONLY.includes(name);
   try {
     if (wanted('kill')) rows.push(await killScenario(upstream.url));
     if (wanted('outage')) rows.push(await outageScenario(upstream.url));
     if (wanted('two')) rows.push(await twoScenario(upstream.url));
     if (wanted('runaway')) rows.push(...(await runawayScenario(upstream.url)));
+    if (wanted('changes')) changes = await changesScenario(upstream.url);
   } finally {
     for (const p of running) await p.kill();
     await upstream.close();
@@ -449,12 +511,20 @@ async function main(): Promise<void> {
     rmSync(dataRoot, { recursive: true, force: true });
   }
   console.log(`\nFault campaign (${new Date().toISOString()}; PostgreSQL at ${new URL(DATABASE_URL).host}; FAULTS_PG_CONTROL=${PG_CONTROL ? 1 : 0})`);
-  console.log('| scenario | delivered | recorded | lost | units charged | units expected | overspend | reserved left | dead units freed after | statuses |');
-  console.log('|---|---:|---:|---:|---:|---|---:|---:|---:|---|');
+  if (rows.length) {
+    console.log('| scenario | delivered | recorded | lost | units charged | units expected | overspend | reserved left | dead units freed after | statuses |');
+    console.log('|---|---:|---:|---:|---:|---|---:|---:|---:|---|');
+  }
   for (const r of rows) {
     console.log(
       `| ${r.scenario} | ${r.delivered} | ${r.recorded} | ${r.lost} | ${r.charged} | ${r.expected} | ${r.overspend} | ${r.reservedLeft} | ${r.freedAfter} | ${r.statuses} |`,
     );
+  }
+  if (changes) {
+    console.log('\nChanges on one process, applied by another (auth cache TTL 5 s; ms after the Admin API answered, between the start of the last call that did not show it and the first that did)');
+    console.log('| changes | seen by the next call on the same process | other process p50 ms | p90 ms | max ms | one gateway call, p50 ms |');
+    console.log('|---|---:|---:|---:|---:|---:|');
+    console.log(changes);
   }
 }
 

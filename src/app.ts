@@ -12,7 +12,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Document } from 'openapi-backend';
 import type { Config } from './config.js';
-import { createDatabase, type Db } from './db/database.js';
+import { startChangeListener, type ChangeListener } from './db/change-listener.js';
+import { createDatabase, isEmbedded, type Db } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
 import { systemClock, type Clock } from './domain/actor.js';
 import { createDomain, type Domain, type Services } from './domain/services.js';
@@ -22,9 +23,10 @@ import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createApi } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import type { RequestLocals } from './http/locals.js';
-import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver } from './http/middleware.js';
+import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver, utf8Only } from './http/middleware.js';
 import { createLogger, type Logger } from './observability/logger.js';
-import { createMetrics } from './observability/metrics.js';
+import { createEventLoopMonitor } from './observability/event-loop.js';
+import { createMetrics, registerEventLoopMetrics } from './observability/metrics.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -151,16 +153,25 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
 
   const definition = loadContract();
   const publicUrl = createPublicUrl(config);
+  const metrics = createMetrics({ defaultMetrics: true });
+  let countStall = () => {};
+  const eventLoop = createEventLoopMonitor({
+    blockedMs: config.eventLoopBlockedMs,
+    onStall: (stall) => {
+      countStall();
+      logger.error({ msg: 'the event loop was blocked', ms: stall.ms });
+    },
+  });
+  countStall = registerEventLoopMetrics(metrics.registry, eventLoop.lagSeconds);
   const api = createApi({
     definition,
-    handlers: createHandlers(services, { clock, publicUrl }),
+    handlers: createHandlers(services, { clock, publicUrl, eventLoop }),
     managementKeys: services.managementKeys,
     idempotency: services.idempotency,
     publicUrl,
   });
   await api.init();
 
-  const metrics = createMetrics({ defaultMetrics: true });
   const inflight = { count: 0 };
   const app = express();
   app.disable('x-powered-by');
@@ -179,6 +190,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     quota: services.quota,
     hasher: services.hasher,
     secretBox: services.secretBox,
+    changes: services.changes,
     metrics,
   });
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
@@ -239,12 +251,26 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     billingWebhookReceiver(services),
   );
   const stopBilling = services.billing.startBackground();
+  // The other processes' changes (src/domain/changes/change-feed.ts); the embedded database has no other process.
+  const { channel } = services.changes;
+  let listener: ChangeListener | undefined;
+  if (channel && config.databaseListenUrl && !isEmbedded(db)) {
+    listener = startChangeListener({
+      url: config.databaseListenUrl,
+      channel,
+      logger,
+      onPayload: (payload) => services.changes.received(payload),
+      onListening: () => services.changes.missed(),
+    });
+    await listener.ready;
+  }
 
   app.use(jsonBodiesOnly());
-  app.use(express.json({ limit: config.bodyLimitBytes, type: JSON_TYPES }));
+  app.use(express.json({ limit: config.bodyLimitBytes, type: JSON_TYPES, verify: utf8Only }));
   app.use((req: Request, res: Response) => api.handle(req, res));
   app.use(errorRenderer());
 
+  eventLoop.start();
   return {
     handler,
     app,
@@ -255,10 +281,12 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     publicUrl,
     gateway,
     async close() {
+      eventLoop.close();
       clearInterval(sweeper);
       clearInterval(accessExpiry);
       clearInterval(idempotencyPurge);
       await stopBilling();
+      await listener?.close();
       await gateway.close();
       if (ownsDb) await db.destroy();
     },

@@ -48,6 +48,7 @@ const variables = z.object({
   PORT: integer(0, 65535, 8080),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' }).optional(),
+  NEXUS_DATABASE_LISTEN_URL: z.string().regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' }).optional(),
   NEXUS_DATABASE_SCHEMA: z
     .string()
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'must be a lowercase PostgreSQL identifier (letters, digits, _)' })
@@ -71,6 +72,7 @@ const variables = z.object({
   NEXUS_BODY_LIMIT_BYTES: integer(1024, undefined, 1048576),
   NEXUS_GATEWAY_BODY_LIMIT_BYTES: integer(1024, undefined, 33554432),
   NEXUS_SHUTDOWN_TIMEOUT_MS: integer(0, undefined, 10000),
+  NEXUS_EVENT_LOOP_BLOCKED_MS: integer(100, 600000, 5000),
   NEXUS_INFERENCE_KEY_TTL_DAYS: integer(1, 3650, 365),
   NEXUS_KEY_ENVIRONMENT: z.string().regex(/^[a-z]{2,8}$/, { error: 'must be 2 to 8 lowercase letters' }).default('live'),
   NEXUS_UPSTREAM_TIMEOUT_MS: integer(1000, undefined, 60000),
@@ -106,6 +108,11 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     host: v.HOST,
     /** PostgreSQL URL; undefined means the embedded PGlite in dataDir. */
     databaseUrl: v.DATABASE_URL,
+    /**
+     * Where the change listener holds its LISTEN session (src/db/change-listener.ts): a direct connection to
+     * PostgreSQL when DATABASE_URL goes through a pooler in transaction mode; defaults to DATABASE_URL.
+     */
+    databaseListenUrl: v.NEXUS_DATABASE_LISTEN_URL ?? v.DATABASE_URL,
     /** PostgreSQL schema to use (tests give each file its own). */
     databaseSchema: v.NEXUS_DATABASE_SCHEMA,
     /**
@@ -143,6 +150,11 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     /** Largest accepted gateway request body, bytes. */
     gatewayBodyLimitBytes: v.NEXUS_GATEWAY_BODY_LIMIT_BYTES,
     shutdownTimeoutMs: v.NEXUS_SHUTDOWN_TIMEOUT_MS,
+    /**
+     * The event loop held up longer than this is a stall: /healthz answers 503 `event_loop_blocked` for
+     * twice as long after it, and the watchdog thread logs it while it lasts (src/observability/event-loop.ts).
+     */
+    eventLoopBlockedMs: v.NEXUS_EVENT_LOOP_BLOCKED_MS,
     /** Lifetime of an inference key when the request names none. */
     inferenceKeyTtlDays: v.NEXUS_INFERENCE_KEY_TTL_DAYS,
     /** Environment word in inference key prefixes: nx-live-..., nx-test-... */

@@ -80,6 +80,7 @@ const errorStatus = {
   // 503
   not_ready: 503,
   database_unavailable: 503,
+  event_loop_blocked: 503,
 } as const;
 
 export type ErrorCode = keyof typeof errorStatus;

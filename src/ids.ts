@@ -69,6 +69,21 @@ export function isUuid(value: string): boolean {
   return validate(value);
 }
 
+const UUID_FORM = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A UUID's text form (RFC 9562: 8-4-4-4-12 hex digits, either case), whatever its version: what the contract's `format: uuid` takes. */
+export function hasUuidForm(value: string): boolean {
+  return UUID_FORM.test(value);
+}
+
+/**
+ * A UUID as Nexus stores and compares it: lower case (RFC 9562's output form). A client may send one in
+ * upper case; anything that is not a UUID is returned as it is.
+ */
+export function canonicalUuid(value: string): string {
+  return UUID_FORM.test(value) ? value.toLowerCase() : value;
+}
+
 export function isUuidV7(value: string): boolean {
   return validate(value) && version(value) === 7;
 }

@@ -7,22 +7,38 @@ import cluster from 'node:cluster';
 import { existsSync } from 'node:fs';
 import type { NexusApp, RunningServer } from './app.js';
 
+/** How long closing the app may take after the drain's deadline before the process exits anyway. */
+const CLOSE_GRACE_MS = 5000;
+
 async function main() {
   // The signal handlers come first, before the application's modules load. As PID 1 (a container without an
   // init), node gets no default action for SIGTERM: a signal that came while the modules loaded or the
   // migrations ran would be dropped, and the container killed when the runtime's grace period ran out.
   // Until the server listens there is nothing to drain: the process ends at once (a migration under way is
   // one transaction, rolled back).
-  let serving: { nexus: NexusApp; running: RunningServer } | undefined;
+  let serving: { nexus: NexusApp; running: RunningServer; shutdownTimeoutMs: number } | undefined;
   let stopping = false;
   let primary: { stop(signal: string): void } | undefined;
   const stop = (signal: string) => {
     if (primary) return primary.stop(signal);
-    if (stopping) return;
+    if (stopping) {
+      // A worker's second signal is the primary's SIGTERM after the terminal's SIGINT (Ctrl-C reaches the whole
+      // process group): the drain goes on, and the primary bounds it.
+      if (cluster.isWorker) return;
+      // A second signal: the drain is not waited for.
+      serving?.nexus.logger.warn({ msg: 'second signal during the shutdown: exiting now', signal });
+      process.exit(1);
+    }
     stopping = true;
     if (!serving) process.exit(0);
-    const { nexus, running } = serving;
+    const { nexus, running, shutdownTimeoutMs } = serving;
     nexus.logger.info({ msg: 'shutting down', signal, inflight: nexus.inflight.count });
+    // The drain is bounded by NEXUS_SHUTDOWN_TIMEOUT_MS; closing what the app holds (the records' last writes,
+    // the database) gets CLOSE_GRACE_MS more, then the process exits whatever still waits.
+    setTimeout(() => {
+      nexus.logger.error({ msg: 'the shutdown did not finish in time: exiting now', timeoutMs: shutdownTimeoutMs + CLOSE_GRACE_MS });
+      process.exit(1);
+    }, shutdownTimeoutMs + CLOSE_GRACE_MS).unref();
     running.shutdown().then(
       () => process.exit(0),
       (err) => {
@@ -31,10 +47,13 @@ async function main() {
       },
     );
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  const onSigterm = () => stop('SIGTERM');
+  const onSigint = () => stop('SIGINT');
+  process.on('SIGTERM', onSigterm);
+  process.on('SIGINT', onSigint);
 
   const { ConfigError, loadConfig } = await import('./config.js');
+  const { startLoopWatchdog } = await import('./observability/event-loop.js');
   try {
     if (existsSync('.env')) process.loadEnvFile('.env');
     const config = loadConfig();
@@ -49,7 +68,21 @@ async function main() {
     const logger = cluster.isWorker ? createLogger(config.logLevel, undefined, { worker: cluster.worker!.id, pid: process.pid }) : undefined;
     const nexus = await buildApp(config, logger ? { logger } : {});
     const running = await listen(nexus, config.port, config.host, config.shutdownTimeoutMs);
-    serving = { nexus, running };
+    serving = { nexus, running, shutdownTimeoutMs: config.shutdownTimeoutMs };
+    // While the event loop is blocked no signal handler can run: the watchdog thread has the handlers
+    // dropped meanwhile, so that SIGTERM and SIGINT take their default action (the process ends).
+    startLoopWatchdog({
+      blockedMs: config.eventLoopBlockedMs,
+      onBlocked: () => {
+        process.off('SIGTERM', onSigterm);
+        process.off('SIGINT', onSigint);
+      },
+      onRuns: () => {
+        nexus.logger.warn({ msg: 'the event loop turns again: SIGTERM and SIGINT drain the process again' });
+        process.on('SIGTERM', onSigterm);
+        process.on('SIGINT', onSigint);
+      },
+    });
     nexus.logger.info({
       msg: 'listening',
       url: running.url,

@@ -9,7 +9,7 @@
  * - A worker that dies is forked again, after 0.5 s, doubled (up to 30 s) while the new ones die young.
  * - SIGTERM/SIGINT: forwarded to every worker as SIGTERM; each drains as a single process does
  *   (NEXUS_SHUTDOWN_TIMEOUT_MS), and the primary exits once they have all gone: 0 if each exited 0. A worker still
- *   there 5 s past the drain timeout is killed.
+ *   there 7 s past the drain timeout is killed (a worker gives its own close 5 s).
  */
 import cluster, { type Worker } from 'node:cluster';
 import type { Config } from './config.js';
@@ -19,7 +19,7 @@ const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 30_000;
 /** A worker that lived this long was healthy: the next restart waits the first delay again. */
 const HEALTHY_AFTER_MS = 30_000;
-const KILL_GRACE_MS = 5_000;
+const KILL_GRACE_MS = 7_000;
 
 export function runPrimary(config: Config): { stop(signal: string): void } {
   const logger = createLogger(config.logLevel, undefined, { primary: true, pid: process.pid });

@@ -766,7 +766,7 @@ export const rotateProviderSecret = <ThrowOnError extends boolean = true>(option
 /**
  * Liveness
  *
- * 200 while the process serves requests.
+ * 200 while the process serves requests. 503 `event_loop_blocked` while its event loop has lately been held up for longer than `NEXUS_EVENT_LOOP_BLOCKED_MS` (5 s by default), and for twice that after the stall: nothing was answered meanwhile. A loop blocked right now answers nothing at all; the probe's timeout is the answer then.
  */
 export const getHealth = <ThrowOnError extends boolean = true>(options?: Options<GetHealthData, ThrowOnError>) => (options?.client ?? client).get<GetHealthResponses, GetHealthErrors, ThrowOnError>({ url: '/healthz', ...options });
 

@@ -746,7 +746,7 @@ export type InvocationAttemptDto = {
     durationMs?: number;
     httpStatus?: number;
     /**
-     * `upstream_unavailable`, `upstream_timeout`, `upstream_stream_broken`, `client_aborted`, `server_shutdown` (cut by a shutdown past its deadline), `usage_missing` (the answer carried no readable usage).
+     * `upstream_unavailable`, `upstream_timeout`, `upstream_stream_broken`, `client_aborted`, `server_shutdown` (cut by a shutdown past its deadline), `usage_missing` (the answer carried no readable usage), `output_bound_exceeded` (the upstream answered past the call's output bound: a stream cut there and charged the bound, a JSON answer charged as reported).
      */
     errorCode?: string;
 };
@@ -789,7 +789,8 @@ export type InvocationDto = {
     /**
      * Why the call did not simply succeed, when it did not: the Error body's `code` of a refusal
      * (`quota_insufficient`, `max_tokens_exceeded`, `unmetered_endpoint`...), or what went wrong on
-     * the way (`upstream_timeout`, `upstream_stream_broken`, `client_aborted`, `server_shutdown`, `usage_missing`).
+     * the way (`upstream_timeout`, `upstream_stream_broken`, `client_aborted`, `server_shutdown`, `usage_missing`,
+     * `output_bound_exceeded`).
      *
      */
     errorCode?: string;
@@ -1541,7 +1542,7 @@ export type ListAuditLogsData = {
          */
         resourceType?: string;
         /**
-         * Only entries about this resource.
+         * Only entries about this resource (its id, in either case).
          */
         resourceId?: string;
         /**
@@ -3896,6 +3897,10 @@ export type GetHealthErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: ErrorBody;
+    /**
+     * The event loop was blocked lately (`event_loop_blocked`).
+     */
+    503: ErrorBody;
 };
 
 export type GetHealthError = GetHealthErrors[keyof GetHealthErrors];

@@ -30,6 +30,38 @@ export interface DatabaseOptions {
   log?: (level: 'warn' | 'error', message: string) => void;
 }
 
+/** What knex hands a dialect's query and response methods (internal to knex, hence the narrow shape). */
+interface QueryObject {
+  method?: string;
+  output?: unknown;
+  returning?: unknown;
+}
+
+/**
+ * knex over PGlite, with two corrections:
+ * - a delete answers the number of rows it deleted, as on PostgreSQL (knex-pglite names the statement
+ *   after knex's method, 'DEL', which knex's postgres dialect does not know, so it answered the whole
+ *   result object, and a loop counting deleted rows never ended);
+ * - every statement first lets the event loop turn (setImmediate). PGlite runs in this thread and its
+ *   statements resolve without any I/O, so a loop of statements would otherwise never leave the microtask
+ *   queue: no timer, no HTTP request (not even /healthz) and no signal handler would run until it ended.
+ *   The cost is one turn of the loop per statement.
+ */
+class EmbeddedClient extends ClientPgLite {
+  async _query(connection: unknown, obj: QueryObject): Promise<QueryObject> {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    return (ClientPgLite.prototype as unknown as { _query(c: unknown, o: QueryObject): Promise<QueryObject> })._query.call(this, connection, obj);
+  }
+
+  processResponse(obj: QueryObject, runner: unknown): unknown {
+    const answer = (ClientPgLite.prototype as unknown as { processResponse(o: QueryObject, r: unknown): unknown }).processResponse.call(this, obj, runner);
+    if (obj.method === 'del' && !obj.output && !obj.returning && answer && typeof answer === 'object') {
+      return (answer as { rowCount?: number }).rowCount ?? 0;
+    }
+    return answer;
+  }
+}
+
 /** knex's logger option, from `log`: its deprecation notes are warnings, its debug output (off) is dropped. */
 function knexLog(log: NonNullable<DatabaseOptions['log']>): Knex.Config['log'] {
   return {
@@ -68,7 +100,7 @@ export function createDatabase(options: DatabaseOptions): Db {
     parsers: { [pgliteTypes.INT8]: (value: string) => BigInt(value) },
   });
   return knexPkg({
-    client: ClientPgLite,
+    client: EmbeddedClient,
     dialect: 'postgres',
     connection: () => ({ pglite }),
     ...(options.log ? { log: knexLog(options.log) } : {}),

@@ -9,13 +9,15 @@
  * harness builds the domain itself and keeps it (test/support/test-app.ts).
  */
 import type { Config } from '../config.js';
-import type { Db } from '../db/database.js';
+import { isEmbedded, type Db } from '../db/database.js';
 import { createReadiness } from '../db/readiness.js';
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from './actor.js';
 import { createAccessRepo } from './accesses/access-repo.js';
 import { createAccessService } from './accesses/access-service.js';
 import { createBilling } from './billing/billing-service.js';
+import { changeChannel, createChangeFeed } from './changes/change-feed.js';
+import { createChangeRepo } from './changes/change-repo.js';
 import { createAuditRepo } from './audit/audit-repo.js';
 import { createAuditService } from './audit/audit-service.js';
 import { createAuditQueryService } from './audit/audit-query-service.js';
@@ -53,8 +55,10 @@ export function createDomain(deps: ServiceDeps) {
   const hasher = createKeyHasher(config.encryptionKey);
   const auditRepo = createAuditRepo(db);
   const audit = createAuditService({ auditRepo, clock });
+  // The embedded database is one process's: nothing to tell the others.
+  const changes = createChangeFeed({ changeRepo: createChangeRepo(), channel: isEmbedded(db) ? null : changeChannel(config.databaseSchema) });
   const workspaceRepo = createWorkspaceRepo(db);
-  const workspaces = createWorkspaceService({ db, workspaceRepo, audit, clock });
+  const workspaces = createWorkspaceService({ db, workspaceRepo, audit, clock, changes });
   const managementKeyRepo = createManagementKeyRepo(db);
   const managementKeys = createManagementKeyService({
     db,
@@ -80,9 +84,10 @@ export function createDomain(deps: ServiceDeps) {
     clock,
     keyEnvironment: config.keyEnvironment,
     ttlDays: config.inferenceKeyTtlDays,
+    changes,
   });
   const accessRepo = createAccessRepo(db);
-  const accesses = createAccessService({ db, accessRepo, quotaRepo, quota, plans, inferenceKeys, workspaces, audit, clock });
+  const accesses = createAccessService({ db, accessRepo, quotaRepo, quota, plans, inferenceKeys, workspaces, audit, clock, changes });
   const invocationRepo = createInvocationRepo(db);
   const invocations = createInvocationService({ invocationRepo, workspaces });
   const auditLogs = createAuditQueryService({ auditRepo, workspaces });
@@ -95,6 +100,7 @@ export function createDomain(deps: ServiceDeps) {
     secretBox,
     config,
     clock,
+    changes,
   });
 
   const { service: billing, passes: billingPasses } = createBilling({
@@ -126,6 +132,8 @@ export function createDomain(deps: ServiceDeps) {
     quota,
     hasher,
     secretBox,
+    // What decides a gateway call changed (the gateway's cache subscribes; the app's listener feeds it).
+    changes,
   };
   const testHooks = {
     billingPasses,

@@ -2,15 +2,20 @@
  * The gateway's first database round trip (call-repo.ts's lookup: key hash ->
  * key, access, workspace, connection and the access's current quota period with
  * its strategy, in one join), cached per (key, connection) for at most
- * config.authCacheTtlMs (default 1 s, at most 5 s): a revoked or expired key,
- * a suspended access or connection and an archived workspace take effect within
- * that bound. A cached period that has ended is never used, and one the
+ * config.authCacheTtlMs (default 1 s, at most 5 s). A change that decides a call
+ * (a key revoked, an access suspended or renewed or moved to another plan, a
+ * workspace or connection archived, a provider key rotated) drops the entries it
+ * touches at once (`invalidate`, fed by src/domain/changes/change-feed.ts: on
+ * commit in the process that made it, by NOTIFY in the others); the TTL is the
+ * bound when a notification is lost. An expired key is refused by its
+ * expires_at, read on every call. A cached period that has ended is never used, and one the
  * quota admission finds over (split by a plan change) is read again at once
  * (gateway.ts). While the database cannot be reached, a key seen lately keeps
  * its last answer for a bounded grace (outageGraceMs).
  */
 import { isDatabaseUnavailable } from '../db/unavailable.js';
 import type { Clock } from '../domain/actor.js';
+import type { Change } from '../domain/changes/change-feed.js';
 import type { AuthRow, CallRepo } from './call-repo.js';
 import type { MaskedKey } from './secret-mask.js';
 
@@ -56,7 +61,22 @@ export function createAuthCache(deps: {
   }, Math.max(ttlMs, 100));
   sweep.unref();
 
+  /**
+   * Counts invalidations. A lookup that was under way when one came may have read the row as it was
+   * before the change: its answer serves its own call but is not cached, and the entry it would have
+   * replaced goes too (the next call reads the row again).
+   */
+  let generation = 0;
   const load = (keyHash: string, connectionId: string): Promise<AuthRow | null> => repo.lookup(keyHash, connectionId, clock.now());
+  const store = (cacheKey: string, entry: CacheEntry, loadedIn: number): void => {
+    if (ttlMs <= 0) return;
+    if (loadedIn !== generation) {
+      entries.delete(cacheKey);
+      return;
+    }
+    if (entries.size >= MAX_ENTRIES && !entries.has(cacheKey)) entries.delete(entries.keys().next().value!);
+    entries.set(cacheKey, entry);
+  };
 
   return {
     /** The entry for (key, connection): cached when fresh, else one query. */
@@ -67,6 +87,7 @@ export function createAuthCache(deps: {
       if (hit && nowMs - hit.loadedAt < ttlMs && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime())) {
         return hit;
       }
+      const loadedIn = generation;
       let row: AuthRow | null;
       try {
         row = await load(hash(token), connectionId);
@@ -75,19 +96,35 @@ export function createAuthCache(deps: {
         throw err;
       }
       const entry: CacheEntry = { row, loadedAt: nowMs };
-      if (ttlMs > 0) {
-        if (entries.size >= MAX_ENTRIES) entries.delete(entries.keys().next().value!);
-        entries.set(cacheKey, entry);
-      }
+      store(cacheKey, entry, loadedIn);
       return entry;
     },
     /** The entry for (key, connection) read again now, replacing the cached one. */
     async reload(token: string, connectionId: string): Promise<CacheEntry> {
+      const loadedIn = generation;
       const entry: CacheEntry = { row: await load(hash(token), connectionId), loadedAt: Date.now() };
-      if (ttlMs > 0) entries.set(`${connectionId} ${token}`, entry);
+      store(`${connectionId} ${token}`, entry, loadedIn);
       return entry;
     },
+    /** Drops the entries a change touched (null: every entry), with the provider keys decrypted for them. */
+    invalidate(change: Change | null): void {
+      generation++;
+      if (!change) {
+        entries.clear();
+        return;
+      }
+      const { kind, id } = change;
+      for (const [cacheKey, { row }] of entries) {
+        const touched =
+          kind === 'connection'
+            ? cacheKey.startsWith(`${id} `)
+            : row !== null &&
+              (kind === 'key' ? row.key_id === id : kind === 'access' ? row.workspace_access_id === id : row.workspace_id === id);
+        if (touched) entries.delete(cacheKey);
+      }
+    },
     clear(): void {
+      generation++;
       entries.clear();
     },
     close(): void {

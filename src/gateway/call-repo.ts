@@ -6,7 +6,9 @@
  * their quota leases (the rule of src/domain/quota/settlement-sql.ts) and their
  * invocations, each with its attempt. One round trip, so a busy access's period
  * row is locked for one statement. A call whose lease is no longer HELD (the
- * sweeper expired it) is charged nothing and its invocation records 0 units.
+ * sweeper reclaimed it: its process stalled past the TTL) is charged on its
+ * period directly, unless the reclaim already recorded it from its heartbeat
+ * (the record is idempotent by invocation id): once either way.
  * The rows travel as JSON text (src/db/row-json.ts), made when the call ends.
  */
 import type { Db } from '../db/database.js';

@@ -16,6 +16,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type { Db } from '../db/database.js';
 import type { Clock } from '../domain/actor.js';
+import type { ChangeFeed } from '../domain/changes/change-feed.js';
 import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
 import type { QuotaService } from '../domain/quota/quota-service.js';
 import type { KeyHasher } from '../domain/security/key-hash.js';
@@ -57,6 +58,8 @@ export interface GatewayDeps {
   quota: QuotaService;
   hasher: KeyHasher;
   secretBox: SecretBox;
+  /** Changes that decide a call: the cache drops what they touch. */
+  changes: ChangeFeed;
 }
 
 function credentialOf(req: IncomingMessage): string {
@@ -117,6 +120,7 @@ export function createGateway(deps: GatewayDeps) {
     outageGraceMs: Math.floor(config.reservationTtlMs / 2),
     hash: (token) => hasher.hash(token),
   });
+  const unsubscribe = deps.changes.subscribe((change) => cache.invalidate(change));
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const meter = createCallMeter({
     db,
@@ -128,6 +132,7 @@ export function createGateway(deps: GatewayDeps) {
     // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.
     spoolDir: config.databaseUrl ? join(config.dataDir, 'spool') : undefined,
     onLeaseStatement: deps.metrics?.leaseStatement,
+    onOutputOverBound: deps.metrics?.outputOverBound,
   });
 
   /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */
@@ -285,6 +290,7 @@ export function createGateway(deps: GatewayDeps) {
     async close(): Promise<void> {
       await meter.drain();
       meter.close();
+      unsubscribe();
       cache.close();
       await pools.close();
       if (owned) await db.destroy();

@@ -9,9 +9,10 @@
  * longer than the chat template's per-message tokens); output tokens <= the
  * request's max tokens (times `n` choices), or the strategy's maxOutputTokens,
  * which is then set as the request's cap (the body is rewritten), so that the
- * provider cannot answer beyond the bound.
+ * provider should not answer beyond the bound. One that does anyway is held to
+ * it: a stream is cut there (sse-meter.ts), a JSON answer is charged as reported
+ * and counted (docs/reliability.md "The output bound").
  */
-import { StringDecoder } from 'node:string_decoder';
 import { AppError } from '../errors.js';
 import type { ProtocolProfile } from './headers.js';
 
@@ -147,10 +148,19 @@ function inlineImageExcess(profile: ProtocolProfile, raw: Buffer, body: unknown)
   return excess;
 }
 
+/** JSON is UTF-8 (RFC 8259): a body that is not is refused, not read with its bad bytes replaced. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: number): PreparedCall {
+  let text: string;
+  try {
+    text = UTF8.decode(raw);
+  } catch {
+    throw new AppError('invalid_json', 'The request body is not valid UTF-8');
+  }
   let body: Record<string, unknown>;
   try {
-    body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
+    body = JSON.parse(text) as Record<string, unknown>;
   } catch {
     throw new AppError('invalid_json', 'A metered endpoint needs a JSON body');
   }
@@ -226,13 +236,13 @@ export function prepareCall(inspector: Inspector, raw: Buffer, maxOutputTokens: 
 }
 
 /** A token count an upstream reported; an absurd one is clamped so its records still fit the database's int8 columns. */
-function big(value: unknown): bigint {
+export function big(value: unknown): bigint {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return 0n;
   return BigInt(Math.trunc(Math.min(value, Number.MAX_SAFE_INTEGER)));
 }
 
 /** OpenAI usage objects: chat/completions/embeddings (prompt_/completion_tokens) and responses (input_/output_tokens). */
-function openAiUsage(u: Record<string, any> | null | undefined): Usage | null {
+export function openAiUsage(u: Record<string, any> | null | undefined): Usage | null {
   if (!u || typeof u !== 'object') return null;
   if (typeof u.prompt_tokens === 'number') {
     return {
@@ -252,7 +262,7 @@ function openAiUsage(u: Record<string, any> | null | undefined): Usage | null {
 }
 
 /** Anthropic: input_tokens excludes cache reads and writes; cache writes count as (uncached) input. */
-function anthropicUsage(u: Record<string, any> | null | undefined): Usage | null {
+export function anthropicUsage(u: Record<string, any> | null | undefined): Usage | null {
   if (!u || typeof u !== 'object' || typeof u.input_tokens !== 'number') return null;
   const read = big(u.cache_read_input_tokens);
   return {
@@ -263,7 +273,7 @@ function anthropicUsage(u: Record<string, any> | null | undefined): Usage | null
 }
 
 /** A Responses API answer's id (what a later call names as its previous_response_id), within reason. */
-function responseIdOf(value: unknown): string | null {
+export function responseIdOf(value: unknown): string | null {
   return typeof value === 'string' && value.length > 0 && value.length <= 256 ? value : null;
 }
 
@@ -285,127 +295,4 @@ const MODEL = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;
 /** The `model` a body names, found without parsing it ('' when it names none, or is 64 KiB or more). */
 export function modelNamedIn(raw: Buffer): string {
   return MODEL.exec(raw.length < 65536 ? raw.toString('utf8') : '')?.[1] ?? '';
-}
-const USAGE_NULL = /,\s*"usage"\s*:\s*null/;
-/** Global: `push` walks a chunk's events by lastIndex. */
-const EVENT_END = /\r?\n\r?\n/g;
-
-/** The data of an SSE event: its `data:` lines joined by newlines ('' when it has none). */
-function dataOf(block: string): string {
-  // The usual event is one data line.
-  if (block.startsWith('data:') && !block.includes('\n')) return block.slice(block[5] === ' ' ? 6 : 5);
-  let data = '';
-  for (const line of block.split(/\r?\n/)) {
-    if (line.startsWith('data:')) data += (data ? '\n' : '') + line.slice(line[5] === ' ' ? 6 : 5);
-  }
-  return data;
-}
-
-/**
- * Reads an SSE stream event by event. Without rewriting, the caller forwards the
- * upstream's bytes as they come and only feeds them here; with rewriting (the
- * usage chunk was ours), `push` returns the bytes to forward.
- */
-export class SseMeter {
-  usage: Usage | null = null;
-  model: string | null = null;
-  /** A Responses API stream's response id (from the event that carries its usage). */
-  responseId: string | null = null;
-  /** Whether the final usage report was seen (the stream's accounting is complete). */
-  complete = false;
-  /** Data events seen (about one token each): the output estimate of a broken stream. */
-  dataEvents = 0;
-  private pending = '';
-  private anthropicInput: Usage | null = null;
-  /** A character split across two chunks is decoded whole. */
-  private readonly decoder = new StringDecoder('utf8');
-
-  constructor(
-    private readonly inspector: Inspector,
-    private readonly rewrite: boolean,
-  ) {}
-
-  push(chunk: Buffer): string {
-    const text = this.pending + this.decoder.write(chunk);
-    let out = '';
-    let from = 0;
-    EVENT_END.lastIndex = 0;
-    for (let match = EVENT_END.exec(text); match; match = EVENT_END.exec(text)) {
-      const kept = this.onEvent(text.slice(from, match.index));
-      if (this.rewrite && kept !== null) out += kept + match[0];
-      from = EVENT_END.lastIndex;
-    }
-    this.pending = from ? text.slice(from) : text;
-    return out;
-  }
-
-  /** What is left at the end of the stream (an unterminated event is forwarded as it came). */
-  end(): string {
-    const rest = this.pending + this.decoder.end();
-    this.pending = '';
-    if (rest.trim()) {
-      const kept = this.onEvent(rest);
-      return this.rewrite && kept !== null ? kept : '';
-    }
-    return this.rewrite ? rest : '';
-  }
-
-  /** Returns the event as it should reach the client, or null to drop it. */
-  private onEvent(block: string): string | null {
-    const data = dataOf(block);
-    if (!data || data === '[DONE]') return block;
-    this.dataEvents++;
-    if (this.model === null) {
-      const m = MODEL.exec(data);
-      if (m) this.model = m[1]!;
-    }
-    if (this.inspector.profile === 'anthropic') {
-      if (data.includes('"message_start"') || data.includes('"message_delta"')) this.readAnthropic(data);
-      return block;
-    }
-    const usageAt = data.indexOf('"usage"');
-    if (usageAt < 0) return block;
-    // An OpenAI stream asked for usage says "usage":null in every chunk but the last: nothing to read there.
-    if (data.indexOf('"usage"', usageAt + 7) < 0 && USAGE_NULL.test(data)) return this.rewrite ? block.replace(USAGE_NULL, '') : block;
-    let parsed: Record<string, any>;
-    try {
-      parsed = JSON.parse(data) as Record<string, any>;
-    } catch {
-      return block;
-    }
-    const usage = openAiUsage(parsed.usage ?? parsed.response?.usage);
-    if (!usage) return block;
-    this.usage = usage;
-    this.complete = true;
-    if (typeof parsed.model === 'string') this.model = parsed.model;
-    else if (typeof parsed.response?.model === 'string') this.model = parsed.response.model;
-    if (parsed.response) this.responseId = responseIdOf(parsed.response.id);
-    // Our own usage chunk (no choices): the client did not ask for it.
-    if (this.rewrite && Array.isArray(parsed.choices) && parsed.choices.length === 0) return null;
-    return block;
-  }
-
-  private readAnthropic(data: string): void {
-    let parsed: Record<string, any>;
-    try {
-      parsed = JSON.parse(data) as Record<string, any>;
-    } catch {
-      return;
-    }
-    if (parsed.type === 'message_start') {
-      this.anthropicInput = anthropicUsage(parsed.message?.usage);
-      if (typeof parsed.message?.model === 'string') this.model = parsed.message.model;
-      if (this.anthropicInput) this.usage = { ...this.anthropicInput };
-    } else if (parsed.type === 'message_delta' && parsed.usage) {
-      const u = parsed.usage as Record<string, any>;
-      const base = this.anthropicInput ?? { inputTokens: 0n, cachedInputTokens: 0n, outputTokens: 0n };
-      const restated = typeof u.input_tokens === 'number' ? anthropicUsage(u) : null;
-      this.usage = {
-        inputTokens: restated ? restated.inputTokens : base.inputTokens,
-        cachedInputTokens: restated ? restated.cachedInputTokens : base.cachedInputTokens,
-        outputTokens: big(u.output_tokens),
-      };
-      this.complete = this.anthropicInput !== null || restated !== null;
-    }
-  }
 }

@@ -42,7 +42,7 @@ import { callRows, invocationJson, type AuthRow, type CallRepo, type Consumption
 import { createCallRecorder, type CallRecorder } from './call-recorder.js';
 import { modelNamedIn, prepareCall, usageFromJson, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
 import { IntrusiveList, type Linked } from './intrusive-list.js';
-import type { Relay, ResponseWatcher } from './relay.js';
+import type { Relay, ResponseWatcher, StreamProgress } from './relay.js';
 import { createSpool } from './spool.js';
 
 /** Model names and response ids are recorded up to this length. */
@@ -86,19 +86,24 @@ const multipliersOf = (auth: AuthRow): Multipliers => ({
 /**
  * What a call that was answered is counted for. Exact when the provider reported usage. Otherwise
  * (a broken or aborted stream, an answer without readable usage): the input reported so far or else
- * the input bound, and the output reported so far or else one token per data event received, at most
- * the output bound; a JSON answer without usage is counted at its whole output bound.
+ * the input bound, and the output reported so far or else one token per data event received (or the
+ * output its meter counted, if more: sse-meter.ts), at most the output bound; a JSON answer without usage, and a stream cut at
+ * its output bound, are counted at the whole output bound.
  */
-function chargeable(usage: Usage | null, complete: boolean, dataEvents: number, prepared: PreparedCall): Usage {
+function chargeable(progress: StreamProgress, prepared: PreparedCall): Usage {
+  const { usage, complete } = progress;
   if (usage && complete) return usage;
   const inputTokens = usage?.inputTokens ?? prepared.inputBound;
   const cachedInputTokens = usage?.cachedInputTokens ?? 0n;
-  if (!prepared.stream) return { inputTokens, cachedInputTokens, outputTokens: prepared.outputBound };
-  const seen = BigInt(dataEvents);
+  if (!prepared.stream || progress.cut) return { inputTokens, cachedInputTokens, outputTokens: prepared.outputBound };
+  const seen = progress.outputEstimate;
   const estimate = seen < prepared.outputBound ? seen : prepared.outputBound;
   const reported = usage?.outputTokens ?? 0n;
   return { inputTokens, cachedInputTokens, outputTokens: reported > estimate ? reported : estimate };
 }
+
+/** Which kind of answer passed its output bound: a stream (cut there, or reporting more at its end), a JSON answer. */
+export type OverBound = 'stream' | 'json';
 
 /** How an upstream call that ended is recorded: the invocation's and the attempt's status, and why it fell short. */
 function outcomeOf(relay: Relay, shutdown: Error): { status: InvocationStatus; attempt: AttemptStatus; errorCode: string | null } {
@@ -133,6 +138,8 @@ interface MeterParts {
   logger: Logger;
   shutdown: Error;
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
+  /** Told of each answer that passed its output bound (metrics). */
+  overBound?: ((kind: OverBound) => void) | undefined;
   conversationTokens(auth: AuthRow, responseId: string): Promise<bigint>;
   quotaView(row: AuthRow | null, now: Date): QuotaView | undefined;
 }
@@ -267,8 +274,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   heartbeatRow(now: Date): string | null {
     const { admission, prepared, relay } = this;
     if (!admission || !prepared || !relay || relay.status === undefined || relay.status >= 300) return null;
-    const progress = relay.usageSoFar();
-    const counted = chargeable(progress.usage, progress.complete, progress.dataEvents, prepared);
+    const counted = chargeable(relay.usageSoFar(), prepared);
     const units = chargeUnits(counted, multipliersOf(this.auth));
     if (units === this.beatUnits) return null;
     this.beatingUnits = units;
@@ -361,7 +367,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     let consumed: Consumption | null = null;
     const prepared = this.prepared;
     if (this.admission && prepared && relay.status !== undefined && relay.status < 300) {
-      const counted = chargeable(usage, usageComplete, relay.dataEvents, prepared);
+      const counted = chargeable({ usage, complete: usageComplete, outputEstimate: relay.outputEstimate, cut: relay.cut }, prepared);
+      // An upstream that ignored the output cap: a stream was cut at it; a JSON answer is charged as reported.
+      if (relay.cut || (usageComplete && usage!.outputTokens > prepared.outputBound)) {
+        errorCode ??= 'output_bound_exceeded';
+        this.meter.overBound?.(prepared.stream ? 'stream' : 'json');
+      }
       if (!usageComplete && !errorCode) errorCode = 'usage_missing';
       const units = chargeUnits(counted, multipliersOf(this.auth));
       invocation.quota_units = units;
@@ -468,6 +479,8 @@ export function createCallMeter(deps: {
   spoolDir?: string | undefined;
   /** Told of each lease statement (metrics). */
   onLeaseStatement?: ((kind: LeaseStatement) => void) | undefined;
+  /** Told of each answer that passed its output bound (metrics). */
+  onOutputOverBound?: ((kind: OverBound) => void) | undefined;
 }) {
   const { clock, logger, repo } = deps;
   const leases = createQuotaLeases({
@@ -496,6 +509,7 @@ export function createCallMeter(deps: {
     running,
     clock,
     logger,
+    overBound: deps.onOutputOverBound,
     /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
     shutdown: new Error('The server shut down before the call ended'),
 

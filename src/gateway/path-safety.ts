@@ -4,7 +4,7 @@
  * another origin. Anything doubtful is refused (400): the upstream never sees it.
  */
 import { AppError } from '../errors.js';
-import { isUuid } from '../ids.js';
+import { canonicalUuid, hasUuidForm } from '../ids.js';
 
 export interface GatewayTarget {
   connectionId: string;
@@ -79,6 +79,7 @@ export function parseGatewayUrl(rawUrl: string): GatewayTarget {
     .map((segment) => segment.split(';', 1)[0])
     .join('/')
     .replace(/\/$/, '');
-  // An id that is not a UUID names no connection: the key is still checked first (401 before 404).
-  return { connectionId: isUuid(connectionId) ? connectionId : NO_CONNECTION, providerPath, route, search };
+  // An id that is not a UUID names no connection: the key is still checked first (401 before 404). One in
+  // upper case is the same connection: ids are compared (the auth cache's key) and recorded in lower case.
+  return { connectionId: hasUuidForm(connectionId) ? canonicalUuid(connectionId) : NO_CONNECTION, providerPath, route, search };
 }

@@ -8,7 +8,8 @@
  * the upstream's socket until it drains.
  *
  * On the way the usage inspector reads the answer (an SSE stream event by
- * event, a JSON answer whole at its end), the provider's key is masked, and the
+ * event, a JSON answer whole at its end), a stream that passes the call's output
+ * bound is cut there (sse-meter.ts), the provider's key is masked, and the
  * times the records want are taken. The answer's headers go out in one
  * writeHead: the gateway's own, then those of the upstream a client needs.
  */
@@ -16,8 +17,9 @@ import type { ServerResponse } from 'node:http';
 import type { Transform } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { clientHeaderList } from './headers.js';
-import { SseMeter, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import type { Inspector, PreparedCall, Usage } from './inspectors.js';
 import { SecretMask, type MaskedKey } from './secret-mask.js';
+import { SseMeter } from './sse-meter.js';
 import { decoderFor } from './upstreams.js';
 
 /** A JSON answer larger than this is passed through but not read for usage (charged at the reservation). */
@@ -56,6 +58,17 @@ export interface ResponseWatcher {
   responseSeen(responseId: string, tokens: bigint): void;
 }
 
+/** What a metered answer has shown of its usage (a JSON answer: nothing until its end). */
+export interface StreamProgress {
+  usage: Usage | null;
+  /** The upstream's final usage report was read. */
+  complete: boolean;
+  /** The output a stream that ended short is charged for, before its bound (sse-meter.ts). */
+  outputEstimate: bigint;
+  /** The stream passed its output bound and was cut there. */
+  cut: boolean;
+}
+
 /** How an upstream call ended. */
 export type RelayEnd =
   /** The whole answer reached the client (or, for a call read to its end, was read). */
@@ -80,14 +93,15 @@ export class Relay implements Dispatcher.DispatchHandler {
   tUpstreamEnd: bigint | undefined;
   usage: Usage | null = null;
   usageComplete = false;
-  /** SSE data events seen (about one token each). */
-  dataEvents = 0;
+  /** The output a stream that ended short is charged for (its meter's estimate). */
+  outputEstimate = 0n;
+  /** The stream passed the call's output bound: the client got its end there, and the upstream was aborted. */
+  cut = false;
   model: string | null = null;
   responseId: string | null = null;
 
   private controller: Dispatcher.DispatchController | undefined;
   private meter: SseMeter | null = null;
-  private rewriting = false;
   private jsonChunks: Buffer[] | null = null;
   private jsonSize = 0;
   private responseNoted = false;
@@ -160,8 +174,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     const isStream = contentType.startsWith('text/event-stream');
     const reading = Boolean(inspector && prepared && status < 300);
     if (reading && isStream) {
-      this.meter = new SseMeter(inspector!, prepared!.usageInjected);
-      this.rewriting = prepared!.usageInjected;
+      this.meter = new SseMeter(inspector!, prepared!);
     } else if (reading) {
       this.jsonChunks = [];
     }
@@ -172,9 +185,10 @@ export class Relay implements Dispatcher.DispatchHandler {
     const decoder = decoderFor(encoded);
     if (decoder === null) out.push('content-encoding', String(encoded));
     else if (decoder) this.decode(decoder);
-    // Forwarded byte for byte: the length is known, so the answer goes out unchunked.
+    // Forwarded byte for byte: the length is known, so the answer goes out unchunked (a metered stream may be
+    // rewritten or cut: its length is not known).
     const length = headers['content-length'];
-    if (!decoder && !this.rewriting && typeof length === 'string' && status !== 204 && status !== 304) out.push('content-length', length);
+    if (!decoder && !this.meter && typeof length === 'string' && status !== 204 && status !== 304) out.push('content-length', length);
     if (isStream) out.push('cache-control', 'no-cache');
     this.res.writeHead(status, out);
     // The provider's key, should the upstream echo it, never reaches the client.
@@ -188,7 +202,7 @@ export class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.status === undefined) return; // a 1xx answer's body (none in practice)
+    if (this.status === undefined || this.end) return; // a 1xx answer's body (none in practice), or a stream cut
     this.tFirstUpstream ??= now();
     if (this.decoder) {
       if (!this.decoder.write(chunk)) {
@@ -217,8 +231,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     let out: Buffer | string = chunk;
     const meter = this.meter;
     if (meter) {
-      const kept = meter.push(chunk);
-      if (this.rewriting) out = kept;
+      out = meter.push(chunk);
       // A Responses API client may continue this response as soon as it reads its last event, before the stream
       // ends and the call is settled: it is told as soon as the meter has its id and usage.
       if (meter.responseId !== null && !this.responseNoted && meter.complete) {
@@ -231,9 +244,35 @@ export class Relay implements Dispatcher.DispatchHandler {
     }
     if (this.clientGone) return true;
     if (this.mask) out = typeof out === 'string' ? this.mask.pushEvents(out) : this.mask.push(out);
-    if (out.length === 0) return true;
-    this.tFirstClient ??= now();
-    return this.res.write(out);
+    let written = true;
+    if (out.length) {
+      this.tFirstClient ??= now();
+      written = this.res.write(out);
+    }
+    if (meter?.cut) this.cutAtBound();
+    return written;
+  }
+
+  /**
+   * The stream passed its output bound: the client has its end (the meter's), the upstream request is aborted,
+   * and the call ends complete (charged its bound: metered-call.ts).
+   */
+  private cutAtBound(): void {
+    if (this.end) return;
+    this.tUpstreamEnd ??= now();
+    clearImmediate(this.headersFlush);
+    // Ended first: the abort's onResponseError then finds the call over.
+    this.end = 'complete';
+    this.cut = true;
+    if (!this.clientGone) {
+      const held = this.mask?.end();
+      if (held?.length) this.res.write(held);
+      this.res.end();
+    }
+    this.decoder?.destroy();
+    this.controller?.abort(new Error('The answer passed its output bound'));
+    this.read();
+    this.done_();
   }
 
   /** Pauses the source until the client drains (or leaves: a call read to its end reads on). */
@@ -271,7 +310,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     if (!this.clientGone) {
       if (this.meter) {
         const tail = this.meter.end();
-        if (tail) this.res.write(this.mask ? this.mask.pushEvents(tail) : tail);
+        if (tail.length) this.res.write(!this.mask ? tail : typeof tail === 'string' ? this.mask.pushEvents(tail) : this.mask.push(tail));
       }
       const held = this.mask?.end();
       if (held?.length) this.res.write(held);
@@ -281,6 +320,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     }
     this.read();
     this.end = 'complete';
+    this.cut = this.meter?.cut ?? false;
     this.done_();
   }
 
@@ -302,7 +342,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     if (!meter) return;
     this.usage = meter.usage;
     this.usageComplete = meter.complete;
-    this.dataEvents = meter.dataEvents;
+    this.outputEstimate = meter.outputEstimate;
     this.model = meter.model;
     this.responseId = meter.responseId;
   }
@@ -316,10 +356,10 @@ export class Relay implements Dispatcher.DispatchHandler {
    * What a metered answer has shown of its usage so far (a stream's meter reads it as it arrives; a JSON
    * answer shows it only at its end).
    */
-  usageSoFar(): { usage: Usage | null; complete: boolean; dataEvents: number } {
+  usageSoFar(): StreamProgress {
     const meter = this.meter;
-    if (meter && !this.end) return { usage: meter.usage, complete: meter.complete, dataEvents: meter.dataEvents };
-    return { usage: this.usage, complete: this.usageComplete, dataEvents: this.dataEvents };
+    if (meter && !this.end) return { usage: meter.usage, complete: meter.complete, outputEstimate: meter.outputEstimate, cut: false };
+    return { usage: this.usage, complete: this.usageComplete, outputEstimate: this.outputEstimate, cut: this.cut };
   }
 
   /** A metered JSON answer's text as read (whole or not), for its usage; null when there is none to read. */

@@ -13,7 +13,7 @@ import { billingHandlers } from './billing.js';
 
 export function createHandlers(services: Services, context: HandlerContext): HandlerMap {
   const areas: HandlerMap[] = [
-    systemHandlers(services),
+    systemHandlers(services, context),
     workspaceHandlers(services),
     providerConnectionHandlers(services, context),
     auditLogHandlers(services),

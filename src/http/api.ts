@@ -15,10 +15,12 @@ import { AppError, errorBody, errorRetryAfter, toAppError } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
 import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
 import { assertStorable } from '../domain/storable-text.js';
+import { hasUuidForm } from '../ids.js';
 import type { IdempotencyService } from '../domain/idempotency/idempotency-service.js';
 import type { HandlerMap, HandlerResult } from './handler.js';
 import type { RequestLocals } from './locals.js';
 import type { PublicUrl } from './public-url.js';
+import { canonicalUuids, type UuidSchema } from './wire.js';
 
 const addFormats = addFormatsPkg as unknown as (ajv: unknown) => unknown;
 
@@ -179,6 +181,24 @@ function listTag(operationId: string, path: Record<string, unknown>): string {
   return createHash('sha256').update(scope).digest('base64url').slice(0, 10);
 }
 
+/**
+ * The request's UUIDs in lower case (wire.ts canonicalUuids), where the operation's schemas say format uuid:
+ * its path and query parameters and its JSON body. Every handler, audit entry, scope check, list tag and
+ * idempotency hash then sees one form of each id.
+ */
+function canonicalRequest(operation: Context['operation'], input: { path: Record<string, unknown>; query: Record<string, unknown>; body: unknown }): void {
+  for (const p of (operation.parameters ?? []) as { in?: string; name?: string; schema?: UuidSchema }[]) {
+    const bag = p.in === 'path' ? input.path : p.in === 'query' ? input.query : undefined;
+    if (bag && p.name && bag[p.name] !== undefined) bag[p.name] = canonicalUuids(bag[p.name], p.schema);
+  }
+  const body = (operation.requestBody as { content?: Record<string, { schema?: UuidSchema }> } | undefined)?.content?.['application/json']?.schema;
+  input.body = canonicalUuids(input.body, body);
+}
+
+const UUID_SEGMENT = /(?<=\/)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?=\/|$)/gi;
+/** The request's path as an idempotency key is scoped to: its UUID segments in lower case. */
+const canonicalPath = (path: string) => path.replace(UUID_SEGMENT, (id) => id.toLowerCase());
+
 function cursorOut(tag: string, cursor: string): string {
   return `${tag}.${cursor}`;
 }
@@ -220,6 +240,8 @@ export function createApi(deps: ApiDeps) {
     customizeAjv: (ajv) => {
       addFormats(ajv);
       ajv.addFormat('date-time', { type: 'string', validate: isDateTime });
+      // ajv-formats' uuid takes a `urn:uuid:` prefix too, which no id column does.
+      ajv.addFormat('uuid', { type: 'string', validate: hasUuidForm });
       return ajv;
     },
   });
@@ -274,6 +296,7 @@ export function createApi(deps: ApiDeps) {
         actor,
         headers: req.headers,
       };
+      canonicalRequest(c.operation, input);
       // Only a list's answer, or a request with a cursor, needs its tag.
       const tag = () => listTag(operationId, input.path);
       try {
@@ -281,8 +304,9 @@ export function createApi(deps: ApiDeps) {
         assertStorable(input.query, '');
         if (typeof input.query.cursor === 'string') input.query = { ...input.query, cursor: cursorIn(tag(), input.query.cursor) };
         if (!idempotencyKey) return send(req, res, await fn(input), deps, tag);
-        const hash = deps.idempotency.requestHash(req.method, req.path, c.request.requestBody);
-        const claim = await deps.idempotency.claim(actor.keyId, idempotencyKey, req.method, req.path, hash);
+        const path = canonicalPath(req.path);
+        const hash = deps.idempotency.requestHash(req.method, path, input.body);
+        const claim = await deps.idempotency.claim(actor.keyId, idempotencyKey, req.method, path, hash);
         if (claim.kind === 'replay') {
           return send(req, res, { ...claim.response, headers: { ...claim.response.headers, 'Idempotent-Replayed': 'true' } }, deps);
         }

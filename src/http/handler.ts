@@ -5,6 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Actor, Clock } from '../domain/actor.js';
+import type { EventLoopMonitor } from '../observability/event-loop.js';
 import type { PublicUrl } from './public-url.js';
 import { encodeCursor } from './wire.js';
 
@@ -39,6 +40,8 @@ export type HandlerMap = Record<string, Handler>;
 export interface HandlerContext {
   clock: Clock;
   publicUrl: PublicUrl;
+  /** Whether the event loop has stalled lately (/healthz). */
+  eventLoop: Pick<EventLoopMonitor, 'stall'>;
 }
 
 /** Types a handler by the generated `XxxData` of its operation. */

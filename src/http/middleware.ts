@@ -87,6 +87,17 @@ export function jsonBodiesOnly() {
   };
 }
 
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The JSON body parser's check of the bytes before it decodes them (its `verify`): JSON is UTF-8 (RFC 8259),
+ * and a body that is not would otherwise be read with its bad bytes replaced by U+FFFD, and stored so.
+ * The parser reports the throw as `entity.verify.failed`: errorRenderer makes it 400 invalid_json.
+ */
+export function utf8Only(_req: unknown, _res: unknown, body: Buffer): void {
+  UTF8.decode(body);
+}
+
 function isJson(text: unknown): boolean {
   if (typeof text !== 'string') return false;
   try {
@@ -103,6 +114,9 @@ export function errorRenderer() {
     const e = err as { type?: string; status?: number; body?: unknown };
     if (e?.type === 'entity.too.large') {
       return sendError(req, res, new AppError('payload_too_large', 'The request body is larger than the limit'));
+    }
+    if (e?.type === 'entity.verify.failed') {
+      return sendError(req, res, new AppError('invalid_json', 'The request body is not valid UTF-8'));
     }
     if (e?.type === 'entity.parse.failed') {
       // The parser takes only objects and arrays: `null`, `42` or `"x"` are JSON, just not a body.

@@ -1,12 +1,53 @@
 /**
  * Wire values to domain values, for handlers: RFC 3339 timestamps to Dates, a list's
- * cursor to the id it resumes after, its time window to Dates. The contract has
- * checked their form already; what it cannot check is refused here with a 400 naming
- * the field. 64-bit decimal strings are the mappers' (src/domain/<area>/<x>-mapper.ts).
+ * cursor to the id it resumes after, its time window to Dates; and for every request
+ * (api.ts), its UUIDs in their canonical lower case. The contract has checked their
+ * form already; what it cannot check is refused here with a 400 naming the field.
+ * 64-bit decimal strings are the mappers' (src/domain/<area>/<x>-mapper.ts).
  */
 import { AppError } from '../errors.js';
-import { isUuid } from '../ids.js';
+import { canonicalUuid, isUuid } from '../ids.js';
 import type { PageRequest, TimeRange } from '../domain/pagination.js';
+
+/** The part of a (dereferenced) JSON Schema that says where UUIDs are. */
+export interface UuidSchema {
+  format?: string;
+  properties?: Record<string, UuidSchema>;
+  additionalProperties?: UuidSchema | boolean;
+  items?: UuidSchema;
+  allOf?: UuidSchema[];
+  oneOf?: UuidSchema[];
+  anyOf?: UuidSchema[];
+}
+
+/** Deeper than any schema of the contract: a schema that refers to itself stops here. */
+const MAX_SCHEMA_DEPTH = 32;
+
+/**
+ * A validated wire value with its UUIDs (the strings its schema gives `format: uuid`) in lower case, so that
+ * an id sent in upper case finds what the lower-case one does and is stored as Nexus writes ids. Objects and
+ * arrays are changed in place; free-form values (metadata) are left as they came.
+ */
+export function canonicalUuids(value: unknown, schema: UuidSchema | undefined, depth = 0): unknown {
+  if (!schema || depth > MAX_SCHEMA_DEPTH || value === null) return value;
+  if (typeof value === 'string') return schema.format === 'uuid' ? canonicalUuid(value) : value;
+  for (const branch of [...(schema.allOf ?? []), ...(schema.oneOf ?? []), ...(schema.anyOf ?? [])]) {
+    value = canonicalUuids(value, branch, depth + 1);
+  }
+  if (Array.isArray(value)) {
+    if (schema.items) for (let i = 0; i < value.length; i++) value[i] = canonicalUuids(value[i], schema.items, depth + 1);
+    return value;
+  }
+  if (typeof value === 'object') {
+    const o = value as Record<string, unknown>;
+    const extra = typeof schema.additionalProperties === 'object' ? schema.additionalProperties : undefined;
+    for (const key of Object.keys(o)) {
+      const field = schema.properties?.[key] ?? extra;
+      if (field) o[key] = canonicalUuids(o[key], field, depth + 1);
+    }
+  }
+  return value;
+}
 
 /** An RFC 3339 timestamp to a Date. */
 export function parseTimestamp(value: string, param: string): Date {

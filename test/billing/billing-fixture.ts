@@ -66,7 +66,8 @@ export interface BillingWorld {
   close(): Promise<void>;
 }
 
-export async function startBillingWorld(): Promise<BillingWorld> {
+/** `env`: more settings for its Nexus. */
+export async function startBillingWorld(env: Record<string, string> = {}): Promise<BillingWorld> {
   const stripe = await new FakeStripe().start();
   const paddle = await new FakePaddle().start();
   const clock = new TestClock(T0);
@@ -77,6 +78,7 @@ export async function startBillingWorld(): Promise<BillingWorld> {
       NEXUS_PADDLE_API_BASE_URL: paddle.url,
       NEXUS_BILLING_PAST_DUE_GRACE_HOURS: String(GRACE_HOURS),
       NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS: '24',
+      ...env,
     },
   });
   return {

@@ -434,7 +434,7 @@ describe('an upstream that echoes the request', () => {
     const metered = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'gpt-test', prompt: 'hi', stream: true, max_tokens: 5 }),
+      body: JSON.stringify({ model: 'gpt-test', prompt: 'hi', stream: true, max_tokens: 50 }),
     });
     expect(metered.status).toBe(200);
     // (Without the usage the client did not ask for: the gateway takes out what its request added.)

@@ -1,6 +1,7 @@
 /** Pure rules of the usage inspectors and the path check, without I/O. */
 import { describe, expect, it } from 'vitest';
-import { INLINE_IMAGE_TOKEN_BOUND, inspectorFor, prepareCall, SseMeter, usageFromJson } from '../../src/gateway/inspectors.js';
+import { INLINE_IMAGE_TOKEN_BOUND, inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
+import { SseMeter } from '../../src/gateway/sse-meter.js';
 import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
 
 const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
@@ -10,8 +11,8 @@ const messages = inspectorFor('anthropic', 'POST', 'v1/messages')!;
 function feed(meter: SseMeter, text: string, size: number): string {
   const bytes = Buffer.from(text, 'utf8');
   let out = '';
-  for (let i = 0; i < bytes.length; i += size) out += meter.push(bytes.subarray(i, i + size));
-  return out + meter.end();
+  for (let i = 0; i < bytes.length; i += size) out += meter.push(bytes.subarray(i, i + size)).toString();
+  return out + meter.end().toString();
 }
 
 const usage = { prompt_tokens: 11, completion_tokens: 3, total_tokens: 14, prompt_tokens_details: { cached_tokens: 4 } };
@@ -90,7 +91,7 @@ describe('inspectors', () => {
   });
 
   it.each([1, 3, 7, 4096])('reads OpenAI stream usage and removes the injected chunk (chunks of %i bytes)', (size) => {
-    const injected = new SseMeter(chat, true);
+    const injected = new SseMeter(chat, { usageInjected: true, inputBound: 100n, outputBound: 100n });
     const out = feed(injected, openAiStream, size);
     expect(injected.usage).toEqual({ inputTokens: 11n, cachedInputTokens: 4n, outputTokens: 3n });
     expect(injected.complete).toBe(true);
@@ -98,8 +99,9 @@ describe('inspectors', () => {
     expect(out).toContain('héllo 世界');
     expect(out).not.toContain('"usage"');
     expect(out.endsWith('data: [DONE]\n\n')).toBe(true);
-    const passive = new SseMeter(chat, false);
-    expect(feed(passive, openAiStream, size)).toBe('');
+    const passive = new SseMeter(chat, { usageInjected: false, inputBound: 100n, outputBound: 100n });
+    // Forwarded as it came, whole events at a time.
+    expect(feed(passive, openAiStream, size)).toBe(openAiStream);
     expect(passive.usage?.outputTokens).toBe(3n);
   });
 
@@ -109,7 +111,7 @@ describe('inspectors', () => {
       ev('message_start', { message: { model: 'claude-x', usage: { input_tokens: 5, cache_creation_input_tokens: 2, cache_read_input_tokens: 10, output_tokens: 1 } } }) +
       ev('content_block_delta', { delta: { text: 'hi' } }) +
       ev('message_delta', { usage: { output_tokens: 9 } });
-    const meter = new SseMeter(messages, false);
+    const meter = new SseMeter(messages, { usageInjected: false, inputBound: 100n, outputBound: 100n });
     feed(meter, stream, 5);
     expect(meter.usage).toEqual({ inputTokens: 17n, cachedInputTokens: 10n, outputTokens: 9n });
     expect(meter.complete).toBe(true);
@@ -154,5 +156,63 @@ describe('parseGatewayUrl', () => {
   });
   it.each(['v1/%2e%2e/x', 'v1/%25%32%65%25%32%65/x', 'v1//x', 'v1/%ZZ', 'javascript:alert(1)', 'v1/%c0%ae%c0%ae/x'])('refuses %s', (path) => {
     expect(() => parseGatewayUrl(`/providers/${id}/${path}`)).toThrow();
+  });
+});
+
+describe('the output bound of a stream', () => {
+  const bounds = { usageInjected: false, inputBound: 40n, outputBound: 5n };
+  const chunk = (choices: unknown[], extra: object = {}) =>
+    `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-x', choices, usage: null, ...extra })}\n\n`;
+  const words = (n: number) => Array.from({ length: n }, (_, i) => chunk([{ index: 0, delta: { content: ` w${i}` }, finish_reason: null }])).join('');
+
+  it.each([1, 9, 4096])('cuts a chat stream past its bound: a last chunk with finish_reason length, the usage asked for, [DONE] (chunks of %i bytes)', (size) => {
+    const meter = new SseMeter(chat, bounds);
+    const stream = chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]) + words(50) + 'data: [DONE]\n\n';
+    const out = feed(meter, stream, size);
+    expect(meter.cut).toBe(true);
+    const events = out.trim().split('\n\n').map((e) => e.slice(6));
+    expect(events.at(-1)).toBe('[DONE]');
+    const parsed = events.slice(0, -1).map((e) => JSON.parse(e));
+    expect(parsed.filter((e) => e.choices[0]?.delta?.content).map((e) => e.choices[0].delta.content)).toEqual([' w0', ' w1', ' w2', ' w3', ' w4']);
+    expect(parsed.at(-2).choices).toEqual([{ index: 0, delta: {}, logprobs: null, finish_reason: 'length' }]);
+    expect(parsed.at(-1).usage).toEqual({ prompt_tokens: 40, completion_tokens: 5, total_tokens: 45, prompt_tokens_details: { cached_tokens: 0 } });
+  });
+
+  it('counts a token per 8 bytes of text when events carry several: one large event is not let through', () => {
+    const meter = new SseMeter(chat, { ...bounds, usageInjected: true });
+    const out = feed(meter, chunk([{ index: 0, delta: { role: 'assistant', content: 'x'.repeat(41) } }]) + 'data: [DONE]\n\n', 4096);
+    expect(meter.cut).toBe(true);
+    expect(out).not.toContain('xxxx');
+    // The role was not sent: the ending gives it; the usage was not asked for: none.
+    expect(JSON.parse(out.split('\n\n')[0]!.slice(6)).choices[0]).toMatchObject({ delta: { role: 'assistant', content: '' }, finish_reason: 'length' });
+    expect(out).not.toContain('usage');
+  });
+
+  it('lets a stream within its bound through unchanged', () => {
+    const meter = new SseMeter(chat, bounds);
+    const stream = words(5) + chunk([], { usage: { prompt_tokens: 3, completion_tokens: 5 } }) + 'data: [DONE]\n\n';
+    expect(feed(meter, stream, 7)).toBe(stream);
+    expect(meter.cut).toBe(false);
+    expect(meter.outputSeen).toBe(5n);
+  });
+
+  it('ends a cut Anthropic stream with its open blocks stopped, stop_reason max_tokens and message_stop', () => {
+    const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    const stream =
+      ev('message_start', { message: { id: 'm', model: 'claude-x', content: [], usage: { input_tokens: 7, output_tokens: 1 } } }) +
+      ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) +
+      Array.from({ length: 20 }, (_, i) => ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ` w${i}` } })).join('') +
+      ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 20 } }) +
+      ev('message_stop', {});
+    const meter = new SseMeter(messages, bounds);
+    const out = feed(meter, stream, 13);
+    expect(meter.cut).toBe(true);
+    expect(meter.usage?.inputTokens).toBe(7n);
+    expect(out.match(/content_block_delta/g)).toHaveLength(10); // the event line and its type, for 5 deltas
+    expect(out.endsWith(
+      ev('content_block_stop', { index: 0 }) +
+        ev('message_delta', { delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { output_tokens: 5 } }) +
+        ev('message_stop', {}),
+    )).toBe(true);
   });
 });

@@ -20,6 +20,9 @@
  *                 redirect  302 to another path of the same server
  *                 gzip      chat completions answer gzip-compressed (JSON or SSE), whatever was asked
  *                 late      a JSON chat completion answers after x-fake-delay-ms (default 200) ms
+ *                 runaway   the output is as many words as x-fake-usage's output says (not at most 10),
+ *                           whatever max_tokens asked for; streamed one word an event, every
+ *                           x-fake-delay-ms (default 0) ms
  *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
  *   x-fake-response-id: a responses API answer's id (JSON-decoded, so it may hold any character)
  */
@@ -75,6 +78,12 @@ interface UsageSpec {
 
 const WORDS = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa'];
 
+/** The answer's words: one a token of its output (at most 10, unless the upstream runs away). */
+function wordsOf(req: IncomingMessage, output: number): string[] {
+  if (req.headers['x-fake-fault'] === 'runaway') return Array.from({ length: output }, (_, i) => WORDS[i % WORDS.length]!);
+  return WORDS.slice(0, Math.min(output, WORDS.length));
+}
+
 function usageOf(req: IncomingMessage): UsageSpec {
   const raw = String(req.headers['x-fake-usage'] ?? '10,5,0').split(',').map(Number);
   return { input: raw[0] ?? 10, output: raw[1] ?? 5, cached: raw[2] ?? 0 };
@@ -121,7 +130,7 @@ function gzipped(res: ServerResponse, contentType: string, text: string): void {
 async function stream(req: IncomingMessage, res: ServerResponse, events: string[]): Promise<void> {
   const fault = req.headers['x-fake-fault'];
   if (fault === 'gzip') return gzipped(res, 'text/event-stream', events.join(''));
-  const delay = fault === 'slow' ? Number(req.headers['x-fake-delay-ms'] ?? 50) : 0;
+  const delay = fault === 'slow' || fault === 'runaway' ? Number(req.headers['x-fake-delay-ms'] ?? (fault === 'slow' ? 50 : 0)) : 0;
   res.writeHead(200, { ...commonHeaders(), 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   for (let i = 0; i < events.length; i++) {
     if (res.destroyed) return;
@@ -209,7 +218,7 @@ export function startOpenAiUpstream(options: UpstreamKeys): Promise<FakeUpstream
     const body = raw ? (JSON.parse(raw) as Record<string, any>) : {};
     const u = usageOf(req);
     const model = `${body.model ?? 'fake-model'}-2026-01-01`;
-    const words = WORDS.slice(0, Math.min(u.output, WORDS.length));
+    const words = wordsOf(req, u.output);
     const fault = req.headers['x-fake-fault'];
     if (fault === 'reset' && !body.stream) {
       res.socket?.destroy();
@@ -290,10 +299,14 @@ export function startOpenAiUpstream(options: UpstreamKeys): Promise<FakeUpstream
         usage,
       };
       if (!body.stream) return json(res, 200, response);
-      const ev = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+      let sequence = 0;
+      const ev = (type: string, data: Record<string, unknown>) =>
+        `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`;
       return stream(req, res, [
-        ev('response.created', { response: { ...response, status: 'in_progress', usage: null } }),
-        ...words.map((w) => ev('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: w })),
+        ev('response.created', { response: { ...response, status: 'in_progress', output: [], usage: null } }),
+        ev('response.output_item.added', { output_index: 0, item: { type: 'message', id: 'msg_1', status: 'in_progress', role: 'assistant', content: [] } }),
+        ev('response.content_part.added', { item_id: 'msg_1', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } }),
+        ...words.map((w, i) => ev('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: (i ? ' ' : '') + w })),
         ev('response.completed', { response }),
       ]);
     }
@@ -319,7 +332,7 @@ export function startAnthropicUpstream(options: UpstreamKeys): Promise<FakeUpstr
     const body = JSON.parse(raw) as Record<string, any>;
     const u = usageOf(req);
     const model = body.model ?? 'claude-fake';
-    const words = WORDS.slice(0, Math.min(u.output, WORDS.length));
+    const words = wordsOf(req, u.output);
     const id = `msg_${counter}`;
     // Anthropic's input_tokens excludes cache reads.
     const usage = { input_tokens: u.input - u.cached, cache_creation_input_tokens: 0, cache_read_input_tokens: u.cached, output_tokens: u.output };

@@ -9,6 +9,7 @@ import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { assertVisible, systemActor, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
+import type { ChangeFeed } from '../changes/change-feed.js';
 import type { InferenceKeyService, IssuedKey, IssueKeyInput } from '../inference-keys/inference-key-service.js';
 import type { Page, PageRequest } from '../pagination.js';
 import type { PlanService } from '../plans/plan-service.js';
@@ -87,8 +88,9 @@ export function createAccessService(deps: {
   workspaces: WorkspaceService;
   audit: AuditService;
   clock: Clock;
+  changes: ChangeFeed;
 }) {
-  const { db, accessRepo, quotaRepo, quota, plans, inferenceKeys, workspaces, audit, clock } = deps;
+  const { db, accessRepo, quotaRepo, quota, plans, inferenceKeys, workspaces, audit, clock, changes } = deps;
 
   async function view(accessId: string, q: Queryable): Promise<AccessView> {
     const found = await accessRepo.findView(accessId, q);
@@ -131,6 +133,7 @@ export function createAccessService(deps: {
     // Remembered so that a renewal restores the suspension, and knows whose it was.
     if (access.status === 'SUSPENDED' && to === 'EXPIRED') reason = expiredWhileSuspended(reason ?? 'expired', access.status_reason);
     await accessRepo.update(access.id, { status: to, status_reason: reason ?? null, updated_at: clock.now() }, tx);
+    await changes.announce({ kind: 'access', id: access.id }, tx);
     await audit.record(actor, {
       action: STATUS_ACTION[to],
       resourceType: 'workspace_access',
@@ -309,6 +312,7 @@ export function createAccessService(deps: {
     const period = takenOver
       ? await takeOverPeriod(takenOver, values, tx)
       : await insertPeriod(access, { ...values, source: input.source }, tx);
+    await changes.announce({ kind: 'access', id: access.id }, tx);
     const latest = await quotaRepo.latestPeriod(access.id, tx);
     if (plan.id !== access.plan_id && latest?.id === period.id) {
       await accessRepo.update(access.id, { plan_id: plan.id, updated_at: clock.now() }, tx);
@@ -449,6 +453,7 @@ export function createAccessService(deps: {
       }
     }
     await accessRepo.update(access.id, { plan_id: plan.id, updated_at: now }, tx);
+    await changes.announce({ kind: 'access', id: access.id }, tx);
     await audit.record(actor, {
       action: 'access.plan_changed',
       resourceType: 'workspace_access',

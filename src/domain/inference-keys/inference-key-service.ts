@@ -9,6 +9,7 @@ import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import type { Actor, Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
+import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { generateToken, type KeyHasher } from '../security/key-hash.js';
 import type { InferenceKeyRepo, InferenceKeyRow } from './inference-key-repo.js';
@@ -39,8 +40,9 @@ export function createInferenceKeyService(deps: {
   clock: Clock;
   keyEnvironment: string;
   ttlDays: number;
+  changes: ChangeFeed;
 }) {
-  const { inferenceKeyRepo, hasher, audit, clock } = deps;
+  const { inferenceKeyRepo, hasher, audit, clock, changes } = deps;
   const tokenPrefix = `nx-${deps.keyEnvironment}-`;
 
   return {
@@ -92,6 +94,7 @@ export function createInferenceKeyService(deps: {
       if (!key) throw new AppError('inference_key_not_found', 'Inference key not found');
       if (key.revoked_at) return;
       await inferenceKeyRepo.revoke(keyId, clock.now(), tx);
+      await changes.announce({ kind: 'key', id: keyId }, tx);
       await audit.record(actor, {
         action: 'inference_key.revoked',
         resourceType: 'inference_key',

@@ -10,6 +10,7 @@ import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { canSeeWorkspace, type Actor, type Clock } from '../actor.js';
 import { REDACTED, type AuditService } from '../audit/audit-service.js';
+import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { secretPreview, type SecretBox } from '../security/secret-box.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
@@ -93,8 +94,9 @@ export function createProviderConnectionService(deps: {
   secretBox: SecretBox;
   config: Config;
   clock: Clock;
+  changes: ChangeFeed;
 }) {
-  const { db, providerConnectionRepo: repo, workspaces, audit, secretBox, config, clock } = deps;
+  const { db, providerConnectionRepo: repo, workspaces, audit, secretBox, config, clock, changes } = deps;
 
   async function checkedBaseUrl(raw: string): Promise<string> {
     return normalizeBaseUrl(await assertSafeUpstreamUrl(raw, { allowPrivate: config.allowPrivateUpstreams }));
@@ -221,6 +223,7 @@ export function createProviderConnectionService(deps: {
         }
         if (newKey) Object.assign(patch, newKey);
         const row = await repo.update(id, patch, tx);
+        await changes.announce({ kind: 'connection', id }, tx);
         await audit.record(actor, {
           action: 'provider_connection.updated',
           resourceType: RESOURCE,
@@ -246,6 +249,7 @@ export function createProviderConnectionService(deps: {
         if (!current || current.status === 'ARCHIVED') return;
         const now = clock.now();
         await repo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
+        await changes.announce({ kind: 'connection', id }, tx);
         await audit.record(actor, {
           action: 'provider_connection.archived',
           resourceType: RESOURCE,
@@ -293,6 +297,7 @@ export function createProviderConnectionService(deps: {
       return db.transaction(async (tx) => {
         const current = await lockForChange(actor, id, tx);
         const row = await repo.update(id, { ...newKey, updated_at: clock.now() }, tx);
+        await changes.announce({ kind: 'connection', id }, tx);
         await audit.record(actor, {
           action: 'provider_connection.secret_rotated',
           resourceType: RESOURCE,

@@ -16,6 +16,11 @@
  *   every sixteen calls; always at most an eighth of what the period has beyond
  *   the need) in one statement; calls that arrive meanwhile wait for it. When the
  *   period cannot cover the missing part, the call is refused (429).
+ * - A call that consumed more than its lease held (an upstream that answered
+ *   past the call's bound: charged what it used, the excess an ADJUSTMENT)
+ *   makes the period's next extension wait until its record is written, so the
+ *   extension sees that consumption. Overspend is then bounded by the excess of
+ *   the calls already running when the quota ran out.
  * - A refusal is remembered for REFUSAL_MEMORY_MS per period: while what the
  *   period had then (plus the lease's free units now) cannot cover a call, the
  *   call is refused without a database round trip (a client hammering at an
@@ -90,6 +95,19 @@ export interface Admission {
   readonly lease: Lease;
   readonly bound: bigint;
   settled: boolean;
+  /** What it consumed beyond what its lease held (an upstream that answered past the bound), until written. */
+  beyond: bigint;
+}
+
+/**
+ * Units calls on a period consumed beyond their leases' hold whose records are not written yet: the
+ * database does not know them, so the period looks as if it had them still. An extension waits for
+ * them to be written (`caughtUp`) instead of being granted units that are already spent.
+ */
+interface Unwritten {
+  beyond: bigint;
+  caughtUp: Promise<void>;
+  resolve: () => void;
 }
 
 /** Refused: `available` is what the period had; `periodOver` when it no longer covers now (ended, or split by a plan change). */
@@ -118,6 +136,8 @@ export function createQuotaLeases(deps: {
   const releases = new Set<Promise<void>>();
   /** Retired leases still waiting for their calls to end and be written. */
   const retiring = new Set<Lease>();
+  /** Per period, what settled calls consumed beyond their leases and the database does not know yet. */
+  const unwrittenBeyond = new Map<string, Unwritten>();
   /** The last refusal per period: what the period had available then, and until when that is trusted. */
   const refused = new Map<string, { available: bigint; untilMs: number }>();
   const requestId = `lease:${process.pid}`;
@@ -203,7 +223,7 @@ export function createQuotaLeases(deps: {
   function admitOn(lease: Lease, bound: bigint): AdmitResult {
     lease.inflight += bound;
     lease.lastUsedMs = clock.now().getTime();
-    return { ok: true, admission: { lease, bound, settled: false }, remaining: max(lease.outside + free(lease), 0n) };
+    return { ok: true, admission: { lease, bound, settled: false, beyond: 0n }, remaining: max(lease.outside + free(lease), 0n) };
   }
 
   const idleTimer = setInterval(
@@ -233,6 +253,13 @@ export function createQuotaLeases(deps: {
         const pending = growing.get(target.periodId);
         if (pending) {
           await pending.catch(() => {});
+          continue;
+        }
+        const owed = unwrittenBeyond.get(target.periodId);
+        if (owed) {
+          // Calls here consumed past their bounds and their records are on their way: the period's
+          // figures in the database are ahead of them until they land.
+          await owed.caughtUp;
           continue;
         }
         const need = lease ? max(bound - free(lease), 0n) : bound;
@@ -279,6 +306,18 @@ export function createQuotaLeases(deps: {
         take = units < left ? units : left;
         lease.held -= take;
       }
+      if (units !== null && units > take) {
+        admission.beyond = units - take;
+        const periodId = lease.target.periodId;
+        let owed = unwrittenBeyond.get(periodId);
+        if (!owed) {
+          let resolve!: () => void;
+          const caughtUp = new Promise<void>((r) => (resolve = r));
+          owed = { beyond: 0n, caughtUp, resolve };
+          unwrittenBeyond.set(periodId, owed);
+        }
+        owed.beyond += admission.beyond;
+      }
       return take;
     },
 
@@ -316,6 +355,15 @@ export function createQuotaLeases(deps: {
     /** The record of a call settled on this lease is written, spooled, or given up. */
     written(admission: Admission): void {
       admission.lease.unwritten--;
+      if (admission.beyond > 0n) {
+        const periodId = admission.lease.target.periodId;
+        const owed = unwrittenBeyond.get(periodId)!;
+        owed.beyond -= admission.beyond;
+        if (owed.beyond <= 0n) {
+          unwrittenBeyond.delete(periodId);
+          owed.resolve();
+        }
+      }
       maybeRelease(admission.lease);
     },
 

@@ -3,6 +3,7 @@ import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { assertVisible, requireRoot, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
+import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
 import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
 
@@ -27,8 +28,9 @@ export function createWorkspaceService(deps: {
   workspaceRepo: WorkspaceRepo;
   audit: AuditService;
   clock: Clock;
+  changes: ChangeFeed;
 }) {
-  const { db, workspaceRepo, audit, clock } = deps;
+  const { db, workspaceRepo, audit, clock, changes } = deps;
 
   async function get(actor: Actor, id: string, q: Queryable = db): Promise<WorkspaceRow> {
     assertVisible(actor, id, 'workspace_not_found', 'Workspace');
@@ -117,6 +119,7 @@ export function createWorkspaceService(deps: {
         if (dto.metadata !== undefined) patch.metadata = dto.metadata;
         if (dto.allowUnmeteredPassthrough !== undefined) patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
         const row = await workspaceRepo.update(id, patch, tx);
+        if (dto.allowUnmeteredPassthrough !== undefined) await changes.announce({ kind: 'workspace', id }, tx);
         await audit.record(actor, {
           action: 'workspace.updated',
           resourceType: 'workspace',
@@ -138,6 +141,7 @@ export function createWorkspaceService(deps: {
         if (current.status === 'ARCHIVED') return;
         const now = clock.now();
         await workspaceRepo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
+        await changes.announce({ kind: 'workspace', id }, tx);
         await audit.record(actor, {
           action: 'workspace.archived',
           resourceType: 'workspace',

@@ -1,0 +1,111 @@
+/**
+ * The LISTEN side of the change feed (src/domain/changes/change-feed.ts): one
+ * dedicated connection, outside the knex pool, that hears the other processes'
+ * notifications. It needs a session of its own for as long as it listens, which a
+ * PgBouncer in transaction pooling cannot give: NEXUS_DATABASE_LISTEN_URL can point
+ * it at PostgreSQL directly.
+ *
+ * When the connection drops it reconnects with backoff (100 ms doubling to 5 s,
+ * jittered). Whatever was announced while it was away is lost, so each time it
+ * listens again `onListening` tells the owner to drop everything it cached. The
+ * cache is not dropped when the connection goes: while PostgreSQL is away the
+ * gateway serves recent entries for a bounded grace (auth-cache.ts).
+ */
+import pg from 'pg';
+import type { Logger } from '../observability/logger.js';
+
+/** How the listener's session shows in pg_stat_activity. */
+export const LISTENER_APPLICATION_NAME = 'nexus-listen';
+const FIRST_RETRY_MS = 100;
+const MAX_RETRY_MS = 5000;
+const CONNECT_TIMEOUT_MS = 5000;
+
+export interface ChangeListener {
+  /** Resolves once the first attempt to listen has succeeded or failed (it retries on its own after). */
+  ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+export function startChangeListener(deps: {
+  url: string;
+  channel: string;
+  logger: Logger;
+  /** A notification's payload. */
+  onPayload: (payload: string) => void;
+  /** Listening (again): what was announced before may have been missed. */
+  onListening: (reconnected: boolean) => void;
+}): ChangeListener {
+  const { url, channel, logger } = deps;
+  let client: pg.Client | undefined;
+  let closed = false;
+  let failures = 0;
+  let listenedOnce = false;
+  let retry: NodeJS.Timeout | undefined;
+
+  function scheduleRetry(): void {
+    if (closed) return;
+    const delay = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** failures);
+    failures++;
+    retry = setTimeout(() => void connect(), Math.round(delay * (0.75 + Math.random() / 4)));
+    retry.unref();
+  }
+
+  /** The session is gone (or never came): forget it and try again. */
+  function lost(c: pg.Client, err: Error | undefined): void {
+    if (c !== client) return;
+    client = undefined;
+    c.removeAllListeners('notification');
+    c.end().catch(() => {});
+    if (closed) return;
+    logger.warn({ msg: 'change listener disconnected: reconnecting', error: err?.message ?? 'connection ended' });
+    scheduleRetry();
+  }
+
+  async function connect(): Promise<void> {
+    if (closed) return;
+    const c = new pg.Client({
+      connectionString: url,
+      application_name: LISTENER_APPLICATION_NAME,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+    });
+    client = c;
+    c.on('error', (err) => lost(c, err));
+    c.on('end', () => lost(c, undefined));
+    c.on('notification', (n) => {
+      if (n.channel === channel) deps.onPayload(n.payload ?? '');
+    });
+    try {
+      await c.connect();
+      await c.query(`listen ${c.escapeIdentifier(channel)}`);
+    } catch (err) {
+      if (client === c) {
+        client = undefined;
+        c.end().catch(() => {});
+        if (failures === 0 || failures % 10 === 0) {
+          logger.warn({ msg: 'change listener cannot listen: retrying', error: (err as Error).message });
+        }
+        scheduleRetry();
+      }
+      return;
+    }
+    if (closed || client !== c) return;
+    failures = 0;
+    if (listenedOnce) logger.info({ msg: 'change listener reconnected: cached lookups dropped' });
+    deps.onListening(listenedOnce);
+    listenedOnce = true;
+  }
+
+  const ready = connect();
+  return {
+    ready,
+    async close() {
+      closed = true;
+      clearTimeout(retry);
+      const c = client;
+      client = undefined;
+      if (c) await c.end().catch(() => {});
+    },
+  };
+}
