@@ -52,6 +52,7 @@ describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
     nexus = await startNexusProcess({
       DATABASE_URL: t.database.url!,
       ...(t.database.schema ? { NEXUS_DATABASE_SCHEMA: t.database.schema } : {}),
+      ...(t.database.directUrl ? { NEXUS_DATABASE_LISTEN_URL: t.database.directUrl } : {}),
       NEXUS_DATA_DIR: dataDir,
       NEXUS_WORKERS: '2',
       NEXUS_QUOTA_LEASE_IDLE_MS: '200',

@@ -20,6 +20,8 @@ export interface TestDatabase {
   db: Db;
   url: string | undefined;
   schema: string | undefined;
+  /** Through PgBouncer: the same database straight to PostgreSQL, for what needs a session (NEXUS_DATABASE_LISTEN_URL). */
+  directUrl?: string | undefined;
   drop(): Promise<void>;
 }
 
@@ -63,6 +65,7 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
       db,
       url: pooled,
       schema: undefined,
+      directUrl: withDatabase(url, name),
       async drop() {
         await db.destroy();
         // PgBouncer still holds server connections to it: WITH (FORCE) ends them.
