@@ -160,6 +160,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
       databaseUrl: config.databaseUrl,
       schema: config.databaseSchema,
       pgliteDir: config.databaseUrl ? undefined : join(config.dataDir, 'pgdata'),
+      poolMax: config.databasePoolMax,
       // knex's own warnings (a failed connection) as log lines like the others: the first line, without its stack.
       log: (level, message) => logger.log(level, { msg: 'database', detail: message.split('\n')[0] }),
     });

@@ -53,6 +53,9 @@ const variables = z.object({
     .string()
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'must be a lowercase PostgreSQL identifier (letters, digits, _)' })
     .optional(),
+  NEXUS_DATABASE_PREPARED_STATEMENTS: flag(true),
+  NEXUS_DATABASE_POOL_MAX: integer(1, 1000, 10),
+  NEXUS_WORKERS: integer(1, 256, 1),
   NEXUS_DATA_DIR: z.string().min(1).default('./data'),
   NEXUS_MANAGEMENT_KEY: z.string().min(24, { error: 'must be at least 24 characters long' }).optional(),
   NEXUS_ENCRYPTION_KEY: z.string().min(40, { error: 'must be 32 bytes, base64-encoded (openssl rand -base64 32)' }).optional(),
@@ -134,6 +137,12 @@ function tracingOf(v: z.output<typeof variables>) {
  * when NEXUS_ENCRYPTION_KEY is unset.
  */
 function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
+  if (v.NEXUS_WORKERS > 1 && !v.DATABASE_URL) {
+    throw new ConfigError(
+      `NEXUS_WORKERS=${v.NEXUS_WORKERS} needs PostgreSQL (DATABASE_URL): the embedded database (PGlite) serves one process only. ` +
+        'Unset NEXUS_WORKERS, or set DATABASE_URL.',
+    );
+  }
   if (v.NODE_ENV === 'production' && !v.NEXUS_ENCRYPTION_KEY) {
     throw new ConfigError('NEXUS_ENCRYPTION_KEY is required when NODE_ENV=production');
   }
@@ -151,6 +160,16 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     databaseListenUrl: v.NEXUS_DATABASE_LISTEN_URL ?? v.DATABASE_URL,
     /** PostgreSQL schema to use (tests give each file its own). */
     databaseSchema: v.NEXUS_DATABASE_SCHEMA,
+    /**
+     * Whether the gateway's hot statements are prepared by name on each connection (parsed and planned once).
+     * false sends them unnamed: needed behind a pooler in transaction mode (PgBouncer before 1.21, or without
+     * max_prepared_statements), where the next transaction may run on a connection that never saw the PREPARE.
+     */
+    databasePreparedStatements: v.NEXUS_DATABASE_PREPARED_STATEMENTS,
+    /** Connections of each of a process's two PostgreSQL pools (the Admin API's and the gateway's), at most. */
+    databasePoolMax: v.NEXUS_DATABASE_POOL_MAX,
+    /** Processes serving the port (node:cluster): 1 is this process alone; more need DATABASE_URL. */
+    workers: v.NEXUS_WORKERS,
     dataDir: v.NEXUS_DATA_DIR,
     /** Root Management Key accepted as given; undefined: generated on first start. */
     managementKey: v.NEXUS_MANAGEMENT_KEY,

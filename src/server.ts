@@ -1,4 +1,9 @@
-/** `npm start` (node dist/server.js): one process serving the Admin API, the Gateway, webhooks and docs. */
+/**
+ * `npm start` (node dist/server.js): one process serving the Admin API, the Gateway, webhooks and docs; or, with
+ * NEXUS_WORKERS=N (PostgreSQL only), a primary that serves nothing itself and N workers sharing the port
+ * (src/workers.ts).
+ */
+import cluster from 'node:cluster';
 import { existsSync } from 'node:fs';
 import type { NexusApp, RunningServer } from './app.js';
 
@@ -13,8 +18,13 @@ async function main() {
   // one transaction, rolled back).
   let serving: { nexus: NexusApp; running: RunningServer; shutdownTimeoutMs: number } | undefined;
   let stopping = false;
+  let primary: { stop(signal: string): void } | undefined;
   const stop = (signal: string) => {
+    if (primary) return primary.stop(signal);
     if (stopping) {
+      // A worker's second signal is the primary's SIGTERM after the terminal's SIGINT (Ctrl-C reaches the whole
+      // process group): the drain goes on, and the primary bounds it.
+      if (cluster.isWorker) return;
       // A second signal: the drain is not waited for.
       serving?.nexus.logger.warn({ msg: 'second signal during the shutdown: exiting now', signal });
       process.exit(1);
@@ -42,13 +52,21 @@ async function main() {
   process.on('SIGTERM', onSigterm);
   process.on('SIGINT', onSigint);
 
-  const { buildApp, listen } = await import('./app.js');
   const { ConfigError, loadConfig } = await import('./config.js');
   const { startLoopWatchdog } = await import('./observability/event-loop.js');
   try {
     if (existsSync('.env')) process.loadEnvFile('.env');
     const config = loadConfig();
-    const nexus = await buildApp(config);
+    if (config.workers > 1 && cluster.isPrimary) {
+      const { runPrimary } = await import('./workers.js');
+      primary = runPrimary(config);
+      return;
+    }
+    const { buildApp, listen } = await import('./app.js');
+    const { createLogger } = await import('./observability/logger.js');
+    // A worker's lines say which worker wrote them: the workers share the primary's stdout.
+    const logger = cluster.isWorker ? createLogger(config.logLevel, undefined, { worker: cluster.worker!.id, pid: process.pid }) : undefined;
+    const nexus = await buildApp(config, logger ? { logger } : {});
     const running = await listen(nexus, config.port, config.host, config.shutdownTimeoutMs);
     serving = { nexus, running, shutdownTimeoutMs: config.shutdownTimeoutMs };
     // While the event loop is blocked no signal handler can run: the watchdog thread has the handlers
@@ -71,6 +89,8 @@ async function main() {
       database: config.databaseUrl ? 'postgresql' : `embedded PGlite in ${config.dataDir}`,
       docs: `${nexus.publicUrl.get()}/docs`,
     });
+    // The primary starts the other workers once the first listens (its migrations are done).
+    if (cluster.isWorker) process.send?.({ nexus: 'listening' });
   } catch (err) {
     console.error(err instanceof ConfigError ? err.message : err);
     process.exit(1);

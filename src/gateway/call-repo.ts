@@ -246,8 +246,9 @@ export function callRows(c: CallToRecord, beaten = false): CallRows {
   return { id: i.id, invocation, leaseCall, beaten };
 }
 
-export function createCallRepo(db: Db) {
-  const query = namedQuery(db);
+/** `prepared`: false sends the statements unnamed (behind a transaction pooler: NEXUS_DATABASE_PREPARED_STATEMENTS). */
+export function createCallRepo(db: Db, prepared = true) {
+  const query = namedQuery(db, prepared);
   return {
     async lookup(keyHash: string, connectionId: string, now: Date): Promise<AuthRow | null> {
       const result = await db.raw(LOOKUP, [connectionId, now, now, keyHash]);

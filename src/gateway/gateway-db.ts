@@ -21,10 +21,18 @@ import { isEmbedded } from '../db/database.js';
  * every batch of calls is not parsed and planned again each time (with a few
  * calls per batch that was most of PostgreSQL's CPU per call). On PGlite it is
  * an ordinary query.
+ *
+ * With `prepared` false (NEXUS_DATABASE_PREPARED_STATEMENTS=false) the name is
+ * dropped and the statement goes as an unnamed extended-protocol query, parsed
+ * each time. That is what a pooler in transaction mode needs (PgBouncer before
+ * 1.21, or without max_prepared_statements): pg prepares a named statement once
+ * per client connection, but the pooler runs each transaction on whichever
+ * server connection is free, so the next execution finds `prepared statement
+ * "..." does not exist` there, or a second PREPARE finds it `already exists`.
  */
 export type NamedQuery = <T>(name: string, text: string, values: unknown[]) => Promise<T[]>;
 
-export function namedQuery(db: Db): NamedQuery {
+export function namedQuery(db: Db, prepared = true): NamedQuery {
   if (isEmbedded(db)) {
     return async <T>(_name: string, text: string, values: unknown[]) => {
       // knex binds '?' in order: each $n becomes '?' with its value repeated where it repeats.
@@ -40,7 +48,7 @@ export function namedQuery(db: Db): NamedQuery {
   return async <T>(name: string, text: string, values: unknown[]) => {
     const conn = await client.acquireConnection();
     try {
-      return (await conn.query({ name, text, values })).rows as T[];
+      return (await conn.query(prepared ? { name, text, values } : { text, values })).rows as T[];
     } finally {
       await client.releaseConnection(conn);
     }

@@ -133,8 +133,8 @@ function authorize(row: AuthRow | null, now: Date): AuthRow {
 
 export function createGateway(deps: GatewayDeps) {
   const { config, clock, logger, quota, rates, hasher, secretBox } = deps;
-  const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit);
-  const repo = createCallRepo(db);
+  const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax);
+  const repo = createCallRepo(db, config.databasePreparedStatements);
   const cache = createAuthCache({
     repo,
     clock,

@@ -16,8 +16,10 @@ const flattenObjectMessage = winston.format((info) => {
   return info;
 });
 
-export function createLogger(level: string, transports?: winston.transport[]): Logger {
+/** `meta`: fields every line carries (a worker's id and pid, under NEXUS_WORKERS). */
+export function createLogger(level: string, transports?: winston.transport[], meta?: Record<string, unknown>): Logger {
   return winston.createLogger({
+    ...(meta ? { defaultMeta: meta } : {}),
     level: level === 'silent' ? 'error' : level,
     silent: level === 'silent',
     format: winston.format.combine(flattenObjectMessage(), winston.format.timestamp(), winston.format.json()),

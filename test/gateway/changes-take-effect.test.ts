@@ -50,8 +50,10 @@ beforeAll(async () => {
     database,
     env: {
       NEXUS_AUTH_CACHE_TTL_MS: String(CACHE_TTL_MS),
-      // The test harness hands the app its database; these give its listener the same schema's channel.
-      ...(database.url ? { NEXUS_DATABASE_LISTEN_URL: database.url, NEXUS_DATABASE_SCHEMA: database.schema! } : {}),
+      // The test harness hands the app its database; these give its listener the same schema's channel (through
+      // PgBouncer, a direct session: LISTEN needs one).
+      ...(database.url ? { NEXUS_DATABASE_LISTEN_URL: database.directUrl ?? database.url } : {}),
+      ...(database.schema ? { NEXUS_DATABASE_SCHEMA: database.schema } : {}),
     },
   });
   up = await startOpenAiUpstream({ apiKeys: [] });
@@ -176,7 +178,8 @@ describe.runIf(usesPostgres)('another process applies the change through LISTEN/
   beforeAll(async () => {
     b = await startNexusProcess({
       DATABASE_URL: database.url!,
-      NEXUS_DATABASE_SCHEMA: database.schema!,
+      ...(database.schema ? { NEXUS_DATABASE_SCHEMA: database.schema } : {}),
+      ...(database.directUrl ? { NEXUS_DATABASE_LISTEN_URL: database.directUrl } : {}),
       NEXUS_DATA_DIR: mkdtempSync(join(dataDir, 'b-')),
       NEXUS_AUTH_CACHE_TTL_MS: String(CACHE_TTL_MS),
     });

@@ -16,7 +16,7 @@ import { splitPeriodForPlanChange } from '../../src/domain/quota/quota-math.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { activePlanThrough } from '../support/plans.js';
-import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
+import { poolerEnv, startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
@@ -218,6 +218,7 @@ async function secondProcess(on: TestApp, env: Record<string, string> = {}): Pro
     NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
     NEXUS_KEY_ENVIRONMENT: 'test',
     NEXUS_LOG_LEVEL: 'warn',
+    ...poolerEnv(),
     ...env,
   });
   const nexus = await buildApp(config, { db: on.database.db, logger: createLogger('warn'), skipMigrations: true, skipRootKey: true });

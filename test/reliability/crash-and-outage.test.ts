@@ -43,7 +43,8 @@ afterAll(async () => {
 async function child(options: { databaseUrl?: string; dir?: string } = {}): Promise<NexusProcess> {
   const process = await startNexusProcess({
     DATABASE_URL: options.databaseUrl ?? t.database.url!,
-    NEXUS_DATABASE_SCHEMA: t.database.schema!,
+    ...(t.database.schema ? { NEXUS_DATABASE_SCHEMA: t.database.schema } : {}),
+    ...(t.database.directUrl ? { NEXUS_DATABASE_LISTEN_URL: t.database.directUrl } : {}),
     NEXUS_DATA_DIR: options.dir ?? mkdtempSync(join(dataDir, 'child-')),
     NEXUS_RESERVATION_TTL_MS: String(TTL_MS),
   });

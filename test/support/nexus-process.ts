@@ -3,7 +3,7 @@
  * the test keys and settings of the in-process test app.
  */
 import { startNexusProcess as start, type NexusProcess } from '../../scripts/lib/nexus-process.js';
-import { TEST_ENCRYPTION_KEY, TEST_ROOT_KEY } from './test-app.js';
+import { poolerEnv, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY } from './test-app.js';
 
 export type { NexusProcess };
 
@@ -14,6 +14,7 @@ export function startNexusProcess(env: Record<string, string>): Promise<NexusPro
     NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
     NEXUS_KEY_ENVIRONMENT: 'test',
     NEXUS_LOG_LEVEL: 'info',
+    ...poolerEnv(),
     ...env,
   });
 }

@@ -20,6 +20,7 @@ import { callRows, createCallRepo, type Consumption } from '../../src/gateway/ca
 import { createCallRecorder } from '../../src/gateway/call-recorder.js';
 import { newId } from '../../src/ids.js';
 import { createLogger } from '../../src/observability/logger.js';
+import { preparedStatements } from './test-db.js';
 
 export interface PeriodRef {
   id: string;
@@ -103,7 +104,7 @@ export async function chargeOnLease(
 ): Promise<string> {
   const invocation = invocationOn(period, leaseId, c.units, c.at ?? new Date());
   const rows = callRows({ invocation, lease: { id: leaseId, bound: c.bound, take: c.take ?? c.units }, consumed: consumption(c.units) });
-  await createCallRepo(db).record([rows]);
+  await createCallRepo(db, preparedStatements).record([rows]);
   return invocation.id;
 }
 
@@ -124,7 +125,7 @@ export function meteringProcess(db: Db, options: { clock?: Clock; ttlMs?: number
     ttlMs: options.ttlMs ?? 60_000,
     idleMs: options.idleMs ?? 60_000,
   });
-  const recorder = createCallRecorder({ repo: createCallRepo(db), keys: createInferenceKeyRepo(db), logger, written: leases.written });
+  const recorder = createCallRecorder({ repo: createCallRepo(db, preparedStatements), keys: createInferenceKeyRepo(db), logger, written: leases.written });
   return {
     leases,
     admit: (period: PeriodRef, bound: bigint) =>

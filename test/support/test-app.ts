@@ -59,6 +59,15 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+/**
+ * Through PgBouncer in transaction pooling (scripts/pgbouncer-tests.sh), the run says how prepared
+ * statements must go; every Nexus of the run, in process or not, gets the same setting.
+ */
+export function poolerEnv(): Record<string, string> {
+  const prepared = process.env.NEXUS_DATABASE_PREPARED_STATEMENTS;
+  return prepared ? { NEXUS_DATABASE_PREPARED_STATEMENTS: prepared } : {};
+}
+
 export interface TestAppOptions extends Omit<Overrides, 'db' | 'logger' | 'domain'> {
   env?: Record<string, string>;
   /** Serve this database (another app's) instead of a new one; close() leaves it. */
@@ -77,6 +86,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
     NEXUS_LOG_LEVEL: 'info',
     NEXUS_KEY_ENVIRONMENT: 'test',
+    ...poolerEnv(),
     ...options.env,
   });
   const logs: string[] = [];

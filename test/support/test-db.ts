@@ -1,16 +1,45 @@
 /**
  * A fresh database per test file: its own schema on the real PostgreSQL (migrated,
  * dropped at the end), or an in-memory PGlite when none answered in global setup.
+ *
+ * Through PgBouncer (TEST_PGBOUNCER_URL, set by scripts/pgbouncer-tests.sh): a
+ * database of its own instead of a schema, since a schema is chosen per session
+ * (search_path) and a pooler in transaction mode keeps no session. It is created
+ * and migrated over the direct connection (DDL does not go through the pooler) and
+ * served through PgBouncer; `url` names it there.
  */
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { createDatabase, type Db } from '../../src/db/database.js';
 import { migrateLatest } from '../../src/db/migrate.js';
+
+/** Whether the run's gateway statements are prepared by name (NEXUS_DATABASE_PREPARED_STATEMENTS, for a pooler). */
+export const preparedStatements = process.env.NEXUS_DATABASE_PREPARED_STATEMENTS !== 'false';
 
 export interface TestDatabase {
   db: Db;
   url: string | undefined;
   schema: string | undefined;
+  /** Through PgBouncer: the same database straight to PostgreSQL, for what needs a session (NEXUS_DATABASE_LISTEN_URL). */
+  directUrl?: string | undefined;
   drop(): Promise<void>;
+}
+
+/** Runs one statement on its own connection (CREATE/DROP DATABASE cannot run in a pool's transaction). */
+async function direct(url: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+function withDatabase(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
 }
 
 export async function createTestDatabase(options: { poolMax?: number } = {}): Promise<TestDatabase> {
@@ -20,15 +49,38 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
     return { db, url: undefined, schema: undefined, drop: () => db.destroy() };
   }
   const url = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  const schema = `t_${randomBytes(6).toString('hex')}`;
-  const db = createDatabase({ databaseUrl: url, schema, poolMax: options.poolMax ?? 10 });
-  await migrateLatest(db, schema);
+  const name = `t_${randomBytes(6).toString('hex')}`;
+  const pooler = process.env.TEST_PGBOUNCER_URL;
+  if (pooler) {
+    await direct(url, `create database "${name}"`);
+    const migrator = createDatabase({ databaseUrl: withDatabase(url, name), poolMax: 1 });
+    try {
+      await migrateLatest(migrator);
+    } finally {
+      await migrator.destroy();
+    }
+    const pooled = withDatabase(pooler, name);
+    const db = createDatabase({ databaseUrl: pooled, poolMax: options.poolMax ?? 10 });
+    return {
+      db,
+      url: pooled,
+      schema: undefined,
+      directUrl: withDatabase(url, name),
+      async drop() {
+        await db.destroy();
+        // PgBouncer still holds server connections to it: WITH (FORCE) ends them.
+        await direct(url, `drop database if exists "${name}" with (force)`).catch(() => {});
+      },
+    };
+  }
+  const db = createDatabase({ databaseUrl: url, schema: name, poolMax: options.poolMax ?? 10 });
+  await migrateLatest(db, name);
   return {
     db,
     url,
-    schema,
+    schema: name,
     async drop() {
-      await db.raw('drop schema if exists ?? cascade', [schema]).catch(() => {});
+      await db.raw('drop schema if exists ?? cascade', [name]).catch(() => {});
       await db.destroy();
     },
   };

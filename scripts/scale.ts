@@ -1,0 +1,285 @@
+/**
+ * `npm run bench:scale`: what one PostgreSQL serves as Nexus scales out. Nexus is started as `npm start` starts it
+ * (the compiled dist/server.js) in each of these setups, in turn, on one fresh database:
+ *   direct:1, direct:2     NEXUS_WORKERS=1 and 2, straight to PostgreSQL (prepared statements on);
+ *   pgbouncer:1, pgbouncer:2  the same through a PgBouncer of the script's own in transaction pooling
+ *                          (scripts/lib/pgbouncer.ts), with NEXUS_DATABASE_PREPARED_STATEMENTS=false.
+ * Each is loaded for SCALE_DURATION seconds (default 10) by autocannon with SCALE_CONNECTIONS connections (32),
+ * metered non-streaming chat completions spread over SCALE_USERS end users (16) against an upstream that answers at
+ * once (its own process). It prints requests/s, p50/p99 latency, non-2xx answers, and PostgreSQL's transactions
+ * and inserted rows per second over the run (pg_stat_database of the database, before and after).
+ *
+ *   SCALE_CONFIGS='direct:1;direct:2;pgbouncer:2' SCALE_DURATION=15 npm run bench:scale
+ *
+ * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) names the cluster; the database the
+ * script creates there is dropped at the end. Everything shares this machine's cores: the figures compare
+ * setups within one run, they are not what a dedicated PostgreSQL would sustain.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer, type AddressInfo } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { request } from 'undici';
+import { startPgBouncer, type PgBouncer } from './lib/pgbouncer.js';
+
+const DURATION = Number(process.env.SCALE_DURATION ?? 10);
+const CONNECTIONS = Number(process.env.SCALE_CONNECTIONS ?? 32);
+const USERS = Number(process.env.SCALE_USERS ?? 16);
+const CONFIGS = (process.env.SCALE_CONFIGS ?? 'direct:1;direct:2;pgbouncer:1;pgbouncer:2').split(';').map((c) => {
+  const [via, workers] = c.trim().split(':');
+  if ((via !== 'direct' && via !== 'pgbouncer') || !/^\d+$/.test(workers ?? '')) throw new Error(`SCALE_CONFIGS: '${c}' is not direct:N or pgbouncer:N`);
+  return { via, workers: Number(workers) };
+});
+const CLUSTER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const ROOT_KEY = 'nx-mgmt-scale-root-0123456789abcdefghijklmnop';
+const PROVIDER_KEY = 'sk-scale-upstream-0123456789';
+const projectRoot = join(fileURLToPath(import.meta.url), '..', '..');
+
+const ANSWER = JSON.stringify({
+  id: 'chatcmpl-scale',
+  object: 'chat.completion',
+  created: 1_700_000_000,
+  model: 'scale-model',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'alpha beta gamma' }, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 },
+});
+
+/** The upstream, in a process of its own: answers every request at once. */
+function runUpstream(): void {
+  const server = createHttpServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(ANSWER) });
+      res.end(ANSWER);
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ port: (server.address() as AddressInfo).port }) + '\n'));
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--role=upstream'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    child.stdout!.once('data', (d: Buffer) => resolve({ child, url: `http://127.0.0.1:${(JSON.parse(d.toString()) as { port: number }).port}` }));
+    child.once('exit', (code) => reject(new Error(`upstream exited with ${code}`)));
+  });
+}
+
+/** `npm start`'s command (compiled build), with NEXUS_WORKERS; ready when each worker has said it listens. */
+async function startNexus(databaseUrl: string, workers: number, prepared: boolean): Promise<{ child: ChildProcess; url: string }> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const child = spawn(process.execPath, ['--enable-source-maps', 'dist/server.js'], {
+    cwd: projectRoot,
+    env: {
+      PATH: process.env.PATH,
+      NODE_ENV: 'production',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      NEXUS_PUBLIC_URL: url,
+      DATABASE_URL: databaseUrl,
+      NEXUS_WORKERS: String(workers),
+      NEXUS_DATABASE_PREPARED_STATEMENTS: String(prepared),
+      NEXUS_MANAGEMENT_KEY: ROOT_KEY,
+      NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
+      NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
+      NEXUS_LOG_LEVEL: 'info',
+      NEXUS_SHUTDOWN_TIMEOUT_MS: '2000',
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let listening = 0;
+  let buffer = '';
+  child.stdout!.on('data', (d: Buffer) => {
+    buffer += d.toString();
+    const lines = buffer.split('\n');
+    buffer = lines.pop()!;
+    for (const line of lines) {
+      if (line.includes('"msg":"listening"')) listening++;
+      else if (line.includes('"level":"error"') || line.includes('"level":"warn"')) process.stderr.write(line + '\n');
+    }
+  });
+  const deadline = Date.now() + 120_000;
+  while (listening < workers) {
+    if (child.exitCode !== null) throw new Error(`nexus exited with ${child.exitCode}`);
+    if (Date.now() > deadline) throw new Error('nexus did not start in 120 s');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, url };
+}
+
+async function stopNexus(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+async function admin<T>(base: string, method: string, path: string, body?: unknown): Promise<T> {
+  const res = await request(`${base}/admin/v1${path}`, {
+    method: method as 'POST',
+    headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${text}`);
+  return JSON.parse(text) as T;
+}
+
+/** A tenant with USERS end users on a plan with a quota no run exhausts, through the Admin API. */
+async function provision(nexusUrl: string, upstreamUrl: string): Promise<{ gatewayPath: string; apiKeys: string[] }> {
+  const ws = await admin<{ id: string }>(nexusUrl, 'POST', '/workspaces', { name: 'scale' });
+  const conn = await admin<{ gatewayBaseUrl: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/provider-connections`, {
+    name: 'scale upstream',
+    protocolProfile: 'openai',
+    baseUrl: upstreamUrl,
+    apiKey: PROVIDER_KEY,
+  });
+  const plan = await admin<{ id: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/plans`, { key: 'scale', name: 'Scale', billingInterval: 'MONTH' });
+  const strategy = await admin<{ id: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/plan-strategies/quota`, {
+    key: 'scale',
+    resetInterval: 'MONTH',
+    quotaUnits: '1000000000000000',
+    inputMultiplierPpm: '1000000',
+    outputMultiplierPpm: '2000000',
+    cachedInputMultiplierPpm: '500000',
+    maxOutputTokens: 4096,
+  });
+  await admin(nexusUrl, 'POST', `/plan-strategies/${strategy.id}/publish`);
+  await admin(nexusUrl, 'POST', `/plans/${plan.id}/strategy-bindings`, { strategyId: strategy.id, effectiveFrom: new Date(Date.now() - 60_000).toISOString() });
+  await admin(nexusUrl, 'POST', `/plans/${plan.id}/publish`);
+  const apiKeys: string[] = [];
+  for (let i = 0; i < USERS; i++) {
+    const user = await admin<{ apiKey: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/users`, {
+      externalUserId: `scale-user-${i}`,
+      email: `scale${i}@example.com`,
+      planId: plan.id,
+      issueInferenceKey: true,
+    });
+    apiKeys.push(user.apiKey);
+  }
+  return { gatewayPath: new URL(conn.gatewayBaseUrl).pathname, apiKeys };
+}
+
+/** The database's committed (and rolled back) transactions and inserted rows so far. */
+async function dbCounters(database: string): Promise<{ xacts: number; inserted: number }> {
+  // The backends report their counters at most once a second, when idle: wait for the last of them.
+  await new Promise((r) => setTimeout(r, 1500));
+  const client = new pg.Client({ connectionString: CLUSTER_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ xacts: string; inserted: string }>(
+      'select xact_commit + xact_rollback as xacts, tup_inserted as inserted from pg_stat_database where datname = $1',
+      [database],
+    );
+    return { xacts: Number(rows[0]!.xacts), inserted: Number(rows[0]!.inserted) };
+  } finally {
+    await client.end();
+  }
+}
+
+async function onCluster(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: CLUSTER_URL });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+interface Row {
+  setup: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  xactPerSec: number;
+  insertsPerSec: number;
+}
+
+async function main(): Promise<void> {
+  execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: projectRoot, stdio: 'inherit' });
+  const database = `nexus_scale_${randomBytes(4).toString('hex')}`;
+  const directUrl = (() => {
+    const u = new URL(CLUSTER_URL);
+    u.pathname = `/${database}`;
+    return u.toString();
+  })();
+  await onCluster(`create database "${database}"`);
+  const upstream = await startUpstream();
+  let bouncer: PgBouncer | undefined;
+  const rows: Row[] = [];
+  try {
+    if (CONFIGS.some((c) => c.via === 'pgbouncer')) bouncer = await startPgBouncer(CLUSTER_URL, { poolSize: 20 });
+    // Migrated and provisioned once, straight to PostgreSQL (DDL does not go through the pooler).
+    const first = await startNexus(directUrl, 1, true);
+    const tenant = await provision(first.url, upstream.url);
+    await stopNexus(first.child);
+    const body = JSON.stringify({ model: 'scale-model', messages: [{ role: 'user', content: 'scale' }], max_tokens: 16 });
+    for (const config of CONFIGS) {
+      const setup = `${config.via}, ${config.workers} worker${config.workers > 1 ? 's' : ''}`;
+      const viaBouncer = config.via === 'pgbouncer';
+      const nexus = await startNexus(viaBouncer ? bouncer!.url(directUrl) : directUrl, config.workers, !viaBouncer);
+      try {
+        const url = `${nexus.url}${tenant.gatewayPath}/v1/chat/completions`;
+        let next = 0;
+        const options = {
+          method: 'POST' as const,
+          headers: { 'content-type': 'application/json' },
+          body,
+          connections: CONNECTIONS,
+          pipelining: 1,
+          requests: [{ setupRequest: (r: autocannon.Request) => ({ ...r, headers: { ...r.headers, authorization: `Bearer ${tenant.apiKeys[next++ % tenant.apiKeys.length]}` } }) }],
+        };
+        // A warm-up: the workers' keys cached, their leases taken, the pools' connections open.
+        await autocannon({ url, ...options, duration: 2 } as autocannon.Options);
+        const before = await dbCounters(database);
+        const started = Date.now();
+        const result = await autocannon({ url, ...options, duration: DURATION } as autocannon.Options);
+        const seconds = (Date.now() - started) / 1000;
+        const after = await dbCounters(database);
+        rows.push({
+          setup,
+          rps: Math.round(result.requests.average),
+          p50: result.latency.p50,
+          p99: result.latency.p99,
+          non2xx: result.non2xx + result.errors + result.timeouts,
+          xactPerSec: Math.round((after.xacts - before.xacts) / seconds),
+          insertsPerSec: Math.round((after.inserted - before.inserted) / seconds),
+        });
+        console.log(JSON.stringify(rows.at(-1)));
+      } finally {
+        await stopNexus(nexus.child);
+      }
+    }
+  } finally {
+    upstream.child.kill();
+    bouncer?.stop();
+    await onCluster(`drop database if exists "${database}" with (force)`).catch((err: Error) => console.error(`could not drop ${database}: ${err.message}`));
+  }
+  console.log(`\n${cpus().length} cores (shared with PostgreSQL, the upstream and the load generator), ${CONNECTIONS} connections, ${DURATION} s each${bouncer ? `, ${bouncer.version}` : ''}\n`);
+  console.log('| setup | requests/s | p50 ms | p99 ms | non-2xx | PostgreSQL transactions/s | rows inserted/s |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const r of rows) console.log(`| ${r.setup} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.xactPerSec} | ${r.insertsPerSec} |`);
+}
+
+if (process.argv.includes('--role=upstream')) runUpstream();
+else
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });

@@ -1,0 +1,92 @@
+/**
+ * NEXUS_WORKERS=N: the primary of a node:cluster. It serves nothing and opens no database itself: it forks N
+ * workers, each a whole Nexus (src/server.ts) on the one port (the primary hands them the connections in turn).
+ *
+ * - Migrations: the first worker starts alone and migrates the database (as any Nexus does at start); the others
+ *   are forked once it listens, so two never race for knex's migration lock (the loser of that race fails to
+ *   start). If the first worker cannot start (a migration fails, PostgreSQL refuses), the primary exits 1.
+ * - Quota across workers is exact as across machines: each worker holds its own quota leases in PostgreSQL.
+ * - A worker that dies is forked again, after 0.5 s, doubled (up to 30 s) while the new ones die young.
+ * - SIGTERM/SIGINT: forwarded to every worker as SIGTERM; each drains as a single process does
+ *   (NEXUS_SHUTDOWN_TIMEOUT_MS), and the primary exits once they have all gone: 0 if each exited 0. A worker still
+ *   there 7 s past the drain timeout is killed (a worker gives its own close 5 s).
+ */
+import cluster, { type Worker } from 'node:cluster';
+import type { Config } from './config.js';
+import { createLogger } from './observability/logger.js';
+
+const FIRST_DELAY_MS = 500;
+const MAX_DELAY_MS = 30_000;
+/** A worker that lived this long was healthy: the next restart waits the first delay again. */
+const HEALTHY_AFTER_MS = 30_000;
+const KILL_GRACE_MS = 7_000;
+
+export function runPrimary(config: Config): { stop(signal: string): void } {
+  const logger = createLogger(config.logLevel, undefined, { primary: true, pid: process.pid });
+  const startedAt = new Map<Worker, number>();
+  const restarts = new Set<NodeJS.Timeout>();
+  let delay = FIRST_DELAY_MS;
+  let stopping = false;
+  let started = false;
+  let failed = false;
+
+  function fork(): Worker {
+    const worker = cluster.fork();
+    startedAt.set(worker, Date.now());
+    worker.on('message', (message: unknown) => {
+      if ((message as { nexus?: string } | null)?.nexus !== 'listening') return;
+      if (!started) {
+        started = true;
+        logger.info({ msg: 'first worker listening: starting the others', workers: config.workers });
+        for (let i = 1; i < config.workers; i++) fork();
+      }
+    });
+    return worker;
+  }
+
+  cluster.on('exit', (worker, code, signal) => {
+    const lived = Date.now() - (startedAt.get(worker) ?? Date.now());
+    startedAt.delete(worker);
+    if (code !== 0) failed = true;
+    if (stopping) {
+      if (startedAt.size === 0) {
+        logger.info({ msg: 'all workers stopped' });
+        process.exit(failed ? 1 : 0);
+      }
+      return;
+    }
+    if (!started) {
+      // The first worker never listened: its own lines (stderr) say why. Forking it again would fail the same way.
+      logger.error({ msg: 'the first worker could not start', code, signal });
+      process.exit(1);
+    }
+    delay = lived >= HEALTHY_AFTER_MS ? FIRST_DELAY_MS : delay;
+    logger.error({ msg: 'worker died: starting another', worker: worker.id, workerPid: worker.process.pid, code, signal, inMs: delay });
+    const timer = setTimeout(() => {
+      restarts.delete(timer);
+      if (!stopping) fork();
+    }, delay);
+    restarts.add(timer);
+    delay = Math.min(delay * 2, MAX_DELAY_MS);
+  });
+
+  logger.info({ msg: 'primary starting workers', workers: config.workers });
+  fork();
+
+  return {
+    stop(signal: string) {
+      if (stopping) return;
+      stopping = true;
+      for (const timer of restarts) clearTimeout(timer);
+      logger.info({ msg: 'stopping workers', signal, workers: startedAt.size });
+      if (startedAt.size === 0) process.exit(0);
+      for (const worker of startedAt.keys()) worker.process.kill('SIGTERM');
+      setTimeout(() => {
+        for (const worker of startedAt.keys()) {
+          logger.error({ msg: 'worker did not stop in time: killed', worker: worker.id, workerPid: worker.process.pid });
+          worker.process.kill('SIGKILL');
+        }
+      }, config.shutdownTimeoutMs + KILL_GRACE_MS).unref();
+    },
+  };
+}
