@@ -132,9 +132,14 @@ setInterval(() => {
   const since = Date.now() - Number(Atomics.load(beat, 0));
   if (since > blockedMs && !stalled) {
     stalled = true;
-    log('error', { msg: 'the event loop is blocked: no request, timer or signal handler runs; a SIGTERM or SIGINT now ends the process at once', blockedMs: since });
+    // Logged once the interrupt has run: only then are the signal handlers gone, and a SIGTERM ends the process.
     interrupt((stack) => {
-      if (typeof stack === 'string') log('error', { msg: 'where the blocked event loop is', stack });
+      if (typeof stack === 'string') {
+        log('error', { msg: 'the event loop is blocked: no request, timer or signal handler runs; a SIGTERM or SIGINT now ends the process at once', blockedMs: since });
+        log('error', { msg: 'where the blocked event loop is', stack });
+      } else {
+        log('error', { msg: 'the event loop is blocked: no request, timer or signal handler runs (the inspector could not interrupt it)', blockedMs: since });
+      }
     });
   } else if (since <= blockedMs && stalled) {
     stalled = false;
