@@ -45,6 +45,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool, request } from 'undici';
+import { adminApi, provisionTenant } from './lib/tenant.js';
 
 const role = process.argv.find((a) => a.startsWith('--role='))?.slice('--role='.length);
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
@@ -231,17 +232,6 @@ function start(name: string, args: string[], env: Record<string, string> = {}): 
   });
 }
 
-async function admin<T>(base: string, method: string, path: string, body?: unknown): Promise<T> {
-  const res = await request(`${base}/admin/v1${path}`, {
-    method: method as 'POST',
-    headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.body.text();
-  if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${text}`);
-  return JSON.parse(text) as T;
-}
-
 /** BENCH_MODEL_RULES: rules and an allow-list that the benchmark's model (`bench-model`) matches last. */
 function modelPricing() {
   const families = ['gpt-4o-mini', 'gpt-4o', 'gpt-4.1-nano', 'gpt-4.1-mini', 'gpt-4.1', 'o1', 'o3-mini', 'o4-mini', 'claude-3-5-haiku', 'claude-3-7-sonnet', 'claude-sonnet-4', 'claude-opus-4'];
@@ -256,43 +246,17 @@ function modelPricing() {
 
 /** A tenant with USERS end users on a plan with a huge quota (and these rate limits), through the Admin API. */
 async function provision(nexusUrl: string, upstreamUrl: string, rateLimits?: object): Promise<{ gatewayBaseUrl: string; apiKeys: string[] }> {
-  const ws = await admin<{ id: string }>(nexusUrl, 'POST', '/workspaces', { name: rateLimits ? 'bench-rate-limits' : 'bench', allowUnmeteredPassthrough: true });
-  const conn = await admin<{ id: string; gatewayBaseUrl: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/provider-connections`, {
-    name: 'bench upstream',
-    protocolProfile: 'openai',
-    baseUrl: upstreamUrl,
-    apiKey: PROVIDER_KEY,
-  });
-  const plan = await admin<{ id: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/plans`, {
-    key: 'bench',
-    name: 'Bench',
-    billingInterval: 'MONTH',
-    ...(rateLimits ? { rateLimits } : {}),
-  });
-  const strategy = await admin<{ id: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/plan-strategies/quota`, {
-    key: 'bench',
-    resetInterval: 'MONTH',
+  const tenant = await provisionTenant(adminApi(nexusUrl, ROOT_KEY), {
+    name: rateLimits ? 'bench-rate-limits' : 'bench',
+    upstreamUrl,
+    providerKey: PROVIDER_KEY,
+    users: USERS,
     quotaUnits: '1000000000000000',
-    inputMultiplierPpm: '1000000',
-    outputMultiplierPpm: '2000000',
-    cachedInputMultiplierPpm: '500000',
-    maxOutputTokens: 4096,
-    ...(MODEL_RULES ? modelPricing() : {}),
+    allowUnmeteredPassthrough: true,
+    plan: rateLimits ? { rateLimits } : {},
+    strategy: MODEL_RULES ? modelPricing() : {},
   });
-  await admin(nexusUrl, 'POST', `/plan-strategies/${strategy.id}/publish`);
-  await admin(nexusUrl, 'POST', `/plans/${plan.id}/strategy-bindings`, { strategyId: strategy.id, effectiveFrom: new Date(Date.now() - 60_000).toISOString() });
-  await admin(nexusUrl, 'POST', `/plans/${plan.id}/publish`);
-  const apiKeys: string[] = [];
-  for (let i = 0; i < USERS; i++) {
-    const user = await admin<{ apiKey: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/users`, {
-      externalUserId: `bench-user-${i}`,
-      email: `bench${i}@example.com`,
-      planId: plan.id,
-      issueInferenceKey: true,
-    });
-    apiKeys.push(user.apiKey);
-  }
-  return { gatewayBaseUrl: conn.gatewayBaseUrl, apiKeys };
+  return { gatewayBaseUrl: tenant.gatewayBaseUrl, apiKeys: tenant.users.map((u) => u.apiKey) };
 }
 
 interface Row {

@@ -35,6 +35,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { startNexusProcess, type NexusProcess } from './lib/nexus-process.js';
+import { adminApi, provisionTenant } from './lib/tenant.js';
 import { startTcpProxy } from './lib/tcp-proxy.js';
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -132,52 +133,23 @@ interface Tenant {
   gateway(nexus: NexusProcess): string;
 }
 
-async function admin<T>(nexus: NexusProcess, method: string, path: string, body?: unknown): Promise<T> {
-  const res = await fetch(`${nexus.url}/admin/v1${path}`, {
-    method,
-    headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
-    body: body === undefined ? null : JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return (text ? JSON.parse(text) : undefined) as T;
-}
-
 let tenants = 0;
 async function tenant(via: NexusProcess, upstreamUrl: string, quotaUnits: number, maxOutputTokens = 1000): Promise<Tenant> {
-  const n = ++tenants;
-  const ws = await admin<{ id: string }>(via, 'POST', '/workspaces', { name: `faults-${n}` });
-  const conn = await admin<{ id: string }>(via, 'POST', `/workspaces/${ws.id}/provider-connections`, {
-    name: 'upstream',
-    protocolProfile: 'openai',
-    baseUrl: upstreamUrl,
-    apiKey: PROVIDER_KEY,
-  });
-  const ppm = '1000000';
-  const strategy = await admin<{ id: string }>(via, 'POST', `/workspaces/${ws.id}/plan-strategies/quota`, {
-    key: `q${n}`,
-    resetInterval: 'MONTH',
+  const made = await provisionTenant(adminApi(via.url, ROOT_KEY), {
+    name: `faults-${++tenants}`,
+    upstreamUrl,
+    providerKey: PROVIDER_KEY,
+    users: 1,
     quotaUnits: String(quotaUnits),
-    inputMultiplierPpm: ppm,
-    outputMultiplierPpm: ppm,
-    cachedInputMultiplierPpm: ppm,
+    multipliers: { input: '1000000', output: '1000000', cached: '1000000' },
     maxOutputTokens,
   });
-  await admin(via, 'POST', `/plan-strategies/${strategy.id}/publish`);
-  const plan = await admin<{ id: string }>(via, 'POST', `/workspaces/${ws.id}/plans`, { key: `p${n}`, name: 'Plan', billingInterval: 'MONTH' });
-  await admin(via, 'POST', `/plans/${plan.id}/strategy-bindings`, { strategyId: strategy.id, effectiveFrom: new Date(Date.now() - 86_400_000).toISOString() });
-  await admin(via, 'POST', `/plans/${plan.id}/publish`);
-  const user = await admin<{ apiKey: string; access: { id: string } }>(via, 'POST', `/workspaces/${ws.id}/users`, {
-    externalUserId: `user-${n}`,
-    email: `user${n}@example.com`,
-    planId: plan.id,
-    issueInferenceKey: true,
-  });
+  const connectionId = made.connectionId;
   return {
-    accessId: user.access.id,
-    connectionId: conn.id,
-    apiKey: user.apiKey,
-    gateway: (through) => `${through.url}/providers/${conn.id}/v1/chat/completions`,
+    accessId: made.users[0]!.accessId,
+    connectionId,
+    apiKey: made.users[0]!.apiKey,
+    gateway: (through) => `${through.url}/providers/${connectionId}/v1/chat/completions`,
   };
 }
 
@@ -456,7 +428,7 @@ async function changesScenario(upstream: string): Promise<string> {
     const before = performance.now();
     await call(e);
     callMs.push(performance.now() - before);
-    await admin(d, 'POST', `/workspace-accesses/${t.accessId}/${want === 403 ? 'suspend' : 'activate'}`);
+    await adminApi(d.url, ROOT_KEY)('POST', `/workspace-accesses/${t.accessId}/${want === 403 ? 'suspend' : 'activate'}`);
     const answeredAt = performance.now();
     const [own] = await Promise.all([
       call(d),

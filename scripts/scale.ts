@@ -24,8 +24,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { request } from 'undici';
 import { startPgBouncer, type PgBouncer } from './lib/pgbouncer.js';
+import { adminApi, provisionTenant } from './lib/tenant.js';
 
 const DURATION = Number(process.env.SCALE_DURATION ?? 10);
 const CONNECTIONS = Number(process.env.SCALE_CONNECTIONS ?? 32);
@@ -128,50 +128,16 @@ async function stopNexus(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-async function admin<T>(base: string, method: string, path: string, body?: unknown): Promise<T> {
-  const res = await request(`${base}/admin/v1${path}`, {
-    method: method as 'POST',
-    headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.body.text();
-  if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${text}`);
-  return JSON.parse(text) as T;
-}
-
 /** A tenant with USERS end users on a plan with a quota no run exhausts, through the Admin API. */
 async function provision(nexusUrl: string, upstreamUrl: string): Promise<{ gatewayPath: string; apiKeys: string[] }> {
-  const ws = await admin<{ id: string }>(nexusUrl, 'POST', '/workspaces', { name: 'scale' });
-  const conn = await admin<{ gatewayBaseUrl: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/provider-connections`, {
-    name: 'scale upstream',
-    protocolProfile: 'openai',
-    baseUrl: upstreamUrl,
-    apiKey: PROVIDER_KEY,
-  });
-  const plan = await admin<{ id: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/plans`, { key: 'scale', name: 'Scale', billingInterval: 'MONTH' });
-  const strategy = await admin<{ id: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/plan-strategies/quota`, {
-    key: 'scale',
-    resetInterval: 'MONTH',
+  const tenant = await provisionTenant(adminApi(nexusUrl, ROOT_KEY), {
+    name: 'scale',
+    upstreamUrl,
+    providerKey: PROVIDER_KEY,
+    users: USERS,
     quotaUnits: '1000000000000000',
-    inputMultiplierPpm: '1000000',
-    outputMultiplierPpm: '2000000',
-    cachedInputMultiplierPpm: '500000',
-    maxOutputTokens: 4096,
   });
-  await admin(nexusUrl, 'POST', `/plan-strategies/${strategy.id}/publish`);
-  await admin(nexusUrl, 'POST', `/plans/${plan.id}/strategy-bindings`, { strategyId: strategy.id, effectiveFrom: new Date(Date.now() - 60_000).toISOString() });
-  await admin(nexusUrl, 'POST', `/plans/${plan.id}/publish`);
-  const apiKeys: string[] = [];
-  for (let i = 0; i < USERS; i++) {
-    const user = await admin<{ apiKey: string }>(nexusUrl, 'POST', `/workspaces/${ws.id}/users`, {
-      externalUserId: `scale-user-${i}`,
-      email: `scale${i}@example.com`,
-      planId: plan.id,
-      issueInferenceKey: true,
-    });
-    apiKeys.push(user.apiKey);
-  }
-  return { gatewayPath: new URL(conn.gatewayBaseUrl).pathname, apiKeys };
+  return { gatewayPath: new URL(tenant.gatewayBaseUrl).pathname, apiKeys: tenant.users.map((u) => u.apiKey) };
 }
 
 /** The database's committed (and rolled back) transactions and inserted rows so far. */
