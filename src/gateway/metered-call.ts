@@ -563,7 +563,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const { invocation, admission } = this;
     const take = admission ? this.meter.leases.settle(admission, consumed?.units ?? null) : 0n;
     if (this.rateTicket) {
-      const tokens = consumed ? consumed.inputTokens + consumed.cachedInputTokens + consumed.outputTokens : null;
+      // Input tokens count the cached ones already.
+      const tokens = consumed ? consumed.inputTokens + consumed.outputTokens : null;
       this.meter.rates.settle(this.rateTicket, tokens === null ? null : Number(tokens));
     }
     storable(invocation);

@@ -271,6 +271,11 @@ describe('tokens per minute', () => {
     const r2 = Number(second.headers.get('x-ratelimit-remaining-tokens'));
     // The same bound both times: the second sees the first's 15 actual tokens, not its bound.
     expect(r1 - r2).toBe(15);
+    // Cached input is input: 10 input tokens of which 4 cached, and 5 output, count 15 too.
+    const cached = await chat(tenant, 'a', { 'x-fake-usage': '10,5,4' });
+    await t.nexus.gateway.drain();
+    const third = await chat(tenant, 'a', { 'x-fake-usage': '10,5,0' });
+    expect(Number(cached.headers.get('x-ratelimit-remaining-tokens')) - Number(third.headers.get('x-ratelimit-remaining-tokens'))).toBe(15);
   });
 
   it('refuses a call whose bound exceeds the limit without asking for a retry', async () => {
