@@ -20,6 +20,7 @@ import { createDomain, type Domain, type Services } from './domain/services.js';
 import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
+import { pathOf } from './gateway/path-safety.js';
 import { createApi } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import type { RequestLocals } from './http/locals.js';
@@ -138,11 +139,6 @@ function isGatewayPath(url: string): boolean {
 /** GET /v1/me, the end user's self-service read, answered by the gateway with its key lookup. */
 function isMePath(url: string): boolean {
   return url === '/v1/me' || url.startsWith('/v1/me?');
-}
-
-function pathOf(url: string): string {
-  const q = url.indexOf('?');
-  return q < 0 ? url : url.slice(0, q);
 }
 
 /** Throws on a stray bigint in a response body: 64-bit values go out as decimal strings. */

@@ -29,7 +29,7 @@ import { bearerOf, writeError } from '../http/api.js';
 import type { RequestLocals } from '../http/locals.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Tracer } from '../observability/tracing.js';
+import { traceIdOf, type Tracer } from '../observability/tracing.js';
 import { createAuthCache, type CacheEntry, type Upstream } from './auth-cache.js';
 import { createCallReport, operationOf } from './call-report.js';
 import { CallTrace, failed } from './call-trace.js';
@@ -39,7 +39,7 @@ import { rawHeader, upstreamHeaders } from './headers.js';
 import { filterModelList, freeEndpointFor, inspectorFor } from './inspectors.js';
 import { createCallMeter, type MeteredCall, type QuotaView } from './metered-call.js';
 import { meOf } from './me.js';
-import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
+import { parseGatewayUrl, pathOf, type GatewayTarget } from './path-safety.js';
 import { maskedKey } from './secret-mask.js';
 import { Relay } from './relay.js';
 import { createUpstreamPools } from './upstreams.js';
@@ -48,8 +48,6 @@ const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** The lookup's connection for a request that names none (/v1/me): no connection has the nil UUID. */
 const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
-
-const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
 
 /** Sets a header of undici's list (name, value, ...; names in lower case), replacing the one there. */
 function setHeader(headers: string[], name: string, value: string): void {
@@ -61,11 +59,6 @@ function setHeader(headers: string[], name: string, value: string): void {
   }
   headers.push(name, value);
 }
-
-const pathOf = (url: string) => {
-  const q = url.indexOf('?');
-  return q < 0 ? url : url.slice(0, q);
-};
 
 export interface GatewayDeps {
   /** Where the gateway counts what it does beyond the request metrics (optional: tests build gateways without). */
@@ -232,7 +225,7 @@ export function createGateway(deps: GatewayDeps) {
         method,
         endpoint,
         // Traces on: the call's trace (its traceparent's, when it came with one).
-        traceId: trace ? trace.traceId : (TRACEPARENT.exec(traceparent ?? '')?.[1] ?? null),
+        traceId: trace ? trace.traceId : traceIdOf(traceparent),
         startedAt,
         t0: locals.startedAt,
         trace,

@@ -50,6 +50,11 @@ function samplerOf(sdk: typeof import('@opentelemetry/sdk-trace-base'), config: 
 
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
 
+/** The trace id a W3C traceparent names, or null (none, or an invalid one). */
+export function traceIdOf(traceparent: string | undefined): string | null {
+  return traceparent === undefined ? null : (TRACEPARENT.exec(traceparent)?.[1] ?? null);
+}
+
 /** The remote parent a W3C traceparent names, as a context; the root context when it names none (or an invalid one). */
 export function parentContext(traceparent: string | undefined): Context {
   const m = traceparent === undefined ? null : TRACEPARENT.exec(traceparent);
