@@ -124,6 +124,25 @@ export function Pager({ list }: { list: ReturnType<typeof usePaged<any>> }) {
   );
 }
 
+/** A list's table: its column headers, and a caption for screen readers when the page gives one. */
+export function ListTable(props: { caption?: string; columns: string[]; children: ComponentChildren }) {
+  return (
+    <table>
+      {props.caption ? <caption class="sr-only">{props.caption}</caption> : null}
+      <thead>
+        <tr>
+          {props.columns.map((column) => (
+            <th scope="col" key={column}>
+              {column}
+            </th>
+          ))}
+        </tr>
+      </thead>
+      <tbody>{props.children}</tbody>
+    </table>
+  );
+}
+
 export function Field(props: { label: string; hint?: string; children: ComponentChildren }) {
   return (
     <label class="field">

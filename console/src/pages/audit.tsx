@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { listAuditLogs } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Pager, usePaged, valueOf, when, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, Pager, usePaged, valueOf, when, Working, ListTable } from '../ui.js';
 
 export function AuditPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
@@ -42,34 +42,22 @@ export function AuditPage({ client, workspace }: PageProps) {
       {list.items?.length === 0 ? (
         <Empty>No audit entry matches. Entries appear as soon as anything in this workspace is changed.</Empty>
       ) : (
-        <table>
-          <caption class="sr-only">Audit log</caption>
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">Action</th>
-              <th scope="col">Resource</th>
-              <th scope="col">Key</th>
-              <th scope="col">Changes</th>
+        <ListTable caption="Audit log" columns={['When', 'Action', 'Resource', 'Key', 'Changes']}>
+          {list.items?.map((a) => (
+            <tr key={a.id}>
+              <td>{when(a.createdAt)}</td>
+              <td>{a.action}</td>
+              <td>
+                {a.resourceType}
+                <div class="id">{a.resourceId}</div>
+              </td>
+              <td class="id">{a.actorKeyId}</td>
+              <td>
+                <code class="changes">{JSON.stringify(a.changes)}</code>
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((a) => (
-              <tr key={a.id}>
-                <td>{when(a.createdAt)}</td>
-                <td>{a.action}</td>
-                <td>
-                  {a.resourceType}
-                  <div class="id">{a.resourceId}</div>
-                </td>
-                <td class="id">{a.actorKeyId}</td>
-                <td>
-                  <code class="changes">{JSON.stringify(a.changes)}</code>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </section>

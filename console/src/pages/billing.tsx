@@ -22,7 +22,7 @@ import {
   type WorkspaceUserDto,
 } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
 
 type EventStatus = 'RECEIVED' | 'PROCESSING' | 'PROCESSED' | 'IGNORED' | 'FAILED';
 
@@ -66,36 +66,25 @@ function Mappings({ client, connection, plans }: { client: Client; connection: B
       {list.items?.length === 0 ? (
         <Empty>No mapping: map the provider's product to a plan so its subscriptions give access to it.</Empty>
       ) : (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Product</th>
-              <th scope="col">Price</th>
-              <th scope="col">Plan</th>
-              <th scope="col">Status</th>
-              <th scope="col">Actions</th>
+        <ListTable columns={['Product', 'Price', 'Plan', 'Status', 'Actions']}>
+          {list.items?.map((m) => (
+            <tr key={m.id}>
+              <td>{m.externalProductId}</td>
+              <td>{m.externalPriceId ?? '—'}</td>
+              <td>{plans.find((p) => p.id === m.planId)?.name ?? m.planId}</td>
+              <td>
+                <Status value={m.status} />
+              </td>
+              <td class="actions">
+                {m.status === 'ACTIVE' ? (
+                  <button type="button" onClick={() => void action.run('Disabling…', () => deleteBillingProductMapping({ client, path: { mappingId: m.id } })).then(list.reload)}>
+                    Disable
+                  </button>
+                ) : null}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((m) => (
-              <tr key={m.id}>
-                <td>{m.externalProductId}</td>
-                <td>{m.externalPriceId ?? '—'}</td>
-                <td>{plans.find((p) => p.id === m.planId)?.name ?? m.planId}</td>
-                <td>
-                  <Status value={m.status} />
-                </td>
-                <td class="actions">
-                  {m.status === 'ACTIVE' ? (
-                    <button type="button" onClick={() => void action.run('Disabling…', () => deleteBillingProductMapping({ client, path: { mappingId: m.id } })).then(list.reload)}>
-                      Disable
-                    </button>
-                  ) : null}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </div>
@@ -131,41 +120,29 @@ function Inbox({ client, connection }: { client: Client; connection: BillingConn
       {list.items?.length === 0 ? (
         <Empty>No webhook event {status ? `with status ${status.toLowerCase()}` : 'received yet'}. Point the provider's webhook at the URL above, with the signing secret set here.</Empty>
       ) : (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Type</th>
-              <th scope="col">Status</th>
-              <th scope="col">Attempts</th>
-              <th scope="col">Received</th>
-              <th scope="col">Last error</th>
-              <th scope="col">Actions</th>
+        <ListTable columns={['Type', 'Status', 'Attempts', 'Received', 'Last error', 'Actions']}>
+          {list.items?.map((ev) => (
+            <tr key={ev.id}>
+              <td>
+                {ev.type}
+                <div class="id">{ev.providerEventId}</div>
+              </td>
+              <td>
+                <Status value={ev.status} />
+              </td>
+              <td>{ev.attempts}</td>
+              <td>{when(ev.receivedAt)}</td>
+              <td>{ev.lastError ?? '—'}</td>
+              <td class="actions">
+                {ev.status === 'FAILED' ? (
+                  <button type="button" onClick={() => void replay(ev.id)}>
+                    Replay
+                  </button>
+                ) : null}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((ev) => (
-              <tr key={ev.id}>
-                <td>
-                  {ev.type}
-                  <div class="id">{ev.providerEventId}</div>
-                </td>
-                <td>
-                  <Status value={ev.status} />
-                </td>
-                <td>{ev.attempts}</td>
-                <td>{when(ev.receivedAt)}</td>
-                <td>{ev.lastError ?? '—'}</td>
-                <td class="actions">
-                  {ev.status === 'FAILED' ? (
-                    <button type="button" onClick={() => void replay(ev.id)}>
-                      Replay
-                    </button>
-                  ) : null}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </div>
@@ -197,32 +174,22 @@ function Subscriptions({ client, users }: { client: Client; users: WorkspaceUser
       ) : list.items?.length === 0 ? (
         <Empty>No subscription for this user: one appears when the provider's webhook or a reconciliation reports it.</Empty>
       ) : (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Subscription</th>
-              <th scope="col">Status</th>
-              <th scope="col">Period</th>
-              <th scope="col">Updated</th>
+        <ListTable columns={['Subscription', 'Status', 'Period', 'Updated']}>
+          {list.items?.map((s) => (
+            <tr key={s.id}>
+              <td>
+                {s.provider} {s.externalSubscriptionId}
+              </td>
+              <td>
+                <Status value={s.status} />
+              </td>
+              <td>
+                {when(s.currentPeriodStart)} – {when(s.currentPeriodEnd)}
+              </td>
+              <td>{when(s.updatedAt)}</td>
             </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((s) => (
-              <tr key={s.id}>
-                <td>
-                  {s.provider} {s.externalSubscriptionId}
-                </td>
-                <td>
-                  <Status value={s.status} />
-                </td>
-                <td>
-                  {when(s.currentPeriodStart)} – {when(s.currentPeriodEnd)}
-                </td>
-                <td>{when(s.updatedAt)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </section>
@@ -354,51 +321,39 @@ export function BillingPage({ client, workspace }: PageProps) {
       {list.items?.length === 0 ? (
         <Empty>No billing connection. Connect Stripe or Paddle above if your users pay through one; otherwise provision them directly.</Empty>
       ) : (
-        <table>
-          <caption class="sr-only">Billing connections</caption>
-          <thead>
-            <tr>
-              <th scope="col">Connection</th>
-              <th scope="col">Status</th>
-              <th scope="col">Credential</th>
-              <th scope="col">Webhook secret</th>
-              <th scope="col">Details</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((c) => (
-              <>
-                <tr key={c.id}>
-                  <td>
-                    {c.name}
-                    <div class="id">
-                      {c.provider} · {c.kind} · {c.mode}
-                    </div>
-                  </td>
-                  <td>
-                    <Status value={c.status} />
-                  </td>
-                  <td>
-                    <Status value={c.credentialVerificationStatus} />
-                  </td>
-                  <td>{c.webhookSecretConfigured ? 'set' : 'not set'}</td>
-                  <td>
-                    <button type="button" aria-expanded={open === c.id} onClick={() => setOpen(open === c.id ? undefined : c.id)}>
-                      {open === c.id ? 'Close' : `Manage ${c.name}`}
-                    </button>
+        <ListTable caption="Billing connections" columns={['Connection', 'Status', 'Credential', 'Webhook secret', 'Details']}>
+          {list.items?.map((c) => (
+            <>
+              <tr key={c.id}>
+                <td>
+                  {c.name}
+                  <div class="id">
+                    {c.provider} · {c.kind} · {c.mode}
+                  </div>
+                </td>
+                <td>
+                  <Status value={c.status} />
+                </td>
+                <td>
+                  <Status value={c.credentialVerificationStatus} />
+                </td>
+                <td>{c.webhookSecretConfigured ? 'set' : 'not set'}</td>
+                <td>
+                  <button type="button" aria-expanded={open === c.id} onClick={() => setOpen(open === c.id ? undefined : c.id)}>
+                    {open === c.id ? 'Close' : `Manage ${c.name}`}
+                  </button>
+                </td>
+              </tr>
+              {open === c.id ? (
+                <tr key={`${c.id}-detail`}>
+                  <td colSpan={5}>
+                    <ConnectionDetail client={client} connection={c} plans={plans} onChange={list.reload} />
                   </td>
                 </tr>
-                {open === c.id ? (
-                  <tr key={`${c.id}-detail`}>
-                    <td colSpan={5}>
-                      <ConnectionDetail client={client} connection={c} plans={plans} onChange={list.reload} />
-                    </td>
-                  </tr>
-                ) : null}
-              </>
-            ))}
-          </tbody>
-        </table>
+              ) : null}
+            </>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
       <Subscriptions client={client} users={users} />

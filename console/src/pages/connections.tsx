@@ -11,7 +11,7 @@ import {
   type ProviderConnectionDto,
 } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
 
 type Profile = 'openai' | 'anthropic';
 
@@ -110,65 +110,52 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       {list.items?.length === 0 ? (
         <Empty>No provider connection yet. Create one above with your provider's base URL and key; then make a plan in Plans and strategies.</Empty>
       ) : (
-        <table>
-          <caption class="sr-only">Provider connections</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Status</th>
-              <th scope="col">Gateway base URL</th>
-              <th scope="col">Key</th>
-              <th scope="col">Verified</th>
-              <th scope="col">Actions</th>
+        <ListTable caption="Provider connections" columns={['Name', 'Status', 'Gateway base URL', 'Key', 'Verified', 'Actions']}>
+          {list.items?.map((c) => (
+            <tr key={c.id}>
+              <td>
+                {c.name}
+                <div class="id">
+                  {c.protocolProfile} → {c.baseUrl}
+                </div>
+              </td>
+              <td>
+                <Status value={c.status} />
+              </td>
+              <td>
+                <code>{c.gatewayBaseUrl}</code>
+              </td>
+              <td>
+                <code>{c.secretPreview}</code>
+              </td>
+              <td>{when(c.lastVerifiedAt)}</td>
+              <td class="actions">
+                {c.status !== 'ARCHIVED' ? (
+                  <>
+                    <button type="button" onClick={() => void verify(c)}>
+                      Verify
+                    </button>
+                    <button type="button" onClick={() => setRotating({ id: c.id, apiKey: '' })}>
+                      Rotate key
+                    </button>
+                    {c.status === 'ACTIVE' ? (
+                      <button type="button" onClick={() => void setStatus(c, 'SUSPENDED')}>
+                        Suspend
+                      </button>
+                    ) : (
+                      <button type="button" onClick={() => void setStatus(c, 'ACTIVE')}>
+                        Resume
+                      </button>
+                    )}
+                    <button type="button" class="danger" onClick={() => void archive(c)}>
+                      Archive
+                    </button>
+                  </>
+                ) : null}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((c) => (
-              <tr key={c.id}>
-                <td>
-                  {c.name}
-                  <div class="id">
-                    {c.protocolProfile} → {c.baseUrl}
-                  </div>
-                </td>
-                <td>
-                  <Status value={c.status} />
-                </td>
-                <td>
-                  <code>{c.gatewayBaseUrl}</code>
-                </td>
-                <td>
-                  <code>{c.secretPreview}</code>
-                </td>
-                <td>{when(c.lastVerifiedAt)}</td>
-                <td class="actions">
-                  {c.status !== 'ARCHIVED' ? (
-                    <>
-                      <button type="button" onClick={() => void verify(c)}>
-                        Verify
-                      </button>
-                      <button type="button" onClick={() => setRotating({ id: c.id, apiKey: '' })}>
-                        Rotate key
-                      </button>
-                      {c.status === 'ACTIVE' ? (
-                        <button type="button" onClick={() => void setStatus(c, 'SUSPENDED')}>
-                          Suspend
-                        </button>
-                      ) : (
-                        <button type="button" onClick={() => void setStatus(c, 'ACTIVE')}>
-                          Resume
-                        </button>
-                      )}
-                      <button type="button" class="danger" onClick={() => void archive(c)}>
-                        Archive
-                      </button>
-                    </>
-                  ) : null}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </section>

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { getInvocation, listInvocations, type InvocationDto } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Pager, Status, usePaged, useAction, valueOf, when, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
 
 type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
 const ms = (v: number | undefined) => (v === undefined ? '—' : `${v.toFixed(1)} ms`);
@@ -62,30 +62,18 @@ function Detail({ client, id, onClose }: { client: PageProps['client']; id: stri
       ) : null}
       <h3>Usage events</h3>
       {invocation.usageEvents?.length ? (
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Kind</th>
-              <th scope="col">Units</th>
-              <th scope="col">Input</th>
-              <th scope="col">Cached</th>
-              <th scope="col">Output</th>
-              <th scope="col">At</th>
+        <ListTable columns={['Kind', 'Units', 'Input', 'Cached', 'Output', 'At']}>
+          {invocation.usageEvents.map((u) => (
+            <tr key={u.id}>
+              <td>{u.kind}</td>
+              <td>{u.units}</td>
+              <td>{u.inputTokens}</td>
+              <td>{u.cachedInputTokens}</td>
+              <td>{u.outputTokens}</td>
+              <td>{when(u.createdAt)}</td>
             </tr>
-          </thead>
-          <tbody>
-            {invocation.usageEvents.map((u) => (
-              <tr key={u.id}>
-                <td>{u.kind}</td>
-                <td>{u.units}</td>
-                <td>{u.inputTokens}</td>
-                <td>{u.cachedInputTokens}</td>
-                <td>{u.outputTokens}</td>
-                <td>{when(u.createdAt)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       ) : (
         <Empty>No usage event: the call was not charged.</Empty>
       )}
@@ -152,39 +140,25 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
       {list.items?.length === 0 ? (
         <Empty>No invocation matches. Calls appear here once a user calls the gateway with an inference key (a connection's gateway base URL).</Empty>
       ) : (
-        <table>
-          <caption class="sr-only">Invocations</caption>
-          <thead>
-            <tr>
-              <th scope="col">Started</th>
-              <th scope="col">Model</th>
-              <th scope="col">Status</th>
-              <th scope="col">Units</th>
-              <th scope="col">Latency</th>
-              <th scope="col">Access</th>
-              <th scope="col">Detail</th>
+        <ListTable caption="Invocations" columns={['Started', 'Model', 'Status', 'Units', 'Latency', 'Access', 'Detail']}>
+          {list.items?.map((i) => (
+            <tr key={i.id}>
+              <td>{when(i.startedAt)}</td>
+              <td>{i.requestedModel || '—'}</td>
+              <td>
+                <Status value={i.status} />
+              </td>
+              <td>{i.quotaUnits}</td>
+              <td>{ms(i.totalLatencyMs)}</td>
+              <td class="id">{i.workspaceAccessId}</td>
+              <td>
+                <button type="button" onClick={() => setOpen(i.id)}>
+                  Open {i.requestId.slice(0, 12)}
+                </button>
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((i) => (
-              <tr key={i.id}>
-                <td>{when(i.startedAt)}</td>
-                <td>{i.requestedModel || '—'}</td>
-                <td>
-                  <Status value={i.status} />
-                </td>
-                <td>{i.quotaUnits}</td>
-                <td>{ms(i.totalLatencyMs)}</td>
-                <td class="id">{i.workspaceAccessId}</td>
-                <td>
-                  <button type="button" onClick={() => setOpen(i.id)}>
-                    Open {i.requestId.slice(0, 12)}
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </section>

@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { idempotencyKey, issueInferenceKey, listInferenceKeys, listWorkspaceUsers, revokeInferenceKey, type ApiKeyDto, type WorkspaceUserDto } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, Pager, ShownOnce, usePaged, useAction, valueOf, when, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, Form, Pager, ShownOnce, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
 
 export function KeysPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
@@ -74,37 +74,25 @@ function AccessKeys({ client, accessId }: { client: PageProps['client']; accessI
       {list.items?.length === 0 ? (
         <Empty>This user has no key. Issue one above and hand it to the user's application.</Empty>
       ) : (
-        <table>
-          <caption class="sr-only">Inference keys</caption>
-          <thead>
-            <tr>
-              <th scope="col">Key</th>
-              <th scope="col">Enabled</th>
-              <th scope="col">Expires</th>
-              <th scope="col">Last request</th>
-              <th scope="col">Actions</th>
+        <ListTable caption="Inference keys" columns={['Key', 'Enabled', 'Expires', 'Last request', 'Actions']}>
+          {list.items?.map((k) => (
+            <tr key={k.id}>
+              <td>
+                {k.name || '(unnamed)'} <code>{k.prefix}…</code>
+              </td>
+              <td>{k.enabled ? 'yes' : 'revoked'}</td>
+              <td>{when(k.expiresAt)}</td>
+              <td>{when(k.lastRequestAt)}</td>
+              <td class="actions">
+                {k.enabled ? (
+                  <button type="button" class="danger" onClick={() => void revoke(k)}>
+                    Revoke
+                  </button>
+                ) : null}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((k) => (
-              <tr key={k.id}>
-                <td>
-                  {k.name || '(unnamed)'} <code>{k.prefix}…</code>
-                </td>
-                <td>{k.enabled ? 'yes' : 'revoked'}</td>
-                <td>{when(k.expiresAt)}</td>
-                <td>{when(k.lastRequestAt)}</td>
-                <td class="actions">
-                  {k.enabled ? (
-                    <button type="button" class="danger" onClick={() => void revoke(k)}>
-                      Revoke
-                    </button>
-                  ) : null}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </>

@@ -16,7 +16,7 @@ import {
   type WorkspacePlanDto,
 } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
 
 /** A datetime-local input's value (the operator's local time) as RFC 3339 UTC. */
 const toInstant = (local: string) => new Date(local).toISOString();
@@ -90,46 +90,33 @@ function Strategies({ client, workspaceId, onChange }: { client: Client; workspa
       {list.items?.length === 0 ? (
         <Empty>No strategy yet. Draft one above, publish it, then bind it to a plan below.</Empty>
       ) : (
-        <table>
-          <caption class="sr-only">Quota strategies, every version</caption>
-          <thead>
-            <tr>
-              <th scope="col">Key</th>
-              <th scope="col">Version</th>
-              <th scope="col">Status</th>
-              <th scope="col">Units / {`period`}</th>
-              <th scope="col">In / out / cached (ppm)</th>
-              <th scope="col">Actions</th>
+        <ListTable caption="Quota strategies, every version" columns={['Key', 'Version', 'Status', 'Units / period', 'In / out / cached (ppm)', 'Actions']}>
+          {list.items?.map((s) => (
+            <tr key={s.id}>
+              <td>
+                {s.key}
+                <div class="id">{s.id}</div>
+              </td>
+              <td>v{s.version}</td>
+              <td>
+                <Status value={s.status} />
+              </td>
+              <td>
+                {s.quotaUnits} / {s.resetInterval.toLowerCase()}
+              </td>
+              <td>
+                {s.inputMultiplierPpm} / {s.outputMultiplierPpm} / {s.cachedInputMultiplierPpm}
+              </td>
+              <td class="actions">
+                {s.status === 'DRAFT' ? (
+                  <button type="button" onClick={() => void publish(s)}>
+                    Publish {s.key} v{s.version}
+                  </button>
+                ) : null}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((s) => (
-              <tr key={s.id}>
-                <td>
-                  {s.key}
-                  <div class="id">{s.id}</div>
-                </td>
-                <td>v{s.version}</td>
-                <td>
-                  <Status value={s.status} />
-                </td>
-                <td>
-                  {s.quotaUnits} / {s.resetInterval.toLowerCase()}
-                </td>
-                <td>
-                  {s.inputMultiplierPpm} / {s.outputMultiplierPpm} / {s.cachedInputMultiplierPpm}
-                </td>
-                <td class="actions">
-                  {s.status === 'DRAFT' ? (
-                    <button type="button" onClick={() => void publish(s)}>
-                      Publish {s.key} v{s.version}
-                    </button>
-                  ) : null}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </section>
@@ -187,33 +174,22 @@ function Bindings({ client, plan, strategies, onChange }: { client: Client; plan
       {list.items?.length === 0 ? (
         <Empty>No binding yet: a plan is published once a strategy is bound to it.</Empty>
       ) : (
-        <table>
-          <caption class="sr-only">Bindings of {plan.name}</caption>
-          <thead>
-            <tr>
-              <th scope="col">Strategy</th>
-              <th scope="col">From</th>
-              <th scope="col">To</th>
-              <th scope="col">Actions</th>
+        <ListTable caption={`Bindings of ${plan.name}`} columns={['Strategy', 'From', 'To', 'Actions']}>
+          {list.items?.map((b) => (
+            <tr key={b.id}>
+              <td>{name(b.strategyId)}</td>
+              <td>{when(b.effectiveFrom)}</td>
+              <td>{b.effectiveTo ? when(b.effectiveTo) : 'open'}</td>
+              <td class="actions">
+                {!b.effectiveTo ? (
+                  <button type="button" onClick={() => void close(b.id)}>
+                    Close now
+                  </button>
+                ) : null}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((b) => (
-              <tr key={b.id}>
-                <td>{name(b.strategyId)}</td>
-                <td>{when(b.effectiveFrom)}</td>
-                <td>{b.effectiveTo ? when(b.effectiveTo) : 'open'}</td>
-                <td class="actions">
-                  {!b.effectiveTo ? (
-                    <button type="button" onClick={() => void close(b.id)}>
-                      Close now
-                    </button>
-                  ) : null}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </div>
@@ -268,50 +244,39 @@ export function PlansPage({ client, workspace }: PageProps) {
         {plans.items?.length === 0 ? (
           <Empty>No plan yet. Draft one above, bind a published strategy to it, then publish it to provision users on it.</Empty>
         ) : (
-          <table>
-            <caption class="sr-only">Plans</caption>
-            <thead>
-              <tr>
-                <th scope="col">Plan</th>
-                <th scope="col">Status</th>
-                <th scope="col">Interval</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
-            <tbody>
-              {plans.items?.map((p) => (
-                <>
-                  <tr key={p.id}>
-                    <td>
-                      {p.name} <span class="id">({p.key})</span>
-                      <div class="id">{p.id}</div>
-                    </td>
-                    <td>
-                      <Status value={p.status} />
-                    </td>
-                    <td>{p.billingInterval.toLowerCase()}</td>
-                    <td class="actions">
-                      <button type="button" aria-expanded={open === p.id} onClick={() => setOpen(open === p.id ? undefined : p.id)}>
-                        {open === p.id ? 'Hide bindings' : 'Bindings'}
+          <ListTable caption="Plans" columns={['Plan', 'Status', 'Interval', 'Actions']}>
+            {plans.items?.map((p) => (
+              <>
+                <tr key={p.id}>
+                  <td>
+                    {p.name} <span class="id">({p.key})</span>
+                    <div class="id">{p.id}</div>
+                  </td>
+                  <td>
+                    <Status value={p.status} />
+                  </td>
+                  <td>{p.billingInterval.toLowerCase()}</td>
+                  <td class="actions">
+                    <button type="button" aria-expanded={open === p.id} onClick={() => setOpen(open === p.id ? undefined : p.id)}>
+                      {open === p.id ? 'Hide bindings' : 'Bindings'}
+                    </button>
+                    {p.status === 'DRAFT' ? (
+                      <button type="button" onClick={() => void publish(p)}>
+                        Publish {p.name}
                       </button>
-                      {p.status === 'DRAFT' ? (
-                        <button type="button" onClick={() => void publish(p)}>
-                          Publish {p.name}
-                        </button>
-                      ) : null}
+                    ) : null}
+                  </td>
+                </tr>
+                {open === p.id ? (
+                  <tr key={`${p.id}-bindings`}>
+                    <td colSpan={4}>
+                      <Bindings client={client} plan={p} strategies={strategies.items ?? []} onChange={plans.reload} />
                     </td>
                   </tr>
-                  {open === p.id ? (
-                    <tr key={`${p.id}-bindings`}>
-                      <td colSpan={4}>
-                        <Bindings client={client} plan={p} strategies={strategies.items ?? []} onChange={plans.reload} />
-                      </td>
-                    </tr>
-                  ) : null}
-                </>
-              ))}
-            </tbody>
-          </table>
+                ) : null}
+              </>
+            ))}
+          </ListTable>
         )}
         <Pager list={plans} />
       </section>

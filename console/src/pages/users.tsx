@@ -15,7 +15,7 @@ import {
   type WorkspaceUserDto,
 } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, Pager, ShownOnce, Status, usePaged, useAction, valueOf, when, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, Form, Pager, ShownOnce, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
 
 type AccessStatus = 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
 
@@ -220,47 +220,35 @@ export function UsersPage({ client, workspace }: PageProps) {
       {list.items?.length === 0 ? (
         <Empty>No user {status ? `with status ${status.toLowerCase()}` : 'yet'}. Provision one above; your application's backend can do the same through the Admin API.</Empty>
       ) : (
-        <table>
-          <caption class="sr-only">Users</caption>
-          <thead>
-            <tr>
-              <th scope="col">User</th>
-              <th scope="col">Plan</th>
-              <th scope="col">Access</th>
-              <th scope="col">Since</th>
-              <th scope="col">Details</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((u) => (
-              <>
-                <tr key={u.access.id}>
-                  <td>
-                    {u.externalUserId} <span class="id">{u.email}</span>
-                    <div class="id">{u.access.id}</div>
-                  </td>
-                  <td>{plans.find((p) => p.id === u.access.planId)?.name ?? u.access.planId}</td>
-                  <td>
-                    <Status value={u.access.status} />
-                  </td>
-                  <td>{when(u.access.accessStartsAt)}</td>
-                  <td>
-                    <button type="button" aria-expanded={open === u.access.id} onClick={() => setOpen(open === u.access.id ? undefined : u.access.id)}>
-                      {open === u.access.id ? 'Close' : `Manage ${u.externalUserId}`}
-                    </button>
+        <ListTable caption="Users" columns={['User', 'Plan', 'Access', 'Since', 'Details']}>
+          {list.items?.map((u) => (
+            <>
+              <tr key={u.access.id}>
+                <td>
+                  {u.externalUserId} <span class="id">{u.email}</span>
+                  <div class="id">{u.access.id}</div>
+                </td>
+                <td>{plans.find((p) => p.id === u.access.planId)?.name ?? u.access.planId}</td>
+                <td>
+                  <Status value={u.access.status} />
+                </td>
+                <td>{when(u.access.accessStartsAt)}</td>
+                <td>
+                  <button type="button" aria-expanded={open === u.access.id} onClick={() => setOpen(open === u.access.id ? undefined : u.access.id)}>
+                    {open === u.access.id ? 'Close' : `Manage ${u.externalUserId}`}
+                  </button>
+                </td>
+              </tr>
+              {open === u.access.id ? (
+                <tr key={`${u.access.id}-detail`}>
+                  <td colSpan={5}>
+                    <AccessActions client={client} user={u} plans={plans} onChange={list.reload} />
                   </td>
                 </tr>
-                {open === u.access.id ? (
-                  <tr key={`${u.access.id}-detail`}>
-                    <td colSpan={5}>
-                      <AccessActions client={client} user={u} plans={plans} onChange={list.reload} />
-                    </td>
-                  </tr>
-                ) : null}
-              </>
-            ))}
-          </tbody>
-        </table>
+              ) : null}
+            </>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </section>

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { archiveWorkspace, createWorkspace, idempotencyKey, listWorkspaces, updateWorkspace, type Client, type WorkspaceDto } from '../api.js';
-import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
 
 export function WorkspacesPage({ client }: { client: Client }) {
   const [status, setStatus] = useState<'ACTIVE' | 'ARCHIVED' | ''>('ACTIVE');
@@ -53,59 +53,48 @@ export function WorkspacesPage({ client }: { client: Client }) {
       {list.items?.length === 0 ? (
         <Empty>No workspace here yet. Create one above, then choose it in the Workspace menu to add a provider connection.</Empty>
       ) : (
-        <table>
-          <caption class="sr-only">Workspaces</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Status</th>
-              <th scope="col">Created</th>
-              <th scope="col">Actions</th>
+        <ListTable caption="Workspaces" columns={['Name', 'Status', 'Created', 'Actions']}>
+          {list.items?.map((w) => (
+            <tr key={w.id}>
+              <td>
+                {renaming?.id === w.id ? (
+                  <form
+                    class="inline"
+                    onSubmit={(e) => {
+                      e.preventDefault();
+                      void rename();
+                    }}
+                  >
+                    <input aria-label="New name" required value={renaming.name} onInput={(e) => setRenaming({ id: w.id, name: valueOf(e) })} />
+                    <button type="submit">Save</button>
+                    <button type="button" onClick={() => setRenaming(undefined)}>
+                      Cancel
+                    </button>
+                  </form>
+                ) : (
+                  <a href={`#/w/${w.id}/connections`}>{w.name}</a>
+                )}
+                <div class="id">{w.id}</div>
+              </td>
+              <td>
+                <Status value={w.status} />
+              </td>
+              <td>{when(w.createdAt)}</td>
+              <td class="actions">
+                {w.status === 'ACTIVE' ? (
+                  <>
+                    <button type="button" onClick={() => setRenaming({ id: w.id, name: w.name })}>
+                      Rename
+                    </button>
+                    <button type="button" class="danger" onClick={() => void archive(w)}>
+                      Archive
+                    </button>
+                  </>
+                ) : null}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {list.items?.map((w) => (
-              <tr key={w.id}>
-                <td>
-                  {renaming?.id === w.id ? (
-                    <form
-                      class="inline"
-                      onSubmit={(e) => {
-                        e.preventDefault();
-                        void rename();
-                      }}
-                    >
-                      <input aria-label="New name" required value={renaming.name} onInput={(e) => setRenaming({ id: w.id, name: valueOf(e) })} />
-                      <button type="submit">Save</button>
-                      <button type="button" onClick={() => setRenaming(undefined)}>
-                        Cancel
-                      </button>
-                    </form>
-                  ) : (
-                    <a href={`#/w/${w.id}/connections`}>{w.name}</a>
-                  )}
-                  <div class="id">{w.id}</div>
-                </td>
-                <td>
-                  <Status value={w.status} />
-                </td>
-                <td>{when(w.createdAt)}</td>
-                <td class="actions">
-                  {w.status === 'ACTIVE' ? (
-                    <>
-                      <button type="button" onClick={() => setRenaming({ id: w.id, name: w.name })}>
-                        Rename
-                      </button>
-                      <button type="button" class="danger" onClick={() => void archive(w)}>
-                        Archive
-                      </button>
-                    </>
-                  ) : null}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <Pager list={list} />
     </section>
