@@ -87,7 +87,7 @@ const errorStatus = {
 
 export type ErrorCode = keyof typeof errorStatus;
 
-/** Seconds a client should wait before it retries, for the codes where retrying is the remedy (Retry-After). */
+/** Seconds a client should wait before it retries, for the codes where retrying is the remedy and the refusal says none (Retry-After). */
 export const errorRetryAfter: Partial<Record<ErrorCode, number>> = {
   database_unavailable: 2,
 };
@@ -115,6 +115,8 @@ export interface ErrorExtras {
   param?: string;
   reset_at?: string;
   current_status?: string;
+  /** Seconds until retrying can succeed, when this refusal knows them (a rate limit's window): the Retry-After header. */
+  retry_after?: number;
   [key: string]: unknown;
 }
 

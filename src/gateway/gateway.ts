@@ -167,7 +167,7 @@ export function createGateway(deps: GatewayDeps) {
     err: unknown,
     metered: boolean,
     view: QuotaView | undefined,
-    rates: RateView | undefined,
+    rateView: RateView | undefined,
   ): void {
     if (res.headersSent) {
       res.destroy();
@@ -180,15 +180,14 @@ export function createGateway(deps: GatewayDeps) {
       res.setHeader('x-nexus-quota-remaining', view.remaining.toString());
       res.setHeader('x-nexus-quota-reset', view.reset.toISOString());
     }
-    const headers = rateHeaders(rates, clock.now().getTime(), []);
+    const headers = rateHeaders(rateView, clock.now().getTime(), []);
     for (let i = 0; i < headers.length; i += 2) res.setHeader(headers[i]!, headers[i + 1]!);
     // The official SDKs retry 409 and 429 on their own (three calls, seconds of backoff); none of the
     // gateway's own refusals changes by retrying, so they are told not to (a 502 may, and stays silent),
-    // except a rate limit's: it frees after Retry-After, and the SDKs wait that long.
+    // except one that says when it frees (a rate limit's retry_after: writeError sends it as Retry-After, and
+    // the SDKs wait that long).
     const appError = toAppError(err);
-    const retryAfter = appError.code === 'rate_limited' ? appError.extras.retry_after : undefined;
-    if (typeof retryAfter === 'number') {
-      res.setHeader('retry-after', String(retryAfter));
+    if (appError.extras.retry_after !== undefined) {
       res.setHeader('x-should-retry', 'true');
     } else if (appError.status < 500) {
       res.setHeader('x-should-retry', 'false');

@@ -158,7 +158,7 @@ export function writeError(res: ServerResponse, err: unknown, locals: RequestLoc
   if (appError.status >= 500 && !(err instanceof AppError)) locals.error = err;
   const body = JSON.stringify(errorBody(appError, locals.requestId));
   res.statusCode = appError.status;
-  const retryAfter = errorRetryAfter[appError.code];
+  const retryAfter = appError.extras.retry_after ?? errorRetryAfter[appError.code];
   if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));
   res.setHeader('content-type', 'application/json; charset=utf-8');
   res.setHeader('content-length', Buffer.byteLength(body));

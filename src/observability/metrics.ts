@@ -206,7 +206,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     name: 'nexus_gateway_output_over_bound_total',
     help: 'Gateway answers whose output passed the call\'s output bound, by kind (stream: cut at the bound; json: charged as reported)',
     labelNames: ['kind'] as const,
-    registers: [registry],
+    registers,
   });
 
   const calls = new InPlaceCounter(
