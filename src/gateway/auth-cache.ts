@@ -14,10 +14,23 @@
  * its last answer for a bounded grace (outageGraceMs).
  */
 import { isDatabaseUnavailable } from '../db/unavailable.js';
+import { AppError } from '../errors.js';
 import type { Clock } from '../domain/actor.js';
 import type { Change } from '../domain/changes/change-feed.js';
 import type { AuthRow, CallRepo } from './call-repo.js';
 import type { MaskedKey } from './secret-mask.js';
+
+/**
+ * The looked-up row of a key that may be answered at all (a gateway call, /v1/me): 401 for an unknown,
+ * expired or revoked key, 403 for a key of an archived workspace.
+ */
+export function authorizeKey(row: AuthRow | null, now: Date): AuthRow {
+  if (!row || row.revoked_at || row.expires_at <= now) {
+    throw new AppError('invalid_inference_key', 'The inference key is invalid, expired or revoked');
+  }
+  if (row.workspace_status !== 'ACTIVE') throw new AppError('workspace_archived_gateway', 'The workspace is archived');
+  return row;
+}
 
 /** What a call needs of its connection beyond the row: made once per entry (gateway.ts), kept only as long as it. */
 export interface Upstream {

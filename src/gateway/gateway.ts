@@ -30,7 +30,7 @@ import type { RequestLocals } from '../http/locals.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { traceIdOf, type Tracer } from '../observability/tracing.js';
-import { createAuthCache, type CacheEntry, type Upstream } from './auth-cache.js';
+import { authorizeKey, createAuthCache, type CacheEntry, type Upstream } from './auth-cache.js';
 import { createCallReport, operationOf } from './call-report.js';
 import { CallTrace, failed } from './call-trace.js';
 import { createCallRepo, type AuthRow } from './call-repo.js';
@@ -104,11 +104,8 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
 }
 
 /** 401/403/404 in the order a caller can act on them. */
-function authorize(row: AuthRow | null, now: Date): AuthRow {
-  if (!row || row.revoked_at || row.expires_at <= now) {
-    throw new AppError('invalid_inference_key', 'The inference key is invalid, expired or revoked');
-  }
-  if (row.workspace_status !== 'ACTIVE') throw new AppError('workspace_archived_gateway', 'The workspace is archived');
+function authorize(found: AuthRow | null, now: Date): AuthRow {
+  const row = authorizeKey(found, now);
   if (row.access_status === 'SUSPENDED') {
     throw new AppError('access_suspended', 'The workspace access is suspended', { current_status: row.access_status });
   }

@@ -12,13 +12,8 @@
 import type { MeDto } from '../../generated/client/types.gen.js';
 import { toRateLimitStateDto } from '../domain/plans/plan-mapper.js';
 import type { RateView } from '../domain/rate-limits/rate-types.js';
-import { AppError } from '../errors.js';
+import { authorizeKey } from './auth-cache.js';
 import type { AuthRow } from './call-repo.js';
-
-/** The models the current period's quota strategy allows (exact names and `*` patterns); null means every model. */
-function allowedModelsOf(row: AuthRow): string[] | null {
-  return row.allowed_models;
-}
 
 /** The access's status as a caller should read it: an ACTIVE access past its end is EXPIRED already. */
 function statusOf(row: AuthRow, now: Date): MeDto['status'] {
@@ -27,11 +22,8 @@ function statusOf(row: AuthRow, now: Date): MeDto['status'] {
 }
 
 /** The answer for a key's lookup row (null: no such key); throws the refusal. */
-export function meOf(row: AuthRow | null, now: Date, rates: RateView | undefined): MeDto {
-  if (!row || row.revoked_at || row.expires_at <= now) {
-    throw new AppError('invalid_inference_key', 'The inference key is invalid, expired or revoked');
-  }
-  if (row.workspace_status !== 'ACTIVE') throw new AppError('workspace_archived_gateway', 'The workspace is archived');
+export function meOf(found: AuthRow | null, now: Date, rates: RateView | undefined): MeDto {
+  const row = authorizeKey(found, now);
   let quotaPeriod: MeDto['quotaPeriod'] = null;
   if (row.period_id && row.period_start && row.period_end) {
     const available = row.granted_units! - row.reserved_units! - row.consumed_units!;
@@ -52,7 +44,8 @@ export function meOf(row: AuthRow | null, now: Date, rates: RateView | undefined
     plan: { id: row.plan_id, key: row.plan_key, name: row.plan_name },
     quotaPeriod,
     rateLimits: rates ? toRateLimitStateDto(rates) : null,
-    allowedModels: allowedModelsOf(row),
+    // The current period's strategy's list (exact names and `*` patterns); null: every model.
+    allowedModels: row.allowed_models,
     key: { id: row.key_id, prefix: row.key_prefix, expiresAt: row.expires_at.toISOString() },
   };
 }
