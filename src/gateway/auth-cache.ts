@@ -119,6 +119,10 @@ export function createAuthCache(deps: {
       store(`${connectionId} ${token}`, entry, loadedIn);
       return entry;
     },
+    /** The key's row read now, for an answer that is not a call (/v1/me): not cached, so no key is kept for it. */
+    read(token: string, connectionId: string): Promise<AuthRow | null> {
+      return load(hash(token), connectionId);
+    },
     /** Drops the entries a change touched (null: every entry), with the provider keys decrypted for them. */
     invalidate(change: Change | null): void {
       generation++;

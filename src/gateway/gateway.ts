@@ -298,7 +298,7 @@ export function createGateway(deps: GatewayDeps) {
       if (req.method !== 'GET') throw new AppError('method_not_allowed', `${req.method} is not allowed on /v1/me`);
       const token = credentialOf(req);
       req.resume();
-      looked = (await cache.reload(token, NO_CONNECTION)).row;
+      looked = await cache.read(token, NO_CONNECTION);
       const now = clock.now();
       const body = JSON.stringify(meOf(looked, now, meter.rateView(looked, now)));
       res.writeHead(200, {
