@@ -1,4 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { AppError, errorBody } from '../errors.js';
@@ -103,15 +104,13 @@ export function jsonBodiesOnly() {
   };
 }
 
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
-
 /**
  * The JSON body parser's check of the bytes before it decodes them (its `verify`): JSON is UTF-8 (RFC 8259),
  * and a body that is not would otherwise be read with its bad bytes replaced by U+FFFD, and stored so.
  * The parser reports the throw as `entity.verify.failed`: errorRenderer makes it 400 invalid_json.
  */
 export function utf8Only(_req: unknown, _res: unknown, body: Buffer): void {
-  UTF8.decode(body);
+  if (!isUtf8(body)) throw new Error('The request body is not valid UTF-8');
 }
 
 function isJson(text: unknown): boolean {
