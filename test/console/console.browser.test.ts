@@ -103,11 +103,12 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await shot('01-sign-in');
     await page.getByLabel('Management Key').fill(TEST_ROOT_KEY);
     await page.getByRole('button', { name: 'Sign in' }).click();
+    // Signing in checks the key against the API first, so the key is stored once that answers.
+    await expect.poll(() => page.getByRole('heading', { name: 'Workspaces', level: 1 }).isVisible()).toBe(true);
     expect(await page.evaluate(() => Object.keys(sessionStorage))).toEqual(['nexus.console.managementKey']);
     expect(await page.evaluate(() => Object.keys(localStorage))).toEqual([]);
 
     // Workspaces: the empty state says what to do, then one is created.
-    await expect.poll(() => page.getByRole('heading', { name: 'Workspaces', level: 1 }).isVisible()).toBe(true);
     await expect.poll(() => page.getByText('No workspace here yet').isVisible()).toBe(true);
     const createWs = page.getByRole('form', { name: 'Create a workspace' });
     await createWs.getByLabel('Name').fill('Acme production');
