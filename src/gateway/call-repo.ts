@@ -145,11 +145,15 @@ select count(*) as n from recorded`;
 /**
  * A process's heartbeat: its leases ($1, ids) still HELD now expire at $2, and its calls in flight on them
  * ($3) are written as they stand at $4 (lease_calls). Returns the leases renewed: the others are lost.
+ * The leases are locked in id order, as the record statement locks them (settlement-sql.ts).
  */
 const HEARTBEAT = `
 with renewed as (
   update quota_reservations set expires_at = cast($2 as timestamptz)
-   where id in (select cast(value as uuid) from json_array_elements_text(cast($1 as json))) and status = 'HELD' and kind = 'LEASE'
+   where id in (select id from quota_reservations
+                 where id in (select cast(value as uuid) from json_array_elements_text(cast($1 as json)))
+                 order by id for update)
+     and status = 'HELD' and kind = 'LEASE'
   returning id
 ), calls as (
   insert into lease_calls (invocation_id, lease_id, bound, units, input_tokens, cached_tokens, output_tokens, model, usage_id,

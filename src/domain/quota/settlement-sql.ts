@@ -14,6 +14,9 @@
  * - A charged call appends exactly one USAGE event (at most its bound) and an
  *   ADJUSTMENT event for anything consumed beyond it; its events name the lease
  *   and the invocation.
+ * Leases, then periods, are locked in id order, as the heartbeat and the
+ * reclaim lock leases: two statements that touch the same rows wait for each
+ * other instead of deadlocking.
  * The CTEs leave every call they settled in `settled`; the gateway's record
  * statement (src/gateway/call-repo.ts) adds its invocations and final select.
  */
@@ -63,6 +66,7 @@ lc as (
      set reserved_units = q.reserved_units - t.take, consumed_units = coalesce(q.consumed_units, 0) + t.units
     from (select lease_id, sum(take) as take, sum(units) as units from lc group by lease_id) t
    where q.id = t.lease_id and q.status = 'HELD' and q.kind = 'LEASE'
+     and q.id in (select id from quota_reservations where id in (select lease_id from lc) order by id for update)
   returning q.id
 ), settled as (
   select q.id, q.workspace_id, q.workspace_access_id, q.quota_period_id, lc.bound, lc.units, lc.charged,
@@ -75,6 +79,7 @@ lc as (
      set reserved_units = qp.reserved_units - t.take, consumed_units = qp.consumed_units + t.units
     from (select quota_period_id, sum(take) as take, sum(units) as units from settled group by quota_period_id) t
    where qp.id = t.quota_period_id
+     and qp.id in (select id from quota_periods where id in (select quota_period_id from settled) order by id for update)
   returning qp.id
 ), u as (
   insert into usage_events (${USAGE_COLUMNS})
