@@ -22,15 +22,14 @@
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
  * BENCH_NODE_FLAGS='--max-semi-space-size=32' passes node/V8 flags to the Nexus process (to compare them);
  * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
- * BENCH_MODEL_RULES=1 gives the bench's quota strategy per-model pricing (docs/pricing.md): 24 model rules, the
- * benchmark's model matched by the last, and an allow-list of 12 patterns with it last (the cost of a strategy
- * with rules against one without).
  * BENCH_NEXUS: which builds of Nexus to run, separated by ';': compiled (the default: `npm start`'s command,
  * after `npm run build:server`) and tsx (src/server.ts through tsx, as `npm run dev`); the targets of the tsx
  * build are named 'nexus (tsx)', 'nexus (tsx), 1 user', 'nexus (tsx), unmetered'.
- * BENCH_RATE_LIMITS=1 adds the target 'nexus, rate limits': the same load on end users of a plan with generous
- * rate limits (requests and tokens per minute, concurrent calls: none is reached), measured right after 'nexus'
- * in each round, and prints its throughput as a share of the plan without limits.
+ * BENCH_FEATURES=1 adds the target 'nexus, rules and limits': the same load on end users whose strategy has
+ * per-model pricing (docs/pricing.md: 24 model rules, the benchmark's model matched by the last, and an allow-list
+ * of 12 patterns with it last) and whose plan has generous rate limits (docs/rate-limits.md: requests and tokens
+ * per minute, concurrent calls, none reached), measured right after 'nexus' in each round; it prints that
+ * target's throughput as a share of the plain one's.
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
  * schema, dropped at the end.
  */
@@ -55,10 +54,9 @@ const USERS = Number(process.env.BENCH_USERS ?? 64);
 /** Rounds of the whole measurement; each figure printed is its median over them (the machine's noise is large). */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const TARGETS = process.env.BENCH_TARGETS?.split(';').map((t) => t.trim());
-const MODEL_RULES = process.env.BENCH_MODEL_RULES === '1';
 const BUILDS = (process.env.BENCH_NEXUS ?? 'compiled').split(';').map((b) => b.trim());
 for (const build of BUILDS) if (build !== 'compiled' && build !== 'tsx') throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx)`);
-const RATE_LIMITS = process.env.BENCH_RATE_LIMITS === '1';
+const FEATURES = process.env.BENCH_FEATURES === '1';
 /** Limits no bench load reaches: what admitting against them costs, not a refusal. */
 const GENEROUS_LIMITS = { requestsPerMinute: 100_000_000, tokensPerMinute: 2_000_000_000, concurrentCalls: 100_000 };
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -232,7 +230,7 @@ function start(name: string, args: string[], env: Record<string, string> = {}): 
   });
 }
 
-/** BENCH_MODEL_RULES: rules and an allow-list that the benchmark's model (`bench-model`) matches last. */
+/** BENCH_FEATURES: rules and an allow-list that the benchmark's model (`bench-model`) matches last. */
 function modelPricing() {
   const families = ['gpt-4o-mini', 'gpt-4o', 'gpt-4.1-nano', 'gpt-4.1-mini', 'gpt-4.1', 'o1', 'o3-mini', 'o4-mini', 'claude-3-5-haiku', 'claude-3-7-sonnet', 'claude-sonnet-4', 'claude-opus-4'];
   const ppm = (n: number) => String(n * 250_000);
@@ -244,17 +242,20 @@ function modelPricing() {
   return { modelRules, allowedModels: [...families.slice(0, 11).map((f) => `${f}*`), 'bench-model'], outputCapPolicy: 'clamp' };
 }
 
-/** A tenant with USERS end users on a plan with a huge quota (and these rate limits), through the Admin API. */
-async function provision(nexusUrl: string, upstreamUrl: string, rateLimits?: object): Promise<{ gatewayBaseUrl: string; apiKeys: string[] }> {
+/**
+ * A tenant with USERS end users on a plan with a huge quota, through the Admin API; with `features`, its
+ * strategy prices per model and its plan has rate limits (BENCH_FEATURES).
+ */
+async function provision(nexusUrl: string, upstreamUrl: string, features = false): Promise<{ gatewayBaseUrl: string; apiKeys: string[] }> {
   const tenant = await provisionTenant(adminApi(nexusUrl, ROOT_KEY), {
-    name: rateLimits ? 'bench-rate-limits' : 'bench',
+    name: features ? 'bench-rules-and-limits' : 'bench',
     upstreamUrl,
     providerKey: PROVIDER_KEY,
     users: USERS,
     quotaUnits: '1000000000000000',
     allowUnmeteredPassthrough: true,
-    plan: rateLimits ? { rateLimits } : {},
-    strategy: MODEL_RULES ? modelPricing() : {},
+    plan: features ? { rateLimits: GENEROUS_LIMITS } : {},
+    strategy: features ? modelPricing() : {},
   });
   return { gatewayBaseUrl: tenant.gatewayBaseUrl, apiKeys: tenant.users.map((u) => u.apiKey) };
 }
@@ -433,13 +434,13 @@ async function main(): Promise<void> {
     children.push(upstream.child);
     const floor = await start('floor', [upstream.url]);
     children.push(floor.child);
-    const nexuses: { label: string; pid: number | undefined; gatewayBaseUrl: string; apiKeys: string[]; limited?: { gatewayBaseUrl: string; apiKeys: string[] } }[] = [];
+    const nexuses: { label: string; pid: number | undefined; gatewayBaseUrl: string; apiKeys: string[]; featured?: { gatewayBaseUrl: string; apiKeys: string[] } }[] = [];
     for (const [i, build] of BUILDS.entries()) {
       const nexus = await startNexus(build, schemas[i]!);
       children.push(nexus.child);
       const tenant = await provision(nexus.url, upstream.url);
-      const limited = RATE_LIMITS ? await provision(nexus.url, upstream.url, GENEROUS_LIMITS) : undefined;
-      nexuses.push({ label: build === 'compiled' ? 'nexus' : 'nexus (tsx)', pid: nexus.child.pid, ...tenant, ...(limited ? { limited } : {}) });
+      const featured = FEATURES ? await provision(nexus.url, upstream.url, true) : undefined;
+      nexuses.push({ label: build === 'compiled' ? 'nexus' : 'nexus (tsx)', pid: nexus.child.pid, ...tenant, ...(featured ? { featured } : {}) });
     }
     process.stderr.write(`Measuring ${DURATION}s per phase, ${CONNECTIONS} connections under load...\n`);
     const path = '/v1/chat/completions';
@@ -454,11 +455,23 @@ async function main(): Promise<void> {
       // rows keep one order, which medianRows needs.
       const byLabel = new Map<string, Row[]>();
       for (const nexus of round % 2 ? [...nexuses].reverse() : nexuses) {
+        // The plain tenant and the one with rules and limits, in the other order every other round too.
+        const plain = () => measure(nexus.label, `${nexus.gatewayBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid);
+        const featured = nexus.featured;
+        const withFeatures = () =>
+          featured ? measure(`${nexus.label}, rules and limits`, `${featured.gatewayBaseUrl}${path}`, {}, featured.apiKeys, nexus.pid) : Promise.resolve([]);
+        let plainRows: Row[];
+        let featuredRows: Row[];
+        if (round % 2) {
+          featuredRows = await withFeatures();
+          plainRows = await plain();
+        } else {
+          plainRows = await plain();
+          featuredRows = await withFeatures();
+        }
         byLabel.set(nexus.label, [
-          ...(await measure(nexus.label, `${nexus.gatewayBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid)),
-          ...(nexus.limited
-            ? await measure(`${nexus.label}, rate limits`, `${nexus.limited.gatewayBaseUrl}${path}`, {}, nexus.limited.apiKeys, nexus.pid)
-            : []),
+          ...plainRows,
+          ...featuredRows,
           ...(await measure(`${nexus.label}, 1 user`, `${nexus.gatewayBaseUrl}${path}`, { authorization: `Bearer ${nexus.apiKeys[0]}` }, [], nexus.pid)),
           // Diagnostic: the same proxy without metering (an endpoint with no usage inspector, passthrough allowed).
           ...(await measure(`${nexus.label}, unmetered`, `${nexus.gatewayBaseUrl}/v1/unmetered`, {}, nexus.apiKeys, nexus.pid)),
@@ -497,17 +510,17 @@ async function main(): Promise<void> {
         console.log(`| ${label} | ${mode} | ${share(nx)} | ${share(one)} | ${bestShare} | ${f(nx.lightP50 - fl.lightP50)} | ${f(nx.lightP99 - fl.lightP99)} | ${ttfbDelta} |`);
       }
     }
-    if (RATE_LIMITS) {
-      console.log('\n| target | mode | with rate limits / without, req/s | best round of each | added p50 (light) | added p99 (light) |');
+    if (FEATURES) {
+      console.log('\n| target | mode | with rules and limits / without, req/s | best round of each | added p50 (light) | added p99 (light) |');
       console.log('|---|---|---:|---:|---:|---:|');
       for (const { label } of nexuses) {
         for (const mode of ['json', 'stream']) {
           const plain = rows.find((r) => r.target === label && r.mode === mode);
-          const limited = rows.find((r) => r.target === `${label}, rate limits` && r.mode === mode);
-          if (!plain || !limited) continue;
-          const bestShare = `${((100 * best(`${label}, rate limits`, mode)) / best(label, mode)).toFixed(1)}%`;
+          const featured = rows.find((r) => r.target === `${label}, rules and limits` && r.mode === mode);
+          if (!plain || !featured) continue;
+          const bestShare = `${((100 * best(`${label}, rules and limits`, mode)) / best(label, mode)).toFixed(1)}%`;
           console.log(
-            `| ${label}, rate limits | ${mode} | ${((100 * limited.rps) / plain.rps).toFixed(1)}% | ${bestShare} | ${f(limited.lightP50 - plain.lightP50)} | ${f(limited.lightP99 - plain.lightP99)} |`,
+            `| ${label}, rules and limits | ${mode} | ${((100 * featured.rps) / plain.rps).toFixed(1)}% | ${bestShare} | ${f(featured.lightP50 - plain.lightP50)} | ${f(featured.lightP99 - plain.lightP99)} |`,
           );
         }
       }
