@@ -44,6 +44,7 @@ beforeAll(async () => {
   secondAccessId = second.data!.access.id;
   await seedEvent('2026-03-01T10:05:00Z', { accessId: tenant.accessId, model: 'gpt-a', units: 10, input: 4, output: 3 });
   await seedEvent('2026-03-01T10:55:00Z', { accessId: secondAccessId, model: 'gpt-a', units: 5, input: 2, output: 1 });
+  await seedEvent('2026-03-01T10:30:00Z', { accessId: tenant.accessId, model: 'gpt-b', units: 2, input: 1, output: 1 });
   await seedEvent('2026-03-01T11:00:00Z', { accessId: tenant.accessId, model: 'gpt-b', units: 7, input: 1, output: 3 });
   await seedEvent('2026-03-02T09:00:00Z', { accessId: tenant.accessId, model: null, units: 1, input: 1, output: 0 });
   // Outside every range asked below.
@@ -63,6 +64,7 @@ describe('getUsageSummary', () => {
     expect(res.data).toMatchObject({ workspaceId: tenant.workspaceId, since: '2026-03-01T00:00:00.000Z', until: '2026-03-03T00:00:00.000Z', granularity: 'hour', groupBy: 'model' });
     expect(res.data!.buckets).toEqual([
       { start: '2026-03-01T10:00:00.000Z', key: 'gpt-a', units: '15', inputTokens: '6', cachedInputTokens: '0', outputTokens: '4', events: 2 },
+      { start: '2026-03-01T10:00:00.000Z', key: 'gpt-b', units: '2', inputTokens: '1', cachedInputTokens: '0', outputTokens: '1', events: 1 },
       { start: '2026-03-01T11:00:00.000Z', key: 'gpt-b', units: '7', inputTokens: '1', cachedInputTokens: '0', outputTokens: '3', events: 1 },
       { start: '2026-03-02T09:00:00.000Z', key: '', units: '1', inputTokens: '1', cachedInputTokens: '0', outputTokens: '0', events: 1 },
     ]);
@@ -74,9 +76,23 @@ describe('getUsageSummary', () => {
     const rows = res.data!.buckets.map((b) => [b.start, b.key, b.units, b.events]);
     expect(rows).toEqual(
       [
-        ['2026-03-01T00:00:00.000Z', tenant.accessId, '17', 2],
+        ['2026-03-01T00:00:00.000Z', tenant.accessId, '19', 3],
         ['2026-03-01T00:00:00.000Z', secondAccessId, '5', 1],
         ['2026-03-02T00:00:00.000Z', tenant.accessId, '1', 1],
+      ].sort((a, b) => `${a[0]}${a[1]}`.localeCompare(`${b[0]}${b[1]}`)),
+    );
+  });
+
+  it('by hour and access: the models of an access in the same hour are one bucket', async () => {
+    const res = await getUsageSummary({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { ...RANGE, granularity: 'hour', groupBy: 'access' } });
+    expect(res.response.status).toBe(200);
+    const rows = res.data!.buckets.map((b) => [b.start, b.key, b.units, b.inputTokens, b.outputTokens, b.events]);
+    expect(rows).toEqual(
+      [
+        ['2026-03-01T10:00:00.000Z', tenant.accessId, '12', '5', '4', 2],
+        ['2026-03-01T10:00:00.000Z', secondAccessId, '5', '2', '1', 1],
+        ['2026-03-01T11:00:00.000Z', tenant.accessId, '7', '1', '3', 1],
+        ['2026-03-02T09:00:00.000Z', tenant.accessId, '1', '1', '0', 1],
       ].sort((a, b) => `${a[0]}${a[1]}`.localeCompare(`${b[0]}${b[1]}`)),
     );
   });

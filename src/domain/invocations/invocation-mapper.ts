@@ -94,7 +94,7 @@ export function toUsageSummaryDto(workspaceId: string, granularity: UsageGranula
     granularity,
     groupBy,
     buckets: summary.buckets.map((b) => ({
-      start: b.start.toISOString(),
+      start: b.start,
       key: b.key,
       units: b.units as Int64String,
       inputTokens: b.input_tokens as Int64String,

