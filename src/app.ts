@@ -141,12 +141,6 @@ function isMePath(url: string): boolean {
   return url === '/v1/me' || url.startsWith('/v1/me?');
 }
 
-/** Throws on a stray bigint in a response body: 64-bit values go out as decimal strings. */
-function jsonReplacer(key: string, value: unknown): unknown {
-  if (typeof value === 'bigint') throw new TypeError(`bigint in a response body at '${key}': map it to a decimal string`);
-  return value;
-}
-
 export async function buildApp(config: Config, overrides: Overrides = {}): Promise<NexusApp> {
   const logger = overrides.logger ?? createLogger(config.logLevel);
   const clock = overrides.clock ?? systemClock;
@@ -220,7 +214,6 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.set('json replacer', jsonReplacer);
   app.set('query parser', 'simple');
   const observer = requestObserver({ logger, metrics, inflight, tracer });
   app.use(observer.middleware((req) => api.operationIdOf(req)));
