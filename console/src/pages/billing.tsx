@@ -284,6 +284,7 @@ export function BillingPage({ client, workspace }: PageProps) {
     const res = await action.run('Creating the billing connection…', () => createBillingConnection({ client, path: { workspaceId }, body: form, headers: { 'Idempotency-Key': idempotencyKey() } }));
     if (res) {
       setOpen(res.data.id);
+      setForm({ ...form, name: '' });
       list.reload();
     }
   };
