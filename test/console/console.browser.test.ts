@@ -15,7 +15,9 @@ import OpenAI from 'openai';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemActor } from '../../src/domain/actor.js';
-import { createWorkspace, listProviderConnections } from '../support/sdk.js';
+import { ACCESS_ID_METADATA_KEY } from '../../src/domain/billing/billing-types.js';
+import { FakeStripe } from '../billing/fake-stripe.js';
+import { createWorkspace, listBillingConnections, listBillingWebhookEvents, listPlans, listProviderConnections, provisionWorkspaceUser } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
@@ -45,6 +47,7 @@ const shots = join(projectRoot, 'test-results', 'console');
 describe.skipIf(!executablePath)('the operator console in Chromium', () => {
   let t: TestApp;
   let upstream: FakeUpstream;
+  let stripe: FakeStripe;
   let browser: Browser;
   let page: Page;
   const browserErrors: string[] = [];
@@ -60,7 +63,8 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     // The console as `npm run build` makes it (dist/console), fresh.
     execFileSync(process.execPath, [join(projectRoot, 'scripts', 'build-console.mjs')], { cwd: projectRoot, stdio: 'pipe' });
     mkdirSync(shots, { recursive: true });
-    t = await startTestApp();
+    stripe = await new FakeStripe().start();
+    t = await startTestApp({ env: { NEXUS_STRIPE_API_BASE_URL: stripe.url } });
     upstream = await startOpenAiUpstream({ apiKey: providerKey });
     browser = await chromium.launch({ executablePath, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
     const context = await browser.newContext({ viewport: { width: 1360, height: 900 }, locale: 'en-GB', timezoneId: 'UTC' });
@@ -77,6 +81,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await browser?.close();
     await t?.close();
     await upstream?.close();
+    await stripe?.close();
   });
 
   it('is served at /console with a strict CSP, and never by the API router', async () => {
@@ -203,7 +208,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     // Billing and audit pages.
     await go('Billing');
     await page.getByText('No billing connection').waitFor();
-    await shot('09-billing');
+    await shot('09-billing-empty');
     await go('Audit log');
     await page.getByRole('cell', { name: /workspace_access/ }).first().waitFor();
     await shot('10-audit');
@@ -237,4 +242,71 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
 
     expect(browserErrors).toEqual([]);
   }, 180_000);
+  it('billing: connects Stripe, verifies its credential, maps a product, and replays a webhook that failed until it is processed', async () => {
+    // Signed in (with the workspace's scoped key) from the test before.
+    await page.getByRole('link', { name: 'Acme production' }).click();
+    const workspaceId = (await page.evaluate(() => location.hash)).split('/')[2]!;
+    const { data: plans } = await listPlans({ client: t.client, path: { workspaceId } });
+    const bob = await provisionWorkspaceUser({ client: t.client, path: { workspaceId }, body: { externalUserId: 'bob', email: 'bob@example.com', planId: plans![0]!.id } });
+    expect(bob.response.status).toBe(201);
+    await go('Billing');
+
+    const credential = `sk_test_console_${Date.now()}`;
+    stripe.validKeys.add(credential);
+    const secret = 'whsec_console_0123456789abcdef';
+    const create = page.getByRole('form', { name: 'Connect a billing provider' });
+    await create.getByLabel('Name').fill('Stripe test');
+    await create.getByRole('button', { name: 'Create billing connection' }).click();
+    await page.getByRole('form', { name: 'Provider credential' }).getByLabel('Credential').fill(credential);
+    await page.getByRole('button', { name: 'Save credential' }).click();
+    await page.getByRole('button', { name: 'Verify credential' }).click();
+    await page.getByRole('row', { name: /Stripe test.*VERIFIED/ }).waitFor();
+    await page.getByRole('form', { name: 'Webhook signing secret' }).getByLabel('Secret').fill(secret);
+    await page.getByRole('button', { name: 'Save secret' }).click();
+    await page.getByRole('row', { name: /Stripe test.*VERIFIED set/ }).waitFor();
+    expect(await page.content()).not.toContain(credential);
+    expect(await page.content()).not.toContain(secret);
+
+    const mapping = page.getByRole('form', { name: 'Map a product to a plan' });
+    await mapping.getByLabel('External product id').fill('prod_console');
+    await mapping.getByRole('button', { name: 'Add mapping' }).click();
+    await page.getByRole('cell', { name: 'prod_console' }).first().waitFor();
+
+    // Stripe reports bob's subscription; the first read of it fails, so the event is FAILED until replayed.
+    stripe.prices.set('price_console', 'prod_console');
+    const now = Date.now();
+    const sub = stripe.createSubscription({
+      price: 'price_console',
+      metadata: { [ACCESS_ID_METADATA_KEY]: bob.data!.access.id },
+      // From now: the plan's strategy is bound from the moment the test before published it.
+      period: { start: new Date(now), end: new Date(now + 30 * 86_400_000) },
+    });
+    stripe.failReads = 1;
+    const { data: connections } = await listBillingConnections({ client: t.client, path: { workspaceId } });
+    const connection = connections![0]!;
+    const event = stripe.event('customer.subscription.created', stripe.snapshot(sub.id), new Date(now));
+    const delivered = await t.fetch(connection.webhookUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'stripe-signature': FakeStripe.sign(event.body, secret, new Date()) },
+      body: event.body,
+    });
+    expect(delivered.status).toBe(200);
+    await expect
+      .poll(async () => (await listBillingWebhookEvents({ client: t.client, path: { connectionId: connection.id } })).data?.[0]?.status)
+      .toBe('FAILED');
+
+    await page.getByLabel('Status').selectOption('FAILED');
+    await page.getByRole('row', { name: /^customer\.subscription\.created.*FAILED/ }).waitFor();
+    await shot('09-billing');
+    await page.getByRole('button', { name: 'Replay' }).click();
+    await page.getByText('No webhook event with status failed').waitFor();
+    await page.getByLabel('Status').selectOption('');
+    await page.getByRole('row', { name: /^customer\.subscription\.created.*PROCESSED/ }).waitFor();
+
+    // The subscription the event reported, for bob.
+    await page.getByRole('region', { name: 'External subscriptions' }).getByLabel('User').selectOption({ label: 'bob' });
+    await page.getByRole('cell', { name: new RegExp(sub.id) }).first().waitFor();
+    await shot('12-billing-processed');
+    expect(browserErrors).toEqual([]);
+  }, 120_000);
 });
