@@ -155,6 +155,8 @@ async function tenant(via: NexusProcess, upstreamUrl: string, quotaUnits: number
 
 // ---- the database's view ----------------------------------------------------------------------
 const db = new pg.Pool({ connectionString: DATABASE_URL, max: 4, options: `-c search_path=${SCHEMA}` });
+// The outage ends this pool's idle connections too: the pool drops them, and the next query opens new ones.
+db.on('error', () => {});
 
 async function period(accessId: string) {
   const { rows } = await db.query(
@@ -301,11 +303,18 @@ async function outageScenario(upstream: string): Promise<Row> {
   });
   await sleep(3000);
   phase = 'during';
-  if (proxy) await proxy.cut();
-  else execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', clusterVersion(), 'main', 'stop', '-m', 'fast']);
-  await sleep(10_000);
-  if (proxy) await proxy.restore();
-  else execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', clusterVersion(), 'main', 'start']);
+  if (proxy) {
+    await proxy.cut();
+    await sleep(10_000);
+    await proxy.restore();
+  } else {
+    execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', clusterVersion(), 'main', 'stop', '-m', 'fast']);
+    try {
+      await sleep(10_000);
+    } finally {
+      execFileSync('pg_ctlcluster', ['--skip-systemctl-redirect', clusterVersion(), 'main', 'start']);
+    }
+  }
   phase = 'after';
   await sleep(5000);
   stop = true;
