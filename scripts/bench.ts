@@ -28,8 +28,9 @@
  * BENCH_FEATURES=1 adds the target 'nexus, rules and limits': the same load on end users whose strategy has
  * per-model pricing (docs/pricing.md: 24 model rules, the benchmark's model matched by the last, and an allow-list
  * of 12 patterns with it last) and whose plan has generous rate limits (docs/rate-limits.md: requests and tokens
- * per minute, concurrent calls, none reached), measured right after 'nexus' in each round; it prints that
- * target's throughput as a share of the plain one's.
+ * per minute, concurrent calls, none reached), measured beside 'nexus' in each round (after it in odd rounds,
+ * before it in even ones: the target measured second tends to be the slower); it prints that target's
+ * throughput as a share of the plain one's.
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
  * schema, dropped at the end.
  */
