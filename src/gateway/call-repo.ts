@@ -16,7 +16,7 @@ import { jsonArray, RowJson } from '../db/row-json.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Pricing, StoredModelRule } from '../domain/quota/model-pricing.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
-import { leaseCallSettlementCtes } from '../domain/quota/settlement-sql.js';
+import { leaseCallSettlementCtes, lockedInIdOrder } from '../domain/quota/settlement-sql.js';
 import { newId } from '../ids.js';
 import { namedQuery } from './gateway-db.js';
 
@@ -145,14 +145,12 @@ select count(*) as n from recorded`;
 /**
  * A process's heartbeat: its leases ($1, ids) still HELD now expire at $2, and its calls in flight on them
  * ($3) are written as they stand at $4 (lease_calls). Returns the leases renewed: the others are lost.
- * The leases are locked in id order, as the record statement locks them (settlement-sql.ts).
+ * The leases are locked in id order (lockedInIdOrder).
  */
 const HEARTBEAT = `
 with renewed as (
   update quota_reservations set expires_at = cast($2 as timestamptz)
-   where id in (select id from quota_reservations
-                 where id in (select cast(value as uuid) from json_array_elements_text(cast($1 as json)))
-                 order by id for update)
+   where id in ${lockedInIdOrder('quota_reservations', 'select cast(value as uuid) from json_array_elements_text(cast($1 as json))')}
      and status = 'HELD' and kind = 'LEASE'
   returning id
 ), calls as (

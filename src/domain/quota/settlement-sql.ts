@@ -14,12 +14,19 @@
  * - A charged call appends exactly one USAGE event (at most its bound) and an
  *   ADJUSTMENT event for anything consumed beyond it; its events name the lease
  *   and the invocation.
- * Leases, then periods, are locked in id order, as the heartbeat and the
- * reclaim lock leases: two statements that touch the same rows wait for each
- * other instead of deadlocking.
+ * Leases, then periods, are locked in id order (lockedInIdOrder).
  * The CTEs leave every call they settled in `settled`; the gateway's record
  * statement (src/gateway/call-repo.ts) adds its invocations and final select.
  */
+
+/**
+ * The rows of `table` whose ids `ids` (a subquery) names, locked in id order: every statement that locks
+ * several leases (the record statement, a process's heartbeat, the reclaim) or several periods takes them in
+ * that order, so two of them that touch the same rows wait for each other instead of deadlocking. Used as
+ * `where id in ${lockedInIdOrder(...)}` in an UPDATE that would otherwise lock rows in its plan's order.
+ */
+export const lockedInIdOrder = (table: 'quota_reservations' | 'quota_periods', ids: string) =>
+  `(select id from ${table} where id in (${ids}) order by id for update)`;
 
 /** A call admitted on a quota lease, as the statement reads it (`units` is 0 when it is not charged). */
 interface LeaseCallSettlement {
@@ -66,7 +73,7 @@ lc as (
      set reserved_units = q.reserved_units - t.take, consumed_units = coalesce(q.consumed_units, 0) + t.units
     from (select lease_id, sum(take) as take, sum(units) as units from lc group by lease_id) t
    where q.id = t.lease_id and q.status = 'HELD' and q.kind = 'LEASE'
-     and q.id in (select id from quota_reservations where id in (select lease_id from lc) order by id for update)
+     and q.id in ${lockedInIdOrder('quota_reservations', 'select lease_id from lc')}
   returning q.id
 ), settled as (
   select q.id, q.workspace_id, q.workspace_access_id, q.quota_period_id, lc.bound, lc.units, lc.charged,
@@ -79,7 +86,7 @@ lc as (
      set reserved_units = qp.reserved_units - t.take, consumed_units = qp.consumed_units + t.units
     from (select quota_period_id, sum(take) as take, sum(units) as units from settled group by quota_period_id) t
    where qp.id = t.quota_period_id
-     and qp.id in (select id from quota_periods where id in (select quota_period_id from settled) order by id for update)
+     and qp.id in ${lockedInIdOrder('quota_periods', 'select quota_period_id from settled')}
   returning qp.id
 ), u as (
   insert into usage_events (${USAGE_COLUMNS})
