@@ -28,9 +28,8 @@
  * BENCH_FEATURES=1 adds the target 'nexus, rules and limits': the same load on end users whose strategy has
  * per-model pricing (docs/pricing.md: 24 model rules, the benchmark's model matched by the last, and an allow-list
  * of 12 patterns with it last) and whose plan has generous rate limits (docs/rate-limits.md: requests and tokens
- * per minute, concurrent calls, none reached), measured beside 'nexus' in each round (after it in odd rounds,
- * before it in even ones: the target measured second tends to be the slower); it prints that target's
- * throughput as a share of the plain one's.
+ * per minute, concurrent calls, none reached), measured beside 'nexus' in each round, first and second in
+ * turn (inTurn); it prints that target's throughput as a share of the plain one's.
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
  * schema, dropped at the end.
  */
@@ -229,6 +228,18 @@ function start(name: string, args: string[], env: Record<string, string> = {}): 
     child.stdout!.on('data', onData);
     child.on('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
   });
+}
+
+/**
+ * Runs measurements one after the other, in the reverse order every other round: the host's noise drifts, and
+ * the one measured second tends to come out slower. Their results keep the given order (medianRows needs it).
+ */
+async function inTurn<T>(round: number, runs: (() => Promise<T>)[]): Promise<T[]> {
+  const results: T[] = new Array(runs.length);
+  const order = runs.map((_, i) => i);
+  if (round % 2) order.reverse();
+  for (const i of order) results[i] = await runs[i]!();
+  return results;
 }
 
 /** BENCH_FEATURES: rules and an allow-list that the benchmark's model (`bench-model`) matches last. */
@@ -452,33 +463,24 @@ async function main(): Promise<void> {
         ...(await measure('direct', `${upstream.url}${path}`, { authorization: `Bearer ${PROVIDER_KEY}` })),
         ...(await measure('floor', `${floor.url}/providers/x${path}`, {}, [], floor.child.pid)),
       ];
-      // With two builds, every other round measures them in the other order (the host's noise drifts); their
-      // rows keep one order, which medianRows needs.
-      const byLabel = new Map<string, Row[]>();
-      for (const nexus of round % 2 ? [...nexuses].reverse() : nexuses) {
-        // The plain tenant and the one with rules and limits, in the other order every other round too.
-        const plain = () => measure(nexus.label, `${nexus.gatewayBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid);
-        const featured = nexus.featured;
-        const withFeatures = () =>
-          featured ? measure(`${nexus.label}, rules and limits`, `${featured.gatewayBaseUrl}${path}`, {}, featured.apiKeys, nexus.pid) : Promise.resolve([]);
-        let plainRows: Row[];
-        let featuredRows: Row[];
-        if (round % 2) {
-          featuredRows = await withFeatures();
-          plainRows = await plain();
-        } else {
-          plainRows = await plain();
-          featuredRows = await withFeatures();
-        }
-        byLabel.set(nexus.label, [
-          ...plainRows,
-          ...featuredRows,
-          ...(await measure(`${nexus.label}, 1 user`, `${nexus.gatewayBaseUrl}${path}`, { authorization: `Bearer ${nexus.apiKeys[0]}` }, [], nexus.pid)),
-          // Diagnostic: the same proxy without metering (an endpoint with no usage inspector, passthrough allowed).
-          ...(await measure(`${nexus.label}, unmetered`, `${nexus.gatewayBaseUrl}/v1/unmetered`, {}, nexus.apiKeys, nexus.pid)),
-        ]);
-      }
-      for (const nexus of nexuses) rows.push(...byLabel.get(nexus.label)!);
+      const builds = await inTurn(
+        round,
+        nexuses.map((nexus) => async () => {
+          const featured = nexus.featured;
+          const [plainRows, featuredRows] = await inTurn(round, [
+            () => measure(nexus.label, `${nexus.gatewayBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid),
+            () => (featured ? measure(`${nexus.label}, rules and limits`, `${featured.gatewayBaseUrl}${path}`, {}, featured.apiKeys, nexus.pid) : Promise.resolve([])),
+          ]);
+          return [
+            ...plainRows!,
+            ...featuredRows!,
+            ...(await measure(`${nexus.label}, 1 user`, `${nexus.gatewayBaseUrl}${path}`, { authorization: `Bearer ${nexus.apiKeys[0]}` }, [], nexus.pid)),
+            // Diagnostic: the same proxy without metering (an endpoint with no usage inspector, passthrough allowed).
+            ...(await measure(`${nexus.label}, unmetered`, `${nexus.gatewayBaseUrl}/v1/unmetered`, {}, nexus.apiKeys, nexus.pid)),
+          ];
+        }),
+      );
+      rows.push(...builds.flat());
       rounds.push(rows);
     }
     const rows = medianRows(rounds);
