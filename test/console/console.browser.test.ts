@@ -242,6 +242,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
 
     expect(browserErrors).toEqual([]);
   }, 180_000);
+
   it('billing: connects Stripe, verifies its credential, maps a product, and replays a webhook that failed until it is processed', async () => {
     // Signed in (with the workspace's scoped key) from the test before.
     await page.getByRole('link', { name: 'Acme production' }).click();
