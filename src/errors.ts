@@ -1,5 +1,5 @@
 /**
- * One error type, one table from code to HTTP status, one body (DESIGN.md).
+ * One error type, one table from code to HTTP status, one body (the `Error` schema of openapi/openapi.yaml).
  * Add a code here when a new cause appears; never reuse one for another cause.
  */
 import { isDatabaseUnavailable } from './db/unavailable.js';

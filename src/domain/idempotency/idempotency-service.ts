@@ -1,5 +1,5 @@
 /**
- * Idempotency-Key (DESIGN.md): the same key and body within 24 h replays the first
+ * Idempotency-Key (docs/decisions.md, "Idempotency"): the same key and body within 24 h replays the first
  * answer; the same key with another body or path is refused. The key is claimed
  * (a row without a response) before the operation runs, so two concurrent
  * retries cannot both execute it. A claim left unfinished for longer than any

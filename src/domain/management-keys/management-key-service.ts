@@ -1,5 +1,5 @@
 /**
- * Management Keys (DESIGN.md): the root key from NEXUS_MANAGEMENT_KEY, or one
+ * Management Keys (docs/decisions.md, "Management keys"): the root key from NEXUS_MANAGEMENT_KEY, or one
  * generated, stored hashed and printed once on first start; scoped keys created
  * with the CLI that see only their workspaces. Only hashes are stored.
  */

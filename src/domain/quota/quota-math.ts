@@ -1,5 +1,5 @@
 /**
- * Pure quota arithmetic (DESIGN.md "Quota"): units of a call (its bound before
+ * Pure quota arithmetic (docs/pricing.md): units of a call (its bound before
  * it, its charge after it), period lengths and the plan-change proration.
  * bigint throughout; no I/O.
  */

@@ -2,7 +2,7 @@
  * What the Admin API and the housekeeping need of quota: the snapshot of an
  * access's period, and the sweep of the quota leases a dead process left
  * behind. Admission and settlement of calls are the leases' (quota-leases.ts).
- * Invariants (DESIGN.md): holds never take consumed + reserved past granted;
+ * Invariants (docs/decisions.md, "Plans, strategies, accesses and quota"): holds never take consumed + reserved past granted;
  * every charged call writes exactly one USAGE event, plus one ADJUSTMENT for
  * what it consumed beyond its bound.
  */
