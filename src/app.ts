@@ -98,6 +98,17 @@ function docsPage(server: string): string {
  * no frame). index.html is revalidated on every load so a new build is picked up; the bundles too,
  * since their names carry no hash.
  */
+/**
+ * The API reference's renderer, one prebuilt file: scripts/build.mjs copies it from @scalar/api-reference
+ * (a development dependency, so production installs none of its tool chain) to dist/docs/. Run from src/
+ * without a build, the package's own copy serves.
+ */
+function apiReferenceBundle(): string {
+  const vendored = join(root, 'dist', 'docs', 'standalone.js');
+  if (existsSync(vendored)) return vendored;
+  return join(dirname(createRequire(import.meta.url).resolve('@scalar/api-reference')), 'browser', 'standalone.js');
+}
+
 function consoleRouter(dir: string): express.Router {
   const router = express.Router();
   router.use((_req: Request, res: Response, next: () => void) => {
@@ -273,8 +284,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   app.get('/openapi.json', (req: Request, res: Response) => {
     res.json(contractFor(definition, publicUrl.forRequest(req)));
   });
-  const require = createRequire(import.meta.url);
-  const scalarBundle = join(dirname(require.resolve('@scalar/api-reference')), 'browser', 'standalone.js');
+  const scalarBundle = apiReferenceBundle();
   app.get('/docs', (req: Request, res: Response) => {
     res.type('html').send(docsPage(publicUrl.forRequest(req)));
   });
