@@ -71,7 +71,8 @@ for (const [sourceDir, outDir] of [
   });
 }
 removeOrphans(join(root, 'src'), dist);
-const apiReference = dirname(createRequire(import.meta.url).resolve('@scalar/api-reference'));
+const require = createRequire(import.meta.url);
+const apiReference = dirname(require.resolve('@scalar/api-reference'));
 mkdirSync(join(dist, 'docs'), { recursive: true });
 copyFileSync(join(apiReference, 'browser', 'standalone.js'), join(dist, 'docs', 'standalone.js'));
 console.log(`built dist/ in ${Math.round(performance.now() - started)} ms`);

@@ -106,7 +106,8 @@ function docsPage(server: string): string {
 function apiReferenceBundle(): string {
   const vendored = join(root, 'dist', 'docs', 'standalone.js');
   if (existsSync(vendored)) return vendored;
-  return join(dirname(createRequire(import.meta.url).resolve('@scalar/api-reference')), 'browser', 'standalone.js');
+  const require = createRequire(import.meta.url);
+  return join(dirname(require.resolve('@scalar/api-reference')), 'browser', 'standalone.js');
 }
 
 function consoleRouter(dir: string): express.Router {
