@@ -11,7 +11,7 @@
 # test/spine/release.test.ts runs the same script and this file's CMD and HEALTHCHECK as plain processes
 # (it reads them from here), where no container runtime is available.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
