@@ -30,8 +30,8 @@ ENV NODE_ENV=production \
     NEXUS_DATA_DIR=/var/lib/nexus
 WORKDIR /app
 COPY --from=build /release /app
-# The code belongs to root and is read-only to the server; only the data directory (used by the embedded
-# database, when DATABASE_URL is unset) is the node user's.
+# The code belongs to root and is read-only to the server; only the data directory (the outage spool of call
+# records, and the embedded database when DATABASE_URL is unset) is the node user's.
 RUN mkdir -p /var/lib/nexus && chown node:node /var/lib/nexus
 USER node
 EXPOSE 8080
