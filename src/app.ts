@@ -98,18 +98,6 @@ function docsPage(server: string): string {
  * no frame). index.html is revalidated on every load so a new build is picked up; the bundles too,
  * since their names carry no hash.
  */
-/**
- * The API reference's renderer, one prebuilt file: scripts/build.mjs copies it from @scalar/api-reference
- * (a development dependency, so production installs none of its tool chain) to dist/docs/. Run from src/
- * without a build, the package's own copy serves.
- */
-function apiReferenceBundle(): string {
-  const vendored = join(root, 'dist', 'docs', 'standalone.js');
-  if (existsSync(vendored)) return vendored;
-  const require = createRequire(import.meta.url);
-  return join(dirname(require.resolve('@scalar/api-reference')), 'browser', 'standalone.js');
-}
-
 function consoleRouter(dir: string): express.Router {
   const router = express.Router();
   router.use((_req: Request, res: Response, next: () => void) => {
@@ -137,6 +125,18 @@ function consoleRouter(dir: string): express.Router {
       .send(built ? 'Not found in the console.\n' : 'The console is not built: run `npm run build` (it writes dist/console).\n');
   });
   return router;
+}
+
+/**
+ * The API reference's renderer, one prebuilt file: scripts/build.mjs copies it from @scalar/api-reference
+ * (a development dependency, so production installs none of its tool chain) to dist/docs/. Run from src/
+ * without a build, the package's own copy serves.
+ */
+function apiReferenceBundle(): string {
+  const vendored = join(root, 'dist', 'docs', 'standalone.js');
+  if (existsSync(vendored)) return vendored;
+  const require = createRequire(import.meta.url);
+  return join(dirname(require.resolve('@scalar/api-reference')), 'browser', 'standalone.js');
 }
 
 /**
