@@ -11,7 +11,7 @@
 # test/spine/release.test.ts runs the same script and this file's CMD and HEALTHCHECK as plain processes
 # (it reads them from here), where no container runtime is available.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
@@ -30,8 +30,8 @@ ENV NODE_ENV=production \
     NEXUS_DATA_DIR=/var/lib/nexus
 WORKDIR /app
 COPY --from=build /release /app
-# The code belongs to root and is read-only to the server; only the data directory (used by the embedded
-# database, when DATABASE_URL is unset) is the node user's.
+# The code belongs to root and is read-only to the server; only the data directory (the outage spool of call
+# records, and the embedded database when DATABASE_URL is unset) is the node user's.
 RUN mkdir -p /var/lib/nexus && chown node:node /var/lib/nexus
 USER node
 EXPOSE 8080

@@ -10,12 +10,16 @@
  * dist/ mirrors src/, so what src/ finds relative to itself (generated/openapi.json from src/app.ts,
  * one level up) it finds from dist/ too; src/db/migrate.ts knows both layouts.
  *
+ * The API reference's renderer (/docs/standalone.js) is one prebuilt file of @scalar/api-reference, a
+ * development dependency: copied to dist/docs/ here, so production installs none of its tool chain.
+ *
  * Compiled files whose source is gone are removed; whatever else dist/ holds (the console's build)
  * is left alone.
  */
 import { build } from 'esbuild';
-import { existsSync, readdirSync, rmSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
 
@@ -59,7 +63,7 @@ for (const [sourceDir, outDir] of [
     outdir: outDir,
     platform: 'node',
     format: 'esm',
-    target: 'node20',
+    target: 'node22',
     // Stack traces point at the TypeScript (node --enable-source-maps); the sources stay out of the maps.
     sourcemap: 'linked',
     sourcesContent: false,
@@ -67,4 +71,8 @@ for (const [sourceDir, outDir] of [
   });
 }
 removeOrphans(join(root, 'src'), dist);
+const require = createRequire(import.meta.url);
+const apiReference = dirname(require.resolve('@scalar/api-reference'));
+mkdirSync(join(dist, 'docs'), { recursive: true });
+copyFileSync(join(apiReference, 'browser', 'standalone.js'), join(dist, 'docs', 'standalone.js'));
 console.log(`built dist/ in ${Math.round(performance.now() - started)} ms`);

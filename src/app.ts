@@ -128,6 +128,18 @@ function consoleRouter(dir: string): express.Router {
 }
 
 /**
+ * The API reference's renderer, one prebuilt file: scripts/build.mjs copies it from @scalar/api-reference
+ * (a development dependency, so production installs none of its tool chain) to dist/docs/. Run from src/
+ * without a build, the package's own copy serves.
+ */
+function apiReferenceBundle(): string {
+  const vendored = join(root, 'dist', 'docs', 'standalone.js');
+  if (existsSync(vendored)) return vendored;
+  const require = createRequire(import.meta.url);
+  return join(dirname(require.resolve('@scalar/api-reference')), 'browser', 'standalone.js');
+}
+
+/**
  * `/providers/...` (the gateway), matched on the raw request target; an absolute-form target
  * (`http://host/providers/...`) goes there too, to be refused as the gateway refuses it.
  */
@@ -273,8 +285,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   app.get('/openapi.json', (req: Request, res: Response) => {
     res.json(contractFor(definition, publicUrl.forRequest(req)));
   });
-  const require = createRequire(import.meta.url);
-  const scalarBundle = join(dirname(require.resolve('@scalar/api-reference')), 'browser', 'standalone.js');
+  const scalarBundle = apiReferenceBundle();
   app.get('/docs', (req: Request, res: Response) => {
     res.type('html').send(docsPage(publicUrl.forRequest(req)));
   });

@@ -122,7 +122,20 @@ describe.runIf(usesPostgres)('the release, started as the image starts it', () =
     const compiled = readdirSync(join(release, 'dist', 'migrations')).filter((f) => f.endsWith('.js'));
     expect(compiled.map((f) => f.replace(/\.js$/, '.ts'))).toEqual(sources);
     for (const dev of ['tsx', 'vitest', 'esbuild', '@hey-api/openapi-ts']) expect(existsSync(join(release, 'node_modules', dev)), dev).toBe(false);
-    for (const runtime of ['express', 'knex', 'pg', '@scalar/api-reference']) expect(existsSync(join(release, 'node_modules', runtime)), runtime).toBe(true);
+    for (const runtime of ['express', 'knex', 'pg']) expect(existsSync(join(release, 'node_modules', runtime)), runtime).toBe(true);
+    // The API reference is one prebuilt file in dist/: none of its build tool chain is installed.
+    expect(existsSync(join(release, 'dist', 'docs', 'standalone.js'))).toBe(true);
+    for (const toolChain of ['@scalar/api-reference', 'vue', '@phosphor-icons/core', 'typescript']) {
+      expect(existsSync(join(release, 'node_modules', toolChain)), toolChain).toBe(false);
+    }
+  });
+
+  it('takes at most 150 MB on disk', () => {
+    const du = spawnSync('du', ['-sk', release], { encoding: 'utf8' });
+    expect(du.status, du.stderr).toBe(0);
+    const megabytes = Number(du.stdout.split(/\s/)[0]) / 1024;
+    console.log(`release directory: ${megabytes.toFixed(1)} MB (du -sk)`);
+    expect(megabytes).toBeLessThanOrEqual(150);
   });
 
   it('is healthy once ready, answers, records its migrations by their source names, and stops on SIGTERM with 0', async () => {
@@ -140,6 +153,10 @@ describe.runIf(usesPostgres)('the release, started as the image starts it', () =
         body: JSON.stringify({ name: 'from-the-release' }),
       });
       expect(created.status).toBe(201);
+      const reference = await fetch(`http://127.0.0.1:${port}/docs/standalone.js`);
+      expect(reference.status).toBe(200);
+      expect(reference.headers.get('content-type')).toMatch(/^application\/javascript/);
+      expect((await reference.text()).length).toBeGreaterThan(100_000);
 
       // A database migrated from dist/ is up to date for the sources, and the other way round.
       const client = new pg.Client({ connectionString: databaseUrl });
