@@ -43,8 +43,6 @@ export interface Overrides {
   fetch?: typeof fetch;
   /** Skip running migrations (the caller did). */
   skipMigrations?: boolean;
-  /** Do not create and print a root key (tests, CLI). */
-  skipRootKey?: boolean;
   /**
    * The services, built by the caller over the same db, config, clock, logger and fetch
    * (the test harness, which keeps the domain's test hooks for itself).
@@ -170,21 +168,6 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     await services.rates.sweepExpired(clock.now(), true);
     if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped without releasing them', ...reclaimed });
   }
-  if (!overrides.skipRootKey) {
-    const rootKey = await services.managementKeys.ensureRootKey();
-    if (rootKey) {
-      // Printed once, to the terminal only: it is never logged and never shown again.
-      process.stdout.write(
-        `\nNexus generated a root Management Key (shown only this once, stored hashed):\n\n  ${rootKey}\n\n` +
-          `Set NEXUS_MANAGEMENT_KEY to use a key of your own instead.\n\n`,
-      );
-    } else if (!config.managementKey) {
-      logger.info({
-        msg: 'a root Management Key exists: it was printed once, on the first start. Lost it? Set NEXUS_MANAGEMENT_KEY to use a key of your own',
-      });
-    }
-  }
-
   const definition = loadContract();
   // Traces off: the SDK is not loaded and no span is made.
   const tracing = overrides.tracer ? undefined : await startTracing(config.tracing, definition.info.version);
@@ -378,4 +361,23 @@ export async function listen(nexus: NexusApp, port: number, host: string, shutdo
       return closing;
     },
   };
+}
+
+/**
+ * Without NEXUS_MANAGEMENT_KEY, the first start creates the root Management Key and prints it, once, to the
+ * terminal (never to the log). src/server.ts calls it once the server listens: a start that cannot listen
+ * (its port taken) exits before any key exists, so no key is printed by a process that then dies.
+ */
+export async function announceRootKey(nexus: NexusApp, config: Config): Promise<void> {
+  const rootKey = await nexus.services.managementKeys.ensureRootKey();
+  if (rootKey) {
+    process.stdout.write(
+      `\nNexus generated a root Management Key (shown only this once, stored hashed):\n\n  ${rootKey}\n\n` +
+        `Set NEXUS_MANAGEMENT_KEY to use a key of your own instead.\n\n`,
+    );
+  } else if (!config.managementKey) {
+    nexus.logger.info({
+      msg: 'a root Management Key exists: it was printed once, on the first start. Lost it? Set NEXUS_MANAGEMENT_KEY to use a key of your own',
+    });
+  }
 }
