@@ -76,16 +76,20 @@ function contractFor(definition: Document, server: string): Document {
 
 const htmlAttribute = (value: string) => value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
 
-/** The API reference page; its "Test request" goes to `server`. */
-function docsPage(server: string): string {
+/**
+ * The API reference page; its "Test request" goes to `server`. Its own assets load by relative URL (`up`: the
+ * way from the page's path to the root, '../' for /docs/), so they come from wherever the page came from, a
+ * proxy's path prefix included, and never from a host the request named.
+ */
+function docsPage(server: string, up: string): string {
   const configuration = JSON.stringify({ servers: [{ url: server, description: 'This Nexus' }] });
   return `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Nexus API reference</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"></head>
 <body>
-<script id="api-reference" data-url="${htmlAttribute(`${server}/openapi.json`)}" data-configuration="${htmlAttribute(configuration)}"></script>
-<script src="${htmlAttribute(`${server}/docs/standalone.js`)}"></script>
+<script id="api-reference" data-url="${htmlAttribute(`${up}openapi.json`)}" data-configuration="${htmlAttribute(configuration)}"></script>
+<script src="${htmlAttribute(`${up}docs/standalone.js`)}"></script>
 </body>
 </html>`;
 }
@@ -185,7 +189,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   countStall = registerEventLoopMetrics(metrics.registry, eventLoop.lagSeconds);
   const api = createApi({
     definition,
-    handlers: createHandlers(services, { clock, publicUrl, eventLoop }),
+    handlers: createHandlers(services, { clock, eventLoop }),
     managementKeys: services.managementKeys,
     idempotency: services.idempotency,
     publicUrl,
@@ -259,7 +263,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   const require = createRequire(import.meta.url);
   const scalarBundle = join(dirname(require.resolve('@scalar/api-reference')), 'browser', 'standalone.js');
   app.get('/docs', (req: Request, res: Response) => {
-    res.type('html').send(docsPage(publicUrl.forRequest(req)));
+    res.type('html').send(docsPage(publicUrl.forRequest(req), pathOf(req.originalUrl).endsWith('/') ? '../' : ''));
   });
   app.get('/docs/standalone.js', (_req: Request, res: Response) => {
     res.type('application/javascript').sendFile(scalarBundle);
