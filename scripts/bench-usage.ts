@@ -43,7 +43,7 @@ try {
     HOST: '127.0.0.1',
     PORT: '0',
   });
-  const nexus = await buildApp(config, { skipRootKey: true });
+  const nexus = await buildApp(config, {});
   const server = await listen(nexus, 0, '127.0.0.1', 2000);
   try {
     const headers = { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' };

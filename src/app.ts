@@ -43,8 +43,6 @@ export interface Overrides {
   fetch?: typeof fetch;
   /** Skip running migrations (the caller did). */
   skipMigrations?: boolean;
-  /** Do not create and print a root key (tests, CLI). */
-  skipRootKey?: boolean;
   /**
    * The services, built by the caller over the same db, config, clock, logger and fetch
    * (the test harness, which keeps the domain's test hooks for itself).
@@ -78,16 +76,20 @@ function contractFor(definition: Document, server: string): Document {
 
 const htmlAttribute = (value: string) => value.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
 
-/** The API reference page; its "Test request" goes to `server`. */
-function docsPage(server: string): string {
+/**
+ * The API reference page; its "Test request" goes to `server`. Its own assets load by relative URL (`up`: the
+ * way from the page's path to the root, '../' for /docs/), so they come from wherever the page came from, a
+ * proxy's path prefix included, and never from a host the request named.
+ */
+function docsPage(server: string, up: string): string {
   const configuration = JSON.stringify({ servers: [{ url: server, description: 'This Nexus' }] });
   return `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Nexus API reference</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"></head>
 <body>
-<script id="api-reference" data-url="${htmlAttribute(`${server}/openapi.json`)}" data-configuration="${htmlAttribute(configuration)}"></script>
-<script src="${htmlAttribute(`${server}/docs/standalone.js`)}"></script>
+<script id="api-reference" data-url="${htmlAttribute(`${up}openapi.json`)}" data-configuration="${htmlAttribute(configuration)}"></script>
+<script src="${htmlAttribute(`${up}docs/standalone.js`)}"></script>
 </body>
 </html>`;
 }
@@ -182,21 +184,6 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     await services.rates.sweepExpired(clock.now(), true);
     if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped without releasing them', ...reclaimed });
   }
-  if (!overrides.skipRootKey) {
-    const rootKey = await services.managementKeys.ensureRootKey();
-    if (rootKey) {
-      // Printed once, to the terminal only: it is never logged and never shown again.
-      process.stdout.write(
-        `\nNexus generated a root Management Key (shown only this once, stored hashed):\n\n  ${rootKey}\n\n` +
-          `Set NEXUS_MANAGEMENT_KEY to use a key of your own instead.\n\n`,
-      );
-    } else if (!config.managementKey) {
-      logger.info({
-        msg: 'a root Management Key exists: it was printed once, on the first start. Lost it? Set NEXUS_MANAGEMENT_KEY to use a key of your own',
-      });
-    }
-  }
-
   const definition = loadContract();
   // Traces off: the SDK is not loaded and no span is made.
   const tracing = overrides.tracer ? undefined : await startTracing(config.tracing, definition.info.version);
@@ -214,7 +201,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   countStall = registerEventLoopMetrics(metrics.registry, eventLoop.lagSeconds);
   const api = createApi({
     definition,
-    handlers: createHandlers(services, { clock, publicUrl, eventLoop }),
+    handlers: createHandlers(services, { clock, eventLoop }),
     managementKeys: services.managementKeys,
     idempotency: services.idempotency,
     publicUrl,
@@ -287,7 +274,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   });
   const scalarBundle = apiReferenceBundle();
   app.get('/docs', (req: Request, res: Response) => {
-    res.type('html').send(docsPage(publicUrl.forRequest(req)));
+    res.type('html').send(docsPage(publicUrl.forRequest(req), pathOf(req.originalUrl).endsWith('/') ? '../' : ''));
   });
   app.get('/docs/standalone.js', (_req: Request, res: Response) => {
     res.type('application/javascript').sendFile(scalarBundle);
@@ -389,4 +376,23 @@ export async function listen(nexus: NexusApp, port: number, host: string, shutdo
       return closing;
     },
   };
+}
+
+/**
+ * Without NEXUS_MANAGEMENT_KEY, the first start creates the root Management Key and prints it, once, to the
+ * terminal (never to the log). src/server.ts calls it once the server listens: a start that cannot listen
+ * (its port taken) exits before any key exists, so no key is printed by a process that then dies.
+ */
+export async function announceRootKey(nexus: NexusApp, config: Config): Promise<void> {
+  const rootKey = await nexus.services.managementKeys.ensureRootKey();
+  if (rootKey) {
+    process.stdout.write(
+      `\nNexus generated a root Management Key (shown only this once, stored hashed):\n\n  ${rootKey}\n\n` +
+        `Set NEXUS_MANAGEMENT_KEY to use a key of your own instead.\n\n`,
+    );
+  } else if (!config.managementKey) {
+    nexus.logger.info({
+      msg: 'a root Management Key exists: it was printed once, on the first start. Lost it? Set NEXUS_MANAGEMENT_KEY to use a key of your own',
+    });
+  }
 }

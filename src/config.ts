@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { z } from 'zod';
 
@@ -42,6 +43,37 @@ function decodeKey(name: string, value: string): Buffer {
   return key;
 }
 
+/** The names express's `trust proxy` gives address ranges, as NEXUS_TRUST_PROXY takes them too. */
+const PROXY_RANGES: Record<string, readonly string[]> = {
+  loopback: ['127.0.0.1/8', '::1/128'],
+  linklocal: ['169.254.0.0/16', 'fe80::/10'],
+  uniquelocal: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7'],
+};
+
+/**
+ * NEXUS_TRUST_PROXY's value: false, true (any peer), or the address ranges of the proxies whose forwarding
+ * headers are believed (an address alone is its /32 or /128); a string: the entry that is none of these.
+ */
+function trustProxyOf(value: string): boolean | readonly string[] | string {
+  const v = value.trim().toLowerCase();
+  if (v === 'false') return false;
+  if (v === 'true') return true;
+  const ranges: string[] = [];
+  for (const entry of v.split(',').map((e) => e.trim())) {
+    const named = PROXY_RANGES[entry];
+    if (named) {
+      ranges.push(...named);
+      continue;
+    }
+    const [address = '', prefix, extra] = entry.split('/');
+    const family = isIP(address);
+    const bits = family === 4 ? 32 : 128;
+    if (!family || extra !== undefined || (prefix !== undefined && !(/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits))) return entry;
+    ranges.push(`${address}/${prefix ?? bits}`);
+  }
+  return Object.freeze(ranges);
+}
+
 /** The environment's variables: what each takes, its default, and the message a bad value gets. */
 const variables = z.object({
   NODE_ENV: z.string().default('development'),
@@ -67,6 +99,20 @@ const variables = z.object({
       error: 'must be an http(s) origin, optionally with a path prefix (https://gw.example.com or https://example.com/nexus)',
     })
     .optional(),
+  NEXUS_TRUST_PROXY: z
+    .string()
+    .default('false')
+    .transform((value, ctx) => {
+      const trust = trustProxyOf(value);
+      if (typeof trust === 'string') {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be false, true, or a comma-separated list of the proxies' addresses or CIDR ranges (10.0.0.0/8, ::1, loopback): '${trust}' is none of these`,
+        });
+        return z.NEVER;
+      }
+      return trust;
+    }),
   NEXUS_ALLOW_PRIVATE_UPSTREAMS: flag(false),
   NEXUS_LOG_LEVEL: z.enum(['error', 'warn', 'info', 'debug', 'silent'], { error: 'must be one of error, warn, info, debug, silent' }).default('info'),
   NEXUS_BODY_LIMIT_BYTES: integer(1024, undefined, 1048576),
@@ -188,6 +234,12 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
      * slash; undefined: the address the server listens on (src/http/public-url.ts).
      */
     publicUrl: v.NEXUS_PUBLIC_URL?.replace(/\/+$/, ''),
+    /**
+     * Whose Host and X-Forwarded-Host/-Proto name the public URL when NEXUS_PUBLIC_URL is unset: false (no one's,
+     * the listen address is used), true (any peer's), or the ranges (`address/bits`) of the proxies whose
+     * headers are believed; the connection's peer address is what is checked (src/http/public-url.ts).
+     */
+    trustProxy: v.NEXUS_TRUST_PROXY as boolean | readonly string[],
     allowPrivateUpstreams: v.NEXUS_ALLOW_PRIVATE_UPSTREAMS,
     logLevel: v.NEXUS_LOG_LEVEL,
     /** Largest accepted admin request body, bytes. */

@@ -10,6 +10,21 @@ import type { NexusApp, RunningServer } from './app.js';
 /** How long closing the app may take after the drain's deadline before the process exits anyway. */
 const CLOSE_GRACE_MS = 5000;
 
+/** The line for a listen that failed for a reason the operator can fix; undefined for another failure. */
+function cannotListen(err: unknown, host: string, port: number): string | undefined {
+  const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  switch ((err as NodeJS.ErrnoException).code) {
+    case 'EADDRINUSE':
+      return `Nexus cannot listen on ${address}: port ${port} is in use. Set PORT to a free port (or stop what holds it).`;
+    case 'EACCES':
+      return `Nexus cannot listen on ${address}: permission denied (ports below 1024 need privileges). Set PORT to 1024 or above.`;
+    case 'EADDRNOTAVAIL':
+      return `Nexus cannot listen on ${address}: this machine has no such address. Set HOST to one of its addresses (or 0.0.0.0).`;
+    default:
+      return undefined;
+  }
+}
+
 async function main() {
   // The signal handlers come first, before the application's modules load. As PID 1 (a container without an
   // init), node gets no default action for SIGTERM: a signal that came while the modules loaded or the
@@ -62,13 +77,26 @@ async function main() {
       primary = runPrimary(config);
       return;
     }
-    const { buildApp, listen } = await import('./app.js');
+    const { announceRootKey, buildApp, listen } = await import('./app.js');
     const { createLogger } = await import('./observability/logger.js');
     // A worker's lines say which worker wrote them: the workers share the primary's stdout.
     const logger = cluster.isWorker ? createLogger(config.logLevel, undefined, { worker: cluster.worker!.id, pid: process.pid }) : undefined;
     const nexus = await buildApp(config, logger ? { logger } : {});
-    const running = await listen(nexus, config.port, config.host, config.shutdownTimeoutMs);
+    let running: RunningServer;
+    try {
+      running = await listen(nexus, config.port, config.host, config.shutdownTimeoutMs);
+    } catch (err) {
+      const reason = cannotListen(err, config.host, config.port);
+      if (!reason) throw err;
+      // An operator's mistake, not a crash: one line, no stack, and no root key was made.
+      console.error(reason);
+      await nexus.close().catch(() => {});
+      process.exit(1);
+    }
     serving = { nexus, running, shutdownTimeoutMs: config.shutdownTimeoutMs };
+    // Once the server listens: a first start that cannot listen dies before it makes the root key. Of a
+    // cluster's workers the first makes it (the others start once it listens); a worker forked later finds it.
+    if (!cluster.isWorker || cluster.worker!.id === 1) await announceRootKey(nexus, config);
     // While the event loop is blocked no signal handler can run: the watchdog thread has the handlers
     // dropped meanwhile, so that SIGTERM and SIGINT take their default action (the process ends).
     startLoopWatchdog({
@@ -87,6 +115,7 @@ async function main() {
       msg: 'listening',
       url: running.url,
       database: config.databaseUrl ? 'postgresql' : `embedded PGlite in ${config.dataDir}`,
+      console: `${nexus.publicUrl.get()}/console/`,
       docs: `${nexus.publicUrl.get()}/docs`,
     });
     // The primary starts the other workers once the first listens (its migrations are done).

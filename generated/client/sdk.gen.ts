@@ -429,7 +429,8 @@ export const proxyProviderDelete = <ThrowOnError extends boolean = true>(options
  * on both profiles, are governed but free: the key and the access are checked like a metered
  * call's, no quota is taken, and no workspace setting is needed. When the access's quota strategy
  * has `allowedModels`, the list's `data[]` holds only the allowed models and a model outside it
- * is refused with 403 `model_not_allowed`. Another endpoint without a usage inspector is refused
+ * is refused with 403 `model_not_allowed`. `GET v1/me` is answered by Nexus itself, as `getMe`,
+ * for a key of the connection's workspace. Another endpoint without a usage inspector is refused
  * with 409 `unmetered_endpoint` unless the workspace allows unmetered passthrough.
  *
  */
@@ -508,6 +509,12 @@ export const proxyProviderPut = <ThrowOnError extends boolean = true>(options: O
  * limit of the plan stands now, the models the plan allows, and the key's expiry. A
  * suspended or expired access still answers (its `status` says so); an invalid, expired or
  * revoked key gets 401, and a key of an archived workspace 403.
+ *
+ * Also served under each provider connection's `gatewayBaseUrl`
+ * (`GET /providers/{providerConnectionId}/v1/me`), where the end user's SDK is pointed
+ * (`client.get('/me')` on an OpenAI client whose base URL is `gatewayBaseUrl + '/v1'`): the same
+ * answer, for a key of the connection's workspace (another's connection is 404
+ * `provider_connection_not_found`, as for a call).
  *
  */
 export const getMe = <ThrowOnError extends boolean = true>(options?: Options<GetMeData, ThrowOnError>) => (options?.client ?? client).get<GetMeResponses, GetMeErrors, ThrowOnError>({

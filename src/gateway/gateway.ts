@@ -48,6 +48,8 @@ const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** The lookup's connection for a request that names none (/v1/me): no connection has the nil UUID. */
 const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
+/** The end user's self-service read under a connection's gatewayBaseUrl: `/providers/{id}/v1/me`. */
+const ME_ROUTE = 'v1/me';
 
 /** Sets a header of undici's list (name, value, ...; names in lower case), replacing the one there. */
 function setHeader(headers: string[], name: string, value: string): void {
@@ -194,6 +196,15 @@ export function createGateway(deps: GatewayDeps) {
 
   /** A gateway request; `locals` carries its request id and arrival time (the request observer's). */
   async function handle(req: IncomingMessage, res: ServerResponse, locals: RequestLocals): Promise<void> {
+    let parsed: GatewayTarget | undefined;
+    try {
+      parsed = parseGatewayUrl(req.url!);
+    } catch {
+      // Refused below, as a call.
+    }
+    // GET {gatewayBaseUrl}/v1/me: the end user's view of its access, where its SDK is pointed (either profile). Not a
+    // call; another method there is a gateway call as any other path is.
+    if (parsed?.route === ME_ROUTE && req.method === 'GET') return handleMe(req, res, locals, parsed.connectionId);
     const startedAt = clock.now();
     const method = req.method!;
     locals.operationId = operationOf(method);
@@ -205,7 +216,8 @@ export function createGateway(deps: GatewayDeps) {
     let raw: Buffer | undefined;
     try {
       if (!PROXIED.has(method)) throw new AppError('method_not_allowed', `${method} is not proxied`);
-      const target = parseGatewayUrl(req.url!);
+      // A target that did not parse is parsed again here, to be refused in its turn.
+      const target = parsed ?? parseGatewayUrl(req.url!);
       const token = credentialOf(req);
       const bodyRead = readBody(req, config.gatewayBodyLimitBytes);
       bodyRead.catch(() => {});
@@ -227,7 +239,10 @@ export function createGateway(deps: GatewayDeps) {
         trace,
       });
       if (!inspector && !free && !auth.allow_unmetered_passthrough) {
-        throw new AppError('unmetered_endpoint', `${method} ${endpoint} has no usage inspector and the workspace does not allow unmetered passthrough`);
+        throw new AppError(
+          'unmetered_endpoint',
+          `${method} ${endpoint} is not metered on an '${auth.protocol_profile!}' connection; the workspace can allow unmetered calls with allowUnmeteredPassthrough`,
+        );
       }
       raw = await bodyRead;
       let rewriteJson: ((text: string) => string) | undefined;
@@ -290,17 +305,24 @@ export function createGateway(deps: GatewayDeps) {
     }
   }
 
-  /** GET /v1/me (me.ts): the key's row read fresh, answered as the end user's view of its access. */
-  async function handleMe(req: IncomingMessage, res: ServerResponse, locals: RequestLocals): Promise<void> {
+  /**
+   * GET /v1/me (me.ts): the key's row read fresh, answered as the end user's view of its access. Under a
+   * connection's gatewayBaseUrl the connection must be one of the key's workspace, as for a call there.
+   */
+  async function handleMe(req: IncomingMessage, res: ServerResponse, locals: RequestLocals, connectionId = NO_CONNECTION): Promise<void> {
     locals.operationId = 'getMe';
     let looked: AuthRow | null = null;
     try {
       if (req.method !== 'GET') throw new AppError('method_not_allowed', `${req.method} is not allowed on /v1/me`);
       const token = credentialOf(req);
       req.resume();
-      looked = await cache.read(token, NO_CONNECTION);
+      looked = await cache.read(token, connectionId);
       const now = clock.now();
-      const body = JSON.stringify(meOf(looked, now, meter.rateView(looked, now)));
+      const me = meOf(looked, now, meter.rateView(looked, now));
+      if (connectionId !== NO_CONNECTION && (!looked!.connection_id || looked!.connection_status === 'ARCHIVED')) {
+        throw new AppError('provider_connection_not_found', 'No active provider connection with that id', { param: 'providerConnectionId' });
+      }
+      const body = JSON.stringify(me);
       res.writeHead(200, {
         'content-type': 'application/json; charset=utf-8',
         'content-length': Buffer.byteLength(body),

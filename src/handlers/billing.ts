@@ -27,7 +27,7 @@ import {
 } from '../domain/billing/billing-mapper.js';
 import type { Services } from '../domain/services.js';
 import { sendError } from '../http/api.js';
-import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../http/handler.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
 import { listQuery, parseTimestamp } from '../http/wire.js';
 import type { RequestLocals } from '../http/locals.js';
 
@@ -36,30 +36,31 @@ const header = (headers: Record<string, string | string[] | undefined>, name: st
   return Array.isArray(v) ? v[0] : v;
 };
 
-export function billingHandlers({ billing }: Services, { publicUrl }: HandlerContext): HandlerMap {
+export function billingHandlers({ billing }: Services): HandlerMap {
   const { connections, inbox, reconciler, periodSync } = billing;
-  const dto = (row: Parameters<typeof toBillingConnectionDto>[0]) => toBillingConnectionDto(row, publicUrl.get());
+  // The URLs in a DTO start where this request's answer says Nexus is (PublicUrl.forRequest).
+  const dto = (publicUrl: string) => (row: Parameters<typeof toBillingConnectionDto>[0]) => toBillingConnectionDto(row, publicUrl);
 
   return {
-    createBillingConnection: handler<CreateBillingConnectionData>(async ({ actor, path, body }) =>
-      created(dto(await connections.create(actor, path.workspaceId, body))),
+    createBillingConnection: handler<CreateBillingConnectionData>(async ({ actor, path, body, publicUrl }) =>
+      created(dto(publicUrl)(await connections.create(actor, path.workspaceId, body))),
     ),
-    listBillingConnections: handler<ListBillingConnectionsData>(async ({ actor, path, query }) => {
+    listBillingConnections: handler<ListBillingConnectionsData>(async ({ actor, path, query, publicUrl }) => {
       const result = await connections.list(actor, path.workspaceId, listQuery(query));
-      return page(result.items.map(dto), result.nextAfter);
+      return page(result.items.map(dto(publicUrl)), result.nextAfter);
     }),
     disableBillingConnection: handler<DisableBillingConnectionData>(async ({ actor, path }) => {
       await connections.disable(actor, path.connectionId);
       return noContent();
     }),
-    configureBillingProviderCredential: handler<ConfigureBillingProviderCredentialData>(async ({ actor, path, body }) =>
-      ok(dto(await connections.configureCredential(actor, path.connectionId, body.credential))),
+    configureBillingProviderCredential: handler<ConfigureBillingProviderCredentialData>(async ({ actor, path, body, publicUrl }) =>
+      ok(dto(publicUrl)(await connections.configureCredential(actor, path.connectionId, body.credential))),
     ),
-    configureBillingWebhookSecret: handler<ConfigureBillingWebhookSecretData>(async ({ actor, path, body }) =>
-      ok(dto(await connections.configureWebhookSecret(actor, path.connectionId, body.webhookSecret))),
+    configureBillingWebhookSecret: handler<ConfigureBillingWebhookSecretData>(async ({ actor, path, body, publicUrl }) =>
+      ok(dto(publicUrl)(await connections.configureWebhookSecret(actor, path.connectionId, body.webhookSecret))),
     ),
-    verifyBillingConnection: handler<VerifyBillingConnectionData>(async ({ actor, path }) =>
-      ok(dto(await connections.verify(actor, path.connectionId))),
+    verifyBillingConnection: handler<VerifyBillingConnectionData>(async ({ actor, path, publicUrl }) =>
+      ok(dto(publicUrl)(await connections.verify(actor, path.connectionId))),
     ),
     createBillingProductMapping: handler<CreateBillingProductMappingData>(async ({ actor, path, body }) =>
       created({ id: (await connections.createMapping(actor, path.connectionId, body)).id }),

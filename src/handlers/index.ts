@@ -15,13 +15,13 @@ export function createHandlers(services: Services, context: HandlerContext): Han
   const areas: HandlerMap[] = [
     systemHandlers(services, context),
     workspaceHandlers(services),
-    providerConnectionHandlers(services, context),
+    providerConnectionHandlers(services),
     auditLogHandlers(services),
     planHandlers(services),
     accessHandlers(services, context),
     invocationHandlers(services),
     gatewayHandlers(),
-    billingHandlers(services, context),
+    billingHandlers(services),
   ];
   const all: HandlerMap = {};
   for (const area of areas) {

@@ -10,27 +10,28 @@ import type {
 } from '../../generated/client/types.gen.js';
 import type { Services } from '../domain/services.js';
 import { toProviderCheckResultDto, toProviderConnectionDto } from '../domain/provider-connections/provider-connection-mapper.js';
-import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../http/handler.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
 import { listQuery } from '../http/wire.js';
 
-export function providerConnectionHandlers({ providerConnections }: Services, { publicUrl }: HandlerContext): HandlerMap {
-  const dto = (row: Parameters<typeof toProviderConnectionDto>[0]) => toProviderConnectionDto(row, publicUrl.get());
+export function providerConnectionHandlers({ providerConnections }: Services): HandlerMap {
+  // The URLs in a DTO start where this request's answer says Nexus is (PublicUrl.forRequest).
+  const dto = (publicUrl: string) => (row: Parameters<typeof toProviderConnectionDto>[0]) => toProviderConnectionDto(row, publicUrl);
   return {
-    createProviderConnection: handler<CreateProviderConnectionData>(async ({ actor, path, body }) =>
-      created(dto(await providerConnections.create(actor, path.workspaceId, body))),
+    createProviderConnection: handler<CreateProviderConnectionData>(async ({ actor, path, body, publicUrl }) =>
+      created(dto(publicUrl)(await providerConnections.create(actor, path.workspaceId, body))),
     ),
-    listProviderConnections: handler<ListProviderConnectionsData>(async ({ actor, path, query }) => {
+    listProviderConnections: handler<ListProviderConnectionsData>(async ({ actor, path, query, publicUrl }) => {
       const result = await providerConnections.list(actor, path.workspaceId, listQuery(query));
-      return page(result.items.map(dto), result.nextAfter);
+      return page(result.items.map(dto(publicUrl)), result.nextAfter);
     }),
     testProviderConnection: handler<TestProviderConnectionData>(async ({ actor, path, body }) =>
       ok(toProviderCheckResultDto(await providerConnections.test(actor, path.workspaceId, body))),
     ),
-    getProviderConnection: handler<GetProviderConnectionData>(async ({ actor, path }) =>
-      ok(dto(await providerConnections.get(actor, path.providerConnectionId))),
+    getProviderConnection: handler<GetProviderConnectionData>(async ({ actor, path, publicUrl }) =>
+      ok(dto(publicUrl)(await providerConnections.get(actor, path.providerConnectionId))),
     ),
-    updateProviderConnection: handler<UpdateProviderConnectionData>(async ({ actor, path, body }) =>
-      ok(dto(await providerConnections.update(actor, path.providerConnectionId, body))),
+    updateProviderConnection: handler<UpdateProviderConnectionData>(async ({ actor, path, body, publicUrl }) =>
+      ok(dto(publicUrl)(await providerConnections.update(actor, path.providerConnectionId, body))),
     ),
     archiveProviderConnection: handler<ArchiveProviderConnectionData>(async ({ actor, path }) => {
       await providerConnections.archive(actor, path.providerConnectionId);
@@ -39,8 +40,8 @@ export function providerConnectionHandlers({ providerConnections }: Services, { 
     verifyProviderConnection: handler<VerifyProviderConnectionData>(async ({ actor, path }) =>
       ok(toProviderCheckResultDto(await providerConnections.verify(actor, path.providerConnectionId))),
     ),
-    rotateProviderSecret: handler<RotateProviderSecretData>(async ({ actor, path, body }) =>
-      ok(dto(await providerConnections.rotateSecret(actor, path.providerConnectionId, body.apiKey))),
+    rotateProviderSecret: handler<RotateProviderSecretData>(async ({ actor, path, body, publicUrl }) =>
+      ok(dto(publicUrl)(await providerConnections.rotateSecret(actor, path.providerConnectionId, body.apiKey))),
     ),
   };
 }

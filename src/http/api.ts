@@ -217,7 +217,7 @@ function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps,
   if (result.nextCursor) {
     const cursor = cursorOut(tag?.() ?? '', result.nextCursor);
     res.set('X-Next-Cursor', cursor);
-    res.set('Link', nextLink(deps.publicUrl.get(), req, cursor));
+    res.set('Link', nextLink(deps.publicUrl.forRequest(req), req, cursor));
   }
   res.status(result.status);
   if (result.body === undefined) res.end();
@@ -299,6 +299,7 @@ export function createApi(deps: ApiDeps) {
         query: c.request.query ?? {},
         actor,
         headers: req.headers,
+        publicUrl: deps.publicUrl.forRequest(req),
       };
       canonicalRequest(c.operation, input);
       // Only a list's answer, or a request with a cursor, needs its tag.

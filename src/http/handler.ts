@@ -6,7 +6,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Actor, Clock } from '../domain/actor.js';
 import type { EventLoopMonitor } from '../observability/event-loop.js';
-import type { PublicUrl } from './public-url.js';
 import { encodeCursor } from './wire.js';
 
 interface DataShape {
@@ -22,6 +21,8 @@ export interface HandlerInput<T extends DataShape = DataShape> {
   /** Admin operations: the authenticated Management Key; system operations: a system actor. */
   actor: Actor;
   headers: IncomingHttpHeaders;
+  /** Where the URLs of the answer start (gatewayBaseUrl, webhookUrl): PublicUrl.forRequest of this request. */
+  publicUrl: string;
 }
 
 export interface HandlerResult {
@@ -36,10 +37,9 @@ export type Handler = (input: HandlerInput<any>) => Promise<HandlerResult>;
 
 export type HandlerMap = Record<string, Handler>;
 
-/** What handlers read beyond the services: the time DTOs are computed at, and the public URL the URLs they hand out start with. */
+/** What handlers read beyond the services: the time DTOs are computed at. */
 export interface HandlerContext {
   clock: Clock;
-  publicUrl: PublicUrl;
   /** Whether the event loop has stalled lately (/healthz). */
   eventLoop: Pick<EventLoopMonitor, 'stall'>;
 }

@@ -221,7 +221,7 @@ async function secondProcess(on: TestApp, env: Record<string, string> = {}): Pro
     ...poolerEnv(),
     ...env,
   });
-  const nexus = await buildApp(config, { db: on.database.db, logger: createLogger('warn'), skipMigrations: true, skipRootKey: true });
+  const nexus = await buildApp(config, { db: on.database.db, logger: createLogger('warn'), skipMigrations: true });
   const running = await listen(nexus, 0, '127.0.0.1', 2000);
   return {
     running,

@@ -52,7 +52,7 @@ beforeAll(async () => {
   up = await startOpenAiUpstream({ apiKey: KEY });
   dataDir = mkdtempSync(join(tmpdir(), 'nexus-pglite-'));
   const config = loadConfig(embeddedEnv(dataDir));
-  nexus = await buildApp(config, { logger: createLogger('warn'), skipRootKey: true });
+  nexus = await buildApp(config, { logger: createLogger('warn') });
   running = await listen(nexus, 0, '127.0.0.1', 2000);
 }, 120_000);
 afterAll(async () => {
@@ -144,7 +144,7 @@ describe('the gateway on embedded PGlite', () => {
       // The next start: the lock says no other process can hold the lease, so it is released before the first call,
       // not 15 minutes later (the reservation TTL); the call recorded before the kill stays charged.
       const config = loadConfig(embeddedEnv(crashDir));
-      const restarted = await buildApp(config, { logger: createLogger('warn'), skipRootKey: true });
+      const restarted = await buildApp(config, { logger: createLogger('warn') });
       const again = await listen(restarted, 0, '127.0.0.1', 2000);
       try {
         const after = await admin('GET', `/workspace-accesses/${user.access.id}/quota`, undefined, again.url);

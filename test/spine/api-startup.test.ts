@@ -93,7 +93,7 @@ it('refuses to start when an operation of the contract has no handler, naming it
     handlers,
     managementKeys: {} as never,
     idempotency: {} as never,
-    publicUrl: createPublicUrl({ publicUrl: undefined, host: '127.0.0.1', port: 8080 }),
+    publicUrl: createPublicUrl({ publicUrl: undefined, host: '127.0.0.1', port: 8080, trustProxy: false }),
   };
   expect(() => createApi(deps)).toThrow(/operations without a handler: getPlan\b/);
 });

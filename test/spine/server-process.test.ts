@@ -68,9 +68,24 @@ const port = () => 20000 + Math.floor(Math.random() * 20000);
 describe.runIf(usesPostgres)('npm start and the CLI', () => {
   it('generates a root key on first start, prints it once, and stops cleanly on SIGTERM', async () => {
     const p = port();
+    // A first start on a port another server holds: one line naming the address, exit 1, and no key made or printed.
+    const holder = createNetServer();
+    await new Promise<void>((r) => holder.listen(p, '127.0.0.1', r));
+    const taken = await run('src/server.ts', [], { PORT: String(p) });
+    await new Promise((r) => holder.close(r));
+    expect(taken.code).toBe(1);
+    expect(taken.stderr.trim().split('\n')).toEqual([
+      `Nexus cannot listen on 127.0.0.1:${p}: port ${p} is in use. Set PORT to a free port (or stop what holds it).`,
+    ]);
+    expect(taken.stdout + taken.stderr).not.toMatch(/nx-mgmt-|\bat .*\(|Error:/);
+    expect(await database.db('management_keys').where({ is_root: true }).count({ n: '*' })).toEqual([{ n: 0n }]);
+
     const first = await startServer(p);
     const key = /nx-mgmt-[A-Za-z0-9_-]{43}/.exec(first.output())?.[0];
     expect(key).toBeTruthy();
+    // The startup line names where the console and the API reference are.
+    const listening = JSON.parse(first.output().split('\n').find((l) => l.includes('"msg":"listening"'))!);
+    expect(listening).toMatchObject({ url: `http://127.0.0.1:${p}`, console: `http://127.0.0.1:${p}/console/`, docs: `http://127.0.0.1:${p}/docs` });
     const client = createClient({ baseUrl: `http://127.0.0.1:${p}`, fetch: contractFetch(), headers: { Authorization: `Bearer ${key}` } });
     const ws = await createWorkspace({ client, body: { name: 'from-process' } });
     expect(ws.response.status).toBe(201);

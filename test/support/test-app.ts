@@ -99,7 +99,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     logger,
     fetch: options.fetch ?? globalThis.fetch,
   });
-  const nexus = await buildApp(config, { ...overrides, db: database.db, logger, domain, skipMigrations: true, skipRootKey: true });
+  const nexus = await buildApp(config, { ...overrides, db: database.db, logger, domain, skipMigrations: true });
   const running = await listen(nexus, 0, '127.0.0.1', 2000);
   const checkedFetch = contractFetch();
   const clientWith = (token: string | undefined) =>
