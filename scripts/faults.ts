@@ -11,7 +11,9 @@
  *                itself stopped and started (pg_ctlcluster).
  *   3. two       two processes under concurrent load against a small quota.
  *   4. runaway   an upstream that ignores max_tokens (500 tokens for 20), streamed
- *                and JSON, against a small quota.
+ *                and JSON, against a small quota; then 200 JSON calls (2000 tokens
+ *                for 20) in 10 waves of 20, each wave after the previous one ended:
+ *                the overspend of all the waves against the first wave's.
  *   5. changes   an access suspended and activated on one process while another
  *                serves its calls with a 5 s auth cache: how soon the other applies
  *                each change (LISTEN/NOTIFY), printed as a second table.
@@ -51,7 +53,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // ---- the upstream ---------------------------------------------------------------------------
 /**
  * Chat completions, JSON or SSE. x-fault-tokens: output tokens to produce (capped at the request's
- * max_tokens unless x-fault-ignore-max is set); x-fault-delay-ms: between stream events. It reports
+ * max_tokens unless x-fault-ignore-max is set); x-fault-delay-ms: between stream events (before a JSON answer). It reports
  * 10 input tokens and the output tokens it produced.
  */
 function startUpstream(): Promise<{ url: string; close(): Promise<void> }> {
@@ -69,6 +71,7 @@ function startUpstream(): Promise<{ url: string; close(): Promise<void> }> {
       const delay = Number(req.headers['x-fault-delay-ms'] ?? 0);
       const usage = { prompt_tokens: 10, completion_tokens: tokens, total_tokens: 10 + tokens };
       if (!body.stream) {
+        if (delay) await sleep(delay);
         const text = JSON.stringify({
           id: 'chatcmpl-faults',
           object: 'chat.completion',
@@ -408,8 +411,49 @@ async function runawayScenario(upstream: string): Promise<Row[]> {
       statuses: `${statusLine(answers)}; tokens received per call: ${[...new Set(delivered.map((x) => x.tokens))].join(', ')}`,
     });
   }
+  rows.push(await runawayWaves(f, upstream));
   await f.stop();
   return rows;
+}
+
+/**
+ * 200 JSON calls answered with 2000 output tokens for max_tokens 20, in 10 waves of 20 (each after the previous
+ * one ended), on a quota of 100,000. Overspend is counted two ways: units charged beyond the calls' admitted
+ * bounds (their ADJUSTMENT events), per wave; and units consumed beyond the grant.
+ */
+async function runawayWaves(f: NexusProcess, upstream: string): Promise<Row> {
+  const granted = 100_000;
+  const t = await tenant(f, upstream, granted);
+  const o = { maxTokens: 20, headers: { 'x-fault-tokens': '2000', 'x-fault-ignore-max': '1', 'x-fault-delay-ms': '200' } };
+  const answers: Answer[] = [];
+  const beyondBounds: bigint[] = [];
+  let before = 0n;
+  for (let wave = 0; wave < 10; wave++) {
+    answers.push(...(await Promise.all(Array.from({ length: 20 }, () => callOnce(t.gateway(f), t.apiKey, o)))));
+    await until(async () => (await period(t.accessId)).reserved === 0n && (await recorded(t.accessId)).length === answers.length, 30_000);
+    const { rows: sum } = await db.query(`select coalesce(sum(units), 0) as units from usage_events where workspace_access_id = $1 and kind = 'ADJUSTMENT'`, [
+      t.accessId,
+    ]);
+    const adjusted = BigInt((sum[0] as { units: string }).units);
+    beyondBounds.push(adjusted - before);
+    before = adjusted;
+  }
+  const delivered = answers.filter((x) => x.status === 200);
+  const ids = new Set((await recorded(t.accessId)).map((r) => r.request_id));
+  const p = await period(t.accessId);
+  const later = beyondBounds.slice(1).reduce((a, b) => a + b, 0n);
+  return {
+    scenario: `runaway JSON in 10 waves of 20: 2000 tokens for max_tokens 20, ${granted} units`,
+    delivered: delivered.length,
+    recorded: delivered.filter((x) => ids.has(x.requestId!)).length,
+    lost: delivered.filter((x) => !ids.has(x.requestId!)).length,
+    charged: p.consumed,
+    expected: `${2010n * BigInt(delivered.length)} (as reported)`,
+    overspend: p.consumed > p.granted ? p.consumed - p.granted : 0n,
+    reservedLeft: p.reserved,
+    freedAfter: '-',
+    statuses: `${statusLine(answers)}; units beyond the calls' bounds: first wave ${beyondBounds[0]}, waves 2 to 10 ${later} (${beyondBounds.slice(1).join(', ')}); answered per wave ${Array.from({ length: 10 }, (_, w) => answers.slice(w * 20, w * 20 + 20).filter((x) => x.status === 200).length).join(', ')}`,
+  };
 }
 
 // ---- 5. a change made on one process, applied by another -----------------------------------------

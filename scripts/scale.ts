@@ -11,6 +11,16 @@
  *
  *   SCALE_CONFIGS='direct:1;direct:2;pgbouncer:2' SCALE_DURATION=15 npm run bench:scale
  *
+ * SCALE_MODE=cold measures a cold tenant instead, on the first setup of SCALE_CONFIGS: in an open loop of
+ * SCALE_RATE requests/s (1400; each call sent when due, its latency counted from then) over up to
+ * SCALE_CONNECTIONS connections (raise it to 256 or more, so the rate holds while answers are slow), the warm
+ * tenant's steady state (5 s); then a tenant of SCALE_COLD_USERS end users
+ * (50) made just before, its first second (every key and lease looked up in that second); then the same
+ * tenant's first second after 3 s idle (its leases released, its lookups expired). Prints p50/p99 of each,
+ * and the PostgreSQL transactions each phase made (pg_stat_database, as above).
+ *
+ *   SCALE_MODE=cold SCALE_CONFIGS=direct:1 SCALE_CONNECTIONS=256 npm run bench:scale
+ *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) names the cluster; the database the
  * script creates there is dropped at the end. Everything shares this machine's cores: the figures compare
  * setups within one run, they are not what a dedicated PostgreSQL would sustain.
@@ -24,6 +34,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
+import { Pool } from 'undici';
 import { startPgBouncer, type PgBouncer } from './lib/pgbouncer.js';
 import { adminApi, provisionTenant } from './lib/tenant.js';
 
@@ -35,6 +46,9 @@ const CONFIGS = (process.env.SCALE_CONFIGS ?? 'direct:1;direct:2;pgbouncer:1;pgb
   if ((via !== 'direct' && via !== 'pgbouncer') || !/^\d+$/.test(workers ?? '')) throw new Error(`SCALE_CONFIGS: '${c}' is not direct:N or pgbouncer:N`);
   return { via, workers: Number(workers) };
 });
+const MODE = process.env.SCALE_MODE ?? 'steady';
+const RATE = Number(process.env.SCALE_RATE ?? 1400);
+const COLD_USERS = Number(process.env.SCALE_COLD_USERS ?? 50);
 const CLUSTER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT_KEY = 'nx-mgmt-scale-root-0123456789abcdefghijklmnop';
 const PROVIDER_KEY = 'sk-scale-upstream-0123456789';
@@ -128,13 +142,13 @@ async function stopNexus(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-/** A tenant with USERS end users on a plan with a quota no run exhausts, through the Admin API. */
-async function provision(nexusUrl: string, upstreamUrl: string): Promise<{ gatewayPath: string; apiKeys: string[] }> {
+/** A tenant with `users` end users on a plan with a quota no run exhausts, through the Admin API. */
+async function provision(nexusUrl: string, upstreamUrl: string, name = 'scale', users = USERS): Promise<{ gatewayPath: string; apiKeys: string[] }> {
   const tenant = await provisionTenant(adminApi(nexusUrl, ROOT_KEY), {
-    name: 'scale',
+    name,
     upstreamUrl,
     providerKey: PROVIDER_KEY,
-    users: USERS,
+    users,
     quotaUnits: '1000000000000000',
   });
   return { gatewayPath: new URL(tenant.gatewayBaseUrl).pathname, apiKeys: tenant.users.map((u) => u.apiKey) };
@@ -177,6 +191,87 @@ interface Row {
   insertsPerSec: number;
 }
 
+const BODY = JSON.stringify({ model: 'scale-model', messages: [{ role: 'user', content: 'scale' }], max_tokens: 16 });
+
+/** autocannon's options for the tenant's calls, its keys in turn. */
+function load(url: string, apiKeys: string[]) {
+  let next = 0;
+  return {
+    url,
+    method: 'POST' as const,
+    headers: { 'content-type': 'application/json' },
+    body: BODY,
+    connections: CONNECTIONS,
+    pipelining: 1,
+    requests: [{ setupRequest: (r: autocannon.Request) => ({ ...r, headers: { ...r.headers, authorization: `Bearer ${apiKeys[next++ % apiKeys.length]}` } }) }],
+  };
+}
+
+/**
+ * Open loop: `rate` calls a second for `seconds`, each sent when it is due whatever the answers before it
+ * took (the tenant's keys in turn), over `pool`; each call's latency counted from when it was due, so a
+ * slow answer cannot hide the calls it would have held back. Waits for every answer.
+ */
+async function openLoop(pool: Pool, path: string, apiKeys: string[], rate: number, seconds: number) {
+  const total = Math.round(rate * seconds);
+  const latencies: number[] = [];
+  let non2xx = 0;
+  const calls: Promise<void>[] = [];
+  const t0 = performance.now();
+  for (let i = 0; i < total; i++) {
+    const due = t0 + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait >= 1) await new Promise((r) => setTimeout(r, wait));
+    const call = pool
+      .request({ path, method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKeys[i % apiKeys.length]}` }, body: BODY })
+      .then(async (res) => {
+        await res.body.dump();
+        if (res.statusCode !== 200) non2xx++;
+        latencies.push(performance.now() - due);
+      })
+      .catch(() => void non2xx++);
+    calls.push(call);
+  }
+  const sentIn = (performance.now() - t0) / 1000;
+  await Promise.all(calls);
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0);
+  return { sent: Math.round(total / sentIn), p50: at(0.5), p99: at(0.99), max: at(1), non2xx };
+}
+
+/**
+ * SCALE_MODE=cold: latency of a tenant's first second (its keys and leases not looked up yet) against the
+ * steady state of a warm one, at the same fixed rate, on one Nexus.
+ */
+async function cold(nexusUrl: string, upstreamUrl: string, warm: { gatewayPath: string; apiKeys: string[] }, database: string): Promise<void> {
+  const pool = new Pool(nexusUrl, { connections: CONNECTIONS, pipelining: 1, keepAliveTimeout: 60_000 });
+  const rows: { phase: string; sent: number; p50: number; p99: number; max: number; non2xx: number; xacts: number }[] = [];
+  const run = async (phase: string, tenant: { gatewayPath: string; apiKeys: string[] }, seconds: number) => {
+    const before = await dbCounters(database);
+    const measured = await openLoop(pool, `${tenant.gatewayPath}/v1/chat/completions`, tenant.apiKeys, RATE, seconds);
+    const after = await dbCounters(database);
+    rows.push({ phase, ...measured, xacts: after.xacts - before.xacts });
+    console.log(JSON.stringify(rows.at(-1)));
+  };
+  try {
+    // A warm-up: the warm tenant's keys cached, its leases taken, the connections open.
+    await openLoop(pool, `${warm.gatewayPath}/v1/chat/completions`, warm.apiKeys, RATE, 2);
+    await run(`warm tenant (${warm.apiKeys.length} users), steady state, 5 s`, warm, 5);
+    const fresh = await provision(nexusUrl, upstreamUrl, `cold-${randomBytes(3).toString('hex')}`, COLD_USERS);
+    await run(`new tenant (${COLD_USERS} users), its first second`, fresh, 1);
+    await new Promise((r) => setTimeout(r, 3000));
+    await run('the same tenant after 3 s idle, its first second', fresh, 1);
+  } finally {
+    await pool.close();
+  }
+  console.log(`\n${cpus().length} cores (shared with PostgreSQL, the upstream and the load generator), ${CONNECTIONS} connections, ${RATE} requests/s offered\n`);
+  console.log('| phase | requests/s sent | p50 ms | p99 ms | max ms | non-2xx | p99 / steady p99 | PostgreSQL transactions |');
+  console.log('|---|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    console.log(`| ${r.phase} | ${r.sent} | ${r.p50} | ${r.p99} | ${r.max} | ${r.non2xx} | ${(r.p99 / rows[0]!.p99).toFixed(1)} | ${r.xacts} |`);
+  }
+}
+
 async function main(): Promise<void> {
   execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: projectRoot, stdio: 'inherit' });
   const database = `nexus_scale_${randomBytes(4).toString('hex')}`;
@@ -195,27 +290,28 @@ async function main(): Promise<void> {
     const first = await startNexus(directUrl, 1, true);
     const tenant = await provision(first.url, upstream.url);
     await stopNexus(first.child);
-    const body = JSON.stringify({ model: 'scale-model', messages: [{ role: 'user', content: 'scale' }], max_tokens: 16 });
+    if (MODE === 'cold') {
+      const config = CONFIGS[0]!;
+      const viaBouncer = config.via === 'pgbouncer';
+      const nexus = await startNexus(viaBouncer ? bouncer!.url(directUrl) : directUrl, config.workers, !viaBouncer);
+      try {
+        await cold(nexus.url, upstream.url, tenant, database);
+      } finally {
+        await stopNexus(nexus.child);
+      }
+      return;
+    }
     for (const config of CONFIGS) {
       const setup = `${config.via}, ${config.workers} worker${config.workers > 1 ? 's' : ''}`;
       const viaBouncer = config.via === 'pgbouncer';
       const nexus = await startNexus(viaBouncer ? bouncer!.url(directUrl) : directUrl, config.workers, !viaBouncer);
       try {
-        const url = `${nexus.url}${tenant.gatewayPath}/v1/chat/completions`;
-        let next = 0;
-        const options = {
-          method: 'POST' as const,
-          headers: { 'content-type': 'application/json' },
-          body,
-          connections: CONNECTIONS,
-          pipelining: 1,
-          requests: [{ setupRequest: (r: autocannon.Request) => ({ ...r, headers: { ...r.headers, authorization: `Bearer ${tenant.apiKeys[next++ % tenant.apiKeys.length]}` } }) }],
-        };
+        const options = load(`${nexus.url}${tenant.gatewayPath}/v1/chat/completions`, tenant.apiKeys);
         // A warm-up: the workers' keys cached, their leases taken, the pools' connections open.
-        await autocannon({ url, ...options, duration: 2 } as autocannon.Options);
+        await autocannon({ ...options, duration: 2 } as autocannon.Options);
         const before = await dbCounters(database);
         const started = Date.now();
-        const result = await autocannon({ url, ...options, duration: DURATION } as autocannon.Options);
+        const result = await autocannon({ ...options, duration: DURATION } as autocannon.Options);
         const seconds = (Date.now() - started) / 1000;
         const after = await dbCounters(database);
         rows.push({

@@ -12,6 +12,11 @@
  * quota admission finds over (split by a plan change) is read again at once
  * (gateway.ts). While the database cannot be reached, a key seen lately keeps
  * its last answer for a bounded grace (outageGraceMs).
+ *
+ * A lookup is single-flight per (key, connection): the calls that miss while one is under way wait for
+ * it and share its answer, so a burst of a new key's calls costs one query, not one per call. A failure
+ * is shared by those waiters and not kept: the next call queries again. A call that comes after an
+ * invalidation never joins a lookup started before it (that one may have read the row as it was).
  */
 import { isDatabaseUnavailable } from '../db/unavailable.js';
 import { AppError } from '../errors.js';
@@ -80,7 +85,14 @@ export function createAuthCache(deps: {
    * replaced goes too (the next call reads the row again).
    */
   let generation = 0;
-  const load = (keyHash: string, connectionId: string): Promise<AuthRow | null> => repo.lookup(keyHash, connectionId, clock.now());
+  /** Lookup queries made (tests). */
+  let queries = 0;
+  const load = (keyHash: string, connectionId: string): Promise<AuthRow | null> => {
+    queries++;
+    return repo.lookup(keyHash, connectionId, clock.now());
+  };
+  /** The lookup under way per (key, connection), and the generation it started in. */
+  const flying = new Map<string, { generation: number; answer: Promise<CacheEntry> }>();
   const store = (cacheKey: string, entry: CacheEntry, loadedIn: number): void => {
     if (ttlMs <= 0) return;
     if (loadedIn !== generation) {
@@ -100,17 +112,29 @@ export function createAuthCache(deps: {
       if (hit && nowMs - hit.loadedAt < ttlMs && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime())) {
         return hit;
       }
-      const loadedIn = generation;
-      let row: AuthRow | null;
+      let flight = flying.get(cacheKey);
+      if (!flight || flight.generation !== generation) {
+        const loadedIn = generation;
+        const answer = load(hash(token), connectionId).then((row) => {
+          const entry: CacheEntry = { row, loadedAt: nowMs };
+          store(cacheKey, entry, loadedIn);
+          return entry;
+        });
+        flight = { generation: loadedIn, answer };
+        flying.set(cacheKey, flight);
+        const done = flight;
+        void answer
+          .catch(() => {})
+          .finally(() => {
+            if (flying.get(cacheKey) === done) flying.delete(cacheKey);
+          });
+      }
       try {
-        row = await load(hash(token), connectionId);
+        return await flight.answer;
       } catch (err) {
         if (hit && nowMs - hit.loadedAt < deps.outageGraceMs && isDatabaseUnavailable(err)) return hit;
         throw err;
       }
-      const entry: CacheEntry = { row, loadedAt: nowMs };
-      store(cacheKey, entry, loadedIn);
-      return entry;
     },
     /** The entry for (key, connection) read again now, replacing the cached one. */
     async reload(token: string, connectionId: string): Promise<CacheEntry> {
@@ -140,6 +164,8 @@ export function createAuthCache(deps: {
         if (touched) entries.delete(cacheKey);
       }
     },
+    /** How many lookup queries it has made (tests). */
+    queries: () => queries,
     clear(): void {
       generation++;
       entries.clear();
@@ -147,6 +173,7 @@ export function createAuthCache(deps: {
     close(): void {
       clearInterval(sweep);
       entries.clear();
+      flying.clear();
     },
   };
 }

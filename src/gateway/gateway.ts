@@ -421,6 +421,8 @@ export function createGateway(deps: GatewayDeps) {
     /** Writes the records a process that stopped left in the spool (at start). */
     recover: () => meter.recover(),
     recorderStats: () => meter.recorderStats(),
+    /** How many key lookup queries it has made (tests). */
+    keyLookups: () => cache.queries(),
     /** Forget cached lookups: keys and the responses recorded lately (tests). */
     clearCache: () => {
       cache.clear();

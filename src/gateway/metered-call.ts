@@ -57,6 +57,7 @@ import {
   type Usage,
 } from './inspectors.js';
 import { IntrusiveList, type Linked } from './intrusive-list.js';
+import { createLearnedBounds, type LearnedBounds } from './learned-bounds.js';
 import type { Relay, ResponseWatcher, StreamProgress } from './relay.js';
 import { createSpool } from './spool.js';
 
@@ -192,6 +193,8 @@ interface MeterParts {
   report: CallReport | undefined;
   shutdown: Error;
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
+  /** What upstreams that ignore the output cap were seen to produce: later calls are admitted at it. */
+  learned: LearnedBounds;
   /** Told of each answer that passed its output bound (metrics). */
   overBound?: ((kind: OverBound) => void) | undefined;
   conversationTokens(auth: AuthRow, responseId: string): Promise<bigint>;
@@ -293,7 +296,9 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const pricing = policy.pricingFor(prepared.requestedModel);
     this.pricing = pricing;
     if (prepared.previousResponseId) prepared.inputBound += await this.meter.conversationTokens(auth, prepared.previousResponseId);
-    const bound = boundUnits(prepared.inputBound, prepared.outputBound, pricing);
+    // An upstream seen to answer past its calls' bounds: admitted at what it produced (learned-bounds.ts).
+    const learned = this.meter.learned.output(auth.connection_id!, prepared.requestedModel, prepared.stream);
+    const bound = boundUnits(prepared.inputBound, learned > prepared.outputBound ? learned : prepared.outputBound, pricing);
     if (bound > MAX_CALL_UNITS) {
       throw new AppError('quota_insufficient', `This call may need up to ${bound} units, more than a quota period can hold`, {
         reset_at: reset.toISOString(),
@@ -487,10 +492,15 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const prepared = this.prepared;
     if (this.admission && prepared && relay.status !== undefined && relay.status < 300) {
       const counted = chargeable({ usage, complete: usageComplete, outputEstimate: relay.outputEstimate, cut: relay.cut }, prepared);
-      // An upstream that ignored the output cap: a stream was cut at it; a JSON answer is charged as reported.
-      if (relay.cut || (usageComplete && usage!.outputTokens > prepared.outputBound)) {
+      // An upstream that ignored the output cap: a stream was cut at it; an answer that reports more is
+      // charged as reported, and the calls after it on its connection and model are admitted at that output.
+      const past = usageComplete && usage!.outputTokens > prepared.outputBound;
+      if (relay.cut || past) {
         errorCode ??= 'output_bound_exceeded';
         this.meter.overBound?.(prepared.stream ? 'stream' : 'json');
+      }
+      if (past && !relay.cut) {
+        this.meter.learned.observed(this.auth.connection_id!, prepared.requestedModel, prepared.stream, usage!.outputTokens);
       }
       if (!usageComplete && !errorCode) errorCode = 'usage_missing';
       // Priced by the rule of the model the request named: a dated alias the provider reports does not change it.
@@ -659,6 +669,7 @@ export function createCallMeter(deps: {
     clock,
     logger,
     overBound: deps.onOutputOverBound,
+    learned: createLearnedBounds(clock),
     report: deps.report,
     /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
     shutdown: new Error('The server shut down before the call ended'),
@@ -752,9 +763,10 @@ export function createCallMeter(deps: {
     drainRates: () => rates.drain(),
     /** The reason a shutdown cancels the calls under way with: they are recorded FAILED `server_shutdown`. */
     shutdown: meter.shutdown,
-    /** Forgets the Responses API calls remembered (tests). */
+    /** Forgets the Responses API calls remembered and the output bounds learned (tests). */
     forgetResponses(): void {
       recentResponses.clear();
+      meter.learned.clear();
     },
     /** A shutdown's deadline has come: the upstream calls still under way are cancelled. */
     cutCalls(): void {

@@ -516,9 +516,12 @@ describe('usage reads', () => {
     expect(second.response.status).toBe(201);
     const secondTenant = { ...oa, accessId: second.data!.access.id, apiKey: second.data!.apiKey! };
     // Calls of the two accesses interleaved; some charged beyond their bound (an ADJUSTMENT each), one refused upstream.
+    // Those name a model of their access's own: after an answer past its bound, the connection's next call to the
+    // same model is admitted at what it produced, and has no ADJUSTMENT.
     for (let i = 0; i < 3; i++) {
-      for (const tenant of [oa, secondTenant]) {
-        await openai(tenant, i === 1 ? { 'x-fake-usage': '10,5000,0' } : {}).chat.completions.create({ model: `list-${i}`, messages: [], max_tokens: 5 });
+      for (const [n, tenant] of [oa, secondTenant].entries()) {
+        const model = i === 1 ? `list-1-${n}` : `list-${i}`;
+        await openai(tenant, i === 1 ? { 'x-fake-usage': '10,5000,0' } : {}).chat.completions.create({ model, messages: [], max_tokens: 5 });
       }
     }
     await openai(secondTenant, { 'x-fake-fault': 'status-500' })

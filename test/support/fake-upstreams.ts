@@ -19,7 +19,7 @@
  *                 status-429 / status-500  that status with an error body and rate-limit headers
  *                 redirect  302 to another path of the same server
  *                 gzip      chat completions answer gzip-compressed (JSON or SSE), whatever was asked
- *                 late      a JSON chat completion answers after x-fake-delay-ms (default 200) ms
+ *                 late      a JSON chat completion (or Anthropic message) answers after x-fake-delay-ms (default 200) ms
  *                 runaway   the output is as many words as x-fake-usage's output says (not at most 10),
  *                           whatever max_tokens asked for; streamed one word an event, every
  *                           x-fake-delay-ms (default 0) ms
@@ -368,6 +368,7 @@ export function startAnthropicUpstream(options: UpstreamKeys): Promise<FakeUpstr
       return;
     }
     if (!body.stream) {
+      if (req.headers['x-fake-fault'] === 'late') await sleep(Number(req.headers['x-fake-delay-ms'] ?? 200));
       return json(res, 200, {
         id,
         type: 'message',

@@ -1,0 +1,69 @@
+/**
+ * Output bounds learned from answers: what an upstream that ignores the output cap it is sent
+ * actually produces, per connection, requested model and kind of answer (JSON or stream), kept by
+ * the process.
+ *
+ * A call is admitted at the larger of its own output bound and what its connection's model was
+ * last seen to produce past the bound, so once such an answer has come back the calls admitted
+ * after it reserve what they will be charged, and a call that does not fit in the quota any more
+ * is refused 429 before the upstream is called. Overspend is then bounded by the calls already
+ * admitted when the first such answer came back (one wave), per process: each process learns on
+ * its own (docs/reliability.md "The output bound").
+ *
+ * - Learned only from an answer whose reported output is past its call's bound; an answer within
+ *   it changes nothing (the upstream may still ignore larger caps).
+ * - The largest such output is kept, at most MAX_LEARNED_OUTPUT tokens, and forgotten
+ *   LEARNED_FOR_MS after the last answer past its bound: a connection fixed (or a model replaced)
+ *   goes back to its calls' own bounds.
+ * - Streams learn apart from JSON answers: a stream is cut at its bound as it is relayed, and only
+ *   one whose final report says more than it showed teaches a stream bound.
+ */
+import type { Clock } from '../domain/actor.js';
+
+/** The most output a learned bound admits a call at (above any model's output limit today). */
+const MAX_LEARNED_OUTPUT = 1_000_000n;
+/** How long a learned bound holds after the last answer past its bound. */
+const LEARNED_FOR_MS = 15 * 60_000;
+/** Connections and models remembered per process; the oldest is dropped first. */
+const MAX_LEARNED = 10_000;
+
+export function createLearnedBounds(clock: Clock) {
+  const learned = new Map<string, { output: bigint; untilMs: number }>();
+  const keyOf = (connectionId: string, model: string, stream: boolean) => `${stream ? 's' : 'j'} ${connectionId} ${model}`;
+
+  return {
+    /** The output a call on this connection and model is admitted at, at least: 0n when nothing is learned. */
+    output(connectionId: string, model: string, stream: boolean): bigint {
+      const key = keyOf(connectionId, model, stream);
+      const known = learned.get(key);
+      if (!known) return 0n;
+      if (known.untilMs <= clock.now().getTime()) {
+        learned.delete(key);
+        return 0n;
+      }
+      return known.output;
+    },
+
+    /** An answer reported `output` tokens past its call's output bound. */
+    observed(connectionId: string, model: string, stream: boolean, output: bigint): void {
+      const key = keyOf(connectionId, model, stream);
+      const capped = output < MAX_LEARNED_OUTPUT ? output : MAX_LEARNED_OUTPUT;
+      const untilMs = clock.now().getTime() + LEARNED_FOR_MS;
+      const known = learned.get(key);
+      if (known && known.untilMs > clock.now().getTime()) {
+        if (capped > known.output) known.output = capped;
+        known.untilMs = untilMs;
+        return;
+      }
+      learned.delete(key);
+      if (learned.size >= MAX_LEARNED) learned.delete(learned.keys().next().value!);
+      learned.set(key, { output: capped, untilMs });
+    },
+
+    clear(): void {
+      learned.clear();
+    },
+  };
+}
+
+export type LearnedBounds = ReturnType<typeof createLearnedBounds>;
