@@ -14,7 +14,8 @@
  * is left alone.
  */
 import { build } from 'esbuild';
-import { existsSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
@@ -67,4 +68,14 @@ for (const [sourceDir, outDir] of [
   });
 }
 removeOrphans(join(root, 'src'), dist);
+// The commit built, for nexus_build_info (src/observability/build-info.ts): NEXUS_COMMIT, else git's HEAD.
+let commit = process.env.NEXUS_COMMIT ?? '';
+if (!commit) {
+  try {
+    commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    // Not a git checkout (an image's build stage): the commit stays unknown unless NEXUS_COMMIT is set at run time.
+  }
+}
+writeFileSync(join(dist, 'build-info.json'), `${JSON.stringify({ commit: commit || 'unknown' })}\n`);
 console.log(`built dist/ in ${Math.round(performance.now() - started)} ms`);
