@@ -148,20 +148,39 @@ export function bearerOf(authorization: string | undefined): string | undefined 
   return authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
 }
 
+/** The workspace and access a request's path names, for its log line. */
+function namedIn(res: Response, params: Record<string, unknown> | undefined): void {
+  const locals = res.locals as RequestLocals;
+  if (typeof params?.workspaceId === 'string') locals.workspaceId = params.workspaceId;
+  if (typeof params?.accessId === 'string') locals.accessId = params.accessId;
+}
+
 export function sendError(req: Request, res: Response, err: unknown): void {
   writeError(res, err, res.locals as RequestLocals);
+}
+
+/** Whether a request has a body not yet read to its end. */
+function bodyUnread(req: IncomingMessage | undefined): boolean {
+  if (!req || req.complete) return false;
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 }
 
 /** The Error body for `err` (a 500 that reveals nothing unless it is an AppError), on a plain node response. */
 export function writeError(res: ServerResponse, err: unknown, locals: RequestLocals): void {
   const appError = toAppError(err);
-  if (appError.status >= 500 && !(err instanceof AppError)) locals.error = err;
+  // The cause of an unexpected 500 goes to the log line, with its stack; an expected condition (the database
+  // away: database_unavailable) is its code alone.
+  if (appError.code === 'internal_error' && !(err instanceof AppError)) locals.error = err;
+  locals.errorCode = appError.code;
   const body = JSON.stringify(errorBody(appError, locals.requestId));
   res.statusCode = appError.status;
   const retryAfter = appError.extras.retry_after ?? errorRetryAfter[appError.code];
   if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));
   res.setHeader('content-type', 'application/json; charset=utf-8');
   res.setHeader('content-length', Buffer.byteLength(body));
+  // Refused before its body was read to its end: the connection closes once the answer is sent, instead of
+  // staying open while node reads and discards the rest (a client trickling a body would hold the socket).
+  if (bodyUnread(res.req)) res.setHeader('connection', 'close');
   res.end(body);
 }
 
@@ -265,6 +284,7 @@ export function createApi(deps: ApiDeps) {
     methodNotAllowed: async (_c: Context, req: Request, res: Response) =>
       sendError(req, res, new AppError('method_not_allowed', `${req.method} is not allowed on ${req.path}`)),
     unauthorizedHandler: async (c: Context, req: Request, res: Response) => {
+      namedIn(res, c.request.params);
       const results = Object.values(c.security ?? {}) as unknown[];
       const failure = results.find((r): r is { error: unknown } => Boolean(r && typeof r === 'object' && 'error' in r));
       sendError(req, res, failure?.error ?? new AppError('missing_credentials', 'Authentication required'));
@@ -301,6 +321,7 @@ export function createApi(deps: ApiDeps) {
         headers: req.headers,
       };
       canonicalRequest(c.operation, input);
+      namedIn(res, input.path);
       // Only a list's answer, or a request with a cursor, needs its tag.
       const tag = () => listTag(operationId, input.path);
       try {
