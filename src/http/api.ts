@@ -148,6 +148,41 @@ export function bearerOf(authorization: string | undefined): string | undefined 
   return authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
 }
 
+/**
+ * An operation without a request body takes none: an empty body, or `{}`. Anything else (fields, an array)
+ * would be ignored without a word; it is refused instead.
+ */
+function assertNoBody(operationId: string, body: unknown): void {
+  if (body === undefined) return;
+  if (body !== null && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0) return;
+  const field = body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body)[0] : undefined;
+  throw new AppError('invalid_request', `${operationId} takes no request body: send none, or {}`, field ? { param: field } : {});
+}
+
+/** Keys that name an object's prototype machinery in JavaScript: refused in any JSON a request sends. */
+const PROTOTYPE_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+/** Deeper than any request may nest (assertStorable refuses that after validation): not walked further. */
+const MAX_WALK_DEPTH = 64;
+
+/**
+ * Throws a 400 naming the field when a request's JSON body holds a key `__proto__`, `constructor` or `prototype`
+ * (in `metadata`, the one free-form object, or anywhere else). JSON.parse makes `__proto__` an own property;
+ * stored and read back, then merged or copied by a client, it would set that object's prototype.
+ */
+function assertNoPrototypeKeys(value: unknown, param: string, depth = 0): void {
+  if (value === null || typeof value !== 'object' || depth > MAX_WALK_DEPTH) return;
+  if (Array.isArray(value)) {
+    value.forEach((item, i) => assertNoPrototypeKeys(item, `${param}[${i}]`, depth + 1));
+    return;
+  }
+  for (const key of Object.keys(value)) {
+    const path = param ? `${param}.${key}` : key;
+    if (PROTOTYPE_KEYS.has(key)) throw new AppError('invalid_parameter', `${path}: the keys __proto__, constructor and prototype are not allowed`, { param: path });
+    assertNoPrototypeKeys((value as Record<string, unknown>)[key], path, depth + 1);
+  }
+}
+
+
 /** The workspace and access a request's path names, for its log line. */
 function namedIn(res: Response, params: Record<string, unknown> | undefined): void {
   const locals = res.locals as RequestLocals;
@@ -325,6 +360,7 @@ export function createApi(deps: ApiDeps) {
       // Only a list's answer, or a request with a cursor, needs its tag.
       const tag = () => listTag(operationId, input.path);
       try {
+        if (!c.operation.requestBody) assertNoBody(operationId, input.body);
         assertStorable(input.body, '');
         assertStorable(input.query, '');
         if (typeof input.query.cursor === 'string') input.query = { ...input.query, cursor: cursorIn(tag(), input.query.cursor) };
@@ -370,6 +406,12 @@ export function createApi(deps: ApiDeps) {
       api.validator.preCompileRequestValidators();
     },
     async handle(req: Request, res: Response) {
+      try {
+        // Before validation, like the JSON parser's own refusals: no schema sees such a key.
+        assertNoPrototypeKeys(req.body, '');
+      } catch (err) {
+        return sendError(req, res, err);
+      }
       const context = { method: req.method, path: req.path, query: req.query as Record<string, string>, headers: req.headers as Record<string, string>, body: req.body };
       try {
         await api.handleRequest(context, req, res);
