@@ -17,7 +17,8 @@
  * is left alone.
  */
 import { build } from 'esbuild';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
@@ -75,4 +76,14 @@ const require = createRequire(import.meta.url);
 const apiReference = dirname(require.resolve('@scalar/api-reference'));
 mkdirSync(join(dist, 'docs'), { recursive: true });
 copyFileSync(join(apiReference, 'browser', 'standalone.js'), join(dist, 'docs', 'standalone.js'));
+// The commit built, for nexus_build_info (src/observability/build-info.ts): NEXUS_COMMIT, else git's HEAD.
+let commit = process.env.NEXUS_COMMIT ?? '';
+if (!commit) {
+  try {
+    commit = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    // Not a git checkout (an image's build stage): the commit stays unknown unless NEXUS_COMMIT is set at run time.
+  }
+}
+writeFileSync(join(dist, 'build-info.json'), `${JSON.stringify({ commit: commit || 'unknown' })}\n`);
 console.log(`built dist/ in ${Math.round(performance.now() - started)} ms`);

@@ -25,6 +25,7 @@ import { createApi } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import type { RequestLocals } from './http/locals.js';
 import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver, utf8Only } from './http/middleware.js';
+import { buildInfo } from './observability/build-info.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createEventLoopMonitor } from './observability/event-loop.js';
 import { createMetrics, registerEventLoopMetrics } from './observability/metrics.js';
@@ -65,6 +66,8 @@ export interface NexusApp {
   publicUrl: PublicUrl;
   /** The gateway (tests: drain() waits for settlements, sweepExpired() runs the sweeper once). */
   gateway: Gateway;
+  /** How long a request may take to arrive whole, headers and body (NEXUS_BODY_TIMEOUT_MS): listen() sets it. */
+  bodyTimeoutMs: number;
   /** Closes the database (and whatever else the app owns), not the HTTP server. */
   close(): Promise<void>;
 }
@@ -189,7 +192,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   const tracing = overrides.tracer ? undefined : await startTracing(config.tracing, definition.info.version);
   const tracer = overrides.tracer ?? tracing?.tracer;
   const publicUrl = createPublicUrl(config);
-  const metrics = createMetrics({ defaultMetrics: true });
+  const metrics = createMetrics({ defaultMetrics: true, build: buildInfo(config.commit) });
   let countStall = () => {};
   const eventLoop = createEventLoopMonitor({
     blockedMs: config.eventLoopBlockedMs,
@@ -321,6 +324,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     inflight,
     publicUrl,
     gateway,
+    bodyTimeoutMs: config.bodyTimeoutMs,
     async close() {
       eventLoop.close();
       clearInterval(sweeper);
@@ -343,7 +347,16 @@ export interface RunningServer {
 }
 
 export async function listen(nexus: NexusApp, port: number, host: string, shutdownTimeoutMs: number): Promise<RunningServer> {
-  const server = createServer(nexus.handler);
+  const server = createServer(
+    {
+      // A request whose body trickles in is answered 408 and its connection closed once the time is up
+      // (node checks its connections every connectionsCheckingInterval), instead of node's 300 s.
+      requestTimeout: nexus.bodyTimeoutMs,
+      headersTimeout: Math.min(60_000, nexus.bodyTimeoutMs),
+      connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(nexus.bodyTimeoutMs / 10))),
+    },
+    nexus.handler,
+  );
   server.keepAliveTimeout = 65_000;
   server.on('clientError', clientErrorHandler());
   await new Promise<void>((resolve, reject) => {

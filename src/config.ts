@@ -117,6 +117,7 @@ const variables = z.object({
   NEXUS_LOG_LEVEL: z.enum(['error', 'warn', 'info', 'debug', 'silent'], { error: 'must be one of error, warn, info, debug, silent' }).default('info'),
   NEXUS_BODY_LIMIT_BYTES: integer(1024, undefined, 1048576),
   NEXUS_GATEWAY_BODY_LIMIT_BYTES: integer(1024, undefined, 33554432),
+  NEXUS_BODY_TIMEOUT_MS: integer(1000, 3600000, 30000),
   NEXUS_SHUTDOWN_TIMEOUT_MS: integer(0, undefined, 10000),
   NEXUS_EVENT_LOOP_BLOCKED_MS: integer(100, 600000, 5000),
   NEXUS_INFERENCE_KEY_TTL_DAYS: integer(1, 3650, 365),
@@ -127,6 +128,7 @@ const variables = z.object({
   NEXUS_AUTH_CACHE_TTL_MS: integer(0, 5000, 1000),
   NEXUS_QUOTA_LEASE_IDLE_MS: integer(10, 60000, 1000),
   NEXUS_GATEWAY_ASYNC_COMMIT: flag(false),
+  NEXUS_COMMIT: z.string().regex(/^[\x21-\x7E]{1,100}$/, { error: 'must be printable ASCII without spaces, at most 100 characters' }).optional(),
   NEXUS_STRIPE_API_BASE_URL: httpUrl.optional(),
   NEXUS_PADDLE_API_BASE_URL: httpUrl.optional(),
   NEXUS_BILLING_PAST_DUE_GRACE_HOURS: hours(72),
@@ -246,6 +248,11 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     bodyLimitBytes: v.NEXUS_BODY_LIMIT_BYTES,
     /** Largest accepted gateway request body, bytes. */
     gatewayBodyLimitBytes: v.NEXUS_GATEWAY_BODY_LIMIT_BYTES,
+    /**
+     * How long a request's body may take to arrive, from the request's start (node's requestTimeout): a client
+     * trickling one is answered 408 and its connection closed, instead of holding its socket.
+     */
+    bodyTimeoutMs: v.NEXUS_BODY_TIMEOUT_MS,
     shutdownTimeoutMs: v.NEXUS_SHUTDOWN_TIMEOUT_MS,
     /**
      * The event loop held up longer than this is a stall: /healthz answers 503 `event_loop_blocked` for
@@ -274,6 +281,8 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
      * the WAL flush: faster, but a PostgreSQL crash can lose the last moments of them.
      */
     gatewayAsyncCommit: v.NEXUS_GATEWAY_ASYNC_COMMIT,
+    /** The commit this build came from, for nexus_build_info; undefined: what the build recorded (src/observability/build-info.ts). */
+    commit: v.NEXUS_COMMIT,
     stripeApiBaseUrl: v.NEXUS_STRIPE_API_BASE_URL,
     paddleApiBaseUrl: v.NEXUS_PADDLE_API_BASE_URL,
     /** How long past_due keeps an access ACTIVE. */

@@ -5,6 +5,7 @@
  * metering. Ids, model names, counts and times only: never a key, a header, a query string or a body.
  * The fields are listed in docs/observability.md.
  */
+import { isDatabaseUnavailable } from '../db/unavailable.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -18,6 +19,19 @@ export type CallReport = (invocation: Readonly<InvocationRow>, consumed: Consump
 
 /** An error's name, message and stack, for a log line. */
 const errorOf = (e: Error) => ({ name: e.name, message: e.message, stack: e.stack });
+
+/**
+ * A line's level: error for a failure of Nexus's own (a 500, an unexpected exception), warn for another 5xx
+ * of its own (the database away, no upstream answer), info otherwise: an upstream's error relayed is the
+ * upstream's, in the line's upstreamStatus.
+ */
+function levelOf(status: number, cause: unknown, fromUpstream: boolean): 'error' | 'warn' | 'info' {
+  if (cause || (status === 500 && !fromUpstream)) return 'error';
+  return status >= 500 && !fromUpstream ? 'warn' : 'info';
+}
+
+/** The cause worth a stack: not an expected condition such as the database being away (its code says it). */
+const unexpected = (cause: unknown) => (cause && !isDatabaseUnavailable(cause) ? cause : undefined);
 
 const OPERATIONS: Record<string, string> = {
   GET: 'proxyProviderGet',
@@ -34,13 +48,12 @@ const ms = (value: number | null) => (value === null ? null : Math.round(value *
 
 export function createCallReport(deps: { logger: Logger; metrics: Metrics | undefined }) {
   const { logger, metrics } = deps;
-  /** Lines are written at info, a 5xx at error (written whatever the level, as the request observer does). */
-  const logsCalls = () => logger.isLevelEnabled('info');
-
-  const report: CallReport = (invocation, consumed, httpStatus, cause) => {
+  const report: CallReport = (invocation, consumed, httpStatus, reported) => {
     metrics?.callEnded(invocation, consumed);
-    if (httpStatus < 500 && !logsCalls()) return;
-    logger.log(httpStatus >= 500 ? 'error' : 'info', {
+    const cause = unexpected(reported);
+    const level = levelOf(httpStatus, cause, invocation.attempt_http_status !== null && invocation.attempt_http_status === httpStatus);
+    if (level !== 'error' && !logger.isLevelEnabled(level)) return;
+    logger.log(level, {
       msg: 'request',
       requestId: invocation.request_id,
       method: invocation.method,
@@ -75,13 +88,26 @@ export function createCallReport(deps: { logger: Logger; metrics: Metrics | unde
   return {
     report,
     /**
-     * A gateway request refused before its key and connection were known (no call to record): its line
-     * has what the request showed. `error`: the cause of a 500, logged, never sent.
+     * A gateway request refused before its call was opened (no call to record): its line has what the request
+     * showed, and the key's workspace and access when its row was found. `error`: the cause of a 500, logged, never sent.
      */
-    refusedEarly(line: { requestId: string; method: string; path: string; status: number; errorCode: string; seconds: number; error?: unknown }): void {
+    refusedEarly(line: {
+      requestId: string;
+      method: string;
+      path: string;
+      status: number;
+      errorCode: string;
+      seconds: number;
+      /** The key's workspace and access, when its row was found (a revoked key, a suspended access). */
+      workspaceId?: string | undefined;
+      accessId?: string | undefined;
+      error?: unknown;
+    }): void {
       metrics?.refusedEarly(line.errorCode);
-      if (line.status < 500 && !logsCalls()) return;
-      logger.log(line.status >= 500 ? 'error' : 'info', {
+      const cause = unexpected(line.error);
+      const level = levelOf(line.status, cause, false);
+      if (level !== 'error' && !logger.isLevelEnabled(level)) return;
+      logger.log(level, {
         msg: 'request',
         requestId: line.requestId,
         method: line.method,
@@ -90,7 +116,8 @@ export function createCallReport(deps: { logger: Logger; metrics: Metrics | unde
         status: line.status,
         durationMs: Math.round(line.seconds * 1e6) / 1e3,
         errorCode: line.errorCode,
-        ...(line.error ? { error: errorOf(line.error as Error) } : {}),
+        ...(line.workspaceId ? { workspaceId: line.workspaceId, accessId: line.accessId } : {}),
+        ...(cause ? { error: errorOf(cause as Error) } : {}),
       });
     },
   };

@@ -298,6 +298,8 @@ export function createGateway(deps: GatewayDeps) {
           status: refusal.status,
           errorCode: refusal.code,
           seconds: Number(process.hrtime.bigint() - locals.startedAt) / 1e9,
+          workspaceId: looked?.workspace_id,
+          accessId: looked?.workspace_access_id,
           error: locals.error,
         });
         trace?.refusedEarly(refusal.status, refusal.code);
@@ -383,6 +385,9 @@ export function createGateway(deps: GatewayDeps) {
       watcher: call,
       rewriteJson,
     });
+    // The answer's status is the upstream's once it began, unless the gateway refuses the answer instead.
+    let refused = false;
+    locals.upstreamAnswered = () => relay.status !== undefined && !refused;
     call.started(relay, clock.now());
     await relay.start(pools.get(base), {
       method: req.method!,
@@ -392,7 +397,10 @@ export function createGateway(deps: GatewayDeps) {
       timeoutMs: auth.upstream_timeout_ms ?? config.upstreamTimeoutMs,
     });
     const refusal = call.answered();
-    if (refusal) sendError(res, locals, refusal, metered, view, call.rateView);
+    if (refusal) {
+      refused = true;
+      sendError(res, locals, refusal, metered, view, call.rateView);
+    }
   }
 
   return {

@@ -148,20 +148,74 @@ export function bearerOf(authorization: string | undefined): string | undefined 
   return authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
 }
 
+/**
+ * An operation without a request body takes none: an empty body, or `{}`. Anything else (fields, an array)
+ * would be ignored without a word; it is refused instead.
+ */
+function assertNoBody(operationId: string, body: unknown): void {
+  if (body === undefined) return;
+  if (body !== null && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0) return;
+  const field = body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body)[0] : undefined;
+  throw new AppError('invalid_request', `${operationId} takes no request body: send none, or {}`, field ? { param: field } : {});
+}
+
+/** Keys that name an object's prototype machinery in JavaScript: refused in any JSON a request sends. */
+const PROTOTYPE_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+/** Deeper than any request may nest (assertStorable refuses that after validation): not walked further. */
+const MAX_WALK_DEPTH = 64;
+
+/**
+ * Throws a 400 naming the field when a request's JSON body holds a key `__proto__`, `constructor` or `prototype`
+ * (in `metadata`, the one free-form object, or anywhere else). JSON.parse makes `__proto__` an own property;
+ * stored and read back, then merged or copied by a client, it would set that object's prototype.
+ */
+function assertNoPrototypeKeys(value: unknown, param: string, depth = 0): void {
+  if (value === null || typeof value !== 'object' || depth > MAX_WALK_DEPTH) return;
+  if (Array.isArray(value)) {
+    value.forEach((item, i) => assertNoPrototypeKeys(item, `${param}[${i}]`, depth + 1));
+    return;
+  }
+  for (const key of Object.keys(value)) {
+    const path = param ? `${param}.${key}` : key;
+    if (PROTOTYPE_KEYS.has(key)) throw new AppError('invalid_parameter', `${path}: the keys __proto__, constructor and prototype are not allowed`, { param: path });
+    assertNoPrototypeKeys((value as Record<string, unknown>)[key], path, depth + 1);
+  }
+}
+
+
+/** The workspace and access a request's path names, for its log line. */
+function namedIn(res: Response, params: Record<string, unknown> | undefined): void {
+  const locals = res.locals as RequestLocals;
+  if (typeof params?.workspaceId === 'string') locals.workspaceId = params.workspaceId;
+  if (typeof params?.accessId === 'string') locals.accessId = params.accessId;
+}
+
 export function sendError(req: Request, res: Response, err: unknown): void {
   writeError(res, err, res.locals as RequestLocals);
+}
+
+/** Whether a request has a body not yet read to its end. */
+function bodyUnread(req: IncomingMessage | undefined): boolean {
+  if (!req || req.complete) return false;
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 }
 
 /** The Error body for `err` (a 500 that reveals nothing unless it is an AppError), on a plain node response. */
 export function writeError(res: ServerResponse, err: unknown, locals: RequestLocals): void {
   const appError = toAppError(err);
-  if (appError.status >= 500 && !(err instanceof AppError)) locals.error = err;
+  // The cause of an unexpected 500 goes to the log line, with its stack; an expected condition (the database
+  // away: database_unavailable) is its code alone.
+  if (appError.code === 'internal_error' && !(err instanceof AppError)) locals.error = err;
+  locals.errorCode = appError.code;
   const body = JSON.stringify(errorBody(appError, locals.requestId));
   res.statusCode = appError.status;
   const retryAfter = appError.extras.retry_after ?? errorRetryAfter[appError.code];
   if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));
   res.setHeader('content-type', 'application/json; charset=utf-8');
   res.setHeader('content-length', Buffer.byteLength(body));
+  // Refused before its body was read to its end: the connection closes once the answer is sent, instead of
+  // staying open while node reads and discards the rest (a client trickling a body would hold the socket).
+  if (bodyUnread(res.req)) res.setHeader('connection', 'close');
   res.end(body);
 }
 
@@ -265,6 +319,7 @@ export function createApi(deps: ApiDeps) {
     methodNotAllowed: async (_c: Context, req: Request, res: Response) =>
       sendError(req, res, new AppError('method_not_allowed', `${req.method} is not allowed on ${req.path}`)),
     unauthorizedHandler: async (c: Context, req: Request, res: Response) => {
+      namedIn(res, c.request.params);
       const results = Object.values(c.security ?? {}) as unknown[];
       const failure = results.find((r): r is { error: unknown } => Boolean(r && typeof r === 'object' && 'error' in r));
       sendError(req, res, failure?.error ?? new AppError('missing_credentials', 'Authentication required'));
@@ -302,9 +357,11 @@ export function createApi(deps: ApiDeps) {
         publicUrl: deps.publicUrl.forRequest(req),
       };
       canonicalRequest(c.operation, input);
+      namedIn(res, input.path);
       // Only a list's answer, or a request with a cursor, needs its tag.
       const tag = () => listTag(operationId, input.path);
       try {
+        if (!c.operation.requestBody) assertNoBody(operationId, input.body);
         assertStorable(input.body, '');
         assertStorable(input.query, '');
         if (typeof input.query.cursor === 'string') input.query = { ...input.query, cursor: cursorIn(tag(), input.query.cursor) };
@@ -350,6 +407,12 @@ export function createApi(deps: ApiDeps) {
       api.validator.preCompileRequestValidators();
     },
     async handle(req: Request, res: Response) {
+      try {
+        // Before validation, like the JSON parser's own refusals: no schema sees such a key.
+        assertNoPrototypeKeys(req.body, '');
+      } catch (err) {
+        return sendError(req, res, err);
+      }
       const context = { method: req.method, path: req.path, query: req.query as Record<string, string>, headers: req.headers as Record<string, string>, body: req.body };
       try {
         await api.handleRequest(context, req, res);

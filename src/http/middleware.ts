@@ -7,11 +7,23 @@ import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { operationSpan, type Tracer } from '../observability/tracing.js';
+import { pathOf } from '../gateway/path-safety.js';
 import { sendError } from './api.js';
 import type { RequestLocals } from './locals.js';
 
-/** Health probes come every few seconds and say nothing a trace would: they make no span. */
-const UNTRACED = new Set(['getHealth', 'getReadiness']);
+/** Health probes come every few seconds and say nothing a trace would: they make no span, and their lines are at debug. */
+const PROBES = new Set(['getHealth', 'getReadiness']);
+
+/**
+ * A request line's level: error for a failure of Nexus's own (a 500, an unexpected exception); warn for
+ * another 5xx (an expected condition it answers: the database away, a billing provider's error); info
+ * otherwise. A health probe's line is at debug, its 503 too (what it reports is logged where it is found).
+ */
+function lineLevel(status: number, locals: RequestLocals, probe: boolean): 'error' | 'warn' | 'info' | 'debug' {
+  if (locals.error || status === 500) return 'error';
+  if (probe) return 'debug';
+  return status >= 500 ? 'warn' : 'info';
+}
 
 /**
  * Gives every request an id (X-Request-Id on every answer), and on finish writes
@@ -22,8 +34,6 @@ const UNTRACED = new Set(['getHealth', 'getReadiness']);
  * the same for express.
  */
 export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflight: { count: number }; tracer?: Tracer | undefined }) {
-  const logsRequests = () => deps.logger.isLevelEnabled('info');
-
   /**
    * Counts and logs the request when it ends. The caller puts `locals.requestId` into its answer as
    * X-Request-Id (the gateway writes all its headers at once: node's fast path for that wants none set before).
@@ -45,9 +55,9 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
       const { operationId, path } = describe();
       const operation = locals.operationId ?? operationId ?? 'unknown';
       const status = res.writableFinished ? res.statusCode : 499;
-      deps.metrics.observe(operation, req.method!, status, seconds);
+      deps.metrics.observe(operation, req.method!, status, seconds, locals.upstreamAnswered?.() ? 'upstream' : 'nexus');
       if (gateway) return;
-      if (deps.tracer && operationId && !UNTRACED.has(operationId)) {
+      if (deps.tracer && operationId && !PROBES.has(operationId)) {
         const traceparent = req.headers.traceparent;
         operationSpan(
           deps.tracer,
@@ -55,7 +65,8 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
           performance.now() - seconds * 1e3,
         );
       }
-      if (status < 500 && !logsRequests()) return;
+      const level = lineLevel(status, locals, operationId !== undefined && PROBES.has(operationId));
+      if (level !== 'error' && !deps.logger.isLevelEnabled(level)) return;
       const line: Record<string, unknown> = {
         msg: 'request',
         requestId: locals.requestId,
@@ -65,12 +76,15 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
         status,
         durationMs: Math.round(seconds * 1e6) / 1e3,
       };
+      if (locals.errorCode) line.errorCode = locals.errorCode;
       if (locals.actorKeyId) line.actorKeyId = locals.actorKeyId;
+      if (locals.workspaceId) line.workspaceId = locals.workspaceId;
+      if (locals.accessId) line.accessId = locals.accessId;
       if (locals.error) {
         const e = locals.error as Error;
         line.error = { name: e?.name, message: e?.message, stack: e?.stack };
       }
-      deps.logger.log(status >= 500 ? 'error' : 'info', line);
+      deps.logger.log(level, line);
     });
   }
 
@@ -79,7 +93,8 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
     middleware(operationIdOf: (req: Request) => string | undefined) {
       return (req: Request, res: Response, next: NextFunction) => {
         const locals = res.locals as RequestLocals;
-        observe(req, res, locals, () => ({ operationId: operationIdOf(req), path: req.path }));
+        // originalUrl: the whole path, a mounted router's prefix (/console) included.
+        observe(req, res, locals, () => ({ operationId: operationIdOf(req), path: pathOf(req.originalUrl) }));
         res.setHeader('X-Request-Id', locals.requestId);
         next();
       };
@@ -169,6 +184,12 @@ export function clientErrorHandler() {
   return (err: NodeJS.ErrnoException, socket: Duplex): void => {
     const code = err.code ?? '';
     if (code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    // An answer already begun on this connection (a refusal sent while the body still trickled in, when the
+    // body's time ran out): no second answer after it.
+    if ((socket as { _httpMessage?: ServerResponse })._httpMessage?.headersSent) {
       socket.destroy();
       return;
     }

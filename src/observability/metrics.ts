@@ -177,14 +177,57 @@ interface ConnectionSeries {
   ttft: HistogramSeries;
 }
 
-export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
+/**
+ * prom-client's defaults that Nexus does not export: its event-loop lag family (Nexus exports one lag,
+ * nexus_event_loop_lag_seconds, the measure /healthz judges stalls by, which no scrape resets), and the
+ * `*_total` gauges of active handles, requests and resources (a gauge named like a counter; the same counts
+ * are in nodejs_active_handles, nodejs_active_requests and nodejs_active_resources, by type).
+ */
+const DEFAULTS_LEFT_OUT = [
+  'nodejs_eventloop_lag_seconds',
+  'nodejs_eventloop_lag_min_seconds',
+  'nodejs_eventloop_lag_max_seconds',
+  'nodejs_eventloop_lag_mean_seconds',
+  'nodejs_eventloop_lag_stddev_seconds',
+  'nodejs_eventloop_lag_p50_seconds',
+  'nodejs_eventloop_lag_p90_seconds',
+  'nodejs_eventloop_lag_p99_seconds',
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
+
+/** What `nexus_build_info` says of the running build. */
+export interface BuildInfo {
+  version: string;
+  commit: string;
+  node: string;
+}
+
+/** Who decided an HTTP answer's status: Nexus, or the upstream whose answer the gateway relayed. */
+export type StatusSource = 'nexus' | 'upstream';
+
+export function createMetrics(options: { defaultMetrics?: boolean; build?: BuildInfo } = {}) {
   const registry = new Registry();
-  if (options.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'nexus_' });
+  if (options.defaultMetrics) {
+    // Under prom-client's own names (process_cpu_seconds_total, nodejs_heap_size_used_bytes...), which the
+    // standard Node.js dashboards and alerts query.
+    collectDefaultMetrics({ register: registry });
+    for (const name of DEFAULTS_LEFT_OUT) registry.removeSingleMetric(name);
+  }
   const registers = [registry];
+  if (options.build) {
+    new Gauge({
+      name: 'nexus_build_info',
+      help: 'The running build: its version, the commit it was built from ("unknown" when not known), and the Node.js version; always 1',
+      labelNames: ['version', 'commit', 'node'] as const,
+      registers,
+    }).set({ ...options.build }, 1);
+  }
   const requests = new Counter({
     name: 'nexus_http_requests_total',
-    help: 'HTTP requests by operation and status',
-    labelNames: ['operation', 'method', 'status'] as const,
+    help: 'HTTP requests by operation, method, status and source of the status (nexus: Nexus answered; upstream: the gateway relayed the upstream\'s answer)',
+    labelNames: ['operation', 'method', 'status', 'source'] as const,
     registers,
   });
   const latency = new Histogram({
@@ -365,8 +408,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     leaseStatement(kind: LeaseStatement) {
       leaseStatements.inc({ kind });
     },
-    observe(operation: string, method: string, status: number, seconds: number) {
-      requests.inc({ operation, method, status: String(status) });
+    observe(operation: string, method: string, status: number, seconds: number, source: StatusSource = 'nexus') {
+      requests.inc({ operation, method, status: String(status), source });
       latency.observe({ operation, method }, seconds);
     },
 

@@ -98,6 +98,58 @@ describe('GET /metrics', () => {
   });
 });
 
+describe('the process and build metrics', () => {
+  it("exports prom-client's defaults under their standard names, one event-loop lag, no gauge named like a counter", async () => {
+    const text = await (await fetch(`${t.url}/metrics`)).text();
+    const types = new Map([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
+    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_gc_duration_seconds', 'nodejs_active_handles']) {
+      expect(types.has(name), name).toBe(true);
+    }
+    expect([...types.keys()].filter((name) => /^nexus_(process|nodejs)_/.test(name))).toEqual([]);
+    expect([...types].filter(([name, type]) => type === 'gauge' && name.endsWith('_total'))).toEqual([]);
+    expect([...types.keys()].filter((name) => /lag/.test(name))).toEqual(['nexus_event_loop_lag_seconds']);
+  });
+
+  it('says which build runs: nexus_build_info{version, commit, node} = 1', async () => {
+    const version = (JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { version: string }).version;
+    const samples = parseMetrics(await (await fetch(`${t.url}/metrics`)).text());
+    // Run from the sources, with no NEXUS_COMMIT: the commit is not known.
+    expect(samples.filter((s) => s.name === 'nexus_build_info')).toEqual([
+      { name: 'nexus_build_info', labels: { version, commit: 'unknown', node: process.versions.node }, value: 1 },
+    ]);
+    const other = await t.withEnv({ NEXUS_COMMIT: '0123abcd' });
+    try {
+      const named = parseMetrics(await (await fetch(`${other.url}/metrics`)).text());
+      expect(sumOf(named, 'nexus_build_info', { version, commit: '0123abcd', node: process.versions.node })).toBe(1);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("counts an upstream's 500, relayed, as the upstream's and not as a 500 of Nexus", async () => {
+    const before = parseMetrics(await (await fetch(`${t.url}/metrics`)).text());
+    const count = (samples: typeof before, source: string) =>
+      sumOf(samples, 'nexus_http_requests_total', { operation: 'proxyProviderPost', status: '500', source });
+    const res = await fetch(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'status-500' },
+      body: JSON.stringify({ model: 'gpt-metrics', messages: [{ role: 'user', content: 'x' }], max_tokens: 5 }),
+    });
+    expect(res.status).toBe(500);
+    await res.text();
+    // A refusal of Nexus's own in the same family, for contrast.
+    const refused = await fetch(`${tenant.gatewayBaseUrl}/v1/chat/completions`, { method: 'POST', body: '{}' });
+    expect(refused.status).toBe(401);
+    await refused.text();
+    await t.nexus.gateway.drain();
+    const after = parseMetrics(await (await fetch(`${t.url}/metrics`)).text());
+    expect(count(after, 'upstream') - count(before, 'upstream')).toBe(1);
+    expect(count(after, 'nexus') - count(before, 'nexus')).toBe(0);
+    expect(sumOf(after, 'nexus_http_requests_total', { operation: 'proxyProviderPost', status: '401', source: 'nexus' })).toBeGreaterThanOrEqual(1);
+    expect(sumOf(after, 'nexus_http_requests_total', { operation: 'proxyProviderPost', status: '401', source: 'upstream' })).toBe(0);
+  });
+});
+
 describe('the per-call metrics', () => {
   const invocation = (model: string): InvocationRow =>
     ({
