@@ -157,7 +157,7 @@ describe.runIf(usesPostgres)('the database away', () => {
       poolMax: 2,
       log: (level, message) => logger.log(level, { msg: 'database', detail: message.split('\n')[0] }),
     });
-    const nexus = await buildApp(config, { db, logger, skipMigrations: true, skipRootKey: true });
+    const nexus = await buildApp(config, { db, logger, skipMigrations: true });
     const running = await listen(nexus, 0, '127.0.0.1', 2000);
     close = async () => {
       await running.shutdown();
