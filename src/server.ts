@@ -118,6 +118,13 @@ async function main() {
       console: `${nexus.publicUrl.get()}/console/`,
       docs: `${nexus.publicUrl.get()}/docs`,
     });
+    if (!config.publicUrl && config.trustProxy === false && (config.host === '0.0.0.0' || config.host === '::')) {
+      // Every address of the machine: none a client can be told to use, and no request header is believed instead.
+      nexus.logger.warn({
+        msg: 'NEXUS_PUBLIC_URL is unset: the URLs Nexus writes (gatewayBaseUrl, webhookUrl, the server of /openapi.json and /docs) name the listen address. Set NEXUS_PUBLIC_URL to the origin clients use (or NEXUS_TRUST_PROXY behind a proxy)',
+        url: running.url,
+      });
+    }
     // The primary starts the other workers once the first listens (its migrations are done).
     if (cluster.isWorker) process.send?.({ nexus: 'listening' });
   } catch (err) {

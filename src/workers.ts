@@ -4,7 +4,8 @@
  *
  * - Migrations: the first worker starts alone and migrates the database (as any Nexus does at start); the others
  *   are forked once it listens, so two never race for knex's migration lock (the loser of that race fails to
- *   start). If the first worker cannot start (a migration fails, PostgreSQL refuses), the primary exits 1.
+ *   start). If the first worker cannot start (a migration fails, PostgreSQL refuses, the port is taken), the
+ *   primary exits 1. Without NEXUS_MANAGEMENT_KEY, the first worker makes and prints the root key once it listens.
  * - Quota across workers is exact as across machines: each worker holds its own quota leases in PostgreSQL.
  * - A worker that dies is forked again, after 0.5 s, doubled (up to 30 s) while the new ones die young.
  * - SIGTERM/SIGINT: forwarded to every worker as SIGTERM; each drains as a single process does

@@ -38,7 +38,7 @@ const header = (headers: Record<string, string | string[] | undefined>, name: st
 
 export function billingHandlers({ billing }: Services): HandlerMap {
   const { connections, inbox, reconciler, periodSync } = billing;
-  // The URLs in a DTO start where this request's answer says Nexus is (PublicUrl.forRequest).
+  // A DTO's URLs start with the public URL of the request it answers (PublicUrl.forRequest).
   const dto = (publicUrl: string) => (row: Parameters<typeof toBillingConnectionDto>[0]) => toBillingConnectionDto(row, publicUrl);
 
   return {

@@ -14,7 +14,7 @@ import { created, handler, noContent, ok, page, type HandlerMap } from '../http/
 import { listQuery } from '../http/wire.js';
 
 export function providerConnectionHandlers({ providerConnections }: Services): HandlerMap {
-  // The URLs in a DTO start where this request's answer says Nexus is (PublicUrl.forRequest).
+  // A DTO's URLs start with the public URL of the request it answers (PublicUrl.forRequest).
   const dto = (publicUrl: string) => (row: Parameters<typeof toProviderConnectionDto>[0]) => toProviderConnectionDto(row, publicUrl);
   return {
     createProviderConnection: handler<CreateProviderConnectionData>(async ({ actor, path, body, publicUrl }) =>

@@ -269,11 +269,21 @@ describe('the embedded database', () => {
     }
   }, 60_000);
 
-  it('is used by one process at a time: the CLI refuses while the server runs, and takes over a dead holder (its pid reused or not)', async () => {
+  it('is used by one process at a time: a start on a taken port leaves it (and makes no key), the CLI refuses while the server runs, and takes over a dead holder (its pid reused or not)', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'nexus-lock-'));
     const embedded = { DATABASE_URL: '', NEXUS_DATABASE_SCHEMA: '', NEXUS_DATA_DIR: dataDir };
     try {
-      const server = await startServer(port(), embedded);
+      // A first start on a taken port: one line, exit 1, the data dir left free, and no key made (the next start makes it).
+      const p = port();
+      const holder = createNetServer();
+      await new Promise<void>((r) => holder.listen(p, '127.0.0.1', r));
+      const taken = await run('src/server.ts', [], { ...embedded, PORT: String(p) });
+      await new Promise((r) => holder.close(r));
+      expect(taken.code).toBe(1);
+      expect(taken.stderr.trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`^Nexus cannot listen on 127\\.0\\.0\\.1:${p}: port ${p} is in use`))]);
+      expect(taken.stdout + taken.stderr).not.toMatch(/nx-mgmt-/);
+      const server = await startServer(p, embedded);
+      expect(server.output()).toMatch(/Nexus generated a root Management Key[^]*nx-mgmt-[A-Za-z0-9_-]{43}/);
       const refused = await run('src/cli.ts', ['management-keys', 'list'], embedded);
       expect(refused.code).toBe(1);
       expect(refused.stderr).toContain(`error: The embedded database in ${join(dataDir, 'pgdata')} is in use by another Nexus process (pid ${server.child.pid})`);
