@@ -48,6 +48,8 @@ const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** The lookup's connection for a request that names none (/v1/me): no connection has the nil UUID. */
 const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
+/** A learned output bound is told to the other processes for models named in at most this many characters (NOTIFY's payload is bounded). */
+const MAX_SHARED_MODEL = 256;
 
 /** Sets a header of undici's list (name, value, ...; names in lower case), replacing the one there. */
 function setHeader(headers: string[], name: string, value: string): void {
@@ -147,6 +149,13 @@ export function createGateway(deps: GatewayDeps) {
     spoolDir: config.databaseUrl ? join(config.dataDir, 'spool') : undefined,
     onLeaseStatement: metrics?.leaseStatement,
     onOutputOverBound: metrics?.outputOverBound,
+    // Off the call's path; a notification lost leaves the other processes to learn it themselves.
+    shareLearned: (learned) => {
+      if (learned.model.length > MAX_SHARED_MODEL) return;
+      deps.changes.shareLearned(learned, db).catch((err: Error) => {
+        logger.warn({ msg: 'could not tell the other processes of a learned output bound', connectionId: learned.connectionId, error: err.message });
+      });
+    },
     report: calls.report,
     recorderEvents: metrics && {
       batch: metrics.recorderBatch,
@@ -154,6 +163,7 @@ export function createGateway(deps: GatewayDeps) {
       spooled: metrics.recorderSpooled,
     },
   });
+  const unlearn = deps.changes.onLearned((learned) => meter.learned(learned));
   metrics?.watchRecorder(() => meter.recorderStats());
   if (owned) metrics?.watchPool('gateway', db);
 
@@ -410,6 +420,7 @@ export function createGateway(deps: GatewayDeps) {
       await meter.drain();
       meter.close();
       unsubscribe();
+      unlearn();
       cache.close();
       await pools.close();
       if (owned) await db.destroy();

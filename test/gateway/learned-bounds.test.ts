@@ -45,4 +45,17 @@ describe('learned output bounds', () => {
     learned.observed('c', 'm', false, 100n);
     expect(learned.output('c', 'm', false)).toBe(100n);
   });
+
+  it('say when to tell the other processes: a new or larger bound, or one not told for 5 minutes', () => {
+    const clock = fixedClock();
+    const learned = createLearnedBounds(clock);
+    expect(learned.observed('c', 'm', false, 2000n)).toBe(2000n);
+    expect(learned.observed('c', 'm', false, 2000n)).toBeNull();
+    expect(learned.observed('c', 'm', false, 1000n)).toBeNull();
+    expect(learned.observed('c', 'm', false, 2500n)).toBe(2500n);
+    clock.advance(4 * 60_000);
+    expect(learned.observed('c', 'm', false, 100n)).toBeNull();
+    clock.advance(60_000);
+    expect(learned.observed('c', 'm', false, 100n)).toBe(2500n);
+  });
 });
