@@ -50,6 +50,8 @@ const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
 /** The end user's self-service read under a connection's gatewayBaseUrl: `/providers/{id}/v1/me`. */
 const ME_ROUTE = 'v1/me';
+/** A learned output bound is told to the other processes for models named in at most this many characters (NOTIFY's payload is bounded). */
+const MAX_SHARED_MODEL = 256;
 
 /** Sets a header of undici's list (name, value, ...; names in lower case), replacing the one there. */
 function setHeader(headers: string[], name: string, value: string): void {
@@ -149,6 +151,13 @@ export function createGateway(deps: GatewayDeps) {
     spoolDir: config.databaseUrl ? join(config.dataDir, 'spool') : undefined,
     onLeaseStatement: metrics?.leaseStatement,
     onOutputOverBound: metrics?.outputOverBound,
+    // Off the call's path; a notification lost leaves the other processes to learn it themselves.
+    shareLearned: (learned) => {
+      if (learned.model.length > MAX_SHARED_MODEL) return;
+      deps.changes.shareLearned(learned, db).catch((err: Error) => {
+        logger.warn({ msg: 'could not tell the other processes of a learned output bound', connectionId: learned.connectionId, error: err.message });
+      });
+    },
     report: calls.report,
     recorderEvents: metrics && {
       batch: metrics.recorderBatch,
@@ -156,6 +165,7 @@ export function createGateway(deps: GatewayDeps) {
       spooled: metrics.recorderSpooled,
     },
   });
+  const unlearn = deps.changes.onLearned((learned) => meter.learned(learned));
   metrics?.watchRecorder(() => meter.recorderStats());
   if (owned) metrics?.watchPool('gateway', db);
 
@@ -440,6 +450,7 @@ export function createGateway(deps: GatewayDeps) {
       await meter.drain();
       meter.close();
       unsubscribe();
+      unlearn();
       cache.close();
       await pools.close();
       if (owned) await db.destroy();

@@ -27,6 +27,7 @@
  */
 import type { Db } from '../db/database.js';
 import type { Clock } from '../domain/actor.js';
+import type { LearnedOutput } from '../domain/changes/change-feed.js';
 import { createInferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
 import { createInvocationRepo } from '../domain/invocations/invocation-repo.js';
 import type { AttemptStatus, InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
@@ -195,6 +196,8 @@ interface MeterParts {
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
   /** What upstreams that ignore the output cap were seen to produce: later calls are admitted at it. */
   learned: LearnedBounds;
+  /** Tells the other processes of an output bound learned here. */
+  shareLearned?: ((learned: LearnedOutput) => void) | undefined;
   /** Told of each answer that passed its output bound (metrics). */
   overBound?: ((kind: OverBound) => void) | undefined;
   conversationTokens(auth: AuthRow, responseId: string): Promise<bigint>;
@@ -500,7 +503,9 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         this.meter.overBound?.(prepared.stream ? 'stream' : 'json');
       }
       if (past && !relay.cut) {
-        this.meter.learned.observed(this.auth.connection_id!, prepared.requestedModel, prepared.stream, usage!.outputTokens);
+        const connectionId = this.auth.connection_id!;
+        const output = this.meter.learned.observed(connectionId, prepared.requestedModel, prepared.stream, usage!.outputTokens);
+        if (output !== null) this.meter.shareLearned?.({ connectionId, model: prepared.requestedModel, stream: prepared.stream, output });
       }
       if (!usageComplete && !errorCode) errorCode = 'usage_missing';
       // Priced by the rule of the model the request named: a dated alias the provider reports does not change it.
@@ -626,6 +631,8 @@ export function createCallMeter(deps: {
   onLeaseStatement?: ((kind: LeaseStatement) => void) | undefined;
   /** Told of each answer that passed its output bound (metrics). */
   onOutputOverBound?: ((kind: OverBound) => void) | undefined;
+  /** Told of each output bound learned here that the other processes should admit at (the change feed). */
+  shareLearned?: ((learned: LearnedOutput) => void) | undefined;
   /** Told of each call as it is recorded (metrics, its log line). */
   report?: CallReport | undefined;
   /** Told of the recorder's batches, failures and spooled records (metrics). */
@@ -670,6 +677,7 @@ export function createCallMeter(deps: {
     logger,
     overBound: deps.onOutputOverBound,
     learned: createLearnedBounds(clock),
+    shareLearned: deps.shareLearned,
     report: deps.report,
     /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
     shutdown: new Error('The server shut down before the call ended'),
@@ -771,6 +779,10 @@ export function createCallMeter(deps: {
     /** A shutdown's deadline has come: the upstream calls still under way are cancelled. */
     cutCalls(): void {
       running.forEach((call) => call.relay?.cancel(meter.shutdown));
+    },
+    /** An output bound another process learned: calls here are admitted at it too. */
+    learned(l: LearnedOutput): void {
+      meter.learned.observed(l.connectionId, l.model, l.stream, l.output);
     },
     /** Runs a heartbeat now (tests). */
     heartbeat,

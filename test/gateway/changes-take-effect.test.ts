@@ -210,6 +210,37 @@ describe.runIf(usesPostgres)('another process applies the change through LISTEN/
     expect(elapsed).toBeLessThan(ELSEWHERE_WITHIN_MS);
   });
 
+  it('an output bound learned on A (an upstream answering past the cap): B admits calls to that model at it', async () => {
+    const providerKey = testProviderKey('changes');
+    up.keys.add(providerKey);
+    // One unit a token: a call at its cap of 10 tokens needs under 100 units; at the 2000 A saw, over 2000.
+    const x = await createTenant(t, { baseUrl: up.url, providerKey, quotaUnits: 2500n, inputPpm: 1_000_000n, outputPpm: 1_000_000n });
+    const call = (base: string, usage: string) =>
+      new OpenAI({ baseURL: `${base}/v1`, apiKey: x.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: { 'x-fake-usage': usage } }).chat.completions
+        .create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
+        .then(
+          () => ({ status: 200, message: '' }),
+          (err: InstanceType<typeof OpenAI.APIError>) => ({ status: err.status ?? 0, message: err.message }),
+        );
+    expect((await call(on(x, b.url), '10,5,0')).status).toBe(200);
+    // On A: 2000 output tokens for max_tokens 10, charged as reported (2025 of 2500 units used now).
+    expect((await call(x.gatewayBaseUrl, '10,2000,0')).status).toBe(200);
+    // B, told by A, admits the next call at 2000 output tokens: more than the period has left.
+    const from = Date.now();
+    for (;;) {
+      const got = await call(on(x, b.url), '10,5,0');
+      if (got.status === 429) {
+        const need = /may need up to (\d+) units/.exec(got.message)?.[1];
+        expect(Number(need)).toBeGreaterThan(2000);
+        break;
+      }
+      expect(got.status).toBe(200);
+      if (Date.now() - from > ELSEWHERE_WITHIN_MS) throw new Error(`B still admits at the cap after ${Date.now() - from} ms`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(Date.now() - from).toBeLessThan(ELSEWHERE_WITHIN_MS);
+  });
+
   it('a key revoked on B is refused by A well within the cache TTL', async () => {
     const x = await tenant();
     expect(await chat(x)).toBe(200);

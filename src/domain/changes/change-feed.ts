@@ -13,6 +13,10 @@
  * A change names what it touched (kind and id), not what it did: a subscriber drops
  * whatever it holds about that thing and reads it again. On the embedded database
  * (one process) no notification is sent.
+ *
+ * The same channel carries the output bounds a process learned from an upstream that
+ * answers past its calls' bounds (src/gateway/learned-bounds.ts), so every process
+ * admits the calls to that connection's model at them: no transaction, nothing to roll back.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
@@ -26,10 +30,20 @@ export interface Change {
   id: string;
 }
 
+/** An output bound learned from an answer past its call's bound, for every process to admit at. */
+export interface LearnedOutput {
+  connectionId: string;
+  model: string;
+  stream: boolean;
+  output: bigint;
+}
+
 /** What a subscriber is told: one change, or null when anything may have changed (notifications were lost). */
 export type ChangeSubscriber = (change: Change | null) => void;
 
 const CODES: Record<ChangeKind, string> = { key: 'k', access: 'a', workspace: 'w', connection: 'c' };
+/** The code of a learned output bound's notification (not a change: nothing to drop). */
+const LEARNED_CODE = 'o';
 const KINDS = new Map(Object.entries(CODES).map(([kind, code]) => [code, kind as ChangeKind]));
 /** PostgreSQL's limit on a channel name (NAMEDATALEN - 1). */
 const MAX_CHANNEL = 63;
@@ -62,6 +76,7 @@ export function createChangeFeed(deps: {
   /** Marks this process's notifications: it applied them already, on commit. */
   const origin = randomBytes(4).toString('hex');
   const listeners = new Set<ChangeSubscriber>();
+  const learners = new Set<(learned: LearnedOutput) => void>();
   const apply = (change: Change | null) => {
     for (const listener of listeners) listener(change);
   };
@@ -75,10 +90,31 @@ export function createChangeFeed(deps: {
       afterCommit(tx, () => apply(change));
     },
 
+    /** Tells the other processes of an output bound learned here (the model as the request named it). */
+    async shareLearned(learned: LearnedOutput, q: Queryable): Promise<void> {
+      if (!channel) return;
+      const payload = `${origin} ${LEARNED_CODE} ${learned.connectionId} ${learned.stream ? 's' : 'j'} ${learned.output} ${learned.model}`;
+      await changeRepo.notify(channel, payload, q);
+    },
+
+    /** Told of the output bounds other processes learned. Returns the function that unsubscribes. */
+    onLearned(listener: (learned: LearnedOutput) => void): () => void {
+      learners.add(listener);
+      return () => learners.delete(listener);
+    },
+
     /** Another process's notification (a payload this version cannot read: anything may have changed). */
     received(payload: string): void {
       const [from, code, id] = payload.split(' ');
       if (from === origin) return;
+      if (code === LEARNED_CODE) {
+        const [, , connectionId, kind, output] = payload.split(' ', 5);
+        const model = payload.split(' ').slice(5).join(' ');
+        if (connectionId && (kind === 's' || kind === 'j') && output && /^\d{1,19}$/.test(output)) {
+          for (const learner of learners) learner({ connectionId, model, stream: kind === 's', output: BigInt(output) });
+        }
+        return;
+      }
       const kind = code === undefined ? undefined : KINDS.get(code);
       apply(kind && id ? { kind, id } : null);
     },
