@@ -98,6 +98,23 @@ describe('401 and 403 lines', () => {
     expect(await lineOf(t.logs, refused)).toMatchObject({ status: 401, errorCode: 'invalid_inference_key', ...ids });
   });
 
+  it('carry the workspace and access of a call refused for its model', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, allowedModels: ['gpt-allowed'] });
+    const res = await fetch(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-other', messages: [{ role: 'user', content: 'x' }], max_tokens: 5 }),
+    });
+    expect(res.status).toBe(403);
+    await t.nexus.gateway.drain();
+    expect(await lineOf(t.logs, res)).toMatchObject({
+      status: 403,
+      errorCode: 'model_not_allowed',
+      workspaceId: tenant.workspaceId,
+      accessId: tenant.accessId,
+    });
+  });
+
   it("carry the workspace and access an Admin API path names, whoever's key it was", async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
     const res = await fetch(`${t.url}/admin/v1/workspaces/${tenant.workspaceId}`, { headers: { authorization: 'Bearer nx-mgmt-wrong-0123456789abcdefghijkl' } });
