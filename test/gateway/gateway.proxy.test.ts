@@ -629,6 +629,6 @@ describe('observability of gateway requests (they never enter express)', () => {
     });
     expect(JSON.stringify(lines[0])).not.toContain('secret-query-value');
     const metrics = await (await fetch(`${t.url}/metrics`)).text();
-    expect(metrics).toMatch(/nexus_http_requests_total\{operation="proxyProviderPost",method="POST",status="200"\} \d+/);
+    expect(metrics).toMatch(/nexus_http_requests_total\{operation="proxyProviderPost",method="POST",status="200",source="upstream"\} \d+/);
   });
 });

@@ -98,6 +98,23 @@ describe('401 and 403 lines', () => {
     expect(await lineOf(t.logs, refused)).toMatchObject({ status: 401, errorCode: 'invalid_inference_key', ...ids });
   });
 
+  it('carry the workspace and access of a call refused for its model', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, allowedModels: ['gpt-allowed'] });
+    const res = await fetch(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-other', messages: [{ role: 'user', content: 'x' }], max_tokens: 5 }),
+    });
+    expect(res.status).toBe(403);
+    await t.nexus.gateway.drain();
+    expect(await lineOf(t.logs, res)).toMatchObject({
+      status: 403,
+      errorCode: 'model_not_allowed',
+      workspaceId: tenant.workspaceId,
+      accessId: tenant.accessId,
+    });
+  });
+
   it("carry the workspace and access an Admin API path names, whoever's key it was", async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
     const res = await fetch(`${t.url}/admin/v1/workspaces/${tenant.workspaceId}`, { headers: { authorization: 'Bearer nx-mgmt-wrong-0123456789abcdefghijkl' } });
@@ -149,7 +166,7 @@ describe.runIf(usesPostgres)('the database away', () => {
       ...(t.database.schema ? { NEXUS_DATABASE_SCHEMA: t.database.schema } : {}),
       NEXUS_DATA_DIR: t.config.dataDir,
     });
-    const logger = createLogger('info', [new Capture()], undefined, { lines: 5, windowMs: 3000 });
+    const logger = createLogger('debug', [new Capture()], undefined, { lines: 5, windowMs: 3000 });
     // As buildApp makes its own: knex's warnings (a failed connection) as log lines, their first line.
     const db = createDatabase({
       databaseUrl: url.toString(),
@@ -165,6 +182,10 @@ describe.runIf(usesPostgres)('the database away', () => {
     };
 
     await proxy.cut();
+    // A probe's line is at debug, its 503 (the database away) too.
+    const ready = await fetch(`${running.url}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await lineOf(logs, ready)).toMatchObject({ level: 'debug', status: 503, operationId: 'getReadiness' });
     const gatewayBase = tenant.gatewayBaseUrl.replace(t.url, running.url);
     for (let i = 0; i < 12; i++) {
       const admin = await fetch(`${running.url}/admin/v1/workspaces`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
@@ -177,7 +198,7 @@ describe.runIf(usesPostgres)('the database away', () => {
     }
     await new Promise((r) => setTimeout(r, 3300));
     const lines = logs.map((l) => JSON.parse(l) as Line);
-    const unavailable = lines.filter((l) => l.msg === 'request' && l.errorCode === 'database_unavailable');
+    const unavailable = lines.filter((l) => l.msg === 'request' && l.errorCode === 'database_unavailable' && l.operationId !== 'getReadiness');
     // 24 answers (admin and gateway lines are one message and code): at most 5 lines a window, the rest counted.
     const summaries = lines.filter((l) => l.msg === 'log lines suppressed' && l.repeated === 'request' && l.errorCode === 'database_unavailable');
     expect(summaries.length).toBeGreaterThan(0);

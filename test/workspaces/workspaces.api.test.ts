@@ -440,7 +440,7 @@ describe('the spine', () => {
     expect(bundle.status).toBe(200);
     expect(Number(bundle.headers.get('content-length'))).toBeGreaterThan(100_000);
     const metrics = await (await fetch(`${t.url}/metrics`)).text();
-    expect(metrics).toMatch(/nexus_http_requests_total\{operation="createWorkspace",method="POST",status="201"\} \d+/);
+    expect(metrics).toMatch(/nexus_http_requests_total\{operation="createWorkspace",method="POST",status="201",source="nexus"\} \d+/);
     expect(metrics).toContain('nexus_http_request_duration_seconds_bucket');
   });
 
