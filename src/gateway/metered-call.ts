@@ -15,13 +15,17 @@
  * A call is recorded once. The recorder writes it off the response's path and
  * tells the lease when it is written (call-recorder.ts).
  *
- * Calls under way are listed (for the shutdown and the heartbeat). Every
- * heartbeat (a fifth of the lease TTL) renews this process's leases and writes,
- * in the same statement, each admitted call the upstream has begun to answer:
+ * Calls under way are listed (for the shutdown, the snapshot and the heartbeat).
+ * Each admitted call the upstream has begun to answer is written to lease_calls:
  * what it would be charged were the process to die now, by the rule for a call
  * cut short (chargeable()), and its invocation as it would then be recorded
- * (FAILED `gateway_lost`). Should the process die, whoever reclaims its leases
- * records and charges those (quotaRepo.reclaimExpired); a call that ends
+ * (FAILED `gateway_lost`). The snapshot (every NEXUS_CALL_SNAPSHOT_MS, 250 ms)
+ * writes, in one statement, the calls that began answering or changed since
+ * their last write; the heartbeat (a fifth of the lease TTL) renews every lease
+ * of this process and writes those too. A call is written within a snapshot
+ * interval and a statement of its first byte, never by its own request. Should
+ * the process die, whoever reclaims its leases records and charges those
+ * (quotaRepo.reclaimExpired); a call that ends
  * normally is recorded by its own process, once (the record is idempotent by
  * invocation id).
  */
@@ -215,7 +219,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   private admission: Admission | undefined;
   private reloaded = false;
   private recorded = false;
-  /** Units the last heartbeat written for it charges (-1: none written); the one being written. */
+  /** Units the last snapshot or heartbeat written for it charges (-1: none written); the one being written. */
   private beatUnits = -1n;
   private beatingUnits = -1n;
   /** Its events' ids, should a reclaim charge it: made at its first heartbeat. */
@@ -570,20 +574,16 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     storable(invocation);
     const span = this.trace?.ended(invocation, consumed, httpStatus, this.prepared);
     if (consumed?.model) consumed.model = storableText(consumed.model, MAX_NAME_LENGTH);
-    const rows = callRows(
-      {
-        invocation,
-        lease: admission ? { id: admission.lease.id, bound: admission.bound, take } : undefined,
-        consumed,
-      },
-      this.beatUnits >= 0n,
-    );
+    const rows = callRows({
+      invocation,
+      lease: admission ? { id: admission.lease.id, bound: admission.bound, take } : undefined,
+      consumed,
+    });
     this.meter.recorder.record(
       {
         id: rows.id,
         invocation: rows.invocation,
         leaseCall: rows.leaseCall,
-        beaten: rows.beaten,
         requestId: invocation.request_id,
         keyId: this.auth.key_id,
         lastRequestAt: this.auth.last_request_at,
@@ -608,6 +608,11 @@ export function createCallMeter(deps: {
    * heartbeat comes five times a TTL.
    */
   leaseTtlMs: number;
+  /**
+   * How often the calls under way that began answering or changed since their last write are written
+   * (lease_calls), between heartbeats.
+   */
+  callSnapshotMs: number;
   /** A lease unused this long returns its units to the period. */
   leaseIdleMs: number;
   /** Where records wait while the database is away; none: in memory only. */
@@ -711,35 +716,75 @@ export function createCallMeter(deps: {
       );
     },
   };
-  let beating = false;
-  /** Renews this process's leases and writes its calls in flight on them, in one statement. */
-  async function heartbeat(): Promise<void> {
-    if (beating) return;
-    beating = true;
-    try {
-      const leaseIds = leases.heartbeat();
+  /**
+   * One statement at a time writes this process's leases and calls under way: the snapshot (every
+   * callSnapshotMs) writes the calls that began answering or changed since their last write, renewing only
+   * their leases; the heartbeat (a fifth of the TTL) renews every lease this process holds, with the changed
+   * calls too. A heartbeat due while a statement is in flight runs right after it.
+   */
+  let writing: Promise<void> | null = null;
+  let renewDue = false;
+
+  /** `renewAll`: the heartbeat; otherwise the snapshot, which costs nothing when no call has changed. */
+  async function writeCalls(renewAll: boolean): Promise<void> {
+    let leaseIds: string[] = [];
+    if (renewAll) {
+      leaseIds = leases.heartbeat();
       if (!leaseIds.length) return;
-      const now = clock.now();
-      const rows: string[] = [];
-      const included: MeteredCall[] = [];
-      running.forEach((call) => {
-        const row = call.heartbeatRow(now);
-        if (row === null) return;
-        rows.push(row);
-        included.push(call);
-      });
+    }
+    const now = clock.now();
+    const rows: string[] = [];
+    const included: MeteredCall[] = [];
+    running.forEach((call) => {
+      const row = call.heartbeatRow(now);
+      if (row === null) return;
+      rows.push(row);
+      included.push(call);
+    });
+    if (!renewAll) {
+      if (!rows.length) return;
+      leaseIds = [...new Set(included.map((call) => call.leaseId!))];
+    }
+    try {
       const until = new Date(now.getTime() + deps.leaseTtlMs);
       const held = await repo.heartbeat(leaseIds, until, rows, now);
       leases.renewed(leaseIds, held, until.getTime());
       for (const call of included) if (held.has(call.leaseId!)) call.beatWritten();
     } catch (err) {
-      logger.warn({ msg: 'quota lease heartbeat failed: leases admit on what they hold for half their TTL', error: (err as Error).message });
-    } finally {
-      beating = false;
+      if (renewAll) {
+        logger.warn({ msg: 'quota lease heartbeat failed: leases admit on what they hold for half their TTL', error: (err as Error).message });
+      } else {
+        // The heartbeat's warning says it, should it last; the next snapshot writes these calls again.
+        logger.debug({ msg: 'the snapshot of the calls under way could not be written', error: (err as Error).message });
+      }
     }
   }
+
+  function serialized(renewAll: boolean): Promise<void> {
+    if (renewAll) renewDue = true;
+    if (writing) return writing;
+    writing = (async () => {
+      try {
+        do {
+          const all = renewDue;
+          renewDue = false;
+          await writeCalls(all);
+        } while (renewDue);
+      } finally {
+        writing = null;
+      }
+    })();
+    return writing;
+  }
+
+  /** Renews this process's leases and writes its calls in flight on them, in one statement. */
+  const heartbeat = () => serialized(true);
   const heartbeatTimer = setInterval(() => void heartbeat(), Math.max(20, Math.floor(deps.leaseTtlMs / 5)));
   heartbeatTimer.unref();
+  const snapshotTimer = setInterval(() => {
+    if (!writing && !running.isEmpty()) void serialized(false);
+  }, deps.callSnapshotMs);
+  snapshotTimer.unref();
 
   return {
     /** A call of a valid key on an allowed connection (`inspector`: its endpoint's, none when unmetered). */
@@ -773,6 +818,7 @@ export function createCallMeter(deps: {
     },
     close(): void {
       clearInterval(heartbeatTimer);
+      clearInterval(snapshotTimer);
       leases.close();
       rates.close();
     },

@@ -47,12 +47,12 @@ export function createSpool(dir: string, options: { host?: string; pid?: number;
   const fileName = (kind: 'calls' | 'replay') => `${kind}-${host}-${pid}-${Date.now()}${String(++seq).padStart(4, '0')}.jsonl`;
 
   function line(r: CallRows): string {
-    return `{"id":"${r.id}","invocation":${r.invocation},"leaseCall":${r.leaseCall ?? 'null'},"beaten":${r.beaten}}\n`;
+    return `{"id":"${r.id}","invocation":${r.invocation},"leaseCall":${r.leaseCall ?? 'null'}}\n`;
   }
 
   function rowsOf(text: string): CallRows {
-    const o = JSON.parse(text) as { id: string; invocation: object; leaseCall: object | null; beaten: boolean };
-    return { id: o.id, invocation: JSON.stringify(o.invocation), leaseCall: o.leaseCall ? JSON.stringify(o.leaseCall) : null, beaten: o.beaten };
+    const o = JSON.parse(text) as { id: string; invocation: object; leaseCall: object | null };
+    return { id: o.id, invocation: JSON.stringify(o.invocation), leaseCall: o.leaseCall ? JSON.stringify(o.leaseCall) : null };
   }
 
   /** The files this process may replay now: its own, and those of this host's dead processes, claimed. */
