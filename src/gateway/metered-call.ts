@@ -819,6 +819,7 @@ export function createCallMeter(deps: {
     close(): void {
       clearInterval(heartbeatTimer);
       clearInterval(snapshotTimer);
+      recorder.close();
       leases.close();
       rates.close();
     },
