@@ -21,9 +21,11 @@
  * cut short (chargeable()), and its invocation as it would then be recorded
  * (FAILED `gateway_lost`). The snapshot (every NEXUS_CALL_SNAPSHOT_MS, 250 ms)
  * writes, in one statement, the calls that began answering or changed since
- * their last write; the heartbeat (a fifth of the lease TTL) renews every lease
- * of this process and writes those too. A call is written within a snapshot
- * interval and a statement of its first byte, never by its own request. Should
+ * their last write, and a stream that begins brings it forward to 50 ms after
+ * (one write for every stream begun meanwhile); the heartbeat (a fifth of the
+ * lease TTL) renews every lease of this process and writes those too. A stream
+ * is written within 50 ms and a statement of its first byte, its progress
+ * within a snapshot interval; never by its own request. Should
  * the process die, whoever reclaims its leases records and charges those
  * (quotaRepo.reclaimExpired); a call that ends
  * normally is recorded by its own process, once (the record is idempotent by
@@ -66,6 +68,8 @@ import { createSpool } from './spool.js';
 
 /** Model names and response ids are recorded up to this length. */
 const MAX_NAME_LENGTH = 256;
+/** A stream that begins is written this soon (with every other that began meanwhile), not at the next snapshot. */
+const BEGUN_WRITE_MS = 50;
 /** Responses API calls remembered per process, so a call continuing one finds its tokens before its record is written. */
 const RECENT_RESPONSES = 10_000;
 
@@ -196,6 +200,8 @@ interface MeterParts {
   report: CallReport | undefined;
   shutdown: Error;
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
+  /** A metered stream began: the calls under way are written soon (the snapshot). */
+  streamBegan(): void;
   /** Told of each answer that passed its output bound (metrics). */
   overBound?: ((kind: OverBound) => void) | undefined;
   conversationTokens(auth: AuthRow, responseId: string): Promise<bigint>;
@@ -449,6 +455,10 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.meter.rememberResponse(this.auth.workspace_access_id, responseId, tokens);
   }
 
+  streamBegan(): void {
+    this.meter.streamBegan();
+  }
+
   /**
    * The upstream call ended, however it ended: the call is charged, settled and recorded. Returns the
    * refusal the client gets when no answer came.
@@ -652,6 +662,7 @@ export function createCallMeter(deps: {
     events: deps.recorderEvents,
   });
   const running = new IntrusiveList<MeteredCall>();
+  let begunTimer: NodeJS.Timeout | undefined;
   const invocations = createInvocationRepo(deps.db);
   /** Responses API calls metered lately, by access and response id: the tokens a call continuing one adds to its input. */
   const recentResponses = new Map<string, bigint>();
@@ -667,6 +678,16 @@ export function createCallMeter(deps: {
     report: deps.report,
     /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
     shutdown: new Error('The server shut down before the call ended'),
+
+    streamBegan(): void {
+      // One timer for every stream that begins meanwhile: written together, BEGUN_WRITE_MS after the first.
+      if (begunTimer) return;
+      begunTimer = setTimeout(() => {
+        begunTimer = undefined;
+        void serialized(false);
+      }, BEGUN_WRITE_MS);
+      begunTimer.unref();
+    },
 
     rememberResponse(accessId: string, responseId: string, tokens: bigint): void {
       recentResponses.set(`${accessId} ${responseId}`, tokens);
@@ -720,10 +741,12 @@ export function createCallMeter(deps: {
    * One statement at a time writes this process's leases and calls under way: the snapshot (every
    * callSnapshotMs) writes the calls that began answering or changed since their last write, renewing only
    * their leases; the heartbeat (a fifth of the TTL) renews every lease this process holds, with the changed
-   * calls too. A heartbeat due while a statement is in flight runs right after it.
+   * calls too. A stream that begins brings the snapshot forward to BEGUN_WRITE_MS after it. A heartbeat or a
+   * snapshot due while a statement is in flight runs right after it.
    */
   let writing: Promise<void> | null = null;
   let renewDue = false;
+  let snapshotDue = false;
 
   /** `renewAll`: the heartbeat; otherwise the snapshot, which costs nothing when no call has changed. */
   async function writeCalls(renewAll: boolean): Promise<void> {
@@ -762,14 +785,15 @@ export function createCallMeter(deps: {
 
   function serialized(renewAll: boolean): Promise<void> {
     if (renewAll) renewDue = true;
+    else snapshotDue = true;
     if (writing) return writing;
     writing = (async () => {
       try {
         do {
           const all = renewDue;
-          renewDue = false;
+          renewDue = snapshotDue = false;
           await writeCalls(all);
-        } while (renewDue);
+        } while (renewDue || snapshotDue);
       } finally {
         writing = null;
       }
@@ -782,7 +806,7 @@ export function createCallMeter(deps: {
   const heartbeatTimer = setInterval(() => void heartbeat(), Math.max(20, Math.floor(deps.leaseTtlMs / 5)));
   heartbeatTimer.unref();
   const snapshotTimer = setInterval(() => {
-    if (!writing && !running.isEmpty()) void serialized(false);
+    if (!running.isEmpty()) void serialized(false);
   }, deps.callSnapshotMs);
   snapshotTimer.unref();
 
@@ -819,6 +843,7 @@ export function createCallMeter(deps: {
     close(): void {
       clearInterval(heartbeatTimer);
       clearInterval(snapshotTimer);
+      clearTimeout(begunTimer);
       recorder.close();
       leases.close();
       rates.close();
