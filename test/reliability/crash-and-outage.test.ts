@@ -183,6 +183,11 @@ describe.runIf(usesPostgres)('a Nexus process killed within the first second of 
     const early = await open();
     await new Promise((r) => setTimeout(r, 400));
     const late = await open();
+    // In lease_calls within 500 ms of its first byte (the heartbeat comes every 2 s here).
+    const inSnapshot = async () =>
+      (await t.database.db('lease_calls').whereRaw("invocation->>'request_id' = ?", [late.requestId])).length === 1;
+    await until(inSnapshot, 5000);
+    expect(Date.now() - late.firstByteAt).toBeLessThan(500);
     // Killed 1 s after the first stream's first byte, about 0.6 s after the second's.
     await new Promise((r) => setTimeout(r, Math.max(0, early.firstByteAt + 1000 - Date.now())));
     await nexus.kill();
