@@ -610,7 +610,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
 export function createCallMeter(deps: {
   /** The gateway's own pool (gateway-db.ts). */
   db: Db;
-  repo: Pick<CallRepo, 'record' | 'heartbeat'>;
+  repo: Pick<CallRepo, 'record' | 'heartbeat' | 'snapshot'>;
   clock: Clock;
   logger: Logger;
   /**
@@ -739,10 +739,10 @@ export function createCallMeter(deps: {
   };
   /**
    * One statement at a time writes this process's leases and calls under way: the snapshot (every
-   * callSnapshotMs) writes the calls that began answering or changed since their last write, renewing only
-   * their leases; the heartbeat (a fifth of the TTL) renews every lease this process holds, with the changed
-   * calls too. A stream that begins brings the snapshot forward to BEGUN_WRITE_MS after it. A heartbeat or a
-   * snapshot due while a statement is in flight runs right after it.
+   * callSnapshotMs) writes the calls that began answering or changed since their last write, on their
+   * leases still held (it does not renew them); the heartbeat (a fifth of the TTL) renews every lease this
+   * process holds, with the changed calls too. A stream that begins brings the snapshot forward to
+   * BEGUN_WRITE_MS after it. A heartbeat or a snapshot due while a statement is in flight runs right after it.
    */
   let writing: Promise<void> | null = null;
   let renewDue = false;
@@ -769,9 +769,15 @@ export function createCallMeter(deps: {
       leaseIds = [...new Set(included.map((call) => call.leaseId!))];
     }
     try {
-      const until = new Date(now.getTime() + deps.leaseTtlMs);
-      const held = await repo.heartbeat(leaseIds, until, rows, now);
-      leases.renewed(leaseIds, held, until.getTime());
+      let held: Set<string>;
+      if (renewAll) {
+        const until = new Date(now.getTime() + deps.leaseTtlMs);
+        held = await repo.heartbeat(leaseIds, until, rows, now);
+        leases.renewed(leaseIds, held, until.getTime());
+      } else {
+        // Leases are the heartbeat's to renew (or find lost); a call on one no longer held is not written.
+        held = await repo.snapshot(leaseIds, rows, now);
+      }
       for (const call of included) if (held.has(call.leaseId!)) call.beatWritten();
     } catch (err) {
       if (renewAll) {
