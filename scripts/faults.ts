@@ -335,7 +335,7 @@ async function killScenario(upstream: string): Promise<Row> {
     freedAfter: freedAfterMs === Infinity ? '>120 s' : `${(freedAfterMs / 1000).toFixed(1)} s`,
     statuses:
       `${statusLine(answers)}; delivered but never charged: ${uncharged.length} (${uncharged.length - inWindow} answering for ${LOSS_WINDOW_MS} ms or more at the kill, ` +
-      `${inWindow} younger); ${deliveredAges.filter((age) => age < 1000).length} of the delivered were in their first second at the kill, the youngest ${youngest} ms; ` +
+      `${inWindow} younger${inWindow ? `: ${uncharged.map(({ age }) => `${age} ms`).join(', ')}` : ''}); ${deliveredAges.filter((age) => age < 1000).length} of the delivered were in their first second at the kill, the youngest ${youngest} ms; ` +
       `${[...records.values()].filter((r) => r.error_code === 'gateway_lost').length} gateway_lost; charged again after restarts: ${again}`,
   };
 }
