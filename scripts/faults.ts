@@ -4,11 +4,18 @@
  * postgres://postgres@127.0.0.1:5432/postgres, dropped at the end) and an
  * upstream of its own, then runs four scenarios and prints one table:
  *
- *   1. kill      SIGKILL a process while 20 streams run through it; another
- *                process reclaims its lease; then the killed one restarts.
+ *   1. kill      SIGKILL a process at a random moment while streams start
+ *                through it, one every 50 ms (some within their first second);
+ *                another process reclaims its lease; a new process starts. Three
+ *                rounds (FAULTS_KILL_ROUNDS). Reports the calls delivered but
+ *                never charged, and how many of them were younger than the
+ *                snapshot's 500 ms window at the kill.
  *   2. outage    PostgreSQL away for about 10 s under load: through a TCP proxy
  *                the script cuts, or, with FAULTS_PG_CONTROL=1, the local cluster
  *                itself stopped and started (pg_ctlcluster).
+ *      drain     PostgreSQL away 10 s (a proxy cut); a process gets SIGTERM 3 s
+ *                into it and leaves its spool; how soon another process on the
+ *                same data dir writes it once PostgreSQL is back.
  *   3. two       two processes under concurrent load against a small quota.
  *   4. runaway   an upstream that ignores max_tokens (500 tokens for 20), streamed
  *                and JSON, against a small quota; then 200 JSON calls (2000 tokens
@@ -19,7 +26,7 @@
  *                each change (LISTEN/NOTIFY), printed as a second table.
  *
  * Columns: calls the clients got an answer from (delivered), those of them
- * recorded, and lost (delivered and not recorded); units charged and units the charge rule
+ * recorded, and lost (delivered and not recorded; for kill, delivered and never charged); units charged and units the charge rule
  * expects for what was delivered; overspend (consumed beyond granted); units
  * left reserved once it settled, and how long a dead process's units stayed
  * held; the statuses the clients saw. Like the bench it reports and asserts
@@ -30,7 +37,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -193,6 +200,8 @@ interface Answer {
   requestId: string | null;
   /** Output tokens the client received (stream events with content, or the JSON's usage). */
   tokens: number;
+  /** When its answer's headers arrived (Date.now()), if they did. */
+  headersAt?: number;
 }
 
 async function callOnce(url: string, key: string, o: { stream?: boolean; maxTokens?: number; headers?: Record<string, string> } = {}): Promise<Answer> {
@@ -203,6 +212,7 @@ async function callOnce(url: string, key: string, o: { stream?: boolean; maxToke
       body: BODY(o),
     });
     const requestId = res.headers.get('x-nexus-request-id');
+    const headersAt = Date.now();
     if (res.status !== 200 || !o.stream) {
       const text = await res.text().catch(() => '');
       let tokens = 0;
@@ -211,7 +221,7 @@ async function callOnce(url: string, key: string, o: { stream?: boolean; maxToke
       } catch {
         // not JSON
       }
-      return { status: res.status, requestId, tokens };
+      return { status: res.status, requestId, tokens, headersAt };
     }
     let tokens = 0;
     try {
@@ -219,7 +229,7 @@ async function callOnce(url: string, key: string, o: { stream?: boolean; maxToke
     } catch {
       // cut off
     }
-    return { status: res.status, requestId, tokens };
+    return { status: res.status, requestId, tokens, headersAt };
   } catch {
     return { status: 0, requestId: null, tokens: 0 };
   }
@@ -247,42 +257,89 @@ interface Row {
 const BODY_BYTES = (o: { stream?: boolean; maxTokens?: number }) => BigInt(Buffer.byteLength(BODY(o)));
 
 // ---- 1. kill ----------------------------------------------------------------------------------
+const KILL_ROUNDS = Number(process.env.FAULTS_KILL_ROUNDS ?? 3);
+/** Where a round's kill falls, after the first stream started. */
+const KILL_BANDS_MS: [number, number][] = [
+  [500, 1000],
+  [1000, 2000],
+  [2000, 3500],
+];
+/** The snapshot's documented window: a call younger than this at the kill may go uncharged. */
+const LOSS_WINDOW_MS = 500;
+
+/**
+ * KILL_ROUNDS rounds: streams start on process A, one every 50 ms; A is killed at a random moment
+ * after the first one started (0.5 to 1 s, 1 to 2 s, 2 to 3.5 s in turn), so at the kill the
+ * youngest streams are a few ms old, many are within their first second, others older. Process B reclaims A's lease; then A's data
+ * dir gets a new process, which charges nothing again.
+ */
 async function killScenario(upstream: string): Promise<Row> {
-  const a = await nexus();
   const b = await nexus();
-  const t = await tenant(b, upstream, 10_000_000);
-  const stream = { stream: true, maxTokens: 400, headers: { 'x-fault-tokens': '400', 'x-fault-delay-ms': '50' } };
-  const calls = Array.from({ length: 20 }, () => callOnce(t.gateway(a), t.apiKey, stream));
-  await sleep(3000);
-  await a.kill();
-  const killedAt = Date.now();
-  const answers = await Promise.all(calls);
-  const freed = await until(async () => (await period(t.accessId)).reserved === 0n, 120_000);
-  const freedAfter = freed === null ? '>120 s' : `${((Date.now() - killedAt) / 1000).toFixed(1)} s`;
-  await until(async () => (await recorded(t.accessId)).length >= 20, 60_000);
-  const charged = (await period(t.accessId)).consumed;
-  // The killed process starts again: nothing of its calls is charged twice.
-  const again = await nexus();
-  await sleep(3000);
+  const t = await tenant(b, upstream, 100_000_000);
+  const stream = { stream: true, maxTokens: 400, headers: { 'x-fault-tokens': '400', 'x-fault-delay-ms': '20' } };
+  const answers: Answer[] = [];
+  const ages: number[] = [];
+  const killMoments: string[] = [];
+  let charged = 0n;
+  let again = 0n;
+  let freedAfterMs = 0;
+  for (let round = 0; round < KILL_ROUNDS; round++) {
+    const a = await nexus();
+    const started = Date.now();
+    const calls: Promise<Answer>[] = [];
+    // Random within a band per round: the first second of the first calls, then later ones.
+    const [from, to] = KILL_BANDS_MS[round % KILL_BANDS_MS.length]!;
+    const killAfter = from + Math.floor(Math.random() * (to - from));
+    killMoments.push(`${(killAfter / 1000).toFixed(1)} s`);
+    const starting = (async () => {
+      for (let i = 0; i < 60 && Date.now() - started < killAfter; i++) {
+        calls.push(callOnce(t.gateway(a), t.apiKey, stream));
+        await sleep(50);
+      }
+    })();
+    await sleep(killAfter);
+    await a.kill();
+    const killedAt = Date.now();
+    await starting;
+    const round_ = await Promise.all(calls);
+    for (const x of round_) ages.push(x.headersAt === undefined ? -1 : killedAt - x.headersAt);
+    answers.push(...round_);
+    const freed = await until(async () => (await period(t.accessId)).reserved === 0n, 120_000);
+    freedAfterMs = Math.max(freedAfterMs, freed === null ? Infinity : Date.now() - killedAt);
+    charged = (await period(t.accessId)).consumed;
+    // A process starts on the killed one's database again: nothing of its calls is charged twice.
+    const restarted = await nexus();
+    await sleep(2000);
+    again += (await period(t.accessId)).consumed - charged;
+    await restarted.stop();
+  }
   const after = await period(t.accessId);
-  const records = await recorded(t.accessId);
-  const delivered = answers.filter((x) => x.status === 200 && x.tokens > 0).length;
-  const received = answers.reduce((sum, x) => sum + BigInt(x.tokens), 0n);
-  // The rule for a call cut by its process's death: its input bound and the output its last heartbeat saw.
-  const expected = BODY_BYTES(stream) * BigInt(delivered) + received;
-  await again.stop();
+  const records = new Map((await recorded(t.accessId)).map((r) => [r.request_id, r]));
+  const isDelivered = (x: Answer) => x.status === 200 && x.tokens > 0;
+  const delivered = answers.filter(isDelivered);
+  const uncharged = answers.map((x, i) => ({ x, age: ages[i]! })).filter(({ x }) => isDelivered(x) && !(BigInt(records.get(x.requestId!)?.quota_units ?? 0) > 0n));
+  const inWindow = uncharged.filter(({ age }) => age < LOSS_WINDOW_MS).length;
+  const received = delivered.reduce((sum, x) => sum + BigInt(x.tokens), 0n);
+  const deliveredAges = answers.flatMap((x, i) => (isDelivered(x) ? [ages[i]!] : []));
+  const youngest = Math.min(...deliveredAges);
+  // The rule for a call cut by its process's death: its input bound and the output it delivered, less what
+  // it streamed after the last snapshot (at most its window).
+  const expected = BODY_BYTES(stream) * BigInt(delivered.length) + received;
   await b.stop();
   return {
-    scenario: 'kill: SIGKILL mid-stream (20 streams), restart',
-    delivered,
-    recorded: records.filter((r) => answers.some((x) => x.status === 200 && x.tokens > 0 && x.requestId === r.request_id)).length,
-    lost: Math.max(0, delivered - records.filter((r) => answers.some((x) => x.requestId === r.request_id)).length),
+    scenario: `kill: SIGKILL at a random moment (${killMoments.join(', ')} after the first of 60 streams began, one every 50 ms; ${KILL_ROUNDS} rounds), restart`,
+    delivered: delivered.length,
+    recorded: delivered.filter((x) => records.has(x.requestId!)).length,
+    lost: uncharged.length,
     charged: after.consumed,
-    expected: `${expected} (delivered; ${expected - charged} not yet seen by the last heartbeat)`,
+    expected: `${expected} (delivered; ${expected - charged} streamed after the last snapshot)`,
     overspend: after.consumed > after.granted ? after.consumed - after.granted : 0n,
     reservedLeft: after.reserved,
-    freedAfter,
-    statuses: `${statusLine(answers)}; ${records.filter((r) => r.error_code === 'gateway_lost').length} gateway_lost; charged again after restart: ${after.consumed - charged}`,
+    freedAfter: freedAfterMs === Infinity ? '>120 s' : `${(freedAfterMs / 1000).toFixed(1)} s`,
+    statuses:
+      `${statusLine(answers)}; delivered but never charged: ${uncharged.length} (${uncharged.length - inWindow} answering for ${LOSS_WINDOW_MS} ms or more at the kill, ` +
+      `${inWindow} younger${inWindow ? `: ${uncharged.map(({ age }) => `${age} ms`).join(', ')}` : ''}); ${deliveredAges.filter((age) => age < 1000).length} of the delivered were in their first second at the kill, the youngest ${youngest} ms; ` +
+      `${[...records.values()].filter((r) => r.error_code === 'gateway_lost').length} gateway_lost; charged again after restarts: ${again}`,
   };
 }
 
@@ -342,6 +399,71 @@ async function outageScenario(upstream: string): Promise<Row> {
     reservedLeft: p.reserved,
     freedAfter: '-',
     statuses: `during: ${statusLine(during)}; all: ${statusLine(answers.map((x) => x.answer))}`,
+  };
+}
+
+// ---- 2b. a draining process's spool -------------------------------------------------------------
+/**
+ * Processes G and H share one data dir and reach PostgreSQL through a proxy. G serves calls; the proxy
+ * is cut; 3 s later G gets SIGTERM and drains into its spool file; PostgreSQL comes back 10 s after the
+ * cut. H, running all along, writes G's spool: how long after PostgreSQL's return every call G delivered
+ * is recorded (10 s wanted).
+ */
+async function drainScenario(upstream: string): Promise<Row> {
+  const url = new URL(DATABASE_URL);
+  const proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+  const through = new URL(DATABASE_URL);
+  through.port = String(proxy.port);
+  const dir = mkdtempSync(join(dataRoot, 'shared-'));
+  const g = await nexus(through.toString(), { NEXUS_DATA_DIR: dir });
+  const h = await nexus(through.toString(), { NEXUS_DATA_DIR: dir });
+  const t = await tenant(g, upstream, 100_000_000);
+  const answers: Answer[] = [];
+  let stop = false;
+  const clients = Array.from({ length: 8 }, async () => {
+    while (!stop) {
+      const answer = await callOnce(t.gateway(g), t.apiKey, { headers: { 'x-fault-tokens': '10' } });
+      answers.push(answer);
+      if (answer.status !== 200) await sleep(50);
+    }
+  });
+  await sleep(2000);
+  await proxy.cut();
+  const cutAt = Date.now();
+  await sleep(3000);
+  const stopped = g.stop();
+  await sleep(500);
+  stop = true;
+  await Promise.all(clients);
+  await stopped;
+  const files = readdirSync(join(dir, 'spool')).length;
+  await sleep(Math.max(0, cutAt + 10_000 - Date.now()));
+  await proxy.restore();
+  const back = Date.now();
+  const delivered = answers.filter((x) => x.status === 200);
+  const written = await until(async () => {
+    const ids = new Set((await recorded(t.accessId)).map((r) => r.request_id));
+    return delivered.every((x) => ids.has(x.requestId!));
+  }, 60_000);
+  await until(async () => (await period(t.accessId)).reserved === 0n, 60_000);
+  const records = await recorded(t.accessId);
+  const ids = new Set(records.map((r) => r.request_id));
+  const p = await period(t.accessId);
+  await h.stop();
+  await proxy.close();
+  return {
+    scenario: "drain: PostgreSQL away 10 s (proxy cut), SIGTERM after 3 s, its spool written by a live process on the data dir",
+    delivered: delivered.length,
+    recorded: delivered.filter((x) => ids.has(x.requestId!)).length,
+    lost: delivered.filter((x) => !ids.has(x.requestId!)).length,
+    charged: p.consumed,
+    expected: String(20n * BigInt(delivered.length)),
+    overspend: p.consumed > p.granted ? p.consumed - p.granted : 0n,
+    reservedLeft: p.reserved,
+    freedAfter: '-',
+    statuses:
+      `${statusLine(answers)}; spool files left by the drain: ${files}; ` +
+      `a draining process's spool written within ${written === null ? '>60' : (written / 1000).toFixed(1)} s of PostgreSQL's return`,
   };
 }
 
@@ -525,6 +647,7 @@ async function main(): Promise<void> {
   try {
     if (wanted('kill')) rows.push(await killScenario(upstream.url));
     if (wanted('outage')) rows.push(await outageScenario(upstream.url));
+    if (wanted('drain')) rows.push(await drainScenario(upstream.url));
     if (wanted('two')) rows.push(await twoScenario(upstream.url));
     if (wanted('runaway')) rows.push(...(await runawayScenario(upstream.url)));
     if (wanted('changes')) changes = await changesScenario(upstream.url);

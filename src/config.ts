@@ -125,6 +125,7 @@ const variables = z.object({
   NEXUS_UPSTREAM_TIMEOUT_MS: integer(1000, undefined, 60000),
   NEXUS_PROVIDER_PROBE_TIMEOUT_MS: integer(100, 60000, 5000),
   NEXUS_RESERVATION_TTL_MS: integer(1000, 60000, 10000),
+  NEXUS_CALL_SNAPSHOT_MS: integer(20, 1000, 250),
   NEXUS_AUTH_CACHE_TTL_MS: integer(0, 5000, 1000),
   NEXUS_QUOTA_LEASE_IDLE_MS: integer(10, 60000, 1000),
   NEXUS_GATEWAY_ASYNC_COMMIT: flag(false),
@@ -272,6 +273,11 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
      * process may reclaim it: charge its calls in flight and return what it held.
      */
     reservationTtlMs: v.NEXUS_RESERVATION_TTL_MS,
+    /**
+     * How often a gateway process writes the calls under way that began answering or changed since its
+     * last write (lease_calls): what a SIGKILL can take from a call's charge is what it streamed since.
+     */
+    callSnapshotMs: v.NEXUS_CALL_SNAPSHOT_MS,
     /** How long the gateway may trust a cached key lookup. */
     authCacheTtlMs: v.NEXUS_AUTH_CACHE_TTL_MS,
     /** A gateway quota lease unused this long returns its units to the period. */

@@ -11,8 +11,8 @@
  * No record is given up while the database is away (db/unavailable.ts): the
  * records wait in memory, and each second those waiting go to a spool file
  * under the data dir (spool.ts). They are written when the database answers
- * again, by this process, or after a restart by the next one to start on that
- * data dir. Writing a record twice records it once (the statement is
+ * again, by this process, or by another process on that data dir: at its start,
+ * or, while it runs, within CLAIM_EVERY_MS of the first process's end. Writing a record twice records it once (the statement is
  * idempotent by invocation id). A record the database refuses for another
  * reason is retried alone with backoff, then given up with an error log.
  */
@@ -45,6 +45,8 @@ const SPILL_EVERY_MS = 1000;
 /** While the database is away: the first and the longest wait before it is tried again. */
 const PROBE_FIRST_MS = 250;
 const PROBE_MAX_MS = 5000;
+/** How often a running process looks for spool files left by this host's processes that are gone. */
+const CLAIM_EVERY_MS = 2000;
 
 export interface RecorderStats {
   /** Records waiting in memory to be written. */
@@ -232,6 +234,26 @@ export function createCallRecorder(deps: {
     }
   }
 
+  /**
+   * Spool files a process of this host left when it stopped (a drain while the database was away) are
+   * written by this one as soon as the database answers: one readdir every CLAIM_EVERY_MS otherwise.
+   */
+  let looking = false;
+  const claimTimer = spool
+    ? setInterval(() => {
+        if (looking || outage) return;
+        looking = true;
+        spool
+          .foreign()
+          .then((found) => {
+            if (found && !outage) track(replaySpool());
+          })
+          .catch((err: Error) => logger.warn({ msg: 'could not read the gateway spool directory', error: err.message }))
+          .finally(() => (looking = false));
+      }, CLAIM_EVERY_MS)
+    : undefined;
+  claimTimer?.unref();
+
   function track(p: Promise<void>): void {
     pending.add(p);
     void p.finally(() => pending.delete(p));
@@ -249,6 +271,11 @@ export function createCallRecorder(deps: {
       const done = spool ? replaySpool() : Promise.resolve();
       track(done);
       return done;
+    },
+
+    /** Stops looking for spool files left by other processes. */
+    close(): void {
+      clearInterval(claimTimer);
     },
 
     stats(): RecorderStats {

@@ -127,8 +127,10 @@ const INVOCATION_COLUMNS = [
 ];
 
 /**
- * The calls' invocations ($2), those not recorded already, and their settlement ($1); the rows their
- * process's heartbeats wrote go ($3, their ids).
+ * The calls' invocations ($2), those not recorded already, and their settlement ($1). It leaves the rows a
+ * heartbeat wrote of them (lease_calls) to the next heartbeat, the lease's release or its reclaim: a row of
+ * lease_calls is changed only by a statement that holds its lease's lock, so none of them waits for another
+ * in the opposite order.
  */
 const RECORD_CALLS = `
 with recorded as (
@@ -137,37 +139,65 @@ with recorded as (
     from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
   on conflict (id) do nothing
   returning id
-), beaten as (
-  delete from lease_calls where invocation_id in (select cast(value as uuid) from json_array_elements_text(cast($3 as json)))
 ), ${leaseCallSettlementCtes('$1', 'recorded')}
 select count(*) as n from recorded`;
 
 /**
- * A process's heartbeat: its leases ($1, ids) still HELD now expire at $2, and its calls in flight on them
- * ($3) are written as they stand at $4 (lease_calls). Returns the leases renewed: the others are lost.
- * The leases are locked in id order (lockedInIdOrder).
+ * Calls in flight (the JSON array at placeholder `calls`) on the leases of `held` (a CTE of lease ids),
+ * written as they stand at placeholder `at`: one row each in lease_calls, made or updated.
  */
-const HEARTBEAT = `
-with renewed as (
-  update quota_reservations set expires_at = cast($2 as timestamptz)
-   where id in ${lockedInIdOrder('quota_reservations', 'select cast(value as uuid) from json_array_elements_text(cast($1 as json))')}
-     and status = 'HELD' and kind = 'LEASE'
-  returning id
+const writeCallsCtes = (held: string, calls: string, at: string) => `x as (
+  select * from json_to_recordset(cast(${calls} as json)) as x(invocation_id uuid, lease_id uuid, bound bigint, units bigint, input_tokens bigint,
+         cached_tokens bigint, output_tokens bigint, model text, usage_id uuid, adjustment_id uuid, invocation json,
+         model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint)
 ), calls as (
   insert into lease_calls (invocation_id, lease_id, bound, units, input_tokens, cached_tokens, output_tokens, model, usage_id,
                            adjustment_id, invocation, updated_at, model_rule, input_multiplier_ppm, cached_input_multiplier_ppm,
                            output_multiplier_ppm)
   select x.invocation_id, x.lease_id, x.bound, x.units, x.input_tokens, x.cached_tokens, x.output_tokens, x.model, x.usage_id,
-         x.adjustment_id, x.invocation, cast($4 as timestamptz), x.model_rule, x.input_ppm, x.cached_ppm, x.output_ppm
-    from json_to_recordset(cast($3 as json)) as x(invocation_id uuid, lease_id uuid, bound bigint, units bigint, input_tokens bigint,
-         cached_tokens bigint, output_tokens bigint, model text, usage_id uuid, adjustment_id uuid, invocation json,
-         model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint)
-   where x.lease_id in (select id from renewed)
+         x.adjustment_id, x.invocation, cast(${at} as timestamptz), x.model_rule, x.input_ppm, x.cached_ppm, x.output_ppm
+    from x
+   where x.lease_id in (select id from ${held})
   on conflict (invocation_id) do update
      set units = excluded.units, input_tokens = excluded.input_tokens, cached_tokens = excluded.cached_tokens,
          output_tokens = excluded.output_tokens, model = excluded.model, invocation = excluded.invocation, updated_at = excluded.updated_at
+)`;
+
+const namedLeases = 'select cast(value as uuid) from json_array_elements_text(cast($1 as json))';
+
+/**
+ * A process's heartbeat: its leases ($1, ids) still HELD now expire at $2, and its calls in flight on them
+ * ($3) are written as they stand at $4 (lease_calls). The rows of those leases whose call is recorded
+ * already go (a recorded call is never charged by a reclaim: they only take room). Returns the leases
+ * renewed: the others are lost. The leases are locked in id order (lockedInIdOrder), before any row of
+ * lease_calls.
+ */
+const HEARTBEAT = `
+with renewed as (
+  update quota_reservations set expires_at = cast($2 as timestamptz)
+   where id in ${lockedInIdOrder('quota_reservations', namedLeases)}
+     and status = 'HELD' and kind = 'LEASE'
+  returning id
+), ${writeCallsCtes('renewed', '$3', '$4')}, done as (
+  delete from lease_calls c
+   where c.lease_id in (select id from renewed)
+     and c.invocation_id not in (select invocation_id from x)
+     and exists (select from invocations i where i.id = c.invocation_id)
 )
 select id from renewed`;
+
+/**
+ * A process's snapshot: its calls in flight ($2) on its leases ($1, ids) still HELD, written as they stand
+ * at $3. The leases are locked (in id order, as by the heartbeat) and not renewed: that is the
+ * heartbeat's. Returns the leases still HELD.
+ */
+const SNAPSHOT = `
+with held as (
+  select id from quota_reservations
+   where id in ${lockedInIdOrder('quota_reservations', namedLeases)}
+     and status = 'HELD' and kind = 'LEASE'
+), ${writeCallsCtes('held', '$2', '$3')}
+select id from held`;
 
 /** A call's rows as JSON text (row-json.ts), made when it ends. */
 export interface CallRows {
@@ -176,8 +206,6 @@ export interface CallRows {
   invocation: string;
   /** Its settlement on its lease (a LeaseCallSettlement), when it was charged. */
   leaseCall: string | null;
-  /** Whether a heartbeat wrote it in flight (lease_calls): its record deletes that row. */
-  beaten: boolean;
 }
 
 /** The invocation row as JSON text. */
@@ -221,11 +249,11 @@ export function invocationJson(i: InvocationRow): string {
     .done();
 }
 
-export function callRows(c: CallToRecord, beaten = false): CallRows {
+export function callRows(c: CallToRecord): CallRows {
   const i = c.invocation;
   const invocation = invocationJson(i);
   // A call charged nothing moves nothing on its lease and has no event.
-  if (!c.lease || !c.consumed) return { id: i.id, invocation, leaseCall: null, beaten };
+  if (!c.lease || !c.consumed) return { id: i.id, invocation, leaseCall: null };
   const leaseCall = new RowJson()
     .id('lease_id', c.lease.id)
     .big('bound', c.lease.bound)
@@ -245,7 +273,7 @@ export function callRows(c: CallToRecord, beaten = false): CallRows {
     .big('output_ppm', c.consumed.pricing.outputMultiplierPpm)
     .time('at', i.completed_at ?? new Date())
     .done();
-  return { id: i.id, invocation, leaseCall, beaten };
+  return { id: i.id, invocation, leaseCall };
 }
 
 /** `prepared`: false sends the statements unnamed (behind a transaction pooler: NEXUS_DATABASE_PREPARED_STATEMENTS). */
@@ -261,13 +289,11 @@ export function createCallRepo(db: Db, prepared = true) {
     async record(calls: CallRows[]): Promise<void> {
       const invocations: string[] = [];
       const leaseCalls: string[] = [];
-      const beaten: string[] = [];
       for (const c of calls) {
         invocations.push(c.invocation);
         if (c.leaseCall) leaseCalls.push(c.leaseCall);
-        if (c.beaten) beaten.push(`"${c.id}"`);
       }
-      await query('nexus_record_calls', RECORD_CALLS, [jsonArray(leaseCalls), jsonArray(invocations), jsonArray(beaten)]);
+      await query('nexus_record_calls', RECORD_CALLS, [jsonArray(leaseCalls), jsonArray(invocations)]);
     },
 
     /**
@@ -281,6 +307,12 @@ export function createCallRepo(db: Db, prepared = true) {
         jsonArray(calls),
         now.toISOString(),
       ]);
+      return new Set(rows.map((r) => r.id));
+    },
+
+    /** Writes the calls in flight (`calls`) on those of the leases still HELD, without renewing them; returns those. */
+    async snapshot(leaseIds: string[], calls: string[], now: Date): Promise<Set<string>> {
+      const rows = await query<{ id: string }>('nexus_snapshot', SNAPSHOT, [JSON.stringify(leaseIds), jsonArray(calls), now.toISOString()]);
       return new Set(rows.map((r) => r.id));
     },
   };

@@ -146,6 +146,7 @@ export function createGateway(deps: GatewayDeps) {
     clock,
     logger,
     leaseTtlMs: config.reservationTtlMs,
+    callSnapshotMs: config.callSnapshotMs,
     leaseIdleMs: config.quotaLeaseIdleMs,
     // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.
     spoolDir: config.databaseUrl ? join(config.dataDir, 'spool') : undefined,

@@ -29,6 +29,10 @@ export class IntrusiveList<T extends Linked<T>> {
     item.listPrev = item.listNext = null;
   }
 
+  isEmpty(): boolean {
+    return this.head === null;
+  }
+
   /** Each item; `fn` may remove it (the next one is taken first). */
   forEach(fn: (item: T) => void): void {
     for (let item = this.head; item; ) {

@@ -15,13 +15,19 @@
  * A call is recorded once. The recorder writes it off the response's path and
  * tells the lease when it is written (call-recorder.ts).
  *
- * Calls under way are listed (for the shutdown and the heartbeat). Every
- * heartbeat (a fifth of the lease TTL) renews this process's leases and writes,
- * in the same statement, each admitted call the upstream has begun to answer:
+ * Calls under way are listed (for the shutdown, the snapshot and the heartbeat).
+ * Each admitted call the upstream has begun to answer is written to lease_calls:
  * what it would be charged were the process to die now, by the rule for a call
  * cut short (chargeable()), and its invocation as it would then be recorded
- * (FAILED `gateway_lost`). Should the process die, whoever reclaims its leases
- * records and charges those (quotaRepo.reclaimExpired); a call that ends
+ * (FAILED `gateway_lost`). The snapshot (every NEXUS_CALL_SNAPSHOT_MS, 250 ms)
+ * writes, in one statement, the calls that began answering or changed since
+ * their last write, and a stream that begins brings it forward to 50 ms after
+ * (one write for every stream begun meanwhile); the heartbeat (a fifth of the
+ * lease TTL) renews every lease of this process and writes those too. A stream
+ * is written within 50 ms and a statement of its first byte, its progress
+ * within a snapshot interval; never by its own request. Should
+ * the process die, whoever reclaims its leases records and charges those
+ * (quotaRepo.reclaimExpired); a call that ends
  * normally is recorded by its own process, once (the record is idempotent by
  * invocation id).
  */
@@ -64,6 +70,8 @@ import { createSpool } from './spool.js';
 
 /** Model names and response ids are recorded up to this length. */
 const MAX_NAME_LENGTH = 256;
+/** A stream that begins is written this soon (with every other that began meanwhile), not at the next snapshot. */
+const BEGUN_WRITE_MS = 50;
 /** Responses API calls remembered per process, so a call continuing one finds its tokens before its record is written. */
 const RECENT_RESPONSES = 10_000;
 
@@ -198,6 +206,8 @@ interface MeterParts {
   learned: LearnedBounds;
   /** Tells the other processes of an output bound learned here. */
   shareLearned?: ((learned: LearnedOutput) => void) | undefined;
+  /** A metered stream began: the calls under way are written soon (the snapshot). */
+  streamBegan(): void;
   /** Told of each answer that passed its output bound (metrics). */
   overBound?: ((kind: OverBound) => void) | undefined;
   conversationTokens(auth: AuthRow, responseId: string): Promise<bigint>;
@@ -221,7 +231,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   private admission: Admission | undefined;
   private reloaded = false;
   private recorded = false;
-  /** Units the last heartbeat written for it charges (-1: none written); the one being written. */
+  /** Units the last snapshot or heartbeat written for it charges (-1: none written); the one being written. */
   private beatUnits = -1n;
   private beatingUnits = -1n;
   /** Its events' ids, should a reclaim charge it: made at its first heartbeat. */
@@ -453,6 +463,10 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.meter.rememberResponse(this.auth.workspace_access_id, responseId, tokens);
   }
 
+  streamBegan(): void {
+    this.meter.streamBegan();
+  }
+
   /**
    * The upstream call ended, however it ended: the call is charged, settled and recorded. Returns the
    * refusal the client gets when no answer came.
@@ -585,20 +599,16 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     storable(invocation);
     const span = this.trace?.ended(invocation, consumed, httpStatus, this.prepared);
     if (consumed?.model) consumed.model = storableText(consumed.model, MAX_NAME_LENGTH);
-    const rows = callRows(
-      {
-        invocation,
-        lease: admission ? { id: admission.lease.id, bound: admission.bound, take } : undefined,
-        consumed,
-      },
-      this.beatUnits >= 0n,
-    );
+    const rows = callRows({
+      invocation,
+      lease: admission ? { id: admission.lease.id, bound: admission.bound, take } : undefined,
+      consumed,
+    });
     this.meter.recorder.record(
       {
         id: rows.id,
         invocation: rows.invocation,
         leaseCall: rows.leaseCall,
-        beaten: rows.beaten,
         requestId: invocation.request_id,
         keyId: this.auth.key_id,
         lastRequestAt: this.auth.last_request_at,
@@ -615,7 +625,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
 export function createCallMeter(deps: {
   /** The gateway's own pool (gateway-db.ts). */
   db: Db;
-  repo: Pick<CallRepo, 'record' | 'heartbeat'>;
+  repo: Pick<CallRepo, 'record' | 'heartbeat' | 'snapshot'>;
   clock: Clock;
   logger: Logger;
   /**
@@ -623,6 +633,11 @@ export function createCallMeter(deps: {
    * heartbeat comes five times a TTL.
    */
   leaseTtlMs: number;
+  /**
+   * How often the calls under way that began answering or changed since their last write are written
+   * (lease_calls), between heartbeats.
+   */
+  callSnapshotMs: number;
   /** A lease unused this long returns its units to the period. */
   leaseIdleMs: number;
   /** Where records wait while the database is away; none: in memory only. */
@@ -664,6 +679,7 @@ export function createCallMeter(deps: {
     events: deps.recorderEvents,
   });
   const running = new IntrusiveList<MeteredCall>();
+  let begunTimer: NodeJS.Timeout | undefined;
   const invocations = createInvocationRepo(deps.db);
   /** Responses API calls metered lately, by access and response id: the tokens a call continuing one adds to its input. */
   const recentResponses = new Map<string, bigint>();
@@ -681,6 +697,16 @@ export function createCallMeter(deps: {
     report: deps.report,
     /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
     shutdown: new Error('The server shut down before the call ended'),
+
+    streamBegan(): void {
+      // One timer for every stream that begins meanwhile: written together, BEGUN_WRITE_MS after the first.
+      if (begunTimer) return;
+      begunTimer = setTimeout(() => {
+        begunTimer = undefined;
+        void serialized(false);
+      }, BEGUN_WRITE_MS);
+      begunTimer.unref();
+    },
 
     rememberResponse(accessId: string, responseId: string, tokens: bigint): void {
       recentResponses.set(`${accessId} ${responseId}`, tokens);
@@ -730,35 +756,84 @@ export function createCallMeter(deps: {
       );
     },
   };
-  let beating = false;
-  /** Renews this process's leases and writes its calls in flight on them, in one statement. */
-  async function heartbeat(): Promise<void> {
-    if (beating) return;
-    beating = true;
-    try {
-      const leaseIds = leases.heartbeat();
+  /**
+   * One statement at a time writes this process's leases and calls under way: the snapshot (every
+   * callSnapshotMs) writes the calls that began answering or changed since their last write, on their
+   * leases still held (it does not renew them); the heartbeat (a fifth of the TTL) renews every lease this
+   * process holds, with the changed calls too. A stream that begins brings the snapshot forward to
+   * BEGUN_WRITE_MS after it. A heartbeat or a snapshot due while a statement is in flight runs right after it.
+   */
+  let writing: Promise<void> | null = null;
+  let renewDue = false;
+  let snapshotDue = false;
+
+  /** `renewAll`: the heartbeat; otherwise the snapshot, which costs nothing when no call has changed. */
+  async function writeCalls(renewAll: boolean): Promise<void> {
+    let leaseIds: string[] = [];
+    if (renewAll) {
+      leaseIds = leases.heartbeat();
       if (!leaseIds.length) return;
-      const now = clock.now();
-      const rows: string[] = [];
-      const included: MeteredCall[] = [];
-      running.forEach((call) => {
-        const row = call.heartbeatRow(now);
-        if (row === null) return;
-        rows.push(row);
-        included.push(call);
-      });
-      const until = new Date(now.getTime() + deps.leaseTtlMs);
-      const held = await repo.heartbeat(leaseIds, until, rows, now);
-      leases.renewed(leaseIds, held, until.getTime());
+    }
+    const now = clock.now();
+    const rows: string[] = [];
+    const included: MeteredCall[] = [];
+    running.forEach((call) => {
+      const row = call.heartbeatRow(now);
+      if (row === null) return;
+      rows.push(row);
+      included.push(call);
+    });
+    if (!renewAll) {
+      if (!rows.length) return;
+      leaseIds = [...new Set(included.map((call) => call.leaseId!))];
+    }
+    try {
+      let held: Set<string>;
+      if (renewAll) {
+        const until = new Date(now.getTime() + deps.leaseTtlMs);
+        held = await repo.heartbeat(leaseIds, until, rows, now);
+        leases.renewed(leaseIds, held, until.getTime());
+      } else {
+        // Leases are the heartbeat's to renew (or find lost); a call on one no longer held is not written.
+        held = await repo.snapshot(leaseIds, rows, now);
+      }
       for (const call of included) if (held.has(call.leaseId!)) call.beatWritten();
     } catch (err) {
-      logger.warn({ msg: 'quota lease heartbeat failed: leases admit on what they hold for half their TTL', error: (err as Error).message });
-    } finally {
-      beating = false;
+      if (renewAll) {
+        logger.warn({ msg: 'quota lease heartbeat failed: leases admit on what they hold for half their TTL', error: (err as Error).message });
+      } else {
+        // The heartbeat's warning says it, should it last; the next snapshot writes these calls again.
+        logger.debug({ msg: 'the snapshot of the calls under way could not be written', error: (err as Error).message });
+      }
     }
   }
+
+  function serialized(renewAll: boolean): Promise<void> {
+    if (renewAll) renewDue = true;
+    else snapshotDue = true;
+    if (writing) return writing;
+    writing = (async () => {
+      try {
+        do {
+          const all = renewDue;
+          renewDue = snapshotDue = false;
+          await writeCalls(all);
+        } while (renewDue || snapshotDue);
+      } finally {
+        writing = null;
+      }
+    })();
+    return writing;
+  }
+
+  /** Renews this process's leases and writes its calls in flight on them, in one statement. */
+  const heartbeat = () => serialized(true);
   const heartbeatTimer = setInterval(() => void heartbeat(), Math.max(20, Math.floor(deps.leaseTtlMs / 5)));
   heartbeatTimer.unref();
+  const snapshotTimer = setInterval(() => {
+    if (!running.isEmpty()) void serialized(false);
+  }, deps.callSnapshotMs);
+  snapshotTimer.unref();
 
   return {
     /** A call of a valid key on an allowed connection (`inspector`: its endpoint's, none when unmetered). */
@@ -797,6 +872,9 @@ export function createCallMeter(deps: {
     },
     close(): void {
       clearInterval(heartbeatTimer);
+      clearInterval(snapshotTimer);
+      clearTimeout(begunTimer);
+      recorder.close();
       leases.close();
       rates.close();
     },

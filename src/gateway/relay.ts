@@ -61,6 +61,8 @@ export interface RelayOptions {
 export interface ResponseWatcher {
   /** A Responses API answer's id, with its input and output tokens. */
   responseSeen(responseId: string, tokens: bigint): void;
+  /** A metered stream began: its headers came with a success status. */
+  streamBegan(): void;
 }
 
 /** What a metered answer has shown of its usage (a JSON answer: nothing until its end). */
@@ -183,6 +185,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     const reading = Boolean(inspector && prepared && status < 300);
     if (reading && isStream) {
       this.meter = new SseMeter(inspector!, prepared!);
+      this.options.watcher?.streamBegan();
     } else if (reading) {
       this.jsonChunks = [];
     }

@@ -6,6 +6,9 @@
  *   replay-<host>-<pid>-<n>.jsonl (its own: a rename succeeds for one process
  *   only), writes its records in batches and deletes it. Its own files first;
  *   then those of the processes of this host that died (their pid is gone).
+ *   A live process looks for those every few seconds (foreign()), so a file
+ *   left by a process that stopped while the database was away is written
+ *   soon after the database is back, without a restart.
  * - Writing a record twice records it once (call-repo.ts), so a replay cut
  *   short and done again charges nothing twice.
  * The files hold what the records hold: ids, token counts, model names and
@@ -47,12 +50,18 @@ export function createSpool(dir: string, options: { host?: string; pid?: number;
   const fileName = (kind: 'calls' | 'replay') => `${kind}-${host}-${pid}-${Date.now()}${String(++seq).padStart(4, '0')}.jsonl`;
 
   function line(r: CallRows): string {
-    return `{"id":"${r.id}","invocation":${r.invocation},"leaseCall":${r.leaseCall ?? 'null'},"beaten":${r.beaten}}\n`;
+    return `{"id":"${r.id}","invocation":${r.invocation},"leaseCall":${r.leaseCall ?? 'null'}}\n`;
   }
 
   function rowsOf(text: string): CallRows {
-    const o = JSON.parse(text) as { id: string; invocation: object; leaseCall: object | null; beaten: boolean };
-    return { id: o.id, invocation: JSON.stringify(o.invocation), leaseCall: o.leaseCall ? JSON.stringify(o.leaseCall) : null, beaten: o.beaten };
+    const o = JSON.parse(text) as { id: string; invocation: object; leaseCall: object | null };
+    return { id: o.id, invocation: JSON.stringify(o.invocation), leaseCall: o.leaseCall ? JSON.stringify(o.leaseCall) : null };
+  }
+
+  /** Whether `m` (a spool file name matched) is a file of another process of this host that is gone. */
+  function leftByDead(m: RegExpExecArray): boolean {
+    const owner = Number(m[3]);
+    return m[2] === host && owner !== pid && !isAlive(owner);
   }
 
   /** The files this process may replay now: its own, and those of this host's dead processes, claimed. */
@@ -146,6 +155,22 @@ export function createSpool(dir: string, options: { host?: string; pid?: number;
         }
       })();
       return replaying;
+    },
+
+    /** Whether the spool holds files of this host's processes that are gone (one readdir; none: no spool yet). */
+    async foreign(): Promise<boolean> {
+      let names: string[];
+      try {
+        names = await readdir(dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+        throw err;
+      }
+      for (const name of names) {
+        const m = NAME.exec(name);
+        if (m && leftByDead(m)) return true;
+      }
+      return false;
     },
 
     size: () => size,

@@ -18,7 +18,9 @@ describe('IntrusiveList (the calls under way)', () => {
     const list = new IntrusiveList<Item>();
     const all = [new Item(), new Item(), new Item(), new Item()];
     const [a, b, c, d] = all as [Item, Item, Item, Item];
+    expect(list.isEmpty()).toBe(true);
     for (const r of all) list.add(r);
+    expect(list.isEmpty()).toBe(false);
     expect(members(list, all)).toEqual([3, 2, 1, 0]);
     list.delete(c); // middle
     list.delete(d); // head
@@ -28,6 +30,7 @@ describe('IntrusiveList (the calls under way)', () => {
     list.delete(c); // twice: nothing happens
     list.delete(b);
     expect(members(list, all)).toEqual([]);
+    expect(list.isEmpty()).toBe(true);
     list.add(a);
     expect(members(list, all)).toEqual([0]);
   });

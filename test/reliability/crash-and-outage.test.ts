@@ -40,13 +40,14 @@ afterAll(async () => {
 });
 
 /** A Nexus process on the test app's schema (through `databaseUrl` if given), with its own data dir. */
-async function child(options: { databaseUrl?: string; dir?: string } = {}): Promise<NexusProcess> {
+async function child(options: { databaseUrl?: string; dir?: string; env?: Record<string, string> } = {}): Promise<NexusProcess> {
   const process = await startNexusProcess({
     DATABASE_URL: options.databaseUrl ?? t.database.url!,
     ...(t.database.schema ? { NEXUS_DATABASE_SCHEMA: t.database.schema } : {}),
     ...(t.database.directUrl ? { NEXUS_DATABASE_LISTEN_URL: t.database.directUrl } : {}),
     NEXUS_DATA_DIR: options.dir ?? mkdtempSync(join(dataDir, 'child-')),
     NEXUS_RESERVATION_TTL_MS: String(TTL_MS),
+    ...options.env,
   });
   children.push(process);
   return process;
@@ -145,6 +146,74 @@ describe.runIf(usesPostgres)('a Nexus process killed mid-stream', () => {
   }, 90_000);
 });
 
+describe.runIf(usesPostgres)('a Nexus process killed within the first second of its streams', () => {
+  it('each stream that began answering is charged its input bound and the output it delivered, less at most the snapshot window', async () => {
+    // Quota units are input plus output tokens here, so a call's units tell its output.
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n, outputPpm: 1_000_000n, cachedPpm: 1_000_000n });
+    // The heartbeat comes every 2 s (a fifth of this TTL): what is written within the first second is the snapshot's.
+    const nexus = await child({ env: { NEXUS_RESERVATION_TTL_MS: '10000' } });
+    const base = gatewayOf(tenant, nexus);
+    const body = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'loss window' }], max_tokens: 500, stream: true });
+    const inputBound = BigInt(Buffer.byteLength(body));
+    // One word an event, every 50 ms, for 10 s.
+    const headers = { 'x-fake-fault': 'runaway', 'x-fake-delay-ms': '50', 'x-fake-usage': '10,200,0' };
+    type Stream = { firstByteAt: number; words: Promise<number>; requestId: string };
+    const open = async (): Promise<Stream> => {
+      const res = await call(tenant, base, { body, headers });
+      expect(res.status).toBe(200);
+      const requestId = res.headers.get('x-nexus-request-id')!;
+      const reader = res.body!.getReader();
+      const first = await reader.read();
+      const firstByteAt = Date.now();
+      let text = new TextDecoder().decode(first.value);
+      const words = (async () => {
+        try {
+          for (;;) {
+            const { done, value } = await reader.read();
+            if (done) break;
+            text += new TextDecoder().decode(value);
+          }
+        } catch {
+          // The process died under it.
+        }
+        return (text.match(/"content":"[^"]/g) ?? []).length;
+      })();
+      return { firstByteAt, words, requestId };
+    };
+    const early = await open();
+    await new Promise((r) => setTimeout(r, 400));
+    const late = await open();
+    // In lease_calls within 500 ms of its first byte (the heartbeat comes every 2 s here).
+    const inSnapshot = async () =>
+      (await t.database.db('lease_calls').whereRaw("invocation->>'request_id' = ?", [late.requestId])).length === 1;
+    await until(inSnapshot, 5000);
+    expect(Date.now() - late.firstByteAt).toBeLessThan(500);
+    // Killed 1 s after the first stream's first byte, about 0.6 s after the second's.
+    await new Promise((r) => setTimeout(r, Math.max(0, early.firstByteAt + 1000 - Date.now())));
+    await nexus.kill();
+    const killedAt = Date.now();
+    const delivered = [await early.words, await late.words];
+    expect(killedAt - late.firstByteAt).toBeLessThan(900);
+    expect(delivered[1]).toBeGreaterThan(0);
+
+    // The test app's sweeper reclaims the lease after its TTL and charges both streams from the snapshot.
+    await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 30_000);
+    const invocations = await invocationsOf(tenant.accessId);
+    expect(invocations).toHaveLength(2);
+    for (const [i, stream] of [early, late].entries()) {
+      const invocation = invocations.find((row) => row.request_id === stream.requestId)!;
+      expect(invocation).toMatchObject({ status: 'FAILED', error_code: 'gateway_lost', streamed: true, attempt_status: 'ABORTED' });
+      const output = BigInt(invocation.quota_units) - inputBound;
+      // At most what reached the gateway (a word or two more than its client read); at least what it had
+      // delivered half a second before the kill (the snapshot's window: 250 ms and its statement), 10 words.
+      expect(output).toBeLessThanOrEqual(BigInt(delivered[i]!) + 2n);
+      expect(output).toBeGreaterThanOrEqual(BigInt(Math.max(1, delivered[i]! - 10)));
+    }
+    const charged = invocations.reduce((sum, row) => sum + BigInt(row.quota_units), 0n);
+    expect((await periodOf(t, tenant.accessId)).consumed).toBe(charged);
+  }, 90_000);
+});
+
 describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
   let proxy: TcpProxy;
   beforeAll(async () => {
@@ -216,6 +285,7 @@ describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
     const first = await child({ databaseUrl: proxiedUrl(), dir });
     const base = gatewayOf(tenant, first);
     expect((await call(tenant, base)).status).toBe(200);
+    await until(async () => (await invocationsOf(tenant.accessId)).length === 1);
     await proxy.cut();
     const answered: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -234,6 +304,45 @@ describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
     await until(async () => spooled(dir).length === 0, 10_000);
     const events = await t.database.db('usage_events').where({ workspace_access_id: tenant.accessId, kind: 'USAGE' });
     expect(events).toHaveLength(expected);
+    // The first process's lease is reclaimed after its TTL; every call was charged once.
+    await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 15_000);
+    expect((await periodOf(t, tenant.accessId)).consumed).toBe(20n * BigInt(expected));
+    await second.stop();
+  }, 90_000);
+
+  it("a process that stopped while the database was away: a live process on its data dir writes its spool once the database is back, without a restart", async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n });
+    const dir = mkdtempSync(join(dataDir, 'claim-'));
+    const first = await child({ databaseUrl: proxiedUrl(), dir });
+    // The second runs all along on the same data dir, and found nothing to claim at its start.
+    const second = await child({ databaseUrl: proxiedUrl(), dir });
+    const base = gatewayOf(tenant, first);
+    expect((await call(tenant, base)).status).toBe(200);
+    await until(async () => (await invocationsOf(tenant.accessId)).length === 1);
+    await proxy.cut();
+    const answered: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await call(tenant, base);
+      await res.text();
+      if (res.status === 200) answered.push(res.headers.get('x-nexus-request-id')!);
+    }
+    expect(answered.length).toBeGreaterThan(0);
+    // Stopped while the database is away: its drain leaves the records in its spool file.
+    await first.stop();
+    const left = spooled(dir);
+    expect(left.length).toBeGreaterThan(0);
+    const recordedBefore = (await invocationsOf(tenant.accessId)).length;
+    expect(recordedBefore).toBe(1);
+
+    await proxy.restore();
+    const back = Date.now();
+    const expected = 1 + answered.length;
+    await until(async () => (await invocationsOf(tenant.accessId)).length === expected, 10_000);
+    expect(Date.now() - back).toBeLessThan(10_000);
+    await until(async () => spooled(dir).length === 0, 5000);
+    const invocations = await invocationsOf(tenant.accessId);
+    for (const id of answered) expect(invocations.filter((i) => i.request_id === id)).toHaveLength(1);
+    expect(second.output()).toContain('wrote the gateway records that waited in the spool');
     // The first process's lease is reclaimed after its TTL; every call was charged once.
     await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 15_000);
     expect((await periodOf(t, tenant.accessId)).consumed).toBe(20n * BigInt(expected));
