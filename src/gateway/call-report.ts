@@ -7,7 +7,7 @@
  */
 import { isDatabaseUnavailable } from '../db/unavailable.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
-import type { Logger } from '../observability/logger.js';
+import { requestLineLevel, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Consumption } from './call-repo.js';
 
@@ -19,16 +19,6 @@ export type CallReport = (invocation: Readonly<InvocationRow>, consumed: Consump
 
 /** An error's name, message and stack, for a log line. */
 const errorOf = (e: Error) => ({ name: e.name, message: e.message, stack: e.stack });
-
-/**
- * A line's level: error for a failure of Nexus's own (a 500, an unexpected exception), warn for another 5xx
- * of its own (the database away, no upstream answer), info otherwise: an upstream's error relayed is the
- * upstream's, in the line's upstreamStatus.
- */
-function levelOf(status: number, cause: unknown, fromUpstream: boolean): 'error' | 'warn' | 'info' {
-  if (cause || (status === 500 && !fromUpstream)) return 'error';
-  return status >= 500 && !fromUpstream ? 'warn' : 'info';
-}
 
 /** The cause worth a stack: not an expected condition such as the database being away (its code says it). */
 const unexpected = (cause: unknown) => (cause && !isDatabaseUnavailable(cause) ? cause : undefined);
@@ -51,7 +41,10 @@ export function createCallReport(deps: { logger: Logger; metrics: Metrics | unde
   const report: CallReport = (invocation, consumed, httpStatus, reported) => {
     metrics?.callEnded(invocation, consumed);
     const cause = unexpected(reported);
-    const level = levelOf(httpStatus, cause, invocation.attempt_http_status !== null && invocation.attempt_http_status === httpStatus);
+    const level = requestLineLevel(httpStatus, {
+      unexpected: Boolean(cause),
+      relayed: invocation.attempt_http_status !== null && invocation.attempt_http_status === httpStatus,
+    });
     if (level !== 'error' && !logger.isLevelEnabled(level)) return;
     logger.log(level, {
       msg: 'request',
@@ -105,7 +98,7 @@ export function createCallReport(deps: { logger: Logger; metrics: Metrics | unde
     }): void {
       metrics?.refusedEarly(line.errorCode);
       const cause = unexpected(line.error);
-      const level = levelOf(line.status, cause, false);
+      const level = requestLineLevel(line.status, { unexpected: Boolean(cause) });
       if (level !== 'error' && !logger.isLevelEnabled(level)) return;
       logger.log(level, {
         msg: 'request',

@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import { AppError, errorBody } from '../errors.js';
 import { pathOf } from '../gateway/path-safety.js';
 import { newId } from '../ids.js';
-import type { Logger } from '../observability/logger.js';
+import { requestLineLevel, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { operationSpan, type Tracer } from '../observability/tracing.js';
 import { sendError } from './api.js';
@@ -13,17 +13,6 @@ import type { RequestLocals } from './locals.js';
 
 /** Health probes come every few seconds and say nothing a trace would: they make no span, and their lines are at debug. */
 const PROBES = new Set(['getHealth', 'getReadiness']);
-
-/**
- * A request line's level: error for a failure of Nexus's own (a 500, an unexpected exception); warn for
- * another 5xx (an expected condition it answers: the database away, a billing provider's error); info
- * otherwise. A health probe's line is at debug, its 503 too (what it reports is logged where it is found).
- */
-function lineLevel(status: number, locals: RequestLocals, probe: boolean): 'error' | 'warn' | 'info' | 'debug' {
-  if (locals.error || status === 500) return 'error';
-  if (probe) return 'debug';
-  return status >= 500 ? 'warn' : 'info';
-}
 
 /**
  * Gives every request an id (X-Request-Id on every answer), and on finish writes
@@ -65,7 +54,9 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
           performance.now() - seconds * 1e3,
         );
       }
-      const level = lineLevel(status, locals, operationId !== undefined && PROBES.has(operationId));
+      // A health probe's line is at debug, its 503 too (what it reports is logged where it is found).
+      const answered = requestLineLevel(status, { unexpected: Boolean(locals.error) });
+      const level = operationId !== undefined && PROBES.has(operationId) && answered !== 'error' ? 'debug' : answered;
       if (level !== 'error' && !deps.logger.isLevelEnabled(level)) return;
       const line: Record<string, unknown> = {
         msg: 'request',

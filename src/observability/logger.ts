@@ -22,6 +22,17 @@ const DEFAULT_REPEAT_LIMIT: RepeatLimit = { lines: 10, windowMs: 10_000 };
 /** Marks the summary lines, which the limit lets through. */
 const SUMMARY = Symbol('nexus.log-summary');
 
+/**
+ * A request line's level (the Admin API's and the gateway's alike): error for a failure of Nexus's own (a 500
+ * it answered, an unexpected cause), warn for another 5xx it answered (an expected condition: the database
+ * away, no upstream answer), info otherwise. A provider's error the gateway relayed (`relayed`) is the
+ * provider's: info, its status in the line.
+ */
+export function requestLineLevel(status: number, o: { unexpected: boolean; relayed?: boolean }): 'error' | 'warn' | 'info' {
+  if (o.unexpected || (status === 500 && !o.relayed)) return 'error';
+  return status >= 500 && !o.relayed ? 'warn' : 'info';
+}
+
 /** `logger.warn({ msg, ... })` puts the object under `message`: lift its fields to the top of the line. */
 const flattenObjectMessage = winston.format((info) => {
   const message = info.message as unknown;
