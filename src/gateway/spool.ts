@@ -58,6 +58,16 @@ export function createSpool(dir: string, options: { host?: string; pid?: number;
     return { id: o.id, invocation: JSON.stringify(o.invocation), leaseCall: o.leaseCall ? JSON.stringify(o.leaseCall) : null };
   }
 
+  /** The spool directory's file names; none before its first file. */
+  async function names(): Promise<string[]> {
+    try {
+      return await readdir(dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+  }
+
   /** Whether `m` (a spool file name matched) is a file of another process of this host that is gone. */
   function leftByDead(m: RegExpExecArray): boolean {
     const owner = Number(m[3]);
@@ -69,20 +79,12 @@ export function createSpool(dir: string, options: { host?: string; pid?: number;
     // New records go to a new file from now on: the current one is claimed with the others.
     file = null;
     await appending;
-    let names: string[];
-    try {
-      names = await readdir(dir);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw err;
-    }
     const claimed: string[] = [];
-    for (const name of names.sort()) {
+    for (const name of (await names()).sort()) {
       const m = NAME.exec(name);
-      if (!m || m[2] !== host) continue;
-      const owner = Number(m[3]);
-      const mine = owner === pid;
-      if (!mine && isAlive(owner)) continue;
+      if (!m) continue;
+      const mine = m[2] === host && Number(m[3]) === pid;
+      if (!mine && !leftByDead(m)) continue;
       if (mine && m[1] === 'replay') {
         // Claimed by an earlier replay of this process that was cut short.
         claimed.push(name);
@@ -159,18 +161,10 @@ export function createSpool(dir: string, options: { host?: string; pid?: number;
 
     /** Whether the spool holds files of this host's processes that are gone (one readdir; none: no spool yet). */
     async foreign(): Promise<boolean> {
-      let names: string[];
-      try {
-        names = await readdir(dir);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
-        throw err;
-      }
-      for (const name of names) {
+      return (await names()).some((name) => {
         const m = NAME.exec(name);
-        if (m && leftByDead(m)) return true;
-      }
-      return false;
+        return m !== null && leftByDead(m);
+      });
     },
 
     size: () => size,
