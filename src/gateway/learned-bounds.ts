@@ -39,6 +39,8 @@ export function createLearnedBounds(clock: Clock) {
   return {
     /** The output a call on this connection and model is admitted at, at least: 0n when nothing is learned. */
     output(connectionId: string, model: string, stream: boolean): bigint {
+      // Nearly always nothing is learned: a call then makes no key.
+      if (learned.size === 0) return 0n;
       const key = keyOf(connectionId, model, stream);
       const known = learned.get(key);
       if (!known) return 0n;
