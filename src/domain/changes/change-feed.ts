@@ -105,11 +105,12 @@ export function createChangeFeed(deps: {
 
     /** Another process's notification (a payload this version cannot read: anything may have changed). */
     received(payload: string): void {
-      const [from, code, id] = payload.split(' ');
+      const words = payload.split(' ');
+      const [from, code, id] = words;
       if (from === origin) return;
       if (code === LEARNED_CODE) {
-        const [, , connectionId, kind, output] = payload.split(' ', 5);
-        const model = payload.split(' ').slice(5).join(' ');
+        const [, , connectionId, kind, output] = words;
+        const model = words.slice(5).join(' ');
         if (connectionId && (kind === 's' || kind === 'j') && output && /^\d{1,19}$/.test(output)) {
           for (const learner of learners) learner({ connectionId, model, stream: kind === 's', output: BigInt(output) });
         }
