@@ -154,8 +154,8 @@ export function bearerOf(authorization: string | undefined): string | undefined 
  */
 function assertNoBody(operationId: string, body: unknown): void {
   if (body === undefined) return;
-  if (body !== null && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0) return;
-  const field = body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body)[0] : undefined;
+  const field = body !== null && typeof body === 'object' && !Array.isArray(body) ? (Object.keys(body)[0] ?? null) : undefined;
+  if (field === null) return;
   throw new AppError('invalid_request', `${operationId} takes no request body: send none, or {}`, field ? { param: field } : {});
 }
 
@@ -181,7 +181,6 @@ function assertNoPrototypeKeys(value: unknown, param: string, depth = 0): void {
     assertNoPrototypeKeys((value as Record<string, unknown>)[key], path, depth + 1);
   }
 }
-
 
 /** The workspace and access a request's path names, for its log line. */
 function namedIn(res: Response, params: Record<string, unknown> | undefined): void {
