@@ -254,6 +254,25 @@ interface Row {
   statuses: string;
 }
 
+/**
+ * The calls a scenario delivered (their request ids), each meant to be charged 20 units: how many were
+ * recorded, how many lost, what the period was charged against that, past its grant, and still reserved.
+ */
+async function accountOf(accessId: string, delivered: string[]): Promise<Pick<Row, 'delivered' | 'recorded' | 'lost' | 'charged' | 'expected' | 'overspend' | 'reservedLeft'>> {
+  const ids = new Set((await recorded(accessId)).map((r) => r.request_id));
+  const p = await period(accessId);
+  const kept = delivered.filter((id) => ids.has(id)).length;
+  return {
+    delivered: delivered.length,
+    recorded: kept,
+    lost: delivered.length - kept,
+    charged: p.consumed,
+    expected: String(20n * BigInt(delivered.length)),
+    overspend: p.consumed > p.granted ? p.consumed - p.granted : 0n,
+    reservedLeft: p.reserved,
+  };
+}
+
 const BODY_BYTES = (o: { stream?: boolean; maxTokens?: number }) => BigInt(Buffer.byteLength(BODY(o)));
 
 // ---- 1. kill ----------------------------------------------------------------------------------
@@ -382,21 +401,13 @@ async function outageScenario(upstream: string): Promise<Row> {
   const delivered = answers.filter((x) => x.answer.status === 200);
   await until(async () => (await recorded(t.accessId)).length >= delivered.length, 60_000);
   await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
-  const records = await recorded(t.accessId);
-  const ids = new Set(records.map((r) => r.request_id));
-  const p = await period(t.accessId);
+  const account = await accountOf(t.accessId, delivered.map((x) => x.answer.requestId!));
   await c.stop();
   await proxy?.close();
   const during = answers.filter((x) => x.phase === 'during').map((x) => x.answer);
   return {
     scenario: `outage: PostgreSQL away 10 s under load (${proxy ? 'connection cut by a proxy' : 'cluster stopped'})`,
-    delivered: delivered.length,
-    recorded: delivered.filter((x) => ids.has(x.answer.requestId!)).length,
-    lost: delivered.filter((x) => !ids.has(x.answer.requestId!)).length,
-    charged: p.consumed,
-    expected: String(20n * BigInt(delivered.length)),
-    overspend: p.consumed > p.granted ? p.consumed - p.granted : 0n,
-    reservedLeft: p.reserved,
+    ...account,
     freedAfter: '-',
     statuses: `during: ${statusLine(during)}; all: ${statusLine(answers.map((x) => x.answer))}`,
   };
@@ -446,20 +457,12 @@ async function drainScenario(upstream: string): Promise<Row> {
     return delivered.every((x) => ids.has(x.requestId!));
   }, 60_000);
   await until(async () => (await period(t.accessId)).reserved === 0n, 60_000);
-  const records = await recorded(t.accessId);
-  const ids = new Set(records.map((r) => r.request_id));
-  const p = await period(t.accessId);
+  const account = await accountOf(t.accessId, delivered.map((x) => x.requestId!));
   await h.stop();
   await proxy.close();
   return {
     scenario: "drain: PostgreSQL away 10 s (proxy cut), SIGTERM after 3 s, its spool written by a live process on the data dir",
-    delivered: delivered.length,
-    recorded: delivered.filter((x) => ids.has(x.requestId!)).length,
-    lost: delivered.filter((x) => !ids.has(x.requestId!)).length,
-    charged: p.consumed,
-    expected: String(20n * BigInt(delivered.length)),
-    overspend: p.consumed > p.granted ? p.consumed - p.granted : 0n,
-    reservedLeft: p.reserved,
+    ...account,
     freedAfter: '-',
     statuses:
       `${statusLine(answers)}; spool files left by the drain: ${files}; ` +
@@ -485,20 +488,12 @@ async function twoScenario(upstream: string): Promise<Row> {
   );
   await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
   const delivered = answers.filter((x) => x.status === 200);
-  const records = await recorded(t.accessId);
-  const ids = new Set(records.map((r) => r.request_id));
-  const p = await period(t.accessId);
+  const account = await accountOf(t.accessId, delivered.map((x) => x.requestId!));
   await d.stop();
   await e.stop();
   return {
     scenario: `two: 2 processes, 384 calls against ${granted} units`,
-    delivered: delivered.length,
-    recorded: delivered.filter((x) => ids.has(x.requestId!)).length,
-    lost: delivered.filter((x) => !ids.has(x.requestId!)).length,
-    charged: p.consumed,
-    expected: String(20n * BigInt(delivered.length)),
-    overspend: p.consumed > p.granted ? p.consumed - p.granted : 0n,
-    reservedLeft: p.reserved,
+    ...account,
     freedAfter: '-',
     statuses: statusLine(answers),
   };
