@@ -2,7 +2,7 @@
  * `npm run bench`: what the gateway costs. One run starts, each in its own process,
  *   - an upstream that answers at once (a chat completion, JSON or SSE, with usage),
  *   - the floor: a bare undici passthrough written for this benchmark (keep-alive pool, piped body),
- *   - Nexus on PostgreSQL with auth, reservation and metering on, started as `npm start` starts it (the compiled
+ *   - Nexus on PostgreSQL with auth, quota leases and metering on, started as `npm start` starts it (the compiled
  *     dist/server.js; BENCH_NEXUS='compiled;tsx' adds the same server run from source through tsx, measured in
  *     turn with the other targets in each round, so the two compare within one run),
  * then measures each for a fixed duration with autocannon: direct to the upstream, through the

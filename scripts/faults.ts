@@ -33,7 +33,7 @@
  * nothing; the regular suite tests each rule (test/reliability).
  *
  *   FAULTS_ONLY='kill;outage' npm run faults     only those scenarios
- *   NEXUS_RESERVATION_TTL_MS=10000               the lease TTL the processes run with (default theirs)
+ *   NEXUS_LEASE_TTL_MS=10000               the lease TTL the processes run with (default theirs)
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -129,7 +129,7 @@ async function nexus(databaseUrl = DATABASE_URL, env: Record<string, string> = {
     NEXUS_ENCRYPTION_KEY: ENCRYPTION_KEY,
     NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
     NEXUS_LOG_LEVEL: 'warn',
-    ...(process.env.NEXUS_RESERVATION_TTL_MS ? { NEXUS_RESERVATION_TTL_MS: process.env.NEXUS_RESERVATION_TTL_MS } : {}),
+    ...(process.env.NEXUS_LEASE_TTL_MS ? { NEXUS_LEASE_TTL_MS: process.env.NEXUS_LEASE_TTL_MS } : {}),
     ...env,
   });
   running.push(process_);
