@@ -44,7 +44,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool, request } from 'undici';
-import { adminApi, provisionTenant } from './lib/tenant.js';
+import { adminClient, provisionTenant, type TenantSpec } from '../test/support/tenant.js';
 
 const role = process.argv.find((a) => a.startsWith('--role='))?.slice('--role='.length);
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
@@ -243,9 +243,9 @@ async function inTurn<T>(round: number, runs: (() => Promise<T>)[]): Promise<T[]
 }
 
 /** BENCH_FEATURES: rules and an allow-list that the benchmark's model (`bench-model`) matches last. */
-function modelPricing() {
+function modelPricing(): Pick<TenantSpec, 'modelRules' | 'allowedModels' | 'outputCapPolicy'> {
   const families = ['gpt-4o-mini', 'gpt-4o', 'gpt-4.1-nano', 'gpt-4.1-mini', 'gpt-4.1', 'o1', 'o3-mini', 'o4-mini', 'claude-3-5-haiku', 'claude-3-7-sonnet', 'claude-sonnet-4', 'claude-opus-4'];
-  const ppm = (n: number) => String(n * 250_000);
+  const ppm = (n: number) => `${BigInt(n * 250_000)}` as const;
   const modelRules = families.flatMap((f, i) => [
     { pattern: f, inputMultiplierPpm: ppm(i + 1), cachedInputMultiplierPpm: ppm(1), outputMultiplierPpm: ppm(4 * (i + 1)) },
     { pattern: `${f}-*`, inputMultiplierPpm: ppm(i + 1), cachedInputMultiplierPpm: ppm(1), outputMultiplierPpm: ppm(4 * (i + 1)) },
@@ -259,15 +259,15 @@ function modelPricing() {
  * strategy prices per model and its plan has rate limits (BENCH_FEATURES).
  */
 async function provision(nexusUrl: string, upstreamUrl: string, features = false): Promise<{ gatewayBaseUrl: string; apiKeys: string[] }> {
-  const tenant = await provisionTenant(adminApi(nexusUrl, ROOT_KEY), {
+  const tenant = await provisionTenant(adminClient(nexusUrl, ROOT_KEY), {
     name: features ? 'bench-rules-and-limits' : 'bench',
-    upstreamUrl,
+    baseUrl: upstreamUrl,
     providerKey: PROVIDER_KEY,
     users: USERS,
-    quotaUnits: '1000000000000000',
+    quotaUnits: 1_000_000_000_000_000n,
+    maxOutputTokens: 4096,
     allowUnmeteredPassthrough: true,
-    plan: features ? { rateLimits: GENEROUS_LIMITS } : {},
-    strategy: features ? modelPricing() : {},
+    ...(features ? { rateLimits: GENEROUS_LIMITS, ...modelPricing() } : {}),
   });
   return { gatewayBaseUrl: tenant.gatewayBaseUrl, apiKeys: tenant.users.map((u) => u.apiKey) };
 }

@@ -44,7 +44,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { startNexusProcess, type NexusProcess } from './lib/nexus-process.js';
-import { adminApi, provisionTenant } from './lib/tenant.js';
+import { activateWorkspaceAccess, suspendWorkspaceAccess } from '../test/support/sdk.js';
+import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { startTcpProxy } from './lib/tcp-proxy.js';
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -145,20 +146,21 @@ interface Tenant {
 
 let tenants = 0;
 async function tenant(via: NexusProcess, upstreamUrl: string, quotaUnits: number, maxOutputTokens = 1000): Promise<Tenant> {
-  const made = await provisionTenant(adminApi(via.url, ROOT_KEY), {
+  const made = await provisionTenant(adminClient(via.url, ROOT_KEY), {
     name: `faults-${++tenants}`,
-    upstreamUrl,
+    baseUrl: upstreamUrl,
     providerKey: PROVIDER_KEY,
-    users: 1,
-    quotaUnits: String(quotaUnits),
-    multipliers: { input: '1000000', output: '1000000', cached: '1000000' },
+    quotaUnits: BigInt(quotaUnits),
+    inputPpm: 1_000_000n,
+    outputPpm: 1_000_000n,
+    cachedPpm: 1_000_000n,
     maxOutputTokens,
   });
   const connectionId = made.connectionId;
   return {
-    accessId: made.users[0]!.accessId,
+    accessId: made.accessId,
     connectionId,
-    apiKey: made.users[0]!.apiKey,
+    apiKey: made.apiKey,
     gateway: (through) => `${through.url}/providers/${connectionId}/v1/chat/completions`,
   };
 }
@@ -598,7 +600,9 @@ async function changesScenario(upstream: string): Promise<string> {
     const before = performance.now();
     await call(e);
     callMs.push(performance.now() - before);
-    await adminApi(d.url, ROOT_KEY)('POST', `/workspace-accesses/${t.accessId}/${want === 403 ? 'suspend' : 'activate'}`);
+    const change = want === 403 ? suspendWorkspaceAccess : activateWorkspaceAccess;
+    const changed = await change({ client: adminClient(d.url, ROOT_KEY), path: { accessId: t.accessId } });
+    if (changed.response.status !== 200) throw new Error(`access change: ${changed.response.status} ${JSON.stringify(changed.error)}`);
     const answeredAt = performance.now();
     const [own] = await Promise.all([
       call(d),

@@ -36,7 +36,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { startPgBouncer, type PgBouncer } from './lib/pgbouncer.js';
-import { adminApi, provisionTenant } from './lib/tenant.js';
+import { adminClient, provisionTenant } from '../test/support/tenant.js';
 
 const DURATION = Number(process.env.SCALE_DURATION ?? 10);
 const CONNECTIONS = Number(process.env.SCALE_CONNECTIONS ?? 32);
@@ -144,12 +144,13 @@ async function stopNexus(child: ChildProcess): Promise<void> {
 
 /** A tenant with `users` end users on a plan with a quota no run exhausts, through the Admin API. */
 async function provision(nexusUrl: string, upstreamUrl: string, name = 'scale', users = USERS): Promise<{ gatewayPath: string; apiKeys: string[] }> {
-  const tenant = await provisionTenant(adminApi(nexusUrl, ROOT_KEY), {
+  const tenant = await provisionTenant(adminClient(nexusUrl, ROOT_KEY), {
     name,
-    upstreamUrl,
+    baseUrl: upstreamUrl,
     providerKey: PROVIDER_KEY,
     users,
-    quotaUnits: '1000000000000000',
+    quotaUnits: 1_000_000_000_000_000n,
+    maxOutputTokens: 4096,
   });
   return { gatewayPath: new URL(tenant.gatewayBaseUrl).pathname, apiKeys: tenant.users.map((u) => u.apiKey) };
 }

@@ -15,7 +15,7 @@ import { loadConfig } from '../../src/config.js';
 import { splitPeriodForPlanChange } from '../../src/domain/quota/quota-math.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
-import { activePlanThrough } from '../support/plans.js';
+import { activePlan } from '../support/tenant.js';
 import { poolerEnv, startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
 
@@ -300,7 +300,7 @@ describe('a plan change while leases are held', () => {
   /** A tenant on plan A (3000 units) and a published plan B (9000 units) in its workspace. */
   async function tenantAndPlanB(on: TestApp = app) {
     const tenant = await createTenant(on, { baseUrl: up.url, providerKey: KEY, quotaUnits: 3000n, cachedPpm: 1_000_000n });
-    const { plan } = await activePlanThrough(on.client, tenant.workspaceId, {
+    const { plan } = await activePlan(on.client, tenant.workspaceId, {
       key: 'b',
       strategyKey: 'b-quota',
       quotaUnits: '9000',
