@@ -3,13 +3,11 @@
  * malformed SSE, hangs; the client aborts mid-stream; a process dies holding a
  * lease. Nothing is lost or double-counted and no invocation stays open.
  */
-import { createServer } from 'node:http';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getInvocation, listInvocations, listUsageEvents } from '../support/sdk.js';
 import { leaseUnits } from '../support/quota-use.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
-import { closeServer, listenLocal } from '../support/local-server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
 
@@ -268,27 +266,14 @@ describe('no invocation stays open', () => {
 
 describe('a shutdown whose deadline passes with calls under way', () => {
   it('cuts them, the metered JSON one too, and records them FAILED server_shutdown, charged by the broken-answer rule', async () => {
-    // An upstream that starts each answer and never finishes it.
-    const stalled = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        if (req.headers['x-want'] === 'stream') {
-          res.writeHead(200, { 'content-type': 'text/event-stream' });
-          res.write('data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\n\n');
-        } else {
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.write('{"id":"chatcmpl-1","choices":[');
-        }
-      });
-    });
-    const stalledUrl = await listenLocal(stalled);
     const own = await startTestApp();
     try {
-      const who = await createTenant(own, { baseUrl: stalledUrl, providerKey: KEY });
+      // The upstream starts each answer and never finishes it.
+      const who = await createTenant(own, { baseUrl: up.url, providerKey: KEY });
       const send = (want: 'json' | 'stream') =>
         fetch(`${who.gatewayBaseUrl}/v1/chat/completions`, {
           method: 'POST',
-          headers: { authorization: `Bearer ${who.apiKey}`, 'content-type': 'application/json', 'x-want': want },
+          headers: { authorization: `Bearer ${who.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'stall' },
           body: want === 'stream' ? streamBody() : JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 100 }),
         }).then((res) => res.text().catch(() => 'cut'));
       const calls = [send('json'), send('stream')];
@@ -318,7 +303,6 @@ describe('a shutdown whose deadline passes with calls under way', () => {
     } finally {
       await own.running.shutdown();
       await own.database.drop();
-      await closeServer(stalled);
     }
   });
 });

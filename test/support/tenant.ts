@@ -1,6 +1,6 @@
 /**
  * A tenant made through the Admin API with the generated client, for the tests
- * (test/gateway/gateway-support.ts, test/support/plans.ts) and for the scripts
+ * (test/gateway/gateway-support.ts and the plans of many API tests) and for the scripts
  * that drive a live Nexus (scripts/bench.ts, scripts/faults.ts, scripts/scale.ts):
  * a workspace, a provider connection, a published quota strategy bound to a
  * published plan, and end users with an inference key each.
