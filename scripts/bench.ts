@@ -1,8 +1,9 @@
 /**
  * `npm run bench`: what the gateway costs. One run starts, each in its own process,
- *   - an upstream that answers at once (a chat completion, JSON or SSE, with usage),
+ *   - an upstream that answers at once (a chat completion, JSON or SSE, with usage: test/support/upstreams/openai.ts,
+ *     startFixedOpenAiUpstream),
  *   - the floor: a bare undici passthrough written for this benchmark (keep-alive pool, piped body),
- *   - Nexus on PostgreSQL with auth, reservation and metering on, started as `npm start` starts it (the compiled
+ *   - Nexus on PostgreSQL with auth, quota leases and metering on, started as `npm start` starts it (the compiled
  *     dist/server.js; BENCH_NEXUS='compiled;tsx' adds the same server run from source through tsx, measured in
  *     turn with the other targets in each round, so the two compare within one run),
  * then measures each for a fixed duration with autocannon: direct to the upstream, through the
@@ -44,7 +45,8 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool, request } from 'undici';
-import { adminApi, provisionTenant } from './lib/tenant.js';
+import { adminClient, provisionTenant, type TenantSpec } from '../test/support/tenant.js';
+import { startFixedOpenAiUpstream } from '../test/support/upstreams/openai.js';
 
 const role = process.argv.find((a) => a.startsWith('--role='))?.slice('--role='.length);
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
@@ -68,41 +70,9 @@ function announce(port: number): void {
 }
 
 // ---- upstream: answers at once -------------------------------------------------------------
-const usage = { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17, prompt_tokens_details: { cached_tokens: 0 } };
-const JSON_ANSWER = JSON.stringify({
-  id: 'chatcmpl-bench',
-  object: 'chat.completion',
-  created: 1_700_000_000,
-  model: 'bench-model',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'alpha beta gamma delta epsilon' }, finish_reason: 'stop' }],
-  usage,
-});
-const chunk = (choices: unknown[], extra: object = {}) =>
-  `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'bench-model', choices, usage: null, ...extra })}\n\n`;
-const SSE_ANSWER =
-  chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]) +
-  ['alpha', ' beta', ' gamma', ' delta', ' epsilon'].map((w) => chunk([{ index: 0, delta: { content: w }, finish_reason: null }])).join('') +
-  chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]) +
-  chunk([], { usage }) +
-  'data: [DONE]\n\n';
-
-function runUpstream(): void {
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const stream = Buffer.concat(chunks).includes('"stream":true');
-      if (stream) {
-        res.writeHead(200, { 'content-type': 'text/event-stream', 'x-request-id': 'req_bench' });
-        res.end(SSE_ANSWER);
-      } else {
-        res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': 'req_bench', 'content-length': Buffer.byteLength(JSON_ANSWER) });
-        res.end(JSON_ANSWER);
-      }
-    });
-  });
-  server.keepAliveTimeout = 60_000;
-  server.listen(0, '127.0.0.1', () => announce((server.address() as AddressInfo).port));
+async function runUpstream(): Promise<void> {
+  const upstream = await startFixedOpenAiUpstream();
+  announce(Number(new URL(upstream.url).port));
 }
 
 // ---- floor: a bare undici passthrough ------------------------------------------------------
@@ -243,9 +213,9 @@ async function inTurn<T>(round: number, runs: (() => Promise<T>)[]): Promise<T[]
 }
 
 /** BENCH_FEATURES: rules and an allow-list that the benchmark's model (`bench-model`) matches last. */
-function modelPricing() {
+function modelPricing(): Pick<TenantSpec, 'modelRules' | 'allowedModels' | 'outputCapPolicy'> {
   const families = ['gpt-4o-mini', 'gpt-4o', 'gpt-4.1-nano', 'gpt-4.1-mini', 'gpt-4.1', 'o1', 'o3-mini', 'o4-mini', 'claude-3-5-haiku', 'claude-3-7-sonnet', 'claude-sonnet-4', 'claude-opus-4'];
-  const ppm = (n: number) => String(n * 250_000);
+  const ppm = (n: number) => `${BigInt(n * 250_000)}` as const;
   const modelRules = families.flatMap((f, i) => [
     { pattern: f, inputMultiplierPpm: ppm(i + 1), cachedInputMultiplierPpm: ppm(1), outputMultiplierPpm: ppm(4 * (i + 1)) },
     { pattern: `${f}-*`, inputMultiplierPpm: ppm(i + 1), cachedInputMultiplierPpm: ppm(1), outputMultiplierPpm: ppm(4 * (i + 1)) },
@@ -259,15 +229,15 @@ function modelPricing() {
  * strategy prices per model and its plan has rate limits (BENCH_FEATURES).
  */
 async function provision(nexusUrl: string, upstreamUrl: string, features = false): Promise<{ gatewayBaseUrl: string; apiKeys: string[] }> {
-  const tenant = await provisionTenant(adminApi(nexusUrl, ROOT_KEY), {
+  const tenant = await provisionTenant(adminClient(nexusUrl, ROOT_KEY), {
     name: features ? 'bench-rules-and-limits' : 'bench',
-    upstreamUrl,
+    baseUrl: upstreamUrl,
     providerKey: PROVIDER_KEY,
     users: USERS,
-    quotaUnits: '1000000000000000',
+    quotaUnits: 1_000_000_000_000_000n,
+    maxOutputTokens: 4096,
     allowUnmeteredPassthrough: true,
-    plan: features ? { rateLimits: GENEROUS_LIMITS } : {},
-    strategy: features ? modelPricing() : {},
+    ...(features ? { rateLimits: GENEROUS_LIMITS, ...modelPricing() } : {}),
   });
   return { gatewayBaseUrl: tenant.gatewayBaseUrl, apiKeys: tenant.users.map((u) => u.apiKey) };
 }
@@ -542,7 +512,7 @@ async function main(): Promise<void> {
   }
 }
 
-if (role === 'upstream') runUpstream();
+if (role === 'upstream') void runUpstream();
 else if (role === 'floor') runFloor(process.argv.at(-1)!);
 else
   main().catch((err) => {

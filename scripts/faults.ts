@@ -33,18 +33,18 @@
  * nothing; the regular suite tests each rule (test/reliability).
  *
  *   FAULTS_ONLY='kill;outage' npm run faults     only those scenarios
- *   NEXUS_RESERVATION_TTL_MS=10000               the lease TTL the processes run with (default theirs)
+ *   NEXUS_LEASE_TTL_MS=10000               the lease TTL the processes run with (default theirs)
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { startOpenAiUpstream } from '../test/support/upstreams/openai.js';
 import { startNexusProcess, type NexusProcess } from './lib/nexus-process.js';
-import { adminApi, provisionTenant } from './lib/tenant.js';
+import { activateWorkspaceAccess, suspendWorkspaceAccess } from '../test/support/sdk.js';
+import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { startTcpProxy } from './lib/tcp-proxy.js';
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -59,62 +59,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---- the upstream ---------------------------------------------------------------------------
 /**
- * Chat completions, JSON or SSE. x-fault-tokens: output tokens to produce (capped at the request's
- * max_tokens unless x-fault-ignore-max is set); x-fault-delay-ms: between stream events (before a JSON answer). It reports
- * 10 input tokens and the output tokens it produced.
+ * The headers that make the fake OpenAI upstream (test/support/upstreams/openai.ts) answer `tokens` output tokens
+ * and 10 input tokens, whatever max_tokens asks: a stream one token an event, `delayMs` apart; a JSON answer
+ * after `delayMs`.
  */
-function startUpstream(): Promise<{ url: string; close(): Promise<void> }> {
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', async () => {
-      if (req.headers.authorization !== `Bearer ${PROVIDER_KEY}`) {
-        res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"bad key"}}');
-        return;
-      }
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as { stream?: boolean; max_tokens?: number };
-      const asked = Number(req.headers['x-fault-tokens'] ?? 10);
-      const tokens = req.headers['x-fault-ignore-max'] ? asked : Math.min(asked, body.max_tokens ?? asked);
-      const delay = Number(req.headers['x-fault-delay-ms'] ?? 0);
-      const usage = { prompt_tokens: 10, completion_tokens: tokens, total_tokens: 10 + tokens };
-      if (!body.stream) {
-        if (delay) await sleep(delay);
-        const text = JSON.stringify({
-          id: 'chatcmpl-faults',
-          object: 'chat.completion',
-          model: 'faults-model',
-          choices: [{ index: 0, message: { role: 'assistant', content: 'word '.repeat(tokens) }, finish_reason: 'stop' }],
-          usage,
-        });
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
-        return;
-      }
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      const chunk = (choices: unknown[], extra = {}) =>
-        `data: ${JSON.stringify({ id: 'chatcmpl-faults', object: 'chat.completion.chunk', model: 'faults-model', choices, ...extra })}\n\n`;
-      res.write(chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]));
-      for (let i = 0; i < tokens && !res.destroyed; i++) {
-        if (delay) await sleep(delay);
-        res.write(chunk([{ index: 0, delta: { content: 'word ' }, finish_reason: null }]));
-      }
-      if (res.destroyed) return;
-      res.write(chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]));
-      res.end(chunk([], { usage }) + 'data: [DONE]\n\n');
-    });
-  });
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () =>
-      resolve({
-        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        close: () =>
-          new Promise<void>((r) => {
-            server.close(() => r());
-            server.closeAllConnections();
-          }),
-      }),
-    ),
-  );
-}
+const produce = (tokens: number, delayMs = 0): Record<string, string> => ({
+  'x-fake-fault': 'runaway',
+  'x-fake-usage': `10,${tokens},0`,
+  ...(delayMs ? { 'x-fake-delay-ms': String(delayMs) } : {}),
+});
 
 // ---- Nexus processes and their tenants ------------------------------------------------------
 const dataRoot = mkdtempSync(join(tmpdir(), 'nexus-faults-'));
@@ -129,7 +82,7 @@ async function nexus(databaseUrl = DATABASE_URL, env: Record<string, string> = {
     NEXUS_ENCRYPTION_KEY: ENCRYPTION_KEY,
     NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
     NEXUS_LOG_LEVEL: 'warn',
-    ...(process.env.NEXUS_RESERVATION_TTL_MS ? { NEXUS_RESERVATION_TTL_MS: process.env.NEXUS_RESERVATION_TTL_MS } : {}),
+    ...(process.env.NEXUS_LEASE_TTL_MS ? { NEXUS_LEASE_TTL_MS: process.env.NEXUS_LEASE_TTL_MS } : {}),
     ...env,
   });
   running.push(process_);
@@ -145,20 +98,21 @@ interface Tenant {
 
 let tenants = 0;
 async function tenant(via: NexusProcess, upstreamUrl: string, quotaUnits: number, maxOutputTokens = 1000): Promise<Tenant> {
-  const made = await provisionTenant(adminApi(via.url, ROOT_KEY), {
+  const made = await provisionTenant(adminClient(via.url, ROOT_KEY), {
     name: `faults-${++tenants}`,
-    upstreamUrl,
+    baseUrl: upstreamUrl,
     providerKey: PROVIDER_KEY,
-    users: 1,
-    quotaUnits: String(quotaUnits),
-    multipliers: { input: '1000000', output: '1000000', cached: '1000000' },
+    quotaUnits: BigInt(quotaUnits),
+    inputPpm: 1_000_000n,
+    outputPpm: 1_000_000n,
+    cachedPpm: 1_000_000n,
     maxOutputTokens,
   });
   const connectionId = made.connectionId;
   return {
-    accessId: made.users[0]!.accessId,
+    accessId: made.accessId,
     connectionId,
-    apiKey: made.users[0]!.apiKey,
+    apiKey: made.apiKey,
     gateway: (through) => `${through.url}/providers/${connectionId}/v1/chat/completions`,
   };
 }
@@ -225,7 +179,7 @@ async function callOnce(url: string, key: string, o: { stream?: boolean; maxToke
     }
     let tokens = 0;
     try {
-      for await (const chunk of res.body! as unknown as AsyncIterable<Uint8Array>) tokens += (Buffer.from(chunk).toString('utf8').match(/"content":"word /g) ?? []).length;
+      for await (const chunk of res.body! as unknown as AsyncIterable<Uint8Array>) tokens += (Buffer.from(chunk).toString('utf8').match(/"delta":\{"content":"/g) ?? []).length;
     } catch {
       // cut off
     }
@@ -295,7 +249,7 @@ const LOSS_WINDOW_MS = 500;
 async function killScenario(upstream: string): Promise<Row> {
   const b = await nexus();
   const t = await tenant(b, upstream, 100_000_000);
-  const stream = { stream: true, maxTokens: 400, headers: { 'x-fault-tokens': '400', 'x-fault-delay-ms': '20' } };
+  const stream = { stream: true, maxTokens: 400, headers: produce(400, 20) };
   const answers: Answer[] = [];
   const ages: number[] = [];
   const killMoments: string[] = [];
@@ -375,7 +329,7 @@ async function outageScenario(upstream: string): Promise<Row> {
   let stop = false;
   const clients = Array.from({ length: 8 }, async () => {
     while (!stop) {
-      const answer = await callOnce(t.gateway(c), t.apiKey, { headers: { 'x-fault-tokens': '10' } });
+      const answer = await callOnce(t.gateway(c), t.apiKey, { headers: produce(10) });
       answers.push({ phase, answer });
       if (answer.status !== 200) await sleep(50);
     }
@@ -433,7 +387,7 @@ async function drainScenario(upstream: string): Promise<Row> {
   let stop = false;
   const clients = Array.from({ length: 8 }, async () => {
     while (!stop) {
-      const answer = await callOnce(t.gateway(g), t.apiKey, { headers: { 'x-fault-tokens': '10' } });
+      const answer = await callOnce(t.gateway(g), t.apiKey, { headers: produce(10) });
       answers.push(answer);
       if (answer.status !== 200) await sleep(50);
     }
@@ -483,7 +437,7 @@ async function twoScenario(upstream: string): Promise<Row> {
   const answers: Answer[] = [];
   await Promise.all(
     Array.from({ length: 32 }, async (_v, i) => {
-      for (let n = 0; n < 12; n++) answers.push(await callOnce(t.gateway(i % 2 ? e : d), t.apiKey, { maxTokens: 20, headers: { 'x-fault-tokens': '10' } }));
+      for (let n = 0; n < 12; n++) answers.push(await callOnce(t.gateway(i % 2 ? e : d), t.apiKey, { maxTokens: 20, headers: produce(10) }));
     }),
   );
   await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
@@ -506,7 +460,7 @@ async function runawayScenario(upstream: string): Promise<Row[]> {
   for (const stream of [true, false]) {
     const granted = 2000;
     const t = await tenant(f, upstream, granted);
-    const o = { stream, maxTokens: 20, headers: { 'x-fault-tokens': '500', 'x-fault-ignore-max': '1' } };
+    const o = { stream, maxTokens: 20, headers: produce(500) };
     const answers: Answer[] = [];
     for (let i = 0; i < 8; i++) answers.push(await callOnce(t.gateway(f), t.apiKey, o));
     await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
@@ -541,7 +495,7 @@ async function runawayScenario(upstream: string): Promise<Row[]> {
 async function runawayWaves(f: NexusProcess, upstream: string): Promise<Row> {
   const granted = 100_000;
   const t = await tenant(f, upstream, granted);
-  const o = { maxTokens: 20, headers: { 'x-fault-tokens': '2000', 'x-fault-ignore-max': '1', 'x-fault-delay-ms': '200' } };
+  const o = { maxTokens: 20, headers: produce(2000, 200) };
   const answers: Answer[] = [];
   const beyondBounds: bigint[] = [];
   let before = 0n;
@@ -587,7 +541,7 @@ async function changesScenario(upstream: string): Promise<string> {
   const d = await nexus(DATABASE_URL, env);
   const e = await nexus(DATABASE_URL, env);
   const t = await tenant(d, upstream, 1_000_000_000);
-  const call = (through: NexusProcess) => callOnce(t.gateway(through), t.apiKey, { maxTokens: 5, headers: { 'x-fault-tokens': '1' } });
+  const call = (through: NexusProcess) => callOnce(t.gateway(through), t.apiKey, { maxTokens: 5, headers: produce(1) });
   /** Per change: [last call not showing it started, first call showing it started], ms after D's answer. */
   const applied: [number, number][] = [];
   const callMs: number[] = [];
@@ -598,7 +552,9 @@ async function changesScenario(upstream: string): Promise<string> {
     const before = performance.now();
     await call(e);
     callMs.push(performance.now() - before);
-    await adminApi(d.url, ROOT_KEY)('POST', `/workspace-accesses/${t.accessId}/${want === 403 ? 'suspend' : 'activate'}`);
+    const change = want === 403 ? suspendWorkspaceAccess : activateWorkspaceAccess;
+    const changed = await change({ client: adminClient(d.url, ROOT_KEY), path: { accessId: t.accessId } });
+    if (changed.response.status !== 200) throw new Error(`access change: ${changed.response.status} ${JSON.stringify(changed.error)}`);
     const answeredAt = performance.now();
     const [own] = await Promise.all([
       call(d),
@@ -635,7 +591,7 @@ async function main(): Promise<void> {
   await admin.connect();
   await admin.query(`create schema ${SCHEMA}`);
   await admin.end();
-  const upstream = await startUpstream();
+  const upstream = await startOpenAiUpstream({ apiKey: PROVIDER_KEY });
   const rows: Row[] = [];
   let changes: string | undefined;
   const wanted = (name: string) => !ONLY || ONLY.includes(name);

@@ -28,7 +28,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer, type AddressInfo } from 'node:net';
-import { createServer as createHttpServer } from 'node:http';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,7 +35,8 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { startPgBouncer, type PgBouncer } from './lib/pgbouncer.js';
-import { adminApi, provisionTenant } from './lib/tenant.js';
+import { adminClient, provisionTenant } from '../test/support/tenant.js';
+import { startFixedOpenAiUpstream } from '../test/support/upstreams/openai.js';
 
 const DURATION = Number(process.env.SCALE_DURATION ?? 10);
 const CONNECTIONS = Number(process.env.SCALE_CONNECTIONS ?? 32);
@@ -54,26 +54,10 @@ const ROOT_KEY = 'nx-mgmt-scale-root-0123456789abcdefghijklmnop';
 const PROVIDER_KEY = 'sk-scale-upstream-0123456789';
 const projectRoot = join(fileURLToPath(import.meta.url), '..', '..');
 
-const ANSWER = JSON.stringify({
-  id: 'chatcmpl-scale',
-  object: 'chat.completion',
-  created: 1_700_000_000,
-  model: 'scale-model',
-  choices: [{ index: 0, message: { role: 'assistant', content: 'alpha beta gamma' }, finish_reason: 'stop' }],
-  usage: { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 },
-});
-
-/** The upstream, in a process of its own: answers every request at once. */
-function runUpstream(): void {
-  const server = createHttpServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(ANSWER) });
-      res.end(ANSWER);
-    });
-  });
-  server.keepAliveTimeout = 60_000;
-  server.listen(0, '127.0.0.1', () => process.stdout.write(JSON.stringify({ port: (server.address() as AddressInfo).port }) + '\n'));
+/** The upstream, in a process of its own: answers every request at once (test/support/upstreams/openai.ts). */
+async function runUpstream(): Promise<void> {
+  const upstream = await startFixedOpenAiUpstream();
+  process.stdout.write(JSON.stringify({ port: Number(new URL(upstream.url).port) }) + '\n');
 }
 
 async function freePort(): Promise<number> {
@@ -144,12 +128,13 @@ async function stopNexus(child: ChildProcess): Promise<void> {
 
 /** A tenant with `users` end users on a plan with a quota no run exhausts, through the Admin API. */
 async function provision(nexusUrl: string, upstreamUrl: string, name = 'scale', users = USERS): Promise<{ gatewayPath: string; apiKeys: string[] }> {
-  const tenant = await provisionTenant(adminApi(nexusUrl, ROOT_KEY), {
+  const tenant = await provisionTenant(adminClient(nexusUrl, ROOT_KEY), {
     name,
-    upstreamUrl,
+    baseUrl: upstreamUrl,
     providerKey: PROVIDER_KEY,
     users,
-    quotaUnits: '1000000000000000',
+    quotaUnits: 1_000_000_000_000_000n,
+    maxOutputTokens: 4096,
   });
   return { gatewayPath: new URL(tenant.gatewayBaseUrl).pathname, apiKeys: tenant.users.map((u) => u.apiKey) };
 }
@@ -339,7 +324,7 @@ async function main(): Promise<void> {
   for (const r of rows) console.log(`| ${r.setup} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.xactPerSec} | ${r.insertsPerSec} |`);
 }
 
-if (process.argv.includes('--role=upstream')) runUpstream();
+if (process.argv.includes('--role=upstream')) void runUpstream();
 else
   main().catch((err) => {
     console.error(err);

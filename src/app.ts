@@ -254,7 +254,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
           if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped', ...reclaimed });
         })
         .catch((err: Error) => logger.warn({ msg: 'quota lease sweep failed', error: err.message })),
-    Math.max(250, Math.floor(config.reservationTtlMs / 4)),
+    Math.max(250, Math.floor(config.leaseTtlMs / 4)),
   );
   sweeper.unref();
   // Records a process that stopped left in the spool, while PostgreSQL was away.

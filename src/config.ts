@@ -17,10 +17,17 @@ const HOUR_MS = 3600_000;
 
 /** An integer variable, with ajv-style messages ('PORT must be integer'). */
 function integer(min: number, max: number | undefined, fallback: number) {
+  return optionalInteger(min, max).unwrap().default(fallback);
+}
+
+/** An integer variable without a default (undefined when unset). */
+function optionalInteger(min: number, max: number | undefined) {
   let schema = z.coerce.number({ error: 'must be integer' }).int({ error: 'must be integer' }).min(min, { error: `must be >= ${min}` });
   if (max !== undefined) schema = schema.max(max, { error: `must be <= ${max}` });
-  return schema.default(fallback);
+  return schema.optional();
 }
+
+const LEASE_TTL_MS = 10_000;
 
 const hours = (fallback: number) =>
   z.coerce
@@ -124,7 +131,9 @@ const variables = z.object({
   NEXUS_KEY_ENVIRONMENT: z.string().regex(/^[a-z]{2,8}$/, { error: 'must be 2 to 8 lowercase letters' }).default('live'),
   NEXUS_UPSTREAM_TIMEOUT_MS: integer(1000, undefined, 60000),
   NEXUS_PROVIDER_PROBE_TIMEOUT_MS: integer(100, 60000, 5000),
-  NEXUS_RESERVATION_TTL_MS: integer(1000, 60000, 10000),
+  NEXUS_LEASE_TTL_MS: optionalInteger(1000, 60000),
+  // The former name of NEXUS_LEASE_TTL_MS, read when that one is unset; removed in the next major release.
+  NEXUS_RESERVATION_TTL_MS: optionalInteger(1000, 60000),
   NEXUS_CALL_SNAPSHOT_MS: integer(20, 1000, 250),
   NEXUS_AUTH_CACHE_TTL_MS: integer(0, 5000, 1000),
   NEXUS_QUOTA_LEASE_IDLE_MS: integer(10, 60000, 1000),
@@ -183,7 +192,7 @@ function tracingOf(v: z.output<typeof variables>) {
 
 /**
  * What each variable becomes. `warn` tells of the development encryption key generated
- * when NEXUS_ENCRYPTION_KEY is unset.
+ * when NEXUS_ENCRYPTION_KEY is unset, and of a deprecated variable's name.
  */
 function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
   if (v.NEXUS_WORKERS > 1 && !v.DATABASE_URL) {
@@ -194,6 +203,13 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
   }
   if (v.NODE_ENV === 'production' && !v.NEXUS_ENCRYPTION_KEY) {
     throw new ConfigError('NEXUS_ENCRYPTION_KEY is required when NODE_ENV=production');
+  }
+  if (v.NEXUS_RESERVATION_TTL_MS !== undefined) {
+    warn(
+      v.NEXUS_LEASE_TTL_MS === undefined
+        ? 'NEXUS_RESERVATION_TTL_MS is deprecated: rename it NEXUS_LEASE_TTL_MS (the old name goes in the next major release).'
+        : 'NEXUS_RESERVATION_TTL_MS is deprecated and ignored: NEXUS_LEASE_TTL_MS is set.',
+    );
   }
   return {
     nodeEnv: v.NODE_ENV,
@@ -272,7 +288,7 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
      * How long a gateway process's quota lease outlives its last heartbeat (five a TTL) before another
      * process may reclaim it: charge its calls in flight and return what it held.
      */
-    reservationTtlMs: v.NEXUS_RESERVATION_TTL_MS,
+    leaseTtlMs: v.NEXUS_LEASE_TTL_MS ?? v.NEXUS_RESERVATION_TTL_MS ?? LEASE_TTL_MS,
     /**
      * How often a gateway process writes the calls under way that began answering or changed since its
      * last write (lease_calls): what a SIGKILL can take from a call's charge is what it streamed since.
@@ -283,7 +299,7 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     /** A gateway quota lease unused this long returns its units to the period. */
     quotaLeaseIdleMs: v.NEXUS_QUOTA_LEASE_IDLE_MS,
     /**
-     * Gateway writes (reservations, settlements, records) commit without waiting for
+     * Gateway writes (leases, settlements, records) commit without waiting for
      * the WAL flush: faster, but a PostgreSQL crash can lose the last moments of them.
      */
     gatewayAsyncCommit: v.NEXUS_GATEWAY_ASYNC_COMMIT,

@@ -659,7 +659,7 @@ export type CreateQuotaStrategyDto = {
      */
     cachedInputMultiplierPpm: Int64String;
     /**
-     * Upper bound of output tokens a call may ask for; bounds the reservation.
+     * Upper bound of output tokens a call may ask for; bounds what its quota lease holds for it.
      */
     maxOutputTokens: number;
     /**
@@ -902,7 +902,7 @@ export type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIE
 export type InvocationAttemptStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'ABORTED';
 
 /**
- * `USAGE`: one per settled call, at most the reserved units. `ADJUSTMENT`: the units a provider reported beyond the reservation.
+ * `USAGE`: one per settled call, at most the reserved units. `ADJUSTMENT`: the units a provider reported beyond the call's bound (reason `consumed_beyond_reservation`).
  */
 export type UsageEventKind = 'USAGE' | 'ADJUSTMENT';
 
@@ -934,6 +934,15 @@ export type UsageEventDto = {
     workspaceId: string;
     workspaceAccessId: string;
     quotaPeriodId: string;
+    /**
+     * The quota lease the call was charged on (a gateway process's hold on the period).
+     */
+    leaseId?: string;
+    /**
+     * The same value as `leaseId`, under its former name; removed in the next major version.
+     *
+     * @deprecated
+     */
     reservationId?: string;
     invocationId?: string;
     kind: UsageEventKind;

@@ -109,7 +109,7 @@ export interface Consumption {
 }
 
 export interface CallToRecord {
-  /** With its attempt's columns; its reservation_id is the lease's, when it was admitted on one. */
+  /** With its attempt's columns; its lease_id is the lease's, when it was admitted on one. */
   invocation: InvocationRow;
   /** The quota lease the call was admitted on (quota-leases.ts): its bound and the units the lease gives up. */
   lease: { id: string; bound: bigint; take: bigint } | undefined;
@@ -119,7 +119,7 @@ export interface CallToRecord {
 
 const INVOCATION_COLUMNS = [
   'id', 'workspace_id', 'workspace_access_id', 'provider_connection_id', 'inference_key_id', 'request_id', 'trace_id',
-  'method', 'endpoint', 'requested_model', 'status', 'metering_status', 'streamed', 'reservation_id', 'quota_units',
+  'method', 'endpoint', 'requested_model', 'status', 'metering_status', 'streamed', 'lease_id', 'quota_units',
   'error_code', 'started_at', 'first_token_at', 'completed_at', 'total_latency_ms', 'provider_latency_ms',
   'nexus_latency_ms', 'total_ttft_ms', 'provider_ttft_ms', 'nexus_ttft_ms', 'upstream_response_id', 'attempt_id',
   'attempt_upstream_model', 'attempt_status', 'attempt_http_status', 'attempt_error_code', 'attempt_started_at',
@@ -174,9 +174,9 @@ const namedLeases = 'select cast(value as uuid) from json_array_elements_text(ca
  */
 const HEARTBEAT = `
 with renewed as (
-  update quota_reservations set expires_at = cast($2 as timestamptz)
-   where id in ${lockedInIdOrder('quota_reservations', namedLeases)}
-     and status = 'HELD' and kind = 'LEASE'
+  update quota_leases set expires_at = cast($2 as timestamptz)
+   where id in ${lockedInIdOrder('quota_leases', namedLeases)}
+     and status = 'HELD'
   returning id
 ), ${writeCallsCtes('renewed', '$3', '$4')}, done as (
   delete from lease_calls c
@@ -193,9 +193,9 @@ select id from renewed`;
  */
 const SNAPSHOT = `
 with held as (
-  select id from quota_reservations
-   where id in ${lockedInIdOrder('quota_reservations', namedLeases)}
-     and status = 'HELD' and kind = 'LEASE'
+  select id from quota_leases
+   where id in ${lockedInIdOrder('quota_leases', namedLeases)}
+     and status = 'HELD'
 ), ${writeCallsCtes('held', '$2', '$3')}
 select id from held`;
 
@@ -224,7 +224,7 @@ export function invocationJson(i: InvocationRow): string {
     .str('status', i.status)
     .str('metering_status', i.metering_status)
     .raw('streamed', i.streamed ? 'true' : 'false')
-    .str('reservation_id', i.reservation_id)
+    .str('lease_id', i.lease_id)
     .big('quota_units', i.quota_units)
     .str('error_code', i.error_code)
     .time('started_at', i.started_at)

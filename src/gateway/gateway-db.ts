@@ -6,7 +6,7 @@
  * period) is locked for microseconds instead of a disk flush. The trade,
  * documented in docs/decisions.md: a crash of PostgreSQL itself (not of Nexus)
  * can lose the last moments (at most 3 x wal_writer_delay, 600 ms by default)
- * of reservations and settlements; the calls in that window go uncharged. Each
+ * of leases and settlements; the calls in that window go uncharged. Each
  * transaction stays atomic, so the invariants (no overspend by holds, one usage
  * event per settlement) hold either way.
  */

@@ -133,7 +133,7 @@ export function createGateway(deps: GatewayDeps) {
     repo,
     clock,
     ttlMs: config.authCacheTtlMs,
-    outageGraceMs: Math.floor(config.reservationTtlMs / 2),
+    outageGraceMs: Math.floor(config.leaseTtlMs / 2),
     hash: (token) => hasher.hash(token),
   });
   const unsubscribe = deps.changes.subscribe((change) => cache.invalidate(change));
@@ -145,7 +145,7 @@ export function createGateway(deps: GatewayDeps) {
     repo,
     clock,
     logger,
-    leaseTtlMs: config.reservationTtlMs,
+    leaseTtlMs: config.leaseTtlMs,
     callSnapshotMs: config.callSnapshotMs,
     leaseIdleMs: config.quotaLeaseIdleMs,
     // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.

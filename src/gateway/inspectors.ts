@@ -1,6 +1,6 @@
 /**
  * Usage inspectors, one per metered endpoint of each protocol profile. Before
- * the call an inspector reads the request for the reservation's bounds (and may
+ * the call an inspector reads the request for the call's bounds (and may
  * ask an OpenAI-style stream for its usage); after it, it reads the usage from a
  * JSON body or, incrementally, from the SSE stream.
  *
@@ -287,7 +287,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   }
   const outputBound = BigInt(perChoice ?? maxOutputTokens) * BigInt(choices);
 
-  // Without a cap of its own the provider's output would be bounded by nothing the reservation knows:
+  // Without a cap of its own the provider's output would be bounded by nothing the call's bound knows:
   // the call is capped at the plan's maxOutputTokens, so the bound it was admitted with holds.
   if (perChoice === undefined && param) {
     body[param] = maxOutputTokens;

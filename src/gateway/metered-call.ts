@@ -265,7 +265,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       status: 'REJECTED',
       metering_status: inspector ? 'metered' : 'unmetered',
       streamed: false,
-      reservation_id: null,
+      lease_id: null,
       quota_units: 0n,
       error_code: null,
       started_at: start.startedAt,
@@ -326,7 +326,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       });
     }
     this.admission = held.admission;
-    this.invocation.reservation_id = held.admission.lease.id;
+    this.invocation.lease_id = held.admission.lease.id;
     this.view = { remaining: held.remaining, reset };
     await this.admitRate(prepared.inputBound + prepared.outputBound);
     return true;

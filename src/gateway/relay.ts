@@ -22,7 +22,7 @@ import { SecretMask, type MaskedKey } from './secret-mask.js';
 import { SseMeter } from './sse-meter.js';
 import { decoderFor } from './upstreams.js';
 
-/** A JSON answer larger than this is passed through but not read for usage (charged at the reservation). */
+/** A JSON answer larger than this is passed through but not read for usage (charged at the call's bound). */
 const MAX_JSON_USAGE_BYTES = 32 * 1024 * 1024;
 
 const now = () => process.hrtime.bigint();

@@ -20,7 +20,7 @@ import {
 } from '../support/sdk.js';
 import type { Int64String } from '../../generated/client/types.gen.js';
 import { systemActor } from '../../src/domain/actor.js';
-import { activePlanThrough } from '../support/plans.js';
+import { activePlan as activePlanThrough } from '../support/tenant.js';
 import { leaseUnits, useUnits } from '../support/quota-use.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 

@@ -3,7 +3,7 @@
  * Admin API out):
  * - a billed period takes over the free (unbilled) period opened at provisioning
  *   even when it starts before it (or in the same second: Stripe's times are whole
- *   seconds), carrying the free period's usage and in-flight reservations;
+ *   seconds), carrying the free period's usage and the calls in flight on its leases;
  * - billing lifts the suspensions it made itself, never an administrator's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,15 +1,13 @@
 /**
  * Faults on either side of the gateway: the upstream resets mid-stream, sends
  * malformed SSE, hangs; the client aborts mid-stream; a process dies holding a
- * reservation. Nothing is lost or double-counted and no invocation stays open.
+ * lease. Nothing is lost or double-counted and no invocation stays open.
  */
-import { createServer } from 'node:http';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getInvocation, listInvocations, listUsageEvents } from '../support/sdk.js';
 import { leaseUnits } from '../support/quota-use.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
-import { closeServer, listenLocal } from '../support/local-server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
 
@@ -173,7 +171,7 @@ describe('client leaves while its call is being admitted', () => {
     call.catch(() => {});
     // Wait until the lease's statement waits for the lock, then leave.
     for (let i = 0; i < 100; i++) {
-      const waiting = await t.database.db.raw(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%quota_reservations%'`);
+      const waiting = await t.database.db.raw(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%quota_leases%'`);
       if (waiting.rows[0].n > 0) break;
       await new Promise((r) => setTimeout(r, 10));
     }
@@ -248,7 +246,7 @@ describe('the lease sweeper', () => {
     expect(after.reserved).toBe(0n);
     expect(after.consumed).toBe(before.consumed);
     const events = await listUsageEvents({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
-    expect(events.data!.some((e) => e.reservationId && e.units === '500')).toBe(false);
+    expect(events.data!.some((e) => e.leaseId && e.units === '500')).toBe(false);
   });
 });
 
@@ -261,39 +259,26 @@ describe('no invocation stays open', () => {
       expect(['SUCCEEDED', 'UPSTREAM_ERROR', 'FAILED', 'CLIENT_ABORTED', 'REJECTED']).toContain(r.status);
       expect(r.completed_at).toBeTruthy();
     }
-    const held = await t.database.db('quota_reservations').where({ status: 'HELD' }).count<{ count: string }[]>('* as count');
+    const held = await t.database.db('quota_leases').where({ status: 'HELD' }).count<{ count: string }[]>('* as count');
     expect(Number(held[0]!.count)).toBe(0);
   });
 });
 
 describe('a shutdown whose deadline passes with calls under way', () => {
   it('cuts them, the metered JSON one too, and records them FAILED server_shutdown, charged by the broken-answer rule', async () => {
-    // An upstream that starts each answer and never finishes it.
-    const stalled = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        if (req.headers['x-want'] === 'stream') {
-          res.writeHead(200, { 'content-type': 'text/event-stream' });
-          res.write('data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\n\n');
-        } else {
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.write('{"id":"chatcmpl-1","choices":[');
-        }
-      });
-    });
-    const stalledUrl = await listenLocal(stalled);
     const own = await startTestApp();
     try {
-      const who = await createTenant(own, { baseUrl: stalledUrl, providerKey: KEY });
+      // The upstream starts each answer and never finishes it.
+      const who = await createTenant(own, { baseUrl: up.url, providerKey: KEY });
       const send = (want: 'json' | 'stream') =>
         fetch(`${who.gatewayBaseUrl}/v1/chat/completions`, {
           method: 'POST',
-          headers: { authorization: `Bearer ${who.apiKey}`, 'content-type': 'application/json', 'x-want': want },
+          headers: { authorization: `Bearer ${who.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'stall' },
           body: want === 'stream' ? streamBody() : JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 100 }),
         }).then((res) => res.text().catch(() => 'cut'));
       const calls = [send('json'), send('stream')];
       // Both admitted on a lease (until() fails the test if none comes).
-      await until(async () => (await own.database.db('quota_reservations').where({ workspace_access_id: who.accessId, kind: 'LEASE' })).length > 0);
+      await until(async () => (await own.database.db('quota_leases').where({ workspace_access_id: who.accessId })).length > 0);
       await new Promise((r) => setTimeout(r, 200));
       const started = Date.now();
       await own.running.shutdown();
@@ -314,11 +299,10 @@ describe('a shutdown whose deadline passes with calls under way', () => {
       const period = await db('quota_periods').where({ workspace_access_id: who.accessId }).first();
       expect(BigInt(period.reserved_units)).toBe(0n);
       expect(BigInt(period.consumed_units)).toBe(events.reduce((sum, e) => sum + BigInt(e.units), 0n));
-      expect(await db('quota_reservations').where({ workspace_access_id: who.accessId, status: 'HELD' })).toEqual([]);
+      expect(await db('quota_leases').where({ workspace_access_id: who.accessId, status: 'HELD' })).toEqual([]);
     } finally {
       await own.running.shutdown();
       await own.database.drop();
-      await closeServer(stalled);
     }
   });
 });

@@ -1,7 +1,7 @@
 /**
  * Quota leases (src/domain/quota/quota-leases.ts): a process admits calls against a
- * slice of the period it holds, so the hot path makes no reservation round trip.
- * These tests hold it to the same contract as a reservation per call: exactly
+ * slice of the period it holds, so the hot path makes no database round trip per call.
+ * These tests hold it to the same contract as a hold per call: exactly
  * the same calls admitted and refused, the same headers, no overspend across
  * processes, every unit back once the leases are released, and a lease the
  * sweeper expired charges nothing. A plan change while leases are held loses
@@ -15,7 +15,7 @@ import { loadConfig } from '../../src/config.js';
 import { splitPeriodForPlanChange } from '../../src/domain/quota/quota-math.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
-import { activePlanThrough } from '../support/plans.js';
+import { activePlan } from '../support/tenant.js';
 import { poolerEnv, startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
 
@@ -27,7 +27,7 @@ const BODY = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', cont
 const BOUND = BigInt(Buffer.byteLength(BODY)) + 20n;
 
 beforeAll(async () => {
-  t = await startTestApp({ env: { NEXUS_QUOTA_LEASE_IDLE_MS: '100', NEXUS_RESERVATION_TTL_MS: '1000' } });
+  t = await startTestApp({ env: { NEXUS_QUOTA_LEASE_IDLE_MS: '100', NEXUS_LEASE_TTL_MS: '1000' } });
   up = await startOpenAiUpstream({ apiKey: KEY });
 });
 afterAll(async () => {
@@ -52,10 +52,10 @@ async function leaseStatements(kind: 'acquire' | 'extend' | 'renew' | 'release')
 }
 
 const leasesOf = (accessId: string) =>
-  t.database.db('quota_reservations').where({ workspace_access_id: accessId, kind: 'LEASE' }).orderBy('created_at');
+  t.database.db('quota_leases').where({ workspace_access_id: accessId }).orderBy('created_at');
 
 describe('one process', () => {
-  it('admits and refuses exactly the calls a reservation per call would, with the same remaining header', async () => {
+  it('admits and refuses exactly the calls a hold per call would, with the same remaining header', async () => {
     // Room for 8 calls: the 9th finds BOUND - 15 available.
     const quota = BOUND + 20n * 7n + 5n;
     const tenant = await tenantWith(quota);
@@ -75,19 +75,18 @@ describe('one process', () => {
     expect(period).toEqual({ granted: quota, reserved: 0n, consumed: 160n });
   });
 
-  it('records each call on the lease (no reservation row of its own), with one usage event, and the lease keeps the total', async () => {
+  it('records each call on the lease (no row of its own), with one usage event, and the lease keeps the total', async () => {
     const tenant = await tenantWith(100_000n);
     for (let i = 0; i < 5; i++) expect((await call(tenant)).status).toBe(200);
     await t.nexus.gateway.drain();
     const [lease, ...others] = await leasesOf(tenant.accessId);
     expect(others).toHaveLength(0);
-    expect(lease).toMatchObject({ status: 'RELEASED', kind: 'LEASE' });
+    expect(lease).toMatchObject({ status: 'RELEASED' });
     expect(BigInt(lease.consumed_units)).toBe(100n);
-    expect(await t.database.db('quota_reservations').where({ workspace_access_id: tenant.accessId, kind: 'CALL' })).toEqual([]);
-    const invocations = await t.database.db('invocations').where({ reservation_id: lease.id });
+    const invocations = await t.database.db('invocations').where({ lease_id: lease.id });
     expect(invocations).toHaveLength(5);
     expect(invocations.every((i) => BigInt(i.quota_units) === 20n && i.attempt_status === 'SUCCEEDED')).toBe(true);
-    const events = await t.database.db('usage_events').where({ reservation_id: lease.id });
+    const events = await t.database.db('usage_events').where({ lease_id: lease.id });
     expect(events).toHaveLength(5);
     expect(events.every((e) => e.kind === 'USAGE' && BigInt(e.units) === 20n)).toBe(true);
     expect(events.map((e) => e.invocation_id).sort()).toEqual(invocations.map((i) => i.id).sort());
@@ -126,7 +125,7 @@ describe('one process', () => {
     // and a heartbeat in between renews it: as a sweeper does, it tries again.
     await until(async () => (await leasesOf(tenant.accessId)).length === 1);
     await until(async () => {
-      await t.database.db('quota_reservations').where({ workspace_access_id: tenant.accessId }).update({ expires_at: new Date(Date.now() - 1) });
+      await t.database.db('quota_leases').where({ workspace_access_id: tenant.accessId }).update({ expires_at: new Date(Date.now() - 1) });
       return (await t.nexus.gateway.sweepExpired()).leases === 1;
     });
     await res.text();
@@ -301,7 +300,7 @@ describe('a plan change while leases are held', () => {
   /** A tenant on plan A (3000 units) and a published plan B (9000 units) in its workspace. */
   async function tenantAndPlanB(on: TestApp = app) {
     const tenant = await createTenant(on, { baseUrl: up.url, providerKey: KEY, quotaUnits: 3000n, cachedPpm: 1_000_000n });
-    const { plan } = await activePlanThrough(on.client, tenant.workspaceId, {
+    const { plan } = await activePlan(on.client, tenant.workspaceId, {
       key: 'b',
       strategyKey: 'b-quota',
       quotaUnits: '9000',
@@ -317,7 +316,7 @@ describe('a plan change while leases are held', () => {
   }
 
   const appLeasesOf = (accessId: string) =>
-    app.database.db('quota_reservations').where({ workspace_access_id: accessId, kind: 'LEASE' }).orderBy('created_at');
+    app.database.db('quota_leases').where({ workspace_access_id: accessId }).orderBy('created_at');
   const partsOf = (accessId: string, on: TestApp = app) =>
     on.database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start');
 

@@ -142,7 +142,7 @@ describe('the gateway on embedded PGlite', () => {
       await exited;
 
       // The next start: the lock says no other process can hold the lease, so it is released before the first call,
-      // not 15 minutes later (the reservation TTL); the call recorded before the kill stays charged.
+      // not 15 minutes later (the lease TTL); the call recorded before the kill stays charged.
       const config = loadConfig(embeddedEnv(crashDir));
       const restarted = await buildApp(config, { logger: createLogger('warn') });
       const again = await listen(restarted, 0, '127.0.0.1', 2000);

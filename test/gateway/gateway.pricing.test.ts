@@ -135,7 +135,7 @@ describe('per-model pricing', () => {
     await t.nexus.gateway.heartbeat();
     const [inFlight] = await t.database.db('lease_calls').whereIn(
       'lease_id',
-      t.database.db('quota_reservations').select('id').where({ workspace_access_id: tenant.accessId }),
+      t.database.db('quota_leases').select('id').where({ workspace_access_id: tenant.accessId }),
     );
     expect(inFlight).toMatchObject({ model_rule: 'gpt-4o*' });
     expect(BigInt(inFlight.output_multiplier_ppm)).toBe(20_000_000n);
@@ -143,7 +143,7 @@ describe('per-model pricing', () => {
     // The sweep skips a lease locked at that moment (its calls under way being written) and a heartbeat in
     // between renews it: as a sweeper does, it tries again.
     await until(async () => {
-      await t.database.db('quota_reservations').where({ workspace_access_id: tenant.accessId }).update({ expires_at: new Date(Date.now() - 1) });
+      await t.database.db('quota_leases').where({ workspace_access_id: tenant.accessId }).update({ expires_at: new Date(Date.now() - 1) });
       return (await t.nexus.gateway.sweepExpired()).leases === 1;
     });
     await res.text();

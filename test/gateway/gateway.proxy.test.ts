@@ -344,7 +344,7 @@ describe('openai profile through the openai SDK', () => {
     }
   });
 
-  it("caps a call that sets no output limit at the plan's maxOutputTokens, so its reservation bounds it", async () => {
+  it("caps a call that sets no output limit at the plan's maxOutputTokens, so its bound covers it", async () => {
     await openai(oa).chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'uncapped' }] });
     const sent = JSON.parse(openaiUp.requests.at(-1)!.body);
     expect(sent).toMatchObject({ model: 'gpt-test', max_completion_tokens: 1000 });

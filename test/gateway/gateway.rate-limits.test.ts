@@ -230,7 +230,7 @@ describe.skipIf(!usesPostgres)('a process that dies holding slots', () => {
       DATABASE_URL: t.database.url!,
       NEXUS_DATABASE_SCHEMA: t.database.schema!,
       NEXUS_DATA_DIR: mkdtempSync(join(dataDir, 'c-')),
-      NEXUS_RESERVATION_TTL_MS: '1500',
+      NEXUS_LEASE_TTL_MS: '1500',
       ...IDLE,
     });
     try {

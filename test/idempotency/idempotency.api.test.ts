@@ -12,7 +12,7 @@ import { createIdempotencyRepo } from '../../src/domain/idempotency/idempotency-
 import { CLAIM_LOCK_TIMEOUT_MS, createIdempotencyService } from '../../src/domain/idempotency/idempotency-service.js';
 import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from '../../src/domain/security/key-hash.js';
 import { ENV_ROOT_KEY_ID } from '../../src/domain/management-keys/management-key-service.js';
-import { activePlanThrough } from '../support/plans.js';
+import { activePlan } from '../support/tenant.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { testProviderKey } from '../support/fake-upstreams.js';
 
@@ -43,7 +43,7 @@ const rowOf = (key: string) => t.database.db('idempotency_keys').where({ princip
 /** A workspace with an ACTIVE plan and one provisioned user's access. */
 async function newAccess(name: string) {
   const ws = (await createWorkspace({ client: t.client, body: { name } })).data!;
-  const { plan } = await activePlanThrough(t.client, ws.id, { key: 'pro', strategyKey: 'q' });
+  const { plan } = await activePlan(t.client, ws.id, { key: 'pro', strategyKey: 'q' });
   const user = await provisionWorkspaceUser({
     client: t.client,
     path: { workspaceId: ws.id },

@@ -61,8 +61,8 @@ describe('admission under concurrency', () => {
     expect(row.reserved_units + row.consumed_units).toBeLessThanOrEqual(row.granted_units);
     // Leases are carved per process: at most a call's bound (less one unit) is stranded in each.
     expect(admitted).toBeGreaterThanOrEqual(Math.floor(1000 / 7) - 3);
-    const leases = await database.db('quota_reservations').where({ quota_period_id: period.id });
-    expect(leases.every((l) => l.kind === 'LEASE' && l.status === 'HELD')).toBe(true);
+    const leases = await database.db('quota_leases').where({ quota_period_id: period.id });
+    expect(leases.every((l) => l.status === 'HELD')).toBe(true);
     expect(leases.length).toBeLessThanOrEqual(3);
     for (const p of ps) p.close();
   });
@@ -95,7 +95,7 @@ describe('settlement under concurrency', () => {
     const adjustments = events.filter((e) => e.kind === 'ADJUSTMENT');
     expect(adjustments.length).toBe(admissions.filter((_r, i) => i % 150 > 100).length);
     expect(events.reduce((sum, e) => sum + BigInt(e.units), 0n)).toBe(expectedConsumed);
-    const statuses = await database.db('quota_reservations').where({ quota_period_id: period.id }).distinct('status');
+    const statuses = await database.db('quota_leases').where({ quota_period_id: period.id }).distinct('status');
     expect(statuses.map((s) => s.status)).toEqual(['RELEASED']);
     for (const p of ps) p.close();
   });
@@ -180,14 +180,14 @@ describe('refusals, the sweeper and immutability', () => {
     await expect(database.db('quota_strategies').where({ id: strategy.id }).update({ quota_units: 1 })).rejects.toThrow(/immutable/);
   });
 
-  it('a second USAGE event of an invocation is refused by the database, whatever reservation it names', async () => {
+  it('a second USAGE event of an invocation is refused by the database, whatever lease it names', async () => {
     const { access, period } = await provisionAccess(services, { quotaUnits: '1000' }, 'one-per-invocation');
     const event = (kind: 'USAGE' | 'ADJUSTMENT', invocationId: string) => ({
       id: newId(),
       workspace_id: access.workspace_id,
       workspace_access_id: access.id,
       quota_period_id: period.id,
-      reservation_id: newId(),
+      lease_id: newId(),
       invocation_id: invocationId,
       kind,
       units: 1,

@@ -81,7 +81,7 @@ describe('the plan-change carry', () => {
     // Its process died: the sweeper returns what it held, and the carry with it.
     current = new Date(current.getTime() + 120_000);
     expect(await services.quota.sweepExpired(current)).toEqual({ leases: 1, calls: 0 });
-    expect((await database.db('quota_reservations').where({ id: leaseId }).first()).status).toBe('EXPIRED');
+    expect((await database.db('quota_leases').where({ id: leaseId }).first()).status).toBe('EXPIRED');
     const [old, next] = await partsOf(access.id);
     expect(BigInt(old.granted_units)).toBe(BigInt(old.share_units));
     expect(BigInt(old.carried_units)).toBe(0n);

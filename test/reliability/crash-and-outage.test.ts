@@ -28,7 +28,7 @@ const children: NexusProcess[] = [];
 
 beforeAll(async () => {
   if (!usesPostgres) return;
-  t = await startTestApp({ env: { NEXUS_RESERVATION_TTL_MS: String(TTL_MS), NEXUS_QUOTA_LEASE_IDLE_MS: '200' } });
+  t = await startTestApp({ env: { NEXUS_LEASE_TTL_MS: String(TTL_MS), NEXUS_QUOTA_LEASE_IDLE_MS: '200' } });
   up = await startOpenAiUpstream({ apiKey: KEY });
   dataDir = mkdtempSync(join(tmpdir(), 'nexus-reliability-'));
 });
@@ -46,7 +46,7 @@ async function child(options: { databaseUrl?: string; dir?: string; env?: Record
     ...(t.database.schema ? { NEXUS_DATABASE_SCHEMA: t.database.schema } : {}),
     ...(t.database.directUrl ? { NEXUS_DATABASE_LISTEN_URL: t.database.directUrl } : {}),
     NEXUS_DATA_DIR: options.dir ?? mkdtempSync(join(dataDir, 'child-')),
-    NEXUS_RESERVATION_TTL_MS: String(TTL_MS),
+    NEXUS_LEASE_TTL_MS: String(TTL_MS),
     ...options.env,
   });
   children.push(process);
@@ -143,7 +143,7 @@ describe.runIf(usesPostgres)('a Nexus process killed mid-stream', () => {
       charged += units;
     }
     expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: charged });
-    const [lease] = await t.database.db('quota_reservations').where({ workspace_access_id: tenant.accessId });
+    const [lease] = await t.database.db('quota_leases').where({ workspace_access_id: tenant.accessId });
     expect(lease.status).toBe('EXPIRED');
     expect(await t.database.db('lease_calls').where({ lease_id: lease.id })).toEqual([]);
 
@@ -162,7 +162,7 @@ describe.runIf(usesPostgres)('a Nexus process killed within the first second of 
     // Quota units are input plus output tokens here, so a call's units tell its output.
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n, outputPpm: 1_000_000n, cachedPpm: 1_000_000n });
     // The heartbeat comes every 2 s (a fifth of this TTL): what is written within the first second is the snapshot's.
-    const nexus = await child({ env: { NEXUS_RESERVATION_TTL_MS: '10000' } });
+    const nexus = await child({ env: { NEXUS_LEASE_TTL_MS: '10000' } });
     const base = gatewayOf(tenant, nexus);
     const body = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'loss window' }], max_tokens: 500, stream: true });
     const inputBound = BigInt(Buffer.byteLength(body));

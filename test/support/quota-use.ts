@@ -4,7 +4,7 @@
  * - leaseUnits: a lease of exactly `units` (quotaRepo.acquireLease, the statement a
  *   gateway process takes a lease with, sized exactly instead of with headroom);
  * - chargeOnLease: a call admitted on that lease consumed `units` of its `bound`:
- *   settled and recorded by the gateway's record statement (call-repo.ts), with an
+ *   settled and recorded by the gateway's record statement (src/gateway/call-repo.ts), with an
  *   invocation and its USAGE event (and ADJUSTMENT beyond the bound);
  * - meteringProcess: what one gateway process runs, quota leases and the call
  *   recorder, for concurrency tests with several such processes on one database.
@@ -44,7 +44,7 @@ function invocationOn(period: PeriodRef, leaseId: string | null, units: bigint, 
     status: 'SUCCEEDED',
     metering_status: 'metered',
     streamed: false,
-    reservation_id: leaseId,
+    lease_id: leaseId,
     quota_units: units,
     error_code: null,
     started_at: at,

@@ -254,7 +254,7 @@ export function createAccessService(deps: {
    * A billed period takes over an unbilled one that starts within it (the period opened
    * at provisioning, when the billed period started earlier or in the same second): the
    * row itself becomes the billed period, so what it consumed counts against the billed
-   * grant and the reservations it holds settle there (docs/decisions.md "External billing").
+   * grant and the calls in flight on its leases settle there (docs/decisions.md "External billing").
    */
   async function takeOverPeriod(
     unbilled: QuotaPeriodRow,

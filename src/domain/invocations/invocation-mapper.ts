@@ -13,7 +13,7 @@ export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
     workspaceId: row.workspace_id,
     workspaceAccessId: row.workspace_access_id,
     quotaPeriodId: row.quota_period_id,
-    ...(row.reservation_id ? { reservationId: row.reservation_id } : {}),
+    ...(row.lease_id ? { leaseId: row.lease_id, reservationId: row.lease_id } : {}),
     ...(row.invocation_id ? { invocationId: row.invocation_id } : {}),
     kind: row.kind,
     units: `${row.units}`,

@@ -15,7 +15,7 @@ export interface InvocationRow {
   status: InvocationStatus;
   metering_status: 'metered' | 'unmetered';
   streamed: boolean;
-  reservation_id: string | null;
+  lease_id: string | null;
   quota_units: bigint;
   error_code: string | null;
   started_at: Date;

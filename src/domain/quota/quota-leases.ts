@@ -2,8 +2,8 @@
  * Quota leases: the only way units are reserved, and how the gateway admits a
  * metered call without a database round trip on its path.
  *
- * A process reserves a slice of a period once, as one HELD reservation of kind
- * LEASE (quotaRepo.acquireLease: never past what the period has available), and
+ * A process reserves a slice of a period once, as one HELD row of
+ * quota_leases (quotaRepo.acquireLease: never past what the period has available), and
  * admits calls against it in memory: a call's upper bound is carved from the
  * lease's free units, and when it settles the units it consumed leave the
  * lease's hold (`take`) in the statement that records the call

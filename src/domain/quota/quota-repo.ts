@@ -1,6 +1,6 @@
 /**
- * All SQL of quota_periods and quota_reservations. The only reservations are the
- * gateway processes' quota leases (quota-leases.ts): acquiring or extending one
+ * All SQL of quota_periods and quota_leases: the gateway processes' holds on a
+ * period (quota-leases.ts). Acquiring or extending one
  * is one atomic statement, so concurrent holds can never overspend a period.
  * The calls settled on a lease are written with their records
  * (settlement-sql.ts, src/gateway/call-repo.ts).
@@ -107,7 +107,7 @@ export function createQuotaRepo(db: Queryable) {
     /**
      * A new lease: holds units on the period by the rule of holdCtes (at least `need`,
      * up to `want` while that is at most 1/share of what the period has) and inserts
-     * the HELD reservation of kind LEASE in the same statement. Returns what it held
+     * the HELD lease row in the same statement. Returns what it held
      * and the period's remaining availability; held = null when the period could not
      * give `need`, with what it has available (read after the attempt).
      */
@@ -128,11 +128,11 @@ export function createQuotaRepo(db: Queryable) {
     ): Promise<{ held: bigint | null; remaining: bigint | null; available: bigint; periodOver?: boolean }> {
       const result = await q.raw(
         `with ${holdCtes({ extending: false })}, hold as (
-           insert into quota_reservations
+           insert into quota_leases
              (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status, request_id,
-              created_at, expires_at, kind)
+              created_at, expires_at)
            select cast(:id as uuid), cast(:workspaceId as uuid), cast(:accessId as uuid), held.id, held.x, 0, 'HELD',
-                  cast(:requestId as text), cast(:now as timestamptz), cast(:expiresAt as timestamptz), 'LEASE'
+                  cast(:requestId as text), cast(:now as timestamptz), cast(:expiresAt as timestamptz)
              from held
          )
          select (select x from held) as x, (select remaining from held) as remaining`,
@@ -156,9 +156,9 @@ export function createQuotaRepo(db: Queryable) {
     ): Promise<{ leased: boolean; held: bigint | null; remaining: bigint | null; available: bigint; periodOver?: boolean }> {
       const result = await q.raw(
         `with lk as (
-           select id from quota_reservations where id = :leaseId and status = 'HELD' and kind = 'LEASE' for update
+           select id from quota_leases where id = :leaseId and status = 'HELD' for update
          ), ${holdCtes({ extending: true })}, ext as (
-           update quota_reservations r set reserved_units = r.reserved_units + held.x, expires_at = cast(:expiresAt as timestamptz)
+           update quota_leases r set reserved_units = r.reserved_units + held.x, expires_at = cast(:expiresAt as timestamptz)
              from held where r.id = cast(:leaseId as uuid)
          )
          select (select count(*) from lk) as leased, (select x from held) as x, (select remaining from held) as remaining`,
@@ -182,8 +182,8 @@ export function createQuotaRepo(db: Queryable) {
     async releaseLease(leaseId: string, now: Date, q: Queryable = db): Promise<void> {
       const result = await q.raw(
         `with l as (
-           update quota_reservations set status = 'RELEASED', settled_at = :now
-            where id = :leaseId and status = 'HELD' and kind = 'LEASE'
+           update quota_leases set status = 'RELEASED', settled_at = :now
+            where id = :leaseId and status = 'HELD'
            returning quota_period_id, reserved_units
          ), calls as (
            delete from lease_calls where lease_id = :leaseId

@@ -27,7 +27,7 @@ export interface UsageEventRow {
   workspace_id: string;
   workspace_access_id: string;
   quota_period_id: string;
-  reservation_id: string | null;
+  lease_id: string | null;
   invocation_id: string | null;
   kind: 'USAGE' | 'ADJUSTMENT';
   units: bigint;

@@ -25,7 +25,7 @@
  * that order, so two of them that touch the same rows wait for each other instead of deadlocking. Used as
  * `where id in ${lockedInIdOrder(...)}` in an UPDATE that would otherwise lock rows in its plan's order.
  */
-export const lockedInIdOrder = (table: 'quota_reservations' | 'quota_periods', ids: string) =>
+export const lockedInIdOrder = (table: 'quota_leases' | 'quota_periods', ids: string) =>
   `(select id from ${table} where id in (${ids}) order by id for update)`;
 
 /** A call admitted on a quota lease, as the statement reads it (`units` is 0 when it is not charged). */
@@ -53,7 +53,7 @@ interface LeaseCallSettlement {
   at: Date;
 }
 
-const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, reservation_id, invocation_id, kind,
+const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, kind,
   units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at,
   model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm`;
 
@@ -69,18 +69,18 @@ lc as (
     model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint)
   join ${recorded} r on r.id = x.invocation_id
 ), l as (
-  update quota_reservations q
+  update quota_leases q
      set reserved_units = q.reserved_units - t.take, consumed_units = coalesce(q.consumed_units, 0) + t.units
     from (select lease_id, sum(take) as take, sum(units) as units from lc group by lease_id) t
-   where q.id = t.lease_id and q.status = 'HELD' and q.kind = 'LEASE'
-     and q.id in ${lockedInIdOrder('quota_reservations', 'select lease_id from lc')}
+   where q.id = t.lease_id and q.status = 'HELD'
+     and q.id in ${lockedInIdOrder('quota_leases', 'select lease_id from lc')}
   returning q.id
 ), settled as (
   select q.id, q.workspace_id, q.workspace_access_id, q.quota_period_id, lc.bound, lc.units, lc.charged,
          case when l.id is null then 0 else lc.take end as take,
          lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at,
          lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm
-    from lc join quota_reservations q on q.id = lc.lease_id left join l on l.id = lc.lease_id
+    from lc join quota_leases q on q.id = lc.lease_id left join l on l.id = lc.lease_id
 ), p as (
   update quota_periods qp
      set reserved_units = qp.reserved_units - t.take, consumed_units = qp.consumed_units + t.units
@@ -111,9 +111,9 @@ lc as (
  */
 export const RECLAIM_EXPIRED_SQL = `
 with expired as (
-  update quota_reservations
+  update quota_leases
      set status = 'EXPIRED', settled_at = :now, consumed_units = coalesce(consumed_units, 0)
-   where id in (select id from quota_reservations where status = 'HELD' and (expires_at <= :now or :all)
+   where id in (select id from quota_leases where status = 'HELD' and (expires_at <= :now or :all)
                 order by id for update skip locked)
      and status = 'HELD'
   returning id, workspace_id, workspace_access_id, quota_period_id, reserved_units
