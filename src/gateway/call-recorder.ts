@@ -18,7 +18,7 @@
  */
 import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import { withRetries } from '../db/retry.js';
-import { isDatabaseUnavailable } from '../db/unavailable.js';
+import { isDatabaseUnavailable } from '../database-unavailable.js';
 import type { InferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
 import type { Admission } from '../domain/quota/quota-leases.js';
 import type { Logger } from '../observability/logger.js';

@@ -10,7 +10,7 @@ import type {
   RenewWorkspaceAccessData,
   RevokeInferenceKeyData,
   SuspendWorkspaceAccessData,
-} from '../../generated/client/types.gen.js';
+} from '../../../generated/client/types.gen.js';
 import {
   toAccessDto,
   toApiKeyDto,
@@ -18,10 +18,10 @@ import {
   toProvisionedDto,
   toQuotaSnapshotDto,
   toWorkspaceUserDto,
-} from '../domain/accesses/access-mapper.js';
-import type { Services } from '../domain/services.js';
-import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../http/handler.js';
-import { listQuery, optionalTimestamp, parseTimestamp } from '../http/wire.js';
+} from './access-mapper.js';
+import type { Services } from '../../domain/services.js';
+import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../../http/handler.js';
+import { listQuery, optionalTimestamp, parseTimestamp } from '../../http/wire.js';
 
 export function accessHandlers({ accesses }: Services, { clock }: HandlerContext): HandlerMap {
   return {

@@ -16,7 +16,7 @@ import type {
   ReplayBillingWebhookEventData,
   SyncWorkspaceAccessBillingPeriodData,
   VerifyBillingConnectionData,
-} from '../../generated/client/types.gen.js';
+} from '../../../generated/client/types.gen.js';
 import {
   toBillingConnectionDto,
   toCheckoutDto,
@@ -24,12 +24,12 @@ import {
   toPeriodSyncDto,
   toProductMappingDto,
   toWebhookEventDto,
-} from '../domain/billing/billing-mapper.js';
-import type { Services } from '../domain/services.js';
-import { sendError } from '../http/api.js';
-import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
-import { listQuery, parseTimestamp } from '../http/wire.js';
-import type { RequestLocals } from '../http/locals.js';
+} from './billing-mapper.js';
+import type { Services } from '../../domain/services.js';
+import { sendError } from '../../http/api.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../../http/handler.js';
+import { listQuery, parseTimestamp } from '../../http/wire.js';
+import type { RequestLocals } from '../../web/locals.js';
 
 const header = (headers: Record<string, string | string[] | undefined>, name: string): string | undefined => {
   const v = headers[name];

@@ -7,11 +7,11 @@ import type {
   TestProviderConnectionData,
   UpdateProviderConnectionData,
   VerifyProviderConnectionData,
-} from '../../generated/client/types.gen.js';
-import type { Services } from '../domain/services.js';
-import { toProviderCheckResultDto, toProviderConnectionDto } from '../domain/provider-connections/provider-connection-mapper.js';
-import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
-import { listQuery } from '../http/wire.js';
+} from '../../../generated/client/types.gen.js';
+import type { Services } from '../../domain/services.js';
+import { toProviderCheckResultDto, toProviderConnectionDto } from './provider-connection-mapper.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../../http/handler.js';
+import { listQuery } from '../../http/wire.js';
 
 export function providerConnectionHandlers({ providerConnections }: Services): HandlerMap {
   // A DTO's URLs start with the public URL of the request it answers (PublicUrl.forRequest).

@@ -4,11 +4,11 @@ import type {
   GetWorkspaceData,
   ListWorkspacesData,
   UpdateWorkspaceData,
-} from '../../generated/client/types.gen.js';
-import type { Services } from '../domain/services.js';
-import { toWorkspaceDto } from '../domain/workspaces/workspace-mapper.js';
-import { created, handler, noContent, ok, page, type HandlerMap } from '../http/handler.js';
-import { listQuery } from '../http/wire.js';
+} from '../../../generated/client/types.gen.js';
+import type { Services } from '../../domain/services.js';
+import { toWorkspaceDto } from './workspace-mapper.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../../http/handler.js';
+import { listQuery } from '../../http/wire.js';
 
 export function workspaceHandlers({ workspaces }: Services): HandlerMap {
   return {

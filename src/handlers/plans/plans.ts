@@ -11,11 +11,11 @@ import type {
   PublishPlanData,
   PublishPlanStrategyData,
   UpdatePlanData,
-} from '../../generated/client/types.gen.js';
-import type { Services } from '../domain/services.js';
-import { fromCreateStrategyDto, toBindingDto, toPlanDetailDto, toPlanDto, toStrategyDto } from '../domain/plans/plan-mapper.js';
-import { created, handler, ok, page, type HandlerMap } from '../http/handler.js';
-import { listQuery, optionalTimestamp, parseTimestamp } from '../http/wire.js';
+} from '../../../generated/client/types.gen.js';
+import type { Services } from '../../domain/services.js';
+import { fromCreateStrategyDto, toBindingDto, toPlanDetailDto, toPlanDto, toStrategyDto } from './plan-mapper.js';
+import { created, handler, ok, page, type HandlerMap } from '../../http/handler.js';
+import { listQuery, optionalTimestamp, parseTimestamp } from '../../http/wire.js';
 
 export function planHandlers({ plans }: Services): HandlerMap {
   return {

@@ -1,8 +1,8 @@
-import type { ListAuditLogsData } from '../../generated/client/types.gen.js';
-import type { Services } from '../domain/services.js';
-import { toAuditLogDto } from '../domain/audit/audit-query-mapper.js';
-import { handler, page, type HandlerMap } from '../http/handler.js';
-import { listQuery } from '../http/wire.js';
+import type { ListAuditLogsData } from '../../../generated/client/types.gen.js';
+import type { Services } from '../../domain/services.js';
+import { toAuditLogDto } from './audit-query-mapper.js';
+import { handler, page, type HandlerMap } from '../../http/handler.js';
+import { listQuery } from '../../http/wire.js';
 
 export function auditLogHandlers({ auditLogs }: Services): HandlerMap {
   return {

@@ -1,8 +1,8 @@
-import type { GetInvocationData, GetUsageSummaryData, ListInvocationsData, ListUsageEventsData } from '../../generated/client/types.gen.js';
-import { toInvocationDto, toUsageEventDto, toUsageSummaryDto } from '../domain/invocations/invocation-mapper.js';
-import type { Services } from '../domain/services.js';
-import { handler, ok, page, type HandlerMap } from '../http/handler.js';
-import { listQuery, optionalTimestamp } from '../http/wire.js';
+import type { GetInvocationData, GetUsageSummaryData, ListInvocationsData, ListUsageEventsData } from '../../../generated/client/types.gen.js';
+import { toInvocationDto, toUsageEventDto, toUsageSummaryDto } from './invocation-mapper.js';
+import type { Services } from '../../domain/services.js';
+import { handler, ok, page, type HandlerMap } from '../../http/handler.js';
+import { listQuery, optionalTimestamp } from '../../http/wire.js';
 
 export function invocationHandlers({ invocations }: Services): HandlerMap {
   return {
