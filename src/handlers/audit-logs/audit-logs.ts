@@ -1,4 +1,7 @@
-import type { ListAuditLogsData } from '../../../generated/client/types.gen.js';
+import type {
+  ListAuditLogsData,
+  ListAuditLogsResponses,
+} from '../../../generated/client/types.gen.js';
 import type { Services } from '../../domain/services.js';
 import { toAuditLogDto } from './audit-query-mapper.js';
 import { handler, page, type HandlerMap } from '../../http/handler.js';
@@ -6,7 +9,7 @@ import { listQuery } from '../../http/wire.js';
 
 export function auditLogHandlers({ auditLogs }: Services): HandlerMap {
   return {
-    listAuditLogs: handler<ListAuditLogsData>(async ({ actor, path, query }) => {
+    listAuditLogs: handler<ListAuditLogsData, ListAuditLogsResponses>(async ({ actor, path, query }) => {
       const result = await auditLogs.list(actor, path.workspaceId, listQuery(query));
       return page(result.items.map(toAuditLogDto), result.nextAfter);
     }),

@@ -1,9 +1,14 @@
 import type {
   ArchiveWorkspaceData,
+  ArchiveWorkspaceResponses,
   CreateWorkspaceData,
+  CreateWorkspaceResponses,
   GetWorkspaceData,
+  GetWorkspaceResponses,
   ListWorkspacesData,
+  ListWorkspacesResponses,
   UpdateWorkspaceData,
+  UpdateWorkspaceResponses,
 } from '../../../generated/client/types.gen.js';
 import type { Services } from '../../domain/services.js';
 import { toWorkspaceDto } from './workspace-mapper.js';
@@ -12,20 +17,20 @@ import { listQuery } from '../../http/wire.js';
 
 export function workspaceHandlers({ workspaces }: Services): HandlerMap {
   return {
-    createWorkspace: handler<CreateWorkspaceData>(async ({ actor, body }) =>
+    createWorkspace: handler<CreateWorkspaceData, CreateWorkspaceResponses>(async ({ actor, body }) =>
       created(toWorkspaceDto(await workspaces.create(actor, body))),
     ),
-    listWorkspaces: handler<ListWorkspacesData>(async ({ actor, query }) => {
+    listWorkspaces: handler<ListWorkspacesData, ListWorkspacesResponses>(async ({ actor, query }) => {
       const result = await workspaces.list(actor, listQuery(query));
       return page(result.items.map(toWorkspaceDto), result.nextAfter);
     }),
-    getWorkspace: handler<GetWorkspaceData>(async ({ actor, path }) =>
+    getWorkspace: handler<GetWorkspaceData, GetWorkspaceResponses>(async ({ actor, path }) =>
       ok(toWorkspaceDto(await workspaces.get(actor, path.workspaceId))),
     ),
-    updateWorkspace: handler<UpdateWorkspaceData>(async ({ actor, path, body }) =>
+    updateWorkspace: handler<UpdateWorkspaceData, UpdateWorkspaceResponses>(async ({ actor, path, body }) =>
       ok(toWorkspaceDto(await workspaces.update(actor, path.workspaceId, body))),
     ),
-    archiveWorkspace: handler<ArchiveWorkspaceData>(async ({ actor, path }) => {
+    archiveWorkspace: handler<ArchiveWorkspaceData, ArchiveWorkspaceResponses>(async ({ actor, path }) => {
       await workspaces.archive(actor, path.workspaceId);
       return noContent();
     }),
