@@ -8,7 +8,7 @@
  * records are safe (in the database, or in the spool). Also the key's
  * lastRequestAt, at most once a minute per key.
  *
- * No record is given up while the database is away (db/unavailable.ts): the
+ * No record is given up while the database is away (src/database-unavailable.ts): the
  * records wait in memory, and each second those waiting go to a spool file
  * under the data dir (spool.ts). They are written when the database answers
  * again, by this process, or by another process on that data dir: at its start,
