@@ -31,11 +31,10 @@ interface RecorderGauges {
   outage: boolean;
 }
 
-/**
- * The metrics' own labels and inputs. They sit below the domain and the database, so they name what they
- * read instead of importing it; the domain's types (InvocationStatus, InvocationRow, LeaseStatement, Db)
- * are passed in and checked against these where the gateway and app.ts hand them over.
- */
+// The metrics sit below the domain and the database (docs/architecture.md, "The layers"): they name what they
+// read instead of importing it. The domain's InvocationRow, LeaseStatement and Db are checked against these
+// where the gateway and app.ts hand them over.
+
 /** A gateway call's outcome (the invocation's status). */
 type CallStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
 
