@@ -2,7 +2,7 @@
  * One error type, one table from code to HTTP status, one body (the `Error` schema of openapi/openapi.yaml).
  * Add a code here when a new cause appears; never reuse one for another cause.
  */
-import { isDatabaseUnavailable } from './db/unavailable.js';
+import { isDatabaseUnavailable } from './database-unavailable.js';
 
 const errorStatus = {
   // 400

@@ -18,7 +18,7 @@
  * is shared by those waiters and not kept: the next call queries again. A call that comes after an
  * invalidation never joins a lookup started before it (that one may have read the row as it was).
  */
-import { isDatabaseUnavailable } from '../db/unavailable.js';
+import { isDatabaseUnavailable } from '../database-unavailable.js';
 import { AppError } from '../errors.js';
 import type { Clock } from '../domain/actor.js';
 import type { Change } from '../domain/changes/change-feed.js';

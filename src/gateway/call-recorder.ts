@@ -8,7 +8,7 @@
  * records are safe (in the database, or in the spool). Also the key's
  * lastRequestAt, at most once a minute per key.
  *
- * No record is given up while the database is away (db/unavailable.ts): the
+ * No record is given up while the database is away (src/database-unavailable.ts): the
  * records wait in memory, and each second those waiting go to a spool file
  * under the data dir (spool.ts). They are written when the database answers
  * again, by this process, or by another process on that data dir: at its start,
@@ -18,7 +18,7 @@
  */
 import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import { withRetries } from '../db/retry.js';
-import { isDatabaseUnavailable } from '../db/unavailable.js';
+import { isDatabaseUnavailable } from '../database-unavailable.js';
 import type { InferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
 import type { Admission } from '../domain/quota/quota-leases.js';
 import type { Logger } from '../observability/logger.js';

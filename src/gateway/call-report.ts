@@ -5,7 +5,7 @@
  * metering. Ids, model names, counts and times only: never a key, a header, a query string or a body.
  * The fields are listed in docs/observability.md.
  */
-import { isDatabaseUnavailable } from '../db/unavailable.js';
+import { isDatabaseUnavailable } from '../database-unavailable.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import { requestLineLevel, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';

@@ -10,7 +10,7 @@
  * of an archived workspace 403 (as on the gateway).
  */
 import type { MeDto } from '../../generated/client/types.gen.js';
-import { toRateLimitStateDto } from '../domain/plans/plan-mapper.js';
+import { toRateLimitStateDto } from '../web/rate-limit-state.js';
 import type { RateView } from '../domain/rate-limits/rate-types.js';
 import { authorizeKey } from './auth-cache.js';
 import type { AuthRow } from './call-repo.js';

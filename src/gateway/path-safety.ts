@@ -46,12 +46,6 @@ function checkDecoded(path: string): void {
   if (SCHEME.test(segments[0]!)) throw unsafe('The path is an absolute URL');
 }
 
-/** A request target's path: what comes before its query string. */
-export function pathOf(url: string): string {
-  const q = url.indexOf('?');
-  return q < 0 ? url : url.slice(0, q);
-}
-
 /** Parses and checks the raw request target (req.originalUrl, not decoded by anyone). */
 export function parseGatewayUrl(rawUrl: string): GatewayTarget {
   if (!rawUrl.startsWith('/')) throw unsafe('The request target must be a path');

@@ -1,15 +1,15 @@
 /** Every operationId of the contract maps to exactly one handler, by area. */
 import type { Services } from '../domain/services.js';
 import type { HandlerContext, HandlerMap } from '../http/handler.js';
-import { systemHandlers } from './system.js';
-import { workspaceHandlers } from './workspaces.js';
-import { planHandlers } from './plans.js';
-import { accessHandlers } from './accesses.js';
-import { invocationHandlers } from './invocations.js';
-import { gatewayHandlers } from './gateway.js';
-import { providerConnectionHandlers } from './provider-connections.js';
-import { auditLogHandlers } from './audit-logs.js';
-import { billingHandlers } from './billing.js';
+import { systemHandlers } from './system/system.js';
+import { workspaceHandlers } from './workspaces/workspaces.js';
+import { planHandlers } from './plans/plans.js';
+import { accessHandlers } from './accesses/accesses.js';
+import { invocationHandlers } from './invocations/invocations.js';
+import { gatewayHandlers } from './gateway/gateway.js';
+import { providerConnectionHandlers } from './provider-connections/provider-connections.js';
+import { auditLogHandlers } from './audit-logs/audit-logs.js';
+import { billingHandlers } from './billing/billing.js';
 
 export function createHandlers(services: Services, context: HandlerContext): HandlerMap {
   const areas: HandlerMap[] = [

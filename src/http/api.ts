@@ -6,19 +6,20 @@
  */
 import type { Request, Response } from 'express';
 import { createHash } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import type { ErrorObject } from 'ajv';
-import { AppError, errorBody, errorRetryAfter, toAppError } from '../errors.js';
+import { AppError, errorBody, toAppError } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
 import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
 import { assertStorable } from '../domain/storable-text.js';
 import { hasUuidForm } from '../ids.js';
 import type { IdempotencyService } from '../domain/idempotency/idempotency-service.js';
 import type { HandlerMap, HandlerResult } from './handler.js';
-import type { RequestLocals } from './locals.js';
+import { bearerOf, writeError } from '../web/error-response.js';
+import type { RequestLocals } from '../web/locals.js';
 import type { PublicUrl } from './public-url.js';
 import { canonicalUuids, type UuidSchema } from './wire.js';
 
@@ -143,11 +144,6 @@ function bearerToken(req: IncomingMessage): string | undefined {
   return bearerOf(req.headers.authorization);
 }
 
-/** The token of an `Authorization: Bearer` header value. */
-export function bearerOf(authorization: string | undefined): string | undefined {
-  return authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
-}
-
 /**
  * An operation without a request body takes none: an empty body, or `{}`. Anything else (fields, an array)
  * would be ignored without a word; it is refused instead.
@@ -191,31 +187,6 @@ function namedIn(res: Response, params: Record<string, unknown> | undefined): vo
 
 export function sendError(req: Request, res: Response, err: unknown): void {
   writeError(res, err, res.locals as RequestLocals);
-}
-
-/** Whether a request has a body not yet read to its end. */
-function bodyUnread(req: IncomingMessage | undefined): boolean {
-  if (!req || req.complete) return false;
-  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
-}
-
-/** The Error body for `err` (a 500 that reveals nothing unless it is an AppError), on a plain node response. */
-export function writeError(res: ServerResponse, err: unknown, locals: RequestLocals): void {
-  const appError = toAppError(err);
-  // The cause of an unexpected 500 goes to the log line, with its stack; an expected condition (the database
-  // away: database_unavailable) is its code alone.
-  if (appError.code === 'internal_error' && !(err instanceof AppError)) locals.error = err;
-  locals.errorCode = appError.code;
-  const body = JSON.stringify(errorBody(appError, locals.requestId));
-  res.statusCode = appError.status;
-  const retryAfter = appError.extras.retry_after ?? errorRetryAfter[appError.code];
-  if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));
-  res.setHeader('content-type', 'application/json; charset=utf-8');
-  res.setHeader('content-length', Buffer.byteLength(body));
-  // Refused before its body was read to its end: the connection closes once the answer is sent, instead of
-  // staying open while node reads and discards the rest (a client trickling a body would hold the socket).
-  if (bodyUnread(res.req)) res.setHeader('connection', 'close');
-  res.end(body);
 }
 
 function nextLink(publicUrl: string, req: Request, cursor: string): string {

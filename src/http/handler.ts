@@ -25,6 +25,7 @@ export interface HandlerInput<T extends DataShape = DataShape> {
   publicUrl: string;
 }
 
+/** An answer as the glue in api.ts writes it. */
 export interface HandlerResult {
   status: number;
   body?: unknown;
@@ -32,6 +33,15 @@ export interface HandlerResult {
   /** Lists: the next page's cursor; the glue turns it into Link and X-Next-Cursor. */
   nextCursor?: string | null;
 }
+
+/**
+ * The answers an operation's generated `XxxResponses` allows: each of its statuses with that status's
+ * body (`void`: none). A handler typed by it that answers another status, or a body that lacks a field,
+ * has one the contract does not, or a field of another type, does not compile.
+ */
+export type Reply<R> = {
+  [S in keyof R & number]: { status: S; body: R[S]; headers?: Record<string, string>; nextCursor?: string | null };
+}[keyof R & number];
 
 export type Handler = (input: HandlerInput<any>) => Promise<HandlerResult>;
 
@@ -44,16 +54,21 @@ export interface HandlerContext {
   eventLoop: Pick<EventLoopMonitor, 'stall'>;
 }
 
-/** Types a handler by the generated `XxxData` of its operation. */
-export function handler<T extends DataShape>(fn: (input: HandlerInput<T>) => Promise<HandlerResult>): Handler {
+/**
+ * Types a handler by its operation's generated `XxxData` (what it reads) and `XxxResponses` (what it may
+ * answer): `handler<CreatePlanData, CreatePlanResponses>(...)`.
+ */
+export function handler<D extends DataShape, R>(fn: (input: HandlerInput<D>) => Promise<Reply<R>>): Handler {
   return fn as Handler;
 }
 
-export const ok = (body: unknown, status = 200): HandlerResult => ({ status, body });
-export const created = (body: unknown): HandlerResult => ({ status: 201, body });
-export const noContent = (): HandlerResult => ({ status: 204 });
+// The answers' bodies are NoInfer: their type comes from the handler's Reply, not from the argument, so an
+// object literal is checked field by field against the contract's body (an extra field fails too).
+export const ok = <B>(body: NoInfer<B>): { status: 200; body: B } => ({ status: 200, body });
+export const created = <B>(body: NoInfer<B>): { status: 201; body: B } => ({ status: 201, body });
+export const noContent = (): { status: 204; body: undefined } => ({ status: 204, body: undefined });
 /** A list's page; `nextAfter` (the domain's position) goes out as an opaque cursor. */
-export const page = (items: unknown[], nextAfter: string | null): HandlerResult => ({
+export const page = <B extends unknown[]>(items: NoInfer<B>, nextAfter: string | null): { status: 200; body: B; nextCursor: string | null } => ({
   status: 200,
   body: items,
   nextCursor: nextAfter === null ? null : encodeCursor(nextAfter),

@@ -3,13 +3,13 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { AppError, errorBody } from '../errors.js';
-import { pathOf } from '../gateway/path-safety.js';
+import { pathOf } from '../web/request-target.js';
 import { newId } from '../ids.js';
 import { requestLineLevel, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { operationSpan, type Tracer } from '../observability/tracing.js';
 import { sendError } from './api.js';
-import type { RequestLocals } from './locals.js';
+import type { RequestLocals } from '../web/locals.js';
 
 /** Health probes come every few seconds and say nothing a trace would: they make no span, and their lines are at debug. */
 const PROBES = new Set(['getHealth', 'getReadiness']);

@@ -12,9 +12,6 @@
  * microseconds); they are read at scrape time.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Db } from '../db/database.js';
-import type { InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
-import type { LeaseStatement } from '../domain/quota/quota-leases.js';
 
 /** Distinct model names labelled per process; the others are counted as "other". */
 export const MAX_MODELS = 200;
@@ -34,10 +31,37 @@ interface RecorderGauges {
   outage: boolean;
 }
 
+// The metrics sit below the domain and the database (docs/architecture.md, "The layers"): they name what they
+// read instead of importing it. The domain's InvocationRow, LeaseStatement and Db are checked against these
+// where the gateway and app.ts hand them over.
+
+/** A gateway call's outcome (the invocation's status). */
+type CallStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
+
+/** The statements a quota lease runs (quota-leases.ts). */
+type LeaseStatement = 'acquire' | 'extend' | 'renew' | 'release';
+
+/** What callEnded() reads of a recorded call (its invocation row). */
+interface EndedCall {
+  workspace_id: string;
+  provider_connection_id: string;
+  requested_model: string;
+  status: CallStatus;
+  error_code: string | null;
+  provider_latency_ms: number | null;
+  nexus_latency_ms: number | null;
+  provider_ttft_ms: number | null;
+}
+
+/** A database handle whose pool is reported (knex: its client's tarn pool, if it has one). */
+interface PooledDb {
+  client: unknown;
+}
+
 /** Why a batch of records was not written as one statement (call-recorder.ts). */
 export type RecorderFailure = 'unavailable' | 'refused' | 'given_up';
 
-const STATUS_LABEL: Record<InvocationStatus, string> = {
+const STATUS_LABEL: Record<CallStatus, string> = {
   SUCCEEDED: 'succeeded',
   UPSTREAM_ERROR: 'upstream_error',
   FAILED: 'failed',
@@ -163,7 +187,7 @@ class InPlaceHistogram {
 interface ModelSeries {
   /** Its model label. */
   model: string;
-  calls: Map<InvocationStatus, CounterSeries>;
+  calls: Map<CallStatus, CounterSeries>;
   input: CounterSeries;
   cached: CounterSeries;
   output: CounterSeries;
@@ -333,7 +357,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     },
   });
 
-  const pools = new Map<string, Db>();
+  const pools = new Map<string, PooledDb>();
   /** A knex pool's figures (tarn); none when the client has no pool. */
   const poolGauge = (name: string, help: string, read: (pool: TarnPool) => number) =>
     new Gauge({
@@ -416,7 +440,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     },
 
     /** A gateway call as recorded: its outcome, its charge and its latencies. */
-    callEnded(invocation: Readonly<InvocationRow>, charged: Charged | null): void {
+    callEnded(invocation: Readonly<EndedCall>, charged: Charged | null): void {
       const connection = invocation.provider_connection_id;
       const conn = connectionSeries(invocation.workspace_id, connection);
       const series = modelSeries(conn, connection, modelLabel(invocation.requested_model));
@@ -461,7 +485,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
       recorderStats = stats;
     },
     /** A knex pool to report (in use, idle, waiting), under `label`. */
-    watchPool(label: string, db: Db): void {
+    watchPool(label: string, db: PooledDb): void {
       pools.set(label, db);
     },
   };

@@ -6,7 +6,7 @@ import { loadConfig } from '../../src/config.js';
 import { systemActor, type Clock } from '../../src/domain/actor.js';
 import { createDomain, type Services, type TestHooks } from '../../src/domain/services.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { fromCreateStrategyDto } from '../../src/domain/plans/plan-mapper.js';
+import { fromCreateStrategyDto } from '../../src/handlers/plans/plan-mapper.js';
 import type { TestDatabase } from '../support/test-db.js';
 import { TEST_ENCRYPTION_KEY } from '../support/test-app.js';
 

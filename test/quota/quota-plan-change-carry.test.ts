@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createQuotaRepo } from '../../src/domain/quota/quota-repo.js';
-import { fromCreateStrategyDto } from '../../src/domain/plans/plan-mapper.js';
+import { fromCreateStrategyDto } from '../../src/handlers/plans/plan-mapper.js';
 import { chargeOnLease, leaseUnits, useUnits, type PeriodRef } from '../support/quota-use.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 import { actor, provisionAccess, servicesFor } from './quota-fixture.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isDatabaseUnavailable } from '../../src/db/unavailable.js';
+import { isDatabaseUnavailable } from '../../src/database-unavailable.js';
 import { toAppError } from '../../src/errors.js';
 
 const withCode = (code: string, message = 'x') => Object.assign(new Error(message), { code });

@@ -1,16 +1,27 @@
 import type {
   ActivateWorkspaceAccessData,
+  ActivateWorkspaceAccessResponses,
   ChangeAccessPlanData,
+  ChangeAccessPlanResponses,
   GetWorkspaceAccessData,
   GetWorkspaceAccessQuotaData,
+  GetWorkspaceAccessQuotaResponses,
+  GetWorkspaceAccessResponses,
   IssueInferenceKeyData,
+  IssueInferenceKeyResponses,
   ListInferenceKeysData,
+  ListInferenceKeysResponses,
   ListWorkspaceUsersData,
+  ListWorkspaceUsersResponses,
   ProvisionWorkspaceUserData,
+  ProvisionWorkspaceUserResponses,
   RenewWorkspaceAccessData,
+  RenewWorkspaceAccessResponses,
   RevokeInferenceKeyData,
+  RevokeInferenceKeyResponses,
   SuspendWorkspaceAccessData,
-} from '../../generated/client/types.gen.js';
+  SuspendWorkspaceAccessResponses,
+} from '../../../generated/client/types.gen.js';
 import {
   toAccessDto,
   toApiKeyDto,
@@ -18,30 +29,30 @@ import {
   toProvisionedDto,
   toQuotaSnapshotDto,
   toWorkspaceUserDto,
-} from '../domain/accesses/access-mapper.js';
-import type { Services } from '../domain/services.js';
-import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../http/handler.js';
-import { listQuery, optionalTimestamp, parseTimestamp } from '../http/wire.js';
+} from './access-mapper.js';
+import type { Services } from '../../domain/services.js';
+import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../../http/handler.js';
+import { listQuery, optionalTimestamp, parseTimestamp } from '../../http/wire.js';
 
 export function accessHandlers({ accesses }: Services, { clock }: HandlerContext): HandlerMap {
   return {
-    provisionWorkspaceUser: handler<ProvisionWorkspaceUserData>(async ({ actor, path, body }) =>
+    provisionWorkspaceUser: handler<ProvisionWorkspaceUserData, ProvisionWorkspaceUserResponses>(async ({ actor, path, body }) =>
       created(toProvisionedDto(await accesses.provision(actor, path.workspaceId, body))),
     ),
-    listWorkspaceUsers: handler<ListWorkspaceUsersData>(async ({ actor, path, query }) => {
+    listWorkspaceUsers: handler<ListWorkspaceUsersData, ListWorkspaceUsersResponses>(async ({ actor, path, query }) => {
       const result = await accesses.list(actor, path.workspaceId, listQuery(query));
       return page(result.items.map(toWorkspaceUserDto), result.nextAfter);
     }),
-    getWorkspaceAccess: handler<GetWorkspaceAccessData>(async ({ actor, path }) =>
+    getWorkspaceAccess: handler<GetWorkspaceAccessData, GetWorkspaceAccessResponses>(async ({ actor, path }) =>
       ok(toAccessDto(await accesses.get(actor, path.accessId))),
     ),
-    activateWorkspaceAccess: handler<ActivateWorkspaceAccessData>(async ({ actor, path }) =>
+    activateWorkspaceAccess: handler<ActivateWorkspaceAccessData, ActivateWorkspaceAccessResponses>(async ({ actor, path }) =>
       ok(toAccessDto(await accesses.activate(actor, path.accessId))),
     ),
-    suspendWorkspaceAccess: handler<SuspendWorkspaceAccessData>(async ({ actor, path }) =>
+    suspendWorkspaceAccess: handler<SuspendWorkspaceAccessData, SuspendWorkspaceAccessResponses>(async ({ actor, path }) =>
       ok(toAccessDto(await accesses.suspend(actor, path.accessId))),
     ),
-    renewWorkspaceAccess: handler<RenewWorkspaceAccessData>(async ({ actor, path, body }) =>
+    renewWorkspaceAccess: handler<RenewWorkspaceAccessData, RenewWorkspaceAccessResponses>(async ({ actor, path, body }) =>
       ok(
         toAccessDto(
           await accesses.renew(actor, path.accessId, {
@@ -52,7 +63,7 @@ export function accessHandlers({ accesses }: Services, { clock }: HandlerContext
         ),
       ),
     ),
-    changeAccessPlan: handler<ChangeAccessPlanData>(async ({ actor, path, body }) =>
+    changeAccessPlan: handler<ChangeAccessPlanData, ChangeAccessPlanResponses>(async ({ actor, path, body }) =>
       ok(
         toAccessDto(
           await accesses.changePlan(actor, path.accessId, {
@@ -62,23 +73,23 @@ export function accessHandlers({ accesses }: Services, { clock }: HandlerContext
         ),
       ),
     ),
-    issueInferenceKey: handler<IssueInferenceKeyData>(async ({ actor, path, body }) => {
+    issueInferenceKey: handler<IssueInferenceKeyData, IssueInferenceKeyResponses>(async ({ actor, path, body }) => {
       const issued = await accesses.issueKey(actor, path.accessId, {
         name: body?.name,
         expiresAt: optionalTimestamp(body?.expiresAt, 'expiresAt'),
       });
       return created(toIssuedKeyDto(issued, clock.now()));
     }),
-    listInferenceKeys: handler<ListInferenceKeysData>(async ({ actor, path, query }) => {
+    listInferenceKeys: handler<ListInferenceKeysData, ListInferenceKeysResponses>(async ({ actor, path, query }) => {
       const result = await accesses.listKeys(actor, path.accessId, listQuery(query));
       const now = clock.now();
       return page(result.items.map((row) => toApiKeyDto(row, now)), result.nextAfter);
     }),
-    revokeInferenceKey: handler<RevokeInferenceKeyData>(async ({ actor, path }) => {
+    revokeInferenceKey: handler<RevokeInferenceKeyData, RevokeInferenceKeyResponses>(async ({ actor, path }) => {
       await accesses.revokeKey(actor, path.accessId, path.keyId);
       return noContent();
     }),
-    getWorkspaceAccessQuota: handler<GetWorkspaceAccessQuotaData>(async ({ actor, path }) =>
+    getWorkspaceAccessQuota: handler<GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaResponses>(async ({ actor, path }) =>
       ok(toQuotaSnapshotDto(await accesses.quotaSnapshot(actor, path.accessId))),
     ),
   };

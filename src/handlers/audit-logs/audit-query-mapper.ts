@@ -1,5 +1,5 @@
 import type { AuditLogDto } from '../../../generated/client/types.gen.js';
-import type { AuditRow } from './audit-repo.js';
+import type { AuditRow } from '../../domain/audit/audit-repo.js';
 
 export function toAuditLogDto(row: AuditRow): AuditLogDto {
   return {

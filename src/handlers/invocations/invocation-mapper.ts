@@ -1,8 +1,8 @@
 import type { InvocationAttemptDto, InvocationDto, Int64String, UsageEventDto, UsageSummaryDto } from '../../../generated/client/types.gen.js';
-import type { UsageEventRow } from '../quota/quota-types.js';
-import type { InvocationRow } from './invocation-types.js';
-import type { UsageGranularity, UsageGroupBy } from './invocation-repo.js';
-import type { UsageSummary } from './invocation-service.js';
+import type { UsageEventRow } from '../../domain/quota/quota-types.js';
+import type { InvocationRow } from '../../domain/invocations/invocation-types.js';
+import type { UsageGranularity, UsageGroupBy } from '../../domain/invocations/invocation-repo.js';
+import type { UsageSummary } from '../../domain/invocations/invocation-service.js';
 
 const iso = (d: Date | null | undefined) => (d ? { value: d.toISOString() } : undefined);
 const ms = (n: number | null) => (n === null || n === undefined ? undefined : Math.round(Number(n) * 1000) / 1000);

@@ -1,5 +1,5 @@
 import type { WorkspaceDto } from '../../../generated/client/types.gen.js';
-import type { WorkspaceRow } from './workspace-repo.js';
+import type { WorkspaceRow } from '../../domain/workspaces/workspace-repo.js';
 
 export function toWorkspaceDto(row: WorkspaceRow): WorkspaceDto {
   return {

@@ -5,16 +5,14 @@ import type {
   PlanDetailDto,
   QuotaStrategyDto,
   RateLimits,
-  RateLimitStateDto,
   StrategyBindingDto,
   WorkspacePlanDto,
 } from '../../../generated/client/types.gen.js';
 import { AppError } from '../../errors.js';
-import type { ModelRule } from '../quota/model-pricing.js';
-import { INT64_MAX } from '../quota/quota-math.js';
-import type { RateView } from '../rate-limits/rate-types.js';
-import type { CreateStrategyInput } from './plan-service.js';
-import type { BindingRow, PlanRow, QuotaStrategyRow } from './plan-types.js';
+import type { ModelRule } from '../../domain/quota/model-pricing.js';
+import { INT64_MAX } from '../../domain/quota/quota-math.js';
+import type { CreateStrategyInput } from '../../domain/plans/plan-service.js';
+import type { BindingRow, PlanRow, QuotaStrategyRow } from '../../domain/plans/plan-types.js';
 
 /** A decimal string to bigint: digits only, 0 .. 2^63-1, else 400 naming the field. */
 function parseInt64(value: string, param: string): bigint {
@@ -71,19 +69,6 @@ function toRateLimitsDto(row: Pick<PlanRow, 'requests_per_minute' | 'tokens_per_
     ...(row.requests_per_minute !== null ? { requestsPerMinute: row.requests_per_minute } : {}),
     ...(row.tokens_per_minute !== null ? { tokensPerMinute: row.tokens_per_minute } : {}),
     ...(row.concurrent_calls !== null ? { concurrentCalls: row.concurrent_calls } : {}),
-  };
-}
-
-/** Where an access's limits stand, on the wire. */
-export function toRateLimitStateDto(view: RateView): RateLimitStateDto {
-  return {
-    ...(view.requests
-      ? { requestsPerMinute: { limit: view.requests.limit, remaining: view.requests.remaining, resetAt: view.requests.resetAt.toISOString() } }
-      : {}),
-    ...(view.tokens
-      ? { tokensPerMinute: { limit: view.tokens.limit, remaining: view.tokens.remaining, resetAt: view.tokens.resetAt.toISOString() } }
-      : {}),
-    ...(view.concurrent ? { concurrentCalls: { limit: view.concurrent.limit, remaining: view.concurrent.remaining } } : {}),
   };
 }
 

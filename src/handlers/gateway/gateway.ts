@@ -6,8 +6,8 @@
  * practice. Should a request get here, it gets the gateway's own answer for a path
  * it does not serve.
  */
-import { AppError } from '../errors.js';
-import type { HandlerMap } from '../http/handler.js';
+import { AppError } from '../../errors.js';
+import type { HandlerMap } from '../../http/handler.js';
 
 const notServedHere = async (): Promise<never> => {
   throw new AppError('route_not_found', 'Gateway calls are served at /providers/{providerConnectionId}/{providerPath}');

@@ -1,6 +1,6 @@
 import type { ProviderCheckResultDto, ProviderConnectionDto } from '../../../generated/client/types.gen.js';
-import type { ProviderCheckResult } from './provider-probe.js';
-import type { ProviderConnectionRow } from './provider-connection-repo.js';
+import type { ProviderCheckResult } from '../../domain/provider-connections/provider-probe.js';
+import type { ProviderConnectionRow } from '../../domain/provider-connections/provider-connection-repo.js';
 
 /** `{publicUrl}/providers/{id}`: what an SDK is pointed at (openai: plus '/v1'). */
 function gatewayBaseUrl(publicUrl: string, connectionId: string): string {

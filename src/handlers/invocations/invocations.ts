@@ -1,24 +1,33 @@
-import type { GetInvocationData, GetUsageSummaryData, ListInvocationsData, ListUsageEventsData } from '../../generated/client/types.gen.js';
-import { toInvocationDto, toUsageEventDto, toUsageSummaryDto } from '../domain/invocations/invocation-mapper.js';
-import type { Services } from '../domain/services.js';
-import { handler, ok, page, type HandlerMap } from '../http/handler.js';
-import { listQuery, optionalTimestamp } from '../http/wire.js';
+import type {
+  GetInvocationData,
+  GetInvocationResponses,
+  GetUsageSummaryData,
+  GetUsageSummaryResponses,
+  ListInvocationsData,
+  ListInvocationsResponses,
+  ListUsageEventsData,
+  ListUsageEventsResponses,
+} from '../../../generated/client/types.gen.js';
+import { toInvocationDto, toUsageEventDto, toUsageSummaryDto } from './invocation-mapper.js';
+import type { Services } from '../../domain/services.js';
+import { handler, ok, page, type HandlerMap } from '../../http/handler.js';
+import { listQuery, optionalTimestamp } from '../../http/wire.js';
 
 export function invocationHandlers({ invocations }: Services): HandlerMap {
   return {
-    listInvocations: handler<ListInvocationsData>(async ({ actor, path, query }) => {
+    listInvocations: handler<ListInvocationsData, ListInvocationsResponses>(async ({ actor, path, query }) => {
       const result = await invocations.list(actor, { ...listQuery(query), workspaceId: path.workspaceId });
       return page(result.items.map((row) => toInvocationDto(row)), result.nextAfter);
     }),
-    getInvocation: handler<GetInvocationData>(async ({ actor, path }) => {
+    getInvocation: handler<GetInvocationData, GetInvocationResponses>(async ({ actor, path }) => {
       const { invocation, usageEvents } = await invocations.get(actor, path.invocationId);
       return ok(toInvocationDto(invocation, usageEvents));
     }),
-    listUsageEvents: handler<ListUsageEventsData>(async ({ actor, path, query }) => {
+    listUsageEvents: handler<ListUsageEventsData, ListUsageEventsResponses>(async ({ actor, path, query }) => {
       const result = await invocations.listUsageEvents(actor, { ...listQuery(query), workspaceId: path.workspaceId });
       return page(result.items.map(toUsageEventDto), result.nextAfter);
     }),
-    getUsageSummary: handler<GetUsageSummaryData>(async ({ actor, path, query }) => {
+    getUsageSummary: handler<GetUsageSummaryData, GetUsageSummaryResponses>(async ({ actor, path, query }) => {
       const granularity = query.granularity ?? 'hour';
       const groupBy = query.groupBy ?? 'model';
       const summary = await invocations.usageSummary(actor, {

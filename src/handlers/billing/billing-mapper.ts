@@ -14,7 +14,7 @@ import type {
   PeriodSyncRow,
   ProductMappingRow,
   WebhookEventRow,
-} from './billing-repo.js';
+} from '../../domain/billing/billing-repo.js';
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : undefined);
 

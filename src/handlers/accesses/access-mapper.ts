@@ -7,12 +7,12 @@ import type {
   WorkspaceAccessDto,
   WorkspaceUserDto,
 } from '../../../generated/client/types.gen.js';
-import type { InferenceKeyRow } from '../inference-keys/inference-key-repo.js';
-import { isKeyEnabled, type IssuedKey } from '../inference-keys/inference-key-service.js';
-import type { QuotaSnapshot } from '../quota/quota-types.js';
-import { toRateLimitStateDto } from '../plans/plan-mapper.js';
-import type { ProvisionResult } from './access-service.js';
-import type { AccessView } from './access-types.js';
+import type { InferenceKeyRow } from '../../domain/inference-keys/inference-key-repo.js';
+import { isKeyEnabled, type IssuedKey } from '../../domain/inference-keys/inference-key-service.js';
+import type { QuotaSnapshot } from '../../domain/quota/quota-types.js';
+import { toRateLimitStateDto } from '../../web/rate-limit-state.js';
+import type { ProvisionResult } from '../../domain/accesses/access-service.js';
+import type { AccessView } from '../../domain/accesses/access-types.js';
 
 export function toAccessDto(row: AccessView): WorkspaceAccessDto {
   return {

@@ -1,0 +1,38 @@
+import type {
+  ArchiveWorkspaceData,
+  ArchiveWorkspaceResponses,
+  CreateWorkspaceData,
+  CreateWorkspaceResponses,
+  GetWorkspaceData,
+  GetWorkspaceResponses,
+  ListWorkspacesData,
+  ListWorkspacesResponses,
+  UpdateWorkspaceData,
+  UpdateWorkspaceResponses,
+} from '../../../generated/client/types.gen.js';
+import type { Services } from '../../domain/services.js';
+import { toWorkspaceDto } from './workspace-mapper.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../../http/handler.js';
+import { listQuery } from '../../http/wire.js';
+
+export function workspaceHandlers({ workspaces }: Services): HandlerMap {
+  return {
+    createWorkspace: handler<CreateWorkspaceData, CreateWorkspaceResponses>(async ({ actor, body }) =>
+      created(toWorkspaceDto(await workspaces.create(actor, body))),
+    ),
+    listWorkspaces: handler<ListWorkspacesData, ListWorkspacesResponses>(async ({ actor, query }) => {
+      const result = await workspaces.list(actor, listQuery(query));
+      return page(result.items.map(toWorkspaceDto), result.nextAfter);
+    }),
+    getWorkspace: handler<GetWorkspaceData, GetWorkspaceResponses>(async ({ actor, path }) =>
+      ok(toWorkspaceDto(await workspaces.get(actor, path.workspaceId))),
+    ),
+    updateWorkspace: handler<UpdateWorkspaceData, UpdateWorkspaceResponses>(async ({ actor, path, body }) =>
+      ok(toWorkspaceDto(await workspaces.update(actor, path.workspaceId, body))),
+    ),
+    archiveWorkspace: handler<ArchiveWorkspaceData, ArchiveWorkspaceResponses>(async ({ actor, path }) => {
+      await workspaces.archive(actor, path.workspaceId);
+      return noContent();
+    }),
+  };
+}

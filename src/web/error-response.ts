@@ -1,0 +1,37 @@
+/**
+ * What both HTTP edges (the Admin API in src/http/ and the gateway in src/gateway/) do the same way:
+ * read a bearer token, and write the Error body of a refusal on a plain node response.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { AppError, errorBody, errorRetryAfter, toAppError } from '../errors.js';
+import type { RequestLocals } from './locals.js';
+
+/** The token of an `Authorization: Bearer` header value. */
+export function bearerOf(authorization: string | undefined): string | undefined {
+  return authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
+}
+
+/** Whether a request has a body not yet read to its end. */
+function bodyUnread(req: IncomingMessage | undefined): boolean {
+  if (!req || req.complete) return false;
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}
+
+/** The Error body for `err` (a 500 that reveals nothing unless it is an AppError), on a plain node response. */
+export function writeError(res: ServerResponse, err: unknown, locals: RequestLocals): void {
+  const appError = toAppError(err);
+  // The cause of an unexpected 500 goes to the log line, with its stack; an expected condition (the database
+  // away: database_unavailable) is its code alone.
+  if (appError.code === 'internal_error' && !(err instanceof AppError)) locals.error = err;
+  locals.errorCode = appError.code;
+  const body = JSON.stringify(errorBody(appError, locals.requestId));
+  res.statusCode = appError.status;
+  const retryAfter = appError.extras.retry_after ?? errorRetryAfter[appError.code];
+  if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  res.setHeader('content-length', Buffer.byteLength(body));
+  // Refused before its body was read to its end: the connection closes once the answer is sent, instead of
+  // staying open while node reads and discards the rest (a client trickling a body would hold the socket).
+  if (bodyUnread(res.req)) res.setHeader('connection', 'close');
+  res.end(body);
+}
