@@ -35,7 +35,7 @@ export function requestLineLevel(status: number, o: { unexpected: boolean; relay
 
 /** `logger.warn({ msg, ... })` puts the object under `message`: lift its fields to the top of the line. */
 const flattenObjectMessage = winston.format((info) => {
-  const message = info.message as unknown;
+  const message = info.message;
   if (message && typeof message === 'object' && !Array.isArray(message)) {
     delete (info as { message?: unknown }).message;
     Object.assign(info, message);

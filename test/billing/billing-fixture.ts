@@ -210,7 +210,7 @@ export async function deliver(w: BillingWorld, conn: Conn, body: string, signatu
     headers: { 'content-type': 'application/json', 'user-agent': 'Stripe/1.0', ...(signature ? { [headerName]: signature } : {}) },
     body,
   });
-  return { status: res.status, body: (await res.json()) as any };
+  return { status: res.status, body: (await res.json()) };
 }
 
 /** Signs and delivers a Stripe event at the clock's now, then processes what is pending. */

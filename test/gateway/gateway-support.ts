@@ -64,7 +64,7 @@ export async function createTenant(t: TestApp, o: TenantOptions): Promise<Tenant
       baseUrl: o.baseUrl,
       apiKey: o.providerKey,
       ...(o.upstreamTimeoutMs ? { upstreamTimeoutMs: o.upstreamTimeoutMs } : {}),
-    } as never,
+    },
   });
   expect(conn.response.status, JSON.stringify(conn.error)).toBe(201);
   const { plan, strategy } = await activePlanThrough(t.client, workspaceId, {

@@ -52,7 +52,7 @@ async function call(tenant: Tenant, init: { path?: string; method?: string; head
     body: init.method === 'GET' ? undefined : (init.body ?? chatBody),
   });
   const text = await res.text();
-  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as any) : undefined };
+  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text)) : undefined };
 }
 
 /** A raw request: the path goes on the wire exactly as written (fetch would normalise it). */
@@ -181,7 +181,7 @@ describe('401: no valid inference key', () => {
   ])('%s', async (_n, headers, code) => {
     const res = await gatewayFetch()(`${a.gatewayBaseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: chatBody });
     expect(res.status).toBe(401);
-    expect(((await res.json()) as any).error).toMatchObject({ code, type: 'authentication_error' });
+    expect(((await res.json())).error).toMatchObject({ code, type: 'authentication_error' });
     expect(res.headers.get('x-nexus-metering-status')).toBe('unmetered');
   });
 

@@ -112,7 +112,7 @@ describe.runIf(usesPostgres)('the release, started as the image starts it', () =
       NEXUS_ENCRYPTION_KEY: encryptionKey,
       NEXUS_MANAGEMENT_KEY: managementKey,
       ...extra,
-    } as NodeJS.ProcessEnv;
+    };
   }
 
   it('holds the compiled server, its migrations and production dependencies, and no TypeScript sources', () => {

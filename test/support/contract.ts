@@ -78,9 +78,9 @@ function matchOperation(method: string, path: string): Operation | undefined {
   const api = contract();
   if (path.startsWith('/providers/')) {
     const id = GATEWAY_OPERATIONS[method.toUpperCase()];
-    return id ? (api.getOperation(id) as Operation | undefined) : undefined;
+    return id ? (api.getOperation(id)) : undefined;
   }
-  return api.router.matchOperation({ method, path, headers: {} }) as Operation | undefined;
+  return api.router.matchOperation({ method, path, headers: {} });
 }
 
 /** An answer Nexus wrote itself (not one the gateway passed through from the provider). */
