@@ -108,6 +108,7 @@ function runUpstream(): void {
 // ---- floor: a bare undici passthrough ------------------------------------------------------
 function runFloor(upstreamUrl: string): void {
   const pool = new Pool(upstreamUrl, { connections: 256, keepAliveTimeout: 30_000 });
+  // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the body is one try/catch: a failure answers 502
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     try {
       const chunks: Buffer[] = [];
