@@ -67,6 +67,7 @@ function repeatLimiter(limit: RepeatLimit, summarize: (repeats: Repeats) => void
   };
   return winston.format((info) => {
     if ((info as Record<symbol, unknown>)[SUMMARY] || (info.level !== 'warn' && info.level !== 'error')) return info;
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- flattenObjectMessage runs first: no object is left here
     const msg = String(info.msg ?? info.message ?? '');
     const errorCode = typeof info.errorCode === 'string' ? info.errorCode : undefined;
     const key = `${info.level}\u0000${msg}\u0000${errorCode ?? ''}`;

@@ -67,7 +67,10 @@ function rawCall(path: string, headers: Record<string, string> = {}): Promise<{ 
         res.on('end', () => {
           const h = new Headers();
           const plain: Record<string, string> = {};
-          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') (h.set(k, v), (plain[k] = v));
+          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') {
+            h.set(k, v);
+            plain[k] = v;
+          }
           const text = Buffer.concat(chunks).toString('utf8');
           const body = text ? JSON.parse(text) : undefined;
           validateGatewayResponse('POST', res.statusCode!, plain, body);

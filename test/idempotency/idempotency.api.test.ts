@@ -5,7 +5,6 @@ import {
   createWorkspace,
   issueInferenceKey,
   provisionWorkspaceUser,
-  publishPlan,
 } from '../support/sdk.js';
 import { createHash } from 'node:crypto';
 import { createIdempotencyRepo } from '../../src/domain/idempotency/idempotency-repo.js';
