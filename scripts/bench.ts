@@ -78,6 +78,7 @@ async function runUpstream(): Promise<void> {
 // ---- floor: a bare undici passthrough ------------------------------------------------------
 function runFloor(upstreamUrl: string): void {
   const pool = new Pool(upstreamUrl, { connections: 256, keepAliveTimeout: 30_000 });
+  // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the body is one try/catch: a failure answers 502
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     try {
       const chunks: Buffer[] = [];
@@ -190,12 +191,12 @@ function start(name: string, args: string[], env: Record<string, string> = {}): 
           continue;
         }
         // What the process prints from now on (its warnings, a node flag's trace) goes to stderr, as it comes.
-        child.stdout!.off('data', onData);
-        child.stdout!.pipe(process.stderr);
+        child.stdout.off('data', onData);
+        child.stdout.pipe(process.stderr);
         return resolve({ child, url: `http://127.0.0.1:${port}` });
       }
     };
-    child.stdout!.on('data', onData);
+    child.stdout.on('data', onData);
     child.on('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
   });
 }
@@ -341,7 +342,7 @@ async function cannon(url: string, headers: Record<string, string>, body: string
   const requests = keys.length
     ? [{ setupRequest: (r: any) => ({ ...r, headers: { ...r.headers, authorization: `Bearer ${keys[next++ % keys.length]}` } }) }]
     : undefined;
-  const result = await autocannon({ url, method: 'POST', headers, body, connections, duration, pipelining: 1, ...(requests ? { requests } : {}) } as autocannon.Options);
+  const result = await autocannon({ url, method: 'POST', headers, body, connections, duration, pipelining: 1, ...(requests ? { requests } : {}) });
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx + result.timeouts };
 }
 

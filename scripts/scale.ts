@@ -71,7 +71,7 @@ async function freePort(): Promise<number> {
 function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--role=upstream'], { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
-    child.stdout!.once('data', (d: Buffer) => resolve({ child, url: `http://127.0.0.1:${(JSON.parse(d.toString()) as { port: number }).port}` }));
+    child.stdout.once('data', (d: Buffer) => resolve({ child, url: `http://127.0.0.1:${(JSON.parse(d.toString()) as { port: number }).port}` }));
     child.once('exit', (code) => reject(new Error(`upstream exited with ${code}`)));
   });
 }
@@ -101,7 +101,7 @@ async function startNexus(databaseUrl: string, workers: number, prepared: boolea
   });
   let listening = 0;
   let buffer = '';
-  child.stdout!.on('data', (d: Buffer) => {
+  child.stdout.on('data', (d: Buffer) => {
     buffer += d.toString();
     const lines = buffer.split('\n');
     buffer = lines.pop()!;
@@ -293,10 +293,10 @@ async function main(): Promise<void> {
       try {
         const options = load(`${nexus.url}${tenant.gatewayPath}/v1/chat/completions`, tenant.apiKeys);
         // A warm-up: the workers' keys cached, their leases taken, the pools' connections open.
-        await autocannon({ ...options, duration: 2 } as autocannon.Options);
+        await autocannon({ ...options, duration: 2 });
         const before = await dbCounters(database);
         const started = Date.now();
-        const result = await autocannon({ ...options, duration: DURATION } as autocannon.Options);
+        const result = await autocannon({ ...options, duration: DURATION });
         const seconds = (Date.now() - started) / 1000;
         const after = await dbCounters(database);
         rows.push({

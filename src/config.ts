@@ -258,7 +258,7 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
      * the listen address is used), true (any peer's), or the ranges (`address/bits`) of the proxies whose
      * headers are believed; the connection's peer address is what is checked (src/http/public-url.ts).
      */
-    trustProxy: v.NEXUS_TRUST_PROXY as boolean | readonly string[],
+    trustProxy: v.NEXUS_TRUST_PROXY,
     allowPrivateUpstreams: v.NEXUS_ALLOW_PRIVATE_UPSTREAMS,
     logLevel: v.NEXUS_LOG_LEVEL,
     /** Largest accepted admin request body, bytes. */

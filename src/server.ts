@@ -20,6 +20,7 @@ function cannotListen(err: unknown, host: string, port: number): string | undefi
       return `Nexus cannot listen on ${address}: permission denied (ports below 1024 need privileges). Set PORT to 1024 or above.`;
     case 'EADDRNOTAVAIL':
       return `Nexus cannot listen on ${address}: this machine has no such address. Set HOST to one of its addresses (or 0.0.0.0).`;
+    case undefined:
     default:
       return undefined;
   }

@@ -60,7 +60,7 @@ function SignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
   return (
     <main class="signin">
       <h1>Nexus console</h1>
-      <form class="card form" onSubmit={submit} aria-label="Sign in">
+      <form class="card form" onSubmit={(e) => void submit(e)} aria-label="Sign in">
         <h2>Sign in</h2>
         <Field label="Management Key" hint="nx-mgmt-…: the root key, or a key scoped to some workspaces. Kept in this tab only (sessionStorage).">
           <input type="password" name="managementKey" autoComplete="off" required minLength={24} value={key} onInput={(e) => setKey(valueOf(e))} autoFocus />

@@ -153,11 +153,11 @@ export function Field(props: { label: string; hint?: string; children: Component
   );
 }
 
-/** A form that submits through `onSubmit` (the browser's own validation first). */
-export function Form(props: { title: string; onSubmit: () => void; children: ComponentChildren; submit: string; disabled?: boolean }) {
+/** A form that submits through `onSubmit` (the browser's own validation first); an async one reports its errors itself (useAction). */
+export function Form(props: { title: string; onSubmit: () => void | Promise<void>; children: ComponentChildren; submit: string; disabled?: boolean }) {
   const submit = (e: Event) => {
     e.preventDefault();
-    props.onSubmit();
+    void props.onSubmit();
   };
   return (
     <form class="card form" onSubmit={submit} aria-label={props.title}>
@@ -197,7 +197,7 @@ export function ShownOnce({ label, secret, onDismiss }: { label: string; secret:
         {secret}
       </code>
       <div class="row">
-        <button type="button" onClick={copy}>
+        <button type="button" onClick={() => void copy()}>
           {copied ? 'Copied' : 'Copy'}
         </button>
         <button type="button" onClick={onDismiss}>

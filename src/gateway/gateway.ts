@@ -325,12 +325,11 @@ export function createGateway(deps: GatewayDeps) {
    */
   async function handleMe(req: IncomingMessage, res: ServerResponse, locals: RequestLocals, connectionId = NO_CONNECTION): Promise<void> {
     locals.operationId = 'getMe';
-    let looked: AuthRow | null = null;
     try {
       if (req.method !== 'GET') throw new AppError('method_not_allowed', `${req.method} is not allowed on /v1/me`);
       const token = credentialOf(req);
       req.resume();
-      looked = await cache.read(token, connectionId);
+      const looked = await cache.read(token, connectionId);
       const now = clock.now();
       const me = meOf(looked, now, meter.rateView(looked, now));
       if (connectionId !== NO_CONNECTION && (!looked!.connection_id || looked!.connection_status === 'ARCHIVED')) {

@@ -274,7 +274,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
     // Lowered to the plan's cap (SDKs that always ask for the model's maximum still work); every cap the
     // request names above it is lowered, so whichever the provider honours holds the bound.
     for (const field of CAP_FIELDS[inspector.endpoint]) {
-      if (typeof body[field] === 'number' && (body[field] as number) > maxOutputTokens) body[field] = maxOutputTokens;
+      if (typeof body[field] === 'number' && (body[field]) > maxOutputTokens) body[field] = maxOutputTokens;
     }
     outputCap = { sent: maxOutputTokens, requested: perChoice };
     perChoice = maxOutputTokens;

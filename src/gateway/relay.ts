@@ -145,7 +145,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     }
     pool.dispatch(
       {
-        method: request.method as Dispatcher.HttpMethod,
+        method: request.method,
         path: request.path,
         headers: request.headers,
         body: request.body.length ? request.body : null,

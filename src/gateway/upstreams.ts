@@ -49,7 +49,7 @@ export function createUpstreamPools(options: { allowPrivate: boolean; connection
         connections: options.connections ?? 256,
         keepAliveTimeout: 30_000,
         keepAliveMaxTimeout: 300_000,
-        connect: { lookup: lookup as never },
+        connect: { lookup: lookup },
       });
       pools.set(url.origin, { pool, usedAt: Date.now() });
       return pool;

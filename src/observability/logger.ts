@@ -35,7 +35,7 @@ export function requestLineLevel(status: number, o: { unexpected: boolean; relay
 
 /** `logger.warn({ msg, ... })` puts the object under `message`: lift its fields to the top of the line. */
 const flattenObjectMessage = winston.format((info) => {
-  const message = info.message as unknown;
+  const message = info.message;
   if (message && typeof message === 'object' && !Array.isArray(message)) {
     delete (info as { message?: unknown }).message;
     Object.assign(info, message);
@@ -67,6 +67,7 @@ function repeatLimiter(limit: RepeatLimit, summarize: (repeats: Repeats) => void
   };
   return winston.format((info) => {
     if ((info as Record<symbol, unknown>)[SUMMARY] || (info.level !== 'warn' && info.level !== 'error')) return info;
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- flattenObjectMessage runs first: no object is left here
     const msg = String(info.msg ?? info.message ?? '');
     const errorCode = typeof info.errorCode === 'string' ? info.errorCode : undefined;
     const key = `${info.level}\u0000${msg}\u0000${errorCode ?? ''}`;

@@ -70,7 +70,7 @@ async function rawPost(path: string, body: string) {
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
     body,
   });
-  return { status: res.status, body: (await res.json()) as any };
+  return { status: res.status, body: (await res.json()) };
 }
 
 const periodsOf = (accessId: string) => t.database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start');
@@ -428,7 +428,7 @@ describe('changeAccessPlan', () => {
     const [period] = await periodsOf(access.id);
     // Use 2000 of 3000 in the first 10 days (old share for 10 days: 1000; 1000 used beyond it).
     current = new Date(START.getTime() + 10 * DAY);
-    await useUnits(t.database.db, period!, 2000n, current);
+    await useUnits(t.database.db, period, 2000n, current);
 
     const res = await changeAccessPlan({ client: t.client, path: { accessId: access.id }, body: { planId: big.plan.id } });
     expect(res.response.status).toBe(200);
@@ -551,7 +551,7 @@ describe('getWorkspaceAccessQuota', () => {
     const { plan, strategy } = await activePlan(ws.id, 'huge', '9223372036854775807');
     const { access } = await provision(ws.id, plan.id);
     const [period] = await periodsOf(access.id);
-    await leaseUnits(t.database.db, period!, 1000n, { now: START, expiresAt: new Date(START.getTime() + 60_000) });
+    await leaseUnits(t.database.db, period, 1000n, { now: START, expiresAt: new Date(START.getTime() + 60_000) });
     const res = await getWorkspaceAccessQuota({ client: t.client, path: { accessId: access.id } });
     expect(res.data).toEqual({
       workspaceAccessId: access.id,

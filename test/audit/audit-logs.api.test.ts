@@ -200,7 +200,7 @@ describe('listAuditLogs', () => {
         headers: { authorization: `Bearer ${TEST_ROOT_KEY}` },
       });
       expect(res.status).toBe(400);
-      expect(((await res.json()) as any).error.param).toBe(param);
+      expect(((await res.json())).error.param).toBe(param);
     });
   });
 });

@@ -19,7 +19,6 @@ import {
   publishPlanStrategy,
 } from '../support/sdk.js';
 import type { BillingConnectionDto, CreateBillingConnectionDto, Int64String } from '../../generated/client/types.gen.js';
-import { systemActor } from '../../src/domain/actor.js';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { FakePaddle } from './fake-paddle.js';
@@ -210,7 +209,7 @@ export async function deliver(w: BillingWorld, conn: Conn, body: string, signatu
     headers: { 'content-type': 'application/json', 'user-agent': 'Stripe/1.0', ...(signature ? { [headerName]: signature } : {}) },
     body,
   });
-  return { status: res.status, body: (await res.json()) as any };
+  return { status: res.status, body: (await res.json()) };
 }
 
 /** Signs and delivers a Stripe event at the clock's now, then processes what is pending. */
@@ -235,5 +234,3 @@ export async function billingPeriods(w: BillingWorld, accessId: string) {
 export async function grantRows(w: BillingWorld, accessId: string) {
   return w.t.database.db('billing_period_grants').where({ workspace_access_id: accessId }).orderBy('period_start');
 }
-
-const rootActor = () => systemActor('test');

@@ -67,7 +67,7 @@ async function raw(method: string, path: string, body?: string) {
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
     ...(body !== undefined ? { body } : {}),
   });
-  return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
+  return { status: res.status, body: await res.json().catch(() => undefined) };
 }
 
 describe('createBillingConnection', () => {
@@ -332,7 +332,7 @@ describe('createCheckout refusals', () => {
     const accessId = await provision(w, workspaceId, planId);
     const noCheckout = await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro', false);
     const call = (body: Record<string, unknown>) =>
-      createCheckout({ client: w.t.client, path: { accessId }, body: { billingConnectionId: conn.dto.id, productMappingId: noCheckout, successUrl: 'https://a.example/ok', ...body } as any });
+      createCheckout({ client: w.t.client, path: { accessId }, body: { billingConnectionId: conn.dto.id, productMappingId: noCheckout, successUrl: 'https://a.example/ok', ...body } });
 
     let res = await call({});
     expect(res.response.status).toBe(409);
@@ -470,7 +470,7 @@ describe('the webhook receiver', () => {
       body: '{"id":"evt_not_gzip"}',
     });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as any).error).toMatchObject({ code: 'invalid_request', type: 'invalid_request_error' });
+    expect(((await res.json())).error).toMatchObject({ code: 'invalid_request', type: 'invalid_request_error' });
   });
 
   it('answers 404 for an unknown connection (or a malformed id) and 400 for a connection without a secret', async () => {

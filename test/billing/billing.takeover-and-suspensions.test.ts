@@ -88,7 +88,7 @@ async function suspend(accessId: string) {
 async function billingActivations(accessId: string) {
   const res = await listAuditLogs({ client: w.t.client, path: { workspaceId }, query: { action: 'access.activated', limit: 100 } });
   expect(res.response.status).toBe(200);
-  return res.data!.filter((e) => e.resourceId === accessId && String(e.changes.reason ?? '').startsWith('billing:'));
+  return res.data!.filter((e) => e.resourceId === accessId && typeof e.changes.reason === 'string' && e.changes.reason.startsWith('billing:'));
 }
 
 describe('a billed period starting before the free period opened at provisioning', () => {

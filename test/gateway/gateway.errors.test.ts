@@ -52,7 +52,7 @@ async function call(tenant: Tenant, init: { path?: string; method?: string; head
     body: init.method === 'GET' ? undefined : (init.body ?? chatBody),
   });
   const text = await res.text();
-  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text) as any) : undefined };
+  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text)) : undefined };
 }
 
 /** A raw request: the path goes on the wire exactly as written (fetch would normalise it). */
@@ -67,7 +67,10 @@ function rawCall(path: string, headers: Record<string, string> = {}): Promise<{ 
         res.on('end', () => {
           const h = new Headers();
           const plain: Record<string, string> = {};
-          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') (h.set(k, v), (plain[k] = v));
+          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') {
+            h.set(k, v);
+            plain[k] = v;
+          }
           const text = Buffer.concat(chunks).toString('utf8');
           const body = text ? JSON.parse(text) : undefined;
           validateGatewayResponse('POST', res.statusCode!, plain, body);
@@ -181,7 +184,7 @@ describe('401: no valid inference key', () => {
   ])('%s', async (_n, headers, code) => {
     const res = await gatewayFetch()(`${a.gatewayBaseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: chatBody });
     expect(res.status).toBe(401);
-    expect(((await res.json()) as any).error).toMatchObject({ code, type: 'authentication_error' });
+    expect(((await res.json())).error).toMatchObject({ code, type: 'authentication_error' });
     expect(res.headers.get('x-nexus-metering-status')).toBe('unmetered');
   });
 

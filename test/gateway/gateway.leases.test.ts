@@ -165,7 +165,7 @@ describe('a burst at an exhausted quota', () => {
       try {
         await lock.raw('lock table quota_periods in access exclusive mode');
         const burst = await Promise.race([
-          Promise.all(Array.from({ length: 20 }, () => call(tenant).then(async (res) => [res.status, (await res.json()) as any] as const))),
+          Promise.all(Array.from({ length: 20 }, () => call(tenant).then(async (res) => [res.status, (await res.json())] as const))),
           new Promise<'waited'>((r) => setTimeout(() => r('waited'), 3000)),
         ]);
         expect(burst, 'the calls waited for the locked period').not.toBe('waited');

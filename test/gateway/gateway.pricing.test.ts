@@ -194,7 +194,7 @@ describe('model allow-list', () => {
     expect(openaiUp.requests.length).toBe(seen);
     const after = await settled(tenant);
     expect(after).toEqual(before);
-    const inv = await invocationOf(tenant, (refused as InstanceType<typeof OpenAI.PermissionDeniedError>).headers!.get('x-nexus-request-id')!);
+    const inv = await invocationOf(tenant, (refused as InstanceType<typeof OpenAI.PermissionDeniedError>).headers.get('x-nexus-request-id')!);
     expect(inv).toMatchObject({ status: 'REJECTED', errorCode: 'model_not_allowed', requestedModel: 'gpt-3.5-turbo', quotaUnits: '0' });
     // The end user can read the list: GET /v1/me.
     const me = await getMe({ client: createClient({ baseUrl: t.url, fetch: gatewayFetch(), headers: { Authorization: `Bearer ${tenant.apiKey}` } }) });

@@ -174,7 +174,7 @@ describe('openai profile through the openai SDK', () => {
     const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/models?limit=5&after=x`, { headers: { authorization: `Bearer ${oa.apiKey}` } });
     expect(res.status).toBe(200);
     expect(res.headers.get('x-nexus-metering-status')).toBe('unmetered');
-    expect(((await res.json()) as any).data[0].id).toBe('fake-model');
+    expect(((await res.json())).data[0].id).toBe('fake-model');
     expect(openaiUp.requests.at(-1)!.url).toBe('/v1/models?limit=5&after=x');
     const del = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/files/file-1`, { method: 'DELETE', headers: { 'x-api-key': oa.apiKey } });
     expect(del.status).toBe(200);
@@ -198,7 +198,7 @@ describe('openai profile through the openai SDK', () => {
     // The fake has no such route: its own 404 comes back as it is.
     expect(res.status).toBe(404);
     expect(res.headers.get('x-nexus-metering-status')).toBe('unmetered');
-    expect(((await res.json()) as any).error.message).toBe(`no route ${method} /v1/assistants/asst_1`);
+    expect(((await res.json())).error.message).toBe(`no route ${method} /v1/assistants/asst_1`);
     const seen = openaiUp.requests.at(-1)!;
     expect(seen.method).toBe(method);
     expect(seen.body).toBe(body);
@@ -226,7 +226,7 @@ describe('openai profile through the openai SDK', () => {
     });
     expect(res.status).toBe(429);
     expect(res.headers.get('retry-after')).toBe('7');
-    expect(((await res.json()) as any).error.message).toBe('upstream says no');
+    expect(((await res.json())).error.message).toBe('upstream says no');
     const inv = await invocationByRequestId(oa, res.headers.get('x-nexus-request-id')!);
     expect(inv).toMatchObject({ status: 'UPSTREAM_ERROR', quotaUnits: '0' });
     expect(inv.attempt!.httpStatus).toBe(429);
@@ -334,7 +334,7 @@ describe('openai profile through the openai SDK', () => {
       const refused = await next(responseId);
       expect(refused.status).toBe(429);
       // (A stream's call may not be settled yet when its client has read its last event: its bound is still held then.)
-      const [, bound, available] = /^This call may need up to (\d+) units; (\d+) are available$/.exec(((await refused.json()) as any).error.message)!;
+      const [, bound, available] = /^This call may need up to (\d+) units; (\d+) are available$/.exec(((await refused.json())).error.message)!;
       expect(Number(bound)).toBeGreaterThan(11_000);
       expect(Number(available)).toBeLessThanOrEqual(5000);
       // A response no record knows (made elsewhere) cannot be bounded: admitted, charged exactly afterwards.

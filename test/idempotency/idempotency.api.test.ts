@@ -5,7 +5,6 @@ import {
   createWorkspace,
   issueInferenceKey,
   provisionWorkspaceUser,
-  publishPlan,
 } from '../support/sdk.js';
 import { createHash } from 'node:crypto';
 import { createIdempotencyRepo } from '../../src/domain/idempotency/idempotency-repo.js';
@@ -233,7 +232,7 @@ describe('what makes two requests the same', () => {
       },
       body,
     });
-    return { status: res.status, body: (await res.json()) as any, replayed: res.headers.get('idempotent-replayed') };
+    return { status: res.status, body: (await res.json()), replayed: res.headers.get('idempotent-replayed') };
   }
 
   it('the order of keys in the body, at any depth, does not matter; values do', async () => {

@@ -68,7 +68,7 @@ async function raw(method: string, path: string, body?: string) {
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
     ...(body !== undefined ? { body } : {}),
   });
-  return { status: res.status, body: (await res.json()) as any };
+  return { status: res.status, body: (await res.json()) };
 }
 
 describe('plans', () => {

@@ -27,7 +27,7 @@ const body = (over: Record<string, unknown> = {}): CreateQuotaStrategyDto =>
     cachedInputMultiplierPpm: '500000',
     maxOutputTokens: 4096,
     ...over,
-  }) as CreateQuotaStrategyDto;
+  });
 
 const rule = (pattern: string, ppm = '3000000') => ({ pattern, inputMultiplierPpm: ppm, cachedInputMultiplierPpm: ppm, outputMultiplierPpm: ppm });
 
@@ -41,7 +41,7 @@ async function raw(path: string, payload: unknown) {
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
     body: JSON.stringify(payload),
   });
-  return { status: res.status, body: (await res.json()) as any };
+  return { status: res.status, body: (await res.json()) };
 }
 
 describe('model rules, allow-list and output cap policy on quota strategies', () => {

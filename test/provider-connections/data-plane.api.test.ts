@@ -35,7 +35,7 @@ async function listModels(gatewayBaseUrl: string, inferenceKey: string, headers:
   const res = await callGateway(`${gatewayBaseUrl}/v1/models`, { headers: { authorization: `Bearer ${inferenceKey}`, ...headers } });
   const text = await res.text();
   expect(text).not.toContain(SECRET_MARKER);
-  return { status: res.status, body: text ? (JSON.parse(text) as any) : undefined };
+  return { status: res.status, body: text ? (JSON.parse(text)) : undefined };
 }
 
 describe('provider connection changes on the data plane', () => {

@@ -74,7 +74,7 @@ async function raw(method: string, path: string, body?: string, token = TEST_ROO
     ...(body !== undefined ? { body } : {}),
   });
   const text = await res.text();
-  return { status: res.status, text, body: text ? (JSON.parse(text) as any) : undefined };
+  return { status: res.status, text, body: text ? (JSON.parse(text)) : undefined };
 }
 
 function errorOf(res: { error?: unknown }) {

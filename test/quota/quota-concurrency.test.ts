@@ -158,7 +158,7 @@ describe('refusals, the sweeper and immutability', () => {
     // The dead processes' calls used some of their leases before they died.
     await chargeOnLease(database.db, period, stale[0]!, { bound: 30n, units: 30n });
     const counts = await Promise.all([services.quota.sweepExpired(new Date()), services.quota.sweepExpired(new Date())]);
-    expect(counts[0]!.leases + counts[1]!.leases).toBe(3);
+    expect(counts[0].leases + counts[1].leases).toBe(3);
     expect(await periodRow(period.id)).toMatchObject({ reserved_units: 50n, consumed_units: 30n });
     // A call of that process recorded after its lease expired (its process was cut off, not dead): it takes
     // nothing from the lease, whose units went back, and is charged to the period directly.

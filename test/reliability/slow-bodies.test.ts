@@ -89,7 +89,7 @@ describe('a request refused before its body was read', () => {
     ['without a key', {}, 'missing_credentials'],
     ['with an unknown key', { authorization: 'Bearer nx-test-not-a-key-0123456789abcdefghij' }, 'invalid_inference_key'],
   ])('%s: answered at once, with Connection: close, and the connection ends', async (_name, headers, code) => {
-    const { answer, closedAfterMs } = await trickle(chat(), headers as Record<string, string>, 100_000, 10_000);
+    const { answer, closedAfterMs } = await trickle(chat(), headers, 100_000, 10_000);
     expect(answer).toMatch(/^HTTP\/1\.1 401 /);
     expect(answer).toMatch(/\r\nconnection: close\r\n/i);
     expect(answer).toContain(`"code":"${code}"`);

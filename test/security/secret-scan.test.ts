@@ -166,7 +166,7 @@ describe('the secret scan', () => {
       return found[0]!;
     };
     const call = { workspaceId: oa.workspaceId, connectionId: oa.connectionId, accessId: oa.accessId, model: 'gpt-scan', metering: 'metered' };
-    expect(lineOf(ids.json!)).toMatchObject({
+    expect(lineOf(ids.json)).toMatchObject({
       ...call,
       method: 'POST',
       operationId: 'proxyProviderPost',
@@ -179,13 +179,13 @@ describe('the secret scan', () => {
       outputTokens: 4,
       units: 12 - 2 + 1 + 4 * 2,
     });
-    for (const field of ['durationMs', 'upstreamMs', 'addedMs']) expect(lineOf(ids.json!)[field], field).toBeTypeOf('number');
-    expect(lineOf(ids.stream!)).toMatchObject({ ...call, status: 200, outcome: 'SUCCEEDED', streamed: true });
-    for (const field of ['ttftMs', 'upstreamTtftMs']) expect(lineOf(ids.stream!)[field], field).toBeTypeOf('number');
-    expect(lineOf(ids.anthropic!)).toMatchObject({ workspaceId: an.workspaceId, model: 'claude-scan', status: 200, outcome: 'SUCCEEDED', metering: 'metered' });
-    expect(lineOf(ids.upstreamError!)).toMatchObject({ ...call, status: 500, upstreamStatus: 500, outcome: 'UPSTREAM_ERROR', units: 0 });
-    expect(lineOf(ids.quota!)).toMatchObject({ ...call, status: 429, outcome: 'REJECTED', errorCode: 'quota_insufficient', upstreamStatus: null });
-    expect(lineOf(ids.invalidKey!)).toMatchObject({ status: 401, errorCode: 'invalid_inference_key', operationId: 'proxyProviderPost' });
+    for (const field of ['durationMs', 'upstreamMs', 'addedMs']) expect(lineOf(ids.json)[field], field).toBeTypeOf('number');
+    expect(lineOf(ids.stream)).toMatchObject({ ...call, status: 200, outcome: 'SUCCEEDED', streamed: true });
+    for (const field of ['ttftMs', 'upstreamTtftMs']) expect(lineOf(ids.stream)[field], field).toBeTypeOf('number');
+    expect(lineOf(ids.anthropic)).toMatchObject({ workspaceId: an.workspaceId, model: 'claude-scan', status: 200, outcome: 'SUCCEEDED', metering: 'metered' });
+    expect(lineOf(ids.upstreamError)).toMatchObject({ ...call, status: 500, upstreamStatus: 500, outcome: 'UPSTREAM_ERROR', units: 0 });
+    expect(lineOf(ids.quota)).toMatchObject({ ...call, status: 429, outcome: 'REJECTED', errorCode: 'quota_insufficient', upstreamStatus: null });
+    expect(lineOf(ids.invalidKey)).toMatchObject({ status: 401, errorCode: 'invalid_inference_key', operationId: 'proxyProviderPost' });
     const gatewayLines = Object.values(ids).map((id) => JSON.stringify(lineOf(id)));
     for (const line of gatewayLines) {
       expect(line).not.toContain(SECRET_MARKER);

@@ -166,7 +166,7 @@ async function fixtures(name: string): Promise<Fixtures> {
     body: { name: `${name} billing`, provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' },
   });
   expect(billing.response.status).toBe(201);
-  const connectionId = billing.data!.id;
+  const connectionId = billing.data.id;
   const webhookSecret = `whsec_${SECRET_MARKER}-${name}`;
   expect((await configureBillingWebhookSecret({ client: t.client, path: { connectionId }, body: { webhookSecret } })).response.status).toBe(200);
   const mapping = await createBillingProductMapping({
@@ -197,13 +197,13 @@ async function fixtures(name: string): Promise<Fixtures> {
     providerConnectionId: tenant.connectionId,
     planId,
     strategyId: tenant.strategyId,
-    bindingId: bindings.data![0]!.id,
+    bindingId: bindings.data[0]!.id,
     accessId: tenant.accessId,
     keyId: tenant.apiKeyId,
     connectionId,
-    mappingId: mapping.data!.id,
-    eventId: events.data![0]!.id,
-    invocationId: invocations.data![0]!.id,
+    mappingId: mapping.data.id,
+    eventId: events.data[0]!.id,
+    invocationId: invocations.data[0]!.id,
     apiKey: tenant.apiKey,
     webhookSecret,
   };
@@ -240,7 +240,7 @@ async function call(op: Operation, token: string | undefined, headers: Record<st
 
 async function auditOf(workspaceId: string): Promise<string[]> {
   const res = await listAuditLogs({ client: t.client, path: { workspaceId }, query: { limit: 100 } });
-  return res.data!.map((e) => e.id);
+  return res.data.map((e) => e.id);
 }
 
 let auditBefore: string[];
@@ -344,6 +344,6 @@ describe('what the sweep leaves behind', () => {
   it("changes nothing of workspace A: its audit log is as it was; B's key lists B's workspace only", async () => {
     expect(await auditOf(a.workspaceId)).toEqual(auditBefore);
     const listed = await listWorkspaces({ client: t.clientWith(scopedToB), query: { limit: 100 } });
-    expect(listed.data!.map((w) => w.id)).toEqual([b.workspaceId]);
+    expect(listed.data.map((w) => w.id)).toEqual([b.workspaceId]);
   });
 });

@@ -48,7 +48,7 @@ function hasMetadata(node: unknown, seen = new Set<unknown>()): boolean {
 }
 
 const operations: Operation[] = Object.entries(contract.paths).flatMap(([path, item]) =>
-  ['post', 'put', 'patch', 'delete'].flatMap((method) => (item[method] ? [{ ...item[method]!, method: method.toUpperCase(), path }] : [])),
+  ['post', 'put', 'patch', 'delete'].flatMap((method) => (item[method] ? [{ ...item[method], method: method.toUpperCase(), path }] : [])),
 );
 // The gateway's operations relay the client's body to the provider: not the Admin API's to judge.
 const admin = operations.filter((op) => !op.path.startsWith('/providers/'));
@@ -131,7 +131,7 @@ describe('metadata', () => {
     expect(refused.status).toBe(400);
     await refused.text();
     const after = await listWorkspaces({ client: t.client, query: { limit: 100 } });
-    expect(after.data!.map((w) => w.id)).toEqual(before.data!.map((w) => w.id));
+    expect(after.data.map((w) => w.id)).toEqual(before.data.map((w) => w.id));
 
     const created = await t.fetch(`${t.url}/admin/v1/workspaces`, {
       method: 'POST',

@@ -138,7 +138,7 @@ export { scientific, strategy };
   try {
     execFileSync(process.execPath, [join(projectRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir, stdio: 'pipe', encoding: 'utf8' });
   } catch (err) {
-    throw new Error(`the consumer does not typecheck:\n${(err as { stdout?: string }).stdout}`);
+    throw new Error(`the consumer does not typecheck:\n${(err as { stdout?: string }).stdout}`, { cause: err });
   }
 
   // Asynchronously: the service answering it runs in this process.

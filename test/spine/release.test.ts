@@ -49,7 +49,7 @@ function execForm(args: string): string[] {
 /** `ENV A=1 B=2` lines of a stage, as one object. */
 function envOf(instructions: { keyword: string; args: string }[]): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const { keyword, args } of instructions.filter((i) => i.keyword === 'ENV')) {
+  for (const { args } of instructions.filter((i) => i.keyword === 'ENV')) {
     for (const pair of args.split(/\s+/)) {
       const eq = pair.indexOf('=');
       env[pair.slice(0, eq)] = pair.slice(eq + 1);
@@ -112,7 +112,7 @@ describe.runIf(usesPostgres)('the release, started as the image starts it', () =
       NEXUS_ENCRYPTION_KEY: encryptionKey,
       NEXUS_MANAGEMENT_KEY: managementKey,
       ...extra,
-    } as NodeJS.ProcessEnv;
+    };
   }
 
   it('holds the compiled server, its migrations and production dependencies, and no TypeScript sources', () => {

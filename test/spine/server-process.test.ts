@@ -35,7 +35,7 @@ function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
     NEXUS_LOG_LEVEL: 'info',
     HOST: '127.0.0.1',
     ...extra,
-  } as NodeJS.ProcessEnv;
+  };
 }
 
 function run(script: string, args: string[], extra: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -52,8 +52,8 @@ function run(script: string, args: string[], extra: Record<string, string> = {})
 async function startServer(port: number, extra: Record<string, string> = {}): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: projectRoot, env: env({ PORT: String(port), ...extra }) });
   let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
+  child.stdout.on('data', (d) => (output += d));
+  child.stderr.on('data', (d) => (output += d));
   const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
   const deadline = Date.now() + 45_000;
   while (!output.includes('"msg":"listening"')) {

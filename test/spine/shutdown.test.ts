@@ -16,7 +16,7 @@ it('on shutdown stops accepting, finishes the request in flight, then closes', a
   const socket = connect(Number(port), '127.0.0.1');
   await new Promise((r) => socket.once('connect', r));
   let answer = '';
-  socket.on('data', (d) => (answer += d));
+  socket.on('data', (d: Buffer) => (answer += d.toString('utf8')));
   const ended = new Promise((r) => socket.once('end', r));
   socket.write(
     `POST /admin/v1/workspaces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_ROOT_KEY}\r\n` +

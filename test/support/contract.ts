@@ -29,7 +29,8 @@ function contract(): OpenAPIBackend {
       },
     });
     backend.validateDefinition = () => backend!.document;
-    backend.init();
+    // Quick mode with a document object: init() has run to its end by the time it returns its promise.
+    void backend.init();
   }
   return backend;
 }
@@ -60,7 +61,7 @@ function validateHeaders(id: string, status: number, declared: DeclaredResponse,
       continue;
     }
     if (spec.schema && !headerAjv.validate(spec.schema, value)) {
-      throw new ContractViolation(`${id} ${status}: header ${name}='${value}' does not match: ${headerAjv.errorsText()}`);
+      throw new ContractViolation(`${id} ${status}: header ${name}='${String(value)}' does not match: ${headerAjv.errorsText()}`);
     }
   }
 }
@@ -78,9 +79,9 @@ function matchOperation(method: string, path: string): Operation | undefined {
   const api = contract();
   if (path.startsWith('/providers/')) {
     const id = GATEWAY_OPERATIONS[method.toUpperCase()];
-    return id ? (api.getOperation(id) as Operation | undefined) : undefined;
+    return id ? (api.getOperation(id)) : undefined;
   }
-  return api.router.matchOperation({ method, path, headers: {} }) as Operation | undefined;
+  return api.router.matchOperation({ method, path, headers: {} });
 }
 
 /** An answer Nexus wrote itself (not one the gateway passed through from the provider). */

@@ -33,7 +33,7 @@ async function rawPost(path: string, body: string, headers: Record<string, strin
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json', ...headers },
     body,
   });
-  return { status: res.status, body: (await res.json()) as any, headers: res.headers };
+  return { status: res.status, body: (await res.json()), headers: res.headers };
 }
 
 describe('request bodies: their content type, and what validation errors say', () => {
@@ -52,17 +52,17 @@ describe('request bodies: their content type, and what validation errors say', (
 
   it('validation messages name the field and what it takes', async () => {
     const noBody = await t.fetch(`${t.url}/admin/v1/workspaces`, { method: 'POST', headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
-    expect(((await noBody.json()) as any).error).toMatchObject({ code: 'invalid_parameter', message: 'The request body is required (JSON)', param: null });
+    expect(((await noBody.json())).error).toMatchObject({ code: 'invalid_parameter', message: 'The request body is required (JSON)', param: null });
     expect((await rawPost('/admin/v1/workspaces', '{}')).body.error).toMatchObject({ message: 'name is required', param: 'name' });
     const badStatus = await t.fetch(`${t.url}/admin/v1/workspaces?status=GONE`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
     expect(badStatus.status).toBe(400);
-    expect(((await badStatus.json()) as any).error).toMatchObject({ message: 'status must be one of ACTIVE, ARCHIVED', param: 'status' });
+    expect(((await badStatus.json())).error).toMatchObject({ message: 'status must be one of ACTIVE, ARCHIVED', param: 'status' });
     expect((await rawPost('/admin/v1/workspaces', '{"name":"  "}')).body.error).toMatchObject({ message: 'name must not be blank', param: 'name' });
     const unknownQuery = await t.fetch(`${t.url}/admin/v1/workspaces?from=2026-01-01`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
-    expect(((await unknownQuery.json()) as any).error).toMatchObject({ message: "Unknown query parameter 'from'", param: 'from' });
+    expect(((await unknownQuery.json())).error).toMatchObject({ message: "Unknown query parameter 'from'", param: 'from' });
     expect((await rawPost('/admin/v1/workspaces', '{"name":"a","nmae":"b"}')).body.error).toMatchObject({ message: "Unknown field 'nmae'" });
     const badId = await t.fetch(`${t.url}/admin/v1/workspaces/not-a-uuid`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
-    expect(((await badId.json()) as any).error).toMatchObject({ message: 'workspaceId must be a UUID', param: 'workspaceId' });
+    expect(((await badId.json())).error).toMatchObject({ message: 'workspaceId must be a UUID', param: 'workspaceId' });
     const ws = await newWorkspace('to patch');
     const emptyPatch = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}`, {
       method: 'PATCH',
@@ -70,13 +70,13 @@ describe('request bodies: their content type, and what validation errors say', (
       body: '{}',
     });
     expect(emptyPatch.status).toBe(400);
-    expect(((await emptyPatch.json()) as any).error.message).toBe('The request body must name at least one field to change');
+    expect(((await emptyPatch.json())).error.message).toBe('The request body must name at least one field to change');
   });
 
   it('types, lengths, patterns, non-object bodies and out-of-range instants are refused in plain words', async () => {
     const get = async (path: string) => {
       const res = await t.fetch(`${t.url}${path}`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
-      return { status: res.status, error: ((await res.json()) as any).error };
+      return { status: res.status, error: ((await res.json())).error };
     };
     expect(await get('/admin/v1/workspaces?limit=abc')).toMatchObject({ status: 400, error: { message: 'limit must be an integer', param: 'limit' } });
     expect(await get('/admin/v1/workspaces?cursor=')).toMatchObject({ status: 400, error: { message: 'cursor must be at least 1 character long' } });
@@ -125,7 +125,7 @@ describe('request bodies: their content type, and what validation errors say', (
     const ws = await newWorkspace('patched with NUL');
     const query = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}/audit-logs?action=a%00b`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
     expect(query.status).toBe(400);
-    expect(((await query.json()) as any).error).toMatchObject({ param: 'action' });
+    expect(((await query.json())).error).toMatchObject({ param: 'action' });
     const patch = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}`, {
       method: 'PATCH',
       headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
@@ -217,7 +217,7 @@ describe('createWorkspace', () => {
   it('rejects a path parameter with a malformed percent-encoding with 400, not 500', async () => {
     const res = await t.fetch(`${t.url}/admin/v1/workspaces/%E0%A4%A`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
     expect(res.status).toBe(400);
-    const body = (await res.json()) as any;
+    const body = (await res.json());
     expect(body.error).toMatchObject({ code: 'invalid_request', type: 'invalid_request_error' });
     expect(body.error.request_id).toBe(res.headers.get('x-request-id'));
   });
@@ -264,7 +264,7 @@ describe('listWorkspaces', () => {
     await updateWorkspace({ client: t.client, path: { workspaceId: a.id }, body: { name: 'cursor-a2' } });
     const get = async (path: string) => {
       const res = await t.fetch(`${t.url}${path}`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
-      return { status: res.status, headers: res.headers, error: ((await res.json()) as any).error };
+      return { status: res.status, headers: res.headers, error: ((await res.json())).error };
     };
     const audit = await get(`/admin/v1/workspaces/${a.id}/audit-logs?limit=1`);
     const auditCursor = audit.headers.get('x-next-cursor');
@@ -325,7 +325,7 @@ describe('listWorkspaces', () => {
     it('with 400 naming the parameter', async () => {
       const res = await t.fetch(`${t.url}/admin/v1/workspaces?${query}`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
       expect(res.status).toBe(400);
-      expect(((await res.json()) as any).error.param).toBe(param);
+      expect(((await res.json())).error.param).toBe(param);
     });
   });
 });
@@ -425,13 +425,13 @@ describe('the spine', () => {
   it('answers unknown routes with a 404 Error body', async () => {
     const res = await fetch(`${t.url}/admin/v1/nothing-here`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
     expect(res.status).toBe(404);
-    expect(((await res.json()) as any).error).toMatchObject({ code: 'route_not_found', type: 'not_found_error' });
+    expect(((await res.json())).error).toMatchObject({ code: 'route_not_found', type: 'not_found_error' });
   });
 
   it('serves health, readiness, the contract, the docs and metrics', async () => {
     expect((await t.fetch(`${t.url}/healthz`)).status).toBe(200);
     expect((await t.fetch(`${t.url}/readyz`)).status).toBe(200);
-    const doc = (await (await fetch(`${t.url}/openapi.json`)).json()) as any;
+    const doc = (await (await fetch(`${t.url}/openapi.json`)).json());
     expect(doc.openapi).toBe('3.1.0');
     const docs = await (await fetch(`${t.url}/docs`)).text();
     expect(docs).toContain('src="docs/standalone.js"');
@@ -447,7 +447,7 @@ describe('the spine', () => {
   it('the contract and the API reference name the server to call: NEXUS_PUBLIC_URL, else the listen address; their assets load by relative URL', async () => {
     /** GET with the Host header a client behind some name would send (fetch will not send one of its own). */
     const getAs = async (host: string, path: string) => (await request(t.url).get(path).set('Host', host)).text;
-    const served = (await (await fetch(`${t.url}/openapi.json`)).json()) as any;
+    const served = (await (await fetch(`${t.url}/openapi.json`)).json());
     expect(served.servers).toEqual([{ url: t.url, description: 'This Nexus' }]);
     const docs = await (await fetch(`${t.url}/docs`)).text();
     expect(docs).toContain('data-url="openapi.json"');
@@ -463,7 +463,7 @@ describe('the spine', () => {
 
     const configured = await t.withEnv({ NEXUS_PUBLIC_URL: 'https://gw.example.com/nexus' });
     try {
-      const doc = (await (await fetch(`${configured.url}/openapi.json`)).json()) as any;
+      const doc = (await (await fetch(`${configured.url}/openapi.json`)).json());
       expect(doc.servers).toEqual([{ url: 'https://gw.example.com/nexus', description: 'This Nexus' }]);
       const docs = await (await fetch(`${configured.url}/docs`)).text();
       expect(docs).toContain('&quot;url&quot;:&quot;https://gw.example.com/nexus&quot;');

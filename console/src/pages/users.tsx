@@ -196,7 +196,7 @@ export function UsersPage({ client, workspace }: PageProps) {
             </Field>
           </div>
           <label class="check">
-            <input type="checkbox" checked={form.issueInferenceKey} onChange={(e) => setForm({ ...form, issueInferenceKey: (e.currentTarget as HTMLInputElement).checked })} /> Issue an
+            <input type="checkbox" checked={form.issueInferenceKey} onChange={(e) => setForm({ ...form, issueInferenceKey: (e.currentTarget).checked })} /> Issue an
             inference key
           </label>
         </Form>

@@ -66,10 +66,10 @@ export function createAccessRepo(db: Queryable) {
         .select('a.*')
         .whereIn('a.status', ['PENDING', 'ACTIVE', 'SUSPENDED'])
         .where((w) =>
-          w
+          void w
             .where('a.access_ends_at', '<=', now)
             .orWhere((w2) =>
-              w2
+              void w2
                 .whereNot('a.status', 'PENDING')
                 .whereRaw('(select max(p.period_end) from quota_periods p where p.workspace_access_id = a.id) <= ?', [now]),
             ),

@@ -254,7 +254,7 @@ export function createBillingRepo(db: Queryable) {
       const [row] = await q('billing_webhook_events')
         .where({ id })
         .andWhere((w) => {
-          w.whereIn('status', from).orWhere((s) => s.where({ status: 'PROCESSING' }).andWhere('processing_started_at', '<', staleBefore));
+          w.whereIn('status', from).orWhere((s) => void s.where({ status: 'PROCESSING' }).andWhere('processing_started_at', '<', staleBefore));
         })
         .update({ status: 'PROCESSING', attempts: q.raw('attempts + 1'), processing_started_at: now })
         .returning('*');
@@ -275,9 +275,9 @@ export function createBillingRepo(db: Queryable) {
       const rows = await q('billing_webhook_events')
         .select('id')
         .where({ status: 'RECEIVED' })
-        .orWhere((w) => w.where({ status: 'PROCESSING' }).andWhere('processing_started_at', '<', staleBefore))
+        .orWhere((w) => void w.where({ status: 'PROCESSING' }).andWhere('processing_started_at', '<', staleBefore))
         .orWhere((w) =>
-          w
+          void w
             .where({ status: 'FAILED' })
             .andWhere('attempts', '<', maxAttempts)
             .andWhereRaw(`processing_started_at + power(2, attempts) * interval '1 minute' <= ?`, [now]),
@@ -339,7 +339,7 @@ export function createBillingRepo(db: Queryable) {
         .join('workspaces as ws', 'ws.id', 'a.workspace_id')
         .whereNot('ws.status', 'ARCHIVED')
         .whereNotIn('a.status', ['EXPIRED', 'REVOKED'])
-        .andWhere((w) => w.whereIn('s.status', ['past_due', 'canceled']).orWhere('s.cancel_at_period_end', true));
+        .andWhere((w) => void w.whereIn('s.status', ['past_due', 'canceled']).orWhere('s.cancel_at_period_end', true));
       return rows.map((r: { workspace_access_id: string; workspace_id: string }) => ({ accessId: r.workspace_access_id, workspaceId: r.workspace_id }));
     },
 

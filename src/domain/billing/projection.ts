@@ -85,6 +85,8 @@ export function desiredAccessStatus(p: ExternalSubscriptionRow, now: Date, grace
       const end = p.ended_at ?? p.current_period_end;
       return !end || end <= now ? 'EXPIRED' : 'ACTIVE';
     }
+    case 'incomplete':
+    case 'incomplete_expired':
     default:
       return null;
   }

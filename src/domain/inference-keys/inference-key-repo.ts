@@ -42,7 +42,7 @@ export function createInferenceKeyRepo(db: Queryable) {
       const minuteAgo = new Date(at.getTime() - 60_000);
       const n = await q('inference_keys')
         .where({ id })
-        .where((w) => w.whereNull('last_request_at').orWhere('last_request_at', '<=', minuteAgo))
+        .where((w) => void w.whereNull('last_request_at').orWhere('last_request_at', '<=', minuteAgo))
         .update({ last_request_at: at });
       return Number(n) > 0;
     },

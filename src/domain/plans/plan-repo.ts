@@ -78,7 +78,7 @@ export function createPlanRepo(db: Queryable) {
     async liveBindings(planId: string, q: Queryable = db): Promise<BindingRow[]> {
       return q('plan_strategy_bindings')
         .where({ plan_id: planId })
-        .where((w) => w.whereNull('effective_to').orWhereRaw('effective_to > effective_from'))
+        .where((w) => void w.whereNull('effective_to').orWhereRaw('effective_to > effective_from'))
         .orderBy('effective_from', 'asc');
     },
 
@@ -91,7 +91,7 @@ export function createPlanRepo(db: Queryable) {
       const binding = (await q('plan_strategy_bindings')
         .where({ plan_id: planId })
         .where('effective_from', '<=', at)
-        .where((w) => w.whereNull('effective_to').orWhere('effective_to', '>', at))
+        .where((w) => void w.whereNull('effective_to').orWhere('effective_to', '>', at))
         .orderBy('effective_from', 'desc')
         .first()) as BindingRow | undefined;
       if (!binding) return undefined;

@@ -148,6 +148,7 @@ function resolveAll(host: string): Promise<LookupAddress[]> {
  */
 export async function assertSafeUpstreamUrl(raw: string, opts: { allowPrivate: boolean }): Promise<URL> {
   if (raw.length > MAX_URL_LENGTH) throw invalid(`baseUrl must be at most ${MAX_URL_LENGTH} characters`);
+  // eslint-disable-next-line no-control-regex -- a URL with a control character is refused: that is what this matches
   if (/[\s\u0000-\u001f\u007f]/.test(raw)) throw invalid('baseUrl must not contain whitespace or control characters');
   let url: URL;
   try {

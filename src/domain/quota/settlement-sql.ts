@@ -29,6 +29,7 @@ export const lockedInIdOrder = (table: 'quota_leases' | 'quota_periods', ids: st
   `(select id from ${table} where id in (${ids}) order by id for update)`;
 
 /** A call admitted on a quota lease, as the statement reads it (`units` is 0 when it is not charged). */
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- the shape of the JSON the statement reads (CallRows.leaseCall), for the reader
 interface LeaseCallSettlement {
   lease_id: string;
   /** The call's upper bound, admitted against the lease: what its USAGE event may hold at most. */

@@ -79,11 +79,11 @@ export function viewOfWindow(
   const resetAt = new Date(w + WINDOW_MS);
   const view: RateView = {};
   if (limits.requestsPerMinute !== null) {
-    const used = current ? Number(row!.requests ?? 0) : 0;
+    const used = current ? Number(row.requests ?? 0) : 0;
     view.requests = { limit: limits.requestsPerMinute, remaining: Math.max(0, limits.requestsPerMinute - used), resetAt };
   }
   if (limits.tokensPerMinute !== null) {
-    const used = current ? Number(row!.tokens ?? 0) : 0;
+    const used = current ? Number(row.tokens ?? 0) : 0;
     view.tokens = { limit: limits.tokensPerMinute, remaining: Math.max(0, limits.tokensPerMinute - used), resetAt };
   }
   if (limits.concurrentCalls !== null) {

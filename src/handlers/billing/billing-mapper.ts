@@ -42,7 +42,7 @@ export function toBillingConnectionDto(row: BillingConnectionRow, publicUrl: str
     credentialPreview: row.credential_preview ?? undefined,
     lastVerifiedAt: iso(row.last_verified_at),
     externalAccountId: row.external_account_id ?? undefined,
-  }) as BillingConnectionDto;
+  });
 }
 
 export function toProductMappingDto(row: ProductMappingRow): BillingProductMappingDto {
@@ -56,7 +56,7 @@ export function toProductMappingDto(row: ProductMappingRow): BillingProductMappi
     status: row.status,
     createdAt: row.created_at.toISOString(),
     disabledAt: iso(row.disabled_at),
-  }) as BillingProductMappingDto;
+  });
 }
 
 export function toCheckoutDto(row: CheckoutRow, provider: BillingConnectionRow['provider']): BillingCheckoutDto {
@@ -86,7 +86,7 @@ export function toWebhookEventDto(row: WebhookEventRow): BillingWebhookEventDto 
     lastError: row.last_error ?? undefined,
     receivedAt: row.received_at.toISOString(),
     processedAt: iso(row.processed_at),
-  }) as BillingWebhookEventDto;
+  });
 }
 
 export function toExternalSubscriptionDto(row: ExternalSubscriptionRow): ExternalSubscriptionDto {
@@ -108,7 +108,7 @@ export function toExternalSubscriptionDto(row: ExternalSubscriptionRow): Externa
     pastDueSince: iso(row.past_due_since),
     sourceUpdatedAt: row.source_updated_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
-  }) as ExternalSubscriptionDto;
+  });
 }
 
 export function toPeriodSyncDto(row: PeriodSyncRow, applied: boolean, quotaGranted: boolean): BillingPeriodSyncDto {
