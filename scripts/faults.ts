@@ -404,7 +404,6 @@ async function drainScenario(upstream: string): Promise<Row> {
   const files = readdirSync(join(dir, 'spool')).length;
   await sleep(Math.max(0, cutAt + 10_000 - Date.now()));
   await proxy.restore();
-  const back = Date.now();
   const delivered = answers.filter((x) => x.status === 200);
   const written = await until(async () => {
     const ids = new Set((await recorded(t.accessId)).map((r) => r.request_id));
