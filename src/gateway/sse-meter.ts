@@ -29,7 +29,10 @@
  * message_delta with stop_reason "max_tokens" and message_stop), the relay aborts
  * the upstream request, and the call is charged its output bound.
  */
-import { anthropicUsage, big, openAiUsage, responseIdOf, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import { responseIdOf, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import { anthropicUsage } from './protocols/anthropic.js';
+import { openAiUsage } from './protocols/openai.js';
+import { big } from './protocols/protocol.js';
 
 /** Bytes of output text counted as one token by the estimate: about twice what a BPE token averages. */
 const BYTES_PER_TOKEN = 8;
@@ -67,42 +70,6 @@ function lastEventEnd(buf: Buffer): number {
     at = buf.lastIndexOf(NEWLINE, at - 1);
   }
   return 0;
-}
-
-const bytesOf = (value: unknown): number => (typeof value === 'string' ? Buffer.byteLength(value) : 0);
-
-/** Output text of an OpenAI chat or completions chunk, in bytes. */
-function chatText(chunk: Json): number {
-  if (!Array.isArray(chunk.choices)) return 0;
-  let n = 0;
-  for (const choice of chunk.choices as Json[]) {
-    if (!choice || typeof choice !== 'object') continue;
-    n += bytesOf(choice.text);
-    const d = choice.delta as Json | undefined;
-    if (!d || typeof d !== 'object') continue;
-    n += bytesOf(d.content) + bytesOf(d.reasoning_content) + bytesOf(d.reasoning) + bytesOf(d.refusal);
-    if (d.function_call && typeof d.function_call === 'object') n += bytesOf(d.function_call.name) + bytesOf(d.function_call.arguments);
-    if (Array.isArray(d.tool_calls)) {
-      for (const call of d.tool_calls as Json[]) {
-        const f = call?.function as Json | undefined;
-        if (f && typeof f === 'object') n += bytesOf(f.name) + bytesOf(f.arguments);
-      }
-    }
-  }
-  return n;
-}
-
-/** Output text of a Responses API event (its `*.delta` events: text, reasoning, refusals, arguments), in bytes. */
-function responsesText(event: Json): number {
-  const type = event.type;
-  return typeof type === 'string' && type.endsWith('.delta') && !type.includes('audio') ? bytesOf(event.delta) : 0;
-}
-
-/** Output text of an Anthropic event (content_block_delta: text, tool input JSON, thinking), in bytes. */
-function anthropicText(event: Json): number {
-  if (event.type !== 'content_block_delta' || !event.delta || typeof event.delta !== 'object') return 0;
-  const d = event.delta as Json;
-  return bytesOf(d.text) + bytesOf(d.partial_json) + bytesOf(d.thinking);
 }
 
 const itemIndex = (value: unknown): number | undefined =>
@@ -215,11 +182,11 @@ export class SseMeter {
       return block;
     }
     if (!parsed || typeof parsed !== 'object') return block;
-    const anthropic = this.inspector.profile === 'anthropic';
+    const anthropic = this.inspector.protocol.profile === 'anthropic';
     const responses = this.inspector.endpoint === 'responses';
     if (anthropic) this.readAnthropic(parsed);
     else this.readOpenAi(parsed);
-    const text = anthropic ? anthropicText(parsed) : responses ? responsesText(parsed) : chatText(parsed);
+    const text = this.inspector.protocol.streamText(parsed, this.inspector.endpoint);
     if (text > 0) {
       this.textEvents++;
       this.textBytes += text;
@@ -323,7 +290,7 @@ export class SseMeter {
   private ending(): string {
     const output = Number(this.bounds.outputBound);
     const { input, cached } = this.input();
-    if (this.inspector.profile === 'anthropic') {
+    if (this.inspector.protocol.profile === 'anthropic') {
       let out = '';
       for (const index of this.openBlocks) out += sse('content_block_stop', { index });
       out += sse('message_delta', { delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { output_tokens: output } });
