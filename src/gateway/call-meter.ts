@@ -25,6 +25,7 @@
 import type { Clock } from '../domain/actor.js';
 import type { LearnedOutput } from '../domain/changes/change-feed.js';
 import type { InvocationRepo } from '../domain/invocations/invocation-repo.js';
+import { compileModelPolicy, rulesFromStored, type ModelPolicy } from '../domain/quota/model-pricing.js';
 import type { QuotaLeases } from '../domain/quota/quota-leases.js';
 import type { RateAllowances } from '../domain/rate-limits/rate-allowances.js';
 import { limitsOf } from '../domain/rate-limits/rate-service.js';
@@ -43,6 +44,10 @@ import { MeteredCall, type CallMeter, type CallStart, type OverBound, type Quota
 const BEGUN_WRITE_MS = 50;
 /** Responses API calls remembered per process, so a call continuing one finds its tokens before its record is written. */
 const RECENT_RESPONSES = 10_000;
+/** Strategy versions whose model policy is kept compiled; the oldest compiled is dropped first. */
+const MAX_POLICIES = 1000;
+/** A key's row without a period (so without a strategy): every model, no rules. */
+const NO_STRATEGY = compileModelPolicy({ inputMultiplierPpm: 0n, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: 0n }, [], null);
 
 export function createCallMeter(deps: {
   repo: Pick<CallRepo, 'heartbeat' | 'snapshot'>;
@@ -77,6 +82,12 @@ export function createCallMeter(deps: {
   let begunTimer: NodeJS.Timeout | undefined;
   /** Responses API calls metered lately, by access and response id: the tokens a call continuing one adds to its input. */
   const recentResponses = new Map<string, bigint>();
+  /**
+   * The model rules and allow-list of a strategy version, compiled once per version: a published version
+   * never changes, and only published ones are bound (so no row read later can hold other rules for the
+   * same id).
+   */
+  const policies = new Map<string, ModelPolicy>();
 
   const meter: CallMeter = {
     leases,
@@ -118,6 +129,26 @@ export function createCallMeter(deps: {
       const known = recentResponses.get(`${auth.workspace_access_id} ${responseId}`);
       if (known !== undefined) return known;
       return (await deps.invocations.conversationTokens(auth.workspace_id, auth.workspace_access_id, responseId)) ?? 0n;
+    },
+
+    modelPolicy(auth: AuthRow): ModelPolicy {
+      const id = auth.strategy_id;
+      if (id === null) return NO_STRATEGY;
+      let policy = policies.get(id);
+      if (!policy) {
+        policy = compileModelPolicy(
+          {
+            inputMultiplierPpm: auth.input_multiplier_ppm!,
+            cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
+            outputMultiplierPpm: auth.output_multiplier_ppm!,
+          },
+          rulesFromStored(auth.model_rules ?? []),
+          auth.allowed_models,
+        );
+        if (policies.size >= MAX_POLICIES) policies.delete(policies.keys().next().value!);
+        policies.set(id, policy);
+      }
+      return policy;
     },
 
     /**

@@ -26,7 +26,7 @@ import type { Clock } from '../domain/actor.js';
 import type { LearnedOutput } from '../domain/changes/change-feed.js';
 import type { AttemptStatus, InvocationStatus } from '../domain/invocations/invocation-types.js';
 import type { Admission, QuotaLeases } from '../domain/quota/quota-leases.js';
-import { compileModelPolicy, rulesFromStored, type ModelPolicy, type Pricing } from '../domain/quota/model-pricing.js';
+import type { ModelPolicy, Pricing } from '../domain/quota/model-pricing.js';
 import { boundUnits, chargeUnits, MAX_CALL_UNITS } from '../domain/quota/quota-math.js';
 import type { RateAllowances, RateTicket } from '../domain/rate-limits/rate-allowances.js';
 import { limitsOf } from '../domain/rate-limits/rate-service.js';
@@ -85,36 +85,6 @@ const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
  * the gateway follows none and passes no Location on (it would name the upstream's host).
  */
 const succeeded = (status: number) => status < 300 || status === 304;
-
-/**
- * The model rules and allow-list of a strategy version, compiled once per version: a published version
- * never changes, and only published ones are bound (so no row read later can hold other rules for the
- * same id). Bounded: the oldest compiled is dropped first.
- */
-const policies = new Map<string, ModelPolicy>();
-const MAX_POLICIES = 1000;
-/** A key's row without a period (so without a strategy): every model, no rules. */
-const NO_STRATEGY = compileModelPolicy({ inputMultiplierPpm: 0n, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: 0n }, [], null);
-
-function modelPolicyOf(auth: AuthRow): ModelPolicy {
-  const id = auth.strategy_id;
-  if (id === null) return NO_STRATEGY;
-  let policy = policies.get(id);
-  if (!policy) {
-    policy = compileModelPolicy(
-      {
-        inputMultiplierPpm: auth.input_multiplier_ppm!,
-        cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
-        outputMultiplierPpm: auth.output_multiplier_ppm!,
-      },
-      rulesFromStored(auth.model_rules ?? []),
-      auth.allowed_models,
-    );
-    if (policies.size >= MAX_POLICIES) policies.delete(policies.keys().next().value!);
-    policies.set(id, policy);
-  }
-  return policy;
-}
 
 /** 403 before the upstream is called: the strategy does not allow the model the request names (or it names none). */
 function assertModelAllowed(policy: ModelPolicy, model: string): void {
@@ -210,6 +180,8 @@ export interface CallMeter {
   streamBegan(): void;
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
   conversationTokens(auth: AuthRow, responseId: string): Promise<bigint>;
+  /** The model rules and allow-list of the row's strategy version, compiled once per version. */
+  modelPolicy(auth: AuthRow): ModelPolicy;
   quotaView(row: AuthRow | null, now: Date): QuotaView | undefined;
   /** The key's row read again, bypassing the cache (a period found over). */
   reload(credential: string, connectionId: string): Promise<CacheEntry>;
@@ -297,7 +269,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.prepared = prepared;
     const read: CallRead = { requestedModel: prepared.requestedModel, streamed: prepared.stream, leaseId: null };
     this.read = read;
-    const policy = modelPolicyOf(auth);
+    const policy = this.meter.modelPolicy(auth);
     assertModelAllowed(policy, prepared.requestedModel);
     const pricing = policy.pricingFor(prepared.requestedModel);
     this.pricing = pricing;
@@ -366,7 +338,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const model = modelNamedIn(raw);
     this.read = { requestedModel: model, streamed: false, leaseId: null };
     this.view = this.meter.quotaView(this.row, now);
-    const policy = modelPolicyOf(this.row);
+    const policy = this.meter.modelPolicy(this.row);
     if (policy.restricted && model) assertModelAllowed(policy, model);
     await this.admitRate(0n);
   }
@@ -377,7 +349,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
    * is filtered by (none when every model is allowed).
    */
   free(endpoint: FreeEndpoint, raw: Buffer, now: Date): ((model: string) => boolean) | undefined {
-    const policy = modelPolicyOf(this.row);
+    const policy = this.meter.modelPolicy(this.row);
     this.view = this.meter.quotaView(this.row, now);
     if (endpoint.kind === 'models') return policy.restricted ? (model) => policy.allows(model) : undefined;
     const model = endpoint.kind === 'model' ? endpoint.model : modelNamedIn(raw);
