@@ -21,6 +21,7 @@
  */
 import { AppError } from '../errors.js';
 import { protocolOf } from './protocols/index.js';
+import { responseIdOf } from './protocols/openai.js';
 import type { Endpoint, FreeEndpoint, Inspector, ProtocolProfile, Usage } from './protocols/protocol.js';
 
 export type { FreeEndpoint, Inspector, Usage } from './protocols/protocol.js';
@@ -248,11 +249,6 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
     inspector.endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id ? body.previous_response_id : null;
   const inputBound = BigInt(raw.length - inlineImageExcess(inspector, raw, body));
   return { requestedModel, stream, body: sent, inputBound, outputBound, usageInjected, previousResponseId, outputCap };
-}
-
-/** A Responses API answer's id (what a later call names as its previous_response_id), within reason. */
-export function responseIdOf(value: unknown): string | null {
-  return typeof value === 'string' && value.length > 0 && value.length <= 256 ? value : null;
 }
 
 /** Usage and model of a complete JSON answer (and a Responses API answer's id). */

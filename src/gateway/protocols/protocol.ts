@@ -6,7 +6,8 @@
  * A protocol declares: which paths are metered (an endpoint each, whose inspector reads the request for
  * its bounds and the answer for its usage: inspectors.ts, sse-meter.ts), which free endpoint it has
  * beyond the model list, how the connection's key goes up, how a usage object reads, where an inline
- * image is in a request body, and how much output text a stream event carries. Every protocol answers a
+ * image is in a request body, and how a stream reads (its usage, its output text, and the end a
+ * stream cut at its output bound gets). Every protocol answers a
  * refusal of the gateway's own with the shared Error body (src/http/api.ts): a protocol that needs its
  * own error shape adds it here.
  */
@@ -53,8 +54,41 @@ export interface ProtocolTable {
   imageMark: Buffer;
   /** The base64 data of an inline image, when `node` of a request body is one. */
   inlineImage(node: Record<string, unknown>): string | undefined;
-  /** The output text (bytes) a stream event of `endpoint` carries. */
-  streamText(event: Json, endpoint: Endpoint): number;
+  /** The reader of one metered stream of `endpoint` (made per stream: it keeps what the stream's end needs). */
+  streamReader(endpoint: Endpoint): StreamReader;
+}
+
+/** What a stream's meter (sse-meter.ts) knows of it: its reader fills it in as the events come. */
+export interface StreamState {
+  usage: Usage | null;
+  model: string | null;
+  /** A Responses API stream's response id. */
+  responseId: string | null;
+  /** The upstream's final usage report was read. */
+  complete: boolean;
+}
+
+/** What the end of a cut stream reports. */
+export interface StreamCut {
+  /** Its output bound. */
+  outputTokens: number;
+  /** The input as reported so far, else its bound; the cached part of it. */
+  inputTokens: number;
+  cachedTokens: number;
+  /** The client asked for usage in the stream (the gateway did not add it). */
+  usageAsked: boolean;
+}
+
+/** A protocol's reading of one metered stream, event by event (each event's data, parsed). */
+export interface StreamReader {
+  /** What the event says of the usage, the model and the response id, into `state`. */
+  read(event: Json, state: StreamState): void;
+  /** The output text the event carries, in bytes. */
+  text(event: Json): number;
+  /** The event goes on to the client: what a cut stream's end is made of is kept. */
+  forwarded(event: Json): void;
+  /** The events that end a cut stream, as the protocol ends an answer that reached its cap. */
+  ending(state: StreamState, cut: StreamCut): string;
 }
 
 export interface Protocol extends ProtocolTable {
@@ -104,6 +138,9 @@ export function big(value: unknown): bigint {
 
 /** A string's length in UTF-8 bytes (0 for anything else). */
 export const bytesOf = (value: unknown): number => (typeof value === 'string' ? Buffer.byteLength(value) : 0);
+
+/** An SSE event of `type` with its data (`type` repeated in it, as the protocols that name their events do). */
+export const sseEvent = (type: string, data: Json) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
 
 export const isImageDataUrl = (value: unknown): value is string =>
   typeof value === 'string' && value.startsWith('data:image/') && value.includes(';base64,');
