@@ -4,7 +4,7 @@ import { big, bytesOf, defineProtocol, sseEvent, type StreamCut, type StreamRead
 type Json = Record<string, any>;
 
 /** Anthropic: input_tokens excludes cache reads and writes; cache writes count as (uncached) input. */
-export function anthropicUsage(u: Json | null | undefined): Usage | null {
+function anthropicUsage(u: Json | null | undefined): Usage | null {
   if (!u || typeof u !== 'object' || typeof u.input_tokens !== 'number') return null;
   const read = big(u.cache_read_input_tokens);
   return {

@@ -10,7 +10,7 @@ const MAX_OUTPUT_ITEMS = 1024;
 type Json = Record<string, any>;
 
 /** OpenAI usage objects: chat/completions/embeddings (prompt_/completion_tokens) and responses (input_/output_tokens). */
-export function openAiUsage(u: Json | null | undefined): Usage | null {
+function openAiUsage(u: Json | null | undefined): Usage | null {
   if (!u || typeof u !== 'object') return null;
   if (typeof u.prompt_tokens === 'number') {
     return {
