@@ -20,6 +20,7 @@ import { createDomain, type Domain, type Services } from './domain/services.js';
 import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
+import { createGatewayParts } from './gateway/gateway-parts.js';
 import { pathOf } from './web/request-target.js';
 import { createApi } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
@@ -219,21 +220,27 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   app.set('query parser', 'simple');
   const observer = requestObserver({ logger, metrics, inflight, tracer });
   app.use(observer.middleware((req) => api.operationIdOf(req)));
-  // The gateway's paths never enter express: it reads its own raw body, and express's routing and
-  // response helpers would cost a gateway call about a sixth of its CPU.
-  const gateway = createGateway({
+  // The gateway's process-wide parts, composed once beside the domain's (src/gateway/gateway-parts.ts).
+  const gatewayParts = createGatewayParts({
     db,
     config,
     clock,
     logger,
-    quota: services.quota,
-    rates: services.rates,
     hasher: services.hasher,
-    secretBox: services.secretBox,
     changes: services.changes,
     metrics,
+  });
+  const gateway = createGateway({
+    parts: gatewayParts,
+    config,
+    clock,
+    quota: services.quota,
+    rates: services.rates,
+    secretBox: services.secretBox,
     tracer,
   });
+  // The gateway's paths never enter express: it reads its own raw body, and express's routing and
+  // response helpers would cost a gateway call about a sixth of its CPU.
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     const me = isMePath(req.url!);
     if (!me && !isGatewayPath(req.url!)) {

@@ -10,7 +10,7 @@
  * bound when a notification is lost. An expired key is refused by its
  * expires_at, read on every call. A cached period that has ended is never used, and one the
  * quota admission finds over (split by a plan change) is read again at once
- * (gateway.ts). While the database cannot be reached, a key seen lately keeps
+ * (metered-call.ts). While the database cannot be reached, a key seen lately keeps
  * its last answer for a bounded grace (outageGraceMs).
  *
  * A lookup is single-flight per (key, connection): the calls that miss while one is under way wait for
@@ -23,7 +23,9 @@ import { AppError } from '../errors.js';
 import type { Clock } from '../domain/actor.js';
 import type { Change } from '../domain/changes/change-feed.js';
 import type { AuthRow, CallRepo } from './call-repo.js';
-import type { MaskedKey } from './secret-mask.js';
+import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
+import type { SecretBox } from '../domain/security/secret-box.js';
+import { maskedKey, type MaskedKey } from './secret-mask.js';
 
 /**
  * The looked-up row of a key that may be answered at all (a gateway call, /v1/me): 401 for an unknown,
@@ -37,7 +39,28 @@ export function authorizeKey(row: AuthRow | null, now: Date): AuthRow {
   return row;
 }
 
-/** What a call needs of its connection beyond the row: made once per entry (gateway.ts), kept only as long as it. */
+/**
+ * The looked-up row of a gateway call that may go on: authorizeKey's refusals, then 403 and 404 for its
+ * access and connection, in the order a caller can act on them.
+ */
+export function authorizeCall(found: AuthRow | null, now: Date): AuthRow {
+  const row = authorizeKey(found, now);
+  if (row.access_status === 'SUSPENDED') {
+    throw new AppError('access_suspended', 'The workspace access is suspended', { current_status: row.access_status });
+  }
+  if (row.access_status !== 'ACTIVE' || row.access_starts_at > now || (row.access_ends_at && row.access_ends_at <= now)) {
+    throw new AppError('access_not_active', 'The workspace access is not active', { current_status: row.access_status });
+  }
+  if (!row.connection_id || row.connection_status === 'ARCHIVED') {
+    throw new AppError('provider_connection_not_found', 'No active provider connection with that id', { param: 'providerConnectionId' });
+  }
+  if (row.connection_status !== 'ACTIVE') {
+    throw new AppError('connection_suspended', 'The provider connection is suspended', { current_status: row.connection_status ?? '' });
+  }
+  return row;
+}
+
+/** What a call needs of its connection beyond the row: made once per entry (upstreamOf), kept only as long as it. */
 export interface Upstream {
   /** The connection's decrypted key. */
   apiKey: string;
@@ -50,6 +73,18 @@ export interface Upstream {
 export interface CacheEntry extends Partial<Upstream> {
   row: AuthRow | null;
   loadedAt: number;
+}
+
+/** The connection's decrypted key, its mask and its parsed base URL, made once per cache entry. */
+export function upstreamOf(entry: CacheEntry, auth: AuthRow, secretBox: SecretBox): Upstream {
+  entry.apiKey ??= openProviderApiKey(secretBox, {
+    id: auth.connection_id!,
+    api_key_ciphertext: auth.api_key_ciphertext!,
+    api_key_key_id: auth.api_key_key_id!,
+  });
+  if (entry.maskedKey === undefined) entry.maskedKey = maskedKey(entry.apiKey);
+  entry.baseUrl ??= new URL(auth.base_url!);
+  return entry as Upstream;
 }
 
 const MAX_ENTRIES = 10_000;

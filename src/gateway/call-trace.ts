@@ -8,7 +8,7 @@
 import { SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import { parentContext, traceparentOf } from '../observability/tracing.js';
-import type { ProtocolProfile } from './headers.js';
+import type { ProtocolProfile } from './protocols/protocol.js';
 import type { Inspector, PreparedCall } from './inspectors.js';
 
 /** gen_ai.operation.name of each metered endpoint. */

@@ -1,49 +1,45 @@
 /**
  * The gateway's hot path: `{METHOD} /providers/{connectionId}/{providerPath}`.
- * Here a request is routed, authenticated and relayed; its quota admission,
- * charge and record belong to its MeteredCall (metered-call.ts).
+ * It only orchestrates a request through the modules that do each step:
+ * method and path (path-safety.ts), credential and body (client-request.ts),
+ * the key's lookup and authorization (auth-cache.ts), the endpoint's protocol
+ * (protocols/), the call's admission, charge and record (metered-call.ts, on
+ * the process's meter: call-meter.ts), the upstream call (relay.ts) and the
+ * gateway's own answers (answers.ts). The process-wide parts it runs on are
+ * built once, beside the domain, by createGatewayParts (gateway-parts.ts).
  *
  * Before the upstream call, at most two database round trips, usually none: the
- * key/access/connection/period lookup (auth-cache.ts, cached) and the quota
- * admission (in memory while the process's lease of the period covers the call,
- * else one statement extending it). The request body is read while the lookup
- * runs. The answer is streamed back as it arrives, with backpressure (relay.ts);
- * the call's records are written after the last byte (call-recorder.ts).
- * Requests reach it straight from the server's request listener, not through
- * express (src/app.ts).
+ * key/access/connection/period lookup (cached) and the quota admission (in
+ * memory while the process's lease of the period covers the call, else one
+ * statement extending it). The request body is read while the lookup runs. The
+ * answer is streamed back as it arrives, with backpressure; the call's records
+ * are written after the last byte (call-recorder.ts). Requests reach it straight
+ * from the server's request listener, not through express (src/app.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { join } from 'node:path';
-import type { Db } from '../db/database.js';
+import type { Config } from '../config.js';
 import type { Clock } from '../domain/actor.js';
-import type { ChangeFeed } from '../domain/changes/change-feed.js';
-import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
 import type { QuotaService } from '../domain/quota/quota-service.js';
 import type { RateService } from '../domain/rate-limits/rate-service.js';
-import { rateHeaders, type RateView } from '../domain/rate-limits/rate-types.js';
-import type { KeyHasher } from '../domain/security/key-hash.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
-import type { Config } from '../config.js';
 import { AppError, toAppError } from '../errors.js';
-import type { Logger } from '../observability/logger.js';
-import type { Metrics } from '../observability/metrics.js';
-import { traceIdOf, type Tracer } from '../observability/tracing.js';
-import { bearerOf, writeError } from '../web/error-response.js';
 import type { RequestLocals } from '../web/locals.js';
-import { pathOf } from '../web/request-target.js';
-import { authorizeKey, createAuthCache, type CacheEntry, type Upstream } from './auth-cache.js';
-import { createCallReport, operationOf } from './call-report.js';
+import { traceIdOf, type Tracer } from '../observability/tracing.js';
+import { answerHeaders, sendError } from './answers.js';
+import { authorizeCall, upstreamOf } from './auth-cache.js';
+import { operationOf } from './call-report.js';
 import { CallTrace, failed } from './call-trace.js';
-import { createCallRepo, type AuthRow } from './call-repo.js';
-import { createGatewayDb } from './gateway-db.js';
+import type { AuthRow } from './call-repo.js';
+import { assertIdentityEncoding, credentialOf, readBody } from './client-request.js';
+import type { GatewayParts } from './gateway-parts.js';
 import { rawHeader, upstreamHeaders } from './headers.js';
-import { filterModelList, freeEndpointFor, inspectorFor } from './inspectors.js';
-import { createCallMeter, type MeteredCall, type QuotaView } from './metered-call.js';
+import { filterModelList } from './inspectors.js';
 import { meOf } from './me.js';
+import type { MeteredCall } from './metered-call.js';
+import { pathOf } from '../web/request-target.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
-import { maskedKey } from './secret-mask.js';
+import { protocolOf } from './protocols/index.js';
 import { Relay } from './relay.js';
-import { createUpstreamPools } from './upstreams.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -51,8 +47,6 @@ const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
 /** The end user's self-service read under a connection's gatewayBaseUrl: `/providers/{id}/v1/me`. */
 const ME_ROUTE = 'v1/me';
-/** A learned output bound is told to the other processes for models named in at most this many characters (NOTIFY's payload is bounded). */
-const MAX_SHARED_MODEL = 256;
 
 /** Sets a header of undici's list (name, value, ...; names in lower case), replacing the one there. */
 function setHeader(headers: string[], name: string, value: string): void {
@@ -66,145 +60,20 @@ function setHeader(headers: string[], name: string, value: string): void {
 }
 
 export interface GatewayDeps {
-  /** Where the gateway counts what it does beyond the request metrics (optional: tests build gateways without). */
-  metrics?: Metrics;
+  /** The process-wide parts (gateway-parts.ts). */
+  parts: GatewayParts;
   /** Traces on: each call's spans (src/gateway/call-trace.ts); none: no span is made. */
   tracer?: Tracer | undefined;
-  db: Db;
   config: Config;
   clock: Clock;
-  logger: Logger;
   quota: QuotaService;
   rates: RateService;
-  hasher: KeyHasher;
   secretBox: SecretBox;
-  /** Changes that decide a call: the cache drops what they touch. */
-  changes: ChangeFeed;
-}
-
-function credentialOf(req: IncomingMessage): string {
-  const bearer = bearerOf(rawHeader(req.rawHeaders, 'authorization'));
-  if (bearer) return bearer;
-  const apiKey = rawHeader(req.rawHeaders, 'x-api-key')?.trim();
-  if (apiKey) return apiKey;
-  throw new AppError('missing_credentials', 'Send the inference key as Authorization: Bearer or x-api-key');
-}
-
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        reject(new AppError('payload_too_large', 'The request body is larger than the limit'));
-        req.pause();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
-}
-
-/** 401/403/404 in the order a caller can act on them. */
-function authorize(found: AuthRow | null, now: Date): AuthRow {
-  const row = authorizeKey(found, now);
-  if (row.access_status === 'SUSPENDED') {
-    throw new AppError('access_suspended', 'The workspace access is suspended', { current_status: row.access_status });
-  }
-  if (row.access_status !== 'ACTIVE' || row.access_starts_at > now || (row.access_ends_at && row.access_ends_at <= now)) {
-    throw new AppError('access_not_active', 'The workspace access is not active', { current_status: row.access_status });
-  }
-  if (!row.connection_id || row.connection_status === 'ARCHIVED') {
-    throw new AppError('provider_connection_not_found', 'No active provider connection with that id', { param: 'providerConnectionId' });
-  }
-  if (row.connection_status !== 'ACTIVE') {
-    throw new AppError('connection_suspended', 'The provider connection is suspended', { current_status: row.connection_status ?? '' });
-  }
-  return row;
 }
 
 export function createGateway(deps: GatewayDeps) {
-  const { config, clock, logger, quota, rates, hasher, secretBox } = deps;
-  const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax);
-  const repo = createCallRepo(db, config.databasePreparedStatements);
-  const cache = createAuthCache({
-    repo,
-    clock,
-    ttlMs: config.authCacheTtlMs,
-    outageGraceMs: Math.floor(config.leaseTtlMs / 2),
-    hash: (token) => hasher.hash(token),
-  });
-  const unsubscribe = deps.changes.subscribe((change) => cache.invalidate(change));
-  const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
-  const { metrics, tracer } = deps;
-  const calls = createCallReport({ logger, metrics });
-  const meter = createCallMeter({
-    db,
-    repo,
-    clock,
-    logger,
-    leaseTtlMs: config.leaseTtlMs,
-    callSnapshotMs: config.callSnapshotMs,
-    leaseIdleMs: config.quotaLeaseIdleMs,
-    // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.
-    spoolDir: config.databaseUrl ? join(config.dataDir, 'spool') : undefined,
-    onLeaseStatement: metrics?.leaseStatement,
-    onOutputOverBound: metrics?.outputOverBound,
-    // Off the call's path; a notification lost leaves the other processes to learn it themselves.
-    shareLearned: (learned) => {
-      if (learned.model.length > MAX_SHARED_MODEL) return;
-      deps.changes.shareLearned(learned, db).catch((err: Error) => {
-        logger.warn({ msg: 'could not tell the other processes of a learned output bound', connectionId: learned.connectionId, error: err.message });
-      });
-    },
-    report: calls.report,
-    recorderEvents: metrics && {
-      batch: metrics.recorderBatch,
-      failure: metrics.recorderFailure,
-      spooled: metrics.recorderSpooled,
-    },
-  });
-  const unlearn = deps.changes.onLearned((learned) => meter.learned(learned));
-  metrics?.watchRecorder(() => meter.recorderStats());
-  if (owned) metrics?.watchPool('gateway', db);
-
-  /** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */
-  function sendError(
-    res: ServerResponse,
-    locals: RequestLocals,
-    err: unknown,
-    metered: boolean,
-    view: QuotaView | undefined,
-    rateView: RateView | undefined,
-  ): void {
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    res.setHeader('x-request-id', locals.requestId);
-    res.setHeader('x-nexus-request-id', locals.requestId);
-    res.setHeader('x-nexus-metering-status', metered ? 'metered' : 'unmetered');
-    if (view) {
-      res.setHeader('x-nexus-quota-remaining', view.remaining.toString());
-      res.setHeader('x-nexus-quota-reset', view.reset.toISOString());
-    }
-    const headers = rateHeaders(rateView, clock.now().getTime(), []);
-    for (let i = 0; i < headers.length; i += 2) res.setHeader(headers[i]!, headers[i + 1]!);
-    // The official SDKs retry 409 and 429 on their own (three calls, seconds of backoff); none of the
-    // gateway's own refusals changes by retrying, so they are told not to (a 502 may, and stays silent),
-    // except one that says when it frees (a rate limit's retry_after: writeError sends it as Retry-After, and
-    // the SDKs wait that long).
-    const appError = toAppError(err);
-    if (appError.extras.retry_after !== undefined) {
-      res.setHeader('x-should-retry', 'true');
-    } else if (appError.status < 500) {
-      res.setHeader('x-should-retry', 'false');
-    }
-    writeError(res, err, locals);
-  }
+  const { config, clock, quota, rates, secretBox, tracer, parts } = deps;
+  const { cache, pools, meter } = parts;
 
   /** A gateway request; `locals` carries its request id and arrival time (the request observer's). */
   async function handle(req: IncomingMessage, res: ServerResponse, locals: RequestLocals): Promise<void> {
@@ -230,17 +99,18 @@ export function createGateway(deps: GatewayDeps) {
       if (!PROXIED.has(method)) throw new AppError('method_not_allowed', `${method} is not proxied`);
       // A target that did not parse is parsed again here, to be refused in its turn.
       const target = parsed ?? parseGatewayUrl(req.url!);
-      const token = credentialOf(req);
+      const credential = credentialOf(req);
       const bodyRead = readBody(req, config.gatewayBodyLimitBytes);
       bodyRead.catch(() => {});
-      let entry = await cache.lookup(token, target.connectionId);
+      const entry = await cache.lookup(credential, target.connectionId);
       looked = entry.row;
-      let auth = authorize(entry.row, startedAt);
-      const inspector = inspectorFor(auth.protocol_profile!, method, target.route);
+      const auth = authorizeCall(entry.row, startedAt);
+      const protocol = protocolOf(auth.protocol_profile!);
+      const inspector = protocol.inspectorFor(method, target.route);
       // Governed but free: the model list, a model's description, token counting (no quota, no workspace setting).
-      const free = inspector ? undefined : freeEndpointFor(auth.protocol_profile!, method, target.route);
+      const free = inspector ? undefined : protocol.freeEndpointFor(method, target.route);
       const endpoint = target.providerPath.replace(/\/$/, '');
-      call = meter.open(auth, inspector, {
+      call = meter.open(entry, auth, inspector, {
         requestId: locals.requestId,
         method,
         endpoint,
@@ -249,6 +119,7 @@ export function createGateway(deps: GatewayDeps) {
         startedAt,
         t0: locals.startedAt,
         trace,
+        credential,
       });
       if (!inspector && !free && !auth.allow_unmetered_passthrough) {
         throw new AppError(
@@ -259,23 +130,10 @@ export function createGateway(deps: GatewayDeps) {
       raw = await bodyRead;
       let rewriteJson: ((text: string) => string) | undefined;
       if (inspector) {
-        const encoding = rawHeader(req.rawHeaders, 'content-encoding');
-        if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-          // The gateway reads the body to bound the call; it would bound one body and send the upstream another.
-          throw new AppError('invalid_request', `A metered endpoint needs an uncompressed body (this one came as Content-Encoding: ${encoding})`, {
-            param: 'content-encoding',
-          });
-        }
+        assertIdentityEncoding(req);
         const admission = trace?.admission();
         try {
-          if (!(await call.admit(raw))) {
-            // The cached period is over (a plan change split it, or it ended): the access is read again, once.
-            entry = await cache.reload(token, target.connectionId);
-            looked = entry.row;
-            auth = authorize(entry.row, startedAt);
-            call.reauthorized(auth);
-            await call.admit(raw);
-          }
+          await call.admit(raw);
         } catch (err) {
           if (admission) failed(admission, err);
           throw err;
@@ -288,22 +146,23 @@ export function createGateway(deps: GatewayDeps) {
       } else {
         await call.passthrough(raw, startedAt);
       }
-      await relay(req, res, locals, call, auth, upstreamOf(entry, auth), target, call.prepared?.body ?? raw, rewriteJson, trace);
+      await relay(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace);
     } catch (err) {
       sendError(
         res,
         locals,
         err,
         call?.inspector !== undefined,
-        call?.view ?? meter.quotaView(looked, startedAt),
-        call?.rateView ?? meter.rateView(looked, startedAt),
+        call?.view ?? meter.quotaView(call ? call.entry.row : looked, startedAt),
+        call?.rateView ?? meter.rateView(call ? call.entry.row : looked, startedAt),
+        clock.now().getTime(),
       );
       if (call) {
         // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
         call.refused(err, raw);
       } else {
         const refusal = toAppError(err);
-        calls.refusedEarly({
+        parts.refusedEarly({
           requestId: locals.requestId,
           method,
           path: pathOf(req.url!),
@@ -327,9 +186,9 @@ export function createGateway(deps: GatewayDeps) {
     locals.operationId = 'getMe';
     try {
       if (req.method !== 'GET') throw new AppError('method_not_allowed', `${req.method} is not allowed on /v1/me`);
-      const token = credentialOf(req);
+      const credential = credentialOf(req);
       req.resume();
-      const looked = await cache.read(token, connectionId);
+      const looked = await cache.read(credential, connectionId);
       const now = clock.now();
       const me = meOf(looked, now, meter.rateView(looked, now));
       if (connectionId !== NO_CONNECTION && (!looked!.connection_id || looked!.connection_status === 'ARCHIVED')) {
@@ -346,20 +205,8 @@ export function createGateway(deps: GatewayDeps) {
       });
       res.end(body);
     } catch (err) {
-      sendError(res, locals, err, false, undefined, undefined);
+      sendError(res, locals, err, false, undefined, undefined, clock.now().getTime());
     }
-  }
-
-  /** The connection's decrypted key, its mask and its parsed base URL, made once per cache entry. */
-  function upstreamOf(entry: CacheEntry, auth: AuthRow): Upstream {
-    entry.apiKey ??= openProviderApiKey(secretBox, {
-      id: auth.connection_id!,
-      api_key_ciphertext: auth.api_key_ciphertext!,
-      api_key_key_id: auth.api_key_key_id!,
-    });
-    if (entry.maskedKey === undefined) entry.maskedKey = maskedKey(entry.apiKey);
-    entry.baseUrl ??= new URL(auth.base_url!);
-    return entry as Upstream;
   }
 
   /** The upstream call, its answer relayed to the client; the call is told how it ended. */
@@ -368,28 +215,22 @@ export function createGateway(deps: GatewayDeps) {
     res: ServerResponse,
     locals: RequestLocals,
     call: MeteredCall,
-    auth: AuthRow,
-    upstream: Upstream,
     target: GatewayTarget,
     body: Buffer,
     rewriteJson: ((text: string) => string) | undefined,
     trace: CallTrace | undefined,
   ): Promise<void> {
+    const auth = call.auth;
+    const upstream = upstreamOf(call.entry, auth, secretBox);
+    const protocol = protocolOf(auth.protocol_profile!);
     const base = upstream.baseUrl;
     const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${target.search}`;
-    const headers = upstreamHeaders(req.rawHeaders, auth.protocol_profile!, upstream.apiKey, body.length);
+    const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, body.length);
     // Traces on: the upstream's spans become children of the upstream call's (the client's traceparent is replaced).
-    if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(auth.protocol_profile!, call.inspector, req.method!, base));
-    const metered = call.inspector !== undefined;
-    const answerHeaders = ['x-nexus-request-id', locals.requestId, 'x-nexus-metering-status', metered ? 'metered' : 'unmetered'];
-    const view = call.view;
-    if (view) answerHeaders.push('x-nexus-quota-remaining', view.remaining.toString(), 'x-nexus-quota-reset', view.reset.toISOString());
-    const cap = call.prepared?.outputCap;
-    if (cap) answerHeaders.push('x-nexus-output-cap', `${cap.sent}; requested=${cap.requested}`);
-    rateHeaders(call.rateView, clock.now().getTime(), answerHeaders);
+    if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(protocol.profile, call.inspector, req.method!, base));
     const relay = new Relay(res, {
       requestId: locals.requestId,
-      answerHeaders,
+      answerHeaders: answerHeaders(locals.requestId, call, clock.now().getTime()),
       inspector: call.inspector,
       prepared: call.prepared,
       maskedKey: upstream.maskedKey,
@@ -410,7 +251,7 @@ export function createGateway(deps: GatewayDeps) {
     const refusal = call.answered();
     if (refusal) {
       refused = true;
-      sendError(res, locals, refusal, metered, view, call.rateView);
+      sendError(res, locals, refusal, call.inspector !== undefined, call.view, call.rateView, clock.now().getTime());
     }
   }
 
@@ -425,7 +266,7 @@ export function createGateway(deps: GatewayDeps) {
      */
     cutCalls: () => meter.cutCalls(),
     /** Waits for the records started so far, then returns the quota leases not in use. */
-    drain: () => meter.drain(),
+    drain: () => parts.drain(),
     /**
      * Reclaims the leases of dead processes past their TTL: charges their calls in flight, returns what they
      * held; and frees the rate-limit slots they held.
@@ -438,8 +279,8 @@ export function createGateway(deps: GatewayDeps) {
     /** Runs the lease heartbeat now (tests). */
     heartbeat: () => meter.heartbeat(),
     /** Writes the records a process that stopped left in the spool (at start). */
-    recover: () => meter.recover(),
-    recorderStats: () => meter.recorderStats(),
+    recover: () => parts.recover(),
+    recorderStats: () => parts.recorderStats(),
     /** How many key lookup queries it has made (tests). */
     keyLookups: () => cache.queries(),
     /** Forget cached lookups: keys and the responses recorded lately (tests). */
@@ -447,15 +288,7 @@ export function createGateway(deps: GatewayDeps) {
       cache.clear();
       meter.forgetResponses();
     },
-    async close(): Promise<void> {
-      await meter.drain();
-      meter.close();
-      unsubscribe();
-      unlearn();
-      cache.close();
-      await pools.close();
-      if (owned) await db.destroy();
-    },
+    close: () => parts.close(),
   };
 }
 

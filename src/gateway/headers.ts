@@ -1,11 +1,12 @@
 /**
  * Which headers cross the gateway. Towards the upstream: everything the client
  * sent except its credentials, cookies, hop-by-hop and proxy headers, then the
- * connection's own key the way its profile wants it. Back to the client: the
+ * connection's own key the way its protocol wants it (protocols/). Back to the client: the
  * content type and what a client needs (the provider's request id,
  * retry-after), nothing else.
  */
 import { AppError } from '../errors.js';
+import type { Protocol } from './protocols/protocol.js';
 
 const DROPPED = new Set([
   'host',
@@ -38,8 +39,6 @@ const DROPPED = new Set([
 
 const CR_LF = /[\r\n\0]/;
 
-export type ProtocolProfile = 'openai' | 'anthropic';
-
 /** The first value of a header in node's rawHeaders (names as sent, any case), or undefined. */
 export function rawHeader(raw: string[], name: string): string | undefined {
   for (let i = 0; i < raw.length; i += 2) {
@@ -53,7 +52,7 @@ export function rawHeader(raw: string[], name: string): string | undefined {
  * Headers for the upstream request, as undici takes them (name, value, ...), from the client's raw
  * headers; throws 400 on a header value holding CR, LF or NUL.
  */
-export function upstreamHeaders(raw: string[], profile: ProtocolProfile, apiKey: string, contentLength: number): string[] {
+export function upstreamHeaders(raw: string[], protocol: Protocol, apiKey: string, contentLength: number): string[] {
   const connection = rawHeader(raw, 'connection');
   const connectionListed = connection
     ? new Set(
@@ -71,8 +70,7 @@ export function upstreamHeaders(raw: string[], profile: ProtocolProfile, apiKey:
     if (CR_LF.test(value)) throw new AppError('unsafe_proxy_request', `The header ${name} holds a line break`, { param: name });
     out.push(name, value);
   }
-  if (profile === 'anthropic') out.push('x-api-key', apiKey);
-  else out.push('authorization', `Bearer ${apiKey}`);
+  protocol.authHeaders(out, apiKey);
   out.push('accept-encoding', 'identity');
   if (contentLength > 0) out.push('content-length', String(contentLength));
   return out;

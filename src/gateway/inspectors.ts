@@ -20,14 +20,11 @@
  * a metered call and take no quota.
  */
 import { AppError } from '../errors.js';
-import type { ProtocolProfile } from './headers.js';
+import { protocolOf } from './protocols/index.js';
+import { responseIdOf } from './protocols/openai.js';
+import type { Endpoint, FreeEndpoint, Inspector, ProtocolProfile, Usage } from './protocols/protocol.js';
 
-export interface Usage {
-  /** All input tokens, cached ones included. */
-  inputTokens: bigint;
-  cachedInputTokens: bigint;
-  outputTokens: bigint;
-}
+export type { FreeEndpoint, Inspector, Usage } from './protocols/protocol.js';
 
 export interface PreparedCall {
   requestedModel: string;
@@ -53,51 +50,14 @@ export interface OutputCapRule {
   clamp: boolean;
 }
 
-type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
-
-export interface Inspector {
-  endpoint: Endpoint;
-  profile: ProtocolProfile;
+/** The inspector for a call of a connection of `profile` (`route`: its path as an upstream may route it), or undefined when the endpoint is not metered. */
+export function inspectorFor(profile: ProtocolProfile, method: string, route: string): Inspector | undefined {
+  return protocolOf(profile).inspectorFor(method, route);
 }
 
-// Case-insensitive: some upstreams route paths so (ASP.NET-hosted ones, for instance).
-const OPENAI: [RegExp, Endpoint][] = [
-  [/(^|\/)chat\/completions$/i, 'chat'],
-  [/(^|\/)completions$/i, 'completions'],
-  [/(^|\/)embeddings$/i, 'embeddings'],
-  [/(^|\/)responses$/i, 'responses'],
-];
-const ANTHROPIC: [RegExp, Endpoint][] = [[/(^|\/)messages$/i, 'messages']];
-
-/** The inspector for a call (`route`: its path as an upstream may route it), or undefined when the endpoint is not metered. */
-export function inspectorFor(profile: ProtocolProfile, method: string, providerPath: string): Inspector | undefined {
-  if (method !== 'POST') return undefined;
-  for (const [pattern, endpoint] of profile === 'anthropic' ? ANTHROPIC : OPENAI) {
-    if (pattern.test(providerPath)) return { endpoint, profile };
-  }
-  return undefined;
-}
-
-/**
- * A governed but free endpoint: `models` (the model list), `model` (one model's description, `model` its
- * name) or `count_tokens` (Anthropic's token counting: its body names the model). Matched on the exact
- * provider paths, with or without the `v1/` a connection's base URL may already hold.
- */
-export type FreeEndpoint = { kind: 'models' } | { kind: 'model'; model: string } | { kind: 'count_tokens' };
-
-const MODEL_LIST = /^(?:v1\/)?models$/i;
-const MODEL_ONE = /^(?:v1\/)?models\/(.+)$/i;
-const COUNT_TOKENS = /^(?:v1\/)?messages\/count_tokens$/i;
-
+/** A governed but free endpoint of a connection of `profile` (protocol.ts). */
 export function freeEndpointFor(profile: ProtocolProfile, method: string, route: string): FreeEndpoint | undefined {
-  if (method === 'GET') {
-    if (MODEL_LIST.test(route)) return { kind: 'models' };
-    const one = MODEL_ONE.exec(route);
-    if (one) return { kind: 'model', model: one[1]! };
-  } else if (method === 'POST' && profile === 'anthropic' && COUNT_TOKENS.test(route)) {
-    return { kind: 'count_tokens' };
-  }
-  return undefined;
+  return protocolOf(profile).freeEndpointFor(method, route);
 }
 
 /**
@@ -151,29 +111,6 @@ function tokenCap(value: unknown, param: string): number | undefined {
  */
 export const INLINE_IMAGE_TOKEN_BOUND = 65_536;
 
-const BASE64_MARK = Buffer.from(';base64,');
-const ANTHROPIC_BASE64_MARK = Buffer.from('"base64"');
-
-const isImageDataUrl = (value: unknown): value is string =>
-  typeof value === 'string' && value.startsWith('data:image/') && value.includes(';base64,');
-
-/** Chat's `{ type: 'image_url', image_url: { url } }` or the responses API's `{ type: 'input_image', image_url }`, inline. */
-function openAiImage(o: Record<string, unknown>): string | undefined {
-  if (o.type === 'image_url' && o.image_url && typeof o.image_url === 'object') {
-    const url = (o.image_url as Record<string, unknown>).url;
-    return isImageDataUrl(url) ? url : undefined;
-  }
-  if (o.type === 'input_image' && isImageDataUrl(o.image_url)) return o.image_url;
-  return undefined;
-}
-
-/** Anthropic's image source `{ type: 'base64', media_type: 'image/...', data }`. */
-function anthropicImage(o: Record<string, unknown>): string | undefined {
-  return o.type === 'base64' && typeof o.media_type === 'string' && o.media_type.startsWith('image/') && typeof o.data === 'string'
-    ? o.data
-    : undefined;
-}
-
 /**
  * Bytes of the body's inline base64 images beyond INLINE_IMAGE_TOKEN_BOUND each: a byte of an image is
  * not a token (a 1 MB photo costs a few thousand), so counted byte for byte an image call needed a bound of
@@ -181,8 +118,9 @@ function anthropicImage(o: Record<string, unknown>): string | undefined {
  * responses API's `image_url`), and Anthropic's `{ type: 'base64', media_type: 'image/...', data }`. Other
  * inline files (a PDF's pages are text and images) keep their bytes as their bound.
  */
-function inlineImageExcess(profile: ProtocolProfile, raw: Buffer, body: unknown): number {
-  if (raw.indexOf(profile === 'anthropic' ? ANTHROPIC_BASE64_MARK : BASE64_MARK) < 0) return 0;
+function inlineImageExcess(inspector: Inspector, raw: Buffer, body: unknown): number {
+  const { protocol } = inspector;
+  if (raw.indexOf(protocol.imageMark) < 0) return 0;
   let excess = 0;
   const count = (length: number) => {
     if (length > INLINE_IMAGE_TOKEN_BOUND) excess += length - INLINE_IMAGE_TOKEN_BOUND;
@@ -196,7 +134,7 @@ function inlineImageExcess(profile: ProtocolProfile, raw: Buffer, body: unknown)
     } else if (node && typeof node === 'object') {
       const o = node as Record<string, unknown>;
       // Only where an image goes: the same bytes as text (pasted into a message) are tokenized as text.
-      const image = profile === 'anthropic' ? anthropicImage(o) : openAiImage(o);
+      const image = protocol.inlineImage(o);
       if (image !== undefined) {
         count(image.length);
         continue;
@@ -309,50 +247,8 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   const sent = rewritten ? Buffer.from(JSON.stringify(body)) : raw;
   const previousResponseId =
     inspector.endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id ? body.previous_response_id : null;
-  const inputBound = BigInt(raw.length - inlineImageExcess(inspector.profile, raw, body));
+  const inputBound = BigInt(raw.length - inlineImageExcess(inspector, raw, body));
   return { requestedModel, stream, body: sent, inputBound, outputBound, usageInjected, previousResponseId, outputCap };
-}
-
-/** A token count an upstream reported; an absurd one is clamped so its records still fit the database's int8 columns. */
-export function big(value: unknown): bigint {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return 0n;
-  return BigInt(Math.trunc(Math.min(value, Number.MAX_SAFE_INTEGER)));
-}
-
-/** OpenAI usage objects: chat/completions/embeddings (prompt_/completion_tokens) and responses (input_/output_tokens). */
-export function openAiUsage(u: Record<string, any> | null | undefined): Usage | null {
-  if (!u || typeof u !== 'object') return null;
-  if (typeof u.prompt_tokens === 'number') {
-    return {
-      inputTokens: big(u.prompt_tokens),
-      cachedInputTokens: big(u.prompt_tokens_details?.cached_tokens),
-      outputTokens: big(u.completion_tokens),
-    };
-  }
-  if (typeof u.input_tokens === 'number') {
-    return {
-      inputTokens: big(u.input_tokens),
-      cachedInputTokens: big(u.input_tokens_details?.cached_tokens),
-      outputTokens: big(u.output_tokens),
-    };
-  }
-  return null;
-}
-
-/** Anthropic: input_tokens excludes cache reads and writes; cache writes count as (uncached) input. */
-export function anthropicUsage(u: Record<string, any> | null | undefined): Usage | null {
-  if (!u || typeof u !== 'object' || typeof u.input_tokens !== 'number') return null;
-  const read = big(u.cache_read_input_tokens);
-  return {
-    inputTokens: big(u.input_tokens) + big(u.cache_creation_input_tokens) + read,
-    cachedInputTokens: read,
-    outputTokens: big(u.output_tokens),
-  };
-}
-
-/** A Responses API answer's id (what a later call names as its previous_response_id), within reason. */
-export function responseIdOf(value: unknown): string | null {
-  return typeof value === 'string' && value.length > 0 && value.length <= 256 ? value : null;
 }
 
 /** Usage and model of a complete JSON answer (and a Responses API answer's id). */
@@ -365,7 +261,7 @@ export function usageFromJson(inspector: Inspector, text: string): { usage: Usag
   }
   const model = typeof body?.model === 'string' ? body.model : null;
   const responseId = inspector.endpoint === 'responses' ? responseIdOf(body?.id) : null;
-  return { usage: inspector.profile === 'anthropic' ? anthropicUsage(body?.usage) : openAiUsage(body?.usage), model, responseId };
+  return { usage: inspector.protocol.usageOf(body?.usage), model, responseId };
 }
 
 const MODEL = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;

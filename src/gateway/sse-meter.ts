@@ -28,13 +28,16 @@
  * reason max_output_tokens; Anthropic: the open content blocks stopped, then
  * message_delta with stop_reason "max_tokens" and message_stop), the relay aborts
  * the upstream request, and the call is charged its output bound.
+ *
+ * What differs by protocol (how an event reports usage, what output text it
+ * carries, the end a cut stream gets) is the protocol's stream reader
+ * (protocols/); this meter frames the events, counts and cuts.
  */
-import { anthropicUsage, big, openAiUsage, responseIdOf, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import type { Inspector, PreparedCall, Usage } from './inspectors.js';
+import type { StreamReader, StreamState } from './protocols/protocol.js';
 
 /** Bytes of output text counted as one token by the estimate: about twice what a BPE token averages. */
 const BYTES_PER_TOKEN = 8;
-/** Responses API output items tracked for the answer of a cut stream (output_index beyond it is not kept). */
-const MAX_OUTPUT_ITEMS = 1024;
 const USAGE_NULL = /,\s*"usage"\s*:\s*null/;
 /** Global: `push` walks a chunk's events by lastIndex. */
 const EVENT_END = /\r?\n\r?\n/g;
@@ -69,48 +72,7 @@ function lastEventEnd(buf: Buffer): number {
   return 0;
 }
 
-const bytesOf = (value: unknown): number => (typeof value === 'string' ? Buffer.byteLength(value) : 0);
-
-/** Output text of an OpenAI chat or completions chunk, in bytes. */
-function chatText(chunk: Json): number {
-  if (!Array.isArray(chunk.choices)) return 0;
-  let n = 0;
-  for (const choice of chunk.choices as Json[]) {
-    if (!choice || typeof choice !== 'object') continue;
-    n += bytesOf(choice.text);
-    const d = choice.delta as Json | undefined;
-    if (!d || typeof d !== 'object') continue;
-    n += bytesOf(d.content) + bytesOf(d.reasoning_content) + bytesOf(d.reasoning) + bytesOf(d.refusal);
-    if (d.function_call && typeof d.function_call === 'object') n += bytesOf(d.function_call.name) + bytesOf(d.function_call.arguments);
-    if (Array.isArray(d.tool_calls)) {
-      for (const call of d.tool_calls as Json[]) {
-        const f = call?.function as Json | undefined;
-        if (f && typeof f === 'object') n += bytesOf(f.name) + bytesOf(f.arguments);
-      }
-    }
-  }
-  return n;
-}
-
-/** Output text of a Responses API event (its `*.delta` events: text, reasoning, refusals, arguments), in bytes. */
-function responsesText(event: Json): number {
-  const type = event.type;
-  return typeof type === 'string' && type.endsWith('.delta') && !type.includes('audio') ? bytesOf(event.delta) : 0;
-}
-
-/** Output text of an Anthropic event (content_block_delta: text, tool input JSON, thinking), in bytes. */
-function anthropicText(event: Json): number {
-  if (event.type !== 'content_block_delta' || !event.delta || typeof event.delta !== 'object') return 0;
-  const d = event.delta as Json;
-  return bytesOf(d.text) + bytesOf(d.partial_json) + bytesOf(d.thinking);
-}
-
-const itemIndex = (value: unknown): number | undefined =>
-  typeof value === 'number' && Number.isInteger(value) && value >= 0 && value < MAX_OUTPUT_ITEMS ? value : undefined;
-
-const sse = (type: string, data: Json) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
-
-export class SseMeter {
+export class SseMeter implements StreamState {
   usage: Usage | null = null;
   model: string | null = null;
   /** A Responses API stream's response id. */
@@ -126,24 +88,16 @@ export class SseMeter {
   private textBytes = 0;
   /** Bytes of an event not yet ended (one Buffer once a chunk held an event's end). */
   private held: Buffer[] = [];
-  private anthropicInput: Usage | null = null;
   private readonly rewrite: boolean;
-  // What the end of a cut stream is made of.
-  /** Chat and completions: the last chunk forwarded, and the choices seen (true: its role was sent). */
-  private lastChunk: Json | null = null;
-  private readonly choices = new Map<number, boolean>();
-  /** Responses API: the response as last announced, its output items so far, the last sequence number. */
-  private response: Json | null = null;
-  private readonly items: Json[] = [];
-  private sequence = -1;
-  /** Anthropic: content blocks started and not stopped. */
-  private readonly openBlocks = new Set<number>();
+  /** The protocol's reading of the stream's events (its usage, its output text, the end of a cut stream). */
+  private readonly reader: StreamReader;
 
   constructor(
-    private readonly inspector: Inspector,
+    inspector: Inspector,
     private readonly bounds: StreamBounds,
   ) {
     this.rewrite = bounds.usageInjected;
+    this.reader = inspector.protocol.streamReader(inspector.endpoint);
   }
 
   /** Output tokens the stream carried so far, as counted for its bound (the module's comment). */
@@ -215,11 +169,9 @@ export class SseMeter {
       return block;
     }
     if (!parsed || typeof parsed !== 'object') return block;
-    const anthropic = this.inspector.profile === 'anthropic';
-    const responses = this.inspector.endpoint === 'responses';
-    if (anthropic) this.readAnthropic(parsed);
-    else this.readOpenAi(parsed);
-    const text = anthropic ? anthropicText(parsed) : responses ? responsesText(parsed) : chatText(parsed);
+    const reader = this.reader;
+    reader.read(parsed, this);
+    const text = reader.text(parsed);
     if (text > 0) {
       this.textEvents++;
       this.textBytes += text;
@@ -229,145 +181,22 @@ export class SseMeter {
         return null;
       }
     }
-    if (anthropic) this.noteAnthropic(parsed);
-    else if (responses) this.noteResponses(parsed);
-    else this.noteChat(parsed);
-    if (anthropic || !this.rewrite || !('usage' in parsed)) return block;
+    reader.forwarded(parsed);
+    // Only a stream the gateway asked usage of (an OpenAI chat or completions stream: inspectors.ts) is rewritten.
+    if (!this.rewrite || !('usage' in parsed)) return block;
     // Our own usage chunk (no choices): the client did not ask for it; nor for the "usage":null of the others.
     if (parsed.usage === null) return block.replace(USAGE_NULL, '');
     return Array.isArray(parsed.choices) && parsed.choices.length === 0 && this.usage ? null : block;
   }
 
-  private readOpenAi(parsed: Json): void {
-    if (this.model === null && typeof parsed.model === 'string') this.model = parsed.model;
-    const response = parsed.response as Json | undefined;
-    if (response && typeof response === 'object') {
-      if (typeof response.model === 'string') this.model = response.model;
-      this.responseId = responseIdOf(response.id) ?? this.responseId;
-    }
-    if (!parsed.usage && !response?.usage) return;
-    const usage = openAiUsage(parsed.usage ?? response?.usage);
-    if (!usage) return;
-    this.usage = usage;
-    this.complete = true;
-    if (typeof parsed.model === 'string') this.model = parsed.model;
-  }
-
-  private readAnthropic(parsed: Json): void {
-    if (parsed.type === 'message_start') {
-      this.anthropicInput = anthropicUsage(parsed.message?.usage);
-      if (typeof parsed.message?.model === 'string') this.model = parsed.message.model;
-      if (this.anthropicInput) this.usage = { ...this.anthropicInput };
-    } else if (parsed.type === 'message_delta' && parsed.usage) {
-      const u = parsed.usage as Json;
-      const base = this.anthropicInput ?? { inputTokens: 0n, cachedInputTokens: 0n, outputTokens: 0n };
-      const restated = typeof u.input_tokens === 'number' ? anthropicUsage(u) : null;
-      this.usage = {
-        inputTokens: restated ? restated.inputTokens : base.inputTokens,
-        cachedInputTokens: restated ? restated.cachedInputTokens : base.cachedInputTokens,
-        outputTokens: big(u.output_tokens),
-      };
-      this.complete = this.anthropicInput !== null || restated !== null;
-    }
-  }
-
-  private noteChat(chunk: Json): void {
-    if (!Array.isArray(chunk.choices)) return;
-    this.lastChunk = chunk;
-    for (const choice of chunk.choices as Json[]) {
-      if (typeof choice?.index !== 'number') continue;
-      const roleSent = this.choices.get(choice.index) === true || this.inspector.endpoint !== 'chat' || typeof choice.delta?.role === 'string';
-      this.choices.set(choice.index, roleSent);
-    }
-  }
-
-  private noteResponses(event: Json): void {
-    if (typeof event.sequence_number === 'number') this.sequence = event.sequence_number;
-    if (event.response && typeof event.response === 'object') this.response = event.response as Json;
-    const at = itemIndex(event.output_index);
-    if (at === undefined) return;
-    const item = this.items[at];
-    switch (event.type) {
-      case 'response.output_item.added':
-      case 'response.output_item.done':
-        if (event.item && typeof event.item === 'object') this.items[at] = event.item as Json;
-        break;
-      case 'response.content_part.added': {
-        const index = itemIndex(event.content_index);
-        if (index !== undefined && Array.isArray(item?.content) && event.part && typeof event.part === 'object') item.content[index] = event.part;
-        break;
-      }
-      case 'response.output_text.delta': {
-        const part = Array.isArray(item?.content) ? (item.content[event.content_index] as Json | undefined) : undefined;
-        if (part && typeof part.text === 'string' && typeof event.delta === 'string') part.text += event.delta;
-        break;
-      }
-      case 'response.function_call_arguments.delta':
-        if (item && typeof item.arguments === 'string' && typeof event.delta === 'string') item.arguments += event.delta;
-        break;
-    }
-  }
-
-  private noteAnthropic(event: Json): void {
-    if (typeof event.index !== 'number') return;
-    if (event.type === 'content_block_start') this.openBlocks.add(event.index);
-    else if (event.type === 'content_block_stop') this.openBlocks.delete(event.index);
-  }
-
-  /** The input a cut stream reports: as the upstream reported it so far, else the call's input bound. */
-  private input(): { input: number; cached: number } {
-    return { input: Number(this.usage?.inputTokens ?? this.bounds.inputBound), cached: Number(this.usage?.cachedInputTokens ?? 0n) };
-  }
-
   /** The events that end a cut stream, as its protocol ends an answer that reached its cap. */
   private ending(): string {
-    const output = Number(this.bounds.outputBound);
-    const { input, cached } = this.input();
-    if (this.inspector.profile === 'anthropic') {
-      let out = '';
-      for (const index of this.openBlocks) out += sse('content_block_stop', { index });
-      out += sse('message_delta', { delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { output_tokens: output } });
-      return out + sse('message_stop', {});
-    }
-    if (this.inspector.endpoint === 'responses') {
-      const base = this.response ?? { id: this.responseId ?? 'resp_cut', object: 'response', created_at: Math.floor(Date.now() / 1000), model: this.model ?? '' };
-      const response = {
-        ...base,
-        status: 'incomplete',
-        incomplete_details: { reason: 'max_output_tokens' },
-        output: this.items.filter(Boolean).map((item) => (item.status === 'in_progress' ? { ...item, status: 'incomplete' } : item)),
-        usage: {
-          input_tokens: input,
-          input_tokens_details: { cached_tokens: cached },
-          output_tokens: output,
-          output_tokens_details: { reasoning_tokens: 0 },
-          total_tokens: input + output,
-        },
-      };
-      return sse('response.incomplete', { sequence_number: this.sequence + 1, response });
-    }
-    const chat = this.inspector.endpoint === 'chat';
-    const last = this.lastChunk ?? {};
-    const head: Json = {
-      id: last.id ?? 'cmpl-cut',
-      object: last.object ?? (chat ? 'chat.completion.chunk' : 'text_completion'),
-      created: last.created ?? Math.floor(Date.now() / 1000),
-      model: last.model ?? this.model ?? '',
-    };
-    if (last.system_fingerprint !== undefined) head.system_fingerprint = last.system_fingerprint;
-    const indices = this.choices.size ? [...this.choices.keys()] : [0];
-    const choices = indices.map((index) =>
-      chat
-        ? { index, delta: this.choices.get(index) ? {} : { role: 'assistant', content: '' }, logprobs: null, finish_reason: 'length' }
-        : { index, text: '', logprobs: null, finish_reason: 'length' },
-    );
-    // The client asked for usage (the gateway asks for it only when the client did not).
-    const usage = !this.bounds.usageInjected;
-    let out = `data: ${JSON.stringify({ ...head, choices, ...(usage ? { usage: null } : {}) })}\n\n`;
-    if (usage) {
-      const reported = { prompt_tokens: input, completion_tokens: output, total_tokens: input + output, prompt_tokens_details: { cached_tokens: cached } };
-      out += `data: ${JSON.stringify({ ...head, choices: [], usage: reported })}\n\n`;
-    }
-    return out + 'data: [DONE]\n\n';
+    return this.reader.ending(this, {
+      outputTokens: Number(this.bounds.outputBound),
+      // The input as the upstream reported it so far, else the call's input bound.
+      inputTokens: Number(this.usage?.inputTokens ?? this.bounds.inputBound),
+      cachedTokens: Number(this.usage?.cachedInputTokens ?? 0n),
+      usageAsked: !this.bounds.usageInjected,
+    });
   }
 }

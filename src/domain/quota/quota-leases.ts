@@ -31,7 +31,7 @@
  *   the period, after the records of its calls are written. drain() releases
  *   every lease (tests, shutdown).
  * - A lease's expires_at is renewed by its process's heartbeat (heartbeat()
- *   and renewed(), driven by src/gateway/metered-call.ts, which writes the
+ *   and renewed(), driven by src/gateway/call-meter.ts, which writes the
  *   calls in flight in the same statement), and by an extension. A call is
  *   admitted only on a lease with at least half its TTL left, so while the
  *   database is away a process admits calls on what its leases hold for at

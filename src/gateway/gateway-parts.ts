@@ -1,0 +1,151 @@
+/**
+ * The gateway's process-wide parts, composed in one place, beside the domain's
+ * (src/domain/services.ts): its database pool, the key lookup's cache, the
+ * upstream pools, the quota leases and rate allowances, the recorder and its
+ * spool, the output bounds learned, and the meter that hands a call what it asks
+ * of them (call-meter.ts). src/app.ts builds them once and gives them to the
+ * gateway (gateway.ts), which only routes a request through them.
+ */
+import { join } from 'node:path';
+import type { Config } from '../config.js';
+import type { Db } from '../db/database.js';
+import type { Clock } from '../domain/actor.js';
+import type { ChangeFeed } from '../domain/changes/change-feed.js';
+import { createInferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
+import { createInvocationRepo } from '../domain/invocations/invocation-repo.js';
+import { createQuotaLeases } from '../domain/quota/quota-leases.js';
+import { createQuotaRepo } from '../domain/quota/quota-repo.js';
+import { createRateAllowances } from '../domain/rate-limits/rate-allowances.js';
+import { createRateRepo } from '../domain/rate-limits/rate-repo.js';
+import type { KeyHasher } from '../domain/security/key-hash.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { createAuthCache } from './auth-cache.js';
+import { createCallMeter } from './call-meter.js';
+import { createCallRecorder } from './call-recorder.js';
+import { createCallReport } from './call-report.js';
+import { createCallRepo } from './call-repo.js';
+import { createGatewayDb } from './gateway-db.js';
+import { createLearnedBounds } from './learned-bounds.js';
+import { createSpool } from './spool.js';
+import { createUpstreamPools } from './upstreams.js';
+
+/** A learned output bound is told to the other processes for models named in at most this many characters (NOTIFY's payload is bounded). */
+const MAX_SHARED_MODEL = 256;
+
+export interface GatewayPartsDeps {
+  /** The app's pool: the gateway's own is made beside it (gateway-db.ts), or this one is shared. */
+  db: Db;
+  config: Config;
+  clock: Clock;
+  logger: Logger;
+  hasher: KeyHasher;
+  /** Changes that decide a call: the cache drops what they touch; output bounds learned travel through it. */
+  changes: ChangeFeed;
+  /** Where the gateway counts what it does beyond the request metrics (optional: tests build gateways without). */
+  metrics?: Metrics | undefined;
+}
+
+export function createGatewayParts(deps: GatewayPartsDeps) {
+  const { config, clock, logger, metrics, changes } = deps;
+  const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax);
+  const repo = createCallRepo(db, config.databasePreparedStatements);
+  const cache = createAuthCache({
+    repo,
+    clock,
+    ttlMs: config.authCacheTtlMs,
+    outageGraceMs: Math.floor(config.leaseTtlMs / 2),
+    hash: (token) => deps.hasher.hash(token),
+  });
+  const unsubscribe = changes.subscribe((change) => cache.invalidate(change));
+  const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
+  const calls = createCallReport({ logger, metrics });
+  const leases = createQuotaLeases({
+    repo: createQuotaRepo(db),
+    clock,
+    logger,
+    ttlMs: config.leaseTtlMs,
+    idleMs: config.quotaLeaseIdleMs,
+    onStatement: metrics?.leaseStatement,
+  });
+  const rates = createRateAllowances({
+    repo: createRateRepo(db),
+    clock,
+    logger,
+    ttlMs: config.leaseTtlMs,
+    // An access idle this long gives back what the process holds unused (another process may be refused meanwhile).
+    idleMs: config.quotaLeaseIdleMs,
+  });
+  const recorder = createCallRecorder({
+    repo,
+    keys: createInferenceKeyRepo(db),
+    logger,
+    written: leases.written,
+    // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.
+    spool: config.databaseUrl ? createSpool(join(config.dataDir, 'spool')) : undefined,
+    events: metrics && {
+      batch: metrics.recorderBatch,
+      failure: metrics.recorderFailure,
+      spooled: metrics.recorderSpooled,
+    },
+  });
+  const meter = createCallMeter({
+    repo,
+    leases,
+    rates,
+    recorder,
+    learned: createLearnedBounds(clock),
+    invocations: createInvocationRepo(db),
+    clock,
+    logger,
+    leaseTtlMs: config.leaseTtlMs,
+    callSnapshotMs: config.callSnapshotMs,
+    reload: (credential, connectionId) => cache.reload(credential, connectionId),
+    onOutputOverBound: metrics?.outputOverBound,
+    // Off the call's path; a notification lost leaves the other processes to learn it themselves.
+    shareLearned: (learned) => {
+      if (learned.model.length > MAX_SHARED_MODEL) return;
+      changes.shareLearned(learned, db).catch((err: Error) => {
+        logger.warn({ msg: 'could not tell the other processes of a learned output bound', connectionId: learned.connectionId, error: err.message });
+      });
+    },
+    report: calls.report,
+  });
+  const unlearn = changes.onLearned((learned) => meter.learned(learned));
+  metrics?.watchRecorder(() => recorder.stats());
+  if (owned) metrics?.watchPool('gateway', db);
+
+  /** Waits for the records started so far, then returns the quota leases and rate allowances not in use. */
+  async function drain(): Promise<void> {
+    await recorder.drain();
+    await leases.drain();
+    await rates.drain();
+  }
+
+  return {
+    cache,
+    pools,
+    meter,
+    /** The call report's line for a request refused before its call was opened. */
+    refusedEarly: calls.refusedEarly,
+    /** Writes the records a process that stopped left in the spool (at start). */
+    recover: () => recorder.recover(),
+    recorderStats: () => recorder.stats(),
+    drain,
+    /** Drains, then stops every timer, pool and subscription the parts hold. */
+    async close(): Promise<void> {
+      await drain();
+      meter.close();
+      recorder.close();
+      leases.close();
+      rates.close();
+      unsubscribe();
+      unlearn();
+      cache.close();
+      await pools.close();
+      if (owned) await db.destroy();
+    },
+  };
+}
+
+export type GatewayParts = ReturnType<typeof createGatewayParts>;

@@ -1,0 +1,167 @@
+/**
+ * A call's invocation record, made by one pure function from three plain values: what was known when the
+ * call opened (CallOpened), what its request was read for (CallRead: the model it names, whether it
+ * streams, the lease it was admitted on) and how it ended (CallOutcome). The record of a call that ended
+ * and the snapshot of a call under way (what would be recorded were its process to die now: FAILED
+ * `gateway_lost`, call-meter.ts) are the same function over two outcomes.
+ */
+import type { AttemptStatus, InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
+import { storableText } from '../domain/storable-text.js';
+
+/** Model names and response ids are recorded up to this length (opaque bodies: one PostgreSQL refuses would fail the record). */
+export const MAX_NAME_LENGTH = 256;
+
+/** What the gateway knows of a call once its key and connection are known. */
+export interface CallOpened {
+  /** The invocation's id. */
+  id: string;
+  workspaceId: string;
+  accessId: string;
+  connectionId: string;
+  keyId: string;
+  requestId: string;
+  /** The W3C trace id of the call (its traceparent's, or its own when traces are on). */
+  traceId: string | null;
+  method: string;
+  /** The provider path, without a trailing slash. */
+  endpoint: string;
+  startedAt: Date;
+  /** Its endpoint has a usage inspector. */
+  metered: boolean;
+}
+
+/** What the call's request was read for: by its admission (metered), or for its model (unmetered, free). */
+export interface CallRead {
+  /** The model the request names ('' when it names none). */
+  requestedModel: string;
+  streamed: boolean;
+  /** The quota lease it was admitted on; null: none (not metered, or refused before). */
+  leaseId: string | null;
+}
+
+/** A call whose request was not read (refused before its body was). */
+export const NOTHING_READ: Readonly<CallRead> = Object.freeze({ requestedModel: '', streamed: false, leaseId: null });
+
+/** Refused or failed before an upstream call was made or ended: no attempt. */
+interface CallRefused {
+  upstream: false;
+  status: InvocationStatus;
+  errorCode: string;
+  completedAt: Date;
+  totalLatencyMs: number;
+}
+
+/** Its upstream call (an attempt) ended, or stands as it would be recorded should the process die now. */
+export interface CallAttempted {
+  upstream: true;
+  status: InvocationStatus;
+  /** Why it fell short, for the invocation and its attempt alike. */
+  errorCode: string | null;
+  /** The units it is charged (0: none). */
+  quotaUnits: bigint;
+  completedAt: Date;
+  totalLatencyMs: number;
+  /** A Responses API answer's id. */
+  upstreamResponseId: string | null;
+  attemptId: string;
+  attemptStatus: AttemptStatus;
+  /** The model the provider reported ('' or null: the requested one is recorded). */
+  upstreamModel: string | null;
+  httpStatus: number | null;
+  attemptStartedAt: Date;
+  attemptDurationMs: number;
+  /** The provider's part of the latency; null when not known (a call under way). */
+  providerLatencyMs: number | null;
+  /** A stream's first byte from the provider, after the attempt began; null: none, or not a stream. */
+  providerTtftMs: number | null;
+  /** A stream's first byte to the client, after the call began; null: none, or not a stream. */
+  totalTtftMs: number | null;
+}
+
+export type CallOutcome = CallRefused | CallAttempted;
+
+const storable = (text: string) => storableText(text, MAX_NAME_LENGTH);
+
+const later = (from: Date, ms: number) => new Date(from.getTime() + ms);
+
+/** The invocation row (with its attempt's columns) of a call, as it is recorded. */
+export function invocationRecord(opened: CallOpened, read: CallRead, outcome: CallOutcome): InvocationRow {
+  const requestedModel = storable(read.requestedModel);
+  if (!outcome.upstream) {
+    return {
+      id: opened.id,
+      workspace_id: opened.workspaceId,
+      workspace_access_id: opened.accessId,
+      provider_connection_id: opened.connectionId,
+      inference_key_id: opened.keyId,
+      request_id: opened.requestId,
+      trace_id: opened.traceId,
+      method: opened.method,
+      endpoint: opened.endpoint,
+      requested_model: requestedModel,
+      status: outcome.status,
+      metering_status: opened.metered ? 'metered' : 'unmetered',
+      streamed: read.streamed,
+      lease_id: read.leaseId,
+      quota_units: 0n,
+      error_code: outcome.errorCode,
+      started_at: opened.startedAt,
+      first_token_at: null,
+      completed_at: outcome.completedAt,
+      total_latency_ms: outcome.totalLatencyMs,
+      provider_latency_ms: null,
+      nexus_latency_ms: null,
+      total_ttft_ms: null,
+      provider_ttft_ms: null,
+      nexus_ttft_ms: null,
+      upstream_response_id: null,
+      attempt_id: null,
+      attempt_upstream_model: null,
+      attempt_status: null,
+      attempt_http_status: null,
+      attempt_error_code: null,
+      attempt_started_at: null,
+      attempt_first_token_at: null,
+      attempt_completed_at: null,
+      attempt_duration_ms: null,
+    };
+  }
+  const { providerLatencyMs, providerTtftMs, totalTtftMs } = outcome;
+  return {
+    id: opened.id,
+    workspace_id: opened.workspaceId,
+    workspace_access_id: opened.accessId,
+    provider_connection_id: opened.connectionId,
+    inference_key_id: opened.keyId,
+    request_id: opened.requestId,
+    trace_id: opened.traceId,
+    method: opened.method,
+    endpoint: opened.endpoint,
+    requested_model: requestedModel,
+    status: outcome.status,
+    metering_status: opened.metered ? 'metered' : 'unmetered',
+    streamed: read.streamed,
+    lease_id: read.leaseId,
+    quota_units: outcome.quotaUnits,
+    error_code: outcome.errorCode,
+    started_at: opened.startedAt,
+    first_token_at: totalTtftMs === null ? null : later(opened.startedAt, totalTtftMs),
+    completed_at: outcome.completedAt,
+    total_latency_ms: outcome.totalLatencyMs,
+    provider_latency_ms: providerLatencyMs,
+    nexus_latency_ms: providerLatencyMs === null ? null : outcome.totalLatencyMs - providerLatencyMs,
+    total_ttft_ms: totalTtftMs,
+    provider_ttft_ms: providerTtftMs,
+    nexus_ttft_ms: totalTtftMs === null || providerTtftMs === null ? null : totalTtftMs - providerTtftMs,
+    upstream_response_id: outcome.upstreamResponseId ? storable(outcome.upstreamResponseId) : outcome.upstreamResponseId,
+    attempt_id: outcome.attemptId,
+    attempt_upstream_model: outcome.upstreamModel ? storable(outcome.upstreamModel) : requestedModel,
+    attempt_status: outcome.attemptStatus,
+    attempt_http_status: outcome.httpStatus,
+    attempt_error_code: outcome.errorCode,
+    attempt_started_at: outcome.attemptStartedAt,
+    attempt_first_token_at: providerTtftMs === null ? null : later(outcome.attemptStartedAt, providerTtftMs),
+    attempt_completed_at: outcome.completedAt,
+    attempt_duration_ms: outcome.attemptDurationMs,
+  };
+}

@@ -1,0 +1,83 @@
+/** Anthropic's Messages API (and its token counting, free); the key as `x-api-key`. */
+import { big, bytesOf, defineProtocol, sseEvent, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+
+type Json = Record<string, any>;
+
+/** Anthropic: input_tokens excludes cache reads and writes; cache writes count as (uncached) input. */
+function anthropicUsage(u: Json | null | undefined): Usage | null {
+  if (!u || typeof u !== 'object' || typeof u.input_tokens !== 'number') return null;
+  const read = big(u.cache_read_input_tokens);
+  return {
+    inputTokens: big(u.input_tokens) + big(u.cache_creation_input_tokens) + read,
+    cachedInputTokens: read,
+    outputTokens: big(u.output_tokens),
+  };
+}
+
+/**
+ * A Messages stream: the input is reported by message_start, the output (and, from some servers, the input
+ * again) by message_delta; a cut stream ends with its open content blocks stopped, then message_delta with
+ * stop_reason "max_tokens" and message_stop.
+ */
+class MessagesStream implements StreamReader {
+  /** The usage message_start reported. */
+  private input: Usage | null = null;
+  /** Content blocks started and not stopped. */
+  private readonly openBlocks = new Set<number>();
+
+  read(event: Json, state: StreamState): void {
+    if (event.type === 'message_start') {
+      this.input = anthropicUsage(event.message?.usage);
+      if (typeof event.message?.model === 'string') state.model = event.message.model;
+      if (this.input) state.usage = { ...this.input };
+    } else if (event.type === 'message_delta' && event.usage) {
+      const u = event.usage as Json;
+      const base = this.input ?? { inputTokens: 0n, cachedInputTokens: 0n, outputTokens: 0n };
+      const restated = typeof u.input_tokens === 'number' ? anthropicUsage(u) : null;
+      state.usage = {
+        inputTokens: restated ? restated.inputTokens : base.inputTokens,
+        cachedInputTokens: restated ? restated.cachedInputTokens : base.cachedInputTokens,
+        outputTokens: big(u.output_tokens),
+      };
+      state.complete = this.input !== null || restated !== null;
+    }
+  }
+
+  /** content_block_delta: text, tool input JSON, thinking. */
+  text(event: Json): number {
+    if (event.type !== 'content_block_delta' || !event.delta || typeof event.delta !== 'object') return 0;
+    const d = event.delta as Json;
+    return bytesOf(d.text) + bytesOf(d.partial_json) + bytesOf(d.thinking);
+  }
+
+  forwarded(event: Json): void {
+    if (typeof event.index !== 'number') return;
+    if (event.type === 'content_block_start') this.openBlocks.add(event.index);
+    else if (event.type === 'content_block_stop') this.openBlocks.delete(event.index);
+  }
+
+  ending(_state: StreamState, cut: StreamCut): string {
+    let out = '';
+    for (const index of this.openBlocks) out += sseEvent('content_block_stop', { index });
+    out += sseEvent('message_delta', { delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { output_tokens: cut.outputTokens } });
+    return out + sseEvent('message_stop', {});
+  }
+}
+
+export const anthropic = defineProtocol({
+  profile: 'anthropic',
+  metered: [[/(^|\/)messages$/i, 'messages']],
+  countTokens: /^(?:v1\/)?messages\/count_tokens$/i,
+  authHeaders(out, apiKey) {
+    out.push('x-api-key', apiKey);
+  },
+  usageOf: anthropicUsage,
+  imageMark: Buffer.from('"base64"'),
+  /** An image source `{ type: 'base64', media_type: 'image/...', data }`. */
+  inlineImage(o) {
+    return o.type === 'base64' && typeof o.media_type === 'string' && o.media_type.startsWith('image/') && typeof o.data === 'string'
+      ? o.data
+      : undefined;
+  },
+  streamReader: () => new MessagesStream(),
+});
