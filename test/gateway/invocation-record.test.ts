@@ -58,7 +58,7 @@ describe('invocationRecord', () => {
       status: 'REJECTED',
       metering_status: 'unmetered',
       streamed: false,
-      reservation_id: null,
+      lease_id: null,
       quota_units: 0n,
       error_code: 'unmetered_endpoint',
       completed_at: at(3),
@@ -76,7 +76,7 @@ describe('invocationRecord', () => {
 
   it('records a call refused after its admission read it with the model and the lease it named', () => {
     const row = invocationRecord(opened, read, { upstream: false, status: 'REJECTED', errorCode: 'rate_limited', completedAt: at(5), totalLatencyMs: 5 });
-    expect(row).toMatchObject({ requested_model: 'gpt-test', streamed: true, reservation_id: read.leaseId, metering_status: 'metered', attempt_id: null });
+    expect(row).toMatchObject({ requested_model: 'gpt-test', streamed: true, lease_id: read.leaseId, metering_status: 'metered', attempt_id: null });
   });
 
   it('records an answered stream with its attempt, latencies and times to first token', () => {
