@@ -4,7 +4,7 @@
  *
  * Migrating costs far more than emptying, so a worker keeps the schemas its files gave
  * back: drop() empties every table (TRUNCATE ... RESTART IDENTITY; no migration seeds
- * rows) and keeps the schema for the next createTestDatabase() in that worker. Where
+ * rows), renames the schema and keeps it for the next createTestDatabase() in that worker. Where
  * vitest shares modules between files (the api project, isolate: false) the next file
  * gets it; elsewhere the module is fresh per file and each file migrates its own. The
  * schemas carry the run's name (NEXUS_TEST_RUN, set in global setup), which drops them
@@ -111,7 +111,11 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
       dropped = true;
       try {
         await empty(db, schema);
-        spare.push(schema);
+        // Under a new name: whatever of the file outlived it (a timer, a pool another app opened) finds
+        // no tables by the old name, as if the schema were dropped, instead of writing into the next file's.
+        const renamed = `${runSchemaPrefix()}${randomBytes(6).toString('hex')}`;
+        await db.raw('alter schema ?? rename to ??', [schema, renamed]);
+        spare.push(renamed);
       } catch {
         await db.raw('drop schema if exists ?? cascade', [schema]).catch(() => {});
       } finally {
