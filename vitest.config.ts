@@ -7,7 +7,8 @@
  *   and a file's migrated schema is emptied and handed to the worker's next file
  *   (test/support/test-db.ts). Each file still starts its own app(s) on a clean database.
  * - e2e: what runs Nexus as a process (dist/server.js, built once by the project's global
- *   setup), the build, the packed client, Chromium, PgBouncer and the fault scenarios.
+ *   setup), the build, the packed client, Chromium, PgBouncer and the fault scenarios; and the
+ *   in-process files that need a worker of their own (each e2e file gets a fresh one).
  *
  * A file belongs to unit or e2e by the lists below; every other test file is api.
  */
@@ -39,6 +40,9 @@ const e2e = [
   'test/console/console.browser.test.ts',
   'test/gateway/changes-take-effect.test.ts',
   'test/gateway/gateway.faults.test.ts',
+  // In process, but it passes only in a worker of its own: after other files in a shared worker, its reclaim
+  // test's sweep does not find the lease within the 5 s it waits (the shared state at fault is not found yet).
+  'test/gateway/gateway.leases.test.ts',
   'test/gateway/gateway.pglite.test.ts',
   'test/gateway/gateway.rate-limits.test.ts',
   'test/gateway/gateway.workers.test.ts',
