@@ -1,6 +1,8 @@
 /**
- * A Nexus as its own process (`src/server.ts` through tsx), for the tests and
- * scripts that must kill one or run several: wherever DATABASE_URL points.
+ * A Nexus as its own process, for the tests and scripts that must kill one or run
+ * several: wherever DATABASE_URL points. It runs `src/server.ts` through tsx, or with
+ * `built` the compiled `dist/server.js` with plain node (the caller built it: the e2e
+ * tests' global setup does, test/support/build-setup.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
@@ -31,10 +33,16 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+export interface StartOptions {
+  /** Run dist/server.js (already built) instead of src/server.ts through tsx. */
+  built?: boolean;
+}
+
 /** Starts Nexus with this environment (plus PATH, HOME, HOST and a free PORT); resolves once /healthz answers. */
-export async function startNexusProcess(env: Record<string, string>): Promise<NexusProcess> {
+export async function startNexusProcess(env: Record<string, string>, options: StartOptions = {}): Promise<NexusProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  const entry = options.built ? ['--enable-source-maps', 'dist/server.js'] : ['--import', 'tsx', 'src/server.ts'];
+  const child = spawn(process.execPath, entry, {
     cwd: projectRoot,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: String(port), ...env },
   });

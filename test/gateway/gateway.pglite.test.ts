@@ -111,7 +111,7 @@ describe('the gateway on embedded PGlite', () => {
     const crashDir = mkdtempSync(join(tmpdir(), 'nexus-pglite-crash-'));
     const port = 20000 + Math.floor(Math.random() * 20000);
     // `npm start` in its own process, keeping an unused lease for a minute: the kill finds it HELD.
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    const child = spawn(process.execPath, ['dist/server.js'], {
       cwd: projectRoot,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...embeddedEnv(crashDir), PORT: String(port), HOST: '127.0.0.1', NEXUS_QUOTA_LEASE_IDLE_MS: '60000', NEXUS_LOG_LEVEL: 'info' },
     });

@@ -128,7 +128,7 @@ describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
 
 describe('NEXUS_WORKERS on the embedded database', () => {
   it('is refused at start with a clear error', () => {
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    const run = spawnSync(process.execPath, ['dist/server.js'], {
       cwd: projectRoot,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, NEXUS_WORKERS: '2', NEXUS_DATA_DIR: dataDir, PORT: '0' },
       encoding: 'utf8',
@@ -139,7 +139,7 @@ describe('NEXUS_WORKERS on the embedded database', () => {
   });
 
   it('refuses bad values of the scale-out settings, naming each', () => {
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    const run = spawnSync(process.execPath, ['dist/server.js'], {
       cwd: projectRoot,
       env: {
         PATH: process.env.PATH,

@@ -1,7 +1,7 @@
 /** Which environment turns traces on, and where they go (src/config.ts). */
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { TEST_ENCRYPTION_KEY } from '../support/test-app.js';
+import { TEST_ENCRYPTION_KEY } from '../support/keys.js';
 
 const load = (env: Record<string, string>) => loadConfig({ NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, ...env }, () => {});
 

@@ -15,7 +15,7 @@ import { TEST_ROOT_KEY } from '../support/test-app.js';
 
 const BLOCK_LOOP = join(import.meta.dirname, '..', 'support', 'block-loop.mjs');
 const BLOCKED_MS = 1000;
-// Each test starts its own child process (tsx compiles the server as it starts: seconds on a busy machine).
+// Each test starts its own child process (the built server: a second or more on a busy machine).
 
 let database: TestDatabase;
 let dataDir: string;

@@ -1,6 +1,7 @@
 /**
- * The real entry points as separate processes: `npm start` (src/server.ts) and the
- * CLI (src/cli.ts), on their own schema of the test PostgreSQL.
+ * The real entry points as separate processes: `npm start` (dist/server.js) and the
+ * CLI (dist/cli.js), as built by the e2e project's global setup, on their own schema
+ * of the test PostgreSQL.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { connect, createServer as createNetServer, type AddressInfo, type Socket } from 'node:net';
@@ -40,7 +41,7 @@ function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 
 function run(script: string, args: string[], extra: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: projectRoot, env: env(extra) });
+    const child = spawn(process.execPath, [script, ...args], { cwd: projectRoot, env: env(extra) });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -50,7 +51,7 @@ function run(script: string, args: string[], extra: Record<string, string> = {})
 }
 
 async function startServer(port: number, extra: Record<string, string> = {}): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { cwd: projectRoot, env: env({ PORT: String(port), ...extra }) });
+  const child = spawn(process.execPath, ['dist/server.js'], { cwd: projectRoot, env: env({ PORT: String(port), ...extra }) });
   let output = '';
   child.stdout.on('data', (d) => (output += d));
   child.stderr.on('data', (d) => (output += d));
@@ -71,7 +72,7 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     // A first start on a port another server holds: one line naming the address, exit 1, and no key made or printed.
     const holder = createNetServer();
     await new Promise<void>((r) => holder.listen(p, '127.0.0.1', r));
-    const taken = await run('src/server.ts', [], { PORT: String(p) });
+    const taken = await run('dist/server.js', [], { PORT: String(p) });
     await new Promise((r) => holder.close(r));
     expect(taken.code).toBe(1);
     expect(taken.stderr.trim().split('\n')).toEqual([
@@ -105,7 +106,7 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
 
     // A scoped key from the CLI sees only its workspace.
     const other = await createWorkspace({ client, body: { name: 'not-for-the-scoped-key' } });
-    const cli = await run('src/cli.ts', ['management-keys', 'create', '--workspace', ws.data!.id, '--name', 'ci']);
+    const cli = await run('dist/cli.js', ['management-keys', 'create', '--workspace', ws.data!.id, '--name', 'ci']);
     expect(cli.code).toBe(0);
     const scopedKey = /nx-mgmt-[A-Za-z0-9_-]{43}/.exec(cli.stdout)?.[0];
     expect(scopedKey).toBeTruthy();
@@ -178,26 +179,26 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
   }, 120_000);
 
   it('refuses bad configuration with a clear message', async () => {
-    const bad = await run('src/server.ts', [], { PORT: 'not-a-port' });
+    const bad = await run('dist/server.js', [], { PORT: 'not-a-port' });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('PORT must be integer');
-    const prod = await run('src/server.ts', [], { NODE_ENV: 'production', NEXUS_ENCRYPTION_KEY: '' });
+    const prod = await run('dist/server.js', [], { NODE_ENV: 'production', NEXUS_ENCRYPTION_KEY: '' });
     expect(prod.code).toBe(1);
     expect(prod.stderr).toContain('NEXUS_ENCRYPTION_KEY is required');
   }, 30_000);
 
   it('the CLI refuses an unknown workspace and unknown commands', async () => {
-    const missing = await run('src/cli.ts', ['management-keys', 'create', '--workspace', '01a20000-0000-7000-8000-000000000000']);
+    const missing = await run('dist/cli.js', ['management-keys', 'create', '--workspace', '01a20000-0000-7000-8000-000000000000']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('not found');
     // An id that is not a UUID gets a plain message, not a database error.
-    const malformed = await run('src/cli.ts', ['management-keys', 'create', '--workspace', 'notauuid']);
+    const malformed = await run('dist/cli.js', ['management-keys', 'create', '--workspace', 'notauuid']);
     expect(malformed.code).toBe(1);
     expect(malformed.stderr.trim()).toBe("error: workspace id 'notauuid' is not a UUID");
-    const badRevoke = await run('src/cli.ts', ['management-keys', 'revoke', 'notauuid']);
+    const badRevoke = await run('dist/cli.js', ['management-keys', 'revoke', 'notauuid']);
     expect(badRevoke.code).toBe(1);
     expect(badRevoke.stderr.trim()).toBe("error: key id 'notauuid' is not a UUID");
-    const migrate = await run('src/cli.ts', ['migrate']);
+    const migrate = await run('dist/cli.js', ['migrate']);
     expect(migrate.code).toBe(0);
     expect(migrate.stdout).toContain('already up to date');
   }, 60_000);
@@ -207,11 +208,11 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     const dataDir = join(mkdtempSync(join(tmpdir(), 'nexus-cli-')), 'data');
     const embedded = { DATABASE_URL: '', NEXUS_DATABASE_SCHEMA: '', NEXUS_DATA_DIR: dataDir };
     try {
-      const help = await run('src/cli.ts', ['--help'], embedded);
+      const help = await run('dist/cli.js', ['--help'], embedded);
       expect(help.code).toBe(0);
       expect(help.stdout).toContain('usage:');
       expect(help.stderr).toBe('');
-      const answer = await run('src/cli.ts', ['management-keys', 'create', '--workspace', 'x', '--bogus'], embedded);
+      const answer = await run('dist/cli.js', ['management-keys', 'create', '--workspace', 'x', '--bogus'], embedded);
       expect(answer.code).toBe(2);
       expect(answer.stderr.startsWith("error: Unknown option '--bogus'"), answer.stderr).toBe(true);
       expect(answer.stderr).toContain('usage:');
@@ -223,7 +224,7 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
   }, 60_000);
 
   it('the CLI says in one line that the database cannot be reached', async () => {
-    const down = await run('src/cli.ts', ['management-keys', 'list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/postgres' });
+    const down = await run('dist/cli.js', ['management-keys', 'list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/postgres' });
     expect(down.code).toBe(1);
     expect(down.stderr.trim()).toBe('error: connect ECONNREFUSED 127.0.0.1:1 (ECONNREFUSED)');
     expect(down.stdout).toBe('');
@@ -277,23 +278,23 @@ describe('the embedded database', () => {
       const p = port();
       const holder = createNetServer();
       await new Promise<void>((r) => holder.listen(p, '127.0.0.1', r));
-      const taken = await run('src/server.ts', [], { ...embedded, PORT: String(p) });
+      const taken = await run('dist/server.js', [], { ...embedded, PORT: String(p) });
       await new Promise((r) => holder.close(r));
       expect(taken.code).toBe(1);
       expect(taken.stderr.trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`^Nexus cannot listen on 127\\.0\\.0\\.1:${p}: port ${p} is in use`))]);
       expect(taken.stdout + taken.stderr).not.toMatch(/nx-mgmt-/);
       const server = await startServer(p, embedded);
       expect(server.output()).toMatch(/Nexus generated a root Management Key[^]*nx-mgmt-[A-Za-z0-9_-]{43}/);
-      const refused = await run('src/cli.ts', ['management-keys', 'list'], embedded);
+      const refused = await run('dist/cli.js', ['management-keys', 'list'], embedded);
       expect(refused.code).toBe(1);
       expect(refused.stderr).toContain(`error: The embedded database in ${join(dataDir, 'pgdata')} is in use by another Nexus process (pid ${server.child.pid})`);
       server.child.kill('SIGTERM');
       expect(await server.exited).toBe(0);
-      expect((await run('src/cli.ts', ['management-keys', 'list'], embedded)).code).toBe(0);
+      expect((await run('dist/cli.js', ['management-keys', 'list'], embedded)).code).toBe(0);
       // A lock left by a process that is gone (killed, crashed) is taken over.
       const gone = spawnSync(process.execPath, ['-e', '']).pid;
       writeFileSync(join(dataDir, 'pgdata', 'nexus.pid'), String(gone));
-      expect((await run('src/cli.ts', ['management-keys', 'list'], embedded)).code).toBe(0);
+      expect((await run('dist/cli.js', ['management-keys', 'list'], embedded)).code).toBe(0);
       // A server killed (-9) leaves its lock; by the next start its pid may be another live process's (pids repeat
       // after a reboot, and from one start of a container to the next). That process is not the holder: taken over.
       const crashed = await startServer(port(), embedded);
@@ -301,7 +302,7 @@ describe('the embedded database', () => {
       await crashed.exited;
       const lock = join(dataDir, 'pgdata', 'nexus.pid');
       writeFileSync(lock, readFileSync(lock, 'utf8').replace(/^\d+/, String(process.pid)));
-      const reused = await run('src/cli.ts', ['management-keys', 'list'], embedded);
+      const reused = await run('dist/cli.js', ['management-keys', 'list'], embedded);
       expect(reused.stderr).toBe('');
       expect(reused.code).toBe(0);
       expect(existsSync(lock)).toBe(false);

@@ -3,14 +3,16 @@
  * through the harness: the status must be declared for the operation, the body
  * must match its schema and the declared headers theirs. Each validated response
  * is recorded for the coverage report.
+ *
+ * The validator reads generated/openapi.json itself (no import of the app) and is built on first
+ * use, once per worker: the api project shares modules between its files (vitest.config.ts).
  */
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { OpenAPIBackend, type Operation } from 'openapi-backend';
+import { OpenAPIBackend, type Document, type Operation } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
 import { Ajv } from 'ajv';
-import { loadContract } from '../../src/app.js';
-import { runDir } from './paths.js';
+import { projectRoot, runDir } from './paths.js';
 
 const addFormats = addFormatsPkg as unknown as (ajv: unknown) => unknown;
 
@@ -19,7 +21,7 @@ let backend: OpenAPIBackend | undefined;
 function contract(): OpenAPIBackend {
   if (!backend) {
     backend = new OpenAPIBackend({
-      definition: loadContract(),
+      definition: JSON.parse(readFileSync(join(projectRoot, 'generated', 'openapi.json'), 'utf8')) as Document,
       quick: true,
       validate: true,
       ajvOpts: { strict: false },

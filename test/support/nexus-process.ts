@@ -1,9 +1,11 @@
 /**
  * A Nexus as its own process for the tests (scripts/lib/nexus-process.ts), with
- * the test keys and settings of the in-process test app.
+ * the test keys and settings of the in-process test app. It runs dist/server.js,
+ * which the e2e project's global setup builds once (test/support/build-setup.ts).
  */
 import { startNexusProcess as start, type NexusProcess } from '../../scripts/lib/nexus-process.js';
-import { poolerEnv, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY } from './test-app.js';
+import { TEST_ENCRYPTION_KEY, TEST_ROOT_KEY } from './keys.js';
+import { poolerEnv } from './test-app.js';
 
 export type { NexusProcess };
 
@@ -16,5 +18,5 @@ export function startNexusProcess(env: Record<string, string>): Promise<NexusPro
     NEXUS_LOG_LEVEL: 'info',
     ...poolerEnv(),
     ...env,
-  });
+  }, { built: true });
 }

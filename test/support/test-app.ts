@@ -17,11 +17,11 @@ import { createDomain, type TestHooks } from '../../src/domain/services.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { createClient, type Client } from '../../generated/client/client/index.js';
 import { contractFetch } from './contract.js';
+import { TEST_ENCRYPTION_KEY, TEST_ROOT_KEY } from './keys.js';
 import { runDir } from './paths.js';
 import { createTestDatabase, type TestDatabase } from './test-db.js';
 
-export const TEST_ROOT_KEY = 'nx-mgmt-test-root-0123456789abcdefghijklmnop';
-export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
+export { TEST_ENCRYPTION_KEY, TEST_ROOT_KEY };
 
 class CaptureTransport extends Transport {
   constructor(private readonly lines: string[]) {

@@ -1,6 +1,14 @@
 /**
- * A fresh database per test file: its own schema on the real PostgreSQL (migrated,
- * dropped at the end), or an in-memory PGlite when none answered in global setup.
+ * A clean database per test file: a migrated schema of its own on the real PostgreSQL,
+ * or an in-memory PGlite when none answered in global setup.
+ *
+ * Migrating costs far more than emptying, so a worker keeps the schemas its files gave
+ * back: drop() empties every table (TRUNCATE ... RESTART IDENTITY; no migration seeds
+ * rows), renames the schema and keeps it for the next createTestDatabase() in that worker. Where
+ * vitest shares modules between files (the api project, isolate: false) the next file
+ * gets it; elsewhere the module is fresh per file and each file migrates its own. The
+ * schemas carry the run's name (NEXUS_TEST_RUN, set in global setup), which drops them
+ * all at its end.
  *
  * Through PgBouncer (TEST_PGBOUNCER_URL, set by scripts/pgbouncer-tests.sh): a
  * database of its own instead of a schema, since a schema is chosen per session
@@ -42,6 +50,25 @@ function withDatabase(url: string, name: string): string {
   return u.toString();
 }
 
+/** Schemas this worker migrated and a file gave back, emptied, for the next file. */
+const spare: string[] = [];
+
+/** The prefix of this run's schemas (global setup drops them at the end). */
+export function runSchemaPrefix(): string {
+  return `t_${process.env.NEXUS_TEST_RUN ?? 'local'}_`;
+}
+
+/** Every table but the migrator's, emptied, counters restarted: a just-migrated schema again. */
+async function empty(db: Db, schema: string): Promise<void> {
+  const rows = (await db('pg_tables')
+    .where({ schemaname: schema })
+    .whereNotIn('tablename', ['knex_migrations', 'knex_migrations_lock'])
+    .select('tablename')) as { tablename: string }[];
+  if (!rows.length) return;
+  const tables = rows.map((r) => `"${schema}"."${r.tablename}"`).join(', ');
+  await db.raw(`truncate ${tables} restart identity cascade`);
+}
+
 export async function createTestDatabase(options: { poolMax?: number } = {}): Promise<TestDatabase> {
   if (process.env.NEXUS_TEST_DB === 'pglite') {
     const db = createDatabase({ databaseUrl: undefined });
@@ -49,9 +76,9 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
     return { db, url: undefined, schema: undefined, drop: () => db.destroy() };
   }
   const url = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-  const name = `t_${randomBytes(6).toString('hex')}`;
   const pooler = process.env.TEST_PGBOUNCER_URL;
   if (pooler) {
+    const name = `t_${randomBytes(6).toString('hex')}`;
     await direct(url, `create database "${name}"`);
     const migrator = createDatabase({ databaseUrl: withDatabase(url, name), poolMax: 1 });
     try {
@@ -73,15 +100,30 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
       },
     };
   }
-  const db = createDatabase({ databaseUrl: url, schema: name, poolMax: options.poolMax ?? 10 });
-  await migrateLatest(db, name);
+  const reused = spare.pop();
+  const schema = reused ?? `${runSchemaPrefix()}${randomBytes(6).toString('hex')}`;
+  const db = createDatabase({ databaseUrl: url, schema, poolMax: options.poolMax ?? 10 });
+  if (!reused) await migrateLatest(db, schema);
+  let dropped = false;
   return {
     db,
     url,
-    schema: name,
+    schema,
     async drop() {
-      await db.raw('drop schema if exists ?? cascade', [name]).catch(() => {});
-      await db.destroy();
+      if (dropped) return;
+      dropped = true;
+      try {
+        await empty(db, schema);
+        // Under a new name: whatever of the file outlived it (a timer, a pool another app opened) finds
+        // no tables by the old name, as if the schema were dropped, instead of writing into the next file's.
+        const renamed = `${runSchemaPrefix()}${randomBytes(6).toString('hex')}`;
+        await db.raw('alter schema ?? rename to ??', [schema, renamed]);
+        spare.push(renamed);
+      } catch {
+        await db.raw('drop schema if exists ?? cascade', [schema]).catch(() => {});
+      } finally {
+        await db.destroy();
+      }
     },
   };
 }
