@@ -60,10 +60,10 @@ export function runSchemaPrefix(): string {
 
 /** Every table but the migrator's, emptied, counters restarted: a just-migrated schema again. */
 async function empty(db: Db, schema: string): Promise<void> {
-  const rows = (await db('pg_tables')
+  const rows = await db('pg_tables')
     .where({ schemaname: schema })
     .whereNotIn('tablename', ['knex_migrations', 'knex_migrations_lock'])
-    .select('tablename')) as { tablename: string }[];
+    .select<{ tablename: string }[]>('tablename');
   if (!rows.length) return;
   const tables = rows.map((r) => `"${schema}"."${r.tablename}"`).join(', ');
   await db.raw(`truncate ${tables} restart identity cascade`);
