@@ -29,7 +29,9 @@ export async function up(knex: Knex): Promise<void> {
     t.bigInteger('tokens').notNullable().defaultTo(0);
     t.integer('concurrent').notNullable().defaultTo(0);
   });
-  await knex.raw('alter table rate_windows add constraint rate_windows_nonnegative check (requests >= 0 and tokens >= 0 and concurrent >= 0)');
+  await knex.raw(
+    'alter table rate_windows add constraint rate_windows_nonnegative check (requests >= 0 and tokens >= 0 and concurrent >= 0)',
+  );
   await knex.schema.createTable('rate_allowances', (t) => {
     t.uuid('id').primary();
     t.uuid('workspace_id').notNullable();

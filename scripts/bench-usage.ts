@@ -47,7 +47,11 @@ try {
   const server = await listen(nexus, 0, '127.0.0.1', 2000);
   try {
     const headers = { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' };
-    const created = await fetch(`${server.url}/admin/v1/workspaces`, { method: 'POST', headers, body: JSON.stringify({ name: 'bench-usage' }) });
+    const created = await fetch(`${server.url}/admin/v1/workspaces`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ name: 'bench-usage' }),
+    });
     const workspaceId = ((await created.json()) as { id: string }).id;
 
     const until = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000);
@@ -88,20 +92,47 @@ try {
     await seed.query('vacuum analyze usage_rollups');
     const rollups = (await seed.query('select count(*)::int as n from usage_rollups')).rows[0] as { n: number };
     await seed.end();
-    console.log(`seeded ${EVENTS.toLocaleString('en')} usage events and invocations over ${DAYS} days in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s (usage_rollups: ${rollups.n.toLocaleString('en')} rows)\n`);
+    console.log(
+      `seeded ${EVENTS.toLocaleString('en')} usage events and invocations over ${DAYS} days in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s (usage_rollups: ${rollups.n.toLocaleString('en')} rows)\n`,
+    );
 
     const day = 86_400_000;
     const queries: [string, Record<string, string>][] = [
-      ['last 24 h by hour, by model', { since: new Date(until.getTime() - day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'model' }],
-      ['last 7 days by hour, by model', { since: new Date(until.getTime() - 7 * day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'model' }],
-      ['last 7 days by hour, by access', { since: new Date(until.getTime() - 7 * day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'access' }],
-      ['last 7 days by day, by connection', { since: new Date(until.getTime() - 7 * day).toISOString(), until: until.toISOString(), granularity: 'day', groupBy: 'connection' }],
-      [`all ${DAYS} days by day, by model`, { since: since.toISOString(), until: until.toISOString(), granularity: 'day', groupBy: 'model' }],
-      [`all ${DAYS} days by hour, by access`, { since: since.toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'access' }],
-      [`all ${DAYS} days by day, by connection`, { since: since.toISOString(), until: until.toISOString(), granularity: 'day', groupBy: 'connection' }],
+      [
+        'last 24 h by hour, by model',
+        { since: new Date(until.getTime() - day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'model' },
+      ],
+      [
+        'last 7 days by hour, by model',
+        { since: new Date(until.getTime() - 7 * day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'model' },
+      ],
+      [
+        'last 7 days by hour, by access',
+        { since: new Date(until.getTime() - 7 * day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'access' },
+      ],
+      [
+        'last 7 days by day, by connection',
+        { since: new Date(until.getTime() - 7 * day).toISOString(), until: until.toISOString(), granularity: 'day', groupBy: 'connection' },
+      ],
+      [
+        `all ${DAYS} days by day, by model`,
+        { since: since.toISOString(), until: until.toISOString(), granularity: 'day', groupBy: 'model' },
+      ],
+      [
+        `all ${DAYS} days by hour, by access`,
+        { since: since.toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'access' },
+      ],
+      [
+        `all ${DAYS} days by day, by connection`,
+        { since: since.toISOString(), until: until.toISOString(), granularity: 'day', groupBy: 'connection' },
+      ],
     ];
     // The figures scale with how busy the host is: say it.
-    console.log(`host: ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')} (1, 5, 15 min)\n`);
+    console.log(
+      `host: ${cpus().length} CPUs, load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')} (1, 5, 15 min)\n`,
+    );
     console.log(
       `${'query'.padEnd(36)} ${'events'.padStart(10)} ${'buckets'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'query p50'.padStart(10)}`,
     );

@@ -57,7 +57,8 @@ const USERS = Number(process.env.BENCH_USERS ?? 64);
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const TARGETS = process.env.BENCH_TARGETS?.split(';').map((t) => t.trim());
 const BUILDS = (process.env.BENCH_NEXUS ?? 'compiled').split(';').map((b) => b.trim());
-for (const build of BUILDS) if (build !== 'compiled' && build !== 'tsx') throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx)`);
+for (const build of BUILDS)
+  if (build !== 'compiled' && build !== 'tsx') throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx)`);
 const FEATURES = process.env.BENCH_FEATURES === '1';
 /** Limits no bench load reaches: what admitting against them costs, not a refusal. */
 const GENEROUS_LIMITS = { requestsPerMinute: 100_000_000, tokensPerMinute: 2_000_000_000, concurrentCalls: 100_000 };
@@ -129,7 +130,9 @@ async function startNexus(build: string, schema: string): Promise<{ child: Child
   if (process.env.BENCH_PROFILE) flags.push('--cpu-prof', '--cpu-prof-dir=bench-profiles');
   let args: string[];
   if (build === 'compiled') {
-    const start = (JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(' ');
+    const start = (
+      JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }
+    ).scripts.start.split(' ');
     if (start[0] !== 'node') throw new Error(`npm start is not a node command line: ${start.join(' ')}`);
     args = [...flags, ...start.slice(1)];
   } else {
@@ -215,13 +218,31 @@ async function inTurn<T>(round: number, runs: (() => Promise<T>)[]): Promise<T[]
 
 /** BENCH_FEATURES: rules and an allow-list that the benchmark's model (`bench-model`) matches last. */
 function modelPricing(): Pick<TenantSpec, 'modelRules' | 'allowedModels' | 'outputCapPolicy'> {
-  const families = ['gpt-4o-mini', 'gpt-4o', 'gpt-4.1-nano', 'gpt-4.1-mini', 'gpt-4.1', 'o1', 'o3-mini', 'o4-mini', 'claude-3-5-haiku', 'claude-3-7-sonnet', 'claude-sonnet-4', 'claude-opus-4'];
+  const families = [
+    'gpt-4o-mini',
+    'gpt-4o',
+    'gpt-4.1-nano',
+    'gpt-4.1-mini',
+    'gpt-4.1',
+    'o1',
+    'o3-mini',
+    'o4-mini',
+    'claude-3-5-haiku',
+    'claude-3-7-sonnet',
+    'claude-sonnet-4',
+    'claude-opus-4',
+  ];
   const ppm = (n: number) => `${BigInt(n * 250_000)}` as const;
   const modelRules = families.flatMap((f, i) => [
     { pattern: f, inputMultiplierPpm: ppm(i + 1), cachedInputMultiplierPpm: ppm(1), outputMultiplierPpm: ppm(4 * (i + 1)) },
     { pattern: `${f}-*`, inputMultiplierPpm: ppm(i + 1), cachedInputMultiplierPpm: ppm(1), outputMultiplierPpm: ppm(4 * (i + 1)) },
   ]);
-  modelRules[modelRules.length - 1] = { pattern: 'bench-*', inputMultiplierPpm: '1000000', cachedInputMultiplierPpm: '500000', outputMultiplierPpm: '2000000' };
+  modelRules[modelRules.length - 1] = {
+    pattern: 'bench-*',
+    inputMultiplierPpm: '1000000',
+    cachedInputMultiplierPpm: '500000',
+    outputMultiplierPpm: '2000000',
+  };
   return { modelRules, allowedModels: [...families.slice(0, 11).map((f) => `${f}*`), 'bench-model'], outputCapPolicy: 'clamp' };
 }
 
@@ -337,13 +358,34 @@ function postgresPids(): number[] {
   }
 }
 
-async function cannon(url: string, headers: Record<string, string>, body: string, connections: number, duration: number, keys: string[] = []) {
+async function cannon(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  connections: number,
+  duration: number,
+  keys: string[] = [],
+) {
   let next = 0;
   const requests = keys.length
     ? [{ setupRequest: (r: any) => ({ ...r, headers: { ...r.headers, authorization: `Bearer ${keys[next++ % keys.length]}` } }) }]
     : undefined;
-  const result = await autocannon({ url, method: 'POST', headers, body, connections, duration, pipelining: 1, ...(requests ? { requests } : {}) });
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors: result.errors + result.non2xx + result.timeouts };
+  const result = await autocannon({
+    url,
+    method: 'POST',
+    headers,
+    body,
+    connections,
+    duration,
+    pipelining: 1,
+    ...(requests ? { requests } : {}),
+  });
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.non2xx + result.timeouts,
+  };
 }
 
 /** One request at a time (precise timings): total latency and time to the first body byte. */
@@ -388,7 +430,12 @@ async function measure(target: string, url: string, headers: Record<string, stri
       const seconds = part === 'user' ? used.user : used.user + used.system;
       return (seconds * 1e6) / (load.rps * DURATION);
     };
-    const light = await sequential(url, keys.length ? { ...h, authorization: `Bearer ${keys[0]}` } : h, body, Math.max(3, Math.round(DURATION / 2)));
+    const light = await sequential(
+      url,
+      keys.length ? { ...h, authorization: `Bearer ${keys[0]}` } : h,
+      body,
+      Math.max(3, Math.round(DURATION / 2)),
+    );
     rows.push({
       target,
       mode: stream ? 'stream' : 'json',
@@ -412,18 +459,30 @@ async function main(): Promise<void> {
   const schemas = BUILDS.map(() => `bench_${randomBytes(4).toString('hex')}`);
   const children: ChildProcess[] = [];
   try {
-    if (BUILDS.includes('compiled')) execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: projectRoot, stdio: ['ignore', 'ignore', 'inherit'] });
+    if (BUILDS.includes('compiled'))
+      execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: projectRoot, stdio: ['ignore', 'ignore', 'inherit'] });
     const upstream = await start('upstream', []);
     children.push(upstream.child);
     const floor = await start('floor', [upstream.url]);
     children.push(floor.child);
-    const nexuses: { label: string; pid: number | undefined; gatewayBaseUrl: string; apiKeys: string[]; featured?: { gatewayBaseUrl: string; apiKeys: string[] } }[] = [];
+    const nexuses: {
+      label: string;
+      pid: number | undefined;
+      gatewayBaseUrl: string;
+      apiKeys: string[];
+      featured?: { gatewayBaseUrl: string; apiKeys: string[] };
+    }[] = [];
     for (const [i, build] of BUILDS.entries()) {
       const nexus = await startNexus(build, schemas[i]!);
       children.push(nexus.child);
       const tenant = await provision(nexus.url, upstream.url);
       const featured = FEATURES ? await provision(nexus.url, upstream.url, true) : undefined;
-      nexuses.push({ label: build === 'compiled' ? 'nexus' : 'nexus (tsx)', pid: nexus.child.pid, ...tenant, ...(featured ? { featured } : {}) });
+      nexuses.push({
+        label: build === 'compiled' ? 'nexus' : 'nexus (tsx)',
+        pid: nexus.child.pid,
+        ...tenant,
+        ...(featured ? { featured } : {}),
+      });
     }
     process.stderr.write(`Measuring ${DURATION}s per phase, ${CONNECTIONS} connections under load...\n`);
     const path = '/v1/chat/completions';
@@ -440,12 +499,21 @@ async function main(): Promise<void> {
           const featured = nexus.featured;
           const [plainRows, featuredRows] = await inTurn(round, [
             () => measure(nexus.label, `${nexus.gatewayBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid),
-            () => (featured ? measure(`${nexus.label}, rules and limits`, `${featured.gatewayBaseUrl}${path}`, {}, featured.apiKeys, nexus.pid) : Promise.resolve([])),
+            () =>
+              featured
+                ? measure(`${nexus.label}, rules and limits`, `${featured.gatewayBaseUrl}${path}`, {}, featured.apiKeys, nexus.pid)
+                : Promise.resolve([]),
           ]);
           return [
             ...plainRows!,
             ...featuredRows!,
-            ...(await measure(`${nexus.label}, 1 user`, `${nexus.gatewayBaseUrl}${path}`, { authorization: `Bearer ${nexus.apiKeys[0]}` }, [], nexus.pid)),
+            ...(await measure(
+              `${nexus.label}, 1 user`,
+              `${nexus.gatewayBaseUrl}${path}`,
+              { authorization: `Bearer ${nexus.apiKeys[0]}` },
+              [],
+              nexus.pid,
+            )),
             // Diagnostic: the same proxy without metering (an endpoint with no usage inspector, passthrough allowed).
             ...(await measure(`${nexus.label}, unmetered`, `${nexus.gatewayBaseUrl}/v1/unmetered`, {}, nexus.apiKeys, nexus.pid)),
           ];
@@ -456,10 +524,16 @@ async function main(): Promise<void> {
     }
     const rows = medianRows(rounds);
     const f = (n: number | undefined, d = 2) => (n === undefined ? '-' : n.toFixed(d));
-    console.log(`\nGateway overhead (${new Date().toISOString()}; ${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; PostgreSQL at ${new URL(DATABASE_URL).host})`);
+    console.log(
+      `\nGateway overhead (${new Date().toISOString()}; ${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; PostgreSQL at ${new URL(DATABASE_URL).host})`,
+    );
     if (ROUNDS > 1) console.log(`each figure: the median of ${ROUNDS} rounds, the targets measured in turn in each`);
-    console.log(`load: autocannon, ${CONNECTIONS} connections for ${DURATION}s (latencies in whole ms); light: one request at a time (latencies in ms, hrtime); nexus: calls spread over ${USERS} users (inference keys), 'nexus, 1 user': every call on one key\n`);
-    console.log('| target | mode | req/s (load) | p50 (load) | p99 (load) | p50 (light) | p99 (light) | TTFB p50 | CPU µs/req (proxy) | of which user | CPU µs/req (PostgreSQL) | errors |');
+    console.log(
+      `load: autocannon, ${CONNECTIONS} connections for ${DURATION}s (latencies in whole ms); light: one request at a time (latencies in ms, hrtime); nexus: calls spread over ${USERS} users (inference keys), 'nexus, 1 user': every call on one key\n`,
+    );
+    console.log(
+      '| target | mode | req/s (load) | p50 (load) | p99 (load) | p50 (light) | p99 (light) | TTFB p50 | CPU µs/req (proxy) | of which user | CPU µs/req (PostgreSQL) | errors |',
+    );
     console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const r of rows) {
       console.log(
@@ -470,7 +544,9 @@ async function main(): Promise<void> {
     // best round of each is the closest to what each can do, so the ratio of the best rounds is printed too.
     const best = (target: string, mode: string) =>
       Math.max(...rounds.map((round) => round.find((r) => r.target === target && r.mode === mode)?.rps ?? 0));
-    console.log('\n| target | mode | Nexus/floor req/s | (1 user) | best round of each | added p50 (light) | added p99 (light) | added TTFB p50 |');
+    console.log(
+      '\n| target | mode | Nexus/floor req/s | (1 user) | best round of each | added p50 (light) | added p99 (light) | added TTFB p50 |',
+    );
     console.log('|---|---|---:|---:|---:|---:|---:|---:|');
     for (const { label } of nexuses) {
       for (const mode of ['json', 'stream']) {
@@ -481,11 +557,15 @@ async function main(): Promise<void> {
         const share = (r: Row | undefined) => (r ? `${((100 * r.rps) / fl.rps).toFixed(1)}%` : '-');
         const bestShare = `${((100 * best(label, mode)) / best('floor', mode)).toFixed(1)}%`;
         const ttfbDelta = nx.ttfb50 !== undefined && fl.ttfb50 !== undefined ? f(nx.ttfb50 - fl.ttfb50) : '-';
-        console.log(`| ${label} | ${mode} | ${share(nx)} | ${share(one)} | ${bestShare} | ${f(nx.lightP50 - fl.lightP50)} | ${f(nx.lightP99 - fl.lightP99)} | ${ttfbDelta} |`);
+        console.log(
+          `| ${label} | ${mode} | ${share(nx)} | ${share(one)} | ${bestShare} | ${f(nx.lightP50 - fl.lightP50)} | ${f(nx.lightP99 - fl.lightP99)} | ${ttfbDelta} |`,
+        );
       }
     }
     if (FEATURES) {
-      console.log('\n| target | mode | with rules and limits / without, req/s | best round of each | added p50 (light) | added p99 (light) |');
+      console.log(
+        '\n| target | mode | with rules and limits / without, req/s | best round of each | added p50 (light) | added p99 (light) |',
+      );
       console.log('|---|---|---:|---:|---:|---:|');
       for (const { label } of nexuses) {
         for (const mode of ['json', 'stream']) {

@@ -38,7 +38,9 @@ function tsFiles(dir) {
  */
 function removeOrphans(sourceDir, outDir) {
   if (!existsSync(outDir)) return;
-  const sourceSubdirs = new Set(readdirSync(sourceDir, { recursive: true, encoding: 'utf8' }).filter((f) => statSync(join(sourceDir, f)).isDirectory()));
+  const sourceSubdirs = new Set(
+    readdirSync(sourceDir, { recursive: true, encoding: 'utf8' }).filter((f) => statSync(join(sourceDir, f)).isDirectory()),
+  );
   for (const file of readdirSync(outDir, { recursive: true, encoding: 'utf8' })) {
     const match = /^(.*)\.js(\.map)?$/.exec(file);
     if (!match) continue;

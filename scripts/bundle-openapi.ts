@@ -16,7 +16,9 @@ export function bundleOpenApi(root = 'openapi'): Doc {
   const doc: Doc = parse(readFileSync(join(root, 'openapi.yaml'), 'utf8'));
   doc.paths ??= {};
   doc.components ??= {};
-  const areas = readdirSync(join(root, 'areas')).filter((f) => f.endsWith('.yaml')).sort();
+  const areas = readdirSync(join(root, 'areas'))
+    .filter((f) => f.endsWith('.yaml'))
+    .sort();
   for (const file of areas) {
     const area: Doc = parse(readFileSync(join(root, 'areas', file), 'utf8')) ?? {};
     for (const [path, item] of Object.entries(area.paths ?? {})) {

@@ -23,5 +23,6 @@ for (const file of ['README.md', 'tsconfig.json']) copyFileSync(from(file), to(f
 copyFileSync(join(root, 'LICENSE'), to('LICENSE'));
 writeFileSync(
   to(join('client', 'nexus.ts')),
-  '// This file is copied from scripts/client-package/nexus.ts by `npm run generate`: edit it there.\n\n' + readFileSync(from('nexus.ts'), 'utf8'),
+  '// This file is copied from scripts/client-package/nexus.ts by `npm run generate`: edit it there.\n\n' +
+    readFileSync(from('nexus.ts'), 'utf8'),
 );

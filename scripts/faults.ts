@@ -132,7 +132,9 @@ async function period(accessId: string) {
 }
 
 async function recorded(accessId: string) {
-  const { rows } = await db.query('select request_id, status, error_code, quota_units from invocations where workspace_access_id = $1', [accessId]);
+  const { rows } = await db.query('select request_id, status, error_code, quota_units from invocations where workspace_access_id = $1', [
+    accessId,
+  ]);
   return rows as { request_id: string; status: string; error_code: string | null; quota_units: string }[];
 }
 
@@ -147,7 +149,12 @@ async function until(check: () => Promise<boolean>, ms: number): Promise<number 
 
 // ---- calls ----------------------------------------------------------------------------------
 const BODY = (o: { stream?: boolean; maxTokens?: number } = {}) =>
-  JSON.stringify({ model: 'faults-model', messages: [{ role: 'user', content: 'faults' }], max_tokens: o.maxTokens ?? 50, stream: o.stream ?? false });
+  JSON.stringify({
+    model: 'faults-model',
+    messages: [{ role: 'user', content: 'faults' }],
+    max_tokens: o.maxTokens ?? 50,
+    stream: o.stream ?? false,
+  });
 
 interface Answer {
   status: number;
@@ -158,7 +165,11 @@ interface Answer {
   headersAt?: number;
 }
 
-async function callOnce(url: string, key: string, o: { stream?: boolean; maxTokens?: number; headers?: Record<string, string> } = {}): Promise<Answer> {
+async function callOnce(
+  url: string,
+  key: string,
+  o: { stream?: boolean; maxTokens?: number; headers?: Record<string, string> } = {},
+): Promise<Answer> {
   try {
     const res = await fetch(url, {
       method: 'POST',
@@ -179,7 +190,12 @@ async function callOnce(url: string, key: string, o: { stream?: boolean; maxToke
     }
     let tokens = 0;
     try {
-      for await (const chunk of res.body! as unknown as AsyncIterable<Uint8Array>) tokens += (Buffer.from(chunk).toString('utf8').match(/"delta":\{"content":"/g) ?? []).length;
+      for await (const chunk of res.body! as unknown as AsyncIterable<Uint8Array>)
+        tokens += (
+          Buffer.from(chunk)
+            .toString('utf8')
+            .match(/"delta":\{"content":"/g) ?? []
+        ).length;
     } catch {
       // cut off
     }
@@ -192,7 +208,10 @@ async function callOnce(url: string, key: string, o: { stream?: boolean; maxToke
 function statusLine(answers: Answer[]): string {
   const counts = new Map<number, number>();
   for (const a of answers) counts.set(a.status, (counts.get(a.status) ?? 0) + 1);
-  return [...counts].sort(([a], [b]) => a - b).map(([s, n]) => `${s === 0 ? 'no answer' : s}×${n}`).join(' ');
+  return [...counts]
+    .sort(([a], [b]) => a - b)
+    .map(([s, n]) => `${s === 0 ? 'no answer' : s}×${n}`)
+    .join(' ');
 }
 
 interface Row {
@@ -212,7 +231,10 @@ interface Row {
  * The calls a scenario delivered (their request ids), each meant to be charged 20 units: how many were
  * recorded, how many lost, what the period was charged against that, past its grant, and still reserved.
  */
-async function accountOf(accessId: string, delivered: string[]): Promise<Pick<Row, 'delivered' | 'recorded' | 'lost' | 'charged' | 'expected' | 'overspend' | 'reservedLeft'>> {
+async function accountOf(
+  accessId: string,
+  delivered: string[],
+): Promise<Pick<Row, 'delivered' | 'recorded' | 'lost' | 'charged' | 'expected' | 'overspend' | 'reservedLeft'>> {
   const ids = new Set((await recorded(accessId)).map((r) => r.request_id));
   const p = await period(accessId);
   const kept = delivered.filter((id) => ids.has(id)).length;
@@ -290,7 +312,9 @@ async function killScenario(upstream: string): Promise<Row> {
   const records = new Map((await recorded(t.accessId)).map((r) => [r.request_id, r]));
   const isDelivered = (x: Answer) => x.status === 200 && x.tokens > 0;
   const delivered = answers.filter(isDelivered);
-  const uncharged = answers.map((x, i) => ({ x, age: ages[i]! })).filter(({ x }) => isDelivered(x) && !(BigInt(records.get(x.requestId!)?.quota_units ?? 0) > 0n));
+  const uncharged = answers
+    .map((x, i) => ({ x, age: ages[i]! }))
+    .filter(({ x }) => isDelivered(x) && !(BigInt(records.get(x.requestId!)?.quota_units ?? 0) > 0n));
   const inWindow = uncharged.filter(({ age }) => age < LOSS_WINDOW_MS).length;
   const received = delivered.reduce((sum, x) => sum + BigInt(x.tokens), 0n);
   const deliveredAges = answers.flatMap((x, i) => (isDelivered(x) ? [ages[i]!] : []));
@@ -355,7 +379,10 @@ async function outageScenario(upstream: string): Promise<Row> {
   const delivered = answers.filter((x) => x.answer.status === 200);
   await until(async () => (await recorded(t.accessId)).length >= delivered.length, 60_000);
   await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
-  const account = await accountOf(t.accessId, delivered.map((x) => x.answer.requestId!));
+  const account = await accountOf(
+    t.accessId,
+    delivered.map((x) => x.answer.requestId!),
+  );
   await c.stop();
   await proxy?.close();
   const during = answers.filter((x) => x.phase === 'during').map((x) => x.answer);
@@ -410,11 +437,14 @@ async function drainScenario(upstream: string): Promise<Row> {
     return delivered.every((x) => ids.has(x.requestId!));
   }, 60_000);
   await until(async () => (await period(t.accessId)).reserved === 0n, 60_000);
-  const account = await accountOf(t.accessId, delivered.map((x) => x.requestId!));
+  const account = await accountOf(
+    t.accessId,
+    delivered.map((x) => x.requestId!),
+  );
   await h.stop();
   await proxy.close();
   return {
-    scenario: "drain: PostgreSQL away 10 s (proxy cut), SIGTERM after 3 s, its spool written by a live process on the data dir",
+    scenario: 'drain: PostgreSQL away 10 s (proxy cut), SIGTERM after 3 s, its spool written by a live process on the data dir',
     ...account,
     freedAfter: '-',
     statuses:
@@ -436,12 +466,16 @@ async function twoScenario(upstream: string): Promise<Row> {
   const answers: Answer[] = [];
   await Promise.all(
     Array.from({ length: 32 }, async (_v, i) => {
-      for (let n = 0; n < 12; n++) answers.push(await callOnce(t.gateway(i % 2 ? e : d), t.apiKey, { maxTokens: 20, headers: produce(10) }));
+      for (let n = 0; n < 12; n++)
+        answers.push(await callOnce(t.gateway(i % 2 ? e : d), t.apiKey, { maxTokens: 20, headers: produce(10) }));
     }),
   );
   await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
   const delivered = answers.filter((x) => x.status === 200);
-  const account = await accountOf(t.accessId, delivered.map((x) => x.requestId!));
+  const account = await accountOf(
+    t.accessId,
+    delivered.map((x) => x.requestId!),
+  );
   await d.stop();
   await e.stop();
   return {
@@ -501,9 +535,10 @@ async function runawayWaves(f: NexusProcess, upstream: string): Promise<Row> {
   for (let wave = 0; wave < 10; wave++) {
     answers.push(...(await Promise.all(Array.from({ length: 20 }, () => callOnce(t.gateway(f), t.apiKey, o)))));
     await until(async () => (await period(t.accessId)).reserved === 0n && (await recorded(t.accessId)).length === answers.length, 30_000);
-    const { rows: sum } = await db.query(`select coalesce(sum(units), 0) as units from usage_events where workspace_access_id = $1 and kind = 'ADJUSTMENT'`, [
-      t.accessId,
-    ]);
+    const { rows: sum } = await db.query(
+      `select coalesce(sum(units), 0) as units from usage_events where workspace_access_id = $1 and kind = 'ADJUSTMENT'`,
+      [t.accessId],
+    );
     const adjusted = BigInt((sum[0] as { units: string }).units);
     beyondBounds.push(adjusted - before);
     before = adjusted;
@@ -608,9 +643,13 @@ async function main(): Promise<void> {
     await db.end();
     rmSync(dataRoot, { recursive: true, force: true });
   }
-  console.log(`\nFault campaign (${new Date().toISOString()}; PostgreSQL at ${new URL(DATABASE_URL).host}; FAULTS_PG_CONTROL=${PG_CONTROL ? 1 : 0})`);
+  console.log(
+    `\nFault campaign (${new Date().toISOString()}; PostgreSQL at ${new URL(DATABASE_URL).host}; FAULTS_PG_CONTROL=${PG_CONTROL ? 1 : 0})`,
+  );
   if (rows.length) {
-    console.log('| scenario | delivered | recorded | lost | units charged | units expected | overspend | reserved left | dead units freed after | statuses |');
+    console.log(
+      '| scenario | delivered | recorded | lost | units charged | units expected | overspend | reserved left | dead units freed after | statuses |',
+    );
     console.log('|---|---:|---:|---:|---:|---|---:|---:|---:|---|');
   }
   for (const r of rows) {
@@ -619,8 +658,12 @@ async function main(): Promise<void> {
     );
   }
   if (changes) {
-    console.log('\nChanges on one process, applied by another (auth cache TTL 5 s; ms after the Admin API answered, between the start of the last call that did not show it and the first that did)');
-    console.log('| changes | seen by the next call on the same process | other process p50 ms | p90 ms | max ms | one gateway call, p50 ms |');
+    console.log(
+      '\nChanges on one process, applied by another (auth cache TTL 5 s; ms after the Admin API answered, between the start of the last call that did not show it and the first that did)',
+    );
+    console.log(
+      '| changes | seen by the next call on the same process | other process p50 ms | p90 ms | max ms | one gateway call, p50 ms |',
+    );
     console.log('|---|---:|---:|---:|---:|---:|');
     console.log(changes);
   }

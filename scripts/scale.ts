@@ -43,7 +43,8 @@ const CONNECTIONS = Number(process.env.SCALE_CONNECTIONS ?? 32);
 const USERS = Number(process.env.SCALE_USERS ?? 16);
 const CONFIGS = (process.env.SCALE_CONFIGS ?? 'direct:1;direct:2;pgbouncer:1;pgbouncer:2').split(';').map((c) => {
   const [via, workers] = c.trim().split(':');
-  if ((via !== 'direct' && via !== 'pgbouncer') || !/^\d+$/.test(workers ?? '')) throw new Error(`SCALE_CONFIGS: '${c}' is not direct:N or pgbouncer:N`);
+  if ((via !== 'direct' && via !== 'pgbouncer') || !/^\d+$/.test(workers ?? ''))
+    throw new Error(`SCALE_CONFIGS: '${c}' is not direct:N or pgbouncer:N`);
   return { via, workers: Number(workers) };
 });
 const MODE = process.env.SCALE_MODE ?? 'steady';
@@ -69,9 +70,13 @@ async function freePort(): Promise<number> {
 }
 
 function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--role=upstream'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--role=upstream'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   return new Promise((resolve, reject) => {
-    child.stdout.once('data', (d: Buffer) => resolve({ child, url: `http://127.0.0.1:${(JSON.parse(d.toString()) as { port: number }).port}` }));
+    child.stdout.once('data', (d: Buffer) =>
+      resolve({ child, url: `http://127.0.0.1:${(JSON.parse(d.toString()) as { port: number }).port}` }),
+    );
     child.once('exit', (code) => reject(new Error(`upstream exited with ${code}`)));
   });
 }
@@ -127,7 +132,12 @@ async function stopNexus(child: ChildProcess): Promise<void> {
 }
 
 /** A tenant with `users` end users on a plan with a quota no run exhausts, through the Admin API. */
-async function provision(nexusUrl: string, upstreamUrl: string, name = 'scale', users = USERS): Promise<{ gatewayPath: string; apiKeys: string[] }> {
+async function provision(
+  nexusUrl: string,
+  upstreamUrl: string,
+  name = 'scale',
+  users = USERS,
+): Promise<{ gatewayPath: string; apiKeys: string[] }> {
   const tenant = await provisionTenant(adminClient(nexusUrl, ROOT_KEY), {
     name,
     baseUrl: upstreamUrl,
@@ -188,7 +198,14 @@ function load(url: string, apiKeys: string[]) {
     body: BODY,
     connections: CONNECTIONS,
     pipelining: 1,
-    requests: [{ setupRequest: (r: autocannon.Request) => ({ ...r, headers: { ...r.headers, authorization: `Bearer ${apiKeys[next++ % apiKeys.length]}` } }) }],
+    requests: [
+      {
+        setupRequest: (r: autocannon.Request) => ({
+          ...r,
+          headers: { ...r.headers, authorization: `Bearer ${apiKeys[next++ % apiKeys.length]}` },
+        }),
+      },
+    ],
   };
 }
 
@@ -208,7 +225,12 @@ async function openLoop(pool: Pool, path: string, apiKeys: string[], rate: numbe
     const wait = due - performance.now();
     if (wait >= 1) await new Promise((r) => setTimeout(r, wait));
     const call = pool
-      .request({ path, method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKeys[i % apiKeys.length]}` }, body: BODY })
+      .request({
+        path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKeys[i % apiKeys.length]}` },
+        body: BODY,
+      })
       .then(async (res) => {
         await res.body.dump();
         if (res.statusCode !== 200) non2xx++;
@@ -228,7 +250,12 @@ async function openLoop(pool: Pool, path: string, apiKeys: string[], rate: numbe
  * SCALE_MODE=cold: latency of a tenant's first second (its keys and leases not looked up yet) against the
  * steady state of a warm one, at the same fixed rate, on one Nexus.
  */
-async function cold(nexusUrl: string, upstreamUrl: string, warm: { gatewayPath: string; apiKeys: string[] }, database: string): Promise<void> {
+async function cold(
+  nexusUrl: string,
+  upstreamUrl: string,
+  warm: { gatewayPath: string; apiKeys: string[] },
+  database: string,
+): Promise<void> {
   const pool = new Pool(nexusUrl, { connections: CONNECTIONS, pipelining: 1, keepAliveTimeout: 60_000 });
   const rows: { phase: string; sent: number; p50: number; p99: number; max: number; non2xx: number; xacts: number }[] = [];
   const run = async (phase: string, tenant: { gatewayPath: string; apiKeys: string[] }, seconds: number) => {
@@ -249,11 +276,15 @@ async function cold(nexusUrl: string, upstreamUrl: string, warm: { gatewayPath: 
   } finally {
     await pool.close();
   }
-  console.log(`\n${cpus().length} cores (shared with PostgreSQL, the upstream and the load generator), ${CONNECTIONS} connections, ${RATE} requests/s offered\n`);
+  console.log(
+    `\n${cpus().length} cores (shared with PostgreSQL, the upstream and the load generator), ${CONNECTIONS} connections, ${RATE} requests/s offered\n`,
+  );
   console.log('| phase | requests/s sent | p50 ms | p99 ms | max ms | non-2xx | p99 / steady p99 | PostgreSQL transactions |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    console.log(`| ${r.phase} | ${r.sent} | ${r.p50} | ${r.p99} | ${r.max} | ${r.non2xx} | ${(r.p99 / rows[0]!.p99).toFixed(1)} | ${r.xacts} |`);
+    console.log(
+      `| ${r.phase} | ${r.sent} | ${r.p50} | ${r.p99} | ${r.max} | ${r.non2xx} | ${(r.p99 / rows[0]!.p99).toFixed(1)} | ${r.xacts} |`,
+    );
   }
 }
 
@@ -316,9 +347,13 @@ async function main(): Promise<void> {
   } finally {
     upstream.child.kill();
     bouncer?.stop();
-    await onCluster(`drop database if exists "${database}" with (force)`).catch((err: Error) => console.error(`could not drop ${database}: ${err.message}`));
+    await onCluster(`drop database if exists "${database}" with (force)`).catch((err: Error) =>
+      console.error(`could not drop ${database}: ${err.message}`),
+    );
   }
-  console.log(`\n${cpus().length} cores (shared with PostgreSQL, the upstream and the load generator), ${CONNECTIONS} connections, ${DURATION} s each${bouncer ? `, ${bouncer.version}` : ''}\n`);
+  console.log(
+    `\n${cpus().length} cores (shared with PostgreSQL, the upstream and the load generator), ${CONNECTIONS} connections, ${DURATION} s each${bouncer ? `, ${bouncer.version}` : ''}\n`,
+  );
   console.log('| setup | requests/s | p50 ms | p99 ms | non-2xx | PostgreSQL transactions/s | rows inserted/s |');
   console.log('|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.setup} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.non2xx} | ${r.xactPerSec} | ${r.insertsPerSec} |`);

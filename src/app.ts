@@ -274,7 +274,8 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   accessExpiry.unref();
   // Idempotency rows past their 24 h window: their sealed answers (a key's plaintext, sometimes) go.
   const idempotencyPurge = setInterval(
-    () => void services.idempotency.purgeExpired().catch((err: Error) => logger.warn({ msg: 'idempotency purge failed', error: err.message })),
+    () =>
+      void services.idempotency.purgeExpired().catch((err: Error) => logger.warn({ msg: 'idempotency purge failed', error: err.message })),
     10 * 60_000,
   );
   idempotencyPurge.unref();

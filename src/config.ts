@@ -22,7 +22,10 @@ function integer(min: number, max: number | undefined, fallback: number) {
 
 /** An integer variable without a default (undefined when unset). */
 function optionalInteger(min: number, max: number | undefined) {
-  let schema = z.coerce.number({ error: 'must be integer' }).int({ error: 'must be integer' }).min(min, { error: `must be >= ${min}` });
+  let schema = z.coerce
+    .number({ error: 'must be integer' })
+    .int({ error: 'must be integer' })
+    .min(min, { error: `must be >= ${min}` });
   if (max !== undefined) schema = schema.max(max, { error: `must be <= ${max}` });
   return schema.optional();
 }
@@ -86,8 +89,14 @@ const variables = z.object({
   NODE_ENV: z.string().default('development'),
   PORT: integer(0, 65535, 8080),
   HOST: z.string().min(1).default('127.0.0.1'),
-  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' }).optional(),
-  NEXUS_DATABASE_LISTEN_URL: z.string().regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' }).optional(),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' })
+    .optional(),
+  NEXUS_DATABASE_LISTEN_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, { error: 'must be a postgres:// or postgresql:// URL' })
+    .optional(),
   NEXUS_DATABASE_SCHEMA: z
     .string()
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, { error: 'must be a lowercase PostgreSQL identifier (letters, digits, _)' })
@@ -121,14 +130,19 @@ const variables = z.object({
       return trust;
     }),
   NEXUS_ALLOW_PRIVATE_UPSTREAMS: flag(false),
-  NEXUS_LOG_LEVEL: z.enum(['error', 'warn', 'info', 'debug', 'silent'], { error: 'must be one of error, warn, info, debug, silent' }).default('info'),
+  NEXUS_LOG_LEVEL: z
+    .enum(['error', 'warn', 'info', 'debug', 'silent'], { error: 'must be one of error, warn, info, debug, silent' })
+    .default('info'),
   NEXUS_BODY_LIMIT_BYTES: integer(1024, undefined, 1048576),
   NEXUS_GATEWAY_BODY_LIMIT_BYTES: integer(1024, undefined, 33554432),
   NEXUS_BODY_TIMEOUT_MS: integer(1000, 3600000, 30000),
   NEXUS_SHUTDOWN_TIMEOUT_MS: integer(0, undefined, 10000),
   NEXUS_EVENT_LOOP_BLOCKED_MS: integer(100, 600000, 5000),
   NEXUS_INFERENCE_KEY_TTL_DAYS: integer(1, 3650, 365),
-  NEXUS_KEY_ENVIRONMENT: z.string().regex(/^[a-z]{2,8}$/, { error: 'must be 2 to 8 lowercase letters' }).default('live'),
+  NEXUS_KEY_ENVIRONMENT: z
+    .string()
+    .regex(/^[a-z]{2,8}$/, { error: 'must be 2 to 8 lowercase letters' })
+    .default('live'),
   NEXUS_UPSTREAM_TIMEOUT_MS: integer(1000, undefined, 60000),
   NEXUS_PROVIDER_PROBE_TIMEOUT_MS: integer(100, 60000, 5000),
   NEXUS_LEASE_TTL_MS: optionalInteger(1000, 60000),
@@ -138,7 +152,10 @@ const variables = z.object({
   NEXUS_AUTH_CACHE_TTL_MS: integer(0, 5000, 1000),
   NEXUS_QUOTA_LEASE_IDLE_MS: integer(10, 60000, 1000),
   NEXUS_GATEWAY_ASYNC_COMMIT: flag(false),
-  NEXUS_COMMIT: z.string().regex(/^[\x21-\x7E]{1,100}$/, { error: 'must be printable ASCII without spaces, at most 100 characters' }).optional(),
+  NEXUS_COMMIT: z
+    .string()
+    .regex(/^[\x21-\x7E]{1,100}$/, { error: 'must be printable ASCII without spaces, at most 100 characters' })
+    .optional(),
   NEXUS_STRIPE_API_BASE_URL: httpUrl.optional(),
   NEXUS_PADDLE_API_BASE_URL: httpUrl.optional(),
   NEXUS_BILLING_PAST_DUE_GRACE_HOURS: hours(72),

@@ -16,10 +16,15 @@ const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE'
 const UNAVAILABLE_STATES = /^(08...|53300|57P0[123])$/;
 
 /** pg's and knex's own words when a connection dies or none can be had. */
-const MESSAGES = /Connection terminated|connection error and is not queryable|Timeout acquiring a connection|Connection ended unexpectedly|terminating connection/i;
+const MESSAGES =
+  /Connection terminated|connection error and is not queryable|Timeout acquiring a connection|Connection ended unexpectedly|terminating connection/i;
 
 export function isDatabaseUnavailable(err: unknown): boolean {
-  for (let e = err as { code?: unknown; name?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; depth++) {
+  for (
+    let e = err as { code?: unknown; name?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0;
+    e && depth < 4;
+    depth++
+  ) {
     if (typeof e.code === 'string' && (SOCKET_CODES.has(e.code) || UNAVAILABLE_STATES.test(e.code))) return true;
     if (e.name === 'KnexTimeoutError') return true;
     if (typeof e.message === 'string' && MESSAGES.test(e.message)) return true;

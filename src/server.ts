@@ -81,7 +81,9 @@ async function main() {
     const { announceRootKey, buildApp, listen } = await import('./app.js');
     const { createLogger } = await import('./observability/logger.js');
     // A worker's lines say which worker wrote them: the workers share the primary's stdout.
-    const logger = cluster.isWorker ? createLogger(config.logLevel, undefined, { worker: cluster.worker!.id, pid: process.pid }) : undefined;
+    const logger = cluster.isWorker
+      ? createLogger(config.logLevel, undefined, { worker: cluster.worker!.id, pid: process.pid })
+      : undefined;
     const nexus = await buildApp(config, logger ? { logger } : {});
     let running: RunningServer;
     try {

@@ -62,8 +62,20 @@ function SignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
       <h1>Nexus console</h1>
       <form class="card form" onSubmit={(e) => void submit(e)} aria-label="Sign in">
         <h2>Sign in</h2>
-        <Field label="Management Key" hint="nx-mgmt-…: the root key, or a key scoped to some workspaces. Kept in this tab only (sessionStorage).">
-          <input type="password" name="managementKey" autoComplete="off" required minLength={24} value={key} onInput={(e) => setKey(valueOf(e))} autoFocus />
+        <Field
+          label="Management Key"
+          hint="nx-mgmt-…: the root key, or a key scoped to some workspaces. Kept in this tab only (sessionStorage)."
+        >
+          <input
+            type="password"
+            name="managementKey"
+            autoComplete="off"
+            required
+            minLength={24}
+            value={key}
+            onInput={(e) => setKey(valueOf(e))}
+            autoFocus
+          />
         </Field>
         <button type="submit" class="primary" disabled={!!action.working}>
           Sign in
@@ -105,12 +117,13 @@ function WorkspacePicker({ client, current }: { client: Client; current: string 
 function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void }) {
   const route = useRoute();
   const workspaceId = route[0] === 'w' ? route[1] : undefined;
-  const pageName = route[0] === 'w' ? route[2] ?? 'connections' : 'workspaces';
+  const pageName = route[0] === 'w' ? (route[2] ?? 'connections') : 'workspaces';
   const [workspace, setWorkspace] = useState<WorkspaceDto | undefined>();
   const action = useAction();
   useEffect(() => {
     setWorkspace(undefined);
-    if (workspaceId) void action.run('Opening the workspace…', async () => setWorkspace((await getWorkspace({ client, path: { workspaceId } })).data));
+    if (workspaceId)
+      void action.run('Opening the workspace…', async () => setWorkspace((await getWorkspace({ client, path: { workspaceId } })).data));
   }, [workspaceId]);
   const page = PAGES.find((p) => p.path === pageName);
   const Page = page?.component;

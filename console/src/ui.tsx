@@ -154,7 +154,13 @@ export function Field(props: { label: string; hint?: string; children: Component
 }
 
 /** A form that submits through `onSubmit` (the browser's own validation first); an async one reports its errors itself (useAction). */
-export function Form(props: { title: string; onSubmit: () => void | Promise<void>; children: ComponentChildren; submit: string; disabled?: boolean }) {
+export function Form(props: {
+  title: string;
+  onSubmit: () => void | Promise<void>;
+  children: ComponentChildren;
+  submit: string;
+  disabled?: boolean;
+}) {
   const submit = (e: Event) => {
     e.preventDefault();
     void props.onSubmit();

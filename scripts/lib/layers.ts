@@ -47,7 +47,11 @@ export interface Violation {
 }
 
 /** A path without its extension, with `/` separators: `src/config.js` and `src/config.ts` are one file. */
-const bare = (path: string) => path.split(sep).join('/').replace(/\.(ts|tsx|mts|js|jsx|mjs)$/, '');
+const bare = (path: string) =>
+  path
+    .split(sep)
+    .join('/')
+    .replace(/\.(ts|tsx|mts|js|jsx|mjs)$/, '');
 
 interface Placed {
   layer: Layer;
@@ -97,7 +101,12 @@ export function checkLayers(root: string, layers: Layer[][] = LAYERS): Violation
     const posixFile = file.split(sep).join('/');
     const from = placeOf(posixFile, layers);
     if (!from) {
-      violations.push({ file: posixFile, line: 0, imported: '', message: 'is in no layer: add it to LAYERS (scripts/lib/layers.ts) and docs/architecture.md' });
+      violations.push({
+        file: posixFile,
+        line: 0,
+        imported: '',
+        message: 'is in no layer: add it to LAYERS (scripts/lib/layers.ts) and docs/architecture.md',
+      });
       continue;
     }
     const text = readFileSync(join(root, file), 'utf8');
@@ -110,8 +119,17 @@ export function checkLayers(root: string, layers: Layer[][] = LAYERS): Violation
       if (!to) {
         violations.push({ file: posixFile, line, imported: imported.fileName, message: `imports ${target}, which is in no layer` });
       } else if (!mayImport(from, to)) {
-        const why = from.layer.only ? `${from.layer.name} may import only ${from.layer.only.join(', ')}` : to.rank === from.rank ? 'a peer' : 'a layer above it';
-        violations.push({ file: posixFile, line, imported: imported.fileName, message: `(${from.layer.name}) imports ${target} (${to.layer.name}): ${why}` });
+        const why = from.layer.only
+          ? `${from.layer.name} may import only ${from.layer.only.join(', ')}`
+          : to.rank === from.rank
+            ? 'a peer'
+            : 'a layer above it';
+        violations.push({
+          file: posixFile,
+          line,
+          imported: imported.fileName,
+          message: `(${from.layer.name}) imports ${target} (${to.layer.name}): ${why}`,
+        });
       }
     }
   }
@@ -120,4 +138,3 @@ export function checkLayers(root: string, layers: Layer[][] = LAYERS): Violation
 
 /** One line per violation, as a compiler would print it. */
 export const formatViolation = (v: Violation) => `${v.file}${v.line ? `:${v.line}` : ''} ${v.message}`;
-

@@ -50,11 +50,19 @@ interface QueryObject {
 class EmbeddedClient extends ClientPgLite {
   async _query(connection: unknown, obj: QueryObject): Promise<QueryObject> {
     await new Promise<void>((resolve) => setImmediate(resolve));
-    return (ClientPgLite.prototype as unknown as { _query(c: unknown, o: QueryObject): Promise<QueryObject> })._query.call(this, connection, obj);
+    return (ClientPgLite.prototype as unknown as { _query(c: unknown, o: QueryObject): Promise<QueryObject> })._query.call(
+      this,
+      connection,
+      obj,
+    );
   }
 
   processResponse(obj: QueryObject, runner: unknown): unknown {
-    const answer = (ClientPgLite.prototype as unknown as { processResponse(o: QueryObject, r: unknown): unknown }).processResponse.call(this, obj, runner);
+    const answer = (ClientPgLite.prototype as unknown as { processResponse(o: QueryObject, r: unknown): unknown }).processResponse.call(
+      this,
+      obj,
+      runner,
+    );
     if (obj.method === 'del' && !obj.output && !obj.returning && answer && typeof answer === 'object') {
       return (answer as { rowCount?: number }).rowCount ?? 0;
     }

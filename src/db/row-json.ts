@@ -28,8 +28,18 @@ export function isoTime(ms: number): string {
     if (year < 0 || year > 9999) return new Date(ms).toISOString();
     cachedSecond = second;
     cachedPrefix =
-      String(year).padStart(4, '0') + '-' + pad2(d.getUTCMonth() + 1) + '-' + pad2(d.getUTCDate()) + 'T' +
-      pad2(d.getUTCHours()) + ':' + pad2(d.getUTCMinutes()) + ':' + pad2(d.getUTCSeconds()) + '.';
+      String(year).padStart(4, '0') +
+      '-' +
+      pad2(d.getUTCMonth() + 1) +
+      '-' +
+      pad2(d.getUTCDate()) +
+      'T' +
+      pad2(d.getUTCHours()) +
+      ':' +
+      pad2(d.getUTCMinutes()) +
+      ':' +
+      pad2(d.getUTCSeconds()) +
+      '.';
   }
   return cachedPrefix + pad3(ms - second * 1000) + 'Z';
 }

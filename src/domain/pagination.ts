@@ -31,11 +31,7 @@ export function whereInRange(query: Knex.QueryBuilder, column: string, range: Ti
 }
 
 /** Applies the page to a query ordered by `column` descending and runs it. */
-export async function paginate<Row extends object>(
-  query: Knex.QueryBuilder,
-  page: PageRequest,
-  column = 'id',
-): Promise<Page<Row>> {
+export async function paginate<Row extends object>(query: Knex.QueryBuilder, page: PageRequest, column = 'id'): Promise<Page<Row>> {
   const limit = page.limit ?? DEFAULT_LIMIT;
   if (page.after) query.where(column, '<', page.after);
   const rows = (await query.orderBy(column, 'desc').limit(limit + 1)) as Row[];

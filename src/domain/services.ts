@@ -58,7 +58,10 @@ export function createDomain(deps: ServiceDeps) {
   const auditRepo = createAuditRepo(db);
   const audit = createAuditService({ auditRepo, clock });
   // The embedded database is one process's: nothing to tell the others.
-  const changes = createChangeFeed({ changeRepo: createChangeRepo(), channel: isEmbedded(db) ? null : changeChannel(config.databaseSchema) });
+  const changes = createChangeFeed({
+    changeRepo: createChangeRepo(),
+    channel: isEmbedded(db) ? null : changeChannel(config.databaseSchema),
+  });
   const workspaceRepo = createWorkspaceRepo(db);
   const workspaces = createWorkspaceService({ db, workspaceRepo, audit, clock, changes });
   const managementKeyRepo = createManagementKeyRepo(db);
@@ -90,7 +93,19 @@ export function createDomain(deps: ServiceDeps) {
   });
   const accessRepo = createAccessRepo(db);
   const rates = createRateService({ rateRepo: createRateRepo(db) });
-  const accesses = createAccessService({ db, accessRepo, quotaRepo, quota, rates, plans, inferenceKeys, workspaces, audit, clock, changes });
+  const accesses = createAccessService({
+    db,
+    accessRepo,
+    quotaRepo,
+    quota,
+    rates,
+    plans,
+    inferenceKeys,
+    workspaces,
+    audit,
+    clock,
+    changes,
+  });
   const invocationRepo = createInvocationRepo(db);
   const invocations = createInvocationService({ invocationRepo, workspaces, clock });
   const auditLogs = createAuditQueryService({ auditRepo, workspaces });

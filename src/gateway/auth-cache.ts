@@ -108,10 +108,13 @@ export function createAuthCache(deps: {
    * past both their TTL and the outage grace.
    */
   const entries = new Map<string, CacheEntry>();
-  const sweep = setInterval(() => {
-    const oldest = Date.now() - keepMs;
-    for (const [k, e] of entries) if (e.loadedAt < oldest) entries.delete(k);
-  }, Math.max(ttlMs, 100));
+  const sweep = setInterval(
+    () => {
+      const oldest = Date.now() - keepMs;
+      for (const [k, e] of entries) if (e.loadedAt < oldest) entries.delete(k);
+    },
+    Math.max(ttlMs, 100),
+  );
   sweep.unref();
 
   /**

@@ -227,7 +227,10 @@ export function createCallMeter(deps: {
       for (const call of included) if (held.has(call.leaseId!)) call.beatWritten();
     } catch (err) {
       if (renewAll) {
-        logger.warn({ msg: 'quota lease heartbeat failed: leases admit on what they hold for half their TTL', error: (err as Error).message });
+        logger.warn({
+          msg: 'quota lease heartbeat failed: leases admit on what they hold for half their TTL',
+          error: (err as Error).message,
+        });
       } else {
         // The heartbeat's warning says it, should it last; the next snapshot writes these calls again.
         logger.debug({ msg: 'the snapshot of the calls under way could not be written', error: (err as Error).message });

@@ -98,7 +98,8 @@ export class CallTrace {
     if (upstream) {
       if (this.inspector && model) upstream.updateName(`${OPERATION_NAME[this.inspector.endpoint]} ${model}`);
       if (model) upstream.setAttribute('gen_ai.request.model', model);
-      if (prepared && this.inspector && this.inspector.endpoint !== 'embeddings') upstream.setAttribute('gen_ai.request.max_tokens', Number(prepared.outputBound));
+      if (prepared && this.inspector && this.inspector.endpoint !== 'embeddings')
+        upstream.setAttribute('gen_ai.request.max_tokens', Number(prepared.outputBound));
       if (invocation.attempt_upstream_model) upstream.setAttribute('gen_ai.response.model', invocation.attempt_upstream_model);
       if (invocation.upstream_response_id) upstream.setAttribute('gen_ai.response.id', invocation.upstream_response_id);
       if (invocation.attempt_http_status !== null) upstream.setAttribute('http.response.status_code', invocation.attempt_http_status);
@@ -140,7 +141,8 @@ export class CallTrace {
       span.setAttribute('gen_ai.usage.cache_read.input_tokens', Number(charged.cachedInputTokens));
     }
     if (invocation.error_code) span.setAttribute('error.type', invocation.error_code);
-    if (httpStatus >= 500) span.setStatus({ code: SpanStatusCode.ERROR, ...(invocation.error_code ? { message: invocation.error_code } : {}) });
+    if (httpStatus >= 500)
+      span.setStatus({ code: SpanStatusCode.ERROR, ...(invocation.error_code ? { message: invocation.error_code } : {}) });
     span.end();
     return this.tracer.startSpan('record', { kind: SpanKind.INTERNAL, attributes: { 'nexus.invocation_id': invocation.id } }, this.context);
   }
@@ -156,6 +158,6 @@ export class CallTrace {
 /** A span that ended in an error (the admission's refusal, say). */
 export function failed(span: Span, err: unknown): void {
   const code = (err as { code?: unknown }).code;
-  span.setAttribute('error.type', typeof code === 'string' ? code : (err as Error).name ?? 'Error');
+  span.setAttribute('error.type', typeof code === 'string' ? code : ((err as Error).name ?? 'Error'));
   span.setStatus({ code: SpanStatusCode.ERROR, ...(typeof code === 'string' ? { message: code } : {}) });
 }

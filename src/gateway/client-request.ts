@@ -42,8 +42,12 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
 export function assertIdentityEncoding(req: IncomingMessage): void {
   const encoding = rawHeader(req.rawHeaders, 'content-encoding');
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-    throw new AppError('invalid_request', `A metered endpoint needs an uncompressed body (this one came as Content-Encoding: ${encoding})`, {
-      param: 'content-encoding',
-    });
+    throw new AppError(
+      'invalid_request',
+      `A metered endpoint needs an uncompressed body (this one came as Content-Encoding: ${encoding})`,
+      {
+        param: 'content-encoding',
+      },
+    );
   }
 }

@@ -65,10 +65,9 @@ export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax = 10): {
   const connectionString = typeof config.connection === 'string' ? config.connection : config.connection.connectionString;
   if (!connectionString) return { db: main, owned: false };
   const searchPath = Array.isArray(config.searchPath) ? config.searchPath.join(',') : config.searchPath;
-  const options = [
-    ...(asyncCommit ? ['-c synchronous_commit=off'] : []),
-    ...(searchPath ? [`-c search_path=${searchPath}`] : []),
-  ].join(' ');
+  const options = [...(asyncCommit ? ['-c synchronous_commit=off'] : []), ...(searchPath ? [`-c search_path=${searchPath}`] : [])].join(
+    ' ',
+  );
   const db = knexPkg({
     client: 'pg',
     connection: { connectionString, application_name: 'nexus-gateway', ...(options ? { options } : {}) },

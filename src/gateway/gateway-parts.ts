@@ -106,7 +106,11 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     shareLearned: (learned) => {
       if (learned.model.length > MAX_SHARED_MODEL) return;
       changes.shareLearned(learned, db).catch((err: Error) => {
-        logger.warn({ msg: 'could not tell the other processes of a learned output bound', connectionId: learned.connectionId, error: err.message });
+        logger.warn({
+          msg: 'could not tell the other processes of a learned output bound',
+          connectionId: learned.connectionId,
+          error: err.message,
+        });
       });
     },
     report: calls.report,

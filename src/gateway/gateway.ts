@@ -192,7 +192,9 @@ export function createGateway(deps: GatewayDeps) {
       const now = clock.now();
       const me = meOf(looked, now, meter.rateView(looked, now));
       if (connectionId !== NO_CONNECTION && (!looked!.connection_id || looked!.connection_status === 'ARCHIVED')) {
-        throw new AppError('provider_connection_not_found', 'No active provider connection with that id', { param: 'providerConnectionId' });
+        throw new AppError('provider_connection_not_found', 'No active provider connection with that id', {
+          param: 'providerConnectionId',
+        });
       }
       const body = JSON.stringify(me);
       res.writeHead(200, {

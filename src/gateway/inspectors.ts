@@ -212,7 +212,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
     // Lowered to the plan's cap (SDKs that always ask for the model's maximum still work); every cap the
     // request names above it is lowered, so whichever the provider honours holds the bound.
     for (const field of CAP_FIELDS[inspector.endpoint]) {
-      if (typeof body[field] === 'number' && (body[field]) > maxOutputTokens) body[field] = maxOutputTokens;
+      if (typeof body[field] === 'number' && body[field] > maxOutputTokens) body[field] = maxOutputTokens;
     }
     outputCap = { sent: maxOutputTokens, requested: perChoice };
     perChoice = maxOutputTokens;
@@ -246,13 +246,18 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   }
   const sent = rewritten ? Buffer.from(JSON.stringify(body)) : raw;
   const previousResponseId =
-    inspector.endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id ? body.previous_response_id : null;
+    inspector.endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id
+      ? body.previous_response_id
+      : null;
   const inputBound = BigInt(raw.length - inlineImageExcess(inspector, raw, body));
   return { requestedModel, stream, body: sent, inputBound, outputBound, usageInjected, previousResponseId, outputCap };
 }
 
 /** Usage and model of a complete JSON answer (and a Responses API answer's id). */
-export function usageFromJson(inspector: Inspector, text: string): { usage: Usage | null; model: string | null; responseId: string | null } {
+export function usageFromJson(
+  inspector: Inspector,
+  text: string,
+): { usage: Usage | null; model: string | null; responseId: string | null } {
   let body: Record<string, any>;
   try {
     body = JSON.parse(text) as Record<string, any>;

@@ -35,7 +35,7 @@ export class IntrusiveList<T extends Linked<T>> {
 
   /** Each item; `fn` may remove it (the next one is taken first). */
   forEach(fn: (item: T) => void): void {
-    for (let item = this.head; item; ) {
+    for (let item = this.head; item;) {
       const next: T | null = item.listNext;
       fn(item);
       item = next;

@@ -41,7 +41,15 @@ import { callRows, invocationJson, type AuthRow, type Consumption } from './call
 import type { CallRecorder } from './call-recorder.js';
 import type { CallReport } from './call-report.js';
 import type { CallTrace } from './call-trace.js';
-import { modelNamedIn, prepareCall, usageFromJson, type FreeEndpoint, type Inspector, type PreparedCall, type Usage } from './inspectors.js';
+import {
+  modelNamedIn,
+  prepareCall,
+  usageFromJson,
+  type FreeEndpoint,
+  type Inspector,
+  type PreparedCall,
+  type Usage,
+} from './inspectors.js';
 import type { Linked } from './intrusive-list.js';
 import {
   invocationRecord,
@@ -91,7 +99,9 @@ function assertModelAllowed(policy: ModelPolicy, model: string): void {
   if (policy.allows(model)) return;
   throw new AppError(
     'model_not_allowed',
-    model ? `The model '${model}' is not allowed on this plan` : 'The request names no model, and this plan allows only the models it lists',
+    model
+      ? `The model '${model}' is not allowed on this plan`
+      : 'The request names no model, and this plan allows only the models it lists',
     { param: 'model' },
   );
 }
@@ -117,7 +127,6 @@ function chargeable(progress: StreamProgress, prepared: PreparedCall): Usage {
 
 /** Which kind of answer passed its output bound: a stream (cut there, or reporting more at its end), a JSON answer. */
 export type OverBound = 'stream' | 'json';
-
 
 /** How an upstream call that ended is recorded: the invocation's and the attempt's status, and why it fell short. */
 interface Ending {
@@ -265,7 +274,10 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const auth = this.row;
     const reset = auth.period_end;
     if (!auth.period_id || !reset) throw new AppError('quota_insufficient', 'The access has no current quota period');
-    const prepared = prepareCall(this.inspector!, raw, { maxOutputTokens: auth.max_output_tokens!, clamp: auth.output_cap_policy !== 'refuse' });
+    const prepared = prepareCall(this.inspector!, raw, {
+      maxOutputTokens: auth.max_output_tokens!,
+      clamp: auth.output_cap_policy !== 'refuse',
+    });
     this.prepared = prepared;
     const read: CallRead = { requestedModel: prepared.requestedModel, streamed: prepared.stream, leaseId: null };
     this.read = read;
@@ -282,7 +294,10 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         reset_at: reset.toISOString(),
       });
     }
-    const held = await this.meter.leases.admit({ workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id }, bound);
+    const held = await this.meter.leases.admit(
+      { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id },
+      bound,
+    );
     if (!held.ok) {
       if (held.periodOver && !this.reloaded) return this.readAgain(raw);
       this.view = { remaining: held.available, reset };
@@ -451,7 +466,10 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     } else if (cause === 'upstream_timeout' || cause === 'upstream_unavailable') {
       const code = (relay.error as { code?: string } | undefined)?.code;
       this.meter.logger.warn({ msg: 'no upstream answer', requestId: this.opened.requestId, code, error: relay.error?.message });
-      refusal = new AppError(cause, cause === 'upstream_timeout' ? 'The provider did not answer within the timeout' : 'The provider could not be reached');
+      refusal = new AppError(
+        cause,
+        cause === 'upstream_timeout' ? 'The provider did not answer within the timeout' : 'The provider could not be reached',
+      );
     }
 
     let usage = relay.usage;
@@ -534,7 +552,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.meter.running.delete(this);
     const appError = toAppError(err);
     // A metered call refused while its body was read (a bad cap, say) still names its model.
-    if (!this.read.requestedModel && raw) this.read = { requestedModel: modelNamedIn(raw), streamed: this.read.streamed, leaseId: this.read.leaseId };
+    if (!this.read.requestedModel && raw)
+      this.read = { requestedModel: modelNamedIn(raw), streamed: this.read.streamed, leaseId: this.read.leaseId };
     const now = this.meter.clock.now();
     const outcome = {
       upstream: false,

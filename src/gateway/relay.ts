@@ -176,7 +176,11 @@ export class Relay implements Dispatcher.DispatchHandler {
     if (this.cancelReason) controller.abort(this.cancelReason);
   }
 
-  onResponseStart(_controller: Dispatcher.DispatchController, status: number, headers: Record<string, string | string[] | undefined>): void {
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    status: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): void {
     if (status < 200) return; // 1xx: informational, the answer is still to come
     this.status = status;
     const { inspector, prepared } = this.options;
@@ -228,7 +232,11 @@ export class Relay implements Dispatcher.DispatchHandler {
       }
       return;
     }
-    if (!this.take(chunk)) this.waitForClient(() => controller.resume(), () => controller.pause());
+    if (!this.take(chunk))
+      this.waitForClient(
+        () => controller.resume(),
+        () => controller.pause(),
+      );
   }
 
   onResponseEnd(): void {
@@ -314,7 +322,11 @@ export class Relay implements Dispatcher.DispatchHandler {
   private decode(decoder: Transform): void {
     this.decoder = decoder;
     decoder.on('data', (chunk: Buffer) => {
-      if (!this.take(chunk)) this.waitForClient(() => decoder.resume(), () => decoder.pause());
+      if (!this.take(chunk))
+        this.waitForClient(
+          () => decoder.resume(),
+          () => decoder.pause(),
+        );
     });
     decoder.on('end', () => this.finish());
     // Corrupt data fails the answer as a broken stream.

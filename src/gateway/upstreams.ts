@@ -67,7 +67,6 @@ export function createUpstreamPools(options: { allowPrivate: boolean; connection
   };
 }
 
-
 const DECODERS: Record<string, () => Transform> = {
   gzip: createGunzip,
   'x-gzip': createGunzip,

@@ -86,7 +86,8 @@ const PATTERNS: Record<string, string> = {
   '^[a-z0-9][a-z0-9_.-]*$': "must start with a lowercase letter or digit and hold only lowercase letters, digits, '_', '.' and '-'",
   '^[\\x21-\\x7E]+$': 'must be printable ASCII without spaces',
   '^[^\\s?\\[\\]{}\\\\]+$': "must be a model name or a glob whose only wildcard is '*', without whitespace or any of ? [ ] { } \\",
-  '^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]+[^\\s]*$': 'must be an http or https URL without spaces, such as "https://app.example.com/billing/done"',
+  '^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]+[^\\s]*$':
+    'must be an http or https URL without spaces, such as "https://app.example.com/billing/done"',
 };
 
 const TYPES: Record<string, string> = {
@@ -173,7 +174,8 @@ function assertNoPrototypeKeys(value: unknown, param: string, depth = 0): void {
   }
   for (const key of Object.keys(value)) {
     const path = param ? `${param}.${key}` : key;
-    if (PROTOTYPE_KEYS.has(key)) throw new AppError('invalid_parameter', `${path}: the keys __proto__, constructor and prototype are not allowed`, { param: path });
+    if (PROTOTYPE_KEYS.has(key))
+      throw new AppError('invalid_parameter', `${path}: the keys __proto__, constructor and prototype are not allowed`, { param: path });
     assertNoPrototypeKeys((value as Record<string, unknown>)[key], path, depth + 1);
   }
 }
@@ -202,7 +204,12 @@ function nextLink(publicUrl: string, req: Request, cursor: string): string {
  * the tag: `<tag>.<cursor>`.
  */
 function listTag(operationId: string, path: Record<string, unknown>): string {
-  const scope = [operationId, ...Object.keys(path).sort().map((k) => `${k}=${String(path[k])}`)].join('\n');
+  const scope = [
+    operationId,
+    ...Object.keys(path)
+      .sort()
+      .map((k) => `${k}=${String(path[k])}`),
+  ].join('\n');
   return createHash('sha256').update(scope).digest('base64url').slice(0, 10);
 }
 
@@ -211,12 +218,16 @@ function listTag(operationId: string, path: Record<string, unknown>): string {
  * its path and query parameters and its JSON body. Every handler, audit entry, scope check, list tag and
  * idempotency hash then sees one form of each id.
  */
-function canonicalRequest(operation: Context['operation'], input: { path: Record<string, unknown>; query: Record<string, unknown>; body: unknown }): void {
+function canonicalRequest(
+  operation: Context['operation'],
+  input: { path: Record<string, unknown>; query: Record<string, unknown>; body: unknown },
+): void {
   for (const p of (operation.parameters ?? []) as { in?: string; name?: string; schema?: UuidSchema }[]) {
     const bag = p.in === 'path' ? input.path : p.in === 'query' ? input.query : undefined;
     if (bag && p.name && bag[p.name] !== undefined) bag[p.name] = canonicalUuids(bag[p.name], p.schema);
   }
-  const body = (operation.requestBody as { content?: Record<string, { schema?: UuidSchema }> } | undefined)?.content?.['application/json']?.schema;
+  const body = (operation.requestBody as { content?: Record<string, { schema?: UuidSchema }> } | undefined)?.content?.['application/json']
+    ?.schema;
   input.body = canonicalUuids(input.body, body);
 }
 
@@ -294,8 +305,7 @@ export function createApi(deps: ApiDeps) {
       const failure = results.find((r): r is { error: unknown } => Boolean(r && typeof r === 'object' && 'error' in r));
       sendError(req, res, failure?.error ?? new AppError('missing_credentials', 'Authentication required'));
     },
-    validationFail: async (c: Context, req: Request, res: Response) =>
-      sendError(req, res, validationError(c.validation.errors)),
+    validationFail: async (c: Context, req: Request, res: Response) => sendError(req, res, validationError(c.validation.errors)),
   });
 
   const operationIds = operationIdsOf(deps.definition);
@@ -383,7 +393,13 @@ export function createApi(deps: ApiDeps) {
       } catch (err) {
         return sendError(req, res, err);
       }
-      const context = { method: req.method, path: req.path, query: req.query as Record<string, string>, headers: req.headers as Record<string, string>, body: req.body };
+      const context = {
+        method: req.method,
+        path: req.path,
+        query: req.query as Record<string, string>,
+        headers: req.headers as Record<string, string>,
+        body: req.body,
+      };
       try {
         await api.handleRequest(context, req, res);
       } catch (err) {

@@ -68,7 +68,10 @@ export const ok = <B>(body: NoInfer<B>): { status: 200; body: B } => ({ status: 
 export const created = <B>(body: NoInfer<B>): { status: 201; body: B } => ({ status: 201, body });
 export const noContent = (): { status: 204; body: undefined } => ({ status: 204, body: undefined });
 /** A list's page; `nextAfter` (the domain's position) goes out as an opaque cursor. */
-export const page = <B extends unknown[]>(items: NoInfer<B>, nextAfter: string | null): { status: 200; body: B; nextCursor: string | null } => ({
+export const page = <B extends unknown[]>(
+  items: NoInfer<B>,
+  nextAfter: string | null,
+): { status: 200; body: B; nextCursor: string | null } => ({
   status: 200,
   body: items,
   nextCursor: nextAfter === null ? null : encodeCursor(nextAfter),

@@ -50,7 +50,14 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
         const traceparent = req.headers.traceparent;
         operationSpan(
           deps.tracer,
-          { operationId, method: req.method!, path, status, requestId: locals.requestId, traceparent: typeof traceparent === 'string' ? traceparent : undefined },
+          {
+            operationId,
+            method: req.method!,
+            path,
+            status,
+            requestId: locals.requestId,
+            traceparent: typeof traceparent === 'string' ? traceparent : undefined,
+          },
           performance.now() - seconds * 1e3,
         );
       }
@@ -106,7 +113,11 @@ export function jsonBodiesOnly() {
     if (!hasBody || req.is(JSON_TYPES)) return next();
     const type = req.headers['content-type'];
     const came = type ? `this one came as ${type}` : 'this one had no Content-Type';
-    sendError(req, res, new AppError('unsupported_content_type', `Send the request body as JSON with Content-Type: application/json (${came})`));
+    sendError(
+      req,
+      res,
+      new AppError('unsupported_content_type', `Send the request body as JSON with Content-Type: application/json (${came})`),
+    );
   };
 }
 
@@ -185,7 +196,12 @@ export function clientErrorHandler() {
       return;
     }
     if (!code.startsWith('HPE_') || code === 'HPE_HEADER_OVERFLOW') {
-      const status = code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
+      const status =
+        code === 'HPE_HEADER_OVERFLOW'
+          ? '431 Request Header Fields Too Large'
+          : code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? '408 Request Timeout'
+            : '400 Bad Request';
       socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
       return;
     }

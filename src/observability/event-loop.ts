@@ -175,7 +175,12 @@ export function startLoopWatchdog(options: { blockedMs: number; onBlocked: () =>
   };
   const worker = new Worker(WORKER_SOURCE, {
     eval: true,
-    workerData: { heartbeat, blockedMs: options.blockedMs, pollMs: Math.min(250, Math.max(20, Math.floor(options.blockedMs / 4))), hook: HOOK },
+    workerData: {
+      heartbeat,
+      blockedMs: options.blockedMs,
+      pollMs: Math.min(250, Math.max(20, Math.floor(options.blockedMs / 4))),
+      hook: HOOK,
+    },
     // Not the main thread's --import hooks (tsx) nor its options: the watchdog is plain CommonJS.
     execArgv: [],
     stdout: false,

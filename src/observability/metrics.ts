@@ -166,7 +166,11 @@ class InPlaceHistogram {
       let cumulative = 0;
       for (let i = 0; i <= this.bounds.length; i++) {
         cumulative += s.counts[i]!;
-        values.push({ labels: { le: i < this.bounds.length ? this.bounds[i]! : '+Inf', ...s.labels }, value: cumulative, metricName: `${this.name}_bucket` });
+        values.push({
+          labels: { le: i < this.bounds.length ? this.bounds[i]! : '+Inf', ...s.labels },
+          value: cumulative,
+          metricName: `${this.name}_bucket`,
+        });
       }
       values.push({ labels: s.labels, value: s.sum, metricName: `${this.name}_sum` });
       values.push({ labels: s.labels, value: s.count, metricName: `${this.name}_count` });
@@ -252,7 +256,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
   }
   const requests = new Counter({
     name: 'nexus_http_requests_total',
-    help: 'HTTP requests by operation, method, status and source of the status (nexus: Nexus answered; upstream: the gateway relayed the upstream\'s answer)',
+    help: "HTTP requests by operation, method, status and source of the status (nexus: Nexus answered; upstream: the gateway relayed the upstream's answer)",
     labelNames: ['operation', 'method', 'status', 'source'] as const,
     registers,
   });
@@ -273,7 +277,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
   // JSON answer charged as reported (docs/reliability.md "The output bound").
   const outputOverBound = new Counter({
     name: 'nexus_gateway_output_over_bound_total',
-    help: 'Gateway answers whose output passed the call\'s output bound, by kind (stream: cut at the bound; json: charged as reported)',
+    help: "Gateway answers whose output passed the call's output bound, by kind (stream: cut at the bound; json: charged as reported)",
     labelNames: ['kind'] as const,
     registers,
   });
@@ -372,8 +376,10 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
         }
       },
     });
-  poolGauge('nexus_db_pool_connections_in_use', 'Database connections lent out, by pool (main: the Admin API and the domain; gateway: the hot path)', (p) =>
-    p.numUsed(),
+  poolGauge(
+    'nexus_db_pool_connections_in_use',
+    'Database connections lent out, by pool (main: the Admin API and the domain; gateway: the hot path)',
+    (p) => p.numUsed(),
   );
   poolGauge('nexus_db_pool_connections_idle', 'Database connections open and free, by pool', (p) => p.numFree());
   poolGauge('nexus_db_pool_pending_acquires', 'Queries waiting for a database connection, by pool', (p) => p.numPendingAcquires());
@@ -394,7 +400,12 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
   function connectionSeries(workspace: string, connection: string): ConnectionSeries {
     let series = connections.get(connection);
     if (!series) {
-      series = { workspace, models: new Map(), upstream: upstream.child({ workspace, connection }), ttft: ttft.child({ workspace, connection }) };
+      series = {
+        workspace,
+        models: new Map(),
+        upstream: upstream.child({ workspace, connection }),
+        ttft: ttft.child({ workspace, connection }),
+      };
       connections.set(connection, series);
     }
     return series;

@@ -6,7 +6,16 @@
  * The provider is not registered globally: each app holds its own tracer (tests run several apps in
  * one process), and the context is passed by hand (a W3C traceparent in, one out to the upstream).
  */
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, isSpanContextValid, trace, type Context, type SpanContext, type Tracer } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  isSpanContextValid,
+  trace,
+  type Context,
+  type SpanContext,
+  type Tracer,
+} from '@opentelemetry/api';
 import type { Config } from '../config.js';
 
 export type { Tracer };
@@ -22,7 +31,10 @@ type TracingConfig = NonNullable<Config['tracing']>;
 /** The SDK, loaded now, with the configured exporter and sampler; undefined when traces are off. */
 export async function startTracing(config: Config['tracing'], version: string): Promise<Tracing | undefined> {
   if (!config) return undefined;
-  const [sdk, { resourceFromAttributes }] = await Promise.all([import('@opentelemetry/sdk-trace-base'), import('@opentelemetry/resources')]);
+  const [sdk, { resourceFromAttributes }] = await Promise.all([
+    import('@opentelemetry/sdk-trace-base'),
+    import('@opentelemetry/resources'),
+  ]);
   let exporter;
   if (config.exporter === 'console') {
     exporter = new sdk.ConsoleSpanExporter();
@@ -39,12 +51,11 @@ export async function startTracing(config: Config['tracing'], version: string): 
 }
 
 function samplerOf(sdk: typeof import('@opentelemetry/sdk-trace-base'), config: TracingConfig) {
-  const root =
-    config.sampler.endsWith('always_off')
-      ? new sdk.AlwaysOffSampler()
-      : config.sampler.endsWith('traceidratio')
-        ? new sdk.TraceIdRatioBasedSampler(config.samplerRatio)
-        : new sdk.AlwaysOnSampler();
+  const root = config.sampler.endsWith('always_off')
+    ? new sdk.AlwaysOffSampler()
+    : config.sampler.endsWith('traceidratio')
+      ? new sdk.TraceIdRatioBasedSampler(config.samplerRatio)
+      : new sdk.AlwaysOnSampler();
   return config.sampler.startsWith('parentbased_') ? new sdk.ParentBasedSampler({ root }) : root;
 }
 

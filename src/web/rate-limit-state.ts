@@ -9,7 +9,13 @@ import type { RateView } from '../domain/rate-limits/rate-types.js';
 export function toRateLimitStateDto(view: RateView): RateLimitStateDto {
   return {
     ...(view.requests
-      ? { requestsPerMinute: { limit: view.requests.limit, remaining: view.requests.remaining, resetAt: view.requests.resetAt.toISOString() } }
+      ? {
+          requestsPerMinute: {
+            limit: view.requests.limit,
+            remaining: view.requests.remaining,
+            resetAt: view.requests.resetAt.toISOString(),
+          },
+        }
       : {}),
     ...(view.tokens
       ? { tokensPerMinute: { limit: view.tokens.limit, remaining: view.tokens.remaining, resetAt: view.tokens.resetAt.toISOString() } }

@@ -70,7 +70,7 @@ async function rawPost(path: string, body: string) {
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
     body,
   });
-  return { status: res.status, body: (await res.json()) };
+  return { status: res.status, body: await res.json() };
 }
 
 const periodsOf = (accessId: string) => t.database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start');
@@ -92,7 +92,13 @@ describe('provisionWorkspaceUser', () => {
     });
     const periods = await periodsOf(res.access.id);
     expect(periods).toHaveLength(1);
-    expect(periods[0]).toMatchObject({ granted_units: 3000n, reserved_units: 0n, consumed_units: 0n, source: 'provision', quota_strategy_id: strategy.id });
+    expect(periods[0]).toMatchObject({
+      granted_units: 3000n,
+      reserved_units: 0n,
+      consumed_units: 0n,
+      source: 'provision',
+      quota_strategy_id: strategy.id,
+    });
     expect(await t.database.db('inference_keys').where({ workspace_access_id: res.access.id })).toEqual([]);
     const got = await getWorkspaceAccess({ client: t.client, path: { accessId: res.access.id } });
     expect(got.data).toEqual(res.access);
@@ -112,7 +118,11 @@ describe('provisionWorkspaceUser', () => {
     expect(await periodsOf(first.access.id)).toHaveLength(1);
     expect(await t.database.db('workspace_users').where({ workspace_id: ws.id })).toHaveLength(1);
     // A repeat ignores planId: a draft plan does not make a retried provisioning fail.
-    const draft = await createPlan({ client: t.client, path: { workspaceId: ws.id }, body: { key: 'draft-repeat', name: 'd', billingInterval: 'MONTH' } });
+    const draft = await createPlan({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { key: 'draft-repeat', name: 'd', billingInterval: 'MONTH' },
+    });
     const withDraft = await provision(ws.id, draft.data!.id, 'same');
     expect(withDraft).toMatchObject({ userId: first.userId, created: false });
     expect(withDraft.access.planId).toBe(plan.id);
@@ -144,12 +154,24 @@ describe('provisionWorkspaceUser', () => {
 
   it('needs an ACTIVE plan of the workspace', async () => {
     const ws = await newWorkspace();
-    const draft = await createPlan({ client: t.client, path: { workspaceId: ws.id }, body: { key: 'draft', name: 'd', billingInterval: 'MONTH' } });
-    const res = await provisionWorkspaceUser({ client: t.client, path: { workspaceId: ws.id }, body: { externalUserId: 'u', email: 'u@example.com', planId: draft.data!.id } });
+    const draft = await createPlan({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { key: 'draft', name: 'd', billingInterval: 'MONTH' },
+    });
+    const res = await provisionWorkspaceUser({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { externalUserId: 'u', email: 'u@example.com', planId: draft.data!.id },
+    });
     expect(res.response.status).toBe(409);
     expect((res.error as any).error).toMatchObject({ code: 'plan_not_active', current_status: 'DRAFT', param: 'planId' });
     const other = await activePlan((await newWorkspace()).id);
-    const foreign = await provisionWorkspaceUser({ client: t.client, path: { workspaceId: ws.id }, body: { externalUserId: 'u', email: 'u@example.com', planId: other.plan.id } });
+    const foreign = await provisionWorkspaceUser({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { externalUserId: 'u', email: 'u@example.com', planId: other.plan.id },
+    });
     expect(foreign.response.status).toBe(404);
     expect((foreign.error as any).error).toMatchObject({ code: 'plan_not_found', param: 'planId' });
     expect(await t.database.db('workspace_users').where({ workspace_id: ws.id })).toEqual([]);
@@ -160,7 +182,11 @@ describe('provisionWorkspaceUser', () => {
     const { plan } = await activePlan(ws.id);
     const [binding] = (await t.database.db('plan_strategy_bindings').where({ plan_id: plan.id })) as { id: string }[];
     await t.nexus.services.plans.closeBinding(actor, binding!.id, new Date('2026-10-01T00:00:00Z'));
-    const res = await provisionWorkspaceUser({ client: t.client, path: { workspaceId: ws.id }, body: { externalUserId: 'late', email: 'l@example.com', planId: plan.id } });
+    const res = await provisionWorkspaceUser({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { externalUserId: 'late', email: 'l@example.com', planId: plan.id },
+    });
     expect(res.response.status).toBe(409);
     expect((res.error as any).error.code).toBe('strategy_not_in_force');
     expect(await t.database.db('workspace_users').where({ workspace_id: ws.id })).toEqual([]);
@@ -170,7 +196,15 @@ describe('provisionWorkspaceUser', () => {
     const ws = await newWorkspace();
     for (const token of [undefined, 'nx-mgmt-unknown-key-000000000000']) {
       const c = t.clientWith(token);
-      expect((await provisionWorkspaceUser({ client: c, path: { workspaceId: ws.id }, body: { externalUserId: 'x', email: 'x@example.com', planId: MISSING } })).response.status).toBe(401);
+      expect(
+        (
+          await provisionWorkspaceUser({
+            client: c,
+            path: { workspaceId: ws.id },
+            body: { externalUserId: 'x', email: 'x@example.com', planId: MISSING },
+          })
+        ).response.status,
+      ).toBe(401);
       expect((await getWorkspaceAccess({ client: c, path: { accessId: MISSING } })).response.status).toBe(401);
       expect((await getWorkspaceAccessQuota({ client: c, path: { accessId: MISSING } })).response.status).toBe(401);
     }
@@ -216,11 +250,17 @@ describe('listWorkspaceUsers', () => {
     const page1 = await listWorkspaceUsers({ client: t.client, path: { workspaceId: ws.id }, query: { limit: 2 } });
     const cursor = page1.response.headers.get('x-next-cursor')!;
     const page2 = await listWorkspaceUsers({ client: t.client, path: { workspaceId: ws.id }, query: { limit: 2, cursor } });
-    const page3 = await listWorkspaceUsers({ client: t.client, path: { workspaceId: ws.id }, query: { limit: 2, cursor: page2.response.headers.get('x-next-cursor')! } });
+    const page3 = await listWorkspaceUsers({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      query: { limit: 2, cursor: page2.response.headers.get('x-next-cursor')! },
+    });
     expect([...page1.data!, ...page2.data!, ...page3.data!].map((u) => u.access.id)).toEqual([...ids].reverse());
     expect(page3.response.headers.get('x-next-cursor')).toBeNull();
 
-    const bad = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}/users?status=GONE`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    const bad = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}/users?status=GONE`, {
+      headers: { authorization: `Bearer ${TEST_ROOT_KEY}` },
+    });
     expect(bad.status).toBe(400);
   });
 
@@ -257,7 +297,12 @@ describe('the access state machine', () => {
     for (const call of [
       () => activateWorkspaceAccess({ client: t.client, path: { accessId: access.id } }),
       () => suspendWorkspaceAccess({ client: t.client, path: { accessId: access.id } }),
-      () => renewWorkspaceAccess({ client: t.client, path: { accessId: access.id }, body: { planId: plan.id, periodStart: '2026-12-01T00:00:00Z', periodEnd: '2027-01-01T00:00:00Z' } }),
+      () =>
+        renewWorkspaceAccess({
+          client: t.client,
+          path: { accessId: access.id },
+          body: { planId: plan.id, periodStart: '2026-12-01T00:00:00Z', periodEnd: '2027-01-01T00:00:00Z' },
+        }),
       () => issueInferenceKey({ client: t.client, path: { accessId: access.id }, body: {} }),
     ]) {
       const res = await call();
@@ -333,7 +378,10 @@ describe('the access state machine', () => {
     const ws = await newWorkspace();
     const { plan } = await activePlan(ws.id);
     const { access } = await provision(ws.id, plan.id);
-    await t.database.db('workspace_accesses').where({ id: access.id }).update({ access_ends_at: new Date('2026-11-10T00:00:00Z') });
+    await t.database
+      .db('workspace_accesses')
+      .where({ id: access.id })
+      .update({ access_ends_at: new Date('2026-11-10T00:00:00Z') });
     current = new Date('2026-11-10T00:00:00.000Z');
     const got = await getWorkspaceAccess({ client: t.client, path: { accessId: access.id } });
     expect(got.data).toMatchObject({ status: 'EXPIRED', accessEndsAt: '2026-11-10T00:00:00.000Z' });
@@ -350,11 +398,23 @@ describe('renewWorkspaceAccess', () => {
     const v2 = await createQuotaStrategy({
       client: t.client,
       path: { workspaceId: ws.id },
-      body: { key: 'pro-q', resetInterval: 'MONTH', quotaUnits: '5000', inputMultiplierPpm: '1', outputMultiplierPpm: '1', cachedInputMultiplierPpm: '1', maxOutputTokens: 10 },
+      body: {
+        key: 'pro-q',
+        resetInterval: 'MONTH',
+        quotaUnits: '5000',
+        inputMultiplierPpm: '1',
+        outputMultiplierPpm: '1',
+        cachedInputMultiplierPpm: '1',
+        maxOutputTokens: 10,
+      },
     });
     expect(v2.data!.version).toBe(2);
     await publishPlanStrategy({ client: t.client, path: { strategyId: v2.data!.id } });
-    await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: v2.data!.id, effectiveFrom: '2026-12-01T00:00:00Z' } });
+    await bindPlanStrategy({
+      client: t.client,
+      path: { planId: plan.id },
+      body: { strategyId: v2.data!.id, effectiveFrom: '2026-12-01T00:00:00Z' },
+    });
 
     const body = { planId: plan.id, periodStart: '2026-12-01T00:00:00Z', periodEnd: '2027-01-01T00:00:00Z' };
     const first = await renewWorkspaceAccess({ client: t.client, path: { accessId: access.id }, body });
@@ -392,10 +452,17 @@ describe('renewWorkspaceAccess', () => {
     });
     expect(backwards.response.status).toBe(400);
     expect((backwards.error as any).error.param).toBe('periodEnd');
-    const notTime = await rawPost(`/admin/v1/workspace-accesses/${access.id}/renew`, JSON.stringify({ planId: plan.id, periodStart: 'December', periodEnd: '2027-01-01T00:00:00Z' }));
+    const notTime = await rawPost(
+      `/admin/v1/workspace-accesses/${access.id}/renew`,
+      JSON.stringify({ planId: plan.id, periodStart: 'December', periodEnd: '2027-01-01T00:00:00Z' }),
+    );
     expect(notTime.status).toBe(400);
     expect(notTime.body.error.param).toBe('periodStart');
-    const draft = await createPlan({ client: t.client, path: { workspaceId: ws.id }, body: { key: 'draft', name: 'd', billingInterval: 'MONTH' } });
+    const draft = await createPlan({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { key: 'draft', name: 'd', billingInterval: 'MONTH' },
+    });
     const inactive = await renewWorkspaceAccess({
       client: t.client,
       path: { accessId: access.id },
@@ -403,7 +470,11 @@ describe('renewWorkspaceAccess', () => {
     });
     expect(inactive.response.status).toBe(409);
     expect((inactive.error as any).error.code).toBe('plan_not_active');
-    const missing = await renewWorkspaceAccess({ client: t.client, path: { accessId: MISSING }, body: { planId: plan.id, periodStart: '2026-12-01T00:00:00Z', periodEnd: '2027-01-01T00:00:00Z' } });
+    const missing = await renewWorkspaceAccess({
+      client: t.client,
+      path: { accessId: MISSING },
+      body: { planId: plan.id, periodStart: '2026-12-01T00:00:00Z', periodEnd: '2027-01-01T00:00:00Z' },
+    });
     expect(missing.response.status).toBe(404);
   });
 
@@ -411,7 +482,12 @@ describe('renewWorkspaceAccess', () => {
     const ws = await newWorkspace();
     const { plan } = await activePlan(ws.id);
     const { access } = await provision(ws.id, plan.id);
-    const input = { periodStart: new Date('2026-12-01T00:00:00Z'), periodEnd: new Date('2027-01-01T00:00:00Z'), source: 'billing' as const, externalPeriodKey: 'sub_1:2026-12' };
+    const input = {
+      periodStart: new Date('2026-12-01T00:00:00Z'),
+      periodEnd: new Date('2027-01-01T00:00:00Z'),
+      source: 'billing' as const,
+      externalPeriodKey: 'sub_1:2026-12',
+    };
     const grant = () => t.nexus.db.transaction((tx) => t.nexus.services.accesses.grantPeriodInTx(actor, access.id, input, tx));
     const first = await grant();
     expect(first.created).toBe(true);
@@ -437,9 +513,23 @@ describe('changeAccessPlan', () => {
     expect(periods).toHaveLength(2);
     // Old period ends now, keeps what it used; new one: 9000 * 20/30 = 6000, minus the 1000 used beyond the old share.
     expect(periods[0]).toMatchObject({ period_end: current, granted_units: 2000n, consumed_units: 2000n, plan_id: small.plan.id });
-    expect(periods[1]).toMatchObject({ period_start: current, period_end: new Date('2026-12-01T00:00:00Z'), granted_units: 5000n, source: 'plan_change', plan_id: big.plan.id, quota_strategy_id: big.strategy.id });
+    expect(periods[1]).toMatchObject({
+      period_start: current,
+      period_end: new Date('2026-12-01T00:00:00Z'),
+      granted_units: 5000n,
+      source: 'plan_change',
+      plan_id: big.plan.id,
+      quota_strategy_id: big.strategy.id,
+    });
     const snapshot = await getWorkspaceAccessQuota({ client: t.client, path: { accessId: access.id } });
-    expect(snapshot.data).toMatchObject({ planId: big.plan.id, quotaPeriodId: periods[1]!.id, grantedUnits: '5000', consumedUnits: '0', availableUnits: '5000', periodEnd: '2026-12-01T00:00:00.000Z' });
+    expect(snapshot.data).toMatchObject({
+      planId: big.plan.id,
+      quotaPeriodId: periods[1]!.id,
+      grantedUnits: '5000',
+      consumedUnits: '0',
+      availableUnits: '5000',
+      periodEnd: '2026-12-01T00:00:00.000Z',
+    });
 
     // The same plan again changes nothing.
     const same = await changeAccessPlan({ client: t.client, path: { accessId: access.id }, body: { planId: big.plan.id } });
@@ -463,7 +553,10 @@ describe('changeAccessPlan', () => {
       [START.toISOString(), at, 2000n],
       [at, '2026-12-01T00:00:00.000Z', 100n],
     ]);
-    expect((await getWorkspaceAccessQuota({ client: t.client, path: { accessId: access.id } })).data).toMatchObject({ planId: a.plan.id, grantedUnits: '2000' });
+    expect((await getWorkspaceAccessQuota({ client: t.client, path: { accessId: access.id } })).data).toMatchObject({
+      planId: a.plan.id,
+      grantedUnits: '2000',
+    });
   });
 
   it('refuses a plan that is not ACTIVE, an ended period and a revoked access', async () => {
@@ -471,17 +564,31 @@ describe('changeAccessPlan', () => {
     const a = await activePlan(ws.id, 'a');
     const b = await activePlan(ws.id, 'b');
     const { access } = await provision(ws.id, a.plan.id);
-    const draft = await createPlan({ client: t.client, path: { workspaceId: ws.id }, body: { key: 'draft', name: 'd', billingInterval: 'MONTH' } });
+    const draft = await createPlan({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { key: 'draft', name: 'd', billingInterval: 'MONTH' },
+    });
     const inactive = await changeAccessPlan({ client: t.client, path: { accessId: access.id }, body: { planId: draft.data!.id } });
     expect(inactive.response.status).toBe(409);
     expect((inactive.error as any).error).toMatchObject({ code: 'plan_not_active', current_status: 'DRAFT' });
     const bad = await changeAccessPlan({ client: t.client, path: { accessId: access.id }, body: { planId: 'x' } });
     expect(bad.response.status).toBe(400);
-    expect((await changeAccessPlan({ client: t.client, path: { accessId: MISSING }, body: { planId: b.plan.id } })).response.status).toBe(404);
+    expect((await changeAccessPlan({ client: t.client, path: { accessId: MISSING }, body: { planId: b.plan.id } })).response.status).toBe(
+      404,
+    );
     // A renewed period follows; the first one has ended by Dec 2.
-    await renewWorkspaceAccess({ client: t.client, path: { accessId: access.id }, body: { planId: a.plan.id, periodStart: '2026-12-01T00:00:00Z', periodEnd: '2027-01-01T00:00:00Z' } });
+    await renewWorkspaceAccess({
+      client: t.client,
+      path: { accessId: access.id },
+      body: { planId: a.plan.id, periodStart: '2026-12-01T00:00:00Z', periodEnd: '2027-01-01T00:00:00Z' },
+    });
     current = new Date('2026-12-02T00:00:00Z');
-    const ended = await changeAccessPlan({ client: t.client, path: { accessId: access.id }, body: { planId: b.plan.id, effectiveAt: '2026-11-15T00:00:00Z' } });
+    const ended = await changeAccessPlan({
+      client: t.client,
+      path: { accessId: access.id },
+      body: { planId: b.plan.id, effectiveAt: '2026-11-15T00:00:00Z' },
+    });
     expect(ended.response.status).toBe(400);
     expect((ended.error as any).error.param).toBe('effectiveAt');
     await t.nexus.db.transaction((tx) => t.nexus.services.accesses.transitionInTx(actor, access.id, 'REVOKED', undefined, tx));
@@ -518,7 +625,11 @@ describe('changeAccessPlan: when effectiveAt may lie', () => {
     const b = await activePlan(ws.id, 'b', '9000');
     const { access } = await provision(ws.id, a.plan.id); // [Nov 1, Dec 1)
     // A gap [Dec 1, Dec 15), then [Dec 15, Jan 15).
-    const renewed = await renewWorkspaceAccess({ client: t.client, path: { accessId: access.id }, body: { planId: a.plan.id, periodStart: '2026-12-15T00:00:00Z', periodEnd: '2027-01-15T00:00:00Z' } });
+    const renewed = await renewWorkspaceAccess({
+      client: t.client,
+      path: { accessId: access.id },
+      body: { planId: a.plan.id, periodStart: '2026-12-15T00:00:00Z', periodEnd: '2027-01-15T00:00:00Z' },
+    });
     expect(renewed.response.status).toBe(200);
     // Nov 20: the gap is still to come.
     current = new Date('2026-11-20T00:00:00Z');
@@ -574,7 +685,11 @@ describe('inference keys', () => {
     const ws = await newWorkspace();
     const { plan } = await activePlan(ws.id);
     const { access } = await provision(ws.id, plan.id);
-    const issued = await issueInferenceKey({ client: t.client, path: { accessId: access.id }, body: { name: 'laptop', expiresAt: '2027-01-01T00:00:00Z' } });
+    const issued = await issueInferenceKey({
+      client: t.client,
+      path: { accessId: access.id },
+      body: { name: 'laptop', expiresAt: '2027-01-01T00:00:00Z' },
+    });
     expect(issued.response.status).toBe(201);
     expect(issued.data).toMatchObject({ name: 'laptop', expiresAt: '2027-01-01T00:00:00.000Z', enabled: true });
     expect(issued.data!.apiKey).toMatch(/^nx-test-[A-Za-z0-9_-]{43}$/);
@@ -590,11 +705,16 @@ describe('inference keys', () => {
 
     const revoked = await revokeInferenceKey({ client: t.client, path: { accessId: access.id, keyId: issued.data!.id } });
     expect(revoked.response.status).toBe(204);
-    expect((await revokeInferenceKey({ client: t.client, path: { accessId: access.id, keyId: issued.data!.id } })).response.status).toBe(204);
+    expect((await revokeInferenceKey({ client: t.client, path: { accessId: access.id, keyId: issued.data!.id } })).response.status).toBe(
+      204,
+    );
     const after = await listInferenceKeys({ client: t.client, path: { accessId: access.id } });
     expect(after.data![1]).toMatchObject({ id: issued.data!.id, enabled: false, revokedAt: START.toISOString() });
     expect(after.data![0]!.enabled).toBe(true);
-    expect((await getWorkspaceAccess({ client: t.client, path: { accessId: access.id } })).data).toMatchObject({ status: 'ACTIVE', planId: plan.id });
+    expect((await getWorkspaceAccess({ client: t.client, path: { accessId: access.id } })).data).toMatchObject({
+      status: 'ACTIVE',
+      planId: plan.id,
+    });
     expect((await getWorkspaceAccessQuota({ client: t.client, path: { accessId: access.id } })).data!.grantedUnits).toBe('3000');
 
     // Expired keys show as disabled.
@@ -620,7 +740,11 @@ describe('inference keys', () => {
     const { plan } = await activePlan(ws.id);
     const one = await provision(ws.id, plan.id, 'one', true);
     const two = await provision(ws.id, plan.id, 'two');
-    const past = await issueInferenceKey({ client: t.client, path: { accessId: two.access.id }, body: { expiresAt: '2020-01-01T00:00:00Z' } });
+    const past = await issueInferenceKey({
+      client: t.client,
+      path: { accessId: two.access.id },
+      body: { expiresAt: '2020-01-01T00:00:00Z' },
+    });
     expect(past.response.status).toBe(400);
     expect((past.error as any).error.param).toBe('expiresAt');
     const unknown = await rawPost(`/admin/v1/workspace-accesses/${two.access.id}/api-keys`, JSON.stringify({ scopes: ['all'] }));
@@ -645,7 +769,13 @@ describe('tenancy and archived workspaces', () => {
     const c = t.clientWith(key);
     const period = { planId: plan.id, periodStart: '2026-12-01T00:00:00Z', periodEnd: '2027-01-01T00:00:00Z' };
     const statuses = [
-      (await provisionWorkspaceUser({ client: c, path: { workspaceId: theirs.id }, body: { externalUserId: 'x', email: 'x@example.com', planId: plan.id } })).response.status,
+      (
+        await provisionWorkspaceUser({
+          client: c,
+          path: { workspaceId: theirs.id },
+          body: { externalUserId: 'x', email: 'x@example.com', planId: plan.id },
+        })
+      ).response.status,
       (await listWorkspaceUsers({ client: c, path: { workspaceId: theirs.id } })).response.status,
       (await getWorkspaceAccess({ client: c, path: { accessId } })).response.status,
       (await activateWorkspaceAccess({ client: c, path: { accessId } })).response.status,
@@ -668,10 +798,18 @@ describe('tenancy and archived workspaces', () => {
     const accessId = res.access.id;
     await archiveWorkspace({ client: t.client, path: { workspaceId: ws.id } });
     const results = [
-      await provisionWorkspaceUser({ client: t.client, path: { workspaceId: ws.id }, body: { externalUserId: 'new', email: 'n@example.com', planId: plan.id } }),
+      await provisionWorkspaceUser({
+        client: t.client,
+        path: { workspaceId: ws.id },
+        body: { externalUserId: 'new', email: 'n@example.com', planId: plan.id },
+      }),
       await suspendWorkspaceAccess({ client: t.client, path: { accessId } }),
       await activateWorkspaceAccess({ client: t.client, path: { accessId } }),
-      await renewWorkspaceAccess({ client: t.client, path: { accessId }, body: { planId: plan.id, periodStart: '2026-12-01T00:00:00Z', periodEnd: '2027-01-01T00:00:00Z' } }),
+      await renewWorkspaceAccess({
+        client: t.client,
+        path: { accessId },
+        body: { planId: plan.id, periodStart: '2026-12-01T00:00:00Z', periodEnd: '2027-01-01T00:00:00Z' },
+      }),
       await changeAccessPlan({ client: t.client, path: { accessId }, body: { planId: plan.id } }),
       await issueInferenceKey({ client: t.client, path: { accessId }, body: {} }),
       await revokeInferenceKey({ client: t.client, path: { accessId, keyId: res.apiKeyId! } }),

@@ -55,12 +55,20 @@ async function workspaceWithHistory() {
   track(conn, 'provider_connection.created', conn.data!.id);
   const connectionId = conn.data!.id;
   at('2026-11-22T10:15:00.000Z');
-  const rotated = await rotateProviderSecret({ client: t.client, path: { providerConnectionId: connectionId }, body: { apiKey: testProviderKey('audit2') } });
+  const rotated = await rotateProviderSecret({
+    client: t.client,
+    path: { providerConnectionId: connectionId },
+    body: { apiKey: testProviderKey('audit2') },
+  });
   track(rotated, 'provider_connection.secret_rotated', connectionId);
   at('2026-11-22T10:20:00.000Z');
   const archived = await archiveProviderConnection({ client: t.client, path: { providerConnectionId: connectionId } });
   track(archived, 'provider_connection.archived', connectionId);
-  return { workspaceId, connectionId, requestIds: [ws, renamed, conn, rotated, archived].map((r) => r.response.headers.get('x-request-id')!) };
+  return {
+    workspaceId,
+    connectionId,
+    requestIds: [ws, renamed, conn, rotated, archived].map((r) => r.response.headers.get('x-request-id')!),
+  };
 }
 
 async function list(workspaceId: string, query: Record<string, string | number> = {}): Promise<AuditLogDto[]> {
@@ -128,7 +136,10 @@ describe('listAuditLogs', () => {
   it('filters by action, resource type, resource id, actor and time range', async () => {
     const { workspaceId, connectionId } = await workspaceWithHistory();
     expect((await list(workspaceId, { action: 'provider_connection.secret_rotated' })).map((e) => e.resourceId)).toEqual([connectionId]);
-    expect((await list(workspaceId, { resourceType: 'workspace' })).map((e) => e.action)).toEqual(['workspace.updated', 'workspace.created']);
+    expect((await list(workspaceId, { resourceType: 'workspace' })).map((e) => e.action)).toEqual([
+      'workspace.updated',
+      'workspace.created',
+    ]);
     expect(await list(workspaceId, { resourceId: connectionId })).toHaveLength(3);
     expect(await list(workspaceId, { actorKeyId: 'root' })).toHaveLength(5);
     expect(await list(workspaceId, { actorKeyId: 'someone-else' })).toEqual([]);
@@ -136,7 +147,11 @@ describe('listAuditLogs', () => {
     expect(window.map((e) => e.action)).toEqual(['provider_connection.created', 'workspace.updated']);
     expect((await list(workspaceId, { since: '2026-11-22T10:20:00.000Z' })).map((e) => e.action)).toEqual(['provider_connection.archived']);
     expect(await list(workspaceId, { until: '2026-11-22T10:00:00Z' })).toEqual([]);
-    const combined = await list(workspaceId, { resourceId: connectionId, since: '2026-11-22T10:12:00Z', action: 'provider_connection.archived' });
+    const combined = await list(workspaceId, {
+      resourceId: connectionId,
+      since: '2026-11-22T10:12:00Z',
+      action: 'provider_connection.archived',
+    });
     expect(combined).toHaveLength(1);
   });
 
@@ -176,7 +191,10 @@ describe('listAuditLogs', () => {
     track(mine, 'workspace.created', mine.data!.id);
     const theirs = await createWorkspace({ client: t.client, body: { name: 'theirs' } });
     track(theirs, 'workspace.created', theirs.data!.id);
-    const { key } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'audit-404', workspaceIds: [mine.data!.id] });
+    const { key } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), {
+      name: 'audit-404',
+      workspaceIds: [mine.data!.id],
+    });
     const other = await listAuditLogs({ client: t.clientWith(key), path: { workspaceId: theirs.data!.id } });
     expect(other.response.status).toBe(404);
     expect((other.error as any).error.code).toBe('workspace_not_found');
@@ -200,7 +218,7 @@ describe('listAuditLogs', () => {
         headers: { authorization: `Bearer ${TEST_ROOT_KEY}` },
       });
       expect(res.status).toBe(400);
-      expect(((await res.json())).error.param).toBe(param);
+      expect((await res.json()).error.param).toBe(param);
     });
   });
 });

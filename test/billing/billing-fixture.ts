@@ -116,9 +116,17 @@ export async function newPlan(w: BillingWorld, workspaceId: string, key: string,
   });
   expect(strategy.response.status).toBe(201);
   await publishPlanStrategy({ client: w.t.client, path: { strategyId: strategy.data!.id } });
-  const plan = await createPlan({ client: w.t.client, path: { workspaceId }, body: { key, name: key.toUpperCase(), billingInterval: 'MONTH' } });
+  const plan = await createPlan({
+    client: w.t.client,
+    path: { workspaceId },
+    body: { key, name: key.toUpperCase(), billingInterval: 'MONTH' },
+  });
   expect(plan.response.status).toBe(201);
-  await bindPlanStrategy({ client: w.t.client, path: { planId: plan.data!.id }, body: { strategyId: strategy.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' } });
+  await bindPlanStrategy({
+    client: w.t.client,
+    path: { planId: plan.data!.id },
+    body: { strategyId: strategy.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' },
+  });
   const published = await publishPlan({ client: w.t.client, path: { planId: plan.data!.id } });
   expect(published.response.status).toBe(200);
   return plan.data!.id;
@@ -191,11 +199,23 @@ export async function freeAndProWorkspace(w: BillingWorld, name?: string) {
   return { workspaceId, freePlan, proPlan, conn };
 }
 
-export async function newMapping(w: BillingWorld, connectionId: string, planId: string, product: string, price?: string, checkoutEnabled = true) {
+export async function newMapping(
+  w: BillingWorld,
+  connectionId: string,
+  planId: string,
+  product: string,
+  price?: string,
+  checkoutEnabled = true,
+) {
   const res = await createBillingProductMapping({
     client: w.t.client,
     path: { connectionId },
-    body: { externalProductId: product, ...(price ? { externalPriceId: price } : {}), planId, checkoutEnabled: Boolean(price) && checkoutEnabled },
+    body: {
+      externalProductId: product,
+      ...(price ? { externalPriceId: price } : {}),
+      planId,
+      checkoutEnabled: Boolean(price) && checkoutEnabled,
+    },
   });
   expect(res.response.status).toBe(201);
   return res.data!.id;
@@ -209,7 +229,7 @@ export async function deliver(w: BillingWorld, conn: Conn, body: string, signatu
     headers: { 'content-type': 'application/json', 'user-agent': 'Stripe/1.0', ...(signature ? { [headerName]: signature } : {}) },
     body,
   });
-  return { status: res.status, body: (await res.json()) };
+  return { status: res.status, body: await res.json() };
 }
 
 /** Signs and delivers a Stripe event at the clock's now, then processes what is pending. */

@@ -54,7 +54,8 @@ beforeAll(async () => {
   workspaceId = await newWorkspace(w, 'api');
   planId = await newPlan(w, workspaceId, 'pro');
   otherWorkspace = await newWorkspace(w, 'other');
-  scopedKey = (await w.t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'other', workspaceIds: [otherWorkspace] })).key;
+  scopedKey = (await w.t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'other', workspaceIds: [otherWorkspace] }))
+    .key;
   w.stripe.prices.set('price_pro', 'prod_pro');
 });
 afterAll(async () => {
@@ -81,7 +82,20 @@ describe('createBillingConnection', () => {
     expect(res.response.status).toBe(201);
     const dto = res.data!;
     expect(Object.keys(dto).sort()).toEqual(
-      ['credentialConfigured', 'credentialPreview', 'credentialVerificationStatus', 'id', 'kind', 'mode', 'name', 'provider', 'status', 'webhookSecretConfigured', 'webhookUrl', 'workspaceId'].sort(),
+      [
+        'credentialConfigured',
+        'credentialPreview',
+        'credentialVerificationStatus',
+        'id',
+        'kind',
+        'mode',
+        'name',
+        'provider',
+        'status',
+        'webhookSecretConfigured',
+        'webhookUrl',
+        'workspaceId',
+      ].sort(),
     );
     expect(dto).toMatchObject({
       workspaceId,
@@ -127,7 +141,12 @@ describe('createBillingConnection', () => {
 
   it('reads the public URL at call time', async () => {
     const { dto } = await newConnection(w, workspaceId, { kind: 'APP_SYNC', credential: false });
-    expect(dto).toMatchObject({ kind: 'APP_SYNC', credentialConfigured: false, credentialVerificationStatus: 'NOT_CONFIGURED', webhookSecretConfigured: true });
+    expect(dto).toMatchObject({
+      kind: 'APP_SYNC',
+      credentialConfigured: false,
+      credentialVerificationStatus: 'NOT_CONFIGURED',
+      webhookSecretConfigured: true,
+    });
     expect(dto.credentialPreview).toBeUndefined();
   });
 
@@ -136,7 +155,12 @@ describe('createBillingConnection', () => {
     ['unknown kind', { name: 'x', provider: 'STRIPE', kind: 'OTHER', mode: 'TEST' }, 'invalid_parameter', 'kind'],
     ['missing mode', { name: 'x', provider: 'STRIPE', kind: 'HOSTED' }, 'invalid_parameter', 'mode'],
     ['unknown field', { name: 'x', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST', secret: 'y' }, 'invalid_parameter', 'secret'],
-    ['a live key on a TEST connection', { name: 'x', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST', credential: 'sk_live_abcdefghijkl' }, 'invalid_parameter', 'credential'],
+    [
+      'a live key on a TEST connection',
+      { name: 'x', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST', credential: 'sk_live_abcdefghijkl' },
+      'invalid_parameter',
+      'credential',
+    ],
   ])('rejects %s with 400', (_label, body, code, param) => {
     it('and creates nothing', async () => {
       const before = (await w.t.database.db('billing_connections').count('* as n'))[0]!.n;
@@ -149,15 +173,27 @@ describe('createBillingConnection', () => {
 
   it('answers 404 for another tenant and for a missing workspace', async () => {
     const scoped = w.t.clientWith(scopedKey);
-    const res = await createBillingConnection({ client: scoped, path: { workspaceId }, body: { name: 'x', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' } });
+    const res = await createBillingConnection({
+      client: scoped,
+      path: { workspaceId },
+      body: { name: 'x', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' },
+    });
     expect(res.response.status).toBe(404);
     expect((res.error as any).error.code).toBe('workspace_not_found');
-    const missing = await createBillingConnection({ client: w.t.client, path: { workspaceId: newId() }, body: { name: 'x', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' } });
+    const missing = await createBillingConnection({
+      client: w.t.client,
+      path: { workspaceId: newId() },
+      body: { name: 'x', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' },
+    });
     expect(missing.response.status).toBe(404);
   });
 
   it('answers 401 without a Management Key', async () => {
-    const res = await createBillingConnection({ client: w.t.clientWith(undefined), path: { workspaceId }, body: { name: 'x', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' } });
+    const res = await createBillingConnection({
+      client: w.t.clientWith(undefined),
+      path: { workspaceId },
+      body: { name: 'x', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' },
+    });
     expect(res.response.status).toBe(401);
   });
 });
@@ -187,11 +223,19 @@ describe('credentials, webhook secrets and verification', () => {
     const conn = await newConnection(w, workspaceId);
     const verified = await verifyBillingConnection({ client: w.t.client, path: { connectionId: conn.dto.id } });
     expect(verified.response.status).toBe(200);
-    expect(verified.data).toMatchObject({ credentialVerificationStatus: 'VERIFIED', externalAccountId: 'acct_fake123', lastVerifiedAt: w.clock.now().toISOString() });
+    expect(verified.data).toMatchObject({
+      credentialVerificationStatus: 'VERIFIED',
+      externalAccountId: 'acct_fake123',
+      lastVerifiedAt: w.clock.now().toISOString(),
+    });
     expect(w.stripe.requests.some((r) => r.path === '/v1/account' && r.headers.authorization === `Bearer ${conn.credential}`)).toBe(true);
 
     const rotated = stripeKey();
-    const res = await configureBillingProviderCredential({ client: w.t.client, path: { connectionId: conn.dto.id }, body: { credential: rotated } });
+    const res = await configureBillingProviderCredential({
+      client: w.t.client,
+      path: { connectionId: conn.dto.id },
+      body: { credential: rotated },
+    });
     expect(res.data).toMatchObject({ credentialVerificationStatus: 'UNVERIFIED', credentialPreview: `sk_...${rotated.slice(-4)}` });
     expect(res.data!.externalAccountId).toBeUndefined();
     // The fake does not know the new key: the outcome is recorded, not an error.
@@ -223,7 +267,11 @@ describe('credentials, webhook secrets and verification', () => {
     w.clock.set('2026-11-05T00:00:00Z');
     const conn = await newConnection(w, workspaceId);
     const newSecret = webhookSecret();
-    const rotated = await configureBillingWebhookSecret({ client: w.t.client, path: { connectionId: conn.dto.id }, body: { webhookSecret: newSecret } });
+    const rotated = await configureBillingWebhookSecret({
+      client: w.t.client,
+      path: { connectionId: conn.dto.id },
+      body: { webhookSecret: newSecret },
+    });
     expect(rotated.data!.webhookSecretConfigured).toBe(true);
     expect(JSON.stringify(rotated.data)).not.toContain(newSecret);
 
@@ -248,10 +296,18 @@ describe('disableBillingConnection', () => {
     const conn = await newConnection(w, workspaceId);
     expect((await disableBillingConnection({ client: w.t.client, path: { connectionId: conn.dto.id } })).response.status).toBe(204);
     expect((await disableBillingConnection({ client: w.t.client, path: { connectionId: conn.dto.id } })).response.status).toBe(204);
-    const res = await configureBillingProviderCredential({ client: w.t.client, path: { connectionId: conn.dto.id }, body: { credential: stripeKey() } });
+    const res = await configureBillingProviderCredential({
+      client: w.t.client,
+      path: { connectionId: conn.dto.id },
+      body: { credential: stripeKey() },
+    });
     expect(res.response.status).toBe(409);
     expect((res.error as any).error.code).toBe('billing_connection_disabled');
-    const event = w.stripe.event('customer.subscription.updated', { id: 'sub_unknown', object: 'subscription', status: 'active', items: { data: [] } }, w.clock.now());
+    const event = w.stripe.event(
+      'customer.subscription.updated',
+      { id: 'sub_unknown', object: 'subscription', status: 'active', items: { data: [] } },
+      w.clock.now(),
+    );
     expect((await deliver(w, conn, event.body, FakeStripe.sign(event.body, conn.secret, w.clock.now()))).status).toBe(200);
     await w.t.hooks.billingPasses.processPending();
     const events = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id } });
@@ -265,24 +321,46 @@ describe('product mappings', () => {
   it('creates, lists, refuses a duplicate, disables, and allows a new one after', async () => {
     const conn = await newConnection(w, workspaceId);
     const id = await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro');
-    const dup = await createBillingProductMapping({ client: w.t.client, path: { connectionId: conn.dto.id }, body: { externalProductId: 'prod_pro', externalPriceId: 'price_pro', planId } });
+    const dup = await createBillingProductMapping({
+      client: w.t.client,
+      path: { connectionId: conn.dto.id },
+      body: { externalProductId: 'prod_pro', externalPriceId: 'price_pro', planId },
+    });
     expect(dup.response.status).toBe(409);
     expect((dup.error as any).error.code).toBe('billing_mapping_exists');
     const productOnly = await newMapping(w, conn.dto.id, planId, 'prod_pro');
     const list = await listBillingProductMappings({ client: w.t.client, path: { connectionId: conn.dto.id } });
     expect(list.data!.map((m) => m.id)).toEqual([productOnly, id]);
-    expect(list.data![1]).toMatchObject({ externalProductId: 'prod_pro', externalPriceId: 'price_pro', planId, checkoutEnabled: true, status: 'ACTIVE', billingConnectionId: conn.dto.id });
+    expect(list.data![1]).toMatchObject({
+      externalProductId: 'prod_pro',
+      externalPriceId: 'price_pro',
+      planId,
+      checkoutEnabled: true,
+      status: 'ACTIVE',
+      billingConnectionId: conn.dto.id,
+    });
     expect(list.data![0]!.externalPriceId).toBeUndefined();
 
     expect((await deleteBillingProductMapping({ client: w.t.client, path: { mappingId: id } })).response.status).toBe(204);
     expect((await deleteBillingProductMapping({ client: w.t.client, path: { mappingId: id } })).response.status).toBe(204);
-    const disabled = await listBillingProductMappings({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { status: 'DISABLED' } });
-    expect(disabled.data).toEqual([expect.objectContaining({ id, status: 'DISABLED', checkoutEnabled: false, disabledAt: expect.any(String) })]);
+    const disabled = await listBillingProductMappings({
+      client: w.t.client,
+      path: { connectionId: conn.dto.id },
+      query: { status: 'DISABLED' },
+    });
+    expect(disabled.data).toEqual([
+      expect.objectContaining({ id, status: 'DISABLED', checkoutEnabled: false, disabledAt: expect.any(String) }),
+    ]);
     await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro');
   });
 
   it.each([
-    ['checkoutEnabled without a price', (p: string) => ({ externalProductId: 'prod_a', planId: p, checkoutEnabled: true }), 400, 'invalid_parameter'],
+    [
+      'checkoutEnabled without a price',
+      (p: string) => ({ externalProductId: 'prod_a', planId: p, checkoutEnabled: true }),
+      400,
+      'invalid_parameter',
+    ],
     ['a plan of another workspace', () => ({ externalProductId: 'prod_b', planId: otherPlan }), 404, 'plan_not_found'],
     ['a missing plan', () => ({ externalProductId: 'prod_c', planId: newId() }), 404, 'plan_not_found'],
   ])('refuses %s', async (_label, body, status, code) => {
@@ -299,7 +377,9 @@ describe('product mappings', () => {
     const id = await newMapping(w, conn.dto.id, planId, 'prod_t');
     const res = await deleteBillingProductMapping({ client: w.t.clientWith(scopedKey), path: { mappingId: id } });
     expect(res.response.status).toBe(404);
-    expect((await listBillingProductMappings({ client: w.t.clientWith(scopedKey), path: { connectionId: conn.dto.id } })).response.status).toBe(404);
+    expect(
+      (await listBillingProductMappings({ client: w.t.clientWith(scopedKey), path: { connectionId: conn.dto.id } })).response.status,
+    ).toBe(404);
   });
 });
 
@@ -310,7 +390,13 @@ describe('createCheckout', () => {
     const conn = await newConnection(w, workspaceId);
     const accessId = await provision(w, workspaceId, planId);
     const mappingId = await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro');
-    const body = { billingConnectionId: conn.dto.id, productMappingId: mappingId, successUrl: 'https://a.example/ok', cancelUrl: 'https://a.example/no', customerEmail: 'u@example.com' };
+    const body = {
+      billingConnectionId: conn.dto.id,
+      productMappingId: mappingId,
+      successUrl: 'https://a.example/ok',
+      cancelUrl: 'https://a.example/no',
+      customerEmail: 'u@example.com',
+    };
     const headers = { 'Idempotency-Key': `checkout-${accessId}` };
     const sessionsBefore = w.stripe.sessions.size;
     const first = await createCheckout({ client: w.t.client, path: { accessId }, body, headers });
@@ -332,7 +418,11 @@ describe('createCheckout refusals', () => {
     const accessId = await provision(w, workspaceId, planId);
     const noCheckout = await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro', false);
     const call = (body: Record<string, unknown>) =>
-      createCheckout({ client: w.t.client, path: { accessId }, body: { billingConnectionId: conn.dto.id, productMappingId: noCheckout, successUrl: 'https://a.example/ok', ...body } });
+      createCheckout({
+        client: w.t.client,
+        path: { accessId },
+        body: { billingConnectionId: conn.dto.id, productMappingId: noCheckout, successUrl: 'https://a.example/ok', ...body },
+      });
 
     let res = await call({});
     expect(res.response.status).toBe(409);
@@ -355,41 +445,58 @@ describe('createCheckout refusals', () => {
     expect(res.response.status).toBe(409);
     expect((res.error as any).error.code).toBe('checkout_not_available');
 
-    res = await createCheckout({ client: w.t.clientWith(scopedKey), path: { accessId }, body: { billingConnectionId: conn.dto.id, productMappingId: ok } });
+    res = await createCheckout({
+      client: w.t.clientWith(scopedKey),
+      path: { accessId },
+      body: { billingConnectionId: conn.dto.id, productMappingId: ok },
+    });
     expect(res.response.status).toBe(404);
-    res = await createCheckout({ client: w.t.client, path: { accessId: newId() }, body: { billingConnectionId: conn.dto.id, productMappingId: ok } });
+    res = await createCheckout({
+      client: w.t.client,
+      path: { accessId: newId() },
+      body: { billingConnectionId: conn.dto.id, productMappingId: ok },
+    });
     expect(res.response.status).toBe(404);
     expect((res.error as any).error.code).toBe('access_not_found');
   });
 
   describe.each(['successUrl', 'cancelUrl'])('%s', (field) => {
-    it.each(['javascript:alert(1)', 'mailto:x@y.z', 'ftp://x/y', 'data:text/html,hi', 'https://', '/relative/path', 'https://a.example/a b'])(
-      'refuses %s with 400 naming the field, before Stripe is asked',
-      async (url) => {
-        const conn = await newConnection(w, workspaceId);
-        const accessId = await provision(w, workspaceId, planId);
-        const mappingId = await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro');
-        const seen = w.stripe.requests.length;
-        const res = await raw(
-          'POST',
-          `/admin/v1/workspace-accesses/${accessId}/billing-checkouts`,
-          JSON.stringify({ billingConnectionId: conn.dto.id, productMappingId: mappingId, successUrl: 'https://a.example/ok', [field]: url }),
-        );
-        expect(res.status).toBe(400);
-        expect(res.body.error).toMatchObject({ code: 'invalid_parameter', param: field, type: 'invalid_request_error' });
-        expect(res.body.error.message).toMatch(new RegExp(`^${field} must be `));
-        expect(res.body.error.message).not.toContain('[Hh]');
-        expect(w.stripe.requests.slice(seen)).toEqual([]);
-        expect(await w.t.database.db('billing_checkouts').where({ workspace_access_id: accessId })).toEqual([]);
-      },
-    );
+    it.each([
+      'javascript:alert(1)',
+      'mailto:x@y.z',
+      'ftp://x/y',
+      'data:text/html,hi',
+      'https://',
+      '/relative/path',
+      'https://a.example/a b',
+    ])('refuses %s with 400 naming the field, before Stripe is asked', async (url) => {
+      const conn = await newConnection(w, workspaceId);
+      const accessId = await provision(w, workspaceId, planId);
+      const mappingId = await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro');
+      const seen = w.stripe.requests.length;
+      const res = await raw(
+        'POST',
+        `/admin/v1/workspace-accesses/${accessId}/billing-checkouts`,
+        JSON.stringify({ billingConnectionId: conn.dto.id, productMappingId: mappingId, successUrl: 'https://a.example/ok', [field]: url }),
+      );
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'invalid_parameter', param: field, type: 'invalid_request_error' });
+      expect(res.body.error.message).toMatch(new RegExp(`^${field} must be `));
+      expect(res.body.error.message).not.toContain('[Hh]');
+      expect(w.stripe.requests.slice(seen)).toEqual([]);
+      expect(await w.t.database.db('billing_checkouts').where({ workspace_access_id: accessId })).toEqual([]);
+    });
 
     it('accepts http and https in any case', async () => {
       const conn = await newConnection(w, workspaceId);
       const accessId = await provision(w, workspaceId, planId);
       const mappingId = await newMapping(w, conn.dto.id, planId, 'prod_pro', 'price_pro');
       // Stripe's own placeholder, which it fills in with the session id.
-      for (const url of ['http://localhost:3000/done', 'HTTPS://App.Example.com/done?x=1', 'https://app.example/ok?session_id={CHECKOUT_SESSION_ID}']) {
+      for (const url of [
+        'http://localhost:3000/done',
+        'HTTPS://App.Example.com/done?x=1',
+        'https://app.example/ok?session_id={CHECKOUT_SESSION_ID}',
+      ]) {
         const res = await createCheckout({
           client: w.t.client,
           path: { accessId },
@@ -421,7 +528,10 @@ describe('the webhook receiver', () => {
     }
     expect(await w.t.database.db('billing_webhook_events').where({ billing_connection_id: conn.dto.id })).toEqual([]);
     await w.t.hooks.billingPasses.flushRejections();
-    const counts = await w.t.database.db('billing_webhook_rejection_counts').where({ billing_connection_id: conn.dto.id }).orderBy('reason');
+    const counts = await w.t.database
+      .db('billing_webhook_rejection_counts')
+      .where({ billing_connection_id: conn.dto.id })
+      .orderBy('reason');
     expect(counts.map((r: any) => [r.reason, Number(r.count)])).toEqual([
       ['missing_signature', 1],
       ['no_matching_signature', 2],
@@ -470,15 +580,27 @@ describe('the webhook receiver', () => {
       body: '{"id":"evt_not_gzip"}',
     });
     expect(res.status).toBe(400);
-    expect(((await res.json())).error).toMatchObject({ code: 'invalid_request', type: 'invalid_request_error' });
+    expect((await res.json()).error).toMatchObject({ code: 'invalid_request', type: 'invalid_request_error' });
   });
 
   it('answers 404 for an unknown connection (or a malformed id) and 400 for a connection without a secret', async () => {
-    const unknown = await w.t.fetch(`${w.t.url}/webhooks/billing/${newId()}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const unknown = await w.t.fetch(`${w.t.url}/webhooks/billing/${newId()}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(unknown.status).toBe(404);
-    const bad = await w.t.fetch(`${w.t.url}/webhooks/billing/not-a-uuid`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const bad = await w.t.fetch(`${w.t.url}/webhooks/billing/not-a-uuid`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(bad.status).toBe(404);
-    const created = await createBillingConnection({ client: w.t.client, path: { workspaceId }, body: { name: 'nosecret', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' } });
+    const created = await createBillingConnection({
+      client: w.t.client,
+      path: { workspaceId },
+      body: { name: 'nosecret', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' },
+    });
     const event = w.stripe.event('product.created', { id: 'p' }, w.clock.now());
     const res = await w.t.fetch(created.data!.webhookUrl, {
       method: 'POST',
@@ -491,20 +613,33 @@ describe('the webhook receiver', () => {
   it('acknowledges unknown event types and unknown customers with 200 and records them IGNORED', async () => {
     const conn = await newConnection(w, workspaceId);
     const unknownType = w.stripe.event('charge.refunded', { id: 'ch_1', object: 'charge' }, w.clock.now());
-    const sub = w.stripe.createSubscription({ price: 'price_pro', metadata: {}, period: { start: w.clock.now(), end: at(w.clock.now(), 30 * 24 * HOUR) } });
+    const sub = w.stripe.createSubscription({
+      price: 'price_pro',
+      metadata: {},
+      period: { start: w.clock.now(), end: at(w.clock.now(), 30 * 24 * HOUR) },
+    });
     const unknownCustomer = w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), w.clock.now());
     for (const e of [unknownType, unknownCustomer]) {
       const res = await deliver(w, conn, e.body, FakeStripe.sign(e.body, conn.secret, w.clock.now()));
       expect(res.status).toBe(200);
     }
     await w.t.hooks.billingPasses.processPending();
-    const ignored = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { status: 'IGNORED' } });
+    const ignored = await listBillingWebhookEvents({
+      client: w.t.client,
+      path: { connectionId: conn.dto.id },
+      query: { status: 'IGNORED' },
+    });
     expect(ignored.data!.map((e) => [e.type, e.lastError])).toEqual([
       ['customer.subscription.created', 'unknown_customer'],
       ['charge.refunded', 'unhandled_event_type: charge.refunded'],
     ]);
     const stored = await w.t.database.db('billing_webhook_events').where({ billing_connection_id: conn.dto.id }).first();
-    expect(stored.headers).toEqual({ 'stripe-signature': '[redacted]', 'content-type': 'application/json', 'user-agent': 'Stripe/1.0', 'content-length': expect.any(String) });
+    expect(stored.headers).toEqual({
+      'stripe-signature': '[redacted]',
+      'content-type': 'application/json',
+      'user-agent': 'Stripe/1.0',
+      'content-length': expect.any(String),
+    });
   });
 
   it('a RECEIVED event left by a crash is picked up by the periodic pass', async () => {
@@ -539,12 +674,24 @@ describe('listBillingWebhookEvents', () => {
     await w.t.hooks.billingPasses.processPending();
     const page1 = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { limit: 2 } });
     expect(page1.data).toHaveLength(2);
-    const page2 = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { limit: 2, cursor: page1.response.headers.get('x-next-cursor')! } });
+    const page2 = await listBillingWebhookEvents({
+      client: w.t.client,
+      path: { connectionId: conn.dto.id },
+      query: { limit: 2, cursor: page1.response.headers.get('x-next-cursor')! },
+    });
     expect(page2.data).toHaveLength(1);
-    const ones = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { type: 'a.one', status: 'IGNORED' } });
+    const ones = await listBillingWebhookEvents({
+      client: w.t.client,
+      path: { connectionId: conn.dto.id },
+      query: { type: 'a.one', status: 'IGNORED' },
+    });
     expect(ones.data).toHaveLength(2);
-    expect((await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { status: 'FAILED' } })).data).toEqual([]);
-    expect((await listBillingWebhookEvents({ client: w.t.clientWith(scopedKey), path: { connectionId: conn.dto.id } })).response.status).toBe(404);
+    expect(
+      (await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { status: 'FAILED' } })).data,
+    ).toEqual([]);
+    expect(
+      (await listBillingWebhookEvents({ client: w.t.clientWith(scopedKey), path: { connectionId: conn.dto.id } })).response.status,
+    ).toBe(404);
     const badStatus = await raw('GET', `/admin/v1/billing-connections/${conn.dto.id}/webhook-events?status=DONE`);
     expect(badStatus.status).toBe(400);
   });
@@ -559,7 +706,9 @@ describe('listBillingWebhookEvents', () => {
     const res = await replayBillingWebhookEvent({ client: w.t.client, path: { eventId: event!.id } });
     expect(res.response.status).toBe(409);
     expect((res.error as any).error).toMatchObject({ code: 'event_not_replayable', current_status: 'IGNORED' });
-    expect((await replayBillingWebhookEvent({ client: w.t.clientWith(scopedKey), path: { eventId: event!.id } })).response.status).toBe(404);
+    expect((await replayBillingWebhookEvent({ client: w.t.clientWith(scopedKey), path: { eventId: event!.id } })).response.status).toBe(
+      404,
+    );
   });
 });
 

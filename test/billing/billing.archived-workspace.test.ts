@@ -48,7 +48,10 @@ async function world(provider: Provider) {
   const workspaceId = await newWorkspace(w, `archived-${provider}`);
   const planId = await newPlan(w, workspaceId, 'pro');
   const conn = await newConnection(w, workspaceId, { provider });
-  const mappingId = provider === 'STRIPE' ? await newMapping(w, conn.dto.id, planId, 'prod_arch', 'price_arch') : await newMapping(w, conn.dto.id, planId, 'pro_arch', 'pri_arch');
+  const mappingId =
+    provider === 'STRIPE'
+      ? await newMapping(w, conn.dto.id, planId, 'prod_arch', 'price_arch')
+      : await newMapping(w, conn.dto.id, planId, 'pro_arch', 'pri_arch');
   const accessId = await provision(w, workspaceId, planId);
   return { workspaceId, planId, conn, mappingId, accessId };
 }
@@ -78,7 +81,11 @@ async function subscribed(provider: Provider, conn: Conn, mappingId: string, acc
   const checkout = await createCheckout({
     client: w.t.client,
     path: { accessId },
-    body: { billingConnectionId: conn.dto.id, productMappingId: mappingId, ...(provider === 'STRIPE' ? { successUrl: 'https://app.example.com/ok' } : {}) },
+    body: {
+      billingConnectionId: conn.dto.id,
+      productMappingId: mappingId,
+      ...(provider === 'STRIPE' ? { successUrl: 'https://app.example.com/ok' } : {}),
+    },
   });
   expect(checkout.response.status).toBe(201);
   const paidAt = w.clock.now();
@@ -118,7 +125,12 @@ describe.each<Provider>(['STRIPE', 'PADDLE'])('%s: requests refused under an arc
     const res = await createCheckout({
       client: w.t.client,
       path: { accessId },
-      body: { billingConnectionId: conn.dto.id, productMappingId: mappingId, successUrl: 'https://app.example.com/ok', customerEmail: 'buyer@example.com' },
+      body: {
+        billingConnectionId: conn.dto.id,
+        productMappingId: mappingId,
+        successUrl: 'https://app.example.com/ok',
+        customerEmail: 'buyer@example.com',
+      },
       headers: { 'Idempotency-Key': `archived-${accessId}` },
     });
     expect(res.response.status).toBe(409);
@@ -170,9 +182,17 @@ async function renewPastDue(provider: Provider, conn: Conn, subId: string) {
   const renewedAt = w.clock.advance(30 * DAY);
   const next = { start: renewedAt, end: at(renewedAt, 30 * DAY) };
   if (provider === 'STRIPE') {
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'past_due', period: next }), renewedAt));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'past_due', period: next }), renewedAt),
+    );
   } else {
-    await deliverPaddle(w, conn, w.paddle.event('subscription.past_due', w.paddle.update(subId, renewedAt, { status: 'past_due', period: next }), renewedAt));
+    await deliverPaddle(
+      w,
+      conn,
+      w.paddle.event('subscription.past_due', w.paddle.update(subId, renewedAt, { status: 'past_due', period: next }), renewedAt),
+    );
   }
 }
 
@@ -210,14 +230,20 @@ describe('replayBillingWebhookEvent under an archived workspace', () => {
     const res = await replayBillingWebhookEvent({ client: w.t.client, path: { eventId: failed.id } });
     expect(res.response.status).toBe(409);
     expect((res.error as any).error).toMatchObject({ code: 'workspace_archived', current_status: 'ARCHIVED' });
-    expect(await w.t.database.db('billing_webhook_events').where({ id: failed.id }).first()).toMatchObject({ status: 'FAILED', attempts: 1 });
+    expect(await w.t.database.db('billing_webhook_events').where({ id: failed.id }).first()).toMatchObject({
+      status: 'FAILED',
+      attempts: 1,
+    });
     expect(await stateOf(workspaceId, accessId)).toEqual(before);
     expect(w.stripe.requests.slice(seen)).toEqual([]);
 
     // The automatic retry does not apply it either: it records why.
     w.clock.advance(3 * 60_000);
     await w.t.hooks.billingPasses.processPending();
-    expect(await w.t.database.db('billing_webhook_events').where({ id: failed.id }).first()).toMatchObject({ status: 'IGNORED', last_error: 'workspace_archived' });
+    expect(await w.t.database.db('billing_webhook_events').where({ id: failed.id }).first()).toMatchObject({
+      status: 'IGNORED',
+      last_error: 'workspace_archived',
+    });
     expect(await stateOf(workspaceId, accessId)).toEqual(before);
     expect(w.stripe.requests.slice(seen)).toEqual([]);
   });

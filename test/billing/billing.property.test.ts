@@ -79,12 +79,24 @@ function eventStream(accessId: string) {
   const sub = w.stripe.createSubscription({ price: 'price_pro', metadata: { nexus_workspace_access_id: accessId }, period: P1 });
   const events = [
     w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), START),
-    w.stripe.event('checkout.session.completed', { id: 'cs_x', object: 'checkout.session', mode: 'subscription', client_reference_id: accessId, subscription: sub.id }, START),
+    w.stripe.event(
+      'checkout.session.completed',
+      { id: 'cs_x', object: 'checkout.session', mode: 'subscription', client_reference_id: accessId, subscription: sub.id },
+      START,
+    ),
     w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { price: 'price_max' }), at(START, DAY)),
     w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { status: 'past_due', period: P2 }), P2.start),
-    w.stripe.event('invoice.payment_failed', { id: 'in_1', object: 'invoice', parent: { subscription_details: { subscription: sub.id } } }, P2.start),
+    w.stripe.event(
+      'invoice.payment_failed',
+      { id: 'in_1', object: 'invoice', parent: { subscription_details: { subscription: sub.id } } },
+      P2.start,
+    ),
     w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { status: 'active' }), at(P2.start, HOUR)),
-    w.stripe.event('invoice.paid', { id: 'in_1', object: 'invoice', parent: { subscription_details: { subscription: sub.id } } }, at(P2.start, HOUR)),
+    w.stripe.event(
+      'invoice.paid',
+      { id: 'in_1', object: 'invoice', parent: { subscription_details: { subscription: sub.id } } },
+      at(P2.start, HOUR),
+    ),
     w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { cancelAtPeriodEnd: true }), at(P2.start, 5 * DAY)),
   ];
   return { subId: sub.id, events };
@@ -120,7 +132,12 @@ describe.each([
     await newMapping(w, conn.dto.id, plans.pro, 'prod_pro', 'price_pro');
     await newMapping(w, conn.dto.id, plans.max, 'prod_max', 'price_max');
     const baseline = await run(conn, (events) => events);
-    expect(baseline.projection).toMatchObject({ status: 'active', planId: plans.max, cancelAtPeriodEnd: true, currentPeriodStart: P2.start.toISOString() });
+    expect(baseline.projection).toMatchObject({
+      status: 'active',
+      planId: plans.max,
+      cancelAtPeriodEnd: true,
+      currentPeriodStart: P2.start.toISOString(),
+    });
     expect(baseline.grants).toBe(withCredential ? 1 : 2);
     for (let seed = 1; seed <= runs; seed++) {
       const random = prng(seed * 7919);

@@ -56,7 +56,10 @@ afterAll(async () => {
 async function subscribed(start: Date) {
   w.clock.set(start);
   const accessId = await provision(w, workspaceId, freePlan);
-  const productMappings = await w.t.database.db('billing_product_mappings').where({ billing_connection_id: conn.dto.id, external_price_id: 'price_pro' }).first();
+  const productMappings = await w.t.database
+    .db('billing_product_mappings')
+    .where({ billing_connection_id: conn.dto.id, external_price_id: 'price_pro' })
+    .first();
   const checkout = await createCheckout({
     client: w.t.client,
     path: { accessId },
@@ -68,7 +71,15 @@ async function subscribed(start: Date) {
   const period = { start: paidAt, end: at(paidAt, 30 * DAY) };
   const sub = w.stripe.completeCheckout(checkout.data!.providerCheckoutId, period);
   const session = w.stripe.sessions.get(checkout.data!.providerCheckoutId)!;
-  await deliverStripe(w, conn, w.stripe.event('checkout.session.completed', { id: session.id, object: 'checkout.session', mode: 'subscription', client_reference_id: accessId, subscription: sub.id }, paidAt));
+  await deliverStripe(
+    w,
+    conn,
+    w.stripe.event(
+      'checkout.session.completed',
+      { id: session.id, object: 'checkout.session', mode: 'subscription', client_reference_id: accessId, subscription: sub.id },
+      paidAt,
+    ),
+  );
   await deliverStripe(w, conn, w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), paidAt));
   return { accessId, subId: sub.id, period, checkout: checkout.data! };
 }
@@ -111,7 +122,11 @@ describe('checkout to ACTIVE', () => {
     expect(String(periods[0].granted_units)).toBe('1000');
     expect(periods[0].period_start.toISOString()).toBe(period.start.toISOString());
 
-    const events = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { type: 'customer.subscription.created' } });
+    const events = await listBillingWebhookEvents({
+      client: w.t.client,
+      path: { connectionId: conn.dto.id },
+      query: { type: 'customer.subscription.created' },
+    });
     expect(events.data!.some((e) => e.status === 'PROCESSED' && e.attempts === 1 && e.signatureVerified)).toBe(true);
   });
 });
@@ -127,7 +142,9 @@ describe('duplicate delivery', () => {
       const again = await deliverStripe(w, conn, event);
       expect(again.body).toEqual({ received: true, duplicate: true });
     }
-    const stored = await w.t.database.db('billing_webhook_events').where({ billing_connection_id: conn.dto.id, provider_event_id: event.id });
+    const stored = await w.t.database
+      .db('billing_webhook_events')
+      .where({ billing_connection_id: conn.dto.id, provider_event_id: event.id });
     expect(stored).toHaveLength(1);
     expect(stored[0].attempts).toBe(1);
     expect(await billingPeriods(w, accessId)).toEqual(before.periods);
@@ -140,7 +157,11 @@ describe('concurrent deliveries', () => {
     w.clock.set(at(T0, 3 * DAY));
     const accessId = await provision(w, workspaceId, freePlan);
     const start = w.clock.advance(HOUR);
-    const sub = w.stripe.createSubscription({ price: 'price_pro', metadata: { nexus_workspace_access_id: accessId }, period: { start, end: at(start, 30 * DAY) } });
+    const sub = w.stripe.createSubscription({
+      price: 'price_pro',
+      metadata: { nexus_workspace_access_id: accessId },
+      period: { start, end: at(start, 30 * DAY) },
+    });
     const events = [
       w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), start),
       w.stripe.event('customer.subscription.updated', w.stripe.snapshot(sub.id), start),
@@ -151,7 +172,10 @@ describe('concurrent deliveries', () => {
     );
     expect(answers.filter((a) => !a.body.duplicate)).toHaveLength(3);
     await w.t.hooks.billingPasses.processPending();
-    const stored = await w.t.database.db('billing_webhook_events').whereIn('provider_event_id', events.map((e) => e.id));
+    const stored = await w.t.database.db('billing_webhook_events').whereIn(
+      'provider_event_id',
+      events.map((e) => e.id),
+    );
     expect(stored.map((e: any) => e.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED']);
     expect(await grantRows(w, accessId)).toHaveLength(1);
     expect(await billingPeriods(w, accessId)).toHaveLength(1);
@@ -164,7 +188,11 @@ describe('out-of-order delivery', () => {
     w.clock.set(at(T0, 4 * DAY));
     const accessId = await provision(w, workspaceId, freePlan);
     const start = w.clock.advance(HOUR);
-    const sub = w.stripe.createSubscription({ price: 'price_pro', metadata: { nexus_workspace_access_id: accessId }, period: { start, end: at(start, 30 * DAY) } });
+    const sub = w.stripe.createSubscription({
+      price: 'price_pro',
+      metadata: { nexus_workspace_access_id: accessId },
+      period: { start, end: at(start, 30 * DAY) },
+    });
     const created = w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), start);
     const upgradedAt = w.clock.advance(HOUR);
     const updated = w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { price: 'price_max' }), upgradedAt);
@@ -179,7 +207,11 @@ describe('out-of-order delivery', () => {
   it('a stale `unpaid` delivered after `active` does not regress the projection or the access', async () => {
     const { accessId, subId } = await subscribed(at(T0, 6 * DAY));
     // Earlier, the subscription had been unpaid; that event arrives only now.
-    const stale = w.stripe.event('customer.subscription.updated', { ...w.stripe.snapshot(subId), status: 'unpaid' }, at(w.clock.now(), -30 * 60_000));
+    const stale = w.stripe.event(
+      'customer.subscription.updated',
+      { ...w.stripe.snapshot(subId), status: 'unpaid' },
+      at(w.clock.now(), -30 * 60_000),
+    );
     await deliverStripe(w, conn, stale);
     expect((await projectionsOf(w, accessId))[0]!.status).toBe('active');
     expect((await accessOf(w, accessId)).status).toBe('ACTIVE');
@@ -191,13 +223,20 @@ describe('out-of-order delivery', () => {
     w.clock.set(at(T0, 8 * DAY));
     const accessId = await provision(w, workspaceId, freePlan);
     const start = w.clock.advance(HOUR);
-    const sub = w.stripe.createSubscription({ price: 'price_pro', metadata: { nexus_workspace_access_id: accessId }, period: { start, end: at(start, 30 * DAY) } });
+    const sub = w.stripe.createSubscription({
+      price: 'price_pro',
+      metadata: { nexus_workspace_access_id: accessId },
+      period: { start, end: at(start, 30 * DAY) },
+    });
     const active = w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), start);
     const unpaid = w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { status: 'unpaid' }), at(start, 10 * 60_000));
     w.clock.advance(HOUR);
     await deliverStripe(w, payloadConn, unpaid);
     await deliverStripe(w, payloadConn, active);
-    expect((await projectionsOf(w, accessId))[0]).toMatchObject({ status: 'unpaid', sourceUpdatedAt: at(start, 10 * 60_000).toISOString() });
+    expect((await projectionsOf(w, accessId))[0]).toMatchObject({
+      status: 'unpaid',
+      sourceUpdatedAt: at(start, 10 * 60_000).toISOString(),
+    });
     expect((await accessOf(w, accessId)).status).toBe('SUSPENDED');
     expect(await grantRows(w, accessId)).toHaveLength(1);
   });
@@ -245,7 +284,11 @@ describe('processing failure and replay', () => {
     const replay = await replayBillingWebhookEvent({ client: w.t.client, path: { eventId: mine.id } });
     expect(replay.response.status).toBe(200);
     expect(replay.data).toEqual({ accepted: true, operationId: mine.id });
-    const after = await listBillingWebhookEvents({ client: w.t.client, path: { connectionId: conn.dto.id }, query: { status: 'PROCESSED', type: 'customer.subscription.updated' } });
+    const after = await listBillingWebhookEvents({
+      client: w.t.client,
+      path: { connectionId: conn.dto.id },
+      query: { status: 'PROCESSED', type: 'customer.subscription.updated' },
+    });
     expect(after.data!.find((e) => e.id === mine.id)).toMatchObject({ status: 'PROCESSED', attempts: 2 });
     expect((await projectionsOf(w, accessId))[0]!.cancelAtPeriodEnd).toBe(true);
 
@@ -269,7 +312,12 @@ describe('automatic retries', () => {
     expect(await attempts()).toMatchObject({ status: 'FAILED', attempts: 1 });
     w.clock.advance(60_000);
     expect((await attempts()).attempts).toBe(1);
-    for (const [minutes, expected] of [[2, 2], [4, 3], [8, 4], [16, 5]] as const) {
+    for (const [minutes, expected] of [
+      [2, 2],
+      [4, 3],
+      [8, 4],
+      [16, 5],
+    ] as const) {
       w.clock.advance(minutes * 60_000);
       expect((await attempts()).attempts).toBe(expected);
     }
@@ -287,13 +335,21 @@ describe('plan changes mid-period', () => {
   it('upgrade then downgrade move the access between the mapped plans, the period granted once', async () => {
     const { accessId, subId, period } = await subscribed(at(T0, 16 * DAY));
     w.clock.set(at(period.start, 10 * DAY));
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { price: 'price_max' }), w.clock.now()));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { price: 'price_max' }), w.clock.now()),
+    );
     expect((await accessOf(w, accessId)).planId).toBe(maxPlan);
     const afterUpgrade = await w.t.database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start');
     expect(afterUpgrade.some((p: any) => p.plan_id === maxPlan && p.period_start.getTime() === w.clock.now().getTime())).toBe(true);
 
     w.clock.set(at(period.start, 20 * DAY));
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { price: 'price_pro' }), w.clock.now()));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { price: 'price_pro' }), w.clock.now()),
+    );
     expect((await accessOf(w, accessId)).planId).toBe(proPlan);
     expect((await projectionsOf(w, accessId))[0]).toMatchObject({ planId: proPlan, externalPriceId: 'price_pro' });
     expect(await grantRows(w, accessId)).toHaveLength(1);
@@ -312,7 +368,12 @@ describe('the provider restarts the billing cycle mid-period', () => {
     const accessId = await provision(w, workspaceId, freePlan);
     const start = w.clock.advance(HOUR);
     const trial = { start, end: at(start, 14 * DAY) };
-    const sub = w.stripe.createSubscription({ price: 'price_pro', status: 'trialing', metadata: { nexus_workspace_access_id: accessId }, period: trial });
+    const sub = w.stripe.createSubscription({
+      price: 'price_pro',
+      status: 'trialing',
+      metadata: { nexus_workspace_access_id: accessId },
+      period: trial,
+    });
     await deliverStripe(w, conn, w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), start));
     expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE', planId: proPlan });
 
@@ -321,7 +382,11 @@ describe('the provider restarts the billing cycle mid-period', () => {
     w.clock.set(paidAt);
     const paid = { start: paidAt, end: at(paidAt, 30 * DAY) };
     w.clock.advance(20_000);
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { status: 'active', period: paid }), paidAt));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { status: 'active', period: paid }), paidAt),
+    );
     expect((await grantRows(w, accessId)).map((g: any) => g.outcome)).toEqual(['granted', 'granted']);
     const periods = await billingPeriods(w, accessId);
     expect(periods.map((p: any) => [p.period_start.toISOString(), p.period_end.toISOString()])).toEqual([
@@ -340,7 +405,11 @@ describe('the provider restarts the billing cycle mid-period', () => {
     const changedAt = at(period.start, 10 * DAY);
     const next = { start: changedAt, end: at(changedAt, 30 * DAY) };
     w.clock.set(at(changedAt, 30_000));
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { price: 'price_max', period: next }), changedAt));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { price: 'price_max', period: next }), changedAt),
+    );
     expect((await grantRows(w, accessId)).map((g: any) => g.outcome)).toEqual(['granted', 'granted']);
     expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE', planId: maxPlan });
     expect(await quotaOf(accessId)).toMatchObject({ planId: maxPlan, grantedUnits: '5000', periodEnd: next.end.toISOString() });
@@ -357,7 +426,11 @@ describe('past_due, grace, SUSPENDED, recovered', () => {
     // Renewal: the new period opens but the payment fails.
     w.clock.set(period.end);
     const p2 = { start: period.end, end: at(period.end, 30 * DAY) };
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'past_due', period: p2 }), w.clock.now()));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'past_due', period: p2 }), w.clock.now()),
+    );
     expect((await accessOf(w, accessId)).status).toBe('ACTIVE');
     expect((await projectionsOf(w, accessId))[0]).toMatchObject({ status: 'past_due', pastDueSince: p2.start.toISOString() });
     expect(await grantRows(w, accessId)).toHaveLength(2);
@@ -382,7 +455,11 @@ describe('cancel at period end', () => {
   it('stays ACTIVE until the period ends, then EXPIRED', async () => {
     const { accessId, subId, period } = await subscribed(at(T0, 24 * DAY));
     w.clock.set(at(period.start, 5 * DAY));
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { cancelAtPeriodEnd: true }), w.clock.now()));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { cancelAtPeriodEnd: true }), w.clock.now()),
+    );
     expect((await accessOf(w, accessId)).status).toBe('ACTIVE');
     expect((await projectionsOf(w, accessId))[0]!.cancelAtPeriodEnd).toBe(true);
     w.clock.set(at(period.end, -60_000));
@@ -421,12 +498,16 @@ describe('Paddle', () => {
     const paidAt = w.clock.advance(HOUR);
     const sub = w.paddle.completeTransaction(txn.id, { start: paidAt, end: at(paidAt, 30 * DAY) }, paidAt);
     await deliverPaddle(w, paddleConn, w.paddle.event('subscription.created', sub, paidAt));
-    expect((await accessOf(w, accessId))).toMatchObject({ status: 'ACTIVE', planId: proPlan });
+    expect(await accessOf(w, accessId)).toMatchObject({ status: 'ACTIVE', planId: proPlan });
     expect((await projectionsOf(w, accessId))[0]).toMatchObject({ provider: 'PADDLE', status: 'active', externalSubscriptionId: sub.id });
 
     // Paused at Paddle: suspended.
     const pausedAt = w.clock.advance(DAY);
-    await deliverPaddle(w, paddleConn, w.paddle.event('subscription.paused', w.paddle.update(sub.id, pausedAt, { status: 'paused' }), pausedAt));
+    await deliverPaddle(
+      w,
+      paddleConn,
+      w.paddle.event('subscription.paused', w.paddle.update(sub.id, pausedAt, { status: 'paused' }), pausedAt),
+    );
     expect((await accessOf(w, accessId)).status).toBe('SUSPENDED');
     expect(await grantRows(w, accessId)).toHaveLength(1);
 
@@ -514,7 +595,12 @@ describe('APP_SYNC', () => {
     const next = await syncWorkspaceAccessBillingPeriod({
       client: w.t.client,
       path: { accessId },
-      body: report({ externalPeriodId: 'inv-2', periodStart: p2.start.toISOString(), periodEnd: p2.end.toISOString(), sourceUpdatedAt: p2.start.toISOString() }),
+      body: report({
+        externalPeriodId: 'inv-2',
+        periodStart: p2.start.toISOString(),
+        periodEnd: p2.end.toISOString(),
+        sourceUpdatedAt: p2.start.toISOString(),
+      }),
     });
     expect(next.data).toMatchObject({ applied: true, quotaGranted: true });
     expect((await accessOf(w, accessId)).status).toBe('ACTIVE');

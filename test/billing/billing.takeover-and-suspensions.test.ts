@@ -88,7 +88,9 @@ async function suspend(accessId: string) {
 async function billingActivations(accessId: string) {
   const res = await listAuditLogs({ client: w.t.client, path: { workspaceId }, query: { action: 'access.activated', limit: 100 } });
   expect(res.response.status).toBe(200);
-  return res.data!.filter((e) => e.resourceId === accessId && typeof e.changes.reason === 'string' && e.changes.reason.startsWith('billing:'));
+  return res.data!.filter(
+    (e) => e.resourceId === accessId && typeof e.changes.reason === 'string' && e.changes.reason.startsWith('billing:'),
+  );
 }
 
 describe('a billed period starting before the free period opened at provisioning', () => {
@@ -166,7 +168,11 @@ describe('a new subscription replacing a canceled one', () => {
   /** Cancels the subscription at Stripe now (ended now) and delivers `customer.subscription.deleted`. */
   async function cancelNow(subId: string) {
     const now = w.clock.now();
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.deleted', w.stripe.update(subId, { status: 'canceled', canceledAt: now, endedAt: now }), now));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.deleted', w.stripe.update(subId, { status: 'canceled', canceledAt: now, endedAt: now }), now),
+    );
   }
 
   it('canceled, then subscribed again before the old period’s end: the new period is granted and the access lasts to its end', async () => {
@@ -191,7 +197,11 @@ describe('a new subscription replacing a canceled one', () => {
 
     w.clock.set(at(first.end, DAY));
     expect(await statusOf(accessId)).toBe('ACTIVE');
-    expect(await quotaOf(accessId)).toMatchObject({ grantedUnits: '1000', periodStart: second.start.toISOString(), periodEnd: second.end.toISOString() });
+    expect(await quotaOf(accessId)).toMatchObject({
+      grantedUnits: '1000',
+      periodStart: second.start.toISOString(),
+      periodEnd: second.end.toISOString(),
+    });
   });
 
   it('subscribed again before the old one is canceled: refused while both are live, granted by a reconciliation once the old one ended', async () => {
@@ -213,7 +223,11 @@ describe('a new subscription replacing a canceled one', () => {
 
     w.clock.set(at(first.end, DAY));
     expect(await statusOf(accessId)).toBe('ACTIVE');
-    expect(await quotaOf(accessId)).toMatchObject({ grantedUnits: '1000', periodStart: second.start.toISOString(), periodEnd: second.end.toISOString() });
+    expect(await quotaOf(accessId)).toMatchObject({
+      grantedUnits: '1000',
+      periodStart: second.start.toISOString(),
+      periodEnd: second.end.toISOString(),
+    });
     // Granted once: another run changes nothing.
     await reconcileBillingConnection({ client: w.t.client, path: { connectionId: conn.dto.id } });
     expect(await billingPeriods(w, accessId)).toHaveLength(2);
@@ -236,7 +250,11 @@ describe('suspensions: billing lifts its own, never an administrator’s', () =>
   async function renewed(subId: string, period: { start: Date; end: Date }, status = 'active') {
     const next = { start: period.end, end: at(period.end, 30 * DAY) };
     w.clock.set(at(next.start, 60_000));
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status, period: next }), w.clock.now()));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status, period: next }), w.clock.now()),
+    );
     return next;
   }
 
@@ -274,16 +292,28 @@ describe('suspensions: billing lifts its own, never an administrator’s', () =>
   it('a suspension billing made (unpaid) is lifted when the subscription is active again, also after the period ended meanwhile', async () => {
     const { accessId, subId, period } = await subscribed(new Date('2027-04-01T10:00:00Z'));
     w.clock.advance(DAY);
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), w.clock.now()));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), w.clock.now()),
+    );
     expect(await statusOf(accessId)).toBe('SUSPENDED');
     w.clock.advance(HOUR);
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'active' }), w.clock.now()));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'active' }), w.clock.now()),
+    );
     expect(await statusOf(accessId)).toBe('ACTIVE');
     expect(await billingActivations(accessId)).toHaveLength(1);
 
     // Unpaid again; the period ends while suspended (a read expires it); then paid for the next period.
     w.clock.advance(HOUR);
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), w.clock.now()));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), w.clock.now()),
+    );
     w.clock.set(at(period.end, 1_000));
     expect(await statusOf(accessId)).toBe('EXPIRED');
     await renewed(subId, period);
@@ -294,11 +324,19 @@ describe('suspensions: billing lifts its own, never an administrator’s', () =>
   it('an administrator suspending what billing suspended makes the suspension theirs: billing’s recovery keeps it', async () => {
     const { accessId, subId } = await subscribed(new Date('2027-05-01T10:00:00Z'));
     w.clock.advance(DAY);
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), w.clock.now()));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'unpaid' }), w.clock.now()),
+    );
     expect(await statusOf(accessId)).toBe('SUSPENDED');
     await suspend(accessId);
     w.clock.advance(HOUR);
-    await deliverStripe(w, conn, w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'active' }), w.clock.now()));
+    await deliverStripe(
+      w,
+      conn,
+      w.stripe.event('customer.subscription.updated', w.stripe.update(subId, { status: 'active' }), w.clock.now()),
+    );
     expect(await statusOf(accessId)).toBe('SUSPENDED');
     expect(await billingActivations(accessId)).toEqual([]);
   });

@@ -121,22 +121,31 @@ export class FakePaddle {
     this.requests.push({ method: req.method ?? 'GET', path: url.pathname, headers: req.headers, body });
     const auth = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
     if (!auth || !this.validKeys.has(auth)) {
-      return this.send(res, 403, { error: { type: 'request_error', code: 'forbidden', detail: 'You aren\'t permitted' } });
+      return this.send(res, 403, { error: { type: 'request_error', code: 'forbidden', detail: "You aren't permitted" } });
     }
     if (req.method === 'GET' && url.pathname === '/event-types') {
       return this.send(res, 200, { data: [{ name: 'subscription.created' }], meta: { request_id: rid('req') } });
     }
     if (req.method === 'GET' && url.pathname === '/customers') {
       const email = url.searchParams.get('email');
-      const data = [...this.customers].filter(([, e]) => email === null || e === email).map(([id, e]) => ({ id, email: e, status: 'active' }));
-      return this.send(res, 200, { data, meta: { request_id: rid('req'), pagination: { per_page: 50, has_more: false, next: null, estimated_total: data.length } } });
+      const data = [...this.customers]
+        .filter(([, e]) => email === null || e === email)
+        .map(([id, e]) => ({ id, email: e, status: 'active' }));
+      return this.send(res, 200, {
+        data,
+        meta: { request_id: rid('req'), pagination: { per_page: 50, has_more: false, next: null, estimated_total: data.length } },
+      });
     }
     if (req.method === 'POST' && url.pathname === '/customers') {
       const email = String(JSON.parse(body)?.email ?? '');
       const existing = [...this.customers].find(([, e]) => e === email);
       if (existing) {
         return this.send(res, 409, {
-          error: { type: 'request_error', code: 'customer_already_exists', detail: `customer email conflicts with customer of id ${existing[0]}` },
+          error: {
+            type: 'request_error',
+            code: 'customer_already_exists',
+            detail: `customer email conflicts with customer of id ${existing[0]}`,
+          },
         });
       }
       const id = rid('ctm');
@@ -178,7 +187,10 @@ export class FakePaddle {
       const data = all.slice(start, start + perPage);
       return this.send(res, 200, {
         data,
-        meta: { request_id: rid('req'), pagination: { per_page: perPage, has_more: start + perPage < all.length, next: null, estimated_total: all.length } },
+        meta: {
+          request_id: rid('req'),
+          pagination: { per_page: perPage, has_more: start + perPage < all.length, next: null, estimated_total: all.length },
+        },
       });
     }
     this.send(res, 404, { error: { type: 'request_error', code: 'not_found', detail: url.pathname } });

@@ -209,7 +209,8 @@ export class FakeStripe {
         return this.send(res, 500, { error: { type: 'api_error', message: 'fake outage' } });
       }
       const sub = this.subscriptions.get(decodeURIComponent(subMatch[1]!));
-      if (!sub) return this.send(res, 404, { error: { type: 'invalid_request_error', code: 'resource_missing', message: 'No such subscription' } });
+      if (!sub)
+        return this.send(res, 404, { error: { type: 'invalid_request_error', code: 'resource_missing', message: 'No such subscription' } });
       return this.send(res, 200, sub);
     }
     if (req.method === 'GET' && url.pathname === '/v1/subscriptions') {

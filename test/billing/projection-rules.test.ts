@@ -66,7 +66,11 @@ describe('provider objects', () => {
         cancel_at_period_end: true,
         canceled_at: null,
         ended_at: null,
-        items: { data: [{ current_period_start: 1_790_000_000, current_period_end: 1_792_592_000, price: { id: 'price_1', product: { id: 'prod_1' } } }] },
+        items: {
+          data: [
+            { current_period_start: 1_790_000_000, current_period_end: 1_792_592_000, price: { id: 'price_1', product: { id: 'prod_1' } } },
+          ],
+        },
       },
       NOW,
       'evt_1',
@@ -111,7 +115,13 @@ describe('provider objects', () => {
       sourceUpdatedAt: new Date('2026-11-10T10:00:00.123Z'),
       endedAt: null,
     });
-    const canceled = paddleSubscriptionState({ id: 's', status: 'canceled', canceled_at: '2026-11-12T00:00:00Z', updated_at: '2026-11-12T00:00:00Z', items: [] });
+    const canceled = paddleSubscriptionState({
+      id: 's',
+      status: 'canceled',
+      canceled_at: '2026-11-12T00:00:00Z',
+      updated_at: '2026-11-12T00:00:00Z',
+      items: [],
+    });
     expect(canceled.endedAt).toEqual(new Date('2026-11-12T00:00:00Z'));
   });
 

@@ -11,7 +11,13 @@ import { FakePaddle } from './fake-paddle.js';
 
 const SECRET = 'whsec_unit_0123456789abcdef';
 const OTHER = 'whsec_unit_other_secret_9876';
-const body = JSON.stringify({ id: 'evt_1', object: 'event', type: 'customer.subscription.updated', created: 1_790_000_000, data: { object: { id: 'sub_1' } } });
+const body = JSON.stringify({
+  id: 'evt_1',
+  object: 'event',
+  type: 'customer.subscription.updated',
+  created: 1_790_000_000,
+  data: { object: { id: 'sub_1' } },
+});
 const now = new Date('2026-11-01T00:00:00Z');
 const ts = Math.floor(now.getTime() / 1000);
 const buf = (s: string) => Buffer.from(s, 'utf8');
@@ -27,7 +33,10 @@ describe('Stripe-Signature', () => {
   it('accepts any of several v1 signatures, and says which secret matched', () => {
     const header = `t=${ts},v1=${hmac(OTHER, `${ts}.${body}`)},v0=abc,v1=${hmac(SECRET, `${ts}.${body}`)}`;
     expect(verifyStripeSignature(buf(body), header, [SECRET], now)).toMatchObject({ ok: true });
-    expect(verifyStripeSignature(buf(body), `t=${ts},v1=${hmac(OTHER, `${ts}.${body}`)}`, [SECRET, OTHER], now)).toMatchObject({ ok: true, secretIndex: 1 });
+    expect(verifyStripeSignature(buf(body), `t=${ts},v1=${hmac(OTHER, `${ts}.${body}`)}`, [SECRET, OTHER], now)).toMatchObject({
+      ok: true,
+      secretIndex: 1,
+    });
   });
 
   it.each([
@@ -49,7 +58,12 @@ describe('Stripe-Signature', () => {
 });
 
 describe('Paddle-Signature', () => {
-  const paddleBody = JSON.stringify({ event_id: 'evt_01', event_type: 'subscription.updated', occurred_at: '2026-11-01T00:00:00Z', data: { id: 'sub_01' } });
+  const paddleBody = JSON.stringify({
+    event_id: 'evt_01',
+    event_type: 'subscription.updated',
+    occurred_at: '2026-11-01T00:00:00Z',
+    data: { id: 'sub_01' },
+  });
 
   it('the HMAC computed in the test is one the Paddle SDK verifier accepts, and so does ours', async () => {
     const realNow = new Date();

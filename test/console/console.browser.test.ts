@@ -17,7 +17,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemActor } from '../../src/domain/actor.js';
 import { ACCESS_ID_METADATA_KEY } from '../../src/domain/billing/billing-types.js';
 import { FakeStripe } from '../billing/fake-stripe.js';
-import { createWorkspace, listBillingConnections, listBillingWebhookEvents, listPlans, listProviderConnections, provisionWorkspaceUser } from '../support/sdk.js';
+import {
+  createWorkspace,
+  listBillingConnections,
+  listBillingWebhookEvents,
+  listPlans,
+  listProviderConnections,
+  provisionWorkspaceUser,
+} from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
@@ -169,7 +176,10 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await page.getByRole('button', { name: 'I have stored it' }).click();
 
     // The gateway, called as a user's application calls it.
-    const { data: connections } = await listProviderConnections({ client: t.client, path: { workspaceId: (await page.evaluate(() => location.hash)).split('/')[2]! } });
+    const { data: connections } = await listProviderConnections({
+      client: t.client,
+      path: { workspaceId: (await page.evaluate(() => location.hash)).split('/')[2]! },
+    });
     const openai = new OpenAI({ baseURL: `${connections![0]!.gatewayBaseUrl}/v1`, apiKey: secret, maxRetries: 0 });
     const completion = await openai.chat.completions.create({ model: 'gpt-console', messages: [{ role: 'user', content: 'hello' }] });
     expect(completion.choices.length).toBeGreaterThan(0);
@@ -178,7 +188,10 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     // Invocations: the call, and its detail with the latency split and usage events.
     await go('Invocations');
     await page.getByRole('cell', { name: 'gpt-console' }).waitFor();
-    await page.getByRole('button', { name: /^Open / }).first().click();
+    await page
+      .getByRole('button', { name: /^Open / })
+      .first()
+      .click();
     await page.getByRole('heading', { name: 'Latency' }).waitFor();
     await page.getByRole('heading', { name: 'Usage events' }).waitFor();
     await expect.poll(() => page.getByRole('cell', { name: 'USAGE' }).isVisible()).toBe(true);
@@ -210,7 +223,10 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await page.getByText('No billing connection').waitFor();
     await shot('09-billing-empty');
     await go('Audit log');
-    await page.getByRole('cell', { name: /workspace_access/ }).first().waitFor();
+    await page
+      .getByRole('cell', { name: /workspace_access/ })
+      .first()
+      .waitFor();
     await shot('10-audit');
 
     // Suspend the access: the gateway refuses the key's next call.
@@ -231,7 +247,10 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     const workspaceId = (await page.evaluate(() => location.hash)).split('/')[2]!;
     const other = await createWorkspace({ client: t.client, body: { name: 'Someone else' } });
     expect(other.response.status).toBe(201);
-    const { key: scopedKey } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'console-scoped', workspaceIds: [workspaceId] });
+    const { key: scopedKey } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), {
+      name: 'console-scoped',
+      workspaceIds: [workspaceId],
+    });
     await page.getByRole('button', { name: 'Sign out' }).click();
     expect(await page.evaluate(() => Object.keys(sessionStorage))).toEqual([]);
     await page.getByLabel('Management Key').fill(scopedKey);
@@ -248,7 +267,11 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await page.getByRole('link', { name: 'Acme production' }).click();
     const workspaceId = (await page.evaluate(() => location.hash)).split('/')[2]!;
     const { data: plans } = await listPlans({ client: t.client, path: { workspaceId } });
-    const bob = await provisionWorkspaceUser({ client: t.client, path: { workspaceId }, body: { externalUserId: 'bob', email: 'bob@example.com', planId: plans![0]!.id } });
+    const bob = await provisionWorkspaceUser({
+      client: t.client,
+      path: { workspaceId },
+      body: { externalUserId: 'bob', email: 'bob@example.com', planId: plans![0]!.id },
+    });
     expect(bob.response.status).toBe(201);
     await go('Billing');
 
@@ -306,7 +329,10 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
 
     // The subscription the event reported, for bob.
     await page.getByRole('region', { name: 'External subscriptions' }).getByLabel('User').selectOption({ label: 'bob' });
-    await page.getByRole('cell', { name: new RegExp(sub.id) }).first().waitFor();
+    await page
+      .getByRole('cell', { name: new RegExp(sub.id) })
+      .first()
+      .waitFor();
     await shot('12-billing-processed');
     expect(browserErrors).toEqual([]);
   }, 120_000);

@@ -127,7 +127,11 @@ describe('on the process that made the change, the very next call sees it', () =
     const newKey = testProviderKey('changes-rotated');
     up.keys.add(newKey);
     up.keys.delete(x.providerKey);
-    const rotated = await rotateProviderSecret({ client: t.client, path: { providerConnectionId: x.connectionId }, body: { apiKey: newKey } });
+    const rotated = await rotateProviderSecret({
+      client: t.client,
+      path: { providerConnectionId: x.connectionId },
+      body: { apiKey: newKey },
+    });
     expect(rotated.response.status).toBe(200);
     expect(await chat(x)).toBe(200);
     expect(up.requests.at(-1)!.headers.authorization).toBe(`Bearer ${newKey}`);
@@ -150,11 +154,19 @@ describe('a billing webhook that suspends an access', () => {
       const key = await issueInferenceKey({ client: w.t.client, path: { accessId }, body: {} });
       const x = { gatewayBaseUrl: connection.data!.gatewayBaseUrl, apiKey: key.data!.apiKey } as Tenant;
       const start = w.clock.advance(HOUR);
-      const sub = w.stripe.createSubscription({ price: 'price_pro', metadata: { nexus_workspace_access_id: accessId }, period: { start, end: at(start, 30 * 24 * HOUR) } });
+      const sub = w.stripe.createSubscription({
+        price: 'price_pro',
+        metadata: { nexus_workspace_access_id: accessId },
+        period: { start, end: at(start, 30 * 24 * HOUR) },
+      });
       await deliverStripe(w, conn, w.stripe.event('customer.subscription.created', w.stripe.snapshot(sub.id), start));
       expect(await chat(x)).toBe(200);
 
-      const unpaid = w.stripe.event('customer.subscription.updated', w.stripe.update(sub.id, { status: 'unpaid' }), w.clock.advance(60_000));
+      const unpaid = w.stripe.event(
+        'customer.subscription.updated',
+        w.stripe.update(sub.id, { status: 'unpaid' }),
+        w.clock.advance(60_000),
+      );
       await deliverStripe(w, conn, unpaid);
       expect((await accessOf(w, accessId)).status).toBe('SUSPENDED');
       expect(await chat(x)).toBe(403);
@@ -166,10 +178,10 @@ describe('a billing webhook that suspends an access', () => {
 
 /** The listening sessions of this file's schema. */
 async function listeners(): Promise<{ pid: number; state: string }[]> {
-  const { rows } = await database.db.raw(
-    `select pid, state from pg_stat_activity where application_name = ? and query ilike ?`,
-    [LISTENER_APPLICATION_NAME, `%${changeChannel(database.schema)}%`],
-  );
+  const { rows } = await database.db.raw(`select pid, state from pg_stat_activity where application_name = ? and query ilike ?`, [
+    LISTENER_APPLICATION_NAME,
+    `%${changeChannel(database.schema)}%`,
+  ]);
   return rows;
 }
 
@@ -216,7 +228,13 @@ describe.runIf(usesPostgres)('another process applies the change through LISTEN/
     // One unit a token: a call at its cap of 10 tokens needs under 100 units; at the 2000 A saw, over 2000.
     const x = await createTenant(t, { baseUrl: up.url, providerKey, quotaUnits: 2500n, inputPpm: 1_000_000n, outputPpm: 1_000_000n });
     const call = (base: string, usage: string) =>
-      new OpenAI({ baseURL: `${base}/v1`, apiKey: x.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: { 'x-fake-usage': usage } }).chat.completions
+      new OpenAI({
+        baseURL: `${base}/v1`,
+        apiKey: x.apiKey,
+        fetch: gatewayFetch(),
+        maxRetries: 0,
+        defaultHeaders: { 'x-fake-usage': usage },
+      }).chat.completions
         .create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 })
         .then(
           () => ({ status: 200, message: '' }),
@@ -321,18 +339,21 @@ describe('NEXUS_DATABASE_LISTEN_URL', () => {
     );
   });
 
-  it.runIf(usesPostgres)('a listener that cannot connect does not keep Nexus from serving; the changing process still applies its changes', async () => {
-    const other = await t.withEnv({ NEXUS_DATABASE_LISTEN_URL: 'postgres://postgres@127.0.0.1:1/postgres' });
-    try {
-      expect(other.logs.some((l) => l.includes('change listener cannot listen'))).toBe(true);
-      const x = await tenant();
-      const gateway = on(x, other.url);
-      expect(await chat(x, gateway)).toBe(200);
-      const revoked = await revokeInferenceKey({ client: other.client, path: { accessId: x.accessId, keyId: x.apiKeyId } });
-      expect(revoked.response.status).toBe(204);
-      expect(await chat(x, gateway)).toBe(401);
-    } finally {
-      await other.close();
-    }
-  });
+  it.runIf(usesPostgres)(
+    'a listener that cannot connect does not keep Nexus from serving; the changing process still applies its changes',
+    async () => {
+      const other = await t.withEnv({ NEXUS_DATABASE_LISTEN_URL: 'postgres://postgres@127.0.0.1:1/postgres' });
+      try {
+        expect(other.logs.some((l) => l.includes('change listener cannot listen'))).toBe(true);
+        const x = await tenant();
+        const gateway = on(x, other.url);
+        expect(await chat(x, gateway)).toBe(200);
+        const revoked = await revokeInferenceKey({ client: other.client, path: { accessId: x.accessId, keyId: x.apiKeyId } });
+        expect(revoked.response.status).toBe(204);
+        expect(await chat(x, gateway)).toBe(401);
+      } finally {
+        await other.close();
+      }
+    },
+  );
 });

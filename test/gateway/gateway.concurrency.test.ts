@@ -56,10 +56,22 @@ describe.each([false, true])('parallel calls (stream: %s)', (stream) => {
     expect(after.consumed - before.consumed).toBe(BigInt(ok.length) * 20n);
     expect(after.consumed).toBeLessThanOrEqual(after.granted);
     // Exactly one usage event per successful call, none for refusals.
-    const invocations = await t.database.db('invocations').whereIn('request_id', results.map((r) => r.requestId)).select('id', 'request_id', 'status');
+    const invocations = await t.database
+      .db('invocations')
+      .whereIn(
+        'request_id',
+        results.map((r) => r.requestId),
+      )
+      .select('id', 'request_id', 'status');
     expect(invocations).toHaveLength(CALLS);
     const okIds = new Set(ok.map((r) => r.requestId));
-    const events = await t.database.db('usage_events').whereIn('invocation_id', invocations.map((i) => i.id)).select('invocation_id', 'kind', 'units');
+    const events = await t.database
+      .db('usage_events')
+      .whereIn(
+        'invocation_id',
+        invocations.map((i) => i.id),
+      )
+      .select('invocation_id', 'kind', 'units');
     const perInvocation = new Map<string, number>();
     for (const e of events) perInvocation.set(e.invocation_id, (perInvocation.get(e.invocation_id) ?? 0) + 1);
     for (const inv of invocations) {

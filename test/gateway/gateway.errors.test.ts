@@ -44,7 +44,10 @@ afterAll(async () => {
 
 const waitCache = () => new Promise((r) => setTimeout(r, CACHE_TTL_MS + 50));
 
-async function call(tenant: Tenant, init: { path?: string; method?: string; headers?: Record<string, string>; body?: string; connectionId?: string } = {}) {
+async function call(
+  tenant: Tenant,
+  init: { path?: string; method?: string; headers?: Record<string, string>; body?: string; connectionId?: string } = {},
+) {
   const base = `${t.url}/providers/${init.connectionId ?? tenant.connectionId}`;
   const res = await gatewayFetch()(`${base}/${init.path ?? 'v1/chat/completions'}`, {
     method: init.method ?? 'POST',
@@ -52,7 +55,7 @@ async function call(tenant: Tenant, init: { path?: string; method?: string; head
     body: init.method === 'GET' ? undefined : (init.body ?? chatBody),
   });
   const text = await res.text();
-  return { status: res.status, headers: res.headers, body: text ? (JSON.parse(text)) : undefined };
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
 }
 
 /** A raw request: the path goes on the wire exactly as written (fetch would normalise it). */
@@ -60,17 +63,24 @@ function rawCall(path: string, headers: Record<string, string> = {}): Promise<{ 
   return new Promise((resolve, reject) => {
     const url = new URL(t.url);
     const req = httpRequest(
-      { host: url.hostname, port: url.port, method: 'POST', path, headers: { authorization: `Bearer ${a.apiKey}`, 'content-type': 'application/json', ...headers } },
+      {
+        host: url.hostname,
+        port: url.port,
+        method: 'POST',
+        path,
+        headers: { authorization: `Bearer ${a.apiKey}`, 'content-type': 'application/json', ...headers },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c) => chunks.push(c));
         res.on('end', () => {
           const h = new Headers();
           const plain: Record<string, string> = {};
-          for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') {
-            h.set(k, v);
-            plain[k] = v;
-          }
+          for (const [k, v] of Object.entries(res.headers))
+            if (typeof v === 'string') {
+              h.set(k, v);
+              plain[k] = v;
+            }
           const text = Buffer.concat(chunks).toString('utf8');
           const body = text ? JSON.parse(text) : undefined;
           validateGatewayResponse('POST', res.statusCode!, plain, body);
@@ -182,9 +192,13 @@ describe('401: no valid inference key', () => {
     ['an unknown key', { authorization: 'Bearer nx-test-unknownunknownunknownunknownunknown00000' }, 'invalid_inference_key'],
     ['the root Management Key', { authorization: `Bearer ${TEST_ROOT_KEY}` }, 'invalid_inference_key'],
   ])('%s', async (_n, headers, code) => {
-    const res = await gatewayFetch()(`${a.gatewayBaseUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: chatBody });
+    const res = await gatewayFetch()(`${a.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: chatBody,
+    });
     expect(res.status).toBe(401);
-    expect(((await res.json())).error).toMatchObject({ code, type: 'authentication_error' });
+    expect((await res.json()).error).toMatchObject({ code, type: 'authentication_error' });
     expect(res.headers.get('x-nexus-metering-status')).toBe('unmetered');
   });
 
@@ -203,7 +217,10 @@ describe('401: no valid inference key', () => {
 
   it('an expired key is refused', async () => {
     const issued = await issueInferenceKey({ client: t.client, path: { accessId: a.accessId }, body: { name: 'short' } });
-    await t.database.db('inference_keys').where({ id: issued.data!.id }).update({ expires_at: new Date(Date.now() - 1000) });
+    await t.database
+      .db('inference_keys')
+      .where({ id: issued.data!.id })
+      .update({ expires_at: new Date(Date.now() - 1000) });
     const res = await call({ ...a, apiKey: issued.data!.apiKey });
     expect(res.status).toBe(401);
   });
@@ -229,7 +246,11 @@ describe('403: access unavailable or connection not allowed', () => {
 
   it('a suspended connection is refused', async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
-    const res1 = await updateProviderConnection({ client: t.client, path: { providerConnectionId: tenant.connectionId }, body: { status: 'SUSPENDED' } });
+    const res1 = await updateProviderConnection({
+      client: t.client,
+      path: { providerConnectionId: tenant.connectionId },
+      body: { status: 'SUSPENDED' },
+    });
     expect(res1.response.status).toBe(200);
     await waitCache();
     const res = await call(tenant);
@@ -247,8 +268,8 @@ describe('403: access unavailable or connection not allowed', () => {
   });
 });
 
-describe('404: no active connection with that id in the key\'s workspace', () => {
-  it('an unknown id, another workspace\'s connection, a malformed id, an archived connection', async () => {
+describe("404: no active connection with that id in the key's workspace", () => {
+  it("an unknown id, another workspace's connection, a malformed id, an archived connection", async () => {
     const unknown = await call(a, { connectionId: '01900000-0000-7000-8000-000000000000' });
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe('provider_connection_not_found');
@@ -307,7 +328,7 @@ describe('429: not enough quota', () => {
     expect(period.consumed).toBe(0n);
   });
 
-  it("tells the official SDKs not to retry it: one call, one refusal (a 502 leaves their retries alone)", async () => {
+  it('tells the official SDKs not to retry it: one call, one refusal (a 502 leaves their retries alone)', async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 50n });
     const client = new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch() });
     const error = await client.chat.completions
@@ -335,7 +356,10 @@ describe('429: not enough quota', () => {
 describe('400: more choices than any provider allows', () => {
   it('refuses n or best_of above 128 before the upstream is called', async () => {
     const before = up.requests.length;
-    for (const [param, value] of [['n', 1e20], ['best_of', 129]] as const) {
+    for (const [param, value] of [
+      ['n', 1e20],
+      ['best_of', 129],
+    ] as const) {
       const res = await call(a, { body: JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 5, [param]: value }) });
       expect(res.status).toBe(400);
       expect(res.body.error).toMatchObject({ code: 'invalid_parameter', param });

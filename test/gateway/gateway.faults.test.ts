@@ -37,7 +37,12 @@ const streamBody = (extra: Record<string, unknown> = {}) =>
 async function streamCall(who: Tenant, fault: string, body = streamBody(), path = 'v1/chat/completions') {
   return gatewayFetch()(`${who.gatewayBaseUrl}/${path}`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${who.apiKey}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-fake-fault': fault },
+    headers: {
+      authorization: `Bearer ${who.apiKey}`,
+      'content-type': 'application/json',
+      'anthropic-version': '2023-06-01',
+      'x-fake-fault': fault,
+    },
     body,
   });
 }
@@ -83,7 +88,12 @@ describe('upstream faults', () => {
   });
 
   it('malformed anthropic usage: message_start input counts, output estimated from the events', async () => {
-    const res = await streamCall(anTenant, 'malformed', JSON.stringify({ model: 'claude', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'x' }] }), 'v1/messages');
+    const res = await streamCall(
+      anTenant,
+      'malformed',
+      JSON.stringify({ model: 'claude', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'x' }] }),
+      'v1/messages',
+    );
     expect(res.status).toBe(200);
     await res.text();
     const inv = await settledInvocation(anTenant, res.headers.get('x-nexus-request-id')!);
@@ -99,7 +109,13 @@ describe('client aborts mid-stream', () => {
     const controller = new AbortController();
     const res = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'slow', 'x-fake-delay-ms': '200', 'x-fake-usage': '10,8,0' },
+      headers: {
+        authorization: `Bearer ${tenant.apiKey}`,
+        'content-type': 'application/json',
+        'x-fake-fault': 'slow',
+        'x-fake-delay-ms': '200',
+        'x-fake-usage': '10,8,0',
+      },
       body: streamBody(),
       signal: controller.signal,
     });
@@ -171,7 +187,9 @@ describe('client leaves while its call is being admitted', () => {
     call.catch(() => {});
     // Wait until the lease's statement waits for the lock, then leave.
     for (let i = 0; i < 100; i++) {
-      const waiting = await t.database.db.raw(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%quota_leases%'`);
+      const waiting = await t.database.db.raw(
+        `select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%quota_leases%'`,
+      );
       if (waiting.rows[0].n > 0) break;
       await new Promise((r) => setTimeout(r, 10));
     }
@@ -214,7 +232,13 @@ describe('client leaves before a JSON answer', () => {
     const controller = new AbortController();
     const call = gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'late', 'x-fake-delay-ms': '300', 'x-fake-usage': '12,4,0' },
+      headers: {
+        authorization: `Bearer ${tenant.apiKey}`,
+        'content-type': 'application/json',
+        'x-fake-fault': 'late',
+        'x-fake-delay-ms': '300',
+        'x-fake-usage': '12,4,0',
+      },
       body: JSON.stringify({ model: 'gpt-test', messages: [], max_tokens: 100 }),
       signal: controller.signal,
     });

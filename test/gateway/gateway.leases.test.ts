@@ -51,8 +51,7 @@ async function leaseStatements(kind: 'acquire' | 'extend' | 'renew' | 'release')
   return Number(new RegExp(`^nexus_quota_lease_statements_total\\{kind="${kind}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
 }
 
-const leasesOf = (accessId: string) =>
-  t.database.db('quota_leases').where({ workspace_access_id: accessId }).orderBy('created_at');
+const leasesOf = (accessId: string) => t.database.db('quota_leases').where({ workspace_access_id: accessId }).orderBy('created_at');
 
 describe('one process', () => {
   it('admits and refuses exactly the calls a hold per call would, with the same remaining header', async () => {
@@ -125,7 +124,10 @@ describe('one process', () => {
     // and a heartbeat in between renews it: as a sweeper does, it tries again.
     await until(async () => (await leasesOf(tenant.accessId)).length === 1);
     await until(async () => {
-      await t.database.db('quota_leases').where({ workspace_access_id: tenant.accessId }).update({ expires_at: new Date(Date.now() - 1) });
+      await t.database
+        .db('quota_leases')
+        .where({ workspace_access_id: tenant.accessId })
+        .update({ expires_at: new Date(Date.now() - 1) });
       return (await t.nexus.gateway.sweepExpired()).leases === 1;
     });
     await res.text();
@@ -165,13 +167,16 @@ describe('a burst at an exhausted quota', () => {
       try {
         await lock.raw('lock table quota_periods in access exclusive mode');
         const burst = await Promise.race([
-          Promise.all(Array.from({ length: 20 }, () => call(tenant).then(async (res) => [res.status, (await res.json())] as const))),
+          Promise.all(Array.from({ length: 20 }, () => call(tenant).then(async (res) => [res.status, await res.json()] as const))),
           new Promise<'waited'>((r) => setTimeout(() => r('waited'), 3000)),
         ]);
         expect(burst, 'the calls waited for the locked period').not.toBe('waited');
         for (const [status, body] of burst as (readonly [number, any])[]) {
           expect(status).toBe(429);
-          expect(body.error).toMatchObject({ code: 'quota_insufficient', message: `This call may need up to ${BOUND} units; ${BOUND - 1n} are available` });
+          expect(body.error).toMatchObject({
+            code: 'quota_insufficient',
+            message: `This call may need up to ${BOUND} units; ${BOUND - 1n} are available`,
+          });
         }
       } finally {
         await lock.rollback();
@@ -199,12 +204,18 @@ describe('a call admitted late on its lease', () => {
     const res = await late;
     expect(res.status).toBe(200);
     await t.nexus.gateway.drain();
-    const invocation = await t.database.db('invocations').where({ request_id: res.headers.get('x-nexus-request-id')! }).first();
+    const invocation = await t.database
+      .db('invocations')
+      .where({ request_id: res.headers.get('x-nexus-request-id')! })
+      .first();
     expect(BigInt(invocation.quota_units)).toBe(20n);
     expect(await t.database.db('usage_events').where({ invocation_id: invocation.id, kind: 'USAGE' })).toHaveLength(1);
     expect((await leasesOf(tenant.accessId)).map((l) => l.status)).toEqual(['RELEASED']);
     const period = await periodOf(t, tenant.accessId);
-    const calls = await t.database.db('invocations').where({ workspace_access_id: tenant.accessId }).count<{ count: string }[]>('* as count');
+    const calls = await t.database
+      .db('invocations')
+      .where({ workspace_access_id: tenant.accessId })
+      .count<{ count: string }[]>('* as count');
     expect(period).toMatchObject({ reserved: 0n, consumed: 20n * BigInt(calls[0]!.count) });
   });
 });
@@ -270,7 +281,10 @@ describe('two processes on one database', () => {
     const leases = await leasesOf(tenant.accessId);
     expect(leases.length).toBeGreaterThanOrEqual(2);
     expect(leases.every((l) => l.status === 'RELEASED')).toBe(true);
-    const usage = await t.database.db('usage_events').where({ workspace_access_id: tenant.accessId }).sum<{ sum: string }[]>('units as sum');
+    const usage = await t.database
+      .db('usage_events')
+      .where({ workspace_access_id: tenant.accessId })
+      .sum<{ sum: string }[]>('units as sum');
     expect(BigInt(usage[0]!.sum)).toBe(period.consumed);
   });
 });
@@ -315,8 +329,7 @@ describe('a plan change while leases are held', () => {
     expect(res.response.status, JSON.stringify(res.error)).toBe(200);
   }
 
-  const appLeasesOf = (accessId: string) =>
-    app.database.db('quota_leases').where({ workspace_access_id: accessId }).orderBy('created_at');
+  const appLeasesOf = (accessId: string) => app.database.db('quota_leases').where({ workspace_access_id: accessId }).orderBy('created_at');
   const partsOf = (accessId: string, on: TestApp = app) =>
     on.database.db('quota_periods').where({ workspace_access_id: accessId }).orderBy('period_start');
 
@@ -335,7 +348,10 @@ describe('a plan change while leases are held', () => {
     });
     expect(BigInt(old.reserved_units)).toBe(0n);
     expect(BigInt(next.reserved_units)).toBe(0n);
-    expect({ old: BigInt(old.granted_units), next: BigInt(next.granted_units) }).toEqual({ old: expected.oldGranted, next: expected.newGranted });
+    expect({ old: BigInt(old.granted_units), next: BigInt(next.granted_units) }).toEqual({
+      old: expected.oldGranted,
+      next: expected.newGranted,
+    });
     return { old, next };
   }
 
@@ -374,7 +390,9 @@ describe('a plan change while leases are held', () => {
     expect((await appLeasesOf(tenant.accessId)).map((l) => l.status)).toEqual(['RELEASED']);
     // Releasing again (a retried release) moves nothing more.
     await drainAll();
-    expect((await partsOf(tenant.accessId)).map((p) => BigInt(p.granted_units))).toEqual([old.granted_units, next.granted_units].map(BigInt));
+    expect((await partsOf(tenant.accessId)).map((p) => BigInt(p.granted_units))).toEqual(
+      [old.granted_units, next.granted_units].map(BigInt),
+    );
   });
 
   it('a call right after the change, its access cached with the old period, is admitted on the new part', async () => {
@@ -413,7 +431,10 @@ describe('a plan change while leases are held', () => {
     await res.text();
     await drainAll();
 
-    const invocation = await app.database.db('invocations').where({ request_id: res.headers.get('x-nexus-request-id')! }).first();
+    const invocation = await app.database
+      .db('invocations')
+      .where({ request_id: res.headers.get('x-nexus-request-id')! })
+      .first();
     expect(invocation.status).toBe('SUCCEEDED');
     const units = BigInt(invocation.quota_units);
     expect(units).toBeGreaterThan(0n);

@@ -67,7 +67,7 @@ describe('GET {gatewayBaseUrl}/v1/me', () => {
     expect(res.body.status).toBe('SUSPENDED');
   });
 
-  it("refuses a connection of another workspace or none (404), a wrong or missing key (401), and answers GET only", async () => {
+  it('refuses a connection of another workspace or none (404), a wrong or missing key (401), and answers GET only', async () => {
     const before = upstreamCalls();
     const otherWorkspace = await me(`${an.gatewayBaseUrl}/v1/me`, { authorization: `Bearer ${oa.apiKey}` });
     expect(otherWorkspace.status).toBe(404);
@@ -81,7 +81,11 @@ describe('GET {gatewayBaseUrl}/v1/me', () => {
     const noKey = await me(`${oa.gatewayBaseUrl}/v1/me`, {});
     expect(noKey.status).toBe(401);
     // Another method there is a gateway call like any other: not metered, so refused (this workspace allows no passthrough).
-    const post = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/me`, { method: 'POST', headers: { authorization: `Bearer ${oa.apiKey}` }, body: '{}' });
+    const post = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/me`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${oa.apiKey}` },
+      body: '{}',
+    });
     expect(post.status).toBe(409);
     expect(upstreamCalls()).toBe(before);
   });
@@ -91,19 +95,22 @@ describe('409 for an endpoint Nexus does not meter', () => {
   it.each([
     ['openai', () => oa, 'POST', 'v1/files'],
     ['anthropic', () => an, 'GET', 'v1/files'],
-  ] as const)('says in words what is not metered on an %s connection, and how a workspace allows it', async (profile, tenant, method, path) => {
-    const before = upstreamCalls();
-    const res = await gatewayFetch()(`${tenant().gatewayBaseUrl}/${path}`, {
-      method,
-      headers: { authorization: `Bearer ${tenant().apiKey}`, 'content-type': 'application/json' },
-      ...(method === 'POST' ? { body: '{}' } : {}),
-    });
-    expect(res.status).toBe(409);
-    const body = (await res.json()) as { error: { code: string; message: string } };
-    expect(body.error.code).toBe('unmetered_endpoint');
-    expect(body.error.message).toBe(
-      `${method} ${path} is not metered on an '${profile}' connection; the workspace can allow unmetered calls with allowUnmeteredPassthrough`,
-    );
-    expect(upstreamCalls()).toBe(before);
-  });
+  ] as const)(
+    'says in words what is not metered on an %s connection, and how a workspace allows it',
+    async (profile, tenant, method, path) => {
+      const before = upstreamCalls();
+      const res = await gatewayFetch()(`${tenant().gatewayBaseUrl}/${path}`, {
+        method,
+        headers: { authorization: `Bearer ${tenant().apiKey}`, 'content-type': 'application/json' },
+        ...(method === 'POST' ? { body: '{}' } : {}),
+      });
+      expect(res.status).toBe(409);
+      const body = (await res.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe('unmetered_endpoint');
+      expect(body.error.message).toBe(
+        `${method} ${path} is not metered on an '${profile}' connection; the workspace can allow unmetered calls with allowUnmeteredPassthrough`,
+      );
+      expect(upstreamCalls()).toBe(before);
+    },
+  );
 });

@@ -34,7 +34,13 @@ const RUNAWAY = { 'x-fake-fault': 'runaway', 'x-fake-usage': '10,500,0', 'x-fake
 const BOUND = 20;
 
 const openai = (tenant: Tenant, headers: Record<string, string> = RUNAWAY) =>
-  new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+  new OpenAI({
+    baseURL: tenant.gatewayBaseUrl + '/v1',
+    apiKey: tenant.apiKey,
+    fetch: gatewayFetch(),
+    maxRetries: 0,
+    defaultHeaders: headers,
+  });
 const anthropic = (tenant: Tenant) =>
   new Anthropic({ baseURL: tenant.gatewayBaseUrl, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: RUNAWAY });
 
@@ -95,7 +101,12 @@ describe('a stream past its output bound is cut there', () => {
 
   it('OpenAI chat without usage asked: no usage chunk reaches the client', async () => {
     const tenant = await createTenant(t, { baseUrl: openaiUp.url, providerKey: KEY });
-    const stream = await openai(tenant).chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'Go on' }], max_tokens: BOUND, stream: true });
+    const stream = await openai(tenant).chat.completions.create({
+      model: 'gpt-test',
+      messages: [{ role: 'user', content: 'Go on' }],
+      max_tokens: BOUND,
+      stream: true,
+    });
     let text = '';
     const finishes: (string | null)[] = [];
     for await (const chunk of stream) {
@@ -127,7 +138,11 @@ describe('a stream past its output bound is cut there', () => {
 
   it('Anthropic messages: stop_reason max_tokens and message_stop; input as reported, output the bound', async () => {
     const tenant = await createTenant(t, { profile: 'anthropic', baseUrl: anthropicUp.url, providerKey: KEY });
-    const stream = anthropic(tenant).messages.stream({ model: 'claude-test', max_tokens: BOUND, messages: [{ role: 'user', content: 'Go on' }] });
+    const stream = anthropic(tenant).messages.stream({
+      model: 'claude-test',
+      max_tokens: BOUND,
+      messages: [{ role: 'user', content: 'Go on' }],
+    });
     const types: string[] = [];
     for await (const event of stream) types.push(event.type);
     const final = await stream.finalMessage();

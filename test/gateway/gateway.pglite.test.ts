@@ -64,26 +64,46 @@ afterAll(async () => {
 /** A workspace, a connection to the fake upstream and a user with a key on a 1000-unit plan, on the server at `base`. */
 async function tenant(base: string) {
   const ws = await admin('POST', '/workspaces', { name: 'embedded' }, base);
-  const conn = await admin('POST', `/workspaces/${ws.id}/provider-connections`, {
-    name: 'upstream',
-    protocolProfile: 'openai',
-    baseUrl: up.url,
-    apiKey: KEY,
-  }, base);
+  const conn = await admin(
+    'POST',
+    `/workspaces/${ws.id}/provider-connections`,
+    {
+      name: 'upstream',
+      protocolProfile: 'openai',
+      baseUrl: up.url,
+      apiKey: KEY,
+    },
+    base,
+  );
   const plan = await admin('POST', `/workspaces/${ws.id}/plans`, { key: 'p', name: 'P', billingInterval: 'MONTH' }, base);
-  const strategy = await admin('POST', `/workspaces/${ws.id}/plan-strategies/quota`, {
-    key: 'q',
-    resetInterval: 'MONTH',
-    quotaUnits: '1000',
-    inputMultiplierPpm: '1000000',
-    outputMultiplierPpm: '2000000',
-    cachedInputMultiplierPpm: '1000000',
-    maxOutputTokens: 100,
-  }, base);
+  const strategy = await admin(
+    'POST',
+    `/workspaces/${ws.id}/plan-strategies/quota`,
+    {
+      key: 'q',
+      resetInterval: 'MONTH',
+      quotaUnits: '1000',
+      inputMultiplierPpm: '1000000',
+      outputMultiplierPpm: '2000000',
+      cachedInputMultiplierPpm: '1000000',
+      maxOutputTokens: 100,
+    },
+    base,
+  );
   await admin('POST', `/plan-strategies/${strategy.id}/publish`, undefined, base);
-  await admin('POST', `/plans/${plan.id}/strategy-bindings`, { strategyId: strategy.id, effectiveFrom: new Date(Date.now() - 86_400_000).toISOString() }, base);
+  await admin(
+    'POST',
+    `/plans/${plan.id}/strategy-bindings`,
+    { strategyId: strategy.id, effectiveFrom: new Date(Date.now() - 86_400_000).toISOString() },
+    base,
+  );
   await admin('POST', `/plans/${plan.id}/publish`, undefined, base);
-  const user = await admin('POST', `/workspaces/${ws.id}/users`, { externalUserId: 'u', email: 'u@example.com', planId: plan.id, issueInferenceKey: true }, base);
+  const user = await admin(
+    'POST',
+    `/workspaces/${ws.id}/users`,
+    { externalUserId: 'u', email: 'u@example.com', planId: plan.id, issueInferenceKey: true },
+    base,
+  );
   return { ws, conn, user };
 }
 
@@ -113,7 +133,15 @@ describe('the gateway on embedded PGlite', () => {
     // `npm start` in its own process, keeping an unused lease for a minute: the kill finds it HELD.
     const child = spawn(process.execPath, ['dist/server.js'], {
       cwd: projectRoot,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...embeddedEnv(crashDir), PORT: String(port), HOST: '127.0.0.1', NEXUS_QUOTA_LEASE_IDLE_MS: '60000', NEXUS_LOG_LEVEL: 'info' },
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        ...embeddedEnv(crashDir),
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        NEXUS_QUOTA_LEASE_IDLE_MS: '60000',
+        NEXUS_LOG_LEVEL: 'info',
+      },
     });
     const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
     try {
@@ -133,7 +161,11 @@ describe('the gateway on embedded PGlite', () => {
       expect(res.status).toBe(200);
       await res.text();
       let before: any;
-      for (const deadline = Date.now() + 10_000; before?.consumedUnits !== '20' && Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
+      for (
+        const deadline = Date.now() + 10_000;
+        before?.consumedUnits !== '20' && Date.now() < deadline;
+        await new Promise((r) => setTimeout(r, 50))
+      ) {
         before = await admin('GET', `/workspace-accesses/${user.access.id}/quota`, undefined, base);
       }
       expect(before.consumedUnits).toBe('20');

@@ -31,12 +31,23 @@ afterAll(async () => {
 });
 
 const openai = (tenant: Tenant, headers: Record<string, string> = {}) =>
-  new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+  new OpenAI({
+    baseURL: tenant.gatewayBaseUrl + '/v1',
+    apiKey: tenant.apiKey,
+    fetch: gatewayFetch(),
+    maxRetries: 0,
+    defaultHeaders: headers,
+  });
 const anthropic = (tenant: Tenant, headers: Record<string, string> = {}) =>
   new Anthropic({ baseURL: tenant.gatewayBaseUrl, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
 
 /** gpt-4o at 5 / 2.5 / 20 units per input / cached / output token; every other model at the default 1 / 0.5 / 2. */
-const EXPENSIVE = { pattern: 'gpt-4o*', inputMultiplierPpm: '5000000', cachedInputMultiplierPpm: '2500000', outputMultiplierPpm: '20000000' } as const;
+const EXPENSIVE = {
+  pattern: 'gpt-4o*',
+  inputMultiplierPpm: '5000000',
+  cachedInputMultiplierPpm: '2500000',
+  outputMultiplierPpm: '20000000',
+} as const;
 
 const openaiTenant = (o: Partial<Parameters<typeof createTenant>[1]> = {}) =>
   createTenant(t, { baseUrl: openaiUp.url, providerKey: OPENAI_KEY, ...o });
@@ -75,7 +86,13 @@ describe('per-model pricing', () => {
 
     const cheapInv = await invocationOf(tenant, cheap.response.headers.get('x-nexus-request-id')!);
     expect(cheapInv.quotaUnits).toBe('18');
-    expect(cheapInv.usageEvents![0]).toMatchObject({ kind: 'USAGE', units: '18', inputMultiplierPpm: '1000000', cachedInputMultiplierPpm: '500000', outputMultiplierPpm: '2000000' });
+    expect(cheapInv.usageEvents![0]).toMatchObject({
+      kind: 'USAGE',
+      units: '18',
+      inputMultiplierPpm: '1000000',
+      cachedInputMultiplierPpm: '500000',
+      outputMultiplierPpm: '2000000',
+    });
     expect(cheapInv.usageEvents![0]!.modelRule).toBeUndefined();
     const dearInv = await invocationOf(tenant, dear.response.headers.get('x-nexus-request-id')!);
     expect(dearInv.quotaUnits).toBe('140');
@@ -121,29 +138,41 @@ describe('per-model pricing', () => {
     expect(data.model).toBe('gpt-4o-2026-01-01');
     const inv = await invocationOf(tenant, response.headers.get('x-nexus-request-id')!);
     expect(inv.quotaUnits).toBe('45');
-    expect(inv.usageEvents![0]).toMatchObject({ model: 'gpt-4o-2026-01-01', modelRule: 'gpt-4o', units: '45', inputMultiplierPpm: '3000000' });
+    expect(inv.usageEvents![0]).toMatchObject({
+      model: 'gpt-4o-2026-01-01',
+      modelRule: 'gpt-4o',
+      units: '45',
+      inputMultiplierPpm: '3000000',
+    });
   });
 
   it('a call in flight that a reclaim charges (its process lost) keeps its rule: the heartbeat writes it, the event carries it', async () => {
     const tenant = await openaiTenant({ modelRules: [EXPENSIVE] });
     const res = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'slow', 'x-fake-delay-ms': '400' },
+      headers: {
+        authorization: `Bearer ${tenant.apiKey}`,
+        'content-type': 'application/json',
+        'x-fake-fault': 'slow',
+        'x-fake-delay-ms': '400',
+      },
       body: JSON.stringify({ model: 'gpt-4o', messages: [], max_tokens: 10, stream: true }),
     });
     expect(res.status).toBe(200);
     await t.nexus.gateway.heartbeat();
-    const [inFlight] = await t.database.db('lease_calls').whereIn(
-      'lease_id',
-      t.database.db('quota_leases').select('id').where({ workspace_access_id: tenant.accessId }),
-    );
+    const [inFlight] = await t.database
+      .db('lease_calls')
+      .whereIn('lease_id', t.database.db('quota_leases').select('id').where({ workspace_access_id: tenant.accessId }));
     expect(inFlight).toMatchObject({ model_rule: 'gpt-4o*' });
     expect(BigInt(inFlight.output_multiplier_ppm)).toBe(20_000_000n);
     // As if its process had died: another process's sweeper reclaims the lease and charges the call as its heartbeat left it.
     // The sweep skips a lease locked at that moment (its calls under way being written) and a heartbeat in
     // between renews it: as a sweeper does, it tries again.
     await until(async () => {
-      await t.database.db('quota_leases').where({ workspace_access_id: tenant.accessId }).update({ expires_at: new Date(Date.now() - 1) });
+      await t.database
+        .db('quota_leases')
+        .where({ workspace_access_id: tenant.accessId })
+        .update({ expires_at: new Date(Date.now() - 1) });
       return (await t.nexus.gateway.sweepExpired()).leases === 1;
     });
     await res.text();
@@ -187,17 +216,26 @@ describe('model allow-list', () => {
     const before = await settled(tenant);
     const refused = await client.chat.completions.create({ model: 'gpt-3.5-turbo', messages: [], max_tokens: 5 }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError);
-    expect((refused as InstanceType<typeof OpenAI.PermissionDeniedError>).error).toMatchObject({ code: 'model_not_allowed', type: 'permission_error', param: 'model' });
+    expect((refused as InstanceType<typeof OpenAI.PermissionDeniedError>).error).toMatchObject({
+      code: 'model_not_allowed',
+      type: 'permission_error',
+      param: 'model',
+    });
     // A request naming no model cannot be checked against the list: refused the same way.
     const unnamed = await client.chat.completions.create({ messages: [], max_tokens: 5 } as never).catch((e: unknown) => e);
     expect(unnamed).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(openaiUp.requests.length).toBe(seen);
     const after = await settled(tenant);
     expect(after).toEqual(before);
-    const inv = await invocationOf(tenant, (refused as InstanceType<typeof OpenAI.PermissionDeniedError>).headers.get('x-nexus-request-id')!);
+    const inv = await invocationOf(
+      tenant,
+      (refused as InstanceType<typeof OpenAI.PermissionDeniedError>).headers.get('x-nexus-request-id')!,
+    );
     expect(inv).toMatchObject({ status: 'REJECTED', errorCode: 'model_not_allowed', requestedModel: 'gpt-3.5-turbo', quotaUnits: '0' });
     // The end user can read the list: GET /v1/me.
-    const me = await getMe({ client: createClient({ baseUrl: t.url, fetch: gatewayFetch(), headers: { Authorization: `Bearer ${tenant.apiKey}` } }) });
+    const me = await getMe({
+      client: createClient({ baseUrl: t.url, fetch: gatewayFetch(), headers: { Authorization: `Bearer ${tenant.apiKey}` } }),
+    });
     expect(me.response.status).toBe(200);
     expect(me.data!.allowedModels).toEqual(['gpt-4o*', 'fake-model']);
   });
@@ -211,7 +249,9 @@ describe('model lists and token counting: governed, free, on by default', () => 
     for await (const model of openai(tenant).models.list()) ids.push(model.id);
     expect(ids).toEqual(['gpt-4o', 'gpt-4o-mini']);
     expect((await openai(tenant).models.retrieve('gpt-4o')).id).toBe('gpt-4o');
-    const hidden = await openai(tenant).models.retrieve('claude-sonnet-4-5').catch((e: unknown) => e);
+    const hidden = await openai(tenant)
+      .models.retrieve('claude-sonnet-4-5')
+      .catch((e: unknown) => e);
     expect(hidden).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(await settled(tenant)).toEqual(before);
 
@@ -229,12 +269,16 @@ describe('model lists and token counting: governed, free, on by default', () => 
     expect(page.data.map((m) => m.id)).toEqual(['claude-3-5-haiku-20241022', 'claude-sonnet-4-5']);
     const { response } = await anthropic(tenant).models.list().withResponse();
     expect(response.headers.get('x-nexus-metering-status')).toBe('unmetered');
-    const raw = (await (await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/models`, {
-      headers: { 'x-api-key': tenant.apiKey, 'anthropic-version': '2023-06-01' },
-    })).json()) as { first_id: string; last_id: string };
+    const raw = (await (
+      await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/models`, {
+        headers: { 'x-api-key': tenant.apiKey, 'anthropic-version': '2023-06-01' },
+      })
+    ).json()) as { first_id: string; last_id: string };
     expect(raw).toMatchObject({ first_id: 'claude-3-5-haiku-20241022', last_id: 'claude-sonnet-4-5' });
     expect((await anthropic(tenant).models.retrieve('claude-sonnet-4-5')).id).toBe('claude-sonnet-4-5');
-    const hidden = await anthropic(tenant).models.retrieve('gpt-4o').catch((e: unknown) => e);
+    const hidden = await anthropic(tenant)
+      .models.retrieve('gpt-4o')
+      .catch((e: unknown) => e);
     expect(hidden).toBeInstanceOf(Anthropic.PermissionDeniedError);
     expect(await settled(tenant)).toEqual(before);
   });
@@ -248,7 +292,9 @@ describe('model lists and token counting: governed, free, on by default', () => 
     expect(counted.input_tokens).toBeGreaterThan(10);
     expect(anthropicUp.requests.at(-1)!.url).toBe('/v1/messages/count_tokens');
     const seen = anthropicUp.requests.length;
-    const refused = await anthropic(tenant).messages.countTokens({ ...body, model: 'gpt-4o' }).catch((e: unknown) => e);
+    const refused = await anthropic(tenant)
+      .messages.countTokens({ ...body, model: 'gpt-4o' })
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(Anthropic.PermissionDeniedError);
     expect(anthropicUp.requests.length).toBe(seen);
     expect(await settled(tenant)).toEqual(before);
@@ -259,14 +305,20 @@ describe('model lists and token counting: governed, free, on by default', () => 
     expect((await anthropic(tenant).models.list()).data.length).toBe(FAKE_MODEL_IDS.length);
     const seen = anthropicUp.requests.length;
     await suspendWorkspaceAccess({ client: t.client, path: { accessId: tenant.accessId } });
-    const suspended = await anthropic(tenant).messages.countTokens({ model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+    const suspended = await anthropic(tenant)
+      .messages.countTokens({ model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e: unknown) => e);
     expect(suspended).toBeInstanceOf(Anthropic.PermissionDeniedError);
-    expect((suspended as InstanceType<typeof Anthropic.PermissionDeniedError>).error).toMatchObject({ error: { code: 'access_suspended' } });
+    expect((suspended as InstanceType<typeof Anthropic.PermissionDeniedError>).error).toMatchObject({
+      error: { code: 'access_suspended' },
+    });
 
     const other = await openaiTenant();
     const revoked = await revokeInferenceKey({ client: t.client, path: { accessId: other.accessId, keyId: other.apiKeyId } });
     expect(revoked.response.status).toBe(204);
-    const unauthorized = await openai(other).models.list().catch((e: unknown) => e);
+    const unauthorized = await openai(other)
+      .models.list()
+      .catch((e: unknown) => e);
     expect(unauthorized).toBeInstanceOf(OpenAI.AuthenticationError);
     expect(anthropicUp.requests.length).toBe(seen);
   });
@@ -318,7 +370,9 @@ describe('output cap policy', () => {
       .messages.create({ model: 'claude-sonnet-4-5', max_tokens: 64000, messages: [{ role: 'user', content: 'hi' }] }, { timeout: 30_000 })
       .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(Anthropic.BadRequestError);
-    expect((refused as InstanceType<typeof Anthropic.BadRequestError>).error).toMatchObject({ error: { code: 'max_tokens_exceeded', param: 'max_tokens' } });
+    expect((refused as InstanceType<typeof Anthropic.BadRequestError>).error).toMatchObject({
+      error: { code: 'max_tokens_exceeded', param: 'max_tokens' },
+    });
     expect(anthropicUp.requests.length).toBe(seen);
   });
 });

@@ -35,7 +35,13 @@ afterAll(async () => {
 });
 
 const openai = (tenant: Tenant, headers: Record<string, string> = {}) =>
-  new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+  new OpenAI({
+    baseURL: tenant.gatewayBaseUrl + '/v1',
+    apiKey: tenant.apiKey,
+    fetch: gatewayFetch(),
+    maxRetries: 0,
+    defaultHeaders: headers,
+  });
 const anthropic = (tenant: Tenant, headers: Record<string, string> = {}) =>
   new Anthropic({ baseURL: tenant.gatewayBaseUrl, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
 
@@ -103,10 +109,21 @@ describe('openai profile through the openai SDK', () => {
     const requestId = response.headers.get('x-nexus-request-id')!;
     const inv = await invocationByRequestId(oa, requestId);
     const expected = units(40, 8, 7);
-    expect(inv).toMatchObject({ status: 'SUCCEEDED', requestedModel: 'gpt-test', quotaUnits: String(expected), providerConnectionId: oa.connectionId });
+    expect(inv).toMatchObject({
+      status: 'SUCCEEDED',
+      requestedModel: 'gpt-test',
+      quotaUnits: String(expected),
+      providerConnectionId: oa.connectionId,
+    });
     expect(inv.attempt).toMatchObject({ sequence: 1, upstreamModel: 'gpt-test-2026-01-01', status: 'SUCCEEDED', httpStatus: 200 });
     expect(inv.usageEvents).toHaveLength(1);
-    expect(inv.usageEvents![0]).toMatchObject({ kind: 'USAGE', units: String(expected), inputTokens: '40', cachedInputTokens: '8', outputTokens: '7' });
+    expect(inv.usageEvents![0]).toMatchObject({
+      kind: 'USAGE',
+      units: String(expected),
+      inputTokens: '40',
+      cachedInputTokens: '8',
+      outputTokens: '7',
+    });
     expect(inv.totalLatencyMs! - inv.providerLatencyMs!).toBeCloseTo(inv.nexusLatencyMs!, 2);
     const after = await periodOf(t, oa.accessId);
     expect(after.consumed - before.consumed).toBe(expected);
@@ -139,7 +156,12 @@ describe('openai profile through the openai SDK', () => {
 
   it('passes the usage chunk through when the client asked for it, with TTFT figures', async () => {
     const { data: stream, response } = await openai(oa, { 'x-fake-usage': '9,3,2' })
-      .chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }], stream: true, stream_options: { include_usage: true } })
+      .chat.completions.create({
+        model: 'gpt-test',
+        messages: [{ role: 'user', content: 'x' }],
+        stream: true,
+        stream_options: { include_usage: true },
+      })
       .withResponse();
     const chunks: any[] = [];
     for await (const chunk of stream) chunks.push(chunk);
@@ -171,10 +193,12 @@ describe('openai profile through the openai SDK', () => {
   });
 
   it('appends the query string, forwards an unmetered call when the workspace allows it', async () => {
-    const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/models?limit=5&after=x`, { headers: { authorization: `Bearer ${oa.apiKey}` } });
+    const res = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/models?limit=5&after=x`, {
+      headers: { authorization: `Bearer ${oa.apiKey}` },
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('x-nexus-metering-status')).toBe('unmetered');
-    expect(((await res.json())).data[0].id).toBe('fake-model');
+    expect((await res.json()).data[0].id).toBe('fake-model');
     expect(openaiUp.requests.at(-1)!.url).toBe('/v1/models?limit=5&after=x');
     const del = await gatewayFetch()(`${oa.gatewayBaseUrl}/v1/files/file-1`, { method: 'DELETE', headers: { 'x-api-key': oa.apiKey } });
     expect(del.status).toBe(200);
@@ -198,7 +222,7 @@ describe('openai profile through the openai SDK', () => {
     // The fake has no such route: its own 404 comes back as it is.
     expect(res.status).toBe(404);
     expect(res.headers.get('x-nexus-metering-status')).toBe('unmetered');
-    expect(((await res.json())).error.message).toBe(`no route ${method} /v1/assistants/asst_1`);
+    expect((await res.json()).error.message).toBe(`no route ${method} /v1/assistants/asst_1`);
     const seen = openaiUp.requests.at(-1)!;
     expect(seen.method).toBe(method);
     expect(seen.body).toBe(body);
@@ -207,7 +231,7 @@ describe('openai profile through the openai SDK', () => {
     expect(seen.headers['openai-project']).toBeUndefined();
   });
 
-  it('sets the key\'s lastRequestAt, at most once a minute', async () => {
+  it("sets the key's lastRequestAt, at most once a minute", async () => {
     await t.nexus.gateway.drain();
     const first = await t.database.db('inference_keys').where({ id: oa.apiKeyId }).first();
     expect(first.last_request_at).toBeTruthy();
@@ -226,7 +250,7 @@ describe('openai profile through the openai SDK', () => {
     });
     expect(res.status).toBe(429);
     expect(res.headers.get('retry-after')).toBe('7');
-    expect(((await res.json())).error.message).toBe('upstream says no');
+    expect((await res.json()).error.message).toBe('upstream says no');
     const inv = await invocationByRequestId(oa, res.headers.get('x-nexus-request-id')!);
     expect(inv).toMatchObject({ status: 'UPSTREAM_ERROR', quotaUnits: '0' });
     expect(inv.attempt!.httpStatus).toBe(429);
@@ -268,7 +292,8 @@ describe('openai profile through the openai SDK', () => {
     const data = await client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'zip' }], max_tokens: 10 });
     expect(data.usage).toMatchObject({ prompt_tokens: 30, completion_tokens: 6 });
     const chunks = [];
-    for await (const c of await client.chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 10, stream: true })) chunks.push(c);
+    for await (const c of await client.chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 10, stream: true }))
+      chunks.push(c);
     expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('alpha beta gamma delta epsilon zeta');
     expect(chunks.some((c) => c.usage)).toBe(false);
     await t.nexus.gateway.drain();
@@ -293,7 +318,11 @@ describe('openai profile through the openai SDK', () => {
     const tenant = await createTenant(t, { baseUrl: openaiUp.url, providerKey: OPENAI_KEY, quotaUnits: 100_000n });
     const url = `data:image/jpeg;base64,${'/9j/'.repeat(250_000)}`;
     const { data, response } = await openai(tenant, { 'x-fake-usage': '1200,5,0' })
-      .chat.completions.create({ model: 'gpt-test', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }] })
+      .chat.completions.create({
+        model: 'gpt-test',
+        max_tokens: 5,
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }],
+      })
       .withResponse();
     expect(response.status).toBe(200);
     expect(data.usage?.prompt_tokens).toBe(1200);
@@ -334,7 +363,9 @@ describe('openai profile through the openai SDK', () => {
       const refused = await next(responseId);
       expect(refused.status).toBe(429);
       // (A stream's call may not be settled yet when its client has read its last event: its bound is still held then.)
-      const [, bound, available] = /^This call may need up to (\d+) units; (\d+) are available$/.exec(((await refused.json())).error.message)!;
+      const [, bound, available] = /^This call may need up to (\d+) units; (\d+) are available$/.exec(
+        (await refused.json()).error.message,
+      )!;
       expect(Number(bound)).toBeGreaterThan(11_000);
       expect(Number(available)).toBeLessThanOrEqual(5000);
       // A response no record knows (made elsewhere) cannot be bounded: admitted, charged exactly afterwards.
@@ -355,9 +386,14 @@ describe('openai profile through the openai SDK', () => {
   it('records and charges a call whose model name PostgreSQL could not store as it came', async () => {
     const before = await periodOf(t, oa.accessId);
     const model = 'gpt\u0000test\ud800' + 'x'.repeat(300);
-    const data = await openai(oa, { 'x-fake-usage': '20,5,0' }).chat.completions.create({ model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 10 });
+    const data = await openai(oa, { 'x-fake-usage': '20,5,0' }).chat.completions.create({
+      model,
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 10,
+    });
     expect(data.model).toBe(`${model}-2026-01-01`);
-    const inv = (await t.nexus.gateway.drain(), await listInvocations({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { limit: 1 } })).data![0]!;
+    const inv = (await t.nexus.gateway.drain(),
+    await listInvocations({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { limit: 1 } })).data![0]!;
     expect(inv).toMatchObject({ status: 'SUCCEEDED', quotaUnits: String(units(20, 0, 5)) });
     expect(inv.requestedModel).toBe(('gpt\ufffdtest\ufffd' + 'x'.repeat(300)).slice(0, 256));
     const after = await periodOf(t, oa.accessId);
@@ -367,7 +403,11 @@ describe('openai profile through the openai SDK', () => {
   it('records and charges a Responses API call whose response id PostgreSQL could not store as it came', async () => {
     const before = await periodOf(t, oa.accessId);
     const id = JSON.stringify('resp_\u0000\ud800');
-    const resp = await openai(oa, { 'x-fake-usage': '20,5,0', 'x-fake-response-id': id }).responses.create({ model: 'gpt-r', input: 'hi', max_output_tokens: 10 });
+    const resp = await openai(oa, { 'x-fake-usage': '20,5,0', 'x-fake-response-id': id }).responses.create({
+      model: 'gpt-r',
+      input: 'hi',
+      max_output_tokens: 10,
+    });
     expect(resp.id).toBe('resp_\u0000\ud800');
     await t.nexus.gateway.drain();
     const [row] = await t.database.db('invocations').where({ workspace_access_id: oa.accessId }).orderBy('id', 'desc').limit(1);
@@ -495,18 +535,26 @@ describe('usage reads', () => {
     expect(cursor).toBeTruthy();
     const page2 = await listUsageEvents({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { limit: 2, cursor } });
     expect(page2.data!.map((e) => e.id)).not.toContain(page1.data![0]!.id);
-    const usage = await listUsageEvents({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { kind: 'USAGE', workspaceAccessId: oa.accessId } });
+    const usage = await listUsageEvents({
+      client: t.client,
+      path: { workspaceId: oa.workspaceId },
+      query: { kind: 'USAGE', workspaceAccessId: oa.accessId },
+    });
     expect(usage.data!.every((e) => e.kind === 'USAGE' && e.workspaceAccessId === oa.accessId)).toBe(true);
     const failed = await listInvocations({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { status: 'UPSTREAM_ERROR' } });
     expect(failed.data!.length).toBeGreaterThan(0);
     expect(failed.data!.every((i) => i.status === 'UPSTREAM_ERROR')).toBe(true);
-    const byModel = await listInvocations({ client: t.client, path: { workspaceId: oa.workspaceId }, query: { model: 'emb', workspaceAccessId: oa.accessId } });
+    const byModel = await listInvocations({
+      client: t.client,
+      path: { workspaceId: oa.workspaceId },
+      query: { model: 'emb', workspaceAccessId: oa.accessId },
+    });
     expect(byModel.data!.map((i) => i.requestedModel)).toEqual(['emb']);
     const other = await listInvocations({ client: t.client, path: { workspaceId: an.workspaceId } });
     expect(other.data!.every((i) => i.workspaceId === an.workspaceId)).toBe(true);
   });
 
-  it('pages one access\'s events, the adjustments, and the invocations by status and model, as the filtered whole list', async () => {
+  it("pages one access's events, the adjustments, and the invocations by status and model, as the filtered whole list", async () => {
     const path = { workspaceId: oa.workspaceId };
     const second = await provisionWorkspaceUser({
       client: t.client,
@@ -521,7 +569,11 @@ describe('usage reads', () => {
     for (let i = 0; i < 3; i++) {
       for (const [n, tenant] of [oa, secondTenant].entries()) {
         const model = i === 1 ? `list-1-${n}` : `list-${i}`;
-        await openai(tenant, i === 1 ? { 'x-fake-usage': '10,5000,0' } : {}).chat.completions.create({ model, messages: [], max_tokens: 5 });
+        await openai(tenant, i === 1 ? { 'x-fake-usage': '10,5000,0' } : {}).chat.completions.create({
+          model,
+          messages: [],
+          max_tokens: 5,
+        });
       }
     }
     await openai(secondTenant, { 'x-fake-fault': 'status-500' })
@@ -530,7 +582,9 @@ describe('usage reads', () => {
     await t.nexus.gateway.drain();
 
     /** Every page of a list, one item a page, through the cursor. */
-    async function pages<T extends { id: string }>(read: (cursor: string | undefined) => Promise<{ data?: T[]; response: Response }>): Promise<T[]> {
+    async function pages<T extends { id: string }>(
+      read: (cursor: string | undefined) => Promise<{ data?: T[]; response: Response }>,
+    ): Promise<T[]> {
       const seen: T[] = [];
       let cursor: string | undefined;
       do {
@@ -543,27 +597,43 @@ describe('usage reads', () => {
     }
     const allEvents = (await listUsageEvents({ client: t.client, path, query: { limit: 100 } })).data!;
     expect(allEvents.length).toBeLessThan(100);
-    const ofSecond = await pages((cursor) => listUsageEvents({ client: t.client, path, query: { limit: 1, cursor, workspaceAccessId: secondTenant.accessId } }));
+    const ofSecond = await pages((cursor) =>
+      listUsageEvents({ client: t.client, path, query: { limit: 1, cursor, workspaceAccessId: secondTenant.accessId } }),
+    );
     expect(ofSecond.map((e) => e.id)).toEqual(allEvents.filter((e) => e.workspaceAccessId === secondTenant.accessId).map((e) => e.id));
     expect(ofSecond.length).toBeGreaterThanOrEqual(4);
-    const adjustments = await pages((cursor) => listUsageEvents({ client: t.client, path, query: { limit: 1, cursor, kind: 'ADJUSTMENT' } }));
+    const adjustments = await pages((cursor) =>
+      listUsageEvents({ client: t.client, path, query: { limit: 1, cursor, kind: 'ADJUSTMENT' } }),
+    );
     expect(adjustments.map((e) => e.id)).toEqual(allEvents.filter((e) => e.kind === 'ADJUSTMENT').map((e) => e.id));
     expect(adjustments.filter((e) => e.workspaceAccessId === secondTenant.accessId)).toHaveLength(1);
     const secondAdjustments = await pages((cursor) =>
-      listUsageEvents({ client: t.client, path, query: { limit: 1, cursor, kind: 'ADJUSTMENT', workspaceAccessId: secondTenant.accessId } }),
+      listUsageEvents({
+        client: t.client,
+        path,
+        query: { limit: 1, cursor, kind: 'ADJUSTMENT', workspaceAccessId: secondTenant.accessId },
+      }),
     );
-    expect(secondAdjustments.map((e) => e.id)).toEqual(adjustments.filter((e) => e.workspaceAccessId === secondTenant.accessId).map((e) => e.id));
+    expect(secondAdjustments.map((e) => e.id)).toEqual(
+      adjustments.filter((e) => e.workspaceAccessId === secondTenant.accessId).map((e) => e.id),
+    );
 
     const allInvocations = (await listInvocations({ client: t.client, path, query: { limit: 100 } })).data!;
     expect(allInvocations.length).toBeLessThan(100);
-    const upstreamErrors = await pages((cursor) => listInvocations({ client: t.client, path, query: { limit: 1, cursor, status: 'UPSTREAM_ERROR' } }));
+    const upstreamErrors = await pages((cursor) =>
+      listInvocations({ client: t.client, path, query: { limit: 1, cursor, status: 'UPSTREAM_ERROR' } }),
+    );
     expect(upstreamErrors.map((i) => i.id)).toEqual(allInvocations.filter((i) => i.status === 'UPSTREAM_ERROR').map((i) => i.id));
     expect(upstreamErrors.some((i) => i.workspaceAccessId === secondTenant.accessId)).toBe(true);
     const list0 = await pages((cursor) => listInvocations({ client: t.client, path, query: { limit: 1, cursor, model: 'list-0' } }));
     expect(list0.map((i) => i.id)).toEqual(allInvocations.filter((i) => i.requestedModel === 'list-0').map((i) => i.id));
     expect(list0).toHaveLength(3);
     const secondFailed = await pages((cursor) =>
-      listInvocations({ client: t.client, path, query: { limit: 1, cursor, status: 'UPSTREAM_ERROR', workspaceAccessId: secondTenant.accessId } }),
+      listInvocations({
+        client: t.client,
+        path,
+        query: { limit: 1, cursor, status: 'UPSTREAM_ERROR', workspaceAccessId: secondTenant.accessId },
+      }),
     );
     expect(secondFailed.map((i) => i.requestedModel)).toEqual(['list-0']);
   });
@@ -577,8 +647,18 @@ describe('usage reads', () => {
     const cut = times[Math.floor(times.length / 2)]!;
     const after = (await listInvocations({ client: t.client, path, query: { limit: 100, since: cut } })).data!;
     const before = (await listInvocations({ client: t.client, path, query: { limit: 100, until: cut } })).data!;
-    expect(after.map((i) => i.id).sort()).toEqual(all.filter((i) => i.startedAt >= cut).map((i) => i.id).sort());
-    expect(before.map((i) => i.id).sort()).toEqual(all.filter((i) => i.startedAt < cut).map((i) => i.id).sort());
+    expect(after.map((i) => i.id).sort()).toEqual(
+      all
+        .filter((i) => i.startedAt >= cut)
+        .map((i) => i.id)
+        .sort(),
+    );
+    expect(before.map((i) => i.id).sort()).toEqual(
+      all
+        .filter((i) => i.startedAt < cut)
+        .map((i) => i.id)
+        .sort(),
+    );
     expect(after.length).toBeGreaterThan(0);
     expect(before.length).toBeGreaterThan(0);
     const only = (await listInvocations({ client: t.client, path, query: { limit: 100, since: cut, until: cut } })).data!;
@@ -589,7 +669,12 @@ describe('usage reads', () => {
     expect(eventTimes.length).toBeGreaterThan(1);
     const eventCut = eventTimes[Math.floor(eventTimes.length / 2)]!;
     const laterEvents = (await listUsageEvents({ client: t.client, path, query: { limit: 100, since: eventCut } })).data!;
-    expect(laterEvents.map((e) => e.id).sort()).toEqual(events.filter((e) => e.createdAt >= eventCut).map((e) => e.id).sort());
+    expect(laterEvents.map((e) => e.id).sort()).toEqual(
+      events
+        .filter((e) => e.createdAt >= eventCut)
+        .map((e) => e.id)
+        .sort(),
+    );
     expect(laterEvents.length).toBeLessThan(events.length);
     const badSince = await listUsageEvents({ client: t.client, path, query: { since: 'yesterday' } });
     expect(badSince.response.status).toBe(400);
@@ -619,7 +704,9 @@ describe('observability of gateway requests (they never enter express)', () => {
     const requestId = res.headers.get('x-nexus-request-id')!;
     // x-request-id is the provider's (passed back); Nexus's own id is x-nexus-request-id.
     expect(res.headers.get('x-request-id')).toMatch(/^req_fake_/);
-    const lines = t.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.requestId === requestId && l.msg === 'request');
+    const lines = t.logs
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.requestId === requestId && l.msg === 'request');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({
       method: 'POST',

@@ -99,15 +99,23 @@ async function tenantWith(rateLimits: { requestsPerMinute?: number; tokensPerMin
   return createTenant(t, { baseUrl: up.url, providerKey: KEY, rateLimits });
 }
 
-describe('the plan\'s limits in the Admin API', () => {
+describe("the plan's limits in the Admin API", () => {
   it('creates, reads, lists and replaces them', async () => {
     const tenant = await tenantWith({ requestsPerMinute: 60, tokensPerMinute: 10_000, concurrentCalls: 3 });
     const plan = await getPlan({ client: t.client, path: { planId: tenant.planId } });
     expect(plan.data!.rateLimits).toEqual({ requestsPerMinute: 60, tokensPerMinute: 10_000, concurrentCalls: 3 });
     const listed = await listPlans({ client: t.client, path: { workspaceId: tenant.workspaceId } });
-    expect(listed.data!.find((p) => p.id === tenant.planId)!.rateLimits).toEqual({ requestsPerMinute: 60, tokensPerMinute: 10_000, concurrentCalls: 3 });
+    expect(listed.data!.find((p) => p.id === tenant.planId)!.rateLimits).toEqual({
+      requestsPerMinute: 60,
+      tokensPerMinute: 10_000,
+      concurrentCalls: 3,
+    });
 
-    const draft = await createPlan({ client: t.client, path: { workspaceId: tenant.workspaceId }, body: { key: 'draft-rl', name: 'Draft', billingInterval: 'MONTH' } });
+    const draft = await createPlan({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: { key: 'draft-rl', name: 'Draft', billingInterval: 'MONTH' },
+    });
     expect(draft.response.status).toBe(201);
     expect(draft.data!.rateLimits).toEqual({});
     const set = await updatePlan({ client: t.client, path: { planId: draft.data!.id }, body: { rateLimits: { concurrentCalls: 2 } } });
@@ -137,7 +145,11 @@ describe('the plan\'s limits in the Admin API', () => {
       expect(created.error).toMatchObject({ error: { type: 'invalid_request_error' } });
       const plans = await listPlans({ client: t.client, path: { workspaceId: tenant.workspaceId } });
       expect(plans.data!).toHaveLength(1);
-      const draft = await createPlan({ client: t.client, path: { workspaceId: tenant.workspaceId }, body: { key: 'good', name: 'Good', billingInterval: 'MONTH' } });
+      const draft = await createPlan({
+        client: t.client,
+        path: { workspaceId: tenant.workspaceId },
+        body: { key: 'good', name: 'Good', billingInterval: 'MONTH' },
+      });
       const updated = await updatePlan({ client: t.client, path: { planId: draft.data!.id }, body: { rateLimits } as never });
       expect(updated.response.status).toBe(400);
       expect((await getPlan({ client: t.client, path: { planId: draft.data!.id } })).data!.rateLimits).toEqual({});
@@ -180,7 +192,12 @@ describe.skipIf(!usesPostgres)('requests per minute across two processes', () =>
   });
 
   it('a quota refusal still says x-should-retry: false, a rate refusal true', async () => {
-    const quotaTenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1n, rateLimits: { requestsPerMinute: 100 } });
+    const quotaTenant = await createTenant(t, {
+      baseUrl: up.url,
+      providerKey: KEY,
+      quotaUnits: 1n,
+      rateLimits: { requestsPerMinute: 100 },
+    });
     const refused = await chat(quotaTenant, 'a');
     expect(refused).toMatchObject({ ok: false, status: 429, code: 'quota_insufficient' });
     expect(refused.headers.get('x-should-retry')).toBe('false');
@@ -219,7 +236,10 @@ describe.skipIf(!usesPostgres)('concurrent calls across two processes', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
     expect((await holding).ok).toBe(true);
     // Its first try was refused (recorded by process B) and a retry admitted.
-    await until(async () => (await t.database.db('invocations').where({ workspace_access_id: tenant.accessId, error_code: 'rate_limited' })).length >= 1);
+    await until(
+      async () =>
+        (await t.database.db('invocations').where({ workspace_access_id: tenant.accessId, error_code: 'rate_limited' })).length >= 1,
+    );
   });
 });
 
@@ -236,7 +256,12 @@ describe.skipIf(!usesPostgres)('a process that dies holding slots', () => {
       const tenant = await tenantWith({ concurrentCalls: 1 });
       const onC = fetch(`${tenant.gatewayBaseUrl.replace(t.url, c.url)}/v1/chat/completions`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'late', 'x-fake-delay-ms': '5000' },
+        headers: {
+          authorization: `Bearer ${tenant.apiKey}`,
+          'content-type': 'application/json',
+          'x-fake-fault': 'late',
+          'x-fake-delay-ms': '5000',
+        },
         body: JSON.stringify(CHAT),
       }).catch(() => undefined);
       await until(async () => (await t.database.db('rate_allowances').where({ workspace_access_id: tenant.accessId })).length === 1);
@@ -259,7 +284,7 @@ describe.skipIf(!usesPostgres)('a process that dies holding slots', () => {
 });
 
 describe('tokens per minute', () => {
-  it('counts a call\'s bound while it runs and its actual tokens after', async () => {
+  it("counts a call's bound while it runs and its actual tokens after", async () => {
     const tenant = await tenantWith({ tokensPerMinute: 100_000 });
     await awayFromWindowEnd();
     const first = await chat(tenant, 'a', { 'x-fake-usage': '10,5,0' });
@@ -296,7 +321,10 @@ describe('the access quota snapshot', () => {
     await t.nexus.gateway.drain();
     const snap = await getWorkspaceAccessQuota({ client: t.client, path: { accessId: tenant.accessId } });
     expect(snap.response.status).toBe(200);
-    expect(snap.data!.rateLimits).toMatchObject({ requestsPerMinute: { limit: 50, remaining: 49 }, concurrentCalls: { limit: 4, remaining: 4 } });
+    expect(snap.data!.rateLimits).toMatchObject({
+      requestsPerMinute: { limit: 50, remaining: 49 },
+      concurrentCalls: { limit: 4, remaining: 4 },
+    });
     expect(Date.parse(snap.data!.rateLimits!.requestsPerMinute!.resetAt) % 60_000).toBe(0);
     const plain = await tenantWith({});
     const none = await getWorkspaceAccessQuota({ client: t.client, path: { accessId: plain.accessId } });
@@ -307,7 +335,7 @@ describe('the access quota snapshot', () => {
 describe('GET /v1/me', () => {
   const meClient = (headers: Record<string, string>) => createClient({ baseUrl: t.url, fetch: contractFetch(), headers });
 
-  it('answers the key\'s access, plan, period, limits, models and expiry, by Bearer or x-api-key', async () => {
+  it("answers the key's access, plan, period, limits, models and expiry, by Bearer or x-api-key", async () => {
     const tenant = await tenantWith({ requestsPerMinute: 30, tokensPerMinute: 5000 });
     await awayFromWindowEnd();
     expect((await chat(tenant, 'a')).ok).toBe(true);
@@ -350,7 +378,9 @@ describe('GET /v1/me', () => {
   });
 
   it('is not served to a Management Key or by another method', async () => {
-    const asAdmin = await fetch(`${t.url}/v1/me`, { headers: { authorization: `Bearer ${'nx-mgmt-test-root-0123456789abcdefghijklmnop'}` } });
+    const asAdmin = await fetch(`${t.url}/v1/me`, {
+      headers: { authorization: `Bearer ${'nx-mgmt-test-root-0123456789abcdefghijklmnop'}` },
+    });
     expect(asAdmin.status).toBe(401);
     const post = await fetch(`${t.url}/v1/me`, { method: 'POST', headers: { authorization: 'Bearer x' } });
     expect(post.status).toBe(405);

@@ -60,7 +60,11 @@ describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
     const p = nexus;
     // /healthz answered: the first worker listens. The second starts after it.
     await until(async () => linesOf(p).filter((l) => l.msg === 'listening').length === 2, 60_000);
-    const workers = new Set(linesOf(p).filter((l) => l.msg === 'listening').map((l) => l.pid));
+    const workers = new Set(
+      linesOf(p)
+        .filter((l) => l.msg === 'listening')
+        .map((l) => l.pid),
+    );
     expect(workers.size).toBe(2);
 
     // Each call consumes 10 + 2 * 5 = 20 units (input and cached priced alike): room for at most 100 of the 200, and
@@ -78,7 +82,11 @@ describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
     const outcomes = await Promise.all(
       Array.from({ length: CALLS }, async () => {
         try {
-          const answer = await openai.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'workers' }], max_tokens: 10 });
+          const answer = await openai.chat.completions.create({
+            model: 'gpt-test',
+            messages: [{ role: 'user', content: 'workers' }],
+            max_tokens: 10,
+          });
           expect(answer.usage?.total_tokens).toBe(15);
           return 200;
         } catch (err) {
@@ -104,13 +112,18 @@ describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
     // Once each worker has recorded its calls (refusals too) and its idle lease has gone back: nothing reserved,
     // consumed is exactly the charges, within the quota.
     const recorded = async (status: string) =>
-      Number((await t.database.db('invocations').where({ workspace_access_id: tenant.accessId, status }).count<{ n: string }[]>('* as n'))[0]!.n);
+      Number(
+        (await t.database.db('invocations').where({ workspace_access_id: tenant.accessId, status }).count<{ n: string }[]>('* as n'))[0]!.n,
+      );
     await until(async () => (await recorded('SUCCEEDED')) === ok && (await recorded('REJECTED')) === CALLS - ok, 20_000);
     await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 20_000);
     const period = await periodOf(t, tenant.accessId);
     expect(period.consumed).toBe(20n * BigInt(ok));
     expect(period.consumed).toBeLessThanOrEqual(quota);
-    const usage = await t.database.db('usage_events').where({ workspace_access_id: tenant.accessId }).sum<{ sum: string }[]>('units as sum');
+    const usage = await t.database
+      .db('usage_events')
+      .where({ workspace_access_id: tenant.accessId })
+      .sum<{ sum: string }[]>('units as sum');
     expect(BigInt(usage[0]!.sum)).toBe(period.consumed);
     // None of the leases is left HELD (how many the workers took depends on which got to the quota first).
     const leases = await t.database.db('quota_leases').where({ workspace_access_id: tenant.accessId });

@@ -62,7 +62,10 @@ describe('free endpoints', () => {
   it('are the model list, one model and anthropic token counting', () => {
     expect(freeEndpointFor('openai', 'GET', 'v1/models')).toEqual({ kind: 'models' });
     expect(freeEndpointFor('anthropic', 'GET', 'models')).toEqual({ kind: 'models' });
-    expect(freeEndpointFor('openai', 'GET', 'v1/models/meta-llama/Llama-3.1-8B')).toEqual({ kind: 'model', model: 'meta-llama/Llama-3.1-8B' });
+    expect(freeEndpointFor('openai', 'GET', 'v1/models/meta-llama/Llama-3.1-8B')).toEqual({
+      kind: 'model',
+      model: 'meta-llama/Llama-3.1-8B',
+    });
     expect(freeEndpointFor('anthropic', 'POST', 'v1/messages/count_tokens')).toEqual({ kind: 'count_tokens' });
     expect(freeEndpointFor('openai', 'POST', 'v1/messages/count_tokens')).toBeUndefined();
     expect(freeEndpointFor('openai', 'POST', 'v1/models')).toBeUndefined();
@@ -73,8 +76,18 @@ describe('free endpoints', () => {
 
   it('a model list keeps the allowed models; what is not a list passes as it is', () => {
     const allows = (m: string) => m.startsWith('claude-');
-    const list = { data: [{ id: 'gpt-4o' }, { id: 'claude-a' }, { id: 'claude-b' }, { nope: 1 }], first_id: 'gpt-4o', last_id: 'x', has_more: true };
-    expect(JSON.parse(filterModelList(JSON.stringify(list), allows))).toEqual({ data: [{ id: 'claude-a' }, { id: 'claude-b' }], first_id: 'claude-a', last_id: 'claude-b', has_more: true });
+    const list = {
+      data: [{ id: 'gpt-4o' }, { id: 'claude-a' }, { id: 'claude-b' }, { nope: 1 }],
+      first_id: 'gpt-4o',
+      last_id: 'x',
+      has_more: true,
+    };
+    expect(JSON.parse(filterModelList(JSON.stringify(list), allows))).toEqual({
+      data: [{ id: 'claude-a' }, { id: 'claude-b' }],
+      first_id: 'claude-a',
+      last_id: 'claude-b',
+      has_more: true,
+    });
     expect(JSON.parse(filterModelList('{"object":"list","data":[{"id":"gpt-4o"}]}', allows))).toEqual({ object: 'list', data: [] });
     expect(filterModelList('not json', allows)).toBe('not json');
     expect(filterModelList('{"error":{"message":"x"}}', allows)).toBe('{"error":{"message":"x"}}');
@@ -113,22 +126,38 @@ describe('inspectors', () => {
       return { bytes: BigInt(raw.length), bound: prepareCall(inspector, raw, CAPS).inputBound };
     };
     const excess = BigInt(url.length - INLINE_IMAGE_TOKEN_BOUND);
-    const picture = bound(chat, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url, detail: 'high' } }] }] });
+    const picture = bound(chat, {
+      model: 'm',
+      max_tokens: 5,
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url, detail: 'high' } }] }],
+    });
     expect(picture.bound).toBe(picture.bytes - excess);
     // Pasted into a message as text, the provider tokenizes it as text: bytes bound it.
     const pasted = bound(chat, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'text', text: url }] }] });
     expect(pasted.bound).toBe(pasted.bytes);
     const responses = inspectorFor('openai', 'POST', 'v1/responses')!;
-    const input = bound(responses, { model: 'm', max_output_tokens: 5, input: [{ role: 'user', content: [{ type: 'input_image', image_url: url }] }] });
+    const input = bound(responses, {
+      model: 'm',
+      max_output_tokens: 5,
+      input: [{ role: 'user', content: [{ type: 'input_image', image_url: url }] }],
+    });
     expect(input.bound).toBe(input.bytes - excess);
     const messages = inspectorFor('anthropic', 'POST', 'v1/messages')!;
     const source = { type: 'base64', media_type: 'image/jpeg', data };
     const claude = bound(messages, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source }] }] });
     expect(claude.bound).toBe(claude.bytes - BigInt(data.length - INLINE_IMAGE_TOKEN_BOUND));
     // A PDF's pages are text and pictures: its bytes stay its bound. So does a small image.
-    const pdf = bound(messages, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'document', source: { ...source, media_type: 'application/pdf' } }] }] });
+    const pdf = bound(messages, {
+      model: 'm',
+      max_tokens: 5,
+      messages: [{ role: 'user', content: [{ type: 'document', source: { ...source, media_type: 'application/pdf' } }] }],
+    });
     expect(pdf.bound).toBe(pdf.bytes);
-    const small = bound(chat, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] });
+    const small = bound(chat, {
+      model: 'm',
+      max_tokens: 5,
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }],
+    });
     expect(small.bound).toBe(small.bytes);
   });
 
@@ -167,7 +196,12 @@ describe('inspectors', () => {
   it('reads Anthropic usage from message_start and message_delta, cache reads as cached input', () => {
     const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
     const stream =
-      ev('message_start', { message: { model: 'claude-x', usage: { input_tokens: 5, cache_creation_input_tokens: 2, cache_read_input_tokens: 10, output_tokens: 1 } } }) +
+      ev('message_start', {
+        message: {
+          model: 'claude-x',
+          usage: { input_tokens: 5, cache_creation_input_tokens: 2, cache_read_input_tokens: 10, output_tokens: 1 },
+        },
+      }) +
       ev('content_block_delta', { delta: { text: 'hi' } }) +
       ev('message_delta', { usage: { output_tokens: 9 } });
     const meter = new SseMeter(messages, { usageInjected: false, inputBound: 100n, outputBound: 100n });
@@ -178,9 +212,16 @@ describe('inspectors', () => {
   });
 
   it('reads JSON usage of both profiles', () => {
-    expect(usageFromJson(chat, JSON.stringify({ model: 'a', usage })).usage).toEqual({ inputTokens: 11n, cachedInputTokens: 4n, outputTokens: 3n });
+    expect(usageFromJson(chat, JSON.stringify({ model: 'a', usage })).usage).toEqual({
+      inputTokens: 11n,
+      cachedInputTokens: 4n,
+      outputTokens: 3n,
+    });
     const responses = inspectorFor('openai', 'POST', 'v1/responses')!;
-    expect(usageFromJson(responses, JSON.stringify({ usage: { input_tokens: 8, input_tokens_details: { cached_tokens: 2 }, output_tokens: 5 } })).usage).toEqual({
+    expect(
+      usageFromJson(responses, JSON.stringify({ usage: { input_tokens: 8, input_tokens_details: { cached_tokens: 2 }, output_tokens: 5 } }))
+        .usage,
+    ).toEqual({
       inputTokens: 8n,
       cachedInputTokens: 2n,
       outputTokens: 5n,
@@ -213,29 +254,50 @@ describe('parseGatewayUrl', () => {
     expect(inspectorFor('openai', 'POST', 'V1/Chat/Completions')?.endpoint).toBe('chat');
     expect(inspectorFor('anthropic', 'POST', parseGatewayUrl(`/providers/${id}/v1/%6Dessages`).route)?.endpoint).toBe('messages');
   });
-  it.each(['v1/%2e%2e/x', 'v1/%25%32%65%25%32%65/x', 'v1//x', 'v1/%ZZ', 'javascript:alert(1)', 'v1/%c0%ae%c0%ae/x'])('refuses %s', (path) => {
-    expect(() => parseGatewayUrl(`/providers/${id}/${path}`)).toThrow();
-  });
+  it.each(['v1/%2e%2e/x', 'v1/%25%32%65%25%32%65/x', 'v1//x', 'v1/%ZZ', 'javascript:alert(1)', 'v1/%c0%ae%c0%ae/x'])(
+    'refuses %s',
+    (path) => {
+      expect(() => parseGatewayUrl(`/providers/${id}/${path}`)).toThrow();
+    },
+  );
 });
 
 describe('the output bound of a stream', () => {
   const bounds = { usageInjected: false, inputBound: 40n, outputBound: 5n };
   const chunk = (choices: unknown[], extra: object = {}) =>
     `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-x', choices, usage: null, ...extra })}\n\n`;
-  const words = (n: number) => Array.from({ length: n }, (_, i) => chunk([{ index: 0, delta: { content: ` w${i}` }, finish_reason: null }])).join('');
+  const words = (n: number) =>
+    Array.from({ length: n }, (_, i) => chunk([{ index: 0, delta: { content: ` w${i}` }, finish_reason: null }])).join('');
 
-  it.each([1, 9, 4096])('cuts a chat stream past its bound: a last chunk with finish_reason length, the usage asked for, [DONE] (chunks of %i bytes)', (size) => {
-    const meter = new SseMeter(chat, bounds);
-    const stream = chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]) + words(50) + 'data: [DONE]\n\n';
-    const out = feed(meter, stream, size);
-    expect(meter.cut).toBe(true);
-    const events = out.trim().split('\n\n').map((e) => e.slice(6));
-    expect(events.at(-1)).toBe('[DONE]');
-    const parsed = events.slice(0, -1).map((e) => JSON.parse(e));
-    expect(parsed.filter((e) => e.choices[0]?.delta?.content).map((e) => e.choices[0].delta.content)).toEqual([' w0', ' w1', ' w2', ' w3', ' w4']);
-    expect(parsed.at(-2).choices).toEqual([{ index: 0, delta: {}, logprobs: null, finish_reason: 'length' }]);
-    expect(parsed.at(-1).usage).toEqual({ prompt_tokens: 40, completion_tokens: 5, total_tokens: 45, prompt_tokens_details: { cached_tokens: 0 } });
-  });
+  it.each([1, 9, 4096])(
+    'cuts a chat stream past its bound: a last chunk with finish_reason length, the usage asked for, [DONE] (chunks of %i bytes)',
+    (size) => {
+      const meter = new SseMeter(chat, bounds);
+      const stream = chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]) + words(50) + 'data: [DONE]\n\n';
+      const out = feed(meter, stream, size);
+      expect(meter.cut).toBe(true);
+      const events = out
+        .trim()
+        .split('\n\n')
+        .map((e) => e.slice(6));
+      expect(events.at(-1)).toBe('[DONE]');
+      const parsed = events.slice(0, -1).map((e) => JSON.parse(e));
+      expect(parsed.filter((e) => e.choices[0]?.delta?.content).map((e) => e.choices[0].delta.content)).toEqual([
+        ' w0',
+        ' w1',
+        ' w2',
+        ' w3',
+        ' w4',
+      ]);
+      expect(parsed.at(-2).choices).toEqual([{ index: 0, delta: {}, logprobs: null, finish_reason: 'length' }]);
+      expect(parsed.at(-1).usage).toEqual({
+        prompt_tokens: 40,
+        completion_tokens: 5,
+        total_tokens: 45,
+        prompt_tokens_details: { cached_tokens: 0 },
+      });
+    },
+  );
 
   it('counts a token per 8 bytes of text when events carry several: one large event is not let through', () => {
     const meter = new SseMeter(chat, { ...bounds, usageInjected: true });
@@ -243,7 +305,10 @@ describe('the output bound of a stream', () => {
     expect(meter.cut).toBe(true);
     expect(out).not.toContain('xxxx');
     // The role was not sent: the ending gives it; the usage was not asked for: none.
-    expect(JSON.parse(out.split('\n\n')[0]!.slice(6)).choices[0]).toMatchObject({ delta: { role: 'assistant', content: '' }, finish_reason: 'length' });
+    expect(JSON.parse(out.split('\n\n')[0]!.slice(6)).choices[0]).toMatchObject({
+      delta: { role: 'assistant', content: '' },
+      finish_reason: 'length',
+    });
     expect(out).not.toContain('usage');
   });
 
@@ -260,7 +325,9 @@ describe('the output bound of a stream', () => {
     const stream =
       ev('message_start', { message: { id: 'm', model: 'claude-x', content: [], usage: { input_tokens: 7, output_tokens: 1 } } }) +
       ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) +
-      Array.from({ length: 20 }, (_, i) => ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ` w${i}` } })).join('') +
+      Array.from({ length: 20 }, (_, i) => ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ` w${i}` } })).join(
+        '',
+      ) +
       ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 20 } }) +
       ev('message_stop', {});
     const meter = new SseMeter(messages, bounds);
@@ -268,10 +335,12 @@ describe('the output bound of a stream', () => {
     expect(meter.cut).toBe(true);
     expect(meter.usage?.inputTokens).toBe(7n);
     expect(out.match(/content_block_delta/g)).toHaveLength(10); // the event line and its type, for 5 deltas
-    expect(out.endsWith(
-      ev('content_block_stop', { index: 0 }) +
-        ev('message_delta', { delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { output_tokens: 5 } }) +
-        ev('message_stop', {}),
-    )).toBe(true);
+    expect(
+      out.endsWith(
+        ev('content_block_stop', { index: 0 }) +
+          ev('message_delta', { delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { output_tokens: 5 } }) +
+          ev('message_stop', {}),
+      ),
+    ).toBe(true);
   });
 });

@@ -75,8 +75,20 @@ describe('invocationRecord', () => {
   });
 
   it('records a call refused after its admission read it with the model and the lease it named', () => {
-    const row = invocationRecord(opened, read, { upstream: false, status: 'REJECTED', errorCode: 'rate_limited', completedAt: at(5), totalLatencyMs: 5 });
-    expect(row).toMatchObject({ requested_model: 'gpt-test', streamed: true, lease_id: read.leaseId, metering_status: 'metered', attempt_id: null });
+    const row = invocationRecord(opened, read, {
+      upstream: false,
+      status: 'REJECTED',
+      errorCode: 'rate_limited',
+      completedAt: at(5),
+      totalLatencyMs: 5,
+    });
+    expect(row).toMatchObject({
+      requested_model: 'gpt-test',
+      streamed: true,
+      lease_id: read.leaseId,
+      metering_status: 'metered',
+      attempt_id: null,
+    });
   });
 
   it('records an answered stream with its attempt, latencies and times to first token', () => {
@@ -106,7 +118,12 @@ describe('invocationRecord', () => {
 
   it("records the requested model as the attempt's when the provider reported none, and no first token without one", () => {
     const row = invocationRecord(opened, read, { ...answered, upstreamModel: '', providerTtftMs: null, totalTtftMs: null });
-    expect(row).toMatchObject({ attempt_upstream_model: 'gpt-test', first_token_at: null, attempt_first_token_at: null, nexus_ttft_ms: null });
+    expect(row).toMatchObject({
+      attempt_upstream_model: 'gpt-test',
+      first_token_at: null,
+      attempt_first_token_at: null,
+      nexus_ttft_ms: null,
+    });
   });
 
   it('makes a call under way the snapshot of its loss: FAILED gateway_lost, its provider latency unknown', () => {
@@ -134,7 +151,11 @@ describe('invocationRecord', () => {
 
   it('keeps model names and response ids storable (bounded, without NUL)', () => {
     const long = 'm'.repeat(1000);
-    const row = invocationRecord(opened, { ...read, requestedModel: `a\u0000b${long}` }, { ...answered, upstreamModel: long, upstreamResponseId: long });
+    const row = invocationRecord(
+      opened,
+      { ...read, requestedModel: `a\u0000b${long}` },
+      { ...answered, upstreamModel: long, upstreamResponseId: long },
+    );
     expect(row.requested_model).not.toContain('\u0000');
     expect(row.requested_model.length).toBeLessThanOrEqual(256);
     expect(row.attempt_upstream_model!.length).toBeLessThanOrEqual(256);

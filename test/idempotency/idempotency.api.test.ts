@@ -1,11 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import {
-  createPlan,
-  createProviderConnection,
-  createWorkspace,
-  issueInferenceKey,
-  provisionWorkspaceUser,
-} from '../support/sdk.js';
+import { createPlan, createProviderConnection, createWorkspace, issueInferenceKey, provisionWorkspaceUser } from '../support/sdk.js';
 import { createHash } from 'node:crypto';
 import { createIdempotencyRepo } from '../../src/domain/idempotency/idempotency-repo.js';
 import { CLAIM_LOCK_TIMEOUT_MS, createIdempotencyService } from '../../src/domain/idempotency/idempotency-service.js';
@@ -132,7 +126,11 @@ describe('a claim left unfinished by a request that died', () => {
     await idempotency().complete(ENV_ROOT_KEY_ID, key, dead.claimedAt, { status: 201, body: { from: 'dead' }, headers: {} });
     expect(await rowOf(key)).toMatchObject({ response_status: null, created_at: current });
 
-    await idempotency().complete(ENV_ROOT_KEY_ID, key, (live as { claimedAt: Date }).claimedAt, { status: 201, body: { from: 'live' }, headers: {} });
+    await idempotency().complete(ENV_ROOT_KEY_ID, key, (live as { claimedAt: Date }).claimedAt, {
+      status: 201,
+      body: { from: 'live' },
+      headers: {},
+    });
     const replay = await idempotency().claim(ENV_ROOT_KEY_ID, key, 'POST', WORKSPACES, hash);
     expect(replay).toMatchObject({ kind: 'replay', response: { status: 201, body: { from: 'live' } } });
   });
@@ -142,7 +140,8 @@ describe('rows past the 24 h replay window', () => {
   it('are purged with the key plaintext they hold; a fresh request with the key runs anew', async () => {
     const { accessId } = await newAccess('purge');
     const key = 'issue-once';
-    const issue = () => issueInferenceKey({ client: t.client, path: { accessId }, body: { name: 'laptop' }, headers: { 'Idempotency-Key': key } });
+    const issue = () =>
+      issueInferenceKey({ client: t.client, path: { accessId }, body: { name: 'laptop' }, headers: { 'Idempotency-Key': key } });
     const first = await issue();
     expect(first.response.status).toBe(201);
 
@@ -194,7 +193,12 @@ describe('the request hash', () => {
     const apiKey = testProviderKey('hash');
     const body = { name: 'secretive', protocolProfile: 'openai' as const, baseUrl: 'http://127.0.0.1:9', apiKey };
     const key = 'keyed-hash';
-    const created = await createProviderConnection({ client: t.client, path: { workspaceId: ws.id }, body, headers: { 'Idempotency-Key': key } });
+    const created = await createProviderConnection({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body,
+      headers: { 'Idempotency-Key': key },
+    });
     expect(created.response.status).toBe(201);
     const path = `/admin/v1/workspaces/${ws.id}/provider-connections`;
     const stored = (await rowOf(key)).request_hash as string;
@@ -214,7 +218,12 @@ describe('the request hash', () => {
     // Nor is it the keyed hash stored for inference and management keys (another label).
     expect(stored).not.toBe(t.nexus.services.hasher.hash(`POST ${path}\n${JSON.stringify(body)}`));
 
-    const replay = await createProviderConnection({ client: t.client, path: { workspaceId: ws.id }, body, headers: { 'Idempotency-Key': key } });
+    const replay = await createProviderConnection({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body,
+      headers: { 'Idempotency-Key': key },
+    });
     expect(replay.response.headers.get('idempotent-replayed')).toBe('true');
     expect(replay.data!.id).toBe(created.data!.id);
   });
@@ -232,7 +241,7 @@ describe('what makes two requests the same', () => {
       },
       body,
     });
-    return { status: res.status, body: (await res.json()), replayed: res.headers.get('idempotent-replayed') };
+    return { status: res.status, body: await res.json(), replayed: res.headers.get('idempotent-replayed') };
   }
 
   it('the order of keys in the body, at any depth, does not matter; values do', async () => {
@@ -271,7 +280,11 @@ describe('what makes two requests the same', () => {
     expect(await t.database.db('inference_keys').where({ workspace_access_id: accessId })).toHaveLength(2);
 
     // A DRAFT plan with nothing bound: the 409 is the answer, stored and replayed to the same request.
-    const draft = await createPlan({ client: t.client, path: { workspaceId }, body: { key: 'draft', name: 'Draft', billingInterval: 'MONTH' } });
+    const draft = await createPlan({
+      client: t.client,
+      path: { workspaceId },
+      body: { key: 'draft', name: 'Draft', billingInterval: 'MONTH' },
+    });
     const publishPath = `/admin/v1/plans/${draft.data!.id}/publish`;
     const refused = await post(publishPath, 'publish-no-body');
     expect(refused.status).toBe(409);

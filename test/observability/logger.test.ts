@@ -29,7 +29,13 @@ describe('repeated log lines', () => {
     expect(lines.map((l) => l.n)).toEqual([0, 1, 2]);
     await sleep(450);
     expect(lines.slice(3)).toEqual([
-      expect.objectContaining({ level: 'warn', msg: 'log lines suppressed', repeated: 'the database is unavailable', suppressed: 47, windowMs: 300 }),
+      expect.objectContaining({
+        level: 'warn',
+        msg: 'log lines suppressed',
+        repeated: 'the database is unavailable',
+        suppressed: 47,
+        windowMs: 300,
+      }),
     ]);
     // A new window lets lines through again.
     log.warn({ msg: 'the database is unavailable', n: 50 });

@@ -66,7 +66,9 @@ describe('request lines', () => {
     const lines = await requestLines(t.logs);
     expect(lines.filter((l) => ids.includes(l.requestId as string))).toEqual([]);
     // An ordinary request of the same moment is logged.
-    expect(await lineOf(t.logs, await fetch(`${t.url}/admin/v1/workspaces`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } }))).toMatchObject({
+    expect(
+      await lineOf(t.logs, await fetch(`${t.url}/admin/v1/workspaces`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } })),
+    ).toMatchObject({
       level: 'info',
       status: 200,
     });
@@ -117,7 +119,9 @@ describe('401 and 403 lines', () => {
 
   it("carry the workspace and access an Admin API path names, whoever's key it was", async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
-    const res = await fetch(`${t.url}/admin/v1/workspaces/${tenant.workspaceId}`, { headers: { authorization: 'Bearer nx-mgmt-wrong-0123456789abcdefghijkl' } });
+    const res = await fetch(`${t.url}/admin/v1/workspaces/${tenant.workspaceId}`, {
+      headers: { authorization: 'Bearer nx-mgmt-wrong-0123456789abcdefghijkl' },
+    });
     expect(res.status).toBe(401);
     expect(await lineOf(t.logs, res)).toMatchObject({ status: 401, errorCode: 'invalid_management_key', workspaceId: tenant.workspaceId });
     const access = await fetch(`${t.url}/admin/v1/workspace-accesses/${tenant.accessId}`, { headers: {} });
@@ -127,7 +131,9 @@ describe('401 and 403 lines', () => {
 
   it('carry no ids for a key nobody has', async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
-    const res = await fetch(`${tenant.gatewayBaseUrl}/v1/models`, { headers: { authorization: 'Bearer nx-test-nobody-0123456789abcdefghij' } });
+    const res = await fetch(`${tenant.gatewayBaseUrl}/v1/models`, {
+      headers: { authorization: 'Bearer nx-test-nobody-0123456789abcdefghij' },
+    });
     expect(res.status).toBe(401);
     const line = await lineOf(t.logs, res);
     expect(line.workspaceId).toBeUndefined();
@@ -192,7 +198,9 @@ describe.runIf(usesPostgres)('the database away', () => {
       expect(admin.status).toBe(503);
       await admin.text();
       // A key this process never saw: its lookup needs the database.
-      const gateway = await fetch(`${gatewayBase}/v1/models`, { headers: { authorization: `Bearer nx-test-outage-${i}-0123456789abcdefghij` } });
+      const gateway = await fetch(`${gatewayBase}/v1/models`, {
+        headers: { authorization: `Bearer nx-test-outage-${i}-0123456789abcdefghij` },
+      });
       expect(gateway.status).toBe(503);
       await gateway.text();
     }
@@ -200,14 +208,20 @@ describe.runIf(usesPostgres)('the database away', () => {
     const accounted = () => {
       const all = logs.map((l) => JSON.parse(l) as Line);
       const shown = all.filter((l) => l.msg === 'request' && l.errorCode === 'database_unavailable' && l.operationId !== 'getReadiness');
-      const counted = all.filter((l) => l.msg === 'log lines suppressed' && l.repeated === 'request' && l.errorCode === 'database_unavailable');
+      const counted = all.filter(
+        (l) => l.msg === 'log lines suppressed' && l.repeated === 'request' && l.errorCode === 'database_unavailable',
+      );
       return shown.length + counted.reduce((sum, l) => sum + (l.suppressed as number), 0);
     };
     await expect.poll(accounted, { timeout: 10_000, interval: 100 }).toBe(24);
     const lines = logs.map((l) => JSON.parse(l) as Line);
-    const unavailable = lines.filter((l) => l.msg === 'request' && l.errorCode === 'database_unavailable' && l.operationId !== 'getReadiness');
+    const unavailable = lines.filter(
+      (l) => l.msg === 'request' && l.errorCode === 'database_unavailable' && l.operationId !== 'getReadiness',
+    );
     // 24 answers (admin and gateway lines are one message and code): at most 5 lines a window, the rest counted.
-    const summaries = lines.filter((l) => l.msg === 'log lines suppressed' && l.repeated === 'request' && l.errorCode === 'database_unavailable');
+    const summaries = lines.filter(
+      (l) => l.msg === 'log lines suppressed' && l.repeated === 'request' && l.errorCode === 'database_unavailable',
+    );
     expect(summaries.length).toBeGreaterThan(0);
     expect(unavailable.length).toBeGreaterThan(0);
     expect(unavailable.length).toBeLessThanOrEqual(5 * (summaries.length + 1));

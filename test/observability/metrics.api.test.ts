@@ -48,13 +48,20 @@ describe('GET /metrics', () => {
   it('counts gateway calls, tokens, units, refusals and latencies with bounded labels', async () => {
     const client = openai(tenant.apiKey, tenant.gatewayBaseUrl, { 'x-fake-usage': '100,7,20' });
     await client.chat.completions.create({ model: 'gpt-metrics', messages: [{ role: 'user', content: 'json' }], max_tokens: 50 });
-    const stream = await client.chat.completions.create({ model: 'gpt-metrics', messages: [{ role: 'user', content: 'sse' }], max_tokens: 50, stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'gpt-metrics',
+      messages: [{ role: 'user', content: 'sse' }],
+      max_tokens: 50,
+      stream: true,
+    });
     for await (const _ of stream) void _;
     // A refusal for quota (its bound is more than the access has), and one before any key is known.
     await expect(
       openai(poor.apiKey, poor.gatewayBaseUrl).chat.completions.create({ model: 'gpt-metrics', messages: [], max_tokens: 1000 }),
     ).rejects.toMatchObject({ status: 429 });
-    await expect(openai('nx-test-not-a-key', tenant.gatewayBaseUrl).chat.completions.create({ model: 'gpt-metrics', messages: [] })).rejects.toMatchObject({
+    await expect(
+      openai('nx-test-not-a-key', tenant.gatewayBaseUrl).chat.completions.create({ model: 'gpt-metrics', messages: [] }),
+    ).rejects.toMatchObject({
       status: 401,
     });
     await t.nexus.gateway.drain();
@@ -102,7 +109,13 @@ describe('the process and build metrics', () => {
   it("exports prom-client's defaults under their standard names, one event-loop lag, no gauge named like a counter", async () => {
     const text = await (await fetch(`${t.url}/metrics`)).text();
     const types = new Map([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
-    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_gc_duration_seconds', 'nodejs_active_handles']) {
+    for (const name of [
+      'process_cpu_seconds_total',
+      'process_resident_memory_bytes',
+      'nodejs_heap_size_used_bytes',
+      'nodejs_gc_duration_seconds',
+      'nodejs_active_handles',
+    ]) {
       expect(types.has(name), name).toBe(true);
     }
     expect([...types.keys()].filter((name) => /^nexus_(process|nodejs)_/.test(name))).toEqual([]);
@@ -145,7 +158,9 @@ describe('the process and build metrics', () => {
     const after = parseMetrics(await (await fetch(`${t.url}/metrics`)).text());
     expect(count(after, 'upstream') - count(before, 'upstream')).toBe(1);
     expect(count(after, 'nexus') - count(before, 'nexus')).toBe(0);
-    expect(sumOf(after, 'nexus_http_requests_total', { operation: 'proxyProviderPost', status: '401', source: 'nexus' })).toBeGreaterThanOrEqual(1);
+    expect(
+      sumOf(after, 'nexus_http_requests_total', { operation: 'proxyProviderPost', status: '401', source: 'nexus' }),
+    ).toBeGreaterThanOrEqual(1);
     expect(sumOf(after, 'nexus_http_requests_total', { operation: 'proxyProviderPost', status: '401', source: 'upstream' })).toBe(0);
   });
 });
@@ -196,7 +211,9 @@ describe('the example Grafana dashboard (docs/grafana-dashboard.json)', () => {
     };
     const exposed = new Set((await createMetrics().registry.getMetricsAsJSON()).map((m) => m.name));
     const queried = new Set(
-      dashboard.panels.flatMap((p) => (p.targets ?? []).flatMap((t) => [...t.expr.matchAll(/nexus_\w+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, '')))),
+      dashboard.panels.flatMap((p) =>
+        (p.targets ?? []).flatMap((t) => [...t.expr.matchAll(/nexus_\w+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, ''))),
+      ),
     );
     expect(queried.size).toBeGreaterThan(10);
     for (const name of queried) expect(exposed, name).toContain(name);

@@ -18,7 +18,9 @@ describe('OTEL_* configuration', () => {
       serviceName: 'nexus',
       sampler: 'parentbased_always_on',
     });
-    expect(load({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector/in' }).tracing).toMatchObject({ endpoint: 'https://collector/in' });
+    expect(load({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector/in' }).tracing).toMatchObject({
+      endpoint: 'https://collector/in',
+    });
     expect(load({ OTEL_TRACES_EXPORTER: 'otlp' }).tracing).toMatchObject({ endpoint: 'http://localhost:4318/v1/traces' });
     expect(load({ OTEL_TRACES_EXPORTER: 'console' }).tracing).toMatchObject({ exporter: 'console' });
   });

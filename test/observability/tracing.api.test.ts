@@ -32,7 +32,13 @@ afterAll(async () => {
 });
 
 const openai = (headers: Record<string, string> = {}) =>
-  new OpenAI({ baseURL: `${tenant.gatewayBaseUrl}/v1`, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+  new OpenAI({
+    baseURL: `${tenant.gatewayBaseUrl}/v1`,
+    apiKey: tenant.apiKey,
+    fetch: gatewayFetch(),
+    maxRetries: 0,
+    defaultHeaders: headers,
+  });
 
 const spans = () => exporter.getFinishedSpans();
 const childrenOf = (parent: ReadableSpan) => spans().filter((s) => s.parentSpanContext?.spanId === parent.spanContext().spanId);
@@ -45,14 +51,22 @@ const callSpan = (requestId: string) => {
 describe('traces', () => {
   it('makes a span per Admin operation, named by its operationId', async () => {
     const traceId = 'a'.repeat(32);
-    const res = await createWorkspace({ client: t.client, body: { name: 'traced' }, headers: { traceparent: `00-${traceId}-${'b'.repeat(16)}-01` } });
+    const res = await createWorkspace({
+      client: t.client,
+      body: { name: 'traced' },
+      headers: { traceparent: `00-${traceId}-${'b'.repeat(16)}-01` },
+    });
     expect(res.response.status).toBe(201);
     const span = callSpan(res.response.headers.get('x-request-id')!);
     expect(span.name).toBe('createWorkspace');
     expect(span.kind).toBe(SpanKind.SERVER);
     expect(span.spanContext().traceId).toBe(traceId);
     expect(span.parentSpanContext?.spanId).toBe('b'.repeat(16));
-    expect(span.attributes).toMatchObject({ 'http.request.method': 'POST', 'http.response.status_code': 201, 'url.path': '/admin/v1/workspaces' });
+    expect(span.attributes).toMatchObject({
+      'http.request.method': 'POST',
+      'http.response.status_code': 201,
+      'url.path': '/admin/v1/workspaces',
+    });
   });
 
   it("traces a gateway call under the caller's traceparent, and sends the upstream span's to the upstream", async () => {
@@ -103,30 +117,48 @@ describe('traces', () => {
 
     // The invocation records the trace id.
     const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId } });
-    const invocation = await getInvocation({ client: t.client, path: { invocationId: list.data!.find((i) => i.requestId === requestId)!.id } });
+    const invocation = await getInvocation({
+      client: t.client,
+      path: { invocationId: list.data!.find((i) => i.requestId === requestId)!.id },
+    });
     expect(invocation.data!.traceId).toBe(traceId);
   });
 
   it('starts a trace for a call that came without one, streamed too', async () => {
-    const stream = await openai().chat.completions.create({ model: 'gpt-trace', messages: [{ role: 'user', content: 'sse' }], max_tokens: 20, stream: true }).withResponse();
+    const stream = await openai()
+      .chat.completions.create({ model: 'gpt-trace', messages: [{ role: 'user', content: 'sse' }], max_tokens: 20, stream: true })
+      .withResponse();
     for await (const _ of stream.data) void _;
     await t.nexus.gateway.drain();
     const call = callSpan(stream.response.headers.get('x-nexus-request-id')!);
     expect(call.parentSpanContext).toBeUndefined();
-    expect(childrenOf(call).map((s) => s.name).sort()).toEqual(['admission', 'chat gpt-trace', 'record']);
+    expect(
+      childrenOf(call)
+        .map((s) => s.name)
+        .sort(),
+    ).toEqual(['admission', 'chat gpt-trace', 'record']);
     const sent = up.requests.at(-1)!;
     expect(String(sent.headers.traceparent)).toMatch(new RegExp(`^00-${call.spanContext().traceId}-[\\da-f]{16}-01$`));
   });
 
   it('marks a refused admission, and an invalid key has a span of its own', async () => {
     const poor = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 10n });
-    const refused = await new OpenAI({ baseURL: `${poor.gatewayBaseUrl}/v1`, apiKey: poor.apiKey, fetch: gatewayFetch(), maxRetries: 0 })
-      .chat.completions.create({ model: 'gpt-trace', messages: [], max_tokens: 1000 })
+    const refused = await new OpenAI({
+      baseURL: `${poor.gatewayBaseUrl}/v1`,
+      apiKey: poor.apiKey,
+      fetch: gatewayFetch(),
+      maxRetries: 0,
+    }).chat.completions
+      .create({ model: 'gpt-trace', messages: [], max_tokens: 1000 })
       .catch((err: { status: number; headers: Headers }) => err);
     expect((refused as { status: number }).status).toBe(429);
     await t.nexus.gateway.drain();
     const call = callSpan((refused as { headers: Headers }).headers.get('x-nexus-request-id')!);
-    expect(call.attributes).toMatchObject({ 'http.response.status_code': 429, 'error.type': 'quota_insufficient', 'nexus.outcome': 'REJECTED' });
+    expect(call.attributes).toMatchObject({
+      'http.response.status_code': 429,
+      'error.type': 'quota_insufficient',
+      'nexus.outcome': 'REJECTED',
+    });
     expect(call.status.code).toBe(SpanStatusCode.UNSET);
     const children = childrenOf(call);
     expect(children.map((s) => s.name).sort()).toEqual(['admission', 'record']);

@@ -54,7 +54,11 @@ beforeAll(async () => {
     req.on('end', () => {
       let raw = Buffer.concat(chunks);
       if (req.headers['content-encoding'] === 'gzip') raw = gunzipSync(raw);
-      exports.push({ path: req.url!, contentType: String(req.headers['content-type']), body: JSON.parse(raw.toString('utf8')) as OtlpExport });
+      exports.push({
+        path: req.url!,
+        contentType: String(req.headers['content-type']),
+        body: JSON.parse(raw.toString('utf8')) as OtlpExport,
+      });
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
   });
@@ -106,7 +110,9 @@ describe.runIf(usesPostgres)('traces over OTLP/HTTP from a Nexus process', () =>
       expect(e.contentType).toMatch(/^application\/json/);
     }
     const resources = exports.flatMap((e) => e.body.resourceSpans);
-    expect(resources.every((r) => r.resource?.attributes?.some((a) => a.key === 'service.name' && a.value.stringValue === 'nexus-otlp-test'))).toBe(true);
+    expect(
+      resources.every((r) => r.resource?.attributes?.some((a) => a.key === 'service.name' && a.value.stringValue === 'nexus-otlp-test')),
+    ).toBe(true);
     const spans = resources.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans));
     const call = spans.find((s) => s.name === 'proxyProviderPost')!;
     expect(call, JSON.stringify(spans.map((s) => s.name))).toBeTruthy();

@@ -57,7 +57,11 @@ async function newStrategy(workspaceId: string, over: Partial<CreateQuotaStrateg
 }
 
 async function newPlan(workspaceId: string, key = 'pro') {
-  const res = await createPlan({ client: t.client, path: { workspaceId }, body: { key, name: key.toUpperCase(), billingInterval: 'MONTH' } });
+  const res = await createPlan({
+    client: t.client,
+    path: { workspaceId },
+    body: { key, name: key.toUpperCase(), billingInterval: 'MONTH' },
+  });
   expect(res.response.status).toBe(201);
   return res.data!;
 }
@@ -68,7 +72,7 @@ async function raw(method: string, path: string, body?: string) {
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
     ...(body !== undefined ? { body } : {}),
   });
-  return { status: res.status, body: (await res.json()) };
+  return { status: res.status, body: await res.json() };
 }
 
 describe('plans', () => {
@@ -80,7 +84,14 @@ describe('plans', () => {
       body: { key: 'basic', name: 'Basic', billingInterval: 'YEAR', metadata: { a: 1 } },
     });
     expect(res.response.status).toBe(201);
-    expect(res.data).toMatchObject({ workspaceId: ws.id, key: 'basic', name: 'Basic', billingInterval: 'YEAR', status: 'DRAFT', metadata: { a: 1 } });
+    expect(res.data).toMatchObject({
+      workspaceId: ws.id,
+      key: 'basic',
+      name: 'Basic',
+      billingInterval: 'YEAR',
+      status: 'DRAFT',
+      metadata: { a: 1 },
+    });
     const got = await getPlan({ client: t.client, path: { planId: res.data!.id } });
     expect(got.data).toMatchObject({ id: res.data!.id, status: 'DRAFT', strategyBindings: [] });
     await newPlan(ws.id, 'other');
@@ -107,11 +118,18 @@ describe('plans', () => {
   it('refuses a duplicate key in the workspace, allows it in another', async () => {
     const ws = await newWorkspace();
     await newPlan(ws.id, 'dup');
-    const again = await createPlan({ client: t.client, path: { workspaceId: ws.id }, body: { key: 'dup', name: 'x', billingInterval: 'MONTH' } });
+    const again = await createPlan({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { key: 'dup', name: 'x', billingInterval: 'MONTH' },
+    });
     expect(again.response.status).toBe(409);
     expect((again.error as any).error).toMatchObject({ code: 'plan_key_exists', param: 'key' });
     const other = await newWorkspace();
-    expect((await createPlan({ client: t.client, path: { workspaceId: other.id }, body: { key: 'dup', name: 'x', billingInterval: 'MONTH' } })).response.status).toBe(201);
+    expect(
+      (await createPlan({ client: t.client, path: { workspaceId: other.id }, body: { key: 'dup', name: 'x', billingInterval: 'MONTH' } }))
+        .response.status,
+    ).toBe(201);
   });
 
   describe.each([
@@ -192,7 +210,18 @@ describe('quota strategies', () => {
   it('versions by key, DRAFT until published, immutable after', async () => {
     const ws = await newWorkspace();
     const v1 = await newStrategy(ws.id, { key: 'fam' }, false);
-    expect(v1).toMatchObject({ key: 'fam', version: 1, status: 'DRAFT', type: 'QUOTA', quotaUnits: '1000000', inputMultiplierPpm: '1000000', outputMultiplierPpm: '3000000', cachedInputMultiplierPpm: '100000', maxOutputTokens: 4096, resetInterval: 'MONTH' });
+    expect(v1).toMatchObject({
+      key: 'fam',
+      version: 1,
+      status: 'DRAFT',
+      type: 'QUOTA',
+      quotaUnits: '1000000',
+      inputMultiplierPpm: '1000000',
+      outputMultiplierPpm: '3000000',
+      cachedInputMultiplierPpm: '100000',
+      maxOutputTokens: 4096,
+      resetInterval: 'MONTH',
+    });
     const v2 = await newStrategy(ws.id, { key: 'fam', quotaUnits: '2000000' }, false);
     expect(v2).toMatchObject({ version: 2, quotaUnits: '2000000' });
     const other = await newStrategy(ws.id, { key: 'solo' }, false);
@@ -217,7 +246,9 @@ describe('quota strategies', () => {
   it('concurrent creates of one key get distinct consecutive versions', async () => {
     const ws = await newWorkspace();
     const results = await Promise.all(
-      Array.from({ length: 8 }, () => createQuotaStrategy({ client: t.client, path: { workspaceId: ws.id }, body: strategyBody({ key: 'race' }) })),
+      Array.from({ length: 8 }, () =>
+        createQuotaStrategy({ client: t.client, path: { workspaceId: ws.id }, body: strategyBody({ key: 'race' }) }),
+      ),
     );
     expect(results.every((r) => r.response.status === 201)).toBe(true);
     expect(results.map((r) => r.data!.version).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
@@ -278,7 +309,11 @@ describe('strategy bindings', () => {
     expect(detail.data!.strategyBindings.map((b) => b.id)).toEqual([b2.data!.id]);
 
     // Binding from before the latest start would overlap it.
-    const overlap = await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: v1.id, effectiveFrom: PAST } });
+    const overlap = await bindPlanStrategy({
+      client: t.client,
+      path: { planId: plan.id },
+      body: { strategyId: v1.id, effectiveFrom: PAST },
+    });
     expect(overlap.response.status).toBe(409);
     expect((overlap.error as any).error).toMatchObject({ code: 'binding_overlap', param: 'effectiveFrom' });
   });
@@ -287,17 +322,33 @@ describe('strategy bindings', () => {
     const ws = await newWorkspace();
     const plan = await newPlan(ws.id);
     const draft = await newStrategy(ws.id, {}, false);
-    const refused = await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: draft.id, effectiveFrom: PAST } });
+    const refused = await bindPlanStrategy({
+      client: t.client,
+      path: { planId: plan.id },
+      body: { strategyId: draft.id, effectiveFrom: PAST },
+    });
     expect(refused.response.status).toBe(409);
     expect((refused.error as any).error).toMatchObject({ code: 'strategy_not_published', current_status: 'DRAFT' });
     const elsewhere = await newStrategy((await newWorkspace()).id);
-    const foreign = await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: elsewhere.id, effectiveFrom: PAST } });
+    const foreign = await bindPlanStrategy({
+      client: t.client,
+      path: { planId: plan.id },
+      body: { strategyId: elsewhere.id, effectiveFrom: PAST },
+    });
     expect(foreign.response.status).toBe(404);
     expect((foreign.error as any).error.code).toBe('strategy_not_found');
-    const badTime = await raw('POST', `/admin/v1/plans/${plan.id}/strategy-bindings`, JSON.stringify({ strategyId: draft.id, effectiveFrom: '2026-13-01' }));
+    const badTime = await raw(
+      'POST',
+      `/admin/v1/plans/${plan.id}/strategy-bindings`,
+      JSON.stringify({ strategyId: draft.id, effectiveFrom: '2026-13-01' }),
+    );
     expect(badTime.status).toBe(400);
     expect(badTime.body.error.param).toBe('effectiveFrom');
-    const missing = await bindPlanStrategy({ client: t.client, path: { planId: MISSING }, body: { strategyId: draft.id, effectiveFrom: PAST } });
+    const missing = await bindPlanStrategy({
+      client: t.client,
+      path: { planId: MISSING },
+      body: { strategyId: draft.id, effectiveFrom: PAST },
+    });
     expect(missing.response.status).toBe(404);
   });
 
@@ -305,8 +356,13 @@ describe('strategy bindings', () => {
     const ws = await newWorkspace();
     const plan = await newPlan(ws.id);
     const s = await newStrategy(ws.id);
-    const b = (await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: PAST } })).data!;
-    const early = await closePlanStrategyBinding({ client: t.client, path: { bindingId: b.id }, query: { effectiveAt: '2019-01-01T00:00:00Z' } });
+    const b = (await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: PAST } }))
+      .data!;
+    const early = await closePlanStrategyBinding({
+      client: t.client,
+      path: { bindingId: b.id },
+      query: { effectiveAt: '2019-01-01T00:00:00Z' },
+    });
     expect(early.response.status).toBe(400);
     expect((early.error as any).error.param).toBe('effectiveAt');
 
@@ -335,12 +391,20 @@ describe('strategy bindings', () => {
     const plan = await newPlan(ws.id);
     const s = await newStrategy(ws.id);
     const later = '2031-01-01T00:00:00.000Z';
-    const b = (await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: later } })).data!;
+    const b = (await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: later } }))
+      .data!;
     const closed = await closePlanStrategyBinding({ client: t.client, path: { bindingId: b.id } });
     expect(closed.response.status).toBe(200);
-    expect((await listPlanStrategyBindings({ client: t.client, path: { planId: plan.id } })).data![0]).toMatchObject({ effectiveFrom: later, effectiveTo: later });
+    expect((await listPlanStrategyBindings({ client: t.client, path: { planId: plan.id } })).data![0]).toMatchObject({
+      effectiveFrom: later,
+      effectiveTo: later,
+    });
     // No longer in the way of an earlier binding.
-    const earlier = await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: PAST } });
+    const earlier = await bindPlanStrategy({
+      client: t.client,
+      path: { planId: plan.id },
+      body: { strategyId: s.id, effectiveFrom: PAST },
+    });
     expect(earlier.response.status).toBe(201);
   });
 
@@ -348,7 +412,8 @@ describe('strategy bindings', () => {
     const ws = await newWorkspace();
     const plan = await newPlan(ws.id);
     const s = await newStrategy(ws.id);
-    const b = (await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: PAST } })).data!;
+    const b = (await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: PAST } }))
+      .data!;
     await publishPlan({ client: t.client, path: { planId: plan.id } });
     await closePlanStrategyBinding({ client: t.client, path: { bindingId: b.id } });
     const rows = await t.database.db('audit_logs').where({ workspace_id: ws.id }).orderBy('id');
@@ -369,12 +434,17 @@ describe('tenancy and archived workspaces', () => {
     const theirs = await newWorkspace('theirs');
     const plan = await newPlan(theirs.id);
     const s = await newStrategy(theirs.id);
-    const b = (await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: PAST } })).data!;
+    const b = (await bindPlanStrategy({ client: t.client, path: { planId: plan.id }, body: { strategyId: s.id, effectiveFrom: PAST } }))
+      .data!;
     const mine = await newWorkspace('mine');
-    const { key } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'scoped-plans', workspaceIds: [mine.id] });
+    const { key } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), {
+      name: 'scoped-plans',
+      workspaceIds: [mine.id],
+    });
     const c = t.clientWith(key);
     const statuses = [
-      (await createPlan({ client: c, path: { workspaceId: theirs.id }, body: { key: 'x', name: 'x', billingInterval: 'MONTH' } })).response.status,
+      (await createPlan({ client: c, path: { workspaceId: theirs.id }, body: { key: 'x', name: 'x', billingInterval: 'MONTH' } })).response
+        .status,
       (await listPlans({ client: c, path: { workspaceId: theirs.id } })).response.status,
       (await getPlan({ client: c, path: { planId: plan.id } })).response.status,
       (await updatePlan({ client: c, path: { planId: plan.id }, body: { name: 'x' } })).response.status,
@@ -388,14 +458,20 @@ describe('tenancy and archived workspaces', () => {
       (await closePlanStrategyBinding({ client: c, path: { bindingId: b.id } })).response.status,
     ];
     expect(statuses).toEqual(Array(12).fill(404));
-    expect((await createPlan({ client: c, path: { workspaceId: mine.id }, body: { key: 'x', name: 'x', billingInterval: 'MONTH' } })).response.status).toBe(201);
+    expect(
+      (await createPlan({ client: c, path: { workspaceId: mine.id }, body: { key: 'x', name: 'x', billingInterval: 'MONTH' } })).response
+        .status,
+    ).toBe(201);
   });
 
   it('refuses a missing or unknown Management Key with 401', async () => {
     const ws = await newWorkspace('unauth');
     for (const token of [undefined, 'nx-mgmt-unknown-key-000000000000']) {
       const c = t.clientWith(token);
-      expect((await createPlan({ client: c, path: { workspaceId: ws.id }, body: { key: 'x', name: 'x', billingInterval: 'MONTH' } })).response.status).toBe(401);
+      expect(
+        (await createPlan({ client: c, path: { workspaceId: ws.id }, body: { key: 'x', name: 'x', billingInterval: 'MONTH' } })).response
+          .status,
+      ).toBe(401);
       expect((await listPlanStrategies({ client: c, path: { workspaceId: ws.id } })).response.status).toBe(401);
       expect((await closePlanStrategyBinding({ client: c, path: { bindingId: MISSING } })).response.status).toBe(401);
     }

@@ -17,19 +17,23 @@ afterAll(async () => {
   await t?.close();
 });
 
-const body = (over: Record<string, unknown> = {}): CreateQuotaStrategyDto =>
-  ({
-    key: 'priced',
-    resetInterval: 'MONTH',
-    quotaUnits: '1000000',
-    inputMultiplierPpm: '1000000',
-    outputMultiplierPpm: '2000000',
-    cachedInputMultiplierPpm: '500000',
-    maxOutputTokens: 4096,
-    ...over,
-  });
+const body = (over: Record<string, unknown> = {}): CreateQuotaStrategyDto => ({
+  key: 'priced',
+  resetInterval: 'MONTH',
+  quotaUnits: '1000000',
+  inputMultiplierPpm: '1000000',
+  outputMultiplierPpm: '2000000',
+  cachedInputMultiplierPpm: '500000',
+  maxOutputTokens: 4096,
+  ...over,
+});
 
-const rule = (pattern: string, ppm = '3000000') => ({ pattern, inputMultiplierPpm: ppm, cachedInputMultiplierPpm: ppm, outputMultiplierPpm: ppm });
+const rule = (pattern: string, ppm = '3000000') => ({
+  pattern,
+  inputMultiplierPpm: ppm,
+  cachedInputMultiplierPpm: ppm,
+  outputMultiplierPpm: ppm,
+});
 
 async function newWorkspace() {
   return (await createWorkspace({ client: t.client, body: { name: 'pricing' } })).data!;
@@ -41,7 +45,7 @@ async function raw(path: string, payload: unknown) {
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
     body: JSON.stringify(payload),
   });
-  return { status: res.status, body: (await res.json()) };
+  return { status: res.status, body: await res.json() };
 }
 
 describe('model rules, allow-list and output cap policy on quota strategies', () => {
@@ -56,7 +60,12 @@ describe('model rules, allow-list and output cap policy on quota strategies', ()
     expect(created.response.status).toBe(201);
     expect(created.data).toMatchObject({ modelRules, allowedModels: ['gpt-4o*', 'claude-*'], outputCapPolicy: 'refuse', status: 'DRAFT' });
     const published = await publishPlanStrategy({ client: t.client, path: { strategyId: created.data!.id } });
-    expect(published.data).toMatchObject({ modelRules, allowedModels: ['gpt-4o*', 'claude-*'], outputCapPolicy: 'refuse', status: 'PUBLISHED' });
+    expect(published.data).toMatchObject({
+      modelRules,
+      allowedModels: ['gpt-4o*', 'claude-*'],
+      outputCapPolicy: 'refuse',
+      status: 'PUBLISHED',
+    });
     const got = await getPlanStrategy({ client: t.client, path: { strategyId: created.data!.id } });
     expect(got.data).toEqual(published.data);
     const listed = await listPlanStrategies({ client: t.client, path: { workspaceId: ws.id } });
@@ -69,7 +78,11 @@ describe('model rules, allow-list and output cap policy on quota strategies', ()
     expect(plain.response.status).toBe(201);
     expect(plain.data).toMatchObject({ modelRules: [], outputCapPolicy: 'clamp' });
     expect(plain.data!.allowedModels).toBeUndefined();
-    const open = await createQuotaStrategy({ client: t.client, path: { workspaceId: ws.id }, body: body({ key: 'open', allowedModels: null }) });
+    const open = await createQuotaStrategy({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: body({ key: 'open', allowedModels: null }),
+    });
     expect(open.response.status).toBe(201);
     expect(open.data!.allowedModels).toBeUndefined();
   });
@@ -82,12 +95,18 @@ describe('model rules, allow-list and output cap policy on quota strategies', ()
     expect(v2.data).toMatchObject({ version: 2, modelRules: [rule('b*')] });
     expect((await getPlanStrategy({ client: t.client, path: { strategyId: v1.data!.id } })).data!.modelRules).toEqual([rule('a*')]);
     // The database refuses a change to a published row, whoever writes.
-    await expect(t.database.db('quota_strategies').where({ id: v1.data!.id }).update({ output_cap_policy: 'refuse' })).rejects.toThrow(/immutable/);
+    await expect(t.database.db('quota_strategies').where({ id: v1.data!.id }).update({ output_cap_policy: 'refuse' })).rejects.toThrow(
+      /immutable/,
+    );
   });
 
   describe.each([
     ['an unknown field in a rule', { modelRules: [{ ...rule('gpt-4o'), note: 'x' }] }, 'modelRules.0.note'],
-    ['a rule without its output multiplier', { modelRules: [{ pattern: 'x', inputMultiplierPpm: '1', cachedInputMultiplierPpm: '1' }] }, 'modelRules.0.outputMultiplierPpm'],
+    [
+      'a rule without its output multiplier',
+      { modelRules: [{ pattern: 'x', inputMultiplierPpm: '1', cachedInputMultiplierPpm: '1' }] },
+      'modelRules.0.outputMultiplierPpm',
+    ],
     ['an empty pattern', { modelRules: [rule('')] }, 'modelRules.0.pattern'],
     ['a ? wildcard', { modelRules: [rule('gpt-4?')] }, 'modelRules.0.pattern'],
     ['a character class', { modelRules: [rule('gpt-[34]o')] }, 'modelRules.0.pattern'],
@@ -97,7 +116,11 @@ describe('model rules, allow-list and output cap policy on quota strategies', ()
     ['a pattern of 257 characters', { modelRules: [rule('m'.repeat(257))] }, 'modelRules.0.pattern'],
     ['a pattern listed twice', { modelRules: [rule('gpt-4o*'), rule('claude-*'), rule('gpt-4o*', '1')] }, 'modelRules.2.pattern'],
     ['a negative multiplier', { modelRules: [{ ...rule('x'), inputMultiplierPpm: '-1' }] }, 'modelRules.0.inputMultiplierPpm'],
-    ['a multiplier of 2^63', { modelRules: [{ ...rule('x'), outputMultiplierPpm: '9223372036854775808' }] }, 'modelRules.0.outputMultiplierPpm'],
+    [
+      'a multiplier of 2^63',
+      { modelRules: [{ ...rule('x'), outputMultiplierPpm: '9223372036854775808' }] },
+      'modelRules.0.outputMultiplierPpm',
+    ],
     ['a multiplier as a number', { modelRules: [{ ...rule('x'), cachedInputMultiplierPpm: 5 }] }, 'modelRules.0.cachedInputMultiplierPpm'],
     ['101 rules', { modelRules: Array.from({ length: 101 }, (_, i) => rule(`m-${i}`)) }, 'modelRules'],
     ['an empty allow-list', { allowedModels: [] }, 'allowedModels'],

@@ -5,12 +5,7 @@
  * The auth cache is off (TTL 0) so "the next call" is exactly that.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  archiveProviderConnection,
-  getProviderConnection,
-  rotateProviderSecret,
-  updateProviderConnection,
-} from '../support/sdk.js';
+import { archiveProviderConnection, getProviderConnection, rotateProviderSecret, updateProviderConnection } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch } from '../gateway/gateway-support.js';
 import { SECRET_MARKER, startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
@@ -35,7 +30,7 @@ async function listModels(gatewayBaseUrl: string, inferenceKey: string, headers:
   const res = await callGateway(`${gatewayBaseUrl}/v1/models`, { headers: { authorization: `Bearer ${inferenceKey}`, ...headers } });
   const text = await res.text();
   expect(text).not.toContain(SECRET_MARKER);
-  return { status: res.status, body: text ? (JSON.parse(text)) : undefined };
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
 }
 
 describe('provider connection changes on the data plane', () => {
@@ -51,7 +46,11 @@ describe('provider connection changes on the data plane', () => {
     // The provider issues a new key and revokes the old one; the connection is rotated.
     openaiUp.keys.add(newKey);
     openaiUp.keys.delete(oldKey);
-    const rotated = await rotateProviderSecret({ client: t.client, path: { providerConnectionId: tenant.connectionId }, body: { apiKey: newKey } });
+    const rotated = await rotateProviderSecret({
+      client: t.client,
+      path: { providerConnectionId: tenant.connectionId },
+      body: { apiKey: newKey },
+    });
     expect(rotated.response.status).toBe(200);
 
     const next = await listModels(tenant.gatewayBaseUrl, tenant.apiKey);
@@ -66,7 +65,12 @@ describe('provider connection changes on the data plane', () => {
     const oldKey = testProviderKey('dp-ant-old');
     const newKey = testProviderKey('dp-ant-new');
     anthropicUp.keys.add(oldKey);
-    const tenant = await createTenant(t, { profile: 'anthropic', baseUrl: anthropicUp.url, providerKey: oldKey, allowUnmeteredPassthrough: true });
+    const tenant = await createTenant(t, {
+      profile: 'anthropic',
+      baseUrl: anthropicUp.url,
+      providerKey: oldKey,
+      allowUnmeteredPassthrough: true,
+    });
     const version = { 'anthropic-version': '2023-06-01' };
     expect((await listModels(tenant.gatewayBaseUrl, tenant.apiKey, version)).status).toBe(200);
     expect(anthropicUp.requests.at(-1)!.headers['x-api-key']).toBe(oldKey);

@@ -77,8 +77,8 @@ describe('encryption key rotation', () => {
     const foreign = createSecretBox(randomBytes(32));
     const id = newId();
     const sealed = sealProviderApiKey(foreign, id, API_KEY);
-    expect(() => openProviderApiKey(t.nexus.services.secretBox, { id, api_key_ciphertext: sealed.ciphertext, api_key_key_id: sealed.keyId })).toThrow(
-      /no encryption key/,
-    );
+    expect(() =>
+      openProviderApiKey(t.nexus.services.secretBox, { id, api_key_ciphertext: sealed.ciphertext, api_key_key_id: sealed.keyId }),
+    ).toThrow(/no encryption key/);
   });
 });

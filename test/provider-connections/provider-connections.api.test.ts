@@ -55,7 +55,13 @@ async function newWorkspace(name = 'pc-ws') {
 
 async function newConnection(
   workspaceId: string,
-  body: Partial<{ name: string; protocolProfile: 'openai' | 'anthropic'; baseUrl: string; apiKey: string; metadata: Record<string, unknown> }> = {},
+  body: Partial<{
+    name: string;
+    protocolProfile: 'openai' | 'anthropic';
+    baseUrl: string;
+    apiKey: string;
+    metadata: Record<string, unknown>;
+  }> = {},
 ): Promise<ProviderConnectionDto> {
   const res = await createProviderConnection({
     client: t.client,
@@ -74,7 +80,7 @@ async function raw(method: string, path: string, body?: string, token = TEST_ROO
     ...(body !== undefined ? { body } : {}),
   });
   const text = await res.text();
-  return { status: res.status, text, body: text ? (JSON.parse(text)) : undefined };
+  return { status: res.status, text, body: text ? JSON.parse(text) : undefined };
 }
 
 function errorOf(res: { error?: unknown }) {
@@ -229,12 +235,20 @@ describe('createProviderConnection', () => {
     expect(errorOf(created)).toMatchObject({ code: 'invalid_base_url', param: 'baseUrl' });
     expect(await t.database.db('provider_connections').where({ workspace_id: ws.id }).count('* as n')).toEqual([{ n: 0n }]);
 
-    const tested = await testProviderConnection({ client: t.client, path: { workspaceId: ws.id }, body: { protocolProfile: 'openai', baseUrl, apiKey: OPENAI_KEY } });
+    const tested = await testProviderConnection({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { protocolProfile: 'openai', baseUrl, apiKey: OPENAI_KEY },
+    });
     expect(tested.response.status).toBe(400);
     expect(errorOf(tested)).toMatchObject({ code: 'invalid_base_url', param: 'baseUrl' });
 
     const conn = await newConnection(ws.id);
-    const moved = await updateProviderConnection({ client: t.client, path: { providerConnectionId: conn.id }, body: { baseUrl, apiKey: OPENAI_KEY } });
+    const moved = await updateProviderConnection({
+      client: t.client,
+      path: { providerConnectionId: conn.id },
+      body: { baseUrl, apiKey: OPENAI_KEY },
+    });
     expect(moved.response.status).toBe(400);
     expect(errorOf(moved)).toMatchObject({ code: 'invalid_base_url', param: 'baseUrl' });
     expect((await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } })).data).toEqual(conn);
@@ -266,7 +280,11 @@ describe('listProviderConnections', () => {
     const seen: string[] = [];
     let cursor: string | undefined;
     do {
-      const res = await listProviderConnections({ client: t.client, path: { workspaceId: ws.id }, query: { limit: 2, ...(cursor ? { cursor } : {}) } });
+      const res = await listProviderConnections({
+        client: t.client,
+        path: { workspaceId: ws.id },
+        query: { limit: 2, ...(cursor ? { cursor } : {}) },
+      });
       expect(res.response.status).toBe(200);
       seen.push(...res.data!.map((c) => c.id));
       expect(JSON.stringify(res.data)).not.toContain(SECRET_MARKER);
@@ -459,7 +477,11 @@ describe('updateProviderConnection and archiveProviderConnection', () => {
     track(renamed, 'provider_connection.updated', conn.id);
     expect(renamed.data).toMatchObject({ name: 'after', metadata: { a: 1 }, baseUrl: conn.baseUrl, secretPreview: conn.secretPreview });
 
-    const suspended = await updateProviderConnection({ client: t.client, path: { providerConnectionId: conn.id }, body: { status: 'SUSPENDED' } });
+    const suspended = await updateProviderConnection({
+      client: t.client,
+      path: { providerConnectionId: conn.id },
+      body: { status: 'SUSPENDED' },
+    });
     track(suspended, 'provider_connection.updated', conn.id);
     expect(suspended.data!.status).toBe('SUSPENDED');
     const active = await updateProviderConnection({
@@ -469,7 +491,11 @@ describe('updateProviderConnection and archiveProviderConnection', () => {
     });
     track(active, 'provider_connection.updated', conn.id);
     expect(active.data).toMatchObject({ status: 'ACTIVE', metadata: { b: 2 }, upstreamTimeoutMs: 1500 });
-    const cleared = await updateProviderConnection({ client: t.client, path: { providerConnectionId: conn.id }, body: { upstreamTimeoutMs: null } });
+    const cleared = await updateProviderConnection({
+      client: t.client,
+      path: { providerConnectionId: conn.id },
+      body: { upstreamTimeoutMs: null },
+    });
     track(cleared, 'provider_connection.updated', conn.id);
     expect(cleared.data!.upstreamTimeoutMs).toBeUndefined();
   });
@@ -496,7 +522,11 @@ describe('updateProviderConnection and archiveProviderConnection', () => {
     const after = await t.database.db('provider_connections').where({ id: conn.id }).first();
     expect(after.api_key_ciphertext).toBe(before.api_key_ciphertext);
 
-    const bad = await updateProviderConnection({ client: t.client, path: { providerConnectionId: conn.id }, body: { baseUrl: 'http://u:p@127.0.0.1:1' } });
+    const bad = await updateProviderConnection({
+      client: t.client,
+      path: { providerConnectionId: conn.id },
+      body: { baseUrl: 'http://u:p@127.0.0.1:1' },
+    });
     expect(bad.response.status).toBe(400);
     expect(errorOf(bad)).toMatchObject({ code: 'invalid_base_url', param: 'baseUrl' });
   });
@@ -556,7 +586,10 @@ describe('updateProviderConnection and archiveProviderConnection', () => {
       expect(JSON.stringify(res.data)).not.toContain(SECRET_MARKER);
       const row = await t.database.db('provider_connections').where({ id: conn.id }).first();
       expect(openProviderApiKey(t.nexus.services.secretBox, row)).toBe(newKey);
-      const audit = await t.database.db('audit_logs').where({ request_id: res.response.headers.get('x-request-id') }).first();
+      const audit = await t.database
+        .db('audit_logs')
+        .where({ request_id: res.response.headers.get('x-request-id') })
+        .first();
       expect(audit.changes).toEqual({
         baseUrl: target.url,
         apiKey: '[redacted]',
@@ -613,10 +646,18 @@ describe('updateProviderConnection and archiveProviderConnection', () => {
     expect(got.data).toMatchObject({ status: 'ARCHIVED', secretPreview: conn.secretPreview });
     expect(got.data!.archivedAt).toBeTruthy();
 
-    const update = await updateProviderConnection({ client: t.client, path: { providerConnectionId: conn.id }, body: { status: 'ACTIVE' } });
+    const update = await updateProviderConnection({
+      client: t.client,
+      path: { providerConnectionId: conn.id },
+      body: { status: 'ACTIVE' },
+    });
     expect(update.response.status).toBe(409);
     expect(errorOf(update)).toMatchObject({ code: 'connection_archived', type: 'conflict_error' });
-    const rotate = await rotateProviderSecret({ client: t.client, path: { providerConnectionId: conn.id }, body: { apiKey: testProviderKey() } });
+    const rotate = await rotateProviderSecret({
+      client: t.client,
+      path: { providerConnectionId: conn.id },
+      body: { apiKey: testProviderKey() },
+    });
     expect(rotate.response.status).toBe(409);
     const verify = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
     expect(verify.response.status).toBe(409);
@@ -685,14 +726,21 @@ describe('verifyProviderConnection', () => {
     expect(verifiedAt).toBeTruthy();
 
     openaiUp.keys.delete(key);
-    const suspended = await updateProviderConnection({ client: t.client, path: { providerConnectionId: conn.id }, body: { status: 'SUSPENDED' } });
+    const suspended = await updateProviderConnection({
+      client: t.client,
+      path: { providerConnectionId: conn.id },
+      body: { status: 'SUSPENDED' },
+    });
     track(suspended, 'provider_connection.updated', conn.id);
     const res = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
     track(res, 'provider_connection.verified', conn.id);
     expect(res.data).toMatchObject({ accepted: false, outcome: 'credentials_rejected', httpStatus: 401 });
     const got = await getProviderConnection({ client: t.client, path: { providerConnectionId: conn.id } });
     expect(got.data!.lastVerifiedAt).toBe(verifiedAt);
-    const audit = await t.database.db('audit_logs').where({ request_id: res.response.headers.get('x-request-id') }).first();
+    const audit = await t.database
+      .db('audit_logs')
+      .where({ request_id: res.response.headers.get('x-request-id') })
+      .first();
     expect(audit.changes).toEqual({ outcome: 'credentials_rejected', httpStatus: 401 });
   });
 
@@ -755,7 +803,10 @@ describe('rotateProviderSecret', () => {
     expect(check.data).toMatchObject({ accepted: true, outcome: 'reachable' });
     expect(openaiUp.requests[seen]!.headers.authorization).toBe(`Bearer ${newKey}`);
 
-    const audit = await t.database.db('audit_logs').where({ request_id: res.response.headers.get('x-request-id') }).first();
+    const audit = await t.database
+      .db('audit_logs')
+      .where({ request_id: res.response.headers.get('x-request-id') })
+      .first();
     expect(audit).toMatchObject({ action: 'provider_connection.secret_rotated', resource_id: conn.id, workspace_id: ws.id });
     expect(audit.changes).toEqual({
       apiKey: '[redacted]',
@@ -779,7 +830,10 @@ describe('rotateProviderSecret', () => {
     const stored = openProviderApiKey(t.nexus.services.secretBox, row);
     expect(keys).toContain(stored);
     expect(row.secret_preview).toBe(`sk-...${stored.slice(-4)}`);
-    const rotations = await t.database.db('audit_logs').where({ resource_id: conn.id, action: 'provider_connection.secret_rotated' }).orderBy('id');
+    const rotations = await t.database
+      .db('audit_logs')
+      .where({ resource_id: conn.id, action: 'provider_connection.secret_rotated' })
+      .orderBy('id');
     expect(rotations).toHaveLength(keys.length);
     expect(rotations.at(-1).changes.secretPreview).toBe(row.secret_preview);
   });
@@ -787,7 +841,12 @@ describe('rotateProviderSecret', () => {
   it('rejects a missing or malformed key with 400', async () => {
     const ws = await newWorkspace();
     const conn = await newConnection(ws.id);
-    for (const body of ['{}', '{"apiKey":"short"}', JSON.stringify({ apiKey: `${SECRET_MARKER} space` }), '{"apiKey":"sk-valid-key-1234","x":1}']) {
+    for (const body of [
+      '{}',
+      '{"apiKey":"short"}',
+      JSON.stringify({ apiKey: `${SECRET_MARKER} space` }),
+      '{"apiKey":"sk-valid-key-1234","x":1}',
+    ]) {
       const res = await raw('POST', `/admin/v1/provider-connections/${conn.id}/rotate-secret`, body);
       expect(res.status).toBe(400);
       expect(res.text).not.toContain(SECRET_MARKER);
@@ -818,7 +877,11 @@ describe('tenant isolation', () => {
     for (const res of [
       await createProviderConnection({ client: scoped, path: { workspaceId: theirs.id }, body }),
       await listProviderConnections({ client: scoped, path: { workspaceId: theirs.id } }),
-      await testProviderConnection({ client: scoped, path: { workspaceId: theirs.id }, body: { protocolProfile: 'openai', baseUrl: openaiUp.url, apiKey: OPENAI_KEY } }),
+      await testProviderConnection({
+        client: scoped,
+        path: { workspaceId: theirs.id },
+        body: { protocolProfile: 'openai', baseUrl: openaiUp.url, apiKey: OPENAI_KEY },
+      }),
       await listAuditLogs({ client: scoped, path: { workspaceId: theirs.id } }),
     ]) {
       expect(res.response.status).toBe(404);
@@ -831,7 +894,10 @@ describe('tenant isolation', () => {
     const own = await createProviderConnection({ client: scoped, path: { workspaceId: mine.id }, body });
     expect(own.response.status).toBe(201);
     track(own, 'provider_connection.created', own.data!.id);
-    const audit = await t.database.db('audit_logs').where({ request_id: own.response.headers.get('x-request-id') }).first();
+    const audit = await t.database
+      .db('audit_logs')
+      .where({ request_id: own.response.headers.get('x-request-id') })
+      .first();
     expect(audit.actor_key_id).not.toBe('root');
     expect((await getProviderConnection({ client: scoped, path: { providerConnectionId: own.data!.id } })).response.status).toBe(200);
   });
@@ -871,7 +937,11 @@ describe('the audit trail of this file', () => {
     const mine = mutations.filter((m) => m.action.startsWith('provider_connection.'));
     const sample = mine[mine.length - 1]!;
     const row = await t.database.db('audit_logs').where({ request_id: sample.requestId }).first();
-    const res = await listAuditLogs({ client: t.client, path: { workspaceId: row.workspace_id }, query: { resourceId: sample.resourceId, limit: 100 } });
+    const res = await listAuditLogs({
+      client: t.client,
+      path: { workspaceId: row.workspace_id },
+      query: { resourceId: sample.resourceId, limit: 100 },
+    });
     expect(res.response.status).toBe(200);
     expect(res.data!.map((e) => e.requestId)).toContain(sample.requestId);
   });

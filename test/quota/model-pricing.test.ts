@@ -3,10 +3,19 @@ import { describe, expect, it } from 'vitest';
 import { compileModelPolicy, patternProblem, rulesFromStored } from '../../src/domain/quota/model-pricing.js';
 
 const DEFAULTS = { inputMultiplierPpm: 1_000_000n, cachedInputMultiplierPpm: 500_000n, outputMultiplierPpm: 2_000_000n };
-const rule = (pattern: string, ppm: bigint) => ({ pattern, inputMultiplierPpm: ppm, cachedInputMultiplierPpm: ppm, outputMultiplierPpm: ppm });
+const rule = (pattern: string, ppm: bigint) => ({
+  pattern,
+  inputMultiplierPpm: ppm,
+  cachedInputMultiplierPpm: ppm,
+  outputMultiplierPpm: ppm,
+});
 
 describe('model rules', () => {
-  const policy = compileModelPolicy(DEFAULTS, [rule('gpt-4o-mini*', 1n), rule('gpt-4o*', 2n), rule('claude-3-5-haiku-20241022', 3n), rule('*-preview', 4n)], null);
+  const policy = compileModelPolicy(
+    DEFAULTS,
+    [rule('gpt-4o-mini*', 1n), rule('gpt-4o*', 2n), rule('claude-3-5-haiku-20241022', 3n), rule('*-preview', 4n)],
+    null,
+  );
 
   it('the first rule in list order that matches applies', () => {
     expect(policy.pricingFor('gpt-4o-mini-2024-07-18')).toMatchObject({ rule: 'gpt-4o-mini*', inputMultiplierPpm: 1n });
@@ -34,9 +43,11 @@ describe('model rules', () => {
   });
 
   it('stored rules (decimal strings) read as bigints', () => {
-    expect(rulesFromStored([{ pattern: 'x', inputMultiplierPpm: '9223372036854775807', cachedInputMultiplierPpm: '0', outputMultiplierPpm: '7' }])).toEqual([
-      { pattern: 'x', inputMultiplierPpm: 9223372036854775807n, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: 7n },
-    ]);
+    expect(
+      rulesFromStored([
+        { pattern: 'x', inputMultiplierPpm: '9223372036854775807', cachedInputMultiplierPpm: '0', outputMultiplierPpm: '7' },
+      ]),
+    ).toEqual([{ pattern: 'x', inputMultiplierPpm: 9223372036854775807n, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: 7n }]);
   });
 });
 
@@ -60,9 +71,12 @@ describe('the allow-list', () => {
 });
 
 describe('patterns', () => {
-  it.each(['gpt-4o', 'gpt-4o*', '*', 'claude-3-5-haiku-*', 'meta-llama/Llama-3.1-8B', 'ft:gpt-4o:org::id', 'claude-3-5-sonnet@20240620'])('accepts %s', (p) => {
-    expect(patternProblem(p)).toBeUndefined();
-  });
+  it.each(['gpt-4o', 'gpt-4o*', '*', 'claude-3-5-haiku-*', 'meta-llama/Llama-3.1-8B', 'ft:gpt-4o:org::id', 'claude-3-5-sonnet@20240620'])(
+    'accepts %s',
+    (p) => {
+      expect(patternProblem(p)).toBeUndefined();
+    },
+  );
   it.each([
     ['', /empty/],
     ['gpt-4?', /only wildcard/],

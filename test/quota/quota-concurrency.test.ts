@@ -145,7 +145,11 @@ describe('refusals, the sweeper and immutability', () => {
     expect(await p!.admit(period, 1n)).toMatchObject({ ok: false, available: 0n });
     if (ten.ok) p!.finish(period, ten.admission, 10n);
     await p!.drain();
-    expect(await services.quota.snapshot(period.workspace_access_id, new Date())).toMatchObject({ consumedUnits: 10n, reservedUnits: 0n, availableUnits: 0n });
+    expect(await services.quota.snapshot(period.workspace_access_id, new Date())).toMatchObject({
+      consumedUnits: 10n,
+      reservedUnits: 0n,
+      availableUnits: 0n,
+    });
     p!.close();
   });
 
@@ -153,7 +157,11 @@ describe('refusals, the sweeper and immutability', () => {
     const { period } = await provisionAccess(services, { quotaUnits: '1000' }, 'sweep');
     const now = new Date();
     const past = { now, expiresAt: new Date(now.getTime() - 1000) };
-    const stale = [await leaseUnits(database.db, period, 100n, past), await leaseUnits(database.db, period, 100n, past), await leaseUnits(database.db, period, 100n, past)];
+    const stale = [
+      await leaseUnits(database.db, period, 100n, past),
+      await leaseUnits(database.db, period, 100n, past),
+      await leaseUnits(database.db, period, 100n, past),
+    ];
     const live = await leaseUnits(database.db, period, 50n, { now, expiresAt: new Date(now.getTime() + 60_000) });
     // The dead processes' calls used some of their leases before they died.
     await chargeOnLease(database.db, period, stale[0]!, { bound: 30n, units: 30n });
@@ -198,4 +206,3 @@ describe('refusals, the sweeper and immutability', () => {
     await expect(database.db('usage_events').insert(event('USAGE', invocationId))).rejects.toThrow(/usage_events_one_per_invocation/);
   });
 });
-

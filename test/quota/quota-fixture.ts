@@ -20,19 +20,28 @@ export function servicesFor(database: TestDatabase, clock: Clock): Services & Te
 
 export async function provisionAccess(
   services: Services,
-  strategy: { quotaUnits: `${bigint}`; inputMultiplierPpm?: `${bigint}`; outputMultiplierPpm?: `${bigint}`; cachedInputMultiplierPpm?: `${bigint}` },
+  strategy: {
+    quotaUnits: `${bigint}`;
+    inputMultiplierPpm?: `${bigint}`;
+    outputMultiplierPpm?: `${bigint}`;
+    cachedInputMultiplierPpm?: `${bigint}`;
+  },
   externalUserId = 'u1',
 ) {
   const ws = await services.workspaces.create(actor, { name: `quota-${externalUserId}` });
-  const s = await services.plans.createStrategy(actor, ws.id, fromCreateStrategyDto({
-    key: 'q',
-    resetInterval: 'MONTH',
-    quotaUnits: strategy.quotaUnits,
-    inputMultiplierPpm: strategy.inputMultiplierPpm ?? '1000000',
-    outputMultiplierPpm: strategy.outputMultiplierPpm ?? '1000000',
-    cachedInputMultiplierPpm: strategy.cachedInputMultiplierPpm ?? '1000000',
-    maxOutputTokens: 1000,
-  }));
+  const s = await services.plans.createStrategy(
+    actor,
+    ws.id,
+    fromCreateStrategyDto({
+      key: 'q',
+      resetInterval: 'MONTH',
+      quotaUnits: strategy.quotaUnits,
+      inputMultiplierPpm: strategy.inputMultiplierPpm ?? '1000000',
+      outputMultiplierPpm: strategy.outputMultiplierPpm ?? '1000000',
+      cachedInputMultiplierPpm: strategy.cachedInputMultiplierPpm ?? '1000000',
+      maxOutputTokens: 1000,
+    }),
+  );
   await services.plans.publishStrategy(actor, s.id);
   const plan = await services.plans.createPlan(actor, ws.id, { key: 'p', name: 'P', billingInterval: 'MONTH' });
   await services.plans.bind(actor, plan.id, { strategyId: s.id, effectiveFrom: new Date(0) });

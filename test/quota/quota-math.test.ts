@@ -11,7 +11,11 @@ import {
   splitPeriodForPlanChange,
 } from '../../src/domain/quota/quota-math.js';
 
-const m = (input: bigint, cached: bigint, output: bigint) => ({ inputMultiplierPpm: input, cachedInputMultiplierPpm: cached, outputMultiplierPpm: output });
+const m = (input: bigint, cached: bigint, output: bigint) => ({
+  inputMultiplierPpm: input,
+  cachedInputMultiplierPpm: cached,
+  outputMultiplierPpm: output,
+});
 
 describe('computeUnits', () => {
   it.each([
@@ -34,7 +38,7 @@ describe('computeUnits', () => {
   });
 });
 
-describe('a call\'s bound and charge', () => {
+describe("a call's bound and charge", () => {
   it('bounds every input token at the dearer of the input and cached prices', () => {
     // 100 input, 10 output: input at 2 (cached dearer than input, 1), output at 3.
     expect(boundUnits(100n, 10n, m(1_000_000n, 2_000_000n, 3_000_000n))).toBe(230n);
@@ -50,7 +54,9 @@ describe('a call\'s bound and charge', () => {
 
   it('takes more cached than input tokens at the cached figure, and never charges beyond MAX_CALL_UNITS', () => {
     expect(chargeUnits({ inputTokens: 10n, cachedInputTokens: 40n, outputTokens: 0n }, m(1_000_000n, 500_000n, 0n))).toBe(20n);
-    expect(chargeUnits({ inputTokens: INT64_MAX, cachedInputTokens: 0n, outputTokens: INT64_MAX }, m(1_000_000n, 0n, 1_000_000n))).toBe(MAX_CALL_UNITS);
+    expect(chargeUnits({ inputTokens: INT64_MAX, cachedInputTokens: 0n, outputTokens: INT64_MAX }, m(1_000_000n, 0n, 1_000_000n))).toBe(
+      MAX_CALL_UNITS,
+    );
   });
 });
 
@@ -72,24 +78,67 @@ describe('plan change proration', () => {
   const at = (day: number) => new Date(start.getTime() + day * 86_400_000);
 
   it('halfway, nothing used: old keeps half its grant, new gets half of its own', () => {
-    expect(splitPeriodForPlanChange({ cycleStart: start, periodStart: start, periodEnd: end, effectiveAt: at(15), oldGranted: 1000n, oldUsed: 0n, newQuotaUnits: 3000n }))
-      .toEqual({ oldGranted: 500n, newGranted: 1500n, oldShare: 500n, carried: 0n });
+    expect(
+      splitPeriodForPlanChange({
+        cycleStart: start,
+        periodStart: start,
+        periodEnd: end,
+        effectiveAt: at(15),
+        oldGranted: 1000n,
+        oldUsed: 0n,
+        newQuotaUnits: 3000n,
+      }),
+    ).toEqual({ oldGranted: 500n, newGranted: 1500n, oldShare: 500n, carried: 0n });
   });
 
   it('an upgrade after using everything: what was used beyond the old share is carried into the new period', () => {
-    expect(splitPeriodForPlanChange({ cycleStart: start, periodStart: start, periodEnd: end, effectiveAt: at(15), oldGranted: 1000n, oldUsed: 1000n, newQuotaUnits: 3000n }))
-      .toEqual({ oldGranted: 1000n, newGranted: 1000n, oldShare: 500n, carried: 500n });
+    expect(
+      splitPeriodForPlanChange({
+        cycleStart: start,
+        periodStart: start,
+        periodEnd: end,
+        effectiveAt: at(15),
+        oldGranted: 1000n,
+        oldUsed: 1000n,
+        newQuotaUnits: 3000n,
+      }),
+    ).toEqual({ oldGranted: 1000n, newGranted: 1000n, oldShare: 500n, carried: 500n });
   });
 
   it('a downgrade after heavy use can leave nothing for the rest of the period, never less than zero', () => {
     // 2000 used beyond the old share, but the new part had only 400 to be charged for it.
-    expect(splitPeriodForPlanChange({ cycleStart: start, periodStart: start, periodEnd: end, effectiveAt: at(10), oldGranted: 3000n, oldUsed: 3000n, newQuotaUnits: 600n }))
-      .toEqual({ oldGranted: 3000n, newGranted: 0n, oldShare: 1000n, carried: 400n });
+    expect(
+      splitPeriodForPlanChange({
+        cycleStart: start,
+        periodStart: start,
+        periodEnd: end,
+        effectiveAt: at(10),
+        oldGranted: 3000n,
+        oldUsed: 3000n,
+        newQuotaUnits: 600n,
+      }),
+    ).toEqual({ oldGranted: 3000n, newGranted: 0n, oldShare: 1000n, carried: 400n });
   });
 
   it('switching back and forth cannot mint units', () => {
-    const first = splitPeriodForPlanChange({ cycleStart: start, periodStart: start, periodEnd: end, effectiveAt: at(10), oldGranted: 3000n, oldUsed: 0n, newQuotaUnits: 3000n });
-    const back = splitPeriodForPlanChange({ cycleStart: start, periodStart: at(10), periodEnd: end, effectiveAt: at(10.5), oldGranted: first.newGranted, oldUsed: 0n, newQuotaUnits: 3000n });
+    const first = splitPeriodForPlanChange({
+      cycleStart: start,
+      periodStart: start,
+      periodEnd: end,
+      effectiveAt: at(10),
+      oldGranted: 3000n,
+      oldUsed: 0n,
+      newQuotaUnits: 3000n,
+    });
+    const back = splitPeriodForPlanChange({
+      cycleStart: start,
+      periodStart: at(10),
+      periodEnd: end,
+      effectiveAt: at(10.5),
+      oldGranted: first.newGranted,
+      oldUsed: 0n,
+      newQuotaUnits: 3000n,
+    });
     expect(first).toEqual({ oldGranted: 1000n, newGranted: 2000n, oldShare: 1000n, carried: 0n });
     expect(back).toEqual({ oldGranted: 50n, newGranted: 1950n, oldShare: 50n, carried: 0n });
     expect(first.oldGranted + back.oldGranted + back.newGranted).toBe(3000n);

@@ -37,15 +37,19 @@ let seq = 0;
 /** An access on a plan of `quotaUnits` (30-day-ish month from now) and another plan of `otherUnits` in its workspace. */
 async function accessWithPlans(quotaUnits: `${bigint}`, otherUnits: `${bigint}`) {
   const a = await provisionAccess(services, { quotaUnits }, `carry-${++seq}`);
-  const s = await services.plans.createStrategy(actor, a.workspace.id, fromCreateStrategyDto({
-    key: 'other',
-    resetInterval: 'MONTH',
-    quotaUnits: otherUnits,
-    inputMultiplierPpm: '1000000',
-    outputMultiplierPpm: '1000000',
-    cachedInputMultiplierPpm: '1000000',
-    maxOutputTokens: 1000,
-  }));
+  const s = await services.plans.createStrategy(
+    actor,
+    a.workspace.id,
+    fromCreateStrategyDto({
+      key: 'other',
+      resetInterval: 'MONTH',
+      quotaUnits: otherUnits,
+      inputMultiplierPpm: '1000000',
+      outputMultiplierPpm: '1000000',
+      cachedInputMultiplierPpm: '1000000',
+      maxOutputTokens: 1000,
+    }),
+  );
   await services.plans.publishStrategy(actor, s.id);
   const other = await services.plans.createPlan(actor, a.workspace.id, { key: 'other', name: 'Other', billingInterval: 'MONTH' });
   await services.plans.bind(actor, other.id, { strategyId: s.id, effectiveFrom: new Date(0) });
@@ -99,7 +103,11 @@ describe('the plan-change carry', () => {
     const [oldAtChange, nextAtChange] = await partsOf(access.id);
     // Old share 1000; 1500 used beyond it, but the new part had only its share (200 = 300 x 2/3) to be charged.
     expect(BigInt(oldAtChange.share_units)).toBe(1000n);
-    expect([BigInt(oldAtChange.granted_units), BigInt(nextAtChange.granted_units), BigInt(oldAtChange.carried_units)]).toEqual([2500n, 0n, 200n]);
+    expect([BigInt(oldAtChange.granted_units), BigInt(nextAtChange.granted_units), BigInt(oldAtChange.carried_units)]).toEqual([
+      2500n,
+      0n,
+      200n,
+    ]);
     await release(leaseId);
     // As if nothing had been held: the new part gets its 200; the old part gives up no more than that.
     expect(await grants(access.id)).toEqual([2300n, 200n]);

@@ -98,7 +98,9 @@ describe.runIf(usesPostgres)('a Nexus process killed mid-stream', () => {
     const base = gatewayOf(tenant, nexus);
     // Five streams of 40 events, 150 ms apart: six seconds each, killed after about one.
     const streams = await Promise.all(
-      Array.from({ length: 5 }, () => call(tenant, base, { body: STREAM, headers: { 'x-fake-fault': 'slow', 'x-fake-delay-ms': '150', 'x-fake-usage': '10,40,0' } })),
+      Array.from({ length: 5 }, () =>
+        call(tenant, base, { body: STREAM, headers: { 'x-fake-fault': 'slow', 'x-fake-delay-ms': '150', 'x-fake-usage': '10,40,0' } }),
+      ),
     );
     const read = streams.map(async (res) => {
       expect(res.status).toBe(200);
@@ -160,7 +162,13 @@ describe.runIf(usesPostgres)('a Nexus process killed mid-stream', () => {
 describe.runIf(usesPostgres)('a Nexus process killed within the first second of its streams', () => {
   it('each stream that began answering is charged its input bound and the output it delivered, less at most the snapshot window', async () => {
     // Quota units are input plus output tokens here, so a call's units tell its output.
-    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n, outputPpm: 1_000_000n, cachedPpm: 1_000_000n });
+    const tenant = await createTenant(t, {
+      baseUrl: up.url,
+      providerKey: KEY,
+      quotaUnits: 1_000_000n,
+      outputPpm: 1_000_000n,
+      cachedPpm: 1_000_000n,
+    });
     // The heartbeat comes every 2 s (a fifth of this TTL): what is written within the first second is the snapshot's.
     const nexus = await child({ env: { NEXUS_LEASE_TTL_MS: '10000' } });
     const base = gatewayOf(tenant, nexus);
@@ -316,7 +324,7 @@ describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
     await second.stop();
   }, 90_000);
 
-  it("a process that stopped while the database was away: a live process on its data dir writes its spool once the database is back, without a restart", async () => {
+  it('a process that stopped while the database was away: a live process on its data dir writes its spool once the database is back, without a restart', async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n });
     const dir = mkdtempSync(join(dataDir, 'claim-'));
     const first = await child({ databaseUrl: proxiedUrl(), dir });

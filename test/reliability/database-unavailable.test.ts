@@ -13,7 +13,10 @@ describe('isDatabaseUnavailable', () => {
     ['too many connections', withCode('53300')],
     ['a connection exception', withCode('08006')],
     ["pg's dead connection", new Error('Connection terminated unexpectedly')],
-    ["knex's pool timeout", Object.assign(new Error('Knex: Timeout acquiring a connection. The pool is probably full.'), { name: 'KnexTimeoutError' })],
+    [
+      "knex's pool timeout",
+      Object.assign(new Error('Knex: Timeout acquiring a connection. The pool is probably full.'), { name: 'KnexTimeoutError' }),
+    ],
     ['one address of many refused', new AggregateError([withCode('ECONNREFUSED')], 'connect failed')],
     ['a cause', new Error('wrapped', { cause: withCode('ECONNREFUSED') })],
   ])('%s', (_name, err) => {

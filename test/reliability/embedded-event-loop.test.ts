@@ -28,7 +28,14 @@ afterAll(async () => {
 });
 
 function claimRow(key: string, createdAt: Date) {
-  return { principal_id: 'principal', idempotency_key: key, method: 'POST', path: '/v1/workspaces', request_hash: 'h', created_at: createdAt };
+  return {
+    principal_id: 'principal',
+    idempotency_key: key,
+    method: 'POST',
+    path: '/v1/workspaces',
+    request_hash: 'h',
+    created_at: createdAt,
+  };
 }
 
 describe('the embedded database', () => {
@@ -74,6 +81,8 @@ describe('the embedded database', () => {
     });
     expect(await idempotency.purgeExpired(2)).toBe(5);
     expect(statements).toBe(3);
-    expect((await db('idempotency_keys').select('idempotency_key')).map((r: { idempotency_key: string }) => r.idempotency_key)).toEqual(['recent']);
+    expect((await db('idempotency_keys').select('idempotency_key')).map((r: { idempotency_key: string }) => r.idempotency_key)).toEqual([
+      'recent',
+    ]);
   });
 });

@@ -44,7 +44,12 @@ describe('an upstream that ignores max_tokens', () => {
     let refusal = '';
     for (let i = 0; i < 20 && !refusal; i++) {
       try {
-        const stream = await openai.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20, stream: true });
+        const stream = await openai.chat.completions.create({
+          model: 'gpt-test',
+          messages: [{ role: 'user', content: 'hi' }],
+          max_tokens: 20,
+          stream: true,
+        });
         for await (const _chunk of stream);
         answered++;
       } catch (err) {
@@ -84,15 +89,35 @@ describe.each(['openai', 'anthropic'] as const)('JSON answers past the bound, in
     try {
       const granted = 50_000n;
       const who = await createTenant(t, { profile, baseUrl: upstream.url, providerKey: key, quotaUnits: granted, outputPpm: 1_000_000n });
-      const openai = new OpenAI({ baseURL: who.gatewayBaseUrl + '/v1', apiKey: who.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: HEADERS });
-      const anthropic = new Anthropic({ baseURL: who.gatewayBaseUrl, apiKey: who.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: HEADERS });
+      const openai = new OpenAI({
+        baseURL: who.gatewayBaseUrl + '/v1',
+        apiKey: who.apiKey,
+        fetch: gatewayFetch(),
+        maxRetries: 0,
+        defaultHeaders: HEADERS,
+      });
+      const anthropic = new Anthropic({
+        baseURL: who.gatewayBaseUrl,
+        apiKey: who.apiKey,
+        fetch: gatewayFetch(),
+        maxRetries: 0,
+        defaultHeaders: HEADERS,
+      });
       const call = async (): Promise<number> => {
         try {
           if (profile === 'openai') {
-            const answer = await openai.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 });
+            const answer = await openai.chat.completions.create({
+              model: 'gpt-test',
+              messages: [{ role: 'user', content: 'hi' }],
+              max_tokens: 20,
+            });
             expect(answer.usage?.completion_tokens).toBe(OUTPUT);
           } else {
-            const answer = await anthropic.messages.create({ model: 'claude-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 });
+            const answer = await anthropic.messages.create({
+              model: 'claude-test',
+              messages: [{ role: 'user', content: 'hi' }],
+              max_tokens: 20,
+            });
             expect(answer.usage.output_tokens).toBe(OUTPUT);
           }
           return 200;
@@ -133,6 +158,10 @@ describe.each(['openai', 'anthropic'] as const)('JSON answers past the bound, in
 });
 
 async function adjustmentUnits(accessId: string): Promise<bigint> {
-  const row = await t.database.db('usage_events').where({ workspace_access_id: accessId, kind: 'ADJUSTMENT' }).sum({ units: 'units' }).first();
+  const row = await t.database
+    .db('usage_events')
+    .where({ workspace_access_id: accessId, kind: 'ADJUSTMENT' })
+    .sum({ units: 'units' })
+    .first();
   return BigInt(row?.units ?? 0);
 }

@@ -56,7 +56,12 @@ function trickle(path: string, headers: Record<string, string>, length: number, 
     socket.on('end', () => finish(Math.round(performance.now() - started)));
     socket.on('close', () => finish(Math.round(performance.now() - started)));
     socket.on('connect', () => {
-      const lines = Object.entries({ host: `127.0.0.1:${port}`, 'content-type': 'application/json', 'content-length': String(length), ...headers });
+      const lines = Object.entries({
+        host: `127.0.0.1:${port}`,
+        'content-type': 'application/json',
+        'content-length': String(length),
+        ...headers,
+      });
       socket.write(`POST ${path} HTTP/1.1\r\n${lines.map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`);
       timer = setInterval(() => socket.write('{"aaa'.slice(0, 5)), 1000);
     });
@@ -77,7 +82,12 @@ describe('a body that trickles in', () => {
   });
 
   it('is cut on the Admin API too', async () => {
-    const { answer, closedAfterMs } = await trickle('/admin/v1/workspaces', { authorization: 'Bearer nx-mgmt-not-a-key-0123456789abcdef' }, 100_000, 15_000);
+    const { answer, closedAfterMs } = await trickle(
+      '/admin/v1/workspaces',
+      { authorization: 'Bearer nx-mgmt-not-a-key-0123456789abcdef' },
+      100_000,
+      15_000,
+    );
     expect(closedAfterMs, 'the connection stayed open').toBeDefined();
     expect(closedAfterMs!).toBeLessThan(BODY_TIMEOUT_MS + 5000);
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);

@@ -125,7 +125,8 @@ function expectNoHostile(answers: Record<string, Answer>, origin: string) {
   const origins = originsIn(answers);
   expect(origins.docsServer).toBe(origin);
   expect(origins.contractServer).toBe(origin);
-  for (const url of [origins.gatewayBaseUrl, origins.gatewayBaseUrlOnGet, origins.gatewayBaseUrlInList]) expect(url).toMatch(new RegExp(`^${origin}/providers/`));
+  for (const url of [origins.gatewayBaseUrl, origins.gatewayBaseUrlOnGet, origins.gatewayBaseUrlInList])
+    expect(url).toMatch(new RegExp(`^${origin}/providers/`));
   for (const url of [origins.webhookUrl, origins.webhookUrlInList]) expect(url).toMatch(new RegExp(`^${origin}/webhooks/billing/`));
   expect(origins.link).toMatch(new RegExp(`^<${origin}/admin/v1/workspaces/`));
 }
@@ -159,15 +160,28 @@ describe('NEXUS_TRUST_PROXY', () => {
         expect(byHost.contractServer).toBe('http://nexus.example.test:9999');
         expect(byHost.gatewayBaseUrl).toMatch(/^http:\/\/nexus\.example\.test:9999\/providers\//);
         const forwarded = originsIn(
-          await urlWritingAnswers(app.url, { host: 'internal:8080', 'x-forwarded-host': 'gw.example.test, proxy.internal', 'x-forwarded-proto': 'https' }),
+          await urlWritingAnswers(app.url, {
+            host: 'internal:8080',
+            'x-forwarded-host': 'gw.example.test, proxy.internal',
+            'x-forwarded-proto': 'https',
+          }),
         );
         for (const url of [forwarded.docsServer, forwarded.contractServer]) expect(url).toBe('https://gw.example.test');
-        for (const url of [forwarded.gatewayBaseUrl, forwarded.gatewayBaseUrlOnGet, forwarded.gatewayBaseUrlInList, forwarded.webhookUrl, forwarded.webhookUrlInList]) {
+        for (const url of [
+          forwarded.gatewayBaseUrl,
+          forwarded.gatewayBaseUrlOnGet,
+          forwarded.gatewayBaseUrlInList,
+          forwarded.webhookUrl,
+          forwarded.webhookUrlInList,
+        ]) {
           expect(url).toMatch(/^https:\/\/gw\.example\.test\//);
         }
         expect(forwarded.link).toMatch(/^<https:\/\/gw\.example\.test\/admin\/v1\//);
         // A header that names no host is not written into any URL, even from a trusted proxy.
-        expectNoHostile(await urlWritingAnswers(app.url, { 'x-forwarded-host': `${EVIL}/"><script>`, 'x-forwarded-proto': 'javascript' }), app.url);
+        expectNoHostile(
+          await urlWritingAnswers(app.url, { 'x-forwarded-host': `${EVIL}/"><script>`, 'x-forwarded-proto': 'javascript' }),
+          app.url,
+        );
       } finally {
         await app.close();
       }
@@ -185,7 +199,7 @@ describe('NEXUS_TRUST_PROXY', () => {
 
   const base = { NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY };
   it.each([['yes'], ['10.0.0.0/33'], ['10.0.0.1,proxy.internal'], ['::1/129'], ['10.0.0.0/8/1'], ['']])(
-    "refuses %j with a message naming the setting and the entry (empty: the default, false)",
+    'refuses %j with a message naming the setting and the entry (empty: the default, false)',
     (value) => {
       if (value === '') {
         expect(loadConfig({ ...base, NEXUS_TRUST_PROXY: value }).trustProxy).toBe(false);

@@ -34,7 +34,11 @@ import { createTenant, gatewayFetch } from '../gateway/gateway-support.js';
 let t: TestApp;
 let openaiUp: FakeUpstream;
 let anthropicUp: FakeUpstream;
-const keys = { openai: testProviderKey('scan-openai'), anthropic: testProviderKey('scan-anthropic'), rotated: testProviderKey('scan-rotated') };
+const keys = {
+  openai: testProviderKey('scan-openai'),
+  anthropic: testProviderKey('scan-anthropic'),
+  rotated: testProviderKey('scan-rotated'),
+};
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -64,7 +68,11 @@ describe('the secret scan', () => {
       ['openai', openaiUp, keys.openai],
       ['anthropic', anthropicUp, keys.anthropic],
     ] as const) {
-      const tested = await testProviderConnection({ client: t.client, path: { workspaceId }, body: { protocolProfile: profile, baseUrl: up.url, apiKey } });
+      const tested = await testProviderConnection({
+        client: t.client,
+        path: { workspaceId },
+        body: { protocolProfile: profile, baseUrl: up.url, apiKey },
+      });
       expect(tested.data!.accepted).toBe(true);
       const conn = await createProviderConnection({
         client: t.client,
@@ -88,15 +96,24 @@ describe('the secret scan', () => {
     }
     const list = await listProviderConnections({ client: t.client, path: { workspaceId } });
     const openaiId = list.data!.find((c) => c.protocolProfile === 'openai')!.id;
-    const rotated = await rotateProviderSecret({ client: t.client, path: { providerConnectionId: openaiId }, body: { apiKey: keys.rotated } });
+    const rotated = await rotateProviderSecret({
+      client: t.client,
+      path: { providerConnectionId: openaiId },
+      body: { apiKey: keys.rotated },
+    });
     expect(rotated.response.status).toBe(200);
     expect((await verifyProviderConnection({ client: t.client, path: { providerConnectionId: openaiId } })).data!.accepted).toBe(true);
 
     // Error paths with a key in the request: rejected keys, bad URLs, unreachable and refused bodies.
     const wrong = testProviderKey('scan-wrong');
     expect(
-      (await testProviderConnection({ client: t.client, path: { workspaceId }, body: { protocolProfile: 'openai', baseUrl: openaiUp.url, apiKey: wrong } })).data!
-        .outcome,
+      (
+        await testProviderConnection({
+          client: t.client,
+          path: { workspaceId },
+          body: { protocolProfile: 'openai', baseUrl: openaiUp.url, apiKey: wrong },
+        })
+      ).data!.outcome,
     ).toBe('credentials_rejected');
     expect(
       (
@@ -165,7 +182,13 @@ describe('the secret scan', () => {
       expect(found, requestId).toHaveLength(1);
       return found[0]!;
     };
-    const call = { workspaceId: oa.workspaceId, connectionId: oa.connectionId, accessId: oa.accessId, model: 'gpt-scan', metering: 'metered' };
+    const call = {
+      workspaceId: oa.workspaceId,
+      connectionId: oa.connectionId,
+      accessId: oa.accessId,
+      model: 'gpt-scan',
+      metering: 'metered',
+    };
     expect(lineOf(ids.json)).toMatchObject({
       ...call,
       method: 'POST',
@@ -182,9 +205,21 @@ describe('the secret scan', () => {
     for (const field of ['durationMs', 'upstreamMs', 'addedMs']) expect(lineOf(ids.json)[field], field).toBeTypeOf('number');
     expect(lineOf(ids.stream)).toMatchObject({ ...call, status: 200, outcome: 'SUCCEEDED', streamed: true });
     for (const field of ['ttftMs', 'upstreamTtftMs']) expect(lineOf(ids.stream)[field], field).toBeTypeOf('number');
-    expect(lineOf(ids.anthropic)).toMatchObject({ workspaceId: an.workspaceId, model: 'claude-scan', status: 200, outcome: 'SUCCEEDED', metering: 'metered' });
+    expect(lineOf(ids.anthropic)).toMatchObject({
+      workspaceId: an.workspaceId,
+      model: 'claude-scan',
+      status: 200,
+      outcome: 'SUCCEEDED',
+      metering: 'metered',
+    });
     expect(lineOf(ids.upstreamError)).toMatchObject({ ...call, status: 500, upstreamStatus: 500, outcome: 'UPSTREAM_ERROR', units: 0 });
-    expect(lineOf(ids.quota)).toMatchObject({ ...call, status: 429, outcome: 'REJECTED', errorCode: 'quota_insufficient', upstreamStatus: null });
+    expect(lineOf(ids.quota)).toMatchObject({
+      ...call,
+      status: 429,
+      outcome: 'REJECTED',
+      errorCode: 'quota_insufficient',
+      upstreamStatus: null,
+    });
     expect(lineOf(ids.invalidKey)).toMatchObject({ status: 401, errorCode: 'invalid_inference_key', operationId: 'proxyProviderPost' });
     const gatewayLines = Object.values(ids).map((id) => JSON.stringify(lineOf(id)));
     for (const line of gatewayLines) {

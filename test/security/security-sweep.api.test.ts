@@ -126,7 +126,10 @@ interface Operation {
 }
 
 function operations(): Operation[] {
-  const contract = loadContract() as { paths: Record<string, Record<string, { operationId?: string; security?: object[] }>>; security?: object[] };
+  const contract = loadContract() as {
+    paths: Record<string, Record<string, { operationId?: string; security?: object[] }>>;
+    security?: object[];
+  };
   const found: Operation[] = [];
   for (const [path, item] of Object.entries(contract.paths)) {
     for (const method of ['get', 'post', 'put', 'patch', 'delete']) {
@@ -168,14 +171,21 @@ async function fixtures(name: string): Promise<Fixtures> {
   expect(billing.response.status).toBe(201);
   const connectionId = billing.data.id;
   const webhookSecret = `whsec_${SECRET_MARKER}-${name}`;
-  expect((await configureBillingWebhookSecret({ client: t.client, path: { connectionId }, body: { webhookSecret } })).response.status).toBe(200);
+  expect((await configureBillingWebhookSecret({ client: t.client, path: { connectionId }, body: { webhookSecret } })).response.status).toBe(
+    200,
+  );
   const mapping = await createBillingProductMapping({
     client: t.client,
     path: { connectionId },
     body: { externalProductId: `prod_${name}`, externalPriceId: `price_${name}`, planId, checkoutEnabled: true },
   });
   expect(mapping.response.status).toBe(201);
-  const event = JSON.stringify({ id: `evt_${name}`, type: 'customer.created', created: Math.floor(Date.now() / 1000), data: { object: {} } });
+  const event = JSON.stringify({
+    id: `evt_${name}`,
+    type: 'customer.created',
+    created: Math.floor(Date.now() / 1000),
+    data: { object: {} },
+  });
   const delivered = await fetch(`${t.url}/webhooks/billing/${connectionId}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'stripe-signature': FakeStripe.sign(event, webhookSecret) },
@@ -232,7 +242,11 @@ async function call(op: Operation, token: string | undefined, headers: Record<st
       ...(body !== undefined || op.security === 'inferenceKey' ? { 'content-type': 'application/json' } : {}),
       ...headers,
     },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : op.security === 'inferenceKey' && op.method !== 'GET' && op.method !== 'DELETE' ? { body: '{}' } : {}),
+    ...(body !== undefined
+      ? { body: JSON.stringify(body) }
+      : op.security === 'inferenceKey' && op.method !== 'GET' && op.method !== 'DELETE'
+        ? { body: '{}' }
+        : {}),
   });
   const text = await res.text();
   return { status: res.status, error: (text ? (JSON.parse(text) as { error?: { code?: string } }) : {}).error };
@@ -250,7 +264,8 @@ beforeAll(async () => {
   t = await startTestApp();
   a = await fixtures('a');
   b = await fixtures('b');
-  scopedToB = (await t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'sweep-b', workspaceIds: [b.workspaceId] })).key;
+  scopedToB = (await t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'sweep-b', workspaceIds: [b.workspaceId] }))
+    .key;
   auditBefore = await auditOf(a.workspaceId);
 }, 120_000);
 
@@ -267,7 +282,11 @@ describe('every operation of the contract is in the sweep', () => {
       const required = body[op.path]![op.method.toLowerCase()]!.requestBody?.required;
       if (required && op.security === 'managementKey') expect(bodyOf(op.operationId, a), op.operationId).toBeDefined();
     }
-    expect(ALL.filter((op) => op.security === 'none').map((op) => op.operationId).sort()).toEqual([...PUBLIC].sort());
+    expect(
+      ALL.filter((op) => op.security === 'none')
+        .map((op) => op.operationId)
+        .sort(),
+    ).toEqual([...PUBLIC].sort());
   });
 });
 
@@ -277,7 +296,10 @@ describe.each(ALL.filter((op) => op.security === 'managementKey'))('$operationId
   });
 
   it('a wrong key: 401', async () => {
-    expect(await call(op, 'nx-mgmt-not-a-key-0123456789abcdefghijklmnop')).toMatchObject({ status: 401, error: { code: 'invalid_management_key' } });
+    expect(await call(op, 'nx-mgmt-not-a-key-0123456789abcdefghijklmnop')).toMatchObject({
+      status: 401,
+      error: { code: 'invalid_management_key' },
+    });
   });
 
   it("another workspace's scoped key: 404 on workspace A's resource", async () => {
@@ -300,7 +322,10 @@ describe.each(ALL.filter((op) => op.security === 'inferenceKey'))('$operationId 
   });
 
   it('a wrong key, or a Management Key: 401', async () => {
-    expect(await call(op, 'nx-test-not-a-key-0123456789abcdefghijklmnopqrstu')).toMatchObject({ status: 401, error: { code: 'invalid_inference_key' } });
+    expect(await call(op, 'nx-test-not-a-key-0123456789abcdefghijklmnopqrstu')).toMatchObject({
+      status: 401,
+      error: { code: 'invalid_inference_key' },
+    });
     expect(await call(op, scopedToB)).toMatchObject({ status: 401, error: { code: 'invalid_inference_key' } });
   });
 
@@ -324,7 +349,12 @@ describe('operations that take no key', () => {
 
   it("receiveBillingWebhook takes the provider's signature: none, a wrong one, or B's connection's: 400", async () => {
     const op = ALL.find((o) => o.operationId === 'receiveBillingWebhook')!;
-    const event = JSON.stringify({ id: 'evt_sweep_forged', type: 'customer.created', created: Math.floor(Date.now() / 1000), data: { object: {} } });
+    const event = JSON.stringify({
+      id: 'evt_sweep_forged',
+      type: 'customer.created',
+      created: Math.floor(Date.now() / 1000),
+      data: { object: {} },
+    });
     const deliver = async (signature: string | undefined) => {
       const res = await fetch(`${t.url}${pathFor(op, a)}`, {
         method: 'POST',

@@ -35,7 +35,12 @@ const contract = loadContract() as unknown as { paths: Record<string, Record<str
 /** `#/components/...` resolved in the contract. */
 function deref(node: unknown): unknown {
   const ref = (node as { $ref?: string } | undefined)?.$ref;
-  return ref ? ref.split('/').slice(1).reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], contract) : node;
+  return ref
+    ? ref
+        .split('/')
+        .slice(1)
+        .reduce<unknown>((o, k) => (o as Record<string, unknown>)[k], contract)
+    : node;
 }
 
 /** Whether a schema (its $refs followed) has a property named `metadata` anywhere. */
@@ -68,7 +73,13 @@ function send(op: Operation, body: string | undefined, token = TEST_ROOT_KEY) {
 describe('operations without a request body', () => {
   it('are found in the contract', () => {
     expect(withoutBody.map((op) => op.operationId)).toEqual(
-      expect.arrayContaining(['activateWorkspaceAccess', 'suspendWorkspaceAccess', 'publishPlan', 'verifyProviderConnection', 'replayBillingWebhookEvent']),
+      expect.arrayContaining([
+        'activateWorkspaceAccess',
+        'suspendWorkspaceAccess',
+        'publishPlan',
+        'verifyProviderConnection',
+        'replayBillingWebhookEvent',
+      ]),
     );
   });
 
@@ -101,7 +112,14 @@ describe('operations without a request body', () => {
 describe('metadata', () => {
   it('is found in the contract', () => {
     expect(withMetadata.map((op) => op.operationId)).toEqual(
-      expect.arrayContaining(['createWorkspace', 'updateWorkspace', 'createPlan', 'createProviderConnection', 'updateProviderConnection', 'provisionWorkspaceUser']),
+      expect.arrayContaining([
+        'createWorkspace',
+        'updateWorkspace',
+        'createPlan',
+        'createProviderConnection',
+        'updateProviderConnection',
+        'provisionWorkspaceUser',
+      ]),
     );
   });
 

@@ -78,9 +78,22 @@ it('the contract holds the 55 admin operations of SPEC.md and getUsageSummary, t
   expect(new Set(ids).size).toBe(ids.length);
   const admin = Object.entries(contract.paths ?? {})
     .filter(([path]) => path.startsWith('/admin/v1/'))
-    .flatMap(([, item]) => Object.values(item as Record<string, { operationId?: string }>).map((op) => op?.operationId).filter(Boolean));
+    .flatMap(([, item]) =>
+      Object.values(item as Record<string, { operationId?: string }>)
+        .map((op) => op?.operationId)
+        .filter(Boolean),
+    );
   expect(admin).toHaveLength(56); // SPEC.md's 55 and getUsageSummary (the console's charts)
-  for (const id of ['proxyProviderGet', 'proxyProviderPost', 'proxyProviderPut', 'proxyProviderPatch', 'proxyProviderDelete', 'receiveBillingWebhook', 'getHealth', 'getReadiness']) {
+  for (const id of [
+    'proxyProviderGet',
+    'proxyProviderPost',
+    'proxyProviderPut',
+    'proxyProviderPatch',
+    'proxyProviderDelete',
+    'receiveBillingWebhook',
+    'getHealth',
+    'getReadiness',
+  ]) {
     expect(ids).toContain(id);
   }
 });

@@ -7,7 +7,15 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemActor } from '../../src/domain/actor.js';
-import { createWorkspace, getInvocation, listAuditLogs, listInvocations, listWorkspaces, provisionWorkspaceUser, updateWorkspace } from '../support/sdk.js';
+import {
+  createWorkspace,
+  getInvocation,
+  listAuditLogs,
+  listInvocations,
+  listWorkspaces,
+  provisionWorkspaceUser,
+  updateWorkspace,
+} from '../support/sdk.js';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
@@ -33,7 +41,11 @@ const upper = (id: string) => id.toUpperCase();
 async function adminFetch(path: string, init: RequestInit & { token?: string } = {}) {
   return t.fetch(`${t.url}${path}`, {
     ...init,
-    headers: { authorization: `Bearer ${init.token ?? TEST_ROOT_KEY}`, 'content-type': 'application/json', ...(init.headers as Record<string, string>) },
+    headers: {
+      authorization: `Bearer ${init.token ?? TEST_ROOT_KEY}`,
+      'content-type': 'application/json',
+      ...(init.headers as Record<string, string>),
+    },
   });
 }
 
@@ -54,7 +66,10 @@ describe('UUIDs in upper case', () => {
 
   it("in a path: a scoped key's workspace is the same workspace in either case", async () => {
     const ws = (await createWorkspace({ client: t.client, body: { name: 'canonical-scope' } })).data!;
-    const { key } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'scoped-canonical', workspaceIds: [ws.id] });
+    const { key } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), {
+      name: 'scoped-canonical',
+      workspaceIds: [ws.id],
+    });
     const res = await adminFetch(`/admin/v1/workspaces/${upper(ws.id)}`, { token: key });
     expect(res.status).toBe(200);
     expect((await res.json()).id).toBe(ws.id);
@@ -80,7 +95,9 @@ describe('UUIDs in upper case', () => {
     const base = tenant.gatewayBaseUrl.replace(tenant.connectionId, upper(tenant.connectionId));
     expect(base).not.toBe(tenant.gatewayBaseUrl);
     const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0 });
-    const { response } = await client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 }).withResponse();
+    const { response } = await client.chat.completions
+      .create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 })
+      .withResponse();
     expect(response.status).toBe(200);
     await t.nexus.gateway.drain();
     const requestId = response.headers.get('x-nexus-request-id');
@@ -107,9 +124,13 @@ describe('a body that is not valid UTF-8', () => {
     expect((await listWorkspaces({ client: t.client, query: { limit: 100 } })).data!.length).toBe(before);
   });
 
-  it("gateway, a metered JSON path: 400 invalid_json, the upstream not called, nothing charged", async () => {
+  it('gateway, a metered JSON path: 400 invalid_json, the upstream not called, nothing charged', async () => {
     const seen = up.requests.length;
-    const body = Buffer.concat([Buffer.from('{"model":"gpt-test","max_tokens":5,"messages":[{"role":"user","content":"caf'), Buffer.from([0xe9]), Buffer.from('"}]}')]);
+    const body = Buffer.concat([
+      Buffer.from('{"model":"gpt-test","max_tokens":5,"messages":[{"role":"user","content":"caf'),
+      Buffer.from([0xe9]),
+      Buffer.from('"}]}'),
+    ]);
     const res = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },

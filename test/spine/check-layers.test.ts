@@ -42,7 +42,8 @@ describe('the layer check (scripts/check-layers.ts)', () => {
     const root = tree({
       'src/http/middleware.ts': "import { pathOf } from '../gateway/path-safety.js';\n",
       'src/gateway/path-safety.ts': 'export const pathOf = 1;\n',
-      'console/src/api.ts': "import { loadConfig } from '../../src/config.js';\nimport { client } from '../../generated/client/index.js';\n",
+      'console/src/api.ts':
+        "import { loadConfig } from '../../src/config.js';\nimport { client } from '../../generated/client/index.js';\n",
       'src/config.ts': 'export const loadConfig = 1;\n',
     });
     expect(checkLayers(root).map(formatViolation)).toEqual([

@@ -136,7 +136,11 @@ export { scientific, strategy };
   );
   writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files: ['main.ts', 'types.ts'] }));
   try {
-    execFileSync(process.execPath, [join(projectRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: dir, stdio: 'pipe', encoding: 'utf8' });
+    execFileSync(process.execPath, [join(projectRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], {
+      cwd: dir,
+      stdio: 'pipe',
+      encoding: 'utf8',
+    });
   } catch (err) {
     throw new Error(`the consumer does not typecheck:\n${(err as { stdout?: string }).stdout}`, { cause: err });
   }

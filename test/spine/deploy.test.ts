@@ -21,7 +21,10 @@ interface Service {
   healthcheck?: { test: string[] };
   depends_on?: Record<string, { condition: string }> | string[];
 }
-const compose = parse(read('deploy/compose.yaml'), { merge: true }) as { services: Record<string, Service>; volumes: Record<string, unknown> };
+const compose = parse(read('deploy/compose.yaml'), { merge: true }) as {
+  services: Record<string, Service>;
+  volumes: Record<string, unknown>;
+};
 /** The services that run the Nexus server: built from the repository's image, without a command of their own. */
 const replicas = Object.entries(compose.services).filter(([, s]) => s.image === 'nexus:local' && !s.command);
 
@@ -64,7 +67,8 @@ describe('deploy/compose.yaml', () => {
     expect(test[test.indexOf('-p') + 1]).toBe(port);
     // pg_isready comes with PostgreSQL's client, which Debian's pgbouncer package does not pull in.
     expect(read('deploy/pgbouncer/Dockerfile')).toMatch(/apt-get install[^\n]*\bpostgresql-client\b/);
-    for (const [name, s] of replicas) expect((s.depends_on as Record<string, { condition: string }>).pgbouncer, name).toEqual({ condition: 'service_healthy' });
+    for (const [name, s] of replicas)
+      expect((s.depends_on as Record<string, { condition: string }>).pgbouncer, name).toEqual({ condition: 'service_healthy' });
   });
 
   it('runs Prometheus scraping every replica (by its service name, on the compose network) on the port it listens on', () => {

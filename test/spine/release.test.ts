@@ -121,7 +121,8 @@ describe.runIf(usesPostgres)('the release, started as the image starts it', () =
     const sources = readdirSync(join(projectRoot, 'migrations')).filter((f) => f.endsWith('.ts'));
     const compiled = readdirSync(join(release, 'dist', 'migrations')).filter((f) => f.endsWith('.js'));
     expect(compiled.map((f) => f.replace(/\.js$/, '.ts'))).toEqual(sources);
-    for (const dev of ['tsx', 'vitest', 'esbuild', '@hey-api/openapi-ts']) expect(existsSync(join(release, 'node_modules', dev)), dev).toBe(false);
+    for (const dev of ['tsx', 'vitest', 'esbuild', '@hey-api/openapi-ts'])
+      expect(existsSync(join(release, 'node_modules', dev)), dev).toBe(false);
     for (const runtime of ['express', 'knex', 'pg']) expect(existsSync(join(release, 'node_modules', runtime)), runtime).toBe(true);
     // The API reference is one prebuilt file in dist/: none of its build tool chain is installed.
     expect(existsSync(join(release, 'dist', 'docs', 'standalone.js'))).toBe(true);

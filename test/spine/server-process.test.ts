@@ -39,7 +39,11 @@ function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   };
 }
 
-function run(script: string, args: string[], extra: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(
+  script: string,
+  args: string[],
+  extra: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [script, ...args], { cwd: projectRoot, env: env(extra) });
     let stdout = '';
@@ -50,7 +54,10 @@ function run(script: string, args: string[], extra: Record<string, string> = {})
   });
 }
 
-async function startServer(port: number, extra: Record<string, string> = {}): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number> }> {
+async function startServer(
+  port: number,
+  extra: Record<string, string> = {},
+): Promise<{ child: ChildProcess; output: () => string; exited: Promise<number> }> {
   const child = spawn(process.execPath, ['dist/server.js'], { cwd: projectRoot, env: env({ PORT: String(port), ...extra }) });
   let output = '';
   child.stdout.on('data', (d) => (output += d));
@@ -85,14 +92,26 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     const key = /nx-mgmt-[A-Za-z0-9_-]{43}/.exec(first.output())?.[0];
     expect(key).toBeTruthy();
     // The startup line names where the console and the API reference are.
-    const listening = JSON.parse(first.output().split('\n').find((l) => l.includes('"msg":"listening"'))!);
-    expect(listening).toMatchObject({ url: `http://127.0.0.1:${p}`, console: `http://127.0.0.1:${p}/console/`, docs: `http://127.0.0.1:${p}/docs` });
+    const listening = JSON.parse(
+      first
+        .output()
+        .split('\n')
+        .find((l) => l.includes('"msg":"listening"'))!,
+    );
+    expect(listening).toMatchObject({
+      url: `http://127.0.0.1:${p}`,
+      console: `http://127.0.0.1:${p}/console/`,
+      docs: `http://127.0.0.1:${p}/docs`,
+    });
     const client = createClient({ baseUrl: `http://127.0.0.1:${p}`, fetch: contractFetch(), headers: { Authorization: `Bearer ${key}` } });
     const ws = await createWorkspace({ client, body: { name: 'from-process' } });
     expect(ws.response.status).toBe(201);
     // The key is printed, never logged: no JSON log line holds it.
     for (let i = 0; i < 50 && !first.output().includes('"msg":"request"'); i++) await new Promise((r) => setTimeout(r, 50));
-    const logLines = first.output().split('\n').filter((l) => l.startsWith('{'));
+    const logLines = first
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'));
     expect(logLines.some((l) => l.includes('"msg":"request"'))).toBe(true);
     expect(logLines.join('\n')).not.toContain(key);
     first.child.kill('SIGTERM');
@@ -110,7 +129,11 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     expect(cli.code).toBe(0);
     const scopedKey = /nx-mgmt-[A-Za-z0-9_-]{43}/.exec(cli.stdout)?.[0];
     expect(scopedKey).toBeTruthy();
-    const scoped = createClient({ baseUrl: `http://127.0.0.1:${p}`, fetch: contractFetch(), headers: { Authorization: `Bearer ${scopedKey}` } });
+    const scoped = createClient({
+      baseUrl: `http://127.0.0.1:${p}`,
+      fetch: contractFetch(),
+      headers: { Authorization: `Bearer ${scopedKey}` },
+    });
     const list = await listWorkspaces({ client: scoped, query: { limit: 100 } });
     expect(list.data!.map((w) => w.id)).toEqual([ws.data!.id]);
     expect((await getWorkspace({ client: scoped, path: { workspaceId: other.data!.id } })).response.status).toBe(404);
@@ -154,7 +177,9 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
       const refused = await fetch(`http://127.0.0.1:${p}/readyz`);
       expect(refused.status).toBe(503);
       expect((await refused.json()).error.code).toBe('not_ready');
-      const admin = await fetch(`http://127.0.0.1:${p}/admin/v1/workspaces`, { headers: { Authorization: 'Bearer nx-mgmt-not-a-key-0123456789abcdef' } });
+      const admin = await fetch(`http://127.0.0.1:${p}/admin/v1/workspaces`, {
+        headers: { Authorization: 'Bearer nx-mgmt-not-a-key-0123456789abcdef' },
+      });
       // The key cannot be checked: the database is unavailable, not the key wrong (503, to be retried).
       expect(admin.status).toBe(503);
       expect(admin.headers.get('retry-after')).toBe('2');
@@ -167,7 +192,10 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
       cut('up');
       expect((await fetch(`http://127.0.0.1:${p}/readyz`)).status).toBe(200);
       // knex's own connection warnings come as log lines too, not as stack traces on stdout.
-      const lines = server.output().split('\n').filter((l) => l.trim());
+      const lines = server
+        .output()
+        .split('\n')
+        .filter((l) => l.trim());
       expect(lines.filter((l) => !l.startsWith('{'))).toEqual([]);
       expect(lines.some((l) => l.includes('"msg":"database"'))).toBe(true);
     } finally {
@@ -255,7 +283,11 @@ describe('the embedded database', () => {
         child.stdout.on('data', (d) => (stdout += d));
         return { stdout: () => stdout, exited: new Promise<void>((resolve) => child.on('exit', () => resolve())) };
       });
-      for (const deadline = Date.now() + 45_000; !children.every((c) => c.stdout().startsWith('ready')); await new Promise((r) => setTimeout(r, 50))) {
+      for (
+        const deadline = Date.now() + 45_000;
+        !children.every((c) => c.stdout().startsWith('ready'));
+        await new Promise((r) => setTimeout(r, 50))
+      ) {
         if (Date.now() > deadline) throw new Error('the processes did not start');
       }
       writeFileSync(go, String(Date.now() + 300));
@@ -281,13 +313,17 @@ describe('the embedded database', () => {
       const taken = await run('dist/server.js', [], { ...embedded, PORT: String(p) });
       await new Promise((r) => holder.close(r));
       expect(taken.code).toBe(1);
-      expect(taken.stderr.trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`^Nexus cannot listen on 127\\.0\\.0\\.1:${p}: port ${p} is in use`))]);
+      expect(taken.stderr.trim().split('\n')).toEqual([
+        expect.stringMatching(new RegExp(`^Nexus cannot listen on 127\\.0\\.0\\.1:${p}: port ${p} is in use`)),
+      ]);
       expect(taken.stdout + taken.stderr).not.toMatch(/nx-mgmt-/);
       const server = await startServer(p, embedded);
       expect(server.output()).toMatch(/Nexus generated a root Management Key[^]*nx-mgmt-[A-Za-z0-9_-]{43}/);
       const refused = await run('dist/cli.js', ['management-keys', 'list'], embedded);
       expect(refused.code).toBe(1);
-      expect(refused.stderr).toContain(`error: The embedded database in ${join(dataDir, 'pgdata')} is in use by another Nexus process (pid ${server.child.pid})`);
+      expect(refused.stderr).toContain(
+        `error: The embedded database in ${join(dataDir, 'pgdata')} is in use by another Nexus process (pid ${server.child.pid})`,
+      );
       server.child.kill('SIGTERM');
       expect(await server.exited).toBe(0);
       expect((await run('dist/cli.js', ['management-keys', 'list'], embedded)).code).toBe(0);

@@ -81,7 +81,7 @@ function matchOperation(method: string, path: string): Operation | undefined {
   const api = contract();
   if (path.startsWith('/providers/')) {
     const id = GATEWAY_OPERATIONS[method.toUpperCase()];
-    return id ? (api.getOperation(id)) : undefined;
+    return id ? api.getOperation(id) : undefined;
   }
   return api.router.matchOperation({ method, path, headers: {} });
 }
@@ -98,13 +98,7 @@ function record(operationId: string, method: string, status: number): void {
 }
 
 /** Throws ContractViolation when the response drifts from the contract. */
-function validateResponse(
-  method: string,
-  url: string,
-  status: number,
-  headers: Record<string, string>,
-  body: unknown,
-): void {
+function validateResponse(method: string, url: string, status: number, headers: Record<string, string>, body: unknown): void {
   const path = new URL(url, 'http://x').pathname;
   const operation = matchOperation(method, path);
   if (!operation) throw new ContractViolation(`${method} ${path}: no operation in the contract`);

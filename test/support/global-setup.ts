@@ -44,7 +44,9 @@ export default async function setup() {
     if (leaks.length) {
       // vitest reports a teardown error but still exits 0: make the exit code say it too.
       process.exitCode = 1;
-      throw new Error(`SECRET LEAK: ${leaks.length} record(s) of this run contain a provider key (${SECRET_MARKER}...):\n  ${leaks.join('\n  ')}`);
+      throw new Error(
+        `SECRET LEAK: ${leaks.length} record(s) of this run contain a provider key (${SECRET_MARKER}...):\n  ${leaks.join('\n  ')}`,
+      );
     }
   };
 }

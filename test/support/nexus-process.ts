@@ -10,13 +10,16 @@ import { poolerEnv } from './test-app.js';
 export type { NexusProcess };
 
 export function startNexusProcess(env: Record<string, string>): Promise<NexusProcess> {
-  return start({
-    NEXUS_MANAGEMENT_KEY: TEST_ROOT_KEY,
-    NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-    NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
-    NEXUS_KEY_ENVIRONMENT: 'test',
-    NEXUS_LOG_LEVEL: 'info',
-    ...poolerEnv(),
-    ...env,
-  }, { built: true });
+  return start(
+    {
+      NEXUS_MANAGEMENT_KEY: TEST_ROOT_KEY,
+      NEXUS_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+      NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
+      NEXUS_KEY_ENVIRONMENT: 'test',
+      NEXUS_LOG_LEVEL: 'info',
+      ...poolerEnv(),
+      ...env,
+    },
+    { built: true },
+  );
 }

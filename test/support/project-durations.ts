@@ -32,7 +32,8 @@ export default class ProjectDurations implements Reporter {
   onTestRunEnd(): void {
     if (!this.spans.size) return;
     const lines = [...this.spans].map(
-      ([name, s]) => `  ${name.padEnd(5)} ${((s.end - s.start) / 1000).toFixed(1).padStart(7)} s   ${String(s.files).padStart(3)} files  ${String(s.tests).padStart(4)} tests`,
+      ([name, s]) =>
+        `  ${name.padEnd(5)} ${((s.end - s.start) / 1000).toFixed(1).padStart(7)} s   ${String(s.files).padStart(3)} files  ${String(s.tests).padStart(4)} tests`,
     );
     console.log(`\nWall time per project:\n${lines.join('\n')}\n`);
   }

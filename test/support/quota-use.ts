@@ -69,7 +69,12 @@ function invocationOn(period: PeriodRef, leaseId: string | null, units: bigint, 
   };
 }
 
-const consumption = (units: bigint): Consumption => ({ units, inputTokens: units, cachedInputTokens: 0n, outputTokens: 0n, model: 'test-model',
+const consumption = (units: bigint): Consumption => ({
+  units,
+  inputTokens: units,
+  cachedInputTokens: 0n,
+  outputTokens: 0n,
+  model: 'test-model',
   pricing: { rule: null, inputMultiplierPpm: 1_000_000n, cachedInputMultiplierPpm: 1_000_000n, outputMultiplierPpm: 1_000_000n },
 });
 
@@ -125,7 +130,12 @@ export function meteringProcess(db: Db, options: { clock?: Clock; ttlMs?: number
     ttlMs: options.ttlMs ?? 60_000,
     idleMs: options.idleMs ?? 60_000,
   });
-  const recorder = createCallRecorder({ repo: createCallRepo(db, preparedStatements), keys: createInferenceKeyRepo(db), logger, written: leases.written });
+  const recorder = createCallRecorder({
+    repo: createCallRepo(db, preparedStatements),
+    keys: createInferenceKeyRepo(db),
+    logger,
+    written: leases.written,
+  });
   return {
     leases,
     admit: (period: PeriodRef, bound: bigint) =>
@@ -140,7 +150,14 @@ export function meteringProcess(db: Db, options: { clock?: Clock; ttlMs?: number
         consumed: units === null ? null : consumption(units),
       });
       recorder.record(
-        { ...rows, requestId: invocation.request_id, keyId: invocation.inference_key_id, lastRequestAt: new Date(), admission, span: undefined },
+        {
+          ...rows,
+          requestId: invocation.request_id,
+          keyId: invocation.inference_key_id,
+          lastRequestAt: new Date(),
+          admission,
+          span: undefined,
+        },
         new Date(),
       );
       return invocation.id;

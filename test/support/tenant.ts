@@ -35,7 +35,11 @@ export function adminClient(baseUrl: string, token: string): Client {
 }
 
 /** The answer's data when its status is `status`; else an Error naming the step, the status and the error body. */
-async function expectStatus<T>(step: string, status: number, answer: Promise<{ data?: T; error?: unknown; response: Response }>): Promise<T> {
+async function expectStatus<T>(
+  step: string,
+  status: number,
+  answer: Promise<{ data?: T; error?: unknown; response: Response }>,
+): Promise<T> {
   const { data, error, response } = await answer;
   if (response.status !== status) throw new Error(`${step}: ${response.status} ${JSON.stringify(error)}`);
   return data as T;
@@ -99,7 +103,11 @@ export async function activePlan(
   await expectStatus(
     'bindPlanStrategy',
     201,
-    bindPlanStrategy({ client, path: { planId: plan.id }, body: { strategyId: strategy.id, effectiveFrom: o.effectiveFrom ?? '2020-01-01T00:00:00Z' } }),
+    bindPlanStrategy({
+      client,
+      path: { planId: plan.id },
+      body: { strategyId: strategy.id, effectiveFrom: o.effectiveFrom ?? '2020-01-01T00:00:00Z' },
+    }),
   );
   const active = await expectStatus('publishPlan', 200, publishPlan({ client, path: { planId: plan.id } }));
   return { plan: active, strategy: published };

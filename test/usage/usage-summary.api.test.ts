@@ -13,7 +13,10 @@ let tenant: Tenant;
 let secondAccessId: string;
 
 /** Usage events written as the gateway writes them, at chosen times (the gateway stamps its own clock's). */
-async function seedEvent(at: string, fields: { accessId: string; model: string | null; units: number; input: number; output: number; invocationId?: string }) {
+async function seedEvent(
+  at: string,
+  fields: { accessId: string; model: string | null; units: number; input: number; output: number; invocationId?: string },
+) {
   await t.database.db('usage_events').insert({
     id: newId(),
     workspace_id: tenant.workspaceId,
@@ -59,19 +62,57 @@ const RANGE = { since: '2026-03-01T00:00:00Z', until: '2026-03-03T00:00:00Z' };
 
 describe('getUsageSummary', () => {
   it('sums units and tokens per UTC hour and model, oldest first, buckets without events absent', async () => {
-    const res = await getUsageSummary({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { ...RANGE, granularity: 'hour', groupBy: 'model' } });
+    const res = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { ...RANGE, granularity: 'hour', groupBy: 'model' },
+    });
     expect(res.response.status).toBe(200);
-    expect(res.data).toMatchObject({ workspaceId: tenant.workspaceId, since: '2026-03-01T00:00:00.000Z', until: '2026-03-03T00:00:00.000Z', granularity: 'hour', groupBy: 'model' });
+    expect(res.data).toMatchObject({
+      workspaceId: tenant.workspaceId,
+      since: '2026-03-01T00:00:00.000Z',
+      until: '2026-03-03T00:00:00.000Z',
+      granularity: 'hour',
+      groupBy: 'model',
+    });
     expect(res.data!.buckets).toEqual([
-      { start: '2026-03-01T10:00:00.000Z', key: 'gpt-a', units: '15', inputTokens: '6', cachedInputTokens: '0', outputTokens: '4', events: 2 },
-      { start: '2026-03-01T10:00:00.000Z', key: 'gpt-b', units: '2', inputTokens: '1', cachedInputTokens: '0', outputTokens: '1', events: 1 },
-      { start: '2026-03-01T11:00:00.000Z', key: 'gpt-b', units: '7', inputTokens: '1', cachedInputTokens: '0', outputTokens: '3', events: 1 },
+      {
+        start: '2026-03-01T10:00:00.000Z',
+        key: 'gpt-a',
+        units: '15',
+        inputTokens: '6',
+        cachedInputTokens: '0',
+        outputTokens: '4',
+        events: 2,
+      },
+      {
+        start: '2026-03-01T10:00:00.000Z',
+        key: 'gpt-b',
+        units: '2',
+        inputTokens: '1',
+        cachedInputTokens: '0',
+        outputTokens: '1',
+        events: 1,
+      },
+      {
+        start: '2026-03-01T11:00:00.000Z',
+        key: 'gpt-b',
+        units: '7',
+        inputTokens: '1',
+        cachedInputTokens: '0',
+        outputTokens: '3',
+        events: 1,
+      },
       { start: '2026-03-02T09:00:00.000Z', key: '', units: '1', inputTokens: '1', cachedInputTokens: '0', outputTokens: '0', events: 1 },
     ]);
   });
 
   it('by day and access', async () => {
-    const res = await getUsageSummary({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { ...RANGE, granularity: 'day', groupBy: 'access' } });
+    const res = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { ...RANGE, granularity: 'day', groupBy: 'access' },
+    });
     expect(res.response.status).toBe(200);
     const rows = res.data!.buckets.map((b) => [b.start, b.key, b.units, b.events]);
     expect(rows).toEqual(
@@ -84,7 +125,11 @@ describe('getUsageSummary', () => {
   });
 
   it('by hour and access: the models of an access in the same hour are one bucket', async () => {
-    const res = await getUsageSummary({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { ...RANGE, granularity: 'hour', groupBy: 'access' } });
+    const res = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { ...RANGE, granularity: 'hour', groupBy: 'access' },
+    });
     expect(res.response.status).toBe(200);
     const rows = res.data!.buckets.map((b) => [b.start, b.key, b.units, b.inputTokens, b.outputTokens, b.events]);
     expect(rows).toEqual(
@@ -138,7 +183,15 @@ describe('getUsageSummary', () => {
     });
     expect(res.data).toMatchObject({ since: '2026-03-05T08:00:00.000Z', until: '2026-03-05T09:00:00.000Z' });
     expect(res.data!.buckets).toEqual([
-      { start: '2026-03-05T08:00:00.000Z', key: 'gpt-c', units: '5', inputTokens: '0', cachedInputTokens: '0', outputTokens: '0', events: 2 },
+      {
+        start: '2026-03-05T08:00:00.000Z',
+        key: 'gpt-c',
+        units: '5',
+        inputTokens: '0',
+        cachedInputTokens: '0',
+        outputTokens: '0',
+        events: 2,
+      },
     ]);
   });
 
@@ -152,7 +205,10 @@ describe('getUsageSummary', () => {
     expect(await get('granularity=minute')).toMatchObject({ status: 400, error: { param: 'granularity', code: 'invalid_parameter' } });
     expect(await get('groupBy=user')).toMatchObject({ status: 400, error: { param: 'groupBy' } });
     expect(await get('since=yesterday')).toMatchObject({ status: 400, error: { param: 'since' } });
-    expect(await get(`since=${RANGE.until}&until=${RANGE.since}`)).toMatchObject({ status: 400, error: { message: 'since must be before until', param: 'since' } });
+    expect(await get(`since=${RANGE.until}&until=${RANGE.since}`)).toMatchObject({
+      status: 400,
+      error: { message: 'since must be before until', param: 'since' },
+    });
     const tooWide = await get('since=2026-01-01T00:00:00Z&until=2026-03-01T00:00:00Z&granularity=hour');
     expect(tooWide).toMatchObject({ status: 400, error: { param: 'since' } });
     expect(tooWide.error.message).toContain('1416 hours');
@@ -161,7 +217,10 @@ describe('getUsageSummary', () => {
 
   it('a scoped key sees only its workspaces: another workspace answers 404', async () => {
     const other = await createWorkspace({ client: t.client, body: { name: 'other' } });
-    const { key } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), { name: 'scoped-usage', workspaceIds: [tenant.workspaceId] });
+    const { key } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), {
+      name: 'scoped-usage',
+      workspaceIds: [tenant.workspaceId],
+    });
     const scoped = t.clientWith(key);
     const mine = await getUsageSummary({ client: scoped, path: { workspaceId: tenant.workspaceId }, query: RANGE });
     expect(mine.response.status).toBe(200);

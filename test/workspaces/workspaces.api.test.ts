@@ -1,13 +1,7 @@
 import request from 'supertest';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  archiveWorkspace,
-  createWorkspace,
-  getWorkspace,
-  listWorkspaces,
-  updateWorkspace,
-} from '../support/sdk.js';
+import { archiveWorkspace, createWorkspace, getWorkspace, listWorkspaces, updateWorkspace } from '../support/sdk.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { loadConfig } from '../../src/config.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
@@ -33,7 +27,7 @@ async function rawPost(path: string, body: string, headers: Record<string, strin
     headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json', ...headers },
     body,
   });
-  return { status: res.status, body: (await res.json()), headers: res.headers };
+  return { status: res.status, body: await res.json(), headers: res.headers };
 }
 
 describe('request bodies: their content type, and what validation errors say', () => {
@@ -52,17 +46,28 @@ describe('request bodies: their content type, and what validation errors say', (
 
   it('validation messages name the field and what it takes', async () => {
     const noBody = await t.fetch(`${t.url}/admin/v1/workspaces`, { method: 'POST', headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
-    expect(((await noBody.json())).error).toMatchObject({ code: 'invalid_parameter', message: 'The request body is required (JSON)', param: null });
+    expect((await noBody.json()).error).toMatchObject({
+      code: 'invalid_parameter',
+      message: 'The request body is required (JSON)',
+      param: null,
+    });
     expect((await rawPost('/admin/v1/workspaces', '{}')).body.error).toMatchObject({ message: 'name is required', param: 'name' });
     const badStatus = await t.fetch(`${t.url}/admin/v1/workspaces?status=GONE`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
     expect(badStatus.status).toBe(400);
-    expect(((await badStatus.json())).error).toMatchObject({ message: 'status must be one of ACTIVE, ARCHIVED', param: 'status' });
-    expect((await rawPost('/admin/v1/workspaces', '{"name":"  "}')).body.error).toMatchObject({ message: 'name must not be blank', param: 'name' });
-    const unknownQuery = await t.fetch(`${t.url}/admin/v1/workspaces?from=2026-01-01`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
-    expect(((await unknownQuery.json())).error).toMatchObject({ message: "Unknown query parameter 'from'", param: 'from' });
-    expect((await rawPost('/admin/v1/workspaces', '{"name":"a","nmae":"b"}')).body.error).toMatchObject({ message: "Unknown field 'nmae'" });
+    expect((await badStatus.json()).error).toMatchObject({ message: 'status must be one of ACTIVE, ARCHIVED', param: 'status' });
+    expect((await rawPost('/admin/v1/workspaces', '{"name":"  "}')).body.error).toMatchObject({
+      message: 'name must not be blank',
+      param: 'name',
+    });
+    const unknownQuery = await t.fetch(`${t.url}/admin/v1/workspaces?from=2026-01-01`, {
+      headers: { authorization: `Bearer ${TEST_ROOT_KEY}` },
+    });
+    expect((await unknownQuery.json()).error).toMatchObject({ message: "Unknown query parameter 'from'", param: 'from' });
+    expect((await rawPost('/admin/v1/workspaces', '{"name":"a","nmae":"b"}')).body.error).toMatchObject({
+      message: "Unknown field 'nmae'",
+    });
     const badId = await t.fetch(`${t.url}/admin/v1/workspaces/not-a-uuid`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
-    expect(((await badId.json())).error).toMatchObject({ message: 'workspaceId must be a UUID', param: 'workspaceId' });
+    expect((await badId.json()).error).toMatchObject({ message: 'workspaceId must be a UUID', param: 'workspaceId' });
     const ws = await newWorkspace('to patch');
     const emptyPatch = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}`, {
       method: 'PATCH',
@@ -70,26 +75,49 @@ describe('request bodies: their content type, and what validation errors say', (
       body: '{}',
     });
     expect(emptyPatch.status).toBe(400);
-    expect(((await emptyPatch.json())).error.message).toBe('The request body must name at least one field to change');
+    expect((await emptyPatch.json()).error.message).toBe('The request body must name at least one field to change');
   });
 
   it('types, lengths, patterns, non-object bodies and out-of-range instants are refused in plain words', async () => {
     const get = async (path: string) => {
       const res = await t.fetch(`${t.url}${path}`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
-      return { status: res.status, error: ((await res.json())).error };
+      return { status: res.status, error: (await res.json()).error };
     };
-    expect(await get('/admin/v1/workspaces?limit=abc')).toMatchObject({ status: 400, error: { message: 'limit must be an integer', param: 'limit' } });
-    expect(await get('/admin/v1/workspaces?cursor=')).toMatchObject({ status: 400, error: { message: 'cursor must be at least 1 character long' } });
-    expect((await rawPost('/admin/v1/workspaces', '{"name":7}')).body.error).toMatchObject({ message: 'name must be a string', param: 'name' });
+    expect(await get('/admin/v1/workspaces?limit=abc')).toMatchObject({
+      status: 400,
+      error: { message: 'limit must be an integer', param: 'limit' },
+    });
+    expect(await get('/admin/v1/workspaces?cursor=')).toMatchObject({
+      status: 400,
+      error: { message: 'cursor must be at least 1 character long' },
+    });
+    expect((await rawPost('/admin/v1/workspaces', '{"name":7}')).body.error).toMatchObject({
+      message: 'name must be a string',
+      param: 'name',
+    });
     for (const body of ['null', '42', '"x"']) {
-      expect((await rawPost('/admin/v1/workspaces', body)).body.error).toMatchObject({ code: 'invalid_json', message: 'The request body must be a JSON object' });
+      expect((await rawPost('/admin/v1/workspaces', body)).body.error).toMatchObject({
+        code: 'invalid_json',
+        message: 'The request body must be a JSON object',
+      });
     }
-    expect((await rawPost('/admin/v1/workspaces', '{"name":')).body.error).toMatchObject({ code: 'invalid_json', message: 'The request body is not valid JSON' });
+    expect((await rawPost('/admin/v1/workspaces', '{"name":')).body.error).toMatchObject({
+      code: 'invalid_json',
+      message: 'The request body is not valid JSON',
+    });
     const ws = await newWorkspace('validated');
-    const strategy = await rawPost(`/admin/v1/workspaces/${ws.id}/plan-strategies/quota`, JSON.stringify({
-      key: 'chat', resetInterval: 'MONTH', quotaUnits: '-1', inputMultiplierPpm: '1000000', outputMultiplierPpm: '1000000',
-      cachedInputMultiplierPpm: '1000000', maxOutputTokens: 100,
-    }));
+    const strategy = await rawPost(
+      `/admin/v1/workspaces/${ws.id}/plan-strategies/quota`,
+      JSON.stringify({
+        key: 'chat',
+        resetInterval: 'MONTH',
+        quotaUnits: '-1',
+        inputMultiplierPpm: '1000000',
+        outputMultiplierPpm: '1000000',
+        cachedInputMultiplierPpm: '1000000',
+        maxOutputTokens: 100,
+      }),
+    );
     expect(strategy.status).toBe(400);
     expect(strategy.body.error).toMatchObject({
       param: 'quotaUnits',
@@ -110,7 +138,11 @@ describe('request bodies: their content type, and what validation errors say', (
     const cases: [string, string, string][] = [
       ['{"name":"a\\u0000b"}', 'name', 'name must not contain NUL characters or unpaired UTF-16 surrogates'],
       ['{"name":"a\\ud800b"}', 'name', 'name must not contain NUL characters or unpaired UTF-16 surrogates'],
-      ['{"name":"m","metadata":{"k":"a\\u0000b"}}', 'metadata.k', 'metadata.k must not contain NUL characters or unpaired UTF-16 surrogates'],
+      [
+        '{"name":"m","metadata":{"k":"a\\u0000b"}}',
+        'metadata.k',
+        'metadata.k must not contain NUL characters or unpaired UTF-16 surrogates',
+      ],
       ['{"name":"m","metadata":{"k\\u0000":"x"}}', 'metadata', 'metadata must not contain NUL characters or unpaired UTF-16 surrogates'],
       [`{"name":"deep","metadata":${deep}}`, expect.stringMatching(/^metadata(\.a)+$/) as never, 'nests deeper than 32 levels'],
     ];
@@ -123,9 +155,11 @@ describe('request bodies: their content type, and what validation errors say', (
     // A well-formed surrogate pair (an emoji) is fine.
     expect((await rawPost('/admin/v1/workspaces', '{"name":"rocket \\ud83d\\ude80"}')).body.name).toBe('rocket 🚀');
     const ws = await newWorkspace('patched with NUL');
-    const query = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}/audit-logs?action=a%00b`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    const query = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}/audit-logs?action=a%00b`, {
+      headers: { authorization: `Bearer ${TEST_ROOT_KEY}` },
+    });
     expect(query.status).toBe(400);
-    expect(((await query.json())).error).toMatchObject({ param: 'action' });
+    expect((await query.json()).error).toMatchObject({ param: 'action' });
     const patch = await t.fetch(`${t.url}/admin/v1/workspaces/${ws.id}`, {
       method: 'PATCH',
       headers: { authorization: `Bearer ${TEST_ROOT_KEY}`, 'content-type': 'application/json' },
@@ -137,7 +171,9 @@ describe('request bodies: their content type, and what validation errors say', (
   });
 
   it('a +json media type (with a charset) is read as JSON', async () => {
-    const res = await rawPost('/admin/v1/workspaces', '{"name":"merge typed"}', { 'content-type': 'application/merge-patch+json; charset=utf-8' });
+    const res = await rawPost('/admin/v1/workspaces', '{"name":"merge typed"}', {
+      'content-type': 'application/merge-patch+json; charset=utf-8',
+    });
     expect(res.status).toBe(201);
     expect(res.body.name).toBe('merge typed');
   });
@@ -217,7 +253,7 @@ describe('createWorkspace', () => {
   it('rejects a path parameter with a malformed percent-encoding with 400, not 500', async () => {
     const res = await t.fetch(`${t.url}/admin/v1/workspaces/%E0%A4%A`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
     expect(res.status).toBe(400);
-    const body = (await res.json());
+    const body = await res.json();
     expect(body.error).toMatchObject({ code: 'invalid_request', type: 'invalid_request_error' });
     expect(body.error.request_id).toBe(res.headers.get('x-request-id'));
   });
@@ -254,7 +290,7 @@ describe('listWorkspaces', () => {
     expect(pages).toBe(Math.ceil(seen.length / 5));
   });
 
-  it("refuses a cursor from another list, or from the same list of another workspace", async () => {
+  it('refuses a cursor from another list, or from the same list of another workspace', async () => {
     for (let i = 0; i < 3; i++) await newWorkspace(`cursor-${i}`);
     const first = await listWorkspaces({ client: t.client, query: { limit: 1 } });
     const cursor = first.response.headers.get('x-next-cursor')!;
@@ -264,7 +300,7 @@ describe('listWorkspaces', () => {
     await updateWorkspace({ client: t.client, path: { workspaceId: a.id }, body: { name: 'cursor-a2' } });
     const get = async (path: string) => {
       const res = await t.fetch(`${t.url}${path}`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
-      return { status: res.status, headers: res.headers, error: ((await res.json())).error };
+      return { status: res.status, headers: res.headers, error: (await res.json()).error };
     };
     const audit = await get(`/admin/v1/workspaces/${a.id}/audit-logs?limit=1`);
     const auditCursor = audit.headers.get('x-next-cursor');
@@ -288,11 +324,21 @@ describe('listWorkspaces', () => {
     try {
       for (let i = 0; i < 2; i++) await newWorkspace(`prefixed-${i}`);
       const page = await listWorkspaces({ client: proxied.client, query: { limit: 1 } });
-      expect(page.response.headers.get('link')).toMatch(/^<https:\/\/gw\.example\.com\/nexus\/admin\/v1\/workspaces\?limit=1&cursor=[^>]+>; rel="next"$/);
+      expect(page.response.headers.get('link')).toMatch(
+        /^<https:\/\/gw\.example\.com\/nexus\/admin\/v1\/workspaces\?limit=1&cursor=[^>]+>; rel="next"$/,
+      );
       const ws = await newWorkspace('prefixed');
-      const conn = await rawPost(`/admin/v1/workspaces/${ws.id}/provider-connections`, JSON.stringify({
-        name: 'behind a proxy', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: 'sk-prefixed-0123456789',
-      }), {}, proxied.url);
+      const conn = await rawPost(
+        `/admin/v1/workspaces/${ws.id}/provider-connections`,
+        JSON.stringify({
+          name: 'behind a proxy',
+          protocolProfile: 'openai',
+          baseUrl: 'http://127.0.0.1:9',
+          apiKey: 'sk-prefixed-0123456789',
+        }),
+        {},
+        proxied.url,
+      );
       expect(conn.status).toBe(201);
       expect(conn.body.gatewayBaseUrl).toBe(`https://gw.example.com/nexus/providers/${conn.body.id}`);
     } finally {
@@ -325,7 +371,7 @@ describe('listWorkspaces', () => {
     it('with 400 naming the parameter', async () => {
       const res = await t.fetch(`${t.url}/admin/v1/workspaces?${query}`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
       expect(res.status).toBe(400);
-      expect(((await res.json())).error.param).toBe(param);
+      expect((await res.json()).error.param).toBe(param);
     });
   });
 });
@@ -366,8 +412,13 @@ describe('updateWorkspace and archiveWorkspace', () => {
     const bad = await getWorkspace({ client: t.client, path: { workspaceId: 'nope' } });
     expect(bad.response.status).toBe(400);
     expect((bad.error as any).error.param).toBe('workspaceId');
-    expect((await archiveWorkspace({ client: t.client, path: { workspaceId: '01a20000-0000-7000-8000-000000000000' } })).response.status).toBe(404);
-    expect((await updateWorkspace({ client: t.client, path: { workspaceId: '01a20000-0000-7000-8000-000000000000' }, body: { name: 'n' } })).response.status).toBe(404);
+    expect(
+      (await archiveWorkspace({ client: t.client, path: { workspaceId: '01a20000-0000-7000-8000-000000000000' } })).response.status,
+    ).toBe(404);
+    expect(
+      (await updateWorkspace({ client: t.client, path: { workspaceId: '01a20000-0000-7000-8000-000000000000' }, body: { name: 'n' } }))
+        .response.status,
+    ).toBe(404);
   });
 
   it('writes one audit entry per change, in the same transaction', async () => {
@@ -405,7 +456,9 @@ describe('management keys', () => {
     const other = await getWorkspace({ client: scoped, path: { workspaceId: theirs.id } });
     expect(other.response.status).toBe(404);
     expect((other.error as any).error.code).toBe('workspace_not_found');
-    expect((await updateWorkspace({ client: scoped, path: { workspaceId: theirs.id }, body: { name: 'hijack' } })).response.status).toBe(404);
+    expect((await updateWorkspace({ client: scoped, path: { workspaceId: theirs.id }, body: { name: 'hijack' } })).response.status).toBe(
+      404,
+    );
     expect((await updateWorkspace({ client: scoped, path: { workspaceId: mine.id }, body: { name: 'mine-2' } })).response.status).toBe(200);
     const create = await createWorkspace({ client: scoped, body: { name: 'nope' } });
     expect(create.response.status).toBe(403);
@@ -425,13 +478,13 @@ describe('the spine', () => {
   it('answers unknown routes with a 404 Error body', async () => {
     const res = await fetch(`${t.url}/admin/v1/nothing-here`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
     expect(res.status).toBe(404);
-    expect(((await res.json())).error).toMatchObject({ code: 'route_not_found', type: 'not_found_error' });
+    expect((await res.json()).error).toMatchObject({ code: 'route_not_found', type: 'not_found_error' });
   });
 
   it('serves health, readiness, the contract, the docs and metrics', async () => {
     expect((await t.fetch(`${t.url}/healthz`)).status).toBe(200);
     expect((await t.fetch(`${t.url}/readyz`)).status).toBe(200);
-    const doc = (await (await fetch(`${t.url}/openapi.json`)).json());
+    const doc = await (await fetch(`${t.url}/openapi.json`)).json();
     expect(doc.openapi).toBe('3.1.0');
     const docs = await (await fetch(`${t.url}/docs`)).text();
     expect(docs).toContain('src="docs/standalone.js"');
@@ -447,7 +500,7 @@ describe('the spine', () => {
   it('the contract and the API reference name the server to call: NEXUS_PUBLIC_URL, else the listen address; their assets load by relative URL', async () => {
     /** GET with the Host header a client behind some name would send (fetch will not send one of its own). */
     const getAs = async (host: string, path: string) => (await request(t.url).get(path).set('Host', host)).text;
-    const served = (await (await fetch(`${t.url}/openapi.json`)).json());
+    const served = await (await fetch(`${t.url}/openapi.json`)).json();
     expect(served.servers).toEqual([{ url: t.url, description: 'This Nexus' }]);
     const docs = await (await fetch(`${t.url}/docs`)).text();
     expect(docs).toContain('data-url="openapi.json"');
@@ -463,7 +516,7 @@ describe('the spine', () => {
 
     const configured = await t.withEnv({ NEXUS_PUBLIC_URL: 'https://gw.example.com/nexus' });
     try {
-      const doc = (await (await fetch(`${configured.url}/openapi.json`)).json());
+      const doc = await (await fetch(`${configured.url}/openapi.json`)).json();
       expect(doc.servers).toEqual([{ url: 'https://gw.example.com/nexus', description: 'This Nexus' }]);
       const docs = await (await fetch(`${configured.url}/docs`)).text();
       expect(docs).toContain('&quot;url&quot;:&quot;https://gw.example.com/nexus&quot;');

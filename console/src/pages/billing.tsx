@@ -27,14 +27,30 @@ import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valu
 type EventStatus = 'RECEIVED' | 'PROCESSING' | 'PROCESSED' | 'IGNORED' | 'FAILED';
 
 function Mappings({ client, connection, plans }: { client: Client; connection: BillingConnectionDto; plans: WorkspacePlanDto[] }) {
-  const list = usePaged((cursor) => listBillingProductMappings({ client, path: { connectionId: connection.id }, query: { cursor, limit: 20 } }), [connection.id]);
+  const list = usePaged(
+    (cursor) => listBillingProductMappings({ client, path: { connectionId: connection.id }, query: { cursor, limit: 20 } }),
+    [connection.id],
+  );
   const action = useAction();
   const [form, setForm] = useState({ externalProductId: '', externalPriceId: '', planId: '' });
   const create = async () => {
     const planId = form.planId || plans[0]?.id;
     if (!planId) return;
-    const body = { externalProductId: form.externalProductId, planId, ...(form.externalPriceId ? { externalPriceId: form.externalPriceId } : {}) };
-    if (await action.run('Mapping…', () => createBillingProductMapping({ client, path: { connectionId: connection.id }, body, headers: { 'Idempotency-Key': idempotencyKey() } }))) {
+    const body = {
+      externalProductId: form.externalProductId,
+      planId,
+      ...(form.externalPriceId ? { externalPriceId: form.externalPriceId } : {}),
+    };
+    if (
+      await action.run('Mapping…', () =>
+        createBillingProductMapping({
+          client,
+          path: { connectionId: connection.id },
+          body,
+          headers: { 'Idempotency-Key': idempotencyKey() },
+        }),
+      )
+    ) {
       setForm({ externalProductId: '', externalPriceId: '', planId: '' });
       list.reload();
     }
@@ -77,7 +93,14 @@ function Mappings({ client, connection, plans }: { client: Client; connection: B
               </td>
               <td class="actions">
                 {m.status === 'ACTIVE' ? (
-                  <button type="button" onClick={() => void action.run('Disabling…', () => deleteBillingProductMapping({ client, path: { mappingId: m.id } })).then(list.reload)}>
+                  <button
+                    type="button"
+                    onClick={() =>
+                      void action
+                        .run('Disabling…', () => deleteBillingProductMapping({ client, path: { mappingId: m.id } }))
+                        .then(list.reload)
+                    }
+                  >
                     Disable
                   </button>
                 ) : null}
@@ -94,7 +117,12 @@ function Mappings({ client, connection, plans }: { client: Client; connection: B
 function Inbox({ client, connection }: { client: Client; connection: BillingConnectionDto }) {
   const [status, setStatus] = useState<EventStatus | ''>('');
   const list = usePaged(
-    (cursor) => listBillingWebhookEvents({ client, path: { connectionId: connection.id }, query: { cursor, limit: 20, ...(status ? { status } : {}) } }),
+    (cursor) =>
+      listBillingWebhookEvents({
+        client,
+        path: { connectionId: connection.id },
+        query: { cursor, limit: 20, ...(status ? { status } : {}) },
+      }),
     [connection.id, status],
   );
   const action = useAction();
@@ -118,7 +146,10 @@ function Inbox({ client, connection }: { client: Client; connection: BillingConn
       <Working label={action.working} />
       <ErrorNote problem={action.problem ?? list.problem} />
       {list.items?.length === 0 ? (
-        <Empty>No webhook event {status ? `with status ${status.toLowerCase()}` : 'received yet'}. Point the provider's webhook at the URL above, with the signing secret set here.</Empty>
+        <Empty>
+          No webhook event {status ? `with status ${status.toLowerCase()}` : 'received yet'}. Point the provider's webhook at the URL above,
+          with the signing secret set here.
+        </Empty>
       ) : (
         <ListTable columns={['Type', 'Status', 'Attempts', 'Received', 'Last error', 'Actions']}>
           {list.items?.map((ev) => (
@@ -152,7 +183,10 @@ function Inbox({ client, connection }: { client: Client; connection: BillingConn
 function Subscriptions({ client, users }: { client: Client; users: WorkspaceUserDto[] }) {
   const [accessId, setAccessId] = useState('');
   const list = usePaged(
-    (cursor) => (accessId ? listExternalSubscriptions({ client, path: { accessId }, query: { cursor, limit: 20 } }) : Promise.resolve({ data: [], response: new Response(null) })),
+    (cursor) =>
+      accessId
+        ? listExternalSubscriptions({ client, path: { accessId }, query: { cursor, limit: 20 } })
+        : Promise.resolve({ data: [], response: new Response(null) }),
     [accessId],
   );
   return (
@@ -196,20 +230,39 @@ function Subscriptions({ client, users }: { client: Client; users: WorkspaceUser
   );
 }
 
-function ConnectionDetail({ client, connection, plans, onChange }: { client: Client; connection: BillingConnectionDto; plans: WorkspacePlanDto[]; onChange: () => void }) {
+function ConnectionDetail({
+  client,
+  connection,
+  plans,
+  onChange,
+}: {
+  client: Client;
+  connection: BillingConnectionDto;
+  plans: WorkspacePlanDto[];
+  onChange: () => void;
+}) {
   const action = useAction();
   const [credential, setCredential] = useState('');
   const [secret, setSecret] = useState('');
   const [runs, setRuns] = useState<{ at: string; accepted: boolean; operationId?: string | undefined }[]>([]);
   const id = connection.id;
   const reconcile = async () => {
-    const res = await action.run('Reconciling with the provider (this can take a while)…', () => reconcileBillingConnection({ client, path: { connectionId: id } }));
+    const res = await action.run('Reconciling with the provider (this can take a while)…', () =>
+      reconcileBillingConnection({ client, path: { connectionId: id } }),
+    );
     if (res) setRuns([{ at: new Date().toISOString(), accepted: res.data.accepted, operationId: res.data.operationId }, ...runs]);
   };
   return (
     <div class="card">
       <div class="row">
-        <button type="button" onClick={() => void action.run('Verifying the credential…', () => verifyBillingConnection({ client, path: { connectionId: id } })).then(onChange)}>
+        <button
+          type="button"
+          onClick={() =>
+            void action
+              .run('Verifying the credential…', () => verifyBillingConnection({ client, path: { connectionId: id } }))
+              .then(onChange)
+          }
+        >
           Verify credential
         </button>
         <button type="button" onClick={() => void reconcile()}>
@@ -219,7 +272,10 @@ function ConnectionDetail({ client, connection, plans, onChange }: { client: Cli
           <button
             type="button"
             class="danger"
-            onClick={() => window.confirm(`Disable ${connection.name}?`) && void action.run('Disabling…', () => disableBillingConnection({ client, path: { connectionId: id } })).then(onChange)}
+            onClick={() =>
+              window.confirm(`Disable ${connection.name}?`) &&
+              void action.run('Disabling…', () => disableBillingConnection({ client, path: { connectionId: id } })).then(onChange)
+            }
           >
             Disable
           </button>
@@ -230,7 +286,11 @@ function ConnectionDetail({ client, connection, plans, onChange }: { client: Cli
           title="Provider credential"
           submit="Save credential"
           disabled={!!action.working}
-          onSubmit={() => void action.run('Saving…', () => configureBillingProviderCredential({ client, path: { connectionId: id }, body: { credential } })).then(onChange)}
+          onSubmit={() =>
+            void action
+              .run('Saving…', () => configureBillingProviderCredential({ client, path: { connectionId: id }, body: { credential } }))
+              .then(onChange)
+          }
         >
           <Field label="Credential" hint={connection.credentialPreview ? `Now: ${connection.credentialPreview}` : 'None set'}>
             <input type="password" autoComplete="off" required value={credential} onInput={(e) => setCredential(valueOf(e))} />
@@ -240,7 +300,11 @@ function ConnectionDetail({ client, connection, plans, onChange }: { client: Cli
           title="Webhook signing secret"
           submit="Save secret"
           disabled={!!action.working}
-          onSubmit={() => void action.run('Saving…', () => configureBillingWebhookSecret({ client, path: { connectionId: id }, body: { webhookSecret: secret } })).then(onChange)}
+          onSubmit={() =>
+            void action
+              .run('Saving…', () => configureBillingWebhookSecret({ client, path: { connectionId: id }, body: { webhookSecret: secret } }))
+              .then(onChange)
+          }
         >
           <Field label="Secret" hint={connection.webhookSecretConfigured ? 'A secret is set: saving rotates it' : 'None set'}>
             <input type="password" autoComplete="off" required value={secret} onInput={(e) => setSecret(valueOf(e))} />
@@ -273,15 +337,28 @@ export function BillingPage({ client, workspace }: PageProps) {
   const [plans, setPlans] = useState<WorkspacePlanDto[]>([]);
   const [users, setUsers] = useState<WorkspaceUserDto[]>([]);
   useEffect(() => {
-    listPlans({ client, path: { workspaceId }, query: { limit: 100, status: 'ACTIVE' } }).then((p) => setPlans(p.data), () => setPlans([]));
-    listWorkspaceUsers({ client, path: { workspaceId }, query: { limit: 100 } }).then((p) => setUsers(p.data), () => setUsers([]));
+    listPlans({ client, path: { workspaceId }, query: { limit: 100, status: 'ACTIVE' } }).then(
+      (p) => setPlans(p.data),
+      () => setPlans([]),
+    );
+    listWorkspaceUsers({ client, path: { workspaceId }, query: { limit: 100 } }).then(
+      (p) => setUsers(p.data),
+      () => setUsers([]),
+    );
   }, [workspaceId]);
   const action = useAction();
-  const [form, setForm] = useState({ name: '', provider: 'STRIPE' as 'STRIPE' | 'PADDLE', kind: 'HOSTED' as 'HOSTED' | 'APP_SYNC', mode: 'TEST' as 'TEST' | 'LIVE' });
+  const [form, setForm] = useState({
+    name: '',
+    provider: 'STRIPE' as 'STRIPE' | 'PADDLE',
+    kind: 'HOSTED' as 'HOSTED' | 'APP_SYNC',
+    mode: 'TEST' as 'TEST' | 'LIVE',
+  });
   const [open, setOpen] = useState<string | undefined>();
   const set = (field: keyof typeof form) => (e: Event) => setForm({ ...form, [field]: valueOf(e) });
   const create = async () => {
-    const res = await action.run('Creating the billing connection…', () => createBillingConnection({ client, path: { workspaceId }, body: form, headers: { 'Idempotency-Key': idempotencyKey() } }));
+    const res = await action.run('Creating the billing connection…', () =>
+      createBillingConnection({ client, path: { workspaceId }, body: form, headers: { 'Idempotency-Key': idempotencyKey() } }),
+    );
     if (res) {
       setOpen(res.data.id);
       setForm({ ...form, name: '' });
@@ -291,7 +368,9 @@ export function BillingPage({ client, workspace }: PageProps) {
   return (
     <section aria-labelledby="page-title">
       <h1 id="page-title">Billing</h1>
-      <p class="lead">Stripe or Paddle subscriptions that give users access to plans: connections, product mappings, the webhook inbox and reconciliation.</p>
+      <p class="lead">
+        Stripe or Paddle subscriptions that give users access to plans: connections, product mappings, the webhook inbox and reconciliation.
+      </p>
       <Form title="Connect a billing provider" submit="Create billing connection" onSubmit={create} disabled={!!action.working}>
         <div class="grid">
           <Field label="Name">
@@ -320,7 +399,9 @@ export function BillingPage({ client, workspace }: PageProps) {
       <Working label={action.working} />
       <ErrorNote problem={action.problem ?? list.problem} />
       {list.items?.length === 0 ? (
-        <Empty>No billing connection. Connect Stripe or Paddle above if your users pay through one; otherwise provision them directly.</Empty>
+        <Empty>
+          No billing connection. Connect Stripe or Paddle above if your users pay through one; otherwise provision them directly.
+        </Empty>
       ) : (
         <ListTable caption="Billing connections" columns={['Connection', 'Status', 'Credential', 'Webhook secret', 'Details']}>
           {list.items?.map((c) => (

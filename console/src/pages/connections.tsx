@@ -17,7 +17,10 @@ type Profile = 'openai' | 'anthropic';
 
 export function ConnectionsPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
-  const list = usePaged((cursor) => listProviderConnections({ client, path: { workspaceId }, query: { cursor, limit: 20 } }), [workspaceId]);
+  const list = usePaged(
+    (cursor) => listProviderConnections({ client, path: { workspaceId }, query: { cursor, limit: 20 } }),
+    [workspaceId],
+  );
   const action = useAction();
   const [form, setForm] = useState({ name: '', protocolProfile: 'openai' as Profile, baseUrl: '', apiKey: '' });
   const [outcome, setOutcome] = useState<string | undefined>();
@@ -27,9 +30,14 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
   const test = async () => {
     setOutcome(undefined);
     const res = await action.run('Testing the upstream (a call to its models endpoint)…', () =>
-      testProviderConnection({ client, path: { workspaceId }, body: { protocolProfile: form.protocolProfile, baseUrl: form.baseUrl, apiKey: form.apiKey } }),
+      testProviderConnection({
+        client,
+        path: { workspaceId },
+        body: { protocolProfile: form.protocolProfile, baseUrl: form.baseUrl, apiKey: form.apiKey },
+      }),
     );
-    if (res) setOutcome(`Test: ${res.data.outcome}${res.data.httpStatus ? ` (HTTP ${res.data.httpStatus})` : ''} in ${res.data.latencyMs} ms`);
+    if (res)
+      setOutcome(`Test: ${res.data.outcome}${res.data.httpStatus ? ` (HTTP ${res.data.httpStatus})` : ''} in ${res.data.latencyMs} ms`);
   };
   const create = async () => {
     const res = await action.run('Creating the connection…', () =>
@@ -44,12 +52,19 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
   const verify = async (c: ProviderConnectionDto) => {
     const res = await action.run(`Verifying ${c.name}…`, () => verifyProviderConnection({ client, path: { providerConnectionId: c.id } }));
     if (res) {
-      setOutcome(`Verify ${c.name}: ${res.data.outcome}${res.data.httpStatus ? ` (HTTP ${res.data.httpStatus})` : ''} in ${res.data.latencyMs} ms`);
+      setOutcome(
+        `Verify ${c.name}: ${res.data.outcome}${res.data.httpStatus ? ` (HTTP ${res.data.httpStatus})` : ''} in ${res.data.latencyMs} ms`,
+      );
       list.reload();
     }
   };
   const setStatus = async (c: ProviderConnectionDto, status: 'ACTIVE' | 'SUSPENDED') => {
-    if (await action.run(status === 'SUSPENDED' ? 'Suspending…' : 'Resuming…', () => updateProviderConnection({ client, path: { providerConnectionId: c.id }, body: { status } }))) list.reload();
+    if (
+      await action.run(status === 'SUSPENDED' ? 'Suspending…' : 'Resuming…', () =>
+        updateProviderConnection({ client, path: { providerConnectionId: c.id }, body: { status } }),
+      )
+    )
+      list.reload();
   };
   const archive = async (c: ProviderConnectionDto) => {
     if (!window.confirm(`Archive ${c.name}? Gateway calls to it stop for good.`)) return;
@@ -57,7 +72,9 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
   };
   const rotate = async () => {
     if (!rotating) return;
-    const res = await action.run('Rotating the key…', () => rotateProviderSecret({ client, path: { providerConnectionId: rotating.id }, body: { apiKey: rotating.apiKey } }));
+    const res = await action.run('Rotating the key…', () =>
+      rotateProviderSecret({ client, path: { providerConnectionId: rotating.id }, body: { apiKey: rotating.apiKey } }),
+    );
     if (res) {
       setRotating(undefined);
       setOutcome(`Key rotated: now ${res.data.secretPreview}`);
@@ -68,7 +85,9 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
   return (
     <section aria-labelledby="page-title">
       <h1 id="page-title">Provider connections</h1>
-      <p class="lead">An upstream provider (its base URL and API key, stored encrypted). Callers reach it at the connection's gateway base URL.</p>
+      <p class="lead">
+        An upstream provider (its base URL and API key, stored encrypted). Callers reach it at the connection's gateway base URL.
+      </p>
       <Form title="Create a connection" submit="Create connection" onSubmit={create} disabled={!!action.working}>
         <Field label="Name">
           <input name="connectionName" required value={form.name} onInput={set('name')} />
@@ -99,7 +118,13 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       {rotating ? (
         <Form title="Rotate the provider key" submit="Rotate key" onSubmit={rotate} disabled={!!action.working}>
           <Field label="New provider API key">
-            <input type="password" autoComplete="off" required value={rotating.apiKey} onInput={(e) => setRotating({ ...rotating, apiKey: valueOf(e) })} />
+            <input
+              type="password"
+              autoComplete="off"
+              required
+              value={rotating.apiKey}
+              onInput={(e) => setRotating({ ...rotating, apiKey: valueOf(e) })}
+            />
           </Field>
           <button type="button" onClick={() => setRotating(undefined)}>
             Cancel
@@ -108,7 +133,9 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       ) : null}
       <ErrorNote problem={list.problem} />
       {list.items?.length === 0 ? (
-        <Empty>No provider connection yet. Create one above with your provider's base URL and key; then make a plan in Plans and strategies.</Empty>
+        <Empty>
+          No provider connection yet. Create one above with your provider's base URL and key; then make a plan in Plans and strategies.
+        </Empty>
       ) : (
         <ListTable caption="Provider connections" columns={['Name', 'Status', 'Gateway base URL', 'Key', 'Verified', 'Actions']}>
           {list.items?.map((c) => (

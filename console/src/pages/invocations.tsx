@@ -10,7 +10,9 @@ function Detail({ client, id, onClose }: { client: PageProps['client']; id: stri
   const [invocation, setInvocation] = useState<InvocationDto | undefined>();
   const action = useAction();
   useEffect(() => {
-    void action.run('Reading the invocation…', async () => setInvocation((await getInvocation({ client, path: { invocationId: id } })).data));
+    void action.run('Reading the invocation…', async () =>
+      setInvocation((await getInvocation({ client, path: { invocationId: id } })).data),
+    );
   }, [id]);
   if (!invocation) return <ErrorNote problem={action.problem} />;
   const total = invocation.totalLatencyMs ?? 0;
@@ -55,8 +57,8 @@ function Detail({ client, id, onClose }: { client: PageProps['client']; id: stri
         <>
           <h3>Provider attempt</h3>
           <p>
-            {invocation.attempt.upstreamModel || '(no model named)'}: <Status value={invocation.attempt.status} /> HTTP {invocation.attempt.httpStatus ?? '—'} in {ms(invocation.attempt.durationMs)}{' '}
-            {invocation.attempt.errorCode ?? ''}
+            {invocation.attempt.upstreamModel || '(no model named)'}: <Status value={invocation.attempt.status} /> HTTP{' '}
+            {invocation.attempt.httpStatus ?? '—'} in {ms(invocation.attempt.durationMs)} {invocation.attempt.errorCode ?? ''}
           </p>
         </>
       ) : null}
@@ -83,7 +85,13 @@ function Detail({ client, id, onClose }: { client: PageProps['client']; id: stri
 
 export function InvocationsPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
-  const [filters, setFilters] = useState({ status: '' as InvocationStatus | '', model: '', workspaceAccessId: rest[0] === 'access' ? rest[1] ?? '' : '', since: '', until: '' });
+  const [filters, setFilters] = useState({
+    status: '' as InvocationStatus | '',
+    model: '',
+    workspaceAccessId: rest[0] === 'access' ? (rest[1] ?? '') : '',
+    since: '',
+    until: '',
+  });
   const [open, setOpen] = useState<string | undefined>();
   const list = usePaged(
     (cursor) =>
@@ -138,7 +146,9 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
       <ErrorNote problem={list.problem} />
       {open ? <Detail client={client} id={open} onClose={() => setOpen(undefined)} /> : null}
       {list.items?.length === 0 ? (
-        <Empty>No invocation matches. Calls appear here once a user calls the gateway with an inference key (a connection's gateway base URL).</Empty>
+        <Empty>
+          No invocation matches. Calls appear here once a user calls the gateway with an inference key (a connection's gateway base URL).
+        </Empty>
       ) : (
         <ListTable caption="Invocations" columns={['Started', 'Model', 'Status', 'Units', 'Latency', 'Access', 'Detail']}>
           {list.items?.map((i) => (

@@ -1,5 +1,13 @@
 import { useEffect, useState } from 'preact/hooks';
-import { idempotencyKey, issueInferenceKey, listInferenceKeys, listWorkspaceUsers, revokeInferenceKey, type ApiKeyDto, type WorkspaceUserDto } from '../api.js';
+import {
+  idempotencyKey,
+  issueInferenceKey,
+  listInferenceKeys,
+  listWorkspaceUsers,
+  revokeInferenceKey,
+  type ApiKeyDto,
+  type WorkspaceUserDto,
+} from '../api.js';
 import type { PageProps } from '../main.js';
 import { Empty, ErrorNote, Field, Form, Pager, ShownOnce, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
 
@@ -18,7 +26,10 @@ export function KeysPage({ client, workspace, rest }: PageProps) {
   return (
     <section aria-labelledby="page-title">
       <h1 id="page-title">Inference keys</h1>
-      <p class="lead">The keys an end user calls the gateway with. A key's plaintext is shown once, when it is issued; revoking one leaves the plan and quota as they are.</p>
+      <p class="lead">
+        The keys an end user calls the gateway with. A key's plaintext is shown once, when it is issued; revoking one leaves the plan and
+        quota as they are.
+      </p>
       {users?.length === 0 ? (
         <Empty>
           No user yet: <a href={`#/w/${workspaceId}/users`}>provision a user</a>, then issue keys to them here.
@@ -37,7 +48,11 @@ export function KeysPage({ client, workspace, rest }: PageProps) {
           </Field>
         </div>
       )}
-      {accessId ? <AccessKeys client={client} accessId={accessId} /> : users?.length ? <Empty>Choose a user to see and issue their keys.</Empty> : null}
+      {accessId ? (
+        <AccessKeys client={client} accessId={accessId} />
+      ) : users?.length ? (
+        <Empty>Choose a user to see and issue their keys.</Empty>
+      ) : null}
     </section>
   );
 }

@@ -30,7 +30,15 @@ const int64 = (v: string) => v as Int64String;
 function Strategies({ client, workspaceId, onChange }: { client: Client; workspaceId: string; onChange: () => void }) {
   const list = usePaged((cursor) => listPlanStrategies({ client, path: { workspaceId }, query: { cursor, limit: 20 } }), [workspaceId]);
   const action = useAction();
-  const [form, setForm] = useState({ key: '', resetInterval: 'MONTH' as 'MONTH' | 'YEAR', quotaUnits: '100000', inputMultiplierPpm: '1000000', outputMultiplierPpm: '1000000', cachedInputMultiplierPpm: '1000000', maxOutputTokens: '4096' });
+  const [form, setForm] = useState({
+    key: '',
+    resetInterval: 'MONTH' as 'MONTH' | 'YEAR',
+    quotaUnits: '100000',
+    inputMultiplierPpm: '1000000',
+    outputMultiplierPpm: '1000000',
+    cachedInputMultiplierPpm: '1000000',
+    maxOutputTokens: '4096',
+  });
   const set = (field: keyof typeof form) => (e: Event) => setForm({ ...form, [field]: valueOf(e) });
   const create = async () => {
     const body = {
@@ -42,7 +50,11 @@ function Strategies({ client, workspaceId, onChange }: { client: Client; workspa
       cachedInputMultiplierPpm: int64(form.cachedInputMultiplierPpm),
       maxOutputTokens: Number(form.maxOutputTokens),
     };
-    if (await action.run('Drafting the strategy…', () => createQuotaStrategy({ client, path: { workspaceId }, body, headers: { 'Idempotency-Key': idempotencyKey() } }))) {
+    if (
+      await action.run('Drafting the strategy…', () =>
+        createQuotaStrategy({ client, path: { workspaceId }, body, headers: { 'Idempotency-Key': idempotencyKey() } }),
+      )
+    ) {
       list.reload();
       onChange();
     }
@@ -56,7 +68,10 @@ function Strategies({ client, workspaceId, onChange }: { client: Client; workspa
   return (
     <section aria-labelledby="strategies-title">
       <h2 id="strategies-title">Quota strategies</h2>
-      <p class="lead">A strategy says how many units a period grants and what a token costs. A new draft of an existing key is its next version; a published version never changes.</p>
+      <p class="lead">
+        A strategy says how many units a period grants and what a token costs. A new draft of an existing key is its next version; a
+        published version never changes.
+      </p>
       <Form title="Draft a quota strategy" submit="Draft strategy" onSubmit={create} disabled={!!action.working}>
         <div class="grid">
           <Field label="Key" hint="The same key again drafts its next version">
@@ -72,13 +87,34 @@ function Strategies({ client, workspaceId, onChange }: { client: Client; workspa
             <input name="quotaUnits" required inputMode="numeric" pattern="[0-9]+" value={form.quotaUnits} onInput={set('quotaUnits')} />
           </Field>
           <Field label="Input tokens (ppm)" hint="1000000 = 1 unit a token">
-            <input name="inputMultiplierPpm" required inputMode="numeric" pattern="[0-9]+" value={form.inputMultiplierPpm} onInput={set('inputMultiplierPpm')} />
+            <input
+              name="inputMultiplierPpm"
+              required
+              inputMode="numeric"
+              pattern="[0-9]+"
+              value={form.inputMultiplierPpm}
+              onInput={set('inputMultiplierPpm')}
+            />
           </Field>
           <Field label="Output tokens (ppm)">
-            <input name="outputMultiplierPpm" required inputMode="numeric" pattern="[0-9]+" value={form.outputMultiplierPpm} onInput={set('outputMultiplierPpm')} />
+            <input
+              name="outputMultiplierPpm"
+              required
+              inputMode="numeric"
+              pattern="[0-9]+"
+              value={form.outputMultiplierPpm}
+              onInput={set('outputMultiplierPpm')}
+            />
           </Field>
           <Field label="Cached input tokens (ppm)">
-            <input name="cachedInputMultiplierPpm" required inputMode="numeric" pattern="[0-9]+" value={form.cachedInputMultiplierPpm} onInput={set('cachedInputMultiplierPpm')} />
+            <input
+              name="cachedInputMultiplierPpm"
+              required
+              inputMode="numeric"
+              pattern="[0-9]+"
+              value={form.cachedInputMultiplierPpm}
+              onInput={set('cachedInputMultiplierPpm')}
+            />
           </Field>
           <Field label="Max output tokens">
             <input name="maxOutputTokens" type="number" min={1} required value={form.maxOutputTokens} onInput={set('maxOutputTokens')} />
@@ -90,7 +126,10 @@ function Strategies({ client, workspaceId, onChange }: { client: Client; workspa
       {list.items?.length === 0 ? (
         <Empty>No strategy yet. Draft one above, publish it, then bind it to a plan below.</Empty>
       ) : (
-        <ListTable caption="Quota strategies, every version" columns={['Key', 'Version', 'Status', 'Units / period', 'In / out / cached (ppm)', 'Actions']}>
+        <ListTable
+          caption="Quota strategies, every version"
+          columns={['Key', 'Version', 'Status', 'Units / period', 'In / out / cached (ppm)', 'Actions']}
+        >
           {list.items?.map((s) => (
             <tr key={s.id}>
               <td>
@@ -123,8 +162,21 @@ function Strategies({ client, workspaceId, onChange }: { client: Client; workspa
   );
 }
 
-function Bindings({ client, plan, strategies, onChange }: { client: Client; plan: WorkspacePlanDto; strategies: QuotaStrategyDto[]; onChange: () => void }) {
-  const list = usePaged((cursor) => listPlanStrategyBindings({ client, path: { planId: plan.id }, query: { cursor, limit: 20 } }), [plan.id]);
+function Bindings({
+  client,
+  plan,
+  strategies,
+  onChange,
+}: {
+  client: Client;
+  plan: WorkspacePlanDto;
+  strategies: QuotaStrategyDto[];
+  onChange: () => void;
+}) {
+  const list = usePaged(
+    (cursor) => listPlanStrategyBindings({ client, path: { planId: plan.id }, query: { cursor, limit: 20 } }),
+    [plan.id],
+  );
   const action = useAction();
   const published = strategies.filter((s) => s.status === 'PUBLISHED');
   const [strategyId, setStrategyId] = useState('');
@@ -134,7 +186,12 @@ function Bindings({ client, plan, strategies, onChange }: { client: Client; plan
     if (!chosen) return;
     if (
       await action.run('Binding…', () =>
-        bindPlanStrategy({ client, path: { planId: plan.id }, body: { strategyId: chosen, effectiveFrom: toInstant(from) }, headers: { 'Idempotency-Key': idempotencyKey() } }),
+        bindPlanStrategy({
+          client,
+          path: { planId: plan.id },
+          body: { strategyId: chosen, effectiveFrom: toInstant(from) },
+          headers: { 'Idempotency-Key': idempotencyKey() },
+        }),
       )
     ) {
       list.reload();
@@ -142,7 +199,12 @@ function Bindings({ client, plan, strategies, onChange }: { client: Client; plan
     }
   };
   const close = async (bindingId: string) => {
-    if (await action.run('Closing the binding…', () => closePlanStrategyBinding({ client, path: { bindingId }, query: { effectiveAt: new Date().toISOString() } }))) list.reload();
+    if (
+      await action.run('Closing the binding…', () =>
+        closePlanStrategyBinding({ client, path: { bindingId }, query: { effectiveAt: new Date().toISOString() } }),
+      )
+    )
+      list.reload();
   };
   const name = (id: string) => {
     const s = strategies.find((x) => x.id === id);
@@ -200,13 +262,18 @@ export function PlansPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
   const [version, setVersion] = useState(0);
   const plans = usePaged((cursor) => listPlans({ client, path: { workspaceId }, query: { cursor, limit: 20 } }), [workspaceId]);
-  const strategies = usePaged((_cursor) => listPlanStrategies({ client, path: { workspaceId }, query: { limit: 100 } }), [workspaceId, version]);
+  const strategies = usePaged(
+    (_cursor) => listPlanStrategies({ client, path: { workspaceId }, query: { limit: 100 } }),
+    [workspaceId, version],
+  );
   const action = useAction();
   const [form, setForm] = useState({ key: '', name: '', billingInterval: 'MONTH' as 'MONTH' | 'YEAR' });
   const [open, setOpen] = useState<string | undefined>();
   const set = (field: keyof typeof form) => (e: Event) => setForm({ ...form, [field]: valueOf(e) });
   const create = async () => {
-    const res = await action.run('Drafting the plan…', () => createPlan({ client, path: { workspaceId }, body: form, headers: { 'Idempotency-Key': idempotencyKey() } }));
+    const res = await action.run('Drafting the plan…', () =>
+      createPlan({ client, path: { workspaceId }, body: form, headers: { 'Idempotency-Key': idempotencyKey() } }),
+    );
     if (res) {
       setForm({ key: '', name: '', billingInterval: 'MONTH' });
       setOpen(res.data.id);

@@ -81,7 +81,9 @@ export function UsagePage({ client, workspace }: PageProps) {
   useEffect(() => {
     void Promise.all([
       listProviderConnections({ client, path: { workspaceId }, query: { limit: 100 } }).then((p) => p.data.map((c) => [c.id, c.name])),
-      listWorkspaceUsers({ client, path: { workspaceId }, query: { limit: 100 } }).then((p) => p.data.map((u) => [u.access.id, u.externalUserId])),
+      listWorkspaceUsers({ client, path: { workspaceId }, query: { limit: 100 } }).then((p) =>
+        p.data.map((u) => [u.access.id, u.externalUserId]),
+      ),
     ])
       .then((lists) => setNames(Object.fromEntries(lists.flat())))
       .catch(() => setNames({}));
@@ -92,7 +94,15 @@ export function UsagePage({ client, workspace }: PageProps) {
     const until = new Date();
     const since = new Date(until.getTime() - chosen.ms);
     void action.run('Summing usage…', async () =>
-      setSummary((await getUsageSummary({ client, path: { workspaceId }, query: { since: since.toISOString(), until: until.toISOString(), granularity, groupBy } })).data),
+      setSummary(
+        (
+          await getUsageSummary({
+            client,
+            path: { workspaceId },
+            query: { since: since.toISOString(), until: until.toISOString(), granularity, groupBy },
+          })
+        ).data,
+      ),
     );
   }, [workspaceId, range, granularity, groupBy]);
 
@@ -100,7 +110,12 @@ export function UsagePage({ client, workspace }: PageProps) {
   const totals = new Map<string, { units: bigint; input: bigint; output: bigint; events: number }>();
   for (const b of summary?.buckets ?? []) {
     const t = totals.get(b.key) ?? { units: 0n, input: 0n, output: 0n, events: 0 };
-    totals.set(b.key, { units: t.units + BigInt(b.units), input: t.input + BigInt(b.inputTokens), output: t.output + BigInt(b.outputTokens), events: t.events + b.events });
+    totals.set(b.key, {
+      units: t.units + BigInt(b.units),
+      input: t.input + BigInt(b.inputTokens),
+      output: t.output + BigInt(b.outputTokens),
+      events: t.events + b.events,
+    });
   }
 
   return (

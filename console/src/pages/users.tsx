@@ -31,7 +31,11 @@ function QuotaBar({ client, accessId }: { client: Client; accessId: string }) {
   const pct = (v: string) => `${Math.min(100, (Number(v) / granted) * 100).toFixed(2)}%`;
   return (
     <div class="quota" aria-label="Quota">
-      <div class="bar" role="img" aria-label={`${quota.consumedUnits} consumed and ${quota.reservedUnits} reserved of ${quota.grantedUnits} units`}>
+      <div
+        class="bar"
+        role="img"
+        aria-label={`${quota.consumedUnits} consumed and ${quota.reservedUnits} reserved of ${quota.grantedUnits} units`}
+      >
         <span class="consumed" style={{ width: pct(quota.consumedUnits) }} />
         <span class="reserved" style={{ width: pct(quota.reservedUnits) }} />
       </div>
@@ -51,7 +55,17 @@ function QuotaBar({ client, accessId }: { client: Client; accessId: string }) {
   );
 }
 
-function AccessActions({ client, user, plans, onChange }: { client: Client; user: WorkspaceUserDto; plans: WorkspacePlanDto[]; onChange: () => void }) {
+function AccessActions({
+  client,
+  user,
+  plans,
+  onChange,
+}: {
+  client: Client;
+  user: WorkspaceUserDto;
+  plans: WorkspacePlanDto[];
+  onChange: () => void;
+}) {
   const access = user.access;
   const action = useAction();
   const [mode, setMode] = useState<'renew' | 'plan' | undefined>();
@@ -73,12 +87,19 @@ function AccessActions({ client, user, plans, onChange }: { client: Client; user
       <QuotaBar key={quotaVersion} client={client} accessId={access.id} />
       <div class="row">
         {access.status !== 'ACTIVE' && access.status !== 'REVOKED' ? (
-          <button type="button" onClick={() => void run('Activating…', () => activateWorkspaceAccess({ client, path: { accessId: access.id } }))}>
+          <button
+            type="button"
+            onClick={() => void run('Activating…', () => activateWorkspaceAccess({ client, path: { accessId: access.id } }))}
+          >
             Activate
           </button>
         ) : null}
         {access.status === 'ACTIVE' ? (
-          <button type="button" class="danger" onClick={() => void run('Suspending…', () => suspendWorkspaceAccess({ client, path: { accessId: access.id } }))}>
+          <button
+            type="button"
+            class="danger"
+            onClick={() => void run('Suspending…', () => suspendWorkspaceAccess({ client, path: { accessId: access.id } }))}
+          >
             Suspend access
           </button>
         ) : null}
@@ -99,7 +120,11 @@ function AccessActions({ client, user, plans, onChange }: { client: Client; user
           onSubmit={() =>
             void (mode === 'renew'
               ? run('Renewing…', () =>
-                  renewWorkspaceAccess({ client, path: { accessId: access.id }, body: { planId, periodStart: new Date(periodStart).toISOString(), periodEnd: new Date(periodEnd).toISOString() } }),
+                  renewWorkspaceAccess({
+                    client,
+                    path: { accessId: access.id },
+                    body: { planId, periodStart: new Date(periodStart).toISOString(), periodEnd: new Date(periodEnd).toISOString() },
+                  }),
                 )
               : run('Changing the plan…', () => changeAccessPlan({ client, path: { accessId: access.id }, body: { planId } })))
           }
@@ -134,7 +159,10 @@ function AccessActions({ client, user, plans, onChange }: { client: Client; user
 export function UsersPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
   const [status, setStatus] = useState<AccessStatus | ''>('');
-  const list = usePaged((cursor) => listWorkspaceUsers({ client, path: { workspaceId }, query: { cursor, limit: 20, ...(status ? { status } : {}) } }), [workspaceId, status]);
+  const list = usePaged(
+    (cursor) => listWorkspaceUsers({ client, path: { workspaceId }, query: { cursor, limit: 20, ...(status ? { status } : {}) } }),
+    [workspaceId, status],
+  );
   const [plans, setPlans] = useState<WorkspacePlanDto[]>([]);
   useEffect(() => {
     listPlans({ client, path: { workspaceId }, query: { limit: 100 } })
@@ -154,7 +182,13 @@ export function UsersPage({ client, workspace }: PageProps) {
       provisionWorkspaceUser({
         client,
         path: { workspaceId },
-        body: { externalUserId: form.externalUserId, email: form.email, planId, issueInferenceKey: form.issueInferenceKey, ...(form.name ? { name: form.name } : {}) },
+        body: {
+          externalUserId: form.externalUserId,
+          email: form.email,
+          planId,
+          issueInferenceKey: form.issueInferenceKey,
+          ...(form.name ? { name: form.name } : {}),
+        },
         headers: { 'Idempotency-Key': idempotencyKey() },
       }),
     );
@@ -196,8 +230,12 @@ export function UsersPage({ client, workspace }: PageProps) {
             </Field>
           </div>
           <label class="check">
-            <input type="checkbox" checked={form.issueInferenceKey} onChange={(e) => setForm({ ...form, issueInferenceKey: (e.currentTarget).checked })} /> Issue an
-            inference key
+            <input
+              type="checkbox"
+              checked={form.issueInferenceKey}
+              onChange={(e) => setForm({ ...form, issueInferenceKey: e.currentTarget.checked })}
+            />{' '}
+            Issue an inference key
           </label>
         </Form>
       )}
@@ -218,7 +256,10 @@ export function UsersPage({ client, workspace }: PageProps) {
       </div>
       <ErrorNote problem={list.problem} />
       {list.items?.length === 0 ? (
-        <Empty>No user {status ? `with status ${status.toLowerCase()}` : 'yet'}. Provision one above; your application's backend can do the same through the Admin API.</Empty>
+        <Empty>
+          No user {status ? `with status ${status.toLowerCase()}` : 'yet'}. Provision one above; your application's backend can do the same
+          through the Admin API.
+        </Empty>
       ) : (
         <ListTable caption="Users" columns={['User', 'Plan', 'Access', 'Since', 'Details']}>
           {list.items?.map((u) => (
@@ -234,7 +275,11 @@ export function UsersPage({ client, workspace }: PageProps) {
                 </td>
                 <td>{when(u.access.accessStartsAt)}</td>
                 <td>
-                  <button type="button" aria-expanded={open === u.access.id} onClick={() => setOpen(open === u.access.id ? undefined : u.access.id)}>
+                  <button
+                    type="button"
+                    aria-expanded={open === u.access.id}
+                    onClick={() => setOpen(open === u.access.id ? undefined : u.access.id)}
+                  >
                     {open === u.access.id ? 'Close' : `Manage ${u.externalUserId}`}
                   </button>
                 </td>

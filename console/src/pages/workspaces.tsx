@@ -1,5 +1,13 @@
 import { useState } from 'preact/hooks';
-import { archiveWorkspace, createWorkspace, idempotencyKey, listWorkspaces, updateWorkspace, type Client, type WorkspaceDto } from '../api.js';
+import {
+  archiveWorkspace,
+  createWorkspace,
+  idempotencyKey,
+  listWorkspaces,
+  updateWorkspace,
+  type Client,
+  type WorkspaceDto,
+} from '../api.js';
 import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
 
 export function WorkspacesPage({ client }: { client: Client }) {
@@ -10,7 +18,9 @@ export function WorkspacesPage({ client }: { client: Client }) {
   const [renaming, setRenaming] = useState<{ id: string; name: string } | undefined>();
 
   const create = async () => {
-    const done = await action.run('Creating the workspace…', () => createWorkspace({ client, body: { name }, headers: { 'Idempotency-Key': idempotencyKey() } }));
+    const done = await action.run('Creating the workspace…', () =>
+      createWorkspace({ client, body: { name }, headers: { 'Idempotency-Key': idempotencyKey() } }),
+    );
     if (done) {
       setName('');
       list.reload();
@@ -18,7 +28,9 @@ export function WorkspacesPage({ client }: { client: Client }) {
   };
   const rename = async () => {
     if (!renaming) return;
-    const done = await action.run('Renaming…', () => updateWorkspace({ client, path: { workspaceId: renaming.id }, body: { name: renaming.name } }));
+    const done = await action.run('Renaming…', () =>
+      updateWorkspace({ client, path: { workspaceId: renaming.id }, body: { name: renaming.name } }),
+    );
     if (done) {
       setRenaming(undefined);
       list.reload();
@@ -65,7 +77,12 @@ export function WorkspacesPage({ client }: { client: Client }) {
                       void rename();
                     }}
                   >
-                    <input aria-label="New name" required value={renaming.name} onInput={(e) => setRenaming({ id: w.id, name: valueOf(e) })} />
+                    <input
+                      aria-label="New name"
+                      required
+                      value={renaming.name}
+                      onInput={(e) => setRenaming({ id: w.id, name: valueOf(e) })}
+                    />
                     <button type="submit">Save</button>
                     <button type="button" onClick={() => setRenaming(undefined)}>
                       Cancel

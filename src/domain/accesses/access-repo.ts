@@ -65,14 +65,16 @@ export function createAccessRepo(db: Queryable) {
       const query = q('workspace_accesses as a')
         .select('a.*')
         .whereIn('a.status', ['PENDING', 'ACTIVE', 'SUSPENDED'])
-        .where((w) =>
-          void w
-            .where('a.access_ends_at', '<=', now)
-            .orWhere((w2) =>
-              void w2
-                .whereNot('a.status', 'PENDING')
-                .whereRaw('(select max(p.period_end) from quota_periods p where p.workspace_access_id = a.id) <= ?', [now]),
-            ),
+        .where(
+          (w) =>
+            void w
+              .where('a.access_ends_at', '<=', now)
+              .orWhere(
+                (w2) =>
+                  void w2
+                    .whereNot('a.status', 'PENDING')
+                    .whereRaw('(select max(p.period_end) from quota_periods p where p.workspace_access_id = a.id) <= ?', [now]),
+              ),
         )
         .forUpdate()
         .skipLocked();

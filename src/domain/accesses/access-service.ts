@@ -74,9 +74,7 @@ const STATUS_ACTION: Record<AccessStatus, string> = {
 
 /** The earliest unbilled period among these (a billed one never overlaps another billed one). */
 function firstUnbilled(periods: QuotaPeriodRow[]): QuotaPeriodRow | undefined {
-  return periods
-    .filter((p) => p.source !== 'billing')
-    .sort((a, b) => a.period_start.getTime() - b.period_start.getTime())[0];
+  return periods.filter((p) => p.source !== 'billing').sort((a, b) => a.period_start.getTime() - b.period_start.getTime())[0];
 }
 
 export function createAccessService(deps: {
@@ -111,7 +109,8 @@ export function createAccessService(deps: {
   /** A plan of the access's workspace that new periods may use. */
   async function activePlanOf(actor: Actor, workspaceId: string, planId: string, tx: Queryable): Promise<PlanRow> {
     const plan = await plans.loadPlan(actor, planId, tx).catch((err: unknown) => {
-      if (err instanceof AppError && err.code === 'plan_not_found') throw new AppError('plan_not_found', 'Plan not found', { param: 'planId' });
+      if (err instanceof AppError && err.code === 'plan_not_found')
+        throw new AppError('plan_not_found', 'Plan not found', { param: 'planId' });
       throw err;
     });
     if (plan.workspace_id !== workspaceId) throw new AppError('plan_not_found', 'Plan not found in this workspace', { param: 'planId' });
@@ -136,13 +135,17 @@ export function createAccessService(deps: {
     if (access.status === 'SUSPENDED' && to === 'EXPIRED') reason = expiredWhileSuspended(reason ?? 'expired', access.status_reason);
     await accessRepo.update(access.id, { status: to, status_reason: reason ?? null, updated_at: clock.now() }, tx);
     await changes.announce({ kind: 'access', id: access.id }, tx);
-    await audit.record(actor, {
-      action: STATUS_ACTION[to],
-      resourceType: 'workspace_access',
-      resourceId: access.id,
-      workspaceId: access.workspace_id,
-      changes: { from: access.status, status: to, ...(reason ? { reason } : {}) },
-    }, tx);
+    await audit.record(
+      actor,
+      {
+        action: STATUS_ACTION[to],
+        resourceType: 'workspace_access',
+        resourceId: access.id,
+        workspaceId: access.workspace_id,
+        changes: { from: access.status, status: to, ...(reason ? { reason } : {}) },
+      },
+      tx,
+    );
     access.status = to;
     access.status_reason = reason ?? null;
   }
@@ -159,8 +162,7 @@ export function createAccessService(deps: {
 
   async function insertPeriod(
     access: { id: string; workspace_id: string },
-    values: Pick<QuotaPeriodRow,
-    'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'source'> & {
+    values: Pick<QuotaPeriodRow, 'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'source'> & {
       external_period_key?: string | null;
       cycle_start?: Date;
     },
@@ -186,14 +188,18 @@ export function createAccessService(deps: {
   async function openFirstPeriod(access: AccessRow, plan: PlanRow, tx: Queryable): Promise<QuotaPeriodRow> {
     const now = clock.now();
     const strategy = await inForce(plan, now, tx);
-    return insertPeriod(access, {
-      plan_id: plan.id,
-      quota_strategy_id: strategy.id,
-      period_start: now,
-      period_end: addInterval(now, strategy.reset_interval),
-      granted_units: strategy.quota_units,
-      source: 'provision',
-    }, tx);
+    return insertPeriod(
+      access,
+      {
+        plan_id: plan.id,
+        quota_strategy_id: strategy.id,
+        period_start: now,
+        period_end: addInterval(now, strategy.reset_interval),
+        granted_units: strategy.quota_units,
+        source: 'provision',
+      },
+      tx,
+    );
   }
 
   /**
@@ -205,7 +211,13 @@ export function createAccessService(deps: {
     return suspension === null ? ['ACTIVE', 'renewed'] : ['SUSPENDED', suspension || 'renewed'];
   }
 
-  async function transitionInTx(actor: Actor, accessId: string, to: AccessStatus, reason: string | undefined, tx: Queryable): Promise<AccessRow> {
+  async function transitionInTx(
+    actor: Actor,
+    accessId: string,
+    to: AccessStatus,
+    reason: string | undefined,
+    tx: Queryable,
+  ): Promise<AccessRow> {
     const access = await lockVisible(actor, accessId, tx);
     await expireIfDue(access, tx);
     if (access.status === to) return access;
@@ -258,8 +270,7 @@ export function createAccessService(deps: {
    */
   async function takeOverPeriod(
     unbilled: QuotaPeriodRow,
-    values: Pick<QuotaPeriodRow,
-    'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'external_period_key'>,
+    values: Pick<QuotaPeriodRow, 'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'external_period_key'>,
     tx: Queryable,
   ): Promise<QuotaPeriodRow> {
     return quotaRepo.updatePeriod(unbilled.id, { ...values, source: 'billing', cycle_start: values.period_start }, tx);
@@ -295,11 +306,9 @@ export function createAccessService(deps: {
     const others = overlapping.filter((p) => p !== takenOver);
     if (others.length > 0) {
       const other = others[0]!;
-      throw new AppError(
-        'period_overlap',
-        `The period overlaps [${other.period_start.toISOString()}, ${other.period_end.toISOString()})`,
-        { param: 'periodStart' },
-      );
+      throw new AppError('period_overlap', `The period overlaps [${other.period_start.toISOString()}, ${other.period_end.toISOString()})`, {
+        param: 'periodStart',
+      });
     }
     const plan = await activePlanOf(actor, access.workspace_id, planId, tx);
     const strategy = await inForce(plan, periodStart, tx);
@@ -319,34 +328,38 @@ export function createAccessService(deps: {
     if (plan.id !== access.plan_id && latest?.id === period.id) {
       await accessRepo.update(access.id, { plan_id: plan.id, updated_at: clock.now() }, tx);
     }
-    await audit.record(actor, {
-      action: 'access.period_granted',
-      resourceType: 'workspace_access',
-      resourceId: access.id,
-      workspaceId: access.workspace_id,
-      changes: {
-        periodId: period.id,
-        planId: plan.id,
-        quotaStrategyId: strategy.id,
-        periodStart: periodStart.toISOString(),
-        periodEnd: periodEnd.toISOString(),
-        grantedUnits: strategy.quota_units,
-        source: input.source,
-        ...(input.externalPeriodKey ? { externalPeriodKey: input.externalPeriodKey } : {}),
-        ...(takenOver
-          ? {
-              tookOverPeriod: {
-                source: takenOver.source,
-                periodStart: takenOver.period_start.toISOString(),
-                periodEnd: takenOver.period_end.toISOString(),
-                grantedUnits: takenOver.granted_units,
-                consumedUnits: period.consumed_units,
-                reservedUnits: period.reserved_units,
-              },
-            }
-          : {}),
+    await audit.record(
+      actor,
+      {
+        action: 'access.period_granted',
+        resourceType: 'workspace_access',
+        resourceId: access.id,
+        workspaceId: access.workspace_id,
+        changes: {
+          periodId: period.id,
+          planId: plan.id,
+          quotaStrategyId: strategy.id,
+          periodStart: periodStart.toISOString(),
+          periodEnd: periodEnd.toISOString(),
+          grantedUnits: strategy.quota_units,
+          source: input.source,
+          ...(input.externalPeriodKey ? { externalPeriodKey: input.externalPeriodKey } : {}),
+          ...(takenOver
+            ? {
+                tookOverPeriod: {
+                  source: takenOver.source,
+                  periodStart: takenOver.period_start.toISOString(),
+                  periodEnd: takenOver.period_end.toISOString(),
+                  grantedUnits: takenOver.granted_units,
+                  consumedUnits: period.consumed_units,
+                  reservedUnits: period.reserved_units,
+                },
+              }
+            : {}),
+        },
       },
-    }, tx);
+      tx,
+    );
     return { periodId: period.id, created: true };
   }
 
@@ -433,18 +446,27 @@ export function createAccessService(deps: {
         // Stored net of the debt, as the part's own grant and share (giveBackCarry compares them with its own use).
         await quotaRepo.updatePeriod(
           locked.id,
-          { period_end: effectiveAt, granted_units: result.oldGranted - debt, share_units: result.oldShare - debt, carried_units: result.carried },
+          {
+            period_end: effectiveAt,
+            granted_units: result.oldGranted - debt,
+            share_units: result.oldShare - debt,
+            carried_units: result.carried,
+          },
           tx,
         );
-        const next = await insertPeriod(access, {
-          plan_id: plan.id,
-          quota_strategy_id: strategy.id,
-          period_start: effectiveAt,
-          period_end: locked.period_end,
-          granted_units: result.newGranted,
-          source: 'plan_change',
-          cycle_start: locked.cycle_start,
-        }, tx);
+        const next = await insertPeriod(
+          access,
+          {
+            plan_id: plan.id,
+            quota_strategy_id: strategy.id,
+            period_start: effectiveAt,
+            period_end: locked.period_end,
+            granted_units: result.newGranted,
+            source: 'plan_change',
+            cycle_start: locked.cycle_start,
+          },
+          tx,
+        );
         split = {
           endedPeriodId: locked.id,
           endedPeriodGrantedUnits: result.oldGranted - debt,
@@ -456,13 +478,17 @@ export function createAccessService(deps: {
     }
     await accessRepo.update(access.id, { plan_id: plan.id, updated_at: now }, tx);
     await changes.announce({ kind: 'access', id: access.id }, tx);
-    await audit.record(actor, {
-      action: 'access.plan_changed',
-      resourceType: 'workspace_access',
-      resourceId: access.id,
-      workspaceId: access.workspace_id,
-      changes: { fromPlanId: access.plan_id, planId: plan.id, effectiveAt: effectiveAt.toISOString(), ...split },
-    }, tx);
+    await audit.record(
+      actor,
+      {
+        action: 'access.plan_changed',
+        resourceType: 'workspace_access',
+        resourceId: access.id,
+        workspaceId: access.workspace_id,
+        changes: { fromPlanId: access.plan_id, planId: plan.id, effectiveAt: effectiveAt.toISOString(), ...split },
+      },
+      tx,
+    );
     access.plan_id = plan.id;
     return access;
   }
@@ -490,18 +516,20 @@ export function createAccessService(deps: {
         const known = await accessRepo.findUserByExternalId(workspaceId, input.externalUserId, tx);
         const plan = known ? null : await activePlanOf(actor, workspaceId, input.planId, tx);
         const now = clock.now();
-        const inserted = known ? null : await accessRepo.insertUserIfAbsent(
-          {
-            id: newId(),
-            workspace_id: workspaceId,
-            external_user_id: input.externalUserId,
-            email: input.email,
-            name: input.name ?? null,
-            metadata: input.metadata ?? {},
-            created_at: now,
-          },
-          tx,
-        );
+        const inserted = known
+          ? null
+          : await accessRepo.insertUserIfAbsent(
+              {
+                id: newId(),
+                workspace_id: workspaceId,
+                external_user_id: input.externalUserId,
+                email: input.email,
+                name: input.name ?? null,
+                metadata: input.metadata ?? {},
+                created_at: now,
+              },
+              tx,
+            );
         let user: WorkspaceUserRow;
         let access: AccessView;
         if (!inserted || !plan) {
@@ -529,19 +557,23 @@ export function createAccessService(deps: {
             tx,
           );
           const period = await openFirstPeriod(row, plan, tx);
-          await audit.record(actor, {
-            action: 'access.provisioned',
-            resourceType: 'workspace_access',
-            resourceId: row.id,
-            workspaceId,
-            changes: {
-              userId: user.id,
-              externalUserId: input.externalUserId,
-              planId: plan.id,
-              periodId: period.id,
-              grantedUnits: period.granted_units,
+          await audit.record(
+            actor,
+            {
+              action: 'access.provisioned',
+              resourceType: 'workspace_access',
+              resourceId: row.id,
+              workspaceId,
+              changes: {
+                userId: user.id,
+                externalUserId: input.externalUserId,
+                planId: plan.id,
+                periodId: period.id,
+                grantedUnits: period.granted_units,
+              },
             },
-          }, tx);
+            tx,
+          );
           access = await view(row.id, tx);
         }
         let key: IssuedKey | null = null;

@@ -48,15 +48,20 @@ export function createAccessPort(accesses: AccessService) {
      * overlap (two live subscriptions) is refused by the accesses area ('period_overlap').
      */
     async grantPeriod(actor: Actor, accessId: string, input: GrantInput, tx: Queryable): Promise<{ periodId: string; created: boolean }> {
-      return accesses.grantPeriodInTx(actor, accessId, {
-        ...(input.planId ? { planId: input.planId } : {}),
-        periodStart: input.periodStart,
-        periodEnd: input.periodEnd,
-        source: 'billing',
-        externalPeriodKey: input.externalPeriodKey,
-        supersedeUnbilled: true,
-        supersedeBilledKeyPrefixes: input.supersedeBilledKeyPrefixes,
-      }, tx);
+      return accesses.grantPeriodInTx(
+        actor,
+        accessId,
+        {
+          ...(input.planId ? { planId: input.planId } : {}),
+          periodStart: input.periodStart,
+          periodEnd: input.periodEnd,
+          source: 'billing',
+          externalPeriodKey: input.externalPeriodKey,
+          supersedeUnbilled: true,
+          supersedeBilledKeyPrefixes: input.supersedeBilledKeyPrefixes,
+        },
+        tx,
+      );
     },
   };
 }
@@ -69,8 +74,5 @@ export type AccessPort = ReturnType<typeof createAccessPort>;
  * force) are configuration the operator can fix: the event fails and can be replayed.
  */
 export function isSettledRefusal(err: unknown): err is AppError {
-  return (
-    err instanceof AppError &&
-['illegal_transition', 'period_overlap', 'invalid_parameter'].includes(err.code)
-  );
+  return err instanceof AppError && ['illegal_transition', 'period_overlap', 'invalid_parameter'].includes(err.code);
 }

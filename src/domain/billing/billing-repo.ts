@@ -250,11 +250,19 @@ export function createBillingRepo(db: Queryable) {
     },
     findEvent: events.findById,
     /** Claims an event for processing: one processor at a time, whichever process runs it. */
-    async claimEvent(id: string, from: WebhookEventStatus[], staleBefore: Date, now: Date, q: Queryable = db): Promise<WebhookEventRow | undefined> {
+    async claimEvent(
+      id: string,
+      from: WebhookEventStatus[],
+      staleBefore: Date,
+      now: Date,
+      q: Queryable = db,
+    ): Promise<WebhookEventRow | undefined> {
       const [row] = await q('billing_webhook_events')
         .where({ id })
         .andWhere((w) => {
-          w.whereIn('status', from).orWhere((s) => void s.where({ status: 'PROCESSING' }).andWhere('processing_started_at', '<', staleBefore));
+          w.whereIn('status', from).orWhere(
+            (s) => void s.where({ status: 'PROCESSING' }).andWhere('processing_started_at', '<', staleBefore),
+          );
         })
         .update({ status: 'PROCESSING', attempts: q.raw('attempts + 1'), processing_started_at: now })
         .returning('*');
@@ -276,11 +284,12 @@ export function createBillingRepo(db: Queryable) {
         .select('id')
         .where({ status: 'RECEIVED' })
         .orWhere((w) => void w.where({ status: 'PROCESSING' }).andWhere('processing_started_at', '<', staleBefore))
-        .orWhere((w) =>
-          void w
-            .where({ status: 'FAILED' })
-            .andWhere('attempts', '<', maxAttempts)
-            .andWhereRaw(`processing_started_at + power(2, attempts) * interval '1 minute' <= ?`, [now]),
+        .orWhere(
+          (w) =>
+            void w
+              .where({ status: 'FAILED' })
+              .andWhere('attempts', '<', maxAttempts)
+              .andWhereRaw(`processing_started_at + power(2, attempts) * interval '1 minute' <= ?`, [now]),
         )
         .orderBy('received_at', 'asc')
         .orderBy('id', 'asc')
@@ -292,7 +301,20 @@ export function createBillingRepo(db: Queryable) {
       q: Queryable = db,
     ): Promise<Page<WebhookEventRow>> {
       const query = q('billing_webhook_events')
-        .select('id', 'workspace_id', 'billing_connection_id', 'provider_event_id', 'event_type', 'provider_created_at', 'verified_with', 'status', 'attempts', 'last_error', 'received_at', 'processed_at')
+        .select(
+          'id',
+          'workspace_id',
+          'billing_connection_id',
+          'provider_event_id',
+          'event_type',
+          'provider_created_at',
+          'verified_with',
+          'status',
+          'attempts',
+          'last_error',
+          'received_at',
+          'processed_at',
+        )
         .where({ billing_connection_id: filter.connectionId });
       if (filter.status) query.where({ status: filter.status });
       if (filter.type) query.where({ event_type: filter.type });
@@ -300,7 +322,11 @@ export function createBillingRepo(db: Queryable) {
     },
 
     // Projections
-    async findProjectionForUpdate(connectionId: string, externalSubscriptionId: string, q: Queryable): Promise<ExternalSubscriptionRow | undefined> {
+    async findProjectionForUpdate(
+      connectionId: string,
+      externalSubscriptionId: string,
+      q: Queryable,
+    ): Promise<ExternalSubscriptionRow | undefined> {
       return q('external_subscriptions')
         .where({ billing_connection_id: connectionId, external_subscription_id: externalSubscriptionId })
         .forUpdate()
@@ -325,7 +351,10 @@ export function createBillingRepo(db: Queryable) {
       return q('external_subscriptions').where({ workspace_access_id: accessId }).whereIn('status', ['canceled', 'incomplete_expired']);
     },
     async listProjections(filter: PageRequest & { accessId: string }, q: Queryable = db): Promise<Page<ExternalSubscriptionRow>> {
-      return paginate<ExternalSubscriptionRow>(q('external_subscriptions').select('*').where({ workspace_access_id: filter.accessId }), filter);
+      return paginate<ExternalSubscriptionRow>(
+        q('external_subscriptions').select('*').where({ workspace_access_id: filter.accessId }),
+        filter,
+      );
     },
     /**
      * Accesses that time alone may move (a past_due grace ending, a period set to cancel
@@ -340,17 +369,16 @@ export function createBillingRepo(db: Queryable) {
         .whereNot('ws.status', 'ARCHIVED')
         .whereNotIn('a.status', ['EXPIRED', 'REVOKED'])
         .andWhere((w) => void w.whereIn('s.status', ['past_due', 'canceled']).orWhere('s.cancel_at_period_end', true));
-      return rows.map((r: { workspace_access_id: string; workspace_id: string }) => ({ accessId: r.workspace_access_id, workspaceId: r.workspace_id }));
+      return rows.map((r: { workspace_access_id: string; workspace_id: string }) => ({
+        accessId: r.workspace_access_id,
+        workspaceId: r.workspace_id,
+      }));
     },
 
     // Period grants
     /** The unique row written before a period's quota is granted; null when the period was granted already. */
     async insertPeriodGrant(row: PeriodGrantRow, q: Queryable): Promise<PeriodGrantRow | null> {
-      const rows = await q('billing_period_grants')
-        .insert(row)
-        .onConflict(['workspace_access_id', 'period_key'])
-        .ignore()
-        .returning('*');
+      const rows = await q('billing_period_grants').insert(row).onConflict(['workspace_access_id', 'period_key']).ignore().returning('*');
       return (rows[0] as PeriodGrantRow | undefined) ?? null;
     },
     /** A grant row whose grant was refused (an overlap that may be gone now), locked for another try. */
@@ -369,7 +397,12 @@ export function createBillingRepo(db: Queryable) {
     },
 
     // App-sync periods
-    async findPeriodSyncForUpdate(accessId: string, connectionId: string, externalPeriodId: string, q: Queryable): Promise<PeriodSyncRow | undefined> {
+    async findPeriodSyncForUpdate(
+      accessId: string,
+      connectionId: string,
+      externalPeriodId: string,
+      q: Queryable,
+    ): Promise<PeriodSyncRow | undefined> {
       return q('billing_period_syncs')
         .where({ workspace_access_id: accessId, billing_connection_id: connectionId, external_period_id: externalPeriodId })
         .forUpdate()

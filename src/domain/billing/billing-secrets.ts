@@ -42,7 +42,11 @@ export function openWebhookSecrets(box: SecretBox, row: BillingConnectionRow, no
 }
 
 /** A credential whose prefix names an environment must match the connection's mode. */
-export function credentialModeMismatch(provider: BillingConnectionRow['provider'], mode: BillingConnectionRow['mode'], credential: string): boolean {
+export function credentialModeMismatch(
+  provider: BillingConnectionRow['provider'],
+  mode: BillingConnectionRow['mode'],
+  credential: string,
+): boolean {
   const stripe = /^(?:sk|rk)_(test|live)_/.exec(credential);
   if (provider === 'STRIPE' && stripe) return (stripe[1] === 'test' ? 'TEST' : 'LIVE') !== mode;
   const paddle = /^pdl_(sdbx|live)_/.exec(credential);

@@ -76,7 +76,9 @@ export function createConnectionService(deps: {
 
   function sealCredential(row: Pick<BillingConnectionRow, 'id' | 'provider' | 'mode'>, credential: string): Partial<BillingConnectionRow> {
     if (credentialModeMismatch(row.provider, row.mode, credential)) {
-      throw new AppError('invalid_parameter', `The credential belongs to the other mode than the connection's ${row.mode}`, { param: 'credential' });
+      throw new AppError('invalid_parameter', `The credential belongs to the other mode than the connection's ${row.mode}`, {
+        param: 'credential',
+      });
     }
     const sealed = secretBox.seal(credential, credentialAad(row.id));
     return {
@@ -96,8 +98,10 @@ export function createConnectionService(deps: {
 
   async function checkPlan(workspaceId: string, planId: string, q: Queryable): Promise<void> {
     const plan = await repo.findPlan(planId, q);
-    if (!plan || plan.workspace_id !== workspaceId) throw new AppError('plan_not_found', 'Plan not found in this workspace', { param: 'planId' });
-    if (plan.status === 'ARCHIVED') throw new AppError('plan_not_active', 'The plan is archived', { param: 'planId', current_status: plan.status });
+    if (!plan || plan.workspace_id !== workspaceId)
+      throw new AppError('plan_not_found', 'Plan not found in this workspace', { param: 'planId' });
+    if (plan.status === 'ARCHIVED')
+      throw new AppError('plan_not_active', 'The plan is archived', { param: 'planId', current_status: plan.status });
   }
 
   return {
@@ -138,18 +142,26 @@ export function createConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(actor, {
-          action: 'billing_connection.created',
-          resourceType: 'billing_connection',
-          resourceId: id,
-          workspaceId,
-          changes: { ...dto },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'billing_connection.created',
+            resourceType: 'billing_connection',
+            resourceId: id,
+            workspaceId,
+            changes: { ...dto },
+          },
+          tx,
+        );
         return row;
       });
     },
 
-    async list(actor: Actor, workspaceId: string, filter: PageRequest & { status?: string | undefined }): Promise<Page<BillingConnectionRow>> {
+    async list(
+      actor: Actor,
+      workspaceId: string,
+      filter: PageRequest & { status?: string | undefined },
+    ): Promise<Page<BillingConnectionRow>> {
       await workspaces.get(actor, workspaceId);
       return repo.listConnections({ ...filter, workspaceId });
     },
@@ -160,13 +172,17 @@ export function createConnectionService(deps: {
         if (row.status === 'DISABLED') return;
         const now = clock.now();
         await repo.updateConnection(id, { status: 'DISABLED', disabled_at: now, updated_at: now }, tx);
-        await audit.record(actor, {
-          action: 'billing_connection.disabled',
-          resourceType: 'billing_connection',
-          resourceId: id,
-          workspaceId: row.workspace_id,
-          changes: { status: 'DISABLED' },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'billing_connection.disabled',
+            resourceType: 'billing_connection',
+            resourceId: id,
+            workspaceId: row.workspace_id,
+            changes: { status: 'DISABLED' },
+          },
+          tx,
+        );
       });
     },
 
@@ -175,13 +191,17 @@ export function createConnectionService(deps: {
         const row = await writableConnection(actor, id, tx);
         requireActive(row);
         const updated = await repo.updateConnection(id, { ...sealCredential(row, credential), updated_at: clock.now() }, tx);
-        await audit.record(actor, {
-          action: row.credential_ciphertext ? 'billing_connection.credential_rotated' : 'billing_connection.credential_configured',
-          resourceType: 'billing_connection',
-          resourceId: id,
-          workspaceId: row.workspace_id,
-          changes: { credential: credential, credentialPreview: updated.credential_preview },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: row.credential_ciphertext ? 'billing_connection.credential_rotated' : 'billing_connection.credential_configured',
+            resourceType: 'billing_connection',
+            resourceId: id,
+            workspaceId: row.workspace_id,
+            changes: { credential: credential, credentialPreview: updated.credential_preview },
+          },
+          tx,
+        );
         return updated;
       });
     },
@@ -200,18 +220,24 @@ export function createConnectionService(deps: {
             }
           : {};
         const updated = await repo.updateConnection(id, { ...sealWebhookSecret(id, secret), ...rotation, updated_at: now }, tx);
-        await audit.record(actor, {
-          action: row.webhook_secret_ciphertext ? 'billing_connection.webhook_secret_rotated' : 'billing_connection.webhook_secret_configured',
-          resourceType: 'billing_connection',
-          resourceId: id,
-          workspaceId: row.workspace_id,
-          changes: {
-            webhookSecret: secret,
-            ...(rotation.previous_webhook_secret_expires_at
-              ? { previousSecretValidUntil: rotation.previous_webhook_secret_expires_at.toISOString() }
-              : {}),
+        await audit.record(
+          actor,
+          {
+            action: row.webhook_secret_ciphertext
+              ? 'billing_connection.webhook_secret_rotated'
+              : 'billing_connection.webhook_secret_configured',
+            resourceType: 'billing_connection',
+            resourceId: id,
+            workspaceId: row.workspace_id,
+            changes: {
+              webhookSecret: secret,
+              ...(rotation.previous_webhook_secret_expires_at
+                ? { previousSecretValidUntil: rotation.previous_webhook_secret_expires_at.toISOString() }
+                : {}),
+            },
           },
-        }, tx);
+          tx,
+        );
         return updated;
       });
     },
@@ -231,7 +257,8 @@ export function createConnectionService(deps: {
         if (!(err instanceof ProviderError)) throw err;
         outcome = {
           credential_verification_status: 'FAILED',
-          last_verification_error: err.kind === 'auth' ? 'credential_rejected' : err.kind === 'unavailable' ? 'provider_unreachable' : 'provider_refused',
+          last_verification_error:
+            err.kind === 'auth' ? 'credential_rejected' : err.kind === 'unavailable' ? 'provider_unreachable' : 'provider_refused',
         };
       }
       return db.transaction(async (tx) => {
@@ -240,20 +267,26 @@ export function createConnectionService(deps: {
         if (current.credential_ciphertext !== row.credential_ciphertext) return current;
         const now = clock.now();
         const updated = await repo.updateConnection(id, { ...outcome, last_verified_at: now, updated_at: now }, tx);
-        await audit.record(actor, {
-          action: 'billing_connection.verified',
-          resourceType: 'billing_connection',
-          resourceId: id,
-          workspaceId: row.workspace_id,
-          changes: { credentialVerificationStatus: outcome.credential_verification_status, error: outcome.last_verification_error },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'billing_connection.verified',
+            resourceType: 'billing_connection',
+            resourceId: id,
+            workspaceId: row.workspace_id,
+            changes: { credentialVerificationStatus: outcome.credential_verification_status, error: outcome.last_verification_error },
+          },
+          tx,
+        );
         return updated;
       });
     },
 
     async createMapping(actor: Actor, connectionId: string, dto: CreateMappingInput): Promise<ProductMappingRow> {
       if (dto.checkoutEnabled && !dto.externalPriceId) {
-        throw new AppError('invalid_parameter', 'checkoutEnabled needs externalPriceId: checkouts sell a price', { param: 'externalPriceId' });
+        throw new AppError('invalid_parameter', 'checkoutEnabled needs externalPriceId: checkouts sell a price', {
+          param: 'externalPriceId',
+        });
       }
       return db.transaction(async (tx) => {
         const conn = await writableConnection(actor, connectionId, tx);
@@ -274,18 +307,26 @@ export function createConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(actor, {
-          action: 'billing_product_mapping.created',
-          resourceType: 'billing_product_mapping',
-          resourceId: row.id,
-          workspaceId: conn.workspace_id,
-          changes: { ...dto, billingConnectionId: conn.id },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'billing_product_mapping.created',
+            resourceType: 'billing_product_mapping',
+            resourceId: row.id,
+            workspaceId: conn.workspace_id,
+            changes: { ...dto, billingConnectionId: conn.id },
+          },
+          tx,
+        );
         return row;
       });
     },
 
-    async listMappings(actor: Actor, connectionId: string, filter: PageRequest & { status?: string | undefined }): Promise<Page<ProductMappingRow>> {
+    async listMappings(
+      actor: Actor,
+      connectionId: string,
+      filter: PageRequest & { status?: string | undefined },
+    ): Promise<Page<ProductMappingRow>> {
       await visibleConnection(actor, connectionId);
       return repo.listMappings({ ...filter, connectionId });
     },
@@ -298,13 +339,17 @@ export function createConnectionService(deps: {
         await workspaces.requireWritable(actor, mapping.workspace_id, tx);
         if (mapping.status === 'DISABLED') return;
         await repo.updateMapping(mappingId, { status: 'DISABLED', checkout_enabled: false, disabled_at: clock.now() }, tx);
-        await audit.record(actor, {
-          action: 'billing_product_mapping.disabled',
-          resourceType: 'billing_product_mapping',
-          resourceId: mappingId,
-          workspaceId: mapping.workspace_id,
-          changes: { status: 'DISABLED' },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'billing_product_mapping.disabled',
+            resourceType: 'billing_product_mapping',
+            resourceId: mappingId,
+            workspaceId: mapping.workspace_id,
+            changes: { status: 'DISABLED' },
+          },
+          tx,
+        );
       });
     },
 
@@ -312,14 +357,21 @@ export function createConnectionService(deps: {
      * A provider-hosted subscription checkout for the access; the Idempotency-Key goes on to the provider.
      * Every refusal comes before the provider is asked: a refused request leaves no session there.
      */
-    async createCheckout(actor: Actor, accessId: string, dto: CheckoutInput, idempotencyKey: string | undefined): Promise<{ row: CheckoutRow; conn: BillingConnectionRow }> {
+    async createCheckout(
+      actor: Actor,
+      accessId: string,
+      dto: CheckoutInput,
+      idempotencyKey: string | undefined,
+    ): Promise<{ row: CheckoutRow; conn: BillingConnectionRow }> {
       const access = await repo.findAccess(accessId);
       if (!access) throw new AppError('access_not_found', 'Workspace access not found');
       assertVisible(actor, access.workspace_id, 'access_not_found', 'Workspace access');
       await workspaces.requireWritableBeforeCall(actor, access.workspace_id);
       const conn = await repo.findConnection(dto.billingConnectionId);
       if (!conn || conn.workspace_id !== access.workspace_id) {
-        throw new AppError('billing_connection_not_found', 'Billing connection not found in the access\'s workspace', { param: 'billingConnectionId' });
+        throw new AppError('billing_connection_not_found', "Billing connection not found in the access's workspace", {
+          param: 'billingConnectionId',
+        });
       }
       requireActive(conn);
       if (conn.kind !== 'HOSTED') {
@@ -341,7 +393,8 @@ export function createConnectionService(deps: {
         throw new AppError('invalid_parameter', 'A Stripe checkout needs successUrl', { param: 'successUrl' });
       }
       const client = deps.clientFor(conn);
-      if (!client) throw new AppError('billing_not_configured', 'The connection has no provider credential', { param: 'billingConnectionId' });
+      if (!client)
+        throw new AppError('billing_not_configured', 'The connection has no provider credential', { param: 'billingConnectionId' });
       let checkout: { id: string; url: string };
       try {
         checkout = await client.createCheckout({
@@ -353,7 +406,8 @@ export function createConnectionService(deps: {
           idempotencyKey: idempotencyKey ? `nexus-checkout-${accessId}-${idempotencyKey}` : undefined,
         });
       } catch (err) {
-        if (err instanceof ProviderError) throw new AppError('billing_provider_error', `The billing provider did not create the checkout: ${err.message}`);
+        if (err instanceof ProviderError)
+          throw new AppError('billing_provider_error', `The billing provider did not create the checkout: ${err.message}`);
         throw err;
       }
       const row = await db.transaction(async (tx) => {
@@ -371,13 +425,17 @@ export function createConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(actor, {
-          action: 'billing_checkout.created',
-          resourceType: 'billing_checkout',
-          resourceId: created.id,
-          workspaceId: access.workspace_id,
-          changes: { workspaceAccessId: accessId, productMappingId: mapping.id, providerCheckoutId: checkout.id },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'billing_checkout.created',
+            resourceType: 'billing_checkout',
+            resourceId: created.id,
+            workspaceId: access.workspace_id,
+            changes: { workspaceAccessId: accessId, productMappingId: mapping.id, providerCheckoutId: checkout.id },
+          },
+          tx,
+        );
         return created;
       });
       return { row, conn };

@@ -76,7 +76,11 @@ function stripeSignal(body: any): Signal | null {
   if (type === 'checkout.session.completed' || type === 'checkout.session.async_payment_succeeded') {
     const sub = idOf(obj.subscription);
     if (obj.mode !== 'subscription' || !sub) return null;
-    return { subscriptionId: sub, payloadState: null, accessIdHint: typeof obj.client_reference_id === 'string' ? obj.client_reference_id : null };
+    return {
+      subscriptionId: sub,
+      payloadState: null,
+      accessIdHint: typeof obj.client_reference_id === 'string' ? obj.client_reference_id : null,
+    };
   }
   if (type.startsWith('invoice.')) {
     const sub = idOf(obj?.parent?.subscription_details?.subscription) ?? idOf(obj.subscription);
@@ -102,7 +106,8 @@ function paddleSignal(body: any): Signal | null {
 
 /** A short message for last_error: never a body, never a secret. */
 function describe(err: unknown): string {
-  if (err instanceof AppError || err instanceof ProviderError) return `${err instanceof AppError ? err.code : `provider_${err.kind}`}: ${err.message}`.slice(0, 500);
+  if (err instanceof AppError || err instanceof ProviderError)
+    return `${err instanceof AppError ? err.code : `provider_${err.kind}`}: ${err.message}`.slice(0, 500);
   return 'internal_error: processing failed; the log has the cause';
 }
 
@@ -176,12 +181,7 @@ export function createInbox(deps: {
 
   async function processEvent(eventId: string, opts: { from?: WebhookEventStatus[] } = {}): Promise<void> {
     const now = clock.now();
-    const claimed = await repo.claimEvent(
-      eventId,
-      opts.from ?? ['RECEIVED'],
-      new Date(now.getTime() - STALE_PROCESSING_MS),
-      now,
-    );
+    const claimed = await repo.claimEvent(eventId, opts.from ?? ['RECEIVED'], new Date(now.getTime() - STALE_PROCESSING_MS), now);
     if (!claimed) return;
     const conn = (await repo.findConnection(claimed.billing_connection_id))!;
     const actor = systemActor(BILLING_ACTOR, `webhook:${claimed.id}`);
@@ -242,7 +242,12 @@ export function createInbox(deps: {
       const secrets = openWebhookSecrets(deps.secretBox, conn, now);
       const verify = conn.provider === 'STRIPE' ? verifyStripeSignature : verifyPaddleSignature;
       const result = secrets.length
-        ? verify(rawBody, header, secrets.map((s) => s.secret), now)
+        ? verify(
+            rawBody,
+            header,
+            secrets.map((s) => s.secret),
+            now,
+          )
         : ({ ok: false, reason: 'no_webhook_secret' } as const);
       if (!result.ok) {
         countRejection(conn, result.reason, rawBody.length, now);
@@ -317,13 +322,17 @@ export function createInbox(deps: {
             current_status: event.status,
           });
         }
-        await deps.audit.record(actor, {
-          action: 'billing_webhook_event.replayed',
-          resourceType: 'billing_webhook_event',
-          resourceId: event.id,
-          workspaceId: event.workspace_id,
-          changes: { attempts: event.attempts },
-        }, tx);
+        await deps.audit.record(
+          actor,
+          {
+            action: 'billing_webhook_event.replayed',
+            resourceType: 'billing_webhook_event',
+            resourceId: event.id,
+            workspaceId: event.workspace_id,
+            changes: { attempts: event.attempts },
+          },
+          tx,
+        );
       });
       await processEvent(event.id, { from: ['FAILED'] });
       return { operationId: event.id };

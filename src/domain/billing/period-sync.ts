@@ -44,9 +44,14 @@ export function createPeriodSync(deps: {
   const { db, repo, projector, clock } = deps;
 
   return {
-    async sync(actor: Actor, accessId: string, dto: PeriodReport): Promise<{ row: PeriodSyncRow; applied: boolean; quotaGranted: boolean }> {
+    async sync(
+      actor: Actor,
+      accessId: string,
+      dto: PeriodReport,
+    ): Promise<{ row: PeriodSyncRow; applied: boolean; quotaGranted: boolean }> {
       const { periodStart, periodEnd, sourceUpdatedAt } = dto;
-      if (!(periodEnd > periodStart)) throw new AppError('invalid_parameter', 'periodEnd must be after periodStart', { param: 'periodEnd' });
+      if (!(periodEnd > periodStart))
+        throw new AppError('invalid_parameter', 'periodEnd must be after periodStart', { param: 'periodEnd' });
 
       const access = await repo.findAccess(accessId);
       if (!access) throw new AppError('access_not_found', 'Workspace access not found');
@@ -56,20 +61,27 @@ export function createPeriodSync(deps: {
         await deps.workspaces.requireWritable(actor, access.workspace_id, tx);
         const conn = await repo.findConnection(dto.billingConnectionId, tx);
         if (!conn || conn.workspace_id !== access.workspace_id) {
-          throw new AppError('billing_connection_not_found', "Billing connection not found in the access's workspace", { param: 'billingConnectionId' });
+          throw new AppError('billing_connection_not_found', "Billing connection not found in the access's workspace", {
+            param: 'billingConnectionId',
+          });
         }
-        if (conn.status !== 'ACTIVE') throw new AppError('billing_connection_disabled', 'The billing connection is disabled', { current_status: conn.status });
+        if (conn.status !== 'ACTIVE')
+          throw new AppError('billing_connection_disabled', 'The billing connection is disabled', { current_status: conn.status });
         if (conn.kind !== 'APP_SYNC') {
-          throw new AppError('billing_not_configured', 'Periods are reported through an APP_SYNC connection', { param: 'billingConnectionId' });
+          throw new AppError('billing_not_configured', 'Periods are reported through an APP_SYNC connection', {
+            param: 'billingConnectionId',
+          });
         }
 
         let planId = dto.planId;
         if (planId) {
           const plan = await repo.findPlan(planId, tx);
-          if (!plan || plan.workspace_id !== access.workspace_id) throw new AppError('plan_not_found', 'Plan not found in this workspace', { param: 'planId' });
+          if (!plan || plan.workspace_id !== access.workspace_id)
+            throw new AppError('plan_not_found', 'Plan not found in this workspace', { param: 'planId' });
         } else if (dto.externalProductId || dto.externalPriceId) {
           planId = (await repo.matchMapping(conn.id, dto.externalProductId ?? null, dto.externalPriceId ?? null, tx))?.plan_id;
-          if (!planId) throw new AppError('product_mapping_not_found', 'No active mapping for this product or price', { param: 'externalProductId' });
+          if (!planId)
+            throw new AppError('product_mapping_not_found', 'No active mapping for this product or price', { param: 'externalProductId' });
         } else {
           throw new AppError('invalid_parameter', 'Give planId, or externalProductId/externalPriceId of a mapping', { param: 'planId' });
         }
@@ -129,13 +141,17 @@ export function createPeriodSync(deps: {
             sourceTiebreak: dto.externalPeriodId,
           };
           const result = await projector.apply(conn!, state, { actor, planId: planId!, periodKey }, tx);
-          await deps.audit.record(actor, {
-            action: 'billing_period.synced',
-            resourceType: 'billing_period_sync',
-            resourceId: stored.id,
-            workspaceId: access!.workspace_id,
-            changes: { ...dto, effects: result.effects },
-          }, tx);
+          await deps.audit.record(
+            actor,
+            {
+              action: 'billing_period.synced',
+              resourceType: 'billing_period_sync',
+              resourceId: stored.id,
+              workspaceId: access!.workspace_id,
+              changes: { ...dto, effects: result.effects },
+            },
+            tx,
+          );
           return { row: stored, applied: true, quotaGranted: await granted() };
         }
       });

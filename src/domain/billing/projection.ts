@@ -117,7 +117,13 @@ export function createProjector(deps: {
     actor: Actor,
     conn: BillingConnectionRow,
     accessId: string,
-    input: { planId: string | null; periodStart: Date; periodEnd: Date; periodKey: string; supersedeBilledKeyPrefixes?: string[] | undefined },
+    input: {
+      planId: string | null;
+      periodStart: Date;
+      periodEnd: Date;
+      periodKey: string;
+      supersedeBilledKeyPrefixes?: string[] | undefined;
+    },
     tx: Queryable,
   ): Promise<string | null> {
     // A grant refused before (an overlap) is tried again: what it overlapped may have ended since.
@@ -141,13 +147,18 @@ export function createProjector(deps: {
     if (!row) return null;
     try {
       const result = await tx.transaction((sp) =>
-        accessPort.grantPeriod(actor, accessId, {
-          planId: input.planId,
-          periodStart: input.periodStart,
-          periodEnd: input.periodEnd,
-          externalPeriodKey: input.periodKey,
-          supersedeBilledKeyPrefixes: input.supersedeBilledKeyPrefixes,
-        }, sp),
+        accessPort.grantPeriod(
+          actor,
+          accessId,
+          {
+            planId: input.planId,
+            periodStart: input.periodStart,
+            periodEnd: input.periodEnd,
+            externalPeriodKey: input.periodKey,
+            supersedeBilledKeyPrefixes: input.supersedeBilledKeyPrefixes,
+          },
+          sp,
+        ),
       );
       await repo.updatePeriodGrant(row.id, { quota_period_id: result.periodId, outcome: result.created ? 'granted' : 'existing' }, tx);
       return `period_granted:${input.periodKey}`;
@@ -216,7 +227,8 @@ export function createProjector(deps: {
     const mapping = await repo.matchMapping(conn.id, state.externalProductId, state.externalPriceId, tx);
     const statePlanId =
       ctx.planId ??
-      mapping?.plan_id ?? (row && row.external_price_id === state.externalPriceId && row.external_product_id === state.externalProductId ? row.plan_id : null);
+      mapping?.plan_id ??
+      (row && row.external_price_id === state.externalPriceId && row.external_product_id === state.externalProductId ? row.plan_id : null);
     const values: ProjectionValues = {
       external_customer_id: state.externalCustomerId,
       status: state.status,
@@ -262,7 +274,11 @@ export function createProjector(deps: {
     if (outcome !== 'applied' && row && isNotOlder(state, row)) {
       for (const [key, value] of Object.entries(values)) {
         const before = row[key as keyof ProjectionValues];
-        if (!same(before, value)) changes[key] = { from: before instanceof Date ? before.toISOString() : before, to: value instanceof Date ? value.toISOString() : value };
+        if (!same(before, value))
+          changes[key] = {
+            from: before instanceof Date ? before.toISOString() : before,
+            to: value instanceof Date ? value.toISOString() : value,
+          };
       }
       const pastDueSince = state.status === 'past_due' ? (row.status === 'past_due' ? row.past_due_since : state.sourceUpdatedAt) : null;
       planChanged = 'plan_id' in changes && values.plan_id !== null;
@@ -302,15 +318,21 @@ export function createProjector(deps: {
               .filter((p) => p.external_subscription_id !== state.externalSubscriptionId)
               .map((p) => subscriptionKeyPrefix(p.provider, p.external_subscription_id)),
           ];
-      const granted = await grantOnce(ctx.actor, conn, accessId, {
-        planId: statePlanId,
-        periodStart: state.currentPeriodStart,
-        periodEnd: state.currentPeriodEnd,
-        periodKey: ctx.periodKey ?? periodKeyOf(conn.provider, state.externalSubscriptionId, state.currentPeriodStart),
-        // The new period replaces the rest of the running one of its own subscription (the provider
-        // restarted the cycle: a trial ended early, an interval change) or of a canceled one.
-        supersedeBilledKeyPrefixes: supersede,
-      }, tx);
+      const granted = await grantOnce(
+        ctx.actor,
+        conn,
+        accessId,
+        {
+          planId: statePlanId,
+          periodStart: state.currentPeriodStart,
+          periodEnd: state.currentPeriodEnd,
+          periodKey: ctx.periodKey ?? periodKeyOf(conn.provider, state.externalSubscriptionId, state.currentPeriodStart),
+          // The new period replaces the rest of the running one of its own subscription (the provider
+          // restarted the cycle: a trial ended early, an interval change) or of a canceled one.
+          supersedeBilledKeyPrefixes: supersede,
+        },
+        tx,
+      );
       if (granted) effects.push(granted);
     }
     effects.push(...(await enforceAccess(ctx.actor, accessId, now, tx)));

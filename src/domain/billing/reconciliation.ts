@@ -34,7 +34,8 @@ export function createReconciler(deps: {
       if (conn.status !== 'ACTIVE') {
         throw new AppError('billing_connection_disabled', 'The billing connection is disabled', { current_status: conn.status });
       }
-      if (conn.kind !== 'HOSTED') throw new AppError('billing_not_configured', 'Only HOSTED connections have provider subscriptions to reconcile');
+      if (conn.kind !== 'HOSTED')
+        throw new AppError('billing_not_configured', 'Only HOSTED connections have provider subscriptions to reconcile');
       const client = deps.clientFor(conn);
       if (!client) throw new AppError('billing_not_configured', 'The connection has no provider credential', { param: 'credential' });
 
@@ -56,13 +57,17 @@ export function createReconciler(deps: {
           },
           tx,
         );
-        await deps.audit.record(actor, {
-          action: 'billing_connection.reconciliation_started',
-          resourceType: 'billing_connection',
-          resourceId: conn.id,
-          workspaceId: conn.workspace_id,
-          changes: { runId },
-        }, tx);
+        await deps.audit.record(
+          actor,
+          {
+            action: 'billing_connection.reconciliation_started',
+            resourceType: 'billing_connection',
+            resourceId: conn.id,
+            workspaceId: conn.workspace_id,
+            changes: { runId },
+          },
+          tx,
+        );
       });
 
       const runActor = systemActor(BILLING_ACTOR, `reconcile:${runId}`);
@@ -84,9 +89,17 @@ export function createReconciler(deps: {
         }
       } catch (err) {
         const message = err instanceof ProviderError || err instanceof AppError ? err.message : 'internal error';
-        await repo.finishRun(runId, { status: 'FAILED', examined, changed: changes.length, changes, error: message, finished_at: clock.now() });
+        await repo.finishRun(runId, {
+          status: 'FAILED',
+          examined,
+          changed: changes.length,
+          changes,
+          error: message,
+          finished_at: clock.now(),
+        });
         deps.logger.warn({ msg: 'billing reconciliation failed', runId, connectionId: conn.id, error: message });
-        if (err instanceof ProviderError) throw new AppError('billing_provider_error', `Reconciliation could not list subscriptions: ${err.message}`);
+        if (err instanceof ProviderError)
+          throw new AppError('billing_provider_error', `Reconciliation could not list subscriptions: ${err.message}`);
         throw err;
       }
       await repo.finishRun(runId, { status: 'SUCCEEDED', examined, changed: changes.length, changes, finished_at: clock.now() });

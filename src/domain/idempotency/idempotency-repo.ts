@@ -81,7 +81,10 @@ export function createIdempotencyRepo(db: Queryable) {
 
     /** Deletes the unfinished claim made at `claimedAt` (unless another request took it over). */
     async release(k: ClaimKey, claimedAt: Date, q: Queryable = db): Promise<void> {
-      await q('idempotency_keys').where({ ...keyOf(k), created_at: claimedAt }).whereNull('response_status').delete();
+      await q('idempotency_keys')
+        .where({ ...keyOf(k), created_at: claimedAt })
+        .whereNull('response_status')
+        .delete();
     },
 
     /** Deletes up to `limit` rows made before `before`; returns how many. */

@@ -98,7 +98,9 @@ export function createIdempotencyService(deps: {
         }
         if (row.response_status === null) {
           if (age <= CLAIM_LOCK_TIMEOUT_MS) {
-            throw new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still in progress', { param: 'Idempotency-Key' });
+            throw new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still in progress', {
+              param: 'Idempotency-Key',
+            });
           }
           // A stale unfinished claim: its request died; this one takes it over.
           if (await repo.takeOver(k, new Date(now.getTime() - CLAIM_LOCK_TIMEOUT_MS), now)) return { kind: 'claimed', claimedAt: now };
@@ -108,7 +110,9 @@ export function createIdempotencyService(deps: {
         const body = JSON.parse(secretBox.open(stored, aad(principalId, key))) as unknown;
         return { kind: 'replay', response: { status: row.response_status, body: body ?? undefined, headers: row.response_headers ?? {} } };
       }
-      throw new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still in progress', { param: 'Idempotency-Key' });
+      throw new AppError('idempotency_key_in_use', 'A request with this Idempotency-Key is still in progress', {
+        param: 'Idempotency-Key',
+      });
     },
 
     /** Records the answer of the claim's operation; a no-op if the claim was taken over meanwhile. */

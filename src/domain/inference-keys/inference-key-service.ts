@@ -49,12 +49,7 @@ export function createInferenceKeyService(deps: {
     tokenPrefix,
 
     /** Issues a key for an access, in the caller's transaction (the caller checked the access). */
-    async issueInTx(
-      actor: Actor,
-      access: { id: string; workspace_id: string },
-      input: IssueKeyInput,
-      tx: Queryable,
-    ): Promise<IssuedKey> {
+    async issueInTx(actor: Actor, access: { id: string; workspace_id: string }, input: IssueKeyInput, tx: Queryable): Promise<IssuedKey> {
       const now = clock.now();
       const expiresAt = input.expiresAt ?? new Date(now.getTime() + deps.ttlDays * DAY_MS);
       if (expiresAt <= now) throw new AppError('invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
@@ -74,13 +69,17 @@ export function createInferenceKeyService(deps: {
         },
         tx,
       );
-      await audit.record(actor, {
-        action: 'inference_key.issued',
-        resourceType: 'inference_key',
-        resourceId: row.id,
-        workspaceId: access.workspace_id,
-        changes: { workspaceAccessId: access.id, name: row.name, prefix: row.prefix, expiresAt: expiresAt.toISOString() },
-      }, tx);
+      await audit.record(
+        actor,
+        {
+          action: 'inference_key.issued',
+          resourceType: 'inference_key',
+          resourceId: row.id,
+          workspaceId: access.workspace_id,
+          changes: { workspaceAccessId: access.id, name: row.name, prefix: row.prefix, expiresAt: expiresAt.toISOString() },
+        },
+        tx,
+      );
       return { row, apiKey };
     },
 
@@ -95,13 +94,17 @@ export function createInferenceKeyService(deps: {
       if (key.revoked_at) return;
       await inferenceKeyRepo.revoke(keyId, clock.now(), tx);
       await changes.announce({ kind: 'key', id: keyId }, tx);
-      await audit.record(actor, {
-        action: 'inference_key.revoked',
-        resourceType: 'inference_key',
-        resourceId: keyId,
-        workspaceId: access.workspace_id,
-        changes: { workspaceAccessId: access.id, prefix: key.prefix },
-      }, tx);
+      await audit.record(
+        actor,
+        {
+          action: 'inference_key.revoked',
+          resourceType: 'inference_key',
+          resourceId: keyId,
+          workspaceId: access.workspace_id,
+          changes: { workspaceAccessId: access.id, prefix: key.prefix },
+        },
+        tx,
+      );
     },
 
     /** For the gateway: records lastRequestAt at most once a minute per key. */

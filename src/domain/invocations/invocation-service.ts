@@ -8,7 +8,14 @@ import { assertVisible, type Actor, type Clock } from '../actor.js';
 import type { Page } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
-import type { InvocationFilter, InvocationRepo, UsageBucketRow, UsageEventFilter, UsageGranularity, UsageGroupBy } from './invocation-repo.js';
+import type {
+  InvocationFilter,
+  InvocationRepo,
+  UsageBucketRow,
+  UsageEventFilter,
+  UsageGranularity,
+  UsageGroupBy,
+} from './invocation-repo.js';
 import type { InvocationRow } from './invocation-types.js';
 
 /** A summary's range holds at most this many buckets. */
@@ -56,7 +63,9 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
       // Whole UTC hours, the rollup's grain: since down to its hour, until up to the end of its hour.
       const asked = request.until ?? clock.now();
       const until = new Date(Math.ceil(asked.getTime() / HOUR_MS) * HOUR_MS);
-      const since = new Date(Math.floor((request.since ?? new Date(asked.getTime() - DEFAULT_RANGE_MS[request.granularity])).getTime() / HOUR_MS) * HOUR_MS);
+      const since = new Date(
+        Math.floor((request.since ?? new Date(asked.getTime() - DEFAULT_RANGE_MS[request.granularity])).getTime() / HOUR_MS) * HOUR_MS,
+      );
       if (request.since && request.since.getTime() >= asked.getTime()) {
         throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
       }

@@ -26,7 +26,10 @@ export function createManagementKeyRepo(db: Queryable) {
         .where('k.key_hash', keyHash)
         .whereNull('k.revoked_at')
         .groupBy('k.id')
-        .select('k.*', q.raw('coalesce(array_agg(w.workspace_id) filter (where w.workspace_id is not null), array[]::uuid[]) as workspace_ids'))
+        .select(
+          'k.*',
+          q.raw('coalesce(array_agg(w.workspace_id) filter (where w.workspace_id is not null), array[]::uuid[]) as workspace_ids'),
+        )
         .first();
     },
 
@@ -44,11 +47,17 @@ export function createManagementKeyRepo(db: Queryable) {
         .leftJoin('management_key_workspaces as w', 'w.management_key_id', 'k.id')
         .groupBy('k.id')
         .orderBy('k.id')
-        .select('k.*', q.raw('coalesce(array_agg(w.workspace_id) filter (where w.workspace_id is not null), array[]::uuid[]) as workspace_ids'));
+        .select(
+          'k.*',
+          q.raw('coalesce(array_agg(w.workspace_id) filter (where w.workspace_id is not null), array[]::uuid[]) as workspace_ids'),
+        );
     },
 
     async workspaceIdsOf(id: string, q: Queryable = db): Promise<string[]> {
-      return (await q('management_key_workspaces').where({ management_key_id: id }).orderBy('workspace_id').pluck('workspace_id')) as string[];
+      return (await q('management_key_workspaces')
+        .where({ management_key_id: id })
+        .orderBy('workspace_id')
+        .pluck('workspace_id')) as string[];
     },
 
     async revoke(id: string, at: Date, q: Queryable = db): Promise<boolean> {

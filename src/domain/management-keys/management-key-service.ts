@@ -58,24 +58,37 @@ export function createManagementKeyService(deps: {
         const token = generateToken(MANAGEMENT_KEY_PREFIX);
         const id = newId();
         await managementKeyRepo.insert(
-          { id, name: 'root', key_hash: hasher.hash(token), prefix: token.slice(0, 12), is_root: true, created_at: clock.now(), revoked_at: null },
+          {
+            id,
+            name: 'root',
+            key_hash: hasher.hash(token),
+            prefix: token.slice(0, 12),
+            is_root: true,
+            created_at: clock.now(),
+            revoked_at: null,
+          },
           [],
           tx,
         );
-        await audit.record(systemActor('system'), {
-          action: 'management_key.created',
-          resourceType: 'management_key',
-          resourceId: id,
-          workspaceId: null,
-          changes: { root: true },
-        }, tx);
+        await audit.record(
+          systemActor('system'),
+          {
+            action: 'management_key.created',
+            resourceType: 'management_key',
+            resourceId: id,
+            workspaceId: null,
+            changes: { root: true },
+          },
+          tx,
+        );
         return token;
       });
     },
 
     /** A key that sees only the given workspaces; the plaintext is returned once. */
     async createScoped(actor: Actor, input: { name: string; workspaceIds: string[] }): Promise<{ id: string; key: string }> {
-      if (input.workspaceIds.length === 0) throw new AppError('invalid_parameter', 'A scoped key needs at least one workspace', { param: 'workspace' });
+      if (input.workspaceIds.length === 0)
+        throw new AppError('invalid_parameter', 'A scoped key needs at least one workspace', { param: 'workspace' });
       const notUuid = input.workspaceIds.find((id) => !isUuid(id));
       if (notUuid !== undefined) throw new AppError('invalid_parameter', `workspace id '${notUuid}' is not a UUID`, { param: 'workspace' });
       return db.transaction(async (tx) => {
@@ -84,26 +97,40 @@ export function createManagementKeyService(deps: {
           if (!workspace) throw new AppError('workspace_not_found', `Workspace ${workspaceId} not found`, { param: 'workspace' });
           // Like every change under an archived workspace: it is read-only.
           if (workspace.status === 'ARCHIVED') {
-            throw new AppError('workspace_archived', `Workspace ${workspaceId} is archived and read-only`, { current_status: workspace.status });
+            throw new AppError('workspace_archived', `Workspace ${workspaceId} is archived and read-only`, {
+              current_status: workspace.status,
+            });
           }
         }
         const token = generateToken(MANAGEMENT_KEY_PREFIX);
         const id = newId();
         await managementKeyRepo.insert(
-          { id, name: input.name, key_hash: hasher.hash(token), prefix: token.slice(0, 12), is_root: false, created_at: clock.now(), revoked_at: null },
+          {
+            id,
+            name: input.name,
+            key_hash: hasher.hash(token),
+            prefix: token.slice(0, 12),
+            is_root: false,
+            created_at: clock.now(),
+            revoked_at: null,
+          },
           [...new Set(input.workspaceIds)],
           tx,
         );
         // One entry in each workspace's log, naming no other workspace: a key scoped to one
         // workspace reads its log and must not learn the ids of workspaces it cannot see.
         for (const workspaceId of new Set(input.workspaceIds)) {
-          await audit.record(actor, {
-            action: 'management_key.created',
-            resourceType: 'management_key',
-            resourceId: id,
-            workspaceId,
-            changes: { name: input.name },
-          }, tx);
+          await audit.record(
+            actor,
+            {
+              action: 'management_key.created',
+              resourceType: 'management_key',
+              resourceId: id,
+              workspaceId,
+              changes: { name: input.name },
+            },
+            tx,
+          );
         }
         return { id, key: token };
       });
@@ -121,7 +148,11 @@ export function createManagementKeyService(deps: {
           // In the log of each workspace the key could see, as its creation was (a root key's has none).
           const workspaceIds = await managementKeyRepo.workspaceIdsOf(id, tx);
           for (const workspaceId of workspaceIds.length ? workspaceIds : [null]) {
-            await audit.record(actor, { action: 'management_key.revoked', resourceType: 'management_key', resourceId: id, workspaceId }, tx);
+            await audit.record(
+              actor,
+              { action: 'management_key.revoked', resourceType: 'management_key', resourceId: id, workspaceId },
+              tx,
+            );
           }
         }
         return revoked;

@@ -53,7 +53,10 @@ export function createPlanRepo(db: Queryable) {
     findStrategyForUpdate: strategies.findByIdForUpdate,
 
     async publishStrategy(id: string, at: Date, q: Queryable): Promise<QuotaStrategyRow> {
-      const [updated] = await q('quota_strategies').where({ id, status: 'DRAFT' }).update({ status: 'PUBLISHED', published_at: at }).returning('*');
+      const [updated] = await q('quota_strategies')
+        .where({ id, status: 'DRAFT' })
+        .update({ status: 'PUBLISHED', published_at: at })
+        .returning('*');
       return updated as QuotaStrategyRow;
     },
 

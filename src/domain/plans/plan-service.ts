@@ -65,11 +65,15 @@ function checkPatterns(patterns: string[], param: string, max: number): void {
 }
 
 /** A plan's limits as its columns: each a positive integer or null (absent); anything else 400 naming it. */
-function rateColumns(limits: Partial<RateLimits> | undefined): Pick<PlanRow, 'requests_per_minute' | 'tokens_per_minute' | 'concurrent_calls'> {
+function rateColumns(
+  limits: Partial<RateLimits> | undefined,
+): Pick<PlanRow, 'requests_per_minute' | 'tokens_per_minute' | 'concurrent_calls'> {
   const one = (value: number | null | undefined, name: string): number | null => {
     if (value === undefined || value === null) return null;
     if (!Number.isInteger(value) || value < 1 || value > MAX_INT32) {
-      throw new AppError('invalid_parameter', `rateLimits.${name} must be an integer from 1 to ${MAX_INT32}`, { param: `rateLimits.${name}` });
+      throw new AppError('invalid_parameter', `rateLimits.${name} must be an integer from 1 to ${MAX_INT32}`, {
+        param: `rateLimits.${name}`,
+      });
     }
     return value;
   };
@@ -80,13 +84,7 @@ function rateColumns(limits: Partial<RateLimits> | undefined): Pick<PlanRow, 're
   };
 }
 
-export function createPlanService(deps: {
-  db: Db;
-  planRepo: PlanRepo;
-  workspaces: WorkspaceService;
-  audit: AuditService;
-  clock: Clock;
-}) {
+export function createPlanService(deps: { db: Db; planRepo: PlanRepo; workspaces: WorkspaceService; audit: AuditService; clock: Clock }) {
   const { db, planRepo, workspaces, audit, clock } = deps;
 
   function visiblePlan(actor: Actor, plan: PlanRow | undefined): PlanRow {
@@ -152,12 +150,20 @@ export function createPlanService(deps: {
           },
           tx,
         );
-        await audit.record(actor, { action: 'plan.created', resourceType: 'plan', resourceId: plan.id, workspaceId, changes: { ...input } }, tx);
+        await audit.record(
+          actor,
+          { action: 'plan.created', resourceType: 'plan', resourceId: plan.id, workspaceId, changes: { ...input } },
+          tx,
+        );
         return plan;
       });
     },
 
-    async listPlans(actor: Actor, workspaceId: string, filter: PageRequest & { status?: PlanStatus; key?: string }): Promise<Page<PlanRow>> {
+    async listPlans(
+      actor: Actor,
+      workspaceId: string,
+      filter: PageRequest & { status?: PlanStatus; key?: string },
+    ): Promise<Page<PlanRow>> {
       await workspaces.get(actor, workspaceId);
       return planRepo.listPlans({ ...filter, workspaceId });
     },
@@ -184,7 +190,11 @@ export function createPlanService(deps: {
         if (input.rateLimits !== undefined) Object.assign(patch, rateColumns(input.rateLimits));
         if (Object.keys(patch).length === 0) return plan;
         const updated = await planRepo.updatePlan(planId, { ...patch, updated_at: clock.now() }, tx);
-        await audit.record(actor, { action: 'plan.updated', resourceType: 'plan', resourceId: planId, workspaceId: plan.workspace_id, changes: { ...input } }, tx);
+        await audit.record(
+          actor,
+          { action: 'plan.updated', resourceType: 'plan', resourceId: planId, workspaceId: plan.workspace_id, changes: { ...input } },
+          tx,
+        );
         return updated;
       });
     },
@@ -208,13 +218,17 @@ export function createPlanService(deps: {
           throw new AppError('plan_not_publishable', `The plan cannot be published: ${reason}`, { current_status: plan.status });
         }
         const updated = await planRepo.updatePlan(planId, { status: 'ACTIVE', published_at: now, updated_at: now }, tx);
-        await audit.record(actor, {
-          action: 'plan.published',
-          resourceType: 'plan',
-          resourceId: planId,
-          workspaceId: plan.workspace_id,
-          changes: { status: 'ACTIVE', strategyId: inForce.strategy.id },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'plan.published',
+            resourceType: 'plan',
+            resourceId: planId,
+            workspaceId: plan.workspace_id,
+            changes: { status: 'ACTIVE', strategyId: inForce.strategy.id },
+          },
+          tx,
+        );
         return updated;
       });
     },
@@ -229,12 +243,20 @@ export function createPlanService(deps: {
       if (!Number.isInteger(input.maxOutputTokens) || input.maxOutputTokens < 1 || input.maxOutputTokens > MAX_INT32) {
         throw new AppError('invalid_parameter', `maxOutputTokens must be an integer from 1 to ${MAX_INT32}`, { param: 'maxOutputTokens' });
       }
-      checkPatterns(input.modelRules.map((r) => r.pattern), 'modelRules', MAX_MODEL_RULES);
+      checkPatterns(
+        input.modelRules.map((r) => r.pattern),
+        'modelRules',
+        MAX_MODEL_RULES,
+      );
       if (input.allowedModels !== null) {
         if (input.allowedModels.length === 0) {
-          throw new AppError('invalid_parameter', 'allowedModels must list at least one model; omit it (or send null) to allow every model', {
-            param: 'allowedModels',
-          });
+          throw new AppError(
+            'invalid_parameter',
+            'allowedModels must list at least one model; omit it (or send null) to allow every model',
+            {
+              param: 'allowedModels',
+            },
+          );
         }
         checkPatterns(input.allowedModels, 'allowedModels', MAX_ALLOWED_MODELS);
       }
@@ -265,13 +287,17 @@ export function createPlanService(deps: {
             },
             tx,
           );
-          await audit.record(actor, {
-            action: 'quota_strategy.created',
-            resourceType: 'quota_strategy',
-            resourceId: strategy.id,
-            workspaceId,
-            changes: { ...input, version },
-          }, tx);
+          await audit.record(
+            actor,
+            {
+              action: 'quota_strategy.created',
+              resourceType: 'quota_strategy',
+              resourceId: strategy.id,
+              workspaceId,
+              changes: { ...input, version },
+            },
+            tx,
+          );
           return strategy;
         }),
       );
@@ -301,13 +327,17 @@ export function createPlanService(deps: {
           });
         }
         const published = await planRepo.publishStrategy(strategyId, clock.now(), tx);
-        await audit.record(actor, {
-          action: 'quota_strategy.published',
-          resourceType: 'quota_strategy',
-          resourceId: strategyId,
-          workspaceId: strategy.workspace_id,
-          changes: { status: 'PUBLISHED', key: strategy.key, version: strategy.version },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'quota_strategy.published',
+            resourceType: 'quota_strategy',
+            resourceId: strategyId,
+            workspaceId: strategy.workspace_id,
+            changes: { status: 'PUBLISHED', key: strategy.key, version: strategy.version },
+          },
+          tx,
+        );
         return published;
       });
     },
@@ -327,7 +357,7 @@ export function createPlanService(deps: {
         }
         const strategy = await planRepo.findStrategy(input.strategyId, tx);
         if (!strategy || strategy.workspace_id !== plan.workspace_id) {
-          throw new AppError('strategy_not_found', 'Quota strategy not found in this plan\'s workspace', { param: 'strategyId' });
+          throw new AppError('strategy_not_found', "Quota strategy not found in this plan's workspace", { param: 'strategyId' });
         }
         if (strategy.status !== 'PUBLISHED') {
           throw new AppError('strategy_not_published', 'Only a published strategy version can be bound', {
@@ -359,13 +389,17 @@ export function createPlanService(deps: {
           },
           tx,
         );
-        await audit.record(actor, {
-          action: 'plan.strategy_bound',
-          resourceType: 'plan_strategy_binding',
-          resourceId: binding.id,
-          workspaceId: plan.workspace_id,
-          changes: { planId, strategyId: strategy.id, effectiveFrom: from.toISOString(), endedBindingId: covering?.id ?? null },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'plan.strategy_bound',
+            resourceType: 'plan_strategy_binding',
+            resourceId: binding.id,
+            workspaceId: plan.workspace_id,
+            changes: { planId, strategyId: strategy.id, effectiveFrom: from.toISOString(), endedBindingId: covering?.id ?? null },
+          },
+          tx,
+        );
         return binding;
       });
     },
@@ -397,16 +431,20 @@ export function createPlanService(deps: {
           });
         }
         if (at < binding.effective_from) {
-          throw new AppError('invalid_parameter', 'effectiveAt must not be before the binding\'s effectiveFrom', { param: 'effectiveAt' });
+          throw new AppError('invalid_parameter', "effectiveAt must not be before the binding's effectiveFrom", { param: 'effectiveAt' });
         }
         const closed = await planRepo.setBindingEnd(bindingId, at, tx);
-        await audit.record(actor, {
-          action: 'plan.strategy_binding_closed',
-          resourceType: 'plan_strategy_binding',
-          resourceId: bindingId,
-          workspaceId: binding.workspace_id,
-          changes: { effectiveTo: at.toISOString() },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'plan.strategy_binding_closed',
+            resourceType: 'plan_strategy_binding',
+            resourceId: bindingId,
+            workspaceId: binding.workspace_id,
+            changes: { effectiveTo: at.toISOString() },
+          },
+          tx,
+        );
         return closed;
       });
     },

@@ -64,9 +64,13 @@ function archived(row: ProviderConnectionRow): AppError {
 export function normalizeBaseUrl(url: URL): string {
   const text = url.href.replace(/\/+$/, '');
   if (/\/v1$/i.test(new URL(text).pathname)) {
-    throw new AppError('invalid_base_url', 'baseUrl must not end in /v1: give the origin (e.g. https://api.openai.com); clients add /v1 themselves', {
-      param: 'baseUrl',
-    });
+    throw new AppError(
+      'invalid_base_url',
+      'baseUrl must not end in /v1: give the origin (e.g. https://api.openai.com); clients add /v1 themselves',
+      {
+        param: 'baseUrl',
+      },
+    );
   }
   return text;
 }
@@ -105,7 +109,12 @@ export function createProviderConnectionService(deps: {
   /** The columns a new key replaces (rotation, or an update that brings one): sealed, previewed, unverified. */
   function keyReplacement(id: string, apiKey: string) {
     const sealed = sealProviderApiKey(secretBox, id, apiKey);
-    return { api_key_ciphertext: sealed.ciphertext, api_key_key_id: sealed.keyId, secret_preview: secretPreview(apiKey), last_verified_at: null };
+    return {
+      api_key_ciphertext: sealed.ciphertext,
+      api_key_key_id: sealed.keyId,
+      secret_preview: secretPreview(apiKey),
+      last_verified_at: null,
+    };
   }
 
   /** How a key replacement is audited: never the key, both previews. */
@@ -176,13 +185,17 @@ export function createProviderConnectionService(deps: {
           },
           tx,
         );
-        await audit.record(actor, {
-          action: 'provider_connection.created',
-          resourceType: RESOURCE,
-          resourceId: id,
-          workspaceId,
-          changes: { ...dto, baseUrl, apiKey: REDACTED, secretPreview: row.secret_preview },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'provider_connection.created',
+            resourceType: RESOURCE,
+            resourceId: id,
+            workspaceId,
+            changes: { ...dto, baseUrl, apiKey: REDACTED, secretPreview: row.secret_preview },
+          },
+          tx,
+        );
         return row;
       });
     },
@@ -224,17 +237,21 @@ export function createProviderConnectionService(deps: {
         if (newKey) Object.assign(patch, newKey);
         const row = await repo.update(id, patch, tx);
         await changes.announce({ kind: 'connection', id }, tx);
-        await audit.record(actor, {
-          action: 'provider_connection.updated',
-          resourceType: RESOURCE,
-          resourceId: id,
-          workspaceId: row.workspace_id,
-          changes: {
-            ...dto,
-            ...(baseUrl !== undefined ? { baseUrl } : {}),
-            ...(newKey ? keyReplaced(newKey, current) : {}),
+        await audit.record(
+          actor,
+          {
+            action: 'provider_connection.updated',
+            resourceType: RESOURCE,
+            resourceId: id,
+            workspaceId: row.workspace_id,
+            changes: {
+              ...dto,
+              ...(baseUrl !== undefined ? { baseUrl } : {}),
+              ...(newKey ? keyReplaced(newKey, current) : {}),
+            },
           },
-        }, tx);
+          tx,
+        );
         return row;
       });
     },
@@ -250,13 +267,17 @@ export function createProviderConnectionService(deps: {
         const now = clock.now();
         await repo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
         await changes.announce({ kind: 'connection', id }, tx);
-        await audit.record(actor, {
-          action: 'provider_connection.archived',
-          resourceType: RESOURCE,
-          resourceId: id,
-          workspaceId: current.workspace_id,
-          changes: { status: 'ARCHIVED', previousStatus: current.status },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'provider_connection.archived',
+            resourceType: RESOURCE,
+            resourceId: id,
+            workspaceId: current.workspace_id,
+            changes: { status: 'ARCHIVED', previousStatus: current.status },
+          },
+          tx,
+        );
       });
     },
 
@@ -276,17 +297,21 @@ export function createProviderConnectionService(deps: {
         const unchanged = current.api_key_ciphertext === row.api_key_ciphertext && current.base_url === row.base_url;
         const verified = result.outcome === 'reachable' && unchanged;
         if (verified) await repo.update(id, { last_verified_at: result.checkedAt }, tx);
-        await audit.record(actor, {
-          action: 'provider_connection.verified',
-          resourceType: RESOURCE,
-          resourceId: id,
-          workspaceId: current.workspace_id,
-          changes: {
-            outcome: result.outcome,
-            ...(result.httpStatus !== undefined ? { httpStatus: result.httpStatus } : {}),
-            ...(verified ? { lastVerifiedAt: result.checkedAt.toISOString() } : {}),
+        await audit.record(
+          actor,
+          {
+            action: 'provider_connection.verified',
+            resourceType: RESOURCE,
+            resourceId: id,
+            workspaceId: current.workspace_id,
+            changes: {
+              outcome: result.outcome,
+              ...(result.httpStatus !== undefined ? { httpStatus: result.httpStatus } : {}),
+              ...(verified ? { lastVerifiedAt: result.checkedAt.toISOString() } : {}),
+            },
           },
-        }, tx);
+          tx,
+        );
       });
       return result;
     },
@@ -298,13 +323,17 @@ export function createProviderConnectionService(deps: {
         const current = await lockForChange(actor, id, tx);
         const row = await repo.update(id, { ...newKey, updated_at: clock.now() }, tx);
         await changes.announce({ kind: 'connection', id }, tx);
-        await audit.record(actor, {
-          action: 'provider_connection.secret_rotated',
-          resourceType: RESOURCE,
-          resourceId: id,
-          workspaceId: current.workspace_id,
-          changes: keyReplaced(newKey, current),
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'provider_connection.secret_rotated',
+            resourceType: RESOURCE,
+            resourceId: id,
+            workspaceId: current.workspace_id,
+            changes: keyReplaced(newKey, current),
+          },
+          tx,
+        );
         return row;
       });
     },

@@ -202,7 +202,8 @@ type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | Look
 export function guardedLookup(allowPrivate: boolean) {
   return function lookup(hostname: string, options: LookupOptions | number | LookupCallback, callback?: LookupCallback): void {
     const cb = (typeof options === 'function' ? options : callback) as LookupCallback;
-    const opts: LookupOptions = typeof options === 'object' && options !== null ? options : typeof options === 'number' ? { family: options } : {};
+    const opts: LookupOptions =
+      typeof options === 'object' && options !== null ? options : typeof options === 'number' ? { family: options } : {};
     dnsLookup(hostname, { ...opts, all: true }, (err, addresses) => {
       if (err) return cb(err, opts.all ? [] : '');
       if (!allowPrivate && addresses.some((a) => isPrivateAddress(a.address))) {

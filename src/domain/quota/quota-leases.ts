@@ -214,7 +214,11 @@ export function createQuotaLeases(deps: {
       // Its unused units are back in the period: a refusal remembered there no longer holds.
       .then(() => void refused.delete(lease.target.periodId))
       .catch((err: Error) => {
-        logger.error({ msg: 'could not release a quota lease; the sweeper returns it after its TTL', leaseId: lease.id, error: err.message });
+        logger.error({
+          msg: 'could not release a quota lease; the sweeper returns it after its TTL',
+          leaseId: lease.id,
+          error: err.message,
+        });
       })
       .finally(() => releases.delete(done));
     releases.add(done);

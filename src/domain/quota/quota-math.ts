@@ -43,7 +43,11 @@ export function boundUnits(inputTokens: bigint, outputTokens: bigint, strategy: 
   const { inputMultiplierPpm: input, cachedInputMultiplierPpm: cached } = strategy;
   return computeUnits(
     { inputTokens, cachedInputTokens: 0n, outputTokens },
-    { inputMultiplierPpm: input > cached ? input : cached, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: strategy.outputMultiplierPpm },
+    {
+      inputMultiplierPpm: input > cached ? input : cached,
+      cachedInputMultiplierPpm: 0n,
+      outputMultiplierPpm: strategy.outputMultiplierPpm,
+    },
   );
 }
 
@@ -53,7 +57,10 @@ export function boundUnits(inputTokens: bigint, outputTokens: bigint, strategy: 
  */
 export function chargeUnits(used: { inputTokens: bigint; cachedInputTokens: bigint; outputTokens: bigint }, strategy: Multipliers): bigint {
   const uncached = used.inputTokens > used.cachedInputTokens ? used.inputTokens - used.cachedInputTokens : 0n;
-  const units = computeUnits({ inputTokens: uncached, cachedInputTokens: used.cachedInputTokens, outputTokens: used.outputTokens }, strategy);
+  const units = computeUnits(
+    { inputTokens: uncached, cachedInputTokens: used.cachedInputTokens, outputTokens: used.outputTokens },
+    strategy,
+  );
   return units > MAX_CALL_UNITS ? MAX_CALL_UNITS : units;
 }
 

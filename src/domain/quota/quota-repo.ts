@@ -55,7 +55,7 @@ export function createQuotaRepo(db: Queryable) {
   async function giveBackCarry(periodId: string, q: Queryable = db): Promise<bigint> {
     let first: bigint | undefined;
     // A part that was itself split again passes what it got back on to the part after it.
-    for (let id: string | null = periodId; id; ) {
+    for (let id: string | null = periodId; id;) {
       const step = await giveBackCarryOnce(id, q);
       first ??= step.back;
       id = step.back > 0n && step.nextCarries ? step.nextId : null;
@@ -245,10 +245,7 @@ export function createQuotaRepo(db: Queryable) {
 
     /** Periods of the access that intersect [start, end). */
     async overlapping(accessId: string, start: Date, end: Date, q: Queryable = db): Promise<QuotaPeriodRow[]> {
-      return q('quota_periods')
-        .where({ workspace_access_id: accessId })
-        .where('period_start', '<', end)
-        .where('period_end', '>', start);
+      return q('quota_periods').where({ workspace_access_id: accessId }).where('period_start', '<', end).where('period_end', '>', start);
     },
 
     /** Ends the access's non-billing periods that straddle `at` there (their grant stays history). */
@@ -263,13 +260,15 @@ export function createQuotaRepo(db: Queryable) {
 
     /** Ends at `at` the billed periods running then whose external key starts with `keyPrefix` (one subscription's). */
     async endBilledPeriodsAt(accessId: string, at: Date, keyPrefix: string, q: Queryable = db): Promise<number> {
-      return q('quota_periods')
-        .where({ workspace_access_id: accessId, source: 'billing' })
-        // Not LIKE: a subscription id may hold `_`, a LIKE wildcard.
-        .whereRaw('left(external_period_key, ?) = ?', [keyPrefix.length, keyPrefix])
-        .where('period_start', '<', at)
-        .where('period_end', '>', at)
-        .update({ period_end: at });
+      return (
+        q('quota_periods')
+          .where({ workspace_access_id: accessId, source: 'billing' })
+          // Not LIKE: a subscription id may hold `_`, a LIKE wildcard.
+          .whereRaw('left(external_period_key, ?) = ?', [keyPrefix.length, keyPrefix])
+          .where('period_start', '<', at)
+          .where('period_end', '>', at)
+          .update({ period_end: at })
+      );
     },
 
     async insertPeriod(row: QuotaPeriodRow, q: Queryable = db): Promise<QuotaPeriodRow> {
@@ -277,7 +276,14 @@ export function createQuotaRepo(db: Queryable) {
       return created as QuotaPeriodRow;
     },
 
-    async updatePeriod(id: string, patch: Partial<Omit<QuotaPeriodRow, 'id' | 'workspace_id' | 'workspace_access_id' | 'reserved_units' | 'consumed_units' | 'created_at'> & PlanChangeCarry>, q: Queryable = db) {
+    async updatePeriod(
+      id: string,
+      patch: Partial<
+        Omit<QuotaPeriodRow, 'id' | 'workspace_id' | 'workspace_access_id' | 'reserved_units' | 'consumed_units' | 'created_at'> &
+          PlanChangeCarry
+      >,
+      q: Queryable = db,
+    ) {
       const [updated] = await q('quota_periods').where({ id }).update(patch).returning('*');
       return updated as QuotaPeriodRow;
     },

@@ -128,13 +128,24 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     const view: RateView = {};
     const l = st.limits;
     if (l.requestsPerMinute !== null) {
-      view.requests = { limit: l.requestsPerMinute, remaining: Math.max(0, l.requestsPerMinute - st.usedRequests + st.freeRequests), resetAt };
+      view.requests = {
+        limit: l.requestsPerMinute,
+        remaining: Math.max(0, l.requestsPerMinute - st.usedRequests + st.freeRequests),
+        resetAt,
+      };
     }
     if (l.tokensPerMinute !== null) {
-      view.tokens = { limit: l.tokensPerMinute, remaining: Math.max(0, l.tokensPerMinute - st.usedTokens + Math.max(0, st.freeTokens)), resetAt };
+      view.tokens = {
+        limit: l.tokensPerMinute,
+        remaining: Math.max(0, l.tokensPerMinute - st.usedTokens + Math.max(0, st.freeTokens)),
+        resetAt,
+      };
     }
     if (l.concurrentCalls !== null) {
-      view.concurrent = { limit: l.concurrentCalls, remaining: Math.max(0, l.concurrentCalls - st.usedSlots + (st.heldSlots - st.slotsInUse)) };
+      view.concurrent = {
+        limit: l.concurrentCalls,
+        remaining: Math.max(0, l.concurrentCalls - st.usedSlots + (st.heldSlots - st.slotsInUse)),
+      };
     }
     return view;
   }
@@ -149,7 +160,11 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
   }
 
   /** Which limit refuses `need` given what the window row said was used, if any. */
-  function refusing(st: AccessState, need: { r: number; t: number; c: number }, used: { requests: number; tokens: number; concurrent: number }) {
+  function refusing(
+    st: AccessState,
+    need: { r: number; t: number; c: number },
+    used: { requests: number; tokens: number; concurrent: number },
+  ) {
     const l = st.limits;
     if (need.r > 0 && used.requests + need.r > l.requestsPerMinute!) return 'requests' as const;
     if (need.t > 0 && used.tokens + need.t > l.tokensPerMinute!) return 'tokens' as const;
@@ -160,7 +175,8 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
   function refusal(st: AccessState, reason: 'requests' | 'tokens' | 'concurrent', nowMs: number, never = false): RateAdmission {
     // A window's requests and tokens free when it ends; a slot when a call ends, or when another process
     // gives back what it holds unused (within idleMs).
-    const retryAfterS = reason === 'concurrent' ? Math.max(1, Math.ceil(idleMs / 1000)) : Math.max(1, Math.ceil((st.window + WINDOW_MS - nowMs) / 1000));
+    const retryAfterS =
+      reason === 'concurrent' ? Math.max(1, Math.ceil(idleMs / 1000)) : Math.max(1, Math.ceil((st.window + WINDOW_MS - nowMs) / 1000));
     return { ok: false, view: viewOf(st), retryAfterS, reason, never };
   }
 
@@ -178,7 +194,10 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
       requests: ask(need.r, 1, l.requestsPerMinute),
       tokens: ask(need.t, Math.max(tokens, 1), l.tokensPerMinute),
       // Slots are asked one at a time beyond the need: a slot held unused is one another process lacks.
-      concurrent: l.concurrentCalls === null ? { need: 0, want: 0, limit: null } : { need: need.c, want: need.c + Math.min(h, 4), limit: l.concurrentCalls },
+      concurrent:
+        l.concurrentCalls === null
+          ? { need: 0, want: 0, limit: null }
+          : { need: need.c, want: need.c + Math.min(h, 4), limit: l.concurrentCalls },
       share: SHARE,
       expiresAt: new Date(clock.now().getTime() + ttlMs),
     });
@@ -212,9 +231,20 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     states.delete(st.target.accessId);
     if (requests === 0 && tokens === 0 && slots <= 0) return;
     const done = repo
-      .giveBack({ id: st.id, accessId: st.target.accessId, windowStart: new Date(st.window), requests, tokens, concurrent: Math.max(0, slots) })
+      .giveBack({
+        id: st.id,
+        accessId: st.target.accessId,
+        windowStart: new Date(st.window),
+        requests,
+        tokens,
+        concurrent: Math.max(0, slots),
+      })
       .catch((err: Error) => {
-        logger.error({ msg: 'could not give back a rate allowance; its slots return after the TTL', accessId: st.target.accessId, error: err.message });
+        logger.error({
+          msg: 'could not give back a rate allowance; its slots return after the TTL',
+          accessId: st.target.accessId,
+          error: err.message,
+        });
       })
       .finally(() => releases.delete(done));
     releases.add(done);
@@ -310,9 +340,20 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
         st.heldSlots -= spare;
         st.usedSlots -= spare;
         const done = repo
-          .giveBack({ id: st.id, accessId: st.target.accessId, windowStart: new Date(st.window), requests: 0, tokens: 0, concurrent: spare })
+          .giveBack({
+            id: st.id,
+            accessId: st.target.accessId,
+            windowStart: new Date(st.window),
+            requests: 0,
+            tokens: 0,
+            concurrent: spare,
+          })
           .catch((err: Error) => {
-            logger.error({ msg: 'could not give back a rate-limit slot; it returns after the TTL', accessId: st.target.accessId, error: err.message });
+            logger.error({
+              msg: 'could not give back a rate-limit slot; it returns after the TTL',
+              accessId: st.target.accessId,
+              error: err.message,
+            });
           })
           .finally(() => releases.delete(done));
         releases.add(done);

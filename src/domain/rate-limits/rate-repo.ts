@@ -93,7 +93,17 @@ const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(
 
 export function createRateRepo(db: Queryable) {
   async function takeOnce(
-    a: { id: string; workspaceId: string; accessId: string; windowStart: Date; requests: Ask; tokens: Ask; concurrent: Ask; share: number; expiresAt: Date },
+    a: {
+      id: string;
+      workspaceId: string;
+      accessId: string;
+      windowStart: Date;
+      requests: Ask;
+      tokens: Ask;
+      concurrent: Ask;
+      share: number;
+      expiresAt: Date;
+    },
     q: Queryable,
   ): Promise<TakeAnswer | null> {
     const result = await q.raw(TAKE, {
@@ -127,7 +137,17 @@ export function createRateRepo(db: Queryable) {
      * while that is at most 1/share of what is left), all or nothing; the window row is made on first use.
      */
     async take(
-      a: { id: string; workspaceId: string; accessId: string; windowStart: Date; requests: Ask; tokens: Ask; concurrent: Ask; share: number; expiresAt: Date },
+      a: {
+        id: string;
+        workspaceId: string;
+        accessId: string;
+        windowStart: Date;
+        requests: Ask;
+        tokens: Ask;
+        concurrent: Ask;
+        share: number;
+        expiresAt: Date;
+      },
       q: Queryable = db,
     ): Promise<TakeAnswer> {
       const first = await takeOnce(a, q);
@@ -141,7 +161,10 @@ export function createRateRepo(db: Queryable) {
     },
 
     /** Gives back unused requests and tokens of a window and slots (rate-allowances.ts, when idle). */
-    async giveBack(g: { id: string; accessId: string; windowStart: Date; requests: number; tokens: number; concurrent: number }, q: Queryable = db) {
+    async giveBack(
+      g: { id: string; accessId: string; windowStart: Date; requests: number; tokens: number; concurrent: number },
+      q: Queryable = db,
+    ) {
       await q.raw(GIVE_BACK, {
         id: g.id,
         accessId: g.accessId,

@@ -9,7 +9,11 @@ import type { RateRepo } from './rate-repo.js';
 import { hasLimits, viewOfWindow, type RateLimits, type RateView } from './rate-types.js';
 
 /** A plan row's limits (its three columns). */
-export function limitsOf(row: { requests_per_minute: number | null; tokens_per_minute: number | null; concurrent_calls: number | null }): RateLimits {
+export function limitsOf(row: {
+  requests_per_minute: number | null;
+  tokens_per_minute: number | null;
+  concurrent_calls: number | null;
+}): RateLimits {
   return { requestsPerMinute: row.requests_per_minute, tokensPerMinute: row.tokens_per_minute, concurrentCalls: row.concurrent_calls };
 }
 

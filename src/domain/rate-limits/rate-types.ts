@@ -47,20 +47,31 @@ export function rateHeaders(view: RateView | undefined, nowMs: number, out: stri
   if (!view) return out;
   if (view.requests) {
     out.push(
-      'x-ratelimit-limit-requests', String(view.requests.limit),
-      'x-ratelimit-remaining-requests', String(view.requests.remaining),
-      'x-ratelimit-reset-requests', resetText(view.requests.resetAt.getTime() - nowMs),
+      'x-ratelimit-limit-requests',
+      String(view.requests.limit),
+      'x-ratelimit-remaining-requests',
+      String(view.requests.remaining),
+      'x-ratelimit-reset-requests',
+      resetText(view.requests.resetAt.getTime() - nowMs),
     );
   }
   if (view.tokens) {
     out.push(
-      'x-ratelimit-limit-tokens', String(view.tokens.limit),
-      'x-ratelimit-remaining-tokens', String(view.tokens.remaining),
-      'x-ratelimit-reset-tokens', resetText(view.tokens.resetAt.getTime() - nowMs),
+      'x-ratelimit-limit-tokens',
+      String(view.tokens.limit),
+      'x-ratelimit-remaining-tokens',
+      String(view.tokens.remaining),
+      'x-ratelimit-reset-tokens',
+      resetText(view.tokens.resetAt.getTime() - nowMs),
     );
   }
   if (view.concurrent) {
-    out.push('x-nexus-ratelimit-limit-concurrent', String(view.concurrent.limit), 'x-nexus-ratelimit-remaining-concurrent', String(view.concurrent.remaining));
+    out.push(
+      'x-nexus-ratelimit-limit-concurrent',
+      String(view.concurrent.limit),
+      'x-nexus-ratelimit-remaining-concurrent',
+      String(view.concurrent.remaining),
+    );
   }
   return out;
 }
@@ -71,7 +82,8 @@ export function rateHeaders(view: RateView | undefined, nowMs: number, out: stri
  */
 export function viewOfWindow(
   limits: RateLimits,
-  row: { window_start: Date | null; requests: bigint | number | null; tokens: bigint | number | null; concurrent: number | null } | undefined,
+  row:
+    { window_start: Date | null; requests: bigint | number | null; tokens: bigint | number | null; concurrent: number | null } | undefined,
   nowMs: number,
 ): RateView {
   const w = windowStartOf(nowMs);

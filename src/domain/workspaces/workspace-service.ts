@@ -90,13 +90,17 @@ export function createWorkspaceService(deps: {
           },
           tx,
         );
-        await audit.record(actor, {
-          action: 'workspace.created',
-          resourceType: 'workspace',
-          resourceId: row.id,
-          workspaceId: row.id,
-          changes: { ...dto },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'workspace.created',
+            resourceType: 'workspace',
+            resourceId: row.id,
+            workspaceId: row.id,
+            changes: { ...dto },
+          },
+          tx,
+        );
         return row;
       });
     },
@@ -120,13 +124,17 @@ export function createWorkspaceService(deps: {
         if (dto.allowUnmeteredPassthrough !== undefined) patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
         const row = await workspaceRepo.update(id, patch, tx);
         if (dto.allowUnmeteredPassthrough !== undefined) await changes.announce({ kind: 'workspace', id }, tx);
-        await audit.record(actor, {
-          action: 'workspace.updated',
-          resourceType: 'workspace',
-          resourceId: id,
-          workspaceId: id,
-          changes: { ...dto },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'workspace.updated',
+            resourceType: 'workspace',
+            resourceId: id,
+            workspaceId: id,
+            changes: { ...dto },
+          },
+          tx,
+        );
         return row;
       });
     },
@@ -142,13 +150,17 @@ export function createWorkspaceService(deps: {
         const now = clock.now();
         await workspaceRepo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
         await changes.announce({ kind: 'workspace', id }, tx);
-        await audit.record(actor, {
-          action: 'workspace.archived',
-          resourceType: 'workspace',
-          resourceId: id,
-          workspaceId: id,
-          changes: { status: 'ARCHIVED' },
-        }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'workspace.archived',
+            resourceType: 'workspace',
+            resourceId: id,
+            workspaceId: id,
+            changes: { status: 'ARCHIVED' },
+          },
+          tx,
+        );
       });
     },
   };

@@ -59,7 +59,10 @@ class MessagesStream implements StreamReader {
   ending(_state: StreamState, cut: StreamCut): string {
     let out = '';
     for (const index of this.openBlocks) out += sseEvent('content_block_stop', { index });
-    out += sseEvent('message_delta', { delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { output_tokens: cut.outputTokens } });
+    out += sseEvent('message_delta', {
+      delta: { stop_reason: 'max_tokens', stop_sequence: null },
+      usage: { output_tokens: cut.outputTokens },
+    });
     return out + sseEvent('message_stop', {});
   }
 }

@@ -2,7 +2,17 @@
  * The OpenAI API and those compatible with it: chat completions, completions, embeddings and the
  * Responses API; the key as `Authorization: Bearer`.
  */
-import { big, bytesOf, defineProtocol, isImageDataUrl, sseEvent, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+import {
+  big,
+  bytesOf,
+  defineProtocol,
+  isImageDataUrl,
+  sseEvent,
+  type StreamCut,
+  type StreamReader,
+  type StreamState,
+  type Usage,
+} from './protocol.js';
 
 /** Responses API output items tracked for the answer of a cut stream (output_index beyond it is not kept). */
 const MAX_OUTPUT_ITEMS = 1024;
@@ -128,7 +138,12 @@ class ChunkStream implements StreamReader {
     const usage = cut.usageAsked;
     let out = `data: ${JSON.stringify({ ...head, choices, ...(usage ? { usage: null } : {}) })}\n\n`;
     if (usage) {
-      const reported = { prompt_tokens: input, completion_tokens: output, total_tokens: input + output, prompt_tokens_details: { cached_tokens: cached } };
+      const reported = {
+        prompt_tokens: input,
+        completion_tokens: output,
+        total_tokens: input + output,
+        prompt_tokens_details: { cached_tokens: cached },
+      };
       out += `data: ${JSON.stringify({ ...head, choices: [], usage: reported })}\n\n`;
     }
     return out + 'data: [DONE]\n\n';
@@ -166,7 +181,8 @@ class ResponsesStream implements StreamReader {
         break;
       case 'response.content_part.added': {
         const index = itemIndex(event.content_index);
-        if (index !== undefined && Array.isArray(item?.content) && event.part && typeof event.part === 'object') item.content[index] = event.part;
+        if (index !== undefined && Array.isArray(item?.content) && event.part && typeof event.part === 'object')
+          item.content[index] = event.part;
         break;
       }
       case 'response.output_text.delta': {
@@ -182,7 +198,12 @@ class ResponsesStream implements StreamReader {
 
   ending(state: StreamState, cut: StreamCut): string {
     const { inputTokens: input, cachedTokens: cached, outputTokens: output } = cut;
-    const base = this.response ?? { id: state.responseId ?? 'resp_cut', object: 'response', created_at: Math.floor(Date.now() / 1000), model: state.model ?? '' };
+    const base = this.response ?? {
+      id: state.responseId ?? 'resp_cut',
+      object: 'response',
+      created_at: Math.floor(Date.now() / 1000),
+      model: state.model ?? '',
+    };
     const response = {
       ...base,
       status: 'incomplete',

@@ -22,14 +22,7 @@ import type {
   SuspendWorkspaceAccessData,
   SuspendWorkspaceAccessResponses,
 } from '../../../generated/client/types.gen.js';
-import {
-  toAccessDto,
-  toApiKeyDto,
-  toIssuedKeyDto,
-  toProvisionedDto,
-  toQuotaSnapshotDto,
-  toWorkspaceUserDto,
-} from './access-mapper.js';
+import { toAccessDto, toApiKeyDto, toIssuedKeyDto, toProvisionedDto, toQuotaSnapshotDto, toWorkspaceUserDto } from './access-mapper.js';
 import type { Services } from '../../domain/services.js';
 import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../../http/handler.js';
 import { listQuery, optionalTimestamp, parseTimestamp } from '../../http/wire.js';
@@ -83,7 +76,10 @@ export function accessHandlers({ accesses }: Services, { clock }: HandlerContext
     listInferenceKeys: handler<ListInferenceKeysData, ListInferenceKeysResponses>(async ({ actor, path, query }) => {
       const result = await accesses.listKeys(actor, path.accessId, listQuery(query));
       const now = clock.now();
-      return page(result.items.map((row) => toApiKeyDto(row, now)), result.nextAfter);
+      return page(
+        result.items.map((row) => toApiKeyDto(row, now)),
+        result.nextAfter,
+      );
     }),
     revokeInferenceKey: handler<RevokeInferenceKeyData, RevokeInferenceKeyResponses>(async ({ actor, path }) => {
       await accesses.revokeKey(actor, path.accessId, path.keyId);

@@ -1,7 +1,4 @@
-import type {
-  ListAuditLogsData,
-  ListAuditLogsResponses,
-} from '../../../generated/client/types.gen.js';
+import type { ListAuditLogsData, ListAuditLogsResponses } from '../../../generated/client/types.gen.js';
 import type { Services } from '../../domain/services.js';
 import { toAuditLogDto } from './audit-query-mapper.js';
 import { handler, page, type HandlerMap } from '../../http/handler.js';

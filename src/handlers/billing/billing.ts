@@ -58,33 +58,39 @@ export function billingHandlers({ billing }: Services): HandlerMap {
   const dto = (publicUrl: string) => (row: Parameters<typeof toBillingConnectionDto>[0]) => toBillingConnectionDto(row, publicUrl);
 
   return {
-    createBillingConnection: handler<CreateBillingConnectionData, CreateBillingConnectionResponses>(async ({ actor, path, body, publicUrl }) =>
-      created(dto(publicUrl)(await connections.create(actor, path.workspaceId, body))),
+    createBillingConnection: handler<CreateBillingConnectionData, CreateBillingConnectionResponses>(
+      async ({ actor, path, body, publicUrl }) => created(dto(publicUrl)(await connections.create(actor, path.workspaceId, body))),
     ),
-    listBillingConnections: handler<ListBillingConnectionsData, ListBillingConnectionsResponses>(async ({ actor, path, query, publicUrl }) => {
-      const result = await connections.list(actor, path.workspaceId, listQuery(query));
-      return page(result.items.map(dto(publicUrl)), result.nextAfter);
-    }),
+    listBillingConnections: handler<ListBillingConnectionsData, ListBillingConnectionsResponses>(
+      async ({ actor, path, query, publicUrl }) => {
+        const result = await connections.list(actor, path.workspaceId, listQuery(query));
+        return page(result.items.map(dto(publicUrl)), result.nextAfter);
+      },
+    ),
     disableBillingConnection: handler<DisableBillingConnectionData, DisableBillingConnectionResponses>(async ({ actor, path }) => {
       await connections.disable(actor, path.connectionId);
       return noContent();
     }),
-    configureBillingProviderCredential: handler<ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialResponses>(async ({ actor, path, body, publicUrl }) =>
-      ok(dto(publicUrl)(await connections.configureCredential(actor, path.connectionId, body.credential))),
+    configureBillingProviderCredential: handler<ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialResponses>(
+      async ({ actor, path, body, publicUrl }) =>
+        ok(dto(publicUrl)(await connections.configureCredential(actor, path.connectionId, body.credential))),
     ),
-    configureBillingWebhookSecret: handler<ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretResponses>(async ({ actor, path, body, publicUrl }) =>
-      ok(dto(publicUrl)(await connections.configureWebhookSecret(actor, path.connectionId, body.webhookSecret))),
+    configureBillingWebhookSecret: handler<ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretResponses>(
+      async ({ actor, path, body, publicUrl }) =>
+        ok(dto(publicUrl)(await connections.configureWebhookSecret(actor, path.connectionId, body.webhookSecret))),
     ),
     verifyBillingConnection: handler<VerifyBillingConnectionData, VerifyBillingConnectionResponses>(async ({ actor, path, publicUrl }) =>
       ok(dto(publicUrl)(await connections.verify(actor, path.connectionId))),
     ),
-    createBillingProductMapping: handler<CreateBillingProductMappingData, CreateBillingProductMappingResponses>(async ({ actor, path, body }) =>
-      created({ id: (await connections.createMapping(actor, path.connectionId, body)).id }),
+    createBillingProductMapping: handler<CreateBillingProductMappingData, CreateBillingProductMappingResponses>(
+      async ({ actor, path, body }) => created({ id: (await connections.createMapping(actor, path.connectionId, body)).id }),
     ),
-    listBillingProductMappings: handler<ListBillingProductMappingsData, ListBillingProductMappingsResponses>(async ({ actor, path, query }) => {
-      const result = await connections.listMappings(actor, path.connectionId, listQuery(query));
-      return page(result.items.map(toProductMappingDto), result.nextAfter);
-    }),
+    listBillingProductMappings: handler<ListBillingProductMappingsData, ListBillingProductMappingsResponses>(
+      async ({ actor, path, query }) => {
+        const result = await connections.listMappings(actor, path.connectionId, listQuery(query));
+        return page(result.items.map(toProductMappingDto), result.nextAfter);
+      },
+    ),
     deleteBillingProductMapping: handler<DeleteBillingProductMappingData, DeleteBillingProductMappingResponses>(async ({ actor, path }) => {
       await connections.disableMapping(actor, path.mappingId);
       return noContent();
@@ -101,23 +107,27 @@ export function billingHandlers({ billing }: Services): HandlerMap {
       const { operationId } = await inbox.replay(actor, path.eventId);
       return ok({ accepted: true, operationId });
     }),
-    listExternalSubscriptions: handler<ListExternalSubscriptionsData, ListExternalSubscriptionsResponses>(async ({ actor, path, query }) => {
-      const result = await billing.listExternalSubscriptions(actor, path.accessId, listQuery(query));
-      return page(result.items.map(toExternalSubscriptionDto), result.nextAfter);
-    }),
+    listExternalSubscriptions: handler<ListExternalSubscriptionsData, ListExternalSubscriptionsResponses>(
+      async ({ actor, path, query }) => {
+        const result = await billing.listExternalSubscriptions(actor, path.accessId, listQuery(query));
+        return page(result.items.map(toExternalSubscriptionDto), result.nextAfter);
+      },
+    ),
     reconcileBillingConnection: handler<ReconcileBillingConnectionData, ReconcileBillingConnectionResponses>(async ({ actor, path }) => {
       const { runId } = await reconciler.reconcile(actor, path.connectionId);
       return ok({ accepted: true, operationId: runId });
     }),
-    syncWorkspaceAccessBillingPeriod: handler<SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodResponses>(async ({ actor, path, body }) => {
-      const result = await periodSync.sync(actor, path.accessId, {
-        ...body,
-        periodStart: parseTimestamp(body.periodStart, 'periodStart'),
-        periodEnd: parseTimestamp(body.periodEnd, 'periodEnd'),
-        sourceUpdatedAt: parseTimestamp(body.sourceUpdatedAt, 'sourceUpdatedAt'),
-      });
-      return ok(toPeriodSyncDto(result.row, result.applied, result.quotaGranted));
-    }),
+    syncWorkspaceAccessBillingPeriod: handler<SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodResponses>(
+      async ({ actor, path, body }) => {
+        const result = await periodSync.sync(actor, path.accessId, {
+          ...body,
+          periodStart: parseTimestamp(body.periodStart, 'periodStart'),
+          periodEnd: parseTimestamp(body.periodEnd, 'periodEnd'),
+          sourceUpdatedAt: parseTimestamp(body.sourceUpdatedAt, 'sourceUpdatedAt'),
+        });
+        return ok(toPeriodSyncDto(result.row, result.applied, result.quotaGranted));
+      },
+    ),
     // Reached only if the raw-body route in app.ts did not take the request: a body that
     // was parsed and re-serialized no longer carries the provider's signature, so the
     // receiver refuses it unless the bytes happen to be identical.

@@ -1,4 +1,10 @@
-import type { InvocationAttemptDto, InvocationDto, Int64String, UsageEventDto, UsageSummaryDto } from '../../../generated/client/types.gen.js';
+import type {
+  InvocationAttemptDto,
+  InvocationDto,
+  Int64String,
+  UsageEventDto,
+  UsageSummaryDto,
+} from '../../../generated/client/types.gen.js';
 import type { UsageEventRow } from '../../domain/quota/quota-types.js';
 import type { InvocationRow } from '../../domain/invocations/invocation-types.js';
 import type { UsageGranularity, UsageGroupBy } from '../../domain/invocations/invocation-repo.js';
@@ -86,7 +92,12 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   return dto;
 }
 
-export function toUsageSummaryDto(workspaceId: string, granularity: UsageGranularity, groupBy: UsageGroupBy, summary: UsageSummary): UsageSummaryDto {
+export function toUsageSummaryDto(
+  workspaceId: string,
+  granularity: UsageGranularity,
+  groupBy: UsageGroupBy,
+  summary: UsageSummary,
+): UsageSummaryDto {
   return {
     workspaceId,
     since: summary.since.toISOString(),

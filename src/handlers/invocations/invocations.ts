@@ -17,7 +17,10 @@ export function invocationHandlers({ invocations }: Services): HandlerMap {
   return {
     listInvocations: handler<ListInvocationsData, ListInvocationsResponses>(async ({ actor, path, query }) => {
       const result = await invocations.list(actor, { ...listQuery(query), workspaceId: path.workspaceId });
-      return page(result.items.map((row) => toInvocationDto(row)), result.nextAfter);
+      return page(
+        result.items.map((row) => toInvocationDto(row)),
+        result.nextAfter,
+      );
     }),
     getInvocation: handler<GetInvocationData, GetInvocationResponses>(async ({ actor, path }) => {
       const { invocation, usageEvents } = await invocations.get(actor, path.invocationId);

@@ -34,14 +34,12 @@ export function fromCreateStrategyDto(dto: CreateQuotaStrategyDto): CreateStrate
     outputMultiplierPpm: parseInt64(dto.outputMultiplierPpm, 'outputMultiplierPpm'),
     cachedInputMultiplierPpm: parseInt64(dto.cachedInputMultiplierPpm, 'cachedInputMultiplierPpm'),
     maxOutputTokens: dto.maxOutputTokens,
-    modelRules: (dto.modelRules ?? []).map(
-      (rule, i): ModelRule => ({
-        pattern: rule.pattern,
-        inputMultiplierPpm: parseInt64(rule.inputMultiplierPpm, `modelRules.${i}.inputMultiplierPpm`),
-        cachedInputMultiplierPpm: parseInt64(rule.cachedInputMultiplierPpm, `modelRules.${i}.cachedInputMultiplierPpm`),
-        outputMultiplierPpm: parseInt64(rule.outputMultiplierPpm, `modelRules.${i}.outputMultiplierPpm`),
-      }),
-    ),
+    modelRules: (dto.modelRules ?? []).map((rule, i): ModelRule => ({
+      pattern: rule.pattern,
+      inputMultiplierPpm: parseInt64(rule.inputMultiplierPpm, `modelRules.${i}.inputMultiplierPpm`),
+      cachedInputMultiplierPpm: parseInt64(rule.cachedInputMultiplierPpm, `modelRules.${i}.cachedInputMultiplierPpm`),
+      outputMultiplierPpm: parseInt64(rule.outputMultiplierPpm, `modelRules.${i}.outputMultiplierPpm`),
+    })),
     allowedModels: dto.allowedModels ?? null,
     outputCapPolicy: dto.outputCapPolicy ?? 'clamp',
   };

@@ -45,7 +45,9 @@ export function planHandlers({ plans }: Services): HandlerMap {
     updatePlan: handler<UpdatePlanData, UpdatePlanResponses>(async ({ actor, path, body }) =>
       ok(toPlanDto(await plans.updatePlan(actor, path.planId, body))),
     ),
-    publishPlan: handler<PublishPlanData, PublishPlanResponses>(async ({ actor, path }) => ok(toPlanDto(await plans.publishPlan(actor, path.planId)))),
+    publishPlan: handler<PublishPlanData, PublishPlanResponses>(async ({ actor, path }) =>
+      ok(toPlanDto(await plans.publishPlan(actor, path.planId))),
+    ),
     createQuotaStrategy: handler<CreateQuotaStrategyData, CreateQuotaStrategyResponses>(async ({ actor, path, body }) =>
       created(toStrategyDto(await plans.createStrategy(actor, path.workspaceId, fromCreateStrategyDto(body)))),
     ),
@@ -62,7 +64,10 @@ export function planHandlers({ plans }: Services): HandlerMap {
     bindPlanStrategy: handler<BindPlanStrategyData, BindPlanStrategyResponses>(async ({ actor, path, body }) =>
       created(
         toBindingDto(
-          await plans.bind(actor, path.planId, { strategyId: body.strategyId, effectiveFrom: parseTimestamp(body.effectiveFrom, 'effectiveFrom') }),
+          await plans.bind(actor, path.planId, {
+            strategyId: body.strategyId,
+            effectiveFrom: parseTimestamp(body.effectiveFrom, 'effectiveFrom'),
+          }),
         ),
       ),
     ),

@@ -25,21 +25,24 @@ export function providerConnectionHandlers({ providerConnections }: Services): H
   // A DTO's URLs start with the public URL of the request it answers (PublicUrl.forRequest).
   const dto = (publicUrl: string) => (row: Parameters<typeof toProviderConnectionDto>[0]) => toProviderConnectionDto(row, publicUrl);
   return {
-    createProviderConnection: handler<CreateProviderConnectionData, CreateProviderConnectionResponses>(async ({ actor, path, body, publicUrl }) =>
-      created(dto(publicUrl)(await providerConnections.create(actor, path.workspaceId, body))),
+    createProviderConnection: handler<CreateProviderConnectionData, CreateProviderConnectionResponses>(
+      async ({ actor, path, body, publicUrl }) => created(dto(publicUrl)(await providerConnections.create(actor, path.workspaceId, body))),
     ),
-    listProviderConnections: handler<ListProviderConnectionsData, ListProviderConnectionsResponses>(async ({ actor, path, query, publicUrl }) => {
-      const result = await providerConnections.list(actor, path.workspaceId, listQuery(query));
-      return page(result.items.map(dto(publicUrl)), result.nextAfter);
-    }),
+    listProviderConnections: handler<ListProviderConnectionsData, ListProviderConnectionsResponses>(
+      async ({ actor, path, query, publicUrl }) => {
+        const result = await providerConnections.list(actor, path.workspaceId, listQuery(query));
+        return page(result.items.map(dto(publicUrl)), result.nextAfter);
+      },
+    ),
     testProviderConnection: handler<TestProviderConnectionData, TestProviderConnectionResponses>(async ({ actor, path, body }) =>
       ok(toProviderCheckResultDto(await providerConnections.test(actor, path.workspaceId, body))),
     ),
     getProviderConnection: handler<GetProviderConnectionData, GetProviderConnectionResponses>(async ({ actor, path, publicUrl }) =>
       ok(dto(publicUrl)(await providerConnections.get(actor, path.providerConnectionId))),
     ),
-    updateProviderConnection: handler<UpdateProviderConnectionData, UpdateProviderConnectionResponses>(async ({ actor, path, body, publicUrl }) =>
-      ok(dto(publicUrl)(await providerConnections.update(actor, path.providerConnectionId, body))),
+    updateProviderConnection: handler<UpdateProviderConnectionData, UpdateProviderConnectionResponses>(
+      async ({ actor, path, body, publicUrl }) =>
+        ok(dto(publicUrl)(await providerConnections.update(actor, path.providerConnectionId, body))),
     ),
     archiveProviderConnection: handler<ArchiveProviderConnectionData, ArchiveProviderConnectionResponses>(async ({ actor, path }) => {
       await providerConnections.archive(actor, path.providerConnectionId);

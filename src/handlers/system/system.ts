@@ -8,7 +8,10 @@ export function systemHandlers({ readiness }: Services, { eventLoop }: HandlerCo
     getHealth: handler<GetHealthData, GetHealthResponses>(async () => {
       const stall = eventLoop.stall();
       if (stall) {
-        throw new AppError('event_loop_blocked', `The event loop was blocked for ${stall.ms} ms (NEXUS_EVENT_LOOP_BLOCKED_MS): nothing was answered meanwhile`);
+        throw new AppError(
+          'event_loop_blocked',
+          `The event loop was blocked for ${stall.ms} ms (NEXUS_EVENT_LOOP_BLOCKED_MS): nothing was answered meanwhile`,
+        );
       }
       return ok({ status: 'ok' });
     }),

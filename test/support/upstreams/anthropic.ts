@@ -52,7 +52,12 @@ export function startAnthropicUpstream(options: UpstreamKeys): Promise<FakeUpstr
     const words = wordsOf(req, u.output);
     const id = `msg_${answerNumber()}`;
     // Anthropic's input_tokens excludes cache reads.
-    const usage = { input_tokens: u.input - u.cached, cache_creation_input_tokens: 0, cache_read_input_tokens: u.cached, output_tokens: u.output };
+    const usage = {
+      input_tokens: u.input - u.cached,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: u.cached,
+      output_tokens: u.output,
+    };
     if (req.headers['x-fake-fault'] === 'reset' && !body.stream) {
       res.socket?.destroy();
       return;
@@ -74,7 +79,16 @@ export function startAnthropicUpstream(options: UpstreamKeys): Promise<FakeUpstr
     const ev = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
     const events = [
       ev('message_start', {
-        message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } },
+        message: {
+          id,
+          type: 'message',
+          role: 'assistant',
+          model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { ...usage, output_tokens: 1 },
+        },
       }),
       ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
       ev('ping', {}),

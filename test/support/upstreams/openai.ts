@@ -100,7 +100,9 @@ export function startOpenAiUpstream(options: UpstreamKeys): Promise<FakeUpstream
       if (fault === 'malformed') {
         events.push('data: {"id":"broken", "choices": [\n\n', 'data: {"usage": {"prompt_tokens": 1\n\n');
       } else if (includeUsage) {
-        events.push(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [], usage: chatUsage })}\n\n`);
+        events.push(
+          `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [], usage: chatUsage })}\n\n`,
+        );
       }
       events.push('data: [DONE]\n\n');
       return stream(req, res, events);
@@ -114,12 +116,22 @@ export function startOpenAiUpstream(options: UpstreamKeys): Promise<FakeUpstream
         total_tokens: u.input + u.output,
       };
       const response = {
-        id: req.headers['x-fake-response-id'] ? (JSON.parse(String(req.headers['x-fake-response-id'])) as string) : `resp_${answerNumber()}`,
+        id: req.headers['x-fake-response-id']
+          ? (JSON.parse(String(req.headers['x-fake-response-id'])) as string)
+          : `resp_${answerNumber()}`,
         object: 'response',
         created_at: 1_700_000_000,
         status: 'completed',
         model,
-        output: [{ type: 'message', id: 'msg_1', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: words.join(' '), annotations: [] }] }],
+        output: [
+          {
+            type: 'message',
+            id: 'msg_1',
+            status: 'completed',
+            role: 'assistant',
+            content: [{ type: 'output_text', text: words.join(' '), annotations: [] }],
+          },
+        ],
         usage,
       };
       if (!body.stream) return json(res, 200, response);
@@ -128,9 +140,19 @@ export function startOpenAiUpstream(options: UpstreamKeys): Promise<FakeUpstream
         `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`;
       return stream(req, res, [
         ev('response.created', { response: { ...response, status: 'in_progress', output: [], usage: null } }),
-        ev('response.output_item.added', { output_index: 0, item: { type: 'message', id: 'msg_1', status: 'in_progress', role: 'assistant', content: [] } }),
-        ev('response.content_part.added', { item_id: 'msg_1', output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } }),
-        ...words.map((w, i) => ev('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: (i ? ' ' : '') + w })),
+        ev('response.output_item.added', {
+          output_index: 0,
+          item: { type: 'message', id: 'msg_1', status: 'in_progress', role: 'assistant', content: [] },
+        }),
+        ev('response.content_part.added', {
+          item_id: 'msg_1',
+          output_index: 0,
+          content_index: 0,
+          part: { type: 'output_text', text: '', annotations: [] },
+        }),
+        ...words.map((w, i) =>
+          ev('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: (i ? ' ' : '') + w }),
+        ),
         ev('response.completed', { response }),
       ]);
     }

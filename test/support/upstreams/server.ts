@@ -54,7 +54,9 @@ export function wordsOf(req: IncomingMessage, output: number): string[] {
 }
 
 export function usageOf(req: IncomingMessage): UsageSpec {
-  const raw = String(req.headers['x-fake-usage'] ?? '10,5,0').split(',').map(Number);
+  const raw = String(req.headers['x-fake-usage'] ?? '10,5,0')
+    .split(',')
+    .map(Number);
   return { input: raw[0] ?? 10, output: raw[1] ?? 5, cached: raw[2] ?? 0 };
 }
 
