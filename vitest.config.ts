@@ -69,6 +69,8 @@ export default defineConfig({
   test: {
     globalSetup: ['test/support/global-setup.ts'],
     pool: 'forks',
+    // The api files mostly wait on PostgreSQL and sockets: two workers even on 2 cores (vitest's default there is 1).
+    maxWorkers: 2,
     reporters: ['default', './test/support/project-durations.ts'],
     projects: [
       {
@@ -90,6 +92,8 @@ export default defineConfig({
           name: 'e2e',
           include: e2e,
           pool: 'forks',
+          // One file at a time: these spawn processes and time their faults; two at once on 2 cores make them flaky.
+          maxWorkers: 1,
           globalSetup: ['test/support/build-setup.ts'],
           sequence: { groupOrder: 2 },
           ...withApp,
