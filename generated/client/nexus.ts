@@ -82,7 +82,9 @@ export function createNexusClient({ apiKey, ...config }: NexusClientOptions): Cl
 }
 
 /** A page of a list operation, from the result type of one of the SDK's functions. */
-type PageOf<TOperation> = TOperation extends (options: never) => Promise<infer R> ? Extract<R, { data: readonly unknown[]; response: Response }> : never;
+type PageOf<TOperation> = TOperation extends (options: never) => Promise<infer R>
+  ? Extract<R, { data: readonly unknown[]; response: Response }>
+  : never;
 /** What a list operation lists: never for an operation that does not list. */
 export type ItemOf<TOperation> = PageOf<TOperation>['data'][number];
 /** The options of the operation, when it is a list operation (every one takes an optional `cursor`). */
