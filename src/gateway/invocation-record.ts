@@ -84,49 +84,16 @@ const storable = (text: string) => storableText(text, MAX_NAME_LENGTH);
 
 const later = (from: Date, ms: number) => new Date(from.getTime() + ms);
 
-/** The invocation row (with its attempt's columns) of a call, as it is recorded. */
+/**
+ * The invocation row (with its attempt's columns) of a call, as it is recorded. One literal for both outcomes: a
+ * call refused before the upstream has no attempt, so its attempt and timing columns are null and it is charged 0.
+ */
 export function invocationRecord(opened: CallOpened, read: CallRead, outcome: CallOutcome): InvocationRow {
   const requestedModel = storable(read.requestedModel);
-  if (!outcome.upstream) {
-    return {
-      id: opened.id,
-      workspace_id: opened.workspaceId,
-      workspace_access_id: opened.accessId,
-      provider_connection_id: opened.connectionId,
-      inference_key_id: opened.keyId,
-      request_id: opened.requestId,
-      trace_id: opened.traceId,
-      method: opened.method,
-      endpoint: opened.endpoint,
-      requested_model: requestedModel,
-      status: outcome.status,
-      metering_status: opened.metered ? 'metered' : 'unmetered',
-      streamed: read.streamed,
-      lease_id: read.leaseId,
-      quota_units: 0n,
-      error_code: outcome.errorCode,
-      started_at: opened.startedAt,
-      first_token_at: null,
-      completed_at: outcome.completedAt,
-      total_latency_ms: outcome.totalLatencyMs,
-      provider_latency_ms: null,
-      nexus_latency_ms: null,
-      total_ttft_ms: null,
-      provider_ttft_ms: null,
-      nexus_ttft_ms: null,
-      upstream_response_id: null,
-      attempt_id: null,
-      attempt_upstream_model: null,
-      attempt_status: null,
-      attempt_http_status: null,
-      attempt_error_code: null,
-      attempt_started_at: null,
-      attempt_first_token_at: null,
-      attempt_completed_at: null,
-      attempt_duration_ms: null,
-    };
-  }
-  const { providerLatencyMs, providerTtftMs, totalTtftMs } = outcome;
+  const attempt = outcome.upstream ? outcome : null;
+  const providerLatencyMs = attempt?.providerLatencyMs ?? null;
+  const providerTtftMs = attempt?.providerTtftMs ?? null;
+  const totalTtftMs = attempt?.totalTtftMs ?? null;
   return {
     id: opened.id,
     workspace_id: opened.workspaceId,
@@ -142,7 +109,7 @@ export function invocationRecord(opened: CallOpened, read: CallRead, outcome: Ca
     metering_status: opened.metered ? 'metered' : 'unmetered',
     streamed: read.streamed,
     lease_id: read.leaseId,
-    quota_units: outcome.quotaUnits,
+    quota_units: attempt ? attempt.quotaUnits : 0n,
     error_code: outcome.errorCode,
     started_at: opened.startedAt,
     first_token_at: totalTtftMs === null ? null : later(opened.startedAt, totalTtftMs),
@@ -153,15 +120,15 @@ export function invocationRecord(opened: CallOpened, read: CallRead, outcome: Ca
     total_ttft_ms: totalTtftMs,
     provider_ttft_ms: providerTtftMs,
     nexus_ttft_ms: totalTtftMs === null || providerTtftMs === null ? null : totalTtftMs - providerTtftMs,
-    upstream_response_id: outcome.upstreamResponseId ? storable(outcome.upstreamResponseId) : outcome.upstreamResponseId,
-    attempt_id: outcome.attemptId,
-    attempt_upstream_model: outcome.upstreamModel ? storable(outcome.upstreamModel) : requestedModel,
-    attempt_status: outcome.attemptStatus,
-    attempt_http_status: outcome.httpStatus,
-    attempt_error_code: outcome.errorCode,
-    attempt_started_at: outcome.attemptStartedAt,
-    attempt_first_token_at: providerTtftMs === null ? null : later(outcome.attemptStartedAt, providerTtftMs),
-    attempt_completed_at: outcome.completedAt,
-    attempt_duration_ms: outcome.attemptDurationMs,
+    upstream_response_id: !attempt ? null : attempt.upstreamResponseId ? storable(attempt.upstreamResponseId) : attempt.upstreamResponseId,
+    attempt_id: attempt ? attempt.attemptId : null,
+    attempt_upstream_model: !attempt ? null : attempt.upstreamModel ? storable(attempt.upstreamModel) : requestedModel,
+    attempt_status: attempt ? attempt.attemptStatus : null,
+    attempt_http_status: attempt ? attempt.httpStatus : null,
+    attempt_error_code: attempt ? attempt.errorCode : null,
+    attempt_started_at: attempt ? attempt.attemptStartedAt : null,
+    attempt_first_token_at: !attempt || providerTtftMs === null ? null : later(attempt.attemptStartedAt, providerTtftMs),
+    attempt_completed_at: attempt ? attempt.completedAt : null,
+    attempt_duration_ms: attempt ? attempt.attemptDurationMs : null,
   };
 }
