@@ -15,6 +15,19 @@ export interface Ask {
   limit: number | null;
 }
 
+/** What a process asks of an access's rate window in one take. */
+interface TakeAsk {
+  id: string;
+  workspaceId: string;
+  accessId: string;
+  windowStart: Date;
+  requests: Ask;
+  tokens: Ask;
+  concurrent: Ask;
+  share: number;
+  expiresAt: Date;
+}
+
 export interface TakeAnswer {
   /** What the access had used in the window (requests, tokens) and held (slots) before this statement. */
   used: { requests: number; tokens: number; concurrent: number };
@@ -92,20 +105,7 @@ select count(*) as n from gone`;
 const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(v));
 
 export function createRateRepo(db: Queryable) {
-  async function takeOnce(
-    a: {
-      id: string;
-      workspaceId: string;
-      accessId: string;
-      windowStart: Date;
-      requests: Ask;
-      tokens: Ask;
-      concurrent: Ask;
-      share: number;
-      expiresAt: Date;
-    },
-    q: Queryable,
-  ): Promise<TakeAnswer | null> {
+  async function takeOnce(a: TakeAsk, q: Queryable): Promise<TakeAnswer | null> {
     const result = await q.raw(TAKE, {
       id: a.id,
       workspaceId: a.workspaceId,
@@ -136,20 +136,7 @@ export function createRateRepo(db: Queryable) {
      * One statement: grants a process what each dimension can give (at least its need, up to its want
      * while that is at most 1/share of what is left), all or nothing; the window row is made on first use.
      */
-    async take(
-      a: {
-        id: string;
-        workspaceId: string;
-        accessId: string;
-        windowStart: Date;
-        requests: Ask;
-        tokens: Ask;
-        concurrent: Ask;
-        share: number;
-        expiresAt: Date;
-      },
-      q: Queryable = db,
-    ): Promise<TakeAnswer> {
+    async take(a: TakeAsk, q: Queryable = db): Promise<TakeAnswer> {
       const first = await takeOnce(a, q);
       if (first) return first;
       await q.raw(
