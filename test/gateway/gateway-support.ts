@@ -2,6 +2,8 @@
  * Gateway test support: tenants made through the Admin API (test/support/tenant.ts), the
  * contract-checking fetch for gateway calls, and the period's numbers read from the database.
  */
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import { contractFetch } from '../support/contract.js';
 import type { TestApp } from '../support/test-app.js';
 import { provisionTenant, type Tenant, type TenantSpec } from '../support/tenant.js';
@@ -10,6 +12,35 @@ export type { Tenant };
 
 /** fetch for gateway calls (and SDKs): every answer is checked against the contract's proxyProvider* operations. */
 export const gatewayFetch = contractFetch;
+
+/** The official OpenAI SDK pointed at the tenant's gateway base URL, no retries, answers checked by the contract. */
+export const openAiFor = (tenant: Tenant, headers: Record<string, string> = {}) =>
+  new OpenAI({
+    baseURL: tenant.gatewayBaseUrl + '/v1',
+    apiKey: tenant.apiKey,
+    fetch: gatewayFetch(),
+    maxRetries: 0,
+    defaultHeaders: headers,
+  });
+
+/** The official Anthropic SDK, the same way. */
+export const anthropicFor = (tenant: Tenant, headers: Record<string, string> = {}) =>
+  new Anthropic({ baseURL: tenant.gatewayBaseUrl, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+
+/**
+ * As if the lease's process had died: its lease is made expired and swept, as another process's sweeper would. The
+ * sweep skips a lease locked at that moment (its calls under way being written) and a heartbeat in between renews
+ * it: as a sweeper does, it tries again.
+ */
+export function reclaimLease(t: TestApp, accessId: string): Promise<void> {
+  return until(async () => {
+    await t.database
+      .db('quota_leases')
+      .where({ workspace_access_id: accessId })
+      .update({ expires_at: new Date(Date.now() - 1) });
+    return (await t.nexus.gateway.sweepExpired()).leases === 1;
+  });
+}
 
 /** A workspace with one connection and one user on a published plan, made with the app's root client. */
 export function createTenant(t: TestApp, o: TenantSpec): Promise<Tenant> {

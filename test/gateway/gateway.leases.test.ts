@@ -17,7 +17,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { activePlan } from '../support/tenant.js';
 import { poolerEnv, startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
+import { createTenant, gatewayFetch, periodOf, reclaimLease, until, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let up: FakeUpstream;
@@ -128,16 +128,8 @@ describe('one process', () => {
     const res = await slow;
     expect(res.status).toBe(200);
     // As if its heartbeats had not reached the database for a TTL: another process's sweeper reclaims the lease.
-    // The sweep skips a lease locked at that moment (the process writing its calls under way, every snapshot),
-    // and a heartbeat in between renews it: as a sweeper does, it tries again.
     await until(async () => (await leasesOf(tenant.accessId)).length === 1);
-    await until(async () => {
-      await t.database
-        .db('quota_leases')
-        .where({ workspace_access_id: tenant.accessId })
-        .update({ expires_at: new Date(Date.now() - 1) });
-      return (await t.nexus.gateway.sweepExpired()).leases === 1;
-    });
+    await reclaimLease(t, tenant.accessId);
     await res.text();
     await t.nexus.gateway.drain();
     // Recorded and charged once: by the reclaim, as its last heartbeat left it, or by its own process, directly.

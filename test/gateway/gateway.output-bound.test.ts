@@ -4,14 +4,13 @@
  * well-formed end and charged the bound, and the upstream request is aborted; a JSON
  * answer over the bound is charged as reported and counted in the metrics.
  */
-import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getInvocation, listInvocations } from '../support/sdk.js';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
+import { anthropicFor, createTenant, openAiFor, periodOf, until, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let openaiUp: FakeUpstream;
@@ -33,16 +32,8 @@ afterAll(async () => {
 const RUNAWAY = { 'x-fake-fault': 'runaway', 'x-fake-usage': '10,500,0', 'x-fake-delay-ms': '5' };
 const BOUND = 20;
 
-const openai = (tenant: Tenant, headers: Record<string, string> = RUNAWAY) =>
-  new OpenAI({
-    baseURL: tenant.gatewayBaseUrl + '/v1',
-    apiKey: tenant.apiKey,
-    fetch: gatewayFetch(),
-    maxRetries: 0,
-    defaultHeaders: headers,
-  });
-const anthropic = (tenant: Tenant) =>
-  new Anthropic({ baseURL: tenant.gatewayBaseUrl, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: RUNAWAY });
+const openai = (tenant: Tenant, headers: Record<string, string> = RUNAWAY) => openAiFor(tenant, headers);
+const anthropic = (tenant: Tenant) => anthropicFor(tenant, RUNAWAY);
 
 const words = (text: string) => text.trim().split(/\s+/).filter(Boolean);
 

@@ -11,7 +11,7 @@ import { createClient } from '../../generated/client/client/index.js';
 import { getInvocation, getMe, listInvocations, revokeInferenceKey, suspendWorkspaceAccess } from '../support/sdk.js';
 import { FAKE_MODEL_IDS, startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
+import { anthropicFor, createTenant, gatewayFetch, openAiFor, periodOf, reclaimLease, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let openaiUp: FakeUpstream;
@@ -30,16 +30,8 @@ afterAll(async () => {
   await anthropicUp?.close();
 });
 
-const openai = (tenant: Tenant, headers: Record<string, string> = {}) =>
-  new OpenAI({
-    baseURL: tenant.gatewayBaseUrl + '/v1',
-    apiKey: tenant.apiKey,
-    fetch: gatewayFetch(),
-    maxRetries: 0,
-    defaultHeaders: headers,
-  });
-const anthropic = (tenant: Tenant, headers: Record<string, string> = {}) =>
-  new Anthropic({ baseURL: tenant.gatewayBaseUrl, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+const openai = openAiFor;
+const anthropic = anthropicFor;
 
 /** gpt-4o at 5 / 2.5 / 20 units per input / cached / output token; every other model at the default 1 / 0.5 / 2. */
 const EXPENSIVE = {
@@ -166,15 +158,7 @@ describe('per-model pricing', () => {
     expect(inFlight).toMatchObject({ model_rule: 'gpt-4o*' });
     expect(BigInt(inFlight.output_multiplier_ppm)).toBe(20_000_000n);
     // As if its process had died: another process's sweeper reclaims the lease and charges the call as its heartbeat left it.
-    // The sweep skips a lease locked at that moment (its calls under way being written) and a heartbeat in
-    // between renews it: as a sweeper does, it tries again.
-    await until(async () => {
-      await t.database
-        .db('quota_leases')
-        .where({ workspace_access_id: tenant.accessId })
-        .update({ expires_at: new Date(Date.now() - 1) });
-      return (await t.nexus.gateway.sweepExpired()).leases === 1;
-    });
+    await reclaimLease(t, tenant.accessId);
     await res.text();
     await t.nexus.gateway.drain();
     const [invocation] = await t.database.db('invocations').where({ request_id: res.headers.get('x-nexus-request-id')! });

@@ -4,14 +4,12 @@
  */
 import { createServer, type Server } from 'node:http';
 import { SECRET_MARKER } from '../security/secret-marker.js';
-import Anthropic from '@anthropic-ai/sdk';
-import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getInvocation, listInvocations, listUsageEvents, provisionWorkspaceUser } from '../support/sdk.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { closeServer, listenLocal } from '../support/local-server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+import { anthropicFor, createTenant, gatewayFetch, openAiFor, periodOf, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let openaiUp: FakeUpstream;
@@ -34,16 +32,8 @@ afterAll(async () => {
   await anthropicUp?.close();
 });
 
-const openai = (tenant: Tenant, headers: Record<string, string> = {}) =>
-  new OpenAI({
-    baseURL: tenant.gatewayBaseUrl + '/v1',
-    apiKey: tenant.apiKey,
-    fetch: gatewayFetch(),
-    maxRetries: 0,
-    defaultHeaders: headers,
-  });
-const anthropic = (tenant: Tenant, headers: Record<string, string> = {}) =>
-  new Anthropic({ baseURL: tenant.gatewayBaseUrl, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+const openai = openAiFor;
+const anthropic = anthropicFor;
 
 /** Units of DESIGN.md's formula for the default strategy (input 1.0, cached 0.5, output 2.0 per token). */
 const units = (input: number, cached: number, output: number) => BigInt(Math.ceil((input - cached) * 1 + cached * 0.5 + output * 2));
