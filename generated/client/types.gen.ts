@@ -733,10 +733,13 @@ export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
 /**
  * How the gateway talks to the upstream. `openai`: OpenAI and OpenAI-compatible servers,
  * key sent as `Authorization: Bearer`. `anthropic`: key sent as `x-api-key`, `anthropic-version`
- * passed through.
+ * passed through. `bedrock`: Amazon Bedrock Runtime (`baseUrl` e.g.
+ * `https://bedrock-runtime.us-east-1.amazonaws.com`); Converse and ConverseStream are metered,
+ * InvokeModel is refused; `awsRegion` is required, and the upstream is called with a Bedrock API key
+ * (`apiKey`, sent as `Authorization: Bearer`) or, with `awsAccessKeyId`, signed with SigV4.
  *
  */
-export type ProtocolProfile = 'openai' | 'anthropic';
+export type ProtocolProfile = 'openai' | 'anthropic' | 'bedrock';
 
 /**
  * The upstream origin, optionally with a path prefix, without `/v1` and without a trailing
@@ -747,9 +750,33 @@ export type ProtocolProfile = 'openai' | 'anthropic';
 export type ProviderBaseUrl = string;
 
 /**
- * The upstream API key; write-only, stored encrypted, never returned.
+ * The upstream API key; write-only, stored encrypted, never returned. On a `bedrock` connection with
+ * `awsAccessKeyId`: the secret access key.
+ *
  */
 export type ProviderApiKey = string;
+
+/**
+ * A `bedrock` connection's AWS region (`us-east-1`): required when one is created or tested,
+ * refused for another profile. Stored encrypted with the key; an update or rotation without it
+ * keeps the region stored.
+ *
+ */
+export type AwsRegion = string;
+
+/**
+ * A `bedrock` connection signed with SigV4: the IAM access key id, `apiKey` being its secret
+ * access key. Absent: `apiKey` is a Bedrock API key, sent as `Authorization: Bearer` (a new
+ * `apiKey` without it, in an update or rotation, makes the connection use an API key). Stored
+ * encrypted with the key; the connection's `secretPreview` shows its last characters.
+ *
+ */
+export type AwsAccessKeyId = string;
+
+/**
+ * A temporary credential's session token, with `awsAccessKeyId` (SigV4). Stored encrypted.
+ */
+export type AwsSessionToken = string;
 
 /**
  * How long the gateway waits for the upstream's response headers, in ms (kept to within
@@ -1067,6 +1094,9 @@ export type CreateProviderConnectionDtoWritable = {
     protocolProfile: ProtocolProfile;
     baseUrl: ProviderBaseUrl;
     apiKey: ProviderApiKey;
+    awsRegion?: AwsRegion;
+    awsAccessKeyId?: AwsAccessKeyId;
+    awsSessionToken?: AwsSessionToken;
     metadata?: Metadata;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
 };
@@ -1075,12 +1105,18 @@ export type TestProviderConnectionDtoWritable = {
     protocolProfile: ProtocolProfile;
     baseUrl: ProviderBaseUrl;
     apiKey: ProviderApiKey;
+    awsRegion?: AwsRegion;
+    awsAccessKeyId?: AwsAccessKeyId;
+    awsSessionToken?: AwsSessionToken;
 };
 
 export type UpdateProviderConnectionDtoWritable = {
     name?: string;
     baseUrl?: ProviderBaseUrl;
     apiKey?: ProviderApiKey;
+    awsRegion?: AwsRegion;
+    awsAccessKeyId?: AwsAccessKeyId;
+    awsSessionToken?: AwsSessionToken;
     /**
      * ARCHIVED is reached only through `archiveProviderConnection`.
      */
@@ -1094,6 +1130,9 @@ export type UpdateProviderConnectionDtoWritable = {
 
 export type RotateProviderSecretDtoWritable = {
     apiKey: ProviderApiKey;
+    awsRegion?: AwsRegion;
+    awsAccessKeyId?: AwsAccessKeyId;
+    awsSessionToken?: AwsSessionToken;
 };
 
 /**

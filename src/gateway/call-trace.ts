@@ -18,6 +18,8 @@ const OPERATION_NAME: Record<Inspector['endpoint'], string> = {
   embeddings: 'embeddings',
   responses: 'chat',
   messages: 'chat',
+  converse: 'chat',
+  'converse-stream': 'chat',
 };
 
 /** What a call was charged for, as the trace reads it. */

@@ -121,6 +121,9 @@ export function createGateway(deps: GatewayDeps) {
         trace,
         credential,
       });
+      // A path the protocol cannot meter at all (bedrock.ts: InvokeModel) is refused even where passthrough is allowed.
+      const refusal = inspector ? undefined : protocol.refusalFor(target.route);
+      if (refusal) throw new AppError('unmetered_endpoint', refusal);
       if (!inspector && !free && !auth.allow_unmetered_passthrough) {
         throw new AppError(
           'unmetered_endpoint',
@@ -228,6 +231,8 @@ export function createGateway(deps: GatewayDeps) {
     const base = upstream.baseUrl;
     const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${target.search}`;
     const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, body.length);
+    // A signed protocol (bedrock.ts, SigV4) signs the request as it goes upstream.
+    if (protocol.signRequest) await protocol.signRequest(upstream.apiKey, { method: req.method!, url: new URL(path, base), body, headers });
     // Traces on: the upstream's spans become children of the upstream call's (the client's traceparent is replaced).
     if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(protocol.profile, call.inspector, req.method!, base));
     const relay = new Relay(res, {

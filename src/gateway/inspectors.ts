@@ -155,9 +155,33 @@ const CAP_FIELDS: Record<Endpoint, string[]> = {
   messages: ['max_tokens'],
   responses: ['max_output_tokens'],
   embeddings: [],
+  // A dotted name is a field of an object field.
+  converse: ['inferenceConfig.maxTokens'],
+  'converse-stream': ['inferenceConfig.maxTokens'],
 };
 
-export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRule): PreparedCall {
+/** The object a cap field is in (a dotted name's parent, made when absent), and its own name. */
+function capHolder(body: Record<string, unknown>, field: string): [Record<string, unknown>, string] {
+  const dot = field.indexOf('.');
+  if (dot < 0) return [body, field];
+  const parent = field.slice(0, dot);
+  const inner = body[parent];
+  // A parent that is not an object was refused before (tokenCap reads it); absent, it is made.
+  if (!inner || typeof inner !== 'object') body[parent] = {};
+  return [body[parent] as Record<string, unknown>, field.slice(dot + 1)];
+}
+
+/** The object field a Converse cap is in: absent, or an object (a string or an array there is refused). */
+function configObject(value: unknown, param: string): Record<string, unknown> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) throw new AppError('invalid_parameter', `${param} must be an object`, { param });
+  return value as Record<string, unknown>;
+}
+
+/**
+ * `providerPath`: the path as sent (percent-encoded), for a protocol whose model is in it (bedrock.ts).
+ */
+export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRule, providerPath = ''): PreparedCall {
   const { maxOutputTokens } = caps;
   let text: string;
   try {
@@ -174,12 +198,17 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   if (!body || typeof body !== 'object' || Array.isArray(body)) {
     throw new AppError('invalid_json', 'A metered endpoint needs a JSON object body');
   }
-  const requestedModel = typeof body.model === 'string' ? body.model : '';
+  const { protocol } = inspector;
+  const requestedModel = protocol.modelInPath
+    ? (protocol.modelInPath(providerPath) ?? '')
+    : typeof body.model === 'string'
+      ? body.model
+      : '';
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {
     // A lenient server may stream on "yes" or 1: the gateway would not read it as a stream.
     throw new AppError('invalid_parameter', 'stream must be true or false', { param: 'stream' });
   }
-  const stream = body.stream === true;
+  const stream = body.stream === true || protocol.alwaysStreams?.includes(inspector.endpoint) === true;
   let perChoice: number | undefined;
   /** The request's output cap, as this endpoint names it (the one set when the request has none). */
   let param: string | undefined;
@@ -204,6 +233,11 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
     case 'embeddings':
       perChoice = 0;
       break;
+    case 'converse':
+    case 'converse-stream':
+      param = 'inferenceConfig.maxTokens';
+      perChoice = tokenCap(configObject(body.inferenceConfig, 'inferenceConfig').maxTokens, param);
+      break;
   }
   let rewritten = false;
   let outputCap: PreparedCall['outputCap'];
@@ -212,7 +246,8 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
     // Lowered to the plan's cap (SDKs that always ask for the model's maximum still work); every cap the
     // request names above it is lowered, so whichever the provider honours holds the bound.
     for (const field of CAP_FIELDS[inspector.endpoint]) {
-      if (typeof body[field] === 'number' && body[field] > maxOutputTokens) body[field] = maxOutputTokens;
+      const [holder, name] = capHolder(body, field);
+      if (typeof holder[name] === 'number' && holder[name] > maxOutputTokens) holder[name] = maxOutputTokens;
     }
     outputCap = { sent: maxOutputTokens, requested: perChoice };
     perChoice = maxOutputTokens;
@@ -228,7 +263,8 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   // Without a cap of its own the provider's output would be bounded by nothing the call's bound knows:
   // the call is capped at the plan's maxOutputTokens, so the bound it was admitted with holds.
   if (perChoice === undefined && param) {
-    body[param] = maxOutputTokens;
+    const [holder, name] = capHolder(body, param);
+    holder[name] = maxOutputTokens;
     rewritten = true;
   }
   let usageInjected = false;

@@ -128,6 +128,9 @@ function chargeable(progress: StreamProgress, prepared: PreparedCall): Usage {
 /** Which kind of answer passed its output bound: a stream (cut there, or reporting more at its end), a JSON answer. */
 export type OverBound = 'stream' | 'json';
 
+/** A successful answer whose usage could not be read: a frame of an event-stream that did not decode, a JSON answer without usage. */
+export type MalformedAnswer = 'event_stream_frame' | 'json';
+
 /** How an upstream call that ended is recorded: the invocation's and the attempt's status, and why it fell short. */
 interface Ending {
   status: InvocationStatus;
@@ -185,6 +188,8 @@ export interface CallMeter {
   shareLearned?: ((learned: LearnedOutput) => void) | undefined;
   /** Told of each answer that passed its output bound (metrics). */
   overBound?: ((kind: OverBound) => void) | undefined;
+  /** Told of each successful answer whose usage could not be read (metrics). */
+  malformed?: ((kind: MalformedAnswer) => void) | undefined;
   /** A metered stream began: the calls under way are written soon (the snapshot). */
   streamBegan(): void;
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
@@ -274,10 +279,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const auth = this.row;
     const reset = auth.period_end;
     if (!auth.period_id || !reset) throw new AppError('quota_insufficient', 'The access has no current quota period');
-    const prepared = prepareCall(this.inspector!, raw, {
-      maxOutputTokens: auth.max_output_tokens!,
-      clamp: auth.output_cap_policy !== 'refuse',
-    });
+    const prepared = prepareCall(
+      this.inspector!,
+      raw,
+      { maxOutputTokens: auth.max_output_tokens!, clamp: auth.output_cap_policy !== 'refuse' },
+      this.opened.endpoint,
+    );
     this.prepared = prepared;
     const read: CallRead = { requestedModel: prepared.requestedModel, streamed: prepared.stream, leaseId: null };
     this.read = read;
@@ -506,6 +513,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         const output = this.meter.learned.observed(connectionId, prepared.requestedModel, prepared.stream, usage!.outputTokens);
         if (output !== null) this.meter.shareLearned?.({ connectionId, model: prepared.requestedModel, stream: prepared.stream, output });
       }
+      if (relay.malformed) {
+        this.meter.logger.warn({ msg: 'upstream stream malformed', requestId: this.opened.requestId, error: relay.malformed });
+        this.meter.malformed?.('event_stream_frame');
+      } else if (json !== null && usage === null) {
+        this.meter.malformed?.('json');
+      }
       if (!usageComplete && !errorCode) errorCode = 'usage_missing';
       // Priced by the rule of the model the request named: a dated alias the provider reports does not change it.
       const pricing = this.pricing!;
@@ -552,8 +565,11 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.meter.running.delete(this);
     const appError = toAppError(err);
     // A metered call refused while its body was read (a bad cap, say) still names its model.
-    if (!this.read.requestedModel && raw)
-      this.read = { requestedModel: modelNamedIn(raw), streamed: this.read.streamed, leaseId: this.read.leaseId };
+    if (!this.read.requestedModel && raw) {
+      // A protocol that names the model in the path (bedrock.ts) names it there.
+      const model = this.inspector?.protocol.modelInPath?.(this.opened.endpoint) ?? modelNamedIn(raw);
+      this.read = { requestedModel: model, streamed: this.read.streamed, leaseId: this.read.leaseId };
+    }
     const now = this.meter.clock.now();
     const outcome = {
       upstream: false,

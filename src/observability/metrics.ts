@@ -267,6 +267,14 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers,
   });
+  // An upstream answer the gateway could not read its usage from (metered-call.ts): charged by the rule for
+  // missing usage. event_stream_frame: an event-stream frame that did not decode; json: a JSON answer without usage.
+  const malformedAnswers = new Counter({
+    name: 'nexus_gateway_malformed_answers_total',
+    help: 'Successful upstream answers of metered calls whose usage could not be read, by kind (event_stream_frame, json)',
+    labelNames: ['kind'] as const,
+    registers,
+  });
   const leaseStatements = new Counter({
     name: 'nexus_quota_lease_statements_total',
     help: "The gateway's quota lease statements by kind (acquire, extend, renew, release): its database round trips outside the calls' records",
@@ -441,6 +449,9 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     registry,
     outputOverBound(kind: 'stream' | 'json') {
       outputOverBound.inc({ kind });
+    },
+    malformedAnswer(kind: 'event_stream_frame' | 'json') {
+      malformedAnswers.inc({ kind });
     },
     leaseStatement(kind: LeaseStatement) {
       leaseStatements.inc({ kind });

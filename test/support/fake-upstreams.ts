@@ -38,10 +38,11 @@
 import { randomBytes } from 'node:crypto';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startAnthropicUpstream } from './upstreams/anthropic.js';
+import { startBedrockUpstream } from './upstreams/bedrock.js';
 import { startOpenAiUpstream } from './upstreams/openai.js';
 import type { FakeUpstream } from './upstreams/server.js';
 
-export { SECRET_MARKER, startAnthropicUpstream, startOpenAiUpstream };
+export { SECRET_MARKER, startAnthropicUpstream, startBedrockUpstream, startOpenAiUpstream };
 export { FAKE_MODEL_IDS, type FakeUpstream } from './upstreams/server.js';
 export { refusedUrl } from './local-server.js';
 

@@ -1,11 +1,13 @@
 /**
  * The upstream probe behind testProviderConnection and verifyProviderConnection:
- * one real GET of the profile's model list with the profile's authentication,
+ * one real GET of the profile's model list (bedrock: its list of asynchronous
+ * invocations) with the profile's authentication,
  * bounded by a short timeout, classified into what the caller needs to know.
  * The key goes to the upstream only; it never appears in a message.
  */
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { guardedLookup, hostOf, isRefusedHost, PrivateUpstreamError } from './upstream-guard.js';
+import { bedrockAuthHeaders, parseBedrockSecret } from './bedrock-secret.js';
 import type { ProtocolProfile } from './provider-connection-repo.js';
 
 type ProviderCheckOutcome = 'reachable' | 'credentials_rejected' | 'unexpected_response' | 'unreachable' | 'timeout';
@@ -20,14 +22,34 @@ export interface ProviderCheckResult {
 
 const ANTHROPIC_VERSION = '2023-06-01';
 
-/** Both profiles keep `/v1` out of baseUrl: the probe, like the SDKs, adds it. */
-function probeRequest(profile: ProtocolProfile, baseUrl: string, apiKey: string): { url: string; headers: Record<string, string> } {
-  const url = `${baseUrl}/v1/models`;
+/**
+ * What the probe asks of a profile's upstream. openai and anthropic: their model list (both profiles keep `/v1`
+ * out of baseUrl: the probe, like the SDKs, adds it). bedrock: Bedrock Runtime has no model list; its one
+ * read-only list, the asynchronous invocations (at most one), answers a JSON object to credentials it
+ * accepts, with the connection's auth (a Bearer API key, or SigV4: bedrock-secret.ts).
+ */
+async function probeRequest(
+  profile: ProtocolProfile,
+  baseUrl: string,
+  apiKey: string,
+): Promise<{ url: string; what: string; headers: Record<string, string> }> {
   const common = { accept: 'application/json', 'user-agent': 'nexus-provider-probe/1' };
-  if (profile === 'anthropic') {
-    return { url, headers: { ...common, 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION } };
+  if (profile === 'bedrock') {
+    const url = `${baseUrl}/async-invoke?maxResults=1`;
+    const auth = await bedrockAuthHeaders(parseBedrockSecret(apiKey), {
+      method: 'GET',
+      url: new URL(url),
+      contentType: undefined,
+      body: Buffer.alloc(0),
+    });
+    return { url, what: 'GET /async-invoke', headers: { ...common, ...auth } };
   }
-  return { url, headers: { ...common, authorization: `Bearer ${apiKey}` } };
+  const url = `${baseUrl}/v1/models`;
+  const what = 'GET /v1/models';
+  if (profile === 'anthropic') {
+    return { url, what, headers: { ...common, 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION } };
+  }
+  return { url, what, headers: { ...common, authorization: `Bearer ${apiKey}` } };
 }
 
 export interface ProbeInput {
@@ -94,7 +116,7 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
     ...(httpStatus !== undefined ? { httpStatus } : {}),
   });
 
-  const { url, headers } = probeRequest(input.profile, input.baseUrl, input.apiKey);
+  const { url, what, headers } = await probeRequest(input.profile, input.baseUrl, input.apiKey);
   // IP literals never reach the lookup hook: check them here (a connection saved
   // while private upstreams were allowed, probed after they no longer are).
   if (isRefusedHost(hostOf(new URL(url)), input.allowPrivate)) {
@@ -120,7 +142,7 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
       }
       return done(
         'unexpected_response',
-        `The upstream answered HTTP ${status} to GET /v1/models, but not with a JSON object: check baseUrl (without /v1) and protocolProfile`,
+        `The upstream answered HTTP ${status} to ${what}, but not with a JSON object: check baseUrl (without /v1) and protocolProfile`,
         status,
       );
     }
@@ -130,7 +152,7 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
     }
     return done(
       'unexpected_response',
-      `The upstream answered HTTP ${status} to GET /v1/models: check baseUrl (without /v1) and protocolProfile`,
+      `The upstream answered HTTP ${status} to ${what}: check baseUrl (without /v1) and protocolProfile`,
       status,
     );
   } catch (err) {

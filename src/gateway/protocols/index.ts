@@ -3,10 +3,11 @@
  * beside these (its ProtocolTable, protocol.ts) and a row here.
  */
 import { anthropic } from './anthropic.js';
+import { bedrock } from './bedrock.js';
 import { openai } from './openai.js';
 import type { Protocol, ProtocolProfile } from './protocol.js';
 
-const PROTOCOLS: Record<ProtocolProfile, Protocol> = { openai, anthropic };
+const PROTOCOLS: Record<ProtocolProfile, Protocol> = { openai, anthropic, bedrock };
 
 export function protocolOf(profile: ProtocolProfile): Protocol {
   return PROTOCOLS[profile];

@@ -13,10 +13,10 @@
  */
 
 /** The protocols Nexus meters: a provider connection's protocolProfile. */
-export type ProtocolProfile = 'openai' | 'anthropic';
+export type ProtocolProfile = 'openai' | 'anthropic' | 'bedrock';
 
 /** A metered endpoint: what its request bounds and its answer reports are read as. */
-export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
+export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'converse' | 'converse-stream';
 
 export interface Usage {
   /** All input tokens, cached ones included. */
@@ -56,6 +56,22 @@ export interface ProtocolTable {
   inlineImage(node: Record<string, unknown>): string | undefined;
   /** The reader of one metered stream of `endpoint` (made per stream: it keeps what the stream's end needs). */
   streamReader(endpoint: Endpoint): StreamReader;
+  // The fields below are what an event-stream, path-model, signed protocol (bedrock.ts) adds; absent, a
+  // protocol is as openai and anthropic are.
+  /**
+   * How its streams are framed: `sse` (text/event-stream, sse-meter.ts; the default) or `event-stream`
+   * (AWS's binary application/vnd.amazon.eventstream, event-stream-meter.ts). Either way each event's JSON
+   * goes to the same StreamReader.
+   */
+  streamFraming?: 'sse' | 'event-stream';
+  /** Paths (any method) refused with their message, whatever the workspace allows: calls it cannot meter. */
+  refused?: readonly (readonly [RegExp, string])[];
+  /** Endpoints whose answer is a stream by their path, whatever the body says. */
+  alwaysStreams?: readonly Endpoint[];
+  /** The model a call names in its path (the provider path as sent, still percent-encoded); absent: the body's `model`. */
+  modelInPath?(providerPath: string): string | undefined;
+  /** Signs the upstream request once its headers and body are final (SigV4); after authHeaders. */
+  signRequest?(secret: string, request: { method: string; url: URL; body: Buffer; headers: string[] }): Promise<void>;
 }
 
 /** What a stream's meter (sse-meter.ts) knows of it: its reader fills it in as the events come. */
@@ -87,8 +103,11 @@ export interface StreamReader {
   text(event: Json): number;
   /** The event goes on to the client: what a cut stream's end is made of is kept. */
   forwarded(event: Json): void;
-  /** The events that end a cut stream, as the protocol ends an answer that reached its cap. */
-  ending(state: StreamState, cut: StreamCut): string;
+  /**
+   * The events that end a cut stream, as the protocol ends an answer that reached its cap: SSE text, or the
+   * binary frames of an event-stream protocol (streamFraming).
+   */
+  ending(state: StreamState, cut: StreamCut): string | Buffer;
 }
 
 export interface Protocol extends ProtocolTable {
@@ -96,6 +115,8 @@ export interface Protocol extends ProtocolTable {
   inspectorFor(method: string, route: string): Inspector | undefined;
   /** A governed but free endpoint, matched on the exact provider paths, with or without a leading `v1/`. */
   freeEndpointFor(method: string, route: string): FreeEndpoint | undefined;
+  /** Why a call of this route is refused (table.refused), or undefined. */
+  refusalFor(route: string): string | undefined;
 }
 
 const MODEL_LIST = /^(?:v1\/)?models$/i;
@@ -123,6 +144,10 @@ export function defineProtocol(table: ProtocolTable): Protocol {
       } else if (method === 'POST' && table.countTokens?.test(route)) {
         return COUNT_TOKENS;
       }
+      return undefined;
+    },
+    refusalFor(route) {
+      for (const [pattern, message] of table.refused ?? []) if (pattern.test(route)) return message;
       return undefined;
     },
   };

@@ -1,0 +1,149 @@
+/**
+ * Bedrock Runtime's Converse API: `POST model/{modelId}/converse` (a JSON answer) and
+ * `model/{modelId}/converse-stream` (an `application/vnd.amazon.eventstream` answer, event-stream.ts). The
+ * model is the path's (URL-encoded: ids such as `anthropic.claude-3-haiku-20240307-v1:0`, or ARNs), the
+ * cap is `inferenceConfig.maxTokens`, and usage is Converse's `usage` object, in the answer or in the
+ * stream's `metadata` event.
+ *
+ * InvokeModel and InvokeModelWithResponseStream (`invoke`, `invoke-with-response-stream`) are refused:
+ * their bodies are each model family's own (where the cap is, and whether it can be bounded, differ by
+ * model), so the gateway could neither bound nor clamp them. Converse reaches the same models.
+ *
+ * Upstream auth is the connection's (bedrock-secret.ts): a Bedrock API key as `Authorization: Bearer`, or
+ * an IAM access key that signs every request with SigV4 (`@smithy/signature-v4`, service `bedrock`).
+ */
+import { bedrockAuthHeaders, parseBedrockSecret } from '../../domain/provider-connections/bedrock-secret.js';
+import { eventFrame } from './event-stream.js';
+import { big, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+
+type Json = Record<string, any>;
+
+/** The image formats a Converse image block takes (its bytes are base64 in the JSON body). */
+const IMAGE_FORMATS = new Set(['png', 'jpeg', 'gif', 'webp']);
+
+/**
+ * Converse's usage: inputTokens excludes the tokens read from and written to the prompt cache
+ * (cacheReadInputTokens, cacheWriteInputTokens); Nexus counts all three as input, the read ones as cached.
+ */
+export function converseUsage(u: Json | null | undefined): Usage | null {
+  if (!u || typeof u !== 'object' || typeof u.inputTokens !== 'number') return null;
+  const read = big(u.cacheReadInputTokens);
+  return {
+    inputTokens: big(u.inputTokens) + read + big(u.cacheWriteInputTokens),
+    cachedInputTokens: read,
+    outputTokens: big(u.outputTokens),
+  };
+}
+
+const MODEL_IN_PATH = /^model\/([^/]+)\//i;
+
+/** The model a Converse path names: its `{modelId}` segment, percent-decoded (an ARN's `/` is sent as %2F). */
+export function modelInPath(providerPath: string): string | undefined {
+  const encoded = MODEL_IN_PATH.exec(providerPath)?.[1];
+  if (encoded === undefined) return undefined;
+  try {
+    return decodeURIComponent(encoded);
+  } catch {
+    return encoded;
+  }
+}
+
+/**
+ * A ConverseStream answer, its events as the AWS SDK shapes them (`{ [eventType]: payload }`): usage in
+ * `metadata`, output text in `contentBlockDelta`. A cut one ends with its open content blocks stopped,
+ * `messageStop` with stopReason `max_tokens`, and `metadata` with the usage charged.
+ */
+class ConverseStream implements StreamReader {
+  private readonly openBlocks = new Set<number>();
+
+  read(event: Json, state: StreamState): void {
+    const usage = converseUsage(event.metadata?.usage);
+    if (!usage) return;
+    state.usage = usage;
+    state.complete = true;
+  }
+
+  text(event: Json): number {
+    const d = event.contentBlockDelta?.delta as Json | undefined;
+    if (!d || typeof d !== 'object') return 0;
+    return bytesOf(d.text) + bytesOf(d.toolUse?.input) + bytesOf(d.reasoningContent?.text);
+  }
+
+  forwarded(event: Json): void {
+    const start = event.contentBlockStart?.contentBlockIndex ?? event.contentBlockDelta?.contentBlockIndex;
+    if (typeof start === 'number') this.openBlocks.add(start);
+    const stop = event.contentBlockStop?.contentBlockIndex;
+    if (typeof stop === 'number') this.openBlocks.delete(stop);
+  }
+
+  ending(_state: StreamState, cut: StreamCut): Buffer {
+    const frames = [...this.openBlocks].map((contentBlockIndex) => eventFrame('contentBlockStop', { contentBlockIndex }));
+    frames.push(eventFrame('messageStop', { stopReason: 'max_tokens' }));
+    const uncached = Math.max(0, cut.inputTokens - cut.cachedTokens);
+    frames.push(
+      eventFrame('metadata', {
+        usage: {
+          inputTokens: uncached,
+          outputTokens: cut.outputTokens,
+          totalTokens: cut.inputTokens + cut.outputTokens,
+          ...(cut.cachedTokens ? { cacheReadInputTokens: cut.cachedTokens } : {}),
+        },
+        metrics: { latencyMs: 0 },
+      }),
+    );
+    return Buffer.concat(frames);
+  }
+}
+
+/** The headers the signature sets: any the caller sent of these are replaced. */
+const SIGNED = ['authorization', 'x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256'];
+
+/**
+ * The connection's auth on the upstream request, once its headers and body are final: `Authorization:
+ * Bearer` for a Bedrock API key, SigV4 for an access key (bedrock-secret.ts).
+ */
+async function signRequest(secretText: string, request: { method: string; url: URL; body: Buffer; headers: string[] }): Promise<void> {
+  const { headers } = request;
+  let contentType: string | undefined;
+  for (let i = headers.length - 2; i >= 0; i -= 2) {
+    if (headers[i] === 'content-type') contentType ??= headers[i + 1];
+    if (SIGNED.includes(headers[i]!)) headers.splice(i, 2);
+  }
+  const auth = await bedrockAuthHeaders(parseBedrockSecret(secretText), {
+    method: request.method,
+    url: request.url,
+    contentType,
+    body: request.body,
+  });
+  for (const name in auth) headers.push(name, auth[name]!);
+}
+
+export const bedrock = defineProtocol({
+  profile: 'bedrock',
+  metered: [
+    [/^model\/.+\/converse$/i, 'converse'],
+    [/^model\/.+\/converse-stream$/i, 'converse-stream'],
+  ],
+  refused: [
+    [
+      /^model\/.+\/invoke(?:-with-response-stream)?$/i,
+      "InvokeModel is not metered on a 'bedrock' connection (its body is each model's own, so its output cannot be bounded): use Converse or ConverseStream, which reach the same models",
+    ],
+  ],
+  alwaysStreams: ['converse-stream'],
+  streamFraming: 'event-stream',
+  modelInPath,
+  countTokens: null,
+  // Every request's auth is set by signRequest: a SigV4 signature covers the final headers and body.
+  authHeaders() {},
+  signRequest,
+  usageOf: converseUsage,
+  imageMark: Buffer.from('"bytes"'),
+  /** A Converse image block's `{ format, source: { bytes } }` (base64 in the JSON body). */
+  inlineImage(o) {
+    if (typeof o.format !== 'string' || !IMAGE_FORMATS.has(o.format)) return undefined;
+    const source = o.source as Record<string, unknown> | undefined;
+    return source && typeof source === 'object' && typeof source.bytes === 'string' ? source.bytes : undefined;
+  },
+  streamReader: () => new ConverseStream(),
+});
