@@ -159,6 +159,45 @@ describe('Converse and ConverseStream through the SDK', () => {
   });
 });
 
+describe('the rules of a plan, on the model of the path', () => {
+  it('a model outside the allow-list is 403 before the upstream is called; one in it is priced by its model rule', async () => {
+    const tenant = await apiKeyTenant({
+      allowedModels: ['anthropic.*'],
+      modelRules: [
+        {
+          pattern: 'anthropic.claude-3-haiku*',
+          inputMultiplierPpm: '3000000',
+          cachedInputMultiplierPpm: '1000000',
+          outputMultiplierPpm: '5000000',
+        },
+      ],
+    });
+    const client = bedrockFor(tenant, { 'x-fake-usage': '10,2,0,0' });
+    const before = up.requests.length;
+    const refused = await client
+      .send(new ConverseCommand({ modelId: 'meta.llama3-8b-instruct-v1:0', messages: [{ role: 'user', content: [{ text: 'hi' }] }] }))
+      .catch((e: unknown) => e as { $metadata: { httpStatusCode: number } });
+    expect(refused.$metadata.httpStatusCode).toBe(403);
+    expect(up.requests.length).toBe(before);
+    await client.send(converse(5));
+    const list = await invocations(tenant);
+    const ok = list.find((i) => i.status === 'SUCCEEDED')!;
+    // 10 input at 3, 2 output at 5.
+    expect(ok.quotaUnits).toBe('40');
+    expect(list.find((i) => i.status === 'REJECTED')).toMatchObject({
+      errorCode: 'model_not_allowed',
+      requestedModel: 'meta.llama3-8b-instruct-v1:0',
+    });
+  });
+
+  it('GET {gatewayBaseUrl}/v1/me answers the end user on a bedrock connection', async () => {
+    const tenant = await apiKeyTenant();
+    const res = await fetch(`${tenant.gatewayBaseUrl}/v1/me`, { headers: { authorization: `Bearer ${tenant.apiKey}` } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ accessId: tenant.accessId });
+  });
+});
+
 describe('the cap: inferenceConfig.maxTokens', () => {
   it('a request without a cap is sent with the plan maxOutputTokens; one above it is lowered to it', async () => {
     const tenant = await apiKeyTenant({ maxOutputTokens: 40 });

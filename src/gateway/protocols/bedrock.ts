@@ -12,7 +12,7 @@
  * Upstream auth is the connection's (bedrock-secret.ts): a Bedrock API key as `Authorization: Bearer`, or
  * an IAM access key that signs every request with SigV4 (`@smithy/signature-v4`, service `bedrock`).
  */
-import { bedrockAuthHeaders, parseBedrockSecret } from '../../domain/provider-connections/bedrock-secret.js';
+import { bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret } from '../../domain/provider-connections/bedrock-secret.js';
 import { eventFrame } from './event-stream.js';
 import { big, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
 
@@ -137,6 +137,8 @@ export const bedrock = defineProtocol({
   // Every request's auth is set by signRequest: a SigV4 signature covers the final headers and body.
   authHeaders() {},
   signRequest,
+  /** A Bedrock API key goes upstream and could come back (an access key's secret never leaves the gateway: its id is masked). */
+  maskedPart: (secretText) => bedrockPreviewSource(parseBedrockSecret(secretText)),
   usageOf: converseUsage,
   imageMark: Buffer.from('"bytes"'),
   /** A Converse image block's `{ format, source: { bytes } }` (base64 in the JSON body). */

@@ -70,6 +70,8 @@ export interface ProtocolTable {
   alwaysStreams?: readonly Endpoint[];
   /** The model a call names in its path (the provider path as sent, still percent-encoded); absent: the body's `model`. */
   modelInPath?(providerPath: string): string | undefined;
+  /** The part of the connection's secret an answer could echo, for the answers' mask; absent: the whole secret. */
+  maskedPart?(secret: string): string;
   /** Signs the upstream request once its headers and body are final (SigV4); after authHeaders. */
   signRequest?(secret: string, request: { method: string; url: URL; body: Buffer; headers: string[] }): Promise<void>;
 }
