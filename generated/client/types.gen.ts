@@ -791,8 +791,9 @@ export type ProviderConnectionDto = {
     workspaceId: string;
     name: string;
     /**
-     * `{NEXUS_PUBLIC_URL}/providers/{id}`, ready to copy: `new OpenAI({ baseURL: gatewayBaseUrl + '/v1' })`
-     * or `new Anthropic({ baseURL: gatewayBaseUrl })` with an Inference Key.
+     * `{NEXUS_PUBLIC_URL}/providers/{id}`, ready to copy: `new OpenAI({ baseURL: gatewayBaseUrl + '/v1' })`,
+     * `new Anthropic({ baseURL: gatewayBaseUrl })` or `new BedrockRuntimeClient({ endpoint: gatewayBaseUrl,
+     * token: { token } })` with an Inference Key.
      *
      */
     gatewayBaseUrl: string;
@@ -805,7 +806,8 @@ export type ProviderConnectionDto = {
     /**
      * A recognisable hint of the key (`sk-...Ab3x`) that never shows more than a quarter of its
      * characters: at most its last 4, and a short type prefix (`sk-`) only when that fits too.
-     * A key under 12 characters shows `...` alone.
+     * A key under 12 characters shows `...` alone. A `bedrock` connection signed with SigV4 shows its
+     * access key id so (the secret access key is not previewed).
      *
      */
     secretPreview: string;
