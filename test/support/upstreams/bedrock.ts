@@ -17,7 +17,7 @@ import { EventStreamCodec } from '@smithy/core/event-streams';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { json, serve, sleep, wordsOf, type FakeUpstream } from './server.js';
 
-export interface SigV4Credential {
+interface SigV4Credential {
   accessKeyId: string;
   secretAccessKey: string;
   sessionToken?: string;
@@ -37,7 +37,7 @@ const codec = new EventStreamCodec(
 );
 
 /** An event frame as Bedrock sends it. */
-export function bedrockEvent(eventType: string, payload: unknown): Buffer {
+function bedrockEvent(eventType: string, payload: unknown): Buffer {
   return Buffer.from(
     codec.encode({
       headers: {
