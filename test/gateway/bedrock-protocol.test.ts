@@ -3,7 +3,7 @@
  * (event-stream-meter.ts), the protocol table (protocols/bedrock.ts), a bedrock connection's secret and its
  * SigV4 signature (bedrock-secret.ts), and the ARN path rule (path-safety.ts).
  */
-import { Sha256 } from '@aws-crypto/sha256-js';
+import { Sha256 } from '@smithy/core/checksum';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { describe, expect, it } from 'vitest';
 import {

@@ -5,7 +5,7 @@
  * `awsAccessKeyId`, the secret access key; `awsRegion` and `awsSessionToken` complete it. The whole is
  * sealed as one JSON text, so the access key id and the session token are as write-only as the key.
  */
-import { Sha256 } from '@aws-crypto/sha256-js';
+import { Sha256 } from '@smithy/core/checksum';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { AppError } from '../../errors.js';
 

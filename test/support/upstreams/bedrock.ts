@@ -12,7 +12,7 @@
  * (no metadata event; a JSON answer without usage).
  */
 import type { IncomingMessage } from 'node:http';
-import { Sha256 } from '@aws-crypto/sha256-js';
+import { Sha256 } from '@smithy/core/checksum';
 import { EventStreamCodec } from '@smithy/core/event-streams';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { json, serve, sleep, wordsOf, type FakeUpstream } from './server.js';
