@@ -129,6 +129,7 @@ describe('Converse and ConverseStream through the SDK', () => {
     const tenant = await sigv4Tenant();
     const client = bedrockFor(tenant, { 'x-fake-usage': '9,3,2,0', 'x-fake-fault': 'split' });
     const out = await client.send(converseStream(20));
+    expect(out.$metadata.requestId).toBe('req-fake-bedrock');
     const read = await drainStream(out.stream);
     expect(read).toMatchObject({ text: 'alpha beta gamma', stopReason: 'end_turn', usage: { inputTokens: 9, outputTokens: 3 } });
     const seen = up.requests.at(-1)!;
@@ -143,7 +144,11 @@ describe('Converse and ConverseStream through the SDK', () => {
 
   it('a signature the upstream does not accept (a wrong secret key) is its 403, relayed and charged nothing', async () => {
     const tenant = await sigv4Tenant({ providerKey: `${SECRET_MARKER}-not-the-secret-access-key` });
-    await expect(bedrockFor(tenant).send(converse(10))).rejects.toMatchObject({ $metadata: { httpStatusCode: 403 } });
+    await expect(bedrockFor(tenant).send(converse(10))).rejects.toMatchObject({
+      name: 'UnrecognizedClientException',
+      message: 'The security token included in the request is invalid.',
+      $metadata: { httpStatusCode: 403, requestId: 'req-fake-bedrock' },
+    });
     const [inv] = await invocations(tenant);
     expect(inv).toMatchObject({ status: 'UPSTREAM_ERROR', quotaUnits: '0' });
   });

@@ -106,7 +106,7 @@ export function startBedrockUpstream(options: BedrockUpstreamOptions): Promise<F
         res,
         403,
         { message: 'The security token included in the request is invalid.' },
-        { 'x-amzn-errortype': 'UnrecognizedClientException' },
+        { 'x-amzn-errortype': 'UnrecognizedClientException', 'x-amzn-requestid': 'req-fake-bedrock' },
       );
     }
     const url = new URL(req.url!, 'http://fake');
