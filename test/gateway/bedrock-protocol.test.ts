@@ -100,6 +100,10 @@ describe('the event-stream decoder', () => {
     const tiny = Buffer.alloc(8);
     tiny.writeUInt32BE(4, 0);
     expect(() => new EventStreamDecoder().push(tiny)).toThrow(/outside/);
+    // Held behind a frame's start, a bad length is refused as soon as its prefix is whole, not waited for.
+    const late = new EventStreamDecoder();
+    expect(late.push(Buffer.concat([all.subarray(0, frames[0]!.length), huge.subarray(0, 2)]))).toHaveLength(1);
+    expect(() => late.push(huge.subarray(2))).toThrow(/outside/);
     const cut = new EventStreamDecoder();
     expect(cut.push(all.subarray(0, frames[0]!.length + 5))).toHaveLength(1);
     expect(() => cut.end()).toThrow(/ended inside a frame \(5 bytes/);

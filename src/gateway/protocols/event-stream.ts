@@ -62,8 +62,11 @@ export class EventStreamDecoder {
     if (this.heldBytes) {
       this.held.push(chunk);
       this.heldBytes += chunk.length;
-      // Not even the length prefix, or not the whole frame yet: wait for more.
+      // Not even the length prefix, or not the whole frame yet: wait for more (bytes joined once, when it is whole).
       if (this.heldBytes < 4) return frames;
+      const need = this.frameLength();
+      // A length out of range is not waited for: it is refused below.
+      if (need >= MIN_FRAME_BYTES && need <= MAX_FRAME_BYTES && this.heldBytes < need) return frames;
       buf = Buffer.concat(this.held, this.heldBytes);
       this.held = [];
       this.heldBytes = 0;
@@ -89,6 +92,14 @@ export class EventStreamDecoder {
       this.heldBytes = rest.length;
     }
     return frames;
+  }
+
+  /** The declared length of the frame the held bytes begin (they hold at least its 4-byte prefix). */
+  private frameLength(): number {
+    const first = this.held[0]!;
+    if (first.length >= 4) return first.readUInt32BE(0);
+    const prefix = Buffer.concat(this.held, this.heldBytes).subarray(0, 4);
+    return prefix.readUInt32BE(0);
   }
 
   /** The stream ended: throws EventStreamError when it ended inside a frame. */
