@@ -195,6 +195,17 @@ describe('the rules of a plan, on the model of the path', () => {
     });
   });
 
+  it("the plan's rate limit holds: a call past its requests per minute is 429, the upstream not called", async () => {
+    const tenant = await apiKeyTenant({ rateLimits: { requestsPerMinute: 1 } });
+    const client = bedrockFor(tenant);
+    await client.send(converse(5));
+    const before = up.requests.length;
+    const limited = await client.send(converse(5)).catch((e: unknown) => e as { $metadata: { httpStatusCode: number } });
+    expect(limited.$metadata.httpStatusCode).toBe(429);
+    expect(up.requests.length).toBe(before);
+    expect((await invocations(tenant)).find((i) => i.status === 'REJECTED')).toMatchObject({ errorCode: 'rate_limited' });
+  });
+
   it('GET {gatewayBaseUrl}/v1/me answers the end user on a bedrock connection', async () => {
     const tenant = await apiKeyTenant();
     const res = await fetch(`${tenant.gatewayBaseUrl}/v1/me`, { headers: { authorization: `Bearer ${tenant.apiKey}` } });
