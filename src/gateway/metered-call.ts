@@ -374,7 +374,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const policy = this.meter.modelPolicy(this.row);
     this.view = this.meter.quotaView(this.row, now);
     if (endpoint.kind === 'models') return policy.restricted ? (model) => policy.allows(model) : undefined;
-    const model = endpoint.kind === 'model' ? endpoint.model : modelNamedIn(raw);
+    const model = endpoint.model ?? modelNamedIn(raw);
     this.read = { requestedModel: model, streamed: false, leaseId: null };
     if (policy.restricted) assertModelAllowed(policy, model);
     return undefined;

@@ -186,6 +186,11 @@ describe('the bedrock protocol table', () => {
     expect(bedrock.refusalFor(`model/${MODEL}/invoke-with-response-stream`)).toMatch(/use Converse/);
     expect(bedrock.refusalFor(`model/${MODEL}/converse`)).toBeUndefined();
     expect(protocolOf('openai').refusalFor(`model/${MODEL}/invoke`)).toBeUndefined();
+    expect(bedrock.freeEndpointFor('POST', 'model/arn:aws:bedrock:us-east-1:1:inference-profile/us.x/count-tokens')).toEqual({
+      kind: 'count_tokens',
+      model: 'arn:aws:bedrock:us-east-1:1:inference-profile/us.x',
+    });
+    expect(protocolOf('anthropic').freeEndpointFor('POST', 'v1/messages/count_tokens')).toEqual({ kind: 'count_tokens' });
   });
 
   it('reads the model from the path, percent-decoded (an ARN its %2F too)', () => {

@@ -8,6 +8,7 @@ import {
   BedrockRuntimeClient,
   ConverseCommand,
   ConverseStreamCommand,
+  CountTokensCommand,
   InvokeModelCommand,
   type ConverseStreamOutput,
 } from '@aws-sdk/client-bedrock-runtime';
@@ -193,6 +194,21 @@ describe('the rules of a plan, on the model of the path', () => {
       errorCode: 'model_not_allowed',
       requestedModel: 'meta.llama3-8b-instruct-v1:0',
     });
+  });
+
+  it('CountTokens is free: answered, recorded with 0 units, and refused 403 for a model outside the allow-list', async () => {
+    const tenant = await apiKeyTenant({ allowedModels: ['anthropic.*'] });
+    const client = bedrockFor(tenant);
+    const input = { converse: { messages: [{ role: 'user' as const, content: [{ text: 'count me' }] }] } };
+    const counted = await client.send(new CountTokensCommand({ modelId: MODEL, input }));
+    expect(counted.inputTokens).toBeGreaterThan(0);
+    const refused = await client
+      .send(new CountTokensCommand({ modelId: 'meta.llama3-8b-instruct-v1:0', input }))
+      .catch((e: unknown) => e as { $metadata: { httpStatusCode: number } });
+    expect(refused.$metadata.httpStatusCode).toBe(403);
+    const list = await invocations(tenant);
+    expect(list.find((i) => i.status === 'SUCCEEDED')).toMatchObject({ requestedModel: MODEL, quotaUnits: '0' });
+    expect((await periodOf(t, tenant.accessId)).consumed).toBe(0n);
   });
 
   it("the plan's rate limit holds: a call past its requests per minute is 429, the upstream not called", async () => {

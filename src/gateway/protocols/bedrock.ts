@@ -133,7 +133,8 @@ export const bedrock = defineProtocol({
   alwaysStreams: ['converse-stream'],
   streamFraming: 'event-stream',
   modelInPath,
-  countTokens: null,
+  // CountTokens: the model is the path's (the route is decoded: an ARN's slashes are in the group).
+  countTokens: /^model\/(.+)\/count-tokens$/i,
   // Every request's auth is set by signRequest: a SigV4 signature covers the final headers and body.
   authHeaders() {},
   signRequest,

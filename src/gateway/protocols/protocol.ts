@@ -35,7 +35,11 @@ export interface Inspector {
  * A governed but free endpoint: `models` (the model list), `model` (one model's description, `model` its
  * name) or `count_tokens` (token counting: its body names the model).
  */
-export type FreeEndpoint = { kind: 'models' } | { kind: 'model'; model: string } | { kind: 'count_tokens' };
+export type FreeEndpoint =
+  | { kind: 'models' }
+  | { kind: 'model'; model: string }
+  /** `model`: the one its path names (the countTokens pattern's first group); absent, its body names it. */
+  | { kind: 'count_tokens'; model?: string };
 
 type Json = Record<string, any>;
 
@@ -44,7 +48,7 @@ export interface ProtocolTable {
   profile: ProtocolProfile;
   /** The metered paths (POST), each an endpoint; matched in order, case-insensitive, at the path's end. */
   metered: readonly (readonly [RegExp, Endpoint])[];
-  /** Its token-counting path (POST), governed but free; null: none. */
+  /** Its token-counting path (POST), governed but free; null: none. A first group is the model it names. */
   countTokens: RegExp | null;
   /** The connection's key, as its upstream takes it: added to undici's header list (name, value, ...). */
   authHeaders(out: string[], apiKey: string): void;
@@ -143,8 +147,9 @@ export function defineProtocol(table: ProtocolTable): Protocol {
         if (MODEL_LIST.test(route)) return MODELS;
         const one = MODEL_ONE.exec(route);
         if (one) return { kind: 'model', model: one[1]! };
-      } else if (method === 'POST' && table.countTokens?.test(route)) {
-        return COUNT_TOKENS;
+      } else if (method === 'POST' && table.countTokens) {
+        const counted = table.countTokens.exec(route);
+        if (counted) return counted[1] !== undefined ? { kind: 'count_tokens', model: counted[1] } : COUNT_TOKENS;
       }
       return undefined;
     },

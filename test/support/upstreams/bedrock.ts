@@ -1,7 +1,8 @@
 /**
  * The Bedrock Runtime fake upstream (test/support/fake-upstreams.ts says what the fakes share):
  * `POST /model/{modelId}/converse` (JSON) and `/converse-stream` (`application/vnd.amazon.eventstream`,
- * frames encoded with smithy's EventStreamCodec, as Bedrock's are), and `GET /async-invoke` (the probe's).
+ * frames encoded with smithy's EventStreamCodec, as Bedrock's are), `/count-tokens`, and `GET /async-invoke`
+ * (the probe's).
  * It accepts a Bedrock API key as `Authorization: Bearer`, or a SigV4 signature that it verifies with
  * `@smithy/signature-v4` over the request it received (its SignedHeaders, the path as sent, the body),
  * as AWS does.
@@ -111,6 +112,10 @@ export function startBedrockUpstream(options: BedrockUpstreamOptions): Promise<F
     }
     const url = new URL(req.url!, 'http://fake');
     if (req.method === 'GET' && url.pathname === '/async-invoke') return json(res, 200, { asyncInvokeSummaries: [] });
+    if (req.method === 'POST' && /^\/model\/[^/]+\/count-tokens$/.test(url.pathname)) {
+      // Deterministic: the body's length in bytes, a tenth of it.
+      return json(res, 200, { inputTokens: Math.ceil(Buffer.byteLength(raw) / 10) });
+    }
     const route = MODEL_PATH.exec(url.pathname);
     if (req.method !== 'POST' || !route) {
       return json(res, 404, { message: `no route ${req.method} ${url.pathname}` }, { 'x-amzn-errortype': 'ResourceNotFoundException' });
