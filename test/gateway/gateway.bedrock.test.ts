@@ -15,7 +15,15 @@ import {
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
-import { createProviderConnection, getInvocation, listInvocations, rotateProviderSecret, testProviderConnection } from '../support/sdk.js';
+import {
+  createProviderConnection,
+  getInvocation,
+  listInvocations,
+  rotateProviderSecret,
+  testProviderConnection,
+  updateProviderConnection,
+  verifyProviderConnection,
+} from '../support/sdk.js';
 import { startBedrockUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, periodOf, type Tenant } from './gateway-support.js';
@@ -368,6 +376,30 @@ describe('a bedrock connection', () => {
       (await probe({ apiKey: SIGV4.secretAccessKey, awsAccessKeyId: SIGV4.accessKeyId, awsSessionToken: SIGV4.sessionToken })).data,
     ).toMatchObject({ outcome: 'reachable' });
     expect((await probe({ apiKey: `${SECRET_MARKER}-wrong-bedrock-key` })).data).toMatchObject({ outcome: 'credentials_rejected' });
+  });
+
+  it('verifyProviderConnection probes with the stored credential (SigV4)', async () => {
+    const tenant = await sigv4Tenant();
+    const res = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: tenant.connectionId } });
+    expect(res.data).toMatchObject({ outcome: 'reachable' });
+    expect(up.requests.at(-1)!.headers.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIAFAKEBEDROCK00001\//);
+  });
+
+  it('an update: the AWS fields without apiKey are 400 naming apiKey, nothing changed; with it, the connection signs with SigV4', async () => {
+    const tenant = await apiKeyTenant();
+    const path = { providerConnectionId: tenant.connectionId };
+    const alone = await updateProviderConnection({ client: t.client, path, body: { awsRegion: 'eu-west-1' } });
+    expect(alone.response.status).toBe(400);
+    expect((alone.error as { error: { param: string } }).error.param).toBe('apiKey');
+    const signed = await updateProviderConnection({
+      client: t.client,
+      path,
+      body: { apiKey: SIGV4.secretAccessKey, awsAccessKeyId: SIGV4.accessKeyId, awsSessionToken: SIGV4.sessionToken },
+    });
+    expect(signed.response.status).toBe(200);
+    expect(signed.data!.secretPreview).toMatch(/0001$/);
+    await bedrockFor(tenant).send(converse(5));
+    expect(up.requests.at(-1)!.headers.authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIAFAKEBEDROCK00001\/\d{8}\/us-east-1\//);
   });
 
   it('rotating to a Bedrock API key keeps the region; the next call uses the new key', async () => {
