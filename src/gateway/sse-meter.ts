@@ -31,7 +31,9 @@
  *
  * What differs by protocol (how an event reports usage, what output text it
  * carries, the end a cut stream gets) is the protocol's stream reader
- * (protocols/); this meter frames the events, counts and cuts.
+ * (protocols/); what every framing shares (the reader, the count, the cut) is
+ * stream-meter.ts; this meter frames SSE events (event-stream-meter.ts frames
+ * AWS's binary ones).
  */
 import type { Inspector } from './inspectors.js';
 import { StreamMeter, type StreamBounds } from './stream-meter.js';
@@ -44,8 +46,6 @@ const CR = 0x0d;
 const EMPTY = Buffer.alloc(0);
 
 type Json = Record<string, any>;
-
-export type { StreamBounds } from './stream-meter.js';
 
 /** The data of an SSE event: its `data:` lines joined by newlines ('' when it has none). */
 function dataOf(block: string): string {
