@@ -198,6 +198,10 @@ describe('the bedrock protocol table', () => {
     expect(modelInPath('model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.x/converse')).toBe(
       'arn:aws:bedrock:us-east-1:1:inference-profile/us.x',
     );
+    // Sent with its slashes as they are, an ARN is the same model.
+    expect(modelInPath('model/arn:aws:bedrock:us-east-1:1:inference-profile/us.x/converse')).toBe(
+      'arn:aws:bedrock:us-east-1:1:inference-profile/us.x',
+    );
     expect(modelInPath('converse')).toBeUndefined();
   });
 

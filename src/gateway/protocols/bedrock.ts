@@ -35,17 +35,21 @@ export function converseUsage(u: Json | null | undefined): Usage | null {
   };
 }
 
-const MODEL_IN_PATH = /^model\/([^/]+)\//i;
+/** `model/{modelId}/{operation}`, decoded: the id is all between (an ARN holds slashes). */
+const MODEL_IN_PATH = /^model\/(.+)\/[^/]+$/i;
 
-/** The model a Converse path names: its `{modelId}` segment, percent-decoded (an ARN's `/` is sent as %2F). */
+/**
+ * The model a Bedrock path names: its `{modelId}`, percent-decoded, whether an ARN's `/` came encoded (%2F, as
+ * the SDK sends it) or not, so that the rules of a plan see one name for one model.
+ */
 export function modelInPath(providerPath: string): string | undefined {
-  const encoded = MODEL_IN_PATH.exec(providerPath)?.[1];
-  if (encoded === undefined) return undefined;
+  let path = providerPath.replace(/\/$/, '');
   try {
-    return decodeURIComponent(encoded);
+    path = decodeURIComponent(path);
   } catch {
-    return encoded;
+    // Left as sent: the gateway's path check refuses a malformed encoding before this is read.
   }
+  return MODEL_IN_PATH.exec(path)?.[1];
 }
 
 /**
