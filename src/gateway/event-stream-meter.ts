@@ -8,8 +8,8 @@
  *
  * A frame that does not decode ends what the client gets: the frames before it, then an
  * `internalServerException` frame saying the provider's stream broke (the SDK raises it as an error with
- * that message). The rest of the upstream's bytes are read and dropped; the call is recorded by the rule
- * for a stream without its usage (metered-call.ts) and counted as malformed.
+ * that message), and the relay ends the answer and aborts the upstream request; the call is recorded by
+ * the rule for a stream without its usage (metered-call.ts) and counted as malformed.
  */
 import type { Inspector } from './inspectors.js';
 import { EventStreamDecoder, EventStreamError, exceptionFrame, type EventFrame } from './protocols/event-stream.js';

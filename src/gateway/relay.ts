@@ -286,6 +286,7 @@ export class Relay implements Dispatcher.DispatchHandler {
       written = this.res.write(out);
     }
     if (meter?.cut) this.cutAtBound();
+    else if (meter?.malformed) this.endUnreadable();
     return written;
   }
 
@@ -294,19 +295,31 @@ export class Relay implements Dispatcher.DispatchHandler {
    * and the call ends complete (charged its bound: metered-call.ts).
    */
   private cutAtBound(): void {
+    this.endEarly(true, 'The answer passed its output bound');
+  }
+
+  /**
+   * The stream cannot be read on (an event-stream frame that did not decode): the same, charged by the
+   * missing-usage rule (the meter's end told the client that the provider's stream broke).
+   */
+  private endUnreadable(): void {
+    this.endEarly(false, 'The answer could not be read');
+  }
+
+  private endEarly(cut: boolean, reason: string): void {
     if (this.end) return;
     this.tUpstreamEnd ??= now();
     clearImmediate(this.headersFlush);
     // Ended first: the abort's onResponseError then finds the call over.
     this.end = 'complete';
-    this.cut = true;
+    this.cut = cut;
     if (!this.clientGone) {
       const held = this.mask?.end();
       if (held?.length) this.res.write(held);
       this.res.end();
     }
     this.decoder?.destroy();
-    this.controller?.abort(new Error('The answer passed its output bound'));
+    this.controller?.abort(new Error(reason));
     this.read();
     this.done_();
   }
