@@ -26,7 +26,7 @@ import {
 } from '../support/sdk.js';
 import { startBedrockUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, periodOf, type Tenant } from './gateway-support.js';
+import { createTenant, periodOf, until, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let up: FakeUpstream;
@@ -292,6 +292,8 @@ describe('what the gateway cannot meter', () => {
     expect(failure).toBeInstanceOf(Error);
     expect((failure as Error).message).toMatch(/event stream broke/);
     expect(text).toBe('alpha');
+    // The upstream request is aborted, not read to its end (its remaining frames would take 4 s).
+    await until(async () => up.open() === 0, 2500);
     const [inv] = await invocations(tenant);
     expect(inv).toMatchObject({ errorCode: 'usage_missing' });
     // No usage read: the input bound, and the output seen (at least the frames read), within the bound.

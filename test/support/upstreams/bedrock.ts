@@ -9,7 +9,8 @@
  *
  * Per request, besides the shared faults: x-fake-usage "input,output,cacheRead,cacheWrite" (input excludes
  * the cache, as Bedrock's inputTokens does); x-fake-fault `broken-frame` (the stream's third frame has a
- * bad checksum), `split` (the stream is written 3 bytes a write, frames across chunks), `no-usage`
+ * bad checksum; the frames after it come a second apart), `split` (the stream is written 3 bytes a write,
+ * frames across chunks), `no-usage`
  * (no metadata event; a JSON answer without usage).
  */
 import type { IncomingMessage } from 'node:http';
@@ -146,6 +147,17 @@ export function startBedrockUpstream(options: BedrockUpstreamOptions): Promise<F
       frames[2] = broken;
     }
     res.writeHead(200, { 'content-type': 'application/vnd.amazon.eventstream', 'x-amzn-requestid': 'req-fake-bedrock' });
+    if (fault === 'broken-frame') {
+      // The frames up to the broken one at once, the rest a second apart (a reader that stops is seen to).
+      res.write(Buffer.concat(frames.slice(0, 3)));
+      for (const frame of frames.slice(3)) {
+        await sleep(1000);
+        if (res.destroyed) return;
+        res.write(frame);
+      }
+      res.end();
+      return;
+    }
     const all = Buffer.concat(frames);
     const step = fault === 'split' ? 3 : all.length;
     for (let at = 0; at < all.length; at += step) {
