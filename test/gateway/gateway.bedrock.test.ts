@@ -18,6 +18,7 @@ import { SECRET_MARKER } from '../security/secret-marker.js';
 import {
   createProviderConnection,
   getInvocation,
+  listAuditLogs,
   listInvocations,
   rotateProviderSecret,
   testProviderConnection,
@@ -363,6 +364,16 @@ describe('a bedrock connection', () => {
     expect(text).not.toContain(SECRET_MARKER);
     expect(text).not.toContain(SIGV4.accessKeyId);
     expect(res.data!.secretPreview).toMatch(/0001$/);
+    await rotateProviderSecret({
+      client: t.client,
+      path: { providerConnectionId: res.data!.id },
+      body: { apiKey: SIGV4.secretAccessKey, awsAccessKeyId: SIGV4.accessKeyId, awsSessionToken: SIGV4.sessionToken },
+    });
+    const audit = await listAuditLogs({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
+    const entries = JSON.stringify(audit.data);
+    expect(entries).toContain('provider_connection.secret_rotated');
+    expect(entries).not.toContain(SECRET_MARKER);
+    expect(entries).not.toContain(SIGV4.accessKeyId);
   });
 
   it('testProviderConnection probes with the connection auth: a Bedrock API key, SigV4, and a wrong key', async () => {
