@@ -6,14 +6,21 @@ import type { IncomingMessage } from 'node:http';
 import { AppError } from '../errors.js';
 import { bearerOf } from '../web/error-response.js';
 import { rawHeader } from './headers.js';
+import { CALLER_KEY_HEADERS } from './protocols/index.js';
 
-/** The inference key, as Authorization: Bearer or x-api-key; 401 without one. */
+const KEY_HEADERS_NAMED = CALLER_KEY_HEADERS.map((h) => (h === 'authorization' ? 'Authorization: Bearer' : h)).join(', ');
+
+/**
+ * The inference key, where a protocol's SDK sends it (Authorization: Bearer, x-api-key, api-key: the
+ * protocols' callerKeyHeaders, in that order); 401 without one.
+ */
 export function credentialOf(req: IncomingMessage): string {
-  const bearer = bearerOf(rawHeader(req.rawHeaders, 'authorization'));
-  if (bearer) return bearer;
-  const apiKey = rawHeader(req.rawHeaders, 'x-api-key')?.trim();
-  if (apiKey) return apiKey;
-  throw new AppError('missing_credentials', 'Send the inference key as Authorization: Bearer or x-api-key');
+  for (const name of CALLER_KEY_HEADERS) {
+    const value = rawHeader(req.rawHeaders, name);
+    const key = name === 'authorization' ? bearerOf(value) : value?.trim();
+    if (key) return key;
+  }
+  throw new AppError('missing_credentials', `Send the inference key as one of ${KEY_HEADERS_NAMED}`);
 }
 
 /** The request's body, whole; 413 past `limit` bytes. */

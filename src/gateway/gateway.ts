@@ -38,7 +38,7 @@ import { meOf } from './me.js';
 import type { MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
-import { protocolOf } from './protocols/index.js';
+import { foreignProtocolOf, protocolOf } from './protocols/index.js';
 import { Relay } from './relay.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -110,6 +110,8 @@ export function createGateway(deps: GatewayDeps) {
       // Governed but free: the model list, a model's description, token counting (no quota, no workspace setting).
       const free = inspector ? undefined : protocol.freeEndpointFor(method, target.route);
       const endpoint = target.providerPath.replace(/\/$/, '');
+      // A path of another API (an Anthropic path on an OpenAI connection, say) is never forwarded unmetered.
+      const foreign = inspector || free ? undefined : foreignProtocolOf(protocol, method, target.route);
       call = meter.open(entry, auth, inspector, {
         requestId: locals.requestId,
         method,
@@ -120,7 +122,14 @@ export function createGateway(deps: GatewayDeps) {
         t0: locals.startedAt,
         trace,
         credential,
+        routeModel: inspector ? protocol.routeModel?.(target.route) : undefined,
       });
+      if (foreign) {
+        throw new AppError(
+          'protocol_mismatch',
+          `${method} ${endpoint} is a path of the ${foreign.title} API; this connection speaks '${protocol.profile}' (${protocol.title}), which meters ${protocol.meters}`,
+        );
+      }
       if (!inspector && !free && !auth.allow_unmetered_passthrough) {
         throw new AppError(
           'unmetered_endpoint',
@@ -148,14 +157,17 @@ export function createGateway(deps: GatewayDeps) {
       }
       await relay(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace);
     } catch (err) {
+      const row = call ? call.entry.row : looked;
       sendError(
         res,
         locals,
         err,
         call?.inspector !== undefined,
-        call?.view ?? meter.quotaView(call ? call.entry.row : looked, startedAt),
-        call?.rateView ?? meter.rateView(call ? call.entry.row : looked, startedAt),
+        call?.view ?? meter.quotaView(row, startedAt),
+        call?.rateView ?? meter.rateView(row, startedAt),
         clock.now().getTime(),
+        // Once the connection is known, its refusals come in its API's error shape.
+        row?.protocol_profile ? protocolOf(row.protocol_profile) : undefined,
       );
       if (call) {
         // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
@@ -229,7 +241,7 @@ export function createGateway(deps: GatewayDeps) {
     const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${target.search}`;
     const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, body.length);
     // Traces on: the upstream's spans become children of the upstream call's (the client's traceparent is replaced).
-    if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(protocol.profile, call.inspector, req.method!, base));
+    if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(protocol, call.inspector, req.method!, base));
     const relay = new Relay(res, {
       requestId: locals.requestId,
       answerHeaders: answerHeaders(locals.requestId, call, clock.now().getTime()),
@@ -253,7 +265,7 @@ export function createGateway(deps: GatewayDeps) {
     const refusal = call.answered();
     if (refusal) {
       refused = true;
-      sendError(res, locals, refusal, call.inspector !== undefined, call.view, call.rateView, clock.now().getTime());
+      sendError(res, locals, refusal, call.inspector !== undefined, call.view, call.rateView, clock.now().getTime(), protocol);
     }
   }
 

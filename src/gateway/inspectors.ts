@@ -22,7 +22,7 @@
 import { AppError } from '../errors.js';
 import { protocolOf } from './protocols/index.js';
 import { responseIdOf } from './protocols/openai.js';
-import type { Endpoint, FreeEndpoint, Inspector, ProtocolProfile, Usage } from './protocols/protocol.js';
+import type { FreeEndpoint, Inspector, ProtocolProfile, Usage } from './protocols/protocol.js';
 
 export type { FreeEndpoint, Inspector, Usage } from './protocols/protocol.js';
 
@@ -148,17 +148,22 @@ function inlineImageExcess(inspector: Inspector, raw: Buffer, body: unknown): nu
 /** JSON is UTF-8 (RFC 8259): a body that is not is refused, not read with its bad bytes replaced. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
-/** The output caps an endpoint's request may carry. */
-const CAP_FIELDS: Record<Endpoint, string[]> = {
-  chat: ['max_completion_tokens', 'max_tokens'],
-  completions: ['max_tokens'],
-  messages: ['max_tokens'],
-  responses: ['max_output_tokens'],
-  embeddings: [],
-};
+/**
+ * The call's input bound (the input estimate): the body's bytes, less what its inline images hold beyond
+ * their token bound (inlineImageExcess: the protocol's imageMark and inlineImage). The one place the
+ * input bound of a metered call is computed.
+ */
+function inputBoundOf(inspector: Inspector, raw: Buffer, body: unknown): bigint {
+  return BigInt(raw.length - inlineImageExcess(inspector, raw, body));
+}
 
-export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRule): PreparedCall {
+/**
+ * A metered call's request read for its bounds (`routeModel`: the model its path names, an Azure
+ * deployment, which the body's then does not override).
+ */
+export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRule, routeModel?: string): PreparedCall {
   const { maxOutputTokens } = caps;
+  const { protocol, endpoint } = inspector;
   let text: string;
   try {
     text = UTF8.decode(raw);
@@ -174,44 +179,32 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   if (!body || typeof body !== 'object' || Array.isArray(body)) {
     throw new AppError('invalid_json', 'A metered endpoint needs a JSON object body');
   }
-  const requestedModel = typeof body.model === 'string' ? body.model : '';
+  const requestedModel = routeModel ?? (typeof body.model === 'string' ? body.model : '');
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {
     // A lenient server may stream on "yes" or 1: the gateway would not read it as a stream.
     throw new AppError('invalid_parameter', 'stream must be true or false', { param: 'stream' });
   }
   const stream = body.stream === true;
-  let perChoice: number | undefined;
+  // The endpoint's output caps (protocol.ts, capFields): every one the request names is read, since a
+  // server may honour any of them, so the largest bounds the call; without any, the first is written.
+  // An endpoint with none has no output (embeddings).
+  const capFields = protocol.capFields[endpoint] ?? [];
+  let perChoice: number | undefined = capFields.length ? undefined : 0;
   /** The request's output cap, as this endpoint names it (the one set when the request has none). */
-  let param: string | undefined;
-  switch (inspector.endpoint) {
-    case 'chat': {
-      // Both names are read: a server may honour either, so the larger bounds the call.
-      const completion = tokenCap(body.max_completion_tokens, 'max_completion_tokens');
-      const legacy = tokenCap(body.max_tokens, 'max_tokens');
-      param = legacy !== undefined && (completion === undefined || legacy > completion) ? 'max_tokens' : 'max_completion_tokens';
-      perChoice = param === 'max_tokens' ? legacy : completion;
-      break;
-    }
-    case 'completions':
-    case 'messages':
-      param = 'max_tokens';
-      perChoice = tokenCap(body.max_tokens, param);
-      break;
-    case 'responses':
-      param = 'max_output_tokens';
-      perChoice = tokenCap(body.max_output_tokens, param);
-      break;
-    case 'embeddings':
-      perChoice = 0;
-      break;
-  }
+  const param: string | undefined =
+    capFields.reduce<string | undefined>((named, field) => {
+      const cap = tokenCap(body[field], field);
+      if (cap === undefined || (perChoice !== undefined && cap <= perChoice)) return named;
+      perChoice = cap;
+      return field;
+    }, undefined) ?? capFields[0];
   let rewritten = false;
   let outputCap: PreparedCall['outputCap'];
   if (perChoice !== undefined && perChoice > maxOutputTokens) {
     if (!caps.clamp) throw new AppError('max_tokens_exceeded', `${param} may be at most ${maxOutputTokens} on this plan`, { param });
     // Lowered to the plan's cap (SDKs that always ask for the model's maximum still work); every cap the
     // request names above it is lowered, so whichever the provider honours holds the bound.
-    for (const field of CAP_FIELDS[inspector.endpoint]) {
+    for (const field of capFields) {
       if (typeof body[field] === 'number' && body[field] > maxOutputTokens) body[field] = maxOutputTokens;
     }
     outputCap = { sent: maxOutputTokens, requested: perChoice };
@@ -232,7 +225,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
     rewritten = true;
   }
   let usageInjected = false;
-  if (stream && (inspector.endpoint === 'chat' || inspector.endpoint === 'completions')) {
+  if (stream && protocol.usageAsked.includes(endpoint)) {
     const given = body.stream_options ?? {};
     if (typeof given !== 'object' || Array.isArray(given)) {
       throw new AppError('invalid_parameter', 'stream_options must be an object', { param: 'stream_options' });
@@ -246,10 +239,10 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   }
   const sent = rewritten ? Buffer.from(JSON.stringify(body)) : raw;
   const previousResponseId =
-    inspector.endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id
+    endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id
       ? body.previous_response_id
       : null;
-  const inputBound = BigInt(raw.length - inlineImageExcess(inspector, raw, body));
+  const inputBound = inputBoundOf(inspector, raw, body);
   return { requestedModel, stream, body: sent, inputBound, outputBound, usageInjected, previousResponseId, outputCap };
 }
 
