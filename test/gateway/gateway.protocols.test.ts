@@ -79,7 +79,7 @@ async function openAiChat(client: OpenAI, o: Parameters<Row['call']>[1]): Promis
 
 const openAiShown = (err: unknown) => {
   const e = err as InstanceType<typeof OpenAI.APIError>;
-  return { status: e.status!, message: (e.error as { message?: string } | undefined)?.message, requestId: e.requestID };
+  return { status: e.status!, message: e.error?.message, requestId: e.requestID };
 };
 
 const azureClient = (tenant: Tenant, headers: Headers = {}) =>
@@ -141,7 +141,7 @@ const ROWS: Row[] = [
     credential: (tenant) => ({ 'x-api-key': tenant.apiKey, 'anthropic-version': '2023-06-01' }),
     shown: (err) => {
       const e = err as InstanceType<typeof Anthropic.APIError>;
-      const body = e.error as { type?: string; error?: { message?: string; type?: string } } | undefined;
+      const body = e.error;
       // Anthropic's own shape: `{ type: 'error', error: { type, message } }`.
       expect(body?.type).toBe('error');
       expect(typeof body?.error?.type).toBe('string');
