@@ -18,6 +18,7 @@ const unit = [
   'test/billing/projection-rules.test.ts',
   'test/billing/signature.test.ts',
   'test/gateway/inspectors.test.ts',
+  'test/gateway/protocols.test.ts',
   'test/gateway/intrusive-list.test.ts',
   'test/gateway/invocation-record.test.ts',
   'test/gateway/learned-bounds.test.ts',

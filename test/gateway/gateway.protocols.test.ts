@@ -77,9 +77,24 @@ async function openAiChat(client: OpenAI, o: Parameters<Row['call']>[1]): Promis
   return { requestId: requestIdOf(response.headers), text };
 }
 
+/** What an SDK's APIError holds: its status, the body it read, its request id and the answer's headers. */
+interface SdkError {
+  status: number;
+  error?: Record<string, any>;
+  requestID?: string | null;
+  headers: globalThis.Headers;
+}
+
+/** The SDK's request id is the gateway's own. */
+function sdkError(err: unknown): SdkError {
+  const e = err as SdkError;
+  expect(e.requestID).toBe(e.headers.get('x-nexus-request-id'));
+  return e;
+}
+
 const openAiShown = (err: unknown) => {
-  const e = err as InstanceType<typeof OpenAI.APIError>;
-  return { status: e.status!, message: e.error?.message, requestId: e.requestID };
+  const e = sdkError(err);
+  return { status: e.status, message: e.error?.message as string | undefined, requestId: e.requestID };
 };
 
 const azureClient = (tenant: Tenant, headers: Headers = {}) =>
@@ -140,12 +155,13 @@ const ROWS: Row[] = [
     capField: 'max_tokens',
     credential: (tenant) => ({ 'x-api-key': tenant.apiKey, 'anthropic-version': '2023-06-01' }),
     shown: (err) => {
-      const e = err as InstanceType<typeof Anthropic.APIError>;
-      const body = e.error;
-      // Anthropic's own shape: `{ type: 'error', error: { type, message } }`.
-      expect(body?.type).toBe('error');
-      expect(typeof body?.error?.type).toBe('string');
-      return { status: e.status!, message: body?.error?.message, requestId: e.requestID };
+      const e = sdkError(err);
+      expect(err).toBeInstanceOf(Anthropic.APIError);
+      // Anthropic's own shape: `{ type: 'error', error: { type, message } }`; the SDK's `type` is Anthropic's.
+      expect(e.error?.type).toBe('error');
+      expect((err as { type?: string }).type).toBe(e.error?.error?.type);
+      expect(['permission_error', 'rate_limit_error', 'invalid_request_error']).toContain(e.error?.error?.type);
+      return { status: e.status, message: e.error?.error?.message as string | undefined, requestId: e.requestID };
     },
     foreignPath: 'v1/chat/completions',
     rawPath: 'v1/messages',
