@@ -25,8 +25,10 @@
  *     metrics) and the operation name of each endpoint (its upstream span's name).
  *
  * A new protocol is one module with its table, and a row in index.ts. A protocol whose stream is not
- * SSE (Bedrock's event-stream) or whose usage is not at `usage` adds a field here for it: `jsonUsage`
- * already reads a JSON answer's usage from the whole body.
+ * SSE (Bedrock's event-stream) or whose JSON usage is not at `usage` (Gemini's `usageMetadata`) adds
+ * an optional field here for it, read where the SSE meter (sse-meter.ts) and usageFromJson
+ * (inspectors.ts) read theirs; the gateway then branches on the field, never on the protocol's name.
+ * An upstream auth that is not a header of the key (SigV4) fits `authHeaders` if it gets what it signs.
  */
 import type { ErrorBody } from '../../errors.js';
 
