@@ -461,7 +461,9 @@ export const proxyProviderPatch = <ThrowOnError extends boolean = true>(options:
  *
  * The metered path: `openai` connections meter `chat/completions`, `completions`,
  * `embeddings` and `responses`; `anthropic` connections meter `messages`; `azure-openai`
- * connections meter Azure's deployment and v1 paths (ProtocolProfile). A path of another
+ * connections meter Azure's deployment and v1 paths; `gemini` connections meter
+ * `generateContent`, `streamGenerateContent` (SSE only), `embedContent` and
+ * `batchEmbedContents` (ProtocolProfile). A path of another
  * profile's API is refused with 409 `protocol_mismatch`. Before the
  * upstream is called an upper bound of the call's units is reserved (input bounded by the
  * request body's size in bytes, output by `max_tokens` / `max_completion_tokens` /
@@ -715,7 +717,8 @@ export const createProviderConnection = <ThrowOnError extends boolean = true>(op
  * Calls the upstream with the given key and the profile's authentication and reports
  * what happened; nothing is saved. The probe is `GET {baseUrl}/v1/models` with
  * `Authorization: Bearer` (openai) or with `x-api-key` and `anthropic-version: 2023-06-01`
- * (anthropic), or `GET {baseUrl}/openai/v1/models` with `api-key` (azure-openai), bounded by a
+ * (anthropic), `GET {baseUrl}/openai/v1/models` with `api-key` (azure-openai), or
+ * `GET {baseUrl}/v1beta/models` with `x-goog-api-key` (gemini), bounded by a
  * short timeout (5 s by default, `NEXUS_PROVIDER_PROBE_TIMEOUT_MS`).
  * An upstream that answers with an error is still a 200 here: `outcome` says which case it is.
  *

@@ -751,10 +751,14 @@ export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
  * `openai/deployments/{deployment}/{chat/completions|completions|embeddings}` (the model is
  * the deployment), `openai/responses`, and `openai/v1/{chat/completions|responses|embeddings}`;
  * free: `openai/models`, `openai/v1/models`.
+ * - `gemini`: the Gemini API; `baseUrl` is `https://generativelanguage.googleapis.com`. Key sent
+ * as `x-goog-api-key`; callers may send theirs as `x-goog-api-key`, `?key=` or Bearer. Metered:
+ * `v1beta/models/{model}:generateContent`, `:streamGenerateContent?alt=sse` (without `alt=sse`:
+ * 400), `:embedContent`, `:batchEmbedContents`; free: `:countTokens`, `v1beta/models[/{model}]`.
  * A path of another profile's API is refused with 409 `protocol_mismatch`.
  *
  */
-export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai';
+export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini';
 
 /**
  * The upstream origin, optionally with a path prefix, without `/v1` and without a trailing

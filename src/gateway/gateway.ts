@@ -30,7 +30,7 @@ import { authorizeCall, upstreamOf } from './auth-cache.js';
 import { operationOf } from './call-report.js';
 import { CallTrace, failed } from './call-trace.js';
 import type { AuthRow } from './call-repo.js';
-import { assertIdentityEncoding, credentialOf, readBody } from './client-request.js';
+import { assertIdentityEncoding, credentialOf, readBody, upstreamSearch } from './client-request.js';
 import type { GatewayParts } from './gateway-parts.js';
 import { rawHeader, upstreamHeaders } from './headers.js';
 import { filterModelList } from './inspectors.js';
@@ -130,6 +130,8 @@ export function createGateway(deps: GatewayDeps) {
           `${method} ${endpoint} is a path of the ${foreign.title} API; this connection speaks '${protocol.profile}' (${protocol.title}), which meters ${protocol.meters}`,
         );
       }
+      // What the protocol cannot meter (a Gemini stream that is not SSE) is refused, never forwarded unmetered.
+      if (inspector) protocol.checkRequest?.(inspector.endpoint, target.search);
       if (!inspector && !free && !auth.allow_unmetered_passthrough) {
         throw new AppError(
           'unmetered_endpoint',
@@ -151,7 +153,7 @@ export function createGateway(deps: GatewayDeps) {
         }
       } else if (free) {
         const allows = call.free(free, raw, startedAt);
-        if (allows) rewriteJson = (text) => filterModelList(text, allows);
+        if (allows) rewriteJson = (text) => filterModelList(text, allows, protocol.modelList);
       } else {
         await call.passthrough(raw, startedAt);
       }
@@ -238,7 +240,7 @@ export function createGateway(deps: GatewayDeps) {
     const upstream = upstreamOf(call.entry, auth, secretBox);
     const protocol = protocolOf(auth.protocol_profile!);
     const base = upstream.baseUrl;
-    const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${target.search}`;
+    const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${upstreamSearch(target.search)}`;
     const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, body.length);
     // Traces on: the upstream's spans become children of the upstream call's (the client's traceparent is replaced).
     if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(protocol, call.inspector, req.method!, base));

@@ -6,11 +6,13 @@
  * API's own error shape, and a path of another protocol refused with 409. A new protocol adds a row.
  */
 import Anthropic from '@anthropic-ai/sdk';
+import { GoogleGenAI } from '@google/genai';
 import OpenAI, { AzureOpenAI } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   startAnthropicUpstream,
   startAzureOpenAiUpstream,
+  startGeminiUpstream,
   startOpenAiUpstream,
   testProviderKey,
   type FakeUpstream,
@@ -44,8 +46,8 @@ interface Row {
   models(tenant: Tenant): Promise<string[]>;
   /** The upstream path a metered call of `model` reached. */
   meteredPath(model: string): string;
-  /** The output cap field the upstream received. */
-  capField: string;
+  /** The output cap the upstream received, from the body it received. */
+  capOf(sent: Record<string, any>): unknown;
   /** The credential header and value the SDK sends, for a raw call. */
   credential(tenant: Tenant): Headers;
   /** The message, error type and request id the SDK's error shows. */
@@ -117,6 +119,19 @@ const azureV1Client = (tenant: Tenant, headers: Headers = {}) =>
     defaultHeaders: headers,
   });
 
+const gemini = (tenant: Tenant, headers: Headers = {}) =>
+  new GoogleGenAI({
+    apiKey: tenant.apiKey,
+    httpOptions: { baseUrl: tenant.gatewayBaseUrl, apiVersion: 'v1beta', headers, fetch: gatewayFetch() },
+  });
+
+/** @google/genai's ApiError: its status, and the body its message ends with (the gateway's, shared Error body). */
+function geminiShown(err: unknown) {
+  const e = err as { status: number; message: string };
+  const body = JSON.parse(e.message.slice(e.message.indexOf('{'))) as { error: { message: string; request_id: string } };
+  return { status: e.status, message: body.error.message, requestId: body.error.request_id };
+}
+
 const ROWS: Row[] = [
   {
     name: 'openai (OpenAI)',
@@ -125,7 +140,7 @@ const ROWS: Row[] = [
     call: (tenant, o) => openAiChat(openAiFor(tenant), o),
     models: async (tenant) => (await openAiFor(tenant).models.list()).data.map((m) => m.id),
     meteredPath: () => '/v1/chat/completions',
-    capField: 'max_tokens',
+    capOf: (sent) => sent.max_tokens,
     credential: (tenant) => ({ authorization: `Bearer ${tenant.apiKey}` }),
     shown: openAiShown,
     foreignPath: 'v1/messages',
@@ -152,7 +167,7 @@ const ROWS: Row[] = [
     },
     models: async (tenant) => (await anthropicFor(tenant).models.list()).data.map((m) => m.id),
     meteredPath: () => '/v1/messages',
-    capField: 'max_tokens',
+    capOf: (sent) => sent.max_tokens,
     credential: (tenant) => ({ 'x-api-key': tenant.apiKey, 'anthropic-version': '2023-06-01' }),
     shown: (err) => {
       const e = sdkError(err);
@@ -174,7 +189,7 @@ const ROWS: Row[] = [
     call: (tenant, o) => openAiChat(azureClient(tenant), o),
     models: async (tenant) => (await azureClient(tenant).models.list()).data.map((m) => m.id),
     meteredPath: (model) => `/openai/deployments/${model}/chat/completions?api-version=${AZURE_API_VERSION}`,
-    capField: 'max_tokens',
+    capOf: (sent) => sent.max_tokens,
     credential: (tenant) => ({ 'api-key': tenant.apiKey }),
     shown: openAiShown,
     foreignPath: 'v1/messages',
@@ -188,12 +203,48 @@ const ROWS: Row[] = [
     call: (tenant, o) => openAiChat(azureV1Client(tenant), o),
     models: async (tenant) => (await azureV1Client(tenant).models.list()).data.map((m) => m.id),
     meteredPath: () => '/openai/v1/chat/completions',
-    capField: 'max_tokens',
+    capOf: (sent) => sent.max_tokens,
     credential: (tenant) => ({ authorization: `Bearer ${tenant.apiKey}` }),
     shown: openAiShown,
     foreignPath: 'v1/chat/completions',
     rawPath: 'openai/v1/chat/completions',
     system: 'azure.ai.openai',
+  },
+  {
+    name: 'gemini (@google/genai)',
+    profile: 'gemini',
+    start: () => startGeminiUpstream({ apiKey: KEY }),
+    async call(tenant, o) {
+      const ai = gemini(tenant, o.headers);
+      const request = {
+        model: o.model,
+        contents: 'Hello there',
+        ...(o.maxTokens !== undefined ? { config: { maxOutputTokens: o.maxTokens } } : {}),
+      };
+      if (!o.stream) {
+        const answer = await ai.models.generateContent(request);
+        return { requestId: answer.sdkHttpResponse!.headers!['x-nexus-request-id']!, text: answer.text ?? '' };
+      }
+      let text = '';
+      let requestId = '';
+      for await (const chunk of await ai.models.generateContentStream(request)) {
+        text += chunk.text ?? '';
+        requestId ||= chunk.sdkHttpResponse?.headers?.['x-nexus-request-id'] ?? '';
+      }
+      return { requestId, text };
+    },
+    async models(tenant) {
+      const ids = [];
+      for await (const m of await gemini(tenant).models.list()) ids.push(m.name!.replace(/^models\//, ''));
+      return ids;
+    },
+    meteredPath: (model) => `/v1beta/models/${model}:generateContent`,
+    capOf: (sent) => sent.generationConfig?.maxOutputTokens,
+    credential: (tenant) => ({ 'x-goog-api-key': tenant.apiKey }),
+    shown: geminiShown,
+    foreignPath: 'v1/chat/completions',
+    rawPath: 'v1beta/models/gpt-4o:streamGenerateContent?alt=sse',
+    system: 'gcp.gemini',
   },
 ];
 
@@ -256,7 +307,9 @@ describe.each(ROWS)('$name', (row) => {
     expect(period.consumed).toBe(BigInt(inv.quotaUnits));
     expect(period.reserved).toBe(0n);
     const seen = up.requests.at(-1)!;
-    expect(seen.url).toBe(row.meteredPath('gpt-4o'));
+    expect(seen.url).toBe(
+      stream && row.profile === 'gemini' ? '/v1beta/models/gpt-4o:streamGenerateContent?alt=sse' : row.meteredPath('gpt-4o'),
+    );
     // The upstream saw the connection's key, never the caller's.
     expect(JSON.stringify(seen.headers)).not.toContain(tenant.apiKey);
   });
@@ -283,7 +336,7 @@ describe.each(ROWS)('$name', (row) => {
     const up = upstreams.get(row)!;
     await row.call(tenant, { model: 'gpt-4o', maxTokens: 1000, stream: false });
     const sent = JSON.parse(up.requests.at(-1)!.body) as Record<string, unknown>;
-    expect(sent[row.capField]).toBe(40);
+    expect(row.capOf(sent)).toBe(40);
   });
 
   it("refuses a call past the plan's requests per minute with 429 and Retry-After", async () => {
@@ -342,7 +395,7 @@ describe.each(ROWS)('$name', (row) => {
     const body = (await res.json()) as { error: { code: string; message: string } };
     expect(body.error.code).toBe('protocol_mismatch');
     expect(body.error.message).toContain(`this connection speaks '${row.profile}'`);
-    expect(body.error.message).toMatch(/which meters chat\/completions|which meters messages/);
+    expect(body.error.message).toMatch(/which meters (chat\/completions|messages|generateContent)/);
     expect(up.requests.length).toBe(before);
   });
 });

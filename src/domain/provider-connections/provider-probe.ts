@@ -23,10 +23,12 @@ const ANTHROPIC_VERSION = '2023-06-01';
 /**
  * Every profile keeps `/v1` out of baseUrl: the probe, like the SDKs, adds it. Azure OpenAI's baseUrl is
  * the resource's endpoint: its model list is `openai/v1/models` (v1 needs no api-version), its key `api-key`.
+ * Gemini's is `v1beta/models`, its key `x-goog-api-key`.
  */
 function probeRequest(profile: ProtocolProfile, baseUrl: string, apiKey: string): { url: string; headers: Record<string, string> } {
   const common = { accept: 'application/json', 'user-agent': 'nexus-provider-probe/1' };
   if (profile === 'azure-openai') return { url: `${baseUrl}/openai/v1/models`, headers: { ...common, 'api-key': apiKey } };
+  if (profile === 'gemini') return { url: `${baseUrl}/v1beta/models`, headers: { ...common, 'x-goog-api-key': apiKey } };
   const url = `${baseUrl}/v1/models`;
   if (profile === 'anthropic') {
     return { url, headers: { ...common, 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION } };

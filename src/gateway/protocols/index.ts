@@ -4,10 +4,11 @@
  */
 import { anthropic } from './anthropic.js';
 import { azureOpenai } from './azure-openai.js';
+import { gemini } from './gemini.js';
 import { openai } from './openai.js';
 import type { Protocol, ProtocolProfile } from './protocol.js';
 
-const PROTOCOLS: Record<ProtocolProfile, Protocol> = { openai, anthropic, 'azure-openai': azureOpenai };
+const PROTOCOLS: Record<ProtocolProfile, Protocol> = { openai, anthropic, 'azure-openai': azureOpenai, gemini };
 const ALL = Object.values(PROTOCOLS);
 
 export function protocolOf(profile: ProtocolProfile): Protocol {
@@ -19,6 +20,9 @@ export function protocolOf(profile: ProtocolProfile): Protocol {
  * the key is looked up): read in this order by client-request.ts, and never sent to an upstream.
  */
 export const CALLER_KEY_HEADERS: readonly string[] = [...new Set(ALL.flatMap((p) => p.callerKeyHeaders))];
+
+/** Every query parameter an inference key may come in (Gemini's `key`), read after the headers and never forwarded. */
+export const CALLER_KEY_QUERIES: readonly string[] = [...new Set(ALL.flatMap((p) => (p.callerKeyQuery ? [p.callerKeyQuery] : [])))];
 
 /**
  * The protocol, other than `own`, that meters or governs this method and route, when `own` does neither:

@@ -33,10 +33,10 @@
 import type { ErrorBody } from '../../errors.js';
 
 /** The protocols Nexus meters: a provider connection's protocolProfile. */
-export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai';
+export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini';
 
 /** A metered endpoint: what its request bounds and its answer reports are read as. */
-export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages';
+export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream_generate' | 'embed';
 
 export interface Usage {
   /** All input tokens, cached ones included. */
@@ -59,7 +59,8 @@ export type FreeEndpoint = { kind: 'models' } | { kind: 'model'; model: string }
 
 /**
  * A free path: its method, its pattern (matched on the whole route, case-insensitive) and its kind; a
- * `model` path's first group is the model's name.
+ * `model` path's first group is the model's name (a free call about one model: its description, or
+ * Gemini's token counting, whose path names the model).
  */
 export type FreeRoute = readonly [method: 'GET' | 'POST', pattern: RegExp, kind: FreeEndpoint['kind']];
 
@@ -85,6 +86,8 @@ export interface ProtocolTable {
   callerKeyHeaders: readonly string[];
   /** Other caller headers dropped towards this protocol's upstream, lower case. */
   droppedHeaders: readonly string[];
+  /** A query parameter an inference key may come in (Gemini's `?key=`): never forwarded, whatever the connection. */
+  callerKeyQuery?: string;
   /** The connection's key, as its upstream takes it: added to undici's header list (name, value, ...). */
   authHeaders(out: string[], apiKey: string): void;
   /** The metered paths (POST), each an endpoint; matched in order, case-insensitive. */
@@ -93,8 +96,21 @@ export interface ProtocolTable {
   free: readonly FreeRoute[];
   /** The model a metered path names (an Azure deployment), which the body's `model` then does not override; none: the body's. */
   routeModel?(route: string): string | undefined;
-  /** The request fields that cap an endpoint's output, the one written when the request has none first; none: no output (embeddings). */
+  /**
+   * The request fields that cap an endpoint's output, the one written when the request has none first; none:
+   * no output (embeddings). A field may be a dotted path (`generationConfig.maxOutputTokens`).
+   */
   capFields: Partial<Record<Endpoint, readonly string[]>>;
+  /** The request fields asking for several answers, each up to the cap (dotted paths); default `n`, `best_of`. */
+  choiceFields?: readonly string[];
+  /** Endpoints whose answer is a stream whatever the body says (the path asks for it); default: `stream: true` in the body. */
+  streamedEndpoints?: readonly Endpoint[];
+  /** Refuses (throws an AppError) a metered request it cannot meter, by its route and query string. */
+  checkRequest?(endpoint: Endpoint, search: string): void;
+  /** Where a JSON answer holds its usage and its model; default `usage` and `model`. */
+  answerFields?: { usage: string; model: string };
+  /** Where a model list holds its models and how an entry names one; default `data[].id`. */
+  modelList?: { field: string; idOf(entry: unknown): string | undefined };
   /** Streaming endpoints whose stream reports usage only when asked (`stream_options.include_usage`). */
   usageAsked: readonly Endpoint[];
   /** A usage object of an answer (a JSON answer's `usage`, a stream event's), read; null when it is not one. */
@@ -171,6 +187,9 @@ const ENDPOINT_PATH: Record<Endpoint, string> = {
   embeddings: 'embeddings',
   responses: 'responses',
   messages: 'messages',
+  generate: 'generateContent',
+  stream_generate: 'streamGenerateContent',
+  embed: 'embedContent',
 };
 
 /** A protocol from its table: its inspectors made once. */
