@@ -15,7 +15,7 @@ const KEY_HEADERS_NAMED = [
 
 /** The value of `name` in a query string ('' or '?...'), if it has one. */
 function queryParam(search: string, name: string): string | undefined {
-  if (!search.includes(`${name}=`)) return undefined;
+  if (!search.includes(`${name}=`) && !search.includes('%')) return undefined;
   return new URLSearchParams(search).get(name) ?? undefined;
 }
 
@@ -24,7 +24,8 @@ function queryParam(search: string, name: string): string | undefined {
  * connection: the key must never leave the gateway), otherwise as sent.
  */
 export function upstreamSearch(search: string): string {
-  if (!CALLER_KEY_QUERIES.some((q) => search.includes(`${q}=`))) return search;
+  // A name may come percent-encoded (`%6Bey=`): then every pair is read.
+  if (!search.includes('%') && !CALLER_KEY_QUERIES.some((q) => search.includes(`${q}=`))) return search;
   const params = search
     .slice(1)
     .split('&')

@@ -1,7 +1,9 @@
 /** The protocol tables read without I/O: paths, models named by a path, caps, keys and headers, error shapes. */
 import { describe, expect, it } from 'vitest';
+import { upstreamSearch } from '../../src/gateway/client-request.js';
 import { upstreamHeaders } from '../../src/gateway/headers.js';
-import { freeEndpointFor, inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
+import { filterModelList, freeEndpointFor, inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
+import { SseMeter } from '../../src/gateway/sse-meter.js';
 import { CALLER_KEY_HEADERS, foreignProtocolOf, protocolOf } from '../../src/gateway/protocols/index.js';
 
 const azure = protocolOf('azure-openai');
@@ -48,7 +50,77 @@ describe('azure-openai', () => {
       'accept-encoding',
       'identity',
     ]);
-    expect(CALLER_KEY_HEADERS).toEqual(['authorization', 'x-api-key', 'api-key']);
+    expect(CALLER_KEY_HEADERS).toEqual(['authorization', 'x-api-key', 'api-key', 'x-goog-api-key']);
+  });
+});
+
+describe('gemini', () => {
+  const generate = inspectorFor('gemini', 'POST', 'v1beta/models/gemini-2.5-flash:generateContent')!;
+  const streamed = inspectorFor('gemini', 'POST', 'v1beta/models/gemini-2.5-flash:streamGenerateContent')!;
+
+  it('meters generate, stream and embeddings by the path, which names the model; counts tokens and lists models for free', () => {
+    expect(generate.endpoint).toBe('generate');
+    expect(streamed.endpoint).toBe('stream_generate');
+    expect(inspectorFor('gemini', 'POST', 'v1/models/m:embedContent')?.endpoint).toBe('embed');
+    expect(inspectorFor('gemini', 'POST', 'v1beta/models/m:batchEmbedContents')?.endpoint).toBe('embed');
+    expect(inspectorFor('gemini', 'POST', 'v1beta/models/m:countTokens')).toBeUndefined();
+    expect(freeEndpointFor('gemini', 'POST', 'v1beta/models/m:countTokens')).toEqual({ kind: 'model', model: 'm' });
+    expect(freeEndpointFor('gemini', 'GET', 'v1beta/models')).toEqual({ kind: 'models' });
+    expect(freeEndpointFor('gemini', 'GET', 'v1beta/models/m')).toEqual({ kind: 'model', model: 'm' });
+    expect(protocolOf('gemini').routeModel!('v1beta/models/gemini-2.5-flash:generateContent')).toBe('gemini-2.5-flash');
+  });
+
+  it('bounds output by generationConfig.maxOutputTokens times candidateCount, written in or lowered to the plan', () => {
+    const none = prepareCall(generate, Buffer.from('{"contents":[]}'), caps, 'm');
+    expect(JSON.parse(none.body.toString())).toEqual({ contents: [], generationConfig: { maxOutputTokens: 100 } });
+    expect(none.stream).toBe(false);
+    const many = prepareCall(streamed, Buffer.from('{"generationConfig":{"maxOutputTokens":500,"candidateCount":3}}'), caps, 'm');
+    expect(many).toMatchObject({ stream: true, outputBound: 300n, outputCap: { sent: 100, requested: 500 } });
+    expect(() => prepareCall(generate, Buffer.from('{"generationConfig":7}'), caps, 'm')).toThrow(/generationConfig must be an object/);
+  });
+
+  it('refuses a stream that is not SSE', () => {
+    expect(() => protocolOf('gemini').checkRequest!('stream_generate', '')).toThrow(/alt=sse/);
+    expect(() => protocolOf('gemini').checkRequest!('stream_generate', '?alt=sse')).not.toThrow();
+    expect(() => protocolOf('gemini').checkRequest!('generate', '')).not.toThrow();
+  });
+
+  it('reads usageMetadata: thinking tokens are output, a stream keeps its last running total', () => {
+    const body = JSON.stringify({
+      usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 5, thoughtsTokenCount: 2, cachedContentTokenCount: 4 },
+      modelVersion: 'gemini-x-001',
+    });
+    expect(usageFromJson(generate, body)).toEqual({
+      usage: { inputTokens: 10n, cachedInputTokens: 4n, outputTokens: 7n },
+      model: 'gemini-x-001',
+      responseId: null,
+    });
+    const meter = new SseMeter(streamed, { usageInjected: false, inputBound: 100n, outputBound: 100n });
+    const event = (o: object) => Buffer.from(`data: ${JSON.stringify(o)}\r\n\r\n`);
+    meter.push(
+      event({ candidates: [{ content: { parts: [{ text: 'a' }] } }], usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 1 } }),
+    );
+    meter.push(event({ candidates: [{ content: { parts: [{ text: 'b' }] } }] }));
+    expect(meter.usage).toEqual({ inputTokens: 10n, cachedInputTokens: 0n, outputTokens: 1n });
+    expect(meter.complete).toBe(false);
+    meter.push(event({ candidates: [{ finishReason: 'STOP' }], usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 3 } }));
+    expect(meter).toMatchObject({ complete: true, usage: { outputTokens: 3n } });
+  });
+
+  it('filters its model list by models[].name', () => {
+    const list = JSON.stringify({ models: [{ name: 'models/a' }, { name: 'models/b' }], nextPageToken: 'x' });
+    expect(JSON.parse(filterModelList(list, (m) => m === 'b', protocolOf('gemini').modelList))).toEqual({
+      models: [{ name: 'models/b' }],
+      nextPageToken: 'x',
+    });
+  });
+
+  it('never forwards a key sent in the query string', () => {
+    expect(upstreamSearch('?key=abc&alt=sse')).toBe('?alt=sse');
+    expect(upstreamSearch('?alt=sse&%6Bey=abc')).toBe('?alt=sse');
+    expect(upstreamSearch('?key=abc')).toBe('');
+    expect(upstreamSearch('?monkey=1')).toBe('?monkey=1');
+    expect(upstreamSearch('')).toBe('');
   });
 });
 
