@@ -36,7 +36,7 @@ import type { ErrorBody } from '../../errors.js';
 export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini';
 
 /** A metered endpoint: what its request bounds and its answer reports are read as. */
-export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream_generate' | 'embed';
+type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream_generate' | 'embed';
 
 export interface Usage {
   /** All input tokens, cached ones included. */
@@ -67,7 +67,7 @@ export type FreeRoute = readonly [method: 'GET' | 'POST', pattern: RegExp, kind:
 type Json = Record<string, any>;
 
 /** The gateway's own refusal (its shared Error body) in a protocol's own error shape. */
-export interface ErrorShape {
+interface ErrorShape {
   /** The body the client gets. */
   body(shared: ErrorBody): unknown;
   /** The header the protocol's SDK reads the request id from (set to Nexus's request id), if any. */
