@@ -364,6 +364,21 @@ describe.each(ROWS)('$name', (row) => {
     expect(await res.json()).toMatchObject({ accessId: tenant.accessId, status: 'ACTIVE' });
   });
 
+  it("cuts a stream that runs past its output bound with the protocol's own end, charged the bound", async () => {
+    const tenant = await tenantFor(row);
+    const answer = await row.call(tenant, {
+      model: 'gpt-4o',
+      maxTokens: 3,
+      stream: true,
+      headers: { 'x-fake-fault': 'runaway', 'x-fake-usage': '10,60,0' },
+    });
+    // The SDK read a stream that ended as its protocol ends an answer at its cap: a few words, not sixty.
+    expect(answer.text.split(' ').length).toBeLessThan(10);
+    const inv = await invocationOf(tenant, answer.requestId);
+    expect(inv).toMatchObject({ status: 'SUCCEEDED', errorCode: 'output_bound_exceeded' });
+    expect(inv.usageEvents![0]).toMatchObject({ outputTokens: '3' });
+  });
+
   it('charges a malformed stream by the missing-usage rule, and counts it', async () => {
     const tenant = await tenantFor(row);
     const labels = [`protocol="${row.system}"`, 'kind="stream"'];
