@@ -2,7 +2,8 @@
  * Every rule on every protocol: one row a protocol (its profile, its official SDK as its users configure
  * it, its fake upstream), and the same scenarios run over each row: exact metering of a JSON answer and a
  * stream, the model allow-list, the output cap's clamp, rate limits, quota, the free model list, /v1/me,
- * a malformed answer (charged by the missing-usage rule and counted), the gateway's refusals in the
+ * the output-bound cut, crash-safe metering (a lease reclaimed under a stream), a malformed answer
+ * (charged by the missing-usage rule and counted), the gateway's refusals in the
  * API's own error shape, and a path of another protocol refused with 409. A new protocol adds a row.
  */
 import Anthropic from '@anthropic-ai/sdk';
@@ -20,7 +21,7 @@ import {
 import { getInvocation, listInvocations } from '../support/sdk.js';
 import type { TenantSpec } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { anthropicFor, createTenant, gatewayFetch, openAiFor, periodOf, type Tenant } from './gateway-support.js';
+import { anthropicFor, createTenant, gatewayFetch, openAiFor, periodOf, reclaimLease, type Tenant } from './gateway-support.js';
 
 const KEY = testProviderKey('protocols');
 const AZURE_API_VERSION = '2024-10-21';
@@ -281,6 +282,14 @@ async function refusal(row: Row, call: Promise<unknown>) {
   return row.shown(err);
 }
 
+/** A metered stream through fetch, on the row's path, with the SDK's credential. */
+const rawStream = (row: Row, tenant: Tenant, headers: Headers) =>
+  gatewayFetch()(`${tenant.gatewayBaseUrl}/${row.rawPath}`, {
+    method: 'POST',
+    headers: { ...row.credential(tenant), 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ model: 'gpt-4o', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'Hi' }] }),
+  });
+
 async function metric(name: string, labels: string[]): Promise<number> {
   const text = await (await fetch(`${t.url}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && labels.every((label) => l.includes(label)));
@@ -379,16 +388,28 @@ describe.each(ROWS)('$name', (row) => {
     expect(inv.usageEvents![0]).toMatchObject({ outputTokens: '3' });
   });
 
+  it('charges a stream under way once when its lease is reclaimed, as if its process had died', async () => {
+    const tenant = await tenantFor(row);
+    const res = await rawStream(row, tenant, { 'x-fake-fault': 'slow', 'x-fake-delay-ms': '150' });
+    expect(res.status).toBe(200);
+    await reclaimLease(t, tenant.accessId);
+    await res.text();
+    await t.nexus.gateway.drain();
+    // Recorded and charged once: by the reclaim, as its last heartbeat left it, or by its own process.
+    const invocations = await t.database.db('invocations').where({ request_id: requestIdOf(res.headers) });
+    expect(invocations).toHaveLength(1);
+    expect(['SUCCEEDED', 'FAILED']).toContain(invocations[0].status);
+    const units = BigInt(invocations[0].quota_units);
+    expect(units).toBeGreaterThan(0n);
+    expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: units });
+  });
+
   it('charges a malformed stream by the missing-usage rule, and counts it', async () => {
     const tenant = await tenantFor(row);
     const labels = [`protocol="${row.system}"`, 'kind="stream"'];
     const before = await metric('nexus_gateway_usage_missing_total', labels);
     // Through fetch: the SDKs throw on the broken event (the client sees what the upstream sent).
-    const res = await gatewayFetch()(`${tenant.gatewayBaseUrl}/${row.rawPath}`, {
-      method: 'POST',
-      headers: { ...row.credential(tenant), 'content-type': 'application/json', 'x-fake-fault': 'malformed' },
-      body: JSON.stringify({ model: 'gpt-4o', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'Hi' }] }),
-    });
+    const res = await rawStream(row, tenant, { 'x-fake-fault': 'malformed' });
     expect(res.status).toBe(200);
     expect(await res.text()).toContain('alpha');
     const inv = await invocationOf(tenant, requestIdOf(res.headers));
