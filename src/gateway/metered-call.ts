@@ -563,9 +563,9 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     if (this.recorded) return;
     this.meter.running.delete(this);
     const appError = toAppError(err);
-    // A metered call refused while its body was read (a bad cap, say) still names its model.
-    if (!this.read.requestedModel && raw)
-      this.read = { requestedModel: modelNamedIn(raw), streamed: this.read.streamed, leaseId: this.read.leaseId };
+    // A metered call refused while its body was read (a bad cap, say) still names its model (its path's, if it names one).
+    if (!this.read.requestedModel && (raw || this.routeModel))
+      this.read = { requestedModel: this.routeModel ?? modelNamedIn(raw!), streamed: this.read.streamed, leaseId: this.read.leaseId };
     const now = this.meter.clock.now();
     const outcome = {
       upstream: false,

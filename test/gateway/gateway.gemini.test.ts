@@ -112,6 +112,9 @@ describe('the gemini protocol through HTTP', () => {
       message: 'streamGenerateContent is metered as server-sent events: add alt=sse to the query',
     });
     expect(up.requests.length).toBe(before);
+    // Recorded with the model its path names.
+    const inv = await invocationOf(res.headers.get('x-nexus-request-id')!);
+    expect(inv).toMatchObject({ status: 'REJECTED', errorCode: 'invalid_parameter', requestedModel: 'gpt-4o' });
   });
 
   it('takes the inference key as ?key= (never forwarded) or Bearer', async () => {
