@@ -47,6 +47,7 @@ const e2e = [
   // In process, but it passes only in a worker of its own: after other files in a shared worker, its reclaim
   // test's sweep does not find the lease within the 5 s it waits (the shared state at fault is not found yet).
   'test/gateway/gateway.leases.test.ts',
+  'test/gateway/gateway.protocols.leases.test.ts',
   'test/gateway/gateway.pglite.test.ts',
   'test/gateway/gateway.rate-limits.test.ts',
   'test/gateway/gateway.workers.test.ts',
