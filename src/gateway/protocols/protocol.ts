@@ -1,34 +1,39 @@
 /**
  * What a protocol module declares (one per API the gateway meters: openai.ts, anthropic.ts,
- * azure-openai.ts), and the Protocol the gateway reads from it. The gateway never asks which protocol a
- * call speaks: it reads the connection's protocol from the table (index.ts) and asks it. Everything
- * Nexus knows of one API is in its table (ProtocolTable below, field by field):
+ * azure-openai.ts, gemini.ts), and the Protocol the gateway reads from it. The gateway never asks which
+ * protocol a call speaks: it reads the connection's protocol from the table (index.ts) and asks it.
+ * Everything Nexus knows of one API is in its table (ProtocolTable below, field by field):
  *
- *   - keys: where a caller may put its inference key (`callerKeyHeaders`: read by client-request.ts,
- *     and dropped towards every upstream whatever its protocol), which other caller headers are dropped
- *     (`droppedHeaders`), and how the connection's own key goes up (`authHeaders`);
+ *   - keys: where a caller may put its inference key (`callerKeyHeaders`, `callerKeyQuery`: read by
+ *     client-request.ts, and never sent to any upstream whatever its protocol), which other caller
+ *     headers are dropped (`droppedHeaders`), and how the connection's own key goes up (`authHeaders`);
  *   - paths: the metered ones (`metered`, an endpoint each), the governed but free ones (`free`: model
  *     lists and descriptions, token counting); every other protocol's metered and free paths are
- *     refused on this one's connections with 409 `protocol_mismatch` (index.ts);
- *   - the model a call names: `body.model` unless `routeModel` finds it in the path (a deployment);
+ *     refused on this one's connections with 409 `protocol_mismatch` (index.ts); `checkRequest`
+ *     refuses a metered request the protocol cannot meter (a Gemini stream that is not SSE);
+ *   - the model a call names: `body.model` unless `routeModel` finds it in the path (an Azure
+ *     deployment, a Gemini model);
  *   - the input estimate: the body's bytes, less the inline images found by `imageMark` /
  *     `inlineImage` beyond their token bound (inspectors.ts, inputBoundOf: the one place the input
- *     bound is computed); the output cap: `capFields`, the request fields that cap an endpoint's output,
- *     read for the bound, written when the request has none and lowered to the plan's cap (clamp);
+ *     bound is computed); the output cap: `capFields`, the request fields (dotted paths) that cap an
+ *     endpoint's output, read for the bound, written when the request has none and lowered to the
+ *     plan's cap (clamp), times `choiceFields`; `streamedEndpoints`, streamed by their path;
  *     `usageAsked`: the streaming endpoints whose stream carries usage only when asked
  *     (`stream_options.include_usage`, which the gateway then adds);
- *   - usage: `usageOf` (a JSON answer's usage object, and a stream event's) and `streamReader` (an
- *     SSE stream's events: usage, output text, the end of a stream cut at its output bound);
+ *   - usage: `usageOf` (a JSON answer's usage object, found at `answerFields`, and a stream event's)
+ *     and `streamReader` (an SSE stream's events: usage, output text, the end of a stream cut at its
+ *     output bound); `modelList`, where its model list names its models;
  *   - errors: `errorShape`, the body of the gateway's own refusals in the API's own shape (so that
  *     the provider's SDK shows Nexus's message and request id); none: the shared Error body;
  *   - telemetry: `telemetry.system` (the `gen_ai.system` of its spans and the `protocol` label of its
  *     metrics) and the operation name of each endpoint (its upstream span's name).
  *
- * A new protocol is one module with its table, and a row in index.ts. A protocol whose stream is not
- * SSE (Bedrock's event-stream) or whose JSON usage is not at `usage` (Gemini's `usageMetadata`) adds
- * an optional field here for it, read where the SSE meter (sse-meter.ts) and usageFromJson
- * (inspectors.ts) read theirs; the gateway then branches on the field, never on the protocol's name.
- * An upstream auth that is not a header of the key (SigV4) fits `authHeaders` if it gets what it signs.
+ * A new protocol is one module with its table, and a row in index.ts (and in the table-driven suite,
+ * test/gateway/protocol-rows.ts). A protocol whose stream is not SSE (Bedrock's event-stream) adds an
+ * optional field here for its reader, read where the SSE meter is made (relay.ts, sse-meter.ts); the
+ * gateway then branches on the field, never on the protocol's name. An upstream auth that signs the
+ * request (SigV4) needs more than `authHeaders(out, apiKey)` gets (the method, path and body): it
+ * widens that signature, which headers.ts calls once per call.
  */
 import type { ErrorBody } from '../../errors.js';
 
