@@ -9,6 +9,7 @@ export type ClientOptions = {
  * in Anthropic's shape, so that Anthropic's SDK shows its message: `type` is `error`, `error.type`
  * is Anthropic's (`invalid_request_error` for a conflict, `request_too_large`, `rate_limit_error`
  * for a quota, `api_error` for an upstream error), and the `request-id` header carries the request id.
+ * On a `gemini` connection, `error.status` is Google's google.rpc status.
  *
  */
 export type ErrorBody = {
@@ -39,6 +40,10 @@ export type ErrorBody = {
          * With an illegal state transition, the resource's current status.
          */
         current_status?: string;
+        /**
+         * Only on a gateway call to a `gemini` connection, Google's google.rpc status.
+         */
+        status?: 'INVALID_ARGUMENT' | 'UNAUTHENTICATED' | 'PERMISSION_DENIED' | 'NOT_FOUND' | 'FAILED_PRECONDITION' | 'RESOURCE_EXHAUSTED' | 'UNAVAILABLE' | 'INTERNAL' | 'UNKNOWN';
     };
 };
 

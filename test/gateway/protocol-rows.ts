@@ -124,7 +124,9 @@ const gemini = (tenant: Tenant, headers: Headers = {}) =>
 /** @google/genai's ApiError: its status, and the body its message ends with (the gateway's, shared Error body). */
 function geminiShown(err: unknown) {
   const e = err as { status: number; message: string };
-  const body = JSON.parse(e.message.slice(e.message.indexOf('{'))) as { error: { message: string; request_id: string } };
+  const body = JSON.parse(e.message.slice(e.message.indexOf('{'))) as { error: { message: string; request_id: string; status: string } };
+  // Google's shape: its google.rpc status beside the message.
+  expect(['PERMISSION_DENIED', 'RESOURCE_EXHAUSTED']).toContain(body.error.status);
   return { status: e.status, message: body.error.message, requestId: body.error.request_id };
 }
 

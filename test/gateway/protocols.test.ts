@@ -140,13 +140,14 @@ describe('the tables together', () => {
     expect(azure.meters).toBe('chat/completions, completions, embeddings, responses');
   });
 
-  it("shapes the gateway's refusals as Anthropic's error, and leaves the others the shared body", () => {
+  it("shapes the gateway's refusals as Anthropic's and Google's errors, and leaves the others the shared body", () => {
     const shared = { error: { message: 'no', type: 'quota_exceeded_error', code: 'quota_insufficient', param: null, request_id: 'r1' } };
     expect(protocolOf('anthropic').errorShape!.body(shared)).toEqual({
       type: 'error',
       error: { message: 'no', type: 'rate_limit_error', code: 'quota_insufficient', param: null, request_id: 'r1' },
     });
     expect(protocolOf('anthropic').errorShape!.requestIdHeader).toBe('request-id');
+    expect(protocolOf('gemini').errorShape!.body(shared)).toEqual({ error: { ...shared.error, status: 'RESOURCE_EXHAUSTED' } });
     expect(protocolOf('openai').errorShape).toBeUndefined();
     expect(azure.errorShape).toBeUndefined();
   });

@@ -14,7 +14,8 @@
  * seen; the stream's usage is final once an event ends a candidate (`finishReason`) or reports a blocked
  * prompt (`promptFeedback.blockReason`, a 200 metered as reported). The output cap is
  * `generationConfig.maxOutputTokens`, times `generationConfig.candidateCount`. An embedding answer
- * carries no usage: it is charged by the rule for missing usage (its input bound, no output).
+ * carries no usage: it is charged by the rule for missing usage (its input bound, no output). The
+ * gateway's refusals carry Google's google.rpc `status` beside the shared Error body's fields.
  */
 import { AppError } from '../../errors.js';
 import { big, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
@@ -91,6 +92,20 @@ class GenerateStream implements StreamReader {
 const MODEL_METHOD = /^v1(?:alpha|beta)?\/models\/([^/:]+):([A-Za-z]+)$/i;
 const ALT_SSE = /[?&]alt=sse(?:&|$)/;
 
+/** google.rpc status names, by the shared Error body's type (what Google's SDKs read as `status`). */
+const GOOGLE_STATUS: Record<string, string> = {
+  invalid_request_error: 'INVALID_ARGUMENT',
+  authentication_error: 'UNAUTHENTICATED',
+  permission_error: 'PERMISSION_DENIED',
+  not_found_error: 'NOT_FOUND',
+  conflict_error: 'FAILED_PRECONDITION',
+  payload_too_large_error: 'INVALID_ARGUMENT',
+  quota_exceeded_error: 'RESOURCE_EXHAUSTED',
+  rate_limit_error: 'RESOURCE_EXHAUSTED',
+  upstream_error: 'UNAVAILABLE',
+  api_error: 'INTERNAL',
+};
+
 export const gemini = defineProtocol({
   profile: 'gemini',
   title: 'Gemini',
@@ -142,6 +157,11 @@ export const gemini = defineProtocol({
     return typeof mime === 'string' && mime.startsWith('image/') && typeof o.data === 'string' ? o.data : undefined;
   },
   streamReader: () => new GenerateStream(),
+  /**
+   * Google's `{ error: { code, message, status } }`: the shared body with its google.rpc `status` beside
+   * it (the SDKs take the code from the HTTP status; Nexus's stable code stays in `code`).
+   */
+  errorShape: { body: (shared) => ({ error: { ...shared.error, status: GOOGLE_STATUS[shared.error.type] ?? 'UNKNOWN' } }) },
   telemetry: {
     system: 'gcp.gemini',
     operations: { generate: 'generate_content', stream_generate: 'generate_content', embed: 'embeddings' },
