@@ -160,6 +160,29 @@ describe.each(ROWS)('$name', (row) => {
     expect(await metric('nexus_gateway_usage_missing_total', labels)).toBe(before + 1);
   });
 
+  it('charges a JSON answer without usage its whole bound, by the missing-usage rule, and counts it', async () => {
+    const tenant = await tenantFor(row);
+    const up = upstreams.get(row)!;
+    const labels = [`protocol="${row.system}"`, 'kind="json"'];
+    const before = await metric('nexus_gateway_usage_missing_total', labels);
+    up.forceBody = { contentType: 'application/json', body: '{"id":"no-usage"}' };
+    try {
+      const res = await gatewayFetch()(`${tenant.gatewayBaseUrl}/${row.meteredPath('gpt-4o').slice(1)}`, {
+        method: 'POST',
+        headers: { ...row.credential(tenant), 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'gpt-4o', max_tokens: 50, generationConfig: { maxOutputTokens: 50 }, messages: [] }),
+      });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ id: 'no-usage' });
+      const inv = await invocationOf(tenant, requestIdOf(res.headers));
+      expect(inv).toMatchObject({ status: 'SUCCEEDED', errorCode: 'usage_missing' });
+      expect(inv.usageEvents![0]).toMatchObject({ outputTokens: '50' });
+    } finally {
+      up.forceBody = undefined;
+    }
+    expect(await metric('nexus_gateway_usage_missing_total', labels)).toBe(before + 1);
+  });
+
   it("refuses a path of another protocol's API with 409, naming the connection's protocol and what it meters", async () => {
     const tenant = await tenantFor(row, { allowUnmeteredPassthrough: true });
     const up = upstreams.get(row)!;
