@@ -425,8 +425,9 @@ export const proxyProviderDelete = <ThrowOnError extends boolean = true>(options
  * Proxy a GET to the provider
  *
  * Forwards the request to the connection's `baseUrl` + `/` + `providerPath` (+ the query
- * string). The model list (`GET v1/models`) and a model's description (`GET v1/models/{model}`),
- * on both profiles, are governed but free: the key and the access are checked like a metered
+ * string, less a `key` parameter: a caller's key never leaves Nexus). The model list
+ * (`GET v1/models`) and a model's description (`GET v1/models/{model}`), on the `openai` and
+ * `anthropic` profiles (`azure-openai` and `gemini`: ProtocolProfile), are governed but free: the key and the access are checked like a metered
  * call's, no quota is taken, and no workspace setting is needed. When the access's quota strategy
  * has `allowedModels`, the list's `data[]` holds only the allowed models and a model outside it
  * is refused with 403 `model_not_allowed`. `GET v1/me` is answered by Nexus itself, as `getMe`,

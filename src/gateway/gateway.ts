@@ -83,7 +83,7 @@ export function createGateway(deps: GatewayDeps) {
     } catch {
       // Refused below, as a call.
     }
-    // GET {gatewayBaseUrl}/v1/me: the end user's view of its access, where its SDK is pointed (either profile). Not a
+    // GET {gatewayBaseUrl}/v1/me: the end user's view of its access, where its SDK is pointed (any profile). Not a
     // call; another method there is a gateway call as any other path is.
     if (parsed?.route === ME_ROUTE && req.method === 'GET') return handleMe(req, res, locals, parsed.connectionId);
     const startedAt = clock.now();
