@@ -20,6 +20,7 @@ const unit = [
   'test/billing/projection-rules.test.ts',
   'test/billing/signature.test.ts',
   'test/gateway/inspectors.test.ts',
+  'test/gateway/protocols.test.ts',
   'test/gateway/intrusive-list.test.ts',
   'test/gateway/invocation-record.test.ts',
   'test/gateway/learned-bounds.test.ts',
@@ -62,6 +63,8 @@ const timed = [
   // In process, but it passes only in a worker of its own: after other files in a shared worker, its reclaim
   // test's sweep does not find the lease within the 5 s it waits (the shared state at fault is not found yet).
   'test/gateway/gateway.leases.test.ts',
+  // The same reclaim, over every protocol's row.
+  'test/gateway/gateway.protocols.leases.test.ts',
   'test/reliability/crash-and-outage.test.ts',
   'test/reliability/stalled-loop.test.ts',
 ];

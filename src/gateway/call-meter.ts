@@ -72,6 +72,8 @@ export function createCallMeter(deps: {
   reload(credential: string, connectionId: string): Promise<CacheEntry>;
   /** Told of each answer that passed its output bound (metrics). */
   onOutputOverBound?: ((kind: OverBound) => void) | undefined;
+  /** Told of each answer charged by the rule for missing usage, by its protocol (metrics). */
+  onUsageMissing?: ((protocol: string, kind: OverBound) => void) | undefined;
   /** Told of each output bound learned here that the other processes should admit at (the change feed). */
   shareLearned?: ((learned: LearnedOutput) => void) | undefined;
   /** Told of each call as it is recorded (metrics, its log line). */
@@ -97,6 +99,7 @@ export function createCallMeter(deps: {
     clock,
     logger,
     overBound: deps.onOutputOverBound,
+    usageMissing: deps.onUsageMissing,
     learned: deps.learned,
     shareLearned: deps.shareLearned,
     report: deps.report,

@@ -84,6 +84,8 @@ export interface CallStart {
   trace: CallTrace | undefined;
   /** The inference key as the request sent it: the key's row is read again with it should admission find its period over. */
   credential: string;
+  /** The model a metered call's path names (an Azure deployment: protocol.ts, routeModel), if it names one. */
+  routeModel?: string | undefined;
 }
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
@@ -185,6 +187,8 @@ export interface CallMeter {
   shareLearned?: ((learned: LearnedOutput) => void) | undefined;
   /** Told of each answer that passed its output bound (metrics). */
   overBound?: ((kind: OverBound) => void) | undefined;
+  /** Told of each answer charged by the rule for missing usage (its protocol's telemetry name; metrics). */
+  usageMissing?: ((protocol: string, kind: OverBound) => void) | undefined;
   /** A metered stream began: the calls under way are written soon (the snapshot). */
   streamBegan(): void;
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
@@ -225,6 +229,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   private readonly t0: bigint;
   private readonly trace: CallTrace | undefined;
   private readonly credential: string;
+  private readonly routeModel: string | undefined;
 
   constructor(
     private readonly meter: CallMeter,
@@ -239,6 +244,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.t0 = start.t0;
     this.trace = start.trace;
     this.credential = start.credential;
+    this.routeModel = start.routeModel;
     this.opened = {
       id: newId(),
       workspaceId: row.workspace_id,
@@ -274,10 +280,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const auth = this.row;
     const reset = auth.period_end;
     if (!auth.period_id || !reset) throw new AppError('quota_insufficient', 'The access has no current quota period');
-    const prepared = prepareCall(this.inspector!, raw, {
-      maxOutputTokens: auth.max_output_tokens!,
-      clamp: auth.output_cap_policy !== 'refuse',
-    });
+    const prepared = prepareCall(
+      this.inspector!,
+      raw,
+      { maxOutputTokens: auth.max_output_tokens!, clamp: auth.output_cap_policy !== 'refuse' },
+      this.routeModel,
+    );
     this.prepared = prepared;
     const read: CallRead = { requestedModel: prepared.requestedModel, streamed: prepared.stream, leaseId: null };
     this.read = read;
@@ -507,6 +515,10 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         if (output !== null) this.meter.shareLearned?.({ connectionId, model: prepared.requestedModel, stream: prepared.stream, output });
       }
       if (!usageComplete && !errorCode) errorCode = 'usage_missing';
+      // A malformed answer (a JSON answer without usage, a stream that broke or never reported it), counted;
+      // not a stream cut at its bound (counted as over it), nor one its client or a shutdown ended.
+      const malformed = !usageComplete && !relay.cut && (status === 'SUCCEEDED' || cause === 'upstream_stream_broken');
+      if (malformed) this.meter.usageMissing?.(this.inspector!.protocol.telemetry.system, prepared.stream ? 'stream' : 'json');
       // Priced by the rule of the model the request named: a dated alias the provider reports does not change it.
       const pricing = this.pricing!;
       consumed = {
@@ -551,9 +563,9 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     if (this.recorded) return;
     this.meter.running.delete(this);
     const appError = toAppError(err);
-    // A metered call refused while its body was read (a bad cap, say) still names its model.
-    if (!this.read.requestedModel && raw)
-      this.read = { requestedModel: modelNamedIn(raw), streamed: this.read.streamed, leaseId: this.read.leaseId };
+    // A metered call refused while its body was read (a bad cap, say) still names its model (its path's, if it names one).
+    if (!this.read.requestedModel && (raw || this.routeModel))
+      this.read = { requestedModel: this.routeModel ?? modelNamedIn(raw!), streamed: this.read.streamed, leaseId: this.read.leaseId };
     const now = this.meter.clock.now();
     const outcome = {
       upstream: false,

@@ -282,6 +282,15 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     registers,
   });
 
+  // A 2xx answer whose usage could not be read in full (a JSON answer without usage, a stream that broke
+  // or never reported it): charged by the rule for missing usage (docs/reliability.md), counted here.
+  const usageMissing = new Counter({
+    name: 'nexus_gateway_usage_missing_total',
+    help: "Gateway answers charged by the rule for missing usage (the upstream's usage was absent or unreadable), by protocol and kind (stream, json)",
+    labelNames: ['protocol', 'kind'] as const,
+    registers,
+  });
+
   const calls = new InPlaceCounter(
     registry,
     'nexus_gateway_calls_total',
@@ -441,6 +450,9 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     registry,
     outputOverBound(kind: 'stream' | 'json') {
       outputOverBound.inc({ kind });
+    },
+    usageMissing(protocol: string, kind: 'stream' | 'json') {
+      usageMissing.inc({ protocol, kind });
     },
     leaseStatement(kind: LeaseStatement) {
       leaseStatements.inc({ kind });

@@ -116,7 +116,7 @@ export async function activePlan(
 export interface TenantSpec {
   /** Names the workspace, and keys its plan, strategy and users; default `gw-<n>`, n counting in this process. */
   name?: string;
-  profile?: 'openai' | 'anthropic';
+  profile?: 'openai' | 'anthropic' | 'azure-openai' | 'gemini';
   /** The upstream's base URL and the key it accepts. */
   baseUrl: string;
   providerKey: string;

@@ -2,7 +2,7 @@ import type { Queryable } from '../../db/database.js';
 import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 
-export type ProtocolProfile = 'openai' | 'anthropic';
+export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini';
 export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
 
 export interface ProviderConnectionRow {

@@ -20,10 +20,16 @@ export interface ProviderCheckResult {
 
 const ANTHROPIC_VERSION = '2023-06-01';
 
-/** Both profiles keep `/v1` out of baseUrl: the probe, like the SDKs, adds it. */
+/**
+ * Every profile keeps `/v1` out of baseUrl: the probe, like the SDKs, adds it. Azure OpenAI's baseUrl is
+ * the resource's endpoint: its model list is `openai/v1/models` (v1 needs no api-version), its key `api-key`.
+ * Gemini's is `v1beta/models`, its key `x-goog-api-key`.
+ */
 function probeRequest(profile: ProtocolProfile, baseUrl: string, apiKey: string): { url: string; headers: Record<string, string> } {
-  const url = `${baseUrl}/v1/models`;
   const common = { accept: 'application/json', 'user-agent': 'nexus-provider-probe/1' };
+  if (profile === 'azure-openai') return { url: `${baseUrl}/openai/v1/models`, headers: { ...common, 'api-key': apiKey } };
+  if (profile === 'gemini') return { url: `${baseUrl}/v1beta/models`, headers: { ...common, 'x-goog-api-key': apiKey } };
+  const url = `${baseUrl}/v1/models`;
   if (profile === 'anthropic') {
     return { url, headers: { ...common, 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION } };
   }
@@ -95,6 +101,7 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
   });
 
   const { url, headers } = probeRequest(input.profile, input.baseUrl, input.apiKey);
+  const probed = url.slice(input.baseUrl.length);
   // IP literals never reach the lookup hook: check them here (a connection saved
   // while private upstreams were allowed, probed after they no longer are).
   if (isRefusedHost(hostOf(new URL(url)), input.allowPrivate)) {
@@ -120,7 +127,7 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
       }
       return done(
         'unexpected_response',
-        `The upstream answered HTTP ${status} to GET /v1/models, but not with a JSON object: check baseUrl (without /v1) and protocolProfile`,
+        `The upstream answered HTTP ${status} to GET ${probed}, but not with a JSON object: check baseUrl (without /v1) and protocolProfile`,
         status,
       );
     }
@@ -130,7 +137,7 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
     }
     return done(
       'unexpected_response',
-      `The upstream answered HTTP ${status} to GET /v1/models: check baseUrl (without /v1) and protocolProfile`,
+      `The upstream answered HTTP ${status} to GET ${probed}: check baseUrl (without /v1) and protocolProfile`,
       status,
     );
   } catch (err) {
