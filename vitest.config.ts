@@ -17,6 +17,7 @@ import { defineConfig } from 'vitest/config';
 const unit = [
   'test/billing/projection-rules.test.ts',
   'test/billing/signature.test.ts',
+  'test/gateway/input-estimate.test.ts',
   'test/gateway/inspectors.test.ts',
   'test/gateway/intrusive-list.test.ts',
   'test/gateway/invocation-record.test.ts',

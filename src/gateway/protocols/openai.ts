@@ -13,6 +13,7 @@ import {
   type StreamState,
   type Usage,
 } from './protocol.js';
+import { openAiInput, openAiRule, type OpenAiEndpoint } from '../input-estimate.js';
 
 /** Responses API output items tracked for the answer of a cut stream (output_index beyond it is not kept). */
 const MAX_OUTPUT_ITEMS = 1024;
@@ -244,6 +245,10 @@ export const openai = defineProtocol({
     }
     if (o.type === 'input_image' && isImageDataUrl(o.image_url)) return o.image_url;
     return undefined;
+  },
+  estimateInput(endpoint, body, tally, model) {
+    openAiInput(endpoint as OpenAiEndpoint, body, tally);
+    return openAiRule(model);
   },
   streamReader: (endpoint) => (endpoint === 'responses' ? new ResponsesStream() : new ChunkStream(endpoint === 'chat')),
 });

@@ -1,0 +1,100 @@
+/**
+ * `npm run bench:estimate`: how tight the input bound is (src/gateway/input-estimate.ts) and what it costs.
+ *
+ * Over the corpus of test/fixtures/input-corpus.ts (English, code, CJK, JSON, base64), a chat request of
+ * four messages, its third the sample: per kind, the body's bytes (the bound before the estimate), the
+ * tokens the model's chat template makes of it (actual: o200k_base for gpt-4o, cl100k_base for gpt-4,
+ * both as gpt-tokenizer encodes a chat), and the bound each model's call is admitted at, with bound /
+ * actual. A Claude model's bound is shown against the o200k count (Claude's tokenizer is not public).
+ *
+ * Then the estimate's cost for a 2 KB English prompt (a chat request), in µs: the walk, the count and
+ * the bound on a parsed body, each of BENCH_ESTIMATE_PROMPTS (default 2,000) different prompts once per
+ * round, BENCH_ESTIMATE_ROUNDS rounds (default 7, after 2 to warm up); the median round is printed, and
+ * the whole prepareCall (parse, caps, bound) beside it.
+ */
+import { cpus, loadavg } from 'node:os';
+import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
+import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
+import { InputTally, o200kTokens } from '../src/gateway/input-estimate.js';
+import { inspectorFor, prepareCall } from '../src/gateway/inspectors.js';
+import { openai } from '../src/gateway/protocols/openai.js';
+import { corpus, englishPrompt } from '../test/fixtures/input-corpus.js';
+
+const PROMPTS = Number(process.env.BENCH_ESTIMATE_PROMPTS ?? 2000);
+const ROUNDS = Number(process.env.BENCH_ESTIMATE_ROUNDS ?? 7);
+const AS_TEXT = { disallowedSpecial: new Set<string>() };
+const CAPS = { maxOutputTokens: 1000, clamp: true };
+
+const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
+const messages = inspectorFor('anthropic', 'POST', 'v1/messages')!;
+type Message = { role: 'system' | 'user' | 'assistant'; content: string };
+const conversation = (text: string): Message[] => [
+  { role: 'system', content: 'You are a careful assistant. Answer briefly.' },
+  { role: 'user', content: 'I will paste a text.' },
+  { role: 'user', content: text },
+  { role: 'user', content: 'Summarise it in two sentences.' },
+];
+const boundOf = (on: typeof chat, body: object) => Number(prepareCall(on, Buffer.from(JSON.stringify(body)), CAPS).inputBound);
+const ratio = (a: number, b: number) => (a / b).toFixed(2);
+
+console.log(
+  `node ${process.version}, ${cpus().length} CPUs, load ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
+console.log('\nInput bound / actual, a chat of four messages, the third the sample:\n');
+console.log(
+  '| kind | bytes | gpt-4o actual | gpt-4o bound | bound/actual | bytes/actual | gpt-4 actual | gpt-4 bound | bound/actual | claude bound / o200k |',
+);
+console.log('|---|---|---|---|---|---|---|---|---|---|');
+for (const { kind, text } of corpus()) {
+  const turns = conversation(text);
+  const bytes = Buffer.byteLength(JSON.stringify({ model: 'gpt-4o', messages: turns }));
+  const actual4o = gpt4o.encodeChat(turns, 'gpt-4o', AS_TEXT).length;
+  const bound4o = boundOf(chat, { model: 'gpt-4o', messages: turns });
+  const actual4 = gpt4.encodeChat(turns, 'gpt-4', AS_TEXT).length;
+  const bound4 = boundOf(chat, { model: 'gpt-4', messages: turns });
+  const claude = boundOf(messages, { model: 'claude-sonnet-4-5', max_tokens: 10, system: turns[0]!.content, messages: turns.slice(1) });
+  console.log(
+    `| ${kind} | ${bytes} | ${actual4o} | ${bound4o} | ${ratio(bound4o, actual4o)} | ${ratio(bytes, actual4o)} | ${actual4} | ${bound4} | ${ratio(bound4, actual4)} | ${ratio(claude, actual4o)} |`,
+  );
+}
+
+// 2 KB prompts, each different (the tokenizer's merge cache sees text it has not seen).
+const prose = englishPrompt(8192);
+const prompts = Array.from({ length: PROMPTS }, (_, i) => {
+  const at = prose.indexOf(' ', (i * 37) % 4096) + 1;
+  return `${i} ${prose.slice(at, at + 2040)}`;
+});
+const bodies = prompts.map((p) => ({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: p }], max_tokens: 200 }));
+const raws = bodies.map((b) => Buffer.from(JSON.stringify(b)));
+
+function median(run: () => void): number {
+  const rounds: number[] = [];
+  for (let r = 0; r < ROUNDS + 2; r++) {
+    const started = process.hrtime.bigint();
+    run();
+    if (r >= 2) rounds.push(Number(process.hrtime.bigint() - started) / 1000 / PROMPTS);
+  }
+  return rounds.sort((a, b) => a - b)[Math.floor(rounds.length / 2)]!;
+}
+
+let sink = 0;
+const estimate = median(() => {
+  for (const body of bodies) {
+    const tally = new InputTally(openai.inlineImage);
+    sink += tally.bound(openai.estimateInput('chat', body, tally, body.model));
+  }
+});
+const count = median(() => {
+  for (const p of prompts) sink += o200kTokens(p);
+});
+const whole = median(() => {
+  for (const raw of raws) sink += Number(prepareCall(chat, raw, CAPS).inputBound);
+});
+const kb = Buffer.byteLength(prompts[0]!) / 1024;
+console.log(`\nA ${kb.toFixed(1)} KiB English prompt (${PROMPTS} different ones, median of ${ROUNDS} rounds):`);
+console.log(`  estimate (walk, count, bound): ${estimate.toFixed(1)} µs`);
+console.log(`  of which the o200k count:      ${count.toFixed(1)} µs (${((kb * 1024) / count).toFixed(0)} MB/s)`);
+console.log(`  prepareCall (parse, caps, bound): ${whole.toFixed(1)} µs`);
+if (sink < 0) console.log(sink);
