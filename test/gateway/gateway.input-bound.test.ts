@@ -8,6 +8,7 @@ import { encodeChat } from 'gpt-tokenizer/encoding/o200k_base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { englishPrompt } from '../fixtures/input-corpus.js';
+import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
 import { getInvocation, listInvocations } from '../support/sdk.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -98,6 +99,31 @@ describe('a long English prompt on a small plan', () => {
     const expected = units(reported, 9);
     expect(inv).toMatchObject({ status: 'SUCCEEDED', quotaUnits: String(expected) });
     expect(inv.usageEvents!.map((e) => e.kind)).toEqual(['USAGE']);
+    expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: expected });
+  });
+
+  it('an upstream counting more input than the estimate is charged as reported, the units beyond the bound an ADJUSTMENT', async () => {
+    const claudeMessages = [{ role: 'user' as const, content: PROMPT }];
+    const body = { model: 'claude-sonnet-4-5', max_tokens: MAX_TOKENS, messages: claudeMessages };
+    const inputBound = prepareCall(inspectorFor('anthropic', 'POST', 'v1/messages')!, Buffer.from(JSON.stringify(body)), {
+      maxOutputTokens: 4096,
+      clamp: true,
+    }).inputBound;
+    // Three times the o200k count: past the margin (twice it), within the body's bytes.
+    const reported = 3 * encodeChat(claudeMessages, 'gpt-4o').length;
+    expect(BigInt(reported)).toBeGreaterThan(inputBound);
+    const tenant = await createTenant(t, { profile: 'anthropic', baseUrl: anthropicUp.url, providerKey: ANTHROPIC_KEY });
+    const { response } = await anthropicFor(tenant, { 'x-fake-usage': `${reported},9,0` })
+      .messages.create(body)
+      .withResponse();
+    const inv = await invocationOf(tenant, response.headers.get('x-nexus-request-id')!);
+    const expected = units(reported, 9);
+    expect(inv).toMatchObject({ status: 'SUCCEEDED', quotaUnits: String(expected) });
+    const events = inv.usageEvents!.map((e) => [e.kind, BigInt(e.units)]);
+    expect(events).toEqual([
+      ['USAGE', inputBound + units(0, MAX_TOKENS)],
+      ['ADJUSTMENT', expected - inputBound - units(0, MAX_TOKENS)],
+    ]);
     expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: expected });
   });
 
