@@ -9,9 +9,12 @@
  *
  * Then the estimate's cost for a 2 KB English prompt (a chat request), in µs: the walk, the count and
  * the bound on a parsed body, each of BENCH_ESTIMATE_PROMPTS (default 2,000) different prompts once per
- * round, BENCH_ESTIMATE_ROUNDS rounds (default 7, after 2 to warm up); the median round is printed, and
- * the whole prepareCall (parse, caps, bound) beside it.
+ * round, BENCH_ESTIMATE_ROUNDS rounds (default 7, after 2 to warm up); the median round is printed, with
+ * gpt-tokenizer's countTokens of the same prompts and the whole prepareCall (parse, caps, bound) beside
+ * it. Last, 64 KiB of random base64 sent as text, whose pieces are mostly outside the vocabulary: what
+ * the estimate costs (its merges bounded) against countTokens, in ms.
  */
+import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
 import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
@@ -86,15 +89,32 @@ const estimate = median(() => {
     sink += tally.bound(openai.estimateInput('chat', body, tally, body.model));
   }
 });
+// gpt-tokenizer's own count, with its merge memory on (the estimate turns it off): a fresh encoder.
 const count = median(() => {
-  for (const p of prompts) sink += o200kTokens(p);
+  for (const p of prompts) sink += gpt4o.countTokens(p, AS_TEXT);
 });
 const whole = median(() => {
   for (const raw of raws) sink += Number(prepareCall(chat, raw, CAPS).inputBound);
 });
 const kb = Buffer.byteLength(prompts[0]!) / 1024;
 console.log(`\nA ${kb.toFixed(1)} KiB English prompt (${PROMPTS} different ones, median of ${ROUNDS} rounds):`);
-console.log(`  estimate (walk, count, bound): ${estimate.toFixed(1)} µs`);
-console.log(`  of which the o200k count:      ${count.toFixed(1)} µs (${((kb * 1024) / count).toFixed(0)} MB/s)`);
+console.log(`  estimate (walk, count, bound):    ${estimate.toFixed(1)} µs`);
+console.log(`  gpt-tokenizer's countTokens alone: ${count.toFixed(1)} µs (${((kb * 1024) / count).toFixed(0)} MB/s)`);
 console.log(`  prepareCall (parse, caps, bound): ${whole.toFixed(1)} µs`);
+
+// Text that is mostly pieces outside the vocabulary, each new: random base64, 64 KiB, pasted as text.
+const blobs = Array.from({ length: 5 }, () => randomBytes(48 * 1024).toString('base64'));
+const once = (run: (text: string) => number) => {
+  const started = process.hrtime.bigint();
+  for (const blob of blobs) sink += run(blob);
+  return Number(process.hrtime.bigint() - started) / 1e6 / blobs.length;
+};
+const blobBody = (text: string) => ({ model: 'gpt-4o', messages: [{ role: 'user', content: text }] });
+const blobEstimate = once((text) => {
+  const tally = new InputTally(openai.inlineImage);
+  return tally.bound(openai.estimateInput('chat', blobBody(text), tally, 'gpt-4o'));
+});
+const blobCount = once((text) => o200kTokens(text));
+console.log(`\n64 KiB of random base64 as text (5 different ones, each once):`);
+console.log(`  estimate: ${blobEstimate.toFixed(1)} ms; gpt-tokenizer's countTokens: ${blobCount.toFixed(1)} ms`);
 if (sink < 0) console.log(sink);

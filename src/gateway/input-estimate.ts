@@ -18,11 +18,15 @@
  *   INLINE_IMAGE_TOKEN_BOUND (what an image may cost at most); other inline data (files, audio), a field
  *   the endpoint does not list, a number or literal, and text beyond TOKENIZE_BUDGET bytes in one
  *   request count byte for byte, as every input did before.
+ * - **Bounded work**: a piece of text in o200k's vocabulary is one token (a lookup); one that is not must be
+ *   merged, which costs microseconds (text of random characters, base64 or identifiers, is mostly such
+ *   pieces): at most MERGES_PER_REQUEST new merges a request, after which a piece counts its bytes.
  *
  * The walk per endpoint is small and exported (openAiInput, anthropicInput): a protocol's table calls
  * its own with the parsed request body and an InputTally.
  */
-import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
+import o200k, { countTokens, setMergeCacheSize } from 'gpt-tokenizer/encoding/o200k_base';
+import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
 
 /**
  * Tokens an inline image may cost at most, whatever its size in bytes: providers scale an image down before
@@ -39,15 +43,80 @@ export const STRUCTURE_TOKENS = 4;
 export const BASE_TOKENS = 16;
 /** Anthropic's tool-use system prompt, added when a request carries tools (its documented counts reach 530). */
 export const ANTHROPIC_TOOLS_TOKENS = 600;
-/** Text tokenized per request, in UTF-8 bytes (about 10 ms); text beyond it is bounded by its bytes. */
-export const TOKENIZE_BUDGET = 512 * 1024;
+/** Text counted per request, in UTF-8 bytes (about 5 ms of English); text beyond it is bounded by its bytes. */
+export const TOKENIZE_BUDGET = 256 * 1024;
+
+/**
+ * Pieces outside the vocabulary merged per request at most (a merge costs 10 µs or more); past it the rest of
+ * the request's text counts its bytes, without being split.
+ */
+export const MERGES_PER_REQUEST = 512;
+/** A piece longer than this (in UTF-16 units) counts its bytes: the merge is quadratic in a piece's length. */
+const MAX_MERGED_PIECE = 256;
+/** Pieces whose merge is remembered, per process; the memory is emptied when full. */
+const MERGED_PIECES = 65_536;
 
 /** Special-token strings (`<|endoftext|>`) in a request are text to the provider, and to the count. */
 const AS_TEXT = { disallowedSpecial: new Set<string>() };
 
-/** A string's o200k_base token count, special-token strings counted as text. */
+/** A string's o200k_base token count (gpt-tokenizer's own count), special-token strings counted as text. */
 export function o200kTokens(text: string): number {
   return text ? countTokens(text, AS_TEXT) : 0;
+}
+
+/**
+ * What the count reads of gpt-tokenizer's o200k encoder: its vocabulary (a piece of text to its rank) and its
+ * merge of one piece. They are not its documented interface: when a version lacks them, text is counted
+ * with countTokens whole (PIECEWISE false; test/gateway/input-estimate.test.ts says which is in use).
+ */
+interface Bpe {
+  bytePairStringRankEncoder: Map<string, number>;
+  bytePairEncode(piece: string): number[];
+}
+const bpe = (o200k as unknown as { bytePairEncodingCoreProcessor?: Partial<Bpe> }).bytePairEncodingCoreProcessor;
+export const PIECEWISE = bpe?.bytePairStringRankEncoder instanceof Map && typeof bpe.bytePairEncode === 'function';
+const vocabulary = PIECEWISE ? bpe!.bytePairStringRankEncoder! : new Map<string, number>();
+/**
+ * gpt-tokenizer remembers merges in a Map evicted oldest first, which slows to milliseconds a call once it is
+ * full (the deleted entries are walked again at each eviction): its memory is off, and the count keeps its own.
+ */
+if (PIECEWISE) setMergeCacheSize(0);
+const merged = new Map<string, number>();
+/** o200k's pre-tokenizer: the pieces each merged on its own. */
+const SPLIT = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'gu');
+
+/**
+ * `text`'s o200k tokens, piece by piece as the encoder splits it: a piece in the vocabulary is one token,
+ * another is merged (remembered), or counts its UTF-8 bytes when it is too long to merge. When a piece needs
+ * a merge and `budget.merges` are spent, the piece and the rest of `text` count their bytes. Equal to
+ * o200kTokens while the budget lasts, above it after (a token covers at least one byte).
+ */
+function countPieces(text: string, budget: { merges: number }): number {
+  if (!PIECEWISE) return o200kTokens(text);
+  let tokens = 0;
+  SPLIT.lastIndex = 0;
+  for (let match = SPLIT.exec(text); match !== null; match = SPLIT.exec(text)) {
+    const piece = match[0];
+    if (vocabulary.has(piece)) {
+      tokens++;
+      continue;
+    }
+    let count = merged.get(piece);
+    if (count === undefined) {
+      if (piece.length > MAX_MERGED_PIECE) {
+        tokens += Buffer.byteLength(piece);
+        continue;
+      }
+      // Text mostly outside the vocabulary (random characters, base64, identifiers): not worth splitting further.
+      if (budget.merges <= 0) return tokens + Buffer.byteLength(match.index === 0 ? text : text.slice(match.index));
+      budget.merges--;
+      count = bpe!.bytePairEncode!(piece).length;
+      if (merged.size >= MERGED_PIECES) merged.clear();
+      merged.set(piece, count);
+    }
+    tokens += count;
+  }
+  return tokens;
 }
 
 /** How a protocol's model is bounded: the factor on the o200k count (1: the model's tokenizer is o200k). */
@@ -73,18 +142,20 @@ export class InputTally {
   bytes = 0;
   /** Structure and fixed overheads, in tokens. */
   overhead = BASE_TOKENS;
+  /** What is left of the request's merges (countPieces). */
+  private readonly budget = { merges: MERGES_PER_REQUEST };
 
   constructor(private readonly imageOf: ImageOf) {}
 
   /** A string the model reads as text. */
   text(value: string): void {
     const size = Buffer.byteLength(value);
-    if (this.textBytes + size > TOKENIZE_BUDGET) {
+    if (this.textBytes + size > TOKENIZE_BUDGET || this.budget.merges <= 0) {
       this.bytes += size;
       return;
     }
     this.textBytes += size;
-    this.textTokens += o200kTokens(value);
+    this.textTokens += countPieces(value, this.budget);
   }
 
   /** A value the tokenizer cannot see: its JSON's bytes. */

@@ -6,7 +6,15 @@
 import { describe, expect, it } from 'vitest';
 import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
 import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
-import { ANTHROPIC_TOOLS_TOKENS, FOREIGN_FACTOR, o200kTokens, TOKENIZE_BUDGET } from '../../src/gateway/input-estimate.js';
+import {
+  ANTHROPIC_TOOLS_TOKENS,
+  FOREIGN_FACTOR,
+  InputTally,
+  MERGES_PER_REQUEST,
+  o200kTokens,
+  PIECEWISE,
+  TOKENIZE_BUDGET,
+} from '../../src/gateway/input-estimate.js';
 import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
 import { corpus } from '../fixtures/input-corpus.js';
 
@@ -102,6 +110,44 @@ describe('input bound over the corpus, OpenAI models', () => {
     // The same definitions as tools are walked alike.
     const tools = functions.map((f) => ({ type: 'function', function: f }));
     expect(bound(chat, { model: 'gpt-4o', messages: turns, tools }).bound).toBeGreaterThanOrEqual(actual);
+  });
+});
+
+/** The tally's count of `texts`, one request. */
+function counted(...texts: string[]): number {
+  const tally = new InputTally(() => undefined);
+  for (const text of texts) tally.text(text);
+  return tally.textTokens;
+}
+
+describe('the piecewise count', () => {
+  it("reads gpt-tokenizer's vocabulary and merge (else every text is counted whole)", () => {
+    expect(PIECEWISE).toBe(true);
+  });
+
+  it("equals gpt-tokenizer's count on the corpus and on random text of every script", () => {
+    for (const { kind, text } of corpus()) expect(counted(text), kind).toBe(o200kTokens(text));
+    // A fixed seed: the same strings each run.
+    let seed = 2026;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+    const alphabet = [...'aAbZz09 \'\t\n\r/.,!?-_"sStTlLvVeErRdDmM  \n\néü网关ゲート게이트🙂👍🏽<|endoftext|>ℕ²'];
+    for (let i = 0; i < 3000; i++) {
+      let text = '';
+      for (let n = 1 + Math.floor(next() * 60); n > 0; n--) text += alphabet[Math.floor(next() * alphabet.length)];
+      expect(counted(text), JSON.stringify(text)).toBe(o200kTokens(text));
+    }
+  });
+
+  it('past its merges a request counts the rest of its unknown pieces by their bytes: still above the count', () => {
+    // Random base64 is mostly pieces outside the vocabulary, each new: far more than a request merges.
+    let seed = 7;
+    const bytes = Buffer.from(Array.from({ length: 48 * 1024 }, () => (seed = (seed * 1103515245 + 12345) % 2147483648) >>> 16));
+    const text = bytes.toString('base64');
+    const exact = o200kTokens(text);
+    expect(exact).toBeGreaterThan(2 * MERGES_PER_REQUEST);
+    const bound = counted(text);
+    expect(bound).toBeGreaterThan(exact);
+    expect(bound).toBeLessThanOrEqual(text.length);
   });
 });
 
