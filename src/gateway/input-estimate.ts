@@ -124,7 +124,7 @@ export interface InputRule {
   factor: number;
 }
 
-export const O200K: InputRule = Object.freeze({ factor: 1 });
+const O200K: InputRule = Object.freeze({ factor: 1 });
 export const FOREIGN: InputRule = Object.freeze({ factor: FOREIGN_FACTOR });
 
 /** An image in a request body: its inline base64 data, when `node` is one (the protocol's inlineImage). */
