@@ -19,8 +19,9 @@
  *   the endpoint does not list, a number or literal, and text beyond TOKENIZE_BUDGET bytes in one
  *   request count byte for byte, as every input did before.
  * - **Bounded work**: a piece of text in o200k's vocabulary is one token (a lookup); one that is not must be
- *   merged, which costs microseconds (text of random characters, base64 or identifiers, is mostly such
- *   pieces): at most MERGES_PER_REQUEST new merges a request, after which a piece counts its bytes.
+ *   merged, 2 to 10 µs (CJK text, and text of random characters, base64 or identifiers, is mostly such
+ *   pieces): a request's new merges may cost MERGE_BUDGET, after which the rest of its text counts its
+ *   bytes, and a piece longer than MAX_MERGED_PIECE counts its bytes.
  *
  * The walk per endpoint is small and exported (openAiInput, anthropicInput): a protocol's table calls
  * its own with the parsed request body and an InputTally.
@@ -47,10 +48,14 @@ export const ANTHROPIC_TOOLS_TOKENS = 600;
 export const TOKENIZE_BUDGET = 256 * 1024;
 
 /**
- * Pieces outside the vocabulary merged per request at most (a merge costs 10 µs or more); past it the rest of
- * the request's text counts its bytes, without being split.
+ * The merges of pieces outside the vocabulary a request may cost, counted as their pieces' bytes and
+ * MERGE_COST more each: measured, a short piece's merge costs about 10 µs (random base64: about 500 of
+ * them, 5 ms), a 30-character CJK run about 2 µs (about 18 KB of CJK text never seen before, under 1 ms).
+ * Past it the rest of the request's text counts its bytes, without being split.
  */
-export const MERGES_PER_REQUEST = 512;
+export const MERGE_BUDGET = 32 * 1024;
+/** What a merge costs beyond its piece's bytes, in the budget's bytes. */
+const MERGE_COST = 64;
 /** A piece longer than this (in UTF-16 units) counts its bytes: the merge is quadratic in a piece's length. */
 const MAX_MERGED_PIECE = 256;
 /** Pieces whose merge is remembered, per process; the memory is emptied when full. */
@@ -88,10 +93,10 @@ const SPLIT = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'gu');
 /**
  * `text`'s o200k tokens, piece by piece as the encoder splits it: a piece in the vocabulary is one token,
  * another is merged (remembered), or counts its UTF-8 bytes when it is too long to merge. When a piece needs
- * a merge and `budget.merges` are spent, the piece and the rest of `text` count their bytes. Equal to
+ * a merge and the request's MERGE_BUDGET is spent, the piece and the rest of `text` count their bytes. Equal to
  * o200kTokens while the budget lasts, above it after (a token covers at least one byte).
  */
-function countPieces(text: string, budget: { merges: number }): number {
+function countPieces(text: string, budget: { merge: number }): number {
   if (!PIECEWISE) return o200kTokens(text);
   let tokens = 0;
   SPLIT.lastIndex = 0;
@@ -108,8 +113,8 @@ function countPieces(text: string, budget: { merges: number }): number {
         continue;
       }
       // Text mostly outside the vocabulary (random characters, base64, identifiers): not worth splitting further.
-      if (budget.merges <= 0) return tokens + Buffer.byteLength(match.index === 0 ? text : text.slice(match.index));
-      budget.merges--;
+      if (budget.merge <= 0) return tokens + Buffer.byteLength(match.index === 0 ? text : text.slice(match.index));
+      budget.merge -= Buffer.byteLength(piece) + MERGE_COST;
       count = bpe!.bytePairEncode!(piece).length;
       if (merged.size >= MERGED_PIECES) merged.clear();
       merged.set(piece, count);
@@ -142,15 +147,15 @@ export class InputTally {
   bytes = 0;
   /** Structure and fixed overheads, in tokens. */
   overhead = BASE_TOKENS;
-  /** What is left of the request's merges (countPieces). */
-  private readonly budget = { merges: MERGES_PER_REQUEST };
+  /** What is left of the request's merge budget (countPieces). */
+  private readonly budget = { merge: MERGE_BUDGET };
 
   constructor(private readonly imageOf: ImageOf) {}
 
   /** A string the model reads as text. */
   text(value: string): void {
     const size = Buffer.byteLength(value);
-    if (this.textBytes + size > TOKENIZE_BUDGET || this.budget.merges <= 0) {
+    if (this.textBytes + size > TOKENIZE_BUDGET || this.budget.merge <= 0) {
       this.bytes += size;
       return;
     }
