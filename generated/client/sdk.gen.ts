@@ -466,8 +466,9 @@ export const proxyProviderPatch = <ThrowOnError extends boolean = true>(options:
  * `generateContent`, `streamGenerateContent` (SSE only), `embedContent` and
  * `batchEmbedContents` (ProtocolProfile). A path of another
  * profile's API is refused with 409 `protocol_mismatch`. Before the
- * upstream is called an upper bound of the call's units is reserved (input bounded by the
- * request body's size in bytes, output by `max_tokens` / `max_completion_tokens` /
+ * upstream is called an upper bound of the call's units is reserved (input bounded by an
+ * estimate of the tokens of the text the request carries, never more than the request body's
+ * size in bytes, output by `max_tokens` / `max_completion_tokens` /
  * `max_output_tokens`, or the strategy's `maxOutputTokens` when the request names none). A
  * request asking for more than `maxOutputTokens` is, by the strategy's `outputCapPolicy`, sent
  * with its cap lowered to `maxOutputTokens` (`clamp`, the default: the answer says so in

@@ -4,9 +4,12 @@
  * ask an OpenAI-style stream for its usage); after it, it reads the usage from a
  * JSON body or, incrementally, from the SSE stream.
  *
- * Bounds: input tokens <= the request body's size in bytes (every token of a
- * byte-level BPE covers at least one byte, and the JSON around each message is
- * longer than the chat template's per-message tokens); output tokens <= the
+ * Bounds: input tokens <= the estimate from the text the request carries
+ * (input-estimate.ts: its o200k count with a margin for other tokenizers, plus
+ * structure, and bytes for what the tokenizer cannot see), and never more than
+ * the request body's size in bytes (every token of a byte-level BPE covers at
+ * least one byte, and the JSON around each message is longer than the chat
+ * template's per-message tokens); output tokens <= the
  * request's max tokens (times `n` choices), or the strategy's maxOutputTokens,
  * which is then set as the request's cap (the body is rewritten), so that the
  * provider should not answer beyond the bound. One that does anyway is held to
@@ -20,6 +23,7 @@
  * a metered call and take no quota.
  */
 import { AppError } from '../errors.js';
+import { INLINE_IMAGE_TOKEN_BOUND, InputTally } from './input-estimate.js';
 import { protocolOf } from './protocols/index.js';
 import { responseIdOf } from './protocols/openai.js';
 import type { FreeEndpoint, Inspector, ProtocolProfile, ProtocolTable, Usage } from './protocols/protocol.js';
@@ -143,12 +147,7 @@ function tokenCap(value: unknown, param: string): number | undefined {
   return cap;
 }
 
-/**
- * Tokens an inline image may cost at most, whatever its size in bytes: providers scale an image down before
- * they tokenize it (the most found: OpenAI's gpt-4o-mini, 48 169 tokens for a high-detail image at its largest;
- * Anthropic ~1600-4800, Gemini 258 a tile). Beyond this, the excess is charged as an ADJUSTMENT.
- */
-export const INLINE_IMAGE_TOKEN_BOUND = 65_536;
+export { INLINE_IMAGE_TOKEN_BOUND };
 
 /**
  * Bytes of the body's inline base64 images beyond INLINE_IMAGE_TOKEN_BOUND each: a byte of an image is
@@ -184,17 +183,20 @@ function inlineImageExcess(inspector: Inspector, raw: Buffer, body: unknown): nu
   return excess;
 }
 
+/**
+ * A call's input bound: the smaller of its bytes (inline images at their bound) and the estimate from the
+ * text it carries (input-estimate.ts), so a bound is never above what the bytes alone gave.
+ */
+function inputBoundOf(inspector: Inspector, raw: Buffer, body: Record<string, unknown>, model: string): number {
+  const { protocol } = inspector;
+  const bytes = raw.length - inlineImageExcess(inspector, raw, body);
+  const tally = new InputTally(protocol.inlineImage);
+  const rule = protocol.estimateInput(inspector.endpoint, body, tally, model);
+  return Math.min(bytes, tally.bound(rule));
+}
+
 /** JSON is UTF-8 (RFC 8259): a body that is not is refused, not read with its bad bytes replaced. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
-
-/**
- * The call's input bound (the input estimate): the body's bytes, less what its inline images hold beyond
- * their token bound (inlineImageExcess: the protocol's imageMark and inlineImage). The one place the
- * input bound of a metered call is computed.
- */
-function inputBoundOf(inspector: Inspector, raw: Buffer, body: unknown): bigint {
-  return BigInt(raw.length - inlineImageExcess(inspector, raw, body));
-}
 
 /**
  * A metered call's request read for its bounds (`routeModel`: the model its path names, an Azure
@@ -284,7 +286,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
     endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id
       ? body.previous_response_id
       : null;
-  const inputBound = inputBoundOf(inspector, raw, body);
+  const inputBound = BigInt(inputBoundOf(inspector, raw, body, requestedModel));
   return { requestedModel, stream, body: sent, inputBound, outputBound, usageInjected, previousResponseId, outputCap };
 }
 

@@ -1,4 +1,5 @@
 /** Anthropic's Messages API (and its token counting, free); the key as `x-api-key`. */
+import { anthropicInput, FOREIGN } from '../input-estimate.js';
 import {
   big,
   bytesOf,
@@ -107,6 +108,11 @@ export const anthropic = defineProtocol({
     return o.type === 'base64' && typeof o.media_type === 'string' && o.media_type.startsWith('image/') && typeof o.data === 'string'
       ? o.data
       : undefined;
+  },
+  /** Claude's tokenizer is not o200k: its count gets the margin (input-estimate.ts). */
+  estimateInput(_endpoint, body, tally) {
+    anthropicInput(body, tally);
+    return FOREIGN;
   },
   streamReader: () => new MessagesStream(),
   /**

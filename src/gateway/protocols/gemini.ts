@@ -17,6 +17,7 @@
  * carries no usage: it is charged by the rule for missing usage (its input bound, no output). The
  * gateway's refusals carry Google's google.rpc `status` beside the shared Error body's fields.
  */
+import { FOREIGN, geminiInput } from '../input-estimate.js';
 import { AppError } from '../../errors.js';
 import { big, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
 
@@ -155,6 +156,11 @@ export const gemini = defineProtocol({
   inlineImage(o) {
     const mime = o.mimeType ?? o.mime_type;
     return typeof mime === 'string' && mime.startsWith('image/') && typeof o.data === 'string' ? o.data : undefined;
+  },
+  /** Gemini's tokenizer is not o200k: its count gets the margin (input-estimate.ts). */
+  estimateInput(_endpoint, body, tally) {
+    geminiInput(body, tally);
+    return FOREIGN;
   },
   streamReader: () => new GenerateStream(),
   /**

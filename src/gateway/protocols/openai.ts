@@ -15,6 +15,7 @@ import {
   type ProtocolTable,
   type Usage,
 } from './protocol.js';
+import { openAiInput, openAiRule, type OpenAiEndpoint } from '../input-estimate.js';
 
 /** Responses API output items tracked for the answer of a cut stream (output_index beyond it is not kept). */
 const MAX_OUTPUT_ITEMS = 1024;
@@ -249,9 +250,14 @@ export const OPENAI_SHAPE = {
   usageOf: openAiUsage,
   imageMark: Buffer.from(';base64,'),
   inlineImage,
+  /** o200k for OpenAI's o200k models, else the margin (input-estimate.ts): an Azure deployment's name gets the margin. */
+  estimateInput(endpoint, body, tally, model) {
+    openAiInput(endpoint as OpenAiEndpoint, body, tally);
+    return openAiRule(model);
+  },
   streamReader: (endpoint) => (endpoint === 'responses' ? new ResponsesStream() : new ChunkStream(endpoint === 'chat')),
   operations: { chat: 'chat', completions: 'text_completion', embeddings: 'embeddings', responses: 'chat' },
-} satisfies Pick<ProtocolTable, 'capFields' | 'usageAsked' | 'usageOf' | 'imageMark' | 'inlineImage' | 'streamReader'> & {
+} satisfies Pick<ProtocolTable, 'capFields' | 'usageAsked' | 'usageOf' | 'imageMark' | 'inlineImage' | 'estimateInput' | 'streamReader'> & {
   operations: ProtocolTable['telemetry']['operations'];
 };
 

@@ -37,6 +37,8 @@
  */
 import type { ErrorBody } from '../../errors.js';
 
+import type { InputRule, InputTally } from '../input-estimate.js';
+
 /** The protocols Nexus meters: a provider connection's protocolProfile. */
 export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini';
 
@@ -124,6 +126,11 @@ export interface ProtocolTable {
   imageMark: Buffer;
   /** The base64 data of an inline image, when `node` of a request body is one. */
   inlineImage(node: Record<string, unknown>): string | undefined;
+  /**
+   * The input a request of `endpoint` carries, walked into `tally` (input-estimate.ts), and the rule that
+   * bounds the count for the model it names.
+   */
+  estimateInput(endpoint: Endpoint, body: Record<string, unknown>, tally: InputTally, model: string): InputRule;
   /** The reader of one metered stream of `endpoint` (made per stream: it keeps what the stream's end needs). */
   streamReader(endpoint: Endpoint): StreamReader;
   /** The gateway's refusals in the API's own error shape; none: the shared Error body. */
