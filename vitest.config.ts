@@ -1,16 +1,18 @@
 /**
- * Three projects, run one after the other (`npm test`), or the first two alone (`npm run test:fast`):
+ * Projects run one after the other (`npm test`), or the first two alone (`npm run test:fast`):
  *
  * - unit: the files that need neither a database nor the app. No setup file, no schema.
  * - api: the app in process, on the test PostgreSQL. Its files share one module graph per worker
  *   (isolate: false): the app's modules and the contract's validator are loaded once per worker,
  *   and a file's migrated schema is emptied and handed to the worker's next file
  *   (test/support/test-db.ts). Each file still starts its own app(s) on a clean database.
- * - e2e: what runs Nexus as a process (dist/server.js, built once by the project's global
- *   setup), the build, the packed client, Chromium, PgBouncer and the fault scenarios; and the
- *   in-process files that need a worker of their own (each e2e file gets a fresh one).
+ * - e2e: what runs Nexus as a process (dist/server.js, built once by the global setup), the CLI,
+ *   the build and release, the packed client, Chromium, the embedded database; each file in a
+ *   fresh worker, two at a time.
+ * - timed: the e2e files whose faults are timed (kills, outages, a stalled loop, lease TTLs), and
+ *   an in-process file that needs a worker of its own: one at a time, alone on the machine.
  *
- * A file belongs to unit or e2e by the lists below; every other test file is api.
+ * A file belongs to unit, e2e or timed by the lists below; every other test file is api.
  */
 import { defineConfig } from 'vitest/config';
 
@@ -18,7 +20,9 @@ const unit = [
   'test/billing/projection-rules.test.ts',
   'test/billing/signature.test.ts',
   'test/gateway/bedrock-protocol.test.ts',
+  'test/gateway/input-estimate.test.ts',
   'test/gateway/inspectors.test.ts',
+  'test/gateway/protocols.test.ts',
   'test/gateway/intrusive-list.test.ts',
   'test/gateway/invocation-record.test.ts',
   'test/gateway/learned-bounds.test.ts',
@@ -43,22 +47,31 @@ const unit = [
 const e2e = [
   'test/console/console.browser.test.ts',
   'test/gateway/changes-take-effect.test.ts',
-  'test/gateway/gateway.faults.test.ts',
-  // In process, but it passes only in a worker of its own: after other files in a shared worker, its reclaim
-  // test's sweep does not find the lease within the 5 s it waits (the shared state at fault is not found yet).
-  'test/gateway/gateway.leases.test.ts',
   'test/gateway/gateway.pglite.test.ts',
   'test/gateway/gateway.rate-limits.test.ts',
   'test/gateway/gateway.workers.test.ts',
   'test/observability/tracing.otlp.test.ts',
-  'test/reliability/crash-and-outage.test.ts',
-  'test/reliability/stalled-loop.test.ts',
   'test/spine/client-package.test.ts',
   'test/spine/release.test.ts',
   'test/spine/server-process.test.ts',
 ];
 
-/** What the api and e2e projects share: the contract check after each test, generous timeouts. */
+/**
+ * The e2e files that time what they test (a kill within a snapshot window, an outage's spool, a stalled loop, a
+ * lease's TTL and renewals): one at a time, after the others, so no other file's processes share their cores.
+ */
+const timed = [
+  'test/gateway/gateway.faults.test.ts',
+  // In process, but it passes only in a worker of its own: after other files in a shared worker, its reclaim
+  // test's sweep does not find the lease within the 5 s it waits (the shared state at fault is not found yet).
+  'test/gateway/gateway.leases.test.ts',
+  // The same reclaim, over every protocol's row.
+  'test/gateway/gateway.protocols.leases.test.ts',
+  'test/reliability/crash-and-outage.test.ts',
+  'test/reliability/stalled-loop.test.ts',
+];
+
+/** What the api, e2e and timed projects share: the contract check after each test, generous timeouts. */
 const withApp = {
   setupFiles: ['test/support/setup-each.ts'],
   testTimeout: 30_000,
@@ -81,7 +94,7 @@ export default defineConfig({
         test: {
           name: 'api',
           include: ['test/**/*.test.ts'],
-          exclude: [...unit, ...e2e],
+          exclude: [...unit, ...e2e, ...timed],
           pool: 'forks',
           isolate: false,
           sequence: { groupOrder: 1 },
@@ -93,10 +106,21 @@ export default defineConfig({
           name: 'e2e',
           include: e2e,
           pool: 'forks',
-          // One file at a time: these spawn processes and time their faults; two at once on 2 cores make them flaky.
-          maxWorkers: 1,
+          // Two files at a time, each in a fresh worker: they mostly wait on the processes they start.
+          maxWorkers: 2,
           globalSetup: ['test/support/build-setup.ts'],
           sequence: { groupOrder: 2 },
+          ...withApp,
+        },
+      },
+      {
+        test: {
+          name: 'timed',
+          include: timed,
+          pool: 'forks',
+          maxWorkers: 1,
+          globalSetup: ['test/support/build-setup.ts'],
+          sequence: { groupOrder: 3 },
           ...withApp,
         },
       },

@@ -2,7 +2,7 @@
  * The gateway's and the reliability tests through PgBouncer in transaction pooling
  * (scripts/pgbouncer-tests.sh starts it and sets TEST_PGBOUNCER_URL): each test file
  * gets a database of its own, served through the pooler (test/support/test-db.ts).
- * Files of the api and e2e projects alike (vitest.config.ts), each in its own module
+ * Files of the api, e2e and timed projects alike (vitest.config.ts), each in its own module
  * graph; dist/ is built first, for those that start Nexus as a process.
  */
 import { defineConfig } from 'vitest/config';

@@ -62,6 +62,7 @@ const errorStatus = {
   strategy_not_in_force: 409,
   binding_overlap: 409,
   unmetered_endpoint: 409,
+  protocol_mismatch: 409,
   connection_archived: 409,
   billing_connection_disabled: 409,
   billing_not_configured: 409,

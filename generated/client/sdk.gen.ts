@@ -425,13 +425,15 @@ export const proxyProviderDelete = <ThrowOnError extends boolean = true>(options
  * Proxy a GET to the provider
  *
  * Forwards the request to the connection's `baseUrl` + `/` + `providerPath` (+ the query
- * string). The model list (`GET v1/models`) and a model's description (`GET v1/models/{model}`),
- * on both profiles, are governed but free: the key and the access are checked like a metered
+ * string, less a `key` parameter: a caller's key never leaves Nexus). The model list
+ * (`GET v1/models`) and a model's description (`GET v1/models/{model}`), on the `openai` and
+ * `anthropic` profiles (`azure-openai` and `gemini`: ProtocolProfile), are governed but free: the key and the access are checked like a metered
  * call's, no quota is taken, and no workspace setting is needed. When the access's quota strategy
  * has `allowedModels`, the list's `data[]` holds only the allowed models and a model outside it
  * is refused with 403 `model_not_allowed`. `GET v1/me` is answered by Nexus itself, as `getMe`,
  * for a key of the connection's workspace. Another endpoint without a usage inspector is refused
- * with 409 `unmetered_endpoint` unless the workspace allows unmetered passthrough.
+ * with 409 `unmetered_endpoint` unless the workspace allows unmetered passthrough. The model
+ * lists of `azure-openai` are `openai/models` and `openai/v1/models`.
  *
  */
 export const proxyProviderGet = <ThrowOnError extends boolean = true>(options: Options<ProxyProviderGetData, ThrowOnError>) => (options.client ?? client).get<ProxyProviderGetResponses, ProxyProviderGetErrors, ThrowOnError>({
@@ -459,9 +461,14 @@ export const proxyProviderPatch = <ThrowOnError extends boolean = true>(options:
  * Proxy a POST to the provider
  *
  * The metered path: `openai` connections meter `chat/completions`, `completions`,
- * `embeddings` and `responses`; `anthropic` connections meter `messages`. Before the
- * upstream is called an upper bound of the call's units is reserved (input bounded by the
- * request body's size in bytes, output by `max_tokens` / `max_completion_tokens` /
+ * `embeddings` and `responses`; `anthropic` connections meter `messages`; `azure-openai`
+ * connections meter Azure's deployment and v1 paths; `gemini` connections meter
+ * `generateContent`, `streamGenerateContent` (SSE only), `embedContent` and
+ * `batchEmbedContents` (ProtocolProfile). A path of another
+ * profile's API is refused with 409 `protocol_mismatch`. Before the
+ * upstream is called an upper bound of the call's units is reserved (input bounded by an
+ * estimate of the tokens of the text the request carries, never more than the request body's
+ * size in bytes, output by `max_tokens` / `max_completion_tokens` /
  * `max_output_tokens`, or the strategy's `maxOutputTokens` when the request names none). A
  * request asking for more than `maxOutputTokens` is, by the strategy's `outputCapPolicy`, sent
  * with its cap lowered to `maxOutputTokens` (`clamp`, the default: the answer says so in
@@ -712,7 +719,9 @@ export const createProviderConnection = <ThrowOnError extends boolean = true>(op
  * Calls the upstream with the given key and the profile's authentication and reports
  * what happened; nothing is saved. The probe is `GET {baseUrl}/v1/models` with
  * `Authorization: Bearer` (openai) or with `x-api-key` and `anthropic-version: 2023-06-01`
- * (anthropic), bounded by a short timeout (5 s by default, `NEXUS_PROVIDER_PROBE_TIMEOUT_MS`).
+ * (anthropic), `GET {baseUrl}/openai/v1/models` with `api-key` (azure-openai), or
+ * `GET {baseUrl}/v1beta/models` with `x-goog-api-key` (gemini), bounded by a
+ * short timeout (5 s by default, `NEXUS_PROVIDER_PROBE_TIMEOUT_MS`).
  * An upstream that answers with an error is still a 200 here: `outcome` says which case it is.
  *
  */

@@ -5,15 +5,24 @@ export type ClientOptions = {
 };
 
 /**
- * The error body of every non-2xx answer.
+ * The error body of every non-2xx answer. On a gateway call to an `anthropic` connection it is
+ * in Anthropic's shape, so that Anthropic's SDK shows its message: `type` is `error`, `error.type`
+ * is Anthropic's (`invalid_request_error` for a conflict, `request_too_large`, `rate_limit_error`
+ * for a quota, `api_error` for an upstream error), and the `request-id` header carries the request id.
+ * On a `gemini` connection, `error.status` is Google's google.rpc status.
+ *
  */
 export type ErrorBody = {
+    /**
+     * Only in Anthropic's shape.
+     */
+    type?: 'error';
     error: {
         /**
          * For a person; do not parse it.
          */
         message: string;
-        type: 'invalid_request_error' | 'authentication_error' | 'permission_error' | 'not_found_error' | 'conflict_error' | 'payload_too_large_error' | 'quota_exceeded_error' | 'rate_limit_error' | 'upstream_error' | 'api_error';
+        type: 'invalid_request_error' | 'authentication_error' | 'permission_error' | 'not_found_error' | 'conflict_error' | 'payload_too_large_error' | 'request_too_large' | 'quota_exceeded_error' | 'rate_limit_error' | 'upstream_error' | 'api_error';
         /**
          * Stable, one per cause (`workspace_not_found`, `quota_insufficient`, ...).
          */
@@ -31,6 +40,10 @@ export type ErrorBody = {
          * With an illegal state transition, the resource's current status.
          */
         current_status?: string;
+        /**
+         * Only on a gateway call to a `gemini` connection, Google's google.rpc status.
+         */
+        status?: 'INVALID_ARGUMENT' | 'UNAUTHENTICATED' | 'PERMISSION_DENIED' | 'NOT_FOUND' | 'FAILED_PRECONDITION' | 'RESOURCE_EXHAUSTED' | 'UNAVAILABLE' | 'INTERNAL' | 'UNKNOWN';
     };
 };
 
@@ -731,19 +744,39 @@ export type StrategyBindingDto = {
 export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
 
 /**
- * How the gateway talks to the upstream. `openai`: OpenAI and OpenAI-compatible servers,
- * key sent as `Authorization: Bearer`. `anthropic`: key sent as `x-api-key`, `anthropic-version`
- * passed through. `bedrock`: Amazon Bedrock Runtime (`baseUrl` e.g.
- * `https://bedrock-runtime.us-east-1.amazonaws.com`); Converse and ConverseStream are metered,
- * InvokeModel is refused; `awsRegion` is required, and the upstream is called with a Bedrock API key
- * (`apiKey`, sent as `Authorization: Bearer`) or, with `awsAccessKeyId`, signed with SigV4.
+ * The API the upstream speaks: what the gateway meters on the connection, how its key goes up,
+ * and the shape of the gateway's own error answers there.
+ * - `openai`: OpenAI and OpenAI-compatible servers. Key sent as `Authorization: Bearer`.
+ * Metered: `chat/completions`, `completions`, `embeddings`, `responses`; free: `v1/models`.
+ * - `anthropic`: Anthropic's Messages API. Key sent as `x-api-key`, `anthropic-version` passed
+ * through. Metered: `v1/messages`; free: `v1/models`, `v1/messages/count_tokens`. The gateway's
+ * own refusals come in Anthropic's error shape (`{"type":"error","error":{...}}`, `request-id`).
+ * - `azure-openai`: Azure OpenAI and Azure AI Foundry's OpenAI endpoints; `baseUrl` is the
+ * resource's endpoint (`https://{resource}.openai.azure.com`). Key sent as `api-key`. Metered:
+ * `openai/deployments/{deployment}/{chat/completions|completions|embeddings}` (the model is
+ * the deployment), `openai/responses`, and `openai/v1/{chat/completions|responses|embeddings}`;
+ * free: `openai/models`, `openai/v1/models`.
+ * - `gemini`: the Gemini API; `baseUrl` is `https://generativelanguage.googleapis.com`. Key sent
+ * as `x-goog-api-key`; callers may send theirs as `x-goog-api-key`, `?key=` or Bearer. Metered:
+ * `v1beta/models/{model}:generateContent`, `:streamGenerateContent?alt=sse` (without `alt=sse`:
+ * 400), `:embedContent`, `:batchEmbedContents`; free: `:countTokens`, `v1beta/models[/{model}]`.
+ * - `bedrock`: Amazon Bedrock Runtime; `baseUrl` e.g. `https://bedrock-runtime.us-east-1.amazonaws.com`.
+ * `awsRegion` is required; the upstream is called with a Bedrock API key (`apiKey`, sent as
+ * `Authorization: Bearer`) or, with `awsAccessKeyId`, signed with SigV4. Callers send their
+ * inference key as the SDK's bearer token. Metered: `model/{modelId}/converse` and
+ * `model/{modelId}/converse-stream` (the model is the path's, the stream AWS's binary
+ * event-stream); free: `model/{modelId}/count-tokens`; InvokeModel is refused with 409
+ * `unmetered_endpoint`. The gateway's own refusals carry `x-amzn-errortype` (the AWS exception
+ * name), `x-amzn-requestid` and the body's `message` beside the shared fields.
+ * A path of another profile's API is refused with 409 `protocol_mismatch`.
  *
  */
-export type ProtocolProfile = 'openai' | 'anthropic' | 'bedrock';
+export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
 
 /**
  * The upstream origin, optionally with a path prefix, without `/v1` and without a trailing
  * slash (one is removed): `https://api.openai.com`, `https://api.anthropic.com`,
+ * `https://my-resource.openai.azure.com`,
  * `http://10.0.0.5:8000`. http(s) only; no credentials, query or fragment.
  *
  */
@@ -2736,7 +2769,7 @@ export type ProxyProviderDeleteErrors = {
      */
     404: ErrorBody;
     /**
-     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
+     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
      */
     409: ErrorBody;
     /**
@@ -2815,7 +2848,7 @@ export type ProxyProviderGetErrors = {
      */
     404: ErrorBody;
     /**
-     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
+     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
      */
     409: ErrorBody;
     /**
@@ -2897,7 +2930,7 @@ export type ProxyProviderPatchErrors = {
      */
     404: ErrorBody;
     /**
-     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
+     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
      */
     409: ErrorBody;
     /**
@@ -2979,7 +3012,7 @@ export type ProxyProviderPostErrors = {
      */
     404: ErrorBody;
     /**
-     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
+     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
      */
     409: ErrorBody;
     /**
@@ -3061,7 +3094,7 @@ export type ProxyProviderPutErrors = {
      */
     404: ErrorBody;
     /**
-     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`).
+     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
      */
     409: ErrorBody;
     /**

@@ -9,6 +9,7 @@ import { toAppError } from '../errors.js';
 import { writeError } from '../web/error-response.js';
 import type { RequestLocals } from '../web/locals.js';
 import type { MeteredCall, QuotaView } from './metered-call.js';
+import type { Protocol } from './protocols/protocol.js';
 
 /** The gateway's headers of a call's relayed answer (name, value, ...), to which the relay adds the upstream's. */
 export function answerHeaders(requestId: string, call: MeteredCall, nowMs: number): string[] {
@@ -21,7 +22,10 @@ export function answerHeaders(requestId: string, call: MeteredCall, nowMs: numbe
   return out;
 }
 
-/** The shared Error answer, with the gateway's headers; a stream already under way is cut instead. */
+/**
+ * The gateway's Error answer, with its headers, in the connection's protocol's error shape when it has one
+ * (`protocol`: the connection's, once known); a stream already under way is cut instead.
+ */
 export function sendError(
   res: ServerResponse,
   locals: RequestLocals,
@@ -30,6 +34,7 @@ export function sendError(
   view: QuotaView | undefined,
   rateView: RateView | undefined,
   nowMs: number,
+  protocol?: Protocol,
 ): void {
   if (res.headersSent) {
     res.destroy();
@@ -54,5 +59,5 @@ export function sendError(
   } else if (appError.status < 500) {
     res.setHeader('x-should-retry', 'false');
   }
-  writeError(res, err, locals);
+  writeError(res, err, locals, protocol?.errorShape);
 }

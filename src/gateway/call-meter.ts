@@ -38,7 +38,7 @@ import type { CallReport } from './call-report.js';
 import type { Inspector } from './inspectors.js';
 import { IntrusiveList } from './intrusive-list.js';
 import type { LearnedBounds } from './learned-bounds.js';
-import { MeteredCall, type CallMeter, type CallStart, type MalformedAnswer, type OverBound, type QuotaView } from './metered-call.js';
+import { MeteredCall, type CallMeter, type CallStart, type OverBound, type QuotaView } from './metered-call.js';
 
 /** A stream that begins is written this soon (with every other that began meanwhile), not at the next snapshot. */
 const BEGUN_WRITE_MS = 50;
@@ -72,8 +72,8 @@ export function createCallMeter(deps: {
   reload(credential: string, connectionId: string): Promise<CacheEntry>;
   /** Told of each answer that passed its output bound (metrics). */
   onOutputOverBound?: ((kind: OverBound) => void) | undefined;
-  /** Told of each successful answer whose usage could not be read (metrics). */
-  onMalformedAnswer?: ((kind: MalformedAnswer) => void) | undefined;
+  /** Told of each answer charged by the rule for missing usage, by its protocol (metrics). */
+  onUsageMissing?: ((protocol: string, kind: OverBound) => void) | undefined;
   /** Told of each output bound learned here that the other processes should admit at (the change feed). */
   shareLearned?: ((learned: LearnedOutput) => void) | undefined;
   /** Told of each call as it is recorded (metrics, its log line). */
@@ -99,7 +99,7 @@ export function createCallMeter(deps: {
     clock,
     logger,
     overBound: deps.onOutputOverBound,
-    malformed: deps.onMalformedAnswer,
+    usageMissing: deps.onUsageMissing,
     learned: deps.learned,
     shareLearned: deps.shareLearned,
     report: deps.report,

@@ -18,6 +18,7 @@ import type { Pricing, StoredModelRule } from '../domain/quota/model-pricing.js'
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
 import { leaseCallSettlementCtes, lockedInIdOrder } from '../domain/quota/settlement-sql.js';
 import { newId } from '../ids.js';
+import type { ProtocolProfile } from './protocols/protocol.js';
 import { namedQuery } from './gateway-db.js';
 
 /** The key, its access, workspace and connection, and the access's current period with its strategy. */
@@ -34,7 +35,7 @@ export interface AuthRow {
   workspace_status: string;
   allow_unmetered_passthrough: boolean;
   connection_id: string | null;
-  protocol_profile: 'openai' | 'anthropic' | null;
+  protocol_profile: ProtocolProfile | null;
   base_url: string | null;
   connection_status: string | null;
   api_key_ciphertext: string | null;

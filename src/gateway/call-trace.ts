@@ -8,19 +8,8 @@
 import { SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import { parentContext, traceparentOf } from '../observability/tracing.js';
-import type { ProtocolProfile } from './protocols/protocol.js';
+import type { Protocol } from './protocols/protocol.js';
 import type { Inspector, PreparedCall } from './inspectors.js';
-
-/** gen_ai.operation.name of each metered endpoint. */
-const OPERATION_NAME: Record<Inspector['endpoint'], string> = {
-  chat: 'chat',
-  completions: 'text_completion',
-  embeddings: 'embeddings',
-  responses: 'chat',
-  messages: 'chat',
-  converse: 'chat',
-  'converse-stream': 'chat',
-};
 
 /** What a call was charged for, as the trace reads it. */
 interface Charged {
@@ -34,7 +23,8 @@ export class CallTrace {
   private readonly span: Span;
   private readonly context: Context;
   private upstream: Span | undefined;
-  private profile: ProtocolProfile | undefined;
+  /** The `gen_ai.system` of the connection's protocol (its table's telemetry). */
+  private system: string | undefined;
   private inspector: Inspector | undefined;
 
   constructor(
@@ -68,21 +58,22 @@ export class CallTrace {
   }
 
   /** The upstream call begins: its span, and the traceparent to send with it. */
-  upstreamStarted(profile: ProtocolProfile, inspector: Inspector | undefined, method: string, base: URL): string {
-    this.profile = profile;
+  upstreamStarted(protocol: Protocol, inspector: Inspector | undefined, method: string, base: URL): string {
+    const system = protocol.telemetry.system;
+    this.system = system;
     this.inspector = inspector;
     const port = base.port ? Number(base.port) : base.protocol === 'https:' ? 443 : 80;
     this.upstream = this.tracer.startSpan(
-      inspector ? OPERATION_NAME[inspector.endpoint] : method,
+      inspector ? protocol.operationOf(inspector.endpoint) : method,
       {
         kind: SpanKind.CLIENT,
         attributes: {
           'http.request.method': method,
           'server.address': base.hostname,
           'server.port': port,
-          'gen_ai.system': profile,
-          'gen_ai.provider.name': profile,
-          ...(inspector ? { 'gen_ai.operation.name': OPERATION_NAME[inspector.endpoint] } : {}),
+          'gen_ai.system': system,
+          'gen_ai.provider.name': system,
+          ...(inspector ? { 'gen_ai.operation.name': protocol.operationOf(inspector.endpoint) } : {}),
         },
       },
       this.context,
@@ -98,7 +89,7 @@ export class CallTrace {
     const model = invocation.requested_model;
     const upstream = this.upstream;
     if (upstream) {
-      if (this.inspector && model) upstream.updateName(`${OPERATION_NAME[this.inspector.endpoint]} ${model}`);
+      if (this.inspector && model) upstream.updateName(`${this.inspector.protocol.operationOf(this.inspector.endpoint)} ${model}`);
       if (model) upstream.setAttribute('gen_ai.request.model', model);
       if (prepared && this.inspector && this.inspector.endpoint !== 'embeddings')
         upstream.setAttribute('gen_ai.request.max_tokens', Number(prepared.outputBound));
@@ -134,7 +125,7 @@ export class CallTrace {
       'nexus.metering_status': invocation.metering_status,
       'nexus.quota_units': Number(invocation.quota_units),
     });
-    if (this.profile) span.setAttribute('gen_ai.system', this.profile);
+    if (this.system) span.setAttribute('gen_ai.system', this.system);
     if (model) span.setAttribute('gen_ai.request.model', model);
     if (invocation.attempt_upstream_model) span.setAttribute('gen_ai.response.model', invocation.attempt_upstream_model);
     if (charged) {

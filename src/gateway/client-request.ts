@@ -6,14 +6,61 @@ import type { IncomingMessage } from 'node:http';
 import { AppError } from '../errors.js';
 import { bearerOf } from '../web/error-response.js';
 import { rawHeader } from './headers.js';
+import { CALLER_KEY_HEADERS, CALLER_KEY_QUERIES } from './protocols/index.js';
 
-/** The inference key, as Authorization: Bearer or x-api-key; 401 without one. */
+const KEY_HEADERS_NAMED = [
+  ...CALLER_KEY_HEADERS.map((h) => (h === 'authorization' ? 'Authorization: Bearer' : h)),
+  ...CALLER_KEY_QUERIES.map((q) => `?${q}=`),
+].join(', ');
+
+/** The value of `name` in a query string ('' or '?...'), if it has one. */
+function queryParam(search: string, name: string): string | undefined {
+  if (!search.includes(`${name}=`) && !search.includes('%')) return undefined;
+  return new URLSearchParams(search).get(name) ?? undefined;
+}
+
+/**
+ * The query string the upstream gets: without the parameters an inference key may come in (whatever the
+ * connection: the key must never leave the gateway), otherwise as sent.
+ */
+export function upstreamSearch(search: string): string {
+  // A name may come percent-encoded (`%6Bey=`): then every pair is read.
+  if (!search.includes('%') && !CALLER_KEY_QUERIES.some((q) => search.includes(`${q}=`))) return search;
+  const params = search
+    .slice(1)
+    .split('&')
+    .filter((pair) => !CALLER_KEY_QUERIES.includes(decodeURIComponentSafe(pair.split('=')[0]!)));
+  return params.length ? `?${params.join('&')}` : '';
+}
+
+function decodeURIComponentSafe(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * The inference key, where a protocol's SDK sends it (Authorization: Bearer, x-api-key, api-key,
+ * x-goog-api-key: the protocols' callerKeyHeaders, in that order; then their callerKeyQuery, `?key=`);
+ * 401 without one.
+ */
 export function credentialOf(req: IncomingMessage): string {
-  const bearer = bearerOf(rawHeader(req.rawHeaders, 'authorization'));
-  if (bearer) return bearer;
-  const apiKey = rawHeader(req.rawHeaders, 'x-api-key')?.trim();
-  if (apiKey) return apiKey;
-  throw new AppError('missing_credentials', 'Send the inference key as Authorization: Bearer or x-api-key');
+  for (const name of CALLER_KEY_HEADERS) {
+    const value = rawHeader(req.rawHeaders, name);
+    const key = name === 'authorization' ? bearerOf(value) : value?.trim();
+    if (key) return key;
+  }
+  const q = req.url!.indexOf('?');
+  if (q >= 0) {
+    const search = req.url!.slice(q);
+    for (const name of CALLER_KEY_QUERIES) {
+      const key = queryParam(search, name)?.trim();
+      if (key) return key;
+    }
+  }
+  throw new AppError('missing_credentials', `Send the inference key as one of ${KEY_HEADERS_NAMED}`);
 }
 
 /** The request's body, whole; 413 past `limit` bytes. */

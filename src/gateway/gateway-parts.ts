@@ -102,7 +102,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     callSnapshotMs: config.callSnapshotMs,
     reload: (credential, connectionId) => cache.reload(credential, connectionId),
     onOutputOverBound: metrics?.outputOverBound,
-    onMalformedAnswer: metrics?.malformedAnswer,
+    onUsageMissing: metrics?.usageMissing,
     // Off the call's path; a notification lost leaves the other processes to learn it themselves.
     shareLearned: (learned) => {
       if (learned.model.length > MAX_SHARED_MODEL) return;

@@ -30,7 +30,7 @@ import { authorizeCall, upstreamOf } from './auth-cache.js';
 import { operationOf } from './call-report.js';
 import { CallTrace, failed } from './call-trace.js';
 import type { AuthRow } from './call-repo.js';
-import { assertIdentityEncoding, credentialOf, readBody } from './client-request.js';
+import { assertIdentityEncoding, credentialOf, readBody, upstreamSearch } from './client-request.js';
 import type { GatewayParts } from './gateway-parts.js';
 import { rawHeader, upstreamHeaders } from './headers.js';
 import { filterModelList } from './inspectors.js';
@@ -38,7 +38,7 @@ import { meOf } from './me.js';
 import type { MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
-import { protocolOf } from './protocols/index.js';
+import { foreignProtocolOf, protocolOf } from './protocols/index.js';
 import { Relay } from './relay.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -83,7 +83,7 @@ export function createGateway(deps: GatewayDeps) {
     } catch {
       // Refused below, as a call.
     }
-    // GET {gatewayBaseUrl}/v1/me: the end user's view of its access, where its SDK is pointed (either profile). Not a
+    // GET {gatewayBaseUrl}/v1/me: the end user's view of its access, where its SDK is pointed (any profile). Not a
     // call; another method there is a gateway call as any other path is.
     if (parsed?.route === ME_ROUTE && req.method === 'GET') return handleMe(req, res, locals, parsed.connectionId);
     const startedAt = clock.now();
@@ -110,6 +110,8 @@ export function createGateway(deps: GatewayDeps) {
       // Governed but free: the model list, a model's description, token counting (no quota, no workspace setting).
       const free = inspector ? undefined : protocol.freeEndpointFor(method, target.route);
       const endpoint = target.providerPath.replace(/\/$/, '');
+      // A path of another API (an Anthropic path on an OpenAI connection, say) is never forwarded unmetered.
+      const foreign = inspector || free ? undefined : foreignProtocolOf(protocol, method, target.route);
       call = meter.open(entry, auth, inspector, {
         requestId: locals.requestId,
         method,
@@ -120,10 +122,17 @@ export function createGateway(deps: GatewayDeps) {
         t0: locals.startedAt,
         trace,
         credential,
+        routeModel: inspector ? protocol.routeModel?.(target.route) : undefined,
       });
-      // A path the protocol cannot meter at all (bedrock.ts: InvokeModel) is refused even where passthrough is allowed.
-      const refusal = inspector ? undefined : protocol.refusalFor(target.route);
-      if (refusal) throw new AppError('unmetered_endpoint', refusal);
+      if (foreign) {
+        throw new AppError(
+          'protocol_mismatch',
+          `${method} ${endpoint} is a path of the ${foreign.title} API; this connection speaks '${protocol.profile}' (${protocol.title}), which meters ${protocol.meters}`,
+        );
+      }
+      // What the protocol cannot meter (a Gemini stream that is not SSE, Bedrock's InvokeModel) is refused, never
+      // forwarded unmetered, even where the workspace allows unmetered calls.
+      if (!free) protocol.checkRequest?.(inspector?.endpoint, target.search, target.route);
       if (!inspector && !free && !auth.allow_unmetered_passthrough) {
         throw new AppError(
           'unmetered_endpoint',
@@ -145,20 +154,23 @@ export function createGateway(deps: GatewayDeps) {
         }
       } else if (free) {
         const allows = call.free(free, raw, startedAt);
-        if (allows) rewriteJson = (text) => filterModelList(text, allows);
+        if (allows) rewriteJson = (text) => filterModelList(text, allows, protocol.modelList);
       } else {
         await call.passthrough(raw, startedAt);
       }
       await relay(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace);
     } catch (err) {
+      const row = call ? call.entry.row : looked;
       sendError(
         res,
         locals,
         err,
         call?.inspector !== undefined,
-        call?.view ?? meter.quotaView(call ? call.entry.row : looked, startedAt),
-        call?.rateView ?? meter.rateView(call ? call.entry.row : looked, startedAt),
+        call?.view ?? meter.quotaView(row, startedAt),
+        call?.rateView ?? meter.rateView(row, startedAt),
         clock.now().getTime(),
+        // Once the connection is known, its refusals come in its API's error shape.
+        row?.protocol_profile ? protocolOf(row.protocol_profile) : undefined,
       );
       if (call) {
         // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).
@@ -229,12 +241,12 @@ export function createGateway(deps: GatewayDeps) {
     const upstream = upstreamOf(call.entry, auth, secretBox);
     const protocol = protocolOf(auth.protocol_profile!);
     const base = upstream.baseUrl;
-    const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${target.search}`;
+    const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${upstreamSearch(target.search)}`;
     const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, body.length);
     // A signed protocol (bedrock.ts, SigV4) signs the request as it goes upstream.
     if (protocol.signRequest) await protocol.signRequest(upstream.apiKey, { method: req.method!, url: new URL(path, base), body, headers });
     // Traces on: the upstream's spans become children of the upstream call's (the client's traceparent is replaced).
-    if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(protocol.profile, call.inspector, req.method!, base));
+    if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(protocol, call.inspector, req.method!, base));
     const relay = new Relay(res, {
       requestId: locals.requestId,
       answerHeaders: answerHeaders(locals.requestId, call, clock.now().getTime()),
@@ -258,7 +270,7 @@ export function createGateway(deps: GatewayDeps) {
     const refusal = call.answered();
     if (refusal) {
       refused = true;
-      sendError(res, locals, refusal, call.inspector !== undefined, call.view, call.rateView, clock.now().getTime());
+      sendError(res, locals, refusal, call.inspector !== undefined, call.view, call.rateView, clock.now().getTime(), protocol);
     }
   }
 

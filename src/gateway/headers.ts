@@ -1,11 +1,14 @@
 /**
  * Which headers cross the gateway. Towards the upstream: everything the client
- * sent except its credentials, cookies, hop-by-hop and proxy headers, then the
- * connection's own key the way its protocol wants it (protocols/). Back to the client: the
+ * sent except its credentials (wherever any protocol lets a caller put its key:
+ * CALLER_KEY_HEADERS), the headers its protocol drops, cookies, hop-by-hop and
+ * proxy headers, then the connection's own key the way its protocol wants it
+ * (protocols/). Back to the client: the
  * content type and what a client needs (the provider's request id,
  * retry-after), nothing else.
  */
 import { AppError } from '../errors.js';
+import { CALLER_KEY_HEADERS } from './protocols/index.js';
 import type { Protocol } from './protocols/protocol.js';
 
 const DROPPED = new Set([
@@ -20,8 +23,7 @@ const DROPPED = new Set([
   'transfer-encoding',
   'upgrade',
   'expect',
-  'authorization',
-  'x-api-key',
+  ...CALLER_KEY_HEADERS,
   'cookie',
   'content-length',
   // The gateway reads usage from the answer: it asks for it uncompressed.
@@ -31,10 +33,6 @@ const DROPPED = new Set([
   'x-forwarded-host',
   'x-forwarded-proto',
   'x-real-ip',
-  // Which of the operator's OpenAI organizations and projects the connection's key bills is the
-  // operator's choice (the connection), not the end user's.
-  'openai-organization',
-  'openai-project',
 ]);
 
 const CR_LF = /[\r\n\0]/;
@@ -66,6 +64,7 @@ export function upstreamHeaders(raw: string[], protocol: Protocol, apiKey: strin
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
     if (DROPPED.has(name) || connectionListed?.has(name) || name.startsWith('x-nexus-') || name.startsWith('proxy-')) continue;
+    if (protocol.droppedHeaders.includes(name)) continue;
     const value = raw[i + 1]!;
     if (CR_LF.test(value)) throw new AppError('unsafe_proxy_request', `The header ${name} holds a line break`, { param: name });
     out.push(name, value);

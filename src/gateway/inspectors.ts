@@ -4,9 +4,12 @@
  * ask an OpenAI-style stream for its usage); after it, it reads the usage from a
  * JSON body or, incrementally, from the SSE stream.
  *
- * Bounds: input tokens <= the request body's size in bytes (every token of a
- * byte-level BPE covers at least one byte, and the JSON around each message is
- * longer than the chat template's per-message tokens); output tokens <= the
+ * Bounds: input tokens <= the estimate from the text the request carries
+ * (input-estimate.ts: its o200k count with a margin for other tokenizers, plus
+ * structure, and bytes for what the tokenizer cannot see), and never more than
+ * the request body's size in bytes (every token of a byte-level BPE covers at
+ * least one byte, and the JSON around each message is longer than the chat
+ * template's per-message tokens); output tokens <= the
  * request's max tokens (times `n` choices), or the strategy's maxOutputTokens,
  * which is then set as the request's cap (the body is rewritten), so that the
  * provider should not answer beyond the bound. One that does anyway is held to
@@ -20,9 +23,10 @@
  * a metered call and take no quota.
  */
 import { AppError } from '../errors.js';
+import { INLINE_IMAGE_TOKEN_BOUND, InputTally } from './input-estimate.js';
 import { protocolOf } from './protocols/index.js';
 import { responseIdOf } from './protocols/openai.js';
-import type { Endpoint, FreeEndpoint, Inspector, ProtocolProfile, Usage } from './protocols/protocol.js';
+import type { FreeEndpoint, Inspector, ProtocolProfile, ProtocolTable, Usage } from './protocols/protocol.js';
 
 export type { FreeEndpoint, Inspector, Usage } from './protocols/protocol.js';
 
@@ -60,31 +64,70 @@ export function freeEndpointFor(profile: ProtocolProfile, method: string, route:
   return protocolOf(profile).freeEndpointFor(method, route);
 }
 
+/** Where a model list holds its models and how an entry names one (protocol.ts, modelList). */
+type ModelList = NonNullable<ProtocolTable['modelList']>;
+
+const DATA_IDS: ModelList = {
+  field: 'data',
+  idOf: (entry) => {
+    const id = (entry as { id?: unknown } | null)?.id;
+    return typeof id === 'string' ? id : undefined;
+  },
+};
+
 /**
- * A model list's JSON answer (`{ data: [{ id }, ...] }`, both profiles) with only the models `allows`
- * accepts; Anthropic's `first_id` / `last_id` follow the models kept. Anything that is not such a list
- * comes back as it was.
+ * A model list's JSON answer (`{ data: [{ id }, ...] }` by default; the protocol's modelList otherwise,
+ * Gemini's `{ models: [{ name: 'models/...' }] }`) with only the models `allows` accepts; Anthropic's
+ * `first_id` / `last_id` follow the models kept. Anything that is not such a list comes back as it was.
  */
-export function filterModelList(text: string, allows: (model: string) => boolean): string {
+export function filterModelList(text: string, allows: (model: string) => boolean, list: ModelList = DATA_IDS): string {
   let body: Record<string, unknown>;
   try {
     body = JSON.parse(text) as Record<string, unknown>;
   } catch {
     return text;
   }
-  if (!body || typeof body !== 'object' || !Array.isArray(body.data)) return text;
-  const kept = (body.data as unknown[]).filter((m) => {
-    const id = (m as { id?: unknown } | null)?.id;
-    return typeof id === 'string' && allows(id);
-  }) as { id: string }[];
-  body.data = kept;
-  if ('first_id' in body) body.first_id = kept[0]?.id ?? null;
-  if ('last_id' in body) body.last_id = kept[kept.length - 1]?.id ?? null;
+  if (!body || typeof body !== 'object' || !Array.isArray(body[list.field])) return text;
+  const kept = (body[list.field] as unknown[]).filter((m) => {
+    const id = list.idOf(m);
+    return id !== undefined && allows(id);
+  });
+  body[list.field] = kept;
+  if ('first_id' in body) body.first_id = kept.length ? list.idOf(kept[0]) : null;
+  if ('last_id' in body) body.last_id = kept.length ? list.idOf(kept[kept.length - 1]) : null;
   return JSON.stringify(body);
 }
 
 /** More choices per call than any provider allows (OpenAI: n <= 128). */
 const MAX_CHOICES = 128;
+/** The fields asking for several answers, unless the protocol names its own (protocol.ts, choiceFields). */
+const CHOICE_FIELDS = ['n', 'best_of'];
+
+/** A request field by its dotted path (`generationConfig.maxOutputTokens`); undefined when a step is not an object. */
+function fieldOf(body: Record<string, unknown>, path: string): unknown {
+  if (!path.includes('.')) return body[path];
+  let node: unknown = body;
+  for (const step of path.split('.')) {
+    if (!node || typeof node !== 'object' || Array.isArray(node)) return undefined;
+    node = (node as Record<string, unknown>)[step];
+  }
+  return node;
+}
+
+/** Sets a request field by its dotted path, making the objects on the way (refused: a step that is not an object). */
+function setField(body: Record<string, unknown>, path: string, value: number): void {
+  const steps = path.split('.');
+  let node = body;
+  for (const step of steps.slice(0, -1)) {
+    const next = node[step] ?? {};
+    if (typeof next !== 'object' || Array.isArray(next)) {
+      throw new AppError('invalid_parameter', `${step} must be an object`, { param: step });
+    }
+    node[step] = next;
+    node = next as Record<string, unknown>;
+  }
+  node[steps.at(-1)!] = value;
+}
 
 function positiveInt(value: unknown, param: string): number | undefined {
   if (value === undefined || value === null) return undefined;
@@ -104,12 +147,7 @@ function tokenCap(value: unknown, param: string): number | undefined {
   return cap;
 }
 
-/**
- * Tokens an inline image may cost at most, whatever its size in bytes: providers scale an image down before
- * they tokenize it (the most found: OpenAI's gpt-4o-mini, 48 169 tokens for a high-detail image at its largest;
- * Anthropic ~1600-4800, Gemini 258 a tile). Beyond this, the excess is charged as an ADJUSTMENT.
- */
-export const INLINE_IMAGE_TOKEN_BOUND = 65_536;
+export { INLINE_IMAGE_TOKEN_BOUND };
 
 /**
  * Bytes of the body's inline base64 images beyond INLINE_IMAGE_TOKEN_BOUND each: a byte of an image is
@@ -145,44 +183,28 @@ function inlineImageExcess(inspector: Inspector, raw: Buffer, body: unknown): nu
   return excess;
 }
 
+/**
+ * A call's input bound: the smaller of its bytes (inline images at their bound) and the estimate from the
+ * text it carries (input-estimate.ts), so a bound is never above what the bytes alone gave.
+ */
+function inputBoundOf(inspector: Inspector, raw: Buffer, body: Record<string, unknown>, model: string): number {
+  const { protocol } = inspector;
+  const bytes = raw.length - inlineImageExcess(inspector, raw, body);
+  const tally = new InputTally(protocol.inlineImage);
+  const rule = protocol.estimateInput(inspector.endpoint, body, tally, model);
+  return Math.min(bytes, tally.bound(rule));
+}
+
 /** JSON is UTF-8 (RFC 8259): a body that is not is refused, not read with its bad bytes replaced. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
-/** The output caps an endpoint's request may carry. */
-const CAP_FIELDS: Record<Endpoint, string[]> = {
-  chat: ['max_completion_tokens', 'max_tokens'],
-  completions: ['max_tokens'],
-  messages: ['max_tokens'],
-  responses: ['max_output_tokens'],
-  embeddings: [],
-  // A dotted name is a field of an object field.
-  converse: ['inferenceConfig.maxTokens'],
-  'converse-stream': ['inferenceConfig.maxTokens'],
-};
-
-/** The object a cap field is in (a dotted name's parent, made when absent), and its own name. */
-function capHolder(body: Record<string, unknown>, field: string): [Record<string, unknown>, string] {
-  const dot = field.indexOf('.');
-  if (dot < 0) return [body, field];
-  const parent = field.slice(0, dot);
-  const inner = body[parent];
-  // A parent that is not an object was refused before (tokenCap reads it); absent, it is made.
-  if (!inner || typeof inner !== 'object') body[parent] = {};
-  return [body[parent] as Record<string, unknown>, field.slice(dot + 1)];
-}
-
-/** The object field a Converse cap is in: absent, or an object (a string or an array there is refused). */
-function configObject(value: unknown, param: string): Record<string, unknown> {
-  if (value === undefined || value === null) return {};
-  if (typeof value !== 'object' || Array.isArray(value)) throw new AppError('invalid_parameter', `${param} must be an object`, { param });
-  return value as Record<string, unknown>;
-}
-
 /**
- * `providerPath`: the path as sent (percent-encoded), for a protocol whose model is in it (bedrock.ts).
+ * A metered call's request read for its bounds (`routeModel`: the model its path names, an Azure
+ * deployment, which the body's then does not override).
  */
-export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRule, providerPath = ''): PreparedCall {
+export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRule, routeModel?: string): PreparedCall {
   const { maxOutputTokens } = caps;
+  const { protocol, endpoint } = inspector;
   let text: string;
   try {
     text = UTF8.decode(raw);
@@ -198,77 +220,56 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   if (!body || typeof body !== 'object' || Array.isArray(body)) {
     throw new AppError('invalid_json', 'A metered endpoint needs a JSON object body');
   }
-  const { protocol } = inspector;
-  const requestedModel = protocol.modelInPath
-    ? (protocol.modelInPath(providerPath) ?? '')
-    : typeof body.model === 'string'
-      ? body.model
-      : '';
+  const requestedModel = routeModel ?? (typeof body.model === 'string' ? body.model : '');
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {
     // A lenient server may stream on "yes" or 1: the gateway would not read it as a stream.
     throw new AppError('invalid_parameter', 'stream must be true or false', { param: 'stream' });
   }
-  const stream = body.stream === true || protocol.alwaysStreams?.includes(inspector.endpoint) === true;
-  let perChoice: number | undefined;
+  const stream = body.stream === true || protocol.streamedEndpoints?.includes(endpoint) === true;
+  // The endpoint's output caps (protocol.ts, capFields): every one the request names is read, since a
+  // server may honour any of them, so the largest bounds the call; without any, the first is written.
+  // An endpoint with none has no output (embeddings).
+  const capFields = protocol.capFields[endpoint] ?? [];
+  let perChoice: number | undefined = capFields.length ? undefined : 0;
   /** The request's output cap, as this endpoint names it (the one set when the request has none). */
-  let param: string | undefined;
-  switch (inspector.endpoint) {
-    case 'chat': {
-      // Both names are read: a server may honour either, so the larger bounds the call.
-      const completion = tokenCap(body.max_completion_tokens, 'max_completion_tokens');
-      const legacy = tokenCap(body.max_tokens, 'max_tokens');
-      param = legacy !== undefined && (completion === undefined || legacy > completion) ? 'max_tokens' : 'max_completion_tokens';
-      perChoice = param === 'max_tokens' ? legacy : completion;
-      break;
-    }
-    case 'completions':
-    case 'messages':
-      param = 'max_tokens';
-      perChoice = tokenCap(body.max_tokens, param);
-      break;
-    case 'responses':
-      param = 'max_output_tokens';
-      perChoice = tokenCap(body.max_output_tokens, param);
-      break;
-    case 'embeddings':
-      perChoice = 0;
-      break;
-    case 'converse':
-    case 'converse-stream':
-      param = 'inferenceConfig.maxTokens';
-      perChoice = tokenCap(configObject(body.inferenceConfig, 'inferenceConfig').maxTokens, param);
-      break;
-  }
+  const param: string | undefined =
+    capFields.reduce<string | undefined>((named, field) => {
+      const cap = tokenCap(fieldOf(body, field), field);
+      if (cap === undefined || (perChoice !== undefined && cap <= perChoice)) return named;
+      perChoice = cap;
+      return field;
+    }, undefined) ?? capFields[0];
   let rewritten = false;
   let outputCap: PreparedCall['outputCap'];
   if (perChoice !== undefined && perChoice > maxOutputTokens) {
     if (!caps.clamp) throw new AppError('max_tokens_exceeded', `${param} may be at most ${maxOutputTokens} on this plan`, { param });
     // Lowered to the plan's cap (SDKs that always ask for the model's maximum still work); every cap the
     // request names above it is lowered, so whichever the provider honours holds the bound.
-    for (const field of CAP_FIELDS[inspector.endpoint]) {
-      const [holder, name] = capHolder(body, field);
-      if (typeof holder[name] === 'number' && holder[name] > maxOutputTokens) holder[name] = maxOutputTokens;
+    for (const field of capFields) {
+      const cap = fieldOf(body, field);
+      if (typeof cap === 'number' && cap > maxOutputTokens) setField(body, field, maxOutputTokens);
     }
     outputCap = { sent: maxOutputTokens, requested: perChoice };
     perChoice = maxOutputTokens;
     rewritten = true;
   }
-  const choices = Math.max(positiveInt(body.n, 'n') ?? 1, positiveInt(body.best_of, 'best_of') ?? 1, 1);
-  if (choices > MAX_CHOICES) {
-    const which = (body.n ?? 0) === choices ? 'n' : 'best_of';
-    throw new AppError('invalid_parameter', `${which} may be at most ${MAX_CHOICES}`, { param: which });
+  let choices = 1;
+  let which = '';
+  for (const field of protocol.choiceFields ?? CHOICE_FIELDS) {
+    const asked = positiveInt(fieldOf(body, field), field) ?? 1;
+    if (asked > choices) [choices, which] = [asked, field];
   }
+  if (choices > MAX_CHOICES) throw new AppError('invalid_parameter', `${which} may be at most ${MAX_CHOICES}`, { param: which });
   const outputBound = BigInt(perChoice ?? maxOutputTokens) * BigInt(choices);
 
   // Without a cap of its own the provider's output would be bounded by nothing the call's bound knows:
   // the call is capped at the plan's maxOutputTokens, so the bound it was admitted with holds.
   if (perChoice === undefined && param) {
-    const [holder, name] = capHolder(body, param);
-    holder[name] = maxOutputTokens;
+    setField(body, param, maxOutputTokens);
     rewritten = true;
   }
   let usageInjected = false;
-  if (stream && (inspector.endpoint === 'chat' || inspector.endpoint === 'completions')) {
+  if (stream && protocol.usageAsked.includes(endpoint)) {
     const given = body.stream_options ?? {};
     if (typeof given !== 'object' || Array.isArray(given)) {
       throw new AppError('invalid_parameter', 'stream_options must be an object', { param: 'stream_options' });
@@ -282,12 +283,14 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   }
   const sent = rewritten ? Buffer.from(JSON.stringify(body)) : raw;
   const previousResponseId =
-    inspector.endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id
+    endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id
       ? body.previous_response_id
       : null;
-  const inputBound = BigInt(raw.length - inlineImageExcess(inspector, raw, body));
+  const inputBound = BigInt(inputBoundOf(inspector, raw, body, requestedModel));
   return { requestedModel, stream, body: sent, inputBound, outputBound, usageInjected, previousResponseId, outputCap };
 }
+
+const ANSWER_FIELDS = { usage: 'usage', model: 'model' };
 
 /** Usage and model of a complete JSON answer (and a Responses API answer's id). */
 export function usageFromJson(
@@ -300,9 +303,10 @@ export function usageFromJson(
   } catch {
     return { usage: null, model: null, responseId: null };
   }
-  const model = typeof body?.model === 'string' ? body.model : null;
+  const fields = inspector.protocol.answerFields ?? ANSWER_FIELDS;
+  const model = typeof body?.[fields.model] === 'string' ? (body[fields.model] as string) : null;
   const responseId = inspector.endpoint === 'responses' ? responseIdOf(body?.id) : null;
-  return { usage: inspector.protocol.usageOf(body?.usage), model, responseId };
+  return { usage: inspector.protocol.usageOf(body?.[fields.usage]), model, responseId };
 }
 
 const MODEL = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;

@@ -84,6 +84,8 @@ export interface CallStart {
   trace: CallTrace | undefined;
   /** The inference key as the request sent it: the key's row is read again with it should admission find its period over. */
   credential: string;
+  /** The model a metered call's path names (an Azure deployment: protocol.ts, routeModel), if it names one. */
+  routeModel?: string | undefined;
 }
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
@@ -127,9 +129,6 @@ function chargeable(progress: StreamProgress, prepared: PreparedCall): Usage {
 
 /** Which kind of answer passed its output bound: a stream (cut there, or reporting more at its end), a JSON answer. */
 export type OverBound = 'stream' | 'json';
-
-/** A successful answer whose usage could not be read: a frame of an event-stream that did not decode, a JSON answer without usage. */
-export type MalformedAnswer = 'event_stream_frame' | 'json';
 
 /** How an upstream call that ended is recorded: the invocation's and the attempt's status, and why it fell short. */
 interface Ending {
@@ -188,8 +187,8 @@ export interface CallMeter {
   shareLearned?: ((learned: LearnedOutput) => void) | undefined;
   /** Told of each answer that passed its output bound (metrics). */
   overBound?: ((kind: OverBound) => void) | undefined;
-  /** Told of each successful answer whose usage could not be read (metrics). */
-  malformed?: ((kind: MalformedAnswer) => void) | undefined;
+  /** Told of each answer charged by the rule for missing usage (its protocol's telemetry name; metrics). */
+  usageMissing?: ((protocol: string, kind: OverBound) => void) | undefined;
   /** A metered stream began: the calls under way are written soon (the snapshot). */
   streamBegan(): void;
   rememberResponse(accessId: string, responseId: string, tokens: bigint): void;
@@ -230,6 +229,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   private readonly t0: bigint;
   private readonly trace: CallTrace | undefined;
   private readonly credential: string;
+  private readonly routeModel: string | undefined;
 
   constructor(
     private readonly meter: CallMeter,
@@ -244,6 +244,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.t0 = start.t0;
     this.trace = start.trace;
     this.credential = start.credential;
+    this.routeModel = start.routeModel;
     this.opened = {
       id: newId(),
       workspaceId: row.workspace_id,
@@ -283,7 +284,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       this.inspector!,
       raw,
       { maxOutputTokens: auth.max_output_tokens!, clamp: auth.output_cap_policy !== 'refuse' },
-      this.opened.endpoint,
+      this.routeModel,
     );
     this.prepared = prepared;
     const read: CallRead = { requestedModel: prepared.requestedModel, streamed: prepared.stream, leaseId: null };
@@ -513,13 +514,14 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         const output = this.meter.learned.observed(connectionId, prepared.requestedModel, prepared.stream, usage!.outputTokens);
         if (output !== null) this.meter.shareLearned?.({ connectionId, model: prepared.requestedModel, stream: prepared.stream, output });
       }
-      if (relay.malformed) {
-        this.meter.logger.warn({ msg: 'upstream stream malformed', requestId: this.opened.requestId, error: relay.malformed });
-        this.meter.malformed?.('event_stream_frame');
-      } else if (json !== null && usage === null) {
-        this.meter.malformed?.('json');
-      }
+      // A stream that could not be read on (an event-stream frame that did not decode): why, in the log.
+      if (relay.malformed) this.meter.logger.warn({ msg: 'upstream stream malformed', requestId: this.opened.requestId, error: relay.malformed });
       if (!usageComplete && !errorCode) errorCode = 'usage_missing';
+      // A malformed answer (a JSON answer without usage, a stream that broke or never reported it, an
+      // event-stream frame that did not decode), counted;
+      // not a stream cut at its bound (counted as over it), nor one its client or a shutdown ended.
+      const malformed = !usageComplete && !relay.cut && (status === 'SUCCEEDED' || cause === 'upstream_stream_broken');
+      if (malformed) this.meter.usageMissing?.(this.inspector!.protocol.telemetry.system, prepared.stream ? 'stream' : 'json');
       // Priced by the rule of the model the request named: a dated alias the provider reports does not change it.
       const pricing = this.pricing!;
       consumed = {
@@ -564,12 +566,9 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     if (this.recorded) return;
     this.meter.running.delete(this);
     const appError = toAppError(err);
-    // A metered call refused while its body was read (a bad cap, say) still names its model.
-    if (!this.read.requestedModel && raw) {
-      // A protocol that names the model in the path (bedrock.ts) names it there.
-      const model = this.inspector?.protocol.modelInPath?.(this.opened.endpoint) ?? modelNamedIn(raw);
-      this.read = { requestedModel: model, streamed: this.read.streamed, leaseId: this.read.leaseId };
-    }
+    // A metered call refused while its body was read (a bad cap, say) still names its model (its path's, if it names one).
+    if (!this.read.requestedModel && (raw || this.routeModel))
+      this.read = { requestedModel: this.routeModel ?? modelNamedIn(raw!), streamed: this.read.streamed, leaseId: this.read.leaseId };
     const now = this.meter.clock.now();
     const outcome = {
       upstream: false,

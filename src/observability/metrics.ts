@@ -267,14 +267,6 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     registers,
   });
-  // An upstream answer the gateway could not read its usage from (metered-call.ts): charged by the rule for
-  // missing usage. event_stream_frame: an event-stream frame that did not decode; json: a JSON answer without usage.
-  const malformedAnswers = new Counter({
-    name: 'nexus_gateway_malformed_answers_total',
-    help: 'Successful upstream answers of metered calls whose usage could not be read, by kind (event_stream_frame, json)',
-    labelNames: ['kind'] as const,
-    registers,
-  });
   const leaseStatements = new Counter({
     name: 'nexus_quota_lease_statements_total',
     help: "The gateway's quota lease statements by kind (acquire, extend, renew, release): its database round trips outside the calls' records",
@@ -287,6 +279,15 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     name: 'nexus_gateway_output_over_bound_total',
     help: "Gateway answers whose output passed the call's output bound, by kind (stream: cut at the bound; json: charged as reported)",
     labelNames: ['kind'] as const,
+    registers,
+  });
+
+  // A 2xx answer whose usage could not be read in full (a JSON answer without usage, a stream that broke
+  // or never reported it, an event-stream frame that did not decode): charged by the rule for missing usage (docs/reliability.md), counted here.
+  const usageMissing = new Counter({
+    name: 'nexus_gateway_usage_missing_total',
+    help: "Gateway answers charged by the rule for missing usage (the upstream's usage was absent or unreadable), by protocol and kind (stream, json)",
+    labelNames: ['protocol', 'kind'] as const,
     registers,
   });
 
@@ -450,8 +451,8 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     outputOverBound(kind: 'stream' | 'json') {
       outputOverBound.inc({ kind });
     },
-    malformedAnswer(kind: 'event_stream_frame' | 'json') {
-      malformedAnswers.inc({ kind });
+    usageMissing(protocol: string, kind: 'stream' | 'json') {
+      usageMissing.inc({ protocol, kind });
     },
     leaseStatement(kind: LeaseStatement) {
       leaseStatements.inc({ kind });

@@ -3,7 +3,7 @@
  * read a bearer token, and write the Error body of a refusal on a plain node response.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AppError, errorBody, errorRetryAfter, toAppError } from '../errors.js';
+import { AppError, errorBody, errorRetryAfter, toAppError, type ErrorBody } from '../errors.js';
 import type { RequestLocals } from './locals.js';
 
 /** The token of an `Authorization: Bearer` header value. */
@@ -17,14 +17,28 @@ function bodyUnread(req: IncomingMessage | undefined): boolean {
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 }
 
+/**
+ * How a refusal's body is shaped when the client speaks an API of its own (a gateway connection's
+ * protocol: src/gateway/protocols/protocol.ts, ErrorShape); none: the shared Error body.
+ */
+export interface ErrorBodyShape {
+  body(shared: ErrorBody): unknown;
+  requestIdHeader?: string;
+  headers?(shared: ErrorBody, status: number): Record<string, string>;
+}
+
 /** The Error body for `err` (a 500 that reveals nothing unless it is an AppError), on a plain node response. */
-export function writeError(res: ServerResponse, err: unknown, locals: RequestLocals): void {
+export function writeError(res: ServerResponse, err: unknown, locals: RequestLocals, shape?: ErrorBodyShape): void {
   const appError = toAppError(err);
   // The cause of an unexpected 500 goes to the log line, with its stack; an expected condition (the database
   // away: database_unavailable) is its code alone.
   if (appError.code === 'internal_error' && !(err instanceof AppError)) locals.error = err;
   locals.errorCode = appError.code;
-  const body = JSON.stringify(errorBody(appError, locals.requestId));
+  const shared = errorBody(appError, locals.requestId);
+  const body = JSON.stringify(shape ? shape.body(shared) : shared);
+  if (shape?.requestIdHeader && locals.requestId) res.setHeader(shape.requestIdHeader, locals.requestId);
+  const shapeHeaders = shape?.headers?.(shared, appError.status);
+  for (const name in shapeHeaders) res.setHeader(name, shapeHeaders[name]!);
   res.statusCode = appError.status;
   const retryAfter = appError.extras.retry_after ?? errorRetryAfter[appError.code];
   if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));

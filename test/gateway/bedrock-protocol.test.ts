@@ -15,7 +15,8 @@ import {
 import { EventStreamMeter } from '../../src/gateway/event-stream-meter.js';
 import { inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
 import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
-import { converseUsage, modelInPath } from '../../src/gateway/protocols/bedrock.js';
+import { ANTHROPIC_TOOLS_TOKENS, bedrockInput, FOREIGN, FOREIGN_FACTOR, InputTally, o200kTokens } from '../../src/gateway/input-estimate.js';
+import { awsErrorType, converseUsage, modelInPath } from '../../src/gateway/protocols/bedrock.js';
 import { EventStreamDecoder, EventStreamError, eventFrame, MAX_FRAME_BYTES } from '../../src/gateway/protocols/event-stream.js';
 import { protocolOf } from '../../src/gateway/protocols/index.js';
 
@@ -182,12 +183,13 @@ describe('the bedrock protocol table', () => {
     );
     expect(inspectorFor('bedrock', 'GET', `model/${MODEL}/converse`)).toBeUndefined();
     expect(inspectorFor('bedrock', 'POST', 'v1/chat/completions')).toBeUndefined();
-    expect(bedrock.refusalFor(`model/${MODEL}/invoke`)).toMatch(/use Converse/);
-    expect(bedrock.refusalFor(`model/${MODEL}/invoke-with-response-stream`)).toMatch(/use Converse/);
-    expect(bedrock.refusalFor(`model/${MODEL}/converse`)).toBeUndefined();
-    expect(protocolOf('openai').refusalFor(`model/${MODEL}/invoke`)).toBeUndefined();
+    // InvokeModel is refused by checkRequest (not a metered path: its endpoint is undefined), whatever the workspace allows.
+    expect(() => bedrock.checkRequest!(undefined, '', `model/${MODEL}/invoke`)).toThrow(/use Converse/);
+    expect(() => bedrock.checkRequest!(undefined, '', `model/${MODEL}/invoke-with-response-stream`)).toThrow(/use Converse/);
+    expect(() => bedrock.checkRequest!('converse', '', `model/${MODEL}/converse`)).not.toThrow();
+    expect(() => bedrock.checkRequest!(undefined, '', 'model/x/other')).not.toThrow();
     expect(bedrock.freeEndpointFor('POST', 'model/arn:aws:bedrock:us-east-1:1:inference-profile/us.x/count-tokens')).toEqual({
-      kind: 'count_tokens',
+      kind: 'model',
       model: 'arn:aws:bedrock:us-east-1:1:inference-profile/us.x',
     });
     expect(protocolOf('anthropic').freeEndpointFor('POST', 'v1/messages/count_tokens')).toEqual({ kind: 'count_tokens' });
@@ -195,6 +197,7 @@ describe('the bedrock protocol table', () => {
 
   it('reads the model from the path, percent-decoded (an ARN its %2F too)', () => {
     expect(modelInPath(PATH)).toBe(MODEL);
+    expect(bedrock.routeModel!(`model/${MODEL}/converse`)).toBe(MODEL);
     expect(modelInPath('model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.x/converse')).toBe(
       'arn:aws:bedrock:us-east-1:1:inference-profile/us.x',
     );
@@ -222,19 +225,19 @@ describe('the bedrock protocol table', () => {
 
   it('prepares a call: the model of the path, a stream by its path, the cap inferenceConfig.maxTokens set, clamped or refused', () => {
     const clamp = { maxOutputTokens: 100, clamp: true };
-    const none = prepareCall(stream, Buffer.from('{"messages":[]}'), clamp, PATH);
+    const none = prepareCall(stream, Buffer.from('{"messages":[]}'), clamp, MODEL);
     expect(none).toMatchObject({ requestedModel: MODEL, stream: true, outputBound: 100n });
     expect(JSON.parse(none.body.toString())).toEqual({ messages: [], inferenceConfig: { maxTokens: 100 } });
-    const high = prepareCall(converse, Buffer.from('{"inferenceConfig":{"maxTokens":5000,"temperature":0.5}}'), clamp, PATH);
+    const high = prepareCall(converse, Buffer.from('{"inferenceConfig":{"maxTokens":5000,"temperature":0.5}}'), clamp, MODEL);
     expect(high).toMatchObject({ stream: false, outputBound: 100n, outputCap: { sent: 100, requested: 5000 } });
     expect(JSON.parse(high.body.toString()).inferenceConfig).toEqual({ maxTokens: 100, temperature: 0.5 });
     const within = Buffer.from('{"inferenceConfig":{"maxTokens":7}}');
-    expect(prepareCall(converse, within, clamp, PATH).body).toBe(within);
+    expect(prepareCall(converse, within, clamp, MODEL).body).toBe(within);
     expect(() =>
-      prepareCall(converse, Buffer.from('{"inferenceConfig":{"maxTokens":101}}'), { maxOutputTokens: 100, clamp: false }, PATH),
+      prepareCall(converse, Buffer.from('{"inferenceConfig":{"maxTokens":101}}'), { maxOutputTokens: 100, clamp: false }, MODEL),
     ).toThrow(/inferenceConfig.maxTokens may be at most 100/);
-    expect(() => prepareCall(converse, Buffer.from('{"inferenceConfig":[1]}'), clamp, PATH)).toThrow(/inferenceConfig must be an object/);
-    expect(() => prepareCall(converse, Buffer.from('{"inferenceConfig":{"maxTokens":0}}'), clamp, PATH)).toThrow(/at least 1/);
+    expect(() => prepareCall(converse, Buffer.from('{"inferenceConfig":[1]}'), clamp, MODEL)).toThrow(/inferenceConfig must be an object/);
+    expect(() => prepareCall(converse, Buffer.from('{"inferenceConfig":{"maxTokens":0}}'), clamp, MODEL)).toThrow(/at least 1/);
   });
 
   it("an inline image's base64 bytes count to their image bound, not byte for byte", () => {
@@ -245,8 +248,87 @@ describe('the bedrock protocol table', () => {
         inferenceConfig: { maxTokens: 1 },
       }),
     );
-    const p = prepareCall(converse, body, { maxOutputTokens: 100, clamp: true }, PATH);
+    const p = prepareCall(converse, body, { maxOutputTokens: 100, clamp: true }, MODEL);
     expect(p.inputBound).toBeLessThan(BigInt(body.length - 100_000));
+  });
+});
+
+describe("a Converse request's input estimate (bedrockInput)", () => {
+  const TEXT = 'The quick brown fox jumps over the lazy dog, and the gateway counts what the model reads. '.repeat(40);
+  const tallyOf = (body: Record<string, unknown>, model = MODEL) => {
+    const tally = new InputTally(protocolOf('bedrock').inlineImage);
+    bedrockInput(body, tally, model);
+    return tally;
+  };
+
+  it('counts the text of messages, system, tool definitions and tool results; parameters add nothing', () => {
+    const body = {
+      system: [{ text: TEXT }],
+      messages: [
+        { role: 'user', content: [{ text: TEXT }] },
+        { role: 'assistant', content: [{ toolUse: { toolUseId: 't1', name: 'lookup', input: { q: TEXT } } }] },
+        { role: 'user', content: [{ toolResult: { toolUseId: 't1', content: [{ text: TEXT }, { json: { answer: TEXT } }] } }] },
+      ],
+      toolConfig: { tools: [{ toolSpec: { name: 'lookup', description: TEXT, inputSchema: { json: { type: 'object' } } } }] },
+      inferenceConfig: { maxTokens: 100, temperature: 0.2 },
+    };
+    const tally = tallyOf(body, 'meta.llama3-70b-instruct-v1:0');
+    // Six copies of the text are read as text (o200k's count of it each), none counted byte for byte.
+    expect(tally.textTokens).toBeGreaterThanOrEqual(6 * o200kTokens(TEXT));
+    expect(tally.bytes).toBeLessThan(100);
+    // The margin (FOREIGN): twice the count, never above the text's bytes, well under the body's bytes.
+    const bound = tally.bound(FOREIGN);
+    expect(bound).toBeGreaterThanOrEqual(FOREIGN_FACTOR * tally.textTokens);
+    expect(bound).toBeLessThan(JSON.stringify(body).length);
+    expect(protocolOf('bedrock').estimateInput('converse', body, new InputTally(() => undefined), MODEL)).toBe(FOREIGN);
+  });
+
+  it("a document's and a video's bytes count byte for byte; an image at most its bound", () => {
+    const bytes = Buffer.from('%PDF-1.7 '.repeat(2000)).toString('base64');
+    const doc = tallyOf({ messages: [{ role: 'user', content: [{ document: { format: 'pdf', name: 'a', source: { bytes } } }] }] });
+    expect(doc.bytes).toBeGreaterThanOrEqual(bytes.length);
+    expect(doc.textBytes).toBeLessThan(100);
+    const video = tallyOf({ messages: [{ role: 'user', content: [{ video: { format: 'mp4', source: { bytes } } }] }] });
+    expect(video.bytes).toBeGreaterThanOrEqual(bytes.length);
+    const image = tallyOf({ messages: [{ role: 'user', content: [{ image: { format: 'png', source: { bytes } } }] }] });
+    expect(image.bytes).toBe(bytes.length);
+    expect(image.textBytes).toBeLessThan(100);
+  });
+
+  it("an Anthropic model with tools adds Anthropic's tool-use system prompt; another model does not", () => {
+    const body = { messages: [], toolConfig: { tools: [{ toolSpec: { name: 'x', inputSchema: { json: {} } } }] } };
+    const claude = tallyOf(body, 'us.anthropic.claude-3-5-haiku-20241022-v1:0').overhead;
+    const llama = tallyOf(body, 'meta.llama3-70b-instruct-v1:0').overhead;
+    expect(claude - llama).toBe(ANTHROPIC_TOOLS_TOKENS);
+    expect(tallyOf({ messages: [] }, MODEL).overhead).toBe(tallyOf({ messages: [] }, 'meta.llama3').overhead);
+  });
+
+  it('additionalModelRequestFields (each model family its own) counts its bytes', () => {
+    const extra = { additionalModelRequestFields: { top_k: 200, note: TEXT } };
+    expect(tallyOf(extra).bytes).toBeGreaterThanOrEqual(JSON.stringify(extra.additionalModelRequestFields).length);
+  });
+});
+
+describe("the gateway's refusals on a bedrock connection", () => {
+  it('name the exception the AWS SDK raises for their status', () => {
+    expect(awsErrorType(400)).toBe('ValidationException');
+    expect(awsErrorType(413)).toBe('ValidationException');
+    expect(awsErrorType(401)).toBe('AccessDeniedException');
+    expect(awsErrorType(403)).toBe('AccessDeniedException');
+    expect(awsErrorType(404)).toBe('ResourceNotFoundException');
+    expect(awsErrorType(409)).toBe('ConflictException');
+    expect(awsErrorType(429)).toBe('ThrottlingException');
+    expect(awsErrorType(500)).toBe('InternalServerException');
+    expect(awsErrorType(502)).toBe('ServiceUnavailableException');
+    expect(awsErrorType(503)).toBe('ServiceUnavailableException');
+  });
+
+  it("carry `message` beside the shared body's fields", () => {
+    const shared = { error: { message: 'no', type: 'invalid_request_error', code: 'invalid_parameter', request_id: 'r1' } };
+    const shape = protocolOf('bedrock').errorShape!;
+    expect(shape.body(shared)).toEqual({ message: 'no', ...shared });
+    expect(shape.headers!(shared, 429)).toEqual({ 'x-amzn-errortype': 'ThrottlingException' });
+    expect(shape.requestIdHeader).toBe('x-amzn-requestid');
   });
 });
 

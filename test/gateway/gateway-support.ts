@@ -4,6 +4,7 @@
  */
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
 import { contractFetch } from '../support/contract.js';
 import type { TestApp } from '../support/test-app.js';
 import { provisionTenant, type Tenant, type TenantSpec } from '../support/tenant.js';
@@ -43,6 +44,12 @@ export function reclaimLease(t: TestApp, accessId: string): Promise<void> {
 }
 
 /** A workspace with one connection and one user on a published plan, made with the app's root client. */
+/** The input bound the gateway admits a chat completion's JSON `body` at (its estimate, input-estimate.ts). */
+export function chatInputBound(body: string): bigint {
+  const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
+  return prepareCall(chat, Buffer.from(body), { maxOutputTokens: 1_000_000, clamp: true }).inputBound;
+}
+
 export function createTenant(t: TestApp, o: TenantSpec): Promise<Tenant> {
   return provisionTenant(t.client, o);
 }

@@ -17,14 +17,15 @@ import { createLogger } from '../../src/observability/logger.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { activePlan } from '../support/tenant.js';
 import { poolerEnv, startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, reclaimLease, until, type Tenant } from './gateway-support.js';
+import { chatInputBound, createTenant, gatewayFetch, periodOf, reclaimLease, until, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let up: FakeUpstream;
 const KEY = `${SECRET_MARKER}-upstream-leases-0123456789`;
-// Each call reserves bytes(body) + 2 * 10 units and consumes 10 + 2 * 5 = 20 (input and cached priced alike).
+// Each call reserves its input bound + 2 * 10 units and consumes 10 + 2 * 5 = 20 (input and cached priced alike).
 const BODY = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'lease' }], max_tokens: 10 });
-const BOUND = BigInt(Buffer.byteLength(BODY)) + 20n;
+const INPUT_BOUND = chatInputBound(BODY);
+const BOUND = INPUT_BOUND + 20n;
 
 beforeAll(async () => {
   t = await startTestApp({ env: { NEXUS_QUOTA_LEASE_IDLE_MS: '100', NEXUS_LEASE_TTL_MS: '1000' } });
@@ -98,7 +99,7 @@ describe('one process', () => {
     const busy = await t.withEnv({ NEXUS_QUOTA_LEASE_IDLE_MS: '60000' });
     try {
       const base = tenant.gatewayBaseUrl.replace(t.url, busy.url);
-      const whole = { 'x-fake-usage': `${Buffer.byteLength(BODY)},10,0` };
+      const whole = { 'x-fake-usage': `${INPUT_BOUND},10,0` };
       for (let i = 0; i < 200; i++) expect((await call(tenant, base, whole)).status).toBe(200);
       // The headroom doubles at each extension (16, 32, 64, 128 bounds...): four here, where a fixed 16 took eleven.
       expect(await leaseStatements('acquire', busy)).toBe(1);

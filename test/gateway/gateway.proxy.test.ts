@@ -66,7 +66,8 @@ describe('openai profile through the openai SDK', () => {
     for (const stream of [false, true]) {
       const before = await periodOf(t, oa.accessId);
       const client = openai(oa, { 'x-fake-usage': '100,5,300' });
-      const body = { model: 'gpt-test', messages: [{ role: 'user' as const, content: 'Hello' }], max_tokens: 50 };
+      // A prompt whose input bound covers the 300 tokens reported, so the charge is within the call's bound.
+      const body = { model: 'gpt-test', messages: [{ role: 'user' as const, content: 'Hello there. '.repeat(60) }], max_tokens: 50 };
       let requestId: string;
       if (stream) {
         const { data, response } = await client.chat.completions.create({ ...body, stream: true }).withResponse();

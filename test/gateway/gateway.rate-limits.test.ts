@@ -63,7 +63,7 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Waits, if needed, so at least `marginMs` are left in the current minute window. */
-async function awayFromWindowEnd(marginMs = 15_000): Promise<void> {
+async function awayFromWindowEnd(marginMs = 6_000): Promise<void> {
   const left = 60_000 - (Date.now() % 60_000);
   if (left < marginMs) await sleep(left + 250);
 }

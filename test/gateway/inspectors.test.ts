@@ -8,6 +8,7 @@ import {
   prepareCall,
   usageFromJson,
 } from '../../src/gateway/inspectors.js';
+import { BASE_TOKENS, STRUCTURE_TOKENS } from '../../src/gateway/input-estimate.js';
 import { SseMeter } from '../../src/gateway/sse-meter.js';
 import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
 
@@ -104,11 +105,20 @@ describe('inspectors', () => {
     expect(inspectorFor('anthropic', 'POST', 'v1/chat/completions')).toBeUndefined();
   });
 
-  it('bounds a call: body bytes for input, max tokens times n for output; asks a stream for usage', () => {
+  it('bounds a call: the estimate of its text for input (never above its bytes), max tokens times n for output; asks a stream for usage', () => {
     const raw = Buffer.from(JSON.stringify({ model: 'm', messages: [], max_tokens: 7, n: 3, stream: true }));
     const p = prepareCall(chat, raw, CAPS);
-    expect(p).toMatchObject({ requestedModel: 'm', stream: true, inputBound: BigInt(raw.length), outputBound: 21n, usageInjected: true });
+    // No text: the call's fixed allowance and the empty list's structure (input-estimate.ts).
+    expect(p).toMatchObject({
+      requestedModel: 'm',
+      stream: true,
+      inputBound: BigInt(BASE_TOKENS + STRUCTURE_TOKENS),
+      outputBound: 21n,
+      usageInjected: true,
+    });
     expect(JSON.parse(p.body.toString()).stream_options).toEqual({ include_usage: true });
+    // A body smaller than its estimate is bounded by its bytes.
+    expect(prepareCall(chat, Buffer.from('{"messages":[]}'), CAPS).inputBound).toBe(15n);
     const asked = Buffer.from(JSON.stringify({ model: 'm', max_tokens: 50, stream: true, stream_options: { include_usage: true } }));
     expect(prepareCall(chat, asked, CAPS)).toMatchObject({ usageInjected: false, outputBound: 50n });
     expect(prepareCall(chat, asked, CAPS).body).toBe(asked);
@@ -125,40 +135,52 @@ describe('inspectors', () => {
       const raw = Buffer.from(JSON.stringify(body));
       return { bytes: BigInt(raw.length), bound: prepareCall(inspector, raw, CAPS).inputBound };
     };
+    const IMAGE = BigInt(INLINE_IMAGE_TOKEN_BOUND);
+    /** An image's bound, with the structure around it: at most the body's bytes less the image's excess. */
+    const imageBounded = (b: { bytes: bigint; bound: bigint }, excess: bigint) => {
+      expect(b.bound).toBeGreaterThanOrEqual(IMAGE);
+      expect(b.bound).toBeLessThan(IMAGE + 100n);
+      expect(b.bound).toBeLessThanOrEqual(b.bytes - excess);
+    };
     const excess = BigInt(url.length - INLINE_IMAGE_TOKEN_BOUND);
-    const picture = bound(chat, {
-      model: 'm',
-      max_tokens: 5,
-      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url, detail: 'high' } }] }],
-    });
-    expect(picture.bound).toBe(picture.bytes - excess);
-    // Pasted into a message as text, the provider tokenizes it as text: bytes bound it.
+    imageBounded(
+      bound(chat, {
+        model: 'm',
+        max_tokens: 5,
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url, detail: 'high' } }] }],
+      }),
+      excess,
+    );
+    // Pasted into a message as text, inline data is not tokenized: its bytes bound it.
     const pasted = bound(chat, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'text', text: url }] }] });
-    expect(pasted.bound).toBe(pasted.bytes);
+    expect(pasted.bound).toBeGreaterThanOrEqual(BigInt(url.length));
+    expect(pasted.bound).toBeLessThanOrEqual(pasted.bytes);
     const responses = inspectorFor('openai', 'POST', 'v1/responses')!;
-    const input = bound(responses, {
-      model: 'm',
-      max_output_tokens: 5,
-      input: [{ role: 'user', content: [{ type: 'input_image', image_url: url }] }],
-    });
-    expect(input.bound).toBe(input.bytes - excess);
+    imageBounded(
+      bound(responses, { model: 'm', max_output_tokens: 5, input: [{ role: 'user', content: [{ type: 'input_image', image_url: url }] }] }),
+      excess,
+    );
     const messages = inspectorFor('anthropic', 'POST', 'v1/messages')!;
     const source = { type: 'base64', media_type: 'image/jpeg', data };
-    const claude = bound(messages, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source }] }] });
-    expect(claude.bound).toBe(claude.bytes - BigInt(data.length - INLINE_IMAGE_TOKEN_BOUND));
+    imageBounded(
+      bound(messages, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source }] }] }),
+      BigInt(data.length - INLINE_IMAGE_TOKEN_BOUND),
+    );
     // A PDF's pages are text and pictures: its bytes stay its bound. So does a small image.
     const pdf = bound(messages, {
       model: 'm',
       max_tokens: 5,
       messages: [{ role: 'user', content: [{ type: 'document', source: { ...source, media_type: 'application/pdf' } }] }],
     });
-    expect(pdf.bound).toBe(pdf.bytes);
+    expect(pdf.bound).toBeGreaterThanOrEqual(BigInt(data.length));
+    expect(pdf.bound).toBeLessThanOrEqual(pdf.bytes);
     const small = bound(chat, {
       model: 'm',
       max_tokens: 5,
       messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }],
     });
-    expect(small.bound).toBe(small.bytes);
+    expect(small.bound).toBeGreaterThanOrEqual(4n);
+    expect(small.bound).toBeLessThanOrEqual(small.bytes);
   });
 
   it("caps a request that sets no output limit at the plan's maxOutputTokens, as its endpoint names the cap", () => {

@@ -203,7 +203,7 @@ describe('createProviderConnection', () => {
     ['a fragment', { baseUrl: 'http://127.0.0.1:9/#frag' }, 'invalid_base_url', 'baseUrl'],
     ['a query string', { baseUrl: 'http://127.0.0.1:9/?a=1' }, 'invalid_base_url', 'baseUrl'],
     ['a trailing /v1', { baseUrl: 'http://127.0.0.1:9/v1/' }, 'invalid_base_url', 'baseUrl'],
-    ['an unknown profile', { protocolProfile: 'gemini' }, 'invalid_parameter', 'protocolProfile'],
+    ['an unknown profile', { protocolProfile: 'no-such-protocol' }, 'invalid_parameter', 'protocolProfile'],
     ['no apiKey', { apiKey: undefined }, 'invalid_parameter', 'apiKey'],
     ['an apiKey with a space', { apiKey: `${SECRET_MARKER} x` }, 'invalid_parameter', 'apiKey'],
     ['an apiKey with a newline', { apiKey: `${SECRET_MARKER}\r\nX-Injected: 1` }, 'invalid_parameter', 'apiKey'],

@@ -15,7 +15,7 @@ import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstream
 import { startNexusProcess, type NexusProcess } from '../support/nexus-process.js';
 import { startTcpProxy, type TcpProxy } from '../../scripts/lib/tcp-proxy.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { createTenant, periodOf, until, type Tenant } from '../gateway/gateway-support.js';
+import { chatInputBound, createTenant, periodOf, until, type Tenant } from '../gateway/gateway-support.js';
 
 const usesPostgres = process.env.NEXUS_TEST_DB !== 'pglite';
 const KEY = `${SECRET_MARKER}-upstream-reliability-0123456789`;
@@ -139,7 +139,7 @@ describe.runIf(usesPostgres)('a Nexus process killed mid-stream', () => {
       expect(invocation).toMatchObject({ status: 'FAILED', error_code: 'gateway_lost', streamed: true, attempt_status: 'ABORTED' });
       const units = BigInt(invocation.quota_units);
       // At least its input bound and one output token per event the heartbeat saw, at most its whole bound.
-      expect(units).toBeGreaterThan(BigInt(Buffer.byteLength(STREAM)));
+      expect(units).toBeGreaterThan(chatInputBound(STREAM));
       const events = await t.database.db('usage_events').where({ invocation_id: invocation.id });
       expect(events.map((e) => [e.kind, BigInt(e.units)])).toEqual([['USAGE', units]]);
       charged += units;
@@ -173,7 +173,7 @@ describe.runIf(usesPostgres)('a Nexus process killed within the first second of 
     const nexus = await child({ env: { NEXUS_LEASE_TTL_MS: '10000' } });
     const base = gatewayOf(tenant, nexus);
     const body = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'loss window' }], max_tokens: 500, stream: true });
-    const inputBound = BigInt(Buffer.byteLength(body));
+    const inputBound = chatInputBound(body);
     // One word an event, every 50 ms, for 10 s.
     const headers = { 'x-fake-fault': 'runaway', 'x-fake-delay-ms': '50', 'x-fake-usage': '10,200,0' };
     type Stream = { firstByteAt: number; words: Promise<number>; requestId: string };

@@ -1,6 +1,6 @@
 /**
  * The real entry points as separate processes: `npm start` (dist/server.js) and the
- * CLI (dist/cli.js), as built by the e2e project's global setup, on their own schema
+ * CLI (dist/cli.js), as built by the e2e projects' global setup, on their own schema
  * of the test PostgreSQL.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';

@@ -1,10 +1,12 @@
 /**
  * Real upstream providers on 127.0.0.1 for the tests and the scripts (bench, faults, scale): an
  * OpenAI-style server (chat completions, completions, embeddings, responses,
- * models) and an Anthropic-style one (messages, count_tokens, models), each answering JSON or
+ * models), an Anthropic-style one (messages, count_tokens, models), an Azure OpenAI one
+ * (OpenAI's answers at Azure's deployment and v1 paths, Azure's stream quirks) and a Gemini one
+ * (generateContent, streamGenerateContent, embeddings, countTokens, models), each answering JSON or
  * SSE with deterministic usage, checking the credential it receives the way the
  * real one does (openai `Authorization: Bearer`, anthropic `x-api-key` with
- * `anthropic-version`) against a set of keys that tests may change while it runs
+ * `anthropic-version`, azure `api-key`, gemini `x-goog-api-key`) against a set of keys that tests may change while it runs
  * (rotation), and recording every request it saw.
  *
  * Per-server behaviour, set on the upstream: `delayMs` (every answer waits that
@@ -38,11 +40,13 @@
 import { randomBytes } from 'node:crypto';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startAnthropicUpstream } from './upstreams/anthropic.js';
+import { startAzureOpenAiUpstream } from './upstreams/azure-openai.js';
 import { startBedrockUpstream } from './upstreams/bedrock.js';
+import { startGeminiUpstream } from './upstreams/gemini.js';
 import { startOpenAiUpstream } from './upstreams/openai.js';
 import type { FakeUpstream } from './upstreams/server.js';
 
-export { SECRET_MARKER, startAnthropicUpstream, startBedrockUpstream, startOpenAiUpstream };
+export { SECRET_MARKER, startAnthropicUpstream, startAzureOpenAiUpstream, startBedrockUpstream, startGeminiUpstream, startOpenAiUpstream };
 export { FAKE_MODEL_IDS, type FakeUpstream } from './upstreams/server.js';
 export { refusedUrl } from './local-server.js';
 
@@ -51,7 +55,9 @@ export function testProviderKey(label = 'key'): string {
   return `${SECRET_MARKER}-${label}-${randomBytes(12).toString('base64url')}`;
 }
 
-/** An upstream of either profile accepting these keys (the provider connection tests). */
-export function startFakeUpstream(profile: 'openai' | 'anthropic', keys: string[]): Promise<FakeUpstream> {
+/** An upstream of a profile accepting these keys (the provider connection tests). */
+export function startFakeUpstream(profile: 'openai' | 'anthropic' | 'azure-openai' | 'gemini', keys: string[]): Promise<FakeUpstream> {
+  if (profile === 'azure-openai') return startAzureOpenAiUpstream({ apiKeys: keys });
+  if (profile === 'gemini') return startGeminiUpstream({ apiKeys: keys });
   return profile === 'openai' ? startOpenAiUpstream({ apiKeys: keys }) : startAnthropicUpstream({ apiKeys: keys });
 }

@@ -1,5 +1,5 @@
 /**
- * Once per run, for all three projects: decide the database (real PostgreSQL, or
+ * Once per run, for all the projects: decide the database (real PostgreSQL, or
  * loudly PGlite), name the run (its test schemas carry the name), clear the run
  * records, and at the end drop the run's schemas, print which admin operations the
  * suite exercised through HTTP with a response that matched the contract and scan

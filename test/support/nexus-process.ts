@@ -1,7 +1,7 @@
 /**
  * A Nexus as its own process for the tests (scripts/lib/nexus-process.ts), with
  * the test keys and settings of the in-process test app. It runs dist/server.js,
- * which the e2e project's global setup builds once (test/support/build-setup.ts).
+ * which the e2e and timed projects' global setup builds once (test/support/build-setup.ts).
  */
 import { startNexusProcess as start, type NexusProcess } from '../../scripts/lib/nexus-process.js';
 import { TEST_ENCRYPTION_KEY, TEST_ROOT_KEY } from './keys.js';

@@ -33,7 +33,7 @@ export default class ProjectDurations implements Reporter {
     if (!this.spans.size) return;
     const lines = [...this.spans].map(
       ([name, s]) =>
-        `  ${name.padEnd(5)} ${((s.end - s.start) / 1000).toFixed(1).padStart(7)} s   ${String(s.files).padStart(3)} files  ${String(s.tests).padStart(4)} tests`,
+        `  ${name.padEnd(6)} ${((s.end - s.start) / 1000).toFixed(1).padStart(7)} s   ${String(s.files).padStart(3)} files  ${String(s.tests).padStart(4)} tests`,
     );
     console.log(`\nWall time per project:\n${lines.join('\n')}\n`);
   }

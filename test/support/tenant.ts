@@ -117,7 +117,7 @@ export async function activePlan(
 export interface TenantSpec {
   /** Names the workspace, and keys its plan, strategy and users; default `gw-<n>`, n counting in this process. */
   name?: string;
-  profile?: 'openai' | 'anthropic' | 'bedrock';
+  profile?: 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
   /** A bedrock connection's AWS fields (its region; an access key id to sign with SigV4). */
   aws?: Pick<CreateProviderConnectionDtoWritable, 'awsRegion' | 'awsAccessKeyId' | 'awsSessionToken'>;
   /** The upstream's base URL and the key it accepts. */

@@ -23,16 +23,13 @@ export interface ProviderCheckResult {
 const ANTHROPIC_VERSION = '2023-06-01';
 
 /**
- * What the probe asks of a profile's upstream. openai and anthropic: their model list (both profiles keep `/v1`
- * out of baseUrl: the probe, like the SDKs, adds it). bedrock: Bedrock Runtime has no model list; its one
+ * Every profile keeps `/v1` out of baseUrl: the probe, like the SDKs, adds it. Azure OpenAI's baseUrl is
+ * the resource's endpoint: its model list is `openai/v1/models` (v1 needs no api-version), its key `api-key`.
+ * Gemini's is `v1beta/models`, its key `x-goog-api-key`. Bedrock Runtime has no model list; its one
  * read-only list, the asynchronous invocations (at most one), answers a JSON object to credentials it
  * accepts, with the connection's auth (a Bearer API key, or SigV4: bedrock-secret.ts).
  */
-async function probeRequest(
-  profile: ProtocolProfile,
-  baseUrl: string,
-  apiKey: string,
-): Promise<{ url: string; what: string; headers: Record<string, string> }> {
+async function probeRequest(profile: ProtocolProfile, baseUrl: string, apiKey: string): Promise<{ url: string; headers: Record<string, string> }> {
   const common = { accept: 'application/json', 'user-agent': 'nexus-provider-probe/1' };
   if (profile === 'bedrock') {
     const url = `${baseUrl}/async-invoke?maxResults=1`;
@@ -42,14 +39,15 @@ async function probeRequest(
       contentType: undefined,
       body: Buffer.alloc(0),
     });
-    return { url, what: 'GET /async-invoke', headers: { ...common, ...auth } };
+    return { url, headers: { ...common, ...auth } };
   }
+  if (profile === 'azure-openai') return { url: `${baseUrl}/openai/v1/models`, headers: { ...common, 'api-key': apiKey } };
+  if (profile === 'gemini') return { url: `${baseUrl}/v1beta/models`, headers: { ...common, 'x-goog-api-key': apiKey } };
   const url = `${baseUrl}/v1/models`;
-  const what = 'GET /v1/models';
   if (profile === 'anthropic') {
-    return { url, what, headers: { ...common, 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION } };
+    return { url, headers: { ...common, 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION } };
   }
-  return { url, what, headers: { ...common, authorization: `Bearer ${apiKey}` } };
+  return { url, headers: { ...common, authorization: `Bearer ${apiKey}` } };
 }
 
 export interface ProbeInput {
@@ -116,7 +114,8 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
     ...(httpStatus !== undefined ? { httpStatus } : {}),
   });
 
-  const { url, what, headers } = await probeRequest(input.profile, input.baseUrl, input.apiKey);
+  const { url, headers } = await probeRequest(input.profile, input.baseUrl, input.apiKey);
+  const probed = url.slice(input.baseUrl.length);
   // IP literals never reach the lookup hook: check them here (a connection saved
   // while private upstreams were allowed, probed after they no longer are).
   if (isRefusedHost(hostOf(new URL(url)), input.allowPrivate)) {
@@ -142,7 +141,7 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
       }
       return done(
         'unexpected_response',
-        `The upstream answered HTTP ${status} to ${what}, but not with a JSON object: check baseUrl (without /v1) and protocolProfile`,
+        `The upstream answered HTTP ${status} to GET ${probed}, but not with a JSON object: check baseUrl (without /v1) and protocolProfile`,
         status,
       );
     }
@@ -152,7 +151,7 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
     }
     return done(
       'unexpected_response',
-      `The upstream answered HTTP ${status} to ${what}: check baseUrl (without /v1) and protocolProfile`,
+      `The upstream answered HTTP ${status} to GET ${probed}: check baseUrl (without /v1) and protocolProfile`,
       status,
     );
   } catch (err) {

@@ -1,5 +1,16 @@
 /** Anthropic's Messages API (and its token counting, free); the key as `x-api-key`. */
-import { big, bytesOf, defineProtocol, sseEvent, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+import { anthropicInput, FOREIGN } from '../input-estimate.js';
+import {
+  big,
+  bytesOf,
+  defineProtocol,
+  modelRoutes,
+  sseEvent,
+  type StreamCut,
+  type StreamReader,
+  type StreamState,
+  type Usage,
+} from './protocol.js';
 
 type Json = Record<string, any>;
 
@@ -67,13 +78,29 @@ class MessagesStream implements StreamReader {
   }
 }
 
+/**
+ * The error types of Anthropic's error body by the shared Error body's type: Anthropic has no conflict,
+ * quota or upstream type, so those read as its nearest (a refusal of the request, a limit, a server error).
+ */
+const ERROR_TYPE: Record<string, string> = {
+  conflict_error: 'invalid_request_error',
+  payload_too_large_error: 'request_too_large',
+  quota_exceeded_error: 'rate_limit_error',
+  upstream_error: 'api_error',
+};
+
 export const anthropic = defineProtocol({
   profile: 'anthropic',
-  metered: [[/(^|\/)messages$/i, 'messages']],
-  countTokens: /^(?:v1\/)?messages\/count_tokens$/i,
+  title: 'Anthropic',
+  callerKeyHeaders: ['x-api-key'],
+  droppedHeaders: [],
   authHeaders(out, apiKey) {
     out.push('x-api-key', apiKey);
   },
+  metered: [[/(^|\/)messages$/i, 'messages']],
+  free: [...modelRoutes(), ['POST', /^(?:v1\/)?messages\/count_tokens$/i, 'count_tokens']],
+  capFields: { messages: ['max_tokens'] },
+  usageAsked: [],
   usageOf: anthropicUsage,
   imageMark: Buffer.from('"base64"'),
   /** An image source `{ type: 'base64', media_type: 'image/...', data }`. */
@@ -82,5 +109,20 @@ export const anthropic = defineProtocol({
       ? o.data
       : undefined;
   },
+  /** Claude's tokenizer is not o200k: its count gets the margin (input-estimate.ts). */
+  estimateInput(_endpoint, body, tally) {
+    anthropicInput(body, tally);
+    return FOREIGN;
+  },
   streamReader: () => new MessagesStream(),
+  /**
+   * Anthropic's `{ type: 'error', error: { type, message } }` and its `request-id` header: the SDK's
+   * APIError shows the message (`apiMessage`, `type`) and `requestID`. Nexus's code, param and request
+   * id stay in `error` beside them.
+   */
+  errorShape: {
+    body: (shared) => ({ type: 'error', error: { ...shared.error, type: ERROR_TYPE[shared.error.type] ?? shared.error.type } }),
+    requestIdHeader: 'request-id',
+  },
+  telemetry: { system: 'anthropic', operations: { messages: 'chat' } },
 });

@@ -13,6 +13,8 @@
  * an IAM access key that signs every request with SigV4 (`@smithy/signature-v4`, service `bedrock`).
  */
 import { bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret } from '../../domain/provider-connections/bedrock-secret.js';
+import { AppError, type ErrorBody } from '../../errors.js';
+import { bedrockInput, FOREIGN } from '../input-estimate.js';
 import { eventFrame } from './event-stream.js';
 import { big, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
 
@@ -39,8 +41,9 @@ export function converseUsage(u: Json | null | undefined): Usage | null {
 const MODEL_IN_PATH = /^model\/(.+)\/[^/]+$/i;
 
 /**
- * The model a Bedrock path names: its `{modelId}`, percent-decoded, whether an ARN's `/` came encoded (%2F, as
- * the SDK sends it) or not, so that the rules of a plan see one name for one model.
+ * The model a Bedrock path names (its routeModel): its `{modelId}`, percent-decoded, whether an ARN's `/`
+ * came encoded (%2F, as the SDK sends it) or not, so that the rules of a plan see one name for one model.
+ * The gateway passes the route, already decoded (path-safety.ts); a path as sent is decoded here.
  */
 export function modelInPath(providerPath: string): string | undefined {
   let path = providerPath.replace(/\/$/, '');
@@ -122,28 +125,56 @@ async function signRequest(secretText: string, request: { method: string; url: U
   for (const name in auth) headers.push(name, auth[name]!);
 }
 
+/**
+ * The exception the AWS SDK raises for a status of the gateway's own refusals (`x-amzn-errortype`): those
+ * that Bedrock Runtime models (@aws-sdk/client-bedrock-runtime), by the status Bedrock answers them with.
+ */
+export function awsErrorType(status: number): string {
+  if (status === 401 || status === 403) return 'AccessDeniedException';
+  if (status === 404) return 'ResourceNotFoundException';
+  if (status === 409) return 'ConflictException';
+  if (status === 429) return 'ThrottlingException';
+  if (status === 503 || status === 502) return 'ServiceUnavailableException';
+  if (status >= 500) return 'InternalServerException';
+  return 'ValidationException';
+}
+
+const INVOKE = /^model\/.+\/invoke(?:-with-response-stream)?$/i;
+
 export const bedrock = defineProtocol({
   profile: 'bedrock',
+  title: 'Amazon Bedrock Runtime',
+  // The SDK's bearer token (`token`, or AWS_BEARER_TOKEN_BEDROCK) is the inference key.
+  callerKeyHeaders: ['authorization'],
+  // A caller's own SigV4 headers: the connection signs the upstream request itself.
+  droppedHeaders: ['x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256'],
+  // Every request's auth is set by signRequest: a SigV4 signature covers the final headers and body.
+  authHeaders() {},
   metered: [
     [/^model\/.+\/converse$/i, 'converse'],
     [/^model\/.+\/converse-stream$/i, 'converse-stream'],
   ],
-  refused: [
-    [
-      /^model\/.+\/invoke(?:-with-response-stream)?$/i,
-      "InvokeModel is not metered on a 'bedrock' connection (its body is each model's own, so its output cannot be bounded): use Converse or ConverseStream, which reach the same models",
-    ],
-  ],
-  alwaysStreams: ['converse-stream'],
-  streamFraming: 'event-stream',
-  modelInPath,
   // CountTokens: the model is the path's (the route is decoded: an ARN's slashes are in the group).
-  countTokens: /^model\/(.+)\/count-tokens$/i,
-  // Every request's auth is set by signRequest: a SigV4 signature covers the final headers and body.
-  authHeaders() {},
-  signRequest,
-  /** A Bedrock API key goes upstream and could come back (an access key's secret never leaves the gateway: its id is masked). */
-  maskedPart: (secretText) => bedrockPreviewSource(parseBedrockSecret(secretText)),
+  free: [['POST', /^model\/(.+)\/count-tokens$/i, 'model']],
+  routeModel: modelInPath,
+  capFields: { converse: ['inferenceConfig.maxTokens'], 'converse-stream': ['inferenceConfig.maxTokens'] },
+  // Converse asks for one answer: no field multiplies the cap.
+  choiceFields: [],
+  streamedEndpoints: ['converse-stream'],
+  /**
+   * InvokeModel and InvokeModelWithResponseStream: their bodies are each model family's own (where the cap
+   * is, and whether it can be bounded, differ by model), so they are refused even where the workspace
+   * allows unmetered calls. Converse reaches the same models.
+   */
+  checkRequest(endpoint, _search, route) {
+    if (endpoint === undefined && INVOKE.test(route)) {
+      throw new AppError(
+        'unmetered_endpoint',
+        "InvokeModel is not metered on a 'bedrock' connection (its body is each model's own, so its output cannot be bounded): use Converse or ConverseStream, which reach the same models",
+      );
+    }
+  },
+  usageAsked: [],
   usageOf: converseUsage,
   imageMark: Buffer.from('"bytes"'),
   /** A Converse image block's `{ format, source: { bytes } }` (base64 in the JSON body). */
@@ -152,5 +183,25 @@ export const bedrock = defineProtocol({
     const source = o.source as Record<string, unknown> | undefined;
     return source && typeof source === 'object' && typeof source.bytes === 'string' ? source.bytes : undefined;
   },
+  /** Bedrock's models (Anthropic's, Meta's, Amazon's...) are not counted by o200k: the margin (input-estimate.ts). */
+  estimateInput(_endpoint, body, tally, model) {
+    bedrockInput(body, tally, model);
+    return FOREIGN;
+  },
   streamReader: () => new ConverseStream(),
+  streamFraming: 'event-stream',
+  signRequest,
+  /** A Bedrock API key goes upstream and could come back (an access key's secret never leaves the gateway: its id is masked). */
+  maskedPart: (secretText) => bedrockPreviewSource(parseBedrockSecret(secretText)),
+  /**
+   * AWS's restJson errors: the exception's name in `x-amzn-errortype`, its text in the body's `message`,
+   * the request id in `x-amzn-requestid` (the SDK's `$metadata.requestId`); the shared Error body's
+   * fields stay beside `message` (Nexus's stable code in `error.code`).
+   */
+  errorShape: {
+    body: (shared: ErrorBody) => ({ message: shared.error.message, ...shared }),
+    headers: (_shared, status) => ({ 'x-amzn-errortype': awsErrorType(status) }),
+    requestIdHeader: 'x-amzn-requestid',
+  },
+  telemetry: { system: 'aws.bedrock', operations: { converse: 'chat', 'converse-stream': 'chat' } },
 });

@@ -3,12 +3,37 @@
  * beside these (its ProtocolTable, protocol.ts) and a row here.
  */
 import { anthropic } from './anthropic.js';
+import { azureOpenai } from './azure-openai.js';
 import { bedrock } from './bedrock.js';
+import { gemini } from './gemini.js';
 import { openai } from './openai.js';
 import type { Protocol, ProtocolProfile } from './protocol.js';
 
-const PROTOCOLS: Record<ProtocolProfile, Protocol> = { openai, anthropic, bedrock };
+const PROTOCOLS: Record<ProtocolProfile, Protocol> = { openai, anthropic, 'azure-openai': azureOpenai, gemini, bedrock };
+const ALL = Object.values(PROTOCOLS);
 
 export function protocolOf(profile: ProtocolProfile): Protocol {
   return PROTOCOLS[profile];
+}
+
+/**
+ * Every header an inference key may come in, whatever the connection (its protocol is known only once
+ * the key is looked up): read in this order by client-request.ts, and never sent to an upstream.
+ */
+export const CALLER_KEY_HEADERS: readonly string[] = [...new Set(ALL.flatMap((p) => p.callerKeyHeaders))];
+
+/** Every query parameter an inference key may come in (Gemini's `key`), read after the headers and never forwarded. */
+export const CALLER_KEY_QUERIES: readonly string[] = [...new Set(ALL.flatMap((p) => (p.callerKeyQuery ? [p.callerKeyQuery] : [])))];
+
+/**
+ * The protocol, other than `own`, that meters or governs this method and route, when `own` does neither:
+ * a call of one API on a connection of another, refused (409 protocol_mismatch) rather than forwarded
+ * unmetered.
+ */
+export function foreignProtocolOf(own: Protocol, method: string, route: string): Protocol | undefined {
+  for (const other of ALL) {
+    if (other === own) continue;
+    if (other.inspectorFor(method, route) || other.freeEndpointFor(method, route)) return other;
+  }
+  return undefined;
 }

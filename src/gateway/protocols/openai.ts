@@ -7,12 +7,15 @@ import {
   bytesOf,
   defineProtocol,
   isImageDataUrl,
+  modelRoutes,
   sseEvent,
   type StreamCut,
   type StreamReader,
   type StreamState,
+  type ProtocolTable,
   type Usage,
 } from './protocol.js';
+import { openAiInput, openAiRule, type OpenAiEndpoint } from '../input-estimate.js';
 
 /** Responses API output items tracked for the answer of a cut stream (output_index beyond it is not kept). */
 const MAX_OUTPUT_ITEMS = 1024;
@@ -221,8 +224,53 @@ class ResponsesStream implements StreamReader {
   }
 }
 
+/** The inline image of a chat request (`{ type: 'image_url', image_url: { url } }`) or a Responses API one (`{ type: 'input_image', image_url }`). */
+function inlineImage(o: Record<string, unknown>): string | undefined {
+  if (o.type === 'image_url' && o.image_url && typeof o.image_url === 'object') {
+    const url = (o.image_url as Record<string, unknown>).url;
+    return isImageDataUrl(url) ? url : undefined;
+  }
+  if (o.type === 'input_image' && isImageDataUrl(o.image_url)) return o.image_url;
+  return undefined;
+}
+
+/**
+ * What every OpenAI-shaped API shares (openai, and azure-openai beside it): the request's caps, usage,
+ * inline images, streams and span names. Chat's two cap names are both read (a server may honour
+ * either, so the larger bounds the call); the newer one is written when the request has none.
+ */
+export const OPENAI_SHAPE = {
+  capFields: {
+    chat: ['max_completion_tokens', 'max_tokens'],
+    completions: ['max_tokens'],
+    responses: ['max_output_tokens'],
+    embeddings: [],
+  },
+  usageAsked: ['chat', 'completions'],
+  usageOf: openAiUsage,
+  imageMark: Buffer.from(';base64,'),
+  inlineImage,
+  /** o200k for OpenAI's o200k models, else the margin (input-estimate.ts): an Azure deployment's name gets the margin. */
+  estimateInput(endpoint, body, tally, model) {
+    openAiInput(endpoint as OpenAiEndpoint, body, tally);
+    return openAiRule(model);
+  },
+  streamReader: (endpoint) => (endpoint === 'responses' ? new ResponsesStream() : new ChunkStream(endpoint === 'chat')),
+  operations: { chat: 'chat', completions: 'text_completion', embeddings: 'embeddings', responses: 'chat' },
+} satisfies Pick<ProtocolTable, 'capFields' | 'usageAsked' | 'usageOf' | 'imageMark' | 'inlineImage' | 'estimateInput' | 'streamReader'> & {
+  operations: ProtocolTable['telemetry']['operations'];
+};
+
 export const openai = defineProtocol({
   profile: 'openai',
+  title: 'OpenAI',
+  callerKeyHeaders: ['authorization'],
+  // Which of the operator's OpenAI organizations and projects the connection's key bills is the
+  // operator's choice (the connection), not the end user's.
+  droppedHeaders: ['openai-organization', 'openai-project'],
+  authHeaders(out, apiKey) {
+    out.push('authorization', `Bearer ${apiKey}`);
+  },
   // Case-insensitive: some upstreams route paths so (ASP.NET-hosted ones, for instance).
   metered: [
     [/(^|\/)chat\/completions$/i, 'chat'],
@@ -230,20 +278,7 @@ export const openai = defineProtocol({
     [/(^|\/)embeddings$/i, 'embeddings'],
     [/(^|\/)responses$/i, 'responses'],
   ],
-  countTokens: null,
-  authHeaders(out, apiKey) {
-    out.push('authorization', `Bearer ${apiKey}`);
-  },
-  usageOf: openAiUsage,
-  imageMark: Buffer.from(';base64,'),
-  /** Chat's `{ type: 'image_url', image_url: { url } }` or the Responses API's `{ type: 'input_image', image_url }`, inline. */
-  inlineImage(o) {
-    if (o.type === 'image_url' && o.image_url && typeof o.image_url === 'object') {
-      const url = (o.image_url as Record<string, unknown>).url;
-      return isImageDataUrl(url) ? url : undefined;
-    }
-    if (o.type === 'input_image' && isImageDataUrl(o.image_url)) return o.image_url;
-    return undefined;
-  },
-  streamReader: (endpoint) => (endpoint === 'responses' ? new ResponsesStream() : new ChunkStream(endpoint === 'chat')),
+  free: modelRoutes(),
+  ...OPENAI_SHAPE,
+  telemetry: { system: 'openai', operations: OPENAI_SHAPE.operations },
 });

@@ -1,22 +1,61 @@
 /**
- * What a protocol module declares (one per API the gateway meters: openai.ts, anthropic.ts), and the
- * Protocol the gateway reads from it. The gateway never asks which protocol a call speaks: it reads the
- * connection's protocol from the table (index.ts) and asks it.
+ * What a protocol module declares (one per API the gateway meters: openai.ts, anthropic.ts,
+ * azure-openai.ts, gemini.ts, bedrock.ts), and the Protocol the gateway reads from it. The gateway never
+ * asks which protocol a call speaks: it reads the connection's protocol from the table (index.ts) and asks
+ * it. Everything Nexus knows of one API is in its table (ProtocolTable below, field by field):
  *
- * A protocol declares: which paths are metered (an endpoint each, whose inspector reads the request for
- * its bounds and the answer for its usage: inspectors.ts, sse-meter.ts), which free endpoint it has
- * beyond the model list, how the connection's key goes up, how a usage object reads, where an inline
- * image is in a request body, and how a stream reads (its usage, its output text, and the end a
- * stream cut at its output bound gets). Every protocol answers a
- * refusal of the gateway's own with the shared Error body (src/http/api.ts): a protocol that needs its
- * own error shape adds it here.
+ *   - keys: where a caller may put its inference key (`callerKeyHeaders`, `callerKeyQuery`: read by
+ *     client-request.ts, and never sent to any upstream whatever its protocol), which other caller
+ *     headers are dropped (`droppedHeaders`), and how the connection's own key goes up (`authHeaders`);
+ *   - paths: the metered ones (`metered`, an endpoint each), the governed but free ones (`free`: model
+ *     lists and descriptions, token counting); every other protocol's metered and free paths are
+ *     refused on this one's connections with 409 `protocol_mismatch` (index.ts); `checkRequest`
+ *     refuses a request the protocol cannot meter (a Gemini stream that is not SSE, Bedrock's InvokeModel);
+ *   - the model a call names: `body.model` unless `routeModel` finds it in the path (an Azure
+ *     deployment, a Gemini model, a Bedrock model id or ARN);
+ *   - the input estimate: the body's bytes, less the inline images found by `imageMark` /
+ *     `inlineImage` beyond their token bound (inspectors.ts, inputBoundOf: the one place the input
+ *     bound is computed); the output cap: `capFields`, the request fields (dotted paths) that cap an
+ *     endpoint's output, read for the bound, written when the request has none and lowered to the
+ *     plan's cap (clamp), times `choiceFields`; `streamedEndpoints`, streamed by their path;
+ *     `usageAsked`: the streaming endpoints whose stream carries usage only when asked
+ *     (`stream_options.include_usage`, which the gateway then adds);
+ *   - usage: `usageOf` (a JSON answer's usage object, found at `answerFields`, and a stream event's)
+ *     and `streamReader` (an SSE stream's events: usage, output text, the end of a stream cut at its
+ *     output bound; an event-stream's too, `streamFraming`); `modelList`, where its model list names its models;
+ *   - errors: `errorShape`, the body of the gateway's own refusals in the API's own shape (so that
+ *     the provider's SDK shows Nexus's message and request id); none: the shared Error body;
+ *   - telemetry: `telemetry.system` (the `gen_ai.system` of its spans and the `protocol` label of its
+ *     metrics) and the operation name of each endpoint (its upstream span's name);
+ *   - framing and signing (bedrock.ts): `streamFraming`, `event-stream` for AWS's binary event-stream
+ *     (read by event-stream-meter.ts, the same StreamReader fed each event's JSON; the gateway branches on
+ *     the field, never on the protocol's name); `signRequest`, an upstream auth that signs the final
+ *     request (SigV4: method, URL, headers and body), called once per call after `authHeaders`;
+ *     `maskedPart`, the part of a structured secret an answer could echo (a Bedrock API key; an IAM
+ *     secret key never goes upstream), for the answers' mask.
+ *
+ * A new protocol is one module with its table, and a row in index.ts (and in the table-driven suite,
+ * test/gateway/protocol-rows.ts).
  */
+import type { ErrorBody } from '../../errors.js';
+
+import type { InputRule, InputTally } from '../input-estimate.js';
 
 /** The protocols Nexus meters: a provider connection's protocolProfile. */
-export type ProtocolProfile = 'openai' | 'anthropic' | 'bedrock';
+export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
 
 /** A metered endpoint: what its request bounds and its answer reports are read as. */
-export type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'converse' | 'converse-stream';
+export type Endpoint =
+  | 'chat'
+  | 'completions'
+  | 'embeddings'
+  | 'responses'
+  | 'messages'
+  | 'generate'
+  | 'stream_generate'
+  | 'embed'
+  | 'converse'
+  | 'converse-stream';
 
 export interface Usage {
   /** All input tokens, cached ones included. */
@@ -41,42 +80,99 @@ export type FreeEndpoint =
   /** `model`: the one its path names (the countTokens pattern's first group); absent, its body names it. */
   | { kind: 'count_tokens'; model?: string };
 
+/**
+ * A free path: its method, its pattern (matched on the whole route, case-insensitive) and its kind; a
+ * `model` path's first group is the model's name (a free call about one model: its description, or
+ * Gemini's token counting, whose path names the model).
+ */
+export type FreeRoute = readonly [method: 'GET' | 'POST', pattern: RegExp, kind: FreeEndpoint['kind']];
+
 type Json = Record<string, any>;
 
-/** What a protocol module declares. */
+/** The gateway's own refusal (its shared Error body) in a protocol's own error shape. */
+interface ErrorShape {
+  /** The body the client gets. */
+  body(shared: ErrorBody): unknown;
+  /** The header the protocol's SDK reads the request id from (set to Nexus's request id), if any. */
+  requestIdHeader?: string;
+  /** Headers the protocol's SDK reads the error from, by the refusal's status (Bedrock's `x-amzn-errortype`), if any. */
+  headers?(shared: ErrorBody, status: number): Record<string, string>;
+}
+
+/** What a protocol module declares (protocol.ts's comment says what each part is for). */
 export interface ProtocolTable {
   profile: ProtocolProfile;
-  /** The metered paths (POST), each an endpoint; matched in order, case-insensitive, at the path's end. */
-  metered: readonly (readonly [RegExp, Endpoint])[];
-  /** Its token-counting path (POST), governed but free; null: none. A first group is the model it names. */
-  countTokens: RegExp | null;
+  /** Its name for a person: the 409 of another protocol's path names it. */
+  title: string;
+  /**
+   * Caller headers an inference key may come in, lower case: `authorization` (as a Bearer token) or a
+   * header holding the key itself. Every protocol's are dropped towards every upstream.
+   */
+  callerKeyHeaders: readonly string[];
+  /** Other caller headers dropped towards this protocol's upstream, lower case. */
+  droppedHeaders: readonly string[];
+  /** A query parameter an inference key may come in (Gemini's `?key=`): never forwarded, whatever the connection. */
+  callerKeyQuery?: string;
   /** The connection's key, as its upstream takes it: added to undici's header list (name, value, ...). */
   authHeaders(out: string[], apiKey: string): void;
+  /** The metered paths (POST), each an endpoint; matched in order, case-insensitive. */
+  metered: readonly (readonly [RegExp, Endpoint])[];
+  /** The governed but free paths: model lists, a model's description, token counting. */
+  free: readonly FreeRoute[];
+  /** The model a metered path names (an Azure deployment), which the body's `model` then does not override; none: the body's. */
+  routeModel?(route: string): string | undefined;
+  /**
+   * The request fields that cap an endpoint's output, the one written when the request has none first; none:
+   * no output (embeddings). A field may be a dotted path (`generationConfig.maxOutputTokens`).
+   */
+  capFields: Partial<Record<Endpoint, readonly string[]>>;
+  /** The request fields asking for several answers, each up to the cap (dotted paths); default `n`, `best_of`. */
+  choiceFields?: readonly string[];
+  /** Endpoints whose answer is a stream whatever the body says (the path asks for it); default: `stream: true` in the body. */
+  streamedEndpoints?: readonly Endpoint[];
+  /**
+   * Refuses (throws an AppError) a request it cannot meter, by its endpoint (undefined: a path it does not
+   * meter), query string and route: such a request is never forwarded, even where the workspace allows
+   * unmetered calls (a Gemini stream that is not SSE, Bedrock's InvokeModel).
+   */
+  checkRequest?(endpoint: Endpoint | undefined, search: string, route: string): void;
+  /** Where a JSON answer holds its usage and its model; default `usage` and `model`. */
+  answerFields?: { usage: string; model: string };
+  /** Where a model list holds its models and how an entry names one; default `data[].id`. */
+  modelList?: { field: string; idOf(entry: unknown): string | undefined };
+  /** Streaming endpoints whose stream reports usage only when asked (`stream_options.include_usage`). */
+  usageAsked: readonly Endpoint[];
   /** A usage object of an answer (a JSON answer's `usage`, a stream event's), read; null when it is not one. */
   usageOf(u: Json | null | undefined): Usage | null;
   /** Bytes that every inline image of a request body holds: a body without them is not searched for images. */
   imageMark: Buffer;
   /** The base64 data of an inline image, when `node` of a request body is one. */
   inlineImage(node: Record<string, unknown>): string | undefined;
+  /**
+   * The input a request of `endpoint` carries, walked into `tally` (input-estimate.ts), and the rule that
+   * bounds the count for the model it names.
+   */
+  estimateInput(endpoint: Endpoint, body: Record<string, unknown>, tally: InputTally, model: string): InputRule;
   /** The reader of one metered stream of `endpoint` (made per stream: it keeps what the stream's end needs). */
   streamReader(endpoint: Endpoint): StreamReader;
-  // The fields below are what an event-stream, path-model, signed protocol (bedrock.ts) adds; absent, a
-  // protocol is as openai and anthropic are.
+  /** The gateway's refusals in the API's own error shape; none: the shared Error body. */
+  errorShape?: ErrorShape;
+  /** Span and metric names: `system` (gen_ai.system, the metrics' protocol label), each endpoint's operation name. */
+  telemetry: { system: string; operations: Partial<Record<Endpoint, string>> };
+  // The fields below are what an event-stream, signed protocol (bedrock.ts) adds; absent, a protocol is as
+  // the others are.
   /**
    * How its streams are framed: `sse` (text/event-stream, sse-meter.ts; the default) or `event-stream`
    * (AWS's binary application/vnd.amazon.eventstream, event-stream-meter.ts). Either way each event's JSON
    * goes to the same StreamReader.
    */
   streamFraming?: 'sse' | 'event-stream';
-  /** Paths (any method) refused with their message, whatever the workspace allows: calls it cannot meter. */
-  refused?: readonly (readonly [RegExp, string])[];
-  /** Endpoints whose answer is a stream by their path, whatever the body says. */
-  alwaysStreams?: readonly Endpoint[];
-  /** The model a call names in its path (the provider path as sent, still percent-encoded); absent: the body's `model`. */
-  modelInPath?(providerPath: string): string | undefined;
   /** The part of the connection's secret an answer could echo, for the answers' mask; absent: the whole secret. */
   maskedPart?(secret: string): string;
-  /** Signs the upstream request once its headers and body are final (SigV4); after authHeaders. */
+  /**
+   * Signs the upstream request once its headers and body are final (SigV4: the method, URL, headers and
+   * body are signed), after authHeaders; absent: authHeaders alone.
+   */
   signRequest?(secret: string, request: { method: string; url: URL; body: Buffer; headers: string[] }): Promise<void>;
 }
 
@@ -119,16 +215,36 @@ export interface StreamReader {
 export interface Protocol extends ProtocolTable {
   /** The inspector of a call's method and route (its path as an upstream may route it); undefined when not metered. */
   inspectorFor(method: string, route: string): Inspector | undefined;
-  /** A governed but free endpoint, matched on the exact provider paths, with or without a leading `v1/`. */
+  /** A governed but free endpoint of the call's method and route. */
   freeEndpointFor(method: string, route: string): FreeEndpoint | undefined;
-  /** Why a call of this route is refused (table.refused), or undefined. */
-  refusalFor(route: string): string | undefined;
+  /** The endpoints it meters, for a person ("chat/completions, embeddings"). */
+  readonly meters: string;
+  /** The span name of an endpoint's upstream call. */
+  operationOf(endpoint: Endpoint): string;
 }
 
-const MODEL_LIST = /^(?:v1\/)?models$/i;
-const MODEL_ONE = /^(?:v1\/)?models\/(.+)$/i;
 const MODELS: FreeEndpoint = Object.freeze({ kind: 'models' });
 const COUNT_TOKENS: FreeEndpoint = Object.freeze({ kind: 'count_tokens' });
+
+/** The model list and a model's description at `{prefix}models[/{model}]`, with or without `v1/` (OpenAI and Anthropic). */
+export const modelRoutes = (prefix = ''): FreeRoute[] => [
+  ['GET', new RegExp(`^${prefix}(?:v1\\/)?models$`, 'i'), 'models'],
+  ['GET', new RegExp(`^${prefix}(?:v1\\/)?models\\/(.+)$`, 'i'), 'model'],
+];
+
+/** An endpoint as a person names it (the path it ends in). */
+const ENDPOINT_PATH: Record<Endpoint, string> = {
+  chat: 'chat/completions',
+  completions: 'completions',
+  embeddings: 'embeddings',
+  responses: 'responses',
+  messages: 'messages',
+  generate: 'generateContent',
+  stream_generate: 'streamGenerateContent',
+  embed: 'embedContent',
+  converse: 'converse',
+  'converse-stream': 'converse-stream',
+};
 
 /** A protocol from its table: its inspectors made once. */
 export function defineProtocol(table: ProtocolTable): Protocol {
@@ -143,20 +259,18 @@ export function defineProtocol(table: ProtocolTable): Protocol {
       return undefined;
     },
     freeEndpointFor(method, route) {
-      if (method === 'GET') {
-        if (MODEL_LIST.test(route)) return MODELS;
-        const one = MODEL_ONE.exec(route);
-        if (one) return { kind: 'model', model: one[1]! };
-      } else if (method === 'POST' && table.countTokens) {
-        const counted = table.countTokens.exec(route);
-        if (counted) return counted[1] !== undefined ? { kind: 'count_tokens', model: counted[1] } : COUNT_TOKENS;
+      for (const [m, pattern, kind] of table.free) {
+        if (m !== method) continue;
+        const match = pattern.exec(route);
+        if (!match) continue;
+        if (kind === 'models') return MODELS;
+        if (kind === 'count_tokens') return COUNT_TOKENS;
+        return { kind: 'model', model: match[1]! };
       }
       return undefined;
     },
-    refusalFor(route) {
-      for (const [pattern, message] of table.refused ?? []) if (pattern.test(route)) return message;
-      return undefined;
-    },
+    meters: [...new Set(table.metered.map(([, endpoint]) => ENDPOINT_PATH[endpoint]))].join(', '),
+    operationOf: (endpoint) => table.telemetry.operations[endpoint] ?? endpoint,
   };
   for (const [, endpoint] of table.metered) inspectors.set(endpoint, Object.freeze({ endpoint, protocol }));
   return protocol;

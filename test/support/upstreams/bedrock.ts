@@ -9,9 +9,9 @@
  *
  * Per request, besides the shared faults: x-fake-usage "input,output,cacheRead,cacheWrite" (input excludes
  * the cache, as Bedrock's inputTokens does); x-fake-fault `broken-frame` (the stream's third frame has a
- * bad checksum; the frames after it come a second apart), `split` (the stream is written 3 bytes a write,
- * frames across chunks), `no-usage`
- * (no metadata event; a JSON answer without usage).
+ * bad checksum; the frames after it come a second apart; `malformed`, the shared fault's name, is the same),
+ * `split` (the stream is written 3 bytes a write, frames across chunks), `slow` (a frame every
+ * x-fake-delay-ms, default 50), `no-usage` (no metadata event; a JSON answer without usage).
  */
 import type { IncomingMessage } from 'node:http';
 import { Sha256 } from '@smithy/core/checksum';
@@ -124,7 +124,7 @@ export function startBedrockUpstream(options: BedrockUpstreamOptions): Promise<F
     JSON.parse(raw);
     const usage = usageOf(req);
     const words = wordsOf(req, usage.outputTokens);
-    const fault = req.headers['x-fake-fault'];
+    const fault = req.headers['x-fake-fault'] === 'malformed' ? 'broken-frame' : req.headers['x-fake-fault'];
     if (route[2] === 'converse') {
       return json(res, 200, {
         output: { message: { role: 'assistant', content: [{ text: words.join(' ') }] } },
@@ -154,6 +154,16 @@ export function startBedrockUpstream(options: BedrockUpstreamOptions): Promise<F
         await sleep(1000);
         if (res.destroyed) return;
         res.write(frame);
+      }
+      res.end();
+      return;
+    }
+    if (fault === 'slow') {
+      const delay = Number(req.headers['x-fake-delay-ms'] ?? 50);
+      for (const frame of frames) {
+        if (res.destroyed) return;
+        res.write(frame);
+        await sleep(delay);
       }
       res.end();
       return;

@@ -1,14 +1,13 @@
 import type { Knex } from 'knex';
 
 /**
- * A provider connection may speak `bedrock` (Amazon Bedrock Runtime: src/gateway/protocols/bedrock.ts). Its
- * AWS region and credentials are sealed as the connection's secret (api_key_ciphertext): no new column.
- * The down migration refuses while a bedrock connection exists, rather than drop it.
+ * A provider connection may speak `azure-openai` and `gemini` (src/gateway/protocols/). The down
+ * migration fails while a connection speaks one of them, rather than dropping connections.
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('alter table provider_connections drop constraint provider_connections_profile_check');
   await knex.raw(
-    "alter table provider_connections add constraint provider_connections_profile_check check (protocol_profile in ('openai','anthropic','bedrock'))",
+    "alter table provider_connections add constraint provider_connections_profile_check check (protocol_profile in ('openai','anthropic','azure-openai','gemini'))",
   );
 }
 

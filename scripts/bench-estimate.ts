@@ -1,0 +1,156 @@
+/**
+ * `npm run bench:estimate`: how tight the input bound is (src/gateway/input-estimate.ts) and what it costs.
+ *
+ * Over the corpus of test/fixtures/input-corpus.ts (English, code, CJK, JSON, base64), a chat request of
+ * four messages, its third the sample: per kind, the body's bytes (the bound before the estimate), the
+ * tokens the model's chat template makes of it (actual: o200k_base for gpt-4o, cl100k_base for gpt-4,
+ * both as gpt-tokenizer encodes a chat), and the bound each model's call is admitted at, with bound /
+ * actual. A Claude model's bound is shown against the o200k count (Claude's tokenizer is not public).
+ *
+ * Then the estimate's cost for a 2 KB English prompt (a chat request), in µs: the walk, the count and
+ * the bound on a parsed body, each of BENCH_ESTIMATE_PROMPTS (default 2,000) different prompts once per
+ * round, BENCH_ESTIMATE_ROUNDS rounds (default 7, after 2 to warm up); the median round is printed, with
+ * gpt-tokenizer's countTokens of the same prompts and the whole prepareCall (parse, caps, bound) beside
+ * it. Then 2 KB CJK prompts of random common characters (every run between full stops a piece to merge,
+ * none seen before). Last, 64 KiB of random base64 sent as text, whose pieces are mostly outside the
+ * vocabulary: what the estimate costs (its merges bounded) against countTokens, in ms.
+ */
+import { randomBytes } from 'node:crypto';
+import { cpus, loadavg } from 'node:os';
+import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
+import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
+import { InputTally, o200kTokens } from '../src/gateway/input-estimate.js';
+import { inspectorFor, prepareCall } from '../src/gateway/inspectors.js';
+import { openai } from '../src/gateway/protocols/openai.js';
+import { corpus, englishPrompt } from '../test/fixtures/input-corpus.js';
+
+const PROMPTS = Number(process.env.BENCH_ESTIMATE_PROMPTS ?? 2000);
+const ROUNDS = Number(process.env.BENCH_ESTIMATE_ROUNDS ?? 7);
+const AS_TEXT = { disallowedSpecial: new Set<string>() };
+const CAPS = { maxOutputTokens: 1000, clamp: true };
+
+const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
+const messages = inspectorFor('anthropic', 'POST', 'v1/messages')!;
+type Message = { role: 'system' | 'user' | 'assistant'; content: string };
+const conversation = (text: string): Message[] => [
+  { role: 'system', content: 'You are a careful assistant. Answer briefly.' },
+  { role: 'user', content: 'I will paste a text.' },
+  { role: 'user', content: text },
+  { role: 'user', content: 'Summarise it in two sentences.' },
+];
+const boundOf = (on: typeof chat, body: object) => Number(prepareCall(on, Buffer.from(JSON.stringify(body)), CAPS).inputBound);
+const ratio = (a: number, b: number) => (a / b).toFixed(2);
+
+console.log(
+  `node ${process.version}, ${cpus().length} CPUs, load ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
+console.log('\nInput bound / actual, a chat of four messages, the third the sample:\n');
+console.log(
+  '| kind | bytes | gpt-4o actual | gpt-4o bound | bound/actual | bytes/actual | gpt-4 actual | gpt-4 bound | bound/actual | claude bound / o200k |',
+);
+console.log('|---|---|---|---|---|---|---|---|---|---|');
+for (const { kind, text } of corpus()) {
+  const turns = conversation(text);
+  const bytes = Buffer.byteLength(JSON.stringify({ model: 'gpt-4o', messages: turns }));
+  const actual4o = gpt4o.encodeChat(turns, 'gpt-4o', AS_TEXT).length;
+  const bound4o = boundOf(chat, { model: 'gpt-4o', messages: turns });
+  const actual4 = gpt4.encodeChat(turns, 'gpt-4', AS_TEXT).length;
+  const bound4 = boundOf(chat, { model: 'gpt-4', messages: turns });
+  const claude = boundOf(messages, { model: 'claude-sonnet-4-5', max_tokens: 10, system: turns[0]!.content, messages: turns.slice(1) });
+  console.log(
+    `| ${kind} | ${bytes} | ${actual4o} | ${bound4o} | ${ratio(bound4o, actual4o)} | ${ratio(bytes, actual4o)} | ${actual4} | ${bound4} | ${ratio(bound4, actual4)} | ${ratio(claude, actual4o)} |`,
+  );
+}
+
+// 2 KB prompts, each different (the tokenizer's merge cache sees text it has not seen).
+const prose = englishPrompt(8192);
+const prompts = Array.from({ length: PROMPTS }, (_, i) => {
+  const at = prose.indexOf(' ', (i * 37) % 4096) + 1;
+  return `${i} ${prose.slice(at, at + 2040)}`;
+});
+const bodies = prompts.map((p) => ({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: p }], max_tokens: 200 }));
+const raws = bodies.map((b) => Buffer.from(JSON.stringify(b)));
+
+/**
+ * µs per prompt of the median round, in CPU time (this process's, user and system: on a host shared with
+ * other work, wall time also counts the time the process waited for a CPU), and in wall time.
+ */
+function median(run: () => void): { cpu: number; wall: number } {
+  const cpu: number[] = [];
+  const wall: number[] = [];
+  for (let r = 0; r < ROUNDS + 2; r++) {
+    const started = process.hrtime.bigint();
+    const used = process.cpuUsage();
+    run();
+    const { user, system } = process.cpuUsage(used);
+    if (r < 2) continue;
+    wall.push(Number(process.hrtime.bigint() - started) / 1000 / PROMPTS);
+    cpu.push((user + system) / PROMPTS);
+  }
+  const mid = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return { cpu: mid(cpu), wall: mid(wall) };
+}
+const µs = (m: { cpu: number; wall: number }) => `${m.cpu.toFixed(1)} µs CPU (${m.wall.toFixed(1)} µs wall)`;
+
+let sink = 0;
+const estimate = median(() => {
+  for (const body of bodies) {
+    const tally = new InputTally(openai.inlineImage);
+    sink += tally.bound(openai.estimateInput('chat', body, tally, body.model));
+  }
+});
+// gpt-tokenizer's own count, with its merge memory on (the estimate turns it off): a fresh encoder.
+const count = median(() => {
+  for (const p of prompts) sink += gpt4o.countTokens(p, AS_TEXT);
+});
+const whole = median(() => {
+  for (const raw of raws) sink += Number(prepareCall(chat, raw, CAPS).inputBound);
+});
+const kb = Buffer.byteLength(prompts[0]!) / 1024;
+console.log(`\nA ${kb.toFixed(1)} KiB English prompt (${PROMPTS} different ones, median of ${ROUNDS} rounds):`);
+console.log(`  estimate (walk, count, bound):     ${µs(estimate)}, ${((kb * 1024) / estimate.cpu).toFixed(0)} MB/s`);
+console.log(`  gpt-tokenizer's countTokens alone: ${µs(count)}`);
+console.log(`  prepareCall (parse, caps, bound):  ${µs(whole)}`);
+
+// 2 KB of CJK never seen before (random common characters, a full stop every 12 to 40): each run between
+// punctuation a piece to merge.
+const HAN =
+  '的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结六功指思非流每青管夫连远资队跟带花快条院变联言权往展该领传近留红治决周保达办运武半候七必城父强步完革深区即求品士转量空甚众技轻程告江语英基派满式李息写呢识极令黄德收脸钱党倒未持取设始版双历越史商千片容研像找友孩站广改议形委早房音火际则首单据导影失拿网香似斯专石若兵弟谁校读志飞观争究包组造落视济喜离虽坏兴';
+let seed = 11;
+const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+const cjkPrompts = Array.from({ length: PROMPTS }, () => {
+  let text = '';
+  while (Buffer.byteLength(text) < 2048) {
+    for (let n = 12 + Math.floor(rand() * 28); n > 0; n--) text += HAN[Math.floor(rand() * HAN.length)];
+    text += '。';
+  }
+  return { model: 'gpt-4o-mini', messages: [{ role: 'user', content: text }], max_tokens: 200 };
+});
+// One pass: a second would find the runs remembered.
+const cjkUsed = process.cpuUsage();
+for (const body of cjkPrompts) {
+  const tally = new InputTally(openai.inlineImage);
+  sink += tally.bound(openai.estimateInput('chat', body, tally, body.model));
+}
+const cjkCpu = process.cpuUsage(cjkUsed);
+const cjk = (cjkCpu.user + cjkCpu.system) / PROMPTS;
+console.log(`\nA 2 KiB CJK prompt of runs never seen before (${PROMPTS} different ones, once): estimate ${cjk.toFixed(1)} µs CPU`);
+
+// Text that is mostly pieces outside the vocabulary, each new: random base64, 64 KiB, pasted as text.
+const blobs = Array.from({ length: 5 }, () => randomBytes(48 * 1024).toString('base64'));
+const once = (run: (text: string) => number) => {
+  const started = process.hrtime.bigint();
+  for (const blob of blobs) sink += run(blob);
+  return Number(process.hrtime.bigint() - started) / 1e6 / blobs.length;
+};
+const blobBody = (text: string) => ({ model: 'gpt-4o', messages: [{ role: 'user', content: text }] });
+const blobEstimate = once((text) => {
+  const tally = new InputTally(openai.inlineImage);
+  return tally.bound(openai.estimateInput('chat', blobBody(text), tally, 'gpt-4o'));
+});
+const blobCount = once((text) => o200kTokens(text));
+console.log(`\n64 KiB of random base64 as text (5 different ones, each once):`);
+console.log(`  estimate: ${blobEstimate.toFixed(1)} ms; gpt-tokenizer's countTokens: ${blobCount.toFixed(1)} ms`);
+if (sink < 0) console.log(sink);

@@ -1,0 +1,405 @@
+/**
+ * A call's input bound from the text its request carries (docs/pricing.md "Input bounds").
+ *
+ * The text a request carries (messages, system prompts, tool definitions, embedding inputs) is counted
+ * with o200k_base, the tokenizer of OpenAI's current models (gpt-tokenizer: pure JavaScript, no native
+ * or WebAssembly build, ~50 MB/s here). What the count may not bound is bounded otherwise:
+ *
+ * - **A margin for other tokenizers** (`InputRule.factor`): the text's o200k count times the factor, but
+ *   never more than the text's UTF-8 bytes (a byte-level BPE token covers at least one byte, so bytes
+ *   bound any such tokenizer). OpenAI's o200k models: 1 (the count is theirs); its cl100k models and
+ *   every other model (Anthropic's, the open models OpenAI-compatible servers run): FOREIGN_FACTOR.
+ * - **Structure**: each object and array element of the walked input adds STRUCTURE_TOKENS, each key its
+ *   own tokens, each call BASE_TOKENS: more than the chat template's tokens around a message (3 per
+ *   message and 3 to prime the reply in OpenAI's accounting) and than a tool definition rendered as
+ *   the model sees it. Anthropic adds a hidden system prompt when a request carries tools:
+ *   ANTHROPIC_TOOLS_TOKENS.
+ * - **Bytes for what the tokenizer cannot see**: an inline image counts its base64 bytes up to
+ *   INLINE_IMAGE_TOKEN_BOUND (what an image may cost at most); other inline data (files, audio), a field
+ *   the endpoint does not list, a number or literal, and text beyond TOKENIZE_BUDGET bytes in one
+ *   request count byte for byte, as every input did before.
+ * - **Bounded work**: a piece of text in o200k's vocabulary is one token (a lookup); one that is not must be
+ *   merged, 2 to 10 µs (CJK text, and text of random characters, base64 or identifiers, is mostly such
+ *   pieces): a request's new merges may cost MERGE_BUDGET, after which the rest of its text counts its
+ *   bytes, and a piece longer than MAX_MERGED_PIECE counts its bytes.
+ *
+ * The walk per endpoint is small and exported (openAiInput, anthropicInput, geminiInput, bedrockInput): a protocol's table calls
+ * its own with the parsed request body and an InputTally.
+ */
+import o200k, { countTokens, setMergeCacheSize } from 'gpt-tokenizer/encoding/o200k_base';
+import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
+
+/**
+ * Tokens an inline image may cost at most, whatever its size in bytes: providers scale an image down before
+ * they tokenize it (the most found: OpenAI's gpt-4o-mini, 48 169 tokens for a high-detail image at its largest;
+ * Anthropic ~1600-4800, Gemini 258 a tile). Beyond this, the excess is charged as an ADJUSTMENT.
+ */
+export const INLINE_IMAGE_TOKEN_BOUND = 65_536;
+
+/** The margin on the o200k count for a model whose tokenizer is not o200k (at most the text's bytes). */
+export const FOREIGN_FACTOR = 2;
+/** Tokens added per object and per array element of the walked input (role, separators, template). */
+export const STRUCTURE_TOKENS = 4;
+/** Tokens added per call (the reply's priming, a tools header). */
+export const BASE_TOKENS = 16;
+/** Anthropic's tool-use system prompt, added when a request carries tools (its documented counts reach 530). */
+export const ANTHROPIC_TOOLS_TOKENS = 600;
+/** Text counted per request, in UTF-8 bytes (about 5 ms of English); text beyond it is bounded by its bytes. */
+export const TOKENIZE_BUDGET = 256 * 1024;
+
+/**
+ * The merges of pieces outside the vocabulary a request may cost, counted as their pieces' bytes and
+ * MERGE_COST more each: measured, a short piece's merge costs about 10 µs (random base64: about 500 of
+ * them, 5 ms), a 30-character CJK run about 2 µs (about 18 KB of CJK text never seen before, under 1 ms).
+ * Past it the rest of the request's text counts its bytes, without being split.
+ */
+export const MERGE_BUDGET = 32 * 1024;
+/** What a merge costs beyond its piece's bytes, in the budget's bytes. */
+const MERGE_COST = 64;
+/** A piece longer than this (in UTF-16 units) counts its bytes: the merge is quadratic in a piece's length. */
+const MAX_MERGED_PIECE = 256;
+/** Pieces whose merge is remembered, per process; the memory is emptied when full. */
+const MERGED_PIECES = 65_536;
+
+/** Special-token strings (`<|endoftext|>`) in a request are text to the provider, and to the count. */
+const AS_TEXT = { disallowedSpecial: new Set<string>() };
+
+/** A string's o200k_base token count (gpt-tokenizer's own count), special-token strings counted as text. */
+export function o200kTokens(text: string): number {
+  return text ? countTokens(text, AS_TEXT) : 0;
+}
+
+/**
+ * What the count reads of gpt-tokenizer's o200k encoder: its vocabulary (a piece of text to its rank) and its
+ * merge of one piece. They are not its documented interface: when a version lacks them, text is counted
+ * with countTokens whole (PIECEWISE false; test/gateway/input-estimate.test.ts says which is in use).
+ */
+interface Bpe {
+  bytePairStringRankEncoder: Map<string, number>;
+  bytePairEncode(piece: string): number[];
+}
+const bpe = (o200k as unknown as { bytePairEncodingCoreProcessor?: Partial<Bpe> }).bytePairEncodingCoreProcessor;
+export const PIECEWISE = bpe?.bytePairStringRankEncoder instanceof Map && typeof bpe.bytePairEncode === 'function';
+const vocabulary = PIECEWISE ? bpe!.bytePairStringRankEncoder! : new Map<string, number>();
+/**
+ * gpt-tokenizer remembers merges in a Map evicted oldest first, which slows to milliseconds a call once it is
+ * full (the deleted entries are walked again at each eviction): its memory is off, and the count keeps its own.
+ */
+if (PIECEWISE) setMergeCacheSize(0);
+const merged = new Map<string, number>();
+/** o200k's pre-tokenizer: the pieces each merged on its own. */
+const SPLIT = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'gu');
+
+/**
+ * `text`'s o200k tokens, piece by piece as the encoder splits it: a piece in the vocabulary is one token,
+ * another is merged (remembered), or counts its UTF-8 bytes when it is too long to merge. When a piece needs
+ * a merge and the request's MERGE_BUDGET is spent, the piece and the rest of `text` count their bytes. Equal to
+ * o200kTokens while the budget lasts, above it after (a token covers at least one byte).
+ */
+function countPieces(text: string, budget: { merge: number }): number {
+  if (!PIECEWISE) return o200kTokens(text);
+  let tokens = 0;
+  SPLIT.lastIndex = 0;
+  for (let match = SPLIT.exec(text); match !== null; match = SPLIT.exec(text)) {
+    const piece = match[0];
+    if (vocabulary.has(piece)) {
+      tokens++;
+      continue;
+    }
+    let count = merged.get(piece);
+    if (count === undefined) {
+      if (piece.length > MAX_MERGED_PIECE) {
+        tokens += Buffer.byteLength(piece);
+        continue;
+      }
+      // Text mostly outside the vocabulary (random characters, base64, identifiers): not worth splitting further.
+      if (budget.merge <= 0) return tokens + Buffer.byteLength(match.index === 0 ? text : text.slice(match.index));
+      budget.merge -= Buffer.byteLength(piece) + MERGE_COST;
+      count = bpe!.bytePairEncode!(piece).length;
+      if (merged.size >= MERGED_PIECES) merged.clear();
+      merged.set(piece, count);
+    }
+    tokens += count;
+  }
+  return tokens;
+}
+
+/** How a protocol's model is bounded: the factor on the o200k count (1: the model's tokenizer is o200k). */
+export interface InputRule {
+  factor: number;
+}
+
+const O200K: InputRule = Object.freeze({ factor: 1 });
+export const FOREIGN: InputRule = Object.freeze({ factor: FOREIGN_FACTOR });
+
+/** An image in a request body: its inline base64 data, when `node` is one (the protocol's inlineImage). */
+export type ImageOf = (node: Record<string, unknown>) => string | undefined;
+
+/**
+ * What a request's input adds up to, as its endpoint's walk finds it: text (counted), bytes (bounded byte
+ * for byte) and structure.
+ */
+export class InputTally {
+  /** o200k tokens of the text counted, and that text's UTF-8 bytes. */
+  textTokens = 0;
+  textBytes = 0;
+  /** Bytes bounded byte for byte, and inline images at their bound. */
+  bytes = 0;
+  /** Structure and fixed overheads, in tokens. */
+  overhead = BASE_TOKENS;
+  /** What is left of the request's merge budget (countPieces). */
+  private readonly budget = { merge: MERGE_BUDGET };
+
+  constructor(private readonly imageOf: ImageOf) {}
+
+  /** A string the model reads as text. */
+  text(value: string): void {
+    const size = Buffer.byteLength(value);
+    if (this.textBytes + size > TOKENIZE_BUDGET || this.budget.merge <= 0) {
+      this.bytes += size;
+      return;
+    }
+    this.textBytes += size;
+    this.textTokens += countPieces(value, this.budget);
+  }
+
+  /** A value the tokenizer cannot see: its JSON's bytes. */
+  opaque(value: unknown): void {
+    if (value === undefined) return;
+    this.bytes += typeof value === 'string' ? Buffer.byteLength(value) : Buffer.byteLength(JSON.stringify(value) ?? '');
+  }
+
+  /**
+   * Any JSON value of the request's input: its strings as text, except inline images (their bound) and
+   * inline data (`data:` URLs, `{ type: 'base64', data }` and `{ bytes }` sources: bytes); keys as text, structure per node.
+   */
+  walk(root: unknown): void {
+    // Iterative: a body may nest deeper than the call stack.
+    const pending: unknown[] = [root];
+    while (pending.length) {
+      const node = pending.pop();
+      if (typeof node === 'string') {
+        if (node.startsWith('data:') && node.includes(';base64,')) this.opaque(node);
+        else this.text(node);
+      } else if (Array.isArray(node)) {
+        this.overhead += STRUCTURE_TOKENS;
+        for (const item of node) pending.push(item);
+      } else if (node && typeof node === 'object') {
+        this.overhead += STRUCTURE_TOKENS;
+        const o = node as Record<string, unknown>;
+        const image = this.imageOf(o);
+        if (image !== undefined) {
+          this.bytes += Math.min(image.length, INLINE_IMAGE_TOKEN_BOUND);
+          continue;
+        }
+        if (o.type === 'base64' && typeof o.data === 'string') {
+          // Anthropic's inline document or image source: the provider reads the file, not its base64.
+          this.opaque(o.data);
+          continue;
+        }
+        if (typeof o.bytes === 'string' && Object.keys(o).length === 1) {
+          // Bedrock's inline document, image or video source (`{ bytes }`, base64 in the JSON body): the same.
+          this.opaque(o.bytes);
+          continue;
+        }
+        for (const key in o) {
+          this.text(key);
+          pending.push(o[key]);
+        }
+      } else if (node !== undefined && node !== null) {
+        // A number or literal: a token or more, at most its characters.
+        this.opaque(node);
+      }
+    }
+  }
+
+  /** Token ids (a completions prompt or an embeddings input given as numbers): one token each. */
+  tokenIds(value: unknown): boolean {
+    if (!Array.isArray(value) || value.length === 0) return false;
+    if (value.every((v) => typeof v === 'number')) {
+      this.overhead += value.length;
+      return true;
+    }
+    if (value.every((v) => Array.isArray(v) && v.every((t) => typeof t === 'number'))) {
+      for (const ids of value) this.overhead += ids.length + STRUCTURE_TOKENS;
+      return true;
+    }
+    return false;
+  }
+
+  /** The bound: text at the rule's factor (at most its bytes), plus bytes and structure. */
+  bound(rule: InputRule): number {
+    const text = rule.factor === 1 ? this.textTokens : Math.min(Math.ceil(this.textTokens * rule.factor), this.textBytes);
+    return text + this.bytes + this.overhead;
+  }
+}
+
+/** The top-level fields of a request that are parameters, not input: they add nothing. */
+type Fields = ReadonlySet<string>;
+const fields = (...names: string[]): Fields => new Set(names);
+
+/** Walks `body`'s input fields, skips its parameters (and `counted`), and counts any other field byte for byte. */
+function walkBody(tally: InputTally, body: Record<string, unknown>, input: Fields, parameters: Fields, counted?: string): void {
+  for (const key in body) {
+    if (parameters.has(key) || key === counted) continue;
+    if (input.has(key)) tally.walk(body[key]);
+    else tally.opaque(body[key]);
+  }
+}
+
+const OPENAI_COMMON = [
+  'model',
+  'stream',
+  'stream_options',
+  'temperature',
+  'top_p',
+  'n',
+  'user',
+  'metadata',
+  'store',
+  'service_tier',
+  'seed',
+  'prompt_cache_key',
+  'safety_identifier',
+  'parallel_tool_calls',
+  'top_logprobs',
+  'logprobs',
+];
+
+/** The OpenAI endpoints: their input fields and their parameters. */
+const OPENAI_FIELDS: Record<OpenAiEndpoint, { input: Fields; parameters: Fields }> = {
+  chat: {
+    input: fields('messages', 'tools', 'functions', 'tool_choice', 'function_call', 'response_format', 'prediction'),
+    parameters: fields(
+      ...OPENAI_COMMON,
+      'max_tokens',
+      'max_completion_tokens',
+      'stop',
+      'presence_penalty',
+      'frequency_penalty',
+      'logit_bias',
+      'reasoning_effort',
+      'modalities',
+      'audio',
+      'verbosity',
+      'web_search_options',
+    ),
+  },
+  completions: {
+    input: fields('prompt', 'suffix'),
+    parameters: fields(...OPENAI_COMMON, 'max_tokens', 'stop', 'presence_penalty', 'frequency_penalty', 'logit_bias', 'best_of', 'echo'),
+  },
+  embeddings: {
+    input: fields('input'),
+    parameters: fields('model', 'encoding_format', 'dimensions', 'user'),
+  },
+  responses: {
+    input: fields('input', 'instructions', 'tools', 'tool_choice', 'text'),
+    parameters: fields(
+      ...OPENAI_COMMON,
+      'max_output_tokens',
+      'previous_response_id',
+      'reasoning',
+      'include',
+      'truncation',
+      'background',
+      'max_tool_calls',
+    ),
+  },
+};
+
+export type OpenAiEndpoint = 'chat' | 'completions' | 'embeddings' | 'responses';
+
+/** The input of an OpenAI request (chat completions, completions, embeddings, responses) into `tally`. */
+export function openAiInput(endpoint: OpenAiEndpoint, body: Record<string, unknown>, tally: InputTally): void {
+  const { input, parameters } = OPENAI_FIELDS[endpoint];
+  if (endpoint === 'completions' || endpoint === 'embeddings') {
+    // A prompt or input of token ids is one token an id.
+    const ids = endpoint === 'completions' ? 'prompt' : 'input';
+    if (tally.tokenIds(body[ids])) return walkBody(tally, body, input, parameters, ids);
+  }
+  walkBody(tally, body, input, parameters);
+}
+
+const ANTHROPIC_FIELDS = {
+  input: fields('system', 'messages', 'tools', 'tool_choice'),
+  parameters: fields(
+    'model',
+    'max_tokens',
+    'stream',
+    'temperature',
+    'top_p',
+    'top_k',
+    'stop_sequences',
+    'metadata',
+    'service_tier',
+    'thinking',
+  ),
+};
+
+/** The input of an Anthropic Messages request (its system prompt, messages and tools) into `tally`. */
+export function anthropicInput(body: Record<string, unknown>, tally: InputTally): void {
+  walkBody(tally, body, ANTHROPIC_FIELDS.input, ANTHROPIC_FIELDS.parameters);
+  if (Array.isArray(body.tools) && body.tools.length > 0) tally.overhead += ANTHROPIC_TOOLS_TOKENS;
+}
+
+const GEMINI_FIELDS = {
+  input: fields('contents', 'systemInstruction', 'system_instruction', 'tools', 'toolConfig', 'tool_config', 'content', 'requests'),
+  parameters: fields(
+    'model',
+    'generationConfig',
+    'generation_config',
+    'safetySettings',
+    'safety_settings',
+    'cachedContent',
+    'taskType',
+    'title',
+    'outputDimensionality',
+  ),
+};
+
+/**
+ * The input of a Gemini request (generateContent's contents, system instruction and tools; embedContent's
+ * content; batchEmbedContents' requests) into `tally`. Gemini's tokenizer is not o200k: its rule is the margin.
+ * A `cachedContent` the request names is read server-side, beyond what its body carries (the overspend rule).
+ */
+export function geminiInput(body: Record<string, unknown>, tally: InputTally): void {
+  walkBody(tally, body, GEMINI_FIELDS.input, GEMINI_FIELDS.parameters);
+}
+
+const BEDROCK_FIELDS = {
+  input: fields('messages', 'system', 'toolConfig', 'promptVariables'),
+  parameters: fields(
+    'modelId',
+    'inferenceConfig',
+    'guardrailConfig',
+    'additionalModelResponseFieldPaths',
+    'requestMetadata',
+    'performanceConfig',
+    'serviceTier',
+  ),
+};
+
+/** A Bedrock model served by Anthropic (`anthropic.claude-...`, a cross-region `us.anthropic...`, an ARN naming one). */
+const BEDROCK_ANTHROPIC = /(?:^|[./:])anthropic\./i;
+
+/**
+ * The input of a Bedrock Converse request (messages[].content[]: text, tool uses and results, images,
+ * documents; system[]; toolConfig; prompt variables) into `tally`. Inline images count at their bound,
+ * other inline files (`{ bytes }` sources) byte for byte; `additionalModelRequestFields` (each model
+ * family's own) counts its bytes. An Anthropic model with tools adds its tool-use system prompt. No
+ * Bedrock model's tokenizer is o200k for certain: its rule is the margin (FOREIGN).
+ */
+export function bedrockInput(body: Record<string, unknown>, tally: InputTally, model: string): void {
+  walkBody(tally, body, BEDROCK_FIELDS.input, BEDROCK_FIELDS.parameters);
+  const tools = (body.toolConfig as { tools?: unknown } | null | undefined)?.tools;
+  if (BEDROCK_ANTHROPIC.test(model) && Array.isArray(tools) && tools.length > 0) tally.overhead += ANTHROPIC_TOOLS_TOKENS;
+}
+
+/** OpenAI's own models on the o200k_base tokenizer (gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o-series, ...). */
+const OPENAI_O200K = /^(?:gpt-4o|gpt-4\.|gpt-5|gpt-oss|o\d|chatgpt-|codex-|computer-use|omni-)/;
+
+/** The rule for a model named on an OpenAI connection: o200k for OpenAI's o200k models, the margin for any other. */
+export function openAiRule(model: string): InputRule {
+  return OPENAI_O200K.test(model) ? O200K : FOREIGN;
+}

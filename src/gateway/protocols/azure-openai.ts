@@ -1,0 +1,49 @@
+/**
+ * Azure OpenAI (and Azure AI Foundry's OpenAI endpoints): OpenAI's request and answer shapes at Azure's
+ * paths, the key as `api-key`.
+ *
+ * Paths, under the connection's baseUrl (the resource's endpoint, `https://{resource}.openai.azure.com`):
+ *   - classic: `openai/deployments/{deployment}/{chat/completions|completions|embeddings}?api-version=...`,
+ *     where the model the call names is the deployment (its body names none); and
+ *     `openai/responses?api-version=...`;
+ *   - v1: `openai/v1/{chat/completions|responses|embeddings}`, the body naming the model (the deployment);
+ *   - free: the model lists `openai/models` and `openai/v1/models`, and a model's description under them.
+ *
+ * Azure's streams carry what OpenAI's do, and more that a meter must read past: a first chunk with empty
+ * `choices` and the `prompt_filter_results`, and content-filter chunks whose choices have no `delta`
+ * (openai.ts's readers count text from a delta only, and read usage from any chunk that has it).
+ */
+import { OPENAI_SHAPE } from './openai.js';
+import { defineProtocol } from './protocol.js';
+
+const DEPLOYMENT = /^openai\/deployments\/([^/]+)\//i;
+
+export const azureOpenai = defineProtocol({
+  profile: 'azure-openai',
+  title: 'Azure OpenAI',
+  // AzureOpenAI (the openai package) sends its key as `api-key`; the plain OpenAI client on v1, as Bearer.
+  callerKeyHeaders: ['api-key'],
+  droppedHeaders: ['openai-organization', 'openai-project'],
+  authHeaders(out, apiKey) {
+    out.push('api-key', apiKey);
+  },
+  metered: [
+    [/^openai\/deployments\/[^/]+\/chat\/completions$/i, 'chat'],
+    [/^openai\/deployments\/[^/]+\/completions$/i, 'completions'],
+    [/^openai\/deployments\/[^/]+\/embeddings$/i, 'embeddings'],
+    [/^openai\/(?:v1\/)?responses$/i, 'responses'],
+    [/^openai\/v1\/chat\/completions$/i, 'chat'],
+    [/^openai\/v1\/embeddings$/i, 'embeddings'],
+  ],
+  free: [
+    ['GET', /^openai\/(?:v1\/)?models$/i, 'models'],
+    ['GET', /^openai\/(?:v1\/)?models\/(.+)$/i, 'model'],
+  ],
+  /** A classic path's deployment: what the call is priced and allowed by. */
+  routeModel(route) {
+    const deployment = DEPLOYMENT.exec(route)?.[1];
+    return deployment ? deployment : undefined;
+  },
+  ...OPENAI_SHAPE,
+  telemetry: { system: 'azure.ai.openai', operations: OPENAI_SHAPE.operations },
+});

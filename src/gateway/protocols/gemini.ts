@@ -1,0 +1,175 @@
+/**
+ * The Gemini API (generativelanguage.googleapis.com, as `@google/genai` calls it); the key as
+ * `x-goog-api-key`.
+ *
+ * Metered: `v1beta/models/{model}:generateContent`, `:streamGenerateContent?alt=sse`, `:embedContent`
+ * and `:batchEmbedContents` (any version prefix: `v1`, `v1beta`, `v1alpha`), the model named by the path.
+ * A stream asked for without `alt=sse` (a JSON array streamed) is refused with 400: the gateway meters
+ * SSE. Free: `:countTokens`, and `GET {version}/models[/{model}]`. A caller sends its inference key as the
+ * SDK does: `x-goog-api-key`, `?key=` or Bearer.
+ *
+ * Usage is `usageMetadata`: input `promptTokenCount` (and `toolUsePromptTokenCount`), cached
+ * `cachedContentTokenCount`, output `candidatesTokenCount` plus the thinking tokens `thoughtsTokenCount`.
+ * A stream's counts are running totals: the last one counts, and an event without usage keeps the last
+ * seen; the stream's usage is final once an event ends a candidate (`finishReason`) or reports a blocked
+ * prompt (`promptFeedback.blockReason`, a 200 metered as reported). The output cap is
+ * `generationConfig.maxOutputTokens`, times `generationConfig.candidateCount`. An embedding answer
+ * carries no usage: it is charged by the rule for missing usage (its input bound, no output). The
+ * gateway's refusals carry Google's google.rpc `status` beside the shared Error body's fields.
+ */
+import { FOREIGN, geminiInput } from '../input-estimate.js';
+import { AppError } from '../../errors.js';
+import { big, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+
+type Json = Record<string, any>;
+
+function geminiUsage(u: Json | null | undefined): Usage | null {
+  if (!u || typeof u !== 'object' || typeof u.promptTokenCount !== 'number') return null;
+  return {
+    inputTokens: big(u.promptTokenCount) + big(u.toolUsePromptTokenCount),
+    cachedInputTokens: big(u.cachedContentTokenCount),
+    outputTokens: big(u.candidatesTokenCount) + big(u.thoughtsTokenCount),
+  };
+}
+
+/** Output text of a GenerateContentResponse (text, thoughts, function call arguments), in bytes. */
+function candidatesText(event: Json): number {
+  if (!Array.isArray(event.candidates)) return 0;
+  let n = 0;
+  for (const candidate of event.candidates as Json[]) {
+    const parts = candidate?.content?.parts as Json[] | undefined;
+    if (!Array.isArray(parts)) continue;
+    for (const part of parts) {
+      if (!part || typeof part !== 'object') continue;
+      n += bytesOf(part.text);
+      if (part.functionCall && typeof part.functionCall === 'object') n += bytesOf(JSON.stringify(part.functionCall));
+    }
+  }
+  return n;
+}
+
+/** A streamGenerateContent SSE stream. A cut one ends with a chunk whose candidates end with MAX_TOKENS. */
+class GenerateStream implements StreamReader {
+  private candidates = new Set<number>();
+  private modelVersion: string | undefined;
+
+  read(event: Json, state: StreamState): void {
+    if (typeof event.modelVersion === 'string') state.model = event.modelVersion;
+    const usage = geminiUsage(event.usageMetadata);
+    if (usage) state.usage = usage;
+    const ended =
+      (Array.isArray(event.candidates) && (event.candidates as Json[]).some((c) => typeof c?.finishReason === 'string')) ||
+      typeof event.promptFeedback?.blockReason === 'string';
+    if (ended && state.usage) state.complete = true;
+  }
+
+  text(event: Json): number {
+    return candidatesText(event);
+  }
+
+  forwarded(event: Json): void {
+    if (typeof event.modelVersion === 'string') this.modelVersion = event.modelVersion;
+    if (!Array.isArray(event.candidates)) return;
+    for (const candidate of event.candidates as Json[]) this.candidates.add(typeof candidate?.index === 'number' ? candidate.index : 0);
+  }
+
+  ending(state: StreamState, cut: StreamCut): string {
+    const indices = this.candidates.size ? [...this.candidates] : [0];
+    const chunk = {
+      candidates: indices.map((index) => ({ content: { parts: [{ text: '' }], role: 'model' }, finishReason: 'MAX_TOKENS', index })),
+      usageMetadata: {
+        promptTokenCount: cut.inputTokens,
+        candidatesTokenCount: cut.outputTokens,
+        totalTokenCount: cut.inputTokens + cut.outputTokens,
+        ...(cut.cachedTokens ? { cachedContentTokenCount: cut.cachedTokens } : {}),
+      },
+      modelVersion: this.modelVersion ?? state.model ?? '',
+    };
+    return `data: ${JSON.stringify(chunk)}\r\n\r\n`;
+  }
+}
+
+/** `{version}/models/{model}:{method}`: the model and the method. */
+const MODEL_METHOD = /^v1(?:alpha|beta)?\/models\/([^/:]+):([A-Za-z]+)$/i;
+const ALT_SSE = /[?&]alt=sse(?:&|$)/;
+
+/** google.rpc status names, by the shared Error body's type (what Google's SDKs read as `status`). */
+const GOOGLE_STATUS: Record<string, string> = {
+  invalid_request_error: 'INVALID_ARGUMENT',
+  authentication_error: 'UNAUTHENTICATED',
+  permission_error: 'PERMISSION_DENIED',
+  not_found_error: 'NOT_FOUND',
+  conflict_error: 'FAILED_PRECONDITION',
+  payload_too_large_error: 'INVALID_ARGUMENT',
+  quota_exceeded_error: 'RESOURCE_EXHAUSTED',
+  rate_limit_error: 'RESOURCE_EXHAUSTED',
+  upstream_error: 'UNAVAILABLE',
+  api_error: 'INTERNAL',
+};
+
+export const gemini = defineProtocol({
+  profile: 'gemini',
+  title: 'Gemini',
+  callerKeyHeaders: ['x-goog-api-key'],
+  callerKeyQuery: 'key',
+  droppedHeaders: [],
+  authHeaders(out, apiKey) {
+    out.push('x-goog-api-key', apiKey);
+  },
+  metered: [
+    [/^v1(?:alpha|beta)?\/models\/[^/:]+:generateContent$/i, 'generate'],
+    [/^v1(?:alpha|beta)?\/models\/[^/:]+:streamGenerateContent$/i, 'stream_generate'],
+    [/^v1(?:alpha|beta)?\/models\/[^/:]+:(?:embedContent|batchEmbedContents)$/i, 'embed'],
+  ],
+  free: [
+    ['GET', /^v1(?:alpha|beta)?\/models$/i, 'models'],
+    ['GET', /^v1(?:alpha|beta)?\/models\/([^/:]+)$/i, 'model'],
+    ['POST', /^v1(?:alpha|beta)?\/models\/([^/:]+):countTokens$/i, 'model'],
+  ],
+  /** The model of `models/{model}:{method}`. */
+  routeModel(route) {
+    const model = MODEL_METHOD.exec(route)?.[1];
+    return model ? model : undefined;
+  },
+  capFields: { generate: ['generationConfig.maxOutputTokens'], stream_generate: ['generationConfig.maxOutputTokens'], embed: [] },
+  choiceFields: ['generationConfig.candidateCount'],
+  streamedEndpoints: ['stream_generate'],
+  checkRequest(endpoint, search) {
+    if (endpoint === 'stream_generate' && !ALT_SSE.test(search)) {
+      throw new AppError('invalid_parameter', 'streamGenerateContent is metered as server-sent events: add alt=sse to the query', {
+        param: 'alt',
+      });
+    }
+  },
+  usageAsked: [],
+  usageOf: geminiUsage,
+  answerFields: { usage: 'usageMetadata', model: 'modelVersion' },
+  modelList: {
+    field: 'models',
+    idOf: (entry) => {
+      const name = (entry as { name?: unknown } | null)?.name;
+      return typeof name === 'string' ? name.replace(/^models\//, '') : undefined;
+    },
+  },
+  imageMark: Buffer.from('"data"'),
+  /** An inline part `{ inlineData: { mimeType: 'image/...', data } }` (or the REST API's snake_case). */
+  inlineImage(o) {
+    const mime = o.mimeType ?? o.mime_type;
+    return typeof mime === 'string' && mime.startsWith('image/') && typeof o.data === 'string' ? o.data : undefined;
+  },
+  /** Gemini's tokenizer is not o200k: its count gets the margin (input-estimate.ts). */
+  estimateInput(_endpoint, body, tally) {
+    geminiInput(body, tally);
+    return FOREIGN;
+  },
+  streamReader: () => new GenerateStream(),
+  /**
+   * Google's `{ error: { code, message, status } }`: the shared body with its google.rpc `status` beside
+   * it (the SDKs take the code from the HTTP status; Nexus's stable code stays in `code`).
+   */
+  errorShape: { body: (shared) => ({ error: { ...shared.error, status: GOOGLE_STATUS[shared.error.type] ?? 'UNKNOWN' } }) },
+  telemetry: {
+    system: 'gcp.gemini',
+    operations: { generate: 'generate_content', stream_generate: 'generate_content', embed: 'embeddings' },
+  },
+});

@@ -1,0 +1,154 @@
+/** The protocol tables read without I/O: paths, models named by a path, caps, keys and headers, error shapes. */
+import { describe, expect, it } from 'vitest';
+import { upstreamSearch } from '../../src/gateway/client-request.js';
+import { upstreamHeaders } from '../../src/gateway/headers.js';
+import { filterModelList, freeEndpointFor, inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
+import { SseMeter } from '../../src/gateway/sse-meter.js';
+import { CALLER_KEY_HEADERS, foreignProtocolOf, protocolOf } from '../../src/gateway/protocols/index.js';
+
+const azure = protocolOf('azure-openai');
+const caps = { maxOutputTokens: 100, clamp: true };
+
+describe('azure-openai', () => {
+  it('meters the classic deployment paths and the v1 paths, and nothing else', () => {
+    expect(inspectorFor('azure-openai', 'POST', 'openai/deployments/gpt-4o/chat/completions')?.endpoint).toBe('chat');
+    expect(inspectorFor('azure-openai', 'POST', 'openai/deployments/davinci/completions')?.endpoint).toBe('completions');
+    expect(inspectorFor('azure-openai', 'POST', 'openai/deployments/emb/embeddings')?.endpoint).toBe('embeddings');
+    expect(inspectorFor('azure-openai', 'POST', 'openai/responses')?.endpoint).toBe('responses');
+    expect(inspectorFor('azure-openai', 'POST', 'openai/v1/chat/completions')?.endpoint).toBe('chat');
+    expect(inspectorFor('azure-openai', 'POST', 'openai/v1/responses')?.endpoint).toBe('responses');
+    expect(inspectorFor('azure-openai', 'POST', 'openai/v1/embeddings')?.endpoint).toBe('embeddings');
+    expect(inspectorFor('azure-openai', 'POST', 'v1/chat/completions')).toBeUndefined();
+    expect(inspectorFor('azure-openai', 'POST', 'openai/deployments/a/b/chat/completions')).toBeUndefined();
+  });
+
+  it('keeps the model lists free, and a model of them', () => {
+    expect(freeEndpointFor('azure-openai', 'GET', 'openai/models')).toEqual({ kind: 'models' });
+    expect(freeEndpointFor('azure-openai', 'GET', 'openai/v1/models')).toEqual({ kind: 'models' });
+    expect(freeEndpointFor('azure-openai', 'GET', 'openai/v1/models/gpt-4o')).toEqual({ kind: 'model', model: 'gpt-4o' });
+    expect(freeEndpointFor('azure-openai', 'GET', 'v1/models')).toBeUndefined();
+  });
+
+  it("names the deployment as the call's model, over the body's", () => {
+    expect(azure.routeModel!('openai/deployments/my-gpt/chat/completions')).toBe('my-gpt');
+    expect(azure.routeModel!('openai/v1/chat/completions')).toBeUndefined();
+    const chat = inspectorFor('azure-openai', 'POST', 'openai/deployments/my-gpt/chat/completions')!;
+    const prepared = prepareCall(chat, Buffer.from('{"model":"other","messages":[],"stream":true}'), caps, 'my-gpt');
+    expect(prepared.requestedModel).toBe('my-gpt');
+    // OpenAI's rules: the stream is asked for its usage, the cap written in.
+    expect(prepared.usageInjected).toBe(true);
+    expect(JSON.parse(prepared.body.toString())).toMatchObject({ max_completion_tokens: 100, stream_options: { include_usage: true } });
+  });
+
+  it('sends the key as api-key, and drops every credential a caller may send', () => {
+    const raw = ['Authorization', 'Bearer caller', 'x-api-key', 'caller', 'api-key', 'caller', 'OpenAI-Organization', 'org', 'x-keep', '1'];
+    expect(upstreamHeaders(raw, azure, 'upstream-key', 0)).toEqual([
+      'x-keep',
+      '1',
+      'api-key',
+      'upstream-key',
+      'accept-encoding',
+      'identity',
+    ]);
+    expect(CALLER_KEY_HEADERS).toEqual(['authorization', 'x-api-key', 'api-key', 'x-goog-api-key']);
+  });
+});
+
+describe('gemini', () => {
+  const generate = inspectorFor('gemini', 'POST', 'v1beta/models/gemini-2.5-flash:generateContent')!;
+  const streamed = inspectorFor('gemini', 'POST', 'v1beta/models/gemini-2.5-flash:streamGenerateContent')!;
+
+  it('meters generate, stream and embeddings by the path, which names the model; counts tokens and lists models for free', () => {
+    expect(generate.endpoint).toBe('generate');
+    expect(streamed.endpoint).toBe('stream_generate');
+    expect(inspectorFor('gemini', 'POST', 'v1/models/m:embedContent')?.endpoint).toBe('embed');
+    expect(inspectorFor('gemini', 'POST', 'v1beta/models/m:batchEmbedContents')?.endpoint).toBe('embed');
+    expect(inspectorFor('gemini', 'POST', 'v1beta/models/m:countTokens')).toBeUndefined();
+    expect(freeEndpointFor('gemini', 'POST', 'v1beta/models/m:countTokens')).toEqual({ kind: 'model', model: 'm' });
+    expect(freeEndpointFor('gemini', 'GET', 'v1beta/models')).toEqual({ kind: 'models' });
+    expect(freeEndpointFor('gemini', 'GET', 'v1beta/models/m')).toEqual({ kind: 'model', model: 'm' });
+    expect(protocolOf('gemini').routeModel!('v1beta/models/gemini-2.5-flash:generateContent')).toBe('gemini-2.5-flash');
+  });
+
+  it('bounds output by generationConfig.maxOutputTokens times candidateCount, written in or lowered to the plan', () => {
+    const none = prepareCall(generate, Buffer.from('{"contents":[]}'), caps, 'm');
+    expect(JSON.parse(none.body.toString())).toEqual({ contents: [], generationConfig: { maxOutputTokens: 100 } });
+    expect(none.stream).toBe(false);
+    const many = prepareCall(streamed, Buffer.from('{"generationConfig":{"maxOutputTokens":500,"candidateCount":3}}'), caps, 'm');
+    expect(many).toMatchObject({ stream: true, outputBound: 300n, outputCap: { sent: 100, requested: 500 } });
+    expect(() => prepareCall(generate, Buffer.from('{"generationConfig":7}'), caps, 'm')).toThrow(/generationConfig must be an object/);
+  });
+
+  it('refuses a stream that is not SSE', () => {
+    expect(() => protocolOf('gemini').checkRequest!('stream_generate', '', 'v1beta/models/m:streamGenerateContent')).toThrow(/alt=sse/);
+    expect(() => protocolOf('gemini').checkRequest!('stream_generate', '?alt=sse', 'v1beta/models/m:streamGenerateContent')).not.toThrow();
+    expect(() => protocolOf('gemini').checkRequest!('generate', '', 'v1beta/models/m:generateContent')).not.toThrow();
+  });
+
+  it('reads usageMetadata: thinking tokens are output, a stream keeps its last running total', () => {
+    const body = JSON.stringify({
+      usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 5, thoughtsTokenCount: 2, cachedContentTokenCount: 4 },
+      modelVersion: 'gemini-x-001',
+    });
+    expect(usageFromJson(generate, body)).toEqual({
+      usage: { inputTokens: 10n, cachedInputTokens: 4n, outputTokens: 7n },
+      model: 'gemini-x-001',
+      responseId: null,
+    });
+    const meter = new SseMeter(streamed, { usageInjected: false, inputBound: 100n, outputBound: 100n });
+    const event = (o: object) => Buffer.from(`data: ${JSON.stringify(o)}\r\n\r\n`);
+    meter.push(
+      event({ candidates: [{ content: { parts: [{ text: 'a' }] } }], usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 1 } }),
+    );
+    meter.push(event({ candidates: [{ content: { parts: [{ text: 'b' }] } }] }));
+    expect(meter.usage).toEqual({ inputTokens: 10n, cachedInputTokens: 0n, outputTokens: 1n });
+    expect(meter.complete).toBe(false);
+    meter.push(event({ candidates: [{ finishReason: 'STOP' }], usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 3 } }));
+    expect(meter).toMatchObject({ complete: true, usage: { outputTokens: 3n } });
+  });
+
+  it('filters its model list by models[].name', () => {
+    const list = JSON.stringify({ models: [{ name: 'models/a' }, { name: 'models/b' }], nextPageToken: 'x' });
+    expect(JSON.parse(filterModelList(list, (m) => m === 'b', protocolOf('gemini').modelList))).toEqual({
+      models: [{ name: 'models/b' }],
+      nextPageToken: 'x',
+    });
+  });
+
+  it('never forwards a key sent in the query string', () => {
+    expect(upstreamSearch('?key=abc&alt=sse')).toBe('?alt=sse');
+    expect(upstreamSearch('?alt=sse&%6Bey=abc')).toBe('?alt=sse');
+    expect(upstreamSearch('?key=abc')).toBe('');
+    expect(upstreamSearch('?monkey=1')).toBe('?monkey=1');
+    expect(upstreamSearch('')).toBe('');
+  });
+});
+
+describe('the tables together', () => {
+  it("finds the protocol whose path a call names on another's connection", () => {
+    expect(foreignProtocolOf(protocolOf('openai'), 'POST', 'v1/messages')?.profile).toBe('anthropic');
+    expect(foreignProtocolOf(protocolOf('openai'), 'POST', 'v1/messages/count_tokens')?.profile).toBe('anthropic');
+    expect(foreignProtocolOf(protocolOf('anthropic'), 'POST', 'v1/chat/completions')?.profile).toBe('openai');
+    expect(foreignProtocolOf(protocolOf('azure-openai'), 'POST', 'v1/embeddings')?.profile).toBe('openai');
+    expect(foreignProtocolOf(protocolOf('openai'), 'POST', 'v1/files')).toBeUndefined();
+    expect(foreignProtocolOf(protocolOf('anthropic'), 'GET', 'v1/files')).toBeUndefined();
+  });
+
+  it('says what each meters, for a person', () => {
+    expect(protocolOf('openai').meters).toBe('chat/completions, completions, embeddings, responses');
+    expect(protocolOf('anthropic').meters).toBe('messages');
+    expect(azure.meters).toBe('chat/completions, completions, embeddings, responses');
+  });
+
+  it("shapes the gateway's refusals as Anthropic's and Google's errors, and leaves the others the shared body", () => {
+    const shared = { error: { message: 'no', type: 'quota_exceeded_error', code: 'quota_insufficient', param: null, request_id: 'r1' } };
+    expect(protocolOf('anthropic').errorShape!.body(shared)).toEqual({
+      type: 'error',
+      error: { message: 'no', type: 'rate_limit_error', code: 'quota_insufficient', param: null, request_id: 'r1' },
+    });
+    expect(protocolOf('anthropic').errorShape!.requestIdHeader).toBe('request-id');
+    expect(protocolOf('gemini').errorShape!.body(shared)).toEqual({ error: { ...shared.error, status: 'RESOURCE_EXHAUSTED' } });
+    expect(protocolOf('openai').errorShape).toBeUndefined();
+    expect(azure.errorShape).toBeUndefined();
+  });
+});
