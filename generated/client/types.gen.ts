@@ -9,7 +9,12 @@ export type ClientOptions = {
  * in Anthropic's shape, so that Anthropic's SDK shows its message: `type` is `error`, `error.type`
  * is Anthropic's (`invalid_request_error` for a conflict, `request_too_large`, `rate_limit_error`
  * for a quota, `api_error` for an upstream error), and the `request-id` header carries the request id.
- * On a `gemini` connection, `error.status` is Google's google.rpc status.
+ * On a `gemini` connection, `error.status` is Google's google.rpc status. On a `bedrock`
+ * connection, `message` repeats `error.message` at the top level (where AWS's SDKs read it), the
+ * `x-amzn-errortype` header names the AWS exception (`ValidationException`, `AccessDeniedException`,
+ * `ResourceNotFoundException`, `ConflictException`, `ThrottlingException`,
+ * `ServiceUnavailableException`, `InternalServerException`) and `x-amzn-requestid` carries the
+ * request id.
  *
  */
 export type ErrorBody = {
@@ -17,6 +22,10 @@ export type ErrorBody = {
      * Only in Anthropic's shape.
      */
     type?: 'error';
+    /**
+     * Only in Bedrock's shape, the same as `error.message`.
+     */
+    message?: string;
     error: {
         /**
          * For a person; do not parse it.

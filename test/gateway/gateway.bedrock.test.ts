@@ -239,6 +239,82 @@ describe('the rules of a plan, on the model of the path', () => {
   });
 });
 
+describe("the gateway's own refusals, as the AWS SDK raises them", () => {
+  /** What the SDK raised: its exception's name and message, the status and the request id it read. */
+  const raised = (call: Promise<unknown>) =>
+    call.then(
+      () => {
+        throw new Error('the call was not refused');
+      },
+      (e: unknown) => {
+        const err = e as Error & { $fault: string; $metadata: { httpStatusCode: number; requestId?: string } };
+        return {
+          name: err.name,
+          message: err.message,
+          fault: err.$fault,
+          status: err.$metadata.httpStatusCode,
+          requestId: err.$metadata.requestId,
+        };
+      },
+    );
+
+  /** The request id of the tenant's one REJECTED invocation: the SDK's must be it. */
+  const rejectedId = async (tenant: Tenant) => (await invocations(tenant)).find((i) => i.status === 'REJECTED')!.requestId;
+
+  it('400 is a ValidationException, with the message and the request id of the gateway', async () => {
+    const tenant = await apiKeyTenant({ maxOutputTokens: 40, outputCapPolicy: 'refuse' });
+    const err = await raised(bedrockFor(tenant).send(converse(500)));
+    expect(err).toMatchObject({ name: 'ValidationException', status: 400, fault: 'client' });
+    expect(err.message).toMatch(/inferenceConfig\.maxTokens may be at most 40/);
+    expect(err.requestId).toBe(await rejectedId(tenant));
+  });
+
+  it('403 (a model outside the allow-list) is an AccessDeniedException', async () => {
+    const tenant = await apiKeyTenant({ allowedModels: ['anthropic.*'] });
+    const command = new ConverseCommand({
+      modelId: 'meta.llama3-8b-instruct-v1:0',
+      messages: [{ role: 'user', content: [{ text: 'hi' }] }],
+    });
+    const err = await raised(bedrockFor(tenant).send(command));
+    expect(err).toMatchObject({
+      name: 'AccessDeniedException',
+      status: 403,
+      message: "The model 'meta.llama3-8b-instruct-v1:0' is not allowed on this plan",
+    });
+    expect(err.requestId).toBe(await rejectedId(tenant));
+  });
+
+  it('409 (InvokeModel) is a ConflictException', async () => {
+    const tenant = await apiKeyTenant();
+    const err = await raised(bedrockFor(tenant).send(new InvokeModelCommand({ modelId: MODEL, body: '{}' })));
+    expect(err).toMatchObject({ name: 'ConflictException', status: 409 });
+    expect(err.message).toMatch(/use Converse or ConverseStream/);
+    expect(err.requestId).toMatch(/\S/);
+  });
+
+  it('429 (a rate limit) is a ThrottlingException', async () => {
+    const tenant = await apiKeyTenant({ rateLimits: { requestsPerMinute: 1 } });
+    const client = bedrockFor(tenant);
+    await client.send(converse(5));
+    const err = await raised(client.send(converse(5)));
+    expect(err).toMatchObject({ name: 'ThrottlingException', status: 429 });
+    expect(err.message).toMatch(/requests per minute are used up/);
+    expect(err.requestId).toBe(await rejectedId(tenant));
+  });
+
+  it('502 (the upstream unreachable) is a ServiceUnavailableException, a server fault', async () => {
+    const tenant = await createTenant(t, {
+      profile: 'bedrock',
+      baseUrl: 'http://127.0.0.1:9',
+      providerKey: API_KEY,
+      aws: { awsRegion: 'us-east-1' },
+    });
+    const err = await raised(bedrockFor(tenant).send(converse(5)));
+    expect(err).toMatchObject({ name: 'ServiceUnavailableException', status: 502, fault: 'server' });
+    expect(err.requestId).toMatch(/\S/);
+  });
+});
+
 describe('the cap: inferenceConfig.maxTokens', () => {
   it('a request without a cap is sent with the plan maxOutputTokens; one above it is lowered to it', async () => {
     const tenant = await apiKeyTenant({ maxOutputTokens: 40 });
@@ -301,7 +377,7 @@ describe('what the gateway cannot meter', () => {
     expect(BigInt(inv!.usageEvents![0]!.outputTokens)).toBeGreaterThanOrEqual(1n);
     expect(BigInt(inv!.usageEvents![0]!.outputTokens)).toBeLessThanOrEqual(20n);
     const metrics = await (await fetch(`${t.url}/metrics`)).text();
-    expect(metrics).toMatch(/nexus_gateway_malformed_answers_total\{kind="event_stream_frame"\} [1-9]/);
+    expect(metrics).toMatch(/nexus_gateway_usage_missing_total\{protocol="aws\.bedrock",kind="stream"\} [1-9]/);
   });
 
   it('a Converse answer without usage is charged its bound and recorded usage_missing', async () => {
