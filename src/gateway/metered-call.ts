@@ -515,7 +515,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         if (output !== null) this.meter.shareLearned?.({ connectionId, model: prepared.requestedModel, stream: prepared.stream, output });
       }
       // A stream that could not be read on (an event-stream frame that did not decode): why, in the log.
-      if (relay.malformed) this.meter.logger.warn({ msg: 'upstream stream malformed', requestId: this.opened.requestId, error: relay.malformed });
+      if (relay.malformed)
+        this.meter.logger.warn({ msg: 'upstream stream malformed', requestId: this.opened.requestId, error: relay.malformed });
       if (!usageComplete && !errorCode) errorCode = 'usage_missing';
       // A malformed answer (a JSON answer without usage, a stream that broke or never reported it, an
       // event-stream frame that did not decode), counted;

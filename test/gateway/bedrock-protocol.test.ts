@@ -15,7 +15,14 @@ import {
 import { EventStreamMeter } from '../../src/gateway/event-stream-meter.js';
 import { inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
 import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
-import { ANTHROPIC_TOOLS_TOKENS, bedrockInput, FOREIGN, FOREIGN_FACTOR, InputTally, o200kTokens } from '../../src/gateway/input-estimate.js';
+import {
+  ANTHROPIC_TOOLS_TOKENS,
+  bedrockInput,
+  FOREIGN,
+  FOREIGN_FACTOR,
+  InputTally,
+  o200kTokens,
+} from '../../src/gateway/input-estimate.js';
 import { awsErrorType, converseUsage, modelInPath } from '../../src/gateway/protocols/bedrock.js';
 import { EventStreamDecoder, EventStreamError, eventFrame, MAX_FRAME_BYTES } from '../../src/gateway/protocols/event-stream.js';
 import { protocolOf } from '../../src/gateway/protocols/index.js';

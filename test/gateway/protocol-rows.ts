@@ -279,7 +279,10 @@ export const ROWS: Row[] = [
     capOf: (sent) => sent.inferenceConfig?.maxTokens,
     credential: (tenant) => ({ authorization: `Bearer ${tenant.apiKey}` }),
     shown(err) {
-      const e = err as Error & { $metadata: { httpStatusCode: number; requestId?: string }; $response?: { headers: Record<string, string> } };
+      const e = err as Error & {
+        $metadata: { httpStatusCode: number; requestId?: string };
+        $response?: { headers: Record<string, string> };
+      };
       // The AWS SDK raised the exception the gateway named (x-amzn-errortype), with Nexus's request id.
       const expected: Record<number, string> = { 403: 'AccessDeniedException', 429: 'ThrottlingException', 400: 'ValidationException' };
       expect(e.name).toBe(expected[e.$metadata.httpStatusCode]);

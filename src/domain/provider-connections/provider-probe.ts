@@ -29,7 +29,11 @@ const ANTHROPIC_VERSION = '2023-06-01';
  * read-only list, the asynchronous invocations (at most one), answers a JSON object to credentials it
  * accepts, with the connection's auth (a Bearer API key, or SigV4: bedrock-secret.ts).
  */
-async function probeRequest(profile: ProtocolProfile, baseUrl: string, apiKey: string): Promise<{ url: string; headers: Record<string, string> }> {
+async function probeRequest(
+  profile: ProtocolProfile,
+  baseUrl: string,
+  apiKey: string,
+): Promise<{ url: string; headers: Record<string, string> }> {
   const common = { accept: 'application/json', 'user-agent': 'nexus-provider-probe/1' };
   if (profile === 'bedrock') {
     const url = `${baseUrl}/async-invoke?maxResults=1`;

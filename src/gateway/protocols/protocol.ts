@@ -45,7 +45,7 @@ import type { InputRule, InputTally } from '../input-estimate.js';
 export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
 
 /** A metered endpoint: what its request bounds and its answer reports are read as. */
-export type Endpoint =
+type Endpoint =
   | 'chat'
   | 'completions'
   | 'embeddings'
