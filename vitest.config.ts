@@ -33,6 +33,7 @@ const unit = [
   'test/spine/check-layers.test.ts',
   'test/spine/cli-args.test.ts',
   'test/spine/config-lease-ttl.test.ts',
+  'test/spine/contract-diff.test.ts',
   'test/spine/deploy.test.ts',
   'test/spine/ids.test.ts',
   'test/spine/row-json.test.ts',

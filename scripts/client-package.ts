@@ -18,8 +18,10 @@ const from = (file: string) => join(root, 'scripts', 'client-package', file);
 const to = (file: string) => join(root, 'generated', file);
 
 const contract = JSON.parse(readFileSync(to('openapi.json'), 'utf8')) as Contract;
-const pkg = JSON.parse(readFileSync(from('package.json'), 'utf8')) as { version: string };
+const pkg = JSON.parse(readFileSync(from('package.json'), 'utf8')) as { version: string; publishConfig: Record<string, unknown> };
 pkg.version = contract.info.version;
+// A prerelease (1.0.0-beta.1) is published under the dist-tag `next`, so that `npm install` keeps giving the latest release.
+pkg.publishConfig.tag = pkg.version.includes('-') ? 'next' : 'latest';
 writeFileSync(to('package.json'), JSON.stringify(pkg, null, 2) + '\n');
 
 for (const file of ['README.md', 'CHANGELOG.md', 'tsconfig.json', 'typedoc.json']) copyFileSync(from(file), to(file));

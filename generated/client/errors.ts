@@ -16,7 +16,8 @@ import type { ErrorBody } from './types.gen.js';
 
 export type { ErrorCode } from './codes.gen.js';
 
-interface NexusErrorInit {
+/** What a NexusError is made of. */
+export interface NexusErrorInit {
   status?: number | undefined;
   body?: unknown;
   response?: Response | undefined;

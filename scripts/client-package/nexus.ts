@@ -18,6 +18,8 @@ export { Nexus } from './resources.gen.js';
 export * from './resources.gen.js';
 export {
   createNexusClient,
+  NexusCore,
+  NexusResource,
   NexusPromise,
   Page,
   PagePromise,
@@ -31,13 +33,13 @@ withNexusErrors(client);
 refuseUnconfigured(client);
 
 /** A page of a list operation, from the result type of one of the SDK's functions. */
-type PageOf<TOperation> = TOperation extends (options: never) => Promise<infer R>
+export type PageOf<TOperation> = TOperation extends (options: never) => Promise<infer R>
   ? Extract<R, { data: readonly unknown[]; response: Response }>
   : never;
 /** What a list operation lists: never for an operation that does not list. */
 export type ItemOf<TOperation> = PageOf<TOperation>['data'][number];
 /** The options of the operation, when it is a list operation (every one takes an optional `cursor`). */
-type ListOptionsOf<TOperation extends (options: never) => unknown> = [ItemOf<TOperation>] extends [never]
+export type ListOptionsOf<TOperation extends (options: never) => unknown> = [ItemOf<TOperation>] extends [never]
   ? never
   : Parameters<TOperation>[0] & { query?: { cursor?: string } };
 
