@@ -4,8 +4,8 @@
  * What the resource client (resources.gen.ts) and createNexusClient run on:
  *
  * - the fetch that every request goes through: a timeout per attempt, and retries with exponential backoff
- *   and jitter (honouring Retry-After) on 408, 429, 5xx and no answer, for requests safe to repeat: GET and
- *   HEAD, and writes that carry an Idempotency-Key;
+ *   and jitter (honouring Retry-After and x-should-retry) on 408, 429, 5xx and no answer, for requests safe to
+ *   repeat: GET and HEAD, and writes that carry an Idempotency-Key;
  * - NexusPromise, the answer's data with `.withResponse()` for the Response, and PagePromise, a list's first
  *   page that is also an async iterable over every item of every page;
  * - NexusCore, the configured client the resources call through.
@@ -55,8 +55,12 @@ const MAX_RETRY_AFTER_MS = 60_000;
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-function isRetriableStatus(status: number): boolean {
-  return status === 408 || status === 429 || status >= 500;
+/** Whether an answer is worth a retry: the server's `x-should-retry` when it says, else 408, 429 and 5xx. */
+function shouldRetry(response: Response): boolean {
+  const says = response.headers.get('x-should-retry');
+  if (says === 'true') return true;
+  if (says === 'false') return false;
+  return response.status === 408 || response.status === 429 || response.status >= 500;
 }
 
 /** How long to wait before retry number `retry` (0 for the first): Retry-After(-Ms) when the answer gives one, else 0.5 s doubling up to 8 s, less up to 25 % jitter. */
@@ -114,7 +118,7 @@ export function retryingFetch(settings: FetchSettings): typeof fetch {
       } finally {
         clearTimeout(timer);
       }
-      if (!canRetry || !isRetriableStatus(response.status)) return response;
+      if (!canRetry || !shouldRetry(response)) return response;
       const delay = retryDelayMs(attempt, response);
       await response.body?.cancel();
       await sleep(delay, request.signal);
