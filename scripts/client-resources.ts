@@ -119,12 +119,16 @@ function methodSource(contract: Contract, path: string, httpMethod: string, op: 
   const shape: string[] = [];
   if (pathParams.length) shape.push(`path: { ${pathParams.join(', ')} }`);
   if (op.requestBody) {
-    args.push(op.requestBody.required ? `body: NonNullable<types.${typeName}Data['body']>` : `body?: types.${typeName}Data['body']`);
+    args.push(
+      op.requestBody.required ? `body: Params<NonNullable<types.${typeName}Data['body']>>` : `body?: Params<types.${typeName}Data['body']>`,
+    );
     shape.push('body');
   }
   if (queryParams.length) {
     args.push(
-      queryParams.some((p) => p.required) ? `query: NonNullable<types.${typeName}Data['query']>` : `query?: types.${typeName}Data['query']`,
+      queryParams.some((p) => p.required)
+        ? `query: Params<NonNullable<types.${typeName}Data['query']>>`
+        : `query?: Params<types.${typeName}Data['query']>`,
     );
     shape.push('query');
   }
@@ -179,7 +183,7 @@ export function resourcesSource(contract: Contract): string {
 
 import * as sdk from './sdk.gen.js';
 import type * as types from './types.gen.js';
-import { NexusCore, NexusResource, type NexusPromise, type PagePromise, type RequestOptions } from './runtime.js';
+import { NexusCore, NexusResource, type NexusPromise, type PagePromise, type Params, type RequestOptions } from './runtime.js';
 
 ${classes.map((c) => c.source).join('\n')}
 /**

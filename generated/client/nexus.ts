@@ -27,6 +27,7 @@ export {
   PagePromise,
   withNexusErrors,
   type NexusOptions,
+  type Params,
   type RequestOptions,
   type WithResponse,
 } from './runtime.js';

@@ -2,7 +2,7 @@
 
 import * as sdk from './sdk.gen.js';
 import type * as types from './types.gen.js';
-import { NexusCore, NexusResource, type NexusPromise, type PagePromise, type RequestOptions } from './runtime.js';
+import { NexusCore, NexusResource, type NexusPromise, type PagePromise, type Params, type RequestOptions } from './runtime.js';
 
 /**
  * Workspaces: list, create, get, archive, update.
@@ -17,7 +17,7 @@ export class WorkspacesResource extends NexusResource {
    *
    * `GET /admin/v1/workspaces` (`listWorkspaces` in the function API)
    */
-  list(query?: types.ListWorkspacesData['query'], options?: RequestOptions): PagePromise<types.ListWorkspacesResponses[200][number]> {
+  list(query?: Params<types.ListWorkspacesData['query']>, options?: RequestOptions): PagePromise<types.ListWorkspacesResponses[200][number]> {
     return this._core._list<types.ListWorkspacesResponses[200][number]>(sdk.listWorkspaces, { query }, options);
   }
 
@@ -28,7 +28,7 @@ export class WorkspacesResource extends NexusResource {
    *
    * `POST /admin/v1/workspaces` (`createWorkspace` in the function API)
    */
-  create(body: NonNullable<types.CreateWorkspaceData['body']>, options?: RequestOptions): NexusPromise<types.CreateWorkspaceResponses[keyof types.CreateWorkspaceResponses]> {
+  create(body: Params<NonNullable<types.CreateWorkspaceData['body']>>, options?: RequestOptions): NexusPromise<types.CreateWorkspaceResponses[keyof types.CreateWorkspaceResponses]> {
     return this._core._call<types.CreateWorkspaceResponses[keyof types.CreateWorkspaceResponses]>(sdk.createWorkspace, { body }, options, true);
   }
 
@@ -62,7 +62,7 @@ export class WorkspacesResource extends NexusResource {
    *
    * `PATCH /admin/v1/workspaces/{workspaceId}` (`updateWorkspace` in the function API)
    */
-  update(workspaceId: string, body: NonNullable<types.UpdateWorkspaceData['body']>, options?: RequestOptions): NexusPromise<types.UpdateWorkspaceResponses[keyof types.UpdateWorkspaceResponses]> {
+  update(workspaceId: string, body: Params<NonNullable<types.UpdateWorkspaceData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateWorkspaceResponses[keyof types.UpdateWorkspaceResponses]> {
     return this._core._call<types.UpdateWorkspaceResponses[keyof types.UpdateWorkspaceResponses]>(sdk.updateWorkspace, { path: { workspaceId }, body }, options, false);
   }
 }
@@ -80,7 +80,7 @@ export class ProviderConnectionsResource extends NexusResource {
    *
    * `GET /admin/v1/workspaces/{workspaceId}/provider-connections` (`listProviderConnections` in the function API)
    */
-  list(workspaceId: string, query?: types.ListProviderConnectionsData['query'], options?: RequestOptions): PagePromise<types.ListProviderConnectionsResponses[200][number]> {
+  list(workspaceId: string, query?: Params<types.ListProviderConnectionsData['query']>, options?: RequestOptions): PagePromise<types.ListProviderConnectionsResponses[200][number]> {
     return this._core._list<types.ListProviderConnectionsResponses[200][number]>(sdk.listProviderConnections, { path: { workspaceId }, query }, options);
   }
 
@@ -100,7 +100,7 @@ export class ProviderConnectionsResource extends NexusResource {
    *
    * `POST /admin/v1/workspaces/{workspaceId}/provider-connections` (`createProviderConnection` in the function API)
    */
-  create(workspaceId: string, body: NonNullable<types.CreateProviderConnectionData['body']>, options?: RequestOptions): NexusPromise<types.CreateProviderConnectionResponses[keyof types.CreateProviderConnectionResponses]> {
+  create(workspaceId: string, body: Params<NonNullable<types.CreateProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.CreateProviderConnectionResponses[keyof types.CreateProviderConnectionResponses]> {
     return this._core._call<types.CreateProviderConnectionResponses[keyof types.CreateProviderConnectionResponses]>(sdk.createProviderConnection, { path: { workspaceId }, body }, options, true);
   }
 
@@ -116,7 +116,7 @@ export class ProviderConnectionsResource extends NexusResource {
    *
    * `POST /admin/v1/workspaces/{workspaceId}/provider-connections/test` (`testProviderConnection` in the function API)
    */
-  test(workspaceId: string, body: NonNullable<types.TestProviderConnectionData['body']>, options?: RequestOptions): NexusPromise<types.TestProviderConnectionResponses[keyof types.TestProviderConnectionResponses]> {
+  test(workspaceId: string, body: Params<NonNullable<types.TestProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.TestProviderConnectionResponses[keyof types.TestProviderConnectionResponses]> {
     return this._core._call<types.TestProviderConnectionResponses[keyof types.TestProviderConnectionResponses]>(sdk.testProviderConnection, { path: { workspaceId }, body }, options, true);
   }
 
@@ -159,7 +159,7 @@ export class ProviderConnectionsResource extends NexusResource {
    *
    * `PATCH /admin/v1/provider-connections/{providerConnectionId}` (`updateProviderConnection` in the function API)
    */
-  update(providerConnectionId: string, body: NonNullable<types.UpdateProviderConnectionData['body']>, options?: RequestOptions): NexusPromise<types.UpdateProviderConnectionResponses[keyof types.UpdateProviderConnectionResponses]> {
+  update(providerConnectionId: string, body: Params<NonNullable<types.UpdateProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateProviderConnectionResponses[keyof types.UpdateProviderConnectionResponses]> {
     return this._core._call<types.UpdateProviderConnectionResponses[keyof types.UpdateProviderConnectionResponses]>(sdk.updateProviderConnection, { path: { providerConnectionId }, body }, options, false);
   }
 
@@ -188,7 +188,7 @@ export class ProviderConnectionsResource extends NexusResource {
    *
    * `POST /admin/v1/provider-connections/{providerConnectionId}/rotate-secret` (`rotateProviderSecret` in the function API)
    */
-  rotateProviderSecret(providerConnectionId: string, body: NonNullable<types.RotateProviderSecretData['body']>, options?: RequestOptions): NexusPromise<types.RotateProviderSecretResponses[keyof types.RotateProviderSecretResponses]> {
+  rotateProviderSecret(providerConnectionId: string, body: Params<NonNullable<types.RotateProviderSecretData['body']>>, options?: RequestOptions): NexusPromise<types.RotateProviderSecretResponses[keyof types.RotateProviderSecretResponses]> {
     return this._core._call<types.RotateProviderSecretResponses[keyof types.RotateProviderSecretResponses]>(sdk.rotateProviderSecret, { path: { providerConnectionId }, body }, options, true);
   }
 }
@@ -204,7 +204,7 @@ export class PlansResource extends NexusResource {
    *
    * `GET /admin/v1/workspaces/{workspaceId}/plans` (`listPlans` in the function API)
    */
-  list(workspaceId: string, query?: types.ListPlansData['query'], options?: RequestOptions): PagePromise<types.ListPlansResponses[200][number]> {
+  list(workspaceId: string, query?: Params<types.ListPlansData['query']>, options?: RequestOptions): PagePromise<types.ListPlansResponses[200][number]> {
     return this._core._list<types.ListPlansResponses[200][number]>(sdk.listPlans, { path: { workspaceId }, query }, options);
   }
 
@@ -215,7 +215,7 @@ export class PlansResource extends NexusResource {
    *
    * `POST /admin/v1/workspaces/{workspaceId}/plans` (`createPlan` in the function API)
    */
-  create(workspaceId: string, body: NonNullable<types.CreatePlanData['body']>, options?: RequestOptions): NexusPromise<types.CreatePlanResponses[keyof types.CreatePlanResponses]> {
+  create(workspaceId: string, body: Params<NonNullable<types.CreatePlanData['body']>>, options?: RequestOptions): NexusPromise<types.CreatePlanResponses[keyof types.CreatePlanResponses]> {
     return this._core._call<types.CreatePlanResponses[keyof types.CreatePlanResponses]>(sdk.createPlan, { path: { workspaceId }, body }, options, true);
   }
 
@@ -235,7 +235,7 @@ export class PlansResource extends NexusResource {
    *
    * `PATCH /admin/v1/plans/{planId}` (`updatePlan` in the function API)
    */
-  update(planId: string, body: NonNullable<types.UpdatePlanData['body']>, options?: RequestOptions): NexusPromise<types.UpdatePlanResponses[keyof types.UpdatePlanResponses]> {
+  update(planId: string, body: Params<NonNullable<types.UpdatePlanData['body']>>, options?: RequestOptions): NexusPromise<types.UpdatePlanResponses[keyof types.UpdatePlanResponses]> {
     return this._core._call<types.UpdatePlanResponses[keyof types.UpdatePlanResponses]>(sdk.updatePlan, { path: { planId }, body }, options, false);
   }
 
@@ -267,7 +267,7 @@ export class PlansResource extends NexusResource {
    *
    * `POST /admin/v1/workspaces/{workspaceId}/plan-strategies/quota` (`createQuotaStrategy` in the function API)
    */
-  createQuotaStrategy(workspaceId: string, body: NonNullable<types.CreateQuotaStrategyData['body']>, options?: RequestOptions): NexusPromise<types.CreateQuotaStrategyResponses[keyof types.CreateQuotaStrategyResponses]> {
+  createQuotaStrategy(workspaceId: string, body: Params<NonNullable<types.CreateQuotaStrategyData['body']>>, options?: RequestOptions): NexusPromise<types.CreateQuotaStrategyResponses[keyof types.CreateQuotaStrategyResponses]> {
     return this._core._call<types.CreateQuotaStrategyResponses[keyof types.CreateQuotaStrategyResponses]>(sdk.createQuotaStrategy, { path: { workspaceId }, body }, options, true);
   }
 
@@ -276,7 +276,7 @@ export class PlansResource extends NexusResource {
    *
    * `GET /admin/v1/workspaces/{workspaceId}/plan-strategies` (`listPlanStrategies` in the function API)
    */
-  listStrategies(workspaceId: string, query?: types.ListPlanStrategiesData['query'], options?: RequestOptions): PagePromise<types.ListPlanStrategiesResponses[200][number]> {
+  listStrategies(workspaceId: string, query?: Params<types.ListPlanStrategiesData['query']>, options?: RequestOptions): PagePromise<types.ListPlanStrategiesResponses[200][number]> {
     return this._core._list<types.ListPlanStrategiesResponses[200][number]>(sdk.listPlanStrategies, { path: { workspaceId }, query }, options);
   }
 
@@ -305,7 +305,7 @@ export class PlansResource extends NexusResource {
    *
    * `GET /admin/v1/plans/{planId}/strategy-bindings` (`listPlanStrategyBindings` in the function API)
    */
-  listStrategyBindings(planId: string, query?: types.ListPlanStrategyBindingsData['query'], options?: RequestOptions): PagePromise<types.ListPlanStrategyBindingsResponses[200][number]> {
+  listStrategyBindings(planId: string, query?: Params<types.ListPlanStrategyBindingsData['query']>, options?: RequestOptions): PagePromise<types.ListPlanStrategyBindingsResponses[200][number]> {
     return this._core._list<types.ListPlanStrategyBindingsResponses[200][number]>(sdk.listPlanStrategyBindings, { path: { planId }, query }, options);
   }
 
@@ -316,7 +316,7 @@ export class PlansResource extends NexusResource {
    *
    * `POST /admin/v1/plans/{planId}/strategy-bindings` (`bindPlanStrategy` in the function API)
    */
-  bindStrategy(planId: string, body: NonNullable<types.BindPlanStrategyData['body']>, options?: RequestOptions): NexusPromise<types.BindPlanStrategyResponses[keyof types.BindPlanStrategyResponses]> {
+  bindStrategy(planId: string, body: Params<NonNullable<types.BindPlanStrategyData['body']>>, options?: RequestOptions): NexusPromise<types.BindPlanStrategyResponses[keyof types.BindPlanStrategyResponses]> {
     return this._core._call<types.BindPlanStrategyResponses[keyof types.BindPlanStrategyResponses]>(sdk.bindPlanStrategy, { path: { planId }, body }, options, true);
   }
 
@@ -327,7 +327,7 @@ export class PlansResource extends NexusResource {
    *
    * `DELETE /admin/v1/plan-strategy-bindings/{bindingId}` (`closePlanStrategyBinding` in the function API)
    */
-  closeStrategyBinding(bindingId: string, query?: types.ClosePlanStrategyBindingData['query'], options?: RequestOptions): NexusPromise<types.ClosePlanStrategyBindingResponses[keyof types.ClosePlanStrategyBindingResponses]> {
+  closeStrategyBinding(bindingId: string, query?: Params<types.ClosePlanStrategyBindingData['query']>, options?: RequestOptions): NexusPromise<types.ClosePlanStrategyBindingResponses[keyof types.ClosePlanStrategyBindingResponses]> {
     return this._core._call<types.ClosePlanStrategyBindingResponses[keyof types.ClosePlanStrategyBindingResponses]>(sdk.closePlanStrategyBinding, { path: { bindingId }, query }, options, false);
   }
 }
@@ -343,7 +343,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    *
    * `GET /admin/v1/workspaces/{workspaceId}/users` (`listWorkspaceUsers` in the function API)
    */
-  listWorkspaceUsers(workspaceId: string, query?: types.ListWorkspaceUsersData['query'], options?: RequestOptions): PagePromise<types.ListWorkspaceUsersResponses[200][number]> {
+  listWorkspaceUsers(workspaceId: string, query?: Params<types.ListWorkspaceUsersData['query']>, options?: RequestOptions): PagePromise<types.ListWorkspaceUsersResponses[200][number]> {
     return this._core._list<types.ListWorkspaceUsersResponses[200][number]>(sdk.listWorkspaceUsers, { path: { workspaceId }, query }, options);
   }
 
@@ -354,7 +354,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    *
    * `POST /admin/v1/workspaces/{workspaceId}/users` (`provisionWorkspaceUser` in the function API)
    */
-  provisionWorkspaceUser(workspaceId: string, body: NonNullable<types.ProvisionWorkspaceUserData['body']>, options?: RequestOptions): NexusPromise<types.ProvisionWorkspaceUserResponses[keyof types.ProvisionWorkspaceUserResponses]> {
+  provisionWorkspaceUser(workspaceId: string, body: Params<NonNullable<types.ProvisionWorkspaceUserData['body']>>, options?: RequestOptions): NexusPromise<types.ProvisionWorkspaceUserResponses[keyof types.ProvisionWorkspaceUserResponses]> {
     return this._core._call<types.ProvisionWorkspaceUserResponses[keyof types.ProvisionWorkspaceUserResponses]>(sdk.provisionWorkspaceUser, { path: { workspaceId }, body }, options, true);
   }
 
@@ -396,7 +396,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    *
    * `POST /admin/v1/workspace-accesses/{accessId}/renew` (`renewWorkspaceAccess` in the function API)
    */
-  renew(accessId: string, body: NonNullable<types.RenewWorkspaceAccessData['body']>, options?: RequestOptions): NexusPromise<types.RenewWorkspaceAccessResponses[keyof types.RenewWorkspaceAccessResponses]> {
+  renew(accessId: string, body: Params<NonNullable<types.RenewWorkspaceAccessData['body']>>, options?: RequestOptions): NexusPromise<types.RenewWorkspaceAccessResponses[keyof types.RenewWorkspaceAccessResponses]> {
     return this._core._call<types.RenewWorkspaceAccessResponses[keyof types.RenewWorkspaceAccessResponses]>(sdk.renewWorkspaceAccess, { path: { accessId }, body }, options, true);
   }
 
@@ -407,7 +407,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    *
    * `PATCH /admin/v1/workspace-accesses/{accessId}/plan` (`changeAccessPlan` in the function API)
    */
-  changePlan(accessId: string, body: NonNullable<types.ChangeAccessPlanData['body']>, options?: RequestOptions): NexusPromise<types.ChangeAccessPlanResponses[keyof types.ChangeAccessPlanResponses]> {
+  changePlan(accessId: string, body: Params<NonNullable<types.ChangeAccessPlanData['body']>>, options?: RequestOptions): NexusPromise<types.ChangeAccessPlanResponses[keyof types.ChangeAccessPlanResponses]> {
     return this._core._call<types.ChangeAccessPlanResponses[keyof types.ChangeAccessPlanResponses]>(sdk.changeAccessPlan, { path: { accessId }, body }, options, false);
   }
 
@@ -416,7 +416,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    *
    * `GET /admin/v1/workspace-accesses/{accessId}/api-keys` (`listInferenceKeys` in the function API)
    */
-  listInferenceKeys(accessId: string, query?: types.ListInferenceKeysData['query'], options?: RequestOptions): PagePromise<types.ListInferenceKeysResponses[200][number]> {
+  listInferenceKeys(accessId: string, query?: Params<types.ListInferenceKeysData['query']>, options?: RequestOptions): PagePromise<types.ListInferenceKeysResponses[200][number]> {
     return this._core._list<types.ListInferenceKeysResponses[200][number]>(sdk.listInferenceKeys, { path: { accessId }, query }, options);
   }
 
@@ -427,7 +427,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    *
    * `POST /admin/v1/workspace-accesses/{accessId}/api-keys` (`issueInferenceKey` in the function API)
    */
-  issueInferenceKey(accessId: string, body?: types.IssueInferenceKeyData['body'], options?: RequestOptions): NexusPromise<types.IssueInferenceKeyResponses[keyof types.IssueInferenceKeyResponses]> {
+  issueInferenceKey(accessId: string, body?: Params<types.IssueInferenceKeyData['body']>, options?: RequestOptions): NexusPromise<types.IssueInferenceKeyResponses[keyof types.IssueInferenceKeyResponses]> {
     return this._core._call<types.IssueInferenceKeyResponses[keyof types.IssueInferenceKeyResponses]>(sdk.issueInferenceKey, { path: { accessId }, body }, options, true);
   }
 
@@ -469,7 +469,7 @@ export class UsageResource extends NexusResource {
    *
    * `GET /admin/v1/workspaces/{workspaceId}/audit-logs` (`listAuditLogs` in the function API)
    */
-  listAuditLogs(workspaceId: string, query?: types.ListAuditLogsData['query'], options?: RequestOptions): PagePromise<types.ListAuditLogsResponses[200][number]> {
+  listAuditLogs(workspaceId: string, query?: Params<types.ListAuditLogsData['query']>, options?: RequestOptions): PagePromise<types.ListAuditLogsResponses[200][number]> {
     return this._core._list<types.ListAuditLogsResponses[200][number]>(sdk.listAuditLogs, { path: { workspaceId }, query }, options);
   }
 
@@ -483,7 +483,7 @@ export class UsageResource extends NexusResource {
    *
    * `GET /admin/v1/workspaces/{workspaceId}/invocations` (`listInvocations` in the function API)
    */
-  listInvocations(workspaceId: string, query?: types.ListInvocationsData['query'], options?: RequestOptions): PagePromise<types.ListInvocationsResponses[200][number]> {
+  listInvocations(workspaceId: string, query?: Params<types.ListInvocationsData['query']>, options?: RequestOptions): PagePromise<types.ListInvocationsResponses[200][number]> {
     return this._core._list<types.ListInvocationsResponses[200][number]>(sdk.listInvocations, { path: { workspaceId }, query }, options);
   }
 
@@ -505,7 +505,7 @@ export class UsageResource extends NexusResource {
    *
    * `GET /admin/v1/workspaces/{workspaceId}/usage-events` (`listUsageEvents` in the function API)
    */
-  listEvents(workspaceId: string, query?: types.ListUsageEventsData['query'], options?: RequestOptions): PagePromise<types.ListUsageEventsResponses[200][number]> {
+  listEvents(workspaceId: string, query?: Params<types.ListUsageEventsData['query']>, options?: RequestOptions): PagePromise<types.ListUsageEventsResponses[200][number]> {
     return this._core._list<types.ListUsageEventsResponses[200][number]>(sdk.listUsageEvents, { path: { workspaceId }, query }, options);
   }
 
@@ -522,7 +522,7 @@ export class UsageResource extends NexusResource {
    *
    * `GET /admin/v1/workspaces/{workspaceId}/usage-summary` (`getUsageSummary` in the function API)
    */
-  getSummary(workspaceId: string, query?: types.GetUsageSummaryData['query'], options?: RequestOptions): NexusPromise<types.GetUsageSummaryResponses[keyof types.GetUsageSummaryResponses]> {
+  getSummary(workspaceId: string, query?: Params<types.GetUsageSummaryData['query']>, options?: RequestOptions): NexusPromise<types.GetUsageSummaryResponses[keyof types.GetUsageSummaryResponses]> {
     return this._core._call<types.GetUsageSummaryResponses[keyof types.GetUsageSummaryResponses]>(sdk.getUsageSummary, { path: { workspaceId }, query }, options, false);
   }
 }
@@ -540,7 +540,7 @@ export class BillingResource extends NexusResource {
    *
    * `GET /admin/v1/workspaces/{workspaceId}/billing-connections` (`listBillingConnections` in the function API)
    */
-  listConnections(workspaceId: string, query?: types.ListBillingConnectionsData['query'], options?: RequestOptions): PagePromise<types.ListBillingConnectionsResponses[200][number]> {
+  listConnections(workspaceId: string, query?: Params<types.ListBillingConnectionsData['query']>, options?: RequestOptions): PagePromise<types.ListBillingConnectionsResponses[200][number]> {
     return this._core._list<types.ListBillingConnectionsResponses[200][number]>(sdk.listBillingConnections, { path: { workspaceId }, query }, options);
   }
 
@@ -555,7 +555,7 @@ export class BillingResource extends NexusResource {
    *
    * `POST /admin/v1/workspaces/{workspaceId}/billing-connections` (`createBillingConnection` in the function API)
    */
-  createConnection(workspaceId: string, body: NonNullable<types.CreateBillingConnectionData['body']>, options?: RequestOptions): NexusPromise<types.CreateBillingConnectionResponses[keyof types.CreateBillingConnectionResponses]> {
+  createConnection(workspaceId: string, body: Params<NonNullable<types.CreateBillingConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.CreateBillingConnectionResponses[keyof types.CreateBillingConnectionResponses]> {
     return this._core._call<types.CreateBillingConnectionResponses[keyof types.CreateBillingConnectionResponses]>(sdk.createBillingConnection, { path: { workspaceId }, body }, options, true);
   }
 
@@ -582,7 +582,7 @@ export class BillingResource extends NexusResource {
    *
    * `PUT /admin/v1/billing-connections/{connectionId}/provider-credential` (`configureBillingProviderCredential` in the function API)
    */
-  configureProviderCredential(connectionId: string, body: NonNullable<types.ConfigureBillingProviderCredentialData['body']>, options?: RequestOptions): NexusPromise<types.ConfigureBillingProviderCredentialResponses[keyof types.ConfigureBillingProviderCredentialResponses]> {
+  configureProviderCredential(connectionId: string, body: Params<NonNullable<types.ConfigureBillingProviderCredentialData['body']>>, options?: RequestOptions): NexusPromise<types.ConfigureBillingProviderCredentialResponses[keyof types.ConfigureBillingProviderCredentialResponses]> {
     return this._core._call<types.ConfigureBillingProviderCredentialResponses[keyof types.ConfigureBillingProviderCredentialResponses]>(sdk.configureBillingProviderCredential, { path: { connectionId }, body }, options, false);
   }
 
@@ -596,7 +596,7 @@ export class BillingResource extends NexusResource {
    *
    * `PUT /admin/v1/billing-connections/{connectionId}/webhook-secret` (`configureBillingWebhookSecret` in the function API)
    */
-  configureWebhookSecret(connectionId: string, body: NonNullable<types.ConfigureBillingWebhookSecretData['body']>, options?: RequestOptions): NexusPromise<types.ConfigureBillingWebhookSecretResponses[keyof types.ConfigureBillingWebhookSecretResponses]> {
+  configureWebhookSecret(connectionId: string, body: Params<NonNullable<types.ConfigureBillingWebhookSecretData['body']>>, options?: RequestOptions): NexusPromise<types.ConfigureBillingWebhookSecretResponses[keyof types.ConfigureBillingWebhookSecretResponses]> {
     return this._core._call<types.ConfigureBillingWebhookSecretResponses[keyof types.ConfigureBillingWebhookSecretResponses]>(sdk.configureBillingWebhookSecret, { path: { connectionId }, body }, options, false);
   }
 
@@ -622,7 +622,7 @@ export class BillingResource extends NexusResource {
    *
    * `GET /admin/v1/billing-connections/{connectionId}/product-mappings` (`listBillingProductMappings` in the function API)
    */
-  listProductMappings(connectionId: string, query?: types.ListBillingProductMappingsData['query'], options?: RequestOptions): PagePromise<types.ListBillingProductMappingsResponses[200][number]> {
+  listProductMappings(connectionId: string, query?: Params<types.ListBillingProductMappingsData['query']>, options?: RequestOptions): PagePromise<types.ListBillingProductMappingsResponses[200][number]> {
     return this._core._list<types.ListBillingProductMappingsResponses[200][number]>(sdk.listBillingProductMappings, { path: { connectionId }, query }, options);
   }
 
@@ -637,7 +637,7 @@ export class BillingResource extends NexusResource {
    *
    * `POST /admin/v1/billing-connections/{connectionId}/product-mappings` (`createBillingProductMapping` in the function API)
    */
-  createProductMapping(connectionId: string, body: NonNullable<types.CreateBillingProductMappingData['body']>, options?: RequestOptions): NexusPromise<types.CreateBillingProductMappingResponses[keyof types.CreateBillingProductMappingResponses]> {
+  createProductMapping(connectionId: string, body: Params<NonNullable<types.CreateBillingProductMappingData['body']>>, options?: RequestOptions): NexusPromise<types.CreateBillingProductMappingResponses[keyof types.CreateBillingProductMappingResponses]> {
     return this._core._call<types.CreateBillingProductMappingResponses[keyof types.CreateBillingProductMappingResponses]>(sdk.createBillingProductMapping, { path: { connectionId }, body }, options, true);
   }
 
@@ -666,7 +666,7 @@ export class BillingResource extends NexusResource {
    *
    * `POST /admin/v1/workspace-accesses/{accessId}/billing-checkouts` (`createCheckout` in the function API)
    */
-  createCheckout(accessId: string, body: NonNullable<types.CreateCheckoutData['body']>, options?: RequestOptions): NexusPromise<types.CreateCheckoutResponses[keyof types.CreateCheckoutResponses]> {
+  createCheckout(accessId: string, body: Params<NonNullable<types.CreateCheckoutData['body']>>, options?: RequestOptions): NexusPromise<types.CreateCheckoutResponses[keyof types.CreateCheckoutResponses]> {
     return this._core._call<types.CreateCheckoutResponses[keyof types.CreateCheckoutResponses]>(sdk.createCheckout, { path: { accessId }, body }, options, true);
   }
 
@@ -677,7 +677,7 @@ export class BillingResource extends NexusResource {
    *
    * `GET /admin/v1/billing-connections/{connectionId}/webhook-events` (`listBillingWebhookEvents` in the function API)
    */
-  listWebhookEvents(connectionId: string, query?: types.ListBillingWebhookEventsData['query'], options?: RequestOptions): PagePromise<types.ListBillingWebhookEventsResponses[200][number]> {
+  listWebhookEvents(connectionId: string, query?: Params<types.ListBillingWebhookEventsData['query']>, options?: RequestOptions): PagePromise<types.ListBillingWebhookEventsResponses[200][number]> {
     return this._core._list<types.ListBillingWebhookEventsResponses[200][number]>(sdk.listBillingWebhookEvents, { path: { connectionId }, query }, options);
   }
 
@@ -702,7 +702,7 @@ export class BillingResource extends NexusResource {
    *
    * `GET /admin/v1/workspace-accesses/{accessId}/external-subscriptions` (`listExternalSubscriptions` in the function API)
    */
-  listExternalSubscriptions(accessId: string, query?: types.ListExternalSubscriptionsData['query'], options?: RequestOptions): PagePromise<types.ListExternalSubscriptionsResponses[200][number]> {
+  listExternalSubscriptions(accessId: string, query?: Params<types.ListExternalSubscriptionsData['query']>, options?: RequestOptions): PagePromise<types.ListExternalSubscriptionsResponses[200][number]> {
     return this._core._list<types.ListExternalSubscriptionsResponses[200][number]>(sdk.listExternalSubscriptions, { path: { accessId }, query }, options);
   }
 
@@ -732,7 +732,7 @@ export class BillingResource extends NexusResource {
    *
    * `POST /admin/v1/workspace-accesses/{accessId}/billing-periods/sync` (`syncWorkspaceAccessBillingPeriod` in the function API)
    */
-  syncWorkspaceAccessBillingPeriod(accessId: string, body: NonNullable<types.SyncWorkspaceAccessBillingPeriodData['body']>, options?: RequestOptions): NexusPromise<types.SyncWorkspaceAccessBillingPeriodResponses[keyof types.SyncWorkspaceAccessBillingPeriodResponses]> {
+  syncWorkspaceAccessBillingPeriod(accessId: string, body: Params<NonNullable<types.SyncWorkspaceAccessBillingPeriodData['body']>>, options?: RequestOptions): NexusPromise<types.SyncWorkspaceAccessBillingPeriodResponses[keyof types.SyncWorkspaceAccessBillingPeriodResponses]> {
     return this._core._call<types.SyncWorkspaceAccessBillingPeriodResponses[keyof types.SyncWorkspaceAccessBillingPeriodResponses]>(sdk.syncWorkspaceAccessBillingPeriod, { path: { accessId }, body }, options, true);
   }
 
@@ -750,7 +750,7 @@ export class BillingResource extends NexusResource {
    *
    * `POST /webhooks/billing/{connectionId}` (`receiveBillingWebhook` in the function API)
    */
-  receiveWebhook(connectionId: string, body: NonNullable<types.ReceiveBillingWebhookData['body']>, options?: RequestOptions): NexusPromise<types.ReceiveBillingWebhookResponses[keyof types.ReceiveBillingWebhookResponses]> {
+  receiveWebhook(connectionId: string, body: Params<NonNullable<types.ReceiveBillingWebhookData['body']>>, options?: RequestOptions): NexusPromise<types.ReceiveBillingWebhookResponses[keyof types.ReceiveBillingWebhookResponses]> {
     return this._core._call<types.ReceiveBillingWebhookResponses[keyof types.ReceiveBillingWebhookResponses]>(sdk.receiveBillingWebhook, { path: { connectionId }, body }, options, false);
   }
 }
@@ -787,7 +787,7 @@ export class GatewayResource extends NexusResource {
    *
    * `PUT /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPut` in the function API)
    */
-  proxyProviderPut(providerConnectionId: string, providerPath: string, body?: types.ProxyProviderPutData['body'], options?: RequestOptions): NexusPromise<types.ProxyProviderPutResponses[keyof types.ProxyProviderPutResponses]> {
+  proxyProviderPut(providerConnectionId: string, providerPath: string, body?: Params<types.ProxyProviderPutData['body']>, options?: RequestOptions): NexusPromise<types.ProxyProviderPutResponses[keyof types.ProxyProviderPutResponses]> {
     return this._core._call<types.ProxyProviderPutResponses[keyof types.ProxyProviderPutResponses]>(sdk.proxyProviderPut, { path: { providerConnectionId, providerPath }, body }, options, false);
   }
 
@@ -814,7 +814,7 @@ export class GatewayResource extends NexusResource {
    *
    * `POST /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPost` in the function API)
    */
-  proxyProviderPost(providerConnectionId: string, providerPath: string, body?: types.ProxyProviderPostData['body'], options?: RequestOptions): NexusPromise<types.ProxyProviderPostResponses[keyof types.ProxyProviderPostResponses]> {
+  proxyProviderPost(providerConnectionId: string, providerPath: string, body?: Params<types.ProxyProviderPostData['body']>, options?: RequestOptions): NexusPromise<types.ProxyProviderPostResponses[keyof types.ProxyProviderPostResponses]> {
     return this._core._call<types.ProxyProviderPostResponses[keyof types.ProxyProviderPostResponses]>(sdk.proxyProviderPost, { path: { providerConnectionId, providerPath }, body }, options, false);
   }
 
@@ -836,7 +836,7 @@ export class GatewayResource extends NexusResource {
    *
    * `PATCH /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPatch` in the function API)
    */
-  proxyProviderPatch(providerConnectionId: string, providerPath: string, body?: types.ProxyProviderPatchData['body'], options?: RequestOptions): NexusPromise<types.ProxyProviderPatchResponses[keyof types.ProxyProviderPatchResponses]> {
+  proxyProviderPatch(providerConnectionId: string, providerPath: string, body?: Params<types.ProxyProviderPatchData['body']>, options?: RequestOptions): NexusPromise<types.ProxyProviderPatchResponses[keyof types.ProxyProviderPatchResponses]> {
     return this._core._call<types.ProxyProviderPatchResponses[keyof types.ProxyProviderPatchResponses]>(sdk.proxyProviderPatch, { path: { providerConnectionId, providerPath }, body }, options, false);
   }
 

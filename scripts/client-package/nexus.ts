@@ -25,6 +25,7 @@ export {
   PagePromise,
   withNexusErrors,
   type NexusOptions,
+  type Params,
   type RequestOptions,
   type WithResponse,
 } from './runtime.js';

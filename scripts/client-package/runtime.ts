@@ -27,6 +27,16 @@ export interface NexusOptions {
   fetch?: typeof fetch | undefined;
 }
 
+type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never }[keyof T];
+
+/**
+ * A body or a query as a method takes it: its optional properties also take `undefined` (left out of the
+ * request), so that `{ status: filters.status }` compiles under exactOptionalPropertyTypes.
+ */
+export type Params<T> = T extends object
+  ? { [K in Exclude<keyof T, OptionalKeys<T>>]: T[K] } & { [K in OptionalKeys<T>]?: T[K] | undefined }
+  : T;
+
 /** What one call can change: each overrides the client's setting for this call only. */
 export interface RequestOptions {
   maxRetries?: number | undefined;

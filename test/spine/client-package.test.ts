@@ -289,6 +289,10 @@ const counted = new Nexus({
 });
 const proxied = new Nexus({ baseUrl: env.PROXY_URL!, apiKey: env.ROOT_KEY });
 const out: Record<string, unknown> = {};
+// An optional field of a body or a query takes undefined too (left out of the request).
+const maybe = (value: string): string | undefined => (value ? value : undefined);
+await nexus.workspaces.create({ name: 'sdk-optional', metadata: undefined });
+await nexus.workspaces.list({ limit: 1, cursor: maybe(''), status: undefined });
 
 async function caught(call: () => Promise<unknown>): Promise<unknown> {
   try {
