@@ -32,6 +32,7 @@ const unit = [
   'test/reliability/database-unavailable.test.ts',
   'test/spine/check-layers.test.ts',
   'test/spine/cli-args.test.ts',
+  'test/spine/client-retries.test.ts',
   'test/spine/config-lease-ttl.test.ts',
   'test/spine/contract-diff.test.ts',
   'test/spine/deploy.test.ts',
