@@ -82,7 +82,8 @@ function pascal(identifier: string): string {
 
 function docComment(lines: (string | undefined)[], indent: string): string {
   const text = lines
-    .filter((l): l is string => Boolean(l))
+    .filter((l): l is string => Boolean(l?.trim()))
+    .map((l) => l.trim())
     .join('\n\n')
     .replaceAll('*/', '*\\/');
   return `${indent}/**\n${text

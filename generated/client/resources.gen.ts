@@ -48,7 +48,6 @@ export class WorkspacesResource extends NexusResource {
    * with 409 `workspace_archived`, and its gateway traffic stops. Archiving twice is a no-op.
    * Root Management Key only.
    *
-   *
    * `DELETE /admin/v1/workspaces/{workspaceId}` (`archiveWorkspace` in the function API)
    */
   archive(workspaceId: string, options?: RequestOptions): NexusPromise<types.ArchiveWorkspaceResponses[keyof types.ArchiveWorkspaceResponses]> {
@@ -97,7 +96,6 @@ export class ProviderConnectionsResource extends NexusResource {
    * (400 `invalid_base_url` / `private_upstream_refused`). The upstream is not called:
    * use `testProviderConnection` before and `verifyProviderConnection` after saving.
    *
-   *
    * `POST /admin/v1/workspaces/{workspaceId}/provider-connections` (`createProviderConnection` in the function API)
    */
   create(workspaceId: string, body: Params<NonNullable<types.CreateProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.CreateProviderConnectionResponses[keyof types.CreateProviderConnectionResponses]> {
@@ -112,7 +110,6 @@ export class ProviderConnectionsResource extends NexusResource {
    * `Authorization: Bearer` (openai) or with `x-api-key` and `anthropic-version: 2023-06-01`
    * (anthropic), bounded by a short timeout (5 s by default, `NEXUS_PROVIDER_PROBE_TIMEOUT_MS`).
    * An upstream that answers with an error is still a 200 here: `outcome` says which case it is.
-   *
    *
    * `POST /admin/v1/workspaces/{workspaceId}/provider-connections/test` (`testProviderConnection` in the function API)
    */
@@ -137,7 +134,6 @@ export class ProviderConnectionsResource extends NexusResource {
    * Makes the connection ARCHIVED: the gateway answers 404 for it from then on, and it
    * stays readable here for history. Archiving twice is a no-op.
    *
-   *
    * `DELETE /admin/v1/provider-connections/{providerConnectionId}` (`archiveProviderConnection` in the function API)
    */
   archive(providerConnectionId: string, options?: RequestOptions): NexusPromise<types.ArchiveProviderConnectionResponses[keyof types.ArchiveProviderConnectionResponses]> {
@@ -156,7 +152,6 @@ export class ProviderConnectionsResource extends NexusResource {
    * `api_key_required`, param `apiKey`, and nothing changes); a new path on the same origin
    * keeps the key.
    *
-   *
    * `PATCH /admin/v1/provider-connections/{providerConnectionId}` (`updateProviderConnection` in the function API)
    */
   update(providerConnectionId: string, body: Params<NonNullable<types.UpdateProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateProviderConnectionResponses[keyof types.UpdateProviderConnectionResponses]> {
@@ -171,7 +166,6 @@ export class ProviderConnectionsResource extends NexusResource {
    * recorded in the audit trail with its outcome. An archived connection answers 409
    * `connection_archived`.
    *
-   *
    * `POST /admin/v1/provider-connections/{providerConnectionId}/verify` (`verifyProviderConnection` in the function API)
    */
   verify(providerConnectionId: string, options?: RequestOptions): NexusPromise<types.VerifyProviderConnectionResponses[keyof types.VerifyProviderConnectionResponses]> {
@@ -184,7 +178,6 @@ export class ProviderConnectionsResource extends NexusResource {
    * Replaces the stored key atomically: gateway calls use the new key within the gateway's
    * auth cache bound (`NEXUS_AUTH_CACHE_TTL_MS`, 1 s by default). The answer
    * carries the new `secretPreview`; `lastVerifiedAt` is cleared until the new key is verified.
-   *
    *
    * `POST /admin/v1/provider-connections/{providerConnectionId}/rotate-secret` (`rotateProviderSecret` in the function API)
    */
@@ -263,7 +256,6 @@ export class PlansResource extends NexusResource {
    * glob whose only wildcard is `*` (any run of characters, none included). `outputCapPolicy` decides what a
    * request asking for more output than `maxOutputTokens` gets: `clamp` (the default) lowers its cap to
    * `maxOutputTokens`, `refuse` answers 400 `max_tokens_exceeded`. See docs/pricing.md.
-   *
    *
    * `POST /admin/v1/workspaces/{workspaceId}/plan-strategies/quota` (`createQuotaStrategy` in the function API)
    */
@@ -466,7 +458,6 @@ export class UsageResource extends NexusResource {
    * The workspace's audit entries, newest first. Secrets in `changes` appear as `[redacted]`.
    * Filters combine with AND; `since` is inclusive, `until` exclusive.
    *
-   *
    * `GET /admin/v1/workspaces/{workspaceId}/audit-logs` (`listAuditLogs` in the function API)
    */
   listAuditLogs(workspaceId: string, query?: Params<types.ListAuditLogsData['query']>, options?: RequestOptions): PagePromise<types.ListAuditLogsResponses[200][number]> {
@@ -479,7 +470,6 @@ export class UsageResource extends NexusResource {
    * One invocation per gateway call that passed authentication and authorization, newest first.
    * An invocation is written when the call ends (after the response's last byte), together
    * with its attempt and its usage events.
-   *
    *
    * `GET /admin/v1/workspaces/{workspaceId}/invocations` (`listInvocations` in the function API)
    */
@@ -519,7 +509,6 @@ export class UsageResource extends NexusResource {
    * (a day's first bucket may start before `since`); a bucket without events is absent. The range holds at most 1000 buckets (about 41 days by hour,
    * 1000 days by day). Default range: the last 24 hours by hour, the last 30 days by day.
    *
-   *
    * `GET /admin/v1/workspaces/{workspaceId}/usage-summary` (`getUsageSummary` in the function API)
    */
   getSummary(workspaceId: string, query?: Params<types.GetUsageSummaryData['query']>, options?: RequestOptions): NexusPromise<types.GetUsageSummaryResponses[keyof types.GetUsageSummaryResponses]> {
@@ -552,7 +541,6 @@ export class BillingResource extends NexusResource {
    * backend reports billing periods through `syncWorkspaceAccessBillingPeriod`.
    * The credential and webhook secret may be given here or later; both are write-only.
    *
-   *
    * `POST /admin/v1/workspaces/{workspaceId}/billing-connections` (`createBillingConnection` in the function API)
    */
   createConnection(workspaceId: string, body: Params<NonNullable<types.CreateBillingConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.CreateBillingConnectionResponses[keyof types.CreateBillingConnectionResponses]> {
@@ -564,7 +552,6 @@ export class BillingResource extends NexusResource {
    *
    * Makes the connection DISABLED: its webhooks are still acknowledged but ignored, and it
    * cannot start checkouts or reconciliations. Disabling twice is a no-op.
-   *
    *
    * `DELETE /admin/v1/billing-connections/{connectionId}` (`disableBillingConnection` in the function API)
    */
@@ -579,7 +566,6 @@ export class BillingResource extends NexusResource {
    * It is never returned; reads show `credentialPreview`. The verification status returns to
    * `UNVERIFIED`. A Stripe key whose mode (`_test_`/`_live_`) differs from the connection's is refused.
    *
-   *
    * `PUT /admin/v1/billing-connections/{connectionId}/provider-credential` (`configureBillingProviderCredential` in the function API)
    */
   configureProviderCredential(connectionId: string, body: Params<NonNullable<types.ConfigureBillingProviderCredentialData['body']>>, options?: RequestOptions): NexusPromise<types.ConfigureBillingProviderCredentialResponses[keyof types.ConfigureBillingProviderCredentialResponses]> {
@@ -592,7 +578,6 @@ export class BillingResource extends NexusResource {
    * Stores the signing secret of the provider's webhook endpoint (Stripe `whsec_...`, Paddle
    * `pdl_ntfset_...`), encrypted and write-only. On rotation the previous secret keeps
    * verifying signatures for a bounded overlap (`NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS`, 24 h by default).
-   *
    *
    * `PUT /admin/v1/billing-connections/{connectionId}/webhook-secret` (`configureBillingWebhookSecret` in the function API)
    */
@@ -607,7 +592,6 @@ export class BillingResource extends NexusResource {
    * `credentialVerificationStatus` (`VERIFIED` or `FAILED`) and `lastVerifiedAt`. A rejected
    * credential is an outcome, not an error: the answer is 200 with `FAILED`.
    * No credential stored: 409 `billing_not_configured`.
-   *
    *
    * `POST /admin/v1/billing-connections/{connectionId}/verify` (`verifyBillingConnection` in the function API)
    */
@@ -634,7 +618,6 @@ export class BillingResource extends NexusResource {
    * needs `externalPriceId` (checkouts are created for a price). One active mapping per
    * product/price pair: a second one is 409 `billing_mapping_exists`.
    *
-   *
    * `POST /admin/v1/billing-connections/{connectionId}/product-mappings` (`createBillingProductMapping` in the function API)
    */
   createProductMapping(connectionId: string, body: Params<NonNullable<types.CreateBillingProductMappingData['body']>>, options?: RequestOptions): NexusPromise<types.CreateBillingProductMappingResponses[keyof types.CreateBillingProductMappingResponses]> {
@@ -646,7 +629,6 @@ export class BillingResource extends NexusResource {
    *
    * The mapping becomes DISABLED: no new checkout uses it and it no longer maps subscriptions
    * to a plan (existing projections keep the plan they have). Disabling twice is a no-op.
-   *
    *
    * `DELETE /admin/v1/billing-product-mappings/{mappingId}` (`deleteBillingProductMapping` in the function API)
    */
@@ -662,7 +644,6 @@ export class BillingResource extends NexusResource {
    * metadata `nexus_workspace_access_id`) or a Paddle transaction (the access id in
    * `custom_data.nexus_workspace_access_id`). The caller redirects its user to `url`.
    * The `Idempotency-Key` is passed on to the provider.
-   *
    *
    * `POST /admin/v1/workspace-accesses/{accessId}/billing-checkouts` (`createCheckout` in the function API)
    */
@@ -687,7 +668,6 @@ export class BillingResource extends NexusResource {
    * Reprocesses a FAILED inbox event from its stored body (the signature was checked on
    * receipt; no new check and no freshness window). `operationId` is the event's id: its
    * status and `attempts` show the outcome. An event that is not FAILED: 409 `event_not_replayable`.
-   *
    *
    * `POST /admin/v1/webhook-events/{eventId}/replay` (`replayBillingWebhookEvent` in the function API)
    */
@@ -714,7 +694,6 @@ export class BillingResource extends NexusResource {
    * changed. `operationId` is the run's id. A second run right after changes nothing.
    * Needs a HOSTED, ACTIVE connection with a credential (409 otherwise).
    *
-   *
    * `POST /admin/v1/billing-connections/{connectionId}/reconcile` (`reconcileBillingConnection` in the function API)
    */
   reconcileConnection(connectionId: string, options?: RequestOptions): NexusPromise<types.ReconcileBillingConnectionResponses[keyof types.ReconcileBillingConnectionResponses]> {
@@ -728,7 +707,6 @@ export class BillingResource extends NexusResource {
    * APP_SYNC connection. The period's quota is granted once; the access follows `status` like
    * a provider subscription's. Repeating a report is a no-op (`applied: false`); a report whose
    * `sourceUpdatedAt` is older than the one already applied never overwrites it.
-   *
    *
    * `POST /admin/v1/workspace-accesses/{accessId}/billing-periods/sync` (`syncWorkspaceAccessBillingPeriod` in the function API)
    */
@@ -746,7 +724,6 @@ export class BillingResource extends NexusResource {
    * stored in the inbox first, deduplicated by the provider's event id, answered 200 and then
    * processed; a duplicate is answered 200 and changes nothing. Event types Nexus does not use
    * and events for unknown customers are acknowledged with 200 and recorded as IGNORED.
-   *
    *
    * `POST /webhooks/billing/{connectionId}` (`receiveBillingWebhook` in the function API)
    */
@@ -772,7 +749,6 @@ export class GatewayResource extends NexusResource {
    * is refused with 403 `model_not_allowed`. `GET v1/me` is answered by Nexus itself, as `getMe`,
    * for a key of the connection's workspace. Another endpoint without a usage inspector is refused
    * with 409 `unmetered_endpoint` unless the workspace allows unmetered passthrough.
-   *
    *
    * `GET /providers/{providerConnectionId}/{providerPath}` (`proxyProviderGet` in the function API)
    */
@@ -810,7 +786,6 @@ export class GatewayResource extends NexusResource {
    * `stream_options.include_usage` (the extra usage chunk is removed from what the client
    * receives), and a cap is written in or lowered as above. Anthropic's `v1/messages/count_tokens`
    * is governed but free, like the model list.
-   *
    *
    * `POST /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPost` in the function API)
    */
@@ -854,7 +829,6 @@ export class GatewayResource extends NexusResource {
    * (`client.get('/me')` on an OpenAI client whose base URL is `gatewayBaseUrl + '/v1'`): the same
    * answer, for a key of the connection's workspace (another's connection is 404
    * `provider_connection_not_found`, as for a call).
-   *
    *
    * `GET /v1/me` (`getMe` in the function API)
    */
