@@ -1,7 +1,8 @@
 /**
  * The last step of `npm run generate`: makes generated/ the client package around what
  * @hey-api/openapi-ts wrote to generated/client/. It writes
- *   - client/resources.gen.ts (the resource API, `new Nexus(...)`) and client/codes.gen.ts (the error codes),
+ *   - client/resources.gen.ts (the resource API, `new Nexus(...)`), client/codes.gen.ts (the error codes) and
+ *     client/operations.gen.ts (the operations that take an Idempotency-Key),
  *     generated from the contract's tags, operationIds and error codes by scripts/client-resources.ts,
  *   - from scripts/client-package/: package.json, its version the contract's `info.version` (one version for
  *     the API and its client), README.md, CHANGELOG.md, tsconfig.json, typedoc.json and the repository's LICENSE,
@@ -11,7 +12,7 @@
  */
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { codesSource, resourcesSource, type Contract } from './client-resources.js';
+import { codesSource, operationsSource, resourcesSource, type Contract } from './client-resources.js';
 
 const root = join(import.meta.dirname, '..');
 const from = (file: string) => join(root, 'scripts', 'client-package', file);
@@ -35,3 +36,4 @@ for (const file of ['nexus.ts', 'runtime.ts', 'errors.ts']) {
 }
 writeFileSync(to(join('client', 'resources.gen.ts')), resourcesSource(contract));
 writeFileSync(to(join('client', 'codes.gen.ts')), codesSource(contract));
+writeFileSync(to(join('client', 'operations.gen.ts')), operationsSource(contract));

@@ -8,8 +8,8 @@
  *   (`createProviderConnection` -> `providerConnections.create`, `listPlanStrategies` -> `plans.listStrategies`,
  *   `getWorkspaceAccessQuota` -> `workspaceAccesses.getQuota`); an operationId without it keeps its name.
  * A method takes the path parameters in the order of the path, then the body or the query, then RequestOptions.
- * A list (an operation that takes the Cursor parameter) returns a PagePromise; a write that takes an
- * Idempotency-Key gets one made for it. Two operations of one tag that would get one name fail the generation.
+ * operations.gen.ts lists the operations that take an Idempotency-Key, for the client to add one to each call.
+ * A list (an operation that takes the Cursor parameter) returns a PagePromise. Two operations of one tag that would get one name fail the generation.
  */
 
 interface Parameter {
@@ -110,7 +110,6 @@ function methodSource(contract: Contract, path: string, httpMethod: string, op: 
   const pathParams = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
   const queryParams = parameters.filter((p) => p.in === 'query');
   const isList = parameters.some((p) => p.$ref === '#/components/parameters/Cursor');
-  const idempotent = parameters.some((p) => p.in === 'header' && p.name?.toLowerCase() === 'idempotency-key');
   for (const reserved of ['body', 'query', 'options']) {
     if (pathParams.includes(reserved))
       throw new Error(`${id}: a path parameter named ${reserved} clashes with the method's own parameters`);
@@ -141,7 +140,7 @@ function methodSource(contract: Contract, path: string, httpMethod: string, op: 
     return `${doc}  ${name}(${args.join(', ')}): PagePromise<${item}> {\n    return this._core._list<${item}>(sdk.${id}, { ${shape.join(', ')} }, options);\n  }\n`;
   }
   const result = `types.${typeName}Responses[keyof types.${typeName}Responses]`;
-  return `${doc}  ${name}(${args.join(', ')}): NexusPromise<${result}> {\n    return this._core._call<${result}>(sdk.${id}, { ${shape.join(', ')} }, options, ${idempotent});\n  }\n`;
+  return `${doc}  ${name}(${args.join(', ')}): NexusPromise<${result}> {\n    return this._core._call<${result}>(sdk.${id}, { ${shape.join(', ')} }, options);\n  }\n`;
 }
 
 /** generated/client/resources.gen.ts: a class per tag, and Nexus with one of each. */
@@ -218,5 +217,28 @@ ${codes.map((c) => `  '${c}',`).join('\n')}
 
 /** One of Nexus's stable error codes: what to branch on (\`err.code === 'quota_insufficient'\`). */
 export type ErrorCode = (typeof errorCodes)[number];
+`;
+}
+
+/** generated/client/operations.gen.ts: the operations that take an Idempotency-Key, for the client to make one. */
+export function operationsSource(contract: Contract): string {
+  const idempotent: string[] = [];
+  for (const [path, item] of Object.entries(contract.paths)) {
+    for (const httpMethod of METHODS) {
+      const op = item[httpMethod] as OperationObject | undefined;
+      const parameters = (op?.parameters ?? []).map((p) => resolveParameter(contract, p));
+      if (parameters.some((p) => p.in === 'header' && p.name?.toLowerCase() === 'idempotency-key'))
+        idempotent.push(`${httpMethod.toUpperCase()} ${path}`);
+    }
+  }
+  return `// Generated from the contract by scripts/client-resources.ts (npm run generate): do not edit.
+
+/** The operations that take an Idempotency-Key (\`METHOD /path/{template}\`): a call of one gets a key when it has none. */
+export const idempotentOperations: ReadonlySet<string> = new Set([
+${idempotent
+  .sort()
+  .map((o) => `  '${o}',`)
+  .join('\n')}
+]);
 `;
 }

@@ -29,7 +29,7 @@ export class WorkspacesResource extends NexusResource {
    * `POST /admin/v1/workspaces` (`createWorkspace` in the function API)
    */
   create(body: Params<NonNullable<types.CreateWorkspaceData['body']>>, options?: RequestOptions): NexusPromise<types.CreateWorkspaceResponses[keyof types.CreateWorkspaceResponses]> {
-    return this._core._call<types.CreateWorkspaceResponses[keyof types.CreateWorkspaceResponses]>(sdk.createWorkspace, { body }, options, true);
+    return this._core._call<types.CreateWorkspaceResponses[keyof types.CreateWorkspaceResponses]>(sdk.createWorkspace, { body }, options);
   }
 
   /**
@@ -38,7 +38,7 @@ export class WorkspacesResource extends NexusResource {
    * `GET /admin/v1/workspaces/{workspaceId}` (`getWorkspace` in the function API)
    */
   get(workspaceId: string, options?: RequestOptions): NexusPromise<types.GetWorkspaceResponses[keyof types.GetWorkspaceResponses]> {
-    return this._core._call<types.GetWorkspaceResponses[keyof types.GetWorkspaceResponses]>(sdk.getWorkspace, { path: { workspaceId } }, options, false);
+    return this._core._call<types.GetWorkspaceResponses[keyof types.GetWorkspaceResponses]>(sdk.getWorkspace, { path: { workspaceId } }, options);
   }
 
   /**
@@ -51,7 +51,7 @@ export class WorkspacesResource extends NexusResource {
    * `DELETE /admin/v1/workspaces/{workspaceId}` (`archiveWorkspace` in the function API)
    */
   archive(workspaceId: string, options?: RequestOptions): NexusPromise<types.ArchiveWorkspaceResponses[keyof types.ArchiveWorkspaceResponses]> {
-    return this._core._call<types.ArchiveWorkspaceResponses[keyof types.ArchiveWorkspaceResponses]>(sdk.archiveWorkspace, { path: { workspaceId } }, options, false);
+    return this._core._call<types.ArchiveWorkspaceResponses[keyof types.ArchiveWorkspaceResponses]>(sdk.archiveWorkspace, { path: { workspaceId } }, options);
   }
 
   /**
@@ -62,7 +62,7 @@ export class WorkspacesResource extends NexusResource {
    * `PATCH /admin/v1/workspaces/{workspaceId}` (`updateWorkspace` in the function API)
    */
   update(workspaceId: string, body: Params<NonNullable<types.UpdateWorkspaceData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateWorkspaceResponses[keyof types.UpdateWorkspaceResponses]> {
-    return this._core._call<types.UpdateWorkspaceResponses[keyof types.UpdateWorkspaceResponses]>(sdk.updateWorkspace, { path: { workspaceId }, body }, options, false);
+    return this._core._call<types.UpdateWorkspaceResponses[keyof types.UpdateWorkspaceResponses]>(sdk.updateWorkspace, { path: { workspaceId }, body }, options);
   }
 }
 
@@ -99,7 +99,7 @@ export class ProviderConnectionsResource extends NexusResource {
    * `POST /admin/v1/workspaces/{workspaceId}/provider-connections` (`createProviderConnection` in the function API)
    */
   create(workspaceId: string, body: Params<NonNullable<types.CreateProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.CreateProviderConnectionResponses[keyof types.CreateProviderConnectionResponses]> {
-    return this._core._call<types.CreateProviderConnectionResponses[keyof types.CreateProviderConnectionResponses]>(sdk.createProviderConnection, { path: { workspaceId }, body }, options, true);
+    return this._core._call<types.CreateProviderConnectionResponses[keyof types.CreateProviderConnectionResponses]>(sdk.createProviderConnection, { path: { workspaceId }, body }, options);
   }
 
   /**
@@ -114,7 +114,7 @@ export class ProviderConnectionsResource extends NexusResource {
    * `POST /admin/v1/workspaces/{workspaceId}/provider-connections/test` (`testProviderConnection` in the function API)
    */
   test(workspaceId: string, body: Params<NonNullable<types.TestProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.TestProviderConnectionResponses[keyof types.TestProviderConnectionResponses]> {
-    return this._core._call<types.TestProviderConnectionResponses[keyof types.TestProviderConnectionResponses]>(sdk.testProviderConnection, { path: { workspaceId }, body }, options, true);
+    return this._core._call<types.TestProviderConnectionResponses[keyof types.TestProviderConnectionResponses]>(sdk.testProviderConnection, { path: { workspaceId }, body }, options);
   }
 
   /**
@@ -125,7 +125,7 @@ export class ProviderConnectionsResource extends NexusResource {
    * `GET /admin/v1/provider-connections/{providerConnectionId}` (`getProviderConnection` in the function API)
    */
   get(providerConnectionId: string, options?: RequestOptions): NexusPromise<types.GetProviderConnectionResponses[keyof types.GetProviderConnectionResponses]> {
-    return this._core._call<types.GetProviderConnectionResponses[keyof types.GetProviderConnectionResponses]>(sdk.getProviderConnection, { path: { providerConnectionId } }, options, false);
+    return this._core._call<types.GetProviderConnectionResponses[keyof types.GetProviderConnectionResponses]>(sdk.getProviderConnection, { path: { providerConnectionId } }, options);
   }
 
   /**
@@ -137,7 +137,7 @@ export class ProviderConnectionsResource extends NexusResource {
    * `DELETE /admin/v1/provider-connections/{providerConnectionId}` (`archiveProviderConnection` in the function API)
    */
   archive(providerConnectionId: string, options?: RequestOptions): NexusPromise<types.ArchiveProviderConnectionResponses[keyof types.ArchiveProviderConnectionResponses]> {
-    return this._core._call<types.ArchiveProviderConnectionResponses[keyof types.ArchiveProviderConnectionResponses]>(sdk.archiveProviderConnection, { path: { providerConnectionId } }, options, false);
+    return this._core._call<types.ArchiveProviderConnectionResponses[keyof types.ArchiveProviderConnectionResponses]>(sdk.archiveProviderConnection, { path: { providerConnectionId } }, options);
   }
 
   /**
@@ -155,7 +155,7 @@ export class ProviderConnectionsResource extends NexusResource {
    * `PATCH /admin/v1/provider-connections/{providerConnectionId}` (`updateProviderConnection` in the function API)
    */
   update(providerConnectionId: string, body: Params<NonNullable<types.UpdateProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateProviderConnectionResponses[keyof types.UpdateProviderConnectionResponses]> {
-    return this._core._call<types.UpdateProviderConnectionResponses[keyof types.UpdateProviderConnectionResponses]>(sdk.updateProviderConnection, { path: { providerConnectionId }, body }, options, false);
+    return this._core._call<types.UpdateProviderConnectionResponses[keyof types.UpdateProviderConnectionResponses]>(sdk.updateProviderConnection, { path: { providerConnectionId }, body }, options);
   }
 
   /**
@@ -169,7 +169,7 @@ export class ProviderConnectionsResource extends NexusResource {
    * `POST /admin/v1/provider-connections/{providerConnectionId}/verify` (`verifyProviderConnection` in the function API)
    */
   verify(providerConnectionId: string, options?: RequestOptions): NexusPromise<types.VerifyProviderConnectionResponses[keyof types.VerifyProviderConnectionResponses]> {
-    return this._core._call<types.VerifyProviderConnectionResponses[keyof types.VerifyProviderConnectionResponses]>(sdk.verifyProviderConnection, { path: { providerConnectionId } }, options, true);
+    return this._core._call<types.VerifyProviderConnectionResponses[keyof types.VerifyProviderConnectionResponses]>(sdk.verifyProviderConnection, { path: { providerConnectionId } }, options);
   }
 
   /**
@@ -182,7 +182,7 @@ export class ProviderConnectionsResource extends NexusResource {
    * `POST /admin/v1/provider-connections/{providerConnectionId}/rotate-secret` (`rotateProviderSecret` in the function API)
    */
   rotateProviderSecret(providerConnectionId: string, body: Params<NonNullable<types.RotateProviderSecretData['body']>>, options?: RequestOptions): NexusPromise<types.RotateProviderSecretResponses[keyof types.RotateProviderSecretResponses]> {
-    return this._core._call<types.RotateProviderSecretResponses[keyof types.RotateProviderSecretResponses]>(sdk.rotateProviderSecret, { path: { providerConnectionId }, body }, options, true);
+    return this._core._call<types.RotateProviderSecretResponses[keyof types.RotateProviderSecretResponses]>(sdk.rotateProviderSecret, { path: { providerConnectionId }, body }, options);
   }
 }
 
@@ -209,7 +209,7 @@ export class PlansResource extends NexusResource {
    * `POST /admin/v1/workspaces/{workspaceId}/plans` (`createPlan` in the function API)
    */
   create(workspaceId: string, body: Params<NonNullable<types.CreatePlanData['body']>>, options?: RequestOptions): NexusPromise<types.CreatePlanResponses[keyof types.CreatePlanResponses]> {
-    return this._core._call<types.CreatePlanResponses[keyof types.CreatePlanResponses]>(sdk.createPlan, { path: { workspaceId }, body }, options, true);
+    return this._core._call<types.CreatePlanResponses[keyof types.CreatePlanResponses]>(sdk.createPlan, { path: { workspaceId }, body }, options);
   }
 
   /**
@@ -218,7 +218,7 @@ export class PlansResource extends NexusResource {
    * `GET /admin/v1/plans/{planId}` (`getPlan` in the function API)
    */
   get(planId: string, options?: RequestOptions): NexusPromise<types.GetPlanResponses[keyof types.GetPlanResponses]> {
-    return this._core._call<types.GetPlanResponses[keyof types.GetPlanResponses]>(sdk.getPlan, { path: { planId } }, options, false);
+    return this._core._call<types.GetPlanResponses[keyof types.GetPlanResponses]>(sdk.getPlan, { path: { planId } }, options);
   }
 
   /**
@@ -229,7 +229,7 @@ export class PlansResource extends NexusResource {
    * `PATCH /admin/v1/plans/{planId}` (`updatePlan` in the function API)
    */
   update(planId: string, body: Params<NonNullable<types.UpdatePlanData['body']>>, options?: RequestOptions): NexusPromise<types.UpdatePlanResponses[keyof types.UpdatePlanResponses]> {
-    return this._core._call<types.UpdatePlanResponses[keyof types.UpdatePlanResponses]>(sdk.updatePlan, { path: { planId }, body }, options, false);
+    return this._core._call<types.UpdatePlanResponses[keyof types.UpdatePlanResponses]>(sdk.updatePlan, { path: { planId }, body }, options);
   }
 
   /**
@@ -240,7 +240,7 @@ export class PlansResource extends NexusResource {
    * `POST /admin/v1/plans/{planId}/publish` (`publishPlan` in the function API)
    */
   publish(planId: string, options?: RequestOptions): NexusPromise<types.PublishPlanResponses[keyof types.PublishPlanResponses]> {
-    return this._core._call<types.PublishPlanResponses[keyof types.PublishPlanResponses]>(sdk.publishPlan, { path: { planId } }, options, true);
+    return this._core._call<types.PublishPlanResponses[keyof types.PublishPlanResponses]>(sdk.publishPlan, { path: { planId } }, options);
   }
 
   /**
@@ -260,7 +260,7 @@ export class PlansResource extends NexusResource {
    * `POST /admin/v1/workspaces/{workspaceId}/plan-strategies/quota` (`createQuotaStrategy` in the function API)
    */
   createQuotaStrategy(workspaceId: string, body: Params<NonNullable<types.CreateQuotaStrategyData['body']>>, options?: RequestOptions): NexusPromise<types.CreateQuotaStrategyResponses[keyof types.CreateQuotaStrategyResponses]> {
-    return this._core._call<types.CreateQuotaStrategyResponses[keyof types.CreateQuotaStrategyResponses]>(sdk.createQuotaStrategy, { path: { workspaceId }, body }, options, true);
+    return this._core._call<types.CreateQuotaStrategyResponses[keyof types.CreateQuotaStrategyResponses]>(sdk.createQuotaStrategy, { path: { workspaceId }, body }, options);
   }
 
   /**
@@ -278,7 +278,7 @@ export class PlansResource extends NexusResource {
    * `GET /admin/v1/plan-strategies/{strategyId}` (`getPlanStrategy` in the function API)
    */
   getStrategy(strategyId: string, options?: RequestOptions): NexusPromise<types.GetPlanStrategyResponses[keyof types.GetPlanStrategyResponses]> {
-    return this._core._call<types.GetPlanStrategyResponses[keyof types.GetPlanStrategyResponses]>(sdk.getPlanStrategy, { path: { strategyId } }, options, false);
+    return this._core._call<types.GetPlanStrategyResponses[keyof types.GetPlanStrategyResponses]>(sdk.getPlanStrategy, { path: { strategyId } }, options);
   }
 
   /**
@@ -289,7 +289,7 @@ export class PlansResource extends NexusResource {
    * `POST /admin/v1/plan-strategies/{strategyId}/publish` (`publishPlanStrategy` in the function API)
    */
   publishStrategy(strategyId: string, options?: RequestOptions): NexusPromise<types.PublishPlanStrategyResponses[keyof types.PublishPlanStrategyResponses]> {
-    return this._core._call<types.PublishPlanStrategyResponses[keyof types.PublishPlanStrategyResponses]>(sdk.publishPlanStrategy, { path: { strategyId } }, options, true);
+    return this._core._call<types.PublishPlanStrategyResponses[keyof types.PublishPlanStrategyResponses]>(sdk.publishPlanStrategy, { path: { strategyId } }, options);
   }
 
   /**
@@ -309,7 +309,7 @@ export class PlansResource extends NexusResource {
    * `POST /admin/v1/plans/{planId}/strategy-bindings` (`bindPlanStrategy` in the function API)
    */
   bindStrategy(planId: string, body: Params<NonNullable<types.BindPlanStrategyData['body']>>, options?: RequestOptions): NexusPromise<types.BindPlanStrategyResponses[keyof types.BindPlanStrategyResponses]> {
-    return this._core._call<types.BindPlanStrategyResponses[keyof types.BindPlanStrategyResponses]>(sdk.bindPlanStrategy, { path: { planId }, body }, options, true);
+    return this._core._call<types.BindPlanStrategyResponses[keyof types.BindPlanStrategyResponses]>(sdk.bindPlanStrategy, { path: { planId }, body }, options);
   }
 
   /**
@@ -320,7 +320,7 @@ export class PlansResource extends NexusResource {
    * `DELETE /admin/v1/plan-strategy-bindings/{bindingId}` (`closePlanStrategyBinding` in the function API)
    */
   closeStrategyBinding(bindingId: string, query?: Params<types.ClosePlanStrategyBindingData['query']>, options?: RequestOptions): NexusPromise<types.ClosePlanStrategyBindingResponses[keyof types.ClosePlanStrategyBindingResponses]> {
-    return this._core._call<types.ClosePlanStrategyBindingResponses[keyof types.ClosePlanStrategyBindingResponses]>(sdk.closePlanStrategyBinding, { path: { bindingId }, query }, options, false);
+    return this._core._call<types.ClosePlanStrategyBindingResponses[keyof types.ClosePlanStrategyBindingResponses]>(sdk.closePlanStrategyBinding, { path: { bindingId }, query }, options);
   }
 }
 
@@ -347,7 +347,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    * `POST /admin/v1/workspaces/{workspaceId}/users` (`provisionWorkspaceUser` in the function API)
    */
   provisionWorkspaceUser(workspaceId: string, body: Params<NonNullable<types.ProvisionWorkspaceUserData['body']>>, options?: RequestOptions): NexusPromise<types.ProvisionWorkspaceUserResponses[keyof types.ProvisionWorkspaceUserResponses]> {
-    return this._core._call<types.ProvisionWorkspaceUserResponses[keyof types.ProvisionWorkspaceUserResponses]>(sdk.provisionWorkspaceUser, { path: { workspaceId }, body }, options, true);
+    return this._core._call<types.ProvisionWorkspaceUserResponses[keyof types.ProvisionWorkspaceUserResponses]>(sdk.provisionWorkspaceUser, { path: { workspaceId }, body }, options);
   }
 
   /**
@@ -356,7 +356,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    * `GET /admin/v1/workspace-accesses/{accessId}` (`getWorkspaceAccess` in the function API)
    */
   get(accessId: string, options?: RequestOptions): NexusPromise<types.GetWorkspaceAccessResponses[keyof types.GetWorkspaceAccessResponses]> {
-    return this._core._call<types.GetWorkspaceAccessResponses[keyof types.GetWorkspaceAccessResponses]>(sdk.getWorkspaceAccess, { path: { accessId } }, options, false);
+    return this._core._call<types.GetWorkspaceAccessResponses[keyof types.GetWorkspaceAccessResponses]>(sdk.getWorkspaceAccess, { path: { accessId } }, options);
   }
 
   /**
@@ -367,7 +367,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    * `POST /admin/v1/workspace-accesses/{accessId}/activate` (`activateWorkspaceAccess` in the function API)
    */
   activate(accessId: string, options?: RequestOptions): NexusPromise<types.ActivateWorkspaceAccessResponses[keyof types.ActivateWorkspaceAccessResponses]> {
-    return this._core._call<types.ActivateWorkspaceAccessResponses[keyof types.ActivateWorkspaceAccessResponses]>(sdk.activateWorkspaceAccess, { path: { accessId } }, options, true);
+    return this._core._call<types.ActivateWorkspaceAccessResponses[keyof types.ActivateWorkspaceAccessResponses]>(sdk.activateWorkspaceAccess, { path: { accessId } }, options);
   }
 
   /**
@@ -378,7 +378,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    * `POST /admin/v1/workspace-accesses/{accessId}/suspend` (`suspendWorkspaceAccess` in the function API)
    */
   suspend(accessId: string, options?: RequestOptions): NexusPromise<types.SuspendWorkspaceAccessResponses[keyof types.SuspendWorkspaceAccessResponses]> {
-    return this._core._call<types.SuspendWorkspaceAccessResponses[keyof types.SuspendWorkspaceAccessResponses]>(sdk.suspendWorkspaceAccess, { path: { accessId } }, options, true);
+    return this._core._call<types.SuspendWorkspaceAccessResponses[keyof types.SuspendWorkspaceAccessResponses]>(sdk.suspendWorkspaceAccess, { path: { accessId } }, options);
   }
 
   /**
@@ -389,7 +389,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    * `POST /admin/v1/workspace-accesses/{accessId}/renew` (`renewWorkspaceAccess` in the function API)
    */
   renew(accessId: string, body: Params<NonNullable<types.RenewWorkspaceAccessData['body']>>, options?: RequestOptions): NexusPromise<types.RenewWorkspaceAccessResponses[keyof types.RenewWorkspaceAccessResponses]> {
-    return this._core._call<types.RenewWorkspaceAccessResponses[keyof types.RenewWorkspaceAccessResponses]>(sdk.renewWorkspaceAccess, { path: { accessId }, body }, options, true);
+    return this._core._call<types.RenewWorkspaceAccessResponses[keyof types.RenewWorkspaceAccessResponses]>(sdk.renewWorkspaceAccess, { path: { accessId }, body }, options);
   }
 
   /**
@@ -400,7 +400,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    * `PATCH /admin/v1/workspace-accesses/{accessId}/plan` (`changeAccessPlan` in the function API)
    */
   changePlan(accessId: string, body: Params<NonNullable<types.ChangeAccessPlanData['body']>>, options?: RequestOptions): NexusPromise<types.ChangeAccessPlanResponses[keyof types.ChangeAccessPlanResponses]> {
-    return this._core._call<types.ChangeAccessPlanResponses[keyof types.ChangeAccessPlanResponses]>(sdk.changeAccessPlan, { path: { accessId }, body }, options, false);
+    return this._core._call<types.ChangeAccessPlanResponses[keyof types.ChangeAccessPlanResponses]>(sdk.changeAccessPlan, { path: { accessId }, body }, options);
   }
 
   /**
@@ -420,7 +420,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    * `POST /admin/v1/workspace-accesses/{accessId}/api-keys` (`issueInferenceKey` in the function API)
    */
   issueInferenceKey(accessId: string, body?: Params<types.IssueInferenceKeyData['body']>, options?: RequestOptions): NexusPromise<types.IssueInferenceKeyResponses[keyof types.IssueInferenceKeyResponses]> {
-    return this._core._call<types.IssueInferenceKeyResponses[keyof types.IssueInferenceKeyResponses]>(sdk.issueInferenceKey, { path: { accessId }, body }, options, true);
+    return this._core._call<types.IssueInferenceKeyResponses[keyof types.IssueInferenceKeyResponses]>(sdk.issueInferenceKey, { path: { accessId }, body }, options);
   }
 
   /**
@@ -431,7 +431,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    * `DELETE /admin/v1/workspace-accesses/{accessId}/api-keys/{keyId}` (`revokeInferenceKey` in the function API)
    */
   revokeInferenceKey(accessId: string, keyId: string, options?: RequestOptions): NexusPromise<types.RevokeInferenceKeyResponses[keyof types.RevokeInferenceKeyResponses]> {
-    return this._core._call<types.RevokeInferenceKeyResponses[keyof types.RevokeInferenceKeyResponses]>(sdk.revokeInferenceKey, { path: { accessId, keyId } }, options, false);
+    return this._core._call<types.RevokeInferenceKeyResponses[keyof types.RevokeInferenceKeyResponses]>(sdk.revokeInferenceKey, { path: { accessId, keyId } }, options);
   }
 
   /**
@@ -442,7 +442,7 @@ export class WorkspaceAccessesResource extends NexusResource {
    * `GET /admin/v1/workspace-accesses/{accessId}/quota` (`getWorkspaceAccessQuota` in the function API)
    */
   getQuota(accessId: string, options?: RequestOptions): NexusPromise<types.GetWorkspaceAccessQuotaResponses[keyof types.GetWorkspaceAccessQuotaResponses]> {
-    return this._core._call<types.GetWorkspaceAccessQuotaResponses[keyof types.GetWorkspaceAccessQuotaResponses]>(sdk.getWorkspaceAccessQuota, { path: { accessId } }, options, false);
+    return this._core._call<types.GetWorkspaceAccessQuotaResponses[keyof types.GetWorkspaceAccessQuotaResponses]>(sdk.getWorkspaceAccessQuota, { path: { accessId } }, options);
   }
 }
 
@@ -485,7 +485,7 @@ export class UsageResource extends NexusResource {
    * `GET /admin/v1/invocations/{invocationId}` (`getInvocation` in the function API)
    */
   getInvocation(invocationId: string, options?: RequestOptions): NexusPromise<types.GetInvocationResponses[keyof types.GetInvocationResponses]> {
-    return this._core._call<types.GetInvocationResponses[keyof types.GetInvocationResponses]>(sdk.getInvocation, { path: { invocationId } }, options, false);
+    return this._core._call<types.GetInvocationResponses[keyof types.GetInvocationResponses]>(sdk.getInvocation, { path: { invocationId } }, options);
   }
 
   /**
@@ -512,7 +512,7 @@ export class UsageResource extends NexusResource {
    * `GET /admin/v1/workspaces/{workspaceId}/usage-summary` (`getUsageSummary` in the function API)
    */
   getSummary(workspaceId: string, query?: Params<types.GetUsageSummaryData['query']>, options?: RequestOptions): NexusPromise<types.GetUsageSummaryResponses[keyof types.GetUsageSummaryResponses]> {
-    return this._core._call<types.GetUsageSummaryResponses[keyof types.GetUsageSummaryResponses]>(sdk.getUsageSummary, { path: { workspaceId }, query }, options, false);
+    return this._core._call<types.GetUsageSummaryResponses[keyof types.GetUsageSummaryResponses]>(sdk.getUsageSummary, { path: { workspaceId }, query }, options);
   }
 }
 
@@ -544,7 +544,7 @@ export class BillingResource extends NexusResource {
    * `POST /admin/v1/workspaces/{workspaceId}/billing-connections` (`createBillingConnection` in the function API)
    */
   createConnection(workspaceId: string, body: Params<NonNullable<types.CreateBillingConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.CreateBillingConnectionResponses[keyof types.CreateBillingConnectionResponses]> {
-    return this._core._call<types.CreateBillingConnectionResponses[keyof types.CreateBillingConnectionResponses]>(sdk.createBillingConnection, { path: { workspaceId }, body }, options, true);
+    return this._core._call<types.CreateBillingConnectionResponses[keyof types.CreateBillingConnectionResponses]>(sdk.createBillingConnection, { path: { workspaceId }, body }, options);
   }
 
   /**
@@ -556,7 +556,7 @@ export class BillingResource extends NexusResource {
    * `DELETE /admin/v1/billing-connections/{connectionId}` (`disableBillingConnection` in the function API)
    */
   disableConnection(connectionId: string, options?: RequestOptions): NexusPromise<types.DisableBillingConnectionResponses[keyof types.DisableBillingConnectionResponses]> {
-    return this._core._call<types.DisableBillingConnectionResponses[keyof types.DisableBillingConnectionResponses]>(sdk.disableBillingConnection, { path: { connectionId } }, options, false);
+    return this._core._call<types.DisableBillingConnectionResponses[keyof types.DisableBillingConnectionResponses]>(sdk.disableBillingConnection, { path: { connectionId } }, options);
   }
 
   /**
@@ -569,7 +569,7 @@ export class BillingResource extends NexusResource {
    * `PUT /admin/v1/billing-connections/{connectionId}/provider-credential` (`configureBillingProviderCredential` in the function API)
    */
   configureProviderCredential(connectionId: string, body: Params<NonNullable<types.ConfigureBillingProviderCredentialData['body']>>, options?: RequestOptions): NexusPromise<types.ConfigureBillingProviderCredentialResponses[keyof types.ConfigureBillingProviderCredentialResponses]> {
-    return this._core._call<types.ConfigureBillingProviderCredentialResponses[keyof types.ConfigureBillingProviderCredentialResponses]>(sdk.configureBillingProviderCredential, { path: { connectionId }, body }, options, false);
+    return this._core._call<types.ConfigureBillingProviderCredentialResponses[keyof types.ConfigureBillingProviderCredentialResponses]>(sdk.configureBillingProviderCredential, { path: { connectionId }, body }, options);
   }
 
   /**
@@ -582,7 +582,7 @@ export class BillingResource extends NexusResource {
    * `PUT /admin/v1/billing-connections/{connectionId}/webhook-secret` (`configureBillingWebhookSecret` in the function API)
    */
   configureWebhookSecret(connectionId: string, body: Params<NonNullable<types.ConfigureBillingWebhookSecretData['body']>>, options?: RequestOptions): NexusPromise<types.ConfigureBillingWebhookSecretResponses[keyof types.ConfigureBillingWebhookSecretResponses]> {
-    return this._core._call<types.ConfigureBillingWebhookSecretResponses[keyof types.ConfigureBillingWebhookSecretResponses]>(sdk.configureBillingWebhookSecret, { path: { connectionId }, body }, options, false);
+    return this._core._call<types.ConfigureBillingWebhookSecretResponses[keyof types.ConfigureBillingWebhookSecretResponses]>(sdk.configureBillingWebhookSecret, { path: { connectionId }, body }, options);
   }
 
   /**
@@ -596,7 +596,7 @@ export class BillingResource extends NexusResource {
    * `POST /admin/v1/billing-connections/{connectionId}/verify` (`verifyBillingConnection` in the function API)
    */
   verifyConnection(connectionId: string, options?: RequestOptions): NexusPromise<types.VerifyBillingConnectionResponses[keyof types.VerifyBillingConnectionResponses]> {
-    return this._core._call<types.VerifyBillingConnectionResponses[keyof types.VerifyBillingConnectionResponses]>(sdk.verifyBillingConnection, { path: { connectionId } }, options, true);
+    return this._core._call<types.VerifyBillingConnectionResponses[keyof types.VerifyBillingConnectionResponses]>(sdk.verifyBillingConnection, { path: { connectionId } }, options);
   }
 
   /**
@@ -621,7 +621,7 @@ export class BillingResource extends NexusResource {
    * `POST /admin/v1/billing-connections/{connectionId}/product-mappings` (`createBillingProductMapping` in the function API)
    */
   createProductMapping(connectionId: string, body: Params<NonNullable<types.CreateBillingProductMappingData['body']>>, options?: RequestOptions): NexusPromise<types.CreateBillingProductMappingResponses[keyof types.CreateBillingProductMappingResponses]> {
-    return this._core._call<types.CreateBillingProductMappingResponses[keyof types.CreateBillingProductMappingResponses]>(sdk.createBillingProductMapping, { path: { connectionId }, body }, options, true);
+    return this._core._call<types.CreateBillingProductMappingResponses[keyof types.CreateBillingProductMappingResponses]>(sdk.createBillingProductMapping, { path: { connectionId }, body }, options);
   }
 
   /**
@@ -633,7 +633,7 @@ export class BillingResource extends NexusResource {
    * `DELETE /admin/v1/billing-product-mappings/{mappingId}` (`deleteBillingProductMapping` in the function API)
    */
   deleteProductMapping(mappingId: string, options?: RequestOptions): NexusPromise<types.DeleteBillingProductMappingResponses[keyof types.DeleteBillingProductMappingResponses]> {
-    return this._core._call<types.DeleteBillingProductMappingResponses[keyof types.DeleteBillingProductMappingResponses]>(sdk.deleteBillingProductMapping, { path: { mappingId } }, options, false);
+    return this._core._call<types.DeleteBillingProductMappingResponses[keyof types.DeleteBillingProductMappingResponses]>(sdk.deleteBillingProductMapping, { path: { mappingId } }, options);
   }
 
   /**
@@ -648,7 +648,7 @@ export class BillingResource extends NexusResource {
    * `POST /admin/v1/workspace-accesses/{accessId}/billing-checkouts` (`createCheckout` in the function API)
    */
   createCheckout(accessId: string, body: Params<NonNullable<types.CreateCheckoutData['body']>>, options?: RequestOptions): NexusPromise<types.CreateCheckoutResponses[keyof types.CreateCheckoutResponses]> {
-    return this._core._call<types.CreateCheckoutResponses[keyof types.CreateCheckoutResponses]>(sdk.createCheckout, { path: { accessId }, body }, options, true);
+    return this._core._call<types.CreateCheckoutResponses[keyof types.CreateCheckoutResponses]>(sdk.createCheckout, { path: { accessId }, body }, options);
   }
 
   /**
@@ -672,7 +672,7 @@ export class BillingResource extends NexusResource {
    * `POST /admin/v1/webhook-events/{eventId}/replay` (`replayBillingWebhookEvent` in the function API)
    */
   replayWebhookEvent(eventId: string, options?: RequestOptions): NexusPromise<types.ReplayBillingWebhookEventResponses[keyof types.ReplayBillingWebhookEventResponses]> {
-    return this._core._call<types.ReplayBillingWebhookEventResponses[keyof types.ReplayBillingWebhookEventResponses]>(sdk.replayBillingWebhookEvent, { path: { eventId } }, options, true);
+    return this._core._call<types.ReplayBillingWebhookEventResponses[keyof types.ReplayBillingWebhookEventResponses]>(sdk.replayBillingWebhookEvent, { path: { eventId } }, options);
   }
 
   /**
@@ -697,7 +697,7 @@ export class BillingResource extends NexusResource {
    * `POST /admin/v1/billing-connections/{connectionId}/reconcile` (`reconcileBillingConnection` in the function API)
    */
   reconcileConnection(connectionId: string, options?: RequestOptions): NexusPromise<types.ReconcileBillingConnectionResponses[keyof types.ReconcileBillingConnectionResponses]> {
-    return this._core._call<types.ReconcileBillingConnectionResponses[keyof types.ReconcileBillingConnectionResponses]>(sdk.reconcileBillingConnection, { path: { connectionId } }, options, true);
+    return this._core._call<types.ReconcileBillingConnectionResponses[keyof types.ReconcileBillingConnectionResponses]>(sdk.reconcileBillingConnection, { path: { connectionId } }, options);
   }
 
   /**
@@ -711,7 +711,7 @@ export class BillingResource extends NexusResource {
    * `POST /admin/v1/workspace-accesses/{accessId}/billing-periods/sync` (`syncWorkspaceAccessBillingPeriod` in the function API)
    */
   syncWorkspaceAccessBillingPeriod(accessId: string, body: Params<NonNullable<types.SyncWorkspaceAccessBillingPeriodData['body']>>, options?: RequestOptions): NexusPromise<types.SyncWorkspaceAccessBillingPeriodResponses[keyof types.SyncWorkspaceAccessBillingPeriodResponses]> {
-    return this._core._call<types.SyncWorkspaceAccessBillingPeriodResponses[keyof types.SyncWorkspaceAccessBillingPeriodResponses]>(sdk.syncWorkspaceAccessBillingPeriod, { path: { accessId }, body }, options, true);
+    return this._core._call<types.SyncWorkspaceAccessBillingPeriodResponses[keyof types.SyncWorkspaceAccessBillingPeriodResponses]>(sdk.syncWorkspaceAccessBillingPeriod, { path: { accessId }, body }, options);
   }
 
   /**
@@ -728,7 +728,7 @@ export class BillingResource extends NexusResource {
    * `POST /webhooks/billing/{connectionId}` (`receiveBillingWebhook` in the function API)
    */
   receiveWebhook(connectionId: string, body: Params<NonNullable<types.ReceiveBillingWebhookData['body']>>, options?: RequestOptions): NexusPromise<types.ReceiveBillingWebhookResponses[keyof types.ReceiveBillingWebhookResponses]> {
-    return this._core._call<types.ReceiveBillingWebhookResponses[keyof types.ReceiveBillingWebhookResponses]>(sdk.receiveBillingWebhook, { path: { connectionId }, body }, options, false);
+    return this._core._call<types.ReceiveBillingWebhookResponses[keyof types.ReceiveBillingWebhookResponses]>(sdk.receiveBillingWebhook, { path: { connectionId }, body }, options);
   }
 }
 
@@ -753,7 +753,7 @@ export class GatewayResource extends NexusResource {
    * `GET /providers/{providerConnectionId}/{providerPath}` (`proxyProviderGet` in the function API)
    */
   proxyProviderGet(providerConnectionId: string, providerPath: string, options?: RequestOptions): NexusPromise<types.ProxyProviderGetResponses[keyof types.ProxyProviderGetResponses]> {
-    return this._core._call<types.ProxyProviderGetResponses[keyof types.ProxyProviderGetResponses]>(sdk.proxyProviderGet, { path: { providerConnectionId, providerPath } }, options, false);
+    return this._core._call<types.ProxyProviderGetResponses[keyof types.ProxyProviderGetResponses]>(sdk.proxyProviderGet, { path: { providerConnectionId, providerPath } }, options);
   }
 
   /**
@@ -764,7 +764,7 @@ export class GatewayResource extends NexusResource {
    * `PUT /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPut` in the function API)
    */
   proxyProviderPut(providerConnectionId: string, providerPath: string, body?: Params<types.ProxyProviderPutData['body']>, options?: RequestOptions): NexusPromise<types.ProxyProviderPutResponses[keyof types.ProxyProviderPutResponses]> {
-    return this._core._call<types.ProxyProviderPutResponses[keyof types.ProxyProviderPutResponses]>(sdk.proxyProviderPut, { path: { providerConnectionId, providerPath }, body }, options, false);
+    return this._core._call<types.ProxyProviderPutResponses[keyof types.ProxyProviderPutResponses]>(sdk.proxyProviderPut, { path: { providerConnectionId, providerPath }, body }, options);
   }
 
   /**
@@ -790,7 +790,7 @@ export class GatewayResource extends NexusResource {
    * `POST /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPost` in the function API)
    */
   proxyProviderPost(providerConnectionId: string, providerPath: string, body?: Params<types.ProxyProviderPostData['body']>, options?: RequestOptions): NexusPromise<types.ProxyProviderPostResponses[keyof types.ProxyProviderPostResponses]> {
-    return this._core._call<types.ProxyProviderPostResponses[keyof types.ProxyProviderPostResponses]>(sdk.proxyProviderPost, { path: { providerConnectionId, providerPath }, body }, options, false);
+    return this._core._call<types.ProxyProviderPostResponses[keyof types.ProxyProviderPostResponses]>(sdk.proxyProviderPost, { path: { providerConnectionId, providerPath }, body }, options);
   }
 
   /**
@@ -801,7 +801,7 @@ export class GatewayResource extends NexusResource {
    * `DELETE /providers/{providerConnectionId}/{providerPath}` (`proxyProviderDelete` in the function API)
    */
   proxyProviderDelete(providerConnectionId: string, providerPath: string, options?: RequestOptions): NexusPromise<types.ProxyProviderDeleteResponses[keyof types.ProxyProviderDeleteResponses]> {
-    return this._core._call<types.ProxyProviderDeleteResponses[keyof types.ProxyProviderDeleteResponses]>(sdk.proxyProviderDelete, { path: { providerConnectionId, providerPath } }, options, false);
+    return this._core._call<types.ProxyProviderDeleteResponses[keyof types.ProxyProviderDeleteResponses]>(sdk.proxyProviderDelete, { path: { providerConnectionId, providerPath } }, options);
   }
 
   /**
@@ -812,7 +812,7 @@ export class GatewayResource extends NexusResource {
    * `PATCH /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPatch` in the function API)
    */
   proxyProviderPatch(providerConnectionId: string, providerPath: string, body?: Params<types.ProxyProviderPatchData['body']>, options?: RequestOptions): NexusPromise<types.ProxyProviderPatchResponses[keyof types.ProxyProviderPatchResponses]> {
-    return this._core._call<types.ProxyProviderPatchResponses[keyof types.ProxyProviderPatchResponses]>(sdk.proxyProviderPatch, { path: { providerConnectionId, providerPath }, body }, options, false);
+    return this._core._call<types.ProxyProviderPatchResponses[keyof types.ProxyProviderPatchResponses]>(sdk.proxyProviderPatch, { path: { providerConnectionId, providerPath }, body }, options);
   }
 
   /**
@@ -833,7 +833,7 @@ export class GatewayResource extends NexusResource {
    * `GET /v1/me` (`getMe` in the function API)
    */
   getMe(options?: RequestOptions): NexusPromise<types.GetMeResponses[keyof types.GetMeResponses]> {
-    return this._core._call<types.GetMeResponses[keyof types.GetMeResponses]>(sdk.getMe, {  }, options, false);
+    return this._core._call<types.GetMeResponses[keyof types.GetMeResponses]>(sdk.getMe, {  }, options);
   }
 }
 
@@ -851,7 +851,7 @@ export class SystemResource extends NexusResource {
    * `GET /healthz` (`getHealth` in the function API)
    */
   getHealth(options?: RequestOptions): NexusPromise<types.GetHealthResponses[keyof types.GetHealthResponses]> {
-    return this._core._call<types.GetHealthResponses[keyof types.GetHealthResponses]>(sdk.getHealth, {  }, options, false);
+    return this._core._call<types.GetHealthResponses[keyof types.GetHealthResponses]>(sdk.getHealth, {  }, options);
   }
 
   /**
@@ -862,7 +862,7 @@ export class SystemResource extends NexusResource {
    * `GET /readyz` (`getReadiness` in the function API)
    */
   getReadiness(options?: RequestOptions): NexusPromise<types.GetReadinessResponses[keyof types.GetReadinessResponses]> {
-    return this._core._call<types.GetReadinessResponses[keyof types.GetReadinessResponses]>(sdk.getReadiness, {  }, options, false);
+    return this._core._call<types.GetReadinessResponses[keyof types.GetReadinessResponses]>(sdk.getReadiness, {  }, options);
   }
 }
 

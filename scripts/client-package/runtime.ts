@@ -10,6 +10,7 @@
  */
 import { createClient, createConfig, type Client } from './client/index.js';
 import { NexusConfigurationError, NexusConnectionError, NexusError, NexusTimeoutError } from './errors.js';
+import { idempotentOperations } from './operations.gen.js';
 
 /** How a client is set up. */
 export interface NexusOptions {
@@ -149,6 +150,17 @@ function toNexusError(error: unknown, response: Response | undefined, _request: 
   return NexusError.fromResponse(response, error);
 }
 
+/**
+ * The request interceptor of a client: a call of an operation that takes an Idempotency-Key gets a new
+ * random one when it has none. The key is set before the retrying fetch, so each retry sends the same.
+ */
+function withIdempotencyKey(request: Request, options: { method?: string; url?: string }): Request {
+  if (!request.headers.has('idempotency-key') && idempotentOperations.has(`${String(options.method).toUpperCase()} ${options.url}`)) {
+    request.headers.set('Idempotency-Key', crypto.randomUUID());
+  }
+  return request;
+}
+
 /** Makes a hey-api client throw NexusErrors, as the SDK's types expect of it. */
 export function withNexusErrors(target: Client): Client {
   target.setConfig({ throwOnError: true });
@@ -176,20 +188,20 @@ function checkBaseUrl(baseUrl: unknown): string {
 
 /**
  * A client for the function-per-operation API: pass it to each call as `client`. It throws NexusErrors, sends
- * the key, and retries and times out as `new Nexus(...)` does.
+ * the key, gives each write that takes an Idempotency-Key one, and retries and times out as `new Nexus(...)` does.
  */
 export function createNexusClient(options: NexusOptions): Client {
   const settings = settingsOf(options);
-  return withNexusErrors(
-    createClient(
-      createConfig({
-        baseUrl: checkBaseUrl(options.baseUrl),
-        fetch: retryingFetch(settings),
-        ...(options.apiKey === undefined ? {} : { auth: options.apiKey }),
-        ...(options.defaultHeaders === undefined ? {} : { headers: options.defaultHeaders }),
-      }),
-    ),
+  const target = createClient(
+    createConfig({
+      baseUrl: checkBaseUrl(options.baseUrl),
+      fetch: retryingFetch(settings),
+      ...(options.apiKey === undefined ? {} : { auth: options.apiKey }),
+      ...(options.defaultHeaders === undefined ? {} : { headers: options.defaultHeaders }),
+    }),
   );
+  target.interceptors.request.use(withIdempotencyKey);
+  return withNexusErrors(target);
 }
 
 /**
@@ -311,16 +323,16 @@ export class NexusCore {
     this.client = createNexusClient(options);
   }
 
-  /** @internal A call: the data, or a NexusError. `idempotent` says the operation takes an Idempotency-Key (one is made when the caller gives none). */
-  _call<T>(operation: Operation, shape: CallShape, options: RequestOptions | undefined, idempotent: boolean): NexusPromise<T> {
-    return new NexusPromise<T>(this.#invoke<T>(operation, shape, options, idempotent));
+  /** @internal A call: the data, or a NexusError. */
+  _call<T>(operation: Operation, shape: CallShape, options: RequestOptions | undefined): NexusPromise<T> {
+    return new NexusPromise<T>(this.#invoke<T>(operation, shape, options));
   }
 
   /** @internal A list call: its first page, iterable over every item (each next page asked with the previous one's X-Next-Cursor). */
   _list<T>(operation: Operation, shape: CallShape, options: RequestOptions | undefined): PagePromise<T> {
     const pageAt = (cursor: string | undefined): PagePromise<T> => {
       const query = { ...shape.query, ...(cursor === undefined ? {} : { cursor }) };
-      const raw = this.#invoke<T[]>(operation, { ...shape, query }, options, false).then(({ data, response }) => ({
+      const raw = this.#invoke<T[]>(operation, { ...shape, query }, options).then(({ data, response }) => ({
         data: new Page<T>(data, response.headers.get('x-next-cursor') ?? undefined, pageAt),
         response,
       }));
@@ -329,14 +341,10 @@ export class NexusCore {
     return pageAt((shape.query as { cursor?: string } | undefined)?.cursor);
   }
 
-  async #invoke<T>(
-    operation: Operation,
-    shape: CallShape,
-    options: RequestOptions | undefined,
-    idempotent: boolean,
-  ): Promise<WithResponse<T>> {
+  async #invoke<T>(operation: Operation, shape: CallShape, options: RequestOptions | undefined): Promise<WithResponse<T>> {
+    // The client's request interceptor gives a write that takes an Idempotency-Key a new one when none is set here.
     const headers: Record<string, string> = { ...options?.headers };
-    if (idempotent) headers['Idempotency-Key'] = options?.idempotencyKey ?? crypto.randomUUID();
+    if (options?.idempotencyKey !== undefined) headers['Idempotency-Key'] = options.idempotencyKey;
     const call: Record<string, unknown> = { client: this.client, headers, throwOnError: true };
     if (shape.path) call.path = shape.path;
     if (shape.query !== undefined) call.query = shape.query;

@@ -269,7 +269,7 @@ it('exports no name that shadows a global of JavaScript, the DOM or Node', () =>
 /** The resource API's consumer: each case's outcome as JSON on stdout. */
 const sdkConsumer = `import { inspect } from 'node:util';
 import {
-  AuthenticationError, BadRequestError, ConflictError, getWorkspace, InternalServerError, Nexus, NexusConfigurationError,
+  AuthenticationError, BadRequestError, ConflictError, createNexusClient, createWorkspace, getWorkspace, InternalServerError, Nexus, NexusConfigurationError,
   NexusConnectionError, NexusError, NexusTimeoutError, NotFoundError, PermissionDeniedError, RateLimitError,
   ServiceUnavailableError, type ErrorCode, type WorkspaceDto,
 } from '@nexus-gateway/client';
@@ -384,6 +384,13 @@ const retried = await proxied.workspaces.create({ name: 'sdk-retried' }, { heade
 const retriedGet = await proxied.workspaces.get(created.id, { headers: { 'x-fault': 'fail-once:get' } });
 const notRetried = await caught(() => proxied.workspaces.update(created.id, { name: 'sdk-renamed' }, { headers: { 'x-fault': 'fail-once:update' } }));
 out.retry = { status: retried.response.status, name: retried.data.name, get: retriedGet.id === created.id, notRetried: describe(notRetried) };
+// The function API through createNexusClient: the same automatic key and retries.
+const viaFunction = await createWorkspace({
+  client: createNexusClient({ baseUrl: env.PROXY_URL!, apiKey: env.ROOT_KEY }),
+  body: { name: 'sdk-function-retried' },
+  headers: { 'x-fault': 'fail-once:function' },
+});
+out.functionRetry = { status: viaFunction.response.status, name: viaFunction.data.name };
 
 // No silent default: the function API without a client, and a Nexus without options, say so.
 out.noDefault = {
@@ -468,6 +475,11 @@ it('the resource API: every area, pages, each error class, retries with one Idem
     expect(createKeys[0], at).toMatch(/^[0-9a-f-]{36}$/);
     expect(createKeys[1], at).toBe(createKeys[0]);
     expect(faultRequests.get('fail-once:get'), at).toHaveLength(2);
+    expect(out.functionRetry, at).toEqual({ status: 201, name: 'sdk-function-retried' });
+    const functionKeys = faultRequests.get('fail-once:function')!;
+    expect(functionKeys, at).toHaveLength(2);
+    expect(functionKeys[0], at).toMatch(/^[0-9a-f-]{36}$/);
+    expect(functionKeys[1], at).toBe(functionKeys[0]);
     // A PATCH carries no Idempotency-Key: its 503 is thrown, not retried.
     expect(faultRequests.get('fail-once:update'), at).toEqual(['']);
     expect(out.retry.notRetried, at).toMatchObject({ class: 'ServiceUnavailableError', status: 503 });
