@@ -491,6 +491,17 @@ it('the resource API: every area, pages, each error class, retries with one Idem
     expect(out.noDefault.constructor, at).toMatchObject({ class: 'NexusConfigurationError' });
     expect(out.noDefault.constructor.message, at).toContain('baseUrl');
 
+    // CommonJS callers load the package too (Node loads ES modules from require()).
+    const required = await promisify(execFile)(
+      node,
+      ['-e', "const c = require('@nexus-gateway/client'); console.log(typeof c.Nexus, typeof c.NotFoundError)"],
+      {
+        cwd: dir,
+        encoding: 'utf8',
+      },
+    );
+    expect(required.stdout.trim(), at).toBe('function function');
+
     // The example, as it is, drives every area.
     const example = await promisify(execFile)(node, ['out-sdk/quickstart.js'], {
       cwd: dir,
