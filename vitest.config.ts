@@ -36,6 +36,7 @@ const unit = [
   'test/spine/config-lease-ttl.test.ts',
   'test/spine/contract-diff.test.ts',
   'test/spine/deploy.test.ts',
+  'test/spine/error-codes.test.ts',
   'test/spine/ids.test.ts',
   'test/spine/row-json.test.ts',
   'test/spine/versions.test.ts',
