@@ -8,9 +8,8 @@
  * bundled contract, generated/openapi.json (default). At a release, copy the bundled contract over the
  * baseline (`npm run contract:release`).
  *
- * oasdiff is not on npm (the name is a placeholder), and the npm contract-diff tools either read only
- * OpenAPI 3.0 (openapi-diff) or download a binary when installed (@pb33f/openapi-changes): this check is
- * written here, for what breaks a caller of this contract:
+ * No contract-diff tool on npm reads OpenAPI 3.1 offline, so the rules are written here
+ * (scripts/lib/contract-diff.ts), for what breaks a caller of this contract:
  * - an operation, or a 2xx answer of one, removed;
  * - a request parameter removed, added as required or made required; a request body made required;
  * - in a request's schema: a property required that was not, a property removed where no other is accepted,
