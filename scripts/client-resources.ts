@@ -17,6 +17,7 @@ interface Parameter {
   name?: string;
   in?: string;
   required?: boolean;
+  'x-greedy'?: boolean;
 }
 
 interface OperationObject {
@@ -103,10 +104,17 @@ function resolveParameter(contract: Contract, parameter: Parameter): Parameter {
   return { ...contract.components.parameters?.[name], $ref: parameter.$ref };
 }
 
-function methodSource(contract: Contract, path: string, httpMethod: string, op: OperationObject, name: string): string {
+function methodSource(
+  contract: Contract,
+  path: string,
+  httpMethod: string,
+  op: OperationObject,
+  shared: Parameter[],
+  name: string,
+): string {
   const id = op.operationId!;
   const typeName = pascal(id);
-  const parameters = (op.parameters ?? []).map((p) => resolveParameter(contract, p));
+  const parameters = [...shared, ...(op.parameters ?? [])].map((p) => resolveParameter(contract, p));
   const pathParams = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
   const queryParams = parameters.filter((p) => p.in === 'query');
   const isList = parameters.some((p) => p.$ref === '#/components/parameters/Cursor');
@@ -157,7 +165,7 @@ export function resourcesSource(contract: Contract): string {
       const name = methodName(op.operationId, tag);
       const methods = byTag.get(tag) ?? [];
       if (methods.some((m) => m.name === name)) throw new Error(`two operations of the tag "${tag}" would be named ${name}`);
-      methods.push({ name, source: methodSource(contract, path, httpMethod, op, name) });
+      methods.push({ name, source: methodSource(contract, path, httpMethod, op, (item.parameters ?? []) as Parameter[], name) });
       byTag.set(tag, methods);
     }
   }
@@ -220,15 +228,22 @@ export type ErrorCode = (typeof errorCodes)[number];
 `;
 }
 
-/** generated/client/operations.gen.ts: the operations that take an Idempotency-Key, for the client to make one. */
+/**
+ * generated/client/operations.gen.ts: the operations that take an Idempotency-Key, for the client to make one,
+ * and the path parameters whose `/` go as they are (`x-greedy`), for the client not to encode them.
+ */
 export function operationsSource(contract: Contract): string {
   const idempotent: string[] = [];
+  const greedy: string[] = [];
   for (const [path, item] of Object.entries(contract.paths)) {
     for (const httpMethod of METHODS) {
       const op = item[httpMethod] as OperationObject | undefined;
-      const parameters = (op?.parameters ?? []).map((p) => resolveParameter(contract, p));
-      if (parameters.some((p) => p.in === 'header' && p.name?.toLowerCase() === 'idempotency-key'))
-        idempotent.push(`${httpMethod.toUpperCase()} ${path}`);
+      if (!op) continue;
+      const shared = (item.parameters ?? []) as Parameter[];
+      const parameters = [...shared, ...(op.parameters ?? [])].map((p) => resolveParameter(contract, p));
+      const operation = `${httpMethod.toUpperCase()} ${path}`;
+      if (parameters.some((p) => p.in === 'header' && p.name?.toLowerCase() === 'idempotency-key')) idempotent.push(operation);
+      for (const p of parameters) if (p.in === 'path' && p['x-greedy']) greedy.push(`  ['${operation}', '${p.name}'],`);
     }
   }
   return `// Generated from the contract by scripts/client-resources.ts (npm run generate): do not edit.
@@ -239,6 +254,11 @@ ${idempotent
   .sort()
   .map((o) => `  '${o}',`)
   .join('\n')}
+]);
+
+/** The path parameter of an operation whose \`/\` are sent as they are (the contract's \`x-greedy\`), by operation. */
+export const greedyPathParameters: ReadonlyMap<string, string> = new Map([
+${greedy.sort().join('\n')}
 ]);
 `;
 }

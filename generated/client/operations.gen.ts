@@ -25,3 +25,12 @@ export const idempotentOperations: ReadonlySet<string> = new Set([
   'POST /admin/v1/workspaces/{workspaceId}/provider-connections/test',
   'POST /admin/v1/workspaces/{workspaceId}/users',
 ]);
+
+/** The path parameter of an operation whose `/` are sent as they are (the contract's `x-greedy`), by operation. */
+export const greedyPathParameters: ReadonlyMap<string, string> = new Map([
+  ['DELETE /providers/{providerConnectionId}/{providerPath}', 'providerPath'],
+  ['GET /providers/{providerConnectionId}/{providerPath}', 'providerPath'],
+  ['PATCH /providers/{providerConnectionId}/{providerPath}', 'providerPath'],
+  ['POST /providers/{providerConnectionId}/{providerPath}', 'providerPath'],
+  ['PUT /providers/{providerConnectionId}/{providerPath}', 'providerPath'],
+]);

@@ -12,7 +12,7 @@
  */
 import { createClient, createConfig, type Client } from './client/index.js';
 import { NexusConfigurationError, NexusConnectionError, NexusError, NexusTimeoutError } from './errors.js';
-import { idempotentOperations } from './operations.gen.js';
+import { greedyPathParameters, idempotentOperations } from './operations.gen.js';
 
 /** How a client is set up. */
 export interface NexusOptions {
@@ -163,6 +163,26 @@ function withIdempotencyKey(request: Request, options: { method?: string; url?: 
   return request;
 }
 
+/**
+ * The request interceptor of a client for a path parameter whose `/` go as they are (a provider path,
+ * `v1/chat/completions`): the generated SDK encodes a path parameter whole, `/` included, and Nexus refuses
+ * an encoded `/`; this sends each segment encoded and the `/` between them as they are.
+ */
+async function withGreedyPath(request: Request, options: { method?: string; url?: string; path?: unknown }): Promise<Request> {
+  const name = greedyPathParameters.get(`${String(options.method).toUpperCase()} ${options.url}`);
+  const value = name === undefined ? undefined : (options.path as Record<string, unknown> | undefined)?.[name];
+  if (typeof value !== 'string' || !value.includes('/')) return request;
+  const url = new URL(request.url);
+  const at = url.pathname.lastIndexOf(encodeURIComponent(value));
+  if (at < 0) return request;
+  url.pathname =
+    url.pathname.slice(0, at) +
+    value.split('/').map(encodeURIComponent).join('/') +
+    url.pathname.slice(at + encodeURIComponent(value).length);
+  const body = request.body === null ? null : await request.arrayBuffer();
+  return new Request(url, { method: request.method, headers: request.headers, body, signal: request.signal, redirect: request.redirect });
+}
+
 /** Makes a hey-api client throw NexusErrors, as the SDK's types expect of it. */
 export function withNexusErrors(target: Client): Client {
   target.setConfig({ throwOnError: true });
@@ -203,6 +223,7 @@ export function createNexusClient(options: NexusOptions): Client {
     }),
   );
   target.interceptors.request.use(withIdempotencyKey);
+  target.interceptors.request.use(withGreedyPath);
   return withNexusErrors(target);
 }
 

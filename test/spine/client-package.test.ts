@@ -4,9 +4,10 @@
  * --exactOptionalPropertyTypes and calls a running Nexus with it, on Node 24 and on Node 22:
  * - the function API: every list operation through the pager, the 64-bit string type, errors thrown as
  *   NexusError, a list followed across pages, no export named like a global;
- * - the resource API (`new Nexus(...)`): every area (examples/quickstart.ts, run as it is), pagination,
- *   each error class, a 503 retried with the same Idempotency-Key, a timeout, a connection error, and no
- *   silent default client.
+ * - the resource API (`new Nexus(...)`): every area (examples/quickstart.ts, run as it is), a provider call
+ *   through the Gateway to a real upstream, pagination, each error class, a 503 retried with the same
+ *   Idempotency-Key (and through the function API too), a timeout, a connection error, no silent default
+ *   client, optional fields given undefined, and `require()` from CommonJS.
  * Faults Nexus does not make on demand (a 503 once, a 429, a 500, a slow answer) come from a proxy in front
  * of it that the consumer asks for one with an `x-fault` header.
  */
@@ -22,6 +23,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { projectRoot } from '../support/paths.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { systemActor } from '../../src/domain/actor.js';
+import { startFakeUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
+import { provisionTenant } from '../support/tenant.js';
 
 interface Contract {
   info: { version: string };
@@ -43,6 +46,7 @@ let proxy: Server;
 let proxyUrl: string;
 /** The bin/ directory of a Node 22, the oldest line the package supports, beside this Node 24. */
 let node22: string;
+let upstream: FakeUpstream | undefined;
 /** What the proxy saw of each fault asked (by its x-fault header): the Idempotency-Key of each request, in order. */
 const faultRequests = new Map<string, string[]>();
 
@@ -111,6 +115,7 @@ beforeAll(async () => {
   proxyUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
 }, 120_000);
 afterAll(async () => {
+  await upstream?.close();
   proxy?.closeAllConnections();
   await new Promise((resolve) => proxy?.close(resolve));
   await t?.close();
@@ -392,6 +397,17 @@ const viaFunction = await createWorkspace({
 });
 out.functionRetry = { status: viaFunction.response.status, name: viaFunction.data.name };
 
+// The Gateway: a provider call through Nexus with the user's inference key, its provider path sent with its '/'.
+const asUser = new Nexus({ baseUrl: env.NEXUS_URL!, apiKey: env.GATEWAY_KEY });
+const chat = { model: 'gpt-test', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 20 };
+const completion = await asUser.gateway.proxyProviderPost(env.GATEWAY_CONNECTION!, 'v1/chat/completions', chat).withResponse();
+out.gateway = {
+  status: completion.response.status,
+  object: (completion.data as { object?: string }).object,
+  metering: completion.response.headers.get('x-nexus-metering-status'),
+  plan: (await asUser.gateway.getMe()).plan.key.length > 0,
+};
+
 // No silent default: the function API without a client, and a Nexus without options, say so.
 out.noDefault = {
   functionApi: describe(await caught(() => getWorkspace({ path: { workspaceId: missing } }))),
@@ -427,7 +443,20 @@ it('the resource API: every area, pages, each error class, retries with one Idem
     workspaceIds: [ownId],
   });
   const deadUrl = await closedPortUrl();
-  const env = { ...process.env, NEXUS_URL: t.url, PROXY_URL: proxyUrl, DEAD_URL: deadUrl, ROOT_KEY: TEST_ROOT_KEY, SCOPED_KEY: scopedKey };
+  // A tenant whose connection is a real OpenAI-style upstream on 127.0.0.1, for the Gateway's calls.
+  const providerKey = testProviderKey();
+  upstream = await startFakeUpstream('openai', [providerKey]);
+  const tenant = await provisionTenant(t.client, { baseUrl: upstream.url, providerKey });
+  const env = {
+    ...process.env,
+    NEXUS_URL: t.url,
+    PROXY_URL: proxyUrl,
+    DEAD_URL: deadUrl,
+    ROOT_KEY: TEST_ROOT_KEY,
+    SCOPED_KEY: scopedKey,
+    GATEWAY_CONNECTION: tenant.connectionId,
+    GATEWAY_KEY: tenant.apiKey,
+  };
   for (const node of [process.execPath, join(node22, 'node')]) {
     const version = (await promisify(execFile)(node, ['-p', 'process.versions.node'], { encoding: 'utf8' })).stdout.trim();
     faultRequests.clear();
@@ -485,6 +514,9 @@ it('the resource API: every area, pages, each error class, retries with one Idem
     expect(out.retry.notRetried, at).toMatchObject({ class: 'ServiceUnavailableError', status: 503 });
     // The timed-out and the refused calls were asked once each (maxRetries: 0).
     expect(faultRequests.get('delay:3000'), at).toHaveLength(1);
+
+    expect(out.gateway, at).toEqual({ status: 200, object: 'chat.completion', metering: 'metered', plan: true });
+    expect(upstream.requests.at(-1)?.url, at).toBe('/v1/chat/completions');
 
     expect(out.noDefault.functionApiClass, `${at}: ${JSON.stringify(out.noDefault)}`).toBe(true);
     expect(out.noDefault.functionApi.message, at).toContain('No Nexus client configured');
