@@ -88,6 +88,9 @@ const errorStatus = {
 
 export type ErrorCode = keyof typeof errorStatus;
 
+/** Every code, in the table's order: the contract lists the same (`x-error-codes` of the Error body's `code`). */
+export const errorCodes = Object.keys(errorStatus) as ErrorCode[];
+
 /** Seconds a client should wait before it retries, for the codes where retrying is the remedy and the refusal says none (Retry-After). */
 export const errorRetryAfter: Partial<Record<ErrorCode, number>> = {
   database_unavailable: 2,

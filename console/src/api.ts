@@ -1,9 +1,9 @@
 /**
- * The console's one way to Nexus: the generated typed client (@nexus/client's entry, bundled), made
+ * The console's one way to Nexus: the generated typed client (@nexus-gateway/client's entry, bundled), made
  * with the Management Key the operator signed in with. The key lives in sessionStorage only: gone
  * when the tab closes, never in localStorage or a cookie.
  */
-import { createNexusClient, NexusError } from '../../generated/client/nexus.js';
+import { createNexusClient, NexusConnectionError, NexusError } from '../../generated/client/nexus.js';
 import type { Client } from '../../generated/client/client/index.js';
 
 export type { Client };
@@ -40,11 +40,11 @@ export interface Problem {
 }
 
 export function problemOf(err: unknown): Problem {
+  if (err instanceof NexusConnectionError) return { message: `Nexus could not be reached (${err.message})` };
   if (err instanceof NexusError) {
     const body = err.body as { error?: { message?: string } } | undefined;
     return { message: body?.error?.message ?? err.message, requestId: err.requestId, status: err.status };
   }
-  if (err instanceof TypeError) return { message: `Nexus could not be reached (${err.message})` };
   return { message: err instanceof Error ? err.message : String(err) };
 }
 

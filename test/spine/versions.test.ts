@@ -10,7 +10,7 @@ import { projectRoot } from '../support/paths.js';
 
 const read = (file: string) => readFileSync(join(projectRoot, file), 'utf8');
 
-it('package.json, the contract, @nexus/client and the CHANGELOG name the same version', () => {
+it('package.json, the contract, @nexus-gateway/client and the CHANGELOG name the same version', () => {
   const version = (JSON.parse(read('package.json')) as { version: string }).version;
   expect(version).toMatch(/^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/);
   expect((parse(read('openapi/openapi.yaml')) as { info: { version: string } }).info.version).toBe(version);

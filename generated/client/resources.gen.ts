@@ -1,0 +1,939 @@
+// Generated from the contract by scripts/client-resources.ts (npm run generate): do not edit.
+
+import * as sdk from './sdk.gen.js';
+import type * as types from './types.gen.js';
+import { NexusCore, NexusResource, type NexusPromise, type PagePromise, type Params, type RequestOptions } from './runtime.js';
+
+/**
+ * Workspaces: list, create, get, archive, update.
+ *
+ * Tenants. Everything else belongs to one.
+ */
+export class WorkspacesResource extends NexusResource {
+  /**
+   * List workspaces
+   *
+   * The workspaces visible to the calling Management Key, newest first.
+   *
+   * `GET /admin/v1/workspaces` (`listWorkspaces` in the function API)
+   */
+  list(query?: Params<types.ListWorkspacesData['query']>, options?: RequestOptions): PagePromise<types.ListWorkspacesResponses[200][number]> {
+    return this._core._list<types.ListWorkspacesResponses[200][number]>(sdk.listWorkspaces, { query }, options);
+  }
+
+  /**
+   * Create a workspace
+   *
+   * Root Management Key only; a scoped key gets 403 `root_key_required`.
+   *
+   * `POST /admin/v1/workspaces` (`createWorkspace` in the function API)
+   */
+  create(body: Params<NonNullable<types.CreateWorkspaceData['body']>>, options?: RequestOptions): NexusPromise<types.CreateWorkspaceResponses[keyof types.CreateWorkspaceResponses]> {
+    return this._core._call<types.CreateWorkspaceResponses[keyof types.CreateWorkspaceResponses]>(sdk.createWorkspace, { body }, options);
+  }
+
+  /**
+   * Get a workspace
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}` (`getWorkspace` in the function API)
+   */
+  get(workspaceId: string, options?: RequestOptions): NexusPromise<types.GetWorkspaceResponses[keyof types.GetWorkspaceResponses]> {
+    return this._core._call<types.GetWorkspaceResponses[keyof types.GetWorkspaceResponses]>(sdk.getWorkspace, { path: { workspaceId } }, options);
+  }
+
+  /**
+   * Archive a workspace
+   *
+   * Makes the workspace ARCHIVED: it stays readable, every change under it is refused
+   * with 409 `workspace_archived`, and its gateway traffic stops. Archiving twice is a no-op.
+   * Root Management Key only.
+   *
+   * `DELETE /admin/v1/workspaces/{workspaceId}` (`archiveWorkspace` in the function API)
+   */
+  archive(workspaceId: string, options?: RequestOptions): NexusPromise<types.ArchiveWorkspaceResponses[keyof types.ArchiveWorkspaceResponses]> {
+    return this._core._call<types.ArchiveWorkspaceResponses[keyof types.ArchiveWorkspaceResponses]>(sdk.archiveWorkspace, { path: { workspaceId } }, options);
+  }
+
+  /**
+   * Update a workspace
+   *
+   * An archived workspace is read-only (409 `workspace_archived`).
+   *
+   * `PATCH /admin/v1/workspaces/{workspaceId}` (`updateWorkspace` in the function API)
+   */
+  update(workspaceId: string, body: Params<NonNullable<types.UpdateWorkspaceData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateWorkspaceResponses[keyof types.UpdateWorkspaceResponses]> {
+    return this._core._call<types.UpdateWorkspaceResponses[keyof types.UpdateWorkspaceResponses]>(sdk.updateWorkspace, { path: { workspaceId }, body }, options);
+  }
+}
+
+/**
+ * Provider connections: list, create, test, get, archive, update, verify, rotateProviderSecret.
+ *
+ * Upstream model providers with encrypted keys.
+ */
+export class ProviderConnectionsResource extends NexusResource {
+  /**
+   * List provider connections
+   *
+   * The workspace's connections, archived ones included, newest first.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/provider-connections` (`listProviderConnections` in the function API)
+   */
+  list(workspaceId: string, query?: Params<types.ListProviderConnectionsData['query']>, options?: RequestOptions): PagePromise<types.ListProviderConnectionsResponses[200][number]> {
+    return this._core._list<types.ListProviderConnectionsResponses[200][number]>(sdk.listProviderConnections, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Create a provider connection
+   *
+   * Saves the connection with its API key encrypted at rest. The key is never returned:
+   * reads show `secretPreview` only. `baseUrl` is the upstream origin (plus an optional
+   * path prefix) **without** `/v1`: the gateway appends the caller's path to it, and the
+   * official SDKs send `/v1/...` themselves (`new OpenAI({ baseURL: gatewayBaseUrl + '/v1' })`,
+   * `new Anthropic({ baseURL: gatewayBaseUrl })`). It must be http(s), without credentials,
+   * query or fragment; a host name must resolve, and not to a loopback, private, link-local
+   * or metadata address unless the deployment sets `NEXUS_ALLOW_PRIVATE_UPSTREAMS=true`
+   * (400 `invalid_base_url` / `private_upstream_refused`). The upstream is not called:
+   * use `testProviderConnection` before and `verifyProviderConnection` after saving.
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/provider-connections` (`createProviderConnection` in the function API)
+   */
+  create(workspaceId: string, body: Params<NonNullable<types.CreateProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.CreateProviderConnectionResponses[keyof types.CreateProviderConnectionResponses]> {
+    return this._core._call<types.CreateProviderConnectionResponses[keyof types.CreateProviderConnectionResponses]>(sdk.createProviderConnection, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Test a provider connection before saving it
+   *
+   * Calls the upstream with the given key and the profile's authentication and reports
+   * what happened; nothing is saved. The probe is `GET {baseUrl}/v1/models` with
+   * `Authorization: Bearer` (openai) or with `x-api-key` and `anthropic-version: 2023-06-01`
+   * (anthropic), `GET {baseUrl}/openai/v1/models` with `api-key` (azure-openai), or
+   * `GET {baseUrl}/v1beta/models` with `x-goog-api-key` (gemini), bounded by a
+   * short timeout (5 s by default, `NEXUS_PROVIDER_PROBE_TIMEOUT_MS`).
+   * An upstream that answers with an error is still a 200 here: `outcome` says which case it is.
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/provider-connections/test` (`testProviderConnection` in the function API)
+   */
+  test(workspaceId: string, body: Params<NonNullable<types.TestProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.TestProviderConnectionResponses[keyof types.TestProviderConnectionResponses]> {
+    return this._core._call<types.TestProviderConnectionResponses[keyof types.TestProviderConnectionResponses]>(sdk.testProviderConnection, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Get a provider connection
+   *
+   * Archived connections stay readable. The key is never returned.
+   *
+   * `GET /admin/v1/provider-connections/{providerConnectionId}` (`getProviderConnection` in the function API)
+   */
+  get(providerConnectionId: string, options?: RequestOptions): NexusPromise<types.GetProviderConnectionResponses[keyof types.GetProviderConnectionResponses]> {
+    return this._core._call<types.GetProviderConnectionResponses[keyof types.GetProviderConnectionResponses]>(sdk.getProviderConnection, { path: { providerConnectionId } }, options);
+  }
+
+  /**
+   * Archive a provider connection
+   *
+   * Makes the connection ARCHIVED: the gateway answers 404 for it from then on, and it
+   * stays readable here for history. Archiving twice is a no-op.
+   *
+   * `DELETE /admin/v1/provider-connections/{providerConnectionId}` (`archiveProviderConnection` in the function API)
+   */
+  archive(providerConnectionId: string, options?: RequestOptions): NexusPromise<types.ArchiveProviderConnectionResponses[keyof types.ArchiveProviderConnectionResponses]> {
+    return this._core._call<types.ArchiveProviderConnectionResponses[keyof types.ArchiveProviderConnectionResponses]>(sdk.archiveProviderConnection, { path: { providerConnectionId } }, options);
+  }
+
+  /**
+   * Update a provider connection
+   *
+   * Changes the given fields only. `status` SUSPENDED stops the connection's gateway
+   * traffic (403 `connection_suspended`) until it is set ACTIVE again. A new `baseUrl` is
+   * checked like at creation and clears `lastVerifiedAt`. An archived connection is
+   * read-only (409 `connection_archived`). `apiKey` replaces the key, as `rotateProviderSecret`
+   * does. The stored key is only ever sent to the origin it was given for: a `baseUrl` on
+   * another origin (scheme, host or port) needs the key for it in the same request (400
+   * `api_key_required`, param `apiKey`, and nothing changes); a new path on the same origin
+   * keeps the key.
+   *
+   * `PATCH /admin/v1/provider-connections/{providerConnectionId}` (`updateProviderConnection` in the function API)
+   */
+  update(providerConnectionId: string, body: Params<NonNullable<types.UpdateProviderConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateProviderConnectionResponses[keyof types.UpdateProviderConnectionResponses]> {
+    return this._core._call<types.UpdateProviderConnectionResponses[keyof types.UpdateProviderConnectionResponses]>(sdk.updateProviderConnection, { path: { providerConnectionId }, body }, options);
+  }
+
+  /**
+   * Verify a saved provider connection
+   *
+   * Probes the upstream with the stored key, like `testProviderConnection`. On success
+   * (`outcome` `reachable`) the connection's `lastVerifiedAt` is set. Every verification is
+   * recorded in the audit trail with its outcome. An archived connection answers 409
+   * `connection_archived`.
+   *
+   * `POST /admin/v1/provider-connections/{providerConnectionId}/verify` (`verifyProviderConnection` in the function API)
+   */
+  verify(providerConnectionId: string, options?: RequestOptions): NexusPromise<types.VerifyProviderConnectionResponses[keyof types.VerifyProviderConnectionResponses]> {
+    return this._core._call<types.VerifyProviderConnectionResponses[keyof types.VerifyProviderConnectionResponses]>(sdk.verifyProviderConnection, { path: { providerConnectionId } }, options);
+  }
+
+  /**
+   * Rotate a provider connection's API key
+   *
+   * Replaces the stored key atomically: gateway calls use the new key within the gateway's
+   * auth cache bound (`NEXUS_AUTH_CACHE_TTL_MS`, 1 s by default). The answer
+   * carries the new `secretPreview`; `lastVerifiedAt` is cleared until the new key is verified.
+   *
+   * `POST /admin/v1/provider-connections/{providerConnectionId}/rotate-secret` (`rotateProviderSecret` in the function API)
+   */
+  rotateProviderSecret(providerConnectionId: string, body: Params<NonNullable<types.RotateProviderSecretData['body']>>, options?: RequestOptions): NexusPromise<types.RotateProviderSecretResponses[keyof types.RotateProviderSecretResponses]> {
+    return this._core._call<types.RotateProviderSecretResponses[keyof types.RotateProviderSecretResponses]>(sdk.rotateProviderSecret, { path: { providerConnectionId }, body }, options);
+  }
+}
+
+/**
+ * Plans: list, create, get, update, publish, createQuotaStrategy, listStrategies, getStrategy, publishStrategy, listStrategyBindings, bindStrategy, closeStrategyBinding.
+ *
+ * Plans, versioned quota strategies and their bindings.
+ */
+export class PlansResource extends NexusResource {
+  /**
+   * List plans
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/plans` (`listPlans` in the function API)
+   */
+  list(workspaceId: string, query?: Params<types.ListPlansData['query']>, options?: RequestOptions): PagePromise<types.ListPlansResponses[200][number]> {
+    return this._core._list<types.ListPlansResponses[200][number]>(sdk.listPlans, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Create a plan
+   *
+   * A new plan is DRAFT. `key` is unique in the workspace (409 `plan_key_exists`). An archived workspace answers 409 `workspace_archived`.
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/plans` (`createPlan` in the function API)
+   */
+  create(workspaceId: string, body: Params<NonNullable<types.CreatePlanData['body']>>, options?: RequestOptions): NexusPromise<types.CreatePlanResponses[keyof types.CreatePlanResponses]> {
+    return this._core._call<types.CreatePlanResponses[keyof types.CreatePlanResponses]>(sdk.createPlan, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Get a plan and its bindings in force
+   *
+   * `GET /admin/v1/plans/{planId}` (`getPlan` in the function API)
+   */
+  get(planId: string, options?: RequestOptions): NexusPromise<types.GetPlanResponses[keyof types.GetPlanResponses]> {
+    return this._core._call<types.GetPlanResponses[keyof types.GetPlanResponses]>(sdk.getPlan, { path: { planId } }, options);
+  }
+
+  /**
+   * Update a DRAFT plan
+   *
+   * Only a DRAFT plan can be updated (409 `plan_not_draft` with `current_status`). An empty object changes nothing.
+   *
+   * `PATCH /admin/v1/plans/{planId}` (`updatePlan` in the function API)
+   */
+  update(planId: string, body: Params<NonNullable<types.UpdatePlanData['body']>>, options?: RequestOptions): NexusPromise<types.UpdatePlanResponses[keyof types.UpdatePlanResponses]> {
+    return this._core._call<types.UpdatePlanResponses[keyof types.UpdatePlanResponses]>(sdk.updatePlan, { path: { planId }, body }, options);
+  }
+
+  /**
+   * Publish a plan
+   *
+   * DRAFT -> ACTIVE, once a published quota strategy is bound and in force now; otherwise 409 `plan_not_publishable` saying why. Publishing an ACTIVE plan again changes nothing; an ARCHIVED one answers 409 `plan_not_draft`.
+   *
+   * `POST /admin/v1/plans/{planId}/publish` (`publishPlan` in the function API)
+   */
+  publish(planId: string, options?: RequestOptions): NexusPromise<types.PublishPlanResponses[keyof types.PublishPlanResponses]> {
+    return this._core._call<types.PublishPlanResponses[keyof types.PublishPlanResponses]>(sdk.publishPlan, { path: { planId } }, options);
+  }
+
+  /**
+   * Create a quota strategy version
+   *
+   * Creating with a `key` that exists makes its next `version`. A version is DRAFT until published, and immutable
+   * after. Multipliers are parts per million (1000000 = one unit per token).
+   *
+   * `modelRules` price models apart from the strategy's own multipliers (its default): the first rule, in list
+   * order, whose `pattern` matches the model the request names applies, to the call's bound and to its charge.
+   * `allowedModels` restricts the models a call may name (absent or null: every model); a request naming another
+   * is refused with 403 `model_not_allowed` before the provider is called. A pattern is an exact model name or a
+   * glob whose only wildcard is `*` (any run of characters, none included). `outputCapPolicy` decides what a
+   * request asking for more output than `maxOutputTokens` gets: `clamp` (the default) lowers its cap to
+   * `maxOutputTokens`, `refuse` answers 400 `max_tokens_exceeded`. See docs/pricing.md.
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/plan-strategies/quota` (`createQuotaStrategy` in the function API)
+   */
+  createQuotaStrategy(workspaceId: string, body: Params<NonNullable<types.CreateQuotaStrategyData['body']>>, options?: RequestOptions): NexusPromise<types.CreateQuotaStrategyResponses[keyof types.CreateQuotaStrategyResponses]> {
+    return this._core._call<types.CreateQuotaStrategyResponses[keyof types.CreateQuotaStrategyResponses]>(sdk.createQuotaStrategy, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * List quota strategies
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/plan-strategies` (`listPlanStrategies` in the function API)
+   */
+  listStrategies(workspaceId: string, query?: Params<types.ListPlanStrategiesData['query']>, options?: RequestOptions): PagePromise<types.ListPlanStrategiesResponses[200][number]> {
+    return this._core._list<types.ListPlanStrategiesResponses[200][number]>(sdk.listPlanStrategies, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Get a quota strategy version
+   *
+   * `GET /admin/v1/plan-strategies/{strategyId}` (`getPlanStrategy` in the function API)
+   */
+  getStrategy(strategyId: string, options?: RequestOptions): NexusPromise<types.GetPlanStrategyResponses[keyof types.GetPlanStrategyResponses]> {
+    return this._core._call<types.GetPlanStrategyResponses[keyof types.GetPlanStrategyResponses]>(sdk.getPlanStrategy, { path: { strategyId } }, options);
+  }
+
+  /**
+   * Publish a quota strategy version
+   *
+   * DRAFT -> PUBLISHED. A published version is immutable: publishing it again, like any change, answers 409 `strategy_published`.
+   *
+   * `POST /admin/v1/plan-strategies/{strategyId}/publish` (`publishPlanStrategy` in the function API)
+   */
+  publishStrategy(strategyId: string, options?: RequestOptions): NexusPromise<types.PublishPlanStrategyResponses[keyof types.PublishPlanStrategyResponses]> {
+    return this._core._call<types.PublishPlanStrategyResponses[keyof types.PublishPlanStrategyResponses]>(sdk.publishPlanStrategy, { path: { strategyId } }, options);
+  }
+
+  /**
+   * List a plan's bindings
+   *
+   * `GET /admin/v1/plans/{planId}/strategy-bindings` (`listPlanStrategyBindings` in the function API)
+   */
+  listStrategyBindings(planId: string, query?: Params<types.ListPlanStrategyBindingsData['query']>, options?: RequestOptions): PagePromise<types.ListPlanStrategyBindingsResponses[200][number]> {
+    return this._core._list<types.ListPlanStrategyBindingsResponses[200][number]>(sdk.listPlanStrategyBindings, { path: { planId }, query }, options);
+  }
+
+  /**
+   * Bind a strategy version to a plan
+   *
+   * Only a PUBLISHED version can be bound (409 `strategy_not_published`). At most one QUOTA strategy is in force for a plan at any instant: the binding in force at `effectiveFrom` is ended there (a version upgrade). A binding that starts at or after `effectiveFrom` is refused (409 `binding_overlap`): close it first.
+   *
+   * `POST /admin/v1/plans/{planId}/strategy-bindings` (`bindPlanStrategy` in the function API)
+   */
+  bindStrategy(planId: string, body: Params<NonNullable<types.BindPlanStrategyData['body']>>, options?: RequestOptions): NexusPromise<types.BindPlanStrategyResponses[keyof types.BindPlanStrategyResponses]> {
+    return this._core._call<types.BindPlanStrategyResponses[keyof types.BindPlanStrategyResponses]>(sdk.bindPlanStrategy, { path: { planId }, body }, options);
+  }
+
+  /**
+   * Close a binding
+   *
+   * Ends the binding at `effectiveAt` (now by default; a binding that has not started yet is closed at its `effectiveFrom`). At its `effectiveFrom` it cancels a binding that has not started. A binding already ended by then answers 409 `binding_closed`.
+   *
+   * `DELETE /admin/v1/plan-strategy-bindings/{bindingId}` (`closePlanStrategyBinding` in the function API)
+   */
+  closeStrategyBinding(bindingId: string, query?: Params<types.ClosePlanStrategyBindingData['query']>, options?: RequestOptions): NexusPromise<types.ClosePlanStrategyBindingResponses[keyof types.ClosePlanStrategyBindingResponses]> {
+    return this._core._call<types.ClosePlanStrategyBindingResponses[keyof types.ClosePlanStrategyBindingResponses]>(sdk.closePlanStrategyBinding, { path: { bindingId }, query }, options);
+  }
+}
+
+/**
+ * Workspace accesses: listWorkspaceUsers, provisionWorkspaceUser, get, activate, suspend, renew, changePlan, listInferenceKeys, issueInferenceKey, revokeInferenceKey, getQuota.
+ *
+ * End users, their accesses, inference keys and quota.
+ */
+export class WorkspaceAccessesResource extends NexusResource {
+  /**
+   * List users and their accesses
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/users` (`listWorkspaceUsers` in the function API)
+   */
+  listWorkspaceUsers(workspaceId: string, query?: Params<types.ListWorkspaceUsersData['query']>, options?: RequestOptions): PagePromise<types.ListWorkspaceUsersResponses[200][number]> {
+    return this._core._list<types.ListWorkspaceUsersResponses[200][number]>(sdk.listWorkspaceUsers, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Provision a user and their access
+   *
+   * Idempotent on (workspace, `externalUserId`): a repeat returns the same user and access, unchanged (`created: false`), and grants nothing again. A new access is ACTIVE with a first quota period [now, now + resetInterval) from the plan's strategy in force now. The plan must be ACTIVE (409 `plan_not_active`). With `issueInferenceKey: true` a new key is issued (on a repeat too) and its plaintext returned once in `apiKey`; `inferenceKeyIssued` says whether one was.
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/users` (`provisionWorkspaceUser` in the function API)
+   */
+  provisionWorkspaceUser(workspaceId: string, body: Params<NonNullable<types.ProvisionWorkspaceUserData['body']>>, options?: RequestOptions): NexusPromise<types.ProvisionWorkspaceUserResponses[keyof types.ProvisionWorkspaceUserResponses]> {
+    return this._core._call<types.ProvisionWorkspaceUserResponses[keyof types.ProvisionWorkspaceUserResponses]>(sdk.provisionWorkspaceUser, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Get a workspace access
+   *
+   * `GET /admin/v1/workspace-accesses/{accessId}` (`getWorkspaceAccess` in the function API)
+   */
+  get(accessId: string, options?: RequestOptions): NexusPromise<types.GetWorkspaceAccessResponses[keyof types.GetWorkspaceAccessResponses]> {
+    return this._core._call<types.GetWorkspaceAccessResponses[keyof types.GetWorkspaceAccessResponses]>(sdk.getWorkspaceAccess, { path: { accessId } }, options);
+  }
+
+  /**
+   * Activate an access
+   *
+   * PENDING or SUSPENDED -> ACTIVE (a PENDING access gets its first quota period); EXPIRED -> ACTIVE only while a quota period covers now (renew first). ACTIVE already: no change. Illegal transitions answer 409 `illegal_transition` with `current_status`.
+   *
+   * `POST /admin/v1/workspace-accesses/{accessId}/activate` (`activateWorkspaceAccess` in the function API)
+   */
+  activate(accessId: string, options?: RequestOptions): NexusPromise<types.ActivateWorkspaceAccessResponses[keyof types.ActivateWorkspaceAccessResponses]> {
+    return this._core._call<types.ActivateWorkspaceAccessResponses[keyof types.ActivateWorkspaceAccessResponses]>(sdk.activateWorkspaceAccess, { path: { accessId } }, options);
+  }
+
+  /**
+   * Suspend an access
+   *
+   * ACTIVE -> SUSPENDED: new gateway calls are refused (403 `access_suspended`) within the gateway's auth cache bound (`NEXUS_AUTH_CACHE_TTL_MS`, 1 s by default); calls in flight finish. SUSPENDED already: no change.
+   *
+   * `POST /admin/v1/workspace-accesses/{accessId}/suspend` (`suspendWorkspaceAccess` in the function API)
+   */
+  suspend(accessId: string, options?: RequestOptions): NexusPromise<types.SuspendWorkspaceAccessResponses[keyof types.SuspendWorkspaceAccessResponses]> {
+    return this._core._call<types.SuspendWorkspaceAccessResponses[keyof types.SuspendWorkspaceAccessResponses]>(sdk.suspendWorkspaceAccess, { path: { accessId } }, options);
+  }
+
+  /**
+   * Renew an access
+   *
+   * Creates the quota period [periodStart, periodEnd) from the strategy of `planId` in force at `periodStart`. The same period again is a no-op; an overlapping one is refused (409 `period_overlap`). An EXPIRED or PENDING access whose new period has not ended becomes ACTIVE.
+   *
+   * `POST /admin/v1/workspace-accesses/{accessId}/renew` (`renewWorkspaceAccess` in the function API)
+   */
+  renew(accessId: string, body: Params<NonNullable<types.RenewWorkspaceAccessData['body']>>, options?: RequestOptions): NexusPromise<types.RenewWorkspaceAccessResponses[keyof types.RenewWorkspaceAccessResponses]> {
+    return this._core._call<types.RenewWorkspaceAccessResponses[keyof types.RenewWorkspaceAccessResponses]>(sdk.renewWorkspaceAccess, { path: { accessId }, body }, options);
+  }
+
+  /**
+   * Move an access to another plan
+   *
+   * Takes effect at `effectiveAt` (now by default). The quota period covering it is split there: the old part keeps the old plan's time-prorated share (never less than what it already used), the new part [effectiveAt, periodEnd) gets the new plan's prorated share minus whatever was used beyond the old share. The same plan again changes nothing. See docs/decisions.md.
+   *
+   * `PATCH /admin/v1/workspace-accesses/{accessId}/plan` (`changeAccessPlan` in the function API)
+   */
+  changePlan(accessId: string, body: Params<NonNullable<types.ChangeAccessPlanData['body']>>, options?: RequestOptions): NexusPromise<types.ChangeAccessPlanResponses[keyof types.ChangeAccessPlanResponses]> {
+    return this._core._call<types.ChangeAccessPlanResponses[keyof types.ChangeAccessPlanResponses]>(sdk.changeAccessPlan, { path: { accessId }, body }, options);
+  }
+
+  /**
+   * List inference keys
+   *
+   * `GET /admin/v1/workspace-accesses/{accessId}/api-keys` (`listInferenceKeys` in the function API)
+   */
+  listInferenceKeys(accessId: string, query?: Params<types.ListInferenceKeysData['query']>, options?: RequestOptions): PagePromise<types.ListInferenceKeysResponses[200][number]> {
+    return this._core._list<types.ListInferenceKeysResponses[200][number]>(sdk.listInferenceKeys, { path: { accessId }, query }, options);
+  }
+
+  /**
+   * Issue an inference key
+   *
+   * `nx-<environment>-` followed by 43 random base64url characters; stored only as a keyed hash. `expiresAt` defaults to the configured lifetime.
+   *
+   * `POST /admin/v1/workspace-accesses/{accessId}/api-keys` (`issueInferenceKey` in the function API)
+   */
+  issueInferenceKey(accessId: string, body?: Params<types.IssueInferenceKeyData['body']>, options?: RequestOptions): NexusPromise<types.IssueInferenceKeyResponses[keyof types.IssueInferenceKeyResponses]> {
+    return this._core._call<types.IssueInferenceKeyResponses[keyof types.IssueInferenceKeyResponses]>(sdk.issueInferenceKey, { path: { accessId }, body }, options);
+  }
+
+  /**
+   * Revoke an inference key
+   *
+   * Gateway calls with the key are refused (401) within the gateway's auth cache bound (`NEXUS_AUTH_CACHE_TTL_MS`, 1 s by default). Plan and quota are untouched.
+   *
+   * `DELETE /admin/v1/workspace-accesses/{accessId}/api-keys/{keyId}` (`revokeInferenceKey` in the function API)
+   */
+  revokeInferenceKey(accessId: string, keyId: string, options?: RequestOptions): NexusPromise<types.RevokeInferenceKeyResponses[keyof types.RevokeInferenceKeyResponses]> {
+    return this._core._call<types.RevokeInferenceKeyResponses[keyof types.RevokeInferenceKeyResponses]>(sdk.revokeInferenceKey, { path: { accessId, keyId } }, options);
+  }
+
+  /**
+   * Get the current quota
+   *
+   * The quota period covering now. No such period: 404 `quota_period_not_found`.
+   *
+   * `GET /admin/v1/workspace-accesses/{accessId}/quota` (`getWorkspaceAccessQuota` in the function API)
+   */
+  getQuota(accessId: string, options?: RequestOptions): NexusPromise<types.GetWorkspaceAccessQuotaResponses[keyof types.GetWorkspaceAccessQuotaResponses]> {
+    return this._core._call<types.GetWorkspaceAccessQuotaResponses[keyof types.GetWorkspaceAccessQuotaResponses]>(sdk.getWorkspaceAccessQuota, { path: { accessId } }, options);
+  }
+}
+
+/**
+ * Usage: listAuditLogs, listInvocations, getInvocation, listEvents, getSummary.
+ *
+ * Invocations, usage events and the audit trail.
+ */
+export class UsageResource extends NexusResource {
+  /**
+   * List control-plane audit logs
+   *
+   * The workspace's audit entries, newest first. Secrets in `changes` appear as `[redacted]`.
+   * Filters combine with AND; `since` is inclusive, `until` exclusive.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/audit-logs` (`listAuditLogs` in the function API)
+   */
+  listAuditLogs(workspaceId: string, query?: Params<types.ListAuditLogsData['query']>, options?: RequestOptions): PagePromise<types.ListAuditLogsResponses[200][number]> {
+    return this._core._list<types.ListAuditLogsResponses[200][number]>(sdk.listAuditLogs, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * List gateway invocations
+   *
+   * One invocation per gateway call that passed authentication and authorization, newest first.
+   * An invocation is written when the call ends (after the response's last byte), together
+   * with its attempt and its usage events.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/invocations` (`listInvocations` in the function API)
+   */
+  listInvocations(workspaceId: string, query?: Params<types.ListInvocationsData['query']>, options?: RequestOptions): PagePromise<types.ListInvocationsResponses[200][number]> {
+    return this._core._list<types.ListInvocationsResponses[200][number]>(sdk.listInvocations, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Get an invocation
+   *
+   * The invocation with its provider attempt and its quota settlement (usage and adjustment events).
+   *
+   * `GET /admin/v1/invocations/{invocationId}` (`getInvocation` in the function API)
+   */
+  getInvocation(invocationId: string, options?: RequestOptions): NexusPromise<types.GetInvocationResponses[keyof types.GetInvocationResponses]> {
+    return this._core._call<types.GetInvocationResponses[keyof types.GetInvocationResponses]>(sdk.getInvocation, { path: { invocationId } }, options);
+  }
+
+  /**
+   * List usage and adjustment events
+   *
+   * Immutable records of quota consumption, newest first.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/usage-events` (`listUsageEvents` in the function API)
+   */
+  listEvents(workspaceId: string, query?: Params<types.ListUsageEventsData['query']>, options?: RequestOptions): PagePromise<types.ListUsageEventsResponses[200][number]> {
+    return this._core._list<types.ListUsageEventsResponses[200][number]>(sdk.listUsageEvents, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Usage over time
+   *
+   * The workspace's usage and adjustment events summed per time bucket (UTC hours or days)
+   * and per model, access or provider connection: the units charged and the tokens counted.
+   * The range is whole UTC hours: `since` is rounded down to its hour and `until` up to the end
+   * of its hour (the answer says the range summed). Buckets are aligned to the UTC hour or day
+   * (a day's first bucket may start before `since`); a bucket without events is absent. The range holds at most 1000 buckets (about 41 days by hour,
+   * 1000 days by day). Default range: the last 24 hours by hour, the last 30 days by day.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/usage-summary` (`getUsageSummary` in the function API)
+   */
+  getSummary(workspaceId: string, query?: Params<types.GetUsageSummaryData['query']>, options?: RequestOptions): NexusPromise<types.GetUsageSummaryResponses[keyof types.GetUsageSummaryResponses]> {
+    return this._core._call<types.GetUsageSummaryResponses[keyof types.GetUsageSummaryResponses]>(sdk.getUsageSummary, { path: { workspaceId }, query }, options);
+  }
+}
+
+/**
+ * Billing: listConnections, createConnection, disableConnection, configureProviderCredential, configureWebhookSecret, verifyConnection, listProductMappings, createProductMapping, deleteProductMapping, createCheckout, listWebhookEvents, replayWebhookEvent, listExternalSubscriptions, reconcileConnection, syncWorkspaceAccessBillingPeriod, receiveWebhook.
+ *
+ * Stripe and Paddle connections, product mappings, checkouts, the webhook inbox and projections.
+ */
+export class BillingResource extends NexusResource {
+  /**
+   * List billing connections
+   *
+   * The workspace's billing connections, newest first.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/billing-connections` (`listBillingConnections` in the function API)
+   */
+  listConnections(workspaceId: string, query?: Params<types.ListBillingConnectionsData['query']>, options?: RequestOptions): PagePromise<types.ListBillingConnectionsResponses[200][number]> {
+    return this._core._list<types.ListBillingConnectionsResponses[200][number]>(sdk.listBillingConnections, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Create a billing connection
+   *
+   * A connection to a Stripe or Paddle account. `HOSTED`: checkout is hosted by the provider
+   * and state arrives by signed webhooks at `webhookUrl`. `APP_SYNC`: the customer's own
+   * backend reports billing periods through `syncWorkspaceAccessBillingPeriod`.
+   * The credential and webhook secret may be given here or later; both are write-only.
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/billing-connections` (`createBillingConnection` in the function API)
+   */
+  createConnection(workspaceId: string, body: Params<NonNullable<types.CreateBillingConnectionData['body']>>, options?: RequestOptions): NexusPromise<types.CreateBillingConnectionResponses[keyof types.CreateBillingConnectionResponses]> {
+    return this._core._call<types.CreateBillingConnectionResponses[keyof types.CreateBillingConnectionResponses]>(sdk.createBillingConnection, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Disable a billing connection
+   *
+   * Makes the connection DISABLED: its webhooks are still acknowledged but ignored, and it
+   * cannot start checkouts or reconciliations. Disabling twice is a no-op.
+   *
+   * `DELETE /admin/v1/billing-connections/{connectionId}` (`disableBillingConnection` in the function API)
+   */
+  disableConnection(connectionId: string, options?: RequestOptions): NexusPromise<types.DisableBillingConnectionResponses[keyof types.DisableBillingConnectionResponses]> {
+    return this._core._call<types.DisableBillingConnectionResponses[keyof types.DisableBillingConnectionResponses]>(sdk.disableBillingConnection, { path: { connectionId } }, options);
+  }
+
+  /**
+   * Store or rotate the provider credential
+   *
+   * Stores the provider's secret API key (Stripe `sk_...`/`rk_...`, Paddle `pdl_...`), encrypted.
+   * It is never returned; reads show `credentialPreview`. The verification status returns to
+   * `UNVERIFIED`. A Stripe key whose mode (`_test_`/`_live_`) differs from the connection's is refused.
+   *
+   * `PUT /admin/v1/billing-connections/{connectionId}/provider-credential` (`configureBillingProviderCredential` in the function API)
+   */
+  configureProviderCredential(connectionId: string, body: Params<NonNullable<types.ConfigureBillingProviderCredentialData['body']>>, options?: RequestOptions): NexusPromise<types.ConfigureBillingProviderCredentialResponses[keyof types.ConfigureBillingProviderCredentialResponses]> {
+    return this._core._call<types.ConfigureBillingProviderCredentialResponses[keyof types.ConfigureBillingProviderCredentialResponses]>(sdk.configureBillingProviderCredential, { path: { connectionId }, body }, options);
+  }
+
+  /**
+   * Store or rotate the webhook signing secret
+   *
+   * Stores the signing secret of the provider's webhook endpoint (Stripe `whsec_...`, Paddle
+   * `pdl_ntfset_...`), encrypted and write-only. On rotation the previous secret keeps
+   * verifying signatures for a bounded overlap (`NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS`, 24 h by default).
+   *
+   * `PUT /admin/v1/billing-connections/{connectionId}/webhook-secret` (`configureBillingWebhookSecret` in the function API)
+   */
+  configureWebhookSecret(connectionId: string, body: Params<NonNullable<types.ConfigureBillingWebhookSecretData['body']>>, options?: RequestOptions): NexusPromise<types.ConfigureBillingWebhookSecretResponses[keyof types.ConfigureBillingWebhookSecretResponses]> {
+    return this._core._call<types.ConfigureBillingWebhookSecretResponses[keyof types.ConfigureBillingWebhookSecretResponses]>(sdk.configureBillingWebhookSecret, { path: { connectionId }, body }, options);
+  }
+
+  /**
+   * Verify the provider credential
+   *
+   * Calls the provider's API with the stored credential and records the outcome in
+   * `credentialVerificationStatus` (`VERIFIED` or `FAILED`) and `lastVerifiedAt`. A rejected
+   * credential is an outcome, not an error: the answer is 200 with `FAILED`.
+   * No credential stored: 409 `billing_not_configured`.
+   *
+   * `POST /admin/v1/billing-connections/{connectionId}/verify` (`verifyBillingConnection` in the function API)
+   */
+  verifyConnection(connectionId: string, options?: RequestOptions): NexusPromise<types.VerifyBillingConnectionResponses[keyof types.VerifyBillingConnectionResponses]> {
+    return this._core._call<types.VerifyBillingConnectionResponses[keyof types.VerifyBillingConnectionResponses]>(sdk.verifyBillingConnection, { path: { connectionId } }, options);
+  }
+
+  /**
+   * List product mappings
+   *
+   * The connection's product mappings, newest first (disabled ones included unless filtered).
+   *
+   * `GET /admin/v1/billing-connections/{connectionId}/product-mappings` (`listBillingProductMappings` in the function API)
+   */
+  listProductMappings(connectionId: string, query?: Params<types.ListBillingProductMappingsData['query']>, options?: RequestOptions): PagePromise<types.ListBillingProductMappingsResponses[200][number]> {
+    return this._core._list<types.ListBillingProductMappingsResponses[200][number]>(sdk.listBillingProductMappings, { path: { connectionId }, query }, options);
+  }
+
+  /**
+   * Map an external product or price to a plan
+   *
+   * Subscriptions to `externalPriceId` (or, without one, to any price of `externalProductId`)
+   * give the mapped plan. A price mapping wins over a product-only mapping. `checkoutEnabled`
+   * needs `externalPriceId` (checkouts are created for a price). One active mapping per
+   * product/price pair: a second one is 409 `billing_mapping_exists`.
+   *
+   * `POST /admin/v1/billing-connections/{connectionId}/product-mappings` (`createBillingProductMapping` in the function API)
+   */
+  createProductMapping(connectionId: string, body: Params<NonNullable<types.CreateBillingProductMappingData['body']>>, options?: RequestOptions): NexusPromise<types.CreateBillingProductMappingResponses[keyof types.CreateBillingProductMappingResponses]> {
+    return this._core._call<types.CreateBillingProductMappingResponses[keyof types.CreateBillingProductMappingResponses]>(sdk.createBillingProductMapping, { path: { connectionId }, body }, options);
+  }
+
+  /**
+   * Disable a product mapping
+   *
+   * The mapping becomes DISABLED: no new checkout uses it and it no longer maps subscriptions
+   * to a plan (existing projections keep the plan they have). Disabling twice is a no-op.
+   *
+   * `DELETE /admin/v1/billing-product-mappings/{mappingId}` (`deleteBillingProductMapping` in the function API)
+   */
+  deleteProductMapping(mappingId: string, options?: RequestOptions): NexusPromise<types.DeleteBillingProductMappingResponses[keyof types.DeleteBillingProductMappingResponses]> {
+    return this._core._call<types.DeleteBillingProductMappingResponses[keyof types.DeleteBillingProductMappingResponses]>(sdk.deleteBillingProductMapping, { path: { mappingId } }, options);
+  }
+
+  /**
+   * Create a hosted subscription checkout
+   *
+   * For a HOSTED connection and a checkout-enabled mapping: a Stripe Checkout Session
+   * (`mode: subscription`, the access id in `client_reference_id` and in the subscription's
+   * metadata `nexus_workspace_access_id`) or a Paddle transaction (the access id in
+   * `custom_data.nexus_workspace_access_id`). The caller redirects its user to `url`.
+   * The `Idempotency-Key` is passed on to the provider.
+   *
+   * `POST /admin/v1/workspace-accesses/{accessId}/billing-checkouts` (`createCheckout` in the function API)
+   */
+  createCheckout(accessId: string, body: Params<NonNullable<types.CreateCheckoutData['body']>>, options?: RequestOptions): NexusPromise<types.CreateCheckoutResponses[keyof types.CreateCheckoutResponses]> {
+    return this._core._call<types.CreateCheckoutResponses[keyof types.CreateCheckoutResponses]>(sdk.createCheckout, { path: { accessId }, body }, options);
+  }
+
+  /**
+   * List webhook inbox events
+   *
+   * The connection's verified webhook events, newest first. Bodies are not returned.
+   *
+   * `GET /admin/v1/billing-connections/{connectionId}/webhook-events` (`listBillingWebhookEvents` in the function API)
+   */
+  listWebhookEvents(connectionId: string, query?: Params<types.ListBillingWebhookEventsData['query']>, options?: RequestOptions): PagePromise<types.ListBillingWebhookEventsResponses[200][number]> {
+    return this._core._list<types.ListBillingWebhookEventsResponses[200][number]>(sdk.listBillingWebhookEvents, { path: { connectionId }, query }, options);
+  }
+
+  /**
+   * Replay a failed webhook event
+   *
+   * Reprocesses a FAILED inbox event from its stored body (the signature was checked on
+   * receipt; no new check and no freshness window). `operationId` is the event's id: its
+   * status and `attempts` show the outcome. An event that is not FAILED: 409 `event_not_replayable`.
+   *
+   * `POST /admin/v1/webhook-events/{eventId}/replay` (`replayBillingWebhookEvent` in the function API)
+   */
+  replayWebhookEvent(eventId: string, options?: RequestOptions): NexusPromise<types.ReplayBillingWebhookEventResponses[keyof types.ReplayBillingWebhookEventResponses]> {
+    return this._core._call<types.ReplayBillingWebhookEventResponses[keyof types.ReplayBillingWebhookEventResponses]>(sdk.replayBillingWebhookEvent, { path: { eventId } }, options);
+  }
+
+  /**
+   * List external subscription projections
+   *
+   * What Nexus knows of the access's subscriptions at Stripe or Paddle (and app-reported periods), newest first.
+   *
+   * `GET /admin/v1/workspace-accesses/{accessId}/external-subscriptions` (`listExternalSubscriptions` in the function API)
+   */
+  listExternalSubscriptions(accessId: string, query?: Params<types.ListExternalSubscriptionsData['query']>, options?: RequestOptions): PagePromise<types.ListExternalSubscriptionsResponses[200][number]> {
+    return this._core._list<types.ListExternalSubscriptionsResponses[200][number]>(sdk.listExternalSubscriptions, { path: { accessId }, query }, options);
+  }
+
+  /**
+   * Reconcile subscriptions with the provider
+   *
+   * Lists the provider's subscriptions, repairs projections (and the accesses they drive) that
+   * drifted, for instance after missed webhooks, and records a reconciliation run with what it
+   * changed. `operationId` is the run's id. A second run right after changes nothing.
+   * Needs a HOSTED, ACTIVE connection with a credential (409 otherwise).
+   *
+   * `POST /admin/v1/billing-connections/{connectionId}/reconcile` (`reconcileBillingConnection` in the function API)
+   */
+  reconcileConnection(connectionId: string, options?: RequestOptions): NexusPromise<types.ReconcileBillingConnectionResponses[keyof types.ReconcileBillingConnectionResponses]> {
+    return this._core._call<types.ReconcileBillingConnectionResponses[keyof types.ReconcileBillingConnectionResponses]>(sdk.reconcileBillingConnection, { path: { connectionId } }, options);
+  }
+
+  /**
+   * Report a billing period (APP_SYNC)
+   *
+   * The customer's backend reports a billing period of its own billing system through an
+   * APP_SYNC connection. The period's quota is granted once; the access follows `status` like
+   * a provider subscription's. Repeating a report is a no-op (`applied: false`); a report whose
+   * `sourceUpdatedAt` is older than the one already applied never overwrites it.
+   *
+   * `POST /admin/v1/workspace-accesses/{accessId}/billing-periods/sync` (`syncWorkspaceAccessBillingPeriod` in the function API)
+   */
+  syncWorkspaceAccessBillingPeriod(accessId: string, body: Params<NonNullable<types.SyncWorkspaceAccessBillingPeriodData['body']>>, options?: RequestOptions): NexusPromise<types.SyncWorkspaceAccessBillingPeriodResponses[keyof types.SyncWorkspaceAccessBillingPeriodResponses]> {
+    return this._core._call<types.SyncWorkspaceAccessBillingPeriodResponses[keyof types.SyncWorkspaceAccessBillingPeriodResponses]>(sdk.syncWorkspaceAccessBillingPeriod, { path: { accessId }, body }, options);
+  }
+
+  /**
+   * Receive a provider webhook
+   *
+   * The public endpoint behind each connection's `webhookUrl`; no Management Key. The signature is
+   * checked on the raw body: Stripe `Stripe-Signature` (`t=`, any `v1=`, HMAC-SHA256 of `t.body`,
+   * 300 s tolerance), Paddle `Paddle-Signature` (`ts=`, any `h1=`, HMAC-SHA256 of `ts:body`).
+   * A missing or invalid signature is 400 and nothing is stored or processed. A verified event is
+   * stored in the inbox first, deduplicated by the provider's event id, answered 200 and then
+   * processed; a duplicate is answered 200 and changes nothing. Event types Nexus does not use
+   * and events for unknown customers are acknowledged with 200 and recorded as IGNORED.
+   *
+   * `POST /webhooks/billing/{connectionId}` (`receiveBillingWebhook` in the function API)
+   */
+  receiveWebhook(connectionId: string, body: Params<NonNullable<types.ReceiveBillingWebhookData['body']>>, options?: RequestOptions): NexusPromise<types.ReceiveBillingWebhookResponses[keyof types.ReceiveBillingWebhookResponses]> {
+    return this._core._call<types.ReceiveBillingWebhookResponses[keyof types.ReceiveBillingWebhookResponses]>(sdk.receiveBillingWebhook, { path: { connectionId }, body }, options);
+  }
+}
+
+/**
+ * Gateway: proxyProviderGet, proxyProviderPut, proxyProviderPost, proxyProviderDelete, proxyProviderPatch, getMe.
+ *
+ * The metered proxy to upstream providers, called with an Inference Key.
+ */
+export class GatewayResource extends NexusResource {
+  /**
+   * Proxy a GET to the provider
+   *
+   * Forwards the request to the connection's `baseUrl` + `/` + `providerPath` (+ the query
+   * string, less a `key` parameter: a caller's key never leaves Nexus). The model list
+   * (`GET v1/models`) and a model's description (`GET v1/models/{model}`), on the `openai` and
+   * `anthropic` profiles (`azure-openai` and `gemini`: ProtocolProfile; `bedrock` has none), are governed but free: the key and the access are checked like a metered
+   * call's, no quota is taken, and no workspace setting is needed. When the access's quota strategy
+   * has `allowedModels`, the list's `data[]` holds only the allowed models and a model outside it
+   * is refused with 403 `model_not_allowed`. `GET v1/me` is answered by Nexus itself, as `getMe`,
+   * for a key of the connection's workspace. Another endpoint without a usage inspector is refused
+   * with 409 `unmetered_endpoint` unless the workspace allows unmetered passthrough. The model
+   * lists of `azure-openai` are `openai/models` and `openai/v1/models`.
+   *
+   * `GET /providers/{providerConnectionId}/{providerPath}` (`proxyProviderGet` in the function API)
+   */
+  proxyProviderGet(providerConnectionId: string, providerPath: string, options?: RequestOptions): NexusPromise<types.ProxyProviderGetResponses[keyof types.ProxyProviderGetResponses]> {
+    return this._core._call<types.ProxyProviderGetResponses[keyof types.ProxyProviderGetResponses]>(sdk.proxyProviderGet, { path: { providerConnectionId, providerPath } }, options);
+  }
+
+  /**
+   * Proxy a PUT to the provider
+   *
+   * Forwarded like a POST; without a usage inspector it needs unmetered passthrough (else 409).
+   *
+   * `PUT /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPut` in the function API)
+   */
+  proxyProviderPut(providerConnectionId: string, providerPath: string, body?: Params<types.ProxyProviderPutData['body']>, options?: RequestOptions): NexusPromise<types.ProxyProviderPutResponses[keyof types.ProxyProviderPutResponses]> {
+    return this._core._call<types.ProxyProviderPutResponses[keyof types.ProxyProviderPutResponses]>(sdk.proxyProviderPut, { path: { providerConnectionId, providerPath }, body }, options);
+  }
+
+  /**
+   * Proxy a POST to the provider
+   *
+   * The metered path: `openai` connections meter `chat/completions`, `completions`,
+   * `embeddings` and `responses`; `anthropic` connections meter `messages`; `azure-openai`
+   * connections meter Azure's deployment and v1 paths; `gemini` connections meter
+   * `generateContent`, `streamGenerateContent` (SSE only), `embedContent` and
+   * `batchEmbedContents`; `bedrock` connections meter Converse and ConverseStream
+   * (`model/{modelId}/converse[-stream]`, the stream AWS's binary event-stream) and refuse
+   * InvokeModel with 409 `unmetered_endpoint` (ProtocolProfile). A path of another
+   * profile's API is refused with 409 `protocol_mismatch`. Before the
+   * upstream is called an upper bound of the call's units is reserved (input bounded by an
+   * estimate of the tokens of the text the request carries, never more than the request body's
+   * size in bytes, output by `max_tokens` / `max_completion_tokens` /
+   * `max_output_tokens`, or the strategy's `maxOutputTokens` when the request names none). A
+   * request asking for more than `maxOutputTokens` is, by the strategy's `outputCapPolicy`, sent
+   * with its cap lowered to `maxOutputTokens` (`clamp`, the default: the answer says so in
+   * `x-nexus-output-cap`) or refused with 400 `max_tokens_exceeded` (`refuse`). The units are
+   * priced by the strategy's model rule for the model the request names (the model the provider
+   * reports answering never changes it), and a model outside the strategy's `allowedModels` is
+   * refused with 403 `model_not_allowed` before the provider is called. After the answer the call
+   * is settled to the exact units reported by the provider. The body is forwarded unchanged,
+   * except that an OpenAI-style stream that did not ask for usage gets
+   * `stream_options.include_usage` (the extra usage chunk is removed from what the client
+   * receives), and a cap is written in or lowered as above. Anthropic's `v1/messages/count_tokens`,
+   * Gemini's `:countTokens` and Bedrock's `model/{modelId}/count-tokens` are governed but free,
+   * like the model list.
+   *
+   * `POST /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPost` in the function API)
+   */
+  proxyProviderPost(providerConnectionId: string, providerPath: string, body?: Params<types.ProxyProviderPostData['body']>, options?: RequestOptions): NexusPromise<types.ProxyProviderPostResponses[keyof types.ProxyProviderPostResponses]> {
+    return this._core._call<types.ProxyProviderPostResponses[keyof types.ProxyProviderPostResponses]>(sdk.proxyProviderPost, { path: { providerConnectionId, providerPath }, body }, options);
+  }
+
+  /**
+   * Proxy a DELETE to the provider
+   *
+   * Forwarded as is; without a usage inspector it needs unmetered passthrough (else 409).
+   *
+   * `DELETE /providers/{providerConnectionId}/{providerPath}` (`proxyProviderDelete` in the function API)
+   */
+  proxyProviderDelete(providerConnectionId: string, providerPath: string, options?: RequestOptions): NexusPromise<types.ProxyProviderDeleteResponses[keyof types.ProxyProviderDeleteResponses]> {
+    return this._core._call<types.ProxyProviderDeleteResponses[keyof types.ProxyProviderDeleteResponses]>(sdk.proxyProviderDelete, { path: { providerConnectionId, providerPath } }, options);
+  }
+
+  /**
+   * Proxy a PATCH to the provider
+   *
+   * Forwarded like a POST; without a usage inspector it needs unmetered passthrough (else 409).
+   *
+   * `PATCH /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPatch` in the function API)
+   */
+  proxyProviderPatch(providerConnectionId: string, providerPath: string, body?: Params<types.ProxyProviderPatchData['body']>, options?: RequestOptions): NexusPromise<types.ProxyProviderPatchResponses[keyof types.ProxyProviderPatchResponses]> {
+    return this._core._call<types.ProxyProviderPatchResponses[keyof types.ProxyProviderPatchResponses]>(sdk.proxyProviderPatch, { path: { providerConnectionId, providerPath }, body }, options);
+  }
+
+  /**
+   * The calling inference key's access, plan, quota and rate limits
+   *
+   * Self-service for end users, authenticated by their inference key (`Authorization: Bearer`
+   * or `x-api-key`): the access's status and plan, the current quota period, where each rate
+   * limit of the plan stands now, the models the plan allows, and the key's expiry. A
+   * suspended or expired access still answers (its `status` says so); an invalid, expired or
+   * revoked key gets 401, and a key of an archived workspace 403.
+   *
+   * Also served under each provider connection's `gatewayBaseUrl`
+   * (`GET /providers/{providerConnectionId}/v1/me`), where the end user's SDK is pointed
+   * (`client.get('/me')` on an OpenAI client whose base URL is `gatewayBaseUrl + '/v1'`): the same
+   * answer, for a key of the connection's workspace (another's connection is 404
+   * `provider_connection_not_found`, as for a call).
+   *
+   * `GET /v1/me` (`getMe` in the function API)
+   */
+  getMe(options?: RequestOptions): NexusPromise<types.GetMeResponses[keyof types.GetMeResponses]> {
+    return this._core._call<types.GetMeResponses[keyof types.GetMeResponses]>(sdk.getMe, {  }, options);
+  }
+}
+
+/**
+ * System: getHealth, getReadiness.
+ *
+ * Health and readiness.
+ */
+export class SystemResource extends NexusResource {
+  /**
+   * Liveness
+   *
+   * 200 while the process serves requests. 503 `event_loop_blocked` while its event loop has lately been held up for longer than `NEXUS_EVENT_LOOP_BLOCKED_MS` (5 s by default), and for twice that after the stall: nothing was answered meanwhile. A loop blocked right now answers nothing at all; the probe's timeout is the answer then.
+   *
+   * `GET /healthz` (`getHealth` in the function API)
+   */
+  getHealth(options?: RequestOptions): NexusPromise<types.GetHealthResponses[keyof types.GetHealthResponses]> {
+    return this._core._call<types.GetHealthResponses[keyof types.GetHealthResponses]>(sdk.getHealth, {  }, options);
+  }
+
+  /**
+   * Readiness
+   *
+   * 200 when the database answers and migrations are applied; 503 otherwise.
+   *
+   * `GET /readyz` (`getReadiness` in the function API)
+   */
+  getReadiness(options?: RequestOptions): NexusPromise<types.GetReadinessResponses[keyof types.GetReadinessResponses]> {
+    return this._core._call<types.GetReadinessResponses[keyof types.GetReadinessResponses]>(sdk.getReadiness, {  }, options);
+  }
+}
+
+/**
+ * The Nexus client, a resource per area of the API:
+ *
+ *   const nexus = new Nexus({ baseUrl: 'https://nexus.example.com', apiKey: process.env.NEXUS_MANAGEMENT_KEY });
+ *   const workspace = await nexus.workspaces.create({ name: 'Acme production' });
+ *
+ * Every call returns the answer's data (`.withResponse()` adds the Response), throws a NexusError, retries
+ * what is safe to retry and times out (NexusOptions, RequestOptions).
+ */
+export class Nexus extends NexusCore {
+  /**
+   * Workspaces
+   *
+   * Tenants. Everything else belongs to one.
+   */
+  readonly workspaces: WorkspacesResource = new WorkspacesResource(this);
+  /**
+   * Provider connections
+   *
+   * Upstream model providers with encrypted keys.
+   */
+  readonly providerConnections: ProviderConnectionsResource = new ProviderConnectionsResource(this);
+  /**
+   * Plans
+   *
+   * Plans, versioned quota strategies and their bindings.
+   */
+  readonly plans: PlansResource = new PlansResource(this);
+  /**
+   * Workspace accesses
+   *
+   * End users, their accesses, inference keys and quota.
+   */
+  readonly workspaceAccesses: WorkspaceAccessesResource = new WorkspaceAccessesResource(this);
+  /**
+   * Usage
+   *
+   * Invocations, usage events and the audit trail.
+   */
+  readonly usage: UsageResource = new UsageResource(this);
+  /**
+   * Billing
+   *
+   * Stripe and Paddle connections, product mappings, checkouts, the webhook inbox and projections.
+   */
+  readonly billing: BillingResource = new BillingResource(this);
+  /**
+   * Gateway
+   *
+   * The metered proxy to upstream providers, called with an Inference Key.
+   */
+  readonly gateway: GatewayResource = new GatewayResource(this);
+  /**
+   * System
+   *
+   * Health and readiness.
+   */
+  readonly system: SystemResource = new SystemResource(this);
+}
