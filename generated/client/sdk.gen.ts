@@ -427,7 +427,7 @@ export const proxyProviderDelete = <ThrowOnError extends boolean = true>(options
  * Forwards the request to the connection's `baseUrl` + `/` + `providerPath` (+ the query
  * string, less a `key` parameter: a caller's key never leaves Nexus). The model list
  * (`GET v1/models`) and a model's description (`GET v1/models/{model}`), on the `openai` and
- * `anthropic` profiles (`azure-openai` and `gemini`: ProtocolProfile), are governed but free: the key and the access are checked like a metered
+ * `anthropic` profiles (`azure-openai` and `gemini`: ProtocolProfile; `bedrock` has none), are governed but free: the key and the access are checked like a metered
  * call's, no quota is taken, and no workspace setting is needed. When the access's quota strategy
  * has `allowedModels`, the list's `data[]` holds only the allowed models and a model outside it
  * is refused with 403 `model_not_allowed`. `GET v1/me` is answered by Nexus itself, as `getMe`,
@@ -464,7 +464,9 @@ export const proxyProviderPatch = <ThrowOnError extends boolean = true>(options:
  * `embeddings` and `responses`; `anthropic` connections meter `messages`; `azure-openai`
  * connections meter Azure's deployment and v1 paths; `gemini` connections meter
  * `generateContent`, `streamGenerateContent` (SSE only), `embedContent` and
- * `batchEmbedContents` (ProtocolProfile). A path of another
+ * `batchEmbedContents`; `bedrock` connections meter Converse and ConverseStream
+ * (`model/{modelId}/converse[-stream]`, the stream AWS's binary event-stream) and refuse
+ * InvokeModel with 409 `unmetered_endpoint` (ProtocolProfile). A path of another
  * profile's API is refused with 409 `protocol_mismatch`. Before the
  * upstream is called an upper bound of the call's units is reserved (input bounded by an
  * estimate of the tokens of the text the request carries, never more than the request body's
@@ -479,8 +481,9 @@ export const proxyProviderPatch = <ThrowOnError extends boolean = true>(options:
  * is settled to the exact units reported by the provider. The body is forwarded unchanged,
  * except that an OpenAI-style stream that did not ask for usage gets
  * `stream_options.include_usage` (the extra usage chunk is removed from what the client
- * receives), and a cap is written in or lowered as above. Anthropic's `v1/messages/count_tokens`
- * is governed but free, like the model list.
+ * receives), and a cap is written in or lowered as above. Anthropic's `v1/messages/count_tokens`,
+ * Gemini's `:countTokens` and Bedrock's `model/{modelId}/count-tokens` are governed but free,
+ * like the model list.
  *
  */
 export const proxyProviderPost = <ThrowOnError extends boolean = true>(options: Options<ProxyProviderPostData, ThrowOnError>) => (options.client ?? client).post<ProxyProviderPostResponses, ProxyProviderPostErrors, ThrowOnError>({

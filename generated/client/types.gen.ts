@@ -9,7 +9,12 @@ export type ClientOptions = {
  * in Anthropic's shape, so that Anthropic's SDK shows its message: `type` is `error`, `error.type`
  * is Anthropic's (`invalid_request_error` for a conflict, `request_too_large`, `rate_limit_error`
  * for a quota, `api_error` for an upstream error), and the `request-id` header carries the request id.
- * On a `gemini` connection, `error.status` is Google's google.rpc status.
+ * On a `gemini` connection, `error.status` is Google's google.rpc status. On a `bedrock`
+ * connection, `message` repeats `error.message` at the top level (where AWS's SDKs read it), the
+ * `x-amzn-errortype` header names the AWS exception (`ValidationException`, `AccessDeniedException`,
+ * `ResourceNotFoundException`, `ConflictException`, `ThrottlingException`,
+ * `ServiceUnavailableException`, `InternalServerException`) and `x-amzn-requestid` carries the
+ * request id.
  *
  */
 export type ErrorBody = {
@@ -17,6 +22,10 @@ export type ErrorBody = {
      * Only in Anthropic's shape.
      */
     type?: 'error';
+    /**
+     * Only in Bedrock's shape, the same as `error.message`.
+     */
+    message?: string;
     error: {
         /**
          * For a person; do not parse it.
@@ -760,10 +769,18 @@ export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
  * as `x-goog-api-key`; callers may send theirs as `x-goog-api-key`, `?key=` or Bearer. Metered:
  * `v1beta/models/{model}:generateContent`, `:streamGenerateContent?alt=sse` (without `alt=sse`:
  * 400), `:embedContent`, `:batchEmbedContents`; free: `:countTokens`, `v1beta/models[/{model}]`.
+ * - `bedrock`: Amazon Bedrock Runtime; `baseUrl` e.g. `https://bedrock-runtime.us-east-1.amazonaws.com`.
+ * `awsRegion` is required; the upstream is called with a Bedrock API key (`apiKey`, sent as
+ * `Authorization: Bearer`) or, with `awsAccessKeyId`, signed with SigV4. Callers send their
+ * inference key as the SDK's bearer token. Metered: `model/{modelId}/converse` and
+ * `model/{modelId}/converse-stream` (the model is the path's, the stream AWS's binary
+ * event-stream); free: `model/{modelId}/count-tokens`; InvokeModel is refused with 409
+ * `unmetered_endpoint`. The gateway's own refusals carry `x-amzn-errortype` (the AWS exception
+ * name), `x-amzn-requestid` and the body's `message` beside the shared fields.
  * A path of another profile's API is refused with 409 `protocol_mismatch`.
  *
  */
-export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini';
+export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
 
 /**
  * The upstream origin, optionally with a path prefix, without `/v1` and without a trailing
@@ -775,9 +792,33 @@ export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini'
 export type ProviderBaseUrl = string;
 
 /**
- * The upstream API key; write-only, stored encrypted, never returned.
+ * The upstream API key; write-only, stored encrypted, never returned. On a `bedrock` connection with
+ * `awsAccessKeyId`: the secret access key.
+ *
  */
 export type ProviderApiKey = string;
+
+/**
+ * A `bedrock` connection's AWS region (`us-east-1`): required when one is created or tested,
+ * refused for another profile. Stored encrypted with the key; an update or rotation without it
+ * keeps the region stored.
+ *
+ */
+export type AwsRegion = string;
+
+/**
+ * A `bedrock` connection signed with SigV4: the IAM access key id, `apiKey` being its secret
+ * access key. Absent: `apiKey` is a Bedrock API key, sent as `Authorization: Bearer` (a new
+ * `apiKey` without it, in an update or rotation, makes the connection use an API key). Stored
+ * encrypted with the key; the connection's `secretPreview` shows its last characters.
+ *
+ */
+export type AwsAccessKeyId = string;
+
+/**
+ * A temporary credential's session token, with `awsAccessKeyId` (SigV4). Stored encrypted.
+ */
+export type AwsSessionToken = string;
 
 /**
  * How long the gateway waits for the upstream's response headers, in ms (kept to within
@@ -792,8 +833,9 @@ export type ProviderConnectionDto = {
     workspaceId: string;
     name: string;
     /**
-     * `{NEXUS_PUBLIC_URL}/providers/{id}`, ready to copy: `new OpenAI({ baseURL: gatewayBaseUrl + '/v1' })`
-     * or `new Anthropic({ baseURL: gatewayBaseUrl })` with an Inference Key.
+     * `{NEXUS_PUBLIC_URL}/providers/{id}`, ready to copy: `new OpenAI({ baseURL: gatewayBaseUrl + '/v1' })`,
+     * `new Anthropic({ baseURL: gatewayBaseUrl })` or `new BedrockRuntimeClient({ endpoint: gatewayBaseUrl,
+     * token: { token } })` with an Inference Key.
      *
      */
     gatewayBaseUrl: string;
@@ -806,7 +848,8 @@ export type ProviderConnectionDto = {
     /**
      * A recognisable hint of the key (`sk-...Ab3x`) that never shows more than a quarter of its
      * characters: at most its last 4, and a short type prefix (`sk-`) only when that fits too.
-     * A key under 12 characters shows `...` alone.
+     * A key under 12 characters shows `...` alone. A `bedrock` connection signed with SigV4 shows its
+     * access key id so (the secret access key is not previewed).
      *
      */
     secretPreview: string;
@@ -1095,6 +1138,9 @@ export type CreateProviderConnectionDtoWritable = {
     protocolProfile: ProtocolProfile;
     baseUrl: ProviderBaseUrl;
     apiKey: ProviderApiKey;
+    awsRegion?: AwsRegion;
+    awsAccessKeyId?: AwsAccessKeyId;
+    awsSessionToken?: AwsSessionToken;
     metadata?: Metadata;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
 };
@@ -1103,12 +1149,18 @@ export type TestProviderConnectionDtoWritable = {
     protocolProfile: ProtocolProfile;
     baseUrl: ProviderBaseUrl;
     apiKey: ProviderApiKey;
+    awsRegion?: AwsRegion;
+    awsAccessKeyId?: AwsAccessKeyId;
+    awsSessionToken?: AwsSessionToken;
 };
 
 export type UpdateProviderConnectionDtoWritable = {
     name?: string;
     baseUrl?: ProviderBaseUrl;
     apiKey?: ProviderApiKey;
+    awsRegion?: AwsRegion;
+    awsAccessKeyId?: AwsAccessKeyId;
+    awsSessionToken?: AwsSessionToken;
     /**
      * ARCHIVED is reached only through `archiveProviderConnection`.
      */
@@ -1122,6 +1174,9 @@ export type UpdateProviderConnectionDtoWritable = {
 
 export type RotateProviderSecretDtoWritable = {
     apiKey: ProviderApiKey;
+    awsRegion?: AwsRegion;
+    awsAccessKeyId?: AwsAccessKeyId;
+    awsSessionToken?: AwsSessionToken;
 };
 
 /**

@@ -26,6 +26,7 @@ import type { AuthRow, CallRepo } from './call-repo.js';
 import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
 import { maskedKey, type MaskedKey } from './secret-mask.js';
+import { protocolOf } from './protocols/index.js';
 
 /**
  * The looked-up row of a key that may be answered at all (a gateway call, /v1/me): 401 for an unknown,
@@ -82,7 +83,10 @@ export function upstreamOf(entry: CacheEntry, auth: AuthRow, secretBox: SecretBo
     api_key_ciphertext: auth.api_key_ciphertext!,
     api_key_key_id: auth.api_key_key_id!,
   });
-  if (entry.maskedKey === undefined) entry.maskedKey = maskedKey(entry.apiKey);
+  if (entry.maskedKey === undefined) {
+    const masked = protocolOf(auth.protocol_profile!).maskedPart;
+    entry.maskedKey = maskedKey(masked ? masked(entry.apiKey) : entry.apiKey);
+  }
   entry.baseUrl ??= new URL(auth.base_url!);
   return entry as Upstream;
 }

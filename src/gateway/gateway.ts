@@ -130,8 +130,9 @@ export function createGateway(deps: GatewayDeps) {
           `${method} ${endpoint} is a path of the ${foreign.title} API; this connection speaks '${protocol.profile}' (${protocol.title}), which meters ${protocol.meters}`,
         );
       }
-      // What the protocol cannot meter (a Gemini stream that is not SSE) is refused, never forwarded unmetered.
-      if (inspector) protocol.checkRequest?.(inspector.endpoint, target.search);
+      // What the protocol cannot meter (a Gemini stream that is not SSE, Bedrock's InvokeModel) is refused, never
+      // forwarded unmetered, even where the workspace allows unmetered calls.
+      if (!free) protocol.checkRequest?.(inspector?.endpoint, target.search, target.route);
       if (!inspector && !free && !auth.allow_unmetered_passthrough) {
         throw new AppError(
           'unmetered_endpoint',
@@ -242,6 +243,8 @@ export function createGateway(deps: GatewayDeps) {
     const base = upstream.baseUrl;
     const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${upstreamSearch(target.search)}`;
     const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, body.length);
+    // A signed protocol (bedrock.ts, SigV4) signs the request as it goes upstream.
+    if (protocol.signRequest) await protocol.signRequest(upstream.apiKey, { method: req.method!, url: new URL(path, base), body, headers });
     // Traces on: the upstream's spans become children of the upstream call's (the client's traceparent is replaced).
     if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(protocol, call.inspector, req.method!, base));
     const relay = new Relay(res, {

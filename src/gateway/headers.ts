@@ -86,6 +86,9 @@ const PASSED_BACK = new Set([
   'openai-version',
   'openai-organization',
   'anthropic-organization-id',
+  // Bedrock's request id and error type: the AWS SDK names an upstream error by the type (ThrottlingException...).
+  'x-amzn-requestid',
+  'x-amzn-errortype',
 ]);
 
 /**

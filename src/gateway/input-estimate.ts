@@ -23,7 +23,7 @@
  *   pieces): a request's new merges may cost MERGE_BUDGET, after which the rest of its text counts its
  *   bytes, and a piece longer than MAX_MERGED_PIECE counts its bytes.
  *
- * The walk per endpoint is small and exported (openAiInput, anthropicInput): a protocol's table calls
+ * The walk per endpoint is small and exported (openAiInput, anthropicInput, geminiInput, bedrockInput): a protocol's table calls
  * its own with the parsed request body and an InputTally.
  */
 import o200k, { countTokens, setMergeCacheSize } from 'gpt-tokenizer/encoding/o200k_base';
@@ -171,7 +171,7 @@ export class InputTally {
 
   /**
    * Any JSON value of the request's input: its strings as text, except inline images (their bound) and
-   * inline data (`data:` URLs, `{ type: 'base64', data }` sources: bytes); keys as text, structure per node.
+   * inline data (`data:` URLs, `{ type: 'base64', data }` and `{ bytes }` sources: bytes); keys as text, structure per node.
    */
   walk(root: unknown): void {
     // Iterative: a body may nest deeper than the call stack.
@@ -195,6 +195,11 @@ export class InputTally {
         if (o.type === 'base64' && typeof o.data === 'string') {
           // Anthropic's inline document or image source: the provider reads the file, not its base64.
           this.opaque(o.data);
+          continue;
+        }
+        if (typeof o.bytes === 'string' && Object.keys(o).length === 1) {
+          // Bedrock's inline document, image or video source (`{ bytes }`, base64 in the JSON body): the same.
+          this.opaque(o.bytes);
           continue;
         }
         for (const key in o) {
@@ -360,6 +365,35 @@ const GEMINI_FIELDS = {
  */
 export function geminiInput(body: Record<string, unknown>, tally: InputTally): void {
   walkBody(tally, body, GEMINI_FIELDS.input, GEMINI_FIELDS.parameters);
+}
+
+const BEDROCK_FIELDS = {
+  input: fields('messages', 'system', 'toolConfig', 'promptVariables'),
+  parameters: fields(
+    'modelId',
+    'inferenceConfig',
+    'guardrailConfig',
+    'additionalModelResponseFieldPaths',
+    'requestMetadata',
+    'performanceConfig',
+    'serviceTier',
+  ),
+};
+
+/** A Bedrock model served by Anthropic (`anthropic.claude-...`, a cross-region `us.anthropic...`, an ARN naming one). */
+const BEDROCK_ANTHROPIC = /(?:^|[./:])anthropic\./i;
+
+/**
+ * The input of a Bedrock Converse request (messages[].content[]: text, tool uses and results, images,
+ * documents; system[]; toolConfig; prompt variables) into `tally`. Inline images count at their bound,
+ * other inline files (`{ bytes }` sources) byte for byte; `additionalModelRequestFields` (each model
+ * family's own) counts its bytes. An Anthropic model with tools adds its tool-use system prompt. No
+ * Bedrock model's tokenizer is o200k for certain: its rule is the margin (FOREIGN).
+ */
+export function bedrockInput(body: Record<string, unknown>, tally: InputTally, model: string): void {
+  walkBody(tally, body, BEDROCK_FIELDS.input, BEDROCK_FIELDS.parameters);
+  const tools = (body.toolConfig as { tools?: unknown } | null | undefined)?.tools;
+  if (BEDROCK_ANTHROPIC.test(model) && Array.isArray(tools) && tools.length > 0) tally.overhead += ANTHROPIC_TOOLS_TOKENS;
 }
 
 /** OpenAI's own models on the o200k_base tokenizer (gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o-series, ...). */

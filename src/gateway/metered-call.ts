@@ -375,7 +375,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const policy = this.meter.modelPolicy(this.row);
     this.view = this.meter.quotaView(this.row, now);
     if (endpoint.kind === 'models') return policy.restricted ? (model) => policy.allows(model) : undefined;
-    const model = endpoint.kind === 'model' ? endpoint.model : modelNamedIn(raw);
+    const model = endpoint.model ?? modelNamedIn(raw);
     this.read = { requestedModel: model, streamed: false, leaseId: null };
     if (policy.restricted) assertModelAllowed(policy, model);
     return undefined;
@@ -514,8 +514,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         const output = this.meter.learned.observed(connectionId, prepared.requestedModel, prepared.stream, usage!.outputTokens);
         if (output !== null) this.meter.shareLearned?.({ connectionId, model: prepared.requestedModel, stream: prepared.stream, output });
       }
+      // A stream that could not be read on (an event-stream frame that did not decode): why, in the log.
+      if (relay.malformed)
+        this.meter.logger.warn({ msg: 'upstream stream malformed', requestId: this.opened.requestId, error: relay.malformed });
       if (!usageComplete && !errorCode) errorCode = 'usage_missing';
-      // A malformed answer (a JSON answer without usage, a stream that broke or never reported it), counted;
+      // A malformed answer (a JSON answer without usage, a stream that broke or never reported it, an
+      // event-stream frame that did not decode), counted;
       // not a stream cut at its bound (counted as over it), nor one its client or a shutdown ended.
       const malformed = !usageComplete && !relay.cut && (status === 'SUCCEEDED' || cause === 'upstream_stream_broken');
       if (malformed) this.meter.usageMissing?.(this.inspector!.protocol.telemetry.system, prepared.stream ? 'stream' : 'json');

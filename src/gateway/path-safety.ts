@@ -28,6 +28,12 @@ const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
 const CONTROL = /[\x00-\x1f\x7f]/;
 const ENCODED_SEPARATOR = /%(2f|5c)/i;
 const SCHEME = /^[a-z][a-z0-9+.-]*:/i;
+/**
+ * Bedrock names a model by its ARN in one path segment, its `/` sent as %2F
+ * (`model/arn%3Aaws%3Abedrock%3A...%3Ainference-profile%2Fus.anthropic...%2Fconverse`): that segment's
+ * encoded slashes are read as slashes, and the path so read passes every check below.
+ */
+const MODEL_ARN_SEGMENT = /^model\/(arn(?::|%3a)[^/]*)\//i;
 
 function unsafe(message: string): AppError {
   return new AppError('unsafe_proxy_request', message, { param: 'providerPath' });
@@ -60,7 +66,8 @@ export function parseGatewayUrl(rawUrl: string): GatewayTarget {
   const providerPath = slash === -1 ? '' : rest.slice(slash + 1);
   if (!providerPath) throw new AppError('route_not_found', GATEWAY_ROUTE);
   // Decode until stable (at most 3 rounds): double-encoded '..' or '/' are caught too.
-  let current = providerPath;
+  const arn = MODEL_ARN_SEGMENT.exec(providerPath)?.[1];
+  let current = arn ? `model/${arn.replace(/%2f/gi, '/')}${providerPath.slice(6 + arn.length)}` : providerPath;
   for (let round = 0; round < 4; round++) {
     checkDecoded(current);
     if (!current.includes('%')) break;

@@ -19,7 +19,10 @@ import type { Dispatcher } from 'undici';
 import { clientHeaderList } from './headers.js';
 import type { Inspector, PreparedCall, Usage } from './inspectors.js';
 import { SecretMask, type MaskedKey } from './secret-mask.js';
+import { EventStreamMeter } from './event-stream-meter.js';
+import { EVENT_STREAM_CONTENT_TYPE } from './protocols/event-stream.js';
 import { SseMeter } from './sse-meter.js';
+import type { StreamMeter } from './stream-meter.js';
 import { decoderFor } from './upstreams.js';
 
 /** A JSON answer larger than this is passed through but not read for usage (charged at the call's bound). */
@@ -106,9 +109,11 @@ export class Relay implements Dispatcher.DispatchHandler {
   cut = false;
   model: string | null = null;
   responseId: string | null = null;
+  /** Why a metered stream could not be read on (an event-stream frame that did not decode), if it could not. */
+  malformed: string | undefined;
 
   private controller: Dispatcher.DispatchController | undefined;
-  private meter: SseMeter | null = null;
+  private meter: StreamMeter | null = null;
   private jsonChunks: Buffer[] | null = null;
   private jsonSize = 0;
   /** An answer held whole for rewriteJson: its bytes, and its status and headers to send with it. */
@@ -185,10 +190,12 @@ export class Relay implements Dispatcher.DispatchHandler {
     this.status = status;
     const { inspector, prepared } = this.options;
     const contentType = String(headers['content-type'] ?? '');
-    const isStream = contentType.startsWith('text/event-stream');
+    // A protocol whose streams are AWS event-streams (protocols/event-stream.ts) has them read by their frames.
+    const binary = inspector?.protocol.streamFraming === 'event-stream' && contentType.startsWith(EVENT_STREAM_CONTENT_TYPE);
+    const isStream = binary || contentType.startsWith('text/event-stream');
     const reading = Boolean(inspector && prepared && status < 300);
     if (reading && isStream) {
-      this.meter = new SseMeter(inspector!, prepared!);
+      this.meter = binary ? new EventStreamMeter(inspector, prepared!) : new SseMeter(inspector!, prepared!);
       this.options.watcher?.streamBegan();
     } else if (reading) {
       this.jsonChunks = [];
@@ -279,6 +286,7 @@ export class Relay implements Dispatcher.DispatchHandler {
       written = this.res.write(out);
     }
     if (meter?.cut) this.cutAtBound();
+    else if (meter?.malformed) this.endUnreadable();
     return written;
   }
 
@@ -287,19 +295,31 @@ export class Relay implements Dispatcher.DispatchHandler {
    * and the call ends complete (charged its bound: metered-call.ts).
    */
   private cutAtBound(): void {
+    this.endEarly(true, 'The answer passed its output bound');
+  }
+
+  /**
+   * The stream cannot be read on (an event-stream frame that did not decode): the same, charged by the
+   * missing-usage rule (the meter's end told the client that the provider's stream broke).
+   */
+  private endUnreadable(): void {
+    this.endEarly(false, 'The answer could not be read');
+  }
+
+  private endEarly(cut: boolean, reason: string): void {
     if (this.end) return;
     this.tUpstreamEnd ??= now();
     clearImmediate(this.headersFlush);
     // Ended first: the abort's onResponseError then finds the call over.
     this.end = 'complete';
-    this.cut = true;
+    this.cut = cut;
     if (!this.clientGone) {
       const held = this.mask?.end();
       if (held?.length) this.res.write(held);
       this.res.end();
     }
     this.decoder?.destroy();
-    this.controller?.abort(new Error('The answer passed its output bound'));
+    this.controller?.abort(new Error(reason));
     this.read();
     this.done_();
   }
@@ -391,6 +411,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     this.outputEstimate = meter.outputEstimate;
     this.model = meter.model;
     this.responseId = meter.responseId;
+    this.malformed = meter.malformed?.message;
   }
 
   private done_(): void {

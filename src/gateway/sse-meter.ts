@@ -31,13 +31,13 @@
  *
  * What differs by protocol (how an event reports usage, what output text it
  * carries, the end a cut stream gets) is the protocol's stream reader
- * (protocols/); this meter frames the events, counts and cuts.
+ * (protocols/); what every framing shares (the reader, the count, the cut) is
+ * stream-meter.ts; this meter frames SSE events (event-stream-meter.ts frames
+ * AWS's binary ones).
  */
-import type { Inspector, PreparedCall, Usage } from './inspectors.js';
-import type { StreamReader, StreamState } from './protocols/protocol.js';
+import type { Inspector } from './inspectors.js';
+import { StreamMeter, type StreamBounds } from './stream-meter.js';
 
-/** Bytes of output text counted as one token by the estimate: about twice what a BPE token averages. */
-const BYTES_PER_TOKEN = 8;
 const USAGE_NULL = /,\s*"usage"\s*:\s*null/;
 /** Global: `push` walks a chunk's events by lastIndex. */
 const EVENT_END = /\r?\n\r?\n/g;
@@ -46,9 +46,6 @@ const CR = 0x0d;
 const EMPTY = Buffer.alloc(0);
 
 type Json = Record<string, any>;
-
-/** What the meter needs of its call. */
-export type StreamBounds = Pick<PreparedCall, 'usageInjected' | 'inputBound' | 'outputBound'>;
 
 /** The data of an SSE event: its `data:` lines joined by newlines ('' when it has none). */
 function dataOf(block: string): string {
@@ -72,49 +69,14 @@ function lastEventEnd(buf: Buffer): number {
   return 0;
 }
 
-export class SseMeter implements StreamState {
-  usage: Usage | null = null;
-  model: string | null = null;
-  /** A Responses API stream's response id. */
-  responseId: string | null = null;
-  /** Whether the final usage report was seen (the stream's accounting is complete). */
-  complete = false;
-  /** The stream passed its output bound and was cut there (nothing more is read or forwarded). */
-  cut = false;
-  /** Data events seen. */
-  dataEvents = 0;
-
-  private textEvents = 0;
-  private textBytes = 0;
+export class SseMeter extends StreamMeter {
   /** Bytes of an event not yet ended (one Buffer once a chunk held an event's end). */
   private held: Buffer[] = [];
   private readonly rewrite: boolean;
-  /** The protocol's reading of the stream's events (its usage, its output text, the end of a cut stream). */
-  private readonly reader: StreamReader;
 
-  constructor(
-    inspector: Inspector,
-    private readonly bounds: StreamBounds,
-  ) {
+  constructor(inspector: Inspector, bounds: StreamBounds) {
+    super(inspector, bounds);
     this.rewrite = bounds.usageInjected;
-    this.reader = inspector.protocol.streamReader(inspector.endpoint);
-  }
-
-  /** Output tokens the stream carried so far, as counted for its bound (the module's comment). */
-  get outputSeen(): bigint {
-    const estimate = BigInt(Math.max(this.textEvents, Math.ceil(this.textBytes / BYTES_PER_TOKEN)));
-    const reported = this.usage?.outputTokens ?? 0n;
-    return reported > estimate ? reported : estimate;
-  }
-
-  /**
-   * The output a stream that ended short is charged for, at most its bound (metered-call.ts): one token per data
-   * event seen, or the output counted if more.
-   */
-  get outputEstimate(): bigint {
-    const events = BigInt(this.dataEvents);
-    const seen = this.outputSeen;
-    return events > seen ? events : seen;
   }
 
   /** The upstream's next bytes; returns what goes to the client now (whole events, or a cut stream's end). */
@@ -137,7 +99,7 @@ export class SseMeter implements StreamState {
       const kept = this.onEvent(text.slice(from, match.index));
       if (this.cut) {
         this.held = [];
-        return (this.rewrite ? out : text.slice(0, from)) + this.ending();
+        return (this.rewrite ? out : text.slice(0, from)) + this.endingText();
       }
       if (this.rewrite && kept !== null) out += kept + match[0];
       from = EVENT_END.lastIndex;
@@ -153,7 +115,7 @@ export class SseMeter implements StreamState {
     const rest = raw.toString('utf8');
     if (!rest.trim()) return raw;
     const kept = this.onEvent(rest);
-    if (this.cut) return this.ending();
+    if (this.cut) return this.endingText();
     return this.rewrite ? (kept ?? '') : raw;
   }
 
@@ -169,19 +131,7 @@ export class SseMeter implements StreamState {
       return block;
     }
     if (!parsed || typeof parsed !== 'object') return block;
-    const reader = this.reader;
-    reader.read(parsed, this);
-    const text = reader.text(parsed);
-    if (text > 0) {
-      this.textEvents++;
-      this.textBytes += text;
-      if (this.outputSeen > this.bounds.outputBound) {
-        this.cut = true;
-        this.complete = false;
-        return null;
-      }
-    }
-    reader.forwarded(parsed);
+    if (!this.meterEvent(parsed)) return null;
     // Only a stream the gateway asked usage of (an OpenAI chat or completions stream: inspectors.ts) is rewritten.
     if (!this.rewrite || !('usage' in parsed)) return block;
     // Our own usage chunk (no choices): the client did not ask for it; nor for the "usage":null of the others.
@@ -189,14 +139,9 @@ export class SseMeter implements StreamState {
     return Array.isArray(parsed.choices) && parsed.choices.length === 0 && this.usage ? null : block;
   }
 
-  /** The events that end a cut stream, as its protocol ends an answer that reached its cap. */
-  private ending(): string {
-    return this.reader.ending(this, {
-      outputTokens: Number(this.bounds.outputBound),
-      // The input as the upstream reported it so far, else the call's input bound.
-      inputTokens: Number(this.usage?.inputTokens ?? this.bounds.inputBound),
-      cachedTokens: Number(this.usage?.cachedInputTokens ?? 0n),
-      usageAsked: !this.bounds.usageInjected,
-    });
+  /** A cut stream's end, as SSE text. */
+  private endingText(): string {
+    const ending = this.ending();
+    return typeof ending === 'string' ? ending : ending.toString('utf8');
   }
 }

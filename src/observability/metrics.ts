@@ -283,7 +283,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
   });
 
   // A 2xx answer whose usage could not be read in full (a JSON answer without usage, a stream that broke
-  // or never reported it): charged by the rule for missing usage (docs/reliability.md), counted here.
+  // or never reported it, an event-stream frame that did not decode): charged by the rule for missing usage (docs/reliability.md), counted here.
   const usageMissing = new Counter({
     name: 'nexus_gateway_usage_missing_total',
     help: "Gateway answers charged by the rule for missing usage (the upstream's usage was absent or unreadable), by protocol and kind (stream, json)",

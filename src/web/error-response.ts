@@ -24,6 +24,7 @@ function bodyUnread(req: IncomingMessage | undefined): boolean {
 export interface ErrorBodyShape {
   body(shared: ErrorBody): unknown;
   requestIdHeader?: string;
+  headers?(shared: ErrorBody, status: number): Record<string, string>;
 }
 
 /** The Error body for `err` (a 500 that reveals nothing unless it is an AppError), on a plain node response. */
@@ -36,6 +37,8 @@ export function writeError(res: ServerResponse, err: unknown, locals: RequestLoc
   const shared = errorBody(appError, locals.requestId);
   const body = JSON.stringify(shape ? shape.body(shared) : shared);
   if (shape?.requestIdHeader && locals.requestId) res.setHeader(shape.requestIdHeader, locals.requestId);
+  const shapeHeaders = shape?.headers?.(shared, appError.status);
+  for (const name in shapeHeaders) res.setHeader(name, shapeHeaders[name]!);
   res.statusCode = appError.status;
   const retryAfter = appError.extras.retry_after ?? errorRetryAfter[appError.code];
   if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));

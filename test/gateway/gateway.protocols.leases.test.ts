@@ -22,7 +22,8 @@ afterAll(async () => {
   for (const up of upstreams.values()) await up.close();
 });
 
-const tenantFor = (row: Row) => createTenant(t, { baseUrl: upstreams.get(row)!.url, providerKey: KEY, profile: row.profile });
+const tenantFor = (row: Row) =>
+  createTenant(t, { baseUrl: upstreams.get(row)!.url, providerKey: KEY, profile: row.profile, ...row.connection });
 
 describe.each(ROWS)('$name', (row) => {
   it('charges a stream under way once when its lease is reclaimed, as if its process had died', async () => {

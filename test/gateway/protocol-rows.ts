@@ -4,12 +4,15 @@
  * profile, its official SDK as its users configure it, and its fake upstream. A new protocol adds a row.
  */
 import Anthropic from '@anthropic-ai/sdk';
+import { BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand } from '@aws-sdk/client-bedrock-runtime';
 import { GoogleGenAI } from '@google/genai';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
 import OpenAI, { AzureOpenAI } from 'openai';
 import { expect } from 'vitest';
 import {
   startAnthropicUpstream,
   startAzureOpenAiUpstream,
+  startBedrockUpstream,
   startGeminiUpstream,
   startOpenAiUpstream,
   testProviderKey,
@@ -35,13 +38,15 @@ interface Answer {
 export interface Row {
   name: string;
   profile: NonNullable<TenantSpec['profile']>;
+  /** What its connection needs beyond its profile, base URL and key (Bedrock's region). */
+  connection?: Partial<TenantSpec>;
   start(): Promise<FakeUpstream>;
   /** A metered call through the SDK (`maxTokens` undefined: none asked). */
   call(tenant: Tenant, o: { model: string; maxTokens?: number; stream: boolean; headers?: Headers }): Promise<Answer>;
-  /** The model list through the SDK. */
-  models(tenant: Tenant): Promise<string[]>;
-  /** The upstream path a metered call of `model` reached. */
-  meteredPath(model: string): string;
+  /** The model list through the SDK; a string: why the API has none (its scenario does not apply, and says why). */
+  models: ((tenant: Tenant) => Promise<string[]>) | string;
+  /** The upstream path a metered call of `model` reached (`stream`: a streamed one). */
+  meteredPath(model: string, stream?: boolean): string;
   /** The output cap the upstream received, from the body it received. */
   capOf(sent: Record<string, any>): unknown;
   /** The credential header and value the SDK sends, for a raw call. */
@@ -236,7 +241,7 @@ export const ROWS: Row[] = [
       for await (const m of await gemini(tenant).models.list()) ids.push(m.name!.replace(/^models\//, ''));
       return ids;
     },
-    meteredPath: (model) => `/v1beta/models/${model}:generateContent`,
+    meteredPath: (model, stream) => `/v1beta/models/${model}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`,
     capOf: (sent) => sent.generationConfig?.maxOutputTokens,
     credential: (tenant) => ({ 'x-goog-api-key': tenant.apiKey }),
     shown: geminiShown,
@@ -244,7 +249,85 @@ export const ROWS: Row[] = [
     rawPath: 'v1beta/models/gpt-4o:streamGenerateContent?alt=sse',
     system: 'gcp.gemini',
   },
+  {
+    name: 'bedrock (@aws-sdk/client-bedrock-runtime, Converse)',
+    profile: 'bedrock',
+    connection: { aws: { awsRegion: 'us-east-1' } },
+    start: () => startBedrockUpstream({ apiKeys: [KEY] }),
+    async call(tenant, o) {
+      const seen: { requestId?: string } = {};
+      const client = bedrock(tenant, bedrockHeaders(o.headers), seen);
+      const request = {
+        modelId: o.model,
+        messages: [{ role: 'user' as const, content: [{ text: 'Hello there' }] }],
+        ...(o.maxTokens !== undefined ? { inferenceConfig: { maxTokens: o.maxTokens } } : {}),
+      };
+      if (!o.stream) {
+        const answer = await client.send(new ConverseCommand(request));
+        const text = answer.output?.message?.content?.map((c) => c.text ?? '').join('') ?? '';
+        return { requestId: seen.requestId!, text };
+      }
+      const answer = await client.send(new ConverseStreamCommand(request));
+      let text = '';
+      for await (const event of answer.stream!) text += event.contentBlockDelta?.delta?.text ?? '';
+      return { requestId: seen.requestId!, text };
+    },
+    // Bedrock Runtime has no model list: ListFoundationModels is the control plane's (bedrock.{region}), which a
+    // bedrock connection does not reach; its one free call is CountTokens (gateway.bedrock.test.ts).
+    models: 'Bedrock Runtime has no model list (ListFoundationModels is the control-plane API, not Runtime)',
+    meteredPath: (model, stream) => `/model/${model}/${stream ? 'converse-stream' : 'converse'}`,
+    capOf: (sent) => sent.inferenceConfig?.maxTokens,
+    credential: (tenant) => ({ authorization: `Bearer ${tenant.apiKey}` }),
+    shown(err) {
+      const e = err as Error & {
+        $metadata: { httpStatusCode: number; requestId?: string };
+        $response?: { headers: Record<string, string> };
+      };
+      // The AWS SDK raised the exception the gateway named (x-amzn-errortype), with Nexus's request id.
+      const expected: Record<number, string> = { 403: 'AccessDeniedException', 429: 'ThrottlingException', 400: 'ValidationException' };
+      expect(e.name).toBe(expected[e.$metadata.httpStatusCode]);
+      if (e.$response) expect(e.$metadata.requestId).toBe(e.$response.headers['x-nexus-request-id']);
+      return { status: e.$metadata.httpStatusCode, message: e.message, requestId: e.$metadata.requestId };
+    },
+    foreignPath: 'v1/chat/completions',
+    rawPath: 'model/gpt-4o/converse-stream',
+    system: 'aws.bedrock',
+  },
 ];
+
+/**
+ * The Bedrock SDK as the README configures it (the inference key as its bearer token, HTTP/1.1), with
+ * `headers` added to each request and the gateway's request id of the answer kept in `seen` (the SDK's
+ * own `$metadata.requestId` is the upstream's x-amzn-requestid).
+ */
+function bedrock(tenant: Tenant, headers: Headers, seen: { requestId?: string }) {
+  const client = new BedrockRuntimeClient({
+    region: 'us-east-1',
+    endpoint: tenant.gatewayBaseUrl,
+    token: { token: tenant.apiKey },
+    authSchemePreference: ['httpBearerAuth'],
+    requestHandler: new NodeHttpHandler(),
+    maxAttempts: 1,
+  });
+  client.middlewareStack.add(
+    (next) => async (args) => {
+      Object.assign((args.request as { headers: Headers }).headers, headers);
+      const out = await next(args);
+      seen.requestId = (out.response as { headers: Headers }).headers['x-nexus-request-id'];
+      return out;
+    },
+    { step: 'build', name: 'rowHeaders' },
+  );
+  return client;
+}
+
+/** The shared x-fake-usage (input with its cached part, output, cached) as Bedrock reports it: input without the cache reads. */
+function bedrockHeaders(headers: Headers = {}): Headers {
+  const usage = headers['x-fake-usage'];
+  if (!usage) return headers;
+  const [input = 0, output = 0, cached = 0] = usage.split(',').map(Number);
+  return { ...headers, 'x-fake-usage': `${input - cached},${output},${cached},0` };
+}
 
 /** A metered stream through fetch, on the row's path, with the SDK's credential. */
 export const rawStream = (row: Row, tenant: Tenant, headers: Headers) =>

@@ -80,9 +80,9 @@ describe('gemini', () => {
   });
 
   it('refuses a stream that is not SSE', () => {
-    expect(() => protocolOf('gemini').checkRequest!('stream_generate', '')).toThrow(/alt=sse/);
-    expect(() => protocolOf('gemini').checkRequest!('stream_generate', '?alt=sse')).not.toThrow();
-    expect(() => protocolOf('gemini').checkRequest!('generate', '')).not.toThrow();
+    expect(() => protocolOf('gemini').checkRequest!('stream_generate', '', 'v1beta/models/m:streamGenerateContent')).toThrow(/alt=sse/);
+    expect(() => protocolOf('gemini').checkRequest!('stream_generate', '?alt=sse', 'v1beta/models/m:streamGenerateContent')).not.toThrow();
+    expect(() => protocolOf('gemini').checkRequest!('generate', '', 'v1beta/models/m:generateContent')).not.toThrow();
   });
 
   it('reads usageMetadata: thinking tokens are output, a stream keeps its last running total', () => {

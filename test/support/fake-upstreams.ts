@@ -41,11 +41,12 @@ import { randomBytes } from 'node:crypto';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startAnthropicUpstream } from './upstreams/anthropic.js';
 import { startAzureOpenAiUpstream } from './upstreams/azure-openai.js';
+import { startBedrockUpstream } from './upstreams/bedrock.js';
 import { startGeminiUpstream } from './upstreams/gemini.js';
 import { startOpenAiUpstream } from './upstreams/openai.js';
 import type { FakeUpstream } from './upstreams/server.js';
 
-export { SECRET_MARKER, startAnthropicUpstream, startAzureOpenAiUpstream, startGeminiUpstream, startOpenAiUpstream };
+export { SECRET_MARKER, startAnthropicUpstream, startAzureOpenAiUpstream, startBedrockUpstream, startGeminiUpstream, startOpenAiUpstream };
 export { FAKE_MODEL_IDS, type FakeUpstream } from './upstreams/server.js';
 export { refusedUrl } from './local-server.js';
 

@@ -11,6 +11,7 @@
  */
 import { createClient, type Client } from '../../generated/client/client/index.js';
 import type {
+  CreateProviderConnectionDtoWritable,
   Int64String,
   ModelRule,
   OutputCapPolicy,
@@ -116,7 +117,9 @@ export async function activePlan(
 export interface TenantSpec {
   /** Names the workspace, and keys its plan, strategy and users; default `gw-<n>`, n counting in this process. */
   name?: string;
-  profile?: 'openai' | 'anthropic' | 'azure-openai' | 'gemini';
+  profile?: 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
+  /** A bedrock connection's AWS fields (its region; an access key id to sign with SigV4). */
+  aws?: Pick<CreateProviderConnectionDtoWritable, 'awsRegion' | 'awsAccessKeyId' | 'awsSessionToken'>;
   /** The upstream's base URL and the key it accepts. */
   baseUrl: string;
   providerKey: string;
@@ -174,6 +177,7 @@ export async function provisionTenant(client: Client, o: TenantSpec): Promise<Te
         protocolProfile: o.profile ?? 'openai',
         baseUrl: o.baseUrl,
         apiKey: o.providerKey,
+        ...o.aws,
         ...(o.upstreamTimeoutMs ? { upstreamTimeoutMs: o.upstreamTimeoutMs } : {}),
       },
     }),

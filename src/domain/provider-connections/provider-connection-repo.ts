@@ -2,7 +2,7 @@ import type { Queryable } from '../../db/database.js';
 import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 
-export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini';
+export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
 export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
 
 export interface ProviderConnectionRow {

@@ -20,13 +20,14 @@ import type {
   ProviderConnectionStatus,
   ProtocolProfile,
 } from './provider-connection-repo.js';
+import { bedrockPreviewSource, connectionSecret, parseBedrockSecret, type AwsFields } from './bedrock-secret.js';
 import { probeProvider, type ProviderCheckResult } from './provider-probe.js';
 import { openProviderApiKey, sealProviderApiKey } from './provider-secret.js';
 import { assertSafeUpstreamUrl } from './upstream-guard.js';
 
 const RESOURCE = 'provider_connection';
 
-export interface CreateConnectionInput {
+export interface CreateConnectionInput extends AwsFields {
   name: string;
   protocolProfile: ProtocolProfile;
   baseUrl: string;
@@ -37,9 +38,12 @@ export interface CreateConnectionInput {
 }
 
 /** A probe of an upstream with a key that is not saved. */
-export type TestConnectionInput = Pick<CreateConnectionInput, 'protocolProfile' | 'baseUrl' | 'apiKey'>;
+export type TestConnectionInput = Pick<CreateConnectionInput, 'protocolProfile' | 'baseUrl' | 'apiKey'> & AwsFields;
 
-export interface UpdateConnectionInput {
+/** The AWS fields of a new key (a `bedrock` connection's); apiKey is the rest of it. */
+export type RotateSecretInput = { apiKey: string } & AwsFields;
+
+export interface UpdateConnectionInput extends AwsFields {
   name?: string | undefined;
   baseUrl?: string | undefined;
   apiKey?: string | undefined;
@@ -47,6 +51,28 @@ export interface UpdateConnectionInput {
   metadata?: Record<string, unknown> | undefined;
   /** null: back to config.upstreamTimeoutMs. */
   upstreamTimeoutMs?: number | null | undefined;
+}
+
+/** The AWS fields describe a new key: an update that brings them brings apiKey too. */
+function assertAwsWithKey(dto: UpdateConnectionInput): void {
+  if (dto.apiKey !== undefined) return;
+  const field =
+    dto.awsRegion !== undefined
+      ? 'awsRegion'
+      : dto.awsAccessKeyId !== undefined
+        ? 'awsAccessKeyId'
+        : dto.awsSessionToken !== undefined
+          ? 'awsSessionToken'
+          : null;
+  if (field) throw new AppError('invalid_parameter', `${field} is part of the key: give apiKey with it`, { param: 'apiKey' });
+}
+
+/** A create or update as audited: the access key id and the session token are write-only as the key is. */
+function redactedAws<T extends AwsFields>(dto: T): T {
+  const out = { ...dto };
+  if (out.awsAccessKeyId !== undefined) out.awsAccessKeyId = REDACTED;
+  if (out.awsSessionToken !== undefined) out.awsSessionToken = REDACTED;
+  return out;
 }
 
 function notFound(): AppError {
@@ -106,13 +132,27 @@ export function createProviderConnectionService(deps: {
     return normalizeBaseUrl(await assertSafeUpstreamUrl(raw, { allowPrivate: config.allowPrivateUpstreams }));
   }
 
+  /**
+   * The text a connection of `profile` seals (the key; a `bedrock` connection's credential: bedrock-secret.ts),
+   * and its preview. `current`: the connection whose key it replaces (a bedrock one keeps its region).
+   */
+  function secretOf(profile: ProtocolProfile, apiKey: string, fields: AwsFields, current?: ProviderConnectionRow) {
+    const stored =
+      profile === 'bedrock' && current && fields.awsRegion === undefined
+        ? parseBedrockSecret(openProviderApiKey(secretBox, current))
+        : undefined;
+    const text = connectionSecret(profile, apiKey, fields, stored);
+    return { text, preview: secretPreview(profile === 'bedrock' ? bedrockPreviewSource(parseBedrockSecret(text)) : apiKey) };
+  }
+
   /** The columns a new key replaces (rotation, or an update that brings one): sealed, previewed, unverified. */
-  function keyReplacement(id: string, apiKey: string) {
-    const sealed = sealProviderApiKey(secretBox, id, apiKey);
+  function keyReplacement(current: ProviderConnectionRow, apiKey: string, fields: AwsFields) {
+    const secret = secretOf(current.protocol_profile, apiKey, fields, current);
+    const sealed = sealProviderApiKey(secretBox, current.id, secret.text);
     return {
       api_key_ciphertext: sealed.ciphertext,
       api_key_key_id: sealed.keyId,
-      secret_preview: secretPreview(apiKey),
+      secret_preview: secret.preview,
       last_verified_at: null,
     };
   }
@@ -161,7 +201,8 @@ export function createProviderConnectionService(deps: {
       await workspaces.get(actor, workspaceId);
       const baseUrl = await checkedBaseUrl(dto.baseUrl);
       const id = newId();
-      const sealed = sealProviderApiKey(secretBox, id, dto.apiKey);
+      const secret = secretOf(dto.protocolProfile, dto.apiKey, dto);
+      const sealed = sealProviderApiKey(secretBox, id, secret.text);
       const now = clock.now();
       return db.transaction(async (tx) => {
         await workspaces.requireWritable(actor, workspaceId, tx);
@@ -175,7 +216,7 @@ export function createProviderConnectionService(deps: {
             status: 'ACTIVE',
             api_key_ciphertext: sealed.ciphertext,
             api_key_key_id: sealed.keyId,
-            secret_preview: secretPreview(dto.apiKey),
+            secret_preview: secret.preview,
             upstream_timeout_ms: dto.upstreamTimeoutMs ?? null,
             metadata: dto.metadata ?? {},
             last_verified_at: null,
@@ -192,7 +233,7 @@ export function createProviderConnectionService(deps: {
             resourceType: RESOURCE,
             resourceId: id,
             workspaceId,
-            changes: { ...dto, baseUrl, apiKey: REDACTED, secretPreview: row.secret_preview },
+            changes: { ...redactedAws(dto), baseUrl, apiKey: REDACTED, secretPreview: row.secret_preview },
           },
           tx,
         );
@@ -213,14 +254,15 @@ export function createProviderConnectionService(deps: {
     async test(actor: Actor, workspaceId: string, dto: TestConnectionInput): Promise<ProviderCheckResult> {
       await workspaces.get(actor, workspaceId);
       const baseUrl = await checkedBaseUrl(dto.baseUrl);
-      return probe(dto.protocolProfile, baseUrl, dto.apiKey);
+      return probe(dto.protocolProfile, baseUrl, secretOf(dto.protocolProfile, dto.apiKey, dto).text);
     },
 
     async update(actor: Actor, id: string, dto: UpdateConnectionInput): Promise<ProviderConnectionRow> {
       assertMetadataSize(dto.metadata);
-      await get(actor, id);
+      const seen = await get(actor, id);
       const baseUrl = dto.baseUrl !== undefined ? await checkedBaseUrl(dto.baseUrl) : undefined;
-      const newKey = dto.apiKey !== undefined ? keyReplacement(id, dto.apiKey) : undefined;
+      assertAwsWithKey(dto);
+      const newKey = dto.apiKey !== undefined ? keyReplacement(seen, dto.apiKey, dto) : undefined;
       return db.transaction(async (tx) => {
         const current = await lockForChange(actor, id, tx);
         assertKeyFollowsOrigin(current, baseUrl, dto.apiKey);
@@ -245,7 +287,7 @@ export function createProviderConnectionService(deps: {
             resourceId: id,
             workspaceId: row.workspace_id,
             changes: {
-              ...dto,
+              ...redactedAws(dto),
               ...(baseUrl !== undefined ? { baseUrl } : {}),
               ...(newKey ? keyReplaced(newKey, current) : {}),
             },
@@ -317,8 +359,8 @@ export function createProviderConnectionService(deps: {
     },
 
     /** The new key replaces the old one in one UPDATE: the next upstream call uses it. */
-    async rotateSecret(actor: Actor, id: string, apiKey: string): Promise<ProviderConnectionRow> {
-      const newKey = keyReplacement(id, apiKey);
+    async rotateSecret(actor: Actor, id: string, input: RotateSecretInput): Promise<ProviderConnectionRow> {
+      const newKey = keyReplacement(await get(actor, id), input.apiKey, input);
       return db.transaction(async (tx) => {
         const current = await lockForChange(actor, id, tx);
         const row = await repo.update(id, { ...newKey, updated_at: clock.now() }, tx);

@@ -1,11 +1,13 @@
 /**
  * The upstream probe behind testProviderConnection and verifyProviderConnection:
- * one real GET of the profile's model list with the profile's authentication,
+ * one real GET of the profile's model list (bedrock: its list of asynchronous
+ * invocations) with the profile's authentication,
  * bounded by a short timeout, classified into what the caller needs to know.
  * The key goes to the upstream only; it never appears in a message.
  */
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { guardedLookup, hostOf, isRefusedHost, PrivateUpstreamError } from './upstream-guard.js';
+import { bedrockAuthHeaders, parseBedrockSecret } from './bedrock-secret.js';
 import type { ProtocolProfile } from './provider-connection-repo.js';
 
 type ProviderCheckOutcome = 'reachable' | 'credentials_rejected' | 'unexpected_response' | 'unreachable' | 'timeout';
@@ -23,10 +25,26 @@ const ANTHROPIC_VERSION = '2023-06-01';
 /**
  * Every profile keeps `/v1` out of baseUrl: the probe, like the SDKs, adds it. Azure OpenAI's baseUrl is
  * the resource's endpoint: its model list is `openai/v1/models` (v1 needs no api-version), its key `api-key`.
- * Gemini's is `v1beta/models`, its key `x-goog-api-key`.
+ * Gemini's is `v1beta/models`, its key `x-goog-api-key`. Bedrock Runtime has no model list; its one
+ * read-only list, the asynchronous invocations (at most one), answers a JSON object to credentials it
+ * accepts, with the connection's auth (a Bearer API key, or SigV4: bedrock-secret.ts).
  */
-function probeRequest(profile: ProtocolProfile, baseUrl: string, apiKey: string): { url: string; headers: Record<string, string> } {
+async function probeRequest(
+  profile: ProtocolProfile,
+  baseUrl: string,
+  apiKey: string,
+): Promise<{ url: string; headers: Record<string, string> }> {
   const common = { accept: 'application/json', 'user-agent': 'nexus-provider-probe/1' };
+  if (profile === 'bedrock') {
+    const url = `${baseUrl}/async-invoke?maxResults=1`;
+    const auth = await bedrockAuthHeaders(parseBedrockSecret(apiKey), {
+      method: 'GET',
+      url: new URL(url),
+      contentType: undefined,
+      body: Buffer.alloc(0),
+    });
+    return { url, headers: { ...common, ...auth } };
+  }
   if (profile === 'azure-openai') return { url: `${baseUrl}/openai/v1/models`, headers: { ...common, 'api-key': apiKey } };
   if (profile === 'gemini') return { url: `${baseUrl}/v1beta/models`, headers: { ...common, 'x-goog-api-key': apiKey } };
   const url = `${baseUrl}/v1/models`;
@@ -100,7 +118,7 @@ export async function probeProvider(input: ProbeInput): Promise<ProviderCheckRes
     ...(httpStatus !== undefined ? { httpStatus } : {}),
   });
 
-  const { url, headers } = probeRequest(input.profile, input.baseUrl, input.apiKey);
+  const { url, headers } = await probeRequest(input.profile, input.baseUrl, input.apiKey);
   const probed = url.slice(input.baseUrl.length);
   // IP literals never reach the lookup hook: check them here (a connection saved
   // while private upstreams were allowed, probed after they no longer are).

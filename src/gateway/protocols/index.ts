@@ -4,11 +4,12 @@
  */
 import { anthropic } from './anthropic.js';
 import { azureOpenai } from './azure-openai.js';
+import { bedrock } from './bedrock.js';
 import { gemini } from './gemini.js';
 import { openai } from './openai.js';
 import type { Protocol, ProtocolProfile } from './protocol.js';
 
-const PROTOCOLS: Record<ProtocolProfile, Protocol> = { openai, anthropic, 'azure-openai': azureOpenai, gemini };
+const PROTOCOLS: Record<ProtocolProfile, Protocol> = { openai, anthropic, 'azure-openai': azureOpenai, gemini, bedrock };
 const ALL = Object.values(PROTOCOLS);
 
 export function protocolOf(profile: ProtocolProfile): Protocol {

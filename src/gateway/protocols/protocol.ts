@@ -1,8 +1,8 @@
 /**
  * What a protocol module declares (one per API the gateway meters: openai.ts, anthropic.ts,
- * azure-openai.ts, gemini.ts), and the Protocol the gateway reads from it. The gateway never asks which
- * protocol a call speaks: it reads the connection's protocol from the table (index.ts) and asks it.
- * Everything Nexus knows of one API is in its table (ProtocolTable below, field by field):
+ * azure-openai.ts, gemini.ts, bedrock.ts), and the Protocol the gateway reads from it. The gateway never
+ * asks which protocol a call speaks: it reads the connection's protocol from the table (index.ts) and asks
+ * it. Everything Nexus knows of one API is in its table (ProtocolTable below, field by field):
  *
  *   - keys: where a caller may put its inference key (`callerKeyHeaders`, `callerKeyQuery`: read by
  *     client-request.ts, and never sent to any upstream whatever its protocol), which other caller
@@ -10,9 +10,9 @@
  *   - paths: the metered ones (`metered`, an endpoint each), the governed but free ones (`free`: model
  *     lists and descriptions, token counting); every other protocol's metered and free paths are
  *     refused on this one's connections with 409 `protocol_mismatch` (index.ts); `checkRequest`
- *     refuses a metered request the protocol cannot meter (a Gemini stream that is not SSE);
+ *     refuses a request the protocol cannot meter (a Gemini stream that is not SSE, Bedrock's InvokeModel);
  *   - the model a call names: `body.model` unless `routeModel` finds it in the path (an Azure
- *     deployment, a Gemini model);
+ *     deployment, a Gemini model, a Bedrock model id or ARN);
  *   - the input estimate: the body's bytes, less the inline images found by `imageMark` /
  *     `inlineImage` beyond their token bound (inspectors.ts, inputBoundOf: the one place the input
  *     bound is computed); the output cap: `capFields`, the request fields (dotted paths) that cap an
@@ -22,28 +22,40 @@
  *     (`stream_options.include_usage`, which the gateway then adds);
  *   - usage: `usageOf` (a JSON answer's usage object, found at `answerFields`, and a stream event's)
  *     and `streamReader` (an SSE stream's events: usage, output text, the end of a stream cut at its
- *     output bound); `modelList`, where its model list names its models;
+ *     output bound; an event-stream's too, `streamFraming`); `modelList`, where its model list names its models;
  *   - errors: `errorShape`, the body of the gateway's own refusals in the API's own shape (so that
  *     the provider's SDK shows Nexus's message and request id); none: the shared Error body;
  *   - telemetry: `telemetry.system` (the `gen_ai.system` of its spans and the `protocol` label of its
- *     metrics) and the operation name of each endpoint (its upstream span's name).
+ *     metrics) and the operation name of each endpoint (its upstream span's name);
+ *   - framing and signing (bedrock.ts): `streamFraming`, `event-stream` for AWS's binary event-stream
+ *     (read by event-stream-meter.ts, the same StreamReader fed each event's JSON; the gateway branches on
+ *     the field, never on the protocol's name); `signRequest`, an upstream auth that signs the final
+ *     request (SigV4: method, URL, headers and body), called once per call after `authHeaders`;
+ *     `maskedPart`, the part of a structured secret an answer could echo (a Bedrock API key; an IAM
+ *     secret key never goes upstream), for the answers' mask.
  *
  * A new protocol is one module with its table, and a row in index.ts (and in the table-driven suite,
- * test/gateway/protocol-rows.ts). A protocol whose stream is not SSE (Bedrock's event-stream) adds an
- * optional field here for its reader, read where the SSE meter is made (relay.ts, sse-meter.ts); the
- * gateway then branches on the field, never on the protocol's name. An upstream auth that signs the
- * request (SigV4) needs more than `authHeaders(out, apiKey)` gets (the method, path and body): it
- * widens that signature, which headers.ts calls once per call.
+ * test/gateway/protocol-rows.ts).
  */
 import type { ErrorBody } from '../../errors.js';
 
 import type { InputRule, InputTally } from '../input-estimate.js';
 
 /** The protocols Nexus meters: a provider connection's protocolProfile. */
-export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini';
+export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
 
 /** A metered endpoint: what its request bounds and its answer reports are read as. */
-type Endpoint = 'chat' | 'completions' | 'embeddings' | 'responses' | 'messages' | 'generate' | 'stream_generate' | 'embed';
+type Endpoint =
+  | 'chat'
+  | 'completions'
+  | 'embeddings'
+  | 'responses'
+  | 'messages'
+  | 'generate'
+  | 'stream_generate'
+  | 'embed'
+  | 'converse'
+  | 'converse-stream';
 
 export interface Usage {
   /** All input tokens, cached ones included. */
@@ -62,7 +74,11 @@ export interface Inspector {
  * A governed but free endpoint: `models` (the model list), `model` (one model's description, `model` its
  * name) or `count_tokens` (token counting: its body names the model).
  */
-export type FreeEndpoint = { kind: 'models' } | { kind: 'model'; model: string } | { kind: 'count_tokens' };
+export type FreeEndpoint =
+  | { kind: 'models' }
+  | { kind: 'model'; model: string }
+  /** `model`: the one its path names (the countTokens pattern's first group); absent, its body names it. */
+  | { kind: 'count_tokens'; model?: string };
 
 /**
  * A free path: its method, its pattern (matched on the whole route, case-insensitive) and its kind; a
@@ -79,6 +95,8 @@ interface ErrorShape {
   body(shared: ErrorBody): unknown;
   /** The header the protocol's SDK reads the request id from (set to Nexus's request id), if any. */
   requestIdHeader?: string;
+  /** Headers the protocol's SDK reads the error from, by the refusal's status (Bedrock's `x-amzn-errortype`), if any. */
+  headers?(shared: ErrorBody, status: number): Record<string, string>;
 }
 
 /** What a protocol module declares (protocol.ts's comment says what each part is for). */
@@ -112,8 +130,12 @@ export interface ProtocolTable {
   choiceFields?: readonly string[];
   /** Endpoints whose answer is a stream whatever the body says (the path asks for it); default: `stream: true` in the body. */
   streamedEndpoints?: readonly Endpoint[];
-  /** Refuses (throws an AppError) a metered request it cannot meter, by its route and query string. */
-  checkRequest?(endpoint: Endpoint, search: string): void;
+  /**
+   * Refuses (throws an AppError) a request it cannot meter, by its endpoint (undefined: a path it does not
+   * meter), query string and route: such a request is never forwarded, even where the workspace allows
+   * unmetered calls (a Gemini stream that is not SSE, Bedrock's InvokeModel).
+   */
+  checkRequest?(endpoint: Endpoint | undefined, search: string, route: string): void;
   /** Where a JSON answer holds its usage and its model; default `usage` and `model`. */
   answerFields?: { usage: string; model: string };
   /** Where a model list holds its models and how an entry names one; default `data[].id`. */
@@ -137,6 +159,21 @@ export interface ProtocolTable {
   errorShape?: ErrorShape;
   /** Span and metric names: `system` (gen_ai.system, the metrics' protocol label), each endpoint's operation name. */
   telemetry: { system: string; operations: Partial<Record<Endpoint, string>> };
+  // The fields below are what an event-stream, signed protocol (bedrock.ts) adds; absent, a protocol is as
+  // the others are.
+  /**
+   * How its streams are framed: `sse` (text/event-stream, sse-meter.ts; the default) or `event-stream`
+   * (AWS's binary application/vnd.amazon.eventstream, event-stream-meter.ts). Either way each event's JSON
+   * goes to the same StreamReader.
+   */
+  streamFraming?: 'sse' | 'event-stream';
+  /** The part of the connection's secret an answer could echo, for the answers' mask; absent: the whole secret. */
+  maskedPart?(secret: string): string;
+  /**
+   * Signs the upstream request once its headers and body are final (SigV4: the method, URL, headers and
+   * body are signed), after authHeaders; absent: authHeaders alone.
+   */
+  signRequest?(secret: string, request: { method: string; url: URL; body: Buffer; headers: string[] }): Promise<void>;
 }
 
 /** What a stream's meter (sse-meter.ts) knows of it: its reader fills it in as the events come. */
@@ -168,8 +205,11 @@ export interface StreamReader {
   text(event: Json): number;
   /** The event goes on to the client: what a cut stream's end is made of is kept. */
   forwarded(event: Json): void;
-  /** The events that end a cut stream, as the protocol ends an answer that reached its cap. */
-  ending(state: StreamState, cut: StreamCut): string;
+  /**
+   * The events that end a cut stream, as the protocol ends an answer that reached its cap: SSE text, or the
+   * binary frames of an event-stream protocol (streamFraming).
+   */
+  ending(state: StreamState, cut: StreamCut): string | Buffer;
 }
 
 export interface Protocol extends ProtocolTable {
@@ -202,6 +242,8 @@ const ENDPOINT_PATH: Record<Endpoint, string> = {
   generate: 'generateContent',
   stream_generate: 'streamGenerateContent',
   embed: 'embedContent',
+  converse: 'converse',
+  'converse-stream': 'converse-stream',
 };
 
 /** A protocol from its table: its inspectors made once. */

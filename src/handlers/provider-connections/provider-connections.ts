@@ -52,7 +52,7 @@ export function providerConnectionHandlers({ providerConnections }: Services): H
       ok(toProviderCheckResultDto(await providerConnections.verify(actor, path.providerConnectionId))),
     ),
     rotateProviderSecret: handler<RotateProviderSecretData, RotateProviderSecretResponses>(async ({ actor, path, body, publicUrl }) =>
-      ok(dto(publicUrl)(await providerConnections.rotateSecret(actor, path.providerConnectionId, body.apiKey))),
+      ok(dto(publicUrl)(await providerConnections.rotateSecret(actor, path.providerConnectionId, body))),
     ),
   };
 }

@@ -1,0 +1,207 @@
+/**
+ * Bedrock Runtime's Converse API: `POST model/{modelId}/converse` (a JSON answer) and
+ * `model/{modelId}/converse-stream` (an `application/vnd.amazon.eventstream` answer, event-stream.ts). The
+ * model is the path's (URL-encoded: ids such as `anthropic.claude-3-haiku-20240307-v1:0`, or ARNs), the
+ * cap is `inferenceConfig.maxTokens`, and usage is Converse's `usage` object, in the answer or in the
+ * stream's `metadata` event.
+ *
+ * InvokeModel and InvokeModelWithResponseStream (`invoke`, `invoke-with-response-stream`) are refused:
+ * their bodies are each model family's own (where the cap is, and whether it can be bounded, differ by
+ * model), so the gateway could neither bound nor clamp them. Converse reaches the same models.
+ *
+ * Upstream auth is the connection's (bedrock-secret.ts): a Bedrock API key as `Authorization: Bearer`, or
+ * an IAM access key that signs every request with SigV4 (`@smithy/signature-v4`, service `bedrock`).
+ */
+import { bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret } from '../../domain/provider-connections/bedrock-secret.js';
+import { AppError, type ErrorBody } from '../../errors.js';
+import { bedrockInput, FOREIGN } from '../input-estimate.js';
+import { eventFrame } from './event-stream.js';
+import { big, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+
+type Json = Record<string, any>;
+
+/** The image formats a Converse image block takes (its bytes are base64 in the JSON body). */
+const IMAGE_FORMATS = new Set(['png', 'jpeg', 'gif', 'webp']);
+
+/**
+ * Converse's usage: inputTokens excludes the tokens read from and written to the prompt cache
+ * (cacheReadInputTokens, cacheWriteInputTokens); Nexus counts all three as input, the read ones as cached.
+ */
+export function converseUsage(u: Json | null | undefined): Usage | null {
+  if (!u || typeof u !== 'object' || typeof u.inputTokens !== 'number') return null;
+  const read = big(u.cacheReadInputTokens);
+  return {
+    inputTokens: big(u.inputTokens) + read + big(u.cacheWriteInputTokens),
+    cachedInputTokens: read,
+    outputTokens: big(u.outputTokens),
+  };
+}
+
+/** `model/{modelId}/{operation}`, decoded: the id is all between (an ARN holds slashes). */
+const MODEL_IN_PATH = /^model\/(.+)\/[^/]+$/i;
+
+/**
+ * The model a Bedrock path names (its routeModel): its `{modelId}`, percent-decoded, whether an ARN's `/`
+ * came encoded (%2F, as the SDK sends it) or not, so that the rules of a plan see one name for one model.
+ * The gateway passes the route, already decoded (path-safety.ts); a path as sent is decoded here.
+ */
+export function modelInPath(providerPath: string): string | undefined {
+  let path = providerPath.replace(/\/$/, '');
+  try {
+    path = decodeURIComponent(path);
+  } catch {
+    // Left as sent: the gateway's path check refuses a malformed encoding before this is read.
+  }
+  return MODEL_IN_PATH.exec(path)?.[1];
+}
+
+/**
+ * A ConverseStream answer, its events as the AWS SDK shapes them (`{ [eventType]: payload }`): usage in
+ * `metadata`, output text in `contentBlockDelta`. A cut one ends with its open content blocks stopped,
+ * `messageStop` with stopReason `max_tokens`, and `metadata` with the usage charged.
+ */
+class ConverseStream implements StreamReader {
+  private readonly openBlocks = new Set<number>();
+
+  read(event: Json, state: StreamState): void {
+    const usage = converseUsage(event.metadata?.usage);
+    if (!usage) return;
+    state.usage = usage;
+    state.complete = true;
+  }
+
+  text(event: Json): number {
+    const d = event.contentBlockDelta?.delta as Json | undefined;
+    if (!d || typeof d !== 'object') return 0;
+    return bytesOf(d.text) + bytesOf(d.toolUse?.input) + bytesOf(d.reasoningContent?.text);
+  }
+
+  forwarded(event: Json): void {
+    const start = event.contentBlockStart?.contentBlockIndex ?? event.contentBlockDelta?.contentBlockIndex;
+    if (typeof start === 'number') this.openBlocks.add(start);
+    const stop = event.contentBlockStop?.contentBlockIndex;
+    if (typeof stop === 'number') this.openBlocks.delete(stop);
+  }
+
+  ending(_state: StreamState, cut: StreamCut): Buffer {
+    const frames = [...this.openBlocks].map((contentBlockIndex) => eventFrame('contentBlockStop', { contentBlockIndex }));
+    frames.push(eventFrame('messageStop', { stopReason: 'max_tokens' }));
+    const uncached = Math.max(0, cut.inputTokens - cut.cachedTokens);
+    frames.push(
+      eventFrame('metadata', {
+        usage: {
+          inputTokens: uncached,
+          outputTokens: cut.outputTokens,
+          totalTokens: cut.inputTokens + cut.outputTokens,
+          ...(cut.cachedTokens ? { cacheReadInputTokens: cut.cachedTokens } : {}),
+        },
+        metrics: { latencyMs: 0 },
+      }),
+    );
+    return Buffer.concat(frames);
+  }
+}
+
+/** The headers the signature sets: any the caller sent of these are replaced. */
+const SIGNED = ['authorization', 'x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256'];
+
+/**
+ * The connection's auth on the upstream request, once its headers and body are final: `Authorization:
+ * Bearer` for a Bedrock API key, SigV4 for an access key (bedrock-secret.ts).
+ */
+async function signRequest(secretText: string, request: { method: string; url: URL; body: Buffer; headers: string[] }): Promise<void> {
+  const { headers } = request;
+  let contentType: string | undefined;
+  for (let i = headers.length - 2; i >= 0; i -= 2) {
+    if (headers[i] === 'content-type') contentType ??= headers[i + 1];
+    if (SIGNED.includes(headers[i]!)) headers.splice(i, 2);
+  }
+  const auth = await bedrockAuthHeaders(parseBedrockSecret(secretText), {
+    method: request.method,
+    url: request.url,
+    contentType,
+    body: request.body,
+  });
+  for (const name in auth) headers.push(name, auth[name]!);
+}
+
+/**
+ * The exception the AWS SDK raises for a status of the gateway's own refusals (`x-amzn-errortype`): those
+ * that Bedrock Runtime models (@aws-sdk/client-bedrock-runtime), by the status Bedrock answers them with.
+ */
+export function awsErrorType(status: number): string {
+  if (status === 401 || status === 403) return 'AccessDeniedException';
+  if (status === 404) return 'ResourceNotFoundException';
+  if (status === 409) return 'ConflictException';
+  if (status === 429) return 'ThrottlingException';
+  if (status === 503 || status === 502) return 'ServiceUnavailableException';
+  if (status >= 500) return 'InternalServerException';
+  return 'ValidationException';
+}
+
+const INVOKE = /^model\/.+\/invoke(?:-with-response-stream)?$/i;
+
+export const bedrock = defineProtocol({
+  profile: 'bedrock',
+  title: 'Amazon Bedrock Runtime',
+  // The SDK's bearer token (`token`, or AWS_BEARER_TOKEN_BEDROCK) is the inference key.
+  callerKeyHeaders: ['authorization'],
+  // A caller's own SigV4 headers: the connection signs the upstream request itself.
+  droppedHeaders: ['x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256'],
+  // Every request's auth is set by signRequest: a SigV4 signature covers the final headers and body.
+  authHeaders() {},
+  metered: [
+    [/^model\/.+\/converse$/i, 'converse'],
+    [/^model\/.+\/converse-stream$/i, 'converse-stream'],
+  ],
+  // CountTokens: the model is the path's (the route is decoded: an ARN's slashes are in the group).
+  free: [['POST', /^model\/(.+)\/count-tokens$/i, 'model']],
+  routeModel: modelInPath,
+  capFields: { converse: ['inferenceConfig.maxTokens'], 'converse-stream': ['inferenceConfig.maxTokens'] },
+  // Converse asks for one answer: no field multiplies the cap.
+  choiceFields: [],
+  streamedEndpoints: ['converse-stream'],
+  /**
+   * InvokeModel and InvokeModelWithResponseStream: their bodies are each model family's own (where the cap
+   * is, and whether it can be bounded, differ by model), so they are refused even where the workspace
+   * allows unmetered calls. Converse reaches the same models.
+   */
+  checkRequest(endpoint, _search, route) {
+    if (endpoint === undefined && INVOKE.test(route)) {
+      throw new AppError(
+        'unmetered_endpoint',
+        "InvokeModel is not metered on a 'bedrock' connection (its body is each model's own, so its output cannot be bounded): use Converse or ConverseStream, which reach the same models",
+      );
+    }
+  },
+  usageAsked: [],
+  usageOf: converseUsage,
+  imageMark: Buffer.from('"bytes"'),
+  /** A Converse image block's `{ format, source: { bytes } }` (base64 in the JSON body). */
+  inlineImage(o) {
+    if (typeof o.format !== 'string' || !IMAGE_FORMATS.has(o.format)) return undefined;
+    const source = o.source as Record<string, unknown> | undefined;
+    return source && typeof source === 'object' && typeof source.bytes === 'string' ? source.bytes : undefined;
+  },
+  /** Bedrock's models (Anthropic's, Meta's, Amazon's...) are not counted by o200k: the margin (input-estimate.ts). */
+  estimateInput(_endpoint, body, tally, model) {
+    bedrockInput(body, tally, model);
+    return FOREIGN;
+  },
+  streamReader: () => new ConverseStream(),
+  streamFraming: 'event-stream',
+  signRequest,
+  /** A Bedrock API key goes upstream and could come back (an access key's secret never leaves the gateway: its id is masked). */
+  maskedPart: (secretText) => bedrockPreviewSource(parseBedrockSecret(secretText)),
+  /**
+   * AWS's restJson errors: the exception's name in `x-amzn-errortype`, its text in the body's `message`,
+   * the request id in `x-amzn-requestid` (the SDK's `$metadata.requestId`); the shared Error body's
+   * fields stay beside `message` (Nexus's stable code in `error.code`).
+   */
+  errorShape: {
+    body: (shared: ErrorBody) => ({ message: shared.error.message, ...shared }),
+    headers: (_shared, status) => ({ 'x-amzn-errortype': awsErrorType(status) }),
+    requestIdHeader: 'x-amzn-requestid',
+  },
+  telemetry: { system: 'aws.bedrock', operations: { converse: 'chat', 'converse-stream': 'chat' } },
+});

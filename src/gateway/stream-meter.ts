@@ -1,0 +1,98 @@
+/**
+ * What every metered stream's meter shares, whatever its framing: the usage, model and response id its
+ * protocol's reader finds in its events, the output counted so far, and the cut at the call's output
+ * bound. A framing's meter (sse-meter.ts for `text/event-stream`, event-stream-meter.ts for AWS's binary
+ * `application/vnd.amazon.eventstream`) cuts the bytes into events, hands each event's JSON to
+ * meterEvent, and forwards what it keeps. The counting rules are sse-meter.ts's comment.
+ */
+import type { Inspector, PreparedCall, Usage } from './inspectors.js';
+import type { StreamReader, StreamState } from './protocols/protocol.js';
+
+/** Bytes of output text counted as one token by the estimate: about twice what a BPE token averages. */
+const BYTES_PER_TOKEN = 8;
+
+type Json = Record<string, any>;
+
+/** What the meter needs of its call. */
+export type StreamBounds = Pick<PreparedCall, 'usageInjected' | 'inputBound' | 'outputBound'>;
+
+export abstract class StreamMeter implements StreamState {
+  usage: Usage | null = null;
+  model: string | null = null;
+  /** A Responses API stream's response id. */
+  responseId: string | null = null;
+  /** Whether the final usage report was seen (the stream's accounting is complete). */
+  complete = false;
+  /** The stream passed its output bound and was cut there (nothing more is read or forwarded). */
+  cut = false;
+  /** Data events seen. */
+  dataEvents = 0;
+  /** Why the stream could not be read on (a framing that can break: event-stream-meter.ts), if it could not. */
+  malformed: Error | undefined;
+
+  private textEvents = 0;
+  private textBytes = 0;
+  /** The protocol's reading of the stream's events (its usage, its output text, the end of a cut stream). */
+  private readonly reader: StreamReader;
+
+  constructor(
+    inspector: Inspector,
+    protected readonly bounds: StreamBounds,
+  ) {
+    this.reader = inspector.protocol.streamReader(inspector.endpoint);
+  }
+
+  /** The upstream's next bytes; returns what goes to the client now (whole events, or a cut stream's end). */
+  abstract push(chunk: Buffer): Buffer | string;
+  /** What is left at the end of the stream. */
+  abstract end(): Buffer | string;
+
+  /** Output tokens the stream carried so far, as counted for its bound (sse-meter.ts's comment). */
+  get outputSeen(): bigint {
+    const estimate = BigInt(Math.max(this.textEvents, Math.ceil(this.textBytes / BYTES_PER_TOKEN)));
+    const reported = this.usage?.outputTokens ?? 0n;
+    return reported > estimate ? reported : estimate;
+  }
+
+  /**
+   * The output a stream that ended short is charged for, at most its bound (metered-call.ts): one token per data
+   * event seen, or the output counted if more.
+   */
+  get outputEstimate(): bigint {
+    const events = BigInt(this.dataEvents);
+    const seen = this.outputSeen;
+    return events > seen ? events : seen;
+  }
+
+  /**
+   * One event's data, parsed, read by the protocol's reader; false when the output it carries takes the stream
+   * past its bound: the stream is cut before it (the event is not forwarded).
+   */
+  protected meterEvent(parsed: Json): boolean {
+    const reader = this.reader;
+    reader.read(parsed, this);
+    const text = reader.text(parsed);
+    if (text > 0) {
+      this.textEvents++;
+      this.textBytes += text;
+      if (this.outputSeen > this.bounds.outputBound) {
+        this.cut = true;
+        this.complete = false;
+        return false;
+      }
+    }
+    reader.forwarded(parsed);
+    return true;
+  }
+
+  /** The events that end a cut stream, as its protocol ends an answer that reached its cap. */
+  protected ending(): string | Buffer {
+    return this.reader.ending(this, {
+      outputTokens: Number(this.bounds.outputBound),
+      // The input as the upstream reported it so far, else the call's input bound.
+      inputTokens: Number(this.usage?.inputTokens ?? this.bounds.inputBound),
+      cachedTokens: Number(this.usage?.cachedInputTokens ?? 0n),
+      usageAsked: !this.bounds.usageInjected,
+    });
+  }
+}
