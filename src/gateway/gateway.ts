@@ -38,7 +38,7 @@ import { meOf } from './me.js';
 import type { MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
-import { foreignProtocolOf, protocolOf } from './protocols/index.js';
+import { foreignProtocolOf, protocolOf, protocolOfPath } from './protocols/index.js';
 import { Relay } from './relay.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -169,8 +169,9 @@ export function createGateway(deps: GatewayDeps) {
         call?.view ?? meter.quotaView(row, startedAt),
         call?.rateView ?? meter.rateView(row, startedAt),
         clock.now().getTime(),
-        // Once the connection is known, its refusals come in its API's error shape.
-        row?.protocol_profile ? protocolOf(row.protocol_profile) : undefined,
+        // Once the connection is known, its refusals come in its API's error shape; before, in the shape of the
+        // API its path belongs to.
+        row?.protocol_profile ? protocolOf(row.protocol_profile) : parsed && protocolOfPath(method, parsed.route),
       );
       if (call) {
         // Refused or failed after the access and connection were known: recorded (REJECTED: no upstream call).

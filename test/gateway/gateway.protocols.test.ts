@@ -90,6 +90,16 @@ describe.each(ROWS)('$name', (row) => {
     expect(up.requests.length).toBe(before);
   });
 
+  it('refuses a wrong key with 401 before the connection is known, in the shape of the API its path belongs to', async () => {
+    const tenant = await tenantFor(row);
+    const last = tenant.apiKey.at(-1) === 'A' ? 'B' : 'A';
+    const wrong = { ...tenant, apiKey: tenant.apiKey.slice(0, -1) + last };
+    const shown = await refusal(row, row.call(wrong, { model: 'gpt-4o', maxTokens: 10, stream: false }));
+    expect(shown.status).toBe(401);
+    expect(shown.message).toMatch(/\S/);
+    expect(shown.requestId).toMatch(/\S/);
+  });
+
   // A row whose API has no model list says why (its `models`); the scenario does not apply to it.
   it.skipIf(typeof row.models === 'string')('filters the free model list by the allow-list, taking no quota', async () => {
     const models = row.models as Exclude<Row['models'], string>;

@@ -131,7 +131,7 @@ function geminiShown(err: unknown) {
   const e = err as { status: number; message: string };
   const body = JSON.parse(e.message.slice(e.message.indexOf('{'))) as { error: { message: string; request_id: string; status: string } };
   // Google's shape: its google.rpc status beside the message.
-  expect(['PERMISSION_DENIED', 'RESOURCE_EXHAUSTED']).toContain(body.error.status);
+  expect(['UNAUTHENTICATED', 'PERMISSION_DENIED', 'RESOURCE_EXHAUSTED']).toContain(body.error.status);
   return { status: e.status, message: body.error.message, requestId: body.error.request_id };
 }
 
@@ -178,7 +178,7 @@ export const ROWS: Row[] = [
       // Anthropic's own shape: `{ type: 'error', error: { type, message } }`; the SDK's `type` is Anthropic's.
       expect(e.error?.type).toBe('error');
       expect((err as { type?: string }).type).toBe(e.error?.error?.type);
-      expect(['permission_error', 'rate_limit_error', 'invalid_request_error']).toContain(e.error?.error?.type);
+      expect(['authentication_error', 'permission_error', 'rate_limit_error', 'invalid_request_error']).toContain(e.error?.error?.type);
       return { status: e.status, message: e.error?.error?.message as string | undefined, requestId: e.requestID };
     },
     foreignPath: 'v1/chat/completions',
@@ -284,7 +284,12 @@ export const ROWS: Row[] = [
         $response?: { headers: Record<string, string> };
       };
       // The AWS SDK raised the exception the gateway named (x-amzn-errortype), with Nexus's request id.
-      const expected: Record<number, string> = { 403: 'AccessDeniedException', 429: 'ThrottlingException', 400: 'ValidationException' };
+      const expected: Record<number, string> = {
+        401: 'AccessDeniedException',
+        403: 'AccessDeniedException',
+        429: 'ThrottlingException',
+        400: 'ValidationException',
+      };
       expect(e.name).toBe(expected[e.$metadata.httpStatusCode]);
       if (e.$response) expect(e.$metadata.requestId).toBe(e.$response.headers['x-nexus-request-id']);
       return { status: e.$metadata.httpStatusCode, message: e.message, requestId: e.$metadata.requestId };

@@ -37,3 +37,19 @@ export function foreignProtocolOf(own: Protocol, method: string, route: string):
   }
   return undefined;
 }
+
+/**
+ * The protocol whose error shape a refusal made before the connection is known takes (a wrong key, an
+ * unknown connection): the one the path itself belongs to, when every protocol that meters or governs it
+ * shares one shape (`v1/messages` is Anthropic's; `v1/models` is OpenAI's and Anthropic's, two shapes:
+ * none). Read from the path alone, so it tells a caller nothing about the connection it named.
+ */
+export function protocolOfPath(method: string, route: string): Protocol | undefined {
+  let found: Protocol | undefined;
+  for (const protocol of ALL) {
+    if (!protocol.inspectorFor(method, route) && !protocol.freeEndpointFor(method, route)) continue;
+    if (found && found.errorShape !== protocol.errorShape) return undefined;
+    found ??= protocol;
+  }
+  return found;
+}
