@@ -34,16 +34,16 @@ function typesOf(schema: Json): string[] | undefined {
 function compareSchemas(
   before: Json,
   after: Json,
-  old: { contract: Json; schema: unknown },
-  current: { contract: Json; schema: unknown },
+  old: unknown,
+  current: unknown,
   direction: 'request' | 'response',
   where: string,
   found: string[],
   seen: Set<string>,
 ): void {
-  const a = resolve(before, old.schema);
-  const b = resolve(after, current.schema);
-  const key = `${direction}|${JSON.stringify((old.schema as Json | undefined)?.$ref)}|${JSON.stringify((current.schema as Json | undefined)?.$ref)}|${where}`;
+  const a = resolve(before, old);
+  const b = resolve(after, current);
+  const key = `${direction}|${JSON.stringify((old as Json | undefined)?.$ref)}|${JSON.stringify((current as Json | undefined)?.$ref)}|${where}`;
   if (seen.has(key) || where.split('.').length > 40) return;
   seen.add(key);
 
@@ -86,29 +86,11 @@ function compareSchemas(
   }
   for (const [name, schema] of Object.entries(propsA)) {
     if (name in propsB) {
-      compareSchemas(
-        before,
-        after,
-        { contract: before, schema },
-        { contract: after, schema: propsB[name] },
-        direction,
-        `${where}.${name}`,
-        found,
-        seen,
-      );
+      compareSchemas(before, after, schema, propsB[name], direction, `${where}.${name}`, found, seen);
     }
   }
   if (a.items && b.items) {
-    compareSchemas(
-      before,
-      after,
-      { contract: before, schema: a.items },
-      { contract: after, schema: b.items },
-      direction,
-      `${where}[]`,
-      found,
-      seen,
-    );
+    compareSchemas(before, after, a.items, b.items, direction, `${where}[]`, found, seen);
   }
 }
 
@@ -146,16 +128,7 @@ export function breakingChanges(before: Json, after: Json): string[] {
         if (!q) found.push(`${name}: the ${id} parameter removed`);
         else {
           if (q.required && !p.required) found.push(`${name}: the ${id} parameter is now required`);
-          compareSchemas(
-            before,
-            after,
-            { contract: before, schema: p.schema },
-            { contract: after, schema: q.schema },
-            'request',
-            `${name} ${id}`,
-            found,
-            seen,
-          );
+          compareSchemas(before, after, p.schema, q.schema, 'request', `${name} ${id}`, found, seen);
         }
       }
       for (const [id, q] of paramsB) if (!paramsA.has(id) && q.required) found.push(`${name}: a required ${id} parameter added`);
@@ -167,16 +140,7 @@ export function breakingChanges(before: Json, after: Json): string[] {
         const schemaA = jsonSchemaOf(before, bodyA);
         const schemaB = jsonSchemaOf(after, bodyB);
         if (schemaA && schemaB) {
-          compareSchemas(
-            before,
-            after,
-            { contract: before, schema: schemaA },
-            { contract: after, schema: schemaB },
-            'request',
-            `${name} body`,
-            found,
-            seen,
-          );
+          compareSchemas(before, after, schemaA, schemaB, 'request', `${name} body`, found, seen);
         }
       }
 
@@ -192,16 +156,7 @@ export function breakingChanges(before: Json, after: Json): string[] {
         const schemaB = jsonSchemaOf(after, responsesB[status]);
         if (schemaA && !schemaB) found.push(`${name}: the ${status} answer's JSON body removed`);
         if (schemaA && schemaB) {
-          compareSchemas(
-            before,
-            after,
-            { contract: before, schema: schemaA },
-            { contract: after, schema: schemaB },
-            'response',
-            `${name} ${status}`,
-            found,
-            seen,
-          );
+          compareSchemas(before, after, schemaA, schemaB, 'response', `${name} ${status}`, found, seen);
         }
       }
     }
