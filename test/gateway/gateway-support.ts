@@ -3,6 +3,8 @@
  * contract-checking fetch for gateway calls, and the period's numbers read from the database.
  */
 import Anthropic from '@anthropic-ai/sdk';
+import { BedrockRuntimeClient } from '@aws-sdk/client-bedrock-runtime';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
 import OpenAI from 'openai';
 import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
 import { contractFetch } from '../support/contract.js';
@@ -27,6 +29,33 @@ export const openAiFor = (tenant: Tenant, headers: Record<string, string> = {}) 
 /** The official Anthropic SDK, the same way. */
 export const anthropicFor = (tenant: Tenant, headers: Record<string, string> = {}) =>
   new Anthropic({ baseURL: tenant.gatewayBaseUrl, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0, defaultHeaders: headers });
+
+/**
+ * The Bedrock SDK as the README configures it: the gateway base URL as its endpoint, the inference key as its
+ * bearer token, and HTTP/1.1 (`requestHandler`: the SDK speaks HTTP/2 by default; Nexus serves HTTP/1.1). `headers`
+ * are added to each request; `seen`, when given, keeps the gateway's request id of each answer (the SDK's own
+ * `$metadata.requestId` is the upstream's x-amzn-requestid).
+ */
+export function bedrockFor(tenant: Tenant, headers: Record<string, string> = {}, seen?: { requestId?: string }) {
+  const client = new BedrockRuntimeClient({
+    region: 'us-east-1',
+    endpoint: tenant.gatewayBaseUrl,
+    token: { token: tenant.apiKey },
+    authSchemePreference: ['httpBearerAuth'],
+    requestHandler: new NodeHttpHandler(),
+    maxAttempts: 1,
+  });
+  client.middlewareStack.add(
+    (next) => async (args) => {
+      Object.assign((args.request as { headers: Record<string, string> }).headers, headers);
+      const out = await next(args);
+      if (seen) seen.requestId = (out.response as { headers: Record<string, string> }).headers['x-nexus-request-id'];
+      return out;
+    },
+    { step: 'build', name: 'testHeaders' },
+  );
+  return client;
+}
 
 /**
  * As if the lease's process had died: its lease is made expired and swept, as another process's sweeper would. The

@@ -5,14 +5,12 @@
  * the cap, InvokeModel refused, a broken event-stream frame, and a bedrock connection's bad input.
  */
 import {
-  BedrockRuntimeClient,
   ConverseCommand,
   ConverseStreamCommand,
   CountTokensCommand,
   InvokeModelCommand,
   type ConverseStreamOutput,
 } from '@aws-sdk/client-bedrock-runtime';
-import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import {
@@ -27,7 +25,7 @@ import {
 } from '../support/sdk.js';
 import { startBedrockUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, periodOf, until, type Tenant } from './gateway-support.js';
+import { bedrockFor, createTenant, periodOf, until, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let up: FakeUpstream;
@@ -59,30 +57,6 @@ const sigv4Tenant = (o: Partial<Parameters<typeof createTenant>[1]> = {}) =>
     aws: { awsRegion: SIGV4.region, awsAccessKeyId: SIGV4.accessKeyId, awsSessionToken: SIGV4.sessionToken },
     ...o,
   });
-
-/**
- * The SDK as the README configures it: the gateway base URL as its endpoint, the inference key as its token,
- * and HTTP/1.1 (`requestHandler`: the SDK speaks HTTP/2 by default; Nexus serves HTTP/1.1).
- */
-function bedrockFor(tenant: Tenant, headers: Record<string, string> = {}) {
-  const client = new BedrockRuntimeClient({
-    region: 'us-east-1',
-    endpoint: tenant.gatewayBaseUrl,
-    token: { token: tenant.apiKey },
-    authSchemePreference: ['httpBearerAuth'],
-    requestHandler: new NodeHttpHandler(),
-    maxAttempts: 1,
-  });
-  client.middlewareStack.add(
-    (next) => (args) => {
-      const request = args.request as { headers: Record<string, string> };
-      Object.assign(request.headers, headers);
-      return next(args);
-    },
-    { step: 'build', name: 'fakeHeaders' },
-  );
-  return client;
-}
 
 async function invocations(tenant: Tenant) {
   await t.nexus.gateway.drain();

@@ -4,9 +4,8 @@
  * profile, its official SDK as its users configure it, and its fake upstream. A new protocol adds a row.
  */
 import Anthropic from '@anthropic-ai/sdk';
-import { BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand } from '@aws-sdk/client-bedrock-runtime';
+import { ConverseCommand, ConverseStreamCommand } from '@aws-sdk/client-bedrock-runtime';
 import { GoogleGenAI } from '@google/genai';
-import { NodeHttpHandler } from '@smithy/node-http-handler';
 import OpenAI, { AzureOpenAI } from 'openai';
 import { expect } from 'vitest';
 import {
@@ -19,7 +18,7 @@ import {
   type FakeUpstream,
 } from '../support/fake-upstreams.js';
 import type { TenantSpec } from '../support/tenant.js';
-import { anthropicFor, gatewayFetch, openAiFor, type Tenant } from './gateway-support.js';
+import { anthropicFor, bedrockFor, gatewayFetch, openAiFor, type Tenant } from './gateway-support.js';
 
 export const KEY = testProviderKey('protocols');
 const AZURE_API_VERSION = '2024-10-21';
@@ -256,7 +255,7 @@ export const ROWS: Row[] = [
     start: () => startBedrockUpstream({ apiKeys: [KEY] }),
     async call(tenant, o) {
       const seen: { requestId?: string } = {};
-      const client = bedrock(tenant, bedrockHeaders(o.headers), seen);
+      const client = bedrockFor(tenant, bedrockHeaders(o.headers), seen);
       const request = {
         modelId: o.model,
         messages: [{ role: 'user' as const, content: [{ text: 'Hello there' }] }],
@@ -299,32 +298,6 @@ export const ROWS: Row[] = [
     system: 'aws.bedrock',
   },
 ];
-
-/**
- * The Bedrock SDK as the README configures it (the inference key as its bearer token, HTTP/1.1), with
- * `headers` added to each request and the gateway's request id of the answer kept in `seen` (the SDK's
- * own `$metadata.requestId` is the upstream's x-amzn-requestid).
- */
-function bedrock(tenant: Tenant, headers: Headers, seen: { requestId?: string }) {
-  const client = new BedrockRuntimeClient({
-    region: 'us-east-1',
-    endpoint: tenant.gatewayBaseUrl,
-    token: { token: tenant.apiKey },
-    authSchemePreference: ['httpBearerAuth'],
-    requestHandler: new NodeHttpHandler(),
-    maxAttempts: 1,
-  });
-  client.middlewareStack.add(
-    (next) => async (args) => {
-      Object.assign((args.request as { headers: Headers }).headers, headers);
-      const out = await next(args);
-      seen.requestId = (out.response as { headers: Headers }).headers['x-nexus-request-id'];
-      return out;
-    },
-    { step: 'build', name: 'rowHeaders' },
-  );
-  return client;
-}
 
 /** The shared x-fake-usage (input with its cached part, output, cached) as Bedrock reports it: input without the cache reads. */
 function bedrockHeaders(headers: Headers = {}): Headers {
