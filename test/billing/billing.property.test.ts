@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExternalSubscriptionDto } from '../../generated/client/types.gen.js';
+import { prng } from '../support/prng.js';
 import {
   accessOf,
   at,
@@ -45,18 +46,6 @@ afterAll(async () => {
 });
 
 let plans: { pro: string; max: string };
-
-/** mulberry32: a small seeded PRNG, so a failing seed can be rerun. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function permuteWithDuplicates<T>(items: T[], random: () => number): T[] {
   const out = [...items];
