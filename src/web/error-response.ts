@@ -22,8 +22,11 @@ function bodyUnread(req: IncomingMessage | undefined): boolean {
  * protocol: src/gateway/protocols/protocol.ts, ErrorShape); none: the shared Error body.
  */
 export interface ErrorBodyShape {
+  /** The body the client gets. */
   body(shared: ErrorBody): unknown;
+  /** The header the protocol's SDK reads the request id from (set to Nexus's request id), if any. */
   requestIdHeader?: string;
+  /** Headers the protocol's SDK reads the error from, by the refusal's status (Bedrock's `x-amzn-errortype`), if any. */
   headers?(shared: ErrorBody, status: number): Record<string, string>;
 }
 

@@ -37,7 +37,7 @@
  * A new protocol is one module with its table, and a row in index.ts (and in the table-driven suite,
  * test/gateway/protocol-rows.ts).
  */
-import type { ErrorBody } from '../../errors.js';
+import type { ErrorBodyShape } from '../../web/error-response.js';
 
 import type { InputRule, InputTally } from '../input-estimate.js';
 
@@ -88,16 +88,6 @@ export type FreeEndpoint =
 export type FreeRoute = readonly [method: 'GET' | 'POST', pattern: RegExp, kind: FreeEndpoint['kind']];
 
 type Json = Record<string, any>;
-
-/** The gateway's own refusal (its shared Error body) in a protocol's own error shape. */
-interface ErrorShape {
-  /** The body the client gets. */
-  body(shared: ErrorBody): unknown;
-  /** The header the protocol's SDK reads the request id from (set to Nexus's request id), if any. */
-  requestIdHeader?: string;
-  /** Headers the protocol's SDK reads the error from, by the refusal's status (Bedrock's `x-amzn-errortype`), if any. */
-  headers?(shared: ErrorBody, status: number): Record<string, string>;
-}
 
 /** What a protocol module declares (protocol.ts's comment says what each part is for). */
 export interface ProtocolTable {
@@ -156,7 +146,7 @@ export interface ProtocolTable {
   /** The reader of one metered stream of `endpoint` (made per stream: it keeps what the stream's end needs). */
   streamReader(endpoint: Endpoint): StreamReader;
   /** The gateway's refusals in the API's own error shape; none: the shared Error body. */
-  errorShape?: ErrorShape;
+  errorShape?: ErrorBodyShape;
   /** Span and metric names: `system` (gen_ai.system, the metrics' protocol label), each endpoint's operation name. */
   telemetry: { system: string; operations: Partial<Record<Endpoint, string>> };
   // The fields below are what an event-stream, signed protocol (bedrock.ts) adds; absent, a protocol is as
