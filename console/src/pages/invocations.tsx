@@ -1,7 +1,21 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { getInvocation, listInvocations, listProviderConnections, listWorkspaceUsers, type InvocationDto } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Pager, Status, usePaged, useAction, useAccessNames, valueOf, when, Working, ListTable, formatNumber } from '../ui.js';
+import {
+  Empty,
+  ErrorNote,
+  Field,
+  Pager,
+  Status,
+  usePaged,
+  useAction,
+  useAccessNames,
+  valueOf,
+  when,
+  Working,
+  ListTable,
+  formatNumber,
+} from '../ui.js';
 
 type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
 const ms = (v: number | undefined) => (v === undefined ? '—' : `${v.toFixed(1)} ms`);

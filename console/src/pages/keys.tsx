@@ -10,7 +10,21 @@ import {
   type WorkspaceUserDto,
 } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, Pager, ShownOnce, usePaged, useAction, UserPicker, valueOf, when, Working, ListTable } from '../ui.js';
+import {
+  Empty,
+  ErrorNote,
+  Field,
+  Form,
+  Pager,
+  ShownOnce,
+  usePaged,
+  useAction,
+  UserPicker,
+  valueOf,
+  when,
+  Working,
+  ListTable,
+} from '../ui.js';
 
 export function KeysPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
@@ -26,9 +40,7 @@ export function KeysPage({ client, workspace, rest }: PageProps) {
   useEffect(() => {
     if (!accessId || user?.access.id === accessId) return;
     getWorkspaceAccess({ client, path: { accessId } })
-      .then((res) =>
-        listWorkspaceUsers({ client, path: { workspaceId }, query: { externalUserId: res.data.externalUserId, limit: 1 } }),
-      )
+      .then((res) => listWorkspaceUsers({ client, path: { workspaceId }, query: { externalUserId: res.data.externalUserId, limit: 1 } }))
       .then((page) => setUser(page.data[0]))
       .catch(() => setUser(undefined));
   }, [accessId]);

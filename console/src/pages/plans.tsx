@@ -106,7 +106,8 @@ function RulesEditor({ rules, onChange }: { rules: RuleRow[]; onChange: (rules: 
 /** A strategy's model policy in a line: its rules, its allow-list and what an over-long output cap gets. */
 function policyOf(s: QuotaStrategyDto): string {
   const rules = s.modelRules.map(
-    (r) => `${r.pattern}: ${multiplier(r.inputMultiplierPpm)} / ${multiplier(r.outputMultiplierPpm)} / ${multiplier(r.cachedInputMultiplierPpm)}`,
+    (r) =>
+      `${r.pattern}: ${multiplier(r.inputMultiplierPpm)} / ${multiplier(r.outputMultiplierPpm)} / ${multiplier(r.cachedInputMultiplierPpm)}`,
   );
   return [
     rules.length ? `Rules ${rules.join('; ')}` : 'No model rule',
@@ -181,7 +182,14 @@ function Strategies({ client, workspaceId, onChange }: { client: Client; workspa
             <input name="quotaUnits" required inputMode="numeric" pattern="[0-9]+" value={form.quotaUnits} onInput={set('quotaUnits')} />
           </Field>
           <Field label="Input token ×" hint={FACTOR_HINT}>
-            <input name="input" required inputMode="decimal" pattern={FACTOR.source.slice(1, -1)} value={form.input} onInput={set('input')} />
+            <input
+              name="input"
+              required
+              inputMode="decimal"
+              pattern={FACTOR.source.slice(1, -1)}
+              value={form.input}
+              onInput={set('input')}
+            />
           </Field>
           <Field label="Output token ×">
             <input

@@ -8,7 +8,21 @@ import {
   type Client,
   type WorkspaceDto,
 } from '../api.js';
-import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable, WORKSPACES_CHANGED } from '../ui.js';
+import {
+  Empty,
+  ErrorNote,
+  Field,
+  Form,
+  Pager,
+  Status,
+  usePaged,
+  useAction,
+  valueOf,
+  when,
+  Working,
+  ListTable,
+  WORKSPACES_CHANGED,
+} from '../ui.js';
 
 const changed = () => window.dispatchEvent(new Event(WORKSPACES_CHANGED));
 
