@@ -66,7 +66,7 @@ function Chart({ summary, metric, labelOf }: { summary: UsageSummaryDto; metric:
     const starts = data[0] as number[];
     const plot = new uPlot(
       {
-        width: Math.max(320, box.current.clientWidth - 16),
+        width: Math.max(280, box.current.clientWidth - 16),
         height: 320,
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), zone),
         scales: { x: { time: true, range: () => [starts[0]! - step / 2, starts[starts.length - 1]! + step / 2] } },
@@ -87,15 +87,23 @@ function Chart({ summary, metric, labelOf }: { summary: UsageSummaryDto; metric:
             width: 1,
             paths: bars,
             points: { show: false },
-            value: (_u: uPlot, _v: number | null, _s: number, idx: number | null) => (idx === null ? '—' : formatNumber(raw[k]![idx]!)),
+            value: (_u: uPlot, _v: number | null, _s: number, idx: number | null) => (idx === null ? '—' : formatNumber(raw[k]![idx])),
           })),
         ],
       },
       [starts, ...order.map((k) => stacked[k]!)],
       box.current,
     );
-    return () => plot.destroy();
-  }, [summary, metric]);
+    // As wide as its card, also when the window is resized (a phone turned, a window narrowed).
+    const card = box.current;
+    const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(280, card.clientWidth - 16), height: 320 }));
+    resize.observe(card);
+    return () => {
+      resize.disconnect();
+      plot.destroy();
+    };
+    // Drawn again when a key's name arrives (a user's external id is read after the summary).
+  }, [summary, metric, [...new Set(summary.buckets.map((b) => b.key))].map(labelOf).join('\n')]);
   return <div class="chart" ref={box} data-testid="usage-chart" data-draw="bars" data-zone={axisZone(summary.granularity)} />;
 }
 
