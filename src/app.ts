@@ -24,6 +24,7 @@ import { createGatewayParts } from './gateway/gateway-parts.js';
 import { pathOf } from './web/request-target.js';
 import { createApi } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
+import { precompressed } from './http/precompressed.js';
 import type { RequestLocals } from './web/locals.js';
 import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver, utf8Only } from './http/middleware.js';
 import { buildInfo } from './observability/build-info.js';
@@ -122,6 +123,7 @@ function consoleRouter(dir: string): express.Router {
     const q = req.originalUrl.indexOf('?');
     res.redirect(301, `console/${q < 0 ? '' : req.originalUrl.slice(q)}`);
   });
+  router.use(precompressed(dir));
   router.use(express.static(dir, { index: 'index.html', etag: true, lastModified: true, fallthrough: true }));
   router.use((_req: Request, res: Response) => {
     const built = existsSync(join(dir, 'index.html'));
@@ -295,6 +297,11 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   });
 
   app.use('/console', consoleRouter(join(root, 'dist', 'console')));
+  // `/`: the console when it is built; otherwise the API's own answer.
+  app.get('/', (req: Request, res: Response, next: () => void) => {
+    if (!existsSync(join(root, 'dist', 'console', 'index.html'))) return next();
+    res.redirect(302, 'console/');
+  });
 
   // Billing webhooks are verified on their raw bytes: mounted before the JSON body parser.
   app.post(

@@ -28,8 +28,15 @@ export function storeKey(key: string | undefined): void {
   else sessionStorage.removeItem(KEY);
 }
 
-export function clientFor(apiKey: string): Client {
-  return createNexusClient({ baseUrl: apiBase(), apiKey });
+/** A client with the operator's key; `onUnauthorized` is called when the API answers 401 (the key no longer works). */
+export function clientFor(apiKey: string, onUnauthorized?: () => void): Client {
+  const client = createNexusClient({ baseUrl: apiBase(), apiKey });
+  if (onUnauthorized)
+    client.interceptors.response.use((response) => {
+      if (response.status === 401) onUnauthorized();
+      return response;
+    });
+  return client;
 }
 
 /** What an error says to the operator: the API's message and the request id to quote. */

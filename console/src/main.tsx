@@ -4,11 +4,11 @@
  * location's hash (#/w/<workspaceId>/<page>), so a page can be reloaded and linked to.
  */
 import { render } from 'preact';
-import { useEffect, useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
 import { clientFor, getWorkspace, listWorkspaces, storedKey, storeKey, type Client, type WorkspaceDto } from './api.js';
-import { ErrorNote, Field, useAction, valueOf } from './ui.js';
+import { ErrorNote, Field, useAction, valueOf, WORKSPACES_CHANGED } from './ui.js';
 import { WorkspacesPage } from './pages/workspaces.js';
 import { ConnectionsPage } from './pages/connections.js';
 import { PlansPage } from './pages/plans.js';
@@ -48,7 +48,54 @@ function useRoute(): string[] {
   return route;
 }
 
-function SignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
+type Theme = 'system' | 'light' | 'dark';
+const THEME_KEY = 'nexus.console.theme';
+
+/** The colour scheme: the system's unless the operator chose one (kept in localStorage; it is no secret). */
+function applyTheme(theme: Theme): void {
+  if (theme === 'system') delete document.documentElement.dataset.theme;
+  else document.documentElement.dataset.theme = theme;
+}
+
+function storedTheme(): Theme {
+  const t = localStorage.getItem(THEME_KEY);
+  return t === 'light' || t === 'dark' ? t : 'system';
+}
+
+function ThemeToggle() {
+  const [theme, setTheme] = useState(storedTheme);
+  const nextOf: Record<Theme, Theme> = { system: 'dark', dark: 'light', light: 'system' };
+  const choose = () => {
+    const next = nextOf[theme];
+    if (next === 'system') localStorage.removeItem(THEME_KEY);
+    else localStorage.setItem(THEME_KEY, next);
+    applyTheme(next);
+    setTheme(next);
+  };
+  return (
+    <button type="button" class="theme" onClick={choose} title="Colour scheme: system, dark or light">
+      Theme: {theme}
+    </button>
+  );
+}
+
+/** The skip link: to the page's content (#main), without touching the route in the hash. */
+function SkipLink() {
+  return (
+    <a
+      class="skip"
+      href="#main"
+      onClick={(e) => {
+        e.preventDefault();
+        document.getElementById('main')?.focus();
+      }}
+    >
+      Skip to content
+    </a>
+  );
+}
+
+function SignIn({ onSignedIn, notice }: { onSignedIn: (key: string) => void; notice?: string | undefined }) {
   const [key, setKey] = useState('');
   const action = useAction();
   const submit = async (e: Event) => {
@@ -58,8 +105,13 @@ function SignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
     if (ok) onSignedIn(key.trim());
   };
   return (
-    <main class="signin">
+    <main class="signin" id="main" tabIndex={-1}>
       <h1>Nexus console</h1>
+      {notice ? (
+        <p class="notice" role="status">
+          {notice}
+        </p>
+      ) : null}
       <form class="card form" onSubmit={(e) => void submit(e)} aria-label="Sign in">
         <h2>Sign in</h2>
         <Field
@@ -82,17 +134,27 @@ function SignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
         </button>
         <ErrorNote problem={action.problem} />
       </form>
+      <p>
+        <a href="../docs">API reference</a> · <ThemeToggle />
+      </p>
     </main>
   );
 }
 
 function WorkspacePicker({ client, current }: { client: Client; current: string | undefined }) {
   const [workspaces, setWorkspaces] = useState<WorkspaceDto[]>([]);
+  const [version, setVersion] = useState(0);
+  useEffect(() => {
+    // The workspaces page says when it created, renamed or archived one.
+    const changed = () => setVersion((v) => v + 1);
+    window.addEventListener(WORKSPACES_CHANGED, changed);
+    return () => window.removeEventListener(WORKSPACES_CHANGED, changed);
+  }, []);
   useEffect(() => {
     listWorkspaces({ client, query: { limit: 100, status: 'ACTIVE' } })
       .then((page) => setWorkspaces(page.data))
       .catch(() => setWorkspaces([]));
-  }, [client, current]);
+  }, [client, current, version]);
   return (
     <label class="picker">
       <span class="label">Workspace</span>
@@ -132,11 +194,16 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
   }, [page, workspace]);
   return (
     <div class="shell">
+      <SkipLink />
       <header>
         <a class="brand" href="#/workspaces">
           Nexus console
         </a>
         <WorkspacePicker client={client} current={workspaceId} />
+        <a class="docs" href="../docs">
+          API reference
+        </a>
+        <ThemeToggle />
         <button type="button" onClick={onSignOut}>
           Sign out
         </button>
@@ -157,7 +224,7 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
           ),
         )}
       </nav>
-      <main id="main">
+      <main id="main" tabIndex={-1}>
         {pageName === 'workspaces' ? (
           <WorkspacesPage client={client} />
         ) : !Page ? (
@@ -174,12 +241,21 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
 
 function App() {
   const [key, setKey] = useState(storedKey);
-  const client = useMemo(() => (key ? clientFor(key) : undefined), [key]);
+  const [notice, setNotice] = useState<string | undefined>();
+  // A 401 mid-session (the key revoked, or rotated elsewhere): back to sign-in, saying why.
+  const expired = useRef(() => {
+    storeKey(undefined);
+    setKey(undefined);
+    setNotice('Your Management Key was refused (401): sign in again.');
+  });
+  const client = useMemo(() => (key ? clientFor(key, () => expired.current()) : undefined), [key]);
   if (!key || !client) {
     return (
       <SignIn
+        notice={notice}
         onSignedIn={(k) => {
           storeKey(k);
+          setNotice(undefined);
           setKey(k);
         }}
       />
@@ -197,6 +273,7 @@ function App() {
   );
 }
 
+applyTheme(storedTheme());
 const root = document.getElementById('app')!;
 root.textContent = '';
 render(<App />, root);

@@ -1,7 +1,7 @@
 /** The console's building blocks: errors, empty states, progress, pages of a list, forms. */
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { problemOf, type Problem } from './api.js';
+import { getWorkspaceAccess, listWorkspaceUsers, problemOf, type Client, type Problem, type WorkspaceUserDto } from './api.js';
 
 export function ErrorNote({ problem }: { problem: Problem | undefined }) {
   if (!problem) return null;
@@ -17,6 +17,9 @@ export function ErrorNote({ problem }: { problem: Problem | undefined }) {
     </div>
   );
 }
+
+/** The window event the workspaces page sends when it created, renamed or archived a workspace (the header's picker listens). */
+export const WORKSPACES_CHANGED = 'nexus:workspaces-changed';
 
 export function Empty({ children }: { children: ComponentChildren }) {
   return <div class="empty">{children}</div>;
@@ -211,5 +214,98 @@ export function ShownOnce({ label, secret, onDismiss }: { label: string; secret:
         </button>
       </div>
     </div>
+  );
+}
+
+const numbers = new Intl.NumberFormat();
+
+/** A count as the operator's locale writes it (26,002), from a number or an int64 decimal string, without rounding. */
+export function formatNumber(value: number | bigint | string | undefined | null): string {
+  if (value === undefined || value === null || value === '') return '—';
+  if (typeof value === 'string') return /^-?\d+$/.test(value) ? numbers.format(BigInt(value)) : value;
+  return numbers.format(value);
+}
+
+/** A multiplier in parts per million as a factor: 1000000 → ×1, 4000000 → ×4, 250000 → ×0.25. */
+export function multiplier(ppm: string | number): string {
+  return `×${new Intl.NumberFormat(undefined, { maximumFractionDigits: 6 }).format(Number(ppm) / 1_000_000)}`;
+}
+
+/** The external user ids of accesses, read once each (getWorkspaceAccess), for the ids a page shows. */
+export function useAccessNames(client: Client, accessIds: string[]): Record<string, string> {
+  const [names, setNames] = useState<Record<string, string>>({});
+  const asked = useRef(new Set<string>());
+  const wanted = [...new Set(accessIds)].filter((id) => !asked.current.has(id));
+  useEffect(() => {
+    if (wanted.length === 0) return;
+    for (const id of wanted) asked.current.add(id);
+    void Promise.all(
+      wanted.map((accessId) =>
+        getWorkspaceAccess({ client, path: { accessId } }).then(
+          (res) => [accessId, res.data.externalUserId] as const,
+          () => undefined,
+        ),
+      ),
+    ).then((found) => setNames((known) => ({ ...known, ...Object.fromEntries(found.filter((f) => f !== undefined)) })));
+  }, [wanted.join(',')]);
+  return names;
+}
+
+/**
+ * A user chosen by external id, however many users the workspace has: the id typed is looked up with the
+ * list's `externalUserId` filter; the newest users are offered as suggestions as it is typed.
+ */
+export function UserPicker(props: {
+  client: Client;
+  workspaceId: string;
+  chosen: WorkspaceUserDto | undefined;
+  onChoose: (user: WorkspaceUserDto) => void;
+  label?: string;
+}) {
+  const [query, setQuery] = useState(props.chosen?.externalUserId ?? '');
+  const [recent, setRecent] = useState<WorkspaceUserDto[]>([]);
+  const action = useAction();
+  const listId = `users-${props.workspaceId}-${props.label ?? 'user'}`.replace(/\W/g, '-');
+  useEffect(() => {
+    listWorkspaceUsers({ client: props.client, path: { workspaceId: props.workspaceId }, query: { limit: 20 } }).then(
+      (page) => setRecent(page.data),
+      () => setRecent([]),
+    );
+  }, [props.workspaceId]);
+  useEffect(() => setQuery(props.chosen?.externalUserId ?? ''), [props.chosen?.access.id]);
+  const find = async (e: Event) => {
+    e.preventDefault();
+    const externalUserId = query.trim();
+    if (!externalUserId) return;
+    const page = await action.run('Finding the user…', () =>
+      listWorkspaceUsers({ client: props.client, path: { workspaceId: props.workspaceId }, query: { externalUserId, limit: 1 } }),
+    );
+    if (!page) return;
+    const user = page.data[0];
+    if (user) props.onChoose(user);
+    else action.setProblem({ message: `No user with the external id ${externalUserId} in this workspace.` });
+  };
+  return (
+    <form class="toolbar" role="search" aria-label={`Find a ${props.label ?? 'user'}`} onSubmit={(e) => void find(e)}>
+      <Field label={props.label ?? 'User'} hint="The user's external id (your application's id for them)">
+        <input type="search" name="externalUserId" list={listId} required value={query} onInput={(e) => setQuery(valueOf(e))} />
+      </Field>
+      <datalist id={listId}>
+        {recent.map((u) => (
+          <option key={u.access.id} value={u.externalUserId}>
+            {u.email}
+          </option>
+        ))}
+      </datalist>
+      <button type="submit" disabled={!!action.working}>
+        Find
+      </button>
+      {props.chosen ? (
+        <span role="status">
+          {props.chosen.externalUserId} · {props.chosen.email} · <Status value={props.chosen.access.status} />
+        </span>
+      ) : null}
+      <ErrorNote problem={action.problem} />
+    </form>
   );
 }

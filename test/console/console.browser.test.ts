@@ -3,14 +3,18 @@
  * download), on a live Nexus with a fake upstream. It signs in, builds a tenant page by page (a
  * workspace, a connection, a strategy, a plan and a user with a key), calls the gateway with the
  * official openai SDK, finds the call in the invocations and in the chart, and suspends the access;
- * then a key scoped to that workspace signs in and sees no other.
+ * then a key scoped to that workspace signs in and sees no other. Then a stricter plan set in the UI (a model
+ * rule, an allow-list, a rate limit) is applied to the next gateway call, every page is scanned by axe-core
+ * in light and dark mode, and a revoked key sends the console back to sign-in.
  * Each page's screenshot goes to test-results/console/.
  *
  * No Chromium: CI (CI=true) fails here; elsewhere the suite is skipped with a loud warning.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
+import { get, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
+import axe from 'axe-core';
 import OpenAI from 'openai';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -50,6 +54,53 @@ if (!executablePath) {
 }
 
 const shots = join(projectRoot, 'test-results', 'console');
+// axe-core's own build as a string, to evaluate in the page.
+const axeSource = axe.source;
+
+/** The serious and critical violations axe-core finds in the page as it is now: rule, impact and the first elements. */
+async function axeViolations(page: Page): Promise<string[]> {
+  // Evaluated through the DevTools protocol, which the console's CSP (script-src 'self') does not govern.
+  await page.evaluate(axeSource);
+  return page.evaluate(async () => {
+    const engine = (window as unknown as { axe: { run: (ctx: Document, opts: object) => Promise<AxeResults> } }).axe;
+    interface AxeResults {
+      violations: { id: string; impact?: string; nodes: { target: string[] }[] }[];
+      passes: unknown[];
+    }
+    const results = await engine.run(document, {
+      runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] },
+    });
+    // A scan that checked nothing (axe not run on the page) must not pass as a clean one.
+    if (results.passes.length === 0) return ['axe-core checked no rule'];
+    return results.violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map(
+        (v) =>
+          `${v.id} (${v.impact}): ${v.nodes
+            .slice(0, 3)
+            .map((n) => n.target.join(' '))
+            .join(', ')}`,
+      );
+  });
+}
+
+/** A GET as a plain HTTP client makes it: the body's bytes as sent (not decoded), and the headers. */
+function rawGet(url: string, acceptEncoding: string): Promise<{ headers: IncomingHttpHeaders; length: number }> {
+  return new Promise((resolve, reject) => {
+    get(url, { headers: { 'accept-encoding': acceptEncoding } }, (res) => {
+      let length = 0;
+      res.on('data', (chunk: Buffer) => (length += chunk.length));
+      res.on('end', () => resolve({ headers: res.headers, length }));
+      res.on('error', reject);
+    }).on('error', reject);
+  });
+}
+
+/** Is the element inside the viewport (its top edge visible)? */
+const inView = (el: Element) => {
+  const r = el.getBoundingClientRect();
+  return r.top >= -1 && r.top < window.innerHeight;
+};
 
 describe.skipIf(!executablePath)('the operator console in Chromium', () => {
   let t: TestApp;
@@ -60,6 +111,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
   const browserErrors: string[] = [];
   const providerKey = testProviderKey('console');
 
+  const dialogs: string[] = [];
   const shot = (name: string) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
   const go = async (link: string) => {
     await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
@@ -78,6 +130,11 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     page = await context.newPage();
     page.setDefaultTimeout(15_000);
     page.on('pageerror', (err) => browserErrors.push(`pageerror: ${err.message}`));
+    // Confirmations (suspend, revoke, archive): accepted, and their question kept to check.
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.accept();
+    });
     page.on('console', (msg) => {
       // A failed API call is logged by the browser as a resource error; those the test provokes are expected.
       if (msg.type() === 'error' && !/status of (4\d\d)/.test(msg.text())) browserErrors.push(`console: ${msg.text()}`);
@@ -105,9 +162,42 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     expect(await missing.text()).toContain('Not found in the console');
   });
 
+  it('answers / with the console, serves its bundles precompressed, and has a favicon', async () => {
+    const root = await fetch(`${t.url}/`, { redirect: 'manual' });
+    expect(root.status).toBe(302);
+    expect(root.headers.get('location')).toBe('console/');
+    const plain = await fetch(`${t.url}/console/app.js`, { headers: { 'accept-encoding': 'identity' } });
+    expect(plain.headers.get('content-encoding')).toBeNull();
+    expect(plain.headers.get('vary')).toContain('Accept-Encoding');
+    const size = (await plain.arrayBuffer()).byteLength;
+    for (const encoding of ['br', 'gzip']) {
+      // node's fetch decodes what it asked for: the raw answer is read with a plain HTTP request instead.
+      const raw = await rawGet(`${t.url}/console/app.js`, encoding);
+      expect(raw.headers['content-encoding']).toBe(encoding);
+      expect(raw.headers['content-type']).toContain('javascript');
+      expect(raw.headers['vary']).toContain('Accept-Encoding');
+      expect(raw.headers['content-security-policy']).toContain("script-src 'self'");
+      expect(raw.length).toBeLessThan(size / 2);
+    }
+    const css = await rawGet(`${t.url}/console/app.css`, 'br');
+    expect(css.headers['content-type']).toContain('text/css');
+    expect(css.headers['content-encoding']).toBe('br');
+    const icon = await fetch(`${t.url}/console/favicon.svg`);
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get('content-type')).toContain('image/svg+xml');
+    expect(await (await fetch(`${t.url}/console/`)).text()).toContain('<link rel="icon" href="favicon.svg"');
+  });
+
   it('signs in, builds a tenant, sees a gateway call in the invocations and the chart, and suspends the access', async () => {
-    await page.goto(`${t.url}/console`);
+    const missing: string[] = [];
+    page.on('response', (res) => {
+      if (res.status() === 404) missing.push(res.url());
+    });
+    await page.goto(`${t.url}/`);
     await expect.poll(() => page.getByRole('heading', { name: 'Sign in' }).isVisible()).toBe(true);
+    expect(page.url()).toBe(`${t.url}/console/`);
+    // The favicon is the console's own: no 404 for /favicon.ico on every load.
+    expect(missing).toEqual([]);
     // A wrong key: the API's message and its request id.
     await page.getByLabel('Management Key').fill('nx-mgmt-not-a-key-0123456789abcdef');
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -126,6 +216,8 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await createWs.getByLabel('Name').fill('Acme production');
     await createWs.getByRole('button', { name: 'Create workspace' }).click();
     await page.getByRole('link', { name: 'Acme production' }).waitFor();
+    // The header's picker hears of the new workspace without a reload.
+    await expect.poll(() => page.getByRole('combobox', { name: 'Workspace' }).textContent()).toContain('Acme production');
     await shot('02-workspaces');
     await page.getByRole('link', { name: 'Acme production' }).click();
 
@@ -151,19 +243,42 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await draftStrategy.getByRole('button', { name: 'Draft strategy' }).click();
     await page.getByRole('button', { name: 'Publish standard-quota v1' }).click();
     await page.getByRole('cell', { name: 'PUBLISHED' }).waitFor();
+    // The form starts again after a draft; multipliers read as factors, not parts per million.
+    expect(await draftStrategy.getByLabel('Key').inputValue()).toBe('');
+    await page.getByRole('cell', { name: '×1 / ×1 / ×1' }).waitFor();
+    // An actions cell stays a table cell, so its borders line up with its row's.
+    expect(
+      await page
+        .locator('td.actions')
+        .first()
+        .evaluate((el) => getComputedStyle(el).display),
+    ).toBe('table-cell');
     const draftPlan = page.getByRole('form', { name: 'Draft a plan' });
     await draftPlan.getByLabel('Key').fill('standard');
     await draftPlan.getByLabel('Name').fill('Standard');
     await draftPlan.getByRole('button', { name: 'Draft plan' }).click();
     const bind = page.getByRole('form', { name: 'Bind a strategy to Standard' });
     await bind.getByRole('button', { name: 'Bind strategy' }).click();
-    await page.getByRole('cell', { name: 'standard-quota v1' }).waitFor();
+    await page.getByRole('table', { name: 'Bindings of Standard' }).getByRole('cell', { name: 'standard-quota v1' }).waitFor();
     await page.getByRole('button', { name: 'Publish Standard' }).click();
-    await page.getByRole('row', { name: /Standard.*ACTIVE/ }).waitFor();
+    // The list shows the strategy each plan is on.
+    await page.getByRole('row', { name: /Standard.*ACTIVE.*standard-quota v1/ }).waitFor();
     await shot('04-plans');
 
-    // Users and accesses: provisioned with a key, shown once.
+    // Users and accesses: while the plans load it says so, not "No published plan yet".
+    let releasePlans = () => {};
+    const plansHeld = new Promise<void>((resolve) => (releasePlans = resolve));
+    await page.route(/\/plans(\?|$)/, async (route) => {
+      await plansHeld;
+      await route.fallback();
+    });
     await go('Users and accesses');
+    await page.getByText('Loading plans…').waitFor();
+    expect(await page.getByText('No published plan yet').count()).toBe(0);
+    releasePlans();
+    await page.getByRole('form', { name: 'Provision a user' }).waitFor();
+    await page.unroute(/\/plans(\?|$)/);
+    // Provisioned with a key, shown once.
     const provision = page.getByRole('form', { name: 'Provision a user' });
     await provision.getByLabel('External user id').fill('alice');
     await provision.getByLabel('Email').fill('alice@example.com');
@@ -171,7 +286,9 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     const secret = (await page.getByTestId('shown-once').textContent())!.trim();
     expect(secret).toMatch(/^nx-/);
     await page.getByRole('region', { name: 'Quota' }).or(page.getByLabel('Quota')).first().waitFor();
-    await expect.poll(() => page.getByLabel('Quota').textContent()).toContain('Granted100000');
+    await expect.poll(() => page.getByLabel('Quota').textContent()).toContain('Granted100,000');
+    // The list's quota column: consumed of granted, formatted.
+    await page.getByRole('row', { name: /alice.*0 \/ 100,000/ }).waitFor();
     await shot('05-users');
     await page.getByRole('button', { name: 'I have stored it' }).click();
 
@@ -181,39 +298,84 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
       path: { workspaceId: (await page.evaluate(() => location.hash)).split('/')[2]! },
     });
     const openai = new OpenAI({ baseURL: `${connections![0]!.gatewayBaseUrl}/v1`, apiKey: secret, maxRetries: 0 });
-    const completion = await openai.chat.completions.create({ model: 'gpt-console', messages: [{ role: 'user', content: 'hello' }] });
-    expect(completion.choices.length).toBeGreaterThan(0);
+    // Twelve calls: enough rows that the first call's is far down the list.
+    for (let i = 0; i < 12; i++) {
+      const completion = await openai.chat.completions.create({
+        model: 'gpt-console',
+        messages: [{ role: 'user', content: `hello ${i}` }],
+      });
+      expect(completion.choices.length).toBeGreaterThan(0);
+    }
     await t.nexus.gateway.drain();
 
     // Invocations: the call, and its detail with the latency split and usage events.
     await go('Invocations');
-    await page.getByRole('cell', { name: 'gpt-console' }).waitFor();
-    await page
-      .getByRole('button', { name: /^Open / })
-      .first()
-      .click();
+    await page.getByRole('cell', { name: 'gpt-console' }).first().waitFor();
+    const table = page.getByRole('table', { name: 'Invocations' });
+    // Each row's link names its call (the request id): no label repeats; the user is named, not a UUID.
+    const labels = await table.locator('tbody tr td:nth-child(2) a').allTextContents();
+    expect(labels).toHaveLength(12);
+    expect(new Set(labels).size).toBe(12);
+    await expect.poll(() => table.getByRole('link', { name: 'alice' }).count()).toBe(12);
+    // The oldest call, from the bottom of a page scrolled down: its detail comes into view, at its own URL.
+    await page.setViewportSize({ width: 1360, height: 600 });
+    const last = table.locator('tbody tr').last().getByRole('link').first();
+    await last.scrollIntoViewIfNeeded();
+    await last.click();
+    const detail = page.getByRole('heading', { name: /^Invocation / });
+    await detail.waitFor();
+    await expect.poll(() => detail.evaluate(inView)).toBe(true);
+    await page.setViewportSize({ width: 1360, height: 900 });
+    const detailUrl = page.url();
+    expect(detailUrl).toMatch(/#\/w\/[0-9a-f-]+\/invocations\/[0-9a-f-]{36}$/);
+    // The URL opens the same detail after a reload, with the user linked.
+    await page.goto('about:blank');
+    await page.goto(detailUrl);
     await page.getByRole('heading', { name: 'Latency' }).waitFor();
+    await expect.poll(() => page.locator('.detail').getByRole('link', { name: 'alice' }).isVisible()).toBe(true);
     await page.getByRole('heading', { name: 'Usage events' }).waitFor();
     await expect.poll(() => page.getByRole('cell', { name: 'USAGE' }).isVisible()).toBe(true);
     await shot('06-invocations');
-    // Filtered by a status no call has: the empty state.
+    // Filtered by a status no call has: the empty state says so, and offers to clear the filters.
     await page.getByLabel('Status').selectOption('REJECTED');
-    await page.getByText('No invocation matches').waitFor();
+    await page.getByText('No invocation matches these filters').waitFor();
+    await page.getByRole('button', { name: 'Clear the filters' }).click();
+    await page.getByRole('cell', { name: 'gpt-console' }).first().waitFor();
 
     // Usage over time: the chart draws the call, and the totals name its model.
     await go('Usage over time');
-    await page.getByTestId('usage-chart').locator('canvas').waitFor();
+    const chart = page.getByTestId('usage-chart');
+    await chart.locator('canvas').waitFor();
     await page.getByRole('cell', { name: /gpt/ }).first().waitFor();
-    // The fake upstream reports 10 input and 5 output tokens; the strategy charges a unit a token.
+    // The fake upstream reports 10 input and 5 output tokens a call; the strategy charges a unit a token.
     const totals = page.getByRole('table', { name: /Totals/ });
-    await expect.poll(() => totals.getByRole('row').nth(1).textContent()).toMatch(/^gpt\S*151051$/);
+    await expect.poll(() => totals.getByRole('row').nth(1).textContent()).toMatch(/^gpt\S*1801206012$/);
+    // A total row, formatted as the rows are.
+    await expect.poll(() => totals.locator('tfoot tr').textContent()).toBe('Total1801206012');
+    // Buckets are bars; uPlot's legend keeps its own case and stays inside the chart's card.
+    expect(await chart.getAttribute('data-draw')).toBe('bars');
+    const legend = chart.locator('.u-legend th').first();
+    expect(await legend.evaluate((el) => getComputedStyle(el).textTransform)).toBe('none');
+    const inside = await chart.evaluate((box) => {
+      const outer = box.getBoundingClientRect();
+      const legendBox = box.querySelector('.u-legend')!.getBoundingClientRect();
+      return legendBox.right <= outer.right + 0.5 && legendBox.left >= outer.left - 0.5;
+    });
+    expect(inside).toBe(true);
+    // Days are the API's UTC days, and are labelled as such.
+    await page.getByLabel('Per').selectOption('day');
+    await expect.poll(() => chart.getAttribute('data-zone')).toBe('UTC');
+    await page.getByText('Day (UTC)').first().waitFor();
+    await page.getByLabel('Per').selectOption('hour');
     await page.getByLabel('By').selectOption('access');
     await page.getByRole('cell', { name: 'alice' }).waitFor();
     await shot('07-usage');
 
     // Inference keys: the user's key, listed without its plaintext.
     await go('Inference keys');
-    await page.getByLabel('User').selectOption({ label: 'alice (active)' });
+    // A user is found by external id, however many there are (no list capped at 100).
+    await page.getByRole('combobox', { name: 'User' }).fill('alice');
+    await page.getByRole('button', { name: 'Find' }).click();
     await page.getByRole('button', { name: 'Revoke' }).waitFor();
     expect(await page.content()).not.toContain(secret);
     await shot('08-keys');
@@ -228,12 +390,23 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
       .first()
       .waitFor();
     await shot('10-audit');
+    // The action placeholder is an action that exists; the date range filters.
+    expect(await page.getByLabel('Action').getAttribute('placeholder')).toBe('access.suspended');
+    await page.getByLabel('Since (your local time)').fill('2099-01-01T00:00');
+    await page.getByText('No audit entry matches these filters').waitFor();
+    await page.getByRole('button', { name: 'Clear the filters' }).click();
+    await page
+      .getByRole('cell', { name: /workspace_access/ })
+      .first()
+      .waitFor();
 
     // Suspend the access: the gateway refuses the key's next call.
     await go('Users and accesses');
     await page.getByRole('button', { name: 'Manage alice' }).click();
     await page.getByRole('button', { name: 'Suspend access' }).click();
     await page.getByRole('row', { name: /alice.*SUSPENDED/ }).waitFor();
+    // Asked first (the dialog is accepted by the handler above).
+    expect(dialogs.at(-1)).toMatch(/^Suspend alice\?/);
     await shot('11-suspended');
     const refused = await openai.chat.completions.create({ model: 'gpt-console', messages: [{ role: 'user', content: 'again' }] }).then(
       () => undefined,
@@ -327,8 +500,10 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await page.getByLabel('Status').selectOption('');
     await page.getByRole('row', { name: /^customer\.subscription\.created.*PROCESSED/ }).waitFor();
 
-    // The subscription the event reported, for bob.
-    await page.getByRole('region', { name: 'External subscriptions' }).getByLabel('User').selectOption({ label: 'bob' });
+    // The subscription the event reported, for bob, found by external id.
+    const subscriptions = page.getByRole('region', { name: 'External subscriptions' });
+    await subscriptions.getByRole('combobox', { name: 'User' }).fill('bob');
+    await subscriptions.getByRole('button', { name: 'Find' }).click();
     await page
       .getByRole('cell', { name: new RegExp(sub.id) })
       .first()
@@ -336,4 +511,160 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await shot('12-billing-processed');
     expect(browserErrors).toEqual([]);
   }, 120_000);
+
+  it('plans: a model rule, an allow-list and a rate limit set in the UI apply to the next gateway call', async () => {
+    // Signed in with the workspace's scoped key, in Acme production, from the tests before.
+    await go('Plans and strategies');
+    const draftStrategy = page.getByRole('form', { name: 'Draft a quota strategy' });
+    await draftStrategy.getByLabel('Key').fill('strict-quota');
+    await draftStrategy.getByLabel('Allowed models').fill('gpt-allowed*');
+    await draftStrategy.getByRole('button', { name: 'Add a model rule' }).click();
+    const rule = draftStrategy.getByRole('group', { name: 'Model rule 1' });
+    await rule.getByLabel('Model pattern').fill('gpt-allowed*');
+    await rule.getByLabel('Input ×', { exact: true }).fill('2');
+    await rule.getByLabel('Cached input ×').fill('2');
+    await rule.getByLabel('Output ×', { exact: true }).fill('2');
+    await draftStrategy.getByRole('button', { name: 'Draft strategy' }).click();
+    await page.getByRole('button', { name: 'Publish strict-quota v1' }).click();
+    await page.getByRole('row', { name: /strict-quota.*PUBLISHED.*gpt-allowed\*: ×2 \/ ×2 \/ ×2.*only gpt-allowed\*/ }).waitFor();
+
+    const draftPlan = page.getByRole('form', { name: 'Draft a plan' });
+    await draftPlan.getByLabel('Key').fill('strict');
+    await draftPlan.getByLabel('Name').fill('Strict');
+    await draftPlan.getByLabel('Requests per minute').fill('1');
+    await draftPlan.getByRole('button', { name: 'Draft plan' }).click();
+    const bind = page.getByRole('form', { name: 'Bind a strategy to Strict' });
+    await bind.getByLabel('Published strategy version').selectOption({ label: 'strict-quota v1 (100,000 units / month)' });
+    await bind.getByRole('button', { name: 'Bind strategy' }).click();
+    await page.getByRole('button', { name: 'Publish Strict' }).click();
+    await page.getByRole('row', { name: /Strict.*ACTIVE.*strict-quota v1.*1 requests\/min/ }).waitFor();
+    await shot('13-plans-rules');
+
+    await go('Users and accesses');
+    const provision = page.getByRole('form', { name: 'Provision a user' });
+    await provision.getByLabel('External user id').fill('carol');
+    await provision.getByLabel('Email').fill('carol@example.com');
+    await provision.getByLabel('Plan').selectOption({ label: 'Strict' });
+    await provision.getByRole('button', { name: 'Provision user' }).click();
+    const secret = (await page.getByTestId('shown-once').textContent())!.trim();
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+
+    const workspaceId = (await page.evaluate(() => location.hash)).split('/')[2]!;
+    const { data: connections } = await listProviderConnections({ client: t.client, path: { workspaceId } });
+    const openai = new OpenAI({ baseURL: `${connections![0]!.gatewayBaseUrl}/v1`, apiKey: secret, maxRetries: 0 });
+    const call = (model: string) =>
+      openai.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] }).then(
+        () => 200,
+        (err: { status?: number; code?: string }) => `${err.status} ${err.code}`,
+      );
+    // The allow-list: refused before the provider is called (and before the rate limit counts it).
+    expect(await call('gpt-other')).toBe('403 model_not_allowed');
+    // Both allowed calls in one UTC minute, the rate limit's window.
+    const second = new Date().getUTCSeconds();
+    if (second > 50) await new Promise((r) => setTimeout(r, (61 - second) * 1000));
+    expect(await call('gpt-allowed-1')).toBe(200);
+    // The rate limit: one request a minute.
+    expect(await call('gpt-allowed-1')).toBe('429 rate_limited');
+    await t.nexus.gateway.drain();
+
+    // The model rule: 10 input and 5 output tokens at ×2 are 30 units.
+    await go('Invocations');
+    await page.getByRole('row', { name: /carol.*gpt-allowed-1.*SUCCEEDED.*30/ }).waitFor();
+    expect(browserErrors).toEqual([]);
+  }, 120_000);
+
+  it('every page: no serious or critical axe-core violation in light and dark mode; dark toggle, 390 px, skip link, docs link', async () => {
+    const workspaceId = (await page.evaluate(() => location.hash)).split('/')[2]!;
+    const pages = [
+      'Provider connections',
+      'Plans and strategies',
+      'Users and accesses',
+      'Inference keys',
+      'Invocations',
+      'Usage over time',
+      'Billing',
+      'Audit log',
+    ];
+    const found: Record<string, string[]> = {};
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      for (const name of pages) {
+        await go(name);
+        await page.waitForLoadState('networkidle');
+        await page
+          .getByRole('status')
+          .filter({ hasText: /Loading|…/ })
+          .waitFor({ state: 'detached' })
+          .catch(() => undefined);
+        const violations = await axeViolations(page);
+        if (violations.length) found[`${name} (${scheme})`] = violations;
+      }
+      await go('Workspaces');
+      await page.getByRole('link', { name: 'Acme production' }).waitFor();
+      const violations = await axeViolations(page);
+      if (violations.length) found[`Workspaces (${scheme})`] = violations;
+      await page.getByRole('link', { name: 'Acme production' }).click();
+      await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    }
+    // An invocation's detail, by its URL.
+    await go('Invocations');
+    await page.getByRole('table', { name: 'Invocations' }).locator('tbody tr').first().getByRole('link').first().click();
+    await page.getByRole('heading', { name: 'Latency' }).waitFor();
+    const detailViolations = await axeViolations(page);
+    if (detailViolations.length) found['Invocation detail (dark)'] = detailViolations;
+    expect(found).toEqual({});
+
+    // Dark: the system's choice (emulated above), and the toggle overrides it either way.
+    const background = () => page.evaluate(() => getComputedStyle(document.body.parentElement!).backgroundColor);
+    expect(await background()).toBe('rgb(11, 17, 32)');
+    await page.emulateMedia({ colorScheme: 'light' });
+    expect(await background()).toBe('rgb(249, 250, 251)');
+    await page.getByRole('button', { name: 'Theme: system' }).click();
+    expect(await page.evaluate(() => document.documentElement.dataset.theme)).toBe('dark');
+    expect(await background()).toBe('rgb(11, 17, 32)');
+    await shot('14-dark');
+    await page.getByRole('button', { name: 'Theme: dark' }).click();
+    await page.getByRole('button', { name: 'Theme: light' }).click();
+    expect(await page.getByRole('button', { name: 'Theme: system' }).count()).toBe(1);
+
+    // The API reference is linked from the header, and answers.
+    const docs = await page.getByRole('link', { name: 'API reference' }).evaluate((a) => (a as HTMLAnchorElement).href);
+    expect((await fetch(docs)).status).toBe(200);
+
+    // The skip link: the first thing Tab reaches, and it moves the focus to the page's content.
+    await page.goto(`${t.url}/console/#/w/${workspaceId}/usage`);
+    await page.reload();
+    await page.getByRole('heading', { name: 'Usage over time', level: 1 }).waitFor();
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content');
+    await page.keyboard.press('Enter');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
+
+    // 390 px wide: Sign out is on screen, and nothing is wider than the screen.
+    await page.setViewportSize({ width: 390, height: 844 });
+    const signOut = await page.getByRole('button', { name: 'Sign out' }).boundingBox();
+    expect(signOut!.x + signOut!.width).toBeLessThanOrEqual(390);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await shot('15-phone');
+    await page.setViewportSize({ width: 1360, height: 900 });
+    expect(browserErrors).toEqual([]);
+  }, 180_000);
+
+  it('a Management Key revoked mid-session sends the console back to sign-in, saying why', async () => {
+    const workspaceId = (await page.evaluate(() => location.hash)).split('/')[2]!;
+    const { key, id } = await t.nexus.services.managementKeys.createScoped(systemActor('test'), {
+      name: 'console-revoked',
+      workspaceIds: [workspaceId],
+    });
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('Management Key').fill(key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('link', { name: 'Acme production' }).click();
+    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    await t.nexus.services.managementKeys.revoke(systemActor('test'), id);
+    await go('Plans and strategies').catch(() => undefined);
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await page.getByText('Your Management Key was refused (401): sign in again.').waitFor();
+    expect(await page.evaluate(() => Object.keys(sessionStorage))).toEqual([]);
+  }, 60_000);
 });

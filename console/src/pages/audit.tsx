@@ -5,7 +5,7 @@ import { Empty, ErrorNote, Field, Pager, usePaged, valueOf, when, Working, ListT
 
 export function AuditPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
-  const [filters, setFilters] = useState({ action: '', resourceType: '', resourceId: '' });
+  const [filters, setFilters] = useState({ action: '', resourceType: '', resourceId: '', since: '', until: '' });
   const list = usePaged(
     (cursor) =>
       listAuditLogs({
@@ -17,6 +17,8 @@ export function AuditPage({ client, workspace }: PageProps) {
           ...(filters.action ? { action: filters.action } : {}),
           ...(filters.resourceType ? { resourceType: filters.resourceType } : {}),
           ...(filters.resourceId ? { resourceId: filters.resourceId } : {}),
+          ...(filters.since ? { since: new Date(filters.since).toISOString() } : {}),
+          ...(filters.until ? { until: new Date(filters.until).toISOString() } : {}),
         },
       }),
     [workspaceId, filters],
@@ -28,7 +30,7 @@ export function AuditPage({ client, workspace }: PageProps) {
       <p class="lead">Every change made through the Admin API, newest first, with the key that made it.</p>
       <form class="toolbar filters" aria-label="Filters" onSubmit={(e) => e.preventDefault()}>
         <Field label="Action">
-          <input name="action" placeholder="workspace_access.suspended" value={filters.action} onChange={set('action')} />
+          <input name="action" placeholder="access.suspended" value={filters.action} onChange={set('action')} />
         </Field>
         <Field label="Resource type">
           <input name="resourceType" value={filters.resourceType} onChange={set('resourceType')} />
@@ -36,11 +38,26 @@ export function AuditPage({ client, workspace }: PageProps) {
         <Field label="Resource id">
           <input name="resourceId" value={filters.resourceId} onChange={set('resourceId')} />
         </Field>
+        <Field label="Since (your local time)">
+          <input name="since" type="datetime-local" value={filters.since} onChange={set('since')} />
+        </Field>
+        <Field label="Until (your local time)">
+          <input name="until" type="datetime-local" value={filters.until} onChange={set('until')} />
+        </Field>
+        {Object.values(filters).some(Boolean) ? (
+          <button type="button" onClick={() => setFilters({ action: '', resourceType: '', resourceId: '', since: '', until: '' })}>
+            Clear the filters
+          </button>
+        ) : null}
       </form>
       <Working label={list.loading ? 'Loading the audit log…' : undefined} />
       <ErrorNote problem={list.problem} />
       {list.items?.length === 0 ? (
-        <Empty>No audit entry matches. Entries appear as soon as anything in this workspace is changed.</Empty>
+        <Empty>
+          {Object.values(filters).some(Boolean)
+            ? 'No audit entry matches these filters.'
+            : 'No audit entry yet. Entries appear as soon as anything in this workspace is changed.'}
+        </Empty>
       ) : (
         <ListTable caption="Audit log" columns={['When', 'Action', 'Resource', 'Key', 'Changes']}>
           {list.items?.map((a) => (

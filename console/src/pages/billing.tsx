@@ -12,7 +12,6 @@ import {
   listBillingWebhookEvents,
   listExternalSubscriptions,
   listPlans,
-  listWorkspaceUsers,
   reconcileBillingConnection,
   replayBillingWebhookEvent,
   verifyBillingConnection,
@@ -22,7 +21,7 @@ import {
   type WorkspaceUserDto,
 } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
+import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, UserPicker, valueOf, when, Working, ListTable } from '../ui.js';
 
 type EventStatus = 'RECEIVED' | 'PROCESSING' | 'PROCESSED' | 'IGNORED' | 'FAILED';
 
@@ -180,8 +179,9 @@ function Inbox({ client, connection }: { client: Client; connection: BillingConn
   );
 }
 
-function Subscriptions({ client, users }: { client: Client; users: WorkspaceUserDto[] }) {
-  const [accessId, setAccessId] = useState('');
+function Subscriptions({ client, workspaceId }: { client: Client; workspaceId: string }) {
+  const [user, setUser] = useState<WorkspaceUserDto | undefined>();
+  const accessId = user?.access.id ?? '';
   const list = usePaged(
     (cursor) =>
       accessId
@@ -192,16 +192,7 @@ function Subscriptions({ client, users }: { client: Client; users: WorkspaceUser
   return (
     <section aria-labelledby="subs-title">
       <h2 id="subs-title">External subscriptions</h2>
-      <Field label="User">
-        <select value={accessId} onChange={(e) => setAccessId(valueOf(e))}>
-          <option value="">Choose a user…</option>
-          {users.map((u) => (
-            <option key={u.access.id} value={u.access.id}>
-              {u.externalUserId}
-            </option>
-          ))}
-        </select>
-      </Field>
+      <UserPicker client={client} workspaceId={workspaceId} chosen={user} onChoose={setUser} />
       <ErrorNote problem={list.problem} />
       {!accessId ? (
         <Empty>Choose a user to see the subscriptions the billing providers report for them.</Empty>
@@ -335,15 +326,10 @@ export function BillingPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
   const list = usePaged((cursor) => listBillingConnections({ client, path: { workspaceId }, query: { cursor, limit: 20 } }), [workspaceId]);
   const [plans, setPlans] = useState<WorkspacePlanDto[]>([]);
-  const [users, setUsers] = useState<WorkspaceUserDto[]>([]);
   useEffect(() => {
     listPlans({ client, path: { workspaceId }, query: { limit: 100, status: 'ACTIVE' } }).then(
       (p) => setPlans(p.data),
       () => setPlans([]),
-    );
-    listWorkspaceUsers({ client, path: { workspaceId }, query: { limit: 100 } }).then(
-      (p) => setUsers(p.data),
-      () => setUsers([]),
     );
   }, [workspaceId]);
   const action = useAction();
@@ -438,7 +424,7 @@ export function BillingPage({ client, workspace }: PageProps) {
         </ListTable>
       )}
       <Pager list={list} />
-      <Subscriptions client={client} users={users} />
+      <Subscriptions client={client} workspaceId={workspaceId} />
     </section>
   );
 }

@@ -1,26 +1,81 @@
-import { useEffect, useState } from 'preact/hooks';
-import { getInvocation, listInvocations, type InvocationDto } from '../api.js';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { getInvocation, listInvocations, listProviderConnections, listWorkspaceUsers, type InvocationDto } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
+import {
+  Empty,
+  ErrorNote,
+  Field,
+  Pager,
+  Status,
+  usePaged,
+  useAction,
+  useAccessNames,
+  valueOf,
+  when,
+  Working,
+  ListTable,
+  formatNumber,
+} from '../ui.js';
 
 type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
 const ms = (v: number | undefined) => (v === undefined ? '—' : `${v.toFixed(1)} ms`);
 
-function Detail({ client, id, onClose }: { client: PageProps['client']; id: string; onClose: () => void }) {
+/** The user behind an access: external id, email and name, linked to the users page. */
+function UserOf({ client, workspaceId, accessId }: { client: PageProps['client']; workspaceId: string; accessId: string }) {
+  const names = useAccessNames(client, [accessId]);
+  const externalUserId = names[accessId];
+  const [user, setUser] = useState<{ email: string; name?: string | undefined } | undefined>();
+  useEffect(() => {
+    if (!externalUserId) return;
+    listWorkspaceUsers({ client, path: { workspaceId }, query: { externalUserId, limit: 1 } })
+      .then((page) => setUser(page.data[0]))
+      .catch(() => setUser(undefined));
+  }, [externalUserId]);
+  return (
+    <>
+      {externalUserId ? <a href={`#/w/${workspaceId}/users/${encodeURIComponent(externalUserId)}`}>{externalUserId}</a> : '…'}
+      {user ? ` · ${user.name ? `${user.name} · ` : ''}${user.email}` : ''}
+      <div class="id">access {accessId}</div>
+    </>
+  );
+}
+
+function Detail({
+  client,
+  workspaceId,
+  id,
+  connections,
+  onClose,
+}: {
+  client: PageProps['client'];
+  workspaceId: string;
+  id: string;
+  connections: Record<string, string>;
+  onClose: () => void;
+}) {
   const [invocation, setInvocation] = useState<InvocationDto | undefined>();
   const action = useAction();
+  const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
     void action.run('Reading the invocation…', async () =>
       setInvocation((await getInvocation({ client, path: { invocationId: id } })).data),
     );
   }, [id]);
+  // Opened from a row far down the list: brought into view, and focused for a screen reader.
+  useEffect(() => {
+    if (!invocation || !heading.current) return;
+    heading.current.scrollIntoView({ block: 'start' });
+    heading.current.focus();
+  }, [invocation?.id]);
   if (!invocation) return <ErrorNote problem={action.problem} />;
   const total = invocation.totalLatencyMs ?? 0;
   const provider = invocation.providerLatencyMs ?? 0;
   const share = total > 0 ? (provider / total) * 100 : 0;
   return (
     <section class="card detail" aria-labelledby="detail-title">
-      <h2 id="detail-title">Invocation {invocation.requestId}</h2>
+      <h2 id="detail-title" ref={heading} tabIndex={-1}>
+        Invocation {invocation.requestId}
+      </h2>
       <button type="button" onClick={onClose}>
         Close
       </button>
@@ -29,12 +84,36 @@ function Detail({ client, id, onClose }: { client: PageProps['client']; id: stri
         <dd>
           <Status value={invocation.status} /> {invocation.errorCode ?? ''}
         </dd>
+        <dt>User</dt>
+        <dd>
+          <UserOf client={client} workspaceId={workspaceId} accessId={invocation.workspaceAccessId} />
+        </dd>
         <dt>Model</dt>
         <dd>{invocation.requestedModel || '—'}</dd>
+        <dt>Connection</dt>
+        <dd>
+          {invocation.providerConnectionId ? (
+            <a href={`#/w/${workspaceId}/connections`}>{connections[invocation.providerConnectionId] ?? invocation.providerConnectionId}</a>
+          ) : (
+            '—'
+          )}
+        </dd>
         <dt>Units charged</dt>
-        <dd>{invocation.quotaUnits}</dd>
+        <dd>{formatNumber(invocation.quotaUnits)}</dd>
         <dt>Started</dt>
         <dd>{when(invocation.startedAt)}</dd>
+        <dt>Request id</dt>
+        <dd>
+          <code>{invocation.requestId}</code>
+        </dd>
+        {invocation.traceId ? (
+          <>
+            <dt>Trace id</dt>
+            <dd>
+              <code>{invocation.traceId}</code>
+            </dd>
+          </>
+        ) : null}
       </dl>
       <h3>Latency</h3>
       <div class="bar latency" role="img" aria-label={`Provider ${ms(invocation.providerLatencyMs)} of ${ms(invocation.totalLatencyMs)}`}>
@@ -68,10 +147,10 @@ function Detail({ client, id, onClose }: { client: PageProps['client']; id: stri
           {invocation.usageEvents.map((u) => (
             <tr key={u.id}>
               <td>{u.kind}</td>
-              <td>{u.units}</td>
-              <td>{u.inputTokens}</td>
-              <td>{u.cachedInputTokens}</td>
-              <td>{u.outputTokens}</td>
+              <td class="num">{formatNumber(u.units)}</td>
+              <td class="num">{formatNumber(u.inputTokens)}</td>
+              <td class="num">{formatNumber(u.cachedInputTokens)}</td>
+              <td class="num">{formatNumber(u.outputTokens)}</td>
               <td>{when(u.createdAt)}</td>
             </tr>
           ))}
@@ -83,16 +162,23 @@ function Detail({ client, id, onClose }: { client: PageProps['client']; id: stri
   );
 }
 
+const NO_FILTERS = { status: '' as InvocationStatus | '', model: '', workspaceAccessId: '', since: '', until: '' };
+
+/**
+ * The calls, newest first. Routes: #/w/<ws>/invocations, …/invocations/access/<accessId> (one user's),
+ * …/invocations/<invocationId> (one call's detail, a link to quote).
+ */
 export function InvocationsPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
-  const [filters, setFilters] = useState({
-    status: '' as InvocationStatus | '',
-    model: '',
-    workspaceAccessId: rest[0] === 'access' ? (rest[1] ?? '') : '',
-    since: '',
-    until: '',
-  });
-  const [open, setOpen] = useState<string | undefined>();
+  const [filters, setFilters] = useState({ ...NO_FILTERS, workspaceAccessId: rest[0] === 'access' ? (rest[1] ?? '') : '' });
+  const open = rest[0] && rest[0] !== 'access' ? rest[0] : undefined;
+  const base = `#/w/${workspaceId}/invocations`;
+  const [connections, setConnections] = useState<Record<string, string>>({});
+  useEffect(() => {
+    listProviderConnections({ client, path: { workspaceId }, query: { limit: 100 } })
+      .then((page) => setConnections(Object.fromEntries(page.data.map((c) => [c.id, c.name]))))
+      .catch(() => setConnections({}));
+  }, [workspaceId]);
   const list = usePaged(
     (cursor) =>
       listInvocations({
@@ -111,6 +197,8 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
     [workspaceId, filters],
   );
   const set = (field: keyof typeof filters) => (e: Event) => setFilters({ ...filters, [field]: valueOf(e) });
+  const filtered = Object.values(filters).some(Boolean);
+  const users = useAccessNames(client, list.items?.map((i) => i.workspaceAccessId) ?? []);
   return (
     <section aria-labelledby="page-title">
       <h1 id="page-title">Invocations</h1>
@@ -144,28 +232,49 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
       </form>
       <Working label={list.loading ? 'Loading invocations…' : undefined} />
       <ErrorNote problem={list.problem} />
-      {open ? <Detail client={client} id={open} onClose={() => setOpen(undefined)} /> : null}
+      {open ? (
+        <Detail
+          client={client}
+          workspaceId={workspaceId}
+          id={open}
+          connections={connections}
+          onClose={() => (window.location.hash = base)}
+        />
+      ) : null}
       {list.items?.length === 0 ? (
-        <Empty>
-          No invocation matches. Calls appear here once a user calls the gateway with an inference key (a connection's gateway base URL).
-        </Empty>
+        filtered ? (
+          <Empty>
+            No invocation matches these filters.{' '}
+            <button type="button" onClick={() => setFilters(NO_FILTERS)}>
+              Clear the filters
+            </button>
+          </Empty>
+        ) : (
+          <Empty>
+            No invocation yet. Calls appear here once a user calls the gateway with an inference key (a connection's gateway base URL).
+          </Empty>
+        )
       ) : (
-        <ListTable caption="Invocations" columns={['Started', 'Model', 'Status', 'Units', 'Latency', 'Access', 'Detail']}>
+        <ListTable caption="Invocations" columns={['Started', 'Request', 'User', 'Model', 'Status', 'Units', 'Latency']}>
           {list.items?.map((i) => (
-            <tr key={i.id}>
+            <tr key={i.id} aria-current={open === i.id ? 'true' : undefined}>
               <td>{when(i.startedAt)}</td>
+              <td>
+                <a href={`${base}/${i.id}`} title="Open this call's detail">
+                  <code>{i.requestId}</code>
+                </a>
+              </td>
+              <td>
+                <a href={`#/w/${workspaceId}/users/${encodeURIComponent(users[i.workspaceAccessId] ?? '')}`}>
+                  {users[i.workspaceAccessId] ?? i.workspaceAccessId}
+                </a>
+              </td>
               <td>{i.requestedModel || '—'}</td>
               <td>
-                <Status value={i.status} />
+                <Status value={i.status} /> {i.errorCode ? <span class="id">{i.errorCode}</span> : null}
               </td>
-              <td>{i.quotaUnits}</td>
-              <td>{ms(i.totalLatencyMs)}</td>
-              <td class="id">{i.workspaceAccessId}</td>
-              <td>
-                <button type="button" onClick={() => setOpen(i.id)}>
-                  Open {i.requestId.slice(0, 12)}
-                </button>
-              </td>
+              <td class="num">{formatNumber(i.quotaUnits)}</td>
+              <td class="num">{ms(i.totalLatencyMs)}</td>
             </tr>
           ))}
         </ListTable>

@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import {
+  getWorkspaceAccess,
   idempotencyKey,
   issueInferenceKey,
   listInferenceKeys,
@@ -9,19 +10,43 @@ import {
   type WorkspaceUserDto,
 } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, Pager, ShownOnce, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
+import {
+  Empty,
+  ErrorNote,
+  Field,
+  Form,
+  Pager,
+  ShownOnce,
+  usePaged,
+  useAction,
+  UserPicker,
+  valueOf,
+  when,
+  Working,
+  ListTable,
+} from '../ui.js';
 
 export function KeysPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
   const accessId = rest[0];
-  const [users, setUsers] = useState<WorkspaceUserDto[] | undefined>();
+  const [user, setUser] = useState<WorkspaceUserDto | undefined>();
+  const [anyUser, setAnyUser] = useState<boolean | undefined>();
   useEffect(() => {
-    listWorkspaceUsers({ client, path: { workspaceId }, query: { limit: 100 } })
-      .then((page) => setUsers(page.data))
-      .catch(() => setUsers([]));
+    listWorkspaceUsers({ client, path: { workspaceId }, query: { limit: 1 } })
+      .then((page) => setAnyUser(page.data.length > 0))
+      .catch(() => setAnyUser(undefined));
   }, [workspaceId]);
-  const choose = (id: string) => {
-    window.location.hash = id ? `#/w/${workspaceId}/keys/${id}` : `#/w/${workspaceId}/keys`;
+  // A link to #/w/<ws>/keys/<accessId> names the access: its user is read to show who it is.
+  useEffect(() => {
+    if (!accessId || user?.access.id === accessId) return;
+    getWorkspaceAccess({ client, path: { accessId } })
+      .then((res) => listWorkspaceUsers({ client, path: { workspaceId }, query: { externalUserId: res.data.externalUserId, limit: 1 } }))
+      .then((page) => setUser(page.data[0]))
+      .catch(() => setUser(undefined));
+  }, [accessId]);
+  const choose = (chosen: WorkspaceUserDto) => {
+    setUser(chosen);
+    window.location.hash = `#/w/${workspaceId}/keys/${chosen.access.id}`;
   };
   return (
     <section aria-labelledby="page-title">
@@ -30,28 +55,19 @@ export function KeysPage({ client, workspace, rest }: PageProps) {
         The keys an end user calls the gateway with. A key's plaintext is shown once, when it is issued; revoking one leaves the plan and
         quota as they are.
       </p>
-      {users?.length === 0 ? (
+      {anyUser === undefined ? (
+        <Working label="Loading users…" />
+      ) : !anyUser ? (
         <Empty>
           No user yet: <a href={`#/w/${workspaceId}/users`}>provision a user</a>, then issue keys to them here.
         </Empty>
       ) : (
-        <div class="toolbar">
-          <Field label="User">
-            <select name="accessId" value={accessId ?? ''} onChange={(e) => choose(valueOf(e))}>
-              <option value="">Choose a user…</option>
-              {users?.map((u) => (
-                <option key={u.access.id} value={u.access.id}>
-                  {u.externalUserId} ({u.access.status.toLowerCase()})
-                </option>
-              ))}
-            </select>
-          </Field>
-        </div>
+        <UserPicker client={client} workspaceId={workspaceId} chosen={user} onChoose={choose} />
       )}
       {accessId ? (
         <AccessKeys client={client} accessId={accessId} />
-      ) : users?.length ? (
-        <Empty>Choose a user to see and issue their keys.</Empty>
+      ) : anyUser ? (
+        <Empty>Find a user to see and issue their keys.</Empty>
       ) : null}
     </section>
   );

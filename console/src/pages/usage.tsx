@@ -1,8 +1,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
-import { getUsageSummary, listProviderConnections, listWorkspaceUsers, type UsageSummaryDto } from '../api.js';
+import { getUsageSummary, listProviderConnections, type UsageSummaryDto } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, useAction, valueOf, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, formatNumber, useAccessNames, useAction, valueOf, Working } from '../ui.js';
 
 type Granularity = 'hour' | 'day';
 type GroupBy = 'model' | 'access' | 'connection';
@@ -39,33 +39,72 @@ function columns(summary: UsageSummaryDto, metric: Metric): { keys: string[]; da
   return { keys, data: [starts, ...series] };
 }
 
+/** The operator's time zone, as the browser reports it. */
+const localZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone;
+
+/**
+ * What the x axis is in: hours in the operator's time zone; days as the API sums them, from UTC midnight
+ * to UTC midnight, so a day is labelled as the UTC day it is (never as "1:00am" of the day before).
+ */
+const axisZone = (granularity: string) => (granularity === 'day' ? 'UTC' : localZone());
+
+/**
+ * Each bucket is a bar (a bucket is a sum over its hour or day; a line between two would invent a ramp), the
+ * keys stacked: a series is drawn at its running total, the tallest first, and its legend reads its own value.
+ */
 function Chart({ summary, metric, labelOf }: { summary: UsageSummaryDto; metric: Metric; labelOf: (key: string) => string }) {
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
     if (!box.current || summary.buckets.length === 0) return;
     const { keys, data } = columns(summary, metric);
+    const raw = data.slice(1) as number[][];
+    const stacked = raw.map((_, i) => raw[0]!.map((__, j) => raw.slice(0, i + 1).reduce((sum, row) => sum + row[j]!, 0)));
+    const order = keys.map((_, i) => keys.length - 1 - i);
+    const zone = axisZone(summary.granularity);
+    const bars = uPlot.paths.bars!({ size: [0.8, 48], align: 0 });
+    const step = summary.granularity === 'hour' ? 3600 : 86_400;
+    const starts = data[0] as number[];
     const plot = new uPlot(
       {
-        width: Math.max(320, box.current.clientWidth),
+        width: Math.max(280, box.current.clientWidth - 16),
         height: 320,
-        scales: { x: { time: true, range: () => [data[0][0]!, data[0][data[0].length - 1]!] } },
-        axes: [{}, { label: metric === 'units' ? 'units' : 'tokens', size: 70 }],
+        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), zone),
+        scales: { x: { time: true, range: () => [starts[0]! - step / 2, starts[starts.length - 1]! + step / 2] } },
+        axes: [
+          { label: summary.granularity === 'day' ? 'Day (UTC)' : `Hour (${zone})` },
+          {
+            label: metric === 'units' ? 'units' : 'tokens',
+            size: 80,
+            values: (_u, splits) => splits.map((v) => formatNumber(v)),
+          },
+        ],
         series: [
-          { label: 'time' },
-          ...keys.map((k, i) => ({
-            label: labelOf(k) || '(none)',
-            stroke: COLORS[i % COLORS.length],
-            width: 2,
-            points: { show: true, size: 6 },
+          { label: summary.granularity === 'day' ? 'Day (UTC)' : `Hour (${zone})` },
+          ...order.map((k) => ({
+            label: labelOf(keys[k]!) || '(none)',
+            stroke: COLORS[k % COLORS.length],
+            fill: COLORS[k % COLORS.length],
+            width: 1,
+            paths: bars,
+            points: { show: false },
+            value: (_u: uPlot, _v: number | null, _s: number, idx: number | null) => (idx === null ? '—' : formatNumber(raw[k]![idx])),
           })),
         ],
       },
-      data,
+      [starts, ...order.map((k) => stacked[k]!)],
       box.current,
     );
-    return () => plot.destroy();
-  }, [summary, metric]);
-  return <div class="chart" ref={box} data-testid="usage-chart" />;
+    // As wide as its card, also when the window is resized (a phone turned, a window narrowed).
+    const card = box.current;
+    const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(280, card.clientWidth - 16), height: 320 }));
+    resize.observe(card);
+    return () => {
+      resize.disconnect();
+      plot.destroy();
+    };
+    // Drawn again when a key's name arrives (a user's external id is read after the summary).
+  }, [summary, metric, [...new Set(summary.buckets.map((b) => b.key))].map(labelOf).join('\n')]);
+  return <div class="chart" ref={box} data-testid="usage-chart" data-draw="bars" data-zone={axisZone(summary.granularity)} />;
 }
 
 export function UsagePage({ client, workspace }: PageProps) {
@@ -79,13 +118,8 @@ export function UsagePage({ client, workspace }: PageProps) {
   const action = useAction();
 
   useEffect(() => {
-    void Promise.all([
-      listProviderConnections({ client, path: { workspaceId }, query: { limit: 100 } }).then((p) => p.data.map((c) => [c.id, c.name])),
-      listWorkspaceUsers({ client, path: { workspaceId }, query: { limit: 100 } }).then((p) =>
-        p.data.map((u) => [u.access.id, u.externalUserId]),
-      ),
-    ])
-      .then((lists) => setNames(Object.fromEntries(lists.flat())))
+    listProviderConnections({ client, path: { workspaceId }, query: { limit: 100 } })
+      .then((p) => setNames(Object.fromEntries(p.data.map((c) => [c.id, c.name]))))
       .catch(() => setNames({}));
   }, [workspaceId]);
 
@@ -106,7 +140,8 @@ export function UsagePage({ client, workspace }: PageProps) {
     );
   }, [workspaceId, range, granularity, groupBy]);
 
-  const labelOf = (key: string) => names[key] ?? key;
+  const users = useAccessNames(client, groupBy === 'access' ? (summary?.buckets.map((b) => b.key).filter(Boolean) ?? []) : []);
+  const labelOf = (key: string) => names[key] ?? users[key] ?? key;
   const totals = new Map<string, { units: bigint; input: bigint; output: bigint; events: number }>();
   for (const b of summary?.buckets ?? []) {
     const t = totals.get(b.key) ?? { units: 0n, input: 0n, output: 0n, events: 0 };
@@ -116,6 +151,14 @@ export function UsagePage({ client, workspace }: PageProps) {
       output: t.output + BigInt(b.outputTokens),
       events: t.events + b.events,
     });
+  }
+
+  const sum = { units: 0n, input: 0n, output: 0n, events: 0 };
+  for (const t of totals.values()) {
+    sum.units += t.units;
+    sum.input += t.input;
+    sum.output += t.output;
+    sum.events += t.events;
   }
 
   return (
@@ -169,30 +212,52 @@ export function UsagePage({ client, workspace }: PageProps) {
       {summary && summary.buckets.length > 0 ? (
         <>
           <Chart summary={summary} metric={metric} labelOf={labelOf} />
+          <p class="lead">
+            {summary.granularity === 'day'
+              ? 'One bar per UTC day (days start at midnight UTC).'
+              : `One bar per hour, in your time zone (${localZone()}).`}
+          </p>
           <table>
             <caption>
               Totals from {new Date(summary.since).toLocaleString()} to {new Date(summary.until).toLocaleString()}
             </caption>
             <thead>
               <tr>
-                <th scope="col">{groupBy === 'model' ? 'Model' : groupBy === 'access' ? 'Access' : 'Connection'}</th>
-                <th scope="col">Units</th>
-                <th scope="col">Input tokens</th>
-                <th scope="col">Output tokens</th>
-                <th scope="col">Events</th>
+                <th scope="col">{groupBy === 'model' ? 'Model' : groupBy === 'access' ? 'User' : 'Connection'}</th>
+                <th scope="col" class="num">
+                  Units
+                </th>
+                <th scope="col" class="num">
+                  Input tokens
+                </th>
+                <th scope="col" class="num">
+                  Output tokens
+                </th>
+                <th scope="col" class="num">
+                  Events
+                </th>
               </tr>
             </thead>
             <tbody>
               {[...totals].map(([key, t]) => (
                 <tr key={key}>
                   <td>{labelOf(key) || '(none)'}</td>
-                  <td>{String(t.units)}</td>
-                  <td>{String(t.input)}</td>
-                  <td>{String(t.output)}</td>
-                  <td>{t.events}</td>
+                  <td class="num">{formatNumber(t.units)}</td>
+                  <td class="num">{formatNumber(t.input)}</td>
+                  <td class="num">{formatNumber(t.output)}</td>
+                  <td class="num">{formatNumber(t.events)}</td>
                 </tr>
               ))}
             </tbody>
+            <tfoot>
+              <tr>
+                <th scope="row">Total</th>
+                <td class="num">{formatNumber(sum.units)}</td>
+                <td class="num">{formatNumber(sum.input)}</td>
+                <td class="num">{formatNumber(sum.output)}</td>
+                <td class="num">{formatNumber(sum.events)}</td>
+              </tr>
+            </tfoot>
           </table>
         </>
       ) : null}

@@ -15,7 +15,22 @@ import {
   type WorkspaceUserDto,
 } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, Pager, ShownOnce, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
+import {
+  Empty,
+  ErrorNote,
+  Field,
+  Form,
+  formatNumber,
+  Pager,
+  ShownOnce,
+  Status,
+  usePaged,
+  useAction,
+  valueOf,
+  when,
+  Working,
+  ListTable,
+} from '../ui.js';
 
 type AccessStatus = 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
 
@@ -41,17 +56,38 @@ function QuotaBar({ client, accessId }: { client: Client; accessId: string }) {
       </div>
       <dl class="figures">
         <dt>Granted</dt>
-        <dd>{quota.grantedUnits}</dd>
+        <dd>{formatNumber(quota.grantedUnits)}</dd>
         <dt>Consumed</dt>
-        <dd>{quota.consumedUnits}</dd>
+        <dd>{formatNumber(quota.consumedUnits)}</dd>
         <dt>Reserved</dt>
-        <dd>{quota.reservedUnits}</dd>
+        <dd>{formatNumber(quota.reservedUnits)}</dd>
         <dt>Available</dt>
-        <dd>{quota.availableUnits}</dd>
+        <dd>{formatNumber(quota.availableUnits)}</dd>
         <dt>Resets</dt>
         <dd>{when(quota.periodEnd)}</dd>
       </dl>
     </div>
+  );
+}
+
+/** Consumed of granted units this period, with a badge from 80 % (near the limit) and at 100 % (used up). */
+function QuotaCell({ client, accessId }: { client: Client; accessId: string }) {
+  const [quota, setQuota] = useState<QuotaSnapshotDto | null | undefined>();
+  useEffect(() => {
+    getWorkspaceAccessQuota({ client, path: { accessId } }).then(
+      (res) => setQuota(res.data),
+      () => setQuota(null),
+    );
+  }, [accessId]);
+  if (quota === undefined) return <span class="id">…</span>;
+  if (quota === null) return <span class="id">—</span>;
+  const granted = Number(quota.grantedUnits);
+  const used = granted > 0 ? Number(quota.consumedUnits) / granted : 0;
+  return (
+    <span class="numbers">
+      {formatNumber(quota.consumedUnits)} / {formatNumber(quota.grantedUnits)}
+      {used >= 1 ? <span class="badge over">used up</span> : used >= 0.8 ? <span class="badge">near limit</span> : null}
+    </span>
   );
 }
 
@@ -98,7 +134,11 @@ function AccessActions({
           <button
             type="button"
             class="danger"
-            onClick={() => void run('Suspending…', () => suspendWorkspaceAccess({ client, path: { accessId: access.id } }))}
+            onClick={() => {
+              if (!window.confirm(`Suspend ${user.externalUserId}? The gateway refuses their calls until the access is activated again.`))
+                return;
+              void run('Suspending…', () => suspendWorkspaceAccess({ client, path: { accessId: access.id } }));
+            }}
           >
             Suspend access
           </button>
@@ -109,8 +149,8 @@ function AccessActions({
         <button type="button" aria-expanded={mode === 'plan'} onClick={() => setMode(mode === 'plan' ? undefined : 'plan')}>
           Change plan
         </button>
-        <a href={`#/w/${access.workspaceId}/keys/${access.id}`}>Inference keys</a>
-        <a href={`#/w/${access.workspaceId}/invocations/access/${access.id}`}>Invocations</a>
+        <a href={`#/w/${access.workspaceId}/keys/${access.id}`}>Inference keys of {user.externalUserId}</a>
+        <a href={`#/w/${access.workspaceId}/invocations/access/${access.id}`}>Invocations of {user.externalUserId}</a>
       </div>
       {mode ? (
         <Form
@@ -156,21 +196,34 @@ function AccessActions({
   );
 }
 
-export function UsersPage({ client, workspace }: PageProps) {
+/** Users, newest first; #/w/<ws>/users/<externalUserId> opens one user (a link from an invocation). */
+export function UsersPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
   const [status, setStatus] = useState<AccessStatus | ''>('');
+  const linked = rest[0] ? decodeURIComponent(rest[0]) : '';
+  const [externalUserId, setExternalUserId] = useState(linked);
+  const [search, setSearch] = useState(linked);
+  useEffect(() => {
+    setExternalUserId(linked);
+    setSearch(linked);
+  }, [linked]);
   const list = usePaged(
-    (cursor) => listWorkspaceUsers({ client, path: { workspaceId }, query: { cursor, limit: 20, ...(status ? { status } : {}) } }),
-    [workspaceId, status],
+    (cursor) =>
+      listWorkspaceUsers({
+        client,
+        path: { workspaceId },
+        query: { cursor, limit: 20, ...(status ? { status } : {}), ...(externalUserId ? { externalUserId } : {}) },
+      }),
+    [workspaceId, status, externalUserId],
   );
-  const [plans, setPlans] = useState<WorkspacePlanDto[]>([]);
+  const [plans, setPlans] = useState<WorkspacePlanDto[] | undefined>();
   useEffect(() => {
     listPlans({ client, path: { workspaceId }, query: { limit: 100 } })
       .then((page) => setPlans(page.data))
       .catch(() => setPlans([]));
   }, [workspaceId]);
   const action = useAction();
-  const active = plans.filter((p) => p.status === 'ACTIVE');
+  const active = (plans ?? []).filter((p) => p.status === 'ACTIVE');
   const [form, setForm] = useState({ externalUserId: '', email: '', name: '', planId: '', issueInferenceKey: true });
   const [issued, setIssued] = useState<string | undefined>();
   const [open, setOpen] = useState<string | undefined>();
@@ -203,7 +256,9 @@ export function UsersPage({ client, workspace }: PageProps) {
     <section aria-labelledby="page-title">
       <h1 id="page-title">Users and accesses</h1>
       <p class="lead">An end user of your application, with an access on a plan: its quota, its state and its inference keys.</p>
-      {active.length === 0 ? (
+      {plans === undefined ? (
+        <Working label="Loading plans…" />
+      ) : active.length === 0 ? (
         <Empty>
           No published plan yet: <a href={`#/w/${workspaceId}/plans`}>publish a plan</a> first, then provision users on it.
         </Empty>
@@ -242,7 +297,19 @@ export function UsersPage({ client, workspace }: PageProps) {
       <Working label={action.working} />
       <ErrorNote problem={action.problem} />
       {issued ? <ShownOnce label="The user's inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
-      <div class="toolbar">
+      <form
+        class="toolbar"
+        role="search"
+        aria-label="Find users"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setExternalUserId(search.trim());
+        }}
+      >
+        <Field label="External user id">
+          <input type="search" name="findExternalUserId" value={search} onInput={(e) => setSearch(valueOf(e))} />
+        </Field>
+        <button type="submit">Find</button>
         <Field label="Status">
           <select value={status} onChange={(e) => setStatus(valueOf(e) as AccessStatus | '')}>
             <option value="">All</option>
@@ -253,15 +320,29 @@ export function UsersPage({ client, workspace }: PageProps) {
             ))}
           </select>
         </Field>
-      </div>
+        {status || externalUserId ? (
+          <button
+            type="button"
+            onClick={() => {
+              setStatus('');
+              setExternalUserId('');
+              setSearch('');
+            }}
+          >
+            Clear the filters
+          </button>
+        ) : null}
+      </form>
+      <Working label={list.loading && !list.items ? 'Loading users…' : undefined} />
       <ErrorNote problem={list.problem} />
       {list.items?.length === 0 ? (
-        <Empty>
-          No user {status ? `with status ${status.toLowerCase()}` : 'yet'}. Provision one above; your application's backend can do the same
-          through the Admin API.
-        </Empty>
+        status || externalUserId ? (
+          <Empty>No user matches these filters.</Empty>
+        ) : (
+          <Empty>No user yet. Provision one above; your application's backend can do the same through the Admin API.</Empty>
+        )
       ) : (
-        <ListTable caption="Users" columns={['User', 'Plan', 'Access', 'Since', 'Details']}>
+        <ListTable caption="Users" columns={['User', 'Plan', 'Access', 'Consumed / granted', 'Since', 'Details']}>
           {list.items?.map((u) => (
             <>
               <tr key={u.access.id}>
@@ -269,9 +350,14 @@ export function UsersPage({ client, workspace }: PageProps) {
                   {u.externalUserId} <span class="id">{u.email}</span>
                   <div class="id">{u.access.id}</div>
                 </td>
-                <td>{plans.find((p) => p.id === u.access.planId)?.name ?? u.access.planId}</td>
+                <td>
+                  <a href={`#/w/${workspaceId}/plans`}>{plans?.find((p) => p.id === u.access.planId)?.name ?? u.access.planId}</a>
+                </td>
                 <td>
                   <Status value={u.access.status} />
+                </td>
+                <td>
+                  <QuotaCell key={`${u.access.id}-${u.access.updatedAt}`} client={client} accessId={u.access.id} />
                 </td>
                 <td>{when(u.access.accessStartsAt)}</td>
                 <td>
@@ -286,8 +372,8 @@ export function UsersPage({ client, workspace }: PageProps) {
               </tr>
               {open === u.access.id ? (
                 <tr key={`${u.access.id}-detail`}>
-                  <td colSpan={5}>
-                    <AccessActions client={client} user={u} plans={plans} onChange={list.reload} />
+                  <td colSpan={6}>
+                    <AccessActions client={client} user={u} plans={plans ?? []} onChange={list.reload} />
                   </td>
                 </tr>
               ) : null}

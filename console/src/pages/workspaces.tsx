@@ -8,7 +8,23 @@ import {
   type Client,
   type WorkspaceDto,
 } from '../api.js';
-import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable } from '../ui.js';
+import {
+  Empty,
+  ErrorNote,
+  Field,
+  Form,
+  Pager,
+  Status,
+  usePaged,
+  useAction,
+  valueOf,
+  when,
+  Working,
+  ListTable,
+  WORKSPACES_CHANGED,
+} from '../ui.js';
+
+const changed = () => window.dispatchEvent(new Event(WORKSPACES_CHANGED));
 
 export function WorkspacesPage({ client }: { client: Client }) {
   const [status, setStatus] = useState<'ACTIVE' | 'ARCHIVED' | ''>('ACTIVE');
@@ -24,6 +40,7 @@ export function WorkspacesPage({ client }: { client: Client }) {
     if (done) {
       setName('');
       list.reload();
+      changed();
     }
   };
   const rename = async () => {
@@ -34,11 +51,15 @@ export function WorkspacesPage({ client }: { client: Client }) {
     if (done) {
       setRenaming(undefined);
       list.reload();
+      changed();
     }
   };
   const archive = async (w: WorkspaceDto) => {
     if (!window.confirm(`Archive ${w.name}? Its gateway calls stop, and it becomes read-only.`)) return;
-    if (await action.run('Archiving…', () => archiveWorkspace({ client, path: { workspaceId: w.id } }))) list.reload();
+    if (await action.run('Archiving…', () => archiveWorkspace({ client, path: { workspaceId: w.id } }))) {
+      list.reload();
+      changed();
+    }
   };
 
   return (
