@@ -163,12 +163,15 @@ export function createAccessService(deps: {
       },
       tx,
     );
-    await events.emit(tx, access.workspace_id, 'access.status_changed', {
-      workspaceAccessId: access.id,
-      from: access.status,
-      to,
-      reason: changeReasonOf(actor, reason),
-    });
+    // A suspension changing hands (billing's becoming the administrator's) is no change of status.
+    if (access.status !== to) {
+      await events.emit(tx, access.workspace_id, 'access.status_changed', {
+        workspaceAccessId: access.id,
+        from: access.status,
+        to,
+        reason: changeReasonOf(actor, reason),
+      });
+    }
     access.status = to;
     access.status_reason = reason ?? null;
   }

@@ -28,6 +28,8 @@ import { webhookHeaders } from './webhook-signature.js';
 /** What an attempt keeps of the receiver's answer. */
 const MAX_RESPONSE_BODY = 1024;
 const BATCH = 20;
+/** A receiver's Retry-After is honoured up to a day. */
+const MAX_RETRY_AFTER_MS = 86_400_000;
 
 export interface DeliveryResult {
   ok: boolean;
@@ -185,7 +187,7 @@ export function createWebhookDelivery(deps: {
       }
       const gone = result.status === 410;
       const last = gone || attempts >= schedule.length;
-      const wait = result.retryAfterMs !== undefined ? Math.min(result.retryAfterMs, Math.max(...schedule)) : schedule[attempts];
+      const wait = result.retryAfterMs !== undefined ? Math.min(result.retryAfterMs, MAX_RETRY_AFTER_MS) : schedule[attempts];
       await repo.updateMessage(
         message.event_id,
         message.endpoint_id,

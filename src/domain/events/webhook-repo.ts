@@ -93,12 +93,15 @@ select c.*, e.type, e.data, e.created_at as event_created_at, ep.url, ep.status 
   from claimed c join events e on e.id = c.event_id join webhook_endpoints ep on ep.id = c.endpoint_id`;
 
 export function createWebhookRepo(db: Queryable) {
-  const endpoints = table<WebhookEndpointRow>(db, 'webhook_endpoints', { json: ['event_types'] });
+  const endpoints = table<WebhookEndpointRow>(db, 'webhook_endpoints');
+  /** event_types as JSON text, and null (every type) as SQL NULL, not as the JSON value null. */
+  const columns = <T extends Partial<WebhookEndpointRow>>(row: T): T =>
+    row.event_types === undefined ? row : { ...row, event_types: row.event_types === null ? null : JSON.stringify(row.event_types) };
   const key = (eventId: string, endpointId: string) => ({ event_id: eventId, endpoint_id: endpointId });
 
   return {
-    insertEndpoint: endpoints.insert,
-    updateEndpoint: endpoints.updateById,
+    insertEndpoint: (row: WebhookEndpointRow, q: Queryable = db) => endpoints.insert(columns(row), q),
+    updateEndpoint: (id: string, patch: Partial<WebhookEndpointRow>, q: Queryable = db) => endpoints.updateById(id, columns(patch), q),
     findEndpointForUpdate: endpoints.findByIdForUpdate,
 
     async findEndpoint(id: string, q: Queryable = db): Promise<WebhookEndpointRow | undefined> {
