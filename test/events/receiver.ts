@@ -7,7 +7,7 @@ import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'nod
 import { Webhook } from 'standardwebhooks';
 import { closeServer, listenLocal } from '../support/local-server.js';
 
-export interface Delivery {
+interface Delivery {
   id: string;
   headers: IncomingHttpHeaders;
   body: string;

@@ -3,7 +3,7 @@
  * that triggered it). The contract's WebhookEventType and its `*EventData` schemas say the same on the wire
  * (openapi/areas/webhooks.yaml); docs/events.md says when each is raised.
  */
-export const EVENT_TYPES = [
+const EVENT_TYPES = [
   'quota.threshold_crossed',
   'access.status_changed',
   'inference_key.expiring',

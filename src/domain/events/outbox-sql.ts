@@ -19,7 +19,7 @@ export const fanOutCte = (name: string, events: string, endpoint?: string) => `$
 )`;
 
 /** Percentages of the granted units that raise quota.threshold_crossed when neither strategy nor plan sets any. */
-export const DEFAULT_THRESHOLDS = [80, 100];
+const DEFAULT_THRESHOLDS = [80, 100];
 
 /**
  * quota.threshold_crossed, raised inside the settlement statement. `periods` is a CTE of the periods it just

@@ -254,5 +254,3 @@ export function createWebhookDelivery(deps: {
     },
   };
 }
-
-export type WebhookDelivery = ReturnType<typeof createWebhookDelivery>;

@@ -7,7 +7,7 @@ import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 import type { EventType } from './event-catalogue.js';
 
-export type WebhookEndpointStatus = 'ACTIVE' | 'DISABLED';
+type WebhookEndpointStatus = 'ACTIVE' | 'DISABLED';
 export type WebhookMessageStatus = 'PENDING' | 'DELIVERED' | 'FAILED';
 
 export interface WebhookEndpointRow {
