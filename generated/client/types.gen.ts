@@ -650,6 +650,12 @@ export type QuotaStrategyDto = {
      */
     allowedModels?: Array<ModelPattern>;
     outputCapPolicy: OutputCapPolicy;
+    /**
+     * Percentages of a period's granted units at which `quota.threshold_crossed` is sent (once per
+     * access, period and threshold; docs/events.md). Absent: 80 and 100.
+     *
+     */
+    eventThresholds?: Array<number>;
     status: QuotaStrategyStatus;
     createdAt: DateTime;
     publishedAt?: DateTime;
@@ -698,6 +704,12 @@ export type CreateQuotaStrategyDto = {
      */
     allowedModels?: Array<ModelPattern> | null;
     outputCapPolicy?: OutputCapPolicy;
+    /**
+     * Percentages of a period's granted units at which `quota.threshold_crossed` is sent (once per
+     * access, period and threshold; docs/events.md). Absent: 80 and 100.
+     *
+     */
+    eventThresholds?: Array<number>;
 };
 
 /**

@@ -4,10 +4,11 @@
  * Retries are shortened by configuration (NEXUS_EVENTS_RETRY_SCHEDULE_MS), as is the failure window.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { WebhookEventType, WebhookMessageDto } from '../../generated/client/types.gen.js';
+import type { CreateQuotaStrategyDto, WebhookEventType, WebhookMessageDto } from '../../generated/client/types.gen.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import {
   activateWorkspaceAccess,
+  createQuotaStrategy,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
   disableWebhookEndpoint,
@@ -293,6 +294,48 @@ describe('events, each delivered once per cause', () => {
     await settle();
     expect(r.accepted()).toHaveLength(2);
     expect((await messagesOf(t, endpoint.id)).map((m) => m.status)).toEqual(['DELIVERED', 'DELIVERED']);
+  });
+});
+
+describe('thresholds set on the strategy or the plan', () => {
+  it('a strategy takes its own thresholds (checked), and a plan’s apply where its strategy sets none', async () => {
+    const ten = await tenant({ quotaUnits: 1000n });
+    const base: CreateQuotaStrategyDto = {
+      key: 'thresholds',
+      resetInterval: 'MONTH',
+      quotaUnits: '1000',
+      inputMultiplierPpm: '1000000',
+      outputMultiplierPpm: '1000000',
+      cachedInputMultiplierPpm: '1000000',
+      maxOutputTokens: 100,
+    };
+    const made = await createQuotaStrategy({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { ...base, eventThresholds: [90, 50] },
+    });
+    expect(made.response.status).toBe(201);
+    expect(made.data!.eventThresholds).toEqual([50, 90]);
+    const bad = await createQuotaStrategy({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { ...base, eventThresholds: [0] },
+    });
+    expect(bad.response.status).toBe(400);
+
+    // The plan's thresholds (no Admin field sets them yet): 50 alone, so 80 and 100 raise nothing.
+    await t.database
+      .db('plans')
+      .where({ id: ten.planId })
+      .update({ event_thresholds: JSON.stringify([50]) });
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r, ['quota.threshold_crossed']);
+    await openAiFor(ten, { 'x-fake-usage': '900,0,0' }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+    await t.nexus.gateway.drain();
+    const crossed = await acceptedOf(r, 'quota.threshold_crossed', 1);
+    expect(crossed[0]!.verified!.data).toMatchObject({ thresholdPercent: 50, consumedUnits: '900' });
+    await settle();
+    expect(r.accepted()).toHaveLength(1);
   });
 });
 

@@ -35,7 +35,8 @@ crossed as (
     join quota_strategies qs on qs.id = p.quota_strategy_id
     join plans pl on pl.id = p.plan_id
     cross join lateral jsonb_array_elements_text(
-      coalesce(qs.event_thresholds, pl.event_thresholds, cast('${JSON.stringify(DEFAULT_THRESHOLDS)}' as jsonb))) th
+      coalesce(nullif(qs.event_thresholds, cast('null' as jsonb)), nullif(pl.event_thresholds, cast('null' as jsonb)),
+               cast('${JSON.stringify(DEFAULT_THRESHOLDS)}' as jsonb))) th
    where p.granted_units > 0
      and p.consumed_units * 100 >= p.granted_units * cast(th.value as bigint)
      and (p.consumed_units - p.units) * 100 < p.granted_units * cast(th.value as bigint)
