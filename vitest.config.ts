@@ -19,6 +19,7 @@ import { defineConfig } from 'vitest/config';
 const unit = [
   'test/billing/projection-rules.test.ts',
   'test/billing/signature.test.ts',
+  'test/events/webhook-signature.test.ts',
   'test/gateway/bedrock-protocol.test.ts',
   'test/gateway/input-estimate.test.ts',
   'test/gateway/inspectors.test.ts',

@@ -281,6 +281,16 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     10 * 60_000,
   );
   idempotencyPurge.unref();
+  // Outbound events: this process's delivery worker (docs/events.md), and the keys entering their last days.
+  const stopDelivery = services.webhookDelivery.start();
+  const keyExpiry = setInterval(
+    () =>
+      void services.inferenceKeyExpiry
+        .announceExpiring()
+        .catch((err: Error) => logger.warn({ msg: 'inference key expiry announcement failed', error: err.message })),
+    60_000,
+  );
+  keyExpiry.unref();
 
   app.get('/openapi.json', (req: Request, res: Response) => {
     res.json(contractFor(definition, publicUrl.forRequest(req)));
@@ -345,6 +355,8 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
       clearInterval(sweeper);
       clearInterval(accessExpiry);
       clearInterval(idempotencyPurge);
+      clearInterval(keyExpiry);
+      await stopDelivery();
       await stopBilling();
       await listener?.close();
       await gateway.close();

@@ -160,6 +160,17 @@ const variables = z.object({
   NEXUS_PADDLE_API_BASE_URL: httpUrl.optional(),
   NEXUS_BILLING_PAST_DUE_GRACE_HOURS: hours(72),
   NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS: hours(24),
+  NEXUS_EVENTS_RETRY_SCHEDULE_MS: z
+    .string()
+    .regex(/^\s*\d+(\s*,\s*\d+)*\s*$/, { error: 'must be a list of milliseconds separated by commas' })
+    .default('0,5000,300000,1800000,7200000,18000000,36000000,36000000')
+    .transform((v) => Object.freeze(v.split(',').map((ms) => Number(ms.trim())))),
+  NEXUS_EVENTS_TIMEOUT_MS: integer(100, 60000, 15000),
+  NEXUS_EVENTS_DISABLE_AFTER_HOURS: hours(120),
+  NEXUS_EVENTS_POLL_MS: integer(10, 60000, 1000),
+  NEXUS_EVENTS_CLAIM_MS: integer(100, 3600_000, 60000),
+  NEXUS_EVENTS_SECRET_OVERLAP_HOURS: hours(24),
+  NEXUS_EVENTS_KEY_EXPIRING_DAYS: integer(0, 365, 7),
   // OpenTelemetry traces (off unless an exporter or an endpoint is named), with the SDK's standard names.
   OTEL_TRACES_EXPORTER: z.enum(['otlp', 'console', 'none'], { error: 'must be one of otlp, console, none' }).optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: httpUrl.optional(),
@@ -328,6 +339,20 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     billingPastDueGraceMs: v.NEXUS_BILLING_PAST_DUE_GRACE_HOURS,
     /** How long a rotated-out webhook secret stays valid. */
     webhookSecretOverlapMs: v.NEXUS_WEBHOOK_SECRET_OVERLAP_HOURS,
+    /**
+     * Outbound events (docs/events.md): the delay before each delivery attempt (the first is the first
+     * attempt's, then one per retry; Svix's schedule by default), a receiver's time to answer, how long an
+     * endpoint may fail without a success before it is disabled, how often the delivery workers look for due
+     * messages, how long a claimed message is left to its process before another may send it, how long a
+     * rotated-out endpoint secret still signs, and how long before its expiry a key raises inference_key.expiring.
+     */
+    eventsRetryScheduleMs: v.NEXUS_EVENTS_RETRY_SCHEDULE_MS,
+    eventsTimeoutMs: v.NEXUS_EVENTS_TIMEOUT_MS,
+    eventsDisableAfterMs: v.NEXUS_EVENTS_DISABLE_AFTER_HOURS,
+    eventsPollMs: v.NEXUS_EVENTS_POLL_MS,
+    eventsClaimMs: v.NEXUS_EVENTS_CLAIM_MS,
+    eventsSecretOverlapMs: v.NEXUS_EVENTS_SECRET_OVERLAP_HOURS,
+    eventsKeyExpiringDays: v.NEXUS_EVENTS_KEY_EXPIRING_DAYS,
     /** OpenTelemetry traces; undefined: off (no SDK loaded). */
     tracing: tracingOf(v),
   };

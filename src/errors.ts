@@ -18,6 +18,8 @@ const errorStatus = {
   max_tokens_exceeded: 400,
   invalid_signature: 400,
   malformed_http: 400,
+  invalid_webhook_url: 400,
+  unknown_event_type: 400,
   // 401
   missing_credentials: 401,
   invalid_management_key: 401,
@@ -43,6 +45,8 @@ const errorStatus = {
   product_mapping_not_found: 404,
   webhook_event_not_found: 404,
   quota_period_not_found: 404,
+  webhook_endpoint_not_found: 404,
+  webhook_message_not_found: 404,
   // 405
   method_not_allowed: 405,
   // 409
@@ -69,6 +73,7 @@ const errorStatus = {
   event_not_replayable: 409,
   billing_mapping_exists: 409,
   checkout_not_available: 409,
+  webhook_endpoint_disabled: 409,
   // 413
   payload_too_large: 413,
   // 429

@@ -10,6 +10,11 @@ export const idempotentOperations: ReadonlySet<string> = new Set([
   'POST /admin/v1/plans/{planId}/strategy-bindings',
   'POST /admin/v1/provider-connections/{providerConnectionId}/rotate-secret',
   'POST /admin/v1/provider-connections/{providerConnectionId}/verify',
+  'POST /admin/v1/webhook-endpoints/{webhookEndpointId}/disable',
+  'POST /admin/v1/webhook-endpoints/{webhookEndpointId}/messages/{messageId}/replay',
+  'POST /admin/v1/webhook-endpoints/{webhookEndpointId}/replay-failed',
+  'POST /admin/v1/webhook-endpoints/{webhookEndpointId}/rotate-secret',
+  'POST /admin/v1/webhook-endpoints/{webhookEndpointId}/test',
   'POST /admin/v1/webhook-events/{eventId}/replay',
   'POST /admin/v1/workspace-accesses/{accessId}/activate',
   'POST /admin/v1/workspace-accesses/{accessId}/api-keys',
@@ -24,6 +29,7 @@ export const idempotentOperations: ReadonlySet<string> = new Set([
   'POST /admin/v1/workspaces/{workspaceId}/provider-connections',
   'POST /admin/v1/workspaces/{workspaceId}/provider-connections/test',
   'POST /admin/v1/workspaces/{workspaceId}/users',
+  'POST /admin/v1/workspaces/{workspaceId}/webhook-endpoints',
 ]);
 
 /** The path parameter of an operation whose `/` are sent as they are (the contract's `x-greedy`), by operation. */

@@ -735,6 +735,154 @@ export class BillingResource extends NexusResource {
 }
 
 /**
+ * Webhooks: listEndpoints, createEndpoint, getEndpoint, deleteEndpoint, updateEndpoint, disableEndpoint, rotateEndpointSecret, sendTestWebhookEvent, listMessages, getMessage, replayMessage, replayFailedWebhookMessages.
+ *
+ * Signed outbound events (Standard Webhooks) to the application's endpoints, their deliveries and replays.
+ */
+export class WebhooksResource extends NexusResource {
+  /**
+   * List webhook endpoints
+   *
+   * The workspace's endpoints (not the deleted ones), newest first.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/webhook-endpoints` (`listWebhookEndpoints` in the function API)
+   */
+  listEndpoints(workspaceId: string, query?: Params<types.ListWebhookEndpointsData['query']>, options?: RequestOptions): PagePromise<types.ListWebhookEndpointsResponses[200][number]> {
+    return this._core._list<types.ListWebhookEndpointsResponses[200][number]>(sdk.listWebhookEndpoints, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Create a webhook endpoint
+   *
+   * Registers a receiver of the workspace's events. The answer carries the signing secret
+   * (`whsec_...`), shown this once; reads never return it. `url` passes the same guard as a
+   * provider connection's `baseUrl`: https (plain http only where the deployment sets
+   * `NEXUS_ALLOW_PRIVATE_UPSTREAMS=true`), without credentials, query or fragment, and not
+   * resolving to a loopback, private, link-local or metadata address unless that is allowed
+   * (400 `invalid_webhook_url` / `private_upstream_refused`, param `url`). `eventTypes` filters
+   * the types sent (unset or null: all of them); an unknown type is 400 `unknown_event_type`.
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/webhook-endpoints` (`createWebhookEndpoint` in the function API)
+   */
+  createEndpoint(workspaceId: string, body: Params<NonNullable<types.CreateWebhookEndpointData['body']>>, options?: RequestOptions): NexusPromise<types.CreateWebhookEndpointResponses[keyof types.CreateWebhookEndpointResponses]> {
+    return this._core._call<types.CreateWebhookEndpointResponses[keyof types.CreateWebhookEndpointResponses]>(sdk.createWebhookEndpoint, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Get a webhook endpoint
+   *
+   * The secret is never returned.
+   *
+   * `GET /admin/v1/webhook-endpoints/{webhookEndpointId}` (`getWebhookEndpoint` in the function API)
+   */
+  getEndpoint(webhookEndpointId: string, options?: RequestOptions): NexusPromise<types.GetWebhookEndpointResponses[keyof types.GetWebhookEndpointResponses]> {
+    return this._core._call<types.GetWebhookEndpointResponses[keyof types.GetWebhookEndpointResponses]>(sdk.getWebhookEndpoint, { path: { webhookEndpointId } }, options);
+  }
+
+  /**
+   * Delete a webhook endpoint
+   *
+   * Nothing more is queued or sent to it; its queued messages fail. It disappears from the lists.
+   *
+   * `DELETE /admin/v1/webhook-endpoints/{webhookEndpointId}` (`deleteWebhookEndpoint` in the function API)
+   */
+  deleteEndpoint(webhookEndpointId: string, options?: RequestOptions): NexusPromise<types.DeleteWebhookEndpointResponses[keyof types.DeleteWebhookEndpointResponses]> {
+    return this._core._call<types.DeleteWebhookEndpointResponses[keyof types.DeleteWebhookEndpointResponses]>(sdk.deleteWebhookEndpoint, { path: { webhookEndpointId } }, options);
+  }
+
+  /**
+   * Update a webhook endpoint
+   *
+   * Changes the given fields only; `url` and `eventTypes` are checked as at creation. `status`
+   * ACTIVE enables a disabled endpoint again (its failure window starts afresh; replay what it
+   * missed with `replayFailedWebhookMessages`); DISABLED stops its deliveries.
+   *
+   * `PATCH /admin/v1/webhook-endpoints/{webhookEndpointId}` (`updateWebhookEndpoint` in the function API)
+   */
+  updateEndpoint(webhookEndpointId: string, body: Params<NonNullable<types.UpdateWebhookEndpointData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateWebhookEndpointResponses[keyof types.UpdateWebhookEndpointResponses]> {
+    return this._core._call<types.UpdateWebhookEndpointResponses[keyof types.UpdateWebhookEndpointResponses]>(sdk.updateWebhookEndpoint, { path: { webhookEndpointId }, body }, options);
+  }
+
+  /**
+   * Disable a webhook endpoint
+   *
+   * Its deliveries stop and its queued messages fail (replay them once it is ACTIVE again).
+   *
+   * `POST /admin/v1/webhook-endpoints/{webhookEndpointId}/disable` (`disableWebhookEndpoint` in the function API)
+   */
+  disableEndpoint(webhookEndpointId: string, options?: RequestOptions): NexusPromise<types.DisableWebhookEndpointResponses[keyof types.DisableWebhookEndpointResponses]> {
+    return this._core._call<types.DisableWebhookEndpointResponses[keyof types.DisableWebhookEndpointResponses]>(sdk.disableWebhookEndpoint, { path: { webhookEndpointId } }, options);
+  }
+
+  /**
+   * Rotate a webhook endpoint's secret
+   *
+   * A new secret, shown this once. The old one keeps signing beside it (a second `v1,`
+   * signature in `webhook-signature`) for `NEXUS_EVENTS_SECRET_OVERLAP_HOURS` (24 h by default),
+   * so receivers can switch without losing a message.
+   *
+   * `POST /admin/v1/webhook-endpoints/{webhookEndpointId}/rotate-secret` (`rotateWebhookEndpointSecret` in the function API)
+   */
+  rotateEndpointSecret(webhookEndpointId: string, options?: RequestOptions): NexusPromise<types.RotateWebhookEndpointSecretResponses[keyof types.RotateWebhookEndpointSecretResponses]> {
+    return this._core._call<types.RotateWebhookEndpointSecretResponses[keyof types.RotateWebhookEndpointSecretResponses]>(sdk.rotateWebhookEndpointSecret, { path: { webhookEndpointId } }, options);
+  }
+
+  /**
+   * Send a test event
+   *
+   * Queues a `webhook.test` event for this endpoint alone (whatever its filter); the answer is its message.
+   *
+   * `POST /admin/v1/webhook-endpoints/{webhookEndpointId}/test` (`sendTestWebhookEvent` in the function API)
+   */
+  sendTestWebhookEvent(webhookEndpointId: string, options?: RequestOptions): NexusPromise<types.SendTestWebhookEventResponses[keyof types.SendTestWebhookEventResponses]> {
+    return this._core._call<types.SendTestWebhookEventResponses[keyof types.SendTestWebhookEventResponses]>(sdk.sendTestWebhookEvent, { path: { webhookEndpointId } }, options);
+  }
+
+  /**
+   * List an endpoint's messages and their attempts
+   *
+   * One message per event sent (or to be sent) to this endpoint, newest first, each with its
+   * attempts (outcome, latency, the receiver's status and the first 1 KiB of its body).
+   *
+   * `GET /admin/v1/webhook-endpoints/{webhookEndpointId}/messages` (`listWebhookMessages` in the function API)
+   */
+  listMessages(webhookEndpointId: string, query?: Params<types.ListWebhookMessagesData['query']>, options?: RequestOptions): PagePromise<types.ListWebhookMessagesResponses[200][number]> {
+    return this._core._list<types.ListWebhookMessagesResponses[200][number]>(sdk.listWebhookMessages, { path: { webhookEndpointId }, query }, options);
+  }
+
+  /**
+   * Get a message and its attempts
+   *
+   * `GET /admin/v1/webhook-endpoints/{webhookEndpointId}/messages/{messageId}` (`getWebhookMessage` in the function API)
+   */
+  getMessage(webhookEndpointId: string, messageId: string, options?: RequestOptions): NexusPromise<types.GetWebhookMessageResponses[keyof types.GetWebhookMessageResponses]> {
+    return this._core._call<types.GetWebhookMessageResponses[keyof types.GetWebhookMessageResponses]>(sdk.getWebhookMessage, { path: { webhookEndpointId, messageId } }, options);
+  }
+
+  /**
+   * Replay a message
+   *
+   * Sends the message again, with the same `webhook-id`, whatever its status. The endpoint must be ACTIVE (409 `webhook_endpoint_disabled`).
+   *
+   * `POST /admin/v1/webhook-endpoints/{webhookEndpointId}/messages/{messageId}/replay` (`replayWebhookMessage` in the function API)
+   */
+  replayMessage(webhookEndpointId: string, messageId: string, options?: RequestOptions): NexusPromise<types.ReplayWebhookMessageResponses[keyof types.ReplayWebhookMessageResponses]> {
+    return this._core._call<types.ReplayWebhookMessageResponses[keyof types.ReplayWebhookMessageResponses]>(sdk.replayWebhookMessage, { path: { webhookEndpointId, messageId } }, options);
+  }
+
+  /**
+   * Replay every failed message since a time
+   *
+   * Queues again every FAILED message of the endpoint created at or after `since`, each with its own `webhook-id`.
+   *
+   * `POST /admin/v1/webhook-endpoints/{webhookEndpointId}/replay-failed` (`replayFailedWebhookMessages` in the function API)
+   */
+  replayFailedWebhookMessages(webhookEndpointId: string, body: Params<NonNullable<types.ReplayFailedWebhookMessagesData['body']>>, options?: RequestOptions): NexusPromise<types.ReplayFailedWebhookMessagesResponses[keyof types.ReplayFailedWebhookMessagesResponses]> {
+    return this._core._call<types.ReplayFailedWebhookMessagesResponses[keyof types.ReplayFailedWebhookMessagesResponses]>(sdk.replayFailedWebhookMessages, { path: { webhookEndpointId }, body }, options);
+  }
+}
+
+/**
  * Gateway: proxyProviderGet, proxyProviderPut, proxyProviderPost, proxyProviderDelete, proxyProviderPatch, getMe.
  *
  * The metered proxy to upstream providers, called with an Inference Key.
@@ -924,6 +1072,12 @@ export class Nexus extends NexusCore {
    * Stripe and Paddle connections, product mappings, checkouts, the webhook inbox and projections.
    */
   readonly billing: BillingResource = new BillingResource(this);
+  /**
+   * Webhooks
+   *
+   * Signed outbound events (Standard Webhooks) to the application's endpoints, their deliveries and replays.
+   */
+  readonly webhooks: WebhooksResource = new WebhooksResource(this);
   /**
    * Gateway
    *

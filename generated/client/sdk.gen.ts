@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { ActivateWorkspaceAccessData, ActivateWorkspaceAccessErrors, ActivateWorkspaceAccessResponses, ArchiveProviderConnectionData, ArchiveProviderConnectionErrors, ArchiveProviderConnectionResponses, ArchiveWorkspaceData, ArchiveWorkspaceErrors, ArchiveWorkspaceResponses, BindPlanStrategyData, BindPlanStrategyErrors, BindPlanStrategyResponses, ChangeAccessPlanData, ChangeAccessPlanErrors, ChangeAccessPlanResponses, ClosePlanStrategyBindingData, ClosePlanStrategyBindingErrors, ClosePlanStrategyBindingResponses, ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialErrors, ConfigureBillingProviderCredentialResponses, ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretErrors, ConfigureBillingWebhookSecretResponses, CreateBillingConnectionData, CreateBillingConnectionErrors, CreateBillingConnectionResponses, CreateBillingProductMappingData, CreateBillingProductMappingErrors, CreateBillingProductMappingResponses, CreateCheckoutData, CreateCheckoutErrors, CreateCheckoutResponses, CreatePlanData, CreatePlanErrors, CreatePlanResponses, CreateProviderConnectionData, CreateProviderConnectionErrors, CreateProviderConnectionResponses, CreateQuotaStrategyData, CreateQuotaStrategyErrors, CreateQuotaStrategyResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteBillingProductMappingData, DeleteBillingProductMappingErrors, DeleteBillingProductMappingResponses, DisableBillingConnectionData, DisableBillingConnectionErrors, DisableBillingConnectionResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetInvocationData, GetInvocationErrors, GetInvocationResponses, GetMeData, GetMeErrors, GetMeResponses, GetPlanData, GetPlanErrors, GetPlanResponses, GetPlanStrategyData, GetPlanStrategyErrors, GetPlanStrategyResponses, GetProviderConnectionData, GetProviderConnectionErrors, GetProviderConnectionResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetUsageSummaryData, GetUsageSummaryErrors, GetUsageSummaryResponses, GetWorkspaceAccessData, GetWorkspaceAccessErrors, GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaErrors, GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, IssueInferenceKeyData, IssueInferenceKeyErrors, IssueInferenceKeyResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListBillingConnectionsData, ListBillingConnectionsErrors, ListBillingConnectionsResponses, ListBillingProductMappingsData, ListBillingProductMappingsErrors, ListBillingProductMappingsResponses, ListBillingWebhookEventsData, ListBillingWebhookEventsErrors, ListBillingWebhookEventsResponses, ListExternalSubscriptionsData, ListExternalSubscriptionsErrors, ListExternalSubscriptionsResponses, ListInferenceKeysData, ListInferenceKeysErrors, ListInferenceKeysResponses, ListInvocationsData, ListInvocationsErrors, ListInvocationsResponses, ListPlansData, ListPlansErrors, ListPlansResponses, ListPlanStrategiesData, ListPlanStrategiesErrors, ListPlanStrategiesResponses, ListPlanStrategyBindingsData, ListPlanStrategyBindingsErrors, ListPlanStrategyBindingsResponses, ListProviderConnectionsData, ListProviderConnectionsErrors, ListProviderConnectionsResponses, ListUsageEventsData, ListUsageEventsErrors, ListUsageEventsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, ListWorkspaceUsersData, ListWorkspaceUsersErrors, ListWorkspaceUsersResponses, ProvisionWorkspaceUserData, ProvisionWorkspaceUserErrors, ProvisionWorkspaceUserResponses, ProxyProviderDeleteData, ProxyProviderDeleteErrors, ProxyProviderDeleteResponses, ProxyProviderGetData, ProxyProviderGetErrors, ProxyProviderGetResponses, ProxyProviderPatchData, ProxyProviderPatchErrors, ProxyProviderPatchResponses, ProxyProviderPostData, ProxyProviderPostErrors, ProxyProviderPostResponses, ProxyProviderPutData, ProxyProviderPutErrors, ProxyProviderPutResponses, PublishPlanData, PublishPlanErrors, PublishPlanResponses, PublishPlanStrategyData, PublishPlanStrategyErrors, PublishPlanStrategyResponses, ReceiveBillingWebhookData, ReceiveBillingWebhookErrors, ReceiveBillingWebhookResponses, ReconcileBillingConnectionData, ReconcileBillingConnectionErrors, ReconcileBillingConnectionResponses, RenewWorkspaceAccessData, RenewWorkspaceAccessErrors, RenewWorkspaceAccessResponses, ReplayBillingWebhookEventData, ReplayBillingWebhookEventErrors, ReplayBillingWebhookEventResponses, RevokeInferenceKeyData, RevokeInferenceKeyErrors, RevokeInferenceKeyResponses, RotateProviderSecretData, RotateProviderSecretErrors, RotateProviderSecretResponses, SuspendWorkspaceAccessData, SuspendWorkspaceAccessErrors, SuspendWorkspaceAccessResponses, SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodErrors, SyncWorkspaceAccessBillingPeriodResponses, TestProviderConnectionData, TestProviderConnectionErrors, TestProviderConnectionResponses, UpdatePlanData, UpdatePlanErrors, UpdatePlanResponses, UpdateProviderConnectionData, UpdateProviderConnectionErrors, UpdateProviderConnectionResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, VerifyBillingConnectionData, VerifyBillingConnectionErrors, VerifyBillingConnectionResponses, VerifyProviderConnectionData, VerifyProviderConnectionErrors, VerifyProviderConnectionResponses } from './types.gen.js';
+import type { ActivateWorkspaceAccessData, ActivateWorkspaceAccessErrors, ActivateWorkspaceAccessResponses, ArchiveProviderConnectionData, ArchiveProviderConnectionErrors, ArchiveProviderConnectionResponses, ArchiveWorkspaceData, ArchiveWorkspaceErrors, ArchiveWorkspaceResponses, BindPlanStrategyData, BindPlanStrategyErrors, BindPlanStrategyResponses, ChangeAccessPlanData, ChangeAccessPlanErrors, ChangeAccessPlanResponses, ClosePlanStrategyBindingData, ClosePlanStrategyBindingErrors, ClosePlanStrategyBindingResponses, ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialErrors, ConfigureBillingProviderCredentialResponses, ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretErrors, ConfigureBillingWebhookSecretResponses, CreateBillingConnectionData, CreateBillingConnectionErrors, CreateBillingConnectionResponses, CreateBillingProductMappingData, CreateBillingProductMappingErrors, CreateBillingProductMappingResponses, CreateCheckoutData, CreateCheckoutErrors, CreateCheckoutResponses, CreatePlanData, CreatePlanErrors, CreatePlanResponses, CreateProviderConnectionData, CreateProviderConnectionErrors, CreateProviderConnectionResponses, CreateQuotaStrategyData, CreateQuotaStrategyErrors, CreateQuotaStrategyResponses, CreateWebhookEndpointData, CreateWebhookEndpointErrors, CreateWebhookEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteBillingProductMappingData, DeleteBillingProductMappingErrors, DeleteBillingProductMappingResponses, DeleteWebhookEndpointData, DeleteWebhookEndpointErrors, DeleteWebhookEndpointResponses, DisableBillingConnectionData, DisableBillingConnectionErrors, DisableBillingConnectionResponses, DisableWebhookEndpointData, DisableWebhookEndpointErrors, DisableWebhookEndpointResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetInvocationData, GetInvocationErrors, GetInvocationResponses, GetMeData, GetMeErrors, GetMeResponses, GetPlanData, GetPlanErrors, GetPlanResponses, GetPlanStrategyData, GetPlanStrategyErrors, GetPlanStrategyResponses, GetProviderConnectionData, GetProviderConnectionErrors, GetProviderConnectionResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetUsageSummaryData, GetUsageSummaryErrors, GetUsageSummaryResponses, GetWebhookEndpointData, GetWebhookEndpointErrors, GetWebhookEndpointResponses, GetWebhookMessageData, GetWebhookMessageErrors, GetWebhookMessageResponses, GetWorkspaceAccessData, GetWorkspaceAccessErrors, GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaErrors, GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, IssueInferenceKeyData, IssueInferenceKeyErrors, IssueInferenceKeyResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListBillingConnectionsData, ListBillingConnectionsErrors, ListBillingConnectionsResponses, ListBillingProductMappingsData, ListBillingProductMappingsErrors, ListBillingProductMappingsResponses, ListBillingWebhookEventsData, ListBillingWebhookEventsErrors, ListBillingWebhookEventsResponses, ListExternalSubscriptionsData, ListExternalSubscriptionsErrors, ListExternalSubscriptionsResponses, ListInferenceKeysData, ListInferenceKeysErrors, ListInferenceKeysResponses, ListInvocationsData, ListInvocationsErrors, ListInvocationsResponses, ListPlansData, ListPlansErrors, ListPlansResponses, ListPlanStrategiesData, ListPlanStrategiesErrors, ListPlanStrategiesResponses, ListPlanStrategyBindingsData, ListPlanStrategyBindingsErrors, ListPlanStrategyBindingsResponses, ListProviderConnectionsData, ListProviderConnectionsErrors, ListProviderConnectionsResponses, ListUsageEventsData, ListUsageEventsErrors, ListUsageEventsResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, ListWebhookMessagesData, ListWebhookMessagesErrors, ListWebhookMessagesResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, ListWorkspaceUsersData, ListWorkspaceUsersErrors, ListWorkspaceUsersResponses, ProvisionWorkspaceUserData, ProvisionWorkspaceUserErrors, ProvisionWorkspaceUserResponses, ProxyProviderDeleteData, ProxyProviderDeleteErrors, ProxyProviderDeleteResponses, ProxyProviderGetData, ProxyProviderGetErrors, ProxyProviderGetResponses, ProxyProviderPatchData, ProxyProviderPatchErrors, ProxyProviderPatchResponses, ProxyProviderPostData, ProxyProviderPostErrors, ProxyProviderPostResponses, ProxyProviderPutData, ProxyProviderPutErrors, ProxyProviderPutResponses, PublishPlanData, PublishPlanErrors, PublishPlanResponses, PublishPlanStrategyData, PublishPlanStrategyErrors, PublishPlanStrategyResponses, ReceiveBillingWebhookData, ReceiveBillingWebhookErrors, ReceiveBillingWebhookResponses, ReconcileBillingConnectionData, ReconcileBillingConnectionErrors, ReconcileBillingConnectionResponses, RenewWorkspaceAccessData, RenewWorkspaceAccessErrors, RenewWorkspaceAccessResponses, ReplayBillingWebhookEventData, ReplayBillingWebhookEventErrors, ReplayBillingWebhookEventResponses, ReplayFailedWebhookMessagesData, ReplayFailedWebhookMessagesErrors, ReplayFailedWebhookMessagesResponses, ReplayWebhookMessageData, ReplayWebhookMessageErrors, ReplayWebhookMessageResponses, RevokeInferenceKeyData, RevokeInferenceKeyErrors, RevokeInferenceKeyResponses, RotateProviderSecretData, RotateProviderSecretErrors, RotateProviderSecretResponses, RotateWebhookEndpointSecretData, RotateWebhookEndpointSecretErrors, RotateWebhookEndpointSecretResponses, SendTestWebhookEventData, SendTestWebhookEventErrors, SendTestWebhookEventResponses, SuspendWorkspaceAccessData, SuspendWorkspaceAccessErrors, SuspendWorkspaceAccessResponses, SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodErrors, SyncWorkspaceAccessBillingPeriodResponses, TestProviderConnectionData, TestProviderConnectionErrors, TestProviderConnectionResponses, UpdatePlanData, UpdatePlanErrors, UpdatePlanResponses, UpdateProviderConnectionData, UpdateProviderConnectionErrors, UpdateProviderConnectionResponses, UpdateWebhookEndpointData, UpdateWebhookEndpointErrors, UpdateWebhookEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, VerifyBillingConnectionData, VerifyBillingConnectionErrors, VerifyBillingConnectionResponses, VerifyProviderConnectionData, VerifyProviderConnectionErrors, VerifyProviderConnectionResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -883,6 +883,163 @@ export const getUsageSummary = <ThrowOnError extends boolean = true>(options: Op
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/usage-summary',
     ...options
+});
+
+/**
+ * List webhook endpoints
+ *
+ * The workspace's endpoints (not the deleted ones), newest first.
+ */
+export const listWebhookEndpoints = <ThrowOnError extends boolean = true>(options: Options<ListWebhookEndpointsData, ThrowOnError>) => (options.client ?? client).get<ListWebhookEndpointsResponses, ListWebhookEndpointsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/webhook-endpoints',
+    ...options
+});
+
+/**
+ * Create a webhook endpoint
+ *
+ * Registers a receiver of the workspace's events. The answer carries the signing secret
+ * (`whsec_...`), shown this once; reads never return it. `url` passes the same guard as a
+ * provider connection's `baseUrl`: https (plain http only where the deployment sets
+ * `NEXUS_ALLOW_PRIVATE_UPSTREAMS=true`), without credentials, query or fragment, and not
+ * resolving to a loopback, private, link-local or metadata address unless that is allowed
+ * (400 `invalid_webhook_url` / `private_upstream_refused`, param `url`). `eventTypes` filters
+ * the types sent (unset or null: all of them); an unknown type is 400 `unknown_event_type`.
+ *
+ */
+export const createWebhookEndpoint = <ThrowOnError extends boolean = true>(options: Options<CreateWebhookEndpointData, ThrowOnError>) => (options.client ?? client).post<CreateWebhookEndpointResponses, CreateWebhookEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/webhook-endpoints',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Delete a webhook endpoint
+ *
+ * Nothing more is queued or sent to it; its queued messages fail. It disappears from the lists.
+ */
+export const deleteWebhookEndpoint = <ThrowOnError extends boolean = true>(options: Options<DeleteWebhookEndpointData, ThrowOnError>) => (options.client ?? client).delete<DeleteWebhookEndpointResponses, DeleteWebhookEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}',
+    ...options
+});
+
+/**
+ * Get a webhook endpoint
+ *
+ * The secret is never returned.
+ */
+export const getWebhookEndpoint = <ThrowOnError extends boolean = true>(options: Options<GetWebhookEndpointData, ThrowOnError>) => (options.client ?? client).get<GetWebhookEndpointResponses, GetWebhookEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}',
+    ...options
+});
+
+/**
+ * Update a webhook endpoint
+ *
+ * Changes the given fields only; `url` and `eventTypes` are checked as at creation. `status`
+ * ACTIVE enables a disabled endpoint again (its failure window starts afresh; replay what it
+ * missed with `replayFailedWebhookMessages`); DISABLED stops its deliveries.
+ *
+ */
+export const updateWebhookEndpoint = <ThrowOnError extends boolean = true>(options: Options<UpdateWebhookEndpointData, ThrowOnError>) => (options.client ?? client).patch<UpdateWebhookEndpointResponses, UpdateWebhookEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Disable a webhook endpoint
+ *
+ * Its deliveries stop and its queued messages fail (replay them once it is ACTIVE again).
+ */
+export const disableWebhookEndpoint = <ThrowOnError extends boolean = true>(options: Options<DisableWebhookEndpointData, ThrowOnError>) => (options.client ?? client).post<DisableWebhookEndpointResponses, DisableWebhookEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/disable',
+    ...options
+});
+
+/**
+ * Rotate a webhook endpoint's secret
+ *
+ * A new secret, shown this once. The old one keeps signing beside it (a second `v1,`
+ * signature in `webhook-signature`) for `NEXUS_EVENTS_SECRET_OVERLAP_HOURS` (24 h by default),
+ * so receivers can switch without losing a message.
+ *
+ */
+export const rotateWebhookEndpointSecret = <ThrowOnError extends boolean = true>(options: Options<RotateWebhookEndpointSecretData, ThrowOnError>) => (options.client ?? client).post<RotateWebhookEndpointSecretResponses, RotateWebhookEndpointSecretErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/rotate-secret',
+    ...options
+});
+
+/**
+ * Send a test event
+ *
+ * Queues a `webhook.test` event for this endpoint alone (whatever its filter); the answer is its message.
+ */
+export const sendTestWebhookEvent = <ThrowOnError extends boolean = true>(options: Options<SendTestWebhookEventData, ThrowOnError>) => (options.client ?? client).post<SendTestWebhookEventResponses, SendTestWebhookEventErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/test',
+    ...options
+});
+
+/**
+ * List an endpoint's messages and their attempts
+ *
+ * One message per event sent (or to be sent) to this endpoint, newest first, each with its
+ * attempts (outcome, latency, the receiver's status and the first 1 KiB of its body).
+ *
+ */
+export const listWebhookMessages = <ThrowOnError extends boolean = true>(options: Options<ListWebhookMessagesData, ThrowOnError>) => (options.client ?? client).get<ListWebhookMessagesResponses, ListWebhookMessagesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/messages',
+    ...options
+});
+
+/**
+ * Get a message and its attempts
+ */
+export const getWebhookMessage = <ThrowOnError extends boolean = true>(options: Options<GetWebhookMessageData, ThrowOnError>) => (options.client ?? client).get<GetWebhookMessageResponses, GetWebhookMessageErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/messages/{messageId}',
+    ...options
+});
+
+/**
+ * Replay a message
+ *
+ * Sends the message again, with the same `webhook-id`, whatever its status. The endpoint must be ACTIVE (409 `webhook_endpoint_disabled`).
+ */
+export const replayWebhookMessage = <ThrowOnError extends boolean = true>(options: Options<ReplayWebhookMessageData, ThrowOnError>) => (options.client ?? client).post<ReplayWebhookMessageResponses, ReplayWebhookMessageErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/messages/{messageId}/replay',
+    ...options
+});
+
+/**
+ * Replay every failed message since a time
+ *
+ * Queues again every FAILED message of the endpoint created at or after `since`, each with its own `webhook-id`.
+ */
+export const replayFailedWebhookMessages = <ThrowOnError extends boolean = true>(options: Options<ReplayFailedWebhookMessagesData, ThrowOnError>) => (options.client ?? client).post<ReplayFailedWebhookMessagesResponses, ReplayFailedWebhookMessagesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/replay-failed',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
 });
 
 /**

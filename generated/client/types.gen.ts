@@ -650,6 +650,12 @@ export type QuotaStrategyDto = {
      */
     allowedModels?: Array<ModelPattern>;
     outputCapPolicy: OutputCapPolicy;
+    /**
+     * Percentages of a period's granted units at which `quota.threshold_crossed` is sent (once per
+     * access, period and threshold; docs/events.md). Absent: 80 and 100.
+     *
+     */
+    eventThresholds?: Array<number>;
     status: QuotaStrategyStatus;
     createdAt: DateTime;
     publishedAt?: DateTime;
@@ -698,6 +704,12 @@ export type CreateQuotaStrategyDto = {
      */
     allowedModels?: Array<ModelPattern> | null;
     outputCapPolicy?: OutputCapPolicy;
+    /**
+     * Percentages of a period's granted units at which `quota.threshold_crossed` is sent (once per
+     * access, period and threshold; docs/events.md). Absent: 80 and 100.
+     *
+     */
+    eventThresholds?: Array<number>;
 };
 
 /**
@@ -1105,6 +1117,285 @@ export type InvocationDto = {
     usageEvents?: Array<UsageEventDto>;
 };
 
+/**
+ * The catalogue of event types; each type's `data` is the schema named beside it in WebhookEvent.
+ */
+export type WebhookEventType = 'quota.threshold_crossed' | 'access.status_changed' | 'inference_key.expiring' | 'inference_key.revoked' | 'workspace.budget_crossed' | 'provider_connection.unhealthy' | 'provider_connection.recovered' | 'billing.subscription_changed' | 'webhook_endpoint.disabled' | 'webhook.test';
+
+export type WebhookEndpointStatus = 'ACTIVE' | 'DISABLED';
+
+/**
+ * PENDING (queued or retrying), DELIVERED (a 2xx answered) or FAILED (its attempts are spent, a 410 answered, or its endpoint was disabled).
+ */
+export type WebhookMessageStatus = 'PENDING' | 'DELIVERED' | 'FAILED';
+
+export type CreateWebhookEndpointDto = {
+    url: string;
+    description?: string;
+    /**
+     * The types sent to this endpoint; unset or null for all.
+     */
+    eventTypes?: Array<string> | null;
+};
+
+export type UpdateWebhookEndpointDto = {
+    url?: string;
+    description?: string;
+    eventTypes?: Array<string> | null;
+    status?: WebhookEndpointStatus;
+};
+
+export type WebhookEndpointDto = {
+    id: string;
+    workspaceId: string;
+    url: string;
+    description: string;
+    /**
+     * null for all types.
+     */
+    eventTypes: Array<WebhookEventType> | null;
+    status: WebhookEndpointStatus;
+    /**
+     * Why a DISABLED endpoint is so (an administrator; failures for the whole failure window; a 410 answer).
+     */
+    disabledReason?: 'admin' | 'failing' | 'gone' | 'deleted';
+    failingSince?: DateTime;
+    previousSecretValidUntil?: DateTime;
+    createdAt: DateTime;
+    updatedAt: DateTime;
+};
+
+export type WebhookEndpointWithSecretDto = WebhookEndpointDto & {
+    /**
+     * The signing secret, shown this once (Standard Webhooks' `whsec_` + base64).
+     */
+    secret: string;
+};
+
+export type WebhookAttemptDto = {
+    id: string;
+    outcome: 'SUCCEEDED' | 'FAILED';
+    responseStatus?: number;
+    /**
+     * The first 1 KiB of the receiver's answer.
+     */
+    responseBody?: string;
+    /**
+     * Why no answer came (a timeout, a refused connection).
+     */
+    error?: string;
+    latencyMs: number;
+    createdAt: DateTime;
+};
+
+export type WebhookMessageDto = {
+    /**
+     * The event's id, sent as `webhook-id` on every attempt.
+     */
+    id: string;
+    endpointId: string;
+    eventType: WebhookEventType;
+    status: WebhookMessageStatus;
+    attemptCount: number;
+    nextAttemptAt?: DateTime;
+    lastAttemptAt?: DateTime;
+    createdAt: DateTime;
+    payload: WebhookEvent;
+    attempts: Array<WebhookAttemptDto>;
+};
+
+export type ReplayFailedWebhookMessagesDto = {
+    since: DateTime;
+};
+
+export type ReplayedWebhookMessagesDto = {
+    /**
+     * How many messages were queued again.
+     */
+    replayed: number;
+};
+
+/**
+ * The body of every delivery.
+ */
+export type WebhookEvent = ({
+    type: 'quota.threshold_crossed';
+} & QuotaThresholdCrossedEvent) | ({
+    type: 'access.status_changed';
+} & AccessStatusChangedEvent) | ({
+    type: 'inference_key.expiring';
+} & InferenceKeyExpiringEvent) | ({
+    type: 'inference_key.revoked';
+} & InferenceKeyRevokedEvent) | ({
+    type: 'workspace.budget_crossed';
+} & WorkspaceBudgetCrossedEvent) | ({
+    type: 'provider_connection.unhealthy';
+} & ProviderConnectionUnhealthyEvent) | ({
+    type: 'provider_connection.recovered';
+} & ProviderConnectionRecoveredEvent) | ({
+    type: 'billing.subscription_changed';
+} & BillingSubscriptionChangedEvent) | ({
+    type: 'webhook_endpoint.disabled';
+} & WebhookEndpointDisabledEvent) | ({
+    type: 'webhook.test';
+} & WebhookTestEvent);
+
+export type QuotaThresholdCrossedEvent = {
+    type: 'quota.threshold_crossed';
+    timestamp: DateTime;
+    data: QuotaThresholdCrossedEventData;
+};
+
+/**
+ * An access's consumed units reached a threshold of its period's granted units (the strategy's or the
+ * plan's thresholds; 80 and 100 by default). Once per access, period and threshold.
+ *
+ */
+export type QuotaThresholdCrossedEventData = {
+    workspaceAccessId: string;
+    quotaPeriodId: string;
+    thresholdPercent: number;
+    grantedUnits: Int64String;
+    consumedUnits: Int64String;
+    periodEnd: DateTime;
+};
+
+export type AccessStatusChangedEvent = {
+    type: 'access.status_changed';
+    timestamp: DateTime;
+    data: AccessStatusChangedEventData;
+};
+
+export type AccessStatusChangedEventData = {
+    workspaceAccessId: string;
+    from: 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
+    to: 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
+    /**
+     * An Admin API call, the billing projection, or the expiry of the access or its last period.
+     */
+    reason: 'admin' | 'billing' | 'expiry';
+};
+
+export type InferenceKeyExpiringEvent = {
+    type: 'inference_key.expiring';
+    timestamp: DateTime;
+    data: InferenceKeyExpiringEventData;
+};
+
+/**
+ * The key expires within `NEXUS_EVENTS_KEY_EXPIRING_DAYS` (7 by default). Once per key.
+ */
+export type InferenceKeyExpiringEventData = {
+    inferenceKeyId: string;
+    workspaceAccessId: string;
+    expiresAt: DateTime;
+};
+
+export type InferenceKeyRevokedEvent = {
+    type: 'inference_key.revoked';
+    timestamp: DateTime;
+    data: InferenceKeyRevokedEventData;
+};
+
+export type InferenceKeyRevokedEventData = {
+    inferenceKeyId: string;
+    workspaceAccessId: string;
+};
+
+export type WorkspaceBudgetCrossedEvent = {
+    type: 'workspace.budget_crossed';
+    timestamp: DateTime;
+    data: WorkspaceBudgetCrossedEventData;
+};
+
+/**
+ * The workspace's provider cost reached its soft or hard budget (micro-units of its currency).
+ */
+export type WorkspaceBudgetCrossedEventData = {
+    level: 'soft' | 'hard';
+    budgetId?: string;
+    limitMicros: Int64String;
+    spentMicros: Int64String;
+    currency: string;
+};
+
+export type ProviderConnectionUnhealthyEvent = {
+    type: 'provider_connection.unhealthy';
+    timestamp: DateTime;
+    data: ProviderConnectionUnhealthyEventData;
+};
+
+/**
+ * A verification failed after the connection was healthy, or a route's breaker opened on it.
+ */
+export type ProviderConnectionUnhealthyEventData = {
+    providerConnectionId: string;
+    source: 'verification' | 'breaker';
+    /**
+     * The verification's outcome.
+     */
+    outcome?: string;
+    httpStatus?: number;
+    routeId?: string;
+};
+
+export type ProviderConnectionRecoveredEvent = {
+    type: 'provider_connection.recovered';
+    timestamp: DateTime;
+    data: ProviderConnectionRecoveredEventData;
+};
+
+export type ProviderConnectionRecoveredEventData = {
+    providerConnectionId: string;
+    source: 'verification' | 'breaker';
+    routeId?: string;
+};
+
+export type BillingSubscriptionChangedEvent = {
+    type: 'billing.subscription_changed';
+    timestamp: DateTime;
+    data: BillingSubscriptionChangedEventData;
+};
+
+/**
+ * An external subscription's projection was created, or its status or plan changed.
+ */
+export type BillingSubscriptionChangedEventData = {
+    workspaceAccessId: string | null;
+    billingConnectionId: string;
+    externalSubscriptionId: string;
+    /**
+     * The provider's previous status; null for a new subscription.
+     */
+    from: string | null;
+    /**
+     * The provider's status now.
+     */
+    to: string;
+};
+
+export type WebhookEndpointDisabledEvent = {
+    type: 'webhook_endpoint.disabled';
+    timestamp: DateTime;
+    data: WebhookEndpointDisabledEventData;
+};
+
+export type WebhookEndpointDisabledEventData = {
+    webhookEndpointId: string;
+    reason: 'failing' | 'gone';
+    failingSince?: DateTime;
+};
+
+export type WebhookTestEvent = {
+    type: 'webhook.test';
+    timestamp: DateTime;
+    data: WebhookTestEventData;
+};
+
+export type WebhookTestEventData = {
+    webhookEndpointId: string;
+};
+
 export type WorkspaceStatus = 'ACTIVE' | 'ARCHIVED';
 
 export type WorkspaceDto = {
@@ -1233,6 +1524,13 @@ export type PlanIdParam = string;
 export type StrategyIdParam = string;
 
 export type BindingIdParam = string;
+
+export type WebhookEndpointId = string;
+
+/**
+ * The message's id, its event's id and its `webhook-id`.
+ */
+export type WebhookMessageId = string;
 
 /**
  * The provider's payload, opaque to Nexus (forwarded byte for byte, see above).
@@ -4517,6 +4815,636 @@ export type GetUsageSummaryResponses = {
 };
 
 export type GetUsageSummaryResponse = GetUsageSummaryResponses[keyof GetUsageSummaryResponses];
+
+export type ListWebhookEndpointsData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/webhook-endpoints';
+};
+
+export type ListWebhookEndpointsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListWebhookEndpointsError = ListWebhookEndpointsErrors[keyof ListWebhookEndpointsErrors];
+
+export type ListWebhookEndpointsResponses = {
+    /**
+     * A page of endpoints.
+     */
+    200: Array<WebhookEndpointDto>;
+};
+
+export type ListWebhookEndpointsResponse = ListWebhookEndpointsResponses[keyof ListWebhookEndpointsResponses];
+
+export type CreateWebhookEndpointData = {
+    body: CreateWebhookEndpointDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/webhook-endpoints';
+};
+
+export type CreateWebhookEndpointErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type CreateWebhookEndpointError = CreateWebhookEndpointErrors[keyof CreateWebhookEndpointErrors];
+
+export type CreateWebhookEndpointResponses = {
+    /**
+     * Created, with its secret (shown once).
+     */
+    201: WebhookEndpointWithSecretDto;
+};
+
+export type CreateWebhookEndpointResponse = CreateWebhookEndpointResponses[keyof CreateWebhookEndpointResponses];
+
+export type DeleteWebhookEndpointData = {
+    body?: never;
+    path: {
+        webhookEndpointId: string;
+    };
+    query?: never;
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}';
+};
+
+export type DeleteWebhookEndpointErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type DeleteWebhookEndpointError = DeleteWebhookEndpointErrors[keyof DeleteWebhookEndpointErrors];
+
+export type DeleteWebhookEndpointResponses = {
+    /**
+     * Deleted.
+     */
+    204: void;
+};
+
+export type DeleteWebhookEndpointResponse = DeleteWebhookEndpointResponses[keyof DeleteWebhookEndpointResponses];
+
+export type GetWebhookEndpointData = {
+    body?: never;
+    path: {
+        webhookEndpointId: string;
+    };
+    query?: never;
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}';
+};
+
+export type GetWebhookEndpointErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetWebhookEndpointError = GetWebhookEndpointErrors[keyof GetWebhookEndpointErrors];
+
+export type GetWebhookEndpointResponses = {
+    /**
+     * The endpoint.
+     */
+    200: WebhookEndpointDto;
+};
+
+export type GetWebhookEndpointResponse = GetWebhookEndpointResponses[keyof GetWebhookEndpointResponses];
+
+export type UpdateWebhookEndpointData = {
+    body: UpdateWebhookEndpointDto;
+    path: {
+        webhookEndpointId: string;
+    };
+    query?: never;
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}';
+};
+
+export type UpdateWebhookEndpointErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type UpdateWebhookEndpointError = UpdateWebhookEndpointErrors[keyof UpdateWebhookEndpointErrors];
+
+export type UpdateWebhookEndpointResponses = {
+    /**
+     * The updated endpoint.
+     */
+    200: WebhookEndpointDto;
+};
+
+export type UpdateWebhookEndpointResponse = UpdateWebhookEndpointResponses[keyof UpdateWebhookEndpointResponses];
+
+export type DisableWebhookEndpointData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        webhookEndpointId: string;
+    };
+    query?: never;
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/disable';
+};
+
+export type DisableWebhookEndpointErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type DisableWebhookEndpointError = DisableWebhookEndpointErrors[keyof DisableWebhookEndpointErrors];
+
+export type DisableWebhookEndpointResponses = {
+    /**
+     * The disabled endpoint.
+     */
+    200: WebhookEndpointDto;
+};
+
+export type DisableWebhookEndpointResponse = DisableWebhookEndpointResponses[keyof DisableWebhookEndpointResponses];
+
+export type RotateWebhookEndpointSecretData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        webhookEndpointId: string;
+    };
+    query?: never;
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/rotate-secret';
+};
+
+export type RotateWebhookEndpointSecretErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type RotateWebhookEndpointSecretError = RotateWebhookEndpointSecretErrors[keyof RotateWebhookEndpointSecretErrors];
+
+export type RotateWebhookEndpointSecretResponses = {
+    /**
+     * The endpoint with its new secret.
+     */
+    200: WebhookEndpointWithSecretDto;
+};
+
+export type RotateWebhookEndpointSecretResponse = RotateWebhookEndpointSecretResponses[keyof RotateWebhookEndpointSecretResponses];
+
+export type SendTestWebhookEventData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        webhookEndpointId: string;
+    };
+    query?: never;
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/test';
+};
+
+export type SendTestWebhookEventErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type SendTestWebhookEventError = SendTestWebhookEventErrors[keyof SendTestWebhookEventErrors];
+
+export type SendTestWebhookEventResponses = {
+    /**
+     * Queued.
+     */
+    200: WebhookMessageDto;
+};
+
+export type SendTestWebhookEventResponse = SendTestWebhookEventResponses[keyof SendTestWebhookEventResponses];
+
+export type ListWebhookMessagesData = {
+    body?: never;
+    path: {
+        webhookEndpointId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        /**
+         * Only records at or after this time (RFC 3339, with a time zone).
+         */
+        since?: string;
+        /**
+         * Only messages in this status.
+         */
+        status?: WebhookMessageStatus;
+    };
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/messages';
+};
+
+export type ListWebhookMessagesErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListWebhookMessagesError = ListWebhookMessagesErrors[keyof ListWebhookMessagesErrors];
+
+export type ListWebhookMessagesResponses = {
+    /**
+     * A page of messages.
+     */
+    200: Array<WebhookMessageDto>;
+};
+
+export type ListWebhookMessagesResponse = ListWebhookMessagesResponses[keyof ListWebhookMessagesResponses];
+
+export type GetWebhookMessageData = {
+    body?: never;
+    path: {
+        webhookEndpointId: string;
+        /**
+         * The message's id, its event's id and its `webhook-id`.
+         */
+        messageId: string;
+    };
+    query?: never;
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/messages/{messageId}';
+};
+
+export type GetWebhookMessageErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetWebhookMessageError = GetWebhookMessageErrors[keyof GetWebhookMessageErrors];
+
+export type GetWebhookMessageResponses = {
+    /**
+     * The message.
+     */
+    200: WebhookMessageDto;
+};
+
+export type GetWebhookMessageResponse = GetWebhookMessageResponses[keyof GetWebhookMessageResponses];
+
+export type ReplayWebhookMessageData = {
+    body?: never;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        webhookEndpointId: string;
+        /**
+         * The message's id, its event's id and its `webhook-id`.
+         */
+        messageId: string;
+    };
+    query?: never;
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/messages/{messageId}/replay';
+};
+
+export type ReplayWebhookMessageErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ReplayWebhookMessageError = ReplayWebhookMessageErrors[keyof ReplayWebhookMessageErrors];
+
+export type ReplayWebhookMessageResponses = {
+    /**
+     * Queued.
+     */
+    200: OperationResponseDto;
+};
+
+export type ReplayWebhookMessageResponse = ReplayWebhookMessageResponses[keyof ReplayWebhookMessageResponses];
+
+export type ReplayFailedWebhookMessagesData = {
+    body: ReplayFailedWebhookMessagesDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        webhookEndpointId: string;
+    };
+    query?: never;
+    url: '/admin/v1/webhook-endpoints/{webhookEndpointId}/replay-failed';
+};
+
+export type ReplayFailedWebhookMessagesErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ReplayFailedWebhookMessagesError = ReplayFailedWebhookMessagesErrors[keyof ReplayFailedWebhookMessagesErrors];
+
+export type ReplayFailedWebhookMessagesResponses = {
+    /**
+     * Queued.
+     */
+    200: ReplayedWebhookMessagesDto;
+};
+
+export type ReplayFailedWebhookMessagesResponse = ReplayFailedWebhookMessagesResponses[keyof ReplayFailedWebhookMessagesResponses];
 
 export type ListWorkspacesData = {
     body?: never;

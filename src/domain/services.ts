@@ -41,6 +41,10 @@ import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from './security/key-hash.js'
 import { createSecretBox } from './security/secret-box.js';
 import { createWorkspaceRepo } from './workspaces/workspace-repo.js';
 import { createWorkspaceService } from './workspaces/workspace-service.js';
+import { createEvents } from './events/outbox.js';
+import { createWebhookDelivery } from './events/webhook-delivery.js';
+import { createWebhookRepo } from './events/webhook-repo.js';
+import { createWebhookService } from './events/webhook-service.js';
 
 export interface ServiceDeps {
   db: Db;
@@ -62,6 +66,8 @@ export function createDomain(deps: ServiceDeps) {
     changeRepo: createChangeRepo(),
     channel: isEmbedded(db) ? null : changeChannel(config.databaseSchema),
   });
+  // Outbound events: the one emitter every area writes its events with (in its own transaction).
+  const events = createEvents({ clock });
   const workspaceRepo = createWorkspaceRepo(db);
   const workspaces = createWorkspaceService({ db, workspaceRepo, audit, clock, changes });
   const managementKeyRepo = createManagementKeyRepo(db);
@@ -90,6 +96,8 @@ export function createDomain(deps: ServiceDeps) {
     keyEnvironment: config.keyEnvironment,
     ttlDays: config.inferenceKeyTtlDays,
     changes,
+    events,
+    expiringDays: config.eventsKeyExpiringDays,
   });
   const accessRepo = createAccessRepo(db);
   const rates = createRateService({ rateRepo: createRateRepo(db) });
@@ -105,6 +113,7 @@ export function createDomain(deps: ServiceDeps) {
     audit,
     clock,
     changes,
+    events,
   });
   const invocationRepo = createInvocationRepo(db);
   const invocations = createInvocationService({ invocationRepo, workspaces, clock });
@@ -119,7 +128,11 @@ export function createDomain(deps: ServiceDeps) {
     config,
     clock,
     changes,
+    events,
   });
+  const webhookRepo = createWebhookRepo(db);
+  const webhooks = createWebhookService({ db, webhookRepo, workspaces, audit, secretBox, events, config, clock });
+  const webhookDelivery = createWebhookDelivery({ db, webhookRepo, webhooks, events, audit, config, clock, logger: deps.logger });
 
   const { service: billing, passes: billingPasses } = createBilling({
     db,
@@ -131,6 +144,7 @@ export function createDomain(deps: ServiceDeps) {
     audit,
     workspaces,
     accesses,
+    events,
   });
   const readiness = createReadiness({ db, schema: config.databaseSchema });
 
@@ -146,6 +160,12 @@ export function createDomain(deps: ServiceDeps) {
     providerConnections,
     billing,
     readiness,
+    webhooks,
+    // The app's timers: the delivery workers, and the sweep that announces keys about to expire.
+    webhookDelivery,
+    inferenceKeyExpiry: { announceExpiring: inferenceKeys.announceExpiring },
+    // The one way another area raises an event (budgets, route breakers): events.emit(tx, workspaceId, type, data).
+    events,
     // What the gateway is given besides the app's own db, config, clock and logger.
     quota,
     rates,

@@ -26,11 +26,13 @@ import {
   createBillingConnection,
   createBillingProductMapping,
   configureBillingWebhookSecret,
+  createWebhookEndpoint,
   listAuditLogs,
   listBillingWebhookEvents,
   listInvocations,
   listPlanStrategyBindings,
   listWorkspaces,
+  sendTestWebhookEvent,
 } from '../../generated/client/sdk.gen.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { loadContract } from '../../src/app.js';
@@ -53,6 +55,8 @@ interface Fixtures {
   mappingId: string;
   eventId: string;
   invocationId: string;
+  webhookEndpointId: string;
+  messageId: string;
   apiKey: string;
   webhookSecret: string;
 }
@@ -72,6 +76,8 @@ const NOT_FOUND: Record<Param, string> = {
   mappingId: 'product_mapping_not_found',
   eventId: 'webhook_event_not_found',
   invocationId: 'invocation_not_found',
+  webhookEndpointId: 'webhook_endpoint_not_found',
+  messageId: 'webhook_message_not_found',
 };
 
 const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:00:00Z' };
@@ -106,6 +112,9 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     configureBillingWebhookSecret: { webhookSecret: `whsec_${SECRET_MARKER}-sweep` },
     createBillingProductMapping: { externalProductId: 'prod_sweep', planId: a.planId },
     createCheckout: { billingConnectionId: a.connectionId, productMappingId: a.mappingId, successUrl: 'https://app.example.com/done' },
+    createWebhookEndpoint: { url: 'http://127.0.0.1:9/hooks' },
+    updateWebhookEndpoint: { description: 'hijacked' },
+    replayFailedWebhookMessages: { since: PERIOD.periodStart },
     syncWorkspaceAccessBillingPeriod: {
       billingConnectionId: a.connectionId,
       externalPeriodId: 'sweep',
@@ -202,6 +211,10 @@ async function fixtures(name: string): Promise<Fixtures> {
   await call.text();
   await t.nexus.gateway.drain();
   const invocations = await listInvocations({ client: t.client, path: { workspaceId } });
+  const endpoint = await createWebhookEndpoint({ client: t.client, path: { workspaceId }, body: { url: 'http://127.0.0.1:9/hooks' } });
+  expect(endpoint.response.status).toBe(201);
+  const message = await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.data.id } });
+  expect(message.response.status).toBe(200);
   const fixture: Fixtures = {
     workspaceId,
     providerConnectionId: tenant.connectionId,
@@ -214,6 +227,8 @@ async function fixtures(name: string): Promise<Fixtures> {
     mappingId: mapping.data.id,
     eventId: events.data[0]!.id,
     invocationId: invocations.data[0]!.id,
+    webhookEndpointId: endpoint.data.id,
+    messageId: message.data.id,
     apiKey: tenant.apiKey,
     webhookSecret,
   };

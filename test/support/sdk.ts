@@ -71,3 +71,16 @@ export const updateProviderConnection = sdk.updateProviderConnection<false>;
 export const updateWorkspace = sdk.updateWorkspace<false>;
 export const verifyBillingConnection = sdk.verifyBillingConnection<false>;
 export const verifyProviderConnection = sdk.verifyProviderConnection<false>;
+// Webhook endpoints and their deliveries (openapi/areas/webhooks.yaml).
+export const createWebhookEndpoint = sdk.createWebhookEndpoint<false>;
+export const deleteWebhookEndpoint = sdk.deleteWebhookEndpoint<false>;
+export const disableWebhookEndpoint = sdk.disableWebhookEndpoint<false>;
+export const getWebhookEndpoint = sdk.getWebhookEndpoint<false>;
+export const getWebhookMessage = sdk.getWebhookMessage<false>;
+export const listWebhookEndpoints = sdk.listWebhookEndpoints<false>;
+export const listWebhookMessages = sdk.listWebhookMessages<false>;
+export const replayFailedWebhookMessages = sdk.replayFailedWebhookMessages<false>;
+export const replayWebhookMessage = sdk.replayWebhookMessage<false>;
+export const rotateWebhookEndpointSecret = sdk.rotateWebhookEndpointSecret<false>;
+export const sendTestWebhookEvent = sdk.sendTestWebhookEvent<false>;
+export const updateWebhookEndpoint = sdk.updateWebhookEndpoint<false>;

@@ -8,6 +8,8 @@ import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { assertVisible, systemActor, type Actor, type Clock } from '../actor.js';
+import type { AccessChangeReason } from '../events/event-catalogue.js';
+import type { Events } from '../events/outbox.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { InferenceKeyService, IssuedKey, IssueKeyInput } from '../inference-keys/inference-key-service.js';
@@ -20,7 +22,14 @@ import type { QuotaService } from '../quota/quota-service.js';
 import { limitsOf, type RateService } from '../rate-limits/rate-service.js';
 import type { QuotaPeriodRow, QuotaSnapshot } from '../quota/quota-types.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
-import { canTransition, expiredWhileSuspended, heldSuspensionReason, isExpiryDue, suspensionHolder } from './access-state.js';
+import {
+  BILLING_REASON_PREFIX,
+  canTransition,
+  expiredWhileSuspended,
+  heldSuspensionReason,
+  isExpiryDue,
+  suspensionHolder,
+} from './access-state.js';
 import type { AccessFilter, AccessRepo } from './access-repo.js';
 import type { AccessRow, AccessStatus, AccessView, WorkspaceUserRow } from './access-types.js';
 
@@ -72,6 +81,13 @@ const STATUS_ACTION: Record<AccessStatus, string> = {
   REVOKED: 'access.revoked',
 };
 
+/** Who changed an access's status, as access.status_changed says it: the expiry sweep, billing, or an administrator. */
+function changeReasonOf(actor: Actor, reason: string | undefined): AccessChangeReason {
+  if (actor.keyId === EXPIRY_ACTOR) return 'expiry';
+  if (reason?.startsWith(BILLING_REASON_PREFIX)) return 'billing';
+  return 'admin';
+}
+
 /** The earliest unbilled period among these (a billed one never overlaps another billed one). */
 function firstUnbilled(periods: QuotaPeriodRow[]): QuotaPeriodRow | undefined {
   return periods.filter((p) => p.source !== 'billing').sort((a, b) => a.period_start.getTime() - b.period_start.getTime())[0];
@@ -89,8 +105,9 @@ export function createAccessService(deps: {
   audit: AuditService;
   clock: Clock;
   changes: ChangeFeed;
+  events: Events;
 }) {
-  const { db, accessRepo, quotaRepo, quota, rates, plans, inferenceKeys, workspaces, audit, clock, changes } = deps;
+  const { db, accessRepo, quotaRepo, quota, rates, plans, inferenceKeys, workspaces, audit, clock, changes, events } = deps;
 
   async function view(accessId: string, q: Queryable): Promise<AccessView> {
     const found = await accessRepo.findView(accessId, q);
@@ -146,6 +163,15 @@ export function createAccessService(deps: {
       },
       tx,
     );
+    // A suspension changing hands (billing's becoming the administrator's) is no change of status.
+    if (access.status !== to) {
+      await events.emit(tx, access.workspace_id, 'access.status_changed', {
+        workspaceAccessId: access.id,
+        from: access.status,
+        to,
+        reason: changeReasonOf(actor, reason),
+      });
+    }
     access.status = to;
     access.status_reason = reason ?? null;
   }

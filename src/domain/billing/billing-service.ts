@@ -5,6 +5,7 @@
  * the service (what handlers and the app call) and the pass's steps apart, which
  * only tests run on demand.
  */
+import type { Events } from '../events/outbox.js';
 import type { Config } from '../../config.js';
 import type { Db } from '../../db/database.js';
 import type { Logger } from '../../observability/logger.js';
@@ -41,6 +42,7 @@ export function createBilling(deps: {
   audit: AuditService;
   workspaces: WorkspaceService;
   accesses: AccessService;
+  events: Events;
 }) {
   const { db, config, clock, logger, secretBox, audit, workspaces } = deps;
   const repo = createBillingRepo(db);
@@ -56,7 +58,7 @@ export function createBilling(deps: {
     return createPaddleClient({ apiKey, baseUrl: config.paddleApiBaseUrl, mode: conn.mode, fetch: deps.fetch });
   }
 
-  const projector = createProjector({ db, repo, accessPort, clock, logger, graceMs: config.billingPastDueGraceMs });
+  const projector = createProjector({ db, repo, accessPort, clock, logger, graceMs: config.billingPastDueGraceMs, events: deps.events });
   const connections = createConnectionService({
     db,
     repo,

@@ -21,6 +21,7 @@ import type { Db, Queryable } from '../../db/database.js';
 import { isUuid, newId } from '../../ids.js';
 import type { Logger } from '../../observability/logger.js';
 import { systemActor, type Actor, type Clock } from '../actor.js';
+import type { Events } from '../events/outbox.js';
 import { BILLING_REASON_PREFIX } from '../accesses/access-state.js';
 import { isSettledRefusal, type AccessPort, type AccessStatusTarget } from './access-port.js';
 import type { BillingConnectionRow, BillingRepo, ExternalSubscriptionRow } from './billing-repo.js';
@@ -109,8 +110,9 @@ export function createProjector(deps: {
   /** How long past_due keeps an access ACTIVE. */
   graceMs: number;
   logger: Logger;
+  events: Events;
 }) {
-  const { db, repo, accessPort, clock } = deps;
+  const { db, repo, accessPort, clock, events } = deps;
 
   /** Grants a period's quota unless its unique grant row exists already. */
   async function grantOnce(
@@ -294,6 +296,17 @@ export function createProjector(deps: {
         tx,
       );
       outcome = 'applied';
+    }
+
+    const statusChange = (changes['created'] ?? changes['status']) as { from: string | null } | undefined;
+    if (outcome === 'applied' && row && (statusChange || planChanged)) {
+      await events.emit(tx, conn.workspace_id, 'billing.subscription_changed', {
+        workspaceAccessId: accessId,
+        billingConnectionId: conn.id,
+        externalSubscriptionId: state.externalSubscriptionId,
+        from: statusChange ? statusChange.from : row.status,
+        to: row.status,
+      });
     }
 
     const effects: string[] = [];

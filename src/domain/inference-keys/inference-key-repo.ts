@@ -30,6 +30,28 @@ export function createInferenceKeyRepo(db: Queryable) {
       await q('inference_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: at });
     },
 
+    /**
+     * Keys not revoked that expire within (now, until] and were not yet announced as expiring, marked
+     * announced (at `now`); SKIP LOCKED, so processes sweeping at once announce each key once.
+     */
+    async markExpiring(now: Date, until: Date, q: Queryable): Promise<InferenceKeyRow[]> {
+      return q('inference_keys')
+        .whereIn(
+          'id',
+          q('inference_keys')
+            .select('id')
+            .whereNull('revoked_at')
+            .whereNull('expiring_notified_at')
+            .where('expires_at', '>', now)
+            .where('expires_at', '<=', until)
+            .limit(500)
+            .forUpdate()
+            .skipLocked(),
+        )
+        .update({ expiring_notified_at: now })
+        .returning('*');
+    },
+
     async list(filter: PageRequest & { accessId: string }, q: Queryable = db): Promise<Page<InferenceKeyRow>> {
       return paginate<InferenceKeyRow>(q('inference_keys').select('*').where({ workspace_access_id: filter.accessId }), filter);
     },

@@ -4,6 +4,7 @@
  * the random part after the environment prefix) lets a person recognise a key.
  * Revoking touches neither plan nor quota.
  */
+import type { Events } from '../events/outbox.js';
 import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
@@ -41,8 +42,11 @@ export function createInferenceKeyService(deps: {
   keyEnvironment: string;
   ttlDays: number;
   changes: ChangeFeed;
+  events: Events;
+  /** How long before its expiry a key raises inference_key.expiring. */
+  expiringDays: number;
 }) {
-  const { inferenceKeyRepo, hasher, audit, clock, changes } = deps;
+  const { inferenceKeyRepo, hasher, audit, clock, changes, events } = deps;
   const tokenPrefix = `nx-${deps.keyEnvironment}-`;
 
   return {
@@ -105,6 +109,24 @@ export function createInferenceKeyService(deps: {
         },
         tx,
       );
+      await events.emit(tx, access.workspace_id, 'inference_key.revoked', { inferenceKeyId: keyId, workspaceAccessId: access.id });
+    },
+
+    /** inference_key.expiring for every key entering its last days (NEXUS_EVENTS_KEY_EXPIRING_DAYS), once per key; how many. */
+    async announceExpiring(): Promise<number> {
+      const now = clock.now();
+      const until = new Date(now.getTime() + deps.expiringDays * 86_400_000);
+      return deps.db.transaction(async (tx) => {
+        const keys = await inferenceKeyRepo.markExpiring(now, until, tx);
+        for (const key of keys) {
+          await events.emit(tx, key.workspace_id, 'inference_key.expiring', {
+            inferenceKeyId: key.id,
+            workspaceAccessId: key.workspace_access_id,
+            expiresAt: key.expires_at.toISOString(),
+          });
+        }
+        return keys.length;
+      });
     },
 
     /** For the gateway: records lastRequestAt at most once a minute per key. */

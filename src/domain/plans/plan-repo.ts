@@ -45,6 +45,7 @@ export function createPlanRepo(db: Queryable) {
         // JSON text: knex would send an array as a PostgreSQL array.
         model_rules: JSON.stringify(row.model_rules),
         allowed_models: row.allowed_models === null ? null : JSON.stringify(row.allowed_models),
+        event_thresholds: row.event_thresholds ? JSON.stringify(row.event_thresholds) : null,
       };
       const [created] = await tx('quota_strategies').insert(columns).returning('*');
       return created as QuotaStrategyRow;

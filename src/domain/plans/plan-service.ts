@@ -45,6 +45,8 @@ export interface CreateStrategyInput {
   /** null: every model. */
   allowedModels: string[] | null;
   outputCapPolicy: OutputCapPolicy;
+  /** Percentages (1..1000) of the granted units that raise quota.threshold_crossed; unset: the plan's, else 80 and 100. */
+  eventThresholds?: number[] | undefined;
 }
 
 const MAX_INT32 = 2_147_483_647;
@@ -263,6 +265,15 @@ export function createPlanService(deps: { db: Db; planRepo: PlanRepo; workspaces
       if (input.outputCapPolicy !== 'clamp' && input.outputCapPolicy !== 'refuse') {
         throw new AppError('invalid_parameter', 'outputCapPolicy must be clamp or refuse', { param: 'outputCapPolicy' });
       }
+      const thresholds = input.eventThresholds;
+      if (
+        thresholds &&
+        (thresholds.some((p) => !Number.isInteger(p) || p < 1 || p > 1000) || new Set(thresholds).size !== thresholds.length)
+      ) {
+        throw new AppError('invalid_parameter', 'eventThresholds must be distinct whole percentages from 1 to 1000', {
+          param: 'eventThresholds',
+        });
+      }
       return withVersionRetry(() =>
         db.transaction(async (tx) => {
           await workspaces.requireWritable(actor, workspaceId, tx);
@@ -281,6 +292,7 @@ export function createPlanService(deps: { db: Db; planRepo: PlanRepo; workspaces
               model_rules: rulesToStored(input.modelRules),
               allowed_models: input.allowedModels,
               output_cap_policy: input.outputCapPolicy,
+              event_thresholds: thresholds ? [...thresholds].sort((a, b) => a - b) : null,
               status: 'DRAFT',
               created_at: clock.now(),
               published_at: null,

@@ -37,6 +37,8 @@ export interface QuotaStrategyRow {
   /** The models a call may name; null: every model. */
   allowed_models: string[] | null;
   output_cap_policy: OutputCapPolicy;
+  /** Percentages of the granted units that raise quota.threshold_crossed; null: the plan's, else 80 and 100. */
+  event_thresholds?: number[] | null;
   status: 'DRAFT' | 'PUBLISHED';
   created_at: Date;
   published_at: Date | null;

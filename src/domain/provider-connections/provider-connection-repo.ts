@@ -20,6 +20,8 @@ export interface ProviderConnectionRow {
   upstream_timeout_ms: number | null;
   metadata: Record<string, unknown>;
   last_verified_at: Date | null;
+  /** The health last announced by an event (provider_connection.unhealthy/.recovered); null: none yet. */
+  event_health?: 'HEALTHY' | 'UNHEALTHY' | null;
   created_at: Date;
   updated_at: Date;
   archived_at: Date | null;

@@ -11,6 +11,7 @@ import { newId } from '../../ids.js';
 import { canSeeWorkspace, type Actor, type Clock } from '../actor.js';
 import { REDACTED, type AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
+import type { Events } from '../events/outbox.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { secretPreview, type SecretBox } from '../security/secret-box.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
@@ -125,8 +126,9 @@ export function createProviderConnectionService(deps: {
   config: Config;
   clock: Clock;
   changes: ChangeFeed;
+  events: Events;
 }) {
-  const { db, providerConnectionRepo: repo, workspaces, audit, secretBox, config, clock, changes } = deps;
+  const { db, providerConnectionRepo: repo, workspaces, audit, secretBox, config, clock, changes, events } = deps;
 
   async function checkedBaseUrl(raw: string): Promise<string> {
     return normalizeBaseUrl(await assertSafeUpstreamUrl(raw, { allowPrivate: config.allowPrivateUpstreams }));
@@ -190,6 +192,29 @@ export function createProviderConnectionService(deps: {
     if (!row) throw notFound();
     if (row.status === 'ARCHIVED') throw archived(row);
     return row;
+  }
+
+  /**
+   * provider_connection.unhealthy when a verification fails after a healthy (or unknown) state, .recovered when
+   * one succeeds after an unhealthy one: the health last announced is kept on the row, so each change is told once.
+   */
+  async function announceHealth(row: ProviderConnectionRow, result: ProviderCheckResult, tx: Queryable): Promise<void> {
+    const health = result.outcome === 'reachable' ? 'HEALTHY' : 'UNHEALTHY';
+    if (health === (row.event_health ?? 'HEALTHY')) {
+      if (!row.event_health) await repo.update(row.id, { event_health: health }, tx);
+      return;
+    }
+    await repo.update(row.id, { event_health: health }, tx);
+    if (health === 'UNHEALTHY') {
+      await events.emit(tx, row.workspace_id, 'provider_connection.unhealthy', {
+        providerConnectionId: row.id,
+        source: 'verification',
+        outcome: result.outcome,
+        ...(result.httpStatus !== undefined ? { httpStatus: result.httpStatus } : {}),
+      });
+    } else {
+      await events.emit(tx, row.workspace_id, 'provider_connection.recovered', { providerConnectionId: row.id, source: 'verification' });
+    }
   }
 
   return {
@@ -339,6 +364,7 @@ export function createProviderConnectionService(deps: {
         const unchanged = current.api_key_ciphertext === row.api_key_ciphertext && current.base_url === row.base_url;
         const verified = result.outcome === 'reachable' && unchanged;
         if (verified) await repo.update(id, { last_verified_at: result.checkedAt }, tx);
+        if (unchanged) await announceHealth(current, result, tx);
         await audit.record(
           actor,
           {

@@ -15,9 +15,13 @@
  *   ADJUSTMENT event for anything consumed beyond it; its events name the lease
  *   and the invocation.
  * Leases, then periods, are locked in id order (lockedInIdOrder).
+ * - A period whose consumed units reach one of its thresholds raises quota.threshold_crossed, in the same
+ *   statement (src/domain/events/outbox-sql.ts): no round trip is added to any call.
  * The CTEs leave every call they settled in `settled`; the gateway's record
  * statement (src/gateway/call-repo.ts) adds its invocations and final select.
  */
+
+import { thresholdEventCtes } from '../events/outbox-sql.js';
 
 /**
  * The rows of `table` whose ids `ids` (a subquery) names, locked in id order: every statement that locks
@@ -88,7 +92,8 @@ lc as (
     from (select quota_period_id, sum(take) as take, sum(units) as units from settled group by quota_period_id) t
    where qp.id = t.quota_period_id
      and qp.id in ${lockedInIdOrder('quota_periods', 'select quota_period_id from settled')}
-  returning qp.id
+  returning qp.id, qp.workspace_id, qp.workspace_access_id, qp.plan_id, qp.quota_strategy_id, qp.granted_units,
+            qp.consumed_units, qp.period_end, t.units
 ), u as (
   insert into usage_events (${USAGE_COLUMNS})
   select usage_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'USAGE',
@@ -101,7 +106,7 @@ lc as (
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', at,
          model_rule, input_ppm, cached_ppm, output_ppm
     from settled where charged and units > bound
-)`;
+), ${thresholdEventCtes('p')}`;
 
 /**
  * The leases of dead processes (HELD, past their expiry, or with :all every HELD one) become EXPIRED,

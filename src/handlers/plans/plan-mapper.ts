@@ -42,6 +42,7 @@ export function fromCreateStrategyDto(dto: CreateQuotaStrategyDto): CreateStrate
     })),
     allowedModels: dto.allowedModels ?? null,
     outputCapPolicy: dto.outputCapPolicy ?? 'clamp',
+    ...(dto.eventThresholds ? { eventThresholds: dto.eventThresholds } : {}),
   };
 }
 
@@ -95,6 +96,7 @@ export function toStrategyDto(row: QuotaStrategyRow): QuotaStrategyDto {
     })),
     ...(row.allowed_models ? { allowedModels: [...row.allowed_models] } : {}),
     outputCapPolicy: row.output_cap_policy,
+    ...(row.event_thresholds ? { eventThresholds: row.event_thresholds } : {}),
     status: row.status,
     createdAt: row.created_at.toISOString(),
     ...(row.published_at ? { publishedAt: row.published_at.toISOString() } : {}),

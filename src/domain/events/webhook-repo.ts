@@ -1,0 +1,182 @@
+/**
+ * All SQL of the webhook tables: endpoints, messages (one per event and endpoint), attempts; and the
+ * delivery workers' claim, which any number of processes run at once (SKIP LOCKED).
+ */
+import type { Queryable } from '../../db/database.js';
+import { table } from '../../db/table.js';
+import { paginate, type Page, type PageRequest } from '../pagination.js';
+import type { EventType } from './event-catalogue.js';
+
+type WebhookEndpointStatus = 'ACTIVE' | 'DISABLED';
+export type WebhookMessageStatus = 'PENDING' | 'DELIVERED' | 'FAILED';
+
+export interface WebhookEndpointRow {
+  id: string;
+  workspace_id: string;
+  url: string;
+  description: string;
+  event_types: EventType[] | null;
+  status: WebhookEndpointStatus;
+  disabled_reason: string | null;
+  secret_ciphertext: string;
+  secret_key_id: string;
+  previous_secret_ciphertext: string | null;
+  previous_secret_key_id: string | null;
+  previous_secret_expires_at: Date | null;
+  failing_since: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  deleted_at: Date | null;
+}
+
+export interface WebhookMessageRow {
+  event_id: string;
+  endpoint_id: string;
+  workspace_id: string;
+  status: WebhookMessageStatus;
+  attempt_count: number;
+  next_attempt_at: Date | null;
+  last_attempt_at: Date | null;
+  created_at: Date;
+  type: EventType;
+  data: Record<string, unknown>;
+}
+
+export interface WebhookAttemptRow {
+  id: string;
+  event_id: string;
+  endpoint_id: string;
+  workspace_id: string;
+  outcome: 'SUCCEEDED' | 'FAILED';
+  response_status: number | null;
+  response_body: string | null;
+  latency_ms: number;
+  error: string | null;
+  created_at: Date;
+}
+
+/** A claimed message with what its delivery needs: its event and its endpoint. */
+export interface ClaimedMessage {
+  event_id: string;
+  endpoint_id: string;
+  workspace_id: string;
+  attempt_count: number;
+  type: EventType;
+  data: Record<string, unknown>;
+  event_created_at: Date;
+  url: string;
+  endpoint_status: WebhookEndpointStatus;
+  deleted_at: Date | null;
+  secret_ciphertext: string;
+  secret_key_id: string;
+  previous_secret_ciphertext: string | null;
+  previous_secret_key_id: string | null;
+  previous_secret_expires_at: Date | null;
+  failing_since: Date | null;
+}
+
+const CLAIM_SQL = `
+with due as (
+  select event_id, endpoint_id from webhook_messages
+   where status = 'PENDING' and next_attempt_at <= ?
+   order by next_attempt_at
+   limit ?
+   for update skip locked
+), claimed as (
+  update webhook_messages m set next_attempt_at = ?
+    from due where m.event_id = due.event_id and m.endpoint_id = due.endpoint_id
+  returning m.event_id, m.endpoint_id, m.workspace_id, m.attempt_count
+)
+select c.*, e.type, e.data, e.created_at as event_created_at, ep.url, ep.status as endpoint_status, ep.deleted_at,
+       ep.secret_ciphertext, ep.secret_key_id, ep.previous_secret_ciphertext, ep.previous_secret_key_id,
+       ep.previous_secret_expires_at, ep.failing_since
+  from claimed c join events e on e.id = c.event_id join webhook_endpoints ep on ep.id = c.endpoint_id`;
+
+export function createWebhookRepo(db: Queryable) {
+  const endpoints = table<WebhookEndpointRow>(db, 'webhook_endpoints');
+  /** event_types as JSON text, and null (every type) as SQL NULL, not as the JSON value null. */
+  const columns = <T extends Partial<WebhookEndpointRow>>(row: T): T =>
+    row.event_types === undefined ? row : { ...row, event_types: row.event_types === null ? null : JSON.stringify(row.event_types) };
+  const key = (eventId: string, endpointId: string) => ({ event_id: eventId, endpoint_id: endpointId });
+
+  return {
+    insertEndpoint: (row: WebhookEndpointRow, q: Queryable = db) => endpoints.insert(columns(row), q),
+    updateEndpoint: (id: string, patch: Partial<WebhookEndpointRow>, q: Queryable = db) => endpoints.updateById(id, columns(patch), q),
+    findEndpointForUpdate: endpoints.findByIdForUpdate,
+
+    async findEndpoint(id: string, q: Queryable = db): Promise<WebhookEndpointRow | undefined> {
+      return q('webhook_endpoints').where({ id }).whereNull('deleted_at').first();
+    },
+
+    async listEndpoints(workspaceId: string, page: PageRequest, q: Queryable = db): Promise<Page<WebhookEndpointRow>> {
+      return paginate(q('webhook_endpoints').where({ workspace_id: workspaceId }).whereNull('deleted_at'), page);
+    },
+
+    async listMessages(
+      endpointId: string,
+      filter: { status?: WebhookMessageStatus | undefined; since?: Date | undefined },
+      page: PageRequest,
+      q: Queryable = db,
+    ): Promise<Page<WebhookMessageRow>> {
+      const query = q('webhook_messages as m')
+        .join('events as e', 'e.id', 'm.event_id')
+        .where('m.endpoint_id', endpointId)
+        .select('m.*', 'e.type', 'e.data');
+      if (filter.status) query.where('m.status', filter.status);
+      if (filter.since) query.where('m.created_at', '>=', filter.since);
+      return paginate(query, page, 'm.event_id');
+    },
+
+    async findMessage(eventId: string, endpointId: string, q: Queryable = db): Promise<WebhookMessageRow | undefined> {
+      return q('webhook_messages as m')
+        .join('events as e', 'e.id', 'm.event_id')
+        .where({ 'm.event_id': eventId, 'm.endpoint_id': endpointId })
+        .select('m.*', 'e.type', 'e.data')
+        .first();
+    },
+
+    async attemptsOf(endpointId: string, eventIds: string[], q: Queryable = db): Promise<WebhookAttemptRow[]> {
+      if (eventIds.length === 0) return [];
+      return q('webhook_attempts').where('endpoint_id', endpointId).whereIn('event_id', eventIds).orderBy('id', 'asc');
+    },
+
+    /** Queues a message again, now: its id stays the event's. */
+    async requeue(eventId: string, endpointId: string, now: Date, q: Queryable = db): Promise<void> {
+      await q('webhook_messages').where(key(eventId, endpointId)).update({ status: 'PENDING', next_attempt_at: now });
+    },
+
+    /** Queues again every FAILED message of the endpoint created at or after `since`; how many. */
+    async requeueFailed(endpointId: string, since: Date, now: Date, q: Queryable = db): Promise<number> {
+      return q('webhook_messages')
+        .where({ endpoint_id: endpointId, status: 'FAILED' })
+        .where('created_at', '>=', since)
+        .update({ status: 'PENDING', next_attempt_at: now });
+    },
+
+    /** Due messages, claimed until `until` (a process that dies with them leaves them to another after that). */
+    async claimDue(now: Date, until: Date, limit: number, q: Queryable = db): Promise<ClaimedMessage[]> {
+      const result = await q.raw<{ rows: ClaimedMessage[] }>(CLAIM_SQL, [now, limit, until]);
+      return result.rows;
+    },
+
+    async recordAttempt(attempt: WebhookAttemptRow, q: Queryable = db): Promise<void> {
+      await q('webhook_attempts').insert(attempt);
+    },
+
+    async updateMessage(
+      eventId: string,
+      endpointId: string,
+      patch: Partial<Pick<WebhookMessageRow, 'status' | 'attempt_count' | 'next_attempt_at' | 'last_attempt_at'>>,
+      q: Queryable = db,
+    ): Promise<void> {
+      await q('webhook_messages').where(key(eventId, endpointId)).update(patch);
+    },
+
+    /** The endpoint's messages still queued fail with it (a replay queues them again). */
+    async failPending(endpointId: string, q: Queryable = db): Promise<void> {
+      await q('webhook_messages').where({ endpoint_id: endpointId, status: 'PENDING' }).update({ status: 'FAILED', next_attempt_at: null });
+    },
+  };
+}
+
+export type WebhookRepo = ReturnType<typeof createWebhookRepo>;

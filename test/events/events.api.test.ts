@@ -1,0 +1,554 @@
+/**
+ * Outbound events through HTTP: endpoints made with the Admin API, events caused through the Admin API and the
+ * gateway (the openai SDK), and a real receiver on 127.0.0.1 that verifies every delivery with `standardwebhooks`.
+ * Retries are shortened by configuration (NEXUS_EVENTS_RETRY_SCHEDULE_MS), as is the failure window.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { CreateQuotaStrategyDto, WebhookEventType, WebhookMessageDto } from '../../generated/client/types.gen.js';
+import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
+import {
+  activateWorkspaceAccess,
+  createQuotaStrategy,
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  disableWebhookEndpoint,
+  getWebhookEndpoint,
+  getWebhookMessage,
+  issueInferenceKey,
+  listAuditLogs,
+  listWebhookEndpoints,
+  listWebhookMessages,
+  replayFailedWebhookMessages,
+  replayWebhookMessage,
+  revokeInferenceKey,
+  rotateProviderSecret,
+  rotateWebhookEndpointSecret,
+  sendTestWebhookEvent,
+  suspendWorkspaceAccess,
+  updateWebhookEndpoint,
+  verifyProviderConnection,
+} from '../support/sdk.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
+import { createTenant, openAiFor, until, type Tenant } from '../gateway/gateway-support.js';
+import { startReceiver, type Receiver } from './receiver.js';
+
+const FAST = {
+  NEXUS_EVENTS_POLL_MS: '20',
+  NEXUS_EVENTS_RETRY_SCHEDULE_MS: '0,100,100,100,100,100,100,100',
+  NEXUS_EVENTS_TIMEOUT_MS: '500',
+};
+const PROVIDER_KEY = testProviderKey('events');
+
+let t: TestApp;
+let upstream: FakeUpstream;
+const receivers: Receiver[] = [];
+
+beforeAll(async () => {
+  t = await startTestApp({ env: FAST });
+  upstream = await startOpenAiUpstream({ apiKey: PROVIDER_KEY });
+});
+afterEach(async () => {
+  for (const r of receivers.splice(0)) await r.close();
+});
+afterAll(async () => {
+  await t?.close();
+  await upstream?.close();
+});
+
+async function receiver(): Promise<Receiver> {
+  const r = await startReceiver();
+  receivers.push(r);
+  return r;
+}
+
+async function tenant(o: { quotaUnits?: bigint } = {}, app: TestApp = t): Promise<Tenant> {
+  return createTenant(app, { baseUrl: upstream.url, providerKey: PROVIDER_KEY, ...o });
+}
+
+/** An endpoint of the workspace for the receiver, which learns its secret. */
+async function endpointFor(app: TestApp, workspaceId: string, r: Receiver, eventTypes?: WebhookEventType[]) {
+  const res = await createWebhookEndpoint({
+    client: app.client,
+    path: { workspaceId },
+    body: { url: r.url, description: 'test receiver', ...(eventTypes ? { eventTypes } : {}) },
+  });
+  expect(res.response.status).toBe(201);
+  r.secrets.push(res.data!.secret);
+  return res.data!;
+}
+
+async function messagesOf(app: TestApp, endpointId: string): Promise<WebhookMessageDto[]> {
+  const res = await listWebhookMessages({ client: app.client, path: { webhookEndpointId: endpointId }, query: { limit: 100 } });
+  expect(res.response.status).toBe(200);
+  return res.data!;
+}
+
+/** Waits until the receiver accepted `n` verified deliveries of `type` (and gives them). */
+async function acceptedOf(r: Receiver, type: string, n: number, ms = 5000) {
+  await until(async () => r.accepted().filter((d) => d.verified!.type === type).length >= n, ms);
+  return r.accepted().filter((d) => d.verified!.type === type);
+}
+
+const settle = (ms = 300) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('webhook endpoints', () => {
+  it('are created with a whsec_ secret shown once, listed, read, updated, disabled and deleted', async () => {
+    const ten = await tenant();
+    const r = await receiver();
+    const created = await endpointFor(t, ten.workspaceId, r, ['access.status_changed']);
+    expect(created).toMatchObject({ url: r.url, status: 'ACTIVE', eventTypes: ['access.status_changed'], description: 'test receiver' });
+    expect(created.secret).toMatch(/^whsec_[A-Za-z0-9+/=]{32}$/);
+
+    const got = await getWebhookEndpoint({ client: t.client, path: { webhookEndpointId: created.id } });
+    expect(got.data).not.toHaveProperty('secret');
+    const listed = await listWebhookEndpoints({ client: t.client, path: { workspaceId: ten.workspaceId } });
+    expect(listed.data!.map((e) => e.id)).toEqual([created.id]);
+
+    const updated = await updateWebhookEndpoint({ client: t.client, path: { webhookEndpointId: created.id }, body: { eventTypes: null } });
+    expect(updated.data).toMatchObject({ eventTypes: null });
+    const disabled = await disableWebhookEndpoint({ client: t.client, path: { webhookEndpointId: created.id } });
+    expect(disabled.data).toMatchObject({ status: 'DISABLED', disabledReason: 'admin' });
+    const test = await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: created.id } });
+    expect(test.response.status).toBe(409);
+    expect(test.error).toMatchObject({ error: { code: 'webhook_endpoint_disabled' } });
+
+    expect((await deleteWebhookEndpoint({ client: t.client, path: { webhookEndpointId: created.id } })).response.status).toBe(204);
+    expect((await getWebhookEndpoint({ client: t.client, path: { webhookEndpointId: created.id } })).response.status).toBe(404);
+    const audit = await listAuditLogs({ client: t.client, path: { workspaceId: ten.workspaceId }, query: { limit: 100 } });
+    const actions = audit.data!.map((e) => e.action);
+    for (const action of [
+      'webhook_endpoint.created',
+      'webhook_endpoint.updated',
+      'webhook_endpoint.disabled',
+      'webhook_endpoint.deleted',
+    ]) {
+      expect(actions).toContain(action);
+    }
+    expect(JSON.stringify(audit.data)).not.toContain(created.secret);
+    expect(t.logs.join('\n')).not.toContain(created.secret);
+  });
+
+  describe.each([
+    ['an unknown event type', { url: 'https://example.com/hooks', eventTypes: ['quota.nope'] }, 'unknown_event_type', 'eventTypes'],
+    ['a URL that is not one', { url: 'not a url' }, 'invalid_webhook_url', 'url'],
+    ['a URL of another scheme', { url: 'ftp://example.com/hooks' }, 'invalid_webhook_url', 'url'],
+    ['a URL with credentials', { url: 'https://user:pw@example.com/hooks' }, 'invalid_webhook_url', 'url'],
+  ])('refuse %s with 400', (_name, body, code, param) => {
+    it('naming the field, and make nothing', async () => {
+      const ten = await tenant();
+      const res = await createWebhookEndpoint({ client: t.client, path: { workspaceId: ten.workspaceId }, body });
+      expect(res.response.status).toBe(400);
+      expect(res.error).toMatchObject({ error: { code, param } });
+      const listed = await listWebhookEndpoints({ client: t.client, path: { workspaceId: ten.workspaceId } });
+      expect(listed.data).toEqual([]);
+    });
+  });
+
+  it('refuse plain http and private addresses where private upstreams are not allowed (the provider URLs’ guard)', async () => {
+    const strict = await t.withEnv({ NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'false' });
+    try {
+      const ten = await tenant();
+      for (const [url, code] of [
+        ['https://127.0.0.1/hooks', 'private_upstream_refused'],
+        ['https://169.254.169.254/latest', 'private_upstream_refused'],
+        ['http://93.184.215.14/hooks', 'invalid_webhook_url'],
+      ] as const) {
+        const res = await createWebhookEndpoint({ client: strict.client, path: { workspaceId: ten.workspaceId }, body: { url } });
+        expect(res.response.status, url).toBe(400);
+        expect(res.error, url).toMatchObject({ error: { code, param: 'url' } });
+      }
+    } finally {
+      await strict.close();
+    }
+  });
+});
+
+describe('Standard Webhooks on the wire', () => {
+  it('a test event arrives signed, verified by standardwebhooks, and its attempt is listed', async () => {
+    const ten = await tenant();
+    const r = await receiver();
+    const endpoint = await endpointFor(t, ten.workspaceId, r);
+    const sent = await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    expect(sent.data).toMatchObject({ eventType: 'webhook.test', status: 'PENDING' });
+    const [delivery] = await acceptedOf(r, 'webhook.test', 1);
+    expect(delivery!.id).toBe(sent.data!.id);
+    expect(delivery!.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/=]+$/);
+    expect(Number(delivery!.headers['webhook-timestamp'])).toBeGreaterThan(Date.now() / 1000 - 60);
+    expect(delivery!.verified).toMatchObject({ type: 'webhook.test', data: { webhookEndpointId: endpoint.id } });
+    expect(new Date(delivery!.verified!.timestamp).toISOString()).toBe(delivery!.verified!.timestamp);
+
+    await until(async () => (await messagesOf(t, endpoint.id))[0]?.status === 'DELIVERED');
+    const message = await getWebhookMessage({ client: t.client, path: { webhookEndpointId: endpoint.id, messageId: sent.data!.id } });
+    expect(message.data).toMatchObject({ status: 'DELIVERED', attemptCount: 1 });
+    expect(message.data!.attempts).toEqual([
+      expect.objectContaining({ outcome: 'SUCCEEDED', responseStatus: 200, responseBody: 'ok', latencyMs: expect.any(Number) }),
+    ]);
+  });
+
+  it('a rotated secret: both the new and the old one sign during the overlap', async () => {
+    const ten = await tenant();
+    const r = await receiver();
+    const endpoint = await endpointFor(t, ten.workspaceId, r);
+    const rotated = await rotateWebhookEndpointSecret({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    expect(rotated.data!.secret).not.toBe(endpoint.secret);
+    expect(rotated.data!.previousSecretValidUntil).toBeDefined();
+    // A receiver that knows only the new secret, and one that knows only the old one, both verify.
+    r.secrets.splice(0, r.secrets.length, rotated.data!.secret);
+    const old = await receiver();
+    old.secrets.push(endpoint.secret);
+    await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    const [delivery] = await acceptedOf(r, 'webhook.test', 1);
+    expect(String(delivery!.headers['webhook-signature']).split(' ')).toHaveLength(2);
+    const { Webhook } = await import('standardwebhooks');
+    expect(() => new Webhook(endpoint.secret).verify(delivery!.body, delivery!.headers as Record<string, string>)).not.toThrow();
+  });
+});
+
+describe('events, each delivered once per cause', () => {
+  it('access.status_changed on suspend and activate (reason admin); inference_key.revoked; inference_key.expiring once', async () => {
+    const ten = await tenant();
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r);
+    expect((await suspendWorkspaceAccess({ client: t.client, path: { accessId: ten.accessId } })).response.status).toBe(200);
+    expect((await activateWorkspaceAccess({ client: t.client, path: { accessId: ten.accessId } })).response.status).toBe(200);
+    const changes = await acceptedOf(r, 'access.status_changed', 2);
+    expect(changes.map((d) => d.verified!.data)).toEqual([
+      { workspaceAccessId: ten.accessId, from: 'ACTIVE', to: 'SUSPENDED', reason: 'admin' },
+      { workspaceAccessId: ten.accessId, from: 'SUSPENDED', to: 'ACTIVE', reason: 'admin' },
+    ]);
+
+    expect((await revokeInferenceKey({ client: t.client, path: { accessId: ten.accessId, keyId: ten.apiKeyId } })).response.status).toBe(
+      204,
+    );
+    expect((await revokeInferenceKey({ client: t.client, path: { accessId: ten.accessId, keyId: ten.apiKeyId } })).response.status).toBe(
+      204,
+    );
+    const revoked = await acceptedOf(r, 'inference_key.revoked', 1);
+    expect(revoked[0]!.verified!.data).toEqual({ inferenceKeyId: ten.apiKeyId, workspaceAccessId: ten.accessId });
+
+    const soon = new Date(Date.now() + 3 * 86_400_000).toISOString();
+    const key = await issueInferenceKey({ client: t.client, path: { accessId: ten.accessId }, body: { name: 'soon', expiresAt: soon } });
+    expect(key.response.status).toBe(201);
+    await t.nexus.services.inferenceKeyExpiry.announceExpiring();
+    await t.nexus.services.inferenceKeyExpiry.announceExpiring();
+    const expiring = await acceptedOf(r, 'inference_key.expiring', 1);
+    expect(expiring[0]!.verified!.data).toEqual({ inferenceKeyId: key.data!.id, workspaceAccessId: ten.accessId, expiresAt: soon });
+
+    await settle();
+    const types = r.accepted().map((d) => d.verified!.type);
+    expect(types.filter((x) => x === 'access.status_changed')).toHaveLength(2);
+    expect(types.filter((x) => x === 'inference_key.revoked')).toHaveLength(1);
+    expect(types.filter((x) => x === 'inference_key.expiring')).toHaveLength(1);
+  });
+
+  it('provider_connection.unhealthy once when verification fails (again and again), .recovered once when it passes', async () => {
+    const ten = await tenant();
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r, ['provider_connection.unhealthy', 'provider_connection.recovered']);
+    // The first verification passes: nothing to tell (healthy is where a connection starts).
+    await verifyProviderConnection({ client: t.client, path: { providerConnectionId: ten.connectionId } });
+    await rotateProviderSecret({
+      client: t.client,
+      path: { providerConnectionId: ten.connectionId },
+      body: { apiKey: testProviderKey('wrong') },
+    });
+    for (let i = 0; i < 2; i++) {
+      const res = await verifyProviderConnection({ client: t.client, path: { providerConnectionId: ten.connectionId } });
+      expect(res.data).toMatchObject({ accepted: false });
+    }
+    const unhealthy = await acceptedOf(r, 'provider_connection.unhealthy', 1);
+    expect(unhealthy[0]!.verified!.data).toMatchObject({ providerConnectionId: ten.connectionId, source: 'verification', httpStatus: 401 });
+    await rotateProviderSecret({ client: t.client, path: { providerConnectionId: ten.connectionId }, body: { apiKey: PROVIDER_KEY } });
+    await verifyProviderConnection({ client: t.client, path: { providerConnectionId: ten.connectionId } });
+    await verifyProviderConnection({ client: t.client, path: { providerConnectionId: ten.connectionId } });
+    const recovered = await acceptedOf(r, 'provider_connection.recovered', 1);
+    expect(recovered[0]!.verified!.data).toEqual({ providerConnectionId: ten.connectionId, source: 'verification' });
+    await settle();
+    expect(r.accepted().map((d) => d.verified!.type)).toEqual(['provider_connection.unhealthy', 'provider_connection.recovered']);
+  });
+
+  it('quota.threshold_crossed from gateway calls: once per threshold, not again while usage stays over it', async () => {
+    const ten = await tenant({ quotaUnits: 1000n });
+    const r = await receiver();
+    const endpoint = await endpointFor(t, ten.workspaceId, r, ['quota.threshold_crossed']);
+    const call = (usage: string) =>
+      openAiFor(ten, { 'x-fake-usage': usage }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+    // x-fake-usage: input, output, cached tokens; 1 unit per input token.
+    await call('790,0,0'); // 790: under 80%
+    await call('20,0,0'); // 810: crosses 80%
+    await call('30,0,0'); // 840: still over 80%, under 100%
+    await call('10,0,0'); // 850
+    await t.nexus.gateway.drain();
+    const eighty = await acceptedOf(r, 'quota.threshold_crossed', 1);
+    expect(eighty[0]!.verified!.data).toMatchObject({
+      workspaceAccessId: ten.accessId,
+      thresholdPercent: 80,
+      grantedUnits: '1000',
+      consumedUnits: '810',
+    });
+    await call('150,0,0'); // 1000: crosses 100%
+    await t.nexus.gateway.drain();
+    const all = await acceptedOf(r, 'quota.threshold_crossed', 2);
+    expect(all.map((d) => d.verified!.data['thresholdPercent'])).toEqual([80, 100]);
+    await settle();
+    expect(r.accepted()).toHaveLength(2);
+    expect((await messagesOf(t, endpoint.id)).map((m) => m.status)).toEqual(['DELIVERED', 'DELIVERED']);
+  });
+});
+
+describe('thresholds set on the strategy or the plan', () => {
+  it('a strategy takes its own thresholds (checked), and a plan’s apply where its strategy sets none', async () => {
+    const ten = await tenant({ quotaUnits: 1000n });
+    const base: CreateQuotaStrategyDto = {
+      key: 'thresholds',
+      resetInterval: 'MONTH',
+      quotaUnits: '1000',
+      inputMultiplierPpm: '1000000',
+      outputMultiplierPpm: '1000000',
+      cachedInputMultiplierPpm: '1000000',
+      maxOutputTokens: 100,
+    };
+    const made = await createQuotaStrategy({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { ...base, eventThresholds: [90, 50] },
+    });
+    expect(made.response.status).toBe(201);
+    expect(made.data!.eventThresholds).toEqual([50, 90]);
+    const bad = await createQuotaStrategy({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { ...base, eventThresholds: [0] },
+    });
+    expect(bad.response.status).toBe(400);
+
+    // The plan's thresholds (no Admin field sets them yet): 50 alone, so 80 and 100 raise nothing.
+    await t.database
+      .db('plans')
+      .where({ id: ten.planId })
+      .update({ event_thresholds: JSON.stringify([50]) });
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r, ['quota.threshold_crossed']);
+    await openAiFor(ten, { 'x-fake-usage': '900,0,0' }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+    await t.nexus.gateway.drain();
+    const crossed = await acceptedOf(r, 'quota.threshold_crossed', 1);
+    expect(crossed[0]!.verified!.data).toMatchObject({ thresholdPercent: 50, consumedUnits: '900' });
+    await settle();
+    expect(r.accepted()).toHaveLength(1);
+  });
+});
+
+describe('delivery', () => {
+  it('a receiver down for a while gets every message once it returns, each with its one id', async () => {
+    const ten = await tenant();
+    const r = await receiver();
+    const endpoint = await endpointFor(t, ten.workspaceId, r);
+    let down = true;
+    r.answer = () => (down ? 503 : 200);
+    const sent: string[] = [];
+    for (let i = 0; i < 3; i++)
+      sent.push((await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.id } })).data!.id);
+    await until(async () => r.deliveries.length >= 6);
+    down = false;
+    await until(async () => r.accepted().length >= 3);
+    await settle();
+    const accepted = r.accepted().map((d) => d.id);
+    expect(new Set(accepted)).toEqual(new Set(sent));
+    expect(accepted).toHaveLength(3);
+    // Every attempt of a message carried its id: the receiver saw no other id.
+    expect(new Set(r.deliveries.map((d) => d.id))).toEqual(new Set(sent));
+    const messages = await messagesOf(t, endpoint.id);
+    expect(messages.every((m) => m.status === 'DELIVERED' && m.attempts.at(-1)!.outcome === 'SUCCEEDED')).toBe(true);
+    expect(messages.some((m) => m.attempts.some((a) => a.outcome === 'FAILED' && a.responseStatus === 503))).toBe(true);
+  });
+
+  it('a 3xx is a failure (the redirect is not followed); a hanging receiver is cut at the timeout', async () => {
+    const ten = await tenant();
+    const target = await receiver();
+    const r = await receiver();
+    const endpoint = await endpointFor(t, ten.workspaceId, r);
+    r.answer = (_d, res) => {
+      res.writeHead(302, { location: target.url });
+      return 302;
+    };
+    const sent = await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    await until(async () => r.deliveries.length >= 2);
+    expect(target.deliveries).toHaveLength(0);
+    const redirected = await getWebhookMessage({ client: t.client, path: { webhookEndpointId: endpoint.id, messageId: sent.data!.id } });
+    expect(redirected.data!.attempts[0]).toMatchObject({ outcome: 'FAILED', responseStatus: 302 });
+
+    r.answer = () => null;
+    const hung = await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    // The Admin API answers at once, whatever the receiver does.
+    const started = Date.now();
+    expect((await getWebhookEndpoint({ client: t.client, path: { webhookEndpointId: endpoint.id } })).response.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(400);
+    await until(async () => {
+      const m = await getWebhookMessage({ client: t.client, path: { webhookEndpointId: endpoint.id, messageId: hung.data!.id } });
+      return m.data!.attempts.length > 0;
+    });
+    const cut = await getWebhookMessage({ client: t.client, path: { webhookEndpointId: endpoint.id, messageId: hung.data!.id } });
+    expect(cut.data!.attempts[0]).toMatchObject({ outcome: 'FAILED', error: 'no answer within 500 ms' });
+    expect(cut.data!.attempts[0]!.latencyMs).toBeGreaterThanOrEqual(450);
+  });
+
+  it('honours Retry-After on 429', async () => {
+    const ten = await tenant();
+    const r = await receiver();
+    const endpoint = await endpointFor(t, ten.workspaceId, r);
+    r.answer = (_d, res) => {
+      if (r.deliveries.length > 0) return 200;
+      res.writeHead(429, { 'retry-after': '1' });
+      return 429;
+    };
+    await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    await acceptedOf(r, 'webhook.test', 1, 5000);
+    const [first, second] = r.deliveries;
+    const gap = Number(second!.headers['webhook-timestamp']) - Number(first!.headers['webhook-timestamp']);
+    expect(gap).toBeGreaterThanOrEqual(1);
+  });
+
+  it('410 stops the retries and disables the endpoint, with an audit entry and a webhook_endpoint.disabled event', async () => {
+    const ten = await tenant();
+    const gone = await receiver();
+    const watcher = await receiver();
+    const endpoint = await endpointFor(t, ten.workspaceId, gone);
+    await endpointFor(t, ten.workspaceId, watcher, ['webhook_endpoint.disabled']);
+    gone.answer = () => 410;
+    await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    const told = await acceptedOf(watcher, 'webhook_endpoint.disabled', 1);
+    expect(told[0]!.verified!.data).toMatchObject({ webhookEndpointId: endpoint.id, reason: 'gone' });
+    await settle();
+    expect(gone.deliveries).toHaveLength(1);
+    const after = await getWebhookEndpoint({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    expect(after.data).toMatchObject({ status: 'DISABLED', disabledReason: 'gone' });
+    const audit = await listAuditLogs({ client: t.client, path: { workspaceId: ten.workspaceId }, query: { limit: 100 } });
+    expect(audit.data!.find((e) => e.action === 'webhook_endpoint.disabled' && e.resourceId === endpoint.id)).toBeTruthy();
+  });
+
+  it('an endpoint failing for its whole failure window is disabled (window shortened by configuration)', async () => {
+    // Its own database: no other process's worker takes a turn at this endpoint.
+    const short = await startTestApp({ env: { ...FAST, NEXUS_EVENTS_DISABLE_AFTER_HOURS: '0.0001' } }); // 0.36 s
+    try {
+      const ten = await tenant({}, short);
+      const r = await receiver();
+      const endpoint = await endpointFor(short, ten.workspaceId, r);
+      r.answer = () => 500;
+      await sendTestWebhookEvent({ client: short.client, path: { webhookEndpointId: endpoint.id } });
+      await until(
+        async () =>
+          (await getWebhookEndpoint({ client: short.client, path: { webhookEndpointId: endpoint.id } })).data!.status === 'DISABLED',
+      );
+      const after = await getWebhookEndpoint({ client: short.client, path: { webhookEndpointId: endpoint.id } });
+      expect(after.data).toMatchObject({ status: 'DISABLED', disabledReason: 'failing' });
+      const audit = await listAuditLogs({ client: short.client, path: { workspaceId: ten.workspaceId }, query: { limit: 100 } });
+      expect(audit.data!.find((e) => e.action === 'webhook_endpoint.disabled' && e.resourceId === endpoint.id)).toMatchObject({
+        changes: { reason: 'failing' },
+      });
+      const [message] = await messagesOf(short, endpoint.id);
+      expect(message!.status).toBe('FAILED');
+    } finally {
+      await short.close();
+    }
+  });
+});
+
+describe('replay', () => {
+  it('replays one message with its id, and every failed one since a time', async () => {
+    const ten = await tenant();
+    const r = await receiver();
+    const endpoint = await endpointFor(t, ten.workspaceId, r);
+    const one = await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    await acceptedOf(r, 'webhook.test', 1);
+    await until(async () => (await messagesOf(t, endpoint.id))[0]!.status === 'DELIVERED');
+    const replay = await replayWebhookMessage({ client: t.client, path: { webhookEndpointId: endpoint.id, messageId: one.data!.id } });
+    expect(replay.data).toMatchObject({ accepted: true });
+    const twice = await acceptedOf(r, 'webhook.test', 2);
+    expect(twice.map((d) => d.id)).toEqual([one.data!.id, one.data!.id]);
+
+    // Spent: the schedule has 8 attempts of 100 ms; the receiver refuses them all.
+    const since = new Date().toISOString();
+    r.answer = () => 500;
+    const failed: string[] = [];
+    for (let i = 0; i < 2; i++)
+      failed.push((await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.id } })).data!.id);
+    await until(async () => {
+      const messages = await listWebhookMessages({
+        client: t.client,
+        path: { webhookEndpointId: endpoint.id },
+        query: { status: 'FAILED' },
+      });
+      return messages.data!.length === 2;
+    }, 10_000);
+    r.answer = () => 200;
+    const res = await replayFailedWebhookMessages({ client: t.client, path: { webhookEndpointId: endpoint.id }, body: { since } });
+    expect(res.data).toEqual({ replayed: 2 });
+    await until(async () => failed.every((id) => r.accepted().some((d) => d.id === id)));
+    const unknown = await replayWebhookMessage({
+      client: t.client,
+      path: { webhookEndpointId: endpoint.id, messageId: '01900000-0000-7000-8000-000000000000' },
+    });
+    expect(unknown.response.status).toBe(404);
+  });
+});
+
+describe('a process that stops between the change and the delivery', () => {
+  // Processes on a database of their own, so that no other worker takes a turn.
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('loses nothing: another process delivers what it wrote', async () => {
+    // This one looks for due messages once a minute: it commits the change, and stops before it sends.
+    const first = await startTestApp({ database, env: { ...FAST, NEXUS_EVENTS_POLL_MS: '60000' } });
+    const ten = await tenant({}, first);
+    const r = await receiver();
+    await endpointFor(first, ten.workspaceId, r, ['access.status_changed']);
+    expect((await suspendWorkspaceAccess({ client: first.client, path: { accessId: ten.accessId } })).response.status).toBe(200);
+    await settle(100);
+    await first.close();
+    expect(r.deliveries).toHaveLength(0);
+    const second = await startTestApp({ database, env: FAST });
+    try {
+      const [delivery] = await acceptedOf(r, 'access.status_changed', 1);
+      expect(delivery!.verified!.data).toMatchObject({ workspaceAccessId: ten.accessId, from: 'ACTIVE', to: 'SUSPENDED', reason: 'admin' });
+      await settle();
+      expect(r.deliveries).toHaveLength(1);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('a message claimed by a process that died mid-delivery is sent by another once the claim runs out, with the same id', async () => {
+    const first = await startTestApp({ database, env: { ...FAST, NEXUS_EVENTS_CLAIM_MS: '60000', NEXUS_EVENTS_TIMEOUT_MS: '30000' } });
+    const ten = await tenant({}, first);
+    const r = await receiver();
+    r.answer = () => null; // hangs: the first process stops while it waits
+    const endpoint = await endpointFor(first, ten.workspaceId, r);
+    const sent = await sendTestWebhookEvent({ client: first.client, path: { webhookEndpointId: endpoint.id } });
+    await until(async () => r.deliveries.length >= 1);
+    await first.close();
+    r.answer = () => 200;
+    const second = await startTestApp({ database, env: FAST });
+    try {
+      // The claim stands (a minute here): no one sends it meanwhile.
+      await settle();
+      expect(r.deliveries).toHaveLength(1);
+      // As the claim of a process that died runs out:
+      await database
+        .db('webhook_messages')
+        .where({ event_id: sent.data!.id })
+        .update({ next_attempt_at: new Date(Date.now() - 1) });
+      const [delivery] = await acceptedOf(r, 'webhook.test', 1);
+      expect(delivery!.id).toBe(sent.data!.id);
+      expect(r.deliveries.map((d) => d.id)).toEqual([sent.data!.id, sent.data!.id]);
+    } finally {
+      await second.close();
+    }
+  });
+});
