@@ -10,6 +10,7 @@ import { gatewayHandlers } from './gateway/gateway.js';
 import { providerConnectionHandlers } from './provider-connections/provider-connections.js';
 import { auditLogHandlers } from './audit-logs/audit-logs.js';
 import { billingHandlers } from './billing/billing.js';
+import { moneyHandlers } from './money/money.js';
 
 export function createHandlers(services: Services, context: HandlerContext): HandlerMap {
   const areas: HandlerMap[] = [
@@ -22,6 +23,7 @@ export function createHandlers(services: Services, context: HandlerContext): Han
     invocationHandlers(services),
     gatewayHandlers(),
     billingHandlers(services),
+    moneyHandlers(services),
   ];
   const all: HandlerMap = {};
   for (const area of areas) {
