@@ -1049,11 +1049,11 @@ export type UsageBucketDto = {
     /**
      * The provider cost of the bucket's calls, in millionths of the workspace's currency (the calls with a price).
      */
-    costMicros?: CostMicros;
+    costMicros: CostMicros;
     /**
      * How many of its calls had no price (their cost is not in `costMicros`).
      */
-    unpricedEvents?: number;
+    unpricedEvents: number;
 };
 
 export type UsageSummaryDto = {
@@ -1062,7 +1062,7 @@ export type UsageSummaryDto = {
     until: DateTime;
     granularity: 'hour' | 'day';
     groupBy: UsageGroupBy;
-    currency?: CurrencyCode;
+    currency: CurrencyCode;
     buckets: Array<UsageBucketDto>;
 };
 

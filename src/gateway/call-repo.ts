@@ -172,7 +172,7 @@ with recorded as (
   select ${INVOCATION_COLUMNS.map((c) => `i.${c}`).join(', ')}
     from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
   on conflict (id) do nothing
-  returning id, started_at, provider_connection_id
+  returning id, started_at, provider_connection_id, requested_model
 ), ${leaseCallSettlementCtes('$1', 'recorded')}
 select u.workspace_id, r.provider_connection_id as connection_id, u.model, u.cost_micros
   from u join recorded r on r.id = u.invocation_id`;

@@ -62,12 +62,12 @@ const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, l
 
 /**
  * Calls admitted on quota leases, from the JSON array at this placeholder, those of them whose invocation
- * the CTE `recorded` (its `id`s, `started_at` and `provider_connection_id`) holds. A USAGE event carries the
+ * the CTE `recorded` (its `id`s, `started_at`, `provider_connection_id` and `requested_model`) holds. A USAGE event carries the
  * call's cost under the price in force when it started (price-sql.ts); an ADJUSTMENT event carries units only.
  */
 export const leaseCallSettlementCtes = (leaseCalls: string, recorded: string) => `
 lc as (
-  select x.*, r.started_at as call_started_at, r.provider_connection_id as call_connection_id
+  select x.*, r.started_at as call_started_at, r.provider_connection_id as call_connection_id, r.requested_model as call_requested_model
     from json_to_recordset(cast(${leaseCalls} as json)) as x(
     lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
     invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz,
@@ -84,7 +84,8 @@ lc as (
   select q.id, q.workspace_id, q.workspace_access_id, q.quota_period_id, lc.bound, lc.units, lc.charged,
          case when l.id is null then 0 else lc.take end as take,
          lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at,
-         lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm, lc.call_started_at, lc.call_connection_id
+         lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm, lc.call_started_at, lc.call_connection_id,
+         lc.call_requested_model
     from lc join quota_leases q on q.id = lc.lease_id left join l on l.id = lc.lease_id
 ), p as (
   update quota_periods qp
@@ -132,9 +133,9 @@ with expired as (
 ), recorded as (
   insert into invocations select (json_populate_record(cast(null as invocations), c.invocation)).* from calls c
   on conflict (id) do nothing
-  returning id, started_at, provider_connection_id
+  returning id, started_at, provider_connection_id, requested_model
 ), charged as (
-  select c.*, r.started_at as call_started_at, r.provider_connection_id as call_connection_id
+  select c.*, r.started_at as call_started_at, r.provider_connection_id as call_connection_id, r.requested_model as call_requested_model
     from calls c join recorded r on r.id = c.invocation_id where c.units > 0
 ), u as (
   insert into usage_events (${USAGE_COLUMNS})
