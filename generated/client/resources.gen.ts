@@ -609,7 +609,7 @@ export class MoneyResource extends NexusResource {
   /**
    * Export invocations as CSV
    *
-   * The invocations that started in [since, until), oldest first, as CSV (RFC 4180, a header row), streamed:
+   * The invocations that started in [since, until), in the order they started (their ids), as CSV (RFC 4180, a header row), streamed:
    * any number of rows, read from the database a page at a time.
    *
    * `GET /admin/v1/workspaces/{workspaceId}/invocations/export` (`exportInvocations` in the function API)

@@ -638,7 +638,7 @@ export const setWorkspaceBudget = <ThrowOnError extends boolean = true>(options:
 /**
  * Export invocations as CSV
  *
- * The invocations that started in [since, until), oldest first, as CSV (RFC 4180, a header row), streamed:
+ * The invocations that started in [since, until), in the order they started (their ids), as CSV (RFC 4180, a header row), streamed:
  * any number of rows, read from the database a page at a time.
  *
  */

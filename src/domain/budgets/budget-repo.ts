@@ -42,7 +42,8 @@ export function createBudgetRepo(db: Queryable) {
 
     /** The workspace's currency: its budget's. */
     async currencyOf(workspaceId: string, q: Queryable = db): Promise<string> {
-      return ((await q('workspaces').where({ id: workspaceId }).first('currency')) as { currency: string }).currency;
+      const row: { currency: string } | undefined = await q('workspaces').where({ id: workspaceId }).first('currency');
+      return row!.currency;
     },
 
     /** The workspace's cost recorded from `since` (a whole UTC hour), in micro-units. */

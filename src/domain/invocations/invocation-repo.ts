@@ -119,11 +119,11 @@ export function createInvocationRepo(db: Queryable) {
     },
 
     /**
-     * The workspace's invocations that started in [since, until), oldest first, a page at a time (keyset on
-     * started_at and id): an export of any size holds one page.
+     * The workspace's invocations that started in [since, until), in id order (UUID v7, minted as a call starts: the
+     * order they started), a page at a time along (workspace_id, id): an export of any size holds one page.
      */
     async *exportInvocations(workspaceId: string, since: Date, until: Date, q: Queryable = db): AsyncGenerator<InvocationExportRow[]> {
-      let after: { at: Date; id: string } | undefined;
+      let after: string | undefined;
       for (;;) {
         const query = q('invocations as i')
           .leftJoin('usage_events as u', (j) => j.on('u.invocation_id', 'i.id').andOnVal('u.kind', 'USAGE'))
@@ -149,17 +149,13 @@ export function createInvocationRepo(db: Queryable) {
             'u.price_id',
             'i.total_latency_ms',
           )
-          .orderBy([{ column: 'i.started_at' }, { column: 'i.id' }])
+          .orderBy('i.id')
           .limit(EXPORT_PAGE);
-        if (after) {
-          const { at, id } = after;
-          query.where((w) => w.where('i.started_at', '>', at).orWhere((x) => x.where('i.started_at', at).where('i.id', '>', id)));
-        }
+        if (after) query.where('i.id', '>', after);
         const rows = (await query) as InvocationExportRow[];
         if (rows.length) yield rows;
         if (rows.length < EXPORT_PAGE) return;
-        const last = rows[rows.length - 1]!;
-        after = { at: last.started_at, id: last.id };
+        after = rows[rows.length - 1]!.id;
       }
     },
 

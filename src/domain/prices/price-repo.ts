@@ -63,7 +63,7 @@ export function createPriceRepo(db: Queryable) {
     ): Promise<Pick<PriceRow, 'model_pattern' | 'provider_connection_id' | 'protocol_profile'>[]> {
       return tx('model_prices')
         .where({ workspace_id: workspaceId })
-        .where((w) => w.whereNull('effective_to').orWhere('effective_to', '>', from))
+        .where((w) => void w.whereNull('effective_to').orWhere('effective_to', '>', from))
         .select('model_pattern', 'provider_connection_id', 'protocol_profile');
     },
 
@@ -75,7 +75,7 @@ export function createPriceRepo(db: Queryable) {
       const query = q('model_prices').select(q.raw(COLUMNS)).where({ workspace_id: filter.workspaceId });
       if (filter.at) {
         const at = filter.at;
-        query.where('effective_from', '<=', at).where((w) => w.whereNull('effective_to').orWhere('effective_to', '>', at));
+        query.where('effective_from', '<=', at).where((w) => void w.whereNull('effective_to').orWhere('effective_to', '>', at));
       }
       return paginate<PriceRow>(query, filter);
     },

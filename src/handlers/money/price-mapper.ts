@@ -1,10 +1,10 @@
-import type { ModelPriceDto, PricePerMillion, WorkspaceBudgetDto } from '../../../generated/client/types.gen.js';
+import type { ModelPriceDto, WorkspaceBudgetDto } from '../../../generated/client/types.gen.js';
 import type { BudgetView } from '../../domain/budgets/budget-service.js';
 import type { PriceRow } from '../../domain/prices/price-repo.js';
 
 /** numeric's text as the wire writes a price: no trailing zeros after the point (`2.500` is `2.5`). */
-function decimal(text: string): PricePerMillion {
-  return (text.includes('.') ? text.replace(/\.?0+$/, '') : text) as PricePerMillion;
+function decimal(text: string): string {
+  return text.includes('.') ? text.replace(/\.?0+$/, '') : text;
 }
 
 export function toModelPriceDto(row: PriceRow): ModelPriceDto {
