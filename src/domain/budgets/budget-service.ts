@@ -173,5 +173,3 @@ export function createBudgetService(deps: {
     },
   };
 }
-
-export type BudgetService = ReturnType<typeof createBudgetService>;

@@ -44,7 +44,7 @@ export interface ImportPricesInput extends PriceScope {
 }
 
 /** A pattern as a LIKE pattern (null: an exact name, compared by equality). */
-export function likeOf(pattern: string): string | null {
+function likeOf(pattern: string): string | null {
   if (!pattern.includes('*')) return null;
   return pattern.replace(/[\\%_]/g, (c) => `\\${c}`).replaceAll('*', '%');
 }
@@ -251,5 +251,3 @@ export function createPriceService(deps: {
     },
   };
 }
-
-export type PriceService = ReturnType<typeof createPriceService>;
