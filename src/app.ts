@@ -231,6 +231,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     hasher: services.hasher,
     changes: services.changes,
     metrics,
+    checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
   });
   const gateway = createGateway({
     parts: gatewayParts,

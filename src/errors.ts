@@ -47,6 +47,8 @@ const errorStatus = {
   quota_period_not_found: 404,
   webhook_endpoint_not_found: 404,
   webhook_message_not_found: 404,
+  price_not_found: 404,
+  budget_not_found: 404,
   // 405
   method_not_allowed: 405,
   // 409
@@ -74,6 +76,10 @@ const errorStatus = {
   billing_mapping_exists: 409,
   checkout_not_available: 409,
   webhook_endpoint_disabled: 409,
+  price_overlap: 409,
+  price_closed: 409,
+  // 402
+  workspace_budget_exceeded: 402,
   // 413
   payload_too_large: 413,
   // 429
@@ -104,6 +110,7 @@ export const errorRetryAfter: Partial<Record<ErrorCode, number>> = {
 const errorType: Record<number, string> = {
   400: 'invalid_request_error',
   401: 'authentication_error',
+  402: 'quota_exceeded_error',
   403: 'permission_error',
   404: 'not_found_error',
   405: 'invalid_request_error',

@@ -519,6 +519,118 @@ export class UsageResource extends NexusResource {
 }
 
 /**
+ * Money: listModelPrices, createModelPrice, importModelPrices, closeModelPrice, getWorkspaceBudget, setWorkspaceBudget, exportInvocations, exportUsageSummary.
+ *
+ * The price book, the cost of calls, spend exports and workspace budgets.
+ */
+export class MoneyResource extends NexusResource {
+  /**
+   * List the price book
+   *
+   * The workspace's prices, newest first; with `at`, only those in force at that time.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/prices` (`listModelPrices` in the function API)
+   */
+  listModelPrices(workspaceId: string, query?: Params<types.ListModelPricesData['query']>, options?: RequestOptions): PagePromise<types.ListModelPricesResponses[200][number]> {
+    return this._core._list<types.ListModelPricesResponses[200][number]>(sdk.listModelPrices, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Add a price to the price book
+   *
+   * A provider's price for a model pattern, per million tokens, in the workspace's currency, in force from
+   * `effectiveFrom` until it is closed. Scope: one provider connection (`providerConnectionId`), every
+   * connection of one protocol (`protocolProfile`), or every connection (neither). Two prices of the same
+   * pattern and scope may not overlap in time (409 `price_overlap`): close the old one at the new one's start.
+   * A call is charged under the price in force when it started; a price added or closed later never changes the
+   * cost of a call already recorded.
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/prices` (`createModelPrice` in the function API)
+   */
+  createModelPrice(workspaceId: string, body: Params<NonNullable<types.CreateModelPriceData['body']>>, options?: RequestOptions): NexusPromise<types.CreateModelPriceResponses[keyof types.CreateModelPriceResponses]> {
+    return this._core._call<types.CreateModelPriceResponses[keyof types.CreateModelPriceResponses]>(sdk.createModelPrice, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Import prices in LiteLLM's format
+   *
+   * Loads a `model_prices_and_context_window.json` (LiteLLM's map of model id to USD per token) into the price
+   * book in one call: one price per entry that has `input_cost_per_token` and `output_cost_per_token`, its
+   * pattern the entry's key, converted to per million tokens exactly (`cache_read_input_token_cost`,
+   * `cache_creation_input_token_cost` and `output_cost_per_reasoning_token` too). Entries priced otherwise
+   * (per image, per second, per character) and `sample_spec` are skipped and listed. The file's prices are in
+   * USD: the workspace's currency must be USD. All or nothing: an entry that is not in the format refuses the
+   * whole import with 400 naming its key (`prices.<model>.<field>`); an entry whose pattern and scope already
+   * has a price in force at `effectiveFrom` refuses it with 409.
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/prices/import` (`importModelPrices` in the function API)
+   */
+  importModelPrices(workspaceId: string, body: Params<NonNullable<types.ImportModelPricesData['body']>>, options?: RequestOptions): NexusPromise<types.ImportModelPricesResponses[keyof types.ImportModelPricesResponses]> {
+    return this._core._call<types.ImportModelPricesResponses[keyof types.ImportModelPricesResponses]>(sdk.importModelPrices, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Close a price
+   *
+   * Ends the price at `effectiveTo` (default now): calls that start from then are not charged under it. Calls
+   * already recorded keep their cost. A price closed already: 409 `price_closed`.
+   *
+   * `POST /admin/v1/model-prices/{priceId}/close` (`closeModelPrice` in the function API)
+   */
+  closeModelPrice(priceId: string, body?: Params<types.CloseModelPriceData['body']>, options?: RequestOptions): NexusPromise<types.CloseModelPriceResponses[keyof types.CloseModelPriceResponses]> {
+    return this._core._call<types.CloseModelPriceResponses[keyof types.CloseModelPriceResponses]>(sdk.closeModelPrice, { path: { priceId }, body }, options);
+  }
+
+  /**
+   * Get the workspace's spend budget
+   *
+   * The budget, what was spent in its current window, and whether each level is crossed. 404 `budget_not_found` when none is set.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/budget` (`getWorkspaceBudget` in the function API)
+   */
+  getWorkspaceBudget(workspaceId: string, options?: RequestOptions): NexusPromise<types.GetWorkspaceBudgetResponses[keyof types.GetWorkspaceBudgetResponses]> {
+    return this._core._call<types.GetWorkspaceBudgetResponses[keyof types.GetWorkspaceBudgetResponses]>(sdk.getWorkspaceBudget, { path: { workspaceId } }, options);
+  }
+
+  /**
+   * Set the workspace's spend budget
+   *
+   * A daily or monthly (UTC) spend budget in the workspace's currency, in micro-units. `softLimitMicros` only
+   * reports (the budget shows it crossed); at `hardLimitMicros` the gateway refuses new metered calls with 402
+   * `workspace_budget_exceeded` until the window ends or the budget is raised. Calls already admitted finish
+   * and are charged; docs/pricing.md ("Budgets") gives the bound across processes.
+   *
+   * `PUT /admin/v1/workspaces/{workspaceId}/budget` (`setWorkspaceBudget` in the function API)
+   */
+  setWorkspaceBudget(workspaceId: string, body: Params<NonNullable<types.SetWorkspaceBudgetData['body']>>, options?: RequestOptions): NexusPromise<types.SetWorkspaceBudgetResponses[keyof types.SetWorkspaceBudgetResponses]> {
+    return this._core._call<types.SetWorkspaceBudgetResponses[keyof types.SetWorkspaceBudgetResponses]>(sdk.setWorkspaceBudget, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Export invocations as CSV
+   *
+   * The invocations that started in [since, until), in the order they started (their ids), as CSV (RFC 4180, a header row), streamed:
+   * any number of rows, read from the database a page at a time.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/invocations/export` (`exportInvocations` in the function API)
+   */
+  exportInvocations(workspaceId: string, query: Params<NonNullable<types.ExportInvocationsData['query']>>, options?: RequestOptions): NexusPromise<types.ExportInvocationsResponses[keyof types.ExportInvocationsResponses]> {
+    return this._core._call<types.ExportInvocationsResponses[keyof types.ExportInvocationsResponses]>(sdk.exportInvocations, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Export usage summaries as CSV
+   *
+   * getUsageSummary's buckets over [since, until) as CSV, streamed (no limit on the number of buckets).
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/usage-summary/export` (`exportUsageSummary` in the function API)
+   */
+  exportUsageSummary(workspaceId: string, query: Params<NonNullable<types.ExportUsageSummaryData['query']>>, options?: RequestOptions): NexusPromise<types.ExportUsageSummaryResponses[keyof types.ExportUsageSummaryResponses]> {
+    return this._core._call<types.ExportUsageSummaryResponses[keyof types.ExportUsageSummaryResponses]>(sdk.exportUsageSummary, { path: { workspaceId }, query }, options);
+  }
+}
+
+/**
  * Billing: listConnections, createConnection, disableConnection, configureProviderCredential, configureWebhookSecret, verifyConnection, listProductMappings, createProductMapping, deleteProductMapping, createCheckout, listWebhookEvents, replayWebhookEvent, listExternalSubscriptions, reconcileConnection, syncWorkspaceAccessBillingPeriod, receiveWebhook.
  *
  * Stripe and Paddle connections, product mappings, checkouts, the webhook inbox and projections.
@@ -1066,6 +1178,12 @@ export class Nexus extends NexusCore {
    * Invocations, usage events and the audit trail.
    */
   readonly usage: UsageResource = new UsageResource(this);
+  /**
+   * Money
+   *
+   * The price book, the cost of calls, spend exports and workspace budgets.
+   */
+  readonly money: MoneyResource = new MoneyResource(this);
   /**
    * Billing
    *

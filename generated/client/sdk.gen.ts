@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { ActivateWorkspaceAccessData, ActivateWorkspaceAccessErrors, ActivateWorkspaceAccessResponses, ArchiveProviderConnectionData, ArchiveProviderConnectionErrors, ArchiveProviderConnectionResponses, ArchiveWorkspaceData, ArchiveWorkspaceErrors, ArchiveWorkspaceResponses, BindPlanStrategyData, BindPlanStrategyErrors, BindPlanStrategyResponses, ChangeAccessPlanData, ChangeAccessPlanErrors, ChangeAccessPlanResponses, ClosePlanStrategyBindingData, ClosePlanStrategyBindingErrors, ClosePlanStrategyBindingResponses, ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialErrors, ConfigureBillingProviderCredentialResponses, ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretErrors, ConfigureBillingWebhookSecretResponses, CreateBillingConnectionData, CreateBillingConnectionErrors, CreateBillingConnectionResponses, CreateBillingProductMappingData, CreateBillingProductMappingErrors, CreateBillingProductMappingResponses, CreateCheckoutData, CreateCheckoutErrors, CreateCheckoutResponses, CreatePlanData, CreatePlanErrors, CreatePlanResponses, CreateProviderConnectionData, CreateProviderConnectionErrors, CreateProviderConnectionResponses, CreateQuotaStrategyData, CreateQuotaStrategyErrors, CreateQuotaStrategyResponses, CreateWebhookEndpointData, CreateWebhookEndpointErrors, CreateWebhookEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteBillingProductMappingData, DeleteBillingProductMappingErrors, DeleteBillingProductMappingResponses, DeleteWebhookEndpointData, DeleteWebhookEndpointErrors, DeleteWebhookEndpointResponses, DisableBillingConnectionData, DisableBillingConnectionErrors, DisableBillingConnectionResponses, DisableWebhookEndpointData, DisableWebhookEndpointErrors, DisableWebhookEndpointResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetInvocationData, GetInvocationErrors, GetInvocationResponses, GetMeData, GetMeErrors, GetMeResponses, GetPlanData, GetPlanErrors, GetPlanResponses, GetPlanStrategyData, GetPlanStrategyErrors, GetPlanStrategyResponses, GetProviderConnectionData, GetProviderConnectionErrors, GetProviderConnectionResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetUsageSummaryData, GetUsageSummaryErrors, GetUsageSummaryResponses, GetWebhookEndpointData, GetWebhookEndpointErrors, GetWebhookEndpointResponses, GetWebhookMessageData, GetWebhookMessageErrors, GetWebhookMessageResponses, GetWorkspaceAccessData, GetWorkspaceAccessErrors, GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaErrors, GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, IssueInferenceKeyData, IssueInferenceKeyErrors, IssueInferenceKeyResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListBillingConnectionsData, ListBillingConnectionsErrors, ListBillingConnectionsResponses, ListBillingProductMappingsData, ListBillingProductMappingsErrors, ListBillingProductMappingsResponses, ListBillingWebhookEventsData, ListBillingWebhookEventsErrors, ListBillingWebhookEventsResponses, ListExternalSubscriptionsData, ListExternalSubscriptionsErrors, ListExternalSubscriptionsResponses, ListInferenceKeysData, ListInferenceKeysErrors, ListInferenceKeysResponses, ListInvocationsData, ListInvocationsErrors, ListInvocationsResponses, ListPlansData, ListPlansErrors, ListPlansResponses, ListPlanStrategiesData, ListPlanStrategiesErrors, ListPlanStrategiesResponses, ListPlanStrategyBindingsData, ListPlanStrategyBindingsErrors, ListPlanStrategyBindingsResponses, ListProviderConnectionsData, ListProviderConnectionsErrors, ListProviderConnectionsResponses, ListUsageEventsData, ListUsageEventsErrors, ListUsageEventsResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, ListWebhookMessagesData, ListWebhookMessagesErrors, ListWebhookMessagesResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, ListWorkspaceUsersData, ListWorkspaceUsersErrors, ListWorkspaceUsersResponses, ProvisionWorkspaceUserData, ProvisionWorkspaceUserErrors, ProvisionWorkspaceUserResponses, ProxyProviderDeleteData, ProxyProviderDeleteErrors, ProxyProviderDeleteResponses, ProxyProviderGetData, ProxyProviderGetErrors, ProxyProviderGetResponses, ProxyProviderPatchData, ProxyProviderPatchErrors, ProxyProviderPatchResponses, ProxyProviderPostData, ProxyProviderPostErrors, ProxyProviderPostResponses, ProxyProviderPutData, ProxyProviderPutErrors, ProxyProviderPutResponses, PublishPlanData, PublishPlanErrors, PublishPlanResponses, PublishPlanStrategyData, PublishPlanStrategyErrors, PublishPlanStrategyResponses, ReceiveBillingWebhookData, ReceiveBillingWebhookErrors, ReceiveBillingWebhookResponses, ReconcileBillingConnectionData, ReconcileBillingConnectionErrors, ReconcileBillingConnectionResponses, RenewWorkspaceAccessData, RenewWorkspaceAccessErrors, RenewWorkspaceAccessResponses, ReplayBillingWebhookEventData, ReplayBillingWebhookEventErrors, ReplayBillingWebhookEventResponses, ReplayFailedWebhookMessagesData, ReplayFailedWebhookMessagesErrors, ReplayFailedWebhookMessagesResponses, ReplayWebhookMessageData, ReplayWebhookMessageErrors, ReplayWebhookMessageResponses, RevokeInferenceKeyData, RevokeInferenceKeyErrors, RevokeInferenceKeyResponses, RotateProviderSecretData, RotateProviderSecretErrors, RotateProviderSecretResponses, RotateWebhookEndpointSecretData, RotateWebhookEndpointSecretErrors, RotateWebhookEndpointSecretResponses, SendTestWebhookEventData, SendTestWebhookEventErrors, SendTestWebhookEventResponses, SuspendWorkspaceAccessData, SuspendWorkspaceAccessErrors, SuspendWorkspaceAccessResponses, SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodErrors, SyncWorkspaceAccessBillingPeriodResponses, TestProviderConnectionData, TestProviderConnectionErrors, TestProviderConnectionResponses, UpdatePlanData, UpdatePlanErrors, UpdatePlanResponses, UpdateProviderConnectionData, UpdateProviderConnectionErrors, UpdateProviderConnectionResponses, UpdateWebhookEndpointData, UpdateWebhookEndpointErrors, UpdateWebhookEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, VerifyBillingConnectionData, VerifyBillingConnectionErrors, VerifyBillingConnectionResponses, VerifyProviderConnectionData, VerifyProviderConnectionErrors, VerifyProviderConnectionResponses } from './types.gen.js';
+import type { ActivateWorkspaceAccessData, ActivateWorkspaceAccessErrors, ActivateWorkspaceAccessResponses, ArchiveProviderConnectionData, ArchiveProviderConnectionErrors, ArchiveProviderConnectionResponses, ArchiveWorkspaceData, ArchiveWorkspaceErrors, ArchiveWorkspaceResponses, BindPlanStrategyData, BindPlanStrategyErrors, BindPlanStrategyResponses, ChangeAccessPlanData, ChangeAccessPlanErrors, ChangeAccessPlanResponses, CloseModelPriceData, CloseModelPriceErrors, CloseModelPriceResponses, ClosePlanStrategyBindingData, ClosePlanStrategyBindingErrors, ClosePlanStrategyBindingResponses, ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialErrors, ConfigureBillingProviderCredentialResponses, ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretErrors, ConfigureBillingWebhookSecretResponses, CreateBillingConnectionData, CreateBillingConnectionErrors, CreateBillingConnectionResponses, CreateBillingProductMappingData, CreateBillingProductMappingErrors, CreateBillingProductMappingResponses, CreateCheckoutData, CreateCheckoutErrors, CreateCheckoutResponses, CreateModelPriceData, CreateModelPriceErrors, CreateModelPriceResponses, CreatePlanData, CreatePlanErrors, CreatePlanResponses, CreateProviderConnectionData, CreateProviderConnectionErrors, CreateProviderConnectionResponses, CreateQuotaStrategyData, CreateQuotaStrategyErrors, CreateQuotaStrategyResponses, CreateWebhookEndpointData, CreateWebhookEndpointErrors, CreateWebhookEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteBillingProductMappingData, DeleteBillingProductMappingErrors, DeleteBillingProductMappingResponses, DeleteWebhookEndpointData, DeleteWebhookEndpointErrors, DeleteWebhookEndpointResponses, DisableBillingConnectionData, DisableBillingConnectionErrors, DisableBillingConnectionResponses, DisableWebhookEndpointData, DisableWebhookEndpointErrors, DisableWebhookEndpointResponses, ExportInvocationsData, ExportInvocationsErrors, ExportInvocationsResponses, ExportUsageSummaryData, ExportUsageSummaryErrors, ExportUsageSummaryResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetInvocationData, GetInvocationErrors, GetInvocationResponses, GetMeData, GetMeErrors, GetMeResponses, GetPlanData, GetPlanErrors, GetPlanResponses, GetPlanStrategyData, GetPlanStrategyErrors, GetPlanStrategyResponses, GetProviderConnectionData, GetProviderConnectionErrors, GetProviderConnectionResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetUsageSummaryData, GetUsageSummaryErrors, GetUsageSummaryResponses, GetWebhookEndpointData, GetWebhookEndpointErrors, GetWebhookEndpointResponses, GetWebhookMessageData, GetWebhookMessageErrors, GetWebhookMessageResponses, GetWorkspaceAccessData, GetWorkspaceAccessErrors, GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaErrors, GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessResponses, GetWorkspaceBudgetData, GetWorkspaceBudgetErrors, GetWorkspaceBudgetResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ImportModelPricesData, ImportModelPricesErrors, ImportModelPricesResponses, IssueInferenceKeyData, IssueInferenceKeyErrors, IssueInferenceKeyResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListBillingConnectionsData, ListBillingConnectionsErrors, ListBillingConnectionsResponses, ListBillingProductMappingsData, ListBillingProductMappingsErrors, ListBillingProductMappingsResponses, ListBillingWebhookEventsData, ListBillingWebhookEventsErrors, ListBillingWebhookEventsResponses, ListExternalSubscriptionsData, ListExternalSubscriptionsErrors, ListExternalSubscriptionsResponses, ListInferenceKeysData, ListInferenceKeysErrors, ListInferenceKeysResponses, ListInvocationsData, ListInvocationsErrors, ListInvocationsResponses, ListModelPricesData, ListModelPricesErrors, ListModelPricesResponses, ListPlansData, ListPlansErrors, ListPlansResponses, ListPlanStrategiesData, ListPlanStrategiesErrors, ListPlanStrategiesResponses, ListPlanStrategyBindingsData, ListPlanStrategyBindingsErrors, ListPlanStrategyBindingsResponses, ListProviderConnectionsData, ListProviderConnectionsErrors, ListProviderConnectionsResponses, ListUsageEventsData, ListUsageEventsErrors, ListUsageEventsResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, ListWebhookMessagesData, ListWebhookMessagesErrors, ListWebhookMessagesResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, ListWorkspaceUsersData, ListWorkspaceUsersErrors, ListWorkspaceUsersResponses, ProvisionWorkspaceUserData, ProvisionWorkspaceUserErrors, ProvisionWorkspaceUserResponses, ProxyProviderDeleteData, ProxyProviderDeleteErrors, ProxyProviderDeleteResponses, ProxyProviderGetData, ProxyProviderGetErrors, ProxyProviderGetResponses, ProxyProviderPatchData, ProxyProviderPatchErrors, ProxyProviderPatchResponses, ProxyProviderPostData, ProxyProviderPostErrors, ProxyProviderPostResponses, ProxyProviderPutData, ProxyProviderPutErrors, ProxyProviderPutResponses, PublishPlanData, PublishPlanErrors, PublishPlanResponses, PublishPlanStrategyData, PublishPlanStrategyErrors, PublishPlanStrategyResponses, ReceiveBillingWebhookData, ReceiveBillingWebhookErrors, ReceiveBillingWebhookResponses, ReconcileBillingConnectionData, ReconcileBillingConnectionErrors, ReconcileBillingConnectionResponses, RenewWorkspaceAccessData, RenewWorkspaceAccessErrors, RenewWorkspaceAccessResponses, ReplayBillingWebhookEventData, ReplayBillingWebhookEventErrors, ReplayBillingWebhookEventResponses, ReplayFailedWebhookMessagesData, ReplayFailedWebhookMessagesErrors, ReplayFailedWebhookMessagesResponses, ReplayWebhookMessageData, ReplayWebhookMessageErrors, ReplayWebhookMessageResponses, RevokeInferenceKeyData, RevokeInferenceKeyErrors, RevokeInferenceKeyResponses, RotateProviderSecretData, RotateProviderSecretErrors, RotateProviderSecretResponses, RotateWebhookEndpointSecretData, RotateWebhookEndpointSecretErrors, RotateWebhookEndpointSecretResponses, SendTestWebhookEventData, SendTestWebhookEventErrors, SendTestWebhookEventResponses, SetWorkspaceBudgetData, SetWorkspaceBudgetErrors, SetWorkspaceBudgetResponses, SuspendWorkspaceAccessData, SuspendWorkspaceAccessErrors, SuspendWorkspaceAccessResponses, SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodErrors, SyncWorkspaceAccessBillingPeriodResponses, TestProviderConnectionData, TestProviderConnectionErrors, TestProviderConnectionResponses, UpdatePlanData, UpdatePlanErrors, UpdatePlanResponses, UpdateProviderConnectionData, UpdateProviderConnectionErrors, UpdateProviderConnectionResponses, UpdateWebhookEndpointData, UpdateWebhookEndpointErrors, UpdateWebhookEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, VerifyBillingConnectionData, VerifyBillingConnectionErrors, VerifyBillingConnectionResponses, VerifyProviderConnectionData, VerifyProviderConnectionErrors, VerifyProviderConnectionResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -530,6 +530,133 @@ export const proxyProviderPut = <ThrowOnError extends boolean = true>(options: O
 export const getMe = <ThrowOnError extends boolean = true>(options?: Options<GetMeData, ThrowOnError>) => (options?.client ?? client).get<GetMeResponses, GetMeErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }, { name: 'x-api-key', type: 'apiKey' }],
     url: '/v1/me',
+    ...options
+});
+
+/**
+ * List the price book
+ *
+ * The workspace's prices, newest first; with `at`, only those in force at that time.
+ */
+export const listModelPrices = <ThrowOnError extends boolean = true>(options: Options<ListModelPricesData, ThrowOnError>) => (options.client ?? client).get<ListModelPricesResponses, ListModelPricesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/prices',
+    ...options
+});
+
+/**
+ * Add a price to the price book
+ *
+ * A provider's price for a model pattern, per million tokens, in the workspace's currency, in force from
+ * `effectiveFrom` until it is closed. Scope: one provider connection (`providerConnectionId`), every
+ * connection of one protocol (`protocolProfile`), or every connection (neither). Two prices of the same
+ * pattern and scope may not overlap in time (409 `price_overlap`): close the old one at the new one's start.
+ * A call is charged under the price in force when it started; a price added or closed later never changes the
+ * cost of a call already recorded.
+ *
+ */
+export const createModelPrice = <ThrowOnError extends boolean = true>(options: Options<CreateModelPriceData, ThrowOnError>) => (options.client ?? client).post<CreateModelPriceResponses, CreateModelPriceErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/prices',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Import prices in LiteLLM's format
+ *
+ * Loads a `model_prices_and_context_window.json` (LiteLLM's map of model id to USD per token) into the price
+ * book in one call: one price per entry that has `input_cost_per_token` and `output_cost_per_token`, its
+ * pattern the entry's key, converted to per million tokens exactly (`cache_read_input_token_cost`,
+ * `cache_creation_input_token_cost` and `output_cost_per_reasoning_token` too). Entries priced otherwise
+ * (per image, per second, per character) and `sample_spec` are skipped and listed. The file's prices are in
+ * USD: the workspace's currency must be USD. All or nothing: an entry that is not in the format refuses the
+ * whole import with 400 naming its key (`prices.<model>.<field>`); an entry whose pattern and scope already
+ * has a price in force at `effectiveFrom` refuses it with 409.
+ *
+ */
+export const importModelPrices = <ThrowOnError extends boolean = true>(options: Options<ImportModelPricesData, ThrowOnError>) => (options.client ?? client).post<ImportModelPricesResponses, ImportModelPricesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/prices/import',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Close a price
+ *
+ * Ends the price at `effectiveTo` (default now): calls that start from then are not charged under it. Calls
+ * already recorded keep their cost. A price closed already: 409 `price_closed`.
+ *
+ */
+export const closeModelPrice = <ThrowOnError extends boolean = true>(options: Options<CloseModelPriceData, ThrowOnError>) => (options.client ?? client).post<CloseModelPriceResponses, CloseModelPriceErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/model-prices/{priceId}/close',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Get the workspace's spend budget
+ *
+ * The budget, what was spent in its current window, and whether each level is crossed. 404 `budget_not_found` when none is set.
+ */
+export const getWorkspaceBudget = <ThrowOnError extends boolean = true>(options: Options<GetWorkspaceBudgetData, ThrowOnError>) => (options.client ?? client).get<GetWorkspaceBudgetResponses, GetWorkspaceBudgetErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/budget',
+    ...options
+});
+
+/**
+ * Set the workspace's spend budget
+ *
+ * A daily or monthly (UTC) spend budget in the workspace's currency, in micro-units. `softLimitMicros` only
+ * reports (the budget shows it crossed); at `hardLimitMicros` the gateway refuses new metered calls with 402
+ * `workspace_budget_exceeded` until the window ends or the budget is raised. Calls already admitted finish
+ * and are charged; docs/pricing.md ("Budgets") gives the bound across processes.
+ *
+ */
+export const setWorkspaceBudget = <ThrowOnError extends boolean = true>(options: Options<SetWorkspaceBudgetData, ThrowOnError>) => (options.client ?? client).put<SetWorkspaceBudgetResponses, SetWorkspaceBudgetErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/budget',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Export invocations as CSV
+ *
+ * The invocations that started in [since, until), in the order they started (their ids), as CSV (RFC 4180, a header row), streamed:
+ * any number of rows, read from the database a page at a time.
+ *
+ */
+export const exportInvocations = <ThrowOnError extends boolean = true>(options: Options<ExportInvocationsData, ThrowOnError>) => (options.client ?? client).get<ExportInvocationsResponses, ExportInvocationsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/invocations/export',
+    ...options
+});
+
+/**
+ * Export usage summaries as CSV
+ *
+ * getUsageSummary's buckets over [since, until) as CSV, streamed (no limit on the number of buckets).
+ *
+ */
+export const exportUsageSummary = <ThrowOnError extends boolean = true>(options: Options<ExportUsageSummaryData, ThrowOnError>) => (options.client ?? client).get<ExportUsageSummaryResponses, ExportUsageSummaryErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/usage-summary/export',
     ...options
 });
 

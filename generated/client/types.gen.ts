@@ -536,6 +536,106 @@ export type MeQuotaPeriodDto = {
     availableUnits: Int64String;
 };
 
+/**
+ * A price per million tokens, a non-negative decimal string (at most 12 digits before the point and 12 after).
+ */
+export type PricePerMillion = string;
+
+/**
+ * An ISO 4217 currency code.
+ */
+export type CurrencyCode = string;
+
+/**
+ * A cost in millionths of the currency (1000000 is one US dollar), a decimal string.
+ */
+export type CostMicros = `${bigint}`;
+
+export type CreateModelPriceDto = {
+    /**
+     * An exact model name or a glob whose only wildcard is `*` (docs/pricing.md "Patterns"), matched against the model the provider said answered.
+     */
+    modelPattern: string;
+    providerConnectionId?: string;
+    /**
+     * Every connection of this protocol profile (not with `providerConnectionId`).
+     */
+    protocolProfile?: string;
+    currency?: CurrencyCode;
+    inputPerMillion: PricePerMillion;
+    cachedInputPerMillion?: PricePerMillion;
+    cacheWritePerMillion?: PricePerMillion;
+    outputPerMillion: PricePerMillion;
+    reasoningPerMillion?: PricePerMillion;
+    effectiveFrom: DateTime;
+};
+
+export type CloseModelPriceDto = {
+    effectiveTo?: DateTime;
+};
+
+export type ModelPriceDto = {
+    id: string;
+    workspaceId: string;
+    modelPattern: string;
+    providerConnectionId?: string;
+    protocolProfile?: string;
+    currency: CurrencyCode;
+    inputPerMillion: PricePerMillion;
+    cachedInputPerMillion?: PricePerMillion;
+    cacheWritePerMillion?: PricePerMillion;
+    outputPerMillion: PricePerMillion;
+    reasoningPerMillion?: PricePerMillion;
+    effectiveFrom: DateTime;
+    effectiveTo?: DateTime;
+    source: 'manual' | 'litellm';
+};
+
+export type ImportModelPricesDto = {
+    /**
+     * The content of a `model_prices_and_context_window.json`.
+     */
+    prices: {
+        [key: string]: unknown;
+    };
+    effectiveFrom?: DateTime;
+    providerConnectionId?: string;
+    protocolProfile?: string;
+};
+
+export type ImportModelPricesResultDto = {
+    created: number;
+    /**
+     * The keys of the entries not priced per token.
+     */
+    skipped: Array<string>;
+};
+
+export type SetWorkspaceBudgetDto = {
+    period: 'DAY' | 'MONTH';
+    /**
+     * Spend (in millionths of the workspace's currency) from which the budget reports crossed; a non-negative decimal string.
+     */
+    softLimitMicros?: string;
+    /**
+     * Spend from which new metered calls are refused with 402 `workspace_budget_exceeded`; a non-negative decimal string.
+     */
+    hardLimitMicros?: string;
+};
+
+export type WorkspaceBudgetDto = {
+    workspaceId: string;
+    currency: CurrencyCode;
+    period: 'DAY' | 'MONTH';
+    softLimitMicros?: CostMicros;
+    hardLimitMicros?: CostMicros;
+    windowStart: DateTime;
+    windowEnd: DateTime;
+    spentMicros: CostMicros;
+    softCrossed: boolean;
+    hardCrossed: boolean;
+};
+
 export type PlanStatus = 'DRAFT' | 'ACTIVE' | 'ARCHIVED';
 
 export type BillingInterval = 'MONTH' | 'YEAR';
@@ -958,6 +1058,14 @@ export type UsageBucketDto = {
      * How many usage and adjustment events the bucket sums.
      */
     events: number;
+    /**
+     * The provider cost of the bucket's calls, in millionths of the workspace's currency (the calls with a price).
+     */
+    costMicros: CostMicros;
+    /**
+     * How many of its calls had no price (their cost is not in `costMicros`).
+     */
+    unpricedEvents: number;
 };
 
 export type UsageSummaryDto = {
@@ -966,6 +1074,7 @@ export type UsageSummaryDto = {
     until: DateTime;
     granularity: 'hour' | 'day';
     groupBy: UsageGroupBy;
+    currency: CurrencyCode;
     buckets: Array<UsageBucketDto>;
 };
 
@@ -1056,6 +1165,14 @@ export type UsageEventDto = {
      * The output multiplier the call was priced at.
      */
     outputMultiplierPpm?: Int64String;
+    /**
+     * USAGE events: the provider cost of the call's tokens under the price in force when it started (`priceId`); absent when no price matched.
+     */
+    costMicros?: CostMicros;
+    /**
+     * The price the cost was computed under.
+     */
+    priceId?: string;
     createdAt: DateTime;
 };
 
@@ -1113,6 +1230,14 @@ export type InvocationDto = {
      * Streams: from sending the request upstream to the provider's first body byte.
      */
     providerTtftMs?: number;
+    /**
+     * What the provider charges for the call's tokens, in millionths of the workspace's currency, under the price in force when it started; absent when the call was not charged or no price matched its model.
+     */
+    costMicros?: CostMicros;
+    /**
+     * The price the cost was computed under.
+     */
+    priceId?: string;
     attempt?: InvocationAttemptDto;
     usageEvents?: Array<UsageEventDto>;
 };
@@ -1407,6 +1532,10 @@ export type WorkspaceDto = {
      * Forward gateway calls to endpoints that have no usage inspector, unmetered.
      */
     allowUnmeteredPassthrough: boolean;
+    /**
+     * The currency of the workspace's prices, costs and budget (ISO 4217; default USD).
+     */
+    currency?: CurrencyCode;
     createdAt: DateTime;
     updatedAt: DateTime;
     archivedAt?: DateTime;
@@ -1416,12 +1545,20 @@ export type CreateWorkspaceDto = {
     name: string;
     metadata?: Metadata;
     allowUnmeteredPassthrough?: boolean;
+    /**
+     * The currency of the workspace's prices, costs and budget (ISO 4217). Default USD.
+     */
+    currency?: CurrencyCode;
 };
 
 export type UpdateWorkspaceDto = {
     name?: string;
     metadata?: Metadata;
     allowUnmeteredPassthrough?: boolean;
+    /**
+     * The workspace's currency (ISO 4217). It cannot change once the workspace has prices (409 `conflict`).
+     */
+    currency?: CurrencyCode;
 };
 
 export type CreateProviderConnectionDtoWritable = {
@@ -3068,6 +3205,10 @@ export type ProxyProviderDeleteErrors = {
      */
     401: ErrorBody;
     /**
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     */
+    402: ErrorBody;
+    /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
     403: ErrorBody;
@@ -3146,6 +3287,10 @@ export type ProxyProviderGetErrors = {
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
     401: ErrorBody;
+    /**
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     */
+    402: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
@@ -3229,6 +3374,10 @@ export type ProxyProviderPatchErrors = {
      */
     401: ErrorBody;
     /**
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     */
+    402: ErrorBody;
+    /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
     403: ErrorBody;
@@ -3310,6 +3459,10 @@ export type ProxyProviderPostErrors = {
      * No inference key, or one that is invalid, expired or revoked (`invalid_inference_key`); a Management Key is not an inference key.
      */
     401: ErrorBody;
+    /**
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     */
+    402: ErrorBody;
     /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
@@ -3393,6 +3546,10 @@ export type ProxyProviderPutErrors = {
      */
     401: ErrorBody;
     /**
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     */
+    402: ErrorBody;
+    /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
     403: ErrorBody;
@@ -3455,6 +3612,10 @@ export type GetMeErrors = {
      */
     401: ErrorBody;
     /**
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     */
+    402: ErrorBody;
+    /**
      * The access is not ACTIVE (`access_not_active`, `access_suspended`), the connection is SUSPENDED (`connection_suspended`), the workspace is archived (`workspace_archived_gateway`), or the request names a model its quota strategy does not allow (`model_not_allowed`).
      */
     403: ErrorBody;
@@ -3478,6 +3639,409 @@ export type GetMeResponses = {
 };
 
 export type GetMeResponse = GetMeResponses[keyof GetMeResponses];
+
+export type ListModelPricesData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+        /**
+         * Only the prices in force at this time (RFC 3339).
+         */
+        at?: string;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/prices';
+};
+
+export type ListModelPricesErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListModelPricesError = ListModelPricesErrors[keyof ListModelPricesErrors];
+
+export type ListModelPricesResponses = {
+    /**
+     * A page of prices.
+     */
+    200: Array<ModelPriceDto>;
+};
+
+export type ListModelPricesResponse = ListModelPricesResponses[keyof ListModelPricesResponses];
+
+export type CreateModelPriceData = {
+    body: CreateModelPriceDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/prices';
+};
+
+export type CreateModelPriceErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type CreateModelPriceError = CreateModelPriceErrors[keyof CreateModelPriceErrors];
+
+export type CreateModelPriceResponses = {
+    /**
+     * Created.
+     */
+    201: ModelPriceDto;
+};
+
+export type CreateModelPriceResponse = CreateModelPriceResponses[keyof CreateModelPriceResponses];
+
+export type ImportModelPricesData = {
+    body: ImportModelPricesDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/prices/import';
+};
+
+export type ImportModelPricesErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ImportModelPricesError = ImportModelPricesErrors[keyof ImportModelPricesErrors];
+
+export type ImportModelPricesResponses = {
+    /**
+     * What was imported.
+     */
+    200: ImportModelPricesResultDto;
+};
+
+export type ImportModelPricesResponse = ImportModelPricesResponses[keyof ImportModelPricesResponses];
+
+export type CloseModelPriceData = {
+    body?: CloseModelPriceDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        priceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/model-prices/{priceId}/close';
+};
+
+export type CloseModelPriceErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type CloseModelPriceError = CloseModelPriceErrors[keyof CloseModelPriceErrors];
+
+export type CloseModelPriceResponses = {
+    /**
+     * The price, closed.
+     */
+    200: ModelPriceDto;
+};
+
+export type CloseModelPriceResponse = CloseModelPriceResponses[keyof CloseModelPriceResponses];
+
+export type GetWorkspaceBudgetData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/budget';
+};
+
+export type GetWorkspaceBudgetErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetWorkspaceBudgetError = GetWorkspaceBudgetErrors[keyof GetWorkspaceBudgetErrors];
+
+export type GetWorkspaceBudgetResponses = {
+    /**
+     * The budget.
+     */
+    200: WorkspaceBudgetDto;
+};
+
+export type GetWorkspaceBudgetResponse = GetWorkspaceBudgetResponses[keyof GetWorkspaceBudgetResponses];
+
+export type SetWorkspaceBudgetData = {
+    body: SetWorkspaceBudgetDto;
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/budget';
+};
+
+export type SetWorkspaceBudgetErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type SetWorkspaceBudgetError = SetWorkspaceBudgetErrors[keyof SetWorkspaceBudgetErrors];
+
+export type SetWorkspaceBudgetResponses = {
+    /**
+     * The budget as set.
+     */
+    200: WorkspaceBudgetDto;
+};
+
+export type SetWorkspaceBudgetResponse = SetWorkspaceBudgetResponses[keyof SetWorkspaceBudgetResponses];
+
+export type ExportInvocationsData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query: {
+        since: string;
+        until: string;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/invocations/export';
+};
+
+export type ExportInvocationsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ExportInvocationsError = ExportInvocationsErrors[keyof ExportInvocationsErrors];
+
+export type ExportInvocationsResponses = {
+    /**
+     * Columns: id, started_at, completed_at, status, error_code, workspace_access_id, inference_key_id, provider_connection_id, requested_model, upstream_model, quota_units, input_tokens, cached_input_tokens, output_tokens, cost_micros, currency, price_id, total_latency_ms.
+     */
+    200: string;
+};
+
+export type ExportInvocationsResponse = ExportInvocationsResponses[keyof ExportInvocationsResponses];
+
+export type ExportUsageSummaryData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query: {
+        since: string;
+        until: string;
+        granularity?: 'hour' | 'day';
+        groupBy?: UsageGroupBy;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/usage-summary/export';
+};
+
+export type ExportUsageSummaryErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ExportUsageSummaryError = ExportUsageSummaryErrors[keyof ExportUsageSummaryErrors];
+
+export type ExportUsageSummaryResponses = {
+    /**
+     * Columns: start, key, units, input_tokens, cached_input_tokens, output_tokens, events, cost_micros, unpriced_events, currency.
+     */
+    200: string;
+};
+
+export type ExportUsageSummaryResponse = ExportUsageSummaryResponses[keyof ExportUsageSummaryResponses];
 
 export type ListPlansData = {
     body?: never;

@@ -40,6 +40,10 @@ import { createRateService } from './rate-limits/rate-service.js';
 import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from './security/key-hash.js';
 import { createSecretBox } from './security/secret-box.js';
 import { createWorkspaceRepo } from './workspaces/workspace-repo.js';
+import { createBudgetRepo } from './budgets/budget-repo.js';
+import { createBudgetService, type BudgetCrossing } from './budgets/budget-service.js';
+import { createPriceRepo } from './prices/price-repo.js';
+import { createPriceService } from './prices/price-service.js';
 import { createWorkspaceService } from './workspaces/workspace-service.js';
 import { createEvents } from './events/outbox.js';
 import { createWebhookDelivery } from './events/webhook-delivery.js';
@@ -53,6 +57,8 @@ export interface ServiceDeps {
   logger: Logger;
   /** The outside world, replaceable in tests. */
   fetch: typeof fetch;
+  /** Told of each budget level crossed, once per window (the hook for a `workspace.budget_crossed` event). */
+  onBudgetCrossed?: ((crossing: BudgetCrossing) => void) | undefined;
 }
 
 export function createDomain(deps: ServiceDeps) {
@@ -147,6 +153,16 @@ export function createDomain(deps: ServiceDeps) {
     events,
   });
   const readiness = createReadiness({ db, schema: config.databaseSchema });
+  const prices = createPriceService({ db, priceRepo: createPriceRepo(db), providerConnectionRepo, workspaces, audit, clock });
+  const budgets = createBudgetService({
+    db,
+    budgetRepo: createBudgetRepo(db),
+    workspaces,
+    audit,
+    changes,
+    clock,
+    onBudgetCrossed: deps.onBudgetCrossed,
+  });
 
   const services = {
     // The Admin API's areas (src/handlers/, src/http/api.ts) and the app's timers (src/app.ts).
@@ -166,6 +182,9 @@ export function createDomain(deps: ServiceDeps) {
     inferenceKeyExpiry: { announceExpiring: inferenceKeys.announceExpiring },
     // The one way another area raises an event (budgets, route breakers): events.emit(tx, workspaceId, type, data).
     events,
+    prices,
+    // The Admin API's budgets, and the gateway's check of them after each batch of calls recorded.
+    budgets,
     // What the gateway is given besides the app's own db, config, clock and logger.
     quota,
     rates,

@@ -22,7 +22,7 @@ import { isDatabaseUnavailable } from '../database-unavailable.js';
 import type { InferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
 import type { Admission } from '../domain/quota/quota-leases.js';
 import type { Logger } from '../observability/logger.js';
-import type { CallRepo, CallRows } from './call-repo.js';
+import type { CallRows } from './call-repo.js';
 import type { Spool } from './spool.js';
 
 /** Every field is always present (a call's records share one object shape). */
@@ -66,7 +66,8 @@ export interface RecorderEvents {
 }
 
 export function createCallRecorder(deps: {
-  repo: Pick<CallRepo, 'record'>;
+  /** Writes a batch (call-repo.ts, its costs handed on by gateway-parts.ts). */
+  repo: { record(calls: CallRows[]): Promise<void> };
   keys: Pick<InferenceKeyRepo, 'touchLastRequest'>;
   logger: Logger;
   /** Told of each admitted call once its record is safe (written or spooled), or given up. */

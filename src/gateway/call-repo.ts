@@ -70,6 +70,8 @@ export interface AuthRow {
   rate_tokens: bigint | null;
   rate_concurrent: number | null;
   period_start: Date | null;
+  /** While now is before it, the workspace's hard spend budget is crossed: metered calls are refused (402). */
+  budget_exceeded_until: Date | null;
 }
 
 const LOOKUP = `
@@ -84,12 +86,14 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms,
        p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
        s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens,
-       s.id as strategy_id, s.model_rules, s.allowed_models, s.output_cap_policy
+       s.id as strategy_id, s.model_rules, s.allowed_models, s.output_cap_policy,
+       wb.hard_exceeded_until as budget_exceeded_until
   from inference_keys k
   join workspace_accesses a on a.id = k.workspace_access_id
   join workspaces w on w.id = k.workspace_id
   join plans pl on pl.id = a.plan_id
   left join rate_windows rw on rw.workspace_access_id = a.id
+  left join workspace_budgets wb on wb.workspace_id = k.workspace_id
   left join provider_connections c on c.id = cast(? as uuid) and c.workspace_id = k.workspace_id
   left join lateral (
     select * from quota_periods qp
@@ -168,9 +172,10 @@ with recorded as (
   select ${INVOCATION_COLUMNS.map((c) => `i.${c}`).join(', ')}
     from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
   on conflict (id) do nothing
-  returning id
+  returning id, started_at, provider_connection_id, requested_model
 ), ${leaseCallSettlementCtes('$1', 'recorded')}
-select count(*) as n from recorded`;
+select u.workspace_id, r.provider_connection_id as connection_id, u.model, u.cost_micros
+  from u join recorded r on r.id = u.invocation_id`;
 
 /**
  * Calls in flight (the JSON array at placeholder `calls`) on the leases of `held` (a CTE of lease ids),
@@ -228,6 +233,14 @@ with held as (
      and status = 'HELD'
 ), ${writeCallsCtes('held', '$2', '$3')}
 select id from held`;
+
+/** The cost of a call recorded (null: no price matched its model), for the metrics and the budgets. */
+export interface RecordedCost {
+  workspace_id: string;
+  connection_id: string;
+  model: string | null;
+  cost_micros: bigint | null;
+}
 
 /** A call's rows as JSON text (row-json.ts), made when it ends. */
 export interface CallRows {
@@ -315,15 +328,18 @@ export function createCallRepo(db: Db, prepared = true) {
       return (result.rows as AuthRow[])[0] ?? null;
     },
 
-    /** Records the calls in one statement (all or nothing); a call recorded already is left as it is. */
-    async record(calls: CallRows[]): Promise<void> {
+    /**
+     * Records the calls in one statement (all or nothing); a call recorded already is left as it is. Returns the
+     * costs of the calls it charged.
+     */
+    async record(calls: CallRows[]): Promise<RecordedCost[]> {
       const invocations: string[] = [];
       const leaseCalls: string[] = [];
       for (const c of calls) {
         invocations.push(c.invocation);
         if (c.leaseCall) leaseCalls.push(c.leaseCall);
       }
-      await query('nexus_record_calls', RECORD_CALLS, [jsonArray(leaseCalls), jsonArray(invocations)]);
+      return query<RecordedCost>('nexus_record_calls', RECORD_CALLS, [jsonArray(leaseCalls), jsonArray(invocations)]);
     },
 
     /**

@@ -24,6 +24,7 @@ import { createAuthCache } from './auth-cache.js';
 import { createCallMeter } from './call-meter.js';
 import { createCallRecorder } from './call-recorder.js';
 import { createCallReport } from './call-report.js';
+import { createCallSpend } from './call-spend.js';
 import { createCallRepo } from './call-repo.js';
 import { createGatewayDb } from './gateway-db.js';
 import { createLearnedBounds } from './learned-bounds.js';
@@ -44,6 +45,8 @@ export interface GatewayPartsDeps {
   changes: ChangeFeed;
   /** Where the gateway counts what it does beyond the request metrics (optional: tests build gateways without). */
   metrics?: Metrics | undefined;
+  /** The budgets' check of the workspaces a batch of calls charged (src/domain/budgets/budget-service.ts). */
+  checkBudgets?: ((workspaceIds: string[]) => Promise<void>) | undefined;
 }
 
 export function createGatewayParts(deps: GatewayPartsDeps) {
@@ -76,8 +79,10 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     // An access idle this long gives back what the process holds unused (another process may be refused meanwhile).
     idleMs: config.quotaLeaseIdleMs,
   });
+  const spend = createCallSpend({ checkBudgets: deps.checkBudgets, onCost: metrics?.callCost, logger });
   const recorder = createCallRecorder({
-    repo,
+    // A batch's costs go to the metrics and the budgets once it is written.
+    repo: { record: async (rows) => spend.recorded(await repo.record(rows)) },
     keys: createInferenceKeyRepo(db),
     logger,
     written: leases.written,
@@ -123,6 +128,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
   /** Waits for the records started so far, then returns the quota leases and rate allowances not in use. */
   async function drain(): Promise<void> {
     await recorder.drain();
+    await spend.drain();
     await leases.drain();
     await rates.drain();
   }

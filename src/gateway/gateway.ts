@@ -139,6 +139,12 @@ export function createGateway(deps: GatewayDeps) {
           `${method} ${endpoint} is not metered on an '${auth.protocol_profile!}' connection; the workspace can allow unmetered calls with allowUnmeteredPassthrough`,
         );
       }
+      // The workspace's hard spend budget is reached: no new metered call until its window ends (docs/pricing.md "Budgets").
+      if (inspector && auth.budget_exceeded_until && auth.budget_exceeded_until > startedAt) {
+        throw new AppError('workspace_budget_exceeded', "The workspace's spend budget is reached for its current window", {
+          reset_at: auth.budget_exceeded_until.toISOString(),
+        });
+      }
       raw = await bodyRead;
       let rewriteJson: ((text: string) => string) | undefined;
       if (inspector) {

@@ -11,6 +11,7 @@ import { providerConnectionHandlers } from './provider-connections/provider-conn
 import { auditLogHandlers } from './audit-logs/audit-logs.js';
 import { billingHandlers } from './billing/billing.js';
 import { webhookHandlers } from './webhooks/webhooks.js';
+import { moneyHandlers } from './money/money.js';
 
 export function createHandlers(services: Services, context: HandlerContext): HandlerMap {
   const areas: HandlerMap[] = [
@@ -24,6 +25,7 @@ export function createHandlers(services: Services, context: HandlerContext): Han
     gatewayHandlers(),
     billingHandlers(services),
     webhookHandlers(services),
+    moneyHandlers(services),
   ];
   const all: HandlerMap = {};
   for (const area of areas) {

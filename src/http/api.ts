@@ -6,6 +6,7 @@
  */
 import type { Request, Response } from 'express';
 import { createHash } from 'node:crypto';
+import { pipeline } from 'node:stream/promises';
 import type { IncomingMessage } from 'node:http';
 import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
@@ -255,7 +256,10 @@ function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps,
     res.set('Link', nextLink(deps.publicUrl.forRequest(req), req, cursor));
   }
   res.status(result.status);
-  if (result.body === undefined) res.end();
+  if (result.stream) {
+    // An export: a failure half-way cuts the connection (a truncated body is never taken for a whole one).
+    pipeline(result.stream, res).catch((err: unknown) => res.destroy(err as Error));
+  } else if (result.body === undefined) res.end();
   else res.json(result.body);
 }
 

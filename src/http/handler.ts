@@ -4,6 +4,7 @@
  * touch express's `res`: the glue in api.ts writes the answer.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { Readable } from 'node:stream';
 import type { Actor, Clock } from '../domain/actor.js';
 import type { EventLoopMonitor } from '../observability/event-loop.js';
 import { encodeCursor } from './wire.js';
@@ -32,6 +33,8 @@ export interface HandlerResult {
   headers?: Record<string, string>;
   /** Lists: the next page's cursor; the glue turns it into Link and X-Next-Cursor. */
   nextCursor?: string | null;
+  /** An answer streamed as it is made (an export): piped with backpressure, never held whole. */
+  stream?: Readable;
 }
 
 /**
@@ -67,6 +70,21 @@ export function handler<D extends DataShape, R>(fn: (input: HandlerInput<D>) => 
 export const ok = <B>(body: NoInfer<B>): { status: 200; body: B } => ({ status: 200, body });
 export const created = <B>(body: NoInfer<B>): { status: 201; body: B } => ({ status: 201, body });
 export const noContent = (): { status: 204; body: undefined } => ({ status: 204, body: undefined });
+/**
+ * A text answer streamed from `lines` (an export of any size): each string is written as it comes, with backpressure.
+ * Its body is typed as the operation's (a string) but never held: the glue pipes the stream.
+ */
+export const streamed = (
+  contentType: string,
+  lines: AsyncIterable<string>,
+  headers: Record<string, string> = {},
+): { status: 200; body: never; headers: Record<string, string>; stream: Readable } => ({
+  status: 200,
+  body: undefined as never,
+  headers: { 'Content-Type': contentType, ...headers },
+  stream: Readable.from(lines, { objectMode: false }),
+});
+
 /** A list's page; `nextAfter` (the domain's position) goes out as an opaque cursor. */
 export const page = <B extends unknown[]>(
   items: NoInfer<B>,

@@ -291,6 +291,21 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     registers,
   });
 
+  // The provider cost of the calls recorded (docs/pricing.md "Cost"), in the workspace's currency, and the calls no
+  // price matched. Counted when a batch is written, so a call counts once, by the process that recorded it.
+  const costMicros = new Counter({
+    name: 'nexus_gateway_cost_micros_total',
+    help: "Provider cost of the calls recorded, in millionths of the workspace's currency, by workspace, connection and model",
+    labelNames: ['workspace', 'connection', 'model'] as const,
+    registers,
+  });
+  const unpriced = new Counter({
+    name: 'nexus_gateway_unpriced_calls_total',
+    help: 'Calls recorded whose model had no price in the price book, by workspace, connection and model',
+    labelNames: ['workspace', 'connection', 'model'] as const,
+    registers,
+  });
+
   const calls = new InPlaceCounter(
     registry,
     'nexus_gateway_calls_total',
@@ -491,6 +506,12 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     /** A gateway call refused before its key and connection were known (an invalid key, a bad path). */
     refusedEarly(reason: string): void {
       refusal(reason);
+    },
+
+    /** A recorded call's cost (null: unpriced), counted when its batch is written (call-spend.ts). */
+    callCost(workspace: string, connection: string, model: string, micros: bigint | null): void {
+      if (micros === null) unpriced.inc({ workspace, connection, model });
+      else costMicros.inc({ workspace, connection, model }, Number(micros));
     },
 
     /** Recorder events (call-recorder.ts). */

@@ -130,8 +130,13 @@ export function meteringProcess(db: Db, options: { clock?: Clock; ttlMs?: number
     ttlMs: options.ttlMs ?? 60_000,
     idleMs: options.idleMs ?? 60_000,
   });
+  const callRepo = createCallRepo(db, preparedStatements);
   const recorder = createCallRecorder({
-    repo: createCallRepo(db, preparedStatements),
+    repo: {
+      record: async (rows) => {
+        await callRepo.record(rows);
+      },
+    },
     keys: createInferenceKeyRepo(db),
     logger,
     written: leases.written,

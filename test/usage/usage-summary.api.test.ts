@@ -84,6 +84,8 @@ describe('getUsageSummary', () => {
         cachedInputTokens: '0',
         outputTokens: '4',
         events: 2,
+        costMicros: '0',
+        unpricedEvents: 2,
       },
       {
         start: '2026-03-01T10:00:00.000Z',
@@ -93,6 +95,8 @@ describe('getUsageSummary', () => {
         cachedInputTokens: '0',
         outputTokens: '1',
         events: 1,
+        costMicros: '0',
+        unpricedEvents: 1,
       },
       {
         start: '2026-03-01T11:00:00.000Z',
@@ -102,8 +106,20 @@ describe('getUsageSummary', () => {
         cachedInputTokens: '0',
         outputTokens: '3',
         events: 1,
+        costMicros: '0',
+        unpricedEvents: 1,
       },
-      { start: '2026-03-02T09:00:00.000Z', key: '', units: '1', inputTokens: '1', cachedInputTokens: '0', outputTokens: '0', events: 1 },
+      {
+        start: '2026-03-02T09:00:00.000Z',
+        key: '',
+        units: '1',
+        inputTokens: '1',
+        cachedInputTokens: '0',
+        outputTokens: '0',
+        events: 1,
+        costMicros: '0',
+        unpricedEvents: 1,
+      },
     ]);
   });
 
@@ -191,6 +207,9 @@ describe('getUsageSummary', () => {
         cachedInputTokens: '0',
         outputTokens: '0',
         events: 2,
+        // The ADJUSTMENT carries units only: one call, unpriced.
+        costMicros: '0',
+        unpricedEvents: 1,
       },
     ]);
   });

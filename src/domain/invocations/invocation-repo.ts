@@ -45,6 +45,8 @@ export interface UsageBucketRow {
   cached_input_tokens: string;
   output_tokens: string;
   events: number;
+  cost_micros: string;
+  unpriced_events: number;
 }
 
 /** The series key of each grouping (usage_rollups' columns; an access's uuid is grouped as one, not as text). */
@@ -53,6 +55,34 @@ const GROUP_KEYS: Record<UsageGroupBy, string> = {
   access: 'workspace_access_id',
   connection: 'provider_connection_id',
 };
+
+/** An invocation's cost, read from its USAGE event (one per invocation: usage_events_one_per_invocation). */
+const INVOCATION_COST = `(select u.cost_micros from usage_events u where u.invocation_id = invocations.id and u.kind = 'USAGE') as cost_micros,
+  (select u.price_id from usage_events u where u.invocation_id = invocations.id and u.kind = 'USAGE') as price_id`;
+
+/** An invocation as an export lists it: with its USAGE event's tokens and cost. */
+export interface InvocationExportRow {
+  id: string;
+  started_at: Date;
+  completed_at: Date | null;
+  status: InvocationStatus;
+  error_code: string | null;
+  workspace_access_id: string;
+  inference_key_id: string;
+  provider_connection_id: string;
+  requested_model: string;
+  attempt_upstream_model: string | null;
+  quota_units: bigint;
+  input_tokens: bigint | null;
+  cached_input_tokens: bigint | null;
+  output_tokens: bigint | null;
+  cost_micros: bigint | null;
+  price_id: string | null;
+  total_latency_ms: number | null;
+}
+
+/** Rows an export reads at a time: its memory is one page, whatever the range holds. */
+const EXPORT_PAGE = 1000;
 
 export function createInvocationRepo(db: Queryable) {
   return {
@@ -80,12 +110,53 @@ export function createInvocationRepo(db: Queryable) {
     },
 
     async list(filter: InvocationFilter, q: Queryable = db): Promise<Page<InvocationRow>> {
-      const query = q('invocations').select('*').where({ workspace_id: filter.workspaceId });
+      const query = q('invocations').select('*', q.raw(INVOCATION_COST)).where({ workspace_id: filter.workspaceId });
       if (filter.workspaceAccessId) query.where({ workspace_access_id: filter.workspaceAccessId });
       if (filter.model) query.where({ requested_model: filter.model });
       if (filter.status) query.where({ status: filter.status });
       whereInRange(query, 'started_at', filter);
       return paginate<InvocationRow>(query, filter);
+    },
+
+    /**
+     * The workspace's invocations that started in [since, until), in id order (UUID v7, minted as a call starts: the
+     * order they started), a page at a time along (workspace_id, id): an export of any size holds one page.
+     */
+    async *exportInvocations(workspaceId: string, since: Date, until: Date, q: Queryable = db): AsyncGenerator<InvocationExportRow[]> {
+      let after: string | undefined;
+      for (;;) {
+        const query = q('invocations as i')
+          .leftJoin('usage_events as u', (j) => j.on('u.invocation_id', 'i.id').andOnVal('u.kind', 'USAGE'))
+          .where('i.workspace_id', workspaceId)
+          .where('i.started_at', '>=', since)
+          .where('i.started_at', '<', until)
+          .select(
+            'i.id',
+            'i.started_at',
+            'i.completed_at',
+            'i.status',
+            'i.error_code',
+            'i.workspace_access_id',
+            'i.inference_key_id',
+            'i.provider_connection_id',
+            'i.requested_model',
+            'i.attempt_upstream_model',
+            'i.quota_units',
+            'u.input_tokens',
+            'u.cached_input_tokens',
+            'u.output_tokens',
+            'u.cost_micros',
+            'u.price_id',
+            'i.total_latency_ms',
+          )
+          .orderBy('i.id')
+          .limit(EXPORT_PAGE);
+        if (after) query.where('i.id', '>', after);
+        const rows = (await query) as InvocationExportRow[];
+        if (rows.length) yield rows;
+        if (rows.length < EXPORT_PAGE) return;
+        after = rows[rows.length - 1]!.id;
+      }
     },
 
     async listUsageEvents(filter: UsageEventFilter, q: Queryable = db): Promise<Page<UsageEventRow>> {
@@ -118,7 +189,7 @@ export function createInvocationRepo(db: Queryable) {
         `select to_char(${start} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as start, ${key}::text as key,
                 sum(units)::text as units, sum(input_tokens)::text as input_tokens,
                 sum(cached_input_tokens)::text as cached_input_tokens, sum(output_tokens)::text as output_tokens,
-                sum(events)::int as events
+                sum(events)::int as events, sum(cost_micros)::text as cost_micros, sum(unpriced_events)::int as unpriced_events
            from ${source}
           group by ${start}, ${key}
           order by ${start}, ${key}`,

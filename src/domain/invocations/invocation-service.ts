@@ -33,6 +33,8 @@ export interface UsageSummaryRequest {
 }
 
 export interface UsageSummary {
+  /** The workspace's currency: the buckets' costs are in it. */
+  currency: string;
   since: Date;
   until: Date;
   buckets: UsageBucketRow[];
@@ -58,6 +60,34 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
       return invocationRepo.listUsageEvents(filter);
     },
 
+    /** The invocations that started in [since, until), a page at a time, and the workspace's currency. */
+    async exportInvocations(actor: Actor, workspaceId: string, since: Date, until: Date) {
+      if (since >= until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
+      const workspace = await workspaces.get(actor, workspaceId);
+      return { currency: workspace.currency, pages: invocationRepo.exportInvocations(workspaceId, since, until) };
+    },
+
+    /**
+     * The summary's buckets over [since, until) (whole UTC hours), in slices of at most MAX_BUCKETS buckets: an
+     * export holds one slice, whatever the range.
+     */
+    async exportUsageSummary(actor: Actor, request: UsageSummaryRequest & { since: Date; until: Date }) {
+      if (request.since >= request.until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
+      const workspace = await workspaces.get(actor, request.workspaceId);
+      const since = Math.floor(request.since.getTime() / HOUR_MS) * HOUR_MS;
+      const until = Math.ceil(request.until.getTime() / HOUR_MS) * HOUR_MS;
+      // A slice ends on a bucket's edge (days from a UTC midnight, as the summary bins them), so no bucket is split.
+      const slice = MAX_BUCKETS * BUCKET_MS[request.granularity];
+      async function* pages(): AsyncGenerator<UsageBucketRow[]> {
+        for (let from = since; from < until;) {
+          const to = Math.min(until, Math.floor(from / BUCKET_MS[request.granularity]) * BUCKET_MS[request.granularity] + slice);
+          yield await invocationRepo.usageSummary({ ...request, since: new Date(from), until: new Date(to) });
+          from = to;
+        }
+      }
+      return { currency: workspace.currency, pages: pages() };
+    },
+
     /** Units and tokens per bucket and key over [since, until); a range of more than MAX_BUCKETS buckets is refused. */
     async usageSummary(actor: Actor, request: UsageSummaryRequest): Promise<UsageSummary> {
       // Whole UTC hours, the rollup's grain: since down to its hour, until up to the end of its hour.
@@ -77,8 +107,8 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
           { param: 'since' },
         );
       }
-      await workspaces.get(actor, request.workspaceId);
-      return { since, until, buckets: await invocationRepo.usageSummary({ ...request, since, until }) };
+      const workspace = await workspaces.get(actor, request.workspaceId);
+      return { currency: workspace.currency, since, until, buckets: await invocationRepo.usageSummary({ ...request, since, until }) };
     },
   };
 }

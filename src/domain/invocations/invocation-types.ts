@@ -39,4 +39,7 @@ export interface InvocationRow {
   attempt_first_token_at: Date | null;
   attempt_completed_at: Date | null;
   attempt_duration_ms: number | null;
+  /** Read with the invocation (its USAGE event's): the call's cost and the price it was computed under. */
+  cost_micros?: bigint | null;
+  price_id?: string | null;
 }

@@ -42,6 +42,9 @@ export interface UsageEventRow {
   input_multiplier_ppm: bigint | null;
   cached_input_multiplier_ppm: bigint | null;
   output_multiplier_ppm: bigint | null;
+  /** USAGE events: the provider cost in micro-units of the workspace's currency, under `price_id` (null: unpriced). */
+  cost_micros?: bigint | null;
+  price_id?: string | null;
 }
 
 export interface QuotaSnapshot {

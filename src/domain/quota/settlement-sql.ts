@@ -22,6 +22,7 @@
  */
 
 import { thresholdEventCtes } from '../events/outbox-sql.js';
+import { priceOfCall } from '../prices/price-sql.js';
 
 /**
  * The rows of `table` whose ids `ids` (a subquery) names, locked in id order: every statement that locks
@@ -60,15 +61,17 @@ interface LeaseCallSettlement {
 
 const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, kind,
   units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at,
-  model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm`;
+  model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, cost_micros, price_id`;
 
 /**
  * Calls admitted on quota leases, from the JSON array at this placeholder, those of them whose invocation
- * the CTE `recorded` (its `id`s) holds.
+ * the CTE `recorded` (its `id`s, `started_at`, `provider_connection_id` and `requested_model`) holds. A USAGE event carries the
+ * call's cost under the price in force when it started (price-sql.ts); an ADJUSTMENT event carries units only.
  */
 export const leaseCallSettlementCtes = (leaseCalls: string, recorded: string) => `
 lc as (
-  select x.* from json_to_recordset(cast(${leaseCalls} as json)) as x(
+  select x.*, r.started_at as call_started_at, r.provider_connection_id as call_connection_id, r.requested_model as call_requested_model
+    from json_to_recordset(cast(${leaseCalls} as json)) as x(
     lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
     invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz,
     model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint)
@@ -84,7 +87,8 @@ lc as (
   select q.id, q.workspace_id, q.workspace_access_id, q.quota_period_id, lc.bound, lc.units, lc.charged,
          case when l.id is null then 0 else lc.take end as take,
          lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at,
-         lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm
+         lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm, lc.call_started_at, lc.call_connection_id,
+         lc.call_requested_model
     from lc join quota_leases q on q.id = lc.lease_id left join l on l.id = lc.lease_id
 ), p as (
   update quota_periods qp
@@ -96,15 +100,17 @@ lc as (
             qp.consumed_units, qp.period_end, t.units
 ), u as (
   insert into usage_events (${USAGE_COLUMNS})
-  select usage_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'USAGE',
-         least(units, bound), input_tokens, cached_tokens, output_tokens, model, null, at,
-         model_rule, input_ppm, cached_ppm, output_ppm
-    from settled where charged
+  select s.usage_id, s.workspace_id, s.workspace_access_id, s.quota_period_id, s.id, s.invocation_id, 'USAGE',
+         least(s.units, s.bound), s.input_tokens, s.cached_tokens, s.output_tokens, s.model, null, s.at,
+         s.model_rule, s.input_ppm, s.cached_ppm, s.output_ppm, mp.cost_micros, mp.id
+    from settled s ${priceOfCall('s')}
+   where s.charged
+  returning workspace_id, invocation_id, model, cost_micros
 ), a as (
   insert into usage_events (${USAGE_COLUMNS})
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'ADJUSTMENT',
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', at,
-         model_rule, input_ppm, cached_ppm, output_ppm
+         model_rule, input_ppm, cached_ppm, output_ppm, null, null
     from settled where charged and units > bound
 ), ${thresholdEventCtes('p')}`;
 
@@ -131,20 +137,21 @@ with expired as (
 ), recorded as (
   insert into invocations select (json_populate_record(cast(null as invocations), c.invocation)).* from calls c
   on conflict (id) do nothing
-  returning id
+  returning id, started_at, provider_connection_id, requested_model
 ), charged as (
-  select c.* from calls c join recorded r on r.id = c.invocation_id where c.units > 0
+  select c.*, r.started_at as call_started_at, r.provider_connection_id as call_connection_id, r.requested_model as call_requested_model
+    from calls c join recorded r on r.id = c.invocation_id where c.units > 0
 ), u as (
   insert into usage_events (${USAGE_COLUMNS})
-  select usage_id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, 'USAGE',
-         least(units, bound), input_tokens, cached_tokens, output_tokens, model, null, updated_at,
-         model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm
-    from charged
+  select c.usage_id, c.workspace_id, c.workspace_access_id, c.quota_period_id, c.lease_id, c.invocation_id, 'USAGE',
+         least(c.units, c.bound), c.input_tokens, c.cached_tokens, c.output_tokens, c.model, null, c.updated_at,
+         c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm, mp.cost_micros, mp.id
+    from charged c ${priceOfCall('c')}
 ), a as (
   insert into usage_events (${USAGE_COLUMNS})
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, 'ADJUSTMENT',
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', updated_at,
-         model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm
+         model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, null, null
     from charged where units > bound
 ), held as (
   select quota_period_id, sum(reserved_units) as reserved from expired group by quota_period_id

@@ -8,6 +8,8 @@ export interface WorkspaceRow {
   status: 'ACTIVE' | 'ARCHIVED';
   metadata: Record<string, unknown>;
   allow_unmetered_passthrough: boolean;
+  /** ISO 4217: the currency of its prices, costs and budget. */
+  currency: string;
   created_at: Date;
   updated_at: Date;
   archived_at: Date | null;
@@ -26,6 +28,11 @@ export function createWorkspaceRepo(db: Queryable) {
     findById: workspaces.findById,
     /** Locks the row for the rest of the transaction (archive vs. change races). */
     findByIdForUpdate: workspaces.findByIdForUpdate,
+
+    /** Whether the workspace's price book holds any price (its currency is then fixed). */
+    async hasPrices(id: string, tx: Queryable): Promise<boolean> {
+      return (await tx('model_prices').where({ workspace_id: id }).first('id')) !== undefined;
+    },
 
     /** Shares the row lock: many writers under one workspace, none racing its archive. */
     async findByIdForShare(id: string, tx: Queryable): Promise<WorkspaceRow | undefined> {

@@ -5,6 +5,7 @@ import { assertVisible, requireRoot, type Actor, type Clock } from '../actor.js'
 import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
+import { assertCurrency, DEFAULT_CURRENCY } from '../prices/currency.js';
 import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
 
 const METADATA_MAX_BYTES = 16 * 1024;
@@ -13,6 +14,7 @@ export interface CreateWorkspaceInput {
   name: string;
   metadata?: Record<string, unknown> | undefined;
   allowUnmeteredPassthrough?: boolean | undefined;
+  currency?: string | undefined;
 }
 
 export type UpdateWorkspaceInput = Partial<CreateWorkspaceInput>;
@@ -75,6 +77,7 @@ export function createWorkspaceService(deps: {
     async create(actor: Actor, dto: CreateWorkspaceInput): Promise<WorkspaceRow> {
       requireRoot(actor);
       assertMetadataSize(dto.metadata);
+      if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
       const now = clock.now();
       return db.transaction(async (tx) => {
         const row = await workspaceRepo.insert(
@@ -84,6 +87,7 @@ export function createWorkspaceService(deps: {
             status: 'ACTIVE',
             metadata: dto.metadata ?? {},
             allow_unmetered_passthrough: dto.allowUnmeteredPassthrough ?? false,
+            currency: dto.currency ?? DEFAULT_CURRENCY,
             created_at: now,
             updated_at: now,
             archived_at: null,
@@ -111,6 +115,7 @@ export function createWorkspaceService(deps: {
 
     async update(actor: Actor, id: string, dto: UpdateWorkspaceInput): Promise<WorkspaceRow> {
       assertMetadataSize(dto.metadata);
+      if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
       return db.transaction(async (tx) => {
         assertVisible(actor, id, 'workspace_not_found', 'Workspace');
         const current = await workspaceRepo.findByIdForUpdate(id, tx);
@@ -122,6 +127,13 @@ export function createWorkspaceService(deps: {
         if (dto.name !== undefined) patch.name = dto.name;
         if (dto.metadata !== undefined) patch.metadata = dto.metadata;
         if (dto.allowUnmeteredPassthrough !== undefined) patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
+        if (dto.currency !== undefined && dto.currency !== current.currency) {
+          // Prices, costs and budgets are all in the one currency: it is chosen before the first price.
+          if (await workspaceRepo.hasPrices(id, tx)) {
+            throw new AppError('conflict', 'The workspace has prices in its currency; its currency cannot change', { param: 'currency' });
+          }
+          patch.currency = dto.currency;
+        }
         const row = await workspaceRepo.update(id, patch, tx);
         if (dto.allowUnmeteredPassthrough !== undefined) await changes.announce({ kind: 'workspace', id }, tx);
         await audit.record(

@@ -1,6 +1,7 @@
 import type {
   InvocationAttemptDto,
   InvocationDto,
+  CostMicros,
   Int64String,
   UsageEventDto,
   UsageSummaryDto,
@@ -36,6 +37,8 @@ export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
           outputMultiplierPpm: `${row.output_multiplier_ppm ?? 0n}`,
         }
       : {}),
+    ...(row.cost_micros !== null && row.cost_micros !== undefined ? { costMicros: `${row.cost_micros}` } : {}),
+    ...(row.price_id ? { priceId: row.price_id } : {}),
     createdAt: row.created_at.toISOString(),
   };
 }
@@ -88,6 +91,11 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   for (const [k, v] of Object.entries(numbers)) if (v !== undefined) (dto as Record<string, unknown>)[k] = v;
   const attempt = toAttemptDto(row);
   if (attempt) dto.attempt = attempt;
+  const usage = usageEvents?.find((e) => e.kind === 'USAGE');
+  const cost = row.cost_micros ?? usage?.cost_micros;
+  if (cost !== null && cost !== undefined) dto.costMicros = `${cost}`;
+  const priceId = row.price_id ?? usage?.price_id;
+  if (priceId) dto.priceId = priceId;
   if (usageEvents) dto.usageEvents = usageEvents.map(toUsageEventDto);
   return dto;
 }
@@ -104,6 +112,7 @@ export function toUsageSummaryDto(
     until: summary.until.toISOString(),
     granularity,
     groupBy,
+    currency: summary.currency,
     buckets: summary.buckets.map((b) => ({
       start: b.start,
       key: b.key,
@@ -112,6 +121,8 @@ export function toUsageSummaryDto(
       cachedInputTokens: b.cached_input_tokens as Int64String,
       outputTokens: b.output_tokens as Int64String,
       events: b.events,
+      costMicros: b.cost_micros as CostMicros,
+      unpricedEvents: b.unpriced_events,
     })),
   };
 }

@@ -1,0 +1,60 @@
+/** All SQL of workspace_budgets, and the spend it is checked against (usage_rollups' cost, kept by its trigger). */
+import type { Queryable } from '../../db/database.js';
+
+export type BudgetPeriod = 'DAY' | 'MONTH';
+
+export interface BudgetRow {
+  workspace_id: string;
+  period: BudgetPeriod;
+  soft_micros: bigint | null;
+  hard_micros: bigint | null;
+  soft_crossed_window: Date | null;
+  hard_crossed_window: Date | null;
+  hard_exceeded_until: Date | null;
+  updated_at: Date;
+}
+
+export function createBudgetRepo(db: Queryable) {
+  return {
+    async find(workspaceId: string, q: Queryable = db): Promise<BudgetRow | undefined> {
+      return q('workspace_budgets').where({ workspace_id: workspaceId }).first();
+    },
+
+    /** Those of the workspaces that have a budget (no lock: most batches name none). */
+    async withBudgets(workspaceIds: string[], q: Queryable = db): Promise<string[]> {
+      const rows: { workspace_id: string }[] = await q('workspace_budgets').whereIn('workspace_id', workspaceIds).select('workspace_id');
+      return rows.map((r) => r.workspace_id);
+    },
+
+    /** The budgets of these workspaces, locked in id order (two checks of the same workspaces wait, never deadlock). */
+    async lock(workspaceIds: string[], tx: Queryable): Promise<BudgetRow[]> {
+      return tx('workspace_budgets').whereIn('workspace_id', workspaceIds).orderBy('workspace_id').forUpdate();
+    },
+
+    async upsert(row: BudgetRow, tx: Queryable): Promise<BudgetRow> {
+      const [saved] = await tx('workspace_budgets').insert(row).onConflict('workspace_id').merge().returning('*');
+      return saved as BudgetRow;
+    },
+
+    async update(workspaceId: string, patch: Partial<BudgetRow>, tx: Queryable): Promise<void> {
+      await tx('workspace_budgets').where({ workspace_id: workspaceId }).update(patch);
+    },
+
+    /** The workspace's currency: its budget's. */
+    async currencyOf(workspaceId: string, q: Queryable = db): Promise<string> {
+      const row: { currency: string } | undefined = await q('workspaces').where({ id: workspaceId }).first('currency');
+      return row!.currency;
+    },
+
+    /** The workspace's cost recorded from `since` (a whole UTC hour), in micro-units. */
+    async spentSince(workspaceId: string, since: Date, q: Queryable = db): Promise<bigint> {
+      const result = await q.raw(
+        'select coalesce(sum(cost_micros), 0)::bigint as spent from usage_rollups where workspace_id = ? and hour >= ?',
+        [workspaceId, since],
+      );
+      return BigInt((result.rows as { spent: bigint | string }[])[0]!.spent);
+    },
+  };
+}
+
+export type BudgetRepo = ReturnType<typeof createBudgetRepo>;

@@ -1,0 +1,175 @@
+/**
+ * Workspace budgets: a daily or monthly spend budget in the workspace's currency. The soft level only reports; the hard
+ * level has the gateway refuse new metered calls (402 `workspace_budget_exceeded`) until its window ends.
+ *
+ * After each batch of calls is recorded, `checkSpend` reads the spend of the batch's workspaces that have a budget and
+ * applies the rule (budget-rule.ts). A hard level crossed is written to the budget row (`hard_exceeded_until`), which
+ * the gateway's key lookup reads, and announced on the change feed: every process drops its cached lookups of the
+ * workspace and refuses its next call (docs/pricing.md "Budgets" gives the bound).
+ */
+import type { Db, Queryable } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import type { Actor, Clock } from '../actor.js';
+import type { AuditService } from '../audit/audit-service.js';
+import type { ChangeFeed } from '../changes/change-feed.js';
+import type { WorkspaceService } from '../workspaces/workspace-service.js';
+import type { BudgetPeriod, BudgetRepo, BudgetRow } from './budget-repo.js';
+import { budgetLevels, budgetWindow, type BudgetLevel, type BudgetWindow } from './budget-rule.js';
+
+const MICROS = /^(0|[1-9][0-9]{0,18})$/;
+const MAX_MICROS = 9_223_372_036_854_775_807n;
+
+export interface SetBudgetInput {
+  period: BudgetPeriod;
+  softLimitMicros?: string | undefined;
+  hardLimitMicros?: string | undefined;
+}
+
+export interface BudgetView {
+  budget: BudgetRow;
+  currency: string;
+  window: BudgetWindow;
+  spent: bigint;
+  softCrossed: boolean;
+  hardCrossed: boolean;
+}
+
+/** A level crossed, once per window: what the events of a workspace (`workspace.budget_crossed`) report. */
+export interface BudgetCrossing {
+  workspaceId: string;
+  level: BudgetLevel;
+  period: BudgetPeriod;
+  limitMicros: bigint;
+  spentMicros: bigint;
+  currency: string;
+  windowStart: Date;
+  windowEnd: Date;
+}
+
+function limitOf(value: string | undefined, param: string): bigint | null {
+  if (value === undefined) return null;
+  if (!MICROS.test(value) || BigInt(value) > MAX_MICROS) {
+    throw new AppError('invalid_parameter', `${param} must be a whole number of micro-units from 0 to ${MAX_MICROS}, as a decimal string`, {
+      param,
+    });
+  }
+  return BigInt(value);
+}
+
+export function createBudgetService(deps: {
+  db: Db;
+  budgetRepo: BudgetRepo;
+  workspaces: WorkspaceService;
+  audit: AuditService;
+  changes: ChangeFeed;
+  clock: Clock;
+  /** Told of each level crossed, once per window, after the change is committed. */
+  onBudgetCrossed?: ((crossing: BudgetCrossing) => void) | undefined;
+}) {
+  const { db, budgetRepo, workspaces, audit, changes, clock, onBudgetCrossed } = deps;
+
+  /** Applies the rule to the locked budgets `rows` at `now`; returns the crossings (to report after commit) and views. */
+  async function apply(rows: BudgetRow[], currencyOf: (workspaceId: string) => Promise<string>, now: Date, tx: Queryable) {
+    const crossings: BudgetCrossing[] = [];
+    const views: BudgetView[] = [];
+    for (const budget of rows) {
+      const window = budgetWindow(budget.period, now);
+      const spent = await budgetRepo.spentSince(budget.workspace_id, window.start, tx);
+      const levels = budgetLevels(budget, spent, window);
+      const { state } = levels;
+      const changed =
+        state.soft_crossed_window?.getTime() !== budget.soft_crossed_window?.getTime() ||
+        state.hard_crossed_window?.getTime() !== budget.hard_crossed_window?.getTime() ||
+        state.hard_exceeded_until?.getTime() !== budget.hard_exceeded_until?.getTime();
+      if (changed) await budgetRepo.update(budget.workspace_id, state, tx);
+      // The gateway's lookups read hard_exceeded_until: every process drops them when it changes.
+      if (state.hard_exceeded_until?.getTime() !== budget.hard_exceeded_until?.getTime()) {
+        await changes.announce({ kind: 'workspace', id: budget.workspace_id }, tx);
+      }
+      const currency = await currencyOf(budget.workspace_id);
+      for (const level of levels.newlyCrossed) {
+        crossings.push({
+          workspaceId: budget.workspace_id,
+          level,
+          period: budget.period,
+          limitMicros: (level === 'soft' ? budget.soft_micros : budget.hard_micros)!,
+          spentMicros: spent,
+          currency,
+          windowStart: window.start,
+          windowEnd: window.end,
+        });
+      }
+      views.push({
+        budget: { ...budget, ...state },
+        currency,
+        window,
+        spent,
+        softCrossed: levels.softCrossed,
+        hardCrossed: levels.hardCrossed,
+      });
+    }
+    return { crossings, views };
+  }
+
+  function report(crossings: BudgetCrossing[]): void {
+    if (onBudgetCrossed) for (const c of crossings) onBudgetCrossed(c);
+  }
+
+  const currencyIn = (tx: Queryable) => (workspaceId: string) => budgetRepo.currencyOf(workspaceId, tx);
+
+  return {
+    async get(actor: Actor, workspaceId: string): Promise<BudgetView> {
+      const workspace = await workspaces.get(actor, workspaceId);
+      const budget = await budgetRepo.find(workspaceId);
+      if (!budget) throw new AppError('budget_not_found', 'The workspace has no budget');
+      const window = budgetWindow(budget.period, clock.now());
+      const spent = await budgetRepo.spentSince(workspaceId, window.start);
+      const levels = budgetLevels(budget, spent, window);
+      return { budget, currency: workspace.currency, window, spent, softCrossed: levels.softCrossed, hardCrossed: levels.hardCrossed };
+    },
+
+    async set(actor: Actor, workspaceId: string, input: SetBudgetInput): Promise<BudgetView> {
+      const soft = limitOf(input.softLimitMicros, 'softLimitMicros');
+      const hard = limitOf(input.hardLimitMicros, 'hardLimitMicros');
+      const { view, crossings } = await db.transaction(async (tx) => {
+        await workspaces.requireWritable(actor, workspaceId, tx);
+        const now = clock.now();
+        const [current] = await budgetRepo.lock([workspaceId], tx);
+        const saved = await budgetRepo.upsert(
+          {
+            workspace_id: workspaceId,
+            period: input.period,
+            soft_micros: soft,
+            hard_micros: hard,
+            soft_crossed_window: current?.soft_crossed_window ?? null,
+            hard_crossed_window: current?.hard_crossed_window ?? null,
+            hard_exceeded_until: current?.hard_exceeded_until ?? null,
+            updated_at: now,
+          },
+          tx,
+        );
+        // The new levels apply at once: a budget set below what was spent already refuses the next call.
+        const { crossings, views } = await apply([saved], currencyIn(tx), now, tx);
+        await audit.record(
+          actor,
+          { action: 'workspace.budget_set', resourceType: 'workspace', resourceId: workspaceId, workspaceId, changes: { ...input } },
+          tx,
+        );
+        return { view: views[0]!, crossings };
+      });
+      report(crossings);
+      return view;
+    },
+
+    /** After a batch of calls is recorded: the budgets of its workspaces, checked against what they spent. */
+    async checkSpend(workspaceIds: string[]): Promise<void> {
+      const budgeted = await budgetRepo.withBudgets(workspaceIds);
+      if (!budgeted.length) return;
+      const crossings = await db.transaction(async (tx) => {
+        const rows = await budgetRepo.lock(budgeted, tx);
+        return (await apply(rows, currencyIn(tx), clock.now(), tx)).crossings;
+      });
+      report(crossings);
+    },
+  };
+}

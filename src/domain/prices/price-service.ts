@@ -1,0 +1,253 @@
+/**
+ * The price book: what the providers charge the operator per million tokens, per workspace, versioned by
+ * `effective_from` / `effective_to`. A price is never edited: it is closed, and a new one starts. Costs are computed
+ * when calls are recorded (price-sql.ts) and kept on their usage events, so neither a new price nor a closed one ever
+ * changes a cost already recorded.
+ */
+import type { Db } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import { newId } from '../../ids.js';
+import type { Actor, Clock } from '../actor.js';
+import type { AuditService } from '../audit/audit-service.js';
+import type { Page } from '../pagination.js';
+import type { ProviderConnectionRepo } from '../provider-connections/provider-connection-repo.js';
+import { patternProblem } from '../quota/model-pricing.js';
+import type { WorkspaceService } from '../workspaces/workspace-service.js';
+import { assertCurrency } from './currency.js';
+import { readLiteLlmPrices, type ImportedPrice } from './litellm-import.js';
+import type { PriceFilter, PriceRepo, PriceRow } from './price-repo.js';
+
+const PRICE = /^(0|[1-9][0-9]{0,11})(\.[0-9]{1,12})?$/;
+const PROFILES = new Set(['openai', 'anthropic', 'azure-openai', 'gemini', 'bedrock']);
+/** What LiteLLM's file is priced in. */
+const LITELLM_CURRENCY = 'USD';
+
+export interface PriceScope {
+  providerConnectionId?: string | undefined;
+  protocolProfile?: string | undefined;
+}
+
+export interface CreatePriceInput extends PriceScope {
+  modelPattern: string;
+  currency?: string | undefined;
+  inputPerMillion: string;
+  cachedInputPerMillion?: string | undefined;
+  cacheWritePerMillion?: string | undefined;
+  outputPerMillion: string;
+  reasoningPerMillion?: string | undefined;
+  effectiveFrom: Date;
+}
+
+export interface ImportPricesInput extends PriceScope {
+  prices: Record<string, unknown>;
+  effectiveFrom?: Date | undefined;
+}
+
+/** A pattern as a LIKE pattern (null: an exact name, compared by equality). */
+function likeOf(pattern: string): string | null {
+  if (!pattern.includes('*')) return null;
+  return pattern.replace(/[\\%_]/g, (c) => `\\${c}`).replaceAll('*', '%');
+}
+
+function assertPrice(value: string | undefined, param: string): void {
+  if (value !== undefined && !PRICE.test(value)) {
+    throw new AppError('invalid_parameter', `${param} must be a non-negative decimal string (at most 12 digits after the point)`, {
+      param,
+    });
+  }
+}
+
+function assertPattern(pattern: string, param: string): void {
+  const problem = patternProblem(pattern);
+  if (problem) throw new AppError('invalid_parameter', `${param} ${problem}`, { param });
+}
+
+const scopeKey = (p: { model_pattern: string; provider_connection_id: string | null; protocol_profile: string | null }) =>
+  `${p.provider_connection_id ?? ''}\u0000${p.protocol_profile ?? ''}\u0000${p.model_pattern}`;
+
+export function createPriceService(deps: {
+  db: Db;
+  priceRepo: PriceRepo;
+  providerConnectionRepo: ProviderConnectionRepo;
+  workspaces: WorkspaceService;
+  audit: AuditService;
+  clock: Clock;
+}) {
+  const { db, priceRepo, providerConnectionRepo, workspaces, audit, clock } = deps;
+
+  /** The scope's fields checked: one connection of the workspace, or one known protocol, not both. */
+  async function checkScope(workspaceId: string, scope: PriceScope): Promise<void> {
+    if (scope.providerConnectionId && scope.protocolProfile) {
+      throw new AppError('invalid_parameter', 'Give providerConnectionId or protocolProfile, not both', { param: 'protocolProfile' });
+    }
+    if (scope.protocolProfile && !PROFILES.has(scope.protocolProfile)) {
+      throw new AppError('invalid_parameter', `protocolProfile must be one of ${[...PROFILES].join(', ')}`, { param: 'protocolProfile' });
+    }
+    if (scope.providerConnectionId) {
+      const connection = await providerConnectionRepo.findById(scope.providerConnectionId);
+      if (!connection || connection.workspace_id !== workspaceId) {
+        throw new AppError('provider_connection_not_found', 'No provider connection with that id in this workspace', {
+          param: 'providerConnectionId',
+        });
+      }
+    }
+  }
+
+  /**
+   * Adds open prices from `from`, all or nothing, under the workspace's row lock (two adds of one pattern wait for each
+   * other): refused with 409 when one overlaps a price of its pattern and scope.
+   */
+  async function add(
+    actor: Actor,
+    workspaceId: string,
+    scope: PriceScope,
+    priced: ImportedPrice[],
+    from: Date,
+    source: PriceRow['source'],
+  ) {
+    return db.transaction(async (tx) => {
+      // Two adds to one book wait for each other, so neither misses the other's overlap.
+      await priceRepo.lockBook(workspaceId, tx);
+      const workspace = await workspaces.requireWritable(actor, workspaceId, tx);
+      const now = clock.now();
+      const rows: PriceRow[] = priced.map((p) => ({
+        id: newId(),
+        workspace_id: workspaceId,
+        provider_connection_id: scope.providerConnectionId ?? null,
+        protocol_profile: scope.protocolProfile ?? null,
+        model_pattern: p.modelPattern,
+        model_like: likeOf(p.modelPattern),
+        currency: workspace.currency,
+        input_per_million: p.inputPerMillion,
+        cached_input_per_million: p.cachedInputPerMillion,
+        cache_write_per_million: p.cacheWritePerMillion,
+        output_per_million: p.outputPerMillion,
+        reasoning_per_million: p.reasoningPerMillion,
+        effective_from: from,
+        effective_to: null,
+        source,
+        created_at: now,
+      }));
+      const taken = new Set((await priceRepo.overlapping(workspaceId, from, tx)).map(scopeKey));
+      for (const row of rows) {
+        const key = scopeKey(row);
+        if (taken.has(key)) {
+          throw new AppError(
+            'price_overlap',
+            `A price of '${row.model_pattern}' for this scope is in force at or after effectiveFrom; close it first (closeModelPrice)`,
+            { param: source === 'litellm' ? `prices.${row.model_pattern}` : 'modelPattern' },
+          );
+        }
+        taken.add(key);
+      }
+      await priceRepo.insert(rows, tx);
+      await audit.record(
+        actor,
+        {
+          action: source === 'litellm' ? 'prices.imported' : 'price.created',
+          resourceType: 'model_price',
+          resourceId: rows.length === 1 ? rows[0]!.id : workspaceId,
+          workspaceId,
+          changes: source === 'litellm' ? { count: rows.length, effectiveFrom: from.toISOString(), ...scope } : { ...rows[0] },
+        },
+        tx,
+      );
+      return rows;
+    });
+  }
+
+  return {
+    async create(actor: Actor, workspaceId: string, input: CreatePriceInput): Promise<PriceRow> {
+      assertPattern(input.modelPattern, 'modelPattern');
+      for (const field of [
+        'inputPerMillion',
+        'cachedInputPerMillion',
+        'cacheWritePerMillion',
+        'outputPerMillion',
+        'reasoningPerMillion',
+      ] as const) {
+        assertPrice(input[field], field);
+      }
+      const workspace = await workspaces.get(actor, workspaceId);
+      if (input.currency !== undefined) {
+        assertCurrency(input.currency, 'currency');
+        if (input.currency !== workspace.currency) {
+          throw new AppError(
+            'invalid_parameter',
+            `currency must be the workspace's (${workspace.currency}): its prices, costs and budget share one`,
+            {
+              param: 'currency',
+            },
+          );
+        }
+      }
+      await checkScope(workspaceId, input);
+      const [row] = await add(
+        actor,
+        workspaceId,
+        input,
+        [
+          {
+            modelPattern: input.modelPattern,
+            inputPerMillion: input.inputPerMillion,
+            cachedInputPerMillion: input.cachedInputPerMillion ?? null,
+            cacheWritePerMillion: input.cacheWritePerMillion ?? null,
+            outputPerMillion: input.outputPerMillion,
+            reasoningPerMillion: input.reasoningPerMillion ?? null,
+          },
+        ],
+        input.effectiveFrom,
+        'manual',
+      );
+      return row!;
+    },
+
+    async importLiteLlm(actor: Actor, workspaceId: string, input: ImportPricesInput): Promise<{ created: number; skipped: string[] }> {
+      const { prices, skipped } = readLiteLlmPrices(input.prices);
+      for (const p of prices) assertPattern(p.modelPattern, `prices.${p.modelPattern}`);
+      const workspace = await workspaces.get(actor, workspaceId);
+      if (workspace.currency !== LITELLM_CURRENCY) {
+        throw new AppError('invalid_parameter', `LiteLLM's prices are in USD; the workspace's currency is ${workspace.currency}`, {
+          param: 'prices',
+        });
+      }
+      await checkScope(workspaceId, input);
+      const rows = await add(actor, workspaceId, input, prices, input.effectiveFrom ?? clock.now(), 'litellm');
+      return { created: rows.length, skipped };
+    },
+
+    async list(actor: Actor, filter: PriceFilter): Promise<Page<PriceRow>> {
+      await workspaces.get(actor, filter.workspaceId);
+      return priceRepo.list(filter);
+    },
+
+    async close(actor: Actor, id: string, effectiveTo: Date | undefined): Promise<PriceRow> {
+      return db.transaction(async (tx) => {
+        const price = await priceRepo.findForUpdate(id, tx);
+        if (!price) throw new AppError('price_not_found', 'Price not found');
+        await workspaces.requireWritable(actor, price.workspace_id, tx).catch((err: unknown) => {
+          // Another tenant's price looks missing, as everywhere.
+          throw err instanceof AppError && err.code === 'workspace_not_found' ? new AppError('price_not_found', 'Price not found') : err;
+        });
+        if (price.effective_to) throw new AppError('price_closed', 'The price is closed already', { param: 'priceId' });
+        const to = effectiveTo ?? clock.now();
+        if (to <= price.effective_from) {
+          throw new AppError('invalid_parameter', "effectiveTo must be after the price's effectiveFrom", { param: 'effectiveTo' });
+        }
+        await priceRepo.close(id, to, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'price.closed',
+            resourceType: 'model_price',
+            resourceId: id,
+            workspaceId: price.workspace_id,
+            changes: { effectiveTo: to.toISOString() },
+          },
+          tx,
+        );
+        return { ...price, effective_to: to };
+      });
+    },
+  };
+}

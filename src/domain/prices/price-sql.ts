@@ -1,0 +1,32 @@
+/**
+ * The price a call is charged at, in SQL: the statements that write usage events (src/domain/quota/settlement-sql.ts)
+ * join it per event, so a call's cost is computed with its record, in the batch, never on the response path.
+ *
+ * The price in force when the call started (`effective_from <= started < effective_to`), of the model the provider said
+ * answered (the event's) or of the model the request named (a price of `gpt-4o` prices a call answered as
+ * `gpt-4o-2024-08-06`), on the call's connection. Of several, the narrowest wins: a price for the connection before one
+ * for its protocol before one for every connection; then one of the answering model before one of the requested; an
+ * exact model name before a pattern; a longer pattern before a shorter one.
+ */
+
+/**
+ * `left join lateral` of the price of the row `s` (its `workspace_id`, `model`, `call_requested_model`,
+ * `call_started_at` and `call_connection_id`), as `mp` (`id`, `cost_micros` of the row's tokens, rounded half up to a whole micro-unit).
+ */
+export const priceOfCall = (s: string) => `left join lateral (
+  select mp.id,
+         round(greatest(${s}.input_tokens - ${s}.cached_tokens, 0) * mp.input_per_million
+             + ${s}.cached_tokens * coalesce(mp.cached_input_per_million, mp.input_per_million)
+             + ${s}.output_tokens * mp.output_per_million)::bigint as cost_micros
+    from model_prices mp
+   where mp.workspace_id = ${s}.workspace_id
+     and mp.effective_from <= ${s}.call_started_at and (mp.effective_to is null or mp.effective_to > ${s}.call_started_at)
+     and (mp.model_pattern in (${s}.model, ${s}.call_requested_model) or ${s}.model like mp.model_like
+          or ${s}.call_requested_model like mp.model_like)
+     and (mp.provider_connection_id = ${s}.call_connection_id
+          or (mp.provider_connection_id is null
+              and (mp.protocol_profile is null
+                   or mp.protocol_profile = (select pc.protocol_profile from provider_connections pc where pc.id = ${s}.call_connection_id))))
+   order by mp.provider_connection_id is null, mp.protocol_profile is null,
+            not (mp.model_pattern = ${s}.model or ${s}.model like mp.model_like), mp.model_like is not null, length(mp.model_pattern) desc
+   limit 1) mp on true`;
