@@ -190,6 +190,8 @@ export class InputTally {
   textBytes = 0;
   /** Bytes bounded byte for byte, and inline images at their bound. */
   bytes = 0;
+  /** The base64 bytes of the inline images walked beyond INLINE_IMAGE_TOKEN_BOUND each (what the body's bytes may drop). */
+  imageExcess = 0;
   /** Structure and fixed overheads, in tokens. */
   overhead = BASE_TOKENS;
   /** What is left of the request's merge budget (countPieces). */
@@ -235,6 +237,7 @@ export class InputTally {
         const image = this.imageOf(o);
         if (image !== undefined) {
           this.bytes += Math.min(image.length, INLINE_IMAGE_TOKEN_BOUND);
+          this.imageExcess += Math.max(0, image.length - INLINE_IMAGE_TOKEN_BOUND);
           continue;
         }
         if (o.type === 'base64' && typeof o.data === 'string') {

@@ -176,7 +176,6 @@ export const bedrock = defineProtocol({
   },
   usageAsked: [],
   usageOf: converseUsage,
-  imageMark: Buffer.from('"bytes"'),
   /** A Converse image block's `{ format, source: { bytes } }` (base64 in the JSON body). */
   inlineImage(o) {
     if (typeof o.format !== 'string' || !IMAGE_FORMATS.has(o.format)) return undefined;
