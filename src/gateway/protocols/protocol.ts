@@ -109,6 +109,12 @@ export interface ProtocolTable {
   metered: readonly (readonly [RegExp, Endpoint])[];
   /** The governed but free paths: model lists, a model's description, token counting. */
   free: readonly FreeRoute[];
+  /**
+   * The path as sent, with the encoded slashes (%2F) this protocol reads as slashes made plain (Bedrock: those of
+   * a model ARN's segment); undefined when it holds none. path-safety.ts checks the path so read, and a path
+   * that needed it is refused (400) on any other protocol's connection. None: every encoded slash is refused.
+   */
+  slashesInPath?(providerPath: string): string | undefined;
   /** The model a metered path names (an Azure deployment), which the body's `model` then does not override; none: the body's. */
   routeModel?(route: string): string | undefined;
   /**
