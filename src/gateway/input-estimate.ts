@@ -2,8 +2,9 @@
  * A call's input bound from the text its request carries (docs/pricing.md "Input bounds").
  *
  * The text a request carries (messages, system prompts, tool definitions, embedding inputs) is counted
- * with o200k_base, the tokenizer of OpenAI's current models (gpt-tokenizer: pure JavaScript, no native
- * or WebAssembly build, ~50 MB/s here). What the count may not bound is bounded otherwise:
+ * with o200k_base, the tokenizer of OpenAI's current models (gpt-tokenizer's vocabulary and merges: pure
+ * JavaScript, no native or WebAssembly build), its pieces cut by o200k-split.ts where the text is ASCII
+ * (about 90 MB/s of English here). What the count may not bound is bounded otherwise:
  *
  * - **A margin for other tokenizers** (`InputRule.factor`): the text's o200k count times the factor, but
  *   never more than the text's UTF-8 bytes (a byte-level BPE token covers at least one byte, so bytes
