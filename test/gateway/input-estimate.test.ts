@@ -121,7 +121,8 @@ function counted(...texts: string[]): number {
   return tally.textTokens;
 }
 
-describe('the piecewise count', () => {
+// Thousands of random texts, each counted twice: more than the default 5 s on a loaded host.
+describe('the piecewise count', { timeout: 60_000 }, () => {
   it("reads gpt-tokenizer's vocabulary and merge (else every text is counted whole)", () => {
     expect(PIECEWISE).toBe(true);
   });
