@@ -19,6 +19,8 @@ import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
 import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
+import o200kEncoding from 'gpt-tokenizer/encoding/o200k_base';
+import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
 import { InputTally, o200kTokens } from '../src/gateway/input-estimate.js';
 import { inspectorFor, prepareCall } from '../src/gateway/inspectors.js';
 import { openai } from '../src/gateway/protocols/openai.js';
@@ -68,51 +70,99 @@ for (const { kind, text } of corpus()) {
 const prose = englishPrompt(8192);
 const prompts = Array.from({ length: PROMPTS }, (_, i) => {
   const at = prose.indexOf(' ', (i * 37) % 4096) + 1;
-  return `${i} ${prose.slice(at, at + 2040)}`;
+  // As a parsed request holds it: one flat string, not a concatenation.
+  return JSON.parse(JSON.stringify(`${i} ${prose.slice(at, at + 2040)}`)) as string;
 });
 const bodies = prompts.map((p) => ({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: p }], max_tokens: 200 }));
 const raws = bodies.map((b) => Buffer.from(JSON.stringify(b)));
 
 /**
- * µs per prompt of the median round, in CPU time (this process's, user and system: on a host shared with
- * other work, wall time also counts the time the process waited for a CPU), and in wall time.
+ * µs per prompt of each run's median round, in CPU time (this process's, user and system: on a host shared
+ * with other work, wall time also counts the time the process waited for a CPU), and in wall time. The runs
+ * take turns round by round, so that a change in the host's load weighs on each alike.
  */
-function median(run: () => void): { cpu: number; wall: number } {
-  const cpu: number[] = [];
-  const wall: number[] = [];
+function medians(runs: Record<string, () => void>): Record<string, { cpu: number; wall: number }> {
+  const cpu: Record<string, number[]> = {};
+  const wall: Record<string, number[]> = {};
   for (let r = 0; r < ROUNDS + 2; r++) {
-    const started = process.hrtime.bigint();
-    const used = process.cpuUsage();
-    run();
-    const { user, system } = process.cpuUsage(used);
-    if (r < 2) continue;
-    wall.push(Number(process.hrtime.bigint() - started) / 1000 / PROMPTS);
-    cpu.push((user + system) / PROMPTS);
+    for (const [name, run] of Object.entries(runs)) {
+      const started = process.hrtime.bigint();
+      const used = process.cpuUsage();
+      run();
+      const { user, system } = process.cpuUsage(used);
+      if (r < 2) continue;
+      (wall[name] ??= []).push(Number(process.hrtime.bigint() - started) / 1000 / PROMPTS);
+      (cpu[name] ??= []).push((user + system) / PROMPTS);
+    }
   }
   const mid = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  return { cpu: mid(cpu), wall: mid(wall) };
+  return Object.fromEntries(Object.keys(runs).map((name) => [name, { cpu: mid(cpu[name]!), wall: mid(wall[name]!) }]));
 }
 const µs = (m: { cpu: number; wall: number }) => `${m.cpu.toFixed(1)} µs CPU (${m.wall.toFixed(1)} µs wall)`;
 
-let sink = 0;
-const estimate = median(() => {
-  for (const body of bodies) {
-    const tally = new InputTally(openai.inlineImage);
-    sink += tally.bound(openai.estimateInput('chat', body, tally, body.model));
+/**
+ * The count as the estimate made it before o200k-split.ts: every piece cut by o200k's expression and looked up
+ * in the vocabulary, merges remembered. The baseline the count is compared with, in the same run.
+ */
+const vocabulary = (o200kEncoding as unknown as { bytePairEncodingCoreProcessor: { bytePairStringRankEncoder: Map<string, number> } })
+  .bytePairEncodingCoreProcessor.bytePairStringRankEncoder;
+const expression = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'gu');
+const expressionMerged = new Map<string, number>();
+function expressionCount(text: string): number {
+  let tokens = 0;
+  expression.lastIndex = 0;
+  for (let match = expression.exec(text); match !== null; match = expression.exec(text)) {
+    const piece = match[0];
+    if (vocabulary.has(piece)) tokens++;
+    else {
+      let count = expressionMerged.get(piece);
+      if (count === undefined) expressionMerged.set(piece, (count = o200kTokens(piece)));
+      tokens += count;
+    }
   }
+  return tokens;
+}
+
+let sink = 0;
+const timed = medians({
+  estimate: () => {
+    for (const body of bodies) {
+      const tally = new InputTally(openai.inlineImage);
+      sink += tally.bound(openai.estimateInput('chat', body, tally, body.model));
+    }
+  },
+  count: () => {
+    for (const p of prompts) {
+      const tally = new InputTally(openai.inlineImage);
+      tally.text(p);
+      sink += tally.textTokens;
+    }
+  },
+  previous: () => {
+    for (const p of prompts) sink += expressionCount(p);
+  },
+  // gpt-tokenizer's own count, with its merge memory on (the estimate turns it off): a fresh encoder.
+  countTokens: () => {
+    for (const p of prompts) sink += gpt4o.countTokens(p, AS_TEXT);
+  },
+  whole: () => {
+    for (const raw of raws) sink += Number(prepareCall(chat, raw, CAPS).inputBound);
+  },
 });
-// gpt-tokenizer's own count, with its merge memory on (the estimate turns it off): a fresh encoder.
-const count = median(() => {
-  for (const p of prompts) sink += gpt4o.countTokens(p, AS_TEXT);
-});
-const whole = median(() => {
-  for (const raw of raws) sink += Number(prepareCall(chat, raw, CAPS).inputBound);
-});
+const { estimate, count, previous, countTokens, whole } = timed as Record<string, { cpu: number; wall: number }>;
 const kb = Buffer.byteLength(prompts[0]!) / 1024;
-console.log(`\nA ${kb.toFixed(1)} KiB English prompt (${PROMPTS} different ones, median of ${ROUNDS} rounds):`);
-console.log(`  estimate (walk, count, bound):     ${µs(estimate)}, ${((kb * 1024) / estimate.cpu).toFixed(0)} MB/s`);
-console.log(`  gpt-tokenizer's countTokens alone: ${µs(count)}`);
-console.log(`  prepareCall (parse, caps, bound):  ${µs(whole)}`);
+console.log(`\nA ${kb.toFixed(1)} KiB English prompt (${PROMPTS} different ones, median of ${ROUNDS} rounds, the runs taking turns):`);
+console.log(`  estimate (walk, count, bound):     ${µs(estimate!)}, ${((kb * 1024) / estimate!.cpu).toFixed(0)} MB/s`);
+console.log(`  its count of the prompt alone:     ${µs(count!)}`);
+console.log(`  the count by o200k's expression:   ${µs(previous!)} (every piece cut by the expression, looked up)`);
+console.log(`  gpt-tokenizer's countTokens alone: ${µs(countTokens!)}`);
+console.log(`  prepareCall (parse, caps, bound):  ${µs(whole!)}`);
+console.log(
+  `  count / expression's count: ${ratio(count!.cpu, previous!.cpu)} CPU; estimate / (estimate with the expression's count): ${ratio(
+    estimate!.cpu,
+    estimate!.cpu - count!.cpu + previous!.cpu,
+  )}`,
+);
 
 // 2 KB of CJK never seen before (random common characters, a full stop every 12 to 40): each run between
 // punctuation a piece to merge.

@@ -37,7 +37,7 @@ import { filterModelList } from './inspectors.js';
 import { meOf } from './me.js';
 import type { MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';
-import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
+import { checkSlashesFor, parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { foreignProtocolOf, protocolOf, protocolOfPath } from './protocols/index.js';
 import { Relay } from './relay.js';
 
@@ -130,6 +130,7 @@ export function createGateway(deps: GatewayDeps) {
           `${method} ${endpoint} is a path of the ${foreign.title} API; this connection speaks '${protocol.profile}' (${protocol.title}), which meters ${protocol.meters}`,
         );
       }
+      checkSlashesFor(target, protocol.profile);
       // What the protocol cannot meter (a Gemini stream that is not SSE, Bedrock's InvokeModel) is refused, never
       // forwarded unmetered, even where the workspace allows unmetered calls.
       if (!free) protocol.checkRequest?.(inspector?.endpoint, target.search, target.route);

@@ -2,8 +2,9 @@
  * A call's input bound from the text its request carries (docs/pricing.md "Input bounds").
  *
  * The text a request carries (messages, system prompts, tool definitions, embedding inputs) is counted
- * with o200k_base, the tokenizer of OpenAI's current models (gpt-tokenizer: pure JavaScript, no native
- * or WebAssembly build, ~50 MB/s here). What the count may not bound is bounded otherwise:
+ * with o200k_base, the tokenizer of OpenAI's current models (gpt-tokenizer's vocabulary and merges: pure
+ * JavaScript, no native or WebAssembly build), its pieces cut by o200k-split.ts where the text is ASCII
+ * (about 90 MB/s of English here). What the count may not bound is bounded otherwise:
  *
  * - **A margin for other tokenizers** (`InputRule.factor`): the text's o200k count times the factor, but
  *   never more than the text's UTF-8 bytes (a byte-level BPE token covers at least one byte, so bytes
@@ -28,6 +29,7 @@
  */
 import o200k, { countTokens, setMergeCacheSize } from 'gpt-tokenizer/encoding/o200k_base';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
+import { NOT_ASCII, pieceEnd } from './o200k-split.js';
 
 /**
  * Tokens an inline image may cost at most, whatever its size in bytes: providers scale an image down before
@@ -87,37 +89,81 @@ const vocabulary = PIECEWISE ? bpe!.bytePairStringRankEncoder! : new Map<string,
  */
 if (PIECEWISE) setMergeCacheSize(0);
 const merged = new Map<string, number>();
-/** o200k's pre-tokenizer: the pieces each merged on its own. */
-const SPLIT = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'gu');
+/** o200k's pre-tokenizer, for the pieces o200k-split.ts leaves to it (those reaching beyond ASCII). */
+const SPLIT = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'yu');
 
 /**
- * `text`'s o200k tokens, piece by piece as the encoder splits it: a piece in the vocabulary is one token,
- * another is merged (remembered), or counts its UTF-8 bytes when it is too long to merge. When a piece needs
- * a merge and the request's MERGE_BUDGET is spent, the piece and the rest of `text` count their bytes. Equal to
- * o200kTokens while the budget lasts, above it after (a token covers at least one byte).
+ * Short pieces already counted, in a table of HOT_SLOTS found by a hash of the piece's characters (FNV-1a),
+ * one piece a slot, the last one counted there: most of a prompt's pieces are found in it without making a
+ * string of them or looking them up in the 200,000 entries of the vocabulary. A slot is a hit only when
+ * its piece's characters are the piece's, so the count is o200k's whatever the hash.
+ */
+const HOT_SLOTS = 1 << 14;
+/**
+ * The longest piece kept in the table, in UTF-16 units: V8 copies a string this short out of the text it is
+ * cut from, so the table never holds on to a request's text.
+ */
+const HOT_PIECE = 12;
+const hotHash = new Int32Array(HOT_SLOTS);
+const hotCount = new Int32Array(HOT_SLOTS);
+const hotPiece = new Array<string>(HOT_SLOTS).fill('');
+
+/** Whether `text` from `start` to `end` is `piece`. */
+function samePiece(piece: string, text: string, start: number, end: number): boolean {
+  if (piece.length !== end - start) return false;
+  for (let i = 0; i < piece.length; i++) if (piece.charCodeAt(i) !== text.charCodeAt(start + i)) return false;
+  return true;
+}
+
+/**
+ * `text`'s o200k tokens, piece by piece as the encoder splits it (pieceEnd, the expression where it answers
+ * NOT_ASCII): a piece in the vocabulary is one token, another is merged (remembered), or counts its UTF-8
+ * bytes when it is too long to merge. When a piece needs a merge and the request's MERGE_BUDGET is spent, the
+ * piece and the rest of `text` count their bytes. Equal to o200kTokens while the budget lasts, above it after
+ * (a token covers at least one byte).
  */
 function countPieces(text: string, budget: { merge: number }): number {
   if (!PIECEWISE) return o200kTokens(text);
   let tokens = 0;
-  SPLIT.lastIndex = 0;
-  for (let match = SPLIT.exec(text); match !== null; match = SPLIT.exec(text)) {
-    const piece = match[0];
-    if (vocabulary.has(piece)) {
-      tokens++;
-      continue;
+  for (let start = 0; start < text.length;) {
+    let end = pieceEnd(text, start);
+    if (end === NOT_ASCII) {
+      SPLIT.lastIndex = start;
+      // Every character is in one of the expression's classes; were one not, the rest counts its bytes.
+      if (!SPLIT.test(text)) return tokens + Buffer.byteLength(text.slice(start));
+      end = SPLIT.lastIndex;
     }
-    let count = merged.get(piece);
+    let slot = -1;
+    let hash = 0;
+    if (end - start <= HOT_PIECE) {
+      hash = 0x811c9dc5;
+      for (let i = start; i < end; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
+      slot = (hash ^ (hash >>> 16)) & (HOT_SLOTS - 1);
+      if (hotHash[slot] === hash && samePiece(hotPiece[slot]!, text, start, end)) {
+        tokens += hotCount[slot]!;
+        start = end;
+        continue;
+      }
+    }
+    const piece = text.slice(start, end);
+    start = end;
+    let count = vocabulary.has(piece) ? 1 : merged.get(piece);
     if (count === undefined) {
       if (piece.length > MAX_MERGED_PIECE) {
         tokens += Buffer.byteLength(piece);
         continue;
       }
       // Text mostly outside the vocabulary (random characters, base64, identifiers): not worth splitting further.
-      if (budget.merge <= 0) return tokens + Buffer.byteLength(match.index === 0 ? text : text.slice(match.index));
+      if (budget.merge <= 0) return tokens + Buffer.byteLength(piece) + Buffer.byteLength(text.slice(start));
       budget.merge -= Buffer.byteLength(piece) + MERGE_COST;
       count = bpe!.bytePairEncode!(piece).length;
       if (merged.size >= MERGED_PIECES) merged.clear();
       merged.set(piece, count);
+    }
+    if (slot >= 0) {
+      hotHash[slot] = hash;
+      hotCount[slot] = count;
+      hotPiece[slot] = piece;
     }
     tokens += count;
   }
@@ -145,6 +191,8 @@ export class InputTally {
   textBytes = 0;
   /** Bytes bounded byte for byte, and inline images at their bound. */
   bytes = 0;
+  /** The base64 bytes of the inline images walked beyond INLINE_IMAGE_TOKEN_BOUND each (what the body's bytes may drop). */
+  imageExcess = 0;
   /** Structure and fixed overheads, in tokens. */
   overhead = BASE_TOKENS;
   /** What is left of the request's merge budget (countPieces). */
@@ -190,6 +238,7 @@ export class InputTally {
         const image = this.imageOf(o);
         if (image !== undefined) {
           this.bytes += Math.min(image.length, INLINE_IMAGE_TOKEN_BOUND);
+          this.imageExcess += Math.max(0, image.length - INLINE_IMAGE_TOKEN_BOUND);
           continue;
         }
         if (o.type === 'base64' && typeof o.data === 'string') {

@@ -150,49 +150,19 @@ function tokenCap(value: unknown, param: string): number | undefined {
 export { INLINE_IMAGE_TOKEN_BOUND };
 
 /**
- * Bytes of the body's inline base64 images beyond INLINE_IMAGE_TOKEN_BOUND each: a byte of an image is
- * not a token (a 1 MB photo costs a few thousand), so counted byte for byte an image call needed a bound of
- * millions of units. OpenAI-style data URLs (`data:image/...;base64,` in chat's `image_url.url` and the
- * responses API's `image_url`), and Anthropic's `{ type: 'base64', media_type: 'image/...', data }`. Other
- * inline files (a PDF's pages are text and images) keep their bytes as their bound.
- */
-function inlineImageExcess(inspector: Inspector, raw: Buffer, body: unknown): number {
-  const { protocol } = inspector;
-  if (raw.indexOf(protocol.imageMark) < 0) return 0;
-  let excess = 0;
-  const count = (length: number) => {
-    if (length > INLINE_IMAGE_TOKEN_BOUND) excess += length - INLINE_IMAGE_TOKEN_BOUND;
-  };
-  // Iterative: a body may nest deeper than the call stack.
-  const pending: unknown[] = [body];
-  while (pending.length) {
-    const node = pending.pop();
-    if (Array.isArray(node)) {
-      for (const item of node) pending.push(item);
-    } else if (node && typeof node === 'object') {
-      const o = node as Record<string, unknown>;
-      // Only where an image goes: the same bytes as text (pasted into a message) are tokenized as text.
-      const image = protocol.inlineImage(o);
-      if (image !== undefined) {
-        count(image.length);
-        continue;
-      }
-      for (const key in o) pending.push(o[key]);
-    }
-  }
-  return excess;
-}
-
-/**
  * A call's input bound: the smaller of its bytes (inline images at their bound) and the estimate from the
  * text it carries (input-estimate.ts), so a bound is never above what the bytes alone gave.
+ *
+ * A byte of an image is not a token (a 1 MB photo costs a few thousand), so the bytes count each inline
+ * image at most INLINE_IMAGE_TOKEN_BOUND: its excess is what the estimate's walk found (InputTally's
+ * imageExcess), one walk for both. The walk reads the fields that carry input, where images go; an image
+ * elsewhere in a body keeps its bytes in both, so either is still at least what the call can cost.
  */
 function inputBoundOf(inspector: Inspector, raw: Buffer, body: Record<string, unknown>, model: string): number {
   const { protocol } = inspector;
-  const bytes = raw.length - inlineImageExcess(inspector, raw, body);
   const tally = new InputTally(protocol.inlineImage);
   const rule = protocol.estimateInput(inspector.endpoint, body, tally, model);
-  return Math.min(bytes, tally.bound(rule));
+  return Math.min(raw.length - tally.imageExcess, tally.bound(rule));
 }
 
 /** JSON is UTF-8 (RFC 8259): a body that is not is refused, not read with its bad bytes replaced. */

@@ -5,6 +5,8 @@
  */
 import { AppError } from '../errors.js';
 import { canonicalUuid, hasUuidForm } from '../ids.js';
+import { SLASH_READERS } from './protocols/index.js';
+import type { ProtocolProfile } from './protocols/protocol.js';
 
 export interface GatewayTarget {
   connectionId: string;
@@ -18,6 +20,11 @@ export interface GatewayTarget {
   route: string;
   /** '' or '?...' exactly as sent. */
   search: string;
+  /**
+   * The protocol whose rule read encoded slashes of the path as slashes (a Bedrock model ARN's), when one
+   * did: the path is safe on its connections only (checkSlashesFor).
+   */
+  slashesReadBy?: ProtocolProfile;
 }
 
 const PREFIX = '/providers/';
@@ -28,12 +35,6 @@ const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
 const CONTROL = /[\x00-\x1f\x7f]/;
 const ENCODED_SEPARATOR = /%(2f|5c)/i;
 const SCHEME = /^[a-z][a-z0-9+.-]*:/i;
-/**
- * Bedrock names a model by its ARN in one path segment, its `/` sent as %2F
- * (`model/arn%3Aaws%3Abedrock%3A...%3Ainference-profile%2Fus.anthropic...%2Fconverse`): that segment's
- * encoded slashes are read as slashes, and the path so read passes every check below.
- */
-const MODEL_ARN_SEGMENT = /^model\/(arn(?::|%3a)[^/]*)\//i;
 
 function unsafe(message: string): AppError {
   return new AppError('unsafe_proxy_request', message, { param: 'providerPath' });
@@ -66,8 +67,17 @@ export function parseGatewayUrl(rawUrl: string): GatewayTarget {
   const providerPath = slash === -1 ? '' : rest.slice(slash + 1);
   if (!providerPath) throw new AppError('route_not_found', GATEWAY_ROUTE);
   // Decode until stable (at most 3 rounds): double-encoded '..' or '/' are caught too.
-  const arn = MODEL_ARN_SEGMENT.exec(providerPath)?.[1];
-  let current = arn ? `model/${arn.replace(/%2f/gi, '/')}${providerPath.slice(6 + arn.length)}` : providerPath;
+  // A protocol may read some encoded slashes as slashes (Bedrock, a model ARN's): its connections alone take the
+  // path so read (checkSlashesFor), once it passes every check below.
+  let current = providerPath;
+  let slashesReadBy: ProtocolProfile | undefined;
+  for (const reader of SLASH_READERS) {
+    const read = reader.slashesInPath!(providerPath);
+    if (read === undefined) continue;
+    current = read;
+    slashesReadBy = reader.profile;
+    break;
+  }
   for (let round = 0; round < 4; round++) {
     checkDecoded(current);
     if (!current.includes('%')) break;
@@ -88,5 +98,17 @@ export function parseGatewayUrl(rawUrl: string): GatewayTarget {
     .replace(/\/$/, '');
   // An id that is not a UUID names no connection: the key is still checked first (401 before 404). One in
   // upper case is the same connection: ids are compared (the auth cache's key) and recorded in lower case.
-  return { connectionId: hasUuidForm(connectionId) ? canonicalUuid(connectionId) : NO_CONNECTION, providerPath, route, search };
+  const target: GatewayTarget = {
+    connectionId: hasUuidForm(connectionId) ? canonicalUuid(connectionId) : NO_CONNECTION,
+    providerPath,
+    route,
+    search,
+  };
+  if (slashesReadBy) target.slashesReadBy = slashesReadBy;
+  return target;
+}
+
+/** Refuses a path whose encoded slashes only another protocol reads as slashes, on a connection of `profile`. */
+export function checkSlashesFor(target: GatewayTarget, profile: ProtocolProfile): void {
+  if (target.slashesReadBy && target.slashesReadBy !== profile) throw unsafe('The path holds an encoded slash or backslash');
 }

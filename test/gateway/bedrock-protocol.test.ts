@@ -1,7 +1,7 @@
 /**
  * The Bedrock protocol's parts without I/O: the event-stream framing (protocols/event-stream.ts), its meter
  * (event-stream-meter.ts), the protocol table (protocols/bedrock.ts), a bedrock connection's secret and its
- * SigV4 signature (bedrock-secret.ts), and the ARN path rule (path-safety.ts).
+ * SigV4 signature (bedrock-secret.ts), and the ARN path rule (bedrock.ts slashesInPath, checked by path-safety.ts).
  */
 import { Sha256 } from '@smithy/core/checksum';
 import { SignatureV4 } from '@smithy/signature-v4';
@@ -14,7 +14,7 @@ import {
 } from '../../src/domain/provider-connections/bedrock-secret.js';
 import { EventStreamMeter } from '../../src/gateway/event-stream-meter.js';
 import { inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
-import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
+import { checkSlashesFor, parseGatewayUrl } from '../../src/gateway/path-safety.js';
 import {
   ANTHROPIC_TOOLS_TOKENS,
   bedrockInput,
@@ -413,6 +413,18 @@ describe('the gateway path of a Bedrock ARN', () => {
     const target = parseGatewayUrl(`/providers/${ID}/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.x/converse`);
     expect(target.route).toBe('model/arn:aws:bedrock:us-east-1:1:inference-profile/us.x/converse');
     expect(target.providerPath).toBe('model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.x/converse');
+    // The rule is Bedrock's: the path so read is taken on a Bedrock connection only.
+    expect(target.slashesReadBy).toBe('bedrock');
+    expect(() => checkSlashesFor(target, 'bedrock')).not.toThrow();
+    for (const profile of ['openai', 'anthropic', 'azure-openai', 'gemini'] as const) {
+      expect(() => checkSlashesFor(target, profile), profile).toThrow(/encoded slash/);
+    }
+    // An ARN without an encoded slash, or any other path, needs no rule: every connection takes it.
+    for (const path of ['model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Afoundation-model/converse', 'v1/chat/completions']) {
+      const plain = parseGatewayUrl(`/providers/${ID}/${path}`);
+      expect(plain.slashesReadBy, path).toBeUndefined();
+      expect(() => checkSlashesFor(plain, 'openai')).not.toThrow();
+    }
   });
 
   it.each([

@@ -107,6 +107,10 @@ describe('400: unsafe path or header, invalid proxy request', () => {
     ['an absolute URL', 'http://evil.example/v1/chat/completions'],
     ['a protocol-relative URL', '/evil.example/v1/chat/completions'],
     ['a dot segment', 'v1/./chat/completions'],
+    [
+      'a model ARN with an encoded slash (Bedrock reads it, this connection is not one)',
+      'model/arn%3Aaws%3Abedrock%3Ax%3A1%3Ap%2Fus.x/foo',
+    ],
   ])('%s', (_name, providerPath) => {
     it('is refused with 400 unsafe_proxy_request and never reaches the upstream', async () => {
       const before = up.requests.length;

@@ -17,6 +17,7 @@ import {
 } from '../../src/gateway/input-estimate.js';
 import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
 import { corpus } from '../fixtures/input-corpus.js';
+import { prng } from '../support/prng.js';
 
 const CAPS = { maxOutputTokens: 100, clamp: true };
 const AS_TEXT = { disallowedSpecial: new Set<string>() };
@@ -120,7 +121,8 @@ function counted(...texts: string[]): number {
   return tally.textTokens;
 }
 
-describe('the piecewise count', () => {
+// Thousands of random texts, each counted twice: more than the default 5 s on a loaded host.
+describe('the piecewise count', { timeout: 60_000 }, () => {
   it("reads gpt-tokenizer's vocabulary and merge (else every text is counted whole)", () => {
     expect(PIECEWISE).toBe(true);
   });
@@ -136,6 +138,27 @@ describe('the piecewise count', () => {
       for (let n = 1 + Math.floor(next() * 60); n > 0; n--) text += alphabet[Math.floor(next() * alphabet.length)];
       expect(counted(text), JSON.stringify(text)).toBe(o200kTokens(text));
     }
+  });
+
+  it('counts text it has seen before alike: short pieces are found again by their characters, not their hash alone', () => {
+    for (const { kind, text } of corpus()) expect(counted(text, text), kind).toBe(2 * o200kTokens(text));
+    // Two words of different counts whose FNV-1a hash (the short-piece table's) is the same: each is counted as itself.
+    const fnv = (text: string) => {
+      let hash = 0x811c9dc5;
+      for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
+      return hash;
+    };
+    const next = prng(32);
+    const seen = new Map<number, string>();
+    let pair: [string, string] | undefined;
+    while (!pair) {
+      const word = Array.from({ length: 7 }, () => String.fromCharCode(97 + Math.floor(next() * 26))).join('');
+      const other = seen.get(fnv(word));
+      if (other !== undefined && o200kTokens(other) !== o200kTokens(word)) pair = [other, word];
+      else seen.set(fnv(word), word);
+    }
+    const [a, b] = pair;
+    for (const text of [a, b, a, `${b} ${a}`, b]) expect(counted(text), text).toBe(o200kTokens(text));
   });
 
   it('past its merge budget a request counts the rest of its unknown pieces by their bytes: still above the count', () => {

@@ -183,6 +183,23 @@ describe('inspectors', () => {
     expect(small.bound).toBeLessThanOrEqual(small.bytes);
   });
 
+  it("drops an inline image's excess from the body's bytes when the bytes are the smaller bound (one walk finds it for both)", () => {
+    const url = `data:image/png;base64,${'A'.repeat(200_000)}`;
+    const excess = url.length - INLINE_IMAGE_TOKEN_BOUND;
+    // Empty tool entries: 3 bytes each, 4 tokens of structure each to the estimate, so the bytes bound the call.
+    const padding = Array.from({ length: 5000 }, () => []);
+    const image = { type: 'image_url', image_url: { url } };
+    const body = { model: 'gpt-4o', max_tokens: 5, messages: [{ role: 'user', content: [image] }], tools: padding };
+    const raw = Buffer.from(JSON.stringify(body));
+    expect(prepareCall(chat, raw, CAPS).inputBound).toBe(BigInt(raw.length - excess));
+    // Two images: both excesses.
+    const two = Buffer.from(JSON.stringify({ ...body, messages: [{ role: 'user', content: [image, image] }] }));
+    expect(prepareCall(chat, two, CAPS).inputBound).toBe(BigInt(two.length - 2 * excess));
+    // An image where no input goes (a field the endpoint does not list) keeps its bytes in both bounds.
+    const elsewhere = Buffer.from(JSON.stringify({ ...body, messages: [{ role: 'user', content: 'Hi' }], extra: [image] }));
+    expect(prepareCall(chat, elsewhere, CAPS).inputBound).toBe(BigInt(elsewhere.length));
+  });
+
   it("caps a request that sets no output limit at the plan's maxOutputTokens, as its endpoint names the cap", () => {
     const cases: [typeof chat, string][] = [
       [chat, 'max_completion_tokens'],

@@ -102,7 +102,6 @@ export const anthropic = defineProtocol({
   capFields: { messages: ['max_tokens'] },
   usageAsked: [],
   usageOf: anthropicUsage,
-  imageMark: Buffer.from('"base64"'),
   /** An image source `{ type: 'base64', media_type: 'image/...', data }`. */
   inlineImage(o) {
     return o.type === 'base64' && typeof o.media_type === 'string' && o.media_type.startsWith('image/') && typeof o.data === 'string'

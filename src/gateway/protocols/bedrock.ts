@@ -56,6 +56,20 @@ export function modelInPath(providerPath: string): string | undefined {
 }
 
 /**
+ * Bedrock names a model by its ARN in one path segment, its `/` sent as %2F
+ * (`model/arn%3Aaws%3Abedrock%3A...%3Ainference-profile%2Fus.anthropic...%2Fconverse`): that segment's
+ * encoded slashes are read as slashes (slashesInPath), and the path so read passes every check of path-safety.ts.
+ */
+const MODEL_ARN_SEGMENT = /^model\/(arn(?::|%3a)[^/]*)\//i;
+
+/** A Bedrock path with its model ARN's encoded slashes made plain; undefined when it holds none. */
+function arnSlashes(providerPath: string): string | undefined {
+  const arn = MODEL_ARN_SEGMENT.exec(providerPath)?.[1];
+  if (!arn || !/%2f/i.test(arn)) return undefined;
+  return `model/${arn.replace(/%2f/gi, '/')}${providerPath.slice('model/'.length + arn.length)}`;
+}
+
+/**
  * A ConverseStream answer, its events as the AWS SDK shapes them (`{ [eventType]: payload }`): usage in
  * `metadata`, output text in `contentBlockDelta`. A cut one ends with its open content blocks stopped,
  * `messageStop` with stopReason `max_tokens`, and `metadata` with the usage charged.
@@ -156,6 +170,7 @@ export const bedrock = defineProtocol({
   ],
   // CountTokens: the model is the path's (the route is decoded: an ARN's slashes are in the group).
   free: [['POST', /^model\/(.+)\/count-tokens$/i, 'model']],
+  slashesInPath: arnSlashes,
   routeModel: modelInPath,
   capFields: { converse: ['inferenceConfig.maxTokens'], 'converse-stream': ['inferenceConfig.maxTokens'] },
   // Converse asks for one answer: no field multiplies the cap.
@@ -176,7 +191,6 @@ export const bedrock = defineProtocol({
   },
   usageAsked: [],
   usageOf: converseUsage,
-  imageMark: Buffer.from('"bytes"'),
   /** A Converse image block's `{ format, source: { bytes } }` (base64 in the JSON body). */
   inlineImage(o) {
     if (typeof o.format !== 'string' || !IMAGE_FORMATS.has(o.format)) return undefined;

@@ -151,7 +151,6 @@ export const gemini = defineProtocol({
       return typeof name === 'string' ? name.replace(/^models\//, '') : undefined;
     },
   },
-  imageMark: Buffer.from('"data"'),
   /** An inline part `{ inlineData: { mimeType: 'image/...', data } }` (or the REST API's snake_case). */
   inlineImage(o) {
     const mime = o.mimeType ?? o.mime_type;

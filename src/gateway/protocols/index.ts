@@ -25,6 +25,9 @@ export const CALLER_KEY_HEADERS: readonly string[] = [...new Set(ALL.flatMap((p)
 /** Every query parameter an inference key may come in (Gemini's `key`), read after the headers and never forwarded. */
 export const CALLER_KEY_QUERIES: readonly string[] = [...new Set(ALL.flatMap((p) => (p.callerKeyQuery ? [p.callerKeyQuery] : [])))];
 
+/** The protocols that read some encoded slashes of a path as slashes (slashesInPath): path-safety.ts asks each. */
+export const SLASH_READERS: readonly Protocol[] = ALL.filter((p) => p.slashesInPath);
+
 /**
  * The protocol, other than `own`, that meters or governs this method and route, when `own` does neither:
  * a call of one API on a connection of another, refused (409 protocol_mismatch) rather than forwarded

@@ -248,7 +248,6 @@ export const OPENAI_SHAPE = {
   },
   usageAsked: ['chat', 'completions'],
   usageOf: openAiUsage,
-  imageMark: Buffer.from(';base64,'),
   inlineImage,
   /** o200k for OpenAI's o200k models, else the margin (input-estimate.ts): an Azure deployment's name gets the margin. */
   estimateInput(endpoint, body, tally, model) {
@@ -257,7 +256,7 @@ export const OPENAI_SHAPE = {
   },
   streamReader: (endpoint) => (endpoint === 'responses' ? new ResponsesStream() : new ChunkStream(endpoint === 'chat')),
   operations: { chat: 'chat', completions: 'text_completion', embeddings: 'embeddings', responses: 'chat' },
-} satisfies Pick<ProtocolTable, 'capFields' | 'usageAsked' | 'usageOf' | 'imageMark' | 'inlineImage' | 'estimateInput' | 'streamReader'> & {
+} satisfies Pick<ProtocolTable, 'capFields' | 'usageAsked' | 'usageOf' | 'inlineImage' | 'estimateInput' | 'streamReader'> & {
   operations: ProtocolTable['telemetry']['operations'];
 };
 

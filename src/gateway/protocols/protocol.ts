@@ -13,9 +13,9 @@
  *     refuses a request the protocol cannot meter (a Gemini stream that is not SSE, Bedrock's InvokeModel);
  *   - the model a call names: `body.model` unless `routeModel` finds it in the path (an Azure
  *     deployment, a Gemini model, a Bedrock model id or ARN);
- *   - the input estimate: the body's bytes, less the inline images found by `imageMark` /
- *     `inlineImage` beyond their token bound (inspectors.ts, inputBoundOf: the one place the input
- *     bound is computed); the output cap: `capFields`, the request fields (dotted paths) that cap an
+ *   - the input estimate: `estimateInput`'s walk of the body, the inline images it finds by
+ *     `inlineImage` at their token bound, and the body's bytes less those images' excess
+ *     (inspectors.ts, inputBoundOf: the one place the input bound is computed); the output cap: `capFields`, the request fields (dotted paths) that cap an
  *     endpoint's output, read for the bound, written when the request has none and lowered to the
  *     plan's cap (clamp), times `choiceFields`; `streamedEndpoints`, streamed by their path;
  *     `usageAsked`: the streaming endpoints whose stream carries usage only when asked
@@ -109,6 +109,12 @@ export interface ProtocolTable {
   metered: readonly (readonly [RegExp, Endpoint])[];
   /** The governed but free paths: model lists, a model's description, token counting. */
   free: readonly FreeRoute[];
+  /**
+   * The path as sent, with the encoded slashes (%2F) this protocol reads as slashes made plain (Bedrock: those of
+   * a model ARN's segment); undefined when it holds none. path-safety.ts checks the path so read, and a path
+   * that needed it is refused (400) on any other protocol's connection. None: every encoded slash is refused.
+   */
+  slashesInPath?(providerPath: string): string | undefined;
   /** The model a metered path names (an Azure deployment), which the body's `model` then does not override; none: the body's. */
   routeModel?(route: string): string | undefined;
   /**
@@ -134,8 +140,6 @@ export interface ProtocolTable {
   usageAsked: readonly Endpoint[];
   /** A usage object of an answer (a JSON answer's `usage`, a stream event's), read; null when it is not one. */
   usageOf(u: Json | null | undefined): Usage | null;
-  /** Bytes that every inline image of a request body holds: a body without them is not searched for images. */
-  imageMark: Buffer;
   /** The base64 data of an inline image, when `node` of a request body is one. */
   inlineImage(node: Record<string, unknown>): string | undefined;
   /**
