@@ -23,6 +23,8 @@ import { createAuditService } from './audit/audit-service.js';
 import { createAuditQueryService } from './audit/audit-query-service.js';
 import { createProviderConnectionRepo } from './provider-connections/provider-connection-repo.js';
 import { createProviderConnectionService } from './provider-connections/provider-connection-service.js';
+import { createRouteRepo } from './routes/route-repo.js';
+import { createRouteService } from './routes/route-service.js';
 import { createInvocationRepo } from './invocations/invocation-repo.js';
 import { createInvocationService } from './invocations/invocation-service.js';
 import { createIdempotencyRepo } from './idempotency/idempotency-repo.js';
@@ -120,6 +122,8 @@ export function createDomain(deps: ServiceDeps) {
     clock,
     changes,
   });
+  const routeRepo = createRouteRepo(db);
+  const routes = createRouteService({ db, routeRepo, providerConnectionRepo, workspaces, audit, clock, changes });
 
   const { service: billing, passes: billingPasses } = createBilling({
     db,
@@ -144,6 +148,7 @@ export function createDomain(deps: ServiceDeps) {
     invocations,
     auditLogs,
     providerConnections,
+    routes,
     billing,
     readiness,
     // What the gateway is given besides the app's own db, config, clock and logger.
