@@ -39,4 +39,23 @@ export interface InvocationRow {
   attempt_first_token_at: Date | null;
   attempt_completed_at: Date | null;
   attempt_duration_ms: number | null;
+  /** The route the call was made through (provider_connection_id is then the target that answered). */
+  route_id?: string | null;
+  /** The attempts before the last (a route's retries and fallbacks), in order; none: the call made one. */
+  attempts?: EarlierAttempt[] | null;
+}
+
+/** An attempt before a call's last, as it is kept (the InvocationAttemptDto's fields). */
+export interface EarlierAttempt {
+  id: string;
+  sequence: number;
+  providerConnectionId: string;
+  /** The model the target was sent (the route's model map applied). */
+  upstreamModel: string;
+  status: AttemptStatus;
+  startedAt: string;
+  completedAt: string;
+  durationMs: number;
+  httpStatus?: number;
+  errorCode?: string;
 }

@@ -58,6 +58,28 @@ export function createRouteRepo(db: Queryable) {
       return query;
     },
 
+    /** A breaker's transition, as every process will read it. */
+    async saveBreaker(row: BreakerRow, q: Queryable = db): Promise<void> {
+      await q('route_breakers').insert(row).onConflict(['route_id', 'provider_connection_id']).merge();
+    },
+
+    /**
+     * Claims the one half-open probe of an open breaker whose cooldown is over (or whose last probe's claim
+     * lapsed), for `until`: null when another process has it, or the breaker is no longer open.
+     */
+    async claimProbe(routeId: string, connectionId: string, now: Date, until: Date, q: Queryable = db): Promise<BreakerRow | null> {
+      const rows: BreakerRow[] = await q('route_breakers')
+        .where({ route_id: routeId, provider_connection_id: connectionId })
+        .andWhere((w) =>
+          w.where((o) => o.where({ state: 'open' }).andWhere('retry_at', '<=', now)).orWhere((h) =>
+            h.where({ state: 'half_open' }).andWhere('probe_until', '<=', now),
+          ),
+        )
+        .update({ state: 'half_open', probe_until: until, updated_at: now })
+        .returning('*');
+      return rows[0] ?? null;
+    },
+
     async connectionStatuses(ids: string[], q: Queryable = db): Promise<Map<string, string>> {
       if (!ids.length) return new Map();
       const rows: { id: string; status: string }[] = await q('provider_connections').select('id', 'status').whereIn('id', ids);

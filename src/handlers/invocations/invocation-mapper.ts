@@ -45,7 +45,7 @@ function toAttemptDto(row: InvocationRow): InvocationAttemptDto | undefined {
   if (!row.attempt_id) return undefined;
   const dto: InvocationAttemptDto = {
     id: row.attempt_id,
-    sequence: 1,
+    sequence: (row.attempts?.length ?? 0) + 1,
     providerConnectionId: row.provider_connection_id,
     upstreamModel: row.attempt_upstream_model ?? '',
     status: row.attempt_status!,
@@ -88,6 +88,9 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   for (const [k, v] of Object.entries(numbers)) if (v !== undefined) (dto as Record<string, unknown>)[k] = v;
   const attempt = toAttemptDto(row);
   if (attempt) dto.attempt = attempt;
+  if (row.route_id) dto.routeId = row.route_id;
+  // getInvocation (with its events) lists every attempt; a list shows the last.
+  if (usageEvents && (attempt || row.attempts?.length)) dto.attempts = [...(row.attempts ?? []), ...(attempt ? [attempt] : [])];
   if (usageEvents) dto.usageEvents = usageEvents.map(toUsageEventDto);
   return dto;
 }
