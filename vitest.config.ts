@@ -26,6 +26,7 @@ const unit = [
   'test/gateway/intrusive-list.test.ts',
   'test/gateway/invocation-record.test.ts',
   'test/gateway/learned-bounds.test.ts',
+  'test/gateway/route-plan.test.ts',
   'test/gateway/secret-mask.test.ts',
   'test/gateway/spool.test.ts',
   'test/gateway/upstreams.test.ts',
