@@ -534,7 +534,8 @@ async function main(): Promise<void> {
               featured
                 ? measure(`${nexus.label}, rules and limits`, `${featured.gatewayBaseUrl}${path}`, {}, featured.apiKeys, nexus.pid)
                 : Promise.resolve([]),
-            () => (routeBaseUrl ? measure(`${nexus.label}, route`, `${routeBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid) : Promise.resolve([])),
+            () =>
+              routeBaseUrl ? measure(`${nexus.label}, route`, `${routeBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid) : Promise.resolve([]),
           ]);
           return [
             ...plainRows!,
@@ -613,7 +614,9 @@ async function main(): Promise<void> {
       }
     }
     if (ROUTE) {
-      console.log('\n| target | mode | through a route / the connection, req/s | best round of each | added p50 (light) | added p99 (light) |');
+      console.log(
+        '\n| target | mode | through a route / the connection, req/s | best round of each | added p50 (light) | added p99 (light) |',
+      );
       console.log('|---|---|---:|---:|---:|---:|');
       for (const { label } of nexuses) {
         for (const mode of ['json', 'stream']) {

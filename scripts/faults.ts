@@ -637,7 +637,10 @@ async function routeScenario(upstream: string): Promise<Row> {
   return {
     scenario: `route: loadbalanced over 2 targets under load (8 clients), one cut 10 s and restored (cooldown ${cooldownMs} ms)`,
     ...account,
-    freedAfter: closedAfter === null ? 'breaker still open after 30 s' : `breaker (${opened} during the cut) closed ${closedAfter} ms after the restore`,
+    freedAfter:
+      closedAfter === null
+        ? 'breaker still open after 30 s'
+        : `breaker (${opened} during the cut) closed ${closedAfter} ms after the restore`,
     statuses: `failed calls: ${failed}; during: ${statusLine(answers.filter((x) => x.phase === 'during').map((x) => x.answer))}; all: ${statusLine(answers.map((x) => x.answer))}`,
   };
 }

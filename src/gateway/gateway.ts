@@ -172,7 +172,8 @@ export function createGateway(deps: GatewayDeps) {
       } else {
         await call.passthrough(raw, startedAt);
       }
-      if (route) await routeCalls.relayRoute(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace, route, usable!);
+      if (route)
+        await routeCalls.relayRoute(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace, route, usable!);
       else await relay(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace);
     } catch (err) {
       const row = call ? call.entry.row : looked;

@@ -150,7 +150,8 @@ export function createRouteCalls(deps: {
         const last = ti === candidates.length - 1 && n === t.attempts - 1;
         attempts++;
         const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, sent.length);
-        if (protocol.signRequest) await protocol.signRequest(upstream.apiKey, { method: req.method!, url: new URL(path, base), body: sent, headers });
+        if (protocol.signRequest)
+          await protocol.signRequest(upstream.apiKey, { method: req.method!, url: new URL(path, base), body: sent, headers });
         if (trace) {
           const traceparent = trace.upstreamStarted(protocol, call.inspector, req.method!, base);
           const i = headers.indexOf('traceparent');
@@ -188,12 +189,22 @@ export function createRouteCalls(deps: {
         if (!movedOn) {
           const ok = relay.end === 'complete' && relay.status! < 500 && !retryOn.has(relay.status!);
           if (ok) registry.succeeded(route, cid);
-          else if (!relay.clientGone && !relay.cancelReason) registry.failed(route, cid, relay.status !== undefined ? `http_${relay.status}` : 'upstream_unavailable');
+          else if (!relay.clientGone && !relay.cancelReason)
+            registry.failed(route, cid, relay.status !== undefined ? `http_${relay.status}` : 'upstream_unavailable');
           metrics?.attempt(route.id, cid, ok ? 'answered' : 'failed');
           const refusal = call.answered();
           if (refusal) {
             refused = true;
-            sendError(res, locals, refusal, call.inspector !== undefined, call.view, call.rateView, clock.now().getTime(), protocolOf(routeProfile(row.protocol_profile!)));
+            sendError(
+              res,
+              locals,
+              refusal,
+              call.inspector !== undefined,
+              call.view,
+              call.rateView,
+              clock.now().getTime(),
+              protocolOf(routeProfile(row.protocol_profile!)),
+            );
           }
           return;
         }
@@ -218,5 +229,3 @@ export function createRouteCalls(deps: {
 
   return { relayRoute };
 }
-
-export type RouteCalls = ReturnType<typeof createRouteCalls>;

@@ -43,7 +43,12 @@ export function orderTargets(
  * The wait before retry `n` (1: the first retry) on the same target: min(base * 2^(n-1), max) with jitter
  * 0.8-1.2, or the answer's Retry-After when it gave one (which the caller caps: retryAfterCapMs).
  */
-export function backoffMs(n: number, retry: Pick<RetrySettings, 'baseDelayMs' | 'maxDelayMs'>, random: () => number, retryAfterMs?: number): number {
+export function backoffMs(
+  n: number,
+  retry: Pick<RetrySettings, 'baseDelayMs' | 'maxDelayMs'>,
+  random: () => number,
+  retryAfterMs?: number,
+): number {
   if (retryAfterMs !== undefined) return retryAfterMs;
   const exp = Math.min(retry.baseDelayMs * 2 ** (n - 1), retry.maxDelayMs);
   return Math.round(exp * (0.8 + 0.4 * random()));

@@ -132,7 +132,9 @@ export function createRouteRegistry(deps: {
       c.failures = 0;
       c.windowStart = at.getTime();
     }
-    repo.saveBreaker(row).catch((err: Error) => logger.warn({ msg: 'could not save a breaker', routeId: route.id, connectionId, error: err.message }));
+    repo
+      .saveBreaker(row)
+      .catch((err: Error) => logger.warn({ msg: 'could not save a breaker', routeId: route.id, connectionId, error: err.message }));
     for (const hook of hooks) {
       try {
         hook({ routeId: route.id, workspaceId: route.workspace_id, connectionId, from, to, at, reason });
@@ -167,7 +169,8 @@ export function createRouteRegistry(deps: {
       const key = keyOf(route.id, connectionId);
       const from = breakers.get(key)?.state ?? 'open';
       breakers.set(key, row);
-      for (const hook of hooks) hook({ routeId: route.id, workspaceId: route.workspace_id, connectionId, from, to: 'half_open', at: now, reason: 'probe_started' });
+      for (const hook of hooks)
+        hook({ routeId: route.id, workspaceId: route.workspace_id, connectionId, from, to: 'half_open', at: now, reason: 'probe_started' });
       return true;
     },
 
@@ -194,12 +197,20 @@ export function createRouteRegistry(deps: {
       const failure = { last_failure_at: now, last_error: error };
       if (b?.state === 'half_open' || b?.state === 'open') {
         if (b.state === 'half_open')
-          transition(route, connectionId, 'open', error, { ...failure, opened_at: now, retry_at: new Date(now.getTime() + settings.cooldownMs) });
+          transition(route, connectionId, 'open', error, {
+            ...failure,
+            opened_at: now,
+            retry_at: new Date(now.getTime() + settings.cooldownMs),
+          });
         return;
       }
       const rate = c.calls >= settings.minimumCalls && c.failures * 100 >= settings.errorRatePercent * c.calls;
       if (c.consecutive >= settings.consecutiveFailures || rate) {
-        transition(route, connectionId, 'open', error, { ...failure, opened_at: now, retry_at: new Date(now.getTime() + settings.cooldownMs) });
+        transition(route, connectionId, 'open', error, {
+          ...failure,
+          opened_at: now,
+          retry_at: new Date(now.getTime() + settings.cooldownMs),
+        });
       }
     },
 

@@ -295,7 +295,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
   // waiting between attempts, and each target's breaker (0 closed, 1 half-open, 2 open).
   const routeAttempts = new Counter({
     name: 'nexus_route_attempts_total',
-    help: "Provider attempts of calls through routes, by route, target connection and outcome (answered, failed, or why it moved on)",
+    help: 'Provider attempts of calls through routes, by route, target connection and outcome (answered, failed, or why it moved on)',
     labelNames: ['route', 'connection', 'outcome'] as const,
     registers,
   });

@@ -59,7 +59,12 @@ const sdkFor = (route: RouteDto) =>
 
 const chat = (route: RouteDto, stream = false) =>
   sdkFor(route)
-    .chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50, ...(stream ? { stream: true } : {}) } as never)
+    .chat.completions.create({
+      model: 'gpt-test',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 50,
+      ...(stream ? { stream: true } : {}),
+    } as never)
     .withResponse();
 
 async function invocationOf(requestId: string) {
@@ -73,7 +78,11 @@ async function invocationOf(requestId: string) {
 describe('a failing target costs the user nothing while another is healthy', () => {
   const cases: [string, () => Promise<{ id: string; stream: boolean; target?: object }>, string][] = [
     ['a refused connection', async () => ({ id: await connectionTo(await refusedUrl()), stream: false }), 'upstream_unavailable'],
-    ['a timeout before the headers', async () => ({ id: (await faultyTarget('hang')).id, stream: false, target: { timeoutMs: 300 } }), 'upstream_timeout'],
+    [
+      'a timeout before the headers',
+      async () => ({ id: (await faultyTarget('hang')).id, stream: false, target: { timeoutMs: 300 } }),
+      'upstream_timeout',
+    ],
     ['a 500', async () => ({ id: (await faultyTarget('status-500')).id, stream: false }), 'upstream_status'],
     ['a 429 with Retry-After', async () => ({ id: (await faultyTarget('status-429')).id, stream: false }), 'upstream_status'],
     [
@@ -91,7 +100,8 @@ describe('a failing target costs the user nothing while another is healthy', () 
     const { data, response } = await chat(route, bad.stream);
     let text = '';
     if (bad.stream) {
-      for await (const c of data as unknown as AsyncIterable<{ choices: { delta?: { content?: string } }[] }>) text += c.choices[0]?.delta?.content ?? '';
+      for await (const c of data as unknown as AsyncIterable<{ choices: { delta?: { content?: string } }[] }>)
+        text += c.choices[0]?.delta?.content ?? '';
     } else {
       text = (data as { choices: { message: { content: string } }[] }).choices[0]!.message.content;
     }
@@ -135,7 +145,8 @@ describe('what is not moved on', () => {
     expect(response.status).toBe(200);
     let text = '';
     const read = async () => {
-      for await (const c of data as unknown as AsyncIterable<{ choices: { delta?: { content?: string } }[] }>) text += c.choices[0]?.delta?.content ?? '';
+      for await (const c of data as unknown as AsyncIterable<{ choices: { delta?: { content?: string } }[] }>)
+        text += c.choices[0]?.delta?.content ?? '';
     };
     await expect(read()).rejects.toThrow();
     expect(text).toBe('alpha');
@@ -258,7 +269,10 @@ describe('targets', () => {
     const second = await faultyTarget('ok');
     const route = await routeOf({
       strategy: 'loadbalance',
-      targets: [{ providerConnectionId: tenant.connectionId, weight: 3 }, { providerConnectionId: second.id, weight: 1 }],
+      targets: [
+        { providerConnectionId: tenant.connectionId, weight: 3 },
+        { providerConnectionId: second.id, weight: 1 },
+      ],
     });
     const n = 200;
     let first = 0;

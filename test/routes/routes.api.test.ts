@@ -67,7 +67,10 @@ describe('routes', () => {
     const created = await createRoute({
       client: t.client,
       path: { workspaceId: ws.id },
-      body: { name: 'chat', targets: [{ providerConnectionId: a.id }, { providerConnectionId: b.id, weight: 3, modelMap: { 'gpt-4o': 'gpt-4o-mini' } }] },
+      body: {
+        name: 'chat',
+        targets: [{ providerConnectionId: a.id }, { providerConnectionId: b.id, weight: 3, modelMap: { 'gpt-4o': 'gpt-4o-mini' } }],
+      },
     });
     expect(created.response.status).toBe(201);
     const route = created.data!;
@@ -151,12 +154,48 @@ describe('routes', () => {
       ['an empty target list', () => [], 400, 'invalid_parameter', 'targets'],
       ['a weight of 0', (i) => [{ providerConnectionId: i.a, weight: 0 }], 400, 'invalid_parameter', 'targets.0.weight'],
       ['a fractional weight', (i) => [{ providerConnectionId: i.a, weight: 1.5 }], 400, 'invalid_parameter', 'targets.0.weight'],
-      ['a connection of another workspace', (i) => [{ providerConnectionId: i.foreign }], 404, 'provider_connection_not_found', 'targets[0].providerConnectionId'],
-      ['a route as a target', (i) => [{ providerConnectionId: i.a }, { providerConnectionId: i.route }], 404, 'provider_connection_not_found', 'targets[1].providerConnectionId'],
-      ['an archived connection', (i) => [{ providerConnectionId: i.archived }], 409, 'connection_archived', 'targets[0].providerConnectionId'],
-      ['the same connection twice', (i) => [{ providerConnectionId: i.a }, { providerConnectionId: i.a }], 400, 'invalid_parameter', 'targets[1].providerConnectionId'],
-      ['targets of two shapes', (i) => [{ providerConnectionId: i.a }, { providerConnectionId: i.anthropic }], 400, 'route_targets_incompatible', 'targets'],
-      ['an Azure target without a model map', (i) => [{ providerConnectionId: i.a }, { providerConnectionId: i.azure }], 400, 'route_model_unserved', 'targets[1].modelMap'],
+      [
+        'a connection of another workspace',
+        (i) => [{ providerConnectionId: i.foreign }],
+        404,
+        'provider_connection_not_found',
+        'targets[0].providerConnectionId',
+      ],
+      [
+        'a route as a target',
+        (i) => [{ providerConnectionId: i.a }, { providerConnectionId: i.route }],
+        404,
+        'provider_connection_not_found',
+        'targets[1].providerConnectionId',
+      ],
+      [
+        'an archived connection',
+        (i) => [{ providerConnectionId: i.archived }],
+        409,
+        'connection_archived',
+        'targets[0].providerConnectionId',
+      ],
+      [
+        'the same connection twice',
+        (i) => [{ providerConnectionId: i.a }, { providerConnectionId: i.a }],
+        400,
+        'invalid_parameter',
+        'targets[1].providerConnectionId',
+      ],
+      [
+        'targets of two shapes',
+        (i) => [{ providerConnectionId: i.a }, { providerConnectionId: i.anthropic }],
+        400,
+        'route_targets_incompatible',
+        'targets',
+      ],
+      [
+        'an Azure target without a model map',
+        (i) => [{ providerConnectionId: i.a }, { providerConnectionId: i.azure }],
+        400,
+        'route_model_unserved',
+        'targets[1].modelMap',
+      ],
       [
         'a mapped model the Azure target serves no deployment for',
         (i) => [
@@ -180,7 +219,13 @@ describe('routes', () => {
         azure: (await newConnection(ws.id, 'azure-openai')).id,
         archived: archived.id,
         foreign: (await newConnection(other.id)).id,
-        route: (await createRoute({ client: t.client, path: { workspaceId: ws.id }, body: { name: 'r', targets: [{ providerConnectionId: a.id }] } })).data!.id,
+        route: (
+          await createRoute({
+            client: t.client,
+            path: { workspaceId: ws.id },
+            body: { name: 'r', targets: [{ providerConnectionId: a.id }] },
+          })
+        ).data!.id,
       };
       const before = await routeCount(ws.id);
       const res = await raw('POST', `/admin/v1/workspaces/${ws.id}/routes`, { name: 'bad', targets: targets(ids) });

@@ -70,11 +70,7 @@ export function createRouteRepo(db: Queryable) {
     async claimProbe(routeId: string, connectionId: string, now: Date, until: Date, q: Queryable = db): Promise<BreakerRow | null> {
       const rows: BreakerRow[] = await q('route_breakers')
         .where({ route_id: routeId, provider_connection_id: connectionId })
-        .andWhere((w) =>
-          w.where((o) => o.where({ state: 'open' }).andWhere('retry_at', '<=', now)).orWhere((h) =>
-            h.where({ state: 'half_open' }).andWhere('probe_until', '<=', now),
-          ),
-        )
+        .whereRaw("((state = 'open' and retry_at <= ?) or (state = 'half_open' and probe_until <= ?))", [now, now])
         .update({ state: 'half_open', probe_until: until, updated_at: now })
         .returning('*');
       return rows[0] ?? null;

@@ -83,7 +83,7 @@ function targetOf(input: RouteTargetInput): RouteTarget {
  * The rules of a target list, given each target's connection as found (undefined: none the actor may see
  * in the route's workspace). Throws the first fault, naming its field.
  */
-export function checkTargets(targets: RouteTarget[], workspaceId: string, found: (ProviderConnectionRow | undefined)[]): void {
+function checkTargets(targets: RouteTarget[], workspaceId: string, found: (ProviderConnectionRow | undefined)[]): void {
   if (!targets.length) throw new AppError('invalid_parameter', 'A route needs at least one target', { param: 'targets' });
   const seen = new Set<string>();
   targets.forEach((target, i) => {
@@ -96,7 +96,7 @@ export function checkTargets(targets: RouteTarget[], workspaceId: string, found:
     const row = found[i];
     // A route (or anything else) given as a target is no connection of the workspace: 404 as another tenant's is.
     if (!row || row.workspace_id !== workspaceId)
-      throw new AppError('provider_connection_not_found', 'No provider connection with that id in the route\'s workspace', {
+      throw new AppError('provider_connection_not_found', "No provider connection with that id in the route's workspace", {
         param: `${field}.providerConnectionId`,
       });
     if (row.status === 'ARCHIVED')
@@ -186,7 +186,11 @@ export function createRouteService(deps: {
           tx,
         );
         await changes.announce({ kind: 'route', id }, tx);
-        await audit.record(actor, { action: 'route.created', resourceType: RESOURCE, resourceId: id, workspaceId, changes: { ...dto } }, tx);
+        await audit.record(
+          actor,
+          { action: 'route.created', resourceType: RESOURCE, resourceId: id, workspaceId, changes: { ...dto } },
+          tx,
+        );
         return row;
       });
     },
@@ -238,7 +242,13 @@ export function createRouteService(deps: {
         await changes.announce({ kind: 'route', id }, tx);
         await audit.record(
           actor,
-          { action: 'route.archived', resourceType: RESOURCE, resourceId: id, workspaceId: current.workspace_id, changes: { status: 'ARCHIVED' } },
+          {
+            action: 'route.archived',
+            resourceType: RESOURCE,
+            resourceId: id,
+            workspaceId: current.workspace_id,
+            changes: { status: 'ARCHIVED' },
+          },
           tx,
         );
       });
@@ -283,5 +293,3 @@ export function createRouteService(deps: {
     },
   };
 }
-
-export type RouteService = ReturnType<typeof createRouteService>;

@@ -3,7 +3,7 @@
  * Admin API's service, the repository and the gateway's route registry share.
  */
 export type RouteStrategy = 'fallback' | 'loadbalance' | 'least-busy';
-export type RouteStatus = 'ACTIVE' | 'ARCHIVED';
+type RouteStatus = 'ACTIVE' | 'ARCHIVED';
 export type BreakerState = 'closed' | 'open' | 'half_open';
 
 export interface RouteTarget {
@@ -68,7 +68,12 @@ export interface BreakerRow {
 }
 
 export const DEFAULT_RETRY_ON: readonly number[] = Object.freeze([429, 500, 502, 503, 504, 529]);
-export const DEFAULT_RETRY: Readonly<RetrySettings> = Object.freeze({ baseDelayMs: 200, maxDelayMs: 2000, retryAfterCapMs: 5000, budgetMs: 10_000 });
+export const DEFAULT_RETRY: Readonly<RetrySettings> = Object.freeze({
+  baseDelayMs: 200,
+  maxDelayMs: 2000,
+  retryAfterCapMs: 5000,
+  budgetMs: 10_000,
+});
 export const DEFAULT_BREAKER: Readonly<BreakerSettings> = Object.freeze({
   consecutiveFailures: 5,
   errorRatePercent: 50,
@@ -78,7 +83,7 @@ export const DEFAULT_BREAKER: Readonly<BreakerSettings> = Object.freeze({
 });
 
 /** A target's figures for getRouteHealth. */
-export interface TargetHealth {
+interface TargetHealth {
   providerConnectionId: string;
   connectionStatus: 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
   breakerState: BreakerState;

@@ -53,7 +53,15 @@ function answer(res: ServerResponse, streamed: boolean, model: string): void {
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   res.write(chunk({ id: 'c', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content: 'alpha' } }] }));
   res.write(chunk({ id: 'c', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] }));
-  res.write(chunk({ id: 'c', object: 'chat.completion.chunk', model, choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }));
+  res.write(
+    chunk({
+      id: 'c',
+      object: 'chat.completion.chunk',
+      model,
+      choices: [],
+      usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+    }),
+  );
   res.end('data: [DONE]\n\n');
 }
 
@@ -97,7 +105,7 @@ export async function startFaultyUpstream(mode: FaultMode = 'ok'): Promise<Fault
           res.write(chunk({ id: 'c', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content: 'alpha' } }] }));
           setTimeout(() => res.destroy(), 20);
           return;
-        default:
+        case 'ok':
           return answer(res, streamed, model);
       }
     });
@@ -109,6 +117,14 @@ export async function startFaultyUpstream(mode: FaultMode = 'ok'): Promise<Fault
 /** A slow stream's events, its head already sent. */
 function answerBody(res: ServerResponse, model: string): void {
   res.write(chunk({ id: 'c', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content: 'alpha' } }] }));
-  res.write(chunk({ id: 'c', object: 'chat.completion.chunk', model, choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } }));
+  res.write(
+    chunk({
+      id: 'c',
+      object: 'chat.completion.chunk',
+      model,
+      choices: [],
+      usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+    }),
+  );
   res.end('data: [DONE]\n\n');
 }
