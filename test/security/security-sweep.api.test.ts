@@ -24,6 +24,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createBillingConnection,
+  createRoute,
   createBillingProductMapping,
   configureBillingWebhookSecret,
   listAuditLogs,
@@ -53,6 +54,7 @@ interface Fixtures {
   mappingId: string;
   eventId: string;
   invocationId: string;
+  routeId: string;
   apiKey: string;
   webhookSecret: string;
 }
@@ -72,6 +74,7 @@ const NOT_FOUND: Record<Param, string> = {
   mappingId: 'product_mapping_not_found',
   eventId: 'webhook_event_not_found',
   invocationId: 'invocation_not_found',
+  routeId: 'gateway_route_not_found',
 };
 
 const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:00:00Z' };
@@ -84,6 +87,8 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     createProviderConnection: { name: 'sweep', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
     testProviderConnection: { protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
     updateProviderConnection: { name: 'hijacked' },
+    createRoute: { name: 'sweep', targets: [{ providerConnectionId: '01a20000-0000-7000-8000-000000000000' }] },
+    updateRoute: { name: 'hijacked' },
     rotateProviderSecret: { apiKey: testProviderKey('sweep') },
     createPlan: { key: 'sweep', name: 'Sweep', billingInterval: 'MONTH' },
     updatePlan: { name: 'hijacked' },
@@ -202,7 +207,14 @@ async function fixtures(name: string): Promise<Fixtures> {
   await call.text();
   await t.nexus.gateway.drain();
   const invocations = await listInvocations({ client: t.client, path: { workspaceId } });
+  const route = await createRoute({
+    client: t.client,
+    path: { workspaceId },
+    body: { name: 'sweep', targets: [{ providerConnectionId: tenant.connectionId }] },
+  });
+  expect(route.response.status).toBe(201);
   const fixture: Fixtures = {
+    routeId: route.data!.id,
     workspaceId,
     providerConnectionId: tenant.connectionId,
     planId,
