@@ -28,6 +28,7 @@ const unit = [
   'test/gateway/invocation-record.test.ts',
   'test/gateway/learned-bounds.test.ts',
   'test/gateway/o200k-split.test.ts',
+  'test/gateway/route-plan.test.ts',
   'test/gateway/secret-mask.test.ts',
   'test/gateway/spool.test.ts',
   'test/gateway/upstreams.test.ts',

@@ -31,6 +31,9 @@
  * of 12 patterns with it last) and whose plan has generous rate limits (docs/rate-limits.md: requests and tokens
  * per minute, concurrent calls, none reached), measured beside 'nexus' in each round, first and second in
  * turn (inTurn); it prints that target's throughput as a share of the plain one's.
+ * BENCH_ROUTE=1 adds the target 'nexus, route': the same load through a route (docs/routes.md) whose one target is
+ * the plain target's connection, measured beside 'nexus' in each round, first and second in turn (inTurn); it
+ * prints that target's throughput as a share of the connection's (the route's cost: at most 5% is the goal).
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
  * schema, dropped at the end.
  */
@@ -46,6 +49,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool, request } from 'undici';
 import { adminClient, provisionTenant, type TenantSpec } from '../test/support/tenant.js';
+import { createRoute } from '../test/support/sdk.js';
 import { startFixedOpenAiUpstream } from '../test/support/upstreams/openai.js';
 
 const role = process.argv.find((a) => a.startsWith('--role='))?.slice('--role='.length);
@@ -60,6 +64,7 @@ const BUILDS = (process.env.BENCH_NEXUS ?? 'compiled').split(';').map((b) => b.t
 for (const build of BUILDS)
   if (build !== 'compiled' && build !== 'tsx') throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx)`);
 const FEATURES = process.env.BENCH_FEATURES === '1';
+const ROUTE = process.env.BENCH_ROUTE === '1';
 /** Limits no bench load reaches: what admitting against them costs, not a refusal. */
 const GENEROUS_LIMITS = { requestsPerMinute: 100_000_000, tokensPerMinute: 2_000_000_000, concurrentCalls: 100_000 };
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -250,7 +255,11 @@ function modelPricing(): Pick<TenantSpec, 'modelRules' | 'allowedModels' | 'outp
  * A tenant with USERS end users on a plan with a huge quota, through the Admin API; with `features`, its
  * strategy prices per model and its plan has rate limits (BENCH_FEATURES).
  */
-async function provision(nexusUrl: string, upstreamUrl: string, features = false): Promise<{ gatewayBaseUrl: string; apiKeys: string[] }> {
+async function provision(
+  nexusUrl: string,
+  upstreamUrl: string,
+  features = false,
+): Promise<{ gatewayBaseUrl: string; apiKeys: string[]; workspaceId: string; connectionId: string }> {
   const tenant = await provisionTenant(adminClient(nexusUrl, ROOT_KEY), {
     name: features ? 'bench-rules-and-limits' : 'bench',
     baseUrl: upstreamUrl,
@@ -261,7 +270,25 @@ async function provision(nexusUrl: string, upstreamUrl: string, features = false
     allowUnmeteredPassthrough: true,
     ...(features ? { rateLimits: GENEROUS_LIMITS, ...modelPricing() } : {}),
   });
-  return { gatewayBaseUrl: tenant.gatewayBaseUrl, apiKeys: tenant.users.map((u) => u.apiKey) };
+  return {
+    gatewayBaseUrl: tenant.gatewayBaseUrl,
+    apiKeys: tenant.users.map((u) => u.apiKey),
+    workspaceId: tenant.workspaceId,
+    connectionId: tenant.connectionId,
+  };
+}
+
+/** BENCH_ROUTE: a route whose one target is the tenant's connection; its base URL (called as the connection's is). */
+async function routeOver(nexusUrl: string, tenant: { workspaceId: string; connectionId: string; gatewayBaseUrl: string }): Promise<string> {
+  const made = await createRoute({
+    client: adminClient(nexusUrl, ROOT_KEY),
+    path: { workspaceId: tenant.workspaceId },
+    body: { name: 'bench', targets: [{ providerConnectionId: tenant.connectionId }] },
+  });
+  if (made.response.status !== 201) throw new Error(`createRoute: ${made.response.status} ${JSON.stringify(made.error)}`);
+  // The process reads its routes every 250 ms.
+  await new Promise((r) => setTimeout(r, 500));
+  return made.data!.gatewayBaseUrl;
 }
 
 interface Row {
@@ -471,17 +498,20 @@ async function main(): Promise<void> {
       gatewayBaseUrl: string;
       apiKeys: string[];
       featured?: { gatewayBaseUrl: string; apiKeys: string[] };
+      routeBaseUrl?: string;
     }[] = [];
     for (const [i, build] of BUILDS.entries()) {
       const nexus = await startNexus(build, schemas[i]!);
       children.push(nexus.child);
       const tenant = await provision(nexus.url, upstream.url);
       const featured = FEATURES ? await provision(nexus.url, upstream.url, true) : undefined;
+      const routeBaseUrl = ROUTE ? await routeOver(nexus.url, tenant) : undefined;
       nexuses.push({
         label: build === 'compiled' ? 'nexus' : 'nexus (tsx)',
         pid: nexus.child.pid,
         ...tenant,
         ...(featured ? { featured } : {}),
+        ...(routeBaseUrl ? { routeBaseUrl } : {}),
       });
     }
     process.stderr.write(`Measuring ${DURATION}s per phase, ${CONNECTIONS} connections under load...\n`);
@@ -497,16 +527,20 @@ async function main(): Promise<void> {
         round,
         nexuses.map((nexus) => async () => {
           const featured = nexus.featured;
-          const [plainRows, featuredRows] = await inTurn(round, [
+          const routeBaseUrl = nexus.routeBaseUrl;
+          const [plainRows, featuredRows, routeRows] = await inTurn(round, [
             () => measure(nexus.label, `${nexus.gatewayBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid),
             () =>
               featured
                 ? measure(`${nexus.label}, rules and limits`, `${featured.gatewayBaseUrl}${path}`, {}, featured.apiKeys, nexus.pid)
                 : Promise.resolve([]),
+            () =>
+              routeBaseUrl ? measure(`${nexus.label}, route`, `${routeBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid) : Promise.resolve([]),
           ]);
           return [
             ...plainRows!,
             ...featuredRows!,
+            ...routeRows!,
             ...(await measure(
               `${nexus.label}, 1 user`,
               `${nexus.gatewayBaseUrl}${path}`,
@@ -575,6 +609,23 @@ async function main(): Promise<void> {
           const bestShare = `${((100 * best(`${label}, rules and limits`, mode)) / best(label, mode)).toFixed(1)}%`;
           console.log(
             `| ${label}, rules and limits | ${mode} | ${((100 * featured.rps) / plain.rps).toFixed(1)}% | ${bestShare} | ${f(featured.lightP50 - plain.lightP50)} | ${f(featured.lightP99 - plain.lightP99)} |`,
+          );
+        }
+      }
+    }
+    if (ROUTE) {
+      console.log(
+        '\n| target | mode | through a route / the connection, req/s | best round of each | added p50 (light) | added p99 (light) |',
+      );
+      console.log('|---|---|---:|---:|---:|---:|');
+      for (const { label } of nexuses) {
+        for (const mode of ['json', 'stream']) {
+          const plain = rows.find((r) => r.target === label && r.mode === mode);
+          const routed = rows.find((r) => r.target === `${label}, route` && r.mode === mode);
+          if (!plain || !routed) continue;
+          const bestShare = `${((100 * best(`${label}, route`, mode)) / best(label, mode)).toFixed(1)}%`;
+          console.log(
+            `| ${label}, route | ${mode} | ${((100 * routed.rps) / plain.rps).toFixed(1)}% | ${bestShare} | ${f(routed.lightP50 - plain.lightP50)} | ${f(routed.lightP99 - plain.lightP99)} |`,
           );
         }
       }

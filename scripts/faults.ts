@@ -21,6 +21,10 @@
  *                and JSON, against a small quota; then 200 JSON calls (2000 tokens
  *                for 20) in 10 waves of 20, each wave after the previous one ended:
  *                the overspend of all the waves against the first wave's.
+ *   6. route     a route over two targets (the same fake upstream, one of them through a TCP proxy),
+ *                loadbalanced under load; the proxied one is cut for 10 s and restored: the calls
+ *                that failed (none expected: the other target answers), the charges, and how soon
+ *                after the restore its breaker closed again (docs/routes.md).
  *   5. changes   an access suspended and activated on one process while another
  *                serves its calls with a 5 s auth cache: how soon the other applies
  *                each change (LISTEN/NOTIFY), printed as a second table.
@@ -43,7 +47,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { startOpenAiUpstream } from '../test/support/upstreams/openai.js';
 import { startNexusProcess, type NexusProcess } from './lib/nexus-process.js';
-import { activateWorkspaceAccess, suspendWorkspaceAccess } from '../test/support/sdk.js';
+import { activateWorkspaceAccess, createProviderConnection, createRoute, suspendWorkspaceAccess } from '../test/support/sdk.js';
 import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { startTcpProxy } from './lib/tcp-proxy.js';
 
@@ -90,6 +94,7 @@ async function nexus(databaseUrl = DATABASE_URL, env: Record<string, string> = {
 }
 
 interface Tenant {
+  workspaceId: string;
   accessId: string;
   connectionId: string;
   apiKey: string;
@@ -110,6 +115,7 @@ async function tenant(via: NexusProcess, upstreamUrl: string, quotaUnits: number
   });
   const connectionId = made.connectionId;
   return {
+    workspaceId: made.workspaceId,
     accessId: made.accessId,
     connectionId,
     apiKey: made.apiKey,
@@ -561,6 +567,84 @@ async function runawayWaves(f: NexusProcess, upstream: string): Promise<Row> {
   };
 }
 
+// ---- 6. a route's target killed and restarted under load ------------------------------------------
+async function routeScenario(upstream: string): Promise<Row> {
+  const target = new URL(upstream);
+  const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port) });
+  const r = await nexus();
+  const t = await tenant(r, upstream, 100_000_000);
+  const client = adminClient(r.url, ROOT_KEY);
+  const proxied = await createProviderConnection({
+    client,
+    path: { workspaceId: t.workspaceId },
+    body: { name: 'through the proxy', protocolProfile: 'openai', baseUrl: `http://127.0.0.1:${proxy.port}`, apiKey: PROVIDER_KEY },
+  });
+  const cooldownMs = 2000;
+  const route = await createRoute({
+    client,
+    path: { workspaceId: t.workspaceId },
+    body: {
+      name: 'faults',
+      strategy: 'loadbalance',
+      targets: [
+        { providerConnectionId: proxied.data!.id, timeoutMs: 2000 },
+        { providerConnectionId: t.connectionId, timeoutMs: 2000 },
+      ],
+      breaker: { consecutiveFailures: 3, cooldownMs },
+    },
+  });
+  if (route.response.status !== 201) throw new Error(`createRoute: ${route.response.status} ${JSON.stringify(route.error)}`);
+  const url = `${r.url}/providers/${route.data!.id}/v1/chat/completions`;
+  const breakerOf = async () => {
+    const { rows } = await db.query('select state from route_breakers where route_id = $1 and provider_connection_id = $2', [
+      route.data!.id,
+      proxied.data!.id,
+    ]);
+    return (rows[0] as { state: string } | undefined)?.state ?? 'closed';
+  };
+  await sleep(500); // the process reads its routes every 250 ms
+  const answers: { phase: 'before' | 'during' | 'after'; answer: Answer }[] = [];
+  let phase: 'before' | 'during' | 'after' = 'before';
+  let stop = false;
+  const clients = Array.from({ length: 8 }, async () => {
+    while (!stop) {
+      const answer = await callOnce(url, t.apiKey, { headers: produce(10) });
+      answers.push({ phase, answer });
+      if (answer.status !== 200) await sleep(50);
+    }
+  });
+  await sleep(3000);
+  phase = 'during';
+  await proxy.cut();
+  await sleep(10_000);
+  const opened = await breakerOf();
+  await proxy.restore();
+  phase = 'after';
+  const closedAfter = await until(async () => (await breakerOf()) === 'closed', 30_000);
+  await sleep(1000);
+  stop = true;
+  await Promise.all(clients);
+  const delivered = answers.filter((x) => x.answer.status === 200);
+  await until(async () => (await recorded(t.accessId)).length >= answers.length, 60_000);
+  await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
+  const account = await accountOf(
+    t.accessId,
+    delivered.map((x) => x.answer.requestId!),
+  );
+  await r.stop();
+  await proxy.close();
+  const failed = answers.filter((x) => x.answer.status !== 200).length;
+  return {
+    scenario: `route: loadbalanced over 2 targets under load (8 clients), one cut 10 s and restored (cooldown ${cooldownMs} ms)`,
+    ...account,
+    freedAfter:
+      closedAfter === null
+        ? 'breaker still open after 30 s'
+        : `breaker (${opened} during the cut) closed ${closedAfter} ms after the restore`,
+    statuses: `failed calls: ${failed}; during: ${statusLine(answers.filter((x) => x.phase === 'during').map((x) => x.answer))}; all: ${statusLine(answers.map((x) => x.answer))}`,
+  };
+}
+
 // ---- 5. a change made on one process, applied by another -----------------------------------------
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 
@@ -635,6 +719,7 @@ async function main(): Promise<void> {
     if (wanted('drain')) rows.push(await drainScenario(upstream.url));
     if (wanted('two')) rows.push(await twoScenario(upstream.url));
     if (wanted('runaway')) rows.push(...(await runawayScenario(upstream.url)));
+    if (wanted('route')) rows.push(await routeScenario(upstream.url));
     if (wanted('changes')) changes = await changesScenario(upstream.url);
   } finally {
     for (const p of running) await p.kill();

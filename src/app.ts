@@ -21,6 +21,7 @@ import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createGatewayParts } from './gateway/gateway-parts.js';
+import type { BreakerTransition } from './gateway/route-registry.js';
 import { pathOf } from './web/request-target.js';
 import { createApi } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
@@ -53,6 +54,11 @@ export interface Overrides {
   domain?: Domain;
   /** Traces go to this tracer (tests: an in-memory exporter's) instead of the configured one. */
   tracer?: Tracer;
+  /**
+   * Told of every route breaker transition this process makes (src/gateway/route-registry.ts): where
+   * provider_connection.unhealthy / .recovered events are emitted from.
+   */
+  onBreakerTransition?: (transition: BreakerTransition) => void;
 }
 
 export interface NexusApp {
@@ -232,6 +238,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     changes: services.changes,
     metrics,
     checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
+    onBreakerTransition: overrides.onBreakerTransition,
   });
   const gateway = createGateway({
     parts: gatewayParts,

@@ -12,6 +12,8 @@ const errorStatus = {
   invalid_cursor: 400,
   invalid_parameter: 400,
   invalid_base_url: 400,
+  route_targets_incompatible: 400,
+  route_model_unserved: 400,
   private_upstream_refused: 400,
   api_key_required: 400,
   unsafe_proxy_request: 400,
@@ -35,6 +37,7 @@ const errorStatus = {
   route_not_found: 404,
   workspace_not_found: 404,
   provider_connection_not_found: 404,
+  gateway_route_not_found: 404,
   plan_not_found: 404,
   strategy_not_found: 404,
   binding_not_found: 404,
@@ -63,6 +66,7 @@ const errorStatus = {
   strategy_not_published: 409,
   binding_closed: 409,
   illegal_transition: 409,
+  route_archived: 409,
   period_overlap: 409,
   plan_key_exists: 409,
   strategy_not_in_force: 409,
@@ -95,6 +99,7 @@ const errorStatus = {
   not_ready: 503,
   database_unavailable: 503,
   event_loop_blocked: 503,
+  no_healthy_target: 503,
 } as const;
 
 export type ErrorCode = keyof typeof errorStatus;

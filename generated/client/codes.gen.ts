@@ -8,6 +8,8 @@ export const errorCodes = [
   'invalid_cursor',
   'invalid_parameter',
   'invalid_base_url',
+  'route_targets_incompatible',
+  'route_model_unserved',
   'private_upstream_refused',
   'api_key_required',
   'unsafe_proxy_request',
@@ -28,6 +30,7 @@ export const errorCodes = [
   'route_not_found',
   'workspace_not_found',
   'provider_connection_not_found',
+  'gateway_route_not_found',
   'plan_not_found',
   'strategy_not_found',
   'binding_not_found',
@@ -54,6 +57,7 @@ export const errorCodes = [
   'strategy_not_published',
   'binding_closed',
   'illegal_transition',
+  'route_archived',
   'period_overlap',
   'plan_key_exists',
   'strategy_not_in_force',
@@ -80,6 +84,7 @@ export const errorCodes = [
   'not_ready',
   'database_unavailable',
   'event_loop_blocked',
+  'no_healthy_target',
 ] as const;
 
 /** One of Nexus's stable error codes: what to branch on (`err.code === 'quota_insufficient'`). */

@@ -31,6 +31,7 @@ export const idempotentOperations: ReadonlySet<string> = new Set([
   'POST /admin/v1/workspaces/{workspaceId}/prices/import',
   'POST /admin/v1/workspaces/{workspaceId}/provider-connections',
   'POST /admin/v1/workspaces/{workspaceId}/provider-connections/test',
+  'POST /admin/v1/workspaces/{workspaceId}/routes',
   'POST /admin/v1/workspaces/{workspaceId}/users',
   'POST /admin/v1/workspaces/{workspaceId}/webhook-endpoints',
 ]);

@@ -189,6 +189,88 @@ export class ProviderConnectionsResource extends NexusResource {
 }
 
 /**
+ * Routes: list, create, get, archive, update, getHealth.
+ *
+ * One gateway URL over several connections, with fallbacks, retries, load balancing and circuit breaking.
+ */
+export class RoutesResource extends NexusResource {
+  /**
+   * List routes
+   *
+   * The workspace's routes, archived ones included, newest first.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/routes` (`listRoutes` in the function API)
+   */
+  list(workspaceId: string, query?: Params<types.ListRoutesData['query']>, options?: RequestOptions): PagePromise<types.ListRoutesResponses[200][number]> {
+    return this._core._list<types.ListRoutesResponses[200][number]>(sdk.listRoutes, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Create a route
+   *
+   * A route is called like a connection: its `gatewayBaseUrl` takes the same SDKs and inference keys.
+   * Its targets are ACTIVE connections of the workspace whose request bodies share a shape
+   * (`openai` with `azure-openai`; otherwise one protocol). A target in another workspace, or a route
+   * given as a target, is 404 `provider_connection_not_found`; an archived one is 409 `connection_archived`;
+   * targets of two shapes are 400 `route_targets_incompatible`. An `azure-openai` target names a deployment
+   * for each model the route maps (`modelMap`): a model another target maps that it does not is 400
+   * `route_model_unserved`.
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/routes` (`createRoute` in the function API)
+   */
+  create(workspaceId: string, body: Params<NonNullable<types.CreateRouteData['body']>>, options?: RequestOptions): NexusPromise<types.CreateRouteResponses[keyof types.CreateRouteResponses]> {
+    return this._core._call<types.CreateRouteResponses[keyof types.CreateRouteResponses]>(sdk.createRoute, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Get a route
+   *
+   * Archived routes stay readable.
+   *
+   * `GET /admin/v1/routes/{routeId}` (`getRoute` in the function API)
+   */
+  get(routeId: string, options?: RequestOptions): NexusPromise<types.GetRouteResponses[keyof types.GetRouteResponses]> {
+    return this._core._call<types.GetRouteResponses[keyof types.GetRouteResponses]>(sdk.getRoute, { path: { routeId } }, options);
+  }
+
+  /**
+   * Archive a route
+   *
+   * Makes the route ARCHIVED; the gateway answers 404 under its URL from then on. Archiving twice is a no-op.
+   *
+   * `DELETE /admin/v1/routes/{routeId}` (`archiveRoute` in the function API)
+   */
+  archive(routeId: string, options?: RequestOptions): NexusPromise<types.ArchiveRouteResponses[keyof types.ArchiveRouteResponses]> {
+    return this._core._call<types.ArchiveRouteResponses[keyof types.ArchiveRouteResponses]>(sdk.archiveRoute, { path: { routeId } }, options);
+  }
+
+  /**
+   * Update a route
+   *
+   * Changes the given fields only; `targets` replaces the whole list and is checked as on create.
+   * Gateway processes apply the change within a second. An archived route is 409 `route_archived`.
+   *
+   * `PATCH /admin/v1/routes/{routeId}` (`updateRoute` in the function API)
+   */
+  update(routeId: string, body: Params<NonNullable<types.UpdateRouteData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateRouteResponses[keyof types.UpdateRouteResponses]> {
+    return this._core._call<types.UpdateRouteResponses[keyof types.UpdateRouteResponses]>(sdk.updateRoute, { path: { routeId }, body }, options);
+  }
+
+  /**
+   * Read a route's health
+   *
+   * For each target: its breaker's state (as every gateway process reads it), its connection's status
+   * (an archived or suspended connection is skipped), the attempts and errors of the last minute and
+   * the last hour, the median latency of the last hour, and its last error.
+   *
+   * `GET /admin/v1/routes/{routeId}/health` (`getRouteHealth` in the function API)
+   */
+  getHealth(routeId: string, options?: RequestOptions): NexusPromise<types.GetRouteHealthResponses[keyof types.GetRouteHealthResponses]> {
+    return this._core._call<types.GetRouteHealthResponses[keyof types.GetRouteHealthResponses]>(sdk.getRouteHealth, { path: { routeId } }, options);
+  }
+}
+
+/**
  * Plans: list, create, get, update, publish, createQuotaStrategy, listStrategies, getStrategy, publishStrategy, listStrategyBindings, bindStrategy, closeStrategyBinding.
  *
  * Plans, versioned quota strategies and their bindings.
@@ -1160,6 +1242,12 @@ export class Nexus extends NexusCore {
    * Upstream model providers with encrypted keys.
    */
   readonly providerConnections: ProviderConnectionsResource = new ProviderConnectionsResource(this);
+  /**
+   * Routes
+   *
+   * One gateway URL over several connections, with fallbacks, retries, load balancing and circuit breaking.
+   */
+  readonly routes: RoutesResource = new RoutesResource(this);
   /**
    * Plans
    *

@@ -1035,6 +1035,144 @@ export type ProviderCheckResultDto = OperationResponseDto & {
     checkedAt: DateTime;
 };
 
+/**
+ * `fallback`: the targets in order. `loadbalance`: one drawn by weight, the others in order after it.
+ * `least-busy`: the one with the fewest calls in flight on this process (ties by order).
+ *
+ */
+export type RouteStrategy = 'fallback' | 'loadbalance' | 'least-busy';
+
+export type RouteStatus = 'ACTIVE' | 'ARCHIVED';
+
+/**
+ * The model a caller asks for -> the model (or Azure deployment) this target is sent. A model not in it is sent as asked.
+ */
+export type ModelMap = {
+    [key: string]: string;
+};
+
+export type RouteTargetDto = {
+    providerConnectionId: string;
+    /**
+     * A positive integer; `loadbalance` serves this target weight/sum of the time.
+     */
+    weight?: number;
+    modelMap?: ModelMap;
+    /**
+     * Attempts on this target (the first and its retries) before the call moves on.
+     */
+    attempts?: number;
+    /**
+     * The time an attempt waits for the headers (and between bytes). Unset, the connection's.
+     */
+    timeoutMs?: number;
+    /**
+     * A stream with no byte by then moves to the next target (never applied to the last attempt).
+     */
+    firstTokenTimeoutMs?: number;
+};
+
+export type RouteRetryDto = {
+    baseDelayMs?: number;
+    maxDelayMs?: number;
+    /**
+     * A `Retry-After` longer than this moves the call to the next target instead of waiting.
+     */
+    retryAfterCapMs?: number;
+    /**
+     * Time the call may spend waiting between attempts, all told.
+     */
+    budgetMs?: number;
+};
+
+export type RouteBreakerDto = {
+    consecutiveFailures?: number;
+    errorRatePercent?: number;
+    minimumCalls?: number;
+    windowMs?: number;
+    cooldownMs?: number;
+};
+
+/**
+ * The upstream statuses that move a call to its next attempt. Default 429, 500, 502, 503, 504, 529.
+ */
+export type RetryOnStatuses = Array<number>;
+
+export type CreateRouteDto = {
+    name: string;
+    strategy?: RouteStrategy;
+    targets: Array<RouteTargetDto>;
+    retryOn?: RetryOnStatuses;
+    retry?: RouteRetryDto;
+    breaker?: RouteBreakerDto;
+    /**
+     * With every breaker open, the least recently failed target is still tried (else 503 at once).
+     */
+    tryWhenAllOpen?: boolean;
+    metadata?: Metadata;
+};
+
+export type UpdateRouteDto = {
+    name?: string;
+    strategy?: RouteStrategy;
+    targets?: Array<RouteTargetDto>;
+    retryOn?: RetryOnStatuses;
+    retry?: RouteRetryDto;
+    breaker?: RouteBreakerDto;
+    tryWhenAllOpen?: boolean;
+    metadata?: Metadata;
+};
+
+export type RouteDto = {
+    id: string;
+    workspaceId: string;
+    name: string;
+    /**
+     * `{NEXUS_PUBLIC_URL}/providers/{id}`: called exactly as a connection's, with the same SDKs and inference keys.
+     */
+    gatewayBaseUrl: string;
+    strategy: RouteStrategy;
+    status: RouteStatus;
+    targets: Array<RouteTargetDto>;
+    retryOn: RetryOnStatuses;
+    retry: RouteRetryDto;
+    breaker: RouteBreakerDto;
+    tryWhenAllOpen: boolean;
+    metadata?: Metadata;
+    createdAt: DateTime;
+    updatedAt: DateTime;
+    archivedAt?: DateTime;
+};
+
+export type BreakerState = 'closed' | 'open' | 'half_open';
+
+export type RouteTargetHealthDto = {
+    providerConnectionId: string;
+    /**
+     * A connection that is not ACTIVE is skipped by the route.
+     */
+    connectionStatus: 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
+    breakerState: BreakerState;
+    retryAt?: DateTime;
+    callsLastMinute: number;
+    errorsLastMinute: number;
+    callsLastHour: number;
+    errorsLastHour: number;
+    /**
+     * The median attempt latency of the last hour.
+     */
+    p50LatencyMs?: number;
+    lastError?: string;
+    lastErrorAt?: DateTime;
+};
+
+export type RouteHealthDto = {
+    routeId: string;
+    status: RouteStatus;
+    targets: Array<RouteTargetHealthDto>;
+    checkedAt: DateTime;
+};
+
 export type HealthDto = {
     status: 'ok';
 };
@@ -1101,7 +1239,7 @@ export type UsageEventKind = 'USAGE' | 'ADJUSTMENT';
 export type InvocationAttemptDto = {
     id: string;
     /**
-     * 1 for the first (and, today, only) attempt.
+     * 1 for the first attempt, counting up through a route's retries and fallbacks.
      */
     sequence: number;
     providerConnectionId: string;
@@ -1239,6 +1377,16 @@ export type InvocationDto = {
      */
     priceId?: string;
     attempt?: InvocationAttemptDto;
+    /**
+     * The route the call was made through, if any; `providerConnectionId` is then the target that answered.
+     */
+    routeId?: string;
+    /**
+     * Every provider attempt of the call, in order (a call through a route may make several; `attempt` is the
+     * last). Only the attempt that answered is charged; an attempt that failed before any usage is free.
+     *
+     */
+    attempts?: Array<InvocationAttemptDto>;
     usageEvents?: Array<UsageEventDto>;
 };
 
@@ -1661,6 +1809,8 @@ export type PlanIdParam = string;
 export type StrategyIdParam = string;
 
 export type BindingIdParam = string;
+
+export type RouteId = string;
 
 export type WebhookEndpointId = string;
 
@@ -5089,6 +5239,299 @@ export type RotateProviderSecretResponses = {
 };
 
 export type RotateProviderSecretResponse = RotateProviderSecretResponses[keyof RotateProviderSecretResponses];
+
+export type ListRoutesData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/routes';
+};
+
+export type ListRoutesErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListRoutesError = ListRoutesErrors[keyof ListRoutesErrors];
+
+export type ListRoutesResponses = {
+    /**
+     * A page of routes.
+     */
+    200: Array<RouteDto>;
+};
+
+export type ListRoutesResponse = ListRoutesResponses[keyof ListRoutesResponses];
+
+export type CreateRouteData = {
+    body: CreateRouteDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/routes';
+};
+
+export type CreateRouteErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type CreateRouteError = CreateRouteErrors[keyof CreateRouteErrors];
+
+export type CreateRouteResponses = {
+    /**
+     * Created.
+     */
+    201: RouteDto;
+};
+
+export type CreateRouteResponse = CreateRouteResponses[keyof CreateRouteResponses];
+
+export type ArchiveRouteData = {
+    body?: never;
+    path: {
+        routeId: string;
+    };
+    query?: never;
+    url: '/admin/v1/routes/{routeId}';
+};
+
+export type ArchiveRouteErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ArchiveRouteError = ArchiveRouteErrors[keyof ArchiveRouteErrors];
+
+export type ArchiveRouteResponses = {
+    /**
+     * Archived.
+     */
+    204: void;
+};
+
+export type ArchiveRouteResponse = ArchiveRouteResponses[keyof ArchiveRouteResponses];
+
+export type GetRouteData = {
+    body?: never;
+    path: {
+        routeId: string;
+    };
+    query?: never;
+    url: '/admin/v1/routes/{routeId}';
+};
+
+export type GetRouteErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetRouteError = GetRouteErrors[keyof GetRouteErrors];
+
+export type GetRouteResponses = {
+    /**
+     * The route.
+     */
+    200: RouteDto;
+};
+
+export type GetRouteResponse = GetRouteResponses[keyof GetRouteResponses];
+
+export type UpdateRouteData = {
+    body: UpdateRouteDto;
+    path: {
+        routeId: string;
+    };
+    query?: never;
+    url: '/admin/v1/routes/{routeId}';
+};
+
+export type UpdateRouteErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type UpdateRouteError = UpdateRouteErrors[keyof UpdateRouteErrors];
+
+export type UpdateRouteResponses = {
+    /**
+     * The route as changed.
+     */
+    200: RouteDto;
+};
+
+export type UpdateRouteResponse = UpdateRouteResponses[keyof UpdateRouteResponses];
+
+export type GetRouteHealthData = {
+    body?: never;
+    path: {
+        routeId: string;
+    };
+    query?: never;
+    url: '/admin/v1/routes/{routeId}/health';
+};
+
+export type GetRouteHealthErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetRouteHealthError = GetRouteHealthErrors[keyof GetRouteHealthErrors];
+
+export type GetRouteHealthResponses = {
+    /**
+     * The route's health.
+     */
+    200: RouteHealthDto;
+};
+
+export type GetRouteHealthResponse = GetRouteHealthResponses[keyof GetRouteHealthResponses];
 
 export type GetHealthData = {
     body?: never;

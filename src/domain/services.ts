@@ -23,6 +23,8 @@ import { createAuditService } from './audit/audit-service.js';
 import { createAuditQueryService } from './audit/audit-query-service.js';
 import { createProviderConnectionRepo } from './provider-connections/provider-connection-repo.js';
 import { createProviderConnectionService } from './provider-connections/provider-connection-service.js';
+import { createRouteRepo } from './routes/route-repo.js';
+import { createRouteService } from './routes/route-service.js';
 import { createInvocationRepo } from './invocations/invocation-repo.js';
 import { createInvocationService } from './invocations/invocation-service.js';
 import { createIdempotencyRepo } from './idempotency/idempotency-repo.js';
@@ -139,6 +141,8 @@ export function createDomain(deps: ServiceDeps) {
   const webhookRepo = createWebhookRepo(db);
   const webhooks = createWebhookService({ db, webhookRepo, workspaces, audit, secretBox, events, config, clock });
   const webhookDelivery = createWebhookDelivery({ db, webhookRepo, webhooks, events, audit, config, clock, logger: deps.logger });
+  const routeRepo = createRouteRepo(db);
+  const routes = createRouteService({ db, routeRepo, providerConnectionRepo, workspaces, audit, clock, changes });
 
   const { service: billing, passes: billingPasses } = createBilling({
     db,
@@ -174,6 +178,7 @@ export function createDomain(deps: ServiceDeps) {
     invocations,
     auditLogs,
     providerConnections,
+    routes,
     billing,
     readiness,
     webhooks,

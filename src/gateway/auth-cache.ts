@@ -197,6 +197,8 @@ export function createAuthCache(deps: {
         return;
       }
       const { kind, id } = change;
+      // A route holds no key's row (the route registry reads it: routes.ts).
+      if (kind === 'route') return;
       for (const [cacheKey, { row }] of entries) {
         const touched =
           kind === 'connection'

@@ -158,6 +158,8 @@ const INVOCATION_COLUMNS = [
   'attempt_first_token_at',
   'attempt_completed_at',
   'attempt_duration_ms',
+  'route_id',
+  'attempts',
 ];
 
 /**
@@ -289,6 +291,8 @@ export function invocationJson(i: InvocationRow): string {
     .time('attempt_first_token_at', i.attempt_first_token_at)
     .time('attempt_completed_at', i.attempt_completed_at)
     .num('attempt_duration_ms', i.attempt_duration_ms)
+    .str('route_id', i.route_id)
+    .raw('attempts', i.attempts?.length ? JSON.stringify(i.attempts) : 'null')
     .done();
 }
 

@@ -6,7 +6,7 @@
  * names, token counts and statuses only, never a key, a header or a body.
  */
 import { SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import type { InvocationRow } from '../domain/invocations/invocation-types.js';
+import type { EarlierAttempt, InvocationRow } from '../domain/invocations/invocation-types.js';
 import { parentContext, traceparentOf } from '../observability/tracing.js';
 import type { Protocol } from './protocols/protocol.js';
 import type { Inspector, PreparedCall } from './inspectors.js';
@@ -79,6 +79,22 @@ export class CallTrace {
       this.context,
     );
     return traceparentOf(this.upstream.spanContext());
+  }
+
+  /** A route's attempt failed before any byte reached the client: its span ends, with why; the next attempt gets its own. */
+  attemptFailed(attempt: EarlierAttempt): void {
+    const upstream = this.upstream;
+    if (!upstream) return;
+    this.upstream = undefined;
+    upstream.setAttributes({
+      'nexus.attempt': attempt.sequence,
+      'nexus.connection_id': attempt.providerConnectionId,
+      'gen_ai.request.model': attempt.upstreamModel,
+      'error.type': attempt.errorCode ?? String(attempt.httpStatus),
+    });
+    if (attempt.httpStatus !== undefined) upstream.setAttribute('http.response.status_code', attempt.httpStatus);
+    upstream.setStatus({ code: SpanStatusCode.ERROR, message: attempt.errorCode });
+    upstream.end();
   }
 
   /**

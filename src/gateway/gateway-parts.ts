@@ -28,6 +28,8 @@ import { createCallSpend } from './call-spend.js';
 import { createCallRepo } from './call-repo.js';
 import { createGatewayDb } from './gateway-db.js';
 import { createLearnedBounds } from './learned-bounds.js';
+import { createRouteRepo } from '../domain/routes/route-repo.js';
+import { createRouteRegistry, type BreakerTransition } from './route-registry.js';
 import { createSpool } from './spool.js';
 import { createUpstreamPools } from './upstreams.js';
 
@@ -47,6 +49,8 @@ export interface GatewayPartsDeps {
   metrics?: Metrics | undefined;
   /** The budgets' check of the workspaces a batch of calls charged (src/domain/budgets/budget-service.ts). */
   checkBudgets?: ((workspaceIds: string[]) => Promise<void>) | undefined;
+  /** Told of every route breaker transition this process makes (docs/routes.md). */
+  onBreakerTransition?: ((transition: BreakerTransition) => void) | undefined;
 }
 
 export function createGatewayParts(deps: GatewayPartsDeps) {
@@ -122,6 +126,16 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     report: calls.report,
   });
   const unlearn = changes.onLearned((learned) => meter.learned(learned));
+  const routes = createRouteRegistry({
+    repo: createRouteRepo(db),
+    changes,
+    clock,
+    logger,
+    onBreakerTransition: (transition) => {
+      metrics?.routeBreaker(transition.routeId, transition.connectionId, transition.to);
+      deps.onBreakerTransition?.(transition);
+    },
+  });
   metrics?.watchRecorder(() => recorder.stats());
   if (owned) metrics?.watchPool('gateway', db);
 
@@ -137,6 +151,9 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     cache,
     pools,
     meter,
+    /** The routes this process serves and their targets' breakers. */
+    routes,
+    routeMetrics: metrics && { attempt: metrics.routeAttempt, fallback: metrics.routeFallback, retryWait: metrics.routeRetryWait },
     /** The call report's line for a request refused before its call was opened. */
     refusedEarly: calls.refusedEarly,
     /** Writes the records a process that stopped left in the spool (at start). */
@@ -152,6 +169,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
       rates.close();
       unsubscribe();
       unlearn();
+      routes.close();
       cache.close();
       await pools.close();
       if (owned) await db.destroy();

@@ -26,7 +26,7 @@ import { AppError, toAppError } from '../errors.js';
 import type { RequestLocals } from '../web/locals.js';
 import { traceIdOf, type Tracer } from '../observability/tracing.js';
 import { answerHeaders, sendError } from './answers.js';
-import { authorizeCall, upstreamOf } from './auth-cache.js';
+import { authorizeCall, upstreamOf, type CacheEntry } from './auth-cache.js';
 import { operationOf } from './call-report.js';
 import { CallTrace, failed } from './call-trace.js';
 import type { AuthRow } from './call-repo.js';
@@ -40,6 +40,7 @@ import { pathOf } from '../web/request-target.js';
 import { checkSlashesFor, parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { foreignProtocolOf, protocolOf, protocolOfPath } from './protocols/index.js';
 import { Relay } from './relay.js';
+import { createRouteCalls, routeProfile, usableTargets } from './route-call.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -74,6 +75,7 @@ export interface GatewayDeps {
 export function createGateway(deps: GatewayDeps) {
   const { config, clock, quota, rates, secretBox, tracer, parts } = deps;
   const { cache, pools, meter } = parts;
+  const routeCalls = createRouteCalls({ config, clock, secretBox, pools, registry: parts.routes, metrics: parts.routeMetrics });
 
   /** A gateway request; `locals` carries its request id and arrival time (the request observer's). */
   async function handle(req: IncomingMessage, res: ServerResponse, locals: RequestLocals): Promise<void> {
@@ -102,10 +104,20 @@ export function createGateway(deps: GatewayDeps) {
       const credential = credentialOf(req);
       const bodyRead = readBody(req, config.gatewayBodyLimitBytes);
       bodyRead.catch(() => {});
-      const entry = await cache.lookup(credential, target.connectionId);
+      // A route (docs/routes.md) is called as a connection is: the key's row is looked up for each of its targets.
+      const route = parts.routes.get(target.connectionId);
+      let usable: Map<string, CacheEntry> | undefined;
+      let entry: CacheEntry;
+      if (route) {
+        const entries = await Promise.all(route.targets.map((t) => cache.lookup(credential, t.providerConnectionId)));
+        usable = usableTargets(route, entries);
+        entry = usable.values().next().value ?? entries[0]!;
+      } else {
+        entry = await cache.lookup(credential, target.connectionId);
+      }
       looked = entry.row;
       const auth = authorizeCall(entry.row, startedAt);
-      const protocol = protocolOf(auth.protocol_profile!);
+      const protocol = protocolOf(route ? routeProfile(auth.protocol_profile!) : auth.protocol_profile!);
       const inspector = protocol.inspectorFor(method, target.route);
       // Governed but free: the model list, a model's description, token counting (no quota, no workspace setting).
       const free = inspector ? undefined : protocol.freeEndpointFor(method, target.route);
@@ -123,6 +135,8 @@ export function createGateway(deps: GatewayDeps) {
         trace,
         credential,
         routeModel: inspector ? protocol.routeModel?.(target.route) : undefined,
+        routeId: route?.id,
+        boundConnections: usable && [...usable.keys()],
       });
       if (foreign) {
         throw new AppError(
@@ -165,7 +179,9 @@ export function createGateway(deps: GatewayDeps) {
       } else {
         await call.passthrough(raw, startedAt);
       }
-      await relay(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace);
+      if (route)
+        await routeCalls.relayRoute(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace, route, usable!);
+      else await relay(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace);
     } catch (err) {
       const row = call ? call.entry.row : looked;
       sendError(
@@ -308,6 +324,8 @@ export function createGateway(deps: GatewayDeps) {
     /** Writes the records a process that stopped left in the spool (at start). */
     recover: () => parts.recover(),
     recorderStats: () => parts.recorderStats(),
+    /** Reads the routes and their breakers now, rather than at the next poll (tests, and a fresh start). */
+    refreshRoutes: () => parts.routes.refresh(),
     /** How many key lookup queries it has made (tests). */
     keyLookups: () => cache.queries(),
     /** Forget cached lookups: keys and the responses recorded lately (tests). */

@@ -28,6 +28,8 @@ export interface CallOpened {
   startedAt: Date;
   /** Its endpoint has a usage inspector. */
   metered: boolean;
+  /** The route it was called through, if any. */
+  routeId?: string | undefined;
 }
 
 /** What the call's request was read for: by its admission (metered), or for its model (unmetered, free). */
@@ -130,5 +132,8 @@ export function invocationRecord(opened: CallOpened, read: CallRead, outcome: Ca
     attempt_first_token_at: !attempt || providerTtftMs === null ? null : later(attempt.attemptStartedAt, providerTtftMs),
     attempt_completed_at: attempt ? attempt.completedAt : null,
     attempt_duration_ms: attempt ? attempt.attemptDurationMs : null,
+    route_id: opened.routeId ?? null,
+    // A route's attempts before the last are added by the call that made them (metered-call.ts).
+    attempts: null,
   };
 }

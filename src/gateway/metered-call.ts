@@ -24,7 +24,7 @@
  */
 import type { Clock } from '../domain/actor.js';
 import type { LearnedOutput } from '../domain/changes/change-feed.js';
-import type { AttemptStatus, InvocationStatus } from '../domain/invocations/invocation-types.js';
+import type { AttemptStatus, EarlierAttempt, InvocationStatus } from '../domain/invocations/invocation-types.js';
 import type { Admission, QuotaLeases } from '../domain/quota/quota-leases.js';
 import type { ModelPolicy, Pricing } from '../domain/quota/model-pricing.js';
 import { boundUnits, chargeUnits, MAX_CALL_UNITS } from '../domain/quota/quota-math.js';
@@ -86,6 +86,10 @@ export interface CallStart {
   credential: string;
   /** The model a metered call's path names (an Azure deployment: protocol.ts, routeModel), if it names one. */
   routeModel?: string | undefined;
+  /** The route it is called through (docs/routes.md), if any. */
+  routeId?: string | undefined;
+  /** A route's targets: the call is admitted at the largest output bound learned on any of them. */
+  boundConnections?: readonly string[] | undefined;
 }
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
@@ -225,7 +229,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   private lostIds: { usage: string; adjustment: string; attempt: string } | undefined;
   listPrev: MeteredCall | null = null;
   listNext: MeteredCall | null = null;
-  private readonly opened: CallOpened;
+  /** A route's attempts before the one under way (docs/routes.md). */
+  private readonly earlier: EarlierAttempt[] = [];
+  private running = false;
+  private readonly boundConnections: readonly string[] | undefined;
+  /** What it was opened with; a route's call names the target that answers (started()). */
+  private opened: CallOpened;
   private readonly t0: bigint;
   private readonly trace: CallTrace | undefined;
   private readonly credential: string;
@@ -245,6 +254,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.trace = start.trace;
     this.credential = start.credential;
     this.routeModel = start.routeModel;
+    this.boundConnections = start.boundConnections;
     this.opened = {
       id: newId(),
       workspaceId: row.workspace_id,
@@ -257,6 +267,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       endpoint: start.endpoint,
       startedAt: start.startedAt,
       metered: inspector !== undefined,
+      routeId: start.routeId,
     };
   }
 
@@ -295,7 +306,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.pricing = pricing;
     if (prepared.previousResponseId) prepared.inputBound += await this.meter.conversationTokens(auth, prepared.previousResponseId);
     // An upstream seen to answer past its calls' bounds: admitted at what it produced (learned-bounds.ts).
-    const learned = this.meter.learned.output(auth.connection_id!, prepared.requestedModel, prepared.stream);
+    let learned = this.meter.learned.output(auth.connection_id!, prepared.requestedModel, prepared.stream);
+    // A route's call: quota is reserved once, at the largest bound among its targets.
+    for (const id of this.boundConnections ?? []) {
+      const other = this.meter.learned.output(id, prepared.requestedModel, prepared.stream);
+      if (other > learned) learned = other;
+    }
     const bound = boundUnits(prepared.inputBound, learned > prepared.outputBound ? learned : prepared.outputBound, pricing);
     if (bound > MAX_CALL_UNITS) {
       throw new AppError('quota_insufficient', `This call may need up to ${bound} units, more than a quota period can hold`, {
@@ -381,11 +397,54 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     return undefined;
   }
 
-  /** The upstream call is sent now: the call is under way until answered(). */
-  started(relay: Relay, at: Date): void {
+  /**
+   * The upstream call is sent now: the call is under way until answered(). A route's call starts an attempt
+   * per target tried (`connectionId`: the target's connection, which the record names when it answers).
+   */
+  started(relay: Relay, at: Date, connectionId?: string): void {
     this.relay = relay;
     this.attemptStartedAt = at;
+    if (connectionId && connectionId !== this.opened.connectionId) this.opened = { ...this.opened, connectionId };
+    if (this.running) return;
+    this.running = true;
     this.meter.running.add(this);
+  }
+
+  /**
+   * A route's attempt failed before any byte reached the client (docs/routes.md): kept for the record and
+   * charged nothing. `model`: the model the target was sent.
+   */
+  attemptFailed(model: string): EarlierAttempt {
+    const relay = this.relay!;
+    const startedAt = this.attemptStartedAt!;
+    const moved = relay.failedOver;
+    const code = (relay.error as { code?: string } | undefined)?.code;
+    const errorCode = moved
+      ? moved.errorCode
+      : code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT'
+        ? 'upstream_timeout'
+        : 'upstream_unavailable';
+    const durationMs = msSince(relay.tStart, relay.tUpstreamEnd ?? process.hrtime.bigint());
+    const attempt: EarlierAttempt = {
+      id: newId(),
+      sequence: this.earlier.length + 1,
+      providerConnectionId: this.opened.connectionId,
+      upstreamModel: storableText(model, MAX_NAME_LENGTH),
+      status: relay.status !== undefined && moved?.errorCode === 'upstream_status' ? 'UPSTREAM_ERROR' : 'FAILED',
+      startedAt: startedAt.toISOString(),
+      completedAt: new Date(startedAt.getTime() + durationMs).toISOString(),
+      durationMs,
+      ...(relay.status !== undefined ? { httpStatus: relay.status } : {}),
+      errorCode,
+    };
+    this.earlier.push(attempt);
+    this.trace?.attemptFailed(attempt);
+    return attempt;
+  }
+
+  /** The attempts made so far (a route's: the failed ones, and the one under way). */
+  get attempts(): number {
+    return this.earlier.length + (this.relay ? 1 : 0);
   }
 
   /**
@@ -596,6 +655,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       this.meter.rates.settle(this.rateTicket, tokens === null ? null : Number(tokens));
     }
     const invocation = invocationRecord(this.opened, this.read, outcome);
+    if (this.earlier.length) invocation.attempts = this.earlier;
     const span = this.trace?.ended(invocation, consumed, httpStatus, this.prepared);
     const rows = callRows({
       invocation,

@@ -59,6 +59,40 @@ export interface RelayOptions {
    * filtered by the strategy's allow-list); its headers wait for it.
    */
   rewriteJson?: ((text: string) => string) | undefined;
+  /**
+   * A route's attempt that is not the call's last (docs/routes.md): an answer with one of these statuses, no
+   * byte of a stream by the first-token deadline, or an answer that broke before its first byte is not
+   * relayed: the attempt ends `failedOver` and the client has received nothing. The answer's headers wait for
+   * its first byte.
+   */
+  failover?: Failover | undefined;
+}
+
+interface Failover {
+  retryOn: ReadonlySet<number>;
+  /** A stream's first-token deadline, from the request's start (none: no deadline). */
+  firstTokenMs: number | undefined;
+}
+
+/** Why an attempt that is not the last moved the call on, before any byte reached the client. */
+export interface FailedOver {
+  /** `upstream_status`, `first_token_timeout` or `upstream_stream_broken`. */
+  errorCode: string;
+  status: number | undefined;
+  /** The answer's Retry-After (or retry-after-ms), in ms. */
+  retryAfterMs: number | undefined;
+}
+
+/** Retry-After as seconds or an HTTP date; retry-after-ms (OpenAI's, Azure's) first. */
+function retryAfterOf(headers: Record<string, string | string[] | undefined>): number | undefined {
+  const ms = Number(headers['retry-after-ms']);
+  if (Number.isFinite(ms) && ms >= 0) return ms;
+  const raw = headers['retry-after'];
+  if (typeof raw !== 'string' || !raw) return undefined;
+  const seconds = Number(raw);
+  if (Number.isFinite(seconds)) return seconds >= 0 ? seconds * 1000 : undefined;
+  const at = Date.parse(raw);
+  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : undefined;
 }
 
 export interface ResponseWatcher {
@@ -111,6 +145,11 @@ export class Relay implements Dispatcher.DispatchHandler {
   responseId: string | null = null;
   /** Why a metered stream could not be read on (an event-stream frame that did not decode), if it could not. */
   malformed: string | undefined;
+  /** A route's attempt that moved the call on without a byte to the client (options.failover). */
+  failedOver: FailedOver | undefined;
+  /** A failover attempt's head, written with its first byte. */
+  private pendingHead: [number, string[]] | undefined;
+  private firstTokenTimer: NodeJS.Timeout | undefined;
 
   private controller: Dispatcher.DispatchController | undefined;
   private meter: StreamMeter | null = null;
@@ -148,6 +187,12 @@ export class Relay implements Dispatcher.DispatchHandler {
       this.stop('unanswered', this.cancelReason);
       return this.done;
     }
+    const deadline = this.options.failover?.firstTokenMs;
+    if (deadline !== undefined && this.options.prepared?.stream) {
+      this.firstTokenTimer = setTimeout(() => {
+        if (this.tFirstUpstream === undefined) this.failOver('first_token_timeout', this.status, undefined);
+      }, deadline);
+    }
     pool.dispatch(
       {
         method: request.method,
@@ -179,6 +224,7 @@ export class Relay implements Dispatcher.DispatchHandler {
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
     if (this.cancelReason) controller.abort(this.cancelReason);
+    else if (this.failedOver) controller.abort(new Error('The attempt moved on'));
   }
 
   onResponseStart(
@@ -186,8 +232,13 @@ export class Relay implements Dispatcher.DispatchHandler {
     status: number,
     headers: Record<string, string | string[] | undefined>,
   ): void {
-    if (status < 200) return; // 1xx: informational, the answer is still to come
+    if (status < 200 || this.end) return; // 1xx: informational, the answer is still to come (or the attempt moved on)
     this.status = status;
+    const failover = this.options.failover;
+    if (failover?.retryOn.has(status)) {
+      this.failOver('upstream_status', status, retryAfterOf(headers));
+      return;
+    }
     const { inspector, prepared } = this.options;
     const contentType = String(headers['content-type'] ?? '');
     // A protocol whose streams are AWS event-streams (protocols/event-stream.ts) has them read by their frames.
@@ -218,6 +269,12 @@ export class Relay implements Dispatcher.DispatchHandler {
     const length = headers['content-length'];
     if (!decoder && !this.meter && typeof length === 'string' && status !== 204 && status !== 304) out.push('content-length', length);
     if (isStream) out.push('cache-control', 'no-cache');
+    if (failover) {
+      // Nothing goes out before the answer's first byte: until then the call may still move on.
+      this.pendingHead = [status, out];
+      if (this.options.maskedKey) this.mask = new SecretMask(this.options.maskedKey);
+      return;
+    }
     this.res.writeHead(status, out);
     // The provider's key, should the upstream echo it, never reaches the client.
     if (this.options.maskedKey) this.mask = new SecretMask(this.options.maskedKey);
@@ -254,6 +311,11 @@ export class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    // An answer that broke before its first byte reached the client: the call may still move on.
+    if (this.options.failover && this.status !== undefined && !this.res.headersSent && !this.cancelReason && !this.end) {
+      this.failOver('upstream_stream_broken', this.status, undefined);
+      return;
+    }
     this.tUpstreamEnd ??= now();
     this.stop(this.status === undefined ? 'unanswered' : 'broken', this.cancelReason ?? err);
   }
@@ -279,6 +341,7 @@ export class Relay implements Dispatcher.DispatchHandler {
       this.jsonSize += chunk.length;
     }
     if (this.clientGone) return true;
+    this.writePendingHead();
     if (this.mask) out = typeof out === 'string' ? this.mask.pushEvents(out) : this.mask.push(out);
     let written = true;
     if (out.length) {
@@ -308,6 +371,7 @@ export class Relay implements Dispatcher.DispatchHandler {
 
   private endEarly(cut: boolean, reason: string): void {
     if (this.end) return;
+    if (!this.clientGone) this.writePendingHead();
     this.tUpstreamEnd ??= now();
     clearImmediate(this.headersFlush);
     // Ended first: the abort's onResponseError then finds the call over.
@@ -360,6 +424,7 @@ export class Relay implements Dispatcher.DispatchHandler {
   private finish(): void {
     if (this.end) return;
     clearImmediate(this.headersFlush);
+    if (!this.clientGone) this.writePendingHead();
     if (this.held) {
       if (!this.clientGone) this.sendHeld(this.held);
     } else if (!this.clientGone) {
@@ -414,7 +479,30 @@ export class Relay implements Dispatcher.DispatchHandler {
     this.malformed = meter.malformed?.message;
   }
 
+  /** A failover attempt's head goes out with its first byte (or its end). */
+  private writePendingHead(): void {
+    const head = this.pendingHead;
+    if (!head) return;
+    this.pendingHead = undefined;
+    clearTimeout(this.firstTokenTimer);
+    this.res.writeHead(head[0], head[1]);
+  }
+
+  /** A route's attempt moves the call on: nothing was sent to the client; the upstream request is aborted. */
+  private failOver(errorCode: string, status: number | undefined, retryAfterMs: number | undefined): void {
+    if (this.end || this.res.headersSent) return;
+    this.failedOver = { errorCode, status, retryAfterMs };
+    this.pendingHead = undefined;
+    this.tUpstreamEnd ??= now();
+    clearImmediate(this.headersFlush);
+    this.end = 'unanswered';
+    this.decoder?.destroy();
+    this.controller?.abort(new Error(`The attempt moved on: ${errorCode}`));
+    this.done_();
+  }
+
   private done_(): void {
+    clearTimeout(this.firstTokenTimer);
     this.res.off('close', this.onClientClose);
     this.resolve();
   }

@@ -8,6 +8,7 @@ import { accessHandlers } from './accesses/accesses.js';
 import { invocationHandlers } from './invocations/invocations.js';
 import { gatewayHandlers } from './gateway/gateway.js';
 import { providerConnectionHandlers } from './provider-connections/provider-connections.js';
+import { routeHandlers } from './routes/routes.js';
 import { auditLogHandlers } from './audit-logs/audit-logs.js';
 import { billingHandlers } from './billing/billing.js';
 import { webhookHandlers } from './webhooks/webhooks.js';
@@ -18,6 +19,7 @@ export function createHandlers(services: Services, context: HandlerContext): Han
     systemHandlers(services, context),
     workspaceHandlers(services),
     providerConnectionHandlers(services),
+    routeHandlers(services),
     auditLogHandlers(services),
     planHandlers(services),
     accessHandlers(services, context),

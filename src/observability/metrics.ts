@@ -305,6 +305,32 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     labelNames: ['workspace', 'connection', 'model'] as const,
     registers,
   });
+  // Routes (docs/routes.md): each attempt by target and outcome, the moves to another target, the time spent
+  // waiting between attempts, and each target's breaker (0 closed, 1 half-open, 2 open).
+  const routeAttempts = new Counter({
+    name: 'nexus_route_attempts_total',
+    help: 'Provider attempts of calls through routes, by route, target connection and outcome (answered, failed, or why it moved on)',
+    labelNames: ['route', 'connection', 'outcome'] as const,
+    registers,
+  });
+  const routeFallbacks = new Counter({
+    name: 'nexus_route_fallbacks_total',
+    help: 'Calls through routes that moved to another target, by route',
+    labelNames: ['route'] as const,
+    registers,
+  });
+  const routeRetrySeconds = new Counter({
+    name: 'nexus_route_retry_wait_seconds_total',
+    help: 'Time calls through routes waited between attempts (backoff or Retry-After), by route',
+    labelNames: ['route'] as const,
+    registers,
+  });
+  const routeBreakerState = new Gauge({
+    name: 'nexus_route_breaker_state',
+    help: "A route target's circuit breaker as this process last changed it: 0 closed, 1 half-open, 2 open",
+    labelNames: ['route', 'connection'] as const,
+    registers,
+  });
 
   const calls = new InPlaceCounter(
     registry,
@@ -463,6 +489,18 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
 
   return {
     registry,
+    routeAttempt(route: string, connection: string, outcome: string) {
+      routeAttempts.inc({ route, connection, outcome });
+    },
+    routeFallback(route: string) {
+      routeFallbacks.inc({ route });
+    },
+    routeRetryWait(route: string, seconds: number) {
+      routeRetrySeconds.inc({ route }, seconds);
+    },
+    routeBreaker(route: string, connection: string, state: 'closed' | 'open' | 'half_open') {
+      routeBreakerState.set({ route, connection }, state === 'closed' ? 0 : state === 'half_open' ? 1 : 2);
+    },
     outputOverBound(kind: 'stream' | 'json') {
       outputOverBound.inc({ kind });
     },

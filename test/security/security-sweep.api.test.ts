@@ -24,6 +24,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createBillingConnection,
+  createRoute,
   createBillingProductMapping,
   configureBillingWebhookSecret,
   createWebhookEndpoint,
@@ -57,6 +58,7 @@ interface Fixtures {
   invocationId: string;
   webhookEndpointId: string;
   messageId: string;
+  routeId: string;
   apiKey: string;
   webhookSecret: string;
 }
@@ -78,6 +80,7 @@ const NOT_FOUND: Record<Param, string> = {
   invocationId: 'invocation_not_found',
   webhookEndpointId: 'webhook_endpoint_not_found',
   messageId: 'webhook_message_not_found',
+  routeId: 'gateway_route_not_found',
 };
 
 const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:00:00Z' };
@@ -90,6 +93,8 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     createProviderConnection: { name: 'sweep', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
     testProviderConnection: { protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
     updateProviderConnection: { name: 'hijacked' },
+    createRoute: { name: 'sweep', targets: [{ providerConnectionId: '01a20000-0000-7000-8000-000000000000' }] },
+    updateRoute: { name: 'hijacked' },
     rotateProviderSecret: { apiKey: testProviderKey('sweep') },
     createPlan: { key: 'sweep', name: 'Sweep', billingInterval: 'MONTH' },
     updatePlan: { name: 'hijacked' },
@@ -215,7 +220,14 @@ async function fixtures(name: string): Promise<Fixtures> {
   expect(endpoint.response.status).toBe(201);
   const message = await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.data.id } });
   expect(message.response.status).toBe(200);
+  const route = await createRoute({
+    client: t.client,
+    path: { workspaceId },
+    body: { name: 'sweep', targets: [{ providerConnectionId: tenant.connectionId }] },
+  });
+  expect(route.response.status).toBe(201);
   const fixture: Fixtures = {
+    routeId: route.data!.id,
     workspaceId,
     providerConnectionId: tenant.connectionId,
     planId,

@@ -73,7 +73,7 @@ it('has every admin operation of SPEC.md with its exact method, path and operati
   expect(new Set(SPEC_OPERATIONS.map(([id]) => id)).size).toBe(55);
 });
 
-it('the contract holds the 55 admin operations of SPEC.md and getUsageSummary, the five gateway methods, the webhook receiver and health', () => {
+it('the contract holds the 55 admin operations of SPEC.md, getUsageSummary and the six of routes, the five gateway methods, the webhook receiver and health', () => {
   const ids = operationIdsOf(contract);
   expect(new Set(ids).size).toBe(ids.length);
   const admin = Object.entries(contract.paths ?? {})
@@ -83,7 +83,7 @@ it('the contract holds the 55 admin operations of SPEC.md and getUsageSummary, t
         .map((op) => op?.operationId)
         .filter(Boolean),
     );
-  expect(admin).toHaveLength(56); // SPEC.md's 55 and getUsageSummary (the console's charts)
+  expect(admin).toHaveLength(62); // SPEC.md's 55, getUsageSummary (the console's charts) and routes' six (docs/routes.md)
   for (const id of [
     'proxyProviderGet',
     'proxyProviderPost',

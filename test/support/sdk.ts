@@ -8,6 +8,12 @@ import * as sdk from '../../generated/client/sdk.gen.js';
 
 export const activateWorkspaceAccess = sdk.activateWorkspaceAccess<false>;
 export const archiveProviderConnection = sdk.archiveProviderConnection<false>;
+export const archiveRoute = sdk.archiveRoute<false>;
+export const createRoute = sdk.createRoute<false>;
+export const getRoute = sdk.getRoute<false>;
+export const getRouteHealth = sdk.getRouteHealth<false>;
+export const listRoutes = sdk.listRoutes<false>;
+export const updateRoute = sdk.updateRoute<false>;
 export const archiveWorkspace = sdk.archiveWorkspace<false>;
 export const bindPlanStrategy = sdk.bindPlanStrategy<false>;
 export const changeAccessPlan = sdk.changeAccessPlan<false>;

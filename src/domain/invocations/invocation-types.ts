@@ -42,4 +42,23 @@ export interface InvocationRow {
   /** Read with the invocation (its USAGE event's): the call's cost and the price it was computed under. */
   cost_micros?: bigint | null;
   price_id?: string | null;
+  /** The route the call was made through (provider_connection_id is then the target that answered). */
+  route_id?: string | null;
+  /** The attempts before the last (a route's retries and fallbacks), in order; none: the call made one. */
+  attempts?: EarlierAttempt[] | null;
+}
+
+/** An attempt before a call's last, as it is kept (the InvocationAttemptDto's fields). */
+export interface EarlierAttempt {
+  id: string;
+  sequence: number;
+  providerConnectionId: string;
+  /** The model the target was sent (the route's model map applied). */
+  upstreamModel: string;
+  status: AttemptStatus;
+  startedAt: string;
+  completedAt: string;
+  durationMs: number;
+  httpStatus?: number;
+  errorCode?: string;
 }

@@ -48,7 +48,7 @@ function toAttemptDto(row: InvocationRow): InvocationAttemptDto | undefined {
   if (!row.attempt_id) return undefined;
   const dto: InvocationAttemptDto = {
     id: row.attempt_id,
-    sequence: 1,
+    sequence: (row.attempts?.length ?? 0) + 1,
     providerConnectionId: row.provider_connection_id,
     upstreamModel: row.attempt_upstream_model ?? '',
     status: row.attempt_status!,
@@ -96,6 +96,9 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   if (cost !== null && cost !== undefined) dto.costMicros = `${cost}`;
   const priceId = row.price_id ?? usage?.price_id;
   if (priceId) dto.priceId = priceId;
+  if (row.route_id) dto.routeId = row.route_id;
+  // getInvocation (with its events) lists every attempt; a list shows the last.
+  if (usageEvents && (attempt || row.attempts?.length)) dto.attempts = [...(row.attempts ?? []), ...(attempt ? [attempt] : [])];
   if (usageEvents) dto.usageEvents = usageEvents.map(toUsageEventDto);
   return dto;
 }

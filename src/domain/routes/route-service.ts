@@ -1,0 +1,295 @@
+/**
+ * Routes: create, read, update, archive, and their health (docs/routes.md). A route's targets are checked
+ * when it is written: connections of its workspace, not archived, whose request bodies share a shape, each
+ * able to serve every model the route maps. Every change writes its audit entry and announces the route to
+ * the gateway processes (the change feed) in the same transaction.
+ */
+import type { Db, Queryable } from '../../db/database.js';
+import { AppError } from '../../errors.js';
+import { newId } from '../../ids.js';
+import { canSeeWorkspace, type Actor, type Clock } from '../actor.js';
+import type { AuditService } from '../audit/audit-service.js';
+import type { ChangeFeed } from '../changes/change-feed.js';
+import type { Page, PageRequest } from '../pagination.js';
+import type { ProtocolProfile, ProviderConnectionRepo, ProviderConnectionRow } from '../provider-connections/provider-connection-repo.js';
+import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
+import type { RouteRepo } from './route-repo.js';
+import {
+  DEFAULT_BREAKER,
+  DEFAULT_RETRY,
+  DEFAULT_RETRY_ON,
+  type BreakerSettings,
+  type RetrySettings,
+  type RouteHealth,
+  type RouteRow,
+  type RouteStrategy,
+  type RouteTarget,
+} from './route-types.js';
+
+const RESOURCE = 'route';
+
+export interface RouteTargetInput {
+  providerConnectionId: string;
+  weight?: number | undefined;
+  modelMap?: Record<string, string> | undefined;
+  attempts?: number | undefined;
+  timeoutMs?: number | undefined;
+  firstTokenTimeoutMs?: number | undefined;
+}
+
+export interface CreateRouteInput {
+  name: string;
+  strategy?: RouteStrategy | undefined;
+  targets: RouteTargetInput[];
+  retryOn?: number[] | undefined;
+  retry?: Partial<RetrySettings> | undefined;
+  breaker?: Partial<BreakerSettings> | undefined;
+  tryWhenAllOpen?: boolean | undefined;
+  metadata?: Record<string, unknown> | undefined;
+}
+
+export type UpdateRouteInput = Partial<CreateRouteInput>;
+
+/**
+ * The request-body shape a protocol's calls share: `openai` and `azure-openai` take the same bodies (an
+ * Azure target is sent the same body at its v1 path, its model mapped to a deployment); the others only
+ * their own.
+ */
+export function bodyShapeOf(profile: ProtocolProfile): string {
+  return profile === 'azure-openai' ? 'openai' : profile;
+}
+
+function notFound(): AppError {
+  return new AppError('gateway_route_not_found', 'Route not found', { param: 'routeId' });
+}
+
+/** Defined fields only: the contract's optional fields may arrive as undefined. */
+function defined<T extends object>(value: T | undefined): Partial<T> {
+  return Object.fromEntries(Object.entries(value ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function targetOf(input: RouteTargetInput): RouteTarget {
+  return {
+    providerConnectionId: input.providerConnectionId,
+    weight: input.weight ?? 1,
+    ...(input.modelMap && Object.keys(input.modelMap).length ? { modelMap: input.modelMap } : {}),
+    attempts: input.attempts ?? 1,
+    ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
+    ...(input.firstTokenTimeoutMs !== undefined ? { firstTokenTimeoutMs: input.firstTokenTimeoutMs } : {}),
+  };
+}
+
+/**
+ * The rules of a target list, given each target's connection as found (undefined: none the actor may see
+ * in the route's workspace). Throws the first fault, naming its field.
+ */
+function checkTargets(targets: RouteTarget[], workspaceId: string, found: (ProviderConnectionRow | undefined)[]): void {
+  if (!targets.length) throw new AppError('invalid_parameter', 'A route needs at least one target', { param: 'targets' });
+  const seen = new Set<string>();
+  targets.forEach((target, i) => {
+    const field = `targets[${i}]`;
+    if (!Number.isInteger(target.weight) || target.weight < 1)
+      throw new AppError('invalid_parameter', 'weight must be a positive integer', { param: `${field}.weight` });
+    if (seen.has(target.providerConnectionId))
+      throw new AppError('invalid_parameter', 'A connection may be a route target once', { param: `${field}.providerConnectionId` });
+    seen.add(target.providerConnectionId);
+    const row = found[i];
+    // A route (or anything else) given as a target is no connection of the workspace: 404 as another tenant's is.
+    if (!row || row.workspace_id !== workspaceId)
+      throw new AppError('provider_connection_not_found', "No provider connection with that id in the route's workspace", {
+        param: `${field}.providerConnectionId`,
+      });
+    if (row.status === 'ARCHIVED')
+      throw new AppError('connection_archived', 'An archived connection cannot be a route target', {
+        param: `${field}.providerConnectionId`,
+        current_status: row.status,
+      });
+  });
+  const shapes = new Set(found.map((row) => bodyShapeOf(row!.protocol_profile)));
+  if (shapes.size > 1) {
+    throw new AppError(
+      'route_targets_incompatible',
+      `A route's targets must take the same request bodies; these speak ${[...new Set(found.map((r) => r!.protocol_profile))].join(', ')}`,
+      { param: 'targets' },
+    );
+  }
+  // An Azure target is sent a deployment: every model the route maps must name one in its own map.
+  const mapped = new Set(targets.flatMap((t) => Object.keys(t.modelMap ?? {})));
+  targets.forEach((target, i) => {
+    if (found[i]!.protocol_profile !== 'azure-openai') return;
+    const map = target.modelMap ?? {};
+    const missing = [...mapped].find((model) => map[model] === undefined);
+    if (!Object.keys(map).length || missing !== undefined) {
+      throw new AppError(
+        'route_model_unserved',
+        missing !== undefined
+          ? `The model '${missing}' is mapped on another target, but this Azure target names no deployment for it`
+          : 'An Azure OpenAI target needs a modelMap naming the deployment of each model it serves',
+        { param: `targets[${i}].modelMap` },
+      );
+    }
+  });
+}
+
+export function createRouteService(deps: {
+  db: Db;
+  routeRepo: RouteRepo;
+  providerConnectionRepo: ProviderConnectionRepo;
+  workspaces: WorkspaceService;
+  audit: AuditService;
+  clock: Clock;
+  changes: ChangeFeed;
+}) {
+  const { db, routeRepo: repo, providerConnectionRepo: connections, workspaces, audit, clock, changes } = deps;
+
+  async function get(actor: Actor, id: string, q: Queryable = db): Promise<RouteRow> {
+    const row = await repo.findById(id, q);
+    if (!row || !canSeeWorkspace(actor, row.workspace_id)) throw notFound();
+    return row;
+  }
+
+  async function checked(inputs: RouteTargetInput[], workspaceId: string, q: Queryable): Promise<RouteTarget[]> {
+    const targets = inputs.map(targetOf);
+    const found = await Promise.all(targets.map((t) => connections.findById(t.providerConnectionId, q)));
+    checkTargets(targets, workspaceId, found);
+    return targets;
+  }
+
+  return {
+    get,
+
+    async create(actor: Actor, workspaceId: string, dto: CreateRouteInput): Promise<RouteRow> {
+      assertMetadataSize(dto.metadata);
+      await workspaces.get(actor, workspaceId);
+      return db.transaction(async (tx) => {
+        await workspaces.requireWritable(actor, workspaceId, tx);
+        const targets = await checked(dto.targets, workspaceId, tx);
+        const now = clock.now();
+        const id = newId();
+        const row = await repo.insert(
+          {
+            id,
+            workspace_id: workspaceId,
+            name: dto.name,
+            strategy: dto.strategy ?? 'fallback',
+            status: 'ACTIVE',
+            targets,
+            retry_on: dto.retryOn ?? [...DEFAULT_RETRY_ON],
+            retry: { ...DEFAULT_RETRY, ...defined(dto.retry) },
+            breaker: { ...DEFAULT_BREAKER, ...defined(dto.breaker) },
+            try_when_all_open: dto.tryWhenAllOpen ?? true,
+            metadata: dto.metadata ?? {},
+            created_at: now,
+            updated_at: now,
+            archived_at: null,
+          },
+          tx,
+        );
+        await changes.announce({ kind: 'route', id }, tx);
+        await audit.record(
+          actor,
+          { action: 'route.created', resourceType: RESOURCE, resourceId: id, workspaceId, changes: { ...dto } },
+          tx,
+        );
+        return row;
+      });
+    },
+
+    async list(actor: Actor, workspaceId: string, page: PageRequest): Promise<Page<RouteRow>> {
+      await workspaces.get(actor, workspaceId);
+      return repo.list({ ...page, workspaceId });
+    },
+
+    async update(actor: Actor, id: string, dto: UpdateRouteInput): Promise<RouteRow> {
+      assertMetadataSize(dto.metadata);
+      await get(actor, id);
+      return db.transaction(async (tx) => {
+        const seen = await get(actor, id, tx);
+        await workspaces.requireWritable(actor, seen.workspace_id, tx);
+        const current = (await repo.findByIdForUpdate(id, tx))!;
+        if (current.status === 'ARCHIVED')
+          throw new AppError('route_archived', 'The route is archived and read-only', { current_status: current.status });
+        const patch: Partial<RouteRow> = { updated_at: clock.now() };
+        if (dto.name !== undefined) patch.name = dto.name;
+        if (dto.strategy !== undefined) patch.strategy = dto.strategy;
+        if (dto.targets !== undefined) patch.targets = await checked(dto.targets, current.workspace_id, tx);
+        if (dto.retryOn !== undefined) patch.retry_on = dto.retryOn;
+        if (dto.retry !== undefined) patch.retry = { ...current.retry, ...defined(dto.retry) };
+        if (dto.breaker !== undefined) patch.breaker = { ...current.breaker, ...defined(dto.breaker) };
+        if (dto.tryWhenAllOpen !== undefined) patch.try_when_all_open = dto.tryWhenAllOpen;
+        if (dto.metadata !== undefined) patch.metadata = dto.metadata;
+        const row = await repo.update(id, patch, tx);
+        await changes.announce({ kind: 'route', id }, tx);
+        await audit.record(
+          actor,
+          { action: 'route.updated', resourceType: RESOURCE, resourceId: id, workspaceId: row.workspace_id, changes: { ...dto } },
+          tx,
+        );
+        return row;
+      });
+    },
+
+    /** ARCHIVED: gone from the gateway, readable here. Idempotent. */
+    async archive(actor: Actor, id: string): Promise<void> {
+      await db.transaction(async (tx) => {
+        const seen = await get(actor, id, tx);
+        if (seen.status === 'ARCHIVED') return;
+        await workspaces.requireWritable(actor, seen.workspace_id, tx);
+        const current = await repo.findByIdForUpdate(id, tx);
+        if (!current || current.status === 'ARCHIVED') return;
+        const now = clock.now();
+        await repo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
+        await changes.announce({ kind: 'route', id }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'route.archived',
+            resourceType: RESOURCE,
+            resourceId: id,
+            workspaceId: current.workspace_id,
+            changes: { status: 'ARCHIVED' },
+          },
+          tx,
+        );
+      });
+    },
+
+    /** Each target's breaker (as every process reads it), connection status, and attempts of the last minute and hour. */
+    async health(actor: Actor, id: string): Promise<RouteHealth> {
+      const route = await get(actor, id);
+      const now = clock.now();
+      const ids = route.targets.map((t) => t.providerConnectionId);
+      const [breakers, statuses, figures] = await Promise.all([
+        repo.breakers(id),
+        repo.connectionStatuses(ids),
+        repo.attemptFigures(id, now),
+      ]);
+      const breakerOf = new Map(breakers.map((b) => [b.provider_connection_id, b]));
+      const figuresOf = new Map(figures.map((f) => [f.provider_connection_id, f]));
+      return {
+        route,
+        checkedAt: now,
+        targets: ids.map((cid) => {
+          const breaker = breakerOf.get(cid);
+          const f = figuresOf.get(cid);
+          const lastErrorAt = f?.last_error_at ? new Date(f.last_error_at) : null;
+          const breakerErrorAt = breaker?.last_failure_at ?? null;
+          const breakerNewer = breaker && breakerErrorAt && (!lastErrorAt || breakerErrorAt > lastErrorAt);
+          return {
+            providerConnectionId: cid,
+            connectionStatus: (statuses.get(cid) ?? 'ARCHIVED') as 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED',
+            breakerState: breaker?.state ?? 'closed',
+            retryAt: breaker?.state === 'open' ? breaker.retry_at : null,
+            callsLastMinute: f?.calls_minute ?? 0,
+            errorsLastMinute: f?.errors_minute ?? 0,
+            callsLastHour: f?.calls_hour ?? 0,
+            errorsLastHour: f?.errors_hour ?? 0,
+            p50LatencyMs: f?.p50_ms ?? null,
+            lastError: breakerNewer ? breaker.last_error : (f?.last_error ?? null),
+            lastErrorAt: breakerNewer ? breakerErrorAt : lastErrorAt,
+          };
+        }),
+      };
+    },
+  };
+}

@@ -1,0 +1,231 @@
+/**
+ * A call through a route (docs/routes.md): its attempts, target after target, until one answers.
+ *
+ * The call was admitted once (metered-call.ts: quota reserved at the largest bound among the targets); each
+ * attempt is a Relay on one target's connection, its model mapped, its path and key that connection's. An
+ * attempt that is not the call's last relays nothing until its first byte (relay.ts, `failover`): a connect
+ * error, a timeout before the headers, a stream with no byte by its first-token deadline, a status of the
+ * route's retry list, or an answer that broke before its first byte moves the call on, free and kept on the
+ * invocation. The same target is tried again (its `attempts`) after an exponential backoff with jitter or
+ * the answer's Retry-After (up to retryAfterCapMs), while the call's budget of waiting lasts; then the next
+ * target. Once a byte has reached the client, the attempt is the call's answer, whatever follows. Each
+ * attempt tells the target's breaker how it went (route-registry.ts).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Config } from '../config.js';
+import type { Clock } from '../domain/actor.js';
+import { bodyShapeOf } from '../domain/routes/route-service.js';
+import type { RouteRow, RouteTarget } from '../domain/routes/route-types.js';
+import type { SecretBox } from '../domain/security/secret-box.js';
+import { AppError } from '../errors.js';
+import type { RequestLocals } from '../web/locals.js';
+import { answerHeaders, sendError } from './answers.js';
+import { upstreamOf, type CacheEntry } from './auth-cache.js';
+import type { CallTrace } from './call-trace.js';
+import { upstreamSearch } from './client-request.js';
+import { upstreamHeaders } from './headers.js';
+import type { MeteredCall } from './metered-call.js';
+import type { GatewayTarget } from './path-safety.js';
+import { protocolOf } from './protocols/index.js';
+import type { ProtocolProfile } from './protocols/protocol.js';
+import { Relay } from './relay.js';
+import { backoffMs, orderTargets } from './route-plan.js';
+import type { RouteRegistry } from './route-registry.js';
+import type { createUpstreamPools } from './upstreams.js';
+
+/** What a route's attempts are counted by (metrics): each attempt's outcome, a move to another target, the time spent waiting. */
+export interface RouteMetrics {
+  attempt(routeId: string, connectionId: string, outcome: string): void;
+  fallback(routeId: string): void;
+  retryWait(routeId: string, seconds: number): void;
+}
+
+/** The profile whose paths and inspectors a route's calls use: its targets' shared body shape (azure-openai takes openai's). */
+export function routeProfile(profile: ProtocolProfile): ProtocolProfile {
+  return bodyShapeOf(profile) as ProtocolProfile;
+}
+
+/** The usable targets of a route (ACTIVE connections the key's workspace has), each with its key's lookup. */
+export function usableTargets(route: RouteRow, entries: CacheEntry[]): Map<string, CacheEntry> {
+  const usable = new Map<string, CacheEntry>();
+  route.targets.forEach((t, i) => {
+    const row = entries[i]!.row;
+    if (row?.connection_id && row.connection_status === 'ACTIVE') usable.set(t.providerConnectionId, entries[i]!);
+  });
+  return usable;
+}
+
+/** The body with its top-level `model` replaced (a target's model map). */
+function withModel(body: Buffer, model: string): Buffer {
+  try {
+    const parsed = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+      parsed.model = model;
+      return Buffer.from(JSON.stringify(parsed));
+    }
+  } catch {
+    // Not JSON: sent as it is.
+  }
+  return body;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+function noHealthyTarget(registry: RouteRegistry, route: RouteRow, now: Date, retryAfterMs?: number): AppError {
+  let soonest = retryAfterMs;
+  for (const t of route.targets) {
+    const at = registry.breaker(route.id, t.providerConnectionId)?.retry_at;
+    if (at && at > now && (soonest === undefined || at.getTime() - now.getTime() < soonest)) soonest = at.getTime() - now.getTime();
+  }
+  return new AppError('no_healthy_target', 'No target of this route can take the call now; retry later', {
+    retry_after: Math.max(1, Math.ceil((soonest ?? 1000) / 1000)),
+  });
+}
+
+export function createRouteCalls(deps: {
+  config: Config;
+  clock: Clock;
+  secretBox: SecretBox;
+  pools: ReturnType<typeof createUpstreamPools>;
+  registry: RouteRegistry;
+  metrics?: RouteMetrics | undefined;
+  random?: () => number;
+}) {
+  const { config, clock, secretBox, pools, registry, metrics } = deps;
+  const random = deps.random ?? Math.random;
+
+  /** The targets a call tries, in order: by the strategy, open breakers skipped (or, all open, the least recently failed). */
+  function candidatesOf(route: RouteRow, usable: Map<string, CacheEntry>, now: Date): RouteTarget[] {
+    const ordered = orderTargets(
+      route.strategy,
+      route.targets.filter((t) => usable.has(t.providerConnectionId)),
+      random,
+      registry.busy,
+    );
+    const open = ordered.filter((t) => registry.availability(route.id, t.providerConnectionId, now) !== 'open');
+    if (open.length || !ordered.length) return open;
+    if (!route.try_when_all_open) throw noHealthyTarget(registry, route, now);
+    const failedAt = (t: RouteTarget) => registry.breaker(route.id, t.providerConnectionId)?.last_failure_at?.getTime() ?? 0;
+    return [ordered.reduce((a, b) => (failedAt(b) < failedAt(a) ? b : a))];
+  }
+
+  /** The call's attempts; returns once one answered (relayed) or throws the refusal when none could. */
+  async function relayRoute(
+    req: IncomingMessage,
+    res: ServerResponse,
+    locals: RequestLocals,
+    call: MeteredCall,
+    target: GatewayTarget,
+    body: Buffer,
+    rewriteJson: ((text: string) => string) | undefined,
+    trace: CallTrace | undefined,
+    route: RouteRow,
+    usable: Map<string, CacheEntry>,
+  ): Promise<void> {
+    const started = clock.now();
+    const candidates = candidatesOf(route, usable, started);
+    if (!candidates.length) throw noHealthyTarget(registry, route, started);
+    const requested = call.prepared?.requestedModel ?? '';
+    const retryOn = new Set(route.retry_on);
+    let waited = 0;
+    let attempts = 0;
+    let lastRetryAfter: number | undefined;
+    for (let ti = 0; ti < candidates.length; ti++) {
+      const t = candidates[ti]!;
+      const cid = t.providerConnectionId;
+      // An open breaker past its cooldown: this call is its probe only if no other process's call is.
+      if (registry.availability(route.id, cid, clock.now()) === 'probe' && !(await registry.claimProbe(route, cid))) continue;
+      if (attempts > 0) metrics?.fallback(route.id);
+      const entry = usable.get(cid)!;
+      const row = entry.row!;
+      const upstream = upstreamOf(entry, row, secretBox);
+      const protocol = protocolOf(row.protocol_profile!);
+      const model = t.modelMap?.[requested] ?? requested;
+      const sent = model !== requested ? withModel(body, model) : body;
+      // An Azure target of an OpenAI-shaped route takes the OpenAI path under its v1 API (`openai/v1/...`), the deployment as `model`.
+      const providerPath = row.protocol_profile === 'azure-openai' ? `openai/${target.providerPath}` : target.providerPath;
+      const base = upstream.baseUrl;
+      const path = `${base.pathname.replace(/\/$/, '')}/${providerPath}${upstreamSearch(target.search)}`;
+      for (let n = 0; n < t.attempts; n++) {
+        const last = ti === candidates.length - 1 && n === t.attempts - 1;
+        attempts++;
+        const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, sent.length);
+        if (protocol.signRequest)
+          await protocol.signRequest(upstream.apiKey, { method: req.method!, url: new URL(path, base), body: sent, headers });
+        if (trace) {
+          const traceparent = trace.upstreamStarted(protocol, call.inspector, req.method!, base);
+          const i = headers.indexOf('traceparent');
+          if (i >= 0 && i % 2 === 0) headers[i + 1] = traceparent;
+          else headers.push('traceparent', traceparent);
+        }
+        const out = answerHeaders(locals.requestId, call, clock.now().getTime());
+        out.push('x-nexus-attempts', String(attempts), 'x-nexus-served-by', cid);
+        const relay = new Relay(res, {
+          requestId: locals.requestId,
+          answerHeaders: out,
+          inspector: call.inspector,
+          prepared: call.prepared,
+          maskedKey: upstream.maskedKey,
+          watcher: call,
+          rewriteJson,
+          failover: last ? undefined : { retryOn, firstTokenMs: t.firstTokenTimeoutMs },
+        });
+        let refused = false;
+        locals.upstreamAnswered = () => relay.status !== undefined && !refused;
+        call.started(relay, clock.now(), cid);
+        registry.enter(cid);
+        try {
+          await relay.start(pools.get(base), {
+            method: req.method!,
+            path,
+            headers,
+            body: sent,
+            timeoutMs: t.timeoutMs ?? row.upstream_timeout_ms ?? config.upstreamTimeoutMs,
+          });
+        } finally {
+          registry.leave(cid);
+        }
+        const movedOn = relay.failedOver !== undefined || (!last && relay.end === 'unanswered' && !relay.clientGone && !relay.cancelReason);
+        if (!movedOn) {
+          const ok = relay.end === 'complete' && relay.status! < 500 && !retryOn.has(relay.status!);
+          if (ok) registry.succeeded(route, cid);
+          else if (!relay.clientGone && !relay.cancelReason)
+            registry.failed(route, cid, relay.status !== undefined ? `http_${relay.status}` : 'upstream_unavailable');
+          metrics?.attempt(route.id, cid, ok ? 'answered' : 'failed');
+          const refusal = call.answered();
+          if (refusal) {
+            refused = true;
+            sendError(
+              res,
+              locals,
+              refusal,
+              call.inspector !== undefined,
+              call.view,
+              call.rateView,
+              clock.now().getTime(),
+              protocolOf(routeProfile(row.protocol_profile!)),
+            );
+          }
+          return;
+        }
+        const failed = call.attemptFailed(model);
+        registry.failed(route, cid, failed.errorCode ?? 'upstream_error');
+        metrics?.attempt(route.id, cid, failed.errorCode ?? 'failed');
+        lastRetryAfter = relay.failedOver?.retryAfterMs;
+        if (n + 1 >= t.attempts) break;
+        // The same target again, after its backoff, while the call's waiting budget lasts; else the next target.
+        if (lastRetryAfter !== undefined && lastRetryAfter > route.retry.retryAfterCapMs) break;
+        const delay = backoffMs(n + 1, route.retry, random, lastRetryAfter);
+        if (waited + delay > route.retry.budgetMs) break;
+        waited += delay;
+        metrics?.retryWait(route.id, delay / 1000);
+        await sleep(delay);
+        if (res.destroyed) break;
+      }
+    }
+    // Every attempt moved on and none is left: nothing reached the client.
+    throw noHealthyTarget(registry, route, clock.now(), lastRetryAfter);
+  }
+
+  return { relayRoute };
+}

@@ -1,0 +1,288 @@
+/**
+ * Calls through a route (docs/routes.md), made with the official OpenAI SDK against local upstreams: one
+ * healthy (the shared fake) and faulty ones (test/support/upstreams/faulty.ts). A target that fails before
+ * any byte reached the client costs the user nothing and is kept on the invocation; a stream cut after its
+ * first bytes is never retried; a breaker opened by one process is skipped by another within a second;
+ * loadbalance serves by weight.
+ */
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RouteDto } from '../../generated/client/types.gen.js';
+import { createProviderConnection, createRoute, getInvocation, getRouteHealth, listInvocations } from '../support/sdk.js';
+import { refusedUrl, startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
+import { startFaultyUpstream, type FaultMode, type FaultyUpstream } from '../support/upstreams/faulty.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+
+let t: TestApp;
+let good: FakeUpstream;
+let tenant: Tenant;
+const faulty: FaultyUpstream[] = [];
+const KEY = testProviderKey('routes-gw');
+
+beforeAll(async () => {
+  t = await startTestApp();
+  good = await startOpenAiUpstream({ apiKey: KEY });
+  tenant = await createTenant(t, { baseUrl: good.url, providerKey: KEY });
+});
+afterAll(async () => {
+  await t?.close();
+  await good?.close();
+  await Promise.all(faulty.map((f) => f.close()));
+});
+
+async function connectionTo(baseUrl: string, name = 'faulty'): Promise<string> {
+  const res = await createProviderConnection({
+    client: t.client,
+    path: { workspaceId: tenant.workspaceId },
+    body: { name, protocolProfile: 'openai', baseUrl, apiKey: KEY },
+  });
+  expect(res.response.status).toBe(201);
+  return res.data!.id;
+}
+
+async function faultyTarget(mode: FaultMode): Promise<{ up: FaultyUpstream; id: string }> {
+  const up = await startFaultyUpstream(mode);
+  faulty.push(up);
+  return { up, id: await connectionTo(up.url) };
+}
+
+async function routeOf(body: Omit<Parameters<typeof createRoute>[0]['body'], 'name'>, apps: TestApp[] = [t]): Promise<RouteDto> {
+  const res = await createRoute({ client: t.client, path: { workspaceId: tenant.workspaceId }, body: { name: 'route', ...body } });
+  expect(res.response.status).toBe(201);
+  for (const app of apps) await app.nexus.gateway.refreshRoutes();
+  return res.data!;
+}
+
+const sdkFor = (route: RouteDto) =>
+  new OpenAI({ baseURL: route.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0 });
+
+const chat = (route: RouteDto, stream = false) =>
+  sdkFor(route)
+    .chat.completions.create({
+      model: 'gpt-test',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 50,
+      ...(stream ? { stream: true } : {}),
+    } as never)
+    .withResponse();
+
+async function invocationOf(requestId: string) {
+  await t.nexus.gateway.drain();
+  const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
+  const found = list.data!.find((i) => i.requestId === requestId)!;
+  expect(found).toBeTruthy();
+  return (await getInvocation({ client: t.client, path: { invocationId: found.id } })).data!;
+}
+
+describe('a failing target costs the user nothing while another is healthy', () => {
+  const cases: [string, () => Promise<{ id: string; stream: boolean; target?: object }>, string][] = [
+    ['a refused connection', async () => ({ id: await connectionTo(await refusedUrl()), stream: false }), 'upstream_unavailable'],
+    [
+      'a timeout before the headers',
+      async () => ({ id: (await faultyTarget('hang')).id, stream: false, target: { timeoutMs: 300 } }),
+      'upstream_timeout',
+    ],
+    ['a 500', async () => ({ id: (await faultyTarget('status-500')).id, stream: false }), 'upstream_status'],
+    ['a 429 with Retry-After', async () => ({ id: (await faultyTarget('status-429')).id, stream: false }), 'upstream_status'],
+    [
+      'a slow first token',
+      async () => ({ id: (await faultyTarget('slow-first-token')).id, stream: true, target: { firstTokenTimeoutMs: 200 } }),
+      'first_token_timeout',
+    ],
+  ];
+  it.each(cases)('%s', async (_label, make, errorCode) => {
+    const bad = await make();
+    const route = await routeOf({
+      targets: [{ providerConnectionId: bad.id, ...bad.target }, { providerConnectionId: tenant.connectionId }],
+    });
+    const before = await periodOf(t, tenant.accessId);
+    const { data, response } = await chat(route, bad.stream);
+    let text = '';
+    if (bad.stream) {
+      for await (const c of data as unknown as AsyncIterable<{ choices: { delta?: { content?: string } }[] }>)
+        text += c.choices[0]?.delta?.content ?? '';
+    } else {
+      text = (data as { choices: { message: { content: string } }[] }).choices[0]!.message.content;
+    }
+    expect(text.length).toBeGreaterThan(0);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-nexus-attempts')).toBe('2');
+    expect(response.headers.get('x-nexus-served-by')).toBe(tenant.connectionId);
+
+    const inv = await invocationOf(response.headers.get('x-nexus-request-id')!);
+    expect(inv).toMatchObject({ status: 'SUCCEEDED', routeId: route.id, providerConnectionId: tenant.connectionId });
+    expect(inv.attempts).toHaveLength(2);
+    expect(inv.attempts![0]).toMatchObject({ sequence: 1, providerConnectionId: bad.id, upstreamModel: 'gpt-test', errorCode });
+    expect(inv.attempts![1]).toMatchObject({ sequence: 2, providerConnectionId: tenant.connectionId, status: 'SUCCEEDED' });
+    // Charged once, for the attempt that answered (the fake's usage: 10 in, 5 out; output at 2x).
+    expect(inv.usageEvents).toHaveLength(1);
+    expect(inv.quotaUnits).toBe('20');
+    const after = await periodOf(t, tenant.accessId);
+    expect(after.consumed - before.consumed).toBe(20n);
+    expect(after.reserved).toBe(0n);
+  });
+});
+
+describe('what is not moved on', () => {
+  it("a caller's 400 goes back as it is, after one attempt", async () => {
+    const bad = await faultyTarget('status-400');
+    const route = await routeOf({ targets: [{ providerConnectionId: bad.id }, { providerConnectionId: tenant.connectionId }] });
+    const calls = good.requests.length;
+    const err = await chat(route).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).headers?.get('x-nexus-attempts')).toBe('1');
+    expect(good.requests.length).toBe(calls);
+    expect(bad.up.calls).toBe(1);
+  });
+
+  it('a stream cut after its first bytes is not retried, and is recorded and charged by the rule for cut calls', async () => {
+    const cut = await faultyTarget('cut-stream');
+    const route = await routeOf({ targets: [{ providerConnectionId: cut.id }, { providerConnectionId: tenant.connectionId }] });
+    const calls = good.requests.length;
+    const before = await periodOf(t, tenant.accessId);
+    const { data, response } = await chat(route, true);
+    expect(response.status).toBe(200);
+    let text = '';
+    const read = async () => {
+      for await (const c of data as unknown as AsyncIterable<{ choices: { delta?: { content?: string } }[] }>)
+        text += c.choices[0]?.delta?.content ?? '';
+    };
+    await expect(read()).rejects.toThrow();
+    expect(text).toBe('alpha');
+    expect(good.requests.length).toBe(calls);
+    expect(cut.up.calls).toBe(1);
+    const inv = await invocationOf(response.headers.get('x-nexus-request-id')!);
+    expect(inv).toMatchObject({ status: 'FAILED', providerConnectionId: cut.id });
+    expect(inv.attempt).toMatchObject({ status: 'FAILED', errorCode: 'upstream_stream_broken' });
+    expect(inv.attempts).toHaveLength(1);
+    // No usage reported: the input bound and one output token per data event seen (docs/reliability.md).
+    expect(inv.usageEvents).toHaveLength(1);
+    expect(inv.usageEvents![0]!.outputTokens).toBe('1');
+    const after = await periodOf(t, tenant.accessId);
+    expect(after.consumed - before.consumed).toBe(BigInt(inv.quotaUnits));
+    expect(after.reserved).toBe(0n);
+  });
+});
+
+describe('the circuit breaker', () => {
+  it('opens after N failures in a row, and a second process skips the target within a second', async () => {
+    const other = await t.withEnv({});
+    try {
+      const bad = await faultyTarget('status-500');
+      const route = await routeOf(
+        {
+          targets: [{ providerConnectionId: bad.id }, { providerConnectionId: tenant.connectionId }],
+          breaker: { consecutiveFailures: 2, cooldownMs: 60_000 },
+        },
+        [t, other],
+      );
+      for (let i = 0; i < 2; i++) expect((await chat(route)).response.status).toBe(200);
+      const openedAt = Date.now();
+      expect(bad.up.calls).toBe(2);
+      // This process skips it at once.
+      const here = await chat(route);
+      expect(here.response.headers.get('x-nexus-attempts')).toBe('1');
+      expect(bad.up.calls).toBe(2);
+      // The other process, on the same database, within a second.
+      const elsewhere = new OpenAI({
+        baseURL: `${other.url}/providers/${route.id}/v1`,
+        apiKey: tenant.apiKey,
+        fetch: gatewayFetch(),
+        maxRetries: 0,
+      });
+      let skipped = false;
+      while (!skipped && Date.now() - openedAt < 1000) {
+        const callsBefore = bad.up.calls;
+        const { response } = await elsewhere.chat.completions
+          .create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 })
+          .withResponse();
+        expect(response.status).toBe(200);
+        skipped = bad.up.calls === callsBefore;
+        if (!skipped) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(skipped).toBe(true);
+      expect(Date.now() - openedAt).toBeLessThan(1000);
+
+      const health = await getRouteHealth({ client: t.client, path: { routeId: route.id } });
+      const target = health.data!.targets.find((x) => x.providerConnectionId === bad.id)!;
+      expect(target).toMatchObject({ breakerState: 'open', lastError: 'upstream_status' });
+      expect(target.errorsLastMinute).toBeGreaterThanOrEqual(2);
+      expect(target.retryAt).toBeTruthy();
+      const healthy = health.data!.targets.find((x) => x.providerConnectionId === tenant.connectionId)!;
+      expect(healthy).toMatchObject({ breakerState: 'closed', errorsLastMinute: 0 });
+      expect(healthy.callsLastMinute).toBeGreaterThanOrEqual(3);
+      expect(healthy.p50LatencyMs).toBeGreaterThanOrEqual(0);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('a route whose targets are all open answers 503 no_healthy_target with Retry-After', async () => {
+    const bad = await faultyTarget('status-500');
+    const route = await routeOf({
+      targets: [{ providerConnectionId: bad.id }],
+      breaker: { consecutiveFailures: 1, cooldownMs: 30_000 },
+      tryWhenAllOpen: false,
+    });
+    // The last attempt's answer is relayed as it is.
+    await expect(chat(route)).rejects.toBeInstanceOf(OpenAI.InternalServerError);
+    const res = await gatewayFetch()(`${route.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 }),
+    });
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('no_healthy_target');
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(bad.up.calls).toBe(1);
+  });
+
+  it('after its cooldown, one real call probes the target and closes the breaker', async () => {
+    const flaky = await faultyTarget('status-500');
+    const route = await routeOf({
+      targets: [{ providerConnectionId: flaky.id }, { providerConnectionId: tenant.connectionId }],
+      breaker: { consecutiveFailures: 1, cooldownMs: 300 },
+    });
+    expect((await chat(route)).response.headers.get('x-nexus-attempts')).toBe('2');
+    expect((await chat(route)).response.headers.get('x-nexus-attempts')).toBe('1');
+    flaky.up.mode = 'ok';
+    await new Promise((r) => setTimeout(r, 350));
+    const probe = await chat(route);
+    expect(probe.response.headers.get('x-nexus-served-by')).toBe(flaky.id);
+    const health = await getRouteHealth({ client: t.client, path: { routeId: route.id } });
+    expect(health.data!.targets[0]).toMatchObject({ breakerState: 'closed' });
+  });
+});
+
+describe('targets', () => {
+  it('a model map sends the target its model; the invocation keeps the model asked for', async () => {
+    const mapped = await faultyTarget('ok');
+    const route = await routeOf({ targets: [{ providerConnectionId: mapped.id, modelMap: { 'gpt-test': 'gpt-4o-mini' } }] });
+    const { response } = await chat(route);
+    expect(mapped.up.models).toEqual(['gpt-4o-mini']);
+    const inv = await invocationOf(response.headers.get('x-nexus-request-id')!);
+    expect(inv.requestedModel).toBe('gpt-test');
+  });
+
+  it('loadbalance 3:1 serves about three calls in four from the first target', async () => {
+    const second = await faultyTarget('ok');
+    const route = await routeOf({
+      strategy: 'loadbalance',
+      targets: [
+        { providerConnectionId: tenant.connectionId, weight: 3 },
+        { providerConnectionId: second.id, weight: 1 },
+      ],
+    });
+    const n = 200;
+    let first = 0;
+    for (let i = 0; i < n; i++) {
+      const { response } = await chat(route);
+      if (response.headers.get('x-nexus-served-by') === tenant.connectionId) first++;
+    }
+    // 3σ of a binomial(200, 0.75) is about 0.09.
+    expect(first / n).toBeGreaterThan(0.65);
+    expect(first / n).toBeLessThan(0.85);
+    expect(second.up.calls).toBe(n - first);
+  });
+});
