@@ -180,7 +180,7 @@ export function createCallMeter(deps: {
       rates.view(row.workspace_access_id) ??
       viewOfWindow(
         limits,
-        { window_start: row.rate_window_start, requests: row.rate_requests, tokens: row.rate_tokens, concurrent: row.rate_concurrent },
+        { requests_tat: row.rate_requests_tat, tokens_tat: row.rate_tokens_tat, concurrent: row.rate_concurrent },
         now.getTime(),
       )
     );

@@ -1,9 +1,11 @@
 /**
  * Rate limits of a plan (docs/rate-limits.md) and what an answer says of them.
- * Requests and tokens are counted per fixed minute window (aligned to the UTC
- * minute); concurrent calls are counted while they run.
+ * Requests and tokens are limited by GCRA (the generic cell rate algorithm): each
+ * unit takes 60000 / limit ms of a schedule whose end is the theoretical arrival
+ * time (TAT); a call fits when the schedule, with its units added, ends at most a
+ * minute from now. So `limit` units may be used at once, and they come back
+ * continuously at the limit's pace. Concurrent calls are counted while they run.
  */
-
 /** A plan's limits; null: that dimension has none. */
 export interface RateLimits {
   requestsPerMinute: number | null;
@@ -11,13 +13,16 @@ export interface RateLimits {
   concurrentCalls: number | null;
 }
 
+/** The span a limit is stated over: `limit` units per minute. */
 export const WINDOW_MS = 60_000;
+/** Slack for the float arithmetic of schedules (a unit is never refused for a rounding error). */
+const EPSILON = 1e-6;
 
 /** Where one windowed limit stands. */
 interface WindowState {
   limit: number;
   remaining: number;
-  /** When the window ends and the figure is whole again. */
+  /** When the whole limit is free again (the schedule's end). */
   resetAt: Date;
 }
 
@@ -28,7 +33,21 @@ export interface RateView {
   concurrent?: { limit: number; remaining: number };
 }
 
-export const windowStartOf = (ms: number): number => Math.floor(ms / WINDOW_MS) * WINDOW_MS;
+/** How much of `limit` a schedule ending at `tat` has in use at `nowMs` (fractional). */
+export function inUse(tat: number, limit: number, nowMs: number): number {
+  return tat > nowMs ? ((tat - nowMs) * limit) / WINDOW_MS : 0;
+}
+
+/** What is left of `limit` with `used` in use, in whole units. */
+export function remainingOf(limit: number, used: number): number {
+  return Math.max(0, Math.floor(limit - used + EPSILON));
+}
+
+/** Whole seconds (at least 1) until `units` more fit a schedule ending at `tat`. */
+export function secondsUntilFit(tat: number, limit: number, units: number, nowMs: number): number {
+  const fitsAt = Math.max(tat, nowMs) + (units * WINDOW_MS) / limit - WINDOW_MS;
+  return Math.max(1, Math.ceil((fitsAt - nowMs) / 1000 - EPSILON));
+}
 
 export function hasLimits(l: RateLimits | null | undefined): l is RateLimits {
   return !!l && (l.requestsPerMinute !== null || l.tokensPerMinute !== null || l.concurrentCalls !== null);
@@ -82,21 +101,25 @@ export function rateHeaders(view: RateView | undefined, nowMs: number, out: stri
  */
 export function viewOfWindow(
   limits: RateLimits,
-  row:
-    { window_start: Date | null; requests: bigint | number | null; tokens: bigint | number | null; concurrent: number | null } | undefined,
+  row: { requests_tat: number | null; tokens_tat: number | null; concurrent: number | null } | undefined,
   nowMs: number,
 ): RateView {
-  const w = windowStartOf(nowMs);
-  const current = row?.window_start?.getTime() === w;
-  const resetAt = new Date(w + WINDOW_MS);
   const view: RateView = {};
   if (limits.requestsPerMinute !== null) {
-    const used = current ? Number(row.requests ?? 0) : 0;
-    view.requests = { limit: limits.requestsPerMinute, remaining: Math.max(0, limits.requestsPerMinute - used), resetAt };
+    const tat = Number(row?.requests_tat ?? 0);
+    view.requests = {
+      limit: limits.requestsPerMinute,
+      remaining: remainingOf(limits.requestsPerMinute, inUse(tat, limits.requestsPerMinute, nowMs)),
+      resetAt: new Date(Math.max(tat, nowMs)),
+    };
   }
   if (limits.tokensPerMinute !== null) {
-    const used = current ? Number(row.tokens ?? 0) : 0;
-    view.tokens = { limit: limits.tokensPerMinute, remaining: Math.max(0, limits.tokensPerMinute - used), resetAt };
+    const tat = Number(row?.tokens_tat ?? 0);
+    view.tokens = {
+      limit: limits.tokensPerMinute,
+      remaining: remainingOf(limits.tokensPerMinute, inUse(tat, limits.tokensPerMinute, nowMs)),
+      resetAt: new Date(Math.max(tat, nowMs)),
+    };
   }
   if (limits.concurrentCalls !== null) {
     view.concurrent = { limit: limits.concurrentCalls, remaining: Math.max(0, limits.concurrentCalls - (row?.concurrent ?? 0)) };
