@@ -180,7 +180,13 @@ export function createCallMeter(deps: {
       rates.view(row.workspace_access_id) ??
       viewOfWindow(
         limits,
-        { requests_tat: row.rate_requests_tat, tokens_tat: row.rate_tokens_tat, concurrent: row.rate_concurrent },
+        {
+          requests_tat: row.rate_requests_tat,
+          requests_limit: row.rate_requests_limit,
+          tokens_tat: row.rate_tokens_tat,
+          tokens_limit: row.rate_tokens_limit,
+          concurrent: row.rate_concurrent,
+        },
         now.getTime(),
       )
     );

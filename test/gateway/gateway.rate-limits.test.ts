@@ -2,10 +2,11 @@
  * Rate limits per plan (docs/rate-limits.md), through HTTP with the official openai
  * SDK as the caller, against a fake upstream, on two processes: the in-process test
  * app and a Nexus child on the same database. Requests per minute and concurrent
- * calls must hold across both; a refusal is 429 `rate_limited` with Retry-After and
- * `x-should-retry: true`, and the SDK's own retry gets through once the limit frees.
- * Also: the plan's limits in the Admin API, the access quota snapshot's rateLimits,
- * and GET /v1/me.
+ * calls must hold across both; a refusal is 429 `rate_limited` with Retry-After (the
+ * seconds until the call fits, GCRA) and `x-should-retry: true`, and the SDK's own
+ * retry gets through once the limit frees, within seconds. Also: the plan's limits in
+ * the Admin API and changed on a published plan, the TPM correction in the headers,
+ * the access quota snapshot's rateLimits, and GET /v1/me.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,6 +23,7 @@ import {
   getWorkspaceAccessQuota,
   listPlans,
   revokeInferenceKey,
+  setPlanRateLimits,
   suspendWorkspaceAccess,
   updatePlan,
 } from '../support/sdk.js';
@@ -195,6 +197,93 @@ describe.skipIf(!usesPostgres)('requests per minute across two processes', () =>
     expect(refused).toMatchObject({ ok: false, status: 429, code: 'quota_insufficient' });
     expect(refused.headers.get('x-should-retry')).toBe('false');
     expect(refused.headers.get('x-ratelimit-limit-requests')).toBe('100');
+  });
+});
+
+describe.skipIf(!usesPostgres)("the openai SDK's own retry of a requests-per-minute refusal", () => {
+  it("gets through within 5 s, not at the minute's end", async () => {
+    const tenant = await tenantWith({ requestsPerMinute: 20 });
+    // Use the whole limit, on both processes, until a call is refused.
+    let refused: Outcome | undefined;
+    for (let i = 0; i < 60 && !refused; i++) {
+      const o = await chat(tenant, i % 2 === 0 ? 'a' : 'b');
+      if (!o.ok) refused = o;
+    }
+    expect(refused).toMatchObject({ ok: false, status: 429, code: 'rate_limited' });
+    // A request comes back every 60 / 20 = 3 s: that is the longest wait, whatever the clock's minute.
+    const retryAfter = Number(refused!.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(3);
+    expect(refused!.headers.get('x-should-retry')).toBe('true');
+    const refusals = async () =>
+      (await t.database.db('invocations').where({ workspace_access_id: tenant.accessId, error_code: 'rate_limited' })).length;
+    await t.nexus.gateway.drain();
+    const before = await refusals();
+    // The SDK as a new user has it (2 retries, honouring Retry-After): refused, waits, retries, succeeds.
+    const started = Date.now();
+    const { response } = await sdk(tenant, 'a', { maxRetries: 2 }).chat.completions.create(CHAT).withResponse();
+    const took = Date.now() - started;
+    expect(response.status).toBe(200);
+    expect(took).toBeLessThan(5_000);
+    await until(async () => (await refusals()) > before);
+  });
+});
+
+describe.skipIf(!usesPostgres)("a published plan's limits changed", () => {
+  it('apply on the next call, on this process and on another, and the change is audited', async () => {
+    const tenant = await tenantWith({ requestsPerMinute: 2 });
+    expect((await getPlan({ client: t.client, path: { planId: tenant.planId } })).data!.status).toBe('ACTIVE');
+    expect((await chat(tenant, 'a')).ok).toBe(true);
+    expect((await chat(tenant, 'b')).ok).toBe(true);
+    expect(await chat(tenant, 'a')).toMatchObject({ ok: false, status: 429, code: 'rate_limited' });
+    expect(await chat(tenant, 'b')).toMatchObject({ ok: false, status: 429, code: 'rate_limited' });
+
+    // Raised: the next call is admitted, here at once, on the other process once its notification lands.
+    const raised = await setPlanRateLimits({ client: t.client, path: { planId: tenant.planId }, body: { requestsPerMinute: 600 } });
+    expect(raised.response.status).toBe(200);
+    expect(raised.data).toMatchObject({ id: tenant.planId, status: 'ACTIVE', rateLimits: { requestsPerMinute: 600 } });
+    const onA = await chat(tenant, 'a');
+    expect(onA.ok).toBe(true);
+    expect(onA.headers.get('x-ratelimit-limit-requests')).toBe('600');
+    let onB: Outcome | undefined;
+    await until(async () => (onB = await chat(tenant, 'b')).ok, 2_000);
+    expect(onB!.headers.get('x-ratelimit-limit-requests')).toBe('600');
+
+    // Lowered to 1 a minute: the next calls are counted at the new pace (what was used at 600 a minute
+    // may have drained already): at most one is admitted, and then the access is refused, on either process.
+    await setPlanRateLimits({ client: t.client, path: { planId: tenant.planId }, body: { requestsPerMinute: 1 } });
+    const low = [await chat(tenant, 'a'), await chat(tenant, 'a')];
+    expect(low[0]!.headers.get('x-ratelimit-limit-requests')).toBe('1');
+    expect(low[1]).toMatchObject({ ok: false, status: 429, code: 'rate_limited' });
+    expect(low[1]!.headers.get('x-ratelimit-limit-requests')).toBe('1');
+    await until(async () => {
+      const onB = await chat(tenant, 'b');
+      return !onB.ok && onB.headers.get('x-ratelimit-limit-requests') === '1';
+    }, 2_000);
+
+    // Removed: no limit and no headers.
+    await setPlanRateLimits({ client: t.client, path: { planId: tenant.planId }, body: {} });
+    const free = await chat(tenant, 'a');
+    expect(free.ok).toBe(true);
+    expect(free.headers.get('x-ratelimit-limit-requests')).toBeNull();
+
+    const audited = await t.database.db('audit_logs').where({ resource_id: tenant.planId, action: 'plan.rate_limits_changed' }).orderBy(['created_at', 'id']);
+    expect(audited).toHaveLength(3);
+    expect(audited[0].changes).toEqual({
+      before: { requestsPerMinute: 2, tokensPerMinute: null, concurrentCalls: null },
+      after: { requestsPerMinute: 600, tokensPerMinute: null, concurrentCalls: null },
+    });
+  });
+
+  it('refuses bad limits with 400 naming the field, and changes nothing', async () => {
+    const tenant = await tenantWith({ requestsPerMinute: 5 });
+    for (const body of [{ requestsPerMinute: 0 }, { tokensPerMinute: 1.5 }, { concurrentCalls: 'two' }, { requestsPerMinut: 5 }]) {
+      const bad = await setPlanRateLimits({ client: t.client, path: { planId: tenant.planId }, body: body as never });
+      expect(bad.response.status).toBe(400);
+      expect(JSON.stringify(bad.error)).toMatch(Object.keys(body)[0]!);
+    }
+    expect((await getPlan({ client: t.client, path: { planId: tenant.planId } })).data!.rateLimits).toEqual({ requestsPerMinute: 5 });
+    expect(await t.database.db('audit_logs').where({ resource_id: tenant.planId, action: 'plan.rate_limits_changed' })).toHaveLength(0);
   });
 });
 

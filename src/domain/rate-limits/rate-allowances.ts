@@ -32,7 +32,7 @@ import { newId } from '../../ids.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Clock } from '../actor.js';
 import type { Ask, RateRepo } from './rate-repo.js';
-import { inUse, remainingOf, secondsUntilFit, WINDOW_MS, type RateLimits, type RateView } from './rate-types.js';
+import { inUse, remainingOf, resetAtOf, secondsUntilFit, WINDOW_MS, type RateLimits, type RateView } from './rate-types.js';
 
 const RATE_CALLS = 16;
 const MAX_RATE_CALLS = 1024;
@@ -46,11 +46,12 @@ export interface RateTarget {
   accessId: string;
 }
 
-/** What the window row said at the last statement: the schedules' ends and the slots held, ours included. */
+/** What the window row said at the last statement: the schedules' ends (at `limits`) and the slots held, ours included. */
 interface RowFigures {
   requestsTat: number;
   tokensTat: number;
   concurrent: number;
+  limits: RateLimits;
 }
 
 interface AccessState {
@@ -106,7 +107,7 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
         freeRequests: 0,
         freeTokens: 0,
         freeUntilMs: 0,
-        row: { requestsTat: 0, tokensTat: 0, concurrent: 0 },
+        row: { requestsTat: 0, tokensTat: 0, concurrent: 0, limits },
         heldSlots: 0,
         slotsInUse: 0,
         inflight: 0,
@@ -120,28 +121,34 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
       };
       states.set(target.accessId, st);
     }
+    const l = st.limits;
+    if (l.requestsPerMinute !== limits.requestsPerMinute || l.tokensPerMinute !== limits.tokensPerMinute) {
+      // The plan's limits changed: what the process holds goes back at once (the row keeps the units in use).
+      st.freeUntilMs = 0;
+    }
     st.limits = limits;
     return st;
+  }
+
+  /** Units in use of each windowed dimension per the row's figures, at `nowMs` (a row made at other limits keeps its units). */
+  function used(row: RowFigures, nowMs: number): { r: number; t: number } {
+    return {
+      r: row.limits.requestsPerMinute === null ? 0 : inUse(row.requestsTat, row.limits.requestsPerMinute, nowMs),
+      t: row.limits.tokensPerMinute === null ? 0 : inUse(row.tokensTat, row.limits.tokensPerMinute, nowMs),
+    };
   }
 
   function viewOf(st: AccessState, nowMs: number): RateView {
     const view: RateView = {};
     const l = st.limits;
+    const u = used(st.row, nowMs);
     if (l.requestsPerMinute !== null) {
-      const tat = st.row.requestsTat - (Math.max(0, st.freeRequests) * WINDOW_MS) / l.requestsPerMinute;
-      view.requests = {
-        limit: l.requestsPerMinute,
-        remaining: remainingOf(l.requestsPerMinute, inUse(tat, l.requestsPerMinute, nowMs)),
-        resetAt: new Date(Math.max(tat, nowMs)),
-      };
+      const r = Math.max(0, u.r - Math.max(0, st.freeRequests));
+      view.requests = { limit: l.requestsPerMinute, remaining: remainingOf(l.requestsPerMinute, r), resetAt: resetAtOf(r, l.requestsPerMinute, nowMs) };
     }
     if (l.tokensPerMinute !== null) {
-      const tat = st.row.tokensTat - (Math.max(0, st.freeTokens) * WINDOW_MS) / l.tokensPerMinute;
-      view.tokens = {
-        limit: l.tokensPerMinute,
-        remaining: remainingOf(l.tokensPerMinute, inUse(tat, l.tokensPerMinute, nowMs)),
-        resetAt: new Date(Math.max(tat, nowMs)),
-      };
+      const t = Math.max(0, u.t - Math.max(0, st.freeTokens));
+      view.tokens = { limit: l.tokensPerMinute, remaining: remainingOf(l.tokensPerMinute, t), resetAt: resetAtOf(t, l.tokensPerMinute, nowMs) };
     }
     if (l.concurrentCalls !== null) {
       view.concurrent = {
@@ -164,8 +171,9 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
   /** Which limit refuses `need` at `nowMs` given what the window row said, if any. */
   function refusing(st: AccessState, need: { r: number; t: number; c: number }, row: RowFigures, nowMs: number): Reason | undefined {
     const l = st.limits;
-    if (need.r > 0 && inUse(row.requestsTat, l.requestsPerMinute!, nowMs) + need.r > l.requestsPerMinute! + EPSILON) return 'requests';
-    if (need.t > 0 && inUse(row.tokensTat, l.tokensPerMinute!, nowMs) + need.t > l.tokensPerMinute! + EPSILON) return 'tokens';
+    const u = used(row, nowMs);
+    if (need.r > 0 && u.r + need.r > l.requestsPerMinute! + EPSILON) return 'requests';
+    if (need.t > 0 && u.t + need.t > l.tokensPerMinute! + EPSILON) return 'tokens';
     if (need.c > 0 && row.concurrent + need.c > l.concurrentCalls!) return 'concurrent';
     return undefined;
   }
@@ -173,13 +181,13 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
   function refusal(st: AccessState, reason: Reason, need: { r: number; t: number }, nowMs: number, never = false): RateAdmission {
     // Requests and tokens fit again when enough of the schedule has drained; a slot frees when a call ends,
     // or when another process gives back what it holds unused (within idleMs).
-    const row = st.refusedRow ?? st.row;
+    const u = used(st.refusedRow ?? st.row, nowMs);
     const l = st.limits;
     const retryAfterS =
       reason === 'requests'
-        ? secondsUntilFit(row.requestsTat, l.requestsPerMinute!, need.r, nowMs)
+        ? secondsUntilFit(u.r, l.requestsPerMinute!, need.r)
         : reason === 'tokens'
-          ? secondsUntilFit(row.tokensTat, l.tokensPerMinute!, need.t, nowMs)
+          ? secondsUntilFit(u.t, l.tokensPerMinute!, need.t)
           : Math.max(1, Math.ceil(idleMs / 1000));
     return { ok: false, view: viewOf(st, nowMs), retryAfterS, reason, never };
   }
@@ -208,10 +216,10 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
       share: SHARE,
       expiresAt: new Date(nowMs + ttlMs),
     });
-    st.row = answer.after;
+    st.row = { ...answer.after, limits: l };
     const g = answer.granted;
     if (!g) {
-      st.refusedRow = answer.before;
+      st.refusedRow = { ...answer.before, limits: l };
       st.refusedUntilMs = clock.now().getTime() + REFUSAL_MEMORY_MS;
       return;
     }
@@ -251,7 +259,7 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     if (requests === 0 && tokens === 0) return;
     st.freeRequests -= requests;
     st.freeTokens -= tokens;
-    const l = st.limits;
+    const l = st.row.limits;
     if (l.requestsPerMinute !== null) st.row.requestsTat -= (requests * WINDOW_MS) / l.requestsPerMinute;
     if (l.tokensPerMinute !== null) st.row.tokensTat -= (tokens * WINDOW_MS) / l.tokensPerMinute;
     st.returning = giveBack(st, requests, tokens, 0, 'a rate allowance past its hold');

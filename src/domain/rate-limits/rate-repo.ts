@@ -34,7 +34,7 @@ interface TakeAsk {
 }
 
 export interface TakeAnswer {
-  /** The schedules' ends (requests, tokens) and the slots held, before this statement. */
+  /** The schedules' ends (requests, tokens; at the limits asked) and the slots held, before this statement. */
   before: { requestsTat: number; tokensTat: number; concurrent: number };
   /** The schedules' ends after it (unchanged when nothing was granted). */
   after: { requestsTat: number; tokensTat: number; concurrent: number };
@@ -45,9 +45,21 @@ export interface TakeAnswer {
 export interface RateWindowRow {
   workspace_access_id: string;
   requests_tat: number;
+  requests_limit: number | null;
   tokens_tat: number;
+  tokens_limit: number | null;
   concurrent: number;
 }
+
+/**
+ * A row's schedules (rw) at the limits asked (v.lim_r, v.lim_t): a schedule made at another limit (the plan's
+ * changed) keeps the units it has in use, rescheduled from now at the new pace.
+ */
+const RESCALED = `
+  case when v.lim_r is null or rw.requests_limit is null or rw.requests_limit = v.lim_r or rw.requests_tat <= v.now
+       then rw.requests_tat else v.now + (rw.requests_tat - v.now) * rw.requests_limit / v.lim_r end as rt,
+  case when v.lim_t is null or rw.tokens_limit is null or rw.tokens_limit = v.lim_t or rw.tokens_tat <= v.now
+       then rw.tokens_tat else v.now + (rw.tokens_tat - v.now) * rw.tokens_limit / v.lim_t end as tt`;
 
 /*
  * GCRA per dimension: the need is scheduled from max(tat, now); the units beyond it (headroom, which the
@@ -61,9 +73,10 @@ with v as (
          cast(:needR as double precision) as need_r, cast(:wantR as double precision) as want_r, cast(:limR as double precision) as lim_r,
          cast(:needT as double precision) as need_t, cast(:wantT as double precision) as want_t, cast(:limT as double precision) as lim_t,
          cast(:share as double precision) as share
+), locked as (
+  select * from rate_windows where workspace_access_id = :accessId for update
 ), cur as (
-  select requests_tat as rt, tokens_tat as tt, cast(concurrent as bigint) as c
-    from rate_windows where workspace_access_id = :accessId for update
+  select ${RESCALED}, cast(concurrent as bigint) as c from locked rw, v
 ), p as (
   select cur.*, v.*,
          greatest(rt, now) + need_r * win / lim_r as rb,
@@ -84,7 +97,8 @@ with v as (
      and (lim_t is null or (tb - now) * lim_t / win <= lim_t + 1e-6)
      and c + gc <= cast(:limC as bigint)
 ), upd as (
-  update rate_windows rw set requests_tat = ok.rt2, tokens_tat = ok.tt2, concurrent = ok.c + ok.gc
+  update rate_windows rw set requests_tat = ok.rt2, requests_limit = coalesce(cast(ok.lim_r as int), rw.requests_limit),
+         tokens_tat = ok.tt2, tokens_limit = coalesce(cast(ok.lim_t as int), rw.tokens_limit), concurrent = ok.c + ok.gc
     from ok where rw.workspace_access_id = :accessId
 ), al as (
   insert into rate_allowances (id, workspace_id, workspace_access_id, concurrent, expires_at)
@@ -109,15 +123,19 @@ with v as (
   select concurrent from rate_allowances where id = :id for update
 ), back as (
   select least(cast(:c as int), coalesce((select concurrent from al), 0)) as c
+), cur as (
+  select rw.workspace_access_id, ${RESCALED} from rate_windows rw, v where rw.workspace_access_id = :accessId for update of rw
 ), win as (
   update rate_windows rw
      set requests_tat = case when v.lim_r is null or v.r = 0 then rw.requests_tat
-                             else greatest(least(v.now, rw.requests_tat), rw.requests_tat - v.r * v.win / v.lim_r) end,
+                             else greatest(least(v.now, cur.rt), cur.rt - v.r * v.win / v.lim_r) end,
+         requests_limit = case when v.lim_r is null or v.r = 0 then rw.requests_limit else cast(v.lim_r as int) end,
          tokens_tat = case when v.lim_t is null or v.t = 0 then rw.tokens_tat
-                           else greatest(least(v.now, rw.tokens_tat), rw.tokens_tat - v.t * v.win / v.lim_t) end,
+                           else greatest(least(v.now, cur.tt), cur.tt - v.t * v.win / v.lim_t) end,
+         tokens_limit = case when v.lim_t is null or v.t = 0 then rw.tokens_limit else cast(v.lim_t as int) end,
          concurrent = greatest(0, rw.concurrent - (select c from back))
-    from v
-   where rw.workspace_access_id = :accessId
+    from v, cur
+   where rw.workspace_access_id = cur.workspace_access_id
 ), kept as (
   update rate_allowances set concurrent = concurrent - (select c from back) where id = :id and concurrent > (select c from back)
 ), dropped as (

@@ -33,7 +33,7 @@ export interface RateView {
   concurrent?: { limit: number; remaining: number };
 }
 
-/** How much of `limit` a schedule ending at `tat` has in use at `nowMs` (fractional). */
+/** How many units a schedule ending at `tat`, made at `limit` units a minute, has in use at `nowMs` (fractional). */
 export function inUse(tat: number, limit: number, nowMs: number): number {
   return tat > nowMs ? ((tat - nowMs) * limit) / WINDOW_MS : 0;
 }
@@ -43,10 +43,15 @@ export function remainingOf(limit: number, used: number): number {
   return Math.max(0, Math.floor(limit - used + EPSILON));
 }
 
-/** Whole seconds (at least 1) until `units` more fit a schedule ending at `tat`. */
-export function secondsUntilFit(tat: number, limit: number, units: number, nowMs: number): number {
-  const fitsAt = Math.max(tat, nowMs) + (units * WINDOW_MS) / limit - WINDOW_MS;
-  return Math.max(1, Math.ceil((fitsAt - nowMs) / 1000 - EPSILON));
+/** When `used` units have drained at `limit` a minute and the whole limit is free again. */
+export function resetAtOf(used: number, limit: number, nowMs: number): Date {
+  return new Date(nowMs + Math.ceil((used * WINDOW_MS) / limit));
+}
+
+/** Whole seconds (at least 1) until `units` more fit beside `used` units in use, at `limit` a minute. */
+export function secondsUntilFit(used: number, limit: number, units: number): number {
+  const waitMs = ((used + units - limit) * WINDOW_MS) / limit;
+  return Math.max(1, Math.ceil(waitMs / 1000 - EPSILON));
 }
 
 export function hasLimits(l: RateLimits | null | undefined): l is RateLimits {
@@ -101,26 +106,24 @@ export function rateHeaders(view: RateView | undefined, nowMs: number, out: stri
  */
 export function viewOfWindow(
   limits: RateLimits,
-  row: { requests_tat: number | null; tokens_tat: number | null; concurrent: number | null } | undefined,
+  row:
+    | {
+        requests_tat: number | null;
+        requests_limit: number | null;
+        tokens_tat: number | null;
+        tokens_limit: number | null;
+        concurrent: number | null;
+      }
+    | undefined,
   nowMs: number,
 ): RateView {
   const view: RateView = {};
-  if (limits.requestsPerMinute !== null) {
-    const tat = Number(row?.requests_tat ?? 0);
-    view.requests = {
-      limit: limits.requestsPerMinute,
-      remaining: remainingOf(limits.requestsPerMinute, inUse(tat, limits.requestsPerMinute, nowMs)),
-      resetAt: new Date(Math.max(tat, nowMs)),
-    };
-  }
-  if (limits.tokensPerMinute !== null) {
-    const tat = Number(row?.tokens_tat ?? 0);
-    view.tokens = {
-      limit: limits.tokensPerMinute,
-      remaining: remainingOf(limits.tokensPerMinute, inUse(tat, limits.tokensPerMinute, nowMs)),
-      resetAt: new Date(Math.max(tat, nowMs)),
-    };
-  }
+  const state = (limit: number, tat: number | null | undefined, scheduledAt: number | null | undefined) => {
+    const used = inUse(Number(tat ?? 0), scheduledAt ?? limit, nowMs);
+    return { limit, remaining: remainingOf(limit, used), resetAt: resetAtOf(used, limit, nowMs) };
+  };
+  if (limits.requestsPerMinute !== null) view.requests = state(limits.requestsPerMinute, row?.requests_tat, row?.requests_limit);
+  if (limits.tokensPerMinute !== null) view.tokens = state(limits.tokensPerMinute, row?.tokens_tat, row?.tokens_limit);
   if (limits.concurrentCalls !== null) {
     view.concurrent = { limit: limits.concurrentCalls, remaining: Math.max(0, limits.concurrentCalls - (row?.concurrent ?? 0)) };
   }
