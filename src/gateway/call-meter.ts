@@ -166,6 +166,7 @@ export function createCallMeter(deps: {
       const remaining = row.granted_units! - row.reserved_units! - row.consumed_units!;
       return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
     },
+    rateView,
   };
 
   /**

@@ -406,6 +406,24 @@ describe('tokens per minute', () => {
   });
 });
 
+describe('the x-ratelimit-* headers', () => {
+  it('are on every answer of a key whose plan sets limits: a call, a refusal, the model list', async () => {
+    const tenant = await tenantWith({ requestsPerMinute: 1 });
+    const call = await chat(tenant, 'a');
+    const refusal = await chat(tenant, 'a');
+    expect(refusal).toMatchObject({ ok: false, status: 429 });
+    const list = await sdk(tenant, 'a').models.list().withResponse();
+    for (const headers of [call.headers, refusal.headers, list.response.headers]) {
+      expect(headers.get('x-ratelimit-limit-requests')).toBe('1');
+      expect(headers.get('x-ratelimit-remaining-requests')).toBe('0');
+      expect(headers.get('x-ratelimit-reset-requests')).toMatch(/^((\d+m)?\d+s|\d+ms)$/);
+    }
+    // A plan without limits has none to state.
+    const plain = await tenantWith({});
+    expect((await chat(plain, 'a')).headers.get('x-ratelimit-limit-requests')).toBeNull();
+  });
+});
+
 describe('the access quota snapshot', () => {
   it('includes where each limit stands', async () => {
     const tenant = await tenantWith({ requestsPerMinute: 50, concurrentCalls: 4 });
