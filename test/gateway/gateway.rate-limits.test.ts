@@ -267,7 +267,10 @@ describe.skipIf(!usesPostgres)("a published plan's limits changed", () => {
     expect(free.ok).toBe(true);
     expect(free.headers.get('x-ratelimit-limit-requests')).toBeNull();
 
-    const audited = await t.database.db('audit_logs').where({ resource_id: tenant.planId, action: 'plan.rate_limits_changed' }).orderBy(['created_at', 'id']);
+    const audited = await t.database
+      .db('audit_logs')
+      .where({ resource_id: tenant.planId, action: 'plan.rate_limits_changed' })
+      .orderBy(['created_at', 'id']);
     expect(audited).toHaveLength(3);
     expect(audited[0].changes).toEqual({
       before: { requestsPerMinute: 2, tokensPerMinute: null, concurrentCalls: null },

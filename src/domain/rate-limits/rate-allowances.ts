@@ -89,8 +89,7 @@ export interface RateTicket {
 type Reason = 'requests' | 'tokens' | 'concurrent';
 
 export type RateAdmission =
-  | { ok: true; ticket: RateTicket; view: RateView }
-  | { ok: false; view: RateView; retryAfterS: number; reason: Reason; never: boolean };
+  { ok: true; ticket: RateTicket; view: RateView } | { ok: false; view: RateView; retryAfterS: number; reason: Reason; never: boolean };
 
 export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logger: Logger; ttlMs: number; idleMs: number }) {
   const { repo, clock, logger, ttlMs, idleMs } = deps;
@@ -144,11 +143,19 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     const u = used(st.row, nowMs);
     if (l.requestsPerMinute !== null) {
       const r = Math.max(0, u.r - Math.max(0, st.freeRequests));
-      view.requests = { limit: l.requestsPerMinute, remaining: remainingOf(l.requestsPerMinute, r), resetAt: resetAtOf(r, l.requestsPerMinute, nowMs) };
+      view.requests = {
+        limit: l.requestsPerMinute,
+        remaining: remainingOf(l.requestsPerMinute, r),
+        resetAt: resetAtOf(r, l.requestsPerMinute, nowMs),
+      };
     }
     if (l.tokensPerMinute !== null) {
       const t = Math.max(0, u.t - Math.max(0, st.freeTokens));
-      view.tokens = { limit: l.tokensPerMinute, remaining: remainingOf(l.tokensPerMinute, t), resetAt: resetAtOf(t, l.tokensPerMinute, nowMs) };
+      view.tokens = {
+        limit: l.tokensPerMinute,
+        remaining: remainingOf(l.tokensPerMinute, t),
+        resetAt: resetAtOf(t, l.tokensPerMinute, nowMs),
+      };
     }
     if (l.concurrentCalls !== null) {
       view.concurrent = {
@@ -274,7 +281,7 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     const slots = st.heldSlots - st.slotsInUse;
     states.delete(st.target.accessId);
     if (requests === 0 && tokens === 0 && slots <= 0) return;
-    giveBack(st, requests, tokens, Math.max(0, slots), 'a rate allowance; its slots return after the TTL');
+    void giveBack(st, requests, tokens, Math.max(0, slots), 'a rate allowance; its slots return after the TTL');
   }
 
   const idleTimer = setInterval(
@@ -376,7 +383,7 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
       if (spare > 0 && !st.growing && !st.released && st.row.concurrent >= st.limits.concurrentCalls!) {
         st.heldSlots -= spare;
         st.row.concurrent -= spare;
-        giveBack(st, 0, 0, spare, 'a rate-limit slot; it returns after the TTL');
+        void giveBack(st, 0, 0, spare, 'a rate-limit slot; it returns after the TTL');
       }
     },
 
