@@ -271,7 +271,7 @@ export class RoutesResource extends NexusResource {
 }
 
 /**
- * Plans: list, create, get, update, publish, createQuotaStrategy, listStrategies, getStrategy, publishStrategy, listStrategyBindings, bindStrategy, closeStrategyBinding.
+ * Plans: list, create, get, update, publish, createQuotaStrategy, listStrategies, getStrategy, publishStrategy, listStrategyBindings, bindStrategy, closeStrategyBinding, setRateLimits.
  *
  * Plans, versioned quota strategies and their bindings.
  */
@@ -405,6 +405,24 @@ export class PlansResource extends NexusResource {
    */
   closeStrategyBinding(bindingId: string, query?: Params<types.ClosePlanStrategyBindingData['query']>, options?: RequestOptions): NexusPromise<types.ClosePlanStrategyBindingResponses[keyof types.ClosePlanStrategyBindingResponses]> {
     return this._core._call<types.ClosePlanStrategyBindingResponses[keyof types.ClosePlanStrategyBindingResponses]>(sdk.closePlanStrategyBinding, { path: { bindingId }, query }, options);
+  }
+
+  /**
+   * Replace a plan's rate limits
+   *
+   * Replaces the plan's rate limits as a whole (`{}` removes them), whatever the plan's status:
+   * unlike its other fields, which only a DRAFT plan may change (`updatePlan`), rate limits are
+   * operational, not part of what the plan sells. The change is audited (`plan.rate_limits_changed`,
+   * with the limits before and after) and applies to the next call of every access on the plan, on
+   * every gateway process. What each access has used stays scheduled: a lower limit may refuse its
+   * next calls until enough has drained, a higher one admits them at once. A value that is not an
+   * integer from 1 to 2147483647, or a field not listed, is refused with 400 naming it and changes
+   * nothing. An archived workspace answers 409 `workspace_archived`.
+   *
+   * `PUT /admin/v1/plans/{planId}/rate-limits` (`setPlanRateLimits` in the function API)
+   */
+  setRateLimits(planId: string, body: Params<NonNullable<types.SetPlanRateLimitsData['body']>>, options?: RequestOptions): NexusPromise<types.SetPlanRateLimitsResponses[keyof types.SetPlanRateLimitsResponses]> {
+    return this._core._call<types.SetPlanRateLimitsResponses[keyof types.SetPlanRateLimitsResponses]>(sdk.setPlanRateLimits, { path: { planId }, body }, options);
   }
 }
 

@@ -658,9 +658,11 @@ export type WorkspacePlanDto = {
 
 /**
  * The plan's rate limits, per workspace access (docs/rate-limits.md); each is optional (absent:
- * no limit on that dimension). Requests and tokens (input and output) count per fixed minute
- * window (the UTC minute); concurrent calls count while they run. A refusal is 429
- * `rate_limited` with Retry-After.
+ * no limit on that dimension). Requests and tokens (input and output) are limited by GCRA: the
+ * whole limit may be used at once, and it comes back continuously at the limit's pace (one
+ * request every 60 / requestsPerMinute seconds); concurrent calls count while they run. A
+ * refusal is 429 `rate_limited` with Retry-After, the seconds until the call fits. They can be
+ * changed on a published plan too (`setPlanRateLimits`).
  *
  */
 export type RateLimits = {
@@ -672,7 +674,7 @@ export type RateLimits = {
 export type WindowLimitStateDto = {
     limit: number;
     /**
-     * What is left in the current minute window; what gateway processes hold unused counts as used until they give it back (within a second of going idle).
+     * What may be used at once now; what gateway processes hold unused counts as used until they give it back (within a second).
      */
     remaining: number;
     resetAt: DateTime;
@@ -5239,6 +5241,57 @@ export type RotateProviderSecretResponses = {
 };
 
 export type RotateProviderSecretResponse = RotateProviderSecretResponses[keyof RotateProviderSecretResponses];
+
+export type SetPlanRateLimitsData = {
+    body: RateLimits;
+    path: {
+        planId: string;
+    };
+    query?: never;
+    url: '/admin/v1/plans/{planId}/rate-limits';
+};
+
+export type SetPlanRateLimitsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type SetPlanRateLimitsError = SetPlanRateLimitsErrors[keyof SetPlanRateLimitsErrors];
+
+export type SetPlanRateLimitsResponses = {
+    /**
+     * The plan, with its new limits.
+     */
+    200: WorkspacePlanDto;
+};
+
+export type SetPlanRateLimitsResponse = SetPlanRateLimitsResponses[keyof SetPlanRateLimitsResponses];
 
 export type ListRoutesData = {
     body?: never;

@@ -93,7 +93,7 @@ export function createDomain(deps: ServiceDeps) {
   const quotaRepo = createQuotaRepo(db);
   const quota = createQuotaService({ db, quotaRepo });
   const planRepo = createPlanRepo(db);
-  const plans = createPlanService({ db, planRepo, workspaces, audit, clock });
+  const plans = createPlanService({ db, planRepo, workspaces, audit, clock, changes });
   const inferenceKeyRepo = createInferenceKeyRepo(db);
   const inferenceKeys = createInferenceKeyService({
     db,

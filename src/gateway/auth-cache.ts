@@ -4,7 +4,7 @@
  * its strategy, in one join), cached per (key, connection) for at most
  * config.authCacheTtlMs (default 1 s, at most 5 s). A change that decides a call
  * (a key revoked, an access suspended or renewed or moved to another plan, a
- * workspace or connection archived, a provider key rotated) drops the entries it
+ * workspace or connection archived, a provider key rotated, a plan's rate limits changed) drops the entries it
  * touches at once (`invalidate`, fed by src/domain/changes/change-feed.ts: on
  * commit in the process that made it, by NOTIFY in the others); the TTL is the
  * bound when a notification is lost. An expired key is refused by its
@@ -204,7 +204,13 @@ export function createAuthCache(deps: {
           kind === 'connection'
             ? cacheKey.startsWith(`${id} `)
             : row !== null &&
-              (kind === 'key' ? row.key_id === id : kind === 'access' ? row.workspace_access_id === id : row.workspace_id === id);
+              (kind === 'key'
+                ? row.key_id === id
+                : kind === 'access'
+                  ? row.workspace_access_id === id
+                  : kind === 'plan'
+                    ? row.plan_id === id
+                    : row.workspace_id === id);
         if (touched) entries.delete(cacheKey);
       }
     },

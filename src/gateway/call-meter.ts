@@ -166,6 +166,7 @@ export function createCallMeter(deps: {
       const remaining = row.granted_units! - row.reserved_units! - row.consumed_units!;
       return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
     },
+    rateView,
   };
 
   /**
@@ -180,7 +181,13 @@ export function createCallMeter(deps: {
       rates.view(row.workspace_access_id) ??
       viewOfWindow(
         limits,
-        { window_start: row.rate_window_start, requests: row.rate_requests, tokens: row.rate_tokens, concurrent: row.rate_concurrent },
+        {
+          requests_tat: row.rate_requests_tat,
+          requests_limit: row.rate_requests_limit,
+          tokens_tat: row.rate_tokens_tat,
+          tokens_limit: row.rate_tokens_limit,
+          concurrent: row.rate_concurrent,
+        },
         now.getTime(),
       )
     );

@@ -65,9 +65,10 @@ export interface AuthRow {
   tokens_per_minute: number | null;
   concurrent_calls: number | null;
   /** The access's rate window row, if it has one (what processes were granted and hold). */
-  rate_window_start: Date | null;
-  rate_requests: bigint | null;
-  rate_tokens: bigint | null;
+  rate_requests_tat: number | null;
+  rate_requests_limit: number | null;
+  rate_tokens_tat: number | null;
+  rate_tokens_limit: number | null;
   rate_concurrent: number | null;
   period_start: Date | null;
   /** While now is before it, the workspace's hard spend budget is crossed: metered calls are refused (402). */
@@ -79,7 +80,8 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        a.status as access_status, a.access_starts_at, a.access_ends_at,
        pl.id as plan_id, pl.key as plan_key, pl.name as plan_name,
        pl.requests_per_minute, pl.tokens_per_minute, pl.concurrent_calls,
-       rw.window_start as rate_window_start, rw.requests as rate_requests, rw.tokens as rate_tokens, rw.concurrent as rate_concurrent,
+       rw.requests_tat as rate_requests_tat, rw.requests_limit as rate_requests_limit,
+       rw.tokens_tat as rate_tokens_tat, rw.tokens_limit as rate_tokens_limit, rw.concurrent as rate_concurrent,
        p.period_start,
        w.status as workspace_status, w.allow_unmetered_passthrough,
        c.id as connection_id, c.protocol_profile, c.base_url, c.status as connection_status,

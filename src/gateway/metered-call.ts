@@ -200,6 +200,7 @@ export interface CallMeter {
   /** The model rules and allow-list of the row's strategy version, compiled once per version. */
   modelPolicy(auth: AuthRow): ModelPolicy;
   quotaView(row: AuthRow | null, now: Date): QuotaView | undefined;
+  rateView(row: AuthRow | null, now: Date): RateView | undefined;
   /** The key's row read again, bypassing the cache (a period found over). */
   reload(credential: string, connectionId: string): Promise<CacheEntry>;
 }
@@ -390,6 +391,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   free(endpoint: FreeEndpoint, raw: Buffer, now: Date): ((model: string) => boolean) | undefined {
     const policy = this.meter.modelPolicy(this.row);
     this.view = this.meter.quotaView(this.row, now);
+    // Not counted against the limits, but answered with where they stand, as every answer of the access.
+    this.rateView = this.meter.rateView(this.row, now);
     if (endpoint.kind === 'models') return policy.restricted ? (model) => policy.allows(model) : undefined;
     const model = endpoint.model ?? modelNamedIn(raw);
     this.read = { requestedModel: model, streamed: false, leaseId: null };

@@ -98,6 +98,7 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     rotateProviderSecret: { apiKey: testProviderKey('sweep') },
     createPlan: { key: 'sweep', name: 'Sweep', billingInterval: 'MONTH' },
     updatePlan: { name: 'hijacked' },
+    setPlanRateLimits: { requestsPerMinute: 1 },
     createQuotaStrategy: {
       key: 'sweep',
       resetInterval: 'MONTH',

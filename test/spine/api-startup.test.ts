@@ -33,6 +33,7 @@ const SPEC_OPERATIONS: [string, string, string][] = [
   ['closePlanStrategyBinding', 'DELETE', '/admin/v1/plan-strategy-bindings/{bindingId}'],
   ['updatePlan', 'PATCH', '/admin/v1/plans/{planId}'],
   ['publishPlan', 'POST', '/admin/v1/plans/{planId}/publish'],
+  ['setPlanRateLimits', 'PUT', '/admin/v1/plans/{planId}/rate-limits'],
   ['getPlanStrategy', 'GET', '/admin/v1/plan-strategies/{strategyId}'],
   ['listInferenceKeys', 'GET', '/admin/v1/workspace-accesses/{accessId}/api-keys'],
   ['getWorkspaceAccessQuota', 'GET', '/admin/v1/workspace-accesses/{accessId}/quota'],

@@ -1,7 +1,7 @@
 /**
  * Changes that decide whether a gateway call is allowed (a key revoked, an access
  * suspended, renewed or moved to another plan, a workspace or a connection archived,
- * a provider key rotated) take effect on the next call, on every process.
+ * a provider key rotated, a plan's rate limits changed) take effect on the next call, on every process.
  *
  * The service that makes such a change announces it inside its transaction:
  * - this process applies it when the transaction commits, before the service returns
@@ -23,7 +23,7 @@ import type { Knex } from 'knex';
 import type { Queryable } from '../../db/database.js';
 import type { ChangeRepo } from './change-repo.js';
 
-type ChangeKind = 'key' | 'access' | 'workspace' | 'connection' | 'route';
+type ChangeKind = 'key' | 'access' | 'workspace' | 'connection' | 'route' | 'plan';
 
 export interface Change {
   kind: ChangeKind;
@@ -41,7 +41,7 @@ export interface LearnedOutput {
 /** What a subscriber is told: one change, or null when anything may have changed (notifications were lost). */
 export type ChangeSubscriber = (change: Change | null) => void;
 
-const CODES: Record<ChangeKind, string> = { key: 'k', access: 'a', workspace: 'w', connection: 'c', route: 'r' };
+const CODES: Record<ChangeKind, string> = { key: 'k', access: 'a', workspace: 'w', connection: 'c', route: 'r', plan: 'p' };
 /** The code of a learned output bound's notification (not a change: nothing to drop). */
 const LEARNED_CODE = 'o';
 const KINDS = new Map(Object.entries(CODES).map(([kind, code]) => [code, kind as ChangeKind]));

@@ -12,6 +12,8 @@ import type { AuditService } from '../audit/audit-service.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
 import { patternProblem, rulesToStored, type ModelRule } from '../quota/model-pricing.js';
+import type { ChangeFeed } from '../changes/change-feed.js';
+import { limitsOf } from '../rate-limits/rate-service.js';
 import type { RateLimits } from '../rate-limits/rate-types.js';
 import type { PlanRepo } from './plan-repo.js';
 import type { BindingRow, Interval, OutputCapPolicy, PlanRow, PlanStatus, QuotaStrategyRow, StrategyInForce } from './plan-types.js';
@@ -86,8 +88,15 @@ function rateColumns(
   };
 }
 
-export function createPlanService(deps: { db: Db; planRepo: PlanRepo; workspaces: WorkspaceService; audit: AuditService; clock: Clock }) {
-  const { db, planRepo, workspaces, audit, clock } = deps;
+export function createPlanService(deps: {
+  db: Db;
+  planRepo: PlanRepo;
+  workspaces: WorkspaceService;
+  audit: AuditService;
+  clock: Clock;
+  changes: ChangeFeed;
+}) {
+  const { db, planRepo, workspaces, audit, clock, changes } = deps;
 
   function visiblePlan(actor: Actor, plan: PlanRow | undefined): PlanRow {
     if (!plan) throw new AppError('plan_not_found', 'Plan not found');
@@ -197,6 +206,36 @@ export function createPlanService(deps: { db: Db; planRepo: PlanRepo; workspaces
           { action: 'plan.updated', resourceType: 'plan', resourceId: planId, workspaceId: plan.workspace_id, changes: { ...input } },
           tx,
         );
+        return updated;
+      });
+    },
+
+    /**
+     * Replaces the plan's rate limits, whatever its status (docs/rate-limits.md: they are operational, not
+     * what the plan sells); audited, and applied to the next call on every gateway process (the change feed).
+     */
+    async setRateLimits(actor: Actor, planId: string, limits: Partial<RateLimits>): Promise<PlanRow> {
+      const columns = rateColumns(limits);
+      return db.transaction(async (tx) => {
+        const plan = await lockPlan(actor, planId, tx);
+        await workspaces.requireWritable(actor, plan.workspace_id, tx);
+        const before = limitsOf(plan);
+        const after = limitsOf(columns);
+        const same = (Object.keys(before) as (keyof RateLimits)[]).every((k) => before[k] === after[k]);
+        if (same) return plan;
+        const updated = await planRepo.updatePlan(planId, { ...columns, updated_at: clock.now() }, tx);
+        await audit.record(
+          actor,
+          {
+            action: 'plan.rate_limits_changed',
+            resourceType: 'plan',
+            resourceId: planId,
+            workspaceId: plan.workspace_id,
+            changes: { before, after },
+          },
+          tx,
+        );
+        await changes.announce({ kind: 'plan', id: planId }, tx);
         return updated;
       });
     },

@@ -4,42 +4,54 @@
  * processes admitting more than a limit (docs/rate-limits.md).
  *
  * The quota leases' pattern (quota-leases.ts), per access:
- * - The access's window row (rate_windows) counts what processes were granted:
- *   requests and tokens of the current fixed minute, and the concurrency slots they
- *   hold. A grant is one statement that never takes a figure past its limit
- *   (rate-repo.ts, TAKE), so admission is exact across processes: what a process
- *   admits it was granted.
+ * - The access's window row (rate_windows) holds, for requests and for tokens, the
+ *   end of a GCRA schedule (rate-types.ts), and the concurrency slots processes hold.
+ *   A grant is one statement that never takes a schedule past a minute from now or
+ *   the slots past their limit (rate-repo.ts, TAKE), so admission is exact across
+ *   processes: what a process admits it was granted.
  * - A process admits in memory against what it holds; when it lacks something it
  *   asks for what is missing plus headroom (RATE_CALLS call's worth, doubling up to
  *   MAX_RATE_CALLS, never more than 1/SHARE of what is left), one statement; calls
- *   arriving meanwhile wait for it.
+ *   arriving meanwhile wait for it. The headroom is scheduled after `idleMs` from
+ *   now, and what is left of it then is given back: no unit is used before its place
+ *   in the schedule.
  * - Tokens: a call is admitted for its bound (the quota's input and output bounds)
  *   and settled to its actual tokens after, the difference returning to what the
- *   process holds in that window.
+ *   process holds, and so to the next call's `x-ratelimit-remaining-tokens`.
  * - A slot is held for the call's duration, returned to the process on settle.
  * - An access idle on the process for `idleMs` gives back what the process holds
- *   unused (slots, and the window's requests and tokens): another process may be
- *   refused for at most that long while this one holds unused allowance. A slot
- *   freed while the access is at its concurrency limit goes back at once.
+ *   unused (slots, requests and tokens): another process may be refused for at most
+ *   that long while this one holds unused allowance. A slot freed while the access is
+ *   at its concurrency limit goes back at once.
  * - The slots a process holds are in its rate_allowances row, renewed by its
  *   heartbeat; the sweeper frees a dead process's slots after the TTL. What a dead
- *   process was granted of a window stays counted there (it may have used it).
+ *   process was granted of requests and tokens stays scheduled (it may have used it)
+ *   and drains at the limit's pace.
  */
 import { newId } from '../../ids.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Clock } from '../actor.js';
 import type { Ask, RateRepo } from './rate-repo.js';
-import { WINDOW_MS, windowStartOf, type RateLimits, type RateView } from './rate-types.js';
+import { inUse, remainingOf, resetAtOf, secondsUntilFit, WINDOW_MS, type RateLimits, type RateView } from './rate-types.js';
 
 const RATE_CALLS = 16;
 const MAX_RATE_CALLS = 1024;
 const SHARE = 8;
 /** How long a refusal's figures are trusted, so a client hammering at a limit costs few statements. */
 const REFUSAL_MEMORY_MS = 100;
+const EPSILON = 1e-6;
 
 export interface RateTarget {
   workspaceId: string;
   accessId: string;
+}
+
+/** What the window row said at the last statement: the schedules' ends (at `limits`) and the slots held, ours included. */
+interface RowFigures {
+  requestsTat: number;
+  tokensTat: number;
+  concurrent: number;
+  limits: RateLimits;
 }
 
 interface AccessState {
@@ -47,14 +59,11 @@ interface AccessState {
   /** Its rate_allowances row (slots), made at the first grant of a slot. */
   id: string;
   limits: RateLimits;
-  /** The minute window its requests and tokens belong to (ms). */
-  window: number;
   freeRequests: number;
   freeTokens: number;
-  /** What the window row said was granted (requests, tokens) or held (slots) at the last statement, ours included. */
-  usedRequests: number;
-  usedTokens: number;
-  usedSlots: number;
+  /** When what the process holds of requests and tokens unused goes back (its headroom's hold ends). */
+  freeUntilMs: number;
+  row: RowFigures;
   heldSlots: number;
   slotsInUse: number;
   /** Calls admitted and not settled. */
@@ -62,23 +71,25 @@ interface AccessState {
   headroomCalls: number;
   lastUsedMs: number;
   growing: Promise<unknown> | undefined;
+  /** The statement giving back what was held past its hold: the next grant waits for it, so it reads the schedule without it. */
+  returning: Promise<void> | undefined;
   refusedUntilMs: number;
-  /** The figures of the last refusal (what the window row said was used). */
-  refusedUsed: { requests: number; tokens: number; concurrent: number } | undefined;
+  /** The figures of the last refusal (what the window row said). */
+  refusedRow: RowFigures | undefined;
   released: boolean;
 }
 
 export interface RateTicket {
   readonly state: AccessState;
-  readonly window: number;
   readonly tokens: number;
   readonly slot: boolean;
   settled: boolean;
 }
 
+type Reason = 'requests' | 'tokens' | 'concurrent';
+
 export type RateAdmission =
-  | { ok: true; ticket: RateTicket; view: RateView }
-  | { ok: false; view: RateView; retryAfterS: number; reason: 'requests' | 'tokens' | 'concurrent'; never: boolean };
+  { ok: true; ticket: RateTicket; view: RateView } | { ok: false; view: RateView; retryAfterS: number; reason: Reason; never: boolean };
 
 export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logger: Logger; ttlMs: number; idleMs: number }) {
   const { repo, clock, logger, ttlMs, idleMs } = deps;
@@ -92,59 +103,64 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
         target,
         id: newId(),
         limits,
-        window: 0,
         freeRequests: 0,
         freeTokens: 0,
-        usedRequests: 0,
-        usedTokens: 0,
-        usedSlots: 0,
+        freeUntilMs: 0,
+        row: { requestsTat: 0, tokensTat: 0, concurrent: 0, limits },
         heldSlots: 0,
         slotsInUse: 0,
         inflight: 0,
         headroomCalls: RATE_CALLS,
         lastUsedMs: clock.now().getTime(),
         growing: undefined,
+        returning: undefined,
         refusedUntilMs: 0,
-        refusedUsed: undefined,
+        refusedRow: undefined,
         released: false,
       };
       states.set(target.accessId, st);
+    }
+    const l = st.limits;
+    if (l.requestsPerMinute !== limits.requestsPerMinute || l.tokensPerMinute !== limits.tokensPerMinute) {
+      // The plan's limits changed: what the process holds goes back at once (the row keeps the units in use).
+      st.freeUntilMs = 0;
     }
     st.limits = limits;
     return st;
   }
 
-  function roll(st: AccessState, w: number): void {
-    if (st.window === w) return;
-    st.window = w;
-    st.freeRequests = 0;
-    st.freeTokens = 0;
-    st.usedRequests = 0;
-    st.usedTokens = 0;
+  /** Units in use of each windowed dimension per the row's figures, at `nowMs` (a row made at other limits keeps its units). */
+  function used(row: RowFigures, nowMs: number): { r: number; t: number } {
+    return {
+      r: row.limits.requestsPerMinute === null ? 0 : inUse(row.requestsTat, row.limits.requestsPerMinute, nowMs),
+      t: row.limits.tokensPerMinute === null ? 0 : inUse(row.tokensTat, row.limits.tokensPerMinute, nowMs),
+    };
   }
 
-  function viewOf(st: AccessState): RateView {
-    const resetAt = new Date(st.window + WINDOW_MS);
+  function viewOf(st: AccessState, nowMs: number): RateView {
     const view: RateView = {};
     const l = st.limits;
+    const u = used(st.row, nowMs);
     if (l.requestsPerMinute !== null) {
+      const r = Math.max(0, u.r - Math.max(0, st.freeRequests));
       view.requests = {
         limit: l.requestsPerMinute,
-        remaining: Math.max(0, l.requestsPerMinute - st.usedRequests + st.freeRequests),
-        resetAt,
+        remaining: remainingOf(l.requestsPerMinute, r),
+        resetAt: resetAtOf(r, l.requestsPerMinute, nowMs),
       };
     }
     if (l.tokensPerMinute !== null) {
+      const t = Math.max(0, u.t - Math.max(0, st.freeTokens));
       view.tokens = {
         limit: l.tokensPerMinute,
-        remaining: Math.max(0, l.tokensPerMinute - st.usedTokens + Math.max(0, st.freeTokens)),
-        resetAt,
+        remaining: remainingOf(l.tokensPerMinute, t),
+        resetAt: resetAtOf(t, l.tokensPerMinute, nowMs),
       };
     }
     if (l.concurrentCalls !== null) {
       view.concurrent = {
         limit: l.concurrentCalls,
-        remaining: Math.max(0, l.concurrentCalls - st.usedSlots + (st.heldSlots - st.slotsInUse)),
+        remaining: Math.max(0, l.concurrentCalls - st.row.concurrent + (st.heldSlots - st.slotsInUse)),
       };
     }
     return view;
@@ -159,25 +175,28 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     };
   }
 
-  /** Which limit refuses `need` given what the window row said was used, if any. */
-  function refusing(
-    st: AccessState,
-    need: { r: number; t: number; c: number },
-    used: { requests: number; tokens: number; concurrent: number },
-  ) {
+  /** Which limit refuses `need` at `nowMs` given what the window row said, if any. */
+  function refusing(st: AccessState, need: { r: number; t: number; c: number }, row: RowFigures, nowMs: number): Reason | undefined {
     const l = st.limits;
-    if (need.r > 0 && used.requests + need.r > l.requestsPerMinute!) return 'requests' as const;
-    if (need.t > 0 && used.tokens + need.t > l.tokensPerMinute!) return 'tokens' as const;
-    if (need.c > 0 && used.concurrent + need.c > l.concurrentCalls!) return 'concurrent' as const;
+    const u = used(row, nowMs);
+    if (need.r > 0 && u.r + need.r > l.requestsPerMinute! + EPSILON) return 'requests';
+    if (need.t > 0 && u.t + need.t > l.tokensPerMinute! + EPSILON) return 'tokens';
+    if (need.c > 0 && row.concurrent + need.c > l.concurrentCalls!) return 'concurrent';
     return undefined;
   }
 
-  function refusal(st: AccessState, reason: 'requests' | 'tokens' | 'concurrent', nowMs: number, never = false): RateAdmission {
-    // A window's requests and tokens free when it ends; a slot when a call ends, or when another process
-    // gives back what it holds unused (within idleMs).
+  function refusal(st: AccessState, reason: Reason, need: { r: number; t: number }, nowMs: number, never = false): RateAdmission {
+    // Requests and tokens fit again when enough of the schedule has drained; a slot frees when a call ends,
+    // or when another process gives back what it holds unused (within idleMs).
+    const u = used(st.refusedRow ?? st.row, nowMs);
+    const l = st.limits;
     const retryAfterS =
-      reason === 'concurrent' ? Math.max(1, Math.ceil(idleMs / 1000)) : Math.max(1, Math.ceil((st.window + WINDOW_MS - nowMs) / 1000));
-    return { ok: false, view: viewOf(st), retryAfterS, reason, never };
+      reason === 'requests'
+        ? secondsUntilFit(u.r, l.requestsPerMinute!, need.r)
+        : reason === 'tokens'
+          ? secondsUntilFit(u.t, l.tokensPerMinute!, need.t)
+          : Math.max(1, Math.ceil(idleMs / 1000));
+    return { ok: false, view: viewOf(st, nowMs), retryAfterS, reason, never };
   }
 
   async function grow(st: AccessState, need: { r: number; t: number; c: number }, tokens: number): Promise<void> {
@@ -185,12 +204,15 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     const h = st.headroomCalls;
     const ask = (n: number, per: number, limit: number | null): Ask =>
       limit === null ? { need: 0, want: 0, limit: null } : { need: n, want: n + per * h, limit };
-    const window = st.window;
+    if (st.returning) await st.returning;
+    st.returning = undefined;
+    const nowMs = clock.now().getTime();
     const answer = await repo.take({
       id: st.id,
       workspaceId: st.target.workspaceId,
       accessId: st.target.accessId,
-      windowStart: new Date(window),
+      nowMs,
+      holdMs: idleMs,
       requests: ask(need.r, 1, l.requestsPerMinute),
       tokens: ask(need.t, Math.max(tokens, 1), l.tokensPerMinute),
       // Slots are asked one at a time beyond the need: a slot held unused is one another process lacks.
@@ -199,26 +221,55 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
           ? { need: 0, want: 0, limit: null }
           : { need: need.c, want: need.c + Math.min(h, 4), limit: l.concurrentCalls },
       share: SHARE,
-      expiresAt: new Date(clock.now().getTime() + ttlMs),
+      expiresAt: new Date(nowMs + ttlMs),
     });
-    if (st.window !== window) return;
+    st.row = { ...answer.after, limits: l };
     const g = answer.granted;
     if (!g) {
-      st.usedRequests = answer.used.requests;
-      st.usedTokens = answer.used.tokens;
-      st.usedSlots = answer.used.concurrent;
-      st.refusedUsed = answer.used;
+      st.refusedRow = { ...answer.before, limits: l };
       st.refusedUntilMs = clock.now().getTime() + REFUSAL_MEMORY_MS;
       return;
     }
+    // What the process holds must be used within the hold (headroom is scheduled after it); what is left then goes back.
+    st.freeUntilMs = nowMs + idleMs;
     st.freeRequests += g.requests;
     st.freeTokens += g.tokens;
     st.heldSlots += g.concurrent;
-    st.usedRequests = answer.used.requests + g.requests;
-    st.usedTokens = answer.used.tokens + g.tokens;
-    st.usedSlots = answer.used.concurrent + g.concurrent;
-    st.refusedUsed = undefined;
+    st.refusedRow = undefined;
     if (st.headroomCalls < MAX_RATE_CALLS) st.headroomCalls *= 2;
+  }
+
+  function giveBack(st: AccessState, requests: number, tokens: number, slots: number, what: string): Promise<void> {
+    const done = repo
+      .giveBack({
+        id: st.id,
+        accessId: st.target.accessId,
+        nowMs: clock.now().getTime(),
+        requests,
+        tokens,
+        concurrent: slots,
+        limits: { requests: st.limits.requestsPerMinute, tokens: st.limits.tokensPerMinute },
+      })
+      .catch((err: Error) => {
+        logger.error({ msg: `could not give back ${what}`, accessId: st.target.accessId, error: err.message });
+      })
+      .finally(() => releases.delete(done));
+    releases.add(done);
+    return done;
+  }
+
+  /** The requests and tokens the process holds past their hold go back to the schedule. */
+  function expire(st: AccessState, nowMs: number): void {
+    if (nowMs < st.freeUntilMs || st.growing || st.released) return;
+    const requests = Math.max(0, st.freeRequests);
+    const tokens = Math.max(0, st.freeTokens);
+    if (requests === 0 && tokens === 0) return;
+    st.freeRequests -= requests;
+    st.freeTokens -= tokens;
+    const l = st.row.limits;
+    if (l.requestsPerMinute !== null) st.row.requestsTat -= (requests * WINDOW_MS) / l.requestsPerMinute;
+    if (l.tokensPerMinute !== null) st.row.tokensTat -= (tokens * WINDOW_MS) / l.tokensPerMinute;
+    st.returning = giveBack(st, requests, tokens, 0, 'a rate allowance past its hold');
   }
 
   /** Gives back what the process holds unused for the access, and forgets it (the next call starts afresh). */
@@ -230,30 +281,16 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     const slots = st.heldSlots - st.slotsInUse;
     states.delete(st.target.accessId);
     if (requests === 0 && tokens === 0 && slots <= 0) return;
-    const done = repo
-      .giveBack({
-        id: st.id,
-        accessId: st.target.accessId,
-        windowStart: new Date(st.window),
-        requests,
-        tokens,
-        concurrent: Math.max(0, slots),
-      })
-      .catch((err: Error) => {
-        logger.error({
-          msg: 'could not give back a rate allowance; its slots return after the TTL',
-          accessId: st.target.accessId,
-          error: err.message,
-        });
-      })
-      .finally(() => releases.delete(done));
-    releases.add(done);
+    void giveBack(st, requests, tokens, Math.max(0, slots), 'a rate allowance; its slots return after the TTL');
   }
 
   const idleTimer = setInterval(
     () => {
       const nowMs = clock.now().getTime();
-      for (const st of [...states.values()]) if (st.inflight === 0 && nowMs - st.lastUsedMs >= idleMs) release(st);
+      for (const st of [...states.values()]) {
+        if (st.inflight === 0 && nowMs - st.lastUsedMs >= idleMs) release(st);
+        else expire(st, nowMs);
+      }
     },
     Math.max(10, Math.floor(idleMs / 2)),
   );
@@ -284,11 +321,15 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
   return {
     /** Admits a call of at most `tokens` tokens on the access's limits, or says which limit refuses it and for how long. */
     async admit(target: RateTarget, limits: RateLimits, tokens: number): Promise<RateAdmission> {
+      // Right after its own grant a call uses it, however long the statement took.
+      let grown = false;
       for (;;) {
         const st = stateOf(target, limits);
         const nowMs = clock.now().getTime();
-        roll(st, windowStartOf(nowMs));
-        if (limits.tokensPerMinute !== null && tokens > limits.tokensPerMinute) return refusal(st, 'tokens', nowMs, true);
+        if (limits.tokensPerMinute !== null && tokens > limits.tokensPerMinute) {
+          return refusal(st, 'tokens', { r: 0, t: tokens }, nowMs, true);
+        }
+        if (!grown) expire(st, nowMs);
         const need = needs(st, tokens);
         if (need.r === 0 && need.t === 0 && need.c === 0) {
           st.freeRequests -= limits.requestsPerMinute !== null ? 1 : 0;
@@ -297,15 +338,15 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
           if (slot) st.slotsInUse++;
           st.inflight++;
           st.lastUsedMs = nowMs;
-          return { ok: true, ticket: { state: st, window: st.window, tokens, slot, settled: false }, view: viewOf(st) };
+          return { ok: true, ticket: { state: st, tokens, slot, settled: false }, view: viewOf(st, nowMs) };
         }
         if (st.growing) {
           await st.growing.catch(() => {});
           continue;
         }
-        if (st.refusedUsed && st.refusedUntilMs > nowMs) {
-          const reason = refusing(st, need, st.refusedUsed);
-          if (reason) return refusal(st, reason, nowMs);
+        if (st.refusedRow && st.refusedUntilMs > nowMs) {
+          const reason = refusing(st, need, st.refusedRow, nowMs);
+          if (reason) return refusal(st, reason, need, nowMs);
         }
         const growth = grow(st, need, tokens);
         st.growing = growth;
@@ -314,9 +355,12 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
         } finally {
           st.growing = undefined;
         }
-        if (st.refusedUsed && st.window === windowStartOf(clock.now().getTime())) {
-          const reason = refusing(st, needs(st, tokens), st.refusedUsed);
-          if (reason) return refusal(st, reason, clock.now().getTime());
+        grown = true;
+        if (st.refusedRow) {
+          const later = clock.now().getTime();
+          const now = needs(st, tokens);
+          const reason = refusing(st, now, st.refusedRow, later);
+          if (reason) return refusal(st, reason, now, later);
         }
       }
     },
@@ -332,39 +376,21 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
       const st = ticket.state;
       st.inflight--;
       st.lastUsedMs = clock.now().getTime();
-      if (st.window === ticket.window && st.limits.tokensPerMinute !== null) st.freeTokens += ticket.tokens - (tokens ?? 0);
+      if (st.limits.tokensPerMinute !== null) st.freeTokens += ticket.tokens - (tokens ?? 0);
       if (!ticket.slot) return;
       if (st.slotsInUse > 0) st.slotsInUse--;
       const spare = st.heldSlots - st.slotsInUse;
-      if (spare > 0 && !st.growing && !st.released && st.usedSlots >= st.limits.concurrentCalls!) {
+      if (spare > 0 && !st.growing && !st.released && st.row.concurrent >= st.limits.concurrentCalls!) {
         st.heldSlots -= spare;
-        st.usedSlots -= spare;
-        const done = repo
-          .giveBack({
-            id: st.id,
-            accessId: st.target.accessId,
-            windowStart: new Date(st.window),
-            requests: 0,
-            tokens: 0,
-            concurrent: spare,
-          })
-          .catch((err: Error) => {
-            logger.error({
-              msg: 'could not give back a rate-limit slot; it returns after the TTL',
-              accessId: st.target.accessId,
-              error: err.message,
-            });
-          })
-          .finally(() => releases.delete(done));
-        releases.add(done);
+        st.row.concurrent -= spare;
+        void giveBack(st, 0, 0, spare, 'a rate-limit slot; it returns after the TTL');
       }
     },
 
     /** Where the access's limits stand as this process knows them; undefined when it has admitted nothing for it lately. */
     view(accessId: string): RateView | undefined {
       const st = states.get(accessId);
-      if (!st || st.window !== windowStartOf(clock.now().getTime())) return undefined;
-      return viewOf(st);
+      return st ? viewOf(st, clock.now().getTime()) : undefined;
     },
 
     /** Gives back everything held unused (tests, shutdown). */

@@ -1,9 +1,11 @@
 /**
  * Rate limits of a plan (docs/rate-limits.md) and what an answer says of them.
- * Requests and tokens are counted per fixed minute window (aligned to the UTC
- * minute); concurrent calls are counted while they run.
+ * Requests and tokens are limited by GCRA (the generic cell rate algorithm): each
+ * unit takes 60000 / limit ms of a schedule whose end is the theoretical arrival
+ * time (TAT); a call fits when the schedule, with its units added, ends at most a
+ * minute from now. So `limit` units may be used at once, and they come back
+ * continuously at the limit's pace. Concurrent calls are counted while they run.
  */
-
 /** A plan's limits; null: that dimension has none. */
 export interface RateLimits {
   requestsPerMinute: number | null;
@@ -11,13 +13,16 @@ export interface RateLimits {
   concurrentCalls: number | null;
 }
 
+/** The span a limit is stated over: `limit` units per minute. */
 export const WINDOW_MS = 60_000;
+/** Slack for the float arithmetic of schedules (a unit is never refused for a rounding error). */
+const EPSILON = 1e-6;
 
 /** Where one windowed limit stands. */
 interface WindowState {
   limit: number;
   remaining: number;
-  /** When the window ends and the figure is whole again. */
+  /** When the whole limit is free again (the schedule's end). */
   resetAt: Date;
 }
 
@@ -28,7 +33,26 @@ export interface RateView {
   concurrent?: { limit: number; remaining: number };
 }
 
-export const windowStartOf = (ms: number): number => Math.floor(ms / WINDOW_MS) * WINDOW_MS;
+/** How many units a schedule ending at `tat`, made at `limit` units a minute, has in use at `nowMs` (fractional). */
+export function inUse(tat: number, limit: number, nowMs: number): number {
+  return tat > nowMs ? ((tat - nowMs) * limit) / WINDOW_MS : 0;
+}
+
+/** What is left of `limit` with `used` in use, in whole units. */
+export function remainingOf(limit: number, used: number): number {
+  return Math.max(0, Math.floor(limit - used + EPSILON));
+}
+
+/** When `used` units have drained at `limit` a minute and the whole limit is free again. */
+export function resetAtOf(used: number, limit: number, nowMs: number): Date {
+  return new Date(nowMs + Math.ceil((used * WINDOW_MS) / limit));
+}
+
+/** Whole seconds (at least 1) until `units` more fit beside `used` units in use, at `limit` a minute. */
+export function secondsUntilFit(used: number, limit: number, units: number): number {
+  const waitMs = ((used + units - limit) * WINDOW_MS) / limit;
+  return Math.max(1, Math.ceil(waitMs / 1000 - EPSILON));
+}
 
 export function hasLimits(l: RateLimits | null | undefined): l is RateLimits {
   return !!l && (l.requestsPerMinute !== null || l.tokensPerMinute !== null || l.concurrentCalls !== null);
@@ -83,21 +107,23 @@ export function rateHeaders(view: RateView | undefined, nowMs: number, out: stri
 export function viewOfWindow(
   limits: RateLimits,
   row:
-    { window_start: Date | null; requests: bigint | number | null; tokens: bigint | number | null; concurrent: number | null } | undefined,
+    | {
+        requests_tat: number | null;
+        requests_limit: number | null;
+        tokens_tat: number | null;
+        tokens_limit: number | null;
+        concurrent: number | null;
+      }
+    | undefined,
   nowMs: number,
 ): RateView {
-  const w = windowStartOf(nowMs);
-  const current = row?.window_start?.getTime() === w;
-  const resetAt = new Date(w + WINDOW_MS);
   const view: RateView = {};
-  if (limits.requestsPerMinute !== null) {
-    const used = current ? Number(row.requests ?? 0) : 0;
-    view.requests = { limit: limits.requestsPerMinute, remaining: Math.max(0, limits.requestsPerMinute - used), resetAt };
-  }
-  if (limits.tokensPerMinute !== null) {
-    const used = current ? Number(row.tokens ?? 0) : 0;
-    view.tokens = { limit: limits.tokensPerMinute, remaining: Math.max(0, limits.tokensPerMinute - used), resetAt };
-  }
+  const state = (limit: number, tat: number | null | undefined, scheduledAt: number | null | undefined) => {
+    const used = inUse(Number(tat ?? 0), scheduledAt ?? limit, nowMs);
+    return { limit, remaining: remainingOf(limit, used), resetAt: resetAtOf(used, limit, nowMs) };
+  };
+  if (limits.requestsPerMinute !== null) view.requests = state(limits.requestsPerMinute, row?.requests_tat, row?.requests_limit);
+  if (limits.tokensPerMinute !== null) view.tokens = state(limits.tokensPerMinute, row?.tokens_tat, row?.tokens_limit);
   if (limits.concurrentCalls !== null) {
     view.concurrent = { limit: limits.concurrentCalls, remaining: Math.max(0, limits.concurrentCalls - (row?.concurrent ?? 0)) };
   }

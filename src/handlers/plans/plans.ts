@@ -21,6 +21,8 @@ import type {
   PublishPlanResponses,
   PublishPlanStrategyData,
   PublishPlanStrategyResponses,
+  SetPlanRateLimitsData,
+  SetPlanRateLimitsResponses,
   UpdatePlanData,
   UpdatePlanResponses,
 } from '../../../generated/client/types.gen.js';
@@ -44,6 +46,9 @@ export function planHandlers({ plans }: Services): HandlerMap {
     }),
     updatePlan: handler<UpdatePlanData, UpdatePlanResponses>(async ({ actor, path, body }) =>
       ok(toPlanDto(await plans.updatePlan(actor, path.planId, body))),
+    ),
+    setPlanRateLimits: handler<SetPlanRateLimitsData, SetPlanRateLimitsResponses>(async ({ actor, path, body }) =>
+      ok(toPlanDto(await plans.setRateLimits(actor, path.planId, body))),
     ),
     publishPlan: handler<PublishPlanData, PublishPlanResponses>(async ({ actor, path }) =>
       ok(toPlanDto(await plans.publishPlan(actor, path.planId))),
