@@ -54,11 +54,6 @@ export interface Overrides {
   domain?: Domain;
   /** Traces go to this tracer (tests: an in-memory exporter's) instead of the configured one. */
   tracer?: Tracer;
-  /**
-   * Told of every route breaker transition this process makes (src/gateway/route-registry.ts): where
-   * provider_connection.unhealthy / .recovered events are emitted from.
-   */
-  onBreakerTransition?: (transition: BreakerTransition) => void;
 }
 
 export interface NexusApp {
@@ -238,7 +233,7 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     changes: services.changes,
     metrics,
     checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
-    onBreakerTransition: overrides.onBreakerTransition,
+    onBreakerTransition: (transition) => announceBreaker(services.events, db, logger, transition),
   });
   const gateway = createGateway({
     parts: gatewayParts,
@@ -443,4 +438,20 @@ export async function announceRootKey(nexus: NexusApp, config: Config): Promise<
       msg: 'a root Management Key exists: it was printed once, on the first start. Lost it? Set NEXUS_MANAGEMENT_KEY to use a key of your own',
     });
   }
+}
+
+/**
+ * A route breaker that opens on a healthy target is `provider_connection.unhealthy`; one that closes again is
+ * `.recovered` (docs/events.md). Written by the process that made the transition, off the call's path: a failure
+ * to write it is logged, never the call's.
+ */
+function announceBreaker(events: Services['events'], db: Db, logger: Logger, t: BreakerTransition): void {
+  const data = { providerConnectionId: t.connectionId, source: 'breaker' as const, routeId: t.routeId };
+  const written =
+    t.to === 'open' && t.from === 'closed'
+      ? events.emit(db, t.workspaceId, 'provider_connection.unhealthy', data)
+      : t.to === 'closed' && t.from !== 'closed'
+        ? events.emit(db, t.workspaceId, 'provider_connection.recovered', data)
+        : null;
+  written?.catch((err: Error) => logger.warn({ msg: 'could not write a breaker event', routeId: t.routeId, error: err.message }));
 }

@@ -43,7 +43,7 @@ import { createKeyHasher, IDEMPOTENCY_HASH_LABEL } from './security/key-hash.js'
 import { createSecretBox } from './security/secret-box.js';
 import { createWorkspaceRepo } from './workspaces/workspace-repo.js';
 import { createBudgetRepo } from './budgets/budget-repo.js';
-import { createBudgetService, type BudgetCrossing } from './budgets/budget-service.js';
+import { createBudgetService } from './budgets/budget-service.js';
 import { createPriceRepo } from './prices/price-repo.js';
 import { createPriceService } from './prices/price-service.js';
 import { createWorkspaceService } from './workspaces/workspace-service.js';
@@ -59,8 +59,6 @@ export interface ServiceDeps {
   logger: Logger;
   /** The outside world, replaceable in tests. */
   fetch: typeof fetch;
-  /** Told of each budget level crossed, once per window (the hook for a `workspace.budget_crossed` event). */
-  onBudgetCrossed?: ((crossing: BudgetCrossing) => void) | undefined;
 }
 
 export function createDomain(deps: ServiceDeps) {
@@ -165,7 +163,7 @@ export function createDomain(deps: ServiceDeps) {
     audit,
     changes,
     clock,
-    onBudgetCrossed: deps.onBudgetCrossed,
+    events,
   });
 
   const services = {

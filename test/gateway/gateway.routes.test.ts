@@ -8,11 +8,19 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RouteDto } from '../../generated/client/types.gen.js';
-import { createProviderConnection, createRoute, getInvocation, getRouteHealth, listInvocations } from '../support/sdk.js';
+import {
+  createProviderConnection,
+  createRoute,
+  createWebhookEndpoint,
+  getInvocation,
+  getRouteHealth,
+  listInvocations,
+  listWebhookMessages,
+} from '../support/sdk.js';
 import { refusedUrl, startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startFaultyUpstream, type FaultMode, type FaultyUpstream } from '../support/upstreams/faulty.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let good: FakeUpstream;
@@ -238,7 +246,13 @@ describe('the circuit breaker', () => {
     expect(bad.up.calls).toBe(1);
   });
 
-  it('after its cooldown, one real call probes the target and closes the breaker', async () => {
+  it('after its cooldown, one real call probes the target and closes the breaker; each change is one event', async () => {
+    const endpoint = await createWebhookEndpoint({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: { url: 'http://127.0.0.1:9/hooks', eventTypes: ['provider_connection.unhealthy', 'provider_connection.recovered'] },
+    });
+    expect(endpoint.response.status).toBe(201);
     const flaky = await faultyTarget('status-500');
     const route = await routeOf({
       targets: [{ providerConnectionId: flaky.id }, { providerConnectionId: tenant.connectionId }],
@@ -252,6 +266,22 @@ describe('the circuit breaker', () => {
     expect(probe.response.headers.get('x-nexus-served-by')).toBe(flaky.id);
     const health = await getRouteHealth({ client: t.client, path: { routeId: route.id } });
     expect(health.data!.targets[0]).toMatchObject({ breakerState: 'closed' });
+
+    // The breaker's opening and closing, each once, as events for the application (docs/events.md).
+    let events: { type: string; data: unknown }[] = [];
+    await until(async () => {
+      const messages = await listWebhookMessages({
+        client: t.client,
+        path: { webhookEndpointId: endpoint.data!.id },
+        query: { limit: 100 },
+      });
+      events = messages
+        .data!.map((m) => m.payload)
+        .filter((e) => (e.data as { providerConnectionId?: string }).providerConnectionId === flaky.id);
+      return events.length >= 2;
+    }, 3000);
+    expect(events.map((e) => e.type).sort()).toEqual(['provider_connection.recovered', 'provider_connection.unhealthy']);
+    for (const e of events) expect(e.data).toMatchObject({ source: 'breaker', routeId: route.id });
   });
 });
 

@@ -9,6 +9,7 @@ import { SECRET_MARKER } from '../security/secret-marker.js';
 import {
   closeModelPrice,
   createModelPrice,
+  createWebhookEndpoint,
   getInvocation,
   getUsageSummary,
   getWorkspaceBudget,
@@ -16,6 +17,7 @@ import {
   listInvocations,
   listModelPrices,
   listUsageEvents,
+  listWebhookMessages,
   setWorkspaceBudget,
   updateWorkspace,
 } from '../support/sdk.js';
@@ -321,6 +323,12 @@ describe('workspace budgets', () => {
       body: { period: 'DAY', softLimitMicros: '5000', hardLimitMicros: '10000' },
     });
     expect(set.data).toMatchObject({ spentMicros: '0', softCrossed: false, hardCrossed: false, currency: 'USD' });
+    const endpoint = await createWebhookEndpoint({
+      client: t.client,
+      path,
+      body: { url: 'http://127.0.0.1:9/hooks', eventTypes: ['workspace.budget_crossed'] },
+    });
+    expect(endpoint.response.status).toBe(201);
 
     // A second Nexus on the same database: it has admitted a call already, so its lookup of the key is cached.
     const other = await t.withEnv({});
@@ -347,6 +355,25 @@ describe('workspace budgets', () => {
       expect(refused.status).toBe(402);
       expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('workspace_budget_exceeded');
       expect(refused.headers.get('x-should-retry')).toBe('false');
+      // Each level crossed is one workspace.budget_crossed event, written with the crossing (docs/events.md).
+      const messages = await listWebhookMessages({
+        client: t.client,
+        path: { webhookEndpointId: endpoint.data!.id },
+        query: { limit: 100 },
+      });
+      expect(messages.data!).toHaveLength(2);
+      expect(messages.data!.map((m) => m.payload)).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({
+            type: 'workspace.budget_crossed',
+            data: expect.objectContaining({ level: 'hard', limitMicros: '10000', currency: 'USD' }),
+          }),
+          expect.objectContaining({
+            type: 'workspace.budget_crossed',
+            data: expect.objectContaining({ level: 'soft', limitMicros: '5000', currency: 'USD' }),
+          }),
+        ]),
+      );
 
       // The other process: told by the change feed, it refuses too (within the bound docs/pricing.md gives).
       const otherBase = tenant.gatewayBaseUrl.replace(t.url, other.url);

@@ -25,6 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createBillingConnection,
   createRoute,
+  createModelPrice,
   createBillingProductMapping,
   configureBillingWebhookSecret,
   createWebhookEndpoint,
@@ -59,6 +60,7 @@ interface Fixtures {
   webhookEndpointId: string;
   messageId: string;
   routeId: string;
+  priceId: string;
   apiKey: string;
   webhookSecret: string;
 }
@@ -81,6 +83,7 @@ const NOT_FOUND: Record<Param, string> = {
   webhookEndpointId: 'webhook_endpoint_not_found',
   messageId: 'webhook_message_not_found',
   routeId: 'gateway_route_not_found',
+  priceId: 'price_not_found',
 };
 
 const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:00:00Z' };
@@ -121,6 +124,9 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     createWebhookEndpoint: { url: 'http://127.0.0.1:9/hooks' },
     updateWebhookEndpoint: { description: 'hijacked' },
     replayFailedWebhookMessages: { since: PERIOD.periodStart },
+    createModelPrice: { modelPattern: 'sweep-*', inputPerMillion: '1', outputPerMillion: '1', effectiveFrom: PERIOD.periodStart },
+    importModelPrices: { prices: { 'sweep-model': { input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 } } },
+    setWorkspaceBudget: { period: 'DAY', hardLimitMicros: '1' },
     syncWorkspaceAccessBillingPeriod: {
       billingConnectionId: a.connectionId,
       externalPeriodId: 'sweep',
@@ -227,8 +233,15 @@ async function fixtures(name: string): Promise<Fixtures> {
     body: { name: 'sweep', targets: [{ providerConnectionId: tenant.connectionId }] },
   });
   expect(route.response.status).toBe(201);
+  const price = await createModelPrice({
+    client: t.client,
+    path: { workspaceId },
+    body: { modelPattern: 'gpt-*', inputPerMillion: '2.5', outputPerMillion: '10', effectiveFrom: PERIOD.periodStart },
+  });
+  expect(price.response.status).toBe(201);
   const fixture: Fixtures = {
-    routeId: route.data!.id,
+    priceId: price.data.id,
+    routeId: route.data.id,
     workspaceId,
     providerConnectionId: tenant.connectionId,
     planId,
@@ -249,14 +262,21 @@ async function fixtures(name: string): Promise<Fixtures> {
   return fixture;
 }
 
+/** The query an operation requires (so the request reaches the workspace check). */
+const QUERIES: Record<string, string> = {
+  exportInvocations: `?since=${PERIOD.periodStart}&until=${PERIOD.periodEnd}`,
+  exportUsageSummary: `?since=${PERIOD.periodStart}&until=${PERIOD.periodEnd}`,
+};
+
 /** The request path with A's resources in it. */
 function pathFor(op: Operation, f: Fixtures): string {
-  return op.path.replace(/\{(\w+)\}/g, (_, name: string) => {
+  const path = op.path.replace(/\{(\w+)\}/g, (_, name: string) => {
     if (name === 'providerPath') return 'v1/chat/completions';
     const value = f[name as Param];
     if (!value) throw new Error(`${op.operationId}: no fixture for path parameter ${name}`);
     return value;
   });
+  return path + (QUERIES[op.operationId] ?? '');
 }
 
 const firstParam = (op: Operation) => /\{(\w+)\}/.exec(op.path)?.[1] as Param | undefined;

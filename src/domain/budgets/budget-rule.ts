@@ -21,7 +21,7 @@ export function budgetWindow(period: BudgetPeriod, at: Date): BudgetWindow {
   return { start: new Date(Date.UTC(y, m, 1)), end: new Date(Date.UTC(y, m + 1, 1)) };
 }
 
-export type BudgetLevel = 'soft' | 'hard';
+type BudgetLevel = 'soft' | 'hard';
 
 export interface BudgetLevels {
   softCrossed: boolean;

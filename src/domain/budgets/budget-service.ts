@@ -12,9 +12,10 @@ import { AppError } from '../../errors.js';
 import type { Actor, Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
+import type { Events } from '../events/outbox.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { BudgetPeriod, BudgetRepo, BudgetRow } from './budget-repo.js';
-import { budgetLevels, budgetWindow, type BudgetLevel, type BudgetWindow } from './budget-rule.js';
+import { budgetLevels, budgetWindow, type BudgetWindow } from './budget-rule.js';
 
 const MICROS = /^(0|[1-9][0-9]{0,18})$/;
 const MAX_MICROS = 9_223_372_036_854_775_807n;
@@ -34,18 +35,6 @@ export interface BudgetView {
   hardCrossed: boolean;
 }
 
-/** A level crossed, once per window: what the events of a workspace (`workspace.budget_crossed`) report. */
-export interface BudgetCrossing {
-  workspaceId: string;
-  level: BudgetLevel;
-  period: BudgetPeriod;
-  limitMicros: bigint;
-  spentMicros: bigint;
-  currency: string;
-  windowStart: Date;
-  windowEnd: Date;
-}
-
 function limitOf(value: string | undefined, param: string): bigint | null {
   if (value === undefined) return null;
   if (!MICROS.test(value) || BigInt(value) > MAX_MICROS) {
@@ -63,14 +52,13 @@ export function createBudgetService(deps: {
   audit: AuditService;
   changes: ChangeFeed;
   clock: Clock;
-  /** Told of each level crossed, once per window, after the change is committed. */
-  onBudgetCrossed?: ((crossing: BudgetCrossing) => void) | undefined;
+  /** Each level crossed, once per window, is a `workspace.budget_crossed` event, written with the crossing. */
+  events: Events;
 }) {
-  const { db, budgetRepo, workspaces, audit, changes, clock, onBudgetCrossed } = deps;
+  const { db, budgetRepo, workspaces, audit, changes, clock, events } = deps;
 
-  /** Applies the rule to the locked budgets `rows` at `now`; returns the crossings (to report after commit) and views. */
+  /** Applies the rule to the locked budgets `rows` at `now`, in `tx`: the new state, its events and the views. */
   async function apply(rows: BudgetRow[], currencyOf: (workspaceId: string) => Promise<string>, now: Date, tx: Queryable) {
-    const crossings: BudgetCrossing[] = [];
     const views: BudgetView[] = [];
     for (const budget of rows) {
       const window = budgetWindow(budget.period, now);
@@ -88,15 +76,12 @@ export function createBudgetService(deps: {
       }
       const currency = await currencyOf(budget.workspace_id);
       for (const level of levels.newlyCrossed) {
-        crossings.push({
-          workspaceId: budget.workspace_id,
+        const limitMicros = (level === 'soft' ? budget.soft_micros : budget.hard_micros)!;
+        await events.emit(tx, budget.workspace_id, 'workspace.budget_crossed', {
           level,
-          period: budget.period,
-          limitMicros: (level === 'soft' ? budget.soft_micros : budget.hard_micros)!,
-          spentMicros: spent,
+          limitMicros: `${limitMicros}`,
+          spentMicros: `${spent}`,
           currency,
-          windowStart: window.start,
-          windowEnd: window.end,
         });
       }
       views.push({
@@ -108,11 +93,7 @@ export function createBudgetService(deps: {
         hardCrossed: levels.hardCrossed,
       });
     }
-    return { crossings, views };
-  }
-
-  function report(crossings: BudgetCrossing[]): void {
-    if (onBudgetCrossed) for (const c of crossings) onBudgetCrossed(c);
+    return views;
   }
 
   const currencyIn = (tx: Queryable) => (workspaceId: string) => budgetRepo.currencyOf(workspaceId, tx);
@@ -131,7 +112,7 @@ export function createBudgetService(deps: {
     async set(actor: Actor, workspaceId: string, input: SetBudgetInput): Promise<BudgetView> {
       const soft = limitOf(input.softLimitMicros, 'softLimitMicros');
       const hard = limitOf(input.hardLimitMicros, 'hardLimitMicros');
-      const { view, crossings } = await db.transaction(async (tx) => {
+      const view = await db.transaction(async (tx) => {
         await workspaces.requireWritable(actor, workspaceId, tx);
         const now = clock.now();
         const [current] = await budgetRepo.lock([workspaceId], tx);
@@ -149,15 +130,14 @@ export function createBudgetService(deps: {
           tx,
         );
         // The new levels apply at once: a budget set below what was spent already refuses the next call.
-        const { crossings, views } = await apply([saved], currencyIn(tx), now, tx);
+        const views = await apply([saved], currencyIn(tx), now, tx);
         await audit.record(
           actor,
           { action: 'workspace.budget_set', resourceType: 'workspace', resourceId: workspaceId, workspaceId, changes: { ...input } },
           tx,
         );
-        return { view: views[0]!, crossings };
+        return views[0]!;
       });
-      report(crossings);
       return view;
     },
 
@@ -165,11 +145,10 @@ export function createBudgetService(deps: {
     async checkSpend(workspaceIds: string[]): Promise<void> {
       const budgeted = await budgetRepo.withBudgets(workspaceIds);
       if (!budgeted.length) return;
-      const crossings = await db.transaction(async (tx) => {
+      await db.transaction(async (tx) => {
         const rows = await budgetRepo.lock(budgeted, tx);
-        return (await apply(rows, currencyIn(tx), clock.now(), tx)).crossings;
+        await apply(rows, currencyIn(tx), clock.now(), tx);
       });
-      report(crossings);
     },
   };
 }
