@@ -1588,7 +1588,10 @@ export type WorkspaceBudgetCrossedEvent = {
  */
 export type WorkspaceBudgetCrossedEventData = {
     level: 'soft' | 'hard';
-    budgetId?: string;
+    /**
+     * The budget's window (UTC).
+     */
+    period: 'DAY' | 'MONTH';
     limitMicros: Int64String;
     spentMicros: Int64String;
     currency: string;

@@ -366,7 +366,7 @@ describe('workspace budgets', () => {
         expect.arrayContaining([
           expect.objectContaining({
             type: 'workspace.budget_crossed',
-            data: expect.objectContaining({ level: 'hard', limitMicros: '10000', currency: 'USD' }),
+            data: expect.objectContaining({ level: 'hard', period: 'DAY', limitMicros: '10000', currency: 'USD' }),
           }),
           expect.objectContaining({
             type: 'workspace.budget_crossed',

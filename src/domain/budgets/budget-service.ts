@@ -79,6 +79,7 @@ export function createBudgetService(deps: {
         const limitMicros = (level === 'soft' ? budget.soft_micros : budget.hard_micros)!;
         await events.emit(tx, budget.workspace_id, 'workspace.budget_crossed', {
           level,
+          period: budget.period,
           limitMicros: `${limitMicros}`,
           spentMicros: `${spent}`,
           currency,
