@@ -37,7 +37,13 @@ export interface EventData {
   'access.status_changed': { workspaceAccessId: string; from: string; to: string; reason: AccessChangeReason };
   'inference_key.expiring': { inferenceKeyId: string; workspaceAccessId: string; expiresAt: string };
   'inference_key.revoked': { inferenceKeyId: string; workspaceAccessId: string };
-  'workspace.budget_crossed': { level: 'soft' | 'hard'; period: 'DAY' | 'MONTH'; limitMicros: string; spentMicros: string; currency: string };
+  'workspace.budget_crossed': {
+    level: 'soft' | 'hard';
+    period: 'DAY' | 'MONTH';
+    limitMicros: string;
+    spentMicros: string;
+    currency: string;
+  };
   'provider_connection.unhealthy': {
     providerConnectionId: string;
     source: 'verification' | 'breaker';
