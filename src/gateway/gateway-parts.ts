@@ -169,7 +169,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
       rates.close();
       unsubscribe();
       unlearn();
-      routes.close();
+      await routes.close();
       cache.close();
       await pools.close();
       if (owned) await db.destroy();

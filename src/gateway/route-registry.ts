@@ -83,12 +83,22 @@ export function createRouteRegistry(deps: {
   const report = (err: Error) => {
     if (!closed) logger.warn({ msg: 'could not read routes', error: err.message });
   };
+  // The reads under way, which close() waits for: none outlives the database it reads.
+  const reading = new Set<Promise<void>>();
+  const read = (work: Promise<unknown>): void => {
+    const p: Promise<void> = work.then(() => undefined, report).finally(() => reading.delete(p));
+    reading.add(p);
+  };
   const unsubscribe = deps.changes.subscribe((change) => {
-    if (change === null) loadRoutes().catch(report);
-    else if (change.kind === 'route') loadRoutes(change.id).catch(report);
+    if (change === null) read(loadRoutes());
+    else if (change.kind === 'route') read(loadRoutes(change.id));
   });
+  // One poll at a time.
+  let polling = false;
   const timer = setInterval(() => {
-    Promise.all([loadRoutes(), loadBreakers()]).catch(report);
+    if (polling) return;
+    polling = true;
+    read(Promise.all([loadRoutes(), loadBreakers()]).finally(() => (polling = false)));
   }, deps.pollMs ?? 250);
   timer.unref();
 
@@ -231,11 +241,12 @@ export function createRouteRegistry(deps: {
       return () => hooks.delete(hook);
     },
 
-    close(): void {
+    async close(): Promise<void> {
       closed = true;
       clearInterval(timer);
       unsubscribe();
       hooks.clear();
+      await Promise.all(reading);
     },
   };
 }
