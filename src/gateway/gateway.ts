@@ -25,22 +25,22 @@ import type { SecretBox } from '../domain/security/secret-box.js';
 import { AppError, toAppError } from '../errors.js';
 import type { RequestLocals } from '../web/locals.js';
 import { traceIdOf, type Tracer } from '../observability/tracing.js';
-import { answerHeaders, sendError } from './answers.js';
-import { authorizeCall, upstreamOf, type CacheEntry } from './auth-cache.js';
+import { sendError } from './answers.js';
+import { authorizeCall, type CacheEntry } from './auth-cache.js';
 import { operationOf } from './call-report.js';
 import { CallTrace, failed } from './call-trace.js';
 import type { AuthRow } from './call-repo.js';
-import { assertIdentityEncoding, credentialOf, readBody, upstreamSearch } from './client-request.js';
+import { assertIdentityEncoding, credentialOf, readBody } from './client-request.js';
 import type { GatewayParts } from './gateway-parts.js';
-import { rawHeader, upstreamHeaders } from './headers.js';
+import { rawHeader } from './headers.js';
 import { filterModelList } from './inspectors.js';
 import { meOf } from './me.js';
 import type { MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';
 import { checkSlashesFor, parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { foreignProtocolOf, protocolOf, protocolOfPath } from './protocols/index.js';
-import { Relay } from './relay.js';
 import { createRouteCalls, routeProfile, usableTargets } from './route-call.js';
+import { createUpstreamAttempts, type CallContext } from './upstream-attempt.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -48,17 +48,6 @@ const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
 const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
 /** The end user's self-service read under a connection's gatewayBaseUrl: `/providers/{id}/v1/me`. */
 const ME_ROUTE = 'v1/me';
-
-/** Sets a header of undici's list (name, value, ...; names in lower case), replacing the one there. */
-function setHeader(headers: string[], name: string, value: string): void {
-  for (let i = 0; i < headers.length; i += 2) {
-    if (headers[i] === name) {
-      headers[i + 1] = value;
-      return;
-    }
-  }
-  headers.push(name, value);
-}
 
 export interface GatewayDeps {
   /** The process-wide parts (gateway-parts.ts). */
@@ -75,7 +64,8 @@ export interface GatewayDeps {
 export function createGateway(deps: GatewayDeps) {
   const { config, clock, quota, rates, secretBox, tracer, parts } = deps;
   const { cache, pools, meter } = parts;
-  const routeCalls = createRouteCalls({ config, clock, secretBox, pools, registry: parts.routes, metrics: parts.routeMetrics });
+  const attempts = createUpstreamAttempts({ clock, secretBox, pools });
+  const routeCalls = createRouteCalls({ config, clock, attempts, registry: parts.routes, metrics: parts.routeMetrics });
 
   /** A gateway request; `locals` carries its request id and arrival time (the request observer's). */
   async function handle(req: IncomingMessage, res: ServerResponse, locals: RequestLocals): Promise<void> {
@@ -179,9 +169,9 @@ export function createGateway(deps: GatewayDeps) {
       } else {
         await call.passthrough(raw, startedAt);
       }
-      if (route)
-        await routeCalls.relayRoute(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace, route, usable!);
-      else await relay(req, res, locals, call, target, call.prepared?.body ?? raw, rewriteJson, trace);
+      const ctx: CallContext = { req, res, locals, call, target, rewriteJson, trace };
+      if (route) await routeCalls.relayRoute(ctx, call.prepared?.body ?? raw, route, usable!);
+      else await relay(ctx, call.prepared?.body ?? raw);
     } catch (err) {
       const row = call ? call.entry.row : looked;
       sendError(
@@ -251,51 +241,15 @@ export function createGateway(deps: GatewayDeps) {
   }
 
   /** The upstream call, its answer relayed to the client; the call is told how it ended. */
-  async function relay(
-    req: IncomingMessage,
-    res: ServerResponse,
-    locals: RequestLocals,
-    call: MeteredCall,
-    target: GatewayTarget,
-    body: Buffer,
-    rewriteJson: ((text: string) => string) | undefined,
-    trace: CallTrace | undefined,
-  ): Promise<void> {
-    const auth = call.auth;
-    const upstream = upstreamOf(call.entry, auth, secretBox);
-    const protocol = protocolOf(auth.protocol_profile!);
-    const base = upstream.baseUrl;
-    const path = `${base.pathname.replace(/\/$/, '')}/${target.providerPath}${upstreamSearch(target.search)}`;
-    const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, body.length);
-    // A signed protocol (bedrock.ts, SigV4) signs the request as it goes upstream.
-    if (protocol.signRequest) await protocol.signRequest(upstream.apiKey, { method: req.method!, url: new URL(path, base), body, headers });
-    // Traces on: the upstream's spans become children of the upstream call's (the client's traceparent is replaced).
-    if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(protocol, call.inspector, req.method!, base));
-    const relay = new Relay(res, {
-      requestId: locals.requestId,
-      answerHeaders: answerHeaders(locals.requestId, call, clock.now().getTime()),
-      inspector: call.inspector,
-      prepared: call.prepared,
-      maskedKey: upstream.maskedKey,
-      watcher: call,
-      rewriteJson,
-    });
-    // The answer's status is the upstream's once it began, unless the gateway refuses the answer instead.
-    let refused = false;
-    locals.upstreamAnswered = () => relay.status !== undefined && !refused;
-    call.started(relay, clock.now());
-    await relay.start(pools.get(base), {
-      method: req.method!,
-      path,
-      headers,
+  async function relay(ctx: CallContext, body: Buffer): Promise<void> {
+    const { call } = ctx;
+    await attempts.start(ctx, {
+      entry: call.entry,
+      providerPath: ctx.target.providerPath,
       body,
-      timeoutMs: auth.upstream_timeout_ms ?? config.upstreamTimeoutMs,
+      timeoutMs: call.auth.upstream_timeout_ms ?? config.upstreamTimeoutMs,
     });
-    const refusal = call.answered();
-    if (refusal) {
-      refused = true;
-      sendError(res, locals, refusal, call.inspector !== undefined, call.view, call.rateView, clock.now().getTime(), protocol);
-    }
+    attempts.answer(ctx, protocolOf(call.auth.protocol_profile!));
   }
 
   return {

@@ -68,7 +68,7 @@ export interface RelayOptions {
   failover?: Failover | undefined;
 }
 
-interface Failover {
+export interface Failover {
   retryOn: ReadonlySet<number>;
   /** A stream's first-token deadline, from the request's start (none: no deadline). */
   firstTokenMs: number | undefined;

@@ -11,27 +11,18 @@
  * target. Once a byte has reached the client, the attempt is the call's answer, whatever follows. Each
  * attempt tells the target's breaker how it went (route-registry.ts).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/actor.js';
 import { bodyShapeOf } from '../domain/routes/route-service.js';
 import type { RouteRow, RouteTarget } from '../domain/routes/route-types.js';
-import type { SecretBox } from '../domain/security/secret-box.js';
 import { AppError } from '../errors.js';
-import type { RequestLocals } from '../web/locals.js';
-import { answerHeaders, sendError } from './answers.js';
-import { upstreamOf, type CacheEntry } from './auth-cache.js';
-import type { CallTrace } from './call-trace.js';
-import { upstreamSearch } from './client-request.js';
-import { upstreamHeaders } from './headers.js';
-import type { MeteredCall } from './metered-call.js';
-import type { GatewayTarget } from './path-safety.js';
+import type { CacheEntry } from './auth-cache.js';
 import { protocolOf } from './protocols/index.js';
 import type { ProtocolProfile } from './protocols/protocol.js';
-import { Relay } from './relay.js';
+import type { Relay } from './relay.js';
 import { backoffMs, orderTargets } from './route-plan.js';
 import type { RouteRegistry } from './route-registry.js';
-import type { createUpstreamPools } from './upstreams.js';
+import type { CallContext, UpstreamAttempts } from './upstream-attempt.js';
 
 /** What a route's attempts are counted by (metrics): each attempt's outcome, a move to another target, the time spent waiting. */
 export interface RouteMetrics {
@@ -85,13 +76,12 @@ function noHealthyTarget(registry: RouteRegistry, route: RouteRow, now: Date, re
 export function createRouteCalls(deps: {
   config: Config;
   clock: Clock;
-  secretBox: SecretBox;
-  pools: ReturnType<typeof createUpstreamPools>;
+  attempts: UpstreamAttempts;
   registry: RouteRegistry;
   metrics?: RouteMetrics | undefined;
   random?: () => number;
 }) {
-  const { config, clock, secretBox, pools, registry, metrics } = deps;
+  const { config, clock, attempts: upstream, registry, metrics } = deps;
   const random = deps.random ?? Math.random;
 
   /** The targets a call tries, in order: by the strategy, open breakers skipped (or, all open, the least recently failed). */
@@ -110,18 +100,8 @@ export function createRouteCalls(deps: {
   }
 
   /** The call's attempts; returns once one answered (relayed) or throws the refusal when none could. */
-  async function relayRoute(
-    req: IncomingMessage,
-    res: ServerResponse,
-    locals: RequestLocals,
-    call: MeteredCall,
-    target: GatewayTarget,
-    body: Buffer,
-    rewriteJson: ((text: string) => string) | undefined,
-    trace: CallTrace | undefined,
-    route: RouteRow,
-    usable: Map<string, CacheEntry>,
-  ): Promise<void> {
+  async function relayRoute(ctx: CallContext, body: Buffer, route: RouteRow, usable: Map<string, CacheEntry>): Promise<void> {
+    const { res, call, target } = ctx;
     const started = clock.now();
     const candidates = candidatesOf(route, usable, started);
     if (!candidates.length) throw noHealthyTarget(registry, route, started);
@@ -138,49 +118,24 @@ export function createRouteCalls(deps: {
       if (attempts > 0) metrics?.fallback(route.id);
       const entry = usable.get(cid)!;
       const row = entry.row!;
-      const upstream = upstreamOf(entry, row, secretBox);
-      const protocol = protocolOf(row.protocol_profile!);
       const model = t.modelMap?.[requested] ?? requested;
       const sent = model !== requested ? withModel(body, model) : body;
       // An Azure target of an OpenAI-shaped route takes the OpenAI path under its v1 API (`openai/v1/...`), the deployment as `model`.
       const providerPath = row.protocol_profile === 'azure-openai' ? `openai/${target.providerPath}` : target.providerPath;
-      const base = upstream.baseUrl;
-      const path = `${base.pathname.replace(/\/$/, '')}/${providerPath}${upstreamSearch(target.search)}`;
       for (let n = 0; n < t.attempts; n++) {
         const last = ti === candidates.length - 1 && n === t.attempts - 1;
         attempts++;
-        const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, sent.length);
-        if (protocol.signRequest)
-          await protocol.signRequest(upstream.apiKey, { method: req.method!, url: new URL(path, base), body: sent, headers });
-        if (trace) {
-          const traceparent = trace.upstreamStarted(protocol, call.inspector, req.method!, base);
-          const i = headers.indexOf('traceparent');
-          if (i >= 0 && i % 2 === 0) headers[i + 1] = traceparent;
-          else headers.push('traceparent', traceparent);
-        }
-        const out = answerHeaders(locals.requestId, call, clock.now().getTime());
-        out.push('x-nexus-attempts', String(attempts), 'x-nexus-served-by', cid);
-        const relay = new Relay(res, {
-          requestId: locals.requestId,
-          answerHeaders: out,
-          inspector: call.inspector,
-          prepared: call.prepared,
-          maskedKey: upstream.maskedKey,
-          watcher: call,
-          rewriteJson,
-          failover: last ? undefined : { retryOn, firstTokenMs: t.firstTokenTimeoutMs },
-        });
-        let refused = false;
-        locals.upstreamAnswered = () => relay.status !== undefined && !refused;
-        call.started(relay, clock.now(), cid);
         registry.enter(cid);
+        let relay: Relay;
         try {
-          await relay.start(pools.get(base), {
-            method: req.method!,
-            path,
-            headers,
+          relay = await upstream.start(ctx, {
+            entry,
+            providerPath,
             body: sent,
             timeoutMs: t.timeoutMs ?? row.upstream_timeout_ms ?? config.upstreamTimeoutMs,
+            connectionId: cid,
+            answerHeaders: ['x-nexus-attempts', String(attempts), 'x-nexus-served-by', cid],
+            failover: last ? undefined : { retryOn, firstTokenMs: t.firstTokenTimeoutMs },
           });
         } finally {
           registry.leave(cid);
@@ -192,20 +147,7 @@ export function createRouteCalls(deps: {
           else if (!relay.clientGone && !relay.cancelReason)
             registry.failed(route, cid, relay.status !== undefined ? `http_${relay.status}` : 'upstream_unavailable');
           metrics?.attempt(route.id, cid, ok ? 'answered' : 'failed');
-          const refusal = call.answered();
-          if (refusal) {
-            refused = true;
-            sendError(
-              res,
-              locals,
-              refusal,
-              call.inspector !== undefined,
-              call.view,
-              call.rateView,
-              clock.now().getTime(),
-              protocolOf(routeProfile(row.protocol_profile!)),
-            );
-          }
+          upstream.answer(ctx, protocolOf(routeProfile(row.protocol_profile!)));
           return;
         }
         const failed = call.attemptFailed(model);
