@@ -2,8 +2,8 @@
  * The routes this process serves and their targets' circuit breakers (docs/routes.md), a process-wide part
  * (gateway-parts.ts).
  *
- * Routes are read whole and kept in memory: read again when the change feed names one (on commit here, by
- * NOTIFY elsewhere) and on every poll. Breakers: each process counts its own calls to a target (failures in
+ * Routes are read whole and kept in memory at start, and read again when the change feed names one (on
+ * commit here, by NOTIFY elsewhere) or starts afresh, as every other cached row is. Breakers: each process counts its own calls to a target (failures in
  * a row, and the error rate over a window); a transition (closed -> open -> half_open -> closed) is made by
  * one function, `transition`, which writes the state to route_breakers for every process and tells the
  * `onBreakerTransition` hook. Every process reads route_breakers each `pollMs` (default 250 ms), so a target
@@ -93,12 +93,13 @@ export function createRouteRegistry(deps: {
     if (change === null) read(loadRoutes());
     else if (change.kind === 'route') read(loadRoutes(change.id));
   });
-  // One poll at a time.
+  read(loadRoutes());
+  // The breakers change with calls, not through the change feed: polled, one poll at a time.
   let polling = false;
   const timer = setInterval(() => {
     if (polling) return;
     polling = true;
-    read(Promise.all([loadRoutes(), loadBreakers()]).finally(() => (polling = false)));
+    read(loadBreakers().finally(() => (polling = false)));
   }, deps.pollMs ?? 250);
   timer.unref();
 
