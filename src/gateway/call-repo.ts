@@ -178,8 +178,10 @@ with recorded as (
   on conflict (id) do nothing
   returning id, started_at, provider_connection_id, requested_model
 ), ${leaseCallSettlementCtes('$1', 'recorded')}
-select u.workspace_id, r.provider_connection_id as connection_id, u.model, u.cost_micros
-  from u join recorded r on r.id = u.invocation_id`;
+select u.workspace_id, r.provider_connection_id as connection_id, u.model, sum(u.cost_micros) as cost_micros,
+       count(*) filter (where u.cost_micros is null) as unpriced
+  from u join recorded r on r.id = u.invocation_id
+ group by u.workspace_id, r.provider_connection_id, u.model`;
 
 /**
  * Calls in flight (the JSON array at placeholder `calls`) on the leases of `held` (a CTE of lease ids),
@@ -238,12 +240,16 @@ with held as (
 ), ${writeCallsCtes('held', '$2', '$3')}
 select id from held`;
 
-/** The cost of a call recorded (null: no price matched its model), for the metrics and the budgets. */
+/**
+ * The costs of a batch's calls, summed per workspace, connection and model, for the metrics and the budgets: one row
+ * per series, not per call (null: no call of the series had a price; `unpriced`: how many had none).
+ */
 export interface RecordedCost {
   workspace_id: string;
   connection_id: string;
   model: string | null;
-  cost_micros: bigint | null;
+  cost_micros: string | null;
+  unpriced: string;
 }
 
 /** A call's rows as JSON text (row-json.ts), made when it ends. */
