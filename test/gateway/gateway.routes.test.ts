@@ -285,6 +285,60 @@ describe('the circuit breaker', () => {
   });
 });
 
+describe('two processes, one breaker', () => {
+  /** The breaker events of a connection, straight from the events table. */
+  async function breakerEvents(connectionId: string): Promise<string[]> {
+    const rows: { type: string }[] = await t.database
+      .db('events')
+      .where({ workspace_id: tenant.workspaceId })
+      .whereRaw("data->>'providerConnectionId' = ?", [connectionId])
+      .orderBy('created_at');
+    return rows.map((r) => r.type);
+  }
+
+  it('an opening and a closing made by both at once are each announced once', async () => {
+    const other = await t.withEnv({});
+    try {
+      const bad = await faultyTarget('status-500');
+      // One target, opened by one failure; with tryWhenAllOpen, an open target is still called, so both can close it.
+      const route = await routeOf(
+        { targets: [{ providerConnectionId: bad.id }], breaker: { consecutiveFailures: 1, cooldownMs: 60_000 } },
+        [t, other],
+      );
+      const sdks = [t, other].map(
+        (app) =>
+          new OpenAI({ baseURL: `${app.url}/providers/${route.id}/v1`, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0 }),
+      );
+      const both = () =>
+        Promise.allSettled(
+          sdks.map((sdk) =>
+            sdk.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 }).withResponse(),
+          ),
+        );
+      // Each process fails the target with its breaker closed: each opens it.
+      const failed = await both();
+      expect(failed.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+      expect(bad.up.calls).toBe(2);
+      await until(async () => (await breakerEvents(bad.id)).length > 0, 3000);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await breakerEvents(bad.id)).toEqual(['provider_connection.unhealthy']);
+
+      // Each process calls the open target (all open, tryWhenAllOpen) and it answers: each closes it.
+      bad.up.mode = 'ok';
+      const answered = await both();
+      expect(answered.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+      expect(bad.up.calls).toBe(4);
+      await until(async () => (await breakerEvents(bad.id)).length > 1, 3000);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await breakerEvents(bad.id)).toEqual(['provider_connection.unhealthy', 'provider_connection.recovered']);
+      const health = await getRouteHealth({ client: t.client, path: { routeId: route.id } });
+      expect(health.data!.targets[0]).toMatchObject({ breakerState: 'closed' });
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe('targets', () => {
   it('a model map sends the target its model; the invocation keeps the model asked for', async () => {
     const mapped = await faultyTarget('ok');
