@@ -151,6 +151,18 @@ describe('what is not moved on', () => {
     expect(bad.up.calls).toBe(1);
   });
 
+  it("on the last target, a Retry-After past retryAfterCapMs is not waited for: that answer is the call's", async () => {
+    const limited = await faultyTarget('status-429');
+    limited.up.retryAfter = '60';
+    const route = await routeOf({ targets: [{ providerConnectionId: limited.id, attempts: 3 }], retry: { retryAfterCapMs: 1000 } });
+    const err = await chat(route).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.RateLimitError);
+    const headers = (err as InstanceType<typeof OpenAI.APIError>).headers!;
+    expect(headers.get('retry-after')).toBe('60');
+    expect(headers.get('x-nexus-attempts')).toBe('1');
+    expect(limited.up.calls).toBe(1);
+  });
+
   it('a stream cut after its first bytes is not retried, and is recorded and charged by the rule for cut calls', async () => {
     const cut = await faultyTarget('cut-stream');
     const route = await routeOf({ targets: [{ providerConnectionId: cut.id }, { providerConnectionId: tenant.connectionId }] });
