@@ -16,6 +16,7 @@ import { jsonArray, RowJson } from '../db/row-json.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Pricing, StoredModelRule } from '../domain/quota/model-pricing.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
+import type { ConnectionRetry } from '../domain/routes/route-types.js';
 import { leaseCallSettlementCtes, lockedInIdOrder } from '../domain/quota/settlement-sql.js';
 import { newId } from '../ids.js';
 import type { ProtocolProfile } from './protocols/protocol.js';
@@ -41,6 +42,8 @@ export interface AuthRow {
   api_key_ciphertext: string | null;
   api_key_key_id: string | null;
   upstream_timeout_ms: number | null;
+  /** The connection's retries (null: one attempt per call). */
+  connection_retry: ConnectionRetry | null;
   period_id: string | null;
   period_end: Date | null;
   granted_units: bigint | null;
@@ -85,7 +88,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        p.period_start,
        w.status as workspace_status, w.allow_unmetered_passthrough,
        c.id as connection_id, c.protocol_profile, c.base_url, c.status as connection_status,
-       c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms,
+       c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms, c.retry as connection_retry,
        p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
        s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens,
        s.id as strategy_id, s.model_rules, s.allowed_models, s.output_cap_policy,
