@@ -24,13 +24,13 @@ function Level({ name, limit, budget }: { name: string; limit: string | undefine
     );
   const spent = BigInt(budget.spentMicros);
   const max = BigInt(limit);
-  const percent = max > 0n ? Number((spent * 1000n) / max) / 10 : 100;
+  const percent = max > 0n ? Number((spent * 10_000n) / max) / 100 : 100;
   const crossed = name === 'Soft level' ? budget.softCrossed : budget.hardCrossed;
   return (
     <>
       <dt>{name}</dt>
       <dd>
-        {formatMoney(limit, budget.currency)} · {percent.toLocaleString(undefined, { maximumFractionDigits: 1 })} % spent{' '}
+        {formatMoney(limit, budget.currency)} · {percent.toLocaleString(undefined, { maximumFractionDigits: 2 })} % spent{' '}
         {crossed ? <span class="badge over">crossed</span> : null}
         <div>
           <meter min={0} max={100} value={Math.min(percent, 100)} aria-label={`${name}: ${percent} % spent`} />
