@@ -578,12 +578,16 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     const workspaceId = (await page.evaluate(() => location.hash)).split('/')[2]!;
     const pages = [
       'Provider connections',
+      'Routes',
       'Plans and strategies',
       'Users and accesses',
       'Inference keys',
       'Invocations',
       'Usage over time',
+      'Prices',
+      'Budget',
       'Billing',
+      'Webhooks',
       'Audit log',
     ];
     const found: Record<string, string[]> = {};

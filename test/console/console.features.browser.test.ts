@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../events/receiver.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
-import { createProviderConnection, listRoutes } from '../support/sdk.js';
+import { createProviderConnection, getUsageSummary, listRoutes } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { axeViolations, chromiumOrWarn } from './console-support.js';
@@ -217,23 +217,28 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
       'gpt-lite': { input_cost_per_token: 0.000001, output_cost_per_token: 0.000002, litellm_provider: 'openai', mode: 'chat' },
       'image-maker': { input_cost_per_image: 0.04, litellm_provider: 'openai', mode: 'image_generation' },
     };
+    await page.getByText("Import LiteLLM's price file").click();
     const importing = page.getByRole('form', { name: 'Import LiteLLM prices' });
     await importing.getByLabel('Prices JSON').fill(JSON.stringify(litellm));
     await importing.getByRole('button', { name: 'Import prices' }).click();
     await page.getByText('Imported 1 price; skipped 1 not priced per token (image-maker).').waitFor();
     await page.getByRole('row', { name: /gpt-lite.*1 \/ 1 \/ 2 USD.*open.*litellm/ }).waitFor();
-    // Not JSON: said so, nothing sent.
-    await importing.getByLabel('Prices JSON').fill('{ not json');
-    await importing.getByRole('button', { name: 'Import prices' }).click();
-    await page.getByRole('alert').filter({ hasText: 'The prices are not JSON' }).waitFor();
 
     await page.getByRole('button', { name: 'Close gpt-lite' }).click();
     expect(dialogs.at(-1)).toMatch(/^Close the price of gpt-lite now\?/);
     await expect.poll(() => page.getByRole('button', { name: 'Close gpt-lite' }).count()).toBe(0);
+    // Folded again, the book in view.
+    await page.getByText("Import LiteLLM's price file").click();
+    await page.getByRole('table', { name: 'Price book' }).scrollIntoViewIfNeeded();
+    await shot('prices');
     await page.getByRole('checkbox', { name: 'Only the prices in force now' }).check();
     await expect.poll(() => page.getByRole('row', { name: /gpt-lite/ }).count()).toBe(0);
     await page.getByRole('row', { name: /gpt-priced\*/ }).waitFor();
-    await shot('prices');
+    // Not JSON: said so, nothing sent.
+    await page.getByText("Import LiteLLM's price file").click();
+    await importing.getByLabel('Prices JSON').fill('{ not json');
+    await importing.getByRole('button', { name: 'Import prices' }).click();
+    await page.getByRole('alert').filter({ hasText: 'The prices are not JSON' }).waitFor();
     expect(browserErrors).toEqual([]);
   }, 120_000);
 
@@ -252,6 +257,37 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     // The route's calls had no price: their spend is nothing, and they are counted as unpriced.
     await expect.poll(() => spendOf('gpt-console')).toBe('$0.00 (3 unpriced)');
     await expect.poll(() => totals.locator('tfoot td').first().textContent()).toBe('$0.06 (3 unpriced)');
+    // Calls, errors and refusals, where this Nexus's summary counts them (the page reads them from the answer).
+    const { data: summary } = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { since: new Date(Date.now() - 7 * 86_400_000).toISOString(), groupBy: 'model' },
+    });
+    const counts = summary!.buckets.length > 0 && summary!.buckets.every((b) => 'calls' in b);
+    const headers = await totals.locator('thead th').allTextContents();
+    if (counts) {
+      expect(headers.slice(0, 6)).toEqual(['Model', 'Spend (USD)', 'Calls', 'Errors', 'Error rate', 'Refused']);
+      const row = await totals.locator('tbody tr').filter({ hasText: 'gpt-priced-1' }).locator('td').allTextContents();
+      expect(row.slice(2, 6)).toEqual(['3', '0', '0 %', '0']);
+    } else {
+      expect(headers).toEqual(['Model', 'Spend (USD)', 'Units', 'Input tokens', 'Output tokens', 'Events']);
+    }
+    // The key and plan groupings, where this Nexus answers them.
+    const byPlan = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { groupBy: 'plan' as 'model' },
+    });
+    const groupings = await page.getByLabel('By').locator('option').allTextContents();
+    if (byPlan.response.status === 200) {
+      expect(groupings).toEqual(['Model', 'Access (user)', 'Connection', 'Inference key', 'Plan']);
+      await page.getByLabel('By').selectOption('plan');
+      await expect.poll(() => totals.locator('tbody tr').first().locator('td').first().textContent()).toBe('features');
+      await page.getByLabel('By').selectOption('model');
+    } else {
+      expect(byPlan.response.status).toBe(400);
+      expect(groupings).toEqual(['Model', 'Access (user)', 'Connection']);
+    }
     // The biggest spender first.
     expect(await totals.locator('tbody tr').first().textContent()).toMatch(/^gpt-priced-1/);
     const chart = page.getByTestId('usage-chart');

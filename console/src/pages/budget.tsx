@@ -33,7 +33,15 @@ function Level({ name, limit, budget }: { name: string; limit: string | undefine
         {formatMoney(limit, budget.currency)} · {percent.toLocaleString(undefined, { maximumFractionDigits: 2 })} % spent{' '}
         {crossed ? <span class="badge over">crossed</span> : null}
         <div>
-          <meter min={0} max={100} value={Math.min(percent, 100)} aria-label={`${name}: ${percent} % spent`} />
+          <meter
+            min={0}
+            max={100}
+            low={80}
+            high={99.99}
+            optimum={0}
+            value={Math.min(percent, 100)}
+            aria-label={`${name}: ${percent} % spent`}
+          />
         </div>
       </dd>
     </>

@@ -113,7 +113,8 @@ function Import({ client, workspaceId, onDone }: { client: PageProps['client']; 
     }
   };
   return (
-    <>
+    <details class="card">
+      <summary>Import LiteLLM's price file</summary>
       <Form title="Import LiteLLM prices" submit="Import prices" onSubmit={load} disabled={!!action.working}>
         <p class="lead">
           Paste or upload LiteLLM's <code>model_prices_and_context_window.json</code> (USD per token): each entry priced per token becomes a
@@ -139,7 +140,7 @@ function Import({ client, workspaceId, onDone }: { client: PageProps['client']; 
           .
         </p>
       ) : null}
-    </>
+    </details>
   );
 }
 

@@ -31,10 +31,12 @@ import {
 } from '../ui.js';
 
 const STRATEGIES: Record<RouteStrategy, string> = {
-  fallback: 'Fallback: the targets in order',
-  loadbalance: 'Load balance: one drawn by weight, then the others in order',
-  'least-busy': 'Least busy: the one with the fewest calls in flight',
+  fallback: 'Fallback',
+  loadbalance: 'Load balance',
+  'least-busy': 'Least busy',
 };
+const STRATEGY_HINT =
+  'Fallback: the targets in order. Load balance: one drawn by weight, then the others in order. Least busy: the one with the fewest calls in flight.';
 
 interface TargetRow {
   providerConnectionId: string;
@@ -145,7 +147,7 @@ function Health({ client, route, names }: { client: Client; route: RouteDto; nam
               <td class="numbers">
                 {formatNumber(t.callsLastHour)} calls, {formatNumber(t.errorsLastHour)} errors{rate(t.errorsLastHour, t.callsLastHour)}
               </td>
-              <td class="num">{t.p50LatencyMs === undefined ? '—' : `${formatNumber(t.p50LatencyMs)} ms`}</td>
+              <td class="num">{t.p50LatencyMs === undefined ? '—' : `${formatNumber(Math.round(t.p50LatencyMs * 10) / 10)} ms`}</td>
               <td>
                 {t.lastError ? (
                   <>
@@ -229,7 +231,7 @@ export function RoutesPage({ client, workspace }: PageProps) {
             <Field label="Name">
               <input name="routeName" required value={name} onInput={(e) => setName(valueOf(e))} />
             </Field>
-            <Field label="Strategy">
+            <Field label="Strategy" hint={STRATEGY_HINT}>
               <select name="strategy" value={strategy} onChange={(e) => setStrategy(valueOf(e) as RouteStrategy)}>
                 {Object.entries(STRATEGIES).map(([k, label]) => (
                   <option key={k} value={k}>
