@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../events/receiver.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
-import { createProviderConnection, getUsageSummary, listRoutes } from '../support/sdk.js';
+import { createProviderConnection, createWebhookEndpoint, getUsageSummary, listRoutes, sendTestWebhookEvent } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { axeViolations, chromiumOrWarn } from './console-support.js';
@@ -99,7 +99,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await receiver?.close();
   });
 
-  it('webhooks: an endpoint is created with its secret shown once, a test event is delivered and verified, replayed, and the secret rotated', async () => {
+  it('webhooks: an endpoint is created with its secret shown once, a test event delivered, verified and replayed, the secret rotated, the endpoint edited, disabled, enabled and deleted', async () => {
     await go('Webhooks');
     await page.getByText('No webhook endpoint yet').waitFor();
     const add = page.getByRole('form', { name: 'Add a webhook endpoint' });
@@ -160,6 +160,29 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await page.getByRole('button', { name: 'I have stored it' }).click();
     await page.getByRole('button', { name: 'Send test event' }).click();
     await expect.poll(() => receiver.accepted().length, { timeout: 20_000 }).toBe(3);
+
+    // Edited: every type (none ticked), a new description.
+    await page.getByRole('button', { name: 'Edit' }).click();
+    const edit = page.getByRole('form', { name: `Edit ${receiver.url}` });
+    await edit.getByLabel('Description').fill('Receiver, every event');
+    await edit.getByRole('checkbox', { name: /webhook\.test/ }).uncheck();
+    await edit.getByRole('button', { name: 'Save endpoint' }).click();
+    await page.getByRole('row', { name: /Receiver, every event.*every type.*ACTIVE/ }).waitFor();
+    // Disabled and enabled again; the disable is asked first.
+    await page.getByRole('button', { name: 'Disable' }).click();
+    expect(dialogs.at(-1)).toMatch(/^Disable http:/);
+    await page.getByRole('row', { name: /Receiver, every event.*DISABLED.*admin/ }).waitFor();
+    await page.getByRole('button', { name: 'Enable' }).click();
+    await page.getByRole('row', { name: /Receiver, every event.*ACTIVE/ }).waitFor();
+    // Deleted, asked first: the list is empty again.
+    await page.getByRole('button', { name: 'Delete' }).click();
+    expect(dialogs.at(-1)).toMatch(/^Delete http:.*cannot be undone/);
+    await page.getByText('No webhook endpoint yet').waitFor();
+    // One to scan with its messages below.
+    const kept = await createWebhookEndpoint({ client: t.client, path: { workspaceId: tenant.workspaceId }, body: { url: receiver.url } });
+    expect(kept.response.status).toBe(201);
+    receiver.secrets.push(kept.data!.secret);
+    await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: kept.data!.id } });
     expect(browserErrors).toEqual([]);
   }, 120_000);
 
@@ -211,6 +234,13 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await add.getByLabel('Output per million (USD)', { exact: true }).fill('1');
     await add.getByRole('button', { name: 'Add price' }).click();
     await expect.poll(() => page.getByRole('alert').textContent()).toContain("A price of 'gpt-priced*' for this scope is in force");
+
+    // The currency cannot change once there are prices: the API's message.
+    const currency = page.getByRole('form', { name: 'Workspace currency' });
+    await currency.getByLabel('Currency').fill('EUR');
+    await currency.getByRole('button', { name: 'Set currency' }).click();
+    await page.getByRole('alert').filter({ hasText: 'its currency cannot change' }).waitFor();
+    await currency.getByLabel('Currency').fill('USD');
 
     // LiteLLM's file, pasted: the entry priced per token is imported, the one per image skipped.
     const litellm = {
@@ -342,6 +372,18 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
       }
     }
     expect(found).toEqual({});
+
+    // 390 px wide: no page is wider than the screen (a wide table scrolls in its own box).
+    await page.setViewportSize({ width: 390, height: 844 });
+    const wider: Record<string, number> = {};
+    for (const name of ['Routes', 'Prices', 'Budget', 'Webhooks', 'Usage over time']) {
+      await go(name);
+      await page.waitForLoadState('networkidle');
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      if (width > 390) wider[name] = width;
+    }
+    await page.setViewportSize({ width: 1440, height: 900 });
+    expect(wider).toEqual({});
     expect(browserErrors).toEqual([]);
   }, 120_000);
 });
