@@ -140,6 +140,9 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
       .getByRole('table', { name: `Attempts of ${messageId}` })
       .getByRole('row', { name: /SUCCEEDED.*200.*ok/ })
       .waitFor();
+    // The event as it was sent.
+    await page.getByText('The event as sent').click();
+    await expect.poll(() => page.locator('pre').textContent()).toContain('"type": "webhook.test"');
     await shot('webhooks');
 
     // Replayed: the same event (the same webhook-id) delivered again.
@@ -215,6 +218,16 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await page.getByRole('button', { name: 'Archive' }).click();
     expect(dialogs.at(-1)).toMatch(/^Archive chat\?/);
     await page.getByRole('row', { name: /chat.*ARCHIVED/ }).waitFor();
+
+    // Load balanced: each target with its weight.
+    await form.getByLabel('Name').fill('balanced');
+    await form.getByLabel('Strategy').selectOption('loadbalance');
+    await form.getByRole('group', { name: 'Target 1' }).getByLabel('Connection').selectOption({ label: 'features upstream (openai)' });
+    await form.getByRole('group', { name: 'Target 1' }).getByLabel('Weight').fill('3');
+    await form.getByRole('button', { name: 'Add a target' }).click();
+    await form.getByRole('group', { name: 'Target 2' }).getByLabel('Connection').selectOption({ label: 'backup (openai)' });
+    await form.getByRole('button', { name: 'Create route' }).click();
+    await page.getByRole('row', { name: /balanced.*loadbalance.*features upstream \(weight 3\).*backup \(weight 1\).*ACTIVE/ }).waitFor();
     expect(browserErrors).toEqual([]);
   }, 120_000);
 

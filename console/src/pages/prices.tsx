@@ -42,6 +42,8 @@ const NEW_PRICE = {
   input: '',
   cached: '',
   output: '',
+  cacheWrite: '',
+  reasoning: '',
   from: '',
 };
 
@@ -177,6 +179,8 @@ export function PricesPage({ client, workspace }: PageProps) {
       inputPerMillion: form.input.trim(),
       outputPerMillion: form.output.trim(),
       ...(form.cached.trim() ? { cachedInputPerMillion: form.cached.trim() } : {}),
+      ...(form.cacheWrite.trim() ? { cacheWritePerMillion: form.cacheWrite.trim() } : {}),
+      ...(form.reasoning.trim() ? { reasoningPerMillion: form.reasoning.trim() } : {}),
       effectiveFrom: toInstant(form.from),
     };
     const res = await action.run('Adding the price…', () =>
@@ -258,6 +262,12 @@ export function PricesPage({ client, workspace }: PageProps) {
           <Field label={`Output per million (${currency})`}>
             <input name="outputPerMillion" required inputMode="decimal" pattern={PRICE} value={form.output} onInput={set('output')} />
           </Field>
+          <Field label={`Cache write per million (${currency})`} hint="Optional">
+            <input name="cacheWritePerMillion" inputMode="decimal" pattern={PRICE} value={form.cacheWrite} onInput={set('cacheWrite')} />
+          </Field>
+          <Field label={`Reasoning per million (${currency})`} hint="Optional">
+            <input name="reasoningPerMillion" inputMode="decimal" pattern={PRICE} value={form.reasoning} onInput={set('reasoning')} />
+          </Field>
           <Field label="Effective from (your local time)">
             <input name="effectiveFrom" type="datetime-local" required value={form.from} onInput={set('from')} />
           </Field>
@@ -292,6 +302,8 @@ export function PricesPage({ client, workspace }: PageProps) {
               <td>{scopeOf(p)}</td>
               <td class="numbers">
                 {p.inputPerMillion} / {p.cachedInputPerMillion ?? p.inputPerMillion} / {p.outputPerMillion} {p.currency}
+                {p.cacheWritePerMillion ? <div class="id">cache write {p.cacheWritePerMillion}</div> : null}
+                {p.reasoningPerMillion ? <div class="id">reasoning {p.reasoningPerMillion}</div> : null}
               </td>
               <td>{when(p.effectiveFrom)}</td>
               <td>{p.effectiveTo ? when(p.effectiveTo) : 'open'}</td>

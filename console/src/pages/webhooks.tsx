@@ -80,23 +80,40 @@ const typesOf = (e: WebhookEndpointDto) => (e.eventTypes === null ? 'every type'
 
 /** A message's attempts, newest last: when, the outcome, the receiver's status and answer, or why none came. */
 function Attempts({ message }: { message: WebhookMessageDto }) {
-  if (message.attempts.length === 0) return <Empty>No attempt yet: the message is queued.</Empty>;
+  const payload = (
+    <details>
+      <summary>The event as sent</summary>
+      <pre>
+        <code>{JSON.stringify(message.payload, null, 2)}</code>
+      </pre>
+    </details>
+  );
+  if (message.attempts.length === 0)
+    return (
+      <>
+        <Empty>No attempt yet: the message is queued.</Empty>
+        {payload}
+      </>
+    );
   return (
-    <ListTable caption={`Attempts of ${message.id}`} columns={['When', 'Outcome', 'Status', 'Latency', 'Answer or error']}>
-      {message.attempts.map((a) => (
-        <tr key={a.id}>
-          <td>{when(a.createdAt)}</td>
-          <td>
-            <Status value={a.outcome} />
-          </td>
-          <td>{a.responseStatus ?? '—'}</td>
-          <td class="num">{a.latencyMs} ms</td>
-          <td>
-            <code>{a.error ?? a.responseBody ?? ''}</code>
-          </td>
-        </tr>
-      ))}
-    </ListTable>
+    <>
+      <ListTable caption={`Attempts of ${message.id}`} columns={['When', 'Outcome', 'Status', 'Latency', 'Answer or error']}>
+        {message.attempts.map((a) => (
+          <tr key={a.id}>
+            <td>{when(a.createdAt)}</td>
+            <td>
+              <Status value={a.outcome} />
+            </td>
+            <td>{a.responseStatus ?? '—'}</td>
+            <td class="num">{a.latencyMs} ms</td>
+            <td>
+              <code>{a.error ?? a.responseBody ?? ''}</code>
+            </td>
+          </tr>
+        ))}
+      </ListTable>
+      {payload}
+    </>
   );
 }
 
