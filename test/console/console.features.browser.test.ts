@@ -332,7 +332,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
       expect(groupings).toEqual(['Model', 'Access (user)', 'Connection']);
     }
     // The biggest spender first.
-    expect(await totals.locator('tbody tr').first().textContent()).toMatch(/^gpt-priced-1/);
+    await expect.poll(() => totals.locator('tbody tr').first().textContent()).toMatch(/^gpt-priced-1/);
     const chart = page.getByTestId('usage-chart');
     await chart.locator('canvas').waitFor();
     expect(await chart.getAttribute('data-draw')).toBe('bars');

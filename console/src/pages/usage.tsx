@@ -6,7 +6,7 @@ import {
   listProviderConnections,
   type Client,
   type UsageBucketDto,
-  type UsageGroupBy,
+  type GetUsageSummaryData,
   type UsageSummaryDto,
 } from '../api.js';
 import type { PageProps } from '../main.js';
@@ -73,10 +73,11 @@ function metricOf(b: UsageBucketDto, metric: Metric): number {
 }
 
 /**
- * A grouping as the generated client types it: through string, so this stays one expression whether the client's
- * UsageGroupBy has `key` and `plan` yet or not.
+ * A summary's query as the generated client types it: asserted as a whole, so this reads the same whether the
+ * client's UsageGroupBy has `key` and `plan` yet or not.
  */
-const wireGroupBy = (g: GroupBy) => g as string as UsageGroupBy;
+const summaryQuery = (q: { since: string; until?: string; granularity: Granularity; groupBy: GroupBy }) =>
+  q as NonNullable<GetUsageSummaryData['query']>;
 
 /**
  * The groupings the API answers: `key` and `plan` are asked for once, over the last hour; a Nexus that does not know
@@ -91,7 +92,7 @@ function useGroupings(client: Client, workspaceId: string): GroupBy[] {
         getUsageSummary({
           client,
           path: { workspaceId },
-          query: { since: new Date(Date.now() - 3_600_000).toISOString(), granularity: 'hour', groupBy: wireGroupBy(groupBy) },
+          query: summaryQuery({ since: new Date(Date.now() - 3_600_000).toISOString(), granularity: 'hour', groupBy }),
         }).then(
           () => [groupBy],
           () => [],
@@ -296,7 +297,7 @@ export function UsagePage({ client, workspace }: PageProps) {
           await getUsageSummary({
             client,
             path: { workspaceId },
-            query: { since: since.toISOString(), until: until.toISOString(), granularity, groupBy: wireGroupBy(groupBy) },
+            query: summaryQuery({ since: since.toISOString(), until: until.toISOString(), granularity, groupBy }),
           })
         ).data,
       ),
