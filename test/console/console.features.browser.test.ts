@@ -337,6 +337,12 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await chart.locator('canvas').waitFor();
     expect(await chart.getAttribute('data-draw')).toBe('bars');
     await page.getByText('One bar per hour, in your time zone (UTC).').waitFor();
+    // A year is drawn by day: by hour it would be more buckets than a summary holds.
+    await page.getByLabel('Range').selectOption('365d');
+    expect(await page.getByLabel('Per').inputValue()).toBe('day');
+    expect(await page.getByLabel('Per').locator('option[value="hour"]').isDisabled()).toBe(true);
+    await page.getByText('One bar per UTC day').waitFor();
+    await page.getByLabel('Range').selectOption('7d');
     await page.getByText("Spend is the providers' cost from the price book, in USD.").waitFor();
     await shot('usage');
     expect(browserErrors).toEqual([]);

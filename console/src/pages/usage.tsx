@@ -346,7 +346,10 @@ export function UsagePage({ client, workspace }: PageProps) {
         </Field>
         <Field label="Per">
           <select name="granularity" value={granularity} onChange={(e) => setGranularity(valueOf(e) as Granularity)}>
-            <option value="hour">Hour</option>
+            {/* A summary holds at most 1000 buckets: a year by hour is too many. */}
+            <option value="hour" disabled={RANGES[range]!.ms / 3_600_000 > 1000}>
+              Hour
+            </option>
             <option value="day">Day</option>
           </select>
         </Field>
