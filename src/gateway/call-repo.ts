@@ -17,6 +17,7 @@ import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Pricing, StoredModelRule } from '../domain/quota/model-pricing.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
 import { leaseCallSettlementCtes, lockedInIdOrder } from '../domain/quota/settlement-sql.js';
+import { ROLLED_CALL_COLUMNS, rollUpCte } from '../domain/invocations/rollup-sql.js';
 import { newId } from '../ids.js';
 import type { ProtocolProfile } from './protocols/protocol.js';
 import { namedQuery } from './gateway-db.js';
@@ -162,24 +163,28 @@ const INVOCATION_COLUMNS = [
   'attempt_duration_ms',
   'route_id',
   'attempts',
+  'plan_id',
 ];
 
 /**
- * The calls' invocations ($2), those not recorded already, and their settlement ($1). It leaves the rows a
- * heartbeat wrote of them (lease_calls) to the next heartbeat, the lease's release or its reclaim: a row of
- * lease_calls is changed only by a statement that holds its lease's lock, so none of them waits for another
- * in the opposite order.
+ * The calls' invocations ($2), those not recorded already, their settlement ($1) and their usage rollup
+ * (rollup-sql.ts). It leaves the rows a heartbeat wrote of them (lease_calls) to the next heartbeat, the lease's
+ * release or its reclaim: a row of lease_calls is changed only by a statement that holds its lease's lock, so none
+ * of them waits for another in the opposite order. `rollUp`: false leaves the rollup out (scripts/bench-rollup.ts
+ * measures what it costs).
  */
-const RECORD_CALLS = `
+export const recordCallsSql = (rollUp = true) => `
 with recorded as (
   insert into invocations (${INVOCATION_COLUMNS.join(', ')})
   select ${INVOCATION_COLUMNS.map((c) => `i.${c}`).join(', ')}
     from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
   on conflict (id) do nothing
-  returning id, started_at, provider_connection_id, requested_model
-), ${leaseCallSettlementCtes('$1', 'recorded')}
+  returning ${ROLLED_CALL_COLUMNS}
+), ${leaseCallSettlementCtes('$1', 'recorded')}${rollUp ? `, ${rollUpCte('recorded', 'new_events')}` : ''}
 select u.workspace_id, r.provider_connection_id as connection_id, u.model, u.cost_micros
   from u join recorded r on r.id = u.invocation_id`;
+
+const RECORD_CALLS = recordCallsSql();
 
 /**
  * Calls in flight (the JSON array at placeholder `calls`) on the leases of `held` (a CTE of lease ids),
@@ -295,6 +300,7 @@ export function invocationJson(i: InvocationRow): string {
     .num('attempt_duration_ms', i.attempt_duration_ms)
     .str('route_id', i.route_id)
     .raw('attempts', i.attempts?.length ? JSON.stringify(i.attempts) : 'null')
+    .str('plan_id', i.plan_id)
     .done();
 }
 

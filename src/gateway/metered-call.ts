@@ -262,6 +262,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       accessId: row.workspace_access_id,
       connectionId: row.connection_id!,
       keyId: row.key_id,
+      planId: row.plan_id,
       requestId: start.requestId,
       traceId: start.traceId,
       method: start.method,

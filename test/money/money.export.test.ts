@@ -142,12 +142,26 @@ describe('exportUsageSummary', () => {
     );
     expect(res.status).toBe(200);
     const lines = (await res.text()).trimEnd().split('\r\n');
-    expect(lines[0]).toBe('start,key,units,input_tokens,cached_input_tokens,output_tokens,events,cost_micros,unpriced_events,currency');
+    expect(lines[0]).toBe(
+      'start,key,units,input_tokens,cached_input_tokens,output_tokens,events,cost_micros,unpriced_events,calls,failed_calls,refused_calls,currency',
+    );
     expect(lines.slice(1)).toEqual(
       summary.data!.buckets.map((b) =>
-        [b.start, b.key, b.units, b.inputTokens, b.cachedInputTokens, b.outputTokens, b.events, b.costMicros, b.unpricedEvents, 'USD'].join(
-          ',',
-        ),
+        [
+          b.start,
+          b.key,
+          b.units,
+          b.inputTokens,
+          b.cachedInputTokens,
+          b.outputTokens,
+          b.events,
+          b.costMicros,
+          b.unpricedEvents,
+          b.calls,
+          b.failedCalls,
+          b.refusedCalls,
+          'USD',
+        ].join(','),
       ),
     );
     expect(lines.slice(1).some((l) => l.includes(',7500,'))).toBe(true);

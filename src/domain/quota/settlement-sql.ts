@@ -22,6 +22,7 @@
  */
 
 import { thresholdEventCtes } from '../events/outbox-sql.js';
+import { ROLLED_CALL_COLUMNS, ROLLED_EVENT_COLUMNS, rollUpCte } from '../invocations/rollup-sql.js';
 import { priceOfCall } from '../prices/price-sql.js';
 
 /**
@@ -105,20 +106,23 @@ lc as (
          s.model_rule, s.input_ppm, s.cached_ppm, s.output_ppm, mp.cost_micros, mp.id
     from settled s ${priceOfCall('s')}
    where s.charged
-  returning workspace_id, invocation_id, model, cost_micros
+  returning ${ROLLED_EVENT_COLUMNS}
 ), a as (
   insert into usage_events (${USAGE_COLUMNS})
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'ADJUSTMENT',
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', at,
          model_rule, input_ppm, cached_ppm, output_ppm, null, null
     from settled where charged and units > bound
+  returning ${ROLLED_EVENT_COLUMNS}
+), new_events as (
+  select * from u union all select * from a
 ), ${thresholdEventCtes('p')}`;
 
 /**
  * The leases of dead processes (HELD, past their expiry, or with :all every HELD one) become EXPIRED,
  * and the calls their last heartbeat wrote (lease_calls) are settled by the same rule: each recorded
  * as its heartbeat left it (FAILED `gateway_lost`) and charged its units, unless its invocation is
- * recorded already (its process lived to write it). What the leases held returns to the periods: one
+ * recorded already (its process lived to write it), and added to the usage rollup. What the leases held returns to the periods: one
  * row per period with what to take from its reserved and add to its consumed (quotaRepo.applySettlement).
  */
 export const RECLAIM_EXPIRED_SQL = `
@@ -137,7 +141,7 @@ with expired as (
 ), recorded as (
   insert into invocations select (json_populate_record(cast(null as invocations), c.invocation)).* from calls c
   on conflict (id) do nothing
-  returning id, started_at, provider_connection_id, requested_model
+  returning ${ROLLED_CALL_COLUMNS}
 ), charged as (
   select c.*, r.started_at as call_started_at, r.provider_connection_id as call_connection_id, r.requested_model as call_requested_model
     from calls c join recorded r on r.id = c.invocation_id where c.units > 0
@@ -147,13 +151,17 @@ with expired as (
          least(c.units, c.bound), c.input_tokens, c.cached_tokens, c.output_tokens, c.model, null, c.updated_at,
          c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm, mp.cost_micros, mp.id
     from charged c ${priceOfCall('c')}
+  returning ${ROLLED_EVENT_COLUMNS}
 ), a as (
   insert into usage_events (${USAGE_COLUMNS})
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, 'ADJUSTMENT',
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', updated_at,
          model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, null, null
     from charged where units > bound
-), held as (
+  returning ${ROLLED_EVENT_COLUMNS}
+), new_events as (
+  select * from u union all select * from a
+), ${rollUpCte('recorded', 'new_events')}, held as (
   select quota_period_id, sum(reserved_units) as reserved from expired group by quota_period_id
 ), used as (
   select quota_period_id, sum(units) as consumed from charged group by quota_period_id

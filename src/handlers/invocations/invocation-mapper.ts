@@ -126,6 +126,9 @@ export function toUsageSummaryDto(
       events: b.events,
       costMicros: b.cost_micros as CostMicros,
       unpricedEvents: b.unpriced_events,
+      calls: b.calls,
+      failedCalls: b.failed_calls,
+      refusedCalls: b.refused_calls,
     })),
   };
 }
