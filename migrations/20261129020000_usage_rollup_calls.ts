@@ -11,11 +11,18 @@ import type { Knex } from 'knex';
  *   statement (src/domain/invocations/rollup-sql.ts). Measured cheaper in PostgreSQL CPU per call than the trigger
  *   (docs/performance.md).
  *
+ * - `usage_events` and `lease_calls` gain `cache_write_tokens` (of the input, written to the provider's prompt cache)
+ *   and `reasoning_tokens` (of the output), where the protocol's usage reports them (null: it did not); a price's
+ *   cache-write and reasoning prices charge them (src/domain/prices/price-sql.ts).
+ *
  * The rollup is rebuilt from the rows: what the trigger kept, and the calls it did not count. Invocations written
  * before this migration have no plan: their access's current plan is taken.
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('alter table invocations add column plan_id uuid');
+  for (const table of ['usage_events', 'lease_calls']) {
+    await knex.raw(`alter table ${table} add column cache_write_tokens bigint, add column reasoning_tokens bigint`);
+  }
   await knex.raw('update invocations i set plan_id = a.plan_id from workspace_accesses a where a.id = i.workspace_access_id');
   await knex.raw('drop trigger usage_events_roll_up on usage_events');
   await knex.raw('drop function nexus_roll_up_usage()');
@@ -114,4 +121,7 @@ export async function down(knex: Knex): Promise<void> {
       from usage_events n left join invocations i on i.id = n.invocation_id
      group by 1, 2, 3, 4, 5`);
   await knex.raw('alter table invocations drop column plan_id');
+  for (const table of ['usage_events', 'lease_calls']) {
+    await knex.raw(`alter table ${table} drop column cache_write_tokens, drop column reasoning_tokens`);
+  }
 }

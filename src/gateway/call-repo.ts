@@ -111,6 +111,9 @@ export interface Consumption {
   inputTokens: bigint;
   cachedInputTokens: bigint;
   outputTokens: bigint;
+  /** Of the input, written to the provider's cache; of the output, reasoning (null or absent: not reported). */
+  cacheWriteTokens?: bigint | null;
+  reasoningTokens?: bigint | null;
   model: string | null;
   /** What the units were priced at: the rule of the model the request named. */
   pricing: Pricing;
@@ -193,18 +196,20 @@ const RECORD_CALLS = recordCallsSql();
 const writeCallsCtes = (held: string, calls: string, at: string) => `x as (
   select * from json_to_recordset(cast(${calls} as json)) as x(invocation_id uuid, lease_id uuid, bound bigint, units bigint, input_tokens bigint,
          cached_tokens bigint, output_tokens bigint, model text, usage_id uuid, adjustment_id uuid, invocation json,
-         model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint)
+         model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint)
 ), calls as (
   insert into lease_calls (invocation_id, lease_id, bound, units, input_tokens, cached_tokens, output_tokens, model, usage_id,
                            adjustment_id, invocation, updated_at, model_rule, input_multiplier_ppm, cached_input_multiplier_ppm,
-                           output_multiplier_ppm)
+                           output_multiplier_ppm, cache_write_tokens, reasoning_tokens)
   select x.invocation_id, x.lease_id, x.bound, x.units, x.input_tokens, x.cached_tokens, x.output_tokens, x.model, x.usage_id,
-         x.adjustment_id, x.invocation, cast(${at} as timestamptz), x.model_rule, x.input_ppm, x.cached_ppm, x.output_ppm
+         x.adjustment_id, x.invocation, cast(${at} as timestamptz), x.model_rule, x.input_ppm, x.cached_ppm, x.output_ppm,
+         x.cache_write_tokens, x.reasoning_tokens
     from x
    where x.lease_id in (select id from ${held})
   on conflict (invocation_id) do update
      set units = excluded.units, input_tokens = excluded.input_tokens, cached_tokens = excluded.cached_tokens,
-         output_tokens = excluded.output_tokens, model = excluded.model, invocation = excluded.invocation, updated_at = excluded.updated_at
+         output_tokens = excluded.output_tokens, model = excluded.model, invocation = excluded.invocation, updated_at = excluded.updated_at,
+         cache_write_tokens = excluded.cache_write_tokens, reasoning_tokens = excluded.reasoning_tokens
 )`;
 
 const namedLeases = 'select cast(value as uuid) from json_array_elements_text(cast($1 as json))';
@@ -321,6 +326,8 @@ export function callRows(c: CallToRecord): CallRows {
     .big('input_tokens', c.consumed.inputTokens)
     .big('cached_tokens', c.consumed.cachedInputTokens)
     .big('output_tokens', c.consumed.outputTokens)
+    .big('cache_write_tokens', c.consumed.cacheWriteTokens)
+    .big('reasoning_tokens', c.consumed.reasoningTokens)
     .str('model', c.consumed.model)
     .str('model_rule', c.consumed.pricing.rule)
     .big('input_ppm', c.consumed.pricing.inputMultiplierPpm)

@@ -166,8 +166,12 @@ describe('the usage rollup', () => {
     const byPlan = await summarized('plan', 'hour');
     expect(Object.keys(byPlan)).toEqual([tenant.planId]);
     expect(byPlan[tenant.planId]).toMatchObject({ calls: 8, failedCalls: 2, refusedCalls: 1 });
-    // 10 input and 5 output tokens at 2.50 and 10 per million: 25 + 50 micro-dollars a gpt-4o call.
-    expect((await summarized('model', 'day'))['gpt-4o']).toMatchObject({ costMicros: '225', calls: 5 });
+    // 10 input and 5 output tokens at 2.50 and 10 per million: 25 + 50 micro-dollars a gpt-4o call. A call charged
+    // under the model the provider said answered; one that got no answer, under the one requested.
+    const byModel = await summarized('model', 'day');
+    expect(byModel['gpt-4o-2026-01-01']).toMatchObject({ costMicros: '225', calls: 3, failedCalls: 0, events: 3 });
+    expect(byModel['gpt-4o']).toMatchObject({ costMicros: '0', calls: 2, failedCalls: 2, events: 0 });
+    expect(byModel['claude-3']).toMatchObject({ calls: 1, refusedCalls: 1, events: 0 });
     await expectExact();
   });
 

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
-import { REBUILD_WORKSPACE_ROLLUPS_SQL } from '../../src/domain/invocations/rollup-sql.js';
+import { rebuildWorkspaceRollupsSql } from '../../src/domain/invocations/rollup-sql.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { createWorkspace, getUsageSummary, listUsageEvents, provisionWorkspaceUser } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
@@ -37,7 +37,7 @@ async function seedEvent(
 /** The rollup of the events written by hand (the gateway adds its calls' in the statement that writes them). */
 async function rollUp() {
   await t.database.db('usage_rollups').where({ workspace_id: tenant.workspaceId }).delete();
-  await t.database.db.raw(REBUILD_WORKSPACE_ROLLUPS_SQL, { workspaceId: tenant.workspaceId });
+  await t.database.db.raw(rebuildWorkspaceRollupsSql(':workspaceId'), { workspaceId: tenant.workspaceId });
 }
 
 beforeAll(async () => {

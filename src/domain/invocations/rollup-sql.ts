@@ -64,24 +64,24 @@ const summed = (calls: string, events: string) => `
    group by ${KEY}`;
 
 /**
- * A CTE (`rolled`) adding the invocations of the CTE `calls` and the usage events of the CTE `events` (with the
- * columns ROLLED_CALL_COLUMNS and ROLLED_EVENT_COLUMNS) to usage_rollups.
+ * Adds the invocations `calls` and the usage events `events` (relations with the columns ROLLED_CALL_COLUMNS and
+ * ROLLED_EVENT_COLUMNS) to usage_rollups.
  */
-export const rollUpCte = (calls: string, events: string) => `rolled as (
+export const rollUpInsert = (calls: string, events: string) => `
   insert into usage_rollups as r (${KEY}, ${SUMS.join(', ')})
   ${summed(calls, events)}
    order by ${KEY}
   on conflict (${KEY}) do update
-     set ${SUMS.map((s) => `${s} = r.${s} + excluded.${s}`).join(', ')}
+     set ${SUMS.map((s) => `${s} = r.${s} + excluded.${s}`).join(', ')}`;
+
+/** The same as a CTE (`rolled`) of the statement that writes the CTEs `calls` and `events`. */
+export const rollUpCte = (calls: string, events: string) => `rolled as (${rollUpInsert(calls, events)}
 )`;
 
 /**
- * The rollup rows of one workspace (knex binding `:workspaceId`) computed afresh from its invocations and usage
+ * The rollup rows of one workspace (its id at placeholder `workspace`) computed afresh from its invocations and usage
  * events, once its rows are deleted: for rows written by hand (a benchmark's seed, a test's events at chosen times).
  */
-export const REBUILD_WORKSPACE_ROLLUPS_SQL = `
+export const rebuildWorkspaceRollupsSql = (workspace: string) => `
 insert into usage_rollups (${KEY}, ${SUMS.join(', ')})
-${summed(
-  '(select * from invocations where workspace_id = :workspaceId)',
-  '(select * from usage_events where workspace_id = :workspaceId)',
-)}`;
+${summed(`(select * from invocations where workspace_id = ${workspace})`, `(select * from usage_events where workspace_id = ${workspace})`)}`;

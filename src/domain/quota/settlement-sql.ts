@@ -51,6 +51,9 @@ interface LeaseCallSettlement {
   input_tokens: bigint;
   cached_tokens: bigint;
   output_tokens: bigint;
+  /** Of the input, written to the provider's cache; of the output, reasoning (absent: not reported). */
+  cache_write_tokens: bigint | null;
+  reasoning_tokens: bigint | null;
   model: string | null;
   /** The pricing applied: the matched model rule's pattern (null: the strategy's own multipliers), the multipliers. */
   model_rule: string | null;
@@ -62,7 +65,8 @@ interface LeaseCallSettlement {
 
 const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, kind,
   units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at,
-  model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, cost_micros, price_id`;
+  model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, cost_micros, price_id,
+  cache_write_tokens, reasoning_tokens`;
 
 /**
  * Calls admitted on quota leases, from the JSON array at this placeholder, those of them whose invocation
@@ -75,7 +79,7 @@ lc as (
     from json_to_recordset(cast(${leaseCalls} as json)) as x(
     lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
     invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz,
-    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint)
+    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint)
   join ${recorded} r on r.id = x.invocation_id
 ), l as (
   update quota_leases q
@@ -89,7 +93,7 @@ lc as (
          case when l.id is null then 0 else lc.take end as take,
          lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at,
          lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm, lc.call_started_at, lc.call_connection_id,
-         lc.call_requested_model
+         lc.call_requested_model, lc.cache_write_tokens, lc.reasoning_tokens
     from lc join quota_leases q on q.id = lc.lease_id left join l on l.id = lc.lease_id
 ), p as (
   update quota_periods qp
@@ -103,7 +107,7 @@ lc as (
   insert into usage_events (${USAGE_COLUMNS})
   select s.usage_id, s.workspace_id, s.workspace_access_id, s.quota_period_id, s.id, s.invocation_id, 'USAGE',
          least(s.units, s.bound), s.input_tokens, s.cached_tokens, s.output_tokens, s.model, null, s.at,
-         s.model_rule, s.input_ppm, s.cached_ppm, s.output_ppm, mp.cost_micros, mp.id
+         s.model_rule, s.input_ppm, s.cached_ppm, s.output_ppm, mp.cost_micros, mp.id, s.cache_write_tokens, s.reasoning_tokens
     from settled s ${priceOfCall('s')}
    where s.charged
   returning ${ROLLED_EVENT_COLUMNS}
@@ -111,7 +115,7 @@ lc as (
   insert into usage_events (${USAGE_COLUMNS})
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'ADJUSTMENT',
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', at,
-         model_rule, input_ppm, cached_ppm, output_ppm, null, null
+         model_rule, input_ppm, cached_ppm, output_ppm, null, null, null, null
     from settled where charged and units > bound
   returning ${ROLLED_EVENT_COLUMNS}
 ), new_events as (
@@ -137,7 +141,8 @@ with expired as (
   delete from lease_calls c using expired e where c.lease_id = e.id
   returning c.invocation_id, c.lease_id, c.bound, c.units, c.input_tokens, c.cached_tokens, c.output_tokens, c.model, c.invocation,
             c.usage_id, c.adjustment_id, c.updated_at, e.workspace_id, e.workspace_access_id, e.quota_period_id,
-            c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm
+            c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm, c.cache_write_tokens,
+            c.reasoning_tokens
 ), recorded as (
   insert into invocations select (json_populate_record(cast(null as invocations), c.invocation)).* from calls c
   on conflict (id) do nothing
@@ -149,14 +154,15 @@ with expired as (
   insert into usage_events (${USAGE_COLUMNS})
   select c.usage_id, c.workspace_id, c.workspace_access_id, c.quota_period_id, c.lease_id, c.invocation_id, 'USAGE',
          least(c.units, c.bound), c.input_tokens, c.cached_tokens, c.output_tokens, c.model, null, c.updated_at,
-         c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm, mp.cost_micros, mp.id
+         c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm, mp.cost_micros, mp.id,
+         c.cache_write_tokens, c.reasoning_tokens
     from charged c ${priceOfCall('c')}
   returning ${ROLLED_EVENT_COLUMNS}
 ), a as (
   insert into usage_events (${USAGE_COLUMNS})
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, 'ADJUSTMENT',
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', updated_at,
-         model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, null, null
+         model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, null, null, null, null
     from charged where units > bound
   returning ${ROLLED_EVENT_COLUMNS}
 ), new_events as (
