@@ -2,7 +2,7 @@
 import { anthropicInput, FOREIGN } from '../input-estimate.js';
 import {
   big,
-  bigOrNull,
+  bigOrAbsent,
   bytesOf,
   defineProtocol,
   modelRoutes,
@@ -23,7 +23,7 @@ function anthropicUsage(u: Json | null | undefined): Usage | null {
     inputTokens: big(u.input_tokens) + big(u.cache_creation_input_tokens) + read,
     cachedInputTokens: read,
     outputTokens: big(u.output_tokens),
-    cacheWriteTokens: bigOrNull(u.cache_creation_input_tokens),
+    cacheWriteTokens: bigOrAbsent(u.cache_creation_input_tokens),
   };
 }
 
@@ -51,7 +51,7 @@ class MessagesStream implements StreamReader {
         inputTokens: restated ? restated.inputTokens : base.inputTokens,
         cachedInputTokens: restated ? restated.cachedInputTokens : base.cachedInputTokens,
         outputTokens: big(u.output_tokens),
-        cacheWriteTokens: restated ? restated.cacheWriteTokens : (base.cacheWriteTokens ?? null),
+        cacheWriteTokens: restated ? restated.cacheWriteTokens : base.cacheWriteTokens,
       };
       state.complete = this.input !== null || restated !== null;
     }

@@ -16,7 +16,7 @@ import { bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret } from '..
 import { AppError, type ErrorBody } from '../../errors.js';
 import { bedrockInput, FOREIGN } from '../input-estimate.js';
 import { eventFrame } from './event-stream.js';
-import { big, bigOrNull, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+import { big, bigOrAbsent, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
 
 type Json = Record<string, any>;
 
@@ -35,7 +35,7 @@ export function converseUsage(u: Json | null | undefined): Usage | null {
     inputTokens: big(u.inputTokens) + read + big(u.cacheWriteInputTokens),
     cachedInputTokens: read,
     outputTokens: big(u.outputTokens),
-    cacheWriteTokens: bigOrNull(u.cacheWriteInputTokens),
+    cacheWriteTokens: bigOrAbsent(u.cacheWriteInputTokens),
   };
 }
 

@@ -276,9 +276,9 @@ export function defineProtocol(table: ProtocolTable): Protocol {
 }
 
 /** A token count an upstream reported; an absurd one is clamped so its records still fit the database's int8 columns. */
-/** A token count the answer may leave out: null when it does. */
-export function bigOrNull(value: unknown): bigint | null {
-  return typeof value === 'number' ? big(value) : null;
+/** A token count the answer may leave out: undefined when it does. */
+export function bigOrAbsent(value: unknown): bigint | undefined {
+  return typeof value === 'number' ? big(value) : undefined;
 }
 
 export function big(value: unknown): bigint {
