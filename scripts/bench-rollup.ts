@@ -3,13 +3,16 @@
  *   - batch: the gateway's record statement adds its calls and their events to the rollup itself, one upsert per
  *     rollup key per batch (src/domain/invocations/rollup-sql.ts, the way Nexus keeps it);
  *   - trigger: the same statement without it, and a statement-level trigger on invocations that adds the same rows
- *     (the new invocations from its transition table, their events read back from usage_events).
+ *     (the new invocations from its transition table, their events read back from usage_events by invocation id).
+ *   - none: the same statement without it, and no trigger: the floor, what recording costs without any rollup.
  * A fresh database gets a workspace with BENCH_ROLLUP_USERS end users (default 8) on one plan and a price; each user
  * holds a quota lease. Each round records BENCH_ROLLUP_BATCHES batches (default 100) of BENCH_ROLLUP_CALLS calls
  * (default 20: answered and charged, with a few upstream errors and refusals, over 4 models) each way, the two ways
  * first in turn, through one connection; the CPU time of its backend (/proc/<pid>/stat, utime + stime) is read
  * before and after each way's batches. It prints µs of PostgreSQL CPU per call each way, per round and in total, the
- * ratio, and the host's load average. PostgreSQL must run on this host (its /proc).
+ * ratio, and the host's load average. PostgreSQL must run on this host (its /proc). The tables first hold
+ * BENCH_ROLLUP_SEEDED calls (default 200,000) of the past 30 days, analyzed, so that each statement is planned for
+ * tables of a size a gateway writes to (a plan made for an empty table, kept by the session, would scan).
  *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on; it is
  * dropped at the end. BENCH_ROLLUP_ROUNDS (default 6).
@@ -33,12 +36,14 @@ const USERS = Number(process.env.BENCH_ROLLUP_USERS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROLLUP_ROUNDS ?? 6);
 const BATCHES = Number(process.env.BENCH_ROLLUP_BATCHES ?? 100);
 const CALLS = Number(process.env.BENCH_ROLLUP_CALLS ?? 20);
+const SEEDED = Number(process.env.BENCH_ROLLUP_SEEDED ?? 200_000);
 const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'o3-mini'];
 /** Linux's USER_HZ: /proc reports CPU time in hundredths of a second. */
 const TICKS_PER_SECOND = 100;
 
-type Way = 'batch' | 'trigger';
+type Way = 'batch' | 'trigger' | 'none';
+const WAYS: Way[] = ['batch', 'trigger', 'none'];
 
 const dbName = `nexus_bench_rollup_${randomBytes(4).toString('hex')}`;
 const admin = new pg.Client({ connectionString: DATABASE_URL });
@@ -140,6 +145,7 @@ try {
     NEXUS_MANAGEMENT_KEY: ROOT_KEY,
     NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
     NEXUS_LOG_LEVEL: 'warn',
+    NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
     HOST: '127.0.0.1',
     PORT: '0',
   });
@@ -175,12 +181,35 @@ try {
       );
       leases.set(user.accessId, id);
     }
+    // The calls of the past 30 days, each with its USAGE event, as a busy workspace's tables hold them.
+    await client.query(
+      `with c as (
+         select gen_random_uuid() as id, gen_random_uuid() as usage_id, n,
+                now() - (n::double precision / $2) * interval '30 days' as at
+           from generate_series(1, $2) n
+       ), i as (
+         insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id,
+                                  method, endpoint, requested_model, status, metering_status, quota_units, started_at, completed_at)
+         select c.id, $1, a.id, $3, a.key_id, 'seed-' || c.n, 'POST', 'v1/chat/completions', 'gpt-4o', 'SUCCEEDED', 'metered', 300,
+                c.at, c.at
+           from c join lateral (select id, (select k.id from inference_keys k where k.workspace_access_id = wa.id limit 1) as key_id
+                                  from workspace_accesses wa where wa.workspace_id = $1 offset c.n % $4 limit 1) a on true
+       )
+       insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, invocation_id, kind, units, input_tokens,
+                                 cached_input_tokens, output_tokens, model, created_at)
+       select c.usage_id, $1, qp.workspace_access_id, qp.id, c.id, 'USAGE', 300, 200, 0, 50, 'gpt-4o', c.at
+         from c join lateral (select id, workspace_access_id from quota_periods where workspace_id = $1 offset c.n % $4 limit 1) qp on true`,
+      [tenant.workspaceId, SEEDED, tenant.connectionId, USERS],
+    );
+    for (const table of ['invocations', 'usage_events', 'usage_rollups', 'quota_leases', 'quota_periods']) await client.query(`vacuum analyze ${table}`);
     const planId = ((await client.query('select plan_id from workspace_accesses where id = $1', [tenant.accessId])).rows[0] as { plan_id: string })
       .plan_id;
     await client.query(`
       create function bench_roll_up_calls() returns trigger language plpgsql as $$
       begin
-        with ev as (select ${ROLLED_EVENT_COLUMNS} from usage_events where invocation_id in (select id from new_calls))
+        -- The calls' events, found by the index on their invocation id (the statement wrote them).
+        with ev as (select e.* from new_calls c cross join lateral (
+                       select ${ROLLED_EVENT_COLUMNS} from usage_events u where u.invocation_id = c.id) e)
         ${rollUpInsert('new_calls', 'ev')};
         return null;
       end $$`);
@@ -194,7 +223,9 @@ try {
     } catch {
       throw new Error(`no /proc/${pid}/stat: PostgreSQL must run on this host for its CPU to be read`);
     }
-    const statements: Record<Way, string> = { batch: recordCallsSql(true), trigger: recordCallsSql(false) };
+    const statements: Record<Way, string> = { batch: recordCallsSql(true), trigger: recordCallsSql(false), none: recordCallsSql(false) };
+    /** The calls recorded without a rollup: not in it. */
+    let unrolled = 0;
     const record = (way: Way, rows: CallRows[]) =>
       client.query({
         name: `bench_record_${way}`,
@@ -207,6 +238,7 @@ try {
       const batches = Array.from({ length: BATCHES }, () => batchOf(tenant, leases, planId, CALLS));
       // The statement is prepared (and its plan warm) before the clock starts.
       await record(way, batchOf(tenant, leases, planId, CALLS));
+      if (way === 'none') unrolled += (BATCHES + 1) * CALLS;
       const before = cpuSeconds(pid);
       for (const rows of batches) await record(way, rows);
       return cpuSeconds(pid) - before;
@@ -218,33 +250,28 @@ try {
         .join(' ')} (1, 5, 15 min)`,
     );
     console.log(`${ROUNDS} rounds of ${BATCHES} batches of ${CALLS} calls each way, ${USERS} users, ${MODELS.length} models\n`);
-    console.log(`${'round'.padEnd(6)} ${'batch µs/call'.padStart(14)} ${'trigger µs/call'.padStart(16)} ${'ratio'.padStart(7)}`);
-    const total: Record<Way, number> = { batch: 0, trigger: 0 };
-    const perCall = (seconds: number) => (seconds * 1e6) / (BATCHES * CALLS);
-    for (let round = 1; round <= ROUNDS; round++) {
-      const order: Way[] = round % 2 ? ['batch', 'trigger'] : ['trigger', 'batch'];
-      const used: Record<Way, number> = { batch: 0, trigger: 0 };
-      for (const way of order) used[way] = await measure(way);
-      total.batch += used.batch;
-      total.trigger += used.trigger;
-      console.log(
-        `${String(round).padEnd(6)} ${perCall(used.batch).toFixed(0).padStart(14)} ${perCall(used.trigger).toFixed(0).padStart(16)} ${(used.batch / used.trigger).toFixed(2).padStart(7)}`,
-      );
-    }
     console.log(
-      `${'all'.padEnd(6)} ${perCall(total.batch / ROUNDS)
-        .toFixed(0)
-        .padStart(14)} ${perCall(total.trigger / ROUNDS)
-        .toFixed(0)
-        .padStart(16)} ${(total.batch / total.trigger).toFixed(2).padStart(7)}`,
+      `${'round'.padEnd(6)} ${'batch µs/call'.padStart(14)} ${'trigger µs/call'.padStart(16)} ${'none µs/call'.padStart(13)} ${'batch/trigger'.padStart(14)}`,
     );
-    // Both ways kept the same rollup: it must equal the sums over the rows.
+    const total: Record<Way, number> = { batch: 0, trigger: 0, none: 0 };
+    const perCall = (seconds: number) => ((seconds * 1e6) / (BATCHES * CALLS)).toFixed(0);
+    const line = (label: string, used: Record<Way, number>) =>
+      `${label.padEnd(6)} ${perCall(used.batch).padStart(14)} ${perCall(used.trigger).padStart(16)} ${perCall(used.none).padStart(13)} ${(used.batch / used.trigger).toFixed(2).padStart(14)}`;
+    for (let round = 1; round <= ROUNDS; round++) {
+      // Each way first, second and third in turn.
+      const order = WAYS.map((_, i) => WAYS[(i + round) % WAYS.length]!);
+      const used: Record<Way, number> = { batch: 0, trigger: 0, none: 0 };
+      for (const way of order) used[way] = await measure(way);
+      for (const way of WAYS) total[way] += used[way];
+      console.log(line(String(round), used));
+    }
+    console.log(line('all', { batch: total.batch / ROUNDS, trigger: total.trigger / ROUNDS, none: total.none / ROUNDS }));
+    // Both ways that keep the rollup kept it exact: it counts every call recorded by them (not the seeded ones).
     const check = await client.query(
-      `select (select sum(calls) from usage_rollups)::bigint as rolled, (select count(*) from invocations)::bigint as calls,
-              (select sum(units) from usage_rollups)::bigint as rolled_units, (select coalesce(sum(units), 0) from usage_events)::bigint as units`,
+      `select (select sum(calls) from usage_rollups)::bigint as rolled, (select count(*) from invocations)::bigint as calls`,
     );
-    const c = check.rows[0] as { rolled: string; calls: string; rolled_units: string; units: string };
-    console.log(`\nrollup: ${c.rolled} calls (invocations: ${c.calls}), ${c.rolled_units} units (usage events: ${c.units})`);
+    const c = check.rows[0] as { rolled: string; calls: string };
+    console.log(`\nrollup: ${c.rolled} calls; invocations recorded with a rollup: ${Number(c.calls) - unrolled - SEEDED}`);
     console.log(
       `host after: load average ${loadavg()
         .map((l) => l.toFixed(1))
