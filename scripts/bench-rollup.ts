@@ -165,7 +165,12 @@ try {
     const price = await createModelPrice({
       client: api,
       path: { workspaceId: tenant.workspaceId },
-      body: { modelPattern: 'gpt-4o*', inputPerMillion: '2.50', outputPerMillion: '10', effectiveFrom: new Date(Date.now() - 3_600_000).toISOString() },
+      body: {
+        modelPattern: 'gpt-4o*',
+        inputPerMillion: '2.50',
+        outputPerMillion: '10',
+        effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
+      },
     });
     if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
     // Each user's lease, as a gateway process holds one (nothing reserved: the calls take nothing from it).
@@ -201,9 +206,11 @@ try {
          from c join lateral (select id, workspace_access_id from quota_periods where workspace_id = $1 offset c.n % $4 limit 1) qp on true`,
       [tenant.workspaceId, SEEDED, tenant.connectionId, USERS],
     );
-    for (const table of ['invocations', 'usage_events', 'usage_rollups', 'quota_leases', 'quota_periods']) await client.query(`vacuum analyze ${table}`);
-    const planId = ((await client.query('select plan_id from workspace_accesses where id = $1', [tenant.accessId])).rows[0] as { plan_id: string })
-      .plan_id;
+    for (const table of ['invocations', 'usage_events', 'usage_rollups', 'quota_leases', 'quota_periods'])
+      await client.query(`vacuum analyze ${table}`);
+    const planId = (
+      (await client.query('select plan_id from workspace_accesses where id = $1', [tenant.accessId])).rows[0] as { plan_id: string }
+    ).plan_id;
     await client.query(`
       create function bench_roll_up_calls() returns trigger language plpgsql as $$
       begin

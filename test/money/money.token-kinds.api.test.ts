@@ -25,7 +25,10 @@ afterAll(async () => {
 });
 
 /** A tenant on its own upstream, with one price for every model: 2 input, 1 cached, 10 output per million, and `extra`. */
-async function tenantWith(profile: 'openai' | 'anthropic' | 'gemini', extra: { cacheWritePerMillion?: string; reasoningPerMillion?: string }) {
+async function tenantWith(
+  profile: 'openai' | 'anthropic' | 'gemini',
+  extra: { cacheWritePerMillion?: string; reasoningPerMillion?: string },
+) {
   const start = { openai: startOpenAiUpstream, anthropic: startAnthropicUpstream, gemini: startGeminiUpstream }[profile];
   const up = await start({ apiKey: KEY });
   upstreams.push(up);

@@ -25,7 +25,12 @@ beforeAll(async () => {
   const price = await createModelPrice({
     client: t.client,
     path: { workspaceId: tenant.workspaceId },
-    body: { modelPattern: 'gpt-4o*', inputPerMillion: '2.50', outputPerMillion: '10', effectiveFrom: new Date(Date.now() - 3_600_000).toISOString() },
+    body: {
+      modelPattern: 'gpt-4o*',
+      inputPerMillion: '2.50',
+      outputPerMillion: '10',
+      effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
+    },
   });
   expect(price.response.status).toBe(201);
 });
@@ -74,7 +79,8 @@ async function summarized(groupBy: Groupings, granularity: 'hour' | 'day'): Prom
       failedCalls: 0,
       refusedCalls: 0,
     });
-    for (const f of ['units', 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costMicros'] as const) s[f] = String(BigInt(s[f]) + BigInt(b[f]));
+    for (const f of ['units', 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costMicros'] as const)
+      s[f] = String(BigInt(s[f]) + BigInt(b[f]));
     for (const f of ['events', 'unpricedEvents', 'calls', 'failedCalls', 'refusedCalls'] as const) s[f] += b[f];
   }
   return out;
@@ -122,7 +128,16 @@ async function counted(groupBy: Groupings): Promise<Record<string, Sums>> {
     failedCalls: 0,
     refusedCalls: 0,
   });
-  for (const r of events.rows as { key: string; units: string; input: string; cached: string; output: string; events: number; cost: string; unpriced: number }[]) {
+  for (const r of events.rows as {
+    key: string;
+    units: string;
+    input: string;
+    cached: string;
+    output: string;
+    events: number;
+    cost: string;
+    unpriced: number;
+  }[]) {
     out[r.key] = {
       ...empty(),
       units: r.units,
@@ -180,7 +195,9 @@ describe('the usage rollup', () => {
     // As if its process had died mid-stream: the lease is reclaimed and the call charged from its last heartbeat.
     const slow = await call(first!.apiKey, 'gpt-4o', { 'x-fake-fault': 'slow', 'x-fake-delay-ms': '250' }, true);
     expect(slow.status).toBe(200);
-    await until(async () => (await t.database.db('quota_leases').where({ workspace_access_id: first!.accessId, status: 'HELD' })).length === 1);
+    await until(
+      async () => (await t.database.db('quota_leases').where({ workspace_access_id: first!.accessId, status: 'HELD' })).length === 1,
+    );
     await reclaimLease(t, first!.accessId);
     await slow.text();
     await t.nexus.gateway.drain();
@@ -189,13 +206,22 @@ describe('the usage rollup', () => {
     // A spool's replay writes the records through the same statement: one already written is not counted again, a
     // new one is.
     const repo = createCallRepo(t.database.db, false);
-    const [written] = (await t.database.db.raw(`select row_to_json(i)::text as json, id from invocations i where workspace_id = ? limit 1`, [tenant.workspaceId]))
-      .rows as { json: string; id: string }[];
+    const [written] = (
+      await t.database.db.raw(`select row_to_json(i)::text as json, id from invocations i where workspace_id = ? limit 1`, [
+        tenant.workspaceId,
+      ])
+    ).rows as { json: string; id: string }[];
     const before = await summarized('access', 'day');
     await repo.record([{ id: written!.id, invocation: written!.json, leaseCall: null }]);
     expect(await summarized('access', 'day')).toEqual(before);
     const id = newId();
-    const spooled = { ...(JSON.parse(written!.json) as Record<string, unknown>), id, request_id: `replayed-${id}`, status: 'REJECTED', attempts: null };
+    const spooled = {
+      ...(JSON.parse(written!.json) as Record<string, unknown>),
+      id,
+      request_id: `replayed-${id}`,
+      status: 'REJECTED',
+      attempts: null,
+    };
     await repo.record([{ id, invocation: JSON.stringify(spooled), leaseCall: null }]);
     await expectExact();
   });

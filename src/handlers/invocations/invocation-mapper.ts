@@ -27,10 +27,8 @@ export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
     inputTokens: `${row.input_tokens}`,
     cachedInputTokens: `${row.cached_input_tokens}`,
     outputTokens: `${row.output_tokens}`,
-    ...(row.cache_write_tokens !== null && row.cache_write_tokens !== undefined
-      ? { cacheWriteTokens: `${row.cache_write_tokens}` as Int64String }
-      : {}),
-    ...(row.reasoning_tokens !== null && row.reasoning_tokens !== undefined ? { reasoningTokens: `${row.reasoning_tokens}` as Int64String } : {}),
+    ...(row.cache_write_tokens !== null && row.cache_write_tokens !== undefined ? { cacheWriteTokens: `${row.cache_write_tokens}` } : {}),
+    ...(row.reasoning_tokens !== null && row.reasoning_tokens !== undefined ? { reasoningTokens: `${row.reasoning_tokens}` } : {}),
     ...(row.model ? { model: row.model } : {}),
     ...(row.reason ? { reason: row.reason } : {}),
     ...(row.model_rule ? { modelRule: row.model_rule } : {}),
