@@ -7,9 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCallRepo } from '../../src/gateway/call-repo.js';
 import { newId } from '../../src/ids.js';
-import { createModelPrice, getUsageSummary } from '../support/sdk.js';
+import { changeAccessPlan, createModelPrice, getUsageSummary } from '../support/sdk.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { activePlan } from '../support/tenant.js';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { createTenant, gatewayFetch, reclaimLease, until, type Tenant } from '../gateway/gateway-support.js';
 
@@ -223,6 +224,32 @@ describe('the usage rollup', () => {
       attempts: null,
     };
     await repo.record([{ id, invocation: JSON.stringify(spooled), leaseCall: null }]);
+    await expectExact();
+  });
+
+  it('counts a call under the plan its access was on when it was made: a change of plan moves the next calls only', async () => {
+    const [, second] = tenant.users;
+    const before = await summarized('plan', 'day');
+    const { plan } = await activePlan(t.client, tenant.workspaceId, {
+      key: 'rollup-next',
+      quotaUnits: '10000000',
+      allowedModels: ['gpt-*'],
+    });
+    const changed = await changeAccessPlan({ client: t.client, path: { accessId: second!.accessId }, body: { planId: plan.id } });
+    expect(changed.response.status).toBe(200);
+    // The gateway learns of the change from the change feed: call until a call is recorded on the new plan.
+    await until(async () => {
+      expect((await call(second!.apiKey, 'gpt-4o')).status).toBe(200);
+      await t.nexus.gateway.drain();
+      return (await summarized('plan', 'day'))[plan.id] !== undefined;
+    });
+    const after = await summarized('plan', 'day');
+    // The calls made before the change stay under the plan they were made on.
+    expect(after[tenant.planId]!.calls).toBeGreaterThanOrEqual(before[tenant.planId]!.calls);
+    expect(after[plan.id]!.calls).toBeGreaterThanOrEqual(1);
+    expect(after[tenant.planId]!.calls + after[plan.id]!.calls).toBe(
+      Number((await t.database.db('invocations').where({ workspace_id: tenant.workspaceId }).count<{ n: string }[]>('* as n'))[0]!.n),
+    );
     await expectExact();
   });
 });
