@@ -830,7 +830,9 @@ export const listProviderConnections = <ThrowOnError extends boolean = true>(opt
  * query or fragment; a host name must resolve, and not to a loopback, private, link-local
  * or metadata address unless the deployment sets `NEXUS_ALLOW_PRIVATE_UPSTREAMS=true`
  * (400 `invalid_base_url` / `private_upstream_refused`). The upstream is not called:
- * use `testProviderConnection` before and `verifyProviderConnection` after saving.
+ * use `testProviderConnection` before and `verifyProviderConnection` after saving. `retry` makes the
+ * gateway retry a call that fails before any byte of its answer, with a bounded wait (`ConnectionRetryDto`);
+ * without it a call makes one attempt.
  *
  */
 export const createProviderConnection = <ThrowOnError extends boolean = true>(options: Options<CreateProviderConnectionData, ThrowOnError>) => (options.client ?? client).post<CreateProviderConnectionResponses, CreateProviderConnectionErrors, ThrowOnError>({

@@ -942,6 +942,38 @@ export type AwsSessionToken = string;
  */
 export type UpstreamTimeoutMs = number;
 
+/**
+ * Retries of a call on this connection, as a route's target retries (docs/routes.md). Absent: one attempt,
+ * its answer relayed whatever it is. With it, an answer of a `retryOn` status, a connect error or a timeout
+ * before the headers is retried, up to `attempts` in all, after `min(baseDelayMs * 2^(n-1), maxDelayMs)`
+ * with jitter 0.8-1.2, or the answer's `Retry-After` (`retry-after-ms` first) when it gave one. Nothing is
+ * retried once a byte of the answer has reached the client, and a caller's 4xx (400, 401, 404, 413, 422)
+ * goes back as it is. The waits of one call add up to no more than `budgetMs`, so a call takes at most
+ * `attempts x upstreamTimeoutMs + budgetMs`; an attempt no retry can follow (the last, one whose
+ * `Retry-After` exceeds `retryAfterCapMs`, or one whose wait would pass the budget) is relayed as it is.
+ * Quota is reserved once and charged for the attempt that answered; `getInvocation` lists every attempt,
+ * and answers carry `x-nexus-attempts`. Turn the SDK's own retries off (`maxRetries: 0`) to avoid
+ * retrying twice.
+ *
+ */
+export type ConnectionRetryDto = {
+    /**
+     * Attempts of a call (the first and its retries).
+     */
+    attempts?: number;
+    retryOn?: RetryOnStatuses;
+    baseDelayMs?: number;
+    maxDelayMs?: number;
+    /**
+     * A `Retry-After` longer than this is not waited for; the answer that gave it is the call's.
+     */
+    retryAfterCapMs?: number;
+    /**
+     * Time a call may spend waiting between attempts, all told.
+     */
+    budgetMs?: number;
+};
+
 export type ProviderConnectionDto = {
     id: string;
     workspaceId: string;
@@ -969,6 +1001,7 @@ export type ProviderConnectionDto = {
     secretPreview: string;
     lastVerifiedAt?: DateTime;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
+    retry?: ConnectionRetryDto;
     metadata?: Metadata;
     createdAt?: DateTime;
     updatedAt?: DateTime;
@@ -981,6 +1014,7 @@ export type CreateProviderConnectionDto = {
     baseUrl: ProviderBaseUrl;
     metadata?: Metadata;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
+    retry?: ConnectionRetryDto;
 };
 
 export type TestProviderConnectionDto = {
@@ -1000,6 +1034,12 @@ export type UpdateProviderConnectionDto = {
      * A timeout in ms, or null for the deployment's default.
      */
     upstreamTimeoutMs?: UpstreamTimeoutMs | null;
+    /**
+     * The fields given change, the others stay (a connection without a policy starts from the defaults);
+     * null turns retries off.
+     *
+     */
+    retry?: ConnectionRetryDto | null;
 };
 
 export type RotateProviderSecretDto = {
@@ -1756,6 +1796,7 @@ export type CreateProviderConnectionDtoWritable = {
     awsSessionToken?: AwsSessionToken;
     metadata?: Metadata;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
+    retry?: ConnectionRetryDto;
 };
 
 export type TestProviderConnectionDtoWritable = {
@@ -1783,6 +1824,12 @@ export type UpdateProviderConnectionDtoWritable = {
      * A timeout in ms, or null for the deployment's default.
      */
     upstreamTimeoutMs?: UpstreamTimeoutMs | null;
+    /**
+     * The fields given change, the others stay (a connection without a policy starts from the defaults);
+     * null turns retries off.
+     *
+     */
+    retry?: ConnectionRetryDto | null;
 };
 
 export type RotateProviderSecretDtoWritable = {

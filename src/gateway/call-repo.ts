@@ -16,6 +16,7 @@ import { jsonArray, RowJson } from '../db/row-json.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Pricing, StoredModelRule } from '../domain/quota/model-pricing.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
+import type { ConnectionRetry } from '../domain/routes/route-types.js';
 import { leaseCallSettlementCtes, lockedInIdOrder } from '../domain/quota/settlement-sql.js';
 import { ROLLED_CALL_COLUMNS, rollUpCte } from '../domain/invocations/rollup-sql.js';
 import { newId } from '../ids.js';
@@ -42,6 +43,8 @@ export interface AuthRow {
   api_key_ciphertext: string | null;
   api_key_key_id: string | null;
   upstream_timeout_ms: number | null;
+  /** The connection's retries (null: one attempt per call). */
+  connection_retry: ConnectionRetry | null;
   period_id: string | null;
   period_end: Date | null;
   granted_units: bigint | null;
@@ -86,7 +89,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        p.period_start,
        w.status as workspace_status, w.allow_unmetered_passthrough,
        c.id as connection_id, c.protocol_profile, c.base_url, c.status as connection_status,
-       c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms,
+       c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms, c.retry as connection_retry,
        p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
        s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens,
        s.id as strategy_id, s.model_rules, s.allowed_models, s.output_cap_policy,
@@ -184,8 +187,10 @@ with recorded as (
   on conflict (id) do nothing
   returning ${ROLLED_CALL_COLUMNS}
 ), ${leaseCallSettlementCtes('$1', 'recorded')}${rollUp ? `, ${rollUpCte('recorded', 'new_events')}` : ''}
-select u.workspace_id, r.provider_connection_id as connection_id, u.model, u.cost_micros
-  from u join recorded r on r.id = u.invocation_id`;
+select u.workspace_id, r.provider_connection_id as connection_id, u.model, sum(u.cost_micros) as cost_micros,
+       count(*) filter (where u.cost_micros is null) as unpriced
+  from u join recorded r on r.id = u.invocation_id
+ group by u.workspace_id, r.provider_connection_id, u.model`;
 
 const RECORD_CALLS = recordCallsSql();
 
@@ -248,12 +253,16 @@ with held as (
 ), ${writeCallsCtes('held', '$2', '$3')}
 select id from held`;
 
-/** The cost of a call recorded (null: no price matched its model), for the metrics and the budgets. */
+/**
+ * The costs of a batch's calls, summed per workspace, connection and model, for the metrics and the budgets: one row
+ * per series, not per call (null: no call of the series had a price; `unpriced`: how many had none).
+ */
 export interface RecordedCost {
   workspace_id: string;
   connection_id: string;
   model: string | null;
-  cost_micros: bigint | null;
+  cost_micros: string | null;
+  unpriced: string;
 }
 
 /** A call's rows as JSON text (row-json.ts), made when it ends. */
