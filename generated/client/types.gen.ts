@@ -1456,6 +1456,10 @@ export type InvocationDto = {
      */
     routeId?: string;
     /**
+     * The plan the call's access was on when the call was made (absent on calls recorded before it was kept).
+     */
+    planId?: string;
+    /**
      * Every provider attempt of the call, in order (a call through a route may make several; `attempt` is the
      * last). Only the attempt that answered is charged; an attempt that failed before any usage is free.
      *

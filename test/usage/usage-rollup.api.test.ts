@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCallRepo } from '../../src/gateway/call-repo.js';
 import { newId } from '../../src/ids.js';
-import { changeAccessPlan, createModelPrice, getUsageSummary } from '../support/sdk.js';
+import { changeAccessPlan, createModelPrice, getUsageSummary, listInvocations } from '../support/sdk.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { activePlan } from '../support/tenant.js';
@@ -244,6 +244,9 @@ describe('the usage rollup', () => {
       return (await summarized('plan', 'day'))[plan.id] !== undefined;
     });
     const after = await summarized('plan', 'day');
+    // The invocation names the plan it was made on.
+    const latest = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 1 } });
+    expect(latest.data![0]!.planId).toBe(plan.id);
     // The calls made before the change stay under the plan they were made on.
     expect(after[tenant.planId]!.calls).toBeGreaterThanOrEqual(before[tenant.planId]!.calls);
     expect(after[plan.id]!.calls).toBeGreaterThanOrEqual(1);

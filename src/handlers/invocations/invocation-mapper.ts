@@ -99,6 +99,7 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   const priceId = row.price_id ?? usage?.price_id;
   if (priceId) dto.priceId = priceId;
   if (row.route_id) dto.routeId = row.route_id;
+  if (row.plan_id) dto.planId = row.plan_id;
   // getInvocation (with its events) lists every attempt; a list shows the last.
   if (usageEvents && (attempt || row.attempts?.length)) dto.attempts = [...(row.attempts ?? []), ...(attempt ? [attempt] : [])];
   if (usageEvents) dto.usageEvents = usageEvents.map(toUsageEventDto);
