@@ -8,16 +8,23 @@ import type { CreateQuotaStrategyDto, WebhookEventType, WebhookMessageDto } from
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import {
   activateWorkspaceAccess,
+  bindPlanStrategy,
+  createPlan,
   createQuotaStrategy,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
   disableWebhookEndpoint,
   getWebhookEndpoint,
+  getPlan,
   getWebhookMessage,
   issueInferenceKey,
   listAuditLogs,
+  listPlans,
   listWebhookEndpoints,
   listWebhookMessages,
+  publishPlan,
+  publishPlanStrategy,
+  provisionWorkspaceUser,
   replayFailedWebhookMessages,
   replayWebhookMessage,
   revokeInferenceKey,
@@ -25,12 +32,14 @@ import {
   rotateWebhookEndpointSecret,
   sendTestWebhookEvent,
   suspendWorkspaceAccess,
+  updatePlan,
   updateWebhookEndpoint,
   verifyProviderConnection,
 } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import type { TenantSpec } from '../support/tenant.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
-import { createTenant, openAiFor, until, type Tenant } from '../gateway/gateway-support.js';
+import { createTenant, openAiFor, periodOf, reclaimLease, until, type Tenant } from '../gateway/gateway-support.js';
 import { startReceiver, type Receiver } from './receiver.js';
 
 const FAST = {
@@ -62,7 +71,7 @@ async function receiver(): Promise<Receiver> {
   return r;
 }
 
-async function tenant(o: { quotaUnits?: bigint } = {}, app: TestApp = t): Promise<Tenant> {
+async function tenant(o: Pick<TenantSpec, 'quotaUnits' | 'eventThresholds'> = {}, app: TestApp = t): Promise<Tenant> {
   return createTenant(app, { baseUrl: upstream.url, providerKey: PROVIDER_KEY, ...o });
 }
 
@@ -281,12 +290,9 @@ describe('events, each delivered once per cause', () => {
     await call('10,0,0'); // 850
     await t.nexus.gateway.drain();
     const eighty = await acceptedOf(r, 'quota.threshold_crossed', 1);
-    expect(eighty[0]!.verified!.data).toMatchObject({
-      workspaceAccessId: ten.accessId,
-      thresholdPercent: 80,
-      grantedUnits: '1000',
-      consumedUnits: '810',
-    });
+    expect(eighty[0]!.verified!.data).toMatchObject({ workspaceAccessId: ten.accessId, thresholdPercent: 80, grantedUnits: '1000' });
+    // The period's units once the settlement that crossed it committed: the recorder may settle the later calls with it.
+    expect(['810', '840', '850']).toContain(eighty[0]!.verified!.data['consumedUnits']);
     await call('150,0,0'); // 1000: crosses 100%
     await t.nexus.gateway.drain();
     const all = await acceptedOf(r, 'quota.threshold_crossed', 2);
@@ -298,17 +304,18 @@ describe('events, each delivered once per cause', () => {
 });
 
 describe('thresholds set on the strategy or the plan', () => {
-  it('a strategy takes its own thresholds (checked), and a plan’s apply where its strategy sets none', async () => {
-    const ten = await tenant({ quotaUnits: 1000n });
-    const base: CreateQuotaStrategyDto = {
-      key: 'thresholds',
-      resetInterval: 'MONTH',
-      quotaUnits: '1000',
-      inputMultiplierPpm: '1000000',
-      outputMultiplierPpm: '1000000',
-      cachedInputMultiplierPpm: '1000000',
-      maxOutputTokens: 100,
-    };
+  const base: CreateQuotaStrategyDto = {
+    key: 'thresholds',
+    resetInterval: 'MONTH',
+    quotaUnits: '1000',
+    inputMultiplierPpm: '1000000',
+    outputMultiplierPpm: '1000000',
+    cachedInputMultiplierPpm: '1000000',
+    maxOutputTokens: 100,
+  };
+
+  it('a strategy takes its own thresholds, checked and kept in ascending order', async () => {
+    const ten = await tenant();
     const made = await createQuotaStrategy({
       client: t.client,
       path: { workspaceId: ten.workspaceId },
@@ -322,20 +329,163 @@ describe('thresholds set on the strategy or the plan', () => {
       body: { ...base, eventThresholds: [0] },
     });
     expect(bad.response.status).toBe(400);
+    expect(bad.error).toMatchObject({ error: { code: 'invalid_parameter', param: expect.stringMatching(/^eventThresholds/) } });
+  });
 
-    // The plan's thresholds (no Admin field sets them yet): 50 alone, so 80 and 100 raise nothing.
-    await t.database
-      .db('plans')
-      .where({ id: ten.planId })
-      .update({ event_thresholds: JSON.stringify([50]) });
+  it('a plan’s are set at its creation and on a DRAFT plan, read back in ascending order, and removed with null', async () => {
+    const ten = await tenant();
+    const made = await createPlan({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { key: 'alerts', name: 'Alerts', billingInterval: 'MONTH', eventThresholds: [90, 10] },
+    });
+    expect(made.response.status).toBe(201);
+    expect(made.data!.eventThresholds).toEqual([10, 90]);
+    const planId = made.data!.id;
+    expect((await getPlan({ client: t.client, path: { planId } })).data!.eventThresholds).toEqual([10, 90]);
+    const listed = await listPlans({ client: t.client, path: { workspaceId: ten.workspaceId }, query: { key: 'alerts' } });
+    expect(listed.data!.map((p) => p.eventThresholds)).toEqual([[10, 90]]);
+
+    const changed = await updatePlan({ client: t.client, path: { planId }, body: { eventThresholds: [30] } });
+    expect(changed.data!.eventThresholds).toEqual([30]);
+    const untouched = await updatePlan({ client: t.client, path: { planId }, body: { name: 'Alerts 2' } });
+    expect(untouched.data!.eventThresholds).toEqual([30]);
+    const removed = await updatePlan({ client: t.client, path: { planId }, body: { eventThresholds: null } });
+    expect(removed.response.status).toBe(200);
+    expect(removed.data).not.toHaveProperty('eventThresholds');
+    // The tenant's plan sets none: 80 and 100 apply, and it says nothing.
+    expect((await getPlan({ client: t.client, path: { planId: ten.planId } })).data).not.toHaveProperty('eventThresholds');
+  });
+
+  describe.each([
+    ['none', []],
+    ['six', [10, 20, 30, 40, 50, 60]],
+    ['zero', [0]],
+    ['over 1000', [1001]],
+    ['a fraction', [50.5]],
+    ['one twice', [50, 50]],
+    ['not a number', ['80']],
+  ])('a plan’s thresholds: %s, refused with 400', (_name, eventThresholds) => {
+    it('naming the field, on create and update, and change nothing', async () => {
+      const ten = await tenant();
+      const made = await createPlan({
+        client: t.client,
+        path: { workspaceId: ten.workspaceId },
+        body: { key: 'bad-thresholds', name: 'Bad', billingInterval: 'MONTH', eventThresholds: eventThresholds as number[] },
+      });
+      expect(made.response.status).toBe(400);
+      expect(made.error).toMatchObject({ error: { code: 'invalid_parameter', param: expect.stringMatching(/^eventThresholds/) } });
+      const listed = await listPlans({ client: t.client, path: { workspaceId: ten.workspaceId }, query: { key: 'bad-thresholds' } });
+      expect(listed.data).toEqual([]);
+
+      const draft = await createPlan({
+        client: t.client,
+        path: { workspaceId: ten.workspaceId },
+        body: { key: 'draft', name: 'Draft', billingInterval: 'MONTH', eventThresholds: [80] },
+      });
+      const updated = await updatePlan({
+        client: t.client,
+        path: { planId: draft.data!.id },
+        body: { eventThresholds: eventThresholds as number[] },
+      });
+      expect(updated.response.status).toBe(400);
+      expect(updated.error).toMatchObject({ error: { code: 'invalid_parameter', param: expect.stringMatching(/^eventThresholds/) } });
+      expect((await getPlan({ client: t.client, path: { planId: draft.data!.id } })).data!.eventThresholds).toEqual([80]);
+    });
+  });
+
+  it('a plan with [50] raises a 50% event, and no 80% or 100% one, where its strategy sets none', async () => {
+    const ten = await tenant({ quotaUnits: 1000n, eventThresholds: [50] });
     const r = await receiver();
     await endpointFor(t, ten.workspaceId, r, ['quota.threshold_crossed']);
-    await openAiFor(ten, { 'x-fake-usage': '900,0,0' }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+    const call = (usage: string) =>
+      openAiFor(ten, { 'x-fake-usage': usage }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+    await call('900,0,0'); // 900: past 50% (and 80%)
     await t.nexus.gateway.drain();
     const crossed = await acceptedOf(r, 'quota.threshold_crossed', 1);
-    expect(crossed[0]!.verified!.data).toMatchObject({ thresholdPercent: 50, consumedUnits: '900' });
+    expect(crossed[0]!.verified!.data).toMatchObject({ workspaceAccessId: ten.accessId, thresholdPercent: 50, consumedUnits: '900' });
+    await call('150,0,0'); // 1050: past 100%
+    await t.nexus.gateway.drain();
+    await settle();
+    expect(r.accepted().map((d) => d.verified!.data['thresholdPercent'])).toEqual([50]);
+  });
+
+  it('the strategy’s thresholds win over the plan’s', async () => {
+    const ten = await tenant();
+    const strategy = await createQuotaStrategy({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { ...base, key: 'own-thresholds', eventThresholds: [20] },
+    });
+    expect(strategy.response.status).toBe(201);
+    const plan = await createPlan({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { key: 'both', name: 'Both', billingInterval: 'MONTH', eventThresholds: [50] },
+    });
+    expect((await publishPlanStrategy({ client: t.client, path: { strategyId: strategy.data!.id } })).response.status).toBe(200);
+    const bound = await bindPlanStrategy({
+      client: t.client,
+      path: { planId: plan.data!.id },
+      body: { strategyId: strategy.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' },
+    });
+    expect(bound.response.status).toBe(201);
+    expect((await publishPlan({ client: t.client, path: { planId: plan.data!.id } })).response.status).toBe(200);
+    const user = await provisionWorkspaceUser({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { externalUserId: 'both-user', email: 'both@example.com', planId: plan.data!.id, issueInferenceKey: true },
+    });
+    expect(user.response.status).toBe(201);
+    const onBoth = { ...ten, accessId: user.data!.access.id, apiKey: user.data!.apiKey! };
+
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r, ['quota.threshold_crossed']);
+    await openAiFor(onBoth, { 'x-fake-usage': '600,0,0' }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+    await t.nexus.gateway.drain();
+    const crossed = await acceptedOf(r, 'quota.threshold_crossed', 1);
+    expect(crossed[0]!.verified!.data).toMatchObject({ workspaceAccessId: onBoth.accessId, thresholdPercent: 20, consumedUnits: '600' });
     await settle();
     expect(r.accepted()).toHaveLength(1);
+  });
+});
+
+describe('a call its process did not live to record', () => {
+  it('is charged by the sweeper’s reclaim, which raises the thresholds the charge crosses, once', async () => {
+    const ten = await tenant({ quotaUnits: 1000n, eventThresholds: [1] });
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r, ['quota.threshold_crossed']);
+    // The answer starts and never ends; what the call would be charged, were its process to die, is written on its
+    // lease (lease_calls) within a snapshot: its input, some 100 tokens, is past 1% of 1000.
+    const cut = new AbortController();
+    const res = await fetch(`${ten.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ten.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'stall' },
+      body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'word '.repeat(100) }], max_tokens: 10, stream: true }),
+      signal: cut.signal,
+    });
+    expect(res.status).toBe(200);
+    const leaseIds = t.database.db('quota_leases').select('id').where({ workspace_access_id: ten.accessId });
+    await until(async () => (await t.database.db('lease_calls').whereIn('lease_id', leaseIds)).length === 1);
+    // As if its process had died: another process's sweeper reclaims the lease, and records and charges the call.
+    await reclaimLease(t, ten.accessId);
+    cut.abort();
+    await t.nexus.gateway.drain();
+
+    const invocations = await t.database.db('invocations').where({ workspace_access_id: ten.accessId });
+    expect(invocations.map((i) => [i.status, i.error_code])).toEqual([['FAILED', 'gateway_lost']]);
+    const units = BigInt(invocations[0].quota_units);
+    expect(units).toBeGreaterThanOrEqual(10n);
+    const crossed = await acceptedOf(r, 'quota.threshold_crossed', 1);
+    expect(crossed[0]!.verified!.data).toMatchObject({
+      workspaceAccessId: ten.accessId,
+      thresholdPercent: 1,
+      grantedUnits: '1000',
+      consumedUnits: `${units}`,
+    });
+    await settle();
+    expect(r.accepted()).toHaveLength(1);
+    expect(await periodOf(t, ten.accessId)).toMatchObject({ reserved: 0n, consumed: units });
   });
 });
 
