@@ -4,7 +4,7 @@
  * Retries are shortened by configuration (NEXUS_EVENTS_RETRY_SCHEDULE_MS), as is the failure window.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { CreateQuotaStrategyDto, WebhookEventType, WebhookMessageDto } from '../../generated/client/types.gen.js';
+import type { CreateQuotaStrategyDto, WebhookMessageDto } from '../../generated/client/types.gen.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import {
   activateWorkspaceAccess,
@@ -40,7 +40,7 @@ import { startTestApp, type TestApp } from '../support/test-app.js';
 import type { TenantSpec } from '../support/tenant.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 import { createTenant, openAiFor, periodOf, reclaimLease, until, type Tenant } from '../gateway/gateway-support.js';
-import { startReceiver, type Receiver } from './receiver.js';
+import { acceptedOf, endpointFor, startReceiver, type Receiver } from './receiver.js';
 
 const FAST = {
   NEXUS_EVENTS_POLL_MS: '20',
@@ -75,28 +75,10 @@ async function tenant(o: Pick<TenantSpec, 'quotaUnits' | 'eventThresholds'> = {}
   return createTenant(app, { baseUrl: upstream.url, providerKey: PROVIDER_KEY, ...o });
 }
 
-/** An endpoint of the workspace for the receiver, which learns its secret. */
-async function endpointFor(app: TestApp, workspaceId: string, r: Receiver, eventTypes?: WebhookEventType[]) {
-  const res = await createWebhookEndpoint({
-    client: app.client,
-    path: { workspaceId },
-    body: { url: r.url, description: 'test receiver', ...(eventTypes ? { eventTypes } : {}) },
-  });
-  expect(res.response.status).toBe(201);
-  r.secrets.push(res.data!.secret);
-  return res.data!;
-}
-
 async function messagesOf(app: TestApp, endpointId: string): Promise<WebhookMessageDto[]> {
   const res = await listWebhookMessages({ client: app.client, path: { webhookEndpointId: endpointId }, query: { limit: 100 } });
   expect(res.response.status).toBe(200);
   return res.data!;
-}
-
-/** Waits until the receiver accepted `n` verified deliveries of `type` (and gives them). */
-async function acceptedOf(r: Receiver, type: string, n: number, ms = 5000) {
-  await until(async () => r.accepted().filter((d) => d.verified!.type === type).length >= n, ms);
-  return r.accepted().filter((d) => d.verified!.type === type);
 }
 
 const settle = (ms = 300) => new Promise((resolve) => setTimeout(resolve, ms));
