@@ -197,7 +197,7 @@ describe('Standard Webhooks on the wire', () => {
 });
 
 describe('events, each delivered once per cause', () => {
-  it('access.status_changed on suspend and activate (reason admin); inference_key.revoked; inference_key.expiring once', async () => {
+  it('access.status_changed on suspend and activate (reason admin); inference_key.revoked; inference_key.expiring once, its days configurable', async () => {
     const ten = await tenant();
     const r = await receiver();
     await endpointFor(t, ten.workspaceId, r);
@@ -221,16 +221,35 @@ describe('events, each delivered once per cause', () => {
     const soon = new Date(Date.now() + 3 * 86_400_000).toISOString();
     const key = await issueInferenceKey({ client: t.client, path: { accessId: ten.accessId }, body: { name: 'soon', expiresAt: soon } });
     expect(key.response.status).toBe(201);
+    // Ten days out: past the 7 days of the default, within the 14 a deployment may set.
+    const later = new Date(Date.now() + 10 * 86_400_000).toISOString();
+    const laterKey = await issueInferenceKey({
+      client: t.client,
+      path: { accessId: ten.accessId },
+      body: { name: 'later', expiresAt: later },
+    });
+    expect(laterKey.response.status).toBe(201);
     await t.nexus.services.inferenceKeyExpiry.announceExpiring();
     await t.nexus.services.inferenceKeyExpiry.announceExpiring();
     const expiring = await acceptedOf(r, 'inference_key.expiring', 1);
     expect(expiring[0]!.verified!.data).toEqual({ inferenceKeyId: key.data!.id, workspaceAccessId: ten.accessId, expiresAt: soon });
+    await settle();
+    expect(r.accepted().filter((d) => d.verified!.type === 'inference_key.expiring')).toHaveLength(1);
+    const fortnight = await t.withEnv({ NEXUS_EVENTS_KEY_EXPIRING_DAYS: '14' });
+    try {
+      await fortnight.nexus.services.inferenceKeyExpiry.announceExpiring();
+      await fortnight.nexus.services.inferenceKeyExpiry.announceExpiring();
+    } finally {
+      await fortnight.close();
+    }
+    const both = await acceptedOf(r, 'inference_key.expiring', 2);
+    expect(both[1]!.verified!.data).toEqual({ inferenceKeyId: laterKey.data!.id, workspaceAccessId: ten.accessId, expiresAt: later });
 
     await settle();
     const types = r.accepted().map((d) => d.verified!.type);
     expect(types.filter((x) => x === 'access.status_changed')).toHaveLength(2);
     expect(types.filter((x) => x === 'inference_key.revoked')).toHaveLength(1);
-    expect(types.filter((x) => x === 'inference_key.expiring')).toHaveLength(1);
+    expect(types.filter((x) => x === 'inference_key.expiring')).toHaveLength(2);
   });
 
   it('provider_connection.unhealthy once when verification fails (again and again), .recovered once when it passes', async () => {
