@@ -36,9 +36,10 @@
  * the plain target's connection, measured beside 'nexus' in each round, first and second in turn (inTurn); it
  * prints that target's throughput as a share of the connection's (the route's cost: at most 5% is the goal).
  * BENCH_EVENTS=1 adds the target 'nexus, events': the same load on a tenant whose workspace has a webhook endpoint
- * subscribed to quota.threshold_crossed (docs/events.md), answered 204 by a receiver process of the benchmark. It
- * measures what events cost the gateway: the threshold CTEs of every settlement statement, the outbox rows they
- * write when a call crosses a threshold, and the delivery worker that sends them, in the same process. Its end
+ * subscribed to quota.threshold_crossed (docs/events.md), answered 204 by a receiver process of the benchmark. The
+ * plain target's settlements run the threshold CTEs too (every period has thresholds: 80 and 100 by default) but
+ * never reach one; this one measures what crossing them adds: the marks, events and webhook messages its settlement
+ * statements write, and the delivery worker that sends them, in the same process. Its end
  * users are spread over 16 plans with thresholds at 1, 2, 3, 4 and 5% and grants from 400,000 to 8,000,000 units
  * (20,000 to 400,000 calls of the benchmark's 20 units): each crosses its thresholds at a different point of
  * the run, so the outbox is written now and then under load, and none runs out of quota. It is measured beside
