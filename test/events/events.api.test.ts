@@ -9,6 +9,7 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import {
   activateWorkspaceAccess,
   bindPlanStrategy,
+  createModelPrice,
   createPlan,
   createQuotaStrategy,
   createWebhookEndpoint,
@@ -31,6 +32,7 @@ import {
   rotateProviderSecret,
   rotateWebhookEndpointSecret,
   sendTestWebhookEvent,
+  setWorkspaceBudget,
   suspendWorkspaceAccess,
   updatePlan,
   updateWebhookEndpoint,
@@ -82,6 +84,7 @@ async function messagesOf(app: TestApp, endpointId: string): Promise<WebhookMess
 }
 
 const settle = (ms = 300) => new Promise((resolve) => setTimeout(resolve, ms));
+const hourAgo = () => new Date(Date.now() - 3_600_000).toISOString();
 
 describe('webhook endpoints', () => {
   it('are created with a whsec_ secret shown once, listed, read, updated, disabled and deleted', async () => {
@@ -250,6 +253,43 @@ describe('events, each delivered once per cause', () => {
     expect(types.filter((x) => x === 'access.status_changed')).toHaveLength(2);
     expect(types.filter((x) => x === 'inference_key.revoked')).toHaveLength(1);
     expect(types.filter((x) => x === 'inference_key.expiring')).toHaveLength(2);
+  });
+
+  it('workspace.budget_crossed once per level and window: crossed by calls, and by a budget set below what was spent', async () => {
+    const ten = await tenant();
+    const path = { workspaceId: ten.workspaceId };
+    // 1000 per million tokens: 1000 micros a token, input and output alike.
+    const price = { modelPattern: 'gpt-test*', inputPerMillion: '1000', outputPerMillion: '1000', effectiveFrom: hourAgo() };
+    expect((await createModelPrice({ client: t.client, path, body: price })).response.status).toBe(201);
+    const set = await setWorkspaceBudget({
+      client: t.client,
+      path,
+      body: { period: 'DAY', softLimitMicros: '15000', hardLimitMicros: '30000' },
+    });
+    expect(set.response.status).toBe(200);
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r, ['workspace.budget_crossed']);
+    const call = async () => {
+      await openAiFor(ten, { 'x-fake-usage': '10,0,0' }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+      await t.nexus.gateway.drain();
+    };
+    await call(); // 10,000 micros: under both
+    await call(); // 20,000: past the soft level
+    await call(); // 30,000: at the hard level
+    const crossed = (await acceptedOf(r, 'workspace.budget_crossed', 2)).map((d) => d.verified!.data);
+    const byLevel = (level: string) => crossed.find((d) => d['level'] === level);
+    expect(byLevel('soft')).toMatchObject({ period: 'DAY', limitMicros: '15000', currency: 'USD' });
+    expect(byLevel('hard')).toMatchObject({ period: 'DAY', limitMicros: '30000', currency: 'USD' });
+    expect(BigInt(byLevel('hard')!['spentMicros'] as string)).toBeGreaterThanOrEqual(30_000n);
+
+    // A monthly budget whose soft level is below what the month has spent: crossed as it is set, once.
+    const monthly = { period: 'MONTH' as const, softLimitMicros: '1000', hardLimitMicros: '1000000' };
+    expect((await setWorkspaceBudget({ client: t.client, path, body: monthly })).response.status).toBe(200);
+    expect((await setWorkspaceBudget({ client: t.client, path, body: monthly })).response.status).toBe(200);
+    const all = await acceptedOf(r, 'workspace.budget_crossed', 3);
+    expect(all[2]!.verified!.data).toMatchObject({ level: 'soft', period: 'MONTH', limitMicros: '1000', currency: 'USD' });
+    await settle();
+    expect(r.accepted()).toHaveLength(3);
   });
 
   it('provider_connection.unhealthy once when verification fails (again and again), .recovered once when it passes', async () => {
