@@ -19,7 +19,8 @@
  * BENCH_ROUNDS=3 repeats the whole measurement and prints each figure's median over the rounds, and the
  * throughput ratio of each target's best round (the host's noise only slows a target down).
  * BENCH_TARGETS='floor;nexus' measures only those targets, separated by ';' (their names: direct, floor,
- * nexus, 'nexus, 1 user', 'nexus, unmetered', and those of the tsx build below); the ratios need floor and nexus.
+ * nexus, 'nexus, 1 user', 'nexus, unmetered', the optional ones below, and those of the tsx build below); the
+ * ratios need floor and nexus.
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
  * BENCH_NODE_FLAGS='--max-semi-space-size=32' passes node/V8 flags to the Nexus process (to compare them);
  * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
@@ -34,6 +35,16 @@
  * BENCH_ROUTE=1 adds the target 'nexus, route': the same load through a route (docs/routes.md) whose one target is
  * the plain target's connection, measured beside 'nexus' in each round, first and second in turn (inTurn); it
  * prints that target's throughput as a share of the connection's (the route's cost: at most 5% is the goal).
+ * BENCH_EVENTS=1 adds the target 'nexus, events': the same load on a tenant whose workspace has a webhook endpoint
+ * subscribed to quota.threshold_crossed (docs/events.md), answered 204 by a receiver process of the benchmark. The
+ * plain target's settlements run the threshold CTEs too (every period has thresholds: 80 and 100 by default) but
+ * never reach one; this one measures what crossing them adds: the marks, events and webhook messages its settlement
+ * statements write, and the delivery worker that sends them, in the same process. Its end
+ * users are spread over 16 plans with thresholds at 1, 2, 3, 4 and 5% and grants from 400,000 to 8,000,000 units
+ * (20,000 to 400,000 calls of the benchmark's 20 units): each crosses its thresholds at a different point of
+ * the run, so the outbox is written now and then under load, and none runs out of quota. It is measured beside
+ * 'nexus' in each round, first and second in turn (inTurn), and its throughput printed as a share of the plain
+ * one's (at most 3% less is the goal), with the deliveries the receiver got.
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh
  * schema, dropped at the end.
  */
@@ -48,8 +59,8 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool, request } from 'undici';
-import { adminClient, provisionTenant, type TenantSpec } from '../test/support/tenant.js';
-import { createRoute } from '../test/support/sdk.js';
+import { activePlan, adminClient, provisionTenant, type TenantSpec } from '../test/support/tenant.js';
+import { createRoute, createWebhookEndpoint, provisionWorkspaceUser } from '../test/support/sdk.js';
 import { startFixedOpenAiUpstream } from '../test/support/upstreams/openai.js';
 
 const role = process.argv.find((a) => a.startsWith('--role='))?.slice('--role='.length);
@@ -65,6 +76,13 @@ for (const build of BUILDS)
   if (build !== 'compiled' && build !== 'tsx') throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx)`);
 const FEATURES = process.env.BENCH_FEATURES === '1';
 const ROUTE = process.env.BENCH_ROUTE === '1';
+const EVENTS = process.env.BENCH_EVENTS === '1';
+/** BENCH_EVENTS: the plans the events tenant's users are spread over, their thresholds, and the smallest grant. */
+const EVENT_PLANS = 16;
+const EVENT_THRESHOLDS = [1, 2, 3, 4, 5];
+const EVENT_SMALLEST_GRANT = 400_000;
+/** The largest grant, as a multiple of the smallest; the plans' grants grow geometrically between them. */
+const EVENT_GRANT_SPREAD = 20;
 /** Limits no bench load reaches: what admitting against them costs, not a refusal. */
 const GENEROUS_LIMITS = { requestsPerMinute: 100_000_000, tokensPerMinute: 2_000_000_000, concurrentCalls: 100_000 };
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -79,6 +97,26 @@ function announce(port: number): void {
 async function runUpstream(): Promise<void> {
   const upstream = await startFixedOpenAiUpstream();
   announce(Number(new URL(upstream.url).port));
+}
+
+// ---- receiver: a webhook endpoint that answers 204 (BENCH_EVENTS) --------------------------
+function runReceiver(): void {
+  let received = 0;
+  const server = createServer((req, res) => {
+    if (req.method === 'GET') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ received }));
+      return;
+    }
+    req.resume();
+    req.on('end', () => {
+      received++;
+      res.writeHead(204);
+      res.end();
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(0, '127.0.0.1', () => announce((server.address() as AddressInfo).port));
 }
 
 // ---- floor: a bare undici passthrough ------------------------------------------------------
@@ -276,6 +314,63 @@ async function provision(
     workspaceId: tenant.workspaceId,
     connectionId: tenant.connectionId,
   };
+}
+
+/**
+ * BENCH_EVENTS: a tenant whose USERS end users are spread over EVENT_PLANS plans (thresholds at EVENT_THRESHOLDS,
+ * grants growing geometrically from EVENT_SMALLEST_GRANT), and whose workspace has a webhook endpoint subscribed to
+ * quota.threshold_crossed at the receiver.
+ */
+async function provisionEvents(
+  nexusUrl: string,
+  upstreamUrl: string,
+  receiverUrl: string,
+): Promise<{ gatewayBaseUrl: string; apiKeys: string[] }> {
+  const client = adminClient(nexusUrl, ROOT_KEY);
+  const tenant = await provisionTenant(client, {
+    name: 'bench-events',
+    baseUrl: upstreamUrl,
+    providerKey: PROVIDER_KEY,
+    users: 0,
+    allowUnmeteredPassthrough: true,
+  });
+  const plans: string[] = [];
+  for (let j = 0; j < EVENT_PLANS; j++) {
+    const grant = Math.round(EVENT_SMALLEST_GRANT * EVENT_GRANT_SPREAD ** (j / (EVENT_PLANS - 1)));
+    const { plan } = await activePlan(client, tenant.workspaceId, {
+      key: `bench-events-${j}`,
+      quotaUnits: `${BigInt(grant)}`,
+      inputMultiplierPpm: '1000000',
+      outputMultiplierPpm: '2000000',
+      cachedInputMultiplierPpm: '500000',
+      maxOutputTokens: 4096,
+      eventThresholds: EVENT_THRESHOLDS,
+    });
+    plans.push(plan.id);
+  }
+  const apiKeys: string[] = [];
+  for (let i = 0; i < USERS; i++) {
+    const user = await provisionWorkspaceUser({
+      client,
+      path: { workspaceId: tenant.workspaceId },
+      body: {
+        externalUserId: `bench-events-user-${i}`,
+        email: `bench-events-${i}@example.com`,
+        planId: plans[i % EVENT_PLANS]!,
+        issueInferenceKey: true,
+      },
+    });
+    if (user.response.status !== 201) throw new Error(`provisionWorkspaceUser: ${user.response.status} ${JSON.stringify(user.error)}`);
+    apiKeys.push(user.data!.apiKey!);
+  }
+  const endpoint = await createWebhookEndpoint({
+    client,
+    path: { workspaceId: tenant.workspaceId },
+    body: { url: `${receiverUrl}/hooks`, description: 'bench receiver', eventTypes: ['quota.threshold_crossed'] },
+  });
+  if (endpoint.response.status !== 201)
+    throw new Error(`createWebhookEndpoint: ${endpoint.response.status} ${JSON.stringify(endpoint.error)}`);
+  return { gatewayBaseUrl: tenant.gatewayBaseUrl, apiKeys };
 }
 
 /** BENCH_ROUTE: a route whose one target is the tenant's connection; its base URL (called as the connection's is). */
@@ -492,6 +587,8 @@ async function main(): Promise<void> {
     children.push(upstream.child);
     const floor = await start('floor', [upstream.url]);
     children.push(floor.child);
+    const receiver = EVENTS ? await start('receiver', []) : undefined;
+    if (receiver) children.push(receiver.child);
     const nexuses: {
       label: string;
       pid: number | undefined;
@@ -499,6 +596,7 @@ async function main(): Promise<void> {
       apiKeys: string[];
       featured?: { gatewayBaseUrl: string; apiKeys: string[] };
       routeBaseUrl?: string;
+      evented?: { gatewayBaseUrl: string; apiKeys: string[] };
     }[] = [];
     for (const [i, build] of BUILDS.entries()) {
       const nexus = await startNexus(build, schemas[i]!);
@@ -506,12 +604,14 @@ async function main(): Promise<void> {
       const tenant = await provision(nexus.url, upstream.url);
       const featured = FEATURES ? await provision(nexus.url, upstream.url, true) : undefined;
       const routeBaseUrl = ROUTE ? await routeOver(nexus.url, tenant) : undefined;
+      const evented = receiver ? await provisionEvents(nexus.url, upstream.url, receiver.url) : undefined;
       nexuses.push({
         label: build === 'compiled' ? 'nexus' : 'nexus (tsx)',
         pid: nexus.child.pid,
         ...tenant,
         ...(featured ? { featured } : {}),
         ...(routeBaseUrl ? { routeBaseUrl } : {}),
+        ...(evented ? { evented } : {}),
       });
     }
     process.stderr.write(`Measuring ${DURATION}s per phase, ${CONNECTIONS} connections under load...\n`);
@@ -528,7 +628,8 @@ async function main(): Promise<void> {
         nexuses.map((nexus) => async () => {
           const featured = nexus.featured;
           const routeBaseUrl = nexus.routeBaseUrl;
-          const [plainRows, featuredRows, routeRows] = await inTurn(round, [
+          const evented = nexus.evented;
+          const [plainRows, featuredRows, routeRows, eventRows] = await inTurn(round, [
             () => measure(nexus.label, `${nexus.gatewayBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid),
             () =>
               featured
@@ -536,11 +637,16 @@ async function main(): Promise<void> {
                 : Promise.resolve([]),
             () =>
               routeBaseUrl ? measure(`${nexus.label}, route`, `${routeBaseUrl}${path}`, {}, nexus.apiKeys, nexus.pid) : Promise.resolve([]),
+            () =>
+              evented
+                ? measure(`${nexus.label}, events`, `${evented.gatewayBaseUrl}${path}`, {}, evented.apiKeys, nexus.pid)
+                : Promise.resolve([]),
           ]);
           return [
             ...plainRows!,
             ...featuredRows!,
             ...routeRows!,
+            ...eventRows!,
             ...(await measure(
               `${nexus.label}, 1 user`,
               `${nexus.gatewayBaseUrl}${path}`,
@@ -630,6 +736,25 @@ async function main(): Promise<void> {
         }
       }
     }
+    if (receiver) {
+      console.log(
+        '\n| target | mode | with an endpoint subscribed to thresholds / without, req/s | best round of each | added p50 (light) | added p99 (light) |',
+      );
+      console.log('|---|---|---:|---:|---:|---:|');
+      for (const { label } of nexuses) {
+        for (const mode of ['json', 'stream']) {
+          const plain = rows.find((r) => r.target === label && r.mode === mode);
+          const evented = rows.find((r) => r.target === `${label}, events` && r.mode === mode);
+          if (!plain || !evented) continue;
+          const bestShare = `${((100 * best(`${label}, events`, mode)) / best(label, mode)).toFixed(1)}%`;
+          console.log(
+            `| ${label}, events | ${mode} | ${((100 * evented.rps) / plain.rps).toFixed(1)}% | ${bestShare} | ${f(evented.lightP50 - plain.lightP50)} | ${f(evented.lightP99 - plain.lightP99)} |`,
+          );
+        }
+      }
+      const { received } = (await (await request(`${receiver.url}/count`)).body.json()) as { received: number };
+      console.log(`quota.threshold_crossed deliveries the receiver answered: ${received}`);
+    }
   } finally {
     for (const child of children.reverse()) child.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 1500));
@@ -646,6 +771,7 @@ async function main(): Promise<void> {
 
 if (role === 'upstream') void runUpstream();
 else if (role === 'floor') runFloor(process.argv.at(-1)!);
+else if (role === 'receiver') runReceiver();
 else
   main().catch((err) => {
     console.error(err);

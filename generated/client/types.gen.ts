@@ -654,7 +654,21 @@ export type WorkspacePlanDto = {
     updatedAt: DateTime;
     publishedAt?: DateTime;
     rateLimits: RateLimits;
+    /**
+     * Percentages of a period's granted units at which `quota.threshold_crossed` is sent, where the
+     * period's quota strategy sets none (docs/events.md). Absent: 80 and 100.
+     *
+     */
+    eventThresholds?: EventThresholds;
 };
+
+/**
+ * Percentages of a period's granted units at which `quota.threshold_crossed` is sent: one to five
+ * distinct whole numbers from 1 to 1000 (above 100: consumed beyond the grant), kept in ascending
+ * order. Each fires once per access, period and threshold (docs/events.md).
+ *
+ */
+export type EventThresholds = Array<number>;
 
 /**
  * The plan's rate limits, per workspace access (docs/rate-limits.md); each is optional (absent:
@@ -713,6 +727,12 @@ export type CreatePlanDto = {
     billingInterval: BillingInterval;
     metadata?: Metadata;
     rateLimits?: RateLimits;
+    /**
+     * Where the quota strategy in force sets none: the percentages of a period's granted units at which
+     * `quota.threshold_crossed` is sent. Absent: 80 and 100.
+     *
+     */
+    eventThresholds?: EventThresholds;
 };
 
 /**
@@ -729,6 +749,10 @@ export type UpdateWorkspacePlanDto = {
      * Replaces the plan's limits as a whole (`{}` removes them all).
      */
     rateLimits?: RateLimits;
+    /**
+     * Replaces the plan's thresholds; null removes them (80 and 100 apply).
+     */
+    eventThresholds?: EventThresholds | null;
 };
 
 export type QuotaStrategyDto = {
@@ -754,10 +778,11 @@ export type QuotaStrategyDto = {
     outputCapPolicy: OutputCapPolicy;
     /**
      * Percentages of a period's granted units at which `quota.threshold_crossed` is sent (once per
-     * access, period and threshold; docs/events.md). Absent: 80 and 100.
+     * access, period and threshold; docs/events.md). They win over the plan's. Absent: the plan's,
+     * else 80 and 100.
      *
      */
-    eventThresholds?: Array<number>;
+    eventThresholds?: EventThresholds;
     status: QuotaStrategyStatus;
     createdAt: DateTime;
     publishedAt?: DateTime;
@@ -808,10 +833,11 @@ export type CreateQuotaStrategyDto = {
     outputCapPolicy?: OutputCapPolicy;
     /**
      * Percentages of a period's granted units at which `quota.threshold_crossed` is sent (once per
-     * access, period and threshold; docs/events.md). Absent: 80 and 100.
+     * access, period and threshold; docs/events.md). They win over the plan's. Absent: the plan's,
+     * else 80 and 100.
      *
      */
-    eventThresholds?: Array<number>;
+    eventThresholds?: EventThresholds;
 };
 
 /**
@@ -1607,6 +1633,9 @@ export type QuotaThresholdCrossedEventData = {
     quotaPeriodId: string;
     thresholdPercent: number;
     grantedUnits: Int64String;
+    /**
+     * The period's consumed units once the settlement that reached the threshold committed (one settlement may charge several calls).
+     */
     consumedUnits: Int64String;
     periodEnd: DateTime;
 };

@@ -4,34 +4,45 @@
  * Retries are shortened by configuration (NEXUS_EVENTS_RETRY_SCHEDULE_MS), as is the failure window.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { CreateQuotaStrategyDto, WebhookEventType, WebhookMessageDto } from '../../generated/client/types.gen.js';
+import type { CreateQuotaStrategyDto, WebhookMessageDto } from '../../generated/client/types.gen.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import {
   activateWorkspaceAccess,
+  bindPlanStrategy,
+  createModelPrice,
+  createPlan,
   createQuotaStrategy,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
   disableWebhookEndpoint,
   getWebhookEndpoint,
+  getPlan,
   getWebhookMessage,
   issueInferenceKey,
   listAuditLogs,
+  listPlans,
   listWebhookEndpoints,
   listWebhookMessages,
+  publishPlan,
+  publishPlanStrategy,
+  provisionWorkspaceUser,
   replayFailedWebhookMessages,
   replayWebhookMessage,
   revokeInferenceKey,
   rotateProviderSecret,
   rotateWebhookEndpointSecret,
   sendTestWebhookEvent,
+  setWorkspaceBudget,
   suspendWorkspaceAccess,
+  updatePlan,
   updateWebhookEndpoint,
   verifyProviderConnection,
 } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import type { TenantSpec } from '../support/tenant.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
-import { createTenant, openAiFor, until, type Tenant } from '../gateway/gateway-support.js';
-import { startReceiver, type Receiver } from './receiver.js';
+import { createTenant, openAiFor, periodOf, reclaimLease, until, type Tenant } from '../gateway/gateway-support.js';
+import { acceptedOf, endpointFor, startReceiver, type Receiver } from './receiver.js';
 
 const FAST = {
   NEXUS_EVENTS_POLL_MS: '20',
@@ -62,20 +73,8 @@ async function receiver(): Promise<Receiver> {
   return r;
 }
 
-async function tenant(o: { quotaUnits?: bigint } = {}, app: TestApp = t): Promise<Tenant> {
+async function tenant(o: Pick<TenantSpec, 'quotaUnits' | 'eventThresholds'> = {}, app: TestApp = t): Promise<Tenant> {
   return createTenant(app, { baseUrl: upstream.url, providerKey: PROVIDER_KEY, ...o });
-}
-
-/** An endpoint of the workspace for the receiver, which learns its secret. */
-async function endpointFor(app: TestApp, workspaceId: string, r: Receiver, eventTypes?: WebhookEventType[]) {
-  const res = await createWebhookEndpoint({
-    client: app.client,
-    path: { workspaceId },
-    body: { url: r.url, description: 'test receiver', ...(eventTypes ? { eventTypes } : {}) },
-  });
-  expect(res.response.status).toBe(201);
-  r.secrets.push(res.data!.secret);
-  return res.data!;
 }
 
 async function messagesOf(app: TestApp, endpointId: string): Promise<WebhookMessageDto[]> {
@@ -84,13 +83,8 @@ async function messagesOf(app: TestApp, endpointId: string): Promise<WebhookMess
   return res.data!;
 }
 
-/** Waits until the receiver accepted `n` verified deliveries of `type` (and gives them). */
-async function acceptedOf(r: Receiver, type: string, n: number, ms = 5000) {
-  await until(async () => r.accepted().filter((d) => d.verified!.type === type).length >= n, ms);
-  return r.accepted().filter((d) => d.verified!.type === type);
-}
-
 const settle = (ms = 300) => new Promise((resolve) => setTimeout(resolve, ms));
+const hourAgo = () => new Date(Date.now() - 3_600_000).toISOString();
 
 describe('webhook endpoints', () => {
   it('are created with a whsec_ secret shown once, listed, read, updated, disabled and deleted', async () => {
@@ -206,7 +200,7 @@ describe('Standard Webhooks on the wire', () => {
 });
 
 describe('events, each delivered once per cause', () => {
-  it('access.status_changed on suspend and activate (reason admin); inference_key.revoked; inference_key.expiring once', async () => {
+  it('access.status_changed on suspend and activate (reason admin); inference_key.revoked; inference_key.expiring once, its days configurable', async () => {
     const ten = await tenant();
     const r = await receiver();
     await endpointFor(t, ten.workspaceId, r);
@@ -230,16 +224,72 @@ describe('events, each delivered once per cause', () => {
     const soon = new Date(Date.now() + 3 * 86_400_000).toISOString();
     const key = await issueInferenceKey({ client: t.client, path: { accessId: ten.accessId }, body: { name: 'soon', expiresAt: soon } });
     expect(key.response.status).toBe(201);
+    // Ten days out: past the 7 days of the default, within the 14 a deployment may set.
+    const later = new Date(Date.now() + 10 * 86_400_000).toISOString();
+    const laterKey = await issueInferenceKey({
+      client: t.client,
+      path: { accessId: ten.accessId },
+      body: { name: 'later', expiresAt: later },
+    });
+    expect(laterKey.response.status).toBe(201);
     await t.nexus.services.inferenceKeyExpiry.announceExpiring();
     await t.nexus.services.inferenceKeyExpiry.announceExpiring();
     const expiring = await acceptedOf(r, 'inference_key.expiring', 1);
     expect(expiring[0]!.verified!.data).toEqual({ inferenceKeyId: key.data!.id, workspaceAccessId: ten.accessId, expiresAt: soon });
+    await settle();
+    expect(r.accepted().filter((d) => d.verified!.type === 'inference_key.expiring')).toHaveLength(1);
+    const fortnight = await t.withEnv({ NEXUS_EVENTS_KEY_EXPIRING_DAYS: '14' });
+    try {
+      await fortnight.nexus.services.inferenceKeyExpiry.announceExpiring();
+      await fortnight.nexus.services.inferenceKeyExpiry.announceExpiring();
+    } finally {
+      await fortnight.close();
+    }
+    const both = await acceptedOf(r, 'inference_key.expiring', 2);
+    expect(both[1]!.verified!.data).toEqual({ inferenceKeyId: laterKey.data!.id, workspaceAccessId: ten.accessId, expiresAt: later });
 
     await settle();
     const types = r.accepted().map((d) => d.verified!.type);
     expect(types.filter((x) => x === 'access.status_changed')).toHaveLength(2);
     expect(types.filter((x) => x === 'inference_key.revoked')).toHaveLength(1);
-    expect(types.filter((x) => x === 'inference_key.expiring')).toHaveLength(1);
+    expect(types.filter((x) => x === 'inference_key.expiring')).toHaveLength(2);
+  });
+
+  it('workspace.budget_crossed once per level and window: crossed by calls, and by a budget set below what was spent', async () => {
+    const ten = await tenant();
+    const path = { workspaceId: ten.workspaceId };
+    // 1000 per million tokens: 1000 micros a token, input and output alike.
+    const price = { modelPattern: 'gpt-test*', inputPerMillion: '1000', outputPerMillion: '1000', effectiveFrom: hourAgo() };
+    expect((await createModelPrice({ client: t.client, path, body: price })).response.status).toBe(201);
+    const set = await setWorkspaceBudget({
+      client: t.client,
+      path,
+      body: { period: 'DAY', softLimitMicros: '15000', hardLimitMicros: '30000' },
+    });
+    expect(set.response.status).toBe(200);
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r, ['workspace.budget_crossed']);
+    const call = async () => {
+      await openAiFor(ten, { 'x-fake-usage': '10,0,0' }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+      await t.nexus.gateway.drain();
+    };
+    await call(); // 10,000 micros: under both
+    await call(); // 20,000: past the soft level
+    await call(); // 30,000: at the hard level
+    const crossed = (await acceptedOf(r, 'workspace.budget_crossed', 2)).map((d) => d.verified!.data);
+    const byLevel = (level: string) => crossed.find((d) => d['level'] === level);
+    expect(byLevel('soft')).toMatchObject({ period: 'DAY', limitMicros: '15000', currency: 'USD' });
+    expect(byLevel('hard')).toMatchObject({ period: 'DAY', limitMicros: '30000', currency: 'USD' });
+    expect(BigInt(byLevel('hard')!['spentMicros'] as string)).toBeGreaterThanOrEqual(30_000n);
+
+    // A monthly budget whose soft level is below what the month has spent: crossed as it is set, once.
+    const monthly = { period: 'MONTH' as const, softLimitMicros: '1000', hardLimitMicros: '1000000' };
+    expect((await setWorkspaceBudget({ client: t.client, path, body: monthly })).response.status).toBe(200);
+    expect((await setWorkspaceBudget({ client: t.client, path, body: monthly })).response.status).toBe(200);
+    const all = await acceptedOf(r, 'workspace.budget_crossed', 3);
+    expect(all[2]!.verified!.data).toMatchObject({ level: 'soft', period: 'MONTH', limitMicros: '1000', currency: 'USD' });
+    await settle();
+    expect(r.accepted()).toHaveLength(3);
   });
 
   it('provider_connection.unhealthy once when verification fails (again and again), .recovered once when it passes', async () => {
@@ -281,12 +331,9 @@ describe('events, each delivered once per cause', () => {
     await call('10,0,0'); // 850
     await t.nexus.gateway.drain();
     const eighty = await acceptedOf(r, 'quota.threshold_crossed', 1);
-    expect(eighty[0]!.verified!.data).toMatchObject({
-      workspaceAccessId: ten.accessId,
-      thresholdPercent: 80,
-      grantedUnits: '1000',
-      consumedUnits: '810',
-    });
+    expect(eighty[0]!.verified!.data).toMatchObject({ workspaceAccessId: ten.accessId, thresholdPercent: 80, grantedUnits: '1000' });
+    // The period's units once the settlement that crossed it committed: the recorder may settle the later calls with it.
+    expect(['810', '840', '850']).toContain(eighty[0]!.verified!.data['consumedUnits']);
     await call('150,0,0'); // 1000: crosses 100%
     await t.nexus.gateway.drain();
     const all = await acceptedOf(r, 'quota.threshold_crossed', 2);
@@ -298,17 +345,18 @@ describe('events, each delivered once per cause', () => {
 });
 
 describe('thresholds set on the strategy or the plan', () => {
-  it('a strategy takes its own thresholds (checked), and a plan’s apply where its strategy sets none', async () => {
-    const ten = await tenant({ quotaUnits: 1000n });
-    const base: CreateQuotaStrategyDto = {
-      key: 'thresholds',
-      resetInterval: 'MONTH',
-      quotaUnits: '1000',
-      inputMultiplierPpm: '1000000',
-      outputMultiplierPpm: '1000000',
-      cachedInputMultiplierPpm: '1000000',
-      maxOutputTokens: 100,
-    };
+  const base: CreateQuotaStrategyDto = {
+    key: 'thresholds',
+    resetInterval: 'MONTH',
+    quotaUnits: '1000',
+    inputMultiplierPpm: '1000000',
+    outputMultiplierPpm: '1000000',
+    cachedInputMultiplierPpm: '1000000',
+    maxOutputTokens: 100,
+  };
+
+  it('a strategy takes its own thresholds, checked and kept in ascending order', async () => {
+    const ten = await tenant();
     const made = await createQuotaStrategy({
       client: t.client,
       path: { workspaceId: ten.workspaceId },
@@ -322,20 +370,163 @@ describe('thresholds set on the strategy or the plan', () => {
       body: { ...base, eventThresholds: [0] },
     });
     expect(bad.response.status).toBe(400);
+    expect(bad.error).toMatchObject({ error: { code: 'invalid_parameter', param: expect.stringMatching(/^eventThresholds/) } });
+  });
 
-    // The plan's thresholds (no Admin field sets them yet): 50 alone, so 80 and 100 raise nothing.
-    await t.database
-      .db('plans')
-      .where({ id: ten.planId })
-      .update({ event_thresholds: JSON.stringify([50]) });
+  it('a plan’s are set at its creation and on a DRAFT plan, read back in ascending order, and removed with null', async () => {
+    const ten = await tenant();
+    const made = await createPlan({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { key: 'alerts', name: 'Alerts', billingInterval: 'MONTH', eventThresholds: [90, 10] },
+    });
+    expect(made.response.status).toBe(201);
+    expect(made.data!.eventThresholds).toEqual([10, 90]);
+    const planId = made.data!.id;
+    expect((await getPlan({ client: t.client, path: { planId } })).data!.eventThresholds).toEqual([10, 90]);
+    const listed = await listPlans({ client: t.client, path: { workspaceId: ten.workspaceId }, query: { key: 'alerts' } });
+    expect(listed.data!.map((p) => p.eventThresholds)).toEqual([[10, 90]]);
+
+    const changed = await updatePlan({ client: t.client, path: { planId }, body: { eventThresholds: [30] } });
+    expect(changed.data!.eventThresholds).toEqual([30]);
+    const untouched = await updatePlan({ client: t.client, path: { planId }, body: { name: 'Alerts 2' } });
+    expect(untouched.data!.eventThresholds).toEqual([30]);
+    const removed = await updatePlan({ client: t.client, path: { planId }, body: { eventThresholds: null } });
+    expect(removed.response.status).toBe(200);
+    expect(removed.data).not.toHaveProperty('eventThresholds');
+    // The tenant's plan sets none: 80 and 100 apply, and it says nothing.
+    expect((await getPlan({ client: t.client, path: { planId: ten.planId } })).data).not.toHaveProperty('eventThresholds');
+  });
+
+  describe.each([
+    ['none', []],
+    ['six', [10, 20, 30, 40, 50, 60]],
+    ['zero', [0]],
+    ['over 1000', [1001]],
+    ['a fraction', [50.5]],
+    ['one twice', [50, 50]],
+    ['not a number', ['80']],
+  ])('a plan’s thresholds: %s, refused with 400', (_name, eventThresholds) => {
+    it('naming the field, on create and update, and change nothing', async () => {
+      const ten = await tenant();
+      const made = await createPlan({
+        client: t.client,
+        path: { workspaceId: ten.workspaceId },
+        body: { key: 'bad-thresholds', name: 'Bad', billingInterval: 'MONTH', eventThresholds: eventThresholds as number[] },
+      });
+      expect(made.response.status).toBe(400);
+      expect(made.error).toMatchObject({ error: { code: 'invalid_parameter', param: expect.stringMatching(/^eventThresholds/) } });
+      const listed = await listPlans({ client: t.client, path: { workspaceId: ten.workspaceId }, query: { key: 'bad-thresholds' } });
+      expect(listed.data).toEqual([]);
+
+      const draft = await createPlan({
+        client: t.client,
+        path: { workspaceId: ten.workspaceId },
+        body: { key: 'draft', name: 'Draft', billingInterval: 'MONTH', eventThresholds: [80] },
+      });
+      const updated = await updatePlan({
+        client: t.client,
+        path: { planId: draft.data!.id },
+        body: { eventThresholds: eventThresholds as number[] },
+      });
+      expect(updated.response.status).toBe(400);
+      expect(updated.error).toMatchObject({ error: { code: 'invalid_parameter', param: expect.stringMatching(/^eventThresholds/) } });
+      expect((await getPlan({ client: t.client, path: { planId: draft.data!.id } })).data!.eventThresholds).toEqual([80]);
+    });
+  });
+
+  it('a plan with [50] raises a 50% event, and no 80% or 100% one, where its strategy sets none', async () => {
+    const ten = await tenant({ quotaUnits: 1000n, eventThresholds: [50] });
     const r = await receiver();
     await endpointFor(t, ten.workspaceId, r, ['quota.threshold_crossed']);
-    await openAiFor(ten, { 'x-fake-usage': '900,0,0' }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+    const call = (usage: string) =>
+      openAiFor(ten, { 'x-fake-usage': usage }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+    await call('900,0,0'); // 900: past 50% (and 80%)
     await t.nexus.gateway.drain();
     const crossed = await acceptedOf(r, 'quota.threshold_crossed', 1);
-    expect(crossed[0]!.verified!.data).toMatchObject({ thresholdPercent: 50, consumedUnits: '900' });
+    expect(crossed[0]!.verified!.data).toMatchObject({ workspaceAccessId: ten.accessId, thresholdPercent: 50, consumedUnits: '900' });
+    await call('150,0,0'); // 1050: past 100%
+    await t.nexus.gateway.drain();
+    await settle();
+    expect(r.accepted().map((d) => d.verified!.data['thresholdPercent'])).toEqual([50]);
+  });
+
+  it('the strategy’s thresholds win over the plan’s', async () => {
+    const ten = await tenant();
+    const strategy = await createQuotaStrategy({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { ...base, key: 'own-thresholds', eventThresholds: [20] },
+    });
+    expect(strategy.response.status).toBe(201);
+    const plan = await createPlan({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { key: 'both', name: 'Both', billingInterval: 'MONTH', eventThresholds: [50] },
+    });
+    expect((await publishPlanStrategy({ client: t.client, path: { strategyId: strategy.data!.id } })).response.status).toBe(200);
+    const bound = await bindPlanStrategy({
+      client: t.client,
+      path: { planId: plan.data!.id },
+      body: { strategyId: strategy.data!.id, effectiveFrom: '2020-01-01T00:00:00Z' },
+    });
+    expect(bound.response.status).toBe(201);
+    expect((await publishPlan({ client: t.client, path: { planId: plan.data!.id } })).response.status).toBe(200);
+    const user = await provisionWorkspaceUser({
+      client: t.client,
+      path: { workspaceId: ten.workspaceId },
+      body: { externalUserId: 'both-user', email: 'both@example.com', planId: plan.data!.id, issueInferenceKey: true },
+    });
+    expect(user.response.status).toBe(201);
+    const onBoth = { ...ten, accessId: user.data!.access.id, apiKey: user.data!.apiKey! };
+
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r, ['quota.threshold_crossed']);
+    await openAiFor(onBoth, { 'x-fake-usage': '600,0,0' }).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 });
+    await t.nexus.gateway.drain();
+    const crossed = await acceptedOf(r, 'quota.threshold_crossed', 1);
+    expect(crossed[0]!.verified!.data).toMatchObject({ workspaceAccessId: onBoth.accessId, thresholdPercent: 20, consumedUnits: '600' });
     await settle();
     expect(r.accepted()).toHaveLength(1);
+  });
+});
+
+describe('a call its process did not live to record', () => {
+  it('is charged by the sweeper’s reclaim, which raises the thresholds the charge crosses, once', async () => {
+    const ten = await tenant({ quotaUnits: 1000n, eventThresholds: [1] });
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r, ['quota.threshold_crossed']);
+    // The answer starts and never ends; what the call would be charged, were its process to die, is written on its
+    // lease (lease_calls) within a snapshot: its input, some 100 tokens, is past 1% of 1000.
+    const cut = new AbortController();
+    const res = await fetch(`${ten.gatewayBaseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ten.apiKey}`, 'content-type': 'application/json', 'x-fake-fault': 'stall' },
+      body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'word '.repeat(100) }], max_tokens: 10, stream: true }),
+      signal: cut.signal,
+    });
+    expect(res.status).toBe(200);
+    const leaseIds = t.database.db('quota_leases').select('id').where({ workspace_access_id: ten.accessId });
+    await until(async () => (await t.database.db('lease_calls').whereIn('lease_id', leaseIds)).length === 1);
+    // As if its process had died: another process's sweeper reclaims the lease, and records and charges the call.
+    await reclaimLease(t, ten.accessId);
+    cut.abort();
+    await t.nexus.gateway.drain();
+
+    const invocations = await t.database.db('invocations').where({ workspace_access_id: ten.accessId });
+    expect(invocations.map((i) => [i.status, i.error_code])).toEqual([['FAILED', 'gateway_lost']]);
+    const units = BigInt(invocations[0].quota_units);
+    expect(units).toBeGreaterThanOrEqual(10n);
+    const crossed = await acceptedOf(r, 'quota.threshold_crossed', 1);
+    expect(crossed[0]!.verified!.data).toMatchObject({
+      workspaceAccessId: ten.accessId,
+      thresholdPercent: 1,
+      grantedUnits: '1000',
+      consumedUnits: `${units}`,
+    });
+    await settle();
+    expect(r.accepted()).toHaveLength(1);
+    expect(await periodOf(t, ten.accessId)).toMatchObject({ reserved: 0n, consumed: units });
   });
 });
 

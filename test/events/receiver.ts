@@ -1,11 +1,17 @@
 /**
  * A webhook receiver on 127.0.0.1, as an application would write one: it verifies each delivery with the
  * `standardwebhooks` package and keeps what came. How it answers is set per test (`answer`), to play a
- * receiver that is down, gone, redirecting, rate-limited or hanging.
+ * receiver that is down, gone, redirecting, rate-limited or hanging. endpointFor subscribes it through the
+ * Admin API; acceptedOf waits for what it accepted.
  */
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import { Webhook } from 'standardwebhooks';
+import { expect } from 'vitest';
+import type { WebhookEventType } from '../../generated/client/types.gen.js';
+import { until } from '../gateway/gateway-support.js';
 import { closeServer, listenLocal } from '../support/local-server.js';
+import { createWebhookEndpoint } from '../support/sdk.js';
+import type { TestApp } from '../support/test-app.js';
 
 interface Delivery {
   id: string;
@@ -70,4 +76,22 @@ export async function startReceiver(): Promise<Receiver> {
   });
   receiver.url = `${await listenLocal(server)}/hooks`;
   return receiver;
+}
+
+/** An endpoint of the workspace for the receiver, made through the Admin API; the receiver learns its secret. */
+export async function endpointFor(app: TestApp, workspaceId: string, r: Receiver, eventTypes?: WebhookEventType[]) {
+  const res = await createWebhookEndpoint({
+    client: app.client,
+    path: { workspaceId },
+    body: { url: r.url, description: 'test receiver', ...(eventTypes ? { eventTypes } : {}) },
+  });
+  expect(res.response.status).toBe(201);
+  r.secrets.push(res.data!.secret);
+  return res.data!;
+}
+
+/** Waits until the receiver accepted `n` verified deliveries of `type` (and gives them). */
+export async function acceptedOf(r: Receiver, type: string, n: number, ms = 5000) {
+  await until(async () => r.accepted().filter((d) => d.verified!.type === type).length >= n, ms);
+  return r.accepted().filter((d) => d.verified!.type === type);
 }

@@ -63,6 +63,8 @@ export interface PlanSpec {
   effectiveFrom?: string;
   /** The plan's rate limits (none by default). */
   rateLimits?: RateLimits;
+  /** The plan's quota.threshold_crossed percentages (default: none set, so 80 and 100). */
+  eventThresholds?: number[];
 }
 
 /** An ACTIVE plan: a quota strategy, published, bound to a new plan from `effectiveFrom`, and the plan published. */
@@ -98,7 +100,13 @@ export async function activePlan(
     createPlan({
       client,
       path: { workspaceId },
-      body: { key: o.key, name: o.key, billingInterval: 'MONTH', ...(o.rateLimits ? { rateLimits: o.rateLimits } : {}) },
+      body: {
+        key: o.key,
+        name: o.key,
+        billingInterval: 'MONTH',
+        ...(o.rateLimits ? { rateLimits: o.rateLimits } : {}),
+        ...(o.eventThresholds ? { eventThresholds: o.eventThresholds } : {}),
+      },
     }),
   );
   await expectStatus(
@@ -138,6 +146,8 @@ export interface TenantSpec {
   outputCapPolicy?: OutputCapPolicy;
   /** The plan's rate limits (none by default). */
   rateLimits?: RateLimits;
+  /** The plan's quota.threshold_crossed percentages (default: none set, so 80 and 100). */
+  eventThresholds?: number[];
 }
 
 interface TenantUser {
@@ -194,6 +204,7 @@ export async function provisionTenant(client: Client, o: TenantSpec): Promise<Te
     outputCapPolicy: o.outputCapPolicy,
     effectiveFrom: new Date(Date.now() - 86_400_000).toISOString(),
     rateLimits: o.rateLimits,
+    eventThresholds: o.eventThresholds,
   });
   const users: TenantUser[] = [];
   for (let i = 0; i < (o.users ?? 1); i++) {

@@ -24,6 +24,8 @@ export interface CreatePlanInput {
   billingInterval: Interval;
   metadata?: Record<string, unknown> | undefined;
   rateLimits?: Partial<RateLimits> | undefined;
+  /** Percentages (1..1000) of the granted units that raise quota.threshold_crossed where the strategy sets none; unset: 80 and 100. */
+  eventThresholds?: number[] | undefined;
 }
 
 export interface UpdatePlanInput {
@@ -32,6 +34,8 @@ export interface UpdatePlanInput {
   billingInterval?: Interval | undefined;
   /** Replaces the plan's limits as a whole. */
   rateLimits?: Partial<RateLimits> | undefined;
+  /** Replaces the plan's thresholds; null removes them. */
+  eventThresholds?: number[] | null | undefined;
 }
 
 export interface CreateStrategyInput {
@@ -54,6 +58,28 @@ export interface CreateStrategyInput {
 const MAX_INT32 = 2_147_483_647;
 const MAX_MODEL_RULES = 100;
 const MAX_ALLOWED_MODELS = 200;
+const MAX_EVENT_THRESHOLDS = 5;
+
+/**
+ * The percentages of a period's granted units that raise quota.threshold_crossed, as stored: one to five
+ * distinct whole numbers from 1 to 1000, ascending; null stays null (the default applies).
+ */
+function eventThresholdsOf(thresholds: number[] | null | undefined): number[] | null {
+  if (thresholds === undefined || thresholds === null) return null;
+  if (
+    thresholds.length < 1 ||
+    thresholds.length > MAX_EVENT_THRESHOLDS ||
+    thresholds.some((p) => !Number.isInteger(p) || p < 1 || p > 1000) ||
+    new Set(thresholds).size !== thresholds.length
+  ) {
+    throw new AppError(
+      'invalid_parameter',
+      `eventThresholds must be 1 to ${MAX_EVENT_THRESHOLDS} distinct whole percentages from 1 to 1000`,
+      { param: 'eventThresholds' },
+    );
+  }
+  return [...thresholds].sort((a, b) => a - b);
+}
 
 /** Patterns valid, none listed twice: a second rule with the same pattern could never apply. */
 function checkPatterns(patterns: string[], param: string, max: number): void {
@@ -142,6 +168,7 @@ export function createPlanService(deps: {
     async createPlan(actor: Actor, workspaceId: string, input: CreatePlanInput): Promise<PlanRow> {
       assertMetadataSize(input.metadata);
       const limits = rateColumns(input.rateLimits);
+      const thresholds = eventThresholdsOf(input.eventThresholds);
       return db.transaction(async (tx) => {
         await workspaces.requireWritable(actor, workspaceId, tx);
         const now = clock.now();
@@ -158,6 +185,7 @@ export function createPlanService(deps: {
             updated_at: now,
             published_at: null,
             ...limits,
+            event_thresholds: thresholds,
           },
           tx,
         );
@@ -188,6 +216,7 @@ export function createPlanService(deps: {
 
     async updatePlan(actor: Actor, planId: string, input: UpdatePlanInput): Promise<PlanRow> {
       rateColumns(input.rateLimits);
+      const thresholds = eventThresholdsOf(input.eventThresholds);
       return db.transaction(async (tx) => {
         const plan = await lockPlan(actor, planId, tx);
         await workspaces.requireWritable(actor, plan.workspace_id, tx);
@@ -199,6 +228,7 @@ export function createPlanService(deps: {
         if (input.name !== undefined) patch.name = input.name;
         if (input.billingInterval !== undefined) patch.billing_interval = input.billingInterval;
         if (input.rateLimits !== undefined) Object.assign(patch, rateColumns(input.rateLimits));
+        if (input.eventThresholds !== undefined) patch.event_thresholds = thresholds;
         if (Object.keys(patch).length === 0) return plan;
         const updated = await planRepo.updatePlan(planId, { ...patch, updated_at: clock.now() }, tx);
         await audit.record(
@@ -304,15 +334,7 @@ export function createPlanService(deps: {
       if (input.outputCapPolicy !== 'clamp' && input.outputCapPolicy !== 'refuse') {
         throw new AppError('invalid_parameter', 'outputCapPolicy must be clamp or refuse', { param: 'outputCapPolicy' });
       }
-      const thresholds = input.eventThresholds;
-      if (
-        thresholds &&
-        (thresholds.some((p) => !Number.isInteger(p) || p < 1 || p > 1000) || new Set(thresholds).size !== thresholds.length)
-      ) {
-        throw new AppError('invalid_parameter', 'eventThresholds must be distinct whole percentages from 1 to 1000', {
-          param: 'eventThresholds',
-        });
-      }
+      const thresholds = eventThresholdsOf(input.eventThresholds);
       return withVersionRetry(() =>
         db.transaction(async (tx) => {
           await workspaces.requireWritable(actor, workspaceId, tx);
@@ -331,7 +353,7 @@ export function createPlanService(deps: {
               model_rules: rulesToStored(input.modelRules),
               allowed_models: input.allowedModels,
               output_cap_policy: input.outputCapPolicy,
-              event_thresholds: thresholds ? [...thresholds].sort((a, b) => a - b) : null,
+              event_thresholds: thresholds,
               status: 'DRAFT',
               created_at: clock.now(),
               published_at: null,

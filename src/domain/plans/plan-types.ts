@@ -18,6 +18,8 @@ export interface PlanRow {
   requests_per_minute: number | null;
   tokens_per_minute: number | null;
   concurrent_calls: number | null;
+  /** Percentages of the granted units that raise quota.threshold_crossed where the strategy sets none; null: 80 and 100. */
+  event_thresholds: number[] | null;
 }
 
 export interface QuotaStrategyRow {

@@ -288,41 +288,22 @@ export function createQuotaRepo(db: Queryable) {
       return updated as QuotaPeriodRow;
     },
 
-    /**
-     * Returns the held units to the period and moves `consumed` into consumed_units (then
-     * giveBackCarry, on a period a plan change split). Run in the caller's transaction.
-     */
-    async applySettlement(periodId: string, reserved: bigint, consumed: bigint, q: Queryable): Promise<void> {
-      const result = await q.raw(
-        `update quota_periods
-            set reserved_units = reserved_units - cast(:reserved as bigint), consumed_units = consumed_units + cast(:consumed as bigint)
-          where id = :periodId
-          returning carried_units`,
-        { periodId, reserved: reserved.toString(), consumed: consumed.toString() },
-      );
-      const period = (result.rows as { carried_units: bigint }[])[0];
-      if (period && period.carried_units > 0n) await giveBackCarry(periodId, q);
-    },
-
     giveBackCarry,
 
     /**
      * The leases of dead processes: HELD past their expiry (or with `all`, every HELD one: no process that
-     * could still hold one is alive) become EXPIRED, and the calls their last heartbeat wrote are recorded
-     * and charged (settlement-sql.ts). Returns, per period, what returns to it from reserved and what
-     * it consumed; the caller applies them (applySettlement) in the same transaction.
+     * could still hold one is alive) become EXPIRED, the calls their last heartbeat wrote are recorded and
+     * charged, and what the leases held returns to their periods, in one statement (settlement-sql.ts) that
+     * raises the thresholds the charges cross. Returns the periods it changed that carry units (a plan
+     * change split them): the caller gives their carry back (giveBackCarry) in the same transaction.
      */
-    async reclaimExpired(
-      now: Date,
-      q: Queryable,
-      all = false,
-    ): Promise<{ leases: number; calls: number; periods: { quota_period_id: string; reserved: bigint; consumed: bigint }[] }> {
+    async reclaimExpired(now: Date, q: Queryable, all = false): Promise<{ leases: number; calls: number; carrying: string[] }> {
       const result = await q.raw(RECLAIM_EXPIRED_SQL, { now, all });
-      const rows = result.rows as { quota_period_id: string; reserved: bigint; consumed: bigint; leases: bigint; calls: bigint }[];
+      const rows = result.rows as { quota_period_id: string; carried_units: bigint; leases: bigint; calls: bigint }[];
       return {
         leases: Number(rows[0]?.leases ?? 0n),
         calls: Number(rows[0]?.calls ?? 0n),
-        periods: rows.map(({ quota_period_id, reserved, consumed }) => ({ quota_period_id, reserved, consumed })),
+        carrying: rows.filter((p) => p.carried_units > 0n).map((p) => p.quota_period_id),
       };
     },
   };

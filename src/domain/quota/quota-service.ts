@@ -22,7 +22,7 @@ export function createQuotaService(deps: { db: Db; quotaRepo: QuotaRepo }) {
     async sweepExpired(now: Date, all = false): Promise<{ leases: number; calls: number }> {
       return db.transaction(async (tx) => {
         const reclaimed = await quotaRepo.reclaimExpired(now, tx, all);
-        for (const p of reclaimed.periods) await quotaRepo.applySettlement(p.quota_period_id, p.reserved, p.consumed, tx);
+        for (const periodId of reclaimed.carrying) await quotaRepo.giveBackCarry(periodId, tx);
         return { leases: reclaimed.leases, calls: reclaimed.calls };
       });
     },

@@ -126,8 +126,10 @@ lc as (
  * The leases of dead processes (HELD, past their expiry, or with :all every HELD one) become EXPIRED,
  * and the calls their last heartbeat wrote (lease_calls) are settled by the same rule: each recorded
  * as its heartbeat left it (FAILED `gateway_lost`) and charged its units, unless its invocation is
- * recorded already (its process lived to write it), and added to the usage rollup. What the leases held returns to the periods: one
- * row per period with what to take from its reserved and add to its consumed (quotaRepo.applySettlement).
+ * recorded already (its process lived to write it), and added to the usage rollup. What the leases held returns to
+ * their periods, and what the calls consumed is added, in the same statement (periods locked in id order), which
+ * raises quota.threshold_crossed as the settlement does. One row per period: its id and carried units (the
+ * caller gives back the carry of a period a plan change split: quotaRepo.giveBackCarry).
  */
 export const RECLAIM_EXPIRED_SQL = `
 with expired as (
@@ -171,8 +173,15 @@ with expired as (
   select quota_period_id, sum(reserved_units) as reserved from expired group by quota_period_id
 ), used as (
   select quota_period_id, sum(units) as consumed from charged group by quota_period_id
-)
-select h.quota_period_id, h.reserved, coalesce(u.consumed, 0) as consumed,
-       (select count(*) from expired) as leases, (select count(*) from charged) as calls
-  from held h left join used u on u.quota_period_id = h.quota_period_id
- order by h.quota_period_id`;
+), p as (
+  update quota_periods qp
+     set reserved_units = qp.reserved_units - h.reserved, consumed_units = qp.consumed_units + coalesce(us.consumed, 0)
+    from held h left join used us on us.quota_period_id = h.quota_period_id
+   where qp.id = h.quota_period_id
+     and qp.id in ${lockedInIdOrder('quota_periods', 'select quota_period_id from held')}
+  returning qp.id, qp.workspace_id, qp.workspace_access_id, qp.plan_id, qp.quota_strategy_id, qp.granted_units,
+            qp.consumed_units, qp.period_end, coalesce(us.consumed, 0) as units, qp.carried_units
+), ${thresholdEventCtes('p')}
+select p.id as quota_period_id, p.carried_units, (select count(*) from expired) as leases, (select count(*) from charged) as calls
+  from p
+ order by p.id`;

@@ -59,6 +59,7 @@ export function toPlanDto(row: PlanRow): WorkspacePlanDto {
     updatedAt: row.updated_at.toISOString(),
     ...(row.published_at ? { publishedAt: row.published_at.toISOString() } : {}),
     rateLimits: toRateLimitsDto(row),
+    ...(row.event_thresholds ? { eventThresholds: row.event_thresholds } : {}),
   };
 }
 
