@@ -18,6 +18,8 @@ export interface InvocationRow {
   lease_id: string | null;
   quota_units: bigint;
   error_code: string | null;
+  /** Why it did not succeed, in words: the gateway's refusal, or the upstream's error message. */
+  error_message?: string | null;
   started_at: Date;
   first_token_at: Date | null;
   completed_at: Date | null;
