@@ -26,7 +26,8 @@ afterAll(async () => {
   await up?.close();
 });
 
-const chat = (client: OpenAI, model = 'gpt-4o') => client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
+const chat = (client: OpenAI, model = 'gpt-4o') =>
+  client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 });
 
 /** The error a call was refused with (its status and Error body's code), and its request id. */
 async function refusal(promise: Promise<unknown>) {
@@ -48,7 +49,13 @@ async function list(workspaceId: string, query: Record<string, string | number>)
 describe('refused calls are recorded', () => {
   let tenant: Tenant;
   beforeAll(async () => {
-    tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, users: 2, quotaUnits: 200n, allowedModels: ['gpt-4o', 'gpt-4o-mini'] });
+    tenant = await createTenant(t, {
+      baseUrl: up.url,
+      providerKey: KEY,
+      users: 2,
+      quotaUnits: 200n,
+      allowedModels: ['gpt-4o', 'gpt-4o-mini'],
+    });
   });
 
   it("a suspended access's 403 becomes a REJECTED invocation with its code and message, named by its request id", async () => {
@@ -71,14 +78,21 @@ describe('refused calls are recorded', () => {
       inferenceKeyId: other!.apiKeyId,
       quotaUnits: '0',
     });
-    expect(row!.user).toMatchObject({ email: expect.stringMatching(/-1@example\.com$/), externalUserId: expect.stringMatching(/-user-1$/) });
+    expect(row!.user).toMatchObject({
+      email: expect.stringMatching(/-1@example\.com$/),
+      externalUserId: expect.stringMatching(/-user-1$/),
+    });
   });
 
   it('a model the plan does not allow (403) and a quota refusal (429) are recorded with their reasons', async () => {
     const client = openAiFor(tenant);
     expect(await refusal(chat(client, 'o3'))).toMatchObject({ status: 403, code: 'model_not_allowed' });
     // 200 units: a 10-token cap on gpt-4o's bound of input + 2 x output fits; 5000 tokens do not.
-    const big = client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x'.repeat(2000) }], max_tokens: 500 });
+    const big = client.chat.completions.create({
+      model: 'gpt-4o',
+      messages: [{ role: 'user', content: 'x'.repeat(2000) }],
+      max_tokens: 500,
+    });
     expect(await refusal(big)).toMatchObject({ status: 429, code: 'quota_insufficient' });
     await t.nexus.gateway.drain();
     const rejected = await list(tenant.workspaceId, { workspaceAccessId: tenant.accessId, status: 'REJECTED' });
@@ -134,7 +148,12 @@ describe('listInvocations finds a call', () => {
     const email = all.find((r) => r.workspaceAccessId === tenant.users[0]!.accessId)!.user!.email;
     const byEmail = await list(tenant.workspaceId, { q: `  ${email.toUpperCase()} ` });
     expect(byEmail.map((r) => r.requestedModel)).toEqual(['gpt-4o-mini', 'gpt-4o']);
-    expect(byEmail[0]).toMatchObject({ endpoint: 'v1/chat/completions', streamed: false, inputTokens: expect.any(String), outputTokens: expect.any(String) });
+    expect(byEmail[0]).toMatchObject({
+      endpoint: 'v1/chat/completions',
+      streamed: false,
+      inputTokens: expect.any(String),
+      outputTokens: expect.any(String),
+    });
     const external = all.find((r) => r.workspaceAccessId === tenant.users[1]!.accessId)!.user!.externalUserId;
     expect((await list(tenant.workspaceId, { q: external })).map((r) => r.requestedModel)).toEqual(['gpt-3.5-turbo']);
   });
