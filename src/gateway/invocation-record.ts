@@ -11,7 +11,7 @@ import { storableText } from '../domain/storable-text.js';
 /** Model names and response ids are recorded up to this length (opaque bodies: one PostgreSQL refuses would fail the record). */
 export const MAX_NAME_LENGTH = 256;
 /** An error message is recorded up to this length (an upstream's error body may be long). */
-export const MAX_MESSAGE_LENGTH = 1000;
+const MAX_MESSAGE_LENGTH = 1000;
 
 /** What the gateway knows of a call once its key and connection are known. */
 export interface CallOpened {

@@ -31,7 +31,7 @@ const MAX_JSON_USAGE_BYTES = 32 * 1024 * 1024;
 const MAX_ERROR_BYTES = 4096;
 
 /** The message an error body carries: `error.message`, `message`, `error` or `detail` of a JSON body, else its text. */
-export function messageOfErrorBody(text: string): string | null {
+function messageOfErrorBody(text: string): string | null {
   const trimmed = text.trim();
   if (!trimmed) return null;
   try {

@@ -7,7 +7,7 @@ import axe from 'axe-core';
 import type { Page } from 'playwright-core';
 
 /** The Chromium to drive, or undefined when none is installed. */
-export function findChromium(): string | undefined {
+function findChromium(): string | undefined {
   for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
     try {
       const path = execFileSync('which', [name], { encoding: 'utf8' }).trim();

@@ -209,7 +209,7 @@ describe.skipIf(!executablePath)('day two in the console: finding a failing call
     await expect.poll(() => table().locator('tbody tr').count()).toBe(12);
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export CSV' }).click()]);
     expect(download.suggestedFilename()).toMatch(/^invocations-.*\.csv$/);
-    const lines = (await readFile((await download.path())!, 'utf8')).trimEnd().split('\r\n');
+    const lines = (await readFile(await download.path(), 'utf8')).trimEnd().split('\r\n');
     const header = lines[0]!.split(',');
     const rows = lines.slice(1).map((line) => line.split(','));
     expect(rows).toHaveLength(12);

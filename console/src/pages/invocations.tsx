@@ -237,7 +237,7 @@ function ExportButton({ client, workspaceId, filters }: { client: PageProps['cli
   const save = async () => {
     const csv = await action.run('Exporting…', async () => {
       const res = await exportInvocations({ client, path: { workspaceId }, query: queryOf(filters), parseAs: 'text' });
-      return res.data as unknown as string;
+      return res.data;
     });
     if (csv === undefined) return;
     const url = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }));

@@ -68,7 +68,6 @@ const GROUP_KEYS: Record<UsageGroupBy, string> = {
   connection: 'provider_connection_id',
 };
 
-
 /** An invocation as an export lists it: with its USAGE event's tokens and cost. */
 export interface InvocationExportRow {
   id: string;
@@ -101,16 +100,23 @@ const EXPORT_PAGE = 1000;
 export function createInvocationRepo(db: Queryable) {
   /** The accesses of the workspace's end users whose email (case-insensitive) or external id is `text`. */
   async function searchOf(workspaceId: string, text: string, q: Queryable): Promise<Search> {
-    const rows = (await q('workspace_users as u')
+    const rows: { id: string }[] = await q('workspace_users as u')
       .join('workspace_accesses as a', 'a.user_id', 'u.id')
       .where('u.workspace_id', workspaceId)
-      .where((w) => w.whereRaw('lower(u.email) = lower(?)', [text]).orWhere('u.external_user_id', text))
-      .select('a.id')) as { id: string }[];
+      .where((w) => {
+        void w.whereRaw('lower(u.email) = lower(?)', [text]).orWhere('u.external_user_id', text);
+      })
+      .select('a.id');
     return rows.length ? { accessIds: rows.map((r) => r.id) } : { exact: text };
   }
 
   /** The filter's conditions on invocations (`i`: the table's name or alias in the query). */
-  function applyFilter(query: Knex.QueryBuilder, filter: Omit<InvocationFilter, 'workspaceId'>, search: Search | undefined, i: string): void {
+  function applyFilter(
+    query: Knex.QueryBuilder,
+    filter: Omit<InvocationFilter, 'workspaceId'>,
+    search: Search | undefined,
+    i: string,
+  ): void {
     if (filter.workspaceAccessId) query.where(`${i}.workspace_access_id`, filter.workspaceAccessId);
     if (filter.model) query.whereRaw(`${i}.requested_model like ?`, [prefixPattern(filter.model)]);
     if (filter.status) query.where(`${i}.status`, filter.status);
@@ -142,7 +148,9 @@ export function createInvocationRepo(db: Queryable) {
         q('workspace_accesses as a')
           .join('workspace_users as u', 'u.id', 'a.user_id')
           .whereIn('a.id', accessIds)
-          .select('a.id as access_id', 'u.id', 'u.email', 'u.external_user_id', 'u.name') as Promise<(InvocationUser & { access_id: string })[]>,
+          .select('a.id as access_id', 'u.id', 'u.email', 'u.external_user_id', 'u.name') as Promise<
+          (InvocationUser & { access_id: string })[]
+        >,
         q('usage_events')
           .whereIn(
             'invocation_id',
