@@ -7,7 +7,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
-import { getInvocation, listInvocations, suspendWorkspaceAccess } from '../support/sdk.js';
+import { getInvocation, listInvocations, revokeInferenceKey, suspendWorkspaceAccess, updateProviderConnection } from '../support/sdk.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, openAiFor, type Tenant } from '../gateway/gateway-support.js';
@@ -113,6 +113,33 @@ describe('refused calls are recorded', () => {
     expect(metrics).toMatch(/nexus_gateway_refusals_total\{reason="invalid_inference_key"\} [1-9]/);
     // The suspended access's refusal is counted as well, now that it is recorded.
     expect(metrics).toMatch(/nexus_gateway_refusals_total\{reason="access_suspended"\} [1-9]/);
+  });
+});
+
+describe('refusals of a connection and of a key', () => {
+  it("a suspended connection's 403 is recorded REJECTED; a revoked key's 401 is not recorded", async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, users: 2 });
+    const [, second] = tenant.users;
+    await revokeInferenceKey({ client: t.client, path: { accessId: second!.accessId, keyId: second!.apiKeyId } });
+    await updateProviderConnection({
+      client: t.client,
+      path: { providerConnectionId: tenant.connectionId },
+      body: { status: 'SUSPENDED' },
+    });
+    await new Promise((r) => setTimeout(r, CACHE_TTL_MS + 50));
+    const suspended = await refusal(chat(openAiFor(tenant)));
+    expect(suspended).toMatchObject({ status: 403, code: 'connection_suspended' });
+    expect((await refusal(chat(openAiFor({ ...tenant, ...second! })))).status).toBe(401);
+    await t.nexus.gateway.drain();
+    const rows = await list(tenant.workspaceId, {});
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({
+      requestId: suspended.requestId,
+      status: 'REJECTED',
+      errorCode: 'connection_suspended',
+      providerConnectionId: tenant.connectionId,
+      errorMessage: 'The provider connection is suspended',
+    });
   });
 });
 
