@@ -1346,7 +1346,8 @@ export type InvocationDto = {
     status: InvocationStatus;
     /**
      * Why the call did not simply succeed, when it did not: the Error body's `code` of a refusal
-     * (`quota_insufficient`, `max_tokens_exceeded`, `unmetered_endpoint`...), or what went wrong on
+     * (`access_suspended`, `access_not_active`, `connection_suspended`, `model_not_allowed`, `quota_insufficient`,
+     * `rate_limited`, `workspace_budget_exceeded`, `max_tokens_exceeded`, `unmetered_endpoint`...), or what went wrong on
      * the way (`upstream_timeout`, `upstream_stream_broken`, `client_aborted`, `server_shutdown`, `usage_missing`,
      * `output_bound_exceeded`).
      *
