@@ -82,7 +82,7 @@ try {
                  || '-8' || substr(h, 4, 3) || '-' || substr(h, 7, 12))::uuid as id, gen_random_uuid() as usage_id, at, n,
                 ('00000000-0000-4000-9000-' || lpad((n % $4)::text, 12, '0'))::uuid as access_id,
                 (array['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'claude-sonnet-4-5', 'claude-haiku-4-5', 'o3-mini'])[1 + (n % 6)] as model,
-                case when (n / 7) % 100 < 2 then 'REJECTED' when (n / 7) % 100 = 2 then 'UPSTREAM_ERROR' else 'SUCCEEDED' end as status,
+                case when abs(hashint4(n) % 100) < 2 then 'REJECTED' when abs(hashint4(n) % 100) = 2 then 'UPSTREAM_ERROR' else 'SUCCEEDED' end as status,
                 (n % 500) + 20 as input_tokens, (n % 300) + 5 as output_tokens
            from (select n, at, (extract(epoch from at) * 1000)::bigint as ms, md5(n::text) as h
                    from (select n, $2::timestamptz + ((n::double precision / $1) * ($3::timestamptz - $2::timestamptz)) as at
