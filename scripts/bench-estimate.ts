@@ -1,11 +1,12 @@
 /**
  * `npm run bench:estimate`: how tight the input bound is (src/gateway/input-estimate.ts) and what it costs.
  *
- * Over the corpus of test/fixtures/input-corpus.ts (English, code, CJK, JSON, base64), a chat request of
- * four messages, its third the sample: per kind, the body's bytes (the bound before the estimate), the
- * tokens the model's chat template makes of it (actual: o200k_base for gpt-4o, cl100k_base for gpt-4,
- * both as gpt-tokenizer encodes a chat), and the bound each model's call is admitted at, with bound /
- * actual. A Claude model's bound is shown against the o200k count (Claude's tokenizer is not public).
+ * Over the corpus of test/fixtures/input-corpus.ts (English, code, CJK, JSON, base64, digits, whitespace), a
+ * chat request of four messages, its third the sample: per kind, the body's bytes (the bound before the
+ * estimate), the tokens the model's chat template makes of it (actual: o200k_base for gpt-4o, cl100k_base for
+ * gpt-4, both as gpt-tokenizer encodes a chat), and the bound each model's call is admitted at, with bound /
+ * actual. A Claude model's bound is shown against the o200k count (Claude's tokenizer is not public), and a
+ * Gemini call's bound of the text alone against Gemma 3's count of it (recorded in the corpus).
  *
  * Then the estimate's cost for a 2 KB English prompt (a chat request), in µs: the walk, the count and
  * the bound on a parsed body, each of BENCH_ESTIMATE_PROMPTS (default 2,000) different prompts once per
@@ -21,7 +22,7 @@ import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
 import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
 import o200kEncoding from 'gpt-tokenizer/encoding/o200k_base';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
-import { InputTally, o200kTokens } from '../src/gateway/input-estimate.js';
+import { BASE_TOKENS, FOREIGN, InputTally, o200kTokens } from '../src/gateway/input-estimate.js';
 import { inspectorFor, prepareCall } from '../src/gateway/inspectors.js';
 import { openai } from '../src/gateway/protocols/openai.js';
 import { corpus, englishPrompt } from '../test/fixtures/input-corpus.js';
@@ -64,6 +65,16 @@ for (const { kind, text } of corpus()) {
   console.log(
     `| ${kind} | ${bytes} | ${actual4o} | ${bound4o} | ${ratio(bound4o, actual4o)} | ${ratio(bytes, actual4o)} | ${actual4} | ${bound4} | ${ratio(bound4, actual4)} | ${ratio(claude, actual4o)} |`,
   );
+}
+
+console.log("\nA Gemini call's bound on the text alone (no structure) / Gemma 3's count of it (the corpus's `gemma`):\n");
+console.log('| kind | bytes | o200k | bound | Gemma 3 | bound / Gemma 3 |');
+console.log('|---|---|---|---|---|---|');
+for (const { kind, text, gemma } of corpus()) {
+  const tally = new InputTally(() => undefined);
+  tally.text(text);
+  const bound = tally.bound(FOREIGN) - BASE_TOKENS;
+  console.log(`| ${kind} | ${Buffer.byteLength(text)} | ${o200kTokens(text)} | ${bound} | ${gemma} | ${ratio(bound, gemma)} |`);
 }
 
 // 2 KB prompts, each different (the tokenizer's merge cache sees text it has not seen).

@@ -2,11 +2,14 @@
  * `npm run bench:usage`: what getUsageSummary (the console's charts) costs on a large workspace.
  * A fresh database gets BENCH_USAGE_EVENTS (default 1,000,000) usage events in one workspace, each
  * with its invocation as the gateway writes them, made by generate_series over BENCH_USAGE_DAYS
- * (default 30) days, 20 accesses, 5 models and 3 connections. A Nexus listens on it in this process,
- * and each query below is asked through HTTP BENCH_USAGE_RUNS times (default 30, after 3 to warm
- * up); it prints p50 and p99 per query through HTTP (until the answer's last byte is read; the
- * client's JSON parse is not counted), and the p50 of the service's call alone
- * (the SQL and its mapping, without HTTP and JSON).
+ * (default 30) days, 20 accesses with 2 inference keys each, 3 plans, 5 models and 3 connections; one
+ * call in 25 failed, one in 50 refused (no event); the events carry a cost under a price (one model's
+ * none: unpriced), cache writes and reasoning tokens on some. The usage rollup is computed from them
+ * (rollup-sql.ts). A Nexus listens on it in this process, and each query below (every grouping by hour
+ * over 7 days and by day over all the days, and the largest by hour over all the days) is asked through
+ * HTTP BENCH_USAGE_RUNS times (default 30, after 3 to warm up); it prints p50 and p99 per query through
+ * HTTP (until the answer's last byte is read; the client's JSON parse is not counted), and the p50 of the
+ * service's call alone (the SQL and its mapping, without HTTP and JSON).
  *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database
  * is made on; it is dropped at the end.
@@ -17,6 +20,8 @@ import pg from 'pg';
 import { buildApp, listen } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { systemActor } from '../src/domain/actor.js';
+import type { UsageGroupBy } from '../src/domain/invocations/invocation-repo.js';
+import { rebuildWorkspaceRollupsSql } from '../src/domain/invocations/rollup-sql.js';
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const EVENTS = Number(process.env.BENCH_USAGE_EVENTS ?? 1_000_000);
@@ -59,34 +64,48 @@ try {
     const seedStarted = Date.now();
     const seed = new pg.Client({ connectionString: url.toString() });
     await seed.connect();
-    // Accesses, models and connections as ids and names the rows cycle through; the gateway's rows carry no foreign key to them.
+    // Keys, accesses, plans, models and connections as ids and names the rows cycle through (a key belongs to one
+    // access, an access is on one plan); the gateway's rows carry no foreign key to them.
     await seed.query(
       `create temporary table bench_calls as
          select gen_random_uuid() as invocation_id, gen_random_uuid() as usage_id,
                 ('00000000-0000-4000-8000-' || lpad((n % 20)::text, 12, '0'))::uuid as access_id,
+                ('00000000-0000-4000-a000-' || lpad((n % 40)::text, 12, '0'))::uuid as key_id,
+                ('00000000-0000-4000-b000-' || lpad((n % 20 % 3)::text, 12, '0'))::uuid as plan_id,
                 ('00000000-0000-4000-9000-' || lpad((n % 3)::text, 12, '0'))::uuid as connection_id,
-                'model-' || (n % 5) as model,
+                'model-' || (n % 5) as model, n % 5 as model_n,
+                case when n % 50 = 7 then 'REJECTED' when n % 25 = 3 then 'FAILED' else 'SUCCEEDED' end as status,
                 $2::timestamptz + ((n::double precision / $1) * ($3::timestamptz - $2::timestamptz)) as at,
-                (n % 500) + 20 as input_tokens, (n % 300) + 5 as output_tokens
+                (n % 500) + 20 as input_tokens, (n % 300) + 5 as output_tokens,
+                case when n % 7 = 0 then 10 end as cache_write_tokens,
+                case when n % 5 = 3 then ((n % 300) + 5) / 2 end as reasoning_tokens
            from generate_series(0, $1 - 1) as n`,
       [EVENTS, since, until],
     );
     await seed.query(
-      `insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id,
+      `insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, plan_id, request_id,
                                 method, endpoint, requested_model, status, metering_status, quota_units, started_at, completed_at)
-       select invocation_id, $1, access_id, connection_id, gen_random_uuid(), 'req_' || invocation_id, 'POST', '/v1/chat/completions',
-              model, 'SUCCEEDED', 'metered', input_tokens + 2 * output_tokens, at, at
+       select invocation_id, $1, access_id, connection_id, key_id, plan_id, 'req_' || invocation_id, 'POST', '/v1/chat/completions',
+              model, status, 'metered', case when status = 'REJECTED' then 0 else input_tokens + 2 * output_tokens end, at, at
          from bench_calls`,
       [workspaceId],
     );
+    // A refused call has no event. The cost: 2.50 input, 10 output per million, 3.75 a cache write, 10 reasoning;
+    // model-4 has no price.
     await seed.query(
       `insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, invocation_id, kind, units,
-                                 input_tokens, cached_input_tokens, output_tokens, model, created_at)
+                                 input_tokens, cached_input_tokens, output_tokens, model, created_at, cost_micros, price_id,
+                                 cache_write_tokens, reasoning_tokens)
        select usage_id, $1, access_id, gen_random_uuid(), invocation_id, 'USAGE', input_tokens + 2 * output_tokens,
-              input_tokens, 0, output_tokens, model, at
-         from bench_calls`,
+              input_tokens, 0, output_tokens, model, at,
+              case when model_n < 4 then round((input_tokens - coalesce(cache_write_tokens, 0)) * 2.5
+                                               + coalesce(cache_write_tokens, 0) * 3.75 + output_tokens * 10)::bigint end,
+              case when model_n < 4 then '00000000-0000-4000-c000-000000000001'::uuid end,
+              cache_write_tokens, reasoning_tokens
+         from bench_calls where status <> 'REJECTED'`,
       [workspaceId],
     );
+    await seed.query(rebuildWorkspaceRollupsSql('$1'), [workspaceId]);
     await seed.query('vacuum analyze invocations');
     await seed.query('vacuum analyze usage_events');
     await seed.query('vacuum analyze usage_rollups');
@@ -97,35 +116,25 @@ try {
     );
 
     const day = 86_400_000;
+    const lastWeek = new Date(until.getTime() - 7 * day).toISOString();
+    const groupings: UsageGroupBy[] = ['model', 'access', 'connection', 'key', 'plan'];
     const queries: [string, Record<string, string>][] = [
       [
         'last 24 h by hour, by model',
         { since: new Date(until.getTime() - day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'model' },
       ],
-      [
-        'last 7 days by hour, by model',
-        { since: new Date(until.getTime() - 7 * day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'model' },
-      ],
-      [
-        'last 7 days by hour, by access',
-        { since: new Date(until.getTime() - 7 * day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'access' },
-      ],
-      [
-        'last 7 days by day, by connection',
-        { since: new Date(until.getTime() - 7 * day).toISOString(), until: until.toISOString(), granularity: 'day', groupBy: 'connection' },
-      ],
-      [
-        `all ${DAYS} days by day, by model`,
-        { since: since.toISOString(), until: until.toISOString(), granularity: 'day', groupBy: 'model' },
-      ],
-      [
-        `all ${DAYS} days by hour, by access`,
-        { since: since.toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'access' },
-      ],
-      [
-        `all ${DAYS} days by day, by connection`,
-        { since: since.toISOString(), until: until.toISOString(), granularity: 'day', groupBy: 'connection' },
-      ],
+      ...groupings.map((g): [string, Record<string, string>] => [
+        `last 7 days by hour, by ${g}`,
+        { since: lastWeek, until: until.toISOString(), granularity: 'hour', groupBy: g },
+      ]),
+      ...groupings.map((g): [string, Record<string, string>] => [
+        `all ${DAYS} days by day, by ${g}`,
+        { since: since.toISOString(), until: until.toISOString(), granularity: 'day', groupBy: g },
+      ]),
+      ...(['access', 'key'] as const).map((g): [string, Record<string, string>] => [
+        `all ${DAYS} days by hour, by ${g}`,
+        { since: since.toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: g },
+      ]),
     ];
     // The figures scale with how busy the host is: say it.
     console.log(
@@ -134,13 +143,15 @@ try {
         .join(' ')} (1, 5, 15 min)\n`,
     );
     console.log(
-      `${'query'.padEnd(36)} ${'events'.padStart(10)} ${'buckets'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'query p50'.padStart(10)}`,
+      `${'query'.padEnd(36)} ${'events'.padStart(10)} ${'calls'.padStart(10)} ${'cost'.padStart(14)} ${'buckets'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'query p50'.padStart(10)}`,
     );
     const actor = systemActor('bench-usage');
     for (const [label, query] of queries) {
       const target = `${server.url}/admin/v1/workspaces/${workspaceId}/usage-summary?${new URLSearchParams(query)}`;
       const times: number[] = [];
       let events = 0;
+      let calls = 0;
+      let cost = 0n;
       let buckets = 0;
       for (let i = 0; i < RUNS + 3; i++) {
         const started = performance.now();
@@ -148,10 +159,12 @@ try {
         const text = await res.text();
         // Until the answer's last byte: parsing it is the client's work (and would run in this process).
         const took = performance.now() - started;
-        const body = JSON.parse(text) as { buckets: { events: number }[] };
+        const body = JSON.parse(text) as { buckets: { events: number; calls: number; costMicros: string }[] };
         if (res.status !== 200) throw new Error(`${label}: ${res.status} ${JSON.stringify(body)}`);
         if (i >= 3) times.push(took);
         events = body.buckets.reduce((n, b) => n + b.events, 0);
+        calls = body.buckets.reduce((n, b) => n + b.calls, 0);
+        cost = body.buckets.reduce((n, b) => n + BigInt(b.costMicros), 0n);
         buckets = body.buckets.length;
       }
       times.sort((a, b) => a - b);
@@ -164,13 +177,13 @@ try {
           since: new Date(query.since!),
           until: new Date(query.until!),
           granularity: query.granularity as 'hour' | 'day',
-          groupBy: query.groupBy as 'model' | 'access' | 'connection',
+          groupBy: query.groupBy as UsageGroupBy,
         });
         inner.push(performance.now() - started);
       }
       inner.sort((a, b) => a - b);
       console.log(
-        `${label.padEnd(36)} ${events.toLocaleString('en').padStart(10)} ${String(buckets).padStart(8)} ${percentile(times, 50).toFixed(1).padStart(8)} ${percentile(times, 99).toFixed(1).padStart(8)} ${percentile(inner, 50).toFixed(1).padStart(10)}`,
+        `${label.padEnd(36)} ${events.toLocaleString('en').padStart(10)} ${calls.toLocaleString('en').padStart(10)} ${cost.toLocaleString('en').padStart(14)} ${String(buckets).padStart(8)} ${percentile(times, 50).toFixed(1).padStart(8)} ${percentile(times, 99).toFixed(1).padStart(8)} ${percentile(inner, 50).toFixed(1).padStart(10)}`,
       );
     }
   } finally {

@@ -442,8 +442,8 @@ export async function announceRootKey(nexus: NexusApp, config: Config): Promise<
 
 /**
  * A route breaker that opens on a healthy target is `provider_connection.unhealthy`; one that closes again is
- * `.recovered` (docs/events.md). Written by the process that made the transition, off the call's path: a failure
- * to write it is logged, never the call's.
+ * `.recovered` (docs/events.md). Written by the process whose write made the transition (route-registry.ts: of
+ * processes making it at once, one), off the call's path: a failure to write it is logged, never the call's.
  */
 function announceBreaker(events: Services['events'], db: Db, logger: Logger, t: BreakerTransition): void {
   const data = { providerConnectionId: t.connectionId, source: 'breaker' as const, routeId: t.routeId };

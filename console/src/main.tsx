@@ -19,6 +19,10 @@ import { InvocationsPage } from './pages/invocations.js';
 import { UsagePage } from './pages/usage.js';
 import { BillingPage } from './pages/billing.js';
 import { AuditPage } from './pages/audit.js';
+import { RoutesPage } from './pages/routes.js';
+import { PricesPage } from './pages/prices.js';
+import { BudgetPage } from './pages/budget.js';
+import { WebhooksPage } from './pages/webhooks.js';
 
 export interface PageProps {
   client: Client;
@@ -29,12 +33,16 @@ export interface PageProps {
 
 const PAGES: { path: string; title: string; component: (props: PageProps) => preact.JSX.Element }[] = [
   { path: 'connections', title: 'Provider connections', component: ConnectionsPage },
+  { path: 'routes', title: 'Routes', component: RoutesPage },
   { path: 'plans', title: 'Plans and strategies', component: PlansPage },
   { path: 'users', title: 'Users and accesses', component: UsersPage },
   { path: 'keys', title: 'Inference keys', component: KeysPage },
   { path: 'invocations', title: 'Invocations', component: InvocationsPage },
   { path: 'usage', title: 'Usage over time', component: UsagePage },
+  { path: 'prices', title: 'Prices', component: PricesPage },
+  { path: 'budget', title: 'Budget', component: BudgetPage },
   { path: 'billing', title: 'Billing', component: BillingPage },
+  { path: 'webhooks', title: 'Webhooks', component: WebhooksPage },
   { path: 'audit', title: 'Audit log', component: AuditPage },
 ];
 

@@ -94,7 +94,9 @@ export class ProviderConnectionsResource extends NexusResource {
    * query or fragment; a host name must resolve, and not to a loopback, private, link-local
    * or metadata address unless the deployment sets `NEXUS_ALLOW_PRIVATE_UPSTREAMS=true`
    * (400 `invalid_base_url` / `private_upstream_refused`). The upstream is not called:
-   * use `testProviderConnection` before and `verifyProviderConnection` after saving.
+   * use `testProviderConnection` before and `verifyProviderConnection` after saving. `retry` makes the
+   * gateway retry a call that fails before any byte of its answer, with a bounded wait (`ConnectionRetryDto`);
+   * without it a call makes one attempt.
    *
    * `POST /admin/v1/workspaces/{workspaceId}/provider-connections` (`createProviderConnection` in the function API)
    */
@@ -608,10 +610,11 @@ export class UsageResource extends NexusResource {
    * Usage over time
    *
    * The workspace's usage and adjustment events summed per time bucket (UTC hours or days)
-   * and per model, access or provider connection: the units charged and the tokens counted.
+   * and per model, access, provider connection, inference key or plan: the units charged, the tokens
+   * counted, the provider cost, and the calls made, failed and refused.
    * The range is whole UTC hours: `since` is rounded down to its hour and `until` up to the end
    * of its hour (the answer says the range summed). Buckets are aligned to the UTC hour or day
-   * (a day's first bucket may start before `since`); a bucket without events is absent. The range holds at most 1000 buckets (about 41 days by hour,
+   * (a day's first bucket may start before `since`); a bucket without events or calls is absent. The range holds at most 1000 buckets (about 41 days by hour,
    * 1000 days by day). Default range: the last 24 hours by hour, the last 30 days by day.
    *
    * `GET /admin/v1/workspaces/{workspaceId}/usage-summary` (`getUsageSummary` in the function API)

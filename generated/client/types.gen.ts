@@ -942,6 +942,38 @@ export type AwsSessionToken = string;
  */
 export type UpstreamTimeoutMs = number;
 
+/**
+ * Retries of a call on this connection, as a route's target retries (docs/routes.md). Absent: one attempt,
+ * its answer relayed whatever it is. With it, an answer of a `retryOn` status, a connect error or a timeout
+ * before the headers is retried, up to `attempts` in all, after `min(baseDelayMs * 2^(n-1), maxDelayMs)`
+ * with jitter 0.8-1.2, or the answer's `Retry-After` (`retry-after-ms` first) when it gave one. Nothing is
+ * retried once a byte of the answer has reached the client, and a caller's 4xx (400, 401, 404, 413, 422)
+ * goes back as it is. The waits of one call add up to no more than `budgetMs`, so a call takes at most
+ * `attempts x upstreamTimeoutMs + budgetMs`; an attempt no retry can follow (the last, one whose
+ * `Retry-After` exceeds `retryAfterCapMs`, or one whose wait would pass the budget) is relayed as it is.
+ * Quota is reserved once and charged for the attempt that answered; `getInvocation` lists every attempt,
+ * and answers carry `x-nexus-attempts`. Turn the SDK's own retries off (`maxRetries: 0`) to avoid
+ * retrying twice.
+ *
+ */
+export type ConnectionRetryDto = {
+    /**
+     * Attempts of a call (the first and its retries).
+     */
+    attempts?: number;
+    retryOn?: RetryOnStatuses;
+    baseDelayMs?: number;
+    maxDelayMs?: number;
+    /**
+     * A `Retry-After` longer than this is not waited for; the answer that gave it is the call's.
+     */
+    retryAfterCapMs?: number;
+    /**
+     * Time a call may spend waiting between attempts, all told.
+     */
+    budgetMs?: number;
+};
+
 export type ProviderConnectionDto = {
     id: string;
     workspaceId: string;
@@ -969,6 +1001,7 @@ export type ProviderConnectionDto = {
     secretPreview: string;
     lastVerifiedAt?: DateTime;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
+    retry?: ConnectionRetryDto;
     metadata?: Metadata;
     createdAt?: DateTime;
     updatedAt?: DateTime;
@@ -981,6 +1014,7 @@ export type CreateProviderConnectionDto = {
     baseUrl: ProviderBaseUrl;
     metadata?: Metadata;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
+    retry?: ConnectionRetryDto;
 };
 
 export type TestProviderConnectionDto = {
@@ -1000,6 +1034,12 @@ export type UpdateProviderConnectionDto = {
      * A timeout in ms, or null for the deployment's default.
      */
     upstreamTimeoutMs?: UpstreamTimeoutMs | null;
+    /**
+     * The fields given change, the others stay (a connection without a policy starts from the defaults);
+     * null turns retries off.
+     *
+     */
+    retry?: ConnectionRetryDto | null;
 };
 
 export type RotateProviderSecretDto = {
@@ -1180,14 +1220,20 @@ export type HealthDto = {
 };
 
 /**
- * `model`: the usage event's model (the one the provider said answered, else the one requested; empty when neither named one). `access`: the workspace access id. `connection`: the provider connection id.
+ * `model`: the usage event's model (the one the provider said answered, else the one requested; empty when neither
+ * named one); a call charged nothing counts under the model the provider said answered, else the one requested.
+ * `access`: the workspace access id. `connection`: the provider connection id. `key`: the id of the inference key
+ * the call was made with. `plan`: the id of the plan the call's access was on when the call was made (a later
+ * change of plan does not move it; empty for calls recorded before plans were kept on them, and for events
+ * without a call).
+ *
  */
-export type UsageGroupBy = 'model' | 'access' | 'connection';
+export type UsageGroupBy = 'model' | 'access' | 'connection' | 'key' | 'plan';
 
 export type UsageBucketDto = {
     start: DateTime;
     /**
-     * The model, access id or connection id this series is of.
+     * The model, access id, connection id, inference key id or plan id this series is of.
      */
     key: string;
     units: Int64String;
@@ -1206,6 +1252,20 @@ export type UsageBucketDto = {
      * How many of its calls had no price (their cost is not in `costMicros`).
      */
     unpricedEvents: number;
+    /**
+     * How many gateway calls (invocations) the bucket counts, whatever their status. A call counts in the hour it
+     * completed (its usage event's time), under the series of its usage event.
+     *
+     */
+    calls: number;
+    /**
+     * How many of them did not get an answer or got an error from the provider (status `FAILED` or `UPSTREAM_ERROR`).
+     */
+    failedCalls: number;
+    /**
+     * How many of them Nexus refused before the provider was called (status `REJECTED`).
+     */
+    refusedCalls: number;
 };
 
 export type UsageSummaryDto = {
@@ -1282,6 +1342,18 @@ export type UsageEventDto = {
     inputTokens: Int64String;
     cachedInputTokens: Int64String;
     outputTokens: Int64String;
+    /**
+     * Of `inputTokens`, those written to the provider's prompt cache (Anthropic's `cache_creation_input_tokens`,
+     * Bedrock's `cacheWriteInputTokens`); absent when the provider's usage did not report them.
+     *
+     */
+    cacheWriteTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the reasoning (thinking) tokens (OpenAI's `reasoning_tokens`, Gemini's `thoughtsTokenCount`);
+     * absent when the provider's usage did not report them.
+     *
+     */
+    reasoningTokens?: Int64String;
     /**
      * The model the provider says answered (else the one requested).
      */
@@ -1424,6 +1496,10 @@ export type InvocationDto = {
      * The route the call was made through, if any; `providerConnectionId` is then the target that answered.
      */
     routeId?: string;
+    /**
+     * The plan the call's access was on when the call was made (absent on calls recorded before it was kept).
+     */
+    planId?: string;
     /**
      * Every provider attempt of the call, in order (a call through a route may make several; `attempt` is the
      * last). Only the attempt that answered is charged; an attempt that failed before any usage is free.
@@ -1765,6 +1841,7 @@ export type CreateProviderConnectionDtoWritable = {
     awsSessionToken?: AwsSessionToken;
     metadata?: Metadata;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
+    retry?: ConnectionRetryDto;
 };
 
 export type TestProviderConnectionDtoWritable = {
@@ -1792,6 +1869,12 @@ export type UpdateProviderConnectionDtoWritable = {
      * A timeout in ms, or null for the deployment's default.
      */
     upstreamTimeoutMs?: UpstreamTimeoutMs | null;
+    /**
+     * The fields given change, the others stay (a connection without a policy starts from the defaults);
+     * null turns retries off.
+     *
+     */
+    retry?: ConnectionRetryDto | null;
 };
 
 export type RotateProviderSecretDtoWritable = {
@@ -4264,7 +4347,7 @@ export type ExportUsageSummaryError = ExportUsageSummaryErrors[keyof ExportUsage
 
 export type ExportUsageSummaryResponses = {
     /**
-     * Columns: start, key, units, input_tokens, cached_input_tokens, output_tokens, events, cost_micros, unpriced_events, currency.
+     * Columns: start, key, units, input_tokens, cached_input_tokens, output_tokens, events, cost_micros, unpriced_events, calls, failed_calls, refused_calls, currency.
      */
     200: string;
 };
@@ -5921,7 +6004,7 @@ export type GetUsageSummaryData = {
          */
         granularity?: 'hour' | 'day';
         /**
-         * What a series is: the model, the workspace access, or the provider connection of the call.
+         * What a series is: the model, the workspace access, the provider connection, the inference key or the plan of the call.
          */
         groupBy?: UsageGroupBy;
     };

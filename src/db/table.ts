@@ -19,7 +19,8 @@ export function table<Row extends { id: string }>(db: Queryable, name: string, o
   function toColumns(values: Partial<Row>): Record<string, unknown> {
     if (!options.json) return values;
     const columns: Record<string, unknown> = { ...values };
-    for (const column of options.json) if (columns[column] !== undefined) columns[column] = JSON.stringify(columns[column]);
+    // null stays SQL NULL (not the JSON value null).
+    for (const column of options.json) if (columns[column] != null) columns[column] = JSON.stringify(columns[column]);
     return columns;
   }
 

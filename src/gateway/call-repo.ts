@@ -16,7 +16,9 @@ import { jsonArray, RowJson } from '../db/row-json.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Pricing, StoredModelRule } from '../domain/quota/model-pricing.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
+import type { ConnectionRetry } from '../domain/routes/route-types.js';
 import { leaseCallSettlementCtes, lockedInIdOrder } from '../domain/quota/settlement-sql.js';
+import { ROLLED_CALL_COLUMNS, rollUpCte } from '../domain/invocations/rollup-sql.js';
 import { newId } from '../ids.js';
 import type { ProtocolProfile } from './protocols/protocol.js';
 import { namedQuery } from './gateway-db.js';
@@ -41,6 +43,8 @@ export interface AuthRow {
   api_key_ciphertext: string | null;
   api_key_key_id: string | null;
   upstream_timeout_ms: number | null;
+  /** The connection's retries (null: one attempt per call). */
+  connection_retry: ConnectionRetry | null;
   period_id: string | null;
   period_end: Date | null;
   granted_units: bigint | null;
@@ -85,7 +89,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        p.period_start,
        w.status as workspace_status, w.allow_unmetered_passthrough,
        c.id as connection_id, c.protocol_profile, c.base_url, c.status as connection_status,
-       c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms,
+       c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms, c.retry as connection_retry,
        p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
        s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens,
        s.id as strategy_id, s.model_rules, s.allowed_models, s.output_cap_policy,
@@ -110,6 +114,9 @@ export interface Consumption {
   inputTokens: bigint;
   cachedInputTokens: bigint;
   outputTokens: bigint;
+  /** Of the input, written to the provider's cache; of the output, reasoning (null or absent: not reported). */
+  cacheWriteTokens?: bigint | null;
+  reasoningTokens?: bigint | null;
   model: string | null;
   /** What the units were priced at: the rule of the model the request named. */
   pricing: Pricing;
@@ -163,24 +170,30 @@ const INVOCATION_COLUMNS = [
   'attempt_duration_ms',
   'route_id',
   'attempts',
+  'plan_id',
 ];
 
 /**
- * The calls' invocations ($2), those not recorded already, and their settlement ($1). It leaves the rows a
- * heartbeat wrote of them (lease_calls) to the next heartbeat, the lease's release or its reclaim: a row of
- * lease_calls is changed only by a statement that holds its lease's lock, so none of them waits for another
- * in the opposite order.
+ * The calls' invocations ($2), those not recorded already, their settlement ($1) and their usage rollup
+ * (rollup-sql.ts). It leaves the rows a heartbeat wrote of them (lease_calls) to the next heartbeat, the lease's
+ * release or its reclaim: a row of lease_calls is changed only by a statement that holds its lease's lock, so none
+ * of them waits for another in the opposite order. `rollUp`: false leaves the rollup out (scripts/bench-rollup.ts
+ * measures what it costs).
  */
-const RECORD_CALLS = `
+export const recordCallsSql = (rollUp = true) => `
 with recorded as (
   insert into invocations (${INVOCATION_COLUMNS.join(', ')})
   select ${INVOCATION_COLUMNS.map((c) => `i.${c}`).join(', ')}
     from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
   on conflict (id) do nothing
-  returning id, started_at, provider_connection_id, requested_model
-), ${leaseCallSettlementCtes('$1', 'recorded')}
-select u.workspace_id, r.provider_connection_id as connection_id, u.model, u.cost_micros
-  from u join recorded r on r.id = u.invocation_id`;
+  returning ${ROLLED_CALL_COLUMNS}
+), ${leaseCallSettlementCtes('$1', 'recorded')}${rollUp ? `, ${rollUpCte('recorded', 'new_events')}` : ''}
+select u.workspace_id, r.provider_connection_id as connection_id, u.model, sum(u.cost_micros) as cost_micros,
+       count(*) filter (where u.cost_micros is null) as unpriced
+  from u join recorded r on r.id = u.invocation_id
+ group by u.workspace_id, r.provider_connection_id, u.model`;
+
+const RECORD_CALLS = recordCallsSql();
 
 /**
  * Calls in flight (the JSON array at placeholder `calls`) on the leases of `held` (a CTE of lease ids),
@@ -189,18 +202,20 @@ select u.workspace_id, r.provider_connection_id as connection_id, u.model, u.cos
 const writeCallsCtes = (held: string, calls: string, at: string) => `x as (
   select * from json_to_recordset(cast(${calls} as json)) as x(invocation_id uuid, lease_id uuid, bound bigint, units bigint, input_tokens bigint,
          cached_tokens bigint, output_tokens bigint, model text, usage_id uuid, adjustment_id uuid, invocation json,
-         model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint)
+         model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint)
 ), calls as (
   insert into lease_calls (invocation_id, lease_id, bound, units, input_tokens, cached_tokens, output_tokens, model, usage_id,
                            adjustment_id, invocation, updated_at, model_rule, input_multiplier_ppm, cached_input_multiplier_ppm,
-                           output_multiplier_ppm)
+                           output_multiplier_ppm, cache_write_tokens, reasoning_tokens)
   select x.invocation_id, x.lease_id, x.bound, x.units, x.input_tokens, x.cached_tokens, x.output_tokens, x.model, x.usage_id,
-         x.adjustment_id, x.invocation, cast(${at} as timestamptz), x.model_rule, x.input_ppm, x.cached_ppm, x.output_ppm
+         x.adjustment_id, x.invocation, cast(${at} as timestamptz), x.model_rule, x.input_ppm, x.cached_ppm, x.output_ppm,
+         x.cache_write_tokens, x.reasoning_tokens
     from x
    where x.lease_id in (select id from ${held})
   on conflict (invocation_id) do update
      set units = excluded.units, input_tokens = excluded.input_tokens, cached_tokens = excluded.cached_tokens,
-         output_tokens = excluded.output_tokens, model = excluded.model, invocation = excluded.invocation, updated_at = excluded.updated_at
+         output_tokens = excluded.output_tokens, model = excluded.model, invocation = excluded.invocation, updated_at = excluded.updated_at,
+         cache_write_tokens = excluded.cache_write_tokens, reasoning_tokens = excluded.reasoning_tokens
 )`;
 
 const namedLeases = 'select cast(value as uuid) from json_array_elements_text(cast($1 as json))';
@@ -239,12 +254,16 @@ with held as (
 ), ${writeCallsCtes('held', '$2', '$3')}
 select id from held`;
 
-/** The cost of a call recorded (null: no price matched its model), for the metrics and the budgets. */
+/**
+ * The costs of a batch's calls, summed per workspace, connection and model, for the metrics and the budgets: one row
+ * per series, not per call (null: no call of the series had a price; `unpriced`: how many had none).
+ */
 export interface RecordedCost {
   workspace_id: string;
   connection_id: string;
   model: string | null;
-  cost_micros: bigint | null;
+  cost_micros: string | null;
+  unpriced: string;
 }
 
 /** A call's rows as JSON text (row-json.ts), made when it ends. */
@@ -297,6 +316,7 @@ export function invocationJson(i: InvocationRow): string {
     .num('attempt_duration_ms', i.attempt_duration_ms)
     .str('route_id', i.route_id)
     .raw('attempts', i.attempts?.length ? JSON.stringify(i.attempts) : 'null')
+    .str('plan_id', i.plan_id)
     .done();
 }
 
@@ -317,6 +337,8 @@ export function callRows(c: CallToRecord): CallRows {
     .big('input_tokens', c.consumed.inputTokens)
     .big('cached_tokens', c.consumed.cachedInputTokens)
     .big('output_tokens', c.consumed.outputTokens)
+    .big('cache_write_tokens', c.consumed.cacheWriteTokens)
+    .big('reasoning_tokens', c.consumed.reasoningTokens)
     .str('model', c.consumed.model)
     .str('model_rule', c.consumed.pricing.rule)
     .big('input_ppm', c.consumed.pricing.inputMultiplierPpm)

@@ -10,8 +10,8 @@ import type { RecordedCost } from './call-repo.js';
 export interface SpendDeps {
   /** The budgets' check of the workspaces a batch charged. */
   checkBudgets?: ((workspaceIds: string[]) => Promise<void>) | undefined;
-  /** Metrics: a call's cost (null: no price matched its model). */
-  onCost?: ((workspaceId: string, connectionId: string, model: string, costMicros: bigint | null) => void) | undefined;
+  /** Metrics: the cost of a series' calls in a batch, and how many of them no price matched. */
+  onCost?: ((workspaceId: string, connectionId: string, model: string, costMicros: bigint | null, unpriced: number) => void) | undefined;
   logger: Logger;
 }
 
@@ -20,12 +20,12 @@ export function createCallSpend(deps: SpendDeps) {
   const pending = new Set<Promise<void>>();
 
   return {
-    /** A batch's costs, once it is written. */
+    /** A batch's costs (summed per series), once it is written. */
     recorded(costs: RecordedCost[]): void {
       if (!costs.length) return;
       const workspaces = new Set<string>();
       for (const c of costs) {
-        onCost?.(c.workspace_id, c.connection_id, c.model ?? '', c.cost_micros === null ? null : BigInt(c.cost_micros));
+        onCost?.(c.workspace_id, c.connection_id, c.model ?? '', c.cost_micros === null ? null : BigInt(c.cost_micros), Number(c.unpriced));
         if (c.cost_micros !== null) workspaces.add(c.workspace_id);
       }
       if (!checkBudgets || !workspaces.size) return;

@@ -266,9 +266,14 @@ export function createGateway(deps: GatewayDeps) {
     }
   }
 
-  /** The upstream call, its answer relayed to the client; the call is told how it ended. */
+  /**
+   * The upstream call, its answer relayed to the client; the call is told how it ended. A connection with a
+   * retry policy has its calls' attempts made by a route's loop (route-call.ts).
+   */
   async function relay(ctx: CallContext, body: Buffer): Promise<void> {
     const { call } = ctx;
+    const retry = call.auth.connection_retry;
+    if (retry) return routeCalls.relayConnection(ctx, body, retry);
     await attempts.start(ctx, {
       entry: call.entry,
       providerPath: ctx.target.providerPath,

@@ -6,10 +6,11 @@
  * JavaScript, no native or WebAssembly build), its pieces cut by o200k-split.ts where the text is ASCII
  * (about 90 MB/s of English here). What the count may not bound is bounded otherwise:
  *
- * - **A margin for other tokenizers** (`InputRule.factor`): the text's o200k count times the factor, but
- *   never more than the text's UTF-8 bytes (a byte-level BPE token covers at least one byte, so bytes
- *   bound any such tokenizer). OpenAI's o200k models: 1 (the count is theirs); its cl100k models and
- *   every other model (Anthropic's, the open models OpenAI-compatible servers run): FOREIGN_FACTOR.
+ * - **A margin for other tokenizers** (`InputRule.factor`): the text's o200k count times the factor, plus
+ *   what digits and whitespace runs may cost beyond it (foreignExtra), but never more than the text's
+ *   UTF-8 bytes (a byte-level BPE token covers at least one byte, so bytes bound any such tokenizer).
+ *   OpenAI's o200k models: 1 (the count is theirs, nothing added); its cl100k models and every other
+ *   model (Gemini's, Anthropic's, the open models OpenAI-compatible servers run): FOREIGN_FACTOR.
  * - **Structure**: each object and array element of the walked input adds STRUCTURE_TOKENS, each key its
  *   own tokens, each call BASE_TOKENS: more than the chat template's tokens around a message (3 per
  *   message and 3 to prime the reply in OpenAI's accounting) and than a tool definition rendered as
@@ -170,6 +171,44 @@ function countPieces(text: string, budget: { merge: number }): number {
   return tokens;
 }
 
+/**
+ * A whitespace run longer than this counts a token a character for a foreign tokenizer (foreignExtra); a shorter
+ * one is a token or two of any tokenizer measured (Gemma's takes up to 31 spaces a token), within the margin.
+ */
+const LONG_WHITESPACE_RUN = 32;
+
+/**
+ * What a tokenizer other than o200k may need for `text`'s ASCII digits and long whitespace runs beyond twice
+ * their o200k tokens. o200k takes up to three digits a token; Gemma's tokenizer (Gemini's) takes one, so a run
+ * of R digits adds floor(R / 3): with its ceil(R / 3) tokens twice, it counts at least R. o200k takes a long
+ * whitespace run in a few tokens, up to about 128 characters each; Gemma's cuts it every 31, so a run of L over
+ * LONG_WHITESPACE_RUN adds L - 2: with the token it takes at least, it counts at least L, one a character, which
+ * no tokenizer with byte fallback passes.
+ */
+function foreignExtra(text: string): number {
+  let extra = 0;
+  let digits = 0;
+  let spaces = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 48 && c <= 57) {
+      digits++;
+      continue;
+    }
+    if (digits) extra += (digits / 3) | 0;
+    digits = 0;
+    if (c === 32 || (c >= 9 && c <= 13)) {
+      spaces++;
+      continue;
+    }
+    if (spaces > LONG_WHITESPACE_RUN) extra += spaces - 2;
+    spaces = 0;
+  }
+  if (digits) extra += (digits / 3) | 0;
+  if (spaces > LONG_WHITESPACE_RUN) extra += spaces - 2;
+  return extra;
+}
+
 /** How a protocol's model is bounded: the factor on the o200k count (1: the model's tokenizer is o200k). */
 export interface InputRule {
   factor: number;
@@ -197,6 +236,8 @@ export class InputTally {
   overhead = BASE_TOKENS;
   /** What is left of the request's merge budget (countPieces). */
   private readonly budget = { merge: MERGE_BUDGET };
+  /** The text counted, read again only for a foreign rule (foreignExtra): an o200k model's bound never reads it. */
+  private readonly texts: string[] = [];
 
   constructor(private readonly imageOf: ImageOf) {}
 
@@ -209,6 +250,7 @@ export class InputTally {
     }
     this.textBytes += size;
     this.textTokens += countPieces(value, this.budget);
+    this.texts.push(value);
   }
 
   /** A value the tokenizer cannot see: its JSON's bytes. */
@@ -276,10 +318,15 @@ export class InputTally {
     return false;
   }
 
-  /** The bound: text at the rule's factor (at most its bytes), plus bytes and structure. */
+  /**
+   * The bound: text at the rule's factor with its digits' and whitespace runs' extra (at most its bytes), plus
+   * bytes and structure.
+   */
   bound(rule: InputRule): number {
-    const text = rule.factor === 1 ? this.textTokens : Math.min(Math.ceil(this.textTokens * rule.factor), this.textBytes);
-    return text + this.bytes + this.overhead;
+    if (rule.factor === 1) return this.textTokens + this.bytes + this.overhead;
+    let extra = 0;
+    for (const text of this.texts) extra += foreignExtra(text);
+    return Math.min(Math.ceil(this.textTokens * rule.factor) + extra, this.textBytes) + this.bytes + this.overhead;
   }
 }
 

@@ -21,6 +21,8 @@ export interface CallOpened {
   accessId: string;
   connectionId: string;
   keyId: string;
+  /** The plan of the key's access (the one the call runs on). */
+  planId?: string | undefined;
   requestId: string;
   /** The W3C trace id of the call (its traceparent's, or its own when traces are on). */
   traceId: string | null;
@@ -142,5 +144,6 @@ export function invocationRecord(opened: CallOpened, read: CallRead, outcome: Ca
     route_id: opened.routeId ?? null,
     // A route's attempts before the last are added by the call that made them (metered-call.ts).
     attempts: null,
+    plan_id: opened.planId ?? null,
   };
 }

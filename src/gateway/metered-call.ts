@@ -124,11 +124,13 @@ function chargeable(progress: StreamProgress, prepared: PreparedCall): Usage {
   if (usage && complete) return usage;
   const inputTokens = usage?.inputTokens ?? prepared.inputBound;
   const cachedInputTokens = usage?.cachedInputTokens ?? 0n;
-  if (!prepared.stream || progress.cut) return { inputTokens, cachedInputTokens, outputTokens: prepared.outputBound };
+  // The input reported so far is exact, its cache writes with it; the output is not: its reasoning share is unknown.
+  const cacheWriteTokens = usage?.cacheWriteTokens ?? null;
+  if (!prepared.stream || progress.cut) return { inputTokens, cachedInputTokens, outputTokens: prepared.outputBound, cacheWriteTokens };
   const seen = progress.outputEstimate;
   const estimate = seen < prepared.outputBound ? seen : prepared.outputBound;
   const reported = usage?.outputTokens ?? 0n;
-  return { inputTokens, cachedInputTokens, outputTokens: reported > estimate ? reported : estimate };
+  return { inputTokens, cachedInputTokens, outputTokens: reported > estimate ? reported : estimate, cacheWriteTokens };
 }
 
 /** Which kind of answer passed its output bound: a stream (cut there, or reporting more at its end), a JSON answer. */
@@ -262,6 +264,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       accessId: row.workspace_access_id,
       connectionId: row.connection_id!,
       keyId: row.key_id,
+      planId: row.plan_id,
       requestId: start.requestId,
       traceId: start.traceId,
       method: start.method,
@@ -491,6 +494,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       .big('input_tokens', counted.inputTokens)
       .big('cached_tokens', counted.cachedInputTokens)
       .big('output_tokens', counted.outputTokens)
+      .big('cache_write_tokens', counted.cacheWriteTokens)
+      .big('reasoning_tokens', counted.reasoningTokens)
       .str('model', lost.attempt_upstream_model || null)
       .str('model_rule', pricing.rule)
       .big('input_ppm', pricing.inputMultiplierPpm)
@@ -592,6 +597,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         inputTokens: counted.inputTokens,
         cachedInputTokens: counted.cachedInputTokens,
         outputTokens: counted.outputTokens,
+        cacheWriteTokens: counted.cacheWriteTokens ?? null,
+        reasoningTokens: counted.reasoningTokens ?? null,
         model: storableText(upstreamModel || this.read.requestedModel, MAX_NAME_LENGTH) || null,
         pricing,
       };

@@ -98,6 +98,11 @@ export interface Failover {
   retryOn: ReadonlySet<number>;
   /** A stream's first-token deadline, from the request's start (none: no deadline). */
   firstTokenMs: number | undefined;
+  /**
+   * Whether the call would wait this answer's Retry-After (ms) for its next attempt; false: the answer is the
+   * call's, relayed (an attempt on the call's last target that no retry can follow). None: it moves on.
+   */
+  waitsFor?: ((retryAfterMs: number) => boolean) | undefined;
 }
 
 /** Why an attempt that is not the last moved the call on, before any byte reached the client. */
@@ -265,8 +270,11 @@ export class Relay implements Dispatcher.DispatchHandler {
     this.status = status;
     const failover = this.options.failover;
     if (failover?.retryOn.has(status)) {
-      this.failOver('upstream_status', status, retryAfterOf(headers));
-      return;
+      const retryAfter = retryAfterOf(headers);
+      if (retryAfter === undefined || !failover.waitsFor || failover.waitsFor(retryAfter)) {
+        this.failOver('upstream_status', status, retryAfter);
+        return;
+      }
     }
     const { inspector, prepared } = this.options;
     const contentType = String(headers['content-type'] ?? '');

@@ -10,15 +10,18 @@
  * the answer's Retry-After (up to retryAfterCapMs), while the call's budget of waiting lasts; then the next
  * target. Once a byte has reached the client, the attempt is the call's answer, whatever follows. Each
  * attempt tells the target's breaker how it went (route-registry.ts).
+ *
+ * A plain connection with a retry policy (its `retry`) has its calls' attempts made by the same loop, over one
+ * target (itself) and without a breaker.
  */
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/actor.js';
 import { bodyShapeOf } from '../domain/routes/route-service.js';
-import type { RouteRow, RouteTarget } from '../domain/routes/route-types.js';
+import type { ConnectionRetry, RetrySettings, RouteRow, RouteTarget } from '../domain/routes/route-types.js';
 import { AppError } from '../errors.js';
 import type { CacheEntry } from './auth-cache.js';
 import { protocolOf } from './protocols/index.js';
-import type { ProtocolProfile } from './protocols/protocol.js';
+import type { Protocol, ProtocolProfile } from './protocols/protocol.js';
 import type { Relay } from './relay.js';
 import { backoffMs, orderTargets } from './route-plan.js';
 import type { RouteRegistry } from './route-registry.js';
@@ -60,6 +63,30 @@ function withModel(body: Buffer, model: string): Buffer {
   return body;
 }
 
+/** What one target of a call is sent: its key's lookup, the body and model, and the path. */
+interface Sent {
+  entry: CacheEntry;
+  model: string;
+  body: Buffer;
+  providerPath: string;
+}
+
+/** A call's attempts: the targets in order, when an answer moves the call on, how long it may wait. */
+interface AttemptPlan {
+  targets: readonly RouteTarget[];
+  retryOn: ReadonlySet<number>;
+  retry: RetrySettings;
+  /** A route's call: its breakers and metrics are told of each attempt. None: a plain connection's. */
+  route: RouteRow | undefined;
+  send(target: RouteTarget): Sent;
+  /** The headers an answer carries besides the call's own (x-nexus-attempts). */
+  answerHeaders(attempts: number, connectionId: string): string[];
+  /** The API whose shape the gateway's own refusal of an answer takes. */
+  errors: Protocol;
+  /** The refusal when every attempt moved on and none is left. */
+  exhausted(retryAfterMs: number | undefined): AppError;
+}
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 function noHealthyTarget(registry: RouteRegistry, route: RouteRow, now: Date, retryAfterMs?: number): AppError {
@@ -99,75 +126,130 @@ export function createRouteCalls(deps: {
     return [ordered.reduce((a, b) => (failedAt(b) < failedAt(a) ? b : a))];
   }
 
-  /** The call's attempts; returns once one answered (relayed) or throws the refusal when none could. */
-  async function relayRoute(ctx: CallContext, body: Buffer, route: RouteRow, usable: Map<string, CacheEntry>): Promise<void> {
-    const { res, call, target } = ctx;
-    const started = clock.now();
-    const candidates = candidatesOf(route, usable, started);
-    if (!candidates.length) throw noHealthyTarget(registry, route, started);
-    const requested = call.prepared?.requestedModel ?? '';
-    const retryOn = new Set(route.retry_on);
+  /**
+   * The call's attempts, target after target; returns once one answered (relayed) or throws `plan.exhausted`'s
+   * refusal when none could. An attempt is the call's last when no other can follow it: no target after its
+   * own, and no retry of its own left or within the waiting budget. On the last target, an answer whose
+   * Retry-After the call would not wait for is the call's answer.
+   */
+  async function attemptAll(ctx: CallContext, plan: AttemptPlan): Promise<void> {
+    const { res, call } = ctx;
+    const { targets, retry, retryOn, route } = plan;
     let waited = 0;
+    /** Whether the call waits this Retry-After for a retry on the same target. */
+    const waitsFor = (ms: number) => ms <= retry.retryAfterCapMs && waited + ms <= retry.budgetMs;
     let attempts = 0;
     let lastRetryAfter: number | undefined;
-    for (let ti = 0; ti < candidates.length; ti++) {
-      const t = candidates[ti]!;
+    for (let ti = 0; ti < targets.length; ti++) {
+      const t = targets[ti]!;
       const cid = t.providerConnectionId;
       // An open breaker past its cooldown: this call is its probe only if no other process's call is.
-      if (registry.availability(route.id, cid, clock.now()) === 'probe' && !(await registry.claimProbe(route, cid))) continue;
-      if (attempts > 0) metrics?.fallback(route.id);
-      const entry = usable.get(cid)!;
-      const row = entry.row!;
-      const model = t.modelMap?.[requested] ?? requested;
-      const sent = model !== requested ? withModel(body, model) : body;
-      // An Azure target of an OpenAI-shaped route takes the OpenAI path under its v1 API (`openai/v1/...`), the deployment as `model`.
-      const providerPath = row.protocol_profile === 'azure-openai' ? `openai/${target.providerPath}` : target.providerPath;
+      if (route && registry.availability(route.id, cid, clock.now()) === 'probe' && !(await registry.claimProbe(route, cid))) continue;
+      if (attempts > 0 && route) metrics?.fallback(route.id);
+      const sent = plan.send(t);
+      const lastTarget = ti === targets.length - 1;
       for (let n = 0; n < t.attempts; n++) {
-        const last = ti === candidates.length - 1 && n === t.attempts - 1;
+        // The wait before a retry on this target (unless the answer names its own: Retry-After).
+        const backoff = backoffMs(n + 1, retry, random);
+        const last = lastTarget && (n + 1 >= t.attempts || waited + backoff > retry.budgetMs);
         attempts++;
         registry.enter(cid);
         let relay: Relay;
         try {
           relay = await upstream.start(ctx, {
-            entry,
-            providerPath,
-            body: sent,
-            timeoutMs: t.timeoutMs ?? row.upstream_timeout_ms ?? config.upstreamTimeoutMs,
+            entry: sent.entry,
+            providerPath: sent.providerPath,
+            body: sent.body,
+            timeoutMs: t.timeoutMs ?? sent.entry.row!.upstream_timeout_ms ?? config.upstreamTimeoutMs,
             connectionId: cid,
-            answerHeaders: ['x-nexus-attempts', String(attempts), 'x-nexus-served-by', cid],
-            failover: last ? undefined : { retryOn, firstTokenMs: t.firstTokenTimeoutMs },
+            answerHeaders: plan.answerHeaders(attempts, cid),
+            failover: last ? undefined : { retryOn, firstTokenMs: t.firstTokenTimeoutMs, waitsFor: lastTarget ? waitsFor : undefined },
           });
         } finally {
           registry.leave(cid);
         }
         const movedOn = relay.failedOver !== undefined || (!last && relay.end === 'unanswered' && !relay.clientGone && !relay.cancelReason);
         if (!movedOn) {
-          const ok = relay.end === 'complete' && relay.status! < 500 && !retryOn.has(relay.status!);
-          if (ok) registry.succeeded(route, cid);
-          else if (!relay.clientGone && !relay.cancelReason)
-            registry.failed(route, cid, relay.status !== undefined ? `http_${relay.status}` : 'upstream_unavailable');
-          metrics?.attempt(route.id, cid, ok ? 'answered' : 'failed');
-          upstream.answer(ctx, protocolOf(routeProfile(row.protocol_profile!)));
+          if (route) {
+            const ok = relay.end === 'complete' && relay.status! < 500 && !retryOn.has(relay.status!);
+            if (ok) registry.succeeded(route, cid);
+            else if (!relay.clientGone && !relay.cancelReason)
+              registry.failed(route, cid, relay.status !== undefined ? `http_${relay.status}` : 'upstream_unavailable');
+            metrics?.attempt(route.id, cid, ok ? 'answered' : 'failed');
+          }
+          upstream.answer(ctx, plan.errors);
           return;
         }
-        const failed = call.attemptFailed(model);
-        registry.failed(route, cid, failed.errorCode ?? 'upstream_error');
-        metrics?.attempt(route.id, cid, failed.errorCode ?? 'failed');
+        const failed = call.attemptFailed(sent.model);
+        if (route) {
+          registry.failed(route, cid, failed.errorCode ?? 'upstream_error');
+          metrics?.attempt(route.id, cid, failed.errorCode ?? 'failed');
+        }
         lastRetryAfter = relay.failedOver?.retryAfterMs;
         if (n + 1 >= t.attempts) break;
         // The same target again, after its backoff, while the call's waiting budget lasts; else the next target.
-        if (lastRetryAfter !== undefined && lastRetryAfter > route.retry.retryAfterCapMs) break;
-        const delay = backoffMs(n + 1, route.retry, random, lastRetryAfter);
-        if (waited + delay > route.retry.budgetMs) break;
+        if (lastRetryAfter !== undefined && !waitsFor(lastRetryAfter)) break;
+        const delay = lastRetryAfter ?? backoff;
+        if (waited + delay > retry.budgetMs) break;
         waited += delay;
-        metrics?.retryWait(route.id, delay / 1000);
+        if (route) metrics?.retryWait(route.id, delay / 1000);
         await sleep(delay);
         if (res.destroyed) break;
       }
     }
     // Every attempt moved on and none is left: nothing reached the client.
-    throw noHealthyTarget(registry, route, clock.now(), lastRetryAfter);
+    throw plan.exhausted(lastRetryAfter);
   }
 
-  return { relayRoute };
+  /** A call through a route: its usable targets by the route's strategy, each target's model map and path. */
+  async function relayRoute(ctx: CallContext, body: Buffer, route: RouteRow, usable: Map<string, CacheEntry>): Promise<void> {
+    const started = clock.now();
+    const targets = candidatesOf(route, usable, started);
+    if (!targets.length) throw noHealthyTarget(registry, route, started);
+    const requested = ctx.call.prepared?.requestedModel ?? '';
+    const first = usable.get(targets[0]!.providerConnectionId)!.row!;
+    await attemptAll(ctx, {
+      targets,
+      retryOn: new Set(route.retry_on),
+      retry: route.retry,
+      route,
+      send(t) {
+        const entry = usable.get(t.providerConnectionId)!;
+        const model = t.modelMap?.[requested] ?? requested;
+        // An Azure target of an OpenAI-shaped route takes the OpenAI path under its v1 API (`openai/v1/...`), the deployment as `model`.
+        const azure = entry.row!.protocol_profile === 'azure-openai';
+        return {
+          entry,
+          model,
+          body: model !== requested ? withModel(body, model) : body,
+          providerPath: azure ? `openai/${ctx.target.providerPath}` : ctx.target.providerPath,
+        };
+      },
+      answerHeaders: (attempts, cid) => ['x-nexus-attempts', String(attempts), 'x-nexus-served-by', cid],
+      errors: protocolOf(routeProfile(first.protocol_profile!)),
+      exhausted: (retryAfterMs) => noHealthyTarget(registry, route, clock.now(), retryAfterMs),
+    });
+  }
+
+  /**
+   * A call on a plain connection with a retry policy (docs/routes.md "Retries on a plain connection"): the
+   * route's loop over one target, the connection itself, without a breaker.
+   */
+  async function relayConnection(ctx: CallContext, body: Buffer, policy: ConnectionRetry): Promise<void> {
+    const { call } = ctx;
+    const model = call.prepared?.requestedModel ?? '';
+    await attemptAll(ctx, {
+      targets: [{ providerConnectionId: call.auth.connection_id!, weight: 1, attempts: policy.attempts }],
+      retryOn: new Set(policy.retryOn),
+      retry: policy,
+      route: undefined,
+      send: () => ({ entry: call.entry, model, body, providerPath: ctx.target.providerPath }),
+      answerHeaders: (attempts) => ['x-nexus-attempts', String(attempts)],
+      errors: protocolOf(call.auth.protocol_profile!),
+      // Reached only when the client left while the call waited to retry.
+      exhausted: () => new AppError('upstream_unavailable', 'The provider did not answer'),
+    });
+  }
+
+  return { relayRoute, relayConnection };
 }

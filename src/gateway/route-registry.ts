@@ -3,12 +3,14 @@
  * (gateway-parts.ts).
  *
  * Routes are read whole and kept in memory at start, and read again when the change feed names one (on
- * commit here, by NOTIFY elsewhere) or starts afresh, as every other cached row is. Breakers: each process counts its own calls to a target (failures in
- * a row, and the error rate over a window); a transition (closed -> open -> half_open -> closed) is made by
- * one function, `transition`, which writes the state to route_breakers for every process and tells the
- * `onBreakerTransition` hook. Every process reads route_breakers each `pollMs` (default 250 ms), so a target
- * another process opened is skipped here within a second. An open breaker whose cooldown is over lets one
- * real call through as its probe: claimed with one UPDATE, so one process at a time probes it.
+ * commit here, by NOTIFY elsewhere) or starts afresh, as every other cached row is. Breakers: each process counts
+ * its own calls to a target (failures in a row, and the error rate over a window); a transition (closed -> open ->
+ * half_open -> closed) is made by one function, `transition`, which writes the state to route_breakers for every
+ * process and, when that conditional write changed the row (the breaker was still in the state it leaves), tells
+ * the `onBreakerTransition` hook: of processes that open (or close) a breaker at once, one tells it. Every process
+ * reads route_breakers each `pollMs` (default 250 ms), so a target another process opened is skipped here within
+ * a second. An open breaker whose cooldown is over lets one real call through as its probe: claimed with one
+ * UPDATE, so one process at a time probes it.
  */
 import type { Clock } from '../domain/actor.js';
 import type { ChangeFeed } from '../domain/changes/change-feed.js';
@@ -44,7 +46,7 @@ interface LocalCounts {
 const keyOf = (routeId: string, connectionId: string) => `${routeId} ${connectionId}`;
 
 export function createRouteRegistry(deps: {
-  repo: Pick<RouteRepo, 'active' | 'breakers' | 'saveBreaker' | 'claimProbe'>;
+  repo: Pick<RouteRepo, 'active' | 'breakers' | 'transitionBreaker' | 'claimProbe'>;
   changes: ChangeFeed;
   clock: Clock;
   logger: Logger;
@@ -83,12 +85,13 @@ export function createRouteRegistry(deps: {
   const report = (err: Error) => {
     if (!closed) logger.warn({ msg: 'could not read routes', error: err.message });
   };
-  // The reads under way, which close() waits for: none outlives the database it reads.
-  const reading = new Set<Promise<void>>();
-  const read = (work: Promise<unknown>): void => {
-    const p: Promise<void> = work.then(() => undefined, report).finally(() => reading.delete(p));
-    reading.add(p);
+  // The reads and writes under way, which close() waits for: none outlives the database it uses.
+  const pending = new Set<Promise<void>>();
+  const track = (work: Promise<void>): void => {
+    const p: Promise<void> = work.finally(() => pending.delete(p));
+    pending.add(p);
   };
+  const read = (work: Promise<unknown>): void => track(work.then(() => undefined, report));
   const unsubscribe = deps.changes.subscribe((change) => {
     if (change === null) read(loadRoutes());
     else if (change.kind === 'route') read(loadRoutes(change.id));
@@ -143,12 +146,28 @@ export function createRouteRegistry(deps: {
       c.failures = 0;
       c.windowStart = at.getTime();
     }
-    repo
-      .saveBreaker(row)
-      .catch((err: Error) => logger.warn({ msg: 'could not save a breaker', routeId: route.id, connectionId, error: err.message }));
+    // Written if the breaker is still as this process saw it; the hook is told only then, so of processes that
+    // make the same transition at once one announces it.
+    const written = repo.transitionBreaker(row, from).then(
+      (saved) => {
+        if (!saved) {
+          // Another process's change came first: the table's row replaces this one at the next poll.
+          if (breakers.get(key) === row) breakers.set(key, { ...row, updated_at: new Date(0) });
+          return;
+        }
+        tell({ routeId: route.id, workspaceId: route.workspace_id, connectionId, from, to, at, reason });
+      },
+      (err: Error) => {
+        logger.warn({ msg: 'could not save a breaker', routeId: route.id, connectionId, error: err.message });
+      },
+    );
+    track(written);
+  }
+
+  function tell(transition: BreakerTransition): void {
     for (const hook of hooks) {
       try {
-        hook({ routeId: route.id, workspaceId: route.workspace_id, connectionId, from, to, at, reason });
+        hook(transition);
       } catch (err) {
         logger.warn({ msg: 'a breaker hook failed', error: (err as Error).message });
       }
@@ -180,8 +199,7 @@ export function createRouteRegistry(deps: {
       const key = keyOf(route.id, connectionId);
       const from = breakers.get(key)?.state ?? 'open';
       breakers.set(key, row);
-      for (const hook of hooks)
-        hook({ routeId: route.id, workspaceId: route.workspace_id, connectionId, from, to: 'half_open', at: now, reason: 'probe_started' });
+      tell({ routeId: route.id, workspaceId: route.workspace_id, connectionId, from, to: 'half_open', at: now, reason: 'probe_started' });
       return true;
     },
 
@@ -247,7 +265,7 @@ export function createRouteRegistry(deps: {
       clearInterval(timer);
       unsubscribe();
       hooks.clear();
-      await Promise.all(reading);
+      await Promise.all(pending);
     },
   };
 }

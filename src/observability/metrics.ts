@@ -546,10 +546,10 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
       refusal(reason);
     },
 
-    /** A recorded call's cost (null: unpriced), counted when its batch is written (call-spend.ts). */
-    callCost(workspace: string, connection: string, model: string, micros: bigint | null): void {
-      if (micros === null) unpriced.inc({ workspace, connection, model });
-      else costMicros.inc({ workspace, connection, model }, Number(micros));
+    /** The cost of a batch's calls of one series (null: none priced) and how many were unpriced, counted when the batch is written (call-spend.ts). */
+    callCost(workspace: string, connection: string, model: string, micros: bigint | null, unpricedCalls: number): void {
+      if (unpricedCalls > 0) unpriced.inc({ workspace, connection, model }, unpricedCalls);
+      if (micros !== null) costMicros.inc({ workspace, connection, model }, Number(micros));
     },
 
     /** Recorder events (call-recorder.ts). */

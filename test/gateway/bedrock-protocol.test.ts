@@ -128,7 +128,7 @@ describe('the event-stream meter', () => {
     const meter = new EventStreamMeter(stream, bounds);
     expect(feed(meter, all, size)).toEqual(all);
     expect(meter).toMatchObject({ complete: true, cut: false, malformed: undefined });
-    expect(meter.usage).toEqual({ inputTokens: 10n, cachedInputTokens: 2n, outputTokens: 3n });
+    expect(meter.usage).toEqual({ inputTokens: 10n, cachedInputTokens: 2n, outputTokens: 3n, cacheWriteTokens: 1n });
   });
 
   it('a stream without its metadata event is incomplete, its output estimated from the events', () => {
@@ -215,11 +215,12 @@ describe('the bedrock protocol table', () => {
     expect(modelInPath('converse')).toBeUndefined();
   });
 
-  it('Converse usage: cache reads and writes are input, reads are cached; anything else is no usage', () => {
+  it('Converse usage: cache reads and writes are input, reads are cached, writes counted apart too; anything else is no usage', () => {
     expect(converseUsage({ inputTokens: 5, outputTokens: 2, cacheReadInputTokens: 3, cacheWriteInputTokens: 4 })).toEqual({
       inputTokens: 12n,
       cachedInputTokens: 3n,
       outputTokens: 2n,
+      cacheWriteTokens: 4n,
     });
     expect(converseUsage({ outputTokens: 2 })).toBeNull();
     expect(converseUsage(null)).toBeNull();

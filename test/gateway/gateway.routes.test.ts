@@ -2,7 +2,8 @@
  * Calls through a route (docs/routes.md), made with the official OpenAI SDK against local upstreams: one
  * healthy (the shared fake) and faulty ones (test/support/upstreams/faulty.ts). A target that fails before
  * any byte reached the client costs the user nothing and is kept on the invocation; a stream cut after its
- * first bytes is never retried; a breaker opened by one process is skipped by another within a second;
+ * first bytes is never retried; a breaker opened by one process is skipped by another within a second, and
+ * one opened by two at once is announced once; an azure-openai target takes an OpenAI-shaped call at its v1 API;
  * loadbalance serves by weight.
  */
 import OpenAI from 'openai';
@@ -17,7 +18,13 @@ import {
   listInvocations,
   listWebhookMessages,
 } from '../support/sdk.js';
-import { refusedUrl, startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
+import {
+  refusedUrl,
+  startAzureOpenAiUpstream,
+  startOpenAiUpstream,
+  testProviderKey,
+  type FakeUpstream,
+} from '../support/fake-upstreams.js';
 import { startFaultyUpstream, type FaultMode, type FaultyUpstream } from '../support/upstreams/faulty.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
@@ -142,6 +149,18 @@ describe('what is not moved on', () => {
     expect((err as InstanceType<typeof OpenAI.APIError>).headers?.get('x-nexus-attempts')).toBe('1');
     expect(good.requests.length).toBe(calls);
     expect(bad.up.calls).toBe(1);
+  });
+
+  it("on the last target, a Retry-After past retryAfterCapMs is not waited for: that answer is the call's", async () => {
+    const limited = await faultyTarget('status-429');
+    limited.up.retryAfter = '60';
+    const route = await routeOf({ targets: [{ providerConnectionId: limited.id, attempts: 3 }], retry: { retryAfterCapMs: 1000 } });
+    const err = await chat(route).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.RateLimitError);
+    const headers = (err as InstanceType<typeof OpenAI.APIError>).headers!;
+    expect(headers.get('retry-after')).toBe('60');
+    expect(headers.get('x-nexus-attempts')).toBe('1');
+    expect(limited.up.calls).toBe(1);
   });
 
   it('a stream cut after its first bytes is not retried, and is recorded and charged by the rule for cut calls', async () => {
@@ -282,6 +301,131 @@ describe('the circuit breaker', () => {
     }, 3000);
     expect(events.map((e) => e.type).sort()).toEqual(['provider_connection.recovered', 'provider_connection.unhealthy']);
     for (const e of events) expect(e.data).toMatchObject({ source: 'breaker', routeId: route.id });
+  });
+});
+
+describe('an azure-openai target', () => {
+  it.each([false, true])(
+    'takes over from a failing openai target: its deployment sent as the model, its key as api-key, the usage metered exactly (stream: %s)',
+    async (stream) => {
+      const azureKey = testProviderKey('routes-azure');
+      const azure = await startAzureOpenAiUpstream({ apiKey: azureKey });
+      try {
+        const created = await createProviderConnection({
+          client: t.client,
+          path: { workspaceId: tenant.workspaceId },
+          body: { name: 'azure', protocolProfile: 'azure-openai', baseUrl: azure.url, apiKey: azureKey },
+        });
+        expect(created.response.status).toBe(201);
+        const azureId = created.data!.id;
+        const failing = await faultyTarget('status-503');
+        const route = await routeOf({
+          targets: [{ providerConnectionId: failing.id }, { providerConnectionId: azureId, modelMap: { 'gpt-test': 'prod-gpt' } }],
+        });
+        const before = await periodOf(t, tenant.accessId);
+        const { data, response } = await sdkFor(route)
+          .chat.completions.create(
+            {
+              model: 'gpt-test',
+              messages: [{ role: 'user', content: 'hi' }],
+              max_tokens: 50,
+              ...(stream ? { stream: true } : {}),
+            } as never,
+            { headers: { 'x-fake-usage': '13,7,0' } },
+          )
+          .withResponse();
+        if (stream) {
+          let chunks = 0;
+          for await (const _ of data as unknown as AsyncIterable<unknown>) chunks++;
+          expect(chunks).toBeGreaterThan(0);
+        } else {
+          expect((data as { choices: unknown[] }).choices.length).toBeGreaterThan(0);
+        }
+        expect(response.status).toBe(200);
+        expect(response.headers.get('x-nexus-attempts')).toBe('2');
+        expect(response.headers.get('x-nexus-served-by')).toBe(azureId);
+        expect(failing.up.calls).toBe(1);
+
+        // The Azure upstream saw its v1 path, the deployment as the model, its own key as api-key and no Bearer.
+        expect(azure.requests).toHaveLength(1);
+        const seen = azure.requests[0]!;
+        expect(seen.url).toBe('/openai/v1/chat/completions');
+        expect(JSON.parse(seen.body)).toMatchObject({ model: 'prod-gpt' });
+        expect(seen.headers['api-key']).toBe(azureKey);
+        expect(seen.headers.authorization).toBeUndefined();
+
+        const inv = await invocationOf(response.headers.get('x-nexus-request-id')!);
+        expect(inv).toMatchObject({ status: 'SUCCEEDED', routeId: route.id, providerConnectionId: azureId, requestedModel: 'gpt-test' });
+        expect(inv.attempts).toHaveLength(2);
+        expect(inv.attempts![0]).toMatchObject({ providerConnectionId: failing.id, httpStatus: 503, errorCode: 'upstream_status' });
+        expect(inv.attempts![1]).toMatchObject({ providerConnectionId: azureId, status: 'SUCCEEDED' });
+        // The model the answer named: the deployment's (the fake dates it, as Azure does).
+        expect(inv.attempts![1]!.upstreamModel).toMatch(/^prod-gpt/);
+        // Exactly the usage Azure reported: 13 in, 7 out (output at 2x), charged once.
+        expect(inv.usageEvents).toHaveLength(1);
+        expect(inv.usageEvents![0]).toMatchObject({ inputTokens: '13', outputTokens: '7' });
+        expect(inv.quotaUnits).toBe('27');
+        const after = await periodOf(t, tenant.accessId);
+        expect(after.consumed - before.consumed).toBe(27n);
+        expect(after.reserved).toBe(0n);
+      } finally {
+        await azure.close();
+      }
+    },
+  );
+});
+
+describe('two processes, one breaker', () => {
+  /** The breaker events of a connection, straight from the events table. */
+  async function breakerEvents(connectionId: string): Promise<string[]> {
+    const rows: { type: string }[] = await t.database
+      .db('events')
+      .where({ workspace_id: tenant.workspaceId })
+      .whereRaw("data->>'providerConnectionId' = ?", [connectionId])
+      .orderBy('created_at');
+    return rows.map((r) => r.type);
+  }
+
+  it('an opening and a closing made by both at once are each announced once', async () => {
+    const other = await t.withEnv({});
+    try {
+      const bad = await faultyTarget('status-500');
+      // One target, opened by one failure; with tryWhenAllOpen, an open target is still called, so both can close it.
+      const route = await routeOf(
+        { targets: [{ providerConnectionId: bad.id }], breaker: { consecutiveFailures: 1, cooldownMs: 60_000 } },
+        [t, other],
+      );
+      const sdks = [t, other].map(
+        (app) =>
+          new OpenAI({ baseURL: `${app.url}/providers/${route.id}/v1`, apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0 }),
+      );
+      const both = () =>
+        Promise.allSettled(
+          sdks.map((sdk) =>
+            sdk.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 }).withResponse(),
+          ),
+        );
+      // Each process fails the target with its breaker closed: each opens it.
+      const failed = await both();
+      expect(failed.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+      expect(bad.up.calls).toBe(2);
+      await until(async () => (await breakerEvents(bad.id)).length > 0, 3000);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await breakerEvents(bad.id)).toEqual(['provider_connection.unhealthy']);
+
+      // Each process calls the open target (all open, tryWhenAllOpen) and it answers: each closes it.
+      bad.up.mode = 'ok';
+      const answered = await both();
+      expect(answered.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+      expect(bad.up.calls).toBe(4);
+      await until(async () => (await breakerEvents(bad.id)).length > 1, 3000);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await breakerEvents(bad.id)).toEqual(['provider_connection.unhealthy', 'provider_connection.recovered']);
+      const health = await getRouteHealth({ client: t.client, path: { routeId: route.id } });
+      expect(health.data!.targets[0]).toMatchObject({ breakerState: 'closed' });
+    } finally {
+      await other.close();
+    }
   });
 });
 

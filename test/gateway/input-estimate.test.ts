@@ -8,10 +8,14 @@ import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
 import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
 import {
   ANTHROPIC_TOOLS_TOKENS,
+  BASE_TOKENS,
+  FOREIGN,
   FOREIGN_FACTOR,
+  geminiInput,
   InputTally,
   MERGE_BUDGET,
   o200kTokens,
+  openAiRule,
   PIECEWISE,
   TOKENIZE_BUDGET,
 } from '../../src/gateway/input-estimate.js';
@@ -122,13 +126,16 @@ function counted(...texts: string[]): number {
 }
 
 // Thousands of random texts, each counted twice: more than the default 5 s on a loaded host.
+/** The corpus but its whitespace run, 999 spaces: a piece longer than the count merges, which counts its bytes. */
+const merged = () => corpus().filter((s) => s.kind !== 'whitespace');
+
 describe('the piecewise count', { timeout: 60_000 }, () => {
   it("reads gpt-tokenizer's vocabulary and merge (else every text is counted whole)", () => {
     expect(PIECEWISE).toBe(true);
   });
 
   it("equals gpt-tokenizer's count on the corpus and on random text of every script", () => {
-    for (const { kind, text } of corpus()) expect(counted(text), kind).toBe(o200kTokens(text));
+    for (const { kind, text } of merged()) expect(counted(text), kind).toBe(o200kTokens(text));
     // A fixed seed: the same strings each run.
     let seed = 2026;
     const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
@@ -141,7 +148,7 @@ describe('the piecewise count', { timeout: 60_000 }, () => {
   });
 
   it('counts text it has seen before alike: short pieces are found again by their characters, not their hash alone', () => {
-    for (const { kind, text } of corpus()) expect(counted(text, text), kind).toBe(2 * o200kTokens(text));
+    for (const { kind, text } of merged()) expect(counted(text, text), kind).toBe(2 * o200kTokens(text));
     // Two words of different counts whose FNV-1a hash (the short-piece table's) is the same: each is counted as itself.
     const fnv = (text: string) => {
       let hash = 0x811c9dc5;
@@ -250,5 +257,59 @@ describe('input estimate rules', () => {
     const b = bound(chat, { model: 'gpt-4o', messages: [{ role: 'user', content: text }] });
     expect(b.bound).toBeLessThanOrEqual(b.bytes);
     expect(b.bound).toBeGreaterThan(Buffer.byteLength(text) - TOKENIZE_BUDGET);
+  });
+});
+
+describe("input bound over the corpus, Gemini (Gemma 3's counts)", () => {
+  /** The bound of `text` alone (no structure) by `rule`. */
+  const textBound = (text: string, rule = FOREIGN) => {
+    const tally = new InputTally(() => undefined);
+    tally.text(text);
+    return tally.bound(rule) - BASE_TOKENS;
+  };
+
+  for (const { kind, text, gemma } of corpus()) {
+    it(`${kind}: a Gemini call's bound is at least Gemma 3's count, and at most the text's bytes`, () => {
+      const bound = textBound(text);
+      expect(bound / gemma, kind).toBeGreaterThanOrEqual(1);
+      expect(bound).toBeLessThanOrEqual(Buffer.byteLength(text));
+      // A generateContent request carrying it, as the gemini protocol walks it.
+      const tally = new InputTally(() => undefined);
+      geminiInput({ contents: [{ role: 'user', parts: [{ text }] }] }, tally);
+      expect(tally.bound(FOREIGN)).toBeGreaterThanOrEqual(gemma);
+    });
+  }
+
+  it('counts each digit, and each character of a long whitespace run, a token at least, whatever the text around them', () => {
+    const next = prng(29);
+    const pick = (chars: string) => chars[Math.floor(next() * chars.length)]!;
+    for (let i = 0; i < 2000; i++) {
+      let text = '';
+      let floor = 0;
+      for (let n = 1 + Math.floor(next() * 40); n > 0; n--) {
+        const r = next();
+        if (r < 0.4) {
+          const digits = 1 + Math.floor(next() * 12);
+          for (let d = 0; d < digits; d++) text += pick('0123456789');
+          floor += digits;
+        } else if (r < 0.6) {
+          // A run of up to 300 spaces, tabs and newlines: past 32, a token a character.
+          const run = 1 + Math.floor(next() * 300);
+          for (let w = 0; w < run; w++) text += pick('     \t\n');
+          if (run > 32) floor += run;
+        } else {
+          text += pick(i % 2 ? 'abcXYZ' : '.,-_/"{}');
+        }
+      }
+      // A run that meets another (two picks in a row) is only longer: still a token a character.
+      expect(textBound(text), JSON.stringify(text)).toBeGreaterThanOrEqual(floor);
+    }
+  });
+
+  it("keeps an o200k model's count: digits and whitespace add nothing", () => {
+    for (const { kind, text } of merged()) expect(textBound(text, openAiRule('gpt-4o')), kind).toBe(o200kTokens(text));
+    const run = corpus().find((s) => s.kind === 'whitespace')!.text;
+    // 'a', the run of 999 spaces at its bytes (a piece too long to merge), ' b'.
+    expect(textBound(run, openAiRule('gpt-4o'))).toBe(1 + 999 + 1);
   });
 });

@@ -245,7 +245,8 @@ describe('inspectors', () => {
       ev('message_delta', { usage: { output_tokens: 9 } });
     const meter = new SseMeter(messages, { usageInjected: false, inputBound: 100n, outputBound: 100n });
     feed(meter, stream, 5);
-    expect(meter.usage).toEqual({ inputTokens: 17n, cachedInputTokens: 10n, outputTokens: 9n });
+    // The cache writes are input, and counted apart too (priced at a price's cache-write price).
+    expect(meter.usage).toEqual({ inputTokens: 17n, cachedInputTokens: 10n, outputTokens: 9n, cacheWriteTokens: 2n });
     expect(meter.complete).toBe(true);
     expect(meter.model).toBe('claude-x');
   });

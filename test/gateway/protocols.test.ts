@@ -91,7 +91,7 @@ describe('gemini', () => {
       modelVersion: 'gemini-x-001',
     });
     expect(usageFromJson(generate, body)).toEqual({
-      usage: { inputTokens: 10n, cachedInputTokens: 4n, outputTokens: 7n },
+      usage: { inputTokens: 10n, cachedInputTokens: 4n, outputTokens: 7n, reasoningTokens: 2n },
       model: 'gemini-x-001',
       responseId: null,
     });

@@ -49,6 +49,7 @@ describe('encryption key rotation', () => {
       api_key_key_id: sealed.keyId,
       secret_preview: `sk-...${API_KEY.slice(-4)}`,
       upstream_timeout_ms: null,
+      retry: null,
       metadata: {},
       last_verified_at: null,
       created_at: now,

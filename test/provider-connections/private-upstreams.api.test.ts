@@ -102,6 +102,7 @@ describe('with NEXUS_ALLOW_PRIVATE_UPSTREAMS=false', () => {
         api_key_key_id: sealed.keyId,
         secret_preview: 'sk-...',
         upstream_timeout_ms: null,
+        retry: null,
         metadata: {},
         last_verified_at: null,
         created_at: now,

@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
+import { rebuildWorkspaceRollupsSql } from '../../src/domain/invocations/rollup-sql.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { createWorkspace, getUsageSummary, listUsageEvents, provisionWorkspaceUser } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
@@ -33,6 +34,12 @@ async function seedEvent(
   });
 }
 
+/** The rollup of the events written by hand (the gateway adds its calls' in the statement that writes them). */
+async function rollUp() {
+  await t.database.db('usage_rollups').where({ workspace_id: tenant.workspaceId }).delete();
+  await t.database.db.raw(rebuildWorkspaceRollupsSql(':workspaceId'), { workspaceId: tenant.workspaceId });
+}
+
 beforeAll(async () => {
   t = await startTestApp();
   const key = testProviderKey('summary');
@@ -52,6 +59,7 @@ beforeAll(async () => {
   await seedEvent('2026-03-02T09:00:00Z', { accessId: tenant.accessId, model: null, units: 1, input: 1, output: 0 });
   // Outside every range asked below.
   await seedEvent('2026-02-28T23:59:59.999Z', { accessId: tenant.accessId, model: 'gpt-a', units: 1000, input: 1, output: 1 });
+  await rollUp();
 });
 afterAll(async () => {
   await t?.close();
@@ -86,6 +94,9 @@ describe('getUsageSummary', () => {
         events: 2,
         costMicros: '0',
         unpricedEvents: 2,
+        calls: 0,
+        failedCalls: 0,
+        refusedCalls: 0,
       },
       {
         start: '2026-03-01T10:00:00.000Z',
@@ -97,6 +108,9 @@ describe('getUsageSummary', () => {
         events: 1,
         costMicros: '0',
         unpricedEvents: 1,
+        calls: 0,
+        failedCalls: 0,
+        refusedCalls: 0,
       },
       {
         start: '2026-03-01T11:00:00.000Z',
@@ -108,6 +122,9 @@ describe('getUsageSummary', () => {
         events: 1,
         costMicros: '0',
         unpricedEvents: 1,
+        calls: 0,
+        failedCalls: 0,
+        refusedCalls: 0,
       },
       {
         start: '2026-03-02T09:00:00.000Z',
@@ -119,6 +136,9 @@ describe('getUsageSummary', () => {
         events: 1,
         costMicros: '0',
         unpricedEvents: 1,
+        calls: 0,
+        failedCalls: 0,
+        refusedCalls: 0,
       },
     ]);
   });
@@ -167,6 +187,7 @@ describe('getUsageSummary', () => {
     const { buckets } = res.data!;
     expect(buckets.map((b) => b.key)).toEqual(buckets.map(() => tenant.connectionId));
     expect(buckets.reduce((n, b) => n + b.events, 0)).toBe(3);
+    expect(buckets.reduce((n, b) => n + b.calls, 0)).toBe(3);
     // The fake upstream reports 10 input and 5 output tokens a call; the strategy charges 1 and 2 units a token.
     expect(buckets.reduce((n, b) => n + BigInt(b.inputTokens), 0n)).toBe(30n);
     expect(buckets.reduce((n, b) => n + BigInt(b.units), 0n)).toBe(60n);
@@ -182,8 +203,7 @@ describe('getUsageSummary', () => {
     expect(byModel.data!.buckets.map((b) => b.key)).toEqual(byModel.data!.buckets.map(() => [...models][0]));
   });
 
-  it('rounds the range out to whole hours, and counts events two statements-in-one wrote once each', async () => {
-    // One statement inserting usage events from two CTEs, as the gateway's record statement does (USAGE and ADJUSTMENT).
+  it('rounds the range out to whole hours', async () => {
     await t.database.db.raw(
       `with u as (insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, kind, units, model, created_at)
                   values (?, ?, ?, ?, 'USAGE', 3, 'gpt-c', '2026-03-05T08:10:00Z') returning id),
@@ -192,6 +212,7 @@ describe('getUsageSummary', () => {
        select (select count(*) from u) + (select count(*) from a) as n`,
       [newId(), tenant.workspaceId, tenant.accessId, newId(), newId(), tenant.workspaceId, tenant.accessId, newId()],
     );
+    await rollUp();
     const res = await getUsageSummary({
       client: t.client,
       path: { workspaceId: tenant.workspaceId },
@@ -210,6 +231,9 @@ describe('getUsageSummary', () => {
         // The ADJUSTMENT carries units only: one call, unpriced.
         costMicros: '0',
         unpricedEvents: 1,
+        calls: 0,
+        failedCalls: 0,
+        refusedCalls: 0,
       },
     ]);
   });

@@ -1,12 +1,51 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
-import { getUsageSummary, listProviderConnections, type UsageSummaryDto } from '../api.js';
+import {
+  getUsageSummary,
+  listPlans,
+  listProviderConnections,
+  type Client,
+  type UsageBucketDto,
+  type GetUsageSummaryData,
+  type UsageSummaryDto,
+} from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, formatNumber, useAccessNames, useAction, valueOf, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, formatMoney, formatNumber, useAccessNames, useAction, valueOf, Working } from '../ui.js';
 
 type Granularity = 'hour' | 'day';
-type GroupBy = 'model' | 'access' | 'connection';
-type Metric = 'units' | 'tokens' | 'inputTokens' | 'outputTokens';
+/** The groupings this page knows; `key` and `plan` are offered when the API answers them (see useGroupings). */
+type GroupBy = 'model' | 'access' | 'connection' | 'key' | 'plan';
+type Metric = 'cost' | 'calls' | 'failedCalls' | 'refusedCalls' | 'units' | 'tokens' | 'inputTokens' | 'outputTokens';
+/** The call counts a bucket carries on a Nexus that counts calls; read defensively, as an older one has none. */
+type CallCount = 'calls' | 'failedCalls' | 'refusedCalls';
+const CALL_COUNTS: CallCount[] = ['calls', 'failedCalls', 'refusedCalls'];
+
+const GROUPINGS: Record<GroupBy, { label: string; column: string }> = {
+  model: { label: 'Model', column: 'Model' },
+  access: { label: 'Access (user)', column: 'User' },
+  connection: { label: 'Connection', column: 'Connection' },
+  key: { label: 'Inference key', column: 'Key' },
+  plan: { label: 'Plan', column: 'Plan' },
+};
+
+const METRICS: Record<Metric, string> = {
+  cost: 'Spend',
+  calls: 'Calls',
+  failedCalls: 'Errors (failed calls)',
+  refusedCalls: 'Refused calls',
+  units: 'Units',
+  tokens: 'Tokens (input + output)',
+  inputTokens: 'Input tokens',
+  outputTokens: 'Output tokens',
+};
+
+/** A bucket's call count (`calls`, `failedCalls`, `refusedCalls`), a number or a decimal string; undefined where the API has none. */
+function countOf(b: UsageBucketDto, field: CallCount): bigint | undefined {
+  const v = (b as unknown as Record<string, unknown>)[field];
+  if (typeof v === 'number' && Number.isInteger(v)) return BigInt(v);
+  if (typeof v === 'string' && /^\d+$/.test(v)) return BigInt(v);
+  return undefined;
+}
 
 const RANGES: Record<string, { label: string; ms: number; granularity: Granularity }> = {
   '24h': { label: 'Last 24 hours', ms: 86_400_000, granularity: 'hour' },
@@ -16,8 +55,58 @@ const RANGES: Record<string, { label: string; ms: number; granularity: Granulari
 };
 const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#ca8a04', '#db2777'];
 
-const metricOf = (b: UsageSummaryDto['buckets'][number], metric: Metric): number =>
-  metric === 'units' ? Number(b.units) : metric === 'tokens' ? Number(b.inputTokens) + Number(b.outputTokens) : Number(b[metric]);
+function metricOf(b: UsageBucketDto, metric: Metric): number {
+  switch (metric) {
+    case 'cost':
+      return Number(b.costMicros ?? 0);
+    case 'calls':
+    case 'failedCalls':
+    case 'refusedCalls':
+      return Number(countOf(b, metric) ?? 0n);
+    case 'tokens':
+      return Number(b.inputTokens) + Number(b.outputTokens);
+    case 'units':
+    case 'inputTokens':
+    case 'outputTokens':
+      return Number(b[metric]);
+  }
+}
+
+/**
+ * A summary's query as the generated client types it: asserted as a whole, so this reads the same whether the
+ * client's UsageGroupBy has `key` and `plan` yet or not.
+ */
+const summaryQuery = (q: { since: string; until?: string; granularity: Granularity; groupBy: GroupBy }) =>
+  q as NonNullable<GetUsageSummaryData['query']>;
+
+/**
+ * The groupings the API answers: `key` and `plan` are asked for once, over the last hour; a Nexus that does not know
+ * them refuses with 400, and they are left out.
+ */
+let newGroupings: Promise<GroupBy[]> | undefined;
+function useGroupings(client: Client, workspaceId: string): GroupBy[] {
+  const [known, setKnown] = useState<GroupBy[]>(['model', 'access', 'connection']);
+  useEffect(() => {
+    newGroupings ??= Promise.all(
+      (['key', 'plan'] as const).map((groupBy) =>
+        getUsageSummary({
+          client,
+          path: { workspaceId },
+          query: summaryQuery({ since: new Date(Date.now() - 3_600_000).toISOString(), granularity: 'hour', groupBy }),
+        }).then(
+          () => [groupBy],
+          () => [],
+        ),
+      ),
+    ).then((found) => found.flat());
+    let live = true;
+    void newGroupings.then((more) => live && setKnown(['model', 'access', 'connection', ...more]));
+    return () => {
+      live = false;
+    };
+  }, [workspaceId]);
+  return known;
+}
 
 /**
  * The buckets as uPlot's columns: every bucket start of the range (seconds; the API leaves out the
@@ -52,7 +141,8 @@ const axisZone = (granularity: string) => (granularity === 'day' ? 'UTC' : local
  * Each bucket is a bar (a bucket is a sum over its hour or day; a line between two would invent a ramp), the
  * keys stacked: a series is drawn at its running total, the tallest first, and its legend reads its own value.
  */
-function Chart({ summary, metric, labelOf }: { summary: UsageSummaryDto; metric: Metric; labelOf: (key: string) => string }) {
+function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key: string) => string; format: (v: number) => string }) {
+  const { summary, metric, labelOf, format } = props;
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
     if (!box.current || summary.buckets.length === 0) return;
@@ -73,9 +163,9 @@ function Chart({ summary, metric, labelOf }: { summary: UsageSummaryDto; metric:
         axes: [
           { label: summary.granularity === 'day' ? 'Day (UTC)' : `Hour (${zone})` },
           {
-            label: metric === 'units' ? 'units' : 'tokens',
-            size: 80,
-            values: (_u, splits) => splits.map((v) => formatNumber(v)),
+            label: metric === 'cost' ? `Spend (${summary.currency})` : METRICS[metric],
+            size: 90,
+            values: (_u, splits) => splits.map(format),
           },
         ],
         series: [
@@ -87,7 +177,7 @@ function Chart({ summary, metric, labelOf }: { summary: UsageSummaryDto; metric:
             width: 1,
             paths: bars,
             points: { show: false },
-            value: (_u: uPlot, _v: number | null, _s: number, idx: number | null) => (idx === null ? '—' : formatNumber(raw[k]![idx])),
+            value: (_u: uPlot, _v: number | null, _s: number, idx: number | null) => (idx === null ? '—' : format(raw[k]![idx]!)),
           })),
         ],
       },
@@ -107,20 +197,94 @@ function Chart({ summary, metric, labelOf }: { summary: UsageSummaryDto; metric:
   return <div class="chart" ref={box} data-testid="usage-chart" data-draw="bars" data-zone={axisZone(summary.granularity)} />;
 }
 
+interface Totals {
+  cost: bigint;
+  unpriced: number;
+  units: bigint;
+  input: bigint;
+  output: bigint;
+  events: number;
+  /** Absent where the API counts no calls. */
+  calls?: Record<CallCount, bigint>;
+}
+
+function add(t: Totals, b: UsageBucketDto): Totals {
+  const counts = CALL_COUNTS.map((f) => countOf(b, f));
+  return {
+    cost: t.cost + BigInt(b.costMicros ?? '0'),
+    unpriced: t.unpriced + (b.unpricedEvents ?? 0),
+    units: t.units + BigInt(b.units),
+    input: t.input + BigInt(b.inputTokens),
+    output: t.output + BigInt(b.outputTokens),
+    events: t.events + b.events,
+    ...(counts.every((c) => c !== undefined)
+      ? {
+          calls: {
+            calls: (t.calls?.calls ?? 0n) + counts[0]!,
+            failedCalls: (t.calls?.failedCalls ?? 0n) + counts[1]!,
+            refusedCalls: (t.calls?.refusedCalls ?? 0n) + counts[2]!,
+          },
+        }
+      : t.calls
+        ? { calls: t.calls }
+        : {}),
+  };
+}
+const NO_TOTALS: Totals = { cost: 0n, unpriced: 0, units: 0n, input: 0n, output: 0n, events: 0 };
+
+/** The share of calls that failed, to a tenth of a percent. */
+function errorRate(c: Record<CallCount, bigint> | undefined): string {
+  if (!c || c.calls === 0n) return '—';
+  return `${(Number((c.failedCalls * 1000n) / c.calls) / 10).toLocaleString(undefined, { maximumFractionDigits: 1 })} %`;
+}
+
+/** A row of the totals table: spend, calls (where counted), units and tokens. */
+function TotalCells({ t, currency, counted }: { t: Totals; currency: string; counted: boolean }) {
+  return (
+    <>
+      <td class="num">
+        {formatMoney(t.cost, currency)}
+        {t.unpriced ? <span class="id"> ({formatNumber(t.unpriced)} unpriced)</span> : null}
+      </td>
+      {counted ? (
+        <>
+          <td class="num">{formatNumber(t.calls?.calls)}</td>
+          <td class="num">{formatNumber(t.calls?.failedCalls)}</td>
+          <td class="num">{errorRate(t.calls)}</td>
+          <td class="num">{formatNumber(t.calls?.refusedCalls)}</td>
+        </>
+      ) : null}
+      <td class="num">{formatNumber(t.units)}</td>
+      <td class="num">{formatNumber(t.input)}</td>
+      <td class="num">{formatNumber(t.output)}</td>
+      <td class="num">{formatNumber(t.events)}</td>
+    </>
+  );
+}
+
 export function UsagePage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
   const [range, setRange] = useState('24h');
   const [granularity, setGranularity] = useState<Granularity>('hour');
   const [groupBy, setGroupBy] = useState<GroupBy>('model');
-  const [metric, setMetric] = useState<Metric>('units');
+  const [chosenMetric, setMetric] = useState<Metric | undefined>();
   const [summary, setSummary] = useState<UsageSummaryDto | undefined>();
   const [names, setNames] = useState<Record<string, string>>({});
+  const groupings = useGroupings(client, workspaceId);
   const action = useAction();
 
   useEffect(() => {
-    listProviderConnections({ client, path: { workspaceId }, query: { limit: 100 } })
-      .then((p) => setNames(Object.fromEntries(p.data.map((c) => [c.id, c.name]))))
-      .catch(() => setNames({}));
+    // Connections and plans by name (their ids are the keys of those groupings).
+    void Promise.all([
+      listProviderConnections({ client, path: { workspaceId }, query: { limit: 100 } }).then(
+        (p) => p.data.map((c) => [c.id, c.name] as const),
+        () => [],
+      ),
+      listPlans({ client, path: { workspaceId }, query: { limit: 100 } }).then(
+        (p) => p.data.map((plan) => [plan.id, plan.name] as const),
+        () => [],
+      ),
+    ]).then((found) => setNames(Object.fromEntries(found.flat())));
   }, [workspaceId]);
 
   useEffect(() => {
@@ -133,33 +297,31 @@ export function UsagePage({ client, workspace }: PageProps) {
           await getUsageSummary({
             client,
             path: { workspaceId },
-            query: { since: since.toISOString(), until: until.toISOString(), granularity, groupBy },
+            query: summaryQuery({ since: since.toISOString(), until: until.toISOString(), granularity, groupBy }),
           })
         ).data,
       ),
     );
   }, [workspaceId, range, granularity, groupBy]);
 
-  const users = useAccessNames(client, groupBy === 'access' ? (summary?.buckets.map((b) => b.key).filter(Boolean) ?? []) : []);
+  const buckets = summary?.buckets ?? [];
+  const users = useAccessNames(client, groupBy === 'access' ? buckets.map((b) => b.key).filter(Boolean) : []);
   const labelOf = (key: string) => names[key] ?? users[key] ?? key;
-  const totals = new Map<string, { units: bigint; input: bigint; output: bigint; events: number }>();
-  for (const b of summary?.buckets ?? []) {
-    const t = totals.get(b.key) ?? { units: 0n, input: 0n, output: 0n, events: 0 };
-    totals.set(b.key, {
-      units: t.units + BigInt(b.units),
-      input: t.input + BigInt(b.inputTokens),
-      output: t.output + BigInt(b.outputTokens),
-      events: t.events + b.events,
-    });
-  }
+  const currency = summary?.currency ?? workspace.currency ?? 'USD';
+  // Calls are counted by a Nexus whose buckets carry them; spend is shown first where any call had a price.
+  const counted = buckets.length > 0 && buckets.every((b) => countOf(b, 'calls') !== undefined);
+  const priced = buckets.some((b) => BigInt(b.costMicros ?? '0') > 0n);
+  const metrics = (Object.keys(METRICS) as Metric[]).filter((m) => counted || !CALL_COUNTS.includes(m as CallCount));
+  const metric = chosenMetric && metrics.includes(chosenMetric) ? chosenMetric : priced ? 'cost' : 'units';
+  // One format for the table, the axis and the legend.
+  const format = (v: number) => (metric === 'cost' ? formatMoney(v, currency) : formatNumber(v));
 
-  const sum = { units: 0n, input: 0n, output: 0n, events: 0 };
-  for (const t of totals.values()) {
-    sum.units += t.units;
-    sum.input += t.input;
-    sum.output += t.output;
-    sum.events += t.events;
-  }
+  const totals = new Map<string, Totals>();
+  for (const b of buckets) totals.set(b.key, add(totals.get(b.key) ?? NO_TOTALS, b));
+  const sum = buckets.reduce(add, NO_TOTALS);
+  const rows = [...totals].sort(([, a], [, b]) =>
+    b.cost > a.cost ? 1 : b.cost < a.cost ? -1 : b.units > a.units ? 1 : b.units < a.units ? -1 : 0,
+  );
 
   return (
     <section aria-labelledby="page-title">
@@ -184,38 +346,46 @@ export function UsagePage({ client, workspace }: PageProps) {
         </Field>
         <Field label="Per">
           <select name="granularity" value={granularity} onChange={(e) => setGranularity(valueOf(e) as Granularity)}>
-            <option value="hour">Hour</option>
+            {/* A summary holds at most 1000 buckets: a year by hour is too many. */}
+            <option value="hour" disabled={RANGES[range]!.ms / 3_600_000 > 1000}>
+              Hour
+            </option>
             <option value="day">Day</option>
           </select>
         </Field>
         <Field label="By">
           <select name="groupBy" value={groupBy} onChange={(e) => setGroupBy(valueOf(e) as GroupBy)}>
-            <option value="model">Model</option>
-            <option value="access">Access (user)</option>
-            <option value="connection">Connection</option>
+            {groupings.map((g) => (
+              <option key={g} value={g}>
+                {GROUPINGS[g].label}
+              </option>
+            ))}
           </select>
         </Field>
         <Field label="Show">
           <select name="metric" value={metric} onChange={(e) => setMetric(valueOf(e) as Metric)}>
-            <option value="units">Units</option>
-            <option value="tokens">Tokens (input + output)</option>
-            <option value="inputTokens">Input tokens</option>
-            <option value="outputTokens">Output tokens</option>
+            {metrics.map((m) => (
+              <option key={m} value={m}>
+                {m === 'cost' ? `Spend (${currency})` : METRICS[m]}
+              </option>
+            ))}
           </select>
         </Field>
       </form>
       <Working label={action.working} />
       <ErrorNote problem={action.problem} />
-      {summary && summary.buckets.length === 0 ? (
+      {summary && buckets.length === 0 ? (
         <Empty>No usage in this range. Usage appears once users call the gateway; try a longer range.</Empty>
       ) : null}
-      {summary && summary.buckets.length > 0 ? (
+      {summary && buckets.length > 0 ? (
         <>
-          <Chart summary={summary} metric={metric} labelOf={labelOf} />
+          <Chart summary={summary} metric={metric} labelOf={labelOf} format={format} />
           <p class="lead">
             {summary.granularity === 'day'
               ? 'One bar per UTC day (days start at midnight UTC).'
-              : `One bar per hour, in your time zone (${localZone()}).`}
+              : `One bar per hour, in your time zone (${localZone()}).`}{' '}
+            Spend is the providers' cost from the price book, in {currency}.
+            {sum.unpriced ? ` ${formatNumber(sum.unpriced)} calls had no price: add one on the Prices page to count them.` : ''}
           </p>
           <table>
             <caption>
@@ -223,7 +393,26 @@ export function UsagePage({ client, workspace }: PageProps) {
             </caption>
             <thead>
               <tr>
-                <th scope="col">{groupBy === 'model' ? 'Model' : groupBy === 'access' ? 'User' : 'Connection'}</th>
+                <th scope="col">{GROUPINGS[groupBy].column}</th>
+                <th scope="col" class="num">
+                  Spend ({currency})
+                </th>
+                {counted ? (
+                  <>
+                    <th scope="col" class="num">
+                      Calls
+                    </th>
+                    <th scope="col" class="num">
+                      Errors
+                    </th>
+                    <th scope="col" class="num">
+                      Error rate
+                    </th>
+                    <th scope="col" class="num">
+                      Refused
+                    </th>
+                  </>
+                ) : null}
                 <th scope="col" class="num">
                   Units
                 </th>
@@ -239,23 +428,17 @@ export function UsagePage({ client, workspace }: PageProps) {
               </tr>
             </thead>
             <tbody>
-              {[...totals].map(([key, t]) => (
+              {rows.map(([key, t]) => (
                 <tr key={key}>
                   <td>{labelOf(key) || '(none)'}</td>
-                  <td class="num">{formatNumber(t.units)}</td>
-                  <td class="num">{formatNumber(t.input)}</td>
-                  <td class="num">{formatNumber(t.output)}</td>
-                  <td class="num">{formatNumber(t.events)}</td>
+                  <TotalCells t={t} currency={currency} counted={counted} />
                 </tr>
               ))}
             </tbody>
             <tfoot>
               <tr>
                 <th scope="row">Total</th>
-                <td class="num">{formatNumber(sum.units)}</td>
-                <td class="num">{formatNumber(sum.input)}</td>
-                <td class="num">{formatNumber(sum.output)}</td>
-                <td class="num">{formatNumber(sum.events)}</td>
+                <TotalCells t={sum} currency={currency} counted={counted} />
               </tr>
             </tfoot>
           </table>

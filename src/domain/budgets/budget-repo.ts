@@ -1,4 +1,4 @@
-/** All SQL of workspace_budgets, and the spend it is checked against (usage_rollups' cost, kept by its trigger). */
+/** All SQL of workspace_budgets, and the spend it is checked against (usage_rollups' cost, added by the statements that record the calls). */
 import type { Queryable } from '../../db/database.js';
 
 export type BudgetPeriod = 'DAY' | 'MONTH';

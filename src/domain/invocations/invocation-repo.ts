@@ -37,7 +37,7 @@ export interface UsageEventFilter extends PageRequest, TimeRange {
 }
 
 export type UsageGranularity = 'hour' | 'day';
-export type UsageGroupBy = 'model' | 'access' | 'connection';
+export type UsageGroupBy = 'model' | 'access' | 'connection' | 'key' | 'plan';
 
 export interface UsageSummaryQuery {
   workspaceId: string;
@@ -59,6 +59,9 @@ export interface UsageBucketRow {
   events: number;
   cost_micros: string;
   unpriced_events: number;
+  calls: number;
+  failed_calls: number;
+  refused_calls: number;
 }
 
 /** The series key of each grouping (usage_rollups' columns; an access's uuid is grouped as one, not as text). */
@@ -66,6 +69,8 @@ const GROUP_KEYS: Record<UsageGroupBy, string> = {
   model: 'model',
   access: 'workspace_access_id',
   connection: 'provider_connection_id',
+  key: 'inference_key_id',
+  plan: 'plan_id',
 };
 
 /** An invocation as an export lists it: with its USAGE event's tokens and cost. */
@@ -266,8 +271,8 @@ export function createInvocationRepo(db: Queryable) {
 
     /**
      * The workspace's events in [since, until) (whole UTC hours) summed per UTC hour or day and per
-     * key, oldest first: from usage_rollups, the events already summed per hour, access, model and
-     * connection (migration 20261126090000), read along its primary key's workspace and hour.
+     * key, oldest first: from usage_rollups, the events and calls already summed per hour, access, model,
+     * connection, key and plan (rollup-sql.ts), read along its primary key's workspace and hour.
      * Days are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone).
      * Hours by access are the one grouping whose keys lead the primary key: its rows come from the
      * index already grouped, and a fenced ORDER BY makes the planner sum them as they come rather than
@@ -285,7 +290,8 @@ export function createInvocationRepo(db: Queryable) {
         `select to_char(${start} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as start, ${key}::text as key,
                 sum(units)::text as units, sum(input_tokens)::text as input_tokens,
                 sum(cached_input_tokens)::text as cached_input_tokens, sum(output_tokens)::text as output_tokens,
-                sum(events)::int as events, sum(cost_micros)::text as cost_micros, sum(unpriced_events)::int as unpriced_events
+                sum(events)::int as events, sum(cost_micros)::text as cost_micros, sum(unpriced_events)::int as unpriced_events,
+                sum(calls)::int as calls, sum(failed_calls)::int as failed_calls, sum(refused_calls)::int as refused_calls
            from ${source}
           group by ${start}, ${key}
           order by ${start}, ${key}`,

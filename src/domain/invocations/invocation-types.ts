@@ -61,6 +61,8 @@ export interface InvocationRow {
   route_id?: string | null;
   /** The attempts before the last (a route's retries and fallbacks), in order; none: the call made one. */
   attempts?: EarlierAttempt[] | null;
+  /** The plan of the call's access when the call was made (null: recorded before it was kept). */
+  plan_id?: string | null;
 }
 
 /** An attempt before a call's last, as it is kept (the InvocationAttemptDto's fields). */

@@ -12,12 +12,18 @@
 /**
  * `left join lateral` of the price of the row `s` (its `workspace_id`, `model`, `call_requested_model`,
  * `call_started_at` and `call_connection_id`), as `mp` (`id`, `cost_micros` of the row's tokens, rounded half up to a whole micro-unit).
+ * The row's tokens: `input_tokens` (all of them), of which `cached_tokens` read from the cache and `cache_write_tokens`
+ * written to it, and `output_tokens`, of which `reasoning_tokens`. Tokens written to the cache are charged at the
+ * price's cache-write price, reasoning tokens at its reasoning price; each as plain input or output when the price has
+ * none, or when the answer did not report them apart (null).
  */
 export const priceOfCall = (s: string) => `left join lateral (
   select mp.id,
-         round(greatest(${s}.input_tokens - ${s}.cached_tokens, 0) * mp.input_per_million
+         round(greatest(${s}.input_tokens - ${s}.cached_tokens - coalesce(${s}.cache_write_tokens, 0), 0) * mp.input_per_million
              + ${s}.cached_tokens * coalesce(mp.cached_input_per_million, mp.input_per_million)
-             + ${s}.output_tokens * mp.output_per_million)::bigint as cost_micros
+             + least(coalesce(${s}.cache_write_tokens, 0), ${s}.input_tokens) * coalesce(mp.cache_write_per_million, mp.input_per_million)
+             + greatest(${s}.output_tokens - coalesce(${s}.reasoning_tokens, 0), 0) * mp.output_per_million
+             + least(coalesce(${s}.reasoning_tokens, 0), ${s}.output_tokens) * coalesce(mp.reasoning_per_million, mp.output_per_million))::bigint as cost_micros
     from model_prices mp
    where mp.workspace_id = ${s}.workspace_id
      and mp.effective_from <= ${s}.call_started_at and (mp.effective_to is null or mp.effective_to > ${s}.call_started_at)

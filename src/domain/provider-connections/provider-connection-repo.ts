@@ -1,6 +1,7 @@
 import type { Queryable } from '../../db/database.js';
 import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
+import type { ConnectionRetry } from '../routes/route-types.js';
 
 export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
 export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
@@ -18,6 +19,8 @@ export interface ProviderConnectionRow {
   secret_preview: string;
   /** null: config.upstreamTimeoutMs. */
   upstream_timeout_ms: number | null;
+  /** null: one attempt per call. */
+  retry: ConnectionRetry | null;
   metadata: Record<string, unknown>;
   last_verified_at: Date | null;
   /** The health last announced by an event (provider_connection.unhealthy/.recovered); null: none yet. */
@@ -33,7 +36,7 @@ export interface ProviderConnectionFilter extends PageRequest {
 }
 
 export function createProviderConnectionRepo(db: Queryable) {
-  const connections = table<ProviderConnectionRow>(db, 'provider_connections', { json: ['metadata'] });
+  const connections = table<ProviderConnectionRow>(db, 'provider_connections', { json: ['metadata', 'retry'] });
   return {
     insert: connections.insert,
     findById: connections.findById,

@@ -13,6 +13,7 @@ import { REDACTED, type AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Events } from '../events/outbox.js';
 import type { Page, PageRequest } from '../pagination.js';
+import { DEFAULT_CONNECTION_RETRY, type ConnectionRetry } from '../routes/route-types.js';
 import { secretPreview, type SecretBox } from '../security/secret-box.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
 import type {
@@ -36,6 +37,8 @@ export interface CreateConnectionInput extends AwsFields {
   metadata?: Record<string, unknown> | undefined;
   /** Unset: config.upstreamTimeoutMs. */
   upstreamTimeoutMs?: number | undefined;
+  /** Unset: one attempt per call; the fields not given take DEFAULT_CONNECTION_RETRY's. */
+  retry?: Partial<ConnectionRetry> | undefined;
 }
 
 /** A probe of an upstream with a key that is not saved. */
@@ -52,6 +55,8 @@ export interface UpdateConnectionInput extends AwsFields {
   metadata?: Record<string, unknown> | undefined;
   /** null: back to config.upstreamTimeoutMs. */
   upstreamTimeoutMs?: number | null | undefined;
+  /** The fields given change (from the defaults, if it had none); null: retries off. */
+  retry?: Partial<ConnectionRetry> | null | undefined;
 }
 
 /** The AWS fields describe a new key: an update that brings them brings apiKey too. */
@@ -74,6 +79,12 @@ function redactedAws<T extends AwsFields>(dto: T): T {
   if (out.awsAccessKeyId !== undefined) out.awsAccessKeyId = REDACTED;
   if (out.awsSessionToken !== undefined) out.awsSessionToken = REDACTED;
   return out;
+}
+
+/** A retry policy from the fields given, the others the current policy's (or the defaults). */
+function retryOf(given: Partial<ConnectionRetry>, current?: ConnectionRetry | null): ConnectionRetry {
+  const fields = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined));
+  return { ...DEFAULT_CONNECTION_RETRY, ...current, ...fields };
 }
 
 function notFound(): AppError {
@@ -243,6 +254,7 @@ export function createProviderConnectionService(deps: {
             api_key_key_id: sealed.keyId,
             secret_preview: secret.preview,
             upstream_timeout_ms: dto.upstreamTimeoutMs ?? null,
+            retry: dto.retry ? retryOf(dto.retry) : null,
             metadata: dto.metadata ?? {},
             last_verified_at: null,
             created_at: now,
@@ -296,6 +308,7 @@ export function createProviderConnectionService(deps: {
         if (dto.status !== undefined) patch.status = dto.status;
         if (dto.metadata !== undefined) patch.metadata = dto.metadata;
         if (dto.upstreamTimeoutMs !== undefined) patch.upstream_timeout_ms = dto.upstreamTimeoutMs;
+        if (dto.retry !== undefined) patch.retry = dto.retry && retryOf(dto.retry, current.retry);
         if (baseUrl !== undefined && baseUrl !== current.base_url) {
           patch.base_url = baseUrl;
           // The verification was of the old upstream.

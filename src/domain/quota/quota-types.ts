@@ -44,6 +44,9 @@ export interface UsageEventRow {
   output_multiplier_ppm: bigint | null;
   /** USAGE events: the provider cost in micro-units of the workspace's currency, under `price_id` (null: unpriced). */
   cost_micros?: bigint | null;
+  /** Of the input tokens, those written to the provider's prompt cache; of the output, the reasoning ones (null: not reported). */
+  cache_write_tokens?: bigint | null;
+  reasoning_tokens?: bigint | null;
   price_id?: string | null;
 }
 

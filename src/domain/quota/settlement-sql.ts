@@ -22,6 +22,7 @@
  */
 
 import { thresholdEventCtes } from '../events/outbox-sql.js';
+import { ROLLED_CALL_COLUMNS, ROLLED_EVENT_COLUMNS, rollUpCte } from '../invocations/rollup-sql.js';
 import { priceOfCall } from '../prices/price-sql.js';
 
 /**
@@ -50,6 +51,9 @@ interface LeaseCallSettlement {
   input_tokens: bigint;
   cached_tokens: bigint;
   output_tokens: bigint;
+  /** Of the input, written to the provider's cache; of the output, reasoning (absent: not reported). */
+  cache_write_tokens: bigint | null;
+  reasoning_tokens: bigint | null;
   model: string | null;
   /** The pricing applied: the matched model rule's pattern (null: the strategy's own multipliers), the multipliers. */
   model_rule: string | null;
@@ -61,7 +65,8 @@ interface LeaseCallSettlement {
 
 const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, kind,
   units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at,
-  model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, cost_micros, price_id`;
+  model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, cost_micros, price_id,
+  cache_write_tokens, reasoning_tokens`;
 
 /**
  * Calls admitted on quota leases, from the JSON array at this placeholder, those of them whose invocation
@@ -74,7 +79,7 @@ lc as (
     from json_to_recordset(cast(${leaseCalls} as json)) as x(
     lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
     invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz,
-    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint)
+    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint)
   join ${recorded} r on r.id = x.invocation_id
 ), l as (
   update quota_leases q
@@ -88,7 +93,7 @@ lc as (
          case when l.id is null then 0 else lc.take end as take,
          lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at,
          lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm, lc.call_started_at, lc.call_connection_id,
-         lc.call_requested_model
+         lc.call_requested_model, lc.cache_write_tokens, lc.reasoning_tokens
     from lc join quota_leases q on q.id = lc.lease_id left join l on l.id = lc.lease_id
 ), p as (
   update quota_periods qp
@@ -102,23 +107,26 @@ lc as (
   insert into usage_events (${USAGE_COLUMNS})
   select s.usage_id, s.workspace_id, s.workspace_access_id, s.quota_period_id, s.id, s.invocation_id, 'USAGE',
          least(s.units, s.bound), s.input_tokens, s.cached_tokens, s.output_tokens, s.model, null, s.at,
-         s.model_rule, s.input_ppm, s.cached_ppm, s.output_ppm, mp.cost_micros, mp.id
+         s.model_rule, s.input_ppm, s.cached_ppm, s.output_ppm, mp.cost_micros, mp.id, s.cache_write_tokens, s.reasoning_tokens
     from settled s ${priceOfCall('s')}
    where s.charged
-  returning workspace_id, invocation_id, model, cost_micros
+  returning ${ROLLED_EVENT_COLUMNS}
 ), a as (
   insert into usage_events (${USAGE_COLUMNS})
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'ADJUSTMENT',
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', at,
-         model_rule, input_ppm, cached_ppm, output_ppm, null, null
+         model_rule, input_ppm, cached_ppm, output_ppm, null, null, null, null
     from settled where charged and units > bound
+  returning ${ROLLED_EVENT_COLUMNS}
+), new_events as (
+  select * from u union all select * from a
 ), ${thresholdEventCtes('p')}`;
 
 /**
  * The leases of dead processes (HELD, past their expiry, or with :all every HELD one) become EXPIRED,
  * and the calls their last heartbeat wrote (lease_calls) are settled by the same rule: each recorded
  * as its heartbeat left it (FAILED `gateway_lost`) and charged its units, unless its invocation is
- * recorded already (its process lived to write it). What the leases held returns to the periods: one
+ * recorded already (its process lived to write it), and added to the usage rollup. What the leases held returns to the periods: one
  * row per period with what to take from its reserved and add to its consumed (quotaRepo.applySettlement).
  */
 export const RECLAIM_EXPIRED_SQL = `
@@ -133,11 +141,12 @@ with expired as (
   delete from lease_calls c using expired e where c.lease_id = e.id
   returning c.invocation_id, c.lease_id, c.bound, c.units, c.input_tokens, c.cached_tokens, c.output_tokens, c.model, c.invocation,
             c.usage_id, c.adjustment_id, c.updated_at, e.workspace_id, e.workspace_access_id, e.quota_period_id,
-            c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm
+            c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm, c.cache_write_tokens,
+            c.reasoning_tokens
 ), recorded as (
   insert into invocations select (json_populate_record(cast(null as invocations), c.invocation)).* from calls c
   on conflict (id) do nothing
-  returning id, started_at, provider_connection_id, requested_model
+  returning ${ROLLED_CALL_COLUMNS}
 ), charged as (
   select c.*, r.started_at as call_started_at, r.provider_connection_id as call_connection_id, r.requested_model as call_requested_model
     from calls c join recorded r on r.id = c.invocation_id where c.units > 0
@@ -145,15 +154,20 @@ with expired as (
   insert into usage_events (${USAGE_COLUMNS})
   select c.usage_id, c.workspace_id, c.workspace_access_id, c.quota_period_id, c.lease_id, c.invocation_id, 'USAGE',
          least(c.units, c.bound), c.input_tokens, c.cached_tokens, c.output_tokens, c.model, null, c.updated_at,
-         c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm, mp.cost_micros, mp.id
+         c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm, mp.cost_micros, mp.id,
+         c.cache_write_tokens, c.reasoning_tokens
     from charged c ${priceOfCall('c')}
+  returning ${ROLLED_EVENT_COLUMNS}
 ), a as (
   insert into usage_events (${USAGE_COLUMNS})
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, 'ADJUSTMENT',
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', updated_at,
-         model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, null, null
+         model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, null, null, null, null
     from charged where units > bound
-), held as (
+  returning ${ROLLED_EVENT_COLUMNS}
+), new_events as (
+  select * from u union all select * from a
+), ${rollUpCte('recorded', 'new_events')}, held as (
   select quota_period_id, sum(reserved_units) as reserved from expired group by quota_period_id
 ), used as (
   select quota_period_id, sum(units) as consumed from charged group by quota_period_id

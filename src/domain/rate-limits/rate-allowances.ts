@@ -19,6 +19,9 @@
  *   and settled to its actual tokens after, the difference returning to what the
  *   process holds, and so to the next call's `x-ratelimit-remaining-tokens`.
  * - A slot is held for the call's duration, returned to the process on settle.
+ * - Past its hold, a busy access keeps what it holds unused while that is at most
+ *   1/KEEP_SHARE of each limit (giving it back and taking it again a moment later
+ *   would be two statements a second per busy access); more goes back.
  * - An access idle on the process for `idleMs` gives back what the process holds
  *   unused (slots, requests and tokens): another process may be refused for at most
  *   that long while this one holds unused allowance. A slot freed while the access is
@@ -37,6 +40,13 @@ import { inUse, remainingOf, resetAtOf, secondsUntilFit, WINDOW_MS, type RateLim
 const RATE_CALLS = 16;
 const MAX_RATE_CALLS = 1024;
 const SHARE = 8;
+/**
+ * Past its hold a busy access keeps what it holds unused when that is at most 1/KEEP_SHARE of each limit: a sliver no
+ * other process's refusal could have used much of. Using a unit later than its place in the schedule never exceeds a
+ * limit, so this costs exactness nothing; it only keeps that sliver from other processes until it is used or the
+ * access goes idle.
+ */
+const KEEP_SHARE = 100;
 /** How long a refusal's figures are trusted, so a client hammering at a limit costs few statements. */
 const REFUSAL_MEMORY_MS = 100;
 const EPSILON = 1e-6;
@@ -63,6 +73,8 @@ interface AccessState {
   freeTokens: number;
   /** When what the process holds of requests and tokens unused goes back (its headroom's hold ends). */
   freeUntilMs: number;
+  /** The plan's limits changed: what the process holds goes back at its hold's end whatever its size. */
+  limitsChanged: boolean;
   row: RowFigures;
   heldSlots: number;
   slotsInUse: number;
@@ -106,6 +118,7 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
         freeRequests: 0,
         freeTokens: 0,
         freeUntilMs: 0,
+        limitsChanged: false,
         row: { requestsTat: 0, tokensTat: 0, concurrent: 0, limits },
         heldSlots: 0,
         slotsInUse: 0,
@@ -124,6 +137,7 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     if (l.requestsPerMinute !== limits.requestsPerMinute || l.tokensPerMinute !== limits.tokensPerMinute) {
       // The plan's limits changed: what the process holds goes back at once (the row keeps the units in use).
       st.freeUntilMs = 0;
+      st.limitsChanged = true;
     }
     st.limits = limits;
     return st;
@@ -258,15 +272,23 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
     return done;
   }
 
-  /** The requests and tokens the process holds past their hold go back to the schedule. */
+  /** Units held unused that a busy access keeps past its hold (KEEP_SHARE). */
+  const sliver = (held: number, limit: number | null): boolean => limit === null || held * KEEP_SHARE <= limit;
+
+  /** The requests and tokens the process holds past their hold go back to the schedule, unless they are a sliver of each limit. */
   function expire(st: AccessState, nowMs: number): void {
     if (nowMs < st.freeUntilMs || st.growing || st.released) return;
     const requests = Math.max(0, st.freeRequests);
     const tokens = Math.max(0, st.freeTokens);
     if (requests === 0 && tokens === 0) return;
+    const l = st.row.limits;
+    if (!st.limitsChanged && sliver(requests, st.limits.requestsPerMinute) && sliver(tokens, st.limits.tokensPerMinute)) {
+      st.freeUntilMs = nowMs + idleMs;
+      return;
+    }
+    st.limitsChanged = false;
     st.freeRequests -= requests;
     st.freeTokens -= tokens;
-    const l = st.row.limits;
     if (l.requestsPerMinute !== null) st.row.requestsTat -= (requests * WINDOW_MS) / l.requestsPerMinute;
     if (l.tokensPerMinute !== null) st.row.tokensTat -= (tokens * WINDOW_MS) / l.tokensPerMinute;
     st.returning = giveBack(st, requests, tokens, 0, 'a rate allowance past its hold');

@@ -5,7 +5,7 @@
 import type { Queryable } from '../../db/database.js';
 import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
-import type { BreakerRow, RouteRow } from './route-types.js';
+import type { BreakerRow, BreakerState, RouteRow } from './route-types.js';
 
 /** A target's attempts over the last hour, as getRouteHealth shows them. */
 export interface AttemptFigures {
@@ -58,9 +58,28 @@ export function createRouteRepo(db: Queryable) {
       return query;
     },
 
-    /** A breaker's transition, as every process will read it. */
-    async saveBreaker(row: BreakerRow, q: Queryable = db): Promise<void> {
-      await q('route_breakers').insert(row).onConflict(['route_id', 'provider_connection_id']).merge();
+    /**
+     * A breaker's transition, as every process will read it, written only if the breaker is still in the state it
+     * leaves (`from`; no row is closed): of two processes that make the same transition at once, one changes the
+     * row and gets it back; the other gets null. A close applies to any state but closed.
+     */
+    async transitionBreaker(row: BreakerRow, from: BreakerState, q: Queryable = db): Promise<BreakerRow | null> {
+      const key = { route_id: row.route_id, provider_connection_id: row.provider_connection_id };
+      const { route_id: _r, provider_connection_id: _c, ...changes } = row;
+      let rows: BreakerRow[];
+      if (row.state === 'closed') {
+        rows = await q('route_breakers').where(key).whereNot('state', 'closed').update(changes).returning('*');
+      } else if (from === 'closed') {
+        rows = await q('route_breakers')
+          .insert(row)
+          .onConflict(['route_id', 'provider_connection_id'])
+          .merge()
+          .where('route_breakers.state', 'closed')
+          .returning('*');
+      } else {
+        rows = await q('route_breakers').where(key).where('state', from).update(changes).returning('*');
+      }
+      return rows[0] ?? null;
     },
 
     /**

@@ -28,6 +28,15 @@ export interface RetrySettings {
   budgetMs: number;
 }
 
+/**
+ * A plain connection's retries (docs/routes.md "Retries on a plain connection"): its calls' attempts and the
+ * statuses that retry them, with a route's waits and budget. Applied by a route's attempt loop (route-call.ts).
+ */
+export interface ConnectionRetry extends RetrySettings {
+  attempts: number;
+  retryOn: number[];
+}
+
 export interface BreakerSettings {
   consecutiveFailures: number;
   errorRatePercent: number;
@@ -73,6 +82,11 @@ export const DEFAULT_RETRY: Readonly<RetrySettings> = Object.freeze({
   maxDelayMs: 2000,
   retryAfterCapMs: 5000,
   budgetMs: 10_000,
+});
+export const DEFAULT_CONNECTION_RETRY: Readonly<ConnectionRetry> = Object.freeze({
+  attempts: 2,
+  retryOn: [...DEFAULT_RETRY_ON],
+  ...DEFAULT_RETRY,
 });
 export const DEFAULT_BREAKER: Readonly<BreakerSettings> = Object.freeze({
   consecutiveFailures: 5,

@@ -2,6 +2,7 @@
 import { anthropicInput, FOREIGN } from '../input-estimate.js';
 import {
   big,
+  bigOrAbsent,
   bytesOf,
   defineProtocol,
   modelRoutes,
@@ -14,7 +15,7 @@ import {
 
 type Json = Record<string, any>;
 
-/** Anthropic: input_tokens excludes cache reads and writes; cache writes count as (uncached) input. */
+/** Anthropic: input_tokens excludes cache reads and writes; cache writes count as input, and apart (cacheWriteTokens). */
 function anthropicUsage(u: Json | null | undefined): Usage | null {
   if (!u || typeof u !== 'object' || typeof u.input_tokens !== 'number') return null;
   const read = big(u.cache_read_input_tokens);
@@ -22,6 +23,7 @@ function anthropicUsage(u: Json | null | undefined): Usage | null {
     inputTokens: big(u.input_tokens) + big(u.cache_creation_input_tokens) + read,
     cachedInputTokens: read,
     outputTokens: big(u.output_tokens),
+    cacheWriteTokens: bigOrAbsent(u.cache_creation_input_tokens),
   };
 }
 
@@ -49,6 +51,7 @@ class MessagesStream implements StreamReader {
         inputTokens: restated ? restated.inputTokens : base.inputTokens,
         cachedInputTokens: restated ? restated.cachedInputTokens : base.cachedInputTokens,
         outputTokens: big(u.output_tokens),
+        cacheWriteTokens: restated ? restated.cacheWriteTokens : base.cacheWriteTokens,
       };
       state.complete = this.input !== null || restated !== null;
     }

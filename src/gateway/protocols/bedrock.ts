@@ -16,7 +16,7 @@ import { bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret } from '..
 import { AppError, type ErrorBody } from '../../errors.js';
 import { bedrockInput, FOREIGN } from '../input-estimate.js';
 import { eventFrame } from './event-stream.js';
-import { big, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+import { big, bigOrAbsent, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
 
 type Json = Record<string, any>;
 
@@ -25,7 +25,8 @@ const IMAGE_FORMATS = new Set(['png', 'jpeg', 'gif', 'webp']);
 
 /**
  * Converse's usage: inputTokens excludes the tokens read from and written to the prompt cache
- * (cacheReadInputTokens, cacheWriteInputTokens); Nexus counts all three as input, the read ones as cached.
+ * (cacheReadInputTokens, cacheWriteInputTokens); Nexus counts all three as input, the read ones as cached, the
+ * written ones apart too (cacheWriteTokens).
  */
 export function converseUsage(u: Json | null | undefined): Usage | null {
   if (!u || typeof u !== 'object' || typeof u.inputTokens !== 'number') return null;
@@ -34,6 +35,7 @@ export function converseUsage(u: Json | null | undefined): Usage | null {
     inputTokens: big(u.inputTokens) + read + big(u.cacheWriteInputTokens),
     cachedInputTokens: read,
     outputTokens: big(u.outputTokens),
+    cacheWriteTokens: bigOrAbsent(u.cacheWriteInputTokens),
   };
 }
 

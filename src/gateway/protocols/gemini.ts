@@ -19,7 +19,7 @@
  */
 import { FOREIGN, geminiInput } from '../input-estimate.js';
 import { AppError } from '../../errors.js';
-import { big, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+import { big, bigOrAbsent, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
 
 type Json = Record<string, any>;
 
@@ -29,6 +29,7 @@ function geminiUsage(u: Json | null | undefined): Usage | null {
     inputTokens: big(u.promptTokenCount) + big(u.toolUsePromptTokenCount),
     cachedInputTokens: big(u.cachedContentTokenCount),
     outputTokens: big(u.candidatesTokenCount) + big(u.thoughtsTokenCount),
+    reasoningTokens: bigOrAbsent(u.thoughtsTokenCount),
   };
 }
 

@@ -4,6 +4,7 @@
  */
 import {
   big,
+  bigOrAbsent,
   bytesOf,
   defineProtocol,
   isImageDataUrl,
@@ -30,6 +31,7 @@ function openAiUsage(u: Json | null | undefined): Usage | null {
       inputTokens: big(u.prompt_tokens),
       cachedInputTokens: big(u.prompt_tokens_details?.cached_tokens),
       outputTokens: big(u.completion_tokens),
+      reasoningTokens: bigOrAbsent(u.completion_tokens_details?.reasoning_tokens),
     };
   }
   if (typeof u.input_tokens === 'number') {
@@ -37,6 +39,7 @@ function openAiUsage(u: Json | null | undefined): Usage | null {
       inputTokens: big(u.input_tokens),
       cachedInputTokens: big(u.input_tokens_details?.cached_tokens),
       outputTokens: big(u.output_tokens),
+      reasoningTokens: bigOrAbsent(u.output_tokens_details?.reasoning_tokens),
     };
   }
   return null;

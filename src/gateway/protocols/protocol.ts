@@ -58,10 +58,15 @@ type Endpoint =
   | 'converse-stream';
 
 export interface Usage {
-  /** All input tokens, cached ones included. */
+  /** All input tokens, cached ones and those written to the cache included. */
   inputTokens: bigint;
   cachedInputTokens: bigint;
+  /** All output tokens, reasoning ones included. */
   outputTokens: bigint;
+  /** Of the input, the tokens written to the provider's prompt cache; null or absent: the answer did not say. */
+  cacheWriteTokens?: bigint | null;
+  /** Of the output, the reasoning (thinking) tokens; null or absent: the answer did not say. */
+  reasoningTokens?: bigint | null;
 }
 
 /** A metered endpoint of a protocol: made once per protocol and endpoint, shared by every call to it. */
@@ -271,6 +276,11 @@ export function defineProtocol(table: ProtocolTable): Protocol {
 }
 
 /** A token count an upstream reported; an absurd one is clamped so its records still fit the database's int8 columns. */
+/** A token count the answer may leave out: undefined when it does. */
+export function bigOrAbsent(value: unknown): bigint | undefined {
+  return typeof value === 'number' ? big(value) : undefined;
+}
+
 export function big(value: unknown): bigint {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return 0n;
   return BigInt(Math.trunc(Math.min(value, Number.MAX_SAFE_INTEGER)));

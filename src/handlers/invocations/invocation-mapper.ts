@@ -27,6 +27,8 @@ export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
     inputTokens: `${row.input_tokens}`,
     cachedInputTokens: `${row.cached_input_tokens}`,
     outputTokens: `${row.output_tokens}`,
+    ...(row.cache_write_tokens !== null && row.cache_write_tokens !== undefined ? { cacheWriteTokens: `${row.cache_write_tokens}` } : {}),
+    ...(row.reasoning_tokens !== null && row.reasoning_tokens !== undefined ? { reasoningTokens: `${row.reasoning_tokens}` } : {}),
     ...(row.model ? { model: row.model } : {}),
     ...(row.reason ? { reason: row.reason } : {}),
     ...(row.model_rule ? { modelRule: row.model_rule } : {}),
@@ -111,6 +113,7 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   const priceId = row.price_id ?? usage?.price_id;
   if (priceId) dto.priceId = priceId;
   if (row.route_id) dto.routeId = row.route_id;
+  if (row.plan_id) dto.planId = row.plan_id;
   // getInvocation (with its events) lists every attempt; a list shows the last.
   if (usageEvents && (attempt || row.attempts?.length)) dto.attempts = [...(row.attempts ?? []), ...(attempt ? [attempt] : [])];
   if (usageEvents) dto.usageEvents = usageEvents.map(toUsageEventDto);
@@ -140,6 +143,9 @@ export function toUsageSummaryDto(
       events: b.events,
       costMicros: b.cost_micros as CostMicros,
       unpricedEvents: b.unpriced_events,
+      calls: b.calls,
+      failedCalls: b.failed_calls,
+      refusedCalls: b.refused_calls,
     })),
   };
 }

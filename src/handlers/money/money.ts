@@ -128,6 +128,9 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         'events',
         'cost_micros',
         'unpriced_events',
+        'calls',
+        'failed_calls',
+        'refused_calls',
         'currency',
       ];
       const lines = csvLines(header, pages, (b) => [
@@ -140,6 +143,9 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         b.events,
         b.cost_micros,
         b.unpriced_events,
+        b.calls,
+        b.failed_calls,
+        b.refused_calls,
         currency,
       ]);
       return streamed(CSV, lines, attachment('usage-summary.csv'));

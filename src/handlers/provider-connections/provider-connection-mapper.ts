@@ -20,6 +20,7 @@ export function toProviderConnectionDto(row: ProviderConnectionRow, publicUrl: s
     secretPreview: row.secret_preview,
     ...(row.last_verified_at ? { lastVerifiedAt: row.last_verified_at.toISOString() } : {}),
     ...(row.upstream_timeout_ms !== null ? { upstreamTimeoutMs: row.upstream_timeout_ms } : {}),
+    ...(row.retry ? { retry: row.retry } : {}),
     metadata: row.metadata,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),

@@ -51,10 +51,11 @@ export function startAnthropicUpstream(options: UpstreamKeys): Promise<FakeUpstr
     const model = body.model ?? 'claude-fake';
     const words = wordsOf(req, u.output);
     const id = `msg_${answerNumber()}`;
-    // Anthropic's input_tokens excludes cache reads.
+    // Anthropic's input_tokens excludes cache reads and writes (x-fake-cache-write: n of the input written to the cache).
+    const written = Number(req.headers['x-fake-cache-write'] ?? 0);
     const usage = {
-      input_tokens: u.input - u.cached,
-      cache_creation_input_tokens: 0,
+      input_tokens: u.input - u.cached - written,
+      cache_creation_input_tokens: written,
       cache_read_input_tokens: u.cached,
       output_tokens: u.output,
     };

@@ -14,7 +14,9 @@ export type FaultMode =
   | 'hang'
   /** 500 with an error body. */
   | 'status-500'
-  /** 429 with `Retry-After: 1`. */
+  /** 503 with an error body. */
+  | 'status-503'
+  /** 429 with `Retry-After` (`retryAfter`, 1 s unless set). */
   | 'status-429'
   /** 400: the caller's fault, passed back as it is. */
   | 'status-400'
@@ -26,6 +28,10 @@ export type FaultMode =
 export interface FaultyUpstream {
   url: string;
   mode: FaultMode;
+  /** The modes of the next requests, one each, before `mode` again. */
+  script: FaultMode[];
+  /** The Retry-After of a 429. */
+  retryAfter: string;
   slowMs: number;
   /** Requests received. */
   calls: number;
@@ -66,7 +72,16 @@ function answer(res: ServerResponse, streamed: boolean, model: string): void {
 }
 
 export async function startFaultyUpstream(mode: FaultMode = 'ok'): Promise<FaultyUpstream> {
-  const up: FaultyUpstream = { url: '', mode, slowMs: 1000, calls: 0, models: [], close: () => closeServer(server) };
+  const up: FaultyUpstream = {
+    url: '',
+    mode,
+    script: [],
+    retryAfter: '1',
+    slowMs: 1000,
+    calls: 0,
+    models: [],
+    close: () => closeServer(server),
+  };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
@@ -81,14 +96,17 @@ export async function startFaultyUpstream(mode: FaultMode = 'ok'): Promise<Fault
       const model = body.model ?? '';
       up.models.push(model);
       const streamed = body.stream === true;
-      switch (up.mode) {
+      switch (up.script.shift() ?? up.mode) {
         case 'hang':
           return;
         case 'status-500':
           res.writeHead(500, { 'content-type': 'application/json' });
           return res.end(JSON.stringify({ error: { message: 'upstream broke', type: 'server_error' } }));
+        case 'status-503':
+          res.writeHead(503, { 'content-type': 'application/json' });
+          return res.end(JSON.stringify({ error: { message: 'overloaded', type: 'server_error' } }));
         case 'status-429':
-          res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' });
+          res.writeHead(429, { 'content-type': 'application/json', 'retry-after': up.retryAfter });
           return res.end(JSON.stringify({ error: { message: 'slow down', type: 'rate_limit_error' } }));
         case 'status-400':
           res.writeHead(400, { 'content-type': 'application/json' });

@@ -72,6 +72,10 @@ export async function answerOpenAiPost(
     completion_tokens: u.output,
     total_tokens: u.input + u.output,
     prompt_tokens_details: { cached_tokens: u.cached },
+    // x-fake-reasoning: n of the output tokens were reasoning.
+    ...(req.headers['x-fake-reasoning']
+      ? { completion_tokens_details: { reasoning_tokens: Number(req.headers['x-fake-reasoning']) } }
+      : {}),
   };
   if (path === '/v1/embeddings') {
     return json(res, 200, {

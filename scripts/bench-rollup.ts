@@ -1,0 +1,295 @@
+/**
+ * `npm run bench:rollup`: what keeping usage_rollups costs PostgreSQL per recorded call, two ways, in one run:
+ *   - batch: the gateway's record statement adds its calls and their events to the rollup itself, one upsert per
+ *     rollup key per batch (src/domain/invocations/rollup-sql.ts, the way Nexus keeps it);
+ *   - trigger: the same statement without it, and a statement-level trigger on invocations that adds the same rows
+ *     (the new invocations from its transition table, their events read back from usage_events by invocation id).
+ *   - none: the same statement without it, and no trigger: the floor, what recording costs without any rollup.
+ * A fresh database gets a workspace with BENCH_ROLLUP_USERS end users (default 8) on one plan and a price; each user
+ * holds a quota lease. Each round records BENCH_ROLLUP_BATCHES batches (default 100) of BENCH_ROLLUP_CALLS calls
+ * (default 20: answered and charged, with a few upstream errors and refusals, over 4 models) each way, the two ways
+ * first in turn, through one connection; the CPU time of its backend (/proc/<pid>/stat, utime + stime) is read
+ * before and after each way's batches. It prints µs of PostgreSQL CPU per call each way, per round and in total, the
+ * ratio, and the host's load average. PostgreSQL must run on this host (its /proc). The tables first hold
+ * BENCH_ROLLUP_SEEDED calls (default 200,000) of the past 30 days, analyzed, so that each statement is planned for
+ * tables of a size a gateway writes to (a plan made for an empty table, kept by the session, would scan).
+ *
+ * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on; it is
+ * dropped at the end. BENCH_ROLLUP_ROUNDS (default 6).
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import pg from 'pg';
+import { buildApp, listen } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { jsonArray } from '../src/db/row-json.js';
+import { ROLLED_EVENT_COLUMNS, rollUpInsert } from '../src/domain/invocations/rollup-sql.js';
+import { callRows, recordCallsSql, type CallRows } from '../src/gateway/call-repo.js';
+import { invocationRecord, NOTHING_READ } from '../src/gateway/invocation-record.js';
+import { newId } from '../src/ids.js';
+import { createModelPrice } from '../test/support/sdk.js';
+import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
+
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const USERS = Number(process.env.BENCH_ROLLUP_USERS ?? 8);
+const ROUNDS = Number(process.env.BENCH_ROLLUP_ROUNDS ?? 6);
+const BATCHES = Number(process.env.BENCH_ROLLUP_BATCHES ?? 100);
+const CALLS = Number(process.env.BENCH_ROLLUP_CALLS ?? 20);
+const SEEDED = Number(process.env.BENCH_ROLLUP_SEEDED ?? 200_000);
+const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
+const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'o3-mini'];
+/** Linux's USER_HZ: /proc reports CPU time in hundredths of a second. */
+const TICKS_PER_SECOND = 100;
+
+type Way = 'batch' | 'trigger' | 'none';
+const WAYS: Way[] = ['batch', 'trigger', 'none'];
+
+const dbName = `nexus_bench_rollup_${randomBytes(4).toString('hex')}`;
+const admin = new pg.Client({ connectionString: DATABASE_URL });
+await admin.connect();
+await admin.query(`create database ${dbName}`);
+const url = new URL(DATABASE_URL);
+url.pathname = `/${dbName}`;
+
+/** The CPU seconds a process has used (user and system), from /proc. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
+
+/** A batch of calls as the gateway's recorder hands them to its statement: most answered and charged. */
+function batchOf(tenant: Tenant, leases: Map<string, string>, planId: string, n: number): CallRows[] {
+  const rows: CallRows[] = [];
+  for (let i = 0; i < n; i++) {
+    const user = tenant.users[Math.floor(Math.random() * tenant.users.length)]!;
+    const model = MODELS[i % MODELS.length]!;
+    const now = new Date();
+    const opened = {
+      id: newId(),
+      workspaceId: tenant.workspaceId,
+      accessId: user.accessId,
+      connectionId: tenant.connectionId,
+      keyId: user.apiKeyId,
+      planId,
+      requestId: `bench-${newId()}`,
+      traceId: null,
+      method: 'POST',
+      endpoint: 'v1/chat/completions',
+      startedAt: new Date(now.getTime() - 40),
+      metered: true,
+    };
+    // One call in ten refused before the provider, one in twenty an upstream error; the rest answered.
+    if (i % 10 === 9) {
+      const refused = invocationRecord(opened, NOTHING_READ, {
+        upstream: false,
+        status: 'REJECTED',
+        errorCode: 'model_not_allowed',
+        errorMessage: "The model 'gpt-bench' is not allowed on this plan",
+        completedAt: now,
+        totalLatencyMs: 1,
+      });
+      rows.push(callRows({ invocation: refused, lease: undefined, consumed: null }));
+      continue;
+    }
+    const failed = i % 20 === 4;
+    const input = 200n + BigInt(i);
+    const output = failed ? 0n : 50n + BigInt(i);
+    const units = failed ? 0n : input + 2n * output;
+    const invocation = invocationRecord(
+      opened,
+      { requestedModel: model, streamed: false, leaseId: leases.get(user.accessId)! },
+      {
+        upstream: true,
+        status: failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
+        errorCode: null,
+        quotaUnits: units,
+        completedAt: now,
+        totalLatencyMs: 40,
+        upstreamResponseId: null,
+        attemptId: newId(),
+        attemptStatus: failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
+        upstreamModel: `${model}-2025-01-01`,
+        httpStatus: failed ? 500 : 200,
+        attemptStartedAt: opened.startedAt,
+        attemptDurationMs: 39,
+        providerLatencyMs: 39,
+        providerTtftMs: null,
+        totalTtftMs: null,
+      },
+    );
+    rows.push(
+      callRows({
+        invocation,
+        lease: { id: leases.get(user.accessId)!, bound: 10_000n, take: 0n },
+        consumed: failed
+          ? null
+          : {
+              units,
+              inputTokens: input,
+              cachedInputTokens: 0n,
+              outputTokens: output,
+              model: `${model}-2025-01-01`,
+              pricing: { rule: null, inputMultiplierPpm: 1_000_000n, cachedInputMultiplierPpm: 500_000n, outputMultiplierPpm: 2_000_000n },
+            },
+      }),
+    );
+  }
+  return rows;
+}
+
+try {
+  const config = loadConfig({
+    NODE_ENV: 'production',
+    DATABASE_URL: url.toString(),
+    NEXUS_MANAGEMENT_KEY: ROOT_KEY,
+    NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
+    NEXUS_LOG_LEVEL: 'warn',
+    NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
+    HOST: '127.0.0.1',
+    PORT: '0',
+  });
+  const nexus = await buildApp(config, {});
+  const server = await listen(nexus, 0, '127.0.0.1', 2000);
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    const api = adminClient(server.url, ROOT_KEY);
+    const tenant = await provisionTenant(api, {
+      name: 'bench-rollup',
+      baseUrl: 'http://127.0.0.1:9',
+      providerKey: 'sk-bench-rollup-0123456789',
+      users: USERS,
+      quotaUnits: 1_000_000_000_000n,
+    });
+    const price = await createModelPrice({
+      client: api,
+      path: { workspaceId: tenant.workspaceId },
+      body: {
+        modelPattern: 'gpt-4o*',
+        inputPerMillion: '2.50',
+        outputPerMillion: '10',
+        effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
+      },
+    });
+    if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
+    // Each user's lease, as a gateway process holds one (nothing reserved: the calls take nothing from it).
+    const leases = new Map<string, string>();
+    for (const user of tenant.users) {
+      const id = newId();
+      await client.query(
+        `insert into quota_leases (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status,
+                                   request_id, created_at, expires_at)
+         select $1, workspace_id, workspace_access_id, id, 0, 0, 'HELD', 'bench-rollup', now(), now() + interval '1 day'
+           from quota_periods where workspace_access_id = $2 order by period_start desc limit 1`,
+        [id, user.accessId],
+      );
+      leases.set(user.accessId, id);
+    }
+    // The calls of the past 30 days, each with its USAGE event, as a busy workspace's tables hold them.
+    await client.query(
+      `with c as (
+         select gen_random_uuid() as id, gen_random_uuid() as usage_id, n,
+                now() - (n::double precision / $2) * interval '30 days' as at
+           from generate_series(1, $2) n
+       ), i as (
+         insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id,
+                                  method, endpoint, requested_model, status, metering_status, quota_units, started_at, completed_at)
+         select c.id, $1, a.id, $3, a.key_id, 'seed-' || c.n, 'POST', 'v1/chat/completions', 'gpt-4o', 'SUCCEEDED', 'metered', 300,
+                c.at, c.at
+           from c join lateral (select id, (select k.id from inference_keys k where k.workspace_access_id = wa.id limit 1) as key_id
+                                  from workspace_accesses wa where wa.workspace_id = $1 offset c.n % $4 limit 1) a on true
+       )
+       insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, invocation_id, kind, units, input_tokens,
+                                 cached_input_tokens, output_tokens, model, created_at)
+       select c.usage_id, $1, qp.workspace_access_id, qp.id, c.id, 'USAGE', 300, 200, 0, 50, 'gpt-4o', c.at
+         from c join lateral (select id, workspace_access_id from quota_periods where workspace_id = $1 offset c.n % $4 limit 1) qp on true`,
+      [tenant.workspaceId, SEEDED, tenant.connectionId, USERS],
+    );
+    for (const table of ['invocations', 'usage_events', 'usage_rollups', 'quota_leases', 'quota_periods'])
+      await client.query(`vacuum analyze ${table}`);
+    const planId = (
+      (await client.query('select plan_id from workspace_accesses where id = $1', [tenant.accessId])).rows[0] as { plan_id: string }
+    ).plan_id;
+    await client.query(`
+      create function bench_roll_up_calls() returns trigger language plpgsql as $$
+      begin
+        -- The calls' events, found by the index on their invocation id (the statement wrote them).
+        with ev as (select e.* from new_calls c cross join lateral (
+                       select ${ROLLED_EVENT_COLUMNS} from usage_events u where u.invocation_id = c.id) e)
+        ${rollUpInsert('new_calls', 'ev')};
+        return null;
+      end $$`);
+    await client.query(`
+      create trigger bench_roll_up after insert on invocations
+        referencing new table as new_calls for each statement execute function bench_roll_up_calls()`);
+
+    const pid = ((await client.query('select pg_backend_pid() as pid')).rows[0] as { pid: number }).pid;
+    try {
+      cpuSeconds(pid);
+    } catch {
+      throw new Error(`no /proc/${pid}/stat: PostgreSQL must run on this host for its CPU to be read`);
+    }
+    const statements: Record<Way, string> = { batch: recordCallsSql(true), trigger: recordCallsSql(false), none: recordCallsSql(false) };
+    /** The calls recorded without a rollup: not in it. */
+    let unrolled = 0;
+    const record = (way: Way, rows: CallRows[]) =>
+      client.query({
+        name: `bench_record_${way}`,
+        text: statements[way],
+        values: [jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))), jsonArray(rows.map((r) => r.invocation))],
+      });
+
+    async function measure(way: Way): Promise<number> {
+      await client.query(`alter table invocations ${way === 'trigger' ? 'enable' : 'disable'} trigger bench_roll_up`);
+      const batches = Array.from({ length: BATCHES }, () => batchOf(tenant, leases, planId, CALLS));
+      // The statement is prepared (and its plan warm) before the clock starts.
+      await record(way, batchOf(tenant, leases, planId, CALLS));
+      if (way === 'none') unrolled += (BATCHES + 1) * CALLS;
+      const before = cpuSeconds(pid);
+      for (const rows of batches) await record(way, rows);
+      return cpuSeconds(pid) - before;
+    }
+
+    console.log(
+      `host: ${cpus().length} CPUs, load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')} (1, 5, 15 min)`,
+    );
+    console.log(`${ROUNDS} rounds of ${BATCHES} batches of ${CALLS} calls each way, ${USERS} users, ${MODELS.length} models\n`);
+    console.log(
+      `${'round'.padEnd(6)} ${'batch µs/call'.padStart(14)} ${'trigger µs/call'.padStart(16)} ${'none µs/call'.padStart(13)} ${'batch/trigger'.padStart(14)}`,
+    );
+    const total: Record<Way, number> = { batch: 0, trigger: 0, none: 0 };
+    const perCall = (seconds: number) => ((seconds * 1e6) / (BATCHES * CALLS)).toFixed(0);
+    const line = (label: string, used: Record<Way, number>) =>
+      `${label.padEnd(6)} ${perCall(used.batch).padStart(14)} ${perCall(used.trigger).padStart(16)} ${perCall(used.none).padStart(13)} ${(used.batch / used.trigger).toFixed(2).padStart(14)}`;
+    for (let round = 1; round <= ROUNDS; round++) {
+      // Each way first, second and third in turn.
+      const order = WAYS.map((_, i) => WAYS[(i + round) % WAYS.length]!);
+      const used: Record<Way, number> = { batch: 0, trigger: 0, none: 0 };
+      for (const way of order) used[way] = await measure(way);
+      for (const way of WAYS) total[way] += used[way];
+      console.log(line(String(round), used));
+    }
+    console.log(line('all', { batch: total.batch / ROUNDS, trigger: total.trigger / ROUNDS, none: total.none / ROUNDS }));
+    // Both ways that keep the rollup kept it exact: it counts every call recorded by them (not the seeded ones).
+    const check = await client.query(
+      `select (select sum(calls) from usage_rollups)::bigint as rolled, (select count(*) from invocations)::bigint as calls`,
+    );
+    const c = check.rows[0] as { rolled: string; calls: string };
+    console.log(`\nrollup: ${c.rolled} calls; invocations recorded with a rollup: ${Number(c.calls) - unrolled - SEEDED}`);
+    console.log(
+      `host after: load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')} (1, 5, 15 min)`,
+    );
+  } finally {
+    await client.end();
+    await server.shutdown();
+  }
+} finally {
+  await admin.query(`drop database if exists ${dbName} with (force)`);
+  await admin.end();
+}

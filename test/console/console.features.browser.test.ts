@@ -1,0 +1,408 @@
+/**
+ * The console's money, health and events pages in a real browser (Debian's Chromium through playwright-core), on a
+ * live Nexus with a fake upstream and a webhook receiver that verifies signatures: a webhook endpoint is created, its
+ * test event delivered, verified and replayed; a route is created, called through the gateway and its targets'
+ * health read; prices are added, imported and closed; spend by model for the last week is read off the usage page
+ * after priced calls; a budget is set and shows the spend. Each page is scanned by axe-core in light and dark mode.
+ *
+ * Screenshots go to test-results/console/; with CONSOLE_SCREENSHOTS=<dir> (docs/screenshots for the README) each
+ * page is also written there at 1440x900.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startReceiver, type Receiver } from '../events/receiver.js';
+import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
+import { projectRoot } from '../support/paths.js';
+import { createProviderConnection, createWebhookEndpoint, getUsageSummary, listRoutes, sendTestWebhookEvent } from '../support/sdk.js';
+import { provisionTenant, type Tenant } from '../support/tenant.js';
+import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
+import { axeViolations, chromiumOrWarn } from './console-support.js';
+
+const executablePath = chromiumOrWarn("the console's features browser test");
+const shots = join(projectRoot, 'test-results', 'console');
+const docShots = process.env.CONSOLE_SCREENSHOTS ? join(projectRoot, process.env.CONSOLE_SCREENSHOTS) : undefined;
+
+describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget and spend, in Chromium', () => {
+  let t: TestApp;
+  let upstream: FakeUpstream;
+  let receiver: Receiver;
+  let browser: Browser;
+  let page: Page;
+  let tenant: Tenant;
+  const browserErrors: string[] = [];
+  const dialogs: string[] = [];
+  const providerKey = testProviderKey('console-features');
+
+  const shot = async (name: string) => {
+    await page.screenshot({ path: join(shots, `features-${name}.png`), fullPage: true });
+    if (docShots) await page.screenshot({ path: join(docShots, `${name}.png`) });
+  };
+  const go = async (link: string) => {
+    await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
+    await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
+  };
+  /** Calls through a gateway base URL with the tenant's key, as a user's application does; the records are written before it returns. */
+  const call = async (baseUrl: string, model: string, times: number) => {
+    const openai = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: tenant.apiKey, maxRetries: 0 });
+    for (let i = 0; i < times; i++) {
+      const completion = await openai.chat.completions.create({ model, messages: [{ role: 'user', content: `hello ${i}` }] });
+      expect(completion.choices.length).toBeGreaterThan(0);
+    }
+    await t.nexus.gateway.drain();
+  };
+
+  beforeAll(async () => {
+    execFileSync(process.execPath, [join(projectRoot, 'scripts', 'build-console.mjs')], { cwd: projectRoot, stdio: 'pipe' });
+    mkdirSync(shots, { recursive: true });
+    if (docShots) mkdirSync(docShots, { recursive: true });
+    t = await startTestApp();
+    upstream = await startOpenAiUpstream({ apiKey: providerKey });
+    receiver = await startReceiver();
+    tenant = await provisionTenant(t.client, { name: 'features', baseUrl: upstream.url, providerKey });
+    const backup = await createProviderConnection({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: { name: 'backup', protocolProfile: 'openai', baseUrl: upstream.url, apiKey: providerKey },
+    });
+    expect(backup.response.status).toBe(201);
+
+    browser = await chromium.launch({ executablePath, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+    // en-US: amounts in USD read "$0.06"; UTC: the hours are labelled in a zone the assertions know.
+    const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' });
+    page = await context.newPage();
+    page.setDefaultTimeout(15_000);
+    page.on('pageerror', (err) => browserErrors.push(`pageerror: ${err.message}`));
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.accept();
+    });
+    page.on('console', (msg) => {
+      // A refused API call is logged by the browser as a resource error; those the test provokes are expected.
+      if (msg.type() === 'error' && !/status of (4\d\d)/.test(msg.text())) browserErrors.push(`console: ${msg.text()}`);
+    });
+    await page.goto(`${t.url}/console/`);
+    await page.getByLabel('Management Key').fill(TEST_ROOT_KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
+    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
+    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+    await upstream?.close();
+    await receiver?.close();
+  });
+
+  it('webhooks: an endpoint is created with its secret shown once, a test event delivered, verified and replayed, the secret rotated, the endpoint edited, disabled, enabled and deleted', async () => {
+    await go('Webhooks');
+    await page.getByText('No webhook endpoint yet').waitFor();
+    const add = page.getByRole('form', { name: 'Add a webhook endpoint' });
+    // Bad input: the API's message, naming the field.
+    await add.getByLabel('URL').fill('ftp://127.0.0.1/hooks');
+    await add.getByRole('button', { name: 'Add endpoint' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/^url .*Request id/);
+
+    await add.getByLabel('URL').fill(receiver.url);
+    await add.getByLabel('Description').fill('Test receiver');
+    await add.getByRole('checkbox', { name: /webhook\.test/ }).check();
+    await add.getByRole('button', { name: 'Add endpoint' }).click();
+    const secret = (await page.getByTestId('shown-once').textContent())!.trim();
+    expect(secret).toMatch(/^whsec_/);
+    receiver.secrets.push(secret);
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    expect(await page.content()).not.toContain(secret);
+    await page.getByRole('row', { name: /Test receiver.*webhook\.test.*ACTIVE/ }).waitFor();
+
+    // A test event: its message opens, and is delivered to the receiver, which verifies its signature.
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    const messages = page.getByRole('table', { name: `Messages to ${receiver.url}` });
+    await expect
+      .poll(
+        async () => {
+          await page.getByRole('button', { name: 'Refresh' }).click();
+          return messages.getByRole('row', { name: /webhook\.test.*DELIVERED/ }).count();
+        },
+        { timeout: 20_000 },
+      )
+      .toBe(1);
+    const messageId = (await messages.locator('tbody tr').first().locator('.id').first().textContent())!.trim();
+    expect(receiver.accepted().map((d) => d.id)).toEqual([messageId]);
+    expect(receiver.accepted()[0]!.verified).toMatchObject({ type: 'webhook.test' });
+    // Its attempt: the receiver's status and answer.
+    await messages.getByRole('button', { name: 'Attempts (1)' }).click();
+    await page
+      .getByRole('table', { name: `Attempts of ${messageId}` })
+      .getByRole('row', { name: /SUCCEEDED.*200.*ok/ })
+      .waitFor();
+    // The event as it was sent.
+    await page.getByText('The event as sent').click();
+    await expect.poll(() => page.locator('pre').textContent()).toContain('"type": "webhook.test"');
+    await shot('webhooks');
+
+    // Replayed: the same event (the same webhook-id) delivered again.
+    await messages.getByRole('button', { name: 'Replay', exact: true }).click();
+    await page.getByText(`Message ${messageId} is queued again.`).waitFor();
+    await expect.poll(() => receiver.accepted().map((d) => d.id), { timeout: 20_000 }).toEqual([messageId, messageId]);
+    // Every failed one since a time: none failed.
+    await page.getByRole('button', { name: 'Replay failed' }).click();
+    await page.getByText('0 failed messages queued again.').waitFor();
+
+    // A rotated secret, asked first and shown once; the next delivery verifies with it.
+    await page.getByRole('button', { name: 'Rotate secret' }).click();
+    expect(dialogs.at(-1)).toMatch(/^Rotate the signing secret of /);
+    const rotated = (await page.getByTestId('shown-once').textContent())!.trim();
+    expect(rotated).toMatch(/^whsec_/);
+    expect(rotated).not.toBe(secret);
+    receiver.secrets.splice(0, 1, rotated);
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    await expect.poll(() => receiver.accepted().length, { timeout: 20_000 }).toBe(3);
+
+    // Edited: every type (none ticked), a new description.
+    await page.getByRole('button', { name: 'Edit' }).click();
+    const edit = page.getByRole('form', { name: `Edit ${receiver.url}` });
+    await edit.getByLabel('Description').fill('Receiver, every event');
+    await edit.getByRole('checkbox', { name: /webhook\.test/ }).uncheck();
+    await edit.getByRole('button', { name: 'Save endpoint' }).click();
+    await page.getByRole('row', { name: /Receiver, every event.*every type.*ACTIVE/ }).waitFor();
+    // Disabled and enabled again; the disable is asked first.
+    await page.getByRole('button', { name: 'Disable' }).click();
+    expect(dialogs.at(-1)).toMatch(/^Disable http:/);
+    await page.getByRole('row', { name: /Receiver, every event.*DISABLED.*admin/ }).waitFor();
+    await page.getByRole('button', { name: 'Enable' }).click();
+    await page.getByRole('row', { name: /Receiver, every event.*ACTIVE/ }).waitFor();
+    // Deleted, asked first: the list is empty again.
+    await page.getByRole('button', { name: 'Delete' }).click();
+    expect(dialogs.at(-1)).toMatch(/^Delete http:.*cannot be undone/);
+    await page.getByText('No webhook endpoint yet').waitFor();
+    // One to scan with its messages below.
+    const kept = await createWebhookEndpoint({ client: t.client, path: { workspaceId: tenant.workspaceId }, body: { url: receiver.url } });
+    expect(kept.response.status).toBe(201);
+    receiver.secrets.push(kept.data!.secret);
+    await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: kept.data!.id } });
+    expect(browserErrors).toEqual([]);
+  }, 120_000);
+
+  it("routes: a route over two connections is created, called through the gateway, and its targets' health read", async () => {
+    await go('Routes');
+    const form = page.getByRole('form', { name: 'Create a route' });
+    await form.getByLabel('Name').fill('chat');
+    await form.getByRole('group', { name: 'Target 1' }).getByLabel('Connection').selectOption({ label: 'features upstream (openai)' });
+    await form.getByRole('button', { name: 'Add a target' }).click();
+    const second = form.getByRole('group', { name: 'Target 2' });
+    await second.getByLabel('Connection').selectOption({ label: 'backup (openai)' });
+    // A model map line that is not asked=sent is named before anything is sent.
+    await second.getByLabel('Model map').fill('nonsense');
+    await form.getByRole('button', { name: 'Create route' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('Target 2, model map line 1');
+    await second.getByLabel('Model map').fill('gpt-console=gpt-backup');
+    await form.getByRole('button', { name: 'Create route' }).click();
+    await page.getByRole('row', { name: /chat.*fallback.*features upstream.*backup.*gpt-console → gpt-backup.*ACTIVE/ }).waitFor();
+
+    const { data: routes } = await listRoutes({ client: t.client, path: { workspaceId: tenant.workspaceId } });
+    await call(routes![0]!.gatewayBaseUrl, 'gpt-console', 3);
+    // The health panel opened with the new route; read again, it counts the calls on the first target.
+    const health = page.getByRole('table', { name: "Health of chat's targets" });
+    await health.waitFor();
+    await page.getByRole('region', { name: 'Health of chat' }).getByRole('button', { name: 'Refresh' }).click();
+    await health.getByRole('row', { name: /features upstream.*ACTIVE.*closed.*3 calls, 0 errors.*3 calls, 0 errors/ }).waitFor();
+    await health.getByRole('row', { name: /backup.*ACTIVE.*closed.*0 calls/ }).waitFor();
+    await shot('routes');
+
+    await page.getByRole('button', { name: 'Archive' }).click();
+    expect(dialogs.at(-1)).toMatch(/^Archive chat\?/);
+    await page.getByRole('row', { name: /chat.*ARCHIVED/ }).waitFor();
+
+    // Load balanced: each target with its weight.
+    await form.getByLabel('Name').fill('balanced');
+    await form.getByLabel('Strategy').selectOption('loadbalance');
+    await form.getByRole('group', { name: 'Target 1' }).getByLabel('Connection').selectOption({ label: 'features upstream (openai)' });
+    await form.getByRole('group', { name: 'Target 1' }).getByLabel('Weight').fill('3');
+    await form.getByRole('button', { name: 'Add a target' }).click();
+    await form.getByRole('group', { name: 'Target 2' }).getByLabel('Connection').selectOption({ label: 'backup (openai)' });
+    await form.getByRole('button', { name: 'Create route' }).click();
+    await page.getByRole('row', { name: /balanced.*loadbalance.*features upstream \(weight 3\).*backup \(weight 1\).*ACTIVE/ }).waitFor();
+    expect(browserErrors).toEqual([]);
+  }, 120_000);
+
+  it('prices: a price is added (an overlapping one refused), LiteLLM prices imported and one closed', async () => {
+    await go('Prices');
+    await page.getByText('No price yet').waitFor();
+    expect(await page.getByRole('form', { name: 'Workspace currency' }).getByLabel('Currency').inputValue()).toBe('USD');
+    const add = page.getByRole('form', { name: 'Add a price' });
+    await add.getByLabel('Model pattern').fill('gpt-priced*');
+    await add.getByLabel('Input per million (USD)', { exact: true }).fill('1000');
+    await add.getByLabel('Output per million (USD)', { exact: true }).fill('2000');
+    await add.getByRole('button', { name: 'Add price' }).click();
+    await page.getByRole('row', { name: /gpt-priced\*.*every connection.*1000 \/ 1000 \/ 2000 USD.*open.*manual/ }).waitFor();
+    // The same pattern and scope again: the API's message.
+    await add.getByLabel('Model pattern').fill('gpt-priced*');
+    await add.getByLabel('Input per million (USD)', { exact: true }).fill('1');
+    await add.getByLabel('Output per million (USD)', { exact: true }).fill('1');
+    await add.getByRole('button', { name: 'Add price' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain("A price of 'gpt-priced*' for this scope is in force");
+
+    // The currency cannot change once there are prices: the API's message.
+    const currency = page.getByRole('form', { name: 'Workspace currency' });
+    await currency.getByLabel('Currency').fill('EUR');
+    await currency.getByRole('button', { name: 'Set currency' }).click();
+    await page.getByRole('alert').filter({ hasText: 'its currency cannot change' }).waitFor();
+    await currency.getByLabel('Currency').fill('USD');
+
+    // LiteLLM's file, pasted: the entry priced per token is imported, the one per image skipped.
+    const litellm = {
+      'gpt-lite': { input_cost_per_token: 0.000001, output_cost_per_token: 0.000002, litellm_provider: 'openai', mode: 'chat' },
+      'image-maker': { input_cost_per_image: 0.04, litellm_provider: 'openai', mode: 'image_generation' },
+    };
+    await page.getByText("Import LiteLLM's price file").click();
+    const importing = page.getByRole('form', { name: 'Import LiteLLM prices' });
+    await importing.getByLabel('Prices JSON').fill(JSON.stringify(litellm));
+    await importing.getByRole('button', { name: 'Import prices' }).click();
+    await page.getByText('Imported 1 price; skipped 1 not priced per token (image-maker).').waitFor();
+    await page.getByRole('row', { name: /gpt-lite.*1 \/ 1 \/ 2 USD.*open.*litellm/ }).waitFor();
+
+    await page.getByRole('button', { name: 'Close gpt-lite' }).click();
+    expect(dialogs.at(-1)).toMatch(/^Close the price of gpt-lite now\?/);
+    await expect.poll(() => page.getByRole('button', { name: 'Close gpt-lite' }).count()).toBe(0);
+    // Folded again, the book in view.
+    await page.getByText("Import LiteLLM's price file").click();
+    await page.getByRole('table', { name: 'Price book' }).scrollIntoViewIfNeeded();
+    await shot('prices');
+    await page.getByRole('checkbox', { name: 'Only the prices in force now' }).check();
+    await expect.poll(() => page.getByRole('row', { name: /gpt-lite/ }).count()).toBe(0);
+    await page.getByRole('row', { name: /gpt-priced\*/ }).waitFor();
+    // Not JSON: said so, nothing sent.
+    await page.getByText("Import LiteLLM's price file").click();
+    await importing.getByLabel('Prices JSON').fill('{ not json');
+    await importing.getByRole('button', { name: 'Import prices' }).click();
+    await page.getByRole('alert').filter({ hasText: 'The prices are not JSON' }).waitFor();
+    expect(browserErrors).toEqual([]);
+  }, 120_000);
+
+  it('usage: reads spend by model for the last week after priced calls through the gateway', async () => {
+    // Three calls priced at 1000 and 2000 a million: 10 input and 5 output tokens are 0.01 + 0.01 each.
+    await call(tenant.gatewayBaseUrl, 'gpt-priced-1', 3);
+    await go('Usage over time');
+    await page.getByLabel('Range').selectOption('7d');
+    await page.getByLabel('By').selectOption('model');
+    const totals = page.getByRole('table', { name: /Totals/ });
+    // Spend is shown first where calls have a price, in the workspace's currency, in one format.
+    await expect.poll(() => page.getByLabel('Show').inputValue()).toBe('cost');
+    // A model's spend is its second cell (the provider answers with a dated model: gpt-priced-1-2026-01-01).
+    const spendOf = (model: string) => totals.locator('tbody tr').filter({ hasText: model }).locator('td').nth(1).textContent();
+    await expect.poll(() => spendOf('gpt-priced-1')).toBe('$0.06');
+    // The route's calls had no price: their spend is nothing, and they are counted as unpriced.
+    await expect.poll(() => spendOf('gpt-console')).toBe('$0.00 (3 unpriced)');
+    await expect.poll(() => totals.locator('tfoot td').first().textContent()).toBe('$0.06 (3 unpriced)');
+    // Calls, errors and refusals, where this Nexus's summary counts them (the page reads them from the answer).
+    const { data: summary } = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { since: new Date(Date.now() - 7 * 86_400_000).toISOString(), groupBy: 'model' },
+    });
+    const counts = summary!.buckets.length > 0 && summary!.buckets.every((b) => 'calls' in b);
+    const headers = await totals.locator('thead th').allTextContents();
+    if (counts) {
+      expect(headers.slice(0, 6)).toEqual(['Model', 'Spend (USD)', 'Calls', 'Errors', 'Error rate', 'Refused']);
+      const row = await totals.locator('tbody tr').filter({ hasText: 'gpt-priced-1' }).locator('td').allTextContents();
+      expect(row.slice(2, 6)).toEqual(['3', '0', '0 %', '0']);
+    } else {
+      expect(headers).toEqual(['Model', 'Spend (USD)', 'Units', 'Input tokens', 'Output tokens', 'Events']);
+    }
+    // The key and plan groupings, where this Nexus answers them.
+    const byPlan = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { groupBy: 'plan' as 'model' },
+    });
+    const groupings = await page.getByLabel('By').locator('option').allTextContents();
+    if (byPlan.response.status === 200) {
+      expect(groupings).toEqual(['Model', 'Access (user)', 'Connection', 'Inference key', 'Plan']);
+      await page.getByLabel('By').selectOption('plan');
+      await expect.poll(() => totals.locator('tbody tr').first().locator('td').first().textContent()).toBe('features');
+      await page.getByLabel('By').selectOption('model');
+    } else {
+      expect(byPlan.response.status).toBe(400);
+      expect(groupings).toEqual(['Model', 'Access (user)', 'Connection']);
+    }
+    // The biggest spender first.
+    await expect.poll(() => totals.locator('tbody tr').first().textContent()).toMatch(/^gpt-priced-1/);
+    const chart = page.getByTestId('usage-chart');
+    await chart.locator('canvas').waitFor();
+    expect(await chart.getAttribute('data-draw')).toBe('bars');
+    await page.getByText('One bar per hour, in your time zone (UTC).').waitFor();
+    // A year is drawn by day: by hour it would be more buckets than a summary holds.
+    await page.getByLabel('Range').selectOption('365d');
+    expect(await page.getByLabel('Per').inputValue()).toBe('day');
+    expect(await page.getByLabel('Per').locator('option[value="hour"]').isDisabled()).toBe(true);
+    await page.getByText('One bar per UTC day').waitFor();
+    await page.getByLabel('Range').selectOption('7d');
+    await page.getByText("Spend is the providers' cost from the price book, in USD.").waitFor();
+    await shot('usage');
+    expect(browserErrors).toEqual([]);
+  }, 120_000);
+
+  it('budget: none set says so; a bad amount is named; a budget set shows the spend and a crossed level', async () => {
+    await go('Budget');
+    await page.getByText('No budget set').waitFor();
+    const form = page.getByRole('form', { name: 'Set the budget' });
+    await form.getByLabel('Soft level').fill('abc');
+    await form.getByRole('button', { name: 'Save budget' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('Soft level: write an amount in USD');
+    await form.getByLabel('Soft level').fill('0.05');
+    await form.getByLabel('Hard level').fill('100');
+    await form.getByRole('button', { name: 'Save budget' }).click();
+    await expect.poll(() => page.getByTestId('budget-spent').textContent()).toBe('$0.06');
+    await page.getByText('crossed', { exact: true }).waitFor();
+    // Read again from the API: as it was set.
+    await go('Prices');
+    await go('Budget');
+    await expect.poll(() => page.getByRole('form', { name: 'Set the budget' }).getByLabel('Hard level').inputValue()).toBe('100');
+    await page.getByText('$100.00 · 0.06 % spent').waitFor();
+    await page.getByText('$0.05 · 120 % spent').waitFor();
+    await shot('budget');
+    expect(browserErrors).toEqual([]);
+  }, 60_000);
+
+  it('each page: no serious or critical axe-core violation, in light and dark mode', async () => {
+    const found: Record<string, string[]> = {};
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      for (const name of ['Routes', 'Prices', 'Budget', 'Webhooks', 'Usage over time']) {
+        await go(name);
+        await page.waitForLoadState('networkidle');
+        await page
+          .getByRole('status')
+          .filter({ hasText: /Loading|…/ })
+          .waitFor({ state: 'detached' })
+          .catch(() => undefined);
+        // The panels open too: a route's health, an endpoint's messages.
+        if (name === 'Routes') await page.getByRole('button', { name: 'Health of chat' }).click();
+        if (name === 'Webhooks') await page.getByRole('button', { name: 'Messages' }).click();
+        await page.waitForLoadState('networkidle');
+        const violations = await axeViolations(page);
+        if (violations.length) found[`${name} (${scheme})`] = violations;
+      }
+    }
+    expect(found).toEqual({});
+
+    // 390 px wide: no page is wider than the screen (a wide table scrolls in its own box).
+    await page.setViewportSize({ width: 390, height: 844 });
+    const wider: Record<string, number> = {};
+    for (const name of ['Routes', 'Prices', 'Budget', 'Webhooks', 'Usage over time']) {
+      await go(name);
+      await page.waitForLoadState('networkidle');
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      if (width > 390) wider[name] = width;
+    }
+    await page.setViewportSize({ width: 1440, height: 900 });
+    expect(wider).toEqual({});
+    expect(browserErrors).toEqual([]);
+  }, 120_000);
+});
