@@ -19,9 +19,15 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import { projectRoot } from '../support/paths.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { axeViolations, chromiumOrWarn, inView } from './browser-support.js';
+import { axeViolations, chromiumOrWarn } from './console-support.js';
 
-const executablePath = chromiumOrWarn();
+const executablePath = chromiumOrWarn("the console's day-two browser test");
+
+/** Is the element inside the viewport (its top edge visible)? Evaluated in the page. */
+const inView = (el: Element) => {
+  const r = el.getBoundingClientRect();
+  return r.top >= -1 && r.top < window.innerHeight;
+};
 
 describe.skipIf(!executablePath)('day two in the console: finding a failing call', () => {
   let t: TestApp;
