@@ -53,6 +53,7 @@ const unit = [
 
 const e2e = [
   'test/console/console.browser.test.ts',
+  'test/console/console.investigate.browser.test.ts',
   'test/console/console.features.browser.test.ts',
   'test/gateway/changes-take-effect.test.ts',
   'test/gateway/gateway.pglite.test.ts',

@@ -86,6 +86,7 @@ function batchOf(tenant: Tenant, leases: Map<string, string>, planId: string, n:
         upstream: false,
         status: 'REJECTED',
         errorCode: 'model_not_allowed',
+        errorMessage: "The model 'gpt-bench' is not allowed on this plan",
         completedAt: now,
         totalLatencyMs: 1,
       });

@@ -1,14 +1,15 @@
 /**
  * The Nexus operator console: sign in with a Management Key, pick a workspace, and manage it
  * page by page. Every call goes through the generated client (api.ts); the routes are in the
- * location's hash (#/w/<workspaceId>/<page>), so a page can be reloaded and linked to.
+ * location's hash (#/w/<workspaceId>/<page>; a call's own link: #/invocations/<id>), so a page can be
+ * reloaded and linked to.
  */
 import { render } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
-import { clientFor, getWorkspace, listWorkspaces, storedKey, storeKey, type Client, type WorkspaceDto } from './api.js';
-import { ErrorNote, Field, useAction, valueOf, WORKSPACES_CHANGED } from './ui.js';
+import { clientFor, getInvocation, getWorkspace, listWorkspaces, storedKey, storeKey, type Client, type WorkspaceDto } from './api.js';
+import { ErrorNote, Field, useAction, valueOf, Working, WORKSPACES_CHANGED } from './ui.js';
 import { WorkspacesPage } from './pages/workspaces.js';
 import { ConnectionsPage } from './pages/connections.js';
 import { PlansPage } from './pages/plans.js';
@@ -184,6 +185,27 @@ function WorkspacePicker({ client, current }: { client: Client; current: string 
   );
 }
 
+/**
+ * #/invocations/<id>: a call's own link, whatever the workspace. The invocation names its workspace; the
+ * route becomes the detail on that workspace's invocations page (replaced, so Back does not return here).
+ */
+function InvocationLink({ client, invocationId }: { client: Client; invocationId: string }) {
+  const action = useAction();
+  useEffect(() => {
+    void action.run('Opening the invocation…', async () => {
+      const { data } = await getInvocation({ client, path: { invocationId } });
+      window.location.replace(`#/w/${data.workspaceId}/invocations/${data.id}`);
+    });
+  }, [invocationId]);
+  return (
+    <>
+      <h1>Invocation</h1>
+      <Working label={action.working} />
+      <ErrorNote problem={action.problem} />
+    </>
+  );
+}
+
 function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void }) {
   const route = useRoute();
   const workspaceId = route[0] === 'w' ? route[1] : undefined;
@@ -233,7 +255,9 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
         )}
       </nav>
       <main id="main" tabIndex={-1}>
-        {pageName === 'workspaces' ? (
+        {route[0] === 'invocations' && route[1] ? (
+          <InvocationLink client={client} invocationId={route[1]} />
+        ) : pageName === 'workspaces' ? (
           <WorkspacesPage client={client} />
         ) : !Page ? (
           <p>No such page. Pick one in the navigation.</p>

@@ -571,9 +571,12 @@ export class UsageResource extends NexusResource {
   /**
    * List gateway invocations
    *
-   * One invocation per gateway call that passed authentication and authorization, newest first.
-   * An invocation is written when the call ends (after the response's last byte), together
-   * with its attempt and its usage events.
+   * One invocation per gateway call of a valid inference key, newest first: the calls answered, and those
+   * refused once the key's access was known (REJECTED, with their reason: a suspended or inactive access,
+   * a model the plan does not allow, quota, a rate limit, the workspace's budget). A call of an unknown,
+   * revoked or expired key is not recorded (it is logged and counted by reason). An invocation is written
+   * when the call ends (after the response's last byte), together with its attempt and its usage events.
+   * Each row names its end user (`user`), so a list needs no second request.
    *
    * `GET /admin/v1/workspaces/{workspaceId}/invocations` (`listInvocations` in the function API)
    */
@@ -713,11 +716,12 @@ export class MoneyResource extends NexusResource {
    * Export invocations as CSV
    *
    * The invocations that started in [since, until), in the order they started (their ids), as CSV (RFC 4180, a header row), streamed:
-   * any number of rows, read from the database a page at a time.
+   * any number of rows, read from the database a page at a time. It takes listInvocations' filters, so an export is the list
+   * an operator is looking at: without `since`, from the workspace's first call; without `until`, up to now.
    *
    * `GET /admin/v1/workspaces/{workspaceId}/invocations/export` (`exportInvocations` in the function API)
    */
-  exportInvocations(workspaceId: string, query: Params<NonNullable<types.ExportInvocationsData['query']>>, options?: RequestOptions): NexusPromise<types.ExportInvocationsResponses[keyof types.ExportInvocationsResponses]> {
+  exportInvocations(workspaceId: string, query?: Params<types.ExportInvocationsData['query']>, options?: RequestOptions): NexusPromise<types.ExportInvocationsResponses[keyof types.ExportInvocationsResponses]> {
     return this._core._call<types.ExportInvocationsResponses[keyof types.ExportInvocationsResponses]>(sdk.exportInvocations, { path: { workspaceId }, query }, options);
   }
 

@@ -1414,6 +1414,16 @@ export type UsageEventDto = {
     createdAt: DateTime;
 };
 
+/**
+ * The end user whose access made the call, as it is now.
+ */
+export type InvocationUserDto = {
+    id: string;
+    externalUserId: string;
+    email: string;
+    name?: string;
+};
+
 export type InvocationDto = {
     id: string;
     /**
@@ -1434,12 +1444,43 @@ export type InvocationDto = {
     status: InvocationStatus;
     /**
      * Why the call did not simply succeed, when it did not: the Error body's `code` of a refusal
-     * (`quota_insufficient`, `max_tokens_exceeded`, `unmetered_endpoint`...), or what went wrong on
+     * (`access_suspended`, `access_not_active`, `connection_suspended`, `model_not_allowed`, `quota_insufficient`,
+     * `rate_limited`, `workspace_budget_exceeded`, `max_tokens_exceeded`, `unmetered_endpoint`...), or what went wrong on
      * the way (`upstream_timeout`, `upstream_stream_broken`, `client_aborted`, `server_shutdown`, `usage_missing`,
      * `output_bound_exceeded`).
      *
      */
     errorCode?: string;
+    /**
+     * What the caller was told when the call did not succeed: the Error body's `message` of a refusal, or the
+     * upstream's own error message (its JSON error's `message`, else the start of its body; the provider's key
+     * masked), at most 1000 characters.
+     *
+     */
+    errorMessage?: string;
+    /**
+     * The inference key the call was made with.
+     */
+    inferenceKeyId?: string;
+    /**
+     * The request's HTTP method.
+     */
+    method?: string;
+    /**
+     * The provider path called, as the request named it after the connection (`v1/chat/completions`).
+     */
+    endpoint?: string;
+    /**
+     * The request asked for a stream.
+     */
+    streamed?: boolean;
+    user?: InvocationUserDto;
+    /**
+     * The input tokens the call was charged for (its USAGE event's, cached ones included); absent when it was not charged.
+     */
+    inputTokens?: Int64String;
+    cachedInputTokens?: Int64String;
+    outputTokens?: Int64String;
     quotaUnits: Int64String;
     startedAt: DateTime;
     firstTokenAt?: DateTime;
@@ -1928,6 +1969,22 @@ export type StrategyIdParam = string;
 export type BindingIdParam = string;
 
 export type RouteId = string;
+
+/**
+ * The requested model's beginning: `gpt-4o` lists the calls of `gpt-4o`, `gpt-4o-mini` and
+ * `gpt-4o-2024-08-06` (case-sensitive, `%` and `_` are plain characters). A model name given whole matches
+ * that model and those it begins.
+ *
+ */
+export type InvocationModel = string;
+
+/**
+ * What an operator is told by a caller, matched exactly and in this order: an end user's email
+ * (case-insensitive) or external user id lists that user's invocations; otherwise an invocation id or a
+ * request id (the `x-nexus-request-id` of the call) lists that invocation. Surrounding spaces are ignored.
+ *
+ */
+export type InvocationSearch = string;
 
 export type WebhookEndpointId = string;
 
@@ -4221,9 +4278,25 @@ export type ExportInvocationsData = {
     path: {
         workspaceId: string;
     };
-    query: {
-        since: string;
-        until: string;
+    query?: {
+        since?: string;
+        until?: string;
+        workspaceAccessId?: string;
+        /**
+         * The requested model's beginning: `gpt-4o` lists the calls of `gpt-4o`, `gpt-4o-mini` and
+         * `gpt-4o-2024-08-06` (case-sensitive, `%` and `_` are plain characters). A model name given whole matches
+         * that model and those it begins.
+         *
+         */
+        model?: string;
+        status?: InvocationStatus;
+        /**
+         * What an operator is told by a caller, matched exactly and in this order: an end user's email
+         * (case-insensitive) or external user id lists that user's invocations; otherwise an invocation id or a
+         * request id (the `x-nexus-request-id` of the call) lists that invocation. Surrounding spaces are ignored.
+         *
+         */
+        q?: string;
     };
     url: '/admin/v1/workspaces/{workspaceId}/invocations/export';
 };
@@ -4255,7 +4328,7 @@ export type ExportInvocationsError = ExportInvocationsErrors[keyof ExportInvocat
 
 export type ExportInvocationsResponses = {
     /**
-     * Columns: id, started_at, completed_at, status, error_code, workspace_access_id, inference_key_id, provider_connection_id, requested_model, upstream_model, quota_units, input_tokens, cached_input_tokens, output_tokens, cost_micros, currency, price_id, total_latency_ms.
+     * Columns: id, started_at, completed_at, status, error_code, workspace_access_id, inference_key_id, provider_connection_id, requested_model, upstream_model, quota_units, input_tokens, cached_input_tokens, output_tokens, cost_micros, currency, price_id, total_latency_ms, request_id, user_email, user_external_id, endpoint, error_message.
      */
     200: string;
 };
@@ -5775,10 +5848,20 @@ export type ListInvocationsData = {
         limit?: number;
         workspaceAccessId?: string;
         /**
-         * The requested model, exactly.
+         * The requested model's beginning: `gpt-4o` lists the calls of `gpt-4o`, `gpt-4o-mini` and
+         * `gpt-4o-2024-08-06` (case-sensitive, `%` and `_` are plain characters). A model name given whole matches
+         * that model and those it begins.
+         *
          */
         model?: string;
         status?: InvocationStatus;
+        /**
+         * What an operator is told by a caller, matched exactly and in this order: an end user's email
+         * (case-insensitive) or external user id lists that user's invocations; otherwise an invocation id or a
+         * request id (the `x-nexus-request-id` of the call) lists that invocation. Surrounding spaces are ignored.
+         *
+         */
+        q?: string;
         /**
          * Only records at or after this time (RFC 3339, with a time zone).
          */

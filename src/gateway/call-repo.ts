@@ -148,6 +148,7 @@ const INVOCATION_COLUMNS = [
   'lease_id',
   'quota_units',
   'error_code',
+  'error_message',
   'started_at',
   'first_token_at',
   'completed_at',
@@ -293,6 +294,7 @@ export function invocationJson(i: InvocationRow): string {
     .str('lease_id', i.lease_id)
     .big('quota_units', i.quota_units)
     .str('error_code', i.error_code)
+    .str('error_message', i.error_message ?? null)
     .time('started_at', i.started_at)
     .time('first_token_at', i.first_token_at)
     .time('completed_at', i.completed_at)

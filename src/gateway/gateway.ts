@@ -35,7 +35,7 @@ import type { GatewayParts } from './gateway-parts.js';
 import { rawHeader } from './headers.js';
 import { filterModelList } from './inspectors.js';
 import { meOf } from './me.js';
-import type { MeteredCall } from './metered-call.js';
+import type { CallStart, MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';
 import { checkSlashesFor, parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { foreignProtocolOf, protocolOf, protocolOfPath } from './protocols/index.js';
@@ -86,6 +86,8 @@ export function createGateway(deps: GatewayDeps) {
     /** The key's row, once looked up: a valid key's refusals carry its quota headers. */
     let looked: AuthRow | null = null;
     let call: MeteredCall | undefined;
+    /** The call opened only to be recorded: its access or connection refused it. */
+    let refusedAtAuth: MeteredCall | undefined;
     let raw: Buffer | undefined;
     try {
       if (!PROXIED.has(method)) throw new AppError('method_not_allowed', `${method} is not proxied`);
@@ -106,15 +108,8 @@ export function createGateway(deps: GatewayDeps) {
         entry = await cache.lookup(credential, target.connectionId);
       }
       looked = entry.row;
-      const auth = authorizeCall(entry.row, startedAt);
-      const protocol = protocolOf(route ? routeProfile(auth.protocol_profile!) : auth.protocol_profile!);
-      const inspector = protocol.inspectorFor(method, target.route);
-      // Governed but free: the model list, a model's description, token counting (no quota, no workspace setting).
-      const free = inspector ? undefined : protocol.freeEndpointFor(method, target.route);
       const endpoint = target.providerPath.replace(/\/$/, '');
-      // A path of another API (an Anthropic path on an OpenAI connection, say) is never forwarded unmetered.
-      const foreign = inspector || free ? undefined : foreignProtocolOf(protocol, method, target.route);
-      call = meter.open(entry, auth, inspector, {
+      const start: CallStart = {
         requestId: locals.requestId,
         method,
         endpoint,
@@ -124,10 +119,26 @@ export function createGateway(deps: GatewayDeps) {
         t0: locals.startedAt,
         trace,
         credential,
-        routeModel: inspector ? protocol.routeModel?.(target.route) : undefined,
         routeId: route?.id,
         boundConnections: usable && [...usable.keys()],
-      });
+      };
+      let auth: AuthRow;
+      try {
+        auth = authorizeCall(entry.row, startedAt);
+      } catch (err) {
+        // A valid key's access or connection refuses the call (suspended, not active, archived): the operator
+        // finds it among the access's invocations, REJECTED with its reason.
+        refusedAtAuth = openRefused(entry, start, target, route !== undefined);
+        call = refusedAtAuth;
+        throw err;
+      }
+      const protocol = protocolOf(route ? routeProfile(auth.protocol_profile!) : auth.protocol_profile!);
+      const inspector = protocol.inspectorFor(method, target.route);
+      // Governed but free: the model list, a model's description, token counting (no quota, no workspace setting).
+      const free = inspector ? undefined : protocol.freeEndpointFor(method, target.route);
+      // A path of another API (an Anthropic path on an OpenAI connection, say) is never forwarded unmetered.
+      const foreign = inspector || free ? undefined : foreignProtocolOf(protocol, method, target.route);
+      call = meter.open(entry, auth, inspector, { ...start, routeModel: inspector ? protocol.routeModel?.(target.route) : undefined });
       if (foreign) {
         throw new AppError(
           'protocol_mismatch',
@@ -178,7 +189,7 @@ export function createGateway(deps: GatewayDeps) {
         res,
         locals,
         err,
-        call?.inspector !== undefined,
+        call !== undefined && call !== refusedAtAuth && call.inspector !== undefined,
         call?.view ?? meter.quotaView(row, startedAt),
         call?.rateView ?? meter.rateView(row, startedAt),
         clock.now().getTime(),
@@ -205,6 +216,21 @@ export function createGateway(deps: GatewayDeps) {
         trace?.refusedEarly(refusal.status, refusal.code);
       }
     }
+  }
+
+  /**
+   * A call its key's access or connection refuses (authorizeCall), opened only to be recorded REJECTED: when
+   * the key itself is valid (an unknown, revoked or expired key, or an archived workspace's, names no access an
+   * operator looks after, and is only logged and counted). A connection the workspace does not have is recorded
+   * under the id the request named.
+   */
+  function openRefused(entry: CacheEntry, start: CallStart, target: GatewayTarget, routed: boolean): MeteredCall | undefined {
+    const row = entry.row;
+    if (!row || row.revoked_at || row.expires_at <= start.startedAt || row.workspace_status !== 'ACTIVE') return undefined;
+    const profile = row.protocol_profile;
+    const inspector = profile ? protocolOf(routed ? routeProfile(profile) : profile).inspectorFor(start.method, target.route) : undefined;
+    const known = row.connection_id ? row : { ...row, connection_id: target.connectionId };
+    return meter.open(entry, known, inspector, start);
   }
 
   /**

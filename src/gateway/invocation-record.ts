@@ -10,6 +10,8 @@ import { storableText } from '../domain/storable-text.js';
 
 /** Model names and response ids are recorded up to this length (opaque bodies: one PostgreSQL refuses would fail the record). */
 export const MAX_NAME_LENGTH = 256;
+/** An error message is recorded up to this length (an upstream's error body may be long). */
+const MAX_MESSAGE_LENGTH = 1000;
 
 /** What the gateway knows of a call once its key and connection are known. */
 export interface CallOpened {
@@ -51,6 +53,8 @@ interface CallRefused {
   upstream: false;
   status: InvocationStatus;
   errorCode: string;
+  /** What its client was told (the refusal's message). */
+  errorMessage: string;
   completedAt: Date;
   totalLatencyMs: number;
 }
@@ -61,6 +65,8 @@ export interface CallAttempted {
   status: InvocationStatus;
   /** Why it fell short, for the invocation and its attempt alike. */
   errorCode: string | null;
+  /** Why it fell short, in words: the upstream's error message, or the gateway's refusal; null: none. */
+  errorMessage?: string | null | undefined;
   /** The units it is charged (0: none). */
   quotaUnits: bigint;
   completedAt: Date;
@@ -115,6 +121,7 @@ export function invocationRecord(opened: CallOpened, read: CallRead, outcome: Ca
     lease_id: read.leaseId,
     quota_units: attempt ? attempt.quotaUnits : 0n,
     error_code: outcome.errorCode,
+    error_message: outcome.errorMessage ? storableText(outcome.errorMessage, MAX_MESSAGE_LENGTH) : null,
     started_at: opened.startedAt,
     first_token_at: totalTtftMs === null ? null : later(opened.startedAt, totalTtftMs),
     completed_at: outcome.completedAt,

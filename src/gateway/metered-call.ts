@@ -610,6 +610,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       upstream: true,
       status,
       errorCode,
+      // What the client was told: the gateway's refusal when no answer came, else the upstream's error message.
+      errorMessage: refusal ? refusal.message : relay.status !== undefined && relay.status >= 400 ? relay.errorMessage() : null,
       quotaUnits: consumed ? consumed.units : 0n,
       completedAt: now,
       totalLatencyMs: msSince(this.t0, tEnd),
@@ -644,6 +646,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       upstream: false,
       status: appError.status < 500 ? 'REJECTED' : 'FAILED',
       errorCode: appError.code,
+      errorMessage: appError.message,
       completedAt: now,
       totalLatencyMs: msSince(this.t0, process.hrtime.bigint()),
     } as const;

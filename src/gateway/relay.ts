@@ -27,6 +27,32 @@ import { decoderFor } from './upstreams.js';
 
 /** A JSON answer larger than this is passed through but not read for usage (charged at the call's bound). */
 const MAX_JSON_USAGE_BYTES = 32 * 1024 * 1024;
+/** An error answer's body is read this far for its message. */
+const MAX_ERROR_BYTES = 4096;
+
+/** The message an error body carries: `error.message`, `message`, `error` or `detail` of a JSON body, else its text. */
+function messageOfErrorBody(text: string): string | null {
+  const trimmed = text.trim();
+  if (!trimmed) return null;
+  try {
+    const body = JSON.parse(trimmed) as unknown;
+    const found = messageIn(Array.isArray(body) ? body[0] : body);
+    if (found) return found;
+  } catch {
+    // Not JSON (or cut short): its text as it came.
+  }
+  return trimmed;
+}
+
+function messageIn(body: unknown): string | null {
+  if (!body || typeof body !== 'object') return null;
+  const b = body as Record<string, unknown>;
+  const error = b.error;
+  if (error && typeof error === 'object' && typeof (error as Record<string, unknown>).message === 'string')
+    return (error as Record<string, unknown>).message as string;
+  for (const field of ['message', 'error', 'detail']) if (typeof b[field] === 'string' && b[field]) return b[field];
+  return null;
+}
 
 const now = () => process.hrtime.bigint();
 
@@ -160,6 +186,9 @@ export class Relay implements Dispatcher.DispatchHandler {
   private meter: StreamMeter | null = null;
   private jsonChunks: Buffer[] | null = null;
   private jsonSize = 0;
+  /** The start of an error answer's body (a status of 400 or more, not a stream), for its message in the record. */
+  private errorChunks: Buffer[] | null = null;
+  private errorSize = 0;
   /** An answer held whole for rewriteJson: its bytes, and its status and headers to send with it. */
   private held: Buffer[] | null = null;
   private heldHead: [number, string[]] | undefined;
@@ -258,6 +287,8 @@ export class Relay implements Dispatcher.DispatchHandler {
       this.options.watcher?.streamBegan();
     } else if (reading) {
       this.jsonChunks = [];
+    } else if (status >= 400 && !isStream) {
+      this.errorChunks = [];
     }
     const out = this.options.answerHeaders;
     if (headers['x-request-id'] === undefined) out.push('x-request-id', this.options.requestId);
@@ -347,6 +378,9 @@ export class Relay implements Dispatcher.DispatchHandler {
     } else if (this.jsonChunks && this.jsonSize <= MAX_JSON_USAGE_BYTES) {
       this.jsonChunks.push(chunk);
       this.jsonSize += chunk.length;
+    } else if (this.errorChunks && this.errorSize < MAX_ERROR_BYTES) {
+      this.errorChunks.push(chunk);
+      this.errorSize += chunk.length;
     }
     if (this.clientGone) return true;
     this.writePendingHead();
@@ -528,5 +562,18 @@ export class Relay implements Dispatcher.DispatchHandler {
   /** A metered JSON answer's text as read (whole or not), for its usage; null when there is none to read. */
   jsonAnswer(): string | null {
     return this.jsonChunks ? Buffer.concat(this.jsonChunks).toString('utf8') : null;
+  }
+
+  /**
+   * The message of an error answer (a status of 400 or more): its JSON error's `message` (the shapes of the
+   * OpenAI, Anthropic and Gemini APIs), else the start of its text; the provider's key masked, as the client
+   * saw it. Null: no error answer, or an empty one.
+   */
+  errorMessage(): string | null {
+    if (!this.errorChunks?.length) return null;
+    let text = Buffer.concat(this.errorChunks).subarray(0, MAX_ERROR_BYTES).toString('utf8');
+    const key = this.options.maskedKey?.text;
+    if (key) text = text.split(key).join('*'.repeat(key.length));
+    return messageOfErrorBody(text);
   }
 }

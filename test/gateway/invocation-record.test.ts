@@ -44,6 +44,7 @@ describe('invocationRecord', () => {
       upstream: false,
       status: 'REJECTED',
       errorCode: 'unmetered_endpoint',
+      errorMessage: 'POST /v1/files is not metered',
       completedAt: at(3),
       totalLatencyMs: 2.5,
     });
@@ -61,6 +62,7 @@ describe('invocationRecord', () => {
       lease_id: null,
       quota_units: 0n,
       error_code: 'unmetered_endpoint',
+      error_message: 'POST /v1/files is not metered',
       completed_at: at(3),
       total_latency_ms: 2.5,
       provider_latency_ms: null,
@@ -79,6 +81,7 @@ describe('invocationRecord', () => {
       upstream: false,
       status: 'REJECTED',
       errorCode: 'rate_limited',
+      errorMessage: 'x'.repeat(5000),
       completedAt: at(5),
       totalLatencyMs: 5,
     });
@@ -88,6 +91,8 @@ describe('invocationRecord', () => {
       lease_id: read.leaseId,
       metering_status: 'metered',
       attempt_id: null,
+      // An error message is kept up to its length limit.
+      error_message: 'x'.repeat(1000),
     });
   });
 

@@ -61,7 +61,7 @@ describe('exportInvocations', () => {
     expect(res.headers.get('content-type')).toMatch(/^text\/csv/);
     const lines = (await res.text()).trimEnd().split('\r\n');
     expect(lines[0]).toBe(
-      'id,started_at,completed_at,status,error_code,workspace_access_id,inference_key_id,provider_connection_id,requested_model,upstream_model,quota_units,input_tokens,cached_input_tokens,output_tokens,cost_micros,currency,price_id,total_latency_ms',
+      'id,started_at,completed_at,status,error_code,workspace_access_id,inference_key_id,provider_connection_id,requested_model,upstream_model,quota_units,input_tokens,cached_input_tokens,output_tokens,cost_micros,currency,price_id,total_latency_ms,request_id,user_email,user_external_id,endpoint,error_message',
     );
     expect(lines).toHaveLength(2);
     const cells = lines[1]!.split(',');

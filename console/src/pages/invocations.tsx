@@ -1,41 +1,41 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { getInvocation, listInvocations, listProviderConnections, listWorkspaceUsers, type InvocationDto } from '../api.js';
+import { exportInvocations, getInvocation, listInvocations, listProviderConnections, type InvocationDto } from '../api.js';
 import type { PageProps } from '../main.js';
-import {
-  Empty,
-  ErrorNote,
-  Field,
-  Pager,
-  Status,
-  usePaged,
-  useAction,
-  useAccessNames,
-  valueOf,
-  when,
-  Working,
-  ListTable,
-  formatNumber,
-} from '../ui.js';
+import { Empty, ErrorNote, Field, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable, formatNumber } from '../ui.js';
 
 type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
 const ms = (v: number | undefined) => (v === undefined ? '—' : `${v.toFixed(1)} ms`);
 
-/** The user behind an access: external id, email and name, linked to the users page. */
-function UserOf({ client, workspaceId, accessId }: { client: PageProps['client']; workspaceId: string; accessId: string }) {
-  const names = useAccessNames(client, [accessId]);
-  const externalUserId = names[accessId];
-  const [user, setUser] = useState<{ email: string; name?: string | undefined } | undefined>();
-  useEffect(() => {
-    if (!externalUserId) return;
-    listWorkspaceUsers({ client, path: { workspaceId }, query: { externalUserId, limit: 1 } })
-      .then((page) => setUser(page.data[0]))
-      .catch(() => setUser(undefined));
-  }, [externalUserId]);
+/** A cost in millionths of the workspace's currency, as the operator's locale writes money (up to 6 decimals). */
+function money(micros: string | undefined, currency: string): string {
+  if (micros === undefined) return '—';
+  return new Intl.NumberFormat(undefined, { style: 'currency', currency, maximumFractionDigits: 6 }).format(Number(micros) / 1_000_000);
+}
+
+/** A call's tokens: input (cached) → output; none when it was not charged. */
+function tokens(i: InvocationDto): string {
+  if (i.inputTokens === undefined) return '—';
+  const cached = i.cachedInputTokens && i.cachedInputTokens !== '0' ? ` (${formatNumber(i.cachedInputTokens)} cached)` : '';
+  return `${formatNumber(i.inputTokens)}${cached} → ${formatNumber(i.outputTokens)}`;
+}
+
+/** The end user of a call, linked to the users page; its access's id when the user could not be read. */
+function UserLink({ workspaceId, invocation }: { workspaceId: string; invocation: InvocationDto }) {
+  const user = invocation.user;
+  if (!user) return <span class="id">access {invocation.workspaceAccessId}</span>;
   return (
     <>
-      {externalUserId ? <a href={`#/w/${workspaceId}/users/${encodeURIComponent(externalUserId)}`}>{externalUserId}</a> : '…'}
-      {user ? ` · ${user.name ? `${user.name} · ` : ''}${user.email}` : ''}
-      <div class="id">access {accessId}</div>
+      <a href={`#/w/${workspaceId}/users/${encodeURIComponent(user.externalUserId)}`}>{user.externalUserId}</a>
+      <div class="id">{user.name ? `${user.name} · ${user.email}` : user.email}</div>
+    </>
+  );
+}
+
+/** A status and, when the call did not succeed, why (its error code). */
+function StatusWithReason({ invocation }: { invocation: InvocationDto }) {
+  return (
+    <>
+      <Status value={invocation.status} /> {invocation.errorCode ? <span class="id">{invocation.errorCode}</span> : null}
     </>
   );
 }
@@ -43,12 +43,14 @@ function UserOf({ client, workspaceId, accessId }: { client: PageProps['client']
 function Detail({
   client,
   workspaceId,
+  currency,
   id,
   connections,
   onClose,
 }: {
   client: PageProps['client'];
   workspaceId: string;
+  currency: string;
   id: string;
   connections: Record<string, string>;
   onClose: () => void;
@@ -57,6 +59,7 @@ function Detail({
   const action = useAction();
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
+    setInvocation(undefined);
     void action.run('Reading the invocation…', async () =>
       setInvocation((await getInvocation({ client, path: { invocationId: id } })).data),
     );
@@ -71,35 +74,75 @@ function Detail({
   const total = invocation.totalLatencyMs ?? 0;
   const provider = invocation.providerLatencyMs ?? 0;
   const share = total > 0 ? (provider / total) * 100 : 0;
+  const user = invocation.user;
+  const connection = (connectionId: string) => <a href={`#/w/${workspaceId}/connections`}>{connections[connectionId] ?? connectionId}</a>;
   return (
     <section class="card detail" aria-labelledby="detail-title">
       <h2 id="detail-title" ref={heading} tabIndex={-1}>
         Invocation {invocation.requestId}
       </h2>
-      <button type="button" onClick={onClose}>
-        Close
-      </button>
+      <p>
+        <button type="button" onClick={onClose}>
+          Close
+        </button>{' '}
+        Link to this call: <a href={`#/invocations/${invocation.id}`}>#/invocations/{invocation.id}</a>
+      </p>
       <dl class="figures">
         <dt>Status</dt>
         <dd>
-          <Status value={invocation.status} /> {invocation.errorCode ?? ''}
+          <StatusWithReason invocation={invocation} />
         </dd>
+        {invocation.errorMessage ? (
+          <>
+            <dt>{invocation.attempt?.httpStatus ? `Error (upstream HTTP ${invocation.attempt.httpStatus})` : 'Error'}</dt>
+            <dd class="error-message">{invocation.errorMessage}</dd>
+          </>
+        ) : null}
         <dt>User</dt>
         <dd>
-          <UserOf client={client} workspaceId={workspaceId} accessId={invocation.workspaceAccessId} />
-        </dd>
-        <dt>Model</dt>
-        <dd>{invocation.requestedModel || '—'}</dd>
-        <dt>Connection</dt>
-        <dd>
-          {invocation.providerConnectionId ? (
-            <a href={`#/w/${workspaceId}/connections`}>{connections[invocation.providerConnectionId] ?? invocation.providerConnectionId}</a>
+          {user ? (
+            <>
+              <a href={`#/w/${workspaceId}/users/${encodeURIComponent(user.externalUserId)}`}>{user.externalUserId}</a> (external id) ·{' '}
+              {user.name ? `${user.name} · ` : ''}
+              {user.email}
+            </>
           ) : (
             '—'
           )}
+          <div class="id">access {invocation.workspaceAccessId}</div>
         </dd>
+        <dt>Inference key</dt>
+        <dd>{invocation.inferenceKeyId ? <a href={`#/w/${workspaceId}/keys`}>{invocation.inferenceKeyId}</a> : '—'}</dd>
+        <dt>{invocation.routeId ? 'Route' : 'Connection'}</dt>
+        <dd>
+          {invocation.routeId ? (
+            <>
+              <a href={`#/w/${workspaceId}/routes`}>{invocation.routeId}</a> (answered by {connection(invocation.providerConnectionId)})
+            </>
+          ) : (
+            connection(invocation.providerConnectionId)
+          )}
+        </dd>
+        <dt>Path</dt>
+        <dd>
+          <code>
+            {invocation.method ?? ''} {invocation.endpoint ?? ''}
+          </code>
+          {invocation.streamed ? ' (stream)' : ' (not a stream)'}
+        </dd>
+        <dt>Model</dt>
+        <dd>
+          {invocation.requestedModel || '—'}
+          {invocation.attempt?.upstreamModel && invocation.attempt.upstreamModel !== invocation.requestedModel
+            ? ` (the provider answered as ${invocation.attempt.upstreamModel})`
+            : ''}
+        </dd>
+        <dt>Tokens (input → output)</dt>
+        <dd>{tokens(invocation)}</dd>
         <dt>Units charged</dt>
         <dd>{formatNumber(invocation.quotaUnits)}</dd>
+        <dt>Cost</dt>
+        <dd>{money(invocation.costMicros, currency)}</dd>
         <dt>Started</dt>
         <dd>{when(invocation.startedAt)}</dd>
         <dt>Request id</dt>
@@ -132,15 +175,26 @@ function Detail({
           {ms(invocation.totalTtftMs)} / {ms(invocation.providerTtftMs)} / {ms(invocation.nexusTtftMs)}
         </dd>
       </dl>
-      {invocation.attempt ? (
-        <>
-          <h3>Provider attempt</h3>
-          <p>
-            {invocation.attempt.upstreamModel || '(no model named)'}: <Status value={invocation.attempt.status} /> HTTP{' '}
-            {invocation.attempt.httpStatus ?? '—'} in {ms(invocation.attempt.durationMs)} {invocation.attempt.errorCode ?? ''}
-          </p>
-        </>
-      ) : null}
+      <h3>Provider attempts</h3>
+      {invocation.attempts?.length ? (
+        <ListTable columns={['#', 'Connection', 'Model', 'Status', 'HTTP', 'Duration', 'Reason']}>
+          {invocation.attempts.map((a) => (
+            <tr key={a.id}>
+              <td class="num">{a.sequence}</td>
+              <td>{connection(a.providerConnectionId)}</td>
+              <td>{a.upstreamModel || '—'}</td>
+              <td>
+                <Status value={a.status} />
+              </td>
+              <td class="num">{a.httpStatus ?? '—'}</td>
+              <td class="num">{ms(a.durationMs)}</td>
+              <td>{a.errorCode ?? ''}</td>
+            </tr>
+          ))}
+        </ListTable>
+      ) : (
+        <Empty>No attempt: the call was refused before the provider was called.</Empty>
+      )}
       <h3>Usage events</h3>
       {invocation.usageEvents?.length ? (
         <ListTable columns={['Kind', 'Units', 'Input', 'Cached', 'Output', 'At']}>
@@ -162,15 +216,57 @@ function Detail({
   );
 }
 
-const NO_FILTERS = { status: '' as InvocationStatus | '', model: '', workspaceAccessId: '', since: '', until: '' };
+const NO_FILTERS = { q: '', status: '' as InvocationStatus | '', model: '', workspaceAccessId: '', since: '', until: '' };
+type Filters = typeof NO_FILTERS;
+
+/** The filters as the API takes them (listInvocations and exportInvocations alike). */
+function queryOf(filters: Filters) {
+  return {
+    ...(filters.q.trim() ? { q: filters.q.trim() } : {}),
+    ...(filters.status ? { status: filters.status } : {}),
+    ...(filters.model ? { model: filters.model } : {}),
+    ...(filters.workspaceAccessId ? { workspaceAccessId: filters.workspaceAccessId } : {}),
+    ...(filters.since ? { since: new Date(filters.since).toISOString() } : {}),
+    ...(filters.until ? { until: new Date(filters.until).toISOString() } : {}),
+  };
+}
+
+/** The current filter's invocations as a CSV file, saved by the browser (the export needs the key: fetched, then saved). */
+function ExportButton({ client, workspaceId, filters }: { client: PageProps['client']; workspaceId: string; filters: Filters }) {
+  const action = useAction();
+  const save = async () => {
+    const csv = await action.run('Exporting…', async () => {
+      const res = await exportInvocations({ client, path: { workspaceId }, query: queryOf(filters), parseAs: 'text' });
+      return res.data;
+    });
+    if (csv === undefined) return;
+    const url = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }));
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = `invocations-${new Date().toISOString().slice(0, 19).replace(/:/g, '')}.csv`;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  };
+  return (
+    <>
+      <button type="button" onClick={() => void save()} disabled={!!action.working}>
+        Export CSV
+      </button>
+      <ErrorNote problem={action.problem} />
+    </>
+  );
+}
 
 /**
  * The calls, newest first. Routes: #/w/<ws>/invocations, …/invocations/access/<accessId> (one user's),
- * …/invocations/<invocationId> (one call's detail, a link to quote).
+ * …/invocations/<invocationId> (one call's detail; #/invocations/<invocationId> leads there from anywhere).
  */
 export function InvocationsPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
-  const [filters, setFilters] = useState({ ...NO_FILTERS, workspaceAccessId: rest[0] === 'access' ? (rest[1] ?? '') : '' });
+  const [filters, setFilters] = useState<Filters>({ ...NO_FILTERS, workspaceAccessId: rest[0] === 'access' ? (rest[1] ?? '') : '' });
+  const [search, setSearch] = useState('');
   const open = rest[0] && rest[0] !== 'access' ? rest[0] : undefined;
   const base = `#/w/${workspaceId}/invocations`;
   const [connections, setConnections] = useState<Record<string, string>>({});
@@ -180,29 +276,33 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
       .catch(() => setConnections({}));
   }, [workspaceId]);
   const list = usePaged(
-    (cursor) =>
-      listInvocations({
-        client,
-        path: { workspaceId },
-        query: {
-          cursor,
-          limit: 20,
-          ...(filters.status ? { status: filters.status } : {}),
-          ...(filters.model ? { model: filters.model } : {}),
-          ...(filters.workspaceAccessId ? { workspaceAccessId: filters.workspaceAccessId } : {}),
-          ...(filters.since ? { since: new Date(filters.since).toISOString() } : {}),
-          ...(filters.until ? { until: new Date(filters.until).toISOString() } : {}),
-        },
-      }),
+    (cursor) => listInvocations({ client, path: { workspaceId }, query: { cursor, limit: 20, ...queryOf(filters) } }),
     [workspaceId, filters],
   );
-  const set = (field: keyof typeof filters) => (e: Event) => setFilters({ ...filters, [field]: valueOf(e) });
+  const set = (field: keyof Filters) => (e: Event) => setFilters({ ...filters, [field]: valueOf(e) });
   const filtered = Object.values(filters).some(Boolean);
-  const users = useAccessNames(client, list.items?.map((i) => i.workspaceAccessId) ?? []);
+  const clear = () => {
+    setSearch('');
+    setFilters(NO_FILTERS);
+  };
   return (
     <section aria-labelledby="page-title">
       <h1 id="page-title">Invocations</h1>
-      <p class="lead">One row per gateway call, newest first.</p>
+      <p class="lead">One row per gateway call, newest first, refused calls included.</p>
+      <form
+        class="toolbar search"
+        role="search"
+        aria-label="Find a call"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setFilters({ ...filters, q: search });
+        }}
+      >
+        <Field label="Find" hint="A request id, an invocation id, or a user's email or external id">
+          <input name="q" type="search" value={search} onInput={(e) => setSearch(valueOf(e))} />
+        </Field>
+        <button type="submit">Search</button>
+      </form>
       <form class="toolbar filters" aria-label="Filters" onSubmit={(e) => e.preventDefault()}>
         <Field label="Status">
           <select name="status" value={filters.status} onChange={set('status')}>
@@ -214,7 +314,7 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
             ))}
           </select>
         </Field>
-        <Field label="Model (exactly)">
+        <Field label="Model (begins with)">
           <input name="model" value={filters.model} onChange={set('model')} />
         </Field>
         <Field label="Access id">
@@ -229,6 +329,12 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
         <button type="button" onClick={list.reload}>
           Refresh
         </button>
+        {filtered ? (
+          <button type="button" onClick={clear}>
+            Clear filters
+          </button>
+        ) : null}
+        <ExportButton client={client} workspaceId={workspaceId} filters={filters} />
       </form>
       <Working label={list.loading ? 'Loading invocations…' : undefined} />
       <ErrorNote problem={list.problem} />
@@ -236,6 +342,7 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
         <Detail
           client={client}
           workspaceId={workspaceId}
+          currency={workspace.currency ?? 'USD'}
           id={open}
           connections={connections}
           onClose={() => (window.location.hash = base)}
@@ -245,7 +352,7 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
         filtered ? (
           <Empty>
             No invocation matches these filters.{' '}
-            <button type="button" onClick={() => setFilters(NO_FILTERS)}>
+            <button type="button" onClick={clear}>
               Clear the filters
             </button>
           </Empty>
@@ -255,25 +362,32 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
           </Empty>
         )
       ) : (
-        <ListTable caption="Invocations" columns={['Started', 'Request', 'User', 'Model', 'Status', 'Units', 'Latency']}>
+        <ListTable
+          caption="Invocations"
+          columns={['Time', 'Call', 'User', 'Model', 'Endpoint', 'Status', 'Tokens', 'Units', 'Cost', 'Latency']}
+        >
           {list.items?.map((i) => (
             <tr key={i.id} aria-current={open === i.id ? 'true' : undefined}>
               <td>{when(i.startedAt)}</td>
               <td>
-                <a href={`${base}/${i.id}`} title="Open this call's detail">
+                <a href={`${base}/${i.id}`} aria-label={`Open call ${i.requestId}`}>
                   <code>{i.requestId}</code>
                 </a>
               </td>
               <td>
-                <a href={`#/w/${workspaceId}/users/${encodeURIComponent(users[i.workspaceAccessId] ?? '')}`}>
-                  {users[i.workspaceAccessId] ?? i.workspaceAccessId}
-                </a>
+                <UserLink workspaceId={workspaceId} invocation={i} />
               </td>
               <td>{i.requestedModel || '—'}</td>
               <td>
-                <Status value={i.status} /> {i.errorCode ? <span class="id">{i.errorCode}</span> : null}
+                <code>{i.endpoint ?? ''}</code>
+                {i.streamed ? ' (stream)' : ''}
               </td>
+              <td>
+                <StatusWithReason invocation={i} />
+              </td>
+              <td class="num">{tokens(i)}</td>
               <td class="num">{formatNumber(i.quotaUnits)}</td>
+              <td class="num">{money(i.costMicros, workspace.currency ?? 'USD')}</td>
               <td class="num">{ms(i.totalLatencyMs)}</td>
             </tr>
           ))}

@@ -3,18 +3,30 @@
  * gateway's for a conversation a call continues. The gateway writes them in one statement
  * with the settlement (src/gateway/call-repo.ts).
  */
+import type { Knex } from 'knex';
 import type { Queryable } from '../../db/database.js';
+import { hasUuidForm } from '../../ids.js';
 import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
-import type { InvocationRow, InvocationStatus } from './invocation-types.js';
+import type { InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
 
-/** `since`/`until` bound the invocation's start. */
+/**
+ * `since`/`until` bound the invocation's start; `model` is the requested model's beginning; `q` names an end
+ * user (email, case-insensitive, or external id) or else one invocation (its id or request id).
+ */
 export interface InvocationFilter extends PageRequest, TimeRange {
   workspaceId: string;
   workspaceAccessId?: string | undefined;
   model?: string | undefined;
   status?: InvocationStatus | undefined;
+  q?: string | undefined;
 }
+
+/** What a filter's `q` came to: the accesses of the end users it names, or else the invocation it names. */
+type Search = { accessIds: string[] } | { exact: string };
+
+/** A LIKE pattern matching what begins with `text` (its `%`, `_` and `\\` taken as they are). */
+const prefixPattern = (text: string) => `${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
 /** `since`/`until` bound the event's time. */
 export interface UsageEventFilter extends PageRequest, TimeRange {
@@ -61,10 +73,6 @@ const GROUP_KEYS: Record<UsageGroupBy, string> = {
   plan: 'plan_id',
 };
 
-/** An invocation's cost, read from its USAGE event (one per invocation: usage_events_one_per_invocation). */
-const INVOCATION_COST = `(select u.cost_micros from usage_events u where u.invocation_id = invocations.id and u.kind = 'USAGE') as cost_micros,
-  (select u.price_id from usage_events u where u.invocation_id = invocations.id and u.kind = 'USAGE') as price_id`;
-
 /** An invocation as an export lists it: with its USAGE event's tokens and cost. */
 export interface InvocationExportRow {
   id: string;
@@ -84,13 +92,93 @@ export interface InvocationExportRow {
   cost_micros: bigint | null;
   price_id: string | null;
   total_latency_ms: number | null;
+  request_id: string;
+  user_email: string | null;
+  user_external_id: string | null;
+  endpoint: string;
+  error_message: string | null;
 }
 
 /** Rows an export reads at a time: its memory is one page, whatever the range holds. */
 const EXPORT_PAGE = 1000;
 
 export function createInvocationRepo(db: Queryable) {
+  /** The accesses of the workspace's end users whose email (case-insensitive) or external id is `text`. */
+  async function searchOf(workspaceId: string, text: string, q: Queryable): Promise<Search> {
+    const rows: { id: string }[] = await q('workspace_users as u')
+      .join('workspace_accesses as a', 'a.user_id', 'u.id')
+      .where('u.workspace_id', workspaceId)
+      .where((w) => {
+        void w.whereRaw('lower(u.email) = lower(?)', [text]).orWhere('u.external_user_id', text);
+      })
+      .select('a.id');
+    return rows.length ? { accessIds: rows.map((r) => r.id) } : { exact: text };
+  }
+
+  /** The filter's conditions on invocations (`i`: the table's name or alias in the query). */
+  function applyFilter(
+    query: Knex.QueryBuilder,
+    filter: Omit<InvocationFilter, 'workspaceId'>,
+    search: Search | undefined,
+    i: string,
+  ): void {
+    if (filter.workspaceAccessId) query.where(`${i}.workspace_access_id`, filter.workspaceAccessId);
+    if (filter.model) query.whereRaw(`${i}.requested_model like ?`, [prefixPattern(filter.model)]);
+    if (filter.status) query.where(`${i}.status`, filter.status);
+    if (search && 'accessIds' in search) query.whereIn(`${i}.workspace_access_id`, search.accessIds);
+    else if (search) {
+      const text = search.exact;
+      query.where((w) => {
+        w.where(`${i}.request_id`, text);
+        if (hasUuidForm(text)) w.orWhere(`${i}.id`, text.toLowerCase());
+      });
+    }
+    whereInRange(query, `${i}.started_at`, filter);
+  }
+
+  const searchFor = (filter: InvocationFilter, q: Queryable) => {
+    const text = filter.q?.trim();
+    return text ? searchOf(filter.workspaceId, text, q) : Promise.resolve(undefined);
+  };
+
   return {
+    /**
+     * The end users of these accesses and the USAGE events (tokens, cost, price) of these invocations: what a
+     * list's rows show besides their own columns, read for a page at once.
+     */
+    async detailsOf(rows: InvocationRow[], q: Queryable = db): Promise<void> {
+      if (!rows.length) return;
+      const accessIds = [...new Set(rows.map((r) => r.workspace_access_id))];
+      const [users, events] = await Promise.all([
+        q('workspace_accesses as a')
+          .join('workspace_users as u', 'u.id', 'a.user_id')
+          .whereIn('a.id', accessIds)
+          .select('a.id as access_id', 'u.id', 'u.email', 'u.external_user_id', 'u.name') as Promise<
+          (InvocationUser & { access_id: string })[]
+        >,
+        q('usage_events')
+          .whereIn(
+            'invocation_id',
+            rows.map((r) => r.id),
+          )
+          .where('kind', 'USAGE')
+          .select('invocation_id', 'cost_micros', 'price_id', 'input_tokens', 'cached_input_tokens', 'output_tokens') as Promise<
+          Pick<UsageEventRow, 'invocation_id' | 'cost_micros' | 'price_id' | 'input_tokens' | 'cached_input_tokens' | 'output_tokens'>[]
+        >,
+      ]);
+      const userOf = new Map(users.map(({ access_id, ...user }) => [access_id, user]));
+      const eventOf = new Map(events.map((e) => [e.invocation_id, e]));
+      for (const row of rows) {
+        row.user = userOf.get(row.workspace_access_id) ?? null;
+        const e = eventOf.get(row.id);
+        row.cost_micros = e?.cost_micros ?? null;
+        row.price_id = e?.price_id ?? null;
+        row.input_tokens = e ? e.input_tokens : null;
+        row.cached_input_tokens = e ? e.cached_input_tokens : null;
+        row.output_tokens = e ? e.output_tokens : null;
+      }
+    },
+
     async findById(id: string, q: Queryable = db): Promise<InvocationRow | undefined> {
       return q('invocations').where({ id }).first();
     },
@@ -114,27 +202,29 @@ export function createInvocationRepo(db: Queryable) {
       return (result.rows as { tokens: bigint }[])[0]?.tokens;
     },
 
+    /** A page of the filter's invocations, newest first, each with its end user, tokens and cost (detailsOf). */
     async list(filter: InvocationFilter, q: Queryable = db): Promise<Page<InvocationRow>> {
-      const query = q('invocations').select('*', q.raw(INVOCATION_COST)).where({ workspace_id: filter.workspaceId });
-      if (filter.workspaceAccessId) query.where({ workspace_access_id: filter.workspaceAccessId });
-      if (filter.model) query.where({ requested_model: filter.model });
-      if (filter.status) query.where({ status: filter.status });
-      whereInRange(query, 'started_at', filter);
-      return paginate<InvocationRow>(query, filter);
+      const search = await searchFor(filter, q);
+      const query = q('invocations').select('*').where({ workspace_id: filter.workspaceId });
+      applyFilter(query, filter, search, 'invocations');
+      const page = await paginate<InvocationRow>(query, filter);
+      await this.detailsOf(page.items, q);
+      return page;
     },
 
     /**
-     * The workspace's invocations that started in [since, until), in id order (UUID v7, minted as a call starts: the
+     * The filter's invocations (those that started in [since, until)), in id order (UUID v7, minted as a call starts: the
      * order they started), a page at a time along (workspace_id, id): an export of any size holds one page.
      */
-    async *exportInvocations(workspaceId: string, since: Date, until: Date, q: Queryable = db): AsyncGenerator<InvocationExportRow[]> {
+    async *exportInvocations(filter: InvocationFilter, q: Queryable = db): AsyncGenerator<InvocationExportRow[]> {
+      const search = await searchFor(filter, q);
       let after: string | undefined;
       for (;;) {
         const query = q('invocations as i')
           .leftJoin('usage_events as u', (j) => j.on('u.invocation_id', 'i.id').andOnVal('u.kind', 'USAGE'))
-          .where('i.workspace_id', workspaceId)
-          .where('i.started_at', '>=', since)
-          .where('i.started_at', '<', until)
+          .leftJoin('workspace_accesses as a', 'a.id', 'i.workspace_access_id')
+          .leftJoin('workspace_users as w', 'w.id', 'a.user_id')
+          .where('i.workspace_id', filter.workspaceId)
           .select(
             'i.id',
             'i.started_at',
@@ -153,9 +243,15 @@ export function createInvocationRepo(db: Queryable) {
             'u.cost_micros',
             'u.price_id',
             'i.total_latency_ms',
+            'i.request_id',
+            'w.email as user_email',
+            'w.external_user_id as user_external_id',
+            'i.endpoint',
+            'i.error_message',
           )
           .orderBy('i.id')
           .limit(EXPORT_PAGE);
+        applyFilter(query, filter, search, 'i');
         if (after) query.where('i.id', '>', after);
         const rows = (await query) as InvocationExportRow[];
         if (rows.length) yield rows;

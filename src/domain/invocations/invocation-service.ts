@@ -52,7 +52,8 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
       const invocation = await invocationRepo.findById(id);
       if (!invocation) throw new AppError('invocation_not_found', 'Invocation not found');
       assertVisible(actor, invocation.workspace_id, 'invocation_not_found', 'Invocation');
-      return { invocation, usageEvents: await invocationRepo.usageEventsOf(id) };
+      const [usageEvents] = await Promise.all([invocationRepo.usageEventsOf(id), invocationRepo.detailsOf([invocation])]);
+      return { invocation, usageEvents };
     },
 
     async listUsageEvents(actor: Actor, filter: UsageEventFilter): Promise<Page<UsageEventRow>> {
@@ -60,11 +61,15 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
       return invocationRepo.listUsageEvents(filter);
     },
 
-    /** The invocations that started in [since, until), a page at a time, and the workspace's currency. */
-    async exportInvocations(actor: Actor, workspaceId: string, since: Date, until: Date) {
-      if (since >= until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
-      const workspace = await workspaces.get(actor, workspaceId);
-      return { currency: workspace.currency, pages: invocationRepo.exportInvocations(workspaceId, since, until) };
+    /**
+     * The filter's invocations (listInvocations'), a page at a time, and the workspace's currency. Without
+     * `until`, up to now.
+     */
+    async exportInvocations(actor: Actor, filter: Omit<InvocationFilter, 'limit' | 'after'>) {
+      const until = filter.until ?? clock.now();
+      if (filter.since && filter.since >= until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
+      const workspace = await workspaces.get(actor, filter.workspaceId);
+      return { currency: workspace.currency, pages: invocationRepo.exportInvocations({ ...filter, until }) };
     },
 
     /**

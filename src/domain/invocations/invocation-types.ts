@@ -1,6 +1,14 @@
 export type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
 export type AttemptStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'ABORTED';
 
+/** The end user whose access made a call, as it is now. */
+export interface InvocationUser {
+  id: string;
+  email: string;
+  external_user_id: string;
+  name: string | null;
+}
+
 export interface InvocationRow {
   id: string;
   workspace_id: string;
@@ -18,6 +26,8 @@ export interface InvocationRow {
   lease_id: string | null;
   quota_units: bigint;
   error_code: string | null;
+  /** Why it did not succeed, in words: the gateway's refusal, or the upstream's error message. */
+  error_message?: string | null;
   started_at: Date;
   first_token_at: Date | null;
   completed_at: Date | null;
@@ -39,9 +49,14 @@ export interface InvocationRow {
   attempt_first_token_at: Date | null;
   attempt_completed_at: Date | null;
   attempt_duration_ms: number | null;
-  /** Read with the invocation (its USAGE event's): the call's cost and the price it was computed under. */
+  /** Read with the invocation (its USAGE event's): the call's cost and the price it was computed under, and its tokens. */
   cost_micros?: bigint | null;
   price_id?: string | null;
+  input_tokens?: bigint | null;
+  cached_input_tokens?: bigint | null;
+  output_tokens?: bigint | null;
+  /** Read with the invocation: the end user of its access (null: none found). */
+  user?: InvocationUser | null;
   /** The route the call was made through (provider_connection_id is then the target that answered). */
   route_id?: string | null;
   /** The attempts before the last (a route's retries and fallbacks), in order; none: the call made one. */

@@ -78,6 +78,20 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   };
   if (row.trace_id) dto.traceId = row.trace_id;
   if (row.error_code) dto.errorCode = row.error_code;
+  if (row.error_message) dto.errorMessage = row.error_message;
+  dto.inferenceKeyId = row.inference_key_id;
+  dto.method = row.method;
+  dto.endpoint = row.endpoint;
+  dto.streamed = row.streamed;
+  if (row.user) {
+    dto.user = { id: row.user.id, externalUserId: row.user.external_user_id, email: row.user.email };
+    if (row.user.name) dto.user.name = row.user.name;
+  }
+  if (row.input_tokens !== null && row.input_tokens !== undefined) {
+    dto.inputTokens = `${row.input_tokens}`;
+    dto.cachedInputTokens = `${row.cached_input_tokens ?? 0n}`;
+    dto.outputTokens = `${row.output_tokens ?? 0n}`;
+  }
   const first = iso(row.first_token_at);
   if (first) dto.firstTokenAt = first.value;
   const done = iso(row.completed_at);

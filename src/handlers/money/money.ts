@@ -57,12 +57,7 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
       ok(toWorkspaceBudgetDto(await budgets.set(actor, path.workspaceId, body))),
     ),
     exportInvocations: handler<ExportInvocationsData, ExportInvocationsResponses>(async ({ actor, path, query }) => {
-      const { currency, pages } = await invocations.exportInvocations(
-        actor,
-        path.workspaceId,
-        parseTimestamp(query.since, 'since'),
-        parseTimestamp(query.until, 'until'),
-      );
+      const { currency, pages } = await invocations.exportInvocations(actor, { ...listQuery(query), workspaceId: path.workspaceId });
       const header = [
         'id',
         'started_at',
@@ -82,6 +77,11 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         'currency',
         'price_id',
         'total_latency_ms',
+        'request_id',
+        'user_email',
+        'user_external_id',
+        'endpoint',
+        'error_message',
       ];
       const lines = csvLines(header, pages, (r) => [
         r.id,
@@ -102,6 +102,11 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         r.cost_micros === null ? null : currency,
         r.price_id,
         r.total_latency_ms,
+        r.request_id,
+        r.user_email,
+        r.user_external_id,
+        r.endpoint,
+        r.error_message,
       ]);
       return streamed(CSV, lines, attachment('invocations.csv'));
     }),
