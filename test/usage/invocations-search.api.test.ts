@@ -7,7 +7,14 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
-import { getInvocation, listInvocations, revokeInferenceKey, suspendWorkspaceAccess, updateProviderConnection } from '../support/sdk.js';
+import {
+  getInvocation,
+  getUsageSummary,
+  listInvocations,
+  revokeInferenceKey,
+  suspendWorkspaceAccess,
+  updateProviderConnection,
+} from '../support/sdk.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, openAiFor, type Tenant } from '../gateway/gateway-support.js';
@@ -82,6 +89,12 @@ describe('refused calls are recorded', () => {
       email: expect.stringMatching(/-1@example\.com$/),
       externalUserId: expect.stringMatching(/-user-1$/),
     });
+    // Counted in usage: the summary by access has the refused call in its bucket.
+    const summary = await getUsageSummary({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { groupBy: 'access' } });
+    expect(summary.response.status).toBe(200);
+    const buckets = summary.data!.buckets.filter((b) => b.key === other!.accessId);
+    expect(buckets.reduce((n, b) => n + b.refusedCalls, 0)).toBe(1);
+    expect(buckets.reduce((n, b) => n + b.calls, 0)).toBe(1);
   });
 
   it('a model the plan does not allow (403) and a quota refusal (429) are recorded with their reasons', async () => {
