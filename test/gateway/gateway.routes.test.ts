@@ -283,8 +283,11 @@ describe('the circuit breaker', () => {
     await new Promise((r) => setTimeout(r, 350));
     const probe = await chat(route);
     expect(probe.response.headers.get('x-nexus-served-by')).toBe(flaky.id);
-    const health = await getRouteHealth({ client: t.client, path: { routeId: route.id } });
-    expect(health.data!.targets[0]).toMatchObject({ breakerState: 'closed' });
+    // The closing is written once the probe has answered (the write that makes the transition): health sees it then.
+    await until(async () => {
+      const health = await getRouteHealth({ client: t.client, path: { routeId: route.id } });
+      return health.data!.targets[0]!.breakerState === 'closed';
+    }, 2000);
 
     // The breaker's opening and closing, each once, as events for the application (docs/events.md).
     let events: { type: string; data: unknown }[] = [];
