@@ -14,7 +14,6 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { get, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
-import axe from 'axe-core';
 import OpenAI from 'openai';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,58 +30,12 @@ import {
 } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
+import { axeViolations, chromiumOrWarn } from './console-support.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 
-function findChromium(): string | undefined {
-  for (const name of ['chromium', 'chromium-browser', 'google-chrome']) {
-    try {
-      const path = execFileSync('which', [name], { encoding: 'utf8' }).trim();
-      if (path) return path;
-    } catch {
-      // not this one
-    }
-  }
-  return undefined;
-}
-
-const executablePath = findChromium();
-if (!executablePath) {
-  const line = '='.repeat(78);
-  const message = `NO CHROMIUM: the console's browser test cannot run. Install it (apt-get install -y chromium).`;
-  if (process.env.CI === 'true') throw new Error(message);
-  console.warn(`\n${line}\n${message}\nThe console's browser test is SKIPPED here; CI runs it.\n${line}\n`);
-}
+const executablePath = chromiumOrWarn("the console's browser test");
 
 const shots = join(projectRoot, 'test-results', 'console');
-// axe-core's own build as a string, to evaluate in the page.
-const axeSource = axe.source;
-
-/** The serious and critical violations axe-core finds in the page as it is now: rule, impact and the first elements. */
-async function axeViolations(page: Page): Promise<string[]> {
-  // Evaluated through the DevTools protocol, which the console's CSP (script-src 'self') does not govern.
-  await page.evaluate(axeSource);
-  return page.evaluate(async () => {
-    const engine = (window as unknown as { axe: { run: (ctx: Document, opts: object) => Promise<AxeResults> } }).axe;
-    interface AxeResults {
-      violations: { id: string; impact?: string; nodes: { target: string[] }[] }[];
-      passes: unknown[];
-    }
-    const results = await engine.run(document, {
-      runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] },
-    });
-    // A scan that checked nothing (axe not run on the page) must not pass as a clean one.
-    if (results.passes.length === 0) return ['axe-core checked no rule'];
-    return results.violations
-      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-      .map(
-        (v) =>
-          `${v.id} (${v.impact}): ${v.nodes
-            .slice(0, 3)
-            .map((n) => n.target.join(' '))
-            .join(', ')}`,
-      );
-  });
-}
 
 /** A GET as a plain HTTP client makes it: the body's bytes as sent (not decoded), and the headers. */
 function rawGet(url: string, acceptEncoding: string): Promise<{ headers: IncomingHttpHeaders; length: number }> {
