@@ -14,60 +14,34 @@
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database
  * is made on; it is dropped at the end.
  */
-import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
-import { buildApp, listen } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
+import { percentile, withFreshNexus } from './lib/fresh-nexus.js';
 import { systemActor } from '../src/domain/actor.js';
 import type { UsageGroupBy } from '../src/domain/invocations/invocation-repo.js';
 import { rebuildWorkspaceRollupsSql } from '../src/domain/invocations/rollup-sql.js';
 
-const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const EVENTS = Number(process.env.BENCH_USAGE_EVENTS ?? 1_000_000);
 const DAYS = Number(process.env.BENCH_USAGE_DAYS ?? 30);
 const RUNS = Number(process.env.BENCH_USAGE_RUNS ?? 30);
-const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
 
-const dbName = `nexus_bench_usage_${randomBytes(4).toString('hex')}`;
-const admin = new pg.Client({ connectionString: DATABASE_URL });
-await admin.connect();
-await admin.query(`create database ${dbName}`);
-const url = new URL(DATABASE_URL);
-url.pathname = `/${dbName}`;
-
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-
-try {
-  const config = loadConfig({
-    NODE_ENV: 'production',
-    DATABASE_URL: url.toString(),
-    NEXUS_MANAGEMENT_KEY: ROOT_KEY,
-    NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
-    NEXUS_LOG_LEVEL: 'warn',
-    HOST: '127.0.0.1',
-    PORT: '0',
+await withFreshNexus('usage', async ({ url: serverUrl, databaseUrl, nexus, headers }) => {
+  const created = await fetch(`${serverUrl}/admin/v1/workspaces`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ name: 'bench-usage' }),
   });
-  const nexus = await buildApp(config, {});
-  const server = await listen(nexus, 0, '127.0.0.1', 2000);
-  try {
-    const headers = { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' };
-    const created = await fetch(`${server.url}/admin/v1/workspaces`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify({ name: 'bench-usage' }),
-    });
-    const workspaceId = ((await created.json()) as { id: string }).id;
+  const workspaceId = ((await created.json()) as { id: string }).id;
 
-    const until = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000);
-    const since = new Date(until.getTime() - DAYS * 86_400_000);
-    const seedStarted = Date.now();
-    const seed = new pg.Client({ connectionString: url.toString() });
-    await seed.connect();
-    // Keys, accesses, plans, models and connections as ids and names the rows cycle through (a key belongs to one
-    // access, an access is on one plan); the gateway's rows carry no foreign key to them.
-    await seed.query(
-      `create temporary table bench_calls as
+  const until = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000);
+  const since = new Date(until.getTime() - DAYS * 86_400_000);
+  const seedStarted = Date.now();
+  const seed = new pg.Client({ connectionString: databaseUrl });
+  await seed.connect();
+  // Keys, accesses, plans, models and connections as ids and names the rows cycle through (a key belongs to one
+  // access, an access is on one plan); the gateway's rows carry no foreign key to them.
+  await seed.query(
+    `create temporary table bench_calls as
          select gen_random_uuid() as invocation_id, gen_random_uuid() as usage_id,
                 ('00000000-0000-4000-8000-' || lpad((n % 20)::text, 12, '0'))::uuid as access_id,
                 ('00000000-0000-4000-a000-' || lpad((n % 40)::text, 12, '0'))::uuid as key_id,
@@ -80,20 +54,20 @@ try {
                 case when n % 7 = 0 then 10 end as cache_write_tokens,
                 case when n % 5 = 3 then ((n % 300) + 5) / 2 end as reasoning_tokens
            from generate_series(0, $1 - 1) as n`,
-      [EVENTS, since, until],
-    );
-    await seed.query(
-      `insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, plan_id, request_id,
+    [EVENTS, since, until],
+  );
+  await seed.query(
+    `insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, plan_id, request_id,
                                 method, endpoint, requested_model, status, metering_status, quota_units, started_at, completed_at)
        select invocation_id, $1, access_id, connection_id, key_id, plan_id, 'req_' || invocation_id, 'POST', '/v1/chat/completions',
               model, status, 'metered', case when status = 'REJECTED' then 0 else input_tokens + 2 * output_tokens end, at, at
          from bench_calls`,
-      [workspaceId],
-    );
-    // A refused call has no event. The cost: 2.50 input, 10 output per million, 3.75 a cache write, 10 reasoning;
-    // model-4 has no price.
-    await seed.query(
-      `insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, invocation_id, kind, units,
+    [workspaceId],
+  );
+  // A refused call has no event. The cost: 2.50 input, 10 output per million, 3.75 a cache write, 10 reasoning;
+  // model-4 has no price.
+  await seed.query(
+    `insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, invocation_id, kind, units,
                                  input_tokens, cached_input_tokens, output_tokens, model, created_at, cost_micros, price_id,
                                  cache_write_tokens, reasoning_tokens)
        select usage_id, $1, access_id, gen_random_uuid(), invocation_id, 'USAGE', input_tokens + 2 * output_tokens,
@@ -103,93 +77,87 @@ try {
               case when model_n < 4 then '00000000-0000-4000-c000-000000000001'::uuid end,
               cache_write_tokens, reasoning_tokens
          from bench_calls where status <> 'REJECTED'`,
-      [workspaceId],
-    );
-    await seed.query(rebuildWorkspaceRollupsSql('$1'), [workspaceId]);
-    await seed.query('vacuum analyze invocations');
-    await seed.query('vacuum analyze usage_events');
-    await seed.query('vacuum analyze usage_rollups');
-    const rollups = (await seed.query('select count(*)::int as n from usage_rollups')).rows[0] as { n: number };
-    await seed.end();
-    console.log(
-      `seeded ${EVENTS.toLocaleString('en')} usage events and invocations over ${DAYS} days in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s (usage_rollups: ${rollups.n.toLocaleString('en')} rows)\n`,
-    );
+    [workspaceId],
+  );
+  await seed.query(rebuildWorkspaceRollupsSql('$1'), [workspaceId]);
+  await seed.query('vacuum analyze invocations');
+  await seed.query('vacuum analyze usage_events');
+  await seed.query('vacuum analyze usage_rollups');
+  const rollups = (await seed.query('select count(*)::int as n from usage_rollups')).rows[0] as { n: number };
+  await seed.end();
+  console.log(
+    `seeded ${EVENTS.toLocaleString('en')} usage events and invocations over ${DAYS} days in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s (usage_rollups: ${rollups.n.toLocaleString('en')} rows)\n`,
+  );
 
-    const day = 86_400_000;
-    const lastWeek = new Date(until.getTime() - 7 * day).toISOString();
-    const groupings: UsageGroupBy[] = ['model', 'access', 'connection', 'key', 'plan'];
-    const queries: [string, Record<string, string>][] = [
-      [
-        'last 24 h by hour, by model',
-        { since: new Date(until.getTime() - day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'model' },
-      ],
-      ...groupings.map((g): [string, Record<string, string>] => [
-        `last 7 days by hour, by ${g}`,
-        { since: lastWeek, until: until.toISOString(), granularity: 'hour', groupBy: g },
-      ]),
-      ...groupings.map((g): [string, Record<string, string>] => [
-        `all ${DAYS} days by day, by ${g}`,
-        { since: since.toISOString(), until: until.toISOString(), granularity: 'day', groupBy: g },
-      ]),
-      ...(['access', 'key'] as const).map((g): [string, Record<string, string>] => [
-        `all ${DAYS} days by hour, by ${g}`,
-        { since: since.toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: g },
-      ]),
-    ];
-    // The figures scale with how busy the host is: say it.
-    console.log(
-      `host: ${cpus().length} CPUs, load average ${loadavg()
-        .map((l) => l.toFixed(1))
-        .join(' ')} (1, 5, 15 min)\n`,
-    );
-    console.log(
-      `${'query'.padEnd(36)} ${'events'.padStart(10)} ${'calls'.padStart(10)} ${'cost'.padStart(14)} ${'buckets'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'query p50'.padStart(10)}`,
-    );
-    const actor = systemActor('bench-usage');
-    for (const [label, query] of queries) {
-      const target = `${server.url}/admin/v1/workspaces/${workspaceId}/usage-summary?${new URLSearchParams(query)}`;
-      const times: number[] = [];
-      let events = 0;
-      let calls = 0;
-      let cost = 0n;
-      let buckets = 0;
-      for (let i = 0; i < RUNS + 3; i++) {
-        const started = performance.now();
-        const res = await fetch(target, { headers });
-        const text = await res.text();
-        // Until the answer's last byte: parsing it is the client's work (and would run in this process).
-        const took = performance.now() - started;
-        const body = JSON.parse(text) as { buckets: { events: number; calls: number; costMicros: string }[] };
-        if (res.status !== 200) throw new Error(`${label}: ${res.status} ${JSON.stringify(body)}`);
-        if (i >= 3) times.push(took);
-        events = body.buckets.reduce((n, b) => n + b.events, 0);
-        calls = body.buckets.reduce((n, b) => n + b.calls, 0);
-        cost = body.buckets.reduce((n, b) => n + BigInt(b.costMicros), 0n);
-        buckets = body.buckets.length;
-      }
-      times.sort((a, b) => a - b);
-      // The same summary without HTTP and JSON: the service's call (the SQL and the mapping of its rows).
-      const inner: number[] = [];
-      for (let i = 0; i < RUNS; i++) {
-        const started = performance.now();
-        await nexus.services.invocations.usageSummary(actor, {
-          workspaceId,
-          since: new Date(query.since!),
-          until: new Date(query.until!),
-          granularity: query.granularity as 'hour' | 'day',
-          groupBy: query.groupBy as UsageGroupBy,
-        });
-        inner.push(performance.now() - started);
-      }
-      inner.sort((a, b) => a - b);
-      console.log(
-        `${label.padEnd(36)} ${events.toLocaleString('en').padStart(10)} ${calls.toLocaleString('en').padStart(10)} ${cost.toLocaleString('en').padStart(14)} ${String(buckets).padStart(8)} ${percentile(times, 50).toFixed(1).padStart(8)} ${percentile(times, 99).toFixed(1).padStart(8)} ${percentile(inner, 50).toFixed(1).padStart(10)}`,
-      );
+  const day = 86_400_000;
+  const lastWeek = new Date(until.getTime() - 7 * day).toISOString();
+  const groupings: UsageGroupBy[] = ['model', 'access', 'connection', 'key', 'plan'];
+  const queries: [string, Record<string, string>][] = [
+    [
+      'last 24 h by hour, by model',
+      { since: new Date(until.getTime() - day).toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'model' },
+    ],
+    ...groupings.map((g): [string, Record<string, string>] => [
+      `last 7 days by hour, by ${g}`,
+      { since: lastWeek, until: until.toISOString(), granularity: 'hour', groupBy: g },
+    ]),
+    ...groupings.map((g): [string, Record<string, string>] => [
+      `all ${DAYS} days by day, by ${g}`,
+      { since: since.toISOString(), until: until.toISOString(), granularity: 'day', groupBy: g },
+    ]),
+    ...(['access', 'key'] as const).map((g): [string, Record<string, string>] => [
+      `all ${DAYS} days by hour, by ${g}`,
+      { since: since.toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: g },
+    ]),
+  ];
+  // The figures scale with how busy the host is: say it.
+  console.log(
+    `host: ${cpus().length} CPUs, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} (1, 5, 15 min)\n`,
+  );
+  console.log(
+    `${'query'.padEnd(36)} ${'events'.padStart(10)} ${'calls'.padStart(10)} ${'cost'.padStart(14)} ${'buckets'.padStart(8)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'query p50'.padStart(10)}`,
+  );
+  const actor = systemActor('bench-usage');
+  for (const [label, query] of queries) {
+    const target = `${serverUrl}/admin/v1/workspaces/${workspaceId}/usage-summary?${new URLSearchParams(query)}`;
+    const times: number[] = [];
+    let events = 0;
+    let calls = 0;
+    let cost = 0n;
+    let buckets = 0;
+    for (let i = 0; i < RUNS + 3; i++) {
+      const started = performance.now();
+      const res = await fetch(target, { headers });
+      const text = await res.text();
+      // Until the answer's last byte: parsing it is the client's work (and would run in this process).
+      const took = performance.now() - started;
+      const body = JSON.parse(text) as { buckets: { events: number; calls: number; costMicros: string }[] };
+      if (res.status !== 200) throw new Error(`${label}: ${res.status} ${JSON.stringify(body)}`);
+      if (i >= 3) times.push(took);
+      events = body.buckets.reduce((n, b) => n + b.events, 0);
+      calls = body.buckets.reduce((n, b) => n + b.calls, 0);
+      cost = body.buckets.reduce((n, b) => n + BigInt(b.costMicros), 0n);
+      buckets = body.buckets.length;
     }
-  } finally {
-    await server.shutdown();
+    times.sort((a, b) => a - b);
+    // The same summary without HTTP and JSON: the service's call (the SQL and the mapping of its rows).
+    const inner: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const started = performance.now();
+      await nexus.services.invocations.usageSummary(actor, {
+        workspaceId,
+        since: new Date(query.since!),
+        until: new Date(query.until!),
+        granularity: query.granularity as 'hour' | 'day',
+        groupBy: query.groupBy as UsageGroupBy,
+      });
+      inner.push(performance.now() - started);
+    }
+    inner.sort((a, b) => a - b);
+    console.log(
+      `${label.padEnd(36)} ${events.toLocaleString('en').padStart(10)} ${calls.toLocaleString('en').padStart(10)} ${cost.toLocaleString('en').padStart(14)} ${String(buckets).padStart(8)} ${percentile(times, 50).toFixed(1).padStart(8)} ${percentile(times, 99).toFixed(1).padStart(8)} ${percentile(inner, 50).toFixed(1).padStart(10)}`,
+    );
   }
-} finally {
-  await admin.query(`drop database if exists ${dbName} with (force)`);
-  await admin.end();
-}
+});

@@ -11,73 +11,47 @@
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on;
  * it is dropped at the end.
  */
-import { randomBytes } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
-import { buildApp, listen } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
+import { percentile, withFreshNexus } from './lib/fresh-nexus.js';
 
-const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const INVOCATIONS = Number(process.env.BENCH_CONSOLE_INVOCATIONS ?? 1_000_000);
 const USERS = Number(process.env.BENCH_CONSOLE_USERS ?? 2_000);
 const DAYS = Number(process.env.BENCH_CONSOLE_DAYS ?? 30);
 const RUNS = Number(process.env.BENCH_CONSOLE_RUNS ?? 30);
 const TARGET_MS = 300;
-const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
 
-const dbName = `nexus_bench_console_${randomBytes(4).toString('hex')}`;
-const admin = new pg.Client({ connectionString: DATABASE_URL });
-await admin.connect();
-await admin.query(`create database ${dbName}`);
-const url = new URL(DATABASE_URL);
-url.pathname = `/${dbName}`;
+await withFreshNexus('console', async ({ url: serverUrl, databaseUrl, headers }) => {
+  const post = async (path: string, body: unknown) => {
+    const res = await fetch(`${serverUrl}/admin/v1${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+    if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as { id: string };
+  };
+  const workspaceId = (await post('/workspaces', { name: 'bench-console' })).id;
+  const planId = (await post(`/workspaces/${workspaceId}/plans`, { key: 'bench', name: 'Bench', billingInterval: 'MONTH' })).id;
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-
-try {
-  const config = loadConfig({
-    NODE_ENV: 'production',
-    DATABASE_URL: url.toString(),
-    NEXUS_MANAGEMENT_KEY: ROOT_KEY,
-    NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
-    NEXUS_LOG_LEVEL: 'warn',
-    HOST: '127.0.0.1',
-    PORT: '0',
-  });
-  const nexus = await buildApp(config, {});
-  const server = await listen(nexus, 0, '127.0.0.1', 2000);
-  try {
-    const headers = { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' };
-    const post = async (path: string, body: unknown) => {
-      const res = await fetch(`${server.url}/admin/v1${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
-      if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${await res.text()}`);
-      return (await res.json()) as { id: string };
-    };
-    const workspaceId = (await post('/workspaces', { name: 'bench-console' })).id;
-    const planId = (await post(`/workspaces/${workspaceId}/plans`, { key: 'bench', name: 'Bench', billingInterval: 'MONTH' })).id;
-
-    const until = new Date();
-    const since = new Date(until.getTime() - DAYS * 86_400_000);
-    const seedStarted = Date.now();
-    const seed = new pg.Client({ connectionString: url.toString() });
-    await seed.connect();
-    await seed.query(
-      `insert into workspace_users (id, workspace_id, external_user_id, email, name, created_at)
+  const until = new Date();
+  const since = new Date(until.getTime() - DAYS * 86_400_000);
+  const seedStarted = Date.now();
+  const seed = new pg.Client({ connectionString: databaseUrl });
+  await seed.connect();
+  await seed.query(
+    `insert into workspace_users (id, workspace_id, external_user_id, email, name, created_at)
        select ('00000000-0000-4000-8000-' || lpad(n::text, 12, '0'))::uuid, $1, 'user-' || n, 'user' || n || '@example.com',
               'User ' || n, now()
          from generate_series(0, $2 - 1) as n`,
-      [workspaceId, USERS],
-    );
-    await seed.query(
-      `insert into workspace_accesses (id, workspace_id, user_id, plan_id, status, access_starts_at, created_at, updated_at)
+    [workspaceId, USERS],
+  );
+  await seed.query(
+    `insert into workspace_accesses (id, workspace_id, user_id, plan_id, status, access_starts_at, created_at, updated_at)
        select ('00000000-0000-4000-9000-' || lpad(n::text, 12, '0'))::uuid, $1, ('00000000-0000-4000-8000-' || lpad(n::text, 12, '0'))::uuid,
               $3, 'ACTIVE', now() - interval '90 days', now(), now()
          from generate_series(0, $2 - 1) as n`,
-      [workspaceId, USERS, planId],
-    );
-    // Ids as the gateway mints them (UUID v7: the start's milliseconds first), so id order is time order.
-    await seed.query(
-      `create temporary table bench_calls as
+    [workspaceId, USERS, planId],
+  );
+  // Ids as the gateway mints them (UUID v7: the start's milliseconds first), so id order is time order.
+  await seed.query(
+    `create temporary table bench_calls as
          select (substr(lpad(to_hex(ms), 12, '0'), 1, 8) || '-' || substr(lpad(to_hex(ms), 12, '0'), 9, 4) || '-7' || substr(h, 1, 3)
                  || '-8' || substr(h, 4, 3) || '-' || substr(h, 7, 12))::uuid as id, gen_random_uuid() as usage_id, at, n,
                 ('00000000-0000-4000-9000-' || lpad((n % $4)::text, 12, '0'))::uuid as access_id,
@@ -87,10 +61,10 @@ try {
            from (select n, at, (extract(epoch from at) * 1000)::bigint as ms, md5(n::text) as h
                    from (select n, $2::timestamptz + ((n::double precision / $1) * ($3::timestamptz - $2::timestamptz)) as at
                            from generate_series(0, $1 - 1) as n) t) s`,
-      [INVOCATIONS, since, until, USERS],
-    );
-    await seed.query(
-      `insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id,
+    [INVOCATIONS, since, until, USERS],
+  );
+  await seed.query(
+    `insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id,
                                 method, endpoint, requested_model, status, metering_status, quota_units, error_code, error_message,
                                 started_at, completed_at, total_latency_ms)
        select id, $1, access_id, '00000000-0000-4000-a000-000000000000', gen_random_uuid(), gen_random_uuid()::text, 'POST',
@@ -100,77 +74,70 @@ try {
               case status when 'REJECTED' then 'The access has no quota left' when 'UPSTREAM_ERROR' then 'The server had an error' end,
               at, at + interval '800 milliseconds', 800
          from bench_calls`,
-      [workspaceId],
-    );
-    await seed.query(
-      `insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, invocation_id, kind, units,
+    [workspaceId],
+  );
+  await seed.query(
+    `insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, invocation_id, kind, units,
                                  input_tokens, cached_input_tokens, output_tokens, model, created_at)
        select usage_id, $1, access_id, gen_random_uuid(), id, 'USAGE', input_tokens + 2 * output_tokens,
               input_tokens, 0, output_tokens, model, at
          from bench_calls where status = 'SUCCEEDED'`,
-      [workspaceId],
-    );
-    for (const table of ['invocations', 'usage_events', 'workspace_users', 'workspace_accesses'])
-      await seed.query(`vacuum analyze ${table}`);
-    // What the searches look for: a request id and an invocation id from the middle of the range.
-    const middle = (
-      await seed.query(`select id, request_id from invocations where workspace_id = $1 order by id offset $2 limit 1`, [
-        workspaceId,
-        Math.floor(INVOCATIONS / 2),
-      ])
-    ).rows[0] as { id: string; request_id: string };
-    await seed.end();
-    console.log(
-      `seeded ${INVOCATIONS.toLocaleString('en')} invocations of ${USERS.toLocaleString('en')} users over ${DAYS} days in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s\n`,
-    );
+    [workspaceId],
+  );
+  for (const table of ['invocations', 'usage_events', 'workspace_users', 'workspace_accesses']) await seed.query(`vacuum analyze ${table}`);
+  // What the searches look for: a request id and an invocation id from the middle of the range.
+  const middle = (
+    await seed.query(`select id, request_id from invocations where workspace_id = $1 order by id offset $2 limit 1`, [
+      workspaceId,
+      Math.floor(INVOCATIONS / 2),
+    ])
+  ).rows[0] as { id: string; request_id: string };
+  await seed.end();
+  console.log(
+    `seeded ${INVOCATIONS.toLocaleString('en')} invocations of ${USERS.toLocaleString('en')} users over ${DAYS} days in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s\n`,
+  );
 
-    const list = `/admin/v1/workspaces/${workspaceId}/invocations`;
-    const pages: [string, string][] = [
-      ['first page', `${list}?limit=20`],
-      ['by request id', `${list}?q=${middle.request_id}`],
-      ['by invocation id', `${list}?q=${middle.id}`],
-      ['by email (any case)', `${list}?q=${encodeURIComponent(`USER${Math.floor(USERS * 0.6)}@example.com`)}`],
-      ['by external id', `${list}?q=user-77`],
-      ['by model prefix, common (gpt-4o)', `${list}?model=gpt-4o`],
-      ['by model prefix, none matches', `${list}?model=mistral`],
-      ['a user, refused calls', `${list}?q=user-77&status=REJECTED`],
-      ['first page, refused calls', `${list}?status=REJECTED`],
-      ['detail (getInvocation)', `/admin/v1/invocations/${middle.id}`],
-    ];
-    // The figures scale with how busy the host is: say it.
-    console.log(
-      `host: ${cpus().length} CPUs, load average ${loadavg()
-        .map((l) => l.toFixed(1))
-        .join(' ')} (1, 5, 15 min)\n`,
-    );
-    console.log(`${'page'.padEnd(36)} ${'rows'.padStart(5)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  target ${TARGET_MS} ms`);
-    let missed = 0;
-    for (const [label, path] of pages) {
-      const times: number[] = [];
-      let rows = 0;
-      for (let i = 0; i < RUNS + 3; i++) {
-        const started = performance.now();
-        const res = await fetch(`${server.url}${path}`, { headers });
-        const text = await res.text();
-        const took = performance.now() - started;
-        if (res.status !== 200) throw new Error(`${label}: ${res.status} ${text}`);
-        if (i >= 3) times.push(took);
-        const body = JSON.parse(text) as unknown;
-        rows = Array.isArray(body) ? body.length : 1;
-      }
-      times.sort((a, b) => a - b);
-      const p99 = percentile(times, 99);
-      if (p99 > TARGET_MS) missed++;
-      console.log(
-        `${label.padEnd(36)} ${String(rows).padStart(5)} ${percentile(times, 50).toFixed(1).padStart(8)} ${p99.toFixed(1).padStart(8)}  ${p99 <= TARGET_MS ? 'ok' : 'OVER'}`,
-      );
+  const list = `/admin/v1/workspaces/${workspaceId}/invocations`;
+  const pages: [string, string][] = [
+    ['first page', `${list}?limit=20`],
+    ['by request id', `${list}?q=${middle.request_id}`],
+    ['by invocation id', `${list}?q=${middle.id}`],
+    ['by email (any case)', `${list}?q=${encodeURIComponent(`USER${Math.floor(USERS * 0.6)}@example.com`)}`],
+    ['by external id', `${list}?q=user-77`],
+    ['by model prefix, common (gpt-4o)', `${list}?model=gpt-4o`],
+    ['by model prefix, none matches', `${list}?model=mistral`],
+    ['a user, refused calls', `${list}?q=user-77&status=REJECTED`],
+    ['first page, refused calls', `${list}?status=REJECTED`],
+    ['detail (getInvocation)', `/admin/v1/invocations/${middle.id}`],
+  ];
+  // The figures scale with how busy the host is: say it.
+  console.log(
+    `host: ${cpus().length} CPUs, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} (1, 5, 15 min)\n`,
+  );
+  console.log(`${'page'.padEnd(36)} ${'rows'.padStart(5)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  target ${TARGET_MS} ms`);
+  let missed = 0;
+  for (const [label, path] of pages) {
+    const times: number[] = [];
+    let rows = 0;
+    for (let i = 0; i < RUNS + 3; i++) {
+      const started = performance.now();
+      const res = await fetch(`${serverUrl}${path}`, { headers });
+      const text = await res.text();
+      const took = performance.now() - started;
+      if (res.status !== 200) throw new Error(`${label}: ${res.status} ${text}`);
+      if (i >= 3) times.push(took);
+      const body = JSON.parse(text) as unknown;
+      rows = Array.isArray(body) ? body.length : 1;
     }
-    console.log(missed ? `\n${missed} page(s) over ${TARGET_MS} ms at p99` : `\nevery page within ${TARGET_MS} ms at p99`);
-    process.exitCode = missed ? 1 : 0;
-  } finally {
-    await server.shutdown();
+    times.sort((a, b) => a - b);
+    const p99 = percentile(times, 99);
+    if (p99 > TARGET_MS) missed++;
+    console.log(
+      `${label.padEnd(36)} ${String(rows).padStart(5)} ${percentile(times, 50).toFixed(1).padStart(8)} ${p99.toFixed(1).padStart(8)}  ${p99 <= TARGET_MS ? 'ok' : 'OVER'}`,
+    );
   }
-} finally {
-  await admin.query(`drop database if exists ${dbName} with (force)`);
-  await admin.end();
-}
+  console.log(missed ? `\n${missed} page(s) over ${TARGET_MS} ms at p99` : `\nevery page within ${TARGET_MS} ms at p99`);
+  process.exitCode = missed ? 1 : 0;
+});

@@ -1,0 +1,61 @@
+/**
+ * A Nexus on a fresh database, for the scripts that seed a large workspace and time what reads it
+ * (bench-usage.ts, console-scale.ts): the database is made on DATABASE_URL's server (default the local
+ * PostgreSQL), Nexus listens on it in this process with a root key, and both are gone when `run` ends.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { buildApp, listen, type NexusApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
+
+export interface FreshNexus {
+  /** Where Nexus listens. */
+  url: string;
+  /** The fresh database, for seeding it directly. */
+  databaseUrl: string;
+  nexus: NexusApp;
+  /** The root key's headers for the Admin API (JSON bodies). */
+  headers: Record<string, string>;
+}
+
+export async function withFreshNexus(name: string, run: (fresh: FreshNexus) => Promise<void>): Promise<void> {
+  const dbName = `nexus_bench_${name}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: DATABASE_URL });
+  await admin.connect();
+  await admin.query(`create database ${dbName}`);
+  const url = new URL(DATABASE_URL);
+  url.pathname = `/${dbName}`;
+  try {
+    const config = loadConfig({
+      NODE_ENV: 'production',
+      DATABASE_URL: url.toString(),
+      NEXUS_MANAGEMENT_KEY: ROOT_KEY,
+      NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
+      NEXUS_LOG_LEVEL: 'warn',
+      HOST: '127.0.0.1',
+      PORT: '0',
+    });
+    const nexus = await buildApp(config, {});
+    const server = await listen(nexus, 0, '127.0.0.1', 2000);
+    try {
+      await run({
+        url: server.url,
+        databaseUrl: url.toString(),
+        nexus,
+        headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
+      });
+    } finally {
+      await server.shutdown();
+    }
+  } finally {
+    await admin.query(`drop database if exists ${dbName} with (force)`);
+    await admin.end();
+  }
+}
+
+/** The p-th percentile of sorted figures. */
+export const percentile = (sorted: number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
