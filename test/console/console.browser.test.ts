@@ -275,7 +275,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     const last = table.locator('tbody tr').last().getByRole('link').first();
     await last.scrollIntoViewIfNeeded();
     await last.click();
-    const detail = page.getByRole('heading', { name: /^Invocation / });
+    const detail = page.getByRole('heading', { name: /^Call / });
     await detail.waitFor();
     await expect.poll(() => detail.evaluate(inView)).toBe(true);
     await page.setViewportSize({ width: 1360, height: 900 });

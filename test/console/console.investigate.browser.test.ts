@@ -150,7 +150,7 @@ describe.skipIf(!executablePath)('day two in the console: finding a failing call
     // The call's own link, from a fresh page: the detail, its reason and what the caller was told.
     await page.goto('about:blank');
     await page.goto(`${t.url}/console/#/invocations/${invocationId}`);
-    await page.getByRole('heading', { name: `Invocation ${refused.suspended}` }).waitFor();
+    await page.getByRole('heading', { name: `Call ${refused.suspended}` }).waitFor();
     expect(page.url()).toBe(`${invocationsUrl()}/${invocationId}`);
     const detail = page.locator('.detail');
     await expect.poll(() => detail.textContent()).toContain('access_suspended');
@@ -186,7 +186,7 @@ describe.skipIf(!executablePath)('day two in the console: finding a failing call
     await last.scrollIntoViewIfNeeded();
     const href = await last.getAttribute('href');
     await last.click();
-    const heading = page.getByRole('heading', { name: /^Invocation / });
+    const heading = page.getByRole('heading', { name: /^Call / });
     await heading.waitFor();
     await expect.poll(() => heading.evaluate(inView)).toBe(true);
     expect(page.url()).toBe(`${t.url}/console/${href}`);

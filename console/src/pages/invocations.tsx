@@ -79,7 +79,7 @@ function Detail({
   return (
     <section class="card detail" aria-labelledby="detail-title">
       <h2 id="detail-title" ref={heading} tabIndex={-1}>
-        Invocation {invocation.requestId}
+        Call {invocation.requestId}
       </h2>
       <p>
         <button type="button" onClick={onClose}>
