@@ -341,7 +341,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await page.getByLabel('Range').selectOption('365d');
     expect(await page.getByLabel('Per').inputValue()).toBe('day');
     expect(await page.getByLabel('Per').locator('option[value="hour"]').isDisabled()).toBe(true);
-    await page.getByText('One bar per UTC day').waitFor();
+    await page.getByText('One bar per day, days in UTC (from its midnight).').waitFor();
     await page.getByLabel('Range').selectOption('7d');
     await page.getByText("Spend is the providers' cost from the price book, in USD.").waitFor();
     await shot('usage');
