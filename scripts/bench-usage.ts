@@ -152,6 +152,7 @@ await withFreshNexus('usage', async ({ url: serverUrl, databaseUrl, nexus, heade
         until: new Date(query.until!),
         granularity: query.granularity as 'hour' | 'day',
         groupBy: query.groupBy as UsageGroupBy,
+        timeZone: 'UTC',
       });
       inner.push(performance.now() - started);
     }

@@ -609,13 +609,16 @@ export class UsageResource extends NexusResource {
   /**
    * Usage over time
    *
-   * The workspace's usage and adjustment events summed per time bucket (UTC hours or days)
+   * The workspace's usage and adjustment events summed per time bucket (hours, or days in `timeZone`)
    * and per model, access, provider connection, inference key or plan: the units charged, the tokens
    * counted, the provider cost, and the calls made, failed and refused.
    * The range is whole UTC hours: `since` is rounded down to its hour and `until` up to the end
-   * of its hour (the answer says the range summed). Buckets are aligned to the UTC hour or day
-   * (a day's first bucket may start before `since`); a bucket without events or calls is absent. The range holds at most 1000 buckets (about 41 days by hour,
-   * 1000 days by day). Default range: the last 24 hours by hour, the last 30 days by day.
+   * of its hour (the answer says the range summed). Buckets are aligned to the hour, or to the day in
+   * `timeZone` (from its local midnight; a day's first bucket may start before `since`); a bucket without
+   * events or calls is absent. Events are summed per UTC hour first: in a zone whose offset is not a whole
+   * hour (`Asia/Kolkata`), an hour counts in the local day its start falls in. The range holds at most 1000
+   * buckets (about 41 days by hour, 1000 days by day). Default range: the last 24 hours by hour, the last
+   * 30 days by day.
    *
    * `GET /admin/v1/workspaces/{workspaceId}/usage-summary` (`getUsageSummary` in the function API)
    */
@@ -728,7 +731,8 @@ export class MoneyResource extends NexusResource {
   /**
    * Export usage summaries as CSV
    *
-   * getUsageSummary's buckets over [since, until) as CSV, streamed (no limit on the number of buckets).
+   * getUsageSummary's buckets over [since, until) as CSV, streamed (no limit on the number of buckets); days
+   * are days in `timeZone`, as there.
    *
    * `GET /admin/v1/workspaces/{workspaceId}/usage-summary/export` (`exportUsageSummary` in the function API)
    */

@@ -652,7 +652,8 @@ export const exportInvocations = <ThrowOnError extends boolean = true>(options: 
 /**
  * Export usage summaries as CSV
  *
- * getUsageSummary's buckets over [since, until) as CSV, streamed (no limit on the number of buckets).
+ * getUsageSummary's buckets over [since, until) as CSV, streamed (no limit on the number of buckets); days
+ * are days in `timeZone`, as there.
  *
  */
 export const exportUsageSummary = <ThrowOnError extends boolean = true>(options: Options<ExportUsageSummaryData, ThrowOnError>) => (options.client ?? client).get<ExportUsageSummaryResponses, ExportUsageSummaryErrors, ThrowOnError>({
@@ -1113,13 +1114,16 @@ export const listUsageEvents = <ThrowOnError extends boolean = true>(options: Op
 /**
  * Usage over time
  *
- * The workspace's usage and adjustment events summed per time bucket (UTC hours or days)
+ * The workspace's usage and adjustment events summed per time bucket (hours, or days in `timeZone`)
  * and per model, access, provider connection, inference key or plan: the units charged, the tokens
  * counted, the provider cost, and the calls made, failed and refused.
  * The range is whole UTC hours: `since` is rounded down to its hour and `until` up to the end
- * of its hour (the answer says the range summed). Buckets are aligned to the UTC hour or day
- * (a day's first bucket may start before `since`); a bucket without events or calls is absent. The range holds at most 1000 buckets (about 41 days by hour,
- * 1000 days by day). Default range: the last 24 hours by hour, the last 30 days by day.
+ * of its hour (the answer says the range summed). Buckets are aligned to the hour, or to the day in
+ * `timeZone` (from its local midnight; a day's first bucket may start before `since`); a bucket without
+ * events or calls is absent. Events are summed per UTC hour first: in a zone whose offset is not a whole
+ * hour (`Asia/Kolkata`), an hour counts in the local day its start falls in. The range holds at most 1000
+ * buckets (about 41 days by hour, 1000 days by day). Default range: the last 24 hours by hour, the last
+ * 30 days by day.
  *
  */
 export const getUsageSummary = <ThrowOnError extends boolean = true>(options: Options<GetUsageSummaryData, ThrowOnError>) => (options.client ?? client).get<GetUsageSummaryResponses, GetUsageSummaryErrors, ThrowOnError>({

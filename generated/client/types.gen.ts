@@ -1299,6 +1299,10 @@ export type UsageSummaryDto = {
     since: DateTime;
     until: DateTime;
     granularity: 'hour' | 'day';
+    /**
+     * The time zone whose days the day buckets are (the request's `timeZone`, `UTC` by default).
+     */
+    timeZone: string;
     groupBy: UsageGroupBy;
     currency: CurrencyCode;
     buckets: Array<UsageBucketDto>;
@@ -1969,6 +1973,13 @@ export type StrategyIdParam = string;
 export type BindingIdParam = string;
 
 export type RouteId = string;
+
+/**
+ * The IANA time zone whose days the day buckets are (`Europe/Paris`, `America/New_York`): a day starts at
+ * its local midnight. Hour buckets do not depend on it. An unknown zone is refused (400).
+ *
+ */
+export type UsageTimeZone = string;
 
 /**
  * The requested model's beginning: `gpt-4o` lists the calls of `gpt-4o`, `gpt-4o-mini` and
@@ -4345,6 +4356,12 @@ export type ExportUsageSummaryData = {
         until: string;
         granularity?: 'hour' | 'day';
         groupBy?: UsageGroupBy;
+        /**
+         * The IANA time zone whose days the day buckets are (`Europe/Paris`, `America/New_York`): a day starts at
+         * its local midnight. Hour buckets do not depend on it. An unknown zone is refused (400).
+         *
+         */
+        timeZone?: string;
     };
     url: '/admin/v1/workspaces/{workspaceId}/usage-summary/export';
 };
@@ -6036,6 +6053,12 @@ export type GetUsageSummaryData = {
          * What a series is: the model, the workspace access, the provider connection, the inference key or the plan of the call.
          */
         groupBy?: UsageGroupBy;
+        /**
+         * The IANA time zone whose days the day buckets are (`Europe/Paris`, `America/New_York`): a day starts at
+         * its local midnight. Hour buckets do not depend on it. An unknown zone is refused (400).
+         *
+         */
+        timeZone?: string;
     };
     url: '/admin/v1/workspaces/{workspaceId}/usage-summary';
 };

@@ -316,8 +316,10 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
       return legendBox.right <= outer.right + 0.5 && legendBox.left >= outer.left - 0.5;
     });
     expect(inside).toBe(true);
-    // Days are the API's UTC days, and are labelled as such.
+    // Days are summed in the browser's time zone (UTC here), and are labelled as such.
+    const byDay = page.waitForRequest((r) => r.url().includes('/usage-summary?') && r.url().includes('granularity=day'));
     await page.getByLabel('Per').selectOption('day');
+    expect(new URL((await byDay).url()).searchParams.get('timeZone')).toBe('UTC');
     await expect.poll(() => chart.getAttribute('data-zone')).toBe('UTC');
     await page.getByText('Day (UTC)').first().waitFor();
     await page.getByLabel('Per').selectOption('hour');

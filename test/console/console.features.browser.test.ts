@@ -341,12 +341,36 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await page.getByLabel('Range').selectOption('365d');
     expect(await page.getByLabel('Per').inputValue()).toBe('day');
     expect(await page.getByLabel('Per').locator('option[value="hour"]').isDisabled()).toBe(true);
-    await page.getByText('One bar per UTC day').waitFor();
+    await page.getByText('One bar per day, days in UTC (from its midnight).').waitFor();
     await page.getByLabel('Range').selectOption('7d');
     await page.getByText("Spend is the providers' cost from the price book, in USD.").waitFor();
     await shot('usage');
     expect(browserErrors).toEqual([]);
   }, 120_000);
+
+  it("usage by day in the operator's time zone: Tokyo's days asked for, drawn and labelled", async () => {
+    const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'Asia/Tokyo' });
+    try {
+      const tokyo = await context.newPage();
+      tokyo.setDefaultTimeout(15_000);
+      await tokyo.goto(`${t.url}/console/`);
+      await tokyo.getByLabel('Management Key').fill(TEST_ROOT_KEY);
+      await tokyo.getByRole('button', { name: 'Sign in' }).click();
+      await tokyo.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
+      await tokyo.goto(`${t.url}/console/#/w/${tenant.workspaceId}/usage`);
+      await tokyo.getByRole('heading', { name: 'Usage over time', level: 1 }).waitFor();
+      const byDay = tokyo.waitForRequest((r) => r.url().includes('/usage-summary?') && r.url().includes('granularity=day'));
+      await tokyo.getByLabel('Range').selectOption('30d');
+      expect(new URL((await byDay).url()).searchParams.get('timeZone')).toBe('Asia/Tokyo');
+      const chart = tokyo.getByTestId('usage-chart');
+      await chart.locator('canvas').waitFor();
+      await expect.poll(() => chart.getAttribute('data-zone')).toBe('Asia/Tokyo');
+      await tokyo.getByText('Day (Asia/Tokyo)').first().waitFor();
+      await tokyo.getByText('One bar per day, days in Asia/Tokyo (from its midnight).').waitFor();
+    } finally {
+      await context.close();
+    }
+  }, 60_000);
 
   it('budget: none set says so; a bad amount is named; a budget set shows the spend and a crossed level', async () => {
     await go('Budget');

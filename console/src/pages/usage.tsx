@@ -76,7 +76,7 @@ function metricOf(b: UsageBucketDto, metric: Metric): number {
  * A summary's query as the generated client types it: asserted as a whole, so this reads the same whether the
  * client's UsageGroupBy has `key` and `plan` yet or not.
  */
-const summaryQuery = (q: { since: string; until?: string; granularity: Granularity; groupBy: GroupBy }) =>
+const summaryQuery = (q: { since: string; until?: string; granularity: Granularity; groupBy: GroupBy; timeZone?: string }) =>
   q as NonNullable<GetUsageSummaryData['query']>;
 
 /**
@@ -113,10 +113,17 @@ function useGroupings(client: Client, workspaceId: string): GroupBy[] {
  * buckets without events, drawn here as zeros), then one series per key.
  */
 function columns(summary: UsageSummaryDto, metric: Metric): { keys: string[]; data: uPlot.AlignedData } {
-  const step = summary.granularity === 'hour' ? 3600 : 86_400;
-  const first = Math.floor(Date.parse(summary.since) / 1000 / step) * step;
-  const starts: number[] = [];
-  for (let s = first; s < Date.parse(summary.until) / 1000; s += step) starts.push(s);
+  const since = Date.parse(summary.since);
+  const until = Date.parse(summary.until);
+  const found = new Set(summary.buckets.map((b) => Date.parse(b.start) / 1000));
+  if (summary.granularity === 'hour') {
+    for (let s = Math.floor(since / HOUR_MS) * HOUR_MS; s < until; s += HOUR_MS) found.add(s / 1000);
+  } else {
+    // A day is 23 to 25 hours long: 36 hours after a day's start is always in the next day.
+    const zone = dayZone(summary);
+    for (let s = localDayStart(since, zone); s < until; s = localDayStart(s + 36 * HOUR_MS, zone)) found.add(s / 1000);
+  }
+  const starts = [...found].sort((a, b) => a - b);
   const keys = [...new Set(summary.buckets.map((b) => b.key))].sort();
   const at = new Map(starts.map((s, i) => [s, i]));
   const series = keys.map(() => starts.map(() => 0));
@@ -131,11 +138,35 @@ function columns(summary: UsageSummaryDto, metric: Metric): { keys: string[]; da
 /** The operator's time zone, as the browser reports it. */
 const localZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone;
 
+/** The zone whose days the API summed (a Nexus that does not say sums UTC days). */
+const dayZone = (summary: UsageSummaryDto) => (summary as { timeZone?: string }).timeZone ?? 'UTC';
+
 /**
- * What the x axis is in: hours in the operator's time zone; days as the API sums them, from UTC midnight
- * to UTC midnight, so a day is labelled as the UTC day it is (never as "1:00am" of the day before).
+ * What the x axis is in: hours in the operator's time zone; days in the zone the API summed them in (the
+ * operator's, asked for), so a day is labelled as the day it is (never as "1:00am" of the day before).
  */
-const axisZone = (granularity: string) => (granularity === 'day' ? 'UTC' : localZone());
+const axisZone = (summary: UsageSummaryDto) => (summary.granularity === 'day' ? dayZone(summary) : localZone());
+
+const HOUR_MS = 3_600_000;
+
+/** The start of the day in `zone` that the instant `ms` falls in: its local midnight. */
+function localDayStart(ms: number, zone: string): number {
+  const clock = new Intl.DateTimeFormat('en-US', {
+    timeZone: zone,
+    hourCycle: 'h23',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+  });
+  const sinceMidnight = (t: number) => {
+    const p = Object.fromEntries(clock.formatToParts(t).map((x) => [x.type, Number(x.value)]));
+    return ((p.hour ?? 0) * 3600 + (p.minute ?? 0) * 60 + (p.second ?? 0)) * 1000 + (t % 1000);
+  };
+  const midnight = ms - sinceMidnight(ms);
+  // A day whose offset changed before `ms` (daylight saving time): one more step to its midnight.
+  const off = sinceMidnight(midnight);
+  return off === 0 ? midnight : midnight - (off > 12 * HOUR_MS ? off - 24 * HOUR_MS : off);
+}
 
 /**
  * Each bucket is a bar (a bucket is a sum over its hour or day; a line between two would invent a ramp), the
@@ -150,10 +181,11 @@ function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key:
     const raw = data.slice(1) as number[][];
     const stacked = raw.map((_, i) => raw[0]!.map((__, j) => raw.slice(0, i + 1).reduce((sum, row) => sum + row[j]!, 0)));
     const order = keys.map((_, i) => keys.length - 1 - i);
-    const zone = axisZone(summary.granularity);
+    const zone = axisZone(summary);
     const bars = uPlot.paths.bars!({ size: [0.8, 48], align: 0 });
     const step = summary.granularity === 'hour' ? 3600 : 86_400;
     const starts = data[0] as number[];
+    const axis = summary.granularity === 'day' ? `Day (${zone})` : `Hour (${zone})`;
     const plot = new uPlot(
       {
         width: Math.max(280, box.current.clientWidth - 16),
@@ -161,7 +193,7 @@ function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key:
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), zone),
         scales: { x: { time: true, range: () => [starts[0]! - step / 2, starts[starts.length - 1]! + step / 2] } },
         axes: [
-          { label: summary.granularity === 'day' ? 'Day (UTC)' : `Hour (${zone})` },
+          { label: axis },
           {
             label: metric === 'cost' ? `Spend (${summary.currency})` : METRICS[metric],
             size: 90,
@@ -169,7 +201,7 @@ function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key:
           },
         ],
         series: [
-          { label: summary.granularity === 'day' ? 'Day (UTC)' : `Hour (${zone})` },
+          { label: axis },
           ...order.map((k) => ({
             label: labelOf(keys[k]!) || '(none)',
             stroke: COLORS[k % COLORS.length],
@@ -194,7 +226,7 @@ function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key:
     };
     // Drawn again when a key's name arrives (a user's external id is read after the summary).
   }, [summary, metric, [...new Set(summary.buckets.map((b) => b.key))].map(labelOf).join('\n')]);
-  return <div class="chart" ref={box} data-testid="usage-chart" data-draw="bars" data-zone={axisZone(summary.granularity)} />;
+  return <div class="chart" ref={box} data-testid="usage-chart" data-draw="bars" data-zone={axisZone(summary)} />;
 }
 
 interface Totals {
@@ -297,7 +329,7 @@ export function UsagePage({ client, workspace }: PageProps) {
           await getUsageSummary({
             client,
             path: { workspaceId },
-            query: summaryQuery({ since: since.toISOString(), until: until.toISOString(), granularity, groupBy }),
+            query: summaryQuery({ since: since.toISOString(), until: until.toISOString(), granularity, groupBy, timeZone: localZone() }),
           })
         ).data,
       ),
@@ -382,7 +414,7 @@ export function UsagePage({ client, workspace }: PageProps) {
           <Chart summary={summary} metric={metric} labelOf={labelOf} format={format} />
           <p class="lead">
             {summary.granularity === 'day'
-              ? 'One bar per UTC day (days start at midnight UTC).'
+              ? `One bar per day, days in ${dayZone(summary)} (from its midnight).`
               : `One bar per hour, in your time zone (${localZone()}).`}{' '}
             Spend is the providers' cost from the price book, in {currency}.
             {sum.unpriced ? ` ${formatNumber(sum.unpriced)} calls had no price: add one on the Prices page to count them.` : ''}

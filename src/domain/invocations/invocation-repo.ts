@@ -45,6 +45,8 @@ export interface UsageSummaryQuery {
   until: Date;
   granularity: UsageGranularity;
   groupBy: UsageGroupBy;
+  /** The IANA zone whose days the day buckets are (one of timeZones()). */
+  timeZone: string;
 }
 
 /** One bucket of one series: sums as decimal strings (they may pass 2^53). */
@@ -103,6 +105,7 @@ export interface InvocationExportRow {
 const EXPORT_PAGE = 1000;
 
 export function createInvocationRepo(db: Queryable) {
+  let zoneNames: Promise<ReadonlySet<string>> | undefined;
   /** The accesses of the workspace's end users whose email (case-insensitive) or external id is `text`. */
   async function searchOf(workspaceId: string, text: string, q: Queryable): Promise<Search> {
     const rows: { id: string }[] = await q('workspace_users as u')
@@ -273,7 +276,9 @@ export function createInvocationRepo(db: Queryable) {
      * The workspace's events in [since, until) (whole UTC hours) summed per UTC hour or day and per
      * key, oldest first: from usage_rollups, the events and calls already summed per hour, access, model,
      * connection, key and plan (rollup-sql.ts), read along its primary key's workspace and hour.
-     * Days are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone).
+     * UTC days are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone);
+     * other zones' days start at their local midnight (date_trunc in the zone), and an hour counts in the local
+     * day its start falls in.
      * Hours by access are the one grouping whose keys lead the primary key: its rows come from the
      * index already grouped, and a fenced ORDER BY makes the planner sum them as they come rather than
      * build a hash table of every bucket (on 30 days of a busy workspace, ~40 ms instead of ~85).
@@ -281,7 +286,12 @@ export function createInvocationRepo(db: Queryable) {
     async usageSummary(query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
       const inRange = 'workspace_id = ? and hour >= ? and hour < ?';
       const hourlyByAccess = query.granularity === 'hour' && query.groupBy === 'access';
-      const start = query.granularity === 'hour' ? 'hour' : `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`;
+      const start =
+        query.granularity === 'hour'
+          ? 'hour'
+          : query.timeZone === 'UTC'
+            ? `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`
+            : `date_trunc('day', hour, ${sqlString(query.timeZone)})`;
       const source = hourlyByAccess
         ? `(select * from usage_rollups where ${inRange} order by hour, workspace_access_id offset 0) r`
         : `usage_rollups where ${inRange}`;
@@ -299,7 +309,39 @@ export function createInvocationRepo(db: Queryable) {
       );
       return result.rows as UsageBucketRow[];
     },
+
+    /**
+     * The time zone names the database knows (pg_timezone_names) and Intl does too (an export's slices are cut
+     * at local midnights), read once: the list only changes with the server.
+     */
+    timeZones(): Promise<ReadonlySet<string>> {
+      zoneNames ??= db
+        .raw('select name from pg_timezone_names')
+        .then((result) => new Set((result.rows as { name: string }[]).map((r) => r.name).filter(intlKnows)))
+        .catch((err: unknown) => {
+          zoneNames = undefined;
+          throw err;
+        });
+      return zoneNames;
+    },
   };
 }
 
+/**
+ * A known zone name as an SQL literal: the group by and the select must name the same expression, which a
+ * bound parameter (two placeholders) does not.
+ */
+function sqlString(value: string): string {
+  return `'${value.replaceAll("'", "''")}'`;
+}
+
 export type InvocationRepo = ReturnType<typeof createInvocationRepo>;
+
+function intlKnows(timeZone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone });
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -30,6 +30,8 @@ export interface UsageSummaryRequest {
   until?: Date | undefined;
   granularity: UsageGranularity;
   groupBy: UsageGroupBy;
+  /** The IANA zone whose days the day buckets are. */
+  timeZone: string;
 }
 
 export interface UsageSummary {
@@ -37,11 +39,22 @@ export interface UsageSummary {
   currency: string;
   since: Date;
   until: Date;
+  timeZone: string;
   buckets: UsageBucketRow[];
 }
 
 export function createInvocationService(deps: { invocationRepo: InvocationRepo; workspaces: WorkspaceService; clock: Clock }) {
   const { invocationRepo, workspaces, clock } = deps;
+
+  /** Refuses a zone the database does not know (it sums the days), before anything is read. */
+  async function assertTimeZone(timeZone: string): Promise<void> {
+    if (!(await invocationRepo.timeZones()).has(timeZone)) {
+      throw new AppError('invalid_parameter', `Unknown time zone "${timeZone}" (an IANA name such as Europe/Paris)`, {
+        param: 'timeZone',
+      });
+    }
+  }
+
   return {
     async list(actor: Actor, filter: InvocationFilter): Promise<Page<InvocationRow>> {
       await workspaces.get(actor, filter.workspaceId);
@@ -78,14 +91,17 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
      */
     async exportUsageSummary(actor: Actor, request: UsageSummaryRequest & { since: Date; until: Date }) {
       if (request.since >= request.until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
+      await assertTimeZone(request.timeZone);
       const workspace = await workspaces.get(actor, request.workspaceId);
       const since = Math.floor(request.since.getTime() / HOUR_MS) * HOUR_MS;
       const until = Math.ceil(request.until.getTime() / HOUR_MS) * HOUR_MS;
-      // A slice ends on a bucket's edge (days from a UTC midnight, as the summary bins them), so no bucket is split.
+      // A slice ends on a bucket's edge (an hour, or the first hour of a day in the zone, as the summary bins
+      // them), so no bucket is split.
+      const edge = (ms: number) => (request.granularity === 'hour' ? ms : dayStart(ms, request.timeZone));
       const slice = MAX_BUCKETS * BUCKET_MS[request.granularity];
       async function* pages(): AsyncGenerator<UsageBucketRow[]> {
         for (let from = since; from < until;) {
-          const to = Math.min(until, Math.floor(from / BUCKET_MS[request.granularity]) * BUCKET_MS[request.granularity] + slice);
+          const to = Math.min(until, edge(from + slice));
           yield await invocationRepo.usageSummary({ ...request, since: new Date(from), until: new Date(to) });
           from = to;
         }
@@ -112,8 +128,32 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
           { param: 'since' },
         );
       }
+      await assertTimeZone(request.timeZone);
       const workspace = await workspaces.get(actor, request.workspaceId);
-      return { currency: workspace.currency, since, until, buckets: await invocationRepo.usageSummary({ ...request, since, until }) };
+      return {
+        currency: workspace.currency,
+        since,
+        until,
+        timeZone: request.timeZone,
+        buckets: await invocationRepo.usageSummary({ ...request, since, until }),
+      };
     },
   };
+}
+
+/**
+ * The first whole hour of the day in `timeZone` that the hour starting at `ms` falls in (the summary counts an
+ * hour in the local day its start falls in): the local midnight, rounded up to its hour.
+ */
+function dayStart(ms: number, timeZone: string): number {
+  const parts = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', hour: 'numeric', minute: 'numeric', second: 'numeric' });
+  const sinceMidnight = (t: number) => {
+    const p = Object.fromEntries(parts.formatToParts(t).map((x) => [x.type, Number(x.value)]));
+    return ((p.hour ?? 0) * 3600 + (p.minute ?? 0) * 60 + (p.second ?? 0)) * 1000;
+  };
+  // Twice: a day that changes its offset (DST) is corrected by the second step.
+  let midnight = ms - sinceMidnight(ms);
+  const off = sinceMidnight(midnight);
+  if (off !== 0) midnight -= off > 12 * HOUR_MS ? off - 24 * HOUR_MS : off;
+  return Math.ceil(midnight / HOUR_MS) * HOUR_MS;
 }

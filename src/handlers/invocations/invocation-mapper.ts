@@ -131,6 +131,7 @@ export function toUsageSummaryDto(
     since: summary.since.toISOString(),
     until: summary.until.toISOString(),
     granularity,
+    timeZone: summary.timeZone,
     groupBy,
     currency: summary.currency,
     buckets: summary.buckets.map((b) => ({

@@ -39,6 +39,7 @@ export function invocationHandlers({ invocations }: Services): HandlerMap {
         until: optionalTimestamp(query.until, 'until'),
         granularity,
         groupBy,
+        timeZone: query.timeZone ?? 'UTC',
       });
       return ok(toUsageSummaryDto(path.workspaceId, granularity, groupBy, summary));
     }),

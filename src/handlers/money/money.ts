@@ -117,6 +117,7 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         until: parseTimestamp(query.until, 'until'),
         granularity: query.granularity ?? 'day',
         groupBy: query.groupBy ?? 'model',
+        timeZone: query.timeZone ?? 'UTC',
       });
       const header = [
         'start',
