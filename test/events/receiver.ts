@@ -91,7 +91,7 @@ export async function endpointFor(app: TestApp, workspaceId: string, r: Receiver
 }
 
 /** Waits until the receiver accepted `n` verified deliveries of `type` (and gives them). */
-export async function acceptedOf(r: Receiver, type: string, n: number, ms = 5000) {
+export async function acceptedOf(r: Receiver, type: string, n: number, ms = 10_000) {
   await until(async () => r.accepted().filter((d) => d.verified!.type === type).length >= n, ms);
   return r.accepted().filter((d) => d.verified!.type === type);
 }
