@@ -571,9 +571,8 @@ export class Relay implements Dispatcher.DispatchHandler {
    */
   errorMessage(): string | null {
     if (!this.errorChunks?.length) return null;
-    let text = Buffer.concat(this.errorChunks).subarray(0, MAX_ERROR_BYTES).toString('utf8');
-    const key = this.options.maskedKey?.text;
-    if (key) text = text.split(key).join('*'.repeat(key.length));
-    return messageOfErrorBody(text);
+    const text = Buffer.concat(this.errorChunks).subarray(0, MAX_ERROR_BYTES).toString('utf8');
+    const key = this.options.maskedKey;
+    return messageOfErrorBody(key ? new SecretMask(key).pushEvents(text) : text);
   }
 }

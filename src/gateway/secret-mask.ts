@@ -54,8 +54,9 @@ export class SecretMask {
   }
 
   /**
-   * Text made of whole SSE events (what the usage inspector passes on when it rewrites a stream): a
-   * key cannot straddle two of them, so nothing is held back, and the text need not become bytes here.
+   * Text made of whole SSE events (what the usage inspector passes on when it rewrites a stream), or a whole text
+   * read at once (an error answer's message for the record): a key cannot straddle two of them, so nothing is held
+   * back, and the text need not become bytes here.
    */
   pushEvents(text: string): string {
     return text.includes(this.key) ? text.replaceAll(this.key, '*'.repeat(this.key.length)) : text;
