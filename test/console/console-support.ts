@@ -1,9 +1,13 @@
 /**
- * What the console's browser tests share: finding Debian's Chromium, and axe-core's scan of a page.
+ * What the console's browser tests share: finding Debian's Chromium, the console's build, a watched page, the
+ * sign-in, and axe-core's scan of a page.
  */
 import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import axe from 'axe-core';
-import type { Page } from 'playwright-core';
+import type { Browser, BrowserContextOptions, Page } from 'playwright-core';
+import { projectRoot } from '../support/paths.js';
+import { TEST_ROOT_KEY } from '../support/test-app.js';
 
 /** The Chromium on this host's PATH, if any (no browser is downloaded). */
 function findChromium(): string | undefined {
@@ -56,3 +60,41 @@ export async function axeViolations(page: Page): Promise<string[]> {
       );
   });
 }
+
+/** The console as `npm run build` makes it (dist/console), fresh. */
+export function buildConsole(): void {
+  execFileSync(process.execPath, [join(projectRoot, 'scripts', 'build-console.mjs')], { cwd: projectRoot, stdio: 'pipe' });
+}
+
+/**
+ * A page of a new context of `browser`, watched: its script errors and console errors go to `errors` (a refused API
+ * call, which the browser logs as a resource error with its 4xx, is one the test provokes); with `dialogs`, each
+ * dialog (a confirmation) is accepted and its question kept there.
+ */
+export async function watchedPage(browser: Browser, options: BrowserContextOptions, errors: string[], dialogs?: string[]): Promise<Page> {
+  const context = await browser.newContext(options);
+  const page = await context.newPage();
+  page.setDefaultTimeout(15_000);
+  page.on('pageerror', (err) => errors.push(`pageerror: ${err.message}`));
+  if (dialogs) {
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.accept();
+    });
+  }
+  page.on('console', (msg) => {
+    if (msg.type() === 'error' && !/status of (4\d\d)/.test(msg.text())) errors.push(`console: ${msg.text()}`);
+  });
+  return page;
+}
+
+/** Signs in with the test's root key and waits for the workspaces page. */
+export async function signIn(page: Page, url: string): Promise<void> {
+  await page.goto(`${url}/console/`);
+  await page.getByLabel('Management Key').fill(TEST_ROOT_KEY);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
+}
+
+/** Chromium as the tests launch it (Debian's, no sandbox: the tests may run as root). */
+export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-dev-shm-usage'];

@@ -10,7 +10,6 @@
  *
  * No Chromium: CI (CI=true) fails here; elsewhere the suite is skipped with a loud warning.
  */
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { get, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
@@ -30,7 +29,7 @@ import {
 } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
-import { axeViolations, chromiumOrWarn } from './console-support.js';
+import { axeViolations, buildConsole, CHROMIUM_ARGS, chromiumOrWarn, watchedPage } from './console-support.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 
 const executablePath = chromiumOrWarn("the console's browser test");
@@ -72,26 +71,19 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
   };
 
   beforeAll(async () => {
-    // The console as `npm run build` makes it (dist/console), fresh.
-    execFileSync(process.execPath, [join(projectRoot, 'scripts', 'build-console.mjs')], { cwd: projectRoot, stdio: 'pipe' });
+    buildConsole();
     mkdirSync(shots, { recursive: true });
     stripe = await new FakeStripe().start();
     t = await startTestApp({ env: { NEXUS_STRIPE_API_BASE_URL: stripe.url } });
     upstream = await startOpenAiUpstream({ apiKey: providerKey });
-    browser = await chromium.launch({ executablePath, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
-    const context = await browser.newContext({ viewport: { width: 1360, height: 900 }, locale: 'en-GB', timezoneId: 'UTC' });
-    page = await context.newPage();
-    page.setDefaultTimeout(15_000);
-    page.on('pageerror', (err) => browserErrors.push(`pageerror: ${err.message}`));
+    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
     // Confirmations (suspend, revoke, archive): accepted, and their question kept to check.
-    page.on('dialog', (dialog) => {
-      dialogs.push(dialog.message());
-      void dialog.accept();
-    });
-    page.on('console', (msg) => {
-      // A failed API call is logged by the browser as a resource error; those the test provokes are expected.
-      if (msg.type() === 'error' && !/status of (4\d\d)/.test(msg.text())) browserErrors.push(`console: ${msg.text()}`);
-    });
+    page = await watchedPage(
+      browser,
+      { viewport: { width: 1360, height: 900 }, locale: 'en-GB', timezoneId: 'UTC' },
+      browserErrors,
+      dialogs,
+    );
   }, 120_000);
 
   afterAll(async () => {

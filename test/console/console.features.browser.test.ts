@@ -8,7 +8,6 @@
  * Screenshots go to test-results/console/; with CONSOLE_SCREENSHOTS=<dir> (docs/screenshots for the README) each
  * page is also written there at 1440x900.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -19,8 +18,8 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import { projectRoot } from '../support/paths.js';
 import { createProviderConnection, createWebhookEndpoint, getUsageSummary, listRoutes, sendTestWebhookEvent } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
-import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { axeViolations, chromiumOrWarn } from './console-support.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+import { axeViolations, buildConsole, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's features browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -56,7 +55,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
   };
 
   beforeAll(async () => {
-    execFileSync(process.execPath, [join(projectRoot, 'scripts', 'build-console.mjs')], { cwd: projectRoot, stdio: 'pipe' });
+    buildConsole();
     mkdirSync(shots, { recursive: true });
     if (docShots) mkdirSync(docShots, { recursive: true });
     t = await startTestApp();
@@ -70,24 +69,15 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     });
     expect(backup.response.status).toBe(201);
 
-    browser = await chromium.launch({ executablePath, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
     // en-US: amounts in USD read "$0.06"; UTC: the hours are labelled in a zone the assertions know.
-    const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' });
-    page = await context.newPage();
-    page.setDefaultTimeout(15_000);
-    page.on('pageerror', (err) => browserErrors.push(`pageerror: ${err.message}`));
-    page.on('dialog', (dialog) => {
-      dialogs.push(dialog.message());
-      void dialog.accept();
-    });
-    page.on('console', (msg) => {
-      // A refused API call is logged by the browser as a resource error; those the test provokes are expected.
-      if (msg.type() === 'error' && !/status of (4\d\d)/.test(msg.text())) browserErrors.push(`console: ${msg.text()}`);
-    });
-    await page.goto(`${t.url}/console/`);
-    await page.getByLabel('Management Key').fill(TEST_ROOT_KEY);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
+    page = await watchedPage(
+      browser,
+      { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' },
+      browserErrors,
+      dialogs,
+    );
+    await signIn(page, t.url);
     await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
     await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
   }, 120_000);
@@ -353,10 +343,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     try {
       const tokyo = await context.newPage();
       tokyo.setDefaultTimeout(15_000);
-      await tokyo.goto(`${t.url}/console/`);
-      await tokyo.getByLabel('Management Key').fill(TEST_ROOT_KEY);
-      await tokyo.getByRole('button', { name: 'Sign in' }).click();
-      await tokyo.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
+      await signIn(tokyo, t.url);
       await tokyo.goto(`${t.url}/console/#/w/${tenant.workspaceId}/usage`);
       await tokyo.getByRole('heading', { name: 'Usage over time', level: 1 }).waitFor();
       const byDay = tokyo.waitForRequest((r) => r.url().includes('/usage-summary?') && r.url().includes('granularity=day'));

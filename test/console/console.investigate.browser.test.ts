@@ -8,18 +8,15 @@
  *
  * No Chromium: CI (CI=true) fails here; elsewhere the suite is skipped with a loud warning.
  */
-import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import OpenAI from 'openai';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { suspendWorkspaceAccess } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
-import { projectRoot } from '../support/paths.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
-import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { axeViolations, chromiumOrWarn } from './console-support.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+import { axeViolations, buildConsole, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's day-two browser test");
 
@@ -64,7 +61,7 @@ describe.skipIf(!executablePath)('day two in the console: finding a failing call
   };
 
   beforeAll(async () => {
-    execFileSync(process.execPath, [join(projectRoot, 'scripts', 'build-console.mjs')], { cwd: projectRoot, stdio: 'pipe' });
+    buildConsole();
     t = await startTestApp();
     upstream = await startOpenAiUpstream({ apiKey: providerKey });
     tenant = await provisionTenant(t.client, { name: 'daytwo', baseUrl: upstream.url, providerKey, users: 2 });
@@ -80,23 +77,13 @@ describe.skipIf(!executablePath)('day two in the console: finding a failing call
     refused.suspended = await refusedRequestId(chat(client(failing!), 'gpt-4o'));
     await t.nexus.gateway.drain();
 
-    browser = await chromium.launch({ executablePath, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
-    const context = await browser.newContext({
-      viewport: { width: 1360, height: 900 },
-      locale: 'en-GB',
-      timezoneId: 'UTC',
-      acceptDownloads: true,
-    });
-    page = await context.newPage();
-    page.setDefaultTimeout(15_000);
-    page.on('pageerror', (err) => browserErrors.push(`pageerror: ${err.message}`));
-    page.on('console', (msg) => {
-      if (msg.type() === 'error' && !/status of (4\d\d)/.test(msg.text())) browserErrors.push(`console: ${msg.text()}`);
-    });
-    await page.goto(`${t.url}/console/`);
-    await page.getByLabel('Management Key').fill(TEST_ROOT_KEY);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
+    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
+    page = await watchedPage(
+      browser,
+      { viewport: { width: 1360, height: 900 }, locale: 'en-GB', timezoneId: 'UTC', acceptDownloads: true },
+      browserErrors,
+    );
+    await signIn(page, t.url);
   }, 120_000);
 
   afterAll(async () => {
