@@ -1,13 +1,15 @@
 /**
  * Gateway test support: tenants made through the Admin API (test/support/tenant.ts), the
- * contract-checking fetch for gateway calls, and the period's numbers read from the database.
+ * contract-checking fetch for gateway calls, a call's invocation, and the period's numbers read from the database.
  */
 import Anthropic from '@anthropic-ai/sdk';
 import { BedrockRuntimeClient } from '@aws-sdk/client-bedrock-runtime';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import OpenAI from 'openai';
+import { expect } from 'vitest';
 import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
 import { contractFetch } from '../support/contract.js';
+import { getInvocation, listInvocations } from '../support/sdk.js';
 import type { TestApp } from '../support/test-app.js';
 import { provisionTenant, type Tenant, type TenantSpec } from '../support/tenant.js';
 
@@ -96,4 +98,15 @@ export async function until(check: () => Promise<boolean>, ms = 5000): Promise<v
     if (Date.now() > end) throw new Error('condition not reached in time');
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** A call's invocation, found by its request id (listInvocations `q`) once the gateway's records are written. */
+export async function invocationByRequestId(t: TestApp, workspaceId: string, requestId: string) {
+  await t.nexus.gateway.drain();
+  const list = await listInvocations({ client: t.client, path: { workspaceId }, query: { q: requestId } });
+  const found = list.data?.[0];
+  expect(found, `invocation ${requestId}`).toBeTruthy();
+  const full = await getInvocation({ client: t.client, path: { invocationId: found!.id } });
+  expect(full.response.status).toBe(200);
+  return full.data!;
 }

@@ -7,9 +7,9 @@
 import OpenAI, { AzureOpenAI } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAzureOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
-import { createWorkspace, getInvocation, listInvocations, testProviderConnection } from '../support/sdk.js';
+import { createWorkspace, testProviderConnection } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, type Tenant } from './gateway-support.js';
+import { createTenant, gatewayFetch, invocationByRequestId, type Tenant } from './gateway-support.js';
 
 const KEY = testProviderKey('azure');
 const API_VERSION = '2024-10-21';
@@ -42,12 +42,7 @@ const azure = (headers: Record<string, string> = {}) =>
     defaultHeaders: headers,
   });
 
-async function invocationOf(requestId: string) {
-  await t.nexus.gateway.drain();
-  const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
-  const found = list.data!.find((i) => i.requestId === requestId)!;
-  return (await getInvocation({ client: t.client, path: { invocationId: found.id } })).data!;
-}
+const invocationOf = (requestId: string) => invocationByRequestId(t, tenant.workspaceId, requestId);
 
 describe('AzureOpenAI (the openai package) pointed at the gateway base URL', () => {
   it('meters embeddings on the deployment path, the deployment as the model, the key as api-key', async () => {

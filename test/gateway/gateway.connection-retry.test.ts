@@ -8,11 +8,11 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConnectionRetryDto, ProviderConnectionDto } from '../../generated/client/types.gen.js';
-import { createProviderConnection, getInvocation, listInvocations, updateProviderConnection } from '../support/sdk.js';
+import { createProviderConnection, updateProviderConnection } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startFaultyUpstream, type FaultMode, type FaultyUpstream } from '../support/upstreams/faulty.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+import { createTenant, gatewayFetch, invocationByRequestId, periodOf, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let good: FakeUpstream;
@@ -62,13 +62,7 @@ const chat = (conn: ProviderConnectionDto, stream = false) =>
     } as never)
     .withResponse();
 
-async function invocationOf(requestId: string) {
-  await t.nexus.gateway.drain();
-  const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
-  const found = list.data!.find((i) => i.requestId === requestId)!;
-  expect(found).toBeTruthy();
-  return (await getInvocation({ client: t.client, path: { invocationId: found.id } })).data!;
-}
+const invocationOf = (requestId: string) => invocationByRequestId(t, tenant.workspaceId, requestId);
 
 const FAST = { attempts: 3, baseDelayMs: 10, maxDelayMs: 50 };
 

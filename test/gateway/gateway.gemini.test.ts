@@ -6,9 +6,9 @@
 import { GoogleGenAI } from '@google/genai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGeminiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
-import { createWorkspace, getInvocation, listInvocations, testProviderConnection } from '../support/sdk.js';
+import { createWorkspace, testProviderConnection } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+import { createTenant, gatewayFetch, invocationByRequestId, periodOf, type Tenant } from './gateway-support.js';
 
 const KEY = testProviderKey('gemini');
 let t: TestApp;
@@ -31,12 +31,7 @@ const ai = (headers: Record<string, string> = {}) =>
     httpOptions: { baseUrl: tenant.gatewayBaseUrl, apiVersion: 'v1beta', headers, fetch: gatewayFetch() },
   });
 
-async function invocationOf(requestId: string) {
-  await t.nexus.gateway.drain();
-  const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
-  const found = list.data!.find((i) => i.requestId === requestId)!;
-  return (await getInvocation({ client: t.client, path: { invocationId: found.id } })).data!;
-}
+const invocationOf = (requestId: string) => invocationByRequestId(t, tenant.workspaceId, requestId);
 
 const post = (path: string, body: unknown, headers: Record<string, string> = { 'x-goog-api-key': tenant.apiKey }) =>
   gatewayFetch()(`${tenant.gatewayBaseUrl}/${path}`, {

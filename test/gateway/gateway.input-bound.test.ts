@@ -9,10 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { englishPrompt } from '../fixtures/input-corpus.js';
 import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
-import { getInvocation, listInvocations } from '../support/sdk.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { anthropicFor, createTenant, openAiFor, periodOf, type Tenant } from './gateway-support.js';
+import { anthropicFor, createTenant, invocationByRequestId, openAiFor, periodOf, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let openaiUp: FakeUpstream;
@@ -37,12 +36,7 @@ const units = (input: number, output: number) => BigInt(input + 2 * output);
 const PROMPT = englishPrompt(8192);
 const MAX_TOKENS = 50;
 
-async function invocationOf(tenant: Tenant, requestId: string) {
-  await t.nexus.gateway.drain();
-  const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 10 } });
-  const found = list.data!.find((i) => i.requestId === requestId)!;
-  return (await getInvocation({ client: t.client, path: { invocationId: found.id } })).data!;
-}
+const invocationOf = (tenant: Tenant, requestId: string) => invocationByRequestId(t, tenant.workspaceId, requestId);
 
 describe('a long English prompt on a small plan', () => {
   const messages = [

@@ -8,10 +8,19 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { createClient } from '../../generated/client/client/index.js';
-import { getInvocation, getMe, listInvocations, revokeInferenceKey, suspendWorkspaceAccess } from '../support/sdk.js';
+import { getMe, revokeInferenceKey, suspendWorkspaceAccess } from '../support/sdk.js';
 import { FAKE_MODEL_IDS, startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { anthropicFor, createTenant, gatewayFetch, openAiFor, periodOf, reclaimLease, type Tenant } from './gateway-support.js';
+import {
+  anthropicFor,
+  createTenant,
+  gatewayFetch,
+  invocationByRequestId,
+  openAiFor,
+  periodOf,
+  reclaimLease,
+  type Tenant,
+} from './gateway-support.js';
 
 let t: TestApp;
 let openaiUp: FakeUpstream;
@@ -52,15 +61,7 @@ async function settled(tenant: Tenant) {
   return periodOf(t, tenant.accessId);
 }
 
-async function invocationOf(tenant: Tenant, requestId: string) {
-  await t.nexus.gateway.drain();
-  const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
-  const found = list.data!.find((i) => i.requestId === requestId);
-  expect(found, `invocation ${requestId}`).toBeTruthy();
-  const full = await getInvocation({ client: t.client, path: { invocationId: found!.id } });
-  expect(full.response.status).toBe(200);
-  return full.data!;
-}
+const invocationOf = (tenant: Tenant, requestId: string) => invocationByRequestId(t, tenant.workspaceId, requestId);
 
 describe('per-model pricing', () => {
   it('charges a model its rule prices higher more than the default, on the same usage, and records the rule applied', async () => {

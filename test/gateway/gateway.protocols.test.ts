@@ -9,10 +9,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeUpstream } from '../support/fake-upstreams.js';
-import { getInvocation, listInvocations } from '../support/sdk.js';
 import type { TenantSpec } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, type Tenant } from './gateway-support.js';
+import { createTenant, gatewayFetch, invocationByRequestId, periodOf, type Tenant } from './gateway-support.js';
 import { KEY, rawStream, requestIdOf, ROWS, USAGE, USAGE_HEADER, type Row } from './protocol-rows.js';
 
 let t: TestApp;
@@ -30,13 +29,7 @@ afterAll(async () => {
 const tenantFor = (row: Row, spec: Partial<TenantSpec> = {}) =>
   createTenant(t, { baseUrl: upstreams.get(row)!.url, providerKey: KEY, profile: row.profile, ...row.connection, ...spec });
 
-async function invocationOf(tenant: Tenant, requestId: string) {
-  await t.nexus.gateway.drain();
-  const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
-  const found = list.data!.find((i) => i.requestId === requestId);
-  expect(found, `invocation ${requestId}`).toBeTruthy();
-  return (await getInvocation({ client: t.client, path: { invocationId: found!.id } })).data!;
-}
+const invocationOf = (tenant: Tenant, requestId: string) => invocationByRequestId(t, tenant.workspaceId, requestId);
 
 /** The SDK's call refused: what its error shows. */
 async function refusal(row: Row, call: Promise<unknown>) {

@@ -9,15 +9,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RouteDto } from '../../generated/client/types.gen.js';
-import {
-  createProviderConnection,
-  createRoute,
-  createWebhookEndpoint,
-  getInvocation,
-  getRouteHealth,
-  listInvocations,
-  listWebhookMessages,
-} from '../support/sdk.js';
+import { createProviderConnection, createRoute, createWebhookEndpoint, getRouteHealth, listWebhookMessages } from '../support/sdk.js';
 import {
   refusedUrl,
   startAzureOpenAiUpstream,
@@ -27,7 +19,7 @@ import {
 } from '../support/fake-upstreams.js';
 import { startFaultyUpstream, type FaultMode, type FaultyUpstream } from '../support/upstreams/faulty.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
+import { createTenant, gatewayFetch, invocationByRequestId, periodOf, type Tenant, until } from './gateway-support.js';
 
 let t: TestApp;
 let good: FakeUpstream;
@@ -82,13 +74,7 @@ const chat = (route: RouteDto, stream = false) =>
     } as never)
     .withResponse();
 
-async function invocationOf(requestId: string) {
-  await t.nexus.gateway.drain();
-  const list = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { limit: 100 } });
-  const found = list.data!.find((i) => i.requestId === requestId)!;
-  expect(found).toBeTruthy();
-  return (await getInvocation({ client: t.client, path: { invocationId: found.id } })).data!;
-}
+const invocationOf = (requestId: string) => invocationByRequestId(t, tenant.workspaceId, requestId);
 
 describe('a failing target costs the user nothing while another is healthy', () => {
   const cases: [string, () => Promise<{ id: string; stream: boolean; target?: object }>, string][] = [
