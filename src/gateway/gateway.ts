@@ -86,8 +86,6 @@ export function createGateway(deps: GatewayDeps) {
     /** The key's row, once looked up: a valid key's refusals carry its quota headers. */
     let looked: AuthRow | null = null;
     let call: MeteredCall | undefined;
-    /** The call opened only to be recorded: its access or connection refused it. */
-    let refusedAtAuth: MeteredCall | undefined;
     let raw: Buffer | undefined;
     try {
       if (!PROXIED.has(method)) throw new AppError('method_not_allowed', `${method} is not proxied`);
@@ -128,8 +126,7 @@ export function createGateway(deps: GatewayDeps) {
       } catch (err) {
         // A valid key's access or connection refuses the call (suspended, not active, archived): the operator
         // finds it among the access's invocations, REJECTED with its reason.
-        refusedAtAuth = openRefused(entry, start, target, route !== undefined);
-        call = refusedAtAuth;
+        call = openRefused(entry, start, target);
         throw err;
       }
       const protocol = protocolOf(route ? routeProfile(auth.protocol_profile!) : auth.protocol_profile!);
@@ -189,7 +186,7 @@ export function createGateway(deps: GatewayDeps) {
         res,
         locals,
         err,
-        call !== undefined && call !== refusedAtAuth && call.inspector !== undefined,
+        call?.inspector !== undefined,
         call?.view ?? meter.quotaView(row, startedAt),
         call?.rateView ?? meter.rateView(row, startedAt),
         clock.now().getTime(),
@@ -221,16 +218,15 @@ export function createGateway(deps: GatewayDeps) {
   /**
    * A call its key's access or connection refuses (authorizeCall), opened only to be recorded REJECTED: when
    * the key itself is valid (an unknown, revoked or expired key, or an archived workspace's, names no access an
-   * operator looks after, and is only logged and counted). A connection the workspace does not have is recorded
-   * under the id the request named.
+   * operator looks after, and is only logged and counted). Opened without an inspector, as its answer says: it
+   * was refused before its path was metered. A connection the workspace does not have is recorded under the id
+   * the request named.
    */
-  function openRefused(entry: CacheEntry, start: CallStart, target: GatewayTarget, routed: boolean): MeteredCall | undefined {
+  function openRefused(entry: CacheEntry, start: CallStart, target: GatewayTarget): MeteredCall | undefined {
     const row = entry.row;
     if (!row || row.revoked_at || row.expires_at <= start.startedAt || row.workspace_status !== 'ACTIVE') return undefined;
-    const profile = row.protocol_profile;
-    const inspector = profile ? protocolOf(routed ? routeProfile(profile) : profile).inspectorFor(start.method, target.route) : undefined;
     const known = row.connection_id ? row : { ...row, connection_id: target.connectionId };
-    return meter.open(entry, known, inspector, start);
+    return meter.open(entry, known, undefined, start);
   }
 
   /**
