@@ -21,17 +21,30 @@
  * BENCH_TARGETS='floor;nexus' measures only those targets, separated by ';' (their names: direct, floor,
  * nexus, 'nexus, 1 user', 'nexus, unmetered', the optional ones below, and those of the tsx build below); the
  * ratios need floor and nexus.
+ * BENCH_RATE=1500 holds the load phase to that many requests a second, below what every target answers: each
+ * process then does the same work in each round, whatever the others' speed, and its CPU per call is steadier than
+ * at saturation (the figure to compare builds by; the req/s shares then say nothing).
+ * BENCH_TOGETHER=1 loads the Nexus builds of BENCH_NEXUS at the same time in each round (with BENCH_RATE, each at
+ * its share of it; with BENCH_FEATURES=1, the tenant with rules and limits in a process of its own beside each), so the host's moment weighs on each alike: the way to tell two builds' CPU per call apart
+ * (measureTogether). BENCH_NEXUS='compiled;compiled' is then the method's own noise: one build against itself.
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
  * BENCH_NODE_FLAGS='--max-semi-space-size=32' passes node/V8 flags to the Nexus process (to compare them);
  * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
  * BENCH_NEXUS: which builds of Nexus to run, separated by ';': compiled (the default: `npm start`'s command,
  * after `npm run build:server`) and tsx (src/server.ts through tsx, as `npm run dev`); the targets of the tsx
- * build are named 'nexus (tsx)', 'nexus (tsx), 1 user', 'nexus (tsx), unmetered'.
+ * build are named 'nexus (tsx)', 'nexus (tsx), 1 user', 'nexus (tsx), unmetered'; and checkout=<dir>, the compiled
+ * build of another checkout of Nexus (a git worktree of an earlier commit, say), built and started with that
+ * checkout's own scripts and migrations, its targets named 'nexus (<dir's last name>)'. Builds are measured in turn in
+ * each round, their order reversed every other round, so two commits compare within one run:
+ *   git worktree add --detach ../before HEAD~1 && (cd ../before && ln -s ../<this checkout>/node_modules .)
+ *   BENCH_NEXUS='compiled;checkout=../before' BENCH_ROUNDS=6 BENCH_TARGETS='floor;nexus;nexus (before)' npm run bench
  * BENCH_FEATURES=1 adds the target 'nexus, rules and limits': the same load on end users whose strategy has
  * per-model pricing (docs/pricing.md: 24 model rules, the benchmark's model matched by the last, and an allow-list
  * of 12 patterns with it last) and whose plan has generous rate limits (docs/rate-limits.md: requests and tokens
- * per minute, concurrent calls, none reached), measured beside 'nexus' in each round, first and second in
- * turn (inTurn); it prints that target's throughput as a share of the plain one's.
+ * per minute, concurrent calls, none reached), and whose workspace prices every model (docs/pricing.md, the price
+ * book), measured beside 'nexus' in each round, first and second in turn (inTurn); it prints that target's
+ * throughput as a share of the plain one's. With BENCH_TOGETHER=1 it has a process of its own, loaded at the same
+ * time as the plain one's (BENCH_FEATURED_FIRST=1 starts it first).
  * BENCH_ROUTE=1 adds the target 'nexus, route': the same load through a route (docs/routes.md) whose one target is
  * the plain target's connection, measured beside 'nexus' in each round, first and second in turn (inTurn); it
  * prints that target's throughput as a share of the connection's (the route's cost: at most 5% is the goal).
@@ -56,13 +69,13 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { cpus, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool, request } from 'undici';
 import { activePlan, adminClient, provisionTenant, type TenantSpec } from '../test/support/tenant.js';
-import { createRoute, createWebhookEndpoint, provisionWorkspaceUser } from '../test/support/sdk.js';
+import { createModelPrice, createRoute, createWebhookEndpoint, provisionWorkspaceUser } from '../test/support/sdk.js';
 import { startFixedOpenAiUpstream } from '../test/support/upstreams/openai.js';
 
 const role = process.argv.find((a) => a.startsWith('--role='))?.slice('--role='.length);
@@ -75,8 +88,15 @@ const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const TARGETS = process.env.BENCH_TARGETS?.split(';').map((t) => t.trim());
 const BUILDS = (process.env.BENCH_NEXUS ?? 'compiled').split(';').map((b) => b.trim());
 for (const build of BUILDS)
-  if (build !== 'compiled' && build !== 'tsx') throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx)`);
+  if (build !== 'compiled' && build !== 'tsx' && !build.startsWith('checkout='))
+    throw new Error(`BENCH_NEXUS: unknown build '${build}' (compiled, tsx, checkout=<dir>)`);
+/** Requests per second the load phase holds to (autocannon's overallRate); unset: as many as the target answers. */
+const RATE = process.env.BENCH_RATE ? Number(process.env.BENCH_RATE) : undefined;
+/** BENCH_TOGETHER=1: the Nexus builds under load at the same time (measureTogether). */
+const TOGETHER = process.env.BENCH_TOGETHER === '1';
 const FEATURES = process.env.BENCH_FEATURES === '1';
+/** The suffix of the targets with rules and limits (BENCH_FEATURES). */
+const FEATURED = ', rules and limits';
 const ROUTE = process.env.BENCH_ROUTE === '1';
 const EVENTS = process.env.BENCH_EVENTS === '1';
 /** BENCH_EVENTS: the plans the events tenant's users are spread over, their thresholds, and the smallest grant. */
@@ -164,34 +184,44 @@ function freePort(): Promise<number> {
   });
 }
 
+/** The checkout a build runs from: this one, or another's for checkout=<dir>. */
+function checkoutRoot(build: string): string {
+  return build.startsWith('checkout=') ? resolve(build.slice('checkout='.length)) : projectRoot;
+}
+
+function buildLabel(build: string): string {
+  if (build === 'compiled') return 'nexus';
+  if (build === 'tsx') return 'nexus (tsx)';
+  return `nexus (${basename(checkoutRoot(build))})`;
+}
+
 /**
  * Nexus through its real entry point: the compiled build with `npm start`'s own command line, or
  * src/server.ts through tsx. Ready when /readyz answers 200.
  */
-async function startNexus(build: string, schema: string): Promise<{ child: ChildProcess; url: string }> {
+async function startNexus(build: string, schema: string, databaseUrl = DATABASE_URL): Promise<{ child: ChildProcess; url: string }> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const flags = process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(' ') : [];
   if (process.env.BENCH_PROFILE) flags.push('--cpu-prof', '--cpu-prof-dir=bench-profiles');
+  const root = checkoutRoot(build);
   let args: string[];
-  if (build === 'compiled') {
-    const start = (
-      JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { scripts: { start: string } }
-    ).scripts.start.split(' ');
+  if (build !== 'tsx') {
+    const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(' ');
     if (start[0] !== 'node') throw new Error(`npm start is not a node command line: ${start.join(' ')}`);
     args = [...flags, ...start.slice(1)];
   } else {
     args = [...flags, '--import', 'tsx', 'src/server.ts'];
   }
   const child = spawn(process.execPath, args, {
-    cwd: projectRoot,
+    cwd: root,
     env: {
       PATH: process.env.PATH,
       NODE_ENV: 'production',
       HOST: '127.0.0.1',
       PORT: String(port),
       NEXUS_PUBLIC_URL: url,
-      DATABASE_URL,
+      DATABASE_URL: databaseUrl,
       NEXUS_DATABASE_SCHEMA: schema,
       NEXUS_MANAGEMENT_KEY: ROOT_KEY,
       NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
@@ -310,6 +340,21 @@ async function provision(
     allowUnmeteredPassthrough: true,
     ...(features ? { rateLimits: GENEROUS_LIMITS, ...modelPricing() } : {}),
   });
+  if (features) {
+    // Cost: every call of this tenant is priced (docs/pricing.md), the plain one's are not.
+    const price = await createModelPrice({
+      client: adminClient(nexusUrl, ROOT_KEY),
+      path: { workspaceId: tenant.workspaceId },
+      body: {
+        modelPattern: '*',
+        inputPerMillion: '2.50',
+        cachedInputPerMillion: '1.25',
+        outputPerMillion: '10',
+        effectiveFrom: new Date(Date.now() - 60_000).toISOString(),
+      },
+    });
+    if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
+  }
   return {
     gatewayBaseUrl: tenant.gatewayBaseUrl,
     apiKeys: tenant.users.map((u) => u.apiKey),
@@ -410,13 +455,15 @@ interface CpuTime {
 }
 
 /** Each figure of each (target, mode) row: the median over the rounds (the errors: their sum). */
+/** The median of the figures known (undefined: none). */
+function median(xs: (number | undefined)[]): number | undefined {
+  const known = xs.filter((x): x is number => x !== undefined).sort((p, q) => p - q);
+  if (!known.length) return undefined;
+  const mid = known.length >> 1;
+  return known.length % 2 ? known[mid] : (known[mid - 1]! + known[mid]!) / 2;
+}
+
 function medianRows(rounds: Row[][]): Row[] {
-  const median = (xs: (number | undefined)[]): number | undefined => {
-    const known = xs.filter((x): x is number => x !== undefined).sort((p, q) => p - q);
-    if (!known.length) return undefined;
-    const mid = known.length >> 1;
-    return known.length % 2 ? known[mid] : (known[mid - 1]! + known[mid]!) / 2;
-  };
   return rounds[0]!.map((first, i) => {
     const same = rounds.map((r) => r[i]!);
     const pick = (k: keyof Row) => median(same.map((r) => r[k] as number | undefined));
@@ -489,6 +536,7 @@ async function cannon(
   connections: number,
   duration: number,
   keys: string[] = [],
+  rate = RATE,
 ) {
   let next = 0;
   const requests = keys.length
@@ -503,6 +551,7 @@ async function cannon(
     duration,
     pipelining: 1,
     ...(requests ? { requests } : {}),
+    ...(rate ? { overallRate: rate } : {}),
   });
   return {
     rps: result.requests.average,
@@ -532,16 +581,87 @@ async function sequential(url: string, headers: Record<string, string>, body: st
   return { p50: pct(totals, 0.5), p99: pct(totals, 0.99), ttfb50: pct(firsts, 0.5), errors };
 }
 
+/** The benchmark's chat completion request, JSON or streamed (with its usage asked for). */
+function requestBody(stream: boolean): string {
+  return JSON.stringify({
+    model: 'bench-model',
+    messages: [{ role: 'user', content: 'Say five words.' }],
+    max_tokens: 16,
+    ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
+  });
+}
+
+/**
+ * BENCH_TOGETHER: each Nexus process connects as a PostgreSQL role of its own (trust auth, dropped at the end), so
+ * the backends that serve it, and their CPU, are told apart from the other's.
+ */
+function asRole(role: string): string {
+  const url = new URL(DATABASE_URL);
+  url.username = role;
+  return url.toString();
+}
+
+async function backendsOf(admin: pg.Client, role: string | undefined): Promise<number[]> {
+  if (!role) return [];
+  const { rows } = await admin.query<{ pid: number }>('select pid from pg_stat_activity where usename = $1', [role]);
+  return rows.map((r) => r.pid);
+}
+
+/** A Nexus under load in measureTogether: its process, and its PostgreSQL role. */
+interface TogetherTarget {
+  label: string;
+  url: string;
+  keys: string[];
+  pid: number | undefined;
+  role: string | undefined;
+}
+
+/**
+ * BENCH_TOGETHER: the Nexus processes loaded at the same time, each at its share of BENCH_RATE, so the
+ * host's moment (another tenant, a slower core) weighs on each alike; their CPU per call compares within each
+ * round. No light phase (its latencies would measure the other build's load).
+ */
+async function measureTogether(admin: pg.Client, targets: TogetherTarget[]): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const stream of [false, true]) {
+    const body = requestBody(stream);
+    const h = { 'content-type': 'application/json' };
+    const connections = Math.max(1, Math.floor(CONNECTIONS / targets.length));
+    const rate = RATE && RATE / targets.length;
+    await Promise.all(targets.map((t) => cannon(t.url, h, body, connections, 2, t.keys, rate)));
+    const pids = targets.map((t) => (t.pid ? [t.pid] : []));
+    const pgPids: number[][] = [];
+    for (const t of targets) pgPids.push(await backendsOf(admin, t.role));
+    const before = [pids.map(cpuByPid), pgPids.map(cpuByPid)];
+    const loads = await Promise.all(targets.map((t) => cannon(t.url, h, body, connections, DURATION, t.keys, rate)));
+    const after = [pids.map(cpuByPid), pgPids.map(cpuByPid)];
+    for (const [i, t] of targets.entries()) {
+      const used = cpuBetween(before[0]![i]!, after[0]![i]!);
+      const usedPg = cpuBetween(before[1]![i]!, after[1]![i]!);
+      const perRequest = (seconds: number) => (seconds * 1e6) / (loads[i]!.rps * DURATION);
+      rows.push({
+        target: t.label,
+        mode: stream ? 'stream' : 'json',
+        rps: loads[i]!.rps,
+        p50: loads[i]!.p50,
+        p99: loads[i]!.p99,
+        lightP50: NaN,
+        lightP99: NaN,
+        errors: loads[i]!.errors,
+        cpuProxy: used && perRequest(used.user + used.system),
+        cpuProxyUser: used && perRequest(used.user),
+        cpuPg: usedPg && perRequest(usedPg.user + usedPg.system),
+      });
+    }
+  }
+  return rows;
+}
+
 async function measure(target: string, url: string, headers: Record<string, string>, keys: string[] = [], pid?: number): Promise<Row[]> {
   const rows: Row[] = [];
   if (TARGETS && !TARGETS.includes(target)) return rows;
   for (const stream of [false, true]) {
-    const body = JSON.stringify({
-      model: 'bench-model',
-      messages: [{ role: 'user', content: 'Say five words.' }],
-      max_tokens: 16,
-      ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
-    });
+    const body = requestBody(stream);
     const h = { 'content-type': 'application/json', ...headers };
     await cannon(url, h, body, CONNECTIONS, 2, keys); // warm-up
     const pgPids = postgresPids();
@@ -580,11 +700,29 @@ async function measure(target: string, url: string, headers: Record<string, stri
 }
 
 async function main(): Promise<void> {
-  const schemas = BUILDS.map(() => `bench_${randomBytes(4).toString('hex')}`);
+  const schemas: string[] = [];
+  const roles: string[] = [];
   const children: ChildProcess[] = [];
+  const admin = new pg.Client({ connectionString: DATABASE_URL });
+  await admin.connect();
+  /** A Nexus of `build` in a schema of its own (BENCH_TOGETHER: as a role of its own too). */
+  const startOne = async (build: string) => {
+    const schema = `bench_${randomBytes(4).toString('hex')}`;
+    schemas.push(schema);
+    let role: string | undefined;
+    if (TOGETHER) {
+      role = schema;
+      await admin.query(`create role ${role} login superuser`);
+      roles.push(role);
+    }
+    const nexus = await startNexus(build, schema, role ? asRole(role) : DATABASE_URL);
+    children.push(nexus.child);
+    return { ...nexus, role };
+  };
   try {
-    if (BUILDS.includes('compiled'))
-      execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: projectRoot, stdio: ['ignore', 'ignore', 'inherit'] });
+    for (const build of BUILDS)
+      if (build !== 'tsx')
+        execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: checkoutRoot(build), stdio: ['ignore', 'ignore', 'inherit'] });
     const upstream = await start('upstream', []);
     children.push(upstream.child);
     const floor = await start('floor', [upstream.url]);
@@ -594,22 +732,34 @@ async function main(): Promise<void> {
     const nexuses: {
       label: string;
       pid: number | undefined;
+      role: string | undefined;
       gatewayBaseUrl: string;
       apiKeys: string[];
-      featured?: { gatewayBaseUrl: string; apiKeys: string[] };
+      /** BENCH_TOGETHER: in a process of its own (pid, role), loaded at the same time as the plain one. */
+      featured?: { gatewayBaseUrl: string; apiKeys: string[]; pid?: number | undefined; role?: string | undefined };
       routeBaseUrl?: string;
       evented?: { gatewayBaseUrl: string; apiKeys: string[] };
     }[] = [];
     for (const [i, build] of BUILDS.entries()) {
-      const nexus = await startNexus(build, schemas[i]!);
-      children.push(nexus.child);
+      // BENCH_FEATURED_FIRST=1 starts the featured tenant's process first: where a process starts weighs on its CPU
+      // per call (docs/performance.md), and a run each way cancels it.
+      const featuredFirst = FEATURES && TOGETHER && process.env.BENCH_FEATURED_FIRST === '1' ? await startOne(build) : undefined;
+      const nexus = await startOne(build);
       const tenant = await provision(nexus.url, upstream.url);
-      const featured = FEATURES ? await provision(nexus.url, upstream.url, true) : undefined;
+      let featured: (typeof nexuses)[number]['featured'];
+      if (FEATURES && TOGETHER) {
+        const own = featuredFirst ?? (await startOne(build));
+        featured = { ...(await provision(own.url, upstream.url, true)), pid: own.child.pid, role: own.role };
+      } else if (FEATURES) {
+        featured = await provision(nexus.url, upstream.url, true);
+      }
       const routeBaseUrl = ROUTE ? await routeOver(nexus.url, tenant) : undefined;
       const evented = receiver ? await provisionEvents(nexus.url, upstream.url, receiver.url) : undefined;
       nexuses.push({
-        label: build === 'compiled' ? 'nexus' : 'nexus (tsx)',
+        // The same build twice (the method's noise) is told apart by its place.
+        label: BUILDS.indexOf(build) === i ? buildLabel(build) : `${buildLabel(build)} #${i + 1}`,
         pid: nexus.child.pid,
+        role: nexus.role,
         ...tenant,
         ...(featured ? { featured } : {}),
         ...(routeBaseUrl ? { routeBaseUrl } : {}),
@@ -625,6 +775,29 @@ async function main(): Promise<void> {
         ...(await measure('direct', `${upstream.url}${path}`, { authorization: `Bearer ${PROVIDER_KEY}` })),
         ...(await measure('floor', `${floor.url}/providers/x${path}`, {}, [], floor.child.pid)),
       ];
+      if (TOGETHER) {
+        rows.push(
+          ...(await measureTogether(
+            admin,
+            nexuses.flatMap((n): TogetherTarget[] => [
+              { label: n.label, url: `${n.gatewayBaseUrl}${path}`, keys: n.apiKeys, pid: n.pid, role: n.role },
+              ...(n.featured
+                ? [
+                    {
+                      label: `${n.label}${FEATURED}`,
+                      url: `${n.featured.gatewayBaseUrl}${path}`,
+                      keys: n.featured.apiKeys,
+                      pid: n.featured.pid,
+                      role: n.featured.role,
+                    },
+                  ]
+                : []),
+            ]),
+          )),
+        );
+        rounds.push(rows);
+        continue;
+      }
       const builds = await inTurn(
         round,
         nexuses.map((nexus) => async () => {
@@ -665,7 +838,7 @@ async function main(): Promise<void> {
       rounds.push(rows);
     }
     const rows = medianRows(rounds);
-    const f = (n: number | undefined, d = 2) => (n === undefined ? '-' : n.toFixed(d));
+    const f = (n: number | undefined, d = 2) => (n === undefined || Number.isNaN(n) ? '-' : n.toFixed(d));
     console.log(
       `\nGateway overhead (${new Date().toISOString()}; ${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB; Node ${process.version}; PostgreSQL at ${new URL(DATABASE_URL).host})`,
     );
@@ -702,6 +875,43 @@ async function main(): Promise<void> {
         console.log(
           `| ${label} | ${mode} | ${share(nx)} | ${share(one)} | ${bestShare} | ${f(nx.lightP50 - fl.lightP50)} | ${f(nx.lightP99 - fl.lightP99)} | ${ttfbDelta} |`,
         );
+      }
+    }
+    // Each Nexus target against the first build's plain one: with BENCH_TOGETHER every target loaded with it (other
+    // builds, the tenant with rules and limits in its own process), otherwise the other builds. The CPU per call's
+    // ratio is taken in each round, where the targets ran together or back to back, and its median printed: the
+    // host's moment weighs on both figures of a round alike. With BENCH_TOGETHER, PostgreSQL's is the CPU of the
+    // backends serving each process, and the sum is what bounds throughput on a host that runs both.
+    const compared = TOGETHER ? [...new Set(rows.map((r) => r.target).filter((t) => t.startsWith('nexus')))] : nexuses.map((n) => n.label);
+    if (compared.length > 1) {
+      const first = compared[0]!;
+      const pct = (x: number | undefined) => (x === undefined ? '-' : `${x.toFixed(1)}%`);
+      // A tenant with rules and limits is compared with the plain tenant of its own build.
+      const baseOf = (label: string) => (label.endsWith(FEATURED) ? label.slice(0, -FEATURED.length) : first);
+      const ratioEachRound = (label: string, mode: string, figure: (r: Row) => number | undefined) =>
+        rounds.map((round) => {
+          const b = round.find((r) => r.target === baseOf(label) && r.mode === mode);
+          const o = round.find((r) => r.target === label && r.mode === mode);
+          const bf = b && figure(b);
+          const of = o && figure(o);
+          return bf && of ? (100 * of) / bf : undefined;
+        });
+      const withPg = (r: Row) => (r.cpuProxy !== undefined && r.cpuPg !== undefined ? r.cpuProxy + r.cpuPg : undefined);
+      console.log(
+        `\n| target | against | mode | req/s / its | CPU µs/req (proxy), its | PostgreSQL, its | CPU per call (proxy) / its, median of the rounds | (proxy and PostgreSQL) | proxy's, each round |`,
+      );
+      console.log('|---|---|---|---:|---:|---:|---:|---:|---|');
+      for (const label of compared.slice(1)) {
+        for (const mode of ['json', 'stream']) {
+          const base = rows.find((r) => r.target === baseOf(label) && r.mode === mode);
+          const other = rows.find((r) => r.target === label && r.mode === mode);
+          if (!base || !other) continue;
+          const proxy = ratioEachRound(label, mode, (r) => r.cpuProxy);
+          const both = ratioEachRound(label, mode, withPg);
+          console.log(
+            `| ${label} | ${baseOf(label)} | ${mode} | ${((100 * other.rps) / base.rps).toFixed(1)}% | ${f(other.cpuProxy, 0)} (${f(base.cpuProxy, 0)}) | ${f(other.cpuPg, 0)} (${f(base.cpuPg, 0)}) | ${pct(median(proxy))} | ${pct(median(both))} | ${proxy.map(pct).join(' ')} |`,
+          );
+        }
       }
     }
     if (FEATURES) {
@@ -760,14 +970,9 @@ async function main(): Promise<void> {
   } finally {
     for (const child of children.reverse()) child.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 1500));
-    const client = new pg.Client({ connectionString: DATABASE_URL });
-    await client.connect().then(
-      async () => {
-        for (const schema of schemas) await client.query(`drop schema if exists "${schema}" cascade`);
-        await client.end();
-      },
-      () => {},
-    );
+    for (const schema of schemas) await admin.query(`drop schema if exists "${schema}" cascade`);
+    for (const role of roles) await admin.query(`drop owned by ${role}; drop role ${role}`);
+    await admin.end();
   }
 }
 
