@@ -193,11 +193,8 @@ export async function answerOpenAiPost(
   return json(res, 404, { error: { message: `no route POST ${path}` } });
 }
 
-/**
- * The OpenAI-style upstream at its cheapest (serveFixed): one chat completion made here, the default
- * usage (10 input, 5 output tokens), answered to every request, JSON or SSE with its usage chunk.
- */
-export function startFixedOpenAiUpstream(): Promise<FakeUpstream> {
+/** The fixed upstream's answers: a chat completion as JSON, and as the SSE events of a stream with usage. */
+export function fixedOpenAiAnswers(): { answer: string; events: string } {
   const usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15, prompt_tokens_details: { cached_tokens: 0 } };
   const base = { id: 'chatcmpl-fixed', created: 1_700_000_000, model: 'fake-model-2026-01-01' };
   const words = ['alpha', ' beta', ' gamma', ' delta', ' epsilon'];
@@ -215,5 +212,14 @@ export function startFixedOpenAiUpstream(): Promise<FakeUpstream> {
     chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]) +
     chunk([], { usage }) +
     'data: [DONE]\n\n';
+  return { answer, events };
+}
+
+/**
+ * The OpenAI-style upstream at its cheapest (serveFixed): one chat completion made here, the default
+ * usage (10 input, 5 output tokens), answered to every request, JSON or SSE with its usage chunk.
+ */
+export function startFixedOpenAiUpstream(): Promise<FakeUpstream> {
+  const { answer, events } = fixedOpenAiAnswers();
   return serveFixed(answer, events);
 }

@@ -1,0 +1,151 @@
+/**
+ * `npm run bench:stages`: what the protocol's part of one metered call costs, in this process, stage by stage: the
+ * gateway URL's parse, the inference key's read, the route's lookup in the connection's protocol table, the request's
+ * read for its bounds (prepareCall: the JSON parse, the caps, the input estimate), the upstream's headers, and the
+ * answer's read for its usage (a JSON answer, and the SSE events of a stream with its usage chunk: the bench's
+ * upstream's answers, test/support/upstreams/openai.ts). No socket, no database: each stage's own CPU, in
+ * nanoseconds per call, the median of BENCH_STAGES_ROUNDS rounds (default 15) of BENCH_STAGES_CALLS calls each
+ * (default 20,000).
+ *
+ * BENCH_STAGES_AGAINST=<dir> measures another checkout's same stages beside this one's (a git worktree of an earlier
+ * commit whose gateway has these functions), alternating the two in each round, and prints the difference: what a
+ * change to the hot path's per-call code costs, free of the host's noise that blurs `npm run bench`'s end-to-end CPU
+ * per call by several percent (docs/performance.md).
+ *
+ *   git worktree add --detach ../before HEAD~1 && (cd ../before && ln -s ../<this checkout>/node_modules .)
+ *   BENCH_STAGES_AGAINST=../before npm run bench:stages
+ */
+import type { IncomingMessage } from 'node:http';
+import { basename, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fixedOpenAiAnswers } from '../test/support/upstreams/openai.js';
+
+const ROUNDS = Number(process.env.BENCH_STAGES_ROUNDS ?? 15);
+const CALLS = Number(process.env.BENCH_STAGES_CALLS ?? 20_000);
+const projectRoot = join(fileURLToPath(import.meta.url), '..', '..');
+const roots = [projectRoot, ...(process.env.BENCH_STAGES_AGAINST ? [resolve(process.env.BENCH_STAGES_AGAINST)] : [])];
+
+/** The bench's request (scripts/bench.ts): its URL, its headers as autocannon sends them, and its bodies. */
+const URL_PATH = '/providers/0a1b2c3d-0000-4000-8000-000000000000/v1/chat/completions';
+const RAW_HEADERS = [
+  'host',
+  '127.0.0.1:8080',
+  'content-type',
+  'application/json',
+  'authorization',
+  'Bearer nx-key-0123456789abcdefghijklmnopqrstuvwxyz',
+  'content-length',
+  '120',
+  'user-agent',
+  'autocannon',
+  'connection',
+  'keep-alive',
+];
+const body = (stream: boolean) =>
+  Buffer.from(
+    JSON.stringify({
+      model: 'bench-model',
+      messages: [{ role: 'user', content: 'Say five words.' }],
+      max_tokens: 16,
+      ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
+    }),
+  );
+const { answer, events } = fixedOpenAiAnswers();
+const EVENTS = Buffer.from(events);
+const CAPS = { maxOutputTokens: 4096, clamp: true };
+
+type Stage = () => unknown;
+
+/** One checkout's stages, read from its own source (the signatures every gateway since the protocol tables has). */
+async function stagesOf(root: string): Promise<Record<string, Stage>> {
+  const from = (file: string) => import(pathToFileURL(join(root, 'src', 'gateway', file)).href);
+  const [{ parseGatewayUrl }, { credentialOf }, { protocolOf }, { prepareCall, usageFromJson }, { upstreamHeaders }, { SseMeter }] =
+    await Promise.all(
+      ['path-safety.ts', 'client-request.ts', 'protocols/index.ts', 'inspectors.ts', 'headers.ts', 'sse-meter.ts'].map(from),
+    );
+  const req = { url: URL_PATH, rawHeaders: RAW_HEADERS, headers: {} } as unknown as IncomingMessage;
+  const protocol = protocolOf('openai');
+  const { route } = parseGatewayUrl(URL_PATH);
+  const inspector = protocol.inspectorFor('POST', route);
+  if (!inspector) throw new Error(`${root}: no inspector for POST ${route}`);
+  const json = body(false);
+  const stream = body(true);
+  const bounds = prepareCall(inspector, stream, CAPS);
+  return {
+    'gateway URL': () => parseGatewayUrl(URL_PATH),
+    'inference key': () => credentialOf(req),
+    'route lookup': () => protocol.inspectorFor('POST', route),
+    'request read, JSON': () => prepareCall(inspector, json, CAPS),
+    'request read, stream': () => prepareCall(inspector, stream, CAPS),
+    'upstream headers': () => upstreamHeaders(RAW_HEADERS, protocol, 'sk-provider-key', json.length),
+    'answer read, JSON': () => usageFromJson(inspector, answer),
+    'answer read, stream': () => {
+      const meter = new SseMeter(inspector, bounds);
+      meter.push(EVENTS);
+      return meter.usage;
+    },
+  };
+}
+
+/** Nanoseconds per call of `stage` over CALLS calls. */
+function time(stage: Stage): number {
+  let sink: unknown;
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < CALLS; i++) sink = stage();
+  const ns = Number(process.hrtime.bigint() - started) / CALLS;
+  if (sink === Symbol.for('never')) console.log(sink);
+  return ns;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+};
+
+const builds = await Promise.all(roots.map(async (root) => ({ name: basename(root), stages: await stagesOf(root) })));
+const names = Object.keys(builds[0]!.stages);
+/** Per build, per stage: the figure of each round. */
+const figures = builds.map(() => new Map(names.map((n) => [n, [] as number[]])));
+for (let round = 0; round < ROUNDS + 1; round++) {
+  // Builds in turn, their order reversed every other round; round 0 warms the JIT up and is not kept.
+  const order = builds.map((_, i) => i);
+  if (round % 2) order.reverse();
+  for (const i of order) {
+    for (const name of names) {
+      const ns = time(builds[i]!.stages[name]!);
+      if (round > 0) figures[i]!.get(name)!.push(ns);
+    }
+  }
+}
+
+console.log(
+  `The protocol's part of one metered call, in process (Node ${process.version}): ns per call, the median of ${ROUNDS} rounds of ${CALLS.toLocaleString('en')} calls\n`,
+);
+const header = ['stage', ...builds.map((b) => b.name), ...(builds.length > 1 ? [`${builds[0]!.name} - ${builds[1]!.name}`] : [])];
+console.log(`| ${header.join(' | ')} |`);
+console.log(
+  `|---|${header
+    .slice(1)
+    .map(() => '---:')
+    .join('|')}|`,
+);
+const totals = builds.map(() => ({ json: 0, stream: 0 }));
+for (const name of names) {
+  const meds = figures.map((f) => median(f.get(name)!));
+  meds.forEach((m, i) => {
+    if (!name.endsWith(', stream')) totals[i]!.json += m;
+    if (!name.endsWith(', JSON')) totals[i]!.stream += m;
+  });
+  const cells = [name, ...meds.map((m) => m.toFixed(0)), ...(meds.length > 1 ? [(meds[0]! - meds[1]!).toFixed(0)] : [])];
+  console.log(`| ${cells.join(' | ')} |`);
+}
+for (const mode of ['json', 'stream'] as const) {
+  const t = totals.map((x) => x[mode]);
+  const cells = [
+    `**a ${mode === 'json' ? 'JSON' : 'streamed'} call**`,
+    ...t.map((x) => x.toFixed(0)),
+    ...(t.length > 1 ? [(t[0]! - t[1]!).toFixed(0)] : []),
+  ];
+  console.log(`| ${cells.join(' | ')} |`);
+}
