@@ -189,7 +189,8 @@ with recorded as (
   returning ${ROLLED_CALL_COLUMNS}
 ), ${leaseCallSettlementCtes('$1', 'recorded')}${rollUp ? `, ${rollUpCte('recorded', 'new_events')}` : ''}
 select u.workspace_id, r.provider_connection_id as connection_id, u.model, sum(u.cost_micros) as cost_micros,
-       count(*) filter (where u.cost_micros is null) as unpriced
+       count(*) filter (where u.cost_micros is null) as unpriced,
+       exists (select 1 from workspace_budgets b where b.workspace_id = u.workspace_id) as budgeted
   from u join recorded r on r.id = u.invocation_id
  group by u.workspace_id, r.provider_connection_id, u.model`;
 
@@ -256,7 +257,8 @@ select id from held`;
 
 /**
  * The costs of a batch's calls, summed per workspace, connection and model, for the metrics and the budgets: one row
- * per series, not per call (null: no call of the series had a price; `unpriced`: how many had none).
+ * per series, not per call (null: no call of the series had a price; `unpriced`: how many had none; `budgeted`: its
+ * workspace has a budget, read in the same statement so a batch of a workspace without one costs no other query).
  */
 export interface RecordedCost {
   workspace_id: string;
@@ -264,6 +266,7 @@ export interface RecordedCost {
   model: string | null;
   cost_micros: string | null;
   unpriced: string;
+  budgeted: boolean;
 }
 
 /** A call's rows as JSON text (row-json.ts), made when it ends. */

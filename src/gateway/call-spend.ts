@@ -8,7 +8,7 @@ import type { Logger } from '../observability/logger.js';
 import type { RecordedCost } from './call-repo.js';
 
 export interface SpendDeps {
-  /** The budgets' check of the workspaces a batch charged. */
+  /** The budgets' check of the workspaces with a budget that a batch charged. */
   checkBudgets?: ((workspaceIds: string[]) => Promise<void>) | undefined;
   /** Metrics: the cost of a series' calls in a batch, and how many of them no price matched. */
   onCost?: ((workspaceId: string, connectionId: string, model: string, costMicros: bigint | null, unpriced: number) => void) | undefined;
@@ -26,7 +26,7 @@ export function createCallSpend(deps: SpendDeps) {
       const workspaces = new Set<string>();
       for (const c of costs) {
         onCost?.(c.workspace_id, c.connection_id, c.model ?? '', c.cost_micros === null ? null : BigInt(c.cost_micros), Number(c.unpriced));
-        if (c.cost_micros !== null) workspaces.add(c.workspace_id);
+        if (c.cost_micros !== null && c.budgeted) workspaces.add(c.workspace_id);
       }
       if (!checkBudgets || !workspaces.size) return;
       const check = checkBudgets([...workspaces])

@@ -20,12 +20,6 @@ export function createBudgetRepo(db: Queryable) {
       return q('workspace_budgets').where({ workspace_id: workspaceId }).first();
     },
 
-    /** Those of the workspaces that have a budget (no lock: most batches name none). */
-    async withBudgets(workspaceIds: string[], q: Queryable = db): Promise<string[]> {
-      const rows: { workspace_id: string }[] = await q('workspace_budgets').whereIn('workspace_id', workspaceIds).select('workspace_id');
-      return rows.map((r) => r.workspace_id);
-    },
-
     /** The budgets of these workspaces, locked in id order (two checks of the same workspaces wait, never deadlock). */
     async lock(workspaceIds: string[], tx: Queryable): Promise<BudgetRow[]> {
       return tx('workspace_budgets').whereIn('workspace_id', workspaceIds).orderBy('workspace_id').forUpdate();

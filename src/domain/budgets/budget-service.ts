@@ -142,12 +142,13 @@ export function createBudgetService(deps: {
       return view;
     },
 
-    /** After a batch of calls is recorded: the budgets of its workspaces, checked against what they spent. */
+    /**
+     * After a batch of calls is recorded: the budgets of its workspaces that have one (the record statement says
+     * which: call-repo.ts, RecordedCost), checked against what they spent.
+     */
     async checkSpend(workspaceIds: string[]): Promise<void> {
-      const budgeted = await budgetRepo.withBudgets(workspaceIds);
-      if (!budgeted.length) return;
       await db.transaction(async (tx) => {
-        const rows = await budgetRepo.lock(budgeted, tx);
+        const rows = await budgetRepo.lock(workspaceIds, tx);
         await apply(rows, currencyIn(tx), clock.now(), tx);
       });
     },
