@@ -21,6 +21,7 @@ const unit = [
   'test/billing/signature.test.ts',
   'test/events/webhook-signature.test.ts',
   'test/gateway/bedrock-protocol.test.ts',
+  'test/gateway/call-spend.test.ts',
   'test/gateway/input-estimate.test.ts',
   'test/gateway/inspectors.test.ts',
   'test/gateway/protocols.test.ts',
