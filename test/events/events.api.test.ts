@@ -715,7 +715,7 @@ describe('a process that stops between the change and the delivery', () => {
     }
   });
 
-  it('a message claimed by a process that died mid-delivery is sent by another once the claim runs out, with the same id', async () => {
+  it('a process that stops gives back the claims of the sends it cuts: another sends them at once, with the same id', async () => {
     const first = await startTestApp({ database, env: { ...FAST, NEXUS_EVENTS_CLAIM_MS: '60000', NEXUS_EVENTS_TIMEOUT_MS: '30000' } });
     const ten = await tenant({}, first);
     const r = await receiver();
@@ -727,17 +727,37 @@ describe('a process that stops between the change and the delivery', () => {
     r.answer = () => 200;
     const second = await startTestApp({ database, env: FAST });
     try {
-      // The claim stands (a minute here): no one sends it meanwhile.
-      await settle();
-      expect(r.deliveries).toHaveLength(1);
-      // As the claim of a process that died runs out:
-      await database
-        .db('webhook_messages')
-        .where({ event_id: sent.data!.id })
-        .update({ next_attempt_at: new Date(Date.now() - 1) });
-      const [delivery] = await acceptedOf(r, 'webhook.test', 1);
+      // Not a minute later, when the claim would have run out: at the second process's first rounds.
+      const [delivery] = await acceptedOf(r, 'webhook.test', 1, 5_000);
       expect(delivery!.id).toBe(sent.data!.id);
       expect(r.deliveries.map((d) => d.id)).toEqual([sent.data!.id, sent.data!.id]);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('a message claimed by a process that died mid-delivery is sent by another once the claim runs out, with the same id', async () => {
+    // This one looks for due messages once a minute: the message it writes is claimed below as a process that then
+    // died would have left it (it cannot give the claim back).
+    const first = await startTestApp({ database, env: { ...FAST, NEXUS_EVENTS_POLL_MS: '60000' } });
+    const ten = await tenant({}, first);
+    const r = await receiver();
+    const endpoint = await endpointFor(first, ten.workspaceId, r);
+    const sent = await sendTestWebhookEvent({ client: first.client, path: { webhookEndpointId: endpoint.id } });
+    const claim = () => database.db('webhook_messages').where({ event_id: sent.data!.id });
+    await claim().update({ next_attempt_at: new Date(Date.now() + 60_000) });
+    await first.close();
+    const second = await startTestApp({ database, env: FAST });
+    try {
+      // The claim stands (a minute here): no one sends it meanwhile.
+      await settle();
+      expect(r.deliveries).toHaveLength(0);
+      // As the claim runs out:
+      await claim().update({ next_attempt_at: new Date(Date.now() - 1) });
+      const [delivery] = await acceptedOf(r, 'webhook.test', 1);
+      expect(delivery!.id).toBe(sent.data!.id);
+      await settle();
+      expect(r.deliveries).toHaveLength(1);
     } finally {
       await second.close();
     }

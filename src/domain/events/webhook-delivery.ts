@@ -82,8 +82,9 @@ export function createWebhookDelivery(deps: {
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
   });
-  // Stopping the process cuts the sends under way: their messages stay claimed and another round (this
-  // process's next start, or another process) sends them once the claim runs out.
+  // Stopping the process cuts the sends under way and gives their claims back: another process (or this one's next
+  // start) sends them at its next round, not when the claim would have run out (a minute by default). A receiver
+  // that had the message before the cut gets it again, as after any lost answer (it dedupes by the message id).
   const stopping = new AbortController();
 
   async function send(message: ClaimedMessage, now: Date): Promise<DeliveryResult> {
@@ -149,14 +150,20 @@ export function createWebhookDelivery(deps: {
     logger.warn({ msg: 'webhook endpoint disabled', endpointId: message.endpoint_id, reason });
   }
 
-  async function deliver(message: ClaimedMessage): Promise<void> {
+  /** Sends a claimed message (claimed until `claimedUntil`) and records the attempt. */
+  async function deliver(message: ClaimedMessage, claimedUntil: Date): Promise<void> {
     const now = clock.now();
     if (message.endpoint_status !== 'ACTIVE' || message.deleted_at) {
       await repo.updateMessage(message.event_id, message.endpoint_id, { status: 'FAILED', next_attempt_at: null });
       return;
     }
     const result = await send(message, now);
-    if (stopping.signal.aborted) return;
+    if (stopping.signal.aborted) {
+      await repo.releaseClaim(message.event_id, message.endpoint_id, claimedUntil, now).catch((err: Error) => {
+        logger.warn({ msg: 'could not give back a cut delivery; it is sent when its claim runs out', error: err.message });
+      });
+      return;
+    }
     const done = clock.now();
     const attempts = message.attempt_count + 1;
     await db.transaction(async (tx) => {
@@ -213,10 +220,11 @@ export function createWebhookDelivery(deps: {
   /** One round: the due messages claimed and sent (in parallel, at most a batch); how many. */
   async function runOnce(): Promise<number> {
     const now = clock.now();
-    const claimed = await repo.claimDue(now, new Date(now.getTime() + config.eventsClaimMs), BATCH);
+    const until = new Date(now.getTime() + config.eventsClaimMs);
+    const claimed = await repo.claimDue(now, until, BATCH);
     await Promise.all(
       claimed.map((m) =>
-        deliver(m).catch((err: Error) =>
+        deliver(m, until).catch((err: Error) =>
           logger.warn({ msg: 'webhook delivery failed to record', eventId: m.event_id, error: err.message }),
         ),
       ),

@@ -172,6 +172,16 @@ export function createWebhookRepo(db: Queryable) {
       await q('webhook_messages').where(key(eventId, endpointId)).update(patch);
     },
 
+    /**
+     * A claim given back (its send was cut by the process's stop): due again at `due`, if the message is still
+     * pending under this claim (`claimedUntil`, the next attempt the claim set).
+     */
+    async releaseClaim(eventId: string, endpointId: string, claimedUntil: Date, due: Date, q: Queryable = db): Promise<void> {
+      await q('webhook_messages')
+        .where({ ...key(eventId, endpointId), status: 'PENDING', next_attempt_at: claimedUntil })
+        .update({ next_attempt_at: due });
+    },
+
     /** The endpoint's messages still queued fail with it (a replay queues them again). */
     async failPending(endpointId: string, q: Queryable = db): Promise<void> {
       await q('webhook_messages').where({ endpoint_id: endpointId, status: 'PENDING' }).update({ status: 'FAILED', next_attempt_at: null });
