@@ -17,12 +17,9 @@
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on; it is
  * dropped at the end. BENCH_ROLLUP_ROUNDS (default 6).
  */
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
-import { buildApp, listen } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
 import { jsonArray } from '../src/db/row-json.js';
 import { ROLLED_EVENT_COLUMNS, rollUpInsert } from '../src/domain/invocations/rollup-sql.js';
 import { callRows, recordCallsSql, type CallRows } from '../src/gateway/call-repo.js';
@@ -30,27 +27,19 @@ import { invocationRecord, NOTHING_READ } from '../src/gateway/invocation-record
 import { newId } from '../src/ids.js';
 import { createModelPrice } from '../test/support/sdk.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
+import { withFreshNexus } from './lib/fresh-nexus.js';
 
-const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const USERS = Number(process.env.BENCH_ROLLUP_USERS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROLLUP_ROUNDS ?? 6);
 const BATCHES = Number(process.env.BENCH_ROLLUP_BATCHES ?? 100);
 const CALLS = Number(process.env.BENCH_ROLLUP_CALLS ?? 20);
 const SEEDED = Number(process.env.BENCH_ROLLUP_SEEDED ?? 200_000);
-const ROOT_KEY = 'nx-mgmt-bench-root-0123456789abcdefghijklmnop';
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'o3-mini'];
 /** Linux's USER_HZ: /proc reports CPU time in hundredths of a second. */
 const TICKS_PER_SECOND = 100;
 
 type Way = 'batch' | 'trigger' | 'none';
 const WAYS: Way[] = ['batch', 'trigger', 'none'];
-
-const dbName = `nexus_bench_rollup_${randomBytes(4).toString('hex')}`;
-const admin = new pg.Client({ connectionString: DATABASE_URL });
-await admin.connect();
-await admin.query(`create database ${dbName}`);
-const url = new URL(DATABASE_URL);
-url.pathname = `/${dbName}`;
 
 /** The CPU seconds a process has used (user and system), from /proc. */
 function cpuSeconds(pid: number): number {
@@ -139,57 +128,47 @@ function batchOf(tenant: Tenant, leases: Map<string, string>, planId: string, n:
   return rows;
 }
 
-try {
-  const config = loadConfig({
-    NODE_ENV: 'production',
-    DATABASE_URL: url.toString(),
-    NEXUS_MANAGEMENT_KEY: ROOT_KEY,
-    NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
-    NEXUS_LOG_LEVEL: 'warn',
-    NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
-    HOST: '127.0.0.1',
-    PORT: '0',
-  });
-  const nexus = await buildApp(config, {});
-  const server = await listen(nexus, 0, '127.0.0.1', 2000);
-  const client = new pg.Client({ connectionString: url.toString() });
-  await client.connect();
-  try {
-    const api = adminClient(server.url, ROOT_KEY);
-    const tenant = await provisionTenant(api, {
-      name: 'bench-rollup',
-      baseUrl: 'http://127.0.0.1:9',
-      providerKey: 'sk-bench-rollup-0123456789',
-      users: USERS,
-      quotaUnits: 1_000_000_000_000n,
-    });
-    const price = await createModelPrice({
-      client: api,
-      path: { workspaceId: tenant.workspaceId },
-      body: {
-        modelPattern: 'gpt-4o*',
-        inputPerMillion: '2.50',
-        outputPerMillion: '10',
-        effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
-      },
-    });
-    if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
-    // Each user's lease, as a gateway process holds one (nothing reserved: the calls take nothing from it).
-    const leases = new Map<string, string>();
-    for (const user of tenant.users) {
-      const id = newId();
-      await client.query(
-        `insert into quota_leases (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status,
+await withFreshNexus(
+  'rollup',
+  async ({ url: serverUrl, databaseUrl, rootKey }) => {
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      const api = adminClient(serverUrl, rootKey);
+      const tenant = await provisionTenant(api, {
+        name: 'bench-rollup',
+        baseUrl: 'http://127.0.0.1:9',
+        providerKey: 'sk-bench-rollup-0123456789',
+        users: USERS,
+        quotaUnits: 1_000_000_000_000n,
+      });
+      const price = await createModelPrice({
+        client: api,
+        path: { workspaceId: tenant.workspaceId },
+        body: {
+          modelPattern: 'gpt-4o*',
+          inputPerMillion: '2.50',
+          outputPerMillion: '10',
+          effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
+        },
+      });
+      if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
+      // Each user's lease, as a gateway process holds one (nothing reserved: the calls take nothing from it).
+      const leases = new Map<string, string>();
+      for (const user of tenant.users) {
+        const id = newId();
+        await client.query(
+          `insert into quota_leases (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status,
                                    request_id, created_at, expires_at)
          select $1, workspace_id, workspace_access_id, id, 0, 0, 'HELD', 'bench-rollup', now(), now() + interval '1 day'
            from quota_periods where workspace_access_id = $2 order by period_start desc limit 1`,
-        [id, user.accessId],
-      );
-      leases.set(user.accessId, id);
-    }
-    // The calls of the past 30 days, each with its USAGE event, as a busy workspace's tables hold them.
-    await client.query(
-      `with c as (
+          [id, user.accessId],
+        );
+        leases.set(user.accessId, id);
+      }
+      // The calls of the past 30 days, each with its USAGE event, as a busy workspace's tables hold them.
+      await client.query(
+        `with c as (
          select gen_random_uuid() as id, gen_random_uuid() as usage_id, n,
                 now() - (n::double precision / $2) * interval '30 days' as at
            from generate_series(1, $2) n
@@ -205,14 +184,14 @@ try {
                                  cached_input_tokens, output_tokens, model, created_at)
        select c.usage_id, $1, qp.workspace_access_id, qp.id, c.id, 'USAGE', 300, 200, 0, 50, 'gpt-4o', c.at
          from c join lateral (select id, workspace_access_id from quota_periods where workspace_id = $1 offset c.n % $4 limit 1) qp on true`,
-      [tenant.workspaceId, SEEDED, tenant.connectionId, USERS],
-    );
-    for (const table of ['invocations', 'usage_events', 'usage_rollups', 'quota_leases', 'quota_periods'])
-      await client.query(`vacuum analyze ${table}`);
-    const planId = (
-      (await client.query('select plan_id from workspace_accesses where id = $1', [tenant.accessId])).rows[0] as { plan_id: string }
-    ).plan_id;
-    await client.query(`
+        [tenant.workspaceId, SEEDED, tenant.connectionId, USERS],
+      );
+      for (const table of ['invocations', 'usage_events', 'usage_rollups', 'quota_leases', 'quota_periods'])
+        await client.query(`vacuum analyze ${table}`);
+      const planId = (
+        (await client.query('select plan_id from workspace_accesses where id = $1', [tenant.accessId])).rows[0] as { plan_id: string }
+      ).plan_id;
+      await client.query(`
       create function bench_roll_up_calls() returns trigger language plpgsql as $$
       begin
         -- The calls' events, found by the index on their invocation id (the statement wrote them).
@@ -221,75 +200,73 @@ try {
         ${rollUpInsert('new_calls', 'ev')};
         return null;
       end $$`);
-    await client.query(`
+      await client.query(`
       create trigger bench_roll_up after insert on invocations
         referencing new table as new_calls for each statement execute function bench_roll_up_calls()`);
 
-    const pid = ((await client.query('select pg_backend_pid() as pid')).rows[0] as { pid: number }).pid;
-    try {
-      cpuSeconds(pid);
-    } catch {
-      throw new Error(`no /proc/${pid}/stat: PostgreSQL must run on this host for its CPU to be read`);
-    }
-    const statements: Record<Way, string> = { batch: recordCallsSql(true), trigger: recordCallsSql(false), none: recordCallsSql(false) };
-    /** The calls recorded without a rollup: not in it. */
-    let unrolled = 0;
-    const record = (way: Way, rows: CallRows[]) =>
-      client.query({
-        name: `bench_record_${way}`,
-        text: statements[way],
-        values: [jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))), jsonArray(rows.map((r) => r.invocation))],
-      });
+      const pid = ((await client.query('select pg_backend_pid() as pid')).rows[0] as { pid: number }).pid;
+      try {
+        cpuSeconds(pid);
+      } catch {
+        throw new Error(`no /proc/${pid}/stat: PostgreSQL must run on this host for its CPU to be read`);
+      }
+      const statements: Record<Way, string> = { batch: recordCallsSql(true), trigger: recordCallsSql(false), none: recordCallsSql(false) };
+      /** The calls recorded without a rollup: not in it. */
+      let unrolled = 0;
+      const record = (way: Way, rows: CallRows[]) =>
+        client.query({
+          name: `bench_record_${way}`,
+          text: statements[way],
+          values: [jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))), jsonArray(rows.map((r) => r.invocation))],
+        });
 
-    async function measure(way: Way): Promise<number> {
-      await client.query(`alter table invocations ${way === 'trigger' ? 'enable' : 'disable'} trigger bench_roll_up`);
-      const batches = Array.from({ length: BATCHES }, () => batchOf(tenant, leases, planId, CALLS));
-      // The statement is prepared (and its plan warm) before the clock starts.
-      await record(way, batchOf(tenant, leases, planId, CALLS));
-      if (way === 'none') unrolled += (BATCHES + 1) * CALLS;
-      const before = cpuSeconds(pid);
-      for (const rows of batches) await record(way, rows);
-      return cpuSeconds(pid) - before;
-    }
+      async function measure(way: Way): Promise<number> {
+        await client.query(`alter table invocations ${way === 'trigger' ? 'enable' : 'disable'} trigger bench_roll_up`);
+        const batches = Array.from({ length: BATCHES }, () => batchOf(tenant, leases, planId, CALLS));
+        // The statement is prepared (and its plan warm) before the clock starts.
+        await record(way, batchOf(tenant, leases, planId, CALLS));
+        if (way === 'none') unrolled += (BATCHES + 1) * CALLS;
+        const before = cpuSeconds(pid);
+        for (const rows of batches) await record(way, rows);
+        return cpuSeconds(pid) - before;
+      }
 
-    console.log(
-      `host: ${cpus().length} CPUs, load average ${loadavg()
-        .map((l) => l.toFixed(1))
-        .join(' ')} (1, 5, 15 min)`,
-    );
-    console.log(`${ROUNDS} rounds of ${BATCHES} batches of ${CALLS} calls each way, ${USERS} users, ${MODELS.length} models\n`);
-    console.log(
-      `${'round'.padEnd(6)} ${'batch µs/call'.padStart(14)} ${'trigger µs/call'.padStart(16)} ${'none µs/call'.padStart(13)} ${'batch/trigger'.padStart(14)}`,
-    );
-    const total: Record<Way, number> = { batch: 0, trigger: 0, none: 0 };
-    const perCall = (seconds: number) => ((seconds * 1e6) / (BATCHES * CALLS)).toFixed(0);
-    const line = (label: string, used: Record<Way, number>) =>
-      `${label.padEnd(6)} ${perCall(used.batch).padStart(14)} ${perCall(used.trigger).padStart(16)} ${perCall(used.none).padStart(13)} ${(used.batch / used.trigger).toFixed(2).padStart(14)}`;
-    for (let round = 1; round <= ROUNDS; round++) {
-      // Each way first, second and third in turn.
-      const order = WAYS.map((_, i) => WAYS[(i + round) % WAYS.length]!);
-      const used: Record<Way, number> = { batch: 0, trigger: 0, none: 0 };
-      for (const way of order) used[way] = await measure(way);
-      for (const way of WAYS) total[way] += used[way];
-      console.log(line(String(round), used));
+      console.log(
+        `host: ${cpus().length} CPUs, load average ${loadavg()
+          .map((l) => l.toFixed(1))
+          .join(' ')} (1, 5, 15 min)`,
+      );
+      console.log(`${ROUNDS} rounds of ${BATCHES} batches of ${CALLS} calls each way, ${USERS} users, ${MODELS.length} models\n`);
+      console.log(
+        `${'round'.padEnd(6)} ${'batch µs/call'.padStart(14)} ${'trigger µs/call'.padStart(16)} ${'none µs/call'.padStart(13)} ${'batch/trigger'.padStart(14)}`,
+      );
+      const total: Record<Way, number> = { batch: 0, trigger: 0, none: 0 };
+      const perCall = (seconds: number) => ((seconds * 1e6) / (BATCHES * CALLS)).toFixed(0);
+      const line = (label: string, used: Record<Way, number>) =>
+        `${label.padEnd(6)} ${perCall(used.batch).padStart(14)} ${perCall(used.trigger).padStart(16)} ${perCall(used.none).padStart(13)} ${(used.batch / used.trigger).toFixed(2).padStart(14)}`;
+      for (let round = 1; round <= ROUNDS; round++) {
+        // Each way first, second and third in turn.
+        const order = WAYS.map((_, i) => WAYS[(i + round) % WAYS.length]!);
+        const used: Record<Way, number> = { batch: 0, trigger: 0, none: 0 };
+        for (const way of order) used[way] = await measure(way);
+        for (const way of WAYS) total[way] += used[way];
+        console.log(line(String(round), used));
+      }
+      console.log(line('all', { batch: total.batch / ROUNDS, trigger: total.trigger / ROUNDS, none: total.none / ROUNDS }));
+      // Both ways that keep the rollup kept it exact: it counts every call recorded by them (not the seeded ones).
+      const check = await client.query(
+        `select (select sum(calls) from usage_rollups)::bigint as rolled, (select count(*) from invocations)::bigint as calls`,
+      );
+      const c = check.rows[0] as { rolled: string; calls: string };
+      console.log(`\nrollup: ${c.rolled} calls; invocations recorded with a rollup: ${Number(c.calls) - unrolled - SEEDED}`);
+      console.log(
+        `host after: load average ${loadavg()
+          .map((l) => l.toFixed(1))
+          .join(' ')} (1, 5, 15 min)`,
+      );
+    } finally {
+      await client.end();
     }
-    console.log(line('all', { batch: total.batch / ROUNDS, trigger: total.trigger / ROUNDS, none: total.none / ROUNDS }));
-    // Both ways that keep the rollup kept it exact: it counts every call recorded by them (not the seeded ones).
-    const check = await client.query(
-      `select (select sum(calls) from usage_rollups)::bigint as rolled, (select count(*) from invocations)::bigint as calls`,
-    );
-    const c = check.rows[0] as { rolled: string; calls: string };
-    console.log(`\nrollup: ${c.rolled} calls; invocations recorded with a rollup: ${Number(c.calls) - unrolled - SEEDED}`);
-    console.log(
-      `host after: load average ${loadavg()
-        .map((l) => l.toFixed(1))
-        .join(' ')} (1, 5, 15 min)`,
-    );
-  } finally {
-    await client.end();
-    await server.shutdown();
-  }
-} finally {
-  await admin.query(`drop database if exists ${dbName} with (force)`);
-  await admin.end();
-}
+  },
+  { NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true' },
+);

@@ -1,6 +1,6 @@
 /**
  * A Nexus on a fresh database, for the scripts that seed a large workspace and time what reads it
- * (bench-usage.ts, console-scale.ts): the database is made on DATABASE_URL's server (default the local
+ * (bench-usage.ts, console-scale.ts, bench-rollup.ts): the database is made on DATABASE_URL's server (default the local
  * PostgreSQL), Nexus listens on it in this process with a root key, and both are gone when `run` ends.
  */
 import { randomBytes } from 'node:crypto';
@@ -17,11 +17,18 @@ export interface FreshNexus {
   /** The fresh database, for seeding it directly. */
   databaseUrl: string;
   nexus: NexusApp;
+  /** The Management Key Nexus was started with. */
+  rootKey: string;
   /** The root key's headers for the Admin API (JSON bodies). */
   headers: Record<string, string>;
 }
 
-export async function withFreshNexus(name: string, run: (fresh: FreshNexus) => Promise<void>): Promise<void> {
+/** `env`: settings beside the defaults below (NEXUS_ALLOW_PRIVATE_UPSTREAMS, say). */
+export async function withFreshNexus(
+  name: string,
+  run: (fresh: FreshNexus) => Promise<void>,
+  env: Record<string, string> = {},
+): Promise<void> {
   const dbName = `nexus_bench_${name}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: DATABASE_URL });
   await admin.connect();
@@ -37,6 +44,7 @@ export async function withFreshNexus(name: string, run: (fresh: FreshNexus) => P
       NEXUS_LOG_LEVEL: 'warn',
       HOST: '127.0.0.1',
       PORT: '0',
+      ...env,
     });
     const nexus = await buildApp(config, {});
     const server = await listen(nexus, 0, '127.0.0.1', 2000);
@@ -45,6 +53,7 @@ export async function withFreshNexus(name: string, run: (fresh: FreshNexus) => P
         url: server.url,
         databaseUrl: url.toString(),
         nexus,
+        rootKey: ROOT_KEY,
         headers: { authorization: `Bearer ${ROOT_KEY}`, 'content-type': 'application/json' },
       });
     } finally {
