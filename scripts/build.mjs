@@ -54,8 +54,6 @@ function removeOrphans(sourceDir, outDir) {
 
 const started = performance.now();
 const dist = join(root, 'dist');
-// The migrations' directory is ours alone, and a stale migration there would run: emptied first.
-rmSync(join(dist, 'migrations'), { recursive: true, force: true });
 for (const [sourceDir, outDir] of [
   [join(root, 'src'), dist],
   [join(root, 'migrations'), join(dist, 'migrations')],
@@ -73,7 +71,11 @@ for (const [sourceDir, outDir] of [
     logLevel: 'warning',
   });
 }
+// A stale migration would run: what no source compiles to any more is removed, file by file. The directory is never
+// emptied, so a process started from dist/ while it rebuilds (a test beside the release script's build) finds its
+// migrations.
 removeOrphans(join(root, 'src'), dist);
+removeOrphans(join(root, 'migrations'), join(dist, 'migrations'));
 const require = createRequire(import.meta.url);
 const apiReference = dirname(require.resolve('@scalar/api-reference'));
 mkdirSync(join(dist, 'docs'), { recursive: true });
