@@ -125,6 +125,19 @@ describe('the gateway on embedded PGlite', () => {
     expect(quota).toMatchObject({ grantedUnits: '1000', reservedUnits: '0', consumedUnits: '60' });
     const events = await admin('GET', `/workspaces/${ws.id}/usage-events?limit=10`);
     expect(events.map((e: { units: string }) => e.units)).toEqual(['20', '20', '20']);
+    // The summaries read along the rollup's index (in a transaction of their own) and sum with sum_int8 there too.
+    for (const groupBy of ['key', 'access', 'model']) {
+      const summary = await admin('GET', `/workspaces/${ws.id}/usage-summary?granularity=hour&groupBy=${groupBy}`);
+      const buckets = summary.buckets as { units: string; calls: number }[];
+      expect(
+        buckets.reduce((n, b) => n + BigInt(b.units), 0n),
+        groupBy,
+      ).toBe(60n);
+      expect(
+        buckets.reduce((n, b) => n + b.calls, 0),
+        groupBy,
+      ).toBe(3);
+    }
   }, 60_000);
 
   it('a server killed holding a lease leaves it to the next start on the data dir, which releases it at once', async () => {

@@ -178,6 +178,21 @@ describe('getUsageSummary', () => {
     );
   });
 
+  it('by hour and key: events without their call (no key) are one bucket an hour, whatever their access', async () => {
+    const res = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { ...RANGE, granularity: 'hour', groupBy: 'key' },
+    });
+    expect(res.response.status).toBe(200);
+    const rows = res.data!.buckets.map((b) => [b.start, b.key, b.units, b.inputTokens, b.outputTokens, b.events, b.unpricedEvents]);
+    expect(rows).toEqual([
+      ['2026-03-01T10:00:00.000Z', '', '17', '7', '5', 3, 3],
+      ['2026-03-01T11:00:00.000Z', '', '7', '1', '3', 1, 1],
+      ['2026-03-02T09:00:00.000Z', '', '1', '1', '0', 1, 1],
+    ]);
+  });
+
   it('by connection: the gateway calls just made, in the default range (the last 24 hours by hour)', async () => {
     const openai = new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0 });
     for (let i = 0; i < 3; i++) await openai.chat.completions.create({ model: 'gpt-live', messages: [{ role: 'user', content: 'hi' }] });

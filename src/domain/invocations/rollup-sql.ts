@@ -1,5 +1,5 @@
 /**
- * usage_rollups, the sums getUsageSummary reads: per UTC hour, access, model, connection, inference key and plan,
+ * usage_rollups, the sums getUsageSummary reads: per UTC hour, access, inference key, model, connection and plan,
  * the units, tokens, cost and events of the usage events, and the calls (invocations) counted by status.
  *
  * Every statement that writes invocations and their usage events adds what it wrote, in the same statement: the
@@ -14,9 +14,10 @@
 
 const EPOCH = `timestamptz '2000-01-01T00:00:00Z'`;
 
-const KEY = 'workspace_id, hour, workspace_access_id, model, provider_connection_id, inference_key_id, plan_id';
+const KEY = 'workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id';
 
-const SUMS = [
+/** The rollup's sums, kept per key. */
+export const ROLLUP_SUMS = [
   'units',
   'input_tokens',
   'cached_input_tokens',
@@ -59,7 +60,7 @@ const contributions = (calls: string, events: string) => `
     from ${calls} c left join ${events} e on e.invocation_id = c.id and e.kind = 'USAGE'`;
 
 const summed = (calls: string, events: string) => `
-  select ${KEY}, ${SUMS.map((s) => `sum(${s})`).join(', ')}
+  select ${KEY}, ${ROLLUP_SUMS.map((s) => `sum(${s})`).join(', ')}
     from (${contributions(calls, events)}) x
    group by ${KEY}`;
 
@@ -68,11 +69,11 @@ const summed = (calls: string, events: string) => `
  * ROLLED_EVENT_COLUMNS) to usage_rollups.
  */
 export const rollUpInsert = (calls: string, events: string) => `
-  insert into usage_rollups as r (${KEY}, ${SUMS.join(', ')})
+  insert into usage_rollups as r (${KEY}, ${ROLLUP_SUMS.join(', ')})
   ${summed(calls, events)}
    order by ${KEY}
   on conflict (${KEY}) do update
-     set ${SUMS.map((s) => `${s} = r.${s} + excluded.${s}`).join(', ')}`;
+     set ${ROLLUP_SUMS.map((s) => `${s} = r.${s} + excluded.${s}`).join(', ')}`;
 
 /** The same as a CTE (`rolled`) of the statement that writes the CTEs `calls` and `events`. */
 export const rollUpCte = (calls: string, events: string) => `rolled as (${rollUpInsert(calls, events)}
@@ -83,5 +84,5 @@ export const rollUpCte = (calls: string, events: string) => `rolled as (${rollUp
  * events, once its rows are deleted: for rows written by hand (a benchmark's seed, a test's events at chosen times).
  */
 export const rebuildWorkspaceRollupsSql = (workspace: string) => `
-insert into usage_rollups (${KEY}, ${SUMS.join(', ')})
+insert into usage_rollups (${KEY}, ${ROLLUP_SUMS.join(', ')})
 ${summed(`(select * from invocations where workspace_id = ${workspace})`, `(select * from usage_events where workspace_id = ${workspace})`)}`;
