@@ -311,6 +311,8 @@ describe('an azure-openai target', () => {
         const route = await routeOf({
           targets: [{ providerConnectionId: failing.id }, { providerConnectionId: azureId, modelMap: { 'gpt-test': 'prod-gpt' } }],
         });
+        // The calls of the tests before are recorded first: their charges land before `before` is read.
+        await t.nexus.gateway.drain();
         const before = await periodOf(t, tenant.accessId);
         const { data, response } = await sdkFor(route)
           .chat.completions.create(
