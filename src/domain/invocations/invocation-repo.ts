@@ -351,7 +351,8 @@ export function createInvocationRepo(db: Queryable) {
                         order by hour, ${series}`),
             bindings,
           );
-          return mergeRepeatedKeys(result.rows as UsageBucketRow[]);
+          const rows = result.rows as UsageBucketRow[];
+          return query.groupBy === 'key' ? mergeRepeatedKeys(rows) : rows;
         });
       }
       const start =
