@@ -25,7 +25,7 @@
 import type { Clock } from '../domain/actor.js';
 import type { LearnedOutput } from '../domain/changes/change-feed.js';
 import type { InvocationRepo } from '../domain/invocations/invocation-repo.js';
-import { compileModelPolicy, rulesFromStored, type ModelPolicy } from '../domain/quota/model-pricing.js';
+import { compileModelPolicy, rulesFromStored, type ModelPolicy, type StoredModelRule } from '../domain/quota/model-pricing.js';
 import type { QuotaLeases } from '../domain/quota/quota-leases.js';
 import type { RateAllowances } from '../domain/rate-limits/rate-allowances.js';
 import { limitsOf } from '../domain/rate-limits/rate-service.js';
@@ -145,7 +145,7 @@ export function createCallMeter(deps: {
             cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
             outputMultiplierPpm: auth.output_multiplier_ppm!,
           },
-          rulesFromStored(auth.model_rules ?? []),
+          rulesFromStored(auth.model_rules_json ? (JSON.parse(auth.model_rules_json) as StoredModelRule[]) : []),
           auth.allowed_models,
         );
         if (policies.size >= MAX_POLICIES) policies.delete(policies.keys().next().value!);

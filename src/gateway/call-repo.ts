@@ -14,7 +14,7 @@
 import type { Db } from '../db/database.js';
 import { jsonArray, RowJson } from '../db/row-json.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
-import type { Pricing, StoredModelRule } from '../domain/quota/model-pricing.js';
+import type { Pricing } from '../domain/quota/model-pricing.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
 import type { ConnectionRetry } from '../domain/routes/route-types.js';
 import { leaseCallSettlementCtes, lockedInIdOrder } from '../domain/quota/settlement-sql.js';
@@ -56,8 +56,11 @@ export interface AuthRow {
   max_output_tokens: number | null;
   /** The period's strategy version: published, so immutable (its compiled model policy is kept by its id). */
   strategy_id: string | null;
-  /** The strategy's model rules, allow-list and output cap policy (src/domain/quota/model-pricing.ts). */
-  model_rules: StoredModelRule[] | null;
+  /**
+   * The strategy's model rules (as JSON text: parsed only when its policy is compiled, once per strategy version, not
+   * at every lookup), allow-list and output cap policy (src/domain/quota/model-pricing.ts).
+   */
+  model_rules_json: string | null;
   allowed_models: string[] | null;
   output_cap_policy: OutputCapPolicy | null;
   key_prefix: string;
@@ -92,7 +95,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms, c.retry as connection_retry,
        p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
        s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens,
-       s.id as strategy_id, s.model_rules, s.allowed_models, s.output_cap_policy,
+       s.id as strategy_id, s.model_rules::text as model_rules_json, s.allowed_models, s.output_cap_policy,
        wb.hard_exceeded_until as budget_exceeded_until
   from inference_keys k
   join workspace_accesses a on a.id = k.workspace_access_id
