@@ -13,12 +13,18 @@ export function toRateLimitStateDto(view: RateView): RateLimitStateDto {
           requestsPerMinute: {
             limit: view.requests.limit,
             remaining: view.requests.remaining,
-            resetAt: view.requests.resetAt.toISOString(),
+            resetAt: new Date(view.requests.resetAtMs).toISOString(),
           },
         }
       : {}),
     ...(view.tokens
-      ? { tokensPerMinute: { limit: view.tokens.limit, remaining: view.tokens.remaining, resetAt: view.tokens.resetAt.toISOString() } }
+      ? {
+          tokensPerMinute: {
+            limit: view.tokens.limit,
+            remaining: view.tokens.remaining,
+            resetAt: new Date(view.tokens.resetAtMs).toISOString(),
+          },
+        }
       : {}),
     ...(view.concurrent ? { concurrentCalls: { limit: view.concurrent.limit, remaining: view.concurrent.remaining } } : {}),
   };

@@ -161,7 +161,7 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
       view.requests = {
         limit: l.requestsPerMinute,
         remaining: remainingOf(l.requestsPerMinute, r),
-        resetAt: resetAtOf(r, l.requestsPerMinute, nowMs),
+        resetAtMs: resetAtOf(r, l.requestsPerMinute, nowMs),
       };
     }
     if (l.tokensPerMinute !== null) {
@@ -169,7 +169,7 @@ export function createRateAllowances(deps: { repo: RateRepo; clock: Clock; logge
       view.tokens = {
         limit: l.tokensPerMinute,
         remaining: remainingOf(l.tokensPerMinute, t),
-        resetAt: resetAtOf(t, l.tokensPerMinute, nowMs),
+        resetAtMs: resetAtOf(t, l.tokensPerMinute, nowMs),
       };
     }
     if (l.concurrentCalls !== null) {

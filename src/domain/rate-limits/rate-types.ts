@@ -22,8 +22,8 @@ const EPSILON = 1e-6;
 interface WindowState {
   limit: number;
   remaining: number;
-  /** When the whole limit is free again (the schedule's end). */
-  resetAt: Date;
+  /** When the whole limit is free again (the schedule's end), in epoch ms. */
+  resetAtMs: number;
 }
 
 /** Where each of an access's limits stands (only those its plan sets). */
@@ -43,9 +43,9 @@ export function remainingOf(limit: number, used: number): number {
   return Math.max(0, Math.floor(limit - used + EPSILON));
 }
 
-/** When `used` units have drained at `limit` a minute and the whole limit is free again. */
-export function resetAtOf(used: number, limit: number, nowMs: number): Date {
-  return new Date(nowMs + Math.ceil((used * WINDOW_MS) / limit));
+/** When `used` units have drained at `limit` a minute and the whole limit is free again (epoch ms). */
+export function resetAtOf(used: number, limit: number, nowMs: number): number {
+  return nowMs + Math.ceil((used * WINDOW_MS) / limit);
 }
 
 /** Whole seconds (at least 1) until `units` more fit beside `used` units in use, at `limit` a minute. */
@@ -76,7 +76,7 @@ export function rateHeaders(view: RateView | undefined, nowMs: number, out: stri
       'x-ratelimit-remaining-requests',
       String(view.requests.remaining),
       'x-ratelimit-reset-requests',
-      resetText(view.requests.resetAt.getTime() - nowMs),
+      resetText(view.requests.resetAtMs - nowMs),
     );
   }
   if (view.tokens) {
@@ -86,7 +86,7 @@ export function rateHeaders(view: RateView | undefined, nowMs: number, out: stri
       'x-ratelimit-remaining-tokens',
       String(view.tokens.remaining),
       'x-ratelimit-reset-tokens',
-      resetText(view.tokens.resetAt.getTime() - nowMs),
+      resetText(view.tokens.resetAtMs - nowMs),
     );
   }
   if (view.concurrent) {
@@ -120,7 +120,7 @@ export function viewOfWindow(
   const view: RateView = {};
   const state = (limit: number, tat: number | null | undefined, scheduledAt: number | null | undefined) => {
     const used = inUse(Number(tat ?? 0), scheduledAt ?? limit, nowMs);
-    return { limit, remaining: remainingOf(limit, used), resetAt: resetAtOf(used, limit, nowMs) };
+    return { limit, remaining: remainingOf(limit, used), resetAtMs: resetAtOf(used, limit, nowMs) };
   };
   if (limits.requestsPerMinute !== null) view.requests = state(limits.requestsPerMinute, row?.requests_tat, row?.requests_limit);
   if (limits.tokensPerMinute !== null) view.tokens = state(limits.tokensPerMinute, row?.tokens_tat, row?.tokens_limit);
