@@ -19,6 +19,7 @@ import type { IncomingMessage } from 'node:http';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { fixedOpenAiAnswers } from '../test/support/upstreams/openai.js';
+import { benchRequestBody } from './lib/bench-request.js';
 
 const ROUNDS = Number(process.env.BENCH_STAGES_ROUNDS ?? 15);
 const CALLS = Number(process.env.BENCH_STAGES_CALLS ?? 20_000);
@@ -41,15 +42,7 @@ const RAW_HEADERS = [
   'connection',
   'keep-alive',
 ];
-const body = (stream: boolean) =>
-  Buffer.from(
-    JSON.stringify({
-      model: 'bench-model',
-      messages: [{ role: 'user', content: 'Say five words.' }],
-      max_tokens: 16,
-      ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
-    }),
-  );
+const body = (stream: boolean) => Buffer.from(benchRequestBody(stream));
 const { answer, events } = fixedOpenAiAnswers();
 const EVENTS = Buffer.from(events);
 const CAPS = { maxOutputTokens: 4096, clamp: true };

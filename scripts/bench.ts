@@ -77,6 +77,7 @@ import { Pool, request } from 'undici';
 import { activePlan, adminClient, provisionTenant, type TenantSpec } from '../test/support/tenant.js';
 import { createModelPrice, createRoute, createWebhookEndpoint, provisionWorkspaceUser } from '../test/support/sdk.js';
 import { startFixedOpenAiUpstream } from '../test/support/upstreams/openai.js';
+import { benchRequestBody } from './lib/bench-request.js';
 
 const role = process.argv.find((a) => a.startsWith('--role='))?.slice('--role='.length);
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
@@ -454,7 +455,6 @@ interface CpuTime {
   system: number;
 }
 
-/** Each figure of each (target, mode) row: the median over the rounds (the errors: their sum). */
 /** The median of the figures known (undefined: none). */
 function median(xs: (number | undefined)[]): number | undefined {
   const known = xs.filter((x): x is number => x !== undefined).sort((p, q) => p - q);
@@ -463,6 +463,7 @@ function median(xs: (number | undefined)[]): number | undefined {
   return known.length % 2 ? known[mid] : (known[mid - 1]! + known[mid]!) / 2;
 }
 
+/** Each figure of each (target, mode) row: the median over the rounds (the errors: their sum). */
 function medianRows(rounds: Row[][]): Row[] {
   return rounds[0]!.map((first, i) => {
     const same = rounds.map((r) => r[i]!);
@@ -581,16 +582,6 @@ async function sequential(url: string, headers: Record<string, string>, body: st
   return { p50: pct(totals, 0.5), p99: pct(totals, 0.99), ttfb50: pct(firsts, 0.5), errors };
 }
 
-/** The benchmark's chat completion request, JSON or streamed (with its usage asked for). */
-function requestBody(stream: boolean): string {
-  return JSON.stringify({
-    model: 'bench-model',
-    messages: [{ role: 'user', content: 'Say five words.' }],
-    max_tokens: 16,
-    ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
-  });
-}
-
 /**
  * BENCH_TOGETHER: each Nexus process connects as a PostgreSQL role of its own (trust auth, dropped at the end), so
  * the backends that serve it, and their CPU, are told apart from the other's.
@@ -624,7 +615,7 @@ interface TogetherTarget {
 async function measureTogether(admin: pg.Client, targets: TogetherTarget[]): Promise<Row[]> {
   const rows: Row[] = [];
   for (const stream of [false, true]) {
-    const body = requestBody(stream);
+    const body = benchRequestBody(stream);
     const h = { 'content-type': 'application/json' };
     const connections = Math.max(1, Math.floor(CONNECTIONS / targets.length));
     const rate = RATE && RATE / targets.length;
@@ -661,7 +652,7 @@ async function measure(target: string, url: string, headers: Record<string, stri
   const rows: Row[] = [];
   if (TARGETS && !TARGETS.includes(target)) return rows;
   for (const stream of [false, true]) {
-    const body = requestBody(stream);
+    const body = benchRequestBody(stream);
     const h = { 'content-type': 'application/json', ...headers };
     await cannon(url, h, body, CONNECTIONS, 2, keys); // warm-up
     const pgPids = postgresPids();

@@ -331,7 +331,7 @@ export function createInvocationRepo(db: Queryable) {
      * month holds, would rather hash them all (spilling to disk) or sort the whole range first; it is told not
      * to, in the statement's own transaction: no hashing, no parallel sort, and the rollup's pages read in index
      * order cost about what they cost read in turn (they are in memory). On 30 days of a busy workspace, in
-     * PostgreSQL, ~40 ms by access instead of ~75 and ~70 ms by key instead of ~190 (docs/performance.md).
+     * PostgreSQL, ~40 ms by access instead of ~75 and ~70 ms by key instead of 125-180 (docs/performance.md).
      */
     async usageSummary(query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
       const inRange = 'workspace_id = ? and hour >= ? and hour < ?';
