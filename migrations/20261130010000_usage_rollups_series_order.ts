@@ -8,8 +8,8 @@ import type { Knex } from 'knex';
  *   hour, access and key are adjacent, and hours by key are summed along the index as hours by access are. The
  *   statements that add to the rollup name the same columns, in the same order (rollup-sql.ts).
  * - `sum_int8(bigint)`: a sum that stays a bigint. The built-in sum of a bigint returns a numeric, whose conversion
- *   to text and to an integer took about a quarter of a month-by-hour summary's query; the sums of one range are far below
- *   the bigint's limit (an overflow is an error, never a wrong sum).
+ *   to text and to an integer took about a quarter of a month-by-hour summary's query; the sums of one range are far
+ *   below the bigint's limit (an overflow is an error, never a wrong sum).
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('alter table usage_rollups drop constraint usage_rollups_pkey');
