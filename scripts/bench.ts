@@ -25,8 +25,8 @@
  * process then does the same work in each round, whatever the others' speed, and its CPU per call is steadier than
  * at saturation (the figure to compare builds by; the req/s shares then say nothing).
  * BENCH_TOGETHER=1 loads the Nexus builds of BENCH_NEXUS at the same time in each round (with BENCH_RATE, each at
- * its share of it; with BENCH_FEATURES=1, the tenant with rules and limits in a process of its own beside each), so the host's moment weighs on each alike: the way to tell two builds' CPU per call apart
- * (measureTogether). BENCH_NEXUS='compiled;compiled' is then the method's own noise: one build against itself.
+ * its share of it; with BENCH_FEATURES=1, the tenant with rules and limits in a process of its own beside each),
+ * so the host's moment weighs on each alike: the way to tell two builds' CPU per call apart (measureTogether). BENCH_NEXUS='compiled;compiled' is then the method's own noise: one build against itself.
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
  * BENCH_NODE_FLAGS='--max-semi-space-size=32' passes node/V8 flags to the Nexus process (to compare them);
  * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
@@ -513,6 +513,12 @@ function cpuBetween(before: Map<number, CpuTime>, after: Map<number, CpuTime>): 
   return used;
 }
 
+/** CPU µs per call of these processes between two readings: user and system, and user alone. */
+function cpuPerCall(before: Map<number, CpuTime>, after: Map<number, CpuTime>, calls: number): { all: number; user: number } | undefined {
+  const used = cpuBetween(before, after);
+  return used && { all: ((used.user + used.system) * 1e6) / calls, user: (used.user * 1e6) / calls };
+}
+
 function postgresPids(): number[] {
   try {
     return readdirSync('/proc')
@@ -627,9 +633,9 @@ async function measureTogether(admin: pg.Client, targets: TogetherTarget[]): Pro
     const loads = await Promise.all(targets.map((t) => cannon(t.url, h, body, connections, DURATION, t.keys, rate)));
     const after = [pids.map(cpuByPid), pgPids.map(cpuByPid)];
     for (const [i, t] of targets.entries()) {
-      const used = cpuBetween(before[0]![i]!, after[0]![i]!);
-      const usedPg = cpuBetween(before[1]![i]!, after[1]![i]!);
-      const perRequest = (seconds: number) => (seconds * 1e6) / (loads[i]!.rps * DURATION);
+      const calls = loads[i]!.rps * DURATION;
+      const proxy = cpuPerCall(before[0]![i]!, after[0]![i]!, calls);
+      const postgres = cpuPerCall(before[1]![i]!, after[1]![i]!, calls);
       rows.push({
         target: t.label,
         mode: stream ? 'stream' : 'json',
@@ -639,9 +645,9 @@ async function measureTogether(admin: pg.Client, targets: TogetherTarget[]): Pro
         lightP50: NaN,
         lightP99: NaN,
         errors: loads[i]!.errors,
-        cpuProxy: used && perRequest(used.user + used.system),
-        cpuProxyUser: used && perRequest(used.user),
-        cpuPg: usedPg && perRequest(usedPg.user + usedPg.system),
+        cpuProxy: proxy?.all,
+        cpuProxyUser: proxy?.user,
+        cpuPg: postgres?.all,
       });
     }
   }
@@ -659,12 +665,7 @@ async function measure(target: string, url: string, headers: Record<string, stri
     const before = [cpuByPid(pid ? [pid] : []), cpuByPid(pgPids)];
     const load = await cannon(url, h, body, CONNECTIONS, DURATION, keys);
     const after = [cpuByPid(pid ? [pid] : []), cpuByPid(pgPids)];
-    const perRequest = (i: number, part: 'all' | 'user' = 'all') => {
-      const used = cpuBetween(before[i]!, after[i]!);
-      if (!used) return undefined;
-      const seconds = part === 'user' ? used.user : used.user + used.system;
-      return (seconds * 1e6) / (load.rps * DURATION);
-    };
+    const proxy = cpuPerCall(before[0]!, after[0]!, load.rps * DURATION);
     const light = await sequential(
       url,
       keys.length ? { ...h, authorization: `Bearer ${keys[0]}` } : h,
@@ -681,9 +682,9 @@ async function measure(target: string, url: string, headers: Record<string, stri
       lightP99: light.p99,
       ttfb50: stream ? light.ttfb50 : undefined,
       errors: load.errors + light.errors,
-      cpuProxy: perRequest(0),
-      cpuProxyUser: perRequest(0, 'user'),
-      cpuPg: perRequest(1),
+      cpuProxy: proxy?.all,
+      cpuProxyUser: proxy?.user,
+      cpuPg: cpuPerCall(before[1]!, after[1]!, load.rps * DURATION)?.all,
     });
     process.stderr.write(`  ${target} ${stream ? 'stream' : 'json'}: ${Math.round(load.rps)} req/s\n`);
   }
