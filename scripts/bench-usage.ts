@@ -7,14 +7,18 @@
  * none: unpriced), cache writes and reasoning tokens on some. The usage rollup is computed from them
  * (rollup-sql.ts). A Nexus listens on it in this process, and each query below (every grouping by hour
  * over 7 days and by day over all the days, and the largest by hour over all the days) is asked through
- * HTTP BENCH_USAGE_RUNS times (default 30, after 3 to warm up); it prints p50 and p99 per query through
- * HTTP (until the answer's last byte is read; the client's JSON parse is not counted), and the p50 of the
- * service's call alone (the SQL and its mapping, without HTTP and JSON).
+ * HTTP BENCH_USAGE_RUNS times (default 30, after 3 to warm up) by a client in its own process
+ * (lib/timed-gets.ts); it prints p50 and p99 per query through HTTP (until the answer's last byte is read;
+ * the client's JSON parse is not counted), and the p50 of the service's call alone (the SQL and its mapping,
+ * every slice read, without HTTP and JSON).
  *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database
  * is made on; it is dropped at the end.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { cpus, loadavg } from 'node:os';
+import { text } from 'node:stream/consumers';
 import pg from 'pg';
 import { percentile, withFreshNexus } from './lib/fresh-nexus.js';
 import { systemActor } from '../src/domain/actor.js';
@@ -24,6 +28,17 @@ import { rebuildWorkspaceRollupsSql } from '../src/domain/invocations/rollup-sql
 const EVENTS = Number(process.env.BENCH_USAGE_EVENTS ?? 1_000_000);
 const DAYS = Number(process.env.BENCH_USAGE_DAYS ?? 30);
 const RUNS = Number(process.env.BENCH_USAGE_RUNS ?? 30);
+
+/** The times of `runs` GETs of `url` (after 3 to warm up) by a client in its own process (lib/timed-gets.ts). */
+async function timedGets(url: string, headers: Record<string, string>, runs: number): Promise<number[]> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/lib/timed-gets.ts', url, String(runs)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  child.stdin.end(JSON.stringify(headers));
+  const [out, [code]] = await Promise.all([text(child.stdout), once(child, 'exit')]);
+  if (code !== 0) throw new Error(`timed-gets exited with ${String(code)}`);
+  return JSON.parse(out) as number[];
+}
 
 await withFreshNexus('usage', async ({ url: serverUrl, databaseUrl, nexus, headers }) => {
   const created = await fetch(`${serverUrl}/admin/v1/workspaces`, {
@@ -122,31 +137,21 @@ await withFreshNexus('usage', async ({ url: serverUrl, databaseUrl, nexus, heade
   const actor = systemActor('bench-usage');
   for (const [label, query] of queries) {
     const target = `${serverUrl}/admin/v1/workspaces/${workspaceId}/usage-summary?${new URLSearchParams(query)}`;
-    const times: number[] = [];
-    let events = 0;
-    let calls = 0;
-    let cost = 0n;
-    let buckets = 0;
-    for (let i = 0; i < RUNS + 3; i++) {
-      const started = performance.now();
-      const res = await fetch(target, { headers });
-      const text = await res.text();
-      // Until the answer's last byte: parsing it is the client's work (and would run in this process).
-      const took = performance.now() - started;
-      const body = JSON.parse(text) as { buckets: { events: number; calls: number; costMicros: string }[] };
-      if (res.status !== 200) throw new Error(`${label}: ${res.status} ${JSON.stringify(body)}`);
-      if (i >= 3) times.push(took);
-      events = body.buckets.reduce((n, b) => n + b.events, 0);
-      calls = body.buckets.reduce((n, b) => n + b.calls, 0);
-      cost = body.buckets.reduce((n, b) => n + BigInt(b.costMicros), 0n);
-      buckets = body.buckets.length;
-    }
+    // Timed by a client in its own process: one in this process would read the answer on the thread that writes it.
+    const times = await timedGets(target, headers, RUNS);
+    const res = await fetch(target, { headers });
+    const body = (await res.json()) as { buckets: { events: number; calls: number; costMicros: string }[] };
+    if (res.status !== 200) throw new Error(`${label}: ${res.status} ${JSON.stringify(body)}`);
+    const events = body.buckets.reduce((n, b) => n + b.events, 0);
+    const calls = body.buckets.reduce((n, b) => n + b.calls, 0);
+    const cost = body.buckets.reduce((n, b) => n + BigInt(b.costMicros), 0n);
+    const buckets = body.buckets.length;
     times.sort((a, b) => a - b);
     // The same summary without HTTP and JSON: the service's call (the SQL and the mapping of its rows).
     const inner: number[] = [];
     for (let i = 0; i < RUNS; i++) {
       const started = performance.now();
-      await nexus.services.invocations.usageSummary(actor, {
+      const summary = await nexus.services.invocations.usageSummary(actor, {
         workspaceId,
         since: new Date(query.since!),
         until: new Date(query.until!),
@@ -154,6 +159,7 @@ await withFreshNexus('usage', async ({ url: serverUrl, databaseUrl, nexus, heade
         groupBy: query.groupBy as UsageGroupBy,
         timeZone: 'UTC',
       });
+      for await (const slice of summary.buckets) void slice;
       inner.push(performance.now() - started);
     }
     inner.sort((a, b) => a - b);

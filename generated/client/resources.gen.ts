@@ -618,7 +618,8 @@ export class UsageResource extends NexusResource {
    * events or calls is absent. Events are summed per UTC hour first: in a zone whose offset is not a whole
    * hour (`Asia/Kolkata`), an hour counts in the local day its start falls in. The range holds at most 1000
    * buckets (about 41 days by hour, 1000 days by day). Default range: the last 24 hours by hour, the last
-   * 30 days by day.
+   * 30 days by day. The answer is streamed, written as its buckets are summed: a failure after it has begun
+   * cuts the connection, so a partial answer is never taken for a whole one.
    *
    * `GET /admin/v1/workspaces/{workspaceId}/usage-summary` (`getUsageSummary` in the function API)
    */

@@ -85,6 +85,31 @@ export const streamed = (
   stream: Readable.from(lines, { objectMode: false }),
 });
 
+/**
+ * A JSON object streamed as it is made: `head`'s fields, then its array `field`, written a page of `items` at a time
+ * as they come (with backpressure), so that an answer of tens of thousands of items is never held whole, and the
+ * first items go out while the next are read. Typed by the operation's body `B`: `streamedJson<UsageSummaryDto, 'buckets'>`.
+ */
+export function streamedJson<B, K extends keyof B>(
+  head: Omit<B, K>,
+  field: K,
+  items: AsyncIterable<B[K]>,
+): { status: 200; body: never; headers: Record<string, string>; stream: Readable } {
+  async function* text(): AsyncGenerator<string> {
+    // The head with the array last and empty, without the "]}" that closes it.
+    yield JSON.stringify({ ...head, [field]: [] }).slice(0, -2);
+    let separator = '';
+    for await (const page of items) {
+      const json = JSON.stringify(page);
+      if (json.length <= 2) continue;
+      yield separator + json.slice(1, -1);
+      separator = ',';
+    }
+    yield ']}';
+  }
+  return streamed('application/json; charset=utf-8', text());
+}
+
 /** A list's page; `nextAfter` (the domain's position) goes out as an opaque cursor. */
 export const page = <B extends unknown[]>(
   items: NoInfer<B>,

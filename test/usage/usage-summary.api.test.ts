@@ -193,6 +193,66 @@ describe('getUsageSummary', () => {
     ]);
   });
 
+  it('by hour over a month, summed a slice at a time: every bucket once, oldest first, then by key', async () => {
+    // Two keys whose order is not their accesses' (the rollup is read by access, then key), each with a call on
+    // either side of the month's slices' edges (every 240 hours: the 11th and the 21st at midnight).
+    const [first, second] = [tenant.accessId, secondAccessId].sort();
+    const keys = [
+      { accessId: first!, keyId: 'f0000000-0000-4000-8000-000000000000', units: 3 },
+      { accessId: second!, keyId: '10000000-0000-4000-8000-000000000000', units: 4 },
+    ];
+    const hours = ['2026-04-01T00', '2026-04-10T23', '2026-04-11T00', '2026-04-20T23', '2026-04-21T00', '2026-04-30T23'];
+    for (const hour of hours) {
+      for (const key of keys) {
+        const invocationId = newId();
+        await t.database.db('invocations').insert({
+          id: invocationId,
+          workspace_id: tenant.workspaceId,
+          workspace_access_id: key.accessId,
+          provider_connection_id: tenant.connectionId,
+          inference_key_id: key.keyId,
+          request_id: `req_${invocationId}`,
+          method: 'POST',
+          endpoint: '/v1/chat/completions',
+          requested_model: 'gpt-a',
+          status: 'SUCCEEDED',
+          metering_status: 'metered',
+          quota_units: key.units,
+          started_at: new Date(`${hour}:30:00Z`),
+          completed_at: new Date(`${hour}:30:00Z`),
+        });
+        await seedEvent(`${hour}:30:00Z`, { accessId: key.accessId, model: 'gpt-a', units: key.units, input: 1, output: 1, invocationId });
+      }
+    }
+    await rollUp();
+    const month = { since: '2026-04-01T00:00:00Z', until: '2026-05-01T00:00:00Z', granularity: 'hour' as const };
+    const byKey = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { ...month, groupBy: 'key' },
+    });
+    expect(byKey.response.status).toBe(200);
+    expect(byKey.data!.buckets.map((b) => [b.start, b.key, b.units, b.calls])).toEqual(
+      hours.flatMap((hour) => [keys[1]!, keys[0]!].map((k) => [`${hour}:00:00.000Z`, k.keyId, String(k.units), 1])),
+    );
+    const byAccess = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { ...month, groupBy: 'access' },
+    });
+    expect(byAccess.data!.buckets.map((b) => [b.start, b.key, b.units])).toEqual(
+      hours.flatMap((hour) => keys.map((k) => [`${hour}:00:00.000Z`, k.accessId, String(k.units)])),
+    );
+    const byModel = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { ...month, groupBy: 'model' },
+    });
+    expect(byModel.data!.buckets.map((b) => [b.start, b.key, b.units, b.calls])).toEqual(
+      hours.map((hour) => [`${hour}:00:00.000Z`, 'gpt-a', '7', 2]),
+    );
+  });
+
   it('by connection: the gateway calls just made, in the default range (the last 24 hours by hour)', async () => {
     const openai = new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0 });
     for (let i = 0; i < 3; i++) await openai.chat.completions.create({ model: 'gpt-live', messages: [{ role: 'user', content: 'hi' }] });

@@ -20,6 +20,13 @@ import type { InvocationRow } from './invocation-types.js';
 
 /** A summary's range holds at most this many buckets. */
 const MAX_BUCKETS = 1000;
+/**
+ * The most buckets of a summary one query sums, and how many such queries run at once: a month of hours (by key,
+ * tens of thousands of buckets) is summed by three queries, each on its own connection and so in its own PostgreSQL
+ * process, while the answer is written as they come. Slicing a shorter range costs more than it saves.
+ */
+const SLICE_BUCKETS: Record<UsageGranularity, number> = { hour: 240, day: MAX_BUCKETS };
+const SLICES_AT_ONCE = 3;
 const HOUR_MS = 3_600_000;
 const BUCKET_MS: Record<UsageGranularity, number> = { hour: 3_600_000, day: 86_400_000 };
 const DEFAULT_RANGE_MS: Record<UsageGranularity, number> = { hour: 24 * 3_600_000, day: 30 * 86_400_000 };
@@ -40,7 +47,8 @@ export interface UsageSummary {
   since: Date;
   until: Date;
   timeZone: string;
-  buckets: UsageBucketRow[];
+  /** The buckets, oldest first, then by key, a slice of the range at a time. */
+  buckets: AsyncIterable<UsageBucketRow[]>;
 }
 
 export function createInvocationService(deps: { invocationRepo: InvocationRepo; workspaces: WorkspaceService; clock: Clock }) {
@@ -53,6 +61,25 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
         param: 'timeZone',
       });
     }
+  }
+
+  /**
+   * The buckets of [since, until) (whole UTC hours), oldest first, in slices of at most `sliceBuckets` buckets (as
+   * even as whole buckets allow), `inFlight` of them read at once (readAhead). A slice ends on a bucket's edge (an
+   * hour, or the first hour of a day in the zone, as the summary bins them), so that no bucket is split.
+   */
+  async function readSlices(request: UsageSummaryRequest, since: number, until: number, sliceBuckets: number, inFlight: number) {
+    const width = BUCKET_MS[request.granularity];
+    const buckets = Math.ceil((until - since) / width);
+    const slice = Math.ceil(buckets / Math.ceil(buckets / sliceBuckets)) * width;
+    const edge = (ms: number) => (request.granularity === 'hour' ? ms : dayStart(ms, request.timeZone));
+    const reads: (() => Promise<UsageBucketRow[]>)[] = [];
+    for (let from = since; from < until;) {
+      const range = { ...request, since: new Date(from), until: new Date(Math.min(until, edge(from + slice))) };
+      reads.push(() => invocationRepo.usageSummary(range));
+      from = range.until.getTime();
+    }
+    return readAhead(reads, inFlight);
   }
 
   return {
@@ -86,8 +113,8 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
     },
 
     /**
-     * The summary's buckets over [since, until) (whole UTC hours), in slices of at most MAX_BUCKETS buckets: an
-     * export holds one slice, whatever the range.
+     * The summary's buckets over [since, until) (whole UTC hours), in slices of at most MAX_BUCKETS buckets, the
+     * next read while one is written: an export holds two slices at most, whatever the range.
      */
     async exportUsageSummary(actor: Actor, request: UsageSummaryRequest & { since: Date; until: Date }) {
       if (request.since >= request.until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
@@ -95,21 +122,13 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
       const workspace = await workspaces.get(actor, request.workspaceId);
       const since = Math.floor(request.since.getTime() / HOUR_MS) * HOUR_MS;
       const until = Math.ceil(request.until.getTime() / HOUR_MS) * HOUR_MS;
-      // A slice ends on a bucket's edge (an hour, or the first hour of a day in the zone, as the summary bins
-      // them), so no bucket is split.
-      const edge = (ms: number) => (request.granularity === 'hour' ? ms : dayStart(ms, request.timeZone));
-      const slice = MAX_BUCKETS * BUCKET_MS[request.granularity];
-      async function* pages(): AsyncGenerator<UsageBucketRow[]> {
-        for (let from = since; from < until;) {
-          const to = Math.min(until, edge(from + slice));
-          yield await invocationRepo.usageSummary({ ...request, since: new Date(from), until: new Date(to) });
-          from = to;
-        }
-      }
-      return { currency: workspace.currency, pages: pages() };
+      return { currency: workspace.currency, pages: await readSlices(request, since, until, MAX_BUCKETS, 2) };
     },
 
-    /** Units and tokens per bucket and key over [since, until); a range of more than MAX_BUCKETS buckets is refused. */
+    /**
+     * Units and tokens per bucket and key over [since, until), a slice at a time (the first read before this
+     * returns); a range of more than MAX_BUCKETS buckets is refused.
+     */
     async usageSummary(actor: Actor, request: UsageSummaryRequest): Promise<UsageSummary> {
       // Whole UTC hours, the rollup's grain: since down to its hour, until up to the end of its hour.
       const asked = request.until ?? clock.now();
@@ -135,10 +154,37 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
         since,
         until,
         timeZone: request.timeZone,
-        buckets: await invocationRepo.usageSummary({ ...request, since, until }),
+        buckets: await readSlices(request, since.getTime(), until.getTime(), SLICE_BUCKETS[request.granularity], SLICES_AT_ONCE),
       };
     },
   };
+}
+
+/**
+ * The results of `reads` in order, up to `inFlight` of them read at once (the next one started as one is handed
+ * out), so that they run while the caller uses the ones before. The first is read before this returns: its failure
+ * is thrown here, before an answer has begun.
+ */
+async function readAhead<T>(reads: (() => Promise<T>)[], inFlight: number): Promise<AsyncGenerator<T>> {
+  const started: Promise<T>[] = [];
+  const startNext = () => {
+    const read = reads[started.length];
+    if (!read) return;
+    const result = read();
+    // Awaited in turn below; if the caller stops first (a client gone), its failure is nobody's to hear.
+    result.catch(() => undefined);
+    started.push(result);
+  };
+  while (started.length < Math.min(inFlight, reads.length)) startNext();
+  await started[0];
+  async function* inTurn(): AsyncGenerator<T> {
+    for (let i = 0; i < reads.length; i++) {
+      const value = await started[i]!;
+      startNext();
+      yield value;
+    }
+  }
+  return inTurn();
 }
 
 /**

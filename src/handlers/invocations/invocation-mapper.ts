@@ -3,12 +3,13 @@ import type {
   InvocationDto,
   CostMicros,
   Int64String,
+  UsageBucketDto,
   UsageEventDto,
   UsageSummaryDto,
 } from '../../../generated/client/types.gen.js';
 import type { UsageEventRow } from '../../domain/quota/quota-types.js';
 import type { InvocationRow } from '../../domain/invocations/invocation-types.js';
-import type { UsageGranularity, UsageGroupBy } from '../../domain/invocations/invocation-repo.js';
+import type { UsageBucketRow, UsageGranularity, UsageGroupBy } from '../../domain/invocations/invocation-repo.js';
 import type { UsageSummary } from '../../domain/invocations/invocation-service.js';
 
 const iso = (d: Date | null | undefined) => (d ? { value: d.toISOString() } : undefined);
@@ -120,12 +121,13 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   return dto;
 }
 
-export function toUsageSummaryDto(
+/** The summary's answer without its buckets (streamed after it: toUsageBucketDtos). */
+export function toUsageSummaryHead(
   workspaceId: string,
   granularity: UsageGranularity,
   groupBy: UsageGroupBy,
   summary: UsageSummary,
-): UsageSummaryDto {
+): Omit<UsageSummaryDto, 'buckets'> {
   return {
     workspaceId,
     since: summary.since.toISOString(),
@@ -134,7 +136,13 @@ export function toUsageSummaryDto(
     timeZone: summary.timeZone,
     groupBy,
     currency: summary.currency,
-    buckets: summary.buckets.map((b) => ({
+  };
+}
+
+/** The summary's buckets, a slice at a time, as the API writes them. */
+export async function* toUsageBucketDtos(slices: AsyncIterable<UsageBucketRow[]>): AsyncGenerator<UsageBucketDto[]> {
+  for await (const rows of slices) {
+    yield rows.map((b) => ({
       start: b.start,
       key: b.key,
       units: b.units as Int64String,
@@ -147,6 +155,6 @@ export function toUsageSummaryDto(
       calls: b.calls,
       failedCalls: b.failed_calls,
       refusedCalls: b.refused_calls,
-    })),
-  };
+    }));
+  }
 }

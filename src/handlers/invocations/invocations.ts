@@ -7,10 +7,11 @@ import type {
   ListInvocationsResponses,
   ListUsageEventsData,
   ListUsageEventsResponses,
+  UsageSummaryDto,
 } from '../../../generated/client/types.gen.js';
-import { toInvocationDto, toUsageEventDto, toUsageSummaryDto } from './invocation-mapper.js';
+import { toInvocationDto, toUsageBucketDtos, toUsageEventDto, toUsageSummaryHead } from './invocation-mapper.js';
 import type { Services } from '../../domain/services.js';
-import { handler, ok, page, type HandlerMap } from '../../http/handler.js';
+import { handler, ok, page, streamedJson, type HandlerMap } from '../../http/handler.js';
 import { listQuery, optionalTimestamp } from '../../http/wire.js';
 
 export function invocationHandlers({ invocations }: Services): HandlerMap {
@@ -41,7 +42,11 @@ export function invocationHandlers({ invocations }: Services): HandlerMap {
         groupBy,
         timeZone: query.timeZone ?? 'UTC',
       });
-      return ok(toUsageSummaryDto(path.workspaceId, granularity, groupBy, summary));
+      return streamedJson<UsageSummaryDto, 'buckets'>(
+        toUsageSummaryHead(path.workspaceId, granularity, groupBy, summary),
+        'buckets',
+        toUsageBucketDtos(summary.buckets),
+      );
     }),
   };
 }
