@@ -47,7 +47,8 @@ const PAGES: { path: string; title: string; component: (props: PageProps) => pre
 ];
 
 function useRoute(): string[] {
-  const read = () => window.location.hash.replace(/^#\/?/, '').split('/').filter(Boolean);
+  // A page's own state may follow its path (`…/invocations?status=FAILED`): not part of the route.
+  const read = () => window.location.hash.replace(/^#\/?/, '').split('?')[0]!.split('/').filter(Boolean);
   const [route, setRoute] = useState(read);
   useEffect(() => {
     const onChange = () => setRoute(read());

@@ -1,12 +1,10 @@
 /**
- * What the console's browser tests share: finding Debian's Chromium, the console's build, a watched page, the
- * sign-in, and axe-core's scan of a page.
+ * What the console's browser tests share: finding Debian's Chromium, a watched page, the sign-in, and axe-core's
+ * scan of a page. The console they load is built once per run (test/support/build-setup.ts).
  */
 import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
 import axe from 'axe-core';
 import type { Browser, BrowserContextOptions, Page } from 'playwright-core';
-import { projectRoot } from '../support/paths.js';
 import { TEST_ROOT_KEY } from '../support/test-app.js';
 
 /** The Chromium on this host's PATH, if any (no browser is downloaded). */
@@ -59,11 +57,6 @@ export async function axeViolations(page: Page): Promise<string[]> {
             .join(', ')}`,
       );
   });
-}
-
-/** The console as `npm run build` makes it (dist/console), fresh. */
-export function buildConsole(): void {
-  execFileSync(process.execPath, [join(projectRoot, 'scripts', 'build-console.mjs')], { cwd: projectRoot, stdio: 'pipe' });
 }
 
 /**

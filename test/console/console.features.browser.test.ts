@@ -19,7 +19,7 @@ import { projectRoot } from '../support/paths.js';
 import { createProviderConnection, createWebhookEndpoint, getUsageSummary, listRoutes, sendTestWebhookEvent } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, buildConsole, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's features browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -55,7 +55,6 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
   };
 
   beforeAll(async () => {
-    buildConsole();
     mkdirSync(shots, { recursive: true });
     if (docShots) mkdirSync(docShots, { recursive: true });
     t = await startTestApp();

@@ -218,6 +218,31 @@ function Detail({
 
 const NO_FILTERS = { q: '', status: '' as InvocationStatus | '', model: '', workspaceAccessId: '', since: '', until: '' };
 type Filters = typeof NO_FILTERS;
+const STATUSES: InvocationStatus[] = ['SUCCEEDED', 'UPSTREAM_ERROR', 'FAILED', 'CLIENT_ABORTED', 'REJECTED'];
+
+/**
+ * The filters the URL carries: a user's calls by its path (`…/invocations/access/<accessId>`), the others after it
+ * (`#/w/<ws>/invocations?status=FAILED&model=gpt-4o`), so that a filtered list can be linked to and outlasts a
+ * reload; a status the list does not know is left out.
+ */
+function filtersOfUrl(): Filters {
+  const [path = '', query = ''] = window.location.hash.split('?');
+  const segments = path.split('/');
+  const at = segments.indexOf('invocations');
+  const filters = { ...NO_FILTERS, workspaceAccessId: segments[at + 1] === 'access' ? (segments[at + 2] ?? '') : '' };
+  const params = new URLSearchParams(query);
+  for (const field of Object.keys(NO_FILTERS) as (keyof Filters)[]) {
+    const value = params.get(field);
+    if (value && (field !== 'status' || STATUSES.includes(value as InvocationStatus))) Object.assign(filters, { [field]: value });
+  }
+  return filters;
+}
+
+/** The filters set, as the query that follows a URL's path ('' when none is set). */
+function urlQueryOf(filters: Filters): string {
+  const set = Object.entries(filters).filter(([, value]) => value);
+  return set.length ? `?${new URLSearchParams(set).toString()}` : '';
+}
 
 /** The filters as the API takes them (listInvocations and exportInvocations alike). */
 function queryOf(filters: Filters) {
@@ -265,10 +290,31 @@ function ExportButton({ client, workspaceId, filters }: { client: PageProps['cli
  */
 export function InvocationsPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
-  const [filters, setFilters] = useState<Filters>({ ...NO_FILTERS, workspaceAccessId: rest[0] === 'access' ? (rest[1] ?? '') : '' });
-  const [search, setSearch] = useState('');
+  const [filters, setFilters] = useState<Filters>(filtersOfUrl);
+  const [search, setSearch] = useState(filters.q);
   const open = rest[0] && rest[0] !== 'access' ? rest[0] : undefined;
   const base = `#/w/${workspaceId}/invocations`;
+  // The URL follows the filters (replaced, not pushed: typing a model is not a step of the browser's history), and
+  // the filters follow a URL the operator goes to (a link, the menu's Invocations: none).
+  const query = urlQueryOf(filters);
+  useEffect(() => {
+    const url = window.location.hash.split('?')[0] + query;
+    if (url !== window.location.hash) history.replaceState(history.state, '', url);
+  }, [query]);
+  const shown = useRef(query);
+  shown.current = query;
+  useEffect(() => {
+    const follow = () => {
+      // Only a URL of this list (another page's is the menu's: this one is going).
+      if (!/^#\/w\/[^/]+\/invocations(\/|\?|$)/.test(window.location.hash)) return;
+      const asked = filtersOfUrl();
+      if (urlQueryOf(asked) === shown.current) return;
+      setFilters(asked);
+      setSearch(asked.q);
+    };
+    window.addEventListener('hashchange', follow);
+    return () => window.removeEventListener('hashchange', follow);
+  }, []);
   const [connections, setConnections] = useState<Record<string, string>>({});
   useEffect(() => {
     listProviderConnections({ client, path: { workspaceId }, query: { limit: 100 } })
@@ -307,7 +353,7 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
         <Field label="Status">
           <select name="status" value={filters.status} onChange={set('status')}>
             <option value="">Any</option>
-            {['SUCCEEDED', 'UPSTREAM_ERROR', 'FAILED', 'CLIENT_ABORTED', 'REJECTED'].map((s) => (
+            {STATUSES.map((s) => (
               <option key={s} value={s}>
                 {s.toLowerCase().replace('_', ' ')}
               </option>
@@ -345,7 +391,7 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
           currency={workspace.currency ?? 'USD'}
           id={open}
           connections={connections}
-          onClose={() => (window.location.hash = base)}
+          onClose={() => (window.location.hash = base + query)}
         />
       ) : null}
       {list.items?.length === 0 ? (
@@ -370,7 +416,7 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
             <tr key={i.id} aria-current={open === i.id ? 'true' : undefined}>
               <td>{when(i.startedAt)}</td>
               <td>
-                <a href={`${base}/${i.id}`} aria-label={`Open call ${i.requestId}`}>
+                <a href={`${base}/${i.id}${query}`} aria-label={`Open call ${i.requestId}`}>
                   <code>{i.requestId}</code>
                 </a>
               </td>
