@@ -158,6 +158,7 @@ export function Field(props: { label: string; hint?: string; children: Component
 
 /** A form that submits through `onSubmit` (the browser's own validation first); an async one reports its errors itself (useAction). */
 export function Form(props: {
+  id?: string;
   title: string;
   onSubmit: () => void | Promise<void>;
   children: ComponentChildren;
@@ -169,7 +170,7 @@ export function Form(props: {
     void props.onSubmit();
   };
   return (
-    <form class="card form" onSubmit={submit} aria-label={props.title}>
+    <form id={props.id} class="card form" onSubmit={submit} aria-label={props.title}>
       <h3>{props.title}</h3>
       {props.children}
       <button type="submit" class="primary" disabled={props.disabled}>

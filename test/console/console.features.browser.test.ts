@@ -178,7 +178,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     expect(browserErrors).toEqual([]);
   }, 120_000);
 
-  it("routes: a route over two connections is created, called through the gateway, and its targets' health read", async () => {
+  it("routes: a route over two connections is created, called through the gateway, and its targets' health read; another is edited", async () => {
     await go('Routes');
     const form = page.getByRole('form', { name: 'Create a route' });
     await form.getByLabel('Name').fill('chat');
@@ -217,6 +217,25 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await form.getByRole('group', { name: 'Target 2' }).getByLabel('Connection').selectOption({ label: 'backup (openai)' });
     await form.getByRole('button', { name: 'Create route' }).click();
     await page.getByRole('row', { name: /balanced.*loadbalance.*features upstream \(weight 3\).*backup \(weight 1\).*ACTIVE/ }).waitFor();
+
+    // Edited: the form takes the route as it is, and saves what changed (the same route, its URL kept).
+    await page.getByRole('button', { name: 'Edit balanced' }).click();
+    const editing = page.getByRole('form', { name: 'Edit balanced' });
+    expect(await editing.getByLabel('Name').inputValue()).toBe('balanced');
+    expect(await editing.getByRole('group', { name: 'Target 1' }).getByLabel('Weight').inputValue()).toBe('3');
+    await editing.getByLabel('Name').fill('first only');
+    await editing.getByLabel('Strategy').selectOption('fallback');
+    await editing.getByRole('button', { name: 'Remove target 2' }).click();
+    await editing.getByRole('button', { name: 'Save route' }).click();
+    const edited = page.getByRole('row', { name: /first only.*fallback.*features upstream.*ACTIVE/ });
+    await edited.waitFor();
+    expect(await edited.textContent()).not.toContain('backup');
+    await page.getByRole('form', { name: 'Create a route' }).waitFor();
+    const { data: after } = await listRoutes({ client: t.client, path: { workspaceId: tenant.workspaceId } });
+    const balanced = after!.find((r) => r.name === 'first only')!;
+    expect(balanced.strategy).toBe('fallback');
+    expect(balanced.targets).toHaveLength(1);
+    expect(after!.filter((r) => r.status === 'ACTIVE')).toHaveLength(1);
     expect(browserErrors).toEqual([]);
   }, 120_000);
 

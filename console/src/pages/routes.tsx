@@ -12,6 +12,7 @@ import {
   type RouteHealthDto,
   type RouteStrategy,
   type RouteTargetDto,
+  updateRoute,
 } from '../api.js';
 import type { PageProps } from '../main.js';
 import {
@@ -168,6 +169,16 @@ function Health({ client, route, names }: { client: Client; route: RouteDto; nam
 
 const NEW_TARGET: TargetRow = { providerConnectionId: '', weight: '1', modelMap: '' };
 
+/** A route's targets as the form edits them. */
+const rowsOf = (route: RouteDto): TargetRow[] =>
+  route.targets.map((t) => ({
+    providerConnectionId: t.providerConnectionId,
+    weight: String(t.weight ?? 1),
+    modelMap: Object.entries(t.modelMap ?? {})
+      .map(([asked, sent]) => `${asked}=${sent}`)
+      .join('\n'),
+  }));
+
 export function RoutesPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
   const list = usePaged((cursor) => listRoutes({ client, path: { workspaceId }, query: { cursor, limit: 20 } }), [workspaceId]);
@@ -176,6 +187,8 @@ export function RoutesPage({ client, workspace }: PageProps) {
   const [strategy, setStrategy] = useState<RouteStrategy>('fallback');
   const [targets, setTargets] = useState<TargetRow[]>([NEW_TARGET]);
   const [tryWhenAllOpen, setTryWhenAllOpen] = useState(false);
+  /** The route the form edits (none: the form creates one). */
+  const [editing, setEditing] = useState<RouteDto | undefined>();
   const [open, setOpen] = useState<string | undefined>();
   const action = useAction();
   useEffect(() => {
@@ -186,27 +199,46 @@ export function RoutesPage({ client, workspace }: PageProps) {
   }, [workspaceId]);
   const names = Object.fromEntries(connections.map((c) => [c.id, c.name]));
   const active = connections.filter((c) => c.status === 'ACTIVE');
+  // A route being edited keeps a target whose connection is no longer active (the API says whether it may).
+  const choices = connections.filter((c) => c.status === 'ACTIVE' || targets.some((t) => t.providerConnectionId === c.id));
 
-  const create = async () => {
-    const res = await action.run('Creating the route…', () => {
-      const body = {
-        name: name.trim(),
-        strategy,
-        tryWhenAllOpen,
-        targets: targets.map((t, i): RouteTargetDto => {
-          const modelMap = modelMapOf(t.modelMap, i + 1);
-          return {
-            providerConnectionId: t.providerConnectionId,
-            ...(strategy === 'loadbalance' ? { weight: Number(t.weight) } : {}),
-            ...(Object.keys(modelMap).length ? { modelMap } : {}),
-          };
-        }),
+  const reset = () => {
+    setEditing(undefined);
+    setName('');
+    setStrategy('fallback');
+    setTargets([NEW_TARGET]);
+    setTryWhenAllOpen(false);
+  };
+  const edit = (r: RouteDto) => {
+    setEditing(r);
+    setName(r.name);
+    setStrategy(r.strategy);
+    setTargets(rowsOf(r));
+    setTryWhenAllOpen(r.tryWhenAllOpen);
+    document.getElementById('route-form')?.scrollIntoView({ block: 'start' });
+  };
+  /** What the form says, as the API takes it on create and on update. */
+  const fields = () => ({
+    name: name.trim(),
+    strategy,
+    tryWhenAllOpen,
+    targets: targets.map((t, i): RouteTargetDto => {
+      const modelMap = modelMapOf(t.modelMap, i + 1);
+      return {
+        providerConnectionId: t.providerConnectionId,
+        ...(strategy === 'loadbalance' ? { weight: Number(t.weight) } : {}),
+        ...(Object.keys(modelMap).length ? { modelMap } : {}),
       };
-      return createRoute({ client, path: { workspaceId }, body, headers: { 'Idempotency-Key': idempotencyKey() } });
-    });
+    }),
+  });
+  const save = async () => {
+    const res = editing
+      ? await action.run('Saving the route…', () => updateRoute({ client, path: { routeId: editing.id }, body: fields() }))
+      : await action.run('Creating the route…', () =>
+          createRoute({ client, path: { workspaceId }, body: fields(), headers: { 'Idempotency-Key': idempotencyKey() } }),
+        );
     if (res) {
-      setName('');
-      setTargets([NEW_TARGET]);
+      reset();
       setOpen(res.data.id);
       list.reload();
     }
@@ -226,7 +258,13 @@ export function RoutesPage({ client, workspace }: PageProps) {
       {active.length === 0 ? (
         <Empty>A route's targets are active provider connections: add one on the Provider connections page first.</Empty>
       ) : (
-        <Form title="Create a route" submit="Create route" onSubmit={create} disabled={!!action.working}>
+        <Form
+          id="route-form"
+          title={editing ? `Edit ${editing.name}` : 'Create a route'}
+          submit={editing ? 'Save route' : 'Create route'}
+          onSubmit={save}
+          disabled={!!action.working}
+        >
           <div class="grid">
             <Field label="Name">
               <input name="routeName" required value={name} onInput={(e) => setName(valueOf(e))} />
@@ -241,7 +279,7 @@ export function RoutesPage({ client, workspace }: PageProps) {
               </select>
             </Field>
           </div>
-          <TargetsEditor targets={targets} connections={active} weighted={strategy === 'loadbalance'} onChange={setTargets} />
+          <TargetsEditor targets={targets} connections={choices} weighted={strategy === 'loadbalance'} onChange={setTargets} />
           <label class="check">
             <input
               type="checkbox"
@@ -251,6 +289,11 @@ export function RoutesPage({ client, workspace }: PageProps) {
             />
             With every breaker open, still try the least recently failed target (else 503 at once)
           </label>
+          {editing ? (
+            <button type="button" onClick={reset}>
+              Cancel editing
+            </button>
+          ) : null}
         </Form>
       )}
       <Working label={action.working} />
@@ -293,9 +336,14 @@ export function RoutesPage({ client, workspace }: PageProps) {
                     {open === r.id ? 'Hide health' : `Health of ${r.name}`}
                   </button>
                   {r.status === 'ACTIVE' ? (
-                    <button type="button" class="danger" onClick={() => void archive(r)}>
-                      Archive
-                    </button>
+                    <>
+                      <button type="button" onClick={() => edit(r)}>
+                        Edit {r.name}
+                      </button>
+                      <button type="button" class="danger" onClick={() => void archive(r)}>
+                        Archive
+                      </button>
+                    </>
                   ) : null}
                 </td>
               </tr>
