@@ -153,7 +153,13 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     meter,
     /** The routes this process serves and their targets' breakers. */
     routes,
-    routeMetrics: metrics && { attempt: metrics.routeAttempt, fallback: metrics.routeFallback, retryWait: metrics.routeRetryWait },
+    routeMetrics: metrics && {
+      attempt: metrics.routeAttempt,
+      fallback: metrics.routeFallback,
+      retryWait: metrics.routeRetryWait,
+      connectionAttempt: metrics.connectionAttempt,
+      connectionRetryWait: metrics.connectionRetryWait,
+    },
     /** The call report's line for a request refused before its call was opened. */
     refusedEarly: calls.refusedEarly,
     /** Writes the records a process that stopped left in the spool (at start). */

@@ -27,11 +27,16 @@ import { backoffMs, orderTargets } from './route-plan.js';
 import type { RouteRegistry } from './route-registry.js';
 import type { CallContext, UpstreamAttempts } from './upstream-attempt.js';
 
-/** What a route's attempts are counted by (metrics): each attempt's outcome, a move to another target, the time spent waiting. */
+/**
+ * What the attempts are counted by (metrics): a route's each attempt's outcome, its moves to another target and the
+ * time spent waiting; a plain connection's (with a retry policy) its attempts' outcomes and its waits.
+ */
 export interface RouteMetrics {
   attempt(routeId: string, connectionId: string, outcome: string): void;
   fallback(routeId: string): void;
   retryWait(routeId: string, seconds: number): void;
+  connectionAttempt(connectionId: string, outcome: string): void;
+  connectionRetryWait(connectionId: string, seconds: number): void;
 }
 
 /** The profile whose paths and inspectors a route's calls use: its targets' shared body shape (azure-openai takes openai's). */
@@ -169,22 +174,21 @@ export function createRouteCalls(deps: {
           registry.leave(cid);
         }
         const movedOn = relay.failedOver !== undefined || (!last && relay.end === 'unanswered' && !relay.clientGone && !relay.cancelReason);
+        const counted = (outcome: string) => (route ? metrics?.attempt(route.id, cid, outcome) : metrics?.connectionAttempt(cid, outcome));
         if (!movedOn) {
+          const ok = relay.end === 'complete' && relay.status! < 500 && !retryOn.has(relay.status!);
           if (route) {
-            const ok = relay.end === 'complete' && relay.status! < 500 && !retryOn.has(relay.status!);
             if (ok) registry.succeeded(route, cid);
             else if (!relay.clientGone && !relay.cancelReason)
               registry.failed(route, cid, relay.status !== undefined ? `http_${relay.status}` : 'upstream_unavailable');
-            metrics?.attempt(route.id, cid, ok ? 'answered' : 'failed');
           }
+          counted(ok ? 'answered' : 'failed');
           upstream.answer(ctx, plan.errors);
           return;
         }
         const failed = call.attemptFailed(sent.model);
-        if (route) {
-          registry.failed(route, cid, failed.errorCode ?? 'upstream_error');
-          metrics?.attempt(route.id, cid, failed.errorCode ?? 'failed');
-        }
+        if (route) registry.failed(route, cid, failed.errorCode ?? 'upstream_error');
+        counted(failed.errorCode ?? 'failed');
         lastRetryAfter = relay.failedOver?.retryAfterMs;
         if (n + 1 >= t.attempts) break;
         // The same target again, after its backoff, while the call's waiting budget lasts; else the next target.
@@ -193,6 +197,7 @@ export function createRouteCalls(deps: {
         if (waited + delay > retry.budgetMs) break;
         waited += delay;
         if (route) metrics?.retryWait(route.id, delay / 1000);
+        else metrics?.connectionRetryWait(cid, delay / 1000);
         await sleep(delay);
         if (res.destroyed) break;
       }

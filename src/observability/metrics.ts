@@ -325,6 +325,20 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     labelNames: ['route'] as const,
     registers,
   });
+  // A plain connection with a retry policy (docs/routes.md "Retries on a plain connection"): its attempts by outcome,
+  // and the time its calls waited between them.
+  const connectionAttempts = new Counter({
+    name: 'nexus_connection_attempts_total',
+    help: 'Provider attempts of calls on connections with a retry policy (not through a route), by connection and outcome (answered, failed, or why it was retried)',
+    labelNames: ['connection', 'outcome'] as const,
+    registers,
+  });
+  const connectionRetrySeconds = new Counter({
+    name: 'nexus_connection_retry_wait_seconds_total',
+    help: 'Time calls on connections with a retry policy waited between attempts (backoff or Retry-After), by connection',
+    labelNames: ['connection'] as const,
+    registers,
+  });
   const routeBreakerState = new Gauge({
     name: 'nexus_route_breaker_state',
     help: "A route target's circuit breaker as this process last changed it: 0 closed, 1 half-open, 2 open",
@@ -497,6 +511,12 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
     },
     routeRetryWait(route: string, seconds: number) {
       routeRetrySeconds.inc({ route }, seconds);
+    },
+    connectionAttempt(connection: string, outcome: string) {
+      connectionAttempts.inc({ connection, outcome });
+    },
+    connectionRetryWait(connection: string, seconds: number) {
+      connectionRetrySeconds.inc({ connection }, seconds);
     },
     routeBreaker(route: string, connection: string, state: 'closed' | 'open' | 'half_open') {
       routeBreakerState.set({ route, connection }, state === 'closed' ? 0 : state === 'half_open' ? 1 : 2);

@@ -12,6 +12,7 @@ import { createProviderConnection, updateProviderConnection } from '../support/s
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startFaultyUpstream, type FaultMode, type FaultyUpstream } from '../support/upstreams/faulty.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { has, parseMetrics, sumOf } from '../observability/prom-text.js';
 import { createTenant, gatewayFetch, invocationByRequestId, periodOf, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
@@ -107,6 +108,11 @@ describe('a failed attempt is retried, and the call charged once', () => {
     const after = await periodOf(t, tenant.accessId);
     expect(after.consumed - before.consumed).toBe(20n);
     expect(after.reserved).toBe(0n);
+    // /metrics counts the connection's attempts by outcome, and the time waited between them.
+    const samples = parseMetrics(await (await fetch(`${t.url}/metrics`)).text());
+    expect(sumOf(samples, 'nexus_connection_attempts_total', { connection: conn.id, outcome: 'upstream_status' })).toBe(1);
+    expect(sumOf(samples, 'nexus_connection_attempts_total', { connection: conn.id, outcome: 'answered' })).toBe(1);
+    expect(has(samples, 'nexus_connection_retry_wait_seconds_total', { connection: conn.id })).toBe(true);
   });
 
   it('a timeout before the headers is retried too', async () => {

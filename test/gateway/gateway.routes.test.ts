@@ -19,6 +19,7 @@ import {
 } from '../support/fake-upstreams.js';
 import { startFaultyUpstream, type FaultMode, type FaultyUpstream } from '../support/upstreams/faulty.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { parseMetrics, sumOf } from '../observability/prom-text.js';
 import { createTenant, gatewayFetch, invocationByRequestId, periodOf, type Tenant, until } from './gateway-support.js';
 
 let t: TestApp;
@@ -122,6 +123,11 @@ describe('a failing target costs the user nothing while another is healthy', () 
     const after = await periodOf(t, tenant.accessId);
     expect(after.consumed - before.consumed).toBe(20n);
     expect(after.reserved).toBe(0n);
+    // /metrics counts each attempt by target and outcome, and the move to the next target.
+    const samples = parseMetrics(await (await fetch(`${t.url}/metrics`)).text());
+    expect(sumOf(samples, 'nexus_route_attempts_total', { route: route.id, connection: bad.id, outcome: errorCode })).toBe(1);
+    expect(sumOf(samples, 'nexus_route_attempts_total', { route: route.id, connection: tenant.connectionId, outcome: 'answered' })).toBe(1);
+    expect(sumOf(samples, 'nexus_route_fallbacks_total', { route: route.id })).toBe(1);
   });
 });
 
