@@ -153,7 +153,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     meter,
     /** The routes this process serves and their targets' breakers. */
     routes,
-    routeMetrics: metrics && {
+    attemptMetrics: metrics && {
       attempt: metrics.routeAttempt,
       fallback: metrics.routeFallback,
       retryWait: metrics.routeRetryWait,

@@ -65,7 +65,7 @@ export function createGateway(deps: GatewayDeps) {
   const { config, clock, quota, rates, secretBox, tracer, parts } = deps;
   const { cache, pools, meter } = parts;
   const attempts = createUpstreamAttempts({ clock, secretBox, pools });
-  const routeCalls = createRouteCalls({ config, clock, attempts, registry: parts.routes, metrics: parts.routeMetrics });
+  const routeCalls = createRouteCalls({ config, clock, attempts, registry: parts.routes, metrics: parts.attemptMetrics });
 
   /** A gateway request; `locals` carries its request id and arrival time (the request observer's). */
   async function handle(req: IncomingMessage, res: ServerResponse, locals: RequestLocals): Promise<void> {

@@ -28,10 +28,10 @@ import type { RouteRegistry } from './route-registry.js';
 import type { CallContext, UpstreamAttempts } from './upstream-attempt.js';
 
 /**
- * What the attempts are counted by (metrics): a route's each attempt's outcome, its moves to another target and the
- * time spent waiting; a plain connection's (with a retry policy) its attempts' outcomes and its waits.
+ * What attempts are counted by (metrics): for a route, each attempt's outcome, its moves to another target and the
+ * time spent waiting; for a plain connection with a retry policy, each attempt's outcome and the time spent waiting.
  */
-export interface RouteMetrics {
+export interface AttemptMetrics {
   attempt(routeId: string, connectionId: string, outcome: string): void;
   fallback(routeId: string): void;
   retryWait(routeId: string, seconds: number): void;
@@ -110,7 +110,7 @@ export function createRouteCalls(deps: {
   clock: Clock;
   attempts: UpstreamAttempts;
   registry: RouteRegistry;
-  metrics?: RouteMetrics | undefined;
+  metrics?: AttemptMetrics | undefined;
   random?: () => number;
 }) {
   const { config, clock, attempts: upstream, registry, metrics } = deps;
