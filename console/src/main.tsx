@@ -29,6 +29,10 @@ export interface PageProps {
   workspace: WorkspaceDto;
   /** The rest of the route after the page's name (an id a page opens). */
   rest: string[];
+  /** What follows the route in the URL, after `?` (a list's filters): a page's own state, to link to. */
+  query: string;
+  /** Replaces the URL's query (not a step of the browser's history). */
+  setQuery: (query: string) => void;
 }
 
 const PAGES: { path: string; title: string; component: (props: PageProps) => preact.JSX.Element }[] = [
@@ -46,16 +50,25 @@ const PAGES: { path: string; title: string; component: (props: PageProps) => pre
   { path: 'audit', title: 'Audit log', component: AuditPage },
 ];
 
-function useRoute(): string[] {
-  // A page's own state may follow its path (`…/invocations?status=FAILED`): not part of the route.
-  const read = () => window.location.hash.replace(/^#\/?/, '').split('?')[0]!.split('/').filter(Boolean);
-  const [route, setRoute] = useState(read);
+/** The route in the URL's hash, and what follows it after `?` (a page's own state, `…/invocations?status=FAILED`). */
+function useRoute(): { route: string[]; query: string; setQuery: (query: string) => void } {
+  const read = () => {
+    const [path = '', query = ''] = window.location.hash.replace(/^#\/?/, '').split('?');
+    return { route: path.split('/').filter(Boolean), query };
+  };
+  const [state, setState] = useState(read);
   useEffect(() => {
-    const onChange = () => setRoute(read());
+    const onChange = () => setState(read());
     window.addEventListener('hashchange', onChange);
     return () => window.removeEventListener('hashchange', onChange);
   }, []);
-  return route;
+  const setQuery = (query: string) => {
+    const url = window.location.hash.split('?')[0] + (query ? `?${query}` : '');
+    if (url === window.location.hash) return;
+    history.replaceState(history.state, '', url);
+    setState(read());
+  };
+  return { ...state, setQuery };
 }
 
 type Theme = 'system' | 'light' | 'dark';
@@ -208,7 +221,7 @@ function InvocationLink({ client, invocationId }: { client: Client; invocationId
 }
 
 function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void }) {
-  const route = useRoute();
+  const { route, query, setQuery } = useRoute();
   const workspaceId = route[0] === 'w' ? route[1] : undefined;
   const pageName = route[0] === 'w' ? (route[2] ?? 'connections') : 'workspaces';
   const [workspace, setWorkspace] = useState<WorkspaceDto | undefined>();
@@ -263,7 +276,7 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
         ) : !Page ? (
           <p>No such page. Pick one in the navigation.</p>
         ) : workspace ? (
-          <Page client={client} workspace={workspace} rest={route.slice(3)} />
+          <Page client={client} workspace={workspace} rest={route.slice(3)} query={query} setQuery={setQuery} />
         ) : (
           <ErrorNote problem={action.problem} />
         )}

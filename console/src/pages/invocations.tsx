@@ -221,15 +221,12 @@ type Filters = typeof NO_FILTERS;
 const STATUSES: InvocationStatus[] = ['SUCCEEDED', 'UPSTREAM_ERROR', 'FAILED', 'CLIENT_ABORTED', 'REJECTED'];
 
 /**
- * The filters the URL carries: a user's calls by its path (`…/invocations/access/<accessId>`), the others after it
- * (`#/w/<ws>/invocations?status=FAILED&model=gpt-4o`), so that a filtered list can be linked to and outlasts a
+ * The filters the URL carries: a user's calls by its path (`…/invocations/access/<accessId>`), the others in its
+ * query (`#/w/<ws>/invocations?status=FAILED&model=gpt-4o`), so that a filtered list can be linked to and outlasts a
  * reload; a status the list does not know is left out.
  */
-function filtersOfUrl(): Filters {
-  const [path = '', query = ''] = window.location.hash.split('?');
-  const segments = path.split('/');
-  const at = segments.indexOf('invocations');
-  const filters = { ...NO_FILTERS, workspaceAccessId: segments[at + 1] === 'access' ? (segments[at + 2] ?? '') : '' };
+function filtersOf(rest: string[], query: string): Filters {
+  const filters = { ...NO_FILTERS, workspaceAccessId: rest[0] === 'access' ? (rest[1] ?? '') : '' };
   const params = new URLSearchParams(query);
   for (const field of Object.keys(NO_FILTERS) as (keyof Filters)[]) {
     const value = params.get(field);
@@ -238,10 +235,9 @@ function filtersOfUrl(): Filters {
   return filters;
 }
 
-/** The filters set, as the query that follows a URL's path ('' when none is set). */
-function urlQueryOf(filters: Filters): string {
-  const set = Object.entries(filters).filter(([, value]) => value);
-  return set.length ? `?${new URLSearchParams(set).toString()}` : '';
+/** The filters set, as a URL's query ('' when none is set). */
+function queryOfFilters(filters: Filters): string {
+  return new URLSearchParams(Object.entries(filters).filter(([, value]) => value)).toString();
 }
 
 /** The filters as the API takes them (listInvocations and exportInvocations alike). */
@@ -288,33 +284,22 @@ function ExportButton({ client, workspaceId, filters }: { client: PageProps['cli
  * The calls, newest first. Routes: #/w/<ws>/invocations, …/invocations/access/<accessId> (one user's),
  * …/invocations/<invocationId> (one call's detail; #/invocations/<invocationId> leads there from anywhere).
  */
-export function InvocationsPage({ client, workspace, rest }: PageProps) {
+export function InvocationsPage({ client, workspace, rest, query, setQuery }: PageProps) {
   const workspaceId = workspace.id;
-  const [filters, setFilters] = useState<Filters>(filtersOfUrl);
+  const [filters, setFilters] = useState<Filters>(() => filtersOf(rest, query));
   const [search, setSearch] = useState(filters.q);
   const open = rest[0] && rest[0] !== 'access' ? rest[0] : undefined;
   const base = `#/w/${workspaceId}/invocations`;
-  // The URL follows the filters (replaced, not pushed: typing a model is not a step of the browser's history), and
-  // the filters follow a URL the operator goes to (a link, the menu's Invocations: none).
-  const query = urlQueryOf(filters);
+  // The URL's query follows the filters, and the filters a URL the operator goes to (a link; the menu's: none).
+  const shown = queryOfFilters(filters);
+  const suffix = shown ? `?${shown}` : '';
+  useEffect(() => setQuery(shown), [shown]);
   useEffect(() => {
-    const url = window.location.hash.split('?')[0] + query;
-    if (url !== window.location.hash) history.replaceState(history.state, '', url);
+    if (query === shown) return;
+    const asked = filtersOf(rest, query);
+    setFilters(asked);
+    setSearch(asked.q);
   }, [query]);
-  const shown = useRef(query);
-  shown.current = query;
-  useEffect(() => {
-    const follow = () => {
-      // Only a URL of this list (another page's is the menu's: this one is going).
-      if (!/^#\/w\/[^/]+\/invocations(\/|\?|$)/.test(window.location.hash)) return;
-      const asked = filtersOfUrl();
-      if (urlQueryOf(asked) === shown.current) return;
-      setFilters(asked);
-      setSearch(asked.q);
-    };
-    window.addEventListener('hashchange', follow);
-    return () => window.removeEventListener('hashchange', follow);
-  }, []);
   const [connections, setConnections] = useState<Record<string, string>>({});
   useEffect(() => {
     listProviderConnections({ client, path: { workspaceId }, query: { limit: 100 } })
@@ -391,7 +376,7 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
           currency={workspace.currency ?? 'USD'}
           id={open}
           connections={connections}
-          onClose={() => (window.location.hash = base + query)}
+          onClose={() => (window.location.hash = base + suffix)}
         />
       ) : null}
       {list.items?.length === 0 ? (
@@ -416,7 +401,7 @@ export function InvocationsPage({ client, workspace, rest }: PageProps) {
             <tr key={i.id} aria-current={open === i.id ? 'true' : undefined}>
               <td>{when(i.startedAt)}</td>
               <td>
-                <a href={`${base}/${i.id}${query}`} aria-label={`Open call ${i.requestId}`}>
+                <a href={`${base}/${i.id}${suffix}`} aria-label={`Open call ${i.requestId}`}>
                   <code>{i.requestId}</code>
                 </a>
               </td>
