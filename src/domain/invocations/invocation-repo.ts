@@ -122,54 +122,33 @@ function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
 }
 
 /**
- * Rows that come by start, each start's rows put in the order of their keys (as PostgreSQL orders the uuids and
- * the empty key in text: by character). Sorting a month of hours by key in the query costs it nearly a third more;
- * here each hour's few dozen keys are sorted on their own.
+ * Hours by key, summed per access and key, made one row per hour and key: rows that come by hour are put in the order
+ * of their keys, each hour's few dozen on their own (as PostgreSQL orders the uuids and the empty key in text: by
+ * character; sorting a month of hours by key in the query costs it nearly a third more). The rows an event without
+ * its call left (no key) are one per access, adjacent once sorted, and their sums are added up.
  */
-function sortKeysWithinStart(rows: UsageBucketRow[]): UsageBucketRow[] {
+function byKeyWithinHour(rows: SummedRow[]): SummedRow[] {
+  const out: SummedRow[] = [];
   for (let from = 0; from < rows.length;) {
     let to = from + 1;
     while (to < rows.length && rows[to]!.start === rows[from]!.start) to++;
-    if (to - from > 1) {
-      const run = rows.slice(from, to).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-      for (let i = 0; i < run.length; i++) rows[from + i] = run[i]!;
+    for (const row of rows.slice(from, to).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
+      const last = out.at(-1);
+      if (last?.start === row.start && last.key === row.key) {
+        const more = row.sums.split(',');
+        out[out.length - 1] = {
+          ...last,
+          sums: last.sums
+            .split(',')
+            .map((sum, i) => String(BigInt(sum) + BigInt(more[i]!)))
+            .join(','),
+        };
+      } else out.push(row);
     }
     from = to;
   }
-  return rows;
+  return out;
 }
-
-/**
- * Hours by key, summed per access and key, as one bucket per key: the rows an event without its call left (no key)
- * are one per access, adjacent once sorted (sortKeysWithinStart), and are added up here.
- */
-function mergeRepeatedKeys(rows: UsageBucketRow[]): UsageBucketRow[] {
-  const merged: UsageBucketRow[] = [];
-  for (const row of rows) {
-    const last = merged.at(-1);
-    if (last?.start !== row.start || last.key !== row.key) {
-      merged.push(row);
-      continue;
-    }
-    merged[merged.length - 1] = {
-      start: row.start,
-      key: row.key,
-      units: addDecimal(last.units, row.units),
-      input_tokens: addDecimal(last.input_tokens, row.input_tokens),
-      cached_input_tokens: addDecimal(last.cached_input_tokens, row.cached_input_tokens),
-      output_tokens: addDecimal(last.output_tokens, row.output_tokens),
-      events: last.events + row.events,
-      cost_micros: addDecimal(last.cost_micros, row.cost_micros),
-      unpriced_events: last.unpriced_events + row.unpriced_events,
-      calls: last.calls + row.calls,
-      failed_calls: last.failed_calls + row.failed_calls,
-      refused_calls: last.refused_calls + row.refused_calls,
-    };
-  }
-  return merged;
-}
-
-const addDecimal = (a: string, b: string) => (BigInt(a) + BigInt(b)).toString();
 
 /** An invocation as an export lists it: with its USAGE event's tokens and cost. */
 export interface InvocationExportRow {
@@ -381,7 +360,7 @@ export function createInvocationRepo(db: Queryable) {
      * month holds, would rather hash them all (spilling to disk) or sort the whole range first; it is told not
      * to, in the statement's own transaction: no hashing, no parallel sort, and the rollup's pages read in index
      * order cost about what they cost read in turn (they are in memory). Hours by key come by access within an
-     * hour, and are put in the order of their keys here. On 30 days of a busy workspace, in PostgreSQL, ~40 ms by
+     * hour, and are put in the order of their keys here (byKeyWithinHour). On 30 days of a busy workspace, in PostgreSQL, ~40 ms by
      * access instead of ~75 and ~55 ms by key instead of 125-180 (docs/performance.md); a month of hours is summed
      * by a few queries at once (the service's slices).
      */
@@ -403,8 +382,8 @@ export function createInvocationRepo(db: Queryable) {
               order by hour, ${series}`,
             bindings,
           );
-          const rows = toBuckets(result.rows as SummedRow[]);
-          return query.groupBy === 'key' ? mergeRepeatedKeys(sortKeysWithinStart(rows)) : rows;
+          const rows = result.rows as SummedRow[];
+          return toBuckets(query.groupBy === 'key' ? byKeyWithinHour(rows) : rows);
         });
       }
       const start =
