@@ -26,7 +26,8 @@
  * at saturation (the figure to compare builds by; the req/s shares then say nothing).
  * BENCH_TOGETHER=1 loads the Nexus builds of BENCH_NEXUS at the same time in each round (with BENCH_RATE, each at
  * its share of it; with BENCH_FEATURES=1, the tenant with rules and limits in a process of its own beside each),
- * so the host's moment weighs on each alike: the way to tell two builds' CPU per call apart (measureTogether). BENCH_NEXUS='compiled;compiled' is then the method's own noise: one build against itself.
+ * so the host's moment weighs on each alike: the way to tell two builds' CPU per call apart (measureTogether).
+ * BENCH_NEXUS='compiled;compiled' is then the method's own noise: one build against itself.
  * BENCH_PROFILE=1 writes a V8 CPU profile of the Nexus process to bench-profiles/;
  * BENCH_NODE_FLAGS='--max-semi-space-size=32' passes node/V8 flags to the Nexus process (to compare them);
  * NEXUS_GATEWAY_ASYNC_COMMIT=true is passed on to Nexus (to compare that durability trade).
