@@ -6,7 +6,7 @@
  * sweeper that reclaims a dead process's leases. The shared cluster is never
  * stopped.
  */
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -83,6 +83,18 @@ function spooled(dir: string): string[] {
   } catch {
     return [];
   }
+}
+
+/** The records in the spool's files (a JSON line each): a file is appended to a batch at a time. */
+function spooledRecords(dir: string): number {
+  return spooled(dir).reduce(
+    (n, file) =>
+      n +
+      readFileSync(join(dir, 'spool', file), 'utf8')
+        .split('\n')
+        .filter(Boolean).length,
+    0,
+  );
 }
 
 const gatewayOf = (tenant: Tenant, nexus: NexusProcess) => tenant.gatewayBaseUrl.replace(t.url, nexus.url);
@@ -308,7 +320,8 @@ describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
     await proxy.cut();
     const answered = await fiveCalls(tenant, base);
     expect(answered.length).toBeGreaterThan(0);
-    await until(async () => spooled(dir).length > 0, 5000);
+    // Killed once every answered call's record is in the spool (a later batch may still be trying the database).
+    await until(async () => spooledRecords(dir) === answered.length, 10_000);
     await first.kill();
     await proxy.restore();
 
