@@ -1,7 +1,16 @@
 /** The console's building blocks: errors, empty states, progress, pages of a list, forms. */
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
-import { getWorkspaceAccess, listWorkspaceUsers, problemOf, type Client, type Problem, type WorkspaceUserDto } from './api.js';
+import {
+  getInferenceKey,
+  getWorkspaceAccess,
+  listWorkspaceUsers,
+  problemOf,
+  type ApiKeyDto,
+  type Client,
+  type Problem,
+  type WorkspaceUserDto,
+} from './api.js';
 
 export function ErrorNote({ problem }: { problem: Problem | undefined }) {
   if (!problem) return null;
@@ -232,24 +241,34 @@ export function multiplier(ppm: string | number): string {
   return `×${new Intl.NumberFormat(undefined, { maximumFractionDigits: 6 }).format(Number(ppm) / 1_000_000)}`;
 }
 
-/** The external user ids of accesses, read once each (getWorkspaceAccess), for the ids a page shows. */
-export function useAccessNames(client: Client, accessIds: string[]): Record<string, string> {
-  const [names, setNames] = useState<Record<string, string>>({});
+/** What `lookup` gives for each of `ids`, asked once per id and shown as the answers arrive (one that fails is left out). */
+function useLookups<T>(ids: string[], lookup: (id: string) => Promise<T>): Record<string, T> {
+  const [found, setFound] = useState<Record<string, T>>({});
   const asked = useRef(new Set<string>());
-  const wanted = [...new Set(accessIds)].filter((id) => !asked.current.has(id));
+  const wanted = [...new Set(ids)].filter((id) => !asked.current.has(id));
   useEffect(() => {
     if (wanted.length === 0) return;
     for (const id of wanted) asked.current.add(id);
     void Promise.all(
-      wanted.map((accessId) =>
-        getWorkspaceAccess({ client, path: { accessId } }).then(
-          (res) => [accessId, res.data.externalUserId] as const,
+      wanted.map((id) =>
+        lookup(id).then(
+          (value) => [id, value] as const,
           () => undefined,
         ),
       ),
-    ).then((found) => setNames((known) => ({ ...known, ...Object.fromEntries(found.filter((f) => f !== undefined)) })));
+    ).then((answers) => setFound((known) => ({ ...known, ...Object.fromEntries(answers.filter((a) => a !== undefined)) })));
   }, [wanted.join(',')]);
-  return names;
+  return found;
+}
+
+/** The external user ids of accesses, read once each (getWorkspaceAccess), for the ids a page shows. */
+export function useAccessNames(client: Client, accessIds: string[]): Record<string, string> {
+  return useLookups(accessIds, (accessId) => getWorkspaceAccess({ client, path: { accessId } }).then((res) => res.data.externalUserId));
+}
+
+/** Inference keys by id (getInferenceKey: name, prefix and access; never the plaintext), read once each. */
+export function useInferenceKeys(client: Client, keyIds: string[]): Record<string, ApiKeyDto> {
+  return useLookups(keyIds, (keyId) => getInferenceKey({ client, path: { keyId } }).then((res) => res.data));
 }
 
 /**

@@ -429,7 +429,7 @@ export class PlansResource extends NexusResource {
 }
 
 /**
- * Workspace accesses: listWorkspaceUsers, provisionWorkspaceUser, get, activate, suspend, renew, changePlan, listInferenceKeys, issueInferenceKey, revokeInferenceKey, getQuota.
+ * Workspace accesses: listWorkspaceUsers, provisionWorkspaceUser, get, activate, suspend, renew, changePlan, listInferenceKeys, issueInferenceKey, revokeInferenceKey, getInferenceKey, getQuota.
  *
  * End users, their accesses, inference keys and quota.
  */
@@ -536,6 +536,17 @@ export class WorkspaceAccessesResource extends NexusResource {
    */
   revokeInferenceKey(accessId: string, keyId: string, options?: RequestOptions): NexusPromise<types.RevokeInferenceKeyResponses[keyof types.RevokeInferenceKeyResponses]> {
     return this._core._call<types.RevokeInferenceKeyResponses[keyof types.RevokeInferenceKeyResponses]>(sdk.revokeInferenceKey, { path: { accessId, keyId } }, options);
+  }
+
+  /**
+   * Get an inference key
+   *
+   * A key by its id alone (never its plaintext), with the access it belongs to; the ids that usage summaries grouped by `key` and invocations carry. A key of a workspace the Management Key cannot see is 404 `inference_key_not_found`, as an unknown one is.
+   *
+   * `GET /admin/v1/inference-keys/{keyId}` (`getInferenceKey` in the function API)
+   */
+  getInferenceKey(keyId: string, options?: RequestOptions): NexusPromise<types.GetInferenceKeyResponses[keyof types.GetInferenceKeyResponses]> {
+    return this._core._call<types.GetInferenceKeyResponses[keyof types.GetInferenceKeyResponses]>(sdk.getInferenceKey, { path: { keyId } }, options);
   }
 
   /**

@@ -181,6 +181,10 @@ export type QuotaSnapshotDto = {
 
 export type ApiKeyDto = {
     id: string;
+    /**
+     * The access the key belongs to.
+     */
+    workspaceAccessId: string;
     name: string;
     /**
      * The start of the key, to recognise it (`nx-live-AbC123`).
@@ -2536,6 +2540,49 @@ export type RevokeInferenceKeyResponses = {
 };
 
 export type RevokeInferenceKeyResponse = RevokeInferenceKeyResponses[keyof RevokeInferenceKeyResponses];
+
+export type GetInferenceKeyData = {
+    body?: never;
+    path: {
+        keyId: string;
+    };
+    query?: never;
+    url: '/admin/v1/inference-keys/{keyId}';
+};
+
+export type GetInferenceKeyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetInferenceKeyError = GetInferenceKeyErrors[keyof GetInferenceKeyErrors];
+
+export type GetInferenceKeyResponses = {
+    /**
+     * The key.
+     */
+    200: ApiKeyDto;
+};
+
+export type GetInferenceKeyResponse = GetInferenceKeyResponses[keyof GetInferenceKeyResponses];
 
 export type GetWorkspaceAccessQuotaData = {
     body?: never;

@@ -7,6 +7,7 @@ import {
   createPlan,
   createQuotaStrategy,
   createWorkspace,
+  getInferenceKey,
   getWorkspaceAccess,
   getWorkspaceAccessQuota,
   issueInferenceKey,
@@ -701,7 +702,12 @@ describe('inference keys', () => {
 
     const listed = await listInferenceKeys({ client: t.client, path: { accessId: access.id } });
     expect(listed.data!.map((k) => k.id)).toEqual([defaulted.data!.id, issued.data!.id]);
-    expect(listed.data!.every((k) => !('apiKey' in k))).toBe(true);
+    expect(listed.data!.every((k) => !('apiKey' in k) && k.workspaceAccessId === access.id)).toBe(true);
+    // A key by its id alone (a usage summary's key), with its access: what the list shows, never the plaintext.
+    const byId = await getInferenceKey({ client: t.client, path: { keyId: issued.data!.id } });
+    expect(byId.response.status).toBe(200);
+    expect(byId.data).toEqual(listed.data![1]);
+    expect(byId.data).toMatchObject({ workspaceAccessId: access.id, name: 'laptop', prefix: issued.data!.prefix });
 
     const revoked = await revokeInferenceKey({ client: t.client, path: { accessId: access.id, keyId: issued.data!.id } });
     expect(revoked.response.status).toBe(204);
@@ -711,6 +717,7 @@ describe('inference keys', () => {
     const after = await listInferenceKeys({ client: t.client, path: { accessId: access.id } });
     expect(after.data![1]).toMatchObject({ id: issued.data!.id, enabled: false, revokedAt: START.toISOString() });
     expect(after.data![0]!.enabled).toBe(true);
+    expect((await getInferenceKey({ client: t.client, path: { keyId: issued.data!.id } })).data).toEqual(after.data![1]);
     expect((await getWorkspaceAccess({ client: t.client, path: { accessId: access.id } })).data).toMatchObject({
       status: 'ACTIVE',
       planId: plan.id,
@@ -755,6 +762,12 @@ describe('inference keys', () => {
     expect((foreign.error as any).error.code).toBe('inference_key_not_found');
     expect((await issueInferenceKey({ client: t.client, path: { accessId: MISSING }, body: {} })).response.status).toBe(404);
     expect((await listInferenceKeys({ client: t.client, path: { accessId: MISSING } })).response.status).toBe(404);
+    const missing = await getInferenceKey({ client: t.client, path: { keyId: MISSING } });
+    expect(missing.response.status).toBe(404);
+    expect((missing.error as any).error.code).toBe('inference_key_not_found');
+    const notAnId = await t.fetch(`${t.url}/admin/v1/inference-keys/laptop`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+    expect(notAnId.status).toBe(400);
+    expect((await notAnId.json()).error.param).toBe('keyId');
   });
 });
 
@@ -786,8 +799,9 @@ describe('tenancy and archived workspaces', () => {
       (await listInferenceKeys({ client: c, path: { accessId } })).response.status,
       (await revokeInferenceKey({ client: c, path: { accessId, keyId: res.apiKeyId! } })).response.status,
       (await getWorkspaceAccessQuota({ client: c, path: { accessId } })).response.status,
+      (await getInferenceKey({ client: c, path: { keyId: res.apiKeyId! } })).response.status,
     ];
-    expect(statuses).toEqual(Array(11).fill(404));
+    expect(statuses).toEqual(Array(12).fill(404));
     expect((await getWorkspaceAccess({ client: t.client, path: { accessId } })).data!.status).toBe('ACTIVE');
   });
 

@@ -334,6 +334,11 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
       expect(groupings).toEqual(['Model', 'Access (user)', 'Connection', 'Inference key', 'Plan']);
       await page.getByLabel('By').selectOption('plan');
       await expect.poll(() => totals.locator('tbody tr').first().locator('td').first().textContent()).toBe('features');
+      // A key as its user, name and prefix (getInferenceKey, then the access), not its id.
+      await page.getByLabel('By').selectOption('key');
+      await expect
+        .poll(() => totals.locator('tbody tr').first().locator('td').first().textContent())
+        .toBe(`features-user-0 · default (${tenant.apiKey.slice(0, 14)}…)`);
       await page.getByLabel('By').selectOption('model');
     } else {
       expect(byPlan.response.status).toBe(400);

@@ -76,6 +76,7 @@ it('has every admin operation of SPEC.md with its exact method, path and operati
 /** The admin operations beyond SPEC.md's, by the document that gives their rules. */
 const BEYOND_SPEC: Record<string, string[]> = {
   'the console (docs/performance.md)': ['getUsageSummary'],
+  "the console (README, 'The console'): a usage summary's keys by name": ['getInferenceKey'],
   'docs/rate-limits.md': ['setPlanRateLimits'],
   'docs/routes.md': ['createRoute', 'listRoutes', 'getRoute', 'updateRoute', 'archiveRoute', 'getRouteHealth'],
   'docs/pricing.md': [

@@ -31,6 +31,7 @@ export const deleteBillingProductMapping = sdk.deleteBillingProductMapping<false
 export const disableBillingConnection = sdk.disableBillingConnection<false>;
 export const getHealth = sdk.getHealth<false>;
 export const getMe = sdk.getMe<false>;
+export const getInferenceKey = sdk.getInferenceKey<false>;
 export const getInvocation = sdk.getInvocation<false>;
 export const getPlan = sdk.getPlan<false>;
 export const getPlanStrategy = sdk.getPlanStrategy<false>;

@@ -10,7 +10,18 @@ import {
   type UsageSummaryDto,
 } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, formatMoney, formatNumber, useAccessNames, useAction, valueOf, Working } from '../ui.js';
+import {
+  Empty,
+  ErrorNote,
+  Field,
+  formatMoney,
+  formatNumber,
+  useAccessNames,
+  useAction,
+  useInferenceKeys,
+  valueOf,
+  Working,
+} from '../ui.js';
 
 type Granularity = 'hour' | 'day';
 /** The groupings this page knows; `key` and `plan` are offered when the API answers them (see useGroupings). */
@@ -337,8 +348,15 @@ export function UsagePage({ client, workspace }: PageProps) {
   }, [workspaceId, range, granularity, groupBy]);
 
   const buckets = summary?.buckets ?? [];
-  const users = useAccessNames(client, groupBy === 'access' ? buckets.map((b) => b.key).filter(Boolean) : []);
-  const labelOf = (key: string) => names[key] ?? users[key] ?? key;
+  const seriesKeys = buckets.map((b) => b.key).filter(Boolean);
+  // Keys by their user, name and prefix: each key read once (getInferenceKey), then its access's user.
+  const keys = useInferenceKeys(client, groupBy === 'key' ? seriesKeys : []);
+  const users = useAccessNames(client, groupBy === 'access' ? seriesKeys : Object.values(keys).map((k) => k.workspaceAccessId));
+  const labelOf = (key: string) => {
+    const found = groupBy === 'key' ? keys[key] : undefined;
+    if (found) return `${users[found.workspaceAccessId] ?? '…'} · ${found.name} (${found.prefix}…)`;
+    return names[key] ?? users[key] ?? key;
+  };
   const currency = summary?.currency ?? workspace.currency ?? 'USD';
   // Calls are counted by a Nexus whose buckets carry them; spend is shown first where any call had a price.
   const counted = buckets.length > 0 && buckets.every((b) => countOf(b, 'calls') !== undefined);

@@ -715,6 +715,8 @@ export function createAccessService(deps: {
       return inferenceKeys.list(accessId, page);
     },
 
+    getKey: (actor: Actor, keyId: string) => inferenceKeys.get(actor, keyId),
+
     async revokeKey(actor: Actor, accessId: string, keyId: string): Promise<void> {
       await db.transaction(async (tx) => {
         const access = await lockVisible(actor, accessId, tx);

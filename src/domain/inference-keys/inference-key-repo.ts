@@ -26,6 +26,10 @@ export function createInferenceKeyRepo(db: Queryable) {
       return q('inference_keys').where({ id: keyId, workspace_access_id: accessId }).first();
     },
 
+    async findById(keyId: string, q: Queryable = db): Promise<InferenceKeyRow | undefined> {
+      return q('inference_keys').where({ id: keyId }).first();
+    },
+
     async revoke(id: string, at: Date, q: Queryable): Promise<void> {
       await q('inference_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: at });
     },

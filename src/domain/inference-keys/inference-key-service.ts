@@ -8,7 +8,7 @@ import type { Events } from '../events/outbox.js';
 import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
-import type { Actor, Clock } from '../actor.js';
+import { assertVisible, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
@@ -51,6 +51,14 @@ export function createInferenceKeyService(deps: {
 
   return {
     tokenPrefix,
+
+    /** A key by its id alone, if the actor may see its workspace (else not found, as an unknown one). */
+    async get(actor: Actor, keyId: string): Promise<InferenceKeyRow> {
+      const key = await inferenceKeyRepo.findById(keyId);
+      if (!key) throw new AppError('inference_key_not_found', 'Inference key not found');
+      assertVisible(actor, key.workspace_id, 'inference_key_not_found', 'Inference key');
+      return key;
+    },
 
     /** Issues a key for an access, in the caller's transaction (the caller checked the access). */
     async issueInTx(actor: Actor, access: { id: string; workspace_id: string }, input: IssueKeyInput, tx: Queryable): Promise<IssuedKey> {

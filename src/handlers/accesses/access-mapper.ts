@@ -57,6 +57,7 @@ export function toProvisionedDto(result: ProvisionResult): ProvisionedWorkspaceU
 export function toApiKeyDto(row: InferenceKeyRow, now: Date): ApiKeyDto {
   return {
     id: row.id,
+    workspaceAccessId: row.workspace_access_id,
     name: row.name,
     prefix: row.prefix,
     expiresAt: row.expires_at.toISOString(),

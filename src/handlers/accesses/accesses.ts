@@ -3,6 +3,8 @@ import type {
   ActivateWorkspaceAccessResponses,
   ChangeAccessPlanData,
   ChangeAccessPlanResponses,
+  GetInferenceKeyData,
+  GetInferenceKeyResponses,
   GetWorkspaceAccessData,
   GetWorkspaceAccessQuotaData,
   GetWorkspaceAccessQuotaResponses,
@@ -81,6 +83,9 @@ export function accessHandlers({ accesses }: Services, { clock }: HandlerContext
         result.nextAfter,
       );
     }),
+    getInferenceKey: handler<GetInferenceKeyData, GetInferenceKeyResponses>(async ({ actor, path }) =>
+      ok(toApiKeyDto(await accesses.getKey(actor, path.keyId), clock.now())),
+    ),
     revokeInferenceKey: handler<RevokeInferenceKeyData, RevokeInferenceKeyResponses>(async ({ actor, path }) => {
       await accesses.revokeKey(actor, path.accessId, path.keyId);
       return noContent();
