@@ -1253,7 +1253,7 @@ export type HealthDto = {
  * `model`: the usage event's model (the one the provider said answered, else the one requested; empty when neither
  * named one); a call charged nothing counts under the model the provider said answered, else the one requested.
  * `access`: the workspace access id. `connection`: the provider connection id. `key`: the id of the inference key
- * the call was made with. `plan`: the id of the plan the call's access was on when the call was made (a later
+ * the call was made with (`getInferenceKey` names it and its access). `plan`: the id of the plan the call's access was on when the call was made (a later
  * change of plan does not move it; empty for calls recorded before plans were kept on them, and for events
  * without a call).
  *
