@@ -81,8 +81,12 @@ interface AttemptPlan {
   targets: readonly RouteTarget[];
   retryOn: ReadonlySet<number>;
   retry: RetrySettings;
-  /** A route's call: its breakers and metrics are told of each attempt. None: a plain connection's. */
+  /** A route's call: its breakers are told of each attempt. None: a plain connection's. */
   route: RouteRow | undefined;
+  /** Counts an attempt's outcome (metrics: the route's or the plain connection's). */
+  attempted(connectionId: string, outcome: string): void;
+  /** Counts the time waited before a retry. */
+  waited(seconds: number): void;
   send(target: RouteTarget): Sent;
   /** The headers an answer carries besides the call's own (x-nexus-attempts). */
   answerHeaders(attempts: number, connectionId: string): string[];
@@ -174,7 +178,6 @@ export function createRouteCalls(deps: {
           registry.leave(cid);
         }
         const movedOn = relay.failedOver !== undefined || (!last && relay.end === 'unanswered' && !relay.clientGone && !relay.cancelReason);
-        const counted = (outcome: string) => (route ? metrics?.attempt(route.id, cid, outcome) : metrics?.connectionAttempt(cid, outcome));
         if (!movedOn) {
           const ok = relay.end === 'complete' && relay.status! < 500 && !retryOn.has(relay.status!);
           if (route) {
@@ -182,13 +185,13 @@ export function createRouteCalls(deps: {
             else if (!relay.clientGone && !relay.cancelReason)
               registry.failed(route, cid, relay.status !== undefined ? `http_${relay.status}` : 'upstream_unavailable');
           }
-          counted(ok ? 'answered' : 'failed');
+          plan.attempted(cid, ok ? 'answered' : 'failed');
           upstream.answer(ctx, plan.errors);
           return;
         }
         const failed = call.attemptFailed(sent.model);
         if (route) registry.failed(route, cid, failed.errorCode ?? 'upstream_error');
-        counted(failed.errorCode ?? 'failed');
+        plan.attempted(cid, failed.errorCode ?? 'failed');
         lastRetryAfter = relay.failedOver?.retryAfterMs;
         if (n + 1 >= t.attempts) break;
         // The same target again, after its backoff, while the call's waiting budget lasts; else the next target.
@@ -196,8 +199,7 @@ export function createRouteCalls(deps: {
         const delay = lastRetryAfter ?? backoff;
         if (waited + delay > retry.budgetMs) break;
         waited += delay;
-        if (route) metrics?.retryWait(route.id, delay / 1000);
-        else metrics?.connectionRetryWait(cid, delay / 1000);
+        plan.waited(delay / 1000);
         await sleep(delay);
         if (res.destroyed) break;
       }
@@ -218,6 +220,8 @@ export function createRouteCalls(deps: {
       retryOn: new Set(route.retry_on),
       retry: route.retry,
       route,
+      attempted: (cid, outcome) => metrics?.attempt(route.id, cid, outcome),
+      waited: (seconds) => metrics?.retryWait(route.id, seconds),
       send(t) {
         const entry = usable.get(t.providerConnectionId)!;
         const model = t.modelMap?.[requested] ?? requested;
@@ -243,11 +247,14 @@ export function createRouteCalls(deps: {
   async function relayConnection(ctx: CallContext, body: Buffer, policy: ConnectionRetry): Promise<void> {
     const { call } = ctx;
     const model = call.prepared?.requestedModel ?? '';
+    const connectionId = call.auth.connection_id!;
     await attemptAll(ctx, {
-      targets: [{ providerConnectionId: call.auth.connection_id!, weight: 1, attempts: policy.attempts }],
+      targets: [{ providerConnectionId: connectionId, weight: 1, attempts: policy.attempts }],
       retryOn: new Set(policy.retryOn),
       retry: policy,
       route: undefined,
+      attempted: (cid, outcome) => metrics?.connectionAttempt(cid, outcome),
+      waited: (seconds) => metrics?.connectionRetryWait(connectionId, seconds),
       send: () => ({ entry: call.entry, model, body, providerPath: ctx.target.providerPath }),
       answerHeaders: (attempts) => ['x-nexus-attempts', String(attempts)],
       errors: protocolOf(call.auth.protocol_profile!),
