@@ -16,6 +16,8 @@ export interface NexusProcess {
   child: ChildProcess;
   /** Everything it printed so far (its log lines are JSON). */
   output(): string;
+  /** Its JSON log lines so far (stdout), whole lines only: a line still arriving is left for the next read. */
+  logLines(): Record<string, unknown>[];
   /** Resolves with its exit code (or the signal's name) when it exits. */
   exited: Promise<number | string>;
   /** SIGKILL: it dies at once, leaving whatever it held. */
@@ -47,7 +49,11 @@ export async function startNexusProcess(env: Record<string, string>, options: St
     env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: String(port), ...env },
   });
   let output = '';
-  child.stdout.on('data', (d) => (output += d));
+  let stdout = '';
+  child.stdout.on('data', (d) => {
+    output += d;
+    stdout += d;
+  });
   child.stderr.on('data', (d) => (output += d));
   const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1)));
   const url = `http://127.0.0.1:${port}`;
@@ -68,6 +74,12 @@ export async function startNexusProcess(env: Record<string, string>, options: St
     url,
     child,
     output: () => output,
+    logLines: () =>
+      stdout
+        .slice(0, stdout.lastIndexOf('\n') + 1)
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>),
     exited,
     async kill() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

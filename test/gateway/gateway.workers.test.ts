@@ -26,14 +26,6 @@ let up: FakeUpstream;
 let dataDir: string;
 let nexus: NexusProcess | undefined;
 
-/** The JSON lines a process printed (its workers' and its primary's). */
-const linesOf = (p: NexusProcess) =>
-  p
-    .output()
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
-
 beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'nexus-workers-'));
   if (!usesPostgres) return;
@@ -59,9 +51,10 @@ describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
     });
     const p = nexus;
     // /healthz answered: the first worker listens. The second starts after it.
-    await until(async () => linesOf(p).filter((l) => l.msg === 'listening').length === 2, 60_000);
+    await until(async () => p.logLines().filter((l) => l.msg === 'listening').length === 2, 60_000);
     const workers = new Set(
-      linesOf(p)
+      p
+        .logLines()
         .filter((l) => l.msg === 'listening')
         .map((l) => l.pid),
     );
@@ -103,7 +96,8 @@ describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
     // Both workers answered gateway calls (a worker's request lines carry its pid); which of them got the quota
     // first depends on timing, so an answer is a 200 or a 429.
     const served = new Set(
-      linesOf(p)
+      p
+        .logLines()
         .filter((l) => l.msg === 'request' && String(l.path).startsWith('/providers/'))
         .map((l) => l.pid),
     );
@@ -132,7 +126,7 @@ describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
 
     // SIGTERM: forwarded to both workers, each drains, the primary exits 0 and no worker is left.
     expect(await p.stop()).toBe(0);
-    const lines = linesOf(p);
+    const lines = p.logLines();
     expect(new Set(lines.filter((l) => l.msg === 'shutting down').map((l) => l.pid))).toEqual(workers);
     expect(lines.some((l) => l.msg === 'all workers stopped')).toBe(true);
     for (const pid of workers) expect(() => process.kill(pid as number, 0)).toThrow();

@@ -43,21 +43,6 @@ async function child(env: Record<string, string> = {}): Promise<NexusProcess> {
   return nexus;
 }
 
-type LogLine = Record<string, unknown> & { msg: string };
-
-/** The child's log lines (JSON), with `msg`; a line still being written is left out. */
-function logLines(nexus: NexusProcess): LogLine[] {
-  const lines: LogLine[] = [];
-  for (const line of nexus.output().split('\n')) {
-    try {
-      if (line.startsWith('{')) lines.push(JSON.parse(line) as LogLine);
-    } catch {
-      // Not whole yet.
-    }
-  }
-  return lines;
-}
-
 async function until(what: string, check: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await check())) {
@@ -66,7 +51,7 @@ async function until(what: string, check: () => boolean | Promise<boolean>, ms =
   }
 }
 
-const blockedLogged = (nexus: NexusProcess) => logLines(nexus).some((l) => l.msg.startsWith('the event loop is blocked'));
+const blockedLogged = (nexus: NexusProcess) => nexus.logLines().some((l) => String(l.msg).startsWith('the event loop is blocked'));
 
 function metric(text: string, name: string): number {
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
@@ -88,11 +73,13 @@ it('a stalled loop shows in /metrics and /healthz (503 event_loop_blocked), and 
   expect(metric(metrics, 'nexus_event_loop_lag_seconds')).toBeGreaterThanOrEqual(2);
   expect(metric(metrics, 'nexus_event_loop_stalls_total')).toBeGreaterThanOrEqual(1);
 
-  const lines = logLines(nexus);
+  const lines = nexus.logLines();
   // The main thread's stack, taken while it was held up: the test module's loop.
   expect(lines.find((l) => l.msg === 'where the blocked event loop is')?.stack).toContain('block-loop.mjs');
   expect(lines.some((l) => l.msg === 'the event loop was blocked' && Number(l.ms) >= 2000)).toBe(true);
-  await until('the watchdog to see the loop turn', () => logLines(nexus).some((l) => l.msg.startsWith('the event loop turns again')));
+  await until('the watchdog to see the loop turn', () =>
+    nexus.logLines().some((l) => String(l.msg).startsWith('the event loop turns again')),
+  );
   // Twice NEXUS_EVENT_LOOP_BLOCKED_MS after the stall, healthy again.
   await until('/healthz to answer 200 again', async () => (await fetch(`${nexus.url}/healthz`)).status === 200);
   expect(await nexus.stop()).toBe(0);
@@ -121,7 +108,7 @@ it('a second SIGTERM during the drain exits at once', async () => {
   );
   await new Promise((r) => setTimeout(r, 200));
   nexus.child.kill('SIGTERM');
-  await until('the shutdown to start', () => logLines(nexus).some((l) => l.msg === 'shutting down'));
+  await until('the shutdown to start', () => nexus.logLines().some((l) => l.msg === 'shutting down'));
   await new Promise((r) => setTimeout(r, 300));
   expect(nexus.child.exitCode).toBeNull();
 
