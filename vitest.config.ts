@@ -49,6 +49,7 @@ const unit = [
   'test/spine/error-codes.test.ts',
   'test/spine/ids.test.ts',
   'test/spine/row-json.test.ts',
+  'test/spine/streamed-json.test.ts',
   'test/spine/versions.test.ts',
 ];
 
