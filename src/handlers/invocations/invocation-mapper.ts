@@ -1,8 +1,6 @@
 import type {
   InvocationAttemptDto,
   InvocationDto,
-  CostMicros,
-  Int64String,
   UsageBucketDto,
   UsageEventDto,
   UsageSummaryDto,
@@ -139,22 +137,8 @@ export function toUsageSummaryHead(
   };
 }
 
-/** The summary's buckets, a slice at a time, as the API writes them. */
-export async function* toUsageBucketDtos(slices: AsyncIterable<UsageBucketRow[]>): AsyncGenerator<UsageBucketDto[]> {
-  for await (const rows of slices) {
-    yield rows.map((b) => ({
-      start: b.start,
-      key: b.key,
-      units: b.units as Int64String,
-      inputTokens: b.input_tokens as Int64String,
-      cachedInputTokens: b.cached_input_tokens as Int64String,
-      outputTokens: b.output_tokens as Int64String,
-      events: b.events,
-      costMicros: b.cost_micros as CostMicros,
-      unpricedEvents: b.unpriced_events,
-      calls: b.calls,
-      failedCalls: b.failed_calls,
-      refusedCalls: b.refused_calls,
-    }));
-  }
-}
+/**
+ * The summary's buckets, a slice at a time, as the API writes them: the domain makes them in this shape
+ * (UsageBucketRow), and this type checks that it is the contract's.
+ */
+export const toUsageBucketDtos = (slices: AsyncIterable<UsageBucketRow[]>): AsyncIterable<UsageBucketDto[]> => slices;
