@@ -1,13 +1,7 @@
-import type {
-  InvocationAttemptDto,
-  InvocationDto,
-  UsageBucketDto,
-  UsageEventDto,
-  UsageSummaryDto,
-} from '../../../generated/client/types.gen.js';
+import type { InvocationAttemptDto, InvocationDto, UsageEventDto, UsageSummaryDto } from '../../../generated/client/types.gen.js';
 import type { UsageEventRow } from '../../domain/quota/quota-types.js';
 import type { InvocationRow } from '../../domain/invocations/invocation-types.js';
-import type { UsageBucketRow, UsageGranularity, UsageGroupBy } from '../../domain/invocations/invocation-repo.js';
+import type { UsageGranularity, UsageGroupBy } from '../../domain/invocations/invocation-repo.js';
 import type { UsageSummary } from '../../domain/invocations/invocation-service.js';
 
 const iso = (d: Date | null | undefined) => (d ? { value: d.toISOString() } : undefined);
@@ -119,7 +113,7 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   return dto;
 }
 
-/** The summary's answer without its buckets (streamed after it: toUsageBucketDtos). */
+/** The summary's answer without its buckets (streamed after it, as the domain makes them). */
 export function toUsageSummaryHead(
   workspaceId: string,
   granularity: UsageGranularity,
@@ -136,9 +130,3 @@ export function toUsageSummaryHead(
     currency: summary.currency,
   };
 }
-
-/**
- * The summary's buckets, a slice at a time, as the API writes them: the domain makes them in this shape
- * (UsageBucketRow), and this type checks that it is the contract's.
- */
-export const toUsageBucketDtos = (slices: AsyncIterable<UsageBucketRow[]>): AsyncIterable<UsageBucketDto[]> => slices;

@@ -9,7 +9,7 @@ import type {
   ListUsageEventsResponses,
   UsageSummaryDto,
 } from '../../../generated/client/types.gen.js';
-import { toInvocationDto, toUsageBucketDtos, toUsageEventDto, toUsageSummaryHead } from './invocation-mapper.js';
+import { toInvocationDto, toUsageEventDto, toUsageSummaryHead } from './invocation-mapper.js';
 import type { Services } from '../../domain/services.js';
 import { handler, ok, page, streamedJson, type HandlerMap } from '../../http/handler.js';
 import { listQuery, optionalTimestamp } from '../../http/wire.js';
@@ -42,10 +42,11 @@ export function invocationHandlers({ invocations }: Services): HandlerMap {
         groupBy,
         timeZone: query.timeZone ?? 'UTC',
       });
+      // The domain makes its buckets in the contract's shape (UsageBucketRow); streamedJson's type checks that they are.
       return streamedJson<UsageSummaryDto, 'buckets'>(
         toUsageSummaryHead(path.workspaceId, granularity, groupBy, summary),
         'buckets',
-        toUsageBucketDtos(summary.buckets),
+        summary.buckets,
       );
     }),
   };
