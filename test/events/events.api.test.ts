@@ -42,7 +42,7 @@ import { startTestApp, type TestApp } from '../support/test-app.js';
 import type { TenantSpec } from '../support/tenant.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 import { createTenant, openAiFor, periodOf, reclaimLease, until, type Tenant } from '../gateway/gateway-support.js';
-import { acceptedOf, endpointFor, startReceiver, type Receiver } from './receiver.js';
+import { acceptedMessages, acceptedMessagesOf, acceptedOf, endpointFor, startReceiver, type Receiver } from './receiver.js';
 
 const FAST = {
   NEXUS_EVENTS_POLL_MS: '20',
@@ -234,10 +234,10 @@ describe('events, each delivered once per cause', () => {
     expect(laterKey.response.status).toBe(201);
     await t.nexus.services.inferenceKeyExpiry.announceExpiring();
     await t.nexus.services.inferenceKeyExpiry.announceExpiring();
-    const expiring = await acceptedOf(r, 'inference_key.expiring', 1);
+    const expiring = await acceptedMessagesOf(r, 'inference_key.expiring', 1);
     expect(expiring[0]!.verified!.data).toEqual({ inferenceKeyId: key.data!.id, workspaceAccessId: ten.accessId, expiresAt: soon });
     await settle();
-    expect(r.accepted().filter((d) => d.verified!.type === 'inference_key.expiring')).toHaveLength(1);
+    expect(acceptedMessages(r, 'inference_key.expiring')).toHaveLength(1);
     const fortnight = await t.withEnv({ NEXUS_EVENTS_KEY_EXPIRING_DAYS: '14' });
     try {
       await fortnight.nexus.services.inferenceKeyExpiry.announceExpiring();
@@ -245,11 +245,11 @@ describe('events, each delivered once per cause', () => {
     } finally {
       await fortnight.close();
     }
-    const both = await acceptedOf(r, 'inference_key.expiring', 2);
+    const both = await acceptedMessagesOf(r, 'inference_key.expiring', 2);
     expect(both[1]!.verified!.data).toEqual({ inferenceKeyId: laterKey.data!.id, workspaceAccessId: ten.accessId, expiresAt: later });
 
     await settle();
-    const types = r.accepted().map((d) => d.verified!.type);
+    const types = acceptedMessages(r).map((d) => d.verified!.type);
     expect(types.filter((x) => x === 'access.status_changed')).toHaveLength(2);
     expect(types.filter((x) => x === 'inference_key.revoked')).toHaveLength(1);
     expect(types.filter((x) => x === 'inference_key.expiring')).toHaveLength(2);
@@ -289,7 +289,7 @@ describe('events, each delivered once per cause', () => {
     const all = await acceptedOf(r, 'workspace.budget_crossed', 3);
     expect(all[2]!.verified!.data).toMatchObject({ level: 'soft', period: 'MONTH', limitMicros: '1000', currency: 'USD' });
     await settle();
-    expect(r.accepted()).toHaveLength(3);
+    expect(acceptedMessages(r)).toHaveLength(3);
   });
 
   it('provider_connection.unhealthy once when verification fails (again and again), .recovered once when it passes', async () => {
@@ -339,7 +339,7 @@ describe('events, each delivered once per cause', () => {
     const all = await acceptedOf(r, 'quota.threshold_crossed', 2);
     expect(all.map((d) => d.verified!.data['thresholdPercent'])).toEqual([80, 100]);
     await settle();
-    expect(r.accepted()).toHaveLength(2);
+    expect(acceptedMessages(r)).toHaveLength(2);
     expect((await messagesOf(t, endpoint.id)).map((m) => m.status)).toEqual(['DELIVERED', 'DELIVERED']);
   });
 });

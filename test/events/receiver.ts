@@ -95,3 +95,18 @@ export async function acceptedOf(r: Receiver, type: string, n: number, ms = 10_0
   await until(async () => r.accepted().filter((d) => d.verified!.type === type).length >= n, ms);
   return r.accepted().filter((d) => d.verified!.type === type);
 }
+
+/**
+ * The messages of `type` it accepted, each once: an attempt that timed out on a busy host is delivered again with the
+ * same webhook-id, the same message (at least once, as Standard Webhooks receivers expect), not a second cause.
+ */
+export function acceptedMessages(r: Receiver, type?: string): Delivery[] {
+  const seen = new Set<string>();
+  return r.accepted().filter((d) => (type === undefined || d.verified!.type === type) && !seen.has(d.id) && seen.add(d.id));
+}
+
+/** Waits until the receiver accepted `n` messages of `type`, each counted once (acceptedMessages), and gives them. */
+export async function acceptedMessagesOf(r: Receiver, type: string, n: number, ms = 10_000) {
+  await until(async () => acceptedMessages(r, type).length >= n, ms);
+  return acceptedMessages(r, type);
+}
