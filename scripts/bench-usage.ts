@@ -12,15 +12,27 @@
  * the client's JSON parse is not counted), and the p50 of the service's call alone (the SQL and its mapping,
  * every slice read, without HTTP and JSON).
  *
+ * BENCH_USAGE_AGAINST=<dir> then compares the largest answer with another checkout's (a git worktree of an earlier
+ * commit, with the same migrations): both compiled, each run as its own process on the seeded database, asked in turn
+ * by one client (compareWith). A build's answer time moves by a tenth or more from one minute to the next on a shared host;
+ * asked in turn, two builds' rounds share the moment, and the median of their ratios tells a few percent apart.
+ * BENCH_USAGE_AGAINST=. compares this checkout with itself: the method's own spread.
+ *   git worktree add --detach ../before HEAD~1 && (cd ../before && ln -s ../<this checkout>/node_modules .)
+ *   BENCH_USAGE_AGAINST=../before npm run bench:usage
+ *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database
  * is made on; it is dropped at the end.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { text } from 'node:stream/consumers';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { percentile, withFreshNexus } from './lib/fresh-nexus.js';
+import { startNexusProcess, type NexusProcess } from './lib/nexus-process.js';
 import { systemActor } from '../src/domain/actor.js';
 import type { UsageGroupBy } from '../src/domain/invocations/invocation-repo.js';
 import { rebuildWorkspaceRollupsSql } from '../src/domain/invocations/rollup-sql.js';
@@ -28,19 +40,71 @@ import { rebuildWorkspaceRollupsSql } from '../src/domain/invocations/rollup-sql
 const EVENTS = Number(process.env.BENCH_USAGE_EVENTS ?? 1_000_000);
 const DAYS = Number(process.env.BENCH_USAGE_DAYS ?? 30);
 const RUNS = Number(process.env.BENCH_USAGE_RUNS ?? 30);
+const AGAINST = process.env.BENCH_USAGE_AGAINST;
+const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-/** The times of `runs` GETs of `url` (after 3 to warm up) by a client in its own process (lib/timed-gets.ts). */
-async function timedGets(url: string, headers: Record<string, string>, runs: number): Promise<number[]> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/lib/timed-gets.ts', url, String(runs)], {
+/**
+ * The times of `runs` GETs of each of `urls` (after 3 to warm up, asked in turn) by a client in its own process
+ * (lib/timed-gets.ts), a list per URL.
+ */
+async function timedGets(urls: string[], headers: Record<string, string>, runs: number): Promise<number[][]> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/lib/timed-gets.ts', String(runs), ...urls], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   child.stdin.end(JSON.stringify(headers));
   const [out, [code]] = await Promise.all([text(child.stdout), once(child, 'exit')]);
   if (code !== 0) throw new Error(`timed-gets exited with ${String(code)}`);
-  return JSON.parse(out) as number[];
+  return JSON.parse(out) as number[][];
 }
 
-await withFreshNexus('usage', async ({ url: serverUrl, databaseUrl, nexus, headers }) => {
+/** A process's CPU time so far in ms (user and system, from /proc: Linux only). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/**
+ * The largest summary's answer from this checkout and from `against` (another checkout of Nexus, with the same
+ * migrations), each compiled and run as its own process on the seeded database, asked in turn by one client: each
+ * one's p50, the median of the rounds' ratios (theirs to this one's), and each process's CPU per answer.
+ */
+async function compareWith(against: string, databaseUrl: string, rootKey: string, path: string): Promise<void> {
+  const roots = [projectRoot, resolve(against)];
+  for (const root of roots) execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+  const env = {
+    NODE_ENV: 'production',
+    DATABASE_URL: databaseUrl,
+    NEXUS_MANAGEMENT_KEY: rootKey,
+    NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
+    NEXUS_LOG_LEVEL: 'warn',
+  };
+  const processes: NexusProcess[] = [];
+  try {
+    for (const root of roots) processes.push(await startNexusProcess(env, { built: true, root }));
+    const cpuBefore = processes.map((p) => cpuMs(p.child.pid!));
+    const [mine, theirs] = await timedGets(
+      processes.map((p) => `${p.url}${path}`),
+      { authorization: `Bearer ${rootKey}` },
+      RUNS,
+    );
+    // Each process answered 3 warm-up rounds and RUNS timed ones.
+    const cpuPerAnswer = processes.map((p, i) => (cpuMs(p.child.pid!) - cpuBefore[i]!) / (RUNS + 3));
+    const ratios = mine!.map((ms, i) => theirs![i]! / ms);
+    const p50 = (values: number[]) =>
+      percentile(
+        values.sort((a, b) => a - b),
+        50,
+      );
+    console.log(`\nall ${DAYS} days by hour, by key, this checkout and ${against} in turn (${RUNS} rounds):`);
+    console.log(`  this checkout  p50 ${p50(mine!).toFixed(1)} ms, ${cpuPerAnswer[0]!.toFixed(0)} ms of its process's CPU per answer`);
+    console.log(`  ${against}  p50 ${p50(theirs!).toFixed(1)} ms, ${cpuPerAnswer[1]!.toFixed(0)} ms of its process's CPU per answer`);
+    console.log(`  ${against} / this checkout, the median of the rounds' ratios: ${p50(ratios).toFixed(3)}`);
+  } finally {
+    await Promise.all(processes.map((p) => p.stop()));
+  }
+}
+
+await withFreshNexus('usage', async ({ url: serverUrl, databaseUrl, nexus, rootKey, headers }) => {
   const created = await fetch(`${serverUrl}/admin/v1/workspaces`, {
     method: 'POST',
     headers,
@@ -94,9 +158,11 @@ await withFreshNexus('usage', async ({ url: serverUrl, databaseUrl, nexus, heade
          from bench_calls where status <> 'REJECTED'`,
     [workspaceId],
   );
-  await seed.query(rebuildWorkspaceRollupsSql('$1'), [workspaceId]);
+  // Analyzed before the rollup is computed from them: without their statistics, on 200,000 events, the planner chose
+  // a plan that spilled to disk for ten minutes.
   await seed.query('vacuum analyze invocations');
   await seed.query('vacuum analyze usage_events');
+  await seed.query(rebuildWorkspaceRollupsSql('$1'), [workspaceId]);
   await seed.query('vacuum analyze usage_rollups');
   const rollups = (await seed.query('select count(*)::int as n from usage_rollups')).rows[0] as { n: number };
   await seed.end();
@@ -138,7 +204,7 @@ await withFreshNexus('usage', async ({ url: serverUrl, databaseUrl, nexus, heade
   for (const [label, query] of queries) {
     const target = `${serverUrl}/admin/v1/workspaces/${workspaceId}/usage-summary?${new URLSearchParams(query)}`;
     // Timed by a client in its own process: one in this process would read the answer on the thread that writes it.
-    const times = await timedGets(target, headers, RUNS);
+    const [times] = (await timedGets([target], headers, RUNS)) as [number[]];
     const res = await fetch(target, { headers });
     const body = (await res.json()) as { buckets: { events: number; calls: number; costMicros: string }[] };
     if (res.status !== 200) throw new Error(`${label}: ${res.status} ${JSON.stringify(body)}`);
@@ -166,5 +232,9 @@ await withFreshNexus('usage', async ({ url: serverUrl, databaseUrl, nexus, heade
     console.log(
       `${label.padEnd(36)} ${events.toLocaleString('en').padStart(10)} ${calls.toLocaleString('en').padStart(10)} ${cost.toLocaleString('en').padStart(14)} ${String(buckets).padStart(8)} ${percentile(times, 50).toFixed(1).padStart(8)} ${percentile(times, 99).toFixed(1).padStart(8)} ${percentile(inner, 50).toFixed(1).padStart(10)}`,
     );
+  }
+  if (AGAINST) {
+    const largest = new URLSearchParams({ since: since.toISOString(), until: until.toISOString(), granularity: 'hour', groupBy: 'key' });
+    await compareWith(AGAINST, databaseUrl, rootKey, `/admin/v1/workspaces/${workspaceId}/usage-summary?${largest}`);
   }
 });

@@ -38,6 +38,8 @@ async function freePort(): Promise<number> {
 export interface StartOptions {
   /** Run dist/server.js (already built) instead of src/server.ts through tsx. */
   built?: boolean;
+  /** Another checkout of Nexus to run (a git worktree of an earlier commit, say), with its own build and migrations. */
+  root?: string;
 }
 
 /** Starts Nexus with this environment (plus PATH, HOME, HOST and a free PORT); resolves once /healthz answers. */
@@ -45,7 +47,7 @@ export async function startNexusProcess(env: Record<string, string>, options: St
   const port = await freePort();
   const entry = options.built ? ['--enable-source-maps', 'dist/server.js'] : ['--import', 'tsx', 'src/server.ts'];
   const child = spawn(process.execPath, entry, {
-    cwd: projectRoot,
+    cwd: options.root ?? projectRoot,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: String(port), ...env },
   });
   let output = '';
