@@ -15,7 +15,8 @@
  * BENCH_USAGE_AGAINST=<dir> then compares the largest answer with another checkout's (a git worktree of an earlier
  * commit, with the same migrations): both compiled, each run as its own process on the seeded database, asked in turn
  * by one client (compareWith). A build's answer time moves by a tenth or more from one minute to the next on a shared host;
- * asked in turn, two builds' rounds share the moment, and the median of their ratios tells a few percent apart.
+ * asked in turn, two builds' rounds share the moment, and the median of their ratios is steadier than either p50
+ * (still, on a busy host, only several runs that agree tell a few percent apart: docs/performance.md).
  * BENCH_USAGE_AGAINST=. compares this checkout with itself: the method's own spread.
  *   git worktree add --detach ../before HEAD~1 && (cd ../before && ln -s ../<this checkout>/node_modules .)
  *   BENCH_USAGE_AGAINST=../before npm run bench:usage
