@@ -82,12 +82,17 @@ const timed = [
   'test/reliability/stalled-loop.test.ts',
 ];
 
-/** What the api, e2e and timed projects share: the contract check after each test, generous timeouts. */
+/**
+ * What the api, e2e and timed projects share: the contract check after each test, generous timeouts. `expect.poll`
+ * waits up to 10 s instead of vitest's 1 s: on a busy 2-core CI host, a console page that fetches again after a click
+ * once took longer than a second to show its rows. A poll still passes as soon as it holds.
+ */
 const withApp = {
   setupFiles: ['test/support/setup-each.ts'],
   testTimeout: 30_000,
   hookTimeout: 60_000,
   teardownTimeout: 20_000,
+  expect: { poll: { timeout: 10_000 } },
 };
 
 export default defineConfig({
