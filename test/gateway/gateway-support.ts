@@ -62,7 +62,7 @@ export function bedrockFor(tenant: Tenant, headers: Record<string, string> = {},
 /**
  * As if the lease's process had died: its lease is made expired and swept, as another process's sweeper would. The
  * sweep skips a lease locked at that moment (its calls under way being written) and a heartbeat in between renews
- * it: as a sweeper does, it tries again.
+ * it: as a sweeper does, it tries again, for up to 10 s (5 s was once not enough on a busy CI host).
  */
 export function reclaimLease(t: TestApp, accessId: string): Promise<void> {
   return until(async () => {
@@ -71,7 +71,7 @@ export function reclaimLease(t: TestApp, accessId: string): Promise<void> {
       .where({ workspace_access_id: accessId })
       .update({ expires_at: new Date(Date.now() - 1) });
     return (await t.nexus.gateway.sweepExpired()).leases === 1;
-  });
+  }, 10_000);
 }
 
 /** A workspace with one connection and one user on a published plan, made with the app's root client. */

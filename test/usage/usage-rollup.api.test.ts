@@ -226,7 +226,7 @@ describe('the usage rollup', () => {
     };
     await repo.record([{ id, invocation: JSON.stringify(spooled), leaseCall: null }]);
     await expectExact();
-  }, 15_000);
+  }, 30_000);
 
   it('counts a call under the plan its access was on when it was made: a change of plan moves the next calls only', async () => {
     const [, second] = tenant.users;
