@@ -17,7 +17,6 @@
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on; it is
  * dropped at the end. BENCH_ROLLUP_ROUNDS (default 6).
  */
-import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
 import { jsonArray } from '../src/db/row-json.js';
@@ -28,6 +27,7 @@ import { newId } from '../src/ids.js';
 import { createModelPrice } from '../test/support/sdk.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
+import { cpuSecondsOf } from './lib/proc-cpu.js';
 
 const USERS = Number(process.env.BENCH_ROLLUP_USERS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROLLUP_ROUNDS ?? 6);
@@ -35,18 +35,9 @@ const BATCHES = Number(process.env.BENCH_ROLLUP_BATCHES ?? 100);
 const CALLS = Number(process.env.BENCH_ROLLUP_CALLS ?? 20);
 const SEEDED = Number(process.env.BENCH_ROLLUP_SEEDED ?? 200_000);
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'o3-mini'];
-/** Linux's USER_HZ: /proc reports CPU time in hundredths of a second. */
-const TICKS_PER_SECOND = 100;
 
 type Way = 'batch' | 'trigger' | 'none';
 const WAYS: Way[] = ['batch', 'trigger', 'none'];
-
-/** The CPU seconds a process has used (user and system), from /proc. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
-}
 
 /** A batch of calls as the gateway's recorder hands them to its statement: most answered and charged. */
 function batchOf(tenant: Tenant, leases: Map<string, string>, planId: string, n: number): CallRows[] {
@@ -206,7 +197,7 @@ await withFreshNexus(
 
       const pid = ((await client.query('select pg_backend_pid() as pid')).rows[0] as { pid: number }).pid;
       try {
-        cpuSeconds(pid);
+        cpuSecondsOf(pid);
       } catch {
         throw new Error(`no /proc/${pid}/stat: PostgreSQL must run on this host for its CPU to be read`);
       }
@@ -226,9 +217,9 @@ await withFreshNexus(
         // The statement is prepared (and its plan warm) before the clock starts.
         await record(way, batchOf(tenant, leases, planId, CALLS));
         if (way === 'none') unrolled += (BATCHES + 1) * CALLS;
-        const before = cpuSeconds(pid);
+        const before = cpuSecondsOf(pid);
         for (const rows of batches) await record(way, rows);
-        return cpuSeconds(pid) - before;
+        return cpuSecondsOf(pid) - before;
       }
 
       console.log(

@@ -26,14 +26,14 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { text } from 'node:stream/consumers';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { percentile, withFreshNexus } from './lib/fresh-nexus.js';
+import { freshNexusEnv, percentile, withFreshNexus } from './lib/fresh-nexus.js';
 import { startNexusProcess, type NexusProcess } from './lib/nexus-process.js';
+import { cpuSecondsOf } from './lib/proc-cpu.js';
 import { systemActor } from '../src/domain/actor.js';
 import type { UsageGroupBy } from '../src/domain/invocations/invocation-repo.js';
 import { rebuildWorkspaceRollupsSql } from '../src/domain/invocations/rollup-sql.js';
@@ -58,12 +58,6 @@ async function timedGets(urls: string[], headers: Record<string, string>, runs: 
   return JSON.parse(out) as number[][];
 }
 
-/** A process's CPU time so far in ms (user and system, from /proc: Linux only). */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
-
 /**
  * The largest summary's answer from this checkout and from `against` (another checkout of Nexus, with the same
  * migrations), each compiled and run as its own process on the seeded database, asked in turn by one client: each
@@ -72,33 +66,26 @@ function cpuMs(pid: number): number {
 async function compareWith(against: string, databaseUrl: string, rootKey: string, path: string): Promise<void> {
   const roots = [projectRoot, resolve(against)];
   for (const root of roots) execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
-  const env = {
-    NODE_ENV: 'production',
-    DATABASE_URL: databaseUrl,
-    NEXUS_MANAGEMENT_KEY: rootKey,
-    NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
-    NEXUS_LOG_LEVEL: 'warn',
-  };
   const processes: NexusProcess[] = [];
   try {
-    for (const root of roots) processes.push(await startNexusProcess(env, { built: true, root }));
-    const cpuBefore = processes.map((p) => cpuMs(p.child.pid!));
+    for (const root of roots) processes.push(await startNexusProcess(freshNexusEnv(databaseUrl), { built: true, root }));
+    const cpuBefore = processes.map((p) => cpuSecondsOf(p.child.pid!));
     const [mine, theirs] = await timedGets(
       processes.map((p) => `${p.url}${path}`),
       { authorization: `Bearer ${rootKey}` },
       RUNS,
     );
     // Each process answered 3 warm-up rounds and RUNS timed ones.
-    const cpuPerAnswer = processes.map((p, i) => (cpuMs(p.child.pid!) - cpuBefore[i]!) / (RUNS + 3));
+    const msPerAnswer = processes.map((p, i) => ((cpuSecondsOf(p.child.pid!) - cpuBefore[i]!) * 1000) / (RUNS + 3));
     const ratios = mine!.map((ms, i) => theirs![i]! / ms);
     const p50 = (values: number[]) =>
       percentile(
-        values.sort((a, b) => a - b),
+        [...values].sort((a, b) => a - b),
         50,
       );
     console.log(`\nall ${DAYS} days by hour, by key, this checkout and ${against} in turn (${RUNS} rounds):`);
-    console.log(`  this checkout  p50 ${p50(mine!).toFixed(1)} ms, ${cpuPerAnswer[0]!.toFixed(0)} ms of its process's CPU per answer`);
-    console.log(`  ${against}  p50 ${p50(theirs!).toFixed(1)} ms, ${cpuPerAnswer[1]!.toFixed(0)} ms of its process's CPU per answer`);
+    console.log(`  this checkout  p50 ${p50(mine!).toFixed(1)} ms, ${msPerAnswer[0]!.toFixed(0)} ms of its process's CPU per answer`);
+    console.log(`  ${against}  p50 ${p50(theirs!).toFixed(1)} ms, ${msPerAnswer[1]!.toFixed(0)} ms of its process's CPU per answer`);
     console.log(`  ${against} / this checkout, the median of the rounds' ratios: ${p50(ratios).toFixed(3)}`);
   } finally {
     await Promise.all(processes.map((p) => p.stop()));

@@ -79,6 +79,7 @@ import { activePlan, adminClient, provisionTenant, type TenantSpec } from '../te
 import { createModelPrice, createRoute, createWebhookEndpoint, provisionWorkspaceUser } from '../test/support/sdk.js';
 import { startFixedOpenAiUpstream } from '../test/support/upstreams/openai.js';
 import { benchRequestBody } from './lib/bench-request.js';
+import { cpuTimeOf, type CpuTime } from './lib/proc-cpu.js';
 
 const role = process.argv.find((a) => a.startsWith('--role='))?.slice('--role='.length);
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
@@ -451,11 +452,6 @@ interface Row {
   cpuPg?: number | undefined;
 }
 
-interface CpuTime {
-  user: number;
-  system: number;
-}
-
 /** The median of the figures known (undefined: none). */
 function median(xs: (number | undefined)[]): number | undefined {
   const known = xs.filter((x): x is number => x !== undefined).sort((p, q) => p - q);
@@ -491,9 +487,7 @@ function cpuByPid(pids: number[]): Map<number, CpuTime> {
   const out = new Map<number, CpuTime>();
   for (const pid of pids) {
     try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      out.set(pid, { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 }); // USER_HZ
+      out.set(pid, cpuTimeOf(pid));
     } catch {
       // gone (or no /proc): not counted
     }

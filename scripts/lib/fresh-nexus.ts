@@ -23,6 +23,15 @@ export interface FreshNexus {
   headers: Record<string, string>;
 }
 
+/** The settings a fresh Nexus runs with on `databaseUrl`: also those of another process of it on the same database. */
+export const freshNexusEnv = (databaseUrl: string): Record<string, string> => ({
+  NODE_ENV: 'production',
+  DATABASE_URL: databaseUrl,
+  NEXUS_MANAGEMENT_KEY: ROOT_KEY,
+  NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
+  NEXUS_LOG_LEVEL: 'warn',
+});
+
 /** `env`: settings beside the defaults below (NEXUS_ALLOW_PRIVATE_UPSTREAMS, say). */
 export async function withFreshNexus(
   name: string,
@@ -37,11 +46,7 @@ export async function withFreshNexus(
   url.pathname = `/${dbName}`;
   try {
     const config = loadConfig({
-      NODE_ENV: 'production',
-      DATABASE_URL: url.toString(),
-      NEXUS_MANAGEMENT_KEY: ROOT_KEY,
-      NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
-      NEXUS_LOG_LEVEL: 'warn',
+      ...freshNexusEnv(url.toString()),
       HOST: '127.0.0.1',
       PORT: '0',
       ...env,
