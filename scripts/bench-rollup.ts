@@ -1,7 +1,8 @@
 /**
- * `npm run bench:rollup`: what keeping usage_rollups costs PostgreSQL per recorded call, two ways, in one run:
- *   - batch: the gateway's record statement adds its calls and their events to the rollup itself, one upsert per
- *     rollup key per batch (src/domain/invocations/rollup-sql.ts, the way Nexus keeps it);
+ * `npm run bench:rollup`: what keeping usage_rollups and usage_key_rollups costs PostgreSQL per recorded call, two
+ * ways, in one run:
+ *   - batch: the gateway's record statement adds its calls and their events to the rollups itself, one upsert per
+ *     rollup key per batch and table (src/domain/invocations/rollup-sql.ts, the way Nexus keeps them);
  *   - trigger: the same statement without it, and a statement-level trigger on invocations that adds the same rows
  *     (the new invocations from its transition table, their events read back from usage_events by invocation id).
  *   - none: the same statement without it, and no trigger: the floor, what recording costs without any rollup.
@@ -20,7 +21,7 @@
 import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
 import { jsonArray } from '../src/db/row-json.js';
-import { ROLLED_EVENT_COLUMNS, rollUpInsert } from '../src/domain/invocations/rollup-sql.js';
+import { ROLLED_EVENT_COLUMNS, rollUpCtes } from '../src/domain/invocations/rollup-sql.js';
 import { callRows, recordCallsSql, type CallRows } from '../src/gateway/call-repo.js';
 import { invocationRecord, NOTHING_READ } from '../src/gateway/invocation-record.js';
 import { newId } from '../src/ids.js';
@@ -177,18 +178,20 @@ await withFreshNexus(
          from c join lateral (select id, workspace_access_id from quota_periods where workspace_id = $1 offset c.n % $4 limit 1) qp on true`,
         [tenant.workspaceId, SEEDED, tenant.connectionId, USERS],
       );
-      for (const table of ['invocations', 'usage_events', 'usage_rollups', 'quota_leases', 'quota_periods'])
+      for (const table of ['invocations', 'usage_events', 'usage_rollups', 'usage_key_rollups', 'quota_leases', 'quota_periods'])
         await client.query(`vacuum analyze ${table}`);
       const planId = (
         (await client.query('select plan_id from workspace_accesses where id = $1', [tenant.accessId])).rows[0] as { plan_id: string }
       ).plan_id;
       await client.query(`
       create function bench_roll_up_calls() returns trigger language plpgsql as $$
+      declare rows bigint;
       begin
         -- The calls' events, found by the index on their invocation id (the statement wrote them).
         with ev as (select e.* from new_calls c cross join lateral (
-                       select ${ROLLED_EVENT_COLUMNS} from usage_events u where u.invocation_id = c.id) e)
-        ${rollUpInsert('new_calls', 'ev')};
+                       select ${ROLLED_EVENT_COLUMNS} from usage_events u where u.invocation_id = c.id) e),
+        ${rollUpCtes('new_calls', 'ev')}
+        select count(*) into rows from rolled_rows;
         return null;
       end $$`);
       await client.query(`
@@ -246,10 +249,13 @@ await withFreshNexus(
       console.log(line('all', { batch: total.batch / ROUNDS, trigger: total.trigger / ROUNDS, none: total.none / ROUNDS }));
       // Both ways that keep the rollup kept it exact: it counts every call recorded by them (not the seeded ones).
       const check = await client.query(
-        `select (select sum(calls) from usage_rollups)::bigint as rolled, (select count(*) from invocations)::bigint as calls`,
+        `select (select sum(calls) from usage_rollups)::bigint as rolled, (select sum(calls) from usage_key_rollups)::bigint as by_key,
+                (select count(*) from invocations)::bigint as calls`,
       );
-      const c = check.rows[0] as { rolled: string; calls: string };
-      console.log(`\nrollup: ${c.rolled} calls; invocations recorded with a rollup: ${Number(c.calls) - unrolled - SEEDED}`);
+      const c = check.rows[0] as { rolled: string; by_key: string; calls: string };
+      console.log(
+        `\nrollup: ${c.rolled} calls, by key: ${c.by_key}; invocations recorded with a rollup: ${Number(c.calls) - unrolled - SEEDED}`,
+      );
       console.log(
         `host after: load average ${loadavg()
           .map((l) => l.toFixed(1))

@@ -18,7 +18,7 @@ import type { Pricing } from '../domain/quota/model-pricing.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
 import type { ConnectionRetry } from '../domain/routes/route-types.js';
 import { leaseCallSettlementCtes, lockedInIdOrder } from '../domain/quota/settlement-sql.js';
-import { ROLLED_CALL_COLUMNS, rollUpCte } from '../domain/invocations/rollup-sql.js';
+import { ROLLED_CALL_COLUMNS, rollUpCtes } from '../domain/invocations/rollup-sql.js';
 import { newId } from '../ids.js';
 import type { ProtocolProfile } from './protocols/protocol.js';
 import { namedQuery } from './gateway-db.js';
@@ -190,7 +190,7 @@ with recorded as (
     from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
   on conflict (id) do nothing
   returning ${ROLLED_CALL_COLUMNS}
-), ${leaseCallSettlementCtes('$1', 'recorded')}${rollUp ? `, ${rollUpCte('recorded', 'new_events')}` : ''}
+), ${leaseCallSettlementCtes('$1', 'recorded')}${rollUp ? `, ${rollUpCtes('recorded', 'new_events')}` : ''}
 select u.workspace_id, r.provider_connection_id as connection_id, u.model, sum(u.cost_micros) as cost_micros,
        count(*) filter (where u.cost_micros is null) as unpriced,
        exists (select 1 from workspace_budgets b where b.workspace_id = u.workspace_id) as budgeted

@@ -36,7 +36,8 @@ async function seedEvent(
 
 /** The rollup of the events written by hand (the gateway adds its calls' in the statement that writes them). */
 async function rollUp() {
-  await t.database.db('usage_rollups').where({ workspace_id: tenant.workspaceId }).delete();
+  for (const table of ['usage_rollups', 'usage_key_rollups'])
+    await t.database.db(table).where({ workspace_id: tenant.workspaceId }).delete();
   await t.database.db.raw(rebuildWorkspaceRollupsSql(':workspaceId'), { workspaceId: tenant.workspaceId });
 }
 

@@ -1,4 +1,7 @@
-/** All SQL of workspace_budgets, and the spend it is checked against (usage_rollups' cost, added by the statements that record the calls). */
+/**
+ * All SQL of workspace_budgets, and the spend it is checked against (the cost in usage_key_rollups, added by the
+ * statements that record the calls: usage_rollups' sums, in fewer rows).
+ */
 import type { Queryable } from '../../db/database.js';
 
 export type BudgetPeriod = 'DAY' | 'MONTH';
@@ -43,7 +46,7 @@ export function createBudgetRepo(db: Queryable) {
     /** The workspace's cost recorded from `since` (a whole UTC hour), in micro-units. */
     async spentSince(workspaceId: string, since: Date, q: Queryable = db): Promise<bigint> {
       const result = await q.raw(
-        'select coalesce(sum(cost_micros), 0)::bigint as spent from usage_rollups where workspace_id = ? and hour >= ?',
+        'select coalesce(sum(cost_micros), 0)::bigint as spent from usage_key_rollups where workspace_id = ? and hour >= ?',
         [workspaceId, since],
       );
       return BigInt((result.rows as { spent: bigint | string }[])[0]!.spent);

@@ -93,13 +93,13 @@ interface SummedRow {
 }
 
 /**
- * A bucket's columns (SummedRow) from the rollup's rows grouped by `start` and `key`. The sums are bigints (sum_int8:
- * the built-in sum of a bigint is a numeric, slower to convert), written in one text (concat_ws costs PostgreSQL no
- * more than a column each).
+ * A bucket's columns (SummedRow) from the rollup's rows grouped by `start` and `key`, or from a row that is a bucket
+ * (`summed` false). The sums are bigints (sum_int8: the built-in sum of a bigint is a numeric, slower to convert),
+ * written in one text (concat_ws costs PostgreSQL no more than a column each).
  */
-const bucketColumns = (start: string, key: string) =>
+const bucketColumns = (start: string, key: string, summed = true) =>
   `date_part('epoch', ${start})::int8::text as start, ${key} as key,
-   concat_ws(',', ${ROLLUP_SUMS.map((column) => `sum_int8(${column})`).join(', ')}) as sums`;
+   concat_ws(',', ${ROLLUP_SUMS.map((column) => (summed ? `sum_int8(${column})` : column)).join(', ')}) as sums`;
 
 /** The buckets of rows that come by start: each start written as an ISO string in UTC once, each row's sums split. */
 function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
@@ -356,37 +356,41 @@ export function createInvocationRepo(db: Queryable) {
 
     /**
      * The workspace's events in [since, until) (whole UTC hours) summed per UTC hour or day and per
-     * key, oldest first: from usage_rollups, the events and calls already summed per hour, access, key,
-     * model, connection and plan (rollup-sql.ts), read along its primary key's workspace and hour.
+     * key, oldest first: from the rollups (rollup-sql.ts), the events and calls already summed per hour, read along
+     * their primary key's workspace and hour. By model, connection or plan: usage_rollups (per hour, access, key,
+     * model, connection and plan). By access or key: usage_key_rollups (per hour, access and key), where a month of
+     * hours by key is a row per bucket, read as it is, and hours by access are the keys' rows summed as they come.
      * UTC days are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone);
      * other zones' days start at their local midnight (date_trunc in the zone), and an hour counts in the local
      * day its start falls in.
      *
-     * Hours by access and hours by key lead the primary key (a key belongs to one access): their rows come from
-     * the index already grouped and are summed as they come. The planner, which cannot tell how many buckets a
-     * month holds, would rather hash them all (spilling to disk) or sort the whole range first; it is told not
-     * to, in the statement's own transaction: no hashing, no parallel sort, and the rollup's pages read in index
-     * order cost about what they cost read in turn (they are in memory). Hours by key come by access within an
-     * hour, and are put in the order of their keys here (byKeyWithinHour). On 30 days of a busy workspace, in PostgreSQL, ~40 ms by
-     * access instead of ~75 and ~55 ms by key instead of 125-180 (docs/performance.md); a month of hours is summed
-     * by a few queries at once (the service's slices).
+     * The planner, which cannot tell how many buckets a month holds, would rather hash hours by access (spilling to
+     * disk) or sort the whole range first; it is told not to, in the statement's own transaction: no hashing, no
+     * parallel sort, and the rollup's pages read in index order cost about what they cost read in turn (they are in
+     * memory). Hours by key come by access within an hour, and are put in the order of their keys here
+     * (byKeyWithinHour). A month of hours is read by a few queries at once (the service's slices).
      */
     async usageSummary(query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
       const inRange = 'workspace_id = ? and hour >= ? and hour < ?';
       const bindings = [query.workspaceId, query.since, query.until];
-      if (query.granularity === 'hour' && (query.groupBy === 'access' || query.groupBy === 'key')) {
-        const series = query.groupBy === 'access' ? 'workspace_access_id' : 'workspace_access_id, inference_key_id';
-        const key = GROUP_KEYS[query.groupBy];
+      const bySeries = query.groupBy === 'access' || query.groupBy === 'key';
+      const table = bySeries ? 'usage_key_rollups' : 'usage_rollups';
+      const key = GROUP_KEYS[query.groupBy];
+      if (query.granularity === 'hour' && bySeries) {
         return q.transaction(async (trx) => {
           await trx.raw(
             `select set_config('enable_hashagg', 'off', true), set_config('max_parallel_workers_per_gather', '0', true),
                     set_config('random_page_cost', '1.1', true)`,
           );
           const result = await trx.raw(
-            `select ${bucketColumns('hour', key)}
-               from usage_rollups where ${inRange}
-              group by hour, ${series}
-              order by hour, ${series}`,
+            query.groupBy === 'key'
+              ? `select ${bucketColumns('hour', key, false)}
+                   from usage_key_rollups where ${inRange}
+                  order by hour, workspace_access_id, inference_key_id`
+              : `select ${bucketColumns('hour', key)}
+                   from usage_key_rollups where ${inRange}
+                  group by hour, workspace_access_id
+                  order by hour, workspace_access_id`,
             bindings,
           );
           const rows = result.rows as SummedRow[];
@@ -399,10 +403,9 @@ export function createInvocationRepo(db: Queryable) {
           : query.timeZone === 'UTC'
             ? `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`
             : `date_trunc('day', hour, ${sqlString(query.timeZone)})`;
-      const key = GROUP_KEYS[query.groupBy];
       const result = await q.raw(
         `select ${bucketColumns(start, key)}
-           from usage_rollups where ${inRange}
+           from ${table} where ${inRange}
           group by ${start}, ${key}
           order by ${start}, ${key}`,
         bindings,

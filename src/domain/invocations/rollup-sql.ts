@@ -1,11 +1,14 @@
 /**
  * usage_rollups, the sums getUsageSummary reads: per UTC hour, access, inference key, model, connection and plan,
- * the units, tokens, cost and events of the usage events, and the calls (invocations) counted by status.
+ * the units, tokens, cost and events of the usage events, and the calls (invocations) counted by status; and
+ * usage_key_rollups, the same sums per hour, access and key only, which the summaries by access and by key read
+ * (a month of hours by key reads a row per bucket there, not one per bucket and model, connection and plan).
  *
- * Every statement that writes invocations and their usage events adds what it wrote, in the same statement: the
- * gateway's record (src/gateway/call-repo.ts) and the sweeper's reclaim (src/domain/quota/settlement-sql.ts); a
- * spooled call and a refusal are written by the record. One upsert per rollup key per statement, the rows in key
- * order, so two statements adding to the same hours lock them in the same order and wait rather than deadlock.
+ * Every statement that writes invocations and their usage events adds what it wrote to both, in the same statement:
+ * the gateway's record (src/gateway/call-repo.ts) and the sweeper's reclaim (src/domain/quota/settlement-sql.ts); a
+ * spooled call and a refusal are written by the record. One upsert per rollup key per statement and table, the rows
+ * in key order, usage_rollups before usage_key_rollups, so two statements adding to the same hours lock them in the
+ * same order and wait rather than deadlock.
  *
  * A call counts in the hour of its USAGE event (when it completed), under its event's model; a call charged nothing
  * under the model the provider said answered, else the one requested. `failed_calls`: FAILED or UPSTREAM_ERROR;
@@ -60,29 +63,49 @@ const contributions = (calls: string, events: string) => `
     from ${calls} c left join ${events} e on e.invocation_id = c.id and e.kind = 'USAGE'`;
 
 const summed = (calls: string, events: string) => `
-  select ${KEY}, ${ROLLUP_SUMS.map((s) => `sum(${s})`).join(', ')}
+  select ${KEY}, ${ROLLUP_SUMS.map((s) => `sum(${s}) as ${s}`).join(', ')}
     from (${contributions(calls, events)}) x
    group by ${KEY}`;
 
-/**
- * Adds the invocations `calls` and the usage events `events` (relations with the columns ROLLED_CALL_COLUMNS and
- * ROLLED_EVENT_COLUMNS) to usage_rollups.
- */
-export const rollUpInsert = (calls: string, events: string) => `
-  insert into usage_rollups as r (${KEY}, ${ROLLUP_SUMS.join(', ')})
-  ${summed(calls, events)}
-   order by ${KEY}
-  on conflict (${KEY}) do update
-     set ${ROLLUP_SUMS.map((s) => `${s} = r.${s} + excluded.${s}`).join(', ')}`;
+/** The key of usage_key_rollups: usage_rollups' without model, connection and plan. */
+const SERIES_KEY = 'workspace_id, hour, workspace_access_id, inference_key_id';
 
-/** The same as a CTE (`rolled`) of the statement that writes the CTEs `calls` and `events`. */
-export const rollUpCte = (calls: string, events: string) => `rolled as (${rollUpInsert(calls, events)}
+/** usage_key_rollups' rows of `rows` (a relation of usage_rollups' key and sums), summed per hour, access and key. */
+const bySeries = (rows: string) => `
+  select ${SERIES_KEY}, ${ROLLUP_SUMS.map((s) => `sum(${s})`).join(', ')}
+    from ${rows}
+   group by ${SERIES_KEY}`;
+
+/** An upsert's conflict clause: the sums added to those of the row `table` already holds under `key`. */
+const addTo = (table: string, key: string) => `
+  on conflict (${key}) do update
+     set ${ROLLUP_SUMS.map((s) => `${s} = ${table}.${s} + excluded.${s}`).join(', ')}`;
+
+/**
+ * The CTEs that add the invocations `calls` and the usage events `events` (relations with the columns
+ * ROLLED_CALL_COLUMNS and ROLLED_EVENT_COLUMNS) to usage_rollups and usage_key_rollups, summed once
+ * (`rolled_rows`); for the statement that writes them (or a `with` of its own).
+ */
+export const rollUpCtes = (calls: string, events: string) => `rolled_rows as (${summed(calls, events)}
+), rolled as (
+  insert into usage_rollups as r (${KEY}, ${ROLLUP_SUMS.join(', ')})
+  select * from rolled_rows order by ${KEY}${addTo('r', KEY)}
+), rolled_series as (
+  insert into usage_key_rollups as s (${SERIES_KEY}, ${ROLLUP_SUMS.join(', ')})
+  ${bySeries('rolled_rows')}
+   order by ${SERIES_KEY}${addTo('s', SERIES_KEY)}
 )`;
 
 /**
  * The rollup rows of one workspace (its id at placeholder `workspace`) computed afresh from its invocations and usage
- * events, once its rows are deleted: for rows written by hand (a benchmark's seed, a test's events at chosen times).
+ * events, once its rows of both tables are deleted: for rows written by hand (a benchmark's seed, a test's events at
+ * chosen times).
  */
 export const rebuildWorkspaceRollupsSql = (workspace: string) => `
-insert into usage_rollups (${KEY}, ${ROLLUP_SUMS.join(', ')})
-${summed(`(select * from invocations where workspace_id = ${workspace})`, `(select * from usage_events where workspace_id = ${workspace})`)}`;
+with rolled as (
+  insert into usage_rollups (${KEY}, ${ROLLUP_SUMS.join(', ')})
+  ${summed(`(select * from invocations where workspace_id = ${workspace})`, `(select * from usage_events where workspace_id = ${workspace})`)}
+  returning *
+)
+insert into usage_key_rollups (${SERIES_KEY}, ${ROLLUP_SUMS.join(', ')})
+${bySeries('rolled')}`;

@@ -22,7 +22,7 @@
  */
 
 import { thresholdEventCtes } from '../events/outbox-sql.js';
-import { ROLLED_CALL_COLUMNS, ROLLED_EVENT_COLUMNS, rollUpCte } from '../invocations/rollup-sql.js';
+import { ROLLED_CALL_COLUMNS, ROLLED_EVENT_COLUMNS, rollUpCtes } from '../invocations/rollup-sql.js';
 import { priceOfCall } from '../prices/price-sql.js';
 
 /**
@@ -169,7 +169,7 @@ with expired as (
   returning ${ROLLED_EVENT_COLUMNS}
 ), new_events as (
   select * from u union all select * from a
-), ${rollUpCte('recorded', 'new_events')}, held as (
+), ${rollUpCtes('recorded', 'new_events')}, held as (
   select quota_period_id, sum(reserved_units) as reserved from expired group by quota_period_id
 ), used as (
   select quota_period_id, sum(units) as consumed from charged group by quota_period_id
