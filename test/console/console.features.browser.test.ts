@@ -365,7 +365,8 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'Asia/Tokyo' });
     try {
       const tokyo = await context.newPage();
-      tokyo.setDefaultTimeout(15_000);
+      // A busy 2-core CI host once took more than 15 s to draw the month's chart.
+      tokyo.setDefaultTimeout(30_000);
       await signIn(tokyo, t.url);
       await tokyo.goto(`${t.url}/console/#/w/${tenant.workspaceId}/usage`);
       await tokyo.getByRole('heading', { name: 'Usage over time', level: 1 }).waitFor();
