@@ -102,10 +102,5 @@ export const rollUpCtes = (calls: string, events: string) => `rolled_rows as (${
  * chosen times).
  */
 export const rebuildWorkspaceRollupsSql = (workspace: string) => `
-with rolled as (
-  insert into usage_rollups (${KEY}, ${ROLLUP_SUMS.join(', ')})
-  ${summed(`(select * from invocations where workspace_id = ${workspace})`, `(select * from usage_events where workspace_id = ${workspace})`)}
-  returning *
-)
-insert into usage_key_rollups (${SERIES_KEY}, ${ROLLUP_SUMS.join(', ')})
-${bySeries('rolled')}`;
+with ${rollUpCtes(`(select * from invocations where workspace_id = ${workspace})`, `(select * from usage_events where workspace_id = ${workspace})`)}
+select count(*) from rolled_rows`;
