@@ -34,12 +34,22 @@ export function Empty({ children }: { children: ComponentChildren }) {
   return <div class="empty">{children}</div>;
 }
 
-/** A long operation under way: an indeterminate progress bar with what it is doing. */
-export function Working({ label }: { label: string | undefined }) {
-  if (!label) return null;
+/**
+ * A long operation under way: an indeterminate progress bar with what it is doing. With `keepSpace`, its line is kept
+ * (empty) when nothing runs: above content that reloads in place (a list after a filter), it then never moves that
+ * content while a click on it is in progress. A filter's change fires as its field loses focus, on the mouse-down of
+ * the click that follows; a line put in between mouse-down and mouse-up moved the button under the pointer, and the
+ * click was lost.
+ */
+export function Working({ label, keepSpace = false }: { label: string | undefined; keepSpace?: boolean }) {
+  if (!label && !keepSpace) return null;
   return (
-    <div class="working" role="status" aria-live="polite">
-      <progress aria-label={label} /> {label}
+    <div class={keepSpace ? 'working kept' : 'working'} role="status" aria-live="polite">
+      {label ? (
+        <>
+          <progress aria-label={label} /> {label}
+        </>
+      ) : null}
     </div>
   );
 }

@@ -3,8 +3,8 @@
  * email, opens the refused call by its own URL and reads its reason, reads an upstream's error message, and exports
  * the filtered list as CSV. Each defect the console had here is an assertion: the user named (not an access UUID),
  * REJECTED rows with their reason, one distinct "Open" per row, a detail opened from a lower row in view and at its
- * own URL, an upstream 500's message, a filtered empty list that offers to clear the filters; and no serious or
- * critical axe-core violation in light or dark mode.
+ * own URL, an upstream 500's message, a filtered empty list that offers to clear the filters (and is cleared by a
+ * click while it reloads); and no serious or critical axe-core violation in light or dark mode.
  *
  * No Chromium: CI (CI=true) fails here; elsewhere the suite is skipped with a loud warning.
  */
@@ -190,8 +190,17 @@ describe.skipIf(!executablePath)('day two in the console: finding a failing call
     await page.getByLabel('Model (begins with)').dispatchEvent('change');
     await page.getByText('No invocation matches these filters').waitFor();
     expect(await page.getByText('Calls appear here once a user calls the gateway').count()).toBe(0);
-    await page.getByRole('button', { name: 'Clear the filters' }).click();
+    // A click at a person's pace (150 ms between mouse-down and mouse-up) while the list answers slowly: the field
+    // fires its change as it loses focus, on the mouse-down, and the list reloads while the click is under way. Its
+    // loading line must not move the button away from the pointer (the click was lost, and the filter kept).
+    const slowList = '**/invocations?*';
+    await page.route(slowList, async (route) => {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await route.continue();
+    });
+    await page.getByRole('button', { name: 'Clear the filters' }).click({ delay: 150 });
     await expect.poll(() => table().locator('tbody tr').count()).toBe(15);
+    await page.unroute(slowList);
   });
 
   it('exports the current filter as CSV: the rows the list shows', async () => {

@@ -50,7 +50,7 @@ export function AuditPage({ client, workspace }: PageProps) {
           </button>
         ) : null}
       </form>
-      <Working label={list.loading ? 'Loading the audit log…' : undefined} />
+      <Working label={list.loading ? 'Loading the audit log…' : undefined} keepSpace />
       <ErrorNote problem={list.problem} />
       {list.items?.length === 0 ? (
         <Empty>

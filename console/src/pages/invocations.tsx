@@ -367,7 +367,7 @@ export function InvocationsPage({ client, workspace, rest, query, setQuery }: Pa
         ) : null}
         <ExportButton client={client} workspaceId={workspaceId} filters={filters} />
       </form>
-      <Working label={list.loading ? 'Loading invocations…' : undefined} />
+      <Working label={list.loading ? 'Loading invocations…' : undefined} keepSpace />
       <ErrorNote problem={list.problem} />
       {open ? (
         <Detail

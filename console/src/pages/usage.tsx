@@ -422,7 +422,7 @@ export function UsagePage({ client, workspace }: PageProps) {
           </select>
         </Field>
       </form>
-      <Working label={action.working} />
+      <Working label={action.working} keepSpace />
       <ErrorNote problem={action.problem} />
       {summary && buckets.length === 0 ? (
         <Empty>No usage in this range. Usage appears once users call the gateway; try a longer range.</Empty>
