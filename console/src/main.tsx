@@ -9,7 +9,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
 import { clientFor, getInvocation, getWorkspace, listWorkspaces, storedKey, storeKey, type Client, type WorkspaceDto } from './api.js';
-import { ErrorNote, Field, useAction, valueOf, Working, WORKSPACES_CHANGED } from './ui.js';
+import { ErrorNote, Field, useAction, useRead, valueOf, Working, WORKSPACES_CHANGED } from './ui.js';
 import { WorkspacesPage } from './pages/workspaces.js';
 import { ConnectionsPage } from './pages/connections.js';
 import { PlansPage } from './pages/plans.js';
@@ -205,12 +205,13 @@ function WorkspacePicker({ client, current }: { client: Client; current: string 
  */
 function InvocationLink({ client, invocationId }: { client: Client; invocationId: string }) {
   const action = useAction();
-  useEffect(() => {
-    void action.run('Opening the invocation…', async () => {
-      const { data } = await getInvocation({ client, path: { invocationId } });
-      window.location.replace(`#/w/${data.workspaceId}/invocations/${data.id}`);
-    });
-  }, [invocationId]);
+  useRead(
+    action,
+    'Opening the invocation…',
+    async () => (await getInvocation({ client, path: { invocationId } })).data,
+    (found) => window.location.replace(`#/w/${found.workspaceId}/invocations/${found.id}`),
+    [invocationId],
+  );
   return (
     <>
       <h1>Invocation</h1>
@@ -226,11 +227,14 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
   const pageName = route[0] === 'w' ? (route[2] ?? 'connections') : 'workspaces';
   const [workspace, setWorkspace] = useState<WorkspaceDto | undefined>();
   const action = useAction();
-  useEffect(() => {
-    setWorkspace(undefined);
-    if (workspaceId)
-      void action.run('Opening the workspace…', async () => setWorkspace((await getWorkspace({ client, path: { workspaceId } })).data));
-  }, [workspaceId]);
+  useEffect(() => setWorkspace(undefined), [workspaceId]);
+  useRead(
+    action,
+    'Opening the workspace…',
+    workspaceId ? async () => (await getWorkspace({ client, path: { workspaceId } })).data : undefined,
+    setWorkspace,
+    [workspaceId],
+  );
   const page = PAGES.find((p) => p.path === pageName);
   const Page = page?.component;
   useEffect(() => {

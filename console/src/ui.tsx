@@ -76,6 +76,35 @@ export function useAction() {
   return { working, problem, run, setProblem };
 }
 
+/**
+ * Reads with `action` (its label while it runs, its error) each time `deps` change, and hands the answer to `use`
+ * only if no later read started meanwhile: an answer to an earlier ask (another workspace, call or range) can arrive
+ * after a later one's, and must not replace it. Without `read`, nothing is read.
+ */
+export function useRead<T>(
+  action: ReturnType<typeof useAction>,
+  label: string,
+  read: (() => Promise<T>) | undefined,
+  use: (answer: T) => void,
+  deps: unknown[],
+) {
+  useEffect(() => {
+    if (!read) return;
+    let latest = true;
+    void action.run(label, async () => {
+      try {
+        const answer = await read();
+        if (latest) use(answer);
+      } catch (err) {
+        if (latest) throw err;
+      }
+    });
+    return () => {
+      latest = false;
+    };
+  }, deps);
+}
+
 interface PageResult<T> {
   data: T[];
   response: Response;

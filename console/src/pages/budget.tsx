@@ -1,7 +1,7 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { getWorkspaceBudget, setWorkspaceBudget, type WorkspaceBudgetDto } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, formatMoney, microsOf, useAction, valueOf, when, Working } from '../ui.js';
+import { Empty, ErrorNote, Field, Form, formatMoney, microsOf, useAction, useRead, valueOf, when, Working } from '../ui.js';
 
 /** Micro-units as a decimal amount for an input: 12500000 → 12.5. */
 function amountOf(micros: string | undefined): string {
@@ -59,17 +59,21 @@ export function BudgetPage({ client, workspace }: PageProps) {
     setBudget(b);
     setForm({ period: b.period, soft: amountOf(b.softLimitMicros), hard: amountOf(b.hardLimitMicros) });
   };
-  useEffect(() => {
-    void load.run('Reading the budget…', async () => {
+  useRead(
+    load,
+    'Reading the budget…',
+    async () => {
       try {
-        show((await getWorkspaceBudget({ client, path: { workspaceId } })).data);
+        return (await getWorkspaceBudget({ client, path: { workspaceId } })).data;
       } catch (err) {
         // None set yet is a state of the page, not an error.
-        if ((err as { status?: number }).status === 404) setBudget(null);
-        else throw err;
+        if ((err as { status?: number }).status === 404) return null;
+        throw err;
       }
-    });
-  }, [workspaceId]);
+    },
+    (found) => (found ? show(found) : setBudget(null)),
+    [workspaceId],
+  );
   const set = (field: keyof typeof form) => (e: Event) => setForm({ ...form, [field]: valueOf(e) });
   const save = async () => {
     const res = await action.run('Saving the budget…', () => {

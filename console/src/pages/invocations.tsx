@@ -1,7 +1,21 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { exportInvocations, getInvocation, listInvocations, listProviderConnections, type InvocationDto } from '../api.js';
 import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Pager, Status, usePaged, useAction, valueOf, when, Working, ListTable, formatNumber } from '../ui.js';
+import {
+  Empty,
+  ErrorNote,
+  Field,
+  Pager,
+  Status,
+  usePaged,
+  useAction,
+  useRead,
+  valueOf,
+  when,
+  Working,
+  ListTable,
+  formatNumber,
+} from '../ui.js';
 
 type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
 const ms = (v: number | undefined) => (v === undefined ? '—' : `${v.toFixed(1)} ms`);
@@ -58,12 +72,14 @@ function Detail({
   const [invocation, setInvocation] = useState<InvocationDto | undefined>();
   const action = useAction();
   const heading = useRef<HTMLHeadingElement>(null);
-  useEffect(() => {
-    setInvocation(undefined);
-    void action.run('Reading the invocation…', async () =>
-      setInvocation((await getInvocation({ client, path: { invocationId: id } })).data),
-    );
-  }, [id]);
+  useEffect(() => setInvocation(undefined), [id]);
+  useRead(
+    action,
+    'Reading the invocation…',
+    async () => (await getInvocation({ client, path: { invocationId: id } })).data,
+    setInvocation,
+    [id],
+  );
   // Opened from a row far down the list: brought into view, and focused for a screen reader.
   useEffect(() => {
     if (!invocation || !heading.current) return;

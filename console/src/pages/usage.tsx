@@ -18,6 +18,7 @@ import {
   formatNumber,
   useAccessNames,
   useAction,
+  useRead,
   useInferenceKeys,
   valueOf,
   Working,
@@ -330,22 +331,18 @@ export function UsagePage({ client, workspace }: PageProps) {
     ]).then((found) => setNames(Object.fromEntries(found.flat())));
   }, [workspaceId]);
 
-  useEffect(() => {
-    const chosen = RANGES[range]!;
-    const until = new Date();
-    const since = new Date(until.getTime() - chosen.ms);
-    void action.run('Summing usage…', async () =>
-      setSummary(
-        (
-          await getUsageSummary({
-            client,
-            path: { workspaceId },
-            query: summaryQuery({ since: since.toISOString(), until: until.toISOString(), granularity, groupBy, timeZone: localZone() }),
-          })
-        ).data,
-      ),
-    );
-  }, [workspaceId, range, granularity, groupBy]);
+  useRead(
+    action,
+    'Summing usage…',
+    async () => {
+      const until = new Date();
+      const since = new Date(until.getTime() - RANGES[range]!.ms);
+      const query = summaryQuery({ since: since.toISOString(), until: until.toISOString(), granularity, groupBy, timeZone: localZone() });
+      return (await getUsageSummary({ client, path: { workspaceId }, query })).data;
+    },
+    setSummary,
+    [workspaceId, range, granularity, groupBy],
+  );
 
   const buckets = summary?.buckets ?? [];
   const seriesKeys = buckets.map((b) => b.key).filter(Boolean);

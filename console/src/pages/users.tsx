@@ -26,6 +26,7 @@ import {
   Status,
   usePaged,
   useAction,
+  useRead,
   valueOf,
   when,
   Working,
@@ -38,9 +39,9 @@ type AccessStatus = 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
 function QuotaBar({ client, accessId }: { client: Client; accessId: string }) {
   const [quota, setQuota] = useState<QuotaSnapshotDto | undefined>();
   const action = useAction();
-  useEffect(() => {
-    void action.run('Reading the quota…', async () => setQuota((await getWorkspaceAccessQuota({ client, path: { accessId } })).data));
-  }, [accessId]);
+  useRead(action, 'Reading the quota…', async () => (await getWorkspaceAccessQuota({ client, path: { accessId } })).data, setQuota, [
+    accessId,
+  ]);
   if (!quota) return <ErrorNote problem={action.problem} />;
   const granted = Number(quota.grantedUnits) || 1;
   const pct = (v: string) => `${Math.min(100, (Number(v) / granted) * 100).toFixed(2)}%`;
