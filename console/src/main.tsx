@@ -206,11 +206,10 @@ function WorkspacePicker({ client, current }: { client: Client; current: string 
 function InvocationLink({ client, invocationId }: { client: Client; invocationId: string }) {
   const action = useAction();
   useRead(
-    action,
-    'Opening the invocation…',
     async () => (await getInvocation({ client, path: { invocationId } })).data,
     (found) => window.location.replace(`#/w/${found.workspaceId}/invocations/${found.id}`),
     [invocationId],
+    { action, label: 'Opening the invocation…' },
   );
   return (
     <>
@@ -228,13 +227,10 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
   const [workspace, setWorkspace] = useState<WorkspaceDto | undefined>();
   const action = useAction();
   useEffect(() => setWorkspace(undefined), [workspaceId]);
-  useRead(
+  useRead(workspaceId ? async () => (await getWorkspace({ client, path: { workspaceId } })).data : undefined, setWorkspace, [workspaceId], {
     action,
-    'Opening the workspace…',
-    workspaceId ? async () => (await getWorkspace({ client, path: { workspaceId } })).data : undefined,
-    setWorkspace,
-    [workspaceId],
-  );
+    label: 'Opening the workspace…',
+  });
   const page = PAGES.find((p) => p.path === pageName);
   const Page = page?.component;
   useEffect(() => {

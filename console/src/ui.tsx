@@ -77,28 +77,29 @@ export function useAction() {
 }
 
 /**
- * Reads with `action` (its label while it runs, its error) each time `deps` change, and hands the answer to `use`
- * only if no later read started meanwhile: an answer to an earlier ask (another workspace, call or range) can arrive
- * after a later one's, and must not replace it. Without `read`, nothing is read.
+ * Reads each time `deps` change, and hands the answer to `use` only if no later read started meanwhile: an answer to
+ * an earlier ask (another workspace, call or range) can arrive after a later one's, and must not replace it. With
+ * `shown`, the read runs as that action (its label while it runs, its error); without, a failure is dropped (a
+ * read that has an answer for it gives it). Without `read`, nothing is read.
  */
 export function useRead<T>(
-  action: ReturnType<typeof useAction>,
-  label: string,
   read: (() => Promise<T>) | undefined,
   use: (answer: T) => void,
   deps: unknown[],
+  shown?: { action: ReturnType<typeof useAction>; label: string },
 ) {
   useEffect(() => {
     if (!read) return;
     let latest = true;
-    void action.run(label, async () => {
+    const answered = async () => {
       try {
         const answer = await read();
         if (latest) use(answer);
       } catch (err) {
         if (latest) throw err;
       }
-    });
+    };
+    void (shown ? shown.action.run(shown.label, answered) : answered().catch(() => undefined));
     return () => {
       latest = false;
     };

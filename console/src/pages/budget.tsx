@@ -60,8 +60,6 @@ export function BudgetPage({ client, workspace }: PageProps) {
     setForm({ period: b.period, soft: amountOf(b.softLimitMicros), hard: amountOf(b.hardLimitMicros) });
   };
   useRead(
-    load,
-    'Reading the budget…',
     async () => {
       try {
         return (await getWorkspaceBudget({ client, path: { workspaceId } })).data;
@@ -73,6 +71,7 @@ export function BudgetPage({ client, workspace }: PageProps) {
     },
     (found) => (found ? show(found) : setBudget(null)),
     [workspaceId],
+    { action: load, label: 'Reading the budget…' },
   );
   const set = (field: keyof typeof form) => (e: Event) => setForm({ ...form, [field]: valueOf(e) });
   const save = async () => {

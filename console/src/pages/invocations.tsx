@@ -73,13 +73,10 @@ function Detail({
   const action = useAction();
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => setInvocation(undefined), [id]);
-  useRead(
+  useRead(async () => (await getInvocation({ client, path: { invocationId: id } })).data, setInvocation, [id], {
     action,
-    'Reading the invocation…',
-    async () => (await getInvocation({ client, path: { invocationId: id } })).data,
-    setInvocation,
-    [id],
-  );
+    label: 'Reading the invocation…',
+  });
   // Opened from a row far down the list: brought into view, and focused for a screen reader.
   useEffect(() => {
     if (!invocation || !heading.current) return;

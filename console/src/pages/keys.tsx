@@ -19,6 +19,7 @@ import {
   ShownOnce,
   usePaged,
   useAction,
+  useRead,
   UserPicker,
   valueOf,
   when,
@@ -37,13 +38,21 @@ export function KeysPage({ client, workspace, rest }: PageProps) {
       .catch(() => setAnyUser(undefined));
   }, [workspaceId]);
   // A link to #/w/<ws>/keys/<accessId> names the access: its user is read to show who it is.
-  useEffect(() => {
-    if (!accessId || user?.access.id === accessId) return;
-    getWorkspaceAccess({ client, path: { accessId } })
-      .then((res) => listWorkspaceUsers({ client, path: { workspaceId }, query: { externalUserId: res.data.externalUserId, limit: 1 } }))
-      .then((page) => setUser(page.data[0]))
-      .catch(() => setUser(undefined));
-  }, [accessId]);
+  useRead(
+    accessId && user?.access.id !== accessId
+      ? () =>
+          getWorkspaceAccess({ client, path: { accessId } })
+            .then((res) =>
+              listWorkspaceUsers({ client, path: { workspaceId }, query: { externalUserId: res.data.externalUserId, limit: 1 } }),
+            )
+            .then(
+              (page) => page.data[0],
+              () => undefined,
+            )
+      : undefined,
+    setUser,
+    [accessId],
+  );
   const choose = (chosen: WorkspaceUserDto) => {
     setUser(chosen);
     window.location.hash = `#/w/${workspaceId}/keys/${chosen.access.id}`;

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import {
   bindPlanStrategy,
   closePlanStrategyBinding,
@@ -28,6 +28,7 @@ import {
   Status,
   usePaged,
   useAction,
+  useRead,
   valueOf,
   when,
   Working,
@@ -387,12 +388,15 @@ function limitsOf(p: WorkspacePlanDto): string {
 /** The strategy bound to a plan now (getPlan's bindings in force), by name. */
 function BoundStrategy({ client, plan, strategies }: { client: Client; plan: WorkspacePlanDto; strategies: QuotaStrategyDto[] }) {
   const [bound, setBound] = useState<string[] | undefined>();
-  useEffect(() => {
-    getPlan({ client, path: { planId: plan.id } }).then(
-      (res) => setBound(res.data.strategyBindings.map((b) => b.strategyId)),
-      () => setBound([]),
-    );
-  }, [plan.id, plan.updatedAt, plan.status]);
+  useRead(
+    () =>
+      getPlan({ client, path: { planId: plan.id } }).then(
+        (res) => res.data.strategyBindings.map((b) => b.strategyId),
+        () => [],
+      ),
+    setBound,
+    [plan.id, plan.updatedAt, plan.status],
+  );
   if (!bound) return <span class="id">…</span>;
   if (bound.length === 0) return <span class="id">none in force</span>;
   return (

@@ -332,8 +332,6 @@ export function UsagePage({ client, workspace }: PageProps) {
   }, [workspaceId]);
 
   useRead(
-    action,
-    'Summing usage…',
     async () => {
       const until = new Date();
       const since = new Date(until.getTime() - RANGES[range]!.ms);
@@ -342,6 +340,7 @@ export function UsagePage({ client, workspace }: PageProps) {
     },
     setSummary,
     [workspaceId, range, granularity, groupBy],
+    { action, label: 'Summing usage…' },
   );
 
   const buckets = summary?.buckets ?? [];

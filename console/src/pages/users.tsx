@@ -39,9 +39,10 @@ type AccessStatus = 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
 function QuotaBar({ client, accessId }: { client: Client; accessId: string }) {
   const [quota, setQuota] = useState<QuotaSnapshotDto | undefined>();
   const action = useAction();
-  useRead(action, 'Reading the quota…', async () => (await getWorkspaceAccessQuota({ client, path: { accessId } })).data, setQuota, [
-    accessId,
-  ]);
+  useRead(async () => (await getWorkspaceAccessQuota({ client, path: { accessId } })).data, setQuota, [accessId], {
+    action,
+    label: 'Reading the quota…',
+  });
   if (!quota) return <ErrorNote problem={action.problem} />;
   const granted = Number(quota.grantedUnits) || 1;
   const pct = (v: string) => `${Math.min(100, (Number(v) / granted) * 100).toFixed(2)}%`;
@@ -74,12 +75,15 @@ function QuotaBar({ client, accessId }: { client: Client; accessId: string }) {
 /** Consumed of granted units this period, with a badge from 80 % (near the limit) and at 100 % (used up). */
 function QuotaCell({ client, accessId }: { client: Client; accessId: string }) {
   const [quota, setQuota] = useState<QuotaSnapshotDto | null | undefined>();
-  useEffect(() => {
-    getWorkspaceAccessQuota({ client, path: { accessId } }).then(
-      (res) => setQuota(res.data),
-      () => setQuota(null),
-    );
-  }, [accessId]);
+  useRead(
+    () =>
+      getWorkspaceAccessQuota({ client, path: { accessId } }).then(
+        (res) => res.data,
+        () => null,
+      ),
+    setQuota,
+    [accessId],
+  );
   if (quota === undefined) return <span class="id">…</span>;
   if (quota === null) return <span class="id">—</span>;
   const granted = Number(quota.grantedUnits);
