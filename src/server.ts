@@ -78,6 +78,7 @@ async function main() {
       primary = runPrimary(config);
       return;
     }
+    if (cluster.isWorker) (await import('./workers.js')).writeWholeLines();
     const { announceRootKey, buildApp, listen } = await import('./app.js');
     const { createLogger } = await import('./observability/logger.js');
     // A worker's lines say which worker wrote them: the workers share the primary's stdout.

@@ -16,6 +16,20 @@ import cluster, { type Worker } from 'node:cluster';
 import type { Config } from './config.js';
 import { createLogger } from './observability/logger.js';
 
+/**
+ * The primary and its workers write to one stdout and stderr, the primary's, inherited. Node writes to a pipe
+ * asynchronously on POSIX: lines that wait while the reader is slow go out later in one writev, which the kernel may
+ * cut anywhere once it is longer than the pipe's atomic size (4 KiB), so another process's line lands inside one of
+ * ours and a log shipper reads two broken lines. Blocking writes make each line a write of its own, whole up to
+ * 4 KiB. The price: a process whose reader has stopped reading waits for it (as pino's default synchronous
+ * destination does) instead of holding its lines in memory. Called by the primary and by each worker.
+ */
+export function writeWholeLines(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    (stream as unknown as { _handle?: { setBlocking?: (blocking: boolean) => number } })._handle?.setBlocking?.(true);
+  }
+}
+
 const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 30_000;
 /** A worker that lived this long was healthy: the next restart waits the first delay again. */
@@ -23,6 +37,7 @@ const HEALTHY_AFTER_MS = 30_000;
 const KILL_GRACE_MS = 7_000;
 
 export function runPrimary(config: Config): { stop(signal: string): void } {
+  writeWholeLines();
   const logger = createLogger(config.logLevel, undefined, { primary: true, pid: process.pid });
   const startedAt = new Map<Worker, number>();
   const restarts = new Set<NodeJS.Timeout>();

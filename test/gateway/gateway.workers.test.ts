@@ -2,7 +2,8 @@
  * NEXUS_WORKERS=2 (src/workers.ts) as `npm start` runs it, a real process on the test database: concurrent
  * gateway calls (the official openai SDK) against a small quota are served by both workers, and the quota
  * stays exact across them (no overspend, consumed == the charges recorded); SIGTERM stops every worker and
- * the primary exits 0. And the embedded database refuses NEXUS_WORKERS>1 at start.
+ * the primary exits 0; a log reader that stops reading for a while still gets every line whole. And the embedded
+ * database refuses NEXUS_WORKERS>1 at start.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -131,6 +132,37 @@ describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
     expect(lines.some((l) => l.msg === 'all workers stopped')).toBe(true);
     for (const pid of workers) expect(() => process.kill(pid as number, 0)).toThrow();
   }, 180_000);
+
+  it('a log reader that stops reading for a while: every line the primary and its workers write stays whole', async () => {
+    nexus = await startNexusProcess({
+      DATABASE_URL: t.database.url!,
+      ...(t.database.schema ? { NEXUS_DATABASE_SCHEMA: t.database.schema } : {}),
+      ...(t.database.directUrl ? { NEXUS_DATABASE_LISTEN_URL: t.database.directUrl } : {}),
+      NEXUS_DATA_DIR: join(dataDir, 'slow-reader'),
+      NEXUS_WORKERS: '2',
+    });
+    const p = nexus;
+    await until(async () => p.logLines().filter((l) => l.msg === 'listening').length === 2, 60_000);
+    // The pipe (64 KiB) fills while its reader pauses; 4,000 refused requests write a line each, on both workers.
+    // Written asynchronously, the lines that waited went out in large writes the kernel cut, and a line of one
+    // worker landed inside a line of the other.
+    p.child.stdout!.pause();
+    const statuses = Promise.all(
+      Array.from({ length: 4000 }, () =>
+        fetch(`${p.url}/admin/v1/workspaces`, { headers: { authorization: 'Bearer nope' } }).then((r) => r.status),
+      ),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    p.child.stdout!.resume();
+    expect(new Set(await statuses)).toEqual(new Set([401]));
+    const refusals = () => p.logLines().filter((l) => l.msg === 'request' && l.status === 401);
+    await until(async () => refusals().length === 4000, 20_000);
+    expect(new Set(refusals().map((l) => l.pid)).size).toBe(2);
+    // Every line is one whole JSON object (logLines parses each line that begins with '{').
+    const written = p.output().split('\n').filter(Boolean);
+    expect(written.filter((line) => !line.startsWith('{'))).toEqual([]);
+    expect(await p.stop()).toBe(0);
+  }, 120_000);
 });
 
 describe('NEXUS_WORKERS on the embedded database', () => {
