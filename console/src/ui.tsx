@@ -38,8 +38,8 @@ export function Empty({ children }: { children: ComponentChildren }) {
  * A long operation under way: an indeterminate progress bar with what it is doing. With `keepSpace`, its line is kept
  * (empty) when nothing runs: above content that reloads in place (a list after a filter), it then never moves that
  * content while a click on it is in progress. A filter's change fires as its field loses focus, on the mouse-down of
- * the click that follows; a line put in between mouse-down and mouse-up moved the button under the pointer, and the
- * click was lost.
+ * the click that follows; a line put in between mouse-down and mouse-up would move the button from under the
+ * pointer, and the click would be lost.
  */
 export function Working({ label, keepSpace = false }: { label: string | undefined; keepSpace?: boolean }) {
   if (!label && !keepSpace) return null;
