@@ -55,22 +55,25 @@ export function Working({ label, keepSpace = false }: { label: string | undefine
 }
 
 /**
- * An action's state: run(fn) shows `label` while it runs, the API's error when it fails, and
- * calls onDone with its result.
+ * An action's state: run(fn) shows `label` while it runs, the API's error when it fails, and resolves to fn's
+ * result (undefined when it failed). When runs overlap, what shows is the last one's: an earlier run that ends first
+ * neither takes the label away nor shows its error.
  */
 export function useAction() {
   const [working, setWorking] = useState<string | undefined>();
   const [problem, setProblem] = useState<Problem | undefined>();
+  const lastRun = useRef(0);
   const run = useCallback(async <T,>(label: string, fn: () => Promise<T>): Promise<T | undefined> => {
+    const id = ++lastRun.current;
     setWorking(label);
     setProblem(undefined);
     try {
       return await fn();
     } catch (err) {
-      setProblem(problemOf(err));
+      if (id === lastRun.current) setProblem(problemOf(err));
       return undefined;
     } finally {
-      setWorking(undefined);
+      if (id === lastRun.current) setWorking(undefined);
     }
   }, []);
   return { working, problem, run, setProblem };
@@ -117,41 +120,30 @@ interface PageResult<T> {
  */
 export function usePaged<T>(fetchPage: (cursor: string | undefined) => Promise<PageResult<T>>, deps: unknown[]) {
   const [items, setItems] = useState<T[] | undefined>();
-  const [problem, setProblem] = useState<Problem | undefined>();
-  const [loading, setLoading] = useState(false);
   const [cursors, setCursors] = useState<(string | undefined)[]>([undefined]);
   const [next, setNext] = useState<string | undefined>();
   const [version, setVersion] = useState(0);
-  const fetchRef = useRef(fetchPage);
-  fetchRef.current = fetchPage;
+  const action = useAction();
   const cursor = cursors[cursors.length - 1];
 
   useEffect(() => {
     setCursors([undefined]);
   }, deps);
 
-  useEffect(() => {
-    let live = true;
-    setLoading(true);
-    setProblem(undefined);
-    fetchRef
-      .current(cursor)
-      .then((page) => {
-        if (!live) return;
-        setItems(page.data);
-        setNext(page.response.headers.get('x-next-cursor') ?? undefined);
-      })
-      .catch((err: unknown) => live && setProblem(problemOf(err)))
-      .finally(() => live && setLoading(false));
-    return () => {
-      live = false;
-    };
-  }, [cursors, version]);
+  useRead(
+    () => fetchPage(cursor),
+    (page) => {
+      setItems(page.data);
+      setNext(page.response.headers.get('x-next-cursor') ?? undefined);
+    },
+    [cursors, version],
+    { action, label: 'Loading' },
+  );
 
   return {
     items,
-    problem,
-    loading,
+    problem: action.problem,
+    loading: action.working !== undefined,
     page: cursors.length,
     hasNext: next !== undefined,
     hasPrevious: cursors.length > 1,
