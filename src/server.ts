@@ -73,12 +73,14 @@ async function main() {
   try {
     if (existsSync('.env')) process.loadEnvFile('.env');
     const config = loadConfig();
-    if (config.workers > 1 && cluster.isPrimary) {
-      const { runPrimary } = await import('./workers.js');
-      primary = runPrimary(config);
-      return;
+    if (config.workers > 1) {
+      const { runPrimary, writeWholeLines } = await import('./workers.js');
+      writeWholeLines();
+      if (cluster.isPrimary) {
+        primary = runPrimary(config);
+        return;
+      }
     }
-    if (cluster.isWorker) (await import('./workers.js')).writeWholeLines();
     const { announceRootKey, buildApp, listen } = await import('./app.js');
     const { createLogger } = await import('./observability/logger.js');
     // A worker's lines say which worker wrote them: the workers share the primary's stdout.

@@ -22,7 +22,7 @@ import { createLogger } from './observability/logger.js';
  * cut anywhere once it is longer than the pipe's atomic size (4 KiB), so another process's line lands inside one of
  * ours and a log shipper reads two broken lines. Blocking writes make each line a write of its own, whole up to
  * 4 KiB. The price: a process whose reader has stopped reading waits for it (as pino's default synchronous
- * destination does) instead of holding its lines in memory. Called by the primary and by each worker.
+ * destination does) instead of holding its lines in memory. Called by the primary and by each worker (src/server.ts).
  */
 export function writeWholeLines(): void {
   for (const stream of [process.stdout, process.stderr]) {
@@ -37,7 +37,6 @@ const HEALTHY_AFTER_MS = 30_000;
 const KILL_GRACE_MS = 7_000;
 
 export function runPrimary(config: Config): { stop(signal: string): void } {
-  writeWholeLines();
   const logger = createLogger(config.logLevel, undefined, { primary: true, pid: process.pid });
   const startedAt = new Map<Worker, number>();
   const restarts = new Set<NodeJS.Timeout>();

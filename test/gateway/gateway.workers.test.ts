@@ -40,16 +40,20 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
+/** NEXUS_WORKERS=2 on the test database, its data in `data`. */
+const startWorkers = (data: string, env: Record<string, string> = {}) =>
+  startNexusProcess({
+    DATABASE_URL: t.database.url!,
+    ...(t.database.schema ? { NEXUS_DATABASE_SCHEMA: t.database.schema } : {}),
+    ...(t.database.directUrl ? { NEXUS_DATABASE_LISTEN_URL: t.database.directUrl } : {}),
+    NEXUS_DATA_DIR: data,
+    NEXUS_WORKERS: '2',
+    ...env,
+  });
+
 describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
   it('serves concurrent calls on both workers with the quota exact across them; SIGTERM stops them all', async () => {
-    nexus = await startNexusProcess({
-      DATABASE_URL: t.database.url!,
-      ...(t.database.schema ? { NEXUS_DATABASE_SCHEMA: t.database.schema } : {}),
-      ...(t.database.directUrl ? { NEXUS_DATABASE_LISTEN_URL: t.database.directUrl } : {}),
-      NEXUS_DATA_DIR: dataDir,
-      NEXUS_WORKERS: '2',
-      NEXUS_QUOTA_LEASE_IDLE_MS: '200',
-    });
+    nexus = await startWorkers(dataDir, { NEXUS_QUOTA_LEASE_IDLE_MS: '200' });
     const p = nexus;
     // /healthz answered: the first worker listens. The second starts after it.
     await until(async () => p.logLines().filter((l) => l.msg === 'listening').length === 2, 60_000);
@@ -134,13 +138,7 @@ describe.skipIf(!usesPostgres)('NEXUS_WORKERS=2 on PostgreSQL', () => {
   }, 180_000);
 
   it('a log reader that stops reading for a while: every line the primary and its workers write stays whole', async () => {
-    nexus = await startNexusProcess({
-      DATABASE_URL: t.database.url!,
-      ...(t.database.schema ? { NEXUS_DATABASE_SCHEMA: t.database.schema } : {}),
-      ...(t.database.directUrl ? { NEXUS_DATABASE_LISTEN_URL: t.database.directUrl } : {}),
-      NEXUS_DATA_DIR: join(dataDir, 'slow-reader'),
-      NEXUS_WORKERS: '2',
-    });
+    nexus = await startWorkers(join(dataDir, 'slow-reader'));
     const p = nexus;
     await until(async () => p.logLines().filter((l) => l.msg === 'listening').length === 2, 60_000);
     // The pipe (64 KiB) fills while its reader pauses; 4,000 refused requests write a line each, on both workers.
