@@ -10,9 +10,9 @@
  *
  * Then the estimate's cost for a 2 KB English prompt (a chat request), in µs: the walk, the count and
  * the bound on a parsed body, each of BENCH_ESTIMATE_PROMPTS (default 2,000) different prompts once per
- * round, BENCH_ESTIMATE_ROUNDS rounds (default 7, after 2 to warm up); the median round is printed, with
- * gpt-tokenizer's countTokens of the same prompts and the whole prepareCall (parse, caps, bound) beside
- * it. Then 2 KB CJK prompts of random common characters (every run between full stops a piece to merge,
+ * round, BENCH_ESTIMATE_ROUNDS rounds (default 15, at least 10, after 2 to warm up); the median round is
+ * printed with the interquartile range of the rounds, with gpt-tokenizer's countTokens of the same prompts and
+ * the whole prepareCall (parse, caps, bound) beside it. The estimate's figure is checked against TARGET_US. Then 2 KB CJK prompts of random common characters (every run between full stops a piece to merge,
  * none seen before). Last, 64 KiB of random base64 sent as text, whose pieces are mostly outside the
  * vocabulary: what the estimate costs (its merges bounded) against countTokens, in ms.
  */
@@ -28,7 +28,9 @@ import { openai } from '../src/gateway/protocols/openai.js';
 import { corpus, englishPrompt } from '../test/fixtures/input-corpus.js';
 
 const PROMPTS = Number(process.env.BENCH_ESTIMATE_PROMPTS ?? 2000);
-const ROUNDS = Number(process.env.BENCH_ESTIMATE_ROUNDS ?? 7);
+const ROUNDS = Math.max(10, Number(process.env.BENCH_ESTIMATE_ROUNDS ?? 15));
+/** What a 2 KB English prompt's estimate may cost, in µs of CPU (docs/pricing.md "Input bounds"). */
+const TARGET_US = 20;
 const AS_TEXT = { disallowedSpecial: new Set<string>() };
 const CAPS = { maxOutputTokens: 1000, clamp: true };
 
@@ -89,10 +91,17 @@ const raws = bodies.map((b) => Buffer.from(JSON.stringify(b)));
 
 /**
  * µs per prompt of each run's median round, in CPU time (this process's, user and system: on a host shared
- * with other work, wall time also counts the time the process waited for a CPU), and in wall time. The runs
- * take turns round by round, so that a change in the host's load weighs on each alike.
+ * with other work, wall time also counts the time the process waited for a CPU), with the first and third
+ * quartiles of its rounds' CPU time, and in wall time. The runs take turns round by round, so that a change in
+ * the host's load weighs on each alike.
  */
-function medians(runs: Record<string, () => void>): Record<string, { cpu: number; wall: number }> {
+interface Timed {
+  cpu: number;
+  q1: number;
+  q3: number;
+  wall: number;
+}
+function medians(runs: Record<string, () => void>): Record<string, Timed> {
   const cpu: Record<string, number[]> = {};
   const wall: Record<string, number[]> = {};
   for (let r = 0; r < ROUNDS + 2; r++) {
@@ -106,10 +115,24 @@ function medians(runs: Record<string, () => void>): Record<string, { cpu: number
       (cpu[name] ??= []).push((user + system) / PROMPTS);
     }
   }
-  const mid = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  return Object.fromEntries(Object.keys(runs).map((name) => [name, { cpu: mid(cpu[name]!), wall: mid(wall[name]!) }]));
+  return Object.fromEntries(
+    Object.keys(runs).map((name) => {
+      const q = quartiles(cpu[name]!);
+      return [name, { cpu: q.median, q1: q.q1, q3: q.q3, wall: quartiles(wall[name]!).median }];
+    }),
+  );
 }
-const µs = (m: { cpu: number; wall: number }) => `${m.cpu.toFixed(1)} µs CPU (${m.wall.toFixed(1)} µs wall)`;
+/** The median and the first and third quartiles of `xs` (linear interpolation between the nearest ranks). */
+function quartiles(xs: number[]): { q1: number; median: number; q3: number } {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const at = (p: number) => {
+    const i = p * (sorted.length - 1);
+    const below = Math.floor(i);
+    return sorted[below]! + (sorted[Math.min(below + 1, sorted.length - 1)]! - sorted[below]!) * (i - below);
+  };
+  return { q1: at(0.25), median: at(0.5), q3: at(0.75) };
+}
+const µs = (m: Timed) => `${m.cpu.toFixed(1)} µs CPU (IQR ${m.q1.toFixed(1)}-${m.q3.toFixed(1)}; ${m.wall.toFixed(1)} µs wall)`;
 
 /**
  * The count as the estimate made it before o200k-split.ts: every piece cut by o200k's expression and looked up
@@ -160,9 +183,11 @@ const timed = medians({
     for (const raw of raws) sink += Number(prepareCall(chat, raw, CAPS).inputBound);
   },
 });
-const { estimate, count, previous, countTokens, whole } = timed as Record<string, { cpu: number; wall: number }>;
+const { estimate, count, previous, countTokens, whole } = timed;
 const kb = Buffer.byteLength(prompts[0]!) / 1024;
-console.log(`\nA ${kb.toFixed(1)} KiB English prompt (${PROMPTS} different ones, median of ${ROUNDS} rounds, the runs taking turns):`);
+console.log(
+  `\nA ${kb.toFixed(1)} KiB English prompt (${PROMPTS} different ones, median of ${ROUNDS} rounds and their IQR, the runs taking turns; load now ${loadavg()[0]!.toFixed(2)}):`,
+);
 console.log(`  estimate (walk, count, bound):     ${µs(estimate!)}, ${((kb * 1024) / estimate!.cpu).toFixed(0)} MB/s`);
 console.log(`  its count of the prompt alone:     ${µs(count!)}`);
 console.log(`  the count by o200k's expression:   ${µs(previous!)} (every piece cut by the expression, looked up)`);
@@ -173,6 +198,9 @@ console.log(
     estimate!.cpu,
     estimate!.cpu - count!.cpu + previous!.cpu,
   )}`,
+);
+console.log(
+  `  target: the estimate at most ${TARGET_US} µs CPU: ${estimate!.cpu <= TARGET_US ? 'met' : 'NOT met'} in this run (median ${estimate!.cpu.toFixed(1)} µs, third quartile ${estimate!.q3.toFixed(1)} µs)`,
 );
 
 // 2 KB of CJK never seen before (random common characters, a full stop every 12 to 40): each run between

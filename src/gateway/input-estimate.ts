@@ -30,7 +30,7 @@
  */
 import o200k, { countTokens, setMergeCacheSize } from 'gpt-tokenizer/encoding/o200k_base';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
-import { NOT_ASCII, pieceEnd } from './o200k-split.js';
+import { NOT_ASCII, pieceEnd, utf16 } from './o200k-split.js';
 
 /**
  * Tokens an inline image may cost at most, whatever its size in bytes: providers scale an image down before
@@ -96,25 +96,19 @@ const SPLIT = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'yu');
 /**
  * Short pieces already counted, in a table of HOT_SLOTS found by a hash of the piece's characters (FNV-1a),
  * one piece a slot, the last one counted there: most of a prompt's pieces are found in it without making a
- * string of them or looking them up in the 200,000 entries of the vocabulary. A slot is a hit only when
- * its piece's characters are the piece's, so the count is o200k's whatever the hash.
+ * string of them or looking them up in the 200,000 entries of the vocabulary. A slot holds its piece's length
+ * and its characters themselves, four to an integer (a piece of up to HOT_PIECE characters, each below 256:
+ * ASCII and Latin-1): a slot is a hit only when they are the piece's, so the count is o200k's whatever the hash.
  */
 const HOT_SLOTS = 1 << 14;
-/**
- * The longest piece kept in the table, in UTF-16 units: V8 copies a string this short out of the text it is
- * cut from, so the table never holds on to a request's text.
- */
+/** The longest piece kept in the table, in characters: three integers of four. */
 const HOT_PIECE = 12;
-const hotHash = new Int32Array(HOT_SLOTS);
 const hotCount = new Int32Array(HOT_SLOTS);
-const hotPiece = new Array<string>(HOT_SLOTS).fill('');
-
-/** Whether `text` from `start` to `end` is `piece`. */
-function samePiece(piece: string, text: string, start: number, end: number): boolean {
-  if (piece.length !== end - start) return false;
-  for (let i = 0; i < piece.length; i++) if (piece.charCodeAt(i) !== text.charCodeAt(start + i)) return false;
-  return true;
-}
+/** A slot's piece: its length (0: none) and its characters 0-3, 4-7 and 8-11, a byte each. */
+const hotLength = new Int32Array(HOT_SLOTS);
+const hotChars0 = new Int32Array(HOT_SLOTS);
+const hotChars1 = new Int32Array(HOT_SLOTS);
+const hotChars2 = new Int32Array(HOT_SLOTS);
 
 /**
  * `text`'s o200k tokens, piece by piece as the encoder splits it (pieceEnd, the expression where it answers
@@ -125,9 +119,11 @@ function samePiece(piece: string, text: string, start: number, end: number): boo
  */
 function countPieces(text: string, budget: { merge: number }): number {
   if (!PIECEWISE) return o200kTokens(text);
+  const units = utf16(text);
+  const codes = units.codes;
   let tokens = 0;
   for (let start = 0; start < text.length;) {
-    let end = pieceEnd(text, start);
+    let end = pieceEnd(units, start);
     if (end === NOT_ASCII) {
       SPLIT.lastIndex = start;
       // Every character is in one of the expression's classes; were one not, the rest counts its bytes.
@@ -135,15 +131,28 @@ function countPieces(text: string, budget: { merge: number }): number {
       end = SPLIT.lastIndex;
     }
     let slot = -1;
-    let hash = 0;
-    if (end - start <= HOT_PIECE) {
-      hash = 0x811c9dc5;
-      for (let i = start; i < end; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
-      slot = (hash ^ (hash >>> 16)) & (HOT_SLOTS - 1);
-      if (hotHash[slot] === hash && samePiece(hotPiece[slot]!, text, start, end)) {
-        tokens += hotCount[slot]!;
-        start = end;
-        continue;
+    const length = end - start;
+    let c0 = 0;
+    let c1 = 0;
+    let c2 = 0;
+    if (length <= HOT_PIECE) {
+      let hash = 0x811c9dc5;
+      let wide = 0;
+      for (let i = 0; i < length; i++) {
+        const c = codes[start + i]!;
+        hash = Math.imul(hash ^ c, 0x01000193);
+        wide |= c;
+        if (i < 4) c0 = (c0 << 8) | c;
+        else if (i < 8) c1 = (c1 << 8) | c;
+        else c2 = (c2 << 8) | c;
+      }
+      if (wide < 256) {
+        slot = (hash ^ (hash >>> 16)) & (HOT_SLOTS - 1);
+        if (hotLength[slot] === length && hotChars0[slot] === c0 && hotChars1[slot] === c1 && hotChars2[slot] === c2) {
+          tokens += hotCount[slot]!;
+          start = end;
+          continue;
+        }
       }
     }
     const piece = text.slice(start, end);
@@ -162,9 +171,11 @@ function countPieces(text: string, budget: { merge: number }): number {
       merged.set(piece, count);
     }
     if (slot >= 0) {
-      hotHash[slot] = hash;
       hotCount[slot] = count;
-      hotPiece[slot] = piece;
+      hotLength[slot] = length;
+      hotChars0[slot] = c0;
+      hotChars1[slot] = c1;
+      hotChars2[slot] = c2;
     }
     tokens += count;
   }

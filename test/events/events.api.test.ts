@@ -10,6 +10,8 @@ import {
   activateWorkspaceAccess,
   bindPlanStrategy,
   createModelPrice,
+  createProviderConnection,
+  createRoute,
   createPlan,
   createQuotaStrategy,
   createWebhookEndpoint,
@@ -39,6 +41,7 @@ import {
   verifyProviderConnection,
 } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { startFaultyUpstream } from '../support/upstreams/faulty.js';
 import type { TenantSpec } from '../support/tenant.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 import { createTenant, openAiFor, periodOf, reclaimLease, until, type Tenant } from '../gateway/gateway-support.js';
@@ -316,6 +319,65 @@ describe('events, each delivered once per cause', () => {
     expect(recovered[0]!.verified!.data).toEqual({ providerConnectionId: ten.connectionId, source: 'verification' });
     await settle();
     expect(r.accepted().map((d) => d.verified!.type)).toEqual(['provider_connection.unhealthy', 'provider_connection.recovered']);
+  });
+
+  it("provider_connection.unhealthy when a route's breaker opens, .recovered when its probe closes it: each once, verified", async () => {
+    const ten = await tenant();
+    const r = await receiver();
+    await endpointFor(t, ten.workspaceId, r, ['provider_connection.unhealthy', 'provider_connection.recovered']);
+    const flaky = await startFaultyUpstream('status-500');
+    try {
+      const conn = await createProviderConnection({
+        client: t.client,
+        path: { workspaceId: ten.workspaceId },
+        body: { name: 'flaky', protocolProfile: 'openai', baseUrl: flaky.url, apiKey: PROVIDER_KEY },
+      });
+      expect(conn.response.status).toBe(201);
+      const flakyId = conn.data!.id;
+      const created = await createRoute({
+        client: t.client,
+        path: { workspaceId: ten.workspaceId },
+        body: {
+          name: 'breaker events',
+          targets: [{ providerConnectionId: flakyId }, { providerConnectionId: ten.connectionId }],
+          breaker: { consecutiveFailures: 1, cooldownMs: 300 },
+        },
+      });
+      expect(created.response.status).toBe(201);
+      const route = created.data!;
+      await t.nexus.gateway.refreshRoutes();
+      const call = async () => {
+        const res = await fetch(`${route.gatewayBaseUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ten.apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20 }),
+        });
+        await res.arrayBuffer();
+        expect(res.status).toBe(200);
+        return res.headers.get('x-nexus-served-by');
+      };
+      // A failure opens the breaker (the healthy target answers); the next call skips the flaky target.
+      expect(await call()).toBe(ten.connectionId);
+      expect(await call()).toBe(ten.connectionId);
+      expect(flaky.calls).toBe(1);
+      const unhealthy = await acceptedOf(r, 'provider_connection.unhealthy', 1);
+      expect(unhealthy[0]!.verified!.data).toEqual({ providerConnectionId: flakyId, source: 'breaker', routeId: route.id });
+      // After the cooldown a call probes the target, which answers now: the breaker closes.
+      flaky.mode = 'ok';
+      await settle(350);
+      expect(await call()).toBe(flakyId);
+      const recovered = await acceptedOf(r, 'provider_connection.recovered', 1);
+      expect(recovered[0]!.verified!.data).toEqual({ providerConnectionId: flakyId, source: 'breaker', routeId: route.id });
+      // Signed for this endpoint: its headers, and a timestamp the receiver accepted.
+      for (const d of [...unhealthy, ...recovered]) {
+        expect(d.headers['webhook-signature']).toMatch(/^v1,/);
+        expect(d.headers['webhook-id']).toBe(d.id);
+      }
+      await settle();
+      expect(acceptedMessages(r).map((d) => d.verified!.type)).toEqual(['provider_connection.unhealthy', 'provider_connection.recovered']);
+    } finally {
+      await flaky.close();
+    }
   });
 
   it('quota.threshold_crossed from gateway calls: once per threshold, not again while usage stays over it', async () => {

@@ -2,9 +2,10 @@
  * Calls through a route (docs/routes.md), made with the official OpenAI SDK against local upstreams: one
  * healthy (the shared fake) and faulty ones (test/support/upstreams/faulty.ts). A target that fails before
  * any byte reached the client costs the user nothing and is kept on the invocation; a stream cut after its
- * first bytes is never retried; a breaker opened by one process is skipped by another within a second, and
- * one opened by two at once is announced once; an azure-openai target takes an OpenAI-shaped call at its v1 API;
- * loadbalance serves by weight.
+ * first bytes is never retried; a breaker opens on failures in a row or on its error rate (at its minimum of
+ * attempts, not before), is skipped by another process within a second, and one opened by two at once is
+ * announced once; /metrics follows each breaker and counts a retry's wait; an azure-openai target takes an
+ * OpenAI-shaped call at its v1 API; loadbalance serves by weight.
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,7 +20,7 @@ import {
 } from '../support/fake-upstreams.js';
 import { startFaultyUpstream, type FaultMode, type FaultyUpstream } from '../support/upstreams/faulty.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { parseMetrics, sumOf } from '../observability/prom-text.js';
+import { has, parseMetrics, sumOf } from '../observability/prom-text.js';
 import { createTenant, gatewayFetch, invocationByRequestId, periodOf, type Tenant, until } from './gateway-support.js';
 
 let t: TestApp;
@@ -76,6 +77,8 @@ const chat = (route: RouteDto, stream = false) =>
     .withResponse();
 
 const invocationOf = (requestId: string) => invocationByRequestId(t, tenant.workspaceId, requestId);
+
+const metrics = async () => parseMetrics(await (await fetch(`${t.url}/metrics`)).text());
 
 describe('a failing target costs the user nothing while another is healthy', () => {
   const cases: [string, () => Promise<{ id: string; stream: boolean; target?: object }>, string][] = [
@@ -299,6 +302,114 @@ describe('the circuit breaker', () => {
   });
 });
 
+describe('the circuit breaker on its error rate', () => {
+  /**
+   * A route over a flaky target and the healthy one: calls made one at a time, the flaky target answering by
+   * `outcomes` ('ok' or 'status-500'). Each call must reach the flaky target (its breaker closed); then one more call
+   * must skip it (its breaker open), served by the healthy target.
+   */
+  async function opensAfter(breaker: object, outcomes: ('ok' | 'status-500')[]) {
+    const flaky = await faultyTarget('ok');
+    const route = await routeOf({
+      targets: [{ providerConnectionId: flaky.id }, { providerConnectionId: tenant.connectionId }],
+      breaker: { consecutiveFailures: 1000, windowMs: 600_000, cooldownMs: 600_000, ...breaker },
+    });
+    const state = async () => (await getRouteHealth({ client: t.client, path: { routeId: route.id } })).data!.targets[0]!.breakerState;
+    flaky.up.script = [...outcomes];
+    for (let i = 0; i < outcomes.length; i++) {
+      const { response } = await chat(route);
+      expect(response.status).toBe(200);
+      expect(flaky.up.calls, `call ${i + 1} reached the flaky target: its breaker was closed`).toBe(i + 1);
+      expect(response.headers.get('x-nexus-served-by')).toBe(outcomes[i] === 'ok' ? flaky.id : tenant.connectionId);
+      if (i < outcomes.length - 1) expect(await state(), `after call ${i + 1}`).toBe('closed');
+    }
+    // The last failure reached the threshold: the next call skips the target, and the breaker shows open.
+    const { response } = await chat(route);
+    expect(response.headers.get('x-nexus-attempts')).toBe('1');
+    expect(response.headers.get('x-nexus-served-by')).toBe(tenant.connectionId);
+    expect(flaky.up.calls).toBe(outcomes.length);
+    await until(async () => (await state()) === 'open', 3000);
+    return { flaky, route };
+  }
+
+  it('opens when the failed share of the window reaches errorRatePercent, not below it', async () => {
+    // 10 attempts at least, 50%: 6 answered, then 4 failed (40%), 5 (45%): still closed; 6 of 12 (50%) opens it.
+    // Never more than 6 failures in a row, far from consecutiveFailures (1000).
+    const ok = Array<'ok'>(6).fill('ok');
+    const failed = Array<'status-500'>(6).fill('status-500');
+    const { flaky, route } = await opensAfter({ errorRatePercent: 50, minimumCalls: 10 }, [...ok, ...failed]);
+    // /metrics: the breaker this process opened is 2.
+    await until(async () => sumOf(await metrics(), 'nexus_route_breaker_state', { route: route.id, connection: flaky.id }) === 2, 3000);
+  });
+
+  it('opens only once minimumCalls attempts were made, however high the failed share before', async () => {
+    // Two failures of three from the first attempt (67%, above the 50% asked), but 9 attempts of the 10 asked:
+    // closed; the 10th attempt, failed (7 of 10), opens it. Never more than 2 failures in a row.
+    const outcomes: ('ok' | 'status-500')[] = [];
+    for (let i = 0; i < 3; i++) outcomes.push('status-500', 'status-500', 'ok');
+    outcomes.push('status-500');
+    await opensAfter({ errorRatePercent: 50, minimumCalls: 10 }, outcomes);
+  });
+});
+
+describe('route metrics', () => {
+  it('nexus_route_breaker_state follows the breaker: 2 open, 1 half-open while its probe runs, 2 when the probe fails, 0 closed', async () => {
+    const flaky = await faultyTarget('status-500');
+    const route = await routeOf({
+      targets: [{ providerConnectionId: flaky.id, timeoutMs: 1500 }, { providerConnectionId: tenant.connectionId }],
+      breaker: { consecutiveFailures: 1, cooldownMs: 300 },
+    });
+    const gauge = async () => {
+      const samples = await metrics();
+      const labels = { route: route.id, connection: flaky.id };
+      return has(samples, 'nexus_route_breaker_state', labels) ? sumOf(samples, 'nexus_route_breaker_state', labels) : undefined;
+    };
+    expect(await gauge()).toBeUndefined();
+    expect((await chat(route)).response.headers.get('x-nexus-attempts')).toBe('2');
+    await until(async () => (await gauge()) === 2, 3000);
+
+    // After the cooldown, the next call is the probe: it hangs until the target's timeout, the gauge 1 meanwhile.
+    flaky.up.mode = 'hang';
+    await new Promise((r) => setTimeout(r, 350));
+    const probe = chat(route);
+    await until(async () => (await gauge()) === 1, 1500);
+    const probed = await probe;
+    expect(probed.response.headers.get('x-nexus-attempts')).toBe('2');
+    expect(probed.response.headers.get('x-nexus-served-by')).toBe(tenant.connectionId);
+    await until(async () => (await gauge()) === 2, 3000);
+
+    // The next probe answers: closed.
+    flaky.up.mode = 'ok';
+    await new Promise((r) => setTimeout(r, 350));
+    expect((await chat(route)).response.headers.get('x-nexus-served-by')).toBe(flaky.id);
+    await until(async () => (await gauge()) === 0, 3000);
+  });
+
+  it("nexus_route_retry_wait_seconds_total counts a retry's backoff", async () => {
+    const flaky = await faultyTarget('ok');
+    flaky.up.script = ['status-500'];
+    const route = await routeOf({
+      targets: [{ providerConnectionId: flaky.id, attempts: 2 }, { providerConnectionId: tenant.connectionId }],
+      retry: { baseDelayMs: 400, maxDelayMs: 400 },
+    });
+    const started = Date.now();
+    const { response } = await chat(route);
+    const took = Date.now() - started;
+    // Retried on the same target, which answered the second time.
+    expect(response.headers.get('x-nexus-attempts')).toBe('2');
+    expect(response.headers.get('x-nexus-served-by')).toBe(flaky.id);
+    expect(flaky.up.calls).toBe(2);
+    // The wait is 400 ms with jitter 0.8-1.2 (docs/routes.md), within the call's time.
+    const waited = sumOf(await metrics(), 'nexus_route_retry_wait_seconds_total', { route: route.id });
+    expect(waited).toBeGreaterThanOrEqual(0.32);
+    expect(waited).toBeLessThanOrEqual(0.48);
+    expect(waited * 1000).toBeLessThanOrEqual(took);
+    expect(
+      sumOf(await metrics(), 'nexus_route_attempts_total', { route: route.id, connection: flaky.id, outcome: 'upstream_status' }),
+    ).toBe(1);
+  });
+});
+
 describe('an azure-openai target', () => {
   it.each([false, true])(
     'takes over from a failing openai target: its deployment sent as the model, its key as api-key, the usage metered exactly (stream: %s)',
@@ -436,24 +547,44 @@ describe('targets', () => {
     expect(inv.requestedModel).toBe('gpt-test');
   });
 
-  it('loadbalance 3:1 serves about three calls in four from the first target', async () => {
-    const second = await faultyTarget('ok');
+  it('loadbalance 3:1 serves three calls in four from the first target, over 4,000 calls through HTTP', async () => {
+    const [heavy, light] = [await faultyTarget('ok'), await faultyTarget('ok')];
     const route = await routeOf({
       strategy: 'loadbalance',
       targets: [
-        { providerConnectionId: tenant.connectionId, weight: 3 },
-        { providerConnectionId: second.id, weight: 1 },
+        { providerConnectionId: heavy.id, weight: 3 },
+        { providerConnectionId: light.id, weight: 1 },
       ],
     });
-    const n = 200;
-    let first = 0;
-    for (let i = 0; i < n; i++) {
-      const { response } = await chat(route);
-      if (response.headers.get('x-nexus-served-by') === tenant.connectionId) first++;
-    }
-    // 3σ of a binomial(200, 0.75) is about 0.09.
-    expect(first / n).toBeGreaterThan(0.65);
-    expect(first / n).toBeLessThan(0.85);
-    expect(second.up.calls).toBe(n - first);
-  });
+    const n = 4000;
+    const body = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 });
+    const served = new Map<string, number>();
+    let next = 0;
+    // 16 calls at a time over kept-alive connections (fetch's pool): a few seconds, not a minute.
+    const caller = async () => {
+      while (next < n) {
+        next++;
+        const res = await fetch(`${route.gatewayBaseUrl}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+          body,
+        });
+        await res.arrayBuffer();
+        expect(res.status).toBe(200);
+        expect(res.headers.get('x-nexus-attempts')).toBe('1');
+        const by = res.headers.get('x-nexus-served-by')!;
+        served.set(by, (served.get(by) ?? 0) + 1);
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, caller));
+    const first = served.get(heavy.id) ?? 0;
+    expect(first + (served.get(light.id) ?? 0)).toBe(n);
+    // The first target's share is binomial(4000, 0.75): its standard deviation is sqrt(0.75 * 0.25 / 4000) = 0.0068,
+    // so 10% of the share (0.075) is 11 standard deviations: a correct draw never fails this.
+    expect(first / n).toBeGreaterThan(0.75 * 0.9);
+    expect(first / n).toBeLessThan(0.75 * 1.1);
+    // Each answer came from the target its header names: the upstreams' own counts.
+    expect(heavy.up.calls).toBe(first);
+    expect(light.up.calls).toBe(n - first);
+  }, 120_000);
 });

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
-import { NOT_ASCII, pieceEnd } from '../../src/gateway/o200k-split.js';
+import { NOT_ASCII, pieceEnd, utf16 } from '../../src/gateway/o200k-split.js';
 import { corpus } from '../fixtures/input-corpus.js';
 import { prng } from '../support/prng.js';
 
@@ -18,8 +18,9 @@ const expected = (text: string) => Array.from(text.matchAll(SPLIT), (m) => m[0])
 function pieces(text: string): { pieces: string[]; ascii: number } {
   const out: string[] = [];
   let ascii = 0;
+  const units = utf16(text);
   for (let start = 0; start < text.length;) {
-    let end = pieceEnd(text, start);
+    let end = pieceEnd(units, start);
     if (end === NOT_ASCII) {
       STICKY.lastIndex = start;
       expect(STICKY.test(text), `the expression matches at ${start}`).toBe(true);

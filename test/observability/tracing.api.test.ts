@@ -1,21 +1,23 @@
 /**
  * Traces through HTTP, into an in-memory exporter: a span per Admin operation (named by its operationId)
  * and per gateway call, with the admission, the upstream call and the record under it; the caller's
- * traceparent is the call's parent, and the upstream receives the upstream span's. GenAI attributes,
- * and no secret in any attribute.
+ * traceparent is the call's parent, and the upstream receives the upstream span's. A call through a route has
+ * a client span per attempt. GenAI attributes, and no secret in any attribute.
  */
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWorkspace, getInvocation, listInvocations } from '../support/sdk.js';
+import { createProviderConnection, createRoute, createWorkspace, getInvocation, listInvocations } from '../support/sdk.js';
 import { SECRET_MARKER, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { startFaultyUpstream, type FaultyUpstream } from '../support/upstreams/faulty.js';
 import { createTenant, gatewayFetch, type Tenant } from '../gateway/gateway-support.js';
 
 let t: TestApp;
 let up: FakeUpstream;
 let tenant: Tenant;
+let flaky: FaultyUpstream;
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
 const KEY = `${SECRET_MARKER}-tracing-upstream-0123456789`;
@@ -23,11 +25,13 @@ const KEY = `${SECRET_MARKER}-tracing-upstream-0123456789`;
 beforeAll(async () => {
   t = await startTestApp({ tracer: provider.getTracer('nexus-test') });
   up = await startOpenAiUpstream({ apiKey: KEY });
+  flaky = await startFaultyUpstream('ok');
   tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 5000n });
 });
 afterAll(async () => {
   await t?.close();
   await up?.close();
+  await flaky?.close();
   await provider.shutdown();
 });
 
@@ -173,6 +177,81 @@ describe('traces', () => {
     const early = callSpan(res.headers.get('x-nexus-request-id')!);
     expect(early.attributes).toMatchObject({ 'http.response.status_code': 401, 'error.type': 'invalid_inference_key' });
     expect(childrenOf(early)).toEqual([]);
+  });
+
+  it('gives each attempt of a call through a route its own client span: a retry and a fallback, each with why it moved on', async () => {
+    const conn = await createProviderConnection({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: { name: 'flaky', protocolProfile: 'openai', baseUrl: flaky.url, apiKey: KEY },
+    });
+    expect(conn.response.status).toBe(201);
+    const flakyId = conn.data!.id;
+    const route = await createRoute({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: {
+        name: 'traced',
+        targets: [{ providerConnectionId: flakyId, attempts: 2 }, { providerConnectionId: tenant.connectionId }],
+        retry: { baseDelayMs: 50, maxDelayMs: 50 },
+      },
+    });
+    expect(route.response.status).toBe(201);
+    await t.nexus.gateway.refreshRoutes();
+    // The flaky target fails twice (the first attempt and its retry), then the call moves on to the healthy one.
+    flaky.script = ['status-500', 'status-500'];
+    const seen = up.requests.length;
+    const { response } = await new OpenAI({
+      baseURL: `${route.data!.gatewayBaseUrl}/v1`,
+      apiKey: tenant.apiKey,
+      fetch: gatewayFetch(),
+      maxRetries: 0,
+    }).chat.completions
+      .create({ model: 'gpt-trace', messages: [{ role: 'user', content: 'route me' }], max_tokens: 40 })
+      .withResponse();
+    expect(response.headers.get('x-nexus-attempts')).toBe('3');
+    await t.nexus.gateway.drain();
+
+    const call = callSpan(response.headers.get('x-nexus-request-id')!);
+    expect(call.attributes).toMatchObject({ 'http.response.status_code': 200, 'nexus.outcome': 'SUCCEEDED' });
+    const attempts = childrenOf(call)
+      .filter((s) => s.kind === SpanKind.CLIENT)
+      .sort((a, b) => (a.startTime[0] - b.startTime[0]) * 1e9 + (a.startTime[1] - b.startTime[1]));
+    expect(attempts).toHaveLength(3);
+    expect(new Set(attempts.map((s) => s.spanContext().spanId)).size).toBe(3);
+    expect(
+      childrenOf(call)
+        .filter((s) => s.kind !== SpanKind.CLIENT)
+        .map((s) => s.name)
+        .sort(),
+    ).toEqual(['admission', 'record']);
+    for (const [i, failed] of attempts.slice(0, 2).entries()) {
+      expect(failed.attributes).toMatchObject({
+        'nexus.attempt': i + 1,
+        'nexus.connection_id': flakyId,
+        'gen_ai.request.model': 'gpt-trace',
+        'error.type': 'upstream_status',
+        'http.response.status_code': 500,
+        'server.address': '127.0.0.1',
+      });
+      expect(failed.status.code).toBe(SpanStatusCode.ERROR);
+    }
+    // The retry began after the first attempt ended (its backoff between them).
+    const endOf = (s: ReadableSpan) => s.endTime[0] * 1e3 + s.endTime[1] / 1e6;
+    const startOf = (s: ReadableSpan) => s.startTime[0] * 1e3 + s.startTime[1] / 1e6;
+    expect(startOf(attempts[1]!)).toBeGreaterThanOrEqual(endOf(attempts[0]!));
+    const answered = attempts[2]!;
+    expect(answered.name).toBe('chat gpt-trace');
+    expect(answered.status.code).not.toBe(SpanStatusCode.ERROR);
+    expect(answered.attributes).toMatchObject({
+      'gen_ai.request.model': 'gpt-trace',
+      'http.response.status_code': 200,
+      'gen_ai.usage.input_tokens': expect.any(Number),
+    });
+    expect(answered.attributes['error.type']).toBeUndefined();
+    // The healthy upstream got the answered attempt's own span as its parent.
+    const sent = up.requests.slice(seen).find((r) => r.url.endsWith('/chat/completions'))!;
+    expect(sent.headers.traceparent).toBe(`00-${call.spanContext().traceId}-${answered.spanContext().spanId}-01`);
   });
 
   it('puts no secret in any span', () => {

@@ -1,13 +1,14 @@
 /**
  * No host from the request without trust: every page and operation that writes an absolute URL (/docs,
- * /openapi.json, gatewayBaseUrl, webhookUrl, a list's Link) is sent a hostile Host and X-Forwarded-Host.
+ * /openapi.json, a connection's and a route's gatewayBaseUrl, webhookUrl, a list's Link) is sent a hostile Host and
+ * X-Forwarded-Host.
  * Without NEXUS_TRUST_PROXY, or from a peer outside its list, no answer names the hostile host; from a trusted
  * peer the forwarded origin is used; NEXUS_PUBLIC_URL wins over any header.
  */
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
-import { createProviderConnection, createWorkspace } from '../support/sdk.js';
+import { createProviderConnection, createRoute, createWorkspace } from '../support/sdk.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 
 const EVIL = 'evil.example';
@@ -25,6 +26,13 @@ beforeAll(async () => {
     body: { name: 'seed', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: 'sk-test-public-url-seed-0123456789' },
   });
   expect(seed.response.status).toBe(201);
+  // And two routes from the first test on.
+  const route = await createRoute({
+    client: t.client,
+    path: { workspaceId },
+    body: { name: 'seed', targets: [{ providerConnectionId: seed.data!.id }] },
+  });
+  expect(route.response.status).toBe(201);
 }, 60_000);
 afterAll(async () => {
   await t?.close();
@@ -90,9 +98,20 @@ async function urlWritingAnswers(base: string, headers: Record<string, string>):
   });
   expect(createBilling.status, createBilling.body).toBe(201);
   const billingList = await send(base, 'GET', `/admin/v1/workspaces/${workspaceId}/billing-connections?limit=1`, headers);
-  for (const [name, answer] of Object.entries({ docs, contract, getConnection, list, billingList })) expect(answer.status, name).toBe(200);
+  const createRoute = await send(base, 'POST', `/admin/v1/workspaces/${workspaceId}/routes`, headers, {
+    name: `route-${n}`,
+    targets: [{ providerConnectionId: connectionId }],
+  });
+  expect(createRoute.status, createRoute.body).toBe(201);
+  const routeId = JSON.parse(createRoute.body).id as string;
+  const getRoute = await send(base, 'GET', `/admin/v1/routes/${routeId}`, headers);
+  const updateRoute = await send(base, 'PATCH', `/admin/v1/routes/${routeId}`, headers, { name: `route-${n}-renamed` });
+  const routeList = await send(base, 'GET', `/admin/v1/workspaces/${workspaceId}/routes?limit=1`, headers);
+  const read = { docs, contract, getConnection, list, billingList, getRoute, updateRoute, routeList };
+  for (const [name, answer] of Object.entries(read)) expect(answer.status, name).toBe(200);
   expect(list.headers.link, 'the list has a next page').toBeDefined();
-  return { docs, contract, createConnection, getConnection, list, createBilling, billingList };
+  expect(routeList.headers.link, 'the list of routes has a next page').toBeDefined();
+  return { ...read, createConnection, createBilling, createRoute };
 }
 
 /** The origins the URLs in these answers start with. */
@@ -108,6 +127,13 @@ function originsIn(answers: Record<string, Answer>) {
     webhookUrlInList: json(answers.billingList!)[0].webhookUrl as string,
     link: answers.list!.headers.link as string,
     billingLink: answers.billingList!.headers.link as string | undefined,
+    routeBaseUrls: [
+      json(answers.createRoute!).gatewayBaseUrl as string,
+      json(answers.getRoute!).gatewayBaseUrl as string,
+      json(answers.updateRoute!).gatewayBaseUrl as string,
+      json(answers.routeList!)[0].gatewayBaseUrl as string,
+    ],
+    routeLink: answers.routeList!.headers.link as string,
   };
 }
 
@@ -125,10 +151,11 @@ function expectNoHostile(answers: Record<string, Answer>, origin: string) {
   const origins = originsIn(answers);
   expect(origins.docsServer).toBe(origin);
   expect(origins.contractServer).toBe(origin);
-  for (const url of [origins.gatewayBaseUrl, origins.gatewayBaseUrlOnGet, origins.gatewayBaseUrlInList])
+  for (const url of [origins.gatewayBaseUrl, origins.gatewayBaseUrlOnGet, origins.gatewayBaseUrlInList, ...origins.routeBaseUrls])
     expect(url).toMatch(new RegExp(`^${origin}/providers/`));
   for (const url of [origins.webhookUrl, origins.webhookUrlInList]) expect(url).toMatch(new RegExp(`^${origin}/webhooks/billing/`));
   expect(origins.link).toMatch(new RegExp(`^<${origin}/admin/v1/workspaces/`));
+  expect(origins.routeLink).toMatch(new RegExp(`^<${origin}/admin/v1/workspaces/`));
 }
 
 describe('without NEXUS_TRUST_PROXY', () => {
@@ -159,6 +186,7 @@ describe('NEXUS_TRUST_PROXY', () => {
         const byHost = originsIn(await urlWritingAnswers(app.url, { host: 'nexus.example.test:9999' }));
         expect(byHost.contractServer).toBe('http://nexus.example.test:9999');
         expect(byHost.gatewayBaseUrl).toMatch(/^http:\/\/nexus\.example\.test:9999\/providers\//);
+        for (const url of byHost.routeBaseUrls) expect(url).toMatch(/^http:\/\/nexus\.example\.test:9999\/providers\//);
         const forwarded = originsIn(
           await urlWritingAnswers(app.url, {
             host: 'internal:8080',
@@ -173,10 +201,12 @@ describe('NEXUS_TRUST_PROXY', () => {
           forwarded.gatewayBaseUrlInList,
           forwarded.webhookUrl,
           forwarded.webhookUrlInList,
+          ...forwarded.routeBaseUrls,
         ]) {
           expect(url).toMatch(/^https:\/\/gw\.example\.test\//);
         }
         expect(forwarded.link).toMatch(/^<https:\/\/gw\.example\.test\/admin\/v1\//);
+        expect(forwarded.routeLink).toMatch(/^<https:\/\/gw\.example\.test\/admin\/v1\//);
         // A header that names no host is not written into any URL, even from a trusted proxy.
         expectNoHostile(
           await urlWritingAnswers(app.url, { 'x-forwarded-host': `${EVIL}/"><script>`, 'x-forwarded-proto': 'javascript' }),
