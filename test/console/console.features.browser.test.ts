@@ -2,8 +2,10 @@
  * The console's money, health and events pages in a real browser (Debian's Chromium through playwright-core), on a
  * live Nexus with a fake upstream and a webhook receiver that verifies signatures: a webhook endpoint is created, its
  * test event delivered, verified and replayed; a route is created, called through the gateway and its targets'
- * health read; prices are added, imported and closed; spend by model for the last week is read off the usage page
- * after priced calls; a budget is set and shows the spend. Each page is scanned by axe-core in light and dark mode.
+ * health read; a route edited and saved keeps every field its form does not edit (checked with getRoute and the
+ * audit of what was sent); prices are added, imported and closed; spend by model for the last week is read off the
+ * usage page after priced calls; a budget is set and shows the spend. Each page is scanned by axe-core in light and
+ * dark mode.
  *
  * Screenshots go to test-results/console/; with CONSOLE_SCREENSHOTS=<dir> (docs/screenshots for the README) each
  * page is also written there at 1440x900.
@@ -16,7 +18,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../events/receiver.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
-import { createProviderConnection, createWebhookEndpoint, getUsageSummary, listRoutes, sendTestWebhookEvent } from '../support/sdk.js';
+import {
+  createProviderConnection,
+  createRoute,
+  createWebhookEndpoint,
+  getRoute,
+  getUsageSummary,
+  listAuditLogs,
+  listRoutes,
+  sendTestWebhookEvent,
+} from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
@@ -32,6 +43,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
   let browser: Browser;
   let page: Page;
   let tenant: Tenant;
+  let backupId: string;
   const browserErrors: string[] = [];
   const dialogs: string[] = [];
   const providerKey = testProviderKey('console-features');
@@ -67,6 +79,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
       body: { name: 'backup', protocolProfile: 'openai', baseUrl: upstream.url, apiKey: providerKey },
     });
     expect(backup.response.status).toBe(201);
+    backupId = backup.data!.id;
 
     browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
     // en-US: amounts in USD read "$0.06"; UTC: the hours are labelled in a zone the assertions know.
@@ -236,6 +249,106 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     expect(balanced.strategy).toBe('fallback');
     expect(balanced.targets).toHaveLength(1);
     expect(after!.filter((r) => r.status === 'ACTIVE')).toHaveLength(1);
+    expect(browserErrors).toEqual([]);
+  }, 120_000);
+
+  it('routes: a save changes only what the form changed; what it does not edit is shown and kept', async () => {
+    // A route with every setting away from its default, made through the API.
+    const created = await createRoute({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: {
+        name: 'kept',
+        strategy: 'fallback',
+        targets: [
+          {
+            providerConnectionId: tenant.connectionId,
+            weight: 4,
+            attempts: 2,
+            timeoutMs: 20_000,
+            firstTokenTimeoutMs: 5_000,
+            modelMap: { 'gpt-kept': 'gpt-kept-1' },
+          },
+          { providerConnectionId: backupId, weight: 2, attempts: 3, timeoutMs: 15_000 },
+        ],
+        retryOn: [429, 503],
+        retry: { baseDelayMs: 100, maxDelayMs: 1000, retryAfterCapMs: 3000, budgetMs: 7000 },
+        breaker: { consecutiveFailures: 3, errorRatePercent: 40, minimumCalls: 10, windowMs: 30_000, cooldownMs: 15_000 },
+        tryWhenAllOpen: false,
+        metadata: { team: 'search' },
+      },
+    });
+    expect(created.response.status).toBe(201);
+    const routeId = created.data!.id;
+    const read = async () => (await getRoute({ client: t.client, path: { routeId } })).data!;
+    const before = await read();
+    // What each update sent, as Nexus audited it (the fields the request gave), oldest first.
+    const sent = async () =>
+      (
+        await listAuditLogs({
+          client: t.client,
+          path: { workspaceId: tenant.workspaceId },
+          query: { action: 'route.updated', resourceId: routeId },
+        })
+      )
+        .data!.map((entry) => Object.keys(entry.changes).sort())
+        .reverse();
+    // Routes opened anew (the page may be on it already, with its list read before this route was made).
+    await go('Prices');
+    await go('Routes');
+    const editing = page.getByRole('form', { name: 'Edit kept' });
+    const create = page.getByRole('form', { name: 'Create a route' });
+
+    // Edit, then Save with nothing changed: the route is as it was, to its last field (nothing is sent).
+    await page.getByRole('button', { name: 'Edit kept' }).click();
+    await expect.poll(() => editing.getByLabel('Name').inputValue()).toBe('kept');
+    await editing.getByRole('button', { name: 'Save route' }).click();
+    await create.waitFor();
+    expect(await read()).toEqual(before);
+    expect(await sent()).toEqual([]);
+
+    // What the form does not edit is shown: each target's attempts and timeouts, the route's retries and breaker.
+    await page.getByRole('button', { name: 'Edit kept' }).click();
+    await expect
+      .poll(() => editing.getByTestId('target-settings').allTextContents())
+      .toEqual(['2 attempts · timeout 20 s · first byte of a stream within 5 s', '3 attempts · timeout 15 s']);
+    const kept = editing.getByRole('region', { name: /Retries and breaker/ });
+    expect(await kept.locator('dd').allTextContents()).toEqual([
+      '429, 503',
+      'from 100 ms up to 1 s · a Retry-After over 3 s moves on · at most 7 s of waits a call',
+      'opens after 3 failures in a row · or 40 % errors of at least 10 calls in 30 s · cools down for 15 s',
+      '{"team":"search"}',
+    ]);
+    expect(await editing.getByRole('checkbox', { name: /With every breaker open/ }).isChecked()).toBe(false);
+    expect(await axeViolations(page)).toEqual([]);
+    // The list says what differs from the defaults in each target.
+    await page
+      .getByRole('row', { name: /kept.*2 attempts · timeout 20 s · first byte of a stream within 5 s.*3 attempts · timeout 15 s/ })
+      .waitFor();
+
+    // A model map changed: the targets are sent (they replace the list), each with what the form does not edit.
+    await editing.getByRole('group', { name: 'Target 2' }).getByLabel('Model map').fill('gpt-kept=gpt-backup');
+    await editing.getByRole('button', { name: 'Save route' }).click();
+    await create.waitFor();
+    const mapped = await read();
+    expect(await sent()).toEqual([['targets']]);
+    expect(mapped).toEqual({
+      ...before,
+      targets: [before.targets[0], { ...before.targets[1], modelMap: { 'gpt-kept': 'gpt-backup' } }],
+      updatedAt: mapped.updatedAt,
+    });
+
+    // The name changed: only the name is sent; a weight the form shows (load balance) is the target's own.
+    await page.getByRole('button', { name: 'Edit kept' }).click();
+    await editing.getByLabel('Name').fill('kept renamed');
+    await editing.getByLabel('Strategy').selectOption('loadbalance');
+    expect(await editing.getByRole('group', { name: 'Target 1' }).getByLabel('Weight').inputValue()).toBe('4');
+    await editing.getByLabel('Strategy').selectOption('fallback');
+    await editing.getByRole('button', { name: 'Save route' }).click();
+    await create.waitFor();
+    const renamed = await read();
+    expect(await sent()).toEqual([['targets'], ['name']]);
+    expect(renamed).toEqual({ ...mapped, name: 'kept renamed', updatedAt: renamed.updatedAt });
     expect(browserErrors).toEqual([]);
   }, 120_000);
 
