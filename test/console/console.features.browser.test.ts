@@ -4,8 +4,7 @@
  * test event delivered, verified and replayed; a route is created, called through the gateway and its targets'
  * health read; a route edited and saved keeps every field its form does not edit (checked with getRoute and the
  * audit of what was sent); prices are added, imported and closed; spend by model for the last week is read off the
- * usage page after priced calls; a budget is set and shows the spend. Each page is scanned by axe-core in light and
- * dark mode.
+ * usage page after priced calls; the chart's axes follow the theme; a budget is set and shows the spend. Each page is scanned by axe-core in light and dark mode.
  *
  * Screenshots go to test-results/console/; with CONSOLE_SCREENSHOTS=<dir> (docs/screenshots for the README) each
  * page is also written there at 1440x900.
@@ -13,7 +12,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../events/receiver.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
@@ -505,6 +504,66 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
       expect(await chart.getByText('Hour (Asia/Tokyo)').count()).toBe(0);
     } finally {
       await context.close();
+    }
+  }, 60_000);
+
+  /** A page of its own (its theme and its requests untouched by the other tests), signed in, on a workspace's usage. */
+  const usagePage = async (workspaceId: string, errors: string[], onPage?: (page: Page) => void | Promise<void>): Promise<Page> => {
+    const own = await watchedPage(browser, { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, errors);
+    await onPage?.(own);
+    await signIn(own, t.url);
+    await own.goto(`${t.url}/console/#/w/${workspaceId}/usage`);
+    await own.getByRole('heading', { name: 'Usage over time', level: 1 }).waitFor();
+    return own;
+  };
+
+  /**
+   * How light the chart's y axis is drawn: the mean lightness (0 to 255) of the opaque pixels of the canvas's left 80
+   * px, where the axis's values and label are (uPlot draws them on the canvas, which no stylesheet reaches).
+   */
+  const axisLightness = (chart: Locator) =>
+    chart.evaluate((box) => {
+      const canvas = box.querySelector('canvas')!;
+      const width = Math.round(80 * (canvas.width / canvas.getBoundingClientRect().width));
+      const { data } = canvas.getContext('2d')!.getImageData(0, 0, width, canvas.height);
+      let sum = 0;
+      let count = 0;
+      for (let i = 0; i < data.length; i += 4) {
+        if (data[i + 3]! < 200) continue;
+        sum += 0.2126 * data[i]! + 0.7152 * data[i + 1]! + 0.0722 * data[i + 2]!;
+        count++;
+      }
+      return count ? sum / count : -1;
+    });
+
+  it("usage chart: its axes are drawn in the theme's text colour, and again when the theme changes", async () => {
+    await call(tenant.gatewayBaseUrl, 'gpt-ink', 1);
+    const errors: string[] = [];
+    const own = await usagePage(tenant.workspaceId, errors, (p) => p.emulateMedia({ colorScheme: 'dark' }));
+    try {
+      const chart = own.getByTestId('usage-chart');
+      await chart.locator('canvas').waitFor();
+      const light = (v: number) => v > 160;
+      const dark = (v: number) => v >= 0 && v < 96;
+      // The system's dark scheme: light text on the dark card.
+      await expect.poll(async () => light(await axisLightness(chart))).toBe(true);
+      // The Theme button: system, dark, light, system again; the chart follows each without being drawn anew.
+      const theme = own.getByRole('button', { name: /^Theme:/ });
+      await theme.click();
+      await expect.poll(() => theme.textContent()).toBe('Theme: dark');
+      await expect.poll(async () => light(await axisLightness(chart))).toBe(true);
+      await theme.click();
+      await expect.poll(() => theme.textContent()).toBe('Theme: light');
+      await expect.poll(async () => dark(await axisLightness(chart))).toBe(true);
+      await theme.click();
+      await expect.poll(() => theme.textContent()).toBe('Theme: system');
+      await expect.poll(async () => light(await axisLightness(chart))).toBe(true);
+      // The system's scheme changing while the page is open.
+      await own.emulateMedia({ colorScheme: 'light' });
+      await expect.poll(async () => dark(await axisLightness(chart))).toBe(true);
+      expect(errors).toEqual([]);
+    } finally {
+      await own.context().close();
     }
   }, 60_000);
 

@@ -198,6 +198,15 @@ function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key:
     const step = summary.granularity === 'hour' ? 3600 : 86_400;
     const starts = data[0] as number[];
     const axis = summary.granularity === 'day' ? `Day (${zone})` : `Hour (${zone})`;
+    // The axes in the card's text and line colours, read again when the theme changes (uPlot draws them on a canvas,
+    // which no stylesheet reaches).
+    const card = box.current;
+    const inkOf = () => {
+      const style = getComputedStyle(card);
+      return { text: style.color, line: style.borderTopColor };
+    };
+    let ink = inkOf();
+    const inked = { stroke: () => ink.text, grid: { stroke: () => ink.line }, ticks: { stroke: () => ink.line } };
     const plot = new uPlot(
       {
         width: Math.max(280, box.current.clientWidth - 16),
@@ -205,8 +214,9 @@ function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key:
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), zone),
         scales: { x: { time: true, range: () => [starts[0]! - step / 2, starts[starts.length - 1]! + step / 2] } },
         axes: [
-          { label: axis },
+          { label: axis, ...inked },
           {
+            ...inked,
             label: metric === 'cost' ? `Spend (${summary.currency})` : METRICS[metric],
             size: 90,
             values: (_u, splits) => splits.map(format),
@@ -229,11 +239,21 @@ function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key:
       box.current,
     );
     // As wide as its card, also when the window is resized (a phone turned, a window narrowed).
-    const card = box.current;
     const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(280, card.clientWidth - 16), height: 320 }));
     resize.observe(card);
+    // The theme: the system's scheme, or the one the operator chose (the Theme button sets data-theme).
+    const themed = () => {
+      ink = inkOf();
+      plot.redraw(false);
+    };
+    const system = window.matchMedia('(prefers-color-scheme: dark)');
+    system.addEventListener('change', themed);
+    const chosen = new MutationObserver(themed);
+    chosen.observe(document.documentElement, { attributes: true, attributeFilter: ['data-theme'] });
     return () => {
       resize.disconnect();
+      system.removeEventListener('change', themed);
+      chosen.disconnect();
       plot.destroy();
     };
     // Drawn again when a key's name arrives (a user's external id is read after the summary).
