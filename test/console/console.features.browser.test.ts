@@ -4,7 +4,8 @@
  * test event delivered, verified and replayed; a route is created, called through the gateway and its targets'
  * health read; a route edited and saved keeps every field its form does not edit (checked with getRoute and the
  * audit of what was sent); prices are added, imported and closed; spend by model for the last week is read off the
- * usage page after priced calls; the chart's axes follow the theme; a budget is set and shows the spend. Each page is scanned by axe-core in light and dark mode.
+ * usage page after priced calls; switching its grouping reads each name once and is refused nothing; the chart's
+ * axes follow the theme; a budget is set and shows the spend. Each page is scanned by axe-core in light and dark mode.
  *
  * Screenshots go to test-results/console/; with CONSOLE_SCREENSHOTS=<dir> (docs/screenshots for the README) each
  * page is also written there at 1440x900.
@@ -12,7 +13,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page, type Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../events/receiver.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
@@ -516,6 +517,69 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await own.getByRole('heading', { name: 'Usage over time', level: 1 }).waitFor();
     return own;
   };
+
+  it('usage: switching "By" reads names for the grouping shown only, a list read for the users, each key once; nothing refused', async () => {
+    // Three users, each with a key, each calling a model of their own.
+    const other = await provisionTenant(t.client, { name: 'switch', baseUrl: upstream.url, providerKey, users: 3 });
+    for (const [i, user] of other.users.entries()) {
+      const openai = new OpenAI({ baseURL: `${other.gatewayBaseUrl}/v1`, apiKey: user.apiKey, maxRetries: 0 });
+      await openai.chat.completions.create({ model: `gpt-switch-${i}`, messages: [{ role: 'user', content: 'hello' }] });
+    }
+    await t.nexus.gateway.drain();
+
+    const errors: string[] = [];
+    const answers: { call: string; status: number }[] = [];
+    const pending = new Set<Request>();
+    const own = await usagePage(other.workspaceId, errors, (p) => {
+      p.on('request', (r) => pending.add(r));
+      p.on('requestfailed', (r) => pending.delete(r));
+      p.on('requestfinished', async (r) => {
+        const url = new URL(r.url());
+        if (url.pathname.startsWith('/admin/'))
+          answers.push({ call: `${r.method()} ${url.pathname}`, status: (await r.response())!.status() });
+        pending.delete(r);
+      });
+    });
+    try {
+      const totals = own.getByRole('table', { name: /Totals/ });
+      // The rows' names, sorted (the fake upstream answers with a dated model: gpt-switch-0-2026-01-01).
+      const rows = async () => (await totals.locator('tbody tr td:first-child').allTextContents()).sort();
+      const models = ['gpt-switch-0-2026-01-01', 'gpt-switch-1-2026-01-01', 'gpt-switch-2-2026-01-01'];
+      await expect.poll(rows).toEqual(models);
+      /** Chooses a grouping, waits for its rows' names and for every request to end; the name reads it made. */
+      const switchTo = async (groupBy: string, names: string[]) => {
+        await expect.poll(() => pending.size).toBe(0);
+        const from = answers.length;
+        await own.getByLabel('By').selectOption(groupBy);
+        await expect.poll(rows).toEqual(names);
+        await expect.poll(() => pending.size).toBe(0);
+        return answers
+          .slice(from)
+          .map((a) => a.call)
+          .filter((call) => /\/(workspace-accesses|inference-keys)\/|\/users$/.test(call));
+      };
+      // By user: the newest users in one list read, none read one by one (the model names were never asked as users).
+      expect(await switchTo('access', ['switch-user-0', 'switch-user-1', 'switch-user-2'])).toEqual([
+        `GET /admin/v1/workspaces/${other.workspaceId}/users`,
+      ]);
+      // By key: each key read once (no list names keys across a workspace); their users are known already.
+      const keyReads = await switchTo(
+        'key',
+        other.users.map((u, i) => `switch-user-${i} · default (${u.apiKey.slice(0, 14)}…)`),
+      );
+      expect(keyReads.sort()).toEqual(other.users.map((u) => `GET /admin/v1/inference-keys/${u.apiKeyId}`).sort());
+      // Connections and plans are named by the lists the page read once; the way back reads nothing again.
+      expect(await switchTo('connection', ['switch upstream'])).toEqual([]);
+      expect(await switchTo('plan', ['switch'])).toEqual([]);
+      expect(await switchTo('model', models)).toEqual([]);
+      expect(await switchTo('access', ['switch-user-0', 'switch-user-1', 'switch-user-2'])).toEqual([]);
+      // No request of the page was refused.
+      expect(answers.filter((a) => a.status >= 400)).toEqual([]);
+      expect(errors).toEqual([]);
+    } finally {
+      await own.context().close();
+    }
+  }, 120_000);
 
   /**
    * How light the chart's y axis is drawn: the mean lightness (0 to 255) of the opaque pixels of the canvas's left 80

@@ -332,7 +332,8 @@ export function UsagePage({ client, workspace }: PageProps) {
   const [granularity, setGranularity] = useState<Granularity>('hour');
   const [groupBy, setGroupBy] = useState<GroupBy>('model');
   const [chosenMetric, setMetric] = useState<Metric | undefined>();
-  const [summary, setSummary] = useState<UsageSummaryDto | undefined>();
+  /** The summary shown, and the grouping it was asked with: its keys are that grouping's (the one chosen since may still be summing). */
+  const [shown, setShown] = useState<{ summary: UsageSummaryDto; groupBy: GroupBy } | undefined>();
   const [names, setNames] = useState<Record<string, string>>({});
   const groupings = useGroupings(client, workspaceId);
   const action = useAction();
@@ -356,20 +357,26 @@ export function UsagePage({ client, workspace }: PageProps) {
       const until = new Date();
       const since = new Date(until.getTime() - RANGES[range]!.ms);
       const query = summaryQuery({ since: since.toISOString(), until: until.toISOString(), granularity, groupBy, timeZone: localZone() });
-      return (await getUsageSummary({ client, path: { workspaceId }, query })).data;
+      return { summary: (await getUsageSummary({ client, path: { workspaceId }, query })).data, groupBy };
     },
-    setSummary,
+    setShown,
     [workspaceId, range, granularity, groupBy],
     { action, label: 'Summing usage…' },
   );
 
+  const summary = shown?.summary;
+  const shownBy = shown?.groupBy ?? groupBy;
   const buckets = summary?.buckets ?? [];
   const seriesKeys = buckets.map((b) => b.key).filter(Boolean);
   // Keys by their user, name and prefix: each key read once (getInferenceKey), then its access's user.
-  const keys = useInferenceKeys(client, groupBy === 'key' ? seriesKeys : []);
-  const users = useAccessNames(client, groupBy === 'access' ? seriesKeys : Object.values(keys).map((k) => k.workspaceAccessId));
+  const keys = useInferenceKeys(client, shownBy === 'key' ? seriesKeys : []);
+  const users = useAccessNames(
+    client,
+    workspaceId,
+    shownBy === 'access' ? seriesKeys : Object.values(keys).map((k) => k.workspaceAccessId),
+  );
   const labelOf = (key: string) => {
-    const found = groupBy === 'key' ? keys[key] : undefined;
+    const found = shownBy === 'key' ? keys[key] : undefined;
     if (found) return `${users[found.workspaceAccessId] ?? '…'} · ${found.name} (${found.prefix}…)`;
     return names[key] ?? users[key] ?? key;
   };
@@ -459,7 +466,7 @@ export function UsagePage({ client, workspace }: PageProps) {
             </caption>
             <thead>
               <tr>
-                <th scope="col">{GROUPINGS[groupBy].column}</th>
+                <th scope="col">{GROUPINGS[shownBy].column}</th>
                 <th scope="col" class="num">
                   Spend ({currency})
                 </th>
