@@ -2,8 +2,10 @@
  * The console's money, health and events pages in a real browser (Debian's Chromium through playwright-core), on a
  * live Nexus with a fake upstream and a webhook receiver that verifies signatures: a webhook endpoint is created, its
  * test event delivered, verified and replayed; a route is created, called through the gateway and its targets'
- * health read; prices are added, imported and closed; spend by model for the last week is read off the usage page
- * after priced calls; a budget is set and shows the spend. Each page is scanned by axe-core in light and dark mode.
+ * health read; a route edited and saved keeps every field its form does not edit (checked with getRoute and the
+ * audit of what was sent); prices are added, imported and closed; spend by model for the last week is read off the
+ * usage page after priced calls; switching its grouping reads each name once and is refused nothing; the chart's
+ * axes follow the theme; a budget is set and shows the spend. Each page is scanned by axe-core in light and dark mode.
  *
  * Screenshots go to test-results/console/; with CONSOLE_SCREENSHOTS=<dir> (docs/screenshots for the README) each
  * page is also written there at 1440x900.
@@ -11,12 +13,21 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page, type Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../events/receiver.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
-import { createProviderConnection, createWebhookEndpoint, getUsageSummary, listRoutes, sendTestWebhookEvent } from '../support/sdk.js';
+import {
+  createProviderConnection,
+  createRoute,
+  createWebhookEndpoint,
+  getRoute,
+  getUsageSummary,
+  listAuditLogs,
+  listRoutes,
+  sendTestWebhookEvent,
+} from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
@@ -32,6 +43,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
   let browser: Browser;
   let page: Page;
   let tenant: Tenant;
+  let backupId: string;
   const browserErrors: string[] = [];
   const dialogs: string[] = [];
   const providerKey = testProviderKey('console-features');
@@ -67,6 +79,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
       body: { name: 'backup', protocolProfile: 'openai', baseUrl: upstream.url, apiKey: providerKey },
     });
     expect(backup.response.status).toBe(201);
+    backupId = backup.data!.id;
 
     browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
     // en-US: amounts in USD read "$0.06"; UTC: the hours are labelled in a zone the assertions know.
@@ -239,6 +252,106 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     expect(browserErrors).toEqual([]);
   }, 120_000);
 
+  it('routes: a save changes only what the form changed; what it does not edit is shown and kept', async () => {
+    // A route with every setting away from its default, made through the API.
+    const created = await createRoute({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: {
+        name: 'kept',
+        strategy: 'fallback',
+        targets: [
+          {
+            providerConnectionId: tenant.connectionId,
+            weight: 4,
+            attempts: 2,
+            timeoutMs: 20_000,
+            firstTokenTimeoutMs: 5_000,
+            modelMap: { 'gpt-kept': 'gpt-kept-1' },
+          },
+          { providerConnectionId: backupId, weight: 2, attempts: 3, timeoutMs: 15_000 },
+        ],
+        retryOn: [429, 503],
+        retry: { baseDelayMs: 100, maxDelayMs: 1000, retryAfterCapMs: 3000, budgetMs: 7000 },
+        breaker: { consecutiveFailures: 3, errorRatePercent: 40, minimumCalls: 10, windowMs: 30_000, cooldownMs: 15_000 },
+        tryWhenAllOpen: false,
+        metadata: { team: 'search' },
+      },
+    });
+    expect(created.response.status).toBe(201);
+    const routeId = created.data!.id;
+    const read = async () => (await getRoute({ client: t.client, path: { routeId } })).data!;
+    const before = await read();
+    // What each update sent, as Nexus audited it (the fields the request gave), oldest first.
+    const sent = async () =>
+      (
+        await listAuditLogs({
+          client: t.client,
+          path: { workspaceId: tenant.workspaceId },
+          query: { action: 'route.updated', resourceId: routeId },
+        })
+      )
+        .data!.map((entry) => Object.keys(entry.changes).sort())
+        .reverse();
+    // Routes opened anew (the page may be on it already, with its list read before this route was made).
+    await go('Prices');
+    await go('Routes');
+    const editing = page.getByRole('form', { name: 'Edit kept' });
+    const create = page.getByRole('form', { name: 'Create a route' });
+
+    // Edit, then Save with nothing changed: the route is as it was, to its last field (nothing is sent).
+    await page.getByRole('button', { name: 'Edit kept' }).click();
+    await expect.poll(() => editing.getByLabel('Name').inputValue()).toBe('kept');
+    await editing.getByRole('button', { name: 'Save route' }).click();
+    await create.waitFor();
+    expect(await read()).toEqual(before);
+    expect(await sent()).toEqual([]);
+
+    // What the form does not edit is shown: each target's attempts and timeouts, the route's retries and breaker.
+    await page.getByRole('button', { name: 'Edit kept' }).click();
+    await expect
+      .poll(() => editing.getByTestId('target-settings').allTextContents())
+      .toEqual(['2 attempts · timeout 20 s · first byte of a stream within 5 s', '3 attempts · timeout 15 s']);
+    const kept = editing.getByRole('region', { name: /Retries and breaker/ });
+    expect(await kept.locator('dd').allTextContents()).toEqual([
+      '429, 503',
+      'from 100 ms up to 1 s · a Retry-After over 3 s moves on · at most 7 s of waits a call',
+      'opens after 3 failures in a row · or 40 % errors of at least 10 calls in 30 s · cools down for 15 s',
+      '{"team":"search"}',
+    ]);
+    expect(await editing.getByRole('checkbox', { name: /With every breaker open/ }).isChecked()).toBe(false);
+    expect(await axeViolations(page)).toEqual([]);
+    // The list says what differs from the defaults in each target.
+    await page
+      .getByRole('row', { name: /kept.*2 attempts · timeout 20 s · first byte of a stream within 5 s.*3 attempts · timeout 15 s/ })
+      .waitFor();
+
+    // A model map changed: the targets are sent (they replace the list), each with what the form does not edit.
+    await editing.getByRole('group', { name: 'Target 2' }).getByLabel('Model map').fill('gpt-kept=gpt-backup');
+    await editing.getByRole('button', { name: 'Save route' }).click();
+    await create.waitFor();
+    const mapped = await read();
+    expect(await sent()).toEqual([['targets']]);
+    expect(mapped).toEqual({
+      ...before,
+      targets: [before.targets[0], { ...before.targets[1], modelMap: { 'gpt-kept': 'gpt-backup' } }],
+      updatedAt: mapped.updatedAt,
+    });
+
+    // The name changed: only the name is sent; a weight the form shows (load balance) is the target's own.
+    await page.getByRole('button', { name: 'Edit kept' }).click();
+    await editing.getByLabel('Name').fill('kept renamed');
+    await editing.getByLabel('Strategy').selectOption('loadbalance');
+    expect(await editing.getByRole('group', { name: 'Target 1' }).getByLabel('Weight').inputValue()).toBe('4');
+    await editing.getByLabel('Strategy').selectOption('fallback');
+    await editing.getByRole('button', { name: 'Save route' }).click();
+    await create.waitFor();
+    const renamed = await read();
+    expect(await sent()).toEqual([['targets'], ['name']]);
+    expect(renamed).toEqual({ ...mapped, name: 'kept renamed', updatedAt: renamed.updatedAt });
+    expect(browserErrors).toEqual([]);
+  }, 120_000);
+
   it('prices: a price is added (an overlapping one refused), LiteLLM prices imported and one closed', async () => {
     await go('Prices');
     await page.getByText('No price yet').waitFor();
@@ -392,6 +505,129 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
       expect(await chart.getByText('Hour (Asia/Tokyo)').count()).toBe(0);
     } finally {
       await context.close();
+    }
+  }, 60_000);
+
+  /** A page of its own (its theme and its requests untouched by the other tests), signed in, on a workspace's usage. */
+  const usagePage = async (workspaceId: string, errors: string[], onPage?: (page: Page) => void | Promise<void>): Promise<Page> => {
+    const own = await watchedPage(browser, { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, errors);
+    await onPage?.(own);
+    await signIn(own, t.url);
+    await own.goto(`${t.url}/console/#/w/${workspaceId}/usage`);
+    await own.getByRole('heading', { name: 'Usage over time', level: 1 }).waitFor();
+    return own;
+  };
+
+  it('usage: switching "By" reads names for the grouping shown only, a list read for the users, each key once; nothing refused', async () => {
+    // Three users, each with a key, each calling a model of their own.
+    const other = await provisionTenant(t.client, { name: 'switch', baseUrl: upstream.url, providerKey, users: 3 });
+    for (const [i, user] of other.users.entries()) {
+      const openai = new OpenAI({ baseURL: `${other.gatewayBaseUrl}/v1`, apiKey: user.apiKey, maxRetries: 0 });
+      await openai.chat.completions.create({ model: `gpt-switch-${i}`, messages: [{ role: 'user', content: 'hello' }] });
+    }
+    await t.nexus.gateway.drain();
+
+    const errors: string[] = [];
+    const answers: { call: string; status: number }[] = [];
+    const pending = new Set<Request>();
+    const own = await usagePage(other.workspaceId, errors, (p) => {
+      p.on('request', (r) => pending.add(r));
+      p.on('requestfailed', (r) => pending.delete(r));
+      p.on('requestfinished', async (r) => {
+        const url = new URL(r.url());
+        if (url.pathname.startsWith('/admin/'))
+          answers.push({ call: `${r.method()} ${url.pathname}`, status: (await r.response())!.status() });
+        pending.delete(r);
+      });
+    });
+    try {
+      const totals = own.getByRole('table', { name: /Totals/ });
+      // The rows' names, sorted (the fake upstream answers with a dated model: gpt-switch-0-2026-01-01).
+      const rows = async () => (await totals.locator('tbody tr td:first-child').allTextContents()).sort();
+      const models = ['gpt-switch-0-2026-01-01', 'gpt-switch-1-2026-01-01', 'gpt-switch-2-2026-01-01'];
+      await expect.poll(rows).toEqual(models);
+      /** Chooses a grouping, waits for its rows' names and for every request to end; the name reads it made. */
+      const switchTo = async (groupBy: string, names: string[]) => {
+        await expect.poll(() => pending.size).toBe(0);
+        const from = answers.length;
+        await own.getByLabel('By').selectOption(groupBy);
+        await expect.poll(rows).toEqual(names);
+        await expect.poll(() => pending.size).toBe(0);
+        return answers
+          .slice(from)
+          .map((a) => a.call)
+          .filter((call) => /\/(workspace-accesses|inference-keys)\/|\/users$/.test(call));
+      };
+      // By user: the newest users in one list read, none read one by one (the model names were never asked as users).
+      expect(await switchTo('access', ['switch-user-0', 'switch-user-1', 'switch-user-2'])).toEqual([
+        `GET /admin/v1/workspaces/${other.workspaceId}/users`,
+      ]);
+      // By key: each key read once (no list names keys across a workspace); their users are known already.
+      const keyReads = await switchTo(
+        'key',
+        other.users.map((u, i) => `switch-user-${i} · default (${u.apiKey.slice(0, 14)}…)`),
+      );
+      expect(keyReads.sort()).toEqual(other.users.map((u) => `GET /admin/v1/inference-keys/${u.apiKeyId}`).sort());
+      // Connections and plans are named by the lists the page read once; the way back reads nothing again.
+      expect(await switchTo('connection', ['switch upstream'])).toEqual([]);
+      expect(await switchTo('plan', ['switch'])).toEqual([]);
+      expect(await switchTo('model', models)).toEqual([]);
+      expect(await switchTo('access', ['switch-user-0', 'switch-user-1', 'switch-user-2'])).toEqual([]);
+      // No request of the page was refused.
+      expect(answers.filter((a) => a.status >= 400)).toEqual([]);
+      expect(errors).toEqual([]);
+    } finally {
+      await own.context().close();
+    }
+  }, 120_000);
+
+  /**
+   * How light the chart's y axis is drawn: the mean lightness (0 to 255) of the opaque pixels of the canvas's left 80
+   * px, where the axis's values and label are (uPlot draws them on the canvas, which no stylesheet reaches).
+   */
+  const axisLightness = (chart: Locator) =>
+    chart.evaluate((box) => {
+      const canvas = box.querySelector('canvas')!;
+      const width = Math.round(80 * (canvas.width / canvas.getBoundingClientRect().width));
+      const { data } = canvas.getContext('2d')!.getImageData(0, 0, width, canvas.height);
+      let sum = 0;
+      let count = 0;
+      for (let i = 0; i < data.length; i += 4) {
+        if (data[i + 3]! < 200) continue;
+        sum += 0.2126 * data[i]! + 0.7152 * data[i + 1]! + 0.0722 * data[i + 2]!;
+        count++;
+      }
+      return count ? sum / count : -1;
+    });
+
+  it("usage chart: its axes are drawn in the theme's text colour, and again when the theme changes", async () => {
+    await call(tenant.gatewayBaseUrl, 'gpt-ink', 1);
+    const errors: string[] = [];
+    const own = await usagePage(tenant.workspaceId, errors, (p) => p.emulateMedia({ colorScheme: 'dark' }));
+    try {
+      const chart = own.getByTestId('usage-chart');
+      await chart.locator('canvas').waitFor();
+      const light = (v: number) => v > 160;
+      const dark = (v: number) => v >= 0 && v < 96;
+      // The system's dark scheme: light text on the dark card.
+      await expect.poll(async () => light(await axisLightness(chart))).toBe(true);
+      // The Theme button: system, dark, light, system again; the chart follows each without being drawn anew.
+      const theme = own.getByRole('button', { name: /^Theme:/ });
+      await theme.click();
+      await expect.poll(() => theme.textContent()).toBe('Theme: dark');
+      await expect.poll(async () => light(await axisLightness(chart))).toBe(true);
+      await theme.click();
+      await expect.poll(() => theme.textContent()).toBe('Theme: light');
+      await expect.poll(async () => dark(await axisLightness(chart))).toBe(true);
+      await theme.click();
+      await expect.poll(() => theme.textContent()).toBe('Theme: system');
+      await expect.poll(async () => light(await axisLightness(chart))).toBe(true);
+      // The system's scheme changing while the page is open.
+      await own.emulateMedia({ colorScheme: 'light' });
+      await expect.poll(async () => dark(await axisLightness(chart))).toBe(true);
+      expect(errors).toEqual([]);
+    } finally {
+      await own.context().close();
     }
   }, 60_000);
 

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import {
   archiveRoute,
   createRoute,
+  getRoute,
   getRouteHealth,
   idempotencyKey,
   listProviderConnections,
@@ -12,6 +13,7 @@ import {
   type RouteHealthDto,
   type RouteStrategy,
   type RouteTargetDto,
+  type UpdateRouteDto,
   updateRoute,
 } from '../api.js';
 import type { PageProps } from '../main.js';
@@ -44,7 +46,26 @@ interface TargetRow {
   weight: string;
   /** "asked=sent" lines. */
   modelMap: string;
+  /** The target as the API has it (none for one added in the form): what the form does not edit is sent back as it is. */
+  from?: RouteTargetDto;
 }
+
+/** A duration the API gives in milliseconds, as read: 600 ms, 20 s, 1.5 s. */
+const duration = (ms: number) => (ms < 1000 ? `${formatNumber(ms)} ms` : `${formatNumber(Math.round(ms / 100) / 10)} s`);
+
+/** A target's attempts and timeouts, as read: "2 attempts · timeout 20 s · first byte of a stream within 5 s". */
+function targetSettings(t: RouteTargetDto): string {
+  const attempts = t.attempts ?? 1;
+  return [
+    `${attempts} ${attempts === 1 ? 'attempt' : 'attempts'}`,
+    t.timeoutMs === undefined ? "the connection's timeout" : `timeout ${duration(t.timeoutMs)}`,
+    ...(t.firstTokenTimeoutMs === undefined ? [] : [`first byte of a stream within ${duration(t.firstTokenTimeoutMs)}`]),
+  ].join(' · ');
+}
+
+/** What differs from the defaults in a target's attempts and timeouts (the routes list shows only that). */
+const targetSettingsShort = (t: RouteTargetDto) =>
+  (t.attempts ?? 1) > 1 || t.timeoutMs !== undefined || t.firstTokenTimeoutMs !== undefined ? targetSettings(t) : '';
 
 /** The model map as typed, one "asked=sent" a line, as the API's object; the line that is not one is named. */
 function modelMapOf(text: string, target: number): Record<string, string> {
@@ -90,6 +111,11 @@ function TargetsEditor(props: {
           <Field label="Model map" hint="One asked=sent a line; a model not in it is sent as asked">
             <textarea rows={2} value={t.modelMap} onInput={edit(i, 'modelMap')} />
           </Field>
+          <div class="field">
+            <span class="label">Attempts and timeouts</span>
+            <span data-testid="target-settings">{t.from ? targetSettings(t.from) : "1 attempt · the connection's timeout"}</span>
+            <small>{t.from ? 'Set through the API; kept as they are' : "The API's defaults"}</small>
+          </div>
           {props.targets.length > 1 ? (
             <button type="button" class="danger" onClick={() => props.onChange(props.targets.filter((_, j) => j !== i))}>
               Remove target {i + 1}
@@ -177,7 +203,87 @@ const rowsOf = (route: RouteDto): TargetRow[] =>
     modelMap: Object.entries(t.modelMap ?? {})
       .map(([asked, sent]) => `${asked}=${sent}`)
       .join('\n'),
+    from: t,
   }));
+
+/**
+ * A target as the API takes it: what the form edits, over the target as the API had it. A weight is sent where the
+ * form shows it (a load-balanced route), else the one the target had.
+ */
+function targetOf(row: TargetRow, index: number, weighted: boolean): RouteTargetDto {
+  const { modelMap: _, weight, ...kept } = row.from ?? { providerConnectionId: row.providerConnectionId };
+  const modelMap = modelMapOf(row.modelMap, index + 1);
+  return {
+    ...kept,
+    providerConnectionId: row.providerConnectionId,
+    ...(weighted ? { weight: Number(row.weight) } : weight !== undefined ? { weight } : {}),
+    ...(Object.keys(modelMap).length ? { modelMap } : {}),
+  };
+}
+
+/** JSON with each object's keys in order: two values the API would read alike read alike. */
+const canonical = (value: unknown) =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1))) : v,
+  );
+
+/** What the form changed in `route`: only those fields are sent (updateRoute changes the fields given, and no other). */
+function changesOf(
+  route: RouteDto,
+  form: Required<Pick<UpdateRouteDto, 'name' | 'strategy' | 'tryWhenAllOpen' | 'targets'>>,
+): UpdateRouteDto {
+  return {
+    ...(form.name !== route.name ? { name: form.name } : {}),
+    ...(form.strategy !== route.strategy ? { strategy: form.strategy } : {}),
+    ...(form.tryWhenAllOpen !== route.tryWhenAllOpen ? { tryWhenAllOpen: form.tryWhenAllOpen } : {}),
+    ...(canonical(form.targets) !== canonical(route.targets) ? { targets: form.targets } : {}),
+  };
+}
+
+/** The route's settings the form does not edit (set through the API: `updateRoute`), shown as they are and kept. */
+function KeptSettings({ route }: { route: RouteDto }) {
+  const { retry, breaker } = route;
+  const metadata = Object.keys(route.metadata ?? {}).length ? JSON.stringify(route.metadata) : undefined;
+  return (
+    <section aria-labelledby="kept-title">
+      <h4 id="kept-title">Retries and breaker (set through the API; kept as they are)</h4>
+      <dl class="figures">
+        <dt>Statuses that move a call on</dt>
+        <dd>{route.retryOn.join(', ')}</dd>
+        <dt>Retry waits</dt>
+        <dd>
+          {retry.baseDelayMs === undefined || retry.maxDelayMs === undefined
+            ? '—'
+            : `from ${duration(retry.baseDelayMs)} up to ${duration(retry.maxDelayMs)}`}
+          {retry.retryAfterCapMs === undefined ? '' : ` · a Retry-After over ${duration(retry.retryAfterCapMs)} moves on`}
+          {retry.budgetMs === undefined ? '' : ` · at most ${duration(retry.budgetMs)} of waits a call`}
+        </dd>
+        <dt>Breaker</dt>
+        <dd>
+          {[
+            breaker.consecutiveFailures === undefined
+              ? undefined
+              : `opens after ${formatNumber(breaker.consecutiveFailures)} failures in a row`,
+            breaker.errorRatePercent === undefined
+              ? undefined
+              : `or ${breaker.errorRatePercent} % errors of at least ${formatNumber(breaker.minimumCalls)} calls in ${duration(breaker.windowMs ?? 0)}`,
+            breaker.cooldownMs === undefined ? undefined : `cools down for ${duration(breaker.cooldownMs)}`,
+          ]
+            .filter(Boolean)
+            .join(' · ')}
+        </dd>
+        {metadata ? (
+          <>
+            <dt>Metadata</dt>
+            <dd>
+              <code>{metadata}</code>
+            </dd>
+          </>
+        ) : null}
+      </dl>
+    </section>
+  );
+}
 
 export function RoutesPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
@@ -209,7 +315,11 @@ export function RoutesPage({ client, workspace }: PageProps) {
     setTargets([NEW_TARGET]);
     setTryWhenAllOpen(false);
   };
-  const edit = (r: RouteDto) => {
+  /** The route as the API has it now (the list may be older): the form starts from it, and sends what differs. */
+  const edit = async (listed: RouteDto) => {
+    const res = await action.run(`Opening ${listed.name}…`, () => getRoute({ client, path: { routeId: listed.id } }));
+    if (!res) return;
+    const r = res.data;
     setEditing(r);
     setName(r.name);
     setStrategy(r.strategy);
@@ -217,23 +327,21 @@ export function RoutesPage({ client, workspace }: PageProps) {
     setTryWhenAllOpen(r.tryWhenAllOpen);
     document.getElementById('route-form')?.scrollIntoView({ block: 'start' });
   };
-  /** What the form says, as the API takes it on create and on update. */
+  /** What the form says, as the API takes it on create (and, what differs from the route, on update). */
   const fields = () => ({
     name: name.trim(),
     strategy,
     tryWhenAllOpen,
-    targets: targets.map((t, i): RouteTargetDto => {
-      const modelMap = modelMapOf(t.modelMap, i + 1);
-      return {
-        providerConnectionId: t.providerConnectionId,
-        ...(strategy === 'loadbalance' ? { weight: Number(t.weight) } : {}),
-        ...(Object.keys(modelMap).length ? { modelMap } : {}),
-      };
-    }),
+    targets: targets.map((t, i) => targetOf(t, i, strategy === 'loadbalance')),
   });
   const save = async () => {
     const res = editing
-      ? await action.run('Saving the route…', () => updateRoute({ client, path: { routeId: editing.id }, body: fields() }))
+      ? await action.run('Saving the route…', async () => {
+          const changes = changesOf(editing, fields());
+          // Nothing changed: nothing is sent, and the route is as it was.
+          if (Object.keys(changes).length === 0) return { data: editing };
+          return updateRoute({ client, path: { routeId: editing.id }, body: changes });
+        })
       : await action.run('Creating the route…', () =>
           createRoute({ client, path: { workspaceId }, body: fields(), headers: { 'Idempotency-Key': idempotencyKey() } }),
         );
@@ -289,6 +397,7 @@ export function RoutesPage({ client, workspace }: PageProps) {
             />
             With every breaker open, still try the least recently failed target (else 503 at once)
           </label>
+          {editing ? <KeptSettings route={editing} /> : null}
           {editing ? (
             <button type="button" onClick={reset}>
               Cancel editing
@@ -318,6 +427,7 @@ export function RoutesPage({ client, workspace }: PageProps) {
                     <div key={i}>
                       {i + 1}. {names[t.providerConnectionId] ?? t.providerConnectionId}
                       {r.strategy === 'loadbalance' ? ` (weight ${t.weight ?? 1})` : ''}
+                      {targetSettingsShort(t) ? <div class="id">{targetSettingsShort(t)}</div> : null}
                       {t.modelMap && Object.keys(t.modelMap).length ? (
                         <div class="id">
                           {Object.entries(t.modelMap)
@@ -337,7 +447,7 @@ export function RoutesPage({ client, workspace }: PageProps) {
                   </button>
                   {r.status === 'ACTIVE' ? (
                     <>
-                      <button type="button" onClick={() => edit(r)}>
+                      <button type="button" onClick={() => void edit(r)}>
                         Edit {r.name}
                       </button>
                       <button type="button" class="danger" onClick={() => void archive(r)}>

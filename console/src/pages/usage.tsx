@@ -198,6 +198,15 @@ function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key:
     const step = summary.granularity === 'hour' ? 3600 : 86_400;
     const starts = data[0] as number[];
     const axis = summary.granularity === 'day' ? `Day (${zone})` : `Hour (${zone})`;
+    // The axes in the card's text and line colours, read again when the theme changes (uPlot draws them on a canvas,
+    // which no stylesheet reaches).
+    const card = box.current;
+    const inkOf = () => {
+      const style = getComputedStyle(card);
+      return { text: style.color, line: style.borderTopColor };
+    };
+    let ink = inkOf();
+    const inked = { stroke: () => ink.text, grid: { stroke: () => ink.line }, ticks: { stroke: () => ink.line } };
     const plot = new uPlot(
       {
         width: Math.max(280, box.current.clientWidth - 16),
@@ -205,8 +214,9 @@ function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key:
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), zone),
         scales: { x: { time: true, range: () => [starts[0]! - step / 2, starts[starts.length - 1]! + step / 2] } },
         axes: [
-          { label: axis },
+          { label: axis, ...inked },
           {
+            ...inked,
             label: metric === 'cost' ? `Spend (${summary.currency})` : METRICS[metric],
             size: 90,
             values: (_u, splits) => splits.map(format),
@@ -229,11 +239,21 @@ function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key:
       box.current,
     );
     // As wide as its card, also when the window is resized (a phone turned, a window narrowed).
-    const card = box.current;
     const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(280, card.clientWidth - 16), height: 320 }));
     resize.observe(card);
+    // The theme: the system's scheme, or the one the operator chose (the Theme button sets data-theme).
+    const themed = () => {
+      ink = inkOf();
+      plot.redraw(false);
+    };
+    const system = window.matchMedia('(prefers-color-scheme: dark)');
+    system.addEventListener('change', themed);
+    const chosen = new MutationObserver(themed);
+    chosen.observe(document.documentElement, { attributes: true, attributeFilter: ['data-theme'] });
     return () => {
       resize.disconnect();
+      system.removeEventListener('change', themed);
+      chosen.disconnect();
       plot.destroy();
     };
     // Drawn again when a key's name arrives (a user's external id is read after the summary).
@@ -312,7 +332,8 @@ export function UsagePage({ client, workspace }: PageProps) {
   const [granularity, setGranularity] = useState<Granularity>('hour');
   const [groupBy, setGroupBy] = useState<GroupBy>('model');
   const [chosenMetric, setMetric] = useState<Metric | undefined>();
-  const [summary, setSummary] = useState<UsageSummaryDto | undefined>();
+  /** The summary shown, and the grouping it was asked with: its keys are that grouping's (the one chosen since may still be summing). */
+  const [shown, setShown] = useState<{ summary: UsageSummaryDto; groupBy: GroupBy } | undefined>();
   const [names, setNames] = useState<Record<string, string>>({});
   const groupings = useGroupings(client, workspaceId);
   const action = useAction();
@@ -336,20 +357,26 @@ export function UsagePage({ client, workspace }: PageProps) {
       const until = new Date();
       const since = new Date(until.getTime() - RANGES[range]!.ms);
       const query = summaryQuery({ since: since.toISOString(), until: until.toISOString(), granularity, groupBy, timeZone: localZone() });
-      return (await getUsageSummary({ client, path: { workspaceId }, query })).data;
+      return { summary: (await getUsageSummary({ client, path: { workspaceId }, query })).data, groupBy };
     },
-    setSummary,
+    setShown,
     [workspaceId, range, granularity, groupBy],
     { action, label: 'Summing usage…' },
   );
 
+  const summary = shown?.summary;
+  const shownBy = shown?.groupBy ?? groupBy;
   const buckets = summary?.buckets ?? [];
   const seriesKeys = buckets.map((b) => b.key).filter(Boolean);
   // Keys by their user, name and prefix: each key read once (getInferenceKey), then its access's user.
-  const keys = useInferenceKeys(client, groupBy === 'key' ? seriesKeys : []);
-  const users = useAccessNames(client, groupBy === 'access' ? seriesKeys : Object.values(keys).map((k) => k.workspaceAccessId));
+  const keys = useInferenceKeys(client, shownBy === 'key' ? seriesKeys : []);
+  const users = useAccessNames(
+    client,
+    workspaceId,
+    shownBy === 'access' ? seriesKeys : Object.values(keys).map((k) => k.workspaceAccessId),
+  );
   const labelOf = (key: string) => {
-    const found = groupBy === 'key' ? keys[key] : undefined;
+    const found = shownBy === 'key' ? keys[key] : undefined;
     if (found) return `${users[found.workspaceAccessId] ?? '…'} · ${found.name} (${found.prefix}…)`;
     return names[key] ?? users[key] ?? key;
   };
@@ -439,7 +466,7 @@ export function UsagePage({ client, workspace }: PageProps) {
             </caption>
             <thead>
               <tr>
-                <th scope="col">{GROUPINGS[groupBy].column}</th>
+                <th scope="col">{GROUPINGS[shownBy].column}</th>
                 <th scope="col" class="num">
                   Spend ({currency})
                 </th>
