@@ -564,7 +564,7 @@ export type CreateModelPriceDto = {
     /**
      * Every connection of this protocol profile (not with `providerConnectionId`).
      */
-    protocolProfile?: string;
+    protocolProfile?: ProtocolProfile;
     currency?: CurrencyCode;
     inputPerMillion: PricePerMillion;
     cachedInputPerMillion?: PricePerMillion;
@@ -583,7 +583,7 @@ export type ModelPriceDto = {
     workspaceId: string;
     modelPattern: string;
     providerConnectionId?: string;
-    protocolProfile?: string;
+    protocolProfile?: ProtocolProfile;
     currency: CurrencyCode;
     inputPerMillion: PricePerMillion;
     cachedInputPerMillion?: PricePerMillion;
@@ -604,7 +604,10 @@ export type ImportModelPricesDto = {
     };
     effectiveFrom?: DateTime;
     providerConnectionId?: string;
-    protocolProfile?: string;
+    /**
+     * Every connection of this protocol profile (not with `providerConnectionId`).
+     */
+    protocolProfile?: ProtocolProfile;
 };
 
 export type ImportModelPricesResultDto = {
@@ -1561,13 +1564,13 @@ export type CreateWebhookEndpointDto = {
     /**
      * The types sent to this endpoint; unset or null for all.
      */
-    eventTypes?: Array<string> | null;
+    eventTypes?: Array<WebhookEventType> | null;
 };
 
 export type UpdateWebhookEndpointDto = {
     url?: string;
     description?: string;
-    eventTypes?: Array<string> | null;
+    eventTypes?: Array<WebhookEventType> | null;
     status?: WebhookEndpointStatus;
 };
 
