@@ -6,8 +6,8 @@
  *     generated from the contract's tags, operationIds and error codes by scripts/client-resources.ts,
  *   - from scripts/client-package/: package.json, its version the contract's `info.version` (one version for
  *     the API and its client), README.md, CHANGELOG.md, tsconfig.json, typedoc.json and the repository's LICENSE,
- *   - client/nexus.ts (the package's entry), client/runtime.ts (retries, timeouts, pages) and client/errors.ts,
- *     the hand-written layer over the generated SDK.
+ *   - client/nexus.ts (the package's entry), client/runtime.ts (retries, timeouts, pages, streams), client/errors.ts
+ *     and client/webhooks.ts (`nexus.webhooks.verify`), the hand-written layer over the generated SDK.
  * Edit them in scripts/client-package/ or the generator: generated/ is rewritten by every `npm run generate`.
  */
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
@@ -27,7 +27,7 @@ writeFileSync(to('package.json'), JSON.stringify(pkg, null, 2) + '\n');
 
 for (const file of ['README.md', 'CHANGELOG.md', 'tsconfig.json', 'typedoc.json']) copyFileSync(from(file), to(file));
 copyFileSync(join(root, 'LICENSE'), to('LICENSE'));
-for (const file of ['nexus.ts', 'runtime.ts', 'errors.ts']) {
+for (const file of ['nexus.ts', 'runtime.ts', 'errors.ts', 'webhooks.ts']) {
   writeFileSync(
     to(join('client', file)),
     `// This file is copied from scripts/client-package/${file} by \`npm run generate\`: edit it there.\n\n` +

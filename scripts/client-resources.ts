@@ -9,7 +9,8 @@
  *   `getWorkspaceAccessQuota` -> `workspaceAccesses.getQuota`); an operationId without it keeps its name.
  * A method takes the path parameters in the order of the path, then the body or the query, then RequestOptions.
  * operations.gen.ts lists the operations that take an Idempotency-Key, for the client to add one to each call.
- * A list (an operation that takes the Cursor parameter) returns a PagePromise. Two operations of one tag that would get one name fail the generation.
+ * A list (an operation that takes the Cursor parameter) returns a PagePromise; an operation that answers a file (a CSV
+ * export) returns its body unread, as a stream. Two operations of one tag that would get one name fail the generation.
  */
 
 interface Parameter {
@@ -27,16 +28,29 @@ interface OperationObject {
   tags?: string[];
   parameters?: Parameter[];
   requestBody?: { required?: boolean };
+  responses?: Record<string, { $ref?: string; content?: Record<string, unknown> }>;
 }
 
 export interface Contract {
   info: { version: string };
   tags?: { name: string; description?: string }[];
   paths: Record<string, Record<string, unknown>>;
-  components: { parameters?: Record<string, Parameter>; schemas: Record<string, unknown> };
+  components: {
+    parameters?: Record<string, Parameter>;
+    responses?: Record<string, { content?: Record<string, unknown> }>;
+    schemas: Record<string, unknown>;
+  };
 }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+/**
+ * The hand-written members of a resource, by tag: its class extends this class of scripts/client-package/ (itself a
+ * NexusResource) instead of NexusResource. `nexus.webhooks.verify()` checks a delivery's signature.
+ */
+const RESOURCE_BASES: Record<string, { name: string; module: string; members: string[] }> = {
+  Webhooks: { name: 'WebhookVerifier', module: './webhooks.js', members: ['verify'] },
+};
 
 /** "Workspace accesses" -> ['Workspace', 'Accesses']. */
 function words(phrase: string): string[] {
@@ -104,6 +118,17 @@ function resolveParameter(contract: Contract, parameter: Parameter): Parameter {
   return { ...contract.components.parameters?.[name], $ref: parameter.$ref };
 }
 
+/** Whether an operation's answer is a file (its 2xx answers have a body, none of it JSON: a CSV export), to be read as a stream. */
+function answersAFile(contract: Contract, op: OperationObject): boolean {
+  const types = Object.entries(op.responses ?? {})
+    .filter(([status]) => status.startsWith('2'))
+    .flatMap(([, answer]) => {
+      const resolved = answer.$ref ? contract.components.responses?.[answer.$ref.split('/').pop()!] : answer;
+      return Object.keys(resolved?.content ?? {});
+    });
+  return types.length > 0 && !types.some((type) => type === 'application/json');
+}
+
 function methodSource(
   contract: Contract,
   path: string,
@@ -142,10 +167,24 @@ function methodSource(
   }
   args.push('options?: RequestOptions');
 
-  const doc = docComment([op.summary, op.description, `\`${httpMethod.toUpperCase()} ${path}\` (\`${id}\` in the function API)`], '  ');
+  const file = answersAFile(contract, op);
+  const doc = docComment(
+    [
+      op.summary,
+      op.description,
+      file
+        ? 'Resolves to the body as a stream, unread: pipe it, or read it with `new Response(stream).text()`. `.withResponse()` gives the Response with it.'
+        : undefined,
+      `\`${httpMethod.toUpperCase()} ${path}\` (\`${id}\` in the function API)`,
+    ],
+    '  ',
+  );
   if (isList) {
     const item = `types.${typeName}Responses[200][number]`;
     return `${doc}  ${name}(${args.join(', ')}): PagePromise<${item}> {\n    return this._core._list<${item}>(sdk.${id}, { ${shape.join(', ')} }, options);\n  }\n`;
+  }
+  if (file) {
+    return `${doc}  ${name}(${args.join(', ')}): NexusPromise<ReadableStream<Uint8Array>> {\n    return this._core._stream(sdk.${id}, { ${shape.join(', ')} }, options);\n  }\n`;
   }
   const result = `types.${typeName}Responses[keyof types.${typeName}Responses]`;
   return `${doc}  ${name}(${args.join(', ')}): NexusPromise<${result}> {\n    return this._core._call<${result}>(sdk.${id}, { ${shape.join(', ')} }, options);\n  }\n`;
@@ -175,12 +214,14 @@ export function resourcesSource(contract: Contract): string {
   const classes = tags.map(([tag, methods]) => {
     const property = lowerFirst(words(tag).join(''));
     const className = `${pascal(property)}Resource`;
-    const doc = docComment([`${tag}: ${methods.map((m) => m.name).join(', ')}.`, description.get(tag)], '');
+    const base = RESOURCE_BASES[tag];
+    const names = [...(base?.members ?? []), ...methods.map((m) => m.name)];
+    const doc = docComment([`${tag}: ${names.join(', ')}.`, description.get(tag)], '');
     return {
       property,
       className,
       tag,
-      source: `${doc}export class ${className} extends NexusResource {\n${methods.map((m) => m.source).join('\n')}}\n`,
+      source: `${doc}export class ${className} extends ${base?.name ?? 'NexusResource'} {\n${methods.map((m) => m.source).join('\n')}}\n`,
     };
   });
   const fields = classes
@@ -192,7 +233,9 @@ export function resourcesSource(contract: Contract): string {
 import * as sdk from './sdk.gen.js';
 import type * as types from './types.gen.js';
 import { NexusCore, NexusResource, type NexusPromise, type PagePromise, type Params, type RequestOptions } from './runtime.js';
-
+${Object.values(RESOURCE_BASES)
+  .map((b) => `import { ${b.name} } from '${b.module}';\n`)
+  .join('')}
 ${classes.map((c) => c.source).join('\n')}
 /**
  * The Nexus client, a resource per area of the API:

@@ -3,6 +3,7 @@
 import * as sdk from './sdk.gen.js';
 import type * as types from './types.gen.js';
 import { NexusCore, NexusResource, type NexusPromise, type PagePromise, type Params, type RequestOptions } from './runtime.js';
+import { WebhookVerifier } from './webhooks.js';
 
 /**
  * Workspaces: list, create, get, archive, update.
@@ -734,10 +735,12 @@ export class MoneyResource extends NexusResource {
    * any number of rows, read from the database a page at a time. It takes listInvocations' filters, so an export is the list
    * an operator is looking at: without `since`, from the workspace's first call; without `until`, up to now.
    *
+   * Resolves to the body as a stream, unread: pipe it, or read it with `new Response(stream).text()`. `.withResponse()` gives the Response with it.
+   *
    * `GET /admin/v1/workspaces/{workspaceId}/invocations/export` (`exportInvocations` in the function API)
    */
-  exportInvocations(workspaceId: string, query?: Params<types.ExportInvocationsData['query']>, options?: RequestOptions): NexusPromise<types.ExportInvocationsResponses[keyof types.ExportInvocationsResponses]> {
-    return this._core._call<types.ExportInvocationsResponses[keyof types.ExportInvocationsResponses]>(sdk.exportInvocations, { path: { workspaceId }, query }, options);
+  exportInvocations(workspaceId: string, query?: Params<types.ExportInvocationsData['query']>, options?: RequestOptions): NexusPromise<ReadableStream<Uint8Array>> {
+    return this._core._stream(sdk.exportInvocations, { path: { workspaceId }, query }, options);
   }
 
   /**
@@ -746,10 +749,12 @@ export class MoneyResource extends NexusResource {
    * getUsageSummary's buckets over [since, until) as CSV, streamed (no limit on the number of buckets); days
    * are days in `timeZone`, as there.
    *
+   * Resolves to the body as a stream, unread: pipe it, or read it with `new Response(stream).text()`. `.withResponse()` gives the Response with it.
+   *
    * `GET /admin/v1/workspaces/{workspaceId}/usage-summary/export` (`exportUsageSummary` in the function API)
    */
-  exportUsageSummary(workspaceId: string, query: Params<NonNullable<types.ExportUsageSummaryData['query']>>, options?: RequestOptions): NexusPromise<types.ExportUsageSummaryResponses[keyof types.ExportUsageSummaryResponses]> {
-    return this._core._call<types.ExportUsageSummaryResponses[keyof types.ExportUsageSummaryResponses]>(sdk.exportUsageSummary, { path: { workspaceId }, query }, options);
+  exportUsageSummary(workspaceId: string, query: Params<NonNullable<types.ExportUsageSummaryData['query']>>, options?: RequestOptions): NexusPromise<ReadableStream<Uint8Array>> {
+    return this._core._stream(sdk.exportUsageSummary, { path: { workspaceId }, query }, options);
   }
 }
 
@@ -970,11 +975,11 @@ export class BillingResource extends NexusResource {
 }
 
 /**
- * Webhooks: listEndpoints, createEndpoint, getEndpoint, deleteEndpoint, updateEndpoint, disableEndpoint, rotateEndpointSecret, sendTestWebhookEvent, listMessages, getMessage, replayMessage, replayFailedWebhookMessages.
+ * Webhooks: verify, listEndpoints, createEndpoint, getEndpoint, deleteEndpoint, updateEndpoint, disableEndpoint, rotateEndpointSecret, sendTestWebhookEvent, listMessages, getMessage, replayMessage, replayFailedWebhookMessages.
  *
  * Signed outbound events (Standard Webhooks) to the application's endpoints, their deliveries and replays.
  */
-export class WebhooksResource extends NexusResource {
+export class WebhooksResource extends WebhookVerifier {
   /**
    * List webhook endpoints
    *

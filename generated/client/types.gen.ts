@@ -564,7 +564,7 @@ export type CreateModelPriceDto = {
     /**
      * Every connection of this protocol profile (not with `providerConnectionId`).
      */
-    protocolProfile?: string;
+    protocolProfile?: ProtocolProfile;
     currency?: CurrencyCode;
     inputPerMillion: PricePerMillion;
     cachedInputPerMillion?: PricePerMillion;
@@ -583,7 +583,7 @@ export type ModelPriceDto = {
     workspaceId: string;
     modelPattern: string;
     providerConnectionId?: string;
-    protocolProfile?: string;
+    protocolProfile?: ProtocolProfile;
     currency: CurrencyCode;
     inputPerMillion: PricePerMillion;
     cachedInputPerMillion?: PricePerMillion;
@@ -604,7 +604,10 @@ export type ImportModelPricesDto = {
     };
     effectiveFrom?: DateTime;
     providerConnectionId?: string;
-    protocolProfile?: string;
+    /**
+     * Every connection of this protocol profile (not with `providerConnectionId`).
+     */
+    protocolProfile?: ProtocolProfile;
 };
 
 export type ImportModelPricesResultDto = {
@@ -898,7 +901,8 @@ export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
 
 /**
  * The API the upstream speaks: what the gateway meters on the connection, how its key goes up,
- * and the shape of the gateway's own error answers there.
+ * and the shape of the gateway's own error answers there. More profiles may come in a minor
+ * version (`x-open-enum`).
  * - `openai`: OpenAI and OpenAI-compatible servers. Key sent as `Authorization: Bearer`.
  * Metered: `chat/completions`, `completions`, `embeddings`, `responses`; free: `v1/models`.
  * - `anthropic`: Anthropic's Messages API. Key sent as `x-api-key`, `anthropic-version` passed
@@ -1256,6 +1260,7 @@ export type HealthDto = {
  * the call was made with (`getInferenceKey` names it and its access). `plan`: the id of the plan the call's access was on when the call was made (a later
  * change of plan does not move it; empty for calls recorded before plans were kept on them, and for events
  * without a call).
+ * More groupings may come in a minor version (`x-open-enum`).
  *
  */
 export type UsageGroupBy = 'model' | 'access' | 'connection' | 'key' | 'plan';
@@ -1544,7 +1549,9 @@ export type InvocationDto = {
 };
 
 /**
- * The catalogue of event types; each type's `data` is the schema named beside it in WebhookEvent.
+ * The catalogue of event types; each type's `data` is the schema named beside it in WebhookEvent. More types
+ * may come in a minor version (`x-open-enum`): an endpoint subscribed to every type (`eventTypes` null) gets them.
+ *
  */
 export type WebhookEventType = 'quota.threshold_crossed' | 'access.status_changed' | 'inference_key.expiring' | 'inference_key.revoked' | 'workspace.budget_crossed' | 'provider_connection.unhealthy' | 'provider_connection.recovered' | 'billing.subscription_changed' | 'webhook_endpoint.disabled' | 'webhook.test';
 
@@ -1561,13 +1568,13 @@ export type CreateWebhookEndpointDto = {
     /**
      * The types sent to this endpoint; unset or null for all.
      */
-    eventTypes?: Array<string> | null;
+    eventTypes?: Array<WebhookEventType> | null;
 };
 
 export type UpdateWebhookEndpointDto = {
     url?: string;
     description?: string;
-    eventTypes?: Array<string> | null;
+    eventTypes?: Array<WebhookEventType> | null;
     status?: WebhookEndpointStatus;
 };
 

@@ -4,7 +4,8 @@
  * - an answer other than 2xx is a NexusError of its status's class (NotFoundError for a 404, ...), with the
  *   Error body's stable `code`, its `param` and the request's `requestId`;
  * - no answer at all is a NexusConnectionError (the server is down, the connection was reset), or a
- *   NexusTimeoutError when the client's `timeout` ran out first.
+ *   NexusTimeoutError when the client's `timeout` ran out first;
+ * - a webhook whose signature does not verify is an InvalidWebhookSignatureError.
  *
  * The fetch Response is kept as a non-enumerable `response`: an uncaught error prints its message, stack and
  * the Error body, not the whole Response.
@@ -86,6 +87,9 @@ export class NexusTimeoutError extends NexusConnectionError {}
 
 /** Thrown by a call that has no configured client to go through. */
 export class NexusConfigurationError extends NexusError {}
+
+/** A webhook whose signature does not verify (`nexus.webhooks.verify`): a wrong secret, a changed body, a missing header or a stale timestamp. */
+export class InvalidWebhookSignatureError extends NexusError {}
 
 function classOfStatus(status: number): new (message: string, init: NexusErrorInit) => NexusError {
   switch (status) {

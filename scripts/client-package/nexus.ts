@@ -7,6 +7,7 @@
  *   with createNexusClient for the `client` each call takes. The package's default client refuses every
  *   call: a call without `client` fails with a NexusConfigurationError, not a request to a guessed address.
  * - The errors (errors.ts) and paginate, the pager of the function API.
+ * - WebhookVerifier (webhooks.ts), what `nexus.webhooks` adds to the operations: verify(), a delivery's signature checked.
  */
 import { client } from './client.gen.js';
 import { refuseUnconfigured, withNexusErrors } from './runtime.js';
@@ -29,6 +30,7 @@ export {
   type RequestOptions,
   type WithResponse,
 } from './runtime.js';
+export { WebhookVerifier, type WebhookHeaders } from './webhooks.js';
 
 withNexusErrors(client);
 refuseUnconfigured(client);

@@ -3,9 +3,9 @@
  *
  * - the fetch that every request goes through: a timeout per attempt, and retries with exponential backoff
  *   and jitter (honouring Retry-After and x-should-retry) on 408, 429, 5xx and no answer, for requests safe to
- *   repeat: GET and HEAD, and writes that carry an Idempotency-Key;
+ *   repeat: the idempotent methods (GET, HEAD, OPTIONS, PUT, DELETE), and writes that carry an Idempotency-Key;
  * - NexusPromise, the answer's data with `.withResponse()` for the Response, and PagePromise, a list's first
- *   page that is also an async iterable over every item of every page;
+ *   page that is also an async iterable over every item of every page; a file (a CSV export) comes as a stream;
  * - NexusCore, the configured client the resources call through.
  */
 import { createClient, createConfig, type Client } from './client/index.js';
@@ -59,10 +59,11 @@ export const DEFAULT_MAX_RETRIES = 2;
 export const DEFAULT_TIMEOUT_MS = 60_000;
 const INITIAL_RETRY_DELAY_MS = 500;
 const MAX_RETRY_DELAY_MS = 8_000;
-/** A Retry-After longer than this is not waited for: the error is thrown instead. */
+/** A Retry-After longer than this is not waited for: the retry waits the backoff instead. */
 const MAX_RETRY_AFTER_MS = 60_000;
 
-const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+/** The methods that HTTP defines as idempotent: repeating one changes nothing more than sending it once. */
+const IDEMPOTENT_METHODS = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
 
 /** Whether an answer is worth a retry: the server's `x-should-retry` when it says, else 408, 429 and 5xx. */
 function shouldRetry(response: Response): boolean {
@@ -72,7 +73,10 @@ function shouldRetry(response: Response): boolean {
   return response.status === 408 || response.status === 429 || response.status >= 500;
 }
 
-/** How long to wait before retry number `retry` (0 for the first): Retry-After(-Ms) when the answer gives one, else 0.5 s doubling up to 8 s, less up to 25 % jitter. */
+/**
+ * How long to wait before retry number `retry` (0 for the first): the answer's retry-after-ms, or its Retry-After
+ * (seconds or an HTTP date) when that is at most 60 s; else 0.5 s doubling up to 8 s, less up to 25 % jitter.
+ */
 export function retryDelayMs(retry: number, response?: Response): number {
   const afterMs = Number(response?.headers.get('retry-after-ms'));
   if (Number.isFinite(afterMs) && afterMs >= 0 && response?.headers.has('retry-after-ms')) return afterMs;
@@ -108,7 +112,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 export function retryingFetch(settings: FetchSettings): typeof fetch {
   return async (input, init) => {
     const request = new Request(input, init);
-    const repeatable = SAFE_METHODS.has(request.method) || request.headers.has('idempotency-key');
+    const repeatable = IDEMPOTENT_METHODS.has(request.method) || request.headers.has('idempotency-key');
     for (let attempt = 0; ; attempt++) {
       const canRetry = repeatable && attempt < settings.maxRetries;
       const timeout = new AbortController();
@@ -349,6 +353,15 @@ export class NexusCore {
     return new NexusPromise<T>(this.#invoke<T>(operation, shape, options));
   }
 
+  /** @internal A call whose answer is a file: its body unread, as a stream (the Response's own), or a NexusError. */
+  _stream(operation: Operation, shape: CallShape, options: RequestOptions | undefined): NexusPromise<ReadableStream<Uint8Array>> {
+    const raw = this.#invoke<ReadableStream<Uint8Array> | null>(operation, shape, options, 'stream').then(({ data, response }) => ({
+      data: data ?? new ReadableStream<Uint8Array>({ start: (controller) => controller.close() }),
+      response,
+    }));
+    return new NexusPromise(raw);
+  }
+
   /** @internal A list call: its first page, iterable over every item (each next page asked with the previous one's X-Next-Cursor). */
   _list<T>(operation: Operation, shape: CallShape, options: RequestOptions | undefined): PagePromise<T> {
     const pageAt = (cursor: string | undefined): PagePromise<T> => {
@@ -362,7 +375,12 @@ export class NexusCore {
     return pageAt((shape.query as { cursor?: string } | undefined)?.cursor);
   }
 
-  async #invoke<T>(operation: Operation, shape: CallShape, options: RequestOptions | undefined): Promise<WithResponse<T>> {
+  async #invoke<T>(
+    operation: Operation,
+    shape: CallShape,
+    options: RequestOptions | undefined,
+    parseAs?: 'stream',
+  ): Promise<WithResponse<T>> {
     // The client's request interceptor gives a write that takes an Idempotency-Key a new one when none is set here.
     const headers: Record<string, string> = { ...options?.headers };
     if (options?.idempotencyKey !== undefined) headers['Idempotency-Key'] = options.idempotencyKey;
@@ -371,6 +389,7 @@ export class NexusCore {
     if (shape.query !== undefined) call.query = shape.query;
     if (shape.body !== undefined) call.body = shape.body;
     if (options?.signal) call.signal = options.signal;
+    if (parseAs) call.parseAs = parseAs;
     if (options?.maxRetries !== undefined || options?.timeout !== undefined) {
       call.fetch = retryingFetch({
         ...this.#settings,

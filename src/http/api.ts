@@ -12,7 +12,7 @@ import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import type { ErrorObject } from 'ajv';
-import { AppError, errorBody, toAppError } from '../errors.js';
+import { AppError, errorBody, errorCodes, toAppError, type ErrorCode } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
 import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
 import { assertStorable } from '../domain/storable-text.js';
@@ -138,7 +138,13 @@ function validationError(errors: ErrorObject[] | null | undefined): AppError {
   else if (first.keyword === 'maxProperties') message = `${subject} must have at most ${plural(p.limit!, 'field')}`;
   else if (first.keyword === 'minProperties' && !param) message = 'The request body must name at least one field to change';
   else message = `${subject} ${first.message ?? 'is invalid'}`;
-  return new AppError('invalid_parameter', message, param ? { param } : {});
+  return new AppError(codeOf(first), message, param ? { param } : {});
+}
+
+/** The code of a refusal: the failing schema's own (`x-error-code` in the contract, for a cause that has one), else invalid_parameter. */
+function codeOf(e: ErrorObject): ErrorCode {
+  const own = (e.parentSchema as { 'x-error-code'?: unknown } | undefined)?.['x-error-code'];
+  return errorCodes.includes(own as ErrorCode) ? (own as ErrorCode) : 'invalid_parameter';
 }
 
 /** The token of `Authorization: Bearer <token>`, if that is what the request sent. */
@@ -276,7 +282,8 @@ export function createApi(deps: ApiDeps) {
     // for a compile.
     quick: true,
     coerceTypes: true,
-    ajvOpts: { strict: false, allErrors: false },
+    // verbose: an error carries its schema, for the code a schema names (codeOf).
+    ajvOpts: { strict: false, allErrors: false, verbose: true },
     customizeAjv: (ajv) => {
       addFormats(ajv);
       ajv.addFormat('date-time', { type: 'string', validate: isDateTime });

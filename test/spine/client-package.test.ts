@@ -6,8 +6,11 @@
  *   NexusError, a list followed across pages, no export named like a global;
  * - the resource API (`new Nexus(...)`): every area (examples/quickstart.ts, run as it is), a provider call
  *   through the Gateway to a real upstream, pagination, each error class, a 503 retried with the same
- *   Idempotency-Key (and through the function API too), a timeout, a connection error, no silent default
- *   client, optional fields given undefined, and `require()` from CommonJS.
+ *   Idempotency-Key (and through the function API too), a PUT and a DELETE retried without one, a timeout, a
+ *   connection error, no silent default client, optional fields given undefined, and `require()` from CommonJS;
+ * - routes (one served through the Gateway), money (a price, a budget, the CSV exports read as streams) and
+ *   webhooks (a real delivery to a receiver in the consumer, checked with `nexus.webhooks.verify()`), and the
+ *   contract's enums refusing a misspelt event type or protocol when the consumer compiles.
  * Faults Nexus does not make on demand (a 503 once, a 429, a 500, a slow answer) come from a proxy in front
  * of it that the consumer asks for one with an `x-fault` header.
  */
@@ -108,9 +111,11 @@ beforeAll(async () => {
   const tarball = readdirSync(dir).find((f) => f.endsWith('.tgz'))!;
   expect(tarball).toBe(`nexus-gateway-client-${contract.info.version}.tgz`);
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-  npm(['install', '--offline', `./${tarball}`], dir);
+  // Its one dependency, standardwebhooks (nexus.webhooks.verify), comes from npm's cache when it is there.
+  npm(['install', '--prefer-offline', `./${tarball}`], dir);
   // After the synchronous steps above, which would block the app's event loop (it answers 503 after a long block).
-  t = await startTestApp();
+  // Webhooks are sent within 50 ms of being queued.
+  t = await startTestApp({ env: { NEXUS_EVENTS_POLL_MS: '50' } });
   proxy = await startFaultProxy(t.url);
   proxyUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
 }, 120_000);
@@ -272,11 +277,13 @@ it('exports no name that shadows a global of JavaScript, the DOM or Node', () =>
 });
 
 /** The resource API's consumer: each case's outcome as JSON on stdout. */
-const sdkConsumer = `import { inspect } from 'node:util';
+const sdkConsumer = `import { createServer } from 'node:http';
+import { inspect } from 'node:util';
 import {
-  AuthenticationError, BadRequestError, ConflictError, createNexusClient, createWorkspace, getWorkspace, InternalServerError, Nexus, NexusConfigurationError,
-  NexusConnectionError, NexusError, NexusTimeoutError, NotFoundError, PermissionDeniedError, RateLimitError,
-  ServiceUnavailableError, type ErrorCode, type WorkspaceDto,
+  AuthenticationError, BadRequestError, ConflictError, createNexusClient, createWorkspace, getWorkspace, InternalServerError,
+  InvalidWebhookSignatureError, Nexus, NexusConfigurationError, NexusConnectionError, NexusError, NexusTimeoutError, NotFoundError,
+  PermissionDeniedError, RateLimitError, ServiceUnavailableError, type CreateModelPriceDto, type CreateWebhookEndpointDto,
+  type ErrorCode, type WebhookEvent, type WorkspaceDto,
 } from '@nexus-gateway/client';
 
 const env = process.env;
@@ -408,6 +415,114 @@ out.gateway = {
   plan: (await asUser.gateway.getMe()).plan.key.length > 0,
 };
 
+// Routes: one over the tenant's connection, called through the Gateway like a connection, updated, archived by a DELETE
+// that a 503 answers once (retried: a DELETE is idempotent).
+const workspaceId = env.GATEWAY_WORKSPACE!;
+const route = await nexus.routes.create(workspaceId, { name: 'sdk-route', strategy: 'fallback', targets: [{ providerConnectionId: env.GATEWAY_CONNECTION! }] });
+const viaRoute = await asUser.gateway.proxyProviderPost(route.id, 'v1/chat/completions', chat).withResponse();
+const routeIds: string[] = [];
+for await (const r of nexus.routes.list(workspaceId, { limit: 1 })) routeIds.push(r.id);
+const renamed = await nexus.routes.update(route.id, { name: 'sdk-route-renamed' });
+const health = await nexus.routes.getHealth(route.id);
+await proxied.routes.archive(route.id, { headers: { 'x-fault': 'fail-once:archive-route' } });
+out.routes = {
+  gatewayBaseUrl: route.gatewayBaseUrl.endsWith('/providers/' + route.id),
+  served: viaRoute.response.status,
+  listed: routeIds.includes(route.id),
+  renamed: renamed.name,
+  targets: health.targets.length,
+  status: (await nexus.routes.get(route.id)).status,
+};
+
+// Money: a price for a protocol, listed and closed; a budget set by a PUT that a 503 answers once (retried: a PUT is
+// idempotent); the exports read as streams, the Response's body not read before.
+// A pattern of its own on each run (one run per Node line, on one workspace).
+const priceBody = { modelPattern: \`gpt-test-\${Date.now()}*\`, protocolProfile: 'openai', inputPerMillion: '1', outputPerMillion: '2', effectiveFrom: new Date(Date.now() - 3_600_000).toISOString() } as const;
+const price = await nexus.money.createModelPrice(workspaceId, priceBody);
+const prices: string[] = [];
+for await (const p of nexus.money.listModelPrices(workspaceId)) prices.push(p.id);
+const closed = await nexus.money.closeModelPrice(price.id, {});
+const budget = await proxied.money.setWorkspaceBudget(workspaceId, { period: 'DAY', softLimitMicros: '1000000' }, { headers: { 'x-fault': 'fail-once:budget' } });
+const readBudget = await nexus.money.getWorkspaceBudget(workspaceId);
+async function readAll(stream: ReadableStream<Uint8Array>): Promise<{ text: string; chunks: number }> {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let chunks = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return { text: text + decoder.decode(), chunks };
+    chunks++;
+    text += decoder.decode(value, { stream: true });
+  }
+}
+let exported = { text: '', chunks: 0 };
+let unread = false;
+let csvType: string | null = null;
+// The gateway's call above is recorded by then or shortly after.
+const completionId = String(completion.response.headers.get('x-nexus-request-id'));
+for (let i = 0; i < 100 && !exported.text.includes(completionId); i++) {
+  if (i) await new Promise((resolve) => setTimeout(resolve, 100));
+  const { data: stream, response: csv } = await nexus.money.exportInvocations(workspaceId).withResponse();
+  unread = !csv.bodyUsed && csv.body === stream;
+  csvType = csv.headers.get('content-type');
+  exported = await readAll(stream);
+}
+const summaryCsv = await new Response(
+  await nexus.money.exportUsageSummary(workspaceId, { since: new Date(Date.now() - 86_400_000).toISOString(), until: new Date(Date.now() + 3_600_000).toISOString() }),
+).text();
+out.money = {
+  price: { protocolProfile: price.protocolProfile, listed: prices.includes(price.id), closed: closed.effectiveTo !== undefined },
+  budget: { period: budget.period, soft: readBudget.softLimitMicros },
+  invocations: { unread, csvType, header: exported.text.split('\\n')[0], rows: exported.text.trim().split('\\n').length - 1, chunks: exported.chunks, requestId: exported.text.includes(completionId) },
+  summaryHeader: summaryCsv.split('\\n')[0],
+};
+// The contract's enums: a misspelt event type or protocol does not compile.
+// @ts-expect-error not an event type
+const misspeltEvent: CreateWebhookEndpointDto = { url: 'https://example.com/hooks', eventTypes: ['quota.nope'] };
+// @ts-expect-error not a protocol profile
+const misspeltProfile: CreateModelPriceDto = { ...priceBody, protocolProfile: 'smtp' };
+out.enums = [misspeltEvent.url, misspeltProfile.modelPattern].length;
+
+// Webhooks: a receiver here checks a real delivery with nexus.webhooks.verify(); a changed body, a wrong secret and
+// fetch's Headers too. The endpoint is deleted by a DELETE that a 503 answers once.
+const delivered: { body: string; headers: Record<string, string | string[] | undefined> }[] = [];
+const receiver = createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    delivered.push({ body: Buffer.concat(chunks).toString('utf8'), headers: req.headers });
+    res.writeHead(204).end();
+  });
+});
+await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+const hookUrl = 'http://127.0.0.1:' + (receiver.address() as { port: number }).port + '/hooks';
+const endpoint = await nexus.webhooks.createEndpoint(workspaceId, { url: hookUrl, eventTypes: ['webhook.test'] });
+await nexus.webhooks.sendTestWebhookEvent(endpoint.id);
+for (let i = 0; i < 200 && delivered.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+receiver.close();
+const hook = delivered[0]!;
+const event: WebhookEvent = nexus.webhooks.verify(hook.body, hook.headers, endpoint.secret);
+const asHeaders = new Headers();
+for (const [name, value] of Object.entries(hook.headers)) if (typeof value === 'string') asHeaders.set(name, value);
+const fromBytes = nexus.webhooks.verify(new TextEncoder().encode(hook.body), asHeaders, endpoint.secret);
+const tampered = await caught(async () => nexus.webhooks.verify(hook.body.replace('webhook.test', 'webhook.tesT'), hook.headers, endpoint.secret));
+const otherSecret = (await nexus.webhooks.rotateEndpointSecret(endpoint.id)).secret;
+const wrongSecret = await caught(async () => nexus.webhooks.verify(hook.body, hook.headers, 'whsec_' + Buffer.from('another secret, 24 bytes').toString('base64')));
+const messages: string[] = [];
+for await (const m of nexus.webhooks.listMessages(endpoint.id)) messages.push(m.id);
+await proxied.webhooks.deleteEndpoint(endpoint.id, { headers: { 'x-fault': 'fail-once:delete-endpoint' } });
+out.webhooks = {
+  type: event.type,
+  sameId: hook.headers['webhook-id'] === messages[0],
+  fromBytes: fromBytes.type,
+  tampered: describe(tampered),
+  tamperedClass: tampered instanceof InvalidWebhookSignatureError,
+  wrongSecret: describe(wrongSecret),
+  rotated: otherSecret !== endpoint.secret,
+  deleted: describe(await caught(() => nexus.webhooks.getEndpoint(endpoint.id))).status,
+};
+
 // No silent default: the function API without a client, and a Nexus without options, say so.
 out.noDefault = {
   functionApi: describe(await caught(() => getWorkspace({ path: { workspaceId: missing } }))),
@@ -454,6 +569,7 @@ it('the resource API: every area, pages, each error class, retries with one Idem
     DEAD_URL: deadUrl,
     ROOT_KEY: TEST_ROOT_KEY,
     SCOPED_KEY: scopedKey,
+    GATEWAY_WORKSPACE: tenant.workspaceId,
     GATEWAY_CONNECTION: tenant.connectionId,
     GATEWAY_KEY: tenant.apiKey,
   };
@@ -517,6 +633,38 @@ it('the resource API: every area, pages, each error class, retries with one Idem
 
     expect(out.gateway, at).toEqual({ status: 200, object: 'chat.completion', metering: 'metered', plan: true });
     expect(upstream.requests.at(-1)?.url, at).toBe('/v1/chat/completions');
+
+    // Routes, money and webhooks, each through its resource.
+    expect(out.routes, at).toEqual({
+      gatewayBaseUrl: true,
+      served: 200,
+      listed: true,
+      renamed: 'sdk-route-renamed',
+      targets: 1,
+      status: 'ARCHIVED',
+    });
+    expect(out.money.price, at).toEqual({ protocolProfile: 'openai', listed: true, closed: true });
+    expect(out.money.budget, at).toEqual({ period: 'DAY', soft: '1000000' });
+    expect(out.money.invocations, at).toMatchObject({ unread: true, requestId: true });
+    expect(out.money.invocations.csvType, at).toMatch(/^text\/csv/);
+    expect(out.money.invocations.header, at).toMatch(/^id,started_at,/);
+    expect(out.money.invocations.rows, at).toBeGreaterThanOrEqual(1);
+    expect(out.money.invocations.chunks, at).toBeGreaterThanOrEqual(1);
+    expect(out.money.summaryHeader, at).toMatch(/,/);
+    expect(out.webhooks, at).toMatchObject({
+      type: 'webhook.test',
+      sameId: true,
+      fromBytes: 'webhook.test',
+      tamperedClass: true,
+      rotated: true,
+      deleted: 404,
+    });
+    expect(out.webhooks.tampered, at).toMatchObject({ class: 'InvalidWebhookSignatureError', isNexusError: true, status: null });
+    expect(out.webhooks.wrongSecret, at).toMatchObject({ class: 'InvalidWebhookSignatureError' });
+    // A PUT and a DELETE answered 503 once were sent again, each without an Idempotency-Key (HTTP makes them idempotent).
+    for (const fault of ['fail-once:budget', 'fail-once:archive-route', 'fail-once:delete-endpoint']) {
+      expect(faultRequests.get(fault), `${fault} ${at}`).toEqual(['', '']);
+    }
 
     expect(out.noDefault.functionApiClass, `${at}: ${JSON.stringify(out.noDefault)}`).toBe(true);
     expect(out.noDefault.functionApi.message, at).toContain('No Nexus client configured');

@@ -55,19 +55,41 @@ describe('retries', () => {
     expect(seen).toHaveLength(3 + 3);
   });
 
-  it('retries a write only when it carries an Idempotency-Key, and sends the same key each time', async () => {
+  it('retries a POST or a PATCH only when it carries an Idempotency-Key, and sends the same key each time', async () => {
     script = [status(503, { 'retry-after': '0' })];
     expect((await client()(url, { method: 'POST', body: '{}' })).status).toBe(503);
     expect(seen.map((s) => s.method)).toEqual(['POST']);
 
     script = [status(503, { 'retry-after': '0' })];
-    expect((await client()(url, { method: 'DELETE' })).status).toBe(503);
-    expect(seen).toHaveLength(2);
+    expect((await client()(url, { method: 'PATCH', body: '{}' })).status).toBe(503);
+    expect(seen.map((s) => s.method)).toEqual(['POST', 'PATCH']);
 
     script = [status(503, { 'retry-after': '0' }), status(500, { 'retry-after': '0' })];
     const answer = await client()(url, { method: 'POST', body: '{"a":1}', headers: { 'Idempotency-Key': 'k-1' } });
     expect(answer.status).toBe(200);
     expect(seen.slice(2).map((s) => s.key)).toEqual(['k-1', 'k-1', 'k-1']);
+  });
+
+  it('retries a PUT and a DELETE as a GET, without a key (HTTP makes them idempotent), with the same body', async () => {
+    const bodies: string[] = [];
+    const reading: Handler = (req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        bodies.push(body);
+        res.writeHead(503, { 'retry-after': '0' }).end('{}');
+      });
+    };
+    script = [reading, reading];
+    const put = await client()(url, { method: 'PUT', body: '{"period":"DAY"}' });
+    expect(put.status).toBe(200);
+    expect(seen.map((s) => s.method)).toEqual(['PUT', 'PUT', 'PUT']);
+    expect(bodies).toEqual(['{"period":"DAY"}', '{"period":"DAY"}']);
+
+    script = [status(500, { 'retry-after': '0' }), status(502, { 'retry-after': '0' }), status(503, { 'retry-after': '0' })];
+    expect((await client()(url, { method: 'DELETE' })).status).toBe(503);
+    expect(seen.slice(3).map((s) => s.method)).toEqual(['DELETE', 'DELETE', 'DELETE']);
+    expect(seen.every((s) => s.key === undefined)).toBe(true);
   });
 
   it('does not retry a 4xx other than 408 and 429, nor what says x-should-retry: false; retries what says x-should-retry: true', async () => {

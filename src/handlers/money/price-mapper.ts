@@ -1,4 +1,4 @@
-import type { ModelPriceDto, WorkspaceBudgetDto } from '../../../generated/client/types.gen.js';
+import type { ModelPriceDto, ProtocolProfile, WorkspaceBudgetDto } from '../../../generated/client/types.gen.js';
 import type { BudgetView } from '../../domain/budgets/budget-service.js';
 import type { PriceRow } from '../../domain/prices/price-repo.js';
 
@@ -13,7 +13,8 @@ export function toModelPriceDto(row: PriceRow): ModelPriceDto {
     workspaceId: row.workspace_id,
     modelPattern: row.model_pattern,
     ...(row.provider_connection_id ? { providerConnectionId: row.provider_connection_id } : {}),
-    ...(row.protocol_profile ? { protocolProfile: row.protocol_profile } : {}),
+    // The column holds only the profiles the price service let in (checkScope).
+    ...(row.protocol_profile ? { protocolProfile: row.protocol_profile as ProtocolProfile } : {}),
     currency: row.currency,
     inputPerMillion: decimal(row.input_per_million),
     ...(row.cached_input_per_million !== null ? { cachedInputPerMillion: decimal(row.cached_input_per_million) } : {}),
