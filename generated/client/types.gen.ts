@@ -3615,6 +3615,10 @@ export type ProxyProviderDeleteErrors = {
      */
     500: ErrorBody;
     /**
+     * The request asks for a WebSocket session (`Upgrade: websocket`: OpenAI's Realtime API, Gemini's Live API): the gateway does not relay WebSocket connections, so it is refused (`websocket_not_supported`, with `x-should-retry: false`) whatever the workspace allows, and the provider is not called.
+     */
+    501: ErrorBody;
+    /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: ErrorBody;
@@ -3697,6 +3701,10 @@ export type ProxyProviderGetErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: ErrorBody;
+    /**
+     * The request asks for a WebSocket session (`Upgrade: websocket`: OpenAI's Realtime API, Gemini's Live API): the gateway does not relay WebSocket connections, so it is refused (`websocket_not_supported`, with `x-should-retry: false`) whatever the workspace allows, and the provider is not called.
+     */
+    501: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
@@ -3784,6 +3792,10 @@ export type ProxyProviderPatchErrors = {
      */
     500: ErrorBody;
     /**
+     * The request asks for a WebSocket session (`Upgrade: websocket`: OpenAI's Realtime API, Gemini's Live API): the gateway does not relay WebSocket connections, so it is refused (`websocket_not_supported`, with `x-should-retry: false`) whatever the workspace allows, and the provider is not called.
+     */
+    501: ErrorBody;
+    /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: ErrorBody;
@@ -3870,6 +3882,10 @@ export type ProxyProviderPostErrors = {
      */
     500: ErrorBody;
     /**
+     * The request asks for a WebSocket session (`Upgrade: websocket`: OpenAI's Realtime API, Gemini's Live API): the gateway does not relay WebSocket connections, so it is refused (`websocket_not_supported`, with `x-should-retry: false`) whatever the workspace allows, and the provider is not called.
+     */
+    501: ErrorBody;
+    /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: ErrorBody;
@@ -3955,6 +3971,10 @@ export type ProxyProviderPutErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: ErrorBody;
+    /**
+     * The request asks for a WebSocket session (`Upgrade: websocket`: OpenAI's Realtime API, Gemini's Live API): the gateway does not relay WebSocket connections, so it is refused (`websocket_not_supported`, with `x-should-retry: false`) whatever the workspace allows, and the provider is not called.
+     */
+    501: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
