@@ -30,6 +30,10 @@ function bodyUnread(req: IncomingMessage | undefined): req is IncomingMessage {
  * up to REFUSED_BODY_DRAIN: whoever was reading the body (the gateway's readBody) stops keeping it.
  */
 function endAfterBody(req: IncomingMessage, res: ServerResponse): void {
+  if (req.destroyed) {
+    res.end();
+    return;
+  }
   let left = REFUSED_BODY_DRAIN.bytes;
   const end = () => {
     clearTimeout(timer);
