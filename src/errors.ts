@@ -91,6 +91,8 @@ const errorStatus = {
   rate_limited: 429,
   // 500
   internal_error: 500,
+  // 501: a kind of request the gateway does not serve (a WebSocket session), refused before any provider sees it
+  websocket_not_supported: 501,
   // 502
   upstream_unavailable: 502,
   upstream_timeout: 502,
@@ -123,6 +125,7 @@ const errorType: Record<number, string> = {
   413: 'payload_too_large_error',
   429: 'quota_exceeded_error',
   500: 'api_error',
+  501: 'invalid_request_error',
   502: 'upstream_error',
   503: 'api_error',
 };
@@ -131,6 +134,14 @@ const errorType: Record<number, string> = {
 const typeOfCode: Partial<Record<ErrorCode, string>> = {
   rate_limited: 'rate_limit_error',
 };
+
+/**
+ * Whether an error refuses the request itself, so that retrying it as it is changes nothing: a 4xx, or a kind of
+ * request the gateway does not serve. Anything else is a failure (of Nexus, its database or the provider).
+ */
+export function isRefusal(err: AppError): boolean {
+  return err.status < 500 || err.code === 'websocket_not_supported';
+}
 
 export interface ErrorExtras {
   param?: string;

@@ -78,6 +78,7 @@ export const errorCodes = [
   'quota_insufficient',
   'rate_limited',
   'internal_error',
+  'websocket_not_supported',
   'upstream_unavailable',
   'upstream_timeout',
   'billing_provider_error',

@@ -3622,6 +3622,10 @@ export type ProxyProviderDeleteErrors = {
      */
     500: ErrorBody;
     /**
+     * The request asks for a WebSocket session (`Upgrade: websocket`: OpenAI's Realtime API, Gemini's Live API): the gateway does not relay WebSocket connections, so it is refused (`websocket_not_supported`, with `x-should-retry: false`) whatever the workspace allows, and the provider is not called.
+     */
+    501: ErrorBody;
+    /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: ErrorBody;
@@ -3704,6 +3708,10 @@ export type ProxyProviderGetErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: ErrorBody;
+    /**
+     * The request asks for a WebSocket session (`Upgrade: websocket`: OpenAI's Realtime API, Gemini's Live API): the gateway does not relay WebSocket connections, so it is refused (`websocket_not_supported`, with `x-should-retry: false`) whatever the workspace allows, and the provider is not called.
+     */
+    501: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
@@ -3791,6 +3799,10 @@ export type ProxyProviderPatchErrors = {
      */
     500: ErrorBody;
     /**
+     * The request asks for a WebSocket session (`Upgrade: websocket`: OpenAI's Realtime API, Gemini's Live API): the gateway does not relay WebSocket connections, so it is refused (`websocket_not_supported`, with `x-should-retry: false`) whatever the workspace allows, and the provider is not called.
+     */
+    501: ErrorBody;
+    /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: ErrorBody;
@@ -3877,6 +3889,10 @@ export type ProxyProviderPostErrors = {
      */
     500: ErrorBody;
     /**
+     * The request asks for a WebSocket session (`Upgrade: websocket`: OpenAI's Realtime API, Gemini's Live API): the gateway does not relay WebSocket connections, so it is refused (`websocket_not_supported`, with `x-should-retry: false`) whatever the workspace allows, and the provider is not called.
+     */
+    501: ErrorBody;
+    /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */
     502: ErrorBody;
@@ -3962,6 +3978,10 @@ export type ProxyProviderPutErrors = {
      * An unexpected error; the body carries only the request id.
      */
     500: ErrorBody;
+    /**
+     * The request asks for a WebSocket session (`Upgrade: websocket`: OpenAI's Realtime API, Gemini's Live API): the gateway does not relay WebSocket connections, so it is refused (`websocket_not_supported`, with `x-should-retry: false`) whatever the workspace allows, and the provider is not called.
+     */
+    501: ErrorBody;
     /**
      * No answer could be had from the provider: refused, reset, DNS failure, or no response headers within the connection's timeout (`upstream_unavailable`, `upstream_timeout`). Nothing is charged.
      */

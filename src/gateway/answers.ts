@@ -5,7 +5,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { rateHeaders, type RateView } from '../domain/rate-limits/rate-types.js';
-import { toAppError } from '../errors.js';
+import { isRefusal, toAppError } from '../errors.js';
 import { writeError } from '../web/error-response.js';
 import type { RequestLocals } from '../web/locals.js';
 import type { MeteredCall, QuotaView } from './metered-call.js';
@@ -49,14 +49,14 @@ export function sendError(
   }
   const headers = rateHeaders(rateView, nowMs, []);
   for (let i = 0; i < headers.length; i += 2) res.setHeader(headers[i]!, headers[i + 1]!);
-  // The official SDKs retry 409 and 429 on their own (three calls, seconds of backoff); none of the
+  // The official SDKs retry 409, 429 and 5xx on their own (three calls, seconds of backoff); none of the
   // gateway's own refusals changes by retrying, so they are told not to (a 502 may, and stays silent),
   // except one that says when it frees (a rate limit's retry_after: writeError sends it as Retry-After, and
-  // the SDKs wait that long).
+  // the SDKs wait that long). Which SDKs read x-should-retry: docs/sdk-retries.md.
   const appError = toAppError(err);
   if (appError.extras.retry_after !== undefined) {
     res.setHeader('x-should-retry', 'true');
-  } else if (appError.status < 500) {
+  } else if (isRefusal(appError)) {
     res.setHeader('x-should-retry', 'false');
   }
   writeError(res, err, locals, protocol?.errorShape);

@@ -83,6 +83,15 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
 }
 
 /**
+ * Whether the request asks to become a WebSocket (`Upgrade: websocket`, a Realtime or Live session's
+ * handshake). The server does not listen for 'upgrade', so node hands such a request over as a plain one.
+ */
+export function asksForWebSocket(req: IncomingMessage): boolean {
+  const upgrade = rawHeader(req.rawHeaders, 'upgrade');
+  return upgrade !== undefined && upgrade.split(',').some((token) => token.trim().toLowerCase() === 'websocket');
+}
+
+/**
  * A metered call's body must be the one its bound was read from: the gateway would bound one body and
  * send the upstream another were it compressed.
  */

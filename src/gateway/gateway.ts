@@ -30,7 +30,7 @@ import { authorizeCall, type CacheEntry } from './auth-cache.js';
 import { operationOf } from './call-report.js';
 import { CallTrace, failed } from './call-trace.js';
 import type { AuthRow } from './call-repo.js';
-import { assertIdentityEncoding, credentialOf, readBody } from './client-request.js';
+import { asksForWebSocket, assertIdentityEncoding, credentialOf, readBody } from './client-request.js';
 import type { GatewayParts } from './gateway-parts.js';
 import { rawHeader } from './headers.js';
 import { filterModelList } from './inspectors.js';
@@ -136,6 +136,14 @@ export function createGateway(deps: GatewayDeps) {
       // A path of another API (an Anthropic path on an OpenAI connection, say) is never forwarded unmetered.
       const foreign = inspector || free ? undefined : foreignProtocolOf(protocol, method, target.route);
       call = meter.open(entry, auth, inspector, { ...start, routeModel: inspector ? protocol.routeModel?.(target.route) : undefined });
+      // A WebSocket handshake (a Realtime session) is neither metered nor relayed as one: refused, whatever the
+      // workspace allows, never forwarded as the plain GET node hands it over as.
+      if (asksForWebSocket(req)) {
+        throw new AppError(
+          'websocket_not_supported',
+          `${method} ${endpoint} asks for a WebSocket session; the gateway does not relay WebSocket connections`,
+        );
+      }
       if (foreign) {
         throw new AppError(
           'protocol_mismatch',

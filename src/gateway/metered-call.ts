@@ -33,7 +33,7 @@ import { limitsOf } from '../domain/rate-limits/rate-service.js';
 import { hasLimits, type RateView } from '../domain/rate-limits/rate-types.js';
 import { storableText } from '../domain/storable-text.js';
 import { RowJson } from '../db/row-json.js';
-import { AppError, toAppError } from '../errors.js';
+import { AppError, isRefusal, toAppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../observability/logger.js';
 import { authorizeCall, type CacheEntry } from './auth-cache.js';
@@ -644,7 +644,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const now = this.meter.clock.now();
     const outcome = {
       upstream: false,
-      status: appError.status < 500 ? 'REJECTED' : 'FAILED',
+      status: isRefusal(appError) ? 'REJECTED' : 'FAILED',
       errorCode: appError.code,
       errorMessage: appError.message,
       completedAt: now,

@@ -11,10 +11,47 @@ export function bearerOf(authorization: string | undefined): string | undefined 
   return authorization ? /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] : undefined;
 }
 
+/**
+ * How much of a refused request's unread body is read and dropped before its connection closes, and for how long
+ * at most: a client still sending its body (an upload) then reads the answer, where a connection closed under it
+ * would reset and lose the answer. Past either bound the connection closes anyway, so a body too large or one
+ * that trickles in holds the socket no longer.
+ */
+export const REFUSED_BODY_DRAIN = { bytes: 4 * 1024 * 1024, ms: 2000 } as const;
+
 /** Whether a request has a body not yet read to its end. */
-function bodyUnread(req: IncomingMessage | undefined): boolean {
+function bodyUnread(req: IncomingMessage | undefined): req is IncomingMessage {
   if (!req || req.complete) return false;
   return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}
+
+/**
+ * Ends a refusal's answer (already written whole) once the rest of its request's body has been read and dropped,
+ * up to REFUSED_BODY_DRAIN: whoever was reading the body (the gateway's readBody) stops keeping it.
+ */
+function endAfterBody(req: IncomingMessage, res: ServerResponse): void {
+  if (req.destroyed) {
+    res.end();
+    return;
+  }
+  let left = REFUSED_BODY_DRAIN.bytes;
+  const end = () => {
+    clearTimeout(timer);
+    req.off('data', drop);
+    req.off('end', end);
+    req.off('close', end);
+    res.end();
+  };
+  const drop = (chunk: Buffer) => {
+    left -= chunk.length;
+    if (left < 0) end();
+  };
+  const timer = setTimeout(end, REFUSED_BODY_DRAIN.ms);
+  req.removeAllListeners('data');
+  req.on('data', drop);
+  req.once('end', end);
+  req.once('close', end);
+  req.resume();
 }
 
 /**
@@ -47,8 +84,15 @@ export function writeError(res: ServerResponse, err: unknown, locals: RequestLoc
   if (retryAfter !== undefined) res.setHeader('retry-after', String(retryAfter));
   res.setHeader('content-type', 'application/json; charset=utf-8');
   res.setHeader('content-length', Buffer.byteLength(body));
-  // Refused before its body was read to its end: the connection closes once the answer is sent, instead of
-  // staying open while node reads and discards the rest (a client trickling a body would hold the socket).
-  if (bodyUnread(res.req)) res.setHeader('connection', 'close');
-  res.end(body);
+  // Refused before its body was read to its end: the answer is sent at once, and the connection closes once the
+  // rest of the body is read and dropped (at most REFUSED_BODY_DRAIN), instead of staying open for another
+  // request (a client trickling a body would hold the socket) or closing under a client still sending.
+  const req: IncomingMessage | undefined = res.req;
+  if (!bodyUnread(req)) {
+    res.end(body);
+    return;
+  }
+  res.setHeader('connection', 'close');
+  res.write(body);
+  endAfterBody(req, res);
 }

@@ -318,14 +318,16 @@ describe("a Converse request's input estimate (bedrockInput)", () => {
 });
 
 describe("the gateway's refusals on a bedrock connection", () => {
-  it('name the exception the AWS SDK raises for their status', () => {
+  it('name the exception the AWS SDK raises for their status, and for the cause where a status has two', () => {
     expect(awsErrorType(400)).toBe('ValidationException');
     expect(awsErrorType(413)).toBe('ValidationException');
     expect(awsErrorType(401)).toBe('AccessDeniedException');
     expect(awsErrorType(403)).toBe('AccessDeniedException');
     expect(awsErrorType(404)).toBe('ResourceNotFoundException');
     expect(awsErrorType(409)).toBe('ConflictException');
-    expect(awsErrorType(429)).toBe('ThrottlingException');
+    expect(awsErrorType(429, 'rate_limited')).toBe('ThrottlingException');
+    // The quota used up is not a throttle: it does not free in seconds.
+    expect(awsErrorType(429, 'quota_insufficient')).toBe('ServiceQuotaExceededException');
     expect(awsErrorType(500)).toBe('InternalServerException');
     expect(awsErrorType(502)).toBe('ServiceUnavailableException');
     expect(awsErrorType(503)).toBe('ServiceUnavailableException');
@@ -335,7 +337,9 @@ describe("the gateway's refusals on a bedrock connection", () => {
     const shared = { error: { message: 'no', type: 'invalid_request_error', code: 'invalid_parameter', request_id: 'r1' } };
     const shape = protocolOf('bedrock').errorShape!;
     expect(shape.body(shared)).toEqual({ message: 'no', ...shared });
-    expect(shape.headers!(shared, 429)).toEqual({ 'x-amzn-errortype': 'ThrottlingException' });
+    expect(shape.headers!(shared, 400)).toEqual({ 'x-amzn-errortype': 'ValidationException' });
+    const quota = { error: { ...shared.error, type: 'quota_exceeded_error', code: 'quota_insufficient' } };
+    expect(shape.headers!(quota, 429)).toEqual({ 'x-amzn-errortype': 'ServiceQuotaExceededException' });
     expect(shape.requestIdHeader).toBe('x-amzn-requestid');
   });
 });

@@ -3,7 +3,7 @@
  * contract-checking fetch for gateway calls, a call's invocation, and the period's numbers read from the database.
  */
 import Anthropic from '@anthropic-ai/sdk';
-import { BedrockRuntimeClient } from '@aws-sdk/client-bedrock-runtime';
+import { BedrockRuntimeClient, type BedrockRuntimeClientConfig } from '@aws-sdk/client-bedrock-runtime';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import OpenAI from 'openai';
 import { expect } from 'vitest';
@@ -34,11 +34,16 @@ export const anthropicFor = (tenant: Tenant, headers: Record<string, string> = {
 
 /**
  * The Bedrock SDK as the README configures it: the gateway base URL as its endpoint, the inference key as its
- * bearer token, and HTTP/1.1 (`requestHandler`: the SDK speaks HTTP/2 by default; Nexus serves HTTP/1.1). `headers`
- * are added to each request; `seen`, when given, keeps the gateway's request id of each answer (the SDK's own
- * `$metadata.requestId` is the upstream's x-amzn-requestid).
+ * bearer token, and HTTP/1.1 (`requestHandler`: the SDK speaks HTTP/2 by default; Nexus serves HTTP/1.1), no
+ * retries unless `config` says otherwise. `headers` are added to each request; `seen`, when given, keeps the
+ * gateway's request id of each answer (the SDK's own `$metadata.requestId` is the upstream's x-amzn-requestid).
  */
-export function bedrockFor(tenant: Tenant, headers: Record<string, string> = {}, seen?: { requestId?: string }) {
+export function bedrockFor(
+  tenant: Tenant,
+  headers: Record<string, string> = {},
+  seen?: { requestId?: string },
+  config: Partial<BedrockRuntimeClientConfig> = {},
+) {
   const client = new BedrockRuntimeClient({
     region: 'us-east-1',
     endpoint: tenant.gatewayBaseUrl,
@@ -46,6 +51,7 @@ export function bedrockFor(tenant: Tenant, headers: Record<string, string> = {},
     authSchemePreference: ['httpBearerAuth'],
     requestHandler: new NodeHttpHandler(),
     maxAttempts: 1,
+    ...config,
   });
   client.middlewareStack.add(
     (next) => async (args) => {

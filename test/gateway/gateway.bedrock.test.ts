@@ -11,6 +11,7 @@ import {
   InvokeModelCommand,
   type ConverseStreamOutput,
 } from '@aws-sdk/client-bedrock-runtime';
+import { StandardRetryStrategy } from '@smithy/core/retry';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import {
@@ -26,6 +27,17 @@ import {
 import { startBedrockUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { bedrockFor, createTenant, periodOf, until, type Tenant } from './gateway-support.js';
+
+/**
+ * docs/sdk-retries.md's strategy: the SDK's standard retries, except of the gateway's quota refusal (the SDK
+ * retries every 429 by its status, whatever its name; the quota used up does not free by retrying).
+ */
+class NoQuotaRetries extends StandardRetryStrategy {
+  override async refreshRetryTokenForRetry(...[token, errorInfo]: Parameters<StandardRetryStrategy['refreshRetryTokenForRetry']>) {
+    if (errorInfo.error?.name === 'ServiceQuotaExceededException') throw errorInfo.error;
+    return super.refreshRetryTokenForRetry(token, errorInfo);
+  }
+}
 
 let t: TestApp;
 let up: FakeUpstream;
@@ -274,6 +286,28 @@ describe("the gateway's own refusals, as the AWS SDK raises them", () => {
     expect(err).toMatchObject({ name: 'ThrottlingException', status: 429 });
     expect(err.message).toMatch(/requests per minute are used up/);
     expect(err.requestId).toBe(await rejectedId(tenant));
+  });
+
+  it('429 (the quota used up) is a ServiceQuotaExceededException, not a throttle, the upstream not called', async () => {
+    const tenant = await apiKeyTenant({ quotaUnits: 50n });
+    const before = up.requests.length;
+    const err = await raised(bedrockFor(tenant).send(converse(1000)));
+    expect(err).toMatchObject({ name: 'ServiceQuotaExceededException', status: 429, fault: 'client' });
+    expect(err.message).toMatch(/; 50 are available$/);
+    expect(err.requestId).toBe(await rejectedId(tenant));
+    expect(up.requests.length).toBe(before);
+  });
+
+  it("the retry strategy of docs/sdk-retries.md makes one request of a quota refusal, where the SDK's own makes three", async () => {
+    const refusals = async (config: Parameters<typeof bedrockFor>[3]) => {
+      const tenant = await apiKeyTenant({ quotaUnits: 50n });
+      const err = await raised(bedrockFor(tenant, {}, undefined, config).send(converse(1000)));
+      expect(err).toMatchObject({ name: 'ServiceQuotaExceededException', status: 429 });
+      return (await invocations(tenant)).filter((i) => i.status === 'REJECTED').map((i) => i.errorCode);
+    };
+    expect(await refusals({ maxAttempts: 3, retryStrategy: new NoQuotaRetries(3) })).toEqual(['quota_insufficient']);
+    // The SDK's own strategy retries every 429, whatever the exception's name.
+    expect(await refusals({ maxAttempts: 3 })).toEqual(['quota_insufficient', 'quota_insufficient', 'quota_insufficient']);
   });
 
   it('502 (the upstream unreachable) is a ServiceUnavailableException, a server fault', async () => {

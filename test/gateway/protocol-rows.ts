@@ -282,11 +282,13 @@ export const ROWS: Row[] = [
         $metadata: { httpStatusCode: number; requestId?: string };
         $response?: { headers: Record<string, string> };
       };
-      // The AWS SDK raised the exception the gateway named (x-amzn-errortype), with Nexus's request id.
+      // The AWS SDK raised the exception the gateway named (x-amzn-errortype), with Nexus's request id: a 429 is
+      // the quota used up (its message says what is available) or a rate limit.
+      const quota = /units; \d+ are available$/.test(e.message);
       const expected: Record<number, string> = {
         401: 'AccessDeniedException',
         403: 'AccessDeniedException',
-        429: 'ThrottlingException',
+        429: quota ? 'ServiceQuotaExceededException' : 'ThrottlingException',
         400: 'ValidationException',
       };
       expect(e.name).toBe(expected[e.$metadata.httpStatusCode]);

@@ -1,18 +1,21 @@
 /**
  * Clients that send a body slowly, over raw sockets: a body that has not arrived within
  * NEXUS_BODY_TIMEOUT_MS is answered 408 and its connection closed, and a request refused before its
- * body was read (no key, an unknown key) closes its connection once the answer is sent, so a client
- * trickling a body cannot hold a socket.
+ * body was read (no key, an unknown key) is answered at once and its connection closed once the rest of
+ * the body is read or the refusal's drain time is up (REFUSED_BODY_DRAIN), so a client trickling a body
+ * cannot hold a socket.
  */
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REFUSED_BODY_DRAIN } from '../../src/web/error-response.js';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
 
 const KEY = `${SECRET_MARKER}-slow-bodies-upstream-0123456789`;
-const BODY_TIMEOUT_MS = 1500;
+// Longer than a refusal's drain, so that a refusal's close is told from the timeout's.
+const BODY_TIMEOUT_MS = REFUSED_BODY_DRAIN.ms + 2000;
 
 let t: TestApp;
 let up: FakeUpstream;
@@ -31,6 +34,8 @@ afterAll(async () => {
 interface Trickled {
   /** What the server sent before the connection closed. */
   answer: string;
+  /** When its first bytes came, ms after the request began. */
+  answeredAfterMs: number | undefined;
   /** When the server closed the connection, ms after the request began; undefined: still open at `giveUpMs`. */
   closedAfterMs: number | undefined;
 }
@@ -42,15 +47,19 @@ function trickle(path: string, headers: Record<string, string>, length: number, 
     const socket = connect(Number(port), '127.0.0.1');
     const started = performance.now();
     let answer = '';
+    let answeredAfterMs: number | undefined;
     let timer: NodeJS.Timeout | undefined;
     const finish = (closedAfterMs: number | undefined) => {
       clearInterval(timer);
       clearTimeout(giveUp);
       socket.destroy();
-      resolve({ answer, closedAfterMs });
+      resolve({ answer, answeredAfterMs, closedAfterMs });
     };
     const giveUp = setTimeout(() => finish(undefined), giveUpMs);
-    socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+    socket.on('data', (chunk: Buffer) => {
+      answeredAfterMs ??= Math.round(performance.now() - started);
+      answer += chunk.toString('latin1');
+    });
     socket.on('error', () => {});
     // 'end': the server ended its side; 'close': it reset or closed the connection.
     socket.on('end', () => finish(Math.round(performance.now() - started)));
@@ -98,13 +107,16 @@ describe('a request refused before its body was read', () => {
   it.each([
     ['without a key', {}, 'missing_credentials'],
     ['with an unknown key', { authorization: 'Bearer nx-test-not-a-key-0123456789abcdefghij' }, 'invalid_inference_key'],
-  ])('%s: answered at once, with Connection: close, and the connection ends', async (_name, headers, code) => {
-    const { answer, closedAfterMs } = await trickle(chat(), headers, 100_000, 10_000);
+  ])('%s: answered at once, with Connection: close, and the connection ends when the drain is up', async (_name, headers, code) => {
+    const { answer, answeredAfterMs, closedAfterMs } = await trickle(chat(), headers, 100_000, 15_000);
     expect(answer).toMatch(/^HTTP\/1\.1 401 /);
     expect(answer).toMatch(/\r\nconnection: close\r\n/i);
     expect(answer).toContain(`"code":"${code}"`);
+    // The answer does not wait for the body.
+    expect(answeredAfterMs!).toBeLessThan(REFUSED_BODY_DRAIN.ms);
     expect(closedAfterMs, 'the connection stayed open').toBeDefined();
-    // Well before the body's time is up: the refusal, not the timeout, closed it.
+    // The body was read on while the drain lasted, and no longer: the refusal, not the body's timeout, closed it.
+    expect(closedAfterMs!).toBeGreaterThanOrEqual(REFUSED_BODY_DRAIN.ms - 100);
     expect(closedAfterMs!).toBeLessThan(BODY_TIMEOUT_MS);
   });
 

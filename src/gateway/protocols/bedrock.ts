@@ -142,13 +142,17 @@ async function signRequest(secretText: string, request: { method: string; url: U
 }
 
 /**
- * The exception the AWS SDK raises for a status of the gateway's own refusals (`x-amzn-errortype`): those
- * that Bedrock Runtime models (@aws-sdk/client-bedrock-runtime), by the status Bedrock answers them with.
+ * The exception the AWS SDK raises for one of the gateway's own refusals (`x-amzn-errortype`): those that
+ * Bedrock Runtime models (@aws-sdk/client-bedrock-runtime), by the status Bedrock answers them with, and
+ * by its code where one status is two causes: a 429 is a rate limit (ThrottlingException, which frees in
+ * seconds) or the quota used up (ServiceQuotaExceededException, which does not before the period resets).
+ * The SDK retries every 429 whatever its name (docs/sdk-retries.md); the name tells the caller which it is.
  */
-export function awsErrorType(status: number): string {
+export function awsErrorType(status: number, code?: string): string {
   if (status === 401 || status === 403) return 'AccessDeniedException';
   if (status === 404) return 'ResourceNotFoundException';
   if (status === 409) return 'ConflictException';
+  if (code === 'quota_insufficient') return 'ServiceQuotaExceededException';
   if (status === 429) return 'ThrottlingException';
   if (status === 503 || status === 502) return 'ServiceUnavailableException';
   if (status >= 500) return 'InternalServerException';
@@ -216,7 +220,7 @@ export const bedrock = defineProtocol({
    */
   errorShape: {
     body: (shared: ErrorBody) => ({ message: shared.error.message, ...shared }),
-    headers: (_shared, status) => ({ 'x-amzn-errortype': awsErrorType(status) }),
+    headers: (shared, status) => ({ 'x-amzn-errortype': awsErrorType(status, shared.error.code) }),
     requestIdHeader: 'x-amzn-requestid',
   },
   telemetry: { system: 'aws.bedrock', operations: { converse: 'chat', 'converse-stream': 'chat' } },
