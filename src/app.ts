@@ -1,7 +1,10 @@
 /**
  * buildApp wires everything: database, services, the contract's router, the
  * gateway and the webhook receiver. Tests call it with overrides for the clock
- * and the outside world; src/server.ts calls it with the environment's Config.
+ * and the outside world. src/server.ts, with the environment's Config, calls its
+ * two halves apart: createApp (what needs no database), then start (the database
+ * reached, waiting for it if need be; migrations, gateway, background work), so
+ * that it can listen while the start waits.
  */
 import express, { type Express, type Request, type Response } from 'express';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -93,7 +96,7 @@ export interface NexusApp {
 }
 
 /** How a start waits for a PostgreSQL it cannot reach (src/db/wait-for-database.ts); the embedded database is never waited for. */
-export interface StartWait {
+interface StartWait {
   /** How long (NEXUS_DATABASE_STARTUP_TIMEOUT_MS): past it, start() throws DatabaseWaitTimeout. */
   timeoutMs: number;
   /** Called once, when the database is first found unavailable (src/server.ts listens then). */

@@ -31,7 +31,7 @@ async function main() {
   // init), node gets no default action for SIGTERM: a signal that came while the modules loaded or the
   // migrations ran would be dropped, and the container killed when the runtime's grace period ran out.
   // Until the app has started there is nothing to drain: the process ends at once (a migration under way is
-  // one transaction, rolled back; while it waits for its database, its server answers at once what it answers).
+  // one transaction, rolled back; while the start waits for its database, its server answers each request at once).
   let serving: { nexus: NexusApp; running: RunningServer; shutdownTimeoutMs: number } | undefined;
   let stopping = false;
   let primary: { stop(signal: string): void } | undefined;
@@ -118,8 +118,9 @@ async function main() {
     }
     const running = await serve();
     serving = { nexus, running, shutdownTimeoutMs: config.shutdownTimeoutMs };
-    // Once the server listens: a first start that cannot listen dies before it makes the root key. Of a
-    // cluster's workers the first makes it (the others start once it listens); a worker forked later finds it.
+    // Once the app has started and the server listens: a first start that cannot listen dies before it makes the
+    // root key. Of a cluster's workers the first makes it (the others start once it serves); a worker forked later
+    // finds it.
     if (!cluster.isWorker || cluster.worker!.id === 1) await announceRootKey(nexus, config);
     // While the event loop is blocked no signal handler can run: the watchdog thread has the handlers
     // dropped meanwhile, so that SIGTERM and SIGINT take their default action (the process ends).
@@ -149,7 +150,7 @@ async function main() {
         url: running.url,
       });
     }
-    // The primary starts the other workers once the first listens (its migrations are done).
+    // The primary starts the other workers once the first serves (its migrations are done).
     if (cluster.isWorker) process.send?.({ nexus: 'listening' });
   } catch (err) {
     console.error(err instanceof ConfigError ? err.message : err);

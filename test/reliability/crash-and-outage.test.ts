@@ -1,7 +1,8 @@
 /**
  * What Nexus keeps when a process dies or PostgreSQL goes away, with real
  * processes: a Nexus child killed with SIGKILL mid-stream, and a Nexus child
- * whose PostgreSQL is reached through a TCP proxy the test cuts. The in-process
+ * whose PostgreSQL is reached through a TCP proxy the test cuts (one of them
+ * started while it is cut, which waits for it). The in-process
  * app of the test file is the other process: it makes the tenant and runs the
  * sweeper that reclaims a dead process's leases. The shared cluster is never
  * stopped.
