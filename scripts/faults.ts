@@ -16,6 +16,9 @@
  *      drain     PostgreSQL away 10 s (a proxy cut); a process gets SIGTERM 3 s
  *                into it and leaves its spool; how soon another process on the
  *                same data dir writes it once PostgreSQL is back.
+ *      replace   the same drain, its replacement started on its data dir during
+ *                the outage: how soon after PostgreSQL's return the replacement
+ *                is ready, and has written the drained process's spool.
  *   3. two       two processes under concurrent load against a small quota.
  *   4. runaway   an upstream that ignores max_tokens (500 tokens for 20), streamed
  *                and JSON, against a small quota; then 200 JSON calls (2000 tokens
@@ -459,6 +462,81 @@ async function drainScenario(upstream: string): Promise<Row> {
   };
 }
 
+// ---- 2c. a drained process replaced during the outage ------------------------------------------
+/**
+ * G serves calls through a proxy to PostgreSQL; the proxy is cut; 3 s later G gets SIGTERM and drains into its
+ * spool file; once it has exited, R starts on G's data dir, as a supervisor replacing G would, while PostgreSQL is
+ * still away: R waits for it (/healthz 200, /readyz 503). PostgreSQL comes back 10 s after the cut: how long until
+ * R is ready, and until every call G delivered is recorded.
+ */
+async function replaceScenario(upstream: string): Promise<Row> {
+  const url = new URL(DATABASE_URL);
+  const proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+  const through = new URL(DATABASE_URL);
+  through.port = String(proxy.port);
+  const dir = mkdtempSync(join(dataRoot, 'replaced-'));
+  const g = await nexus(through.toString(), { NEXUS_DATA_DIR: dir });
+  const t = await tenant(g, upstream, 100_000_000);
+  const answers: Answer[] = [];
+  let stop = false;
+  const clients = Array.from({ length: 8 }, async () => {
+    while (!stop) {
+      const answer = await callOnce(t.gateway(g), t.apiKey, { headers: produce(10) });
+      answers.push(answer);
+      if (answer.status !== 200) await sleep(50);
+    }
+  });
+  await sleep(2000);
+  await proxy.cut();
+  const cutAt = Date.now();
+  await sleep(3000);
+  const stopped = g.stop();
+  await sleep(500);
+  stop = true;
+  await Promise.all(clients);
+  await stopped;
+  const files = readdirSync(join(dir, 'spool')).length;
+  const r = await nexus(through.toString(), { NEXUS_DATA_DIR: dir });
+  const waiting = (await fetch(`${r.url}/readyz`)).status;
+  await sleep(Math.max(0, cutAt + 10_000 - Date.now()));
+  await proxy.restore();
+  const back = Date.now();
+  let readyMs: number | null = null;
+  while (Date.now() - back < 60_000) {
+    if (
+      (await fetch(`${r.url}/readyz`).then(
+        (res) => res.status,
+        () => 0,
+      )) === 200
+    ) {
+      readyMs = Date.now() - back;
+      break;
+    }
+    await sleep(20);
+  }
+  const delivered = answers.filter((x) => x.status === 200);
+  const written = await until(async () => {
+    const ids = new Set((await recorded(t.accessId)).map((row) => row.request_id));
+    return delivered.every((x) => ids.has(x.requestId!));
+  }, 60_000);
+  await until(async () => (await period(t.accessId)).reserved === 0n, 60_000);
+  const account = await accountOf(
+    t.accessId,
+    delivered.map((x) => x.requestId!),
+  );
+  await r.stop();
+  await proxy.close();
+  const seconds = (ms: number | null) => (ms === null ? '>60' : (ms / 1000).toFixed(1));
+  return {
+    scenario: 'replace: PostgreSQL away 10 s (proxy cut), SIGTERM after 3 s, a replacement started on its data dir during the outage',
+    ...account,
+    freedAfter: '-',
+    statuses:
+      `${statusLine(answers)}; spool files left by the drain: ${files}; the replacement's /readyz during the outage: ${waiting}; ` +
+      `ready ${seconds(readyMs)} s and the drained process's spool written within ${seconds(written === null ? null : written + (readyMs ?? 0))} s of PostgreSQL's return`,
+  };
+}
+
 function clusterVersion(): string {
   return execFileSync('ls', ['/etc/postgresql'], { encoding: 'utf8' }).trim().split('\n')[0]!;
 }
@@ -717,6 +795,7 @@ async function main(): Promise<void> {
     if (wanted('kill')) rows.push(await killScenario(upstream.url));
     if (wanted('outage')) rows.push(await outageScenario(upstream.url));
     if (wanted('drain')) rows.push(await drainScenario(upstream.url));
+    if (wanted('replace')) rows.push(await replaceScenario(upstream.url));
     if (wanted('two')) rows.push(await twoScenario(upstream.url));
     if (wanted('runaway')) rows.push(...(await runawayScenario(upstream.url)));
     if (wanted('route')) rows.push(await routeScenario(upstream.url));

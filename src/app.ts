@@ -1,7 +1,10 @@
 /**
  * buildApp wires everything: database, services, the contract's router, the
  * gateway and the webhook receiver. Tests call it with overrides for the clock
- * and the outside world; src/server.ts calls it with the environment's Config.
+ * and the outside world. src/server.ts, with the environment's Config, calls its
+ * two halves apart: createApp (what needs no database), then start (the database
+ * reached, waiting for it if need be; migrations, gateway, background work), so
+ * that it can listen while the start waits.
  */
 import express, { type Express, type Request, type Response } from 'express';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -15,12 +18,18 @@ import type { Config } from './config.js';
 import { startChangeListener, type ChangeListener } from './db/change-listener.js';
 import { createDatabase, isEmbedded, type Db } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
+import { migrateWhenReachable } from './db/wait-for-database.js';
+import { AppError } from './errors.js';
 import { systemClock, type Clock } from './domain/actor.js';
 import { createDomain, type Domain, type Services } from './domain/services.js';
 import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createGatewayParts } from './gateway/gateway-parts.js';
+import { sendError as sendGatewayError } from './gateway/answers.js';
+import { operationOf } from './gateway/call-report.js';
+import { parseGatewayUrl } from './gateway/path-safety.js';
+import { protocolOfPath } from './gateway/protocols/index.js';
 import type { BreakerTransition } from './gateway/route-registry.js';
 import { pathOf } from './web/request-target.js';
 import { createApi } from './http/api.js';
@@ -67,12 +76,31 @@ export interface NexusApp {
   inflight: { count: number };
   /** Where clients reach this Nexus; listen() tells it the address it listens at. */
   publicUrl: PublicUrl;
-  /** The gateway (tests: drain() waits for settlements, sweepExpired() runs the sweeper once). */
-  gateway: Gateway;
+  /**
+   * The gateway (tests: drain() waits for settlements, sweepExpired() runs the sweeper once), built by start():
+   * reading it before throws.
+   */
+  readonly gateway: Gateway;
   /** How long a request may take to arrive whole, headers and body (NEXUS_BODY_TIMEOUT_MS): listen() sets it. */
   bodyTimeoutMs: number;
+  /**
+   * Reaches the database (with `wait`, tried again while it is unavailable), applies the migrations, builds the
+   * gateway and begins the background work. Until it has, the handler serves only what needs no database
+   * (servedWhileStarting) and refuses the rest 503. buildApp's app has started.
+   */
+  start(wait?: StartWait): Promise<void>;
+  /** Whether start() has finished: the app serves everything. */
+  started(): boolean;
   /** Closes the database (and whatever else the app owns), not the HTTP server. */
   close(): Promise<void>;
+}
+
+/** How a start waits for a PostgreSQL it cannot reach (src/db/wait-for-database.ts); the embedded database is never waited for. */
+interface StartWait {
+  /** How long (NEXUS_DATABASE_STARTUP_TIMEOUT_MS): past it, start() throws DatabaseWaitTimeout. */
+  timeoutMs: number;
+  /** Called once, when the database is first found unavailable (src/server.ts listens then). */
+  onWaiting?: () => void;
 }
 
 /** The contract as served: its one server is the one the reader should call (PublicUrl.forRequest). */
@@ -162,7 +190,70 @@ function isMePath(url: string): boolean {
   return url === '/v1/me' || url.startsWith('/v1/me?');
 }
 
+/**
+ * What is served while the app starts (it waits for its database): what needs none. Liveness, the metrics, the
+ * contract, the API reference and the console's files; /readyz answers 503 meanwhile, the rest 503
+ * `database_unavailable`.
+ */
+function servedWhileStarting(path: string): boolean {
+  return (
+    path === '/healthz' ||
+    path === '/metrics' ||
+    path === '/openapi.json' ||
+    path === '/' ||
+    path === '/docs' ||
+    path.startsWith('/docs/') ||
+    path === '/console' ||
+    path.startsWith('/console/')
+  );
+}
+
+const STARTING = () =>
+  new AppError(
+    'database_unavailable',
+    'Nexus is starting: its database is not reachable yet, or its migrations are being applied; retry shortly',
+  );
+
+/**
+ * A gateway call before the gateway is built (the app waits for its database): refused as the gateway refuses a
+ * call before its connection is known, in the error shape of the API its path belongs to.
+ */
+function refuseCall(req: IncomingMessage, res: ServerResponse, locals: RequestLocals): void {
+  let route: string | undefined;
+  try {
+    route = parseGatewayUrl(req.url!).route;
+  } catch {
+    // Not a call's path (/v1/me, or one the gateway would refuse): the shared Error body.
+  }
+  sendGatewayError(
+    res,
+    locals,
+    STARTING(),
+    false,
+    undefined,
+    undefined,
+    Date.now(),
+    route === undefined ? undefined : protocolOfPath(req.method!, route),
+  );
+}
+
 export async function buildApp(config: Config, overrides: Overrides = {}): Promise<NexusApp> {
+  const nexus = await createApp(config, overrides);
+  try {
+    await nexus.start();
+  } catch (err) {
+    await nexus.close().catch(() => {});
+    throw err;
+  }
+  return nexus;
+}
+
+/**
+ * The app, built as far as it goes without its database: the domain's services (which touch it only when
+ * called), the contract's router and validators (the slow part of a start), the express app. start() does the
+ * rest once the database answers; buildApp does both.
+ */
+export async function createApp(config: Config, overrides: Overrides = {}): Promise<NexusApp> {
   const logger = overrides.logger ?? createLogger(config.logLevel);
   const clock = overrides.clock ?? systemClock;
   const db =
@@ -176,21 +267,8 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
       log: (level, message) => logger.log(level, { msg: 'database', detail: message.split('\n')[0] }),
     });
   const ownsDb = !overrides.db;
-  try {
-    if (!overrides.skipMigrations) await migrateLatest(db, config.databaseSchema);
-  } catch (err) {
-    if (ownsDb) await db.destroy();
-    throw err;
-  }
 
   const { services } = overrides.domain ?? createDomain({ db, config, clock, logger, fetch: overrides.fetch ?? globalThis.fetch });
-  if (ownsDb && !config.databaseUrl) {
-    // The embedded database is this process's alone (its data dir is locked): a quota lease still HELD there was
-    // left by a process that died (killed, crashed), and is released now rather than after its TTL.
-    const reclaimed = await services.quota.sweepExpired(clock.now(), true);
-    await services.rates.sweepExpired(clock.now(), true);
-    if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped without releasing them', ...reclaimed });
-  }
   const definition = loadContract();
   // Traces off: the SDK is not loaded and no span is made.
   const tracing = overrides.tracer ? undefined : await startTracing(config.tracing, definition.info.version);
@@ -223,27 +301,16 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
   app.set('query parser', 'simple');
   const observer = requestObserver({ logger, metrics, inflight, tracer });
   app.use(observer.middleware((req) => api.operationIdOf(req)));
-  // The gateway's process-wide parts, composed once beside the domain's (src/gateway/gateway-parts.ts).
-  const gatewayParts = createGatewayParts({
-    db,
-    config,
-    clock,
-    logger,
-    hasher: services.hasher,
-    changes: services.changes,
-    metrics,
-    checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
-    onBreakerTransition: (transition) => announceBreaker(services.events, db, logger, transition),
+  /** Set once start() has finished: until then only what needs no database is served. */
+  let started = false;
+  app.use((req: Request, _res: Response, next: (err?: unknown) => void) => {
+    if (started) return next();
+    const path = pathOf(req.originalUrl);
+    if (path === '/readyz')
+      return next(new AppError('not_ready', 'Nexus is starting: it waits for its database and applies its migrations'));
+    next(servedWhileStarting(path) ? undefined : STARTING());
   });
-  const gateway = createGateway({
-    parts: gatewayParts,
-    config,
-    clock,
-    quota: services.quota,
-    rates: services.rates,
-    secretBox: services.secretBox,
-    tracer,
-  });
+  let gateway: Gateway | undefined;
   // The gateway's paths never enter express: it reads its own raw body, and express's routing and
   // response helpers would cost a gateway call about a sixth of its CPU.
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
@@ -253,47 +320,16 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
       return;
     }
     const locals = {} as RequestLocals;
+    if (!started) {
+      // Before the gateway writes its own lines, the request observer writes this refusal's.
+      observer.observe(req, res, locals, () => ({ operationId: me ? 'getMe' : operationOf(req.method!), path: pathOf(req.url!) }));
+      refuseCall(req, res, locals);
+      return;
+    }
     // Counted here; the gateway writes the call's log line and spans itself.
     observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }), true);
-    void (me ? gateway.handleMe(req, res, locals) : gateway.handle(req, res, locals));
+    void (me ? gateway!.handleMe(req, res, locals) : gateway!.handle(req, res, locals));
   };
-  // A process that died holding quota leases: after their TTL, its calls in flight are charged and what they held returns.
-  const sweeper = setInterval(
-    () =>
-      void gateway
-        .sweepExpired()
-        .then((reclaimed) => {
-          if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped', ...reclaimed });
-        })
-        .catch((err: Error) => logger.warn({ msg: 'quota lease sweep failed', error: err.message })),
-    Math.max(250, Math.floor(config.leaseTtlMs / 4)),
-  );
-  sweeper.unref();
-  // Records a process that stopped left in the spool, while PostgreSQL was away.
-  void gateway.recover();
-  // Accesses whose accessEndsAt or last quota period has passed become EXPIRED (reads apply it lazily too).
-  const accessExpiry = setInterval(
-    () => void services.accesses.expireDue().catch((err: Error) => logger.warn({ msg: 'access expiry sweep failed', error: err.message })),
-    60_000,
-  );
-  accessExpiry.unref();
-  // Idempotency rows past their 24 h window: their sealed answers (a key's plaintext, sometimes) go.
-  const idempotencyPurge = setInterval(
-    () =>
-      void services.idempotency.purgeExpired().catch((err: Error) => logger.warn({ msg: 'idempotency purge failed', error: err.message })),
-    10 * 60_000,
-  );
-  idempotencyPurge.unref();
-  // Outbound events: this process's delivery worker (docs/events.md), and the keys entering their last days.
-  const stopDelivery = services.webhookDelivery.start();
-  const keyExpiry = setInterval(
-    () =>
-      void services.inferenceKeyExpiry
-        .announceExpiring()
-        .catch((err: Error) => logger.warn({ msg: 'inference key expiry announcement failed', error: err.message })),
-    60_000,
-  );
-  keyExpiry.unref();
 
   app.get('/openapi.json', (req: Request, res: Response) => {
     res.json(contractFor(definition, publicUrl.forRequest(req)));
@@ -322,26 +358,119 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     express.raw({ type: () => true, limit: config.bodyLimitBytes }),
     billingWebhookReceiver(services),
   );
-  const stopBilling = services.billing.startBackground();
-  // The other processes' changes (src/domain/changes/change-feed.ts); the embedded database has no other process.
-  const { channel } = services.changes;
-  let listener: ChangeListener | undefined;
-  if (channel && config.databaseListenUrl && !isEmbedded(db)) {
-    listener = startChangeListener({
-      url: config.databaseListenUrl,
-      channel,
-      logger,
-      onPayload: (payload) => services.changes.received(payload),
-      onListening: () => services.changes.missed(),
-    });
-    await listener.ready;
-  }
-
   app.use(jsonBodiesOnly());
   app.use(express.json({ limit: config.bodyLimitBytes, type: JSON_TYPES, verify: utf8Only }));
   app.use((req: Request, res: Response) => api.handle(req, res));
   app.use(errorRenderer());
 
+  /** What start() begins, and close() ends. */
+  const timers: NodeJS.Timeout[] = [];
+  let stopDelivery: (() => Promise<void>) | undefined;
+  let stopBilling: (() => Promise<void>) | undefined;
+  let listener: ChangeListener | undefined;
+  const every = (ms: number, run: () => void) => {
+    const timer = setInterval(run, ms);
+    timer.unref();
+    timers.push(timer);
+  };
+
+  async function begin(wait: StartWait | undefined): Promise<void> {
+    if (!overrides.skipMigrations) {
+      if (wait && ownsDb && config.databaseUrl) {
+        await migrateWhenReachable(db, {
+          url: config.databaseUrl,
+          schema: config.databaseSchema,
+          timeoutMs: wait.timeoutMs,
+          logger,
+          onWaiting: wait.onWaiting,
+        });
+      } else {
+        await migrateLatest(db, config.databaseSchema);
+      }
+    }
+    if (ownsDb && !config.databaseUrl) {
+      // The embedded database is this process's alone (its data dir is locked): a quota lease still HELD there was
+      // left by a process that died (killed, crashed), and is released now rather than after its TTL.
+      const reclaimed = await services.quota.sweepExpired(clock.now(), true);
+      await services.rates.sweepExpired(clock.now(), true);
+      if (reclaimed.leases)
+        logger.info({ msg: 'reclaimed the quota leases of a process that stopped without releasing them', ...reclaimed });
+    }
+    // The gateway's process-wide parts, composed once beside the domain's (src/gateway/gateway-parts.ts).
+    const gatewayParts = createGatewayParts({
+      db,
+      config,
+      clock,
+      logger,
+      hasher: services.hasher,
+      changes: services.changes,
+      metrics,
+      checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
+      onBreakerTransition: (transition) => announceBreaker(services.events, db, logger, transition),
+    });
+    const built = createGateway({
+      parts: gatewayParts,
+      config,
+      clock,
+      quota: services.quota,
+      rates: services.rates,
+      secretBox: services.secretBox,
+      tracer,
+    });
+    gateway = built;
+    // A process that died holding quota leases: after their TTL, its calls in flight are charged and what they held returns.
+    every(
+      Math.max(250, Math.floor(config.leaseTtlMs / 4)),
+      () =>
+        void built
+          .sweepExpired()
+          .then((reclaimed) => {
+            if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped', ...reclaimed });
+          })
+          .catch((err: Error) => logger.warn({ msg: 'quota lease sweep failed', error: err.message })),
+    );
+    // Records a process that stopped left in the spool, while PostgreSQL was away.
+    void built.recover();
+    // Accesses whose accessEndsAt or last quota period has passed become EXPIRED (reads apply it lazily too).
+    every(
+      60_000,
+      () =>
+        void services.accesses.expireDue().catch((err: Error) => logger.warn({ msg: 'access expiry sweep failed', error: err.message })),
+    );
+    // Idempotency rows past their 24 h window: their sealed answers (a key's plaintext, sometimes) go.
+    every(
+      10 * 60_000,
+      () =>
+        void services.idempotency
+          .purgeExpired()
+          .catch((err: Error) => logger.warn({ msg: 'idempotency purge failed', error: err.message })),
+    );
+    // Outbound events: this process's delivery worker (docs/events.md), and the keys entering their last days.
+    stopDelivery = services.webhookDelivery.start();
+    every(
+      60_000,
+      () =>
+        void services.inferenceKeyExpiry
+          .announceExpiring()
+          .catch((err: Error) => logger.warn({ msg: 'inference key expiry announcement failed', error: err.message })),
+    );
+    stopBilling = services.billing.startBackground();
+    // The other processes' changes (src/domain/changes/change-feed.ts); the embedded database has no other process.
+    const { channel } = services.changes;
+    if (channel && config.databaseListenUrl && !isEmbedded(db)) {
+      listener = startChangeListener({
+        url: config.databaseListenUrl,
+        channel,
+        logger,
+        onPayload: (payload) => services.changes.received(payload),
+        onListening: () => services.changes.missed(),
+      });
+      await listener.ready;
+    }
+    started = true;
+  }
+
+  let starting: Promise<void> | undefined;
   eventLoop.start();
   return {
     handler,
@@ -351,18 +480,23 @@ export async function buildApp(config: Config, overrides: Overrides = {}): Promi
     logger,
     inflight,
     publicUrl,
-    gateway,
+    get gateway(): Gateway {
+      if (!gateway) throw new Error('Nexus has not started: start() builds the gateway');
+      return gateway;
+    },
     bodyTimeoutMs: config.bodyTimeoutMs,
+    start(wait?: StartWait) {
+      starting ??= begin(wait);
+      return starting;
+    },
+    started: () => started,
     async close() {
       eventLoop.close();
-      clearInterval(sweeper);
-      clearInterval(accessExpiry);
-      clearInterval(idempotencyPurge);
-      clearInterval(keyExpiry);
-      await stopDelivery();
-      await stopBilling();
+      for (const timer of timers) clearInterval(timer);
+      await stopDelivery?.();
+      await stopBilling?.();
       await listener?.close();
-      await gateway.close();
+      await gateway?.close();
       if (ownsDb) await db.destroy();
       await tracing?.shutdown();
     },
@@ -411,7 +545,7 @@ export async function listen(nexus: NexusApp, port: number, host: string, shutdo
         }
         // Past the deadline: the calls still under way are cut first, so they are recorded as cut by the
         // shutdown, not as left by their clients, and none is read on to its end.
-        nexus.gateway.cutCalls();
+        if (nexus.started()) nexus.gateway.cutCalls();
         server.closeAllConnections();
         await closed;
         await nexus.close();

@@ -103,6 +103,7 @@ const variables = z.object({
     .optional(),
   NEXUS_DATABASE_PREPARED_STATEMENTS: flag(true),
   NEXUS_DATABASE_POOL_MAX: integer(1, 1000, 10),
+  NEXUS_DATABASE_STARTUP_TIMEOUT_MS: integer(0, undefined, 300_000),
   NEXUS_WORKERS: integer(1, 256, 1),
   NEXUS_DATA_DIR: z.string().min(1).default('./data'),
   NEXUS_MANAGEMENT_KEY: z.string().min(24, { error: 'must be at least 24 characters long' }).optional(),
@@ -261,6 +262,11 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     databasePreparedStatements: v.NEXUS_DATABASE_PREPARED_STATEMENTS,
     /** Connections of each of a process's two PostgreSQL pools (the Admin API's and the gateway's), at most. */
     databasePoolMax: v.NEXUS_DATABASE_POOL_MAX,
+    /**
+     * How long a start waits for a PostgreSQL it cannot reach (src/db/wait-for-database.ts), serving /healthz
+     * meanwhile; past it, the process exits 1 with one line. 0: it exits at the first failed try.
+     */
+    databaseStartupTimeoutMs: v.NEXUS_DATABASE_STARTUP_TIMEOUT_MS,
     /** Processes serving the port (node:cluster): 1 is this process alone; more need DATABASE_URL. */
     workers: v.NEXUS_WORKERS,
     dataDir: v.NEXUS_DATA_DIR,

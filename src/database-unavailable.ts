@@ -15,9 +15,12 @@ const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE'
  */
 const UNAVAILABLE_STATES = /^(08...|53300|57P0[123])$/;
 
-/** pg's and knex's own words when a connection dies or none can be had. */
+/**
+ * pg's and knex's own words when a connection dies or none can be had; pg's when a client's connectionTimeoutMillis
+ * (`timeout expired`) or query_timeout (`Query read timeout`) runs out.
+ */
 const MESSAGES =
-  /Connection terminated|connection error and is not queryable|Timeout acquiring a connection|Connection ended unexpectedly|terminating connection/i;
+  /Connection terminated|connection error and is not queryable|Timeout acquiring a connection|Connection ended unexpectedly|terminating connection|^timeout expired$|^Query read timeout$/i;
 
 export function isDatabaseUnavailable(err: unknown): boolean {
   for (

@@ -30,8 +30,8 @@ async function main() {
   // The signal handlers come first, before the application's modules load. As PID 1 (a container without an
   // init), node gets no default action for SIGTERM: a signal that came while the modules loaded or the
   // migrations ran would be dropped, and the container killed when the runtime's grace period ran out.
-  // Until the server listens there is nothing to drain: the process ends at once (a migration under way is
-  // one transaction, rolled back).
+  // Until the app has started there is nothing to drain: the process ends at once (a migration under way is
+  // one transaction, rolled back; while the start waits for its database, its server answers each request at once).
   let serving: { nexus: NexusApp; running: RunningServer; shutdownTimeoutMs: number } | undefined;
   let stopping = false;
   let primary: { stop(signal: string): void } | undefined;
@@ -81,27 +81,46 @@ async function main() {
         return;
       }
     }
-    const { announceRootKey, buildApp, listen } = await import('./app.js');
+    const { announceRootKey, createApp, listen } = await import('./app.js');
+    const { DatabaseWaitTimeout } = await import('./db/wait-for-database.js');
     const { createLogger } = await import('./observability/logger.js');
     // A worker's lines say which worker wrote them: the workers share the primary's stdout.
     const logger = cluster.isWorker
       ? createLogger(config.logLevel, undefined, { worker: cluster.worker!.id, pid: process.pid })
       : undefined;
-    const nexus = await buildApp(config, logger ? { logger } : {});
-    let running: RunningServer;
+    const nexus = await createApp(config, logger ? { logger } : {});
+    // The server listens once the app has started; or as soon as the database is found unreachable, while the
+    // start waits for it: /healthz answers 200 then, /readyz and what needs the database 503 (src/app.ts).
+    let listening: Promise<RunningServer> | undefined;
+    const serve = () =>
+      (listening ??= listen(nexus, config.port, config.host, config.shutdownTimeoutMs).catch(async (err: unknown) => {
+        const reason = cannotListen(err, config.host, config.port);
+        if (!reason) throw err;
+        // An operator's mistake, not a crash: one line, no stack, and no root key was made.
+        console.error(reason);
+        await nexus.close().catch(() => {});
+        process.exit(1);
+      }));
     try {
-      running = await listen(nexus, config.port, config.host, config.shutdownTimeoutMs);
+      await nexus.start({
+        timeoutMs: config.databaseStartupTimeoutMs,
+        onWaiting: () =>
+          void serve().catch((err: unknown) => {
+            console.error(err);
+            process.exit(1);
+          }),
+      });
     } catch (err) {
-      const reason = cannotListen(err, config.host, config.port);
-      if (!reason) throw err;
-      // An operator's mistake, not a crash: one line, no stack, and no root key was made.
-      console.error(reason);
-      await nexus.close().catch(() => {});
+      if (!(err instanceof DatabaseWaitTimeout)) throw err;
+      // The database never came within NEXUS_DATABASE_STARTUP_TIMEOUT_MS: one line, no stack.
+      console.error(err.message);
       process.exit(1);
     }
+    const running = await serve();
     serving = { nexus, running, shutdownTimeoutMs: config.shutdownTimeoutMs };
-    // Once the server listens: a first start that cannot listen dies before it makes the root key. Of a
-    // cluster's workers the first makes it (the others start once it listens); a worker forked later finds it.
+    // Once the app has started and the server listens: a first start that cannot listen dies before it makes the
+    // root key. Of a cluster's workers the first makes it (the others start once it serves); a worker forked later
+    // finds it.
     if (!cluster.isWorker || cluster.worker!.id === 1) await announceRootKey(nexus, config);
     // While the event loop is blocked no signal handler can run: the watchdog thread has the handlers
     // dropped meanwhile, so that SIGTERM and SIGINT take their default action (the process ends).
@@ -131,7 +150,7 @@ async function main() {
         url: running.url,
       });
     }
-    // The primary starts the other workers once the first listens (its migrations are done).
+    // The primary starts the other workers once the first serves (its migrations are done).
     if (cluster.isWorker) process.send?.({ nexus: 'listening' });
   } catch (err) {
     console.error(err instanceof ConfigError ? err.message : err);

@@ -3,9 +3,11 @@
  * workers, each a whole Nexus (src/server.ts) on the one port (the primary hands them the connections in turn).
  *
  * - Migrations: the first worker starts alone and migrates the database (as any Nexus does at start); the others
- *   are forked once it listens, so two never race for knex's migration lock (the loser of that race fails to
- *   start). If the first worker cannot start (a migration fails, PostgreSQL refuses, the port is taken), the
- *   primary exits 1. Without NEXUS_MANAGEMENT_KEY, the first worker makes and prints the root key once it listens.
+ *   are forked once it has started and serves, so two never race for knex's migration lock (the loser of that race
+ *   fails to start). While PostgreSQL cannot be reached, the first worker waits for it as a single process does
+ *   (src/db/wait-for-database.ts), serving /healthz meanwhile. If it cannot start (a migration fails, PostgreSQL
+ *   is not reached within NEXUS_DATABASE_STARTUP_TIMEOUT_MS, the port is taken), the primary exits 1. Without
+ *   NEXUS_MANAGEMENT_KEY, the first worker makes and prints the root key once it serves.
  * - Quota across workers is exact as across machines: each worker holds its own quota leases in PostgreSQL.
  * - A worker that dies is forked again, after 0.5 s, doubled (up to 30 s) while the new ones die young.
  * - SIGTERM/SIGINT: forwarded to every worker as SIGTERM; each drains as a single process does

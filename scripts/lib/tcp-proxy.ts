@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
 
 export interface TcpProxy {
   port: number;
+  /** Whether it serves (not cut). */
+  up(): boolean;
   cut(): Promise<void>;
   restore(): Promise<void>;
   close(): Promise<void>;
@@ -45,6 +47,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   await listen();
   return {
     port,
+    up: () => server !== undefined,
     cut: stop,
     restore: listen,
     close: stop,

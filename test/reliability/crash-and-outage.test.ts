@@ -1,7 +1,8 @@
 /**
  * What Nexus keeps when a process dies or PostgreSQL goes away, with real
  * processes: a Nexus child killed with SIGKILL mid-stream, and a Nexus child
- * whose PostgreSQL is reached through a TCP proxy the test cuts. The in-process
+ * whose PostgreSQL is reached through a TCP proxy the test cuts (one of them
+ * started while it is cut, which waits for it). The in-process
  * app of the test file is the other process: it makes the tenant and runs the
  * sweeper that reclaims a dead process's leases. The shared cluster is never
  * stopped.
@@ -335,6 +336,107 @@ describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
     await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 15_000);
     expect((await periodOf(t, tenant.accessId)).consumed).toBe(20n * BigInt(expected));
     await second.stop();
+  }, 90_000);
+
+  /** The Error body's code and the Retry-After of a 503 (the body read). */
+  async function refusal(res: Response): Promise<{ status: number; code: string; retryAfter: string | null }> {
+    const body = (await res.json()) as { error: { code: string } };
+    return { status: res.status, code: body.error.code, retryAfter: res.headers.get('retry-after') };
+  }
+
+  it('a process started while the database is away serves /healthz and refuses the rest 503; ready within 2 s of its return, it writes the spool a drained process left', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n });
+    const dir = mkdtempSync(join(dataDir, 'start-in-outage-'));
+    const first = await child({ databaseUrl: proxiedUrl(), dir });
+    const base = gatewayOf(tenant, first);
+    expect((await call(tenant, base)).status).toBe(200);
+    await until(async () => (await invocationsOf(tenant.accessId)).length === 1);
+    await proxy.cut();
+    try {
+      const answered = await fiveCalls(tenant, base);
+      expect(answered.length).toBeGreaterThan(0);
+      // Drained while the database is away: its records stay in its spool file, for another process to write.
+      expect(await first.stop()).toBe(0);
+      const left = spooled(dir);
+      expect(spooledRecords(dir)).toBe(answered.length);
+
+      // Its replacement starts during the outage: it listens (startNexusProcess waited for /healthz 200)...
+      const second = await child({ databaseUrl: proxiedUrl(), dir });
+      expect((await fetch(`${second.url}/healthz`)).status).toBe(200);
+      // ...is not ready, and refuses what needs the database 503 with Retry-After, never 500.
+      expect(await refusal(await fetch(`${second.url}/readyz`))).toEqual({ status: 503, code: 'not_ready', retryAfter: null });
+      const admin = await fetch(`${second.url}/admin/v1/workspaces`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+      expect(await refusal(admin)).toEqual({ status: 503, code: 'database_unavailable', retryAfter: '2' });
+      expect(await refusal(await call(tenant, gatewayOf(tenant, second)))).toEqual({
+        status: 503,
+        code: 'database_unavailable',
+        retryAfter: '2',
+      });
+      // Some seconds on (its tries are at their longest interval by then), it still waits, and the spool with it.
+      await new Promise((r) => setTimeout(r, 3000));
+      expect(second.child.exitCode).toBe(null);
+      expect((await fetch(`${second.url}/readyz`)).status).toBe(503);
+      expect(spooled(dir)).toEqual(left);
+      expect((await invocationsOf(tenant.accessId)).length).toBe(1);
+
+      await proxy.restore();
+      const back = Date.now();
+      await until(async () => (await fetch(`${second.url}/readyz`)).status === 200, 10_000);
+      expect(Date.now() - back).toBeLessThan(2000);
+      // The drained process's records: written once, the spool emptied.
+      const expected = 1 + answered.length;
+      await until(async () => (await invocationsOf(tenant.accessId)).length === expected, 10_000);
+      await until(async () => spooled(dir).length === 0, 5000);
+      const invocations = await invocationsOf(tenant.accessId);
+      for (const id of answered) expect(invocations.filter((i) => i.request_id === id)).toHaveLength(1);
+      expect(second.output()).toContain('wrote the gateway records that waited in the spool');
+      // It serves calls now; the first process's lease is reclaimed after its TTL; every call was charged once.
+      expect((await call(tenant, gatewayOf(tenant, second))).status).toBe(200);
+      await until(async () => (await invocationsOf(tenant.accessId)).length === expected + 1, 10_000);
+      await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 15_000);
+      expect((await periodOf(t, tenant.accessId)).consumed).toBe(20n * BigInt(expected + 1));
+      // Its log: one line when it began to wait, one when the database answered; no 500, no stack.
+      const lines = second.logLines();
+      expect(lines.filter((l) => String(l.msg).startsWith('the database is unavailable: waiting for it'))).toHaveLength(1);
+      expect(lines.filter((l) => l.msg === 'the database answers: starting')).toHaveLength(1);
+      expect(second.output()).not.toContain('"status":500');
+      expect(second.output()).not.toMatch(/\n\s+at /);
+      expect(await second.stop()).toBe(0);
+    } finally {
+      if (!proxy.up()) await proxy.restore();
+    }
+  }, 90_000);
+
+  it('NEXUS_WORKERS: started while the database is away, the first worker waits as a process does; the others start once it is back', async () => {
+    const dir = mkdtempSync(join(dataDir, 'workers-in-outage-'));
+    await proxy.cut();
+    try {
+      const nexus = await child({ databaseUrl: proxiedUrl(), dir, env: { NEXUS_WORKERS: '2' } });
+      expect(await refusal(await fetch(`${nexus.url}/readyz`))).toEqual({ status: 503, code: 'not_ready', retryAfter: null });
+      const admin = await fetch(`${nexus.url}/admin/v1/workspaces`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } });
+      expect(await refusal(admin)).toEqual({ status: 503, code: 'database_unavailable', retryAfter: '2' });
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(nexus.child.exitCode).toBe(null);
+      expect(nexus.logLines().filter((l) => l.msg === 'listening')).toEqual([]);
+
+      await proxy.restore();
+      await until(async () => (await fetch(`${nexus.url}/readyz`)).status === 200, 10_000);
+      await until(
+        async () =>
+          new Set(
+            nexus
+              .logLines()
+              .filter((l) => l.msg === 'listening')
+              .map((l) => l.pid),
+          ).size === 2,
+        30_000,
+      );
+      expect((await fetch(`${nexus.url}/admin/v1/workspaces`, { headers: { authorization: `Bearer ${TEST_ROOT_KEY}` } })).status).toBe(200);
+      expect(nexus.output()).not.toContain('"status":500');
+      expect(await nexus.stop()).toBe(0);
+    } finally {
+      if (!proxy.up()) await proxy.restore();
+    }
   }, 90_000);
 
   it('a process that stopped while the database was away: a live process on its data dir writes its spool once the database is back, without a restart', async () => {

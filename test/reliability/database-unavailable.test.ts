@@ -13,6 +13,8 @@ describe('isDatabaseUnavailable', () => {
     ['too many connections', withCode('53300')],
     ['a connection exception', withCode('08006')],
     ["pg's dead connection", new Error('Connection terminated unexpectedly')],
+    ["pg's connect timeout (connectionTimeoutMillis)", new Error('timeout expired')],
+    ["pg's query timeout (query_timeout)", new Error('Query read timeout')],
     [
       "knex's pool timeout",
       Object.assign(new Error('Knex: Timeout acquiring a connection. The pool is probably full.'), { name: 'KnexTimeoutError' }),

@@ -206,6 +206,48 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     }
   }, 120_000);
 
+  it('with PostgreSQL unreachable at start, it serves /healthz meanwhile and gives up after NEXUS_DATABASE_STARTUP_TIMEOUT_MS with one line', async () => {
+    const p = port();
+    const child = spawn(process.execPath, ['dist/server.js'], {
+      cwd: projectRoot,
+      env: env({ PORT: String(p), DATABASE_URL: 'postgres://postgres@127.0.0.1:1/postgres', NEXUS_DATABASE_STARTUP_TIMEOUT_MS: '5000' }),
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
+    try {
+      // It listens while it waits: alive, not ready, and what needs the database is refused 503.
+      const deadline = Date.now() + 30_000;
+      while (
+        !(await fetch(`http://127.0.0.1:${p}/healthz`).then(
+          (r) => r.ok,
+          () => false,
+        ))
+      ) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not listen:\n${stdout}${stderr}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const waitingSince = Date.now();
+      const ready = await fetch(`http://127.0.0.1:${p}/readyz`);
+      expect(ready.status).toBe(503);
+      expect((await ready.json()).error.code).toBe('not_ready');
+      expect(await exited).toBe(1);
+      // About 5 s after it began to wait (it listened a little after).
+      expect(Date.now() - waitingSince).toBeGreaterThan(3000);
+      expect(stderr.trim().split('\n')).toEqual([
+        'Nexus cannot start: the database did not answer within 5 s (NEXUS_DATABASE_STARTUP_TIMEOUT_MS): connect ECONNREFUSED 127.0.0.1:1',
+      ]);
+      const lines = stdout.split('\n').filter(Boolean);
+      expect(lines.every((l) => l.startsWith('{'))).toBe(true);
+      expect(lines.filter((l) => l.includes('the database is unavailable: waiting for it'))).toHaveLength(1);
+      expect(stdout + stderr).not.toMatch(/\bat .*\(|Error:/);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 60_000);
+
   it('refuses bad configuration with a clear message', async () => {
     const bad = await run('dist/server.js', [], { PORT: 'not-a-port' });
     expect(bad.code).toBe(1);
@@ -213,6 +255,9 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     const prod = await run('dist/server.js', [], { NODE_ENV: 'production', NEXUS_ENCRYPTION_KEY: '' });
     expect(prod.code).toBe(1);
     expect(prod.stderr).toContain('NEXUS_ENCRYPTION_KEY is required');
+    const wait = await run('dist/server.js', [], { NEXUS_DATABASE_STARTUP_TIMEOUT_MS: '-1' });
+    expect(wait.code).toBe(1);
+    expect(wait.stderr.trim()).toBe('Invalid configuration: NEXUS_DATABASE_STARTUP_TIMEOUT_MS must be >= 0');
   }, 30_000);
 
   it('the CLI refuses an unknown workspace and unknown commands', async () => {
