@@ -115,8 +115,8 @@ function assertModelAllowed(policy: ModelPolicy, model: string): void {
 /**
  * What a call that was answered is counted for. Exact when the provider reported usage. Otherwise
  * (a broken or aborted stream, an answer without readable usage): the input reported so far or else
- * the input bound, and the output reported so far or else one token per data event received (or the
- * output its meter counted, if more: sse-meter.ts), at most the output bound; a JSON answer without usage, and a stream cut at
+ * the input bound, and the output reported so far or else one token per event received that carried output
+ * (or the output its meter counted, if more: stream-meter.ts), at most the output bound; a JSON answer without usage, and a stream cut at
  * its output bound, are counted at the whole output bound.
  */
 function chargeable(progress: StreamProgress, prepared: PreparedCall): Usage {
