@@ -24,8 +24,9 @@
  *   7. first-wave 2,000 JSON calls, 200 at a time over 2 processes, on a quota of 100,000, answered
  *                with 2,000 output tokens for max_tokens 20, for an OpenAI and an Anthropic
  *                connection and a model no process has seen yet: what the period consumed past
- *                its grant (the first wave is admitted before any answer has taught the
- *                learned bound).
+ *                its grant, and the units charged beyond the calls' admitted bounds (the first
+ *                wave is admitted before any answer has taught the learned bound); then again
+ *                with NEXUS_FIRST_WAVE_CALLS=10000, the first wave unbounded.
  *   6. route     a route over two targets (the same fake upstream, one of them through a TCP proxy),
  *                loadbalanced under load; the proxied one is cut for 10 s and restored: the calls
  *                that failed (none expected: the other target answers), the charges, and how soon
@@ -593,11 +594,14 @@ async function runawayWaves(f: NexusProcess, upstream: string): Promise<Row> {
  * 2,000 JSON calls, 200 at a time (each of 200 clients calls again as soon as it has its answer), spread over two
  * processes, on a quota of 100,000 units (one unit a token), answered with 2,000 output tokens for max_tokens 20
  * after 200 ms. No answer has come back when the first 200 are admitted: the learned bound does not exist yet.
- * Reports what the period consumed, past its grant and as a share of it.
+ * Reports what the period consumed, past its grant and as a share of it, and what calls were charged beyond the
+ * bounds they were admitted at (the first wave's excess, whether or not the grant absorbed it).
  */
-async function firstWaveScenario(profile: 'openai' | 'anthropic', upstream: string): Promise<Row> {
-  const p = await nexus();
-  const q = await nexus();
+async function firstWaveScenario(profile: 'openai' | 'anthropic', upstream: string, unbounded = false): Promise<Row> {
+  // Unbounded: more places in the first wave than calls at a time, as if nothing held it.
+  const env: Record<string, string> = unbounded ? { NEXUS_FIRST_WAVE_CALLS: '10000' } : {};
+  const p = await nexus(DATABASE_URL, env);
+  const q = await nexus(DATABASE_URL, env);
   const granted = 100_000;
   const t = await tenant(p, upstream, granted, 1000, profile);
   const o = { maxTokens: 20, headers: produce(2000, 200), anthropic: profile === 'anthropic' };
@@ -616,10 +620,16 @@ async function firstWaveScenario(profile: 'openai' | 'anthropic', upstream: stri
   const ids = new Set((await recorded(t.accessId)).map((r) => r.request_id));
   const after = await period(t.accessId);
   const over = after.consumed > after.granted ? after.consumed - after.granted : 0n;
+  // Charged beyond what the calls were admitted at (their ADJUSTMENT events): the calls admitted before any answer.
+  const { rows: beyond } = await db.query(
+    `select count(*) as calls, coalesce(sum(units), 0) as units from usage_events where workspace_access_id = $1 and kind = 'ADJUSTMENT'`,
+    [t.accessId],
+  );
+  const past = beyond[0] as { calls: string; units: string };
   await p.stop();
   await q.stop();
   return {
-    scenario: `first wave (${profile}): 2000 JSON calls 200 at a time over 2 processes, 2000 tokens for max_tokens 20, ${granted} units`,
+    scenario: `first wave (${profile}${unbounded ? ', NEXUS_FIRST_WAVE_CALLS=10000' : ''}): 2000 JSON calls 200 at a time over 2 processes, 2000 tokens for max_tokens 20, ${granted} units`,
     delivered: delivered.length,
     recorded: delivered.filter((x) => ids.has(x.requestId!)).length,
     lost: delivered.filter((x) => !ids.has(x.requestId!)).length,
@@ -628,7 +638,9 @@ async function firstWaveScenario(profile: 'openai' | 'anthropic', upstream: stri
     overspend: over,
     reservedLeft: after.reserved,
     freedAfter: '-',
-    statuses: `${statusLine(answers)}; consumed past the grant: ${over} units (+${((Number(over) * 100) / granted).toFixed(1)}%)`,
+    statuses:
+      `${statusLine(answers)}; consumed past the grant: ${over} units (+${((Number(over) * 100) / granted).toFixed(1)}%); ` +
+      `charged beyond their admitted bounds: ${past.units} units, by ${past.calls} calls`,
   };
 }
 
@@ -789,6 +801,8 @@ async function main(): Promise<void> {
     if (wanted('first-wave')) {
       rows.push(await firstWaveScenario('openai', upstream.url));
       rows.push(await firstWaveScenario('anthropic', anthropicUpstream.url));
+      rows.push(await firstWaveScenario('openai', upstream.url, true));
+      rows.push(await firstWaveScenario('anthropic', anthropicUpstream.url, true));
     }
     if (wanted('changes')) changes = await changesScenario(upstream.url);
   } finally {

@@ -3607,7 +3607,7 @@ export type ProxyProviderDeleteErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it), or a JSON call to a model its connection has not answered on this process yet waited `NEXUS_FIRST_WAVE_WAIT_MS` for the first answer (`first_wave_limited`, type `rate_limit_error`, `Retry-After: 1` and `x-should-retry: true`; docs/reliability.md, "The first wave"). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -3690,7 +3690,7 @@ export type ProxyProviderGetErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it), or a JSON call to a model its connection has not answered on this process yet waited `NEXUS_FIRST_WAVE_WAIT_MS` for the first answer (`first_wave_limited`, type `rate_limit_error`, `Retry-After: 1` and `x-should-retry: true`; docs/reliability.md, "The first wave"). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -3776,7 +3776,7 @@ export type ProxyProviderPatchErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it), or a JSON call to a model its connection has not answered on this process yet waited `NEXUS_FIRST_WAVE_WAIT_MS` for the first answer (`first_wave_limited`, type `rate_limit_error`, `Retry-After: 1` and `x-should-retry: true`; docs/reliability.md, "The first wave"). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -3862,7 +3862,7 @@ export type ProxyProviderPostErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it), or a JSON call to a model its connection has not answered on this process yet waited `NEXUS_FIRST_WAVE_WAIT_MS` for the first answer (`first_wave_limited`, type `rate_limit_error`, `Retry-After: 1` and `x-should-retry: true`; docs/reliability.md, "The first wave"). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -3948,7 +3948,7 @@ export type ProxyProviderPutErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it), or a JSON call to a model its connection has not answered on this process yet waited `NEXUS_FIRST_WAVE_WAIT_MS` for the first answer (`first_wave_limited`, type `rate_limit_error`, `Retry-After: 1` and `x-should-retry: true`; docs/reliability.md, "The first wave"). The provider was not called.
      */
     429: ErrorBody;
     /**

@@ -7,7 +7,9 @@
  *
  * The gateway (gateway.ts) opens a call and hands it events:
  *   - admit(raw): a metered call's bound (the request read by its inspector,
- *     priced by the quota rule), admitted on this process's lease of the
+ *     priced by the quota rule; a JSON call to a model its connection has not
+ *     answered on this process yet first waits for a place in its first wave:
+ *     first-wave.ts), admitted on this process's lease of the
  *     access's period, or refused 429 before the upstream is called; a period
  *     found over (a plan change split it, or it ended) has the key's row read
  *     again and the call admitted once more. passthrough(raw) for an unmetered
@@ -41,6 +43,7 @@ import { callRows, invocationJson, type AuthRow, type Consumption } from './call
 import type { CallRecorder } from './call-recorder.js';
 import type { CallReport } from './call-report.js';
 import type { CallTrace } from './call-trace.js';
+import type { FirstWave, FirstWaveSlot } from './first-wave.js';
 import {
   modelNamedIn,
   prepareCall,
@@ -189,6 +192,8 @@ export interface CallMeter {
   shutdown: Error;
   /** What upstreams that ignore the output cap were seen to produce: later calls are admitted at it. */
   learned: Pick<LearnedBounds, 'output' | 'observed'>;
+  /** The first wave of JSON calls to a connection's model without history, bounded per access (first-wave.ts). */
+  firstWave: Pick<FirstWave, 'enter' | 'leave'>;
   /** Tells the other processes of an output bound learned here. */
   shareLearned?: ((learned: LearnedOutput) => void) | undefined;
   /** Told of each answer that passed its output bound (metrics). */
@@ -221,6 +226,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   private pricing: Pricing | undefined;
   private attemptStartedAt: Date | undefined;
   private admission: Admission | undefined;
+  /** Its place in the first wave of its connection's model, while that has no history (first-wave.ts). */
+  private firstWaveSlot: FirstWaveSlot | undefined;
   /** What its request was read for (the model, a stream, its lease). */
   private read: CallRead = NOTHING_READ;
   private reloaded = false;
@@ -309,6 +316,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const pricing = policy.pricingFor(prepared.requestedModel);
     this.pricing = pricing;
     if (prepared.previousResponseId) prepared.inputBound += await this.meter.conversationTokens(auth, prepared.previousResponseId);
+    // A JSON call to a model its connection has not answered in this process yet: a few at a time per access,
+    // the others waiting for the first answer, which admits them at what it taught (first-wave.ts). Once.
+    if (!prepared.stream && !this.reloaded) {
+      const slot = this.meter.firstWave.enter(auth.workspace_access_id, auth.connection_id!, prepared.requestedModel);
+      this.firstWaveSlot = slot instanceof Promise ? await slot : slot;
+    }
     // An upstream seen to answer past its calls' bounds: admitted at what it produced (learned-bounds.ts).
     let learned = this.meter.learned.output(auth.connection_id!, prepared.requestedModel, prepared.stream);
     // A route's call: quota is reserved once, at the largest bound among its targets.
@@ -581,6 +594,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         const output = this.meter.learned.observed(connectionId, prepared.requestedModel, prepared.stream, usage!.outputTokens);
         if (output !== null) this.meter.shareLearned?.({ connectionId, model: prepared.requestedModel, stream: prepared.stream, output });
       }
+      // The first wave's place: the model has its history once a JSON answer's usage is read.
+      if (this.firstWaveSlot) this.leaveFirstWave(json !== null && usageComplete);
       // A stream that could not be read on (an event-stream frame that did not decode): why, in the log.
       if (relay.malformed)
         this.meter.logger.warn({ msg: 'upstream stream malformed', requestId: this.opened.requestId, error: relay.malformed });
@@ -603,6 +618,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         pricing,
       };
     }
+    if (this.firstWaveSlot) this.leaveFirstWave(false);
     const providerMs = msSince(relay.tStart, relay.tUpstreamEnd!);
     // A stream's first byte: from the provider (after the attempt began), and to the client (after the call began).
     const providerTtftMs = this.read.streamed && relay.tFirstUpstream !== undefined ? msSince(relay.tStart, relay.tFirstUpstream) : null;
@@ -635,6 +651,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
    * REJECTED (FAILED for a failure of ours), charged nothing. A call already recorded is left alone.
    */
   refused(err: unknown, raw: Buffer | undefined): void {
+    if (this.firstWaveSlot) this.leaveFirstWave(false);
     if (this.recorded) return;
     this.meter.running.delete(this);
     const appError = toAppError(err);
@@ -652,6 +669,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     } as const;
     // The cause of a 500 goes to the log line (never to the client).
     this.record(outcome, null, now, appError.status, appError.status >= 500 && !(err instanceof AppError) ? err : undefined);
+  }
+
+  /** Gives its place in the first wave up (`answered`: a JSON answer's usage was read). */
+  private leaveFirstWave(answered: boolean): void {
+    this.meter.firstWave.leave(this.firstWaveSlot!, answered);
+    this.firstWaveSlot = undefined;
   }
 
   /**
