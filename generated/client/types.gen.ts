@@ -973,6 +973,19 @@ export type AwsSessionToken = string;
 export type UpstreamTimeoutMs = number;
 
 /**
+ * Whether the upstream stops at the output cap it is sent (`max_tokens`, `max_completion_tokens`,
+ * `max_output_tokens`, `maxOutputTokens`, `maxTokens`), as the providers' own APIs do. false for one that
+ * may answer past it (a self-hosted server that ignores the field, a proxy that drops it): the gateway
+ * then admits each metered call on the connection at the most output its plan lets a call ask for (the
+ * strategy's `maxOutputTokens`, times the choices asked for) instead of the call's own cap, so a call the
+ * quota cannot cover at that bound is refused 429 `quota_insufficient` before the upstream is called. The
+ * cap sent upstream, a stream's cut and the charge follow the call's own cap as on any connection
+ * (docs/reliability.md, "Connections that do not enforce the cap"). Default true.
+ *
+ */
+export type EnforcesOutputCap = boolean;
+
+/**
  * Retries of a call on this connection, as a route's target retries (docs/routes.md). Absent: one attempt,
  * its answer relayed whatever it is. With it, an answer of a `retryOn` status, a connect error or a timeout
  * before the headers is retried, up to `attempts` in all, after `min(baseDelayMs * 2^(n-1), maxDelayMs)`
@@ -1032,6 +1045,7 @@ export type ProviderConnectionDto = {
     lastVerifiedAt?: DateTime;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
     retry?: ConnectionRetryDto;
+    enforcesOutputCap: EnforcesOutputCap;
     metadata?: Metadata;
     createdAt?: DateTime;
     updatedAt?: DateTime;
@@ -1045,6 +1059,7 @@ export type CreateProviderConnectionDto = {
     metadata?: Metadata;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
     retry?: ConnectionRetryDto;
+    enforcesOutputCap?: EnforcesOutputCap;
 };
 
 export type TestProviderConnectionDto = {
@@ -1070,6 +1085,7 @@ export type UpdateProviderConnectionDto = {
      *
      */
     retry?: ConnectionRetryDto | null;
+    enforcesOutputCap?: EnforcesOutputCap;
 };
 
 export type RotateProviderSecretDto = {
@@ -1879,6 +1895,7 @@ export type CreateProviderConnectionDtoWritable = {
     metadata?: Metadata;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
     retry?: ConnectionRetryDto;
+    enforcesOutputCap?: EnforcesOutputCap;
 };
 
 export type TestProviderConnectionDtoWritable = {
@@ -1912,6 +1929,7 @@ export type UpdateProviderConnectionDtoWritable = {
      *
      */
     retry?: ConnectionRetryDto | null;
+    enforcesOutputCap?: EnforcesOutputCap;
 };
 
 export type RotateProviderSecretDtoWritable = {

@@ -93,6 +93,8 @@ export interface CallStart {
   routeId?: string | undefined;
   /** A route's targets: the call is admitted at the largest output bound learned on any of them. */
   boundConnections?: readonly string[] | undefined;
+  /** A route's: one of its targets does not enforce the output cap it is sent (the call is admitted as on that one). */
+  uncappedTarget?: boolean | undefined;
 }
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
@@ -243,6 +245,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   private readonly earlier: EarlierAttempt[] = [];
   private running = false;
   private readonly boundConnections: readonly string[] | undefined;
+  private readonly uncappedTarget: boolean;
   /** What it was opened with; a route's call names the target that answers (started()). */
   private opened: CallOpened;
   private readonly t0: bigint;
@@ -265,6 +268,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.credential = start.credential;
     this.routeModel = start.routeModel;
     this.boundConnections = start.boundConnections;
+    this.uncappedTarget = start.uncappedTarget === true;
     this.opened = {
       id: newId(),
       workspaceId: row.workspace_id,
@@ -329,7 +333,11 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       const other = this.meter.learned.output(id, prepared.requestedModel, prepared.stream);
       if (other > learned) learned = other;
     }
-    const bound = boundUnits(prepared.inputBound, learned > prepared.outputBound ? learned : prepared.outputBound, pricing);
+    // A connection whose upstream may answer past the cap it is sent: admitted at the most the plan lets a call ask for.
+    let output = prepared.outputBound;
+    if ((this.uncappedTarget || auth.connection_enforces_output_cap === false) && prepared.outputCeiling > output)
+      output = prepared.outputCeiling;
+    const bound = boundUnits(prepared.inputBound, learned > output ? learned : output, pricing);
     if (bound > MAX_CALL_UNITS) {
       throw new AppError('quota_insufficient', `This call may need up to ${bound} units, more than a quota period can hold`, {
         reset_at: reset.toISOString(),
