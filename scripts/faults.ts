@@ -24,6 +24,12 @@
  *                and JSON, against a small quota; then 200 JSON calls (2000 tokens
  *                for 20) in 10 waves of 20, each wave after the previous one ended:
  *                the overspend of all the waves against the first wave's.
+ *   7. first-wave 2,000 JSON calls, 200 at a time over 2 processes, on a quota of 100,000, answered
+ *                with 2,000 output tokens for max_tokens 20, for an OpenAI and an Anthropic
+ *                connection and a model no process has seen yet: what the period consumed past
+ *                its grant, and the units charged beyond the calls' admitted bounds (the first
+ *                wave is admitted before any answer has taught the learned bound); then again
+ *                with NEXUS_FIRST_WAVE_CALLS=10000, the first wave unbounded.
  *   6. route     a route over two targets (the same fake upstream, one of them through a TCP proxy),
  *                loadbalanced under load; the proxied one is cut for 10 s and restored: the calls
  *                that failed (none expected: the other target answers), the charges, and how soon
@@ -48,6 +54,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { startAnthropicUpstream } from '../test/support/upstreams/anthropic.js';
 import { startOpenAiUpstream } from '../test/support/upstreams/openai.js';
 import { startNexusProcess, type NexusProcess } from './lib/nexus-process.js';
 import { activateWorkspaceAccess, createProviderConnection, createRoute, suspendWorkspaceAccess } from '../test/support/sdk.js';
@@ -105,9 +112,16 @@ interface Tenant {
 }
 
 let tenants = 0;
-async function tenant(via: NexusProcess, upstreamUrl: string, quotaUnits: number, maxOutputTokens = 1000): Promise<Tenant> {
+async function tenant(
+  via: NexusProcess,
+  upstreamUrl: string,
+  quotaUnits: number,
+  maxOutputTokens = 1000,
+  profile: 'openai' | 'anthropic' = 'openai',
+): Promise<Tenant> {
   const made = await provisionTenant(adminClient(via.url, ROOT_KEY), {
     name: `faults-${++tenants}`,
+    profile,
     baseUrl: upstreamUrl,
     providerKey: PROVIDER_KEY,
     quotaUnits: BigInt(quotaUnits),
@@ -122,7 +136,7 @@ async function tenant(via: NexusProcess, upstreamUrl: string, quotaUnits: number
     accessId: made.accessId,
     connectionId,
     apiKey: made.apiKey,
-    gateway: (through) => `${through.url}/providers/${connectionId}/v1/chat/completions`,
+    gateway: (through) => `${through.url}/providers/${connectionId}/v1/${profile === 'openai' ? 'chat/completions' : 'messages'}`,
   };
 }
 
@@ -174,16 +188,23 @@ interface Answer {
   headersAt?: number;
 }
 
+/** An Anthropic Messages call's headers and body (a JSON answer only). */
+const ANTHROPIC = (key: string, maxTokens: number) => ({
+  headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' },
+  body: JSON.stringify({ model: 'faults-model', messages: [{ role: 'user', content: 'faults' }], max_tokens: maxTokens }),
+});
+
 async function callOnce(
   url: string,
   key: string,
-  o: { stream?: boolean; maxTokens?: number; headers?: Record<string, string> } = {},
+  o: { stream?: boolean; maxTokens?: number; headers?: Record<string, string>; anthropic?: boolean } = {},
 ): Promise<Answer> {
   try {
+    const messages = o.anthropic ? ANTHROPIC(key, o.maxTokens ?? 50) : undefined;
     const res = await fetch(url, {
       method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...o.headers },
-      body: BODY(o),
+      headers: { ...(messages?.headers ?? { authorization: `Bearer ${key}` }), 'content-type': 'application/json', ...o.headers },
+      body: messages?.body ?? BODY(o),
     });
     const requestId = res.headers.get('x-nexus-request-id');
     const headersAt = Date.now();
@@ -191,7 +212,8 @@ async function callOnce(
       const text = await res.text().catch(() => '');
       let tokens = 0;
       try {
-        tokens = (JSON.parse(text) as { usage?: { completion_tokens?: number } }).usage?.completion_tokens ?? 0;
+        const usage = (JSON.parse(text) as { usage?: { completion_tokens?: number; output_tokens?: number } }).usage;
+        tokens = usage?.completion_tokens ?? usage?.output_tokens ?? 0;
       } catch {
         // not JSON
       }
@@ -645,6 +667,61 @@ async function runawayWaves(f: NexusProcess, upstream: string): Promise<Row> {
   };
 }
 
+// ---- 7. the first wave on a model no process has seen ------------------------------------------------
+/**
+ * 2,000 JSON calls, 200 at a time (each of 200 clients calls again as soon as it has its answer), spread over two
+ * processes, on a quota of 100,000 units (one unit a token), answered with 2,000 output tokens for max_tokens 20
+ * after 200 ms. No answer has come back when the first 200 are admitted: the learned bound does not exist yet.
+ * Reports what the period consumed, past its grant and as a share of it, and what calls were charged beyond the
+ * bounds they were admitted at (the first wave's excess, whether or not the grant absorbed it).
+ */
+async function firstWaveScenario(profile: 'openai' | 'anthropic', upstream: string, unbounded = false): Promise<Row> {
+  // Unbounded: more places in the first wave than calls at a time, as if nothing held it.
+  const env: Record<string, string> = unbounded ? { NEXUS_FIRST_WAVE_CALLS: '10000' } : {};
+  const p = await nexus(DATABASE_URL, env);
+  const q = await nexus(DATABASE_URL, env);
+  const granted = 100_000;
+  const t = await tenant(p, upstream, granted, 1000, profile);
+  const o = { maxTokens: 20, headers: produce(2000, 200), anthropic: profile === 'anthropic' };
+  const answers: Answer[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 200 }, async (_v, client) => {
+      while (next < 2000) {
+        next++;
+        answers.push(await callOnce(t.gateway(client % 2 ? q : p), t.apiKey, o));
+      }
+    }),
+  );
+  await until(async () => (await period(t.accessId)).reserved === 0n, 30_000);
+  const delivered = answers.filter((x) => x.status === 200);
+  const ids = new Set((await recorded(t.accessId)).map((r) => r.request_id));
+  const after = await period(t.accessId);
+  const over = after.consumed > after.granted ? after.consumed - after.granted : 0n;
+  // Charged beyond what the calls were admitted at (their ADJUSTMENT events): the calls admitted before any answer.
+  const { rows: beyond } = await db.query(
+    `select count(*) as calls, coalesce(sum(units), 0) as units from usage_events where workspace_access_id = $1 and kind = 'ADJUSTMENT'`,
+    [t.accessId],
+  );
+  const past = beyond[0] as { calls: string; units: string };
+  await p.stop();
+  await q.stop();
+  return {
+    scenario: `first wave (${profile}${unbounded ? ', NEXUS_FIRST_WAVE_CALLS=10000' : ''}): 2000 JSON calls 200 at a time over 2 processes, 2000 tokens for max_tokens 20, ${granted} units`,
+    delivered: delivered.length,
+    recorded: delivered.filter((x) => ids.has(x.requestId!)).length,
+    lost: delivered.filter((x) => !ids.has(x.requestId!)).length,
+    charged: after.consumed,
+    expected: `${2010n * BigInt(delivered.length)} (as reported)`,
+    overspend: over,
+    reservedLeft: after.reserved,
+    freedAfter: '-',
+    statuses:
+      `${statusLine(answers)}; consumed past the grant: ${over} units (+${((Number(over) * 100) / granted).toFixed(1)}%); ` +
+      `charged beyond their admitted bounds: ${past.units} units, by ${past.calls} calls`,
+  };
+}
+
 // ---- 6. a route's target killed and restarted under load ------------------------------------------
 async function routeScenario(upstream: string): Promise<Row> {
   const target = new URL(upstream);
@@ -788,6 +865,7 @@ async function main(): Promise<void> {
   await admin.query(`create schema ${SCHEMA}`);
   await admin.end();
   const upstream = await startOpenAiUpstream({ apiKey: PROVIDER_KEY });
+  const anthropicUpstream = await startAnthropicUpstream({ apiKey: PROVIDER_KEY });
   const rows: Row[] = [];
   let changes: string | undefined;
   const wanted = (name: string) => !ONLY || ONLY.includes(name);
@@ -799,10 +877,17 @@ async function main(): Promise<void> {
     if (wanted('two')) rows.push(await twoScenario(upstream.url));
     if (wanted('runaway')) rows.push(...(await runawayScenario(upstream.url)));
     if (wanted('route')) rows.push(await routeScenario(upstream.url));
+    if (wanted('first-wave')) {
+      rows.push(await firstWaveScenario('openai', upstream.url));
+      rows.push(await firstWaveScenario('anthropic', anthropicUpstream.url));
+      rows.push(await firstWaveScenario('openai', upstream.url, true));
+      rows.push(await firstWaveScenario('anthropic', anthropicUpstream.url, true));
+    }
     if (wanted('changes')) changes = await changesScenario(upstream.url);
   } finally {
     for (const p of running) await p.kill();
     await upstream.close();
+    await anthropicUpstream.close();
     await db.query(`drop schema if exists ${SCHEMA} cascade`).catch(() => {});
     await db.end();
     rmSync(dataRoot, { recursive: true, force: true });

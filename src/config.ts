@@ -150,6 +150,8 @@ const variables = z.object({
   // The former name of NEXUS_LEASE_TTL_MS, read when that one is unset; removed in the next major release.
   NEXUS_RESERVATION_TTL_MS: optionalInteger(1000, 60000),
   NEXUS_CALL_SNAPSHOT_MS: integer(20, 1000, 250),
+  NEXUS_FIRST_WAVE_CALLS: integer(1, 10000, 2),
+  NEXUS_FIRST_WAVE_WAIT_MS: integer(0, 600000, 30000),
   NEXUS_AUTH_CACHE_TTL_MS: integer(0, 5000, 1000),
   NEXUS_QUOTA_LEASE_IDLE_MS: integer(10, 60000, 1000),
   NEXUS_GATEWAY_ASYNC_COMMIT: flag(false),
@@ -328,6 +330,13 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
      * last write (lease_calls): what a SIGKILL can take from a call's charge is what it streamed since.
      */
     callSnapshotMs: v.NEXUS_CALL_SNAPSHOT_MS,
+    /**
+     * JSON calls an access may have under way at once, on one process, to a connection's model that has not
+     * answered one there yet (the first wave, bounded: docs/reliability.md "The first wave").
+     */
+    firstWaveCalls: v.NEXUS_FIRST_WAVE_CALLS,
+    /** How long a call beyond them waits for the first answer (or a place) before it is refused 429 `first_wave_limited`. */
+    firstWaveWaitMs: v.NEXUS_FIRST_WAVE_WAIT_MS,
     /** How long the gateway may trust a cached key lookup. */
     authCacheTtlMs: v.NEXUS_AUTH_CACHE_TTL_MS,
     /** A gateway quota lease unused this long returns its units to the period. */

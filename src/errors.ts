@@ -89,6 +89,7 @@ const errorStatus = {
   // 429
   quota_insufficient: 429,
   rate_limited: 429,
+  first_wave_limited: 429,
   // 500
   internal_error: 500,
   // 501: a kind of request the gateway does not serve (a WebSocket session), refused before any provider sees it
@@ -133,6 +134,7 @@ const errorType: Record<number, string> = {
 /** Codes whose error `type` is not their status's (a rate limit is not a quota). */
 const typeOfCode: Partial<Record<ErrorCode, string>> = {
   rate_limited: 'rate_limit_error',
+  first_wave_limited: 'rate_limit_error',
 };
 
 /**

@@ -77,6 +77,7 @@ export const errorCodes = [
   'payload_too_large',
   'quota_insufficient',
   'rate_limited',
+  'first_wave_limited',
   'internal_error',
   'websocket_not_supported',
   'upstream_unavailable',

@@ -97,7 +97,8 @@ export class ProviderConnectionsResource extends NexusResource {
    * (400 `invalid_base_url` / `private_upstream_refused`). The upstream is not called:
    * use `testProviderConnection` before and `verifyProviderConnection` after saving. `retry` makes the
    * gateway retry a call that fails before any byte of its answer, with a bounded wait (`ConnectionRetryDto`);
-   * without it a call makes one attempt.
+   * without it a call makes one attempt. `enforcesOutputCap: false` says the upstream may answer past the
+   * output cap it is sent (`EnforcesOutputCap`).
    *
    * `POST /admin/v1/workspaces/{workspaceId}/provider-connections` (`createProviderConnection` in the function API)
    */

@@ -977,6 +977,19 @@ export type AwsSessionToken = string;
 export type UpstreamTimeoutMs = number;
 
 /**
+ * Whether the upstream stops at the output cap it is sent (`max_tokens`, `max_completion_tokens`,
+ * `max_output_tokens`, `maxOutputTokens`, `maxTokens`), as the providers' own APIs do. false for one that
+ * may answer past it (a self-hosted server that ignores the field, a proxy that drops it): the gateway
+ * then admits each metered call on the connection at the most output its plan lets a call ask for (the
+ * strategy's `maxOutputTokens`, times the choices asked for) instead of the call's own cap, so a call the
+ * quota cannot cover at that bound is refused 429 `quota_insufficient` before the upstream is called. The
+ * cap sent upstream, a stream's cut and the charge follow the call's own cap as on any connection
+ * (docs/reliability.md, "Connections that do not enforce the cap"). Default true.
+ *
+ */
+export type EnforcesOutputCap = boolean;
+
+/**
  * Retries of a call on this connection, as a route's target retries (docs/routes.md). Absent: one attempt,
  * its answer relayed whatever it is. With it, an answer of a `retryOn` status, a connect error or a timeout
  * before the headers is retried, up to `attempts` in all, after `min(baseDelayMs * 2^(n-1), maxDelayMs)`
@@ -1036,6 +1049,7 @@ export type ProviderConnectionDto = {
     lastVerifiedAt?: DateTime;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
     retry?: ConnectionRetryDto;
+    enforcesOutputCap: EnforcesOutputCap;
     metadata?: Metadata;
     createdAt?: DateTime;
     updatedAt?: DateTime;
@@ -1049,6 +1063,7 @@ export type CreateProviderConnectionDto = {
     metadata?: Metadata;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
     retry?: ConnectionRetryDto;
+    enforcesOutputCap?: EnforcesOutputCap;
 };
 
 export type TestProviderConnectionDto = {
@@ -1074,6 +1089,7 @@ export type UpdateProviderConnectionDto = {
      *
      */
     retry?: ConnectionRetryDto | null;
+    enforcesOutputCap?: EnforcesOutputCap;
 };
 
 export type RotateProviderSecretDto = {
@@ -1886,6 +1902,7 @@ export type CreateProviderConnectionDtoWritable = {
     metadata?: Metadata;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
     retry?: ConnectionRetryDto;
+    enforcesOutputCap?: EnforcesOutputCap;
 };
 
 export type TestProviderConnectionDtoWritable = {
@@ -1919,6 +1936,7 @@ export type UpdateProviderConnectionDtoWritable = {
      *
      */
     retry?: ConnectionRetryDto | null;
+    enforcesOutputCap?: EnforcesOutputCap;
 };
 
 export type RotateProviderSecretDtoWritable = {
@@ -3614,7 +3632,7 @@ export type ProxyProviderDeleteErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it), or a JSON call to a model its connection has not answered on this process yet waited `NEXUS_FIRST_WAVE_WAIT_MS` for the first answer (`first_wave_limited`, type `rate_limit_error`, `Retry-After: 1` and `x-should-retry: true`; docs/reliability.md, "The first wave"). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -3701,7 +3719,7 @@ export type ProxyProviderGetErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it), or a JSON call to a model its connection has not answered on this process yet waited `NEXUS_FIRST_WAVE_WAIT_MS` for the first answer (`first_wave_limited`, type `rate_limit_error`, `Retry-After: 1` and `x-should-retry: true`; docs/reliability.md, "The first wave"). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -3791,7 +3809,7 @@ export type ProxyProviderPatchErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it), or a JSON call to a model its connection has not answered on this process yet waited `NEXUS_FIRST_WAVE_WAIT_MS` for the first answer (`first_wave_limited`, type `rate_limit_error`, `Retry-After: 1` and `x-should-retry: true`; docs/reliability.md, "The first wave"). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -3881,7 +3899,7 @@ export type ProxyProviderPostErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it), or a JSON call to a model its connection has not answered on this process yet waited `NEXUS_FIRST_WAVE_WAIT_MS` for the first answer (`first_wave_limited`, type `rate_limit_error`, `Retry-After: 1` and `x-should-retry: true`; docs/reliability.md, "The first wave"). The provider was not called.
      */
     429: ErrorBody;
     /**
@@ -3971,7 +3989,7 @@ export type ProxyProviderPutErrors = {
      */
     413: ErrorBody;
     /**
-     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it). The provider was not called.
+     * Not enough quota for the call's upper bound (`quota_insufficient`, with `reset_at`, and `x-should-retry: false`: retrying does not help before the period resets), or a rate limit of the plan refuses the call (`rate_limited`, type `rate_limit_error`, with `Retry-After` in seconds until the limit frees and `x-should-retry: true`, so the official SDKs retry it), or a JSON call to a model its connection has not answered on this process yet waited `NEXUS_FIRST_WAVE_WAIT_MS` for the first answer (`first_wave_limited`, type `rate_limit_error`, `Retry-After: 1` and `x-should-retry: true`; docs/reliability.md, "The first wave"). The provider was not called.
      */
     429: ErrorBody;
     /**

@@ -19,7 +19,7 @@
  * (quotaRepo.reclaimExpired); a call that ends normally is recorded by its own
  * process, once (the record is idempotent by invocation id).
  *
- * Its parts (leases, allowances, recorder, learned bounds) are built by
+ * Its parts (leases, allowances, recorder, learned bounds, the first wave) are built by
  * createGatewayParts (gateway-parts.ts) and passed in.
  */
 import type { Clock } from '../domain/actor.js';
@@ -35,6 +35,7 @@ import type { CacheEntry } from './auth-cache.js';
 import type { AuthRow, CallRepo } from './call-repo.js';
 import type { CallRecorder } from './call-recorder.js';
 import type { CallReport } from './call-report.js';
+import type { FirstWave } from './first-wave.js';
 import type { Inspector } from './inspectors.js';
 import { IntrusiveList } from './intrusive-list.js';
 import type { LearnedBounds } from './learned-bounds.js';
@@ -55,6 +56,8 @@ export function createCallMeter(deps: {
   rates: RateAllowances;
   recorder: CallRecorder;
   learned: LearnedBounds;
+  /** The first wave of JSON calls to a connection's model without history (first-wave.ts). */
+  firstWave: FirstWave;
   invocations: Pick<InvocationRepo, 'conversationTokens'>;
   clock: Clock;
   logger: Logger;
@@ -101,6 +104,7 @@ export function createCallMeter(deps: {
     overBound: deps.onOutputOverBound,
     usageMissing: deps.onUsageMissing,
     learned: deps.learned,
+    firstWave: deps.firstWave,
     shareLearned: deps.shareLearned,
     report: deps.report,
     /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
@@ -291,14 +295,17 @@ export function createCallMeter(deps: {
     forgetResponses(): void {
       recentResponses.clear();
       deps.learned.clear();
+      deps.firstWave.clear();
     },
-    /** A shutdown's deadline has come: the upstream calls still under way are cancelled. */
+    /** A shutdown's deadline has come: the upstream calls still under way are cancelled, the calls waiting refused. */
     cutCalls(): void {
       running.forEach((call) => call.relay?.cancel(meter.shutdown));
+      deps.firstWave.cut();
     },
-    /** An output bound another process learned: calls here are admitted at it too. */
+    /** An output bound another process learned: calls here are admitted at it too (a JSON one without waiting). */
     learned(l: LearnedOutput): void {
       deps.learned.observed(l.connectionId, l.model, l.stream, l.output);
+      if (!l.stream) deps.firstWave.learned(l.connectionId, l.model);
     },
     /** Runs a heartbeat now (tests). */
     heartbeat,

@@ -45,6 +45,8 @@ export interface AuthRow {
   upstream_timeout_ms: number | null;
   /** The connection's retries (null: one attempt per call). */
   connection_retry: ConnectionRetry | null;
+  /** false: the connection's upstream may answer past the output cap it is sent (docs/reliability.md). */
+  connection_enforces_output_cap: boolean | null;
   period_id: string | null;
   period_end: Date | null;
   granted_units: bigint | null;
@@ -93,6 +95,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        w.status as workspace_status, w.allow_unmetered_passthrough,
        c.id as connection_id, c.protocol_profile, c.base_url, c.status as connection_status,
        c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms, c.retry as connection_retry,
+       c.enforces_output_cap as connection_enforces_output_cap,
        p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
        s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens,
        s.id as strategy_id, s.model_rules::text as model_rules_json, s.allowed_models, s.output_cap_policy,

@@ -65,7 +65,6 @@ export class EventStreamMeter extends StreamMeter {
   private onFrame(frame: EventFrame): boolean {
     const type = frame.headers[':message-type'] === 'exception' ? frame.headers[':exception-type'] : frame.headers[':event-type'];
     if (!type) return true;
-    this.dataEvents++;
     let payload: unknown;
     try {
       payload = JSON.parse(Buffer.from(frame.body.buffer, frame.body.byteOffset, frame.body.byteLength).toString('utf8'));

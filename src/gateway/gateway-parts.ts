@@ -2,7 +2,7 @@
  * The gateway's process-wide parts, composed in one place, beside the domain's
  * (src/domain/services.ts): its database pool, the key lookup's cache, the
  * upstream pools, the quota leases and rate allowances, the recorder and its
- * spool, the output bounds learned, and the meter that hands a call what it asks
+ * spool, the output bounds learned and the first wave's, and the meter that hands a call what it asks
  * of them (call-meter.ts). src/app.ts builds them once and gives them to the
  * gateway (gateway.ts), which only routes a request through them.
  */
@@ -27,6 +27,7 @@ import { createCallReport } from './call-report.js';
 import { createCallSpend } from './call-spend.js';
 import { createCallRepo } from './call-repo.js';
 import { createGatewayDb } from './gateway-db.js';
+import { createFirstWave } from './first-wave.js';
 import { createLearnedBounds } from './learned-bounds.js';
 import { createRouteRepo } from '../domain/routes/route-repo.js';
 import { createRouteRegistry, type BreakerTransition } from './route-registry.js';
@@ -104,6 +105,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     rates,
     recorder,
     learned: createLearnedBounds(clock),
+    firstWave: createFirstWave({ limit: config.firstWaveCalls, waitMs: config.firstWaveWaitMs }),
     invocations: createInvocationRepo(db),
     clock,
     logger,

@@ -119,6 +119,7 @@ export function createGateway(deps: GatewayDeps) {
         credential,
         routeId: route?.id,
         boundConnections: usable && [...usable.keys()],
+        uncappedTarget: usable && [...usable.values()].some((e) => e.row!.connection_enforces_output_cap === false),
       };
       let auth: AuthRow;
       try {

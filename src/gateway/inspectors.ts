@@ -37,6 +37,11 @@ export interface PreparedCall {
   body: Buffer;
   inputBound: bigint;
   outputBound: bigint;
+  /**
+   * The most output the plan lets the call ask for: maxOutputTokens times its choices (0 for an endpoint without
+   * output). A connection that does not enforce the cap it sends is admitted at it (metered-call.ts).
+   */
+  outputCeiling: bigint;
   /** We added stream_options.include_usage: the usage chunk is ours and is removed from the stream. */
   usageInjected: boolean;
   /**
@@ -231,6 +236,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   }
   if (choices > MAX_CHOICES) throw new AppError('invalid_parameter', `${which} may be at most ${MAX_CHOICES}`, { param: which });
   const outputBound = BigInt(perChoice ?? maxOutputTokens) * BigInt(choices);
+  const outputCeiling = capFields.length ? BigInt(maxOutputTokens) * BigInt(choices) : 0n;
 
   // Without a cap of its own the provider's output would be bounded by nothing the call's bound knows:
   // the call is capped at the plan's maxOutputTokens, so the bound it was admitted with holds.
@@ -257,7 +263,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
       ? body.previous_response_id
       : null;
   const inputBound = BigInt(inputBoundOf(inspector, raw, body, requestedModel));
-  return { requestedModel, stream, body: sent, inputBound, outputBound, usageInjected, previousResponseId, outputCap };
+  return { requestedModel, stream, body: sent, inputBound, outputBound, outputCeiling, usageInjected, previousResponseId, outputCap };
 }
 
 const ANSWER_FIELDS = { usage: 'usage', model: 'model' };

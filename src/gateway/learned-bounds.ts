@@ -7,7 +7,8 @@
  * last seen to produce past the bound, so once such an answer has come back the calls admitted
  * after it reserve what they will be charged, and a call that does not fit in the quota any more
  * is refused 429 before the upstream is called. Overspend is then bounded by the calls already
- * admitted when the first such answer came back (one wave). The process that learns a bound tells the
+ * admitted when the first such answer came back (the first wave, itself bounded per access until the
+ * model's first answer: first-wave.ts). The process that learns a bound tells the
  * others (the change feed's NOTIFY, gateway-parts.ts) when it is new or larger, and again every
  * ANNOUNCE_EVERY_MS while its answers keep coming past their bounds; without a listener (the
  * embedded database, a lost notification) each process learns on its own, one wave each

@@ -7,7 +7,9 @@
  *
  * The gateway (gateway.ts) opens a call and hands it events:
  *   - admit(raw): a metered call's bound (the request read by its inspector,
- *     priced by the quota rule), admitted on this process's lease of the
+ *     priced by the quota rule; a JSON call to a model its connection has not
+ *     answered on this process yet first waits for a place in its first wave:
+ *     first-wave.ts), admitted on this process's lease of the
  *     access's period, or refused 429 before the upstream is called; a period
  *     found over (a plan change split it, or it ended) has the key's row read
  *     again and the call admitted once more. passthrough(raw) for an unmetered
@@ -41,6 +43,7 @@ import { callRows, invocationJson, type AuthRow, type Consumption } from './call
 import type { CallRecorder } from './call-recorder.js';
 import type { CallReport } from './call-report.js';
 import type { CallTrace } from './call-trace.js';
+import type { FirstWave, FirstWaveSlot } from './first-wave.js';
 import {
   modelNamedIn,
   prepareCall,
@@ -90,6 +93,8 @@ export interface CallStart {
   routeId?: string | undefined;
   /** A route's targets: the call is admitted at the largest output bound learned on any of them. */
   boundConnections?: readonly string[] | undefined;
+  /** A route's: one of its targets does not enforce the output cap it is sent (the call is admitted as on that one). */
+  uncappedTarget?: boolean | undefined;
 }
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
@@ -115,8 +120,8 @@ function assertModelAllowed(policy: ModelPolicy, model: string): void {
 /**
  * What a call that was answered is counted for. Exact when the provider reported usage. Otherwise
  * (a broken or aborted stream, an answer without readable usage): the input reported so far or else
- * the input bound, and the output reported so far or else one token per data event received (or the
- * output its meter counted, if more: sse-meter.ts), at most the output bound; a JSON answer without usage, and a stream cut at
+ * the input bound, and the output reported so far or else one token per event received that carried output
+ * (or the output its meter counted, if more: stream-meter.ts), at most the output bound; a JSON answer without usage, and a stream cut at
  * its output bound, are counted at the whole output bound.
  */
 function chargeable(progress: StreamProgress, prepared: PreparedCall): Usage {
@@ -189,6 +194,8 @@ export interface CallMeter {
   shutdown: Error;
   /** What upstreams that ignore the output cap were seen to produce: later calls are admitted at it. */
   learned: Pick<LearnedBounds, 'output' | 'observed'>;
+  /** The first wave of JSON calls to a connection's model without history, bounded per access (first-wave.ts). */
+  firstWave: Pick<FirstWave, 'enter' | 'leave'>;
   /** Tells the other processes of an output bound learned here. */
   shareLearned?: ((learned: LearnedOutput) => void) | undefined;
   /** Told of each answer that passed its output bound (metrics). */
@@ -221,6 +228,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   private pricing: Pricing | undefined;
   private attemptStartedAt: Date | undefined;
   private admission: Admission | undefined;
+  /** Its place in the first wave of its connection's model, while that has no history (first-wave.ts). */
+  private firstWaveSlot: FirstWaveSlot | undefined;
   /** What its request was read for (the model, a stream, its lease). */
   private read: CallRead = NOTHING_READ;
   private reloaded = false;
@@ -236,6 +245,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   private readonly earlier: EarlierAttempt[] = [];
   private running = false;
   private readonly boundConnections: readonly string[] | undefined;
+  private readonly uncappedTarget: boolean;
   /** What it was opened with; a route's call names the target that answers (started()). */
   private opened: CallOpened;
   private readonly t0: bigint;
@@ -258,6 +268,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     this.credential = start.credential;
     this.routeModel = start.routeModel;
     this.boundConnections = start.boundConnections;
+    this.uncappedTarget = start.uncappedTarget === true;
     this.opened = {
       id: newId(),
       workspaceId: row.workspace_id,
@@ -309,6 +320,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const pricing = policy.pricingFor(prepared.requestedModel);
     this.pricing = pricing;
     if (prepared.previousResponseId) prepared.inputBound += await this.meter.conversationTokens(auth, prepared.previousResponseId);
+    // A JSON call to a model its connection has not answered in this process yet: a few at a time per access,
+    // the others waiting for the first answer, which admits them at what it taught (first-wave.ts). Once.
+    if (!prepared.stream && !this.reloaded) {
+      const slot = this.meter.firstWave.enter(auth.workspace_access_id, auth.connection_id!, prepared.requestedModel);
+      this.firstWaveSlot = slot instanceof Promise ? await slot : slot;
+    }
     // An upstream seen to answer past its calls' bounds: admitted at what it produced (learned-bounds.ts).
     let learned = this.meter.learned.output(auth.connection_id!, prepared.requestedModel, prepared.stream);
     // A route's call: quota is reserved once, at the largest bound among its targets.
@@ -316,7 +333,11 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       const other = this.meter.learned.output(id, prepared.requestedModel, prepared.stream);
       if (other > learned) learned = other;
     }
-    const bound = boundUnits(prepared.inputBound, learned > prepared.outputBound ? learned : prepared.outputBound, pricing);
+    // A connection whose upstream may answer past the cap it is sent: admitted at the most the plan lets a call ask for.
+    let output = prepared.outputBound;
+    if ((this.uncappedTarget || auth.connection_enforces_output_cap === false) && prepared.outputCeiling > output)
+      output = prepared.outputCeiling;
+    const bound = boundUnits(prepared.inputBound, learned > output ? learned : output, pricing);
     if (bound > MAX_CALL_UNITS) {
       throw new AppError('quota_insufficient', `This call may need up to ${bound} units, more than a quota period can hold`, {
         reset_at: reset.toISOString(),
@@ -581,6 +602,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         const output = this.meter.learned.observed(connectionId, prepared.requestedModel, prepared.stream, usage!.outputTokens);
         if (output !== null) this.meter.shareLearned?.({ connectionId, model: prepared.requestedModel, stream: prepared.stream, output });
       }
+      // The first wave's place: the model has its history once a JSON answer's usage is read.
+      if (this.firstWaveSlot) this.leaveFirstWave(json !== null && usageComplete);
       // A stream that could not be read on (an event-stream frame that did not decode): why, in the log.
       if (relay.malformed)
         this.meter.logger.warn({ msg: 'upstream stream malformed', requestId: this.opened.requestId, error: relay.malformed });
@@ -603,6 +626,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
         pricing,
       };
     }
+    if (this.firstWaveSlot) this.leaveFirstWave(false);
     const providerMs = msSince(relay.tStart, relay.tUpstreamEnd!);
     // A stream's first byte: from the provider (after the attempt began), and to the client (after the call began).
     const providerTtftMs = this.read.streamed && relay.tFirstUpstream !== undefined ? msSince(relay.tStart, relay.tFirstUpstream) : null;
@@ -635,6 +659,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
    * REJECTED (FAILED for a failure of ours), charged nothing. A call already recorded is left alone.
    */
   refused(err: unknown, raw: Buffer | undefined): void {
+    if (this.firstWaveSlot) this.leaveFirstWave(false);
     if (this.recorded) return;
     this.meter.running.delete(this);
     const appError = toAppError(err);
@@ -652,6 +677,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     } as const;
     // The cause of a 500 goes to the log line (never to the client).
     this.record(outcome, null, now, appError.status, appError.status >= 500 && !(err instanceof AppError) ? err : undefined);
+  }
+
+  /** Gives its place in the first wave up (`answered`: a JSON answer's usage was read). */
+  private leaveFirstWave(answered: boolean): void {
+    this.meter.firstWave.leave(this.firstWaveSlot!, answered);
+    this.firstWaveSlot = undefined;
   }
 
   /**

@@ -123,7 +123,6 @@ export class SseMeter extends StreamMeter {
   private onEvent(block: string): string | null {
     const data = dataOf(block);
     if (!data || data === '[DONE]') return block;
-    this.dataEvents++;
     let parsed: Json;
     try {
       parsed = JSON.parse(data) as Json;

@@ -25,13 +25,14 @@ export abstract class StreamMeter implements StreamState {
   complete = false;
   /** The stream passed its output bound and was cut there (nothing more is read or forwarded). */
   cut = false;
-  /** Data events seen. */
-  dataEvents = 0;
   /** Why the stream could not be read on (a framing that can break: event-stream-meter.ts), if it could not. */
   malformed: Error | undefined;
 
+  /** Events carrying output text, and its bytes. */
   private textEvents = 0;
   private textBytes = 0;
+  /** Events carrying output that is not text (an audio or image delta: the reader's otherOutput). */
+  private otherEvents = 0;
   /** The protocol's reading of the stream's events (its usage, its output text, the end of a cut stream). */
   private readonly reader: StreamReader;
 
@@ -55,11 +56,13 @@ export abstract class StreamMeter implements StreamState {
   }
 
   /**
-   * The output a stream that ended short is charged for, at most its bound (metered-call.ts): one token per data
-   * event seen, or the output counted if more.
+   * The output a stream that ended short is charged for, at most its bound (metered-call.ts): one token per event
+   * carrying output (text, reasoning, tool input, or output that is not text: an audio delta), or the output counted
+   * if more. Events that carry none (Anthropic's message_start, content_block_start and ping, a chunk naming only its
+   * role, the Responses API's response.created) count nothing.
    */
   get outputEstimate(): bigint {
-    const events = BigInt(this.dataEvents);
+    const events = BigInt(this.textEvents + this.otherEvents);
     const seen = this.outputSeen;
     return events > seen ? events : seen;
   }
@@ -80,6 +83,8 @@ export abstract class StreamMeter implements StreamState {
         this.complete = false;
         return false;
       }
+    } else if (reader.otherOutput?.(parsed)) {
+      this.otherEvents++;
     }
     reader.forwarded(parsed);
     return true;

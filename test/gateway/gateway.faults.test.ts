@@ -7,15 +7,17 @@ import { SECRET_MARKER } from '../security/secret-marker.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getInvocation, listInvocations, listUsageEvents } from '../support/sdk.js';
 import { leaseUnits } from '../support/quota-use.js';
-import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
+import { startAnthropicUpstream, startBedrockUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { chatInputBound, createTenant, gatewayFetch, periodOf, until, type Tenant } from './gateway-support.js';
 
 let t: TestApp;
 let up: FakeUpstream;
 let anUp: FakeUpstream;
+let brUp: FakeUpstream;
 let tenant: Tenant;
 let anTenant: Tenant;
+let brTenant: Tenant;
 const KEY = `${SECRET_MARKER}-upstream-faults-0123456789`;
 
 beforeAll(async () => {
@@ -24,11 +26,14 @@ beforeAll(async () => {
   anUp = await startAnthropicUpstream({ apiKey: KEY });
   tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
   anTenant = await createTenant(t, { profile: 'anthropic', baseUrl: anUp.url, providerKey: KEY });
+  brUp = await startBedrockUpstream({ apiKeys: [KEY] });
+  brTenant = await createTenant(t, { profile: 'bedrock', baseUrl: brUp.url, providerKey: KEY, aws: { awsRegion: 'us-east-1' } });
 });
 afterAll(async () => {
   await t?.close();
   await up?.close();
   await anUp?.close();
+  await brUp?.close();
 });
 
 const streamBody = (extra: Record<string, unknown> = {}) =>
@@ -64,10 +69,11 @@ describe('upstream faults', () => {
     const inv = await settledInvocation(tenant, res.headers.get('x-nexus-request-id')!);
     expect(inv.status).toBe('FAILED');
     expect(inv.attempt).toMatchObject({ status: 'FAILED', errorCode: 'upstream_stream_broken' });
-    // No usage was reported: input = the request's bound (its estimate), output = data events seen (2).
+    // No usage was reported: input = the request's bound (its estimate), output = the events carrying output seen
+    // (of the two before the reset, the first names only the role: 1).
     const input = chatInputBound(streamBody());
     expect(inv.usageEvents).toHaveLength(1);
-    expect(inv.usageEvents![0]!.outputTokens).toBe('2');
+    expect(inv.usageEvents![0]!.outputTokens).toBe('1');
     const after = await periodOf(t, tenant.accessId);
     expect(after.reserved).toBe(0n);
     expect(after.consumed - before.consumed).toBe(BigInt(inv.quotaUnits));
@@ -162,6 +168,86 @@ describe('client aborts mid-stream', () => {
     const after = await periodOf(t, tenant.accessId);
     expect(after.reserved).toBe(0n);
     expect(after.consumed).toBe(before.consumed);
+  });
+});
+
+/**
+ * A stream cut short is charged, for lack of usage, one output token per event that carried output (docs/reliability.md
+ * "A process that dies mid-call"): the upstream sends its opening events and three output deltas, then nothing more,
+ * and the client leaves once it has them. Each is charged 3 output tokens exactly: the events without output (a
+ * stream's start, a content block's start, a ping, a chunk naming only its role) count nothing.
+ */
+describe('a stream its client leaves is charged the output events it carried, and no others', () => {
+  const text = (model: string) => JSON.stringify({ model, messages: [{ role: 'user', content: 'cut' }], max_tokens: 100, stream: true });
+  const cases: { name: string; who: () => Tenant; path: string; body: string; events: number; headers: Record<string, string> }[] = [
+    {
+      name: 'Anthropic messages (message_start, content_block_start, ping, 3 text deltas)',
+      who: () => anTenant,
+      path: 'v1/messages',
+      body: text('claude-cut'),
+      events: 6,
+      headers: { 'anthropic-version': '2023-06-01' },
+    },
+    {
+      name: 'OpenAI chat completions (a chunk naming the role, 3 content chunks)',
+      who: () => tenant,
+      path: 'v1/chat/completions',
+      body: text('gpt-cut'),
+      events: 4,
+      headers: {},
+    },
+    {
+      name: 'OpenAI Responses API (response.created, output_item.added, content_part.added, 3 text deltas)',
+      who: () => tenant,
+      path: 'v1/responses',
+      body: JSON.stringify({ model: 'gpt-cut', input: 'cut', max_output_tokens: 100, stream: true }),
+      events: 6,
+      headers: {},
+    },
+    {
+      name: 'Bedrock ConverseStream (messageStart, 3 contentBlockDelta frames)',
+      who: () => brTenant,
+      path: 'model/anthropic.claude-cut-v1%3A0/converse-stream',
+      body: JSON.stringify({ messages: [{ role: 'user', content: [{ text: 'cut' }] }], inferenceConfig: { maxTokens: 100 } }),
+      events: 4,
+      headers: {},
+    },
+  ];
+
+  it.each(cases)('$name', async ({ who, path, body, events, headers }) => {
+    const client = who();
+    const before = await periodOf(t, client.accessId);
+    const controller = new AbortController();
+    const res = await gatewayFetch()(`${client.gatewayBaseUrl}/${path}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${client.apiKey}`,
+        'content-type': 'application/json',
+        'x-fake-usage': '10,8,0',
+        'x-fake-stall-after': String(events),
+        ...headers,
+      },
+      body,
+      signal: controller.signal,
+    });
+    expect(res.status).toBe(200);
+    // The third word (alpha, beta, gamma) has reached the client: so has every event before it.
+    const reader = res.body!.getReader();
+    let seen = '';
+    while (!seen.includes('gamma')) {
+      const { done, value } = await reader.read();
+      expect(done).toBe(false);
+      seen += Buffer.from(value!).toString('latin1');
+    }
+    controller.abort();
+    await reader.cancel().catch(() => {});
+    const inv = await settledInvocation(client, res.headers.get('x-nexus-request-id')!);
+    expect(inv).toMatchObject({ status: 'CLIENT_ABORTED', errorCode: 'client_aborted' });
+    expect(inv.usageEvents).toHaveLength(1);
+    expect(inv.usageEvents![0]!.outputTokens).toBe('3');
+    const after = await periodOf(t, client.accessId);
+    expect(after.reserved).toBe(0n);
+    expect(after.consumed - before.consumed).toBe(BigInt(inv.quotaUnits));
   });
 });
 

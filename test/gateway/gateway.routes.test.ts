@@ -178,7 +178,7 @@ describe('what is not moved on', () => {
     expect(inv).toMatchObject({ status: 'FAILED', providerConnectionId: cut.id });
     expect(inv.attempt).toMatchObject({ status: 'FAILED', errorCode: 'upstream_stream_broken' });
     expect(inv.attempts).toHaveLength(1);
-    // No usage reported: the input bound and one output token per data event seen (docs/reliability.md).
+    // No usage reported: the input bound and one output token per event seen that carried output (docs/reliability.md).
     expect(inv.usageEvents).toHaveLength(1);
     expect(inv.usageEvents![0]!.outputTokens).toBe('1');
     const after = await periodOf(t, tenant.accessId);

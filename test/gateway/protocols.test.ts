@@ -124,6 +124,60 @@ describe('gemini', () => {
   });
 });
 
+describe('the output a stream cut short is charged for', () => {
+  const bounds = { usageInjected: false, inputBound: 100n, outputBound: 100n };
+  const sse = (events: object[]) => Buffer.from(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join(''));
+  const estimate = (route: string, profile: 'openai' | 'anthropic' | 'gemini', events: object[]) => {
+    const meter = new SseMeter(inspectorFor(profile, 'POST', route)!, bounds);
+    meter.push(sse(events));
+    return meter.outputEstimate;
+  };
+
+  it('counts one token per event carrying output, none for the events around it', () => {
+    expect(
+      estimate('v1/messages', 'anthropic', [
+        { type: 'message_start', message: { usage: { input_tokens: 5, output_tokens: 1 } } },
+        { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+        { type: 'ping' },
+        { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'a' } },
+        { type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: 'b' } },
+        { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '' } },
+        { type: 'content_block_stop', index: 0 },
+      ]),
+    ).toBe(2n);
+    expect(
+      estimate('v1/chat/completions', 'openai', [
+        { choices: [{ index: 0, delta: { role: 'assistant', content: '' } }] },
+        { choices: [{ index: 0, delta: { content: 'a' } }] },
+        { choices: [{ index: 0, delta: {}, finish_reason: null }] },
+      ]),
+    ).toBe(1n);
+  });
+
+  it('counts output that is not text: audio deltas, inline data', () => {
+    expect(
+      estimate('v1/chat/completions', 'openai', [
+        { choices: [{ index: 0, delta: { role: 'assistant' } }] },
+        { choices: [{ index: 0, delta: { audio: { id: 'a', data: 'AAAA' } } }] },
+        { choices: [{ index: 0, delta: { audio: { id: 'a', data: 'BBBB', transcript: 'hi' } } }] },
+      ]),
+    ).toBe(2n);
+    expect(
+      estimate('v1/responses', 'openai', [
+        { type: 'response.created', response: { id: 'r' } },
+        { type: 'response.audio.delta', delta: 'AAAA' },
+        { type: 'response.audio.transcript.delta', delta: 'hi' },
+      ]),
+    ).toBe(1n);
+    expect(
+      estimate('v1beta/models/g:streamGenerateContent', 'gemini', [
+        { candidates: [{ content: { parts: [{ inlineData: { mimeType: 'image/png', data: 'AAAA' } }] } }] },
+        { candidates: [{ content: { parts: [{ text: 'a' }] } }] },
+      ]),
+    ).toBe(2n);
+  });
+});
+
 describe('the tables together', () => {
   it("finds the protocol whose path a call names on another's connection", () => {
     expect(foreignProtocolOf(protocolOf('openai'), 'POST', 'v1/messages')?.profile).toBe('anthropic');

@@ -50,6 +50,7 @@ describe('encryption key rotation', () => {
       secret_preview: `sk-...${API_KEY.slice(-4)}`,
       upstream_timeout_ms: null,
       retry: null,
+      enforces_output_cap: true,
       metadata: {},
       last_verified_at: null,
       created_at: now,

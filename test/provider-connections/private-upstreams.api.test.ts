@@ -103,6 +103,7 @@ describe('with NEXUS_ALLOW_PRIVATE_UPSTREAMS=false', () => {
         secret_preview: 'sk-...',
         upstream_timeout_ms: null,
         retry: null,
+        enforces_output_cap: true,
         metadata: {},
         last_verified_at: null,
         created_at: now,

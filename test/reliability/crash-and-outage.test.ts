@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
-import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
+import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startNexusProcess, type NexusProcess } from '../support/nexus-process.js';
 import { startTcpProxy, type TcpProxy } from '../../scripts/lib/tcp-proxy.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
@@ -24,6 +24,7 @@ const TTL_MS = 2000;
 
 let t: TestApp;
 let up: FakeUpstream;
+let anthropicUp: FakeUpstream;
 let dataDir: string;
 const children: NexusProcess[] = [];
 
@@ -31,12 +32,14 @@ beforeAll(async () => {
   if (!usesPostgres) return;
   t = await startTestApp({ env: { NEXUS_LEASE_TTL_MS: String(TTL_MS), NEXUS_QUOTA_LEASE_IDLE_MS: '200' } });
   up = await startOpenAiUpstream({ apiKey: KEY });
+  anthropicUp = await startAnthropicUpstream({ apiKey: KEY });
   dataDir = mkdtempSync(join(tmpdir(), 'nexus-reliability-'));
 });
 afterAll(async () => {
   for (const child of children) await child.kill();
   await t?.close();
   await up?.close();
+  await anthropicUp?.close();
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -244,6 +247,44 @@ describe.runIf(usesPostgres)('a Nexus process killed within the first second of 
     const charged = invocations.reduce((sum, row) => sum + BigInt(row.quota_units), 0n);
     expect((await periodOf(t, tenant.accessId)).consumed).toBe(charged);
   }, 90_000);
+});
+
+describe.runIf(usesPostgres)('an Anthropic stream killed with its process', () => {
+  it('is charged the text deltas it delivered, not the events around them', async () => {
+    const tenant = await createTenant(t, { profile: 'anthropic', baseUrl: anthropicUp.url, providerKey: KEY, quotaUnits: 1_000_000n });
+    const nexus = await child();
+    // message_start, content_block_start, ping and three text deltas (alpha, beta, gamma), then nothing more.
+    const res = await fetch(`${gatewayOf(tenant, nexus)}/v1/messages`, {
+      method: 'POST',
+      headers: {
+        'x-api-key': tenant.apiKey,
+        'anthropic-version': '2023-06-01',
+        'content-type': 'application/json',
+        'x-fake-usage': '10,8,0',
+        'x-fake-stall-after': '6',
+      },
+      body: JSON.stringify({ model: 'claude-kill', max_tokens: 50, stream: true, messages: [{ role: 'user', content: 'kill' }] }),
+    });
+    expect(res.status).toBe(200);
+    const requestId = res.headers.get('x-nexus-request-id')!;
+    const reader = res.body!.getReader();
+    let seen = '';
+    while (!seen.includes('gamma')) seen += new TextDecoder().decode((await reader.read()).value);
+    // Written to lease_calls (within 50 ms of its first byte), and again by the snapshot should it have changed
+    // since (every 250 ms): then the process dies.
+    const written = async () => (await t.database.db('lease_calls').whereRaw("invocation->>'request_id' = ?", [requestId])).length === 1;
+    await until(written, 5000);
+    await new Promise((r) => setTimeout(r, 750));
+    await nexus.kill();
+    await reader.cancel().catch(() => {});
+    await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 30_000);
+    const [invocation] = await invocationsOf(tenant.accessId);
+    expect(invocation).toMatchObject({ status: 'FAILED', error_code: 'gateway_lost', request_id: requestId });
+    const events = await t.database.db('usage_events').where({ invocation_id: invocation.id });
+    expect(events).toHaveLength(1);
+    // message_start reported the input (10) and 1 output token so far; three text deltas followed.
+    expect(events[0]).toMatchObject({ kind: 'USAGE', input_tokens: 10n, output_tokens: 3n });
+  }, 60_000);
 });
 
 describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {

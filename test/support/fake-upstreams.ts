@@ -27,6 +27,7 @@
  *                 runaway   the output is as many words as x-fake-usage's output says (not at most 10),
  *                           whatever max_tokens asked for; streamed one word an event, every
  *                           x-fake-delay-ms (default 0) ms, or a JSON answer after x-fake-delay-ms
+ *   x-fake-stall-after: n   a stream stops after its first n events (frames, on Bedrock) and never ends
  *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
  *   x-fake-cache-write: n   Anthropic: n of the input reported as written to the cache (cache_creation_input_tokens)
  *   x-fake-reasoning: n     OpenAI chat: n of the output reported as reasoning (completion_tokens_details.reasoning_tokens)

@@ -21,6 +21,8 @@ export interface ProviderConnectionRow {
   upstream_timeout_ms: number | null;
   /** null: one attempt per call. */
   retry: ConnectionRetry | null;
+  /** false: its upstream may answer past the output cap it is sent; calls are admitted at their plan's maxOutputTokens. */
+  enforces_output_cap: boolean;
   metadata: Record<string, unknown>;
   last_verified_at: Date | null;
   /** The health last announced by an event (provider_connection.unhealthy/.recovered); null: none yet. */

@@ -39,6 +39,8 @@ export interface CreateConnectionInput extends AwsFields {
   upstreamTimeoutMs?: number | undefined;
   /** Unset: one attempt per call; the fields not given take DEFAULT_CONNECTION_RETRY's. */
   retry?: Partial<ConnectionRetry> | undefined;
+  /** Unset: true. False: the upstream may answer past the output cap it is sent. */
+  enforcesOutputCap?: boolean | undefined;
 }
 
 /** A probe of an upstream with a key that is not saved. */
@@ -57,6 +59,7 @@ export interface UpdateConnectionInput extends AwsFields {
   upstreamTimeoutMs?: number | null | undefined;
   /** The fields given change (from the defaults, if it had none); null: retries off. */
   retry?: Partial<ConnectionRetry> | null | undefined;
+  enforcesOutputCap?: boolean | undefined;
 }
 
 /** The AWS fields describe a new key: an update that brings them brings apiKey too. */
@@ -255,6 +258,7 @@ export function createProviderConnectionService(deps: {
             secret_preview: secret.preview,
             upstream_timeout_ms: dto.upstreamTimeoutMs ?? null,
             retry: dto.retry ? retryOf(dto.retry) : null,
+            enforces_output_cap: dto.enforcesOutputCap ?? true,
             metadata: dto.metadata ?? {},
             last_verified_at: null,
             created_at: now,
@@ -309,6 +313,7 @@ export function createProviderConnectionService(deps: {
         if (dto.metadata !== undefined) patch.metadata = dto.metadata;
         if (dto.upstreamTimeoutMs !== undefined) patch.upstream_timeout_ms = dto.upstreamTimeoutMs;
         if (dto.retry !== undefined) patch.retry = dto.retry && retryOf(dto.retry, current.retry);
+        if (dto.enforcesOutputCap !== undefined) patch.enforces_output_cap = dto.enforcesOutputCap;
         if (baseUrl !== undefined && baseUrl !== current.base_url) {
           patch.base_url = baseUrl;
           // The verification was of the old upstream.

@@ -49,6 +49,16 @@ function candidatesText(event: Json): number {
   return n;
 }
 
+/** Whether a GenerateContentResponse carries output that is not text (a part's `inlineData`: an image, audio). */
+function candidatesData(event: Json): boolean {
+  if (!Array.isArray(event.candidates)) return false;
+  return (event.candidates as Json[]).some(
+    (candidate) =>
+      Array.isArray(candidate?.content?.parts) &&
+      (candidate.content.parts as Json[]).some((part) => typeof (part?.inlineData ?? part?.inline_data) === 'object'),
+  );
+}
+
 /** A streamGenerateContent SSE stream. A cut one ends with a chunk whose candidates end with MAX_TOKENS. */
 class GenerateStream implements StreamReader {
   private candidates = new Set<number>();
@@ -66,6 +76,10 @@ class GenerateStream implements StreamReader {
 
   text(event: Json): number {
     return candidatesText(event);
+  }
+
+  otherOutput(event: Json): boolean {
+    return candidatesData(event);
   }
 
   forwarded(event: Json): void {

@@ -66,6 +66,12 @@ function chatText(chunk: Json): number {
   return n;
 }
 
+/** Whether a chat chunk carries audio output (a choice's `delta.audio.data`). */
+function chatAudio(chunk: Json): boolean {
+  if (!Array.isArray(chunk.choices)) return false;
+  return (chunk.choices as Json[]).some((choice) => bytesOf((choice?.delta as Json | undefined)?.audio?.data) > 0);
+}
+
 /** Output text of a Responses API event (its `*.delta` events: text, reasoning, refusals, arguments), in bytes. */
 function responsesText(event: Json): number {
   const type = event.type;
@@ -111,6 +117,10 @@ class ChunkStream implements StreamReader {
 
   text(event: Json): number {
     return chatText(event);
+  }
+
+  otherOutput(event: Json): boolean {
+    return chatAudio(event);
   }
 
   forwarded(chunk: Json): void {
@@ -172,6 +182,11 @@ class ResponsesStream implements StreamReader {
 
   text(event: Json): number {
     return responsesText(event);
+  }
+
+  /** An audio delta (`response.audio.delta`; its transcript is not output of its own). */
+  otherOutput(event: Json): boolean {
+    return event.type === 'response.audio.delta' || event.type === 'response.output_audio.delta';
   }
 
   forwarded(event: Json): void {

@@ -200,8 +200,16 @@ export interface StreamCut {
 export interface StreamReader {
   /** What the event says of the usage, the model and the response id, into `state`. */
   read(event: Json, state: StreamState): void;
-  /** The output text the event carries, in bytes. */
+  /**
+   * The output text the event carries, in bytes (text, reasoning, refusals, tool input): 0 for an event that
+   * carries none (a stream's start, a block's start, a ping, a usage report).
+   */
   text(event: Json): number;
+  /**
+   * Whether an event without output text carries other output (an audio or image delta): one token for a stream
+   * that ends short (stream-meter.ts, outputEstimate). None: only text is output.
+   */
+  otherOutput?(event: Json): boolean;
   /** The event goes on to the client: what a cut stream's end is made of is kept. */
   forwarded(event: Json): void;
   /**

@@ -21,6 +21,7 @@ export function toProviderConnectionDto(row: ProviderConnectionRow, publicUrl: s
     ...(row.last_verified_at ? { lastVerifiedAt: row.last_verified_at.toISOString() } : {}),
     ...(row.upstream_timeout_ms !== null ? { upstreamTimeoutMs: row.upstream_timeout_ms } : {}),
     ...(row.retry ? { retry: row.retry } : {}),
+    enforcesOutputCap: row.enforces_output_cap,
     metadata: row.metadata,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),

@@ -17,7 +17,7 @@ import type { IncomingMessage } from 'node:http';
 import { Sha256 } from '@smithy/core/checksum';
 import { EventStreamCodec } from '@smithy/core/event-streams';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { json, serve, sleep, wordsOf, type FakeUpstream } from './server.js';
+import { json, serve, sleep, stallAfterOf, wordsOf, type FakeUpstream } from './server.js';
 
 interface SigV4Credential {
   accessKeyId: string;
@@ -147,6 +147,12 @@ export function startBedrockUpstream(options: BedrockUpstreamOptions): Promise<F
       frames[2] = broken;
     }
     res.writeHead(200, { 'content-type': 'application/vnd.amazon.eventstream', 'x-amzn-requestid': 'req-fake-bedrock' });
+    const stallAfter = stallAfterOf(req);
+    if (stallAfter !== undefined) {
+      // The first frames, then nothing more (the answer never ends).
+      res.write(Buffer.concat(frames.slice(0, stallAfter)));
+      return;
+    }
     if (fault === 'broken-frame') {
       // The frames up to the broken one at once, the rest a second apart (a reader that stops is seen to).
       res.write(Buffer.concat(frames.slice(0, 3)));

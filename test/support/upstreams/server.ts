@@ -100,14 +100,21 @@ export function gzipped(res: ServerResponse, contentType: string, text: string):
   res.end(body);
 }
 
-/** Writes SSE events honouring the fault modes; returns when done (or the socket died). */
+/** x-fake-stall-after: a stream stops after that many events and never ends (its socket closes with the server). */
+export function stallAfterOf(req: IncomingMessage): number | undefined {
+  const after = req.headers['x-fake-stall-after'];
+  return after === undefined ? undefined : Number(after);
+}
+
+/** Writes SSE events honouring the fault modes; returns when done, stalled (x-fake-stall-after) or the socket died. */
 export async function stream(req: IncomingMessage, res: ServerResponse, events: string[]): Promise<void> {
   const fault = req.headers['x-fake-fault'];
   if (fault === 'gzip') return gzipped(res, 'text/event-stream', events.join(''));
   const delay = fault === 'slow' || fault === 'runaway' ? Number(req.headers['x-fake-delay-ms'] ?? (fault === 'slow' ? 50 : 0)) : 0;
+  const stallAfter = stallAfterOf(req);
   res.writeHead(200, { ...commonHeaders(), 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   for (let i = 0; i < events.length; i++) {
-    if (res.destroyed) return;
+    if (res.destroyed || i === stallAfter) return;
     if (fault === 'reset' && i === 2) {
       res.socket?.destroy();
       return;
