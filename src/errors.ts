@@ -80,6 +80,7 @@ const errorStatus = {
   billing_mapping_exists: 409,
   checkout_not_available: 409,
   webhook_endpoint_disabled: 409,
+  too_many_webhook_secrets: 409,
   price_overlap: 409,
   price_closed: 409,
   // 402

@@ -71,6 +71,7 @@ export const errorCodes = [
   'billing_mapping_exists',
   'checkout_not_available',
   'webhook_endpoint_disabled',
+  'too_many_webhook_secrets',
   'price_overlap',
   'price_closed',
   'workspace_budget_exceeded',

@@ -1054,7 +1054,10 @@ export class WebhooksResource extends NexusResource {
    *
    * A new secret, shown this once. The old one keeps signing beside it (a second `v1,`
    * signature in `webhook-signature`) for `NEXUS_EVENTS_SECRET_OVERLAP_HOURS` (24 h by default),
-   * so receivers can switch without losing a message.
+   * so receivers can switch without losing a message. A secret rotated out earlier keeps signing
+   * until its own overlap ends: a second rotation within the overlap ends none early. At most 10
+   * secrets sign at once: a rotation that would make more is refused with 409
+   * `too_many_webhook_secrets` (until the oldest overlap ends).
    *
    * `POST /admin/v1/webhook-endpoints/{webhookEndpointId}/rotate-secret` (`rotateWebhookEndpointSecret` in the function API)
    */

@@ -1233,7 +1233,10 @@ export const disableWebhookEndpoint = <ThrowOnError extends boolean = true>(opti
  *
  * A new secret, shown this once. The old one keeps signing beside it (a second `v1,`
  * signature in `webhook-signature`) for `NEXUS_EVENTS_SECRET_OVERLAP_HOURS` (24 h by default),
- * so receivers can switch without losing a message.
+ * so receivers can switch without losing a message. A secret rotated out earlier keeps signing
+ * until its own overlap ends: a second rotation within the overlap ends none early. At most 10
+ * secrets sign at once: a rotation that would make more is refused with 409
+ * `too_many_webhook_secrets` (until the oldest overlap ends).
  *
  */
 export const rotateWebhookEndpointSecret = <ThrowOnError extends boolean = true>(options: Options<RotateWebhookEndpointSecretData, ThrowOnError>) => (options.client ?? client).post<RotateWebhookEndpointSecretResponses, RotateWebhookEndpointSecretErrors, ThrowOnError>({

@@ -1586,6 +1586,9 @@ export type WebhookEndpointDto = {
      */
     disabledReason?: 'admin' | 'failing' | 'gone' | 'deleted';
     failingSince?: DateTime;
+    /**
+     * Until when the secret the last rotation replaced still signs (secrets rotated out before it stop earlier).
+     */
     previousSecretValidUntil?: DateTime;
     createdAt: DateTime;
     updatedAt: DateTime;

@@ -10,6 +10,13 @@ import type { EventType } from './event-catalogue.js';
 type WebhookEndpointStatus = 'ACTIVE' | 'DISABLED';
 export type WebhookMessageStatus = 'PENDING' | 'DELIVERED' | 'FAILED';
 
+/** A secret rotated out, sealed, and until when it still signs (RFC 3339). */
+export interface RotatedSecret {
+  ciphertext: string;
+  keyId: string;
+  expiresAt: string;
+}
+
 export interface WebhookEndpointRow {
   id: string;
   workspace_id: string;
@@ -20,9 +27,8 @@ export interface WebhookEndpointRow {
   disabled_reason: string | null;
   secret_ciphertext: string;
   secret_key_id: string;
-  previous_secret_ciphertext: string | null;
-  previous_secret_key_id: string | null;
-  previous_secret_expires_at: Date | null;
+  /** The secrets rotated out, newest first; those whose overlap still runs sign beside the current one. */
+  previous_secrets: RotatedSecret[];
   failing_since: Date | null;
   created_at: Date;
   updated_at: Date;
@@ -69,9 +75,7 @@ export interface ClaimedMessage {
   deleted_at: Date | null;
   secret_ciphertext: string;
   secret_key_id: string;
-  previous_secret_ciphertext: string | null;
-  previous_secret_key_id: string | null;
-  previous_secret_expires_at: Date | null;
+  previous_secrets: RotatedSecret[];
   failing_since: Date | null;
 }
 
@@ -88,15 +92,18 @@ with due as (
   returning m.event_id, m.endpoint_id, m.workspace_id, m.attempt_count
 )
 select c.*, e.type, e.data, e.created_at as event_created_at, ep.url, ep.status as endpoint_status, ep.deleted_at,
-       ep.secret_ciphertext, ep.secret_key_id, ep.previous_secret_ciphertext, ep.previous_secret_key_id,
-       ep.previous_secret_expires_at, ep.failing_since
+       ep.secret_ciphertext, ep.secret_key_id, ep.previous_secrets, ep.failing_since
   from claimed c join events e on e.id = c.event_id join webhook_endpoints ep on ep.id = c.endpoint_id`;
 
 export function createWebhookRepo(db: Queryable) {
   const endpoints = table<WebhookEndpointRow>(db, 'webhook_endpoints');
-  /** event_types as JSON text, and null (every type) as SQL NULL, not as the JSON value null. */
-  const columns = <T extends Partial<WebhookEndpointRow>>(row: T): T =>
-    row.event_types === undefined ? row : { ...row, event_types: row.event_types === null ? null : JSON.stringify(row.event_types) };
+  /** The JSON columns as JSON text: event_types' null (every type) as SQL NULL, not as the JSON value null. */
+  const columns = <T extends Partial<WebhookEndpointRow>>(row: T): T => {
+    const out: Record<string, unknown> = { ...row };
+    if (row.event_types !== undefined) out.event_types = row.event_types === null ? null : JSON.stringify(row.event_types);
+    if (row.previous_secrets !== undefined) out.previous_secrets = JSON.stringify(row.previous_secrets);
+    return out as T;
+  };
   const key = (eventId: string, endpointId: string) => ({ event_id: eventId, endpoint_id: endpointId });
 
   return {
