@@ -634,6 +634,34 @@ describe('delivery', () => {
     expect(messages.some((m) => m.attempts.some((a) => a.outcome === 'FAILED' && a.responseStatus === 503))).toBe(true);
   });
 
+  it('a success makes the endpoint’s messages waiting for a later retry due at once: they follow, oldest first', async () => {
+    // Its own database, and a retry an hour after a failure: only a success can bring the waiting ones forward.
+    const hourly = await startTestApp({ env: { ...FAST, NEXUS_EVENTS_RETRY_SCHEDULE_MS: '0,3600000,3600000,3600000' } });
+    try {
+      const ten = await tenant({}, hourly);
+      const r = await receiver();
+      const endpoint = await endpointFor(hourly, ten.workspaceId, r);
+      r.answer = () => 503;
+      const waiting: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        waiting.push((await sendTestWebhookEvent({ client: hourly.client, path: { webhookEndpointId: endpoint.id } })).data!.id);
+      }
+      await until(async () => (await messagesOf(hourly, endpoint.id)).every((m) => m.attemptCount === 1 && m.status === 'PENDING'));
+      for (const m of await messagesOf(hourly, endpoint.id)) {
+        expect(Date.parse(m.nextAttemptAt!)).toBeGreaterThan(Date.now() + 3_000_000);
+      }
+      // The receiver is back; the next message goes at once, and is accepted.
+      r.answer = () => 200;
+      const next = await sendTestWebhookEvent({ client: hourly.client, path: { webhookEndpointId: endpoint.id } });
+      await until(async () => acceptedMessages(r).length === 5, 5_000);
+      expect(acceptedMessages(r).map((d) => d.id)).toEqual([next.data!.id, ...waiting]);
+      const messages = await messagesOf(hourly, endpoint.id);
+      expect(messages.map((m) => [m.status, m.attemptCount])).toEqual([['DELIVERED', 1], ...waiting.map(() => ['DELIVERED', 2])]);
+    } finally {
+      await hourly.close();
+    }
+  });
+
   it('a 3xx is a failure (the redirect is not followed); a hanging receiver is cut at the timeout', async () => {
     const ten = await tenant();
     const target = await receiver();
@@ -761,6 +789,37 @@ describe('replay', () => {
       path: { webhookEndpointId: endpoint.id, messageId: '01900000-0000-7000-8000-000000000000' },
     });
     expect(unknown.response.status).toBe(404);
+  });
+});
+
+describe('two processes sending to one endpoint', () => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('a success on one never makes due a message the other is still sending: that one is sent once', async () => {
+    const first = await startTestApp({ database, env: { ...FAST, NEXUS_EVENTS_TIMEOUT_MS: '20000' } });
+    const ten = await tenant({}, first);
+    const r = await receiver();
+    const endpoint = await endpointFor(first, ten.workspaceId, r);
+    const held = (await sendTestWebhookEvent({ client: first.client, path: { webhookEndpointId: endpoint.id } })).data!.id;
+    // The receiver holds this one unanswered: the first process waits on it, under its claim.
+    r.answer = (d) => (d.id === held ? null : 200);
+    await until(async () => r.deliveries.some((d) => d.id === held));
+    const second = await startTestApp({ database, env: FAST });
+    try {
+      const next = await sendTestWebhookEvent({ client: second.client, path: { webhookEndpointId: endpoint.id } });
+      await until(async () => r.accepted().some((d) => d.id === next.data!.id));
+      await settle(500);
+      expect(r.deliveries.filter((d) => d.id === held)).toHaveLength(1);
+    } finally {
+      await second.close();
+      await first.close();
+    }
   });
 });
 
