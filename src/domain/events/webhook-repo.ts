@@ -180,7 +180,7 @@ export function createWebhookRepo(db: Queryable) {
       return q('webhook_messages')
         .where({ endpoint_id: endpointId, status: 'PENDING' })
         .where('next_attempt_at', '>', now)
-        .where((w) => w.whereNull('claimed_until').orWhere('claimed_until', '<=', now))
+        .where((w) => void w.whereNull('claimed_until').orWhere('claimed_until', '<=', now))
         .update({ next_attempt_at: now });
     },
 
