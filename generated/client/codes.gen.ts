@@ -86,6 +86,7 @@ export const errorCodes = [
   'database_unavailable',
   'event_loop_blocked',
   'no_healthy_target',
+  'exports_busy',
 ] as const;
 
 /** One of Nexus's stable error codes: what to branch on (`err.code === 'quota_insufficient'`). */

@@ -733,6 +733,8 @@ export class MoneyResource extends NexusResource {
    * The invocations that started in [since, until), in the order they started (their ids), as CSV (RFC 4180, a header row), streamed:
    * any number of rows, read from the database a page at a time. It takes listInvocations' filters, so an export is the list
    * an operator is looking at: without `since`, from the workspace's first call; without `until`, up to now.
+   * A process streams at most `NEXUS_EXPORTS_AT_ONCE` exports at once (3 by default): past that, 503 `exports_busy`
+   * with Retry-After.
    *
    * `GET /admin/v1/workspaces/{workspaceId}/invocations/export` (`exportInvocations` in the function API)
    */
@@ -743,8 +745,10 @@ export class MoneyResource extends NexusResource {
   /**
    * Export usage summaries as CSV
    *
-   * getUsageSummary's buckets over [since, until) as CSV, streamed (no limit on the number of buckets); days
-   * are days in `timeZone`, as there.
+   * getUsageSummary's buckets over [since, until) as CSV, streamed; days are days in `timeZone`, as there. The
+   * range holds at most 8784 buckets (366 days by hour, 24 years by day; more is 400 `invalid_parameter` naming
+   * `since`), and only the hours from the workspace's first usage in it to its last are read. A process streams at
+   * most `NEXUS_EXPORTS_AT_ONCE` exports at once (3 by default): past that, 503 `exports_busy` with Retry-After.
    *
    * `GET /admin/v1/workspaces/{workspaceId}/usage-summary/export` (`exportUsageSummary` in the function API)
    */

@@ -4380,7 +4380,7 @@ export type ExportInvocationsErrors = {
      */
     500: ErrorBody;
     /**
-     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     * This process is streaming its most exports at once (`exports_busy`, `NEXUS_EXPORTS_AT_ONCE`), or the database cannot be reached (`database_unavailable`): nothing was read. Retry after the seconds Retry-After gives.
      */
     503: ErrorBody;
 };
@@ -4434,7 +4434,7 @@ export type ExportUsageSummaryErrors = {
      */
     500: ErrorBody;
     /**
-     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     * This process is streaming its most exports at once (`exports_busy`, `NEXUS_EXPORTS_AT_ONCE`), or the database cannot be reached (`database_unavailable`): nothing was read. Retry after the seconds Retry-After gives.
      */
     503: ErrorBody;
 };
