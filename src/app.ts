@@ -116,14 +116,14 @@ function docsPage(server: string, up: string): string {
  * runs, nothing frames the page.
  */
 function docsPolicy(server: string): string {
-  const origin = new URL(server).origin;
+  const origin = URL.canParse(server) ? new URL(server).origin : '';
   return [
     "default-src 'none'",
     "script-src 'self'",
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data: blob:",
     "font-src 'self' data:",
-    `connect-src 'self' ${origin}`,
+    `connect-src 'self'${origin ? ` ${origin}` : ''}`,
     "base-uri 'none'",
     "form-action 'none'",
     "frame-ancestors 'none'",
