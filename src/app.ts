@@ -36,7 +36,15 @@ import { createApi } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import { precompressed } from './http/precompressed.js';
 import type { RequestLocals } from './web/locals.js';
-import { clientErrorHandler, errorRenderer, JSON_TYPES, jsonBodiesOnly, requestObserver, utf8Only } from './http/middleware.js';
+import {
+  adminAnswerHeaders,
+  clientErrorHandler,
+  errorRenderer,
+  JSON_TYPES,
+  jsonBodiesOnly,
+  requestObserver,
+  utf8Only,
+} from './http/middleware.js';
 import { buildInfo } from './observability/build-info.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createEventLoopMonitor } from './observability/event-loop.js';
@@ -116,7 +124,8 @@ const htmlAttribute = (value: string) => value.replace(/&/g, '&amp;').replace(/"
  * proxy's path prefix included, and never from a host the request named.
  */
 function docsPage(server: string, up: string): string {
-  const configuration = JSON.stringify({ servers: [{ url: server, description: 'This Nexus' }] });
+  // Scalar's default fonts come from its own host; the page uses the system's instead (its policy loads nothing else).
+  const configuration = JSON.stringify({ servers: [{ url: server, description: 'This Nexus' }], withDefaultFonts: false });
   return `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Nexus API reference</title>
@@ -126,6 +135,27 @@ function docsPage(server: string, up: string): string {
 <script src="${htmlAttribute(`${up}docs/standalone.js`)}"></script>
 </body>
 </html>`;
+}
+
+/**
+ * The API reference page's Content-Security-Policy: its own script, the styles the renderer writes into the page
+ * (it sets them inline), images of the contract's descriptions, and requests to this Nexus only: the contract, and
+ * a "Test request" to `server` (the origin the page names: NEXUS_PUBLIC_URL's when it is set). Nothing inline
+ * runs, nothing frames the page.
+ */
+function docsPolicy(server: string): string {
+  const origin = URL.canParse(server) ? new URL(server).origin : '';
+  return [
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data: blob:",
+    "font-src 'self' data:",
+    `connect-src 'self'${origin ? ` ${origin}` : ''}`,
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
 }
 
 /**
@@ -301,6 +331,8 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
   app.set('query parser', 'simple');
   const observer = requestObserver({ logger, metrics, inflight, tracer });
   app.use(observer.middleware((req) => api.operationIdOf(req)));
+  // First, so that every Admin API answer has them, a refusal by any later middleware too.
+  app.use('/admin/v1', adminAnswerHeaders());
   /** Set once start() has finished: until then only what needs no database is served. */
   let started = false;
   app.use((req: Request, _res: Response, next: (err?: unknown) => void) => {
@@ -336,7 +368,9 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
   });
   const scalarBundle = apiReferenceBundle();
   app.get('/docs', (req: Request, res: Response) => {
-    res.type('html').send(docsPage(publicUrl.forRequest(req), pathOf(req.originalUrl).endsWith('/') ? '../' : ''));
+    const server = publicUrl.forRequest(req);
+    res.set({ 'Content-Security-Policy': docsPolicy(server), 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'no-referrer' });
+    res.type('html').send(docsPage(server, pathOf(req.originalUrl).endsWith('/') ? '../' : ''));
   });
   app.get('/docs/standalone.js', (_req: Request, res: Response) => {
     res.type('application/javascript').sendFile(scalarBundle);

@@ -135,6 +135,7 @@ const variables = z.object({
     .enum(['error', 'warn', 'info', 'debug', 'silent'], { error: 'must be one of error, warn, info, debug, silent' })
     .default('info'),
   NEXUS_BODY_LIMIT_BYTES: integer(1024, undefined, 1048576),
+  NEXUS_EXPORTS_AT_ONCE: integer(1, 100, 3),
   NEXUS_GATEWAY_BODY_LIMIT_BYTES: integer(1024, undefined, 33554432),
   NEXUS_BODY_TIMEOUT_MS: integer(1000, 3600000, 30000),
   NEXUS_SHUTDOWN_TIMEOUT_MS: integer(0, undefined, 10000),
@@ -299,6 +300,11 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     logLevel: v.NEXUS_LOG_LEVEL,
     /** Largest accepted admin request body, bytes. */
     bodyLimitBytes: v.NEXUS_BODY_LIMIT_BYTES,
+    /**
+     * CSV exports (invocations, usage summaries) a process streams at once; one more is refused with 503
+     * `exports_busy` and a Retry-After. A usage summary's export holds two of the Admin API pool's connections.
+     */
+    exportsAtOnce: v.NEXUS_EXPORTS_AT_ONCE,
     /** Largest accepted gateway request body, bytes. */
     gatewayBodyLimitBytes: v.NEXUS_GATEWAY_BODY_LIMIT_BYTES,
     /**

@@ -80,6 +80,7 @@ const errorStatus = {
   billing_mapping_exists: 409,
   checkout_not_available: 409,
   webhook_endpoint_disabled: 409,
+  too_many_webhook_secrets: 409,
   price_overlap: 409,
   price_closed: 409,
   // 402
@@ -103,6 +104,7 @@ const errorStatus = {
   database_unavailable: 503,
   event_loop_blocked: 503,
   no_healthy_target: 503,
+  exports_busy: 503,
 } as const;
 
 export type ErrorCode = keyof typeof errorStatus;
@@ -113,6 +115,7 @@ export const errorCodes = Object.keys(errorStatus) as ErrorCode[];
 /** Seconds a client should wait before it retries, for the codes where retrying is the remedy and the refusal says none (Retry-After). */
 export const errorRetryAfter: Partial<Record<ErrorCode, number>> = {
   database_unavailable: 2,
+  exports_busy: 5,
 };
 
 const errorType: Record<number, string> = {

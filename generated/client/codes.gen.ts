@@ -71,6 +71,7 @@ export const errorCodes = [
   'billing_mapping_exists',
   'checkout_not_available',
   'webhook_endpoint_disabled',
+  'too_many_webhook_secrets',
   'price_overlap',
   'price_closed',
   'workspace_budget_exceeded',
@@ -87,6 +88,7 @@ export const errorCodes = [
   'database_unavailable',
   'event_loop_blocked',
   'no_healthy_target',
+  'exports_busy',
 ] as const;
 
 /** One of Nexus's stable error codes: what to branch on (`err.code === 'quota_insufficient'`). */

@@ -652,6 +652,8 @@ export const setWorkspaceBudget = <ThrowOnError extends boolean = true>(options:
  * The invocations that started in [since, until), in the order they started (their ids), as CSV (RFC 4180, a header row), streamed:
  * any number of rows, read from the database a page at a time. It takes listInvocations' filters, so an export is the list
  * an operator is looking at: without `since`, from the workspace's first call; without `until`, up to now.
+ * A process streams at most `NEXUS_EXPORTS_AT_ONCE` exports at once (3 by default): past that, 503 `exports_busy`
+ * with Retry-After.
  *
  */
 export const exportInvocations = <ThrowOnError extends boolean = true>(options: Options<ExportInvocationsData, ThrowOnError>) => (options.client ?? client).get<ExportInvocationsResponses, ExportInvocationsErrors, ThrowOnError>({
@@ -663,8 +665,10 @@ export const exportInvocations = <ThrowOnError extends boolean = true>(options: 
 /**
  * Export usage summaries as CSV
  *
- * getUsageSummary's buckets over [since, until) as CSV, streamed (no limit on the number of buckets); days
- * are days in `timeZone`, as there.
+ * getUsageSummary's buckets over [since, until) as CSV, streamed; days are days in `timeZone`, as there. The
+ * range holds at most 8784 buckets (366 days by hour, 24 years by day; more is 400 `invalid_parameter` naming
+ * `since`), and only the hours from the workspace's first usage in it to its last are read. A process streams at
+ * most `NEXUS_EXPORTS_AT_ONCE` exports at once (3 by default): past that, 503 `exports_busy` with Retry-After.
  *
  */
 export const exportUsageSummary = <ThrowOnError extends boolean = true>(options: Options<ExportUsageSummaryData, ThrowOnError>) => (options.client ?? client).get<ExportUsageSummaryResponses, ExportUsageSummaryErrors, ThrowOnError>({
@@ -1234,7 +1238,10 @@ export const disableWebhookEndpoint = <ThrowOnError extends boolean = true>(opti
  *
  * A new secret, shown this once. The old one keeps signing beside it (a second `v1,`
  * signature in `webhook-signature`) for `NEXUS_EVENTS_SECRET_OVERLAP_HOURS` (24 h by default),
- * so receivers can switch without losing a message.
+ * so receivers can switch without losing a message. A secret rotated out earlier keeps signing
+ * until its own overlap ends: a second rotation within the overlap ends none early. At most 10
+ * secrets sign at once: a rotation that would make more is refused with 409
+ * `too_many_webhook_secrets` (until the oldest overlap ends).
  *
  */
 export const rotateWebhookEndpointSecret = <ThrowOnError extends boolean = true>(options: Options<RotateWebhookEndpointSecretData, ThrowOnError>) => (options.client ?? client).post<RotateWebhookEndpointSecretResponses, RotateWebhookEndpointSecretErrors, ThrowOnError>({

@@ -1609,6 +1609,9 @@ export type WebhookEndpointDto = {
      */
     disabledReason?: 'admin' | 'failing' | 'gone' | 'deleted';
     failingSince?: DateTime;
+    /**
+     * Until when the secret the last rotation replaced still signs (secrets rotated out before it stop earlier).
+     */
     previousSecretValidUntil?: DateTime;
     createdAt: DateTime;
     updatedAt: DateTime;
@@ -4422,7 +4425,7 @@ export type ExportInvocationsErrors = {
      */
     500: ErrorBody;
     /**
-     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     * This process is streaming its most exports at once (`exports_busy`, `NEXUS_EXPORTS_AT_ONCE`), or the database cannot be reached (`database_unavailable`): nothing was read. Retry after the seconds Retry-After gives.
      */
     503: ErrorBody;
 };
@@ -4476,7 +4479,7 @@ export type ExportUsageSummaryErrors = {
      */
     500: ErrorBody;
     /**
-     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     * This process is streaming its most exports at once (`exports_busy`, `NEXUS_EXPORTS_AT_ONCE`), or the database cannot be reached (`database_unavailable`): nothing was read. Retry after the seconds Retry-After gives.
      */
     503: ErrorBody;
 };

@@ -27,6 +27,7 @@ import { createRouteRepo } from './routes/route-repo.js';
 import { createRouteService } from './routes/route-service.js';
 import { createInvocationRepo } from './invocations/invocation-repo.js';
 import { createInvocationService } from './invocations/invocation-service.js';
+import { createExportSlots } from './invocations/export-slots.js';
 import { createIdempotencyRepo } from './idempotency/idempotency-repo.js';
 import { createIdempotencyService } from './idempotency/idempotency-service.js';
 import { createInferenceKeyRepo } from './inference-keys/inference-key-repo.js';
@@ -122,7 +123,7 @@ export function createDomain(deps: ServiceDeps) {
     events,
   });
   const invocationRepo = createInvocationRepo(db);
-  const invocations = createInvocationService({ invocationRepo, workspaces, clock });
+  const invocations = createInvocationService({ invocationRepo, workspaces, clock, exportSlots: createExportSlots(config.exportsAtOnce) });
   const auditLogs = createAuditQueryService({ auditRepo, workspaces });
   const providerConnectionRepo = createProviderConnectionRepo(db);
   const providerConnections = createProviderConnectionService({

@@ -263,8 +263,11 @@ function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps,
   }
   res.status(result.status);
   if (result.stream) {
-    // An export: a failure half-way cuts the connection (a truncated body is never taken for a whole one).
-    pipeline(result.stream, res).catch((err: unknown) => res.destroy(err as Error));
+    // An export whose client left before its answer began is never read: destroyed, it ends what it holds (its
+    // export slot, a read under way), as a stream cut half-way is by the pipeline.
+    if (res.destroyed) result.stream.destroy();
+    // A failure half-way cuts the connection (a truncated body is never taken for a whole one).
+    else pipeline(result.stream, res).catch((err: unknown) => res.destroy(err as Error));
   } else if (result.body === undefined) res.end();
   else res.json(result.body);
 }

@@ -72,18 +72,19 @@ export const created = <B>(body: NoInfer<B>): { status: 201; body: B } => ({ sta
 export const noContent = (): { status: 204; body: undefined } => ({ status: 204, body: undefined });
 /**
  * A text answer streamed from `lines` (an export of any size): each string is written as it comes, with backpressure.
- * Its body is typed as the operation's (a string) but never held: the glue pipes the stream.
+ * Its body is typed as the operation's (a string) but never held: the glue pipes the stream. `ended` is called once
+ * the answer is over, written whole or cut (a client gone, a failure half-way), whether or not a line was read.
  */
-export const streamed = (
+export function streamed(
   contentType: string,
   lines: AsyncIterable<string>,
   headers: Record<string, string> = {},
-): { status: 200; body: never; headers: Record<string, string>; stream: Readable } => ({
-  status: 200,
-  body: undefined as never,
-  headers: { 'Content-Type': contentType, ...headers },
-  stream: Readable.from(lines, { objectMode: false }),
-});
+  ended?: () => void,
+): { status: 200; body: never; headers: Record<string, string>; stream: Readable } {
+  const stream = Readable.from(lines, { objectMode: false });
+  if (ended) stream.once('close', ended);
+  return { status: 200, body: undefined as never, headers: { 'Content-Type': contentType, ...headers }, stream };
+}
 
 /**
  * How many of a streamed array's items are made one string and written at once. A page of thousands as one string

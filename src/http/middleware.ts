@@ -100,6 +100,19 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
   };
 }
 
+/**
+ * The headers of every Admin API answer, whoever writes it (a handler, the router's refusals, the body parser's,
+ * the error renderer): some carry a secret shown once (a webhook endpoint's `whsec_`, an inference key), and none
+ * may be kept by a cache or read by a browser as another type than it says.
+ */
+export function adminAnswerHeaders() {
+  return (_req: Request, res: Response, next: NextFunction) => {
+    res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    next();
+  };
+}
+
 /** The media types the Admin API reads as JSON. */
 export const JSON_TYPES = ['application/json', 'application/*+json'];
 

@@ -207,6 +207,86 @@ describe('Standard Webhooks on the wire', () => {
   });
 });
 
+describe('secrets rotated out within the overlap', () => {
+  const DAY = 86_400_000;
+  const signatures = (d: { headers: Record<string, unknown> }) => String(d.headers['webhook-signature']).split(' ');
+  const verifies = async (secret: string, d: { body: string; headers: Record<string, unknown> }) => {
+    const { Webhook } = await import('standardwebhooks');
+    try {
+      new Webhook(secret).verify(d.body, d.headers as Record<string, string>);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
+  it('each signs until its own overlap (24 h) ends: a second rotation ends none early', async () => {
+    // This app's clock runs `offset` ahead of the host's (behind, when negative); the receiver verifies on the host's,
+    // and takes a timestamp up to 5 minutes off it.
+    let offset = 0;
+    const app = await startTestApp({ env: FAST, clock: { now: () => new Date(Date.now() + offset) } });
+    try {
+      const ten = await tenant({}, app);
+      const r = await receiver();
+      const endpoint = await endpointFor(app, ten.workspaceId, r);
+      const rotate = async () => {
+        const res = await rotateWebhookEndpointSecret({ client: app.client, path: { webhookEndpointId: endpoint.id } });
+        expect(res.response.status).toBe(200);
+        return res.data!;
+      };
+      // The first rotation 23 h 59 min ago: the first secret signs for one more minute.
+      offset = -DAY + 60_000;
+      const second = await rotate();
+      // The second 23 h 57 min ago, within the first's overlap: the second secret signs for three more minutes.
+      offset = -DAY + 180_000;
+      const third = await rotate();
+      expect(Date.parse(third.previousSecretValidUntil!)).toBe(Date.parse(third.updatedAt) + DAY);
+      offset = 0;
+      r.secrets.push(second.secret, third.secret);
+
+      const sent = async (): Promise<Parameters<typeof verifies>[1]> => {
+        const test = await sendTestWebhookEvent({ client: app.client, path: { webhookEndpointId: endpoint.id } });
+        await until(async () => r.accepted().some((d) => d.id === test.data!.id));
+        return r.accepted().find((d) => d.id === test.data!.id)!;
+      };
+      const now = await sent();
+      expect(signatures(now)).toHaveLength(3);
+      for (const secret of [endpoint.secret, second.secret, third.secret]) expect(await verifies(secret, now), secret).toBe(true);
+
+      // Two minutes on: the first secret's overlap has ended, the second's has not.
+      offset = 120_000;
+      const later = await sent();
+      expect(signatures(later)).toHaveLength(2);
+      expect(await verifies(endpoint.secret, later)).toBe(false);
+      expect(await verifies(second.secret, later)).toBe(true);
+      expect(await verifies(third.secret, later)).toBe(true);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('at most 10 sign at once: a rotation that would make more is refused with 409, and changes nothing', async () => {
+    const ten = await tenant();
+    const r = await receiver();
+    const endpoint = await endpointFor(t, ten.workspaceId, r);
+    const rotate = () => rotateWebhookEndpointSecret({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    const secrets = [endpoint.secret];
+    for (let i = 0; i < 9; i++) {
+      const res = await rotate();
+      expect(res.response.status).toBe(200);
+      secrets.push(res.data!.secret);
+    }
+    const refused = await rotate();
+    expect(refused.response.status).toBe(409);
+    expect(refused.error).toMatchObject({ error: { code: 'too_many_webhook_secrets' } });
+    r.secrets.push(...secrets);
+    await sendTestWebhookEvent({ client: t.client, path: { webhookEndpointId: endpoint.id } });
+    const [delivery] = await acceptedOf(r, 'webhook.test', 1);
+    expect(signatures(delivery!)).toHaveLength(10);
+    for (const secret of secrets) expect(await verifies(secret, delivery!)).toBe(true);
+  });
+});
+
 describe('events, each delivered once per cause', () => {
   it('access.status_changed on suspend and activate (reason admin); inference_key.revoked; inference_key.expiring once, its days configurable', async () => {
     const ten = await tenant();
@@ -621,6 +701,34 @@ describe('delivery', () => {
     expect(messages.some((m) => m.attempts.some((a) => a.outcome === 'FAILED' && a.responseStatus === 503))).toBe(true);
   });
 
+  it('a success makes the endpoint’s messages waiting for a later retry due at once: they follow, oldest first', async () => {
+    // Its own database, and a retry an hour after a failure: only a success can bring the waiting ones forward.
+    const hourly = await startTestApp({ env: { ...FAST, NEXUS_EVENTS_RETRY_SCHEDULE_MS: '0,3600000,3600000,3600000' } });
+    try {
+      const ten = await tenant({}, hourly);
+      const r = await receiver();
+      const endpoint = await endpointFor(hourly, ten.workspaceId, r);
+      r.answer = () => 503;
+      const waiting: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        waiting.push((await sendTestWebhookEvent({ client: hourly.client, path: { webhookEndpointId: endpoint.id } })).data!.id);
+      }
+      await until(async () => (await messagesOf(hourly, endpoint.id)).every((m) => m.attemptCount === 1 && m.status === 'PENDING'));
+      for (const m of await messagesOf(hourly, endpoint.id)) {
+        expect(Date.parse(m.nextAttemptAt!)).toBeGreaterThan(Date.now() + 3_000_000);
+      }
+      // The receiver is back; the next message goes at once, and is accepted.
+      r.answer = () => 200;
+      const next = await sendTestWebhookEvent({ client: hourly.client, path: { webhookEndpointId: endpoint.id } });
+      await until(async () => acceptedMessages(r).length === 5, 5_000);
+      expect(acceptedMessages(r).map((d) => d.id)).toEqual([next.data!.id, ...waiting]);
+      const messages = await messagesOf(hourly, endpoint.id);
+      expect(messages.map((m) => [m.status, m.attemptCount])).toEqual([['DELIVERED', 1], ...waiting.map(() => ['DELIVERED', 2])]);
+    } finally {
+      await hourly.close();
+    }
+  });
+
   it('a 3xx is a failure (the redirect is not followed); a hanging receiver is cut at the timeout', async () => {
     const ten = await tenant();
     const target = await receiver();
@@ -748,6 +856,37 @@ describe('replay', () => {
       path: { webhookEndpointId: endpoint.id, messageId: '01900000-0000-7000-8000-000000000000' },
     });
     expect(unknown.response.status).toBe(404);
+  });
+});
+
+describe('two processes sending to one endpoint', () => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('a success on one never makes due a message the other is still sending: that one is sent once', async () => {
+    const first = await startTestApp({ database, env: { ...FAST, NEXUS_EVENTS_TIMEOUT_MS: '20000' } });
+    const ten = await tenant({}, first);
+    const r = await receiver();
+    const endpoint = await endpointFor(first, ten.workspaceId, r);
+    const held = (await sendTestWebhookEvent({ client: first.client, path: { webhookEndpointId: endpoint.id } })).data!.id;
+    // The receiver holds this one unanswered: the first process waits on it, under its claim.
+    r.answer = (d) => (d.id === held ? null : 200);
+    await until(async () => r.deliveries.some((d) => d.id === held));
+    const second = await startTestApp({ database, env: FAST });
+    try {
+      const next = await sendTestWebhookEvent({ client: second.client, path: { webhookEndpointId: endpoint.id } });
+      await until(async () => r.accepted().some((d) => d.id === next.data!.id));
+      await settle(500);
+      expect(r.deliveries.filter((d) => d.id === held)).toHaveLength(1);
+    } finally {
+      await second.close();
+      await first.close();
+    }
   });
 });
 

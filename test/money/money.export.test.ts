@@ -1,7 +1,8 @@
 /**
  * The CSV exports (docs/pricing.md "Exports"): invocations and usage summaries over a time range, streamed. 100,000
  * invocations stream with flat memory: the live heap (measured after a forced collection, every few chunks) stays
- * far below the size of the file while it is read.
+ * far below the size of the file while it is read. A usage summary's range is capped, and a process streams a bounded
+ * number of exports at once.
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -10,7 +11,7 @@ import { SECRET_MARKER } from '../security/secret-marker.js';
 import { createModelPrice, getUsageSummary } from '../support/sdk.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { createTenant, openAiFor, type Tenant } from '../gateway/gateway-support.js';
+import { createTenant, openAiFor, until, type Tenant } from '../gateway/gateway-support.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -169,5 +170,96 @@ describe('exportUsageSummary', () => {
       ),
     );
     expect(lines.slice(1).some((l) => l.includes(',7500,'))).toBe(true);
+  });
+});
+
+describe('exportUsageSummary’s range', () => {
+  const exportOf = (query: string) =>
+    t.fetch(`${t.url}/admin/v1/workspaces/${tenant.workspaceId}/usage-summary/export?${query}`, { headers: auth() });
+
+  it.each([
+    ['years 0001 to 9999 by hour', 'since=0001-01-01T00:00:00Z&until=9999-12-31T00:00:00Z&granularity=hour'],
+    ['a leap year and an hour by hour', 'since=2028-01-01T00:00:00Z&until=2029-01-01T01:00:00Z&granularity=hour'],
+    ['25 years by day', 'since=2026-01-01T00:00:00Z&until=2051-01-01T00:00:00Z&granularity=day'],
+  ])('of %s is refused with 400, naming since', async (_name, query) => {
+    const res = await exportOf(query);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ error: { code: 'invalid_parameter', param: 'since', type: 'invalid_request_error' } });
+  });
+
+  it('of a year by hour (8784 buckets) holds the rows of the hours with usage in it, as the summary does', async () => {
+    const at = Date.now();
+    const summary = await getUsageSummary({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      query: { since: new Date(at - 3_600_000).toISOString(), until: new Date(at + 3_600_000).toISOString(), granularity: 'hour' },
+    });
+    expect(summary.data!.buckets.length).toBeGreaterThan(0);
+    const hour = Math.floor(at / 3_600_000) * 3_600_000;
+    const since = new Date(hour - 200 * 86_400_000).toISOString();
+    const until = new Date(hour - 200 * 86_400_000 + 366 * 86_400_000).toISOString();
+    const res = await exportOf(`since=${since}&until=${until}&granularity=hour`);
+    expect(res.status).toBe(200);
+    const rows = (await res.text()).trimEnd().split('\r\n').slice(1);
+    expect(rows.map((r) => r.split(',').slice(0, 3))).toEqual(summary.data!.buckets.map((b) => [b.start, b.key, b.units]));
+    // A range without usage: the header alone.
+    const empty = await exportOf('since=2020-01-01T00:00:00Z&until=2020-12-31T00:00:00Z&granularity=hour');
+    expect(empty.status).toBe(200);
+    expect((await empty.text()).trimEnd().split('\r\n')).toHaveLength(1);
+  });
+});
+
+describe('exports at once', () => {
+  it('past NEXUS_EXPORTS_AT_ONCE a process answers 503 exports_busy with Retry-After, and takes them again once one ends', async () => {
+    const one = await t.withEnv({ NEXUS_EXPORTS_AT_ONCE: '1' });
+    const usageExport = (signal?: AbortSignal) =>
+      one.fetch(
+        `${one.url}/admin/v1/workspaces/${tenant.workspaceId}/usage-summary/export?since=2026-01-01T00:00:00Z&until=2026-06-01T00:00:00Z`,
+        { headers: auth(), ...(signal ? { signal } : {}) },
+      );
+    const invocationsExport = () =>
+      one.fetch(`${one.url}/admin/v1/workspaces/${tenant.workspaceId}/invocations/export?since=2026-01-01T00:00:00Z`, {
+        headers: auth(),
+      });
+    // Once first, so that the next one goes straight to its reads (the zones and the key are known).
+    const warm = await usageExport();
+    expect(warm.status).toBe(200);
+    await warm.text();
+    // The rollup locked by the test: an export reads it, and waits, holding its slot.
+    const lock = await t.database.db.transaction();
+    try {
+      await lock.raw('lock table usage_rollups in access exclusive mode');
+      const cut = new AbortController();
+      const first = usageExport(cut.signal).catch((err: Error) => err);
+      // The export's own read waits (the lease sweeper's writes wait on the lock too).
+      await until(async () => {
+        const waiting = await t.database.db.raw(
+          `select 1 from pg_locks l join pg_stat_activity a on a.pid = l.pid
+            where l.relation = to_regclass('usage_rollups') and not l.granted and a.query like '%min("hour")%'`,
+        );
+        return waiting.rows.length > 0;
+      });
+      for (const refused of [await usageExport(), await invocationsExport()]) {
+        expect(refused.status).toBe(503);
+        expect(refused.headers.get('retry-after')).toBe('5');
+        expect(await refused.json()).toMatchObject({ error: { code: 'exports_busy', type: 'api_error' } });
+      }
+      // Its client goes: the export's slot comes back once it has read (the answer it would have written is dropped).
+      cut.abort();
+      expect(await first).toBeInstanceOf(Error);
+      await lock.commit();
+      await until(async () => {
+        const res = await usageExport();
+        await res.text();
+        return res.status === 200;
+      });
+      // One that ran to its end gave its slot back too.
+      const next = await invocationsExport();
+      expect(next.status).toBe(200);
+      expect((await next.text()).length).toBeGreaterThan(0);
+    } finally {
+      if (!lock.isCompleted()) await lock.rollback();
+      await one.close();
+    }
   });
 });

@@ -297,8 +297,19 @@ async function call(op: Operation, token: string | undefined, headers: Record<st
         : {}),
   });
   const text = await res.text();
-  return { status: res.status, error: (text ? (JSON.parse(text) as { error?: { code?: string } }) : {}).error };
+  return {
+    status: res.status,
+    error: (text ? (JSON.parse(text) as { error?: { code?: string } }) : {}).error,
+    headers: answerHeaders(res.headers),
+  };
 }
+
+/** What every Admin API answer carries, a refusal too: kept by no cache, never read as another type. */
+const ADMIN_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' };
+const answerHeaders = (headers: Headers) => ({
+  'cache-control': headers.get('cache-control'),
+  'x-content-type-options': headers.get('x-content-type-options'),
+});
 
 async function auditOf(workspaceId: string): Promise<string[]> {
   const res = await listAuditLogs({ client: t.client, path: { workspaceId }, query: { limit: 100 } });
@@ -340,13 +351,14 @@ describe('every operation of the contract is in the sweep', () => {
 
 describe.each(ALL.filter((op) => op.security === 'managementKey'))('$operationId ($method $path)', (op) => {
   it('no key: 401', async () => {
-    expect(await call(op, undefined)).toMatchObject({ status: 401, error: { code: 'missing_credentials' } });
+    expect(await call(op, undefined)).toMatchObject({ status: 401, error: { code: 'missing_credentials' }, headers: ADMIN_HEADERS });
   });
 
   it('a wrong key: 401', async () => {
     expect(await call(op, 'nx-mgmt-not-a-key-0123456789abcdefghijklmnop')).toMatchObject({
       status: 401,
       error: { code: 'invalid_management_key' },
+      headers: ADMIN_HEADERS,
     });
   });
 
@@ -356,11 +368,57 @@ describe.each(ALL.filter((op) => op.security === 'managementKey'))('$operationId
       const res = await call(op, scopedToB);
       expect(res.status).toBe(expected.status);
       if (expected.code) expect(res.error?.code).toBe(expected.code);
+      expect(res.headers).toEqual(ADMIN_HEADERS);
       return;
     }
     const param = firstParam(op);
     expect(param, `${op.operationId} is addressed by no resource: give it a row in UNADDRESSED`).toBeDefined();
-    expect(await call(op, scopedToB)).toMatchObject({ status: 404, error: { code: NOT_FOUND[param!] } });
+    expect(await call(op, scopedToB)).toMatchObject({ status: 404, error: { code: NOT_FOUND[param!] }, headers: ADMIN_HEADERS });
+  });
+});
+
+describe('the Admin API answers that hold a secret shown once', () => {
+  // On workspace B, with the root key: the sweep leaves A as it found it.
+  const root = () => t.config.managementKey!;
+  const post = async (path: string, body?: unknown, token = root()) => {
+    const res = await t.fetch(`${t.url}/admin/v1${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown>, headers: answerHeaders(res.headers) };
+  };
+
+  it('are kept by no cache: a webhook secret (create, rotate), an inference key (issue, provision), a provider key', async () => {
+    const endpoint = await post(`/workspaces/${b.workspaceId}/webhook-endpoints`, { url: 'http://127.0.0.1:9/hooks' });
+    expect(endpoint).toMatchObject({ status: 201, body: { secret: expect.stringMatching(/^whsec_/) }, headers: ADMIN_HEADERS });
+    const rotated = await post(`/webhook-endpoints/${String(endpoint.body.id)}/rotate-secret`);
+    expect(rotated).toMatchObject({ status: 200, body: { secret: expect.stringMatching(/^whsec_/) }, headers: ADMIN_HEADERS });
+    const key = await post(`/workspace-accesses/${b.accessId}/api-keys`, { name: 'no-store' });
+    expect(key).toMatchObject({ status: 201, body: { apiKey: expect.any(String) }, headers: ADMIN_HEADERS });
+    const user = await post(`/workspaces/${b.workspaceId}/users`, {
+      externalUserId: 'no-store',
+      email: 'no-store@example.com',
+      planId: b.planId,
+      issueInferenceKey: true,
+    });
+    expect(user).toMatchObject({ status: 201, body: { apiKey: expect.any(String) }, headers: ADMIN_HEADERS });
+    const provider = await post(`/provider-connections/${b.providerConnectionId}/rotate-secret`, { apiKey: PROVIDER_KEY });
+    expect(provider).toMatchObject({ status: 200, headers: ADMIN_HEADERS });
+  });
+
+  it('and so are the refusals of the body parser and the router', async () => {
+    const malformed = await t.fetch(`${t.url}/admin/v1/workspaces/${b.workspaceId}/webhook-endpoints`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${root()}`, 'content-type': 'application/json' },
+      body: '{"url":',
+    });
+    expect(malformed.status).toBe(400);
+    expect(answerHeaders(malformed.headers)).toEqual(ADMIN_HEADERS);
+    // Not in the contract: asked without its check.
+    const unknown = await fetch(`${t.url}/admin/v1/nothing-here`, { headers: { authorization: `Bearer ${root()}` } });
+    expect(unknown.status).toBe(404);
+    expect(answerHeaders(unknown.headers)).toEqual(ADMIN_HEADERS);
   });
 });
 

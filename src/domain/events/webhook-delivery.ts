@@ -4,8 +4,12 @@
  * died mid-delivery is taken by another after it) and sends them as Standard Webhooks, with the event's id as
  * `webhook-id` on every attempt.
  *
- * - 2xx: delivered. Anything else is a failure: a 3xx too (redirects are not followed), a receiver that has
- *   not answered within the timeout (15 s), a refused address (the provider URLs' SSRF guard, at connect time).
+ * - A round's messages to one endpoint go one after another, oldest first; those of different endpoints at once.
+ *   A failure, or a claim without room left for another send, gives the endpoint's rest back to the next round.
+ * - 2xx: delivered, and the endpoint's other messages waiting for a later retry are due at once (the receiver is
+ *   back: they go oldest first, not hours later at their slot). Anything else is a failure: a 3xx too (redirects
+ *   are not followed), a receiver that has not answered within the timeout (15 s), a refused address (the
+ *   provider URLs' SSRF guard, at connect time).
  * - A failure retries on the schedule (Svix's: now, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h), or after the
  *   Retry-After of a 429 or 503; the last one leaves the message FAILED (a replay queues it again).
  * - 410 Gone, or failures without a success for the failure window (five days), disable the endpoint, with
@@ -150,19 +154,22 @@ export function createWebhookDelivery(deps: {
     logger.warn({ msg: 'webhook endpoint disabled', endpointId: message.endpoint_id, reason });
   }
 
-  /** Sends a claimed message (claimed until `claimedUntil`) and records the attempt. */
-  async function deliver(message: ClaimedMessage, claimedUntil: Date): Promise<void> {
+  /**
+   * Sends a claimed message (claimed until `claimedUntil`) and records the attempt; whether the endpoint's next
+   * message may follow in this round (not after a failure, nor once the process stops).
+   */
+  async function deliver(message: ClaimedMessage, claimedUntil: Date): Promise<boolean> {
     const now = clock.now();
     if (message.endpoint_status !== 'ACTIVE' || message.deleted_at) {
       await repo.updateMessage(message.event_id, message.endpoint_id, { status: 'FAILED', next_attempt_at: null });
-      return;
+      return true;
     }
     const result = await send(message, now);
     if (stopping.signal.aborted) {
       await repo.releaseClaim(message.event_id, message.endpoint_id, claimedUntil, now).catch((err: Error) => {
         logger.warn({ msg: 'could not give back a cut delivery; it is sent when its claim runs out', error: err.message });
       });
-      return;
+      return false;
     }
     const done = clock.now();
     const attempts = message.attempt_count + 1;
@@ -190,6 +197,7 @@ export function createWebhookDelivery(deps: {
           tx,
         );
         if (message.failing_since) await repo.updateEndpoint(message.endpoint_id, { failing_since: null }, tx);
+        await repo.wakePending(message.endpoint_id, done, tx);
         return;
       }
       const gone = result.status === 410;
@@ -215,20 +223,52 @@ export function createWebhookDelivery(deps: {
         await disableEndpoint(tx, { ...message, failing_since: failingSince }, 'failing', done);
       } else if (!endpoint.failing_since) await repo.updateEndpoint(message.endpoint_id, { failing_since: done }, tx);
     });
+    return result.ok;
   }
 
-  /** One round: the due messages claimed and sent (in parallel, at most a batch); how many. */
+  /**
+   * One endpoint's messages of a round (oldest first), one after another while they succeed and the claim has room
+   * for another whole send (the first is sent whatever); the rest are given back, due at once, to the next round (of
+   * this process or another).
+   */
+  async function deliverInTurn(messages: ClaimedMessage[], claimedUntil: Date): Promise<void> {
+    let i = 0;
+    for (; i < messages.length; i++) {
+      if (i > 0 && clock.now().getTime() + timeoutMs > claimedUntil.getTime()) break;
+      const message = messages[i]!;
+      const next = await deliver(message, claimedUntil).catch((err: Error) => {
+        logger.warn({ msg: 'webhook delivery failed to record', eventId: message.event_id, error: err.message });
+        return false;
+      });
+      if (!next) {
+        i++;
+        break;
+      }
+    }
+    const rest = messages.slice(i);
+    if (rest.length === 0) return;
+    const now = clock.now();
+    await Promise.all(
+      rest.map((m) =>
+        repo.releaseClaim(m.event_id, m.endpoint_id, claimedUntil, now).catch((err: Error) => {
+          logger.warn({ msg: 'could not give back a webhook message; it is sent when its claim runs out', error: err.message });
+        }),
+      ),
+    );
+  }
+
+  /** One round: the due messages claimed (at most a batch) and sent, each endpoint's in turn; how many. */
   async function runOnce(): Promise<number> {
     const now = clock.now();
     const until = new Date(now.getTime() + config.eventsClaimMs);
     const claimed = await repo.claimDue(now, until, BATCH);
-    await Promise.all(
-      claimed.map((m) =>
-        deliver(m, until).catch((err: Error) =>
-          logger.warn({ msg: 'webhook delivery failed to record', eventId: m.event_id, error: err.message }),
-        ),
-      ),
-    );
+    const byEndpoint = new Map<string, ClaimedMessage[]>();
+    for (const m of claimed) {
+      const messages = byEndpoint.get(m.endpoint_id);
+      if (messages) messages.push(m);
+      else byEndpoint.set(m.endpoint_id, [m]);
+    }
+    await Promise.all([...byEndpoint.values()].map((messages) => deliverInTurn(messages, until)));
     return claimed.length;
   }
 

@@ -10,6 +10,13 @@ import type { EventType } from './event-catalogue.js';
 type WebhookEndpointStatus = 'ACTIVE' | 'DISABLED';
 export type WebhookMessageStatus = 'PENDING' | 'DELIVERED' | 'FAILED';
 
+/** A secret rotated out, sealed, and until when it still signs (RFC 3339). */
+export interface RotatedSecret {
+  ciphertext: string;
+  keyId: string;
+  expiresAt: string;
+}
+
 export interface WebhookEndpointRow {
   id: string;
   workspace_id: string;
@@ -20,9 +27,8 @@ export interface WebhookEndpointRow {
   disabled_reason: string | null;
   secret_ciphertext: string;
   secret_key_id: string;
-  previous_secret_ciphertext: string | null;
-  previous_secret_key_id: string | null;
-  previous_secret_expires_at: Date | null;
+  /** The secrets rotated out, newest first; those whose overlap still runs sign beside the current one. */
+  previous_secrets: RotatedSecret[];
   failing_since: Date | null;
   created_at: Date;
   updated_at: Date;
@@ -61,6 +67,7 @@ export interface ClaimedMessage {
   endpoint_id: string;
   workspace_id: string;
   attempt_count: number;
+  created_at: Date;
   type: EventType;
   data: Record<string, unknown>;
   event_created_at: Date;
@@ -69,34 +76,37 @@ export interface ClaimedMessage {
   deleted_at: Date | null;
   secret_ciphertext: string;
   secret_key_id: string;
-  previous_secret_ciphertext: string | null;
-  previous_secret_key_id: string | null;
-  previous_secret_expires_at: Date | null;
+  previous_secrets: RotatedSecret[];
   failing_since: Date | null;
 }
 
+/** Due first, then oldest first: messages made due together (by a success to their endpoint) go in their order. */
 const CLAIM_SQL = `
 with due as (
   select event_id, endpoint_id from webhook_messages
    where status = 'PENDING' and next_attempt_at <= ?
-   order by next_attempt_at
+   order by next_attempt_at, created_at, event_id
    limit ?
    for update skip locked
 ), claimed as (
-  update webhook_messages m set next_attempt_at = ?
+  update webhook_messages m set next_attempt_at = ?, claimed_until = ?
     from due where m.event_id = due.event_id and m.endpoint_id = due.endpoint_id
-  returning m.event_id, m.endpoint_id, m.workspace_id, m.attempt_count
+  returning m.event_id, m.endpoint_id, m.workspace_id, m.attempt_count, m.created_at
 )
 select c.*, e.type, e.data, e.created_at as event_created_at, ep.url, ep.status as endpoint_status, ep.deleted_at,
-       ep.secret_ciphertext, ep.secret_key_id, ep.previous_secret_ciphertext, ep.previous_secret_key_id,
-       ep.previous_secret_expires_at, ep.failing_since
-  from claimed c join events e on e.id = c.event_id join webhook_endpoints ep on ep.id = c.endpoint_id`;
+       ep.secret_ciphertext, ep.secret_key_id, ep.previous_secrets, ep.failing_since
+  from claimed c join events e on e.id = c.event_id join webhook_endpoints ep on ep.id = c.endpoint_id
+ order by c.created_at, c.event_id`;
 
 export function createWebhookRepo(db: Queryable) {
   const endpoints = table<WebhookEndpointRow>(db, 'webhook_endpoints');
-  /** event_types as JSON text, and null (every type) as SQL NULL, not as the JSON value null. */
-  const columns = <T extends Partial<WebhookEndpointRow>>(row: T): T =>
-    row.event_types === undefined ? row : { ...row, event_types: row.event_types === null ? null : JSON.stringify(row.event_types) };
+  /** The JSON columns as JSON text: event_types' null (every type) as SQL NULL, not as the JSON value null. */
+  const columns = <T extends Partial<WebhookEndpointRow>>(row: T): T => {
+    const out: Record<string, unknown> = { ...row };
+    if (row.event_types !== undefined) out.event_types = row.event_types === null ? null : JSON.stringify(row.event_types);
+    if (row.previous_secrets !== undefined) out.previous_secrets = JSON.stringify(row.previous_secrets);
+    return out as T;
+  };
   const key = (eventId: string, endpointId: string) => ({ event_id: eventId, endpoint_id: endpointId });
 
   return {
@@ -153,23 +163,41 @@ export function createWebhookRepo(db: Queryable) {
         .update({ status: 'PENDING', next_attempt_at: now });
     },
 
-    /** Due messages, claimed until `until` (a process that dies with them leaves them to another after that). */
+    /**
+     * Due messages, oldest first, claimed until `until` (a process that dies with them leaves them to another after
+     * that).
+     */
     async claimDue(now: Date, until: Date, limit: number, q: Queryable = db): Promise<ClaimedMessage[]> {
-      const result = await q.raw<{ rows: ClaimedMessage[] }>(CLAIM_SQL, [now, limit, until]);
+      const result = await q.raw<{ rows: ClaimedMessage[] }>(CLAIM_SQL, [now, limit, until, until]);
       return result.rows;
+    },
+
+    /**
+     * The endpoint's pending messages waiting for a later attempt, due at `now` (a delivery to it just succeeded):
+     * not those a worker is sending (under a claim that still runs).
+     */
+    async wakePending(endpointId: string, now: Date, q: Queryable = db): Promise<number> {
+      return q('webhook_messages')
+        .where({ endpoint_id: endpointId, status: 'PENDING' })
+        .where('next_attempt_at', '>', now)
+        .where((w) => void w.whereNull('claimed_until').orWhere('claimed_until', '<=', now))
+        .update({ next_attempt_at: now });
     },
 
     async recordAttempt(attempt: WebhookAttemptRow, q: Queryable = db): Promise<void> {
       await q('webhook_attempts').insert(attempt);
     },
 
+    /** What became of a claimed message (its attempt, or its endpoint gone): its claim ends with it. */
     async updateMessage(
       eventId: string,
       endpointId: string,
       patch: Partial<Pick<WebhookMessageRow, 'status' | 'attempt_count' | 'next_attempt_at' | 'last_attempt_at'>>,
       q: Queryable = db,
     ): Promise<void> {
-      await q('webhook_messages').where(key(eventId, endpointId)).update(patch);
+      await q('webhook_messages')
+        .where(key(eventId, endpointId))
+        .update({ ...patch, claimed_until: null });
     },
 
     /**
@@ -179,7 +207,7 @@ export function createWebhookRepo(db: Queryable) {
     async releaseClaim(eventId: string, endpointId: string, claimedUntil: Date, due: Date, q: Queryable = db): Promise<void> {
       await q('webhook_messages')
         .where({ ...key(eventId, endpointId), status: 'PENDING', next_attempt_at: claimedUntil })
-        .update({ next_attempt_at: due });
+        .update({ next_attempt_at: due, claimed_until: null });
     },
 
     /** The endpoint's messages still queued fail with it (a replay queues them again). */

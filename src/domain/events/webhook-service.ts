@@ -16,11 +16,23 @@ import type { SecretBox } from '../security/secret-box.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import { isEventType, type EventType } from './event-catalogue.js';
 import type { Events } from './outbox.js';
-import type { WebhookAttemptRow, WebhookEndpointRow, WebhookMessageRow, WebhookMessageStatus, WebhookRepo } from './webhook-repo.js';
+import type {
+  RotatedSecret,
+  WebhookAttemptRow,
+  WebhookEndpointRow,
+  WebhookMessageRow,
+  WebhookMessageStatus,
+  WebhookRepo,
+} from './webhook-repo.js';
 import { newWebhookSecret } from './webhook-signature.js';
 
 const RESOURCE = 'webhook_endpoint';
 const MAX_DESCRIPTION = 500;
+/**
+ * The most secrets that sign a delivery at once: the current one and those rotated out whose overlap still runs. A
+ * rotation that would make more is refused (409): each is a signature in every delivery's header.
+ */
+const MAX_SIGNING_SECRETS = 10;
 
 export interface WebhookEndpointInput {
   url: string;
@@ -42,7 +54,7 @@ export interface WebhookMessage extends WebhookMessageRow {
 
 const notFound = () => new AppError('webhook_endpoint_not_found', 'Webhook endpoint not found');
 
-/** The associated data binding a sealed secret to its endpoint (and to its slot: current or previous). */
+/** The associated data binding a sealed secret to its endpoint (and to its slot: current, or one rotated out). */
 const secretAad = (endpointId: string, slot: 'current' | 'previous') => `webhook_endpoint:${endpointId}:${slot}`;
 
 function checkedEventTypes(types: string[] | null | undefined): EventType[] | null {
@@ -148,9 +160,7 @@ export function createWebhookService(deps: {
             status: 'ACTIVE',
             disabled_reason: null,
             ...sealed(id, secret),
-            previous_secret_ciphertext: null,
-            previous_secret_key_id: null,
-            previous_secret_expires_at: null,
+            previous_secrets: [],
             failing_since: null,
             created_at: now,
             updated_at: now,
@@ -241,24 +251,32 @@ export function createWebhookService(deps: {
       });
     },
 
-    /** A new secret, shown once; the old one still signs (a second signature) for the overlap. */
+    /**
+     * A new secret, shown once. The one it replaces still signs beside it for the overlap, as do those rotated out
+     * before whose overlap still runs: a second rotation within a day ends no secret early. More than
+     * MAX_SIGNING_SECRETS at once is refused.
+     */
     async rotateSecret(actor: Actor, id: string): Promise<{ endpoint: WebhookEndpointRow; secret: string }> {
       const secret = newWebhookSecret();
       return db.transaction(async (tx) => {
         const current = await lockForChange(actor, id, tx);
-        const old = secretBox.open({ keyId: current.secret_key_id, ciphertext: current.secret_ciphertext }, secretAad(id, 'current'));
-        const previous = secretBox.seal(old, secretAad(id, 'previous'));
         const now = clock.now();
+        const stillSigning = current.previous_secrets.filter((s) => Date.parse(s.expiresAt) > now.getTime());
+        if (stillSigning.length + 2 > MAX_SIGNING_SECRETS) {
+          const until = new Date(Math.min(...stillSigning.map((s) => Date.parse(s.expiresAt)))).toISOString();
+          throw new AppError(
+            'too_many_webhook_secrets',
+            `${stillSigning.length + 1} secrets of this endpoint sign its deliveries, the most there may be; ` +
+              `the oldest rotated out stops signing at ${until}: rotate after that`,
+          );
+        }
+        const old = secretBox.open({ keyId: current.secret_key_id, ciphertext: current.secret_ciphertext }, secretAad(id, 'current'));
+        const resealed = secretBox.seal(old, secretAad(id, 'previous'));
         const expiresAt = new Date(now.getTime() + config.eventsSecretOverlapMs);
+        const rotatedOut: RotatedSecret = { ciphertext: resealed.ciphertext, keyId: resealed.keyId, expiresAt: expiresAt.toISOString() };
         const endpoint = await repo.updateEndpoint(
           id,
-          {
-            ...sealed(id, secret),
-            previous_secret_ciphertext: previous.ciphertext,
-            previous_secret_key_id: previous.keyId,
-            previous_secret_expires_at: expiresAt,
-            updated_at: now,
-          },
+          { ...sealed(id, secret), previous_secrets: [rotatedOut, ...stillSigning], updated_at: now },
           tx,
         );
         await audit.record(
@@ -268,7 +286,7 @@ export function createWebhookService(deps: {
             resourceType: RESOURCE,
             resourceId: id,
             workspaceId: current.workspace_id,
-            changes: { secret: REDACTED, previousSecretValidUntil: expiresAt.toISOString() },
+            changes: { secret: REDACTED, previousSecretValidUntil: expiresAt.toISOString(), secretsSigning: stillSigning.length + 2 },
           },
           tx,
         );
@@ -276,29 +294,12 @@ export function createWebhookService(deps: {
       });
     },
 
-    /** The secrets that sign a delivery now: the current one, and the previous one while its overlap lasts. */
-    signingSecrets(
-      row: Pick<
-        WebhookEndpointRow,
-        | 'id'
-        | 'secret_ciphertext'
-        | 'secret_key_id'
-        | 'previous_secret_ciphertext'
-        | 'previous_secret_key_id'
-        | 'previous_secret_expires_at'
-      >,
-      now: Date,
-    ): string[] {
+    /** The secrets that sign a delivery now: the current one, then those rotated out whose overlap runs, newest first. */
+    signingSecrets(row: Pick<WebhookEndpointRow, 'id' | 'secret_ciphertext' | 'secret_key_id' | 'previous_secrets'>, now: Date): string[] {
       const secrets = [secretBox.open({ keyId: row.secret_key_id, ciphertext: row.secret_ciphertext }, secretAad(row.id, 'current'))];
-      if (
-        row.previous_secret_ciphertext &&
-        row.previous_secret_key_id &&
-        row.previous_secret_expires_at &&
-        row.previous_secret_expires_at > now
-      ) {
-        secrets.push(
-          secretBox.open({ keyId: row.previous_secret_key_id, ciphertext: row.previous_secret_ciphertext }, secretAad(row.id, 'previous')),
-        );
+      for (const previous of row.previous_secrets) {
+        if (Date.parse(previous.expiresAt) <= now.getTime()) continue;
+        secrets.push(secretBox.open({ keyId: previous.keyId, ciphertext: previous.ciphertext }, secretAad(row.id, 'previous')));
       }
       return secrets;
     },

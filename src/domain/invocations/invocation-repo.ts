@@ -355,6 +355,21 @@ export function createInvocationRepo(db: Queryable) {
     },
 
     /**
+     * The first and last UTC hour of [since, until) in which the workspace has usage (undefined: none), read from the
+     * rollup's primary key (workspace, hour): an export reads only what lies between them.
+     */
+    async usageHours(workspaceId: string, since: Date, until: Date, q: Queryable = db): Promise<{ first: Date; last: Date } | undefined> {
+      const row = (await q('usage_rollups')
+        .where('workspace_id', workspaceId)
+        .where('hour', '>=', since)
+        .where('hour', '<', until)
+        .min('hour as first')
+        .max('hour as last')
+        .first()) as { first: Date | null; last: Date | null } | undefined;
+      return row?.first && row.last ? { first: new Date(row.first), last: new Date(row.last) } : undefined;
+    },
+
+    /**
      * The workspace's events in [since, until) (whole UTC hours) summed per UTC hour or day and per
      * key, oldest first: from the rollups (rollup-sql.ts), the events and calls already summed per hour, read along
      * their primary key's workspace and hour. By model, connection or plan: usage_rollups (per hour, access, key,

@@ -8,6 +8,7 @@ import { assertVisible, type Actor, type Clock } from '../actor.js';
 import type { Page } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
+import type { ExportSlots } from './export-slots.js';
 import type {
   InvocationFilter,
   InvocationRepo,
@@ -20,6 +21,8 @@ import type { InvocationRow } from './invocation-types.js';
 
 /** A summary's range holds at most this many buckets. */
 const MAX_BUCKETS = 1000;
+/** An export's range holds at most this many buckets: a leap year of hours (or 24 years of days). */
+const MAX_EXPORT_BUCKETS = 366 * 24;
 /**
  * The most buckets of a summary one query sums, and how many such queries run at once: a month of hours (by key,
  * tens of thousands of buckets) is summed by three queries, each on its own connection and so in its own PostgreSQL
@@ -51,8 +54,24 @@ export interface UsageSummary {
   buckets: AsyncIterable<UsageBucketRow[]>;
 }
 
-export function createInvocationService(deps: { invocationRepo: InvocationRepo; workspaces: WorkspaceService; clock: Clock }) {
-  const { invocationRepo, workspaces, clock } = deps;
+export function createInvocationService(deps: {
+  invocationRepo: InvocationRepo;
+  workspaces: WorkspaceService;
+  clock: Clock;
+  /** The process's export slots: each export holds one until its answer ends. */
+  exportSlots: ExportSlots;
+}) {
+  const { invocationRepo, workspaces, clock, exportSlots } = deps;
+
+  /** Refuses a range of more than `max` buckets, naming `since`. */
+  function assertBuckets(since: number, until: number, granularity: UsageGranularity, max: number, remedy: string): void {
+    const buckets = Math.ceil((until - since) / BUCKET_MS[granularity]);
+    if (buckets > max) {
+      throw new AppError('invalid_parameter', `The range holds ${buckets} ${granularity}s; at most ${max} buckets are ${remedy}`, {
+        param: 'since',
+      });
+    }
+  }
 
   /** Refuses a zone the database does not know (it sums the days), before anything is read. */
   async function assertTimeZone(timeZone: string): Promise<void> {
@@ -103,26 +122,40 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
 
     /**
      * The filter's invocations (listInvocations'), a page at a time, and the workspace's currency. Without
-     * `until`, up to now.
+     * `until`, up to now. The export holds one of the process's export slots until `release` is called.
      */
     async exportInvocations(actor: Actor, filter: Omit<InvocationFilter, 'limit' | 'after'>) {
       const until = filter.until ?? clock.now();
       if (filter.since && filter.since >= until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
       const workspace = await workspaces.get(actor, filter.workspaceId);
-      return { currency: workspace.currency, pages: invocationRepo.exportInvocations({ ...filter, until }) };
+      const release = exportSlots.take();
+      return { currency: workspace.currency, pages: invocationRepo.exportInvocations({ ...filter, until }), release };
     },
 
     /**
-     * The summary's buckets over [since, until) (whole UTC hours), in slices of at most MAX_BUCKETS buckets, the
-     * next read while one is written: an export holds two slices at most, whatever the range.
+     * The summary's buckets over [since, until) (whole UTC hours, at most MAX_EXPORT_BUCKETS buckets), from the
+     * first hour with usage to the last (one query finds them), in the summary's slices (SLICE_BUCKETS), the next read
+     * while one is written: an export holds two slices at most. It holds one of the process's export slots until
+     * `release` is called.
      */
     async exportUsageSummary(actor: Actor, request: UsageSummaryRequest & { since: Date; until: Date }) {
       if (request.since >= request.until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
-      await assertTimeZone(request.timeZone);
-      const workspace = await workspaces.get(actor, request.workspaceId);
       const since = Math.floor(request.since.getTime() / HOUR_MS) * HOUR_MS;
       const until = Math.ceil(request.until.getTime() / HOUR_MS) * HOUR_MS;
-      return { currency: workspace.currency, pages: await readSlices(request, since, until, MAX_BUCKETS, 2) };
+      assertBuckets(since, until, request.granularity, MAX_EXPORT_BUCKETS, 'exported at once (narrow since/until, or export by day)');
+      await assertTimeZone(request.timeZone);
+      const workspace = await workspaces.get(actor, request.workspaceId);
+      const release = exportSlots.take();
+      try {
+        const used = await invocationRepo.usageHours(request.workspaceId, new Date(since), new Date(until));
+        const pages = used
+          ? await readSlices(request, used.first.getTime(), used.last.getTime() + HOUR_MS, SLICE_BUCKETS[request.granularity], 2)
+          : await readAhead<UsageBucketRow[]>([], 1);
+        return { currency: workspace.currency, pages, release };
+      } catch (err) {
+        release();
+        throw err;
+      }
     },
 
     /**
@@ -139,14 +172,13 @@ export function createInvocationService(deps: { invocationRepo: InvocationRepo; 
       if (request.since && request.since.getTime() >= asked.getTime()) {
         throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
       }
-      const buckets = Math.ceil((until.getTime() - since.getTime()) / BUCKET_MS[request.granularity]);
-      if (buckets > MAX_BUCKETS) {
-        throw new AppError(
-          'invalid_parameter',
-          `The range holds ${buckets} ${request.granularity}s; at most ${MAX_BUCKETS} buckets are summed at once (narrow since/until, or sum by day)`,
-          { param: 'since' },
-        );
-      }
+      assertBuckets(
+        since.getTime(),
+        until.getTime(),
+        request.granularity,
+        MAX_BUCKETS,
+        'summed at once (narrow since/until, or sum by day; exportUsageSummary takes a year of hours)',
+      );
       await assertTimeZone(request.timeZone);
       const workspace = await workspaces.get(actor, request.workspaceId);
       return {

@@ -57,7 +57,10 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
       ok(toWorkspaceBudgetDto(await budgets.set(actor, path.workspaceId, body))),
     ),
     exportInvocations: handler<ExportInvocationsData, ExportInvocationsResponses>(async ({ actor, path, query }) => {
-      const { currency, pages } = await invocations.exportInvocations(actor, { ...listQuery(query), workspaceId: path.workspaceId });
+      const { currency, pages, release } = await invocations.exportInvocations(actor, {
+        ...listQuery(query),
+        workspaceId: path.workspaceId,
+      });
       const header = [
         'id',
         'started_at',
@@ -108,10 +111,10 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         r.endpoint,
         r.error_message,
       ]);
-      return streamed(CSV, lines, attachment('invocations.csv'));
+      return streamed(CSV, lines, attachment('invocations.csv'), release);
     }),
     exportUsageSummary: handler<ExportUsageSummaryData, ExportUsageSummaryResponses>(async ({ actor, path, query }) => {
-      const { currency, pages } = await invocations.exportUsageSummary(actor, {
+      const { currency, pages, release } = await invocations.exportUsageSummary(actor, {
         workspaceId: path.workspaceId,
         since: parseTimestamp(query.since, 'since'),
         until: parseTimestamp(query.until, 'until'),
@@ -149,7 +152,7 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         b.refusedCalls,
         currency,
       ]);
-      return streamed(CSV, lines, attachment('usage-summary.csv'));
+      return streamed(CSV, lines, attachment('usage-summary.csv'), release);
     }),
   };
 }

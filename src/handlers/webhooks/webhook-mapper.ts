@@ -15,9 +15,8 @@ export function toWebhookEndpointDto(row: WebhookEndpointRow): WebhookEndpointDt
       ? { disabledReason: row.disabled_reason as NonNullable<WebhookEndpointDto['disabledReason']> }
       : {}),
     ...(row.failing_since ? { failingSince: row.failing_since.toISOString() } : {}),
-    ...(row.previous_secret_expires_at && row.previous_secret_ciphertext
-      ? { previousSecretValidUntil: row.previous_secret_expires_at.toISOString() }
-      : {}),
+    // The last rotation's: the secrets rotated out before it stop signing earlier.
+    ...(row.previous_secrets[0] ? { previousSecretValidUntil: new Date(row.previous_secrets[0].expiresAt).toISOString() } : {}),
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
