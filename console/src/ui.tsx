@@ -177,21 +177,19 @@ export function LocalTimeInput(props: {
   );
 }
 
-/** A figure of a panel: its term, its value, and the value's own attributes (a class, a test id). */
-type Figure = readonly [term: ComponentChildren, value: ComponentChildren, attributes?: { class?: string; 'data-testid'?: string }];
+/** A figure of a panel: its term, its value, and the value's own attributes (a test id). */
+type Figure = readonly [term: ComponentChildren, value: ComponentChildren, attributes?: { 'data-testid'?: string }];
 
-/** A panel's figures: each term and its value (one given as false is left out). */
-export function Figures({ items }: { items: (Figure | false)[] }) {
+/** A panel's figures: each term and its value. */
+export function Figures({ items }: { items: Figure[] }) {
   return (
     <dl class="figures">
-      {items.map((item, i) =>
-        item ? (
-          <Fragment key={i}>
-            <dt>{item[0]}</dt>
-            <dd {...item[2]}>{item[1]}</dd>
-          </Fragment>
-        ) : null,
-      )}
+      {items.map(([term, value, attributes], i) => (
+        <Fragment key={i}>
+          <dt>{term}</dt>
+          <dd {...attributes}>{value}</dd>
+        </Fragment>
+      ))}
     </dl>
   );
 }

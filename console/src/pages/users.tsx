@@ -38,6 +38,7 @@ import {
 
 type AccessStatus = 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
 
+/** The quota's figures in units: each term and its field. */
 const UNITS = [
   ['Granted', 'grantedUnits'],
   ['Consumed', 'consumedUnits'],
@@ -95,7 +96,7 @@ function QuotaCell({ client, accessId }: { client: Client; accessId: string }) {
   );
 }
 
-/** A select of the published plans. */
+/** The published plans by name: those a user can be put on. */
 const planChoices = (plans: WorkspacePlanDto[]) => namesOf(plans.filter((p) => p.status === 'ACTIVE'));
 
 function AccessActions({
