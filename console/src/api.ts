@@ -55,7 +55,7 @@ export function problemOf(err: unknown): Problem {
   return { message: err instanceof Error ? err.message : String(err) };
 }
 
-/** A fresh Idempotency-Key for one create: a retried click replays the first answer rather than creating twice. */
-export function idempotencyKey(): string {
-  return crypto.randomUUID();
+/** The headers of one create: a fresh Idempotency-Key, so a retried click replays the first answer rather than creating twice. */
+export function idempotent(): { 'Idempotency-Key': string } {
+  return { 'Idempotency-Key': crypto.randomUUID() };
 }

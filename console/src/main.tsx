@@ -9,7 +9,8 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
 import { clientFor, getInvocation, getWorkspace, listWorkspaces, storedKey, storeKey, type Client, type WorkspaceDto } from './api.js';
-import { ErrorNote, Field, useAction, useRead, valueOf, Working, WORKSPACES_CHANGED } from './ui.js';
+import { useAction, useRead, valueOf } from './hooks.js';
+import { ErrorNote, Field, Working, WORKSPACES_CHANGED, type PageProps } from './ui.js';
 import { WorkspacesPage } from './pages/workspaces.js';
 import { ConnectionsPage } from './pages/connections.js';
 import { PlansPage } from './pages/plans.js';
@@ -23,17 +24,6 @@ import { RoutesPage } from './pages/routes.js';
 import { PricesPage } from './pages/prices.js';
 import { BudgetPage } from './pages/budget.js';
 import { WebhooksPage } from './pages/webhooks.js';
-
-export interface PageProps {
-  client: Client;
-  workspace: WorkspaceDto;
-  /** The rest of the route after the page's name (an id a page opens). */
-  rest: string[];
-  /** What follows the route in the URL, after `?` (a list's filters): a page's own state, to link to. */
-  query: string;
-  /** Replaces the URL's query (not a step of the browser's history). */
-  setQuery: (query: string) => void;
-}
 
 const PAGES: { path: string; title: string; component: (props: PageProps) => preact.JSX.Element }[] = [
   { path: 'connections', title: 'Provider connections', component: ConnectionsPage },

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import {
   configureBillingProviderCredential,
   configureBillingWebhookSecret,
@@ -6,12 +6,11 @@ import {
   createBillingProductMapping,
   deleteBillingProductMapping,
   disableBillingConnection,
-  idempotencyKey,
+  idempotent,
   listBillingConnections,
   listBillingProductMappings,
   listBillingWebhookEvents,
   listExternalSubscriptions,
-  listPlans,
   reconcileBillingConnection,
   replayBillingWebhookEvent,
   verifyBillingConnection,
@@ -20,18 +19,24 @@ import {
   type WorkspacePlanDto,
   type WorkspaceUserDto,
 } from '../api.js';
-import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, Pager, Status, usePaged, useAction, UserPicker, valueOf, when, Working, ListTable } from '../ui.js';
+import { ActionButton, ExpandButton, useOpenRow } from '../components/buttons.js';
+import { PagedTable } from '../components/lists.js';
+import { SecretForm } from '../components/secret-form.js';
+import { UserPicker } from '../components/user-picker.js';
+import { when } from '../format.js';
+import { onlySet, useAction, useFields, usePaged, valueOf } from '../hooks.js';
+import { namesOf, usePlans } from '../lookups.js';
+import { ActionNotes, Empty, ErrorNote, Form, Input, Page, Select, Status, statusChoices, type PageProps } from '../ui.js';
 
 type EventStatus = 'RECEIVED' | 'PROCESSING' | 'PROCESSED' | 'IGNORED' | 'FAILED';
 
+const NEW_MAPPING = { externalProductId: '', externalPriceId: '', planId: '' };
+
 function Mappings({ client, connection, plans }: { client: Client; connection: BillingConnectionDto; plans: WorkspacePlanDto[] }) {
-  const list = usePaged(
-    (cursor) => listBillingProductMappings({ client, path: { connectionId: connection.id }, query: { cursor, limit: 20 } }),
-    [connection.id],
-  );
+  const connectionId = connection.id;
+  const list = usePaged((page) => listBillingProductMappings({ client, path: { connectionId }, query: page }), [connectionId]);
   const action = useAction();
-  const [form, setForm] = useState({ externalProductId: '', externalPriceId: '', planId: '' });
+  const { values: form, bind, reset, set } = useFields(NEW_MAPPING);
   const create = async () => {
     const planId = form.planId || plans[0]?.id;
     if (!planId) return;
@@ -40,17 +45,8 @@ function Mappings({ client, connection, plans }: { client: Client; connection: B
       planId,
       ...(form.externalPriceId ? { externalPriceId: form.externalPriceId } : {}),
     };
-    if (
-      await action.run('Mapping…', () =>
-        createBillingProductMapping({
-          client,
-          path: { connectionId: connection.id },
-          body,
-          headers: { 'Idempotency-Key': idempotencyKey() },
-        }),
-      )
-    ) {
-      setForm({ externalProductId: '', externalPriceId: '', planId: '' });
+    if (await action.run('Mapping…', () => createBillingProductMapping({ client, path: { connectionId }, body, headers: idempotent() }))) {
+      reset();
       list.reload();
     }
   };
@@ -59,122 +55,93 @@ function Mappings({ client, connection, plans }: { client: Client; connection: B
       <h4>Product mappings</h4>
       <Form title="Map a product to a plan" submit="Add mapping" onSubmit={create} disabled={!!action.working || plans.length === 0}>
         <div class="grid">
-          <Field label="External product id">
-            <input required value={form.externalProductId} onInput={(e) => setForm({ ...form, externalProductId: valueOf(e) })} />
-          </Field>
-          <Field label="External price id (optional)">
-            <input value={form.externalPriceId} onInput={(e) => setForm({ ...form, externalPriceId: valueOf(e) })} />
-          </Field>
-          <Field label="Plan">
-            <select value={form.planId || plans[0]?.id} onChange={(e) => setForm({ ...form, planId: valueOf(e) })}>
-              {plans.map((p) => (
-                <option key={p.id} value={p.id}>
-                  {p.name}
-                </option>
-              ))}
-            </select>
-          </Field>
+          <Input label="External product id" required {...bind('externalProductId')} />
+          <Input label="External price id (optional)" {...bind('externalPriceId')} />
+          <Select label="Plan" choices={namesOf(plans)} value={form.planId || plans[0]?.id} onChange={set('planId')} />
         </div>
       </Form>
-      <Working label={action.working} />
-      <ErrorNote problem={action.problem ?? list.problem} />
-      {list.items?.length === 0 ? (
-        <Empty>No mapping: map the provider's product to a plan so its subscriptions give access to it.</Empty>
-      ) : (
-        <ListTable columns={['Product', 'Price', 'Plan', 'Status', 'Actions']}>
-          {list.items?.map((m) => (
-            <tr key={m.id}>
-              <td>{m.externalProductId}</td>
-              <td>{m.externalPriceId ?? '—'}</td>
-              <td>{plans.find((p) => p.id === m.planId)?.name ?? m.planId}</td>
-              <td>
-                <Status value={m.status} />
-              </td>
-              <td class="actions">
-                {m.status === 'ACTIVE' ? (
-                  <button
-                    type="button"
-                    onClick={() =>
-                      void action
-                        .run('Disabling…', () => deleteBillingProductMapping({ client, path: { mappingId: m.id } }))
-                        .then(list.reload)
-                    }
-                  >
-                    Disable
-                  </button>
-                ) : null}
-              </td>
-            </tr>
-          ))}
-        </ListTable>
-      )}
-      <Pager list={list} />
+      <ActionNotes action={action} problem={list.problem} />
+      <PagedTable
+        list={list}
+        columns={['Product', 'Price', 'Plan', 'Status', 'Actions']}
+        empty="No mapping: map the provider's product to a plan so its subscriptions give access to it."
+        row={(m) => (
+          <tr>
+            <td>{m.externalProductId}</td>
+            <td>{m.externalPriceId ?? '—'}</td>
+            <td>{plans.find((p) => p.id === m.planId)?.name ?? m.planId}</td>
+            <td>
+              <Status value={m.status} />
+            </td>
+            <td class="actions">
+              {m.status === 'ACTIVE' ? (
+                <ActionButton
+                  action={action}
+                  label="Disabling…"
+                  call={() => deleteBillingProductMapping({ client, path: { mappingId: m.id } })}
+                  onDone={list.reload}
+                >
+                  Disable
+                </ActionButton>
+              ) : null}
+            </td>
+          </tr>
+        )}
+      />
     </div>
   );
 }
 
 function Inbox({ client, connection }: { client: Client; connection: BillingConnectionDto }) {
   const [status, setStatus] = useState<EventStatus | ''>('');
+  const connectionId = connection.id;
   const list = usePaged(
-    (cursor) =>
-      listBillingWebhookEvents({
-        client,
-        path: { connectionId: connection.id },
-        query: { cursor, limit: 20, ...(status ? { status } : {}) },
-      }),
-    [connection.id, status],
+    (page) => listBillingWebhookEvents({ client, path: { connectionId }, query: { ...page, ...onlySet({ status }) } }),
+    [connectionId, status],
   );
   const action = useAction();
-  const replay = async (eventId: string) => {
-    if (await action.run('Replaying the event…', () => replayBillingWebhookEvent({ client, path: { eventId } }))) list.reload();
-  };
   return (
     <div>
       <h4>Webhook inbox</h4>
       <p class="id">Webhook URL for the provider: {connection.webhookUrl}</p>
-      <Field label="Status">
-        <select value={status} onChange={(e) => setStatus(valueOf(e) as EventStatus | '')}>
-          <option value="">Any</option>
-          {['RECEIVED', 'PROCESSING', 'PROCESSED', 'IGNORED', 'FAILED'].map((s) => (
-            <option key={s} value={s}>
-              {s.toLowerCase()}
-            </option>
-          ))}
-        </select>
-      </Field>
-      <Working label={action.working} />
-      <ErrorNote problem={action.problem ?? list.problem} />
-      {list.items?.length === 0 ? (
-        <Empty>
-          No webhook event {status ? `with status ${status.toLowerCase()}` : 'received yet'}. Point the provider's webhook at the URL above,
-          with the signing secret set here.
-        </Empty>
-      ) : (
-        <ListTable columns={['Type', 'Status', 'Attempts', 'Received', 'Last error', 'Actions']}>
-          {list.items?.map((ev) => (
-            <tr key={ev.id}>
-              <td>
-                {ev.type}
-                <div class="id">{ev.providerEventId}</div>
-              </td>
-              <td>
-                <Status value={ev.status} />
-              </td>
-              <td>{ev.attempts}</td>
-              <td>{when(ev.receivedAt)}</td>
-              <td>{ev.lastError ?? '—'}</td>
-              <td class="actions">
-                {ev.status === 'FAILED' ? (
-                  <button type="button" onClick={() => void replay(ev.id)}>
-                    Replay
-                  </button>
-                ) : null}
-              </td>
-            </tr>
-          ))}
-        </ListTable>
-      )}
-      <Pager list={list} />
+      <Select
+        label="Status"
+        choices={statusChoices(['RECEIVED', 'PROCESSING', 'PROCESSED', 'IGNORED', 'FAILED'], 'Any')}
+        value={status}
+        onChange={(e) => setStatus(valueOf(e) as EventStatus | '')}
+      />
+      <ActionNotes action={action} problem={list.problem} />
+      <PagedTable
+        list={list}
+        columns={['Type', 'Status', 'Attempts', 'Received', 'Last error', 'Actions']}
+        empty={`No webhook event ${status ? `with status ${status.toLowerCase()}` : 'received yet'}. Point the provider's webhook at the URL above, with the signing secret set here.`}
+        row={(ev) => (
+          <tr>
+            <td>
+              {ev.type}
+              <div class="id">{ev.providerEventId}</div>
+            </td>
+            <td>
+              <Status value={ev.status} />
+            </td>
+            <td>{ev.attempts}</td>
+            <td>{when(ev.receivedAt)}</td>
+            <td>{ev.lastError ?? '—'}</td>
+            <td class="actions">
+              {ev.status === 'FAILED' ? (
+                <ActionButton
+                  action={action}
+                  label="Replaying the event…"
+                  call={() => replayBillingWebhookEvent({ client, path: { eventId: ev.id } })}
+                  onDone={list.reload}
+                >
+                  Replay
+                </ActionButton>
+              ) : null}
+            </td>
+          </tr>
+        )}
+      />
     </div>
   );
 }
@@ -183,9 +150,9 @@ function Subscriptions({ client, workspaceId }: { client: Client; workspaceId: s
   const [user, setUser] = useState<WorkspaceUserDto | undefined>();
   const accessId = user?.access.id ?? '';
   const list = usePaged(
-    (cursor) =>
+    (page) =>
       accessId
-        ? listExternalSubscriptions({ client, path: { accessId }, query: { cursor, limit: 20 } })
+        ? listExternalSubscriptions({ client, path: { accessId }, query: page })
         : Promise.resolve({ data: [], response: new Response(null) }),
     [accessId],
   );
@@ -196,12 +163,13 @@ function Subscriptions({ client, workspaceId }: { client: Client; workspaceId: s
       <ErrorNote problem={list.problem} />
       {!accessId ? (
         <Empty>Choose a user to see the subscriptions the billing providers report for them.</Empty>
-      ) : list.items?.length === 0 ? (
-        <Empty>No subscription for this user: one appears when the provider's webhook or a reconciliation reports it.</Empty>
       ) : (
-        <ListTable columns={['Subscription', 'Status', 'Period', 'Updated']}>
-          {list.items?.map((s) => (
-            <tr key={s.id}>
+        <PagedTable
+          list={list}
+          columns={['Subscription', 'Status', 'Period', 'Updated']}
+          empty="No subscription for this user: one appears when the provider's webhook or a reconciliation reports it."
+          row={(s) => (
+            <tr>
               <td>
                 {s.provider} {s.externalSubscriptionId}
               </td>
@@ -213,97 +181,75 @@ function Subscriptions({ client, workspaceId }: { client: Client; workspaceId: s
               </td>
               <td>{when(s.updatedAt)}</td>
             </tr>
-          ))}
-        </ListTable>
+          )}
+        />
       )}
-      <Pager list={list} />
     </section>
   );
 }
 
-function ConnectionDetail({
-  client,
-  connection,
-  plans,
-  onChange,
-}: {
-  client: Client;
-  connection: BillingConnectionDto;
-  plans: WorkspacePlanDto[];
-  onChange: () => void;
-}) {
+function ConnectionDetail(props: { client: Client; connection: BillingConnectionDto; plans: WorkspacePlanDto[]; onChange: () => void }) {
+  const { client, connection, plans, onChange } = props;
   const action = useAction();
-  const [credential, setCredential] = useState('');
-  const [secret, setSecret] = useState('');
   const [runs, setRuns] = useState<{ at: string; accepted: boolean; operationId?: string | undefined }[]>([]);
-  const id = connection.id;
-  const reconcile = async () => {
-    const res = await action.run('Reconciling with the provider (this can take a while)…', () =>
-      reconcileBillingConnection({ client, path: { connectionId: id } }),
-    );
-    if (res) setRuns([{ at: new Date().toISOString(), accepted: res.data.accepted, operationId: res.data.operationId }, ...runs]);
-  };
+  const path = { connectionId: connection.id };
   return (
     <div class="card">
       <div class="row">
-        <button
-          type="button"
-          onClick={() =>
-            void action
-              .run('Verifying the credential…', () => verifyBillingConnection({ client, path: { connectionId: id } }))
-              .then(onChange)
-          }
+        <ActionButton
+          action={action}
+          label="Verifying the credential…"
+          call={() => verifyBillingConnection({ client, path })}
+          onDone={onChange}
         >
           Verify credential
-        </button>
-        <button type="button" onClick={() => void reconcile()}>
+        </ActionButton>
+        <ActionButton
+          action={action}
+          label="Reconciling with the provider (this can take a while)…"
+          call={() => reconcileBillingConnection({ client, path })}
+          onDone={(res) =>
+            setRuns([{ at: new Date().toISOString(), accepted: res.data.accepted, operationId: res.data.operationId }, ...runs])
+          }
+        >
           Reconcile now
-        </button>
+        </ActionButton>
         {connection.status === 'ACTIVE' ? (
-          <button
-            type="button"
-            class="danger"
-            onClick={() =>
-              window.confirm(`Disable ${connection.name}?`) &&
-              void action.run('Disabling…', () => disableBillingConnection({ client, path: { connectionId: id } })).then(onChange)
-            }
+          <ActionButton
+            action={action}
+            danger
+            confirm={`Disable ${connection.name}?`}
+            label="Disabling…"
+            call={() => disableBillingConnection({ client, path })}
+            onDone={onChange}
           >
             Disable
-          </button>
+          </ActionButton>
         ) : null}
       </div>
       <div class="grid">
-        <Form
+        <SecretForm
+          action={action}
           title="Provider credential"
           submit="Save credential"
-          disabled={!!action.working}
-          onSubmit={() =>
-            void action
-              .run('Saving…', () => configureBillingProviderCredential({ client, path: { connectionId: id }, body: { credential } }))
-              .then(onChange)
-          }
-        >
-          <Field label="Credential" hint={connection.credentialPreview ? `Now: ${connection.credentialPreview}` : 'None set'}>
-            <input type="password" autoComplete="off" required value={credential} onInput={(e) => setCredential(valueOf(e))} />
-          </Field>
-        </Form>
-        <Form
+          label="Credential"
+          hint={connection.credentialPreview ? `Now: ${connection.credentialPreview}` : 'None set'}
+          working="Saving…"
+          save={(credential) => configureBillingProviderCredential({ client, path, body: { credential } })}
+          onDone={onChange}
+        />
+        <SecretForm
+          action={action}
           title="Webhook signing secret"
           submit="Save secret"
-          disabled={!!action.working}
-          onSubmit={() =>
-            void action
-              .run('Saving…', () => configureBillingWebhookSecret({ client, path: { connectionId: id }, body: { webhookSecret: secret } }))
-              .then(onChange)
-          }
-        >
-          <Field label="Secret" hint={connection.webhookSecretConfigured ? 'A secret is set: saving rotates it' : 'None set'}>
-            <input type="password" autoComplete="off" required value={secret} onInput={(e) => setSecret(valueOf(e))} />
-          </Field>
-        </Form>
+          label="Secret"
+          hint={connection.webhookSecretConfigured ? 'A secret is set: saving rotates it' : 'None set'}
+          working="Saving…"
+          save={(webhookSecret) => configureBillingWebhookSecret({ client, path, body: { webhookSecret } })}
+          onDone={onChange}
+        />
       </div>
-      <Working label={action.working} />
-      <ErrorNote problem={action.problem} />
+      <ActionNotes action={action} />
       <h4>Reconciliation runs (this session)</h4>
       {runs.length === 0 ? (
         <Empty>No run yet: "Reconcile now" asks the provider for every subscription and brings the projections in line.</Empty>
@@ -322,109 +268,72 @@ function ConnectionDetail({
   );
 }
 
+const NEW_CONNECTION = {
+  name: '',
+  provider: 'STRIPE' as 'STRIPE' | 'PADDLE',
+  kind: 'HOSTED' as 'HOSTED' | 'APP_SYNC',
+  mode: 'TEST' as 'TEST' | 'LIVE',
+};
+
 export function BillingPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
-  const list = usePaged((cursor) => listBillingConnections({ client, path: { workspaceId }, query: { cursor, limit: 20 } }), [workspaceId]);
-  const [plans, setPlans] = useState<WorkspacePlanDto[]>([]);
-  useEffect(() => {
-    listPlans({ client, path: { workspaceId }, query: { limit: 100, status: 'ACTIVE' } }).then(
-      (p) => setPlans(p.data),
-      () => setPlans([]),
-    );
-  }, [workspaceId]);
+  const list = usePaged((page) => listBillingConnections({ client, path: { workspaceId }, query: page }), [workspaceId]);
+  const plans = usePlans(client, workspaceId, 'ACTIVE') ?? [];
   const action = useAction();
-  const [form, setForm] = useState({
-    name: '',
-    provider: 'STRIPE' as 'STRIPE' | 'PADDLE',
-    kind: 'HOSTED' as 'HOSTED' | 'APP_SYNC',
-    mode: 'TEST' as 'TEST' | 'LIVE',
-  });
-  const [open, setOpen] = useState<string | undefined>();
-  const set = (field: keyof typeof form) => (e: Event) => setForm({ ...form, [field]: valueOf(e) });
+  const { values: form, bind, bindChange, put } = useFields(NEW_CONNECTION);
+  const rows = useOpenRow();
   const create = async () => {
     const res = await action.run('Creating the billing connection…', () =>
-      createBillingConnection({ client, path: { workspaceId }, body: form, headers: { 'Idempotency-Key': idempotencyKey() } }),
+      createBillingConnection({ client, path: { workspaceId }, body: form, headers: idempotent() }),
     );
     if (res) {
-      setOpen(res.data.id);
-      setForm({ ...form, name: '' });
+      rows.set(res.data.id);
+      put({ name: '' });
       list.reload();
     }
   };
   return (
-    <section aria-labelledby="page-title">
-      <h1 id="page-title">Billing</h1>
-      <p class="lead">
-        Stripe or Paddle subscriptions that give users access to plans: connections, product mappings, the webhook inbox and reconciliation.
-      </p>
+    <Page
+      title="Billing"
+      lead="Stripe or Paddle subscriptions that give users access to plans: connections, product mappings, the webhook inbox and reconciliation."
+    >
       <Form title="Connect a billing provider" submit="Create billing connection" onSubmit={create} disabled={!!action.working}>
         <div class="grid">
-          <Field label="Name">
-            <input name="billingName" required value={form.name} onInput={set('name')} />
-          </Field>
-          <Field label="Provider">
-            <select value={form.provider} onChange={set('provider')}>
-              <option value="STRIPE">Stripe</option>
-              <option value="PADDLE">Paddle</option>
-            </select>
-          </Field>
-          <Field label="Kind">
-            <select value={form.kind} onChange={set('kind')}>
-              <option value="HOSTED">Hosted checkout</option>
-              <option value="APP_SYNC">Synced by your app</option>
-            </select>
-          </Field>
-          <Field label="Mode">
-            <select value={form.mode} onChange={set('mode')}>
-              <option value="TEST">Test</option>
-              <option value="LIVE">Live</option>
-            </select>
-          </Field>
+          <Input label="Name" name="billingName" required {...bind('name')} />
+          <Select label="Provider" choices={{ STRIPE: 'Stripe', PADDLE: 'Paddle' }} {...bindChange('provider')} />
+          <Select label="Kind" choices={{ HOSTED: 'Hosted checkout', APP_SYNC: 'Synced by your app' }} {...bindChange('kind')} />
+          <Select label="Mode" choices={{ TEST: 'Test', LIVE: 'Live' }} {...bindChange('mode')} />
         </div>
       </Form>
-      <Working label={action.working} />
-      <ErrorNote problem={action.problem ?? list.problem} />
-      {list.items?.length === 0 ? (
-        <Empty>
-          No billing connection. Connect Stripe or Paddle above if your users pay through one; otherwise provision them directly.
-        </Empty>
-      ) : (
-        <ListTable caption="Billing connections" columns={['Connection', 'Status', 'Credential', 'Webhook secret', 'Details']}>
-          {list.items?.map((c) => (
-            <>
-              <tr key={c.id}>
-                <td>
-                  {c.name}
-                  <div class="id">
-                    {c.provider} · {c.kind} · {c.mode}
-                  </div>
-                </td>
-                <td>
-                  <Status value={c.status} />
-                </td>
-                <td>
-                  <Status value={c.credentialVerificationStatus} />
-                </td>
-                <td>{c.webhookSecretConfigured ? 'set' : 'not set'}</td>
-                <td>
-                  <button type="button" aria-expanded={open === c.id} onClick={() => setOpen(open === c.id ? undefined : c.id)}>
-                    {open === c.id ? 'Close' : `Manage ${c.name}`}
-                  </button>
-                </td>
-              </tr>
-              {open === c.id ? (
-                <tr key={`${c.id}-detail`}>
-                  <td colSpan={5}>
-                    <ConnectionDetail client={client} connection={c} plans={plans} onChange={list.reload} />
-                  </td>
-                </tr>
-              ) : null}
-            </>
-          ))}
-        </ListTable>
-      )}
-      <Pager list={list} />
+      <ActionNotes action={action} problem={list.problem} />
+      <PagedTable
+        list={list}
+        caption="Billing connections"
+        columns={['Connection', 'Status', 'Credential', 'Webhook secret', 'Details']}
+        empty="No billing connection. Connect Stripe or Paddle above if your users pay through one; otherwise provision them directly."
+        row={(c) => (
+          <tr>
+            <td>
+              {c.name}
+              <div class="id">
+                {c.provider} · {c.kind} · {c.mode}
+              </div>
+            </td>
+            <td>
+              <Status value={c.status} />
+            </td>
+            <td>
+              <Status value={c.credentialVerificationStatus} />
+            </td>
+            <td>{c.webhookSecretConfigured ? 'set' : 'not set'}</td>
+            <td>
+              <ExpandButton rows={rows} id={c.id} show={`Manage ${c.name}`} hide="Close" />
+            </td>
+          </tr>
+        )}
+        detail={(c) => (rows.is(c.id) ? <ConnectionDetail client={client} connection={c} plans={plans} onChange={list.reload} /> : null)}
+      />
       <Subscriptions client={client} workspaceId={workspaceId} />
-    </section>
+    </Page>
   );
 }

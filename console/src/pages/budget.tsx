@@ -1,7 +1,15 @@
 import { useState } from 'preact/hooks';
 import { getWorkspaceBudget, setWorkspaceBudget, type WorkspaceBudgetDto } from '../api.js';
-import type { PageProps } from '../main.js';
-import { Empty, ErrorNote, Field, Form, formatMoney, microsOf, useAction, useRead, valueOf, when, Working } from '../ui.js';
+import { formatMoney, microsOf, when } from '../format.js';
+import { useAction, useFields, useRead } from '../hooks.js';
+import { ActionNotes, Empty, Figures, Form, Input, Page, Select, type PageProps } from '../ui.js';
+
+/** The budget's two levels: the form's field, the budget's limit and whether it is crossed, and what reaching it does. */
+const LEVELS = [
+  { field: 'soft', name: 'Soft level', limit: 'softLimitMicros', crossed: 'softCrossed', does: 'Reports crossed; empty: none' },
+  { field: 'hard', name: 'Hard level', limit: 'hardLimitMicros', crossed: 'hardCrossed', does: 'Refuses new calls; empty: none' },
+] as const;
+type Level = (typeof LEVELS)[number];
 
 /** Micro-units as a decimal amount for an input: 12500000 → 12.5. */
 function amountOf(micros: string | undefined): string {
@@ -14,50 +22,44 @@ function amountOf(micros: string | undefined): string {
 }
 
 /** Spend against one level: the amount, how much of it is spent, and whether it is crossed. */
-function Level({ name, limit, budget }: { name: string; limit: string | undefined; budget: WorkspaceBudgetDto }) {
-  if (limit === undefined)
-    return (
-      <>
-        <dt>{name}</dt>
-        <dd>none</dd>
-      </>
-    );
+function Spent({ level, budget }: { level: Level; budget: WorkspaceBudgetDto }) {
+  const limit = budget[level.limit];
+  if (limit === undefined) return <>none</>;
   const spent = BigInt(budget.spentMicros);
   const max = BigInt(limit);
   const percent = max > 0n ? Number((spent * 10_000n) / max) / 100 : 100;
-  const crossed = name === 'Soft level' ? budget.softCrossed : budget.hardCrossed;
   return (
     <>
-      <dt>{name}</dt>
-      <dd>
-        {formatMoney(limit, budget.currency)} · {percent.toLocaleString(undefined, { maximumFractionDigits: 2 })} % spent{' '}
-        {crossed ? <span class="badge over">crossed</span> : null}
-        <div>
-          <meter
-            min={0}
-            max={100}
-            low={80}
-            high={99.99}
-            optimum={0}
-            value={Math.min(percent, 100)}
-            aria-label={`${name}: ${percent} % spent`}
-          />
-        </div>
-      </dd>
+      {formatMoney(limit, budget.currency)} · {percent.toLocaleString(undefined, { maximumFractionDigits: 2 })} % spent{' '}
+      {budget[level.crossed] ? <span class="badge over">crossed</span> : null}
+      <div>
+        <meter
+          min={0}
+          max={100}
+          low={80}
+          high={99.99}
+          optimum={0}
+          value={Math.min(percent, 100)}
+          aria-label={`${level.name}: ${percent} % spent`}
+        />
+      </div>
     </>
   );
 }
 
+/** The form's values of a budget. */
+const formOf = (b: WorkspaceBudgetDto) => ({ period: b.period, soft: amountOf(b.softLimitMicros), hard: amountOf(b.hardLimitMicros) });
+
 export function BudgetPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
   const [budget, setBudget] = useState<WorkspaceBudgetDto | null | undefined>();
-  const [form, setForm] = useState({ period: 'MONTH' as 'DAY' | 'MONTH', soft: '', hard: '' });
+  const { values: form, bind, bindChange, replace } = useFields({ period: 'MONTH' as 'DAY' | 'MONTH', soft: '', hard: '' });
   const load = useAction();
   const action = useAction();
   const currency = budget?.currency ?? workspace.currency ?? 'USD';
   const show = (b: WorkspaceBudgetDto) => {
     setBudget(b);
-    setForm({ period: b.period, soft: amountOf(b.softLimitMicros), hard: amountOf(b.hardLimitMicros) });
+    replace(formOf(b));
   };
   useRead(
     async () => {
@@ -73,68 +75,69 @@ export function BudgetPage({ client, workspace }: PageProps) {
     [workspaceId],
     { action: load, label: 'Reading the budget…' },
   );
-  const set = (field: keyof typeof form) => (e: Event) => setForm({ ...form, [field]: valueOf(e) });
   const save = async () => {
     const res = await action.run('Saving the budget…', () => {
-      const level = (label: string, amount: string) => {
-        if (!amount.trim()) return undefined;
+      const limits = LEVELS.map((level) => {
+        const amount = form[level.field];
+        if (!amount.trim()) return {};
         const micros = microsOf(amount);
-        if (micros === undefined) throw new Error(`${label}: write an amount in ${currency}, such as 250 or 12.50 (at most six decimals).`);
-        return micros;
-      };
-      const soft = level('Soft level', form.soft);
-      const hard = level('Hard level', form.hard);
-      const body = { period: form.period, ...(soft ? { softLimitMicros: soft } : {}), ...(hard ? { hardLimitMicros: hard } : {}) };
-      return setWorkspaceBudget({ client, path: { workspaceId }, body });
+        if (micros === undefined)
+          throw new Error(`${level.name}: write an amount in ${currency}, such as 250 or 12.50 (at most six decimals).`);
+        return { [level.limit]: micros };
+      });
+      return setWorkspaceBudget({ client, path: { workspaceId }, body: Object.assign({ period: form.period }, ...limits) });
     });
     if (res) show(res.data);
   };
   return (
-    <section aria-labelledby="page-title">
-      <h1 id="page-title">Budget</h1>
-      <p class="lead">
-        The workspace's provider spend per UTC day or month, in {currency}, from the price book. At the soft level the budget reports itself
-        crossed (and a <code>workspace.budget_crossed</code> event is sent); at the hard level the gateway refuses new metered calls with
-        402 until the window ends or the budget is raised.
-      </p>
-      <Working label={load.working} />
-      <ErrorNote problem={load.problem} />
+    <Page
+      title="Budget"
+      lead={
+        <>
+          The workspace's provider spend per UTC day or month, in {currency}, from the price book. At the soft level the budget reports
+          itself crossed (and a <code>workspace.budget_crossed</code> event is sent); at the hard level the gateway refuses new metered
+          calls with 402 until the window ends or the budget is raised.
+        </>
+      }
+    >
+      <ActionNotes action={load} />
       {budget === null ? <Empty>No budget set: spend is not limited. Set one below.</Empty> : null}
       {budget ? (
         <section class="card" aria-labelledby="spend-title">
           <h2 id="spend-title">This {budget.period === 'DAY' ? 'day' : 'month'}</h2>
-          <dl class="figures">
-            <dt>Window</dt>
-            <dd>
-              {when(budget.windowStart)} to {when(budget.windowEnd)}
-            </dd>
-            <dt>Spent</dt>
-            <dd data-testid="budget-spent">{formatMoney(budget.spentMicros, budget.currency)}</dd>
-            <Level name="Soft level" limit={budget.softLimitMicros} budget={budget} />
-            <Level name="Hard level" limit={budget.hardLimitMicros} budget={budget} />
-          </dl>
+          <Figures
+            items={[
+              ['Window', `${when(budget.windowStart)} to ${when(budget.windowEnd)}`],
+              ['Spent', formatMoney(budget.spentMicros, budget.currency), { 'data-testid': 'budget-spent' }],
+              ...LEVELS.map((level) => [level.name, <Spent level={level} budget={budget} />] as const),
+            ]}
+          />
         </section>
       ) : null}
       {budget !== undefined ? (
         <Form title="Set the budget" submit="Save budget" onSubmit={save} disabled={!!action.working}>
           <div class="grid">
-            <Field label="Period" hint="UTC days or months">
-              <select name="period" value={form.period} onChange={set('period')}>
-                <option value="DAY">Day</option>
-                <option value="MONTH">Month</option>
-              </select>
-            </Field>
-            <Field label={`Soft level (${currency})`} hint="Reports crossed; empty: none">
-              <input name="soft" inputMode="decimal" value={form.soft} onInput={set('soft')} />
-            </Field>
-            <Field label={`Hard level (${currency})`} hint="Refuses new calls; empty: none">
-              <input name="hard" inputMode="decimal" value={form.hard} onInput={set('hard')} />
-            </Field>
+            <Select
+              label="Period"
+              hint="UTC days or months"
+              name="period"
+              choices={{ DAY: 'Day', MONTH: 'Month' }}
+              {...bindChange('period')}
+            />
+            {LEVELS.map((level) => (
+              <Input
+                key={level.field}
+                label={`${level.name} (${currency})`}
+                hint={level.does}
+                name={level.field}
+                inputMode="decimal"
+                {...bind(level.field)}
+              />
+            ))}
           </div>
         </Form>
       ) : null}
-      <Working label={action.working} />
-      <ErrorNote problem={action.problem} />
-    </section>
+      <ActionNotes action={action} />
+    </Page>
   );
 }

@@ -1,31 +1,20 @@
 import { useEffect, useState } from 'preact/hooks';
 import {
   getWorkspaceAccess,
-  idempotencyKey,
+  idempotent,
   issueInferenceKey,
   listInferenceKeys,
   listWorkspaceUsers,
   revokeInferenceKey,
-  type ApiKeyDto,
+  type Client,
   type WorkspaceUserDto,
 } from '../api.js';
-import type { PageProps } from '../main.js';
-import {
-  Empty,
-  ErrorNote,
-  Field,
-  Form,
-  Pager,
-  ShownOnce,
-  usePaged,
-  useAction,
-  useRead,
-  UserPicker,
-  valueOf,
-  when,
-  Working,
-  ListTable,
-} from '../ui.js';
+import { ActionButton } from '../components/buttons.js';
+import { PagedTable } from '../components/lists.js';
+import { UserPicker } from '../components/user-picker.js';
+import { when } from '../format.js';
+import { useAction, usePaged, useRead, valueOf } from '../hooks.js';
+import { ActionNotes, Empty, Form, Input, Page, ShownOnce, Working, type PageProps } from '../ui.js';
 
 export function KeysPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
@@ -58,12 +47,10 @@ export function KeysPage({ client, workspace, rest }: PageProps) {
     window.location.hash = `#/w/${workspaceId}/keys/${chosen.access.id}`;
   };
   return (
-    <section aria-labelledby="page-title">
-      <h1 id="page-title">Inference keys</h1>
-      <p class="lead">
-        The keys an end user calls the gateway with. A key's plaintext is shown once, when it is issued; revoking one leaves the plan and
-        quota as they are.
-      </p>
+    <Page
+      title="Inference keys"
+      lead="The keys an end user calls the gateway with. A key's plaintext is shown once, when it is issued; revoking one leaves the plan and quota as they are."
+    >
       {anyUser === undefined ? (
         <Working label="Loading users…" />
       ) : !anyUser ? (
@@ -78,18 +65,18 @@ export function KeysPage({ client, workspace, rest }: PageProps) {
       ) : anyUser ? (
         <Empty>Find a user to see and issue their keys.</Empty>
       ) : null}
-    </section>
+    </Page>
   );
 }
 
-function AccessKeys({ client, accessId }: { client: PageProps['client']; accessId: string }) {
-  const list = usePaged((cursor) => listInferenceKeys({ client, path: { accessId }, query: { cursor, limit: 20 } }), [accessId]);
+function AccessKeys({ client, accessId }: { client: Client; accessId: string }) {
+  const list = usePaged((page) => listInferenceKeys({ client, path: { accessId }, query: page }), [accessId]);
   const action = useAction();
   const [name, setName] = useState('');
   const [issued, setIssued] = useState<string | undefined>();
   const issue = async () => {
     const res = await action.run('Issuing the key…', () =>
-      issueInferenceKey({ client, path: { accessId }, body: name ? { name } : {}, headers: { 'Idempotency-Key': idempotencyKey() } }),
+      issueInferenceKey({ client, path: { accessId }, body: name ? { name } : {}, headers: idempotent() }),
     );
     if (res) {
       setIssued(res.data.apiKey);
@@ -97,44 +84,43 @@ function AccessKeys({ client, accessId }: { client: PageProps['client']; accessI
       list.reload();
     }
   };
-  const revoke = async (key: ApiKeyDto) => {
-    if (!window.confirm(`Revoke ${key.name || key.prefix}? Calls with it are refused from now on.`)) return;
-    if (await action.run('Revoking…', () => revokeInferenceKey({ client, path: { accessId, keyId: key.id } }))) list.reload();
-  };
   return (
     <>
       <Form title="Issue a key" submit="Issue key" onSubmit={issue} disabled={!!action.working}>
-        <Field label="Name (optional)">
-          <input name="keyName" value={name} onInput={(e) => setName(valueOf(e))} />
-        </Field>
+        <Input label="Name (optional)" name="keyName" value={name} onInput={(e) => setName(valueOf(e))} />
       </Form>
-      <Working label={action.working} />
-      <ErrorNote problem={action.problem ?? list.problem} />
+      <ActionNotes action={action} problem={list.problem} />
       {issued ? <ShownOnce label="The new inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
-      {list.items?.length === 0 ? (
-        <Empty>This user has no key. Issue one above and hand it to the user's application.</Empty>
-      ) : (
-        <ListTable caption="Inference keys" columns={['Key', 'Enabled', 'Expires', 'Last request', 'Actions']}>
-          {list.items?.map((k) => (
-            <tr key={k.id}>
-              <td>
-                {k.name || '(unnamed)'} <code>{k.prefix}…</code>
-              </td>
-              <td>{k.enabled ? 'yes' : 'revoked'}</td>
-              <td>{when(k.expiresAt)}</td>
-              <td>{when(k.lastRequestAt)}</td>
-              <td class="actions">
-                {k.enabled ? (
-                  <button type="button" class="danger" onClick={() => void revoke(k)}>
-                    Revoke
-                  </button>
-                ) : null}
-              </td>
-            </tr>
-          ))}
-        </ListTable>
-      )}
-      <Pager list={list} />
+      <PagedTable
+        list={list}
+        caption="Inference keys"
+        columns={['Key', 'Enabled', 'Expires', 'Last request', 'Actions']}
+        empty="This user has no key. Issue one above and hand it to the user's application."
+        row={(k) => (
+          <tr>
+            <td>
+              {k.name || '(unnamed)'} <code>{k.prefix}…</code>
+            </td>
+            <td>{k.enabled ? 'yes' : 'revoked'}</td>
+            <td>{when(k.expiresAt)}</td>
+            <td>{when(k.lastRequestAt)}</td>
+            <td class="actions">
+              {k.enabled ? (
+                <ActionButton
+                  action={action}
+                  danger
+                  confirm={`Revoke ${k.name || k.prefix}? Calls with it are refused from now on.`}
+                  label="Revoking…"
+                  call={() => revokeInferenceKey({ client, path: { accessId, keyId: k.id } })}
+                  onDone={list.reload}
+                >
+                  Revoke
+                </ActionButton>
+              ) : null}
+            </td>
+          </tr>
+        )}
+      />
     </>
   );
 }

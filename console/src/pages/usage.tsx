@@ -1,36 +1,14 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
-import uPlot from 'uplot';
-import {
-  getUsageSummary,
-  listPlans,
-  listProviderConnections,
-  type Client,
-  type UsageBucketDto,
-  type GetUsageSummaryData,
-  type UsageSummaryDto,
-} from '../api.js';
-import type { PageProps } from '../main.js';
-import {
-  Empty,
-  ErrorNote,
-  Field,
-  formatMoney,
-  formatNumber,
-  useAccessNames,
-  useAction,
-  useRead,
-  useInferenceKeys,
-  valueOf,
-  Working,
-} from '../ui.js';
+import { useEffect, useState } from 'preact/hooks';
+import { getUsageSummary, type Client, type GetUsageSummaryData, type UsageBucketDto, type UsageSummaryDto } from '../api.js';
+import { formatMoney, formatNumber } from '../format.js';
+import { useAction, useRead, valueOf } from '../hooks.js';
+import { namesOf, useAccessNames, useConnections, useInferenceKeys, usePlans } from '../lookups.js';
+import { Empty, ErrorNote, Page, Select, Toolbar, Working, type PageProps } from '../ui.js';
+import { CALL_COUNTS, Chart, countOf, dayZone, localZone, METRICS, type CallCount, type Metric } from './usage-chart.js';
 
 type Granularity = 'hour' | 'day';
 /** The groupings this page knows; `key` and `plan` are offered when the API answers them (see useGroupings). */
 type GroupBy = 'model' | 'access' | 'connection' | 'key' | 'plan';
-type Metric = 'cost' | 'calls' | 'failedCalls' | 'refusedCalls' | 'units' | 'tokens' | 'inputTokens' | 'outputTokens';
-/** The call counts a bucket carries on a Nexus that counts calls; read defensively, as an older one has none. */
-type CallCount = 'calls' | 'failedCalls' | 'refusedCalls';
-const CALL_COUNTS: CallCount[] = ['calls', 'failedCalls', 'refusedCalls'];
 
 const GROUPINGS: Record<GroupBy, { label: string; column: string }> = {
   model: { label: 'Model', column: 'Model' },
@@ -40,49 +18,12 @@ const GROUPINGS: Record<GroupBy, { label: string; column: string }> = {
   plan: { label: 'Plan', column: 'Plan' },
 };
 
-const METRICS: Record<Metric, string> = {
-  cost: 'Spend',
-  calls: 'Calls',
-  failedCalls: 'Errors (failed calls)',
-  refusedCalls: 'Refused calls',
-  units: 'Units',
-  tokens: 'Tokens (input + output)',
-  inputTokens: 'Input tokens',
-  outputTokens: 'Output tokens',
-};
-
-/** A bucket's call count (`calls`, `failedCalls`, `refusedCalls`), a number or a decimal string; undefined where the API has none. */
-function countOf(b: UsageBucketDto, field: CallCount): bigint | undefined {
-  const v = (b as unknown as Record<string, unknown>)[field];
-  if (typeof v === 'number' && Number.isInteger(v)) return BigInt(v);
-  if (typeof v === 'string' && /^\d+$/.test(v)) return BigInt(v);
-  return undefined;
-}
-
 const RANGES: Record<string, { label: string; ms: number; granularity: Granularity }> = {
   '24h': { label: 'Last 24 hours', ms: 86_400_000, granularity: 'hour' },
   '7d': { label: 'Last 7 days', ms: 7 * 86_400_000, granularity: 'hour' },
   '30d': { label: 'Last 30 days', ms: 30 * 86_400_000, granularity: 'day' },
   '365d': { label: 'Last 365 days', ms: 365 * 86_400_000, granularity: 'day' },
 };
-const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#ca8a04', '#db2777'];
-
-function metricOf(b: UsageBucketDto, metric: Metric): number {
-  switch (metric) {
-    case 'cost':
-      return Number(b.costMicros ?? 0);
-    case 'calls':
-    case 'failedCalls':
-    case 'refusedCalls':
-      return Number(countOf(b, metric) ?? 0n);
-    case 'tokens':
-      return Number(b.inputTokens) + Number(b.outputTokens);
-    case 'units':
-    case 'inputTokens':
-    case 'outputTokens':
-      return Number(b[metric]);
-  }
-}
 
 /**
  * A summary's query as the generated client types it: asserted as a whole, so this reads the same whether the
@@ -118,147 +59,6 @@ function useGroupings(client: Client, workspaceId: string): GroupBy[] {
     };
   }, [workspaceId]);
   return known;
-}
-
-/**
- * The buckets as uPlot's columns: every bucket start of the range (seconds; the API leaves out the
- * buckets without events, drawn here as zeros), then one series per key.
- */
-function columns(summary: UsageSummaryDto, metric: Metric): { keys: string[]; data: uPlot.AlignedData } {
-  const since = Date.parse(summary.since);
-  const until = Date.parse(summary.until);
-  const found = new Set(summary.buckets.map((b) => Date.parse(b.start) / 1000));
-  if (summary.granularity === 'hour') {
-    for (let s = Math.floor(since / HOUR_MS) * HOUR_MS; s < until; s += HOUR_MS) found.add(s / 1000);
-  } else {
-    // A day is 23 to 25 hours long: 36 hours after a day's start is always in the next day.
-    const zone = dayZone(summary);
-    for (let s = localDayStart(since, zone); s < until; s = localDayStart(s + 36 * HOUR_MS, zone)) found.add(s / 1000);
-  }
-  const starts = [...found].sort((a, b) => a - b);
-  const keys = [...new Set(summary.buckets.map((b) => b.key))].sort();
-  const at = new Map(starts.map((s, i) => [s, i]));
-  const series = keys.map(() => starts.map(() => 0));
-  for (const b of summary.buckets) {
-    const row = series[keys.indexOf(b.key)]!;
-    const i = at.get(Date.parse(b.start) / 1000)!;
-    row[i] = (row[i] ?? 0) + metricOf(b, metric);
-  }
-  return { keys, data: [starts, ...series] };
-}
-
-/** The operator's time zone, as the browser reports it. */
-const localZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone;
-
-/** The zone whose days the API summed (a Nexus that does not say sums UTC days). */
-const dayZone = (summary: UsageSummaryDto) => (summary as { timeZone?: string }).timeZone ?? 'UTC';
-
-/**
- * What the x axis is in: hours in the operator's time zone; days in the zone the API summed them in (the
- * operator's, asked for), so a day is labelled as the day it is (never as "1:00am" of the day before).
- */
-const axisZone = (summary: UsageSummaryDto) => (summary.granularity === 'day' ? dayZone(summary) : localZone());
-
-const HOUR_MS = 3_600_000;
-
-/** The start of the day in `zone` that the instant `ms` falls in: its local midnight. */
-function localDayStart(ms: number, zone: string): number {
-  const clock = new Intl.DateTimeFormat('en-US', {
-    timeZone: zone,
-    hourCycle: 'h23',
-    hour: 'numeric',
-    minute: 'numeric',
-    second: 'numeric',
-  });
-  const sinceMidnight = (t: number) => {
-    const p = Object.fromEntries(clock.formatToParts(t).map((x) => [x.type, Number(x.value)]));
-    return ((p.hour ?? 0) * 3600 + (p.minute ?? 0) * 60 + (p.second ?? 0)) * 1000 + (t % 1000);
-  };
-  const midnight = ms - sinceMidnight(ms);
-  // A day whose offset changed before `ms` (daylight saving time): one more step to its midnight.
-  const off = sinceMidnight(midnight);
-  return off === 0 ? midnight : midnight - (off > 12 * HOUR_MS ? off - 24 * HOUR_MS : off);
-}
-
-/**
- * Each bucket is a bar (a bucket is a sum over its hour or day; a line between two would invent a ramp), the
- * keys stacked: a series is drawn at its running total, the tallest first, and its legend reads its own value.
- */
-function Chart(props: { summary: UsageSummaryDto; metric: Metric; labelOf: (key: string) => string; format: (v: number) => string }) {
-  const { summary, metric, labelOf, format } = props;
-  const box = useRef<HTMLDivElement>(null);
-  useEffect(() => {
-    if (!box.current || summary.buckets.length === 0) return;
-    const { keys, data } = columns(summary, metric);
-    const raw = data.slice(1) as number[][];
-    const stacked = raw.map((_, i) => raw[0]!.map((__, j) => raw.slice(0, i + 1).reduce((sum, row) => sum + row[j]!, 0)));
-    const order = keys.map((_, i) => keys.length - 1 - i);
-    const zone = axisZone(summary);
-    const bars = uPlot.paths.bars!({ size: [0.8, 48], align: 0 });
-    const step = summary.granularity === 'hour' ? 3600 : 86_400;
-    const starts = data[0] as number[];
-    const axis = summary.granularity === 'day' ? `Day (${zone})` : `Hour (${zone})`;
-    // The axes in the card's text and line colours, read again when the theme changes (uPlot draws them on a canvas,
-    // which no stylesheet reaches).
-    const card = box.current;
-    const inkOf = () => {
-      const style = getComputedStyle(card);
-      return { text: style.color, line: style.borderTopColor };
-    };
-    let ink = inkOf();
-    const inked = { stroke: () => ink.text, grid: { stroke: () => ink.line }, ticks: { stroke: () => ink.line } };
-    const plot = new uPlot(
-      {
-        width: Math.max(280, box.current.clientWidth - 16),
-        height: 320,
-        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), zone),
-        scales: { x: { time: true, range: () => [starts[0]! - step / 2, starts[starts.length - 1]! + step / 2] } },
-        axes: [
-          { label: axis, ...inked },
-          {
-            ...inked,
-            label: metric === 'cost' ? `Spend (${summary.currency})` : METRICS[metric],
-            size: 90,
-            values: (_u, splits) => splits.map(format),
-          },
-        ],
-        series: [
-          { label: axis },
-          ...order.map((k) => ({
-            label: labelOf(keys[k]!) || '(none)',
-            stroke: COLORS[k % COLORS.length],
-            fill: COLORS[k % COLORS.length],
-            width: 1,
-            paths: bars,
-            points: { show: false },
-            value: (_u: uPlot, _v: number | null, _s: number, idx: number | null) => (idx === null ? '—' : format(raw[k]![idx]!)),
-          })),
-        ],
-      },
-      [starts, ...order.map((k) => stacked[k]!)],
-      box.current,
-    );
-    // As wide as its card, also when the window is resized (a phone turned, a window narrowed).
-    const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(280, card.clientWidth - 16), height: 320 }));
-    resize.observe(card);
-    // The theme: the system's scheme, or the one the operator chose (the Theme button sets data-theme).
-    const themed = () => {
-      ink = inkOf();
-      plot.redraw(false);
-    };
-    const system = window.matchMedia('(prefers-color-scheme: dark)');
-    system.addEventListener('change', themed);
-    const chosen = new MutationObserver(themed);
-    chosen.observe(document.documentElement, { attributes: true, attributeFilter: ['data-theme'] });
-    return () => {
-      resize.disconnect();
-      system.removeEventListener('change', themed);
-      chosen.disconnect();
-      plot.destroy();
-    };
-    // Drawn again when a key's name arrives (a user's external id is read after the summary).
-  }, [summary, metric, [...new Set(summary.buckets.map((b) => b.key))].map(labelOf).join('\n')]);
-  return <div class="chart" ref={box} data-testid="usage-chart" data-draw="bars" data-zone={axisZone(summary)} />;
 }
 
 interface Totals {
@@ -302,27 +102,85 @@ function errorRate(c: Record<CallCount, bigint> | undefined): string {
   return `${(Number((c.failedCalls * 1000n) / c.calls) / 10).toLocaleString(undefined, { maximumFractionDigits: 1 })} %`;
 }
 
+/** The totals' columns: spend, the call counts (where the API counts calls), units, tokens and events. */
+const COLUMNS: { label: string; calls?: boolean }[] = [
+  { label: 'Calls', calls: true },
+  { label: 'Errors', calls: true },
+  { label: 'Error rate', calls: true },
+  { label: 'Refused', calls: true },
+  { label: 'Units' },
+  { label: 'Input tokens' },
+  { label: 'Output tokens' },
+  { label: 'Events' },
+];
+
 /** A row of the totals table: spend, calls (where counted), units and tokens. */
 function TotalCells({ t, currency, counted }: { t: Totals; currency: string; counted: boolean }) {
+  const calls = [formatNumber(t.calls?.calls), formatNumber(t.calls?.failedCalls), errorRate(t.calls), formatNumber(t.calls?.refusedCalls)];
+  const cells = [...(counted ? calls : []), formatNumber(t.units), formatNumber(t.input), formatNumber(t.output), formatNumber(t.events)];
   return (
     <>
       <td class="num">
         {formatMoney(t.cost, currency)}
         {t.unpriced ? <span class="id"> ({formatNumber(t.unpriced)} unpriced)</span> : null}
       </td>
-      {counted ? (
-        <>
-          <td class="num">{formatNumber(t.calls?.calls)}</td>
-          <td class="num">{formatNumber(t.calls?.failedCalls)}</td>
-          <td class="num">{errorRate(t.calls)}</td>
-          <td class="num">{formatNumber(t.calls?.refusedCalls)}</td>
-        </>
-      ) : null}
-      <td class="num">{formatNumber(t.units)}</td>
-      <td class="num">{formatNumber(t.input)}</td>
-      <td class="num">{formatNumber(t.output)}</td>
-      <td class="num">{formatNumber(t.events)}</td>
+      {cells.map((cell, i) => (
+        <td key={i} class="num">
+          {cell}
+        </td>
+      ))}
     </>
+  );
+}
+
+/** The totals of the range, a row per key (the most spent first), then their sum. */
+function TotalsTable(props: {
+  summary: UsageSummaryDto;
+  column: string;
+  currency: string;
+  counted: boolean;
+  labelOf: (key: string) => string;
+}) {
+  const { summary, currency, counted } = props;
+  const totals = new Map<string, Totals>();
+  for (const b of summary.buckets) totals.set(b.key, add(totals.get(b.key) ?? NO_TOTALS, b));
+  const sum = summary.buckets.reduce(add, NO_TOTALS);
+  const rows = [...totals].sort(([, a], [, b]) =>
+    b.cost > a.cost ? 1 : b.cost < a.cost ? -1 : b.units > a.units ? 1 : b.units < a.units ? -1 : 0,
+  );
+  return (
+    <table>
+      <caption>
+        Totals from {new Date(summary.since).toLocaleString()} to {new Date(summary.until).toLocaleString()}
+      </caption>
+      <thead>
+        <tr>
+          <th scope="col">{props.column}</th>
+          <th scope="col" class="num">
+            Spend ({currency})
+          </th>
+          {COLUMNS.filter((c) => counted || !c.calls).map((c) => (
+            <th key={c.label} scope="col" class="num">
+              {c.label}
+            </th>
+          ))}
+        </tr>
+      </thead>
+      <tbody>
+        {rows.map(([key, t]) => (
+          <tr key={key}>
+            <td>{props.labelOf(key) || '(none)'}</td>
+            <TotalCells t={t} currency={currency} counted={counted} />
+          </tr>
+        ))}
+      </tbody>
+      <tfoot>
+        <tr>
+          <th scope="row">Total</th>
+          <TotalCells t={sum} currency={currency} counted={counted} />
+        </tr>
+      </tfoot>
+    </table>
   );
 }
 
@@ -334,23 +192,10 @@ export function UsagePage({ client, workspace }: PageProps) {
   const [chosenMetric, setMetric] = useState<Metric | undefined>();
   /** The summary shown, and the grouping it was asked with: its keys are that grouping's (the one chosen since may still be summing). */
   const [shown, setShown] = useState<{ summary: UsageSummaryDto; groupBy: GroupBy } | undefined>();
-  const [names, setNames] = useState<Record<string, string>>({});
   const groupings = useGroupings(client, workspaceId);
   const action = useAction();
-
-  useEffect(() => {
-    // Connections and plans by name (their ids are the keys of those groupings).
-    void Promise.all([
-      listProviderConnections({ client, path: { workspaceId }, query: { limit: 100 } }).then(
-        (p) => p.data.map((c) => [c.id, c.name] as const),
-        () => [],
-      ),
-      listPlans({ client, path: { workspaceId }, query: { limit: 100 } }).then(
-        (p) => p.data.map((plan) => [plan.id, plan.name] as const),
-        () => [],
-      ),
-    ]).then((found) => setNames(Object.fromEntries(found.flat())));
-  }, [workspaceId]);
+  // Connections and plans by name (their ids are the keys of those groupings).
+  const names = { ...namesOf(useConnections(client, workspaceId)), ...namesOf(usePlans(client, workspaceId)) };
 
   useRead(
     async () => {
@@ -388,63 +233,46 @@ export function UsagePage({ client, workspace }: PageProps) {
   const metric = chosenMetric && metrics.includes(chosenMetric) ? chosenMetric : priced ? 'cost' : 'units';
   // One format for the table, the axis and the legend.
   const format = (v: number) => (metric === 'cost' ? formatMoney(v, currency) : formatNumber(v));
-
-  const totals = new Map<string, Totals>();
-  for (const b of buckets) totals.set(b.key, add(totals.get(b.key) ?? NO_TOTALS, b));
-  const sum = buckets.reduce(add, NO_TOTALS);
-  const rows = [...totals].sort(([, a], [, b]) =>
-    b.cost > a.cost ? 1 : b.cost < a.cost ? -1 : b.units > a.units ? 1 : b.units < a.units ? -1 : 0,
-  );
+  const unpriced = buckets.reduce((n, b) => n + (b.unpricedEvents ?? 0), 0);
 
   return (
-    <section aria-labelledby="page-title">
-      <h1 id="page-title">Usage over time</h1>
-      <form class="toolbar" aria-label="Chart options" onSubmit={(e) => e.preventDefault()}>
-        <Field label="Range">
-          <select
-            name="range"
-            value={range}
-            onChange={(e) => {
-              const r = valueOf(e);
-              setRange(r);
-              setGranularity(RANGES[r]!.granularity);
-            }}
-          >
-            {Object.entries(RANGES).map(([k, r]) => (
-              <option key={k} value={k}>
-                {r.label}
-              </option>
-            ))}
-          </select>
-        </Field>
-        <Field label="Per">
-          <select name="granularity" value={granularity} onChange={(e) => setGranularity(valueOf(e) as Granularity)}>
-            {/* A summary holds at most 1000 buckets: a year by hour is too many. */}
-            <option value="hour" disabled={RANGES[range]!.ms / 3_600_000 > 1000}>
-              Hour
-            </option>
-            <option value="day">Day</option>
-          </select>
-        </Field>
-        <Field label="By">
-          <select name="groupBy" value={groupBy} onChange={(e) => setGroupBy(valueOf(e) as GroupBy)}>
-            {groupings.map((g) => (
-              <option key={g} value={g}>
-                {GROUPINGS[g].label}
-              </option>
-            ))}
-          </select>
-        </Field>
-        <Field label="Show">
-          <select name="metric" value={metric} onChange={(e) => setMetric(valueOf(e) as Metric)}>
-            {metrics.map((m) => (
-              <option key={m} value={m}>
-                {m === 'cost' ? `Spend (${currency})` : METRICS[m]}
-              </option>
-            ))}
-          </select>
-        </Field>
-      </form>
+    <Page title="Usage over time">
+      <Toolbar label="Chart options">
+        <Select
+          label="Range"
+          name="range"
+          choices={Object.fromEntries(Object.entries(RANGES).map(([k, r]) => [k, r.label]))}
+          value={range}
+          onChange={(e) => {
+            const r = valueOf(e);
+            setRange(r);
+            setGranularity(RANGES[r]!.granularity);
+          }}
+        />
+        <Select
+          label="Per"
+          name="granularity"
+          // A summary holds at most 1000 buckets: a year by hour is too many.
+          choices={{ hour: 'Hour', day: 'Day' }}
+          disabled={RANGES[range]!.ms / 3_600_000 > 1000 ? ['hour'] : []}
+          value={granularity}
+          onChange={(e) => setGranularity(valueOf(e) as Granularity)}
+        />
+        <Select
+          label="By"
+          name="groupBy"
+          choices={Object.fromEntries(groupings.map((g) => [g, GROUPINGS[g].label]))}
+          value={groupBy}
+          onChange={(e) => setGroupBy(valueOf(e) as GroupBy)}
+        />
+        <Select
+          label="Show"
+          name="metric"
+          choices={Object.fromEntries(metrics.map((m) => [m, m === 'cost' ? `Spend (${currency})` : METRICS[m]]))}
+          value={metric}
+          onChange={(e) => setMetric(valueOf(e) as Metric)}
+        />
+      </Toolbar>
       <Working label={action.working} keepSpace />
       <ErrorNote problem={action.problem} />
       {summary && buckets.length === 0 ? (
@@ -458,65 +286,11 @@ export function UsagePage({ client, workspace }: PageProps) {
               ? `One bar per day, days in ${dayZone(summary)} (from its midnight).`
               : `One bar per hour, in your time zone (${localZone()}).`}{' '}
             Spend is the providers' cost from the price book, in {currency}.
-            {sum.unpriced ? ` ${formatNumber(sum.unpriced)} calls had no price: add one on the Prices page to count them.` : ''}
+            {unpriced ? ` ${formatNumber(unpriced)} calls had no price: add one on the Prices page to count them.` : ''}
           </p>
-          <table>
-            <caption>
-              Totals from {new Date(summary.since).toLocaleString()} to {new Date(summary.until).toLocaleString()}
-            </caption>
-            <thead>
-              <tr>
-                <th scope="col">{GROUPINGS[shownBy].column}</th>
-                <th scope="col" class="num">
-                  Spend ({currency})
-                </th>
-                {counted ? (
-                  <>
-                    <th scope="col" class="num">
-                      Calls
-                    </th>
-                    <th scope="col" class="num">
-                      Errors
-                    </th>
-                    <th scope="col" class="num">
-                      Error rate
-                    </th>
-                    <th scope="col" class="num">
-                      Refused
-                    </th>
-                  </>
-                ) : null}
-                <th scope="col" class="num">
-                  Units
-                </th>
-                <th scope="col" class="num">
-                  Input tokens
-                </th>
-                <th scope="col" class="num">
-                  Output tokens
-                </th>
-                <th scope="col" class="num">
-                  Events
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map(([key, t]) => (
-                <tr key={key}>
-                  <td>{labelOf(key) || '(none)'}</td>
-                  <TotalCells t={t} currency={currency} counted={counted} />
-                </tr>
-              ))}
-            </tbody>
-            <tfoot>
-              <tr>
-                <th scope="row">Total</th>
-                <TotalCells t={sum} currency={currency} counted={counted} />
-              </tr>
-            </tfoot>
-          </table>
+          <TotalsTable summary={summary} column={GROUPINGS[shownBy].column} currency={currency} counted={counted} labelOf={labelOf} />
         </>
       ) : null}
-    </section>
+    </Page>
   );
 }

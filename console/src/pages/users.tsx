@@ -3,8 +3,7 @@ import {
   activateWorkspaceAccess,
   changeAccessPlan,
   getWorkspaceAccessQuota,
-  idempotencyKey,
-  listPlans,
+  idempotent,
   listWorkspaceUsers,
   provisionWorkspaceUser,
   renewWorkspaceAccess,
@@ -14,26 +13,38 @@ import {
   type WorkspacePlanDto,
   type WorkspaceUserDto,
 } from '../api.js';
-import type { PageProps } from '../main.js';
+import { ActionButton, ExpandButton, useOpenRow } from '../components/buttons.js';
+import { PagedTable } from '../components/lists.js';
+import { formatNumber, toInstant, when } from '../format.js';
+import { onlySet, useAction, useFields, usePaged, useRead, valueOf } from '../hooks.js';
+import { namesOf, usePlans } from '../lookups.js';
 import {
+  ActionNotes,
   Empty,
   ErrorNote,
-  Field,
+  Figures,
   Form,
-  formatNumber,
-  Pager,
+  Input,
+  LocalTimeInput,
+  Page,
+  Select,
   ShownOnce,
   Status,
-  usePaged,
-  useAction,
-  useRead,
-  valueOf,
-  when,
+  statusChoices,
+  Toolbar,
   Working,
-  ListTable,
+  type PageProps,
 } from '../ui.js';
 
 type AccessStatus = 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
+
+/** The quota's figures in units: each term and its field. */
+const UNITS = [
+  ['Granted', 'grantedUnits'],
+  ['Consumed', 'consumedUnits'],
+  ['Reserved', 'reservedUnits'],
+  ['Available', 'availableUnits'],
+] as const;
 
 /** Granted, consumed, reserved and available units of the access's current period, as a bar. */
 function QuotaBar({ client, accessId }: { client: Client; accessId: string }) {
@@ -56,18 +67,7 @@ function QuotaBar({ client, accessId }: { client: Client; accessId: string }) {
         <span class="consumed" style={{ width: pct(quota.consumedUnits) }} />
         <span class="reserved" style={{ width: pct(quota.reservedUnits) }} />
       </div>
-      <dl class="figures">
-        <dt>Granted</dt>
-        <dd>{formatNumber(quota.grantedUnits)}</dd>
-        <dt>Consumed</dt>
-        <dd>{formatNumber(quota.consumedUnits)}</dd>
-        <dt>Reserved</dt>
-        <dd>{formatNumber(quota.reservedUnits)}</dd>
-        <dt>Available</dt>
-        <dd>{formatNumber(quota.availableUnits)}</dd>
-        <dt>Resets</dt>
-        <dd>{when(quota.periodEnd)}</dd>
-      </dl>
+      <Figures items={[...UNITS.map(([term, field]) => [term, formatNumber(quota[field])] as const), ['Resets', when(quota.periodEnd)]]} />
     </div>
   );
 }
@@ -96,6 +96,9 @@ function QuotaCell({ client, accessId }: { client: Client; accessId: string }) {
   );
 }
 
+/** The published plans by name: those a user can be put on. */
+const planChoices = (plans: WorkspacePlanDto[]) => namesOf(plans.filter((p) => p.status === 'ACTIVE'));
+
 function AccessActions({
   client,
   user,
@@ -108,6 +111,7 @@ function AccessActions({
   onChange: () => void;
 }) {
   const access = user.access;
+  const path = { accessId: access.id };
   const action = useAction();
   const [mode, setMode] = useState<'renew' | 'plan' | undefined>();
   const [planId, setPlanId] = useState(access.planId);
@@ -119,34 +123,35 @@ function AccessActions({
     setQuotaVersion((v) => v + 1);
     onChange();
   };
-  const run = async (label: string, fn: () => Promise<unknown>) => {
-    if (await action.run(label, fn)) done();
+  const save = async () => {
+    const saved =
+      mode === 'renew'
+        ? await action.run('Renewing…', () =>
+            renewWorkspaceAccess({ client, path, body: { planId, periodStart: toInstant(periodStart), periodEnd: toInstant(periodEnd) } }),
+          )
+        : await action.run('Changing the plan…', () => changeAccessPlan({ client, path, body: { planId } }));
+    if (saved) done();
   };
-  const active = plans.filter((p) => p.status === 'ACTIVE');
   return (
     <div class="access">
       <QuotaBar key={quotaVersion} client={client} accessId={access.id} />
       <div class="row">
         {access.status !== 'ACTIVE' && access.status !== 'REVOKED' ? (
-          <button
-            type="button"
-            onClick={() => void run('Activating…', () => activateWorkspaceAccess({ client, path: { accessId: access.id } }))}
-          >
+          <ActionButton action={action} label="Activating…" call={() => activateWorkspaceAccess({ client, path })} onDone={done}>
             Activate
-          </button>
+          </ActionButton>
         ) : null}
         {access.status === 'ACTIVE' ? (
-          <button
-            type="button"
-            class="danger"
-            onClick={() => {
-              if (!window.confirm(`Suspend ${user.externalUserId}? The gateway refuses their calls until the access is activated again.`))
-                return;
-              void run('Suspending…', () => suspendWorkspaceAccess({ client, path: { accessId: access.id } }));
-            }}
+          <ActionButton
+            action={action}
+            danger
+            confirm={`Suspend ${user.externalUserId}? The gateway refuses their calls until the access is activated again.`}
+            label="Suspending…"
+            call={() => suspendWorkspaceAccess({ client, path })}
+            onDone={done}
           >
             Suspend access
-          </button>
+          </ActionButton>
         ) : null}
         <button type="button" aria-expanded={mode === 'renew'} onClick={() => setMode(mode === 'renew' ? undefined : 'renew')}>
           Renew
@@ -162,44 +167,24 @@ function AccessActions({
           title={mode === 'renew' ? `Renew ${user.externalUserId}` : `Change the plan of ${user.externalUserId}`}
           submit={mode === 'renew' ? 'Renew' : 'Change plan'}
           disabled={!!action.working}
-          onSubmit={() =>
-            void (mode === 'renew'
-              ? run('Renewing…', () =>
-                  renewWorkspaceAccess({
-                    client,
-                    path: { accessId: access.id },
-                    body: { planId, periodStart: new Date(periodStart).toISOString(), periodEnd: new Date(periodEnd).toISOString() },
-                  }),
-                )
-              : run('Changing the plan…', () => changeAccessPlan({ client, path: { accessId: access.id }, body: { planId } })))
-          }
+          onSubmit={save}
         >
-          <Field label="Plan">
-            <select value={planId} onChange={(e) => setPlanId(valueOf(e))}>
-              {active.map((p) => (
-                <option key={p.id} value={p.id}>
-                  {p.name}
-                </option>
-              ))}
-            </select>
-          </Field>
+          <Select label="Plan" choices={planChoices(plans)} value={planId} onChange={(e) => setPlanId(valueOf(e))} />
           {mode === 'renew' ? (
             <>
-              <Field label="Period start (your local time)">
-                <input type="datetime-local" required value={periodStart} onInput={(e) => setPeriodStart(valueOf(e))} />
-              </Field>
-              <Field label="Period end (your local time)">
-                <input type="datetime-local" required value={periodEnd} onInput={(e) => setPeriodEnd(valueOf(e))} />
-              </Field>
+              <LocalTimeInput label="Period start" required value={periodStart} onInput={(e) => setPeriodStart(valueOf(e))} />
+              <LocalTimeInput label="Period end" required value={periodEnd} onInput={(e) => setPeriodEnd(valueOf(e))} />
             </>
           ) : null}
         </Form>
       ) : null}
-      <Working label={action.working} />
-      <ErrorNote problem={action.problem} />
+      <ActionNotes action={action} />
     </div>
   );
 }
+
+const NEW_USER = { externalUserId: '', email: '', name: '', planId: '', issueInferenceKey: true };
+const STATUSES: AccessStatus[] = ['PENDING', 'ACTIVE', 'SUSPENDED', 'EXPIRED', 'REVOKED'];
 
 /** Users, newest first; #/w/<ws>/users/<externalUserId> opens one user (a link from an invocation). */
 export function UsersPage({ client, workspace, rest }: PageProps) {
@@ -213,119 +198,84 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
     setSearch(linked);
   }, [linked]);
   const list = usePaged(
-    (cursor) =>
+    (page) =>
       listWorkspaceUsers({
         client,
         path: { workspaceId },
-        query: { cursor, limit: 20, ...(status ? { status } : {}), ...(externalUserId ? { externalUserId } : {}) },
+        query: { ...page, ...onlySet({ status, externalUserId }) },
       }),
     [workspaceId, status, externalUserId],
   );
-  const [plans, setPlans] = useState<WorkspacePlanDto[] | undefined>();
-  useEffect(() => {
-    listPlans({ client, path: { workspaceId }, query: { limit: 100 } })
-      .then((page) => setPlans(page.data))
-      .catch(() => setPlans([]));
-  }, [workspaceId]);
+  const plans = usePlans(client, workspaceId);
   const action = useAction();
-  const active = (plans ?? []).filter((p) => p.status === 'ACTIVE');
-  const [form, setForm] = useState({ externalUserId: '', email: '', name: '', planId: '', issueInferenceKey: true });
+  const choices = planChoices(plans ?? []);
+  const { values: form, bind, put, reset, set } = useFields(NEW_USER);
   const [issued, setIssued] = useState<string | undefined>();
-  const [open, setOpen] = useState<string | undefined>();
-  const set = (field: 'externalUserId' | 'email' | 'name' | 'planId') => (e: Event) => setForm({ ...form, [field]: valueOf(e) });
+  const rows = useOpenRow();
   const provision = async () => {
-    const planId = form.planId || active[0]?.id;
+    const planId = form.planId || Object.keys(choices)[0];
     if (!planId) return;
+    const body = {
+      externalUserId: form.externalUserId,
+      email: form.email,
+      planId,
+      issueInferenceKey: form.issueInferenceKey,
+      ...(form.name ? { name: form.name } : {}),
+    };
     const res = await action.run('Provisioning…', () =>
-      provisionWorkspaceUser({
-        client,
-        path: { workspaceId },
-        body: {
-          externalUserId: form.externalUserId,
-          email: form.email,
-          planId,
-          issueInferenceKey: form.issueInferenceKey,
-          ...(form.name ? { name: form.name } : {}),
-        },
-        headers: { 'Idempotency-Key': idempotencyKey() },
-      }),
+      provisionWorkspaceUser({ client, path: { workspaceId }, body, headers: idempotent() }),
     );
     if (res) {
       setIssued(res.data.apiKey);
-      setForm({ externalUserId: '', email: '', name: '', planId: '', issueInferenceKey: true });
-      setOpen(res.data.access.id);
+      reset();
+      rows.set(res.data.access.id);
       list.reload();
     }
   };
+  const filtered = !!(status || externalUserId);
   return (
-    <section aria-labelledby="page-title">
-      <h1 id="page-title">Users and accesses</h1>
-      <p class="lead">An end user of your application, with an access on a plan: its quota, its state and its inference keys.</p>
+    <Page
+      title="Users and accesses"
+      lead="An end user of your application, with an access on a plan: its quota, its state and its inference keys."
+    >
       {plans === undefined ? (
         <Working label="Loading plans…" />
-      ) : active.length === 0 ? (
+      ) : Object.keys(choices).length === 0 ? (
         <Empty>
           No published plan yet: <a href={`#/w/${workspaceId}/plans`}>publish a plan</a> first, then provision users on it.
         </Empty>
       ) : (
         <Form title="Provision a user" submit="Provision user" onSubmit={provision} disabled={!!action.working}>
           <div class="grid">
-            <Field label="External user id" hint="Your application's id for the user">
-              <input name="externalUserId" required value={form.externalUserId} onInput={set('externalUserId')} />
-            </Field>
-            <Field label="Email">
-              <input name="email" type="email" required value={form.email} onInput={set('email')} />
-            </Field>
-            <Field label="Name (optional)">
-              <input name="userName" value={form.name} onInput={set('name')} />
-            </Field>
-            <Field label="Plan">
-              <select name="planId" value={form.planId || active[0]?.id} onChange={set('planId')}>
-                {active.map((p) => (
-                  <option key={p.id} value={p.id}>
-                    {p.name}
-                  </option>
-                ))}
-              </select>
-            </Field>
+            <Input
+              label="External user id"
+              hint="Your application's id for the user"
+              name="externalUserId"
+              required
+              {...bind('externalUserId')}
+            />
+            <Input label="Email" name="email" type="email" required {...bind('email')} />
+            <Input label="Name (optional)" name="userName" {...bind('name')} />
+            <Select label="Plan" name="planId" choices={choices} value={form.planId || Object.keys(choices)[0]} onChange={set('planId')} />
           </div>
           <label class="check">
-            <input
-              type="checkbox"
-              checked={form.issueInferenceKey}
-              onChange={(e) => setForm({ ...form, issueInferenceKey: e.currentTarget.checked })}
-            />{' '}
+            <input type="checkbox" checked={form.issueInferenceKey} onChange={(e) => put({ issueInferenceKey: e.currentTarget.checked })} />{' '}
             Issue an inference key
           </label>
         </Form>
       )}
-      <Working label={action.working} />
-      <ErrorNote problem={action.problem} />
+      <ActionNotes action={action} />
       {issued ? <ShownOnce label="The user's inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
-      <form
-        class="toolbar"
-        role="search"
-        aria-label="Find users"
-        onSubmit={(e) => {
-          e.preventDefault();
-          setExternalUserId(search.trim());
-        }}
-      >
-        <Field label="External user id">
-          <input type="search" name="findExternalUserId" value={search} onInput={(e) => setSearch(valueOf(e))} />
-        </Field>
+      <Toolbar search label="Find users" onSubmit={() => setExternalUserId(search.trim())}>
+        <Input label="External user id" type="search" name="findExternalUserId" value={search} onInput={(e) => setSearch(valueOf(e))} />
         <button type="submit">Find</button>
-        <Field label="Status">
-          <select value={status} onChange={(e) => setStatus(valueOf(e) as AccessStatus | '')}>
-            <option value="">All</option>
-            {['PENDING', 'ACTIVE', 'SUSPENDED', 'EXPIRED', 'REVOKED'].map((s) => (
-              <option key={s} value={s}>
-                {s.toLowerCase()}
-              </option>
-            ))}
-          </select>
-        </Field>
-        {status || externalUserId ? (
+        <Select
+          label="Status"
+          choices={statusChoices(STATUSES, 'All')}
+          value={status}
+          onChange={(e) => setStatus(valueOf(e) as AccessStatus | '')}
+        />
+        {filtered ? (
           <button
             type="button"
             onClick={() => {
@@ -337,56 +287,44 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
             Clear the filters
           </button>
         ) : null}
-      </form>
+      </Toolbar>
       <Working label={list.loading && !list.items ? 'Loading users…' : undefined} />
       <ErrorNote problem={list.problem} />
-      {list.items?.length === 0 ? (
-        status || externalUserId ? (
-          <Empty>No user matches these filters.</Empty>
-        ) : (
-          <Empty>No user yet. Provision one above; your application's backend can do the same through the Admin API.</Empty>
-        )
-      ) : (
-        <ListTable caption="Users" columns={['User', 'Plan', 'Access', 'Consumed / granted', 'Since', 'Details']}>
-          {list.items?.map((u) => (
-            <>
-              <tr key={u.access.id}>
-                <td>
-                  {u.externalUserId} <span class="id">{u.email}</span>
-                  <div class="id">{u.access.id}</div>
-                </td>
-                <td>
-                  <a href={`#/w/${workspaceId}/plans`}>{plans?.find((p) => p.id === u.access.planId)?.name ?? u.access.planId}</a>
-                </td>
-                <td>
-                  <Status value={u.access.status} />
-                </td>
-                <td>
-                  <QuotaCell key={`${u.access.id}-${u.access.updatedAt}`} client={client} accessId={u.access.id} />
-                </td>
-                <td>{when(u.access.accessStartsAt)}</td>
-                <td>
-                  <button
-                    type="button"
-                    aria-expanded={open === u.access.id}
-                    onClick={() => setOpen(open === u.access.id ? undefined : u.access.id)}
-                  >
-                    {open === u.access.id ? 'Close' : `Manage ${u.externalUserId}`}
-                  </button>
-                </td>
-              </tr>
-              {open === u.access.id ? (
-                <tr key={`${u.access.id}-detail`}>
-                  <td colSpan={6}>
-                    <AccessActions client={client} user={u} plans={plans ?? []} onChange={list.reload} />
-                  </td>
-                </tr>
-              ) : null}
-            </>
-          ))}
-        </ListTable>
-      )}
-      <Pager list={list} />
-    </section>
+      <PagedTable
+        list={list}
+        caption="Users"
+        columns={['User', 'Plan', 'Access', 'Consumed / granted', 'Since', 'Details']}
+        empty={
+          filtered
+            ? 'No user matches these filters.'
+            : "No user yet. Provision one above; your application's backend can do the same through the Admin API."
+        }
+        keyOf={(u) => u.access.id}
+        row={(u) => (
+          <tr>
+            <td>
+              {u.externalUserId} <span class="id">{u.email}</span>
+              <div class="id">{u.access.id}</div>
+            </td>
+            <td>
+              <a href={`#/w/${workspaceId}/plans`}>{plans?.find((p) => p.id === u.access.planId)?.name ?? u.access.planId}</a>
+            </td>
+            <td>
+              <Status value={u.access.status} />
+            </td>
+            <td>
+              <QuotaCell key={`${u.access.id}-${u.access.updatedAt}`} client={client} accessId={u.access.id} />
+            </td>
+            <td>{when(u.access.accessStartsAt)}</td>
+            <td>
+              <ExpandButton rows={rows} id={u.access.id} show={`Manage ${u.externalUserId}`} hide="Close" />
+            </td>
+          </tr>
+        )}
+        detail={(u) =>
+          rows.is(u.access.id) ? <AccessActions client={client} user={u} plans={plans ?? []} onChange={list.reload} /> : null
+        }
+      />
+    </Page>
   );
 }

@@ -1,140 +1,105 @@
 import { useState } from 'preact/hooks';
-import {
-  archiveWorkspace,
-  createWorkspace,
-  idempotencyKey,
-  listWorkspaces,
-  updateWorkspace,
-  type Client,
-  type WorkspaceDto,
-} from '../api.js';
-import {
-  Empty,
-  ErrorNote,
-  Field,
-  Form,
-  Pager,
-  Status,
-  usePaged,
-  useAction,
-  valueOf,
-  when,
-  Working,
-  ListTable,
-  WORKSPACES_CHANGED,
-} from '../ui.js';
+import { archiveWorkspace, createWorkspace, idempotent, listWorkspaces, updateWorkspace, type Client } from '../api.js';
+import { ArchiveButton } from '../components/buttons.js';
+import { PagedTable } from '../components/lists.js';
+import { when } from '../format.js';
+import { onlySet, useAction, usePaged, valueOf } from '../hooks.js';
+import { ActionNotes, ErrorNote, Form, Input, Page, Select, Status, Toolbar, WORKSPACES_CHANGED } from '../ui.js';
 
 const changed = () => window.dispatchEvent(new Event(WORKSPACES_CHANGED));
 
 export function WorkspacesPage({ client }: { client: Client }) {
   const [status, setStatus] = useState<'ACTIVE' | 'ARCHIVED' | ''>('ACTIVE');
-  const list = usePaged((cursor) => listWorkspaces({ client, query: { cursor, limit: 20, ...(status ? { status } : {}) } }), [status]);
+  const list = usePaged((page) => listWorkspaces({ client, query: { ...page, ...onlySet({ status }) } }), [status]);
   const action = useAction();
   const [name, setName] = useState('');
   const [renaming, setRenaming] = useState<{ id: string; name: string } | undefined>();
+  const done = () => {
+    list.reload();
+    changed();
+  };
 
   const create = async () => {
-    const done = await action.run('Creating the workspace…', () =>
-      createWorkspace({ client, body: { name }, headers: { 'Idempotency-Key': idempotencyKey() } }),
-    );
-    if (done) {
+    if (await action.run('Creating the workspace…', () => createWorkspace({ client, body: { name }, headers: idempotent() }))) {
       setName('');
-      list.reload();
-      changed();
+      done();
     }
   };
   const rename = async () => {
     if (!renaming) return;
-    const done = await action.run('Renaming…', () =>
+    const saved = await action.run('Renaming…', () =>
       updateWorkspace({ client, path: { workspaceId: renaming.id }, body: { name: renaming.name } }),
     );
-    if (done) {
+    if (saved) {
       setRenaming(undefined);
-      list.reload();
-      changed();
-    }
-  };
-  const archive = async (w: WorkspaceDto) => {
-    if (!window.confirm(`Archive ${w.name}? Its gateway calls stop, and it becomes read-only.`)) return;
-    if (await action.run('Archiving…', () => archiveWorkspace({ client, path: { workspaceId: w.id } }))) {
-      list.reload();
-      changed();
+      done();
     }
   };
 
   return (
-    <section aria-labelledby="page-title">
-      <h1 id="page-title">Workspaces</h1>
-      <p class="lead">A workspace is a tenant: its connections, plans, users and usage belong to it alone.</p>
+    <Page title="Workspaces" lead="A workspace is a tenant: its connections, plans, users and usage belong to it alone.">
       <Form title="Create a workspace" submit="Create workspace" onSubmit={create} disabled={!!action.working}>
-        <Field label="Name">
-          <input name="workspaceName" required maxLength={200} value={name} onInput={(e) => setName(valueOf(e))} />
-        </Field>
+        <Input label="Name" name="workspaceName" required maxLength={200} value={name} onInput={(e) => setName(valueOf(e))} />
       </Form>
-      <Working label={action.working} />
-      <ErrorNote problem={action.problem} />
+      <ActionNotes action={action} />
       <div class="toolbar">
-        <Field label="Status">
-          <select value={status} onChange={(e) => setStatus(valueOf(e) as typeof status)}>
-            <option value="ACTIVE">Active</option>
-            <option value="ARCHIVED">Archived</option>
-            <option value="">All</option>
-          </select>
-        </Field>
+        <Select
+          label="Status"
+          choices={{ ACTIVE: 'Active', ARCHIVED: 'Archived', '': 'All' }}
+          value={status}
+          onChange={(e) => setStatus(valueOf(e) as typeof status)}
+        />
       </div>
       <ErrorNote problem={list.problem} />
-      {list.items?.length === 0 ? (
-        <Empty>No workspace here yet. Create one above, then choose it in the Workspace menu to add a provider connection.</Empty>
-      ) : (
-        <ListTable caption="Workspaces" columns={['Name', 'Status', 'Created', 'Actions']}>
-          {list.items?.map((w) => (
-            <tr key={w.id}>
-              <td>
-                {renaming?.id === w.id ? (
-                  <form
-                    class="inline"
-                    onSubmit={(e) => {
-                      e.preventDefault();
-                      void rename();
-                    }}
-                  >
-                    <input
-                      aria-label="New name"
-                      required
-                      value={renaming.name}
-                      onInput={(e) => setRenaming({ id: w.id, name: valueOf(e) })}
-                    />
-                    <button type="submit">Save</button>
-                    <button type="button" onClick={() => setRenaming(undefined)}>
-                      Cancel
-                    </button>
-                  </form>
-                ) : (
-                  <a href={`#/w/${w.id}/connections`}>{w.name}</a>
-                )}
-                <div class="id">{w.id}</div>
-              </td>
-              <td>
-                <Status value={w.status} />
-              </td>
-              <td>{when(w.createdAt)}</td>
-              <td class="actions">
-                {w.status === 'ACTIVE' ? (
-                  <>
-                    <button type="button" onClick={() => setRenaming({ id: w.id, name: w.name })}>
-                      Rename
-                    </button>
-                    <button type="button" class="danger" onClick={() => void archive(w)}>
-                      Archive
-                    </button>
-                  </>
-                ) : null}
-              </td>
-            </tr>
-          ))}
-        </ListTable>
-      )}
-      <Pager list={list} />
-    </section>
+      <PagedTable
+        list={list}
+        caption="Workspaces"
+        columns={['Name', 'Status', 'Created', 'Actions']}
+        empty="No workspace here yet. Create one above, then choose it in the Workspace menu to add a provider connection."
+        row={(w) => (
+          <tr>
+            <td>
+              {renaming?.id === w.id ? (
+                <Toolbar class="inline" onSubmit={() => void rename()}>
+                  <input
+                    aria-label="New name"
+                    required
+                    value={renaming.name}
+                    onInput={(e) => setRenaming({ id: w.id, name: valueOf(e) })}
+                  />
+                  <button type="submit">Save</button>
+                  <button type="button" onClick={() => setRenaming(undefined)}>
+                    Cancel
+                  </button>
+                </Toolbar>
+              ) : (
+                <a href={`#/w/${w.id}/connections`}>{w.name}</a>
+              )}
+              <div class="id">{w.id}</div>
+            </td>
+            <td>
+              <Status value={w.status} />
+            </td>
+            <td>{when(w.createdAt)}</td>
+            <td class="actions">
+              {w.status === 'ACTIVE' ? (
+                <>
+                  <button type="button" onClick={() => setRenaming({ id: w.id, name: w.name })}>
+                    Rename
+                  </button>
+                  <ArchiveButton
+                    action={action}
+                    name={w.name}
+                    stops="Its gateway calls stop, and it becomes read-only."
+                    call={() => archiveWorkspace({ client, path: { workspaceId: w.id } })}
+                    onDone={done}
+                  />
+                </>
+              ) : null}
+            </td>
+          </tr>
+        )}
+      />
+    </Page>
   );
 }

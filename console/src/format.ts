@@ -1,0 +1,71 @@
+/** How the console writes times, counts, factors and money, as the operator's locale does; and the datetime inputs' values. */
+
+export const when = (iso: string | undefined | null) => (iso ? new Date(iso).toLocaleString() : '—');
+
+const numbers = new Intl.NumberFormat();
+
+/** A count as the operator's locale writes it (26,002), from a number or an int64 decimal string, without rounding. */
+export function formatNumber(value: number | bigint | string | undefined | null): string {
+  if (value === undefined || value === null || value === '') return '—';
+  if (typeof value === 'string') return /^-?\d+$/.test(value) ? numbers.format(BigInt(value)) : value;
+  return numbers.format(value);
+}
+
+/** A multiplier in parts per million as a factor: 1000000 → ×1, 4000000 → ×4, 250000 → ×0.25. */
+export function multiplier(ppm: string | number): string {
+  return `×${new Intl.NumberFormat(undefined, { maximumFractionDigits: 6 }).format(Number(ppm) / 1_000_000)}`;
+}
+
+const moneyFormats = new Map<string, Intl.NumberFormat>();
+
+/** One formatter per currency: at least two decimals (a cent), at most six (a micro-unit, the API's precision). */
+function moneyFormat(currency: string): Intl.NumberFormat {
+  let format = moneyFormats.get(currency);
+  if (!format) {
+    try {
+      format = new Intl.NumberFormat(undefined, { style: 'currency', currency, minimumFractionDigits: 2, maximumFractionDigits: 6 });
+    } catch {
+      // A code the browser does not know: the amount with the code after it.
+      format = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 6 });
+    }
+    moneyFormats.set(currency, format);
+  }
+  return format;
+}
+
+/**
+ * An amount in millionths of `currency` (the API's costMicros, a decimal string) as the operator's locale writes it:
+ * 24000 USD → $0.024. Formatted from its exact decimal, so a large total is not rounded through a float.
+ */
+export function formatMoney(micros: bigint | string | number | undefined | null, currency: string): string {
+  if (micros === undefined || micros === null || micros === '') return '—';
+  const m = typeof micros === 'bigint' ? micros : BigInt(typeof micros === 'number' ? Math.round(micros) : micros);
+  const abs = m < 0n ? -m : m;
+  const decimal = `${m < 0n ? '-' : ''}${abs / 1_000_000n}.${String(abs % 1_000_000n).padStart(6, '0')}`;
+  const format = moneyFormat(currency);
+  // Intl formats a decimal string exactly (the lib's type knows only numbers and bigints).
+  const text = format.format(decimal as unknown as number);
+  return format.resolvedOptions().style === 'currency' ? text : `${text} ${currency}`;
+}
+
+/** A decimal amount as typed (12, 12.5, 0.000001) → millionths, exactly: '12.5' → '12500000'; undefined when it is not one. */
+export function microsOf(amount: string): string | undefined {
+  const match = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(amount.trim());
+  if (!match) return undefined;
+  return String(BigInt(match[1]!) * 1_000_000n + BigInt((match[2] ?? '').padEnd(6, '0')));
+}
+
+/** A datetime-local input's value (the operator's local time) as RFC 3339 UTC. */
+export const toInstant = (local: string) => new Date(local).toISOString();
+
+/** A range typed in the operator's local time, as the API's instants: a bound left empty is not sent. */
+export function rangeOf(since: string, until: string): { since?: string; until?: string } {
+  return { ...(since ? { since: toInstant(since) } : {}), ...(until ? { until: toInstant(until) } : {}) };
+}
+
+/** Now, to the minute, as a datetime-local input's value (the operator's local time). */
+export function localNow(offsetMs = 0): string {
+  const d = new Date(Date.now() + offsetMs);
+  d.setSeconds(0, 0);
+  return new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+}

@@ -1,0 +1,193 @@
+/** The usage page's chart: a summary's buckets as stacked bars, one series per key, its axes in the theme's colours. */
+import { useEffect, useRef } from 'preact/hooks';
+import uPlot from 'uplot';
+import type { UsageBucketDto, UsageSummaryDto } from '../api.js';
+
+export type Metric = 'cost' | 'calls' | 'failedCalls' | 'refusedCalls' | 'units' | 'tokens' | 'inputTokens' | 'outputTokens';
+/** The call counts a bucket carries on a Nexus that counts calls; read defensively, as an older one has none. */
+export type CallCount = 'calls' | 'failedCalls' | 'refusedCalls';
+export const CALL_COUNTS: CallCount[] = ['calls', 'failedCalls', 'refusedCalls'];
+
+export const METRICS: Record<Metric, string> = {
+  cost: 'Spend',
+  calls: 'Calls',
+  failedCalls: 'Errors (failed calls)',
+  refusedCalls: 'Refused calls',
+  units: 'Units',
+  tokens: 'Tokens (input + output)',
+  inputTokens: 'Input tokens',
+  outputTokens: 'Output tokens',
+};
+
+/** A bucket's call count (`calls`, `failedCalls`, `refusedCalls`), a number or a decimal string; undefined where the API has none. */
+export function countOf(b: UsageBucketDto, field: CallCount): bigint | undefined {
+  const v = (b as unknown as Record<string, unknown>)[field];
+  if (typeof v === 'number' && Number.isInteger(v)) return BigInt(v);
+  if (typeof v === 'string' && /^\d+$/.test(v)) return BigInt(v);
+  return undefined;
+}
+
+const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#ca8a04', '#db2777'];
+
+function metricOf(b: UsageBucketDto, metric: Metric): number {
+  switch (metric) {
+    case 'cost':
+      return Number(b.costMicros ?? 0);
+    case 'calls':
+    case 'failedCalls':
+    case 'refusedCalls':
+      return Number(countOf(b, metric) ?? 0n);
+    case 'tokens':
+      return Number(b.inputTokens) + Number(b.outputTokens);
+    case 'units':
+    case 'inputTokens':
+    case 'outputTokens':
+      return Number(b[metric]);
+  }
+}
+
+/**
+ * The buckets as uPlot's columns: every bucket start of the range (seconds; the API leaves out the
+ * buckets without events, drawn here as zeros), then one series per key.
+ */
+function columns(summary: UsageSummaryDto, metric: Metric): { keys: string[]; data: uPlot.AlignedData } {
+  const since = Date.parse(summary.since);
+  const until = Date.parse(summary.until);
+  const found = new Set(summary.buckets.map((b) => Date.parse(b.start) / 1000));
+  if (summary.granularity === 'hour') {
+    for (let s = Math.floor(since / HOUR_MS) * HOUR_MS; s < until; s += HOUR_MS) found.add(s / 1000);
+  } else {
+    // A day is 23 to 25 hours long: 36 hours after a day's start is always in the next day.
+    const zone = dayZone(summary);
+    for (let s = localDayStart(since, zone); s < until; s = localDayStart(s + 36 * HOUR_MS, zone)) found.add(s / 1000);
+  }
+  const starts = [...found].sort((a, b) => a - b);
+  const keys = [...new Set(summary.buckets.map((b) => b.key))].sort();
+  const at = new Map(starts.map((s, i) => [s, i]));
+  const series = keys.map(() => starts.map(() => 0));
+  for (const b of summary.buckets) {
+    const row = series[keys.indexOf(b.key)]!;
+    const i = at.get(Date.parse(b.start) / 1000)!;
+    row[i] = (row[i] ?? 0) + metricOf(b, metric);
+  }
+  return { keys, data: [starts, ...series] };
+}
+
+/** The operator's time zone, as the browser reports it. */
+export const localZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone;
+
+/** The zone whose days the API summed (a Nexus that does not say sums UTC days). */
+export const dayZone = (summary: UsageSummaryDto) => (summary as { timeZone?: string }).timeZone ?? 'UTC';
+
+/**
+ * What the x axis is in: hours in the operator's time zone; days in the zone the API summed them in (the
+ * operator's, asked for), so a day is labelled as the day it is (never as "1:00am" of the day before).
+ */
+const axisZone = (summary: UsageSummaryDto) => (summary.granularity === 'day' ? dayZone(summary) : localZone());
+
+const HOUR_MS = 3_600_000;
+
+/** The start of the day in `zone` that the instant `ms` falls in: its local midnight. */
+function localDayStart(ms: number, zone: string): number {
+  const clock = new Intl.DateTimeFormat('en-US', {
+    timeZone: zone,
+    hourCycle: 'h23',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+  });
+  const sinceMidnight = (t: number) => {
+    const p = Object.fromEntries(clock.formatToParts(t).map((x) => [x.type, Number(x.value)]));
+    return ((p.hour ?? 0) * 3600 + (p.minute ?? 0) * 60 + (p.second ?? 0)) * 1000 + (t % 1000);
+  };
+  const midnight = ms - sinceMidnight(ms);
+  // A day whose offset changed before `ms` (daylight saving time): one more step to its midnight.
+  const off = sinceMidnight(midnight);
+  return off === 0 ? midnight : midnight - (off > 12 * HOUR_MS ? off - 24 * HOUR_MS : off);
+}
+
+/**
+ * Each bucket is a bar (a bucket is a sum over its hour or day; a line between two would invent a ramp), the
+ * keys stacked: a series is drawn at its running total, the tallest first, and its legend reads its own value.
+ */
+export function Chart(props: {
+  summary: UsageSummaryDto;
+  metric: Metric;
+  labelOf: (key: string) => string;
+  format: (v: number) => string;
+}) {
+  const { summary, metric, labelOf, format } = props;
+  const box = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    if (!box.current || summary.buckets.length === 0) return;
+    const { keys, data } = columns(summary, metric);
+    const raw = data.slice(1) as number[][];
+    const stacked = raw.map((_, i) => raw[0]!.map((__, j) => raw.slice(0, i + 1).reduce((sum, row) => sum + row[j]!, 0)));
+    const order = keys.map((_, i) => keys.length - 1 - i);
+    const zone = axisZone(summary);
+    const bars = uPlot.paths.bars!({ size: [0.8, 48], align: 0 });
+    const step = summary.granularity === 'hour' ? 3600 : 86_400;
+    const starts = data[0] as number[];
+    const axis = summary.granularity === 'day' ? `Day (${zone})` : `Hour (${zone})`;
+    // The axes in the card's text and line colours, read again when the theme changes (uPlot draws them on a canvas,
+    // which no stylesheet reaches).
+    const card = box.current;
+    const inkOf = () => {
+      const style = getComputedStyle(card);
+      return { text: style.color, line: style.borderTopColor };
+    };
+    let ink = inkOf();
+    const inked = { stroke: () => ink.text, grid: { stroke: () => ink.line }, ticks: { stroke: () => ink.line } };
+    const plot = new uPlot(
+      {
+        width: Math.max(280, box.current.clientWidth - 16),
+        height: 320,
+        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), zone),
+        scales: { x: { time: true, range: () => [starts[0]! - step / 2, starts[starts.length - 1]! + step / 2] } },
+        axes: [
+          { label: axis, ...inked },
+          {
+            ...inked,
+            label: metric === 'cost' ? `Spend (${summary.currency})` : METRICS[metric],
+            size: 90,
+            values: (_u, splits) => splits.map(format),
+          },
+        ],
+        series: [
+          { label: axis },
+          ...order.map((k) => ({
+            label: labelOf(keys[k]!) || '(none)',
+            stroke: COLORS[k % COLORS.length],
+            fill: COLORS[k % COLORS.length],
+            width: 1,
+            paths: bars,
+            points: { show: false },
+            value: (_u: uPlot, _v: number | null, _s: number, idx: number | null) => (idx === null ? '—' : format(raw[k]![idx]!)),
+          })),
+        ],
+      },
+      [starts, ...order.map((k) => stacked[k]!)],
+      box.current,
+    );
+    // As wide as its card, also when the window is resized (a phone turned, a window narrowed).
+    const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(280, card.clientWidth - 16), height: 320 }));
+    resize.observe(card);
+    // The theme: the system's scheme, or the one the operator chose (the Theme button sets data-theme).
+    const themed = () => {
+      ink = inkOf();
+      plot.redraw(false);
+    };
+    const system = window.matchMedia('(prefers-color-scheme: dark)');
+    system.addEventListener('change', themed);
+    const chosen = new MutationObserver(themed);
+    chosen.observe(document.documentElement, { attributes: true, attributeFilter: ['data-theme'] });
+    return () => {
+      resize.disconnect();
+      system.removeEventListener('change', themed);
+      chosen.disconnect();
+      plot.destroy();
+    };
+    // Drawn again when a key's name arrives (a user's external id is read after the summary).
+  }, [summary, metric, [...new Set(summary.buckets.map((b) => b.key))].map(labelOf).join('\n')]);
+  return <div class="chart" ref={box} data-testid="usage-chart" data-draw="bars" data-zone={axisZone(summary)} />;
+}
