@@ -2,6 +2,7 @@ import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { assertVisible, requireRoot, type Actor, type Clock } from '../actor.js';
+import { bindDeps } from '../bind.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
@@ -10,14 +11,14 @@ import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
 
 const METADATA_MAX_BYTES = 16 * 1024;
 
-export interface CreateWorkspaceInput {
+interface CreateWorkspaceInput {
   name: string;
   metadata?: Record<string, unknown> | undefined;
   allowUnmeteredPassthrough?: boolean | undefined;
   currency?: string | undefined;
 }
 
-export type UpdateWorkspaceInput = Partial<CreateWorkspaceInput>;
+type UpdateWorkspaceInput = Partial<CreateWorkspaceInput>;
 
 export function assertMetadataSize(metadata: unknown, param = 'metadata'): void {
   if (metadata !== undefined && Buffer.byteLength(JSON.stringify(metadata)) > METADATA_MAX_BYTES) {
@@ -25,157 +26,138 @@ export function assertMetadataSize(metadata: unknown, param = 'metadata'): void 
   }
 }
 
-export function createWorkspaceService(deps: {
+/** What the workspace rules read and write through. */
+export interface WorkspaceDeps {
   db: Db;
   workspaceRepo: WorkspaceRepo;
   audit: AuditService;
   clock: Clock;
   changes: ChangeFeed;
-}) {
-  const { db, workspaceRepo, audit, clock, changes } = deps;
-
-  async function get(actor: Actor, id: string, q: Queryable = db): Promise<WorkspaceRow> {
-    assertVisible(actor, id, 'workspace_not_found', 'Workspace');
-    const row = await workspaceRepo.findById(id, q);
-    if (!row) throw new AppError('workspace_not_found', 'Workspace not found');
-    return row;
-  }
-
-  function refuseArchived(row: WorkspaceRow): WorkspaceRow {
-    if (row.status === 'ARCHIVED') {
-      throw new AppError('workspace_archived', 'The workspace is archived and read-only', { current_status: row.status });
-    }
-    return row;
-  }
-
-  /**
-   * For every change under a workspace, in any area: inside the caller's
-   * transaction, the workspace must be visible and ACTIVE, and stays so until commit.
-   */
-  async function requireWritable(actor: Actor, id: string, tx: Queryable): Promise<WorkspaceRow> {
-    assertVisible(actor, id, 'workspace_not_found', 'Workspace');
-    const row = await workspaceRepo.findByIdForShare(id, tx);
-    if (!row) throw new AppError('workspace_not_found', 'Workspace not found');
-    return refuseArchived(row);
-  }
-
-  /**
-   * The same check, without a transaction, before a change calls the outside world
-   * (a billing provider, an upstream): such a call cannot be taken back and never runs
-   * inside a transaction, so a request refused after it would leave something there.
-   * The transaction that records the change checks again (requireWritable).
-   */
-  async function requireWritableBeforeCall(actor: Actor, id: string): Promise<WorkspaceRow> {
-    return refuseArchived(await get(actor, id));
-  }
-
-  return {
-    get,
-    requireWritable,
-    requireWritableBeforeCall,
-
-    async create(actor: Actor, dto: CreateWorkspaceInput): Promise<WorkspaceRow> {
-      requireRoot(actor);
-      assertMetadataSize(dto.metadata);
-      if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
-      const now = clock.now();
-      return db.transaction(async (tx) => {
-        const row = await workspaceRepo.insert(
-          {
-            id: newId(),
-            name: dto.name,
-            status: 'ACTIVE',
-            metadata: dto.metadata ?? {},
-            allow_unmetered_passthrough: dto.allowUnmeteredPassthrough ?? false,
-            currency: dto.currency ?? DEFAULT_CURRENCY,
-            created_at: now,
-            updated_at: now,
-            archived_at: null,
-          },
-          tx,
-        );
-        await audit.record(
-          actor,
-          {
-            action: 'workspace.created',
-            resourceType: 'workspace',
-            resourceId: row.id,
-            workspaceId: row.id,
-            changes: { ...dto },
-          },
-          tx,
-        );
-        return row;
-      });
-    },
-
-    async list(actor: Actor, page: PageRequest & { status?: 'ACTIVE' | 'ARCHIVED' }): Promise<Page<WorkspaceRow>> {
-      return workspaceRepo.list({ ...page, ids: actor.workspaceIds });
-    },
-
-    async update(actor: Actor, id: string, dto: UpdateWorkspaceInput): Promise<WorkspaceRow> {
-      assertMetadataSize(dto.metadata);
-      if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
-      return db.transaction(async (tx) => {
-        assertVisible(actor, id, 'workspace_not_found', 'Workspace');
-        const current = await workspaceRepo.findByIdForUpdate(id, tx);
-        if (!current) throw new AppError('workspace_not_found', 'Workspace not found');
-        if (current.status === 'ARCHIVED') {
-          throw new AppError('workspace_archived', 'The workspace is archived and read-only', { current_status: current.status });
-        }
-        const patch: Partial<WorkspaceRow> = { updated_at: clock.now() };
-        if (dto.name !== undefined) patch.name = dto.name;
-        if (dto.metadata !== undefined) patch.metadata = dto.metadata;
-        if (dto.allowUnmeteredPassthrough !== undefined) patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
-        if (dto.currency !== undefined && dto.currency !== current.currency) {
-          // Prices, costs and budgets are all in the one currency: it is chosen before the first price.
-          if (await workspaceRepo.hasPrices(id, tx)) {
-            throw new AppError('conflict', 'The workspace has prices in its currency; its currency cannot change', { param: 'currency' });
-          }
-          patch.currency = dto.currency;
-        }
-        const row = await workspaceRepo.update(id, patch, tx);
-        if (dto.allowUnmeteredPassthrough !== undefined) await changes.announce({ kind: 'workspace', id }, tx);
-        await audit.record(
-          actor,
-          {
-            action: 'workspace.updated',
-            resourceType: 'workspace',
-            resourceId: id,
-            workspaceId: id,
-            changes: { ...dto },
-          },
-          tx,
-        );
-        return row;
-      });
-    },
-
-    async archive(actor: Actor, id: string): Promise<void> {
-      // Another tenant's workspace looks missing, as everywhere; a scoped key's own is refused as root-only.
-      assertVisible(actor, id, 'workspace_not_found', 'Workspace');
-      requireRoot(actor);
-      await db.transaction(async (tx) => {
-        const current = await workspaceRepo.findByIdForUpdate(id, tx);
-        if (!current) throw new AppError('workspace_not_found', 'Workspace not found');
-        if (current.status === 'ARCHIVED') return;
-        const now = clock.now();
-        await workspaceRepo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
-        await changes.announce({ kind: 'workspace', id }, tx);
-        await audit.record(
-          actor,
-          {
-            action: 'workspace.archived',
-            resourceType: 'workspace',
-            resourceId: id,
-            workspaceId: id,
-            changes: { status: 'ARCHIVED' },
-          },
-          tx,
-        );
-      });
-    },
-  };
 }
+
+async function get({ db, workspaceRepo }: WorkspaceDeps, actor: Actor, id: string, q: Queryable = db): Promise<WorkspaceRow> {
+  assertVisible(actor, id, 'workspace_not_found', 'Workspace');
+  const row = await workspaceRepo.findById(id, q);
+  if (!row) throw new AppError('workspace_not_found', 'Workspace not found');
+  return row;
+}
+
+function refuseArchived(row: WorkspaceRow): WorkspaceRow {
+  if (row.status === 'ARCHIVED') {
+    throw new AppError('workspace_archived', 'The workspace is archived and read-only', { current_status: row.status });
+  }
+  return row;
+}
+
+/**
+ * For every change under a workspace, in any area: inside the caller's
+ * transaction, the workspace must be visible and ACTIVE, and stays so until commit.
+ */
+async function requireWritable({ workspaceRepo }: WorkspaceDeps, actor: Actor, id: string, tx: Queryable): Promise<WorkspaceRow> {
+  assertVisible(actor, id, 'workspace_not_found', 'Workspace');
+  const row = await workspaceRepo.findByIdForShare(id, tx);
+  if (!row) throw new AppError('workspace_not_found', 'Workspace not found');
+  return refuseArchived(row);
+}
+
+/**
+ * The same check, without a transaction, before a change calls the outside world
+ * (a billing provider, an upstream): such a call cannot be taken back and never runs
+ * inside a transaction, so a request refused after it would leave something there.
+ * The transaction that records the change checks again (requireWritable).
+ */
+async function requireWritableBeforeCall(deps: WorkspaceDeps, actor: Actor, id: string): Promise<WorkspaceRow> {
+  return refuseArchived(await get(deps, actor, id));
+}
+
+async function create({ db, workspaceRepo, audit, clock }: WorkspaceDeps, actor: Actor, dto: CreateWorkspaceInput): Promise<WorkspaceRow> {
+  requireRoot(actor);
+  assertMetadataSize(dto.metadata);
+  if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
+  const now = clock.now();
+  return db.transaction(async (tx) => {
+    const row = await workspaceRepo.insert(
+      {
+        id: newId(),
+        name: dto.name,
+        status: 'ACTIVE',
+        metadata: dto.metadata ?? {},
+        allow_unmetered_passthrough: dto.allowUnmeteredPassthrough ?? false,
+        currency: dto.currency ?? DEFAULT_CURRENCY,
+        created_at: now,
+        updated_at: now,
+        archived_at: null,
+      },
+      tx,
+    );
+    await audit.record(
+      actor,
+      { action: 'workspace.created', resourceType: 'workspace', resourceId: row.id, workspaceId: row.id, changes: { ...dto } },
+      tx,
+    );
+    return row;
+  });
+}
+
+async function list(
+  { workspaceRepo }: WorkspaceDeps,
+  actor: Actor,
+  page: PageRequest & { status?: 'ACTIVE' | 'ARCHIVED' },
+): Promise<Page<WorkspaceRow>> {
+  return workspaceRepo.list({ ...page, ids: actor.workspaceIds });
+}
+
+async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: UpdateWorkspaceInput): Promise<WorkspaceRow> {
+  const { db, workspaceRepo, audit, clock, changes } = deps;
+  assertMetadataSize(dto.metadata);
+  if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
+  return db.transaction(async (tx) => {
+    assertVisible(actor, id, 'workspace_not_found', 'Workspace');
+    const current = await workspaceRepo.findByIdForUpdate(id, tx);
+    if (!current) throw new AppError('workspace_not_found', 'Workspace not found');
+    refuseArchived(current);
+    const patch: Partial<WorkspaceRow> = { updated_at: clock.now() };
+    if (dto.name !== undefined) patch.name = dto.name;
+    if (dto.metadata !== undefined) patch.metadata = dto.metadata;
+    if (dto.allowUnmeteredPassthrough !== undefined) patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
+    if (dto.currency !== undefined && dto.currency !== current.currency) {
+      // Prices, costs and budgets are all in the one currency: it is chosen before the first price.
+      if (await workspaceRepo.hasPrices(id, tx)) {
+        throw new AppError('conflict', 'The workspace has prices in its currency; its currency cannot change', { param: 'currency' });
+      }
+      patch.currency = dto.currency;
+    }
+    const row = await workspaceRepo.update(id, patch, tx);
+    if (dto.allowUnmeteredPassthrough !== undefined) await changes.announce({ kind: 'workspace', id }, tx);
+    await audit.record(
+      actor,
+      { action: 'workspace.updated', resourceType: 'workspace', resourceId: id, workspaceId: id, changes: { ...dto } },
+      tx,
+    );
+    return row;
+  });
+}
+
+async function archive({ db, workspaceRepo, audit, clock, changes }: WorkspaceDeps, actor: Actor, id: string): Promise<void> {
+  // Another tenant's workspace looks missing, as everywhere; a scoped key's own is refused as root-only.
+  assertVisible(actor, id, 'workspace_not_found', 'Workspace');
+  requireRoot(actor);
+  await db.transaction(async (tx) => {
+    const current = await workspaceRepo.findByIdForUpdate(id, tx);
+    if (!current) throw new AppError('workspace_not_found', 'Workspace not found');
+    if (current.status === 'ARCHIVED') return;
+    const now = clock.now();
+    await workspaceRepo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
+    await changes.announce({ kind: 'workspace', id }, tx);
+    await audit.record(
+      actor,
+      { action: 'workspace.archived', resourceType: 'workspace', resourceId: id, workspaceId: id, changes: { status: 'ARCHIVED' } },
+      tx,
+    );
+  });
+}
+
+export const createWorkspaceService = (deps: WorkspaceDeps) =>
+  bindDeps(deps, { get, requireWritable, requireWritableBeforeCall, create, list, update, archive });
 
 export type WorkspaceService = ReturnType<typeof createWorkspaceService>;
