@@ -1,5 +1,5 @@
 /**
- * Every status of SPEC.md's gateway error table, produced through HTTP, each
+ * Every status of the gateway's error table (the contract's gateway operations), produced through HTTP, each
  * checked against the contract and, where the request must not go upstream,
  * against what the upstream saw.
  */

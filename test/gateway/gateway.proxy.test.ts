@@ -35,7 +35,7 @@ afterAll(async () => {
 const openai = openAiFor;
 const anthropic = anthropicFor;
 
-/** Units of DESIGN.md's formula for the default strategy (input 1.0, cached 0.5, output 2.0 per token). */
+/** Units of the quota rule's formula (docs/decisions.md) for the default strategy (input 1.0, cached 0.5, output 2.0 per token). */
 const units = (input: number, cached: number, output: number) => BigInt(Math.ceil((input - cached) * 1 + cached * 0.5 + output * 2));
 
 async function invocationByRequestId(tenant: Tenant, requestId: string) {

@@ -1,5 +1,5 @@
 /**
- * The quota invariants of DESIGN.md under concurrency, on real PostgreSQL, on the
+ * The quota invariants (docs/decisions.md, "The quota rule") under concurrency, on real PostgreSQL, on the
  * mechanism the gateway uses: quota leases held by several processes on one period
  * (each a meteringProcess: its leases and its call recorder, as in a Nexus process).
  * Hundreds of parallel admissions never overspend the period; calls settled on their

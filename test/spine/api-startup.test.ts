@@ -6,7 +6,7 @@ import { createPublicUrl } from '../../src/http/public-url.js';
 
 const contract = loadContract();
 
-/** SPEC.md's 55 admin operations (operationIds for its unnamed rows from DESIGN.md). */
+/** The specification's 55 admin operations (docs/decisions.md), with the operationIds chosen for its unnamed rows. */
 const SPEC_OPERATIONS: [string, string, string][] = [
   ['createWorkspace', 'POST', '/admin/v1/workspaces'],
   ['listWorkspaces', 'GET', '/admin/v1/workspaces'],
@@ -65,7 +65,7 @@ const SPEC_OPERATIONS: [string, string, string][] = [
   ['verifyBillingConnection', 'POST', '/admin/v1/billing-connections/{connectionId}/verify'],
 ];
 
-it('has every admin operation of SPEC.md with its exact method, path and operationId', () => {
+it('has every admin operation of the specification with its exact method, path and operationId', () => {
   const paths = contract.paths as Record<string, Record<string, { operationId?: string }>>;
   for (const [operationId, method, path] of SPEC_OPERATIONS) {
     expect(paths[path]?.[method.toLowerCase()]?.operationId, `${method} ${path}`).toBe(operationId);
@@ -73,7 +73,7 @@ it('has every admin operation of SPEC.md with its exact method, path and operati
   expect(new Set(SPEC_OPERATIONS.map(([id]) => id)).size).toBe(55);
 });
 
-/** The admin operations beyond SPEC.md's, by the document that gives their rules. */
+/** The admin operations beyond the specification's, by the document that gives their rules. */
 const BEYOND_SPEC: Record<string, string[]> = {
   'the console (docs/performance.md)': ['getUsageSummary'],
   "the console (README, 'The console'): a usage summary's keys by name": ['getInferenceKey'],
@@ -105,7 +105,7 @@ const BEYOND_SPEC: Record<string, string[]> = {
   ],
 };
 
-it("the contract holds SPEC.md's 55 admin operations and those beyond it, the five gateway methods, the webhook receiver and health", () => {
+it("the contract holds the specification's 55 admin operations and those beyond it, the five gateway methods, the webhook receiver and health", () => {
   const ids = operationIdsOf(contract);
   expect(new Set(ids).size).toBe(ids.length);
   const admin = Object.entries(contract.paths ?? {})
