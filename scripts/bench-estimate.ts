@@ -22,9 +22,9 @@ import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
 import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
 import o200kEncoding from 'gpt-tokenizer/encoding/o200k_base';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
-import { BASE_TOKENS, FOREIGN, InputTally, o200kTokens } from '../src/gateway/input-estimate.js';
+import { BASE_TOKENS, FOREIGN, InputTally, o200kTokens } from '../src/protocols/input-estimate.js';
 import { inspectorFor, prepareCall } from '../src/gateway/inspectors.js';
-import { openai } from '../src/gateway/protocols/openai.js';
+import { openai } from '../src/protocols/openai.js';
 import { corpus, englishPrompt } from '../test/fixtures/input-corpus.js';
 
 const PROMPTS = Number(process.env.BENCH_ESTIMATE_PROMPTS ?? 2000);

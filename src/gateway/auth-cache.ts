@@ -26,7 +26,7 @@ import type { AuthRow, CallRepo } from './call-repo.js';
 import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
 import { maskedKey, type MaskedKey } from './secret-mask.js';
-import { protocolOf } from './protocols/index.js';
+import { protocolOf } from '../protocols/index.js';
 
 /**
  * The looked-up row of a key that may be answered at all (a gateway call, /v1/me): 401 for an unknown,

@@ -12,7 +12,7 @@
  * the rule for a stream without its usage (metered-call.ts) and counted as malformed.
  */
 import type { Inspector } from './inspectors.js';
-import { EventStreamDecoder, EventStreamError, exceptionFrame, type EventFrame } from './protocols/event-stream.js';
+import { EventStreamDecoder, EventStreamError, exceptionFrame, type EventFrame } from '../protocols/event-stream.js';
 import { StreamMeter, type StreamBounds } from './stream-meter.js';
 
 const EMPTY = Buffer.alloc(0);

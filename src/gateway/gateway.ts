@@ -38,7 +38,7 @@ import { meOf } from './me.js';
 import type { CallStart, MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';
 import { checkSlashesFor, parseGatewayUrl, type GatewayTarget } from './path-safety.js';
-import { foreignProtocolOf, protocolOf, protocolOfPath } from './protocols/index.js';
+import { foreignProtocolOf, protocolOf, protocolOfPath } from '../protocols/index.js';
 import { createRouteCalls, routeProfile, usableTargets } from './route-call.js';
 import { createUpstreamAttempts, type CallContext } from './upstream-attempt.js';
 

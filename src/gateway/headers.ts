@@ -8,8 +8,8 @@
  * retry-after), nothing else.
  */
 import { AppError } from '../errors.js';
-import { CALLER_KEY_HEADERS } from './protocols/index.js';
-import type { Protocol } from './protocols/protocol.js';
+import { CALLER_KEY_HEADERS } from '../protocols/index.js';
+import type { Protocol } from '../protocols/protocol.js';
 
 const DROPPED = new Set([
   'host',

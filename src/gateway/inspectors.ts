@@ -23,12 +23,12 @@
  * a metered call and take no quota.
  */
 import { AppError } from '../errors.js';
-import { INLINE_IMAGE_TOKEN_BOUND, InputTally } from './input-estimate.js';
-import { protocolOf } from './protocols/index.js';
-import { responseIdOf } from './protocols/openai.js';
-import type { FreeEndpoint, Inspector, ProtocolProfile, ProtocolTable, Usage } from './protocols/protocol.js';
+import { INLINE_IMAGE_TOKEN_BOUND, InputTally } from '../protocols/input-estimate.js';
+import { protocolOf } from '../protocols/index.js';
+import { responseIdOf } from '../protocols/openai.js';
+import type { FreeEndpoint, Inspector, ProtocolProfile, ProtocolTable, Usage } from '../protocols/protocol.js';
 
-export type { FreeEndpoint, Inspector, Usage } from './protocols/protocol.js';
+export type { FreeEndpoint, Inspector, Usage } from '../protocols/protocol.js';
 
 export interface PreparedCall {
   requestedModel: string;

@@ -20,7 +20,7 @@ import { clientHeaderList } from './headers.js';
 import type { Inspector, PreparedCall, Usage } from './inspectors.js';
 import { SecretMask, type MaskedKey } from './secret-mask.js';
 import { EventStreamMeter } from './event-stream-meter.js';
-import { EVENT_STREAM_CONTENT_TYPE } from './protocols/event-stream.js';
+import { EVENT_STREAM_CONTENT_TYPE } from '../protocols/event-stream.js';
 import { SseMeter } from './sse-meter.js';
 import type { StreamMeter } from './stream-meter.js';
 import { decoderFor } from './upstreams.js';

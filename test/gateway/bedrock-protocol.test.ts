@@ -11,7 +11,7 @@ import {
   bedrockPreviewSource,
   connectionSecret,
   parseBedrockSecret,
-} from '../../src/domain/provider-connections/bedrock-secret.js';
+} from '../../src/protocols/bedrock-secret.js';
 import { EventStreamMeter } from '../../src/gateway/event-stream-meter.js';
 import { inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
 import { checkSlashesFor, parseGatewayUrl } from '../../src/gateway/path-safety.js';
@@ -22,10 +22,10 @@ import {
   FOREIGN_FACTOR,
   InputTally,
   o200kTokens,
-} from '../../src/gateway/input-estimate.js';
-import { awsErrorType, converseUsage, modelInPath } from '../../src/gateway/protocols/bedrock.js';
-import { EventStreamDecoder, EventStreamError, eventFrame, MAX_FRAME_BYTES } from '../../src/gateway/protocols/event-stream.js';
-import { protocolOf } from '../../src/gateway/protocols/index.js';
+} from '../../src/protocols/input-estimate.js';
+import { awsErrorType, converseUsage, modelInPath } from '../../src/protocols/bedrock.js';
+import { EventStreamDecoder, EventStreamError, eventFrame, MAX_FRAME_BYTES } from '../../src/protocols/event-stream.js';
+import { protocolOf } from '../../src/protocols/index.js';
 
 const converse = inspectorFor('bedrock', 'POST', 'model/m/converse')!;
 const stream = inspectorFor('bedrock', 'POST', 'model/m/converse-stream')!;

@@ -18,7 +18,7 @@ import {
   openAiRule,
   PIECEWISE,
   TOKENIZE_BUDGET,
-} from '../../src/gateway/input-estimate.js';
+} from '../../src/protocols/input-estimate.js';
 import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
 import { corpus } from '../fixtures/input-corpus.js';
 import { prng } from '../support/prng.js';

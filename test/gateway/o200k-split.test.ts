@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
-import { NOT_ASCII, pieceEnd, utf16 } from '../../src/gateway/o200k-split.js';
+import { NOT_ASCII, pieceEnd, utf16 } from '../../src/protocols/o200k-split.js';
 import { corpus } from '../fixtures/input-corpus.js';
 import { prng } from '../support/prng.js';
 

@@ -4,7 +4,7 @@ import { upstreamSearch } from '../../src/gateway/client-request.js';
 import { upstreamHeaders } from '../../src/gateway/headers.js';
 import { filterModelList, freeEndpointFor, inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
 import { SseMeter } from '../../src/gateway/sse-meter.js';
-import { CALLER_KEY_HEADERS, foreignProtocolOf, protocolOf } from '../../src/gateway/protocols/index.js';
+import { CALLER_KEY_HEADERS, foreignProtocolOf, protocolOf } from '../../src/protocols/index.js';
 
 const azure = protocolOf('azure-openai');
 const caps = { maxOutputTokens: 100, clamp: true };

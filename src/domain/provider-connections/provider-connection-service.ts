@@ -22,7 +22,7 @@ import type {
   ProviderConnectionStatus,
   ProtocolProfile,
 } from './provider-connection-repo.js';
-import { bedrockPreviewSource, connectionSecret, parseBedrockSecret, type AwsFields } from './bedrock-secret.js';
+import { bedrockPreviewSource, connectionSecret, parseBedrockSecret, type AwsFields } from '../../protocols/bedrock-secret.js';
 import { probeProvider, type ProviderCheckResult } from './provider-probe.js';
 import { openProviderApiKey, sealProviderApiKey } from './provider-secret.js';
 import { assertSafeUpstreamUrl } from './upstream-guard.js';

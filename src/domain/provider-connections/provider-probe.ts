@@ -7,7 +7,7 @@
  */
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { guardedLookup, hostOf, isRefusedHost, PrivateUpstreamError } from './upstream-guard.js';
-import { bedrockAuthHeaders, parseBedrockSecret } from './bedrock-secret.js';
+import { bedrockAuthHeaders, parseBedrockSecret } from '../../protocols/bedrock-secret.js';
 import type { ProtocolProfile } from './provider-connection-repo.js';
 
 type ProviderCheckOutcome = 'reachable' | 'credentials_rejected' | 'unexpected_response' | 'unreachable' | 'timeout';

@@ -37,9 +37,8 @@
  * A new protocol is one module with its table, and a row in index.ts (and in the table-driven suite,
  * test/gateway/protocol-rows.ts).
  */
-import type { ErrorBodyShape } from '../../web/error-response.js';
-
-import type { InputRule, InputTally } from '../input-estimate.js';
+import type { ErrorBody } from '../errors.js';
+import type { InputRule, InputTally } from './input-estimate.js';
 
 /** The protocols Nexus meters: a provider connection's protocolProfile. */
 export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
@@ -91,6 +90,19 @@ export type FreeEndpoint =
  * Gemini's token counting, whose path names the model).
  */
 export type FreeRoute = readonly [method: 'GET' | 'POST', pattern: RegExp, kind: FreeEndpoint['kind']];
+
+/**
+ * How a refusal's body is shaped when the client speaks an API of its own (a gateway connection's
+ * protocol: its table's errorShape); none: the shared Error body.
+ */
+export interface ErrorBodyShape {
+  /** The body the client gets. */
+  body(shared: ErrorBody): unknown;
+  /** The header the protocol's SDK reads the request id from (set to Nexus's request id), if any. */
+  requestIdHeader?: string;
+  /** Headers the protocol's SDK reads the error from, by the refusal's status (Bedrock's `x-amzn-errortype`), if any. */
+  headers?(shared: ErrorBody, status: number): Record<string, string>;
+}
 
 type Json = Record<string, any>;
 

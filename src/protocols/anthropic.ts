@@ -1,5 +1,5 @@
 /** Anthropic's Messages API (and its token counting, free); the key as `x-api-key`. */
-import { anthropicInput, FOREIGN } from '../input-estimate.js';
+import { anthropicInput, FOREIGN } from './input-estimate.js';
 import {
   big,
   bigOrAbsent,

@@ -12,9 +12,9 @@
  * Upstream auth is the connection's (bedrock-secret.ts): a Bedrock API key as `Authorization: Bearer`, or
  * an IAM access key that signs every request with SigV4 (`@smithy/signature-v4`, service `bedrock`).
  */
-import { bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret } from '../../domain/provider-connections/bedrock-secret.js';
-import { AppError, type ErrorBody } from '../../errors.js';
-import { bedrockInput, FOREIGN } from '../input-estimate.js';
+import { bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret } from './bedrock-secret.js';
+import { AppError, type ErrorBody } from '../errors.js';
+import { bedrockInput, FOREIGN } from './input-estimate.js';
 import { eventFrame } from './event-stream.js';
 import { big, bigOrAbsent, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
 

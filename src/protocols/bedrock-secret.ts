@@ -7,7 +7,7 @@
  */
 import { Sha256 } from '@smithy/core/checksum';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { AppError } from '../../errors.js';
+import { AppError } from '../errors.js';
 
 export type BedrockSecret =
   { region: string; apiKey: string } | { region: string; accessKeyId: string; secretAccessKey: string; sessionToken?: string | undefined };

@@ -16,7 +16,7 @@ import {
   type ProtocolTable,
   type Usage,
 } from './protocol.js';
-import { openAiInput, openAiRule, type OpenAiEndpoint } from '../input-estimate.js';
+import { openAiInput, openAiRule, type OpenAiEndpoint } from './input-estimate.js';
 
 /** Responses API output items tracked for the answer of a cut stream (output_index beyond it is not kept). */
 const MAX_OUTPUT_ITEMS = 1024;

@@ -17,8 +17,8 @@
  * carries no usage: it is charged by the rule for missing usage (its input bound, no output). The
  * gateway's refusals carry Google's google.rpc `status` beside the shared Error body's fields.
  */
-import { FOREIGN, geminiInput } from '../input-estimate.js';
-import { AppError } from '../../errors.js';
+import { FOREIGN, geminiInput } from './input-estimate.js';
+import { AppError } from '../errors.js';
 import { big, bigOrAbsent, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
 
 type Json = Record<string, any>;
