@@ -1,5 +1,5 @@
 /**
- * `npm run bench:estimate`: how tight the input bound is (src/gateway/input-estimate.ts) and what it costs.
+ * `npm run bench:estimate`: how tight the input bound is (src/protocols/input-estimate.ts) and what it costs.
  *
  * Over the corpus of test/fixtures/input-corpus.ts (English, code, CJK, JSON, base64, digits, whitespace), a
  * chat request of four messages, its third the sample: per kind, the body's bytes (the bound before the
@@ -162,7 +162,7 @@ const timed = medians({
   estimate: () => {
     for (const body of bodies) {
       const tally = new InputTally(openai.inlineImage);
-      sink += tally.bound(openai.estimateInput('chat', body, tally, body.model));
+      sink += tally.bound(chat.input(body, tally, body.model));
     }
   },
   count: () => {
@@ -221,7 +221,7 @@ const cjkPrompts = Array.from({ length: PROMPTS }, () => {
 const cjkUsed = process.cpuUsage();
 for (const body of cjkPrompts) {
   const tally = new InputTally(openai.inlineImage);
-  sink += tally.bound(openai.estimateInput('chat', body, tally, body.model));
+  sink += tally.bound(chat.input(body, tally, body.model));
 }
 const cjkCpu = process.cpuUsage(cjkUsed);
 const cjk = (cjkCpu.user + cjkCpu.system) / PROMPTS;
@@ -237,7 +237,7 @@ const once = (run: (text: string) => number) => {
 const blobBody = (text: string) => ({ model: 'gpt-4o', messages: [{ role: 'user', content: text }] });
 const blobEstimate = once((text) => {
   const tally = new InputTally(openai.inlineImage);
-  return tally.bound(openai.estimateInput('chat', blobBody(text), tally, 'gpt-4o'));
+  return tally.bound(chat.input(blobBody(text), tally, 'gpt-4o'));
 });
 const blobCount = once((text) => o200kTokens(text));
 console.log(`\n64 KiB of random base64 as text (5 different ones, each once):`);

@@ -78,6 +78,8 @@ export interface RelayOptions {
   prepared: PreparedCall | undefined;
   /** The provider's key as the mask looks for it (null: too short to look for). */
   maskedKey: MaskedKey | null;
+  /** The answer's headers that go back to the client: its connection's protocol's (protocol.ts, passedBack). */
+  passedBack: ReadonlySet<string>;
   /** Told of a Responses API stream's response id and usage as soon as they are known. */
   watcher?: ResponseWatcher | undefined;
   /**
@@ -292,7 +294,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     }
     const out = this.options.answerHeaders;
     if (headers['x-request-id'] === undefined) out.push('x-request-id', this.options.requestId);
-    clientHeaderList(headers, out);
+    clientHeaderList(headers, out, this.options.passedBack);
     const encoded = headers['content-encoding'];
     const decoder = decoderFor(encoded);
     if (decoder === null) out.push('content-encoding', String(encoded));

@@ -40,7 +40,7 @@ export abstract class StreamMeter implements StreamState {
     inspector: Inspector,
     protected readonly bounds: StreamBounds,
   ) {
-    this.reader = inspector.protocol.streamReader(inspector.endpoint);
+    this.reader = inspector.stream();
   }
 
   /** The upstream's next bytes; returns what goes to the client now (whole events, or a cut stream's end). */

@@ -81,6 +81,7 @@ export function createUpstreamAttempts(deps: {
         inspector: call.inspector,
         prepared: call.prepared,
         maskedKey: upstream.maskedKey,
+        passedBack: protocol.passedBack,
         watcher: call,
         rewriteJson: ctx.rewriteJson,
         failover: a.failover,

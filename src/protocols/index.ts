@@ -1,16 +1,26 @@
 /**
- * The protocols the gateway meters, by a connection's protocolProfile. A new protocol is a module
- * beside these (its ProtocolTable, protocol.ts) and a row here.
+ * The protocols Nexus meters, by a connection's protocolProfile. A new protocol is a module beside these
+ * (its ProtocolTable, protocol.ts) and a row here; PROFILES, read by the domain (connections, prices,
+ * routes), the gateway and the tests that hold the contract's ProtocolProfile and the database's check of
+ * provider_connections.protocol_profile to it (test/protocols/profiles.test.ts), follows.
  */
+import { AppError } from '../errors.js';
 import { anthropic } from './anthropic.js';
 import { azureOpenai } from './azure-openai.js';
 import { bedrock } from './bedrock.js';
 import { gemini } from './gemini.js';
 import { openai } from './openai.js';
-import type { Protocol, ProtocolProfile } from './protocol.js';
+import type { Protocol } from './protocol.js';
 
-const PROTOCOLS: Record<ProtocolProfile, Protocol> = { openai, anthropic, 'azure-openai': azureOpenai, gemini, bedrock };
-const ALL = Object.values(PROTOCOLS);
+const PROTOCOLS = { openai, anthropic, 'azure-openai': azureOpenai, gemini, bedrock } satisfies Record<string, Protocol>;
+
+/** A provider connection's protocolProfile: the API it speaks. */
+export type ProtocolProfile = keyof typeof PROTOCOLS;
+
+/** Every protocolProfile, in the contract's order. */
+export const PROFILES: readonly ProtocolProfile[] = Object.freeze(Object.keys(PROTOCOLS) as ProtocolProfile[]);
+
+const ALL: readonly Protocol[] = Object.values(PROTOCOLS);
 
 export function protocolOf(profile: ProtocolProfile): Protocol {
   return PROTOCOLS[profile];
@@ -55,4 +65,28 @@ export function protocolOfPath(method: string, route: string): Protocol | undefi
     found ??= protocol;
   }
   return found;
+}
+
+/** Each field a protocol's secret takes beside apiKey (its SecretFormat), with that protocol. */
+const SECRET_FIELDS = new Map(ALL.flatMap((p) => (p.secret ? p.secret.fields.map((field) => [field, p] as const) : [])));
+
+/**
+ * The text a connection of `profile` seals: the apiKey itself, or its protocol's secret made of apiKey and the
+ * fields it takes (`given`: the request; `current` opens the secret it replaces, when the protocol needs what it
+ * kept). Throws 400 naming a field of another protocol's secret, or one its own misses.
+ */
+export function connectionSecret(profile: ProtocolProfile, apiKey: string, given: object, current?: () => string): string {
+  const protocol = PROTOCOLS[profile];
+  for (const [field, owner] of SECRET_FIELDS) {
+    if (owner !== protocol && (given as Record<string, unknown>)[field] !== undefined) {
+      throw new AppError('invalid_parameter', `${field} is for a '${owner.profile}' connection only`, { param: field });
+    }
+  }
+  return protocol.secret ? protocol.secret.seal(apiKey, given, current) : apiKey;
+}
+
+/** The part of a connection's sealed secret that its preview shows and the answers' mask looks for: the key, unless its protocol's secret says. */
+export function visibleSecret(profile: ProtocolProfile, text: string): string {
+  const secret = PROTOCOLS[profile].secret;
+  return secret ? secret.visible(text) : text;
 }

@@ -1,5 +1,5 @@
 /**
- * The hand-written ASCII pre-tokenizer (src/gateway/o200k-split.ts) against o200k's expression: on random text
+ * The hand-written ASCII pre-tokenizer (src/protocols/o200k-split.ts) against o200k's expression: on random text
  * of every ASCII class, and of ASCII mixed with characters beyond it, the pieces are the expression's.
  */
 import { describe, expect, it } from 'vitest';
