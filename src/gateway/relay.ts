@@ -280,7 +280,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     }
     const { inspector, prepared } = this.options;
     const contentType = String(headers['content-type'] ?? '');
-    // A protocol whose streams are AWS event-streams (protocols/event-stream.ts) has them read by their frames.
+    // A protocol whose streams are AWS event-streams (src/protocols/event-stream.ts) has them read by their frames.
     const binary = inspector?.protocol.streamFraming === 'event-stream' && contentType.startsWith(EVENT_STREAM_CONTENT_TYPE);
     const isStream = binary || contentType.startsWith('text/event-stream');
     const reading = Boolean(inspector && prepared && status < 300);

@@ -1,21 +1,23 @@
 /**
  * The OpenAI API and those compatible with it: chat completions, completions, embeddings and the
- * Responses API; the key as `Authorization: Bearer`.
+ * Responses API; the key as `Authorization: Bearer`. Each endpoint is an entry of OPENAI_SHAPE (which
+ * azure-openai.ts shares): its output caps, its input walk (OPENAI_FIELDS: the fields that carry input, and
+ * the parameters), its stream reader, and for the Responses API the stored response a call continues.
  */
 import {
   big,
   bigOrAbsent,
   bytesOf,
   defineProtocol,
-  type Protocol,
   isImageDataUrl,
   modelRoutes,
   sseEvent,
+  type Continuation,
+  type EndpointSpec,
+  type Protocol,
   type StreamCut,
   type StreamReader,
   type StreamState,
-  type Continuation,
-  type EndpointSpec,
   type Usage,
 } from './protocol.js';
 import { FOREIGN, fields, O200K, walkBody, type Fields, type InputRule, type InputTally } from './input-estimate.js';

@@ -232,10 +232,14 @@ describe('what a table declares beyond its paths', () => {
       const responses = inspectorFor(profile, 'POST', route)!;
       const prepared = prepareCall(responses, Buffer.from('{"model":"m","input":"hi","previous_response_id":"resp_1"}'), caps);
       expect(prepared.previousResponseId).toBe('resp_1');
-      expect(usageFromJson(responses, '{"id":"resp_2","model":"m","usage":{"input_tokens":3,"output_tokens":1}}').responseId).toBe('resp_2');
+      expect(usageFromJson(responses, '{"id":"resp_2","model":"m","usage":{"input_tokens":3,"output_tokens":1}}').responseId).toBe(
+        'resp_2',
+      );
     }
     const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
-    expect(prepareCall(chat, Buffer.from('{"model":"m","messages":[],"previous_response_id":"resp_1"}'), caps).previousResponseId).toBeNull();
+    expect(
+      prepareCall(chat, Buffer.from('{"model":"m","messages":[],"previous_response_id":"resp_1"}'), caps).previousResponseId,
+    ).toBeNull();
     expect(usageFromJson(chat, '{"id":"chatcmpl-1","model":"m"}').responseId).toBeNull();
   });
 
