@@ -22,6 +22,9 @@ export const PROFILES: readonly ProtocolProfile[] = Object.freeze(Object.keys(PR
 
 const ALL: readonly Protocol[] = Object.values(PROTOCOLS);
 
+/** Whether a string is a protocolProfile (an input the contract does not check, a price's scope). */
+export const isProtocolProfile = (value: string): value is ProtocolProfile => Object.hasOwn(PROTOCOLS, value);
+
 export function protocolOf(profile: ProtocolProfile): Protocol {
   return PROTOCOLS[profile];
 }

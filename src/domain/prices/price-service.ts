@@ -7,7 +7,7 @@
 import type { Db } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
-import { PROFILES, type ProtocolProfile } from '../../protocols/index.js';
+import { isProtocolProfile, PROFILES } from '../../protocols/index.js';
 import type { Actor, Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { Page } from '../pagination.js';
@@ -80,7 +80,7 @@ export function createPriceService(deps: {
     if (scope.providerConnectionId && scope.protocolProfile) {
       throw new AppError('invalid_parameter', 'Give providerConnectionId or protocolProfile, not both', { param: 'protocolProfile' });
     }
-    if (scope.protocolProfile && !PROFILES.includes(scope.protocolProfile as ProtocolProfile)) {
+    if (scope.protocolProfile && !isProtocolProfile(scope.protocolProfile)) {
       throw new AppError('invalid_parameter', `protocolProfile must be one of ${PROFILES.join(', ')}`, { param: 'protocolProfile' });
     }
     if (scope.providerConnectionId) {
