@@ -37,6 +37,7 @@ const unit = [
   'test/money/money-rules.test.ts',
   'test/observability/logger.test.ts',
   'test/observability/tracing-config.test.ts',
+  'test/protocols/profiles.test.ts',
   'test/provider-connections/upstream-guard.test.ts',
   'test/quota/model-pricing.test.ts',
   'test/quota/quota-math.test.ts',

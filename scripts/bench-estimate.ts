@@ -1,5 +1,5 @@
 /**
- * `npm run bench:estimate`: how tight the input bound is (src/gateway/input-estimate.ts) and what it costs.
+ * `npm run bench:estimate`: how tight the input bound is (src/protocols/input-estimate.ts) and what it costs.
  *
  * Over the corpus of test/fixtures/input-corpus.ts (English, code, CJK, JSON, base64, digits, whitespace), a
  * chat request of four messages, its third the sample: per kind, the body's bytes (the bound before the
@@ -22,9 +22,9 @@ import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
 import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
 import o200kEncoding from 'gpt-tokenizer/encoding/o200k_base';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
-import { BASE_TOKENS, FOREIGN, InputTally, o200kTokens } from '../src/gateway/input-estimate.js';
+import { BASE_TOKENS, FOREIGN, InputTally, o200kTokens } from '../src/protocols/input-estimate.js';
 import { inspectorFor, prepareCall } from '../src/gateway/inspectors.js';
-import { openai } from '../src/gateway/protocols/openai.js';
+import { openai } from '../src/protocols/openai.js';
 import { corpus, englishPrompt } from '../test/fixtures/input-corpus.js';
 
 const PROMPTS = Number(process.env.BENCH_ESTIMATE_PROMPTS ?? 2000);
@@ -162,7 +162,7 @@ const timed = medians({
   estimate: () => {
     for (const body of bodies) {
       const tally = new InputTally(openai.inlineImage);
-      sink += tally.bound(openai.estimateInput('chat', body, tally, body.model));
+      sink += tally.bound(chat.input(body, tally, body.model));
     }
   },
   count: () => {
@@ -221,7 +221,7 @@ const cjkPrompts = Array.from({ length: PROMPTS }, () => {
 const cjkUsed = process.cpuUsage();
 for (const body of cjkPrompts) {
   const tally = new InputTally(openai.inlineImage);
-  sink += tally.bound(openai.estimateInput('chat', body, tally, body.model));
+  sink += tally.bound(chat.input(body, tally, body.model));
 }
 const cjkCpu = process.cpuUsage(cjkUsed);
 const cjk = (cjkCpu.user + cjkCpu.system) / PROMPTS;
@@ -237,7 +237,7 @@ const once = (run: (text: string) => number) => {
 const blobBody = (text: string) => ({ model: 'gpt-4o', messages: [{ role: 'user', content: text }] });
 const blobEstimate = once((text) => {
   const tally = new InputTally(openai.inlineImage);
-  return tally.bound(openai.estimateInput('chat', blobBody(text), tally, 'gpt-4o'));
+  return tally.bound(chat.input(blobBody(text), tally, 'gpt-4o'));
 });
 const blobCount = once((text) => o200kTokens(text));
 console.log(`\n64 KiB of random base64 as text (5 different ones, each once):`);

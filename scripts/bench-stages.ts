@@ -15,6 +15,7 @@
  *   git worktree add --detach ../before HEAD~1 && (cd ../before && ln -s ../<this checkout>/node_modules .)
  *   BENCH_STAGES_AGAINST=../before npm run bench:stages
  */
+import { existsSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -51,10 +52,19 @@ type Stage = () => unknown;
 
 /** One checkout's stages, read from its own source (the signatures every gateway since the protocol tables has). */
 async function stagesOf(root: string): Promise<Record<string, Stage>> {
-  const from = (file: string) => import(pathToFileURL(join(root, 'src', 'gateway', file)).href);
+  const from = (file: string) => import(pathToFileURL(join(root, 'src', file)).href);
+  // The tables are src/protocols/ (a layer of their own), src/gateway/protocols/ in a checkout before it.
+  const tables = existsSync(join(root, 'src', 'protocols')) ? 'protocols/index.ts' : 'gateway/protocols/index.ts';
   const [{ parseGatewayUrl }, { credentialOf }, { protocolOf }, { prepareCall, usageFromJson }, { upstreamHeaders }, { SseMeter }] =
     await Promise.all(
-      ['path-safety.ts', 'client-request.ts', 'protocols/index.ts', 'inspectors.ts', 'headers.ts', 'sse-meter.ts'].map(from),
+      [
+        'gateway/path-safety.ts',
+        'gateway/client-request.ts',
+        tables,
+        'gateway/inspectors.ts',
+        'gateway/headers.ts',
+        'gateway/sse-meter.ts',
+      ].map(from),
     );
   const req = { url: URL_PATH, rawHeaders: RAW_HEADERS, headers: {} } as unknown as IncomingMessage;
   const protocol = protocolOf('openai');

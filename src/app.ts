@@ -29,7 +29,7 @@ import { createGatewayParts } from './gateway/gateway-parts.js';
 import { sendError as sendGatewayError } from './gateway/answers.js';
 import { operationOf } from './gateway/call-report.js';
 import { parseGatewayUrl } from './gateway/path-safety.js';
-import { protocolOfPath } from './gateway/protocols/index.js';
+import { protocolOfPath } from './protocols/index.js';
 import type { BreakerTransition } from './gateway/route-registry.js';
 import { pathOf } from './web/request-target.js';
 import { createApi } from './http/api.js';

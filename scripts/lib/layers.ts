@@ -23,6 +23,8 @@ const LAYERS: Layer[][] = [
   [{ name: 'base', paths: ['src/config.ts', 'src/errors.ts', 'src/ids.ts', 'src/database-unavailable.ts', 'src/cli-args.ts'] }],
   [{ name: 'observability', paths: ['src/observability/'] }],
   [{ name: 'db', paths: ['src/db/'] }],
+  // What Nexus knows of each API it meters (a table a protocol): read by the domain and the gateway, it needs only base.
+  [{ name: 'protocols', paths: ['src/protocols/'], only: ['base'] }],
   [{ name: 'domain', paths: ['src/domain/'] }],
   [{ name: 'contract', paths: ['generated/'] }],
   [{ name: 'web', paths: ['src/web/'] }],

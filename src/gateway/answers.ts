@@ -9,7 +9,7 @@ import { isRefusal, toAppError } from '../errors.js';
 import { writeError } from '../web/error-response.js';
 import type { RequestLocals } from '../web/locals.js';
 import type { MeteredCall, QuotaView } from './metered-call.js';
-import type { Protocol } from './protocols/protocol.js';
+import type { Protocol } from '../protocols/protocol.js';
 
 /** The gateway's headers of a call's relayed answer (name, value, ...), to which the relay adds the upstream's. */
 export function answerHeaders(requestId: string, call: MeteredCall, nowMs: number): string[] {

@@ -26,7 +26,7 @@ import type { AuthRow, CallRepo } from './call-repo.js';
 import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
 import { maskedKey, type MaskedKey } from './secret-mask.js';
-import { protocolOf } from './protocols/index.js';
+import { visibleSecret } from '../protocols/index.js';
 
 /**
  * The looked-up row of a key that may be answered at all (a gateway call, /v1/me): 401 for an unknown,
@@ -84,8 +84,8 @@ export function upstreamOf(entry: CacheEntry, auth: AuthRow, secretBox: SecretBo
     api_key_key_id: auth.api_key_key_id!,
   });
   if (entry.maskedKey === undefined) {
-    const masked = protocolOf(auth.protocol_profile!).maskedPart;
-    entry.maskedKey = maskedKey(masked ? masked(entry.apiKey) : entry.apiKey);
+    // The part of a structured secret an answer could echo (a Bedrock API key, or access key id: its protocol's).
+    entry.maskedKey = maskedKey(visibleSecret(auth.protocol_profile!, entry.apiKey));
   }
   entry.baseUrl ??= new URL(auth.base_url!);
   return entry as Upstream;

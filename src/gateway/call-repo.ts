@@ -20,7 +20,7 @@ import type { ConnectionRetry } from '../domain/routes/route-types.js';
 import { leaseCallSettlementCtes, lockedInIdOrder } from '../domain/quota/settlement-sql.js';
 import { ROLLED_CALL_COLUMNS, rollUpCtes } from '../domain/invocations/rollup-sql.js';
 import { newId } from '../ids.js';
-import type { ProtocolProfile } from './protocols/protocol.js';
+import type { ProtocolProfile } from '../protocols/index.js';
 import { namedQuery } from './gateway-db.js';
 
 /** The key, its access, workspace and connection, and the access's current period with its strategy. */

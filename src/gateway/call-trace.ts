@@ -8,7 +8,7 @@
 import { SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import type { EarlierAttempt, InvocationRow } from '../domain/invocations/invocation-types.js';
 import { parentContext, traceparentOf } from '../observability/tracing.js';
-import type { Protocol } from './protocols/protocol.js';
+import type { Protocol } from '../protocols/protocol.js';
 import type { Inspector, PreparedCall } from './inspectors.js';
 
 /** What a call was charged for, as the trace reads it. */
@@ -64,7 +64,7 @@ export class CallTrace {
     this.inspector = inspector;
     const port = base.port ? Number(base.port) : base.protocol === 'https:' ? 443 : 80;
     this.upstream = this.tracer.startSpan(
-      inspector ? protocol.operationOf(inspector.endpoint) : method,
+      inspector ? inspector.operation : method,
       {
         kind: SpanKind.CLIENT,
         attributes: {
@@ -73,7 +73,7 @@ export class CallTrace {
           'server.port': port,
           'gen_ai.system': system,
           'gen_ai.provider.name': system,
-          ...(inspector ? { 'gen_ai.operation.name': protocol.operationOf(inspector.endpoint) } : {}),
+          ...(inspector ? { 'gen_ai.operation.name': inspector.operation } : {}),
         },
       },
       this.context,
@@ -105,9 +105,10 @@ export class CallTrace {
     const model = invocation.requested_model;
     const upstream = this.upstream;
     if (upstream) {
-      if (this.inspector && model) upstream.updateName(`${this.inspector.protocol.operationOf(this.inspector.endpoint)} ${model}`);
+      if (this.inspector && model) upstream.updateName(`${this.inspector.operation} ${model}`);
       if (model) upstream.setAttribute('gen_ai.request.model', model);
-      if (prepared && this.inspector && this.inspector.endpoint !== 'embeddings')
+      // An endpoint with output (an output cap): an embedding has none.
+      if (prepared && this.inspector && this.inspector.capFields.length > 0)
         upstream.setAttribute('gen_ai.request.max_tokens', Number(prepared.outputBound));
       if (invocation.attempt_upstream_model) upstream.setAttribute('gen_ai.response.model', invocation.attempt_upstream_model);
       if (invocation.upstream_response_id) upstream.setAttribute('gen_ai.response.id', invocation.upstream_response_id);

@@ -6,7 +6,7 @@ import type { IncomingMessage } from 'node:http';
 import { AppError } from '../errors.js';
 import { bearerOf } from '../web/error-response.js';
 import { rawHeader } from './headers.js';
-import { CALLER_KEY_HEADERS, CALLER_KEY_QUERIES } from './protocols/index.js';
+import { CALLER_KEY_HEADERS, CALLER_KEY_QUERIES } from '../protocols/index.js';
 
 const KEY_HEADERS_NAMED = [
   ...CALLER_KEY_HEADERS.map((h) => (h === 'authorization' ? 'Authorization: Bearer' : h)),

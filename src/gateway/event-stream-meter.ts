@@ -1,5 +1,5 @@
 /**
- * A metered stream in AWS's binary event-stream framing (protocols/event-stream.ts), as Bedrock's
+ * A metered stream in AWS's binary event-stream framing (src/protocols/event-stream.ts), as Bedrock's
  * ConverseStream answers: the same meter as an SSE stream's (stream-meter.ts: the protocol's reader, the
  * output count, the cut at the output bound), over frames instead of text events. Each `event` frame's
  * JSON payload reaches the reader as `{ [its :event-type]: payload }`, the shape the AWS SDKs give the
@@ -12,7 +12,7 @@
  * the rule for a stream without its usage (metered-call.ts) and counted as malformed.
  */
 import type { Inspector } from './inspectors.js';
-import { EventStreamDecoder, EventStreamError, exceptionFrame, type EventFrame } from './protocols/event-stream.js';
+import { EventStreamDecoder, EventStreamError, exceptionFrame, type EventFrame } from '../protocols/event-stream.js';
 import { StreamMeter, type StreamBounds } from './stream-meter.js';
 
 const EMPTY = Buffer.alloc(0);

@@ -3,7 +3,7 @@
  * It only orchestrates a request through the modules that do each step:
  * method and path (path-safety.ts), credential and body (client-request.ts),
  * the key's lookup and authorization (auth-cache.ts), the endpoint's protocol
- * (protocols/), the call's admission, charge and record (metered-call.ts, on
+ * (src/protocols/), the call's admission, charge and record (metered-call.ts, on
  * the process's meter: call-meter.ts), the upstream call (relay.ts) and the
  * gateway's own answers (answers.ts). The process-wide parts it runs on are
  * built once, beside the domain, by createGatewayParts (gateway-parts.ts).
@@ -38,7 +38,7 @@ import { meOf } from './me.js';
 import type { CallStart, MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';
 import { checkSlashesFor, parseGatewayUrl, type GatewayTarget } from './path-safety.js';
-import { foreignProtocolOf, protocolOf, protocolOfPath } from './protocols/index.js';
+import { foreignProtocolOf, protocolOf, protocolOfPath } from '../protocols/index.js';
 import { createRouteCalls, routeProfile, usableTargets } from './route-call.js';
 import { createUpstreamAttempts, type CallContext } from './upstream-attempt.js';
 

@@ -3,13 +3,13 @@
  * sent except its credentials (wherever any protocol lets a caller put its key:
  * CALLER_KEY_HEADERS), the headers its protocol drops, cookies, hop-by-hop and
  * proxy headers, then the connection's own key the way its protocol wants it
- * (protocols/). Back to the client: the
+ * (src/protocols/). Back to the client: the
  * content type and what a client needs (the provider's request id,
- * retry-after), nothing else.
+ * retry-after: its protocol's passedBack), nothing else.
  */
 import { AppError } from '../errors.js';
-import { CALLER_KEY_HEADERS } from './protocols/index.js';
-import type { Protocol } from './protocols/protocol.js';
+import { CALLER_KEY_HEADERS } from '../protocols/index.js';
+import type { Protocol } from '../protocols/protocol.js';
 
 const DROPPED = new Set([
   'host',
@@ -75,30 +75,19 @@ export function upstreamHeaders(raw: string[], protocol: Protocol, apiKey: strin
   return out;
 }
 
-const PASSED_BACK = new Set([
-  'content-type',
-  'content-disposition',
-  'x-request-id',
-  'request-id',
-  'retry-after',
-  'retry-after-ms',
-  'openai-processing-ms',
-  'openai-version',
-  'openai-organization',
-  'anthropic-organization-id',
-  // Bedrock's request id and error type: the AWS SDK names an upstream error by the type (ThrottlingException...).
-  'x-amzn-requestid',
-  'x-amzn-errortype',
-]);
-
 /**
- * The upstream's answer headers a client needs, added to `out` (name, value, ...). Its rate-limit headers
- * (`x-ratelimit-*`, `anthropic-ratelimit-*`) are not among them: they describe the operator's provider
+ * The upstream's answer headers a client needs, added to `out` (name, value, ...): those its protocol passes back
+ * (`passedBack`, protocol.ts: the content's type, a request id, Retry-After, and its API's own). Its rate-limit
+ * headers (`x-ratelimit-*`, `anthropic-ratelimit-*`) are not among them: they describe the operator's provider
  * account, shared by every access; Nexus writes its own for the access's plan (docs/rate-limits.md).
  */
-export function clientHeaderList(upstream: Record<string, string | string[] | undefined>, out: string[]): void {
+export function clientHeaderList(
+  upstream: Record<string, string | string[] | undefined>,
+  out: string[],
+  passedBack: ReadonlySet<string>,
+): void {
   for (const name in upstream) {
-    if (!PASSED_BACK.has(name)) continue;
+    if (!passedBack.has(name)) continue;
     const value = upstream[name];
     if (typeof value === 'string') out.push(name, value);
     else if (value) for (const v of value) out.push(name, v);

@@ -23,41 +23,11 @@
  * a metered call and take no quota.
  */
 import { AppError } from '../errors.js';
-import { INLINE_IMAGE_TOKEN_BOUND, InputTally } from './input-estimate.js';
-import { protocolOf } from './protocols/index.js';
-import { responseIdOf } from './protocols/openai.js';
-import type { FreeEndpoint, Inspector, ProtocolProfile, ProtocolTable, Usage } from './protocols/protocol.js';
+import { type ProtocolProfile, protocolOf } from '../protocols/index.js';
+import { INLINE_IMAGE_TOKEN_BOUND, InputTally } from '../protocols/input-estimate.js';
+import type { FreeEndpoint, Inspector, OutputCapRule, PreparedCall, ProtocolTable, Usage } from '../protocols/protocol.js';
 
-export type { FreeEndpoint, Inspector, Usage } from './protocols/protocol.js';
-
-export interface PreparedCall {
-  requestedModel: string;
-  stream: boolean;
-  /** The body to send: the client's bytes, or the rewritten JSON when usage had to be asked for. */
-  body: Buffer;
-  inputBound: bigint;
-  outputBound: bigint;
-  /**
-   * The most output the plan lets the call ask for: maxOutputTokens times its choices (0 for an endpoint without
-   * output). A connection that does not enforce the cap it sends is admitted at it (metered-call.ts).
-   */
-  outputCeiling: bigint;
-  /** We added stream_options.include_usage: the usage chunk is ours and is removed from the stream. */
-  usageInjected: boolean;
-  /**
-   * Responses API: the stored response this call continues (`previous_response_id`). Its conversation
-   * is input the provider adds, which the body does not show: the gateway bounds it from that response's record.
-   */
-  previousResponseId: string | null;
-  /** The request asked for more output than maxOutputTokens and its cap was lowered (policy `clamp`). */
-  outputCap: { sent: number; requested: number } | undefined;
-}
-
-/** What a strategy says of output caps: its maxOutputTokens, and whether a request above it is clamped (else refused). */
-export interface OutputCapRule {
-  maxOutputTokens: number;
-  clamp: boolean;
-}
+export type { FreeEndpoint, Inspector, PreparedCall, Usage } from '../protocols/protocol.js';
 
 /** The inspector for a call of a connection of `profile` (`route`: its path as an upstream may route it), or undefined when the endpoint is not metered. */
 export function inspectorFor(profile: ProtocolProfile, method: string, route: string): Inspector | undefined {
@@ -105,8 +75,6 @@ export function filterModelList(text: string, allows: (model: string) => boolean
 
 /** More choices per call than any provider allows (OpenAI: n <= 128). */
 const MAX_CHOICES = 128;
-/** The fields asking for several answers, unless the protocol names its own (protocol.ts, choiceFields). */
-const CHOICE_FIELDS = ['n', 'best_of'];
 
 /** A request field by its dotted path (`generationConfig.maxOutputTokens`); undefined when a step is not an object. */
 function fieldOf(body: Record<string, unknown>, path: string): unknown {
@@ -164,9 +132,8 @@ export { INLINE_IMAGE_TOKEN_BOUND };
  * elsewhere in a body keeps its bytes in both, so either is still at least what the call can cost.
  */
 function inputBoundOf(inspector: Inspector, raw: Buffer, body: Record<string, unknown>, model: string): number {
-  const { protocol } = inspector;
-  const tally = new InputTally(protocol.inlineImage);
-  const rule = protocol.estimateInput(inspector.endpoint, body, tally, model);
+  const tally = new InputTally(inspector.protocol.inlineImage);
+  const rule = inspector.input(body, tally, model);
   return Math.min(raw.length - tally.imageExcess, tally.bound(rule));
 }
 
@@ -175,11 +142,12 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * A metered call's request read for its bounds (`routeModel`: the model its path names, an Azure
- * deployment, which the body's then does not override).
+ * deployment, which the body's then does not override): a JSON body, read by its endpoint's fields (protocol.ts,
+ * EndpointSpec), unless the endpoint reads its request itself (`read`).
  */
 export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRule, routeModel?: string): PreparedCall {
+  if (inspector.read) return inspector.read(raw, caps, routeModel);
   const { maxOutputTokens } = caps;
-  const { protocol, endpoint } = inspector;
   let text: string;
   try {
     text = UTF8.decode(raw);
@@ -200,11 +168,11 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
     // A lenient server may stream on "yes" or 1: the gateway would not read it as a stream.
     throw new AppError('invalid_parameter', 'stream must be true or false', { param: 'stream' });
   }
-  const stream = body.stream === true || protocol.streamedEndpoints?.includes(endpoint) === true;
+  const stream = body.stream === true || inspector.streamed;
   // The endpoint's output caps (protocol.ts, capFields): every one the request names is read, since a
   // server may honour any of them, so the largest bounds the call; without any, the first is written.
   // An endpoint with none has no output (embeddings).
-  const capFields = protocol.capFields[endpoint] ?? [];
+  const capFields = inspector.capFields;
   let perChoice: number | undefined = capFields.length ? undefined : 0;
   /** The request's output cap, as this endpoint names it (the one set when the request has none). */
   const param: string | undefined =
@@ -230,7 +198,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   }
   let choices = 1;
   let which = '';
-  for (const field of protocol.choiceFields ?? CHOICE_FIELDS) {
+  for (const field of inspector.choiceFields) {
     const asked = positiveInt(fieldOf(body, field), field) ?? 1;
     if (asked > choices) [choices, which] = [asked, field];
   }
@@ -245,7 +213,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
     rewritten = true;
   }
   let usageInjected = false;
-  if (stream && protocol.usageAsked.includes(endpoint)) {
+  if (stream && inspector.usageAsked) {
     const given = body.stream_options ?? {};
     if (typeof given !== 'object' || Array.isArray(given)) {
       throw new AppError('invalid_parameter', 'stream_options must be an object', { param: 'stream_options' });
@@ -258,17 +226,13 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
     }
   }
   const sent = rewritten ? Buffer.from(JSON.stringify(body)) : raw;
-  const previousResponseId =
-    endpoint === 'responses' && typeof body.previous_response_id === 'string' && body.previous_response_id
-      ? body.previous_response_id
-      : null;
+  // A call that continues a stored answer (the Responses API's previous_response_id): its endpoint's continuation.
+  const previousResponseId = inspector.continuation ? inspector.continuation.previousOf(body) : null;
   const inputBound = BigInt(inputBoundOf(inspector, raw, body, requestedModel));
   return { requestedModel, stream, body: sent, inputBound, outputBound, outputCeiling, usageInjected, previousResponseId, outputCap };
 }
 
-const ANSWER_FIELDS = { usage: 'usage', model: 'model' };
-
-/** Usage and model of a complete JSON answer (and a Responses API answer's id). */
+/** Usage and model of a complete JSON answer (and, for an endpoint whose answers are stored, its id: continuation). */
 export function usageFromJson(
   inspector: Inspector,
   text: string,
@@ -279,10 +243,10 @@ export function usageFromJson(
   } catch {
     return { usage: null, model: null, responseId: null };
   }
-  const fields = inspector.protocol.answerFields ?? ANSWER_FIELDS;
+  const fields = inspector.answerFields;
   const model = typeof body?.[fields.model] === 'string' ? (body[fields.model] as string) : null;
-  const responseId = inspector.endpoint === 'responses' ? responseIdOf(body?.id) : null;
-  return { usage: inspector.protocol.usageOf(body?.[fields.usage]), model, responseId };
+  const responseId = inspector.continuation ? inspector.continuation.idOf(body) : null;
+  return { usage: inspector.usageOf(body?.[fields.usage]), model, responseId };
 }
 
 const MODEL = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;

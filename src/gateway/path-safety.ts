@@ -5,8 +5,8 @@
  */
 import { AppError } from '../errors.js';
 import { canonicalUuid, hasUuidForm } from '../ids.js';
-import { SLASH_READERS } from './protocols/index.js';
-import type { ProtocolProfile } from './protocols/protocol.js';
+import { SLASH_READERS } from '../protocols/index.js';
+import type { ProtocolProfile } from '../protocols/index.js';
 
 export interface GatewayTarget {
   connectionId: string;

@@ -20,7 +20,7 @@ import { clientHeaderList } from './headers.js';
 import type { Inspector, PreparedCall, Usage } from './inspectors.js';
 import { SecretMask, type MaskedKey } from './secret-mask.js';
 import { EventStreamMeter } from './event-stream-meter.js';
-import { EVENT_STREAM_CONTENT_TYPE } from './protocols/event-stream.js';
+import { EVENT_STREAM_CONTENT_TYPE } from '../protocols/event-stream.js';
 import { SseMeter } from './sse-meter.js';
 import type { StreamMeter } from './stream-meter.js';
 import { decoderFor } from './upstreams.js';
@@ -78,6 +78,8 @@ export interface RelayOptions {
   prepared: PreparedCall | undefined;
   /** The provider's key as the mask looks for it (null: too short to look for). */
   maskedKey: MaskedKey | null;
+  /** The answer's headers that go back to the client: its connection's protocol's (protocol.ts, passedBack). */
+  passedBack: ReadonlySet<string>;
   /** Told of a Responses API stream's response id and usage as soon as they are known. */
   watcher?: ResponseWatcher | undefined;
   /**
@@ -278,7 +280,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     }
     const { inspector, prepared } = this.options;
     const contentType = String(headers['content-type'] ?? '');
-    // A protocol whose streams are AWS event-streams (protocols/event-stream.ts) has them read by their frames.
+    // A protocol whose streams are AWS event-streams (src/protocols/event-stream.ts) has them read by their frames.
     const binary = inspector?.protocol.streamFraming === 'event-stream' && contentType.startsWith(EVENT_STREAM_CONTENT_TYPE);
     const isStream = binary || contentType.startsWith('text/event-stream');
     const reading = Boolean(inspector && prepared && status < 300);
@@ -292,7 +294,7 @@ export class Relay implements Dispatcher.DispatchHandler {
     }
     const out = this.options.answerHeaders;
     if (headers['x-request-id'] === undefined) out.push('x-request-id', this.options.requestId);
-    clientHeaderList(headers, out);
+    clientHeaderList(headers, out, this.options.passedBack);
     const encoded = headers['content-encoding'];
     const decoder = decoderFor(encoded);
     if (decoder === null) out.push('content-encoding', String(encoded));

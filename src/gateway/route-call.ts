@@ -16,12 +16,11 @@
  */
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/actor.js';
-import { bodyShapeOf } from '../domain/routes/route-service.js';
 import type { ConnectionRetry, RetrySettings, RouteRow, RouteTarget } from '../domain/routes/route-types.js';
 import { AppError } from '../errors.js';
 import type { CacheEntry } from './auth-cache.js';
-import { protocolOf } from './protocols/index.js';
-import type { Protocol, ProtocolProfile } from './protocols/protocol.js';
+import { protocolOf, type ProtocolProfile } from '../protocols/index.js';
+import type { Protocol } from '../protocols/protocol.js';
 import type { Relay } from './relay.js';
 import { backoffMs, orderTargets } from './route-plan.js';
 import type { RouteRegistry } from './route-registry.js';
@@ -41,7 +40,7 @@ export interface AttemptMetrics {
 
 /** The profile whose paths and inspectors a route's calls use: its targets' shared body shape (azure-openai takes openai's). */
 export function routeProfile(profile: ProtocolProfile): ProtocolProfile {
-  return bodyShapeOf(profile) as ProtocolProfile;
+  return protocolOf(profile).bodyShape;
 }
 
 /** The usable targets of a route (ACTIVE connections the key's workspace has), each with its key's lookup. */
@@ -225,13 +224,14 @@ export function createRouteCalls(deps: {
       send(t) {
         const entry = usable.get(t.providerConnectionId)!;
         const model = t.modelMap?.[requested] ?? requested;
-        // An Azure target of an OpenAI-shaped route takes the OpenAI path under its v1 API (`openai/v1/...`), the deployment as `model`.
-        const azure = entry.row!.protocol_profile === 'azure-openai';
+        // A target whose protocol takes the route's bodies under a path of its own (its shapePrefix: an Azure target
+        // of an OpenAI-shaped route, its v1 API at `openai/v1/...`, the deployment as `model`).
+        const prefix = protocolOf(entry.row!.protocol_profile!).shapePrefix;
         return {
           entry,
           model,
           body: model !== requested ? withModel(body, model) : body,
-          providerPath: azure ? `openai/${ctx.target.providerPath}` : ctx.target.providerPath,
+          providerPath: prefix ? prefix + ctx.target.providerPath : ctx.target.providerPath,
         };
       },
       answerHeaders: (attempts, cid) => ['x-nexus-attempts', String(attempts), 'x-nexus-served-by', cid],

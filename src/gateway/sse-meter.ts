@@ -31,7 +31,7 @@
  *
  * What differs by protocol (how an event reports usage, what output text it
  * carries, the end a cut stream gets) is the protocol's stream reader
- * (protocols/); what every framing shares (the reader, the count, the cut) is
+ * (src/protocols/); what every framing shares (the reader, the count, the cut) is
  * stream-meter.ts; this meter frames SSE events (event-stream-meter.ts frames
  * AWS's binary ones).
  */

@@ -6,7 +6,7 @@
  * meterEvent, and forwards what it keeps. The counting rules are sse-meter.ts's comment.
  */
 import type { Inspector, PreparedCall, Usage } from './inspectors.js';
-import type { StreamReader, StreamState } from './protocols/protocol.js';
+import type { StreamReader, StreamState } from '../protocols/protocol.js';
 
 /** Bytes of output text counted as one token by the estimate: about twice what a BPE token averages. */
 const BYTES_PER_TOKEN = 8;
@@ -40,7 +40,7 @@ export abstract class StreamMeter implements StreamState {
     inspector: Inspector,
     protected readonly bounds: StreamBounds,
   ) {
-    this.reader = inspector.protocol.streamReader(inspector.endpoint);
+    this.reader = inspector.stream();
   }
 
   /** The upstream's next bytes; returns what goes to the client now (whole events, or a cut stream's end). */

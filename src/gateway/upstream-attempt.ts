@@ -13,8 +13,8 @@ import { upstreamSearch } from './client-request.js';
 import { upstreamHeaders } from './headers.js';
 import type { MeteredCall } from './metered-call.js';
 import type { GatewayTarget } from './path-safety.js';
-import { protocolOf } from './protocols/index.js';
-import type { Protocol } from './protocols/protocol.js';
+import { protocolOf } from '../protocols/index.js';
+import type { Protocol } from '../protocols/protocol.js';
 import { Relay, type Failover } from './relay.js';
 import type { createUpstreamPools } from './upstreams.js';
 
@@ -81,6 +81,7 @@ export function createUpstreamAttempts(deps: {
         inspector: call.inspector,
         prepared: call.prepared,
         maskedKey: upstream.maskedKey,
+        passedBack: protocol.passedBack,
         watcher: call,
         rewriteJson: ctx.rewriteJson,
         failover: a.failover,

@@ -3,7 +3,8 @@
  * read a bearer token, and write the Error body of a refusal on a plain node response.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AppError, errorBody, errorRetryAfter, toAppError, type ErrorBody } from '../errors.js';
+import { AppError, errorBody, errorRetryAfter, toAppError } from '../errors.js';
+import type { ErrorBodyShape } from '../protocols/protocol.js';
 import type { RequestLocals } from './locals.js';
 
 /** The token of an `Authorization: Bearer` header value. */
@@ -52,19 +53,6 @@ function endAfterBody(req: IncomingMessage, res: ServerResponse): void {
   req.once('end', end);
   req.once('close', end);
   req.resume();
-}
-
-/**
- * How a refusal's body is shaped when the client speaks an API of its own (a gateway connection's
- * protocol: src/gateway/protocols/protocol.ts, ErrorShape); none: the shared Error body.
- */
-export interface ErrorBodyShape {
-  /** The body the client gets. */
-  body(shared: ErrorBody): unknown;
-  /** The header the protocol's SDK reads the request id from (set to Nexus's request id), if any. */
-  requestIdHeader?: string;
-  /** Headers the protocol's SDK reads the error from, by the refusal's status (Bedrock's `x-amzn-errortype`), if any. */
-  headers?(shared: ErrorBody, status: number): Record<string, string>;
 }
 
 /** The Error body for `err` (a 500 that reveals nothing unless it is an AppError), on a plain node response. */

@@ -1,31 +1,20 @@
 /**
  * The Bedrock protocol's parts without I/O: the event-stream framing (protocols/event-stream.ts), its meter
- * (event-stream-meter.ts), the protocol table (protocols/bedrock.ts), a bedrock connection's secret and its
+ * (event-stream-meter.ts), the protocol table (src/protocols/bedrock.ts), a bedrock connection's secret and its
  * SigV4 signature (bedrock-secret.ts), and the ARN path rule (bedrock.ts slashesInPath, checked by path-safety.ts).
  */
 import { Sha256 } from '@smithy/core/checksum';
 import { SignatureV4 } from '@smithy/signature-v4';
 import { describe, expect, it } from 'vitest';
-import {
-  bedrockAuthHeaders,
-  bedrockPreviewSource,
-  connectionSecret,
-  parseBedrockSecret,
-} from '../../src/domain/provider-connections/bedrock-secret.js';
+import { bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret } from '../../src/protocols/bedrock-secret.js';
 import { EventStreamMeter } from '../../src/gateway/event-stream-meter.js';
 import { inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
 import { checkSlashesFor, parseGatewayUrl } from '../../src/gateway/path-safety.js';
-import {
-  ANTHROPIC_TOOLS_TOKENS,
-  bedrockInput,
-  FOREIGN,
-  FOREIGN_FACTOR,
-  InputTally,
-  o200kTokens,
-} from '../../src/gateway/input-estimate.js';
-import { awsErrorType, converseUsage, modelInPath } from '../../src/gateway/protocols/bedrock.js';
-import { EventStreamDecoder, EventStreamError, eventFrame, MAX_FRAME_BYTES } from '../../src/gateway/protocols/event-stream.js';
-import { protocolOf } from '../../src/gateway/protocols/index.js';
+import { FOREIGN, FOREIGN_FACTOR, InputTally, o200kTokens } from '../../src/protocols/input-estimate.js';
+import { ANTHROPIC_TOOLS_TOKENS } from '../../src/protocols/anthropic.js';
+import { awsErrorType, bedrockInput, converseUsage, modelInPath } from '../../src/protocols/bedrock.js';
+import { EventStreamDecoder, EventStreamError, eventFrame, MAX_FRAME_BYTES } from '../../src/protocols/event-stream.js';
+import { connectionSecret, protocolOf } from '../../src/protocols/index.js';
 
 const converse = inspectorFor('bedrock', 'POST', 'model/m/converse')!;
 const stream = inspectorFor('bedrock', 'POST', 'model/m/converse-stream')!;
@@ -288,7 +277,7 @@ describe("a Converse request's input estimate (bedrockInput)", () => {
     const bound = tally.bound(FOREIGN);
     expect(bound).toBeGreaterThanOrEqual(FOREIGN_FACTOR * tally.textTokens);
     expect(bound).toBeLessThan(JSON.stringify(body).length);
-    expect(protocolOf('bedrock').estimateInput('converse', body, new InputTally(() => undefined), MODEL)).toBe(FOREIGN);
+    expect(converse.input(body, new InputTally(() => undefined), MODEL)).toBe(FOREIGN);
   });
 
   it("a document's and a video's bytes count byte for byte; an image at most its bound", () => {
@@ -357,7 +346,7 @@ describe("a bedrock connection's secret", () => {
     });
     expect(parseBedrockSecret(sig)).toEqual(SIG);
     expect(bedrockPreviewSource(parseBedrockSecret(sig))).toBe(SIG.accessKeyId);
-    expect(parseBedrockSecret(connectionSecret('bedrock', 'k2-k2-k2-k2', {}, parseBedrockSecret(sig)))).toEqual({
+    expect(parseBedrockSecret(connectionSecret('bedrock', 'k2-k2-k2-k2', {}, () => sig))).toEqual({
       region: SIG.region,
       apiKey: 'k2-k2-k2-k2',
     });

@@ -1,5 +1,5 @@
 /**
- * Bedrock Runtime through the gateway (src/gateway/protocols/bedrock.ts), with the official
+ * Bedrock Runtime through the gateway (src/protocols/bedrock.ts), with the official
  * `@aws-sdk/client-bedrock-runtime` against the fake Bedrock upstream (test/support/upstreams/bedrock.ts):
  * Converse and ConverseStream metered exactly, the upstream's Bedrock API key and SigV4 signature,
  * the cap, InvokeModel refused, a broken event-stream frame, and a bedrock connection's bad input.

@@ -1,5 +1,5 @@
 /**
- * Input bounds from the text a request carries (src/gateway/input-estimate.ts) through the official
+ * Input bounds from the text a request carries (src/protocols/input-estimate.ts) through the official
  * SDKs: a long English prompt on a small plan, which its body's bytes would not let through, is admitted
  * at its estimate, and settles at exactly what the upstream reports (here the prompt's o200k count, as
  * OpenAI's o200k models count it).

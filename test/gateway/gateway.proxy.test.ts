@@ -515,6 +515,18 @@ describe('anthropic profile through @anthropic-ai/sdk', () => {
     expect(res.status).toBe(200);
     expect(anthropicUp.requests.at(-1)!.headers['x-api-key']).toBe(ANTHROPIC_KEY);
   });
+
+  it("passes back the answer headers of the connection's own API, not another API's", async () => {
+    // Both fakes answer with x-request-id and OpenAI's openai-processing-ms.
+    const fromAnthropic = await anthropic(an)
+      .messages.create({ model: 'claude-test', max_tokens: 10, messages: [{ role: 'user', content: 'Hi' }] })
+      .withResponse();
+    expect(fromAnthropic.response.headers.get('x-request-id')).toMatch(/^req_fake_/);
+    expect(fromAnthropic.response.headers.get('openai-processing-ms')).toBeNull();
+    const fromOpenAi = await openai(oa).chat.completions.create({ model: 'gpt-test', messages: [], max_tokens: 5 }).withResponse();
+    expect(fromOpenAi.response.headers.get('x-request-id')).toMatch(/^req_fake_/);
+    expect(fromOpenAi.response.headers.get('openai-processing-ms')).toBe('1');
+  });
 });
 
 describe('usage reads', () => {

@@ -1,5 +1,5 @@
 /**
- * The input estimate (src/gateway/input-estimate.ts) against the tokenizers of OpenAI's models over the
+ * The input estimate (src/protocols/input-estimate.ts) against the tokenizers of OpenAI's models over the
  * corpus of test/fixtures/input-corpus.ts: the bound a call is admitted at is never below what the model
  * counts, and never above the body's bytes.
  */
@@ -7,18 +7,18 @@ import { describe, expect, it } from 'vitest';
 import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
 import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
 import {
-  ANTHROPIC_TOOLS_TOKENS,
   BASE_TOKENS,
   FOREIGN,
   FOREIGN_FACTOR,
-  geminiInput,
   InputTally,
   MERGE_BUDGET,
   o200kTokens,
-  openAiRule,
   PIECEWISE,
   TOKENIZE_BUDGET,
-} from '../../src/gateway/input-estimate.js';
+} from '../../src/protocols/input-estimate.js';
+import { ANTHROPIC_TOOLS_TOKENS } from '../../src/protocols/anthropic.js';
+import { geminiInput } from '../../src/protocols/gemini.js';
+import { openAiRule } from '../../src/protocols/openai.js';
 import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
 import { corpus } from '../fixtures/input-corpus.js';
 import { prng } from '../support/prng.js';

@@ -8,7 +8,7 @@ import {
   prepareCall,
   usageFromJson,
 } from '../../src/gateway/inspectors.js';
-import { BASE_TOKENS, STRUCTURE_TOKENS } from '../../src/gateway/input-estimate.js';
+import { BASE_TOKENS, STRUCTURE_TOKENS } from '../../src/protocols/input-estimate.js';
 import { SseMeter } from '../../src/gateway/sse-meter.js';
 import { parseGatewayUrl } from '../../src/gateway/path-safety.js';
 

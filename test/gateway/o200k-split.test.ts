@@ -1,10 +1,10 @@
 /**
- * The hand-written ASCII pre-tokenizer (src/gateway/o200k-split.ts) against o200k's expression: on random text
+ * The hand-written ASCII pre-tokenizer (src/protocols/o200k-split.ts) against o200k's expression: on random text
  * of every ASCII class, and of ASCII mixed with characters beyond it, the pieces are the expression's.
  */
 import { describe, expect, it } from 'vitest';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
-import { NOT_ASCII, pieceEnd, utf16 } from '../../src/gateway/o200k-split.js';
+import { NOT_ASCII, pieceEnd, utf16 } from '../../src/protocols/o200k-split.js';
 import { corpus } from '../fixtures/input-corpus.js';
 import { prng } from '../support/prng.js';
 

@@ -4,7 +4,9 @@ import { upstreamSearch } from '../../src/gateway/client-request.js';
 import { upstreamHeaders } from '../../src/gateway/headers.js';
 import { filterModelList, freeEndpointFor, inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
 import { SseMeter } from '../../src/gateway/sse-meter.js';
-import { CALLER_KEY_HEADERS, foreignProtocolOf, protocolOf } from '../../src/gateway/protocols/index.js';
+import { CALLER_KEY_HEADERS, foreignProtocolOf, protocolOf } from '../../src/protocols/index.js';
+import { FOREIGN } from '../../src/protocols/input-estimate.js';
+import { defineProtocol, type PreparedCall } from '../../src/protocols/protocol.js';
 
 const azure = protocolOf('azure-openai');
 const caps = { maxOutputTokens: 100, clamp: true };
@@ -204,5 +206,87 @@ describe('the tables together', () => {
     expect(protocolOf('gemini').errorShape!.body(shared)).toEqual({ error: { ...shared.error, status: 'RESOURCE_EXHAUSTED' } });
     expect(protocolOf('openai').errorShape).toBeUndefined();
     expect(azure.errorShape).toBeUndefined();
+  });
+});
+
+describe('what a table declares beyond its paths', () => {
+  it('passes back the answer headers of its own API, and those every answer keeps', () => {
+    const back = (profile: 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock') => protocolOf(profile).passedBack;
+    for (const profile of ['openai', 'anthropic', 'azure-openai', 'gemini', 'bedrock'] as const) {
+      for (const name of ['content-type', 'x-request-id', 'retry-after', 'retry-after-ms']) expect(back(profile).has(name)).toBe(true);
+    }
+    expect(back('openai').has('openai-processing-ms')).toBe(true);
+    expect(back('azure-openai').has('openai-processing-ms')).toBe(true);
+    expect(back('anthropic').has('openai-processing-ms')).toBe(false);
+    expect(back('anthropic').has('request-id')).toBe(true);
+    expect(back('openai').has('request-id')).toBe(false);
+    expect(back('bedrock').has('x-amzn-errortype')).toBe(true);
+    expect(back('gemini').has('x-amzn-errortype')).toBe(false);
+  });
+
+  it('continues a stored Responses API answer on the responses endpoint only, OpenAI and Azure alike', () => {
+    for (const [profile, route] of [
+      ['openai', 'v1/responses'],
+      ['azure-openai', 'openai/v1/responses'],
+    ] as const) {
+      const responses = inspectorFor(profile, 'POST', route)!;
+      const prepared = prepareCall(responses, Buffer.from('{"model":"m","input":"hi","previous_response_id":"resp_1"}'), caps);
+      expect(prepared.previousResponseId).toBe('resp_1');
+      expect(usageFromJson(responses, '{"id":"resp_2","model":"m","usage":{"input_tokens":3,"output_tokens":1}}').responseId).toBe(
+        'resp_2',
+      );
+    }
+    const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;
+    expect(
+      prepareCall(chat, Buffer.from('{"model":"m","messages":[],"previous_response_id":"resp_1"}'), caps).previousResponseId,
+    ).toBeNull();
+    expect(usageFromJson(chat, '{"id":"chatcmpl-1","model":"m"}').responseId).toBeNull();
+  });
+
+  it("takes another protocol's bodies where it says so: an Azure target of an OpenAI route, under openai/, naming deployments", () => {
+    expect(azure).toMatchObject({ bodyShape: 'openai', shapePrefix: 'openai/', namesDeployments: true });
+    for (const profile of ['openai', 'anthropic', 'gemini', 'bedrock'] as const) {
+      const protocol = protocolOf(profile);
+      expect([protocol.bodyShape, protocol.shapePrefix, protocol.namesDeployments ?? false]).toEqual([profile, undefined, false]);
+    }
+  });
+
+  it("reads an endpoint's request itself when the endpoint says how (a body that is not JSON capped by its fields)", () => {
+    const read: PreparedCall = {
+      requestedModel: 'tts-1',
+      stream: false,
+      body: Buffer.from('sent'),
+      inputBound: 7n,
+      outputBound: 11n,
+      outputCeiling: 11n,
+      usageInjected: false,
+      previousResponseId: null,
+      outputCap: undefined,
+    };
+    const seen: unknown[] = [];
+    const speech = defineProtocol({
+      ...protocolOf('openai'),
+      metered: [[/(^|\/)audio\/speech$/i, 'speech']],
+      endpoints: {
+        speech: {
+          label: 'audio/speech',
+          operation: 'speech',
+          capFields: [],
+          input: () => FOREIGN,
+          stream: () => {
+            throw new Error('not streamed');
+          },
+          read: (raw, given, routeModel) => {
+            seen.push([raw.toString(), given, routeModel]);
+            return read;
+          },
+        },
+      },
+    });
+    const inspector = speech.inspectorFor('POST', 'v1/audio/speech')!;
+    expect(inspector).toMatchObject({ endpoint: 'speech', label: 'audio/speech', choiceFields: ['n', 'best_of'], streamed: false });
+    expect(speech.meters).toBe('audio/speech');
+    expect(prepareCall(inspector, Buffer.from('not json'), caps, 'route-model')).toBe(read);
+    expect(seen).toEqual([['not json', caps, 'route-model']]);
   });
 });

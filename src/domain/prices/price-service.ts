@@ -7,6 +7,7 @@
 import type { Db } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
+import { isProtocolProfile, PROFILES } from '../../protocols/index.js';
 import type { Actor, Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { Page } from '../pagination.js';
@@ -18,7 +19,6 @@ import { readLiteLlmPrices, type ImportedPrice } from './litellm-import.js';
 import type { PriceFilter, PriceRepo, PriceRow } from './price-repo.js';
 
 const PRICE = /^(0|[1-9][0-9]{0,11})(\.[0-9]{1,12})?$/;
-const PROFILES = new Set(['openai', 'anthropic', 'azure-openai', 'gemini', 'bedrock']);
 /** What LiteLLM's file is priced in. */
 const LITELLM_CURRENCY = 'USD';
 
@@ -80,8 +80,8 @@ export function createPriceService(deps: {
     if (scope.providerConnectionId && scope.protocolProfile) {
       throw new AppError('invalid_parameter', 'Give providerConnectionId or protocolProfile, not both', { param: 'protocolProfile' });
     }
-    if (scope.protocolProfile && !PROFILES.has(scope.protocolProfile)) {
-      throw new AppError('invalid_parameter', `protocolProfile must be one of ${[...PROFILES].join(', ')}`, { param: 'protocolProfile' });
+    if (scope.protocolProfile && !isProtocolProfile(scope.protocolProfile)) {
+      throw new AppError('invalid_parameter', `protocolProfile must be one of ${PROFILES.join(', ')}`, { param: 'protocolProfile' });
     }
     if (scope.providerConnectionId) {
       const connection = await providerConnectionRepo.findById(scope.providerConnectionId);

@@ -1,9 +1,9 @@
 import type { Queryable } from '../../db/database.js';
 import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
+import type { ProtocolProfile } from '../../protocols/index.js';
 import type { ConnectionRetry } from '../routes/route-types.js';
 
-export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
 export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
 
 export interface ProviderConnectionRow {

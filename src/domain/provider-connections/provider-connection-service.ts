@@ -16,13 +16,9 @@ import type { Page, PageRequest } from '../pagination.js';
 import { DEFAULT_CONNECTION_RETRY, type ConnectionRetry } from '../routes/route-types.js';
 import { secretPreview, type SecretBox } from '../security/secret-box.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
-import type {
-  ProviderConnectionRepo,
-  ProviderConnectionRow,
-  ProviderConnectionStatus,
-  ProtocolProfile,
-} from './provider-connection-repo.js';
-import { bedrockPreviewSource, connectionSecret, parseBedrockSecret, type AwsFields } from './bedrock-secret.js';
+import type { ProviderConnectionRepo, ProviderConnectionRow, ProviderConnectionStatus } from './provider-connection-repo.js';
+import type { AwsFields } from '../../protocols/bedrock-secret.js';
+import { connectionSecret, visibleSecret, type ProtocolProfile } from '../../protocols/index.js';
 import { probeProvider, type ProviderCheckResult } from './provider-probe.js';
 import { openProviderApiKey, sealProviderApiKey } from './provider-secret.js';
 import { assertSafeUpstreamUrl } from './upstream-guard.js';
@@ -149,16 +145,12 @@ export function createProviderConnectionService(deps: {
   }
 
   /**
-   * The text a connection of `profile` seals (the key; a `bedrock` connection's credential: bedrock-secret.ts),
-   * and its preview. `current`: the connection whose key it replaces (a bedrock one keeps its region).
+   * The text a connection of `profile` seals (the key, or its protocol's secret: a `bedrock` connection's
+   * credential), and its preview. `current`: the connection whose key it replaces (a bedrock one keeps its region).
    */
   function secretOf(profile: ProtocolProfile, apiKey: string, fields: AwsFields, current?: ProviderConnectionRow) {
-    const stored =
-      profile === 'bedrock' && current && fields.awsRegion === undefined
-        ? parseBedrockSecret(openProviderApiKey(secretBox, current))
-        : undefined;
-    const text = connectionSecret(profile, apiKey, fields, stored);
-    return { text, preview: secretPreview(profile === 'bedrock' ? bedrockPreviewSource(parseBedrockSecret(text)) : apiKey) };
+    const text = connectionSecret(profile, apiKey, fields, current && (() => openProviderApiKey(secretBox, current)));
+    return { text, preview: secretPreview(visibleSecret(profile, text)) };
   }
 
   /** The columns a new key replaces (rotation, or an update that brings one): sealed, previewed, unverified. */

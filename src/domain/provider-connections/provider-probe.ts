@@ -1,14 +1,13 @@
 /**
  * The upstream probe behind testProviderConnection and verifyProviderConnection:
  * one real GET of the profile's model list (bedrock: its list of asynchronous
- * invocations) with the profile's authentication,
+ * invocations: its protocol's `probe`) with the profile's authentication,
  * bounded by a short timeout, classified into what the caller needs to know.
  * The key goes to the upstream only; it never appears in a message.
  */
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { guardedLookup, hostOf, isRefusedHost, PrivateUpstreamError } from './upstream-guard.js';
-import { bedrockAuthHeaders, parseBedrockSecret } from './bedrock-secret.js';
-import type { ProtocolProfile } from './provider-connection-repo.js';
+import { protocolOf, type ProtocolProfile } from '../../protocols/index.js';
 
 type ProviderCheckOutcome = 'reachable' | 'credentials_rejected' | 'unexpected_response' | 'unreachable' | 'timeout';
 
@@ -20,38 +19,27 @@ export interface ProviderCheckResult {
   checkedAt: Date;
 }
 
-const ANTHROPIC_VERSION = '2023-06-01';
+/** An empty body: the probe's GET, as a signing protocol signs it. */
+const EMPTY = Buffer.alloc(0);
 
 /**
- * Every profile keeps `/v1` out of baseUrl: the probe, like the SDKs, adds it. Azure OpenAI's baseUrl is
- * the resource's endpoint: its model list is `openai/v1/models` (v1 needs no api-version), its key `api-key`.
- * Gemini's is `v1beta/models`, its key `x-goog-api-key`. Bedrock Runtime has no model list; its one
- * read-only list, the asynchronous invocations (at most one), answers a JSON object to credentials it
- * accepts, with the connection's auth (a Bearer API key, or SigV4: bedrock-secret.ts).
+ * The profile's probe (its table's `probe`): a GET of its path under baseUrl (every profile keeps `/v1` out of
+ * baseUrl: the probe, like the SDKs, adds it), with its headers and the connection's auth as the gateway sends it
+ * (authHeaders, and signRequest for a protocol that signs: Bedrock's SigV4).
  */
 async function probeRequest(
   profile: ProtocolProfile,
   baseUrl: string,
   apiKey: string,
 ): Promise<{ url: string; headers: Record<string, string> }> {
-  const common = { accept: 'application/json', 'user-agent': 'nexus-provider-probe/1' };
-  if (profile === 'bedrock') {
-    const url = `${baseUrl}/async-invoke?maxResults=1`;
-    const auth = await bedrockAuthHeaders(parseBedrockSecret(apiKey), {
-      method: 'GET',
-      url: new URL(url),
-      contentType: undefined,
-      body: Buffer.alloc(0),
-    });
-    return { url, headers: { ...common, ...auth } };
-  }
-  if (profile === 'azure-openai') return { url: `${baseUrl}/openai/v1/models`, headers: { ...common, 'api-key': apiKey } };
-  if (profile === 'gemini') return { url: `${baseUrl}/v1beta/models`, headers: { ...common, 'x-goog-api-key': apiKey } };
-  const url = `${baseUrl}/v1/models`;
-  if (profile === 'anthropic') {
-    return { url, headers: { ...common, 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION } };
-  }
-  return { url, headers: { ...common, authorization: `Bearer ${apiKey}` } };
+  const protocol = protocolOf(profile);
+  const url = `${baseUrl}/${protocol.probe.path}`;
+  const list = ['accept', 'application/json', 'user-agent', 'nexus-provider-probe/1', ...(protocol.probe.headers ?? [])];
+  protocol.authHeaders(list, apiKey);
+  if (protocol.signRequest) await protocol.signRequest(apiKey, { method: 'GET', url: new URL(url), body: EMPTY, headers: list });
+  const headers: Record<string, string> = {};
+  for (let i = 0; i < list.length; i += 2) headers[list[i]!] = list[i + 1]!;
+  return { url, headers };
 }
 
 export interface ProbeInput {

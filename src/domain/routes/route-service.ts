@@ -11,7 +11,8 @@ import { canSeeWorkspace, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
-import type { ProtocolProfile, ProviderConnectionRepo, ProviderConnectionRow } from '../provider-connections/provider-connection-repo.js';
+import { protocolOf } from '../../protocols/index.js';
+import type { ProviderConnectionRepo, ProviderConnectionRow } from '../provider-connections/provider-connection-repo.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
 import type { RouteRepo } from './route-repo.js';
 import {
@@ -49,15 +50,6 @@ export interface CreateRouteInput {
 }
 
 export type UpdateRouteInput = Partial<CreateRouteInput>;
-
-/**
- * The request-body shape a protocol's calls share: `openai` and `azure-openai` take the same bodies (an
- * Azure target is sent the same body at its v1 path, its model mapped to a deployment); the others only
- * their own.
- */
-export function bodyShapeOf(profile: ProtocolProfile): string {
-  return profile === 'azure-openai' ? 'openai' : profile;
-}
 
 function notFound(): AppError {
   return new AppError('gateway_route_not_found', 'Route not found', { param: 'routeId' });
@@ -105,7 +97,9 @@ function checkTargets(targets: RouteTarget[], workspaceId: string, found: (Provi
         current_status: row.status,
       });
   });
-  const shapes = new Set(found.map((row) => bodyShapeOf(row!.protocol_profile)));
+  // The request bodies each target takes (its protocol's bodyShape: `openai` and `azure-openai` take the same, an
+  // Azure target sent the same body at its v1 path, its model mapped to a deployment; the others only their own).
+  const shapes = new Set(found.map((row) => protocolOf(row!.protocol_profile).bodyShape));
   if (shapes.size > 1) {
     throw new AppError(
       'route_targets_incompatible',
@@ -113,18 +107,20 @@ function checkTargets(targets: RouteTarget[], workspaceId: string, found: (Provi
       { param: 'targets' },
     );
   }
-  // An Azure target is sent a deployment: every model the route maps must name one in its own map.
+  // A target whose models are deployments (Azure: its protocol's namesDeployments) is sent a deployment: every model
+  // the route maps must name one in its own map.
   const mapped = new Set(targets.flatMap((t) => Object.keys(t.modelMap ?? {})));
   targets.forEach((target, i) => {
-    if (found[i]!.protocol_profile !== 'azure-openai') return;
+    const protocol = protocolOf(found[i]!.protocol_profile);
+    if (!protocol.namesDeployments) return;
     const map = target.modelMap ?? {};
     const missing = [...mapped].find((model) => map[model] === undefined);
     if (!Object.keys(map).length || missing !== undefined) {
       throw new AppError(
         'route_model_unserved',
         missing !== undefined
-          ? `The model '${missing}' is mapped on another target, but this Azure target names no deployment for it`
-          : 'An Azure OpenAI target needs a modelMap naming the deployment of each model it serves',
+          ? `The model '${missing}' is mapped on another target, but this ${protocol.title} target names no deployment for it`
+          : `This ${protocol.title} target needs a modelMap naming the deployment of each model it serves`,
         { param: `targets[${i}].modelMap` },
       );
     }

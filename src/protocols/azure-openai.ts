@@ -7,18 +7,22 @@
  *     where the model the call names is the deployment (its body names none); and
  *     `openai/responses?api-version=...`;
  *   - v1: `openai/v1/{chat/completions|responses|embeddings}`, the body naming the model (the deployment);
- *   - free: the model lists `openai/models` and `openai/v1/models`, and a model's description under them.
+ *   - free: the model lists `openai/models` and `openai/v1/models`, and a model's description under them
+ *     (a connection's probe reads `openai/v1/models`).
+ *
+ * Its request bodies are OpenAI's (bodyShape): a route may mix OpenAI and Azure targets, an Azure one called at
+ * `openai/` + the OpenAI path (its v1 API) with a modelMap naming its deployments (namesDeployments).
  *
  * Azure's streams carry what OpenAI's do, and more that a meter must read past: a first chunk with empty
  * `choices` and the `prompt_filter_results`, and content-filter chunks whose choices have no `delta`
  * (openai.ts's readers count text from a delta only, and read usage from any chunk that has it).
  */
 import { OPENAI_SHAPE } from './openai.js';
-import { defineProtocol } from './protocol.js';
+import { defineProtocol, type Protocol } from './protocol.js';
 
 const DEPLOYMENT = /^openai\/deployments\/([^/]+)\//i;
 
-export const azureOpenai = defineProtocol({
+export const azureOpenai: Protocol = defineProtocol({
   profile: 'azure-openai',
   title: 'Azure OpenAI',
   // AzureOpenAI (the openai package) sends its key as `api-key`; the plain OpenAI client on v1, as Bearer.
@@ -45,5 +49,12 @@ export const azureOpenai = defineProtocol({
     return deployment ? deployment : undefined;
   },
   ...OPENAI_SHAPE,
-  telemetry: { system: 'azure.ai.openai', operations: OPENAI_SHAPE.operations },
+  telemetry: { system: 'azure.ai.openai' },
+  // The v1 model list needs no api-version.
+  probe: { path: 'openai/v1/models' },
+  // A route's OpenAI-shaped call reaches an Azure target at the same path under its v1 API (`openai/v1/...`), the
+  // model mapped to a deployment.
+  bodyShape: 'openai',
+  shapePrefix: 'openai/',
+  namesDeployments: true,
 });

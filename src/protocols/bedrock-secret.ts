@@ -7,7 +7,7 @@
  */
 import { Sha256 } from '@smithy/core/checksum';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { AppError } from '../../errors.js';
+import { AppError } from '../errors.js';
 
 export type BedrockSecret =
   { region: string; apiKey: string } | { region: string; accessKeyId: string; secretAccessKey: string; sessionToken?: string | undefined };
@@ -21,26 +21,16 @@ export interface AwsFields {
 
 const invalid = (message: string, param: string) => new AppError('invalid_parameter', message, { param });
 
+/** The AWS fields of the contract a bedrock connection's secret is made of beside apiKey. */
+export const AWS_FIELDS = ['awsRegion', 'awsAccessKeyId', 'awsSessionToken'] as const;
+
 /**
- * The text a connection seals: the apiKey itself for every protocol but bedrock; bedrock's JSON secret,
- * its region from `fields` or else from the connection's current secret. Throws 400 naming the field that
- * is missing or out of place.
+ * The text a bedrock connection seals: its JSON secret, its region from `fields` or else from the connection's
+ * current secret (`current`, opened only then). Throws 400 naming the field that is missing or out of place.
  */
-export function connectionSecret(profile: string, apiKey: string, fields: AwsFields, current?: BedrockSecret): string {
+export function sealBedrockSecret(apiKey: string, fields: AwsFields, current: (() => string) | undefined): string {
   const { awsRegion, awsAccessKeyId, awsSessionToken } = fields;
-  if (profile !== 'bedrock') {
-    const stray =
-      awsRegion !== undefined
-        ? 'awsRegion'
-        : awsAccessKeyId !== undefined
-          ? 'awsAccessKeyId'
-          : awsSessionToken !== undefined
-            ? 'awsSessionToken'
-            : null;
-    if (stray) throw invalid(`${stray} is for a 'bedrock' connection only`, stray);
-    return apiKey;
-  }
-  const region = awsRegion ?? current?.region;
+  const region = awsRegion ?? (current && parseBedrockSecret(current()).region);
   if (!region) throw invalid("A 'bedrock' connection needs awsRegion (the AWS region its requests go to, e.g. us-east-1)", 'awsRegion');
   if (awsSessionToken !== undefined && awsAccessKeyId === undefined) {
     throw invalid('awsSessionToken goes with awsAccessKeyId (SigV4): a Bedrock API key needs neither', 'awsAccessKeyId');
@@ -57,7 +47,7 @@ export function connectionSecret(profile: string, apiKey: string, fields: AwsFie
   return JSON.stringify(secret);
 }
 
-/** A bedrock connection's secret as sealed (connectionSecret); throws when it is not one. */
+/** A bedrock connection's secret as sealed (sealBedrockSecret); throws when it is not one. */
 export function parseBedrockSecret(plaintext: string): BedrockSecret {
   let parsed: unknown;
   try {

@@ -1,10 +1,11 @@
 /** Anthropic's Messages API (and its token counting, free); the key as `x-api-key`. */
-import { anthropicInput, FOREIGN } from '../input-estimate.js';
+import { fields, FOREIGN, walkBody, type InputTally } from './input-estimate.js';
 import {
   big,
   bigOrAbsent,
   bytesOf,
   defineProtocol,
+  type Protocol,
   modelRoutes,
   sseEvent,
   type StreamCut,
@@ -81,6 +82,31 @@ class MessagesStream implements StreamReader {
   }
 }
 
+/** Anthropic's tool-use system prompt, added when a request carries tools (its documented counts reach 530). */
+export const ANTHROPIC_TOOLS_TOKENS = 600;
+
+const ANTHROPIC_FIELDS = {
+  input: fields('system', 'messages', 'tools', 'tool_choice'),
+  parameters: fields(
+    'model',
+    'max_tokens',
+    'stream',
+    'temperature',
+    'top_p',
+    'top_k',
+    'stop_sequences',
+    'metadata',
+    'service_tier',
+    'thinking',
+  ),
+};
+
+/** The input of an Anthropic Messages request (its system prompt, messages and tools) into `tally`. */
+function anthropicInput(body: Record<string, unknown>, tally: InputTally): void {
+  walkBody(tally, body, ANTHROPIC_FIELDS.input, ANTHROPIC_FIELDS.parameters);
+  if (Array.isArray(body.tools) && body.tools.length > 0) tally.overhead += ANTHROPIC_TOOLS_TOKENS;
+}
+
 /**
  * The error types of Anthropic's error body by the shared Error body's type: Anthropic has no conflict,
  * quota or upstream type, so those read as its nearest (a refusal of the request, a limit, a server error).
@@ -92,7 +118,7 @@ const ERROR_TYPE: Record<string, string> = {
   upstream_error: 'api_error',
 };
 
-export const anthropic = defineProtocol({
+export const anthropic: Protocol = defineProtocol({
   profile: 'anthropic',
   title: 'Anthropic',
   callerKeyHeaders: ['x-api-key'],
@@ -100,10 +126,22 @@ export const anthropic = defineProtocol({
   authHeaders(out, apiKey) {
     out.push('x-api-key', apiKey);
   },
+  passesBack: ['request-id', 'anthropic-organization-id'],
   metered: [[/(^|\/)messages$/i, 'messages']],
+  endpoints: {
+    messages: {
+      label: 'messages',
+      operation: 'chat',
+      capFields: ['max_tokens'],
+      /** Claude's tokenizer is not o200k: its count gets the margin (input-estimate.ts). */
+      input(body, tally) {
+        anthropicInput(body, tally);
+        return FOREIGN;
+      },
+      stream: () => new MessagesStream(),
+    },
+  },
   free: [...modelRoutes(), ['POST', /^(?:v1\/)?messages\/count_tokens$/i, 'count_tokens']],
-  capFields: { messages: ['max_tokens'] },
-  usageAsked: [],
   usageOf: anthropicUsage,
   /** An image source `{ type: 'base64', media_type: 'image/...', data }`. */
   inlineImage(o) {
@@ -111,12 +149,6 @@ export const anthropic = defineProtocol({
       ? o.data
       : undefined;
   },
-  /** Claude's tokenizer is not o200k: its count gets the margin (input-estimate.ts). */
-  estimateInput(_endpoint, body, tally) {
-    anthropicInput(body, tally);
-    return FOREIGN;
-  },
-  streamReader: () => new MessagesStream(),
   /**
    * Anthropic's `{ type: 'error', error: { type, message } }` and its `request-id` header: the SDK's
    * APIError shows the message (`apiMessage`, `type`) and `requestID`. Nexus's code, param and request
@@ -126,5 +158,7 @@ export const anthropic = defineProtocol({
     body: (shared) => ({ type: 'error', error: { ...shared.error, type: ERROR_TYPE[shared.error.type] ?? shared.error.type } }),
     requestIdHeader: 'request-id',
   },
-  telemetry: { system: 'anthropic', operations: { messages: 'chat' } },
+  telemetry: { system: 'anthropic' },
+  // baseUrl keeps /v1 out: the probe, like the SDKs, adds it; the API wants its version named.
+  probe: { path: 'v1/models', headers: ['anthropic-version', '2023-06-01'] },
 });

@@ -15,7 +15,7 @@
  *   own tokens, each call BASE_TOKENS: more than the chat template's tokens around a message (3 per
  *   message and 3 to prime the reply in OpenAI's accounting) and than a tool definition rendered as
  *   the model sees it. Anthropic adds a hidden system prompt when a request carries tools:
- *   ANTHROPIC_TOOLS_TOKENS.
+ *   ANTHROPIC_TOOLS_TOKENS (anthropic.ts, added by its walk and by Bedrock's for an Anthropic model).
  * - **Bytes for what the tokenizer cannot see**: an inline image counts its base64 bytes up to
  *   INLINE_IMAGE_TOKEN_BOUND (what an image may cost at most); other inline data (files, audio), a field
  *   the endpoint does not list, a number or literal, and text beyond TOKENIZE_BUDGET bytes in one
@@ -25,8 +25,9 @@
  *   pieces): a request's new merges may cost MERGE_BUDGET, after which the rest of its text counts its
  *   bytes, and a piece longer than MAX_MERGED_PIECE counts its bytes.
  *
- * The walk per endpoint is small and exported (openAiInput, anthropicInput, geminiInput, bedrockInput): a protocol's table calls
- * its own with the parsed request body and an InputTally.
+ * The walk of a request is its protocol's (each endpoint's `input`, in the protocol's module: openAiInput,
+ * anthropicInput, geminiInput, bedrockInput): it names the fields that carry input and those that are
+ * parameters (walkBody), with the parsed request body and an InputTally.
  */
 import o200k, { countTokens, setMergeCacheSize } from 'gpt-tokenizer/encoding/o200k_base';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
@@ -45,8 +46,6 @@ export const FOREIGN_FACTOR = 2;
 export const STRUCTURE_TOKENS = 4;
 /** Tokens added per call (the reply's priming, a tools header). */
 export const BASE_TOKENS = 16;
-/** Anthropic's tool-use system prompt, added when a request carries tools (its documented counts reach 530). */
-export const ANTHROPIC_TOOLS_TOKENS = 600;
 /** Text counted per request, in UTF-8 bytes (about 5 ms of English); text beyond it is bounded by its bytes. */
 export const TOKENIZE_BUDGET = 256 * 1024;
 
@@ -225,7 +224,7 @@ export interface InputRule {
   factor: number;
 }
 
-const O200K: InputRule = Object.freeze({ factor: 1 });
+export const O200K: InputRule = Object.freeze({ factor: 1 });
 export const FOREIGN: InputRule = Object.freeze({ factor: FOREIGN_FACTOR });
 
 /** An image in a request body: its inline base64 data, when `node` is one (the protocol's inlineImage). */
@@ -341,172 +340,18 @@ export class InputTally {
   }
 }
 
-/** The top-level fields of a request that are parameters, not input: they add nothing. */
-type Fields = ReadonlySet<string>;
-const fields = (...names: string[]): Fields => new Set(names);
+/** Top-level fields of a request: those that carry input, or those that are parameters (they add nothing). */
+export type Fields = ReadonlySet<string>;
+export const fields = (...names: string[]): Fields => new Set(names);
 
-/** Walks `body`'s input fields, skips its parameters (and `counted`), and counts any other field byte for byte. */
-function walkBody(tally: InputTally, body: Record<string, unknown>, input: Fields, parameters: Fields, counted?: string): void {
+/**
+ * Walks `body`'s input fields, skips its parameters (and `counted`), and counts any other field byte for byte: a
+ * protocol's endpoint walks its request with it (its `input`), naming the fields of its API.
+ */
+export function walkBody(tally: InputTally, body: Record<string, unknown>, input: Fields, parameters: Fields, counted?: string): void {
   for (const key in body) {
     if (parameters.has(key) || key === counted) continue;
     if (input.has(key)) tally.walk(body[key]);
     else tally.opaque(body[key]);
   }
-}
-
-const OPENAI_COMMON = [
-  'model',
-  'stream',
-  'stream_options',
-  'temperature',
-  'top_p',
-  'n',
-  'user',
-  'metadata',
-  'store',
-  'service_tier',
-  'seed',
-  'prompt_cache_key',
-  'safety_identifier',
-  'parallel_tool_calls',
-  'top_logprobs',
-  'logprobs',
-];
-
-/** The OpenAI endpoints: their input fields and their parameters. */
-const OPENAI_FIELDS: Record<OpenAiEndpoint, { input: Fields; parameters: Fields }> = {
-  chat: {
-    input: fields('messages', 'tools', 'functions', 'tool_choice', 'function_call', 'response_format', 'prediction'),
-    parameters: fields(
-      ...OPENAI_COMMON,
-      'max_tokens',
-      'max_completion_tokens',
-      'stop',
-      'presence_penalty',
-      'frequency_penalty',
-      'logit_bias',
-      'reasoning_effort',
-      'modalities',
-      'audio',
-      'verbosity',
-      'web_search_options',
-    ),
-  },
-  completions: {
-    input: fields('prompt', 'suffix'),
-    parameters: fields(...OPENAI_COMMON, 'max_tokens', 'stop', 'presence_penalty', 'frequency_penalty', 'logit_bias', 'best_of', 'echo'),
-  },
-  embeddings: {
-    input: fields('input'),
-    parameters: fields('model', 'encoding_format', 'dimensions', 'user'),
-  },
-  responses: {
-    input: fields('input', 'instructions', 'tools', 'tool_choice', 'text'),
-    parameters: fields(
-      ...OPENAI_COMMON,
-      'max_output_tokens',
-      'previous_response_id',
-      'reasoning',
-      'include',
-      'truncation',
-      'background',
-      'max_tool_calls',
-    ),
-  },
-};
-
-export type OpenAiEndpoint = 'chat' | 'completions' | 'embeddings' | 'responses';
-
-/** The input of an OpenAI request (chat completions, completions, embeddings, responses) into `tally`. */
-export function openAiInput(endpoint: OpenAiEndpoint, body: Record<string, unknown>, tally: InputTally): void {
-  const { input, parameters } = OPENAI_FIELDS[endpoint];
-  if (endpoint === 'completions' || endpoint === 'embeddings') {
-    // A prompt or input of token ids is one token an id.
-    const ids = endpoint === 'completions' ? 'prompt' : 'input';
-    if (tally.tokenIds(body[ids])) return walkBody(tally, body, input, parameters, ids);
-  }
-  walkBody(tally, body, input, parameters);
-}
-
-const ANTHROPIC_FIELDS = {
-  input: fields('system', 'messages', 'tools', 'tool_choice'),
-  parameters: fields(
-    'model',
-    'max_tokens',
-    'stream',
-    'temperature',
-    'top_p',
-    'top_k',
-    'stop_sequences',
-    'metadata',
-    'service_tier',
-    'thinking',
-  ),
-};
-
-/** The input of an Anthropic Messages request (its system prompt, messages and tools) into `tally`. */
-export function anthropicInput(body: Record<string, unknown>, tally: InputTally): void {
-  walkBody(tally, body, ANTHROPIC_FIELDS.input, ANTHROPIC_FIELDS.parameters);
-  if (Array.isArray(body.tools) && body.tools.length > 0) tally.overhead += ANTHROPIC_TOOLS_TOKENS;
-}
-
-const GEMINI_FIELDS = {
-  input: fields('contents', 'systemInstruction', 'system_instruction', 'tools', 'toolConfig', 'tool_config', 'content', 'requests'),
-  parameters: fields(
-    'model',
-    'generationConfig',
-    'generation_config',
-    'safetySettings',
-    'safety_settings',
-    'cachedContent',
-    'taskType',
-    'title',
-    'outputDimensionality',
-  ),
-};
-
-/**
- * The input of a Gemini request (generateContent's contents, system instruction and tools; embedContent's
- * content; batchEmbedContents' requests) into `tally`. Gemini's tokenizer is not o200k: its rule is the margin.
- * A `cachedContent` the request names is read server-side, beyond what its body carries (the overspend rule).
- */
-export function geminiInput(body: Record<string, unknown>, tally: InputTally): void {
-  walkBody(tally, body, GEMINI_FIELDS.input, GEMINI_FIELDS.parameters);
-}
-
-const BEDROCK_FIELDS = {
-  input: fields('messages', 'system', 'toolConfig', 'promptVariables'),
-  parameters: fields(
-    'modelId',
-    'inferenceConfig',
-    'guardrailConfig',
-    'additionalModelResponseFieldPaths',
-    'requestMetadata',
-    'performanceConfig',
-    'serviceTier',
-  ),
-};
-
-/** A Bedrock model served by Anthropic (`anthropic.claude-...`, a cross-region `us.anthropic...`, an ARN naming one). */
-const BEDROCK_ANTHROPIC = /(?:^|[./:])anthropic\./i;
-
-/**
- * The input of a Bedrock Converse request (messages[].content[]: text, tool uses and results, images,
- * documents; system[]; toolConfig; prompt variables) into `tally`. Inline images count at their bound,
- * other inline files (`{ bytes }` sources) byte for byte; `additionalModelRequestFields` (each model
- * family's own) counts its bytes. An Anthropic model with tools adds its tool-use system prompt. No
- * Bedrock model's tokenizer is o200k for certain: its rule is the margin (FOREIGN).
- */
-export function bedrockInput(body: Record<string, unknown>, tally: InputTally, model: string): void {
-  walkBody(tally, body, BEDROCK_FIELDS.input, BEDROCK_FIELDS.parameters);
-  const tools = (body.toolConfig as { tools?: unknown } | null | undefined)?.tools;
-  if (BEDROCK_ANTHROPIC.test(model) && Array.isArray(tools) && tools.length > 0) tally.overhead += ANTHROPIC_TOOLS_TOKENS;
-}
-
-/** OpenAI's own models on the o200k_base tokenizer (gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o-series, ...). */
-const OPENAI_O200K = /^(?:gpt-4o|gpt-4\.|gpt-5|gpt-oss|o\d|chatgpt-|codex-|computer-use|omni-)/;
-
-/** The rule for a model named on an OpenAI connection: o200k for OpenAI's o200k models, the margin for any other. */
-export function openAiRule(model: string): InputRule {
-  return OPENAI_O200K.test(model) ? O200K : FOREIGN;
 }

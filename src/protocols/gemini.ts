@@ -17,9 +17,19 @@
  * carries no usage: it is charged by the rule for missing usage (its input bound, no output). The
  * gateway's refusals carry Google's google.rpc `status` beside the shared Error body's fields.
  */
-import { FOREIGN, geminiInput } from '../input-estimate.js';
-import { AppError } from '../../errors.js';
-import { big, bigOrAbsent, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+import { fields, FOREIGN, walkBody, type InputRule, type InputTally } from './input-estimate.js';
+import { AppError } from '../errors.js';
+import {
+  big,
+  bigOrAbsent,
+  bytesOf,
+  defineProtocol,
+  type Protocol,
+  type StreamCut,
+  type StreamReader,
+  type StreamState,
+  type Usage,
+} from './protocol.js';
 
 type Json = Record<string, any>;
 
@@ -104,6 +114,38 @@ class GenerateStream implements StreamReader {
   }
 }
 
+const GEMINI_FIELDS = {
+  input: fields('contents', 'systemInstruction', 'system_instruction', 'tools', 'toolConfig', 'tool_config', 'content', 'requests'),
+  parameters: fields(
+    'model',
+    'generationConfig',
+    'generation_config',
+    'safetySettings',
+    'safety_settings',
+    'cachedContent',
+    'taskType',
+    'title',
+    'outputDimensionality',
+  ),
+};
+
+/**
+ * The input of a Gemini request (generateContent's contents, system instruction and tools; embedContent's
+ * content; batchEmbedContents' requests) into `tally`. Gemini's tokenizer is not o200k: its rule is the margin.
+ * A `cachedContent` the request names is read server-side, beyond what its body carries (the overspend rule).
+ */
+export function geminiInput(body: Record<string, unknown>, tally: InputTally): void {
+  walkBody(tally, body, GEMINI_FIELDS.input, GEMINI_FIELDS.parameters);
+}
+
+/** Gemini's tokenizer is not o200k: its count gets the margin (input-estimate.ts). */
+function input(body: Record<string, unknown>, tally: InputTally): InputRule {
+  geminiInput(body, tally);
+  return FOREIGN;
+}
+
+const MAX_OUTPUT = ['generationConfig.maxOutputTokens'];
+
 /** `{version}/models/{model}:{method}`: the model and the method. */
 const MODEL_METHOD = /^v1(?:alpha|beta)?\/models\/([^/:]+):([A-Za-z]+)$/i;
 const ALT_SSE = /[?&]alt=sse(?:&|$)/;
@@ -122,7 +164,7 @@ const GOOGLE_STATUS: Record<string, string> = {
   api_error: 'INTERNAL',
 };
 
-export const gemini = defineProtocol({
+export const gemini: Protocol = defineProtocol({
   profile: 'gemini',
   title: 'Gemini',
   callerKeyHeaders: ['x-goog-api-key'],
@@ -131,11 +173,24 @@ export const gemini = defineProtocol({
   authHeaders(out, apiKey) {
     out.push('x-goog-api-key', apiKey);
   },
+  passesBack: [],
   metered: [
     [/^v1(?:alpha|beta)?\/models\/[^/:]+:generateContent$/i, 'generate'],
     [/^v1(?:alpha|beta)?\/models\/[^/:]+:streamGenerateContent$/i, 'stream_generate'],
     [/^v1(?:alpha|beta)?\/models\/[^/:]+:(?:embedContent|batchEmbedContents)$/i, 'embed'],
   ],
+  endpoints: {
+    generate: { label: 'generateContent', operation: 'generate_content', capFields: MAX_OUTPUT, input, stream: () => new GenerateStream() },
+    stream_generate: {
+      label: 'streamGenerateContent',
+      operation: 'generate_content',
+      capFields: MAX_OUTPUT,
+      streamed: true,
+      input,
+      stream: () => new GenerateStream(),
+    },
+    embed: { label: 'embedContent', operation: 'embeddings', capFields: [], input, stream: () => new GenerateStream() },
+  },
   free: [
     ['GET', /^v1(?:alpha|beta)?\/models$/i, 'models'],
     ['GET', /^v1(?:alpha|beta)?\/models\/([^/:]+)$/i, 'model'],
@@ -146,9 +201,7 @@ export const gemini = defineProtocol({
     const model = MODEL_METHOD.exec(route)?.[1];
     return model ? model : undefined;
   },
-  capFields: { generate: ['generationConfig.maxOutputTokens'], stream_generate: ['generationConfig.maxOutputTokens'], embed: [] },
   choiceFields: ['generationConfig.candidateCount'],
-  streamedEndpoints: ['stream_generate'],
   checkRequest(endpoint, search) {
     if (endpoint === 'stream_generate' && !ALT_SSE.test(search)) {
       throw new AppError('invalid_parameter', 'streamGenerateContent is metered as server-sent events: add alt=sse to the query', {
@@ -156,7 +209,6 @@ export const gemini = defineProtocol({
       });
     }
   },
-  usageAsked: [],
   usageOf: geminiUsage,
   answerFields: { usage: 'usageMetadata', model: 'modelVersion' },
   modelList: {
@@ -171,19 +223,11 @@ export const gemini = defineProtocol({
     const mime = o.mimeType ?? o.mime_type;
     return typeof mime === 'string' && mime.startsWith('image/') && typeof o.data === 'string' ? o.data : undefined;
   },
-  /** Gemini's tokenizer is not o200k: its count gets the margin (input-estimate.ts). */
-  estimateInput(_endpoint, body, tally) {
-    geminiInput(body, tally);
-    return FOREIGN;
-  },
-  streamReader: () => new GenerateStream(),
   /**
    * Google's `{ error: { code, message, status } }`: the shared body with its google.rpc `status` beside
    * it (the SDKs take the code from the HTTP status; Nexus's stable code stays in `code`).
    */
   errorShape: { body: (shared) => ({ error: { ...shared.error, status: GOOGLE_STATUS[shared.error.type] ?? 'UNKNOWN' } }) },
-  telemetry: {
-    system: 'gcp.gemini',
-    operations: { generate: 'generate_content', stream_generate: 'generate_content', embed: 'embeddings' },
-  },
+  telemetry: { system: 'gcp.gemini' },
+  probe: { path: 'v1beta/models' },
 });

@@ -1,6 +1,8 @@
 /**
  * The OpenAI API and those compatible with it: chat completions, completions, embeddings and the
- * Responses API; the key as `Authorization: Bearer`.
+ * Responses API; the key as `Authorization: Bearer`. Each endpoint is an entry of OPENAI_SHAPE (which
+ * azure-openai.ts shares): its output caps, its input walk (OPENAI_FIELDS: the fields that carry input, and
+ * the parameters), its stream reader, and for the Responses API the stored response a call continues.
  */
 import {
   big,
@@ -10,13 +12,15 @@ import {
   isImageDataUrl,
   modelRoutes,
   sseEvent,
+  type Continuation,
+  type EndpointSpec,
+  type Protocol,
   type StreamCut,
   type StreamReader,
   type StreamState,
-  type ProtocolTable,
   type Usage,
 } from './protocol.js';
-import { openAiInput, openAiRule, type OpenAiEndpoint } from '../input-estimate.js';
+import { FOREIGN, fields, O200K, walkBody, type Fields, type InputRule, type InputTally } from './input-estimate.js';
 
 /** Responses API output items tracked for the answer of a cut stream (output_index beyond it is not kept). */
 const MAX_OUTPUT_ITEMS = 1024;
@@ -79,7 +83,7 @@ function responsesText(event: Json): number {
 }
 
 /** A Responses API answer's id (what a later call names as its previous_response_id), within reason. */
-export function responseIdOf(value: unknown): string | null {
+function responseIdOf(value: unknown): string | null {
   return typeof value === 'string' && value.length > 0 && value.length <= 256 ? value : null;
 }
 
@@ -252,33 +256,148 @@ function inlineImage(o: Record<string, unknown>): string | undefined {
   return undefined;
 }
 
-/**
- * What every OpenAI-shaped API shares (openai, and azure-openai beside it): the request's caps, usage,
- * inline images, streams and span names. Chat's two cap names are both read (a server may honour
- * either, so the larger bounds the call); the newer one is written when the request has none.
- */
-export const OPENAI_SHAPE = {
-  capFields: {
-    chat: ['max_completion_tokens', 'max_tokens'],
-    completions: ['max_tokens'],
-    responses: ['max_output_tokens'],
-    embeddings: [],
+const OPENAI_COMMON = [
+  'model',
+  'stream',
+  'stream_options',
+  'temperature',
+  'top_p',
+  'n',
+  'user',
+  'metadata',
+  'store',
+  'service_tier',
+  'seed',
+  'prompt_cache_key',
+  'safety_identifier',
+  'parallel_tool_calls',
+  'top_logprobs',
+  'logprobs',
+];
+
+/** The OpenAI endpoints: their input fields and their parameters. */
+const OPENAI_FIELDS: Record<OpenAiEndpoint, { input: Fields; parameters: Fields }> = {
+  chat: {
+    input: fields('messages', 'tools', 'functions', 'tool_choice', 'function_call', 'response_format', 'prediction'),
+    parameters: fields(
+      ...OPENAI_COMMON,
+      'max_tokens',
+      'max_completion_tokens',
+      'stop',
+      'presence_penalty',
+      'frequency_penalty',
+      'logit_bias',
+      'reasoning_effort',
+      'modalities',
+      'audio',
+      'verbosity',
+      'web_search_options',
+    ),
   },
-  usageAsked: ['chat', 'completions'],
-  usageOf: openAiUsage,
-  inlineImage,
-  /** o200k for OpenAI's o200k models, else the margin (input-estimate.ts): an Azure deployment's name gets the margin. */
-  estimateInput(endpoint, body, tally, model) {
-    openAiInput(endpoint as OpenAiEndpoint, body, tally);
-    return openAiRule(model);
+  completions: {
+    input: fields('prompt', 'suffix'),
+    parameters: fields(...OPENAI_COMMON, 'max_tokens', 'stop', 'presence_penalty', 'frequency_penalty', 'logit_bias', 'best_of', 'echo'),
   },
-  streamReader: (endpoint) => (endpoint === 'responses' ? new ResponsesStream() : new ChunkStream(endpoint === 'chat')),
-  operations: { chat: 'chat', completions: 'text_completion', embeddings: 'embeddings', responses: 'chat' },
-} satisfies Pick<ProtocolTable, 'capFields' | 'usageAsked' | 'usageOf' | 'inlineImage' | 'estimateInput' | 'streamReader'> & {
-  operations: ProtocolTable['telemetry']['operations'];
+  embeddings: {
+    input: fields('input'),
+    parameters: fields('model', 'encoding_format', 'dimensions', 'user'),
+  },
+  responses: {
+    input: fields('input', 'instructions', 'tools', 'tool_choice', 'text'),
+    parameters: fields(
+      ...OPENAI_COMMON,
+      'max_output_tokens',
+      'previous_response_id',
+      'reasoning',
+      'include',
+      'truncation',
+      'background',
+      'max_tool_calls',
+    ),
+  },
 };
 
-export const openai = defineProtocol({
+type OpenAiEndpoint = 'chat' | 'completions' | 'embeddings' | 'responses';
+
+/** The input of an OpenAI request (chat completions, completions, embeddings, responses) into `tally`. */
+function openAiInput(endpoint: OpenAiEndpoint, body: Record<string, unknown>, tally: InputTally): void {
+  const { input, parameters } = OPENAI_FIELDS[endpoint];
+  if (endpoint === 'completions' || endpoint === 'embeddings') {
+    // A prompt or input of token ids is one token an id.
+    const ids = endpoint === 'completions' ? 'prompt' : 'input';
+    if (tally.tokenIds(body[ids])) return walkBody(tally, body, input, parameters, ids);
+  }
+  walkBody(tally, body, input, parameters);
+}
+
+/** OpenAI's own models on the o200k_base tokenizer (gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o-series, ...). */
+const OPENAI_O200K = /^(?:gpt-4o|gpt-4\.|gpt-5|gpt-oss|o\d|chatgpt-|codex-|computer-use|omni-)/;
+
+/** The rule for a model named on an OpenAI connection: o200k for OpenAI's o200k models, the margin for any other. */
+export function openAiRule(model: string): InputRule {
+  return OPENAI_O200K.test(model) ? O200K : FOREIGN;
+}
+
+/** The Responses API's continuation: `previous_response_id` names a stored response, the answer's `id` is its own. */
+const CONTINUATION: Continuation = {
+  previousOf: (body) => (typeof body.previous_response_id === 'string' && body.previous_response_id ? body.previous_response_id : null),
+  idOf: (answer) => responseIdOf((answer as Json | null)?.id),
+};
+
+/** An OpenAI endpoint of `kind`: its input walked by its fields, bounded by o200k for OpenAI's o200k models, else the margin. */
+function walk(kind: OpenAiEndpoint) {
+  return (body: Json, tally: InputTally, model: string): InputRule => {
+    openAiInput(kind, body, tally);
+    return openAiRule(model);
+  };
+}
+
+/**
+ * What every OpenAI-shaped API shares (openai, and azure-openai beside it): its endpoints (their caps, input walks,
+ * streams and span names), usage, inline images and the answer's headers it passes back. Chat's two cap names are
+ * both read (a server may honour either, so the larger bounds the call); the newer one is written when the request
+ * has none. An Azure deployment's name is no OpenAI model's: it gets the margin (openAiRule).
+ */
+export const OPENAI_SHAPE = {
+  endpoints: {
+    chat: {
+      label: 'chat/completions',
+      operation: 'chat',
+      capFields: ['max_completion_tokens', 'max_tokens'],
+      usageAsked: true,
+      input: walk('chat'),
+      stream: () => new ChunkStream(true),
+    },
+    completions: {
+      label: 'completions',
+      operation: 'text_completion',
+      capFields: ['max_tokens'],
+      usageAsked: true,
+      input: walk('completions'),
+      stream: () => new ChunkStream(false),
+    },
+    embeddings: {
+      label: 'embeddings',
+      operation: 'embeddings',
+      capFields: [],
+      input: walk('embeddings'),
+      stream: () => new ChunkStream(false),
+    },
+    responses: {
+      label: 'responses',
+      operation: 'chat',
+      capFields: ['max_output_tokens'],
+      continuation: CONTINUATION,
+      input: walk('responses'),
+      stream: () => new ResponsesStream(),
+    },
+  } satisfies Record<OpenAiEndpoint, EndpointSpec>,
+  usageOf: openAiUsage,
+  inlineImage,
+  passesBack: ['openai-processing-ms', 'openai-version', 'openai-organization'],
+};
+
+export const openai: Protocol = defineProtocol({
   profile: 'openai',
   title: 'OpenAI',
   callerKeyHeaders: ['authorization'],
@@ -297,5 +416,7 @@ export const openai = defineProtocol({
   ],
   free: modelRoutes(),
   ...OPENAI_SHAPE,
-  telemetry: { system: 'openai', operations: OPENAI_SHAPE.operations },
+  telemetry: { system: 'openai' },
+  // baseUrl keeps /v1 out: the probe, like the SDKs, adds it.
+  probe: { path: 'v1/models' },
 });

@@ -12,11 +12,23 @@
  * Upstream auth is the connection's (bedrock-secret.ts): a Bedrock API key as `Authorization: Bearer`, or
  * an IAM access key that signs every request with SigV4 (`@smithy/signature-v4`, service `bedrock`).
  */
-import { bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret } from '../../domain/provider-connections/bedrock-secret.js';
-import { AppError, type ErrorBody } from '../../errors.js';
-import { bedrockInput, FOREIGN } from '../input-estimate.js';
+import { AWS_FIELDS, bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret, sealBedrockSecret } from './bedrock-secret.js';
+import { AppError, type ErrorBody } from '../errors.js';
+import { ANTHROPIC_TOOLS_TOKENS } from './anthropic.js';
+import { fields, FOREIGN, walkBody, type InputRule, type InputTally } from './input-estimate.js';
 import { eventFrame } from './event-stream.js';
-import { big, bigOrAbsent, bytesOf, defineProtocol, type StreamCut, type StreamReader, type StreamState, type Usage } from './protocol.js';
+import {
+  big,
+  bigOrAbsent,
+  bytesOf,
+  defineProtocol,
+  type Protocol,
+  type SignedRequest,
+  type StreamCut,
+  type StreamReader,
+  type StreamState,
+  type Usage,
+} from './protocol.js';
 
 type Json = Record<string, any>;
 
@@ -118,6 +130,43 @@ class ConverseStream implements StreamReader {
   }
 }
 
+const BEDROCK_FIELDS = {
+  input: fields('messages', 'system', 'toolConfig', 'promptVariables'),
+  parameters: fields(
+    'modelId',
+    'inferenceConfig',
+    'guardrailConfig',
+    'additionalModelResponseFieldPaths',
+    'requestMetadata',
+    'performanceConfig',
+    'serviceTier',
+  ),
+};
+
+/** A Bedrock model served by Anthropic (`anthropic.claude-...`, a cross-region `us.anthropic...`, an ARN naming one). */
+const BEDROCK_ANTHROPIC = /(?:^|[./:])anthropic\./i;
+
+/**
+ * The input of a Bedrock Converse request (messages[].content[]: text, tool uses and results, images,
+ * documents; system[]; toolConfig; prompt variables) into `tally`. Inline images count at their bound,
+ * other inline files (`{ bytes }` sources) byte for byte; `additionalModelRequestFields` (each model
+ * family's own) counts its bytes. An Anthropic model with tools adds its tool-use system prompt. No
+ * Bedrock model's tokenizer is o200k for certain: its rule is the margin (FOREIGN).
+ */
+export function bedrockInput(body: Record<string, unknown>, tally: InputTally, model: string): void {
+  walkBody(tally, body, BEDROCK_FIELDS.input, BEDROCK_FIELDS.parameters);
+  const tools = (body.toolConfig as { tools?: unknown } | null | undefined)?.tools;
+  if (BEDROCK_ANTHROPIC.test(model) && Array.isArray(tools) && tools.length > 0) tally.overhead += ANTHROPIC_TOOLS_TOKENS;
+}
+
+/** Bedrock's models (Anthropic's, Meta's, Amazon's...) are not counted by o200k: the margin (input-estimate.ts). */
+function input(body: Record<string, unknown>, tally: InputTally, model: string): InputRule {
+  bedrockInput(body, tally, model);
+  return FOREIGN;
+}
+
+const MAX_TOKENS = ['inferenceConfig.maxTokens'];
+
 /** The headers the signature sets: any the caller sent of these are replaced. */
 const SIGNED = ['authorization', 'x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256'];
 
@@ -125,7 +174,7 @@ const SIGNED = ['authorization', 'x-amz-date', 'x-amz-security-token', 'x-amz-co
  * The connection's auth on the upstream request, once its headers and body are final: `Authorization:
  * Bearer` for a Bedrock API key, SigV4 for an access key (bedrock-secret.ts).
  */
-async function signRequest(secretText: string, request: { method: string; url: URL; body: Buffer; headers: string[] }): Promise<void> {
+async function signRequest(secretText: string, request: SignedRequest): Promise<void> {
   const { headers } = request;
   let contentType: string | undefined;
   for (let i = headers.length - 2; i >= 0; i -= 2) {
@@ -161,7 +210,7 @@ export function awsErrorType(status: number, code?: string): string {
 
 const INVOKE = /^model\/.+\/invoke(?:-with-response-stream)?$/i;
 
-export const bedrock = defineProtocol({
+export const bedrock: Protocol = defineProtocol({
   profile: 'bedrock',
   title: 'Amazon Bedrock Runtime',
   // The SDK's bearer token (`token`, or AWS_BEARER_TOKEN_BEDROCK) is the inference key.
@@ -170,18 +219,29 @@ export const bedrock = defineProtocol({
   droppedHeaders: ['x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256'],
   // Every request's auth is set by signRequest: a SigV4 signature covers the final headers and body.
   authHeaders() {},
+  // Bedrock's request id and error type: the AWS SDK names an upstream error by the type (ThrottlingException...).
+  passesBack: ['x-amzn-requestid', 'x-amzn-errortype'],
   metered: [
     [/^model\/.+\/converse$/i, 'converse'],
     [/^model\/.+\/converse-stream$/i, 'converse-stream'],
   ],
+  endpoints: {
+    converse: { label: 'converse', operation: 'chat', capFields: MAX_TOKENS, input, stream: () => new ConverseStream() },
+    'converse-stream': {
+      label: 'converse-stream',
+      operation: 'chat',
+      capFields: MAX_TOKENS,
+      streamed: true,
+      input,
+      stream: () => new ConverseStream(),
+    },
+  },
   // CountTokens: the model is the path's (the route is decoded: an ARN's slashes are in the group).
   free: [['POST', /^model\/(.+)\/count-tokens$/i, 'model']],
   slashesInPath: arnSlashes,
   routeModel: modelInPath,
-  capFields: { converse: ['inferenceConfig.maxTokens'], 'converse-stream': ['inferenceConfig.maxTokens'] },
   // Converse asks for one answer: no field multiplies the cap.
   choiceFields: [],
-  streamedEndpoints: ['converse-stream'],
   /**
    * InvokeModel and InvokeModelWithResponseStream: their bodies are each model family's own (where the cap
    * is, and whether it can be bounded, differ by model), so they are refused even where the workspace
@@ -195,7 +255,6 @@ export const bedrock = defineProtocol({
       );
     }
   },
-  usageAsked: [],
   usageOf: converseUsage,
   /** A Converse image block's `{ format, source: { bytes } }` (base64 in the JSON body). */
   inlineImage(o) {
@@ -203,16 +262,22 @@ export const bedrock = defineProtocol({
     const source = o.source as Record<string, unknown> | undefined;
     return source && typeof source === 'object' && typeof source.bytes === 'string' ? source.bytes : undefined;
   },
-  /** Bedrock's models (Anthropic's, Meta's, Amazon's...) are not counted by o200k: the margin (input-estimate.ts). */
-  estimateInput(_endpoint, body, tally, model) {
-    bedrockInput(body, tally, model);
-    return FOREIGN;
-  },
-  streamReader: () => new ConverseStream(),
   streamFraming: 'event-stream',
   signRequest,
-  /** A Bedrock API key goes upstream and could come back (an access key's secret never leaves the gateway: its id is masked). */
-  maskedPart: (secretText) => bedrockPreviewSource(parseBedrockSecret(secretText)),
+  /**
+   * The region and the API key or access key, sealed as one JSON text (bedrock-secret.ts). A Bedrock API key goes
+   * upstream and could come back (an access key's secret never leaves the gateway: its id is previewed and masked).
+   */
+  secret: {
+    fields: AWS_FIELDS,
+    seal: (apiKey, given, current) => sealBedrockSecret(apiKey, given, current),
+    visible: (text) => bedrockPreviewSource(parseBedrockSecret(text)),
+  },
+  /**
+   * Bedrock Runtime has no model list: its one read-only list, the asynchronous invocations (at most one), answers
+   * a JSON object to credentials it accepts, with the connection's auth (signRequest).
+   */
+  probe: { path: 'async-invoke?maxResults=1' },
   /**
    * AWS's restJson errors: the exception's name in `x-amzn-errortype`, its text in the body's `message`,
    * the request id in `x-amzn-requestid` (the SDK's `$metadata.requestId`); the shared Error body's
@@ -223,5 +288,5 @@ export const bedrock = defineProtocol({
     headers: (shared, status) => ({ 'x-amzn-errortype': awsErrorType(status, shared.error.code) }),
     requestIdHeader: 'x-amzn-requestid',
   },
-  telemetry: { system: 'aws.bedrock', operations: { converse: 'chat', 'converse-stream': 'chat' } },
+  telemetry: { system: 'aws.bedrock' },
 });
