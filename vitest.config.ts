@@ -9,8 +9,8 @@
  * - e2e: what runs Nexus as a process (dist/server.js, built once by the global setup), the CLI,
  *   the build and release, the packed client, Chromium, the embedded database; each file in a
  *   fresh worker, two at a time.
- * - timed: the e2e files whose faults are timed (kills, outages, a stalled loop, lease TTLs), and
- *   an in-process file that needs a worker of its own: one at a time, alone on the machine.
+ * - timed: the e2e files whose faults are timed (kills, outages, a stalled loop, lease TTLs): one
+ *   at a time, alone on the machine.
  *
  * A file belongs to unit, e2e or timed by the lists below; every other test file is api.
  */
@@ -74,16 +74,7 @@ const e2e = [
  * The e2e files that time what they test (a kill within a snapshot window, an outage's spool, a stalled loop, a
  * lease's TTL and renewals): one at a time, after the others, so no other file's processes share their cores.
  */
-const timed = [
-  'test/gateway/gateway.faults.test.ts',
-  // In process, but it passes only in a worker of its own: after other files in a shared worker, its reclaim
-  // test's sweep does not find the lease within the 5 s it waits (the shared state at fault is not found yet).
-  'test/gateway/gateway.leases.test.ts',
-  // The same reclaim, over every protocol's row.
-  'test/gateway/gateway.protocols.leases.test.ts',
-  'test/reliability/crash-and-outage.test.ts',
-  'test/reliability/stalled-loop.test.ts',
-];
+const timed = ['test/gateway/gateway.faults.test.ts', 'test/reliability/crash-and-outage.test.ts', 'test/reliability/stalled-loop.test.ts'];
 
 /**
  * What the api, e2e and timed projects share: the contract check after each test, generous timeouts. `expect.poll`

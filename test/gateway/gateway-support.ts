@@ -6,7 +6,10 @@ import Anthropic from '@anthropic-ai/sdk';
 import { BedrockRuntimeClient, type BedrockRuntimeClientConfig } from '@aws-sdk/client-bedrock-runtime';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import OpenAI from 'openai';
+import type { Knex } from 'knex';
 import { expect } from 'vitest';
+import { createQuotaRepo } from '../../src/domain/quota/quota-repo.js';
+import { createQuotaService } from '../../src/domain/quota/quota-service.js';
 import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
 import { contractFetch } from '../support/contract.js';
 import { getInvocation, listInvocations } from '../support/sdk.js';
@@ -66,20 +69,24 @@ export function bedrockFor(
 }
 
 /**
- * As if the lease's process had died: its lease is made expired and swept, as another process's sweeper would. The
- * sweep skips a lease locked at that moment (its calls under way being written) and a heartbeat in between renews
- * it: as a sweeper does, it tries again, for up to 10 s (5 s was once not enough on a busy CI host), until the
- * access's lease is reclaimed (EXPIRED) and it holds no other. The sweep is the database's: on a busy host it may
- * take another test's lease whose heartbeat was late in the same pass, so how many leases it returns is not counted.
+ * As if the lease's process had died: the access's HELD lease is made expired and swept, as another process's sweeper
+ * would (the quota service's sweep, quota-service.ts), in one transaction. The lease's row stays locked from the expiry
+ * to the sweep, so its process's heartbeat (every fifth of its TTL) cannot renew it in between, nor its own sweeper take
+ * it first, however long a loaded host takes between the two statements: the heartbeat waits, then finds it EXPIRED.
+ * The access must hold a lease; after the reclaim it is EXPIRED and the access holds none.
  */
-export function reclaimLease(t: TestApp, accessId: string): Promise<void> {
-  const held = () => t.database.db('quota_leases').where({ workspace_access_id: accessId, status: 'HELD' });
-  return until(async () => {
-    await held().update({ expires_at: new Date(Date.now() - 1) });
-    await t.nexus.gateway.sweepExpired();
-    const leases = await t.database.db('quota_leases').where({ workspace_access_id: accessId }).select<{ status: string }[]>('status');
-    return !leases.some((l) => l.status === 'HELD') && leases.some((l) => l.status === 'EXPIRED');
-  }, 10_000);
+export async function reclaimLease(t: TestApp, accessId: string): Promise<void> {
+  const leases = (q: Knex) => q('quota_leases').where({ workspace_access_id: accessId });
+  await t.database.db.transaction(async (tx) => {
+    const expired = await leases(tx)
+      .where({ status: 'HELD' })
+      .update({ expires_at: new Date(Date.now() - 1) });
+    expect(expired, `a HELD lease of access ${accessId} to reclaim`).toBeGreaterThan(0);
+    await createQuotaService({ db: tx, quotaRepo: createQuotaRepo(tx) }).sweepExpired(new Date());
+  });
+  const statuses = (await leases(t.database.db).select<{ status: string }[]>('status')).map((l) => l.status);
+  expect(statuses, `the leases of access ${accessId} after the reclaim`).not.toContain('HELD');
+  expect(statuses).toContain('EXPIRED');
 }
 
 /** A workspace with one connection and one user on a published plan, made with the app's root client. */

@@ -1,8 +1,6 @@
 /**
  * Crash-safe metering on every protocol (the rows of protocol-rows.ts): a stream's lease reclaimed
- * under it, as if its process had died, and the call recorded and charged once. In a worker of its own
- * (vitest.config.ts, e2e), as gateway.leases.test.ts: after other files in a shared worker the sweep may
- * not find the lease in time.
+ * under it, as if its process had died, and the call recorded and charged once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeUpstream } from '../support/fake-upstreams.js';

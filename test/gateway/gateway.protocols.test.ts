@@ -4,8 +4,8 @@
  * metering of a JSON answer and a stream, the model allow-list, the output cap's clamp, rate limits,
  * quota, the free model list, /v1/me, the output-bound cut, a malformed answer (charged by the
  * missing-usage rule and counted), the gateway's refusals in the API's own error shape, and a path of
- * another protocol refused with 409. Crash-safe metering is gateway.protocols.leases.test.ts, in a
- * worker of its own. A new protocol adds a row.
+ * another protocol refused with 409. Crash-safe metering (a stream's lease reclaimed under it) is
+ * gateway.protocols.leases.test.ts. A new protocol adds a row.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeUpstream } from '../support/fake-upstreams.js';

@@ -1,6 +1,6 @@
 /**
  * The rows of the table-driven protocol suites (gateway.protocols.test.ts, and
- * gateway.protocols.leases.test.ts for what needs a worker of its own): one a protocol, with its
+ * gateway.protocols.leases.test.ts for crash-safe metering): one a protocol, with its
  * profile, its official SDK as its users configure it, and its fake upstream. A new protocol adds a row.
  */
 import Anthropic from '@anthropic-ai/sdk';
