@@ -22,6 +22,7 @@ import { migrateWhenReachable } from './db/wait-for-database.js';
 import { AppError } from './errors.js';
 import { systemClock, type Clock } from './domain/actor.js';
 import { createDomain, type Domain, type Services } from './domain/services.js';
+import { announceBreaker } from './domain/routes/breaker-events.js';
 import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
@@ -30,7 +31,6 @@ import { sendError as sendGatewayError } from './gateway/answers.js';
 import { operationOf } from './gateway/call-report.js';
 import { parseGatewayUrl } from './gateway/path-safety.js';
 import { protocolOfPath } from './gateway/protocols/index.js';
-import type { BreakerTransition } from './gateway/route-registry.js';
 import { pathOf } from './web/request-target.js';
 import { createApi } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
@@ -440,7 +440,7 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
       changes: services.changes,
       metrics,
       checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
-      onBreakerTransition: (transition) => announceBreaker(services.events, db, logger, transition),
+      onBreakerTransition: (transition) => announceBreaker({ db, events: services.events, logger }, transition),
     });
     const built = createGateway({
       parts: gatewayParts,
@@ -606,20 +606,4 @@ export async function announceRootKey(nexus: NexusApp, config: Config): Promise<
       msg: 'a root Management Key exists: it was printed once, on the first start. Lost it? Set NEXUS_MANAGEMENT_KEY to use a key of your own',
     });
   }
-}
-
-/**
- * A route breaker that opens on a healthy target is `provider_connection.unhealthy`; one that closes again is
- * `.recovered` (docs/events.md). Written by the process whose write made the transition (route-registry.ts: of
- * processes making it at once, one), off the call's path: a failure to write it is logged, never the call's.
- */
-function announceBreaker(events: Services['events'], db: Db, logger: Logger, t: BreakerTransition): void {
-  const data = { providerConnectionId: t.connectionId, source: 'breaker' as const, routeId: t.routeId };
-  const written =
-    t.to === 'open' && t.from === 'closed'
-      ? events.emit(db, t.workspaceId, 'provider_connection.unhealthy', data)
-      : t.to === 'closed' && t.from !== 'closed'
-        ? events.emit(db, t.workspaceId, 'provider_connection.recovered', data)
-        : null;
-  written?.catch((err: Error) => logger.warn({ msg: 'could not write a breaker event', routeId: t.routeId, error: err.message }));
 }
