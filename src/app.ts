@@ -15,8 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Document } from 'openapi-backend';
 import type { Config } from './config.js';
-import { startChangeListener, type ChangeListener } from './db/change-listener.js';
-import { createDatabase, isEmbedded, type Db } from './db/database.js';
+import { createDatabase, type Db } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
 import { migrateWhenReachable } from './db/wait-for-database.js';
 import { AppError } from './errors.js';
@@ -33,6 +32,7 @@ import { parseGatewayUrl } from './gateway/path-safety.js';
 import { protocolOfPath } from './gateway/protocols/index.js';
 import { pathOf } from './web/request-target.js';
 import { createApi } from './http/api.js';
+import { createJobs, type Jobs } from './jobs.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import { precompressed } from './http/precompressed.js';
 import type { RequestLocals } from './web/locals.js';
@@ -397,16 +397,8 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
   app.use((req: Request, res: Response) => api.handle(req, res));
   app.use(errorRenderer());
 
-  /** What start() begins, and close() ends. */
-  const timers: NodeJS.Timeout[] = [];
-  let stopDelivery: (() => Promise<void>) | undefined;
-  let stopBilling: (() => Promise<void>) | undefined;
-  let listener: ChangeListener | undefined;
-  const every = (ms: number, run: () => void) => {
-    const timer = setInterval(run, ms);
-    timer.unref();
-    timers.push(timer);
-  };
+  /** The background jobs start() begins, and close() ends (src/jobs.ts). */
+  let jobs: Jobs | undefined;
 
   async function begin(wait: StartWait | undefined): Promise<void> {
     if (!overrides.skipMigrations) {
@@ -452,55 +444,8 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
       tracer,
     });
     gateway = built;
-    // A process that died holding quota leases: after their TTL, its calls in flight are charged and what they held returns.
-    every(
-      Math.max(250, Math.floor(config.leaseTtlMs / 4)),
-      () =>
-        void built
-          .sweepExpired()
-          .then((reclaimed) => {
-            if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped', ...reclaimed });
-          })
-          .catch((err: Error) => logger.warn({ msg: 'quota lease sweep failed', error: err.message })),
-    );
-    // Records a process that stopped left in the spool, while PostgreSQL was away.
-    void built.recover();
-    // Accesses whose accessEndsAt or last quota period has passed become EXPIRED (reads apply it lazily too).
-    every(
-      60_000,
-      () =>
-        void services.accesses.expireDue().catch((err: Error) => logger.warn({ msg: 'access expiry sweep failed', error: err.message })),
-    );
-    // Idempotency rows past their 24 h window: their sealed answers (a key's plaintext, sometimes) go.
-    every(
-      10 * 60_000,
-      () =>
-        void services.idempotency
-          .purgeExpired()
-          .catch((err: Error) => logger.warn({ msg: 'idempotency purge failed', error: err.message })),
-    );
-    // Outbound events: this process's delivery worker (docs/events.md), and the keys entering their last days.
-    stopDelivery = services.webhookDelivery.start();
-    every(
-      60_000,
-      () =>
-        void services.inferenceKeyExpiry
-          .announceExpiring()
-          .catch((err: Error) => logger.warn({ msg: 'inference key expiry announcement failed', error: err.message })),
-    );
-    stopBilling = services.billing.startBackground();
-    // The other processes' changes (src/domain/changes/change-feed.ts); the embedded database has no other process.
-    const { channel } = services.changes;
-    if (channel && config.databaseListenUrl && !isEmbedded(db)) {
-      listener = startChangeListener({
-        url: config.databaseListenUrl,
-        channel,
-        logger,
-        onPayload: (payload) => services.changes.received(payload),
-        onListening: () => services.changes.missed(),
-      });
-      await listener.ready;
-    }
+    jobs = createJobs({ services, gateway: built, db, config, logger, metrics });
+    await jobs.start();
     started = true;
   }
 
@@ -526,10 +471,7 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
     started: () => started,
     async close() {
       eventLoop.close();
-      for (const timer of timers) clearInterval(timer);
-      await stopDelivery?.();
-      await stopBilling?.();
-      await listener?.close();
+      await jobs?.stop();
       await gateway?.close();
       if (ownsDb) await db.destroy();
       await tracing?.shutdown();
