@@ -38,7 +38,7 @@ const BATCH = 20;
 /** A receiver's Retry-After is honoured up to a day. */
 const MAX_RETRY_AFTER_MS = 86_400_000;
 
-export interface DeliveryResult {
+interface DeliveryResult {
   ok: boolean;
   status?: number;
   body?: string;
@@ -332,5 +332,3 @@ class WebhookDelivery {
 export function createWebhookDelivery(deps: WebhookDeliveryDeps): WebhookDelivery {
   return new WebhookDelivery(deps);
 }
-
-export type { WebhookDelivery };
