@@ -7,9 +7,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { trustProxyOf } from './trust-proxy.js';
 
 export class ConfigError extends Error {}
 
@@ -51,37 +51,6 @@ function decodeKey(name: string, value: string): Buffer {
   const key = Buffer.from(value, 'base64');
   if (key.length !== 32) throw new ConfigError(`${name} must be 32 bytes, base64-encoded (openssl rand -base64 32)`);
   return key;
-}
-
-/** The names express's `trust proxy` gives address ranges, as NEXUS_TRUST_PROXY takes them too. */
-const PROXY_RANGES: Record<string, readonly string[]> = {
-  loopback: ['127.0.0.1/8', '::1/128'],
-  linklocal: ['169.254.0.0/16', 'fe80::/10'],
-  uniquelocal: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7'],
-};
-
-/**
- * NEXUS_TRUST_PROXY's value: false, true (any peer), or the address ranges of the proxies whose forwarding
- * headers are believed (an address alone is its /32 or /128); a string: the entry that is none of these.
- */
-function trustProxyOf(value: string): boolean | readonly string[] | string {
-  const v = value.trim().toLowerCase();
-  if (v === 'false') return false;
-  if (v === 'true') return true;
-  const ranges: string[] = [];
-  for (const entry of v.split(',').map((e) => e.trim())) {
-    const named = PROXY_RANGES[entry];
-    if (named) {
-      ranges.push(...named);
-      continue;
-    }
-    const [address = '', prefix, extra] = entry.split('/');
-    const family = isIP(address);
-    const bits = family === 4 ? 32 : 128;
-    if (!family || extra !== undefined || (prefix !== undefined && !(/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits))) return entry;
-    ranges.push(`${address}/${prefix ?? bits}`);
-  }
-  return Object.freeze(ranges);
 }
 
 /** The environment's variables: what each takes, its default, and the message a bad value gets. */
@@ -222,32 +191,54 @@ function tracingOf(v: z.output<typeof variables>) {
   });
 }
 
-/**
- * What each variable becomes. `warn` tells of the development encryption key generated
- * when NEXUS_ENCRYPTION_KEY is unset, and of a deprecated variable's name.
- */
-function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
-  if (v.NEXUS_WORKERS > 1 && !v.DATABASE_URL) {
-    throw new ConfigError(
-      `NEXUS_WORKERS=${v.NEXUS_WORKERS} needs PostgreSQL (DATABASE_URL): the embedded database (PGlite) serves one process only. ` +
-        'Unset NEXUS_WORKERS, or set DATABASE_URL.',
-    );
-  }
-  if (v.NODE_ENV === 'production' && !v.NEXUS_ENCRYPTION_KEY) {
-    throw new ConfigError('NEXUS_ENCRYPTION_KEY is required when NODE_ENV=production');
-  }
-  if (v.NEXUS_RESERVATION_TTL_MS !== undefined) {
-    warn(
-      v.NEXUS_LEASE_TTL_MS === undefined
-        ? 'NEXUS_RESERVATION_TTL_MS is deprecated: rename it NEXUS_LEASE_TTL_MS (the old name goes in the next major release).'
-        : 'NEXUS_RESERVATION_TTL_MS is deprecated and ignored: NEXUS_LEASE_TTL_MS is set.',
-    );
-  }
+/** The process: where it listens, its workers and data, how it logs, its requests' limits and its shutdown. */
+function serverFields(v: z.output<typeof variables>) {
   return {
     nodeEnv: v.NODE_ENV,
     /** Where `npm start` listens (0: any free port). */
     port: v.PORT,
     host: v.HOST,
+    /** Processes serving the port (node:cluster): 1 is this process alone; more need DATABASE_URL. */
+    workers: v.NEXUS_WORKERS,
+    dataDir: v.NEXUS_DATA_DIR,
+    /**
+     * Where clients reach Nexus (gatewayBaseUrl, webhookUrl, Link headers), without a trailing
+     * slash; undefined: the address the server listens on (src/http/public-url.ts).
+     */
+    publicUrl: v.NEXUS_PUBLIC_URL?.replace(/\/+$/, ''),
+    /**
+     * Whose Host and X-Forwarded-Host/-Proto name the public URL when NEXUS_PUBLIC_URL is unset: false (no one's,
+     * the listen address is used), true (any peer's), or the ranges (`address/bits`) of the proxies whose
+     * headers are believed; the connection's peer address is what is checked (src/http/public-url.ts).
+     */
+    trustProxy: v.NEXUS_TRUST_PROXY,
+    logLevel: v.NEXUS_LOG_LEVEL,
+    /** Largest accepted admin request body, bytes. */
+    bodyLimitBytes: v.NEXUS_BODY_LIMIT_BYTES,
+    /**
+     * CSV exports (invocations, usage summaries) a process streams at once; one more is refused with 503
+     * `exports_busy` and a Retry-After. A usage summary's export holds two of the Admin API pool's connections.
+     */
+    exportsAtOnce: v.NEXUS_EXPORTS_AT_ONCE,
+    /**
+     * How long a request's body may take to arrive, from the request's start (node's requestTimeout): a client
+     * trickling one is answered 408 and its connection closed, instead of holding its socket.
+     */
+    bodyTimeoutMs: v.NEXUS_BODY_TIMEOUT_MS,
+    shutdownTimeoutMs: v.NEXUS_SHUTDOWN_TIMEOUT_MS,
+    /**
+     * The event loop held up longer than this is a stall: /healthz answers 503 `event_loop_blocked` for
+     * twice as long after it, and the watchdog thread logs it while it lasts (src/observability/event-loop.ts).
+     */
+    eventLoopBlockedMs: v.NEXUS_EVENT_LOOP_BLOCKED_MS,
+    /** The commit this build came from, for nexus_build_info; undefined: what the build recorded (src/observability/build-info.ts). */
+    commit: v.NEXUS_COMMIT,
+  };
+}
+
+/** The database: PostgreSQL (or the embedded PGlite), its schema, pools and LISTEN session, and how long a start waits for it. */
+function databaseFields(v: z.output<typeof variables>) {
+  return {
     /** PostgreSQL URL; undefined means the embedded PGlite in dataDir. */
     databaseUrl: v.DATABASE_URL,
     /**
@@ -270,9 +261,12 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
      * meanwhile; past it, the process exits 1 with one line. 0: it exits at the first failed try.
      */
     databaseStartupTimeoutMs: v.NEXUS_DATABASE_STARTUP_TIMEOUT_MS,
-    /** Processes serving the port (node:cluster): 1 is this process alone; more need DATABASE_URL. */
-    workers: v.NEXUS_WORKERS,
-    dataDir: v.NEXUS_DATA_DIR,
+  };
+}
+
+/** Keys: the root Management Key, the encryption keys of the secrets at rest, and the inference keys' lifetime and prefix. */
+function keyFields(v: z.output<typeof variables>, warn: (msg: string) => void) {
+  return {
     /** Root Management Key accepted as given; undefined: generated on first start. */
     managementKey: v.NEXUS_MANAGEMENT_KEY,
     /** Current 32-byte key for secrets at rest. */
@@ -285,43 +279,19 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
       .map((s) => s.trim())
       .filter(Boolean)
       .map((s) => decodeKey('NEXUS_PREVIOUS_ENCRYPTION_KEYS', s)) as readonly Buffer[],
-    /**
-     * Where clients reach Nexus (gatewayBaseUrl, webhookUrl, Link headers), without a trailing
-     * slash; undefined: the address the server listens on (src/http/public-url.ts).
-     */
-    publicUrl: v.NEXUS_PUBLIC_URL?.replace(/\/+$/, ''),
-    /**
-     * Whose Host and X-Forwarded-Host/-Proto name the public URL when NEXUS_PUBLIC_URL is unset: false (no one's,
-     * the listen address is used), true (any peer's), or the ranges (`address/bits`) of the proxies whose
-     * headers are believed; the connection's peer address is what is checked (src/http/public-url.ts).
-     */
-    trustProxy: v.NEXUS_TRUST_PROXY,
-    allowPrivateUpstreams: v.NEXUS_ALLOW_PRIVATE_UPSTREAMS,
-    logLevel: v.NEXUS_LOG_LEVEL,
-    /** Largest accepted admin request body, bytes. */
-    bodyLimitBytes: v.NEXUS_BODY_LIMIT_BYTES,
-    /**
-     * CSV exports (invocations, usage summaries) a process streams at once; one more is refused with 503
-     * `exports_busy` and a Retry-After. A usage summary's export holds two of the Admin API pool's connections.
-     */
-    exportsAtOnce: v.NEXUS_EXPORTS_AT_ONCE,
-    /** Largest accepted gateway request body, bytes. */
-    gatewayBodyLimitBytes: v.NEXUS_GATEWAY_BODY_LIMIT_BYTES,
-    /**
-     * How long a request's body may take to arrive, from the request's start (node's requestTimeout): a client
-     * trickling one is answered 408 and its connection closed, instead of holding its socket.
-     */
-    bodyTimeoutMs: v.NEXUS_BODY_TIMEOUT_MS,
-    shutdownTimeoutMs: v.NEXUS_SHUTDOWN_TIMEOUT_MS,
-    /**
-     * The event loop held up longer than this is a stall: /healthz answers 503 `event_loop_blocked` for
-     * twice as long after it, and the watchdog thread logs it while it lasts (src/observability/event-loop.ts).
-     */
-    eventLoopBlockedMs: v.NEXUS_EVENT_LOOP_BLOCKED_MS,
     /** Lifetime of an inference key when the request names none. */
     inferenceKeyTtlDays: v.NEXUS_INFERENCE_KEY_TTL_DAYS,
     /** Environment word in inference key prefixes: nx-live-..., nx-test-... */
     keyEnvironment: v.NEXUS_KEY_ENVIRONMENT,
+  };
+}
+
+/** The gateway: its upstreams, bodies and timeouts, its quota leases, the first wave, the key cache, its commits. */
+function gatewayFields(v: z.output<typeof variables>) {
+  return {
+    allowPrivateUpstreams: v.NEXUS_ALLOW_PRIVATE_UPSTREAMS,
+    /** Largest accepted gateway request body, bytes. */
+    gatewayBodyLimitBytes: v.NEXUS_GATEWAY_BODY_LIMIT_BYTES,
     /** Upstream timeout before response headers, unless the connection sets one. */
     upstreamTimeoutMs: v.NEXUS_UPSTREAM_TIMEOUT_MS,
     /** Timeout of the provider connection test/verify probe. */
@@ -352,8 +322,12 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
      * the WAL flush: faster, but a PostgreSQL crash can lose the last moments of them.
      */
     gatewayAsyncCommit: v.NEXUS_GATEWAY_ASYNC_COMMIT,
-    /** The commit this build came from, for nexus_build_info; undefined: what the build recorded (src/observability/build-info.ts). */
-    commit: v.NEXUS_COMMIT,
+  };
+}
+
+/** Billing (the providers' APIs, the grace of past_due, webhook secrets) and outbound events. */
+function billingAndEventFields(v: z.output<typeof variables>) {
+  return {
     stripeApiBaseUrl: v.NEXUS_STRIPE_API_BASE_URL,
     paddleApiBaseUrl: v.NEXUS_PADDLE_API_BASE_URL,
     /** How long past_due keeps an access ACTIVE. */
@@ -374,6 +348,36 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     eventsClaimMs: v.NEXUS_EVENTS_CLAIM_MS,
     eventsSecretOverlapMs: v.NEXUS_EVENTS_SECRET_OVERLAP_HOURS,
     eventsKeyExpiringDays: v.NEXUS_EVENTS_KEY_EXPIRING_DAYS,
+  };
+}
+
+/**
+ * What each variable becomes. `warn` tells of the development encryption key generated
+ * when NEXUS_ENCRYPTION_KEY is unset, and of a deprecated variable's name.
+ */
+function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
+  if (v.NEXUS_WORKERS > 1 && !v.DATABASE_URL) {
+    throw new ConfigError(
+      `NEXUS_WORKERS=${v.NEXUS_WORKERS} needs PostgreSQL (DATABASE_URL): the embedded database (PGlite) serves one process only. ` +
+        'Unset NEXUS_WORKERS, or set DATABASE_URL.',
+    );
+  }
+  if (v.NODE_ENV === 'production' && !v.NEXUS_ENCRYPTION_KEY) {
+    throw new ConfigError('NEXUS_ENCRYPTION_KEY is required when NODE_ENV=production');
+  }
+  if (v.NEXUS_RESERVATION_TTL_MS !== undefined) {
+    warn(
+      v.NEXUS_LEASE_TTL_MS === undefined
+        ? 'NEXUS_RESERVATION_TTL_MS is deprecated: rename it NEXUS_LEASE_TTL_MS (the old name goes in the next major release).'
+        : 'NEXUS_RESERVATION_TTL_MS is deprecated and ignored: NEXUS_LEASE_TTL_MS is set.',
+    );
+  }
+  return {
+    ...serverFields(v),
+    ...databaseFields(v),
+    ...keyFields(v, warn),
+    ...gatewayFields(v),
+    ...billingAndEventFields(v),
     /** OpenTelemetry traces; undefined: off (no SDK loaded). */
     tracing: tracingOf(v),
   };

@@ -20,7 +20,12 @@ export interface Layer {
 
 /** Bottom to top; the layers of one inner array are peers. */
 const LAYERS: Layer[][] = [
-  [{ name: 'base', paths: ['src/config.ts', 'src/errors.ts', 'src/ids.ts', 'src/database-unavailable.ts', 'src/cli-args.ts'] }],
+  [
+    {
+      name: 'base',
+      paths: ['src/config.ts', 'src/trust-proxy.ts', 'src/errors.ts', 'src/ids.ts', 'src/database-unavailable.ts', 'src/cli-args.ts'],
+    },
+  ],
   [{ name: 'observability', paths: ['src/observability/'] }],
   [{ name: 'db', paths: ['src/db/'] }],
   // What Nexus knows of each API it meters (a table a protocol): read by the domain and the gateway, it needs only base.
@@ -33,7 +38,12 @@ const LAYERS: Layer[][] = [
     { name: 'gateway', paths: ['src/gateway/'] },
   ],
   [{ name: 'handlers', paths: ['src/handlers/'] }],
-  [{ name: 'composition', paths: ['src/app.ts', 'src/server.ts', 'src/cli.ts', 'src/workers.ts', 'src/healthcheck.ts'] }],
+  [
+    {
+      name: 'composition',
+      paths: ['src/app.ts', 'src/front-door.ts', 'src/jobs.ts', 'src/server.ts', 'src/cli.ts', 'src/workers.ts', 'src/healthcheck.ts'],
+    },
+  ],
   [{ name: 'console', paths: ['console/'], only: ['contract'] }],
 ];
 

@@ -34,6 +34,8 @@ export function startChangeListener(deps: {
   onPayload: (payload: string) => void;
   /** Listening (again): what was announced before may have been missed. */
   onListening: (reconnected: boolean) => void;
+  /** An attempt to listen failed, or the session was lost (it tries again). */
+  onFailure?: () => void;
 }): ChangeListener {
   const { url, channel, logger } = deps;
   let client: pg.Client | undefined;
@@ -58,6 +60,7 @@ export function startChangeListener(deps: {
     c.end().catch(() => {});
     if (closed) return;
     logger.warn({ msg: 'change listener disconnected: reconnecting', error: err?.message ?? 'connection ended' });
+    deps.onFailure?.();
     scheduleRetry();
   }
 
@@ -86,6 +89,7 @@ export function startChangeListener(deps: {
         if (failures === 0 || failures % 10 === 0) {
           logger.warn({ msg: 'change listener cannot listen: retrying', error: (err as Error).message });
         }
+        deps.onFailure?.();
         scheduleRetry();
       }
       return;

@@ -1,8 +1,8 @@
 /**
  * The glue between express and the contract: openapi-backend routes each request
  * to its operation, authenticates the Management Key, validates the request with
- * ajv before any handler runs, applies Idempotency-Key, and writes the handler's
- * result (or the Error body) to the response.
+ * ajv before any handler runs (its refusals in words: validation.ts), applies
+ * Idempotency-Key, and writes the handler's result (or the Error body) to the response.
  */
 import type { Request, Response } from 'express';
 import { createHash } from 'node:crypto';
@@ -10,18 +10,17 @@ import { pipeline } from 'node:stream/promises';
 import type { IncomingMessage } from 'node:http';
 import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
-import { fullFormats } from 'ajv-formats/dist/formats.js';
-import type { ErrorObject } from 'ajv';
-import { AppError, errorBody, errorCodes, toAppError, type ErrorCode } from '../errors.js';
+import { AppError, errorBody, toAppError } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
 import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
 import { assertStorable } from '../domain/storable-text.js';
 import { hasUuidForm } from '../ids.js';
 import type { IdempotencyService } from '../domain/idempotency/idempotency-service.js';
-import type { HandlerMap, HandlerResult } from './handler.js';
+import type { Handler, HandlerMap, HandlerResult } from './handler.js';
 import { bearerOf, writeError } from '../web/error-response.js';
 import type { RequestLocals } from '../web/locals.js';
 import type { PublicUrl } from './public-url.js';
+import { isDateTime, validationError } from './validation.js';
 import { canonicalUuids, type UuidSchema } from './wire.js';
 
 const addFormats = addFormatsPkg as unknown as (ajv: unknown) => unknown;
@@ -45,106 +44,6 @@ export function operationIdsOf(definition: Document): string[] {
     }
   }
   return ids;
-}
-
-/** ajv's error -> the request field at fault, as a caller names it ('name', 'limit', 'metadata.tier'). */
-function paramOf(e: ErrorObject): string | null {
-  const segments = e.instancePath.split('/').filter(Boolean).slice(1);
-  const p = e.params as { missingProperty?: string; additionalProperty?: string };
-  if (p.missingProperty) segments.push(p.missingProperty);
-  if (p.additionalProperty) segments.push(p.additionalProperty);
-  return segments.length ? segments.join('.') : null;
-}
-
-/** How a format is named in an error message. */
-const FORMATS: Record<string, string> = {
-  'date-time': 'an ISO 8601 date-time with a time zone, in the years 0001-9999 UTC (2026-01-31T12:00:00Z)',
-  uuid: 'a UUID',
-  email: 'an email address',
-  uri: 'an absolute URL',
-};
-
-const FIRST_INSTANT = Date.parse('0001-01-01T00:00:00Z');
-const LAST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
-
-/**
- * RFC 3339 (ajv-formats' check) and, once in UTC, within the years 0001-9999: an
- * instant outside them would be written back as '+010000-...', which is no
- * RFC 3339 date-time.
- */
-const isRfc3339 = (fullFormats['date-time'] as { validate: (value: string) => boolean }).validate;
-
-function isDateTime(value: string): boolean {
-  if (!isRfc3339(value)) return false;
-  const at = Date.parse(value);
-  return at >= FIRST_INSTANT && at <= LAST_INSTANT;
-}
-
-/** What the contract's patterns ask for, in words. */
-const PATTERNS: Record<string, string> = {
-  '\\S': 'must not be blank',
-  '^(0|[1-9][0-9]{0,18})$': 'must be a whole number from 0 to 9223372036854775807 as a decimal string, such as "1000"',
-  '^[a-z0-9][a-z0-9_.-]*$': "must start with a lowercase letter or digit and hold only lowercase letters, digits, '_', '.' and '-'",
-  '^[\\x21-\\x7E]+$': 'must be printable ASCII without spaces',
-  '^[^\\s?\\[\\]{}\\\\]+$': "must be a model name or a glob whose only wildcard is '*', without whitespace or any of ? [ ] { } \\",
-  '^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]+[^\\s]*$':
-    'must be an http or https URL without spaces, such as "https://app.example.com/billing/done"',
-};
-
-const TYPES: Record<string, string> = {
-  integer: 'an integer',
-  number: 'a number',
-  string: 'a string',
-  boolean: 'true or false',
-  object: 'a JSON object',
-  array: 'an array',
-  null: 'null',
-};
-
-function typeMessage(type: unknown): string {
-  const types = String(type).split(',');
-  return `must be ${types.map((t) => TYPES[t] ?? t).join(' or ')}`;
-}
-
-const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
-
-function validationError(errors: ErrorObject[] | null | undefined): AppError {
-  const first = errors?.[0];
-  if (!first) return new AppError('invalid_request', 'The request is invalid');
-  if (first.keyword === 'parse') return new AppError('invalid_json', 'The request body is not valid JSON');
-  if (first.keyword === 'required' && (first.params as { missingProperty?: string }).missingProperty === 'requestBody') {
-    return new AppError('invalid_parameter', 'The request body is required (JSON)');
-  }
-  const param = paramOf(first);
-  const p = first.params as {
-    additionalProperty?: string;
-    allowedValues?: unknown[];
-    pattern?: string;
-    format?: string;
-    type?: unknown;
-    limit?: number;
-  };
-  const subject = param ?? 'The request body';
-  let message: string;
-  if (first.keyword === 'additionalProperties') {
-    message = `Unknown ${first.instancePath.startsWith('/query') ? 'query parameter' : 'field'} '${param}'`;
-  } else if (first.keyword === 'required') message = `${subject} is required`;
-  else if (first.keyword === 'enum' && p.allowedValues) message = `${subject} must be one of ${p.allowedValues.join(', ')}`;
-  else if (first.keyword === 'format' && p.format && FORMATS[p.format]) message = `${subject} must be ${FORMATS[p.format]}`;
-  else if (first.keyword === 'pattern' && p.pattern && PATTERNS[p.pattern]) message = `${subject} ${PATTERNS[p.pattern]}`;
-  else if (first.keyword === 'type') message = `${subject} ${typeMessage(p.type)}`;
-  else if (first.keyword === 'minLength') message = `${subject} must be at least ${plural(p.limit!, 'character')} long`;
-  else if (first.keyword === 'maxLength') message = `${subject} must be at most ${plural(p.limit!, 'character')} long`;
-  else if (first.keyword === 'maxProperties') message = `${subject} must have at most ${plural(p.limit!, 'field')}`;
-  else if (first.keyword === 'minProperties' && !param) message = 'The request body must name at least one field to change';
-  else message = `${subject} ${first.message ?? 'is invalid'}`;
-  return new AppError(codeOf(first), message, param ? { param } : {});
-}
-
-/** The code of a refusal: the failing schema's own (`x-error-code` in the contract, for a cause that has one), else invalid_parameter. */
-function codeOf(e: ErrorObject): ErrorCode {
-  const own = (e.parentSchema as { 'x-error-code'?: unknown } | undefined)?.['x-error-code'];
-  return errorCodes.includes(own as ErrorCode) ? (own as ErrorCode) : 'invalid_parameter';
 }
 
 /** The token of `Authorization: Bearer <token>`, if that is what the request sent. */
@@ -272,9 +171,10 @@ function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps,
   else res.json(result.body);
 }
 
-export function createApi(deps: ApiDeps) {
-  const api = new OpenAPIBackend({
-    definition: deps.definition,
+/** The contract's router and request validators (ajv, with the formats and messages above). */
+function createBackend(definition: Document): OpenAPIBackend {
+  return new OpenAPIBackend({
+    definition,
     strict: true,
     validate: true,
     // Quick mode skips compiling a validator for every response and response header
@@ -295,7 +195,10 @@ export function createApi(deps: ApiDeps) {
       return ajv;
     },
   });
+}
 
+/** Who may call: the Management Key; an inference key here is a gateway call sent to the wrong path. */
+function registerSecurity(api: OpenAPIBackend, deps: ApiDeps): void {
   api.registerSecurityHandler('managementKey', async (_c: Context, req: Request): Promise<Principal> => {
     return deps.managementKeys.authenticate(bearerToken(req));
   });
@@ -307,7 +210,10 @@ export function createApi(deps: ApiDeps) {
   api.registerSecurityHandler('inferenceKeyHeader', async () => {
     throw new AppError('invalid_inference_key', 'Gateway calls go to /providers/{providerConnectionId}/{path}');
   });
+}
 
+/** The answers of a request no operation takes: no route, a method not allowed, no credentials, invalid. */
+function registerRefusals(api: OpenAPIBackend): void {
   api.register({
     notFound: async (_c: Context, req: Request, res: Response) =>
       sendError(req, res, new AppError('route_not_found', `No route ${req.method} ${req.path}`)),
@@ -321,77 +227,104 @@ export function createApi(deps: ApiDeps) {
     },
     validationFail: async (c: Context, req: Request, res: Response) => sendError(req, res, validationError(c.validation.errors)),
   });
+}
+
+/** Who makes the request: the Management Key's principal (anonymous before authentication). */
+function actorOf(principal: Principal | undefined, req: Request, locals: RequestLocals): Actor {
+  return {
+    keyId: principal?.keyId ?? 'anonymous',
+    isRoot: principal?.isRoot ?? false,
+    workspaceIds: principal ? principal.workspaceIds : new Set(),
+    requestId: locals.requestId,
+    clientAddress: req.ip ?? null,
+  };
+}
+
+/**
+ * A POST with an Idempotency-Key: the first request runs the handler and stores its answer (a 4xx too; a 5xx
+ * frees the key for a retry); the same request again replays the answer stored.
+ */
+async function runIdempotent(
+  deps: ApiDeps,
+  req: Request,
+  res: Response,
+  run: () => Promise<HandlerResult>,
+  claimOf: { actor: Actor; key: string; body: unknown },
+): Promise<void> {
+  const { actor, key } = claimOf;
+  const path = canonicalPath(req.path);
+  const hash = deps.idempotency.requestHash(req.method, path, claimOf.body);
+  const claim = await deps.idempotency.claim(actor.keyId, key, req.method, path, hash);
+  if (claim.kind === 'replay') {
+    return send(req, res, { ...claim.response, headers: { ...claim.response.headers, 'Idempotent-Replayed': 'true' } }, deps);
+  }
+  let result: HandlerResult;
+  try {
+    result = await run();
+  } catch (err) {
+    const appError = toAppError(err);
+    if (appError.status >= 500) await deps.idempotency.release(actor.keyId, key, claim.claimedAt);
+    else {
+      await deps.idempotency.complete(actor.keyId, key, claim.claimedAt, {
+        status: appError.status,
+        body: errorBody(appError, (res.locals as RequestLocals).requestId),
+        headers: {},
+      });
+    }
+    throw err;
+  }
+  await deps.idempotency.complete(actor.keyId, key, claim.claimedAt, {
+    status: result.status,
+    body: result.body,
+    headers: result.headers ?? {},
+  });
+  send(req, res, result, deps);
+}
+
+/** An operation's handler as the router runs it: the request checked and made canonical, the handler run, its answer sent. */
+function operationHandler(deps: ApiDeps, operationId: string, fn: Handler) {
+  return async (c: Context, req: Request, res: Response) => {
+    const locals = res.locals as RequestLocals;
+    const principal = c.security?.['managementKey'] as Principal | undefined;
+    const actor = actorOf(principal, req, locals);
+    locals.actorKeyId = principal?.keyId;
+    const idempotencyKey = req.method === 'POST' && principal ? req.get('Idempotency-Key') : undefined;
+    const input = {
+      body: c.request.requestBody,
+      path: c.request.params ?? {},
+      query: c.request.query ?? {},
+      actor,
+      headers: req.headers,
+      publicUrl: deps.publicUrl.forRequest(req),
+    };
+    canonicalRequest(c.operation, input);
+    namedIn(res, input.path);
+    // Only a list's answer, or a request with a cursor, needs its tag.
+    const tag = () => listTag(operationId, input.path);
+    try {
+      if (!c.operation.requestBody) assertNoBody(operationId, input.body);
+      assertStorable(input.body, '');
+      assertStorable(input.query, '');
+      if (typeof input.query.cursor === 'string') input.query = { ...input.query, cursor: cursorIn(tag(), input.query.cursor) };
+      if (!idempotencyKey) return send(req, res, await fn(input), deps, tag);
+      await runIdempotent(deps, req, res, () => fn(input), { actor, key: idempotencyKey, body: input.body });
+    } catch (err) {
+      sendError(req, res, err);
+    }
+  };
+}
+
+export function createApi(deps: ApiDeps) {
+  const api = createBackend(deps.definition);
+  registerSecurity(api, deps);
+  registerRefusals(api);
 
   const operationIds = operationIdsOf(deps.definition);
   const missing = operationIds.filter((id) => !deps.handlers[id]);
   if (missing.length) {
     throw new Error(`The contract has operations without a handler: ${missing.join(', ')}. Add them to src/handlers/.`);
   }
-
-  for (const operationId of operationIds) {
-    const fn = deps.handlers[operationId]!;
-    api.register(operationId, async (c: Context, req: Request, res: Response) => {
-      const locals = res.locals as RequestLocals;
-      const principal = c.security?.['managementKey'] as Principal | undefined;
-      const actor: Actor = {
-        keyId: principal?.keyId ?? 'anonymous',
-        isRoot: principal?.isRoot ?? false,
-        workspaceIds: principal ? principal.workspaceIds : new Set(),
-        requestId: locals.requestId,
-        clientAddress: req.ip ?? null,
-      };
-      locals.actorKeyId = principal?.keyId;
-      const idempotencyKey = req.method === 'POST' && principal ? req.get('Idempotency-Key') : undefined;
-      const input = {
-        body: c.request.requestBody,
-        path: c.request.params ?? {},
-        query: c.request.query ?? {},
-        actor,
-        headers: req.headers,
-        publicUrl: deps.publicUrl.forRequest(req),
-      };
-      canonicalRequest(c.operation, input);
-      namedIn(res, input.path);
-      // Only a list's answer, or a request with a cursor, needs its tag.
-      const tag = () => listTag(operationId, input.path);
-      try {
-        if (!c.operation.requestBody) assertNoBody(operationId, input.body);
-        assertStorable(input.body, '');
-        assertStorable(input.query, '');
-        if (typeof input.query.cursor === 'string') input.query = { ...input.query, cursor: cursorIn(tag(), input.query.cursor) };
-        if (!idempotencyKey) return send(req, res, await fn(input), deps, tag);
-        const path = canonicalPath(req.path);
-        const hash = deps.idempotency.requestHash(req.method, path, input.body);
-        const claim = await deps.idempotency.claim(actor.keyId, idempotencyKey, req.method, path, hash);
-        if (claim.kind === 'replay') {
-          return send(req, res, { ...claim.response, headers: { ...claim.response.headers, 'Idempotent-Replayed': 'true' } }, deps);
-        }
-        let result: HandlerResult;
-        try {
-          result = await fn(input);
-        } catch (err) {
-          const appError = toAppError(err);
-          if (appError.status >= 500) await deps.idempotency.release(actor.keyId, idempotencyKey, claim.claimedAt);
-          else {
-            await deps.idempotency.complete(actor.keyId, idempotencyKey, claim.claimedAt, {
-              status: appError.status,
-              body: errorBody(appError, locals.requestId),
-              headers: {},
-            });
-          }
-          throw err;
-        }
-        await deps.idempotency.complete(actor.keyId, idempotencyKey, claim.claimedAt, {
-          status: result.status,
-          body: result.body,
-          headers: result.headers ?? {},
-        });
-        send(req, res, result, deps);
-      } catch (err) {
-        sendError(req, res, err);
-      }
-    });
-  }
+  for (const operationId of operationIds) api.register(operationId, operationHandler(deps, operationId, deps.handlers[operationId]!));
 
   return {
     api,
@@ -430,3 +363,5 @@ export function createApi(deps: ApiDeps) {
     },
   };
 }
+
+export type Api = ReturnType<typeof createApi>;

@@ -103,12 +103,15 @@ export function createBilling(deps: {
       return repo.listProjections({ ...page, accessId });
     },
 
-    /** Starts the periodic pass; returns the function that stops it. */
-    startBackground(intervalMs = BILLING_PASS_INTERVAL_MS): () => Promise<void> {
+    /** Starts the periodic pass; returns the function that stops it. `observe` runs each pass (src/jobs.ts counts them). */
+    startBackground(
+      intervalMs = BILLING_PASS_INTERVAL_MS,
+      observe: (pass: () => Promise<void>) => Promise<void> = (pass) => pass(),
+    ): () => Promise<void> {
       let running: Promise<void> | null = null;
       const timer = setInterval(() => {
         if (running) return;
-        running = backgroundPass()
+        running = observe(backgroundPass)
           .catch((err) => {
             logger.error({ msg: 'billing background pass failed', cause: (err as Error)?.message });
           })

@@ -1,21 +1,14 @@
 /**
  * The one way to raise an event: `events.emit(tx, workspaceId, type, data)`, in the transaction of the change
- * that caused it. The event and its webhook messages are written by one statement; the delivery workers
- * (webhook-delivery.ts) of any process send them after the commit. Nothing is sent from here, so a slow or
- * dead receiver never holds a transaction, an Admin answer or a gateway call.
+ * that caused it. The event and its webhook messages are written by one statement (outbox-repo.ts); the
+ * delivery workers (webhook-delivery.ts) of any process send them after the commit. Nothing is sent from here,
+ * so a slow or dead receiver never holds a transaction, an Admin answer or a gateway call.
  */
 import type { Queryable } from '../../db/database.js';
 import { newId } from '../../ids.js';
 import type { Clock } from '../actor.js';
 import type { EventData, EventType } from './event-catalogue.js';
-import { fanOutCte } from './outbox-sql.js';
-
-const EMIT_SQL = (endpoint: boolean) => `
-with e as (
-  insert into events (id, workspace_id, type, data, created_at) values (?, ?, ?, cast(? as jsonb), ?)
-  returning id, workspace_id, type, created_at
-), ${fanOutCte('m', 'e', endpoint ? 'cast(? as uuid)' : undefined)}
-select id from e`;
+import { insertEvent } from './outbox-repo.js';
 
 export function createEvents(deps: { clock: Clock }) {
   async function write<T extends EventType>(
@@ -26,9 +19,7 @@ export function createEvents(deps: { clock: Clock }) {
     endpointId?: string,
   ): Promise<string> {
     const id = newId();
-    const bindings: unknown[] = [id, workspaceId, type, JSON.stringify(data), deps.clock.now()];
-    if (endpointId) bindings.push(endpointId);
-    await tx.raw(EMIT_SQL(endpointId !== undefined), bindings as never[]);
+    await insertEvent(tx, { id, workspaceId, type, data: JSON.stringify(data), createdAt: deps.clock.now() }, endpointId);
     return id;
   }
   return {
