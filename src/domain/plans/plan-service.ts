@@ -21,7 +21,7 @@ import type { BindingRow, Interval, PlanRow, PlanStatus } from './plan-types.js'
 
 export type { CreateStrategyInput } from './plan-strategies.js';
 
-export interface CreatePlanInput {
+interface CreatePlanInput {
   key: string;
   name: string;
   billingInterval: Interval;
@@ -31,7 +31,7 @@ export interface CreatePlanInput {
   eventThresholds?: number[] | undefined;
 }
 
-export interface UpdatePlanInput {
+interface UpdatePlanInput {
   key?: string | undefined;
   name?: string | undefined;
   billingInterval?: Interval | undefined;
