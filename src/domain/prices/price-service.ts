@@ -23,12 +23,12 @@ const PROFILES = new Set(['openai', 'anthropic', 'azure-openai', 'gemini', 'bedr
 /** What LiteLLM's file is priced in. */
 const LITELLM_CURRENCY = 'USD';
 
-export interface PriceScope {
+interface PriceScope {
   providerConnectionId?: string | undefined;
   protocolProfile?: string | undefined;
 }
 
-export interface CreatePriceInput extends PriceScope {
+interface CreatePriceInput extends PriceScope {
   modelPattern: string;
   currency?: string | undefined;
   inputPerMillion: string;
@@ -39,7 +39,7 @@ export interface CreatePriceInput extends PriceScope {
   effectiveFrom: Date;
 }
 
-export interface ImportPricesInput extends PriceScope {
+interface ImportPricesInput extends PriceScope {
   prices: Record<string, unknown>;
   effectiveFrom?: Date | undefined;
 }
