@@ -10,6 +10,7 @@
 import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import type { Actor, Clock } from '../actor.js';
+import { bindDeps } from '../bind.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Events } from '../events/outbox.js';
@@ -20,7 +21,7 @@ import { budgetLevels, budgetWindow, type BudgetWindow } from './budget-rule.js'
 const MICROS = /^(0|[1-9][0-9]{0,18})$/;
 const MAX_MICROS = 9_223_372_036_854_775_807n;
 
-export interface SetBudgetInput {
+interface SetBudgetInput {
   period: BudgetPeriod;
   softLimitMicros?: string | undefined;
   hardLimitMicros?: string | undefined;
@@ -45,7 +46,8 @@ function limitOf(value: string | undefined, param: string): bigint | null {
   return BigInt(value);
 }
 
-export function createBudgetService(deps: {
+/** What the budget rules read and write through. */
+export interface BudgetDeps {
   db: Db;
   budgetRepo: BudgetRepo;
   workspaces: WorkspaceService;
@@ -54,103 +56,95 @@ export function createBudgetService(deps: {
   clock: Clock;
   /** Each level crossed, once per window, is a `workspace.budget_crossed` event, written with the crossing. */
   events: Events;
-}) {
-  const { db, budgetRepo, workspaces, audit, changes, clock, events } = deps;
-
-  /** Applies the rule to the locked budgets `rows` at `now`, in `tx`: the new state, its events and the views. */
-  async function apply(rows: BudgetRow[], currencyOf: (workspaceId: string) => Promise<string>, now: Date, tx: Queryable) {
-    const views: BudgetView[] = [];
-    for (const budget of rows) {
-      const window = budgetWindow(budget.period, now);
-      const spent = await budgetRepo.spentSince(budget.workspace_id, window.start, tx);
-      const levels = budgetLevels(budget, spent, window);
-      const { state } = levels;
-      const changed =
-        state.soft_crossed_window?.getTime() !== budget.soft_crossed_window?.getTime() ||
-        state.hard_crossed_window?.getTime() !== budget.hard_crossed_window?.getTime() ||
-        state.hard_exceeded_until?.getTime() !== budget.hard_exceeded_until?.getTime();
-      if (changed) await budgetRepo.update(budget.workspace_id, state, tx);
-      // The gateway's lookups read hard_exceeded_until: every process drops them when it changes.
-      if (state.hard_exceeded_until?.getTime() !== budget.hard_exceeded_until?.getTime()) {
-        await changes.announce({ kind: 'workspace', id: budget.workspace_id }, tx);
-      }
-      const currency = await currencyOf(budget.workspace_id);
-      for (const level of levels.newlyCrossed) {
-        const limitMicros = (level === 'soft' ? budget.soft_micros : budget.hard_micros)!;
-        await events.emit(tx, budget.workspace_id, 'workspace.budget_crossed', {
-          level,
-          period: budget.period,
-          limitMicros: `${limitMicros}`,
-          spentMicros: `${spent}`,
-          currency,
-        });
-      }
-      views.push({
-        budget: { ...budget, ...state },
-        currency,
-        window,
-        spent,
-        softCrossed: levels.softCrossed,
-        hardCrossed: levels.hardCrossed,
-      });
-    }
-    return views;
-  }
-
-  const currencyIn = (tx: Queryable) => (workspaceId: string) => budgetRepo.currencyOf(workspaceId, tx);
-
-  return {
-    async get(actor: Actor, workspaceId: string): Promise<BudgetView> {
-      const workspace = await workspaces.get(actor, workspaceId);
-      const budget = await budgetRepo.find(workspaceId);
-      if (!budget) throw new AppError('budget_not_found', 'The workspace has no budget');
-      const window = budgetWindow(budget.period, clock.now());
-      const spent = await budgetRepo.spentSince(workspaceId, window.start);
-      const levels = budgetLevels(budget, spent, window);
-      return { budget, currency: workspace.currency, window, spent, softCrossed: levels.softCrossed, hardCrossed: levels.hardCrossed };
-    },
-
-    async set(actor: Actor, workspaceId: string, input: SetBudgetInput): Promise<BudgetView> {
-      const soft = limitOf(input.softLimitMicros, 'softLimitMicros');
-      const hard = limitOf(input.hardLimitMicros, 'hardLimitMicros');
-      const view = await db.transaction(async (tx) => {
-        await workspaces.requireWritable(actor, workspaceId, tx);
-        const now = clock.now();
-        const [current] = await budgetRepo.lock([workspaceId], tx);
-        const saved = await budgetRepo.upsert(
-          {
-            workspace_id: workspaceId,
-            period: input.period,
-            soft_micros: soft,
-            hard_micros: hard,
-            soft_crossed_window: current?.soft_crossed_window ?? null,
-            hard_crossed_window: current?.hard_crossed_window ?? null,
-            hard_exceeded_until: current?.hard_exceeded_until ?? null,
-            updated_at: now,
-          },
-          tx,
-        );
-        // The new levels apply at once: a budget set below what was spent already refuses the next call.
-        const views = await apply([saved], currencyIn(tx), now, tx);
-        await audit.record(
-          actor,
-          { action: 'workspace.budget_set', resourceType: 'workspace', resourceId: workspaceId, workspaceId, changes: { ...input } },
-          tx,
-        );
-        return views[0]!;
-      });
-      return view;
-    },
-
-    /**
-     * After a batch of calls is recorded: the budgets of its workspaces that have one (the record statement says
-     * which: call-repo.ts, RecordedCost), checked against what they spent.
-     */
-    async checkSpend(workspaceIds: string[]): Promise<void> {
-      await db.transaction(async (tx) => {
-        const rows = await budgetRepo.lock(workspaceIds, tx);
-        await apply(rows, currencyIn(tx), clock.now(), tx);
-      });
-    },
-  };
 }
+
+/** Applies the rule to one locked budget at `now`, in `tx`: its new state, its events, and its view. */
+async function applyOne({ budgetRepo, changes, events }: BudgetDeps, budget: BudgetRow, now: Date, tx: Queryable): Promise<BudgetView> {
+  const window = budgetWindow(budget.period, now);
+  const spent = await budgetRepo.spentSince(budget.workspace_id, window.start, tx);
+  const levels = budgetLevels(budget, spent, window);
+  const { state } = levels;
+  const changed =
+    state.soft_crossed_window?.getTime() !== budget.soft_crossed_window?.getTime() ||
+    state.hard_crossed_window?.getTime() !== budget.hard_crossed_window?.getTime() ||
+    state.hard_exceeded_until?.getTime() !== budget.hard_exceeded_until?.getTime();
+  if (changed) await budgetRepo.update(budget.workspace_id, state, tx);
+  // The gateway's lookups read hard_exceeded_until: every process drops them when it changes.
+  if (state.hard_exceeded_until?.getTime() !== budget.hard_exceeded_until?.getTime()) {
+    await changes.announce({ kind: 'workspace', id: budget.workspace_id }, tx);
+  }
+  const currency = await budgetRepo.currencyOf(budget.workspace_id, tx);
+  for (const level of levels.newlyCrossed) {
+    const limitMicros = (level === 'soft' ? budget.soft_micros : budget.hard_micros)!;
+    await events.emit(tx, budget.workspace_id, 'workspace.budget_crossed', {
+      level,
+      period: budget.period,
+      limitMicros: `${limitMicros}`,
+      spentMicros: `${spent}`,
+      currency,
+    });
+  }
+  return { budget: { ...budget, ...state }, currency, window, spent, softCrossed: levels.softCrossed, hardCrossed: levels.hardCrossed };
+}
+
+/** Applies the rule to the locked budgets `rows` at `now`, in `tx`: the new state, its events and the views. */
+async function apply(deps: BudgetDeps, rows: BudgetRow[], now: Date, tx: Queryable): Promise<BudgetView[]> {
+  const views: BudgetView[] = [];
+  for (const budget of rows) views.push(await applyOne(deps, budget, now, tx));
+  return views;
+}
+
+async function get({ workspaces, budgetRepo, clock }: BudgetDeps, actor: Actor, workspaceId: string): Promise<BudgetView> {
+  const workspace = await workspaces.get(actor, workspaceId);
+  const budget = await budgetRepo.find(workspaceId);
+  if (!budget) throw new AppError('budget_not_found', 'The workspace has no budget');
+  const window = budgetWindow(budget.period, clock.now());
+  const spent = await budgetRepo.spentSince(workspaceId, window.start);
+  const levels = budgetLevels(budget, spent, window);
+  return { budget, currency: workspace.currency, window, spent, softCrossed: levels.softCrossed, hardCrossed: levels.hardCrossed };
+}
+
+async function set(deps: BudgetDeps, actor: Actor, workspaceId: string, input: SetBudgetInput): Promise<BudgetView> {
+  const { db, budgetRepo, workspaces, audit, clock } = deps;
+  const soft = limitOf(input.softLimitMicros, 'softLimitMicros');
+  const hard = limitOf(input.hardLimitMicros, 'hardLimitMicros');
+  return db.transaction(async (tx) => {
+    await workspaces.requireWritable(actor, workspaceId, tx);
+    const now = clock.now();
+    const [current] = await budgetRepo.lock([workspaceId], tx);
+    const saved = await budgetRepo.upsert(
+      {
+        workspace_id: workspaceId,
+        period: input.period,
+        soft_micros: soft,
+        hard_micros: hard,
+        soft_crossed_window: current?.soft_crossed_window ?? null,
+        hard_crossed_window: current?.hard_crossed_window ?? null,
+        hard_exceeded_until: current?.hard_exceeded_until ?? null,
+        updated_at: now,
+      },
+      tx,
+    );
+    // The new levels apply at once: a budget set below what was spent already refuses the next call.
+    const views = await apply(deps, [saved], now, tx);
+    await audit.record(
+      actor,
+      { action: 'workspace.budget_set', resourceType: 'workspace', resourceId: workspaceId, workspaceId, changes: { ...input } },
+      tx,
+    );
+    return views[0]!;
+  });
+}
+
+/**
+ * After a batch of calls is recorded: the budgets of its workspaces that have one (the record statement says
+ * which: call-repo.ts, RecordedCost), checked against what they spent.
+ */
+async function checkSpend(deps: BudgetDeps, workspaceIds: string[]): Promise<void> {
+  await deps.db.transaction(async (tx) => {
+    const rows = await deps.budgetRepo.lock(workspaceIds, tx);
+    await apply(deps, rows, deps.clock.now(), tx);
+  });
+}
+
+export const createBudgetService = (deps: BudgetDeps) => bindDeps(deps, { get, set, checkSpend });

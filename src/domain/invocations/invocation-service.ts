@@ -5,6 +5,7 @@
  */
 import { AppError } from '../../errors.js';
 import { assertVisible, type Actor, type Clock } from '../actor.js';
+import { bindDeps } from '../bind.js';
 import type { Page } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
@@ -34,7 +35,7 @@ const HOUR_MS = 3_600_000;
 const BUCKET_MS: Record<UsageGranularity, number> = { hour: 3_600_000, day: 86_400_000 };
 const DEFAULT_RANGE_MS: Record<UsageGranularity, number> = { hour: 24 * 3_600_000, day: 30 * 86_400_000 };
 
-export interface UsageSummaryRequest {
+interface UsageSummaryRequest {
   workspaceId: string;
   since?: Date | undefined;
   until?: Date | undefined;
@@ -54,143 +55,163 @@ export interface UsageSummary {
   buckets: AsyncIterable<UsageBucketRow[]>;
 }
 
-export function createInvocationService(deps: {
+/** What the reads of gateway records run on. */
+export interface InvocationDeps {
   invocationRepo: InvocationRepo;
   workspaces: WorkspaceService;
   clock: Clock;
   /** The process's export slots: each export holds one until its answer ends. */
   exportSlots: ExportSlots;
-}) {
-  const { invocationRepo, workspaces, clock, exportSlots } = deps;
+}
 
-  /** Refuses a range of more than `max` buckets, naming `since`. */
-  function assertBuckets(since: number, until: number, granularity: UsageGranularity, max: number, remedy: string): void {
-    const buckets = Math.ceil((until - since) / BUCKET_MS[granularity]);
-    if (buckets > max) {
-      throw new AppError('invalid_parameter', `The range holds ${buckets} ${granularity}s; at most ${max} buckets are ${remedy}`, {
-        param: 'since',
-      });
-    }
+/** Refuses a range of more than `max` buckets, naming `since`. */
+function assertBuckets(since: number, until: number, granularity: UsageGranularity, max: number, remedy: string): void {
+  const buckets = Math.ceil((until - since) / BUCKET_MS[granularity]);
+  if (buckets > max) {
+    throw new AppError('invalid_parameter', `The range holds ${buckets} ${granularity}s; at most ${max} buckets are ${remedy}`, {
+      param: 'since',
+    });
   }
+}
 
-  /** Refuses a zone the database does not know (it sums the days), before anything is read. */
-  async function assertTimeZone(timeZone: string): Promise<void> {
-    if (!(await invocationRepo.timeZones()).has(timeZone)) {
-      throw new AppError('invalid_parameter', `Unknown time zone "${timeZone}" (an IANA name such as Europe/Paris)`, {
-        param: 'timeZone',
-      });
-    }
+/** Refuses a zone the database does not know (it sums the days), before anything is read. */
+async function assertTimeZone({ invocationRepo }: InvocationDeps, timeZone: string): Promise<void> {
+  if (!(await invocationRepo.timeZones()).has(timeZone)) {
+    throw new AppError('invalid_parameter', `Unknown time zone "${timeZone}" (an IANA name such as Europe/Paris)`, {
+      param: 'timeZone',
+    });
   }
+}
 
-  /**
-   * The buckets of [since, until) (whole UTC hours), oldest first, in slices of at most `sliceBuckets` buckets (as
-   * even as whole buckets allow), `inFlight` of them read at once (readAhead). A slice ends on a bucket's edge (an
-   * hour, or the first hour of a day in the zone, as the summary bins them), so that no bucket is split.
-   */
-  async function readSlices(request: UsageSummaryRequest, since: number, until: number, sliceBuckets: number, inFlight: number) {
-    const width = BUCKET_MS[request.granularity];
-    const buckets = Math.ceil((until - since) / width);
-    const slice = Math.ceil(buckets / Math.ceil(buckets / sliceBuckets)) * width;
-    const edge = (ms: number) => (request.granularity === 'hour' ? ms : dayStart(ms, request.timeZone));
-    const reads: (() => Promise<UsageBucketRow[]>)[] = [];
-    for (let from = since; from < until;) {
-      const range = { ...request, since: new Date(from), until: new Date(Math.min(until, edge(from + slice))) };
-      reads.push(() => invocationRepo.usageSummary(range));
-      from = range.until.getTime();
-    }
-    return readAhead(reads, inFlight);
+/**
+ * The buckets of [since, until) (whole UTC hours), oldest first, in slices of at most `sliceBuckets` buckets (as
+ * even as whole buckets allow), `inFlight` of them read at once (readAhead). A slice ends on a bucket's edge (an
+ * hour, or the first hour of a day in the zone, as the summary bins them), so that no bucket is split.
+ */
+async function readSlices(
+  { invocationRepo }: InvocationDeps,
+  request: UsageSummaryRequest,
+  since: number,
+  until: number,
+  sliceBuckets: number,
+  inFlight: number,
+) {
+  const width = BUCKET_MS[request.granularity];
+  const buckets = Math.ceil((until - since) / width);
+  const slice = Math.ceil(buckets / Math.ceil(buckets / sliceBuckets)) * width;
+  const edge = (ms: number) => (request.granularity === 'hour' ? ms : dayStart(ms, request.timeZone));
+  const reads: (() => Promise<UsageBucketRow[]>)[] = [];
+  for (let from = since; from < until;) {
+    const range = { ...request, since: new Date(from), until: new Date(Math.min(until, edge(from + slice))) };
+    reads.push(() => invocationRepo.usageSummary(range));
+    from = range.until.getTime();
   }
+  return readAhead(reads, inFlight);
+}
 
+async function list({ workspaces, invocationRepo }: InvocationDeps, actor: Actor, filter: InvocationFilter): Promise<Page<InvocationRow>> {
+  await workspaces.get(actor, filter.workspaceId);
+  return invocationRepo.list(filter);
+}
+
+async function get(
+  { invocationRepo }: InvocationDeps,
+  actor: Actor,
+  id: string,
+): Promise<{ invocation: InvocationRow; usageEvents: UsageEventRow[] }> {
+  const invocation = await invocationRepo.findById(id);
+  if (!invocation) throw new AppError('invocation_not_found', 'Invocation not found');
+  assertVisible(actor, invocation.workspace_id, 'invocation_not_found', 'Invocation');
+  const [usageEvents] = await Promise.all([invocationRepo.usageEventsOf(id), invocationRepo.detailsOf([invocation])]);
+  return { invocation, usageEvents };
+}
+
+async function listUsageEvents(
+  { workspaces, invocationRepo }: InvocationDeps,
+  actor: Actor,
+  filter: UsageEventFilter,
+): Promise<Page<UsageEventRow>> {
+  await workspaces.get(actor, filter.workspaceId);
+  return invocationRepo.listUsageEvents(filter);
+}
+
+/**
+ * The filter's invocations (listInvocations'), a page at a time, and the workspace's currency. Without
+ * `until`, up to now. The export holds one of the process's export slots until `release` is called.
+ */
+async function exportInvocations(
+  { workspaces, invocationRepo, clock, exportSlots }: InvocationDeps,
+  actor: Actor,
+  filter: Omit<InvocationFilter, 'limit' | 'after'>,
+) {
+  const until = filter.until ?? clock.now();
+  if (filter.since && filter.since >= until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
+  const workspace = await workspaces.get(actor, filter.workspaceId);
+  const release = exportSlots.take();
+  return { currency: workspace.currency, pages: invocationRepo.exportInvocations({ ...filter, until }), release };
+}
+
+/**
+ * The summary's buckets over [since, until) (whole UTC hours, at most MAX_EXPORT_BUCKETS buckets), from the
+ * first hour with usage to the last (one query finds them), in the summary's slices (SLICE_BUCKETS), the next read
+ * while one is written: an export holds two slices at most. It holds one of the process's export slots until
+ * `release` is called.
+ */
+async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: UsageSummaryRequest & { since: Date; until: Date }) {
+  const { workspaces, invocationRepo, exportSlots } = deps;
+  if (request.since >= request.until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
+  const since = Math.floor(request.since.getTime() / HOUR_MS) * HOUR_MS;
+  const until = Math.ceil(request.until.getTime() / HOUR_MS) * HOUR_MS;
+  assertBuckets(since, until, request.granularity, MAX_EXPORT_BUCKETS, 'exported at once (narrow since/until, or export by day)');
+  await assertTimeZone(deps, request.timeZone);
+  const workspace = await workspaces.get(actor, request.workspaceId);
+  const release = exportSlots.take();
+  try {
+    const used = await invocationRepo.usageHours(request.workspaceId, new Date(since), new Date(until));
+    const pages = used
+      ? await readSlices(deps, request, used.first.getTime(), used.last.getTime() + HOUR_MS, SLICE_BUCKETS[request.granularity], 2)
+      : await readAhead<UsageBucketRow[]>([], 1);
+    return { currency: workspace.currency, pages, release };
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+/**
+ * Units and tokens per bucket and key over [since, until), a slice at a time (the first read before this
+ * returns); a range of more than MAX_BUCKETS buckets is refused.
+ */
+async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSummaryRequest): Promise<UsageSummary> {
+  // Whole UTC hours, the rollup's grain: since down to its hour, until up to the end of its hour.
+  const asked = request.until ?? deps.clock.now();
+  const until = new Date(Math.ceil(asked.getTime() / HOUR_MS) * HOUR_MS);
+  const since = new Date(
+    Math.floor((request.since ?? new Date(asked.getTime() - DEFAULT_RANGE_MS[request.granularity])).getTime() / HOUR_MS) * HOUR_MS,
+  );
+  if (request.since && request.since.getTime() >= asked.getTime()) {
+    throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
+  }
+  assertBuckets(
+    since.getTime(),
+    until.getTime(),
+    request.granularity,
+    MAX_BUCKETS,
+    'summed at once (narrow since/until, or sum by day; exportUsageSummary takes a year of hours)',
+  );
+  await assertTimeZone(deps, request.timeZone);
+  const workspace = await deps.workspaces.get(actor, request.workspaceId);
   return {
-    async list(actor: Actor, filter: InvocationFilter): Promise<Page<InvocationRow>> {
-      await workspaces.get(actor, filter.workspaceId);
-      return invocationRepo.list(filter);
-    },
-
-    async get(actor: Actor, id: string): Promise<{ invocation: InvocationRow; usageEvents: UsageEventRow[] }> {
-      const invocation = await invocationRepo.findById(id);
-      if (!invocation) throw new AppError('invocation_not_found', 'Invocation not found');
-      assertVisible(actor, invocation.workspace_id, 'invocation_not_found', 'Invocation');
-      const [usageEvents] = await Promise.all([invocationRepo.usageEventsOf(id), invocationRepo.detailsOf([invocation])]);
-      return { invocation, usageEvents };
-    },
-
-    async listUsageEvents(actor: Actor, filter: UsageEventFilter): Promise<Page<UsageEventRow>> {
-      await workspaces.get(actor, filter.workspaceId);
-      return invocationRepo.listUsageEvents(filter);
-    },
-
-    /**
-     * The filter's invocations (listInvocations'), a page at a time, and the workspace's currency. Without
-     * `until`, up to now. The export holds one of the process's export slots until `release` is called.
-     */
-    async exportInvocations(actor: Actor, filter: Omit<InvocationFilter, 'limit' | 'after'>) {
-      const until = filter.until ?? clock.now();
-      if (filter.since && filter.since >= until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
-      const workspace = await workspaces.get(actor, filter.workspaceId);
-      const release = exportSlots.take();
-      return { currency: workspace.currency, pages: invocationRepo.exportInvocations({ ...filter, until }), release };
-    },
-
-    /**
-     * The summary's buckets over [since, until) (whole UTC hours, at most MAX_EXPORT_BUCKETS buckets), from the
-     * first hour with usage to the last (one query finds them), in the summary's slices (SLICE_BUCKETS), the next read
-     * while one is written: an export holds two slices at most. It holds one of the process's export slots until
-     * `release` is called.
-     */
-    async exportUsageSummary(actor: Actor, request: UsageSummaryRequest & { since: Date; until: Date }) {
-      if (request.since >= request.until) throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
-      const since = Math.floor(request.since.getTime() / HOUR_MS) * HOUR_MS;
-      const until = Math.ceil(request.until.getTime() / HOUR_MS) * HOUR_MS;
-      assertBuckets(since, until, request.granularity, MAX_EXPORT_BUCKETS, 'exported at once (narrow since/until, or export by day)');
-      await assertTimeZone(request.timeZone);
-      const workspace = await workspaces.get(actor, request.workspaceId);
-      const release = exportSlots.take();
-      try {
-        const used = await invocationRepo.usageHours(request.workspaceId, new Date(since), new Date(until));
-        const pages = used
-          ? await readSlices(request, used.first.getTime(), used.last.getTime() + HOUR_MS, SLICE_BUCKETS[request.granularity], 2)
-          : await readAhead<UsageBucketRow[]>([], 1);
-        return { currency: workspace.currency, pages, release };
-      } catch (err) {
-        release();
-        throw err;
-      }
-    },
-
-    /**
-     * Units and tokens per bucket and key over [since, until), a slice at a time (the first read before this
-     * returns); a range of more than MAX_BUCKETS buckets is refused.
-     */
-    async usageSummary(actor: Actor, request: UsageSummaryRequest): Promise<UsageSummary> {
-      // Whole UTC hours, the rollup's grain: since down to its hour, until up to the end of its hour.
-      const asked = request.until ?? clock.now();
-      const until = new Date(Math.ceil(asked.getTime() / HOUR_MS) * HOUR_MS);
-      const since = new Date(
-        Math.floor((request.since ?? new Date(asked.getTime() - DEFAULT_RANGE_MS[request.granularity])).getTime() / HOUR_MS) * HOUR_MS,
-      );
-      if (request.since && request.since.getTime() >= asked.getTime()) {
-        throw new AppError('invalid_parameter', 'since must be before until', { param: 'since' });
-      }
-      assertBuckets(
-        since.getTime(),
-        until.getTime(),
-        request.granularity,
-        MAX_BUCKETS,
-        'summed at once (narrow since/until, or sum by day; exportUsageSummary takes a year of hours)',
-      );
-      await assertTimeZone(request.timeZone);
-      const workspace = await workspaces.get(actor, request.workspaceId);
-      return {
-        currency: workspace.currency,
-        since,
-        until,
-        timeZone: request.timeZone,
-        buckets: await readSlices(request, since.getTime(), until.getTime(), SLICE_BUCKETS[request.granularity], SLICES_AT_ONCE),
-      };
-    },
+    currency: workspace.currency,
+    since,
+    until,
+    timeZone: request.timeZone,
+    buckets: await readSlices(deps, request, since.getTime(), until.getTime(), SLICE_BUCKETS[request.granularity], SLICES_AT_ONCE),
   };
 }
+
+export const createInvocationService = (deps: InvocationDeps) =>
+  bindDeps(deps, { list, get, listUsageEvents, exportInvocations, exportUsageSummary, usageSummary });
 
 /**
  * The results of `reads` in order, up to `inFlight` of them read at once (the next one started as one is handed

@@ -8,17 +8,19 @@ import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { canSeeWorkspace, type Actor, type Clock } from '../actor.js';
+import { bindDeps } from '../bind.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { protocolOf } from '../../protocols/index.js';
 import type { ProviderConnectionRepo, ProviderConnectionRow } from '../provider-connections/provider-connection-repo.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
-import type { RouteRepo } from './route-repo.js';
+import type { AttemptFigures, RouteRepo } from './route-repo.js';
 import {
   DEFAULT_BREAKER,
   DEFAULT_RETRY,
   DEFAULT_RETRY_ON,
+  type BreakerRow,
   type BreakerSettings,
   type RetrySettings,
   type RouteHealth,
@@ -29,7 +31,7 @@ import {
 
 const RESOURCE = 'route';
 
-export interface RouteTargetInput {
+interface RouteTargetInput {
   providerConnectionId: string;
   weight?: number | undefined;
   modelMap?: Record<string, string> | undefined;
@@ -38,7 +40,7 @@ export interface RouteTargetInput {
   firstTokenTimeoutMs?: number | undefined;
 }
 
-export interface CreateRouteInput {
+interface CreateRouteInput {
   name: string;
   strategy?: RouteStrategy | undefined;
   targets: RouteTargetInput[];
@@ -49,7 +51,7 @@ export interface CreateRouteInput {
   metadata?: Record<string, unknown> | undefined;
 }
 
-export type UpdateRouteInput = Partial<CreateRouteInput>;
+type UpdateRouteInput = Partial<CreateRouteInput>;
 
 function notFound(): AppError {
   return new AppError('gateway_route_not_found', 'Route not found', { param: 'routeId' });
@@ -127,7 +129,8 @@ function checkTargets(targets: RouteTarget[], workspaceId: string, found: (Provi
   });
 }
 
-export function createRouteService(deps: {
+/** What the route rules read and write through. */
+export interface RouteDeps {
   db: Db;
   routeRepo: RouteRepo;
   providerConnectionRepo: ProviderConnectionRepo;
@@ -135,157 +138,164 @@ export function createRouteService(deps: {
   audit: AuditService;
   clock: Clock;
   changes: ChangeFeed;
-}) {
-  const { db, routeRepo: repo, providerConnectionRepo: connections, workspaces, audit, clock, changes } = deps;
+}
 
-  async function get(actor: Actor, id: string, q: Queryable = db): Promise<RouteRow> {
-    const row = await repo.findById(id, q);
-    if (!row || !canSeeWorkspace(actor, row.workspace_id)) throw notFound();
+async function get({ db, routeRepo }: RouteDeps, actor: Actor, id: string, q: Queryable = db): Promise<RouteRow> {
+  const row = await routeRepo.findById(id, q);
+  if (!row || !canSeeWorkspace(actor, row.workspace_id)) throw notFound();
+  return row;
+}
+
+async function checked(
+  { providerConnectionRepo }: RouteDeps,
+  inputs: RouteTargetInput[],
+  workspaceId: string,
+  q: Queryable,
+): Promise<RouteTarget[]> {
+  const targets = inputs.map(targetOf);
+  const found = await Promise.all(targets.map((t) => providerConnectionRepo.findById(t.providerConnectionId, q)));
+  checkTargets(targets, workspaceId, found);
+  return targets;
+}
+
+async function create(deps: RouteDeps, actor: Actor, workspaceId: string, dto: CreateRouteInput): Promise<RouteRow> {
+  const { db, routeRepo, workspaces, audit, clock, changes } = deps;
+  assertMetadataSize(dto.metadata);
+  await workspaces.get(actor, workspaceId);
+  return db.transaction(async (tx) => {
+    await workspaces.requireWritable(actor, workspaceId, tx);
+    const targets = await checked(deps, dto.targets, workspaceId, tx);
+    const now = clock.now();
+    const id = newId();
+    const row = await routeRepo.insert(
+      {
+        id,
+        workspace_id: workspaceId,
+        name: dto.name,
+        strategy: dto.strategy ?? 'fallback',
+        status: 'ACTIVE',
+        targets,
+        retry_on: dto.retryOn ?? [...DEFAULT_RETRY_ON],
+        retry: { ...DEFAULT_RETRY, ...defined(dto.retry) },
+        breaker: { ...DEFAULT_BREAKER, ...defined(dto.breaker) },
+        try_when_all_open: dto.tryWhenAllOpen ?? true,
+        metadata: dto.metadata ?? {},
+        created_at: now,
+        updated_at: now,
+        archived_at: null,
+      },
+      tx,
+    );
+    await changes.announce({ kind: 'route', id }, tx);
+    await audit.record(actor, { action: 'route.created', resourceType: RESOURCE, resourceId: id, workspaceId, changes: { ...dto } }, tx);
     return row;
-  }
+  });
+}
 
-  async function checked(inputs: RouteTargetInput[], workspaceId: string, q: Queryable): Promise<RouteTarget[]> {
-    const targets = inputs.map(targetOf);
-    const found = await Promise.all(targets.map((t) => connections.findById(t.providerConnectionId, q)));
-    checkTargets(targets, workspaceId, found);
-    return targets;
-  }
+async function list({ workspaces, routeRepo }: RouteDeps, actor: Actor, workspaceId: string, page: PageRequest): Promise<Page<RouteRow>> {
+  await workspaces.get(actor, workspaceId);
+  return routeRepo.list({ ...page, workspaceId });
+}
 
+/** The patch an update makes of the route as it stands (targets checked anew). */
+async function patchOf(deps: RouteDeps, current: RouteRow, dto: UpdateRouteInput, tx: Queryable): Promise<Partial<RouteRow>> {
+  const patch: Partial<RouteRow> = { updated_at: deps.clock.now() };
+  if (dto.name !== undefined) patch.name = dto.name;
+  if (dto.strategy !== undefined) patch.strategy = dto.strategy;
+  if (dto.targets !== undefined) patch.targets = await checked(deps, dto.targets, current.workspace_id, tx);
+  if (dto.retryOn !== undefined) patch.retry_on = dto.retryOn;
+  if (dto.retry !== undefined) patch.retry = { ...current.retry, ...defined(dto.retry) };
+  if (dto.breaker !== undefined) patch.breaker = { ...current.breaker, ...defined(dto.breaker) };
+  if (dto.tryWhenAllOpen !== undefined) patch.try_when_all_open = dto.tryWhenAllOpen;
+  if (dto.metadata !== undefined) patch.metadata = dto.metadata;
+  return patch;
+}
+
+async function update(deps: RouteDeps, actor: Actor, id: string, dto: UpdateRouteInput): Promise<RouteRow> {
+  const { db, routeRepo, workspaces, audit, changes } = deps;
+  assertMetadataSize(dto.metadata);
+  await get(deps, actor, id);
+  return db.transaction(async (tx) => {
+    const seen = await get(deps, actor, id, tx);
+    await workspaces.requireWritable(actor, seen.workspace_id, tx);
+    const current = (await routeRepo.findByIdForUpdate(id, tx))!;
+    if (current.status === 'ARCHIVED')
+      throw new AppError('route_archived', 'The route is archived and read-only', { current_status: current.status });
+    const row = await routeRepo.update(id, await patchOf(deps, current, dto, tx), tx);
+    await changes.announce({ kind: 'route', id }, tx);
+    await audit.record(
+      actor,
+      { action: 'route.updated', resourceType: RESOURCE, resourceId: id, workspaceId: row.workspace_id, changes: { ...dto } },
+      tx,
+    );
+    return row;
+  });
+}
+
+/** ARCHIVED: gone from the gateway, readable here. Idempotent. */
+async function archive(deps: RouteDeps, actor: Actor, id: string): Promise<void> {
+  const { db, routeRepo, workspaces, audit, clock, changes } = deps;
+  await db.transaction(async (tx) => {
+    const seen = await get(deps, actor, id, tx);
+    if (seen.status === 'ARCHIVED') return;
+    await workspaces.requireWritable(actor, seen.workspace_id, tx);
+    const current = await routeRepo.findByIdForUpdate(id, tx);
+    if (!current || current.status === 'ARCHIVED') return;
+    const now = clock.now();
+    await routeRepo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
+    await changes.announce({ kind: 'route', id }, tx);
+    await audit.record(
+      actor,
+      {
+        action: 'route.archived',
+        resourceType: RESOURCE,
+        resourceId: id,
+        workspaceId: current.workspace_id,
+        changes: { status: 'ARCHIVED' },
+      },
+      tx,
+    );
+  });
+}
+
+/** One target's health: the breaker's last error where it is newer than the figures' (another process saw it). */
+function targetHealth(cid: string, status: string | undefined, breaker: BreakerRow | undefined, f: AttemptFigures | undefined) {
+  const lastErrorAt = f?.last_error_at ? new Date(f.last_error_at) : null;
+  const breakerErrorAt = breaker?.last_failure_at ?? null;
+  const breakerNewer = breaker && breakerErrorAt && (!lastErrorAt || breakerErrorAt > lastErrorAt);
   return {
-    get,
-
-    async create(actor: Actor, workspaceId: string, dto: CreateRouteInput): Promise<RouteRow> {
-      assertMetadataSize(dto.metadata);
-      await workspaces.get(actor, workspaceId);
-      return db.transaction(async (tx) => {
-        await workspaces.requireWritable(actor, workspaceId, tx);
-        const targets = await checked(dto.targets, workspaceId, tx);
-        const now = clock.now();
-        const id = newId();
-        const row = await repo.insert(
-          {
-            id,
-            workspace_id: workspaceId,
-            name: dto.name,
-            strategy: dto.strategy ?? 'fallback',
-            status: 'ACTIVE',
-            targets,
-            retry_on: dto.retryOn ?? [...DEFAULT_RETRY_ON],
-            retry: { ...DEFAULT_RETRY, ...defined(dto.retry) },
-            breaker: { ...DEFAULT_BREAKER, ...defined(dto.breaker) },
-            try_when_all_open: dto.tryWhenAllOpen ?? true,
-            metadata: dto.metadata ?? {},
-            created_at: now,
-            updated_at: now,
-            archived_at: null,
-          },
-          tx,
-        );
-        await changes.announce({ kind: 'route', id }, tx);
-        await audit.record(
-          actor,
-          { action: 'route.created', resourceType: RESOURCE, resourceId: id, workspaceId, changes: { ...dto } },
-          tx,
-        );
-        return row;
-      });
-    },
-
-    async list(actor: Actor, workspaceId: string, page: PageRequest): Promise<Page<RouteRow>> {
-      await workspaces.get(actor, workspaceId);
-      return repo.list({ ...page, workspaceId });
-    },
-
-    async update(actor: Actor, id: string, dto: UpdateRouteInput): Promise<RouteRow> {
-      assertMetadataSize(dto.metadata);
-      await get(actor, id);
-      return db.transaction(async (tx) => {
-        const seen = await get(actor, id, tx);
-        await workspaces.requireWritable(actor, seen.workspace_id, tx);
-        const current = (await repo.findByIdForUpdate(id, tx))!;
-        if (current.status === 'ARCHIVED')
-          throw new AppError('route_archived', 'The route is archived and read-only', { current_status: current.status });
-        const patch: Partial<RouteRow> = { updated_at: clock.now() };
-        if (dto.name !== undefined) patch.name = dto.name;
-        if (dto.strategy !== undefined) patch.strategy = dto.strategy;
-        if (dto.targets !== undefined) patch.targets = await checked(dto.targets, current.workspace_id, tx);
-        if (dto.retryOn !== undefined) patch.retry_on = dto.retryOn;
-        if (dto.retry !== undefined) patch.retry = { ...current.retry, ...defined(dto.retry) };
-        if (dto.breaker !== undefined) patch.breaker = { ...current.breaker, ...defined(dto.breaker) };
-        if (dto.tryWhenAllOpen !== undefined) patch.try_when_all_open = dto.tryWhenAllOpen;
-        if (dto.metadata !== undefined) patch.metadata = dto.metadata;
-        const row = await repo.update(id, patch, tx);
-        await changes.announce({ kind: 'route', id }, tx);
-        await audit.record(
-          actor,
-          { action: 'route.updated', resourceType: RESOURCE, resourceId: id, workspaceId: row.workspace_id, changes: { ...dto } },
-          tx,
-        );
-        return row;
-      });
-    },
-
-    /** ARCHIVED: gone from the gateway, readable here. Idempotent. */
-    async archive(actor: Actor, id: string): Promise<void> {
-      await db.transaction(async (tx) => {
-        const seen = await get(actor, id, tx);
-        if (seen.status === 'ARCHIVED') return;
-        await workspaces.requireWritable(actor, seen.workspace_id, tx);
-        const current = await repo.findByIdForUpdate(id, tx);
-        if (!current || current.status === 'ARCHIVED') return;
-        const now = clock.now();
-        await repo.update(id, { status: 'ARCHIVED', archived_at: now, updated_at: now }, tx);
-        await changes.announce({ kind: 'route', id }, tx);
-        await audit.record(
-          actor,
-          {
-            action: 'route.archived',
-            resourceType: RESOURCE,
-            resourceId: id,
-            workspaceId: current.workspace_id,
-            changes: { status: 'ARCHIVED' },
-          },
-          tx,
-        );
-      });
-    },
-
-    /** Each target's breaker (as every process reads it), connection status, and attempts of the last minute and hour. */
-    async health(actor: Actor, id: string): Promise<RouteHealth> {
-      const route = await get(actor, id);
-      const now = clock.now();
-      const ids = route.targets.map((t) => t.providerConnectionId);
-      const [breakers, statuses, figures] = await Promise.all([
-        repo.breakers(id),
-        repo.connectionStatuses(ids),
-        repo.attemptFigures(id, now),
-      ]);
-      const breakerOf = new Map(breakers.map((b) => [b.provider_connection_id, b]));
-      const figuresOf = new Map(figures.map((f) => [f.provider_connection_id, f]));
-      return {
-        route,
-        checkedAt: now,
-        targets: ids.map((cid) => {
-          const breaker = breakerOf.get(cid);
-          const f = figuresOf.get(cid);
-          const lastErrorAt = f?.last_error_at ? new Date(f.last_error_at) : null;
-          const breakerErrorAt = breaker?.last_failure_at ?? null;
-          const breakerNewer = breaker && breakerErrorAt && (!lastErrorAt || breakerErrorAt > lastErrorAt);
-          return {
-            providerConnectionId: cid,
-            connectionStatus: (statuses.get(cid) ?? 'ARCHIVED') as 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED',
-            breakerState: breaker?.state ?? 'closed',
-            retryAt: breaker?.state === 'open' ? breaker.retry_at : null,
-            callsLastMinute: f?.calls_minute ?? 0,
-            errorsLastMinute: f?.errors_minute ?? 0,
-            callsLastHour: f?.calls_hour ?? 0,
-            errorsLastHour: f?.errors_hour ?? 0,
-            p50LatencyMs: f?.p50_ms ?? null,
-            lastError: breakerNewer ? breaker.last_error : (f?.last_error ?? null),
-            lastErrorAt: breakerNewer ? breakerErrorAt : lastErrorAt,
-          };
-        }),
-      };
-    },
+    providerConnectionId: cid,
+    connectionStatus: (status ?? 'ARCHIVED') as 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED',
+    breakerState: breaker?.state ?? 'closed',
+    retryAt: breaker?.state === 'open' ? breaker.retry_at : null,
+    callsLastMinute: f?.calls_minute ?? 0,
+    errorsLastMinute: f?.errors_minute ?? 0,
+    callsLastHour: f?.calls_hour ?? 0,
+    errorsLastHour: f?.errors_hour ?? 0,
+    p50LatencyMs: f?.p50_ms ?? null,
+    lastError: breakerNewer ? breaker.last_error : (f?.last_error ?? null),
+    lastErrorAt: breakerNewer ? breakerErrorAt : lastErrorAt,
   };
 }
+
+/** Each target's breaker (as every process reads it), connection status, and attempts of the last minute and hour. */
+async function health(deps: RouteDeps, actor: Actor, id: string): Promise<RouteHealth> {
+  const { routeRepo, clock } = deps;
+  const route = await get(deps, actor, id);
+  const now = clock.now();
+  const ids = route.targets.map((t) => t.providerConnectionId);
+  const [breakers, statuses, figures] = await Promise.all([
+    routeRepo.breakers(id),
+    routeRepo.connectionStatuses(ids),
+    routeRepo.attemptFigures(id, now),
+  ]);
+  const breakerOf = new Map(breakers.map((b) => [b.provider_connection_id, b]));
+  const figuresOf = new Map(figures.map((f) => [f.provider_connection_id, f]));
+  return {
+    route,
+    checkedAt: now,
+    targets: ids.map((cid) => targetHealth(cid, statuses.get(cid), breakerOf.get(cid), figuresOf.get(cid))),
+  };
+}
+
+export const createRouteService = (deps: RouteDeps) => bindDeps(deps, { get, create, list, update, archive, health });

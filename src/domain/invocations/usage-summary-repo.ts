@@ -1,0 +1,240 @@
+/**
+ * The SQL of usage summaries: the workspace's usage by hour or day and by key, read from the rollups
+ * (rollup-sql.ts), the first and last hour with usage (an export's bounds), and the time zone names a day
+ * may be cut in.
+ */
+import type { Queryable } from '../../db/database.js';
+import type { InvocationRepoDeps } from './invocation-repo.js';
+import { ROLLUP_SUMS } from './rollup-sql.js';
+
+export type UsageGranularity = 'hour' | 'day';
+export type UsageGroupBy = 'model' | 'access' | 'connection' | 'key' | 'plan';
+
+export interface UsageSummaryQuery {
+  workspaceId: string;
+  since: Date;
+  until: Date;
+  granularity: UsageGranularity;
+  groupBy: UsageGroupBy;
+  /** The IANA zone whose days the day buckets are (one of timeZones()). */
+  timeZone: string;
+}
+
+/** A sum as its decimal string (it may pass 2^53). */
+type DecimalSum = `${bigint}`;
+
+/**
+ * One bucket of one series, already in the shape the API writes (UsageBucketDto): the largest summary's tens of
+ * thousands of buckets are made once and written as they are, where a copy of each in the wire's names cost the
+ * process about a tenth of that answer's CPU.
+ */
+export interface UsageBucketRow {
+  /** ISO 8601 in UTC, as the API writes it. */
+  start: string;
+  key: string;
+  units: DecimalSum;
+  inputTokens: DecimalSum;
+  cachedInputTokens: DecimalSum;
+  outputTokens: DecimalSum;
+  events: number;
+  costMicros: DecimalSum;
+  unpricedEvents: number;
+  calls: number;
+  failedCalls: number;
+  refusedCalls: number;
+}
+
+/** The series key of each grouping (usage_rollups' columns; an access's uuid is grouped as one, not as text). */
+const GROUP_KEYS: Record<UsageGroupBy, string> = {
+  model: 'model',
+  access: 'workspace_access_id',
+  connection: 'provider_connection_id',
+  key: 'inference_key_id',
+  plan: 'plan_id',
+};
+
+/** A bucket as its query returns it: three columns rather than twelve (reading each column costs node-pg a string). */
+interface SummedRow {
+  /** Seconds since the epoch, made an ISO string in toBuckets: to_char costs PostgreSQL about a tenth of the query. */
+  start: string;
+  key: string;
+  /** The sums in ROLLUP_SUMS' order, comma-separated. */
+  sums: string;
+}
+
+/**
+ * A bucket's columns (SummedRow) from the rollup's rows grouped by `start` and `key`, or from a row that is a bucket
+ * (`summed` false). The sums are bigints (sum_int8: the built-in sum of a bigint is a numeric, slower to convert),
+ * written in one text (concat_ws costs PostgreSQL no more than a column each).
+ */
+const bucketColumns = (start: string, key: string, summed = true) =>
+  `date_part('epoch', ${start})::int8::text as start, ${key} as key,
+   concat_ws(',', ${ROLLUP_SUMS.map((column) => (summed ? `sum_int8(${column})` : column)).join(', ')}) as sums`;
+
+/** The buckets of rows that come by start: each start written as an ISO string in UTC once, each row's sums split. */
+function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
+  let seconds = '';
+  let iso = '';
+  return rows.map((row) => {
+    if (row.start !== seconds) {
+      seconds = row.start;
+      iso = new Date(Number(seconds) * 1000).toISOString();
+    }
+    const sums = row.sums.split(',') as DecimalSum[];
+    return {
+      start: iso,
+      key: row.key,
+      units: sums[0]!,
+      inputTokens: sums[1]!,
+      cachedInputTokens: sums[2]!,
+      outputTokens: sums[3]!,
+      events: Number(sums[4]),
+      costMicros: sums[5]!,
+      unpricedEvents: Number(sums[6]),
+      calls: Number(sums[7]),
+      failedCalls: Number(sums[8]),
+      refusedCalls: Number(sums[9]),
+    };
+  });
+}
+
+/**
+ * Hours by key, summed per access and key, made one row per hour and key: rows that come by hour are put in the order
+ * of their keys, each hour's few dozen on their own (as PostgreSQL orders the uuids and the empty key in text: by
+ * character; sorting a month of hours by key in the query costs it nearly a third more). The rows an event without
+ * its call left (no key) are one per access, adjacent once sorted, and their sums are added up.
+ */
+function byKeyWithinHour(rows: SummedRow[]): SummedRow[] {
+  const out: SummedRow[] = [];
+  for (let from = 0; from < rows.length;) {
+    let to = from + 1;
+    while (to < rows.length && rows[to]!.start === rows[from]!.start) to++;
+    for (const row of rows.slice(from, to).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
+      const last = out.at(-1);
+      if (last?.start === row.start && last.key === row.key) {
+        const more = row.sums.split(',');
+        out[out.length - 1] = {
+          ...last,
+          sums: last.sums
+            .split(',')
+            .map((sum, i) => String(BigInt(sum) + BigInt(more[i]!)))
+            .join(','),
+        };
+      } else out.push(row);
+    }
+    from = to;
+  }
+  return out;
+}
+
+/**
+ * The first and last UTC hour of [since, until) in which the workspace has usage (undefined: none), read from the
+ * rollup's primary key (workspace, hour): an export reads only what lies between them.
+ */
+export async function usageHours(
+  { db }: InvocationRepoDeps,
+  workspaceId: string,
+  since: Date,
+  until: Date,
+  q: Queryable = db,
+): Promise<{ first: Date; last: Date } | undefined> {
+  const row = (await q('usage_rollups')
+    .where('workspace_id', workspaceId)
+    .where('hour', '>=', since)
+    .where('hour', '<', until)
+    .min('hour as first')
+    .max('hour as last')
+    .first()) as { first: Date | null; last: Date | null } | undefined;
+  return row?.first && row.last ? { first: new Date(row.first), last: new Date(row.last) } : undefined;
+}
+
+/**
+ * The workspace's events in [since, until) (whole UTC hours) summed per UTC hour or day and per
+ * key, oldest first: from the rollups (rollup-sql.ts), the events and calls already summed per hour, read along
+ * their primary key's workspace and hour. By model, connection or plan: usage_rollups (per hour, access, key,
+ * model, connection and plan). By access or key: usage_key_rollups (per hour, access and key), where a month of
+ * hours by key is a row per bucket, read as it is, and hours by access are the keys' rows summed as they come.
+ * UTC days are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone);
+ * other zones' days start at their local midnight (date_trunc in the zone), and an hour counts in the local
+ * day its start falls in.
+ *
+ * The planner, which cannot tell how many buckets a month holds, would rather hash hours by access (spilling to
+ * disk) or sort the whole range first; it is told not to, in the statement's own transaction: no hashing, no
+ * parallel sort, and the rollup's pages read in index order cost about what they cost read in turn (they are in
+ * memory). Hours by key come by access within an hour, and are put in the order of their keys here
+ * (byKeyWithinHour). A month of hours is read by a few queries at once (the service's slices).
+ */
+export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
+  const inRange = 'workspace_id = ? and hour >= ? and hour < ?';
+  const bindings = [query.workspaceId, query.since, query.until];
+  const bySeries = query.groupBy === 'access' || query.groupBy === 'key';
+  const table = bySeries ? 'usage_key_rollups' : 'usage_rollups';
+  const key = GROUP_KEYS[query.groupBy];
+  if (query.granularity === 'hour' && bySeries) {
+    return q.transaction(async (trx) => {
+      await trx.raw(
+        `select set_config('enable_hashagg', 'off', true), set_config('max_parallel_workers_per_gather', '0', true),
+                set_config('random_page_cost', '1.1', true)`,
+      );
+      const result = await trx.raw(
+        query.groupBy === 'key'
+          ? `select ${bucketColumns('hour', key, false)}
+               from usage_key_rollups where ${inRange}
+              order by hour, workspace_access_id, inference_key_id`
+          : `select ${bucketColumns('hour', key)}
+               from usage_key_rollups where ${inRange}
+              group by hour, workspace_access_id
+              order by hour, workspace_access_id`,
+        bindings,
+      );
+      const rows = result.rows as SummedRow[];
+      return toBuckets(query.groupBy === 'key' ? byKeyWithinHour(rows) : rows);
+    });
+  }
+  const start =
+    query.granularity === 'hour'
+      ? 'hour'
+      : query.timeZone === 'UTC'
+        ? `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`
+        : `date_trunc('day', hour, ${sqlString(query.timeZone)})`;
+  const result = await q.raw(
+    `select ${bucketColumns(start, key)}
+       from ${table} where ${inRange}
+      group by ${start}, ${key}
+      order by ${start}, ${key}`,
+    bindings,
+  );
+  return toBuckets(result.rows as SummedRow[]);
+}
+
+/**
+ * The time zone names the database knows (pg_timezone_names) and Intl does too (an export's slices are cut
+ * at local midnights), read once: the list only changes with the server.
+ */
+export function timeZones({ db, zones }: InvocationRepoDeps): Promise<ReadonlySet<string>> {
+  zones.names ??= db
+    .raw('select name from pg_timezone_names')
+    .then((result) => new Set((result.rows as { name: string }[]).map((r) => r.name).filter(intlKnows)))
+    .catch((err: unknown) => {
+      zones.names = undefined;
+      throw err;
+    });
+  return zones.names;
+}
+
+/**
+ * A known zone name as an SQL literal: the group by and the select must name the same expression, which a
+ * bound parameter (two placeholders) does not.
+ */
+function sqlString(value: string): string {
+  return `'${value.replaceAll("'", "''")}'`;
+}
+
+function intlKnows(timeZone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone });
+    return true;
+  } catch {
+    return false;
+  }
+}
