@@ -6,7 +6,7 @@
 import type { Knex } from 'knex';
 import type { Queryable } from '../../db/database.js';
 import { hasUuidForm } from '../../ids.js';
-import { ROLLUP_SUMS } from './rollup-sql.js';
+import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
 import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
 import type { InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
@@ -371,7 +371,7 @@ export function createInvocationRepo(db: Queryable) {
 
     /**
      * The workspace's events in [since, until) (whole UTC hours) summed per UTC hour or day and per
-     * key, oldest first: from the rollups (rollup-sql.ts), the events and calls already summed per hour, read along
+     * key, oldest first: from the rollups (src/domain/recording/rollup-sql.ts), the events and calls already summed per hour, read along
      * their primary key's workspace and hour. By model, connection or plan: usage_rollups (per hour, access, key,
      * model, connection and plan). By access or key: usage_key_rollups (per hour, access and key), where a month of
      * hours by key is a row per bucket, read as it is, and hours by access are the keys' rows summed as they come.

@@ -1,7 +1,7 @@
 /**
  * The price book: what the providers charge the operator per million tokens, per workspace, versioned by
  * `effective_from` / `effective_to`. A price is never edited: it is closed, and a new one starts. Costs are computed
- * when calls are recorded (price-sql.ts) and kept on their usage events, so neither a new price nor a closed one ever
+ * when calls are recorded (src/domain/recording/price-sql.ts) and kept on their usage events, so neither a new price nor a closed one ever
  * changes a cost already recorded.
  */
 import type { Db } from '../../db/database.js';

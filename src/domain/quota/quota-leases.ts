@@ -7,7 +7,7 @@
  * admits calls against it in memory: a call's upper bound is carved from the
  * lease's free units, and when it settles the units it consumed leave the
  * lease's hold (`take`) in the statement that records the call
- * (settlement-sql.ts). So the period is never overspent, across any number of
+ * (src/domain/recording/settlement-sql.ts). So the period is never overspent, across any number of
  * processes: what a process admits it already holds.
  *
  * - A lease too small for a call is extended by what is missing plus headroom

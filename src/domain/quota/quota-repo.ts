@@ -3,10 +3,10 @@
  * period (quota-leases.ts). Acquiring or extending one
  * is one atomic statement, so concurrent holds can never overspend a period.
  * The calls settled on a lease are written with their records
- * (settlement-sql.ts, src/gateway/call-repo.ts).
+ * (src/domain/recording/record-sql.ts, src/gateway/call-repo.ts).
  */
 import type { Queryable } from '../../db/database.js';
-import { RECLAIM_EXPIRED_SQL } from './settlement-sql.js';
+import { RECLAIM_EXPIRED_SQL } from '../recording/record-sql.js';
 import type { QuotaPeriodRow } from './quota-types.js';
 
 /**
@@ -293,7 +293,7 @@ export function createQuotaRepo(db: Queryable) {
     /**
      * The leases of dead processes: HELD past their expiry (or with `all`, every HELD one: no process that
      * could still hold one is alive) become EXPIRED, the calls their last heartbeat wrote are recorded and
-     * charged, and what the leases held returns to their periods, in one statement (settlement-sql.ts) that
+     * charged, and what the leases held returns to their periods, in one statement (src/domain/recording/record-sql.ts) that
      * raises the thresholds the charges cross. Returns the periods it changed that carry units (a plan
      * change split them): the caller gives their carry back (giveBackCarry) in the same transaction.
      */
