@@ -17,7 +17,7 @@ import { jsonArray, RowJson } from '../db/row-json.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Pricing } from '../domain/quota/model-pricing.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
-import type { ConnectionRetry } from '../domain/routes/route-types.js';
+import type { ConnectionRetry } from '../domain/provider-connections/connection-retry.js';
 import { recordCallsSql, type RecordedCost } from '../domain/recording/record-sql.js';
 import { lockedInIdOrder } from '../domain/recording/settlement-sql.js';
 import { newId } from '../ids.js';

@@ -105,8 +105,8 @@ describe('the reclaim of dead processes’ leases, composed from the same parts'
     ]);
     const record = recordCallsParts();
     for (const name of ['the usage events, priced', 'the usage rollups', 'the thresholds crossed']) {
-      const [mine, theirs] = [parts, record].map((ps) => ps.find((p) => p.name === name)!.ctes);
-      expect(mine, name).toBe(theirs.replaceAll('from settled', 'from charged'));
+      const part = (of: StatementPart[]) => of.find((p) => p.name === name)!.ctes;
+      expect(part(parts), name).toBe(part(record).replaceAll('from settled', 'from charged'));
     }
     expect(finalSelect(parts, RECLAIM_EXPIRED_SQL)).toMatch(/^select p\.id as quota_period_id, p\.carried_units, /);
   });

@@ -13,7 +13,7 @@ import type { Page } from '../pagination.js';
 import type { ProviderConnectionRepo } from '../provider-connections/provider-connection-repo.js';
 import { patternProblem } from '../quota/model-pricing.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
-import { assertCurrency } from './currency.js';
+import { assertCurrency } from '../workspaces/currency.js';
 import { readLiteLlmPrices, type ImportedPrice } from './litellm-import.js';
 import type { PriceFilter, PriceRepo, PriceRow } from './price-repo.js';
 

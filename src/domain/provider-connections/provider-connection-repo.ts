@@ -1,7 +1,7 @@
 import type { Queryable } from '../../db/database.js';
 import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
-import type { ConnectionRetry } from '../routes/route-types.js';
+import type { ConnectionRetry } from './connection-retry.js';
 
 export type ProtocolProfile = 'openai' | 'anthropic' | 'azure-openai' | 'gemini' | 'bedrock';
 export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';

@@ -6,7 +6,7 @@
  * The key goes to the upstream only; it never appears in a message.
  */
 import { Agent, errors as undiciErrors, request } from 'undici';
-import { guardedLookup, hostOf, isRefusedHost, PrivateUpstreamError } from './upstream-guard.js';
+import { guardedLookup, hostOf, isRefusedHost, PrivateUpstreamError } from '../security/upstream-guard.js';
 import { bedrockAuthHeaders, parseBedrockSecret } from './bedrock-secret.js';
 import type { ProtocolProfile } from './provider-connection-repo.js';
 
