@@ -30,7 +30,7 @@ export interface HouseNumbers {
   againstLayers: number;
 }
 
-export const countLines = (text: string) => text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
+const countLines = (text: string) => text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
 
 /** What a function is called where it is declared: its name, or that of the variable or property it is assigned to. */
 function nameOf(fn: ts.SignatureDeclaration): string {
@@ -41,7 +41,7 @@ function nameOf(fn: ts.SignatureDeclaration): string {
 }
 
 /** The functions of a file (nested ones too) longer than FUNCTION_LINES. */
-export function longFunctions(file: string, text: string): LongFunction[] {
+function longFunctions(file: string, text: string): LongFunction[] {
   const kind = file.endsWith('x') ? ts.ScriptKind.TSX : ts.ScriptKind.TS;
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, kind);
   const found: LongFunction[] = [];

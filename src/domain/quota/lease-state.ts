@@ -52,7 +52,7 @@ export interface Lease {
  * database does not know them, so the period looks as if it had them still. An extension waits for
  * them to be written (`caughtUp`) instead of being granted units that are already spent.
  */
-export interface Unwritten {
+interface Unwritten {
   beyond: bigint;
   caughtUp: Promise<void>;
   resolve: () => void;
@@ -61,7 +61,7 @@ export interface Unwritten {
 export const max = (a: bigint, b: bigint) => (a > b ? a : b);
 export const free = (lease: Lease) => lease.held - lease.inflight;
 
-export type LeaseStatement = 'acquire' | 'extend' | 'renew' | 'release';
+type LeaseStatement = 'acquire' | 'extend' | 'renew' | 'release';
 
 export interface LeaseDeps {
   repo: QuotaRepo;
@@ -176,7 +176,7 @@ function lose(leases: Leases, lease: Lease): void {
   else maybeRelease(leases, lease);
 }
 
-export function retire(leases: Leases, lease: Lease): void {
+function retire(leases: Leases, lease: Lease): void {
   lease.retired = true;
   leases.retiring.add(lease);
   if (leases.current.get(lease.target.periodId) === lease) leases.current.delete(lease.target.periodId);

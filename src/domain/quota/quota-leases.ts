@@ -44,6 +44,9 @@
  *   there and charges the new part for them; releasing the lease (or the
  *   sweeper's expiry) gives them back to the new part (quotaRepo.giveBackCarry),
  *   so none are lost. The lease stays on the old part, where its calls settle.
+ *
+ * Here: a call's admission and settlement. The leases' state, the constants named above and how a lease grows,
+ * retires, is released or lost: lease-state.ts.
  */
 import { bindDeps } from '../bind.js';
 import {
@@ -75,7 +78,7 @@ export interface Admission {
 }
 
 /** Refused: `available` is what the period had; `periodOver` when it no longer covers now (ended, or split by a plan change). */
-export type AdmitResult = { ok: true; admission: Admission; remaining: bigint } | { ok: false; available: bigint; periodOver: boolean };
+type AdmitResult = { ok: true; admission: Admission; remaining: bigint } | { ok: false; available: bigint; periodOver: boolean };
 
 function admitOn(leases: Leases, lease: Lease, bound: bigint): AdmitResult {
   lease.inflight += bound;

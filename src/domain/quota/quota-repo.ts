@@ -37,7 +37,7 @@ function holdCtes(opts: { extending: boolean }): string {
  * A period a plan change split keeps the old plan's share of it and what the next part's
  * grant was reduced by for the use beyond that share (docs/decisions.md "Changing plan").
  */
-export interface PlanChangeCarry {
+interface PlanChangeCarry {
   share_units: bigint | null;
   carried_units: bigint;
 }

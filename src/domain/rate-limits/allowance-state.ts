@@ -9,7 +9,7 @@ import type { Clock } from '../actor.js';
 import type { Ask, RateRepo } from './rate-repo.js';
 import { inUse, remainingOf, resetAtOf, WINDOW_MS, type RateLimits, type RateView } from './rate-types.js';
 
-export const RATE_CALLS = 16;
+const RATE_CALLS = 16;
 const MAX_RATE_CALLS = 1024;
 const SHARE = 8;
 /**

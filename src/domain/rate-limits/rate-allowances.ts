@@ -31,6 +31,9 @@
  *   heartbeat; the sweeper frees a dead process's slots after the TTL. What a dead
  *   process was granted of requests and tokens stays scheduled (it may have used it)
  *   and drains at the limit's pace.
+ *
+ * Here: a call's admission and settlement. What the process holds per access, the constants named above, the
+ * grants, the give-backs and the idle and heartbeat passes: allowance-state.ts.
  */
 import { bindDeps } from '../bind.js';
 import {
@@ -66,7 +69,7 @@ export interface RateTicket {
 
 type Reason = 'requests' | 'tokens' | 'concurrent';
 
-export type RateAdmission =
+type RateAdmission =
   { ok: true; ticket: RateTicket; view: RateView } | { ok: false; view: RateView; retryAfterS: number; reason: Reason; never: boolean };
 
 /** Which limit refuses `need` at `nowMs` given what the window row said, if any. */
