@@ -79,7 +79,7 @@ export function formatHouse(h: HouseNumbers): string[] {
   return [
     'House numbers',
     'Lines per layer:',
-    ...h.layers.map((l) => `  ${l.name.padEnd(28)} ${String(l.lines).padStart(6)} lines in ${l.files} files`),
+    ...h.layers.map((l) => `  ${l.name.padEnd(28)} ${String(l.lines).padStart(6)} lines in ${l.files} file${l.files === 1 ? '' : 's'}`),
     `Source files over ${FILE_LINES} lines (src/, console/src/, scripts/): ${h.longFiles.length}`,
     ...h.longFiles.map((f) => `  ${String(f.lines).padStart(5)} ${f.file}`),
     `Functions over ${FUNCTION_LINES} lines outside tests: ${h.longFunctions.length}`,
