@@ -41,6 +41,7 @@ const unit = [
   'test/provider-connections/upstream-guard.test.ts',
   'test/quota/model-pricing.test.ts',
   'test/quota/quota-math.test.ts',
+  'test/quota/record-sql.test.ts',
   'test/reliability/database-unavailable.test.ts',
   'test/spine/check-layers.test.ts',
   'test/spine/cli-args.test.ts',

@@ -2,7 +2,7 @@
  * `npm run bench:rollup`: what keeping usage_rollups and usage_key_rollups costs PostgreSQL per recorded call, two
  * ways, in one run:
  *   - batch: the gateway's record statement adds its calls and their events to the rollups itself, one upsert per
- *     rollup key per batch and table (src/domain/invocations/rollup-sql.ts, the way Nexus keeps them);
+ *     rollup key per batch and table (src/domain/recording/rollup-sql.ts, the way Nexus keeps them);
  *   - trigger: the same statement without it, and a statement-level trigger on invocations that adds the same rows
  *     (the new invocations from its transition table, their events read back from usage_events by invocation id).
  *   - none: the same statement without it, and no trigger: the floor, what recording costs without any rollup.
@@ -21,8 +21,9 @@
 import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
 import { jsonArray } from '../src/db/row-json.js';
-import { ROLLED_EVENT_COLUMNS, rollUpCtes } from '../src/domain/invocations/rollup-sql.js';
-import { callRows, recordCallsSql, type CallRows } from '../src/gateway/call-repo.js';
+import { recordCallsSql } from '../src/domain/recording/record-sql.js';
+import { ROLLED_EVENT_COLUMNS, rollUpCtes } from '../src/domain/recording/rollup-sql.js';
+import { callRows, type CallRows } from '../src/gateway/call-repo.js';
 import { invocationRecord, NOTHING_READ } from '../src/gateway/invocation-record.js';
 import { newId } from '../src/ids.js';
 import { createModelPrice } from '../test/support/sdk.js';

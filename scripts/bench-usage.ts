@@ -5,7 +5,7 @@
  * (default 30) days, 20 accesses with 2 inference keys each, 3 plans, 5 models and 3 connections; one
  * call in 25 failed, one in 50 refused (no event); the events carry a cost under a price (one model's
  * none: unpriced), cache writes and reasoning tokens on some. The usage rollup is computed from them
- * (rollup-sql.ts). A Nexus listens on it in this process, and each query below (every grouping by hour
+ * (src/domain/recording/rollup-sql.ts). A Nexus listens on it in this process, and each query below (every grouping by hour
  * over 7 days and by day over all the days, and the largest by hour over all the days) is asked through
  * HTTP BENCH_USAGE_RUNS times (default 30, after 3 to warm up) by a client in its own process
  * (lib/timed-gets.ts); it prints p50 and p99 per query through HTTP (until the answer's last byte is read;

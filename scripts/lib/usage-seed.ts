@@ -3,10 +3,10 @@
  * bench-export.ts): `events` usage events spread evenly over [since, until), each with its invocation, made by
  * generate_series, 20 accesses with 2 inference keys each, 3 plans, 5 models and 3 connections; one call in 25
  * failed, one in 50 refused (no event); the events carry a cost under a price (one model's none: unpriced), cache
- * writes and reasoning tokens on some. The usage rollup is computed from them (rollup-sql.ts).
+ * writes and reasoning tokens on some. The usage rollup is computed from them (src/domain/recording/rollup-sql.ts).
  */
 import pg from 'pg';
-import { rebuildWorkspaceRollupsSql } from '../../src/domain/invocations/rollup-sql.js';
+import { rebuildWorkspaceRollupsSql } from '../../src/domain/recording/rollup-sql.js';
 
 /** Seeds the workspace's usage on `databaseUrl`; usage_rollups' rows after. */
 export async function seedUsage(

@@ -2,10 +2,11 @@
  * The SQL of a gateway call: the key lookup before it (cached by auth-cache.ts)
  * and its records after it (batched by call-recorder.ts).
  *
- * A call's records are one statement per batch of calls: their settlement on
- * their quota leases (the rule of src/domain/quota/settlement-sql.ts) and their
- * invocations, each with its attempt. One round trip, so a busy access's period
- * row is locked for one statement. A call whose lease is no longer HELD (the
+ * A call's records are one statement per batch of calls, composed by
+ * src/domain/recording/record-sql.ts: their invocations, each with its
+ * attempt, their settlement on their quota leases, their usage events, rollups
+ * and thresholds. One round trip, so a busy access's period row is locked for
+ * one statement. A call whose lease is no longer HELD (the
  * sweeper reclaimed it: its process stalled past the TTL) is charged on its
  * period directly, unless the reclaim already recorded it from its heartbeat
  * (the record is idempotent by invocation id): once either way.
@@ -16,9 +17,9 @@ import { jsonArray, RowJson } from '../db/row-json.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Pricing } from '../domain/quota/model-pricing.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
-import type { ConnectionRetry } from '../domain/routes/route-types.js';
-import { leaseCallSettlementCtes, lockedInIdOrder } from '../domain/quota/settlement-sql.js';
-import { ROLLED_CALL_COLUMNS, rollUpCtes } from '../domain/invocations/rollup-sql.js';
+import type { ConnectionRetry } from '../domain/provider-connections/connection-retry.js';
+import { recordCallsSql, type RecordedCost } from '../domain/recording/record-sql.js';
+import { lockedInIdOrder } from '../domain/recording/settlement-sql.js';
 import { newId } from '../ids.js';
 import type { ProtocolProfile } from '../protocols/index.js';
 import { namedQuery } from './gateway-db.js';
@@ -137,69 +138,6 @@ export interface CallToRecord {
   consumed: Consumption | null;
 }
 
-const INVOCATION_COLUMNS = [
-  'id',
-  'workspace_id',
-  'workspace_access_id',
-  'provider_connection_id',
-  'inference_key_id',
-  'request_id',
-  'trace_id',
-  'method',
-  'endpoint',
-  'requested_model',
-  'status',
-  'metering_status',
-  'streamed',
-  'lease_id',
-  'quota_units',
-  'error_code',
-  'error_message',
-  'started_at',
-  'first_token_at',
-  'completed_at',
-  'total_latency_ms',
-  'provider_latency_ms',
-  'nexus_latency_ms',
-  'total_ttft_ms',
-  'provider_ttft_ms',
-  'nexus_ttft_ms',
-  'upstream_response_id',
-  'attempt_id',
-  'attempt_upstream_model',
-  'attempt_status',
-  'attempt_http_status',
-  'attempt_error_code',
-  'attempt_started_at',
-  'attempt_first_token_at',
-  'attempt_completed_at',
-  'attempt_duration_ms',
-  'route_id',
-  'attempts',
-  'plan_id',
-];
-
-/**
- * The calls' invocations ($2), those not recorded already, their settlement ($1) and their usage rollup
- * (rollup-sql.ts). It leaves the rows a heartbeat wrote of them (lease_calls) to the next heartbeat, the lease's
- * release or its reclaim: a row of lease_calls is changed only by a statement that holds its lease's lock, so none
- * of them waits for another in the opposite order. `rollUp`: false leaves the rollup out (scripts/bench-rollup.ts
- * measures what it costs).
- */
-export const recordCallsSql = (rollUp = true) => `
-with recorded as (
-  insert into invocations (${INVOCATION_COLUMNS.join(', ')})
-  select ${INVOCATION_COLUMNS.map((c) => `i.${c}`).join(', ')}
-    from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
-  on conflict (id) do nothing
-  returning ${ROLLED_CALL_COLUMNS}
-), ${leaseCallSettlementCtes('$1', 'recorded')}${rollUp ? `, ${rollUpCtes('recorded', 'new_events')}` : ''}
-select u.workspace_id, r.provider_connection_id as connection_id, u.model, sum(u.cost_micros) as cost_micros,
-       count(*) filter (where u.cost_micros is null) as unpriced,
-       exists (select 1 from workspace_budgets b where b.workspace_id = u.workspace_id) as budgeted
-  from u join recorded r on r.id = u.invocation_id
- group by u.workspace_id, r.provider_connection_id, u.model`;
-
 const RECORD_CALLS = recordCallsSql();
 
 /**
@@ -260,20 +198,6 @@ with held as (
      and status = 'HELD'
 ), ${writeCallsCtes('held', '$2', '$3')}
 select id from held`;
-
-/**
- * The costs of a batch's calls, summed per workspace, connection and model, for the metrics and the budgets: one row
- * per series, not per call (null: no call of the series had a price; `unpriced`: how many had none; `budgeted`: its
- * workspace has a budget, read in the same statement so a batch of a workspace without one costs no other query).
- */
-export interface RecordedCost {
-  workspace_id: string;
-  connection_id: string;
-  model: string | null;
-  cost_micros: string | null;
-  unpriced: string;
-  budgeted: boolean;
-}
 
 /** A call's rows as JSON text (row-json.ts), made when it ends. */
 export interface CallRows {

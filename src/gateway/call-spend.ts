@@ -5,7 +5,7 @@
  * response path; a check that fails is logged, and the next batch of the workspace checks again.
  */
 import type { Logger } from '../observability/logger.js';
-import type { RecordedCost } from './call-repo.js';
+import type { RecordedCost } from '../domain/recording/record-sql.js';
 
 export interface SpendDeps {
   /** The budgets' check of the workspaces with a budget that a batch charged. */

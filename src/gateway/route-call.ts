@@ -16,7 +16,8 @@
  */
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/actor.js';
-import type { ConnectionRetry, RetrySettings, RouteRow, RouteTarget } from '../domain/routes/route-types.js';
+import type { ConnectionRetry } from '../domain/provider-connections/connection-retry.js';
+import type { RetrySettings, RouteRow, RouteTarget } from '../domain/routes/route-types.js';
 import { AppError } from '../errors.js';
 import type { CacheEntry } from './auth-cache.js';
 import { protocolOf, type ProtocolProfile } from '../protocols/index.js';

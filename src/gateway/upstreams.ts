@@ -10,7 +10,7 @@
 import type { Transform } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { Pool } from 'undici';
-import { guardedLookup, isRefusedHost } from '../domain/provider-connections/upstream-guard.js';
+import { guardedLookup, isRefusedHost } from '../domain/security/upstream-guard.js';
 import { AppError } from '../errors.js';
 
 /** How long a pool may go unused before it is closed (past keepAliveMaxTimeout: its sockets are gone by then). */

@@ -4,7 +4,7 @@
  * `budgeted`), so a priced workspace without a budget costs no query per batch.
  */
 import { describe, expect, it } from 'vitest';
-import type { RecordedCost } from '../../src/gateway/call-repo.js';
+import type { RecordedCost } from '../../src/domain/recording/record-sql.js';
 import { createCallSpend } from '../../src/gateway/call-spend.js';
 import { createLogger } from '../../src/observability/logger.js';
 

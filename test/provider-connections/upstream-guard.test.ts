@@ -8,7 +8,7 @@ import {
   isPrivateAddress,
   isRefusedHost,
   PrivateUpstreamError,
-} from '../../src/domain/provider-connections/upstream-guard.js';
+} from '../../src/domain/security/upstream-guard.js';
 import { normalizeBaseUrl } from '../../src/domain/provider-connections/provider-connection-service.js';
 import { AppError } from '../../src/errors.js';
 

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { formatHouse, houseNumbers } from '../../scripts/lib/house.js';
 import { checkLayers, formatViolation } from '../../scripts/lib/layers.js';
 
 /** A project of the given files (path -> text) in a temporary directory. */
@@ -57,5 +58,79 @@ describe('the layer check (scripts/check-layers.ts)', () => {
     expect(checkLayers(root).map(formatViolation)).toEqual([
       'src/stray.ts is in no layer: add it to LAYERS (scripts/lib/layers.ts) and docs/architecture.md',
     ]);
+  });
+});
+
+describe('the domain areas order (DOMAIN in scripts/lib/layers.ts)', () => {
+  it('lets an area import one below it', () => {
+    const root = tree({
+      'src/domain/plans/plan-service.ts':
+        "import type { QuotaRepo } from '../quota/quota-repo.js';\nimport type { Actor } from '../actor.js';\n",
+      'src/domain/quota/quota-repo.ts': "import { lockedInIdOrder } from '../recording/locks.js';\n",
+      'src/domain/recording/locks.ts': 'export const lockedInIdOrder = 1;\n',
+      'src/domain/actor.ts': 'export type Actor = object;\n',
+    });
+    expect(checkLayers(root)).toEqual([]);
+  });
+
+  it('refuses an area importing one above it, and two peers importing each other', () => {
+    const root = tree({
+      'src/domain/quota/settlement-sql.ts': "\nimport { priceOfCall } from '../prices/price-sql.js';\n",
+      'src/domain/prices/price-sql.ts': 'export const priceOfCall = 1;\n',
+      'src/domain/routes/route-service.ts': "import type { PlanRow } from '../plans/plan-types.js';\n",
+      'src/domain/plans/plan-types.ts': 'export type PlanRow = object;\n',
+    });
+    expect(checkLayers(root).map(formatViolation)).toEqual([
+      'src/domain/quota/settlement-sql.ts:2 (domain/quota) imports src/domain/prices/price-sql.js (domain/prices): a layer above it',
+      'src/domain/routes/route-service.ts:1 (domain/routes) imports src/domain/plans/plan-types.js (domain/plans): a peer',
+    ]);
+  });
+
+  it('refuses a domain file that its order does not place, and an import of one', () => {
+    const root = tree({
+      'src/domain/jobs/jobs.ts': 'export {};\n',
+      'src/domain/billing/billing-service.ts': "import '../jobs/jobs.js';\n",
+    });
+    expect(checkLayers(root).map(formatViolation)).toEqual([
+      'src/domain/billing/billing-service.ts:1 imports src/domain/jobs/jobs.js, which is in no layer of domain',
+      'src/domain/jobs/jobs.ts is in no layer of domain: add it to its order (scripts/lib/layers.ts) and docs/architecture.md',
+    ]);
+  });
+
+  it('places the domain composition at its top: it imports every area', () => {
+    const root = tree({
+      'src/domain/services.ts': "import { createBilling } from './billing/billing-service.js';\n",
+      'src/domain/billing/billing-service.ts': "import type { ServiceDeps } from '../services.js';\n",
+    });
+    expect(checkLayers(root).map(formatViolation)).toEqual([
+      'src/domain/billing/billing-service.ts:1 (domain/billing) imports src/domain/services.js (domain/services): a layer above it',
+    ]);
+  });
+});
+
+describe('the house numbers (npm run lint:layers -- --house)', () => {
+  const lines = (n: number, line: string) => Array.from({ length: n }, () => line).join('\n') + '\n';
+
+  it('counts the lines of each layer, the files and functions over their size and the imports against the rule', () => {
+    const root = tree({
+      'src/errors.ts': lines(10, '// base'),
+      'src/gateway/gateway.ts': `export function createGateway() {\n${lines(150, '  void 0;')}}\n${lines(300, '// more')}`,
+      'src/domain/quota/quota-repo.ts': "import '../../gateway/gateway.js';\n",
+      'scripts/bench.ts': `const main = () => {\n${lines(149, '  void 0;')}};\nvoid main;\n`,
+    });
+    const house = houseNumbers(root);
+    expect(house.layers).toEqual([
+      { name: 'base', files: 1, lines: 10 },
+      { name: 'domain', files: 1, lines: 1 },
+      { name: 'domain/quota', files: 1, lines: 1 },
+      { name: 'gateway', files: 1, lines: 452 },
+    ]);
+    expect(house.longFiles).toEqual([{ file: 'src/gateway/gateway.ts', lines: 452 }]);
+    expect(house.longFunctions).toEqual([
+      { file: 'src/gateway/gateway.ts', line: 1, name: 'createGateway', lines: 152 },
+      { file: 'scripts/bench.ts', line: 1, name: 'main', lines: 151 },
+    ]);
+    expect(house.againstLayers).toBe(1);
+    expect(formatHouse(house)).toContain('Functions over 150 lines outside tests: 2');
   });
 });

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { down, up } from '../../migrations/20261130020000_usage_key_rollups.js';
-import { ROLLUP_SUMS } from '../../src/domain/invocations/rollup-sql.js';
+import { ROLLUP_SUMS } from '../../src/domain/recording/rollup-sql.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 
 let database: TestDatabase;

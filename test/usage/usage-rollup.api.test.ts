@@ -1,5 +1,5 @@
 /**
- * The usage rollup is exact whoever writes the calls (src/domain/invocations/rollup-sql.ts): after calls of each
+ * The usage rollup is exact whoever writes the calls (src/domain/recording/rollup-sql.ts): after calls of each
  * kind (answered, failed, an upstream error, refused, charged by the sweeper's reclaim of a dead process's lease,
  * written again and for the first time by a spool's replay), getUsageSummary's sums, by every grouping, are the sums
  * over usage_events and invocations.

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
-import { rebuildWorkspaceRollupsSql } from '../../src/domain/invocations/rollup-sql.js';
+import { rebuildWorkspaceRollupsSql } from '../../src/domain/recording/rollup-sql.js';
 import { getUsageSummary } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';

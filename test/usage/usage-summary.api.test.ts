@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
-import { rebuildWorkspaceRollupsSql } from '../../src/domain/invocations/rollup-sql.js';
+import { rebuildWorkspaceRollupsSql } from '../../src/domain/recording/rollup-sql.js';
 import { systemActor } from '../../src/domain/actor.js';
 import { createWorkspace, getUsageSummary, listUsageEvents, provisionWorkspaceUser } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';

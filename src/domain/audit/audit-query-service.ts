@@ -1,8 +1,10 @@
 /** Reading the audit trail: a workspace's entries, for whoever may see the workspace. */
 import type { Actor } from '../actor.js';
 import type { Page, PageRequest, TimeRange } from '../pagination.js';
-import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { AuditRepo, AuditRow } from './audit-repo.js';
+
+/** What reading the trail needs of the workspaces' service (a layer above, which writes through audit): its visibility check. */
+type WorkspaceService = { get(actor: Actor, workspaceId: string): Promise<unknown> };
 
 export interface AuditQuery extends PageRequest, TimeRange {
   action?: string | undefined;

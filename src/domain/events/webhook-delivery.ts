@@ -25,7 +25,7 @@ import { newId } from '../../ids.js';
 import type { Logger } from '../../observability/logger.js';
 import { systemActor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
-import { guardedLookup, hostOf, isRefusedHost } from '../provider-connections/upstream-guard.js';
+import { guardedLookup, hostOf, isRefusedHost } from '../security/upstream-guard.js';
 import type { Events } from './outbox.js';
 import type { ClaimedMessage, WebhookRepo } from './webhook-repo.js';
 import type { WebhookService } from './webhook-service.js';

@@ -11,7 +11,7 @@ import { newId } from '../../ids.js';
 import { canSeeWorkspace, type Actor, type Clock } from '../actor.js';
 import { REDACTED, type AuditService } from '../audit/audit-service.js';
 import type { Page, PageRequest } from '../pagination.js';
-import { assertSafeUpstreamUrl } from '../provider-connections/upstream-guard.js';
+import { assertSafeUpstreamUrl } from '../security/upstream-guard.js';
 import type { SecretBox } from '../security/secret-box.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import { isEventType, type EventType } from './event-catalogue.js';

@@ -5,7 +5,7 @@
  */
 import type { Queryable } from '../../db/database.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
-import { ROLLUP_SUMS } from './rollup-sql.js';
+import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
 
 export type UsageGranularity = 'hour' | 'day';
 export type UsageGroupBy = 'model' | 'access' | 'connection' | 'key' | 'plan';
@@ -150,7 +150,7 @@ export async function usageHours(
 
 /**
  * The workspace's events in [since, until) (whole UTC hours) summed per UTC hour or day and per
- * key, oldest first: from the rollups (rollup-sql.ts), the events and calls already summed per hour, read along
+ * key, oldest first: from the rollups (src/domain/recording/rollup-sql.ts), the events and calls already summed per hour, read along
  * their primary key's workspace and hour. By model, connection or plan: usage_rollups (per hour, access, key,
  * model, connection and plan). By access or key: usage_key_rollups (per hour, access and key), where a month of
  * hours by key is a row per bucket, read as it is, and hours by access are the keys' rows summed as they come.

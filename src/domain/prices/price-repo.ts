@@ -1,4 +1,4 @@
-/** All SQL of model_prices (the price book). The price a call is charged at is read by price-sql.ts. */
+/** All SQL of model_prices (the price book). The price a call is charged at is read by src/domain/recording/price-sql.ts. */
 import type { Queryable } from '../../db/database.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 

@@ -1,7 +1,7 @@
 /**
  * The price book: what the providers charge the operator per million tokens, per workspace, versioned by
  * `effective_from` / `effective_to`. A price is never edited: it is closed, and a new one starts. Costs are computed
- * when calls are recorded (price-sql.ts) and kept on their usage events, so neither a new price nor a closed one ever
+ * when calls are recorded (src/domain/recording/price-sql.ts) and kept on their usage events, so neither a new price nor a closed one ever
  * changes a cost already recorded.
  */
 import type { Db, Queryable } from '../../db/database.js';
@@ -15,7 +15,7 @@ import type { Page } from '../pagination.js';
 import type { ProviderConnectionRepo } from '../provider-connections/provider-connection-repo.js';
 import { patternProblem } from '../quota/model-pricing.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
-import { assertCurrency } from './currency.js';
+import { assertCurrency } from '../workspaces/currency.js';
 import { readLiteLlmPrices, type ImportedPrice } from './litellm-import.js';
 import type { PriceFilter, PriceRepo, PriceRow } from './price-repo.js';
 

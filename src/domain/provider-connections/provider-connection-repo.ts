@@ -2,7 +2,7 @@ import type { Queryable } from '../../db/database.js';
 import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 import type { ProtocolProfile } from '../../protocols/index.js';
-import type { ConnectionRetry } from '../routes/route-types.js';
+import type { ConnectionRetry } from './connection-retry.js';
 
 export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
 

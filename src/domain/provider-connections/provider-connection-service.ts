@@ -13,7 +13,7 @@ import { REDACTED, type AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Events } from '../events/outbox.js';
 import type { Page, PageRequest } from '../pagination.js';
-import { DEFAULT_CONNECTION_RETRY, type ConnectionRetry } from '../routes/route-types.js';
+import { DEFAULT_CONNECTION_RETRY, type ConnectionRetry } from './connection-retry.js';
 import { secretPreview, type SecretBox } from '../security/secret-box.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
 import type { ProviderConnectionRepo, ProviderConnectionRow, ProviderConnectionStatus } from './provider-connection-repo.js';
@@ -21,7 +21,7 @@ import type { AwsFields } from '../../protocols/bedrock-secret.js';
 import { connectionSecret, visibleSecret, type ProtocolProfile } from '../../protocols/index.js';
 import { probeProvider, type ProviderCheckResult } from './provider-probe.js';
 import { openProviderApiKey, sealProviderApiKey } from './provider-secret.js';
-import { assertSafeUpstreamUrl } from './upstream-guard.js';
+import { assertSafeUpstreamUrl } from '../security/upstream-guard.js';
 
 const RESOURCE = 'provider_connection';
 

@@ -6,7 +6,7 @@
  * The key goes to the upstream only; it never appears in a message.
  */
 import { Agent, errors as undiciErrors, request } from 'undici';
-import { guardedLookup, hostOf, isRefusedHost, PrivateUpstreamError } from './upstream-guard.js';
+import { guardedLookup, hostOf, isRefusedHost, PrivateUpstreamError } from '../security/upstream-guard.js';
 import { protocolOf, type ProtocolProfile } from '../../protocols/index.js';
 
 type ProviderCheckOutcome = 'reachable' | 'credentials_rejected' | 'unexpected_response' | 'unreachable' | 'timeout';

@@ -2,6 +2,11 @@
  * A route: one gateway URL over several provider connections of a workspace (docs/routes.md). The types the
  * Admin API's service, the repository and the gateway's route registry share.
  */
+import type { RetrySettings } from '../provider-connections/connection-retry.js';
+
+/** A route retries by the same settings as a plain connection, and with the same defaults. */
+export { DEFAULT_RETRY, DEFAULT_RETRY_ON, type RetrySettings } from '../provider-connections/connection-retry.js';
+
 export type RouteStrategy = 'fallback' | 'loadbalance' | 'least-busy';
 type RouteStatus = 'ACTIVE' | 'ARCHIVED';
 export type BreakerState = 'closed' | 'open' | 'half_open';
@@ -18,23 +23,6 @@ export interface RouteTarget {
   timeoutMs?: number | undefined;
   /** A stream with no byte by then moves on (never applied to the call's last attempt). */
   firstTokenTimeoutMs?: number | undefined;
-}
-
-export interface RetrySettings {
-  baseDelayMs: number;
-  maxDelayMs: number;
-  retryAfterCapMs: number;
-  /** Time a call may spend waiting between attempts, all told. */
-  budgetMs: number;
-}
-
-/**
- * A plain connection's retries (docs/routes.md "Retries on a plain connection"): its calls' attempts and the
- * statuses that retry them, with a route's waits and budget. Applied by a route's attempt loop (route-call.ts).
- */
-export interface ConnectionRetry extends RetrySettings {
-  attempts: number;
-  retryOn: number[];
 }
 
 export interface BreakerSettings {
@@ -76,18 +64,6 @@ export interface BreakerRow {
   updated_at: Date;
 }
 
-export const DEFAULT_RETRY_ON: readonly number[] = Object.freeze([429, 500, 502, 503, 504, 529]);
-export const DEFAULT_RETRY: Readonly<RetrySettings> = Object.freeze({
-  baseDelayMs: 200,
-  maxDelayMs: 2000,
-  retryAfterCapMs: 5000,
-  budgetMs: 10_000,
-});
-export const DEFAULT_CONNECTION_RETRY: Readonly<ConnectionRetry> = Object.freeze({
-  attempts: 2,
-  retryOn: [...DEFAULT_RETRY_ON],
-  ...DEFAULT_RETRY,
-});
 export const DEFAULT_BREAKER: Readonly<BreakerSettings> = Object.freeze({
   consecutiveFailures: 5,
   errorRatePercent: 50,

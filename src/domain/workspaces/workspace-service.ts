@@ -6,7 +6,7 @@ import { bindDeps } from '../bind.js';
 import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
-import { assertCurrency, DEFAULT_CURRENCY } from '../prices/currency.js';
+import { assertCurrency, DEFAULT_CURRENCY } from './currency.js';
 import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
 
 const METADATA_MAX_BYTES = 16 * 1024;

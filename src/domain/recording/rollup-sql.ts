@@ -5,8 +5,8 @@
  * (a month of hours by key reads a row per bucket there, not one per bucket and model, connection and plan).
  *
  * Every statement that writes invocations and their usage events adds what it wrote to both, in the same statement:
- * the gateway's record (src/gateway/call-repo.ts) and the sweeper's reclaim (src/domain/quota/settlement-sql.ts); a
- * spooled call and a refusal are written by the record. One upsert per rollup key per statement and table, the rows
+ * the gateway's record and the sweeper's reclaim (record-sql.ts); a spooled call and a refusal are written by
+ * the record. One upsert per rollup key per statement and table, the rows
  * in key order, usage_rollups before usage_key_rollups, so two statements adding to the same hours lock them in the
  * same order and wait rather than deadlock.
  *

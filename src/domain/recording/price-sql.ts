@@ -1,6 +1,6 @@
 /**
- * The price a call is charged at, in SQL: the statements that write usage events (src/domain/quota/settlement-sql.ts)
- * join it per event, so a call's cost is computed with its record, in the batch, never on the response path.
+ * The price a call is charged at, in SQL: the statements that write usage events (usage-event-sql.ts) join it per event,
+ * so a call's cost is computed with its record, in the batch, never on the response path.
  *
  * The price in force when the call started (`effective_from <= started < effective_to`), of the model the provider said
  * answered (the event's) or of the model the request named (a price of `gpt-4o` prices a call answered as
