@@ -14,7 +14,7 @@ import type { AccessRef } from './billing-repo.js';
 
 export type AccessStatusTarget = 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
 
-export interface GrantInput {
+interface GrantInput {
   planId: string | null;
   periodStart: Date;
   periodEnd: Date;

@@ -13,7 +13,7 @@ import { configureCredential, configureWebhookSecret, sealCredential, sealWebhoo
 import { visibleConnection, writableConnection, type ConnectionDeps } from './connection-lookup.js';
 import { createMapping, disableMapping, listMappings } from './product-mappings.js';
 
-export interface CreateBillingConnectionInput {
+interface CreateBillingConnectionInput {
   name: string;
   provider: BillingProvider;
   kind: BillingKind;

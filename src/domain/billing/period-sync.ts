@@ -18,7 +18,7 @@ import { requireActive } from './connection-lookup.js';
 import type { Projector } from './projection.js';
 
 /** A period as the customer's backend reports it. */
-export interface PeriodReport {
+interface PeriodReport {
   billingConnectionId: string;
   externalPeriodId: string;
   planId?: string | undefined;

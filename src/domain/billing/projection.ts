@@ -34,7 +34,7 @@ import {
   type ProjectionValues,
 } from './projection-rules.js';
 
-export interface ApplyResult {
+interface ApplyResult {
   outcome: 'applied' | 'stale' | 'ignored';
   ignoredReason?: string;
   projectionId?: string;

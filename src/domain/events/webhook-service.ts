@@ -22,14 +22,14 @@ export type { WebhookMessage } from './webhook-messages.js';
 
 const MAX_DESCRIPTION = 500;
 
-export interface WebhookEndpointInput {
+interface WebhookEndpointInput {
   url: string;
   description?: string | undefined;
   /** Unset or null: every type. */
   eventTypes?: string[] | null | undefined;
 }
 
-export interface WebhookEndpointUpdate {
+interface WebhookEndpointUpdate {
   url?: string | undefined;
   description?: string | undefined;
   eventTypes?: string[] | null | undefined;

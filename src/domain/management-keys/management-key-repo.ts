@@ -1,7 +1,7 @@
 import type { Queryable } from '../../db/database.js';
 import { bindDeps } from '../bind.js';
 
-export interface ManagementKeyRow {
+interface ManagementKeyRow {
   id: string;
   name: string;
   key_hash: string;

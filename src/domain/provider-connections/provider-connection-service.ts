@@ -22,7 +22,7 @@ import type { ProviderCheckResult } from './provider-probe.js';
 import { sealProviderApiKey } from './provider-secret.js';
 import { assertSafeUpstreamUrl } from './upstream-guard.js';
 
-export interface CreateConnectionInput extends AwsFields {
+interface CreateConnectionInput extends AwsFields {
   name: string;
   protocolProfile: ProtocolProfile;
   baseUrl: string;
@@ -37,9 +37,9 @@ export interface CreateConnectionInput extends AwsFields {
 }
 
 /** A probe of an upstream with a key that is not saved. */
-export type TestConnectionInput = Pick<CreateConnectionInput, 'protocolProfile' | 'baseUrl' | 'apiKey'> & AwsFields;
+type TestConnectionInput = Pick<CreateConnectionInput, 'protocolProfile' | 'baseUrl' | 'apiKey'> & AwsFields;
 
-export interface UpdateConnectionInput extends AwsFields {
+interface UpdateConnectionInput extends AwsFields {
   name?: string | undefined;
   baseUrl?: string | undefined;
   apiKey?: string | undefined;

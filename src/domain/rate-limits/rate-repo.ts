@@ -34,7 +34,7 @@ interface TakeAsk {
   expiresAt: Date;
 }
 
-export interface TakeAnswer {
+interface TakeAnswer {
   /** The schedules' ends (requests, tokens; at the limits asked) and the slots held, before this statement. */
   before: { requestsTat: number; tokensTat: number; concurrent: number };
   /** The schedules' ends after it (unchanged when nothing was granted). */
@@ -43,7 +43,7 @@ export interface TakeAnswer {
   granted: { requests: number; tokens: number; concurrent: number } | null;
 }
 
-export interface RateWindowRow {
+interface RateWindowRow {
   workspace_access_id: string;
   requests_tat: number;
   requests_limit: number | null;
