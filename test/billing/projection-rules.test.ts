@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ExternalSubscriptionRow } from '../../src/domain/billing/billing-repo.js';
 import { paddleSubscriptionState } from '../../src/domain/billing/paddle-client.js';
-import { desiredAccessStatus, periodKeyOf } from '../../src/domain/billing/projection.js';
+import { desiredAccessStatus, periodKeyOf } from '../../src/domain/billing/projection-rules.js';
 import { stripeSubscriptionState } from '../../src/domain/billing/stripe-client.js';
 
 const NOW = new Date('2026-11-15T00:00:00Z');

@@ -14,16 +14,17 @@ import { isUuid, newId } from '../../ids.js';
 import type { Logger } from '../../observability/logger.js';
 import { assertVisible, systemActor, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
+import { bindDeps } from '../bind.js';
 import type { Page, PageRequest } from '../pagination.js';
 import type { SecretBox } from '../security/secret-box.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { BillingConnectionRow, BillingRepo, RejectionCountRow, WebhookEventRow, WebhookEventStatus } from './billing-repo.js';
 import { openWebhookSecrets } from './billing-secrets.js';
-import { ACCESS_ID_METADATA_KEY, ProviderError, type BillingProviderClient, type SubscriptionState } from './billing-types.js';
-import { paddleSubscriptionState } from './paddle-client.js';
-import { BILLING_ACTOR, type Projector } from './projection.js';
+import { ProviderError, type BillingProviderClient, type SubscriptionState } from './billing-types.js';
+import { envelopeOf, signalOf } from './inbox-signals.js';
+import type { Projector } from './projection.js';
+import { BILLING_ACTOR } from './projection-rules.js';
 import { verifyPaddleSignature, verifyStripeSignature } from './signature.js';
-import { stripeSubscriptionState } from './stripe-client.js';
 
 /** A PROCESSING row older than this is taken to belong to a processor that died. */
 const STALE_PROCESSING_MS = 5 * 60_000;
@@ -35,75 +36,6 @@ const STALE_PROCESSING_MS = 5 * 60_000;
 const MAX_AUTOMATIC_ATTEMPTS = 5;
 const KEPT_HEADERS = ['content-type', 'content-length', 'user-agent'];
 
-interface Envelope {
-  eventId: string;
-  type: string;
-  createdAt: Date | null;
-}
-
-/** What an event says about a subscription. */
-interface Signal {
-  subscriptionId: string;
-  /** The subscription as the payload carries it (subscription events only). */
-  payloadState: SubscriptionState | null;
-  accessIdHint: string | null;
-}
-
-function envelopeOf(provider: BillingConnectionRow['provider'], body: any): Envelope | null {
-  if (!body || typeof body !== 'object') return null;
-  if (provider === 'STRIPE') {
-    if (typeof body.id !== 'string' || typeof body.type !== 'string') return null;
-    return { eventId: body.id, type: body.type, createdAt: typeof body.created === 'number' ? new Date(body.created * 1000) : null };
-  }
-  if (typeof body.event_id !== 'string' || typeof body.event_type !== 'string') return null;
-  const occurred = typeof body.occurred_at === 'string' ? new Date(body.occurred_at) : null;
-  return { eventId: body.event_id, type: body.event_type, createdAt: occurred && !isNaN(occurred.getTime()) ? occurred : null };
-}
-
-const idOf = (v: unknown): string | null => (typeof v === 'string' ? v : typeof (v as any)?.id === 'string' ? (v as any).id : null);
-
-function stripeSignal(body: any): Signal | null {
-  const type: string = body.type;
-  const obj = body?.data?.object;
-  if (!obj) return null;
-  if (type.startsWith('customer.subscription.')) {
-    return {
-      subscriptionId: String(obj.id),
-      payloadState: stripeSubscriptionState(obj, new Date(Number(body.created) * 1000), String(body.id)),
-      accessIdHint: null,
-    };
-  }
-  if (type === 'checkout.session.completed' || type === 'checkout.session.async_payment_succeeded') {
-    const sub = idOf(obj.subscription);
-    if (obj.mode !== 'subscription' || !sub) return null;
-    return {
-      subscriptionId: sub,
-      payloadState: null,
-      accessIdHint: typeof obj.client_reference_id === 'string' ? obj.client_reference_id : null,
-    };
-  }
-  if (type.startsWith('invoice.')) {
-    const sub = idOf(obj?.parent?.subscription_details?.subscription) ?? idOf(obj.subscription);
-    if (!sub) return null;
-    return { subscriptionId: sub, payloadState: null, accessIdHint: null };
-  }
-  return null;
-}
-
-function paddleSignal(body: any): Signal | null {
-  const type: string = body.event_type;
-  const data = body?.data;
-  if (!data) return null;
-  if (type.startsWith('subscription.')) {
-    return { subscriptionId: String(data.id), payloadState: paddleSubscriptionState(data, String(body.event_id)), accessIdHint: null };
-  }
-  if (type.startsWith('transaction.') && typeof data.subscription_id === 'string') {
-    const hint = data?.custom_data?.[ACCESS_ID_METADATA_KEY];
-    return { subscriptionId: data.subscription_id, payloadState: null, accessIdHint: typeof hint === 'string' ? hint : null };
-  }
-  return null;
-}
-
 /** A short message for last_error: never a body, never a secret. */
 function describe(err: unknown): string {
   if (err instanceof AppError || err instanceof ProviderError)
@@ -111,7 +43,8 @@ function describe(err: unknown): string {
   return 'internal_error: processing failed; the log has the cause';
 }
 
-export function createInbox(deps: {
+/** What the inbox reads and writes through. */
+interface InboxDeps {
   db: Db;
   repo: BillingRepo;
   projector: Projector;
@@ -121,221 +54,260 @@ export function createInbox(deps: {
   clock: Clock;
   logger: Logger;
   clientFor: (conn: BillingConnectionRow) => BillingProviderClient | null;
-}) {
-  const { db, repo, projector, clock, logger } = deps;
-  const inflight = new Set<Promise<void>>();
+}
+
+/** The inbox of one process: its dependencies, and what it holds between calls. */
+interface Inbox extends InboxDeps {
+  /** The processing started after answering webhooks, until it ends. */
+  inflight: Set<Promise<void>>;
   /**
    * Deliveries refused for their signature, counted here and written by flushRejections(): an
    * unauthenticated flood of bad signatures costs no database write per delivery, and leaves
    * one row per connection, reason and UTC day, not one per delivery.
    */
-  const rejected = new Map<string, RejectionCountRow>();
+  rejected: Map<string, RejectionCountRow>;
+}
 
-  function countRejection(conn: BillingConnectionRow, reason: string, bodyBytes: number, at: Date): void {
-    const day = at.toISOString().slice(0, 10);
-    const key = `${conn.id} ${reason} ${day}`;
-    const known = rejected.get(key);
-    if (known) {
-      known.count++;
-      known.last_body_bytes = bodyBytes;
-      known.last_received_at = at;
-      return;
-    }
-    rejected.set(key, {
-      billing_connection_id: conn.id,
-      workspace_id: conn.workspace_id,
-      reason,
-      day,
-      count: 1,
-      last_body_bytes: bodyBytes,
-      last_received_at: at,
+function countRejection({ rejected }: Inbox, conn: BillingConnectionRow, reason: string, bodyBytes: number, at: Date): void {
+  const day = at.toISOString().slice(0, 10);
+  const key = `${conn.id} ${reason} ${day}`;
+  const known = rejected.get(key);
+  if (known) {
+    known.count++;
+    known.last_body_bytes = bodyBytes;
+    known.last_received_at = at;
+    return;
+  }
+  rejected.set(key, {
+    billing_connection_id: conn.id,
+    workspace_id: conn.workspace_id,
+    reason,
+    day,
+    count: 1,
+    last_body_bytes: bodyBytes,
+    last_received_at: at,
+  });
+}
+
+function track({ inflight }: Inbox, p: Promise<void>): void {
+  inflight.add(p);
+  void p.finally(() => inflight.delete(p));
+}
+
+async function handle(
+  { db, repo, projector, clientFor }: Inbox,
+  conn: BillingConnectionRow,
+  event: WebhookEventRow,
+  actor: Actor,
+): Promise<{ ignored: string | null }> {
+  if (conn.status === 'DISABLED') return { ignored: 'connection_disabled' };
+  // An archived workspace is read-only: its events are kept but change nothing, and the
+  // provider is not asked (the projector checks again, under a lock, before applying).
+  if (await repo.workspaceArchived(conn.workspace_id)) return { ignored: 'workspace_archived' };
+  const body = JSON.parse(event.raw_body);
+  const signal = signalOf(conn.provider, body);
+  if (!signal) return { ignored: `unhandled_event_type: ${event.event_type}` };
+  const client = clientFor(conn);
+  let state: SubscriptionState | null;
+  if (client) {
+    state = await client.getSubscription(signal.subscriptionId);
+    if (!state) return { ignored: 'subscription_unknown_to_provider' };
+  } else {
+    state = signal.payloadState;
+    if (!state) return { ignored: 'no_subscription_state_without_credential' };
+  }
+  const s = state;
+  const result = await db.transaction((tx) => projector.apply(conn, s, { actor, accessIdHint: signal.accessIdHint }, tx));
+  return { ignored: result.outcome === 'ignored' ? (result.ignoredReason ?? 'ignored') : null };
+}
+
+async function processEvent(inbox: Inbox, eventId: string, opts: { from?: WebhookEventStatus[] } = {}): Promise<void> {
+  const { repo, clock, logger } = inbox;
+  const now = clock.now();
+  const claimed = await repo.claimEvent(eventId, opts.from ?? ['RECEIVED'], new Date(now.getTime() - STALE_PROCESSING_MS), now);
+  if (!claimed) return;
+  const conn = (await repo.findConnection(claimed.billing_connection_id))!;
+  const actor = systemActor(BILLING_ACTOR, `webhook:${claimed.id}`);
+  try {
+    const { ignored } = await handle(inbox, conn, claimed, actor);
+    await repo.finishEvent(claimed.id, { status: ignored ? 'IGNORED' : 'PROCESSED', last_error: ignored, processed_at: clock.now() });
+  } catch (err) {
+    logger.warn({
+      msg: 'billing webhook processing failed',
+      eventId: claimed.id,
+      connectionId: conn.id,
+      type: claimed.event_type,
+      attempt: claimed.attempts,
+      error: describe(err),
+      ...(err instanceof AppError || err instanceof ProviderError ? {} : { cause: (err as Error)?.message }),
     });
+    await repo.finishEvent(claimed.id, { status: 'FAILED', last_error: describe(err), processed_at: null });
   }
+}
 
-  function track(p: Promise<void>): void {
-    inflight.add(p);
-    void p.finally(() => inflight.delete(p));
+/** Processes what is pending or due for a retry (after waiting for in-flight work): tests call it to be deterministic. */
+async function processPending(inbox: Inbox, limit = 500): Promise<number> {
+  await drain(inbox);
+  const now = inbox.clock.now();
+  const ids = await inbox.repo.pendingEventIds(new Date(now.getTime() - STALE_PROCESSING_MS), now, MAX_AUTOMATIC_ATTEMPTS, limit);
+  for (const id of ids) await processEvent(inbox, id, { from: ['RECEIVED', 'FAILED'] });
+  return ids.length;
+}
+
+/** Writes the refused deliveries counted since the last call (the periodic pass, shutdown, tests). */
+async function flushRejections({ rejected, repo, logger }: Inbox): Promise<void> {
+  if (!rejected.size) return;
+  const rows = [...rejected.values()];
+  rejected.clear();
+  try {
+    await repo.addRejectionCounts(rows);
+  } catch (err) {
+    logger.error({ msg: 'could not write the counts of refused webhook deliveries', cause: (err as Error)?.message });
   }
+}
 
-  async function handle(conn: BillingConnectionRow, event: WebhookEventRow, actor: Actor): Promise<{ ignored: string | null }> {
-    if (conn.status === 'DISABLED') return { ignored: 'connection_disabled' };
-    // An archived workspace is read-only: its events are kept but change nothing, and the
-    // provider is not asked (the projector checks again, under a lock, before applying).
-    if (await repo.workspaceArchived(conn.workspace_id)) return { ignored: 'workspace_archived' };
-    const body = JSON.parse(event.raw_body);
-    const signal = conn.provider === 'STRIPE' ? stripeSignal(body) : paddleSignal(body);
-    if (!signal) return { ignored: `unhandled_event_type: ${event.event_type}` };
-    const client = deps.clientFor(conn);
-    let state: SubscriptionState | null;
-    if (client) {
-      state = await client.getSubscription(signal.subscriptionId);
-      if (!state) return { ignored: 'subscription_unknown_to_provider' };
-    } else {
-      state = signal.payloadState;
-      if (!state) return { ignored: 'no_subscription_state_without_credential' };
+/** Waits for the processing started after answering webhooks. */
+async function drain({ inflight }: Inbox): Promise<void> {
+  while (inflight.size) await Promise.allSettled([...inflight]);
+}
+
+/**
+ * The signature, checked on the raw body against each webhook secret in force; a refusal is
+ * counted (written later, by flushRejections) and answered 400. Returns the secret that verified.
+ */
+function verifySignature(
+  inbox: Inbox,
+  conn: BillingConnectionRow,
+  rawBody: Buffer,
+  headers: IncomingHttpHeaders,
+  now: Date,
+): { headerName: string; verifiedWith: WebhookEventRow['verified_with'] } {
+  const headerName = conn.provider === 'STRIPE' ? 'stripe-signature' : 'paddle-signature';
+  const raw = headers[headerName];
+  const header = Array.isArray(raw) ? raw[0] : raw;
+  const secrets = openWebhookSecrets(inbox.secretBox, conn, now);
+  const verify = conn.provider === 'STRIPE' ? verifyStripeSignature : verifyPaddleSignature;
+  const result = secrets.length
+    ? verify(
+        rawBody,
+        header,
+        secrets.map((s) => s.secret),
+        now,
+      )
+    : ({ ok: false, reason: 'no_webhook_secret' } as const);
+  if (!result.ok) {
+    countRejection(inbox, conn, result.reason, rawBody.length, now);
+    throw new AppError('invalid_signature', `The webhook signature is missing or invalid (${result.reason})`, { param: headerName });
+  }
+  return { headerName, verifiedWith: secrets[result.secretIndex ?? 0]?.previous ? 'PREVIOUS_SECRET' : 'CURRENT_SECRET' };
+}
+
+/** The headers kept with an event: a few harmless ones, and the signature's name with its value redacted. */
+function keptHeaders(headers: IncomingHttpHeaders, headerName: string): Record<string, string> {
+  const kept: Record<string, string> = { [headerName]: '[redacted]' };
+  for (const name of KEPT_HEADERS) {
+    const v = headers[name];
+    if (typeof v === 'string') kept[name] = v.slice(0, 300);
+  }
+  return kept;
+}
+
+async function receive(
+  inbox: Inbox,
+  connectionId: string,
+  rawBody: Buffer,
+  headers: IncomingHttpHeaders,
+): Promise<{ received: true; duplicate: boolean }> {
+  const { repo, clock, logger } = inbox;
+  if (!isUuid(connectionId)) throw new AppError('billing_connection_not_found', 'Billing connection not found');
+  const conn = await repo.findConnection(connectionId);
+  if (!conn) throw new AppError('billing_connection_not_found', 'Billing connection not found');
+  const now = clock.now();
+  const { headerName, verifiedWith } = verifySignature(inbox, conn, rawBody, headers, now);
+  let body: unknown;
+  try {
+    body = JSON.parse(rawBody.toString('utf8'));
+  } catch {
+    throw new AppError('invalid_json', 'The webhook body is not valid JSON');
+  }
+  const envelope = envelopeOf(conn.provider, body);
+  if (!envelope) throw new AppError('invalid_request', 'The webhook body has no event id or type');
+  const stored = await repo.insertEventIfNew({
+    id: newId(),
+    workspace_id: conn.workspace_id,
+    billing_connection_id: conn.id,
+    provider_event_id: envelope.eventId,
+    event_type: envelope.type,
+    provider_created_at: envelope.createdAt,
+    raw_body: rawBody.toString('utf8'),
+    headers: keptHeaders(headers, headerName),
+    verified_with: verifiedWith,
+    status: 'RECEIVED',
+    attempts: 0,
+    last_error: null,
+    received_at: now,
+    processing_started_at: null,
+    processed_at: null,
+  });
+  if (stored) {
+    // After the answer: the provider is not kept waiting on our processing.
+    track(
+      inbox,
+      new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
+        processEvent(inbox, stored.id).catch((err) => {
+          logger.error({ msg: 'billing webhook processing crashed', eventId: stored.id, cause: (err as Error)?.message });
+        }),
+      ),
+    );
+  }
+  return { received: true, duplicate: !stored };
+}
+
+async function list(
+  { repo }: Inbox,
+  actor: Actor,
+  connectionId: string,
+  filter: PageRequest & { status?: WebhookEventStatus | undefined; type?: string | undefined },
+): Promise<Page<WebhookEventRow>> {
+  const conn = await repo.findConnection(connectionId);
+  if (!conn) throw new AppError('billing_connection_not_found', 'Billing connection not found');
+  assertVisible(actor, conn.workspace_id, 'billing_connection_not_found', 'Billing connection');
+  return repo.listEvents({ ...filter, connectionId });
+}
+
+/**
+ * Reprocesses a FAILED event from its stored body: no new signature check, no freshness window.
+ * A change like any: refused (409) under an archived workspace.
+ */
+async function replay(inbox: Inbox, actor: Actor, eventId: string): Promise<{ operationId: string }> {
+  const { db, repo, workspaces, audit } = inbox;
+  const event = await repo.findEvent(eventId);
+  if (!event) throw new AppError('webhook_event_not_found', 'Webhook event not found');
+  assertVisible(actor, event.workspace_id, 'webhook_event_not_found', 'Webhook event');
+  await db.transaction(async (tx) => {
+    await workspaces.requireWritable(actor, event.workspace_id, tx);
+    if (event.status !== 'FAILED') {
+      throw new AppError('event_not_replayable', `Only FAILED events can be replayed; this one is ${event.status}`, {
+        current_status: event.status,
+      });
     }
-    const s = state;
-    const result = await db.transaction((tx) => projector.apply(conn, s, { actor, accessIdHint: signal.accessIdHint }, tx));
-    return { ignored: result.outcome === 'ignored' ? (result.ignoredReason ?? 'ignored') : null };
-  }
+    await audit.record(
+      actor,
+      {
+        action: 'billing_webhook_event.replayed',
+        resourceType: 'billing_webhook_event',
+        resourceId: event.id,
+        workspaceId: event.workspace_id,
+        changes: { attempts: event.attempts },
+      },
+      tx,
+    );
+  });
+  await processEvent(inbox, event.id, { from: ['FAILED'] });
+  return { operationId: event.id };
+}
 
-  async function processEvent(eventId: string, opts: { from?: WebhookEventStatus[] } = {}): Promise<void> {
-    const now = clock.now();
-    const claimed = await repo.claimEvent(eventId, opts.from ?? ['RECEIVED'], new Date(now.getTime() - STALE_PROCESSING_MS), now);
-    if (!claimed) return;
-    const conn = (await repo.findConnection(claimed.billing_connection_id))!;
-    const actor = systemActor(BILLING_ACTOR, `webhook:${claimed.id}`);
-    try {
-      const { ignored } = await handle(conn, claimed, actor);
-      await repo.finishEvent(claimed.id, { status: ignored ? 'IGNORED' : 'PROCESSED', last_error: ignored, processed_at: clock.now() });
-    } catch (err) {
-      logger.warn({
-        msg: 'billing webhook processing failed',
-        eventId: claimed.id,
-        connectionId: conn.id,
-        type: claimed.event_type,
-        attempt: claimed.attempts,
-        error: describe(err),
-        ...(err instanceof AppError || err instanceof ProviderError ? {} : { cause: (err as Error)?.message }),
-      });
-      await repo.finishEvent(claimed.id, { status: 'FAILED', last_error: describe(err), processed_at: null });
-    }
-  }
-
-  return {
-    processEvent,
-
-    /** Processes what is pending or due for a retry (after waiting for in-flight work): tests call it to be deterministic. */
-    async processPending(limit = 500): Promise<number> {
-      while (inflight.size) await Promise.allSettled([...inflight]);
-      const now = clock.now();
-      const ids = await repo.pendingEventIds(new Date(now.getTime() - STALE_PROCESSING_MS), now, MAX_AUTOMATIC_ATTEMPTS, limit);
-      for (const id of ids) await processEvent(id, { from: ['RECEIVED', 'FAILED'] });
-      return ids.length;
-    },
-
-    /** Writes the refused deliveries counted since the last call (the periodic pass, shutdown, tests). */
-    async flushRejections(): Promise<void> {
-      if (!rejected.size) return;
-      const rows = [...rejected.values()];
-      rejected.clear();
-      try {
-        await repo.addRejectionCounts(rows);
-      } catch (err) {
-        logger.error({ msg: 'could not write the counts of refused webhook deliveries', cause: (err as Error)?.message });
-      }
-    },
-
-    /** Waits for the processing started after answering webhooks. */
-    async drain(): Promise<void> {
-      while (inflight.size) await Promise.allSettled([...inflight]);
-    },
-
-    async receive(connectionId: string, rawBody: Buffer, headers: IncomingHttpHeaders): Promise<{ received: true; duplicate: boolean }> {
-      if (!isUuid(connectionId)) throw new AppError('billing_connection_not_found', 'Billing connection not found');
-      const conn = await repo.findConnection(connectionId);
-      if (!conn) throw new AppError('billing_connection_not_found', 'Billing connection not found');
-      const now = clock.now();
-      const headerName = conn.provider === 'STRIPE' ? 'stripe-signature' : 'paddle-signature';
-      const raw = headers[headerName];
-      const header = Array.isArray(raw) ? raw[0] : raw;
-      const secrets = openWebhookSecrets(deps.secretBox, conn, now);
-      const verify = conn.provider === 'STRIPE' ? verifyStripeSignature : verifyPaddleSignature;
-      const result = secrets.length
-        ? verify(
-            rawBody,
-            header,
-            secrets.map((s) => s.secret),
-            now,
-          )
-        : ({ ok: false, reason: 'no_webhook_secret' } as const);
-      if (!result.ok) {
-        countRejection(conn, result.reason, rawBody.length, now);
-        throw new AppError('invalid_signature', `The webhook signature is missing or invalid (${result.reason})`, { param: headerName });
-      }
-      let body: unknown;
-      try {
-        body = JSON.parse(rawBody.toString('utf8'));
-      } catch {
-        throw new AppError('invalid_json', 'The webhook body is not valid JSON');
-      }
-      const envelope = envelopeOf(conn.provider, body);
-      if (!envelope) throw new AppError('invalid_request', 'The webhook body has no event id or type');
-      const kept: Record<string, string> = { [headerName]: '[redacted]' };
-      for (const name of KEPT_HEADERS) {
-        const v = headers[name];
-        if (typeof v === 'string') kept[name] = v.slice(0, 300);
-      }
-      const stored = await repo.insertEventIfNew({
-        id: newId(),
-        workspace_id: conn.workspace_id,
-        billing_connection_id: conn.id,
-        provider_event_id: envelope.eventId,
-        event_type: envelope.type,
-        provider_created_at: envelope.createdAt,
-        raw_body: rawBody.toString('utf8'),
-        headers: kept,
-        verified_with: secrets[result.secretIndex ?? 0]?.previous ? 'PREVIOUS_SECRET' : 'CURRENT_SECRET',
-        status: 'RECEIVED',
-        attempts: 0,
-        last_error: null,
-        received_at: now,
-        processing_started_at: null,
-        processed_at: null,
-      });
-      if (stored) {
-        // After the answer: the provider is not kept waiting on our processing.
-        track(
-          new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
-            processEvent(stored.id).catch((err) => {
-              logger.error({ msg: 'billing webhook processing crashed', eventId: stored.id, cause: (err as Error)?.message });
-            }),
-          ),
-        );
-      }
-      return { received: true, duplicate: !stored };
-    },
-
-    async list(
-      actor: Actor,
-      connectionId: string,
-      filter: PageRequest & { status?: WebhookEventStatus | undefined; type?: string | undefined },
-    ): Promise<Page<WebhookEventRow>> {
-      const conn = await repo.findConnection(connectionId);
-      if (!conn) throw new AppError('billing_connection_not_found', 'Billing connection not found');
-      assertVisible(actor, conn.workspace_id, 'billing_connection_not_found', 'Billing connection');
-      return repo.listEvents({ ...filter, connectionId });
-    },
-
-    /**
-     * Reprocesses a FAILED event from its stored body: no new signature check, no freshness window.
-     * A change like any: refused (409) under an archived workspace.
-     */
-    async replay(actor: Actor, eventId: string): Promise<{ operationId: string }> {
-      const event = await repo.findEvent(eventId);
-      if (!event) throw new AppError('webhook_event_not_found', 'Webhook event not found');
-      assertVisible(actor, event.workspace_id, 'webhook_event_not_found', 'Webhook event');
-      await db.transaction(async (tx) => {
-        await deps.workspaces.requireWritable(actor, event.workspace_id, tx);
-        if (event.status !== 'FAILED') {
-          throw new AppError('event_not_replayable', `Only FAILED events can be replayed; this one is ${event.status}`, {
-            current_status: event.status,
-          });
-        }
-        await deps.audit.record(
-          actor,
-          {
-            action: 'billing_webhook_event.replayed',
-            resourceType: 'billing_webhook_event',
-            resourceId: event.id,
-            workspaceId: event.workspace_id,
-            changes: { attempts: event.attempts },
-          },
-          tx,
-        );
-      });
-      await processEvent(event.id, { from: ['FAILED'] });
-      return { operationId: event.id };
-    },
-  };
+export function createInbox(deps: InboxDeps) {
+  const inbox: Inbox = { ...deps, inflight: new Set(), rejected: new Map() };
+  return bindDeps(inbox, { processEvent, processPending, flushRejections, drain, receive, list, replay });
 }

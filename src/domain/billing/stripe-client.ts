@@ -5,6 +5,7 @@
  * current period lives on its items, not on the subscription.
  */
 import Stripe from 'stripe';
+import { bindDeps } from '../bind.js';
 import {
   ACCESS_ID_METADATA_KEY,
   ProviderError,
@@ -55,6 +56,70 @@ function toProviderError(err: unknown): ProviderError {
   return new ProviderError('rejected', `Stripe refused the request: ${String(e.message ?? '').slice(0, 200)}`, e.statusCode);
 }
 
+/** The Stripe package's client, and the clock a state read from it is dated by. */
+interface StripeApi {
+  stripe: Stripe;
+  now: () => Date;
+}
+
+type CheckoutRequest = Parameters<BillingProviderClient['createCheckout']>[0];
+
+async function call<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw toProviderError(err);
+  }
+}
+
+async function verify({ stripe }: StripeApi): Promise<{ externalAccountId: string | null }> {
+  const account = await call(() => stripe.accounts.retrieveCurrent());
+  return { externalAccountId: account.id ?? null };
+}
+
+async function createCheckout({ stripe }: StripeApi, input: CheckoutRequest): Promise<{ id: string; url: string }> {
+  const session = await call(() =>
+    stripe.checkout.sessions.create(
+      {
+        mode: 'subscription',
+        line_items: [{ price: input.priceId, quantity: 1 }],
+        client_reference_id: input.accessId,
+        metadata: { [ACCESS_ID_METADATA_KEY]: input.accessId },
+        subscription_data: { metadata: { [ACCESS_ID_METADATA_KEY]: input.accessId } },
+        ...(input.successUrl ? { success_url: input.successUrl } : {}),
+        ...(input.cancelUrl ? { cancel_url: input.cancelUrl } : {}),
+        ...(input.customerEmail ? { customer_email: input.customerEmail } : {}),
+      },
+      input.idempotencyKey ? { idempotencyKey: input.idempotencyKey } : undefined,
+    ),
+  );
+  if (!session.url) throw new ProviderError('rejected', 'Stripe returned a checkout session without a URL');
+  return { id: session.id, url: session.url };
+}
+
+async function getSubscription({ stripe, now }: StripeApi, id: string): Promise<SubscriptionState | null> {
+  const readAt = now();
+  try {
+    const sub = await stripe.subscriptions.retrieve(id);
+    return stripeSubscriptionState(sub, readAt, '');
+  } catch (err) {
+    const e = toProviderError(err);
+    if (e.kind === 'not_found') return null;
+    throw e;
+  }
+}
+
+async function* listSubscriptions({ stripe, now }: StripeApi): AsyncGenerator<SubscriptionState> {
+  const readAt = now();
+  try {
+    for await (const sub of stripe.subscriptions.list({ status: 'all', limit: 100 })) {
+      yield stripeSubscriptionState(sub, readAt, '');
+    }
+  } catch (err) {
+    throw err instanceof ProviderError ? err : toProviderError(err);
+  }
+}
+
 export function createStripeClient(opts: {
   apiKey: string;
   baseUrl: string | undefined;
@@ -73,63 +138,8 @@ export function createStripeClient(opts: {
     config.port = url.port || (url.protocol === 'https:' ? 443 : 80);
     config.protocol = url.protocol === 'https:' ? 'https' : 'http';
   }
-  const stripe = new Stripe(opts.apiKey, config);
-
-  async function call<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw toProviderError(err);
-    }
-  }
-
-  return {
-    async verify() {
-      const account = await call(() => stripe.accounts.retrieveCurrent());
-      return { externalAccountId: account.id ?? null };
-    },
-
-    async createCheckout(input) {
-      const session = await call(() =>
-        stripe.checkout.sessions.create(
-          {
-            mode: 'subscription',
-            line_items: [{ price: input.priceId, quantity: 1 }],
-            client_reference_id: input.accessId,
-            metadata: { [ACCESS_ID_METADATA_KEY]: input.accessId },
-            subscription_data: { metadata: { [ACCESS_ID_METADATA_KEY]: input.accessId } },
-            ...(input.successUrl ? { success_url: input.successUrl } : {}),
-            ...(input.cancelUrl ? { cancel_url: input.cancelUrl } : {}),
-            ...(input.customerEmail ? { customer_email: input.customerEmail } : {}),
-          },
-          input.idempotencyKey ? { idempotencyKey: input.idempotencyKey } : undefined,
-        ),
-      );
-      if (!session.url) throw new ProviderError('rejected', 'Stripe returned a checkout session without a URL');
-      return { id: session.id, url: session.url };
-    },
-
-    async getSubscription(id) {
-      const readAt = opts.now();
-      try {
-        const sub = await stripe.subscriptions.retrieve(id);
-        return stripeSubscriptionState(sub, readAt, '');
-      } catch (err) {
-        const e = toProviderError(err);
-        if (e.kind === 'not_found') return null;
-        throw e;
-      }
-    },
-
-    async *listSubscriptions() {
-      const readAt = opts.now();
-      try {
-        for await (const sub of stripe.subscriptions.list({ status: 'all', limit: 100 })) {
-          yield stripeSubscriptionState(sub, readAt, '');
-        }
-      } catch (err) {
-        throw err instanceof ProviderError ? err : toProviderError(err);
-      }
-    },
-  };
+  return bindDeps(
+    { stripe: new Stripe(opts.apiKey, config), now: opts.now },
+    { verify, createCheckout, getSubscription, listSubscriptions },
+  );
 }

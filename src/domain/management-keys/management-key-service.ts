@@ -3,11 +3,12 @@
  * generated, stored hashed and printed once on first start; scoped keys created
  * with the CLI that see only their workspaces. Only hashes are stored.
  */
-import type { Db } from '../../db/database.js';
+import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { isUuid, newId } from '../../ids.js';
 import { systemActor, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
+import { bindDeps } from '../bind.js';
 import { constantTimeEqual, generateToken, type KeyHasher } from '../security/key-hash.js';
 import type { WorkspaceRepo } from '../workspaces/workspace-repo.js';
 import type { ManagementKeyRepo } from './management-key-repo.js';
@@ -21,144 +22,161 @@ export interface Principal {
   workspaceIds: ReadonlySet<string> | null;
 }
 
-export function createManagementKeyService(deps: {
+interface ManagementKeyDeps {
   db: Db;
   managementKeyRepo: ManagementKeyRepo;
   workspaceRepo: WorkspaceRepo;
   audit: AuditService;
   hasher: KeyHasher;
   clock: Clock;
+  /** NEXUS_MANAGEMENT_KEY, when set. */
   rootKey: string | undefined;
-}) {
-  const { db, managementKeyRepo, workspaceRepo, audit, hasher, clock } = deps;
-  const rootKeyHash = deps.rootKey ? hasher.hash(deps.rootKey) : undefined;
+}
 
-  return {
-    /** The principal for a bearer token, or 401. */
-    async authenticate(token: string | undefined): Promise<Principal> {
-      if (!token) throw new AppError('missing_credentials', 'Send a Management Key as Authorization: Bearer <key>');
-      const hash = hasher.hash(token);
-      if (rootKeyHash && constantTimeEqual(hash, rootKeyHash)) {
-        return { keyId: ENV_ROOT_KEY_ID, isRoot: true, workspaceIds: null };
+/** The dependencies, and the root key's hash, made once. */
+interface ManagementKeys extends ManagementKeyDeps {
+  rootKeyHash: string | undefined;
+}
+
+/** The principal for a bearer token, or 401. */
+async function authenticate({ managementKeyRepo, hasher, rootKeyHash }: ManagementKeys, token: string | undefined): Promise<Principal> {
+  if (!token) throw new AppError('missing_credentials', 'Send a Management Key as Authorization: Bearer <key>');
+  const hash = hasher.hash(token);
+  if (rootKeyHash && constantTimeEqual(hash, rootKeyHash)) {
+    return { keyId: ENV_ROOT_KEY_ID, isRoot: true, workspaceIds: null };
+  }
+  const row = await managementKeyRepo.findActiveByHash(hash);
+  if (!row) throw new AppError('invalid_management_key', 'The Management Key is invalid or revoked');
+  return { keyId: row.id, isRoot: row.is_root, workspaceIds: row.is_root ? null : new Set(row.workspace_ids) };
+}
+
+/** A new key stored (its hash, never the key), seeing `workspaceIds` (none: a root key); the plaintext, to show once. */
+async function insertKey(
+  { managementKeyRepo, hasher, clock }: ManagementKeys,
+  id: string,
+  key: { name: string; isRoot: boolean },
+  workspaceIds: string[],
+  tx: Queryable,
+): Promise<string> {
+  const token = generateToken(MANAGEMENT_KEY_PREFIX);
+  await managementKeyRepo.insert(
+    {
+      id,
+      name: key.name,
+      key_hash: hasher.hash(token),
+      prefix: token.slice(0, 12),
+      is_root: key.isRoot,
+      created_at: clock.now(),
+      revoked_at: null,
+    },
+    workspaceIds,
+    tx,
+  );
+  return token;
+}
+
+/**
+ * Without NEXUS_MANAGEMENT_KEY: creates a root key on the first start and
+ * returns its plaintext (to print once); undefined on later starts.
+ */
+async function ensureRootKey(keys: ManagementKeys): Promise<string | undefined> {
+  const { db, managementKeyRepo, audit, rootKeyHash } = keys;
+  if (rootKeyHash) return undefined;
+  return db.transaction(async (tx) => {
+    await managementKeyRepo.lockAgainstInserts(tx);
+    if (await managementKeyRepo.hasRoot(tx)) return undefined;
+    const id = newId();
+    const token = await insertKey(keys, id, { name: 'root', isRoot: true }, [], tx);
+    await audit.record(
+      systemActor('system'),
+      {
+        action: 'management_key.created',
+        resourceType: 'management_key',
+        resourceId: id,
+        workspaceId: null,
+        changes: { root: true },
+      },
+      tx,
+    );
+    return token;
+  });
+}
+
+/** The workspaces a scoped key is to see, as given: at least one, each a UUID. */
+function checkScope(workspaceIds: string[]): void {
+  if (workspaceIds.length === 0)
+    throw new AppError('invalid_parameter', 'A scoped key needs at least one workspace', { param: 'workspace' });
+  const notUuid = workspaceIds.find((id) => !isUuid(id));
+  if (notUuid !== undefined) throw new AppError('invalid_parameter', `workspace id '${notUuid}' is not a UUID`, { param: 'workspace' });
+}
+
+/** Each of them exists and is not archived, and stays so until the transaction ends (share-locked). */
+async function lockScope({ workspaceRepo }: ManagementKeys, workspaceIds: string[], tx: Queryable): Promise<void> {
+  for (const workspaceId of workspaceIds) {
+    const workspace = await workspaceRepo.findByIdForShare(workspaceId, tx);
+    if (!workspace) throw new AppError('workspace_not_found', `Workspace ${workspaceId} not found`, { param: 'workspace' });
+    // Like every change under an archived workspace: it is read-only.
+    if (workspace.status === 'ARCHIVED') {
+      throw new AppError('workspace_archived', `Workspace ${workspaceId} is archived and read-only`, {
+        current_status: workspace.status,
+      });
+    }
+  }
+}
+
+/** A key that sees only the given workspaces; the plaintext is returned once. */
+async function createScoped(
+  keys: ManagementKeys,
+  actor: Actor,
+  input: { name: string; workspaceIds: string[] },
+): Promise<{ id: string; key: string }> {
+  const { db, audit } = keys;
+  checkScope(input.workspaceIds);
+  return db.transaction(async (tx) => {
+    await lockScope(keys, input.workspaceIds, tx);
+    const id = newId();
+    const token = await insertKey(keys, id, { name: input.name, isRoot: false }, [...new Set(input.workspaceIds)], tx);
+    // One entry in each workspace's log, naming no other workspace: a key scoped to one
+    // workspace reads its log and must not learn the ids of workspaces it cannot see.
+    for (const workspaceId of new Set(input.workspaceIds)) {
+      await audit.record(
+        actor,
+        {
+          action: 'management_key.created',
+          resourceType: 'management_key',
+          resourceId: id,
+          workspaceId,
+          changes: { name: input.name },
+        },
+        tx,
+      );
+    }
+    return { id, key: token };
+  });
+}
+
+async function list({ managementKeyRepo }: ManagementKeys) {
+  return managementKeyRepo.list();
+}
+
+async function revoke({ db, managementKeyRepo, audit, clock }: ManagementKeys, actor: Actor, id: string): Promise<boolean> {
+  if (!isUuid(id)) throw new AppError('invalid_parameter', `key id '${id}' is not a UUID`, { param: 'keyId' });
+  return db.transaction(async (tx) => {
+    const revoked = await managementKeyRepo.revoke(id, clock.now(), tx);
+    if (revoked) {
+      // In the log of each workspace the key could see, as its creation was (a root key's has none).
+      const workspaceIds = await managementKeyRepo.workspaceIdsOf(id, tx);
+      for (const workspaceId of workspaceIds.length ? workspaceIds : [null]) {
+        await audit.record(actor, { action: 'management_key.revoked', resourceType: 'management_key', resourceId: id, workspaceId }, tx);
       }
-      const row = await managementKeyRepo.findActiveByHash(hash);
-      if (!row) throw new AppError('invalid_management_key', 'The Management Key is invalid or revoked');
-      return { keyId: row.id, isRoot: row.is_root, workspaceIds: row.is_root ? null : new Set(row.workspace_ids) };
-    },
+    }
+    return revoked;
+  });
+}
 
-    /**
-     * Without NEXUS_MANAGEMENT_KEY: creates a root key on the first start and
-     * returns its plaintext (to print once); undefined on later starts.
-     */
-    async ensureRootKey(): Promise<string | undefined> {
-      if (rootKeyHash) return undefined;
-      return db.transaction(async (tx) => {
-        await managementKeyRepo.lockAgainstInserts(tx);
-        if (await managementKeyRepo.hasRoot(tx)) return undefined;
-        const token = generateToken(MANAGEMENT_KEY_PREFIX);
-        const id = newId();
-        await managementKeyRepo.insert(
-          {
-            id,
-            name: 'root',
-            key_hash: hasher.hash(token),
-            prefix: token.slice(0, 12),
-            is_root: true,
-            created_at: clock.now(),
-            revoked_at: null,
-          },
-          [],
-          tx,
-        );
-        await audit.record(
-          systemActor('system'),
-          {
-            action: 'management_key.created',
-            resourceType: 'management_key',
-            resourceId: id,
-            workspaceId: null,
-            changes: { root: true },
-          },
-          tx,
-        );
-        return token;
-      });
-    },
-
-    /** A key that sees only the given workspaces; the plaintext is returned once. */
-    async createScoped(actor: Actor, input: { name: string; workspaceIds: string[] }): Promise<{ id: string; key: string }> {
-      if (input.workspaceIds.length === 0)
-        throw new AppError('invalid_parameter', 'A scoped key needs at least one workspace', { param: 'workspace' });
-      const notUuid = input.workspaceIds.find((id) => !isUuid(id));
-      if (notUuid !== undefined) throw new AppError('invalid_parameter', `workspace id '${notUuid}' is not a UUID`, { param: 'workspace' });
-      return db.transaction(async (tx) => {
-        for (const workspaceId of input.workspaceIds) {
-          const workspace = await workspaceRepo.findByIdForShare(workspaceId, tx);
-          if (!workspace) throw new AppError('workspace_not_found', `Workspace ${workspaceId} not found`, { param: 'workspace' });
-          // Like every change under an archived workspace: it is read-only.
-          if (workspace.status === 'ARCHIVED') {
-            throw new AppError('workspace_archived', `Workspace ${workspaceId} is archived and read-only`, {
-              current_status: workspace.status,
-            });
-          }
-        }
-        const token = generateToken(MANAGEMENT_KEY_PREFIX);
-        const id = newId();
-        await managementKeyRepo.insert(
-          {
-            id,
-            name: input.name,
-            key_hash: hasher.hash(token),
-            prefix: token.slice(0, 12),
-            is_root: false,
-            created_at: clock.now(),
-            revoked_at: null,
-          },
-          [...new Set(input.workspaceIds)],
-          tx,
-        );
-        // One entry in each workspace's log, naming no other workspace: a key scoped to one
-        // workspace reads its log and must not learn the ids of workspaces it cannot see.
-        for (const workspaceId of new Set(input.workspaceIds)) {
-          await audit.record(
-            actor,
-            {
-              action: 'management_key.created',
-              resourceType: 'management_key',
-              resourceId: id,
-              workspaceId,
-              changes: { name: input.name },
-            },
-            tx,
-          );
-        }
-        return { id, key: token };
-      });
-    },
-
-    async list() {
-      return managementKeyRepo.list();
-    },
-
-    async revoke(actor: Actor, id: string): Promise<boolean> {
-      if (!isUuid(id)) throw new AppError('invalid_parameter', `key id '${id}' is not a UUID`, { param: 'keyId' });
-      return db.transaction(async (tx) => {
-        const revoked = await managementKeyRepo.revoke(id, clock.now(), tx);
-        if (revoked) {
-          // In the log of each workspace the key could see, as its creation was (a root key's has none).
-          const workspaceIds = await managementKeyRepo.workspaceIdsOf(id, tx);
-          for (const workspaceId of workspaceIds.length ? workspaceIds : [null]) {
-            await audit.record(
-              actor,
-              { action: 'management_key.revoked', resourceType: 'management_key', resourceId: id, workspaceId },
-              tx,
-            );
-          }
-        }
-        return revoked;
-      });
-    },
-  };
+export function createManagementKeyService(deps: ManagementKeyDeps) {
+  const keys: ManagementKeys = { ...deps, rootKeyHash: deps.rootKey ? deps.hasher.hash(deps.rootKey) : undefined };
+  return bindDeps(keys, { authenticate, ensureRootKey, createScoped, list, revoke });
 }
 
 export type ManagementKeyService = ReturnType<typeof createManagementKeyService>;

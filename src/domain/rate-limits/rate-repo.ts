@@ -5,6 +5,7 @@
  * (rate-allowances.ts).
  */
 import type { Queryable } from '../../db/database.js';
+import { bindDeps } from '../bind.js';
 import { WINDOW_MS } from './rate-types.js';
 
 /** A concurrency figure with no limit: nothing is asked of it and nothing can exceed it. */
@@ -33,7 +34,7 @@ interface TakeAsk {
   expiresAt: Date;
 }
 
-export interface TakeAnswer {
+interface TakeAnswer {
   /** The schedules' ends (requests, tokens; at the limits asked) and the slots held, before this statement. */
   before: { requestsTat: number; tokensTat: number; concurrent: number };
   /** The schedules' ends after it (unchanged when nothing was granted). */
@@ -42,7 +43,7 @@ export interface TakeAnswer {
   granted: { requests: number; tokens: number; concurrent: number } | null;
 }
 
-export interface RateWindowRow {
+interface RateWindowRow {
   workspace_access_id: string;
   requests_tat: number;
   requests_limit: number | null;
@@ -157,101 +158,100 @@ select count(*) as n from gone`;
 
 const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(v));
 
-export function createRateRepo(db: Queryable) {
-  async function takeOnce(a: TakeAsk, q: Queryable): Promise<TakeAnswer | null> {
-    const result = await q.raw(TAKE, {
-      id: a.id,
-      workspaceId: a.workspaceId,
-      accessId: a.accessId,
-      now: a.nowMs,
-      hold: a.holdMs,
-      win: WINDOW_MS,
-      needR: a.requests.need,
-      wantR: a.requests.want,
-      limR: a.requests.limit,
-      needT: a.tokens.need,
-      wantT: a.tokens.want,
-      limT: a.tokens.limit,
-      needC: a.concurrent.need,
-      wantC: a.concurrent.want,
-      limC: a.concurrent.limit ?? NO_LIMIT,
-      share: a.share,
-      expiresAt: a.expiresAt.toISOString(),
-    });
-    const row = (result.rows as Record<string, unknown>[])[0];
-    if (!row) return null;
-    const before = { requestsTat: num(row.rt), tokensTat: num(row.tt), concurrent: num(row.c) };
-    if (row.gr === null) return { before, after: before, granted: null };
-    return {
-      before,
-      after: { requestsTat: num(row.rt2), tokensTat: num(row.tt2), concurrent: before.concurrent + num(row.gc) },
-      granted: { requests: num(row.gr), tokens: num(row.gt), concurrent: num(row.gc) },
-    };
-  }
-
+async function takeOnce(a: TakeAsk, q: Queryable): Promise<TakeAnswer | null> {
+  const result = await q.raw(TAKE, {
+    id: a.id,
+    workspaceId: a.workspaceId,
+    accessId: a.accessId,
+    now: a.nowMs,
+    hold: a.holdMs,
+    win: WINDOW_MS,
+    needR: a.requests.need,
+    wantR: a.requests.want,
+    limR: a.requests.limit,
+    needT: a.tokens.need,
+    wantT: a.tokens.want,
+    limT: a.tokens.limit,
+    needC: a.concurrent.need,
+    wantC: a.concurrent.want,
+    limC: a.concurrent.limit ?? NO_LIMIT,
+    share: a.share,
+    expiresAt: a.expiresAt.toISOString(),
+  });
+  const row = (result.rows as Record<string, unknown>[])[0];
+  if (!row) return null;
+  const before = { requestsTat: num(row.rt), tokensTat: num(row.tt), concurrent: num(row.c) };
+  if (row.gr === null) return { before, after: before, granted: null };
   return {
-    /**
-     * One statement: grants a process what each dimension can give (at least its need, up to its want
-     * while that is at most 1/share of what is left), all or nothing; the window row is made on first use.
-     */
-    async take(a: TakeAsk, q: Queryable = db): Promise<TakeAnswer> {
-      const first = await takeOnce(a, q);
-      if (first) return first;
-      await q.raw(
-        `insert into rate_windows (workspace_access_id, workspace_id, requests_tat, tokens_tat, concurrent)
-         values (?, ?, 0, 0, 0) on conflict (workspace_access_id) do nothing`,
-        [a.accessId, a.workspaceId],
-      );
-      return (await takeOnce(a, q))!;
-    },
-
-    /** Gives back unused requests, tokens and slots (rate-allowances.ts, when idle or past their hold). */
-    async giveBack(
-      g: {
-        id: string;
-        accessId: string;
-        nowMs: number;
-        requests: number;
-        tokens: number;
-        concurrent: number;
-        limits: { requests: number | null; tokens: number | null };
-      },
-      q: Queryable = db,
-    ) {
-      await q.raw(GIVE_BACK, {
-        id: g.id,
-        accessId: g.accessId,
-        now: g.nowMs,
-        win: WINDOW_MS,
-        r: g.requests,
-        t: g.tokens,
-        c: g.concurrent,
-        limR: g.limits.requests,
-        limT: g.limits.tokens,
-      });
-    },
-
-    /** The heartbeat: allowances still there expire at `until`; returns their ids (the others were swept). */
-    async renew(ids: string[], until: Date, q: Queryable = db): Promise<Set<string>> {
-      if (!ids.length) return new Set();
-      const result = await q.raw(
-        `update rate_allowances set expires_at = cast(:until as timestamptz)
-          where id in (select cast(value as uuid) from json_array_elements_text(cast(:ids as json))) returning id`,
-        { ids: JSON.stringify(ids), until: until.toISOString() },
-      );
-      return new Set((result.rows as { id: string }[]).map((r) => r.id));
-    },
-
-    /** Frees the slots of allowances past their expiry (`all`: every one, when no other process can hold any). */
-    async sweep(now: Date, all: boolean, q: Queryable = db): Promise<number> {
-      const result = await q.raw(SWEEP, { now: now.toISOString(), all });
-      return num((result.rows as { n: unknown }[])[0]?.n);
-    },
-
-    async findWindow(accessId: string, q: Queryable = db): Promise<RateWindowRow | undefined> {
-      return q('rate_windows').where({ workspace_access_id: accessId }).first();
-    },
+    before,
+    after: { requestsTat: num(row.rt2), tokensTat: num(row.tt2), concurrent: before.concurrent + num(row.gc) },
+    granted: { requests: num(row.gr), tokens: num(row.gt), concurrent: num(row.gc) },
   };
 }
+
+/**
+ * One statement: grants a process what each dimension can give (at least its need, up to its want
+ * while that is at most 1/share of what is left), all or nothing; the window row is made on first use.
+ */
+async function take(db: Queryable, a: TakeAsk, q: Queryable = db): Promise<TakeAnswer> {
+  const first = await takeOnce(a, q);
+  if (first) return first;
+  await q.raw(
+    `insert into rate_windows (workspace_access_id, workspace_id, requests_tat, tokens_tat, concurrent)
+     values (?, ?, 0, 0, 0) on conflict (workspace_access_id) do nothing`,
+    [a.accessId, a.workspaceId],
+  );
+  return (await takeOnce(a, q))!;
+}
+
+/** Gives back unused requests, tokens and slots (rate-allowances.ts, when idle or past their hold). */
+async function giveBack(
+  db: Queryable,
+  g: {
+    id: string;
+    accessId: string;
+    nowMs: number;
+    requests: number;
+    tokens: number;
+    concurrent: number;
+    limits: { requests: number | null; tokens: number | null };
+  },
+  q: Queryable = db,
+): Promise<void> {
+  await q.raw(GIVE_BACK, {
+    id: g.id,
+    accessId: g.accessId,
+    now: g.nowMs,
+    win: WINDOW_MS,
+    r: g.requests,
+    t: g.tokens,
+    c: g.concurrent,
+    limR: g.limits.requests,
+    limT: g.limits.tokens,
+  });
+}
+
+/** The heartbeat: allowances still there expire at `until`; returns their ids (the others were swept). */
+async function renew(db: Queryable, ids: string[], until: Date, q: Queryable = db): Promise<Set<string>> {
+  if (!ids.length) return new Set();
+  const result = await q.raw(
+    `update rate_allowances set expires_at = cast(:until as timestamptz)
+      where id in (select cast(value as uuid) from json_array_elements_text(cast(:ids as json))) returning id`,
+    { ids: JSON.stringify(ids), until: until.toISOString() },
+  );
+  return new Set((result.rows as { id: string }[]).map((r) => r.id));
+}
+
+/** Frees the slots of allowances past their expiry (`all`: every one, when no other process can hold any). */
+async function sweep(db: Queryable, now: Date, all: boolean, q: Queryable = db): Promise<number> {
+  const result = await q.raw(SWEEP, { now: now.toISOString(), all });
+  return num((result.rows as { n: unknown }[])[0]?.n);
+}
+
+async function findWindow(db: Queryable, accessId: string, q: Queryable = db): Promise<RateWindowRow | undefined> {
+  return q('rate_windows').where({ workspace_access_id: accessId }).first();
+}
+
+export const createRateRepo = (db: Queryable) => bindDeps(db, { take, giveBack, renew, sweep, findWindow });
 
 export type RateRepo = ReturnType<typeof createRateRepo>;
