@@ -36,7 +36,7 @@ import type { AuthRow, CallRepo } from './call-repo.js';
 import type { CallRecorder } from './call-recorder.js';
 import type { CallReport } from './call-report.js';
 import type { FirstWave } from './first-wave.js';
-import type { Inspector } from './inspectors.js';
+import type { Inspector } from '../protocols/inspectors.js';
 import { IntrusiveList } from './intrusive-list.js';
 import type { LearnedBounds } from './learned-bounds.js';
 import { MeteredCall, type CallMeter, type CallStart, type OverBound, type QuotaView } from './metered-call.js';

@@ -33,7 +33,7 @@ import type { AuthRow } from './call-repo.js';
 import { asksForWebSocket, assertIdentityEncoding, credentialOf, readBody } from './client-request.js';
 import type { GatewayParts } from './gateway-parts.js';
 import { rawHeader } from './headers.js';
-import { filterModelList } from './inspectors.js';
+import { filterModelList } from '../protocols/inspectors.js';
 import { meOf } from './me.js';
 import type { CallStart, MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';

@@ -52,7 +52,7 @@ import {
   type Inspector,
   type PreparedCall,
   type Usage,
-} from './inspectors.js';
+} from '../protocols/inspectors.js';
 import type { Linked } from './intrusive-list.js';
 import {
   invocationRecord,

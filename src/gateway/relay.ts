@@ -17,7 +17,7 @@ import type { ServerResponse } from 'node:http';
 import type { Transform } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { clientHeaderList } from './headers.js';
-import type { Inspector, PreparedCall, Usage } from './inspectors.js';
+import type { Inspector, PreparedCall, Usage } from '../protocols/inspectors.js';
 import { SecretMask, type MaskedKey } from './secret-mask.js';
 import { EventStreamMeter } from './event-stream-meter.js';
 import { EVENT_STREAM_CONTENT_TYPE } from '../protocols/event-stream.js';
