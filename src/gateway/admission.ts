@@ -1,7 +1,8 @@
 /**
- * Whether the gateway takes a call, and on what terms: a function of the key's row (authorized), the
- * connection or route it reached, the connection's protocol, the method and path, and the body. `admit()`
- * decides in the order a caller can act on the answer:
+ * Whether the gateway takes a call, and on what terms: a function of the key's row, the connection or route it
+ * reached, the connection's protocol, the method and path, and the body. `authorizeCall()` reads the key's row
+ * before a call is opened (401 for the key, 403 and 404 for its workspace, access and connection); `admit()`
+ * decides the rest, in the order a caller can act on the answer:
  *   1. a WebSocket handshake (a Realtime session): 501 websocket_not_supported, whatever the workspace allows;
  *   2. a path of another API than the connection's: 400 protocol_mismatch;
  *   3. encoded slashes only another protocol reads as slashes (path-safety.ts);
@@ -30,6 +31,7 @@ import { asksForWebSocket, assertIdentityEncoding } from './client-request.js';
 import type { FirstWaveSlot } from './first-wave.js';
 import { filterModelList, modelNamedIn, prepareCall, type FreeEndpoint, type PreparedCall } from '../protocols/inspectors.js';
 import type { CallRead } from './invocation-record.js';
+import type { AuthRow } from './call-repo.js';
 import type { MeteredCall } from './metered-call.js';
 import { checkSlashesFor } from './path-safety.js';
 
@@ -55,6 +57,39 @@ export class Admitted implements CallRead {
   raw: Buffer | undefined = undefined;
   /** The key's row was read again (a period found over): once at most. */
   reloaded = false;
+}
+
+/**
+ * The looked-up row of a key that may be answered at all (a gateway call, /v1/me): 401 for an unknown,
+ * expired or revoked key, 403 for a key of an archived workspace.
+ */
+export function authorizeKey(row: AuthRow | null, now: Date): AuthRow {
+  if (!row || row.revoked_at || row.expires_at <= now) {
+    throw new AppError('invalid_inference_key', 'The inference key is invalid, expired or revoked');
+  }
+  if (row.workspace_status !== 'ACTIVE') throw new AppError('workspace_archived_gateway', 'The workspace is archived');
+  return row;
+}
+
+/**
+ * The looked-up row of a gateway call that may go on: authorizeKey's refusals, then 403 and 404 for its
+ * access and connection, in the order a caller can act on them.
+ */
+export function authorizeCall(found: AuthRow | null, now: Date): AuthRow {
+  const row = authorizeKey(found, now);
+  if (row.access_status === 'SUSPENDED') {
+    throw new AppError('access_suspended', 'The workspace access is suspended', { current_status: row.access_status });
+  }
+  if (row.access_status !== 'ACTIVE' || row.access_starts_at > now || (row.access_ends_at && row.access_ends_at <= now)) {
+    throw new AppError('access_not_active', 'The workspace access is not active', { current_status: row.access_status });
+  }
+  if (!row.connection_id || row.connection_status === 'ARCHIVED') {
+    throw new AppError('provider_connection_not_found', 'No active provider connection with that id', { param: 'providerConnectionId' });
+  }
+  if (row.connection_status !== 'ACTIVE') {
+    throw new AppError('connection_suspended', 'The provider connection is suspended', { current_status: row.connection_status ?? '' });
+  }
+  return row;
 }
 
 /** 403 before the upstream is called: the strategy does not allow the model the request names (or it names none). */

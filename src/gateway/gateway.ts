@@ -2,8 +2,8 @@
  * The gateway's hot path: `{METHOD} /providers/{connectionId}/{providerPath}`.
  * It only orchestrates a request through the modules that do each step:
  * method and path (path-safety.ts), credential and body (client-request.ts),
- * the key's lookup and authorization (auth-cache.ts), the endpoint's protocol
- * (src/protocols/), then the call (metered-call.ts, opened on the process's
+ * the key's lookup (auth-cache.ts) and authorization (admission.ts), the endpoint's
+ * protocol (src/protocols/), then the call (metered-call.ts, opened on the process's
  * meter: call-meter.ts), which its flow (call-flow.ts) admits (admission.ts),
  * sends upstream (relay.ts) and answers. A refusal before the call is opened
  * is answered here (answers.ts). The process-wide parts it runs on are built
@@ -27,7 +27,8 @@ import { AppError, toAppError } from '../errors.js';
 import type { RequestLocals } from '../web/locals.js';
 import { traceIdOf, type Tracer } from '../observability/tracing.js';
 import { sendError } from './answers.js';
-import { authorizeCall, type CacheEntry } from './auth-cache.js';
+import { authorizeCall } from './admission.js';
+import type { CacheEntry } from './auth-cache.js';
 import { CallFlow } from './call-flow.js';
 import type { CallMeter } from './call-meter.js';
 import { operationOf } from './call-report.js';

@@ -17,7 +17,7 @@ import { AppError } from '../errors.js';
 import type { RequestLocals } from '../web/locals.js';
 import { toRateLimitStateDto } from '../web/rate-limit-state.js';
 import { sendError } from './answers.js';
-import { authorizeKey } from './auth-cache.js';
+import { authorizeKey } from './admission.js';
 import type { AuthRow } from './call-repo.js';
 import { credentialOf } from './client-request.js';
 import type { GatewayParts } from './gateway-parts.js';
