@@ -59,14 +59,7 @@ async function stagesOf(root: string): Promise<Record<string, Stage>> {
   const inspectors = existsSync(join(root, 'src', 'protocols', 'inspectors.ts')) ? 'protocols/inspectors.ts' : 'gateway/inspectors.ts';
   const [{ parseGatewayUrl }, { credentialOf }, { protocolOf }, { prepareCall, usageFromJson }, { upstreamHeaders }, { SseMeter }] =
     await Promise.all(
-      [
-        'gateway/path-safety.ts',
-        'gateway/client-request.ts',
-        tables,
-        inspectors,
-        'gateway/headers.ts',
-        'gateway/sse-meter.ts',
-      ].map(from),
+      ['gateway/path-safety.ts', 'gateway/client-request.ts', tables, inspectors, 'gateway/headers.ts', 'gateway/sse-meter.ts'].map(from),
     );
   const req = { url: URL_PATH, rawHeaders: RAW_HEADERS, headers: {} } as unknown as IncomingMessage;
   const protocol = protocolOf('openai');

@@ -109,16 +109,11 @@ export class CallFlow {
     }
   }
 
-  /** One upstream attempt, the call under way on it; resolves with its Relay once the attempt ended (answered, moved on, or broke). */
+  /**
+   * One upstream attempt, its request built (and signed where its protocol signs), the call under way on it;
+   * resolves with its Relay once the attempt ended (answered, moved on, or broke).
+   */
   async attempt(ctx: CallContext, a: AttemptOf): Promise<Relay> {
-    const relay = await this.open(ctx, a);
-    ctx.call.started(relay, a.connectionId);
-    await relay.start();
-    return relay;
-  }
-
-  /** The attempt's Relay, ready to start (its request built, and signed where its protocol signs). */
-  private async open(ctx: CallContext, a: AttemptOf): Promise<Relay> {
     const { req, res, locals, call, trace } = ctx;
     const row = a.entry.row!;
     const upstream = upstreamOf(a.entry, row, this.deps.secretBox);
@@ -148,8 +143,10 @@ export class CallFlow {
       rewriteJson: ctx.rewriteJson,
       failover: a.failover,
     });
-    // The answer's status is the upstream's once it began, unless the gateway refuses the answer instead (call-flow.ts).
+    // The answer's status is the upstream's once it began, unless the gateway refuses the answer instead (answer()).
     locals.upstreamAnswered = () => relay.status !== undefined;
+    call.started(relay, a.connectionId);
+    await relay.start();
     return relay;
   }
 
