@@ -22,6 +22,7 @@ const unit = [
   'test/events/webhook-signature.test.ts',
   'test/gateway/bedrock-protocol.test.ts',
   'test/gateway/call-spend.test.ts',
+  'test/gateway/charge.test.ts',
   'test/gateway/first-wave.test.ts',
   'test/gateway/input-estimate.test.ts',
   'test/gateway/inspectors.test.ts',

@@ -23,7 +23,7 @@ import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
 import o200kEncoding from 'gpt-tokenizer/encoding/o200k_base';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
 import { BASE_TOKENS, FOREIGN, InputTally, o200kTokens } from '../src/protocols/input-estimate.js';
-import { inspectorFor, prepareCall } from '../src/gateway/inspectors.js';
+import { inspectorFor, prepareCall } from '../src/protocols/inspectors.js';
 import { openai } from '../src/protocols/openai.js';
 import { corpus, englishPrompt } from '../test/fixtures/input-corpus.js';
 

@@ -55,16 +55,11 @@ async function stagesOf(root: string): Promise<Record<string, Stage>> {
   const from = (file: string) => import(pathToFileURL(join(root, 'src', file)).href);
   // The tables are src/protocols/ (a layer of their own), src/gateway/protocols/ in a checkout before it.
   const tables = existsSync(join(root, 'src', 'protocols')) ? 'protocols/index.ts' : 'gateway/protocols/index.ts';
+  // Their reading of a request and a JSON answer is src/protocols/inspectors.ts, src/gateway/inspectors.ts before.
+  const inspectors = existsSync(join(root, 'src', 'protocols', 'inspectors.ts')) ? 'protocols/inspectors.ts' : 'gateway/inspectors.ts';
   const [{ parseGatewayUrl }, { credentialOf }, { protocolOf }, { prepareCall, usageFromJson }, { upstreamHeaders }, { SseMeter }] =
     await Promise.all(
-      [
-        'gateway/path-safety.ts',
-        'gateway/client-request.ts',
-        tables,
-        'gateway/inspectors.ts',
-        'gateway/headers.ts',
-        'gateway/sse-meter.ts',
-      ].map(from),
+      ['gateway/path-safety.ts', 'gateway/client-request.ts', tables, inspectors, 'gateway/headers.ts', 'gateway/sse-meter.ts'].map(from),
     );
   const req = { url: URL_PATH, rawHeaders: RAW_HEADERS, headers: {} } as unknown as IncomingMessage;
   const protocol = protocolOf('openai');

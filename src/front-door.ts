@@ -65,16 +65,8 @@ function refuseCall(req: IncomingMessage, res: ServerResponse, locals: RequestLo
   } catch {
     // Not a call's path (/v1/me, or one the gateway would refuse): the shared Error body.
   }
-  sendGatewayError(
-    res,
-    locals,
-    STARTING(),
-    false,
-    undefined,
-    undefined,
-    Date.now(),
-    route === undefined ? undefined : protocolOfPath(req.method!, route),
-  );
+  const protocol = route === undefined ? undefined : protocolOfPath(req.method!, route);
+  sendGatewayError(res, { locals, err: STARTING(), metered: false, now: Date.now(), protocol });
 }
 
 export function createFrontDoor(deps: { app: Express; observer: Pick<ReturnType<typeof requestObserver>, 'observe'> }) {

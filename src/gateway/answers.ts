@@ -8,46 +8,56 @@ import { rateHeaders, type RateView } from '../domain/rate-limits/rate-types.js'
 import { isRefusal, toAppError } from '../errors.js';
 import { writeError } from '../web/error-response.js';
 import type { RequestLocals } from '../web/locals.js';
-import type { MeteredCall, QuotaView } from './metered-call.js';
+import type { MeteredCall } from './metered-call.js';
 import type { Protocol } from '../protocols/protocol.js';
+
+/** What the answer's quota headers say: what the access has left, and when its period resets. */
+export interface QuotaView {
+  remaining: bigint;
+  reset: Date;
+}
 
 /** The gateway's headers of a call's relayed answer (name, value, ...), to which the relay adds the upstream's. */
 export function answerHeaders(requestId: string, call: MeteredCall, nowMs: number): string[] {
   const out = ['x-nexus-request-id', requestId, 'x-nexus-metering-status', call.inspector !== undefined ? 'metered' : 'unmetered'];
-  const view = call.view;
+  const { view, prepared, rateView } = call.admitted;
   if (view) out.push('x-nexus-quota-remaining', view.remaining.toString(), 'x-nexus-quota-reset', view.reset.toISOString());
-  const cap = call.prepared?.outputCap;
+  const cap = prepared?.outputCap;
   if (cap) out.push('x-nexus-output-cap', `${cap.sent}; requested=${cap.requested}`);
-  rateHeaders(call.rateView, nowMs, out);
+  rateHeaders(rateView, nowMs, out);
   return out;
 }
 
-/**
- * The gateway's Error answer, with its headers, in the connection's protocol's error shape when it has one
- * (`protocol`: the connection's, once known); a stream already under way is cut instead.
- */
-export function sendError(
-  res: ServerResponse,
-  locals: RequestLocals,
-  err: unknown,
-  metered: boolean,
-  view: QuotaView | undefined,
-  rateView: RateView | undefined,
-  nowMs: number,
-  protocol?: Protocol,
-): void {
+/** A gateway Error answer: its request, the refusal, and what its headers say. */
+export interface ErrorAnswer {
+  locals: RequestLocals;
+  err: unknown;
+  /** The call's endpoint is metered (x-nexus-metering-status). */
+  metered: boolean;
+  /** The key's quota and rate-limit headers, when it is known valid. */
+  quota?: QuotaView | undefined;
+  rate?: RateView | undefined;
+  /** Now, in ms (the rate-limit headers' reset). */
+  now: number;
+  /** The API whose error shape it takes: the connection's, once known; none: the shared Error body. */
+  protocol?: Protocol | undefined;
+}
+
+/** The gateway's Error answer, with its headers, in its protocol's error shape when it has one; a stream already under way is cut instead. */
+export function sendError(res: ServerResponse, answer: ErrorAnswer): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
+  const { locals, err, quota } = answer;
   res.setHeader('x-request-id', locals.requestId);
   res.setHeader('x-nexus-request-id', locals.requestId);
-  res.setHeader('x-nexus-metering-status', metered ? 'metered' : 'unmetered');
-  if (view) {
-    res.setHeader('x-nexus-quota-remaining', view.remaining.toString());
-    res.setHeader('x-nexus-quota-reset', view.reset.toISOString());
+  res.setHeader('x-nexus-metering-status', answer.metered ? 'metered' : 'unmetered');
+  if (quota) {
+    res.setHeader('x-nexus-quota-remaining', quota.remaining.toString());
+    res.setHeader('x-nexus-quota-reset', quota.reset.toISOString());
   }
-  const headers = rateHeaders(rateView, nowMs, []);
+  const headers = rateHeaders(answer.rate, answer.now, []);
   for (let i = 0; i < headers.length; i += 2) res.setHeader(headers[i]!, headers[i + 1]!);
   // The official SDKs retry 409, 429 and 5xx on their own (three calls, seconds of backoff); none of the
   // gateway's own refusals changes by retrying, so they are told not to (a 502 may, and stays silent),
@@ -59,5 +69,5 @@ export function sendError(
   } else if (isRefusal(appError)) {
     res.setHeader('x-should-retry', 'false');
   }
-  writeError(res, err, locals, protocol?.errorShape);
+  writeError(res, err, locals, answer.protocol?.errorShape);
 }

@@ -19,7 +19,6 @@
  * invalidation never joins a lookup started before it (that one may have read the row as it was).
  */
 import { isDatabaseUnavailable } from '../database-unavailable.js';
-import { AppError } from '../errors.js';
 import type { Clock } from '../domain/actor.js';
 import type { Change } from '../domain/changes/change-feed.js';
 import type { AuthRow, CallRepo } from './call-repo.js';
@@ -27,39 +26,6 @@ import { openProviderApiKey } from '../domain/provider-connections/provider-secr
 import type { SecretBox } from '../domain/security/secret-box.js';
 import { maskedKey, type MaskedKey } from './secret-mask.js';
 import { visibleSecret } from '../protocols/index.js';
-
-/**
- * The looked-up row of a key that may be answered at all (a gateway call, /v1/me): 401 for an unknown,
- * expired or revoked key, 403 for a key of an archived workspace.
- */
-export function authorizeKey(row: AuthRow | null, now: Date): AuthRow {
-  if (!row || row.revoked_at || row.expires_at <= now) {
-    throw new AppError('invalid_inference_key', 'The inference key is invalid, expired or revoked');
-  }
-  if (row.workspace_status !== 'ACTIVE') throw new AppError('workspace_archived_gateway', 'The workspace is archived');
-  return row;
-}
-
-/**
- * The looked-up row of a gateway call that may go on: authorizeKey's refusals, then 403 and 404 for its
- * access and connection, in the order a caller can act on them.
- */
-export function authorizeCall(found: AuthRow | null, now: Date): AuthRow {
-  const row = authorizeKey(found, now);
-  if (row.access_status === 'SUSPENDED') {
-    throw new AppError('access_suspended', 'The workspace access is suspended', { current_status: row.access_status });
-  }
-  if (row.access_status !== 'ACTIVE' || row.access_starts_at > now || (row.access_ends_at && row.access_ends_at <= now)) {
-    throw new AppError('access_not_active', 'The workspace access is not active', { current_status: row.access_status });
-  }
-  if (!row.connection_id || row.connection_status === 'ARCHIVED') {
-    throw new AppError('provider_connection_not_found', 'No active provider connection with that id', { param: 'providerConnectionId' });
-  }
-  if (row.connection_status !== 'ACTIVE') {
-    throw new AppError('connection_suspended', 'The provider connection is suspended', { current_status: row.connection_status ?? '' });
-  }
-  return row;
-}
 
 /** What a call needs of its connection beyond the row: made once per entry (upstreamOf), kept only as long as it. */
 export interface Upstream {

@@ -1,23 +1,19 @@
 /**
- * The process-wide meter of gateway calls: what outlives any one call. It holds
- * the calls under way, hands each call what it asks of the process (CallMeter:
- * the leases and rate allowances it is admitted on, the recorder, the Responses
- * API calls remembered, the output bounds learned), and keeps the timers that
- * write the calls under way.
+ * The process-wide meter of gateway calls: what outlives any one call. It opens each call and is what the call
+ * asks of the process: the leases and rate allowances it is admitted on, the recorder its record goes to, the
+ * list of calls under way, the Responses API calls remembered, the model policies compiled, the output bounds
+ * learned and the first wave; a call reaches nothing further. It keeps the timers that write the calls
+ * under way.
  *
- * Each admitted call the upstream has begun to answer is written to lease_calls:
- * what it would be charged were the process to die now, by the rule for a call
- * cut short, and its invocation as it would then be recorded (FAILED
- * `gateway_lost`: MeteredCall.heartbeatRow). The snapshot (every
- * NEXUS_CALL_SNAPSHOT_MS, 250 ms) writes, in one statement, the calls that began
- * answering or changed since their last write, and a stream that begins brings it
- * forward to 50 ms after (one write for every stream begun meanwhile); the
- * heartbeat (a fifth of the lease TTL) renews every lease of this process and
- * writes those too. A stream is written within 50 ms and a statement of its first
- * byte, its progress within a snapshot interval; never by its own request. Should
- * the process die, whoever reclaims its leases records and charges those
- * (quotaRepo.reclaimExpired); a call that ends normally is recorded by its own
- * process, once (the record is idempotent by invocation id).
+ * Each admitted call the upstream has begun to answer is written to lease_calls: what it would be charged were
+ * the process to die now, by the rule for a call cut short, and its invocation as it would then be recorded
+ * (FAILED `gateway_lost`: MeteredCall.heartbeatRow). The snapshot (every NEXUS_CALL_SNAPSHOT_MS, 250 ms)
+ * writes, in one statement, the calls that began answering or changed since their last write, and a stream
+ * that begins brings it forward to 50 ms after (one write for every stream begun meanwhile); the heartbeat (a
+ * fifth of the lease TTL) renews every lease of this process and writes those too. A stream is written within
+ * 50 ms and a statement of its first byte, its progress within a snapshot interval; never by its own request.
+ * Should the process die, whoever reclaims its leases records and charges those (quotaRepo.reclaimExpired); a
+ * call that ends normally is recorded by its own process, once (the record is idempotent by invocation id).
  *
  * Its parts (leases, allowances, recorder, learned bounds, the first wave) are built by
  * createGatewayParts (gateway-parts.ts) and passed in.
@@ -31,15 +27,16 @@ import type { RateAllowances } from '../domain/rate-limits/rate-allowances.js';
 import { limitsOf } from '../domain/rate-limits/rate-service.js';
 import { hasLimits, viewOfWindow, type RateView } from '../domain/rate-limits/rate-types.js';
 import type { Logger } from '../observability/logger.js';
+import type { QuotaView } from './answers.js';
 import type { CacheEntry } from './auth-cache.js';
 import type { AuthRow, CallRepo } from './call-repo.js';
 import type { CallRecorder } from './call-recorder.js';
 import type { CallReport } from './call-report.js';
 import type { FirstWave } from './first-wave.js';
-import type { Inspector } from './inspectors.js';
+import type { Inspector } from '../protocols/inspectors.js';
 import { IntrusiveList } from './intrusive-list.js';
 import type { LearnedBounds } from './learned-bounds.js';
-import { MeteredCall, type CallMeter, type CallStart, type OverBound, type QuotaView } from './metered-call.js';
+import { MeteredCall, type CallStart } from './metered-call.js';
 
 /** A stream that begins is written this soon (with every other that began meanwhile), not at the next snapshot. */
 const BEGUN_WRITE_MS = 50;
@@ -50,139 +47,174 @@ const MAX_POLICIES = 1000;
 /** A key's row without a period (so without a strategy): every model, no rules. */
 const NO_STRATEGY = compileModelPolicy({ inputMultiplierPpm: 0n, cachedInputMultiplierPpm: 0n, outputMultiplierPpm: 0n }, [], null);
 
-export function createCallMeter(deps: {
+/** Which kind of answer passed its output bound: a stream (cut there, or reporting more at its end), a JSON answer. */
+export type OverBound = 'stream' | 'json';
+
+export interface CallMeterDeps {
   repo: Pick<CallRepo, 'heartbeat' | 'snapshot'>;
   leases: QuotaLeases;
   rates: RateAllowances;
   recorder: CallRecorder;
+  /** What upstreams that ignore the output cap were seen to produce: later calls are admitted at it. */
   learned: LearnedBounds;
-  /** The first wave of JSON calls to a connection's model without history (first-wave.ts). */
+  /** The first wave of JSON calls to a connection's model without history, bounded per access (first-wave.ts). */
   firstWave: FirstWave;
   invocations: Pick<InvocationRepo, 'conversationTokens'>;
   clock: Clock;
   logger: Logger;
-  /**
-   * How long a lease outlives its process's last heartbeat before the sweeper may reclaim it. The
-   * heartbeat comes five times a TTL.
-   */
+  /** How long a lease outlives its process's last heartbeat before the sweeper may reclaim it: a heartbeat comes five times a TTL. */
   leaseTtlMs: number;
-  /**
-   * How often the calls under way that began answering or changed since their last write are written
-   * (lease_calls), between heartbeats.
-   */
+  /** How often the calls under way that began answering or changed since their last write are written, between heartbeats. */
   callSnapshotMs: number;
   /** The key's row read again, bypassing the cache (a call's admission found its period over). */
   reload(credential: string, connectionId: string): Promise<CacheEntry>;
   /** Told of each answer that passed its output bound (metrics). */
   onOutputOverBound?: ((kind: OverBound) => void) | undefined;
-  /** Told of each answer charged by the rule for missing usage, by its protocol (metrics). */
+  /** Told of each answer charged by the rule for missing usage, by its protocol's telemetry name (metrics). */
   onUsageMissing?: ((protocol: string, kind: OverBound) => void) | undefined;
   /** Told of each output bound learned here that the other processes should admit at (the change feed). */
   shareLearned?: ((learned: LearnedOutput) => void) | undefined;
   /** Told of each call as it is recorded (metrics, its log line). */
   report?: CallReport | undefined;
-}) {
-  const { clock, logger, repo, leases, rates, recorder } = deps;
-  const running = new IntrusiveList<MeteredCall>();
-  let begunTimer: NodeJS.Timeout | undefined;
+}
+
+export class CallMeter {
+  /** Calls under way (sent upstream, not yet answered in full): a call adds itself when started, and leaves when it ends. */
+  readonly running = new IntrusiveList<MeteredCall>();
+  /** The reason a shutdown cancels the calls under way with: they are recorded FAILED `server_shutdown`. */
+  readonly shutdown = new Error('The server shut down before the call ended');
+  readonly leases: QuotaLeases;
+  readonly rates: RateAllowances;
+  readonly recorder: CallRecorder;
+  readonly learned: LearnedBounds;
+  readonly firstWave: FirstWave;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly report: CallReport | undefined;
+  readonly overBound: ((kind: OverBound) => void) | undefined;
+  readonly usageMissing: ((protocol: string, kind: OverBound) => void) | undefined;
+  readonly shareLearned: ((learned: LearnedOutput) => void) | undefined;
   /** Responses API calls metered lately, by access and response id: the tokens a call continuing one adds to its input. */
-  const recentResponses = new Map<string, bigint>();
+  private readonly recentResponses = new Map<string, bigint>();
   /**
    * The model rules and allow-list of a strategy version, compiled once per version: a published version
    * never changes, and only published ones are bound (so no row read later can hold other rules for the
    * same id).
    */
-  const policies = new Map<string, ModelPolicy>();
+  private readonly policies = new Map<string, ModelPolicy>();
+  /** The statement writing the calls under way, while one is (writeCalls); what is due after it. */
+  private writing: Promise<void> | null = null;
+  private renewDue = false;
+  private snapshotDue = false;
+  private begunTimer: NodeJS.Timeout | undefined;
+  private readonly heartbeatTimer: NodeJS.Timeout;
+  private readonly snapshotTimer: NodeJS.Timeout;
 
-  const meter: CallMeter = {
-    leases,
-    rates,
-    recorder,
-    running,
-    clock,
-    logger,
-    overBound: deps.onOutputOverBound,
-    usageMissing: deps.onUsageMissing,
-    learned: deps.learned,
-    firstWave: deps.firstWave,
-    shareLearned: deps.shareLearned,
-    report: deps.report,
-    /** The server is shutting down: the reason it cancels the calls still under way (gateway.ts). */
-    shutdown: new Error('The server shut down before the call ended'),
-    reload: deps.reload,
+  constructor(private readonly deps: CallMeterDeps) {
+    this.leases = deps.leases;
+    this.rates = deps.rates;
+    this.recorder = deps.recorder;
+    this.learned = deps.learned;
+    this.firstWave = deps.firstWave;
+    this.clock = deps.clock;
+    this.logger = deps.logger;
+    this.report = deps.report;
+    this.overBound = deps.onOutputOverBound;
+    this.usageMissing = deps.onUsageMissing;
+    this.shareLearned = deps.shareLearned;
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(20, Math.floor(deps.leaseTtlMs / 5)));
+    this.heartbeatTimer.unref();
+    this.snapshotTimer = setInterval(() => {
+      if (!this.running.isEmpty()) void this.serialized(false);
+    }, deps.callSnapshotMs);
+    this.snapshotTimer.unref();
+  }
 
-    streamBegan(): void {
-      // One timer for every stream that begins meanwhile: written together, BEGUN_WRITE_MS after the first.
-      if (begunTimer) return;
-      begunTimer = setTimeout(() => {
-        begunTimer = undefined;
-        void serialized(false);
-      }, BEGUN_WRITE_MS);
-      begunTimer.unref();
-    },
+  /**
+   * A call of a valid key on an allowed connection (`entry`: its lookup, `auth`: its row authorized;
+   * `inspector`: its endpoint's, none when unmetered).
+   */
+  open(entry: CacheEntry, auth: AuthRow, inspector: Inspector | undefined, start: CallStart): MeteredCall {
+    return new MeteredCall(this, entry, auth, inspector, start);
+  }
 
-    rememberResponse(accessId: string, responseId: string, tokens: bigint): void {
-      recentResponses.set(`${accessId} ${responseId}`, tokens);
-      if (recentResponses.size > RECENT_RESPONSES) recentResponses.delete(recentResponses.keys().next().value!);
-    },
+  /** The key's row read again, bypassing the cache (a period found over). */
+  reload(credential: string, connectionId: string): Promise<CacheEntry> {
+    return this.deps.reload(credential, connectionId);
+  }
 
-    /**
-     * The conversation a Responses API call continues, in tokens: its previous response's input and output,
-     * as recorded for the same access (another end user's conversations are none of this call's business).
-     * 0 when no record has it (a response made elsewhere): that call is then charged exactly afterwards, its
-     * excess as an ADJUSTMENT.
-     */
-    async conversationTokens(auth: AuthRow, responseId: string): Promise<bigint> {
-      const known = recentResponses.get(`${auth.workspace_access_id} ${responseId}`);
-      if (known !== undefined) return known;
-      return (await deps.invocations.conversationTokens(auth.workspace_id, auth.workspace_access_id, responseId)) ?? 0n;
-    },
+  /** A metered stream began: the calls under way are written soon, BEGUN_WRITE_MS after the first stream begun meanwhile. */
+  streamBegan(): void {
+    if (this.begunTimer) return;
+    this.begunTimer = setTimeout(() => {
+      this.begunTimer = undefined;
+      void this.serialized(false);
+    }, BEGUN_WRITE_MS);
+    this.begunTimer.unref();
+  }
 
-    modelPolicy(auth: AuthRow): ModelPolicy {
-      const id = auth.strategy_id;
-      if (id === null) return NO_STRATEGY;
-      let policy = policies.get(id);
-      if (!policy) {
-        policy = compileModelPolicy(
-          {
-            inputMultiplierPpm: auth.input_multiplier_ppm!,
-            cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
-            outputMultiplierPpm: auth.output_multiplier_ppm!,
-          },
-          rulesFromStored(auth.model_rules_json ? (JSON.parse(auth.model_rules_json) as StoredModelRule[]) : []),
-          auth.allowed_models,
-        );
-        if (policies.size >= MAX_POLICIES) policies.delete(policies.keys().next().value!);
-        policies.set(id, policy);
-      }
-      return policy;
-    },
+  rememberResponse(accessId: string, responseId: string, tokens: bigint): void {
+    const recent = this.recentResponses;
+    recent.set(`${accessId} ${responseId}`, tokens);
+    if (recent.size > RECENT_RESPONSES) recent.delete(recent.keys().next().value!);
+  }
 
-    /**
-     * The quota headers of a valid key's answers that were not admitted (refusals, unmetered calls): the
-     * lease's view while this process holds one on the period (what its last calls left), else the
-     * looked-up row's (at most NEXUS_AUTH_CACHE_TTL_MS old). None for an invalid key or an access without a period.
-     */
-    quotaView(row: AuthRow | null, now: Date): QuotaView | undefined {
-      if (!row || row.revoked_at || row.expires_at <= now || !row.period_id || !row.period_end) return undefined;
-      const leased = leases.remaining(row.period_id);
-      if (leased !== undefined) return { remaining: leased, reset: row.period_end };
-      const remaining = row.granted_units! - row.reserved_units! - row.consumed_units!;
-      return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
-    },
-    rateView,
-  };
+  /**
+   * The conversation a Responses API call continues, in tokens: its previous response's input and output,
+   * as recorded for the same access (another end user's conversations are none of this call's business).
+   * 0 when no record has it (a response made elsewhere): that call is then charged exactly afterwards, its
+   * excess as an ADJUSTMENT.
+   */
+  async conversationTokens(auth: AuthRow, responseId: string): Promise<bigint> {
+    const known = this.recentResponses.get(`${auth.workspace_access_id} ${responseId}`);
+    if (known !== undefined) return known;
+    return (await this.deps.invocations.conversationTokens(auth.workspace_id, auth.workspace_access_id, responseId)) ?? 0n;
+  }
+
+  /** The model rules and allow-list of the row's strategy version, compiled once per version. */
+  modelPolicy(auth: AuthRow): ModelPolicy {
+    const id = auth.strategy_id;
+    if (id === null) return NO_STRATEGY;
+    let policy = this.policies.get(id);
+    if (!policy) {
+      policy = compileModelPolicy(
+        {
+          inputMultiplierPpm: auth.input_multiplier_ppm!,
+          cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
+          outputMultiplierPpm: auth.output_multiplier_ppm!,
+        },
+        rulesFromStored(auth.model_rules_json ? (JSON.parse(auth.model_rules_json) as StoredModelRule[]) : []),
+        auth.allowed_models,
+      );
+      if (this.policies.size >= MAX_POLICIES) this.policies.delete(this.policies.keys().next().value!);
+      this.policies.set(id, policy);
+    }
+    return policy;
+  }
+
+  /**
+   * The quota headers of a valid key's answers that were not admitted (refusals, unmetered calls): the
+   * lease's view while this process holds one on the period (what its last calls left), else the
+   * looked-up row's (at most NEXUS_AUTH_CACHE_TTL_MS old). None for an invalid key or an access without a period.
+   */
+  quotaView(row: AuthRow | null, now: Date): QuotaView | undefined {
+    if (!row || row.revoked_at || row.expires_at <= now || !row.period_id || !row.period_end) return undefined;
+    const leased = this.leases.remaining(row.period_id);
+    if (leased !== undefined) return { remaining: leased, reset: row.period_end };
+    const remaining = row.granted_units! - row.reserved_units! - row.consumed_units!;
+    return { remaining: remaining > 0n ? remaining : 0n, reset: row.period_end };
+  }
 
   /**
    * The rate-limit headers of a valid key's answers that were not admitted: this process's view while it
    * admits calls for the access, else the looked-up window row's. None for an invalid key or a plan without limits.
    */
-  function rateView(row: AuthRow | null, now: Date): RateView | undefined {
+  rateView(row: AuthRow | null, now: Date): RateView | undefined {
     if (!row || row.revoked_at || row.expires_at <= now) return undefined;
     const limits = limitsOf(row);
     if (!hasLimits(limits)) return undefined;
     return (
-      rates.view(row.workspace_access_id) ??
+      this.rates.view(row.workspace_access_id) ??
       viewOfWindow(
         limits,
         {
@@ -197,6 +229,37 @@ export function createCallMeter(deps: {
     );
   }
 
+  /** Forgets the Responses API calls remembered and the output bounds learned (tests). */
+  forgetResponses(): void {
+    this.recentResponses.clear();
+    this.learned.clear();
+    this.firstWave.clear();
+  }
+
+  /** A shutdown's deadline has come: the upstream calls still under way are cancelled, the calls waiting refused. */
+  cutCalls(): void {
+    this.running.forEach((call) => call.relay?.cancel(this.shutdown));
+    this.firstWave.cut();
+  }
+
+  /** An output bound another process learned: calls here are admitted at it too (a JSON one without waiting). */
+  learnedElsewhere(l: LearnedOutput): void {
+    this.learned.observed(l.connectionId, l.model, l.stream, l.output);
+    if (!l.stream) this.firstWave.learned(l.connectionId, l.model);
+  }
+
+  /** Renews this process's leases and writes its calls in flight on them, in one statement (now, in tests). */
+  heartbeat(): Promise<void> {
+    return this.serialized(true);
+  }
+
+  /** Stops its timers (the recorder, leases and allowances are closed by their owner, gateway-parts.ts). */
+  close(): void {
+    clearInterval(this.heartbeatTimer);
+    clearInterval(this.snapshotTimer);
+    clearTimeout(this.begunTimer);
+  }
+
   /**
    * One statement at a time writes this process's leases and calls under way: the snapshot (every
    * callSnapshotMs) writes the calls that began answering or changed since their last write, on their
@@ -204,21 +267,36 @@ export function createCallMeter(deps: {
    * process holds, with the changed calls too. A stream that begins brings the snapshot forward to
    * BEGUN_WRITE_MS after it. A heartbeat or a snapshot due while a statement is in flight runs right after it.
    */
-  let writing: Promise<void> | null = null;
-  let renewDue = false;
-  let snapshotDue = false;
+  private serialized(renewAll: boolean): Promise<void> {
+    if (renewAll) this.renewDue = true;
+    else this.snapshotDue = true;
+    if (this.writing) return this.writing;
+    this.writing = (async () => {
+      try {
+        do {
+          const all = this.renewDue;
+          this.renewDue = this.snapshotDue = false;
+          await this.writeCalls(all);
+        } while (this.renewDue || this.snapshotDue);
+      } finally {
+        this.writing = null;
+      }
+    })();
+    return this.writing;
+  }
 
   /** `renewAll`: the heartbeat; otherwise the snapshot, which costs nothing when no call has changed. */
-  async function writeCalls(renewAll: boolean): Promise<void> {
+  private async writeCalls(renewAll: boolean): Promise<void> {
+    const { leases, deps, logger } = this;
     let leaseIds: string[] = [];
     if (renewAll) {
       leaseIds = leases.heartbeat();
       if (!leaseIds.length) return;
     }
-    const now = clock.now();
+    const now = this.clock.now();
     const rows: string[] = [];
     const included: MeteredCall[] = [];
-    running.forEach((call) => {
+    this.running.forEach((call) => {
       const row = call.heartbeatRow(now);
       if (row === null) return;
       rows.push(row);
@@ -232,11 +310,11 @@ export function createCallMeter(deps: {
       let held: Set<string>;
       if (renewAll) {
         const until = new Date(now.getTime() + deps.leaseTtlMs);
-        held = await repo.heartbeat(leaseIds, until, rows, now);
+        held = await deps.repo.heartbeat(leaseIds, until, rows, now);
         leases.renewed(leaseIds, held, until.getTime());
       } else {
         // Leases are the heartbeat's to renew (or find lost); a call on one no longer held is not written.
-        held = await repo.snapshot(leaseIds, rows, now);
+        held = await deps.repo.snapshot(leaseIds, rows, now);
       }
       for (const call of included) if (held.has(call.leaseId!)) call.beatWritten();
     } catch (err) {
@@ -251,69 +329,4 @@ export function createCallMeter(deps: {
       }
     }
   }
-
-  function serialized(renewAll: boolean): Promise<void> {
-    if (renewAll) renewDue = true;
-    else snapshotDue = true;
-    if (writing) return writing;
-    writing = (async () => {
-      try {
-        do {
-          const all = renewDue;
-          renewDue = snapshotDue = false;
-          await writeCalls(all);
-        } while (renewDue || snapshotDue);
-      } finally {
-        writing = null;
-      }
-    })();
-    return writing;
-  }
-
-  /** Renews this process's leases and writes its calls in flight on them, in one statement. */
-  const heartbeat = () => serialized(true);
-  const heartbeatTimer = setInterval(() => void heartbeat(), Math.max(20, Math.floor(deps.leaseTtlMs / 5)));
-  heartbeatTimer.unref();
-  const snapshotTimer = setInterval(() => {
-    if (!running.isEmpty()) void serialized(false);
-  }, deps.callSnapshotMs);
-  snapshotTimer.unref();
-
-  return {
-    /**
-     * A call of a valid key on an allowed connection (`entry`: its lookup, `auth`: its row authorized;
-     * `inspector`: its endpoint's, none when unmetered).
-     */
-    open(entry: CacheEntry, auth: AuthRow, inspector: Inspector | undefined, start: CallStart): MeteredCall {
-      return new MeteredCall(meter, entry, auth, inspector, start);
-    },
-    quotaView: meter.quotaView,
-    rateView,
-    /** The reason a shutdown cancels the calls under way with: they are recorded FAILED `server_shutdown`. */
-    shutdown: meter.shutdown,
-    /** Forgets the Responses API calls remembered and the output bounds learned (tests). */
-    forgetResponses(): void {
-      recentResponses.clear();
-      deps.learned.clear();
-      deps.firstWave.clear();
-    },
-    /** A shutdown's deadline has come: the upstream calls still under way are cancelled, the calls waiting refused. */
-    cutCalls(): void {
-      running.forEach((call) => call.relay?.cancel(meter.shutdown));
-      deps.firstWave.cut();
-    },
-    /** An output bound another process learned: calls here are admitted at it too (a JSON one without waiting). */
-    learned(l: LearnedOutput): void {
-      deps.learned.observed(l.connectionId, l.model, l.stream, l.output);
-      if (!l.stream) deps.firstWave.learned(l.connectionId, l.model);
-    },
-    /** Runs a heartbeat now (tests). */
-    heartbeat,
-    /** Stops its timers (the recorder, leases and allowances are closed by their owner, gateway-parts.ts). */
-    close(): void {
-      clearInterval(heartbeatTimer);
-      clearInterval(snapshotTimer);
-      clearTimeout(begunTimer);
-    },
-  };
 }

@@ -58,14 +58,14 @@ export interface RecorderStats {
 }
 
 /** What the recorder tells the metrics. */
-export interface RecorderEvents {
+interface RecorderEvents {
   batch(size: number): void;
   /** unavailable: a write found the database away; refused: a batch refused (retried one by one); given_up: a record refused alone. */
   failure(kind: 'unavailable' | 'refused' | 'given_up'): void;
   spooled(records: number): void;
 }
 
-export function createCallRecorder(deps: {
+export interface CallRecorderDeps {
   /** Writes a batch (call-repo.ts, its costs handed on by gateway-parts.ts). */
   repo: { record(calls: CallRows[]): Promise<void> };
   keys: Pick<InferenceKeyRepo, 'touchLastRequest'>;
@@ -76,231 +76,243 @@ export function createCallRecorder(deps: {
   spool?: Spool | undefined;
   /** Metrics: told of each batch written (its size), of each failed write, and of the records spooled. */
   events?: RecorderEvents | undefined;
-}) {
-  const { repo, keys, logger, spool, events } = deps;
-  const queue: CallRecord[] = [];
-  const pending = new Set<Promise<void>>();
-  let flushing: Promise<void> | null = null;
-  const keyTouchedAt = new Map<string, number>();
-  let outage = false;
-  let probeMs = PROBE_FIRST_MS;
-  let probe: NodeJS.Timeout | undefined;
-  let spill: NodeJS.Timeout | undefined;
+}
 
-  function written(records: CallRecord[]): void {
+export class CallRecorder {
+  private readonly queue: CallRecord[] = [];
+  private readonly pending = new Set<Promise<void>>();
+  private flushing: Promise<void> | null = null;
+  private readonly keyTouchedAt = new Map<string, number>();
+  private outage = false;
+  private probeMs = PROBE_FIRST_MS;
+  private probe: NodeJS.Timeout | undefined;
+  private spill: NodeJS.Timeout | undefined;
+  private looking = false;
+  private readonly claimTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly deps: CallRecorderDeps) {
+    /**
+     * Spool files a process of this host left when it stopped (a drain while the database was away) are
+     * written by this one as soon as the database answers: one readdir every CLAIM_EVERY_MS otherwise.
+     */
+    this.claimTimer = deps.spool ? setInterval(() => this.claimForeign(deps.spool!), CLAIM_EVERY_MS) : undefined;
+    this.claimTimer?.unref();
+  }
+
+  record(record: CallRecord, now: Date): void {
+    this.queue.push(record);
+    this.schedule();
+    if (!this.outage && this.keyDue(record.keyId, record.lastRequestAt, now)) this.track(this.touchKey(record.keyId, now));
+  }
+
+  /** Writes the records a process that stopped left in the spool (at start). */
+  recover(): Promise<void> {
+    const done = this.deps.spool ? this.replaySpool() : Promise.resolve();
+    this.track(done);
+    return done;
+  }
+
+  /** Stops looking for spool files left by other processes. */
+  close(): void {
+    clearInterval(this.claimTimer);
+  }
+
+  stats(): RecorderStats {
+    return { queued: this.queue.length, spooled: this.deps.spool?.size() ?? 0, outage: this.outage };
+  }
+
+  /**
+   * Resolves when every write started so far is done (tests, shutdown). While the database is away, the
+   * records waiting go to the spool instead (the next start writes them).
+   */
+  async drain(): Promise<void> {
+    for (;;) {
+      if (this.outage) {
+        clearTimeout(this.probe);
+        clearInterval(this.spill);
+        await this.spillQueue();
+        return;
+      }
+      if (!this.pending.size && !this.queue.length) return;
+      if (!this.pending.size) this.schedule();
+      await Promise.allSettled([...this.pending]);
+    }
+  }
+
+  private written(records: CallRecord[]): void {
     for (const r of records) {
-      if (r.admission) deps.written(r.admission);
+      if (r.admission) this.deps.written(r.admission);
       r.span?.end();
     }
   }
 
   /** The database is away: records wait, spill to the spool each second, and the database is tried again. */
-  function enterOutage(err: unknown): void {
+  private enterOutage(err: unknown): void {
+    const { spool, events, logger } = this.deps;
     events?.failure('unavailable');
-    if (!outage) logger.warn({ msg: 'the database is unavailable: gateway records wait for it', error: (err as Error).message });
-    outage = true;
-    if (spool && !spill) spill = setInterval(() => void spillQueue(), SPILL_EVERY_MS);
-    spill?.unref();
-    clearTimeout(probe);
-    probe = setTimeout(() => {
-      probeMs = Math.min(probeMs * 2, PROBE_MAX_MS);
-      track(tryAgain());
-    }, probeMs);
-    probe.unref();
+    if (!this.outage) logger.warn({ msg: 'the database is unavailable: gateway records wait for it', error: (err as Error).message });
+    this.outage = true;
+    if (spool && !this.spill) this.spill = setInterval(() => void this.spillQueue(), SPILL_EVERY_MS);
+    this.spill?.unref();
+    clearTimeout(this.probe);
+    this.probe = setTimeout(() => {
+      this.probeMs = Math.min(this.probeMs * 2, PROBE_MAX_MS);
+      this.track(this.tryAgain());
+    }, this.probeMs);
+    this.probe.unref();
   }
 
-  function leaveOutage(): void {
-    if (outage) logger.info({ msg: 'the database answers again: gateway records are written' });
-    outage = false;
-    probeMs = PROBE_FIRST_MS;
-    clearInterval(spill);
-    spill = undefined;
+  private leaveOutage(): void {
+    if (this.outage) this.deps.logger.info({ msg: 'the database answers again: gateway records are written' });
+    this.outage = false;
+    this.probeMs = PROBE_FIRST_MS;
+    clearInterval(this.spill);
+    this.spill = undefined;
   }
 
   /** The records waiting in memory go to the spool; their leases may be released. */
-  async function spillQueue(): Promise<void> {
-    if (!spool || !queue.length) return;
-    const records = queue.splice(0, queue.length);
+  private async spillQueue(): Promise<void> {
+    const { spool, events, logger } = this.deps;
+    if (!spool || !this.queue.length) return;
+    const records = this.queue.splice(0, this.queue.length);
     try {
       await spool.append(records);
       events?.spooled(records.length);
-      written(records);
+      this.written(records);
     } catch (err) {
-      queue.unshift(...records);
+      this.queue.unshift(...records);
       logger.error({ msg: 'could not write the gateway spool; records wait in memory', error: (err as Error).message });
     }
   }
 
   /** One statement, to see whether the database is back: the oldest records, or the spool's. */
-  async function tryAgain(): Promise<void> {
+  private async tryAgain(): Promise<void> {
+    const { repo, spool, logger } = this.deps;
     try {
-      if (queue.length) {
-        const batch = queue.slice(0, MAX_BATCH);
+      if (this.queue.length) {
+        const batch = this.queue.slice(0, MAX_BATCH);
         await repo.record(batch);
-        queue.splice(0, batch.length);
-        written(batch);
+        this.queue.splice(0, batch.length);
+        this.written(batch);
       } else if (spool) {
         await spool.replay((rows) => repo.record(rows));
       }
-      leaveOutage();
-      schedule();
-      if (spool) track(replaySpool());
+      this.leaveOutage();
+      this.schedule();
+      if (spool) this.track(this.replaySpool());
     } catch (err) {
-      if (isDatabaseUnavailable(err)) enterOutage(err);
+      if (isDatabaseUnavailable(err)) this.enterOutage(err);
       else {
         logger.error({ msg: 'gateway records could not be written', error: (err as Error).message });
-        leaveOutage();
-        schedule();
+        this.leaveOutage();
+        this.schedule();
       }
     }
   }
 
   /** Writes what waits in the spool (this process's, and those of dead processes on this data dir). */
-  async function replaySpool(): Promise<void> {
+  private async replaySpool(): Promise<void> {
+    const { repo, spool, logger } = this.deps;
     try {
       const n = await spool!.replay((rows) => repo.record(rows));
       if (n) logger.info({ msg: 'wrote the gateway records that waited in the spool', records: n });
     } catch (err) {
-      if (isDatabaseUnavailable(err)) enterOutage(err);
+      if (isDatabaseUnavailable(err)) this.enterOutage(err);
       else logger.error({ msg: 'could not write the gateway spool', error: (err as Error).message });
     }
   }
 
-  async function writeAlone(record: CallRecord): Promise<void> {
+  private async writeAlone(record: CallRecord): Promise<void> {
     try {
-      await withRetries(() => repo.record([record]));
+      await withRetries(() => this.deps.repo.record([record]));
     } catch (err) {
       if (isDatabaseUnavailable(err)) {
-        queue.push(record);
-        enterOutage(err);
+        this.queue.push(record);
+        this.enterOutage(err);
         return;
       }
-      events?.failure('given_up');
+      this.deps.events?.failure('given_up');
       record.span?.setStatus({ code: SpanStatusCode.ERROR, message: 'the database refused the record' });
-      logger.error({
+      this.deps.logger.error({
         msg: 'a gateway call could not be recorded and goes uncharged (the database refuses its record)',
         requestId: record.requestId,
         error: (err as Error).message,
       });
     }
-    written([record]);
+    this.written([record]);
   }
 
-  async function flush(): Promise<void> {
-    while (queue.length && !outage) {
+  private async flush(): Promise<void> {
+    const { queue } = this;
+    while (queue.length && !this.outage) {
       const batch = queue.splice(0, MAX_BATCH);
       try {
-        await repo.record(batch);
+        await this.deps.repo.record(batch);
       } catch (err) {
         if (isDatabaseUnavailable(err)) {
           queue.unshift(...batch);
-          enterOutage(err);
+          this.enterOutage(err);
           return;
         }
         // One bad record must not hold the others back: each is retried on its own.
-        events?.failure('refused');
-        await Promise.all(batch.map(writeAlone));
+        this.deps.events?.failure('refused');
+        await Promise.all(batch.map((record) => this.writeAlone(record)));
         continue;
       }
-      events?.batch(batch.length);
-      written(batch);
+      this.deps.events?.batch(batch.length);
+      this.written(batch);
     }
   }
 
-  function schedule(): void {
-    if (flushing || outage) return;
+  private schedule(): void {
+    if (this.flushing || this.outage) return;
     // Group commit: the calls ending within the window share one statement (and one commit).
-    const gathered = queue.length >= MAX_BATCH ? Promise.resolve() : new Promise<void>((r) => setTimeout(r, GROUP_WINDOW_MS));
-    flushing = gathered.then(flush).finally(() => {
-      flushing = null;
-      if (queue.length) schedule();
-    });
-    track(flushing);
+    const gathered = this.queue.length >= MAX_BATCH ? Promise.resolve() : new Promise<void>((r) => setTimeout(r, GROUP_WINDOW_MS));
+    this.flushing = gathered
+      .then(() => this.flush())
+      .finally(() => {
+        this.flushing = null;
+        if (this.queue.length) this.schedule();
+      });
+    this.track(this.flushing);
   }
 
   /** Whether the key's lastRequestAt is due a write (checked first, so most calls start no write at all). */
-  function keyDue(keyId: string, lastRequestAt: Date | null, now: Date): boolean {
-    const known = Math.max(keyTouchedAt.get(keyId) ?? 0, lastRequestAt?.getTime() ?? 0);
+  private keyDue(keyId: string, lastRequestAt: Date | null, now: Date): boolean {
+    const known = Math.max(this.keyTouchedAt.get(keyId) ?? 0, lastRequestAt?.getTime() ?? 0);
     return now.getTime() - known >= LAST_REQUEST_INTERVAL_MS;
   }
 
-  async function touchKey(keyId: string, now: Date): Promise<void> {
-    keyTouchedAt.set(keyId, now.getTime());
-    if (keyTouchedAt.size > 100_000) keyTouchedAt.clear();
+  private async touchKey(keyId: string, now: Date): Promise<void> {
+    this.keyTouchedAt.set(keyId, now.getTime());
+    if (this.keyTouchedAt.size > 100_000) this.keyTouchedAt.clear();
     try {
       // Its condition keeps it to one write a minute across processes too.
-      await keys.touchLastRequest(keyId, now);
+      await this.deps.keys.touchLastRequest(keyId, now);
     } catch (err) {
-      logger.warn({ msg: 'could not update lastRequestAt', keyId, error: (err as Error).message });
+      this.deps.logger.warn({ msg: 'could not update lastRequestAt', keyId, error: (err as Error).message });
     }
   }
 
-  /**
-   * Spool files a process of this host left when it stopped (a drain while the database was away) are
-   * written by this one as soon as the database answers: one readdir every CLAIM_EVERY_MS otherwise.
-   */
-  let looking = false;
-  const claimTimer = spool
-    ? setInterval(() => {
-        if (looking || outage) return;
-        looking = true;
-        spool
-          .foreign()
-          .then((found) => {
-            if (found && !outage) track(replaySpool());
-          })
-          .catch((err: Error) => logger.warn({ msg: 'could not read the gateway spool directory', error: err.message }))
-          .finally(() => (looking = false));
-      }, CLAIM_EVERY_MS)
-    : undefined;
-  claimTimer?.unref();
-
-  function track(p: Promise<void>): void {
-    pending.add(p);
-    void p.finally(() => pending.delete(p));
+  /** Looks for spool files a process of this host left, and writes them (one look at a time, none during an outage). */
+  private claimForeign(spool: Spool): void {
+    if (this.looking || this.outage) return;
+    this.looking = true;
+    spool
+      .foreign()
+      .then((found) => {
+        if (found && !this.outage) this.track(this.replaySpool());
+      })
+      .catch((err: Error) => this.deps.logger.warn({ msg: 'could not read the gateway spool directory', error: err.message }))
+      .finally(() => (this.looking = false));
   }
 
-  return {
-    record(record: CallRecord, now: Date): void {
-      queue.push(record);
-      schedule();
-      if (!outage && keyDue(record.keyId, record.lastRequestAt, now)) track(touchKey(record.keyId, now));
-    },
-
-    /** Writes the records a process that stopped left in the spool (at start). */
-    recover(): Promise<void> {
-      const done = spool ? replaySpool() : Promise.resolve();
-      track(done);
-      return done;
-    },
-
-    /** Stops looking for spool files left by other processes. */
-    close(): void {
-      clearInterval(claimTimer);
-    },
-
-    stats(): RecorderStats {
-      return { queued: queue.length, spooled: spool?.size() ?? 0, outage };
-    },
-
-    /**
-     * Resolves when every write started so far is done (tests, shutdown). While the database is away, the
-     * records waiting go to the spool instead (the next start writes them).
-     */
-    async drain(): Promise<void> {
-      for (;;) {
-        if (outage) {
-          clearTimeout(probe);
-          clearInterval(spill);
-          await spillQueue();
-          return;
-        }
-        if (!pending.size && !queue.length) return;
-        if (!pending.size) schedule();
-        await Promise.allSettled([...pending]);
-      }
-    },
-  };
+  private track(p: Promise<void>): void {
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+  }
 }
 
-export type CallRecorder = ReturnType<typeof createCallRecorder>;
+export function createCallRecorder(deps: CallRecorderDeps): CallRecorder {
+  return new CallRecorder(deps);
+}

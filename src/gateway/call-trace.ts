@@ -9,7 +9,7 @@ import { SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer }
 import type { EarlierAttempt, InvocationRow } from '../domain/invocations/invocation-types.js';
 import { parentContext, traceparentOf } from '../observability/tracing.js';
 import type { Protocol } from '../protocols/protocol.js';
-import type { Inspector, PreparedCall } from './inspectors.js';
+import type { Inspector, PreparedCall } from '../protocols/inspectors.js';
 
 /** What a call was charged for, as the trace reads it. */
 interface Charged {

@@ -11,7 +11,7 @@
  * that message), and the relay ends the answer and aborts the upstream request; the call is recorded by
  * the rule for a stream without its usage (metered-call.ts) and counted as malformed.
  */
-import type { Inspector } from './inspectors.js';
+import type { Inspector } from '../protocols/inspectors.js';
 import { EventStreamDecoder, EventStreamError, exceptionFrame, type EventFrame } from '../protocols/event-stream.js';
 import { StreamMeter, type StreamBounds } from './stream-meter.js';
 

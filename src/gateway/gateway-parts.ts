@@ -21,7 +21,7 @@ import type { KeyHasher } from '../domain/security/key-hash.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { createAuthCache } from './auth-cache.js';
-import { createCallMeter } from './call-meter.js';
+import { CallMeter } from './call-meter.js';
 import { createCallRecorder } from './call-recorder.js';
 import { createCallReport } from './call-report.js';
 import { createCallSpend } from './call-spend.js';
@@ -99,7 +99,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
       spooled: metrics.recorderSpooled,
     },
   });
-  const meter = createCallMeter({
+  const meter = new CallMeter({
     repo,
     leases,
     rates,
@@ -127,7 +127,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     },
     report: calls.report,
   });
-  const unlearn = changes.onLearned((learned) => meter.learned(learned));
+  const unlearn = changes.onLearned((learned) => meter.learnedElsewhere(learned));
   const routes = createRouteRegistry({
     repo: createRouteRepo(db),
     changes,

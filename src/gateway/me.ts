@@ -9,11 +9,23 @@
  * can see why calls are refused; an invalid, expired or revoked key is 401, a key
  * of an archived workspace 403 (as on the gateway).
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { MeDto } from '../../generated/client/types.gen.js';
-import { toRateLimitStateDto } from '../web/rate-limit-state.js';
+import type { Clock } from '../domain/actor.js';
 import type { RateView } from '../domain/rate-limits/rate-types.js';
-import { authorizeKey } from './auth-cache.js';
+import { AppError } from '../errors.js';
+import type { RequestLocals } from '../web/locals.js';
+import { toRateLimitStateDto } from '../web/rate-limit-state.js';
+import { sendError } from './answers.js';
+import { authorizeKey } from './admission.js';
 import type { AuthRow } from './call-repo.js';
+import { credentialOf } from './client-request.js';
+import type { GatewayParts } from './gateway-parts.js';
+
+/** The lookup's connection for a request that names none (/v1/me): no connection has the nil UUID. */
+const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
+/** The end user's self-service read under a connection's gatewayBaseUrl: `/providers/{id}/v1/me`. */
+export const ME_ROUTE = 'v1/me';
 
 /** The access's status as a caller should read it: an ACTIVE access past its end is EXPIRED already. */
 function statusOf(row: AuthRow, now: Date): MeDto['status'] {
@@ -22,7 +34,7 @@ function statusOf(row: AuthRow, now: Date): MeDto['status'] {
 }
 
 /** The answer for a key's lookup row (null: no such key); throws the refusal. */
-export function meOf(found: AuthRow | null, now: Date, rates: RateView | undefined): MeDto {
+function meOf(found: AuthRow | null, now: Date, rates: RateView | undefined): MeDto {
   const row = authorizeKey(found, now);
   let quotaPeriod: MeDto['quotaPeriod'] = null;
   if (row.period_id && row.period_start && row.period_end) {
@@ -48,4 +60,44 @@ export function meOf(found: AuthRow | null, now: Date, rates: RateView | undefin
     allowedModels: row.allowed_models,
     key: { id: row.key_id, prefix: row.key_prefix, expiresAt: row.expires_at.toISOString() },
   };
+}
+
+/**
+ * GET /v1/me: the key's row read fresh, answered as the end user's view of its access. Under a
+ * connection's gatewayBaseUrl the connection must be one of the key's workspace, as for a call there.
+ */
+export async function handleMe(
+  parts: Pick<GatewayParts, 'cache' | 'meter'>,
+  clock: Clock,
+  req: IncomingMessage,
+  res: ServerResponse,
+  locals: RequestLocals,
+  connectionId = NO_CONNECTION,
+): Promise<void> {
+  locals.operationId = 'getMe';
+  try {
+    if (req.method !== 'GET') throw new AppError('method_not_allowed', `${req.method} is not allowed on /v1/me`);
+    const credential = credentialOf(req);
+    req.resume();
+    const looked = await parts.cache.read(credential, connectionId);
+    const now = clock.now();
+    const me = meOf(looked, now, parts.meter.rateView(looked, now));
+    if (connectionId !== NO_CONNECTION && (!looked!.connection_id || looked!.connection_status === 'ARCHIVED')) {
+      throw new AppError('provider_connection_not_found', 'No active provider connection with that id', {
+        param: 'providerConnectionId',
+      });
+    }
+    const body = JSON.stringify(me);
+    res.writeHead(200, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'x-request-id': locals.requestId,
+      'x-nexus-request-id': locals.requestId,
+      'x-nexus-metering-status': 'unmetered',
+      'cache-control': 'no-store',
+    });
+    res.end(body);
+  } catch (err) {
+    sendError(res, { locals, err, metered: false, now: clock.now().getTime() });
+  }
 }

@@ -12,20 +12,19 @@
  * attempt tells the target's breaker how it went (route-registry.ts).
  *
  * A plain connection with a retry policy (its `retry`) has its calls' attempts made by the same loop, over one
- * target (itself) and without a breaker.
+ * target (itself) and without a breaker. The loop decides when an attempt starts, moves on or is the answer; it
+ * hands each of those events to the call's flow (call-flow.ts), which tells the call.
  */
-import type { Config } from '../config.js';
-import type { Clock } from '../domain/actor.js';
 import type { ConnectionRetry } from '../domain/provider-connections/connection-retry.js';
 import type { RetrySettings, RouteRow, RouteTarget } from '../domain/routes/route-types.js';
 import { AppError } from '../errors.js';
 import type { CacheEntry } from './auth-cache.js';
 import { protocolOf, type ProtocolProfile } from '../protocols/index.js';
 import type { Protocol } from '../protocols/protocol.js';
+import type { CallContext, CallFlow, CallFlowDeps } from './call-flow.js';
 import type { Relay } from './relay.js';
 import { backoffMs, orderTargets } from './route-plan.js';
 import type { RouteRegistry } from './route-registry.js';
-import type { CallContext, UpstreamAttempts } from './upstream-attempt.js';
 
 /**
  * What attempts are counted by (metrics): for a route, each attempt's outcome, its moves to another target and the
@@ -109,23 +108,26 @@ function noHealthyTarget(registry: RouteRegistry, route: RouteRow, now: Date, re
   });
 }
 
-export function createRouteCalls(deps: {
-  config: Config;
-  clock: Clock;
-  attempts: UpstreamAttempts;
-  registry: RouteRegistry;
-  metrics?: AttemptMetrics | undefined;
+export interface RouteCallsDeps extends Pick<CallFlowDeps, 'config' | 'clock' | 'registry' | 'metrics'> {
+  /** The call's flow: told of each attempt (started, moved on, answered). */
+  flow: Pick<CallFlow, 'attempt' | 'movedOn' | 'answer'>;
   random?: () => number;
-}) {
-  const { config, clock, attempts: upstream, registry, metrics } = deps;
-  const random = deps.random ?? Math.random;
+}
+
+export class RouteCalls {
+  private readonly random: () => number;
+
+  constructor(private readonly deps: RouteCallsDeps) {
+    this.random = deps.random ?? Math.random;
+  }
 
   /** The targets a call tries, in order: by the strategy, open breakers skipped (or, all open, the least recently failed). */
-  function candidatesOf(route: RouteRow, usable: Map<string, CacheEntry>, now: Date): RouteTarget[] {
+  private candidatesOf(route: RouteRow, usable: Map<string, CacheEntry>, now: Date): RouteTarget[] {
+    const { registry } = this.deps;
     const ordered = orderTargets(
       route.strategy,
       route.targets.filter((t) => usable.has(t.providerConnectionId)),
-      random,
+      this.random,
       registry.busy,
     );
     const open = ordered.filter((t) => registry.availability(route.id, t.providerConnectionId, now) !== 'open');
@@ -141,8 +143,8 @@ export function createRouteCalls(deps: {
    * own, and no retry of its own left or within the waiting budget. On the last target, an answer whose
    * Retry-After the call would not wait for is the call's answer.
    */
-  async function attemptAll(ctx: CallContext, plan: AttemptPlan): Promise<void> {
-    const { res, call } = ctx;
+  private async attemptAll(ctx: CallContext, plan: AttemptPlan): Promise<void> {
+    const { config, clock, registry, metrics, flow } = this.deps;
     const { targets, retry, retryOn, route } = plan;
     let waited = 0;
     /** Whether the call waits this Retry-After for a retry on the same target. */
@@ -159,13 +161,13 @@ export function createRouteCalls(deps: {
       const lastTarget = ti === targets.length - 1;
       for (let n = 0; n < t.attempts; n++) {
         // The wait before a retry on this target (unless the answer names its own: Retry-After).
-        const backoff = backoffMs(n + 1, retry, random);
+        const backoff = backoffMs(n + 1, retry, this.random);
         const last = lastTarget && (n + 1 >= t.attempts || waited + backoff > retry.budgetMs);
         attempts++;
         registry.enter(cid);
         let relay: Relay;
         try {
-          relay = await upstream.start(ctx, {
+          relay = await flow.attempt(ctx, {
             entry: sent.entry,
             providerPath: sent.providerPath,
             body: sent.body,
@@ -186,10 +188,10 @@ export function createRouteCalls(deps: {
               registry.failed(route, cid, relay.status !== undefined ? `http_${relay.status}` : 'upstream_unavailable');
           }
           plan.attempted(cid, ok ? 'answered' : 'failed');
-          upstream.answer(ctx, plan.errors);
+          flow.answer(ctx, plan.errors);
           return;
         }
-        const failed = call.attemptFailed(sent.model);
+        const failed = flow.movedOn(ctx, sent.model);
         if (route) registry.failed(route, cid, failed.errorCode ?? 'upstream_error');
         plan.attempted(cid, failed.errorCode ?? 'failed');
         lastRetryAfter = relay.failedOver?.retryAfterMs;
@@ -201,7 +203,7 @@ export function createRouteCalls(deps: {
         waited += delay;
         plan.waited(delay / 1000);
         await sleep(delay);
-        if (res.destroyed) break;
+        if (ctx.res.destroyed) break;
       }
     }
     // Every attempt moved on and none is left: nothing reached the client.
@@ -209,13 +211,14 @@ export function createRouteCalls(deps: {
   }
 
   /** A call through a route: its usable targets by the route's strategy, each target's model map and path. */
-  async function relayRoute(ctx: CallContext, body: Buffer, route: RouteRow, usable: Map<string, CacheEntry>): Promise<void> {
+  async relayRoute(ctx: CallContext, body: Buffer, route: RouteRow, usable: Map<string, CacheEntry>): Promise<void> {
+    const { clock, registry, metrics } = this.deps;
     const started = clock.now();
-    const targets = candidatesOf(route, usable, started);
+    const targets = this.candidatesOf(route, usable, started);
     if (!targets.length) throw noHealthyTarget(registry, route, started);
-    const requested = ctx.call.prepared?.requestedModel ?? '';
+    const requested = ctx.call.admitted.prepared?.requestedModel ?? '';
     const first = usable.get(targets[0]!.providerConnectionId)!.row!;
-    await attemptAll(ctx, {
+    await this.attemptAll(ctx, {
       targets,
       retryOn: new Set(route.retry_on),
       retry: route.retry,
@@ -245,11 +248,12 @@ export function createRouteCalls(deps: {
    * A call on a plain connection with a retry policy (docs/routes.md "Retries on a plain connection"): the
    * route's loop over one target, the connection itself, without a breaker.
    */
-  async function relayConnection(ctx: CallContext, body: Buffer, policy: ConnectionRetry): Promise<void> {
+  async relayConnection(ctx: CallContext, body: Buffer, policy: ConnectionRetry): Promise<void> {
     const { call } = ctx;
-    const model = call.prepared?.requestedModel ?? '';
+    const { metrics } = this.deps;
+    const model = call.admitted.prepared?.requestedModel ?? '';
     const connectionId = call.auth.connection_id!;
-    await attemptAll(ctx, {
+    await this.attemptAll(ctx, {
       targets: [{ providerConnectionId: connectionId, weight: 1, attempts: policy.attempts }],
       retryOn: new Set(policy.retryOn),
       retry: policy,
@@ -263,6 +267,4 @@ export function createRouteCalls(deps: {
       exhausted: () => new AppError('upstream_unavailable', 'The provider did not answer'),
     });
   }
-
-  return { relayRoute, relayConnection };
 }

@@ -35,7 +35,7 @@
  * stream-meter.ts; this meter frames SSE events (event-stream-meter.ts frames
  * AWS's binary ones).
  */
-import type { Inspector } from './inspectors.js';
+import type { Inspector } from '../protocols/inspectors.js';
 import { StreamMeter, type StreamBounds } from './stream-meter.js';
 
 const USAGE_NULL = /,\s*"usage"\s*:\s*null/;

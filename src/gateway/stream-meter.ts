@@ -5,7 +5,7 @@
  * `application/vnd.amazon.eventstream`) cuts the bytes into events, hands each event's JSON to
  * meterEvent, and forwards what it keeps. The counting rules are sse-meter.ts's comment.
  */
-import type { Inspector, PreparedCall, Usage } from './inspectors.js';
+import type { Inspector, PreparedCall, Usage } from '../protocols/inspectors.js';
 import type { StreamReader, StreamState } from '../protocols/protocol.js';
 
 /** Bytes of output text counted as one token by the estimate: about twice what a BPE token averages. */

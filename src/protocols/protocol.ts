@@ -21,8 +21,8 @@
  *   - the model a call names: `body.model` unless `routeModel` finds it in the path (an Azure
  *     deployment, a Gemini model, a Bedrock model id or ARN);
  *   - the input estimate: each endpoint's walk of the body (`input`), the inline images it finds by
- *     `inlineImage` at their token bound, and the body's bytes less those images' excess (the gateway's
- *     inspectors.ts, inputBoundOf: the one place the input bound is computed);
+ *     `inlineImage` at their token bound, and the body's bytes less those images' excess (inspectors.ts,
+ *     inputBoundOf: the one place the input bound is computed);
  *   - usage: `usageOf` (a JSON answer's usage object, found at `answerFields`, unless the endpoint reads
  *     its own) and each endpoint's stream reader (an SSE stream's events: usage, output text, the end of a
  *     stream cut at its output bound; an event-stream's too, `streamFraming`); `modelList`, where its model

@@ -8,7 +8,7 @@ import { SignatureV4 } from '@smithy/signature-v4';
 import { describe, expect, it } from 'vitest';
 import { bedrockAuthHeaders, bedrockPreviewSource, parseBedrockSecret } from '../../src/protocols/bedrock-secret.js';
 import { EventStreamMeter } from '../../src/gateway/event-stream-meter.js';
-import { inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
+import { inspectorFor, prepareCall, usageFromJson } from '../../src/protocols/inspectors.js';
 import { checkSlashesFor, parseGatewayUrl } from '../../src/gateway/path-safety.js';
 import { FOREIGN, FOREIGN_FACTOR, InputTally, o200kTokens } from '../../src/protocols/input-estimate.js';
 import { ANTHROPIC_TOOLS_TOKENS } from '../../src/protocols/anthropic.js';

@@ -10,7 +10,7 @@ import type { Knex } from 'knex';
 import { expect } from 'vitest';
 import { createQuotaRepo } from '../../src/domain/quota/quota-repo.js';
 import { createQuotaService } from '../../src/domain/quota/quota-service.js';
-import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
+import { inspectorFor, prepareCall } from '../../src/protocols/inspectors.js';
 import { contractFetch } from '../support/contract.js';
 import { getInvocation, listInvocations } from '../support/sdk.js';
 import type { TestApp } from '../support/test-app.js';

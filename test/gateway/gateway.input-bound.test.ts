@@ -8,7 +8,7 @@ import { encodeChat } from 'gpt-tokenizer/encoding/o200k_base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { englishPrompt } from '../fixtures/input-corpus.js';
-import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
+import { inspectorFor, prepareCall } from '../../src/protocols/inspectors.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { anthropicFor, createTenant, invocationByRequestId, openAiFor, periodOf, type Tenant } from './gateway-support.js';

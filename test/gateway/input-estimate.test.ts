@@ -19,7 +19,7 @@ import {
 import { ANTHROPIC_TOOLS_TOKENS } from '../../src/protocols/anthropic.js';
 import { geminiInput } from '../../src/protocols/gemini.js';
 import { openAiRule } from '../../src/protocols/openai.js';
-import { inspectorFor, prepareCall } from '../../src/gateway/inspectors.js';
+import { inspectorFor, prepareCall } from '../../src/protocols/inspectors.js';
 import { corpus } from '../fixtures/input-corpus.js';
 import { prng } from '../support/prng.js';
 

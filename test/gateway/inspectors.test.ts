@@ -7,7 +7,7 @@ import {
   inspectorFor,
   prepareCall,
   usageFromJson,
-} from '../../src/gateway/inspectors.js';
+} from '../../src/protocols/inspectors.js';
 import { BASE_TOKENS, STRUCTURE_TOKENS } from '../../src/protocols/input-estimate.js';
 import { SseMeter } from '../../src/gateway/sse-meter.js';
 import { parseGatewayUrl } from '../../src/gateway/path-safety.js';

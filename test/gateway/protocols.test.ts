@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { upstreamSearch } from '../../src/gateway/client-request.js';
 import { upstreamHeaders } from '../../src/gateway/headers.js';
-import { filterModelList, freeEndpointFor, inspectorFor, prepareCall, usageFromJson } from '../../src/gateway/inspectors.js';
+import { filterModelList, freeEndpointFor, inspectorFor, prepareCall, usageFromJson } from '../../src/protocols/inspectors.js';
 import { SseMeter } from '../../src/gateway/sse-meter.js';
 import { CALLER_KEY_HEADERS, foreignProtocolOf, protocolOf } from '../../src/protocols/index.js';
 import { FOREIGN } from '../../src/protocols/input-estimate.js';

@@ -23,11 +23,11 @@
  * a metered call and take no quota.
  */
 import { AppError } from '../errors.js';
-import { type ProtocolProfile, protocolOf } from '../protocols/index.js';
-import { INLINE_IMAGE_TOKEN_BOUND, InputTally } from '../protocols/input-estimate.js';
-import type { FreeEndpoint, Inspector, OutputCapRule, PreparedCall, ProtocolTable, Usage } from '../protocols/protocol.js';
+import { type ProtocolProfile, protocolOf } from './index.js';
+import { INLINE_IMAGE_TOKEN_BOUND, InputTally } from './input-estimate.js';
+import type { FreeEndpoint, Inspector, OutputCapRule, PreparedCall, ProtocolTable, Usage } from './protocol.js';
 
-export type { FreeEndpoint, Inspector, PreparedCall, Usage } from '../protocols/protocol.js';
+export type { FreeEndpoint, Inspector, PreparedCall, Usage } from './protocol.js';
 
 /** The inspector for a call of a connection of `profile` (`route`: its path as an upstream may route it), or undefined when the endpoint is not metered. */
 export function inspectorFor(profile: ProtocolProfile, method: string, route: string): Inspector | undefined {
