@@ -6,7 +6,7 @@
  * meterEvent, and forwards what it keeps. The counting rules are sse-meter.ts's comment.
  */
 import type { Inspector, PreparedCall, Usage } from '../protocols/inspectors.js';
-import type { StreamReader, StreamState } from '../protocols/protocol.js';
+import type { StreamReader, StreamState } from '../protocols/stream.js';
 
 /** Bytes of output text counted as one token by the estimate: about twice what a BPE token averages. */
 const BYTES_PER_TOKEN = 8;

@@ -1,18 +1,8 @@
 /** Anthropic's Messages API (and its token counting, free); the key as `x-api-key`. */
 import { fields, FOREIGN, walkBody, type InputTally } from './input-estimate.js';
-import {
-  big,
-  bigOrAbsent,
-  bytesOf,
-  defineProtocol,
-  type Protocol,
-  modelRoutes,
-  sseEvent,
-  type StreamCut,
-  type StreamReader,
-  type StreamState,
-  type Usage,
-} from './protocol.js';
+import { bytesOf, defineProtocol, type Protocol, modelRoutes } from './protocol.js';
+import { big, bigOrAbsent, type Usage } from './usage.js';
+import { sseEvent, type StreamCut, type StreamReader, type StreamState } from './stream.js';
 
 type Json = Record<string, any>;
 

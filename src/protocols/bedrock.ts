@@ -17,18 +17,9 @@ import { AppError, type ErrorBody } from '../errors.js';
 import { ANTHROPIC_TOOLS_TOKENS } from './anthropic.js';
 import { fields, FOREIGN, walkBody, type InputRule, type InputTally } from './input-estimate.js';
 import { eventFrame } from './event-stream.js';
-import {
-  big,
-  bigOrAbsent,
-  bytesOf,
-  defineProtocol,
-  type Protocol,
-  type SignedRequest,
-  type StreamCut,
-  type StreamReader,
-  type StreamState,
-  type Usage,
-} from './protocol.js';
+import { bytesOf, defineProtocol, type Protocol, type SignedRequest } from './protocol.js';
+import { big, bigOrAbsent, type Usage } from './usage.js';
+import type { StreamCut, StreamReader, StreamState } from './stream.js';
 
 type Json = Record<string, any>;
 

@@ -19,17 +19,9 @@
  */
 import { fields, FOREIGN, walkBody, type InputRule, type InputTally } from './input-estimate.js';
 import { AppError } from '../errors.js';
-import {
-  big,
-  bigOrAbsent,
-  bytesOf,
-  defineProtocol,
-  type Protocol,
-  type StreamCut,
-  type StreamReader,
-  type StreamState,
-  type Usage,
-} from './protocol.js';
+import { bytesOf, defineProtocol, type Protocol } from './protocol.js';
+import { big, bigOrAbsent, type Usage } from './usage.js';
+import type { StreamCut, StreamReader, StreamState } from './stream.js';
 
 type Json = Record<string, any>;
 

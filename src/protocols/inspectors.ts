@@ -25,9 +25,11 @@
 import { AppError } from '../errors.js';
 import { type ProtocolProfile, protocolOf } from './index.js';
 import { INLINE_IMAGE_TOKEN_BOUND, InputTally } from './input-estimate.js';
-import type { FreeEndpoint, Inspector, OutputCapRule, PreparedCall, ProtocolTable, Usage } from './protocol.js';
+import type { FreeEndpoint, Inspector, OutputCapRule, PreparedCall, ProtocolTable } from './protocol.js';
+import type { Usage } from './usage.js';
 
-export type { FreeEndpoint, Inspector, PreparedCall, Usage } from './protocol.js';
+export type { FreeEndpoint, Inspector, PreparedCall } from './protocol.js';
+export type { Usage } from './usage.js';
 
 /** The inspector for a call of a connection of `profile` (`route`: its path as an upstream may route it), or undefined when the endpoint is not metered. */
 export function inspectorFor(profile: ProtocolProfile, method: string, route: string): Inspector | undefined {

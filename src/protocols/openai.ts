@@ -4,22 +4,9 @@
  * azure-openai.ts shares): its output caps, its input walk (OPENAI_FIELDS: the fields that carry input, and
  * the parameters), its stream reader, and for the Responses API the stored response a call continues.
  */
-import {
-  big,
-  bigOrAbsent,
-  bytesOf,
-  defineProtocol,
-  isImageDataUrl,
-  modelRoutes,
-  sseEvent,
-  type Continuation,
-  type EndpointSpec,
-  type Protocol,
-  type StreamCut,
-  type StreamReader,
-  type StreamState,
-  type Usage,
-} from './protocol.js';
+import { bytesOf, defineProtocol, isImageDataUrl, modelRoutes, type Continuation, type EndpointSpec, type Protocol } from './protocol.js';
+import { big, bigOrAbsent, type Usage } from './usage.js';
+import { sseEvent, type StreamCut, type StreamReader, type StreamState } from './stream.js';
 import { FOREIGN, fields, O200K, walkBody, type Fields, type InputRule, type InputTally } from './input-estimate.js';
 
 /** Responses API output items tracked for the answer of a cut stream (output_index beyond it is not kept). */

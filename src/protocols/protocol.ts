@@ -46,20 +46,10 @@
 import type { ErrorBody } from '../errors.js';
 import type { ProtocolProfile } from './index.js';
 import type { InputRule, InputTally } from './input-estimate.js';
+import type { StreamReader } from './stream.js';
+import type { Usage } from './usage.js';
 
 type Json = Record<string, any>;
-
-export interface Usage {
-  /** All input tokens, cached ones and those written to the cache included. */
-  inputTokens: bigint;
-  cachedInputTokens: bigint;
-  /** All output tokens, reasoning ones included. */
-  outputTokens: bigint;
-  /** Of the input, the tokens written to the provider's prompt cache; null or absent: the answer did not say. */
-  cacheWriteTokens?: bigint | null;
-  /** Of the output, the reasoning (thinking) tokens; null or absent: the answer did not say. */
-  reasoningTokens?: bigint | null;
-}
 
 /** What a plan says of output caps: its maxOutputTokens, and whether a request above it is clamped (else refused). */
 export interface OutputCapRule {
@@ -309,50 +299,6 @@ export interface ProtocolTable<E extends string = string> {
   signRequest?(secret: string, request: SignedRequest): Promise<void>;
 }
 
-/** What a stream's meter (sse-meter.ts) knows of it: its reader fills it in as the events come. */
-export interface StreamState {
-  usage: Usage | null;
-  model: string | null;
-  /** A Responses API stream's response id. */
-  responseId: string | null;
-  /** The upstream's final usage report was read. */
-  complete: boolean;
-}
-
-/** What the end of a cut stream reports. */
-export interface StreamCut {
-  /** Its output bound. */
-  outputTokens: number;
-  /** The input as reported so far, else its bound; the cached part of it. */
-  inputTokens: number;
-  cachedTokens: number;
-  /** The client asked for usage in the stream (the gateway did not add it). */
-  usageAsked: boolean;
-}
-
-/** A protocol's reading of one metered stream, event by event (each event's data, parsed). */
-export interface StreamReader {
-  /** What the event says of the usage, the model and the response id, into `state`. */
-  read(event: Json, state: StreamState): void;
-  /**
-   * The output text the event carries, in bytes (text, reasoning, refusals, tool input): 0 for an event that
-   * carries none (a stream's start, a block's start, a ping, a usage report).
-   */
-  text(event: Json): number;
-  /**
-   * Whether an event without output text carries other output (an audio or image delta): one token for a stream
-   * that ends short (stream-meter.ts, outputEstimate). None: only text is output.
-   */
-  otherOutput?(event: Json): boolean;
-  /** The event goes on to the client: what a cut stream's end is made of is kept. */
-  forwarded(event: Json): void;
-  /**
-   * The events that end a cut stream, as the protocol ends an answer that reached its cap: SSE text, or the
-   * binary frames of an event-stream protocol (streamFraming).
-   */
-  ending(state: StreamState, cut: StreamCut): string | Buffer;
-}
-
 export interface Protocol extends ProtocolTable {
   /** The inspector of a call's method and route (its path as an upstream may route it); undefined when not metered. */
   inspectorFor(method: string, route: string): Inspector | undefined;
@@ -436,25 +382,8 @@ export function defineProtocol<E extends string>(table: ProtocolTable<E>): Proto
   return protocol;
 }
 
-/**
- * A token count an upstream reported; an absurd one is clamped so its records still fit the database's int8
- * columns (0 for anything that is not a count).
- */
-export function big(value: unknown): bigint {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return 0n;
-  return BigInt(Math.trunc(Math.min(value, Number.MAX_SAFE_INTEGER)));
-}
-
-/** A token count the answer may leave out: undefined when it does. */
-export function bigOrAbsent(value: unknown): bigint | undefined {
-  return typeof value === 'number' ? big(value) : undefined;
-}
-
 /** A string's length in UTF-8 bytes (0 for anything else). */
 export const bytesOf = (value: unknown): number => (typeof value === 'string' ? Buffer.byteLength(value) : 0);
-
-/** An SSE event of `type` with its data (`type` repeated in it, as the protocols that name their events do). */
-export const sseEvent = (type: string, data: Json) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
 
 export const isImageDataUrl = (value: unknown): value is string =>
   typeof value === 'string' && value.startsWith('data:image/') && value.includes(';base64,');

@@ -60,6 +60,70 @@ describe("a call's bound and charge", () => {
   });
 });
 
+describe('the kinds beyond text', () => {
+  const plain = m(1_000_000n, 250_000n, 4_000_000n);
+
+  it('charges audio and image tokens as input and output tokens when the strategy gives them no multiplier', () => {
+    const used = { inputTokens: 1000n, cachedInputTokens: 0n, outputTokens: 500n, audioInputTokens: 800n, imageOutputTokens: 500n };
+    expect(chargeUnits(used, plain)).toBe(chargeUnits({ inputTokens: 1000n, cachedInputTokens: 0n, outputTokens: 500n }, plain));
+  });
+
+  it('charges each kind at its own multiplier where the strategy gives one', () => {
+    const strategy = {
+      ...plain,
+      audioInputMultiplierPpm: 10_000_000n,
+      audioOutputMultiplierPpm: 20_000_000n,
+      imageInputMultiplierPpm: 5_000_000n,
+      imageOutputMultiplierPpm: 40_000_000n,
+    };
+    // text in 100 x 1 + audio in 800 x 10 + image in 100 x 5 + text out 50 x 4 + audio out 10 x 20 + image out 40 x 40.
+    const used = {
+      inputTokens: 1000n,
+      cachedInputTokens: 0n,
+      outputTokens: 100n,
+      audioInputTokens: 800n,
+      imageInputTokens: 100n,
+      audioOutputTokens: 10n,
+      imageOutputTokens: 40n,
+    };
+    expect(chargeUnits(used, strategy)).toBe(100n + 8000n + 500n + 200n + 200n + 1600n);
+  });
+
+  it('charges images per image, by tier where the tier has its own multiplier, else at the default of 4,160 output tokens', () => {
+    const tiers = { ...plain, imageMultiplierPpm: 40_000_000n, imageTierMultipliersPpm: { 'hd/1024x1792': 120_000_000n } };
+    const images = (count: bigint, imageTier: string) => ({
+      inputTokens: 0n,
+      cachedInputTokens: 0n,
+      outputTokens: 0n,
+      images: count,
+      imageTier,
+    });
+    expect(chargeUnits(images(3n, 'standard/1024x1024'), tiers)).toBe(120n);
+    expect(chargeUnits(images(3n, 'hd/1024x1792'), tiers)).toBe(360n);
+    expect(chargeUnits(images(1n, 'standard/1024x1024'), plain)).toBe(4_160n * 4n);
+  });
+
+  it('charges seconds from milliseconds, rounded up once, and characters, each at a default where none is given', () => {
+    const audio = (audioMs: bigint) => ({ inputTokens: 0n, cachedInputTokens: 0n, outputTokens: 0n, audioMs });
+    expect(chargeUnits(audio(3_200n), { ...plain, secondMultiplierPpm: 100_000n })).toBe(1n); // 0.32 units
+    expect(chargeUnits(audio(60_000n), { ...plain, secondMultiplierPpm: 100_000n })).toBe(6n);
+    expect(chargeUnits(audio(1_000n), plain)).toBe(20n); // 20 input tokens a second
+    expect(chargeUnits({ inputTokens: 0n, cachedInputTokens: 0n, outputTokens: 0n, characters: 1_000n }, plain)).toBe(1_000n);
+    expect(
+      chargeUnits(
+        { inputTokens: 0n, cachedInputTokens: 0n, outputTokens: 0n, characters: 1_000n },
+        { ...plain, characterMultiplierPpm: 15n },
+      ),
+    ).toBe(1n);
+  });
+
+  it("bounds a call's kinds at their dearer input rate, as it bounds text", () => {
+    const strategy = { ...plain, cachedInputMultiplierPpm: 2_000_000n };
+    expect(boundUnits(100n, 10n, strategy, { audioInputTokens: 100n })).toBe(boundUnits(100n, 10n, strategy));
+    expect(boundUnits(0n, 0n, strategy, { images: 2n, imageTier: 'hd/1024x1024' })).toBe(2n * 4_160n * 4n);
+  });
+});
+
 describe('addInterval', () => {
   it.each([
     ['2026-01-15T10:00:00.000Z', 'MONTH', '2026-02-15T10:00:00.000Z'],

@@ -3,6 +3,8 @@
  * it, its charge after it), period lengths and the plan-change proration.
  * bigint throughout; no I/O.
  */
+import type { Usage } from '../../protocols/usage.js';
+
 const PPM = 1_000_000n;
 export const INT64_MAX = 9_223_372_036_854_775_807n;
 /**
@@ -11,56 +13,123 @@ export const INT64_MAX = 9_223_372_036_854_775_807n;
  */
 export const MAX_CALL_UNITS = 2n ** 58n;
 
-export interface TokenCounts {
-  /** Uncached input tokens. */
-  inputTokens: bigint;
-  cachedInputTokens: bigint;
-  outputTokens: bigint;
-}
-
+/** A strategy's (or a model rule's) multipliers: parts per million of a unit per token, image, second or character. */
 export interface Multipliers {
   inputMultiplierPpm: bigint;
   cachedInputMultiplierPpm: bigint;
   outputMultiplierPpm: bigint;
+  // The kinds beyond text (docs/pricing.md, "Kinds"); absent or null, the default of each (KIND_DEFAULTS).
+  audioInputMultiplierPpm?: bigint | null;
+  audioOutputMultiplierPpm?: bigint | null;
+  imageInputMultiplierPpm?: bigint | null;
+  imageOutputMultiplierPpm?: bigint | null;
+  /** Per image made; an image of a tier listed in imageTierMultipliersPpm (`hd/1024x1792`) takes that tier's. */
+  imageMultiplierPpm?: bigint | null;
+  imageTierMultipliersPpm?: Readonly<Record<string, bigint>> | null;
+  /** Per second of audio. */
+  secondMultiplierPpm?: bigint | null;
+  /** Per character of text. */
+  characterMultiplierPpm?: bigint | null;
 }
 
-/** ceil((input*in + cached*cached + output*out) / 1e6). */
-export function computeUnits(tokens: TokenCounts, strategy: Multipliers): bigint {
-  const { inputTokens, cachedInputTokens, outputTokens } = tokens;
+/**
+ * What a kind without a multiplier of its own counts as, so that no kind is ever free for want of one, and none is
+ * ever refused: audio and image tokens as input or output tokens (so a strategy written before the kinds charges
+ * text exactly what it did); an image as IMAGE_OUTPUT_TOKENS output tokens (what gpt-image-1 makes of a
+ * high-quality 1024x1024 image); a second of audio as SECOND_INPUT_TOKENS input tokens (OpenAI's audio models read
+ * about 10-17 a second); a character as one input token.
+ */
+const KIND_DEFAULTS = { IMAGE_OUTPUT_TOKENS: 4_160n, SECOND_INPUT_TOKENS: 20n, CHARACTER_INPUT_TOKENS: 1n } as const;
+
+/** The multiplier of each kind, its default applied. */
+function kindRates(m: Multipliers, tier: string | null | undefined) {
+  const image = (tier ? m.imageTierMultipliersPpm?.[tier] : undefined) ?? m.imageMultiplierPpm;
+  return {
+    audioIn: m.audioInputMultiplierPpm ?? m.inputMultiplierPpm,
+    audioOut: m.audioOutputMultiplierPpm ?? m.outputMultiplierPpm,
+    imageIn: m.imageInputMultiplierPpm ?? m.inputMultiplierPpm,
+    imageOut: m.imageOutputMultiplierPpm ?? m.outputMultiplierPpm,
+    image: image ?? KIND_DEFAULTS.IMAGE_OUTPUT_TOKENS * m.outputMultiplierPpm,
+    second: m.secondMultiplierPpm ?? KIND_DEFAULTS.SECOND_INPUT_TOKENS * m.inputMultiplierPpm,
+    character: m.characterMultiplierPpm ?? KIND_DEFAULTS.CHARACTER_INPUT_TOKENS * m.inputMultiplierPpm,
+  };
+}
+
+const part = (value: bigint | null | undefined): bigint => {
+  if (value === null || value === undefined) return 0n;
+  if (value < 0n) throw new RangeError('counts must be non-negative');
+  return value;
+};
+const less = (total: bigint, ...parts: bigint[]): bigint => {
+  const rest = parts.reduce((left, p) => left - p, total);
+  return rest > 0n ? rest : 0n;
+};
+
+/**
+ * Units of what was counted: ceil(sum of each kind times its multiplier / 1e6), the seconds from milliseconds. Text
+ * input is the input less its cached, audio and image parts; text output the output less its audio and image parts.
+ * Without the kinds beyond text, ceil((input*in + cached*cached + output*out) / 1e6), as ever.
+ */
+export function computeUnits(counted: Usage, strategy: Multipliers): bigint {
+  const { inputTokens, cachedInputTokens, outputTokens } = counted;
   if (inputTokens < 0n || cachedInputTokens < 0n || outputTokens < 0n) throw new RangeError('token counts must be non-negative');
-  const scaled =
-    inputTokens * strategy.inputMultiplierPpm +
+  const audioIn = part(counted.audioInputTokens);
+  const audioOut = part(counted.audioOutputTokens);
+  const imageIn = part(counted.imageInputTokens);
+  const imageOut = part(counted.imageOutputTokens);
+  const rates = kindRates(strategy, counted.imageTier);
+  const perMillion =
+    less(inputTokens, audioIn, imageIn) * strategy.inputMultiplierPpm +
     cachedInputTokens * strategy.cachedInputMultiplierPpm +
-    outputTokens * strategy.outputMultiplierPpm;
-  return (scaled + PPM - 1n) / PPM;
+    less(outputTokens, audioOut, imageOut) * strategy.outputMultiplierPpm +
+    audioIn * rates.audioIn +
+    audioOut * rates.audioOut +
+    imageIn * rates.imageIn +
+    imageOut * rates.imageOut +
+    part(counted.images) * rates.image +
+    part(counted.characters) * rates.character;
+  const ms = part(counted.audioMs);
+  if (ms === 0n) return (perMillion + PPM - 1n) / PPM;
+  const perBillion = perMillion * 1000n + ms * rates.second;
+  return (perBillion + PPM * 1000n - 1n) / (PPM * 1000n);
 }
 
 /**
  * A call's bound, before it is made: every input token it may send at the dearer of the input and
  * cached-input prices (the provider decides what it finds cached), and every output token it may get.
+ * `kinds`: the bound of the kinds beyond text its endpoint may use (images, seconds, characters, audio and image
+ * tokens as parts of the token bounds).
  */
-export function boundUnits(inputTokens: bigint, outputTokens: bigint, strategy: Multipliers): bigint {
+export function boundUnits(
+  inputTokens: bigint,
+  outputTokens: bigint,
+  strategy: Multipliers,
+  kinds?: Omit<Usage, 'inputTokens' | 'cachedInputTokens' | 'outputTokens'>,
+): bigint {
   const { inputMultiplierPpm: input, cachedInputMultiplierPpm: cached } = strategy;
+  const dearer = input > cached ? input : cached;
   return computeUnits(
-    { inputTokens, cachedInputTokens: 0n, outputTokens },
+    { ...kinds, inputTokens, cachedInputTokens: 0n, outputTokens },
     {
-      inputMultiplierPpm: input > cached ? input : cached,
+      ...strategy,
+      inputMultiplierPpm: dearer,
       cachedInputMultiplierPpm: 0n,
-      outputMultiplierPpm: strategy.outputMultiplierPpm,
+      // Audio and image input may be found cached too: the dearer rate of their own and the cached one.
+      audioInputMultiplierPpm: max(strategy.audioInputMultiplierPpm ?? input, cached),
+      imageInputMultiplierPpm: max(strategy.imageInputMultiplierPpm ?? input, cached),
     },
   );
 }
+
+const max = (a: bigint, b: bigint) => (a > b ? a : b);
 
 /**
  * A call's charge for what it used (`inputTokens` counts the cached ones too; an upstream reporting
  * more cached tokens than input tokens in all is taken at its cached figure), at most MAX_CALL_UNITS.
  */
-export function chargeUnits(used: { inputTokens: bigint; cachedInputTokens: bigint; outputTokens: bigint }, strategy: Multipliers): bigint {
+export function chargeUnits(used: Usage, strategy: Multipliers): bigint {
   const uncached = used.inputTokens > used.cachedInputTokens ? used.inputTokens - used.cachedInputTokens : 0n;
-  const units = computeUnits(
-    { inputTokens: uncached, cachedInputTokens: used.cachedInputTokens, outputTokens: used.outputTokens },
-    strategy,
-  );
+  const units = computeUnits({ ...used, inputTokens: uncached }, strategy);
   return units > MAX_CALL_UNITS ? MAX_CALL_UNITS : units;
 }
 

@@ -1,0 +1,55 @@
+/**
+ * A metered stream as a protocol reads it, event by event: what its reader fills in (StreamState), what the end of
+ * a stream cut at its output bound reports (StreamCut), and the reader itself (StreamReader). The gateway's stream
+ * meters (sse-meter.ts, event-stream-meter.ts) feed each event's parsed data to the protocol's reader.
+ */
+import type { Usage } from './usage.js';
+
+type Json = Record<string, any>;
+
+/** What a stream's meter (sse-meter.ts) knows of it: its reader fills it in as the events come. */
+export interface StreamState {
+  usage: Usage | null;
+  model: string | null;
+  /** A Responses API stream's response id. */
+  responseId: string | null;
+  /** The upstream's final usage report was read. */
+  complete: boolean;
+}
+
+/** What the end of a cut stream reports. */
+export interface StreamCut {
+  /** Its output bound. */
+  outputTokens: number;
+  /** The input as reported so far, else its bound; the cached part of it. */
+  inputTokens: number;
+  cachedTokens: number;
+  /** The client asked for usage in the stream (the gateway did not add it). */
+  usageAsked: boolean;
+}
+
+/** A protocol's reading of one metered stream, event by event (each event's data, parsed). */
+export interface StreamReader {
+  /** What the event says of the usage, the model and the response id, into `state`. */
+  read(event: Json, state: StreamState): void;
+  /**
+   * The output text the event carries, in bytes (text, reasoning, refusals, tool input): 0 for an event that
+   * carries none (a stream's start, a block's start, a ping, a usage report).
+   */
+  text(event: Json): number;
+  /**
+   * Whether an event without output text carries other output (an audio or image delta): one token for a stream
+   * that ends short (stream-meter.ts, outputEstimate). None: only text is output.
+   */
+  otherOutput?(event: Json): boolean;
+  /** The event goes on to the client: what a cut stream's end is made of is kept. */
+  forwarded(event: Json): void;
+  /**
+   * The events that end a cut stream, as the protocol ends an answer that reached its cap: SSE text, or the
+   * binary frames of an event-stream protocol (streamFraming).
+   */
+  ending(state: StreamState, cut: StreamCut): string | Buffer;
+}
+
+/** An SSE event of `type` with its data (`type` repeated in it, as the protocols that name their events do). */
+export const sseEvent = (type: string, data: Json) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
