@@ -90,7 +90,6 @@ describe.runIf(usesPostgres)('the release, started as the image starts it', () =
     release = mkdtempSync(join(tmpdir(), 'nexus-release-'));
     // As the image's build stage runs it (the test's checkout has run npm ci already).
     await promisify(execFile)('sh', ['scripts/release.sh', release], { cwd: projectRoot, maxBuffer: 16 * 2 ** 20 });
-    port = await freePort();
   }, 180_000);
 
   afterAll(async () => {
@@ -140,6 +139,7 @@ describe.runIf(usesPostgres)('the release, started as the image starts it', () =
   });
 
   it('is healthy once ready, answers, records its migrations by their source names, and stops on SIGTERM with 0', async () => {
+    port = await freePort();
     // Nothing listens yet: the HEALTHCHECK fails.
     expect(runHealthcheck(containerEnv()).status).toBe(1);
 
@@ -185,6 +185,7 @@ describe.runIf(usesPostgres)('the release, started as the image starts it', () =
     await new Promise<void>((r) => blackhole.listen(0, '127.0.0.1', r));
     const silent = new URL(databaseUrl);
     silent.port = String((blackhole.address() as AddressInfo).port);
+    port = await freePort();
     const server = startRelease(containerEnv({ DATABASE_URL: silent.toString() }));
     try {
       for (let i = 0; i < 300 && held.size === 0; i++) await new Promise((r) => setTimeout(r, 100));
@@ -242,6 +243,12 @@ async function waitUntilReady(server: { output(): string; exited: Promise<number
   void server.exited.then(() => (exited = true));
   for (let i = 0; i < 600; i++) {
     if (exited) throw new Error(`the release exited before it was ready:\n${server.output()}`);
+    // Its own listening line first: a free port found earlier may have been taken since by another file's process,
+    // whose /readyz would answer for it.
+    if (!server.output().includes('"msg":"listening"')) {
+      await new Promise((r) => setTimeout(r, 100));
+      continue;
+    }
     const status = await fetch(`http://127.0.0.1:${port}/readyz`).then(
       (res) => res.status,
       () => 0,
