@@ -62,6 +62,7 @@ const e2e = [
   'test/console/console.browser.test.ts',
   'test/console/console.investigate.browser.test.ts',
   'test/console/console.features.browser.test.ts',
+  'test/console/console.passthrough.browser.test.ts',
   'test/console/docs-page.browser.test.ts',
   'test/gateway/changes-take-effect.test.ts',
   'test/gateway/gateway.pglite.test.ts',
