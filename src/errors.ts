@@ -154,6 +154,8 @@ export interface ErrorExtras {
   current_status?: string;
   /** Seconds until retrying can succeed, when this refusal knows them (a rate limit's window): the Retry-After header. */
   retry_after?: number;
+  /** With 409 unmetered_endpoint: the path's passthrough class (src/protocols/passthrough.ts). */
+  passthrough_class?: string;
   [key: string]: unknown;
 }
 
@@ -181,11 +183,13 @@ export interface ErrorBody {
     request_id?: string;
     reset_at?: string;
     current_status?: string;
+    /** With 409 unmetered_endpoint: the path's passthrough class. */
+    passthrough_class?: string;
   };
 }
 
 export function errorBody(err: AppError, requestId: string | undefined): ErrorBody {
-  const { param, reset_at, current_status } = err.extras;
+  const { param, reset_at, current_status, passthrough_class } = err.extras;
   return {
     error: {
       message: err.message,
@@ -195,6 +199,7 @@ export function errorBody(err: AppError, requestId: string | undefined): ErrorBo
       ...(requestId ? { request_id: requestId } : {}),
       ...(reset_at ? { reset_at } : {}),
       ...(current_status ? { current_status } : {}),
+      ...(passthrough_class ? { passthrough_class } : {}),
     },
   };
 }

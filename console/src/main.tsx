@@ -24,6 +24,7 @@ import { RoutesPage } from './pages/routes.js';
 import { PricesPage } from './pages/prices.js';
 import { BudgetPage } from './pages/budget.js';
 import { WebhooksPage } from './pages/webhooks.js';
+import { SettingsPage } from './pages/settings.js';
 
 const PAGES: { path: string; title: string; component: (props: PageProps) => preact.JSX.Element }[] = [
   { path: 'connections', title: 'Provider connections', component: ConnectionsPage },
@@ -38,6 +39,7 @@ const PAGES: { path: string; title: string; component: (props: PageProps) => pre
   { path: 'billing', title: 'Billing', component: BillingPage },
   { path: 'webhooks', title: 'Webhooks', component: WebhooksPage },
   { path: 'audit', title: 'Audit log', component: AuditPage },
+  { path: 'settings', title: 'Workspace settings', component: SettingsPage },
 ];
 
 /** The route in the URL's hash, and what follows it after `?` (a page's own state, `…/invocations?status=FAILED`). */

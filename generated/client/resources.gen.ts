@@ -58,7 +58,8 @@ export class WorkspacesResource extends NexusResource {
   /**
    * Update a workspace
    *
-   * An archived workspace is read-only (409 `workspace_archived`).
+   * An archived workspace is read-only (409 `workspace_archived`). A change of `passthroughClasses` or
+   * `allowUnmeteredPassthrough` applies to the next gateway call on every gateway process.
    *
    * `PATCH /admin/v1/workspaces/{workspaceId}` (`updateWorkspace` in the function API)
    */
@@ -275,11 +276,29 @@ export class RoutesResource extends NexusResource {
 }
 
 /**
- * Plans: list, create, get, update, publish, createQuotaStrategy, listStrategies, getStrategy, publishStrategy, listStrategyBindings, bindStrategy, closeStrategyBinding, setRateLimits.
+ * Plans: setPassthroughClasses, list, create, get, update, publish, createQuotaStrategy, listStrategies, getStrategy, publishStrategy, listStrategyBindings, bindStrategy, closeStrategyBinding, setRateLimits.
  *
  * Plans, versioned quota strategies and their bindings.
  */
 export class PlansResource extends NexusResource {
+  /**
+   * Replace a plan's passthrough classes
+   *
+   * Replaces the classes of unmetered gateway paths the plan's users may call (`[]` removes them all), whatever
+   * the plan's status: like its rate limits, and unlike what the plan sells (its quota strategy, its billing
+   * interval), they are operational, so a class found abused can be closed on a live plan at once, and one opened
+   * for its users without moving them to another plan. A call's class passes when the plan or the workspace lets
+   * it through. The change is audited (`plan.passthrough_classes_changed`, with the classes before and after) and
+   * applies to the next call of every access on the plan, on every gateway process. A class that is not a
+   * PassthroughClass, or one listed twice, is refused with 400 and changes nothing. An archived workspace answers
+   * 409 `workspace_archived`.
+   *
+   * `PUT /admin/v1/plans/{planId}/passthrough-classes` (`setPlanPassthroughClasses` in the function API)
+   */
+  setPassthroughClasses(planId: string, body: Params<NonNullable<types.SetPlanPassthroughClassesData['body']>>, options?: RequestOptions): NexusPromise<types.SetPlanPassthroughClassesResponses[keyof types.SetPlanPassthroughClassesResponses]> {
+    return this._core._call<types.SetPlanPassthroughClassesResponses[keyof types.SetPlanPassthroughClassesResponses]>(sdk.setPlanPassthroughClasses, { path: { planId }, body }, options);
+  }
+
   /**
    * List plans
    *
@@ -1147,7 +1166,8 @@ export class GatewayResource extends NexusResource {
    * has `allowedModels`, the list's `data[]` holds only the allowed models and a model outside it
    * is refused with 403 `model_not_allowed`. `GET v1/me` is answered by Nexus itself, as `getMe`,
    * for a key of the connection's workspace. Another endpoint without a usage inspector is refused
-   * with 409 `unmetered_endpoint` unless the workspace allows unmetered passthrough. The model
+   * with 409 `unmetered_endpoint` (naming its PassthroughClass) unless the workspace or the access's
+   * plan lets its class through (`passthroughClasses`). The model
    * lists of `azure-openai` are `openai/models` and `openai/v1/models`.
    *
    * `GET /providers/{providerConnectionId}/{providerPath}` (`proxyProviderGet` in the function API)
@@ -1159,7 +1179,7 @@ export class GatewayResource extends NexusResource {
   /**
    * Proxy a PUT to the provider
    *
-   * Forwarded like a POST; without a usage inspector it needs unmetered passthrough (else 409).
+   * Forwarded like a POST; without a usage inspector it needs its PassthroughClass let through (else 409).
    *
    * `PUT /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPut` in the function API)
    */
@@ -1204,7 +1224,7 @@ export class GatewayResource extends NexusResource {
   /**
    * Proxy a DELETE to the provider
    *
-   * Forwarded as is; without a usage inspector it needs unmetered passthrough (else 409).
+   * Forwarded as is; without a usage inspector it needs its PassthroughClass let through (else 409).
    *
    * `DELETE /providers/{providerConnectionId}/{providerPath}` (`proxyProviderDelete` in the function API)
    */
@@ -1215,7 +1235,7 @@ export class GatewayResource extends NexusResource {
   /**
    * Proxy a PATCH to the provider
    *
-   * Forwarded like a POST; without a usage inspector it needs unmetered passthrough (else 409).
+   * Forwarded like a POST; without a usage inspector it needs its PassthroughClass let through (else 409).
    *
    * `PATCH /providers/{providerConnectionId}/{providerPath}` (`proxyProviderPatch` in the function API)
    */

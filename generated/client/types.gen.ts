@@ -50,6 +50,10 @@ export type ErrorBody = {
          */
         current_status?: string;
         /**
+         * With 409 `unmetered_endpoint`, the passthrough class of the path, which neither the workspace nor the plan lets through.
+         */
+        passthrough_class?: PassthroughClass;
+        /**
          * Only on a gateway call to a `gemini` connection, Google's google.rpc status.
          */
         status?: 'INVALID_ARGUMENT' | 'UNAUTHENTICATED' | 'PERMISSION_DENIED' | 'NOT_FOUND' | 'FAILED_PRECONDITION' | 'RESOURCE_EXHAUSTED' | 'UNAVAILABLE' | 'INTERNAL' | 'UNKNOWN';
@@ -643,6 +647,46 @@ export type WorkspaceBudgetDto = {
     hardCrossed: boolean;
 };
 
+/**
+ * A class of the gateway paths a connection's protocol does not meter (docs/decisions.md "Passthrough classes"
+ * lists each protocol's paths by class). A call of a class the workspace or its plan lets through is forwarded
+ * uncharged to quota, on the connection's provider account, which every end user of the workspace shares (what
+ * one makes there, another can list, read or delete); it still counts against the plan's rate limits and the
+ * workspace's budget (402 `workspace_budget_exceeded`), and carries a per-call price where one is set. Any
+ * other is refused with 409 `unmetered_endpoint`, which names its class (`passthrough_class`). More classes
+ * may come in a minor version (`x-open-enum`), taking paths that were `other`.
+ * - `files`: files stored at the provider (OpenAI, Anthropic, Gemini).
+ * - `uploads`: uploads in parts (OpenAI).
+ * - `batches`: batch jobs (OpenAI's batches, Anthropic's message batches, Gemini's batches).
+ * - `fine_tuning`: fine-tuning jobs and tuned models (OpenAI, Gemini).
+ * - `assistants`: assistants, threads and their runs (OpenAI).
+ * - `vector_stores`: vector stores (OpenAI), file search stores and corpora (Gemini).
+ * - `containers`: code interpreter containers (OpenAI).
+ * - `evals`: evals and their runs (OpenAI).
+ * - `stored_responses`: stored responses, chat completions and conversations read, listed, changed or deleted (OpenAI).
+ * - `realtime_client_secrets`: Realtime sessions' ephemeral keys and WebRTC calls (OpenAI, Azure), whose sessions
+ * then talk to the provider directly: no quota, rate limit or record applies to them.
+ * - `videos`: video generation (OpenAI's videos, Gemini's Veo).
+ * - `images`: image generation a protocol does not meter (Gemini's Imagen).
+ * - `cached_contents`: context caches (Gemini).
+ * - `async_invoke`: asynchronous invocations (Bedrock).
+ * - `guardrails`: ApplyGuardrail (Bedrock).
+ * - `other`: any other path, model calls Nexus does not meter among them.
+ *
+ */
+export type PassthroughClass = 'files' | 'uploads' | 'batches' | 'fine_tuning' | 'assistants' | 'vector_stores' | 'containers' | 'evals' | 'stored_responses' | 'realtime_client_secrets' | 'videos' | 'images' | 'cached_contents' | 'async_invoke' | 'guardrails' | 'other';
+
+/**
+ * The classes of unmetered gateway paths let through, each once; kept in the order PassthroughClass lists them.
+ * A call's class passes when the workspace or the call's plan lists it.
+ *
+ */
+export type PassthroughClasses = Array<PassthroughClass>;
+
+export type PlanPassthroughClassesDto = {
+    passthroughClasses: PassthroughClasses;
+};
+
 export type PlanStatus = 'DRAFT' | 'ACTIVE' | 'ARCHIVED';
 
 export type BillingInterval = 'MONTH' | 'YEAR';
@@ -667,6 +711,12 @@ export type WorkspacePlanDto = {
      *
      */
     eventThresholds?: EventThresholds;
+    /**
+     * The classes of unmetered gateway paths the plan's users may call, beside those the workspace lets
+     * through. Changed on a plan of any status with `setPlanPassthroughClasses`.
+     *
+     */
+    passthroughClasses: PassthroughClasses;
 };
 
 /**
@@ -740,6 +790,10 @@ export type CreatePlanDto = {
      *
      */
     eventThresholds?: EventThresholds;
+    /**
+     * The classes of unmetered gateway paths the plan's users may call, beside the workspace's. Default none.
+     */
+    passthroughClasses?: PassthroughClasses;
 };
 
 /**
@@ -760,6 +814,10 @@ export type UpdateWorkspacePlanDto = {
      * Replaces the plan's thresholds; null removes them (80 and 100 apply).
      */
     eventThresholds?: EventThresholds | null;
+    /**
+     * Replaces the plan's passthrough classes (a published plan's, with `setPlanPassthroughClasses`).
+     */
+    passthroughClasses?: PassthroughClasses;
 };
 
 export type QuotaStrategyDto = {
@@ -1862,9 +1920,19 @@ export type WorkspaceDto = {
     status: WorkspaceStatus;
     metadata: Metadata;
     /**
-     * Forward gateway calls to endpoints that have no usage inspector, unmetered.
+     * Deprecated: lets every PassthroughClass through, those added later too. List the classes in
+     * `passthroughClasses` instead.
+     *
+     *
+     * @deprecated
      */
     allowUnmeteredPassthrough: boolean;
+    /**
+     * The classes of unmetered gateway paths the workspace's calls may take, whatever their plan (a plan
+     * lets more through with its own `passthroughClasses`). Empty: none, unless `allowUnmeteredPassthrough`.
+     *
+     */
+    passthroughClasses: PassthroughClasses;
     /**
      * The currency of the workspace's prices, costs and budget (ISO 4217; default USD).
      */
@@ -1877,7 +1945,16 @@ export type WorkspaceDto = {
 export type CreateWorkspaceDto = {
     name: string;
     metadata?: Metadata;
+    /**
+     * Deprecated (every class, those added later too); list them in `passthroughClasses`.
+     *
+     * @deprecated
+     */
     allowUnmeteredPassthrough?: boolean;
+    /**
+     * The classes of unmetered gateway paths the workspace's calls may take. Default none.
+     */
+    passthroughClasses?: PassthroughClasses;
     /**
      * The currency of the workspace's prices, costs and budget (ISO 4217). Default USD.
      */
@@ -1887,12 +1964,28 @@ export type CreateWorkspaceDto = {
 export type UpdateWorkspaceDto = {
     name?: string;
     metadata?: Metadata;
+    /**
+     * Deprecated (every class, those added later too); list them in `passthroughClasses`.
+     *
+     * @deprecated
+     */
     allowUnmeteredPassthrough?: boolean;
+    /**
+     * Replaces the classes of unmetered gateway paths the workspace's calls may take; `[]` lets none through.
+     */
+    passthroughClasses?: PassthroughClasses;
     /**
      * The workspace's currency (ISO 4217). It cannot change once the workspace has prices (409 `conflict`).
      */
     currency?: CurrencyCode;
 };
+
+/**
+ * The classes of unmetered gateway paths let through, each once; kept in the order PassthroughClass lists them.
+ * A call's class passes when the workspace or the call's plan lists it.
+ *
+ */
+export type PassthroughClassesWritable = Array<PassthroughClass>;
 
 export type CreateProviderConnectionDtoWritable = {
     name: string;
@@ -3615,7 +3708,7 @@ export type ProxyProviderDeleteErrors = {
      */
     401: ErrorBody;
     /**
-     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered and passed-through calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
      */
     402: ErrorBody;
     /**
@@ -3627,7 +3720,7 @@ export type ProxyProviderDeleteErrors = {
      */
     404: ErrorBody;
     /**
-     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
+     * The endpoint has no usage inspector and neither the workspace nor the access's plan lets its PassthroughClass through (`unmetered_endpoint`: the message names the class and what letting it through opens, `passthrough_class` names it), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
      */
     409: ErrorBody;
     /**
@@ -3702,7 +3795,7 @@ export type ProxyProviderGetErrors = {
      */
     401: ErrorBody;
     /**
-     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered and passed-through calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
      */
     402: ErrorBody;
     /**
@@ -3714,7 +3807,7 @@ export type ProxyProviderGetErrors = {
      */
     404: ErrorBody;
     /**
-     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
+     * The endpoint has no usage inspector and neither the workspace nor the access's plan lets its PassthroughClass through (`unmetered_endpoint`: the message names the class and what letting it through opens, `passthrough_class` names it), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
      */
     409: ErrorBody;
     /**
@@ -3792,7 +3885,7 @@ export type ProxyProviderPatchErrors = {
      */
     401: ErrorBody;
     /**
-     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered and passed-through calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
      */
     402: ErrorBody;
     /**
@@ -3804,7 +3897,7 @@ export type ProxyProviderPatchErrors = {
      */
     404: ErrorBody;
     /**
-     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
+     * The endpoint has no usage inspector and neither the workspace nor the access's plan lets its PassthroughClass through (`unmetered_endpoint`: the message names the class and what letting it through opens, `passthrough_class` names it), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
      */
     409: ErrorBody;
     /**
@@ -3882,7 +3975,7 @@ export type ProxyProviderPostErrors = {
      */
     401: ErrorBody;
     /**
-     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered and passed-through calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
      */
     402: ErrorBody;
     /**
@@ -3894,7 +3987,7 @@ export type ProxyProviderPostErrors = {
      */
     404: ErrorBody;
     /**
-     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
+     * The endpoint has no usage inspector and neither the workspace nor the access's plan lets its PassthroughClass through (`unmetered_endpoint`: the message names the class and what letting it through opens, `passthrough_class` names it), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
      */
     409: ErrorBody;
     /**
@@ -3972,7 +4065,7 @@ export type ProxyProviderPutErrors = {
      */
     401: ErrorBody;
     /**
-     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered and passed-through calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
      */
     402: ErrorBody;
     /**
@@ -3984,7 +4077,7 @@ export type ProxyProviderPutErrors = {
      */
     404: ErrorBody;
     /**
-     * The endpoint has no usage inspector and the workspace does not allow unmetered passthrough (`unmetered_endpoint`), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
+     * The endpoint has no usage inspector and neither the workspace nor the access's plan lets its PassthroughClass through (`unmetered_endpoint`: the message names the class and what letting it through opens, `passthrough_class` names it), or the path is one of another API than the connection's profile speaks (`protocol_mismatch`: the message names the connection's profile and what it meters), whatever the workspace allows.
      */
     409: ErrorBody;
     /**
@@ -4042,7 +4135,7 @@ export type GetMeErrors = {
      */
     401: ErrorBody;
     /**
-     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
+     * The workspace's hard spend budget is reached in its current window (`workspace_budget_exceeded`, type `quota_exceeded_error`, `x-should-retry: false`). The provider was not called. New metered and passed-through calls are refused until the window ends or the operator raises the budget; free endpoints (model lists, token counting) still answer.
      */
     402: ErrorBody;
     /**
@@ -4494,6 +4587,57 @@ export type ExportUsageSummaryResponses = {
 };
 
 export type ExportUsageSummaryResponse = ExportUsageSummaryResponses[keyof ExportUsageSummaryResponses];
+
+export type SetPlanPassthroughClassesData = {
+    body: PlanPassthroughClassesDto;
+    path: {
+        planId: string;
+    };
+    query?: never;
+    url: '/admin/v1/plans/{planId}/passthrough-classes';
+};
+
+export type SetPlanPassthroughClassesErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type SetPlanPassthroughClassesError = SetPlanPassthroughClassesErrors[keyof SetPlanPassthroughClassesErrors];
+
+export type SetPlanPassthroughClassesResponses = {
+    /**
+     * The plan, with its new classes.
+     */
+    200: WorkspacePlanDto;
+};
+
+export type SetPlanPassthroughClassesResponse = SetPlanPassthroughClassesResponses[keyof SetPlanPassthroughClassesResponses];
 
 export type ListPlansData = {
     body?: never;

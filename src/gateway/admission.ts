@@ -7,8 +7,9 @@
  *   2. a path of another API than the connection's: 400 protocol_mismatch;
  *   3. encoded slashes only another protocol reads as slashes (path-safety.ts);
  *   4. what the protocol cannot meter (its checkRequest), refused even where unmetered calls are allowed;
- *   5. an unmetered path where the workspace does not allow unmetered calls: unmetered_endpoint;
- *   6. a metered call while the workspace's spend budget is reached: workspace_budget_exceeded;
+ *   5. an unmetered path whose passthrough class neither the workspace nor the plan lets through (passThrough):
+ *      unmetered_endpoint, naming the class;
+ *   6. a metered or passed-through call while the workspace's spend budget is reached: workspace_budget_exceeded;
  * then, its body read: a metered call's bounds (inspectors.ts), its model, its place in the first wave
  * (first-wave.ts), its bound on this process's lease of the access's period (quota-leases.ts) and the plan's
  * rate limits; an unmetered call's model and rate limits; a free call's model. It resolves with the body to
@@ -23,6 +24,7 @@ import { limitsOf } from '../domain/rate-limits/rate-service.js';
 import { hasLimits, type RateView } from '../domain/rate-limits/rate-types.js';
 import { AppError } from '../errors.js';
 import { foreignProtocolOf } from '../protocols/index.js';
+import { PASSTHROUGH_CLASSES, type PassthroughClass } from '../protocols/passthrough.js';
 import type { QuotaView } from './answers.js';
 import type { CallMeter } from './call-meter.js';
 import { failed } from './call-trace.js';
@@ -57,6 +59,8 @@ export class Admitted implements CallRead {
   raw: Buffer | undefined = undefined;
   /** The key's row was read again (a period found over): once at most. */
   reloaded = false;
+  /** An unmetered call let through: its path's passthrough class (none: metered, free, or refused before). */
+  passthroughClass: PassthroughClass | undefined = undefined;
 }
 
 /**
@@ -129,14 +133,10 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Buffer>
   // What the protocol cannot meter (a Gemini stream that is not SSE, Bedrock's InvokeModel) is refused, never
   // forwarded unmetered, even where the workspace allows unmetered calls.
   if (!free) protocol.checkRequest?.(inspector?.endpoint, target.search, target.route);
-  if (!inspector && !free && !auth.allow_unmetered_passthrough) {
-    throw new AppError(
-      'unmetered_endpoint',
-      `${method} ${endpoint} is not metered on an '${auth.protocol_profile!}' connection; the workspace can allow unmetered calls with allowUnmeteredPassthrough`,
-    );
-  }
-  // The workspace's hard spend budget is reached: no new metered call until its window ends (docs/pricing.md "Budgets").
-  if (inspector && auth.budget_exceeded_until && auth.budget_exceeded_until > startedAt) {
+  if (!inspector && !free) passThrough(call, protocol.passthroughClassFor(target.route));
+  // The workspace's hard spend budget is reached: no new metered or passed-through call until its window ends
+  // (docs/pricing.md "Budgets").
+  if (!free && auth.budget_exceeded_until && auth.budget_exceeded_until > startedAt) {
     throw new AppError('workspace_budget_exceeded', "The workspace's spend budget is reached for its current window", {
       reset_at: auth.budget_exceeded_until.toISOString(),
     });
@@ -162,6 +162,35 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Buffer>
     await admitPassthrough(meter, call, raw);
   }
   return raw;
+}
+
+/** Whether the workspace or the plan lets a class through (the workspace's deprecated allowUnmeteredPassthrough: every class). */
+function letsThrough(auth: AuthRow, passthroughClass: PassthroughClass): boolean {
+  return (
+    auth.allow_unmetered_passthrough ||
+    auth.workspace_passthrough_classes.includes(passthroughClass) ||
+    auth.plan_passthrough_classes.includes(passthroughClass)
+  );
+}
+
+/**
+ * An unmetered path: let through when the workspace or the plan lets its class through (kept as the call's
+ * `passthroughClass`), else 409 unmetered_endpoint naming the class and what letting it through opens.
+ */
+function passThrough(call: MeteredCall, passthroughClass: PassthroughClass): void {
+  const { auth, start } = call;
+  if (letsThrough(auth, passthroughClass)) {
+    call.admitted.passthroughClass = passthroughClass;
+    return;
+  }
+  throw new AppError(
+    'unmetered_endpoint',
+    `${start.method} ${start.endpoint} is not metered on an '${auth.protocol_profile!}' connection: its passthrough class ` +
+      `'${passthroughClass}' is not let through. Letting it through (passthroughClasses of the workspace or the plan) opens ` +
+      `${PASSTHROUGH_CLASSES[passthroughClass]}, uncharged to quota (rate limits, the budget and a per-call price still apply), ` +
+      `on the provider account every end user of the workspace shares`,
+    { passthrough_class: passthroughClass },
+  );
 }
 
 /**
@@ -256,8 +285,8 @@ async function admitRate(meter: CallMeter, call: MeteredCall, tokens: bigint): P
 }
 
 /**
- * An unmetered call (the workspace allows passthrough): its model as the body names it, the key's quota
- * view; a request and a slot of its plan's rate limits. A JSON body naming a model the strategy does not
+ * An unmetered call let through (its class is the workspace's or the plan's): its model as the body names it, the
+ * key's quota view; a request and a slot of its plan's rate limits. A JSON body naming a model the strategy does not
  * allow is refused (403) all the same.
  */
 async function admitPassthrough(meter: CallMeter, call: MeteredCall, raw: Buffer): Promise<void> {

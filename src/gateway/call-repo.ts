@@ -22,6 +22,7 @@ import { recordCallsSql, type RecordedCost } from '../domain/recording/record-sq
 import { lockedInIdOrder } from '../domain/recording/settlement-sql.js';
 import { newId } from '../ids.js';
 import type { ProtocolProfile } from '../protocols/index.js';
+import type { PassthroughClass } from '../protocols/passthrough.js';
 import { namedQuery } from './gateway-db.js';
 
 /** The key, its access, workspace and connection, and the access's current period with its strategy. */
@@ -36,7 +37,11 @@ export interface AuthRow {
   access_starts_at: Date;
   access_ends_at: Date | null;
   workspace_status: string;
+  /** Deprecated: every passthrough class. */
   allow_unmetered_passthrough: boolean;
+  /** The passthrough classes the workspace, and the access's plan, let through (admission.ts). */
+  workspace_passthrough_classes: PassthroughClass[];
+  plan_passthrough_classes: PassthroughClass[];
   connection_id: string | null;
   protocol_profile: ProtocolProfile | null;
   base_url: string | null;
@@ -94,6 +99,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        rw.tokens_tat as rate_tokens_tat, rw.tokens_limit as rate_tokens_limit, rw.concurrent as rate_concurrent,
        p.period_start,
        w.status as workspace_status, w.allow_unmetered_passthrough,
+       w.passthrough_classes as workspace_passthrough_classes, pl.passthrough_classes as plan_passthrough_classes,
        c.id as connection_id, c.protocol_profile, c.base_url, c.status as connection_status,
        c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms, c.retry as connection_retry,
        c.enforces_output_cap as connection_enforces_output_cap,

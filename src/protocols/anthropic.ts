@@ -1,6 +1,7 @@
 /** Anthropic's Messages API (and its token counting, free); the key as `x-api-key`. */
 import { fields, FOREIGN, walkBody, type InputTally } from './input-estimate.js';
 import { bytesOf, defineProtocol, type Protocol, modelRoutes } from './protocol.js';
+import { resource } from './passthrough.js';
 import { big, bigOrAbsent, type Usage } from './usage.js';
 import { sseEvent, type StreamCut, type StreamReader, type StreamState } from './stream.js';
 
@@ -132,6 +133,10 @@ export const anthropic: Protocol = defineProtocol({
     },
   },
   free: [...modelRoutes(), ['POST', /^(?:v1\/)?messages\/count_tokens$/i, 'count_tokens']],
+  passthrough: [
+    [resource('files'), 'files'],
+    [resource('messages\\/batches'), 'batches'],
+  ],
   usageOf: anthropicUsage,
   /** An image source `{ type: 'base64', media_type: 'image/...', data }`. */
   inlineImage(o) {

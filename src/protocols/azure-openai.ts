@@ -17,7 +17,7 @@
  * `choices` and the `prompt_filter_results`, and content-filter chunks whose choices have no `delta`
  * (openai.ts's readers count text from a delta only, and read usage from any chunk that has it).
  */
-import { OPENAI_SHAPE } from './openai.js';
+import { OPENAI_SHAPE, openAiPassthrough } from './openai.js';
 import { defineProtocol, type Protocol } from './protocol.js';
 
 const DEPLOYMENT = /^openai\/deployments\/([^/]+)\//i;
@@ -43,6 +43,8 @@ export const azureOpenai: Protocol = defineProtocol({
     ['GET', /^openai\/(?:v1\/)?models$/i, 'models'],
     ['GET', /^openai\/(?:v1\/)?models\/(.+)$/i, 'model'],
   ],
+  // OpenAI's resources under `openai/` and `openai/v1/`, and the classic API's Realtime sessions (`openai/realtimeapi/`).
+  passthrough: [...openAiPassthrough('^openai\\/(?:v1\\/)?'), [/^openai\/realtimeapi(?:\/|$)/i, 'realtime_client_secrets']],
   /** A classic path's deployment: what the call is priced and allowed by. */
   routeModel(route) {
     const deployment = DEPLOYMENT.exec(route)?.[1];

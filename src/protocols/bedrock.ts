@@ -18,6 +18,7 @@ import { ANTHROPIC_TOOLS_TOKENS } from './anthropic.js';
 import { fields, FOREIGN, walkBody, type InputRule, type InputTally } from './input-estimate.js';
 import { eventFrame } from './event-stream.js';
 import { bytesOf, defineProtocol, type Protocol, type SignedRequest } from './protocol.js';
+import { resource } from './passthrough.js';
 import { big, bigOrAbsent, type Usage } from './usage.js';
 import type { StreamCut, StreamReader, StreamState } from './stream.js';
 
@@ -229,6 +230,11 @@ export const bedrock: Protocol = defineProtocol({
   },
   // CountTokens: the model is the path's (the route is decoded: an ARN's slashes are in the group).
   free: [['POST', /^model\/(.+)\/count-tokens$/i, 'model']],
+  // StartAsyncInvoke and its reads; ApplyGuardrail.
+  passthrough: [
+    [resource('async-invoke', '^'), 'async_invoke'],
+    [/^guardrail\/[^/]+\/version\/[^/]+\/apply$/i, 'guardrails'],
+  ],
   slashesInPath: arnSlashes,
   routeModel: modelInPath,
   // Converse asks for one answer: no field multiplies the cap.

@@ -20,6 +20,7 @@
 import { fields, FOREIGN, walkBody, type InputRule, type InputTally } from './input-estimate.js';
 import { AppError } from '../errors.js';
 import { bytesOf, defineProtocol, type Protocol } from './protocol.js';
+import { resource } from './passthrough.js';
 import { big, bigOrAbsent, type Usage } from './usage.js';
 import type { StreamCut, StreamReader, StreamState } from './stream.js';
 
@@ -187,6 +188,18 @@ export const gemini: Protocol = defineProtocol({
     ['GET', /^v1(?:alpha|beta)?\/models$/i, 'models'],
     ['GET', /^v1(?:alpha|beta)?\/models\/([^/:]+)$/i, 'model'],
     ['POST', /^v1(?:alpha|beta)?\/models\/([^/:]+):countTokens$/i, 'model'],
+  ],
+  // Uploads (`upload/v1beta/files`) and downloads are files; a model's long-running operations are its videos' (Veo).
+  passthrough: [
+    [resource('files'), 'files'],
+    [resource('batches'), 'batches'],
+    [/(?:^|\/)models\/[^/:]+:(?:batchGenerateContent|asyncBatchEmbedContent)$/i, 'batches'],
+    [resource('tunedModels'), 'fine_tuning'],
+    [resource('fileSearchStores'), 'vector_stores'],
+    [resource('corpora'), 'vector_stores'],
+    [resource('cachedContents'), 'cached_contents'],
+    [/(?:^|\/)models\/[^/:]+:predict$/i, 'images'],
+    [/(?:^|\/)models\/[^/:]+(?::predictLongRunning$|\/operations(?:\/|$))/i, 'videos'],
   ],
   /** The model of `models/{model}:{method}`. */
   routeModel(route) {

@@ -8,6 +8,7 @@ import { bytesOf, defineProtocol, isImageDataUrl, modelRoutes, type Continuation
 import { big, bigOrAbsent, type Usage } from './usage.js';
 import { sseEvent, type StreamCut, type StreamReader, type StreamState } from './stream.js';
 import { FOREIGN, fields, O200K, walkBody, type Fields, type InputRule, type InputTally } from './input-estimate.js';
+import { resource, type PassthroughClass, type PassthroughRoute } from './passthrough.js';
 
 /** Responses API output items tracked for the answer of a cut stream (output_index beyond it is not kept). */
 const MAX_OUTPUT_ITEMS = 1024;
@@ -384,6 +385,30 @@ export const OPENAI_SHAPE = {
   passesBack: ['openai-processing-ms', 'openai-version', 'openai-organization'],
 };
 
+/**
+ * The classes of OpenAI's unmetered paths (passthrough.ts), by the resource a path names after `prefix`: a stored
+ * response's or completion's read, list, update or delete is `stored_responses` (their create is metered).
+ */
+export function openAiPassthrough(prefix?: string): PassthroughRoute[] {
+  const resources: [string, PassthroughClass][] = [
+    ['files', 'files'],
+    ['uploads', 'uploads'],
+    ['batches', 'batches'],
+    ['fine_tuning', 'fine_tuning'],
+    ['assistants', 'assistants'],
+    ['threads', 'assistants'],
+    ['vector_stores', 'vector_stores'],
+    ['containers', 'containers'],
+    ['evals', 'evals'],
+    ['responses', 'stored_responses'],
+    ['chat\\/completions', 'stored_responses'],
+    ['conversations', 'stored_responses'],
+    ['realtime', 'realtime_client_secrets'],
+    ['videos', 'videos'],
+  ];
+  return resources.map(([name, passthroughClass]) => [resource(name, prefix), passthroughClass]);
+}
+
 export const openai: Protocol = defineProtocol({
   profile: 'openai',
   title: 'OpenAI',
@@ -402,6 +427,8 @@ export const openai: Protocol = defineProtocol({
     [/(^|\/)responses$/i, 'responses'],
   ],
   free: modelRoutes(),
+  // Under whatever prefix a compatible server routes them (`v1/`, or its own).
+  passthrough: openAiPassthrough(),
   ...OPENAI_SHAPE,
   telemetry: { system: 'openai' },
   // baseUrl keeps /v1 out: the probe, like the SDKs, adds it.

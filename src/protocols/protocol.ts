@@ -13,6 +13,8 @@
  *     (`free`: model lists and descriptions, token counting); every other protocol's metered and free paths
  *     are refused on this one's connections with 409 `protocol_mismatch` (index.ts); `checkRequest`
  *     refuses a request the protocol cannot meter (a Gemini stream that is not SSE, Bedrock's InvokeModel);
+ *     `passthrough` names the class of each other path (files, batches, fine-tuning...: passthrough.ts), which
+ *     a workspace or a plan may let through unmetered;
  *   - endpoints (`endpoints`, an EndpointSpec each): everything one metered endpoint is read by: its
  *     output caps, its choices, whether its path streams and whether its stream must be asked for usage,
  *     its input walk, its stream reader, its usage, the stored answer it continues, its name for a person
@@ -46,6 +48,7 @@
 import type { ErrorBody } from '../errors.js';
 import type { ProtocolProfile } from './index.js';
 import type { InputRule, InputTally } from './input-estimate.js';
+import { passthroughClassOf, type PassthroughClass, type PassthroughRoute } from './passthrough.js';
 import type { StreamReader } from './stream.js';
 import type { Usage } from './usage.js';
 
@@ -237,6 +240,11 @@ export interface ProtocolTable<E extends string = string> {
   /** The governed but free paths: model lists, a model's description, token counting. */
   free: readonly FreeRoute[];
   /**
+   * The classes of the paths it neither meters nor governs as free (passthrough.ts): the row whose pattern matches
+   * earliest in the route names its class; none: `other`.
+   */
+  passthrough: readonly PassthroughRoute[];
+  /**
    * The path as sent, with the encoded slashes (%2F) this protocol reads as slashes made plain (Bedrock: those of
    * a model ARN's segment); undefined when it holds none. path-safety.ts checks the path so read, and a path
    * that needed it is refused (400) on any other protocol's connection. None: every encoded slash is refused.
@@ -304,6 +312,8 @@ export interface Protocol extends ProtocolTable {
   inspectorFor(method: string, route: string): Inspector | undefined;
   /** A governed but free endpoint of the call's method and route. */
   freeEndpointFor(method: string, route: string): FreeEndpoint | undefined;
+  /** The passthrough class of a route it neither meters nor governs (its `passthrough` rows; none matches: `other`). */
+  passthroughClassFor(route: string): PassthroughClass;
   /** The endpoints it meters, for a person ("chat/completions, embeddings"). */
   readonly meters: string;
   /** The protocol whose request bodies it takes (bodyShape; its own by default). */
@@ -355,6 +365,7 @@ export function defineProtocol<E extends string>(table: ProtocolTable<E>): Proto
       }
       return undefined;
     },
+    passthroughClassFor: (route) => passthroughClassOf(table.passthrough, route),
     meters: [...new Set(table.metered.map(([, endpoint]) => endpoints[endpoint]!.label))].join(', '),
     bodyShape: table.bodyShape ?? table.profile,
     passedBack: new Set([...PASSED_BACK, ...table.passesBack]),

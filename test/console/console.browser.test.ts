@@ -550,6 +550,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
       'Billing',
       'Webhooks',
       'Audit log',
+      'Workspace settings',
     ];
     const found: Record<string, string[]> = {};
     for (const scheme of ['light', 'dark'] as const) {

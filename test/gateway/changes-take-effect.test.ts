@@ -28,7 +28,9 @@ import {
   issueInferenceKey,
   revokeInferenceKey,
   rotateProviderSecret,
+  setPlanPassthroughClasses,
   suspendWorkspaceAccess,
+  updateWorkspace,
 } from '../support/sdk.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
@@ -256,6 +258,29 @@ describe.runIf(usesPostgres)('another process applies the change through LISTEN/
       if (Date.now() - from > ELSEWHERE_WITHIN_MS) throw new Error(`B still admits at the cap after ${Date.now() - from} ms`);
       await new Promise((r) => setTimeout(r, 5));
     }
+    expect(Date.now() - from).toBeLessThan(ELSEWHERE_WITHIN_MS);
+  });
+
+  it("a workspace's passthrough class let through on A, and a plan's taken away, reach B well within the cache TTL", async () => {
+    const x = await tenant();
+    const files = async () => (await fetch(`${on(x, b.url)}/v1/files`, { headers: { authorization: `Bearer ${x.apiKey}` } })).status;
+    expect(await files()).toBe(409);
+    const opened = await updateWorkspace({
+      client: t.client,
+      path: { workspaceId: x.workspaceId },
+      body: { passthroughClasses: ['files'] },
+    });
+    expect(opened.response.status).toBe(200);
+    let from = Date.now();
+    await until(async () => (await files()) === 200, ELSEWHERE_WITHIN_MS);
+    expect(Date.now() - from).toBeLessThan(ELSEWHERE_WITHIN_MS);
+    // The plan's classes: the workspace lets batches through no more, the plan does, then stops.
+    const batches = async () => (await fetch(`${on(x, b.url)}/v1/batches`, { headers: { authorization: `Bearer ${x.apiKey}` } })).status;
+    await setPlanPassthroughClasses({ client: t.client, path: { planId: x.planId }, body: { passthroughClasses: ['batches'] } });
+    await until(async () => (await batches()) === 200, ELSEWHERE_WITHIN_MS);
+    from = Date.now();
+    await setPlanPassthroughClasses({ client: t.client, path: { planId: x.planId }, body: { passthroughClasses: [] } });
+    await until(async () => (await batches()) === 409, ELSEWHERE_WITHIN_MS);
     expect(Date.now() - from).toBeLessThan(ELSEWHERE_WITHIN_MS);
   });
 

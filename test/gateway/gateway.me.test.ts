@@ -96,7 +96,7 @@ describe('409 for an endpoint Nexus does not meter', () => {
     ['openai', () => oa, 'POST', 'v1/files'],
     ['anthropic', () => an, 'GET', 'v1/files'],
   ] as const)(
-    'says in words what is not metered on an %s connection, and how a workspace allows it',
+    'says in words what is not metered on an %s connection, its class, and what letting it through opens',
     async (profile, tenant, method, path) => {
       const before = upstreamCalls();
       const res = await gatewayFetch()(`${tenant().gatewayBaseUrl}/${path}`, {
@@ -105,10 +105,14 @@ describe('409 for an endpoint Nexus does not meter', () => {
         ...(method === 'POST' ? { body: '{}' } : {}),
       });
       expect(res.status).toBe(409);
-      const body = (await res.json()) as { error: { code: string; message: string } };
+      const body = (await res.json()) as { error: { code: string; message: string; passthrough_class: string } };
       expect(body.error.code).toBe('unmetered_endpoint');
+      expect(body.error.passthrough_class).toBe('files');
       expect(body.error.message).toBe(
-        `${method} ${path} is not metered on an '${profile}' connection; the workspace can allow unmetered calls with allowUnmeteredPassthrough`,
+        `${method} ${path} is not metered on an '${profile}' connection: its passthrough class 'files' is not let through. ` +
+          'Letting it through (passthroughClasses of the workspace or the plan) opens files stored at the provider: uploaded, ' +
+          'listed, downloaded and deleted, uncharged to quota (rate limits, the budget and a per-call price still apply), on the ' +
+          'provider account every end user of the workspace shares',
       );
       expect(upstreamCalls()).toBe(before);
     },

@@ -91,6 +91,7 @@ describe('plans', () => {
       billingInterval: 'YEAR',
       status: 'DRAFT',
       metadata: { a: 1 },
+      passthroughClasses: [],
     });
     const got = await getPlan({ client: t.client, path: { planId: res.data!.id } });
     expect(got.data).toMatchObject({ id: res.data!.id, status: 'DRAFT', strategyBindings: [] });
@@ -101,6 +102,32 @@ describe('plans', () => {
     expect(byKey.data!.map((p) => p.id)).toEqual([res.data!.id]);
     const active = await listPlans({ client: t.client, path: { workspaceId: ws.id }, query: { status: 'ACTIVE' } });
     expect(active.data).toEqual([]);
+  });
+
+  it('takes passthrough classes on create and on a DRAFT update, kept in the contract order; a bad one is 400 and changes nothing', async () => {
+    const ws = await newWorkspace();
+    const res = await createPlan({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { key: 'pass', name: 'Pass', billingInterval: 'MONTH', passthroughClasses: ['fine_tuning', 'files'] },
+    });
+    expect(res.data).toMatchObject({ status: 'DRAFT', passthroughClasses: ['files', 'fine_tuning'] });
+    const planId = res.data!.id;
+    const updated = await updatePlan({ client: t.client, path: { planId }, body: { passthroughClasses: ['batches'] } });
+    expect(updated.data).toMatchObject({ passthroughClasses: ['batches'] });
+    for (const passthroughClasses of [['batch'], ['files', 'files']]) {
+      const bad = await updatePlan({ client: t.client, path: { planId }, body: { passthroughClasses: passthroughClasses as never } });
+      expect(bad.response.status).toBe(400);
+      expect((bad.error as any).error.code).toBe('invalid_parameter');
+      const refused = await createPlan({
+        client: t.client,
+        path: { workspaceId: ws.id },
+        body: { key: 'bad', name: 'Bad', billingInterval: 'MONTH', passthroughClasses: passthroughClasses as never },
+      });
+      expect(refused.response.status).toBe(400);
+    }
+    expect((await getPlan({ client: t.client, path: { planId } })).data).toMatchObject({ passthroughClasses: ['batches'] });
+    expect((await listPlans({ client: t.client, path: { workspaceId: ws.id } })).data!.map((p) => p.key)).toEqual(['pass']);
   });
 
   it('pages plans with a cursor', async () => {

@@ -102,6 +102,7 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     createPlan: { key: 'sweep', name: 'Sweep', billingInterval: 'MONTH' },
     updatePlan: { name: 'hijacked' },
     setPlanRateLimits: { requestsPerMinute: 1 },
+    setPlanPassthroughClasses: { passthroughClasses: ['files'] },
     createQuotaStrategy: {
       key: 'sweep',
       resetInterval: 'MONTH',

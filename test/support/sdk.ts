@@ -70,6 +70,7 @@ export const renewWorkspaceAccess = sdk.renewWorkspaceAccess<false>;
 export const replayBillingWebhookEvent = sdk.replayBillingWebhookEvent<false>;
 export const revokeInferenceKey = sdk.revokeInferenceKey<false>;
 export const rotateProviderSecret = sdk.rotateProviderSecret<false>;
+export const setPlanPassthroughClasses = sdk.setPlanPassthroughClasses<false>;
 export const setPlanRateLimits = sdk.setPlanRateLimits<false>;
 export const suspendWorkspaceAccess = sdk.suspendWorkspaceAccess<false>;
 export const syncWorkspaceAccessBillingPeriod = sdk.syncWorkspaceAccessBillingPeriod<false>;

@@ -15,6 +15,7 @@ import type {
   Int64String,
   ModelRule,
   OutputCapPolicy,
+  PassthroughClass,
   QuotaStrategyDto,
   RateLimits,
   WorkspacePlanDto,
@@ -65,6 +66,8 @@ export interface PlanSpec {
   rateLimits?: RateLimits;
   /** The plan's quota.threshold_crossed percentages (default: none set, so 80 and 100). */
   eventThresholds?: number[];
+  /** The classes of unmetered paths the plan lets through (default none). */
+  passthroughClasses?: PassthroughClass[];
 }
 
 /** An ACTIVE plan: a quota strategy, published, bound to a new plan from `effectiveFrom`, and the plan published. */
@@ -106,6 +109,7 @@ export async function activePlan(
         billingInterval: 'MONTH',
         ...(o.rateLimits ? { rateLimits: o.rateLimits } : {}),
         ...(o.eventThresholds ? { eventThresholds: o.eventThresholds } : {}),
+        ...(o.passthroughClasses ? { passthroughClasses: o.passthroughClasses } : {}),
       },
     }),
   );
@@ -132,7 +136,12 @@ export interface TenantSpec {
   baseUrl: string;
   providerKey: string;
   upstreamTimeoutMs?: number;
+  /** Deprecated: every passthrough class. */
   allowUnmeteredPassthrough?: boolean;
+  /** The classes of unmetered paths the workspace lets through (default none). */
+  passthroughClasses?: PassthroughClass[];
+  /** The classes of unmetered paths its plan lets through (default none). */
+  planPassthroughClasses?: PassthroughClass[];
   /** End users, each with an inference key (1). */
   users?: number;
   quotaUnits?: bigint;
@@ -174,7 +183,14 @@ export async function provisionTenant(client: Client, o: TenantSpec): Promise<Te
   const workspace = await expectStatus(
     'createWorkspace',
     201,
-    createWorkspace({ client, body: { name, allowUnmeteredPassthrough: o.allowUnmeteredPassthrough ?? false } }),
+    createWorkspace({
+      client,
+      body: {
+        name,
+        allowUnmeteredPassthrough: o.allowUnmeteredPassthrough ?? false,
+        ...(o.passthroughClasses ? { passthroughClasses: o.passthroughClasses } : {}),
+      },
+    }),
   );
   const connection = await expectStatus(
     'createProviderConnection',
@@ -205,6 +221,7 @@ export async function provisionTenant(client: Client, o: TenantSpec): Promise<Te
     effectiveFrom: new Date(Date.now() - 86_400_000).toISOString(),
     rateLimits: o.rateLimits,
     eventThresholds: o.eventThresholds,
+    passthroughClasses: o.planPassthroughClasses,
   });
   const users: TenantUser[] = [];
   for (let i = 0; i < (o.users ?? 1); i++) {

@@ -183,7 +183,13 @@ describe('createWorkspace', () => {
   it('creates a workspace with defaults and returns it', async () => {
     const res = await createWorkspace({ client: t.client, body: { name: 'Acme', metadata: { tier: 'gold' } } });
     expect(res.response.status).toBe(201);
-    expect(res.data).toMatchObject({ name: 'Acme', status: 'ACTIVE', metadata: { tier: 'gold' }, allowUnmeteredPassthrough: false });
+    expect(res.data).toMatchObject({
+      name: 'Acme',
+      status: 'ACTIVE',
+      metadata: { tier: 'gold' },
+      allowUnmeteredPassthrough: false,
+      passthroughClasses: [],
+    });
     expect(res.response.headers.get('x-request-id')).toBeTruthy();
     const fetched = await getWorkspace({ client: t.client, path: { workspaceId: res.data!.id } });
     expect(fetched.data).toEqual(res.data);
@@ -213,6 +219,13 @@ describe('createWorkspace', () => {
     ['unknown field', '{"name":"a","plan":"x"}', 'invalid_parameter', 'plan'],
     ['metadata not an object', '{"name":"a","metadata":[1]}', 'invalid_parameter', 'metadata'],
     ['passthrough not a boolean', '{"name":"a","allowUnmeteredPassthrough":"yes"}', 'invalid_parameter', 'allowUnmeteredPassthrough'],
+    [
+      'a passthrough class that is not one',
+      '{"name":"a","passthroughClasses":["files","imgs"]}',
+      'invalid_parameter',
+      'passthroughClasses.1',
+    ],
+    ['a passthrough class twice', '{"name":"a","passthroughClasses":["files","files"]}', 'invalid_parameter', 'passthroughClasses'],
     ['malformed JSON', '{"name":', 'invalid_json', null],
     ['a JSON string instead of an object', '"name"', 'invalid_json', null],
   ])('rejects %s with 400', (_label, body, code, param) => {
@@ -383,7 +396,19 @@ describe('updateWorkspace and archiveWorkspace', () => {
     expect(res.response.status).toBe(200);
     expect(res.data).toMatchObject({ name: 'before', allowUnmeteredPassthrough: true });
     const renamed = await updateWorkspace({ client: t.client, path: { workspaceId: ws.id }, body: { name: 'after', metadata: { a: 1 } } });
-    expect(renamed.data).toMatchObject({ name: 'after', metadata: { a: 1 }, allowUnmeteredPassthrough: true });
+    expect(renamed.data).toMatchObject({ name: 'after', metadata: { a: 1 }, allowUnmeteredPassthrough: true, passthroughClasses: [] });
+    // Passthrough classes are kept in the contract's order, each once.
+    const classes = await updateWorkspace({
+      client: t.client,
+      path: { workspaceId: ws.id },
+      body: { passthroughClasses: ['other', 'fine_tuning', 'files'] },
+    });
+    expect(classes.data).toMatchObject({ name: 'after', passthroughClasses: ['files', 'fine_tuning', 'other'] });
+    expect((await getWorkspace({ client: t.client, path: { workspaceId: ws.id } })).data!.passthroughClasses).toEqual([
+      'files',
+      'fine_tuning',
+      'other',
+    ]);
   });
 
   it('refuses an empty update', async () => {

@@ -95,8 +95,8 @@ export function BudgetPage({ client, workspace }: PageProps) {
       lead={
         <>
           The workspace's provider spend per UTC day or month, in {currency}, from the price book. At the soft level the budget reports
-          itself crossed (and a <code>workspace.budget_crossed</code> event is sent); at the hard level the gateway refuses new metered
-          calls with 402 until the window ends or the budget is raised.
+          itself crossed (and a <code>workspace.budget_crossed</code> event is sent); at the hard level the gateway refuses new metered and
+          passed-through calls with 402 until the window ends or the budget is raised.
         </>
       }
     >

@@ -9,11 +9,14 @@ import {
   listPlanStrategies,
   listPlanStrategyBindings,
   publishPlan,
+  setPlanPassthroughClasses,
   type Client,
+  type PassthroughClass,
   type QuotaStrategyDto,
   type WorkspacePlanDto,
 } from '../api.js';
 import { ActionButton, ExpandButton, useOpenRow } from '../components/buttons.js';
+import { classesLine, PassthroughClassesField } from '../components/passthrough-classes.js';
 import { PagedTable } from '../components/lists.js';
 import { formatNumber, localNow, toInstant, when } from '../format.js';
 import { useAction, useFields, usePaged, useRead, valueOf } from '../hooks.js';
@@ -112,6 +115,7 @@ const NEW_PLAN = {
   requestsPerMinute: '',
   tokensPerMinute: '',
   concurrentCalls: '',
+  passthroughClasses: [] as PassthroughClass[],
 };
 const RATE_LIMITS = [
   ['requestsPerMinute', 'Requests per minute', 'requests/min'],
@@ -132,7 +136,31 @@ function planOf(form: typeof NEW_PLAN) {
   const rateLimits = Object.fromEntries(
     RATE_LIMITS.map(([field]) => [field, form[field].trim() ? Number(form[field]) : undefined] as const).filter(([, v]) => v !== undefined),
   );
-  return { key: form.key, name: form.name, billingInterval: form.billingInterval, rateLimits };
+  return { key: form.key, name: form.name, billingInterval: form.billingInterval, rateLimits, passthroughClasses: form.passthroughClasses };
+}
+
+/** A plan's passthrough classes, replaced whatever its status (setPlanPassthroughClasses). */
+function PlanPassthrough({ client, plan, onDone }: { client: Client; plan: WorkspacePlanDto; onDone: () => void }) {
+  const [classes, setClasses] = useState<PassthroughClass[]>(plan.passthroughClasses);
+  const action = useAction();
+  const save = async () => {
+    const body = { passthroughClasses: classes };
+    if (await action.run('Saving the passthrough classes…', () => setPlanPassthroughClasses({ client, path: { planId: plan.id }, body })))
+      onDone();
+  };
+  return (
+    <div class="bindings">
+      <Form title={`Passthrough classes of ${plan.name}`} submit="Save passthrough classes" onSubmit={save} disabled={!!action.working}>
+        <PassthroughClassesField
+          legend={`Let through for ${plan.name}'s users, beside the workspace's`}
+          name="planPassthrough"
+          value={classes}
+          onChange={setClasses}
+        />
+      </Form>
+      <ActionNotes action={action} />
+    </div>
+  );
 }
 
 /** The strategy bound to a plan now (getPlan's bindings in force), by name. */
@@ -165,8 +193,9 @@ export function PlansPage({ client, workspace }: PageProps) {
   const plans = usePaged((page) => listPlans({ client, path: { workspaceId }, query: page }), [workspaceId]);
   const strategies = usePaged(() => listPlanStrategies({ client, path: { workspaceId }, query: { limit: 100 } }), [workspaceId, version]);
   const action = useAction();
-  const { values: form, bind, bindChange, reset } = useFields(NEW_PLAN);
+  const { values: form, bind, bindChange, put, reset } = useFields(NEW_PLAN);
   const rows = useOpenRow();
+  const passthroughRows = useOpenRow();
   const create = async () => {
     const body = planOf(form);
     const res = await action.run('Drafting the plan…', () => createPlan({ client, path: { workspaceId }, body, headers: idempotent() }));
@@ -196,12 +225,18 @@ export function PlansPage({ client, workspace }: PageProps) {
               ))}
             </div>
           </fieldset>
+          <PassthroughClassesField
+            legend="Passthrough classes (optional; let through for its users, beside the workspace's)"
+            name="newPlanPassthrough"
+            value={form.passthroughClasses}
+            onChange={(passthroughClasses) => put({ passthroughClasses })}
+          />
         </Form>
         <ActionNotes action={action} problem={plans.problem} />
         <PagedTable
           list={plans}
           caption="Plans"
-          columns={['Plan', 'Status', 'Strategy', 'Rate limits', 'Interval', 'Actions']}
+          columns={['Plan', 'Status', 'Strategy', 'Rate limits', 'Passthrough', 'Interval', 'Actions']}
           empty="No plan yet. Draft one above, bind a published strategy to it, then publish it to provision users on it."
           row={(p) => (
             <tr>
@@ -216,9 +251,11 @@ export function PlansPage({ client, workspace }: PageProps) {
                 <BoundStrategy key={`${p.id}-${bound}`} client={client} plan={p} strategies={strategies.items ?? []} />
               </td>
               <td>{limitsOf(p)}</td>
+              <td>{classesLine(p.passthroughClasses)}</td>
               <td>{p.billingInterval.toLowerCase()}</td>
               <td class="actions">
                 <ExpandButton rows={rows} id={p.id} show="Bindings" hide="Hide bindings" />
+                <ExpandButton rows={passthroughRows} id={p.id} show="Passthrough" hide="Hide passthrough" />
                 {p.status === 'DRAFT' ? (
                   <ActionButton
                     action={action}
@@ -233,17 +270,32 @@ export function PlansPage({ client, workspace }: PageProps) {
             </tr>
           )}
           detail={(p) =>
-            rows.is(p.id) ? (
-              <Bindings
-                client={client}
-                plan={p}
-                strategies={strategies.items ?? []}
-                onChange={() => {
-                  setBound((v) => v + 1);
-                  plans.reload();
-                }}
-              />
-            ) : null
+            !rows.is(p.id) && !passthroughRows.is(p.id) ? null : (
+              <>
+                {rows.is(p.id) ? (
+                  <Bindings
+                    client={client}
+                    plan={p}
+                    strategies={strategies.items ?? []}
+                    onChange={() => {
+                      setBound((v) => v + 1);
+                      plans.reload();
+                    }}
+                  />
+                ) : null}
+                {passthroughRows.is(p.id) ? (
+                  <PlanPassthrough
+                    key={`${p.id}-${p.updatedAt}`}
+                    client={client}
+                    plan={p}
+                    onDone={() => {
+                      passthroughRows.set(undefined);
+                      plans.reload();
+                    }}
+                  />
+                ) : null}
+              </>
+            )
           }
         />
       </section>

@@ -2,8 +2,8 @@
  * Plans (DRAFT -> ACTIVE), versioned quota strategies (DRAFT -> PUBLISHED,
  * immutable once published, plan-strategies.ts), the bindings that put one strategy
  * in force for a plan over a time range (plan-bindings.ts), publishing
- * (plan-publish.ts) and a plan's rate limits (plan-limits.ts). Here the plans
- * themselves; createPlanService binds every rule.
+ * (plan-publish.ts), a plan's rate limits (plan-limits.ts) and its passthrough
+ * classes (plan-passthrough.ts). Here the plans themselves; createPlanService binds every rule.
  */
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
@@ -11,10 +11,12 @@ import type { Actor } from '../actor.js';
 import { bindDeps } from '../bind.js';
 import type { Page, PageRequest } from '../pagination.js';
 import type { RateLimits } from '../rate-limits/rate-types.js';
+import { passthroughClassesOf, sameClasses } from '../workspaces/passthrough-classes.js';
 import { assertMetadataSize } from '../workspaces/workspace-service.js';
 import { bind, closeBinding, listBindings } from './plan-bindings.js';
 import { eventThresholdsOf, loadPlan, lockPlan, type PlanDeps } from './plan-common.js';
 import { rateColumns, setRateLimits } from './plan-limits.js';
+import { setPassthroughClasses } from './plan-passthrough.js';
 import { publishPlan, publishStrategy } from './plan-publish.js';
 import { createStrategy, getStrategy, listStrategies, strategyInForce } from './plan-strategies.js';
 import type { BindingRow, Interval, PlanRow, PlanStatus } from './plan-types.js';
@@ -29,6 +31,8 @@ interface CreatePlanInput {
   rateLimits?: Partial<RateLimits> | undefined;
   /** Percentages (1..1000) of the granted units that raise quota.threshold_crossed where the strategy sets none; unset: 80 and 100. */
   eventThresholds?: number[] | undefined;
+  /** The classes of unmetered paths its accesses' calls may take, beside the workspace's; unset: none. */
+  passthroughClasses?: string[] | undefined;
 }
 
 interface UpdatePlanInput {
@@ -39,6 +43,8 @@ interface UpdatePlanInput {
   rateLimits?: Partial<RateLimits> | undefined;
   /** Replaces the plan's thresholds; null removes them. */
   eventThresholds?: number[] | null | undefined;
+  /** Replaces the plan's passthrough classes (on a plan of any status: setPassthroughClasses). */
+  passthroughClasses?: string[] | undefined;
 }
 
 async function createPlan(
@@ -50,6 +56,7 @@ async function createPlan(
   assertMetadataSize(input.metadata);
   const limits = rateColumns(input.rateLimits);
   const thresholds = eventThresholdsOf(input.eventThresholds);
+  const classes = passthroughClassesOf(input.passthroughClasses ?? []);
   return db.transaction(async (tx) => {
     await workspaces.requireWritable(actor, workspaceId, tx);
     const now = clock.now();
@@ -67,6 +74,7 @@ async function createPlan(
         published_at: null,
         ...limits,
         event_thresholds: thresholds,
+        passthrough_classes: classes,
       },
       tx,
     );
@@ -100,6 +108,7 @@ async function updatePlan(deps: PlanDeps, actor: Actor, planId: string, input: U
   const { db, planRepo, workspaces, audit, clock } = deps;
   rateColumns(input.rateLimits);
   const thresholds = eventThresholdsOf(input.eventThresholds);
+  const classes = input.passthroughClasses === undefined ? undefined : passthroughClassesOf(input.passthroughClasses);
   return db.transaction(async (tx) => {
     const plan = await lockPlan(deps, actor, planId, tx);
     await workspaces.requireWritable(actor, plan.workspace_id, tx);
@@ -112,6 +121,7 @@ async function updatePlan(deps: PlanDeps, actor: Actor, planId: string, input: U
     if (input.billingInterval !== undefined) patch.billing_interval = input.billingInterval;
     if (input.rateLimits !== undefined) Object.assign(patch, rateColumns(input.rateLimits));
     if (input.eventThresholds !== undefined) patch.event_thresholds = thresholds;
+    if (classes && !sameClasses(classes, plan.passthrough_classes)) patch.passthrough_classes = classes;
     if (Object.keys(patch).length === 0) return plan;
     const updated = await planRepo.updatePlan(planId, { ...patch, updated_at: clock.now() }, tx);
     await audit.record(
@@ -132,6 +142,7 @@ export const createPlanService = (deps: PlanDeps) =>
     getPlan,
     updatePlan,
     setRateLimits,
+    setPassthroughClasses,
     publishPlan,
     createStrategy,
     listStrategies,

@@ -1,3 +1,4 @@
+import type { PassthroughClass } from '../../protocols/passthrough.js';
 import type { StoredModelRule } from '../quota/model-pricing.js';
 
 export type PlanStatus = 'DRAFT' | 'ACTIVE' | 'ARCHIVED';
@@ -20,6 +21,8 @@ export interface PlanRow {
   concurrent_calls: number | null;
   /** Percentages of the granted units that raise quota.threshold_crossed where the strategy sets none; null: 80 and 100. */
   event_thresholds: number[] | null;
+  /** The classes of unmetered paths its accesses' calls may take, beside the workspace's (plan-passthrough.ts). */
+  passthrough_classes: PassthroughClass[];
 }
 
 export interface QuotaStrategyRow {

@@ -1,5 +1,6 @@
 import type { Queryable } from '../../db/database.js';
 import { table } from '../../db/table.js';
+import type { PassthroughClass } from '../../protocols/passthrough.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 
 export interface WorkspaceRow {
@@ -7,7 +8,10 @@ export interface WorkspaceRow {
   name: string;
   status: 'ACTIVE' | 'ARCHIVED';
   metadata: Record<string, unknown>;
+  /** Deprecated: lets every passthrough class through. */
   allow_unmetered_passthrough: boolean;
+  /** The classes of unmetered paths it lets through, in the contract's order (passthrough-classes.ts). */
+  passthrough_classes: PassthroughClass[];
   /** ISO 4217: the currency of its prices, costs and budget. */
   currency: string;
   created_at: Date;
@@ -22,7 +26,7 @@ export interface WorkspaceFilter extends PageRequest {
 }
 
 export function createWorkspaceRepo(db: Queryable) {
-  const workspaces = table<WorkspaceRow>(db, 'workspaces', { json: ['metadata'] });
+  const workspaces = table<WorkspaceRow>(db, 'workspaces', { json: ['metadata', 'passthrough_classes'] });
   return {
     insert: workspaces.insert,
     findById: workspaces.findById,

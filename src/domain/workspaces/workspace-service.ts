@@ -7,6 +7,7 @@ import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { assertCurrency, DEFAULT_CURRENCY } from './currency.js';
+import { passthroughClassesOf, sameClasses } from './passthrough-classes.js';
 import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
 
 const METADATA_MAX_BYTES = 16 * 1024;
@@ -14,7 +15,10 @@ const METADATA_MAX_BYTES = 16 * 1024;
 interface CreateWorkspaceInput {
   name: string;
   metadata?: Record<string, unknown> | undefined;
+  /** Deprecated: every passthrough class. */
   allowUnmeteredPassthrough?: boolean | undefined;
+  /** The classes of unmetered paths its gateway calls may take (passthrough-classes.ts). */
+  passthroughClasses?: string[] | undefined;
   currency?: string | undefined;
 }
 
@@ -74,6 +78,7 @@ async function create({ db, workspaceRepo, audit, clock }: WorkspaceDeps, actor:
   requireRoot(actor);
   assertMetadataSize(dto.metadata);
   if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
+  const classes = passthroughClassesOf(dto.passthroughClasses ?? []);
   const now = clock.now();
   return db.transaction(async (tx) => {
     const row = await workspaceRepo.insert(
@@ -83,6 +88,7 @@ async function create({ db, workspaceRepo, audit, clock }: WorkspaceDeps, actor:
         status: 'ACTIVE',
         metadata: dto.metadata ?? {},
         allow_unmetered_passthrough: dto.allowUnmeteredPassthrough ?? false,
+        passthrough_classes: classes,
         currency: dto.currency ?? DEFAULT_CURRENCY,
         created_at: now,
         updated_at: now,
@@ -111,6 +117,7 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
   const { db, workspaceRepo, audit, clock, changes } = deps;
   assertMetadataSize(dto.metadata);
   if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
+  const classes = dto.passthroughClasses === undefined ? undefined : passthroughClassesOf(dto.passthroughClasses);
   return db.transaction(async (tx) => {
     assertVisible(actor, id, 'workspace_not_found', 'Workspace');
     const current = await workspaceRepo.findByIdForUpdate(id, tx);
@@ -119,7 +126,16 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
     const patch: Partial<WorkspaceRow> = { updated_at: clock.now() };
     if (dto.name !== undefined) patch.name = dto.name;
     if (dto.metadata !== undefined) patch.metadata = dto.metadata;
-    if (dto.allowUnmeteredPassthrough !== undefined) patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
+    // What its gateway calls may take changes: every process applies it to the next call (the change feed).
+    let passthroughChanged = false;
+    if (dto.allowUnmeteredPassthrough !== undefined && dto.allowUnmeteredPassthrough !== current.allow_unmetered_passthrough) {
+      patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
+      passthroughChanged = true;
+    }
+    if (classes && !sameClasses(classes, current.passthrough_classes)) {
+      patch.passthrough_classes = classes;
+      passthroughChanged = true;
+    }
     if (dto.currency !== undefined && dto.currency !== current.currency) {
       // Prices, costs and budgets are all in the one currency: it is chosen before the first price.
       if (await workspaceRepo.hasPrices(id, tx)) {
@@ -128,7 +144,7 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
       patch.currency = dto.currency;
     }
     const row = await workspaceRepo.update(id, patch, tx);
-    if (dto.allowUnmeteredPassthrough !== undefined) await changes.announce({ kind: 'workspace', id }, tx);
+    if (passthroughChanged) await changes.announce({ kind: 'workspace', id }, tx);
     await audit.record(
       actor,
       { action: 'workspace.updated', resourceType: 'workspace', resourceId: id, workspaceId: id, changes: { ...dto } },

@@ -60,6 +60,7 @@ export function toPlanDto(row: PlanRow): WorkspacePlanDto {
     ...(row.published_at ? { publishedAt: row.published_at.toISOString() } : {}),
     rateLimits: toRateLimitsDto(row),
     ...(row.event_thresholds ? { eventThresholds: row.event_thresholds } : {}),
+    passthroughClasses: row.passthrough_classes,
   };
 }
 

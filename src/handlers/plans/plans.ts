@@ -21,6 +21,8 @@ import type {
   PublishPlanResponses,
   PublishPlanStrategyData,
   PublishPlanStrategyResponses,
+  SetPlanPassthroughClassesData,
+  SetPlanPassthroughClassesResponses,
   SetPlanRateLimitsData,
   SetPlanRateLimitsResponses,
   UpdatePlanData,
@@ -49,6 +51,9 @@ export function planHandlers({ plans }: Services): HandlerMap {
     ),
     setPlanRateLimits: handler<SetPlanRateLimitsData, SetPlanRateLimitsResponses>(async ({ actor, path, body }) =>
       ok(toPlanDto(await plans.setRateLimits(actor, path.planId, body))),
+    ),
+    setPlanPassthroughClasses: handler<SetPlanPassthroughClassesData, SetPlanPassthroughClassesResponses>(async ({ actor, path, body }) =>
+      ok(toPlanDto(await plans.setPassthroughClasses(actor, path.planId, body.passthroughClasses))),
     ),
     publishPlan: handler<PublishPlanData, PublishPlanResponses>(async ({ actor, path }) =>
       ok(toPlanDto(await plans.publishPlan(actor, path.planId))),

@@ -8,6 +8,7 @@ export function toWorkspaceDto(row: WorkspaceRow): WorkspaceDto {
     status: row.status,
     metadata: row.metadata,
     allowUnmeteredPassthrough: row.allow_unmetered_passthrough,
+    passthroughClasses: row.passthrough_classes,
     currency: row.currency,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),

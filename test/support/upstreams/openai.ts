@@ -38,6 +38,10 @@ export function startOpenAiUpstream(options: UpstreamKeys): Promise<FakeUpstream
     if (req.method === 'DELETE' && path?.startsWith('/v1/files/')) {
       return json(res, 200, { id: path.slice('/v1/files/'.length), object: 'file', deleted: true });
     }
+    // An account's stored objects, listed (what the passthrough classes' tests read): none.
+    if (req.method === 'GET' && /^\/v1\/(?:files|batches|fine_tuning\/jobs)$/.test(path!)) {
+      return json(res, 200, { object: 'list', data: [], has_more: false });
+    }
     if (req.method !== 'POST') return json(res, 404, { error: { message: `no route ${req.method} ${path}` } });
     return answerOpenAiPost(req, res, raw, path!);
   });

@@ -1,0 +1,113 @@
+/**
+ * The passthrough classes in the console, in Chromium (playwright-core, Debian's Chromium) on a live Nexus: ticked
+ * on the workspace's settings and on a published plan, and on a plan drafted with them, they are saved (read back
+ * through the Admin API, and shown again after a reload), and the gateway lets that class through at once. Each
+ * page is scanned by axe-core.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
+import { projectRoot } from '../support/paths.js';
+import { getPlan, getWorkspace, listPlans } from '../support/sdk.js';
+import { provisionTenant, type Tenant } from '../support/tenant.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+
+const executablePath = chromiumOrWarn("the console's passthrough browser test");
+const shots = join(projectRoot, 'test-results', 'console');
+
+describe.skipIf(!executablePath)('the console: passthrough classes of a workspace and a plan, in Chromium', () => {
+  let t: TestApp;
+  let upstream: FakeUpstream;
+  let browser: Browser;
+  let page: Page;
+  let tenant: Tenant;
+  const browserErrors: string[] = [];
+  const providerKey = testProviderKey('console-passthrough');
+
+  /** The status of a gateway call of `path` with the tenant's key. */
+  const gateway = async (path: string) =>
+    (await fetch(`${tenant.gatewayBaseUrl}/${path}`, { headers: { authorization: `Bearer ${tenant.apiKey}` } })).status;
+  const go = async (link: string) => {
+    await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
+    await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
+  };
+  const box = (name: string, value: string) => page.locator(`input[type="checkbox"][name="${name}"][value="${value}"]`);
+
+  beforeAll(async () => {
+    mkdirSync(shots, { recursive: true });
+    t = await startTestApp();
+    upstream = await startOpenAiUpstream({ apiKey: providerKey });
+    tenant = await provisionTenant(t.client, { name: 'passthrough', baseUrl: upstream.url, providerKey });
+    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
+    page = await watchedPage(browser, { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors);
+    await signIn(page, t.url);
+    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
+    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+    await upstream?.close();
+  });
+
+  it('workspace settings: the classes ticked are saved, shown again after a reload, and the gateway lets them through', async () => {
+    expect(await gateway('v1/files')).toBe(409);
+    await go('Workspace settings');
+    await expect.poll(() => page.getByTestId('workspace-passthrough').textContent()).toBe('none');
+    await box('workspacePassthrough', 'fine_tuning').check();
+    await box('workspacePassthrough', 'files').check();
+    await page.getByRole('form', { name: 'Passthrough classes' }).getByRole('button', { name: 'Save passthrough classes' }).click();
+    await page.getByText('Saved: files, fine_tuning let through, from the next gateway call.').waitFor();
+
+    const saved = await getWorkspace({ client: t.client, path: { workspaceId: tenant.workspaceId } });
+    expect(saved.data!.passthroughClasses).toEqual(['files', 'fine_tuning']);
+    expect(await gateway('v1/files')).toBe(200);
+    expect(await gateway('v1/batches')).toBe(409);
+
+    await page.reload();
+    await page.getByRole('heading', { name: 'Workspace settings', level: 1 }).waitFor();
+    await expect.poll(() => page.getByTestId('workspace-passthrough').textContent()).toBe('files, fine_tuning');
+    expect(await box('workspacePassthrough', 'files').isChecked()).toBe(true);
+    expect(await box('workspacePassthrough', 'batches').isChecked()).toBe(false);
+    await page.screenshot({ path: join(shots, 'passthrough-settings.png'), fullPage: true });
+    expect(await axeViolations(page)).toEqual([]);
+    expect(browserErrors).toEqual([]);
+  });
+
+  it("plans: a published plan's classes are saved from its row, and a plan drafted with classes keeps them", async () => {
+    await go('Plans and strategies');
+    const row = page.getByRole('row', { name: /passthrough.*ACTIVE/ });
+    await row.getByRole('button', { name: 'Passthrough' }).click();
+    await box('planPassthrough', 'batches').check();
+    await page
+      .getByRole('form', { name: 'Passthrough classes of passthrough' })
+      .getByRole('button', { name: 'Save passthrough classes' })
+      .click();
+    await page.getByRole('row', { name: /passthrough.*ACTIVE.*batches/ }).waitFor();
+    expect((await getPlan({ client: t.client, path: { planId: tenant.planId } })).data!.passthroughClasses).toEqual(['batches']);
+    expect(await gateway('v1/batches')).toBe(200);
+
+    const draft = page.getByRole('form', { name: 'Draft a plan' });
+    await draft.getByLabel('Key').fill('with-evals');
+    await draft.getByLabel('Name').fill('With evals');
+    await box('newPlanPassthrough', 'evals').check();
+    await draft.getByRole('button', { name: 'Draft plan' }).click();
+    await page.getByRole('row', { name: /With evals.*DRAFT.*evals/ }).waitFor();
+    const plans = await listPlans({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { key: 'with-evals' } });
+    expect(plans.data!.map((p) => p.passthroughClasses)).toEqual([['evals']]);
+
+    // The editor open, for the scan.
+    await page
+      .getByRole('row', { name: /With evals.*DRAFT/ })
+      .getByRole('button', { name: 'Passthrough' })
+      .click();
+    await page.getByRole('form', { name: 'Passthrough classes of With evals' }).waitFor();
+    await page.screenshot({ path: join(shots, 'passthrough-plans.png'), fullPage: true });
+    expect(await axeViolations(page)).toEqual([]);
+    expect(browserErrors).toEqual([]);
+  });
+});
