@@ -23,6 +23,7 @@ import { lockedInIdOrder } from '../domain/recording/settlement-sql.js';
 import { newId } from '../ids.js';
 import type { ProtocolProfile } from '../protocols/index.js';
 import type { PassthroughClass } from '../protocols/passthrough.js';
+import type { UsageKinds } from '../protocols/usage.js';
 import { namedQuery } from './gateway-db.js';
 
 /** The key, its access, workspace and connection, and the access's current period with its strategy. */
@@ -122,7 +123,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
  where k.key_hash = ?`;
 
 /** What a call consumed, as it is charged. */
-export interface Consumption {
+export interface Consumption extends UsageKinds {
   units: bigint;
   inputTokens: bigint;
   cachedInputTokens: bigint;

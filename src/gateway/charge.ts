@@ -9,6 +9,7 @@ import { chargeUnits } from '../domain/quota/quota-math.js';
 import { storableText } from '../domain/storable-text.js';
 import type { Consumption } from './call-repo.js';
 import type { PreparedCall, Usage } from '../protocols/inspectors.js';
+import { kindsOf } from '../protocols/usage.js';
 import { MAX_NAME_LENGTH } from './invocation-record.js';
 import type { AnswerRead } from './relay-answer.js';
 
@@ -77,6 +78,7 @@ export function charge(saw: RelaySaw, prepared: PreparedCall, pricing: Pricing):
     outputTokens: counted.outputTokens,
     cacheWriteTokens: counted.cacheWriteTokens ?? null,
     reasoningTokens: counted.reasoningTokens ?? null,
+    ...kindsOf(counted),
     model: storableText(saw.model || prepared.requestedModel, MAX_NAME_LENGTH) || null,
     pricing,
     overBound: saw.cut || past,

@@ -47,3 +47,23 @@ export function big(value: unknown): bigint {
 export function bigOrAbsent(value: unknown): bigint | undefined {
   return typeof value === 'number' ? big(value) : undefined;
 }
+
+/** The kinds beyond text tokens that a usage may count (docs/pricing.md, "Kinds"): what a record carries of them. */
+export type UsageKinds = Pick<
+  Usage,
+  'audioInputTokens' | 'audioOutputTokens' | 'imageInputTokens' | 'imageOutputTokens' | 'images' | 'imageTier' | 'audioMs' | 'characters'
+>;
+
+/** The kinds of a usage, each null where it was not reported. */
+export function kindsOf(usage: Usage): Required<UsageKinds> {
+  return {
+    audioInputTokens: usage.audioInputTokens ?? null,
+    audioOutputTokens: usage.audioOutputTokens ?? null,
+    imageInputTokens: usage.imageInputTokens ?? null,
+    imageOutputTokens: usage.imageOutputTokens ?? null,
+    images: usage.images ?? null,
+    imageTier: usage.imageTier ?? null,
+    audioMs: usage.audioMs ?? null,
+    characters: usage.characters ?? null,
+  };
+}
