@@ -280,6 +280,7 @@ describe("input bound over the corpus, Gemini (Gemma 3's counts)", () => {
     });
   }
 
+  // A fixed amount of work (about a second alone): its timeout only allows for a loaded host.
   it('counts each digit, and each character of a long whitespace run, a token at least, whatever the text around them', () => {
     const next = prng(29);
     const pick = (chars: string) => chars[Math.floor(next() * chars.length)]!;
@@ -304,7 +305,7 @@ describe("input bound over the corpus, Gemini (Gemma 3's counts)", () => {
       // A run that meets another (two picks in a row) is only longer: still a token a character.
       expect(textBound(text), JSON.stringify(text)).toBeGreaterThanOrEqual(floor);
     }
-  });
+  }, 30_000);
 
   it("keeps an o200k model's count: digits and whitespace add nothing", () => {
     for (const { kind, text } of merged()) expect(textBound(text, openAiRule('gpt-4o')), kind).toBe(o200kTokens(text));
