@@ -21,6 +21,14 @@
  *
  *   SCALE_MODE=cold SCALE_CONFIGS=direct:1 SCALE_CONNECTIONS=256 npm run bench:scale
  *
+ * SCALE_MODE=fresh measures a fresh process instead, on the first setup of SCALE_CONFIGS: Nexus started anew (the
+ * tenant provisioned by an earlier process), loaded as soon as /readyz answers 200, in the same open loop at
+ * SCALE_RATE (here 800 by default) for 5 s, then 5 s more (its steady state); prints p50/p99 of each and the ratio
+ * of the first 5 s's p99 to the steady one's, for each of SCALE_ROUNDS fresh processes (default 5), and the median
+ * ratio with its interquartile range.
+ *
+ *   SCALE_MODE=fresh SCALE_CONFIGS=direct:1 SCALE_CONNECTIONS=256 npm run bench:scale
+ *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) names the cluster; the database the
  * script creates there is dropped at the end. Everything shares this machine's cores: the figures compare
  * setups within one run, they are not what a dedicated PostgreSQL would sustain.
@@ -48,7 +56,8 @@ const CONFIGS = (process.env.SCALE_CONFIGS ?? 'direct:1;direct:2;pgbouncer:1;pgb
   return { via, workers: Number(workers) };
 });
 const MODE = process.env.SCALE_MODE ?? 'steady';
-const RATE = Number(process.env.SCALE_RATE ?? 1400);
+const RATE = Number(process.env.SCALE_RATE ?? (MODE === 'fresh' ? 800 : 1400));
+const ROUNDS = Number(process.env.SCALE_ROUNDS ?? 5);
 const COLD_USERS = Number(process.env.SCALE_COLD_USERS ?? 50);
 const CLUSTER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT_KEY = 'nx-mgmt-scale-root-0123456789abcdefghijklmnop';
@@ -122,6 +131,20 @@ async function startNexus(databaseUrl: string, workers: number, prepared: boolea
     await new Promise((r) => setTimeout(r, 100));
   }
   return { child, url };
+}
+
+/** Waits until `url`'s /readyz answers 200: what a load balancer waits for before it sends a new process calls. */
+async function untilReady(url: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const status = await fetch(`${url}/readyz`).then(
+      (r) => r.status,
+      () => 0,
+    );
+    if (status === 200) return;
+    if (Date.now() > deadline) throw new Error(`${url}/readyz did not answer 200 in 60 s`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 async function stopNexus(child: ChildProcess): Promise<void> {
@@ -288,6 +311,44 @@ async function cold(
   }
 }
 
+const quartiles = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => s[Math.min(s.length - 1, Math.round(q * (s.length - 1)))]!;
+  return { median: at(0.5), q1: at(0.25), q3: at(0.75) };
+};
+
+/**
+ * SCALE_MODE=fresh: a fresh process's first 5 s at a fixed rate against its next 5 s, each of ROUNDS processes
+ * started anew and loaded once /readyz answers 200.
+ */
+async function fresh(start: () => Promise<{ child: ChildProcess; url: string }>, tenant: { gatewayPath: string; apiKeys: string[] }) {
+  const ratios: number[] = [];
+  console.log('| process | first 5 s p50 ms | first 5 s p99 ms | next 5 s p50 ms | next 5 s p99 ms | non-2xx | p99 first / next |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (let round = 1; round <= ROUNDS; round++) {
+    const nexus = await start();
+    const pool = new Pool(nexus.url, { connections: CONNECTIONS, pipelining: 1, keepAliveTimeout: 60_000 });
+    try {
+      await untilReady(nexus.url);
+      const path = `${tenant.gatewayPath}/v1/chat/completions`;
+      const first = await openLoop(pool, path, tenant.apiKeys, RATE, 5);
+      const next = await openLoop(pool, path, tenant.apiKeys, RATE, 5);
+      const ratio = first.p99 / Math.max(1, next.p99);
+      ratios.push(ratio);
+      console.log(
+        `| ${round} | ${first.p50} | ${first.p99} | ${next.p50} | ${next.p99} | ${first.non2xx + next.non2xx} | ${ratio.toFixed(1)} |`,
+      );
+    } finally {
+      await pool.close();
+      await stopNexus(nexus.child);
+    }
+  }
+  const q = quartiles(ratios);
+  console.log(
+    `\n${RATE} requests/s offered, ${CONNECTIONS} connections at most, ${cpus().length} cores shared: a fresh process's p99 in its first 5 s is ${q.median.toFixed(1)}x its next 5 s's (median of ${ROUNDS}, IQR ${q.q1.toFixed(1)}-${q.q3.toFixed(1)})`,
+  );
+}
+
 async function main(): Promise<void> {
   execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: projectRoot, stdio: 'inherit' });
   const database = `nexus_scale_${randomBytes(4).toString('hex')}`;
@@ -306,6 +367,12 @@ async function main(): Promise<void> {
     const first = await startNexus(directUrl, 1, true);
     const tenant = await provision(first.url, upstream.url);
     await stopNexus(first.child);
+    if (MODE === 'fresh') {
+      const config = CONFIGS[0]!;
+      const viaBouncer = config.via === 'pgbouncer';
+      await fresh(() => startNexus(viaBouncer ? bouncer!.url(directUrl) : directUrl, config.workers, !viaBouncer), tenant);
+      return;
+    }
     if (MODE === 'cold') {
       const config = CONFIGS[0]!;
       const viaBouncer = config.via === 'pgbouncer';
