@@ -33,7 +33,24 @@ function geminiUsage(u: Json | null | undefined): Usage | null {
     cachedInputTokens: big(u.cachedContentTokenCount),
     outputTokens: big(u.candidatesTokenCount) + big(u.thoughtsTokenCount),
     reasoningTokens: bigOrAbsent(u.thoughtsTokenCount),
+    audioInputTokens: modalityTokens(u.promptTokensDetails, 'AUDIO'),
+    imageInputTokens: modalityTokens(u.promptTokensDetails, 'IMAGE'),
+    audioOutputTokens: modalityTokens(u.candidatesTokensDetails, 'AUDIO'),
+    imageOutputTokens: modalityTokens(u.candidatesTokensDetails, 'IMAGE'),
   };
+}
+
+/**
+ * The tokens of one modality in a usageMetadata's list by modality (`promptTokensDetails`,
+ * `candidatesTokensDetails`: `[{ modality: 'IMAGE', tokenCount }]`); null when the list does not name it.
+ */
+function modalityTokens(details: unknown, modality: 'AUDIO' | 'IMAGE'): bigint | null {
+  if (!Array.isArray(details)) return null;
+  let found: bigint | null = null;
+  for (const entry of details as Json[]) {
+    if (entry?.modality === modality) found = (found ?? 0n) + big(entry.tokenCount);
+  }
+  return found;
 }
 
 /** Output text of a GenerateContentResponse (text, thoughts, function call arguments), in bytes. */
