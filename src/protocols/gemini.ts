@@ -28,16 +28,20 @@ type Json = Record<string, any>;
 
 function geminiUsage(u: Json | null | undefined): Usage | null {
   if (!u || typeof u !== 'object' || typeof u.promptTokenCount !== 'number') return null;
-  return {
+  const usage: Usage = {
     inputTokens: big(u.promptTokenCount) + big(u.toolUsePromptTokenCount),
     cachedInputTokens: big(u.cachedContentTokenCount),
     outputTokens: big(u.candidatesTokenCount) + big(u.thoughtsTokenCount),
     reasoningTokens: bigOrAbsent(u.thoughtsTokenCount),
+  };
+  const kinds = {
     audioInputTokens: modalityTokens(u.promptTokensDetails, 'AUDIO'),
     imageInputTokens: modalityTokens(u.promptTokensDetails, 'IMAGE'),
     audioOutputTokens: modalityTokens(u.candidatesTokensDetails, 'AUDIO'),
     imageOutputTokens: modalityTokens(u.candidatesTokensDetails, 'IMAGE'),
   };
+  for (const [kind, tokens] of Object.entries(kinds)) if (tokens !== null) usage[kind as keyof typeof kinds] = tokens;
+  return usage;
 }
 
 /**
