@@ -2,11 +2,14 @@
  * `npm run bench:upload`: what a large upload costs the gateway's memory. Nexus runs as its own process (src/server.ts
  * through tsx, on PostgreSQL in a schema of its own, dropped at the end) in front of the media fake upstream
  * (test/support/upstreams/media.ts, which reads an upload as it comes and holds none of it); this script sends it
- * BENCH_UPLOAD_MB (default 100) megabytes of WAV audio as a whisper-1 transcription, made as it is sent, and
- * prints the Nexus process's resident memory (VmRSS, from /proc: Linux only) when idle, its peak while the upload
- * went through (VmHWM, sampled every 10 ms), and the difference, against the target: within 20 MB of idle.
- * The call must be metered (200, its charge read from the Admin API): an upload the gateway held whole would show
- * here as about its size.
+ * BENCH_UPLOAD_MB (default 100) megabytes of WAV audio as a whisper-1 transcription, made as it is sent, twice,
+ * and prints for each the Nexus process's resident memory (VmRSS, from /proc: Linux only) before it and its peak
+ * while the upload went through (sampled every 10 ms), against the target: within 20 MB. Each call must be metered
+ * (200, its charge read from the Admin API). An upload the gateway held whole would show as about its size, and
+ * grow with it; what the first upload adds instead is the buffers of the request's and the spool's reads that V8 has
+ * not collected yet (as much with BENCH_UPLOAD_MB=300: it does not grow with the upload), which the process keeps
+ * and reuses: the second upload adds next to nothing. BENCH_NODE_OPTIONS passes node flags to the Nexus process:
+ * with '--max-semi-space-size=1', V8 collects them as it goes, and the first upload adds nothing either.
  *
  *   BENCH_UPLOAD_MB=100 npm run bench:upload
  *
@@ -105,6 +108,7 @@ async function main(): Promise<void> {
     NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
     NEXUS_LOG_LEVEL: 'warn',
     NEXUS_GATEWAY_BODY_LIMIT_BYTES: String(SIZE + MB),
+    ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
   });
   try {
     const client = adminClient(nexus.url, ROOT_KEY);
@@ -113,26 +117,28 @@ async function main(): Promise<void> {
     // A small call first, so that what the first call loads is in the idle figure.
     const warm = await sendSmall(tenant.gatewayBaseUrl, tenant.apiKey);
     if (warm !== 200) throw new Error(`the warm-up call answered ${warm}`);
-    global.gc?.();
     await new Promise((r) => setTimeout(r, 500));
-    const idle = memoryOf(pid, 'VmRSS');
-    let peak = idle;
-    const sampler = setInterval(() => (peak = Math.max(peak, memoryOf(pid, 'VmRSS'))), 10);
-    const started = Date.now();
-    const answer = await sendUpload(tenant.gatewayBaseUrl, tenant.apiKey);
-    clearInterval(sampler);
-    const seconds = (Date.now() - started) / 1000;
-    if (answer.status !== 200) throw new Error(`the upload answered ${answer.status}: ${answer.body}`);
-    const seen = up.requests.at(-1)!;
-    const invocation = await invocationOf(client, tenant.workspaceId, answer.requestId);
-    const grown = peak - idle;
     const mb = (n: number) => `${(n / MB).toFixed(1)} MB`;
-    console.log(`upload: ${mb(SIZE)} of WAV audio as a whisper-1 transcription, through in ${seconds.toFixed(1)} s`);
-    console.log(`upstream received: ${mb(seen.bytes)} (its file ${mb(seen.files[0]?.size ?? 0)})`);
-    console.log(`metered: ${invocation.status}, ${invocation.quotaUnits} units`);
-    console.log(`nexus RSS: idle ${mb(idle)}, peak ${mb(peak)} (VmHWM ${mb(memoryOf(pid, 'VmHWM'))}), grown ${mb(grown)}`);
-    console.log(`target: within ${TARGET_MB} MB of idle: ${grown <= TARGET_MB * MB ? 'met' : 'MISSED'}`);
-    if (grown > TARGET_MB * MB) process.exitCode = 1;
+    let missed = false;
+    for (const round of ['first', 'second']) {
+      const idle = memoryOf(pid, 'VmRSS');
+      let peak = idle;
+      const sampler = setInterval(() => (peak = Math.max(peak, memoryOf(pid, 'VmRSS'))), 10);
+      const started = Date.now();
+      const answer = await sendUpload(tenant.gatewayBaseUrl, tenant.apiKey);
+      clearInterval(sampler);
+      const seconds = (Date.now() - started) / 1000;
+      if (answer.status !== 200) throw new Error(`the upload answered ${answer.status}: ${answer.body}`);
+      const seen = up.requests.at(-1)!;
+      const invocation = await invocationOf(client, tenant.workspaceId, answer.requestId);
+      const grown = peak - idle;
+      console.log(`${round} upload: ${mb(SIZE)} of WAV audio as a whisper-1 transcription, through in ${seconds.toFixed(1)} s`);
+      console.log(`  upstream received ${mb(seen.bytes)} (its file ${mb(seen.files[0]?.size ?? 0)}); metered ${invocation.status}, ${invocation.quotaUnits} units`);
+      console.log(`  nexus RSS: before ${mb(idle)}, peak ${mb(peak)}, grown ${mb(grown)}: ${grown <= TARGET_MB * MB ? 'within' : 'MORE than'} ${TARGET_MB} MB`);
+      if (grown > TARGET_MB * MB) missed = true;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    if (missed) process.exitCode = 1;
   } finally {
     await nexus.stop();
     await up.close();

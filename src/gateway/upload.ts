@@ -70,7 +70,7 @@ export class FormScanner {
   push(chunk: Buffer): void {
     this.bytes += chunk.length;
     if (this.state === 'done') return;
-    this.pending = this.pending.length ? Buffer.concat([this.pending, chunk]) : chunk;
+    this.take(chunk);
     for (;;) {
       if (this.state === 'body') {
         const at = this.pending.indexOf(this.delimiter);
@@ -109,6 +109,29 @@ export class FormScanner {
         return;
       }
     }
+  }
+
+  /**
+   * A chunk joins what is pending. In a part's body, what is pending is at most a delimiter's length less one: when
+   * no delimiter starts there, it is the part's and the chunk is taken as it is, not copied (an upload's every
+   * chunk would be).
+   */
+  private take(chunk: Buffer): void {
+    const pending = this.pending;
+    if (!pending.length) {
+      this.pending = chunk;
+      return;
+    }
+    if (this.state === 'body' && pending.length < this.delimiter.length && chunk.length >= this.delimiter.length - 1) {
+      const junction = Buffer.concat([pending, chunk.subarray(0, this.delimiter.length - 1)]);
+      if (junction.indexOf(this.delimiter) < 0) {
+        this.data(pending);
+        this.offset += pending.length;
+        this.pending = chunk;
+        return;
+      }
+    }
+    this.pending = Buffer.concat([pending, chunk]);
   }
 
   /** The first `n` bytes pending are read. */
