@@ -133,8 +133,12 @@ async function main(): Promise<void> {
       const invocation = await invocationOf(client, tenant.workspaceId, answer.requestId);
       const grown = peak - idle;
       console.log(`${round} upload: ${mb(SIZE)} of WAV audio as a whisper-1 transcription, through in ${seconds.toFixed(1)} s`);
-      console.log(`  upstream received ${mb(seen.bytes)} (its file ${mb(seen.files[0]?.size ?? 0)}); metered ${invocation.status}, ${invocation.quotaUnits} units`);
-      console.log(`  nexus RSS: before ${mb(idle)}, peak ${mb(peak)}, grown ${mb(grown)}: ${grown <= TARGET_MB * MB ? 'within' : 'MORE than'} ${TARGET_MB} MB`);
+      console.log(
+        `  upstream received ${mb(seen.bytes)} (its file ${mb(seen.files[0]?.size ?? 0)}); metered ${invocation.status}, ${invocation.quotaUnits} units`,
+      );
+      console.log(
+        `  nexus RSS: before ${mb(idle)}, peak ${mb(peak)}, grown ${mb(grown)}: ${grown <= TARGET_MB * MB ? 'within' : 'MORE than'} ${TARGET_MB} MB`,
+      );
       if (grown > TARGET_MB * MB) missed = true;
       await new Promise((r) => setTimeout(r, 500));
     }

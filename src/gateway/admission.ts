@@ -212,7 +212,10 @@ async function admitMetered(meter: CallMeter, call: MeteredCall, raw: Buffer | U
   const reset = auth.period_end;
   if (!auth.period_id || !reset) throw new AppError('quota_insufficient', 'The access has no current quota period');
   const caps = { maxOutputTokens: auth.max_output_tokens!, clamp: auth.output_cap_policy !== 'refuse' };
-  const prepared = raw instanceof Upload ? prepareForm(call.inspector!, raw.form, start.routeModel) : prepareCall(call.inspector!, raw, caps, start.routeModel);
+  const prepared =
+    raw instanceof Upload
+      ? prepareForm(call.inspector!, raw.form, start.routeModel)
+      : prepareCall(call.inspector!, raw, caps, start.routeModel);
   admitted.prepared = prepared;
   admitted.requestedModel = prepared.requestedModel;
   admitted.streamed = prepared.stream;

@@ -163,14 +163,14 @@ export class FormScanner {
     if (!part || !bytes.length) return;
     const file = part.file;
     if (file) {
-      if (file.head.length < FORM_FILE_HEAD)
-        file.head = Buffer.concat([file.head, bytes.subarray(0, FORM_FILE_HEAD - file.head.length)]);
+      if (file.head.length < FORM_FILE_HEAD) file.head = Buffer.concat([file.head, bytes.subarray(0, FORM_FILE_HEAD - file.head.length)]);
       file.size += bytes.length;
       return;
     }
     part.valueBytes += bytes.length;
     this.fieldBytes += bytes.length;
-    if (part.valueBytes > MAX_FIELD_BYTES) throw new AppError('invalid_parameter', `${part.name} is longer than 256 KiB`, { param: part.name });
+    if (part.valueBytes > MAX_FIELD_BYTES)
+      throw new AppError('invalid_parameter', `${part.name} is longer than 256 KiB`, { param: part.name });
     if (this.fieldBytes > MAX_FIELDS_BYTES) throw malformed('its text fields are longer than 1 MiB all told');
     part.value.push(Buffer.from(bytes));
   }
@@ -240,10 +240,17 @@ export class Upload {
     if (!span || this.replaced) return this;
     const bytes = Buffer.from(value);
     const length = this.length - (span[1] - span[0]) + bytes.length;
-    return new Upload({ ...this.form, fields: { ...this.form.fields, [name]: value }, bytes: length }, length, this.memory, this.path, this.spans, {
-      span,
-      value: bytes,
-    });
+    return new Upload(
+      { ...this.form, fields: { ...this.form.fields, [name]: value }, bytes: length },
+      length,
+      this.memory,
+      this.path,
+      this.spans,
+      {
+        span,
+        value: bytes,
+      },
+    );
   }
 
   /** Deletes its spool file, if it has one (an upload with a field replaced shares its original's, which deletes it). */

@@ -243,7 +243,8 @@ export function usageFromJson(
   const fields = inspector.answerFields;
   const model = typeof body?.[fields.model] === 'string' ? (body[fields.model] as string) : null;
   const responseId = inspector.continuation ? inspector.continuation.idOf(body) : null;
-  const usage = inspector.usageOfAnswer && body && typeof body === 'object' ? inspector.usageOfAnswer(body) : inspector.usageOf(body?.[fields.usage]);
+  const usage =
+    inspector.usageOfAnswer && body && typeof body === 'object' ? inspector.usageOfAnswer(body) : inspector.usageOf(body?.[fields.usage]);
   return { usage, model, responseId };
 }
 

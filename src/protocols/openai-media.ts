@@ -83,7 +83,14 @@ const ceilDiv = (a: bigint, b: bigint) => (a + b - 1n) / b;
  * A call bounded by its tokens and kinds, and charged that bound when its answer reports nothing (the rule of an
  * endpoint whose provider reports no usage: the bound is what it can have made at most).
  */
-function boundCall(requestedModel: string, stream: boolean, input: bigint, output: bigint, kinds: UsageKinds, body = NOT_SENT): PreparedCall {
+function boundCall(
+  requestedModel: string,
+  stream: boolean,
+  input: bigint,
+  output: bigint,
+  kinds: UsageKinds,
+  body = NOT_SENT,
+): PreparedCall {
   return {
     requestedModel,
     stream,
@@ -241,7 +248,8 @@ function mediaUsage(u: Json | null | undefined, output: 'image' | 'audio' | 'tex
     audioInputTokens: typeof details?.audio_tokens === 'number' ? big(details.audio_tokens) : null,
     imageInputTokens: typeof details?.image_tokens === 'number' ? big(details.image_tokens) : null,
   };
-  if (output === 'image') usage.imageOutputTokens = typeof outDetails?.image_tokens === 'number' ? big(outDetails.image_tokens) : outputTokens;
+  if (output === 'image')
+    usage.imageOutputTokens = typeof outDetails?.image_tokens === 'number' ? big(outDetails.image_tokens) : outputTokens;
   if (output === 'audio') usage.audioOutputTokens = outputTokens;
   return usage;
 }
@@ -274,14 +282,24 @@ class MediaStream implements StreamReader {
   }
 
   forwarded(event: Json): void {
-    if (this.output === 'text' && event.type === 'transcript.text.delta' && typeof event.delta === 'string' && this.transcript.length < 1 << 20)
+    if (
+      this.output === 'text' &&
+      event.type === 'transcript.text.delta' &&
+      typeof event.delta === 'string' &&
+      this.transcript.length < 1 << 20
+    )
       this.transcript += event.delta;
   }
 
   /** Only a transcript's stream can pass its output bound: it ends with its text so far and the usage charged. */
   ending(_state: StreamState, cut: StreamCut): string {
     if (this.output !== 'text') return '';
-    const usage = { type: 'tokens', input_tokens: cut.inputTokens, output_tokens: cut.outputTokens, total_tokens: cut.inputTokens + cut.outputTokens };
+    const usage = {
+      type: 'tokens',
+      input_tokens: cut.inputTokens,
+      output_tokens: cut.outputTokens,
+      total_tokens: cut.inputTokens + cut.outputTokens,
+    };
     return sseEvent('transcript.text.done', { text: this.transcript, usage });
   }
 }
@@ -299,7 +317,8 @@ const noInput = () => {
   throw new Error('a media endpoint reads its own request');
 };
 
-export type OpenAiMediaEndpoint = 'images' | 'image_edits' | 'image_variations' | 'speech' | 'transcriptions' | 'translations' | 'moderations';
+export type OpenAiMediaEndpoint =
+  'images' | 'image_edits' | 'image_variations' | 'speech' | 'transcriptions' | 'translations' | 'moderations';
 
 const transcription = (label: string): EndpointSpec => ({
   label,

@@ -44,7 +44,7 @@ describe("an audio file's duration bound", () => {
 
   it("takes any other file at its format's lowest bitrate", () => {
     const mp3 = Buffer.from('ID3\x04\x00', 'latin1');
-    expect(audioBoundMs(file('a.mp3', mp3, 1_000_000))).toBe(1_000_000n * 8000n / BigInt(LOWEST_BITRATE.mp3));
+    expect(audioBoundMs(file('a.mp3', mp3, 1_000_000))).toBe((1_000_000n * 8000n) / BigInt(LOWEST_BITRATE.mp3));
     expect(audioBoundMs(file('a.webm', Buffer.from([0x1a, 0x45, 0xdf, 0xa3]), 6_000))).toBe(8000n);
     expect(audioBoundMs(file('x.bin', Buffer.from('????'), 1000, 'application/octet-stream'))).toBe(8000n);
   });
@@ -117,12 +117,24 @@ const unanswered = { usage: null, complete: false, outputEstimate: 0n, cut: fals
 
 describe("each endpoint's bounds, and its charge when the answer reports no usage", () => {
   it('images: n x the largest output of the size and quality; dall-e by its images of a tier', () => {
-    const gpt = prepareCall(openai('v1/images/generations'), json({ model: 'gpt-image-1', prompt: 'abc', n: 2, size: '1024x1536', quality: 'high' }), caps);
+    const gpt = prepareCall(
+      openai('v1/images/generations'),
+      json({ model: 'gpt-image-1', prompt: 'abc', n: 2, size: '1024x1536', quality: 'high' }),
+      caps,
+    );
     expect(gpt).toMatchObject({ inputBound: 3n, outputBound: 2n * 6240n, stream: false });
     expect(gpt.unreported).toMatchObject({ outputTokens: 12_480n, imageOutputTokens: 12_480n });
-    const auto = prepareCall(openai('v1/images/generations'), json({ model: 'gpt-image-1', prompt: '', stream: true, partial_images: 3 }), caps);
+    const auto = prepareCall(
+      openai('v1/images/generations'),
+      json({ model: 'gpt-image-1', prompt: '', stream: true, partial_images: 3 }),
+      caps,
+    );
     expect(auto.outputBound).toBe(6240n + 300n);
-    const dalle = prepareCall(openai('v1/images/generations'), json({ model: 'dall-e-3', prompt: 'x', size: '1792x1024', quality: 'hd' }), caps);
+    const dalle = prepareCall(
+      openai('v1/images/generations'),
+      json({ model: 'dall-e-3', prompt: 'x', size: '1792x1024', quality: 'hd' }),
+      caps,
+    );
     expect(dalle).toMatchObject({ inputBound: 0n, outputBound: 0n, boundKinds: { images: 1n, imageTier: 'hd/1792x1024' } });
     const c = charge(unanswered, dalle, PRICING);
     expect(c).toMatchObject({ units: 8320n, images: 1n, imageTier: 'hd/1792x1024', usageMissing: false, malformed: false });
@@ -132,7 +144,11 @@ describe("each endpoint's bounds, and its charge when the answer reports no usag
   it('speech: characters for tts-1; bytes in and 6 audio tokens a character out (more when slower) otherwise', () => {
     const tts = prepareCall(openai('v1/audio/speech'), json({ model: 'tts-1-hd', input: 'héllo', voice: 'alloy' }), caps);
     expect(tts).toMatchObject({ inputBound: 0n, outputBound: 0n, unreported: { characters: 5n } });
-    const mini = prepareCall(openai('v1/audio/speech'), json({ model: 'gpt-4o-mini-tts', input: 'héllo', voice: 'alloy', speed: 0.5 }), caps);
+    const mini = prepareCall(
+      openai('v1/audio/speech'),
+      json({ model: 'gpt-4o-mini-tts', input: 'héllo', voice: 'alloy', speed: 0.5 }),
+      caps,
+    );
     expect(mini).toMatchObject({ inputBound: 6n, outputBound: 61n, boundKinds: { audioOutputTokens: 61n } });
     expect(() => prepareCall(openai('v1/audio/speech'), json({ model: 'tts-1', input: 'x', speed: 9 }), caps)).toThrow(/speed/);
   });
@@ -142,7 +158,10 @@ describe("each endpoint's bounds, and its charge when the answer reports no usag
     const files = [file('a.wav', wav.subarray(0, 4096), wav.length)];
     const whisper = prepareForm(openai('v1/audio/transcriptions'), form({ model: 'whisper-1', response_format: 'srt' }, files));
     expect(whisper).toMatchObject({ inputBound: 0n, outputBound: 0n, unreported: { audioMs: 3000n } });
-    const tokens = prepareForm(openai('v1/audio/translations'), form({ model: 'gpt-4o-mini-transcribe', stream: 'true', prompt: 'ab' }, files));
+    const tokens = prepareForm(
+      openai('v1/audio/translations'),
+      form({ model: 'gpt-4o-mini-transcribe', stream: 'true', prompt: 'ab' }, files),
+    );
     expect(tokens).toMatchObject({ stream: true, inputBound: 62n, outputBound: 49n, boundKinds: { audioInputTokens: 60n } });
     expect(() => prepareForm(openai('v1/audio/transcriptions'), form({ model: 'whisper-1' }, []))).toThrow(/file is required/);
     expect(() => prepareCall(openai('v1/audio/transcriptions'), json({ model: 'whisper-1' }), caps)).toThrow(/multipart/);
@@ -173,7 +192,7 @@ describe('the usage their answers report', () => {
     expect(usageFromJson(t, '{"text":"","duration":2.1}').usage).toMatchObject({ audioMs: 3000n });
   });
 
-  it("Gemini: image and audio tokens by modality, as parts of the totals", () => {
+  it('Gemini: image and audio tokens by modality, as parts of the totals', () => {
     const generate = inspectorFor('gemini', 'POST', 'v1beta/models/gemini-2.5-flash-image:generateContent')!;
     const answer = {
       usageMetadata: {

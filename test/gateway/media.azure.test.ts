@@ -46,7 +46,12 @@ describe('AzureOpenAI pointed at the gateway base URL', () => {
   });
 
   it('meters the v1 paths for the plain OpenAI client: an upload streamed, whisper-1 by its seconds', async () => {
-    const client = new OpenAI({ baseURL: `${rig.tenant.gatewayBaseUrl}/openai/v1`, apiKey: rig.tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0 });
+    const client = new OpenAI({
+      baseURL: `${rig.tenant.gatewayBaseUrl}/openai/v1`,
+      apiKey: rig.tenant.apiKey,
+      fetch: gatewayFetch(),
+      maxRetries: 0,
+    });
     const { response } = await client.audio.transcriptions
       .create({ file: await toFile(wavOf(1), 'a.wav', { type: 'audio/wav' }), model: 'whisper-1' }, { headers: { 'x-fake-seconds': '2' } })
       .withResponse();

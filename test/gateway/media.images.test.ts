@@ -20,7 +20,11 @@ describe('images through the openai SDK', () => {
     expect(data.data?.[0]?.b64_json).toBeTruthy();
     expect(data.usage).toMatchObject({ input_tokens: 50, output_tokens: 4160 });
     // 50 input tokens at 1 unit, 4,160 output (image) tokens at 2.
-    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({ status: 'SUCCEEDED', units: 8370n, errorCode: undefined });
+    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({
+      status: 'SUCCEEDED',
+      units: 8370n,
+      errorCode: undefined,
+    });
     expect((await rig.consumed()) - before).toBe(8370n);
   });
 

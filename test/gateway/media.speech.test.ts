@@ -19,7 +19,11 @@ describe('speech through the openai SDK', () => {
       .withResponse();
     expect(data.headers.get('content-type')).toBe('audio/mpeg');
     expect((await data.arrayBuffer()).byteLength).toBe(70_000);
-    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({ status: 'SUCCEEDED', units: 18n, errorCode: undefined });
+    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({
+      status: 'SUCCEEDED',
+      units: 18n,
+      errorCode: undefined,
+    });
     expect((await rig.consumed()) - before).toBe(18n);
   });
 
@@ -74,7 +78,11 @@ describe('moderations through the openai SDK', () => {
       .moderations.create({ model: 'omni-moderation-latest', input: 'is this fine?' })
       .withResponse();
     expect(data.results[0]?.flagged).toBe(false);
-    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({ status: 'SUCCEEDED', units: 0n, errorCode: undefined });
+    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({
+      status: 'SUCCEEDED',
+      units: 0n,
+      errorCode: undefined,
+    });
     expect((await rig.consumed()) - before).toBe(0n);
   });
 });

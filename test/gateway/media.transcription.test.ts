@@ -22,7 +22,11 @@ describe('transcription through the openai SDK', () => {
     const seen = rig.up.requests.at(-1)!;
     expect(seen.files).toEqual([{ field: 'file', filename: 'hello.wav', size: wavOf(3.2).length }]);
     expect(seen.fields).toMatchObject({ model: 'whisper-1' });
-    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({ status: 'SUCCEEDED', units: 140n, errorCode: undefined });
+    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({
+      status: 'SUCCEEDED',
+      units: 140n,
+      errorCode: undefined,
+    });
     expect((await rig.consumed()) - before).toBe(140n);
   });
 
@@ -82,4 +86,3 @@ describe('transcription through the openai SDK', () => {
     expect(rig.up.requests.length).toBe(calls);
   });
 });
-

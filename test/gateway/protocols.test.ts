@@ -191,7 +191,8 @@ describe('the tables together', () => {
   });
 
   it('says what each meters, for a person', () => {
-    const media = 'images/generations, images/edits, images/variations, audio/speech, audio/transcriptions, audio/translations, moderations';
+    const media =
+      'images/generations, images/edits, images/variations, audio/speech, audio/transcriptions, audio/translations, moderations';
     expect(protocolOf('openai').meters).toBe(`chat/completions, completions, embeddings, responses, ${media}`);
     expect(protocolOf('anthropic').meters).toBe('messages');
     expect(azure.meters).toBe(`chat/completions, completions, embeddings, responses, ${media}`);

@@ -29,7 +29,8 @@ export interface MediaUpstream {
   close(): Promise<void>;
 }
 
-const PATH = /^\/(?:v1|openai\/v1|openai\/deployments\/([^/]+))\/(images\/generations|images\/edits|images\/variations|audio\/speech|audio\/transcriptions|audio\/translations|moderations)$/;
+const PATH =
+  /^\/(?:v1|openai\/v1|openai\/deployments\/([^/]+))\/(images\/generations|images\/edits|images\/variations|audio\/speech|audio\/transcriptions|audio\/translations|moderations)$/;
 const PNG_B64 = Buffer.from('\x89PNG fake image').toString('base64');
 
 /** A request's body read as it comes: a JSON body parsed, a multipart one scanned (never held). */
