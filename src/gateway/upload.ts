@@ -274,7 +274,7 @@ export function readUpload(req: IncomingMessage, limit: number, boundary: string
     let file: WriteStream | undefined;
     let path: string | undefined;
     let failed = false;
-    const fail = (err: unknown) => {
+    const fail = (err: Error) => {
       if (failed) return;
       failed = true;
       req.pause();
@@ -289,7 +289,7 @@ export function readUpload(req: IncomingMessage, limit: number, boundary: string
       try {
         scanner.push(chunk);
       } catch (err) {
-        return fail(err);
+        return fail(err as Error);
       }
       if (chunks) {
         chunks.push(chunk);
@@ -313,7 +313,7 @@ export function readUpload(req: IncomingMessage, limit: number, boundary: string
       try {
         form = scanner.end();
       } catch (err) {
-        return fail(err);
+        return fail(err as Error);
       }
       if (chunks) return resolve(new Upload(form, size, Buffer.concat(chunks), undefined, scanner.spans));
       file!.end(() => (failed ? undefined : resolve(new Upload(form, size, undefined, path, scanner.spans))));

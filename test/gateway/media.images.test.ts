@@ -71,7 +71,7 @@ describe('images through the openai SDK', () => {
     const before = await rig.consumed();
     const calls = rig.up.requests.length;
     const err = await openAiFor(rig.tenant)
-      .images.generate({ model: 'gpt-image-1', prompt: PROMPT, size: 'huge' as '1024x1024' })
+      .images.generate({ model: 'gpt-image-1', prompt: PROMPT, size: 'huge' })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ code: 'invalid_parameter', param: 'size' });

@@ -124,7 +124,7 @@ function transcription(res: ServerResponse, seen: MediaRequest, model: string): 
       { type: 'transcript.text.done', text, usage },
     ]);
   }
-  const format = String(f.response_format ?? 'json');
+  const format = typeof f.response_format === 'string' ? f.response_format : 'json';
   if (format === 'text' || format === 'srt' || format === 'vtt') {
     res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
     return void res.end(format === 'text' ? text : `1\n00:00:00,000 --> 00:00:0${seconds},000\n${text}\n`);
@@ -149,7 +149,7 @@ export async function startMediaUpstream(options: { apiKey: string }): Promise<M
       const match = PATH.exec(path);
       if (req.method !== 'POST' || !match) return json(res, 404, { error: { message: `no route ${req.method} ${path}` } });
       const [, deployment, endpoint] = match;
-      const model = deployment ?? String(seen.fields.model ?? 'dall-e-2');
+      const model = deployment ?? (typeof seen.fields.model === 'string' ? seen.fields.model : 'dall-e-2');
       if (endpoint!.startsWith('images/')) return images(res, seen, model, endpoint !== 'images/generations');
       if (endpoint === 'audio/speech') return speech(res, seen);
       if (endpoint === 'moderations') {
