@@ -14,10 +14,10 @@ import type { FormFile } from './protocol.js';
  */
 export const LOWEST_BITRATE = { mp3: 8_000, ogg: 6_000, webm: 6_000, mp4: 6_000, flac: 1_000, wav: 64_000, other: 1_000 } as const;
 
-export type AudioFormat = keyof typeof LOWEST_BITRATE;
+type AudioFormat = keyof typeof LOWEST_BITRATE;
 
 /** The container of a file, by its first bytes, else its type or its name's extension. */
-export function audioFormatOf(file: Pick<FormFile, 'head' | 'contentType' | 'filename'>): AudioFormat {
+function audioFormatOf(file: Pick<FormFile, 'head' | 'contentType' | 'filename'>): AudioFormat {
   const h = file.head;
   const ascii = (from: number, to: number) => h.subarray(from, to).toString('latin1');
   if (ascii(0, 4) === 'RIFF' && ascii(8, 12) === 'WAVE') return 'wav';

@@ -21,26 +21,26 @@ const NOT_SENT = Buffer.alloc(0);
  * its price table shows: 1024x1536 at high quality is 6,240 tokens). A quality it does not name (`auto`, dall-e's
  * `hd` or `standard`) is taken at `high`, a size it does not name (`auto`) at the largest, 1536x1024.
  */
-export const IMAGE_OUTPUT_TOKENS_1024 = { low: 272, medium: 1056, high: 4160 } as const;
+const IMAGE_OUTPUT_TOKENS_1024 = { low: 272, medium: 1056, high: 4160 } as const;
 const LARGEST_AREA = 1536 * 1024;
 /** Each partial image a stream asks for costs 100 output tokens more. */
-export const PARTIAL_IMAGE_TOKENS = 100;
+const PARTIAL_IMAGE_TOKENS = 100;
 /**
  * Tokens an input image of an edit may cost at most: gpt-4o's high-detail tiling of the largest image it keeps
  * (1,445) and a high input fidelity's own (up to 6,240), rounded up.
  */
-export const IMAGE_INPUT_TOKEN_BOUND = 8_192;
+const IMAGE_INPUT_TOKEN_BOUND = 8_192;
 /** More images per call than any provider makes (OpenAI: n <= 10). */
 const MAX_IMAGES = 128;
 /**
  * Audio output tokens a character of speech may take, at speed 1 (a slower speed, in proportion): gpt-4o-mini-tts
  * makes about 21 audio tokens a second and speaks about 14 characters a second; a number or a symbol reads as words.
  */
-export const AUDIO_TOKENS_PER_CHARACTER = 6;
+const AUDIO_TOKENS_PER_CHARACTER = 6;
 /** Audio input tokens a second of audio may take (OpenAI's transcription models read about 17). */
-export const AUDIO_TOKENS_PER_SECOND = 20;
+const AUDIO_TOKENS_PER_SECOND = 20;
 /** Text output tokens a second of audio may take (a fast speaker says about 4 words a second). */
-export const TRANSCRIPT_TOKENS_PER_SECOND = 16;
+const TRANSCRIPT_TOKENS_PER_SECOND = 16;
 
 /** A request's fields as an endpoint reads them: a JSON body's, or a form's (whose values are strings). */
 type Fields = Readonly<Record<string, unknown>>;

@@ -15,7 +15,7 @@ import { closeServer, listenLocal } from '../local-server.js';
 import { json, usageOf } from './server.js';
 
 /** A request the media upstream saw: its form or JSON fields, its files' sizes, its length. */
-export interface MediaRequest {
+interface MediaRequest {
   url: string;
   headers: IncomingHttpHeaders;
   bytes: number;
