@@ -5,6 +5,7 @@
  */
 import OpenAI, { toFile } from 'openai';
 import { describe, expect, it } from 'vitest';
+import { createModelPrice, setWorkspaceBudget } from '../support/sdk.js';
 import { gatewayFetch, openAiFor } from './gateway-support.js';
 import { mediaRig } from './media-support.js';
 
@@ -91,5 +92,31 @@ describe('images through the openai SDK', () => {
     expect(two.data.data).toHaveLength(2);
     expect(two.response.headers.get('x-nexus-quota-remaining')).toBe('1');
     expect(await rig.consumed(small)).toBe(9n);
+  });
+
+  it("refuses images and an upload with 402 once the workspace's hard budget is reached, the upstream not called", async () => {
+    const tenant = await rig.tenantWith({});
+    const path = { workspaceId: tenant.workspaceId };
+    const hourAgo = new Date(Date.now() - 3_600_000).toISOString();
+    const body = { modelPattern: 'gpt-image-*', inputPerMillion: '5', outputPerMillion: '40', effectiveFrom: hourAgo };
+    expect((await createModelPrice({ client: rig.t.client, path, body })).response.status).toBe(201);
+    const budget = await setWorkspaceBudget({ client: rig.t.client, path, body: { period: 'DAY', hardLimitMicros: '1' } });
+    expect(budget.response.status).toBe(200);
+    const client = () => new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0 });
+    // One priced image spends more than the hard level.
+    await client().images.generate({ model: 'gpt-image-1', prompt: PROMPT }, { headers: { 'x-fake-usage': '20,272' } });
+    await rig.t.nexus.gateway.drain();
+    const refusedCode = (e: unknown) => (e instanceof OpenAI.APIError ? `${e.status} ${(e.error as { code?: string }).code}` : String(e));
+    await expect
+      .poll(async () => refusedCode(await client().images.generate({ model: 'dall-e-2', prompt: PROMPT }).catch((e: unknown) => e)))
+      .toBe('402 workspace_budget_exceeded');
+    const calls = rig.up.requests.length;
+    const consumed = await rig.consumed(tenant);
+    const upload = await client()
+      .images.edit({ model: 'gpt-image-1', image: await toFile(Buffer.alloc(4096, 1), 'a.png', { type: 'image/png' }), prompt: PROMPT })
+      .catch((e: unknown) => e);
+    expect(refusedCode(upload)).toBe('402 workspace_budget_exceeded');
+    expect(rig.up.requests.length).toBe(calls);
+    expect(await rig.consumed(tenant)).toBe(consumed);
   });
 });
