@@ -10,7 +10,7 @@ import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, invocationByRequestId, periodOf, type Tenant } from './gateway-support.js';
 import type { TenantSpec } from '../support/tenant.js';
 
-const MEDIA_KEY = `${SECRET_MARKER}-media-0123456789abcdef`;
+export const MEDIA_KEY = `${SECRET_MARKER}-media-0123456789abcdef`;
 
 export interface MediaRig {
   t: TestApp;
