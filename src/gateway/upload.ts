@@ -307,7 +307,13 @@ export function readUpload(req: IncomingMessage, limit: number, boundary: string
     };
     req.on('data', onData);
     req.on('error', fail);
+    let ended = false;
+    // A client that leaves mid-upload: its spool file goes at once.
+    req.on('close', () => {
+      if (!ended) fail(new Error('The client closed the connection before its upload ended'));
+    });
     req.on('end', () => {
+      ended = true;
       if (failed) return;
       let form: FormRead;
       try {

@@ -3,6 +3,8 @@
  * read as it comes and spooled, each endpoint's bounds and its charge when the answer reports no usage, and the usage
  * of their answers (Gemini's tokens by modality among them).
  */
+import { readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { PassThrough } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
@@ -105,6 +107,19 @@ describe('a multipart upload, read as it comes', () => {
       expect(mapped.length).toBe(body.length - 'gpt-4o-transcribe'.length + 'my-deployment'.length);
       await upload.dispose();
     }
+  });
+
+  it('deletes the spool file of an upload whose client leaves before its end', async () => {
+    const spools = () => readdirSync(tmpdir()).filter((name) => name.startsWith('nexus-upload-')).length;
+    const before = spools();
+    const req = new PassThrough();
+    const read = readUpload(req as unknown as IncomingMessage, 1 << 30, 'b0undary');
+    req.write(multipart(wavOf(40)).subarray(0, 2 << 20));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(spools()).toBe(before + 1);
+    req.destroy();
+    await expect(read).rejects.toThrow(/closed the connection/);
+    await expect.poll(spools).toBe(before);
   });
 
   it('refuses an upload past the limit (413)', async () => {
