@@ -57,7 +57,8 @@ export class FormScanner {
   readonly spans = new Map<string, [number, number]>();
   private state: 'body' | 'delimited' | 'headers' | 'done' = 'body';
   private part: Part | undefined;
-  private readonly fields: Record<string, string> = {};
+  /** Without a prototype: a part may be named anything (`__proto__` too). */
+  private readonly fields: Record<string, string> = Object.create(null) as Record<string, string>;
   private readonly files: FormFile[] = [];
   private fieldBytes = 0;
   private parts = 0;

@@ -121,10 +121,11 @@ function areaOf(size: string | undefined): number {
   return Number(match[1]) * Number(match[2]);
 }
 
-/** The most output tokens one image of `quality` and `size` takes, with its partial images. */
-function imageOutputBound(quality: string | undefined, size: string | undefined, partials: number): bigint {
-  const perMegapixel = IMAGE_OUTPUT_TOKENS_1024[quality as keyof typeof IMAGE_OUTPUT_TOKENS_1024] ?? IMAGE_OUTPUT_TOKENS_1024.high;
-  return BigInt(Math.ceil((perMegapixel * areaOf(size)) / (1024 * 1024)) + partials * PARTIAL_IMAGE_TOKENS);
+/** The most output tokens one image of `quality` and `area` (pixels) takes, with its partial images. */
+function imageOutputBound(quality: string | undefined, area: number, partials: number): bigint {
+  const named = quality !== undefined && Object.hasOwn(IMAGE_OUTPUT_TOKENS_1024, quality);
+  const perMegapixel = named ? IMAGE_OUTPUT_TOKENS_1024[quality as keyof typeof IMAGE_OUTPUT_TOKENS_1024] : IMAGE_OUTPUT_TOKENS_1024.high;
+  return BigInt(Math.ceil((perMegapixel * area) / (1024 * 1024)) + partials * PARTIAL_IMAGE_TOKENS);
 }
 
 /**
@@ -135,13 +136,15 @@ function imageOutputBound(quality: string | undefined, size: string | undefined,
 function imageCall(fields: Fields, model: string, inputImages: number): PreparedCall {
   const n = count(fields, 'n', 1, MAX_IMAGES, 1);
   const size = text(fields, 'size');
+  const area = areaOf(size);
   const quality = text(fields, 'quality');
+  if (quality !== undefined && !/^[a-z_-]{1,32}$/i.test(quality))
+    throw invalid('quality', 'quality must be a word (low, medium, high, auto, standard, hd)');
   const stream = flag(fields, 'stream');
   const partials = stream ? count(fields, 'partial_images', 0, 3, 0) : 0;
   const prompt = text(fields, 'prompt');
   const billing = billingOf(model, /^dall-e/i, /^gpt-image/i);
-  const output = billing === 'kind' ? 0n : BigInt(n) * imageOutputBound(quality, size, partials);
-  areaOf(size);
+  const output = billing === 'kind' ? 0n : BigInt(n) * imageOutputBound(quality, area, partials);
   const imageInput = billing === 'kind' ? 0n : BigInt(inputImages * IMAGE_INPUT_TOKEN_BOUND);
   const input = billing === 'kind' ? 0n : BigInt(bytes(prompt)) + imageInput;
   const kinds: UsageKinds = { imageInputTokens: imageInput, imageOutputTokens: output };

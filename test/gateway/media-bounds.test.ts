@@ -154,6 +154,9 @@ describe("each endpoint's bounds, and its charge when the answer reports no usag
     const c = charge(unanswered, dalle, PRICING);
     expect(c).toMatchObject({ units: 8320n, images: 1n, imageTier: 'hd/1792x1024', usageMissing: false, malformed: false });
     expect(() => prepareCall(openai('v1/images/generations'), json({ model: 'dall-e-2', n: 0 }), caps)).toThrow(/n must be a whole number/);
+    const odd = json({ model: 'gpt-image-1', quality: 'constructor' });
+    expect(prepareCall(openai('v1/images/generations'), odd, caps).outputBound).toBe(6240n);
+    expect(() => prepareCall(openai('v1/images/generations'), json({ model: 'dall-e-3', quality: 'x y' }), caps)).toThrow(/quality/);
   });
 
   it('speech: characters for tts-1; bytes in and 6 audio tokens a character out (more when slower) otherwise', () => {
