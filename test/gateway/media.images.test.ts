@@ -102,13 +102,20 @@ describe('images through the openai SDK', () => {
     expect((await createModelPrice({ client: rig.t.client, path, body })).response.status).toBe(201);
     const budget = await setWorkspaceBudget({ client: rig.t.client, path, body: { period: 'DAY', hardLimitMicros: '1' } });
     expect(budget.response.status).toBe(200);
-    const client = () => new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0 });
+    const client = () =>
+      new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey, fetch: gatewayFetch(), maxRetries: 0 });
     // One priced image spends more than the hard level.
     await client().images.generate({ model: 'gpt-image-1', prompt: PROMPT }, { headers: { 'x-fake-usage': '20,272' } });
     await rig.t.nexus.gateway.drain();
     const refusedCode = (e: unknown) => (e instanceof OpenAI.APIError ? `${e.status} ${(e.error as { code?: string }).code}` : String(e));
     await expect
-      .poll(async () => refusedCode(await client().images.generate({ model: 'dall-e-2', prompt: PROMPT }).catch((e: unknown) => e)))
+      .poll(async () =>
+        refusedCode(
+          await client()
+            .images.generate({ model: 'dall-e-2', prompt: PROMPT })
+            .catch((e: unknown) => e),
+        ),
+      )
       .toBe('402 workspace_budget_exceeded');
     const calls = rig.up.requests.length;
     const consumed = await rig.consumed(tenant);
