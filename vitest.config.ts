@@ -30,6 +30,7 @@ const unit = [
   'test/gateway/intrusive-list.test.ts',
   'test/gateway/invocation-record.test.ts',
   'test/gateway/learned-bounds.test.ts',
+  'test/gateway/media-bounds.test.ts',
   'test/gateway/o200k-split.test.ts',
   'test/gateway/route-plan.test.ts',
   'test/gateway/secret-mask.test.ts',

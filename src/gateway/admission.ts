@@ -31,11 +31,14 @@ import { failed } from './call-trace.js';
 import type { CallContext } from './call-flow.js';
 import { asksForWebSocket, assertIdentityEncoding } from './client-request.js';
 import type { FirstWaveSlot } from './first-wave.js';
-import { filterModelList, modelNamedIn, prepareCall, type FreeEndpoint, type PreparedCall } from '../protocols/inspectors.js';
+import { filterModelList, modelNamedIn, prepareCall, prepareForm, type FreeEndpoint, type PreparedCall } from '../protocols/inspectors.js';
 import type { CallRead } from './invocation-record.js';
 import type { AuthRow } from './call-repo.js';
 import type { MeteredCall } from './metered-call.js';
 import { checkSlashesFor } from './path-safety.js';
+import { Upload, type Sendable } from './upload.js';
+
+const NO_BODY = Buffer.alloc(0);
 
 /** What a call's admission found and took, kept by its call (what its request was read for is its CallRead). */
 export class Admitted implements CallRead {
@@ -109,9 +112,10 @@ function assertModelAllowed(policy: ModelPolicy, model: string): void {
 }
 
 /** The call's admission (its rules above); resolves with the body to send upstream. */
-export async function admit(meter: CallMeter, ctx: CallContext): Promise<Buffer> {
+export async function admit(meter: CallMeter, ctx: CallContext): Promise<Sendable> {
   const { call, protocol, target } = ctx;
-  const { method, endpoint, startedAt } = call.start;
+  const { start } = call;
+  const { method, endpoint, startedAt } = start;
   const { auth, inspector } = call;
   // Governed but free: the model list, a model's description, token counting (no quota, no workspace setting).
   const free = inspector ? undefined : protocol.freeEndpointFor(method, target.route);
@@ -141,19 +145,23 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Buffer>
       reset_at: auth.budget_exceeded_until.toISOString(),
     });
   }
-  const raw = (call.admitted.raw = await ctx.body);
+  const sent = await ctx.body;
+  // An upload is sent as it came (upload.ts): what admission reads of it is its form.
+  const upload = sent instanceof Upload ? sent : undefined;
+  const raw = (call.admitted.raw = upload ? NO_BODY : (sent as Buffer));
+  if (upload) call.admitted.requestedModel = start.routeModel ?? upload.form.fields.model ?? '';
   if (inspector) {
     assertIdentityEncoding(ctx.req);
     const span = ctx.trace?.admission();
     try {
-      await admitMetered(meter, call, raw);
+      await admitMetered(meter, call, upload ?? raw);
     } catch (err) {
       if (span) failed(span, err);
       throw err;
     } finally {
       span?.end();
     }
-    return call.admitted.prepared!.body;
+    return upload ?? call.admitted.prepared!.body;
   }
   if (free) {
     const allows = admitFree(meter, call, free, raw);
@@ -161,7 +169,7 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Buffer>
   } else {
     await admitPassthrough(meter, call, raw);
   }
-  return raw;
+  return sent;
 }
 
 /** Whether the workspace or the plan lets a class through (the workspace's deprecated allowUnmeteredPassthrough: every class). */
@@ -199,12 +207,15 @@ function passThrough(call: MeteredCall, passthroughClass: PassthroughClass): voi
  * named a period that is over (a plan change split it, or it ended), the row is read again, once, and
  * the call admitted on it.
  */
-async function admitMetered(meter: CallMeter, call: MeteredCall, raw: Buffer): Promise<void> {
+async function admitMetered(meter: CallMeter, call: MeteredCall, raw: Buffer | Upload): Promise<void> {
   const { auth, admitted, start } = call;
   const reset = auth.period_end;
   if (!auth.period_id || !reset) throw new AppError('quota_insufficient', 'The access has no current quota period');
   const caps = { maxOutputTokens: auth.max_output_tokens!, clamp: auth.output_cap_policy !== 'refuse' };
-  const prepared = prepareCall(call.inspector!, raw, caps, start.routeModel);
+  const prepared =
+    raw instanceof Upload
+      ? prepareForm(call.inspector!, raw.form, start.routeModel)
+      : prepareCall(call.inspector!, raw, caps, start.routeModel);
   admitted.prepared = prepared;
   admitted.requestedModel = prepared.requestedModel;
   admitted.streamed = prepared.stream;
@@ -229,7 +240,7 @@ async function admitMetered(meter: CallMeter, call: MeteredCall, raw: Buffer): P
   let output = prepared.outputBound;
   if ((start.uncappedTarget || auth.connection_enforces_output_cap === false) && prepared.outputCeiling > output)
     output = prepared.outputCeiling;
-  const bound = boundUnits(prepared.inputBound, learned > output ? learned : output, pricing);
+  const bound = boundUnits(prepared.inputBound, learned > output ? learned : output, pricing, prepared.boundKinds);
   if (bound > MAX_CALL_UNITS) {
     throw new AppError('quota_insufficient', `This call may need up to ${bound} units, more than a quota period can hold`, {
       reset_at: reset.toISOString(),
@@ -253,7 +264,7 @@ async function admitMetered(meter: CallMeter, call: MeteredCall, raw: Buffer): P
 }
 
 /** The cached period is over (a plan change split it, or it ended): the key's row is read again, once, and the call admitted on it. */
-async function readAgain(meter: CallMeter, call: MeteredCall, raw: Buffer): Promise<void> {
+async function readAgain(meter: CallMeter, call: MeteredCall, raw: Buffer | Upload): Promise<void> {
   call.admitted.reloaded = true;
   call.readAgain(await meter.reload(call.start.credential, call.connectionId));
   return admitMetered(meter, call, raw);
@@ -290,7 +301,7 @@ async function admitRate(meter: CallMeter, call: MeteredCall, tokens: bigint): P
  * allow is refused (403) all the same.
  */
 async function admitPassthrough(meter: CallMeter, call: MeteredCall, raw: Buffer): Promise<void> {
-  const model = modelNamedIn(raw);
+  const model = call.admitted.requestedModel || modelNamedIn(raw);
   call.admitted.requestedModel = model;
   call.admitted.view = meter.quotaView(call.auth, call.start.startedAt);
   const policy = meter.modelPolicy(call.auth);

@@ -28,6 +28,7 @@ import { upstreamHeaders } from './headers.js';
 import type { MeteredCall } from './metered-call.js';
 import type { GatewayTarget } from './path-safety.js';
 import { Relay } from './relay.js';
+import { Upload, type Sendable } from './upload.js';
 import type { Failover } from './relay-answer.js';
 import { RouteCalls, type AttemptMetrics } from './route-call.js';
 import type { RouteRegistry } from './route-registry.js';
@@ -42,8 +43,8 @@ export interface CallContext {
   target: GatewayTarget;
   /** The protocol whose paths and bodies the call's endpoint is read by (a route's: its targets' body shape). */
   protocol: Protocol;
-  /** Its body, being read. */
-  body: Promise<Buffer>;
+  /** Its body, being read: whole, or a multipart upload read on its way through (upload.ts). */
+  body: Promise<Sendable>;
   /** The route it is called through, and its usable targets with their key's lookups; none: a connection's call. */
   route: RouteRow | undefined;
   usable: Map<string, CacheEntry> | undefined;
@@ -56,7 +57,7 @@ export interface CallContext {
 export interface AttemptOf {
   entry: CacheEntry;
   providerPath: string;
-  body: Buffer;
+  body: Sendable;
   timeoutMs: number;
   /** A route's attempt: the target's id (the invocation's attempts), and the answer's x-nexus-* headers. */
   connectionId?: string | undefined;
@@ -123,7 +124,10 @@ export class CallFlow {
     const path = `${base.pathname.replace(/\/$/, '')}/${a.providerPath}${upstreamSearch(ctx.target.search)}`;
     const headers = upstreamHeaders(req.rawHeaders, protocol, upstream.apiKey, a.body.length);
     // A signed protocol (bedrock.ts, SigV4) signs the request as it goes upstream.
-    if (protocol.signRequest) await protocol.signRequest(upstream.apiKey, { method, url: new URL(path, base), body: a.body, headers });
+    if (protocol.signRequest) {
+      const body = a.body instanceof Upload ? Buffer.alloc(0) : a.body;
+      await protocol.signRequest(upstream.apiKey, { method, url: new URL(path, base), body, headers });
+    }
     // Traces on: the upstream's spans become children of the upstream call's (the client's traceparent is replaced).
     if (trace) setHeader(headers, 'traceparent', trace.upstreamStarted(protocol, call.inspector, method, base));
     const startedAt = this.deps.clock.now();

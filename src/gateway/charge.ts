@@ -41,7 +41,8 @@ export interface Charge extends Consumption {
 }
 
 /**
- * What a call that was answered is counted for. Exact when the provider reported usage. Otherwise
+ * What a call that was answered is counted for. Exact when the provider reported usage. Otherwise, for an endpoint
+ * whose provider may report none, its documented rule (PreparedCall's `unreported`: docs/modalities.md); else
  * (a broken or aborted stream, an answer without readable usage): the input reported so far or else
  * the input bound, and the output reported so far or else one token per event received that carried output
  * (or the output its meter counted, if more: stream-meter.ts), at most the output bound; a JSON answer without usage, and a stream cut at
@@ -50,6 +51,8 @@ export interface Charge extends Consumption {
 function chargeable(saw: RelaySaw, prepared: PreparedCall): Usage {
   const { usage, complete } = saw;
   if (usage && complete) return usage;
+  // An endpoint whose answer may report nothing (dall-e's images, binary speech, a text transcription): its rule.
+  if (prepared.unreported) return prepared.unreported;
   const inputTokens = usage?.inputTokens ?? prepared.inputBound;
   const cachedInputTokens = usage?.cachedInputTokens ?? 0n;
   // The input reported so far is exact, its cache writes with it; the output is not: its reasoning share is unknown.
@@ -71,6 +74,8 @@ function chargeable(saw: RelaySaw, prepared: PreparedCall): Usage {
 export function charge(saw: RelaySaw, prepared: PreparedCall, pricing: Pricing): Charge {
   const counted = chargeable(saw, prepared);
   const past = saw.complete && saw.usage!.outputTokens > prepared.outputBound;
+  // Charged by its endpoint's rule, an answer without usage is what its provider sends, not a malformed one.
+  const missing = !saw.complete && !prepared.unreported;
   return {
     units: chargeUnits(counted, pricing),
     inputTokens: counted.inputTokens,
@@ -83,8 +88,8 @@ export function charge(saw: RelaySaw, prepared: PreparedCall, pricing: Pricing):
     pricing,
     overBound: saw.cut || past,
     pastBound: past && !saw.cut,
-    usageMissing: !saw.complete,
-    malformed: !saw.complete && !saw.cut && saw.upstreamEnded,
+    usageMissing: missing,
+    malformed: missing && !saw.cut && saw.upstreamEnded,
   };
 }
 

@@ -35,6 +35,7 @@ import { operationOf } from './call-report.js';
 import { CallTrace } from './call-trace.js';
 import type { AuthRow } from './call-repo.js';
 import { credentialOf, readBody } from './client-request.js';
+import { boundaryOf, readUpload, Upload, type Sendable } from './upload.js';
 import type { GatewayParts } from './gateway-parts.js';
 import { rawHeader } from './headers.js';
 import { handleMe, ME_ROUTE } from './me.js';
@@ -82,12 +83,16 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
   const trace = g.tracer ? new CallTrace(g.tracer, locals.operationId, method, pathOf(req.url!), locals.requestId, traceparent) : undefined;
   /** The key's row, once looked up: a valid key's refusals carry its quota headers. */
   let looked: AuthRow | null = null;
+  let body: Promise<Sendable> | undefined;
   try {
     if (!PROXIED.has(method)) throw new AppError('method_not_allowed', `${method} is not proxied`);
     // A target that did not parse is parsed again here, to be refused in its turn.
     const target = parsed ?? parseGatewayUrl(req.url!);
     const credential = credentialOf(req);
-    const body = readBody(req, g.config.gatewayBodyLimitBytes);
+    // A multipart upload is read on its way through, never held whole (upload.ts); any other body, whole.
+    const boundary = boundaryOf(rawHeader(req.rawHeaders, 'content-type'));
+    const limit = g.config.gatewayBodyLimitBytes;
+    body = boundary !== undefined ? readUpload(req, limit, boundary) : readBody(req, limit);
     body.catch(() => {});
     // A route (docs/routes.md) is called as a connection is: the key's row is looked up for each of its targets.
     const route = parts.routes.get(target.connectionId);
@@ -157,6 +162,9 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
       error: locals.error,
     });
     trace?.refusedEarly(refusal.status, refusal.code);
+  } finally {
+    // An upload's spool file goes once its call has ended (or its body failed: readUpload deleted it then).
+    body?.then((sent) => (sent instanceof Upload ? sent.dispose() : undefined)).catch(() => {});
   }
 }
 

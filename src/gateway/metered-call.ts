@@ -323,8 +323,9 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       const output = this.meter.learned.observed(connectionId, prepared.requestedModel, prepared.stream, saw.usage!.outputTokens);
       if (output !== null) this.meter.shareLearned?.({ connectionId, model: prepared.requestedModel, stream: prepared.stream, output });
     }
-    // The first wave's place: the model has its history once a JSON answer's usage is read.
-    if (this.admitted.firstWave) this.leaveFirstWave(relay.readsJson && saw.complete);
+    // The first wave's place: the model has its history once a JSON answer's usage is read, or an answer that
+    // reports none was charged its endpoint's rule (its bound: it cannot cost more than it was admitted at).
+    if (this.admitted.firstWave) this.leaveFirstWave((relay.readsJson && saw.complete) || (!saw.complete && !charged.usageMissing));
     // A stream that could not be read on (an event-stream frame that did not decode): why, in the log.
     if (relay.malformed)
       this.meter.logger.warn({ msg: 'upstream stream malformed', requestId: this.opened.requestId, error: relay.malformed });

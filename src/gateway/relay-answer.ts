@@ -9,6 +9,7 @@ import type { RelaySaw } from './charge.js';
 import { usageFromJson, type Inspector, type PreparedCall, type Usage } from '../protocols/inspectors.js';
 import { SecretMask, type MaskedKey } from './secret-mask.js';
 import type { StreamMeter } from './stream-meter.js';
+import type { Sendable } from './upload.js';
 
 /** A JSON answer larger than this is passed through but not read for usage (charged at the call's bound). */
 const MAX_JSON_USAGE_BYTES = 32 * 1024 * 1024;
@@ -46,7 +47,8 @@ interface RelayRequest {
   path: string;
   /** Name, value, name, value... as undici takes them. */
   headers: string[];
-  body: Buffer;
+  /** A JSON body's bytes, or an upload sent as a stream (upload.ts). */
+  body: Sendable;
   timeoutMs: number;
 }
 

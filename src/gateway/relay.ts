@@ -24,6 +24,13 @@ import { EVENT_STREAM_CONTENT_TYPE } from '../protocols/event-stream.js';
 import { AnswerRead, now, retryAfterOf, type RelayEnd, type RelayOptions } from './relay-answer.js';
 import { SseMeter } from './sse-meter.js';
 import { decoderFor } from './upstreams.js';
+import { Upload } from './upload.js';
+
+/**
+ * An answer of media (speech's audio, an image's bytes): relayed as it comes, never held to be read for usage (it
+ * has none: the call is charged by its endpoint's rule, charge.ts).
+ */
+const MEDIA_ANSWER = /^\s*(?:audio|image|video)\/|^\s*application\/octet-stream/i;
 
 export class Relay extends AnswerRead implements Dispatcher.DispatchHandler {
   /** A failover attempt's head, written with its first byte. */
@@ -76,7 +83,7 @@ export class Relay extends AnswerRead implements Dispatcher.DispatchHandler {
         method: request.method,
         path: request.path,
         headers: request.headers,
-        body: request.body.length ? request.body : null,
+        body: request.body instanceof Upload ? request.body.open() : request.body.length ? request.body : null,
         headersTimeout: request.timeoutMs,
         bodyTimeout: request.timeoutMs,
       },
@@ -129,7 +136,7 @@ export class Relay extends AnswerRead implements Dispatcher.DispatchHandler {
     if (reading && isStream) {
       this.meter = binary ? new EventStreamMeter(inspector, prepared!) : new SseMeter(inspector!, prepared!);
       this.options.watcher?.streamBegan();
-    } else if (reading) {
+    } else if (reading && !MEDIA_ANSWER.test(contentType)) {
       this.jsonChunks = [];
     } else if (status >= 400 && !isStream) {
       this.errorChunks = [];

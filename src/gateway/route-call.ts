@@ -23,6 +23,7 @@ import { protocolOf, type ProtocolProfile } from '../protocols/index.js';
 import type { Protocol } from '../protocols/protocol.js';
 import type { CallContext, CallFlow, CallFlowDeps } from './call-flow.js';
 import type { Relay } from './relay.js';
+import { Upload, type Sendable } from './upload.js';
 import { backoffMs, orderTargets } from './route-plan.js';
 import type { RouteRegistry } from './route-registry.js';
 
@@ -53,8 +54,9 @@ export function usableTargets(route: RouteRow, entries: CacheEntry[]): Map<strin
   return usable;
 }
 
-/** The body with its top-level `model` replaced (a target's model map). */
-function withModel(body: Buffer, model: string): Buffer {
+/** The body with its top-level `model` replaced (a target's model map); an upload's, its `model` field (upload.ts). */
+function withModel(body: Sendable, model: string): Sendable {
+  if (body instanceof Upload) return body.withField('model', model);
   try {
     const parsed = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
     if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
@@ -71,7 +73,7 @@ function withModel(body: Buffer, model: string): Buffer {
 interface Sent {
   entry: CacheEntry;
   model: string;
-  body: Buffer;
+  body: Sendable;
   providerPath: string;
 }
 
@@ -211,7 +213,7 @@ export class RouteCalls {
   }
 
   /** A call through a route: its usable targets by the route's strategy, each target's model map and path. */
-  async relayRoute(ctx: CallContext, body: Buffer, route: RouteRow, usable: Map<string, CacheEntry>): Promise<void> {
+  async relayRoute(ctx: CallContext, body: Sendable, route: RouteRow, usable: Map<string, CacheEntry>): Promise<void> {
     const { clock, registry, metrics } = this.deps;
     const started = clock.now();
     const targets = this.candidatesOf(route, usable, started);
@@ -248,7 +250,7 @@ export class RouteCalls {
    * A call on a plain connection with a retry policy (docs/routes.md "Retries on a plain connection"): the
    * route's loop over one target, the connection itself, without a breaker.
    */
-  async relayConnection(ctx: CallContext, body: Buffer, policy: ConnectionRetry): Promise<void> {
+  async relayConnection(ctx: CallContext, body: Sendable, policy: ConnectionRetry): Promise<void> {
     const { call } = ctx;
     const { metrics } = this.deps;
     const model = call.admitted.prepared?.requestedModel ?? '';

@@ -7,6 +7,8 @@
  *     where the model the call names is the deployment (its body names none); and
  *     `openai/responses?api-version=...`;
  *   - v1: `openai/v1/{chat/completions|responses|embeddings}`, the body naming the model (the deployment);
+ *   - media, under either (openai-media.ts): `images/{generations|edits|variations}`, `audio/{speech|transcriptions|
+ *     translations}` and `moderations`;
  *   - free: the model lists `openai/models` and `openai/v1/models`, and a model's description under them
  *     (a connection's probe reads `openai/v1/models`).
  *
@@ -18,6 +20,7 @@
  * (openai.ts's readers count text from a delta only, and read usage from any chunk that has it).
  */
 import { OPENAI_SHAPE, openAiPassthrough } from './openai.js';
+import { openAiMediaPaths } from './openai-media.js';
 import { defineProtocol, type Protocol } from './protocol.js';
 
 const DEPLOYMENT = /^openai\/deployments\/([^/]+)\//i;
@@ -38,6 +41,7 @@ export const azureOpenai: Protocol = defineProtocol({
     [/^openai\/(?:v1\/)?responses$/i, 'responses'],
     [/^openai\/v1\/chat\/completions$/i, 'chat'],
     [/^openai\/v1\/embeddings$/i, 'embeddings'],
+    ...openAiMediaPaths('^openai\\/(?:deployments\\/[^/]+|v1)\\/'),
   ],
   free: [
     ['GET', /^openai\/(?:v1\/)?models$/i, 'models'],

@@ -28,12 +28,33 @@ type Json = Record<string, any>;
 
 function geminiUsage(u: Json | null | undefined): Usage | null {
   if (!u || typeof u !== 'object' || typeof u.promptTokenCount !== 'number') return null;
-  return {
+  const usage: Usage = {
     inputTokens: big(u.promptTokenCount) + big(u.toolUsePromptTokenCount),
     cachedInputTokens: big(u.cachedContentTokenCount),
     outputTokens: big(u.candidatesTokenCount) + big(u.thoughtsTokenCount),
     reasoningTokens: bigOrAbsent(u.thoughtsTokenCount),
   };
+  const kinds = {
+    audioInputTokens: modalityTokens(u.promptTokensDetails, 'AUDIO'),
+    imageInputTokens: modalityTokens(u.promptTokensDetails, 'IMAGE'),
+    audioOutputTokens: modalityTokens(u.candidatesTokensDetails, 'AUDIO'),
+    imageOutputTokens: modalityTokens(u.candidatesTokensDetails, 'IMAGE'),
+  };
+  for (const [kind, tokens] of Object.entries(kinds)) if (tokens !== null) usage[kind as keyof typeof kinds] = tokens;
+  return usage;
+}
+
+/**
+ * The tokens of one modality in a usageMetadata's list by modality (`promptTokensDetails`,
+ * `candidatesTokensDetails`: `[{ modality: 'IMAGE', tokenCount }]`); null when the list does not name it.
+ */
+function modalityTokens(details: unknown, modality: 'AUDIO' | 'IMAGE'): bigint | null {
+  if (!Array.isArray(details)) return null;
+  let found: bigint | null = null;
+  for (const entry of details as Json[]) {
+    if (entry?.modality === modality) found = (found ?? 0n) + big(entry.tokenCount);
+  }
+  return found;
 }
 
 /** Output text of a GenerateContentResponse (text, thoughts, function call arguments), in bytes. */

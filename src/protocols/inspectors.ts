@@ -23,9 +23,10 @@
  * a metered call and take no quota.
  */
 import { AppError } from '../errors.js';
+import { jsonObjectOf } from './request-body.js';
 import { type ProtocolProfile, protocolOf } from './index.js';
 import { INLINE_IMAGE_TOKEN_BOUND, InputTally } from './input-estimate.js';
-import type { FreeEndpoint, Inspector, OutputCapRule, PreparedCall, ProtocolTable } from './protocol.js';
+import type { FormRead, FreeEndpoint, Inspector, OutputCapRule, PreparedCall, ProtocolTable } from './protocol.js';
 import type { Usage } from './usage.js';
 
 export type { FreeEndpoint, Inspector, PreparedCall } from './protocol.js';
@@ -139,9 +140,6 @@ function inputBoundOf(inspector: Inspector, raw: Buffer, body: Record<string, un
   return Math.min(raw.length - tally.imageExcess, tally.bound(rule));
 }
 
-/** JSON is UTF-8 (RFC 8259): a body that is not is refused, not read with its bad bytes replaced. */
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
-
 /**
  * A metered call's request read for its bounds (`routeModel`: the model its path names, an Azure
  * deployment, which the body's then does not override): a JSON body, read by its endpoint's fields (protocol.ts,
@@ -150,21 +148,7 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true });
 export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRule, routeModel?: string): PreparedCall {
   if (inspector.read) return inspector.read(raw, caps, routeModel);
   const { maxOutputTokens } = caps;
-  let text: string;
-  try {
-    text = UTF8.decode(raw);
-  } catch {
-    throw new AppError('invalid_json', 'The request body is not valid UTF-8');
-  }
-  let body: Record<string, unknown>;
-  try {
-    body = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    throw new AppError('invalid_json', 'A metered endpoint needs a JSON body');
-  }
-  if (!body || typeof body !== 'object' || Array.isArray(body)) {
-    throw new AppError('invalid_json', 'A metered endpoint needs a JSON object body');
-  }
+  const body = jsonObjectOf(raw);
   const requestedModel = routeModel ?? (typeof body.model === 'string' ? body.model : '');
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') {
     // A lenient server may stream on "yes" or 1: the gateway would not read it as a stream.
@@ -234,6 +218,17 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   return { requestedModel, stream, body: sent, inputBound, outputBound, outputCeiling, usageInjected, previousResponseId, outputCap };
 }
 
+/**
+ * A metered call's multipart upload read for its bounds from its form (the gateway sends the upload itself): by its
+ * endpoint's `form`; an endpoint that takes none refuses it (400).
+ */
+export function prepareForm(inspector: Inspector, form: FormRead, routeModel?: string): PreparedCall {
+  if (!inspector.form) {
+    throw new AppError('invalid_request', `${inspector.label} takes a JSON body, not multipart/form-data`, { param: 'content-type' });
+  }
+  return inspector.form(form, routeModel);
+}
+
 /** Usage and model of a complete JSON answer (and, for an endpoint whose answers are stored, its id: continuation). */
 export function usageFromJson(
   inspector: Inspector,
@@ -248,7 +243,9 @@ export function usageFromJson(
   const fields = inspector.answerFields;
   const model = typeof body?.[fields.model] === 'string' ? (body[fields.model] as string) : null;
   const responseId = inspector.continuation ? inspector.continuation.idOf(body) : null;
-  return { usage: inspector.usageOf(body?.[fields.usage]), model, responseId };
+  const usage =
+    inspector.usageOfAnswer && body && typeof body === 'object' ? inspector.usageOfAnswer(body) : inspector.usageOf(body?.[fields.usage]);
+  return { usage, model, responseId };
 }
 
 const MODEL = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;

@@ -1,6 +1,7 @@
 /**
  * The OpenAI API and those compatible with it: chat completions, completions, embeddings and the
- * Responses API; the key as `Authorization: Bearer`. Each endpoint is an entry of OPENAI_SHAPE (which
+ * Responses API, and the media endpoints (images, speech, transcription, moderations: openai-media.ts); the key as
+ * `Authorization: Bearer`. Each endpoint is an entry of OPENAI_SHAPE (which
  * azure-openai.ts shares): its output caps, its input walk (OPENAI_FIELDS: the fields that carry input, and
  * the parameters), its stream reader, and for the Responses API the stored response a call continues.
  */
@@ -9,6 +10,7 @@ import { big, bigOrAbsent, type Usage } from './usage.js';
 import { sseEvent, type StreamCut, type StreamReader, type StreamState } from './stream.js';
 import { FOREIGN, fields, O200K, walkBody, type Fields, type InputRule, type InputTally } from './input-estimate.js';
 import { resource, type PassthroughClass, type PassthroughRoute } from './passthrough.js';
+import { OPENAI_MEDIA, openAiMediaPaths, type OpenAiMediaEndpoint } from './openai-media.js';
 
 /** Responses API output items tracked for the answer of a cut stream (output_index beyond it is not kept). */
 const MAX_OUTPUT_ITEMS = 1024;
@@ -379,7 +381,8 @@ export const OPENAI_SHAPE = {
       input: walk('responses'),
       stream: () => new ResponsesStream(),
     },
-  } satisfies Record<OpenAiEndpoint, EndpointSpec>,
+    ...OPENAI_MEDIA,
+  } satisfies Record<OpenAiEndpoint | OpenAiMediaEndpoint, EndpointSpec>,
   usageOf: openAiUsage,
   inlineImage,
   passesBack: ['openai-processing-ms', 'openai-version', 'openai-organization'],
@@ -425,6 +428,7 @@ export const openai: Protocol = defineProtocol({
     [/(^|\/)completions$/i, 'completions'],
     [/(^|\/)embeddings$/i, 'embeddings'],
     [/(^|\/)responses$/i, 'responses'],
+    ...openAiMediaPaths('(?:^|\\/)'),
   ],
   free: modelRoutes(),
   // Under whatever prefix a compatible server routes them (`v1/`, or its own).

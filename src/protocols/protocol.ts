@@ -50,7 +50,7 @@ import type { ProtocolProfile } from './index.js';
 import type { InputRule, InputTally } from './input-estimate.js';
 import { passthroughClassOf, type PassthroughClass, type PassthroughRoute } from './passthrough.js';
 import type { StreamReader } from './stream.js';
-import type { Usage } from './usage.js';
+import type { Usage, UsageKinds } from './usage.js';
 
 type Json = Record<string, any>;
 
@@ -83,7 +83,45 @@ export interface PreparedCall {
   previousResponseId: string | null;
   /** The request asked for more output than maxOutputTokens and its cap was lowered (policy `clamp`). */
   outputCap: { sent: number; requested: number } | undefined;
+  /**
+   * The kinds beyond text tokens the call may use at most (images of a tier, milliseconds of audio, characters;
+   * audio and image tokens as parts of the token bounds): admitted with the tokens. None: text tokens only.
+   */
+  boundKinds?: UsageKinds | undefined;
+  /**
+   * What the call is charged when its answer reports no usage, by its endpoint's documented rule (docs/modalities.md):
+   * a dall-e call's images, a binary speech answer's characters or token bound, a text transcription's duration
+   * bound; never less than the provider bills, never more than the call's bound. None: the missing-usage rule
+   * (charge.ts).
+   */
+  unreported?: Usage | undefined;
 }
+
+/**
+ * A multipart request (an image edit, a transcription) as the gateway read it on its way through, never held whole:
+ * its small text fields, and of each file its field, name, type, size and first bytes (a container's header).
+ */
+export interface FormRead {
+  /** The text fields, by name (a name given twice: its last value). */
+  fields: Readonly<Record<string, string>>;
+  files: readonly FormFile[];
+  /** The whole body's length in bytes. */
+  bytes: number;
+}
+
+/** A file of a multipart request. */
+export interface FormFile {
+  field: string;
+  filename: string;
+  /** Its part's Content-Type ('' when none). */
+  contentType: string;
+  size: number;
+  /** Its first bytes (up to FORM_FILE_HEAD). */
+  head: Buffer;
+}
+
+/** How many of a file's first bytes a FormRead keeps: enough for a WAV, FLAC or MP3 header. */
+export const FORM_FILE_HEAD = 4096;
 
 /**
  * A call that continues an answer the provider stored (the Responses API's `previous_response_id`): the
@@ -135,6 +173,14 @@ export interface EndpointSpec {
    * gateway's reading of a JSON body by the fields above.
    */
   read?(raw: Buffer, caps: OutputCapRule, routeModel: string | undefined): PreparedCall;
+  /**
+   * Its multipart request read for its bounds from its fields and its files' sizes, types and headers (the gateway
+   * streams the body itself to the upstream as it came: the PreparedCall's `body` is not sent). None: a multipart
+   * request is refused (400).
+   */
+  form?(form: FormRead, routeModel: string | undefined): PreparedCall;
+  /** The usage of its whole JSON answer, where the usage object alone does not say it all (a transcription's `duration`). */
+  usageOfAnswer?(answer: Json): Usage | null;
 }
 
 /** A metered endpoint of a protocol as the gateway reads it: made once per protocol and endpoint, shared by every call to it. */
@@ -151,6 +197,8 @@ export interface Inspector {
   readonly answerFields: { readonly usage: string; readonly model: string };
   readonly continuation: Continuation | undefined;
   readonly read: EndpointSpec['read'];
+  readonly form: EndpointSpec['form'];
+  readonly usageOfAnswer: EndpointSpec['usageOfAnswer'];
   readonly input: EndpointSpec['input'];
   readonly stream: EndpointSpec['stream'];
   readonly usageOf: (u: Json | null | undefined) => Usage | null;
@@ -384,6 +432,8 @@ export function defineProtocol<E extends string>(table: ProtocolTable<E>): Proto
       answerFields: spec.answerFields ?? table.answerFields ?? ANSWER_FIELDS,
       continuation: spec.continuation,
       read: spec.read,
+      form: spec.form,
+      usageOfAnswer: spec.usageOfAnswer,
       input: spec.input,
       stream: spec.stream,
       usageOf: spec.usageOf ?? table.usageOf,

@@ -117,10 +117,10 @@ describe('a WebSocket handshake (a Realtime session)', () => {
   });
 });
 
-/** A transcription through the SDK, refused (409 on `closed`): what it threw. */
-async function transcribe(client: OpenAI, bytes: number): Promise<unknown> {
-  const file = await toFile(Buffer.alloc(bytes, 7), 'speech.wav', { type: 'audio/wav' });
-  return client.audio.transcriptions.create({ file, model: 'whisper-1' }).then(
+/** A file uploaded through the SDK, refused (409 on `closed`: its class, files, is not let through): what it threw. */
+async function uploadFile(client: OpenAI, bytes: number): Promise<unknown> {
+  const file = await toFile(Buffer.alloc(bytes, 7), 'notes.jsonl', { type: 'application/jsonl' });
+  return client.files.create({ file, purpose: 'assistants' }).then(
     () => undefined,
     (err: unknown) => err,
   );
@@ -137,7 +137,7 @@ describe('a refused upload', () => {
       const client = new OpenAI({ baseURL: closed.gatewayBaseUrl + '/v1', apiKey: closed.apiKey, maxRetries: 0 });
       const seen = new Map<string, number>();
       for (let i = 0; i < calls; i++) {
-        const err = await transcribe(client, bytes);
+        const err = await uploadFile(client, bytes);
         const what =
           err instanceof OpenAI.APIError && !(err instanceof OpenAI.APIConnectionError)
             ? `${err.status} ${(err.error as { code?: string } | undefined)?.code}`
@@ -152,7 +152,7 @@ describe('a refused upload', () => {
   it('with the SDK retrying as it does by default: one request, one REJECTED record', async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
     const client = new OpenAI({ baseURL: tenant.gatewayBaseUrl + '/v1', apiKey: tenant.apiKey });
-    const err = await transcribe(client, 40_000);
+    const err = await uploadFile(client, 40_000);
     expect(err).toBeInstanceOf(OpenAI.ConflictError);
     await t.nexus.gateway.drain();
     const invocations = await t.database.db('invocations').where({ workspace_access_id: tenant.accessId });
@@ -216,7 +216,7 @@ function rawUpload(tenant: Tenant, length: number, first: number, afterAnswer: b
     socket.on('close', done);
     socket.on('connect', () => {
       socket.write(
-        `POST /providers/${tenant.connectionId}/v1/audio/transcriptions HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n` +
+        `POST /providers/${tenant.connectionId}/v1/files HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n` +
           `authorization: Bearer ${tenant.apiKey}\r\ncontent-type: multipart/form-data; boundary=x\r\n` +
           `content-length: ${length}\r\n\r\n`,
       );

@@ -191,9 +191,11 @@ describe('the tables together', () => {
   });
 
   it('says what each meters, for a person', () => {
-    expect(protocolOf('openai').meters).toBe('chat/completions, completions, embeddings, responses');
+    const media =
+      'images/generations, images/edits, images/variations, audio/speech, audio/transcriptions, audio/translations, moderations';
+    expect(protocolOf('openai').meters).toBe(`chat/completions, completions, embeddings, responses, ${media}`);
     expect(protocolOf('anthropic').meters).toBe('messages');
-    expect(azure.meters).toBe('chat/completions, completions, embeddings, responses');
+    expect(azure.meters).toBe(`chat/completions, completions, embeddings, responses, ${media}`);
   });
 
   it("shapes the gateway's refusals as Anthropic's and Google's errors, and leaves the others the shared body", () => {

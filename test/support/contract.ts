@@ -156,6 +156,8 @@ function validateOperationResponse(
 export function contractFetch(inner: typeof fetch = fetch): typeof fetch {
   return async (input: RequestInfo | URL, init?: RequestInit) => {
     const request = new Request(input, init);
+    // The openai SDK fetches `data:,` once before its first upload, to see whether this fetch takes FormData.
+    if (request.url.startsWith('data:')) return inner(request);
     const response = await inner(request);
     const contentType = response.headers.get('content-type') ?? '';
     const headers: Record<string, string> = {};

@@ -2,7 +2,8 @@
  * The Gemini API fake upstream (test/support/fake-upstreams.ts says what it does): the key as
  * `x-goog-api-key`, `{version}/models/{model}:{method}` paths, usage as `usageMetadata`.
  *
- * Beyond the shared faults and x-fake-usage: x-fake-thoughts: n (thinking tokens, reported apart from
+ * Beyond the shared faults and x-fake-usage: x-fake-image-tokens: n (generateContent answers an image too, its n
+ * output tokens by modality in usageMetadata), x-fake-thoughts: n (thinking tokens, reported apart from
  * the candidates' and counted as output), x-fake-fault: blocked (a prompt blocked by safety: 200 with
  * promptFeedback.blockReason, no candidates). A stream's events carry running usage totals, one event
  * none, and the last the full count with finishReason; `malformed` ends it with a broken event instead.
@@ -75,6 +76,22 @@ export function startGeminiUpstream(options: UpstreamKeys): Promise<FakeUpstream
       return json(res, 200, { promptFeedback: { blockReason: 'SAFETY' }, usageMetadata: usage(0), modelVersion, responseId });
     }
     if (method === 'generateContent') {
+      // x-fake-image-tokens: n: the answer carries an image too, n output tokens of it (as gemini-2.5-flash-image answers).
+      const imageTokens = Number(req.headers['x-fake-image-tokens'] ?? 0);
+      if (imageTokens) {
+        const image = { inlineData: { mimeType: 'image/png', data: Buffer.from('\x89PNG fake').toString('base64') } };
+        const answer = candidate(words.join(' '), 'STOP');
+        answer.content.parts.push(image as unknown as { text: string });
+        const usageMetadata = {
+          ...usage(u.output + imageTokens),
+          promptTokensDetails: [{ modality: 'TEXT', tokenCount: u.input }],
+          candidatesTokensDetails: [
+            { modality: 'TEXT', tokenCount: u.output },
+            { modality: 'IMAGE', tokenCount: imageTokens },
+          ],
+        };
+        return json(res, 200, { candidates: [answer], usageMetadata, modelVersion, responseId });
+      }
       return json(res, 200, { candidates: [candidate(words.join(' '), 'STOP')], usageMetadata: usage(u.output), modelVersion, responseId });
     }
     if (method !== 'streamGenerateContent') return json(res, 404, googleError(404, 'NOT_FOUND', `no method ${method}`));
