@@ -766,6 +766,11 @@ export const publishPlan = <ThrowOnError extends boolean = true>(options: Option
  * Creating with a `key` that exists makes its next `version`. A version is DRAFT until published, and immutable
  * after. Multipliers are parts per million (1000000 = one unit per token).
  *
+ * The kinds beyond text tokens have optional multipliers of their own (docs/pricing.md, "Kinds"): audio and
+ * image tokens (absent: as input or output tokens, so a strategy without them charges exactly as text), images
+ * (by tier with `imageTierMultipliersPpm`), seconds of audio and characters (absent: a documented default, never
+ * zero). A model rule without them takes the defaults from its own multipliers, not the strategy's.
+ *
  * `modelRules` price models apart from the strategy's own multipliers (its default): the first rule, in list
  * order, whose `pattern` matches the model the request names applies, to the call's bound and to its charge.
  * `allowedModels` restricts the models a call may name (absent or null: every model); a request naming another

@@ -831,6 +831,35 @@ export type QuotaStrategyDto = {
     inputMultiplierPpm: Int64String;
     outputMultiplierPpm: Int64String;
     cachedInputMultiplierPpm: Int64String;
+    /**
+     * Units per audio input token, in parts per million. Absent: as an input token (`inputMultiplierPpm`).
+     */
+    audioInputMultiplierPpm?: Int64String;
+    /**
+     * Units per audio output token, in parts per million. Absent: as an output token (`outputMultiplierPpm`).
+     */
+    audioOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image input token, in parts per million. Absent: as an input token.
+     */
+    imageInputMultiplierPpm?: Int64String;
+    /**
+     * Units per image output token, in parts per million. Absent: as an output token.
+     */
+    imageOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image made, in parts per million. Absent: 4160 output tokens (`outputMultiplierPpm` x 4160).
+     */
+    imageMultiplierPpm?: Int64String;
+    /**
+     * Units per second of audio, in parts per million. Absent: 20 input tokens (`inputMultiplierPpm` x 20).
+     */
+    secondMultiplierPpm?: Int64String;
+    /**
+     * Units per character of text (speech input), in parts per million. Absent: one input token.
+     */
+    characterMultiplierPpm?: Int64String;
+    imageTierMultipliersPpm?: ImageTierMultipliers;
     maxOutputTokens: number;
     /**
      * Per-model multipliers; the first rule whose pattern matches the requested model applies.
@@ -878,6 +907,35 @@ export type CreateQuotaStrategyDto = {
      * Units per cached input token, in parts per million.
      */
     cachedInputMultiplierPpm: Int64String;
+    /**
+     * Units per audio input token, in parts per million. Absent: as an input token (`inputMultiplierPpm`).
+     */
+    audioInputMultiplierPpm?: Int64String;
+    /**
+     * Units per audio output token, in parts per million. Absent: as an output token (`outputMultiplierPpm`).
+     */
+    audioOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image input token, in parts per million. Absent: as an input token.
+     */
+    imageInputMultiplierPpm?: Int64String;
+    /**
+     * Units per image output token, in parts per million. Absent: as an output token.
+     */
+    imageOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image made, in parts per million. Absent: 4160 output tokens (`outputMultiplierPpm` x 4160).
+     */
+    imageMultiplierPpm?: Int64String;
+    /**
+     * Units per second of audio, in parts per million. Absent: 20 input tokens (`inputMultiplierPpm` x 20).
+     */
+    secondMultiplierPpm?: Int64String;
+    /**
+     * Units per character of text (speech input), in parts per million. Absent: one input token.
+     */
+    characterMultiplierPpm?: Int64String;
+    imageTierMultipliersPpm?: ImageTierMultipliers;
     /**
      * Upper bound of output tokens a call may ask for; bounds what its quota lease holds for it.
      */
@@ -927,6 +985,44 @@ export type ModelRule = {
      * Units per output token of a matching model, in parts per million.
      */
     outputMultiplierPpm: Int64String;
+    /**
+     * Units per audio input token of a matching model, in parts per million. Absent: as an input token (`inputMultiplierPpm`).
+     */
+    audioInputMultiplierPpm?: Int64String;
+    /**
+     * Units per audio output token of a matching model, in parts per million. Absent: as an output token (`outputMultiplierPpm`).
+     */
+    audioOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image input token of a matching model, in parts per million. Absent: as an input token.
+     */
+    imageInputMultiplierPpm?: Int64String;
+    /**
+     * Units per image output token of a matching model, in parts per million. Absent: as an output token.
+     */
+    imageOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image made of a matching model, in parts per million. Absent: 4160 output tokens (`outputMultiplierPpm` x 4160).
+     */
+    imageMultiplierPpm?: Int64String;
+    /**
+     * Units per second of audio of a matching model, in parts per million. Absent: 20 input tokens (`inputMultiplierPpm` x 20).
+     */
+    secondMultiplierPpm?: Int64String;
+    /**
+     * Units per character of text of a matching model (speech input), in parts per million. Absent: one input token.
+     */
+    characterMultiplierPpm?: Int64String;
+    imageTierMultipliersPpm?: ImageTierMultipliers;
+};
+
+/**
+ * Units per image of a tier, in parts per million, by `{quality}/{size}` as the request names them (`hd/1024x1792`,
+ * `standard/1024x1024`, `high/1536x1024`). An image of a tier not listed is charged at `imageMultiplierPpm`.
+ *
+ */
+export type ImageTierMultipliers = {
+    [key: string]: Int64String;
 };
 
 /**
@@ -1986,6 +2082,15 @@ export type UpdateWorkspaceDto = {
  *
  */
 export type PassthroughClassesWritable = Array<PassthroughClass>;
+
+/**
+ * Units per image of a tier, in parts per million, by `{quality}/{size}` as the request names them (`hd/1024x1792`,
+ * `standard/1024x1024`, `high/1536x1024`). An image of a tier not listed is charged at `imageMultiplierPpm`.
+ *
+ */
+export type ImageTierMultipliersWritable = {
+    [key: string]: Int64String;
+};
 
 export type CreateProviderConnectionDtoWritable = {
     name: string;

@@ -70,6 +70,8 @@ export interface AuthRow {
    * at every lookup), allow-list and output cap policy (src/domain/quota/model-pricing.ts).
    */
   model_rules_json: string | null;
+  /** The strategy's multipliers of the kinds beyond text tokens (JSON text, parsed with its model rules; null: the defaults). */
+  kind_multipliers_json: string | null;
   allowed_models: string[] | null;
   output_cap_policy: OutputCapPolicy | null;
   key_prefix: string;
@@ -106,7 +108,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        c.enforces_output_cap as connection_enforces_output_cap,
        p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
        s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens,
-       s.id as strategy_id, s.model_rules::text as model_rules_json, s.allowed_models, s.output_cap_policy,
+       s.id as strategy_id, s.model_rules::text as model_rules_json, s.kind_multipliers::text as kind_multipliers_json, s.allowed_models, s.output_cap_policy,
        wb.hard_exceeded_until as budget_exceeded_until
   from inference_keys k
   join workspace_accesses a on a.id = k.workspace_access_id
