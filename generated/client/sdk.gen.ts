@@ -559,7 +559,9 @@ export const listModelPrices = <ThrowOnError extends boolean = true>(options: Op
 /**
  * Add a price to the price book
  *
- * A provider's price for a model pattern, per million tokens, in the workspace's currency, in force from
+ * A provider's price for a model pattern, per million tokens (and, where the model is priced so, per million
+ * audio or image tokens, per image and image tier, per second of audio, per million characters, and per call:
+ * docs/pricing.md "Kinds"), in the workspace's currency, in force from
  * `effectiveFrom` until it is closed. Scope: one provider connection (`providerConnectionId`), every
  * connection of one protocol (`protocolProfile`), or every connection (neither). Two prices of the same
  * pattern and scope may not overlap in time (409 `price_overlap`): close the old one at the new one's start.

@@ -550,6 +550,20 @@ export type MeQuotaPeriodDto = {
 export type PricePerMillion = string;
 
 /**
+ * An amount in the workspace's currency, a non-negative decimal string (at most 12 digits before the point and 12 after).
+ */
+export type PriceAmount = string;
+
+/**
+ * The price of one image of a tier, by `{quality}/{size}` as the request names them (`hd/1024x1792`,
+ * `standard/1024x1024`, `high/1536x1024`). An image of a tier not listed costs `perImage`.
+ *
+ */
+export type ImageTierPrices = {
+    [key: string]: PriceAmount;
+};
+
+/**
  * An ISO 4217 currency code.
  */
 export type CurrencyCode = string;
@@ -575,6 +589,39 @@ export type CreateModelPriceDto = {
     cacheWritePerMillion?: PricePerMillion;
     outputPerMillion: PricePerMillion;
     reasoningPerMillion?: PricePerMillion;
+    /**
+     * Per million audio input tokens. Absent: `inputPerMillion`.
+     */
+    audioInputPerMillion?: PricePerMillion;
+    /**
+     * Per million audio output tokens. Absent: `outputPerMillion`.
+     */
+    audioOutputPerMillion?: PricePerMillion;
+    /**
+     * Per million image input tokens. Absent: `inputPerMillion`.
+     */
+    imageInputPerMillion?: PricePerMillion;
+    /**
+     * Per million image output tokens. Absent: `outputPerMillion`.
+     */
+    imageOutputPerMillion?: PricePerMillion;
+    /**
+     * Per image made, of a tier `perImageTier` does not list. Absent: images cost nothing under this price.
+     */
+    perImage?: PriceAmount;
+    /**
+     * Per second of audio (a transcription's input). Absent: seconds cost nothing under this price.
+     */
+    perSecond?: PriceAmount;
+    /**
+     * Per million characters of text (a speech call's input). Absent: characters cost nothing under this price.
+     */
+    charactersPerMillion?: PricePerMillion;
+    /**
+     * Per call, whatever it used: every call under this price, a passed-through call included (docs/pricing.md, Kinds).
+     */
+    perCall?: PriceAmount;
+    perImageTier?: ImageTierPrices;
     effectiveFrom: DateTime;
 };
 
@@ -594,6 +641,39 @@ export type ModelPriceDto = {
     cacheWritePerMillion?: PricePerMillion;
     outputPerMillion: PricePerMillion;
     reasoningPerMillion?: PricePerMillion;
+    /**
+     * Per million audio input tokens. Absent: `inputPerMillion`.
+     */
+    audioInputPerMillion?: PricePerMillion;
+    /**
+     * Per million audio output tokens. Absent: `outputPerMillion`.
+     */
+    audioOutputPerMillion?: PricePerMillion;
+    /**
+     * Per million image input tokens. Absent: `inputPerMillion`.
+     */
+    imageInputPerMillion?: PricePerMillion;
+    /**
+     * Per million image output tokens. Absent: `outputPerMillion`.
+     */
+    imageOutputPerMillion?: PricePerMillion;
+    /**
+     * Per image made, of a tier `perImageTier` does not list. Absent: images cost nothing under this price.
+     */
+    perImage?: PriceAmount;
+    /**
+     * Per second of audio (a transcription's input). Absent: seconds cost nothing under this price.
+     */
+    perSecond?: PriceAmount;
+    /**
+     * Per million characters of text (a speech call's input). Absent: characters cost nothing under this price.
+     */
+    charactersPerMillion?: PricePerMillion;
+    /**
+     * Per call, whatever it used: every call under this price, a passed-through call included (docs/pricing.md, Kinds).
+     */
+    perCall?: PriceAmount;
+    perImageTier?: ImageTierPrices;
     effectiveFrom: DateTime;
     effectiveTo?: DateTime;
     source: 'manual' | 'litellm';
@@ -617,7 +697,7 @@ export type ImportModelPricesDto = {
 export type ImportModelPricesResultDto = {
     created: number;
     /**
-     * The keys of the entries not priced per token.
+     * The keys of the entries priced in none of the kinds Nexus reads (and the sample entry).
      */
     skipped: Array<string>;
 };
@@ -2074,6 +2154,15 @@ export type UpdateWorkspaceDto = {
      * The workspace's currency (ISO 4217). It cannot change once the workspace has prices (409 `conflict`).
      */
     currency?: CurrencyCode;
+};
+
+/**
+ * The price of one image of a tier, by `{quality}/{size}` as the request names them (`hd/1024x1792`,
+ * `standard/1024x1024`, `high/1536x1024`). An image of a tier not listed costs `perImage`.
+ *
+ */
+export type ImageTierPricesWritable = {
+    [key: string]: PriceAmount;
 };
 
 /**

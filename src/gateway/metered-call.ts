@@ -27,7 +27,7 @@ import { Admitted, authorizeCall } from './admission.js';
 import type { CacheEntry } from './auth-cache.js';
 import { charge, endingOf, unansweredCode, type Charge, type RelaySaw } from './charge.js';
 import type { CallMeter } from './call-meter.js';
-import { callRows, invocationJson, type AuthRow, type Consumption } from './call-repo.js';
+import { callRows, invocationJson, withKinds, type AuthRow, type Consumption } from './call-repo.js';
 import type { CallTrace } from './call-trace.js';
 import { modelNamedIn, type Inspector, type PreparedCall } from '../protocols/inspectors.js';
 import type { Linked } from './intrusive-list.js';
@@ -211,7 +211,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       providerTtftMs: null,
       totalTtftMs: null,
     });
-    return new RowJson()
+    return withKinds(new RowJson(), counted)
       .id('invocation_id', lost.id)
       .id('lease_id', lease.lease.id)
       .big('bound', lease.bound)
