@@ -1551,6 +1551,34 @@ export type UsageBucketDto = {
      * How many of them Nexus refused before the provider was called (status `REJECTED`).
      */
     refusedCalls: number;
+    /**
+     * Of `inputTokens`, the audio tokens. Absent: none (docs/pricing.md, Kinds).
+     */
+    audioInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the audio tokens. Absent: none (docs/pricing.md, Kinds).
+     */
+    audioOutputTokens?: Int64String;
+    /**
+     * Of `inputTokens`, the image tokens. Absent: none (docs/pricing.md, Kinds).
+     */
+    imageInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the image tokens. Absent: none (docs/pricing.md, Kinds).
+     */
+    imageOutputTokens?: Int64String;
+    /**
+     * Images made. Absent: none (docs/pricing.md, Kinds).
+     */
+    images?: Int64String;
+    /**
+     * Audio, in milliseconds (a transcription's input; priced per second). Absent: none (docs/pricing.md, Kinds).
+     */
+    audioMs?: Int64String;
+    /**
+     * Characters of text (a speech call's input). Absent: none (docs/pricing.md, Kinds).
+     */
+    characters?: Int64String;
 };
 
 export type UsageSummaryDto = {
@@ -1643,6 +1671,38 @@ export type UsageEventDto = {
      *
      */
     reasoningTokens?: Int64String;
+    /**
+     * Of `inputTokens`, the audio tokens. Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    audioInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the audio tokens. Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    audioOutputTokens?: Int64String;
+    /**
+     * Of `inputTokens`, the image tokens. Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    imageInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the image tokens. Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    imageOutputTokens?: Int64String;
+    /**
+     * Images made. Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    images?: Int64String;
+    /**
+     * Audio, in milliseconds (a transcription's input; priced per second). Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    audioMs?: Int64String;
+    /**
+     * Characters of text (a speech call's input). Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    characters?: Int64String;
+    /**
+     * The tier of its `images`, `{quality}/{size}` as the request named them (`hd/1024x1792`).
+     */
+    imageTier?: string;
     /**
      * The model the provider says answered (else the one requested).
      */
@@ -1744,6 +1804,38 @@ export type InvocationDto = {
     inputTokens?: Int64String;
     cachedInputTokens?: Int64String;
     outputTokens?: Int64String;
+    /**
+     * Of `inputTokens`, the audio tokens the call was charged for (its USAGE event's). Absent: none, or not charged.
+     */
+    audioInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the audio tokens the call was charged for (its USAGE event's). Absent: none, or not charged.
+     */
+    audioOutputTokens?: Int64String;
+    /**
+     * Of `inputTokens`, the image tokens the call was charged for (its USAGE event's). Absent: none, or not charged.
+     */
+    imageInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the image tokens the call was charged for (its USAGE event's). Absent: none, or not charged.
+     */
+    imageOutputTokens?: Int64String;
+    /**
+     * Images made the call was charged for (its USAGE event's). Absent: none, or not charged.
+     */
+    images?: Int64String;
+    /**
+     * Audio the call was charged for, in milliseconds (its USAGE event's; a transcription's input, priced per second). Absent: none, or not charged.
+     */
+    audioMs?: Int64String;
+    /**
+     * Characters of text the call was charged for (its USAGE event's; a speech call's input). Absent: none, or not charged.
+     */
+    characters?: Int64String;
+    /**
+     * The tier of its `images`, `{quality}/{size}` as the request named them (`hd/1024x1792`).
+     */
+    imageTier?: string;
     quotaUnits: Int64String;
     startedAt: DateTime;
     firstTokenAt?: DateTime;

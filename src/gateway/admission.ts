@@ -287,15 +287,24 @@ async function admitRate(meter: CallMeter, call: MeteredCall, tokens: bigint): P
 /**
  * An unmetered call let through (its class is the workspace's or the plan's): its model as the body names it, the
  * key's quota view; a request and a slot of its plan's rate limits. A JSON body naming a model the strategy does not
- * allow is refused (403) all the same.
+ * allow is refused (403) all the same. While the access has a period, the call is admitted on its lease at a bound of
+ * 0 units (never refused for quota): that is what its record is written on, 0 units and the cost of a price per call
+ * where its price sets one (docs/pricing.md, "Kinds").
  */
 async function admitPassthrough(meter: CallMeter, call: MeteredCall, raw: Buffer): Promise<void> {
+  const { auth, admitted } = call;
   const model = modelNamedIn(raw);
-  call.admitted.requestedModel = model;
-  call.admitted.view = meter.quotaView(call.auth, call.start.startedAt);
-  const policy = meter.modelPolicy(call.auth);
+  admitted.requestedModel = model;
+  admitted.view = meter.quotaView(auth, call.start.startedAt);
+  const policy = meter.modelPolicy(auth);
   if (policy.restricted && model) assertModelAllowed(policy, model);
   await admitRate(meter, call, 0n);
+  if (!auth.period_id) return;
+  const held = await meter.leases.admit({ workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id }, 0n);
+  if (!held.ok) return;
+  admitted.pricing = policy.pricingFor(model);
+  admitted.lease = held.admission;
+  admitted.leaseId = held.admission.lease.id;
 }
 
 /**
