@@ -13,7 +13,15 @@ import type { Knex } from 'knex';
  *   image tokens are parts of the input and output tokens.
  * - `usage_rollups` and `usage_key_rollups`: the sums of each kind (the tier is on the events only).
  */
-const KIND_COUNTS = ['audio_input_tokens', 'audio_output_tokens', 'image_input_tokens', 'image_output_tokens', 'images', 'audio_ms', 'characters'];
+const KIND_COUNTS = [
+  'audio_input_tokens',
+  'audio_output_tokens',
+  'image_input_tokens',
+  'image_output_tokens',
+  'images',
+  'audio_ms',
+  'characters',
+];
 
 const PRICES = [
   'audio_input_per_million',

@@ -15,7 +15,7 @@ export interface KindCounts {
   characters?: string;
 }
 
-export const KIND_FIELDS = [
+const KIND_FIELDS = [
   'audioInputTokens',
   'audioOutputTokens',
   'imageInputTokens',

@@ -300,7 +300,10 @@ async function admitPassthrough(meter: CallMeter, call: MeteredCall, raw: Buffer
   if (policy.restricted && model) assertModelAllowed(policy, model);
   await admitRate(meter, call, 0n);
   if (!auth.period_id) return;
-  const held = await meter.leases.admit({ workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id }, 0n);
+  const held = await meter.leases.admit(
+    { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id },
+    0n,
+  );
   if (!held.ok) return;
   admitted.pricing = policy.pricingFor(model);
   admitted.lease = held.admission;

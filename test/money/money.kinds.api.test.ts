@@ -116,7 +116,13 @@ describe("a quota strategy's multipliers per kind", () => {
       body: {
         ...body,
         modelRules: [
-          { pattern: 'x', inputMultiplierPpm: '1', cachedInputMultiplierPpm: '1', outputMultiplierPpm: '1', imageMultiplierPpm: unchecked('1.5') },
+          {
+            pattern: 'x',
+            inputMultiplierPpm: '1',
+            cachedInputMultiplierPpm: '1',
+            outputMultiplierPpm: '1',
+            imageMultiplierPpm: unchecked('1.5'),
+          },
         ],
       },
     });
@@ -154,7 +160,13 @@ describe("the price book's kinds", () => {
     const bad = await createModelPrice({
       client: t.client,
       path,
-      body: { modelPattern: 'x', inputPerMillion: '1', outputPerMillion: '1', perImageTier: { '1024x1024': '1' }, effectiveFrom: hourAgo() },
+      body: {
+        modelPattern: 'x',
+        inputPerMillion: '1',
+        outputPerMillion: '1',
+        perImageTier: { '1024x1024': '1' },
+        effectiveFrom: hourAgo(),
+      },
     });
     expect(bad.response.status).toBe(400);
     expect(JSON.stringify(bad.error)).toMatch(/perImageTier/);
@@ -245,7 +257,15 @@ describe("LiteLLM's prices of the kinds", () => {
     expect(imported.data!.skipped.sort()).toEqual(['omni-moderation-latest', 'sample_spec']);
     const listed = await listModelPrices({ client: t.client, path, query: { limit: 100 } });
     const byModel = Object.fromEntries(listed.data!.map((p) => [p.modelPattern, p]));
-    expect(Object.keys(byModel).sort()).toEqual(['dall-e-2', 'dall-e-3', 'gemini-2.5-flash-image', 'gpt-4o-audio-preview', 'gpt-image-1', 'tts-1', 'whisper-1']);
+    expect(Object.keys(byModel).sort()).toEqual([
+      'dall-e-2',
+      'dall-e-3',
+      'gemini-2.5-flash-image',
+      'gpt-4o-audio-preview',
+      'gpt-image-1',
+      'tts-1',
+      'whisper-1',
+    ]);
     expect(byModel['gpt-4o-audio-preview']).toMatchObject({
       inputPerMillion: '2.5',
       outputPerMillion: '10',
@@ -337,11 +357,15 @@ describe("an OpenAI chat completion's audio tokens", () => {
     expect(bucket.images).toBeUndefined();
 
     const query = `since=${encodeURIComponent(since)}&until=${encodeURIComponent(until)}`;
-    const invocations = await t.fetch(`${t.url}/admin/v1/workspaces/${tenant.workspaceId}/invocations/export?${query}`, { headers: auth() });
+    const invocations = await t.fetch(`${t.url}/admin/v1/workspaces/${tenant.workspaceId}/invocations/export?${query}`, {
+      headers: auth(),
+    });
     const [head, row] = (await invocations.text()).trimEnd().split('\r\n');
     const cells = Object.fromEntries(head!.split(',').map((name, i) => [name, row!.split(',')[i]]));
     expect(cells).toMatchObject({ audio_input_tokens: '40', audio_output_tokens: '30', images: '', image_tier: '', characters: '' });
-    const summaryCsv = await t.fetch(`${t.url}/admin/v1/workspaces/${tenant.workspaceId}/usage-summary/export?${query}`, { headers: auth() });
+    const summaryCsv = await t.fetch(`${t.url}/admin/v1/workspaces/${tenant.workspaceId}/usage-summary/export?${query}`, {
+      headers: auth(),
+    });
     const [sumHead, sumRow] = (await summaryCsv.text()).trimEnd().split('\r\n');
     const sums = Object.fromEntries(sumHead!.split(',').map((name, i) => [name, sumRow!.split(',')[i]]));
     expect(sums).toMatchObject({ audio_input_tokens: '40', audio_output_tokens: '30', images: '0', audio_ms: '0', characters: '0' });
@@ -370,7 +394,9 @@ describe('a passed-through call', () => {
     expect(after.reserved).toBe(0n);
 
     // A hard budget of 0.015: the second call's cost reaches it, and the next is refused.
-    expect((await setWorkspaceBudget({ client: t.client, path, body: { period: 'DAY', hardLimitMicros: '15000' } })).response.status).toBe(200);
+    expect((await setWorkspaceBudget({ client: t.client, path, body: { period: 'DAY', hardLimitMicros: '15000' } })).response.status).toBe(
+      200,
+    );
     await files(tenant);
     await t.nexus.gateway.drain();
     await expect

@@ -74,7 +74,7 @@ export interface PlanSpec {
 }
 
 /** A strategy's optional multipliers of the kinds beyond text tokens (docs/pricing.md, "Kinds"). */
-export type KindMultipliersSpec = Pick<
+type KindMultipliersSpec = Pick<
   CreateQuotaStrategyDto,
   | 'audioInputMultiplierPpm'
   | 'audioOutputMultiplierPpm'

@@ -3,16 +3,7 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import type { UsageBucketDto, UsageSummaryDto } from '../api.js';
 
-export type Metric =
-  | 'cost'
-  | 'calls'
-  | 'failedCalls'
-  | 'refusedCalls'
-  | 'units'
-  | 'tokens'
-  | 'inputTokens'
-  | 'outputTokens'
-  | KindMetric;
+export type Metric = 'cost' | 'calls' | 'failedCalls' | 'refusedCalls' | 'units' | 'tokens' | 'inputTokens' | 'outputTokens' | KindMetric;
 /** The kinds beyond text tokens (docs/pricing.md, "Kinds"): offered where the summary has some. */
 export type KindMetric = 'audioTokens' | 'imageTokens' | 'images' | 'audioSeconds' | 'characters';
 export const KIND_METRICS: KindMetric[] = ['audioTokens', 'imageTokens', 'images', 'audioSeconds', 'characters'];
@@ -77,7 +68,11 @@ function metricOf(b: UsageBucketDto, metric: Metric): number {
     case 'inputTokens':
     case 'outputTokens':
       return Number(b[metric]);
-    default:
+    case 'audioTokens':
+    case 'imageTokens':
+    case 'images':
+    case 'audioSeconds':
+    case 'characters':
       return kindOf(b, metric);
   }
 }

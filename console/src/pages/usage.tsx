@@ -5,7 +5,18 @@ import { useAction, useRead, valueOf } from '../hooks.js';
 import { namesOf, useAccessNames, useConnections, useInferenceKeys, usePlans } from '../lookups.js';
 import { Empty, ErrorNote, Page, Select, Toolbar, Working, type PageProps } from '../ui.js';
 import { addKinds, kindsText, type KindCounts } from '../kinds.js';
-import { CALL_COUNTS, Chart, countOf, dayZone, KIND_METRICS, kindOf, localZone, METRICS, type CallCount, type Metric } from './usage-chart.js';
+import {
+  CALL_COUNTS,
+  Chart,
+  countOf,
+  dayZone,
+  KIND_METRICS,
+  kindOf,
+  localZone,
+  METRICS,
+  type CallCount,
+  type Metric,
+} from './usage-chart.js';
 
 type Granularity = 'hour' | 'day';
 /** The groupings this page knows; `key` and `plan` are offered when the API answers them (see useGroupings). */
@@ -240,7 +251,8 @@ export function UsagePage({ client, workspace }: PageProps) {
   // A kind beyond text tokens is offered where some bucket has it.
   const kinds = KIND_METRICS.filter((k) => buckets.some((b) => kindOf(b, k) > 0));
   const metrics = (Object.keys(METRICS) as Metric[]).filter(
-    (m) => (counted || !CALL_COUNTS.includes(m as CallCount)) && (!(KIND_METRICS as Metric[]).includes(m) || (kinds as Metric[]).includes(m)),
+    (m) =>
+      (counted || !CALL_COUNTS.includes(m as CallCount)) && (!(KIND_METRICS as Metric[]).includes(m) || (kinds as Metric[]).includes(m)),
   );
   const metric = chosenMetric && metrics.includes(chosenMetric) ? chosenMetric : priced ? 'cost' : 'units';
   // One format for the table, the axis and the legend.

@@ -129,7 +129,15 @@ async function detailsOf({ db }: InvocationRepoDeps, rows: InvocationRow[], q: Q
         rows.map((r) => r.id),
       )
       .where('kind', 'USAGE')
-      .select('invocation_id', 'cost_micros', 'price_id', 'input_tokens', 'cached_input_tokens', 'output_tokens', ...KIND_COLUMNS) as Promise<
+      .select(
+        'invocation_id',
+        'cost_micros',
+        'price_id',
+        'input_tokens',
+        'cached_input_tokens',
+        'output_tokens',
+        ...KIND_COLUMNS,
+      ) as Promise<
       (Pick<UsageEventRow, 'invocation_id' | 'cost_micros' | 'price_id' | 'input_tokens' | 'cached_input_tokens' | 'output_tokens'> &
         KindColumns)[]
     >,

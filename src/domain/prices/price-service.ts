@@ -17,7 +17,15 @@ import { patternProblem } from '../quota/model-pricing.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import { assertCurrency } from '../workspaces/currency.js';
 import { readLiteLlmPrices, type ImportedPrice } from './litellm-import.js';
-import { KIND_PRICES, type KindPriceColumns, type KindPriceName, type KindPrices, type PriceFilter, type PriceRepo, type PriceRow } from './price-repo.js';
+import {
+  KIND_PRICES,
+  type KindPriceColumns,
+  type KindPriceName,
+  type KindPrices,
+  type PriceFilter,
+  type PriceRepo,
+  type PriceRow,
+} from './price-repo.js';
 
 const PRICE = /^(0|[1-9][0-9]{0,11})(\.[0-9]{1,12})?$/;
 /** What LiteLLM's file is priced in. */
@@ -57,7 +65,8 @@ function assertKindPrices(prices: KindPrices, at: string): void {
   const entries = Object.entries(tiers);
   if (entries.length > MAX_TIERS) throw new AppError('invalid_parameter', `${param} may hold at most ${MAX_TIERS} tiers`, { param });
   for (const [tier, price] of entries) {
-    if (!TIER.test(tier)) throw new AppError('invalid_parameter', `${param} names '${tier}', not a tier {quality}/{size} (hd/1024x1792)`, { param });
+    if (!TIER.test(tier))
+      throw new AppError('invalid_parameter', `${param} names '${tier}', not a tier {quality}/{size} (hd/1024x1792)`, { param });
     assertPrice(price, `${param}.${tier}`);
   }
 }

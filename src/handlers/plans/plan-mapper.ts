@@ -138,7 +138,9 @@ export function toStrategyDto(row: QuotaStrategyRow): QuotaStrategyDto {
 }
 
 /** The kinds' multipliers a strategy or rule stores, as on the wire (those it sets). */
-function kindsDto(stored: StoredKindMultipliers | null): Pick<QuotaStrategyDto, (typeof KIND_MULTIPLIERS)[number] | 'imageTierMultipliersPpm'> {
+function kindsDto(
+  stored: StoredKindMultipliers | null,
+): Pick<QuotaStrategyDto, (typeof KIND_MULTIPLIERS)[number] | 'imageTierMultipliersPpm'> {
   if (!stored) return {};
   const dto: Pick<QuotaStrategyDto, (typeof KIND_MULTIPLIERS)[number] | 'imageTierMultipliersPpm'> = {};
   for (const name of KIND_MULTIPLIERS) if (stored[name] !== undefined) dto[name] = stored[name] as Int64String;
