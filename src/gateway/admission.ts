@@ -292,20 +292,23 @@ async function admitRate(meter: CallMeter, call: MeteredCall, tokens: bigint): P
  * where its price sets one (docs/pricing.md, "Kinds").
  */
 async function admitPassthrough(meter: CallMeter, call: MeteredCall, raw: Buffer): Promise<void> {
-  const { auth, admitted } = call;
   const model = modelNamedIn(raw);
-  admitted.requestedModel = model;
-  admitted.view = meter.quotaView(auth, call.start.startedAt);
-  const policy = meter.modelPolicy(auth);
+  call.admitted.requestedModel = model;
+  call.admitted.view = meter.quotaView(call.auth, call.start.startedAt);
+  const policy = meter.modelPolicy(call.auth);
   if (policy.restricted && model) assertModelAllowed(policy, model);
   await admitRate(meter, call, 0n);
+  await admitAtZero(meter, call, policy);
+}
+
+/** A passed-through call on its access's lease at 0 units, while the access has a period: what its record is written on. */
+async function admitAtZero(meter: CallMeter, call: MeteredCall, policy: ModelPolicy): Promise<void> {
+  const { auth, admitted } = call;
   if (!auth.period_id) return;
-  const held = await meter.leases.admit(
-    { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id },
-    0n,
-  );
+  const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
+  const held = await meter.leases.admit(target, 0n);
   if (!held.ok) return;
-  admitted.pricing = policy.pricingFor(model);
+  admitted.pricing = policy.pricingFor(admitted.requestedModel);
   admitted.lease = held.admission;
   admitted.leaseId = held.admission.lease.id;
 }

@@ -334,7 +334,9 @@ describe("an OpenAI chat completion's audio tokens", () => {
     expect(invocation.quotaUnits).toBe(`${60 + 400 + 40 + 600}`);
     expect(invocation).toMatchObject({ inputTokens: '100', outputTokens: '50', audioInputTokens: '40', audioOutputTokens: '30' });
     expect(invocation.images).toBeUndefined();
-    const usage = invocation.usageEvents!.find((e) => e.kind === 'USAGE')!;
+    // Bounded at the audio rates (the dearest of each side): charged within its bound, no ADJUSTMENT.
+    expect(invocation.usageEvents!.map((e) => e.kind)).toEqual(['USAGE']);
+    const usage = invocation.usageEvents![0]!;
     expect(usage).toMatchObject({ audioInputTokens: '40', audioOutputTokens: '30' });
     // 60 x 2.5 + 40 x 40 + 20 x 10 + 30 x 80 micro-units.
     expect(invocation.costMicros).toBe(`${150 + 1600 + 200 + 2400}`);
