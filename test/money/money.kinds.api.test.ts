@@ -409,6 +409,21 @@ describe('a passed-through call', () => {
       .toBe(402);
   });
 
+  it('is recorded with its price per call on an access whose quota is used up: it never needs quota', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, passthroughClasses: ['files'], quotaUnits: 0n });
+    await createModelPrice({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: { modelPattern: '*', inputPerMillion: '1', outputPerMillion: '1', perCall: '0.5', effectiveFrom: hourAgo() },
+    });
+    for (let i = 0; i < 2; i++) {
+      const call = await files(tenant);
+      const invocation = await invocationByRequestId(t, tenant.workspaceId, call.response.headers.get('x-nexus-request-id')!);
+      expect(invocation).toMatchObject({ status: 'SUCCEEDED', quotaUnits: '0', costMicros: '500000' });
+    }
+    expect(await periodOf(t, tenant.accessId)).toEqual({ granted: 0n, reserved: 0n, consumed: 0n });
+  });
+
   it('has no usage event where its price sets no price per call', async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, passthroughClasses: ['files'] });
     await createModelPrice({
