@@ -356,6 +356,11 @@ export class PlansResource extends NexusResource {
    * Creating with a `key` that exists makes its next `version`. A version is DRAFT until published, and immutable
    * after. Multipliers are parts per million (1000000 = one unit per token).
    *
+   * The kinds beyond text tokens have optional multipliers of their own (docs/pricing.md, "Kinds"): audio and
+   * image tokens (absent: as input or output tokens, so a strategy without them charges exactly as text), images
+   * (by tier with `imageTierMultipliersPpm`), seconds of audio and characters (absent: a documented default, never
+   * zero). A model rule without them takes the defaults from its own multipliers, not the strategy's.
+   *
    * `modelRules` price models apart from the strategy's own multipliers (its default): the first rule, in list
    * order, whose `pattern` matches the model the request names applies, to the call's bound and to its charge.
    * `allowedModels` restricts the models a call may name (absent or null: every model); a request naming another
@@ -680,7 +685,9 @@ export class MoneyResource extends NexusResource {
   /**
    * Add a price to the price book
    *
-   * A provider's price for a model pattern, per million tokens, in the workspace's currency, in force from
+   * A provider's price for a model pattern, per million tokens (and, where the model is priced so, per million
+   * audio or image tokens, per image and image tier, per second of audio, per million characters, and per call:
+   * docs/pricing.md "Kinds"), in the workspace's currency, in force from
    * `effectiveFrom` until it is closed. Scope: one provider connection (`providerConnectionId`), every
    * connection of one protocol (`protocolProfile`), or every connection (neither). Two prices of the same
    * pattern and scope may not overlap in time (409 `price_overlap`): close the old one at the new one's start.

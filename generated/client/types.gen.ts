@@ -550,6 +550,20 @@ export type MeQuotaPeriodDto = {
 export type PricePerMillion = string;
 
 /**
+ * An amount in the workspace's currency, a non-negative decimal string (at most 12 digits before the point and 12 after).
+ */
+export type PriceAmount = string;
+
+/**
+ * The price of one image of a tier, by `{quality}/{size}` as the request names them (`hd/1024x1792`,
+ * `standard/1024x1024`, `high/1536x1024`). An image of a tier not listed costs `perImage`.
+ *
+ */
+export type ImageTierPrices = {
+    [key: string]: PriceAmount;
+};
+
+/**
  * An ISO 4217 currency code.
  */
 export type CurrencyCode = string;
@@ -575,6 +589,39 @@ export type CreateModelPriceDto = {
     cacheWritePerMillion?: PricePerMillion;
     outputPerMillion: PricePerMillion;
     reasoningPerMillion?: PricePerMillion;
+    /**
+     * Per million audio input tokens. Absent: `inputPerMillion`.
+     */
+    audioInputPerMillion?: PricePerMillion;
+    /**
+     * Per million audio output tokens. Absent: `outputPerMillion`.
+     */
+    audioOutputPerMillion?: PricePerMillion;
+    /**
+     * Per million image input tokens. Absent: `inputPerMillion`.
+     */
+    imageInputPerMillion?: PricePerMillion;
+    /**
+     * Per million image output tokens. Absent: `outputPerMillion`.
+     */
+    imageOutputPerMillion?: PricePerMillion;
+    /**
+     * Per image made, of a tier `perImageTier` does not list. Absent: images cost nothing under this price.
+     */
+    perImage?: PriceAmount;
+    /**
+     * Per second of audio (a transcription's input). Absent: seconds cost nothing under this price.
+     */
+    perSecond?: PriceAmount;
+    /**
+     * Per million characters of text (a speech call's input). Absent: characters cost nothing under this price.
+     */
+    charactersPerMillion?: PricePerMillion;
+    /**
+     * Per call, whatever it used: every call under this price, a passed-through call included (docs/pricing.md, Kinds).
+     */
+    perCall?: PriceAmount;
+    perImageTier?: ImageTierPrices;
     effectiveFrom: DateTime;
 };
 
@@ -594,6 +641,39 @@ export type ModelPriceDto = {
     cacheWritePerMillion?: PricePerMillion;
     outputPerMillion: PricePerMillion;
     reasoningPerMillion?: PricePerMillion;
+    /**
+     * Per million audio input tokens. Absent: `inputPerMillion`.
+     */
+    audioInputPerMillion?: PricePerMillion;
+    /**
+     * Per million audio output tokens. Absent: `outputPerMillion`.
+     */
+    audioOutputPerMillion?: PricePerMillion;
+    /**
+     * Per million image input tokens. Absent: `inputPerMillion`.
+     */
+    imageInputPerMillion?: PricePerMillion;
+    /**
+     * Per million image output tokens. Absent: `outputPerMillion`.
+     */
+    imageOutputPerMillion?: PricePerMillion;
+    /**
+     * Per image made, of a tier `perImageTier` does not list. Absent: images cost nothing under this price.
+     */
+    perImage?: PriceAmount;
+    /**
+     * Per second of audio (a transcription's input). Absent: seconds cost nothing under this price.
+     */
+    perSecond?: PriceAmount;
+    /**
+     * Per million characters of text (a speech call's input). Absent: characters cost nothing under this price.
+     */
+    charactersPerMillion?: PricePerMillion;
+    /**
+     * Per call, whatever it used: every call under this price, a passed-through call included (docs/pricing.md, Kinds).
+     */
+    perCall?: PriceAmount;
+    perImageTier?: ImageTierPrices;
     effectiveFrom: DateTime;
     effectiveTo?: DateTime;
     source: 'manual' | 'litellm';
@@ -617,7 +697,7 @@ export type ImportModelPricesDto = {
 export type ImportModelPricesResultDto = {
     created: number;
     /**
-     * The keys of the entries not priced per token.
+     * The keys of the entries priced in none of the kinds Nexus reads (and the sample entry).
      */
     skipped: Array<string>;
 };
@@ -831,6 +911,35 @@ export type QuotaStrategyDto = {
     inputMultiplierPpm: Int64String;
     outputMultiplierPpm: Int64String;
     cachedInputMultiplierPpm: Int64String;
+    /**
+     * Units per audio input token, in parts per million. Absent: as an input token (`inputMultiplierPpm`).
+     */
+    audioInputMultiplierPpm?: Int64String;
+    /**
+     * Units per audio output token, in parts per million. Absent: as an output token (`outputMultiplierPpm`).
+     */
+    audioOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image input token, in parts per million. Absent: as an input token.
+     */
+    imageInputMultiplierPpm?: Int64String;
+    /**
+     * Units per image output token, in parts per million. Absent: as an output token.
+     */
+    imageOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image made, in parts per million. Absent: 4160 output tokens (`outputMultiplierPpm` x 4160).
+     */
+    imageMultiplierPpm?: Int64String;
+    /**
+     * Units per second of audio, in parts per million. Absent: 20 input tokens (`inputMultiplierPpm` x 20).
+     */
+    secondMultiplierPpm?: Int64String;
+    /**
+     * Units per character of text (speech input), in parts per million. Absent: one input token.
+     */
+    characterMultiplierPpm?: Int64String;
+    imageTierMultipliersPpm?: ImageTierMultipliers;
     maxOutputTokens: number;
     /**
      * Per-model multipliers; the first rule whose pattern matches the requested model applies.
@@ -878,6 +987,35 @@ export type CreateQuotaStrategyDto = {
      * Units per cached input token, in parts per million.
      */
     cachedInputMultiplierPpm: Int64String;
+    /**
+     * Units per audio input token, in parts per million. Absent: as an input token (`inputMultiplierPpm`).
+     */
+    audioInputMultiplierPpm?: Int64String;
+    /**
+     * Units per audio output token, in parts per million. Absent: as an output token (`outputMultiplierPpm`).
+     */
+    audioOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image input token, in parts per million. Absent: as an input token.
+     */
+    imageInputMultiplierPpm?: Int64String;
+    /**
+     * Units per image output token, in parts per million. Absent: as an output token.
+     */
+    imageOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image made, in parts per million. Absent: 4160 output tokens (`outputMultiplierPpm` x 4160).
+     */
+    imageMultiplierPpm?: Int64String;
+    /**
+     * Units per second of audio, in parts per million. Absent: 20 input tokens (`inputMultiplierPpm` x 20).
+     */
+    secondMultiplierPpm?: Int64String;
+    /**
+     * Units per character of text (speech input), in parts per million. Absent: one input token.
+     */
+    characterMultiplierPpm?: Int64String;
+    imageTierMultipliersPpm?: ImageTierMultipliers;
     /**
      * Upper bound of output tokens a call may ask for; bounds what its quota lease holds for it.
      */
@@ -927,6 +1065,44 @@ export type ModelRule = {
      * Units per output token of a matching model, in parts per million.
      */
     outputMultiplierPpm: Int64String;
+    /**
+     * Units per audio input token of a matching model, in parts per million. Absent: as an input token (`inputMultiplierPpm`).
+     */
+    audioInputMultiplierPpm?: Int64String;
+    /**
+     * Units per audio output token of a matching model, in parts per million. Absent: as an output token (`outputMultiplierPpm`).
+     */
+    audioOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image input token of a matching model, in parts per million. Absent: as an input token.
+     */
+    imageInputMultiplierPpm?: Int64String;
+    /**
+     * Units per image output token of a matching model, in parts per million. Absent: as an output token.
+     */
+    imageOutputMultiplierPpm?: Int64String;
+    /**
+     * Units per image made of a matching model, in parts per million. Absent: 4160 output tokens (`outputMultiplierPpm` x 4160).
+     */
+    imageMultiplierPpm?: Int64String;
+    /**
+     * Units per second of audio of a matching model, in parts per million. Absent: 20 input tokens (`inputMultiplierPpm` x 20).
+     */
+    secondMultiplierPpm?: Int64String;
+    /**
+     * Units per character of text of a matching model (speech input), in parts per million. Absent: one input token.
+     */
+    characterMultiplierPpm?: Int64String;
+    imageTierMultipliersPpm?: ImageTierMultipliers;
+};
+
+/**
+ * Units per image of a tier, in parts per million, by `{quality}/{size}` as the request names them (`hd/1024x1792`,
+ * `standard/1024x1024`, `high/1536x1024`). An image of a tier not listed is charged at `imageMultiplierPpm`.
+ *
+ */
+export type ImageTierMultipliers = {
+    [key: string]: Int64String;
 };
 
 /**
@@ -1375,6 +1551,34 @@ export type UsageBucketDto = {
      * How many of them Nexus refused before the provider was called (status `REJECTED`).
      */
     refusedCalls: number;
+    /**
+     * Of `inputTokens`, the audio tokens. Absent: none (docs/pricing.md, Kinds).
+     */
+    audioInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the audio tokens. Absent: none (docs/pricing.md, Kinds).
+     */
+    audioOutputTokens?: Int64String;
+    /**
+     * Of `inputTokens`, the image tokens. Absent: none (docs/pricing.md, Kinds).
+     */
+    imageInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the image tokens. Absent: none (docs/pricing.md, Kinds).
+     */
+    imageOutputTokens?: Int64String;
+    /**
+     * Images made. Absent: none (docs/pricing.md, Kinds).
+     */
+    images?: Int64String;
+    /**
+     * Audio, in milliseconds (a transcription's input; priced per second). Absent: none (docs/pricing.md, Kinds).
+     */
+    audioMs?: Int64String;
+    /**
+     * Characters of text (a speech call's input). Absent: none (docs/pricing.md, Kinds).
+     */
+    characters?: Int64String;
 };
 
 export type UsageSummaryDto = {
@@ -1467,6 +1671,38 @@ export type UsageEventDto = {
      *
      */
     reasoningTokens?: Int64String;
+    /**
+     * Of `inputTokens`, the audio tokens. Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    audioInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the audio tokens. Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    audioOutputTokens?: Int64String;
+    /**
+     * Of `inputTokens`, the image tokens. Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    imageInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the image tokens. Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    imageOutputTokens?: Int64String;
+    /**
+     * Images made. Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    images?: Int64String;
+    /**
+     * Audio, in milliseconds (a transcription's input; priced per second). Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    audioMs?: Int64String;
+    /**
+     * Characters of text (a speech call's input). Absent: not reported, or none (docs/pricing.md, Kinds).
+     */
+    characters?: Int64String;
+    /**
+     * The tier of its `images`, `{quality}/{size}` as the request named them (`hd/1024x1792`).
+     */
+    imageTier?: string;
     /**
      * The model the provider says answered (else the one requested).
      */
@@ -1568,6 +1804,38 @@ export type InvocationDto = {
     inputTokens?: Int64String;
     cachedInputTokens?: Int64String;
     outputTokens?: Int64String;
+    /**
+     * Of `inputTokens`, the audio tokens the call was charged for (its USAGE event's). Absent: none, or not charged.
+     */
+    audioInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the audio tokens the call was charged for (its USAGE event's). Absent: none, or not charged.
+     */
+    audioOutputTokens?: Int64String;
+    /**
+     * Of `inputTokens`, the image tokens the call was charged for (its USAGE event's). Absent: none, or not charged.
+     */
+    imageInputTokens?: Int64String;
+    /**
+     * Of `outputTokens`, the image tokens the call was charged for (its USAGE event's). Absent: none, or not charged.
+     */
+    imageOutputTokens?: Int64String;
+    /**
+     * Images made the call was charged for (its USAGE event's). Absent: none, or not charged.
+     */
+    images?: Int64String;
+    /**
+     * Audio the call was charged for, in milliseconds (its USAGE event's; a transcription's input, priced per second). Absent: none, or not charged.
+     */
+    audioMs?: Int64String;
+    /**
+     * Characters of text the call was charged for (its USAGE event's; a speech call's input). Absent: none, or not charged.
+     */
+    characters?: Int64String;
+    /**
+     * The tier of its `images`, `{quality}/{size}` as the request named them (`hd/1024x1792`).
+     */
+    imageTier?: string;
     quotaUnits: Int64String;
     startedAt: DateTime;
     firstTokenAt?: DateTime;
@@ -1981,11 +2249,29 @@ export type UpdateWorkspaceDto = {
 };
 
 /**
+ * The price of one image of a tier, by `{quality}/{size}` as the request names them (`hd/1024x1792`,
+ * `standard/1024x1024`, `high/1536x1024`). An image of a tier not listed costs `perImage`.
+ *
+ */
+export type ImageTierPricesWritable = {
+    [key: string]: PriceAmount;
+};
+
+/**
  * The classes of unmetered gateway paths let through, each once; kept in the order PassthroughClass lists them.
  * A call's class passes when the workspace or the call's plan lists it.
  *
  */
 export type PassthroughClassesWritable = Array<PassthroughClass>;
+
+/**
+ * Units per image of a tier, in parts per million, by `{quality}/{size}` as the request names them (`hd/1024x1792`,
+ * `standard/1024x1024`, `high/1536x1024`). An image of a tier not listed is charged at `imageMultiplierPpm`.
+ *
+ */
+export type ImageTierMultipliersWritable = {
+    [key: string]: Int64String;
+};
 
 export type CreateProviderConnectionDtoWritable = {
     name: string;

@@ -298,7 +298,9 @@ async function admitRate(meter: CallMeter, call: MeteredCall, tokens: bigint): P
 /**
  * An unmetered call let through (its class is the workspace's or the plan's): its model as the body names it, the
  * key's quota view; a request and a slot of its plan's rate limits. A JSON body naming a model the strategy does not
- * allow is refused (403) all the same.
+ * allow is refused (403) all the same. While the access has a period, the call is admitted on its lease at a bound of
+ * 0 units (never refused for quota): that is what its record is written on, 0 units and the cost of a price per call
+ * where its price sets one (docs/pricing.md, "Kinds").
  */
 async function admitPassthrough(meter: CallMeter, call: MeteredCall, raw: Buffer): Promise<void> {
   const model = call.admitted.requestedModel || modelNamedIn(raw);
@@ -307,6 +309,19 @@ async function admitPassthrough(meter: CallMeter, call: MeteredCall, raw: Buffer
   const policy = meter.modelPolicy(call.auth);
   if (policy.restricted && model) assertModelAllowed(policy, model);
   await admitRate(meter, call, 0n);
+  await admitAtZero(meter, call, policy);
+}
+
+/** A passed-through call on its access's lease at 0 units, while the access has a period: what its record is written on. */
+async function admitAtZero(meter: CallMeter, call: MeteredCall, policy: ModelPolicy): Promise<void> {
+  const { auth, admitted } = call;
+  if (!auth.period_id) return;
+  const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
+  const held = await meter.leases.admit(target, 0n);
+  if (!held.ok) return;
+  admitted.pricing = policy.pricingFor(admitted.requestedModel);
+  admitted.lease = held.admission;
+  admitted.leaseId = held.admission.lease.id;
 }
 
 /**

@@ -21,7 +21,14 @@
 import type { Clock } from '../domain/actor.js';
 import type { LearnedOutput } from '../domain/changes/change-feed.js';
 import type { InvocationRepo } from '../domain/invocations/invocation-repo.js';
-import { compileModelPolicy, rulesFromStored, type ModelPolicy, type StoredModelRule } from '../domain/quota/model-pricing.js';
+import {
+  compileModelPolicy,
+  kindsFromStored,
+  rulesFromStored,
+  type ModelPolicy,
+  type StoredKindMultipliers,
+  type StoredModelRule,
+} from '../domain/quota/model-pricing.js';
 import type { QuotaLeases } from '../domain/quota/quota-leases.js';
 import type { RateAllowances } from '../domain/rate-limits/rate-allowances.js';
 import { limitsOf } from '../domain/rate-limits/rate-service.js';
@@ -182,6 +189,7 @@ export class CallMeter {
           inputMultiplierPpm: auth.input_multiplier_ppm!,
           cachedInputMultiplierPpm: auth.cached_input_multiplier_ppm!,
           outputMultiplierPpm: auth.output_multiplier_ppm!,
+          ...kindsFromStored(auth.kind_multipliers_json ? (JSON.parse(auth.kind_multipliers_json) as StoredKindMultipliers) : null),
         },
         rulesFromStored(auth.model_rules_json ? (JSON.parse(auth.model_rules_json) as StoredModelRule[]) : []),
         auth.allowed_models,

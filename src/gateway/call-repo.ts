@@ -18,6 +18,7 @@ import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Pricing } from '../domain/quota/model-pricing.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
 import type { ConnectionRetry } from '../domain/provider-connections/connection-retry.js';
+import { KIND_COLUMN_TYPES, KIND_COLUMNS } from '../domain/recording/kind-sql.js';
 import { recordCallsSql, type RecordedCost } from '../domain/recording/record-sql.js';
 import { lockedInIdOrder } from '../domain/recording/settlement-sql.js';
 import { newId } from '../ids.js';
@@ -70,6 +71,8 @@ export interface AuthRow {
    * at every lookup), allow-list and output cap policy (src/domain/quota/model-pricing.ts).
    */
   model_rules_json: string | null;
+  /** The strategy's multipliers of the kinds beyond text tokens (JSON text, parsed with its model rules; null: the defaults). */
+  kind_multipliers_json: string | null;
   allowed_models: string[] | null;
   output_cap_policy: OutputCapPolicy | null;
   key_prefix: string;
@@ -106,7 +109,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        c.enforces_output_cap as connection_enforces_output_cap,
        p.id as period_id, p.period_end, p.granted_units, p.reserved_units, p.consumed_units,
        s.input_multiplier_ppm, s.output_multiplier_ppm, s.cached_input_multiplier_ppm, s.max_output_tokens,
-       s.id as strategy_id, s.model_rules::text as model_rules_json, s.allowed_models, s.output_cap_policy,
+       s.id as strategy_id, s.model_rules::text as model_rules_json, s.kind_multipliers::text as kind_multipliers_json, s.allowed_models, s.output_cap_policy,
        wb.hard_exceeded_until as budget_exceeded_until
   from inference_keys k
   join workspace_accesses a on a.id = k.workspace_access_id
@@ -134,6 +137,21 @@ export interface Consumption extends UsageKinds {
   model: string | null;
   /** What the units were priced at: the rule of the model the request named. */
   pricing: Pricing;
+  /** A passed-through call's (0 units): recorded only where its price sets a price per call (docs/pricing.md). */
+  perCallOnly?: boolean;
+}
+
+/** The kinds beyond text tokens of a call's row (those reported; a call of text tokens only adds nothing). */
+export function withKinds(row: RowJson, kinds: UsageKinds): RowJson {
+  return row
+    .big('audio_input_tokens', kinds.audioInputTokens)
+    .big('audio_output_tokens', kinds.audioOutputTokens)
+    .big('image_input_tokens', kinds.imageInputTokens)
+    .big('image_output_tokens', kinds.imageOutputTokens)
+    .big('images', kinds.images)
+    .str('image_tier', kinds.imageTier)
+    .big('audio_ms', kinds.audioMs)
+    .big('characters', kinds.characters);
 }
 
 export interface CallToRecord {
@@ -154,20 +172,22 @@ const RECORD_CALLS = recordCallsSql();
 const writeCallsCtes = (held: string, calls: string, at: string) => `x as (
   select * from json_to_recordset(cast(${calls} as json)) as x(invocation_id uuid, lease_id uuid, bound bigint, units bigint, input_tokens bigint,
          cached_tokens bigint, output_tokens bigint, model text, usage_id uuid, adjustment_id uuid, invocation json,
-         model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint)
+         model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint,
+         ${KIND_COLUMN_TYPES})
 ), calls as (
   insert into lease_calls (invocation_id, lease_id, bound, units, input_tokens, cached_tokens, output_tokens, model, usage_id,
                            adjustment_id, invocation, updated_at, model_rule, input_multiplier_ppm, cached_input_multiplier_ppm,
-                           output_multiplier_ppm, cache_write_tokens, reasoning_tokens)
+                           output_multiplier_ppm, cache_write_tokens, reasoning_tokens, ${KIND_COLUMNS.join(', ')})
   select x.invocation_id, x.lease_id, x.bound, x.units, x.input_tokens, x.cached_tokens, x.output_tokens, x.model, x.usage_id,
          x.adjustment_id, x.invocation, cast(${at} as timestamptz), x.model_rule, x.input_ppm, x.cached_ppm, x.output_ppm,
-         x.cache_write_tokens, x.reasoning_tokens
+         x.cache_write_tokens, x.reasoning_tokens, ${KIND_COLUMNS.map((c) => `x.${c}`).join(', ')}
     from x
    where x.lease_id in (select id from ${held})
   on conflict (invocation_id) do update
      set units = excluded.units, input_tokens = excluded.input_tokens, cached_tokens = excluded.cached_tokens,
          output_tokens = excluded.output_tokens, model = excluded.model, invocation = excluded.invocation, updated_at = excluded.updated_at,
-         cache_write_tokens = excluded.cache_write_tokens, reasoning_tokens = excluded.reasoning_tokens
+         cache_write_tokens = excluded.cache_write_tokens, reasoning_tokens = excluded.reasoning_tokens,
+         ${KIND_COLUMNS.map((c) => `${c} = excluded.${c}`).join(', ')}
 )`;
 
 const namedLeases = 'select cast(value as uuid) from json_array_elements_text(cast($1 as json))';
@@ -265,7 +285,7 @@ export function callRows(c: CallToRecord): CallRows {
   const invocation = invocationJson(i);
   // A call charged nothing moves nothing on its lease and has no event.
   if (!c.lease || !c.consumed) return { id: i.id, invocation, leaseCall: null };
-  const leaseCall = new RowJson()
+  const leaseCall = withKinds(new RowJson(), c.consumed)
     .id('lease_id', c.lease.id)
     .big('bound', c.lease.bound)
     .big('take', c.lease.take)
@@ -284,9 +304,9 @@ export function callRows(c: CallToRecord): CallRows {
     .big('input_ppm', c.consumed.pricing.inputMultiplierPpm)
     .big('cached_ppm', c.consumed.pricing.cachedInputMultiplierPpm)
     .big('output_ppm', c.consumed.pricing.outputMultiplierPpm)
-    .time('at', i.completed_at ?? new Date())
-    .done();
-  return { id: i.id, invocation, leaseCall };
+    .time('at', i.completed_at ?? new Date());
+  if (c.consumed.perCallOnly) leaseCall.raw('per_call_only', 'true');
+  return { id: i.id, invocation, leaseCall: leaseCall.done() };
 }
 
 /** `prepared`: false sends the statements unnamed (behind a transaction pooler: NEXUS_DATABASE_PREPARED_STATEMENTS). */

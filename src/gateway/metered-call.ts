@@ -27,7 +27,7 @@ import { Admitted, authorizeCall } from './admission.js';
 import type { CacheEntry } from './auth-cache.js';
 import { charge, endingOf, unansweredCode, type Charge, type RelaySaw } from './charge.js';
 import type { CallMeter } from './call-meter.js';
-import { callRows, invocationJson, type AuthRow, type Consumption } from './call-repo.js';
+import { callRows, invocationJson, withKinds, type AuthRow, type Consumption } from './call-repo.js';
 import type { CallTrace } from './call-trace.js';
 import { modelNamedIn, type Inspector, type PreparedCall } from '../protocols/inspectors.js';
 import type { Linked } from './intrusive-list.js';
@@ -211,7 +211,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       providerTtftMs: null,
       totalTtftMs: null,
     });
-    return new RowJson()
+    return withKinds(new RowJson(), counted)
       .id('invocation_id', lost.id)
       .id('lease_id', lease.lease.id)
       .big('bound', lease.bound)
@@ -263,7 +263,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const tEnd = process.hrtime.bigint();
     const now = this.meter.clock.now();
     const { lease, prepared } = this.admitted;
-    const charged = lease && prepared && relay.status !== undefined && relay.status < 300 ? this.charged(relay, saw, prepared) : null;
+    const success = relay.status !== undefined && relay.status < 300;
+    const charged = lease && prepared && success ? this.charged(relay, saw, prepared) : null;
     if (this.admitted.firstWave) this.leaveFirstWave(false);
     const providerMs = msSince(relay.tStart, relay.tUpstreamEnd!);
     // A stream's first byte: from the provider (after the attempt began), and to the client (after the call began).
@@ -289,8 +290,26 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       providerTtftMs,
       totalTtftMs: providerTtftMs !== null && relay.tFirstClient !== undefined ? msSince(this.start.t0, relay.tFirstClient) : null,
     };
-    this.record(outcome, charged, now, refusal ? refusal.status : relay.clientGone ? 499 : (relay.status ?? 502));
+    const consumed = charged ?? (lease && success && this.admitted.passthroughClass ? this.perCall() : null);
+    this.record(outcome, consumed, now, refusal ? refusal.status : relay.clientGone ? 499 : (relay.status ?? 502));
     return refusal;
+  }
+
+  /**
+   * A passed-through call that was answered, as it is recorded: 0 units, no tokens, and the cost of its price per
+   * call where its price sets one (its usage event is written only then: price-sql.ts).
+   */
+  private perCall(): Consumption {
+    const { requestedModel, pricing } = this.admitted;
+    return {
+      units: 0n,
+      inputTokens: 0n,
+      cachedInputTokens: 0n,
+      outputTokens: 0n,
+      model: storableText(requestedModel, MAX_NAME_LENGTH) || null,
+      pricing: pricing!,
+      perCallOnly: true,
+    };
   }
 
   /** An upstream call that broke or never answered: why, in the log; the refusal its client gets when no answer came. */

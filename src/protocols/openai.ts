@@ -17,6 +17,9 @@ const MAX_OUTPUT_ITEMS = 1024;
 
 type Json = Record<string, any>;
 
+/** A count the answer may leave out or give as 0: undefined for either. */
+const someOf = (value: unknown): bigint | undefined => bigOrAbsent(value) || undefined;
+
 /** OpenAI usage objects: chat/completions/embeddings (prompt_/completion_tokens) and responses (input_/output_tokens). */
 function openAiUsage(u: Json | null | undefined): Usage | null {
   if (!u || typeof u !== 'object') return null;
@@ -26,6 +29,9 @@ function openAiUsage(u: Json | null | undefined): Usage | null {
       cachedInputTokens: big(u.prompt_tokens_details?.cached_tokens),
       outputTokens: big(u.completion_tokens),
       reasoningTokens: bigOrAbsent(u.completion_tokens_details?.reasoning_tokens),
+      // gpt-4o-audio-preview: of the input and the output, the audio tokens (0, as text models report, is none).
+      audioInputTokens: someOf(u.prompt_tokens_details?.audio_tokens),
+      audioOutputTokens: someOf(u.completion_tokens_details?.audio_tokens),
     };
   }
   if (typeof u.input_tokens === 'number') {

@@ -241,4 +241,24 @@ describe.skipIf(!executablePath)('day two in the console: finding a failing call
     expect(found).toEqual({});
     expect(browserErrors).toEqual([]);
   });
+
+  it('shows the kinds beyond text tokens a call was charged for: its audio tokens (docs/pricing.md, "Kinds")', async () => {
+    await page.emulateMedia({ colorScheme: 'light' });
+    const { response } = await client(tenant.users[0]!, { 'x-fake-audio': '4,3' })
+      .chat.completions.create({ model: 'gpt-4o-audio-preview', messages: [{ role: 'user', content: 'hello' }], max_tokens: 10 })
+      .withResponse();
+    const requestId = response.headers.get('x-nexus-request-id')!;
+    await t.nexus.gateway.drain();
+    await openList();
+    await page.getByRole('searchbox', { name: /Find/ }).fill(requestId);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await expect.poll(() => table().locator('tbody tr').count()).toBe(1);
+    await table()
+      .getByRole('link', { name: `Open call ${requestId}` })
+      .click();
+    await page.getByRole('heading', { name: 'Usage events' }).waitFor();
+    const kinds = page.locator('.detail dd.kinds');
+    await expect.poll(() => kinds.textContent()).toBe('4 audio input tokens · 3 audio output tokens');
+    expect(browserErrors).toEqual([]);
+  });
 });

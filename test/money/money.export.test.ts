@@ -62,7 +62,8 @@ describe('exportInvocations', () => {
     expect(res.headers.get('content-type')).toMatch(/^text\/csv/);
     const lines = (await res.text()).trimEnd().split('\r\n');
     expect(lines[0]).toBe(
-      'id,started_at,completed_at,status,error_code,workspace_access_id,inference_key_id,provider_connection_id,requested_model,upstream_model,quota_units,input_tokens,cached_input_tokens,output_tokens,cost_micros,currency,price_id,total_latency_ms,request_id,user_email,user_external_id,endpoint,error_message',
+      'id,started_at,completed_at,status,error_code,workspace_access_id,inference_key_id,provider_connection_id,requested_model,upstream_model,quota_units,input_tokens,cached_input_tokens,output_tokens,cost_micros,currency,price_id,total_latency_ms,request_id,user_email,user_external_id,endpoint,error_message,' +
+        'audio_input_tokens,audio_output_tokens,image_input_tokens,image_output_tokens,images,audio_ms,characters,image_tier',
     );
     expect(lines).toHaveLength(2);
     const cells = lines[1]!.split(',');
@@ -148,7 +149,7 @@ describe('exportUsageSummary', () => {
     expect(res.status).toBe(200);
     const lines = (await res.text()).trimEnd().split('\r\n');
     expect(lines[0]).toBe(
-      'start,key,units,input_tokens,cached_input_tokens,output_tokens,events,cost_micros,unpriced_events,calls,failed_calls,refused_calls,currency',
+      'start,key,units,input_tokens,cached_input_tokens,output_tokens,events,cost_micros,unpriced_events,calls,failed_calls,refused_calls,currency,audio_input_tokens,audio_output_tokens,image_input_tokens,image_output_tokens,images,audio_ms,characters',
     );
     expect(lines.slice(1)).toEqual(
       summary.data!.buckets.map((b) =>
@@ -166,6 +167,10 @@ describe('exportUsageSummary', () => {
           b.failedCalls,
           b.refusedCalls,
           'USD',
+          // The kinds: a bucket without them shows none, the CSV 0 each.
+          ...[b.audioInputTokens, b.audioOutputTokens, b.imageInputTokens, b.imageOutputTokens, b.images, b.audioMs, b.characters].map(
+            (sum) => sum ?? '0',
+          ),
         ].join(','),
       ),
     );

@@ -122,6 +122,23 @@ describe('the kinds beyond text', () => {
     expect(boundUnits(100n, 10n, strategy, { audioInputTokens: 100n })).toBe(boundUnits(100n, 10n, strategy));
     expect(boundUnits(0n, 0n, strategy, { images: 2n, imageTier: 'hd/1024x1024' })).toBe(2n * 4_160n * 4n);
   });
+
+  it('bounds tokens that may come as audio or image at the dearest rate of their side, so their charge never passes it', () => {
+    // 1 / 2 units per text input / output token; audio at 10 / 20.
+    const audio = { ...plain, inputMultiplierPpm: 1_000_000n, outputMultiplierPpm: 2_000_000n, cachedInputMultiplierPpm: 1_000_000n };
+    const dear = { ...audio, audioInputMultiplierPpm: 10_000_000n, audioOutputMultiplierPpm: 20_000_000n };
+    expect(boundUnits(100n, 50n, audio)).toBe(100n + 100n);
+    expect(boundUnits(100n, 50n, dear)).toBe(1_000n + 1_000n);
+    // Whatever part of the bound comes as audio, the charge is within it.
+    for (const [audioIn, audioOut] of [
+      [0n, 0n],
+      [40n, 30n],
+      [100n, 50n],
+    ] as const) {
+      const used = { inputTokens: 100n, cachedInputTokens: 0n, outputTokens: 50n, audioInputTokens: audioIn, audioOutputTokens: audioOut };
+      expect(chargeUnits(used, dear)).toBeLessThanOrEqual(boundUnits(100n, 50n, dear));
+    }
+  });
 });
 
 describe('addInterval', () => {

@@ -31,6 +31,7 @@
  *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
  *   x-fake-cache-write: n   Anthropic: n of the input reported as written to the cache (cache_creation_input_tokens)
  *   x-fake-reasoning: n     OpenAI chat: n of the output reported as reasoning (completion_tokens_details.reasoning_tokens)
+ *   x-fake-audio: "in,out"  OpenAI chat: of the input and the output, the audio tokens (prompt_/completion_tokens_details.audio_tokens)
  *   x-fake-response-id: a responses API answer's id (JSON-decoded, so it may hold any character)
  *
  * startFixedOpenAiUpstream (upstreams/openai.ts) is the benchmark's: one answer made at start, given to

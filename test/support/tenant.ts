@@ -12,6 +12,7 @@
 import { createClient, type Client } from '../../generated/client/client/index.js';
 import type {
   CreateProviderConnectionDtoWritable,
+  CreateQuotaStrategyDto,
   Int64String,
   ModelRule,
   OutputCapPolicy,
@@ -68,7 +69,22 @@ export interface PlanSpec {
   eventThresholds?: number[];
   /** The classes of unmetered paths the plan lets through (default none). */
   passthroughClasses?: PassthroughClass[];
+  /** The strategy's multipliers of the kinds beyond text tokens (default none: each kind at its default). */
+  kindMultipliers?: KindMultipliersSpec;
 }
+
+/** A strategy's optional multipliers of the kinds beyond text tokens (docs/pricing.md, "Kinds"). */
+type KindMultipliersSpec = Pick<
+  CreateQuotaStrategyDto,
+  | 'audioInputMultiplierPpm'
+  | 'audioOutputMultiplierPpm'
+  | 'imageInputMultiplierPpm'
+  | 'imageOutputMultiplierPpm'
+  | 'imageMultiplierPpm'
+  | 'imageTierMultipliersPpm'
+  | 'secondMultiplierPpm'
+  | 'characterMultiplierPpm'
+>;
 
 /** An ACTIVE plan: a quota strategy, published, bound to a new plan from `effectiveFrom`, and the plan published. */
 export async function activePlan(
@@ -93,6 +109,7 @@ export async function activePlan(
         ...(o.modelRules ? { modelRules: o.modelRules } : {}),
         ...(o.allowedModels !== undefined ? { allowedModels: o.allowedModels } : {}),
         ...(o.outputCapPolicy ? { outputCapPolicy: o.outputCapPolicy } : {}),
+        ...o.kindMultipliers,
       },
     }),
   );
@@ -157,6 +174,8 @@ export interface TenantSpec {
   rateLimits?: RateLimits;
   /** The plan's quota.threshold_crossed percentages (default: none set, so 80 and 100). */
   eventThresholds?: number[];
+  /** The strategy's multipliers of the kinds beyond text tokens (default none). */
+  kindMultipliers?: KindMultipliersSpec;
 }
 
 interface TenantUser {
@@ -222,6 +241,7 @@ export async function provisionTenant(client: Client, o: TenantSpec): Promise<Te
     rateLimits: o.rateLimits,
     eventThresholds: o.eventThresholds,
     passthroughClasses: o.planPassthroughClasses,
+    kindMultipliers: o.kindMultipliers,
   });
   const users: TenantUser[] = [];
   for (let i = 0; i < (o.users ?? 1); i++) {

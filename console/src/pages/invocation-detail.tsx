@@ -4,6 +4,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { getInvocation, type Client, type InvocationDto } from '../api.js';
 import { ListTable } from '../components/lists.js';
 import { formatNumber, when } from '../format.js';
+import { kindsText } from '../kinds.js';
 import { useAction, useRead } from '../hooks.js';
 import { Empty, ErrorNote, Figures, Status } from '../ui.js';
 
@@ -94,6 +95,12 @@ function CallFigures({ invocation, workspaceId, connection, currency }: Shown & 
       </dd>
       <dt>Tokens (input → output)</dt>
       <dd>{tokens(invocation)}</dd>
+      {kindsText(invocation) ? (
+        <>
+          <dt>Beyond text</dt>
+          <dd class="kinds">{kindsText(invocation)}</dd>
+        </>
+      ) : null}
       <dt>Units charged</dt>
       <dd>{formatNumber(invocation.quotaUnits)}</dd>
       <dt>Cost</dt>

@@ -3,7 +3,10 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import type { UsageBucketDto, UsageSummaryDto } from '../api.js';
 
-export type Metric = 'cost' | 'calls' | 'failedCalls' | 'refusedCalls' | 'units' | 'tokens' | 'inputTokens' | 'outputTokens';
+export type Metric = 'cost' | 'calls' | 'failedCalls' | 'refusedCalls' | 'units' | 'tokens' | 'inputTokens' | 'outputTokens' | KindMetric;
+/** The kinds beyond text tokens (docs/pricing.md, "Kinds"): offered where the summary has some. */
+export type KindMetric = 'audioTokens' | 'imageTokens' | 'images' | 'audioSeconds' | 'characters';
+export const KIND_METRICS: KindMetric[] = ['audioTokens', 'imageTokens', 'images', 'audioSeconds', 'characters'];
 /** The call counts a bucket carries on a Nexus that counts calls; read defensively, as an older one has none. */
 export type CallCount = 'calls' | 'failedCalls' | 'refusedCalls';
 export const CALL_COUNTS: CallCount[] = ['calls', 'failedCalls', 'refusedCalls'];
@@ -17,7 +20,29 @@ export const METRICS: Record<Metric, string> = {
   tokens: 'Tokens (input + output)',
   inputTokens: 'Input tokens',
   outputTokens: 'Output tokens',
+  audioTokens: 'Audio tokens (input + output)',
+  imageTokens: 'Image tokens (input + output)',
+  images: 'Images',
+  audioSeconds: 'Seconds of audio',
+  characters: 'Characters',
 };
+
+/** A bucket's value of a kind's metric (0 where it has none). */
+export function kindOf(b: UsageBucketDto, metric: KindMetric): number {
+  const n = (v: string | undefined) => Number(v ?? 0);
+  switch (metric) {
+    case 'audioTokens':
+      return n(b.audioInputTokens) + n(b.audioOutputTokens);
+    case 'imageTokens':
+      return n(b.imageInputTokens) + n(b.imageOutputTokens);
+    case 'images':
+      return n(b.images);
+    case 'audioSeconds':
+      return n(b.audioMs) / 1000;
+    case 'characters':
+      return n(b.characters);
+  }
+}
 
 /** A bucket's call count (`calls`, `failedCalls`, `refusedCalls`), a number or a decimal string; undefined where the API has none. */
 export function countOf(b: UsageBucketDto, field: CallCount): bigint | undefined {
@@ -43,6 +68,12 @@ function metricOf(b: UsageBucketDto, metric: Metric): number {
     case 'inputTokens':
     case 'outputTokens':
       return Number(b[metric]);
+    case 'audioTokens':
+    case 'imageTokens':
+    case 'images':
+    case 'audioSeconds':
+    case 'characters':
+      return kindOf(b, metric);
   }
 }
 

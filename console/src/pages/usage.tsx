@@ -4,7 +4,19 @@ import { formatMoney, formatNumber } from '../format.js';
 import { useAction, useRead, valueOf } from '../hooks.js';
 import { namesOf, useAccessNames, useConnections, useInferenceKeys, usePlans } from '../lookups.js';
 import { Empty, ErrorNote, Page, Select, Toolbar, Working, type PageProps } from '../ui.js';
-import { CALL_COUNTS, Chart, countOf, dayZone, localZone, METRICS, type CallCount, type Metric } from './usage-chart.js';
+import { addKinds, kindsText, type KindCounts } from '../kinds.js';
+import {
+  CALL_COUNTS,
+  Chart,
+  countOf,
+  dayZone,
+  KIND_METRICS,
+  kindOf,
+  localZone,
+  METRICS,
+  type CallCount,
+  type Metric,
+} from './usage-chart.js';
 
 type Granularity = 'hour' | 'day';
 /** The groupings this page knows; `key` and `plan` are offered when the API answers them (see useGroupings). */
@@ -70,6 +82,8 @@ interface Totals {
   events: number;
   /** Absent where the API counts no calls. */
   calls?: Record<CallCount, bigint>;
+  /** The kinds beyond text tokens (docs/pricing.md, "Kinds"). */
+  kinds: KindCounts;
 }
 
 function add(t: Totals, b: UsageBucketDto): Totals {
@@ -81,6 +95,7 @@ function add(t: Totals, b: UsageBucketDto): Totals {
     input: t.input + BigInt(b.inputTokens),
     output: t.output + BigInt(b.outputTokens),
     events: t.events + b.events,
+    kinds: addKinds(t.kinds, b),
     ...(counts.every((c) => c !== undefined)
       ? {
           calls: {
@@ -94,7 +109,7 @@ function add(t: Totals, b: UsageBucketDto): Totals {
         : {}),
   };
 }
-const NO_TOTALS: Totals = { cost: 0n, unpriced: 0, units: 0n, input: 0n, output: 0n, events: 0 };
+const NO_TOTALS: Totals = { cost: 0n, unpriced: 0, units: 0n, input: 0n, output: 0n, events: 0, kinds: {} };
 
 /** The share of calls that failed, to a tenth of a percent. */
 function errorRate(c: Record<CallCount, bigint> | undefined): string {
@@ -115,7 +130,7 @@ const COLUMNS: { label: string; calls?: boolean }[] = [
 ];
 
 /** A row of the totals table: spend, calls (where counted), units and tokens. */
-function TotalCells({ t, currency, counted }: { t: Totals; currency: string; counted: boolean }) {
+function TotalCells({ t, currency, counted, kinds }: { t: Totals; currency: string; counted: boolean; kinds: boolean }) {
   const calls = [formatNumber(t.calls?.calls), formatNumber(t.calls?.failedCalls), errorRate(t.calls), formatNumber(t.calls?.refusedCalls)];
   const cells = [...(counted ? calls : []), formatNumber(t.units), formatNumber(t.input), formatNumber(t.output), formatNumber(t.events)];
   return (
@@ -129,6 +144,7 @@ function TotalCells({ t, currency, counted }: { t: Totals; currency: string; cou
           {cell}
         </td>
       ))}
+      {kinds ? <td class="kinds">{kindsText(t.kinds) || '—'}</td> : null}
     </>
   );
 }
@@ -145,6 +161,8 @@ function TotalsTable(props: {
   const totals = new Map<string, Totals>();
   for (const b of summary.buckets) totals.set(b.key, add(totals.get(b.key) ?? NO_TOTALS, b));
   const sum = summary.buckets.reduce(add, NO_TOTALS);
+  // A column of the kinds beyond text tokens, where the range has some.
+  const kinds = kindsText(sum.kinds) !== '';
   const rows = [...totals].sort(([, a], [, b]) =>
     b.cost > a.cost ? 1 : b.cost < a.cost ? -1 : b.units > a.units ? 1 : b.units < a.units ? -1 : 0,
   );
@@ -164,20 +182,21 @@ function TotalsTable(props: {
               {c.label}
             </th>
           ))}
+          {kinds ? <th scope="col">Beyond text</th> : null}
         </tr>
       </thead>
       <tbody>
         {rows.map(([key, t]) => (
           <tr key={key}>
             <td>{props.labelOf(key) || '(none)'}</td>
-            <TotalCells t={t} currency={currency} counted={counted} />
+            <TotalCells t={t} currency={currency} counted={counted} kinds={kinds} />
           </tr>
         ))}
       </tbody>
       <tfoot>
         <tr>
           <th scope="row">Total</th>
-          <TotalCells t={sum} currency={currency} counted={counted} />
+          <TotalCells t={sum} currency={currency} counted={counted} kinds={kinds} />
         </tr>
       </tfoot>
     </table>
@@ -229,7 +248,12 @@ export function UsagePage({ client, workspace }: PageProps) {
   // Calls are counted by a Nexus whose buckets carry them; spend is shown first where any call had a price.
   const counted = buckets.length > 0 && buckets.every((b) => countOf(b, 'calls') !== undefined);
   const priced = buckets.some((b) => BigInt(b.costMicros ?? '0') > 0n);
-  const metrics = (Object.keys(METRICS) as Metric[]).filter((m) => counted || !CALL_COUNTS.includes(m as CallCount));
+  // A kind beyond text tokens is offered where some bucket has it.
+  const kinds = KIND_METRICS.filter((k) => buckets.some((b) => kindOf(b, k) > 0));
+  const metrics = (Object.keys(METRICS) as Metric[]).filter(
+    (m) =>
+      (counted || !CALL_COUNTS.includes(m as CallCount)) && (!(KIND_METRICS as Metric[]).includes(m) || (kinds as Metric[]).includes(m)),
+  );
   const metric = chosenMetric && metrics.includes(chosenMetric) ? chosenMetric : priced ? 'cost' : 'units';
   // One format for the table, the axis and the legend.
   const format = (v: number) => (metric === 'cost' ? formatMoney(v, currency) : formatNumber(v));

@@ -8,7 +8,8 @@ import type { Queryable } from '../../db/database.js';
 import { hasUuidForm } from '../../ids.js';
 import { bindDeps } from '../bind.js';
 import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } from '../pagination.js';
-import type { UsageEventRow } from '../quota/quota-types.js';
+import type { KindColumns, UsageEventRow } from '../quota/quota-types.js';
+import { KIND_COLUMNS } from '../recording/kind-sql.js';
 import type { InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
 import { timeZones, usageHours, usageSummary } from './usage-summary-repo.js';
 
@@ -40,8 +41,8 @@ export interface UsageEventFilter extends PageRequest, TimeRange {
   kind?: 'USAGE' | 'ADJUSTMENT' | undefined;
 }
 
-/** An invocation as an export lists it: with its USAGE event's tokens and cost. */
-interface InvocationExportRow {
+/** An invocation as an export lists it: with its USAGE event's tokens, kinds and cost. */
+interface InvocationExportRow extends KindColumns {
   id: string;
   started_at: Date;
   completed_at: Date | null;
@@ -128,8 +129,17 @@ async function detailsOf({ db }: InvocationRepoDeps, rows: InvocationRow[], q: Q
         rows.map((r) => r.id),
       )
       .where('kind', 'USAGE')
-      .select('invocation_id', 'cost_micros', 'price_id', 'input_tokens', 'cached_input_tokens', 'output_tokens') as Promise<
-      Pick<UsageEventRow, 'invocation_id' | 'cost_micros' | 'price_id' | 'input_tokens' | 'cached_input_tokens' | 'output_tokens'>[]
+      .select(
+        'invocation_id',
+        'cost_micros',
+        'price_id',
+        'input_tokens',
+        'cached_input_tokens',
+        'output_tokens',
+        ...KIND_COLUMNS,
+      ) as Promise<
+      (Pick<UsageEventRow, 'invocation_id' | 'cost_micros' | 'price_id' | 'input_tokens' | 'cached_input_tokens' | 'output_tokens'> &
+        KindColumns)[]
     >,
   ]);
   const userOf = new Map(users.map(({ access_id, ...user }) => [access_id, user]));
@@ -142,6 +152,7 @@ async function detailsOf({ db }: InvocationRepoDeps, rows: InvocationRow[], q: Q
     row.input_tokens = e ? e.input_tokens : null;
     row.cached_input_tokens = e ? e.cached_input_tokens : null;
     row.output_tokens = e ? e.output_tokens : null;
+    row.kinds = e ?? null;
   }
 }
 
@@ -218,6 +229,7 @@ async function* exportInvocations(
         'u.output_tokens',
         'u.cost_micros',
         'u.price_id',
+        ...KIND_COLUMNS.map((c) => `u.${c}`),
         'i.total_latency_ms',
         'i.request_id',
         'w.email as user_email',

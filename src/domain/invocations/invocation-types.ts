@@ -1,3 +1,4 @@
+import type { KindColumns } from '../quota/quota-types.js';
 export type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
 export type AttemptStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'ABORTED';
 
@@ -49,7 +50,8 @@ export interface InvocationRow {
   attempt_first_token_at: Date | null;
   attempt_completed_at: Date | null;
   attempt_duration_ms: number | null;
-  /** Read with the invocation (its USAGE event's): the call's cost and the price it was computed under, and its tokens. */
+  /** Read with the invocation (its USAGE event's): the call's cost and the price it was computed under, its tokens and kinds. */
+  kinds?: KindColumns | null;
   cost_micros?: bigint | null;
   price_id?: string | null;
   input_tokens?: bigint | null;

@@ -5,6 +5,7 @@
  */
 import type { Queryable } from '../../db/database.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
+import { KIND_COUNTS } from '../recording/kind-sql.js';
 import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
 
 export type UsageGranularity = 'hour' | 'day';
@@ -42,7 +43,27 @@ export interface UsageBucketRow {
   calls: number;
   failedCalls: number;
   refusedCalls: number;
+  /** The kinds beyond text tokens (docs/pricing.md, "Kinds"), each only where the bucket has some. */
+  audioInputTokens?: DecimalSum;
+  audioOutputTokens?: DecimalSum;
+  imageInputTokens?: DecimalSum;
+  imageOutputTokens?: DecimalSum;
+  images?: DecimalSum;
+  audioMs?: DecimalSum;
+  characters?: DecimalSum;
 }
+
+/** A bucket's kinds, in ROLLUP_SUMS' order (after its first ten sums: KIND_COUNTS). */
+export const BUCKET_KINDS = [
+  'audioInputTokens',
+  'audioOutputTokens',
+  'imageInputTokens',
+  'imageOutputTokens',
+  'images',
+  'audioMs',
+  'characters',
+] as const satisfies readonly (keyof UsageBucketRow)[];
+const FIRST_KIND = ROLLUP_SUMS.length - KIND_COUNTS.length;
 
 /** The series key of each grouping (usage_rollups' columns; an access's uuid is grouped as one, not as text). */
 const GROUP_KEYS: Record<UsageGroupBy, string> = {
@@ -81,7 +102,7 @@ function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
       iso = new Date(Number(seconds) * 1000).toISOString();
     }
     const sums = row.sums.split(',') as DecimalSum[];
-    return {
+    const bucket: UsageBucketRow = {
       start: iso,
       key: row.key,
       units: sums[0]!,
@@ -95,6 +116,11 @@ function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
       failedCalls: Number(sums[8]),
       refusedCalls: Number(sums[9]),
     };
+    for (let i = 0; i < BUCKET_KINDS.length; i++) {
+      const sum = sums[FIRST_KIND + i]!;
+      if (sum !== '0') bucket[BUCKET_KINDS[i]!] = sum;
+    }
+    return bucket;
   });
 }
 

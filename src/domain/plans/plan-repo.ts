@@ -44,6 +44,7 @@ export function createPlanRepo(db: Queryable) {
         ...row,
         // JSON text: knex would send an array as a PostgreSQL array.
         model_rules: JSON.stringify(row.model_rules),
+        kind_multipliers: row.kind_multipliers ? JSON.stringify(row.kind_multipliers) : null,
         allowed_models: row.allowed_models === null ? null : JSON.stringify(row.allowed_models),
         event_thresholds: row.event_thresholds ? JSON.stringify(row.event_thresholds) : null,
       };

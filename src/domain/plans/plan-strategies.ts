@@ -7,7 +7,7 @@ import { AppError, isUniqueViolation } from '../../errors.js';
 import { newId } from '../../ids.js';
 import type { Actor } from '../actor.js';
 import type { Page, PageRequest } from '../pagination.js';
-import { patternProblem, rulesToStored, type ModelRule } from '../quota/model-pricing.js';
+import { kindsToStored, patternProblem, rulesToStored, type KindMultipliers, type ModelRule } from '../quota/model-pricing.js';
 import { eventThresholdsOf, MAX_INT32, visibleStrategy, type PlanDeps } from './plan-common.js';
 import type { Interval, OutputCapPolicy, QuotaStrategyRow, StrategyInForce } from './plan-types.js';
 
@@ -18,6 +18,8 @@ export interface CreateStrategyInput {
   inputMultiplierPpm: bigint;
   outputMultiplierPpm: bigint;
   cachedInputMultiplierPpm: bigint;
+  /** The kinds beyond text tokens' own multipliers (absent: each at its default, docs/pricing.md "Kinds"). */
+  kindMultipliers: KindMultipliers;
   maxOutputTokens: number;
   /** Tried in list order: the first whose pattern matches the requested model applies. */
   modelRules: ModelRule[];
@@ -68,6 +70,12 @@ function checkStrategyInput(input: CreateStrategyInput): number[] | null {
   return eventThresholdsOf(input.eventThresholds);
 }
 
+/** The kinds' multipliers as stored: null when none is set. */
+function storedKinds(kinds: KindMultipliers) {
+  const stored = kindsToStored(kinds);
+  return Object.keys(stored).length === 0 ? null : stored;
+}
+
 /** Retries a transaction that lost a race on a unique key (strategy versions). */
 async function withVersionRetry<T>(fn: () => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
@@ -115,6 +123,7 @@ export async function createStrategy(
           input_multiplier_ppm: input.inputMultiplierPpm,
           output_multiplier_ppm: input.outputMultiplierPpm,
           cached_input_multiplier_ppm: input.cachedInputMultiplierPpm,
+          kind_multipliers: storedKinds(input.kindMultipliers),
           max_output_tokens: input.maxOutputTokens,
           model_rules: rulesToStored(input.modelRules),
           allowed_models: input.allowedModels,

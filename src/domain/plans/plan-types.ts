@@ -1,5 +1,5 @@
 import type { PassthroughClass } from '../../protocols/passthrough.js';
-import type { StoredModelRule } from '../quota/model-pricing.js';
+import type { StoredKindMultipliers, StoredModelRule } from '../quota/model-pricing.js';
 
 export type PlanStatus = 'DRAFT' | 'ACTIVE' | 'ARCHIVED';
 export type Interval = 'MONTH' | 'YEAR';
@@ -36,6 +36,8 @@ export interface QuotaStrategyRow {
   input_multiplier_ppm: bigint;
   output_multiplier_ppm: bigint;
   cached_input_multiplier_ppm: bigint;
+  /** The multipliers of the kinds beyond text tokens it sets (docs/pricing.md, "Kinds"); null: every kind at its default. */
+  kind_multipliers: StoredKindMultipliers | null;
   max_output_tokens: number;
   /** Tried in order; the first whose pattern matches the requested model prices the call (model-pricing.ts). */
   model_rules: StoredModelRule[];

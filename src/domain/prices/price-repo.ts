@@ -2,7 +2,29 @@
 import type { Queryable } from '../../db/database.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 
-export interface PriceRow {
+/** The prices of the kinds beyond text tokens (docs/pricing.md, "Kinds"): their name on the wire -> their column. */
+export const KIND_PRICES = {
+  audioInputPerMillion: 'audio_input_per_million',
+  audioOutputPerMillion: 'audio_output_per_million',
+  imageInputPerMillion: 'image_input_per_million',
+  imageOutputPerMillion: 'image_output_per_million',
+  perImage: 'per_image',
+  perSecond: 'per_second',
+  charactersPerMillion: 'characters_per_million',
+  perCall: 'per_call',
+} as const;
+
+export type KindPriceName = keyof typeof KIND_PRICES;
+
+/** A price's kinds: the decimal string of each it sets, and its images' prices by tier. */
+export type KindPrices = Partial<Record<KindPriceName, string>> & { perImageTier?: Record<string, string> };
+
+/** The kinds' columns of a price row: decimal strings (numeric), null where the price sets none. */
+export type KindPriceColumns = { [K in KindPriceName as (typeof KIND_PRICES)[K]]: string | null } & {
+  per_image_tier: Record<string, string> | null;
+};
+
+export interface PriceRow extends KindPriceColumns {
   id: string;
   workspace_id: string;
   provider_connection_id: string | null;
@@ -33,13 +55,18 @@ export interface PriceFilter extends PageRequest {
 const COLUMNS = `id, workspace_id, provider_connection_id, protocol_profile, model_pattern, model_like, currency,
   input_per_million::text as input_per_million, cached_input_per_million::text as cached_input_per_million,
   cache_write_per_million::text as cache_write_per_million, output_per_million::text as output_per_million,
-  reasoning_per_million::text as reasoning_per_million, effective_from, effective_to, source, created_at`;
+  reasoning_per_million::text as reasoning_per_million, effective_from, effective_to, source, created_at,
+  ${Object.values(KIND_PRICES)
+    .map((c) => `${c}::text as ${c}`)
+    .join(', ')}, per_image_tier`;
 
 export function createPriceRepo(db: Queryable) {
   return {
     async insert(rows: PriceRow[], tx: Queryable): Promise<void> {
       // A large import in slices: PostgreSQL takes at most 65535 bound values a statement.
-      for (let i = 0; i < rows.length; i += 1000) await tx('model_prices').insert(rows.slice(i, i + 1000));
+      // per_image_tier as JSON text: knex would send an object as is.
+      const columns = rows.map((r) => ({ ...r, per_image_tier: r.per_image_tier ? JSON.stringify(r.per_image_tier) : null }));
+      for (let i = 0; i < columns.length; i += 1000) await tx('model_prices').insert(columns.slice(i, i + 1000));
     },
 
     /** Locks the workspace's row: the price book's writers take it first. */

@@ -17,7 +17,15 @@ import { patternProblem } from '../quota/model-pricing.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import { assertCurrency } from '../workspaces/currency.js';
 import { readLiteLlmPrices, type ImportedPrice } from './litellm-import.js';
-import type { PriceFilter, PriceRepo, PriceRow } from './price-repo.js';
+import {
+  KIND_PRICES,
+  type KindPriceColumns,
+  type KindPriceName,
+  type KindPrices,
+  type PriceFilter,
+  type PriceRepo,
+  type PriceRow,
+} from './price-repo.js';
 
 const PRICE = /^(0|[1-9][0-9]{0,11})(\.[0-9]{1,12})?$/;
 /** What LiteLLM's file is priced in. */
@@ -28,7 +36,7 @@ interface PriceScope {
   protocolProfile?: string | undefined;
 }
 
-interface CreatePriceInput extends PriceScope {
+interface CreatePriceInput extends PriceScope, KindPrices {
   modelPattern: string;
   currency?: string | undefined;
   inputPerMillion: string;
@@ -42,6 +50,34 @@ interface CreatePriceInput extends PriceScope {
 interface ImportPricesInput extends PriceScope {
   prices: Record<string, unknown>;
   effectiveFrom?: Date | undefined;
+}
+
+/** An image tier: `{quality}/{size}` as a request names them (src/protocols/usage.ts). */
+const TIER = /^[a-z0-9_-]{1,32}\/[a-z0-9_-]{1,32}$/;
+const MAX_TIERS = 50;
+
+/** The kinds' prices of a price (each a decimal string, its tiers each named as a tier), else 400 naming the field; `at`: the fields' prefix. */
+function assertKindPrices(prices: KindPrices, at: string): void {
+  for (const name of Object.keys(KIND_PRICES) as KindPriceName[]) assertPrice(prices[name], `${at}${name}`);
+  const tiers = prices.perImageTier;
+  if (tiers === undefined) return;
+  const param = `${at}perImageTier`;
+  const entries = Object.entries(tiers);
+  if (entries.length > MAX_TIERS) throw new AppError('invalid_parameter', `${param} may hold at most ${MAX_TIERS} tiers`, { param });
+  for (const [tier, price] of entries) {
+    if (!TIER.test(tier))
+      throw new AppError('invalid_parameter', `${param} names '${tier}', not a tier {quality}/{size} (hd/1024x1792)`, { param });
+    assertPrice(price, `${param}.${tier}`);
+  }
+}
+
+/** A price's kinds as its row's columns (null: not set). */
+function kindColumns(prices: KindPrices): KindPriceColumns {
+  const columns = { per_image_tier: prices.perImageTier ?? null } as KindPriceColumns;
+  for (const [name, column] of Object.entries(KIND_PRICES) as [KindPriceName, (typeof KIND_PRICES)[KindPriceName]][]) {
+    columns[column] = prices[name] ?? null;
+  }
+  return columns;
 }
 
 /** A pattern as a LIKE pattern (null: an exact name, compared by equality). */
@@ -142,6 +178,7 @@ async function add(
       cache_write_per_million: p.cacheWritePerMillion,
       output_per_million: p.outputPerMillion,
       reasoning_per_million: p.reasoningPerMillion,
+      ...kindColumns(p),
       effective_from: from,
       effective_to: null,
       source,
@@ -191,6 +228,7 @@ async function create(deps: PriceDeps, actor: Actor, workspaceId: string, input:
   ] as const) {
     assertPrice(input[field], field);
   }
+  assertKindPrices(input, '');
   const workspace = await deps.workspaces.get(actor, workspaceId);
   checkPriceInput(input, workspace.currency);
   await checkScope(deps, workspaceId, input);
@@ -201,9 +239,18 @@ async function create(deps: PriceDeps, actor: Actor, workspaceId: string, input:
     cacheWritePerMillion: input.cacheWritePerMillion ?? null,
     outputPerMillion: input.outputPerMillion,
     reasoningPerMillion: input.reasoningPerMillion ?? null,
+    ...kindPricesOf(input),
   };
   const [row] = await add(deps, actor, workspaceId, input, [price], input.effectiveFrom, 'manual');
   return row!;
+}
+
+/** The kinds' prices a request gives (those it sets). */
+function kindPricesOf(input: KindPrices): KindPrices {
+  const prices: KindPrices = {};
+  for (const name of Object.keys(KIND_PRICES) as KindPriceName[]) if (input[name] !== undefined) prices[name] = input[name];
+  if (input.perImageTier !== undefined) prices.perImageTier = input.perImageTier;
+  return prices;
 }
 
 async function importLiteLlm(

@@ -9,12 +9,59 @@
  */
 import type { Multipliers } from './quota-math.js';
 
+/** The multipliers of the kinds beyond text tokens (quota-math.ts), each optional. */
+export type KindMultipliers = Omit<Multipliers, 'inputMultiplierPpm' | 'cachedInputMultiplierPpm' | 'outputMultiplierPpm'>;
+
+/** The per-kind multipliers that are single figures, by name (imageTierMultipliersPpm is a map). */
+export const KIND_MULTIPLIERS = [
+  'audioInputMultiplierPpm',
+  'audioOutputMultiplierPpm',
+  'imageInputMultiplierPpm',
+  'imageOutputMultiplierPpm',
+  'imageMultiplierPpm',
+  'secondMultiplierPpm',
+  'characterMultiplierPpm',
+] as const;
+
+/**
+ * The kinds' multipliers as stored (quota_strategies.kind_multipliers, and in each model rule) and on the wire:
+ * decimal strings, those absent left out.
+ */
+export type StoredKindMultipliers = Partial<Record<(typeof KIND_MULTIPLIERS)[number], string>> & {
+  imageTierMultipliersPpm?: Record<string, string>;
+};
+
 /** A model rule as stored (quota_strategies.model_rules) and on the wire: multipliers as decimal strings. */
-export interface StoredModelRule {
+export interface StoredModelRule extends StoredKindMultipliers {
   pattern: string;
   inputMultiplierPpm: string;
   cachedInputMultiplierPpm: string;
   outputMultiplierPpm: string;
+}
+
+/** Stored kinds' multipliers (decimal strings) as bigints; null or {}: none (every kind at its default). */
+export function kindsFromStored(stored: StoredKindMultipliers | null | undefined): KindMultipliers {
+  const kinds: KindMultipliers = {};
+  if (!stored) return kinds;
+  for (const name of KIND_MULTIPLIERS) {
+    const value = stored[name];
+    if (value !== undefined) kinds[name] = BigInt(value);
+  }
+  const tiers = stored.imageTierMultipliersPpm;
+  if (tiers) kinds.imageTierMultipliersPpm = Object.fromEntries(Object.entries(tiers).map(([tier, v]) => [tier, BigInt(v)]));
+  return kinds;
+}
+
+/** Kinds' multipliers as stored: those set, as decimal strings. */
+export function kindsToStored(kinds: KindMultipliers): StoredKindMultipliers {
+  const stored: StoredKindMultipliers = {};
+  for (const name of KIND_MULTIPLIERS) {
+    const value = kinds[name];
+    if (value !== undefined && value !== null) stored[name] = `${value}`;
+  }
+  const tiers = kinds.imageTierMultipliersPpm;
+  if (tiers) stored.imageTierMultipliersPpm = Object.fromEntries(Object.entries(tiers).map(([tier, v]) => [tier, `${v}`]));
+  return stored;
 }
 
 export interface ModelRule extends Multipliers {
@@ -59,6 +106,7 @@ export function rulesFromStored(stored: readonly StoredModelRule[]): ModelRule[]
     inputMultiplierPpm: BigInt(r.inputMultiplierPpm),
     cachedInputMultiplierPpm: BigInt(r.cachedInputMultiplierPpm),
     outputMultiplierPpm: BigInt(r.outputMultiplierPpm),
+    ...kindsFromStored(r),
   }));
 }
 
@@ -68,6 +116,7 @@ export function rulesToStored(rules: readonly ModelRule[]): StoredModelRule[] {
     inputMultiplierPpm: `${r.inputMultiplierPpm}`,
     cachedInputMultiplierPpm: `${r.cachedInputMultiplierPpm}`,
     outputMultiplierPpm: `${r.outputMultiplierPpm}`,
+    ...kindsToStored(r),
   }));
 }
 
@@ -83,20 +132,11 @@ export interface ModelPolicy {
 }
 
 export function compileModelPolicy(defaults: Multipliers, rules: readonly ModelRule[], allowed: readonly string[] | null): ModelPolicy {
-  const fallback: Pricing = {
-    rule: null,
-    inputMultiplierPpm: defaults.inputMultiplierPpm,
-    cachedInputMultiplierPpm: defaults.cachedInputMultiplierPpm,
-    outputMultiplierPpm: defaults.outputMultiplierPpm,
-  };
-  const compiled = rules.map((r) => ({
-    test: matcherOf(r.pattern),
-    pricing: {
-      rule: r.pattern,
-      inputMultiplierPpm: r.inputMultiplierPpm,
-      cachedInputMultiplierPpm: r.cachedInputMultiplierPpm,
-      outputMultiplierPpm: r.outputMultiplierPpm,
-    } satisfies Pricing,
+  const fallback: Pricing = { ...defaults, rule: null };
+  // A rule's kinds are its own: one it leaves out takes its default from the rule's multipliers, not the strategy's.
+  const compiled = rules.map(({ pattern, ...multipliers }) => ({
+    test: matcherOf(pattern),
+    pricing: { ...multipliers, rule: pattern } satisfies Pricing,
   }));
   const allowTests = allowed ? allowed.map(matcherOf) : null;
   const priced = new Map<string, Pricing>();

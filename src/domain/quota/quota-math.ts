@@ -107,12 +107,16 @@ export function boundUnits(
   kinds?: Omit<Usage, 'inputTokens' | 'cachedInputTokens' | 'outputTokens'>,
 ): bigint {
   const { inputMultiplierPpm: input, cachedInputMultiplierPpm: cached } = strategy;
-  const dearer = input > cached ? input : cached;
+  // A token the bound counts as text may come as audio or image (a chat asking for spoken output, say): it is
+  // bounded at the dearest rate a token of its side may be charged, so the charge never passes the bound for that.
+  const dearer = max(input > cached ? input : cached, strategy.audioInputMultiplierPpm ?? 0n, strategy.imageInputMultiplierPpm ?? 0n);
+  const dearestOutput = max(strategy.outputMultiplierPpm, strategy.audioOutputMultiplierPpm ?? 0n, strategy.imageOutputMultiplierPpm ?? 0n);
   return computeUnits(
     { ...kinds, inputTokens, cachedInputTokens: 0n, outputTokens },
     {
       ...strategy,
       inputMultiplierPpm: dearer,
+      outputMultiplierPpm: dearestOutput,
       cachedInputMultiplierPpm: 0n,
       // Audio and image input may be found cached too: the dearer rate of their own and the cached one.
       audioInputMultiplierPpm: max(strategy.audioInputMultiplierPpm ?? input, cached),
@@ -121,7 +125,7 @@ export function boundUnits(
   );
 }
 
-const max = (a: bigint, b: bigint) => (a > b ? a : b);
+const max = (a: bigint, ...rest: bigint[]) => rest.reduce((m, b) => (b > m ? b : m), a);
 
 /**
  * A call's charge for what it used (`inputTokens` counts the cached ones too; an upstream reporting

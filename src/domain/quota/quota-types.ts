@@ -22,7 +22,19 @@ export interface QuotaPeriodRow {
   carried_units?: bigint;
 }
 
-export interface UsageEventRow {
+/** The kinds beyond text tokens a usage event records (src/domain/recording/kind-sql.ts); null: not reported, or none. */
+export interface KindColumns {
+  audio_input_tokens?: bigint | null;
+  audio_output_tokens?: bigint | null;
+  image_input_tokens?: bigint | null;
+  image_output_tokens?: bigint | null;
+  images?: bigint | null;
+  image_tier?: string | null;
+  audio_ms?: bigint | null;
+  characters?: bigint | null;
+}
+
+export interface UsageEventRow extends KindColumns {
   id: string;
   workspace_id: string;
   workspace_access_id: string;

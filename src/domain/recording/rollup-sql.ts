@@ -15,11 +15,13 @@
  * `refused_calls`: REJECTED.
  */
 
+import { KIND_COUNTS } from './kind-sql.js';
+
 const EPOCH = `timestamptz '2000-01-01T00:00:00Z'`;
 
 const KEY = 'workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id';
 
-/** The rollup's sums, kept per key. */
+/** The rollup's sums, kept per key: the kinds beyond text tokens last (kind-sql.ts). */
 export const ROLLUP_SUMS = [
   'units',
   'input_tokens',
@@ -31,6 +33,7 @@ export const ROLLUP_SUMS = [
   'calls',
   'failed_calls',
   'refused_calls',
+  ...KIND_COUNTS,
 ];
 
 /** The columns of an invocation the rollup reads (a `returning` list). */
@@ -39,7 +42,8 @@ export const ROLLED_CALL_COLUMNS =
 
 /** The columns of a usage event the rollup reads (a `returning` list). */
 export const ROLLED_EVENT_COLUMNS =
-  'id, workspace_id, workspace_access_id, invocation_id, kind, created_at, model, units, input_tokens, cached_input_tokens, output_tokens, cost_micros, price_id';
+  'id, workspace_id, workspace_access_id, invocation_id, kind, created_at, model, units, input_tokens, cached_input_tokens, output_tokens, cost_micros, price_id, ' +
+  KIND_COUNTS.join(', ');
 
 /**
  * The rollup's rows of the invocations `calls` and the usage events `events` (relations with the columns above), one
@@ -51,7 +55,7 @@ const contributions = (calls: string, events: string) => `
          coalesce(c.inference_key_id::text, '') as inference_key_id, coalesce(c.plan_id::text, '') as plan_id,
          e.units, e.input_tokens, e.cached_input_tokens, e.output_tokens, 1 as events, coalesce(e.cost_micros, 0) as cost_micros,
          case when e.kind = 'USAGE' and e.price_id is null then 1 else 0 end as unpriced_events,
-         0 as calls, 0 as failed_calls, 0 as refused_calls
+         0 as calls, 0 as failed_calls, 0 as refused_calls, ${KIND_COUNTS.map((k) => `coalesce(e.${k}, 0) as ${k}`).join(', ')}
     from ${events} e left join ${calls} c on c.id = e.invocation_id
   union all
   select c.workspace_id, date_bin('1 hour', coalesce(e.created_at, c.completed_at, c.started_at), ${EPOCH}), c.workspace_access_id,
@@ -59,7 +63,7 @@ const contributions = (calls: string, events: string) => `
          c.provider_connection_id::text, c.inference_key_id::text, coalesce(c.plan_id::text, ''),
          0, 0, 0, 0, 0, 0, 0, 1,
          case when c.status in ('FAILED', 'UPSTREAM_ERROR') then 1 else 0 end,
-         case when c.status = 'REJECTED' then 1 else 0 end
+         case when c.status = 'REJECTED' then 1 else 0 end, ${KIND_COUNTS.map(() => '0').join(', ')}
     from ${calls} c left join ${events} e on e.invocation_id = c.id and e.kind = 'USAGE'`;
 
 const summed = (calls: string, events: string) => `

@@ -14,6 +14,8 @@
  * Leases, then periods, are locked in id order (lockedInIdOrder).
  */
 
+import { KIND_COLUMN_TYPES, kindColumnsOf } from './kind-sql.js';
+
 /**
  * The rows of `table` whose ids `ids` (a subquery) names, locked in id order: every statement that locks
  * several leases (the record statement, a process's heartbeat, the reclaim) or several periods takes them in
@@ -43,6 +45,12 @@ interface LeaseCallSettlement {
   /** Of the input, written to the provider's cache; of the output, reasoning (absent: not reported). */
   cache_write_tokens: bigint | null;
   reasoning_tokens: bigint | null;
+  /** The kinds beyond text tokens (kind-sql.ts), each absent where not reported. */
+  audio_input_tokens?: bigint;
+  images?: bigint;
+  image_tier?: string;
+  /** A passed-through call's: its USAGE event is written only when its price sets a per-call price (price-sql.ts). */
+  per_call_only?: boolean;
   model: string | null;
   /** The pricing applied: the matched model rule's pattern (null: the strategy's own multipliers), the multipliers. */
   model_rule: string | null;
@@ -64,7 +72,8 @@ lc as (
     from json_to_recordset(cast(${leaseCalls} as json)) as x(
     lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
     invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz,
-    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint)
+    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint,
+    ${KIND_COLUMN_TYPES}, per_call_only boolean)
   join ${recorded} r on r.id = x.invocation_id
 ), l as (
   update quota_leases q
@@ -78,7 +87,7 @@ lc as (
          case when l.id is null then 0 else lc.take end as take,
          lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at,
          lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm, lc.call_started_at, lc.call_connection_id,
-         lc.call_requested_model, lc.cache_write_tokens, lc.reasoning_tokens
+         lc.call_requested_model, lc.cache_write_tokens, lc.reasoning_tokens, ${kindColumnsOf('lc')}, lc.per_call_only
     from lc join quota_leases q on q.id = lc.lease_id left join l on l.id = lc.lease_id
 )`;
 
@@ -114,7 +123,7 @@ expired as (
   returning c.invocation_id, c.lease_id, c.bound, c.units, c.input_tokens, c.cached_tokens, c.output_tokens, c.model, c.invocation,
             c.usage_id, c.adjustment_id, c.updated_at, e.workspace_id, e.workspace_access_id, e.quota_period_id,
             c.model_rule, c.input_multiplier_ppm, c.cached_input_multiplier_ppm, c.output_multiplier_ppm, c.cache_write_tokens,
-            c.reasoning_tokens
+            c.reasoning_tokens, ${kindColumnsOf('c')}
 )`;
 
 /**
@@ -127,7 +136,8 @@ export const chargedHeartbeatCtes = (recorded: string) => `charged as (
          c.usage_id, c.adjustment_id, c.invocation_id, c.input_tokens, c.cached_tokens, c.output_tokens, c.model, c.updated_at as at,
          c.model_rule, c.input_multiplier_ppm as input_ppm, c.cached_input_multiplier_ppm as cached_ppm,
          c.output_multiplier_ppm as output_ppm, r.started_at as call_started_at, r.provider_connection_id as call_connection_id,
-         r.requested_model as call_requested_model, c.cache_write_tokens, c.reasoning_tokens
+         r.requested_model as call_requested_model, c.cache_write_tokens, c.reasoning_tokens, ${kindColumnsOf('c')},
+         null::boolean as per_call_only
     from calls c join ${recorded} r on r.id = c.invocation_id where c.units > 0
 )`;
 

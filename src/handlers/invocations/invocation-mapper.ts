@@ -1,11 +1,34 @@
 import type { InvocationAttemptDto, InvocationDto, UsageEventDto, UsageSummaryDto } from '../../../generated/client/types.gen.js';
-import type { UsageEventRow } from '../../domain/quota/quota-types.js';
+import type { KindColumns, UsageEventRow } from '../../domain/quota/quota-types.js';
 import type { InvocationRow } from '../../domain/invocations/invocation-types.js';
 import type { UsageGranularity, UsageGroupBy } from '../../domain/invocations/invocation-repo.js';
 import type { UsageSummary } from '../../domain/invocations/invocation-service.js';
 
 const iso = (d: Date | null | undefined) => (d ? { value: d.toISOString() } : undefined);
 const ms = (n: number | null) => (n === null || n === undefined ? undefined : Math.round(Number(n) * 1000) / 1000);
+
+/** The kinds beyond text tokens of an event (or of an invocation's USAGE event) on the wire: those it has. */
+function kindsDto(row: KindColumns | null | undefined): Pick<UsageEventDto, KindName | 'imageTier'> {
+  const dto: Pick<UsageEventDto, KindName | 'imageTier'> = {};
+  if (!row) return dto;
+  for (const [name, column] of KINDS) {
+    const value = row[column];
+    if (value !== null && value !== undefined) dto[name] = `${value}`;
+  }
+  if (row.image_tier) dto.imageTier = row.image_tier;
+  return dto;
+}
+
+type KindName = 'audioInputTokens' | 'audioOutputTokens' | 'imageInputTokens' | 'imageOutputTokens' | 'images' | 'audioMs' | 'characters';
+const KINDS: [KindName, Exclude<keyof KindColumns, 'image_tier'>][] = [
+  ['audioInputTokens', 'audio_input_tokens'],
+  ['audioOutputTokens', 'audio_output_tokens'],
+  ['imageInputTokens', 'image_input_tokens'],
+  ['imageOutputTokens', 'image_output_tokens'],
+  ['images', 'images'],
+  ['audioMs', 'audio_ms'],
+  ['characters', 'characters'],
+];
 
 export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
   return {
@@ -22,6 +45,7 @@ export function toUsageEventDto(row: UsageEventRow): UsageEventDto {
     outputTokens: `${row.output_tokens}`,
     ...(row.cache_write_tokens !== null && row.cache_write_tokens !== undefined ? { cacheWriteTokens: `${row.cache_write_tokens}` } : {}),
     ...(row.reasoning_tokens !== null && row.reasoning_tokens !== undefined ? { reasoningTokens: `${row.reasoning_tokens}` } : {}),
+    ...kindsDto(row),
     ...(row.model ? { model: row.model } : {}),
     ...(row.reason ? { reason: row.reason } : {}),
     ...(row.model_rule ? { modelRule: row.model_rule } : {}),
@@ -101,6 +125,7 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   const attempt = toAttemptDto(row);
   if (attempt) dto.attempt = attempt;
   const usage = usageEvents?.find((e) => e.kind === 'USAGE');
+  Object.assign(dto, kindsDto(row.kinds ?? usage));
   const cost = row.cost_micros ?? usage?.cost_micros;
   if (cost !== null && cost !== undefined) dto.costMicros = `${cost}`;
   const priceId = row.price_id ?? usage?.price_id;

@@ -19,6 +19,8 @@ import type {
 import type { Services } from '../../domain/services.js';
 import { created, handler, ok, page, streamed, type HandlerMap } from '../../http/handler.js';
 import { listQuery, optionalTimestamp, parseTimestamp } from '../../http/wire.js';
+import { BUCKET_KINDS } from '../../domain/invocations/usage-summary-repo.js';
+import { KIND_COLUMNS, KIND_COUNTS } from '../../domain/recording/kind-sql.js';
 import { csvLines } from './csv.js';
 import { toModelPriceDto, toWorkspaceBudgetDto } from './price-mapper.js';
 
@@ -85,6 +87,8 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         'user_external_id',
         'endpoint',
         'error_message',
+        // The kinds beyond text tokens (docs/pricing.md, "Kinds"), last: the columns before them keep their places.
+        ...KIND_COLUMNS,
       ];
       const lines = csvLines(header, pages, (r) => [
         r.id,
@@ -110,6 +114,7 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         r.user_external_id,
         r.endpoint,
         r.error_message,
+        ...KIND_COLUMNS.map((c) => r[c]),
       ]);
       return streamed(CSV, lines, attachment('invocations.csv'), release);
     }),
@@ -136,6 +141,7 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         'failed_calls',
         'refused_calls',
         'currency',
+        ...KIND_COUNTS,
       ];
       const lines = csvLines(header, pages, (b) => [
         b.start,
@@ -151,6 +157,7 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         b.failedCalls,
         b.refusedCalls,
         currency,
+        ...BUCKET_KINDS.map((k) => b[k] ?? '0'),
       ]);
       return streamed(CSV, lines, attachment('usage-summary.csv'), release);
     }),

@@ -1,10 +1,21 @@
 import type { ModelPriceDto, ProtocolProfile, WorkspaceBudgetDto } from '../../../generated/client/types.gen.js';
 import type { BudgetView } from '../../domain/budgets/budget-service.js';
-import type { PriceRow } from '../../domain/prices/price-repo.js';
+import { KIND_PRICES, type KindPriceName, type PriceRow } from '../../domain/prices/price-repo.js';
 
 /** numeric's text as the wire writes a price: no trailing zeros after the point (`2.500` is `2.5`). */
 function decimal(text: string): string {
   return text.includes('.') ? text.replace(/\.?0+$/, '') : text;
+}
+
+/** The kinds' prices a price sets, as on the wire. */
+function kindPricesDto(row: PriceRow): Partial<ModelPriceDto> {
+  const dto: Partial<ModelPriceDto> = {};
+  for (const [name, column] of Object.entries(KIND_PRICES) as [KindPriceName, (typeof KIND_PRICES)[KindPriceName]][]) {
+    const value = row[column];
+    if (value !== null) dto[name] = decimal(value);
+  }
+  if (row.per_image_tier) dto.perImageTier = Object.fromEntries(Object.entries(row.per_image_tier).map(([t, v]) => [t, decimal(v)]));
+  return dto;
 }
 
 export function toModelPriceDto(row: PriceRow): ModelPriceDto {
@@ -21,6 +32,7 @@ export function toModelPriceDto(row: PriceRow): ModelPriceDto {
     ...(row.cache_write_per_million !== null ? { cacheWritePerMillion: decimal(row.cache_write_per_million) } : {}),
     outputPerMillion: decimal(row.output_per_million),
     ...(row.reasoning_per_million !== null ? { reasoningPerMillion: decimal(row.reasoning_per_million) } : {}),
+    ...kindPricesDto(row),
     effectiveFrom: row.effective_from.toISOString(),
     ...(row.effective_to ? { effectiveTo: row.effective_to.toISOString() } : {}),
     source: row.source,

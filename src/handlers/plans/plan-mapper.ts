@@ -9,7 +9,7 @@ import type {
   WorkspacePlanDto,
 } from '../../../generated/client/types.gen.js';
 import { AppError } from '../../errors.js';
-import type { ModelRule } from '../../domain/quota/model-pricing.js';
+import { KIND_MULTIPLIERS, type KindMultipliers, type ModelRule, type StoredKindMultipliers } from '../../domain/quota/model-pricing.js';
 import { INT64_MAX } from '../../domain/quota/quota-math.js';
 import type { CreateStrategyInput } from '../../domain/plans/plan-service.js';
 import type { BindingRow, PlanRow, QuotaStrategyRow } from '../../domain/plans/plan-types.js';
@@ -24,6 +24,34 @@ function parseInt64(value: string, param: string): bigint {
   return n;
 }
 
+/** An image tier: `{quality}/{size}` as a request names them. */
+const TIER = /^[a-z0-9_-]{1,32}\/[a-z0-9_-]{1,32}$/;
+const MAX_TIERS = 50;
+
+/** The kinds' multipliers of a strategy or a rule on the wire (`at`: its field path's prefix), as bigints; 400 naming a bad one. */
+function kindsFromDto(dto: StoredKindMultipliers, at: string): KindMultipliers {
+  const kinds: KindMultipliers = {};
+  for (const name of KIND_MULTIPLIERS) {
+    const value = dto[name];
+    if (value !== undefined) kinds[name] = parseInt64(value, `${at}${name}`);
+  }
+  const tiers = dto.imageTierMultipliersPpm;
+  if (tiers !== undefined) {
+    const param = `${at}imageTierMultipliersPpm`;
+    const entries = Object.entries(tiers);
+    if (entries.length > MAX_TIERS) throw new AppError('invalid_parameter', `${param} may hold at most ${MAX_TIERS} tiers`, { param });
+    kinds.imageTierMultipliersPpm = Object.fromEntries(
+      entries.map(([tier, value]) => {
+        if (!TIER.test(tier)) {
+          throw new AppError('invalid_parameter', `${param} names '${tier}', not a tier {quality}/{size} (hd/1024x1792)`, { param });
+        }
+        return [tier, parseInt64(value, `${param}.${tier}`)];
+      }),
+    );
+  }
+  return kinds;
+}
+
 /** A createQuotaStrategy body to the service's input: its 64-bit decimal strings as bigints. */
 export function fromCreateStrategyDto(dto: CreateQuotaStrategyDto): CreateStrategyInput {
   return {
@@ -33,12 +61,14 @@ export function fromCreateStrategyDto(dto: CreateQuotaStrategyDto): CreateStrate
     inputMultiplierPpm: parseInt64(dto.inputMultiplierPpm, 'inputMultiplierPpm'),
     outputMultiplierPpm: parseInt64(dto.outputMultiplierPpm, 'outputMultiplierPpm'),
     cachedInputMultiplierPpm: parseInt64(dto.cachedInputMultiplierPpm, 'cachedInputMultiplierPpm'),
+    kindMultipliers: kindsFromDto(dto, ''),
     maxOutputTokens: dto.maxOutputTokens,
     modelRules: (dto.modelRules ?? []).map((rule, i): ModelRule => ({
       pattern: rule.pattern,
       inputMultiplierPpm: parseInt64(rule.inputMultiplierPpm, `modelRules.${i}.inputMultiplierPpm`),
       cachedInputMultiplierPpm: parseInt64(rule.cachedInputMultiplierPpm, `modelRules.${i}.cachedInputMultiplierPpm`),
       outputMultiplierPpm: parseInt64(rule.outputMultiplierPpm, `modelRules.${i}.outputMultiplierPpm`),
+      ...kindsFromDto(rule, `modelRules.${i}.`),
     })),
     allowedModels: dto.allowedModels ?? null,
     outputCapPolicy: dto.outputCapPolicy ?? 'clamp',
@@ -89,8 +119,10 @@ export function toStrategyDto(row: QuotaStrategyRow): QuotaStrategyDto {
     inputMultiplierPpm: `${row.input_multiplier_ppm}`,
     outputMultiplierPpm: `${row.output_multiplier_ppm}`,
     cachedInputMultiplierPpm: `${row.cached_input_multiplier_ppm}`,
+    ...kindsDto(row.kind_multipliers),
     maxOutputTokens: row.max_output_tokens,
     modelRules: row.model_rules.map((r) => ({
+      ...kindsDto(r),
       pattern: r.pattern,
       inputMultiplierPpm: r.inputMultiplierPpm as Int64String,
       cachedInputMultiplierPpm: r.cachedInputMultiplierPpm as Int64String,
@@ -103,6 +135,17 @@ export function toStrategyDto(row: QuotaStrategyRow): QuotaStrategyDto {
     createdAt: row.created_at.toISOString(),
     ...(row.published_at ? { publishedAt: row.published_at.toISOString() } : {}),
   };
+}
+
+/** The kinds' multipliers a strategy or rule stores, as on the wire (those it sets). */
+function kindsDto(
+  stored: StoredKindMultipliers | null,
+): Pick<QuotaStrategyDto, (typeof KIND_MULTIPLIERS)[number] | 'imageTierMultipliersPpm'> {
+  if (!stored) return {};
+  const dto: Pick<QuotaStrategyDto, (typeof KIND_MULTIPLIERS)[number] | 'imageTierMultipliersPpm'> = {};
+  for (const name of KIND_MULTIPLIERS) if (stored[name] !== undefined) dto[name] = stored[name] as Int64String;
+  if (stored.imageTierMultipliersPpm) dto.imageTierMultipliersPpm = stored.imageTierMultipliersPpm as Record<string, Int64String>;
+  return dto;
 }
 
 export function toBindingDto(row: BindingRow): StrategyBindingDto {

@@ -13,7 +13,8 @@ lc as (
     from json_to_recordset(cast($1 as json)) as x(
     lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
     invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz,
-    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint)
+    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint,
+    audio_input_tokens bigint, audio_output_tokens bigint, image_input_tokens bigint, image_output_tokens bigint, images bigint, audio_ms bigint, characters bigint, image_tier text, per_call_only boolean)
   join recorded r on r.id = x.invocation_id
 ), l as (
   update quota_leases q
@@ -27,7 +28,7 @@ lc as (
          case when l.id is null then 0 else lc.take end as take,
          lc.usage_id, lc.adjustment_id, lc.invocation_id, lc.input_tokens, lc.cached_tokens, lc.output_tokens, lc.model, lc.at,
          lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm, lc.call_started_at, lc.call_connection_id,
-         lc.call_requested_model, lc.cache_write_tokens, lc.reasoning_tokens
+         lc.call_requested_model, lc.cache_write_tokens, lc.reasoning_tokens, lc.audio_input_tokens, lc.audio_output_tokens, lc.image_input_tokens, lc.image_output_tokens, lc.images, lc.audio_ms, lc.characters, lc.image_tier, lc.per_call_only
     from lc join quota_leases q on q.id = lc.lease_id left join l on l.id = lc.lease_id
 ),
 -- the periods charged
@@ -45,17 +46,28 @@ u as (
   insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, kind,
   units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at,
   model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, cost_micros, price_id,
-  cache_write_tokens, reasoning_tokens)
+  cache_write_tokens, reasoning_tokens, audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens, images, audio_ms, characters, image_tier)
   select s.usage_id, s.workspace_id, s.workspace_access_id, s.quota_period_id, s.id, s.invocation_id, 'USAGE',
          least(s.units, s.bound), s.input_tokens, s.cached_tokens, s.output_tokens, s.model, null, s.at,
-         s.model_rule, s.input_ppm, s.cached_ppm, s.output_ppm, mp.cost_micros, mp.id, s.cache_write_tokens, s.reasoning_tokens
+         s.model_rule, s.input_ppm, s.cached_ppm, s.output_ppm, mp.cost_micros, mp.id, s.cache_write_tokens, s.reasoning_tokens,
+         s.audio_input_tokens, s.audio_output_tokens, s.image_input_tokens, s.image_output_tokens, s.images, s.audio_ms, s.characters, s.image_tier
     from settled s left join lateral (
-  select mp.id,
-         round(greatest(s.input_tokens - s.cached_tokens - coalesce(s.cache_write_tokens, 0), 0) * mp.input_per_million
+  select mp.id, mp.per_call,
+         round(greatest(s.input_tokens - s.cached_tokens - coalesce(s.cache_write_tokens, 0)
+                        - coalesce(s.audio_input_tokens, 0) - coalesce(s.image_input_tokens, 0), 0) * mp.input_per_million
              + s.cached_tokens * coalesce(mp.cached_input_per_million, mp.input_per_million)
              + least(coalesce(s.cache_write_tokens, 0), s.input_tokens) * coalesce(mp.cache_write_per_million, mp.input_per_million)
-             + greatest(s.output_tokens - coalesce(s.reasoning_tokens, 0), 0) * mp.output_per_million
-             + least(coalesce(s.reasoning_tokens, 0), s.output_tokens) * coalesce(mp.reasoning_per_million, mp.output_per_million))::bigint as cost_micros
+             + greatest(s.output_tokens - coalesce(s.reasoning_tokens, 0)
+                        - coalesce(s.audio_output_tokens, 0) - coalesce(s.image_output_tokens, 0), 0) * mp.output_per_million
+             + least(coalesce(s.reasoning_tokens, 0), s.output_tokens) * coalesce(mp.reasoning_per_million, mp.output_per_million)
+             + coalesce(s.audio_input_tokens, 0) * coalesce(mp.audio_input_per_million, mp.input_per_million)
+             + coalesce(s.image_input_tokens, 0) * coalesce(mp.image_input_per_million, mp.input_per_million)
+             + coalesce(s.audio_output_tokens, 0) * coalesce(mp.audio_output_per_million, mp.output_per_million)
+             + coalesce(s.image_output_tokens, 0) * coalesce(mp.image_output_per_million, mp.output_per_million)
+             + coalesce(s.images * coalesce((mp.per_image_tier ->> s.image_tier)::numeric, mp.per_image) * 1000000, 0)
+             + coalesce(s.audio_ms * mp.per_second * 1000, 0)
+             + coalesce(s.characters * mp.characters_per_million, 0)
+             + coalesce(mp.per_call * 1000000, 0))::bigint as cost_micros
     from model_prices mp
    where mp.workspace_id = s.workspace_id
      and mp.effective_from <= s.call_started_at and (mp.effective_to is null or mp.effective_to > s.call_started_at)
@@ -68,18 +80,18 @@ u as (
    order by mp.provider_connection_id is null, mp.protocol_profile is null,
             not (mp.model_pattern = s.model or s.model like mp.model_like), mp.model_like is not null, length(mp.model_pattern) desc
    limit 1) mp on true
-   where s.charged
-  returning id, workspace_id, workspace_access_id, invocation_id, kind, created_at, model, units, input_tokens, cached_input_tokens, output_tokens, cost_micros, price_id
+   where s.charged and (s.per_call_only is null or mp.per_call is not null)
+  returning id, workspace_id, workspace_access_id, invocation_id, kind, created_at, model, units, input_tokens, cached_input_tokens, output_tokens, cost_micros, price_id, audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens, images, audio_ms, characters
 ), a as (
   insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, lease_id, invocation_id, kind,
   units, input_tokens, cached_input_tokens, output_tokens, model, reason, created_at,
   model_rule, input_multiplier_ppm, cached_input_multiplier_ppm, output_multiplier_ppm, cost_micros, price_id,
-  cache_write_tokens, reasoning_tokens)
+  cache_write_tokens, reasoning_tokens, audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens, images, audio_ms, characters, image_tier)
   select adjustment_id, workspace_id, workspace_access_id, quota_period_id, id, invocation_id, 'ADJUSTMENT',
          units - bound, 0, 0, 0, model, 'consumed_beyond_reservation', at,
-         model_rule, input_ppm, cached_ppm, output_ppm, null, null, null, null
+         model_rule, input_ppm, cached_ppm, output_ppm, null, null, null, null, null, null, null, null, null, null, null, null
     from settled where charged and units > bound
-  returning id, workspace_id, workspace_access_id, invocation_id, kind, created_at, model, units, input_tokens, cached_input_tokens, output_tokens, cost_micros, price_id
+  returning id, workspace_id, workspace_access_id, invocation_id, kind, created_at, model, units, input_tokens, cached_input_tokens, output_tokens, cost_micros, price_id, audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens, images, audio_ms, characters
 ), new_events as (
   select * from u union all select * from a
 ),
@@ -120,14 +132,14 @@ crossed as (
 ),
 -- the usage rollups
 rolled_rows as (
-  select workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id, sum(units) as units, sum(input_tokens) as input_tokens, sum(cached_input_tokens) as cached_input_tokens, sum(output_tokens) as output_tokens, sum(events) as events, sum(cost_micros) as cost_micros, sum(unpriced_events) as unpriced_events, sum(calls) as calls, sum(failed_calls) as failed_calls, sum(refused_calls) as refused_calls
+  select workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id, sum(units) as units, sum(input_tokens) as input_tokens, sum(cached_input_tokens) as cached_input_tokens, sum(output_tokens) as output_tokens, sum(events) as events, sum(cost_micros) as cost_micros, sum(unpriced_events) as unpriced_events, sum(calls) as calls, sum(failed_calls) as failed_calls, sum(refused_calls) as refused_calls, sum(audio_input_tokens) as audio_input_tokens, sum(audio_output_tokens) as audio_output_tokens, sum(image_input_tokens) as image_input_tokens, sum(image_output_tokens) as image_output_tokens, sum(images) as images, sum(audio_ms) as audio_ms, sum(characters) as characters
     from (
   select e.workspace_id, date_bin('1 hour', e.created_at, timestamptz '2000-01-01T00:00:00Z') as hour, e.workspace_access_id,
          coalesce(e.model, '') as model, coalesce(c.provider_connection_id::text, '') as provider_connection_id,
          coalesce(c.inference_key_id::text, '') as inference_key_id, coalesce(c.plan_id::text, '') as plan_id,
          e.units, e.input_tokens, e.cached_input_tokens, e.output_tokens, 1 as events, coalesce(e.cost_micros, 0) as cost_micros,
          case when e.kind = 'USAGE' and e.price_id is null then 1 else 0 end as unpriced_events,
-         0 as calls, 0 as failed_calls, 0 as refused_calls
+         0 as calls, 0 as failed_calls, 0 as refused_calls, coalesce(e.audio_input_tokens, 0) as audio_input_tokens, coalesce(e.audio_output_tokens, 0) as audio_output_tokens, coalesce(e.image_input_tokens, 0) as image_input_tokens, coalesce(e.image_output_tokens, 0) as image_output_tokens, coalesce(e.images, 0) as images, coalesce(e.audio_ms, 0) as audio_ms, coalesce(e.characters, 0) as characters
     from new_events e left join recorded c on c.id = e.invocation_id
   union all
   select c.workspace_id, date_bin('1 hour', coalesce(e.created_at, c.completed_at, c.started_at), timestamptz '2000-01-01T00:00:00Z'), c.workspace_access_id,
@@ -135,23 +147,23 @@ rolled_rows as (
          c.provider_connection_id::text, c.inference_key_id::text, coalesce(c.plan_id::text, ''),
          0, 0, 0, 0, 0, 0, 0, 1,
          case when c.status in ('FAILED', 'UPSTREAM_ERROR') then 1 else 0 end,
-         case when c.status = 'REJECTED' then 1 else 0 end
+         case when c.status = 'REJECTED' then 1 else 0 end, 0, 0, 0, 0, 0, 0, 0
     from recorded c left join new_events e on e.invocation_id = c.id and e.kind = 'USAGE') x
    group by workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id
 ), rolled as (
-  insert into usage_rollups as r (workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id, units, input_tokens, cached_input_tokens, output_tokens, events, cost_micros, unpriced_events, calls, failed_calls, refused_calls)
+  insert into usage_rollups as r (workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id, units, input_tokens, cached_input_tokens, output_tokens, events, cost_micros, unpriced_events, calls, failed_calls, refused_calls, audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens, images, audio_ms, characters)
   select * from rolled_rows order by workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id
   on conflict (workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id) do update
-     set units = r.units + excluded.units, input_tokens = r.input_tokens + excluded.input_tokens, cached_input_tokens = r.cached_input_tokens + excluded.cached_input_tokens, output_tokens = r.output_tokens + excluded.output_tokens, events = r.events + excluded.events, cost_micros = r.cost_micros + excluded.cost_micros, unpriced_events = r.unpriced_events + excluded.unpriced_events, calls = r.calls + excluded.calls, failed_calls = r.failed_calls + excluded.failed_calls, refused_calls = r.refused_calls + excluded.refused_calls
+     set units = r.units + excluded.units, input_tokens = r.input_tokens + excluded.input_tokens, cached_input_tokens = r.cached_input_tokens + excluded.cached_input_tokens, output_tokens = r.output_tokens + excluded.output_tokens, events = r.events + excluded.events, cost_micros = r.cost_micros + excluded.cost_micros, unpriced_events = r.unpriced_events + excluded.unpriced_events, calls = r.calls + excluded.calls, failed_calls = r.failed_calls + excluded.failed_calls, refused_calls = r.refused_calls + excluded.refused_calls, audio_input_tokens = r.audio_input_tokens + excluded.audio_input_tokens, audio_output_tokens = r.audio_output_tokens + excluded.audio_output_tokens, image_input_tokens = r.image_input_tokens + excluded.image_input_tokens, image_output_tokens = r.image_output_tokens + excluded.image_output_tokens, images = r.images + excluded.images, audio_ms = r.audio_ms + excluded.audio_ms, characters = r.characters + excluded.characters
 ), rolled_series as (
-  insert into usage_key_rollups as s (workspace_id, hour, workspace_access_id, inference_key_id, units, input_tokens, cached_input_tokens, output_tokens, events, cost_micros, unpriced_events, calls, failed_calls, refused_calls)
+  insert into usage_key_rollups as s (workspace_id, hour, workspace_access_id, inference_key_id, units, input_tokens, cached_input_tokens, output_tokens, events, cost_micros, unpriced_events, calls, failed_calls, refused_calls, audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens, images, audio_ms, characters)
   
-  select workspace_id, hour, workspace_access_id, inference_key_id, sum(units), sum(input_tokens), sum(cached_input_tokens), sum(output_tokens), sum(events), sum(cost_micros), sum(unpriced_events), sum(calls), sum(failed_calls), sum(refused_calls)
+  select workspace_id, hour, workspace_access_id, inference_key_id, sum(units), sum(input_tokens), sum(cached_input_tokens), sum(output_tokens), sum(events), sum(cost_micros), sum(unpriced_events), sum(calls), sum(failed_calls), sum(refused_calls), sum(audio_input_tokens), sum(audio_output_tokens), sum(image_input_tokens), sum(image_output_tokens), sum(images), sum(audio_ms), sum(characters)
     from rolled_rows
    group by workspace_id, hour, workspace_access_id, inference_key_id
    order by workspace_id, hour, workspace_access_id, inference_key_id
   on conflict (workspace_id, hour, workspace_access_id, inference_key_id) do update
-     set units = s.units + excluded.units, input_tokens = s.input_tokens + excluded.input_tokens, cached_input_tokens = s.cached_input_tokens + excluded.cached_input_tokens, output_tokens = s.output_tokens + excluded.output_tokens, events = s.events + excluded.events, cost_micros = s.cost_micros + excluded.cost_micros, unpriced_events = s.unpriced_events + excluded.unpriced_events, calls = s.calls + excluded.calls, failed_calls = s.failed_calls + excluded.failed_calls, refused_calls = s.refused_calls + excluded.refused_calls
+     set units = s.units + excluded.units, input_tokens = s.input_tokens + excluded.input_tokens, cached_input_tokens = s.cached_input_tokens + excluded.cached_input_tokens, output_tokens = s.output_tokens + excluded.output_tokens, events = s.events + excluded.events, cost_micros = s.cost_micros + excluded.cost_micros, unpriced_events = s.unpriced_events + excluded.unpriced_events, calls = s.calls + excluded.calls, failed_calls = s.failed_calls + excluded.failed_calls, refused_calls = s.refused_calls + excluded.refused_calls, audio_input_tokens = s.audio_input_tokens + excluded.audio_input_tokens, audio_output_tokens = s.audio_output_tokens + excluded.audio_output_tokens, image_input_tokens = s.image_input_tokens + excluded.image_input_tokens, image_output_tokens = s.image_output_tokens + excluded.image_output_tokens, images = s.images + excluded.images, audio_ms = s.audio_ms + excluded.audio_ms, characters = s.characters + excluded.characters
 )
 -- the costs recorded, per workspace, connection and model
 select u.workspace_id, r.provider_connection_id as connection_id, u.model, sum(u.cost_micros) as cost_micros,

@@ -71,14 +71,20 @@ export async function answerOpenAiPost(
     res.socket?.destroy();
     return;
   }
+  const audio = typeof req.headers['x-fake-audio'] === 'string' ? req.headers['x-fake-audio'].split(',').map(Number) : undefined;
   const chatUsage = {
     prompt_tokens: u.input,
     completion_tokens: u.output,
     total_tokens: u.input + u.output,
-    prompt_tokens_details: { cached_tokens: u.cached },
-    // x-fake-reasoning: n of the output tokens were reasoning.
-    ...(req.headers['x-fake-reasoning']
-      ? { completion_tokens_details: { reasoning_tokens: Number(req.headers['x-fake-reasoning']) } }
+    prompt_tokens_details: { cached_tokens: u.cached, ...(audio ? { audio_tokens: audio[0] } : {}) },
+    // x-fake-reasoning: n of the output tokens were reasoning; x-fake-audio: of the input and the output, audio tokens.
+    ...(req.headers['x-fake-reasoning'] || audio
+      ? {
+          completion_tokens_details: {
+            ...(req.headers['x-fake-reasoning'] ? { reasoning_tokens: Number(req.headers['x-fake-reasoning']) } : {}),
+            ...(audio ? { audio_tokens: audio[1] } : {}),
+          },
+        }
       : {}),
   };
   if (path === '/v1/embeddings') {
