@@ -10,6 +10,18 @@ import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, invocationByRequestId, periodOf, type Tenant } from './gateway-support.js';
 import type { TenantSpec } from '../support/tenant.js';
 
+const KINDS = [
+  'audioInputTokens',
+  'audioOutputTokens',
+  'imageInputTokens',
+  'imageOutputTokens',
+  'images',
+  'imageTier',
+  'audioMs',
+  'characters',
+] as const;
+type Kind = (typeof KINDS)[number];
+
 export const MEDIA_KEY = `${SECRET_MARKER}-media-0123456789abcdef`;
 
 export interface MediaRig {
@@ -18,8 +30,14 @@ export interface MediaRig {
   tenant: Tenant;
   /** Another tenant on the same upstream (`spec` beside the upstream's). */
   tenantWith(spec: Omit<TenantSpec, 'baseUrl' | 'providerKey'>): Promise<Tenant>;
-  /** A call's invocation (by the x-nexus-request-id its answer carried): its status, units and usage events. */
-  charged(requestId: string | null, tenant?: Tenant): Promise<{ status: string; units: bigint; errorCode: string | null | undefined }>;
+  /**
+   * A call's invocation (by the x-nexus-request-id its answer carried): its status, its units, and the kinds beyond
+   * text tokens its record carries (only those it has: docs/pricing.md, "Kinds").
+   */
+  charged(
+    requestId: string | null,
+    tenant?: Tenant,
+  ): Promise<{ status: string; units: bigint; errorCode: string | null | undefined; kinds: Partial<Record<Kind, string>> }>;
   /** The units the tenant's access has consumed in its period. */
   consumed(tenant?: Tenant): Promise<bigint>;
 }
@@ -39,7 +57,8 @@ export function mediaRig(spec: Omit<TenantSpec, 'baseUrl' | 'providerKey'> = {})
     rig.charged = async (requestId, tenant = rig.tenant) => {
       expect(requestId, 'the answer names its request').toBeTruthy();
       const inv = await invocationByRequestId(rig.t, tenant.workspaceId, requestId!);
-      return { status: inv.status, units: BigInt(inv.quotaUnits ?? '0'), errorCode: inv.errorCode };
+      const kinds = Object.fromEntries(KINDS.filter((k) => inv[k] != null).map((k) => [k, String(inv[k])]));
+      return { status: inv.status, units: BigInt(inv.quotaUnits ?? '0'), errorCode: inv.errorCode, kinds };
     };
     rig.consumed = async (tenant = rig.tenant) => {
       await rig.t.nexus.gateway.drain();

@@ -25,6 +25,7 @@ describe('images through the openai SDK', () => {
       status: 'SUCCEEDED',
       units: 8370n,
       errorCode: undefined,
+      kinds: { imageOutputTokens: '4160' },
     });
     expect((await rig.consumed()) - before).toBe(8370n);
   });
@@ -47,7 +48,11 @@ describe('images through the openai SDK', () => {
       .images.generate({ model: 'dall-e-3', prompt: PROMPT, size: '1024x1792', quality: 'hd' })
       .withResponse();
     expect(data.data?.[0]?.url).toBe('https://images.invalid/1.png');
-    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({ units: 8320n, errorCode: undefined });
+    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({
+      units: 8320n,
+      errorCode: undefined,
+      kinds: { images: '1', imageTier: 'hd/1024x1792' },
+    });
     expect((await rig.consumed()) - before).toBe(8320n);
   });
 

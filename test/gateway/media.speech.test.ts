@@ -23,6 +23,7 @@ describe('speech through the openai SDK', () => {
       status: 'SUCCEEDED',
       units: 18n,
       errorCode: undefined,
+      kinds: { characters: '18' },
     });
     expect((await rig.consumed()) - before).toBe(18n);
   });
@@ -33,7 +34,10 @@ describe('speech through the openai SDK', () => {
       .withResponse();
     expect((await data.arrayBuffer()).byteLength).toBe(4096);
     // 22 bytes of input and instructions at 1 unit; 18 x 6 + 1 audio output tokens at 2.
-    expect((await rig.charged(response.headers.get('x-nexus-request-id'))).units).toBe(22n + 2n * 109n);
+    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({
+      units: 22n + 2n * 109n,
+      kinds: { audioOutputTokens: '109' },
+    });
   });
 
   it('charges gpt-4o-mini-tts what speech.audio.done reports in an SSE stream', async () => {

@@ -26,6 +26,7 @@ describe('transcription through the openai SDK', () => {
       status: 'SUCCEEDED',
       units: 140n,
       errorCode: undefined,
+      kinds: { audioMs: '7000' },
     });
     expect((await rig.consumed()) - before).toBe(140n);
   });
@@ -35,7 +36,11 @@ describe('transcription through the openai SDK', () => {
       .audio.transcriptions.create({ file: await audio(), model: 'whisper-1', response_format: 'text' })
       .withResponse();
     expect(data).toBe('hello from the fake transcriber');
-    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({ units: 80n, errorCode: undefined });
+    expect(await rig.charged(response.headers.get('x-nexus-request-id'))).toMatchObject({
+      units: 80n,
+      errorCode: undefined,
+      kinds: { audioMs: '4000' },
+    });
   });
 
   it('charges gpt-4o-transcribe its tokens (audio among the input)', async () => {
