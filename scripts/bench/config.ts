@@ -14,7 +14,7 @@ export const USERS = Number(process.env.BENCH_USERS ?? 64);
 /** Rounds of the whole measurement; each figure printed is its median over them, with its interquartile range. */
 export const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 10));
 /** The targets measured: BENCH_TARGETS, separated by ';'; 'all' is every one; unset: the floor and each build's plain target. */
-export const TARGETS = process.env.BENCH_TARGETS?.split(';').map((t) => t.trim());
+const TARGETS = process.env.BENCH_TARGETS?.split(';').map((t) => t.trim());
 export const BUILDS = (process.env.BENCH_NEXUS ?? 'compiled').split(';').map((b) => b.trim());
 for (const build of BUILDS)
   if (build !== 'compiled' && build !== 'tsx' && !build.startsWith('checkout='))

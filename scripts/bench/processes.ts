@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { DATABASE_URL, ROOT_KEY } from './config.js';
 
-export const projectRoot = join(fileURLToPath(import.meta.url), '..', '..', '..');
+const projectRoot = join(fileURLToPath(import.meta.url), '..', '..', '..');
 
 /** A port free now (the server binds it a moment later). */
 function freePort(): Promise<number> {

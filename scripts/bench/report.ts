@@ -116,36 +116,39 @@ function printAgainstFloor(rounds: Row[][], labels: string[]): void {
       const p = (combine: (t: Row, b: Row) => Figure, d: number, unit = '') => mq(paired(rounds, label, 'floor', mode, combine), d, unit);
       if (!rowOf(rounds[0]!, label, mode)) continue;
       const stream = mode === 'stream';
-      console.log(
-        `| ${label} | ${mode} | ${p(
+      const cells = [
+        p(
           ratio((r) => r.cpuProxy),
           2,
-        )}× | ${p(
+          '×',
+        ),
+        p(
           ratio((r) => r.rps, true),
           1,
           '%',
-        )} | ${p(
+        ),
+        p(
           minus((r) => r.lightP50),
           2,
-        )} | ${p(
+        ),
+        p(
           minus((r) => r.lightP99),
           2,
-        )} | ${
-          stream
-            ? p(
-                minus((r) => r.ttfb50),
-                2,
-              )
-            : '-'
-        } | ${
-          stream
-            ? p(
-                minus((r) => r.ttfb99),
-                2,
-              )
-            : '-'
-        } |`,
-      );
+        ),
+        stream
+          ? p(
+              minus((r) => r.ttfb50),
+              2,
+            )
+          : '-',
+        stream
+          ? p(
+              minus((r) => r.ttfb99),
+              2,
+            )
+          : '-',
+      ];
+      console.log(`| ${label} | ${mode} | ${cells.join(' | ')} |`);
     }
   }
 }
