@@ -10,16 +10,16 @@
  * (the host's noise drifts; the one measured second tends to come out slower). Per target, JSON then streamed:
  *   1. a warm-up at saturation (BENCH_WARMUP s, default 1);
  *   2. BENCH_RATE requests/s offered (default 800, below what every target answers; 0 skips it) for
- *      BENCH_RATE_DURATION s (default 4): the CPU per call of the proxy's process (all its threads, from
+ *      BENCH_RATE_DURATION s (default 5): the CPU per call of the proxy's process (all its threads, from
  *      /proc/<pid>/task/<tid>/schedstat; and the user-space part: JavaScript, the HTTP parsers, V8's GC; the rest is
  *      the kernel's socket work), of the PostgreSQL backends serving it, and its RSS at the phase's end. Each process
  *      does the same work whatever the others' speed, so this is the figure to compare builds by;
  *   3. saturation, BENCH_CONNECTIONS connections (default 32) for BENCH_DURATION s (default 3): requests/s, latency under
- *      load, CPU per call at saturation;
- *   4. one request at a time for BENCH_LIGHT_DURATION s (default 2): p50 and p99 latency and time to first byte.
+ *      load, CPU per call (the process's and PostgreSQL's) at saturation;
+ *   4. one request at a time for BENCH_LIGHT_DURATION s (default 3): p50 and p99 latency and time to first byte.
  * It prints each figure as the median of the rounds with its interquartile range, and against the floor the ratios
  * (CPU per call, throughput) and added latencies taken within each round, then their median and interquartile range.
- * A default run takes about 10 minutes on a busy 2-core host; Linux only (/proc).
+ * A default run takes about 9 minutes on the busy 2-core host; Linux only (/proc).
  *
  *   BENCH_ROUNDS=4 BENCH_RATE_DURATION=3 npm run bench     a shorter run
  *

@@ -3,9 +3,9 @@
 /** Seconds of each target's saturation phase (max throughput, latency under load). */
 export const DURATION = Number(process.env.BENCH_DURATION ?? 3);
 /** Seconds of each target's fixed-rate phase (CPU per call, RSS). */
-export const RATE_DURATION = Number(process.env.BENCH_RATE_DURATION ?? 4);
+export const RATE_DURATION = Number(process.env.BENCH_RATE_DURATION ?? 5);
 /** Seconds of each target's light phase (one request at a time: latency, time to first byte). */
-export const LIGHT_DURATION = Number(process.env.BENCH_LIGHT_DURATION ?? 2);
+export const LIGHT_DURATION = Number(process.env.BENCH_LIGHT_DURATION ?? 3);
 /** Seconds of saturation before each target's phases (pools, JIT, connections). */
 export const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
 export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);

@@ -14,11 +14,12 @@ import { CONNECTIONS, DURATION, LIGHT_DURATION, RATE, RATE_DURATION, WARMUP } fr
 export interface Row {
   target: string;
   mode: 'json' | 'stream';
-  /** Saturation: requests/s answered, latency under load (ms), the proxy's CPU µs per call. */
+  /** Saturation: requests/s answered, latency under load (ms), the proxy's and PostgreSQL's CPU µs per call. */
   rps: number;
   p50: number;
   p99: number;
   cpuMax?: number | undefined;
+  pgMax?: number | undefined;
   /**
    * At BENCH_RATE requests/s offered (at saturation with BENCH_RATE=0): CPU µs per call of the proxy's process (and
    * its user-space part: JavaScript, the HTTP parsers, V8's GC; the rest is the kernel's socket work), of the
@@ -178,6 +179,7 @@ export async function measure(admin: pg.Client, t: Target): Promise<Row[]> {
       p50: max.load.p50,
       p99: max.load.p99,
       cpuMax: max.proxy?.all,
+      pgMax: max.pg?.all,
       cpuProxy: cpu.proxy?.all,
       cpuProxyUser: cpu.proxy?.user,
       cpuPg: cpu.pg?.all,
