@@ -26,6 +26,8 @@ export interface Row {
    * PostgreSQL backends serving it, and its resident set at the phase's end (MiB).
    */
   cpuProxy?: number | undefined;
+  /** Requests/s answered in that phase: BENCH_RATE, unless the target could not keep up (its CPU per call then counts idle work). */
+  answered?: number | undefined;
   cpuProxyUser?: number | undefined;
   cpuPg?: number | undefined;
   rssMb?: number | undefined;
@@ -181,6 +183,7 @@ export async function measure(admin: pg.Client, t: Target): Promise<Row[]> {
       cpuMax: max.proxy?.all,
       pgMax: max.pg?.all,
       cpuProxy: cpu.proxy?.all,
+      answered: cpu.load.rps,
       cpuProxyUser: cpu.proxy?.user,
       cpuPg: cpu.pg?.all,
       rssMb: cpu.rss,

@@ -86,21 +86,21 @@ function printHeader(): void {
       `Nexus calls spread over ${USERS} users. Each figure: the median of the rounds [its interquartile range: first quartile, third].`,
   );
   console.log(
-    `CPU per call: the proxy's process (all its threads, /proc schedstat) and the PostgreSQL backends serving it (its own role), ${RATE ? `at ${RATE} req/s` : 'at saturation'}.\n`,
+    `CPU per call: the proxy's process (all its threads, /proc schedstat) and the PostgreSQL backends serving it (its own role), ${RATE ? `at ${RATE} req/s offered (req/s answered: below it, the target could not keep up)` : 'at saturation'}.\n`,
   );
 }
 
 /** Each target's own figures. */
 function printTargets(rounds: Row[][]): void {
   console.log(
-    '| target | mode | CPU µs/call | of which user | PostgreSQL µs/call | RSS MiB | req/s (max) | CPU µs/call (max) | PostgreSQL µs/call (max) | p50 / p99 ms (load) | p50 ms (1 conn) | p99 ms (1 conn) | TTFB p50 | TTFB p99 | errors |',
+    '| target | mode | req/s answered | CPU µs/call | of which user | PostgreSQL µs/call | RSS MiB | req/s (max) | CPU µs/call (max) | PostgreSQL µs/call (max) | p50 / p99 ms (load) | p50 ms (1 conn) | p99 ms (1 conn) | TTFB p50 | TTFB p99 | errors |',
   );
-  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const first of rounds[0]!) {
     const f = (pick: (r: Row) => Figure, d = 0) => mq(across(rounds, first.target, first.mode, pick), d);
     const errors = across(rounds, first.target, first.mode, (r) => r.errors).reduce((n: number, e) => n + (e ?? 0), 0);
     console.log(
-      `| ${first.target} | ${first.mode} | ${f((r) => r.cpuProxy)} | ${f((r) => r.cpuProxyUser)} | ${f((r) => r.cpuPg)} | ${f((r) => r.rssMb)} | ${f((r) => r.rps)} | ${f((r) => r.cpuMax)} | ${f((r) => r.pgMax)} | ${f((r) => r.p50)} / ${f((r) => r.p99)} | ${f((r) => r.lightP50, 2)} | ${f((r) => r.lightP99, 2)} | ${f((r) => r.ttfb50, 2)} | ${f((r) => r.ttfb99, 2)} | ${errors} |`,
+      `| ${first.target} | ${first.mode} | ${f((r) => r.answered)} | ${f((r) => r.cpuProxy)} | ${f((r) => r.cpuProxyUser)} | ${f((r) => r.cpuPg)} | ${f((r) => r.rssMb)} | ${f((r) => r.rps)} | ${f((r) => r.cpuMax)} | ${f((r) => r.pgMax)} | ${f((r) => r.p50)} / ${f((r) => r.p99)} | ${f((r) => r.lightP50, 2)} | ${f((r) => r.lightP99, 2)} | ${f((r) => r.ttfb50, 2)} | ${f((r) => r.ttfb99, 2)} | ${errors} |`,
     );
   }
 }
