@@ -3,7 +3,7 @@
  * gateway URL's parse, the inference key's read, the route's lookup in the connection's protocol table, the request's
  * read for its bounds (prepareCall: the JSON parse, the caps, the input estimate), the upstream's headers, and the
  * answer's read for its usage (a JSON answer, and the SSE events of a stream with its usage chunk: the bench's
- * upstream's answers, test/support/upstreams/openai.ts). No socket, no database: each stage's own CPU (the thread's
+ * upstream's answers, test/support/upstreams/openai.ts). No socket, no database: each stage's own CPU (the process's
  * CPU time, not the wall clock, which counts the waits for a core on a shared host), in nanoseconds per call, the
  * median of BENCH_STAGES_ROUNDS rounds (default 15) of BENCH_STAGES_CALLS calls each (default 20,000).
  *
@@ -86,20 +86,14 @@ async function stagesOf(root: string): Promise<Record<string, Stage>> {
 }
 
 /** Nanoseconds per call of `stage` over CALLS calls. */
-/**
- * This thread's CPU time in µs (process.threadCpuUsage, Node 23.9 and later; else the process's): not the wall
- * clock, which on a shared host counts the time the thread waited for a core.
- */
-const threadCpu: () => { user: number; system: number } =
-  (process as unknown as { threadCpuUsage?: () => { user: number; system: number } }).threadCpuUsage?.bind(process) ??
-  (() => process.cpuUsage());
-
 function time(stage: Stage): number {
   let sink: unknown;
-  const before = threadCpu();
+  // The process's CPU time (getrusage: its thread's and V8's helper threads'), not the wall clock, which on a shared
+  // host counts the waits for a core; getrusage for this thread alone counts in scheduler ticks here.
+  const before = process.cpuUsage();
   for (let i = 0; i < CALLS; i++) sink = stage();
-  const after = threadCpu();
-  const ns = ((after.user - before.user + after.system - before.system) * 1000) / CALLS;
+  const used = process.cpuUsage(before);
+  const ns = ((used.user + used.system) * 1000) / CALLS;
   if (sink === Symbol.for('never')) console.log(sink);
   return ns;
 }
@@ -127,7 +121,7 @@ for (let round = 0; round < ROUNDS + 1; round++) {
 }
 
 console.log(
-  `The protocol's part of one metered call, in process (Node ${process.version}): ns of the thread's CPU per call, the median of ${ROUNDS} rounds of ${CALLS.toLocaleString('en')} calls\n`,
+  `The protocol's part of one metered call, in process (Node ${process.version}): ns of CPU per call, the median of ${ROUNDS} rounds of ${CALLS.toLocaleString('en')} calls\n`,
 );
 const header = ['stage', ...builds.map((b) => b.name), ...(builds.length > 1 ? [`${builds[0]!.name} - ${builds[1]!.name}`] : [])];
 console.log(`| ${header.join(' | ')} |`);
