@@ -223,6 +223,7 @@ export async function measureTogether(admin: pg.Client, targets: Target[]): Prom
         p50: load.p50,
         p99: load.p99,
         cpuProxy: proxy?.all,
+        answered: rate ? load.rps : undefined,
         cpuProxyUser: proxy?.user,
         cpuPg: pg?.all,
         rssMb: rss,
