@@ -3,9 +3,9 @@
  * gateway URL's parse, the inference key's read, the route's lookup in the connection's protocol table, the request's
  * read for its bounds (prepareCall: the JSON parse, the caps, the input estimate), the upstream's headers, and the
  * answer's read for its usage (a JSON answer, and the SSE events of a stream with its usage chunk: the bench's
- * upstream's answers, test/support/upstreams/openai.ts). No socket, no database: each stage's own CPU, in
- * nanoseconds per call, the median of BENCH_STAGES_ROUNDS rounds (default 15) of BENCH_STAGES_CALLS calls each
- * (default 20,000).
+ * upstream's answers, test/support/upstreams/openai.ts). No socket, no database: each stage's own CPU (the process's
+ * CPU time, not the wall clock, which counts the waits for a core on a shared host), in nanoseconds per call, the
+ * median of BENCH_STAGES_ROUNDS rounds (default 15) of BENCH_STAGES_CALLS calls each (default 20,000).
  *
  * BENCH_STAGES_AGAINST=<dir> measures another checkout's same stages beside this one's (a git worktree of an earlier
  * commit whose gateway has these functions), alternating the two in each round, and prints the difference: what a
@@ -88,9 +88,12 @@ async function stagesOf(root: string): Promise<Record<string, Stage>> {
 /** Nanoseconds per call of `stage` over CALLS calls. */
 function time(stage: Stage): number {
   let sink: unknown;
-  const started = process.hrtime.bigint();
+  // The process's CPU time (getrusage: its thread's and V8's helper threads'), not the wall clock, which on a shared
+  // host counts the waits for a core; getrusage for this thread alone counts in scheduler ticks here.
+  const before = process.cpuUsage();
   for (let i = 0; i < CALLS; i++) sink = stage();
-  const ns = Number(process.hrtime.bigint() - started) / CALLS;
+  const used = process.cpuUsage(before);
+  const ns = ((used.user + used.system) * 1000) / CALLS;
   if (sink === Symbol.for('never')) console.log(sink);
   return ns;
 }
@@ -118,7 +121,7 @@ for (let round = 0; round < ROUNDS + 1; round++) {
 }
 
 console.log(
-  `The protocol's part of one metered call, in process (Node ${process.version}): ns per call, the median of ${ROUNDS} rounds of ${CALLS.toLocaleString('en')} calls\n`,
+  `The protocol's part of one metered call, in process (Node ${process.version}): ns of CPU per call, the median of ${ROUNDS} rounds of ${CALLS.toLocaleString('en')} calls\n`,
 );
 const header = ['stage', ...builds.map((b) => b.name), ...(builds.length > 1 ? [`${builds[0]!.name} - ${builds[1]!.name}`] : [])];
 console.log(`| ${header.join(' | ')} |`);
