@@ -5,6 +5,7 @@ export const idempotentOperations: ReadonlySet<string> = new Set([
   'POST /admin/v1/billing-connections/{connectionId}/product-mappings',
   'POST /admin/v1/billing-connections/{connectionId}/reconcile',
   'POST /admin/v1/billing-connections/{connectionId}/verify',
+  'POST /admin/v1/management-keys',
   'POST /admin/v1/model-prices/{priceId}/close',
   'POST /admin/v1/plan-strategies/{strategyId}/publish',
   'POST /admin/v1/plans/{planId}/publish',

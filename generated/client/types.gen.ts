@@ -227,6 +227,12 @@ export type AuditLogDto = {
      */
     actorKeyId: string;
     /**
+     * The name of that Management Key as it is now (renamed since, or revoked, it is still named); null for
+     * the root key given in `NEXUS_MANAGEMENT_KEY` (`root`) and for Nexus's own work.
+     *
+     */
+    actorName: string | null;
+    /**
      * `<resource>.<verb>`: `workspace.created`, `provider_connection.secret_rotated`, ...
      */
     action: string;
@@ -542,6 +548,53 @@ export type MeQuotaPeriodDto = {
      * granted - reserved - consumed, floored at 0.
      */
     availableUnits: Int64String;
+};
+
+export type ManagementKeyName = string;
+
+export type CreateManagementKeyDto = {
+    name: ManagementKeyName;
+    /**
+     * A root key, seeing every workspace (then give no `workspaceIds`).
+     */
+    root?: boolean;
+    /**
+     * The workspaces a scoped key sees (needed unless `root`).
+     */
+    workspaceIds?: Array<string>;
+};
+
+export type UpdateManagementKeyDto = {
+    name: ManagementKeyName;
+};
+
+export type ManagementKeyDto = {
+    id: string;
+    name: string;
+    /**
+     * The key's first characters (`nx-mgmt-xxxx`), to recognise it by.
+     */
+    prefix: string;
+    /**
+     * Sees every workspace, and manages keys.
+     */
+    root: boolean;
+    /**
+     * The workspaces a scoped key sees; empty for a root key.
+     */
+    workspaceIds: Array<string>;
+    createdAt: DateTime;
+    /**
+     * When it was revoked; absent while it works.
+     */
+    revokedAt?: DateTime;
+};
+
+export type CreatedManagementKeyDto = ManagementKeyDto & {
+    /**
+     * The plaintext, shown only this once.
+     */
+    key: string;
 };
 
 /**
@@ -2090,6 +2143,8 @@ export type ProviderConnectionIdPath = string;
  *
  */
 export type ProviderPath = string;
+
+export type ManagementKeyId = string;
 
 export type PlanIdParam = string;
 
@@ -4162,6 +4217,217 @@ export type GetMeResponses = {
 };
 
 export type GetMeResponse = GetMeResponses[keyof GetMeResponses];
+
+export type ListManagementKeysData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/management-keys';
+};
+
+export type ListManagementKeysErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListManagementKeysError = ListManagementKeysErrors[keyof ListManagementKeysErrors];
+
+export type ListManagementKeysResponses = {
+    /**
+     * A page of keys.
+     */
+    200: Array<ManagementKeyDto>;
+};
+
+export type ListManagementKeysResponse = ListManagementKeysResponses[keyof ListManagementKeysResponses];
+
+export type CreateManagementKeyData = {
+    body: CreateManagementKeyDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/admin/v1/management-keys';
+};
+
+export type CreateManagementKeyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type CreateManagementKeyError = CreateManagementKeyErrors[keyof CreateManagementKeyErrors];
+
+export type CreateManagementKeyResponses = {
+    /**
+     * Created; `key` is shown only this once.
+     */
+    201: CreatedManagementKeyDto;
+};
+
+export type CreateManagementKeyResponse = CreateManagementKeyResponses[keyof CreateManagementKeyResponses];
+
+export type RevokeManagementKeyData = {
+    body?: never;
+    path: {
+        managementKeyId: string;
+    };
+    query?: never;
+    url: '/admin/v1/management-keys/{managementKeyId}';
+};
+
+export type RevokeManagementKeyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type RevokeManagementKeyError = RevokeManagementKeyErrors[keyof RevokeManagementKeyErrors];
+
+export type RevokeManagementKeyResponses = {
+    /**
+     * Revoked (again: no change).
+     */
+    204: void;
+};
+
+export type RevokeManagementKeyResponse = RevokeManagementKeyResponses[keyof RevokeManagementKeyResponses];
+
+export type UpdateManagementKeyData = {
+    body: UpdateManagementKeyDto;
+    path: {
+        managementKeyId: string;
+    };
+    query?: never;
+    url: '/admin/v1/management-keys/{managementKeyId}';
+};
+
+export type UpdateManagementKeyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type UpdateManagementKeyError = UpdateManagementKeyErrors[keyof UpdateManagementKeyErrors];
+
+export type UpdateManagementKeyResponses = {
+    /**
+     * The key, renamed.
+     */
+    200: ManagementKeyDto;
+};
+
+export type UpdateManagementKeyResponse = UpdateManagementKeyResponses[keyof UpdateManagementKeyResponses];
 
 export type ListModelPricesData = {
     body?: never;

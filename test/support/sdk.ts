@@ -99,3 +99,7 @@ export const closeModelPrice = sdk.closeModelPrice<false>;
 export const importModelPrices = sdk.importModelPrices<false>;
 export const getWorkspaceBudget = sdk.getWorkspaceBudget<false>;
 export const setWorkspaceBudget = sdk.setWorkspaceBudget<false>;
+export const createManagementKey = sdk.createManagementKey<false>;
+export const listManagementKeys = sdk.listManagementKeys<false>;
+export const updateManagementKey = sdk.updateManagementKey<false>;
+export const revokeManagementKey = sdk.revokeManagementKey<false>;
