@@ -22,6 +22,7 @@ export const idempotentOperations: ReadonlySet<string> = new Set([
   'POST /admin/v1/workspace-accesses/{accessId}/api-keys',
   'POST /admin/v1/workspace-accesses/{accessId}/billing-checkouts',
   'POST /admin/v1/workspace-accesses/{accessId}/billing-periods/sync',
+  'POST /admin/v1/workspace-accesses/{accessId}/quota/top-ups',
   'POST /admin/v1/workspace-accesses/{accessId}/renew',
   'POST /admin/v1/workspace-accesses/{accessId}/suspend',
   'POST /admin/v1/workspaces',

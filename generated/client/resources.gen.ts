@@ -450,7 +450,7 @@ export class PlansResource extends NexusResource {
 }
 
 /**
- * Workspace accesses: listWorkspaceUsers, provisionWorkspaceUser, get, activate, suspend, renew, changePlan, listInferenceKeys, issueInferenceKey, revokeInferenceKey, getInferenceKey, getQuota.
+ * Workspace accesses: listWorkspaceUsers, provisionWorkspaceUser, get, activate, suspend, renew, changePlan, listInferenceKeys, issueInferenceKey, revokeInferenceKey, getInferenceKey, getQuota, grantUnits.
  *
  * End users, their accesses, inference keys and quota.
  */
@@ -579,6 +579,22 @@ export class WorkspaceAccessesResource extends NexusResource {
    */
   getQuota(accessId: string, options?: RequestOptions): NexusPromise<types.GetWorkspaceAccessQuotaResponses[keyof types.GetWorkspaceAccessQuotaResponses]> {
     return this._core._call<types.GetWorkspaceAccessQuotaResponses[keyof types.GetWorkspaceAccessQuotaResponses]>(sdk.getWorkspaceAccessQuota, { path: { accessId } }, options);
+  }
+
+  /**
+   * Grant units once (a top-up)
+   *
+   * Adds `units` to the grant of the quota period running now, once: the period's `grantedUnits` and
+   * `toppedUpUnits` grow by them, and the audit records it (`access.units_granted`). Calls held or running are
+   * untouched; the next call on any process can use the units (a refusal a process remembers lasts 250 ms at
+   * most). A plan change later in the period moves what was topped up to the new part whole; a renewal or a billed
+   * period does not carry it past the period's end. No period running now: 404 `quota_period_not_found`; a
+   * REVOKED access: 409 `illegal_transition`; an archived workspace: 409 `workspace_archived`.
+   *
+   * `POST /admin/v1/workspace-accesses/{accessId}/quota/top-ups` (`grantAccessUnits` in the function API)
+   */
+  grantUnits(accessId: string, body: Params<NonNullable<types.GrantAccessUnitsData['body']>>, options?: RequestOptions): NexusPromise<types.GrantAccessUnitsResponses[keyof types.GrantAccessUnitsResponses]> {
+    return this._core._call<types.GrantAccessUnitsResponses[keyof types.GrantAccessUnitsResponses]>(sdk.grantAccessUnits, { path: { accessId }, body }, options);
   }
 }
 

@@ -181,6 +181,49 @@ export type QuotaSnapshotDto = {
      * Where each rate limit of the access's plan stands now; absent when the plan sets none.
      */
     rateLimits?: RateLimitStateDto;
+    /**
+     * Of `grantedUnits`, what one-off grants (`grantAccessUnits`) added to this period.
+     */
+    toppedUpUnits?: Int64String;
+    /**
+     * What opened the period: provisioning, a renewal, a billed period, or a plan change (then `proration`
+     * says how its grant was reckoned).
+     *
+     */
+    grantSource?: 'provision' | 'renewal' | 'billing' | 'plan_change';
+    proration?: QuotaProrationDto;
+    /**
+     * The median units of the access's last 20 charged calls (any period); absent before its first. A user whose
+     * `availableUnits` is below it is blocked in practice: its next typical call is refused.
+     *
+     */
+    typicalCallUnits?: Int64String;
+};
+
+/**
+ * How a period a plan change opened was granted (docs/decisions.md, "Changing plan"): the plan gives
+ * `planQuotaUnits` a cycle [`cycleStart`, `periodEnd`); the part from the change to the cycle's end is
+ * `shareUnits` of it; what was used before the change beyond the previous plan's share is `carriedUnits`, taken
+ * from it. `grantedUnits` = `shareUnits` - `carriedUnits` + `toppedUpUnits`. `carriedUnits` shrinks when holds
+ * the previous part kept (a lease's unused units) come back.
+ *
+ */
+export type QuotaProrationDto = {
+    cycleStart: DateTime;
+    planQuotaUnits: Int64String;
+    shareUnits: Int64String;
+    carriedUnits: Int64String;
+};
+
+export type GrantAccessUnitsDto = {
+    /**
+     * The units to add (at least 1).
+     */
+    units: Int64String;
+    /**
+     * Why, for the audit.
+     */
+    reason?: string;
 };
 
 export type ApiKeyDto = {
@@ -2208,6 +2251,17 @@ export type ListWorkspaceUsersData = {
         status?: WorkspaceAccessStatus;
         planId?: string;
         externalUserId?: string;
+        /**
+         * Only the users with this email (compared without regard to case).
+         */
+        email?: string;
+        /**
+         * `newest` (the default): newest first. `usage`: the most units used (consumed and held) in the period
+         * running now first, then newest first; a user with no period running counts 0. Usage moves while a
+         * ranking is paged through: a user whose use grows past the last page's may be shown again or skipped.
+         *
+         */
+        sort?: 'newest' | 'usage';
     };
     url: '/admin/v1/workspaces/{workspaceId}/users';
 };
@@ -2239,7 +2293,7 @@ export type ListWorkspaceUsersError = ListWorkspaceUsersErrors[keyof ListWorkspa
 
 export type ListWorkspaceUsersResponses = {
     /**
-     * A page of users with their access, newest first.
+     * A page of users with their access, newest first (or as `sort` says).
      */
     200: Array<WorkspaceUserDto>;
 };
@@ -2802,6 +2856,63 @@ export type GetWorkspaceAccessQuotaResponses = {
 };
 
 export type GetWorkspaceAccessQuotaResponse = GetWorkspaceAccessQuotaResponses[keyof GetWorkspaceAccessQuotaResponses];
+
+export type GrantAccessUnitsData = {
+    body: GrantAccessUnitsDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/quota/top-ups';
+};
+
+export type GrantAccessUnitsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GrantAccessUnitsError = GrantAccessUnitsErrors[keyof GrantAccessUnitsErrors];
+
+export type GrantAccessUnitsResponses = {
+    /**
+     * The period's numbers with the units granted.
+     */
+    200: QuotaSnapshotDto;
+};
+
+export type GrantAccessUnitsResponse = GrantAccessUnitsResponses[keyof GrantAccessUnitsResponses];
 
 export type ListAuditLogsData = {
     body?: never;

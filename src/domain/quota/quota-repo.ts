@@ -317,6 +317,33 @@ async function reclaimExpired(
   };
 }
 
+/**
+ * What a period a plan change opened was reckoned from: its strategy's units a cycle, and what the part before it
+ * charged it for use beyond that part's share, as it stands now (what came back since is no longer charged).
+ */
+async function prorationOf(db: Queryable, period: QuotaPeriodRow, q: Queryable = db): Promise<{ planQuotaUnits: bigint; carriedUnits: bigint }> {
+  const strategy = (await q('quota_strategies').where({ id: period.quota_strategy_id }).first('quota_units')) as { quota_units: bigint };
+  const before = (await q('quota_periods')
+    .where({ workspace_access_id: period.workspace_access_id, period_end: period.period_start, cycle_start: period.cycle_start })
+    .first('carried_units')) as { carried_units: bigint } | undefined;
+  return { planQuotaUnits: strategy.quota_units, carriedUnits: before?.carried_units ?? 0n };
+}
+
+/** How many of an access's last charged calls its typical call is read from. */
+const TYPICAL_OF_LAST = 20;
+
+/** The median units of the access's last TYPICAL_OF_LAST charged calls (the higher middle of an even count); none before its first. */
+async function typicalCallUnits(db: Queryable, accessId: string, q: Queryable = db): Promise<bigint | undefined> {
+  const units = (await q('usage_events')
+    .where({ workspace_access_id: accessId, kind: 'USAGE' })
+    .orderBy('id', 'desc')
+    .limit(TYPICAL_OF_LAST)
+    .pluck('units')) as bigint[];
+  if (units.length === 0) return undefined;
+  units.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return units[Math.floor(units.length / 2)];
+}
+
 /** The repository over `db` (the pool, or a gateway's own): each function with its `q` defaulting to it. */
 export const createQuotaRepo = (db: Queryable) =>
   bindDeps(db, {
@@ -338,6 +365,8 @@ export const createQuotaRepo = (db: Queryable) =>
     updatePeriod,
     giveBackCarry,
     reclaimExpired,
+    prorationOf,
+    typicalCallUnits,
   });
 
 export type QuotaRepo = ReturnType<typeof createQuotaRepo>;
