@@ -120,6 +120,7 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     provisionWorkspaceUser: { externalUserId: 'sweep', email: 'sweep@example.com', planId: a.planId },
     renewWorkspaceAccess: { planId: a.planId, ...PERIOD },
     changeAccessPlan: { planId: a.planId },
+    grantAccessUnits: { units: '1' },
     issueInferenceKey: { name: 'sweep' },
     createBillingConnection: { name: 'sweep', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' },
     configureBillingProviderCredential: { credential: `sk_test_${SECRET_MARKER}-sweep` },

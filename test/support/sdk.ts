@@ -103,3 +103,4 @@ export const createManagementKey = sdk.createManagementKey<false>;
 export const listManagementKeys = sdk.listManagementKeys<false>;
 export const updateManagementKey = sdk.updateManagementKey<false>;
 export const revokeManagementKey = sdk.revokeManagementKey<false>;
+export const grantAccessUnits = sdk.grantAccessUnits<false>;
