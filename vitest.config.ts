@@ -64,6 +64,7 @@ const e2e = [
   'test/console/console.features.browser.test.ts',
   'test/console/console.passthrough.browser.test.ts',
   'test/console/console.management-keys.browser.test.ts',
+  'test/console/console.users.browser.test.ts',
   'test/console/docs-page.browser.test.ts',
   'test/gateway/changes-take-effect.test.ts',
   'test/gateway/gateway.pglite.test.ts',

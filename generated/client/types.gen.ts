@@ -198,6 +198,13 @@ export type QuotaSnapshotDto = {
      *
      */
     typicalCallUnits?: Int64String;
+    /**
+     * When the access's latest call was refused for quota (429 `quota_insufficient`: its bound, input and
+     * allowed output, was more than was available), if it was in this period and after its last top-up. A user
+     * with it is blocked until units are granted or the period resets, even with units left below that bound.
+     *
+     */
+    quotaRefusedAt?: DateTime;
 };
 
 /**

@@ -145,7 +145,7 @@ describe('grantAccessUnits', () => {
   ])('refuses %s with 400', (_label, body, param) => {
     it('and grants nothing', async () => {
       const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1000n });
-      const res = await grantAccessUnits({ client: t.client, path: { accessId: tenant.accessId }, body: body as { units: string } });
+      const res = await grantAccessUnits({ client: t.client, path: { accessId: tenant.accessId }, body: body as never });
       expect(res.response.status).toBe(400);
       expect((res.error as any).error).toMatchObject({ code: 'invalid_parameter', param });
       expect((await periodOf(t, tenant.accessId)).granted).toBe(1000n);

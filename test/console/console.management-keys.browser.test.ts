@@ -49,7 +49,12 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
     });
     workspaceId = ((await ws.json()) as { id: string }).id;
     browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors, dialogs);
+    page = await watchedPage(
+      browser,
+      { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: 'UTC' },
+      browserErrors,
+      dialogs,
+    );
     await signIn(page, t.url);
   }, 120_000);
 
@@ -90,16 +95,19 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
     expect(await page.content()).not.toContain(shown);
 
     // Renamed here, named so by the API.
-    await page.getByRole('row', { name: /ci deploy/ }).getByRole('button', { name: 'Rename' }).click();
+    await page
+      .getByRole('row', { name: /ci deploy/ })
+      .getByRole('button', { name: 'Rename' })
+      .click();
     await page.getByLabel('New name').fill('ci deploy (prod)');
     await page.getByRole('button', { name: 'Save' }).click();
     await page.getByRole('row', { name: /ci deploy \(prod\)/ }).waitFor();
     expect((await storedKeys()).find((k) => k.id === stored.id)!.name).toBe('ci deploy (prod)');
 
     // A change made with the key: the audit page names it, as the database records its id.
-    expect((await updateWorkspace({ client: t.clientWith(shown), path: { workspaceId }, body: { metadata: { by: 'ci' } } })).response.status).toBe(
-      200,
-    );
+    expect(
+      (await updateWorkspace({ client: t.clientWith(shown), path: { workspaceId }, body: { metadata: { by: 'ci' } } })).response.status,
+    ).toBe(200);
     const recorded = await t.database.db('audit_logs').where({ workspace_id: workspaceId, action: 'workspace.updated' }).first();
     expect(recorded.actor_key_id).toBe(stored.id);
     await page.goto(`${t.url}/console/#/w/${workspaceId}/audit`);
@@ -108,7 +116,12 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
     await expect.poll(() => updatedRow.getByTestId('audit-actor').textContent()).toBe(`ci deploy (prod)${stored.id}`);
     // The root key of the environment by what it is; the resource links to its page.
     await expect
-      .poll(() => page.getByRole('row', { name: /workspace\.created/ }).getByTestId('audit-actor').textContent())
+      .poll(() =>
+        page
+          .getByRole('row', { name: /workspace\.created/ })
+          .getByTestId('audit-actor')
+          .textContent(),
+      )
       .toBe('root key (NEXUS_MANAGEMENT_KEY)root');
     expect(await updatedRow.getByRole('link', { name: 'workspace' }).getAttribute('href')).toBe(`#/w/${workspaceId}/settings`);
     expect(await axeBothSchemes()).toEqual([]);

@@ -6,25 +6,29 @@ import { useAction, useRead } from '../hooks.js';
 import { ErrorNote, Figures } from '../ui.js';
 
 /**
- * Where an access stands: `blocked` when what is available is below its typical call (the median units of its last
- * 20 charged calls: its next call of that size is refused), `used up` when nothing is left, `near limit` from 80 %
- * of the grant consumed, else none.
+ * Where an access stands: `used up` when nothing is left; `blocked` when its latest call was refused for quota (since
+ * the period's last top-up), or what is available is below its typical call (the median units of its last 20
+ * charged calls: its next call of that size is refused); `near limit` from 80 % of the grant consumed; else none.
  */
 export function quotaState(q: QuotaSnapshotDto): 'blocked' | 'used up' | 'near limit' | undefined {
   const available = BigInt(q.availableUnits);
   const granted = BigInt(q.grantedUnits);
   if (granted === 0n || available === 0n) return 'used up';
-  if (q.typicalCallUnits !== undefined && available < BigInt(q.typicalCallUnits)) return 'blocked';
+  if (q.quotaRefusedAt || (q.typicalCallUnits !== undefined && available < BigInt(q.typicalCallUnits))) return 'blocked';
   return BigInt(q.consumedUnits) * 10n >= granted * 8n ? 'near limit' : undefined;
+}
+
+/** Why an access is blocked, in a sentence. */
+function blockedBecause(q: QuotaSnapshotDto): string {
+  if (q.quotaRefusedAt)
+    return `Its latest call, at ${when(q.quotaRefusedAt)}, was refused for quota: ${formatNumber(q.availableUnits)} units left were less than it could need.`;
+  return `${formatNumber(q.availableUnits)} units left, below its typical call of ${formatNumber(q.typicalCallUnits)} (the median of its last 20 calls): its next such call is refused.`;
 }
 
 function StateBadge({ quota }: { quota: QuotaSnapshotDto }) {
   const state = quotaState(quota);
   if (!state) return null;
-  const title =
-    state === 'blocked'
-      ? `${formatNumber(quota.availableUnits)} units left, below its typical call of ${formatNumber(quota.typicalCallUnits)} (the median of its last 20 calls): its next such call is refused.`
-      : undefined;
+  const title = state === 'blocked' ? blockedBecause(quota) : undefined;
   return (
     <span class={state === 'near limit' ? 'badge' : 'badge over'} title={title}>
       {state}
@@ -121,8 +125,7 @@ export function QuotaBar({ client, accessId }: { client: Client; accessId: strin
       <GrantExplained quota={quota} />
       {quotaState(quota) === 'blocked' ? (
         <p class="error" role="note">
-          Blocked: {formatNumber(quota.availableUnits)} units left, below this user&apos;s typical call. Grant units or change the plan to let
-          them call again.
+          Blocked: {blockedBecause(quota)} Grant units or change the plan to let them call again.
         </p>
       ) : null}
     </div>

@@ -58,7 +58,10 @@ export function AuditPage({ client, workspace }: PageProps) {
     [workspaceId, filters.values],
   );
   return (
-    <Page title="Audit log" lead="Every change made through the Admin API, newest first, with the key that made it (by the name it has now on the Management keys page).">
+    <Page
+      title="Audit log"
+      lead="Every change made through the Admin API, newest first, with the key that made it (by the name it has now on the Management keys page)."
+    >
       <Toolbar class="toolbar filters" label="Filters">
         <Input label="Action" name="action" placeholder="access.suspended" {...filters.bindChange('action')} />
         <Input label="Resource type" name="resourceType" {...filters.bindChange('resourceType')} />

@@ -74,7 +74,12 @@ function AccessActions({
           )
         : mode === 'units'
           ? await action.run('Granting the units…', () =>
-              grantAccessUnits({ client, path, body: { units: units.trim() as `${bigint}`, ...(reason.trim() ? { reason: reason.trim() } : {}) }, headers: idempotent() }),
+              grantAccessUnits({
+                client,
+                path,
+                body: { units: units.trim() as `${bigint}`, ...(reason.trim() ? { reason: reason.trim() } : {}) },
+                headers: idempotent(),
+              }),
             )
           : await action.run('Changing the plan…', () => changeAccessPlan({ client, path, body: { planId } }));
     if (saved) {

@@ -186,14 +186,19 @@ export async function writeGrant(
  * period's row lock (a plan change splitting it waits, and then moves them whole). Holds and consumption are not
  * touched, so nothing in flight is counted twice; leases see the units at their next extension. Returns the row.
  */
-export async function topUpPeriod({ quotaRepo }: PeriodLedgerDeps, period: QuotaPeriodRow, units: bigint, tx: Queryable): Promise<QuotaPeriodRow> {
+export async function topUpPeriod(
+  { quotaRepo, clock }: PeriodLedgerDeps,
+  period: QuotaPeriodRow,
+  units: bigint,
+  tx: Queryable,
+): Promise<QuotaPeriodRow> {
   const locked = (await quotaRepo.findPeriodForUpdate(period.id, tx))!;
   if (locked.granted_units + units > INT64_MAX) {
     throw new AppError('invalid_parameter', `The period's grant would pass ${INT64_MAX} units`, { param: 'units' });
   }
   return quotaRepo.updatePeriod(
     locked.id,
-    { granted_units: locked.granted_units + units, topped_up_units: (locked.topped_up_units ?? 0n) + units },
+    { granted_units: locked.granted_units + units, topped_up_units: (locked.topped_up_units ?? 0n) + units, topped_up_at: clock.now() },
     tx,
   );
 }

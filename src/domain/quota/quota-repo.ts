@@ -321,7 +321,11 @@ async function reclaimExpired(
  * What a period a plan change opened was reckoned from: its strategy's units a cycle, and what the part before it
  * charged it for use beyond that part's share, as it stands now (what came back since is no longer charged).
  */
-async function prorationOf(db: Queryable, period: QuotaPeriodRow, q: Queryable = db): Promise<{ planQuotaUnits: bigint; carriedUnits: bigint }> {
+async function prorationOf(
+  db: Queryable,
+  period: QuotaPeriodRow,
+  q: Queryable = db,
+): Promise<{ planQuotaUnits: bigint; carriedUnits: bigint }> {
   const strategy = (await q('quota_strategies').where({ id: period.quota_strategy_id }).first('quota_units')) as { quota_units: bigint };
   const before = (await q('quota_periods')
     .where({ workspace_access_id: period.workspace_access_id, period_end: period.period_start, cycle_start: period.cycle_start })
@@ -342,6 +346,15 @@ async function typicalCallUnits(db: Queryable, accessId: string, q: Queryable = 
   if (units.length === 0) return undefined;
   units.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   return units[Math.floor(units.length / 2)];
+}
+
+/** When the access's latest call was refused for quota (429 quota_insufficient), if it was, at or after `since`. */
+async function quotaRefusedSince(db: Queryable, accessId: string, since: Date, q: Queryable = db): Promise<Date | undefined> {
+  const latest = (await q('invocations')
+    .where({ workspace_access_id: accessId })
+    .orderBy('id', 'desc')
+    .first('error_code', 'started_at')) as { error_code: string | null; started_at: Date } | undefined;
+  return latest?.error_code === 'quota_insufficient' && latest.started_at >= since ? latest.started_at : undefined;
 }
 
 /** The repository over `db` (the pool, or a gateway's own): each function with its `q` defaulting to it. */
@@ -367,6 +380,7 @@ export const createQuotaRepo = (db: Queryable) =>
     reclaimExpired,
     prorationOf,
     typicalCallUnits,
+    quotaRefusedSince,
   });
 
 export type QuotaRepo = ReturnType<typeof createQuotaRepo>;

@@ -22,6 +22,7 @@ export interface QuotaPeriodRow {
   carried_units?: bigint;
   /** Of granted_units, what one-off grants (top-ups) added: moved whole by a plan change, never prorated. */
   topped_up_units?: bigint;
+  topped_up_at?: Date | null;
 }
 
 export interface UsageEventRow {
@@ -72,4 +73,6 @@ export interface QuotaSnapshot {
   proration?: { cycleStart: Date; planQuotaUnits: bigint; shareUnits: bigint; carriedUnits: bigint };
   /** The median units of the access's last charged calls; none before its first. */
   typicalCallUnits?: bigint;
+  /** When the access's latest call was refused for quota in this period, after its last top-up; none otherwise. */
+  quotaRefusedAt?: Date;
 }

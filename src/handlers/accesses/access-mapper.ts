@@ -98,5 +98,6 @@ export function toQuotaSnapshotDto(s: QuotaSnapshot): QuotaSnapshotDto {
         }
       : {}),
     ...(s.typicalCallUnits !== undefined ? { typicalCallUnits: `${s.typicalCallUnits}` } : {}),
+    ...(s.quotaRefusedAt ? { quotaRefusedAt: s.quotaRefusedAt.toISOString() } : {}),
   };
 }

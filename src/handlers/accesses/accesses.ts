@@ -97,7 +97,11 @@ export function accessHandlers({ accesses }: Services, { clock }: HandlerContext
       ok(toQuotaSnapshotDto(await accesses.quotaSnapshot(actor, path.accessId))),
     ),
     grantAccessUnits: handler<GrantAccessUnitsData, GrantAccessUnitsResponses>(async ({ actor, path, body }) =>
-      ok(toQuotaSnapshotDto(await accesses.grantUnits(actor, path.accessId, { units: parseInt64(body.units, 'units'), reason: body.reason }))),
+      ok(
+        toQuotaSnapshotDto(
+          await accesses.grantUnits(actor, path.accessId, { units: parseInt64(body.units, 'units'), reason: body.reason }),
+        ),
+      ),
     ),
   };
 }
