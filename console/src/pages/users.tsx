@@ -200,6 +200,8 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
   const { values: form, bind, put, reset, set } = useFields(NEW_USER);
   const [issued, setIssued] = useState<string | undefined>();
   const rows = useOpenRow();
+  // Bumped when an access changes (a top-up, a renewal): the rows read their quota again.
+  const [changes, setChanges] = useState(0);
   const provision = async () => {
     const planId = form.planId || Object.keys(choices)[0];
     if (!planId) return;
@@ -314,7 +316,7 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
               <Status value={u.access.status} />
             </td>
             <td>
-              <QuotaCell key={`${u.access.id}-${u.access.updatedAt}`} client={client} accessId={u.access.id} />
+              <QuotaCell key={`${u.access.id}-${u.access.updatedAt}-${changes}`} client={client} accessId={u.access.id} />
             </td>
             <td>{when(u.access.accessStartsAt)}</td>
             <td>
@@ -323,7 +325,17 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
           </tr>
         )}
         detail={(u) =>
-          rows.is(u.access.id) ? <AccessActions client={client} user={u} plans={plans ?? []} onChange={list.reload} /> : null
+          rows.is(u.access.id) ? (
+            <AccessActions
+              client={client}
+              user={u}
+              plans={plans ?? []}
+              onChange={() => {
+                setChanges((n) => n + 1);
+                list.reload();
+              }}
+            />
+          ) : null
         }
       />
     </Page>
