@@ -88,7 +88,7 @@ describe.skipIf(!executablePath)('the console: a user at quota, in Chromium', ()
     await expect.poll(() => page.locator('tbody tr').count()).toBe(1);
     await page.getByRole('button', { name: 'Manage at-quota-user-0' }).click();
     await page.getByText('Blocked: ').waitFor();
-    await page.getByText('20 (median of the last 20)').waitFor();
+    await page.getByText('20 (median of its last calls, up to 20)').waitFor();
     expect(await axeBothSchemes()).toEqual([]);
     await page.screenshot({ path: join(shots, 'users-blocked.png'), fullPage: true });
 

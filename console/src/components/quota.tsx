@@ -118,7 +118,7 @@ export function QuotaBar({ client, accessId }: { client: Client; accessId: strin
       <Figures
         items={[
           ...UNITS.map(([term, field]) => [term, formatNumber(quota[field])] as const),
-          ['Typical call', typical ? `${formatNumber(typical)} (median of the last 20)` : '—'],
+          ['Typical call', typical ? `${formatNumber(typical)} (median of its last calls, up to 20)` : '—'],
           ['Resets', when(quota.periodEnd)],
         ]}
       />
