@@ -17,19 +17,19 @@ import { ActionNotes, Field, Form, Input, SecretInput, Select } from '../ui.js';
 
 /** What each profile asks for: its name, an example base URL, what its key is, and a word on what is special. */
 export const PROFILES: Record<ProtocolProfile, { name: string; baseUrl: string; key: string; note?: string }> = {
-  openai: { name: 'OpenAI (and compatible servers)', baseUrl: 'https://api.openai.com', key: 'API key' },
-  anthropic: { name: 'Anthropic', baseUrl: 'https://api.anthropic.com', key: 'API key' },
+  openai: { name: 'OpenAI (and compatible servers)', baseUrl: 'https://api.openai.com', key: 'The API key' },
+  anthropic: { name: 'Anthropic', baseUrl: 'https://api.anthropic.com', key: 'The API key' },
   'azure-openai': {
     name: 'Azure OpenAI',
     baseUrl: 'https://my-resource.openai.azure.com',
     key: "The resource's api-key",
     note: 'The model a caller names is the deployment: map other model names to deployments with a route (its target’s model map).',
   },
-  gemini: { name: 'Google Gemini', baseUrl: 'https://generativelanguage.googleapis.com', key: 'API key (x-goog-api-key)' },
+  gemini: { name: 'Google Gemini', baseUrl: 'https://generativelanguage.googleapis.com', key: 'The API key (sent as x-goog-api-key)' },
   bedrock: {
     name: 'Amazon Bedrock',
     baseUrl: 'https://bedrock-runtime.us-east-1.amazonaws.com',
-    key: 'Bedrock API key, or the secret access key of an access key id',
+    key: 'A Bedrock API key, or the secret access key of the access key id below',
     note: 'With an access key id, calls are signed with SigV4; without, the key is a Bedrock API key.',
   },
 };
@@ -133,8 +133,8 @@ export function ConnectionFields({ form }: { form: Fields<ConnectionForm> }) {
         {...form.bind('baseUrl')}
       />
       <SecretInput
-        label={profile.key}
-        hint="Write-only: only a preview is shown afterwards."
+        label="Provider API key"
+        hint={`${profile.key}. Write-only: only a preview is shown afterwards.`}
         name="providerApiKey"
         {...form.bind('apiKey')}
       />
