@@ -317,7 +317,13 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     expect(await values(target(2))).toEqual(['3', '15000', '']);
     expect(await editing.getByLabel('Statuses that move a call on').inputValue()).toBe('429, 503');
     expect(await values(editing.getByRole('group', { name: 'Retry waits', exact: true }))).toEqual(['100', '1000', '3000', '7000']);
-    expect(await values(editing.getByRole('group', { name: 'Breaker thresholds', exact: true }))).toEqual(['3', '40', '10', '30000', '15000']);
+    expect(await values(editing.getByRole('group', { name: 'Breaker thresholds', exact: true }))).toEqual([
+      '3',
+      '40',
+      '10',
+      '30000',
+      '15000',
+    ]);
     expect(await editing.getByRole('region', { name: /Metadata/ }).textContent()).toContain('{"team":"search"}');
     expect(await editing.getByRole('checkbox', { name: /With every breaker open/ }).isChecked()).toBe(false);
     expect(await axeViolations(page)).toEqual([]);

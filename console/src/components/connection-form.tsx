@@ -90,7 +90,7 @@ function AwsFields(props: {
         label="AWS region"
         hint={props.regionRequired ? 'us-east-1' : 'Empty: the region stored stays'}
         name="awsRegion"
-        pattern="[a-z0-9-]+"
+        pattern="[a-z0-9\-]+"
         required={props.regionRequired}
         value={props.values.awsRegion}
         onInput={(e) => props.onInput('awsRegion', (e.currentTarget as HTMLInputElement).value)}
@@ -254,7 +254,7 @@ export function EditConnection({
             label="AWS region"
             hint="Empty: the region stored stays (it is write-only); credentials change with Rotate key"
             name="editAwsRegion"
-            pattern="[a-z0-9-]+"
+            pattern="[a-z0-9\-]+"
             value={awsRegion}
             onInput={(e) => setAwsRegion((e.currentTarget as HTMLInputElement).value)}
           />
