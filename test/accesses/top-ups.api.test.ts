@@ -60,7 +60,7 @@ describe('grantAccessUnits', () => {
     for (let i = 0; i < 3; i++) expect((await call(tenant)).status).toBe(200);
     const refused = await call(tenant);
     expect(refused.status).toBe(429);
-    expect(((await refused.json()) as any).error.code).toBe('quota_insufficient');
+    expect((await refused.json()).error.code).toBe('quota_insufficient');
 
     const topUp = await grantAccessUnits({
       client: t.client,

@@ -16,7 +16,7 @@ import { useAction, type Fields } from '../hooks.js';
 import { ActionNotes, Field, Form, Input, SecretInput, Select } from '../ui.js';
 
 /** What each profile asks for: its name, an example base URL, what its key is, and a word on what is special. */
-export const PROFILES: Record<ProtocolProfile, { name: string; baseUrl: string; key: string; note?: string }> = {
+const PROFILES: Record<ProtocolProfile, { name: string; baseUrl: string; key: string; note?: string }> = {
   openai: { name: 'OpenAI (and compatible servers)', baseUrl: 'https://api.openai.com', key: 'The API key' },
   anthropic: { name: 'Anthropic', baseUrl: 'https://api.anthropic.com', key: 'The API key' },
   'azure-openai': {
@@ -93,7 +93,7 @@ function AwsFields(props: {
         pattern="[a-z0-9\-]+"
         required={props.regionRequired}
         value={props.values.awsRegion}
-        onInput={(e) => props.onInput('awsRegion', (e.currentTarget as HTMLInputElement).value)}
+        onInput={(e) => props.onInput('awsRegion', e.currentTarget.value)}
       />
       <Input
         label="AWS access key id (optional)"
@@ -102,7 +102,7 @@ function AwsFields(props: {
         pattern="[A-Z0-9]{16,128}"
         autoComplete="off"
         value={props.values.awsAccessKeyId}
-        onInput={(e) => props.onInput('awsAccessKeyId', (e.currentTarget as HTMLInputElement).value)}
+        onInput={(e) => props.onInput('awsAccessKeyId', e.currentTarget.value)}
       />
     </div>
   );
@@ -170,7 +170,7 @@ function SharedSettings(props: { timeout: string; enforces: boolean; onTimeout: 
         min={1000}
         max={600000}
         value={props.timeout}
-        onInput={(e) => props.onTimeout((e.currentTarget as HTMLInputElement).value)}
+        onInput={(e) => props.onTimeout(e.currentTarget.value)}
       />
       <label class="check">
         <input
@@ -232,13 +232,7 @@ export function EditConnection({
     <div class="bindings">
       <Form title={`Edit ${c.name}`} submit="Save connection" onSubmit={save} disabled={!!action.working}>
         <div class="grid">
-          <Input
-            label="Name"
-            name="editConnectionName"
-            required
-            value={name}
-            onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)}
-          />
+          <Input label="Name" name="editConnectionName" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
           <Input
             label="Upstream base URL"
             hint={`For example ${PROFILES[c.protocolProfile]?.baseUrl ?? 'https://…'}`}
@@ -246,7 +240,7 @@ export function EditConnection({
             type="url"
             required
             value={baseUrl}
-            onInput={(e) => setBaseUrl((e.currentTarget as HTMLInputElement).value)}
+            onInput={(e) => setBaseUrl(e.currentTarget.value)}
           />
         </div>
         {c.protocolProfile === 'bedrock' ? (
@@ -256,7 +250,7 @@ export function EditConnection({
             name="editAwsRegion"
             pattern="[a-z0-9\-]+"
             value={awsRegion}
-            onInput={(e) => setAwsRegion((e.currentTarget as HTMLInputElement).value)}
+            onInput={(e) => setAwsRegion(e.currentTarget.value)}
           />
         ) : null}
         <SharedSettings timeout={timeout} enforces={enforces} onTimeout={setTimeoutMs} onEnforces={setEnforces} />

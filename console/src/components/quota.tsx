@@ -10,7 +10,7 @@ import { ErrorNote, Figures } from '../ui.js';
  * the period's last top-up), or what is available is below its typical call (the median units of its last 20
  * charged calls: its next call of that size is refused); `near limit` from 80 % of the grant consumed; else none.
  */
-export function quotaState(q: QuotaSnapshotDto): 'blocked' | 'used up' | 'near limit' | undefined {
+function quotaState(q: QuotaSnapshotDto): 'blocked' | 'used up' | 'near limit' | undefined {
   const available = BigInt(q.availableUnits);
   const granted = BigInt(q.grantedUnits);
   if (granted === 0n || available === 0n) return 'used up';

@@ -16,7 +16,7 @@ import { ActionButton, ExpandButton, useOpenRow } from '../components/buttons.js
 import { PagedTable } from '../components/lists.js';
 import { QuotaBar, QuotaCell } from '../components/quota.js';
 import { toInstant, when } from '../format.js';
-import { onlySet, useAction, useFields, usePaged, useRead, valueOf } from '../hooks.js';
+import { onlySet, useAction, useFields, usePaged, valueOf } from '../hooks.js';
 import { namesOf, usePlans } from '../lookups.js';
 import {
   ActionNotes,

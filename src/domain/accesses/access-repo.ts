@@ -30,13 +30,23 @@ async function byUsage(q: Queryable, query: Knex.QueryBuilder, filter: AccessFil
   const at = filter.at ?? new Date();
   const usedSql = `coalesce((select p.consumed_units + p.reserved_units from quota_periods p
     where p.workspace_access_id = a.id and p.period_start <= ? and p.period_end > ? order by p.period_start desc limit 1), 0)`;
-  const ranked = q.from(query.clone().select(q.raw(`${usedSql} as period_used`, [at, at])).as('v'));
+  const ranked = q.from(
+    query
+      .clone()
+      .select(q.raw(`${usedSql} as period_used`, [at, at]))
+      .as('v'),
+  );
   const limit = filter.limit ?? 20;
   if (filter.after) {
     const last = q.raw(`(select ${usedSql.replaceAll('a.id', 'x.id')} from workspace_accesses x where x.id = ?)`, [at, at, filter.after]);
     ranked.whereRaw('(v.period_used, v.id) < (?, ?)', [last, filter.after]);
   }
-  const rows = (await ranked.orderBy([{ column: 'v.period_used', order: 'desc' }, { column: 'v.id', order: 'desc' }]).limit(limit + 1)) as AccessView[];
+  const rows = (await ranked
+    .orderBy([
+      { column: 'v.period_used', order: 'desc' },
+      { column: 'v.id', order: 'desc' },
+    ])
+    .limit(limit + 1)) as AccessView[];
   const items = rows.slice(0, limit);
   return { items, nextAfter: rows.length > limit ? items[items.length - 1]!.id : null };
 }

@@ -2,7 +2,7 @@ import type { Queryable } from '../../db/database.js';
 import { bindDeps } from '../bind.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 
-export interface ManagementKeyRow {
+interface ManagementKeyRow {
   id: string;
   name: string;
   key_hash: string;

@@ -326,10 +326,10 @@ async function prorationOf(
   period: QuotaPeriodRow,
   q: Queryable = db,
 ): Promise<{ planQuotaUnits: bigint; carriedUnits: bigint }> {
-  const strategy = (await q('quota_strategies').where({ id: period.quota_strategy_id }).first('quota_units')) as { quota_units: bigint };
-  const before = (await q('quota_periods')
+  const strategy: { quota_units: bigint } = await q('quota_strategies').where({ id: period.quota_strategy_id }).first('quota_units');
+  const before: { carried_units: bigint } | undefined = await q('quota_periods')
     .where({ workspace_access_id: period.workspace_access_id, period_end: period.period_start, cycle_start: period.cycle_start })
-    .first('carried_units')) as { carried_units: bigint } | undefined;
+    .first('carried_units');
   return { planQuotaUnits: strategy.quota_units, carriedUnits: before?.carried_units ?? 0n };
 }
 
@@ -350,10 +350,10 @@ async function typicalCallUnits(db: Queryable, accessId: string, q: Queryable = 
 
 /** When the access's latest call was refused for quota (429 quota_insufficient), if it was, at or after `since`. */
 async function quotaRefusedSince(db: Queryable, accessId: string, since: Date, q: Queryable = db): Promise<Date | undefined> {
-  const latest = (await q('invocations')
+  const latest: { error_code: string | null; started_at: Date } | undefined = await q('invocations')
     .where({ workspace_access_id: accessId })
     .orderBy('id', 'desc')
-    .first('error_code', 'started_at')) as { error_code: string | null; started_at: Date } | undefined;
+    .first('error_code', 'started_at');
   return latest?.error_code === 'quota_insufficient' && latest.started_at >= since ? latest.started_at : undefined;
 }
 
