@@ -164,6 +164,68 @@ function AccessActions({
   );
 }
 
+/** The form that provisions a user on a published plan (with an inference key unless unticked). */
+function ProvisionUser(props: {
+  client: Client;
+  workspaceId: string;
+  plans: WorkspacePlanDto[] | undefined;
+  onProvisioned: (accessId: string, apiKey: string | undefined) => void;
+}) {
+  const { client, workspaceId, plans } = props;
+  const action = useAction();
+  const choices = planChoices(plans ?? []);
+  const { values: form, bind, put, reset, set } = useFields(NEW_USER);
+  const provision = async () => {
+    const planId = form.planId || Object.keys(choices)[0];
+    if (!planId) return;
+    const body = {
+      externalUserId: form.externalUserId,
+      email: form.email,
+      planId,
+      issueInferenceKey: form.issueInferenceKey,
+      ...(form.name ? { name: form.name } : {}),
+    };
+    const res = await action.run('Provisioning…', () =>
+      provisionWorkspaceUser({ client, path: { workspaceId }, body, headers: idempotent() }),
+    );
+    if (res) {
+      reset();
+      props.onProvisioned(res.data.access.id, res.data.apiKey);
+    }
+  };
+  return (
+    <>
+      {plans === undefined ? (
+        <Working label="Loading plans…" />
+      ) : Object.keys(choices).length === 0 ? (
+        <Empty>
+          No published plan yet: <a href={`#/w/${workspaceId}/plans`}>publish a plan</a> first, then provision users on it.
+        </Empty>
+      ) : (
+        <Form title="Provision a user" submit="Provision user" onSubmit={provision} disabled={!!action.working}>
+          <div class="grid">
+            <Input
+              label="External user id"
+              hint="Your application's id for the user"
+              name="externalUserId"
+              required
+              {...bind('externalUserId')}
+            />
+            <Input label="Email" name="email" type="email" required {...bind('email')} />
+            <Input label="Name (optional)" name="userName" {...bind('name')} />
+            <Select label="Plan" name="planId" choices={choices} value={form.planId || Object.keys(choices)[0]} onChange={set('planId')} />
+          </div>
+          <label class="check">
+            <input type="checkbox" checked={form.issueInferenceKey} onChange={(e) => put({ issueInferenceKey: e.currentTarget.checked })} />{' '}
+            Issue an inference key
+          </label>
+        </Form>
+      )}
+      <ActionNotes action={action} />
+    </>
+  );
+}
+
 const NEW_USER = { externalUserId: '', email: '', name: '', planId: '', issueInferenceKey: true };
 const STATUSES: AccessStatus[] = ['PENDING', 'ACTIVE', 'SUSPENDED', 'EXPIRED', 'REVOKED'];
 
@@ -195,66 +257,26 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
     [workspaceId, status, found, sort],
   );
   const plans = usePlans(client, workspaceId);
-  const action = useAction();
-  const choices = planChoices(plans ?? []);
-  const { values: form, bind, put, reset, set } = useFields(NEW_USER);
   const [issued, setIssued] = useState<string | undefined>();
   const rows = useOpenRow();
   // Bumped when an access changes (a top-up, a renewal): the rows read their quota again.
   const [changes, setChanges] = useState(0);
-  const provision = async () => {
-    const planId = form.planId || Object.keys(choices)[0];
-    if (!planId) return;
-    const body = {
-      externalUserId: form.externalUserId,
-      email: form.email,
-      planId,
-      issueInferenceKey: form.issueInferenceKey,
-      ...(form.name ? { name: form.name } : {}),
-    };
-    const res = await action.run('Provisioning…', () =>
-      provisionWorkspaceUser({ client, path: { workspaceId }, body, headers: idempotent() }),
-    );
-    if (res) {
-      setIssued(res.data.apiKey);
-      reset();
-      rows.set(res.data.access.id);
-      list.reload();
-    }
-  };
   const filtered = !!(status || found);
   return (
     <Page
       title="Users and accesses"
       lead="An end user of your application, with an access on a plan: its quota, its state and its inference keys."
     >
-      {plans === undefined ? (
-        <Working label="Loading plans…" />
-      ) : Object.keys(choices).length === 0 ? (
-        <Empty>
-          No published plan yet: <a href={`#/w/${workspaceId}/plans`}>publish a plan</a> first, then provision users on it.
-        </Empty>
-      ) : (
-        <Form title="Provision a user" submit="Provision user" onSubmit={provision} disabled={!!action.working}>
-          <div class="grid">
-            <Input
-              label="External user id"
-              hint="Your application's id for the user"
-              name="externalUserId"
-              required
-              {...bind('externalUserId')}
-            />
-            <Input label="Email" name="email" type="email" required {...bind('email')} />
-            <Input label="Name (optional)" name="userName" {...bind('name')} />
-            <Select label="Plan" name="planId" choices={choices} value={form.planId || Object.keys(choices)[0]} onChange={set('planId')} />
-          </div>
-          <label class="check">
-            <input type="checkbox" checked={form.issueInferenceKey} onChange={(e) => put({ issueInferenceKey: e.currentTarget.checked })} />{' '}
-            Issue an inference key
-          </label>
-        </Form>
-      )}
-      <ActionNotes action={action} />
+      <ProvisionUser
+        client={client}
+        workspaceId={workspaceId}
+        plans={plans}
+        onProvisioned={(accessId, apiKey) => {
+          setIssued(apiKey);
+          rows.set(accessId);
+          list.reload();
+        }}
+      />
       {issued ? <ShownOnce label="The user's inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
       <Toolbar search label="Find users" onSubmit={() => setFound(search.trim())}>
         <Input
