@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../support/paths.js';
-import { getWorkspace, listManagementKeys, updateWorkspace } from '../support/sdk.js';
+import { createManagementKey, getWorkspace, listManagementKeys, updateWorkspace } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
 
@@ -129,7 +129,13 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
     expect(browserErrors).toEqual([]);
   }, 120_000);
 
-  it('revokes a key after a confirmation: the API refuses it at once', async () => {
+  it('revokes a key after a confirmation: the API refuses it at once, and the audit names who revoked it', async () => {
+    // An operator signed in with a root key of their own: the audit names them.
+    const alice = await createManagementKey({ client: t.client, body: { name: 'ops-alice', root: true } });
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('Management Key').fill(alice.data!.key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
     await page.goto(`${t.url}/console/#/management-keys`);
     const row = page.getByRole('row', { name: /ci deploy \(prod\)/ });
     await row.getByRole('button', { name: 'Revoke' }).click();
@@ -142,6 +148,14 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
     expect(await row.getByRole('button', { name: 'Revoke' }).count()).toBe(0);
     const refused = await getWorkspace({ client: t.clientWith(shown), path: { workspaceId } });
     expect(refused.response.status).toBe(401);
+
+    // Who revoked it: the audit page names the key, as the database records its id.
+    const entry = await t.database.db('audit_logs').where({ workspace_id: workspaceId, action: 'management_key.revoked' }).first();
+    expect(entry).toMatchObject({ actor_key_id: alice.data!.id, resource_id: stored.id });
+    await page.goto(`${t.url}/console/#/w/${workspaceId}/audit`);
+    const revokedRow = page.getByRole('row', { name: /management_key\.revoked/ });
+    await expect.poll(() => revokedRow.getByTestId('audit-actor').textContent()).toBe(`ops-alice${alice.data!.id}`);
+    expect(await revokedRow.getByRole('link', { name: 'management_key' }).getAttribute('href')).toBe('#/management-keys');
     expect(browserErrors).toEqual([]);
   });
 
