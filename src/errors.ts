@@ -52,6 +52,7 @@ const errorStatus = {
   webhook_message_not_found: 404,
   price_not_found: 404,
   budget_not_found: 404,
+  management_key_not_found: 404,
   // 405
   method_not_allowed: 405,
   // 409
@@ -83,6 +84,7 @@ const errorStatus = {
   too_many_webhook_secrets: 409,
   price_overlap: 409,
   price_closed: 409,
+  last_root_key: 409,
   // 402
   workspace_budget_exceeded: 402,
   // 413

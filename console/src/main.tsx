@@ -25,6 +25,7 @@ import { PricesPage } from './pages/prices.js';
 import { BudgetPage } from './pages/budget.js';
 import { WebhooksPage } from './pages/webhooks.js';
 import { SettingsPage } from './pages/settings.js';
+import { ManagementKeysPage } from './pages/management-keys.js';
 
 const PAGES: { path: string; title: string; component: (props: PageProps) => preact.JSX.Element }[] = [
   { path: 'connections', title: 'Provider connections', component: ConnectionsPage },
@@ -215,7 +216,7 @@ function InvocationLink({ client, invocationId }: { client: Client; invocationId
 function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void }) {
   const { route, query, setQuery } = useRoute();
   const workspaceId = route[0] === 'w' ? route[1] : undefined;
-  const pageName = route[0] === 'w' ? (route[2] ?? 'connections') : 'workspaces';
+  const pageName = route[0] === 'w' ? (route[2] ?? 'connections') : route[0] === 'management-keys' ? 'management-keys' : 'workspaces';
   const [workspace, setWorkspace] = useState<WorkspaceDto | undefined>();
   const action = useAction();
   useEffect(() => setWorkspace(undefined), [workspaceId]);
@@ -226,8 +227,9 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
   const page = PAGES.find((p) => p.path === pageName);
   const Page = page?.component;
   useEffect(() => {
-    document.title = `${page?.title ?? 'Workspaces'}${workspace ? ` · ${workspace.name}` : ''} · Nexus console`;
-  }, [page, workspace]);
+    const title = pageName === 'management-keys' ? 'Management keys' : (page?.title ?? 'Workspaces');
+    document.title = `${title}${workspace ? ` · ${workspace.name}` : ''} · Nexus console`;
+  }, [page, pageName, workspace]);
   return (
     <div class="shell">
       <SkipLink />
@@ -248,6 +250,9 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
         <a href="#/workspaces" aria-current={pageName === 'workspaces' ? 'page' : undefined}>
           Workspaces
         </a>
+        <a href="#/management-keys" aria-current={pageName === 'management-keys' ? 'page' : undefined}>
+          Management keys
+        </a>
         {PAGES.map((p) =>
           workspaceId ? (
             <a key={p.path} href={`#/w/${workspaceId}/${p.path}`} aria-current={pageName === p.path ? 'page' : undefined}>
@@ -265,6 +270,8 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
           <InvocationLink client={client} invocationId={route[1]} />
         ) : pageName === 'workspaces' ? (
           <WorkspacesPage client={client} />
+        ) : pageName === 'management-keys' ? (
+          <ManagementKeysPage client={client} />
         ) : !Page ? (
           <p>No such page. Pick one in the navigation.</p>
         ) : workspace ? (

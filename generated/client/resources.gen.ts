@@ -455,7 +455,7 @@ export class PlansResource extends NexusResource {
 }
 
 /**
- * Workspace accesses: listWorkspaceUsers, provisionWorkspaceUser, get, activate, suspend, renew, changePlan, listInferenceKeys, issueInferenceKey, revokeInferenceKey, getInferenceKey, getQuota.
+ * Workspace accesses: listWorkspaceUsers, provisionWorkspaceUser, get, activate, suspend, renew, changePlan, listInferenceKeys, issueInferenceKey, revokeInferenceKey, getInferenceKey, getQuota, grantUnits.
  *
  * End users, their accesses, inference keys and quota.
  */
@@ -584,6 +584,22 @@ export class WorkspaceAccessesResource extends NexusResource {
    */
   getQuota(accessId: string, options?: RequestOptions): NexusPromise<types.GetWorkspaceAccessQuotaResponses[keyof types.GetWorkspaceAccessQuotaResponses]> {
     return this._core._call<types.GetWorkspaceAccessQuotaResponses[keyof types.GetWorkspaceAccessQuotaResponses]>(sdk.getWorkspaceAccessQuota, { path: { accessId } }, options);
+  }
+
+  /**
+   * Grant units once (a top-up)
+   *
+   * Adds `units` to the grant of the quota period running now, once: the period's `grantedUnits` and
+   * `toppedUpUnits` grow by them, and the audit records it (`access.units_granted`). Calls held or running are
+   * untouched; the next call on any process can use the units (a refusal a process remembers lasts 250 ms at
+   * most). A plan change later in the period moves what was topped up to the new part whole; a renewal or a billed
+   * period does not carry it past the period's end. No period running now: 404 `quota_period_not_found`; a
+   * REVOKED access: 409 `illegal_transition`; an archived workspace: 409 `workspace_archived`.
+   *
+   * `POST /admin/v1/workspace-accesses/{accessId}/quota/top-ups` (`grantAccessUnits` in the function API)
+   */
+  grantUnits(accessId: string, body: Params<NonNullable<types.GrantAccessUnitsData['body']>>, options?: RequestOptions): NexusPromise<types.GrantAccessUnitsResponses[keyof types.GrantAccessUnitsResponses]> {
+    return this._core._call<types.GrantAccessUnitsResponses[keyof types.GrantAccessUnitsResponses]>(sdk.grantAccessUnits, { path: { accessId }, body }, options);
   }
 }
 
@@ -1273,6 +1289,66 @@ export class GatewayResource extends NexusResource {
 }
 
 /**
+ * Management keys: list, create, revoke, update.
+ *
+ * The keys that call the Admin API, managed by a root key.
+ */
+export class ManagementKeysResource extends NexusResource {
+  /**
+   * List Management Keys
+   *
+   * Root Management Key only; a scoped key gets 403 `root_key_required`. Every stored key, newest first, revoked
+   * ones too (with `revokedAt`), never a plaintext. The root key given in `NEXUS_MANAGEMENT_KEY` is not stored
+   * and is not listed; the audit names it `root`.
+   *
+   * `GET /admin/v1/management-keys` (`listManagementKeys` in the function API)
+   */
+  list(query?: Params<types.ListManagementKeysData['query']>, options?: RequestOptions): PagePromise<types.ListManagementKeysResponses[200][number]> {
+    return this._core._list<types.ListManagementKeysResponses[200][number]>(sdk.listManagementKeys, { query }, options);
+  }
+
+  /**
+   * Create a Management Key
+   *
+   * Root Management Key only; a scoped key gets 403 `root_key_required`. A scoped key (`workspaceIds`, at least
+   * one) sees only those workspaces, and stays scoped to them; a root key (`root: true`, no `workspaceIds`) sees
+   * every workspace. The plaintext is in `key`, in this answer only: Nexus keeps its hash. A workspace that does
+   * not exist is 404 `workspace_not_found`; an archived one, 409 `workspace_archived`.
+   *
+   * `POST /admin/v1/management-keys` (`createManagementKey` in the function API)
+   */
+  create(body: Params<NonNullable<types.CreateManagementKeyData['body']>>, options?: RequestOptions): NexusPromise<types.CreateManagementKeyResponses[keyof types.CreateManagementKeyResponses]> {
+    return this._core._call<types.CreateManagementKeyResponses[keyof types.CreateManagementKeyResponses]>(sdk.createManagementKey, { body }, options);
+  }
+
+  /**
+   * Revoke a Management Key
+   *
+   * Root Management Key only. Requests with the key are refused (401 `invalid_management_key`) from the next
+   * one on, on every process (keys are looked up on each request). Revoking a revoked key changes nothing.
+   * The last active stored root key is kept while no `NEXUS_MANAGEMENT_KEY` is set (409 `last_root_key`):
+   * without it, no key could manage the others.
+   *
+   * `DELETE /admin/v1/management-keys/{managementKeyId}` (`revokeManagementKey` in the function API)
+   */
+  revoke(managementKeyId: string, options?: RequestOptions): NexusPromise<types.RevokeManagementKeyResponses[keyof types.RevokeManagementKeyResponses]> {
+    return this._core._call<types.RevokeManagementKeyResponses[keyof types.RevokeManagementKeyResponses]>(sdk.revokeManagementKey, { path: { managementKeyId } }, options);
+  }
+
+  /**
+   * Rename a Management Key
+   *
+   * Root Management Key only. The name is what the audit shows beside the key's id, for every entry the key
+   * made, before the rename too. A revoked key can still be renamed. Unknown: 404 `management_key_not_found`.
+   *
+   * `PATCH /admin/v1/management-keys/{managementKeyId}` (`updateManagementKey` in the function API)
+   */
+  update(managementKeyId: string, body: Params<NonNullable<types.UpdateManagementKeyData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateManagementKeyResponses[keyof types.UpdateManagementKeyResponses]> {
+    return this._core._call<types.UpdateManagementKeyResponses[keyof types.UpdateManagementKeyResponses]>(sdk.updateManagementKey, { path: { managementKeyId }, body }, options);
+  }
+}
+
+/**
  * System: getHealth, getReadiness.
  *
  * Health and readiness.
@@ -1371,6 +1447,12 @@ export class Nexus extends NexusCore {
    * The metered proxy to upstream providers, called with an Inference Key.
    */
   readonly gateway: GatewayResource = new GatewayResource(this);
+  /**
+   * Management keys
+   *
+   * The keys that call the Admin API, managed by a root key.
+   */
+  readonly managementKeys: ManagementKeysResource = new ManagementKeysResource(this);
   /**
    * System
    *

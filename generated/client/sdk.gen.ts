@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { ActivateWorkspaceAccessData, ActivateWorkspaceAccessErrors, ActivateWorkspaceAccessResponses, ArchiveProviderConnectionData, ArchiveProviderConnectionErrors, ArchiveProviderConnectionResponses, ArchiveRouteData, ArchiveRouteErrors, ArchiveRouteResponses, ArchiveWorkspaceData, ArchiveWorkspaceErrors, ArchiveWorkspaceResponses, BindPlanStrategyData, BindPlanStrategyErrors, BindPlanStrategyResponses, ChangeAccessPlanData, ChangeAccessPlanErrors, ChangeAccessPlanResponses, CloseModelPriceData, CloseModelPriceErrors, CloseModelPriceResponses, ClosePlanStrategyBindingData, ClosePlanStrategyBindingErrors, ClosePlanStrategyBindingResponses, ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialErrors, ConfigureBillingProviderCredentialResponses, ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretErrors, ConfigureBillingWebhookSecretResponses, CreateBillingConnectionData, CreateBillingConnectionErrors, CreateBillingConnectionResponses, CreateBillingProductMappingData, CreateBillingProductMappingErrors, CreateBillingProductMappingResponses, CreateCheckoutData, CreateCheckoutErrors, CreateCheckoutResponses, CreateModelPriceData, CreateModelPriceErrors, CreateModelPriceResponses, CreatePlanData, CreatePlanErrors, CreatePlanResponses, CreateProviderConnectionData, CreateProviderConnectionErrors, CreateProviderConnectionResponses, CreateQuotaStrategyData, CreateQuotaStrategyErrors, CreateQuotaStrategyResponses, CreateRouteData, CreateRouteErrors, CreateRouteResponses, CreateWebhookEndpointData, CreateWebhookEndpointErrors, CreateWebhookEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteBillingProductMappingData, DeleteBillingProductMappingErrors, DeleteBillingProductMappingResponses, DeleteWebhookEndpointData, DeleteWebhookEndpointErrors, DeleteWebhookEndpointResponses, DisableBillingConnectionData, DisableBillingConnectionErrors, DisableBillingConnectionResponses, DisableWebhookEndpointData, DisableWebhookEndpointErrors, DisableWebhookEndpointResponses, ExportInvocationsData, ExportInvocationsErrors, ExportInvocationsResponses, ExportUsageSummaryData, ExportUsageSummaryErrors, ExportUsageSummaryResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetInferenceKeyData, GetInferenceKeyErrors, GetInferenceKeyResponses, GetInvocationData, GetInvocationErrors, GetInvocationResponses, GetMeData, GetMeErrors, GetMeResponses, GetPlanData, GetPlanErrors, GetPlanResponses, GetPlanStrategyData, GetPlanStrategyErrors, GetPlanStrategyResponses, GetProviderConnectionData, GetProviderConnectionErrors, GetProviderConnectionResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetRouteData, GetRouteErrors, GetRouteHealthData, GetRouteHealthErrors, GetRouteHealthResponses, GetRouteResponses, GetUsageSummaryData, GetUsageSummaryErrors, GetUsageSummaryResponses, GetWebhookEndpointData, GetWebhookEndpointErrors, GetWebhookEndpointResponses, GetWebhookMessageData, GetWebhookMessageErrors, GetWebhookMessageResponses, GetWorkspaceAccessData, GetWorkspaceAccessErrors, GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaErrors, GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessResponses, GetWorkspaceBudgetData, GetWorkspaceBudgetErrors, GetWorkspaceBudgetResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ImportModelPricesData, ImportModelPricesErrors, ImportModelPricesResponses, IssueInferenceKeyData, IssueInferenceKeyErrors, IssueInferenceKeyResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListBillingConnectionsData, ListBillingConnectionsErrors, ListBillingConnectionsResponses, ListBillingProductMappingsData, ListBillingProductMappingsErrors, ListBillingProductMappingsResponses, ListBillingWebhookEventsData, ListBillingWebhookEventsErrors, ListBillingWebhookEventsResponses, ListExternalSubscriptionsData, ListExternalSubscriptionsErrors, ListExternalSubscriptionsResponses, ListInferenceKeysData, ListInferenceKeysErrors, ListInferenceKeysResponses, ListInvocationsData, ListInvocationsErrors, ListInvocationsResponses, ListModelPricesData, ListModelPricesErrors, ListModelPricesResponses, ListPlansData, ListPlansErrors, ListPlansResponses, ListPlanStrategiesData, ListPlanStrategiesErrors, ListPlanStrategiesResponses, ListPlanStrategyBindingsData, ListPlanStrategyBindingsErrors, ListPlanStrategyBindingsResponses, ListProviderConnectionsData, ListProviderConnectionsErrors, ListProviderConnectionsResponses, ListRoutesData, ListRoutesErrors, ListRoutesResponses, ListUsageEventsData, ListUsageEventsErrors, ListUsageEventsResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, ListWebhookMessagesData, ListWebhookMessagesErrors, ListWebhookMessagesResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, ListWorkspaceUsersData, ListWorkspaceUsersErrors, ListWorkspaceUsersResponses, ProvisionWorkspaceUserData, ProvisionWorkspaceUserErrors, ProvisionWorkspaceUserResponses, ProxyProviderDeleteData, ProxyProviderDeleteErrors, ProxyProviderDeleteResponses, ProxyProviderGetData, ProxyProviderGetErrors, ProxyProviderGetResponses, ProxyProviderPatchData, ProxyProviderPatchErrors, ProxyProviderPatchResponses, ProxyProviderPostData, ProxyProviderPostErrors, ProxyProviderPostResponses, ProxyProviderPutData, ProxyProviderPutErrors, ProxyProviderPutResponses, PublishPlanData, PublishPlanErrors, PublishPlanResponses, PublishPlanStrategyData, PublishPlanStrategyErrors, PublishPlanStrategyResponses, ReceiveBillingWebhookData, ReceiveBillingWebhookErrors, ReceiveBillingWebhookResponses, ReconcileBillingConnectionData, ReconcileBillingConnectionErrors, ReconcileBillingConnectionResponses, RenewWorkspaceAccessData, RenewWorkspaceAccessErrors, RenewWorkspaceAccessResponses, ReplayBillingWebhookEventData, ReplayBillingWebhookEventErrors, ReplayBillingWebhookEventResponses, ReplayFailedWebhookMessagesData, ReplayFailedWebhookMessagesErrors, ReplayFailedWebhookMessagesResponses, ReplayWebhookMessageData, ReplayWebhookMessageErrors, ReplayWebhookMessageResponses, RevokeInferenceKeyData, RevokeInferenceKeyErrors, RevokeInferenceKeyResponses, RotateProviderSecretData, RotateProviderSecretErrors, RotateProviderSecretResponses, RotateWebhookEndpointSecretData, RotateWebhookEndpointSecretErrors, RotateWebhookEndpointSecretResponses, SendTestWebhookEventData, SendTestWebhookEventErrors, SendTestWebhookEventResponses, SetPlanPassthroughClassesData, SetPlanPassthroughClassesErrors, SetPlanPassthroughClassesResponses, SetPlanRateLimitsData, SetPlanRateLimitsErrors, SetPlanRateLimitsResponses, SetWorkspaceBudgetData, SetWorkspaceBudgetErrors, SetWorkspaceBudgetResponses, SuspendWorkspaceAccessData, SuspendWorkspaceAccessErrors, SuspendWorkspaceAccessResponses, SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodErrors, SyncWorkspaceAccessBillingPeriodResponses, TestProviderConnectionData, TestProviderConnectionErrors, TestProviderConnectionResponses, UpdatePlanData, UpdatePlanErrors, UpdatePlanResponses, UpdateProviderConnectionData, UpdateProviderConnectionErrors, UpdateProviderConnectionResponses, UpdateRouteData, UpdateRouteErrors, UpdateRouteResponses, UpdateWebhookEndpointData, UpdateWebhookEndpointErrors, UpdateWebhookEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, VerifyBillingConnectionData, VerifyBillingConnectionErrors, VerifyBillingConnectionResponses, VerifyProviderConnectionData, VerifyProviderConnectionErrors, VerifyProviderConnectionResponses } from './types.gen.js';
+import type { ActivateWorkspaceAccessData, ActivateWorkspaceAccessErrors, ActivateWorkspaceAccessResponses, ArchiveProviderConnectionData, ArchiveProviderConnectionErrors, ArchiveProviderConnectionResponses, ArchiveRouteData, ArchiveRouteErrors, ArchiveRouteResponses, ArchiveWorkspaceData, ArchiveWorkspaceErrors, ArchiveWorkspaceResponses, BindPlanStrategyData, BindPlanStrategyErrors, BindPlanStrategyResponses, ChangeAccessPlanData, ChangeAccessPlanErrors, ChangeAccessPlanResponses, CloseModelPriceData, CloseModelPriceErrors, CloseModelPriceResponses, ClosePlanStrategyBindingData, ClosePlanStrategyBindingErrors, ClosePlanStrategyBindingResponses, ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialErrors, ConfigureBillingProviderCredentialResponses, ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretErrors, ConfigureBillingWebhookSecretResponses, CreateBillingConnectionData, CreateBillingConnectionErrors, CreateBillingConnectionResponses, CreateBillingProductMappingData, CreateBillingProductMappingErrors, CreateBillingProductMappingResponses, CreateCheckoutData, CreateCheckoutErrors, CreateCheckoutResponses, CreateManagementKeyData, CreateManagementKeyErrors, CreateManagementKeyResponses, CreateModelPriceData, CreateModelPriceErrors, CreateModelPriceResponses, CreatePlanData, CreatePlanErrors, CreatePlanResponses, CreateProviderConnectionData, CreateProviderConnectionErrors, CreateProviderConnectionResponses, CreateQuotaStrategyData, CreateQuotaStrategyErrors, CreateQuotaStrategyResponses, CreateRouteData, CreateRouteErrors, CreateRouteResponses, CreateWebhookEndpointData, CreateWebhookEndpointErrors, CreateWebhookEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteBillingProductMappingData, DeleteBillingProductMappingErrors, DeleteBillingProductMappingResponses, DeleteWebhookEndpointData, DeleteWebhookEndpointErrors, DeleteWebhookEndpointResponses, DisableBillingConnectionData, DisableBillingConnectionErrors, DisableBillingConnectionResponses, DisableWebhookEndpointData, DisableWebhookEndpointErrors, DisableWebhookEndpointResponses, ExportInvocationsData, ExportInvocationsErrors, ExportInvocationsResponses, ExportUsageSummaryData, ExportUsageSummaryErrors, ExportUsageSummaryResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetInferenceKeyData, GetInferenceKeyErrors, GetInferenceKeyResponses, GetInvocationData, GetInvocationErrors, GetInvocationResponses, GetMeData, GetMeErrors, GetMeResponses, GetPlanData, GetPlanErrors, GetPlanResponses, GetPlanStrategyData, GetPlanStrategyErrors, GetPlanStrategyResponses, GetProviderConnectionData, GetProviderConnectionErrors, GetProviderConnectionResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetRouteData, GetRouteErrors, GetRouteHealthData, GetRouteHealthErrors, GetRouteHealthResponses, GetRouteResponses, GetUsageSummaryData, GetUsageSummaryErrors, GetUsageSummaryResponses, GetWebhookEndpointData, GetWebhookEndpointErrors, GetWebhookEndpointResponses, GetWebhookMessageData, GetWebhookMessageErrors, GetWebhookMessageResponses, GetWorkspaceAccessData, GetWorkspaceAccessErrors, GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaErrors, GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessResponses, GetWorkspaceBudgetData, GetWorkspaceBudgetErrors, GetWorkspaceBudgetResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, GrantAccessUnitsData, GrantAccessUnitsErrors, GrantAccessUnitsResponses, ImportModelPricesData, ImportModelPricesErrors, ImportModelPricesResponses, IssueInferenceKeyData, IssueInferenceKeyErrors, IssueInferenceKeyResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListBillingConnectionsData, ListBillingConnectionsErrors, ListBillingConnectionsResponses, ListBillingProductMappingsData, ListBillingProductMappingsErrors, ListBillingProductMappingsResponses, ListBillingWebhookEventsData, ListBillingWebhookEventsErrors, ListBillingWebhookEventsResponses, ListExternalSubscriptionsData, ListExternalSubscriptionsErrors, ListExternalSubscriptionsResponses, ListInferenceKeysData, ListInferenceKeysErrors, ListInferenceKeysResponses, ListInvocationsData, ListInvocationsErrors, ListInvocationsResponses, ListManagementKeysData, ListManagementKeysErrors, ListManagementKeysResponses, ListModelPricesData, ListModelPricesErrors, ListModelPricesResponses, ListPlansData, ListPlansErrors, ListPlansResponses, ListPlanStrategiesData, ListPlanStrategiesErrors, ListPlanStrategiesResponses, ListPlanStrategyBindingsData, ListPlanStrategyBindingsErrors, ListPlanStrategyBindingsResponses, ListProviderConnectionsData, ListProviderConnectionsErrors, ListProviderConnectionsResponses, ListRoutesData, ListRoutesErrors, ListRoutesResponses, ListUsageEventsData, ListUsageEventsErrors, ListUsageEventsResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, ListWebhookMessagesData, ListWebhookMessagesErrors, ListWebhookMessagesResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, ListWorkspaceUsersData, ListWorkspaceUsersErrors, ListWorkspaceUsersResponses, ProvisionWorkspaceUserData, ProvisionWorkspaceUserErrors, ProvisionWorkspaceUserResponses, ProxyProviderDeleteData, ProxyProviderDeleteErrors, ProxyProviderDeleteResponses, ProxyProviderGetData, ProxyProviderGetErrors, ProxyProviderGetResponses, ProxyProviderPatchData, ProxyProviderPatchErrors, ProxyProviderPatchResponses, ProxyProviderPostData, ProxyProviderPostErrors, ProxyProviderPostResponses, ProxyProviderPutData, ProxyProviderPutErrors, ProxyProviderPutResponses, PublishPlanData, PublishPlanErrors, PublishPlanResponses, PublishPlanStrategyData, PublishPlanStrategyErrors, PublishPlanStrategyResponses, ReceiveBillingWebhookData, ReceiveBillingWebhookErrors, ReceiveBillingWebhookResponses, ReconcileBillingConnectionData, ReconcileBillingConnectionErrors, ReconcileBillingConnectionResponses, RenewWorkspaceAccessData, RenewWorkspaceAccessErrors, RenewWorkspaceAccessResponses, ReplayBillingWebhookEventData, ReplayBillingWebhookEventErrors, ReplayBillingWebhookEventResponses, ReplayFailedWebhookMessagesData, ReplayFailedWebhookMessagesErrors, ReplayFailedWebhookMessagesResponses, ReplayWebhookMessageData, ReplayWebhookMessageErrors, ReplayWebhookMessageResponses, RevokeInferenceKeyData, RevokeInferenceKeyErrors, RevokeInferenceKeyResponses, RevokeManagementKeyData, RevokeManagementKeyErrors, RevokeManagementKeyResponses, RotateProviderSecretData, RotateProviderSecretErrors, RotateProviderSecretResponses, RotateWebhookEndpointSecretData, RotateWebhookEndpointSecretErrors, RotateWebhookEndpointSecretResponses, SendTestWebhookEventData, SendTestWebhookEventErrors, SendTestWebhookEventResponses, SetPlanPassthroughClassesData, SetPlanPassthroughClassesErrors, SetPlanPassthroughClassesResponses, SetPlanRateLimitsData, SetPlanRateLimitsErrors, SetPlanRateLimitsResponses, SetWorkspaceBudgetData, SetWorkspaceBudgetErrors, SetWorkspaceBudgetResponses, SuspendWorkspaceAccessData, SuspendWorkspaceAccessErrors, SuspendWorkspaceAccessResponses, SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodErrors, SyncWorkspaceAccessBillingPeriodResponses, TestProviderConnectionData, TestProviderConnectionErrors, TestProviderConnectionResponses, UpdateManagementKeyData, UpdateManagementKeyErrors, UpdateManagementKeyResponses, UpdatePlanData, UpdatePlanErrors, UpdatePlanResponses, UpdateProviderConnectionData, UpdateProviderConnectionErrors, UpdateProviderConnectionResponses, UpdateRouteData, UpdateRouteErrors, UpdateRouteResponses, UpdateWebhookEndpointData, UpdateWebhookEndpointErrors, UpdateWebhookEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, VerifyBillingConnectionData, VerifyBillingConnectionErrors, VerifyBillingConnectionResponses, VerifyProviderConnectionData, VerifyProviderConnectionErrors, VerifyProviderConnectionResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -158,6 +158,27 @@ export const getWorkspaceAccessQuota = <ThrowOnError extends boolean = true>(opt
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspace-accesses/{accessId}/quota',
     ...options
+});
+
+/**
+ * Grant units once (a top-up)
+ *
+ * Adds `units` to the grant of the quota period running now, once: the period's `grantedUnits` and
+ * `toppedUpUnits` grow by them, and the audit records it (`access.units_granted`). Calls held or running are
+ * untouched; the next call on any process can use the units (a refusal a process remembers lasts 250 ms at
+ * most). A plan change later in the period moves what was topped up to the new part whole; a renewal or a billed
+ * period does not carry it past the period's end. No period running now: 404 `quota_period_not_found`; a
+ * REVOKED access: 409 `illegal_transition`; an archived workspace: 409 `workspace_archived`.
+ *
+ */
+export const grantAccessUnits = <ThrowOnError extends boolean = true>(options: Options<GrantAccessUnitsData, ThrowOnError>) => (options.client ?? client).post<GrantAccessUnitsResponses, GrantAccessUnitsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspace-accesses/{accessId}/quota/top-ups',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
 });
 
 /**
@@ -543,6 +564,71 @@ export const getMe = <ThrowOnError extends boolean = true>(options?: Options<Get
     security: [{ scheme: 'bearer', type: 'http' }, { name: 'x-api-key', type: 'apiKey' }],
     url: '/v1/me',
     ...options
+});
+
+/**
+ * List Management Keys
+ *
+ * Root Management Key only; a scoped key gets 403 `root_key_required`. Every stored key, newest first, revoked
+ * ones too (with `revokedAt`), never a plaintext. The root key given in `NEXUS_MANAGEMENT_KEY` is not stored
+ * and is not listed; the audit names it `root`.
+ *
+ */
+export const listManagementKeys = <ThrowOnError extends boolean = true>(options?: Options<ListManagementKeysData, ThrowOnError>) => (options?.client ?? client).get<ListManagementKeysResponses, ListManagementKeysErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/management-keys',
+    ...options
+});
+
+/**
+ * Create a Management Key
+ *
+ * Root Management Key only; a scoped key gets 403 `root_key_required`. A scoped key (`workspaceIds`, at least
+ * one) sees only those workspaces, and stays scoped to them; a root key (`root: true`, no `workspaceIds`) sees
+ * every workspace. The plaintext is in `key`, in this answer only: Nexus keeps its hash. A workspace that does
+ * not exist is 404 `workspace_not_found`; an archived one, 409 `workspace_archived`.
+ *
+ */
+export const createManagementKey = <ThrowOnError extends boolean = true>(options: Options<CreateManagementKeyData, ThrowOnError>) => (options.client ?? client).post<CreateManagementKeyResponses, CreateManagementKeyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/management-keys',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Revoke a Management Key
+ *
+ * Root Management Key only. Requests with the key are refused (401 `invalid_management_key`) from the next
+ * one on, on every process (keys are looked up on each request). Revoking a revoked key changes nothing.
+ * The last active stored root key is kept while no `NEXUS_MANAGEMENT_KEY` is set (409 `last_root_key`):
+ * without it, no key could manage the others.
+ *
+ */
+export const revokeManagementKey = <ThrowOnError extends boolean = true>(options: Options<RevokeManagementKeyData, ThrowOnError>) => (options.client ?? client).delete<RevokeManagementKeyResponses, RevokeManagementKeyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/management-keys/{managementKeyId}',
+    ...options
+});
+
+/**
+ * Rename a Management Key
+ *
+ * Root Management Key only. The name is what the audit shows beside the key's id, for every entry the key
+ * made, before the rename too. A revoked key can still be renamed. Unknown: 404 `management_key_not_found`.
+ *
+ */
+export const updateManagementKey = <ThrowOnError extends boolean = true>(options: Options<UpdateManagementKeyData, ThrowOnError>) => (options.client ?? client).patch<UpdateManagementKeyResponses, UpdateManagementKeyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/management-keys/{managementKeyId}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
 });
 
 /**

@@ -181,6 +181,56 @@ export type QuotaSnapshotDto = {
      * Where each rate limit of the access's plan stands now; absent when the plan sets none.
      */
     rateLimits?: RateLimitStateDto;
+    /**
+     * Of `grantedUnits`, what one-off grants (`grantAccessUnits`) added to this period.
+     */
+    toppedUpUnits?: Int64String;
+    /**
+     * What opened the period: provisioning, a renewal, a billed period, or a plan change (then `proration`
+     * says how its grant was reckoned).
+     *
+     */
+    grantSource?: 'provision' | 'renewal' | 'billing' | 'plan_change';
+    proration?: QuotaProrationDto;
+    /**
+     * The median units of the access's last 20 charged calls (any period); absent before its first. A user whose
+     * `availableUnits` is below it is blocked in practice: its next typical call is refused.
+     *
+     */
+    typicalCallUnits?: Int64String;
+    /**
+     * When the access's latest call was refused for quota (429 `quota_insufficient`: its bound, input and
+     * allowed output, was more than was available), if it was in this period and after its last top-up. A user
+     * with it is blocked until units are granted or the period resets, even with units left below that bound.
+     *
+     */
+    quotaRefusedAt?: DateTime;
+};
+
+/**
+ * How a period a plan change opened was granted (docs/decisions.md, "Changing plan"): the plan gives
+ * `planQuotaUnits` a cycle [`cycleStart`, `periodEnd`); the part from the change to the cycle's end is
+ * `shareUnits` of it; what was used before the change beyond the previous plan's share is `carriedUnits`, taken
+ * from it. `grantedUnits` = `shareUnits` - `carriedUnits` + `toppedUpUnits`. `carriedUnits` shrinks when holds
+ * the previous part kept (a lease's unused units) come back.
+ *
+ */
+export type QuotaProrationDto = {
+    cycleStart: DateTime;
+    planQuotaUnits: Int64String;
+    shareUnits: Int64String;
+    carriedUnits: Int64String;
+};
+
+export type GrantAccessUnitsDto = {
+    /**
+     * The units to add (at least 1).
+     */
+    units: Int64String;
+    /**
+     * Why, for the audit.
+     */
+    reason?: string;
 };
 
 export type ApiKeyDto = {
@@ -226,6 +276,12 @@ export type AuditLogDto = {
      * The Management Key that made the change (`root` for the root key).
      */
     actorKeyId: string;
+    /**
+     * The name of that Management Key as it is now (renamed since, or revoked, it is still named); null for
+     * the root key given in `NEXUS_MANAGEMENT_KEY` (`root`) and for Nexus's own work.
+     *
+     */
+    actorName: string | null;
     /**
      * `<resource>.<verb>`: `workspace.created`, `provider_connection.secret_rotated`, ...
      */
@@ -542,6 +598,53 @@ export type MeQuotaPeriodDto = {
      * granted - reserved - consumed, floored at 0.
      */
     availableUnits: Int64String;
+};
+
+export type ManagementKeyName = string;
+
+export type CreateManagementKeyDto = {
+    name: ManagementKeyName;
+    /**
+     * A root key, seeing every workspace (then give no `workspaceIds`).
+     */
+    root?: boolean;
+    /**
+     * The workspaces a scoped key sees (needed unless `root`).
+     */
+    workspaceIds?: Array<string>;
+};
+
+export type UpdateManagementKeyDto = {
+    name: ManagementKeyName;
+};
+
+export type ManagementKeyDto = {
+    id: string;
+    name: string;
+    /**
+     * The key's first characters (`nx-mgmt-xxxx`), to recognise it by.
+     */
+    prefix: string;
+    /**
+     * Sees every workspace, and manages keys.
+     */
+    root: boolean;
+    /**
+     * The workspaces a scoped key sees; empty for a root key.
+     */
+    workspaceIds: Array<string>;
+    createdAt: DateTime;
+    /**
+     * When it was revoked; absent while it works.
+     */
+    revokedAt?: DateTime;
+};
+
+export type CreatedManagementKeyDto = ManagementKeyDto & {
+    /**
+     * The plaintext, shown only this once.
+     */
+    key: string;
 };
 
 /**
@@ -2377,6 +2480,8 @@ export type ProviderConnectionIdPath = string;
  */
 export type ProviderPath = string;
 
+export type ManagementKeyId = string;
+
 export type PlanIdParam = string;
 
 export type StrategyIdParam = string;
@@ -2439,6 +2544,17 @@ export type ListWorkspaceUsersData = {
         status?: WorkspaceAccessStatus;
         planId?: string;
         externalUserId?: string;
+        /**
+         * Only the users with this email (compared without regard to case).
+         */
+        email?: string;
+        /**
+         * `newest` (the default): newest first. `usage`: the most units used (consumed and held) in the period
+         * running now first, then newest first; a user with no period running counts 0. Usage moves while a
+         * ranking is paged through: a user whose use grows past the last page's may be shown again or skipped.
+         *
+         */
+        sort?: 'newest' | 'usage';
     };
     url: '/admin/v1/workspaces/{workspaceId}/users';
 };
@@ -2470,7 +2586,7 @@ export type ListWorkspaceUsersError = ListWorkspaceUsersErrors[keyof ListWorkspa
 
 export type ListWorkspaceUsersResponses = {
     /**
-     * A page of users with their access, newest first.
+     * A page of users with their access, newest first (or as `sort` says).
      */
     200: Array<WorkspaceUserDto>;
 };
@@ -3033,6 +3149,63 @@ export type GetWorkspaceAccessQuotaResponses = {
 };
 
 export type GetWorkspaceAccessQuotaResponse = GetWorkspaceAccessQuotaResponses[keyof GetWorkspaceAccessQuotaResponses];
+
+export type GrantAccessUnitsData = {
+    body: GrantAccessUnitsDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        accessId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspace-accesses/{accessId}/quota/top-ups';
+};
+
+export type GrantAccessUnitsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GrantAccessUnitsError = GrantAccessUnitsErrors[keyof GrantAccessUnitsErrors];
+
+export type GrantAccessUnitsResponses = {
+    /**
+     * The period's numbers with the units granted.
+     */
+    200: QuotaSnapshotDto;
+};
+
+export type GrantAccessUnitsResponse = GrantAccessUnitsResponses[keyof GrantAccessUnitsResponses];
 
 export type ListAuditLogsData = {
     body?: never;
@@ -4448,6 +4621,217 @@ export type GetMeResponses = {
 };
 
 export type GetMeResponse = GetMeResponses[keyof GetMeResponses];
+
+export type ListManagementKeysData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/management-keys';
+};
+
+export type ListManagementKeysErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListManagementKeysError = ListManagementKeysErrors[keyof ListManagementKeysErrors];
+
+export type ListManagementKeysResponses = {
+    /**
+     * A page of keys.
+     */
+    200: Array<ManagementKeyDto>;
+};
+
+export type ListManagementKeysResponse = ListManagementKeysResponses[keyof ListManagementKeysResponses];
+
+export type CreateManagementKeyData = {
+    body: CreateManagementKeyDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/admin/v1/management-keys';
+};
+
+export type CreateManagementKeyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type CreateManagementKeyError = CreateManagementKeyErrors[keyof CreateManagementKeyErrors];
+
+export type CreateManagementKeyResponses = {
+    /**
+     * Created; `key` is shown only this once.
+     */
+    201: CreatedManagementKeyDto;
+};
+
+export type CreateManagementKeyResponse = CreateManagementKeyResponses[keyof CreateManagementKeyResponses];
+
+export type RevokeManagementKeyData = {
+    body?: never;
+    path: {
+        managementKeyId: string;
+    };
+    query?: never;
+    url: '/admin/v1/management-keys/{managementKeyId}';
+};
+
+export type RevokeManagementKeyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type RevokeManagementKeyError = RevokeManagementKeyErrors[keyof RevokeManagementKeyErrors];
+
+export type RevokeManagementKeyResponses = {
+    /**
+     * Revoked (again: no change).
+     */
+    204: void;
+};
+
+export type RevokeManagementKeyResponse = RevokeManagementKeyResponses[keyof RevokeManagementKeyResponses];
+
+export type UpdateManagementKeyData = {
+    body: UpdateManagementKeyDto;
+    path: {
+        managementKeyId: string;
+    };
+    query?: never;
+    url: '/admin/v1/management-keys/{managementKeyId}';
+};
+
+export type UpdateManagementKeyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type UpdateManagementKeyError = UpdateManagementKeyErrors[keyof UpdateManagementKeyErrors];
+
+export type UpdateManagementKeyResponses = {
+    /**
+     * The key, renamed.
+     */
+    200: ManagementKeyDto;
+};
+
+export type UpdateManagementKeyResponse = UpdateManagementKeyResponses[keyof UpdateManagementKeyResponses];
 
 export type ListModelPricesData = {
     body?: never;

@@ -676,6 +676,8 @@ describe('getWorkspaceAccessQuota', () => {
       availableUnits: '9223372036854774807',
       periodStart: START.toISOString(),
       periodEnd: '2026-12-01T00:00:00.000Z',
+      toppedUpUnits: '0',
+      grantSource: 'provision',
     });
     expect((await getWorkspaceAccessQuota({ client: t.client, path: { accessId: MISSING } })).response.status).toBe(404);
   });

@@ -252,7 +252,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     expect(browserErrors).toEqual([]);
   }, 120_000);
 
-  it('routes: a save changes only what the form changed; what it does not edit is shown and kept', async () => {
+  it('routes: every setting is edited in the form, a save changes only what the form changed, and metadata is shown and kept', async () => {
     // A route with every setting away from its default, made through the API.
     const created = await createRoute({
       client: t.client,
@@ -307,18 +307,24 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     expect(await read()).toEqual(before);
     expect(await sent()).toEqual([]);
 
-    // What the form does not edit is shown: each target's attempts and timeouts, the route's retries and breaker.
+    // Each target's attempts and timeouts, and the route's retries and breaker, are in the form as they are; the
+    // metadata it does not edit is shown.
     await page.getByRole('button', { name: 'Edit kept' }).click();
-    await expect
-      .poll(() => editing.getByTestId('target-settings').allTextContents())
-      .toEqual(['2 attempts · timeout 20 s · first byte of a stream within 5 s', '3 attempts · timeout 15 s']);
-    const kept = editing.getByRole('region', { name: /Retries and breaker/ });
-    expect(await kept.locator('dd').allTextContents()).toEqual([
-      '429, 503',
-      'from 100 ms up to 1 s · a Retry-After over 3 s moves on · at most 7 s of waits a call',
-      'opens after 3 failures in a row · or 40 % errors of at least 10 calls in 30 s · cools down for 15 s',
-      '{"team":"search"}',
+    const target = (n: number) => editing.getByRole('group', { name: `Target ${n}` });
+    const values = (group: ReturnType<typeof target>) =>
+      group.locator('input[type="number"]').evaluateAll((inputs) => inputs.map((i) => (i as HTMLInputElement).value));
+    await expect.poll(() => values(target(1))).toEqual(['2', '20000', '5000']);
+    expect(await values(target(2))).toEqual(['3', '15000', '']);
+    expect(await editing.getByLabel('Statuses that move a call on').inputValue()).toBe('429, 503');
+    expect(await values(editing.getByRole('group', { name: 'Retry waits', exact: true }))).toEqual(['100', '1000', '3000', '7000']);
+    expect(await values(editing.getByRole('group', { name: 'Breaker thresholds', exact: true }))).toEqual([
+      '3',
+      '40',
+      '10',
+      '30000',
+      '15000',
     ]);
+    expect(await editing.getByRole('region', { name: /Metadata/ }).textContent()).toContain('{"team":"search"}');
     expect(await editing.getByRole('checkbox', { name: /With every breaker open/ }).isChecked()).toBe(false);
     expect(await axeViolations(page)).toEqual([]);
     // The list says what differs from the defaults in each target.
@@ -349,6 +355,24 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     const renamed = await read();
     expect(await sent()).toEqual([['targets'], ['name']]);
     expect(renamed).toEqual({ ...mapped, name: 'kept renamed', updatedAt: renamed.updatedAt });
+
+    // The breaker, the statuses and a target's timeout changed: those are sent, the rest of the route is as it was.
+    await page.getByRole('button', { name: 'Edit kept renamed' }).click();
+    await editing.getByLabel('Opens after failures in a row').fill('7');
+    await editing.getByLabel('Statuses that move a call on').fill('429, 502, 503');
+    await target(2).getByLabel('Timeout (ms)').fill('9000');
+    await editing.getByRole('button', { name: 'Save route' }).click();
+    await create.waitFor();
+    const tuned = await read();
+    expect(await sent()).toEqual([['targets'], ['name'], ['breaker', 'retryOn', 'targets']]);
+    expect(tuned).toEqual({
+      ...renamed,
+      retryOn: [429, 502, 503],
+      breaker: { ...renamed.breaker, consecutiveFailures: 7 },
+      targets: [renamed.targets[0], { ...renamed.targets[1], timeoutMs: 9000 }],
+      updatedAt: tuned.updatedAt,
+    });
+    expect(await axeViolations(page)).toEqual([]);
     expect(browserErrors).toEqual([]);
   }, 120_000);
 

@@ -14,6 +14,8 @@
  * Operations that no resource of a workspace addresses:
  *   listWorkspaces        B's scoped key lists B's workspace only (200).
  *   createWorkspace       root-only: B's scoped key is refused 403 root_key_required.
+ *   listManagementKeys, createManagementKey, updateManagementKey, revokeManagementKey
+ *                         root-only, whatever key they address: 403 root_key_required.
  *   getHealth, getReadiness   public probes: 200 without a key.
  *   receiveBillingWebhook authenticated by the provider's signature, not a key: no signature,
  *                         a wrong one, or one made with B's connection's secret: 400 invalid_signature.
@@ -61,6 +63,7 @@ interface Fixtures {
   messageId: string;
   routeId: string;
   priceId: string;
+  managementKeyId: string;
   apiKey: string;
   webhookSecret: string;
 }
@@ -84,6 +87,7 @@ const NOT_FOUND: Record<Param, string> = {
   messageId: 'webhook_message_not_found',
   routeId: 'gateway_route_not_found',
   priceId: 'price_not_found',
+  managementKeyId: 'management_key_not_found',
 };
 
 const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:00:00Z' };
@@ -116,6 +120,7 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     provisionWorkspaceUser: { externalUserId: 'sweep', email: 'sweep@example.com', planId: a.planId },
     renewWorkspaceAccess: { planId: a.planId, ...PERIOD },
     changeAccessPlan: { planId: a.planId },
+    grantAccessUnits: { units: '1' },
     issueInferenceKey: { name: 'sweep' },
     createBillingConnection: { name: 'sweep', provider: 'STRIPE', kind: 'HOSTED', mode: 'TEST' },
     configureBillingProviderCredential: { credential: `sk_test_${SECRET_MARKER}-sweep` },
@@ -128,6 +133,8 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     createModelPrice: { modelPattern: 'sweep-*', inputPerMillion: '1', outputPerMillion: '1', effectiveFrom: PERIOD.periodStart },
     importModelPrices: { prices: { 'sweep-model': { input_cost_per_token: 0.000001, output_cost_per_token: 0.000002 } } },
     setWorkspaceBudget: { period: 'DAY', hardLimitMicros: '1' },
+    createManagementKey: { name: 'sweep', workspaceIds: [a.workspaceId] },
+    updateManagementKey: { name: 'hijacked' },
     syncWorkspaceAccessBillingPeriod: {
       billingConnectionId: a.connectionId,
       externalPeriodId: 'sweep',
@@ -170,6 +177,10 @@ const ALL = operations();
 const UNADDRESSED: Record<string, { status: number; code?: string }> = {
   listWorkspaces: { status: 200 },
   createWorkspace: { status: 403, code: 'root_key_required' },
+  listManagementKeys: { status: 403, code: 'root_key_required' },
+  createManagementKey: { status: 403, code: 'root_key_required' },
+  updateManagementKey: { status: 403, code: 'root_key_required' },
+  revokeManagementKey: { status: 403, code: 'root_key_required' },
 };
 const PUBLIC = new Set(['getHealth', 'getReadiness', 'receiveBillingWebhook']);
 
@@ -240,8 +251,13 @@ async function fixtures(name: string): Promise<Fixtures> {
     body: { modelPattern: 'gpt-*', inputPerMillion: '2.5', outputPerMillion: '10', effectiveFrom: PERIOD.periodStart },
   });
   expect(price.response.status).toBe(201);
+  const managementKey = await t.nexus.services.managementKeys.createScoped(systemActor('test'), {
+    name: `${name} key`,
+    workspaceIds: [workspaceId],
+  });
   const fixture: Fixtures = {
     priceId: price.data.id,
+    managementKeyId: managementKey.id,
     routeId: route.data.id,
     workspaceId,
     providerConnectionId: tenant.connectionId,

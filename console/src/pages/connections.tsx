@@ -12,14 +12,20 @@ import {
   type Client,
   type ProviderConnectionDto,
 } from '../api.js';
-import { ActionButton, ArchiveButton } from '../components/buttons.js';
+import { ActionButton, ArchiveButton, ExpandButton, useOpenRow } from '../components/buttons.js';
+import {
+  ConnectionFields,
+  connectionOf,
+  EditConnection,
+  NEW_CONNECTION,
+  RotationAwsFields,
+  testOf,
+} from '../components/connection-form.js';
 import { PagedTable } from '../components/lists.js';
 import { SecretForm } from '../components/secret-form.js';
 import { when } from '../format.js';
 import { useAction, useFields, usePaged, type Action } from '../hooks.js';
-import { ActionNotes, ErrorNote, Form, Input, Notice, Page, SecretInput, Select, Status, type PageProps } from '../ui.js';
-
-const NEW_CONNECTION = { name: '', protocolProfile: 'openai' as 'openai' | 'anthropic', baseUrl: '', apiKey: '' };
+import { ActionNotes, ErrorNote, Form, Notice, Page, Status, type PageProps } from '../ui.js';
 
 /** A test's or a verification's outcome in a line: "Test: ok (HTTP 200) in 12 ms". */
 const outcomeOf = (what: string, r: ProviderCheckResultDto) =>
@@ -33,6 +39,7 @@ function ConnectionActions(props: {
   onRotate: () => void;
   onOutcome: (outcome: string) => void;
   onChange: () => void;
+  rows: ReturnType<typeof useOpenRow>;
 }) {
   const { client, connection: c, action, onChange } = props;
   const path = { providerConnectionId: c.id };
@@ -51,6 +58,7 @@ function ConnectionActions(props: {
       >
         Verify
       </ActionButton>
+      <ExpandButton rows={props.rows} id={c.id} show="Edit" hide="Close" />
       <button type="button" onClick={props.onRotate}>
         Rotate key
       </button>
@@ -77,25 +85,24 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
   const list = usePaged((page) => listProviderConnections({ client, path: { workspaceId }, query: page }), [workspaceId]);
   const action = useAction();
-  const { values: form, bind, bindChange, reset } = useFields(NEW_CONNECTION);
+  const fields = useFields(NEW_CONNECTION);
+  const { values: form, reset } = fields;
   const [outcome, setOutcome] = useState<string | undefined>();
-  /** The connection whose key is being rotated. */
-  const [rotating, setRotating] = useState<string | undefined>();
+  /** The connection whose key is being rotated, and a bedrock one's credentials beside the key. */
+  const [rotating, setRotating] = useState<ProviderConnectionDto | undefined>();
+  const [rotationAws, setRotationAws] = useState({ awsRegion: '', awsAccessKeyId: '' });
+  const rows = useOpenRow();
 
   const test = async () => {
     setOutcome(undefined);
     const res = await action.run('Testing the upstream (a call to its models endpoint)…', () =>
-      testProviderConnection({
-        client,
-        path: { workspaceId },
-        body: { protocolProfile: form.protocolProfile, baseUrl: form.baseUrl, apiKey: form.apiKey },
-      }),
+      testProviderConnection({ client, path: { workspaceId }, body: testOf(form) }),
     );
     if (res) setOutcome(outcomeOf('Test', res.data));
   };
   const create = async () => {
     const res = await action.run('Creating the connection…', () =>
-      createProviderConnection({ client, path: { workspaceId }, body: form, headers: idempotent() }),
+      createProviderConnection({ client, path: { workspaceId }, body: connectionOf(form), headers: idempotent() }),
     );
     if (res) {
       reset();
@@ -109,27 +116,7 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       lead="An upstream provider (its base URL and API key, stored encrypted). Callers reach it at the connection's gateway base URL."
     >
       <Form title="Create a connection" submit="Create connection" onSubmit={create} disabled={!!action.working}>
-        <Input label="Name" name="connectionName" required {...bind('name')} />
-        <Select
-          label="Protocol"
-          name="protocolProfile"
-          choices={{ openai: 'OpenAI', anthropic: 'Anthropic' }}
-          {...bindChange('protocolProfile')}
-        />
-        <Input
-          label="Upstream base URL"
-          hint="For example https://api.openai.com"
-          name="baseUrl"
-          type="url"
-          required
-          {...bind('baseUrl')}
-        />
-        <SecretInput
-          label="Provider API key"
-          hint="Write-only: only a preview is shown afterwards."
-          name="providerApiKey"
-          {...bind('apiKey')}
-        />
+        <ConnectionFields form={fields} />
         <button type="button" onClick={() => void test()} disabled={!!action.working || !form.baseUrl || !form.apiKey}>
           Test before saving
         </button>
@@ -138,19 +125,37 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       <Notice class="notice" text={outcome} />
       {rotating ? (
         <SecretForm
-          key={rotating}
+          key={rotating.id}
           action={action}
-          title="Rotate the provider key"
+          title={`Rotate the key of ${rotating.name}`}
           submit="Rotate key"
           label="New provider API key"
           working="Rotating the key…"
-          save={(apiKey) => rotateProviderSecret({ client, path: { providerConnectionId: rotating }, body: { apiKey } })}
+          save={(apiKey) =>
+            rotateProviderSecret({
+              client,
+              path: { providerConnectionId: rotating.id },
+              body: {
+                apiKey,
+                ...(rotating.protocolProfile === 'bedrock' && rotationAws.awsRegion.trim()
+                  ? { awsRegion: rotationAws.awsRegion.trim() }
+                  : {}),
+                ...(rotating.protocolProfile === 'bedrock' && rotationAws.awsAccessKeyId.trim()
+                  ? { awsAccessKeyId: rotationAws.awsAccessKeyId.trim() }
+                  : {}),
+              },
+            })
+          }
           onDone={(res) => {
             setRotating(undefined);
+            setRotationAws({ awsRegion: '', awsAccessKeyId: '' });
             setOutcome(`Key rotated: now ${res.data.secretPreview}`);
             list.reload();
           }}
         >
+          {rotating.protocolProfile === 'bedrock' ? (
+            <RotationAwsFields values={rotationAws} onInput={(field, value) => setRotationAws({ ...rotationAws, [field]: value })} />
+          ) : null}
           <button type="button" onClick={() => setRotating(undefined)}>
             Cancel
           </button>
@@ -186,14 +191,28 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
                   client={client}
                   connection={c}
                   action={action}
-                  onRotate={() => setRotating(c.id)}
+                  onRotate={() => setRotating(c)}
                   onOutcome={setOutcome}
                   onChange={list.reload}
+                  rows={rows}
                 />
               ) : null}
             </td>
           </tr>
         )}
+        detail={(c) =>
+          rows.is(c.id) ? (
+            <EditConnection
+              key={`${c.id}-${c.updatedAt}`}
+              client={client}
+              connection={c}
+              onDone={() => {
+                rows.set(undefined);
+                list.reload();
+              }}
+            />
+          ) : null
+        }
       />
     </Page>
   );

@@ -17,6 +17,7 @@ import {
 } from '../api.js';
 import { ActionButton, ExpandButton, useOpenRow } from '../components/buttons.js';
 import { classesLine, PassthroughClassesField } from '../components/passthrough-classes.js';
+import { limitsOf, PlanRateLimits, RATE_LIMITS, rateLimitsOf } from '../components/plan-rate-limits.js';
 import { PagedTable } from '../components/lists.js';
 import { formatNumber, localNow, toInstant, when } from '../format.js';
 import { useAction, useFields, usePaged, useRead, valueOf } from '../hooks.js';
@@ -117,25 +118,9 @@ const NEW_PLAN = {
   concurrentCalls: '',
   passthroughClasses: [] as PassthroughClass[],
 };
-const RATE_LIMITS = [
-  ['requestsPerMinute', 'Requests per minute', 'requests/min'],
-  ['tokensPerMinute', 'Tokens per minute', 'tokens/min'],
-  ['concurrentCalls', 'Concurrent calls', 'at once'],
-] as const;
-
-/** A plan's rate limits in a line. */
-function limitsOf(p: WorkspacePlanDto): string {
-  const parts = RATE_LIMITS.map(([field, , unit]) => (p.rateLimits[field] ? `${formatNumber(p.rateLimits[field])} ${unit}` : '')).filter(
-    Boolean,
-  );
-  return parts.length ? parts.join(', ') : 'none';
-}
-
 /** The plan the form drafts, as the API takes it: the rate limits set, and no other. */
 function planOf(form: typeof NEW_PLAN) {
-  const rateLimits = Object.fromEntries(
-    RATE_LIMITS.map(([field]) => [field, form[field].trim() ? Number(form[field]) : undefined] as const).filter(([, v]) => v !== undefined),
-  );
+  const rateLimits = rateLimitsOf(form);
   return { key: form.key, name: form.name, billingInterval: form.billingInterval, rateLimits, passthroughClasses: form.passthroughClasses };
 }
 
@@ -196,6 +181,7 @@ export function PlansPage({ client, workspace }: PageProps) {
   const { values: form, bind, bindChange, put, reset } = useFields(NEW_PLAN);
   const rows = useOpenRow();
   const passthroughRows = useOpenRow();
+  const limitRows = useOpenRow();
   const create = async () => {
     const body = planOf(form);
     const res = await action.run('Drafting the plan…', () => createPlan({ client, path: { workspaceId }, body, headers: idempotent() }));
@@ -256,6 +242,7 @@ export function PlansPage({ client, workspace }: PageProps) {
               <td class="actions">
                 <ExpandButton rows={rows} id={p.id} show="Bindings" hide="Hide bindings" />
                 <ExpandButton rows={passthroughRows} id={p.id} show="Passthrough" hide="Hide passthrough" />
+                <ExpandButton rows={limitRows} id={p.id} show="Rate limits" hide="Hide rate limits" />
                 {p.status === 'DRAFT' ? (
                   <ActionButton
                     action={action}
@@ -270,7 +257,7 @@ export function PlansPage({ client, workspace }: PageProps) {
             </tr>
           )}
           detail={(p) =>
-            !rows.is(p.id) && !passthroughRows.is(p.id) ? null : (
+            !rows.is(p.id) && !passthroughRows.is(p.id) && !limitRows.is(p.id) ? null : (
               <>
                 {rows.is(p.id) ? (
                   <Bindings
@@ -279,6 +266,17 @@ export function PlansPage({ client, workspace }: PageProps) {
                     strategies={strategies.items ?? []}
                     onChange={() => {
                       setBound((v) => v + 1);
+                      plans.reload();
+                    }}
+                  />
+                ) : null}
+                {limitRows.is(p.id) ? (
+                  <PlanRateLimits
+                    key={`${p.id}-${p.updatedAt}`}
+                    client={client}
+                    plan={p}
+                    onDone={() => {
+                      limitRows.set(undefined);
                       plans.reload();
                     }}
                   />

@@ -1,5 +1,16 @@
-/** The routes page's form: a route's name, strategy and targets, created or edited; what the form does not edit is shown and kept. */
-import type { ProviderConnectionDto, RouteDto, RouteStrategy, RouteTargetDto, UpdateRouteDto } from '../api.js';
+/**
+ * The routes page's form: a route's name, strategy, targets (with their attempts and timeouts), retries and breaker,
+ * created or edited; what the form does not edit (metadata) is shown and kept.
+ */
+import type {
+  ProviderConnectionDto,
+  RouteBreakerDto,
+  RouteDto,
+  RouteRetryDto,
+  RouteStrategy,
+  RouteTargetDto,
+  UpdateRouteDto,
+} from '../api.js';
 import { formatNumber } from '../format.js';
 import { valueOf, type Fields } from '../hooks.js';
 import { Field, Input, Select } from '../ui.js';
@@ -17,6 +28,10 @@ interface TargetRow {
   weight: string;
   /** "asked=sent" lines. */
   modelMap: string;
+  /** Empty: the API's default (1 attempt, the connection's timeout, no first-byte bound). */
+  attempts: string;
+  timeoutMs: string;
+  firstTokenTimeoutMs: string;
   /** The target as the API has it (none for one added in the form): what the form does not edit is sent back as it is. */
   from?: RouteTargetDto;
 }
@@ -81,11 +96,34 @@ function TargetsEditor(props: {
           <Field label="Model map" hint="One asked=sent a line; a model not in it is sent as asked">
             <textarea rows={2} value={t.modelMap} onInput={edit(i, 'modelMap')} />
           </Field>
-          <div class="field">
-            <span class="label">Attempts and timeouts</span>
-            <span data-testid="target-settings">{t.from ? targetSettings(t.from) : "1 attempt · the connection's timeout"}</span>
-            <small>{t.from ? 'Set through the API; kept as they are' : "The API's defaults"}</small>
-          </div>
+          <Input
+            label="Attempts"
+            hint="1 to 5: the first and its retries"
+            type="number"
+            min={1}
+            max={5}
+            placeholder="1"
+            value={t.attempts}
+            onInput={edit(i, 'attempts')}
+          />
+          <Input
+            label="Timeout (ms)"
+            hint="For the headers and between bytes; empty: inherited"
+            type="number"
+            min={100}
+            max={600000}
+            value={t.timeoutMs}
+            onInput={edit(i, 'timeoutMs')}
+          />
+          <Input
+            label="First byte of a stream within (ms)"
+            hint="Else the next target; empty: no bound"
+            type="number"
+            min={100}
+            max={600000}
+            value={t.firstTokenTimeoutMs}
+            onInput={edit(i, 'firstTokenTimeoutMs')}
+          />
           {props.targets.length > 1 ? (
             <button type="button" class="danger" onClick={() => props.onChange(props.targets.filter((_, j) => j !== i))}>
               Remove target {i + 1}
@@ -100,10 +138,41 @@ function TargetsEditor(props: {
   );
 }
 
-const NEW_TARGET: TargetRow = { providerConnectionId: '', weight: '1', modelMap: '' };
+const NEW_TARGET: TargetRow = { providerConnectionId: '', weight: '1', modelMap: '', attempts: '', timeoutMs: '', firstTokenTimeoutMs: '' };
 
-/** A new route, as the form starts. */
-export const NEW_ROUTE = { name: '', strategy: 'fallback' as RouteStrategy, targets: [NEW_TARGET], tryWhenAllOpen: false };
+/** The route's retry waits and breaker thresholds the form edits: each field, its label and the API's default. */
+const RETRY = [
+  ['baseDelayMs', 'First wait (ms)', 200, 0, 60000],
+  ['maxDelayMs', 'Longest wait (ms)', 2000, 0, 60000],
+  ['retryAfterCapMs', 'A Retry-After over this moves on (ms)', 5000, 0, 60000],
+  ['budgetMs', 'All waits of a call, at most (ms)', 10000, 0, 600000],
+] as const;
+const BREAKER = [
+  ['consecutiveFailures', 'Opens after failures in a row', 5, 1, 1000],
+  ['errorRatePercent', 'Or at an error rate (%)', 50, 1, 100],
+  ['minimumCalls', 'Of at least calls', 20, 1, 100000],
+  ['windowMs', 'In a window of (ms)', 60000, 1000, 3600000],
+  ['cooldownMs', 'Cools down for (ms)', 30000, 100, 3600000],
+] as const;
+type RetryField = (typeof RETRY)[number][0];
+type BreakerField = (typeof BREAKER)[number][0];
+const DEFAULT_RETRY_ON = '429, 500, 502, 503, 504, 529';
+
+const blank = <K extends string>(fields: readonly (readonly [K, ...unknown[]])[]) =>
+  Object.fromEntries(fields.map(([f]) => [f, ''])) as Record<K, string>;
+const typed = <K extends string>(fields: readonly (readonly [K, ...unknown[]])[], from: Partial<Record<K, number>>) =>
+  Object.fromEntries(fields.map(([f]) => [f, from[f] === undefined ? '' : String(from[f])])) as Record<K, string>;
+
+/** A new route, as the form starts: the API's defaults for what is left empty. */
+export const NEW_ROUTE = {
+  name: '',
+  strategy: 'fallback' as RouteStrategy,
+  targets: [NEW_TARGET],
+  tryWhenAllOpen: false,
+  retryOn: '',
+  retry: blank(RETRY),
+  breaker: blank(BREAKER),
+};
 type RouteForm = typeof NEW_ROUTE;
 
 /** A route as the form edits it. */
@@ -111,38 +180,81 @@ export const formOf = (route: RouteDto): RouteForm => ({
   name: route.name,
   strategy: route.strategy,
   tryWhenAllOpen: route.tryWhenAllOpen,
+  retryOn: route.retryOn.join(', '),
+  retry: typed(RETRY, route.retry),
+  breaker: typed(BREAKER, route.breaker),
   targets: route.targets.map((t) => ({
     providerConnectionId: t.providerConnectionId,
     weight: String(t.weight ?? 1),
     modelMap: Object.entries(t.modelMap ?? {})
       .map(([asked, sent]) => `${asked}=${sent}`)
       .join('\n'),
+    attempts: t.attempts === undefined ? '' : String(t.attempts),
+    timeoutMs: t.timeoutMs === undefined ? '' : String(t.timeoutMs),
+    firstTokenTimeoutMs: t.firstTokenTimeoutMs === undefined ? '' : String(t.firstTokenTimeoutMs),
     from: t,
   })),
 });
+
+/** The numbers typed, as the API takes them: those set, and no other. */
+function numbersOf<K extends string>(values: Record<K, string>): Partial<Record<K, number>> {
+  return Object.fromEntries(
+    Object.entries<string>(values)
+      .filter(([, v]) => v.trim() !== '')
+      .map(([k, v]) => [k, Number(v)]),
+  ) as Partial<Record<K, number>>;
+}
+
+/** The statuses typed ("429, 503"), as the API's list; one that is not a status is named. */
+function statusesOf(text: string): number[] | undefined {
+  if (!text.trim()) return undefined;
+  return text
+    .split(/[\s,]+/)
+    .filter(Boolean)
+    .map((part) => {
+      if (!/^\d{3}$/.test(part)) throw new Error(`Statuses that move a call on: ${part} is no HTTP status (write them as 429, 503).`);
+      return Number(part);
+    });
+}
 
 /**
  * A target as the API takes it: what the form edits, over the target as the API had it. A weight is sent where the
  * form shows it (a load-balanced route), else the one the target had.
  */
 function targetOf(row: TargetRow, index: number, weighted: boolean): RouteTargetDto {
-  const { modelMap: _, weight, ...kept } = row.from ?? { providerConnectionId: row.providerConnectionId };
+  const {
+    modelMap: _,
+    weight,
+    attempts: _a,
+    timeoutMs: _t,
+    firstTokenTimeoutMs: _f,
+    ...kept
+  } = row.from ?? { providerConnectionId: row.providerConnectionId };
   const modelMap = modelMapOf(row.modelMap, index + 1);
   return {
     ...kept,
     providerConnectionId: row.providerConnectionId,
     ...(weighted ? { weight: Number(row.weight) } : weight !== undefined ? { weight } : {}),
     ...(Object.keys(modelMap).length ? { modelMap } : {}),
+    ...numbersOf({ attempts: row.attempts, timeoutMs: row.timeoutMs, firstTokenTimeoutMs: row.firstTokenTimeoutMs }),
   };
 }
 
 /** What the form says, as the API takes it on create (and, what differs from the route, on update). */
-export const fieldsOf = (form: RouteForm) => ({
-  name: form.name.trim(),
-  strategy: form.strategy,
-  tryWhenAllOpen: form.tryWhenAllOpen,
-  targets: form.targets.map((t, i) => targetOf(t, i, form.strategy === 'loadbalance')),
-});
+export const fieldsOf = (form: RouteForm) => {
+  const retryOn = statusesOf(form.retryOn);
+  const retry: RouteRetryDto = numbersOf(form.retry);
+  const breaker: RouteBreakerDto = numbersOf(form.breaker);
+  return {
+    name: form.name.trim(),
+    strategy: form.strategy,
+    tryWhenAllOpen: form.tryWhenAllOpen,
+    targets: form.targets.map((t, i) => targetOf(t, i, form.strategy === 'loadbalance')),
+    ...(retryOn ? { retryOn } : {}),
+    ...(Object.keys(retry).length ? { retry } : {}),
+    ...(Object.keys(breaker).length ? { breaker } : {}),
+  };
+};
 
 /** JSON with each object's keys in order: two values the API would read alike read alike. */
 const canonical = (value: unknown) =>
@@ -157,50 +269,61 @@ export function changesOf(route: RouteDto, form: ReturnType<typeof fieldsOf>): U
     ...(form.strategy !== route.strategy ? { strategy: form.strategy } : {}),
     ...(form.tryWhenAllOpen !== route.tryWhenAllOpen ? { tryWhenAllOpen: form.tryWhenAllOpen } : {}),
     ...(canonical(form.targets) !== canonical(route.targets) ? { targets: form.targets } : {}),
+    ...(form.retryOn && canonical(form.retryOn) !== canonical(route.retryOn) ? { retryOn: form.retryOn } : {}),
+    ...(canonical(form.retry ?? {}) !== canonical(route.retry) ? { retry: form.retry ?? {} } : {}),
+    ...(canonical(form.breaker ?? {}) !== canonical(route.breaker) ? { breaker: form.breaker ?? {} } : {}),
   };
 }
 
-/** The route's settings the form does not edit (set through the API: `updateRoute`), shown as they are and kept. */
+/** The route's retries and breaker: each field, empty for the API's default (its placeholder). */
+function RetryAndBreaker({ form }: { form: Fields<RouteForm> }) {
+  const { retry, breaker } = form.values;
+  const numbers = <K extends RetryField | BreakerField>(
+    fields: readonly (readonly [K, string, number, number, number])[],
+    values: Record<K, string>,
+    put: (v: Record<K, string>) => void,
+  ) =>
+    fields.map(([field, label, byDefault, min, max]) => (
+      <Input
+        key={field}
+        label={label}
+        name={field}
+        type="number"
+        min={min}
+        max={max}
+        placeholder={String(byDefault)}
+        value={values[field]}
+        onInput={(e) => put({ ...values, [field]: valueOf(e) })}
+      />
+    ));
+  return (
+    <fieldset>
+      <legend>Retries and breaker (empty: the default shown)</legend>
+      <Input
+        label="Statuses that move a call on"
+        hint="Upstream statuses, comma-separated"
+        name="retryOn"
+        placeholder={DEFAULT_RETRY_ON}
+        {...form.bind('retryOn')}
+      />
+      <div class="grid" role="group" aria-label="Retry waits">
+        {numbers(RETRY, retry, (v) => form.put({ retry: v }))}
+      </div>
+      <div class="grid" role="group" aria-label="Breaker thresholds">
+        {numbers(BREAKER, breaker, (v) => form.put({ breaker: v }))}
+      </div>
+    </fieldset>
+  );
+}
+
+/** The route's metadata, which the form does not edit (set through the API: `updateRoute`), shown as it is and kept. */
 function KeptSettings({ route }: { route: RouteDto }) {
-  const { retry, breaker } = route;
   const metadata = Object.keys(route.metadata ?? {}).length ? JSON.stringify(route.metadata) : undefined;
+  if (!metadata) return null;
   return (
     <section aria-labelledby="kept-title">
-      <h4 id="kept-title">Retries and breaker (set through the API; kept as they are)</h4>
-      <dl class="figures">
-        <dt>Statuses that move a call on</dt>
-        <dd>{route.retryOn.join(', ')}</dd>
-        <dt>Retry waits</dt>
-        <dd>
-          {retry.baseDelayMs === undefined || retry.maxDelayMs === undefined
-            ? '—'
-            : `from ${duration(retry.baseDelayMs)} up to ${duration(retry.maxDelayMs)}`}
-          {retry.retryAfterCapMs === undefined ? '' : ` · a Retry-After over ${duration(retry.retryAfterCapMs)} moves on`}
-          {retry.budgetMs === undefined ? '' : ` · at most ${duration(retry.budgetMs)} of waits a call`}
-        </dd>
-        <dt>Breaker</dt>
-        <dd>
-          {[
-            breaker.consecutiveFailures === undefined
-              ? undefined
-              : `opens after ${formatNumber(breaker.consecutiveFailures)} failures in a row`,
-            breaker.errorRatePercent === undefined
-              ? undefined
-              : `or ${breaker.errorRatePercent} % errors of at least ${formatNumber(breaker.minimumCalls)} calls in ${duration(breaker.windowMs ?? 0)}`,
-            breaker.cooldownMs === undefined ? undefined : `cools down for ${duration(breaker.cooldownMs)}`,
-          ]
-            .filter(Boolean)
-            .join(' · ')}
-        </dd>
-        {metadata ? (
-          <>
-            <dt>Metadata</dt>
-            <dd>
-              <code>{metadata}</code>
-            </dd>
-          </>
-        ) : null}
-      </dl>
+      <h4 id="kept-title">Metadata (set through the API; kept as it is)</h4>
+      <code>{metadata}</code>
     </section>
   );
 }
@@ -240,6 +363,7 @@ export function RouteFields(props: {
         />
         With every breaker open, still try the least recently failed target (else 503 at once)
       </label>
+      <RetryAndBreaker form={form} />
       {editing ? <KeptSettings route={editing} /> : null}
       {editing ? (
         <button type="button" onClick={props.onCancel}>

@@ -2,27 +2,26 @@ import { useEffect, useState } from 'preact/hooks';
 import {
   activateWorkspaceAccess,
   changeAccessPlan,
-  getWorkspaceAccessQuota,
+  grantAccessUnits,
   idempotent,
   listWorkspaceUsers,
   provisionWorkspaceUser,
   renewWorkspaceAccess,
   suspendWorkspaceAccess,
   type Client,
-  type QuotaSnapshotDto,
   type WorkspacePlanDto,
   type WorkspaceUserDto,
 } from '../api.js';
 import { ActionButton, ExpandButton, useOpenRow } from '../components/buttons.js';
 import { PagedTable } from '../components/lists.js';
-import { formatNumber, toInstant, when } from '../format.js';
-import { onlySet, useAction, useFields, usePaged, useRead, valueOf } from '../hooks.js';
+import { QuotaBar, QuotaCell } from '../components/quota.js';
+import { toInstant, when } from '../format.js';
+import { onlySet, useAction, useFields, usePaged, valueOf } from '../hooks.js';
 import { namesOf, usePlans } from '../lookups.js';
 import {
   ActionNotes,
   Empty,
   ErrorNote,
-  Figures,
   Form,
   Input,
   LocalTimeInput,
@@ -37,64 +36,6 @@ import {
 } from '../ui.js';
 
 type AccessStatus = 'PENDING' | 'ACTIVE' | 'SUSPENDED' | 'EXPIRED' | 'REVOKED';
-
-/** The quota's figures in units: each term and its field. */
-const UNITS = [
-  ['Granted', 'grantedUnits'],
-  ['Consumed', 'consumedUnits'],
-  ['Reserved', 'reservedUnits'],
-  ['Available', 'availableUnits'],
-] as const;
-
-/** Granted, consumed, reserved and available units of the access's current period, as a bar. */
-function QuotaBar({ client, accessId }: { client: Client; accessId: string }) {
-  const [quota, setQuota] = useState<QuotaSnapshotDto | undefined>();
-  const action = useAction();
-  useRead(async () => (await getWorkspaceAccessQuota({ client, path: { accessId } })).data, setQuota, [accessId], {
-    action,
-    label: 'Reading the quota…',
-  });
-  if (!quota) return <ErrorNote problem={action.problem} />;
-  const granted = Number(quota.grantedUnits) || 1;
-  const pct = (v: string) => `${Math.min(100, (Number(v) / granted) * 100).toFixed(2)}%`;
-  return (
-    <div class="quota" aria-label="Quota">
-      <div
-        class="bar"
-        role="img"
-        aria-label={`${quota.consumedUnits} consumed and ${quota.reservedUnits} reserved of ${quota.grantedUnits} units`}
-      >
-        <span class="consumed" style={{ width: pct(quota.consumedUnits) }} />
-        <span class="reserved" style={{ width: pct(quota.reservedUnits) }} />
-      </div>
-      <Figures items={[...UNITS.map(([term, field]) => [term, formatNumber(quota[field])] as const), ['Resets', when(quota.periodEnd)]]} />
-    </div>
-  );
-}
-
-/** Consumed of granted units this period, with a badge from 80 % (near the limit) and at 100 % (used up). */
-function QuotaCell({ client, accessId }: { client: Client; accessId: string }) {
-  const [quota, setQuota] = useState<QuotaSnapshotDto | null | undefined>();
-  useRead(
-    () =>
-      getWorkspaceAccessQuota({ client, path: { accessId } }).then(
-        (res) => res.data,
-        () => null,
-      ),
-    setQuota,
-    [accessId],
-  );
-  if (quota === undefined) return <span class="id">…</span>;
-  if (quota === null) return <span class="id">—</span>;
-  const granted = Number(quota.grantedUnits);
-  const used = granted > 0 ? Number(quota.consumedUnits) / granted : 0;
-  return (
-    <span class="numbers">
-      {formatNumber(quota.consumedUnits)} / {formatNumber(quota.grantedUnits)}
-      {used >= 1 ? <span class="badge over">used up</span> : used >= 0.8 ? <span class="badge">near limit</span> : null}
-    </span>
-  );
-}
 
 /** The published plans by name: those a user can be put on. */
 const planChoices = (plans: WorkspacePlanDto[]) => namesOf(plans.filter((p) => p.status === 'ACTIVE'));
@@ -113,7 +54,9 @@ function AccessActions({
   const access = user.access;
   const path = { accessId: access.id };
   const action = useAction();
-  const [mode, setMode] = useState<'renew' | 'plan' | undefined>();
+  const [mode, setMode] = useState<'renew' | 'plan' | 'units' | undefined>();
+  const [units, setUnits] = useState('');
+  const [reason, setReason] = useState('');
   const [planId, setPlanId] = useState(access.planId);
   const [periodStart, setPeriodStart] = useState('');
   const [periodEnd, setPeriodEnd] = useState('');
@@ -129,9 +72,28 @@ function AccessActions({
         ? await action.run('Renewing…', () =>
             renewWorkspaceAccess({ client, path, body: { planId, periodStart: toInstant(periodStart), periodEnd: toInstant(periodEnd) } }),
           )
-        : await action.run('Changing the plan…', () => changeAccessPlan({ client, path, body: { planId } }));
-    if (saved) done();
+        : mode === 'units'
+          ? await action.run('Granting the units…', () =>
+              grantAccessUnits({
+                client,
+                path,
+                body: { units: units.trim() as `${bigint}`, ...(reason.trim() ? { reason: reason.trim() } : {}) },
+                headers: idempotent(),
+              }),
+            )
+          : await action.run('Changing the plan…', () => changeAccessPlan({ client, path, body: { planId } }));
+    if (saved) {
+      setUnits('');
+      setReason('');
+      done();
+    }
   };
+  const toggle = (m: 'renew' | 'plan' | 'units') => setMode(mode === m ? undefined : m);
+  const titles = {
+    renew: [`Renew ${user.externalUserId}`, 'Renew'],
+    plan: [`Change the plan of ${user.externalUserId}`, 'Change plan'],
+    units: [`Grant units to ${user.externalUserId}`, 'Grant units'],
+  } as const;
   return (
     <div class="access">
       <QuotaBar key={quotaVersion} client={client} accessId={access.id} />
@@ -153,23 +115,42 @@ function AccessActions({
             Suspend access
           </ActionButton>
         ) : null}
-        <button type="button" aria-expanded={mode === 'renew'} onClick={() => setMode(mode === 'renew' ? undefined : 'renew')}>
+        <button type="button" aria-expanded={mode === 'renew'} onClick={() => toggle('renew')}>
           Renew
         </button>
-        <button type="button" aria-expanded={mode === 'plan'} onClick={() => setMode(mode === 'plan' ? undefined : 'plan')}>
+        <button type="button" aria-expanded={mode === 'plan'} onClick={() => toggle('plan')}>
           Change plan
         </button>
+        {access.status !== 'REVOKED' ? (
+          <button type="button" aria-expanded={mode === 'units'} onClick={() => toggle('units')}>
+            Grant units
+          </button>
+        ) : null}
         <a href={`#/w/${access.workspaceId}/keys/${access.id}`}>Inference keys of {user.externalUserId}</a>
         <a href={`#/w/${access.workspaceId}/invocations/access/${access.id}`}>Invocations of {user.externalUserId}</a>
       </div>
       {mode ? (
-        <Form
-          title={mode === 'renew' ? `Renew ${user.externalUserId}` : `Change the plan of ${user.externalUserId}`}
-          submit={mode === 'renew' ? 'Renew' : 'Change plan'}
-          disabled={!!action.working}
-          onSubmit={save}
-        >
-          <Select label="Plan" choices={planChoices(plans)} value={planId} onChange={(e) => setPlanId(valueOf(e))} />
+        <Form title={titles[mode][0]} submit={titles[mode][1]} disabled={!!action.working} onSubmit={save}>
+          {mode === 'units' ? (
+            <>
+              <p class="lead">
+                Added once to the period running now (until it resets), on every process from the next call; a plan change later in the
+                period keeps them whole. The audit log records who granted them and why.
+              </p>
+              <Input
+                label="Units"
+                name="grantUnits"
+                inputMode="numeric"
+                pattern="[1-9][0-9]{0,18}"
+                required
+                value={units}
+                onInput={(e) => setUnits(valueOf(e))}
+              />
+              <Input label="Reason (optional)" name="grantReason" maxLength={500} value={reason} onInput={(e) => setReason(valueOf(e))} />
+            </>
+          ) : (
+            <Select label="Plan" choices={planChoices(plans)} value={planId} onChange={(e) => setPlanId(valueOf(e))} />
+          )}
           {mode === 'renew' ? (
             <>
               <LocalTimeInput label="Period start" required value={periodStart} onInput={(e) => setPeriodStart(valueOf(e))} />
@@ -183,35 +164,17 @@ function AccessActions({
   );
 }
 
-const NEW_USER = { externalUserId: '', email: '', name: '', planId: '', issueInferenceKey: true };
-const STATUSES: AccessStatus[] = ['PENDING', 'ACTIVE', 'SUSPENDED', 'EXPIRED', 'REVOKED'];
-
-/** Users, newest first; #/w/<ws>/users/<externalUserId> opens one user (a link from an invocation). */
-export function UsersPage({ client, workspace, rest }: PageProps) {
-  const workspaceId = workspace.id;
-  const [status, setStatus] = useState<AccessStatus | ''>('');
-  const linked = rest[0] ? decodeURIComponent(rest[0]) : '';
-  const [externalUserId, setExternalUserId] = useState(linked);
-  const [search, setSearch] = useState(linked);
-  useEffect(() => {
-    setExternalUserId(linked);
-    setSearch(linked);
-  }, [linked]);
-  const list = usePaged(
-    (page) =>
-      listWorkspaceUsers({
-        client,
-        path: { workspaceId },
-        query: { ...page, ...onlySet({ status, externalUserId }) },
-      }),
-    [workspaceId, status, externalUserId],
-  );
-  const plans = usePlans(client, workspaceId);
+/** The form that provisions a user on a published plan (with an inference key unless unticked). */
+function ProvisionUser(props: {
+  client: Client;
+  workspaceId: string;
+  plans: WorkspacePlanDto[] | undefined;
+  onProvisioned: (accessId: string, apiKey: string | undefined) => void;
+}) {
+  const { client, workspaceId, plans } = props;
   const action = useAction();
   const choices = planChoices(plans ?? []);
   const { values: form, bind, put, reset, set } = useFields(NEW_USER);
-  const [issued, setIssued] = useState<string | undefined>();
-  const rows = useOpenRow();
   const provision = async () => {
     const planId = form.planId || Object.keys(choices)[0];
     if (!planId) return;
@@ -226,18 +189,12 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
       provisionWorkspaceUser({ client, path: { workspaceId }, body, headers: idempotent() }),
     );
     if (res) {
-      setIssued(res.data.apiKey);
       reset();
-      rows.set(res.data.access.id);
-      list.reload();
+      props.onProvisioned(res.data.access.id, res.data.apiKey);
     }
   };
-  const filtered = !!(status || externalUserId);
   return (
-    <Page
-      title="Users and accesses"
-      lead="An end user of your application, with an access on a plan: its quota, its state and its inference keys."
-    >
+    <>
       {plans === undefined ? (
         <Working label="Loading plans…" />
       ) : Object.keys(choices).length === 0 ? (
@@ -265,10 +222,67 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
         </Form>
       )}
       <ActionNotes action={action} />
-      {issued ? <ShownOnce label="The user's inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
-      <Toolbar search label="Find users" onSubmit={() => setExternalUserId(search.trim())}>
-        <Input label="External user id" type="search" name="findExternalUserId" value={search} onInput={(e) => setSearch(valueOf(e))} />
+    </>
+  );
+}
+
+const NEW_USER = { externalUserId: '', email: '', name: '', planId: '', issueInferenceKey: true };
+const STATUSES: AccessStatus[] = ['PENDING', 'ACTIVE', 'SUSPENDED', 'EXPIRED', 'REVOKED'];
+
+/** Users, newest first; #/w/<ws>/users/<externalUserId> opens one user (a link from an invocation). */
+export function UsersPage({ client, workspace, rest }: PageProps) {
+  const workspaceId = workspace.id;
+  const [status, setStatus] = useState<AccessStatus | ''>('');
+  const linked = rest[0] ? decodeURIComponent(rest[0]) : '';
+  // What is searched: an email when it has an @, else an external user id.
+  const [found, setFound] = useState(linked);
+  const [search, setSearch] = useState(linked);
+  const [sort, setSort] = useState<'newest' | 'usage'>('newest');
+  useEffect(() => {
+    setFound(linked);
+    setSearch(linked);
+  }, [linked]);
+  const byEmail = found.includes('@');
+  const list = usePaged(
+    (page) =>
+      listWorkspaceUsers({
+        client,
+        path: { workspaceId },
+        query: {
+          ...page,
+          ...onlySet({ status, ...(byEmail ? { email: found } : { externalUserId: found }) }),
+          ...(sort === 'usage' ? { sort } : {}),
+        },
+      }),
+    [workspaceId, status, found, sort],
+  );
+  const plans = usePlans(client, workspaceId);
+  const [issued, setIssued] = useState<string | undefined>();
+  const rows = useOpenRow();
+  // Bumped when an access changes (a top-up, a renewal): the rows read their quota again.
+  const [changes, setChanges] = useState(0);
+  const filtered = !!(status || found);
+  return (
+    <Page
+      title="Users and accesses"
+      lead="An end user of your application, with an access on a plan: its quota, its state and its inference keys."
+    >
+      <Toolbar search label="Find users" onSubmit={() => setFound(search.trim())}>
+        <Input
+          label="External user id or email"
+          type="search"
+          name="findExternalUserId"
+          value={search}
+          onInput={(e) => setSearch(valueOf(e))}
+        />
         <button type="submit">Find</button>
+        <Select
+          label="Order"
+          name="usersSort"
+          choices={{ newest: 'Newest first', usage: 'Most units used this period' }}
+          value={sort}
+          onChange={(e) => setSort(valueOf(e) as 'newest' | 'usage')}
+        />
         <Select
           label="Status"
           choices={statusChoices(STATUSES, 'All')}
@@ -280,7 +294,7 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
             type="button"
             onClick={() => {
               setStatus('');
-              setExternalUserId('');
+              setFound('');
               setSearch('');
             }}
           >
@@ -297,7 +311,7 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
         empty={
           filtered
             ? 'No user matches these filters.'
-            : "No user yet. Provision one above; your application's backend can do the same through the Admin API."
+            : "No user yet. Provision one below; your application's backend can do the same through the Admin API."
         }
         keyOf={(u) => u.access.id}
         row={(u) => (
@@ -313,7 +327,7 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
               <Status value={u.access.status} />
             </td>
             <td>
-              <QuotaCell key={`${u.access.id}-${u.access.updatedAt}`} client={client} accessId={u.access.id} />
+              <QuotaCell key={`${u.access.id}-${u.access.updatedAt}-${changes}`} client={client} accessId={u.access.id} />
             </td>
             <td>{when(u.access.accessStartsAt)}</td>
             <td>
@@ -322,9 +336,30 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
           </tr>
         )}
         detail={(u) =>
-          rows.is(u.access.id) ? <AccessActions client={client} user={u} plans={plans ?? []} onChange={list.reload} /> : null
+          rows.is(u.access.id) ? (
+            <AccessActions
+              client={client}
+              user={u}
+              plans={plans ?? []}
+              onChange={() => {
+                setChanges((n) => n + 1);
+                list.reload();
+              }}
+            />
+          ) : null
         }
       />
+      <ProvisionUser
+        client={client}
+        workspaceId={workspaceId}
+        plans={plans}
+        onProvisioned={(accessId, apiKey) => {
+          setIssued(apiKey);
+          rows.set(accessId);
+          list.reload();
+        }}
+      />
+      {issued ? <ShownOnce label="The user's inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
     </Page>
   );
 }

@@ -6,7 +6,7 @@
 import type { Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import type { Actor } from '../actor.js';
-import { clearForGrant, repeatedGrant, writeGrant, type PeriodSpan } from '../quota/period-ledger.js';
+import { clearForGrant, repeatedGrant, topUpPeriod, writeGrant, type PeriodSpan } from '../quota/period-ledger.js';
 import type { QuotaPeriodRow } from '../quota/quota-types.js';
 import { activePlanOf, inForce, lockVisible, view, type AccessDeps } from './access-common.js';
 import { expireIfDue, restoredByRenewal, setStatus } from './access-status.js';
@@ -129,5 +129,47 @@ export async function renew(
       await setStatus(deps, actor, access, ...restoredByRenewal(access), tx);
     }
     return view(deps, accessId, tx);
+  });
+}
+
+/**
+ * A one-off grant of `units` to the period running now (a top-up, docs/decisions.md "Top-ups"): the ledger adds
+ * them under the period's lock, the change feed tells every process at commit, the audit records them.
+ */
+export async function grantUnits(
+  deps: AccessDeps,
+  actor: Actor,
+  accessId: string,
+  input: { units: bigint; reason?: string | undefined },
+): Promise<void> {
+  if (input.units < 1n) throw new AppError('invalid_parameter', 'units must be at least 1', { param: 'units' });
+  await deps.db.transaction(async (tx) => {
+    const access = await lockVisible(deps, actor, accessId, tx);
+    await deps.workspaces.requireWritable(actor, access.workspace_id, tx);
+    await expireIfDue(deps, access, tx);
+    if (access.status === 'REVOKED') {
+      throw new AppError('illegal_transition', 'A REVOKED access gets no units', { current_status: access.status });
+    }
+    const period = await deps.quotaRepo.currentPeriod(access.id, deps.clock.now(), tx);
+    if (!period) throw new AppError('quota_period_not_found', 'The access has no quota period running now to grant units in');
+    const topped = await topUpPeriod(deps, period, input.units, tx);
+    await deps.changes.announce({ kind: 'access', id: access.id }, tx);
+    await deps.audit.record(
+      actor,
+      {
+        action: 'access.units_granted',
+        resourceType: 'workspace_access',
+        resourceId: access.id,
+        workspaceId: access.workspace_id,
+        changes: {
+          periodId: topped.id,
+          units: input.units,
+          grantedUnits: topped.granted_units,
+          toppedUpUnits: topped.topped_up_units,
+          ...(input.reason ? { reason: input.reason } : {}),
+        },
+      },
+      tx,
+    );
   });
 }

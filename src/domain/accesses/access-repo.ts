@@ -16,6 +16,39 @@ export interface AccessFilter extends PageRequest {
   status?: AccessStatus | undefined;
   planId?: string | undefined;
   externalUserId?: string | undefined;
+  email?: string | undefined;
+  /** newest (the default), or usage: the most units used in the period running at `at` first. */
+  sort?: 'newest' | 'usage' | undefined;
+  at?: Date | undefined;
+}
+
+/**
+ * The list ranked by the units used (consumed and held) in the period running at `filter.at`, then newest first.
+ * A page resumes after the last access seen, at the use it has now (keyset on (used, id)).
+ */
+async function byUsage(q: Queryable, query: Knex.QueryBuilder, filter: AccessFilter): Promise<Page<AccessView>> {
+  const at = filter.at ?? new Date();
+  const usedSql = `coalesce((select p.consumed_units + p.reserved_units from quota_periods p
+    where p.workspace_access_id = a.id and p.period_start <= ? and p.period_end > ? order by p.period_start desc limit 1), 0)`;
+  const ranked = q.from(
+    query
+      .clone()
+      .select(q.raw(`${usedSql} as period_used`, [at, at]))
+      .as('v'),
+  );
+  const limit = filter.limit ?? 20;
+  if (filter.after) {
+    const last = q.raw(`(select ${usedSql.replaceAll('a.id', 'x.id')} from workspace_accesses x where x.id = ?)`, [at, at, filter.after]);
+    ranked.whereRaw('(v.period_used, v.id) < (?, ?)', [last, filter.after]);
+  }
+  const rows = (await ranked
+    .orderBy([
+      { column: 'v.period_used', order: 'desc' },
+      { column: 'v.id', order: 'desc' },
+    ])
+    .limit(limit + 1)) as AccessView[];
+  const items = rows.slice(0, limit);
+  return { items, nextAfter: rows.length > limit ? items[items.length - 1]!.id : null };
 }
 
 export function createAccessRepo(db: Queryable) {
@@ -54,6 +87,8 @@ export function createAccessRepo(db: Queryable) {
       if (filter.status) query.where('a.status', filter.status);
       if (filter.planId) query.where('a.plan_id', filter.planId);
       if (filter.externalUserId) query.where('u.external_user_id', filter.externalUserId);
+      if (filter.email) query.whereRaw('lower(u.email) = lower(?)', [filter.email]);
+      if (filter.sort === 'usage') return byUsage(q, query, filter);
       return paginate<AccessView>(query, filter, 'a.id');
     },
 

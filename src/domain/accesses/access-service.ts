@@ -14,7 +14,7 @@ import type { Page, PageRequest } from '../pagination.js';
 import { limitsOf } from '../rate-limits/rate-service.js';
 import type { QuotaSnapshot } from '../quota/quota-types.js';
 import { lockVisible, view, type AccessDeps } from './access-common.js';
-import { grantPeriodInTx, renew } from './access-periods.js';
+import { grantPeriodInTx, grantUnits as grantUnitsInPeriod, renew } from './access-periods.js';
 import { changePlan, changePlanInTx } from './access-plan-change.js';
 import { provision } from './access-provision.js';
 import type { AccessFilter } from './access-repo.js';
@@ -24,7 +24,7 @@ import type { AccessView } from './access-types.js';
 
 export type { ProvisionResult } from './access-provision.js';
 
-/** Expires what is due in the workspace, then lists (filters: status, plan, externalUserId). */
+/** Expires what is due in the workspace, then lists (filters: status, plan, externalUserId, email; sort). */
 async function list(
   deps: AccessDeps,
   actor: Actor,
@@ -33,7 +33,7 @@ async function list(
 ): Promise<Page<AccessView>> {
   await deps.workspaces.get(actor, workspaceId);
   await expireDue(deps, workspaceId);
-  return deps.accessRepo.list({ ...filter, workspaceId });
+  return deps.accessRepo.list({ ...filter, workspaceId, at: deps.clock.now() });
 }
 
 async function get(deps: AccessDeps, actor: Actor, accessId: string): Promise<AccessView> {
@@ -60,6 +60,12 @@ async function quotaSnapshot(deps: AccessDeps, actor: Actor, accessId: string): 
   const plan = await plans.loadPlan(actor, access.plan_id);
   const state = await rates.state(accessId, limitsOf(plan), now);
   return state ? { ...snapshot, rateLimits: state } : snapshot;
+}
+
+/** A top-up of the period running now; the snapshot after it. */
+async function grantUnits(deps: AccessDeps, actor: Actor, accessId: string, input: { units: bigint; reason?: string | undefined }) {
+  await grantUnitsInPeriod(deps, actor, accessId, input);
+  return quotaSnapshot(deps, actor, accessId);
 }
 
 async function issueKey(deps: AccessDeps, actor: Actor, accessId: string, input: IssueKeyInput): Promise<IssuedKey> {
@@ -105,6 +111,7 @@ export const createAccessService = (deps: AccessDeps) =>
     renew,
     changePlan,
     quotaSnapshot,
+    grantUnits,
     issueKey,
     listKeys,
     getKey,

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { Queryable } from '../../db/database.js';
 import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } from '../pagination.js';
 
@@ -12,6 +13,11 @@ export interface AuditRow {
   client_address: string | null;
   changes: Record<string, unknown>;
   created_at: Date;
+}
+
+/** An entry as read back: with the name its Management Key has now (null: the root key of the environment, or Nexus itself). */
+export interface ListedAuditRow extends AuditRow {
+  actor_name: string | null;
 }
 
 /** `since`/`until` bound the entry's time. */
@@ -30,14 +36,18 @@ export function createAuditRepo(db: Queryable) {
     },
 
     /** Newest first (uuid v7 order), over the (workspace_id, id) index. */
-    async list(filter: AuditFilter, q: Queryable = db): Promise<Page<AuditRow>> {
-      const query = q('audit_logs').select('*').where({ workspace_id: filter.workspaceId });
-      if (filter.action) query.where({ action: filter.action });
-      if (filter.resourceType) query.where({ resource_type: filter.resourceType });
-      if (filter.resourceId) query.where({ resource_id: filter.resourceId });
-      if (filter.actorKeyId) query.where({ actor_key_id: filter.actorKeyId });
-      whereInRange(query, 'created_at', filter);
-      return paginate<AuditRow>(query, filter);
+    async list(filter: AuditFilter, q: Queryable = db): Promise<Page<ListedAuditRow>> {
+      // actor_key_id is text ('root', 'system', or a key's uuid): the key's id is compared as text.
+      const query: Knex.QueryBuilder = q('audit_logs as a')
+        .joinRaw('left join management_keys as k on k.id::text = a.actor_key_id')
+        .select('a.*', 'k.name as actor_name')
+        .where({ 'a.workspace_id': filter.workspaceId });
+      if (filter.action) query.where({ 'a.action': filter.action });
+      if (filter.resourceType) query.where({ 'a.resource_type': filter.resourceType });
+      if (filter.resourceId) query.where({ 'a.resource_id': filter.resourceId });
+      if (filter.actorKeyId) query.where({ 'a.actor_key_id': filter.actorKeyId });
+      whereInRange(query, 'a.created_at', filter);
+      return paginate<ListedAuditRow>(query, filter, 'a.id');
     },
   };
 }

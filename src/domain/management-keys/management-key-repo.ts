@@ -1,5 +1,6 @@
 import type { Queryable } from '../../db/database.js';
 import { bindDeps } from '../bind.js';
+import { paginate, type Page, type PageRequest } from '../pagination.js';
 
 interface ManagementKeyRow {
   id: string;
@@ -42,19 +43,43 @@ async function hasRoot(db: Queryable, q: Queryable = db): Promise<boolean> {
   return Boolean(await q('management_keys').where({ is_root: true }).whereNull('revoked_at').first('id'));
 }
 
-async function list(db: Queryable, q: Queryable = db): Promise<(ManagementKeyRow & { workspace_ids: string[] })[]> {
+export type ScopedKeyRow = ManagementKeyRow & { workspace_ids: string[] };
+
+/** Every key with the workspaces it sees (none: a root key). */
+function withScope(q: Queryable) {
   return q('management_keys as k')
     .leftJoin('management_key_workspaces as w', 'w.management_key_id', 'k.id')
     .groupBy('k.id')
-    .orderBy('k.id')
     .select(
       'k.*',
-      q.raw('coalesce(array_agg(w.workspace_id) filter (where w.workspace_id is not null), array[]::uuid[]) as workspace_ids'),
+      q.raw(
+        'coalesce(array_agg(w.workspace_id order by w.workspace_id) filter (where w.workspace_id is not null), array[]::uuid[]) as workspace_ids',
+      ),
     );
 }
 
-async function workspaceIdsOf(db: Queryable, id: string, q: Queryable = db): Promise<string[]> {
-  return (await q('management_key_workspaces').where({ management_key_id: id }).orderBy('workspace_id').pluck('workspace_id')) as string[];
+async function list(db: Queryable, q: Queryable = db): Promise<ScopedKeyRow[]> {
+  return withScope(q).orderBy('k.id');
+}
+
+/** Newest first (uuid v7 order). */
+async function listPage(db: Queryable, page: PageRequest, q: Queryable = db): Promise<Page<ScopedKeyRow>> {
+  return paginate<ScopedKeyRow>(withScope(q), page, 'k.id');
+}
+
+async function findById(db: Queryable, id: string, q: Queryable = db): Promise<ScopedKeyRow | undefined> {
+  return withScope(q).where('k.id', id).first();
+}
+
+async function rename(db: Queryable, id: string, name: string, q: Queryable = db): Promise<boolean> {
+  return (await q('management_keys').where({ id }).update({ name })) > 0;
+}
+
+async function countActiveRoots(db: Queryable, q: Queryable = db): Promise<number> {
+  const row = (await q('management_keys').where({ is_root: true }).whereNull('revoked_at').count('* as n').first()) as {
+    n: string | number;
+  };
+  return Number(row.n);
 }
 
 async function revoke(db: Queryable, id: string, at: Date, q: Queryable = db): Promise<boolean> {
@@ -62,6 +87,17 @@ async function revoke(db: Queryable, id: string, at: Date, q: Queryable = db): P
 }
 
 export const createManagementKeyRepo = (db: Queryable) =>
-  bindDeps(db, { insert, findActiveByHash, lockAgainstInserts, hasRoot, list, workspaceIdsOf, revoke });
+  bindDeps(db, {
+    insert,
+    findActiveByHash,
+    lockAgainstInserts,
+    hasRoot,
+    list,
+    listPage,
+    findById,
+    rename,
+    countActiveRoots,
+    revoke,
+  });
 
 export type ManagementKeyRepo = ReturnType<typeof createManagementKeyRepo>;

@@ -6,12 +6,13 @@
 import type { Db, Queryable } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { isUuid, newId } from '../../ids.js';
-import { systemActor, type Actor, type Clock } from '../actor.js';
+import { requireRoot, systemActor, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import { bindDeps } from '../bind.js';
 import { constantTimeEqual, generateToken, type KeyHasher } from '../security/key-hash.js';
 import type { WorkspaceRepo } from '../workspaces/workspace-repo.js';
-import type { ManagementKeyRepo } from './management-key-repo.js';
+import type { PageRequest } from '../pagination.js';
+import type { ManagementKeyRepo, ScopedKeyRow } from './management-key-repo.js';
 
 const MANAGEMENT_KEY_PREFIX = 'nx-mgmt-';
 export const ENV_ROOT_KEY_ID = 'root';
@@ -159,24 +160,116 @@ async function list({ managementKeyRepo }: ManagementKeys) {
   return managementKeyRepo.list();
 }
 
-async function revoke({ db, managementKeyRepo, audit, clock }: ManagementKeys, actor: Actor, id: string): Promise<boolean> {
+/** A root key that sees every workspace; the plaintext is returned once. Its entry is in no workspace's log. */
+async function createRoot(keys: ManagementKeys, actor: Actor, name: string): Promise<{ id: string; key: string }> {
+  const { db, audit } = keys;
+  return db.transaction(async (tx) => {
+    const id = newId();
+    const token = await insertKey(keys, id, { name, isRoot: true }, [], tx);
+    await audit.record(
+      actor,
+      {
+        action: 'management_key.created',
+        resourceType: 'management_key',
+        resourceId: id,
+        workspaceId: null,
+        changes: { name, root: true },
+      },
+      tx,
+    );
+    return { id, key: token };
+  });
+}
+
+/** Through the Admin API, by a root key: a root key (`root`) or one scoped to `workspaceIds`; the key as stored, and its plaintext once. */
+async function create(
+  keys: ManagementKeys,
+  actor: Actor,
+  input: { name: string; root?: boolean | undefined; workspaceIds?: string[] | undefined },
+): Promise<{ row: ScopedKeyRow; key: string }> {
+  requireRoot(actor);
+  const workspaceIds = input.workspaceIds ?? [];
+  if (input.root && workspaceIds.length > 0) {
+    throw new AppError('invalid_parameter', 'A root key sees every workspace: give no workspaceIds with root: true', {
+      param: 'workspaceIds',
+    });
+  }
+  if (!input.root && workspaceIds.length === 0) {
+    throw new AppError('invalid_parameter', 'A scoped key needs at least one workspace (or root: true)', { param: 'workspaceIds' });
+  }
+  const made = input.root ? await createRoot(keys, actor, input.name) : await createScoped(keys, actor, { name: input.name, workspaceIds });
+  return { row: (await keys.managementKeyRepo.findById(made.id))!, key: made.key };
+}
+
+async function listPage({ managementKeyRepo }: ManagementKeys, actor: Actor, page: PageRequest) {
+  requireRoot(actor);
+  return managementKeyRepo.listPage(page);
+}
+
+/** The key by its id, for a root key; 404 when there is none. */
+async function found({ managementKeyRepo }: ManagementKeys, id: string, tx?: Queryable): Promise<ScopedKeyRow> {
+  const row = isUuid(id) ? await managementKeyRepo.findById(id, tx) : undefined;
+  if (!row) throw new AppError('management_key_not_found', 'Management Key not found');
+  return row;
+}
+
+/** The log entry of a change to a key, in each workspace it sees (a root key's in none), as its creation's was. */
+async function recordChange(
+  audit: AuditService,
+  actor: Actor,
+  row: ScopedKeyRow,
+  change: { action: string; changes?: Record<string, unknown> },
+  tx: Queryable,
+): Promise<void> {
+  for (const workspaceId of row.workspace_ids.length ? row.workspace_ids : [null]) {
+    await audit.record(actor, { ...change, resourceType: 'management_key', resourceId: row.id, workspaceId }, tx);
+  }
+}
+
+async function rename(keys: ManagementKeys, actor: Actor, id: string, name: string): Promise<ScopedKeyRow> {
+  requireRoot(actor);
+  return keys.db.transaction(async (tx) => {
+    const row = await found(keys, id, tx);
+    if (row.name === name) return row;
+    await keys.managementKeyRepo.rename(row.id, name, tx);
+    await recordChange(keys.audit, actor, row, { action: 'management_key.renamed', changes: { name } }, tx);
+    return { ...row, name };
+  });
+}
+
+/**
+ * Revokes an active key (false: none with that id). The last active stored root key stays while no
+ * NEXUS_MANAGEMENT_KEY is set: without it, no key could manage the others (409 last_root_key).
+ */
+async function revoke(keys: ManagementKeys, actor: Actor, id: string): Promise<boolean> {
+  const { db, managementKeyRepo, audit, clock, rootKeyHash } = keys;
   if (!isUuid(id)) throw new AppError('invalid_parameter', `key id '${id}' is not a UUID`, { param: 'keyId' });
   return db.transaction(async (tx) => {
-    const revoked = await managementKeyRepo.revoke(id, clock.now(), tx);
-    if (revoked) {
-      // In the log of each workspace the key could see, as its creation was (a root key's has none).
-      const workspaceIds = await managementKeyRepo.workspaceIdsOf(id, tx);
-      for (const workspaceId of workspaceIds.length ? workspaceIds : [null]) {
-        await audit.record(actor, { action: 'management_key.revoked', resourceType: 'management_key', resourceId: id, workspaceId }, tx);
+    const row = await managementKeyRepo.findById(id, tx);
+    if (!row || row.revoked_at) return false;
+    if (row.is_root && !rootKeyHash) {
+      // Two revokes of the last two root keys at once: one waits for the other's count.
+      await managementKeyRepo.lockAgainstInserts(tx);
+      if ((await managementKeyRepo.countActiveRoots(tx)) <= 1) {
+        throw new AppError('last_root_key', 'This is the last root Management Key: create another root key before revoking it');
       }
     }
+    const revoked = await managementKeyRepo.revoke(id, clock.now(), tx);
+    if (revoked) await recordChange(audit, actor, row, { action: 'management_key.revoked' }, tx);
     return revoked;
   });
 }
 
+/** Through the Admin API, by a root key: 404 for a key that never was; a revoked one stays revoked. */
+async function revokeByRoot(keys: ManagementKeys, actor: Actor, id: string): Promise<void> {
+  requireRoot(actor);
+  await found(keys, id);
+  await revoke(keys, actor, id);
+}
+
 export function createManagementKeyService(deps: ManagementKeyDeps) {
   const keys: ManagementKeys = { ...deps, rootKeyHash: deps.rootKey ? deps.hasher.hash(deps.rootKey) : undefined };
-  return bindDeps(keys, { authenticate, ensureRootKey, createScoped, list, revoke });
+  return bindDeps(keys, { authenticate, ensureRootKey, createScoped, create, list, listPage, rename, revoke, revokeByRoot });
 }
 
 export type ManagementKeyService = ReturnType<typeof createManagementKeyService>;

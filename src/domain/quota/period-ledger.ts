@@ -15,6 +15,8 @@ import { addInterval, splitPeriodForPlanChange, type ResetInterval } from './quo
 import type { QuotaRepo } from './quota-repo.js';
 import type { QuotaPeriodRow } from './quota-types.js';
 
+const INT64_MAX = 9223372036854775807n;
+
 /** What the period ledger reads and writes through. */
 export interface PeriodLedgerDeps {
   quotaRepo: QuotaRepo;
@@ -35,6 +37,7 @@ export interface PeriodStrategy {
 }
 
 type NewPeriod = Pick<QuotaPeriodRow, 'plan_id' | 'quota_strategy_id' | 'period_start' | 'period_end' | 'granted_units' | 'source'> & {
+  topped_up_units?: bigint;
   external_period_key?: string | null;
   cycle_start?: Date;
 };
@@ -169,7 +172,35 @@ export async function writeGrant(
   tx: Queryable,
 ): Promise<QuotaPeriodRow> {
   if (!takenOver) return insertPeriod(deps, access, values, tx);
-  return deps.quotaRepo.updatePeriod(takenOver.id, { ...values, source: 'billing', cycle_start: values.period_start }, tx);
+  // What was topped up on the row taken over stays granted on it, and stays a top-up.
+  const toppedUp = takenOver.topped_up_units ?? 0n;
+  return deps.quotaRepo.updatePeriod(
+    takenOver.id,
+    { ...values, granted_units: values.granted_units + toppedUp, source: 'billing', cycle_start: values.period_start },
+    tx,
+  );
+}
+
+/**
+ * A one-off grant of `units` to `period` (grantAccessUnits): its grant and its top-ups grow by them, under the
+ * period's row lock (a plan change splitting it waits, and then moves them whole). Holds and consumption are not
+ * touched, so nothing in flight is counted twice; leases see the units at their next extension. Returns the row.
+ */
+export async function topUpPeriod(
+  { quotaRepo, clock }: PeriodLedgerDeps,
+  period: QuotaPeriodRow,
+  units: bigint,
+  tx: Queryable,
+): Promise<QuotaPeriodRow> {
+  const locked = (await quotaRepo.findPeriodForUpdate(period.id, tx))!;
+  if (locked.granted_units + units > INT64_MAX) {
+    throw new AppError('invalid_parameter', `The period's grant would pass ${INT64_MAX} units`, { param: 'units' });
+  }
+  return quotaRepo.updatePeriod(
+    locked.id,
+    { granted_units: locked.granted_units + units, topped_up_units: (locked.topped_up_units ?? 0n) + units, topped_up_at: clock.now() },
+    tx,
+  );
 }
 
 /**
@@ -236,14 +267,17 @@ export async function splitForPlanChange(
   const debt = await quotaRepo.carriedInto(period, tx);
   const locked = (await quotaRepo.findPeriodForUpdate(period.id, tx))!;
   const used = locked.consumed_units + locked.reserved_units;
+  // Top-ups are not the plan's to prorate: they move to the new part whole (splitPeriodForPlanChange's topUpUnits).
+  const toppedUp = locked.topped_up_units ?? 0n;
   const result = splitPeriodForPlanChange({
     cycleStart: locked.cycle_start,
     periodStart: locked.period_start,
     periodEnd: locked.period_end,
     effectiveAt,
-    oldGranted: locked.granted_units + debt,
+    oldGranted: locked.granted_units - toppedUp + debt,
     oldUsed: used + debt,
     newQuotaUnits: strategy.quota_units,
+    topUpUnits: toppedUp,
   });
   if (effectiveAt.getTime() === locked.period_start.getTime()) {
     // The whole period moves to the new plan: nothing of the old one was owed (but the debt stays).
@@ -259,6 +293,7 @@ export async function splitForPlanChange(
       granted_units: result.oldGranted - debt,
       share_units: result.oldShare - debt,
       carried_units: result.carried,
+      topped_up_units: 0n,
     },
     tx,
   );
@@ -271,6 +306,7 @@ export async function splitForPlanChange(
       period_start: effectiveAt,
       period_end: locked.period_end,
       granted_units: result.newGranted,
+      topped_up_units: toppedUp,
       source: 'plan_change',
       cycle_start: locked.cycle_start,
     },

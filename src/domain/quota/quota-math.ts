@@ -178,6 +178,11 @@ export interface PlanChangeInput {
   oldUsed: bigint;
   /** quotaUnits of the new plan's strategy in force at effectiveAt. */
   newQuotaUnits: bigint;
+  /**
+   * Units granted once (top-ups) that `oldGranted` excludes: not prorated, they move to the new part whole, and
+   * use beyond the old share is charged against them as against the new share.
+   */
+  topUpUnits?: bigint;
 }
 
 export interface PlanChangeSplit {
@@ -202,7 +207,7 @@ export function splitPeriodForPlanChange(input: PlanChangeInput): PlanChangeSpli
   const at = input.effectiveAt.getTime();
   // The old grant covered this period's own span; the new plan's quota is for a whole cycle.
   const oldShare = prorate(input.oldGranted, at - input.periodStart.getTime(), end - input.periodStart.getTime());
-  const newShare = prorate(input.newQuotaUnits, end - at, end - input.cycleStart.getTime());
+  const newShare = prorate(input.newQuotaUnits, end - at, end - input.cycleStart.getTime()) + (input.topUpUnits ?? 0n);
   const carried = input.oldUsed > oldShare ? input.oldUsed - oldShare : 0n;
   return {
     oldGranted: input.oldUsed > oldShare ? input.oldUsed : oldShare,

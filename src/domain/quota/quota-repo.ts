@@ -317,6 +317,46 @@ async function reclaimExpired(
   };
 }
 
+/**
+ * What a period a plan change opened was reckoned from: its strategy's units a cycle, and what the part before it
+ * charged it for use beyond that part's share, as it stands now (what came back since is no longer charged).
+ */
+async function prorationOf(
+  db: Queryable,
+  period: QuotaPeriodRow,
+  q: Queryable = db,
+): Promise<{ planQuotaUnits: bigint; carriedUnits: bigint }> {
+  const strategy: { quota_units: bigint } = await q('quota_strategies').where({ id: period.quota_strategy_id }).first('quota_units');
+  const before: { carried_units: bigint } | undefined = await q('quota_periods')
+    .where({ workspace_access_id: period.workspace_access_id, period_end: period.period_start, cycle_start: period.cycle_start })
+    .first('carried_units');
+  return { planQuotaUnits: strategy.quota_units, carriedUnits: before?.carried_units ?? 0n };
+}
+
+/** How many of an access's last charged calls its typical call is read from. */
+const TYPICAL_OF_LAST = 20;
+
+/** The median units of the access's last TYPICAL_OF_LAST charged calls (the higher middle of an even count); none before its first. */
+async function typicalCallUnits(db: Queryable, accessId: string, q: Queryable = db): Promise<bigint | undefined> {
+  const units = (await q('usage_events')
+    .where({ workspace_access_id: accessId, kind: 'USAGE' })
+    .orderBy('id', 'desc')
+    .limit(TYPICAL_OF_LAST)
+    .pluck('units')) as bigint[];
+  if (units.length === 0) return undefined;
+  units.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return units[Math.floor(units.length / 2)];
+}
+
+/** When the access's latest call was refused for quota (429 quota_insufficient), if it was, at or after `since`. */
+async function quotaRefusedSince(db: Queryable, accessId: string, since: Date, q: Queryable = db): Promise<Date | undefined> {
+  const latest: { error_code: string | null; started_at: Date } | undefined = await q('invocations')
+    .where({ workspace_access_id: accessId })
+    .orderBy('id', 'desc')
+    .first('error_code', 'started_at');
+  return latest?.error_code === 'quota_insufficient' && latest.started_at >= since ? latest.started_at : undefined;
+}
+
 /** The repository over `db` (the pool, or a gateway's own): each function with its `q` defaulting to it. */
 export const createQuotaRepo = (db: Queryable) =>
   bindDeps(db, {
@@ -338,6 +378,9 @@ export const createQuotaRepo = (db: Queryable) =>
     updatePeriod,
     giveBackCarry,
     reclaimExpired,
+    prorationOf,
+    typicalCallUnits,
+    quotaRefusedSince,
   });
 
 export type QuotaRepo = ReturnType<typeof createQuotaRepo>;

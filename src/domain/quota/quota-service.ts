@@ -32,7 +32,23 @@ export function createQuotaService(deps: { db: Db; quotaRepo: QuotaRepo }) {
       const period = await quotaRepo.currentPeriod(accessId, at, q);
       if (!period) return undefined;
       const available = period.granted_units - period.reserved_units - period.consumed_units;
+      const toppedUp = period.topped_up_units ?? 0n;
+      const typical = await quotaRepo.typicalCallUnits(accessId, q);
+      const since = period.topped_up_at && period.topped_up_at > period.period_start ? period.topped_up_at : period.period_start;
+      const refusedAt = await quotaRepo.quotaRefusedSince(accessId, since, q);
+      let proration: QuotaSnapshot['proration'];
+      if (period.source === 'plan_change') {
+        const { planQuotaUnits, carriedUnits } = await quotaRepo.prorationOf(period, q);
+        // granted = share - carried + top-ups, whatever has come back since (docs/decisions.md "Changing plan").
+        const shareUnits = period.granted_units - toppedUp + carriedUnits;
+        proration = { cycleStart: period.cycle_start, planQuotaUnits, shareUnits, carriedUnits };
+      }
       return {
+        toppedUpUnits: toppedUp,
+        grantSource: period.source,
+        ...(proration ? { proration } : {}),
+        ...(typical !== undefined ? { typicalCallUnits: typical } : {}),
+        ...(refusedAt ? { quotaRefusedAt: refusedAt } : {}),
         workspaceAccessId: accessId,
         planId: period.plan_id,
         quotaStrategyId: period.quota_strategy_id,

@@ -20,6 +20,9 @@ export interface QuotaPeriodRow {
   share_units?: bigint | null;
   /** What that split charged the part after it (quotaRepo.giveBackCarry). */
   carried_units?: bigint;
+  /** Of granted_units, what one-off grants (top-ups) added: moved whole by a plan change, never prorated. */
+  topped_up_units?: bigint;
+  topped_up_at?: Date | null;
 }
 
 /** The kinds beyond text tokens a usage event records (src/domain/recording/kind-sql.ts); null: not reported, or none. */
@@ -76,4 +79,12 @@ export interface QuotaSnapshot {
   availableUnits: bigint;
   /** Where the rate limits of the access's plan stand (none when it sets none). */
   rateLimits?: RateView;
+  toppedUpUnits: bigint;
+  grantSource: PeriodSource;
+  /** A period a plan change opened: how its grant was reckoned. */
+  proration?: { cycleStart: Date; planQuotaUnits: bigint; shareUnits: bigint; carriedUnits: bigint };
+  /** The median units of the access's last charged calls; none before its first. */
+  typicalCallUnits?: bigint;
+  /** When the access's latest call was refused for quota in this period, after its last top-up; none otherwise. */
+  quotaRefusedAt?: Date;
 }

@@ -85,5 +85,19 @@ export function toQuotaSnapshotDto(s: QuotaSnapshot): QuotaSnapshotDto {
     periodStart: s.periodStart.toISOString(),
     periodEnd: s.periodEnd.toISOString(),
     ...(s.rateLimits ? { rateLimits: toRateLimitStateDto(s.rateLimits) } : {}),
+    toppedUpUnits: `${s.toppedUpUnits}`,
+    grantSource: s.grantSource,
+    ...(s.proration
+      ? {
+          proration: {
+            cycleStart: s.proration.cycleStart.toISOString(),
+            planQuotaUnits: `${s.proration.planQuotaUnits}`,
+            shareUnits: `${s.proration.shareUnits}`,
+            carriedUnits: `${s.proration.carriedUnits}`,
+          },
+        }
+      : {}),
+    ...(s.typicalCallUnits !== undefined ? { typicalCallUnits: `${s.typicalCallUnits}` } : {}),
+    ...(s.quotaRefusedAt ? { quotaRefusedAt: s.quotaRefusedAt.toISOString() } : {}),
   };
 }

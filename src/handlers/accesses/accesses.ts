@@ -8,6 +8,8 @@ import type {
   GetWorkspaceAccessData,
   GetWorkspaceAccessQuotaData,
   GetWorkspaceAccessQuotaResponses,
+  GrantAccessUnitsData,
+  GrantAccessUnitsResponses,
   GetWorkspaceAccessResponses,
   IssueInferenceKeyData,
   IssueInferenceKeyResponses,
@@ -25,6 +27,7 @@ import type {
   SuspendWorkspaceAccessResponses,
 } from '../../../generated/client/types.gen.js';
 import { toAccessDto, toApiKeyDto, toIssuedKeyDto, toProvisionedDto, toQuotaSnapshotDto, toWorkspaceUserDto } from './access-mapper.js';
+import { parseInt64 } from '../plans/plan-mapper.js';
 import type { Services } from '../../domain/services.js';
 import { created, handler, noContent, ok, page, type HandlerContext, type HandlerMap } from '../../http/handler.js';
 import { listQuery, optionalTimestamp, parseTimestamp } from '../../http/wire.js';
@@ -92,6 +95,13 @@ export function accessHandlers({ accesses }: Services, { clock }: HandlerContext
     }),
     getWorkspaceAccessQuota: handler<GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaResponses>(async ({ actor, path }) =>
       ok(toQuotaSnapshotDto(await accesses.quotaSnapshot(actor, path.accessId))),
+    ),
+    grantAccessUnits: handler<GrantAccessUnitsData, GrantAccessUnitsResponses>(async ({ actor, path, body }) =>
+      ok(
+        toQuotaSnapshotDto(
+          await accesses.grantUnits(actor, path.accessId, { units: parseInt64(body.units, 'units'), reason: body.reason }),
+        ),
+      ),
     ),
   };
 }

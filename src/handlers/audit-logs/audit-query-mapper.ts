@@ -1,12 +1,13 @@
 import type { AuditLogDto } from '../../../generated/client/types.gen.js';
-import type { AuditRow } from '../../domain/audit/audit-repo.js';
+import type { ListedAuditRow } from '../../domain/audit/audit-repo.js';
 
-export function toAuditLogDto(row: AuditRow): AuditLogDto {
+export function toAuditLogDto(row: ListedAuditRow): AuditLogDto {
   return {
     id: row.id,
     // Listed per workspace, so never null here.
     workspaceId: row.workspace_id!,
     actorKeyId: row.actor_key_id,
+    actorName: row.actor_name,
     action: row.action,
     resourceType: row.resource_type,
     resourceId: row.resource_id,

@@ -15,7 +15,7 @@ import type { CreateStrategyInput } from '../../domain/plans/plan-service.js';
 import type { BindingRow, PlanRow, QuotaStrategyRow } from '../../domain/plans/plan-types.js';
 
 /** A decimal string to bigint: digits only, 0 .. 2^63-1, else 400 naming the field. */
-function parseInt64(value: string, param: string): bigint {
+export function parseInt64(value: string, param: string): bigint {
   if (!/^(0|[1-9][0-9]*)$/.test(value)) {
     throw new AppError('invalid_parameter', `${param} must be a non-negative decimal integer string`, { param });
   }
