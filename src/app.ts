@@ -9,6 +9,7 @@
 import express, { type Express, type Request, type Response } from 'express';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -69,6 +70,8 @@ export interface Overrides {
 export interface NexusApp {
   /** The server's request listener: the gateway's paths, then everything else through `app`. */
   handler: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The server's 'upgrade' listener: WebSocket handshakes (a Realtime session's, docs/realtime.md). */
+  upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
   /** The Admin API, /docs, /metrics, health and the billing receiver. */
   app: Express;
   db: Db;
@@ -291,6 +294,7 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
   eventLoop.start();
   return {
     handler: door.handler,
+    upgrade: door.upgrade,
     app,
     db,
     services,
@@ -337,6 +341,7 @@ export async function listen(nexus: NexusApp, port: number, host: string, shutdo
   );
   server.keepAliveTimeout = 65_000;
   server.on('clientError', clientErrorHandler());
+  server.on('upgrade', nexus.upgrade);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

@@ -97,7 +97,7 @@ export function authorizeCall(found: AuthRow | null, now: Date): AuthRow {
 }
 
 /** 403 before the upstream is called: the strategy does not allow the model the request names (or it names none). */
-function assertModelAllowed(policy: ModelPolicy, model: string): void {
+export function assertModelAllowed(policy: ModelPolicy, model: string): void {
   if (policy.allows(model)) return;
   throw new AppError(
     'model_not_allowed',
@@ -136,11 +136,7 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Buffer>
   if (!inspector && !free) passThrough(call, protocol.passthroughClassFor(target.route));
   // The workspace's hard spend budget is reached: no new metered or passed-through call until its window ends
   // (docs/pricing.md "Budgets").
-  if (!free && auth.budget_exceeded_until && auth.budget_exceeded_until > startedAt) {
-    throw new AppError('workspace_budget_exceeded', "The workspace's spend budget is reached for its current window", {
-      reset_at: auth.budget_exceeded_until.toISOString(),
-    });
-  }
+  if (!free) assertBudget(auth, startedAt);
   const raw = (call.admitted.raw = await ctx.body);
   if (inspector) {
     assertIdentityEncoding(ctx.req);
@@ -162,6 +158,15 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Buffer>
     await admitPassthrough(meter, call, raw);
   }
   return raw;
+}
+
+/** 402 while the workspace's hard spend budget is reached (a metered or passed-through call, a Realtime session's turn). */
+export function assertBudget(auth: AuthRow, now: Date): void {
+  if (auth.budget_exceeded_until && auth.budget_exceeded_until > now) {
+    throw new AppError('workspace_budget_exceeded', "The workspace's spend budget is reached for its current window", {
+      reset_at: auth.budget_exceeded_until.toISOString(),
+    });
+  }
 }
 
 /** Whether the workspace or the plan lets a class through (the workspace's deprecated allowUnmeteredPassthrough: every class). */
@@ -263,7 +268,7 @@ async function readAgain(meter: CallMeter, call: MeteredCall, raw: Buffer): Prom
  * The plan's rate limits (none: nothing to do): a request, `tokens` (the call's bound) and a slot, on
  * this process's allowance of the access (rate-allowances.ts). Throws 429 rate_limited with the view set.
  */
-async function admitRate(meter: CallMeter, call: MeteredCall, tokens: bigint): Promise<void> {
+export async function admitRate(meter: CallMeter, call: Pick<MeteredCall, 'auth' | 'admitted'>, tokens: bigint): Promise<void> {
   const auth = call.auth;
   const limits = limitsOf(auth);
   if (!hasLimits(limits)) return;
