@@ -22,7 +22,6 @@ import type { Logger } from '../../observability/logger.js';
 import { assertBudget, assertModelAllowed, authorizeCall } from '../admission.js';
 import type { CacheEntry } from '../auth-cache.js';
 import { boundUnits, MAX_CALL_UNITS } from '../../domain/quota/quota-math.js';
-import type { Usage } from '../../protocols/usage.js';
 import {
   carriesOutput,
   errorEvent,
@@ -298,8 +297,8 @@ export class RealtimeSession {
   }
 
   private async settle(turn: Turn, end: TurnEnd): Promise<void> {
-    await turn.admitting;
     if (end.usage) this.tokens += end.usage.inputTokens + end.usage.outputTokens;
+    await turn.admitting;
     recordTurn(this.deps.ctx, turn, end);
   }
 
@@ -327,11 +326,11 @@ export class RealtimeSession {
       errorCode: cause ?? 'session_closed',
       usage: null,
     };
-    for (const turn of this.running.values()) void this.settle(turn, { ...cut, usage: turn.delivered() as Usage });
+    for (const turn of this.running.values()) void this.settle(turn, { ...cut, usage: turn.delivered() });
     for (const turn of this.asked) void this.settle(turn, cut);
     this.running.clear();
     this.asked.length = 0;
-    if (this.upstream.readyState === this.upstream.OPEN || this.upstream.readyState === this.upstream.CONNECTING) this.upstream.close(1000);
+    if (this.upstream.readyState === this.upstream.OPEN) this.upstream.close(1000);
     if (this.client.readyState === this.client.OPEN) this.client.close(code, reason);
     this.deps.ended(this, this.tokens);
   }
