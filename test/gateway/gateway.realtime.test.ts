@@ -5,10 +5,11 @@
  * quota cannot cover is refused with an `error` event and a 1008 close; a client or an upstream gone mid-turn
  * leaves the turn charged for what was delivered; the session bounds (per access, frame size, idle) hold.
  */
+import { connect } from 'node:net';
 import OpenAI from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import WebSocket from 'ws';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startRealtimeUpstream, type FakeRealtime, type RealtimeUsage } from '../support/upstreams/realtime.js';
@@ -19,6 +20,10 @@ const MODEL = 'gpt-realtime';
 let t: TestApp;
 let up: FakeRealtime;
 
+beforeEach(() => {
+  up.usages.length = 0;
+  up.behaviour.length = 0;
+});
 beforeAll(async () => {
   t = await startTestApp({
     env: { NEXUS_REALTIME_SESSIONS_PER_ACCESS: '2', NEXUS_REALTIME_MAX_FRAME_BYTES: '65536', NEXUS_REALTIME_IDLE_TIMEOUT_MS: '1500' },
@@ -54,7 +59,7 @@ interface RawSession {
 
 function openRaw(tenant: Tenant, how: 'bearer' | 'subprotocol' = 'bearer', options: WebSocket.ClientOptions = {}): Promise<RawSession> {
   const protocols = how === 'subprotocol' ? ['realtime', `openai-insecure-api-key.${tenant.apiKey}`] : ['realtime'];
-  const headers = how === 'bearer' ? { authorization: `Bearer ${tenant.apiKey}` } : {};
+  const headers: Record<string, string> = how === 'bearer' ? { authorization: `Bearer ${tenant.apiKey}` } : {};
   const ws = new WebSocket(wsUrl(tenant), protocols, { headers, ...options });
   const events: RawSession['events'] = [];
   ws.on('message', (data) => events.push(JSON.parse(String(data)) as RawSession['events'][number]));
@@ -122,15 +127,21 @@ describe('a Realtime session', () => {
     up.usages.push(...usages);
     const before = await periodOf(t, tenant.accessId);
     const client = new OpenAI({ apiKey: tenant.apiKey, baseURL: `${tenant.gatewayBaseUrl}/v1` });
-    const rt = new OpenAIRealtimeWS({ model: MODEL }, client);
+    // The SDK always asks for wss: its socket is made plain TCP to the test's gateway (its events and frames as ever).
+    const gateway = new URL(t.url);
+    const rt = new OpenAIRealtimeWS(
+      { model: MODEL, options: { createConnection: () => connect({ host: gateway.hostname, port: Number(gateway.port) }) } },
+      client,
+    );
     let requestId = '';
     rt.socket.once('upgrade', (res) => (requestId = String(res.headers['x-nexus-request-id'])));
     const done: unknown[] = [];
     const audio: string[] = [];
     rt.on('response.output_audio.delta', (e) => audio.push(e.delta));
     rt.on('response.done', (e) => done.push(e));
+    const created = new Promise<void>((resolve) => rt.once('session.created', () => resolve()));
     await new Promise<void>((resolve) => rt.socket.once('open', () => resolve()));
-    await new Promise<void>((resolve) => rt.once('session.created', () => resolve()));
+    await created;
     for (let turn = 1; turn <= 5; turn++) {
       rt.send({ type: 'input_audio_buffer.append', audio: Buffer.alloc(4800, turn).toString('base64') });
       rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: `turn ${turn}` }] } });
@@ -155,10 +166,10 @@ describe('a Realtime session', () => {
       expect(turns[i]).toMatchObject({ method: 'GET', endpoint: 'v1/realtime', requested_model: MODEL, metering_status: 'metered' });
       expect(turns[i]!.quota_units).toBe(unitsOf(u));
       expect(turns[i]!.usage).toMatchObject({
-        input_tokens: String(u.input),
-        cached_input_tokens: String(u.cached ?? 0),
-        output_tokens: String(u.output),
-        units: String(unitsOf(u)),
+        input_tokens: BigInt(u.input),
+        cached_input_tokens: BigInt(u.cached ?? 0),
+        output_tokens: BigInt(u.output),
+        units: unitsOf(u),
       });
       expect(turns[i]!.upstream_response_id).toMatch(/^resp_/);
     }
@@ -205,7 +216,7 @@ describe('a Realtime session', () => {
       await s.next('response.done', at);
     }
     s.send({ type: 'response.create', event_id: 'evt_turn3' });
-    const error = (await s.next('error')) as { error: { code: string; message: string; event_id: string } };
+    const error = (await s.next('error')) as unknown as { error: { code: string; message: string; event_id: string } };
     expect(error.error).toMatchObject({ code: 'quota_insufficient', event_id: 'evt_turn3' });
     expect(error.error.message).toMatch(/units/);
     expect((await s.closed).code).toBe(1008);
@@ -238,7 +249,7 @@ describe('a Realtime session', () => {
     await s.next('session.created');
     up.behaviour.push('drop');
     s.send({ type: 'response.create' });
-    const error = (await s.next('error')) as { error: { code: string } };
+    const error = (await s.next('error')) as unknown as { error: { code: string } };
     expect(error.error.code).toBe('upstream_closed');
     expect((await s.closed).code).toBe(1011);
     await until(async () => (await turnsOf(s.requestId)).length === 1);
@@ -256,13 +267,18 @@ describe("a Realtime session's bounds", () => {
     const refused = await refusedHandshake(wsUrl(tenant), { authorization: `Bearer ${tenant.apiKey}` });
     expect(refused.status).toBe(429);
     expect(JSON.parse(refused.body).error).toMatchObject({ code: 'rate_limited', param: 'realtimeSessions' });
+    await t.nexus.gateway.drain();
+    const rejected = await t.database.db('invocations').where({ workspace_access_id: tenant.accessId, status: 'REJECTED' });
+    expect(rejected).toHaveLength(1);
+    expect(rejected[0]).toMatchObject({ error_code: 'rate_limited', endpoint: 'v1/realtime', requested_model: MODEL });
     a.ws.close();
     await a.closed;
-    await until(async () => t.nexus.gateway.realtimeSessions() < 2);
-    const c = await openRaw(tenant);
+    // Its place is given back once the gateway has seen the close.
+    let c: RawSession | undefined;
+    await until(async () => Boolean((c = await openRaw(tenant).catch(() => undefined))));
     b.ws.close();
-    c.ws.close();
-    await Promise.all([b.closed, c.closed]);
+    c!.ws.close();
+    await Promise.all([b.closed, c!.closed]);
   });
 
   it('closes 1009 on a frame past the maximum, and an idle session that does not answer pings', async () => {

@@ -164,6 +164,8 @@ export function createRealtime(deps: RealtimeDeps) {
       };
       socket.once('open', () => {
         socket.removeAllListeners();
+        // Its first events (session.created) wait until the session listens for them.
+        socket.pause();
         resolve(socket);
       });
       socket.once('unexpected-response', (_req, res) => fail(`it answered ${res.statusCode}`));

@@ -88,6 +88,7 @@ export class RealtimeSession {
     upstream.on('message', (data, binary) => this.fromUpstream(data, binary));
     upstream.on('close', (code) => this.upstreamGone(`the provider closed the session (${code})`));
     upstream.on('error', (err) => this.upstreamGone(`the provider's socket failed: ${err.message}`));
+    upstream.resume();
     const every = Math.max(250, Math.floor(deps.idleTimeoutMs / 3));
     this.timer = setInterval(() => this.beat(), every);
     this.timer.unref();
@@ -164,6 +165,7 @@ export class RealtimeSession {
       }
       this.relayClient(...queued[i]!);
     }
+    this.closeIfQuiet();
   }
 
   /** A turn refused: its client told why; the session closes 1008 once no turn is in flight. */
