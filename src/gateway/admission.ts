@@ -3,7 +3,8 @@
  * reached, the connection's protocol, the method and path, and the body. `authorizeCall()` reads the key's row
  * before a call is opened (401 for the key, 403 and 404 for its workspace, access and connection); `admit()`
  * decides the rest, in the order a caller can act on the answer:
- *   1. a WebSocket handshake (a Realtime session): 501 websocket_not_supported, whatever the workspace allows;
+ *   1. a WebSocket handshake that is not a Realtime session's (those never reach here: realtime/realtime-gateway.ts):
+ *      501 websocket_not_supported, whatever the workspace allows;
  *   2. a path of another API than the connection's: 400 protocol_mismatch;
  *   3. encoded slashes only another protocol reads as slashes (path-safety.ts);
  *   4. what the protocol cannot meter (its checkRequest), refused even where unmetered calls are allowed;
@@ -169,6 +170,10 @@ export function assertBudget(auth: AuthRow, now: Date): void {
   }
 }
 
+/** Where a Realtime session is metered instead of handed an ephemeral key (docs/realtime.md). */
+const METERED_REALTIME =
+  'A Realtime session is metered when it is opened through Nexus: a WebSocket to GET v1/realtime?model=... with the inference key';
+
 /** Whether the workspace or the plan lets a class through (the workspace's deprecated allowUnmeteredPassthrough: every class). */
 function letsThrough(auth: AuthRow, passthroughClass: PassthroughClass): boolean {
   return (
@@ -193,7 +198,8 @@ function passThrough(call: MeteredCall, passthroughClass: PassthroughClass): voi
     `${start.method} ${start.endpoint} is not metered on an '${auth.protocol_profile!}' connection: its passthrough class ` +
       `'${passthroughClass}' is not let through. Letting it through (passthroughClasses of the workspace or the plan) opens ` +
       `${PASSTHROUGH_CLASSES[passthroughClass]}, uncharged to quota (rate limits, the budget and a per-call price still apply), ` +
-      `on the provider account every end user of the workspace shares`,
+      `on the provider account every end user of the workspace shares` +
+      (passthroughClass === 'realtime_client_secrets' ? `. ${METERED_REALTIME}` : ''),
     { passthrough_class: passthroughClass },
   );
 }

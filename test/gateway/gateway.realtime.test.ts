@@ -304,3 +304,18 @@ describe("a Realtime session's bounds", () => {
     expect(JSON.parse(other.body).error.code).toBe('websocket_not_supported');
   });
 });
+
+describe('an ephemeral client secret (a browser around the gateway)', () => {
+  it('is refused 409 naming its class and pointing to the metered WebSocket path, the upstream not called', async () => {
+    const tenant = await tenantFor();
+    const res = await fetch(`${tenant.gatewayBaseUrl}/v1/realtime/client_secrets`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ session: { type: 'realtime', model: MODEL } }),
+    });
+    expect(res.status).toBe(409);
+    const { error } = (await res.json()) as { error: { code: string; message: string; passthrough_class: string } };
+    expect(error).toMatchObject({ code: 'unmetered_endpoint', passthrough_class: 'realtime_client_secrets' });
+    expect(error.message).toMatch(/GET v1\/realtime\?model=/);
+  });
+});
