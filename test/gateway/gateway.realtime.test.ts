@@ -62,7 +62,7 @@ function openRaw(tenant: Tenant, how: 'bearer' | 'subprotocol' = 'bearer', optio
   const headers: Record<string, string> = how === 'bearer' ? { authorization: `Bearer ${tenant.apiKey}` } : {};
   const ws = new WebSocket(wsUrl(tenant), protocols, { headers, ...options });
   const events: RawSession['events'] = [];
-  ws.on('message', (data) => events.push(JSON.parse(String(data)) as RawSession['events'][number]));
+  ws.on('message', (data: Buffer) => events.push(JSON.parse(data.toString('utf8')) as RawSession['events'][number]));
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
     ws.on('close', (code, reason) => resolve({ code, reason: String(reason) })),
   );
@@ -144,7 +144,10 @@ describe('a Realtime session', () => {
     await created;
     for (let turn = 1; turn <= 5; turn++) {
       rt.send({ type: 'input_audio_buffer.append', audio: Buffer.alloc(4800, turn).toString('base64') });
-      rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: `turn ${turn}` }] } });
+      rt.send({
+        type: 'conversation.item.create',
+        item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: `turn ${turn}` }] },
+      });
       rt.send({ type: 'response.create' });
       await until(async () => done.length === turn);
     }

@@ -117,10 +117,14 @@ export function createRealtime(deps: RealtimeDeps) {
     if (!auth.period_id) throw new AppError('quota_insufficient', 'The access has no current quota period');
     call.admitted.view = meter.quotaView(auth, now);
     if (sessions.size >= limits.sessionsPerProcess) {
-      throw new AppError('rate_limited', `This Nexus process holds its most Realtime sessions (${limits.sessionsPerProcess}); retry shortly`, {
-        param: 'realtimeSessions',
-        retry_after: 1,
-      });
+      throw new AppError(
+        'rate_limited',
+        `This Nexus process holds its most Realtime sessions (${limits.sessionsPerProcess}); retry shortly`,
+        {
+          param: 'realtimeSessions',
+          retry_after: 1,
+        },
+      );
     }
     if ((perAccess.get(auth.workspace_access_id) ?? 0) >= limits.sessionsPerAccess) {
       throw new AppError(
@@ -151,7 +155,7 @@ export function createRealtime(deps: RealtimeDeps) {
     return new Promise((resolve, reject) => {
       const socket = new WebSocket(url, [REALTIME_PROTOCOL], {
         headers,
-        lookup: lookup as never,
+        lookup,
         maxPayload: limits.maxFrameBytes,
         perMessageDeflate: false,
         handshakeTimeout: row.upstream_timeout_ms ?? config.upstreamTimeoutMs,
@@ -245,7 +249,14 @@ export function createRealtime(deps: RealtimeDeps) {
     sessionIds.set(req, locals.requestId);
     server.handleUpgrade(req, socket, head, (client) => {
       const session = new RealtimeSession(client, upstream, {
-        ctx: { meter, auth, sessionId: locals.requestId, traceId: null, endpoint: call.start.endpoint, model: call.admitted.requestedModel },
+        ctx: {
+          meter,
+          auth,
+          sessionId: locals.requestId,
+          traceId: null,
+          endpoint: call.start.endpoint,
+          model: call.admitted.requestedModel,
+        },
         logger: meter.logger,
         lookup: () => parts.cache.lookup(key, target.connectionId),
         reload: () => meter.reload(key, target.connectionId),
@@ -271,5 +282,3 @@ export function createRealtime(deps: RealtimeDeps) {
     },
   };
 }
-
-export type Realtime = ReturnType<typeof createRealtime>;

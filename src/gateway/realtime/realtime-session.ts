@@ -200,7 +200,8 @@ export class RealtimeSession {
         const output = cap !== undefined && BigInt(cap) < planMax ? BigInt(cap) : planMax;
         const bound = boundUnits(this.conversation, output, pricing);
         if (!auth.period_id || !auth.period_end) throw new AppError('quota_insufficient', 'The access has no current quota period');
-        if (bound > MAX_CALL_UNITS) throw new AppError('quota_insufficient', `This turn may need up to ${bound} units, more than a period holds`);
+        if (bound > MAX_CALL_UNITS)
+          throw new AppError('quota_insufficient', `This turn may need up to ${bound} units, more than a period holds`);
         const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
         const held = await ctx.meter.leases.admit(target, bound);
         if (held.ok) {
@@ -241,8 +242,12 @@ export class RealtimeSession {
     } else if (type === 'response.done') {
       this.done(event);
     } else if (type === 'error') {
-      const error = event.error as { code?: unknown; message?: unknown } | undefined;
-      this.deps.logger.info({ msg: 'realtime upstream error event', requestId: this.deps.ctx.sessionId, code: String(error?.code ?? '') });
+      const code = (event.error as { code?: unknown } | undefined)?.code;
+      this.deps.logger.info({
+        msg: 'realtime upstream error event',
+        requestId: this.deps.ctx.sessionId,
+        code: typeof code === 'string' ? code : '',
+      });
     }
   }
 

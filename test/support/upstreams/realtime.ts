@@ -42,7 +42,7 @@ export interface FakeRealtime {
 }
 
 /** The usage as `response.done` reports it. */
-export function usageEvent(u: RealtimeUsage) {
+function usageEvent(u: RealtimeUsage) {
   const cached = u.cached ?? 0;
   const audioIn = u.audioIn ?? 0;
   const cachedAudio = u.cachedAudio ?? 0;
@@ -121,7 +121,13 @@ export async function startRealtimeUpstream(options: { apiKey: string }): Promis
           i++;
           send('response.output_text.delta', { response_id: id, item_id: 'item_1', output_index: 0, content_index: 0, delta: 'hi ' });
           send('response.output_audio.delta', { response_id: id, item_id: 'item_1', output_index: 0, content_index: 0, delta: 'AAAAAAAA' });
-          send('response.output_audio_transcript.delta', { response_id: id, item_id: 'item_1', output_index: 0, content_index: 0, delta: 'hi' });
+          send('response.output_audio_transcript.delta', {
+            response_id: id,
+            item_id: 'item_1',
+            output_index: 0,
+            content_index: 0,
+            delta: 'hi',
+          });
           setImmediate(next);
           return;
         }
@@ -142,8 +148,8 @@ export async function startRealtimeUpstream(options: { apiKey: string }): Promis
       setImmediate(next);
     };
 
-    ws.on('message', (data) => {
-      const body = JSON.parse(String(data)) as Record<string, unknown>;
+    ws.on('message', (data: Buffer) => {
+      const body = JSON.parse(data.toString('utf8')) as Record<string, unknown>;
       const type = String(body.type);
       fake.events.push({ type, body });
       if (type === 'session.update') {
