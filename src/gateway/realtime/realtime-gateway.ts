@@ -28,6 +28,7 @@ import { bearerOf } from '../../web/error-response.js';
 import { admitRate, assertBudget, assertModelAllowed, authorizeCall } from '../admission.js';
 import { upstreamOf, type CacheEntry } from '../auth-cache.js';
 import type { CallFlow } from '../call-flow.js';
+import type { CallMeter } from '../call-meter.js';
 import { upstreamSearch } from '../client-request.js';
 import type { GatewayParts } from '../gateway-parts.js';
 import { rawHeader } from '../headers.js';
@@ -77,6 +78,95 @@ function modelOf(target: GatewayTarget): string {
   return params.get('model') ?? params.get('deployment') ?? '';
 }
 
+/**
+ * The session's refusals that are not authorizeCall's: its model, budget, period, the sessions open (`open`: on this
+ * process, and of its access) against `limits`, and the rate limits.
+ */
+async function admitSession(
+  meter: CallMeter,
+  call: MeteredCall,
+  model: string,
+  open: { all: number; ofAccess: number },
+  limits: Config['realtime'],
+): Promise<void> {
+  const auth = call.auth;
+  const now = call.start.startedAt;
+  call.admitted.requestedModel = model;
+  call.admitted.streamed = true;
+  assertModelAllowed(meter.modelPolicy(auth), model);
+  assertBudget(auth, now);
+  if (!auth.period_id) throw new AppError('quota_insufficient', 'The access has no current quota period');
+  call.admitted.view = meter.quotaView(auth, now);
+  if (open.all >= limits.sessionsPerProcess) {
+    throw new AppError(
+      'rate_limited',
+      `This Nexus process holds its most Realtime sessions (${limits.sessionsPerProcess}); retry shortly`,
+      {
+        param: 'realtimeSessions',
+        retry_after: 1,
+      },
+    );
+  }
+  if (open.ofAccess >= limits.sessionsPerAccess) {
+    throw new AppError(
+      'rate_limited',
+      `The access holds its most Realtime sessions on this Nexus process (${limits.sessionsPerAccess}); close one first`,
+      { param: 'realtimeSessions' },
+    );
+  }
+  await admitRate(meter, call, 0n);
+}
+
+/** How a session's upstream socket is opened: the connection's key, the host guard, the frame bound, the timeout. */
+interface UpstreamOptions {
+  secretBox: SecretBox;
+  allowPrivate: boolean;
+  lookup: ReturnType<typeof guardedLookup>;
+  maxFrameBytes: number;
+  timeoutMs: number;
+}
+
+/** The upstream's socket, open (and paused); rejects with 502 upstream_unavailable when it cannot be opened. */
+function openUpstream(entry: CacheEntry, req: IncomingMessage, target: GatewayTarget, o: UpstreamOptions): Promise<WebSocket> {
+  const row = entry.row!;
+  const upstream = upstreamOf(entry, row, o.secretBox);
+  const base = upstream.baseUrl;
+  if (isRefusedHost(base.hostname.replace(/^\[|\]$/g, ''), o.allowPrivate)) {
+    return Promise.reject(new AppError('upstream_unavailable', 'The provider address is private and private upstreams are not allowed'));
+  }
+  const url = new URL(`${base.pathname.replace(/\/$/, '')}/${target.providerPath}${upstreamSearch(target.search)}`, base);
+  url.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
+  const auth: string[] = [];
+  protocolOf(row.protocol_profile!).authHeaders(auth, upstream.apiKey);
+  const headers: Record<string, string> = {};
+  for (let i = 0; i < auth.length; i += 2) headers[auth[i]!] = auth[i + 1]!;
+  const beta = rawHeader(req.rawHeaders, 'openai-beta');
+  if (beta) headers['openai-beta'] = beta;
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, [REALTIME_PROTOCOL], {
+      headers,
+      lookup: o.lookup,
+      maxPayload: o.maxFrameBytes,
+      perMessageDeflate: false,
+      handshakeTimeout: row.upstream_timeout_ms ?? o.timeoutMs,
+    });
+    const fail = (why: string) => {
+      socket.removeAllListeners();
+      socket.on('error', () => {});
+      socket.terminate();
+      reject(new AppError('upstream_unavailable', `The provider did not open the Realtime session: ${why}`));
+    };
+    socket.once('open', () => {
+      socket.removeAllListeners();
+      // Its first events (session.created) wait until the session listens for them.
+      socket.pause();
+      resolve(socket);
+    });
+    socket.once('unexpected-response', (_req, res) => fail(`it answered ${res.statusCode}`));
+    socket.once('error', (err) => fail(err.message));
+  });
+}
+
 export interface RealtimeDeps {
   parts: GatewayParts;
   flow: CallFlow;
@@ -105,77 +195,6 @@ export function createRealtime(deps: RealtimeDeps) {
     const id = sessionIds.get(req);
     if (id) headers.push(`x-nexus-request-id: ${id}`);
   });
-
-  /** The session's refusals that are not authorizeCall's: its model, budget, period, session bounds and rate limits. */
-  async function admitSession(call: MeteredCall, model: string): Promise<void> {
-    const auth = call.auth;
-    const now = call.start.startedAt;
-    call.admitted.requestedModel = model;
-    call.admitted.streamed = true;
-    assertModelAllowed(meter.modelPolicy(auth), model);
-    assertBudget(auth, now);
-    if (!auth.period_id) throw new AppError('quota_insufficient', 'The access has no current quota period');
-    call.admitted.view = meter.quotaView(auth, now);
-    if (sessions.size >= limits.sessionsPerProcess) {
-      throw new AppError(
-        'rate_limited',
-        `This Nexus process holds its most Realtime sessions (${limits.sessionsPerProcess}); retry shortly`,
-        {
-          param: 'realtimeSessions',
-          retry_after: 1,
-        },
-      );
-    }
-    if ((perAccess.get(auth.workspace_access_id) ?? 0) >= limits.sessionsPerAccess) {
-      throw new AppError(
-        'rate_limited',
-        `The access holds its most Realtime sessions on this Nexus process (${limits.sessionsPerAccess}); close one first`,
-        { param: 'realtimeSessions' },
-      );
-    }
-    await admitRate(meter, call, 0n);
-  }
-
-  /** The upstream's socket, open; rejects with 502 upstream_unavailable when it cannot be opened. */
-  function openUpstream(entry: CacheEntry, req: IncomingMessage, target: GatewayTarget): Promise<WebSocket> {
-    const row = entry.row!;
-    const upstream = upstreamOf(entry, row, secretBox);
-    const base = upstream.baseUrl;
-    if (isRefusedHost(base.hostname.replace(/^\[|\]$/g, ''), config.allowPrivateUpstreams)) {
-      return Promise.reject(new AppError('upstream_unavailable', 'The provider address is private and private upstreams are not allowed'));
-    }
-    const url = new URL(`${base.pathname.replace(/\/$/, '')}/${target.providerPath}${upstreamSearch(target.search)}`, base);
-    url.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
-    const auth: string[] = [];
-    protocolOf(row.protocol_profile!).authHeaders(auth, upstream.apiKey);
-    const headers: Record<string, string> = {};
-    for (let i = 0; i < auth.length; i += 2) headers[auth[i]!] = auth[i + 1]!;
-    const beta = rawHeader(req.rawHeaders, 'openai-beta');
-    if (beta) headers['openai-beta'] = beta;
-    return new Promise((resolve, reject) => {
-      const socket = new WebSocket(url, [REALTIME_PROTOCOL], {
-        headers,
-        lookup,
-        maxPayload: limits.maxFrameBytes,
-        perMessageDeflate: false,
-        handshakeTimeout: row.upstream_timeout_ms ?? config.upstreamTimeoutMs,
-      });
-      const fail = (why: string) => {
-        socket.removeAllListeners();
-        socket.on('error', () => {});
-        socket.terminate();
-        reject(new AppError('upstream_unavailable', `The provider did not open the Realtime session: ${why}`));
-      };
-      socket.once('open', () => {
-        socket.removeAllListeners();
-        // Its first events (session.created) wait until the session listens for them.
-        socket.pause();
-        resolve(socket);
-      });
-      socket.once('unexpected-response', (_req, res) => fail(`it answered ${res.statusCode}`));
-      socket.once('error', (err) => fail(err.message));
-    });
-  }
 
   function opened(session: RealtimeSession): void {
     sessions.add(session);
@@ -232,8 +251,15 @@ export function createRealtime(deps: RealtimeDeps) {
     });
     let upstream: WebSocket;
     try {
-      await admitSession(call, modelOf(target));
-      upstream = await openUpstream(entry, req, target);
+      const open = { all: sessions.size, ofAccess: perAccess.get(auth.workspace_access_id) ?? 0 };
+      await admitSession(meter, call, modelOf(target), open, limits);
+      upstream = await openUpstream(entry, req, target, {
+        secretBox,
+        allowPrivate: config.allowPrivateUpstreams,
+        lookup,
+        maxFrameBytes: limits.maxFrameBytes,
+        timeoutMs: config.upstreamTimeoutMs,
+      });
     } catch (err) {
       if (call.admitted.rateTicket) meter.rates.settle(call.admitted.rateTicket, 0);
       flow.refuse({ res: plainResponse(req, socket), locals, call, target }, err);
