@@ -6,7 +6,7 @@
  * leaves the turn charged for what was delivered; the session bounds (per access, frame size, idle) hold.
  */
 import { connect } from 'node:net';
-import OpenAI from 'openai';
+import OpenAI, { AzureOpenAI } from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -320,5 +320,36 @@ describe('an ephemeral client secret (a browser around the gateway)', () => {
     const { error } = (await res.json()) as { error: { code: string; message: string; passthrough_class: string } };
     expect(error).toMatchObject({ code: 'unmetered_endpoint', passthrough_class: 'realtime_client_secrets' });
     expect(error.message).toMatch(/GET v1\/realtime\?model=/);
+  });
+});
+
+describe('an Azure OpenAI Realtime session', () => {
+  it("holds a session through the SDK's OpenAIRealtimeWS.azure, the connection's key sent as api-key, its turn charged", async () => {
+    const azure = await startRealtimeUpstream({ apiKey: KEY, azure: true });
+    try {
+      const tenant = await createTenant(t, { profile: 'azure-openai', baseUrl: azure.url, providerKey: KEY, maxOutputTokens: 100 });
+      azure.usages.push({ input: 40, output: 25, audioIn: 30, audioOut: 20 });
+      const gateway = new URL(t.url);
+      const client = new AzureOpenAI({ apiKey: tenant.apiKey, endpoint: tenant.gatewayBaseUrl, apiVersion: '2025-04-01-preview' });
+      const rt = await OpenAIRealtimeWS.azure(client, {
+        deploymentName: MODEL,
+        options: { createConnection: () => connect({ host: gateway.hostname, port: Number(gateway.port) }) },
+      });
+      let requestId = '';
+      rt.socket.once('upgrade', (res) => (requestId = String(res.headers['x-nexus-request-id'])));
+      const created = new Promise<void>((resolve) => rt.once('session.created', () => resolve()));
+      const done = new Promise<void>((resolve) => rt.once('response.done', () => resolve()));
+      await created;
+      rt.send({ type: 'response.create' });
+      await done;
+      rt.close();
+      expect(azure.handshakes[0]!['api-key']).toBe(KEY);
+      await until(async () => (await turnsOf(requestId)).length === 1);
+      const [turn] = await turnsOf(requestId);
+      expect(turn).toMatchObject({ status: 'SUCCEEDED', endpoint: 'openai/realtime', requested_model: MODEL });
+      expect(turn!.quota_units).toBe(unitsOf({ input: 40, output: 25 }));
+    } finally {
+      await azure.close();
+    }
   });
 });

@@ -61,7 +61,21 @@ function usageEvent(u: RealtimeUsage) {
   };
 }
 
-export async function startRealtimeUpstream(options: { apiKey: string }): Promise<FakeRealtime> {
+/** Whether a handshake may open a session: OpenAI's (Bearer, `/v1/realtime?model=`) or Azure's (`api-key`, its paths). */
+function accepts(req: IncomingMessage, url: URL, options: { apiKey: string; azure?: boolean }): 'unauthorized' | 'not found' | string {
+  if (options.azure) {
+    if (req.headers['api-key'] !== options.apiKey || req.headers.authorization) return 'unauthorized';
+    if (url.pathname === '/openai/realtime' && url.searchParams.get('api-version'))
+      return url.searchParams.get('deployment') ?? 'not found';
+    if (url.pathname === '/openai/v1/realtime') return url.searchParams.get('model') ?? 'not found';
+    return 'not found';
+  }
+  if (req.headers.authorization !== `Bearer ${options.apiKey}`) return 'unauthorized';
+  return (url.pathname === '/v1/realtime' && url.searchParams.get('model')) || 'not found';
+}
+
+/** `azure`: Azure's paths and `api-key` header instead of OpenAI's. */
+export async function startRealtimeUpstream(options: { apiKey: string; azure?: boolean }): Promise<FakeRealtime> {
   const http = createServer((_req, res) => {
     res.writeHead(400, { 'content-type': 'application/json' });
     res.end('{"error":{"message":"WebSocket only"}}');
@@ -85,15 +99,16 @@ export async function startRealtimeUpstream(options: { apiKey: string }): Promis
   http.on('upgrade', (req, socket, head) => {
     fake.handshakes.push(req.headers);
     const url = new URL(req.url!, 'http://x');
-    if (req.headers.authorization !== `Bearer ${options.apiKey}`) {
+    const model = accepts(req, url, options);
+    if (model === 'unauthorized') {
       socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}');
       return;
     }
-    if (url.pathname !== '/v1/realtime' || !url.searchParams.get('model')) {
+    if (model === 'not found') {
       socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n');
       return;
     }
-    wss.handleUpgrade(req, socket, head, (ws) => serve(ws, url.searchParams.get('model')!));
+    wss.handleUpgrade(req, socket, head, (ws) => serve(ws, model));
   });
 
   function serve(ws: WebSocket, model: string): void {
