@@ -42,7 +42,7 @@ import {
 import { buildInfo } from './observability/build-info.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createEventLoopMonitor } from './observability/event-loop.js';
-import { createMetrics, registerEventLoopMetrics, type Metrics } from './observability/metrics.js';
+import { createMetrics, registerEventLoopMetrics, registerRealtimeMetrics, type Metrics } from './observability/metrics.js';
 import { startTracing, type Tracer } from './observability/tracing.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -241,7 +241,17 @@ function buildGateway({ config, db, services, clock, logger, metrics, tracer }: 
     checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
     onBreakerTransition: (transition) => announceBreaker({ db, events: services.events, logger }, transition),
   });
-  return createGateway({ parts, config, clock, quota: services.quota, rates: services.rates, secretBox: services.secretBox, tracer });
+  const gateway = createGateway({
+    parts,
+    config,
+    clock,
+    quota: services.quota,
+    rates: services.rates,
+    secretBox: services.secretBox,
+    tracer,
+  });
+  registerRealtimeMetrics(metrics.registry, () => gateway.realtimeSessions());
+  return gateway;
 }
 
 /** start(): the database reached and migrated, the gateway built, the background jobs begun. */
