@@ -61,8 +61,8 @@ function usageEvent(u: RealtimeUsage) {
   };
 }
 
-/** Whether a handshake may open a session: OpenAI's (Bearer, `/v1/realtime?model=`) or Azure's (`api-key`, its paths). */
-function accepts(req: IncomingMessage, url: URL, options: { apiKey: string; azure?: boolean }): 'unauthorized' | 'not found' | string {
+/** The model a handshake opens its session on (OpenAI's: Bearer, `/v1/realtime?model=`; Azure's: `api-key`, its paths), or 'unauthorized' or 'not found'. */
+function accepts(req: IncomingMessage, url: URL, options: { apiKey: string; azure?: boolean }): string {
   if (options.azure) {
     if (req.headers['api-key'] !== options.apiKey || req.headers.authorization) return 'unauthorized';
     if (url.pathname === '/openai/realtime' && url.searchParams.get('api-version'))
