@@ -229,6 +229,26 @@ describe('a Realtime session', () => {
     await until(async () => (await periodOf(t, tenant.accessId)).consumed === 80n + 140n);
   });
 
+  it('a server-VAD turn the quota cannot cover is cancelled upstream, charged what it used, then 1008', async () => {
+    // Turn 1's bound is 200 of 300 (charged 80); turn 2's, 250, is more than the 220 left: refused as it runs.
+    const tenant = await tenantFor({ quotaUnits: 300n });
+    up.usages.push({ input: 20, output: 30 }, { input: 60, output: 5 });
+    const s = await openRaw(tenant);
+    await s.next('session.created');
+    s.send({ type: 'input_audio_buffer.commit' });
+    await s.next('response.done');
+    up.behaviour.push('hang');
+    s.send({ type: 'input_audio_buffer.commit' });
+    const error = (await s.next('error')) as unknown as { error: { code: string } };
+    expect(error.error.code).toBe('quota_insufficient');
+    expect((await s.closed).code).toBe(1008);
+    expect(up.events.filter((e) => e.type === 'response.cancel')).toHaveLength(1);
+    await until(async () => (await turnsOf(s.requestId)).length === 2);
+    const turns = await turnsOf(s.requestId);
+    expect(turns.map((r) => r.quota_units)).toEqual([80n, 70n]);
+    await until(async () => (await periodOf(t, tenant.accessId)).consumed === 150n);
+  });
+
   it('the client gone mid-turn: the upstream socket is closed and the turn charged for what was delivered', async () => {
     const tenant = await tenantFor();
     const s = await openRaw(tenant);
