@@ -9,6 +9,7 @@
 import express, { type Express, type Request, type Response } from 'express';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -41,7 +42,7 @@ import {
 import { buildInfo } from './observability/build-info.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createEventLoopMonitor } from './observability/event-loop.js';
-import { createMetrics, registerEventLoopMetrics, type Metrics } from './observability/metrics.js';
+import { createMetrics, registerEventLoopMetrics, registerRealtimeMetrics, type Metrics } from './observability/metrics.js';
 import { startTracing, type Tracer } from './observability/tracing.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -69,6 +70,8 @@ export interface Overrides {
 export interface NexusApp {
   /** The server's request listener: the gateway's paths, then everything else through `app`. */
   handler: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The server's 'upgrade' listener: WebSocket handshakes (a Realtime session's, docs/realtime.md). */
+  upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
   /** The Admin API, /docs, /metrics, health and the billing receiver. */
   app: Express;
   db: Db;
@@ -238,7 +241,17 @@ function buildGateway({ config, db, services, clock, logger, metrics, tracer }: 
     checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
     onBreakerTransition: (transition) => announceBreaker({ db, events: services.events, logger }, transition),
   });
-  return createGateway({ parts, config, clock, quota: services.quota, rates: services.rates, secretBox: services.secretBox, tracer });
+  const gateway = createGateway({
+    parts,
+    config,
+    clock,
+    quota: services.quota,
+    rates: services.rates,
+    secretBox: services.secretBox,
+    tracer,
+  });
+  registerRealtimeMetrics(metrics.registry, () => gateway.realtimeSessions());
+  return gateway;
 }
 
 /** start(): the database reached and migrated, the gateway built, the background jobs begun. */
@@ -291,6 +304,7 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
   eventLoop.start();
   return {
     handler: door.handler,
+    upgrade: door.upgrade,
     app,
     db,
     services,
@@ -337,6 +351,7 @@ export async function listen(nexus: NexusApp, port: number, host: string, shutdo
   );
   server.keepAliveTimeout = 65_000;
   server.on('clientError', clientErrorHandler());
+  server.on('upgrade', nexus.upgrade);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

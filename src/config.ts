@@ -125,6 +125,10 @@ const variables = z.object({
   NEXUS_AUTH_CACHE_TTL_MS: integer(0, 5000, 1000),
   NEXUS_QUOTA_LEASE_IDLE_MS: integer(10, 60000, 1000),
   NEXUS_GATEWAY_ASYNC_COMMIT: flag(false),
+  NEXUS_REALTIME_IDLE_TIMEOUT_MS: integer(1000, undefined, 300_000),
+  NEXUS_REALTIME_MAX_FRAME_BYTES: integer(1024, 1 << 30, 16 * 1024 * 1024),
+  NEXUS_REALTIME_SESSIONS_PER_ACCESS: integer(1, undefined, 20),
+  NEXUS_REALTIME_SESSIONS_PER_PROCESS: integer(1, undefined, 2000),
   NEXUS_COMMIT: z
     .string()
     .regex(/^[\x21-\x7E]{1,100}$/, { error: 'must be printable ASCII without spaces, at most 100 characters' })
@@ -322,6 +326,13 @@ function gatewayFields(v: z.output<typeof variables>) {
      * the WAL flush: faster, but a PostgreSQL crash can lose the last moments of them.
      */
     gatewayAsyncCommit: v.NEXUS_GATEWAY_ASYNC_COMMIT,
+    /** Realtime sessions (docs/realtime.md): closed after this long without a frame or a pong; frames past the size closed 1009. */
+    realtime: Object.freeze({
+      idleTimeoutMs: v.NEXUS_REALTIME_IDLE_TIMEOUT_MS,
+      maxFrameBytes: v.NEXUS_REALTIME_MAX_FRAME_BYTES,
+      sessionsPerAccess: v.NEXUS_REALTIME_SESSIONS_PER_ACCESS,
+      sessionsPerProcess: v.NEXUS_REALTIME_SESSIONS_PER_PROCESS,
+    }),
   };
 }
 

@@ -6,11 +6,13 @@
  */
 import type { Express, Request, Response } from 'express';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { AppError } from './errors.js';
 import { sendError as sendGatewayError } from './gateway/answers.js';
 import { operationOf } from './gateway/call-report.js';
 import type { Gateway } from './gateway/gateway.js';
 import { parseGatewayUrl } from './gateway/path-safety.js';
+import { plainResponse } from './gateway/realtime/realtime-gateway.js';
 import { protocolOfPath } from './protocols/index.js';
 import type { requestObserver } from './http/middleware.js';
 import type { RequestLocals } from './web/locals.js';
@@ -73,25 +75,35 @@ export function createFrontDoor(deps: { app: Express; observer: Pick<ReturnType<
   const { app, observer } = deps;
   /** Set once the app has started: until then only what needs no database is served. */
   let gateway: Gateway | undefined;
+  function handler(req: IncomingMessage, res: ServerResponse): void {
+    const me = isMePath(req.url!);
+    if (!me && !isGatewayPath(req.url!)) {
+      app(req, res);
+      return;
+    }
+    const locals = {} as RequestLocals;
+    if (!gateway) {
+      // Before the gateway writes its own lines, the request observer writes this refusal's.
+      observer.observe(req, res, locals, () => ({ operationId: me ? 'getMe' : operationOf(req.method!), path: pathOf(req.url!) }));
+      refuseCall(req, res, locals);
+      return;
+    }
+    // Counted here; the gateway writes the call's log line and spans itself.
+    observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }), true);
+    void (me ? gateway.handleMe(req, res, locals) : gateway.handle(req, res, locals));
+  }
   return {
     // The gateway's paths never enter express: it reads its own raw body, and express's routing and
     // response helpers would cost a gateway call about a sixth of its CPU.
-    handler(req: IncomingMessage, res: ServerResponse): void {
-      const me = isMePath(req.url!);
-      if (!me && !isGatewayPath(req.url!)) {
-        app(req, res);
-        return;
-      }
-      const locals = {} as RequestLocals;
-      if (!gateway) {
-        // Before the gateway writes its own lines, the request observer writes this refusal's.
-        observer.observe(req, res, locals, () => ({ operationId: me ? 'getMe' : operationOf(req.method!), path: pathOf(req.url!) }));
-        refuseCall(req, res, locals);
-        return;
-      }
-      // Counted here; the gateway writes the call's log line and spans itself.
-      observer.observe(req, res, locals, () => ({ operationId: undefined, path: pathOf(req.url!) }), true);
-      void (me ? gateway.handleMe(req, res, locals) : gateway.handle(req, res, locals));
+    handler,
+    /**
+     * The server's 'upgrade' listener (a WebSocket handshake): a Realtime session's on a gateway path goes to the
+     * gateway (src/gateway/realtime/); every other handshake is answered as the plain request it would otherwise be.
+     */
+    upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+      const asPlain = () => handler(req, plainResponse(req, socket));
+      if (!gateway || !isGatewayPath(req.url!) || isMePath(req.url!)) return asPlain();
+      void gateway.upgrade(req, socket, head, asPlain);
     },
     /** Express's gate: until the app has started, what needs the database is refused. */
     gate(req: Request, _res: Response, next: (err?: unknown) => void): void {

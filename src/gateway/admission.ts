@@ -3,7 +3,8 @@
  * reached, the connection's protocol, the method and path, and the body. `authorizeCall()` reads the key's row
  * before a call is opened (401 for the key, 403 and 404 for its workspace, access and connection); `admit()`
  * decides the rest, in the order a caller can act on the answer:
- *   1. a WebSocket handshake (a Realtime session): 501 websocket_not_supported, whatever the workspace allows;
+ *   1. a WebSocket handshake that is not a Realtime session's (those never reach here: realtime/realtime-gateway.ts):
+ *      501 websocket_not_supported, whatever the workspace allows;
  *   2. a path of another API than the connection's: 400 protocol_mismatch;
  *   3. encoded slashes only another protocol reads as slashes (path-safety.ts);
  *   4. what the protocol cannot meter (its checkRequest), refused even where unmetered calls are allowed;
@@ -100,7 +101,7 @@ export function authorizeCall(found: AuthRow | null, now: Date): AuthRow {
 }
 
 /** 403 before the upstream is called: the strategy does not allow the model the request names (or it names none). */
-function assertModelAllowed(policy: ModelPolicy, model: string): void {
+export function assertModelAllowed(policy: ModelPolicy, model: string): void {
   if (policy.allows(model)) return;
   throw new AppError(
     'model_not_allowed',
@@ -140,11 +141,7 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Sendabl
   if (!inspector && !free) passThrough(call, protocol.passthroughClassFor(target.route));
   // The workspace's hard spend budget is reached: no new metered or passed-through call until its window ends
   // (docs/pricing.md "Budgets").
-  if (!free && auth.budget_exceeded_until && auth.budget_exceeded_until > startedAt) {
-    throw new AppError('workspace_budget_exceeded', "The workspace's spend budget is reached for its current window", {
-      reset_at: auth.budget_exceeded_until.toISOString(),
-    });
-  }
+  if (!free) assertBudget(auth, startedAt);
   const sent = await ctx.body;
   // An upload is sent as it came (upload.ts): what admission reads of it is its form.
   const upload = sent instanceof Upload ? sent : undefined;
@@ -172,6 +169,19 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Sendabl
   return sent;
 }
 
+/** 402 while the workspace's hard spend budget is reached (a metered or passed-through call, a Realtime session's turn). */
+export function assertBudget(auth: AuthRow, now: Date): void {
+  if (auth.budget_exceeded_until && auth.budget_exceeded_until > now) {
+    throw new AppError('workspace_budget_exceeded', "The workspace's spend budget is reached for its current window", {
+      reset_at: auth.budget_exceeded_until.toISOString(),
+    });
+  }
+}
+
+/** Where a Realtime session is metered instead of handed an ephemeral key (docs/realtime.md). */
+const METERED_REALTIME =
+  'A Realtime session is metered when it is opened through Nexus: a WebSocket to GET v1/realtime?model=... with the inference key';
+
 /** Whether the workspace or the plan lets a class through (the workspace's deprecated allowUnmeteredPassthrough: every class). */
 function letsThrough(auth: AuthRow, passthroughClass: PassthroughClass): boolean {
   return (
@@ -196,7 +206,8 @@ function passThrough(call: MeteredCall, passthroughClass: PassthroughClass): voi
     `${start.method} ${start.endpoint} is not metered on an '${auth.protocol_profile!}' connection: its passthrough class ` +
       `'${passthroughClass}' is not let through. Letting it through (passthroughClasses of the workspace or the plan) opens ` +
       `${PASSTHROUGH_CLASSES[passthroughClass]}, uncharged to quota (rate limits, the budget and a per-call price still apply), ` +
-      `on the provider account every end user of the workspace shares`,
+      `on the provider account every end user of the workspace shares` +
+      (passthroughClass === 'realtime_client_secrets' ? `. ${METERED_REALTIME}` : ''),
     { passthrough_class: passthroughClass },
   );
 }
@@ -274,7 +285,7 @@ async function readAgain(meter: CallMeter, call: MeteredCall, raw: Buffer | Uplo
  * The plan's rate limits (none: nothing to do): a request, `tokens` (the call's bound) and a slot, on
  * this process's allowance of the access (rate-allowances.ts). Throws 429 rate_limited with the view set.
  */
-async function admitRate(meter: CallMeter, call: MeteredCall, tokens: bigint): Promise<void> {
+export async function admitRate(meter: CallMeter, call: Pick<MeteredCall, 'auth' | 'admitted'>, tokens: bigint): Promise<void> {
   const auth = call.auth;
   const limits = limitsOf(auth);
   if (!hasLimits(limits)) return;

@@ -18,6 +18,7 @@
  * from the server's request listener, not through express (src/app.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/actor.js';
 import type { QuotaService } from '../domain/quota/quota-service.js';
@@ -43,6 +44,7 @@ import type { CallStart, MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { protocolOf, protocolOfPath } from '../protocols/index.js';
+import { createRealtime } from './realtime/realtime-gateway.js';
 import { routeProfile, usableTargets } from './route-call.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -187,8 +189,16 @@ export function createGateway(deps: GatewayDeps) {
   const { cache, pools, meter } = parts;
   const flow = new CallFlow({ config, clock, meter, secretBox, pools, registry: parts.routes, metrics: parts.attemptMetrics });
   const running: Running = { ...deps, flow };
+  const realtime = createRealtime({ parts, flow, config, secretBox });
   return {
     handle: (req: IncomingMessage, res: ServerResponse, locals: RequestLocals) => handle(running, req, res, locals),
+    /**
+     * A WebSocket handshake on a gateway path: a Realtime session (realtime/realtime-gateway.ts), or, any other,
+     * handled as a plain request by `asPlain` (refused 501 websocket_not_supported).
+     */
+    upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer, asPlain: () => void) => realtime.handle(req, socket, head, asPlain),
+    /** Realtime sessions open on this process. */
+    realtimeSessions: () => realtime.size,
     /** GET /v1/me (me.ts). */
     handleMe: (req: IncomingMessage, res: ServerResponse, locals: RequestLocals) => handleMe(parts, clock, req, res, locals),
     /**
@@ -197,7 +207,10 @@ export function createGateway(deps: GatewayDeps) {
      * charged by the rule of an answer that broke off (charge.ts). Their clients' connections are
      * closed next by the server.
      */
-    cutCalls: () => meter.cutCalls(),
+    cutCalls: () => {
+      meter.cutCalls();
+      realtime.shutDown();
+    },
     /** Waits for the records started so far, then returns the quota leases not in use. */
     drain: () => parts.drain(),
     /**

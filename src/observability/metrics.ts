@@ -101,3 +101,15 @@ export function registerEventLoopMetrics(registry: Registry, lagSeconds: () => n
   });
   return () => stalls.inc();
 }
+
+/** Realtime sessions (docs/realtime.md): how many this process holds open. Their turns are counted as calls. */
+export function registerRealtimeMetrics(registry: Registry, open: () => number): void {
+  new Gauge({
+    name: 'nexus_realtime_sessions_open',
+    help: 'Realtime sessions (WebSocket) this process holds open',
+    registers: [registry],
+    collect() {
+      this.set(open());
+    },
+  });
+}

@@ -1,6 +1,7 @@
 /**
- * How the gateway's refusals reach a client, through HTTP and the official OpenAI SDK: a WebSocket handshake
- * (a Realtime session) is refused 501 `websocket_not_supported` whatever the workspace allows, never forwarded;
+ * How the gateway's refusals reach a client, through HTTP and the official OpenAI SDK: a WebSocket handshake on
+ * a path other than a Realtime session's (gateway.realtime.test.ts) is refused 501 `websocket_not_supported`
+ * whatever the workspace allows, never forwarded;
  * and a refused upload is answered at once while the rest of its body is read and dropped, up to
  * REFUSED_BODY_DRAIN, so that a client still sending reads the answer instead of a reset connection.
  */
@@ -79,14 +80,14 @@ function handshake(tenant: Tenant, path: string): Promise<Handshake> {
   });
 }
 
-describe('a WebSocket handshake (a Realtime session)', () => {
+describe("a WebSocket handshake on a path other than a Realtime session's", () => {
   it.each([
     ['allows unmetered calls', () => open],
     ['does not allow unmetered calls', () => closed],
   ])('is 501 websocket_not_supported where the workspace %s, recorded REJECTED, the upstream not called', async (_name, tenantOf) => {
     const tenant = tenantOf();
     const before = up.requests.length;
-    const answer = await handshake(tenant, 'v1/realtime?model=gpt-realtime');
+    const answer = await handshake(tenant, 'v1/chat/completions?model=gpt-4o');
     expect(answer.upgraded).toBe(false);
     expect(answer.status).toBe(501);
     expect(answer.body.error).toMatchObject({ code: 'websocket_not_supported', type: 'invalid_request_error' });
@@ -95,12 +96,12 @@ describe('a WebSocket handshake (a Realtime session)', () => {
     expect(answer.headers['x-should-retry']).toBe('false');
     expect(up.requests.length).toBe(before);
     const inv = await invocationByRequestId(t, tenant.workspaceId, answer.headers['x-nexus-request-id']!);
-    expect(inv).toMatchObject({ status: 'REJECTED', errorCode: 'websocket_not_supported', endpoint: 'v1/realtime' });
+    expect(inv).toMatchObject({ status: 'REJECTED', errorCode: 'websocket_not_supported', endpoint: 'v1/chat/completions' });
   });
 
-  it('is refused on any path, a metered one too', async () => {
+  it('is refused on an unmetered path too', async () => {
     const before = up.requests.length;
-    const answer = await handshake(open, 'v1/responses');
+    const answer = await handshake(open, 'v1/files');
     expect(answer.status).toBe(501);
     expect(answer.body.error.code).toBe('websocket_not_supported');
     expect(up.requests.length).toBe(before);

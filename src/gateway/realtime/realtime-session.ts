@@ -1,0 +1,344 @@
+/**
+ * One Realtime session: the client's WebSocket and the upstream's, frames relayed both ways as they come (audio is
+ * never reassembled), and its turns metered (docs/realtime.md).
+ *
+ * - A client's `response.create` is admitted before it is sent upstream: the key's row is read again (cached), its
+ *   access and connection authorized, the budget checked, and the turn's bound (its output cap, or the session's,
+ *   at most the plan's maxOutputTokens; its input: the conversation so far, the last turn's input and output) taken
+ *   on the access's quota lease. The client's frames after it wait for that decision, so their order upstream is
+ *   kept.
+ * - A `response.created` no client `response.create` asked for is a server-VAD turn: admitted as it runs. Refused,
+ *   it is cancelled upstream (`response.cancel`) and charged what it used.
+ * - A refused turn is not sent upstream: the client gets an `error` event naming the reason, and the session
+ *   closes with 1008 once the turns in flight have completed. A turn already admitted is never cut.
+ * - `response.done` settles its turn exactly by kind (realtime-turn.ts).
+ * - The client goes away: the upstream socket is closed, each turn in flight charged for what was delivered. The
+ *   upstream goes away: the client gets an `error` event and a close (1011), turns in flight charged likewise.
+ * - No frame either way and no pong for the idle timeout: closed (1000). The client is pinged a third of it.
+ */
+import type { RawData, WebSocket } from 'ws';
+import { AppError, toAppError } from '../../errors.js';
+import type { Logger } from '../../observability/logger.js';
+import { assertBudget, assertModelAllowed, authorizeCall } from '../admission.js';
+import type { CacheEntry } from '../auth-cache.js';
+import { boundUnits, MAX_CALL_UNITS } from '../../domain/quota/quota-math.js';
+import {
+  carriesOutput,
+  errorEvent,
+  eventType,
+  parseEvent,
+  PARSED_SERVER_EVENTS,
+  responseCap,
+  responseOf,
+  sessionCap,
+  usageOf,
+} from './realtime-events.js';
+import { recordTurn, Turn, type TurnContext, type TurnEnd } from './realtime-turn.js';
+
+/** The output bound of a turn whose plan names no maxOutputTokens. */
+const DEFAULT_OUTPUT_BOUND = 4096n;
+/** How many bytes of a frame are decoded to find its type (an audio delta is not decoded whole). */
+const HEAD_BYTES = 200;
+
+export interface SessionDeps {
+  ctx: TurnContext;
+  logger: Logger;
+  /** The key's row as the cache has it now (a turn is authorized on it). */
+  lookup(): Promise<CacheEntry>;
+  /** The key's row read again, bypassing the cache (a turn's admission found its period over). */
+  reload(): Promise<CacheEntry>;
+  idleTimeoutMs: number;
+  /** The session ended (both sockets closed): its totals. */
+  ended(session: RealtimeSession, tokens: bigint): void;
+}
+
+type Frame = [RawData, boolean];
+
+const textOf = (data: RawData): Buffer => (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data));
+
+export class RealtimeSession {
+  /** Turns admitted on the client's `response.create`, sent upstream, their `response.created` not yet seen. */
+  private readonly asked: Turn[] = [];
+  /** Turns under way upstream, by response id. */
+  private readonly running = new Map<string, Turn>();
+  /** The turn whose output frames are being relayed (the last begun). */
+  private latest: Turn | undefined;
+  /** While a turn's admission is decided: the client's frames after its `response.create`, in order. */
+  private waiting: Frame[] | null = null;
+  private cap: number | 'inf' | undefined;
+  /** The conversation so far, as the last `response.done` reported it: the next turn's input bound. */
+  private conversation = 0n;
+  private tokens = 0n;
+  /** Set once a turn was refused, or the session is ending: no new turn; the close to make once none is in flight. */
+  private closing: { code: number; reason: string } | undefined;
+  private ended = false;
+  private lastActivity = Date.now();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    readonly client: WebSocket,
+    readonly upstream: WebSocket,
+    private readonly deps: SessionDeps,
+  ) {
+    client.on('message', (data, binary) => this.fromClient(data, binary));
+    client.on('pong', () => this.touch());
+    client.on('ping', () => this.touch());
+    client.on('close', () => this.clientGone());
+    client.on('error', () => this.clientGone());
+    upstream.on('message', (data, binary) => this.fromUpstream(data, binary));
+    upstream.on('close', (code) => this.upstreamGone(`the provider closed the session (${code})`));
+    upstream.on('error', (err) => this.upstreamGone(`the provider's socket failed: ${err.message}`));
+    upstream.resume();
+    const every = Math.max(250, Math.floor(deps.idleTimeoutMs / 3));
+    this.timer = setInterval(() => this.beat(), every);
+    this.timer.unref();
+  }
+
+  get accessId(): string {
+    return this.deps.ctx.auth.workspace_access_id;
+  }
+
+  /** Closes the session now (a shutdown): turns in flight are charged for what was delivered. */
+  shutDown(): void {
+    this.finish(1001, 'Nexus is shutting down', 'server_shutdown');
+  }
+
+  private touch(): void {
+    this.lastActivity = Date.now();
+  }
+
+  private beat(): void {
+    if (Date.now() - this.lastActivity >= this.deps.idleTimeoutMs) {
+      this.sendClient(errorEvent('session_idle_timeout', `No frame for ${this.deps.idleTimeoutMs} ms: the session is closed`));
+      this.finish(1000, 'idle timeout', 'session_idle_timeout');
+      return;
+    }
+    if (this.client.readyState === this.client.OPEN) this.client.ping();
+  }
+
+  private sendClient(data: RawData | string, binary = false): void {
+    if (this.client.readyState === this.client.OPEN) this.client.send(data, { binary });
+  }
+
+  private fromClient(data: RawData, binary: boolean): void {
+    this.touch();
+    if (this.waiting) {
+      this.waiting.push([data, binary]);
+      return;
+    }
+    this.relayClient(data, binary);
+  }
+
+  /** A client frame, its turn's admission (if it asks for one) decided before it and what follows go upstream. */
+  private relayClient(data: RawData, binary: boolean): void {
+    if (this.ended) return;
+    if (!binary) {
+      const text = textOf(data);
+      if (eventType(text.subarray(0, HEAD_BYTES).toString('utf8')) === 'response.create') {
+        this.waiting = [];
+        void this.askedTurn(text);
+        return;
+      }
+    }
+    if (this.upstream.readyState === this.upstream.OPEN) this.upstream.send(data, { binary });
+  }
+
+  private async askedTurn(frame: Buffer): Promise<void> {
+    const event = parseEvent(frame.toString('utf8')) ?? {};
+    const turn = this.closing ? this.closing.reason : await this.admit(true, responseCap(event));
+    if (typeof turn === 'string' || turn instanceof AppError) {
+      const err = typeof turn === 'string' ? new AppError('quota_insufficient', turn) : turn;
+      const eventId = typeof event.event_id === 'string' ? event.event_id : undefined;
+      this.refuse(err, eventId);
+    } else if (!this.ended && this.upstream.readyState === this.upstream.OPEN) {
+      this.asked.push(turn);
+      this.upstream.send(frame, { binary: false });
+    } else {
+      recordTurn(this.deps.ctx, turn, { status: 'CLIENT_ABORTED', attempt: 'ABORTED', errorCode: 'client_aborted', usage: null });
+    }
+    const queued = this.waiting ?? [];
+    this.waiting = null;
+    for (let i = 0; i < queued.length; i++) {
+      if (this.waiting) {
+        (this.waiting as Frame[]).push(...queued.slice(i));
+        return;
+      }
+      this.relayClient(...queued[i]!);
+    }
+    this.closeIfQuiet();
+  }
+
+  /** A turn refused: its client told why; the session closes 1008 once no turn is in flight. */
+  private refuse(err: AppError, eventId?: string): void {
+    this.sendClient(errorEvent(err.code, err.message, eventId));
+    this.closing ??= { code: 1008, reason: err.code };
+    this.closeIfQuiet();
+  }
+
+  private closeIfQuiet(): void {
+    if (!this.closing || this.asked.length || this.running.size || this.waiting) return;
+    this.finish(this.closing.code, this.closing.reason, null);
+  }
+
+  /**
+   * A turn's admission: its key's row (as cached) authorized again, the budget, the model, and its bound on the
+   * access's quota lease. Resolves with the turn, or the refusal.
+   */
+  private async admit(byClient: boolean, asked: number | 'inf' | undefined): Promise<Turn | AppError> {
+    const { ctx } = this.deps;
+    try {
+      let entry = await this.deps.lookup();
+      for (let reloaded = false; ; reloaded = true) {
+        const now = ctx.meter.clock.now();
+        const auth = authorizeCall(entry.row, now);
+        assertBudget(auth, now);
+        const policy = ctx.meter.modelPolicy(auth);
+        assertModelAllowed(policy, ctx.model);
+        const pricing = policy.pricingFor(ctx.model);
+        const planMax = auth.max_output_tokens ? BigInt(auth.max_output_tokens) : DEFAULT_OUTPUT_BOUND;
+        const cap = typeof asked === 'number' ? asked : asked === 'inf' ? undefined : typeof this.cap === 'number' ? this.cap : undefined;
+        const output = cap !== undefined && BigInt(cap) < planMax ? BigInt(cap) : planMax;
+        const bound = boundUnits(this.conversation, output, pricing);
+        if (!auth.period_id || !auth.period_end) throw new AppError('quota_insufficient', 'The access has no current quota period');
+        if (bound > MAX_CALL_UNITS)
+          throw new AppError('quota_insufficient', `This turn may need up to ${bound} units, more than a period holds`);
+        const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
+        const held = await ctx.meter.leases.admit(target, bound);
+        if (held.ok) {
+          const turn = new Turn(now, byClient, this.conversation, output, pricing);
+          turn.admission = held.admission;
+          return turn;
+        }
+        if (held.periodOver && !reloaded) {
+          entry = await this.deps.reload();
+          continue;
+        }
+        throw new AppError('quota_insufficient', `This turn may need up to ${bound} units; ${held.available} are available`, {
+          reset_at: auth.period_end.toISOString(),
+        });
+      }
+    } catch (err) {
+      return toAppError(err);
+    }
+  }
+
+  private fromUpstream(data: RawData, binary: boolean): void {
+    this.touch();
+    if (!binary) {
+      const buf = textOf(data);
+      const type = eventType(buf.subarray(0, HEAD_BYTES).toString('utf8'));
+      if (carriesOutput(type)) this.latest?.output();
+      else if (PARSED_SERVER_EVENTS.has(type)) this.serverEvent(type, parseEvent(buf.toString('utf8')) ?? {});
+    }
+    this.sendClient(data, binary);
+    this.closeIfQuiet();
+  }
+
+  private serverEvent(type: string, event: Record<string, unknown>): void {
+    if (type === 'session.created' || type === 'session.updated') {
+      this.cap = sessionCap(event) ?? this.cap;
+    } else if (type === 'response.created') {
+      this.began(responseOf(event).id);
+    } else if (type === 'response.done') {
+      this.done(event);
+    } else if (type === 'error') {
+      const code = (event.error as { code?: unknown } | undefined)?.code;
+      this.deps.logger.info({
+        msg: 'realtime upstream error event',
+        requestId: this.deps.ctx.sessionId,
+        code: typeof code === 'string' ? code : '',
+      });
+    }
+  }
+
+  /** A response begins upstream: the client's turn asked first, else a server-VAD turn, admitted now. */
+  private began(responseId: string | null): void {
+    let turn = this.asked.shift();
+    if (!turn) {
+      const { ctx } = this.deps;
+      const planMax = ctx.auth.max_output_tokens ? BigInt(ctx.auth.max_output_tokens) : DEFAULT_OUTPUT_BOUND;
+      const pricing = ctx.meter.modelPolicy(ctx.auth).pricingFor(ctx.model);
+      const vad = new Turn(ctx.meter.clock.now(), false, this.conversation, planMax, pricing);
+      vad.admitting = this.admitVad(vad);
+      turn = vad;
+    }
+    turn.responseId = responseId;
+    this.running.set(responseId ?? turn.id, turn);
+    this.latest = turn;
+  }
+
+  /** A server-VAD turn already under way: admitted at its bound, or cancelled upstream and charged what it uses. */
+  private async admitVad(turn: Turn): Promise<void> {
+    const admitted = this.closing ? new AppError('quota_insufficient', this.closing.reason) : await this.admit(false, undefined);
+    if (!(admitted instanceof AppError)) {
+      turn.admission = admitted.admission;
+      return;
+    }
+    // Refused: what it uses is still charged, beyond any bound (an ADJUSTMENT past the lease), and it ends here.
+    const auth = this.deps.ctx.auth;
+    if (auth.period_id) {
+      const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
+      const held = await this.deps.ctx.meter.leases.admit(target, 0n).catch(() => undefined);
+      if (held?.ok) turn.admission = held.admission;
+    }
+    if (this.upstream.readyState === this.upstream.OPEN && turn.responseId)
+      this.upstream.send(JSON.stringify({ type: 'response.cancel', response_id: turn.responseId }));
+    this.refuse(admitted);
+  }
+
+  private done(event: Record<string, unknown>): void {
+    const { id, status } = responseOf(event);
+    const turn = (id && this.running.get(id)) || this.latest;
+    if (!turn) return;
+    this.running.delete(turn.responseId ?? turn.id);
+    if (this.latest === turn) this.latest = undefined;
+    const usage = usageOf(event);
+    if (usage) this.conversation = usage.inputTokens + usage.outputTokens;
+    const failed = status === 'failed';
+    void this.settle(turn, {
+      status: failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
+      attempt: failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
+      errorCode: usage ? null : 'usage_missing',
+      usage: usage ?? turn.delivered(),
+    });
+  }
+
+  private async settle(turn: Turn, end: TurnEnd): Promise<void> {
+    if (end.usage) this.tokens += end.usage.inputTokens + end.usage.outputTokens;
+    await turn.admitting;
+    recordTurn(this.deps.ctx, turn, end);
+  }
+
+  private clientGone(): void {
+    this.finish(1000, 'client closed', 'client_aborted');
+  }
+
+  private upstreamGone(why: string): void {
+    if (this.ended) return;
+    this.sendClient(errorEvent('upstream_closed', `The provider ended the session: ${why}`));
+    this.finish(1011, 'upstream closed', 'upstream_stream_broken');
+  }
+
+  /**
+   * Ends the session once: both sockets closed, each turn in flight charged for what was delivered (`cause`: why it
+   * was cut; null when none can be), the turns asked for but not begun given back.
+   */
+  private finish(code: number, reason: string, cause: string | null): void {
+    if (this.ended) return;
+    this.ended = true;
+    clearInterval(this.timer);
+    const cut: TurnEnd = {
+      status: cause === 'client_aborted' ? 'CLIENT_ABORTED' : 'FAILED',
+      attempt: cause === 'client_aborted' ? 'ABORTED' : 'FAILED',
+      errorCode: cause ?? 'session_closed',
+      usage: null,
+    };
+    for (const turn of this.running.values()) void this.settle(turn, { ...cut, usage: turn.delivered() });
+    for (const turn of this.asked) void this.settle(turn, cut);
+    this.running.clear();
+    this.asked.length = 0;
+    if (this.upstream.readyState === this.upstream.OPEN) this.upstream.close(1000);
+    if (this.client.readyState === this.client.OPEN) this.client.close(code, reason);
+    this.deps.ended(this, this.tokens);
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * A Realtime session's turn: one model response, admitted on the access's quota lease at its bound before it may
+ * begin, settled when its `response.done` reports its usage, and recorded as a call of its own: an invocation
+ * (method GET, the session's endpoint, `streamed`), its usage event and its settlement on the lease, through the
+ * same recorder and statement as every gateway call (call-recorder.ts, call-repo.ts). The turns of one session
+ * share its request id (the handshake's `x-nexus-request-id`), which is how a session's turns are found together.
+ */
+import type { InvocationStatus, AttemptStatus } from '../../domain/invocations/invocation-types.js';
+import type { Pricing } from '../../domain/quota/model-pricing.js';
+import type { Admission } from '../../domain/quota/quota-leases.js';
+import { chargeUnits } from '../../domain/quota/quota-math.js';
+import { storableText } from '../../domain/storable-text.js';
+import { newId } from '../../ids.js';
+import { kindsOf, type Usage } from '../../protocols/usage.js';
+import type { CallMeter } from '../call-meter.js';
+import { callRows, type AuthRow, type Consumption } from '../call-repo.js';
+import { invocationRecord, MAX_NAME_LENGTH, type CallOpened } from '../invocation-record.js';
+
+export class Turn {
+  readonly id = newId();
+  readonly startedAt: Date;
+  readonly t0 = process.hrtime.bigint();
+  /** Its bound on the lease (none: refused, or its admission still under way). */
+  admission: Admission | undefined;
+  /** Resolves once its admission is decided (a server-VAD turn is admitted while it already runs). */
+  admitting: Promise<void> = Promise.resolve();
+  responseId: string | null = null;
+  /** Frames of its output relayed (text, audio and transcript deltas): what it is charged for should it end without usage. */
+  outputEvents = 0n;
+  /** When its first output reached the client. */
+  tFirstOutput: bigint | undefined;
+  settled = false;
+
+  constructor(
+    now: Date,
+    /** Begun by the client's `response.create` (false: by the server's voice activity detection). */
+    readonly byClient: boolean,
+    readonly inputBound: bigint,
+    readonly outputBound: bigint,
+    readonly pricing: Pricing,
+  ) {
+    this.startedAt = now;
+  }
+
+  /** A frame of its output is relayed. */
+  output(): void {
+    this.outputEvents++;
+    this.tFirstOutput ??= process.hrtime.bigint();
+  }
+
+  /**
+   * What it is counted for without a `response.done` (its client or upstream went away mid-turn): the
+   * conversation's input bound, and one output token per output frame relayed, at most its output bound (the
+   * rule of a stream that broke off, charge.ts).
+   */
+  delivered(): Usage {
+    const out = this.outputEvents < this.outputBound ? this.outputEvents : this.outputBound;
+    return { inputTokens: this.inputBound, cachedInputTokens: 0n, outputTokens: out };
+  }
+}
+
+/** How a turn ended, for its record. */
+export interface TurnEnd {
+  status: InvocationStatus;
+  attempt: AttemptStatus;
+  errorCode: string | null;
+  errorMessage?: string | null;
+  /** Its usage as reported (exact), or as delivered (an estimate: see Turn.delivered); null: charged nothing. */
+  usage: Usage | null;
+}
+
+/** What a session's turns are recorded with. */
+export interface TurnContext {
+  meter: CallMeter;
+  auth: AuthRow;
+  /** The session's request id, shared by its turns' records. */
+  sessionId: string;
+  traceId: string | null;
+  endpoint: string;
+  model: string;
+}
+
+const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
+
+/** Settles the turn on its lease and hands its record to the recorder; returns what it was charged (units). */
+export function recordTurn(ctx: TurnContext, turn: Turn, end: TurnEnd): bigint {
+  if (turn.settled) return 0n;
+  turn.settled = true;
+  const { meter, auth } = ctx;
+  const now = meter.clock.now();
+  const tEnd = process.hrtime.bigint();
+  const usage = end.usage;
+  const units = usage ? chargeUnits(usage, turn.pricing) : null;
+  const admission = turn.admission;
+  const take = admission ? meter.leases.settle(admission, units) : 0n;
+  const model = storableText(ctx.model, MAX_NAME_LENGTH);
+  const consumed: Consumption | null =
+    usage && units !== null && admission
+      ? {
+          units,
+          inputTokens: usage.inputTokens,
+          cachedInputTokens: usage.cachedInputTokens,
+          outputTokens: usage.outputTokens,
+          cacheWriteTokens: null,
+          reasoningTokens: null,
+          ...kindsOf(usage),
+          model: model || null,
+          pricing: turn.pricing,
+        }
+      : null;
+  const opened: CallOpened = {
+    id: turn.id,
+    workspaceId: auth.workspace_id,
+    accessId: auth.workspace_access_id,
+    connectionId: auth.connection_id!,
+    keyId: auth.key_id,
+    planId: auth.plan_id,
+    requestId: ctx.sessionId,
+    traceId: ctx.traceId,
+    method: 'GET',
+    endpoint: ctx.endpoint,
+    startedAt: turn.startedAt,
+    metered: true,
+  };
+  const durationMs = msSince(turn.t0, tEnd);
+  const ttft = turn.tFirstOutput === undefined ? null : msSince(turn.t0, turn.tFirstOutput);
+  const invocation = invocationRecord(
+    opened,
+    { requestedModel: ctx.model, streamed: true, leaseId: admission?.lease.id ?? null },
+    {
+      upstream: true,
+      status: end.status,
+      errorCode: end.errorCode,
+      errorMessage: end.errorMessage ?? null,
+      quotaUnits: consumed ? consumed.units : 0n,
+      completedAt: now,
+      totalLatencyMs: durationMs,
+      upstreamResponseId: turn.responseId,
+      attemptId: newId(),
+      attemptStatus: end.attempt,
+      upstreamModel: model,
+      httpStatus: 101,
+      attemptStartedAt: turn.startedAt,
+      attemptDurationMs: durationMs,
+      providerLatencyMs: durationMs,
+      providerTtftMs: ttft,
+      totalTtftMs: ttft,
+    },
+  );
+  const rows = callRows({ invocation, lease: admission ? { id: admission.lease.id, bound: admission.bound, take } : undefined, consumed });
+  meter.recorder.record(
+    {
+      ...rows,
+      requestId: ctx.sessionId,
+      keyId: auth.key_id,
+      lastRequestAt: auth.last_request_at,
+      admission,
+      span: undefined,
+    },
+    now,
+  );
+  meter.report?.(invocation, consumed, 101, undefined);
+  return consumed ? consumed.units : 0n;
+}
