@@ -7,19 +7,19 @@
 import type { Request, Response } from 'express';
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
-import type { IncomingMessage } from 'node:http';
 import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
 import { AppError, errorBody, toAppError } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
-import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
+import type { Principal } from '../domain/management-keys/management-key-service.js';
 import { assertStorable } from '../domain/storable-text.js';
 import { hasUuidForm } from '../ids.js';
 import type { IdempotencyService } from '../domain/idempotency/idempotency-service.js';
 import type { Handler, HandlerMap, HandlerResult } from './handler.js';
-import { bearerOf, writeError } from '../web/error-response.js';
+import { writeError } from '../web/error-response.js';
 import type { RequestLocals } from '../web/locals.js';
 import type { PublicUrl } from './public-url.js';
+import type { AdminAuthentication } from './session-auth.js';
 import { isDateTime, validationError } from './validation.js';
 import { canonicalUuids, type UuidSchema } from './wire.js';
 
@@ -28,7 +28,8 @@ const addFormats = addFormatsPkg as unknown as (ajv: unknown) => unknown;
 export interface ApiDeps {
   definition: Document;
   handlers: HandlerMap;
-  managementKeys: ManagementKeyService;
+  /** Who calls: a Management Key, or a person's session (src/http/session-auth.ts). */
+  authentication: AdminAuthentication;
   idempotency: IdempotencyService;
   /** Link headers start with it; known once the server listens. */
   publicUrl: PublicUrl;
@@ -44,11 +45,6 @@ export function operationIdsOf(definition: Document): string[] {
     }
   }
   return ids;
-}
-
-/** The token of `Authorization: Bearer <token>`, if that is what the request sent. */
-function bearerToken(req: IncomingMessage): string | undefined {
-  return bearerOf(req.headers.authorization);
 }
 
 /**
@@ -197,10 +193,10 @@ function createBackend(definition: Document): OpenAPIBackend {
   });
 }
 
-/** Who may call: the Management Key; an inference key here is a gateway call sent to the wrong path. */
+/** Who may call: a Management Key or a person's session; an inference key here is a gateway call sent to the wrong path. */
 function registerSecurity(api: OpenAPIBackend, deps: ApiDeps): void {
   api.registerSecurityHandler('managementKey', async (_c: Context, req: Request): Promise<Principal> => {
-    return deps.managementKeys.authenticate(bearerToken(req));
+    return deps.authentication.authenticate(req);
   });
   // The gateway is served by its own router; reaching it here means the path
   // did not match a gateway route.

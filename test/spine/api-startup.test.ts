@@ -138,7 +138,7 @@ it('refuses to start when an operation of the contract has no handler, naming it
   const deps = {
     definition: contract,
     handlers,
-    managementKeys: {} as never,
+    authentication: {} as never,
     idempotency: {} as never,
     publicUrl: createPublicUrl({ publicUrl: undefined, host: '127.0.0.1', port: 8080, trustProxy: false }),
   };
