@@ -1266,6 +1266,39 @@ export class GatewayResource extends NexusResource {
 }
 
 /**
+ * People: listSessions, revokeSession.
+ *
+ * The sessions of the persons signed in to the console (docs/people.md).
+ */
+export class PeopleResource extends NexusResource {
+  /**
+   * List sessions
+   *
+   * The sessions that have not ended (not signed out, not revoked, neither idle nor past their absolute end),
+   * newest first, each with its person. Owners only: another caller is refused 403 `root_key_required`.
+   * A session's token is never shown: only its id.
+   *
+   * `GET /admin/v1/sessions` (`listSessions` in the function API)
+   */
+  listSessions(query?: Params<types.ListSessionsData['query']>, options?: RequestOptions): PagePromise<types.ListSessionsResponses[200][number]> {
+    return this._core._list<types.ListSessionsResponses[200][number]>(sdk.listSessions, { query }, options);
+  }
+
+  /**
+   * Revoke a session
+   *
+   * Ends the session now: its next request, on any process, is refused 401 `invalid_session`. Audited
+   * (`session.revoked`). A session that has ended already, or none with that id, is 404 `session_not_found`.
+   * Owners only.
+   *
+   * `DELETE /admin/v1/sessions/{sessionId}` (`revokeSession` in the function API)
+   */
+  revokeSession(sessionId: string, options?: RequestOptions): NexusPromise<types.RevokeSessionResponses[keyof types.RevokeSessionResponses]> {
+    return this._core._call<types.RevokeSessionResponses[keyof types.RevokeSessionResponses]>(sdk.revokeSession, { path: { sessionId } }, options);
+  }
+}
+
+/**
  * System: getHealth, getReadiness.
  *
  * Health and readiness.
@@ -1364,6 +1397,12 @@ export class Nexus extends NexusCore {
    * The metered proxy to upstream providers, called with an Inference Key.
    */
   readonly gateway: GatewayResource = new GatewayResource(this);
+  /**
+   * People
+   *
+   * The sessions of the persons signed in to the console (docs/people.md).
+   */
+  readonly people: PeopleResource = new PeopleResource(this);
   /**
    * System
    *

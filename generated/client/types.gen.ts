@@ -687,6 +687,44 @@ export type PlanPassthroughClassesDto = {
     passthroughClasses: PassthroughClasses;
 };
 
+export type SessionDto = {
+    id: string;
+    person: SessionPersonDto;
+    /**
+     * The id of the OpenID Connect provider signed in with; null for a login link (`nexus login-link`).
+     */
+    provider: string | null;
+    /**
+     * Whether the person signed in as an owner of the installation.
+     */
+    owner: boolean;
+    createdAt: string;
+    /**
+     * The session's last use (kept to the minute); it ends when unused for the idle time.
+     */
+    lastSeenAt: string;
+    /**
+     * Its absolute end, however used.
+     */
+    expiresAt: string;
+};
+
+export type SessionPersonDto = {
+    /**
+     * The provider's issuer (`nexus:login-link` for the owner signed in by a link).
+     */
+    issuer: string;
+    /**
+     * The person's subject at that issuer.
+     */
+    subject: string;
+    /**
+     * The verified email the provider sent, if any.
+     */
+    email: string | null;
+    name: string | null;
+};
+
 export type PlanStatus = 'DRAFT' | 'ACTIVE' | 'ARCHIVED';
 
 export type BillingInterval = 'MONTH' | 'YEAR';
@@ -2090,6 +2128,8 @@ export type ProviderConnectionIdPath = string;
  *
  */
 export type ProviderPath = string;
+
+export type SessionId = string;
 
 export type PlanIdParam = string;
 
@@ -4638,6 +4678,103 @@ export type SetPlanPassthroughClassesResponses = {
 };
 
 export type SetPlanPassthroughClassesResponse = SetPlanPassthroughClassesResponses[keyof SetPlanPassthroughClassesResponses];
+
+export type ListSessionsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/sessions';
+};
+
+export type ListSessionsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListSessionsError = ListSessionsErrors[keyof ListSessionsErrors];
+
+export type ListSessionsResponses = {
+    /**
+     * A page of sessions.
+     */
+    200: Array<SessionDto>;
+};
+
+export type ListSessionsResponse = ListSessionsResponses[keyof ListSessionsResponses];
+
+export type RevokeSessionData = {
+    body?: never;
+    path: {
+        sessionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/sessions/{sessionId}';
+};
+
+export type RevokeSessionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type RevokeSessionError = RevokeSessionErrors[keyof RevokeSessionErrors];
+
+export type RevokeSessionResponses = {
+    /**
+     * Revoked.
+     */
+    204: void;
+};
+
+export type RevokeSessionResponse = RevokeSessionResponses[keyof RevokeSessionResponses];
 
 export type ListPlansData = {
     body?: never;

@@ -13,6 +13,7 @@ import { auditLogHandlers } from './audit-logs/audit-logs.js';
 import { billingHandlers } from './billing/billing.js';
 import { webhookHandlers } from './webhooks/webhooks.js';
 import { moneyHandlers } from './money/money.js';
+import { peopleHandlers } from './people/people.js';
 
 export function createHandlers(services: Services, context: HandlerContext): HandlerMap {
   const areas: HandlerMap[] = [
@@ -28,6 +29,7 @@ export function createHandlers(services: Services, context: HandlerContext): Han
     billingHandlers(services),
     webhookHandlers(services),
     moneyHandlers(services),
+    peopleHandlers(services),
   ];
   const all: HandlerMap = {};
   for (const area of areas) {

@@ -132,25 +132,35 @@ async function finish(
   // The redirect URI sent at the token endpoint is the registered one, whatever host the callback came by.
   const current = new URL(input.redirectUri);
   current.search = input.callbackUrl.search;
-  let tokens;
+  let claims;
+  let idToken;
   try {
-    tokens = await oidc.authorizationCodeGrant(config, current, {
+    const tokens = await oidc.authorizationCodeGrant(config, current, {
       pkceCodeVerifier: verifier,
       expectedState: attempt.state,
       expectedNonce: attempt.nonce,
       idTokenExpected: true,
     });
+    claims = await claimsOf(config, tokens);
+    idToken = tokens.id_token;
   } catch (err) {
     const e = err as { error?: string; code?: string; message?: string };
     deps.logger.warn({ msg: 'a single sign-on callback was refused', provider: provider.id, reason: e.error ?? e.code ?? e.message });
     throw new AppError('sign_in_failed', `The provider did not sign you in (${e.error ?? e.code ?? 'refused'})`);
   }
-  const claims = tokens.claims()!;
   const name = typeof claims.name === 'string' ? claims.name : null;
-  return {
-    person: { issuer: claims.iss, subject: claims.sub, email: emailOf(provider, claims), name },
-    idToken: tokens.id_token,
-  };
+  return { person: { issuer: claims.iss, subject: claims.sub, email: emailOf(provider, claims), name }, idToken };
+}
+
+/**
+ * The ID token's claims, with the UserInfo endpoint's email and name when the ID token carries none (a provider
+ * may keep the scopes' claims for UserInfo alone, as OpenID Connect Core 5.4 allows when an access token is issued).
+ */
+async function claimsOf(config: oidc.Configuration, tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers) {
+  const claims = tokens.claims()!;
+  if (claims.email !== undefined || !config.serverMetadata().userinfo_endpoint || !tokens.access_token) return claims;
+  const info = await oidc.fetchUserInfo(config, tokens.access_token, claims.sub);
+  return { ...claims, email: info.email, email_verified: info.email_verified, name: claims.name ?? info.name };
 }
 
 /** Where the browser ends its session at the provider, when the provider offers that (end_session_endpoint). */

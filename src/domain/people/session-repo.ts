@@ -1,6 +1,7 @@
 /** The SQL of persons and their sessions. */
 import type { Queryable } from '../../db/database.js';
 import { bindDeps } from '../bind.js';
+import { paginate, type Page, type PageRequest } from '../pagination.js';
 
 export interface PersonRow {
   id: string;
@@ -63,18 +64,20 @@ async function revoke(db: Queryable, id: string, at: Date, q: Queryable = db): P
   return row;
 }
 
-/** The sessions that have not ended at `now`, newest first, with their persons. */
-async function listLive(db: Queryable, now: Date, limit: number, q: Queryable = db): Promise<SessionWithPerson[]> {
-  return q('sessions as s')
+/** The sessions that have not ended (not revoked, not past `now`, used since `idleSince`), newest first, with their persons. */
+async function listLive(
+  db: Queryable,
+  live: { now: Date; idleSince: Date },
+  page: PageRequest,
+  q: Queryable = db,
+): Promise<Page<SessionWithPerson>> {
+  const query = q('sessions as s')
     .join('persons as p', 'p.id', 's.person_id')
     .whereNull('s.revoked_at')
-    .where('s.expires_at', '>', now)
-    .orderBy([
-      { column: 's.created_at', order: 'desc' },
-      { column: 's.id', order: 'desc' },
-    ])
-    .limit(limit)
-    .select<SessionWithPerson[]>('s.*', 'p.email', 'p.name', 'p.subject', 'p.issuer');
+    .where('s.expires_at', '>', live.now)
+    .where('s.last_seen_at', '>', live.idleSince)
+    .select('s.*', 'p.email', 'p.name', 'p.subject', 'p.issuer');
+  return paginate<SessionWithPerson>(query, page, 's.id');
 }
 
 export function createSessionRepo(db: Queryable) {

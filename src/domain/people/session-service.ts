@@ -11,6 +11,7 @@ import { isUuid, newId } from '../../ids.js';
 import { requireRoot, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import { bindDeps } from '../bind.js';
+import type { Page, PageRequest } from '../pagination.js';
 import { constantTimeEqual, generateToken, type KeyHasher } from '../security/key-hash.js';
 import type { SecretBox } from '../security/secret-box.js';
 import type { SessionRepo, SessionWithPerson } from './session-repo.js';
@@ -142,11 +143,10 @@ async function end(deps: SessionDeps, token: string): Promise<{ provider: string
 }
 
 /** The sessions that have not ended, newest first (owners only). */
-async function list(deps: SessionDeps, actor: Actor, limit: number): Promise<SessionWithPerson[]> {
+async function list(deps: SessionDeps, actor: Actor, page: PageRequest): Promise<Page<SessionWithPerson>> {
   requireRoot(actor);
   const now = deps.clock.now();
-  const live = await deps.sessionRepo.listLive(now, limit);
-  return live.filter((s) => idleEnd(deps, s.last_seen_at) > now);
+  return deps.sessionRepo.listLive({ now, idleSince: new Date(now.getTime() - deps.idleMs) }, page);
 }
 
 /** Ends a session now (owners only); audited. */
