@@ -14,6 +14,7 @@
  * Operations that no resource of a workspace addresses:
  *   listWorkspaces        B's scoped key lists B's workspace only (200).
  *   createWorkspace       root-only: B's scoped key is refused 403 root_key_required.
+ *   listSessions, revokeSession   the installation's sessions, owners only: 403 root_key_required.
  *   getHealth, getReadiness   public probes: 200 without a key.
  *   receiveBillingWebhook authenticated by the provider's signature, not a key: no signature,
  *                         a wrong one, or one made with B's connection's secret: 400 invalid_signature.
@@ -61,6 +62,7 @@ interface Fixtures {
   messageId: string;
   routeId: string;
   priceId: string;
+  sessionId: string;
   apiKey: string;
   webhookSecret: string;
 }
@@ -84,6 +86,7 @@ const NOT_FOUND: Record<Param, string> = {
   messageId: 'webhook_message_not_found',
   routeId: 'gateway_route_not_found',
   priceId: 'price_not_found',
+  sessionId: 'session_not_found',
 };
 
 const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:00:00Z' };
@@ -170,6 +173,9 @@ const ALL = operations();
 const UNADDRESSED: Record<string, { status: number; code?: string }> = {
   listWorkspaces: { status: 200 },
   createWorkspace: { status: 403, code: 'root_key_required' },
+  // The installation's sessions: owners only.
+  listSessions: { status: 403, code: 'root_key_required' },
+  revokeSession: { status: 403, code: 'root_key_required' },
 };
 const PUBLIC = new Set(['getHealth', 'getReadiness', 'receiveBillingWebhook']);
 
@@ -240,7 +246,11 @@ async function fixtures(name: string): Promise<Fixtures> {
     body: { modelPattern: 'gpt-*', inputPerMillion: '2.5', outputPerMillion: '10', effectiveFrom: PERIOD.periodStart },
   });
   expect(price.response.status).toBe(201);
+  // A person's session (an owner signed in by a login link).
+  const link = await t.nexus.services.people.signIn.createLoginLink();
+  const session = await t.nexus.services.people.signIn.redeemLoginLink(link.token);
   const fixture: Fixtures = {
+    sessionId: session.sessionId,
     priceId: price.data.id,
     routeId: route.data.id,
     workspaceId,
