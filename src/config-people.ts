@@ -52,8 +52,8 @@ const minutes = (min: number, max: number, fallback: number) =>
     .max(max, { error: `must be <= ${max}` })
     .default(fallback);
 
-/** The variables, spread into src/config.ts's schema. */
-export const peopleVariables = {
+/** The variables, whose shape src/config.ts's schema takes in. */
+export const peopleVariables = z.object({
   // One provider by its own variables, or several as JSON; both may be set (the ids must differ).
   NEXUS_OIDC_ISSUER: issuerUrl.optional(),
   NEXUS_OIDC_CLIENT_ID: z.string().min(1).optional(),
@@ -64,17 +64,23 @@ export const peopleVariables = {
   NEXUS_OIDC_PROVIDERS: providersJson.optional(),
   NEXUS_OWNER_EMAILS: z
     .string()
-    .transform((v) => Object.freeze(v.split(',').map((email) => email.trim().toLowerCase()).filter(Boolean)))
+    .transform((v) =>
+      Object.freeze(
+        v
+          .split(',')
+          .map((email) => email.trim().toLowerCase())
+          .filter(Boolean),
+      ),
+    )
     .optional(),
   NEXUS_SESSION_IDLE_MINUTES: minutes(1, 24 * 60, 60),
   NEXUS_SESSION_MAX_HOURS: minutes(1, 24 * 30, 12),
   NEXUS_SESSION_COOKIE_SECURE: flag(true),
   NEXUS_LOGIN_LINK_MINUTES: minutes(1, 24 * 60, 15),
   NEXUS_CONSOLE_KEY_SIGN_IN: flag(true),
-};
+});
 
-const peopleSchema = z.object(peopleVariables);
-type PeopleVariables = z.output<typeof peopleSchema>;
+type PeopleVariables = z.output<typeof peopleVariables>;
 
 export class PeopleConfigError extends Error {}
 
@@ -84,7 +90,9 @@ function providersOf(v: PeopleVariables): readonly OidcProviderConfig[] {
   const single = [v.NEXUS_OIDC_ISSUER, v.NEXUS_OIDC_CLIENT_ID, v.NEXUS_OIDC_CLIENT_SECRET];
   if (single.some(Boolean)) {
     if (!single.every(Boolean)) {
-      throw new PeopleConfigError('NEXUS_OIDC_ISSUER, NEXUS_OIDC_CLIENT_ID and NEXUS_OIDC_CLIENT_SECRET go together: set all three, or none');
+      throw new PeopleConfigError(
+        'NEXUS_OIDC_ISSUER, NEXUS_OIDC_CLIENT_ID and NEXUS_OIDC_CLIENT_SECRET go together: set all three, or none',
+      );
     }
     providers.push({
       id: v.NEXUS_OIDC_ID,
@@ -108,7 +116,7 @@ export function peopleFields(v: PeopleVariables) {
     /** OpenID Connect providers people sign in with (none: only `nexus login-link` signs a person in). */
     oidcProviders: providersOf(v),
     /** Verified email addresses (lower case) whose person is an owner of the installation when they sign in. */
-    ownerEmails: v.NEXUS_OWNER_EMAILS ?? (Object.freeze([]) as readonly string[]),
+    ownerEmails: v.NEXUS_OWNER_EMAILS ?? Object.freeze<string[]>([]),
     /** A session unused this long ends. */
     sessionIdleMs: v.NEXUS_SESSION_IDLE_MINUTES * 60_000,
     /** A session ends this long after sign-in, used or not. */

@@ -164,7 +164,7 @@ const variables = z.object({
     .min(0, { error: 'must be >= 0' })
     .max(1, { error: 'must be <= 1' })
     .default(1),
-  ...peopleVariables,
+  ...peopleVariables.shape,
 });
 
 /**

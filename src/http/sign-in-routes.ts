@@ -52,7 +52,12 @@ function refusal(deps: SignInDeps, req: Request, res: Response, err: unknown): v
   const e = toAppError(err);
   if (e.status >= 500) (res.locals as RequestLocals).error = err;
   (res.locals as RequestLocals).errorCode = e.code;
-  page(res, e.status, 'Sign-in failed', `<p>${html(e.message)}</p>\n<p><a href="${html(consoleUrl(deps, req))}">Back to the console</a></p>`);
+  page(
+    res,
+    e.status,
+    'Sign-in failed',
+    `<p>${html(e.message)}</p>\n<p><a href="${html(consoleUrl(deps, req))}">Back to the console</a></p>`,
+  );
 }
 
 function setSession(res: Response, config: Config, session: StartedSession): void {

@@ -45,7 +45,13 @@ export class Browser {
     const res = await fetch(url, { ...init, headers, redirect: 'manual' });
     this.keep(res.headers);
     const location = res.headers.get('location') ?? undefined;
-    return { status: res.status, url, location: location ? new URL(location, url).href : undefined, body: await res.text(), headers: res.headers };
+    return {
+      status: res.status,
+      url,
+      location: location ? new URL(location, url).href : undefined,
+      body: await res.text(),
+      headers: res.headers,
+    };
   }
 
   /** GETs `url` and follows its redirects until an answer that is not one (or `stop` says so of a URL). */

@@ -256,7 +256,11 @@ describe('sessions end', () => {
     const { signedOut, providerSignOutUrl } = JSON.parse(out.body) as { signedOut: boolean; providerSignOutUrl: string };
     expect(signedOut).toBe(true);
     expect(browser.cookies.has(SESSION_COOKIE)).toBe(false);
-    const token = browser.setCookies.filter((c) => c.startsWith(`${SESSION_COOKIE}=`)).at(-2)!.split(';')[0]!.split('=')[1]!;
+    const token = browser.setCookies
+      .filter((c) => c.startsWith(`${SESSION_COOKIE}=`))
+      .at(-2)!
+      .split(';')[0]!
+      .split('=')[1]!;
     expect((await admin(Object.assign(new Browser(), { cookies: new Map([[SESSION_COOKIE, token]]) }), '/workspaces')).status).toBe(401);
 
     // The provider's end_session_endpoint, with the ID token as hint and the console to come back to.

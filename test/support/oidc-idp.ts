@@ -13,7 +13,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import Provider, { type KoaContextWithOIDC } from 'oidc-provider';
 
-export interface IdpPerson {
+interface IdpPerson {
   email: string;
   name: string;
   emailVerified?: boolean;
@@ -71,7 +71,7 @@ export async function startIdp(): Promise<Idp> {
             token_endpoint_auth_method: 'client_secret_basic',
           },
         ],
-        jwks: { keys: [jwk as never] },
+        jwks: { keys: [jwk] },
         cookies: { keys: ['idp-cookie-key-0123456789'] },
         pkce: { required: () => true },
         claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
@@ -92,7 +92,8 @@ export async function startIdp(): Promise<Idp> {
           return grant;
         },
       });
-      handle = provider.callback();
+      const callback = provider.callback();
+      handle = (req, res) => void callback(req, res);
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };

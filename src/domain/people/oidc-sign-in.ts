@@ -128,7 +128,10 @@ async function finish(
     throw new AppError('sign_in_failed', 'This sign-in expired or was already used: sign in again');
   }
   const config = await discover(deps, provider);
-  const verifier = deps.secretBox.open({ ciphertext: attempt.code_verifier_ciphertext, keyId: attempt.code_verifier_key_id }, `sign-in:${id}`);
+  const verifier = deps.secretBox.open(
+    { ciphertext: attempt.code_verifier_ciphertext, keyId: attempt.code_verifier_key_id },
+    `sign-in:${id}`,
+  );
   // The redirect URI sent at the token endpoint is the registered one, whatever host the callback came by.
   const current = new URL(input.redirectUri);
   current.search = input.callbackUrl.search;
@@ -184,7 +187,8 @@ async function endSessionUrl(
 }
 
 export function createOidcSignIn(deps: Omit<OidcDeps, 'discovered'>) {
-  return bindDeps({ ...deps, discovered: new Map() } as OidcDeps, { list, begin, finish, endSessionUrl });
+  const all: OidcDeps = { ...deps, discovered: new Map() };
+  return bindDeps(all, { list, begin, finish, endSessionUrl });
 }
 
 export type OidcSignIn = ReturnType<typeof createOidcSignIn>;

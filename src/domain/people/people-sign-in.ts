@@ -14,7 +14,7 @@ import type { SessionService, StartedSession } from './session-service.js';
 import type { SignInRepo } from './sign-in-repo.js';
 
 /** The issuer of the person a login link signs in: the installation's own owner, not any provider's. */
-export const LOGIN_LINK_ISSUER = 'nexus:login-link';
+const LOGIN_LINK_ISSUER = 'nexus:login-link';
 const LOGIN_LINK_PREFIX = 'nx-link-';
 
 interface PeopleSignInDeps {
@@ -54,7 +54,8 @@ async function createLoginLink(deps: PeopleSignInDeps): Promise<{ token: string;
 /** The link used (once, before it expires): a session as the installation's owner. */
 async function redeemLoginLink(deps: PeopleSignInDeps, token: string): Promise<StartedSession> {
   const used = token.startsWith(LOGIN_LINK_PREFIX) && (await deps.signInRepo.useLink(deps.hasher.hash(token), deps.clock.now()));
-  if (!used) throw new AppError('login_link_invalid', 'This sign-in link is not valid: it expired or was used. Run `nexus login-link` for another');
+  if (!used)
+    throw new AppError('login_link_invalid', 'This sign-in link is not valid: it expired or was used. Run `nexus login-link` for another');
   return deps.sessions.start({
     person: { issuer: LOGIN_LINK_ISSUER, subject: 'owner', email: null, name: 'Owner (sign-in link)' },
     provider: null,
@@ -65,5 +66,3 @@ async function redeemLoginLink(deps: PeopleSignInDeps, token: string): Promise<S
 export function createPeopleSignIn(deps: PeopleSignInDeps) {
   return bindDeps(deps, { signInWithProvider, createLoginLink, redeemLoginLink });
 }
-
-export type PeopleSignIn = ReturnType<typeof createPeopleSignIn>;

@@ -37,7 +37,15 @@ export function createPeople(deps: {
     idleMs: config.sessionIdleMs,
     maxMs: config.sessionMaxMs,
   });
-  const oidc = createOidcSignIn({ providers: config.oidcProviders, signInRepo, hasher, secretBox, clock, logger: deps.logger, fetch: deps.fetch });
+  const oidc = createOidcSignIn({
+    providers: config.oidcProviders,
+    signInRepo,
+    hasher,
+    secretBox,
+    clock,
+    logger: deps.logger,
+    fetch: deps.fetch,
+  });
   const signIn = createPeopleSignIn({
     oidc,
     sessions,

@@ -3,7 +3,7 @@ import type { Queryable } from '../../db/database.js';
 import { bindDeps } from '../bind.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 
-export interface PersonRow {
+interface PersonRow {
   id: string;
   issuer: string;
   subject: string;
@@ -13,7 +13,7 @@ export interface PersonRow {
   last_sign_in_at: Date;
 }
 
-export interface SessionRow {
+interface SessionRow {
   id: string;
   token_hash: string;
   person_id: string;

@@ -2,7 +2,7 @@
 import type { Queryable } from '../../db/database.js';
 import { bindDeps } from '../bind.js';
 
-export interface SignInAttemptRow {
+interface SignInAttemptRow {
   id: string;
   provider: string;
   state: string;
@@ -29,7 +29,11 @@ async function insertLink(db: Queryable, row: { id: string; token_hash: string; 
 
 /** Marks the unused, unexpired link with this hash used; whether there was one. */
 async function useLink(db: Queryable, tokenHash: string, now: Date, q: Queryable = db): Promise<boolean> {
-  const used = await q('login_links').where({ token_hash: tokenHash }).whereNull('used_at').where('expires_at', '>', now).update({ used_at: now });
+  const used = await q('login_links')
+    .where({ token_hash: tokenHash })
+    .whereNull('used_at')
+    .where('expires_at', '>', now)
+    .update({ used_at: now });
   return used === 1;
 }
 
