@@ -63,6 +63,7 @@ const e2e = [
   'test/console/console.investigate.browser.test.ts',
   'test/console/console.features.browser.test.ts',
   'test/console/console.passthrough.browser.test.ts',
+  'test/console/console.sso.browser.test.ts',
   'test/console/docs-page.browser.test.ts',
   'test/gateway/changes-take-effect.test.ts',
   'test/gateway/gateway.pglite.test.ts',

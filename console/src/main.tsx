@@ -136,7 +136,7 @@ function KeySignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
     if (ok) onSignedIn(key.trim());
   };
   return (
-    <form class="card form" onSubmit={(e) => void submit(e)} aria-label="Sign in with a Management Key">
+    <form class="card form" onSubmit={(e) => void submit(e)} aria-label="Sign in with a key">
       <h2>Management Key</h2>
       <Field
         label="Management Key"
