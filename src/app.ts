@@ -276,7 +276,12 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
   const api = createApi({
     definition,
     handlers: createHandlers(services, { clock, eventLoop }),
-    authentication: createAdminAuthentication({ config, managementKeys: services.managementKeys, sessions: services.people.sessions }),
+    authentication: createAdminAuthentication({
+      config,
+      managementKeys: services.managementKeys,
+      sessions: services.people.sessions,
+      members: services.people.members,
+    }),
     idempotency: services.idempotency,
     publicUrl,
   });

@@ -39,6 +39,7 @@ const errorStatus = {
   model_not_allowed: 403,
   csrf_token_invalid: 403,
   not_a_member: 403,
+  role_forbidden: 403,
   // 404
   route_not_found: 404,
   workspace_not_found: 404,
@@ -59,6 +60,7 @@ const errorStatus = {
   price_not_found: 404,
   budget_not_found: 404,
   session_not_found: 404,
+  member_not_found: 404,
   // 405
   method_not_allowed: 405,
   // 409

@@ -1266,11 +1266,48 @@ export class GatewayResource extends NexusResource {
 }
 
 /**
- * People: listSessions, revokeSession.
+ * People: listMembers, addMember, removeMember, listSessions, revokeSession.
  *
  * The sessions of the persons signed in to the console (docs/people.md).
  */
 export class PeopleResource extends NexusResource {
+  /**
+   * List a workspace's members
+   *
+   * The people who are members of the workspace, each with their role, newest first.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/members` (`listMembers` in the function API)
+   */
+  listMembers(workspaceId: string, query?: Params<types.ListMembersData['query']>, options?: RequestOptions): PagePromise<types.ListMembersResponses[200][number]> {
+    return this._core._list<types.ListMembersResponses[200][number]>(sdk.listMembers, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Add a member to a workspace
+   *
+   * Makes the person with this email a member of the workspace with one role, before or after they first
+   * sign in: they sign in with single sign-on when their provider vouches for the email (verified). One
+   * membership per email and workspace: another is 409 `conflict`. An archived workspace is 409
+   * `workspace_archived`. Audited (`member.added`).
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/members` (`addMember` in the function API)
+   */
+  addMember(workspaceId: string, body: Params<NonNullable<types.AddMemberData['body']>>, options?: RequestOptions): NexusPromise<types.AddMemberResponses[keyof types.AddMemberResponses]> {
+    return this._core._call<types.AddMemberResponses[keyof types.AddMemberResponses]>(sdk.addMember, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Remove a member
+   *
+   * Ends the membership: the person's next request in that workspace, on any process, is refused.
+   * Audited (`member.removed`).
+   *
+   * `DELETE /admin/v1/members/{memberId}` (`removeMember` in the function API)
+   */
+  removeMember(memberId: string, options?: RequestOptions): NexusPromise<types.RemoveMemberResponses[keyof types.RemoveMemberResponses]> {
+    return this._core._call<types.RemoveMemberResponses[keyof types.RemoveMemberResponses]>(sdk.removeMember, { path: { memberId } }, options);
+  }
+
   /**
    * List sessions
    *

@@ -687,6 +687,31 @@ export type PlanPassthroughClassesDto = {
     passthroughClasses: PassthroughClasses;
 };
 
+/**
+ * `admin`: everything in the workspace. `developer`: connections, routes, plans, prices, users and their
+ * keys; no billing, no members. `billing`: billing, budgets, prices, spend; read-only elsewhere.
+ * `support`: reads everything, suspends and resumes accesses, revokes inference keys, replays webhooks.
+ * `viewer`: reads everything. The table of each operation's roles is in docs/people.md.
+ *
+ */
+export type WorkspaceRole = 'admin' | 'developer' | 'billing' | 'support' | 'viewer';
+
+export type AddMemberDto = {
+    email: string;
+    role: WorkspaceRole;
+};
+
+export type MemberDto = {
+    id: string;
+    /**
+     * In lower case.
+     */
+    email: string;
+    workspaceId: string;
+    role: WorkspaceRole;
+    createdAt: string;
+};
+
 export type SessionDto = {
     id: string;
     person: SessionPersonDto;
@@ -2128,6 +2153,8 @@ export type ProviderConnectionIdPath = string;
  *
  */
 export type ProviderPath = string;
+
+export type MemberId = string;
 
 export type SessionId = string;
 
@@ -4678,6 +4705,170 @@ export type SetPlanPassthroughClassesResponses = {
 };
 
 export type SetPlanPassthroughClassesResponse = SetPlanPassthroughClassesResponses[keyof SetPlanPassthroughClassesResponses];
+
+export type ListMembersData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/members';
+};
+
+export type ListMembersErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListMembersError = ListMembersErrors[keyof ListMembersErrors];
+
+export type ListMembersResponses = {
+    /**
+     * A page of members.
+     */
+    200: Array<MemberDto>;
+};
+
+export type ListMembersResponse = ListMembersResponses[keyof ListMembersResponses];
+
+export type AddMemberData = {
+    body: AddMemberDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/members';
+};
+
+export type AddMemberErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type AddMemberError = AddMemberErrors[keyof AddMemberErrors];
+
+export type AddMemberResponses = {
+    /**
+     * Added.
+     */
+    201: MemberDto;
+};
+
+export type AddMemberResponse = AddMemberResponses[keyof AddMemberResponses];
+
+export type RemoveMemberData = {
+    body?: never;
+    path: {
+        memberId: string;
+    };
+    query?: never;
+    url: '/admin/v1/members/{memberId}';
+};
+
+export type RemoveMemberErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type RemoveMemberError = RemoveMemberErrors[keyof RemoveMemberErrors];
+
+export type RemoveMemberResponses = {
+    /**
+     * Removed.
+     */
+    204: void;
+};
+
+export type RemoveMemberResponse = RemoveMemberResponses[keyof RemoveMemberResponses];
 
 export type ListSessionsData = {
     body?: never;

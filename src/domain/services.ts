@@ -169,7 +169,7 @@ export function createDomain(deps: ServiceDeps) {
   });
 
   // People's sign-in and sessions (docs/people.md).
-  const people = createPeople({ db, config, clock, logger: deps.logger, fetch: deps.fetch, hasher, secretBox, audit });
+  const people = createPeople({ db, config, clock, logger: deps.logger, fetch: deps.fetch, hasher, secretBox, audit, workspaceRepo });
 
   const services = {
     // The Admin API's areas (src/handlers/, src/http/api.ts) and the app's timers (src/app.ts).

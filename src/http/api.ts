@@ -11,7 +11,6 @@ import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
 import { AppError, errorBody, toAppError } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
-import type { Principal } from '../domain/management-keys/management-key-service.js';
 import { assertStorable } from '../domain/storable-text.js';
 import { hasUuidForm } from '../ids.js';
 import type { IdempotencyService } from '../domain/idempotency/idempotency-service.js';
@@ -19,7 +18,7 @@ import type { Handler, HandlerMap, HandlerResult } from './handler.js';
 import { writeError } from '../web/error-response.js';
 import type { RequestLocals } from '../web/locals.js';
 import type { PublicUrl } from './public-url.js';
-import type { AdminAuthentication } from './session-auth.js';
+import type { AdminAuthentication, AdminPrincipal } from './session-auth.js';
 import { isDateTime, validationError } from './validation.js';
 import { canonicalUuids, type UuidSchema } from './wire.js';
 
@@ -195,8 +194,8 @@ function createBackend(definition: Document): OpenAPIBackend {
 
 /** Who may call: a Management Key or a person's session; an inference key here is a gateway call sent to the wrong path. */
 function registerSecurity(api: OpenAPIBackend, deps: ApiDeps): void {
-  api.registerSecurityHandler('managementKey', async (_c: Context, req: Request): Promise<Principal> => {
-    return deps.authentication.authenticate(req);
+  api.registerSecurityHandler('managementKey', async (c: Context, req: Request): Promise<AdminPrincipal> => {
+    return deps.authentication.authenticate(req, c.operation.operationId);
   });
   // The gateway is served by its own router; reaching it here means the path
   // did not match a gateway route.
@@ -226,13 +225,14 @@ function registerRefusals(api: OpenAPIBackend): void {
 }
 
 /** Who makes the request: the Management Key's principal (anonymous before authentication). */
-function actorOf(principal: Principal | undefined, req: Request, locals: RequestLocals): Actor {
+function actorOf(principal: AdminPrincipal | undefined, req: Request, locals: RequestLocals): Actor {
   return {
     keyId: principal?.keyId ?? 'anonymous',
     isRoot: principal?.isRoot ?? false,
     workspaceIds: principal ? principal.workspaceIds : new Set(),
     requestId: locals.requestId,
     clientAddress: req.ip ?? null,
+    roleCheck: principal?.roleCheck,
   };
 }
 
@@ -281,7 +281,7 @@ async function runIdempotent(
 function operationHandler(deps: ApiDeps, operationId: string, fn: Handler) {
   return async (c: Context, req: Request, res: Response) => {
     const locals = res.locals as RequestLocals;
-    const principal = c.security?.['managementKey'] as Principal | undefined;
+    const principal = c.security?.['managementKey'] as AdminPrincipal | undefined;
     const actor = actorOf(principal, req, locals);
     locals.actorKeyId = principal?.keyId;
     const idempotencyKey = req.method === 'POST' && principal ? req.get('Idempotency-Key') : undefined;

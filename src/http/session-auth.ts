@@ -7,7 +7,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Config } from '../config.js';
 import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
+import type { MemberService } from '../domain/people/member-service.js';
+import type { SessionWithPerson } from '../domain/people/session-repo.js';
 import type { SessionService } from '../domain/people/session-service.js';
+import { AppError } from '../errors.js';
+import { neededRoles, rolesFor } from './roles.js';
 import { bearerOf } from '../web/error-response.js';
 
 type CookieConfig = Pick<Config, 'sessionCookieSecure'>;
@@ -41,16 +45,49 @@ export function cookieOf(req: IncomingMessage, name: string): string | undefined
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** The principal of a session: an owner sees every workspace, as the root key does. */
-function sessionPrincipal(sessionId: string, isOwner: boolean): Principal {
-  return { keyId: `session:${sessionId}`, isRoot: isOwner, workspaceIds: isOwner ? null : new Set() };
+/** Who calls: a key's principal, or a person's, whose role is checked in each workspace the request reaches. */
+export type AdminPrincipal = Principal & { roleCheck?: ((workspaceId: string) => void) | undefined };
+
+interface AuthDeps {
+  config: CookieConfig & Pick<Config, 'ownerEmails'>;
+  managementKeys: ManagementKeyService;
+  sessions: SessionService;
+  members: MemberService;
 }
 
-export function createAdminAuthentication(deps: { config: CookieConfig; managementKeys: ManagementKeyService; sessions: SessionService }) {
+/**
+ * A session's principal for this operation (src/http/roles.ts): an owner sees every workspace, as the root key
+ * does; a member sees their workspaces, and is refused 403 `role_forbidden`, naming the roles needed, where their
+ * role may not call the operation. Memberships are read on each request: one removed counts at once.
+ */
+async function sessionPrincipal(deps: AuthDeps, session: SessionWithPerson, operationId: string | undefined): Promise<AdminPrincipal> {
+  const keyId = `session:${session.id}`;
+  const memberships = await deps.members.membershipsOf(session.email);
+  const linkOwner = session.provider === null && session.is_owner;
+  const configOwner = session.email !== null && deps.config.ownerEmails.includes(session.email);
+  if (linkOwner || configOwner || memberships.owner) return { keyId, isRoot: true, workspaceIds: null };
+  if (memberships.roles.size === 0) throw new AppError('not_a_member', 'You are no longer a member of any workspace of this Nexus');
+  const allowed = rolesFor(operationId);
+  const needed = `${operationId ?? 'this request'} needs the role ${neededRoles(allowed)}`;
+  if (![...memberships.roles.values()].some((role) => allowed.includes(role))) {
+    throw new AppError('role_forbidden', `${needed}; yours: ${[...new Set(memberships.roles.values())].join(', ')}`);
+  }
+  return {
+    keyId,
+    isRoot: false,
+    workspaceIds: new Set(memberships.roles.keys()),
+    roleCheck: (workspaceId) => {
+      const role = memberships.roles.get(workspaceId);
+      if (role && !allowed.includes(role)) throw new AppError('role_forbidden', `${needed}; yours in this workspace: ${role}`);
+    },
+  };
+}
+
+export function createAdminAuthentication(deps: AuthDeps) {
   const cookie = sessionCookieName(deps.config);
   return {
-    /** The caller's principal, or a 401 (or 403 for a session's change without its CSRF token). */
-    async authenticate(req: IncomingMessage): Promise<Principal> {
+    /** The caller's principal, or a 401 (or 403 for a session's change without its CSRF token, or a role that may not). */
+    async authenticate(req: IncomingMessage, operationId: string | undefined): Promise<AdminPrincipal> {
       const token = req.headers.authorization ? undefined : cookieOf(req, cookie);
       if (token === undefined) return deps.managementKeys.authenticate(bearerOf(req.headers.authorization));
       const session = await deps.sessions.authenticate(token);
@@ -58,7 +95,7 @@ export function createAdminAuthentication(deps: { config: CookieConfig; manageme
         const sent = req.headers['x-csrf-token'];
         deps.sessions.checkCsrf(token, typeof sent === 'string' ? sent : undefined);
       }
-      return sessionPrincipal(session.id, session.is_owner);
+      return sessionPrincipal(deps, session, operationId);
     },
   };
 }

@@ -63,6 +63,7 @@ interface Fixtures {
   routeId: string;
   priceId: string;
   sessionId: string;
+  memberId: string;
   apiKey: string;
   webhookSecret: string;
 }
@@ -87,6 +88,7 @@ const NOT_FOUND: Record<Param, string> = {
   routeId: 'gateway_route_not_found',
   priceId: 'price_not_found',
   sessionId: 'session_not_found',
+  memberId: 'member_not_found',
 };
 
 const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:00:00Z' };
@@ -95,6 +97,7 @@ const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:
 function bodyOf(operationId: string, a: Fixtures): unknown {
   const bodies: Record<string, unknown> = {
     createWorkspace: { name: 'sweep' },
+    addMember: { email: 'sweep@example.com', role: 'viewer' },
     updateWorkspace: { name: 'hijacked' },
     createProviderConnection: { name: 'sweep', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
     testProviderConnection: { protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
@@ -249,8 +252,15 @@ async function fixtures(name: string): Promise<Fixtures> {
   // A person's session (an owner signed in by a login link).
   const link = await t.nexus.services.people.signIn.createLoginLink();
   const session = await t.nexus.services.people.signIn.redeemLoginLink(link.token);
+  const member = await t.client.post({
+    url: '/admin/v1/workspaces/{workspaceId}/members',
+    path: { workspaceId },
+    body: { email: `${name}@example.com`, role: 'viewer' },
+  });
+  expect(member.response.status).toBe(201);
   const fixture: Fixtures = {
     sessionId: session.sessionId,
+    memberId: (member.data as { id: string }).id,
     priceId: price.data.id,
     routeId: route.data.id,
     workspaceId,

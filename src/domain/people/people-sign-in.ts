@@ -1,6 +1,7 @@
 /**
  * Who may sign in, and the session they get (docs/people.md). A person a provider vouches for signs in when their
- * verified email is one of the owners' (NEXUS_OWNER_EMAILS); anyone else is refused 403 `not_a_member`. With no
+ * verified email is an owner's (NEXUS_OWNER_EMAILS, or an owner's membership) or a workspace member's; anyone else
+ * is refused 403 `not_a_member`. With no
  * provider configured, `nexus login-link` prints a link, usable once within its minutes, that signs its bearer in
  * as the installation's owner: the way in that replaces pasting the root key.
  */
@@ -9,6 +10,7 @@ import { newId } from '../../ids.js';
 import type { Clock } from '../actor.js';
 import { bindDeps } from '../bind.js';
 import { generateToken, type KeyHasher } from '../security/key-hash.js';
+import type { MemberService } from './member-service.js';
 import type { OidcSignIn } from './oidc-sign-in.js';
 import type { SessionService, StartedSession } from './session-service.js';
 import type { SignInRepo } from './sign-in-repo.js';
@@ -20,6 +22,7 @@ const LOGIN_LINK_PREFIX = 'nx-link-';
 interface PeopleSignInDeps {
   oidc: OidcSignIn;
   sessions: SessionService;
+  members: MemberService;
   signInRepo: SignInRepo;
   hasher: KeyHasher;
   clock: Clock;
@@ -34,8 +37,9 @@ async function signInWithProvider(
   input: Parameters<OidcSignIn['finish']>[1],
 ): Promise<StartedSession> {
   const { person, idToken } = await deps.oidc.finish(providerId, input);
-  const isOwner = person.email !== null && deps.ownerEmails.includes(person.email);
-  if (!isOwner) {
+  const memberships = await deps.members.membershipsOf(person.email);
+  const isOwner = memberships.owner || (person.email !== null && deps.ownerEmails.includes(person.email));
+  if (!isOwner && memberships.roles.size === 0) {
     const who = person.email ?? 'this account (its provider vouched for no email)';
     throw new AppError('not_a_member', `${who} is not a member of this Nexus: ask an owner to add you`);
   }

@@ -1,10 +1,13 @@
-/** People's sign-in and sessions, composed from the configuration (src/domain/services.ts adds them to the services). */
+/** People's sign-in, sessions and memberships, composed from the configuration (src/domain/services.ts adds them to the services). */
 import type { Config } from '../../config.js';
 import type { Db } from '../../db/database.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import { createKeyHasher, type KeyHasher } from '../security/key-hash.js';
+import type { WorkspaceRepo } from '../workspaces/workspace-repo.js';
+import { createMemberRepo } from './member-repo.js';
+import { createMemberService } from './member-service.js';
 import type { SecretBox } from '../security/secret-box.js';
 import { createOidcSignIn } from './oidc-sign-in.js';
 import { createPeopleSignIn } from './people-sign-in.js';
@@ -23,6 +26,7 @@ export function createPeople(deps: {
   hasher: KeyHasher;
   secretBox: SecretBox;
   audit: AuditService;
+  workspaceRepo: WorkspaceRepo;
 }) {
   const { db, config, clock, hasher, secretBox } = deps;
   const signInRepo = createSignInRepo(db);
@@ -37,6 +41,7 @@ export function createPeople(deps: {
     idleMs: config.sessionIdleMs,
     maxMs: config.sessionMaxMs,
   });
+  const members = createMemberService({ db, memberRepo: createMemberRepo(db), workspaceRepo: deps.workspaceRepo, audit: deps.audit, clock });
   const oidc = createOidcSignIn({
     providers: config.oidcProviders,
     signInRepo,
@@ -49,13 +54,14 @@ export function createPeople(deps: {
   const signIn = createPeopleSignIn({
     oidc,
     sessions,
+    members,
     signInRepo,
     hasher,
     clock,
     ownerEmails: config.ownerEmails,
     loginLinkMs: config.loginLinkMs,
   });
-  return { sessions, oidc, signIn };
+  return { sessions, oidc, signIn, members };
 }
 
 export type People = ReturnType<typeof createPeople>;

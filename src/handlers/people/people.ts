@@ -1,13 +1,22 @@
 import type {
+  AddMemberData,
+  AddMemberResponses,
+  ListMembersData,
+  ListMembersResponses,
+  MemberDto,
+  RemoveMemberData,
+  RemoveMemberResponses,
   ListSessionsData,
   ListSessionsResponses,
   RevokeSessionData,
   RevokeSessionResponses,
   SessionDto,
 } from '../../../generated/client/types.gen.js';
+import type { MemberRow } from '../../domain/people/member-repo.js';
+import type { WorkspaceRole } from '../../domain/people/member-service.js';
 import type { SessionWithPerson } from '../../domain/people/session-repo.js';
 import type { Services } from '../../domain/services.js';
-import { handler, noContent, page, type HandlerMap } from '../../http/handler.js';
+import { created, handler, noContent, page, type HandlerMap } from '../../http/handler.js';
 import { listQuery } from '../../http/wire.js';
 
 /** A session as the wire shows it: never its token or its ID token. */
@@ -23,8 +32,23 @@ function toSessionDto(row: SessionWithPerson): SessionDto {
   };
 }
 
+function toMemberDto(row: MemberRow): MemberDto {
+  return { id: row.id, email: row.email, workspaceId: row.workspace_id!, role: row.role as WorkspaceRole, createdAt: row.created_at.toISOString() };
+}
+
 export function peopleHandlers({ people }: Services): HandlerMap {
   return {
+    listMembers: handler<ListMembersData, ListMembersResponses>(async ({ actor, path, query }) => {
+      const result = await people.members.list(actor, path.workspaceId, listQuery(query ?? {}));
+      return page(result.items.map(toMemberDto), result.nextAfter);
+    }),
+    addMember: handler<AddMemberData, AddMemberResponses>(async ({ actor, path, body }) =>
+      created(toMemberDto(await people.members.add(actor, path.workspaceId, body))),
+    ),
+    removeMember: handler<RemoveMemberData, RemoveMemberResponses>(async ({ actor, path }) => {
+      await people.members.remove(actor, path.memberId);
+      return noContent();
+    }),
     listSessions: handler<ListSessionsData, ListSessionsResponses>(async ({ actor, query }) => {
       const result = await people.sessions.list(actor, listQuery(query ?? {}));
       return page(result.items.map(toSessionDto), result.nextAfter);
