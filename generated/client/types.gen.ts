@@ -2234,6 +2234,10 @@ export type ListWorkspaceUsersErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2282,6 +2286,10 @@ export type ProvisionWorkspaceUserErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -2334,6 +2342,10 @@ export type GetWorkspaceAccessErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2382,6 +2394,10 @@ export type ActivateWorkspaceAccessErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -2436,6 +2452,10 @@ export type SuspendWorkspaceAccessErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2489,6 +2509,10 @@ export type RenewWorkspaceAccessErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2539,6 +2563,10 @@ export type ChangeAccessPlanErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -2600,6 +2628,10 @@ export type ListInferenceKeysErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2648,6 +2680,10 @@ export type IssueInferenceKeyErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -2701,6 +2737,10 @@ export type RevokeInferenceKeyErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2748,6 +2788,10 @@ export type GetInferenceKeyErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2790,6 +2834,10 @@ export type GetWorkspaceAccessQuotaErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -2867,6 +2915,10 @@ export type ListAuditLogsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2920,6 +2972,10 @@ export type ListBillingConnectionsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2968,6 +3024,10 @@ export type CreateBillingConnectionErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3020,6 +3080,10 @@ export type DisableBillingConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3066,6 +3130,10 @@ export type ConfigureBillingProviderCredentialErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3117,6 +3185,10 @@ export type ConfigureBillingWebhookSecretErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3175,6 +3247,10 @@ export type VerifyBillingConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3232,6 +3308,10 @@ export type ListBillingProductMappingsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3280,6 +3360,10 @@ export type CreateBillingProductMappingErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3331,6 +3415,10 @@ export type DeleteBillingProductMappingErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3384,6 +3472,10 @@ export type CreateCheckoutErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3454,6 +3546,10 @@ export type ListBillingWebhookEventsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3502,6 +3598,10 @@ export type ReplayBillingWebhookEventErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3559,6 +3659,10 @@ export type ListExternalSubscriptionsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3607,6 +3711,10 @@ export type ReconcileBillingConnectionErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3664,6 +3772,10 @@ export type SyncWorkspaceAccessBillingPeriodErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -4262,6 +4374,10 @@ export type ListModelPricesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -4310,6 +4426,10 @@ export type CreateModelPriceErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -4368,6 +4488,10 @@ export type ImportModelPricesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -4425,6 +4549,10 @@ export type CloseModelPriceErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -4472,6 +4600,10 @@ export type GetWorkspaceBudgetErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -4514,6 +4646,10 @@ export type SetWorkspaceBudgetErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -4577,6 +4713,10 @@ export type ExportInvocationsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -4631,6 +4771,10 @@ export type ExportUsageSummaryErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -4673,6 +4817,10 @@ export type SetPlanPassthroughClassesErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -4997,6 +5145,10 @@ export type ListPlansErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5045,6 +5197,10 @@ export type CreatePlanErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5097,6 +5253,10 @@ export type GetPlanErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5139,6 +5299,10 @@ export type UpdatePlanErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5197,6 +5361,10 @@ export type PublishPlanErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5249,6 +5417,10 @@ export type CreateQuotaStrategyErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5312,6 +5484,10 @@ export type ListPlanStrategiesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5354,6 +5530,10 @@ export type GetPlanStrategyErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5403,6 +5583,10 @@ export type PublishPlanStrategyErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5460,6 +5644,10 @@ export type ListPlanStrategyBindingsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5508,6 +5696,10 @@ export type BindPlanStrategyErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5564,6 +5756,10 @@ export type ClosePlanStrategyBindingErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5625,6 +5821,10 @@ export type ListProviderConnectionsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5673,6 +5873,10 @@ export type CreateProviderConnectionErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5731,6 +5935,10 @@ export type TestProviderConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5782,6 +5990,10 @@ export type ArchiveProviderConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5829,6 +6041,10 @@ export type GetProviderConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5871,6 +6087,10 @@ export type UpdateProviderConnectionErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5929,6 +6149,10 @@ export type VerifyProviderConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5982,6 +6206,10 @@ export type RotateProviderSecretErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6032,6 +6260,10 @@ export type SetPlanRateLimitsErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6093,6 +6325,10 @@ export type ListRoutesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6141,6 +6377,10 @@ export type CreateRouteErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6193,6 +6433,10 @@ export type ArchiveRouteErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6240,6 +6484,10 @@ export type GetRouteErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6282,6 +6530,10 @@ export type UpdateRouteErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6333,6 +6585,10 @@ export type GetRouteHealthErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6468,6 +6724,10 @@ export type ListInvocationsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6510,6 +6770,10 @@ export type GetInvocationErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6573,6 +6837,10 @@ export type ListUsageEventsErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6640,6 +6908,10 @@ export type GetUsageSummaryErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6692,6 +6964,10 @@ export type ListWebhookEndpointsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6740,6 +7016,10 @@ export type CreateWebhookEndpointErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6792,6 +7072,10 @@ export type DeleteWebhookEndpointErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6839,6 +7123,10 @@ export type GetWebhookEndpointErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6881,6 +7169,10 @@ export type UpdateWebhookEndpointErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6939,6 +7231,10 @@ export type DisableWebhookEndpointErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6992,6 +7288,10 @@ export type RotateWebhookEndpointSecretErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7044,6 +7344,10 @@ export type SendTestWebhookEventErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -7109,6 +7413,10 @@ export type ListWebhookMessagesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7155,6 +7463,10 @@ export type GetWebhookMessageErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -7209,6 +7521,10 @@ export type ReplayWebhookMessageErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7261,6 +7577,10 @@ export type ReplayFailedWebhookMessagesErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -7320,6 +7640,10 @@ export type ListWorkspacesErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
@@ -7462,6 +7786,10 @@ export type GetWorkspaceErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7504,6 +7832,10 @@ export type UpdateWorkspaceErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */

@@ -54,7 +54,13 @@ async function add(deps: MemberDeps, actor: Actor, workspaceId: string, input: {
     if (workspace.status === 'ARCHIVED') {
       throw new AppError('workspace_archived', `Workspace ${workspaceId} is archived and read-only`, { current_status: workspace.status });
     }
-    const row: MemberRow = { id: newId(), email: input.email.toLowerCase(), workspace_id: workspaceId, role: input.role, created_at: deps.clock.now() };
+    const row: MemberRow = {
+      id: newId(),
+      email: input.email.toLowerCase(),
+      workspace_id: workspaceId,
+      role: input.role,
+      created_at: deps.clock.now(),
+    };
     await deps.memberRepo.insert(row, tx);
     await deps.audit.record(
       actor,
@@ -75,7 +81,13 @@ async function remove(deps: MemberDeps, actor: Actor, memberId: string): Promise
     await deps.memberRepo.remove(memberId, tx);
     await deps.audit.record(
       actor,
-      { action: 'member.removed', resourceType: 'member', resourceId: memberId, workspaceId: row.workspace_id, changes: { email: row.email } },
+      {
+        action: 'member.removed',
+        resourceType: 'member',
+        resourceId: memberId,
+        workspaceId: row.workspace_id,
+        changes: { email: row.email },
+      },
       tx,
     );
   });

@@ -41,7 +41,13 @@ export function createPeople(deps: {
     idleMs: config.sessionIdleMs,
     maxMs: config.sessionMaxMs,
   });
-  const members = createMemberService({ db, memberRepo: createMemberRepo(db), workspaceRepo: deps.workspaceRepo, audit: deps.audit, clock });
+  const members = createMemberService({
+    db,
+    memberRepo: createMemberRepo(db),
+    workspaceRepo: deps.workspaceRepo,
+    audit: deps.audit,
+    clock,
+  });
   const oidc = createOidcSignIn({
     providers: config.oidcProviders,
     signInRepo,

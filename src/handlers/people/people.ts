@@ -33,7 +33,13 @@ function toSessionDto(row: SessionWithPerson): SessionDto {
 }
 
 function toMemberDto(row: MemberRow): MemberDto {
-  return { id: row.id, email: row.email, workspaceId: row.workspace_id!, role: row.role as WorkspaceRole, createdAt: row.created_at.toISOString() };
+  return {
+    id: row.id,
+    email: row.email,
+    workspaceId: row.workspace_id!,
+    role: row.role as WorkspaceRole,
+    createdAt: row.created_at.toISOString(),
+  };
 }
 
 export function peopleHandlers({ people }: Services): HandlerMap {
