@@ -27,7 +27,7 @@ interface MemberDeps {
 }
 
 /** What a person is, by their verified email: an owner, and their role in each workspace. */
-export interface Memberships {
+interface Memberships {
   owner: boolean;
   roles: ReadonlyMap<string, WorkspaceRole>;
 }
