@@ -10,6 +10,32 @@ const providerId = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, { error: 'must 
 
 const issuerUrl = z.string().regex(/^https?:\/\/[^\s]+$/, { error: 'must be the issuer URL (https://...)' });
 
+const uuid = z
+  .string()
+  .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, { error: 'must be a workspace id (UUID)' });
+
+/**
+ * A rule that makes a person a member when they sign in: by a group the provider names in its groups claim, or by
+ * their verified email's domain; as an owner, or with a role in one workspace.
+ */
+const roleMapping = z
+  .object({
+    group: z.string().min(1).optional(),
+    emailDomain: z.string().min(1).optional(),
+    role: z.enum(['owner', 'admin', 'developer', 'billing', 'support', 'viewer']),
+    workspaceId: uuid.optional(),
+  })
+  .superRefine((m, ctx) => {
+    if ((m.group === undefined) === (m.emailDomain === undefined)) {
+      ctx.addIssue({ code: 'custom', message: 'a role mapping names either a group or an emailDomain' });
+    }
+    if ((m.role === 'owner') !== (m.workspaceId === undefined)) {
+      ctx.addIssue({ code: 'custom', message: 'a role mapping names a workspaceId for a workspace role, and none for owner' });
+    }
+  });
+
+export type RoleMapping = Readonly<z.output<typeof roleMapping>>;
+
 const provider = z.object({
   id: providerId,
   /** What the sign-in page's button says. */
@@ -22,6 +48,10 @@ const provider = z.object({
    * its tenant-specific issuer vouches for its users' addresses). Off by default.
    */
   trustEmail: z.boolean().default(false),
+  /** The ID token's (or UserInfo's) claim that lists the person's groups. */
+  groupsClaim: z.string().min(1).default('groups'),
+  /** Memberships given at sign-in, by group or email domain (docs/people.md, "Provisioning at sign-in"). */
+  roleMappings: z.array(roleMapping).default([]),
 });
 
 export type OidcProviderConfig = Readonly<z.output<typeof provider>>;
@@ -101,6 +131,8 @@ function providersOf(v: PeopleVariables): readonly OidcProviderConfig[] {
       clientId: v.NEXUS_OIDC_CLIENT_ID!,
       clientSecret: v.NEXUS_OIDC_CLIENT_SECRET!,
       trustEmail: v.NEXUS_OIDC_TRUST_EMAIL,
+      groupsClaim: 'groups',
+      roleMappings: [],
     });
   }
   for (const p of v.NEXUS_OIDC_PROVIDERS ?? []) {

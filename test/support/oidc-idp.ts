@@ -17,6 +17,8 @@ interface IdpPerson {
   email: string;
   name: string;
   emailVerified?: boolean;
+  /** The groups the directory puts them in (the `groups` claim, released with the profile scope). */
+  groups?: string[];
 }
 
 export interface Idp {
@@ -74,14 +76,20 @@ export async function startIdp(): Promise<Idp> {
         jwks: { keys: [jwk] },
         cookies: { keys: ['idp-cookie-key-0123456789'] },
         pkce: { required: () => true },
-        claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
+        claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'groups'] },
         features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: true } },
         async findAccount(_ctx: KoaContextWithOIDC, sub: string) {
           const person = people.get(sub);
           if (!person) return undefined;
           return {
             accountId: sub,
-            claims: async () => ({ sub, email: person.email, email_verified: person.emailVerified ?? true, name: person.name }),
+            claims: async () => ({
+              sub,
+              email: person.email,
+              email_verified: person.emailVerified ?? true,
+              name: person.name,
+              ...(person.groups ? { groups: person.groups } : {}),
+            }),
           };
         },
         // The company's own app: its people are not asked to consent.

@@ -26,6 +26,12 @@ async function insert(db: Queryable, row: MemberRow, q: Queryable = db): Promise
   }
 }
 
+/** The membership inserted unless the email has one there already; whether it was. */
+async function insertIfAbsent(db: Queryable, row: MemberRow, q: Queryable = db): Promise<boolean> {
+  const inserted = await q('members').insert(row).onConflict().ignore().returning('id');
+  return inserted.length === 1;
+}
+
 async function listOfWorkspace(db: Queryable, workspaceId: string, page: PageRequest, q: Queryable = db): Promise<Page<MemberRow>> {
   return paginate<MemberRow>(q('members').where({ workspace_id: workspaceId }).select('*'), page);
 }
@@ -39,7 +45,7 @@ async function remove(db: Queryable, id: string, q: Queryable = db): Promise<boo
 }
 
 export function createMemberRepo(db: Queryable) {
-  return bindDeps(db, { membershipsOf, insert, listOfWorkspace, find, remove });
+  return bindDeps(db, { membershipsOf, insert, insertIfAbsent, listOfWorkspace, find, remove });
 }
 
 export type MemberRepo = ReturnType<typeof createMemberRepo>;

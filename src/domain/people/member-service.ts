@@ -93,8 +93,37 @@ async function remove(deps: MemberDeps, actor: Actor, memberId: string): Promise
   });
 }
 
+/**
+ * Memberships given at sign-in by the provider's rules (a group, an email domain): each made unless the email has
+ * one in that workspace (or as owner) already, which stays as it is; audited. A rule naming a workspace that is
+ * not there, or is archived, gives nothing.
+ */
+async function provision(
+  deps: MemberDeps,
+  actor: Actor,
+  email: string,
+  grants: readonly { workspaceId: string | null; role: string }[],
+): Promise<void> {
+  for (const grant of grants) {
+    await deps.db.transaction(async (tx) => {
+      if (grant.workspaceId) {
+        const workspace = await deps.workspaceRepo.findByIdForShare(grant.workspaceId, tx);
+        if (!workspace || workspace.status === 'ARCHIVED') return;
+      }
+      const row: MemberRow = { id: newId(), email, workspace_id: grant.workspaceId, role: grant.role, created_at: deps.clock.now() };
+      if (!(await deps.memberRepo.insertIfAbsent(row, tx))) return;
+      const changes = { email, role: grant.role };
+      await deps.audit.record(
+        actor,
+        { action: 'member.provisioned', resourceType: 'member', resourceId: row.id, workspaceId: grant.workspaceId, changes },
+        tx,
+      );
+    });
+  }
+}
+
 export function createMemberService(deps: MemberDeps) {
-  return bindDeps(deps, { membershipsOf, list, add, remove });
+  return bindDeps(deps, { membershipsOf, list, add, remove, provision });
 }
 
 export type MemberService = ReturnType<typeof createMemberService>;

@@ -6,7 +6,7 @@
  * provider's keys, issuer, audience, expiry, nonce); the person is its issuer and subject.
  */
 import * as oidc from 'openid-client';
-import type { OidcProviderConfig } from '../../config-people.js';
+import type { OidcProviderConfig, RoleMapping } from '../../config-people.js';
 import { AppError } from '../../errors.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Clock } from '../actor.js';
@@ -58,6 +58,11 @@ function configurationOf(deps: OidcDeps, provider: OidcProviderConfig): Promise<
   config.catch(() => deps.discovered.delete(provider.id));
   deps.discovered.set(provider.id, { at: Date.now(), config });
   return config;
+}
+
+/** A provider's rules of memberships given at sign-in. */
+function roleMappingsOf(deps: OidcDeps, providerId: string): readonly RoleMapping[] {
+  return providerOf(deps, providerId).roleMappings;
 }
 
 /** The providers, as the sign-in page lists them. */
@@ -119,7 +124,7 @@ async function finish(
   deps: OidcDeps,
   providerId: string,
   input: { browserToken: string | undefined; callbackUrl: URL; redirectUri: string },
-): Promise<{ person: PersonClaims; idToken: string | undefined }> {
+): Promise<{ person: PersonClaims; idToken: string | undefined; groups: string[] }> {
   const provider = providerOf(deps, providerId);
   if (!input.browserToken) throw new AppError('sign_in_failed', 'This browser began no sign-in (or its cookie expired): sign in again');
   const id = deps.hasher.hash(input.browserToken);
@@ -152,18 +157,21 @@ async function finish(
     throw new AppError('sign_in_failed', `The provider did not sign you in (${e.error ?? e.code ?? 'refused'})`);
   }
   const name = typeof claims.name === 'string' ? claims.name : null;
-  return { person: { issuer: claims.iss, subject: claims.sub, email: emailOf(provider, claims), name }, idToken };
+  const listed = claims[provider.groupsClaim];
+  const groups = Array.isArray(listed) ? listed.filter((g): g is string => typeof g === 'string') : [];
+  return { person: { issuer: claims.iss, subject: claims.sub, email: emailOf(provider, claims), name }, idToken, groups };
 }
 
 /**
- * The ID token's claims, with the UserInfo endpoint's email and name when the ID token carries none (a provider
- * may keep the scopes' claims for UserInfo alone, as OpenID Connect Core 5.4 allows when an access token is issued).
+ * The ID token's claims, with the UserInfo endpoint's added when the ID token carries no email (a provider may keep
+ * the scopes' claims for UserInfo alone, as OpenID Connect Core 5.4 allows when an access token is issued). The ID
+ * token's own claims (its issuer and subject above all) are never replaced.
  */
 async function claimsOf(config: oidc.Configuration, tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers) {
   const claims = tokens.claims()!;
   if (claims.email !== undefined || !config.serverMetadata().userinfo_endpoint || !tokens.access_token) return claims;
   const info = await oidc.fetchUserInfo(config, tokens.access_token, claims.sub);
-  return { ...claims, email: info.email, email_verified: info.email_verified, name: claims.name ?? info.name };
+  return { ...info, ...claims } as oidc.IDToken;
 }
 
 /** Where the browser ends its session at the provider, when the provider offers that (end_session_endpoint). */
@@ -188,7 +196,7 @@ async function endSessionUrl(
 
 export function createOidcSignIn(deps: Omit<OidcDeps, 'discovered'>) {
   const all: OidcDeps = { ...deps, discovered: new Map() };
-  return bindDeps(all, { list, begin, finish, endSessionUrl });
+  return bindDeps(all, { list, begin, finish, endSessionUrl, roleMappingsOf });
 }
 
 export type OidcSignIn = ReturnType<typeof createOidcSignIn>;

@@ -7,7 +7,7 @@
  */
 import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
-import type { Clock } from '../actor.js';
+import { systemActor, type Clock } from '../actor.js';
 import { bindDeps } from '../bind.js';
 import { generateToken, type KeyHasher } from '../security/key-hash.js';
 import type { MemberService } from './member-service.js';
@@ -36,7 +36,8 @@ async function signInWithProvider(
   providerId: string,
   input: Parameters<OidcSignIn['finish']>[1],
 ): Promise<StartedSession> {
-  const { person, idToken } = await deps.oidc.finish(providerId, input);
+  const { person, idToken, groups } = await deps.oidc.finish(providerId, input);
+  if (person.email) await provisionByRules(deps, providerId, person.email, groups);
   const memberships = await deps.members.membershipsOf(person.email);
   const isOwner = memberships.owner || (person.email !== null && deps.ownerEmails.includes(person.email));
   if (!isOwner && memberships.roles.size === 0) {
@@ -44,6 +45,18 @@ async function signInWithProvider(
     throw new AppError('not_a_member', `${who} is not a member of this Nexus: ask an owner to add you`);
   }
   return deps.sessions.start({ person, provider: providerId, isOwner, idToken });
+}
+
+/** The memberships the provider's rules give this person (by a group of theirs, or their email's domain). */
+async function provisionByRules(deps: PeopleSignInDeps, providerId: string, email: string, groups: readonly string[]): Promise<void> {
+  const domain = email.slice(email.lastIndexOf('@') + 1);
+  const grants = deps.oidc
+    .roleMappingsOf(providerId)
+    .filter(
+      (m) => (m.group !== undefined && groups.includes(m.group)) || (m.emailDomain !== undefined && m.emailDomain.toLowerCase() === domain),
+    )
+    .map((m) => ({ workspaceId: m.workspaceId?.toLowerCase() ?? null, role: m.role }));
+  if (grants.length) await deps.members.provision(systemActor(`sign-in:${providerId}`), email, grants);
 }
 
 /** A one-time link's token (to print once; only its hash is kept) and when it expires. */
