@@ -107,6 +107,7 @@ export const peopleVariables = z.object({
   NEXUS_SESSION_MAX_HOURS: minutes(1, 24 * 30, 12),
   NEXUS_SESSION_COOKIE_SECURE: flag(true),
   NEXUS_LOGIN_LINK_MINUTES: minutes(1, 24 * 60, 15),
+  NEXUS_INVITATION_DAYS: minutes(1, 90, 7),
   NEXUS_CONSOLE_KEY_SIGN_IN: flag(true),
 });
 
@@ -161,6 +162,8 @@ export function peopleFields(v: PeopleVariables) {
     sessionCookieSecure: v.NEXUS_SESSION_COOKIE_SECURE,
     /** How long a link printed by `nexus login-link` can be used (once). */
     loginLinkMs: v.NEXUS_LOGIN_LINK_MINUTES * 60_000,
+    /** How long an invitation's link can be accepted. */
+    invitationMs: v.NEXUS_INVITATION_DAYS * 24 * 3600_000,
     /** Whether the console offers the Management Key sign-in beside single sign-on. */
     consoleKeySignIn: v.NEXUS_CONSOLE_KEY_SIGN_IN,
   };

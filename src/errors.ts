@@ -24,6 +24,8 @@ const errorStatus = {
   unknown_event_type: 400,
   sign_in_failed: 400,
   login_link_invalid: 400,
+  invitation_invalid: 400,
+  invitation_expired: 400,
   // 401
   missing_credentials: 401,
   invalid_management_key: 401,
@@ -61,6 +63,7 @@ const errorStatus = {
   budget_not_found: 404,
   session_not_found: 404,
   member_not_found: 404,
+  invitation_not_found: 404,
   // 405
   method_not_allowed: 405,
   // 409

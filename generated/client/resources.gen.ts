@@ -1266,7 +1266,7 @@ export class GatewayResource extends NexusResource {
 }
 
 /**
- * People: listMembers, addMember, removeMember, listSessions, revokeSession.
+ * People: listMembers, addMember, listInvitations, createInvitation, revokeInvitation, removeMember, listSessions, revokeSession.
  *
  * The sessions of the persons signed in to the console (docs/people.md).
  */
@@ -1294,6 +1294,42 @@ export class PeopleResource extends NexusResource {
    */
   addMember(workspaceId: string, body: Params<NonNullable<types.AddMemberData['body']>>, options?: RequestOptions): NexusPromise<types.AddMemberResponses[keyof types.AddMemberResponses]> {
     return this._core._call<types.AddMemberResponses[keyof types.AddMemberResponses]>(sdk.addMember, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * List a workspace's invitations
+   *
+   * The invitations neither accepted nor revoked, expired ones included, newest first. Their links are never shown again.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/invitations` (`listInvitations` in the function API)
+   */
+  listInvitations(workspaceId: string, query?: Params<types.ListInvitationsData['query']>, options?: RequestOptions): PagePromise<types.ListInvitationsResponses[200][number]> {
+    return this._core._list<types.ListInvitationsResponses[200][number]>(sdk.listInvitations, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Invite a person to a workspace
+   *
+   * An invitation of this email with a role, whose link (`url`, shown only in this answer) is sent to the person.
+   * Opened, then followed by a sign-in with single sign-on as that email (verified), it makes them a member,
+   * once, until `expiresAt` (`NEXUS_INVITATION_DAYS`, 7). An archived workspace is 409 `workspace_archived`.
+   * Audited (`invitation.created`).
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/invitations` (`createInvitation` in the function API)
+   */
+  createInvitation(workspaceId: string, body: Params<NonNullable<types.CreateInvitationData['body']>>, options?: RequestOptions): NexusPromise<types.CreateInvitationResponses[keyof types.CreateInvitationResponses]> {
+    return this._core._call<types.CreateInvitationResponses[keyof types.CreateInvitationResponses]>(sdk.createInvitation, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Revoke an invitation
+   *
+   * Its link no longer makes anyone a member. One accepted or revoked already is 404 `invitation_not_found`. Audited.
+   *
+   * `DELETE /admin/v1/invitations/{invitationId}` (`revokeInvitation` in the function API)
+   */
+  revokeInvitation(invitationId: string, options?: RequestOptions): NexusPromise<types.RevokeInvitationResponses[keyof types.RevokeInvitationResponses]> {
+    return this._core._call<types.RevokeInvitationResponses[keyof types.RevokeInvitationResponses]>(sdk.revokeInvitation, { path: { invitationId } }, options);
   }
 
   /**

@@ -34,6 +34,9 @@ export const OPERATION_ROLES: Readonly<Record<string, readonly WorkspaceRole[]>>
   listMembers: EVERYONE,
   addMember: ADMIN,
   removeMember: ADMIN,
+  listInvitations: EVERYONE,
+  createInvitation: ADMIN,
+  revokeInvitation: ADMIN,
   listAuditLogs: EVERYONE,
   // Provider connections and routes
   listProviderConnections: EVERYONE,

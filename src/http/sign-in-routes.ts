@@ -8,6 +8,7 @@
  *   POST /auth/sign-out                ends the session (CSRF token needed); where to go to end it at the provider
  *   GET  /auth/link?token=...          a login link's page: one button, so that a link fetched by a preview is not used
  *   POST /auth/link                    uses the link: the session cookie set, a 303 to the console
+ *   GET  /auth/invitation?token=...    an invitation's page: kept in this browser (a cookie), then a sign-in accepts it
  *
  * Nothing here writes a token, a cookie or a code to the log; answers are never cached.
  */
@@ -83,10 +84,13 @@ function providerRoutes(router: express.Router, deps: SignInDeps): void {
   });
   router.get('/sso/:provider/callback', async (req: Request, res: Response) => {
     clearCookie(res, config, signInCookieName(config));
+    const invitationToken = cookieOf(req, invitationCookieName(config));
+    if (invitationToken) clearCookie(res, config, invitationCookieName(config));
     try {
       const id = String(req.params.provider);
       const callbackUrl = new URL(req.originalUrl, 'http://callback.invalid');
       const session = await people.signIn.signInWithProvider(id, {
+        invitationToken,
         browserToken: cookieOf(req, signInCookieName(config)),
         callbackUrl,
         redirectUri: redirectUriOf(deps, req, id),
@@ -155,6 +159,27 @@ function linkRoutes(router: express.Router, deps: SignInDeps): void {
   });
 }
 
+/** The invitation's cookie: kept through the provider's sign-in, read (and cleared) at its callback. */
+const invitationCookieName = (config: Config) => (config.sessionCookieSecure ? '__Host-nexus_invitation' : 'nexus_invitation');
+
+function invitationRoutes(router: express.Router, deps: SignInDeps): void {
+  const { config, people } = deps;
+  router.get('/invitation', (req: Request, res: Response) => {
+    const token = typeof req.query.token === 'string' ? req.query.token : '';
+    if (token) res.append('Set-Cookie', cookieHeader(config, invitationCookieName(config), encodeURIComponent(token), 3600));
+    const providers = people.oidc.list();
+    const buttons = providers
+      .map((p) => `<p><a href="${html(`sso/${encodeURIComponent(p.id)}`)}">Sign in with ${html(p.name)}</a></p>`)
+      .join('\n');
+    page(
+      res,
+      200,
+      'You are invited to Nexus',
+      `<p>Sign in with the email this invitation was sent to: the sign-in accepts it.</p>\n${buttons || '<p>No single sign-on is configured here: ask the owner.</p>'}`,
+    );
+  });
+}
+
 export function serveSignIn(app: Express, deps: SignInDeps): void {
   const router = express.Router();
   router.use((_req: Request, res: Response, next: () => void) => {
@@ -168,5 +193,6 @@ export function serveSignIn(app: Express, deps: SignInDeps): void {
   providerRoutes(router, deps);
   sessionRoutes(router, deps);
   linkRoutes(router, deps);
+  invitationRoutes(router, deps);
   app.use('/auth', router);
 }

@@ -64,6 +64,7 @@ interface Fixtures {
   priceId: string;
   sessionId: string;
   memberId: string;
+  invitationId: string;
   apiKey: string;
   webhookSecret: string;
 }
@@ -89,6 +90,7 @@ const NOT_FOUND: Record<Param, string> = {
   priceId: 'price_not_found',
   sessionId: 'session_not_found',
   memberId: 'member_not_found',
+  invitationId: 'invitation_not_found',
 };
 
 const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:00:00Z' };
@@ -98,6 +100,7 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
   const bodies: Record<string, unknown> = {
     createWorkspace: { name: 'sweep' },
     addMember: { email: 'sweep@example.com', role: 'viewer' },
+    createInvitation: { email: 'sweep@example.com', role: 'viewer' },
     updateWorkspace: { name: 'hijacked' },
     createProviderConnection: { name: 'sweep', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
     testProviderConnection: { protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
@@ -258,7 +261,14 @@ async function fixtures(name: string): Promise<Fixtures> {
     body: { email: `${name}@example.com`, role: 'viewer' },
   });
   expect(member.response.status).toBe(201);
+  const invitation = await t.client.post({
+    url: '/admin/v1/workspaces/{workspaceId}/invitations',
+    path: { workspaceId },
+    body: { email: `${name}.invited@example.com`, role: 'viewer' },
+  });
+  expect(invitation.response.status).toBe(201);
   const fixture: Fixtures = {
+    invitationId: (invitation.data as { id: string }).id,
     sessionId: session.sessionId,
     memberId: (member.data as { id: string }).id,
     priceId: price.data.id,

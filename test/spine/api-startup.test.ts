@@ -79,7 +79,16 @@ const BEYOND_SPEC: Record<string, string[]> = {
   "the console (README, 'The console'): a usage summary's keys by name": ['getInferenceKey'],
   'docs/rate-limits.md': ['setPlanRateLimits'],
   'docs/decisions.md "Passthrough classes"': ['setPlanPassthroughClasses'],
-  'docs/people.md': ['listSessions', 'revokeSession', 'listMembers', 'addMember', 'removeMember'],
+  'docs/people.md': [
+    'listSessions',
+    'revokeSession',
+    'listMembers',
+    'addMember',
+    'removeMember',
+    'listInvitations',
+    'createInvitation',
+    'revokeInvitation',
+  ],
   'docs/routes.md': ['createRoute', 'listRoutes', 'getRoute', 'updateRoute', 'archiveRoute', 'getRouteHealth'],
   'docs/pricing.md': [
     'createModelPrice',

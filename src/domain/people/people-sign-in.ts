@@ -10,6 +10,7 @@ import { newId } from '../../ids.js';
 import { systemActor, type Clock } from '../actor.js';
 import { bindDeps } from '../bind.js';
 import { generateToken, type KeyHasher } from '../security/key-hash.js';
+import type { InvitationService } from './invitation-service.js';
 import type { MemberService } from './member-service.js';
 import type { OidcSignIn } from './oidc-sign-in.js';
 import type { SessionService, StartedSession } from './session-service.js';
@@ -23,6 +24,7 @@ interface PeopleSignInDeps {
   oidc: OidcSignIn;
   sessions: SessionService;
   members: MemberService;
+  invitations: InvitationService;
   signInRepo: SignInRepo;
   hasher: KeyHasher;
   clock: Clock;
@@ -34,9 +36,11 @@ interface PeopleSignInDeps {
 async function signInWithProvider(
   deps: PeopleSignInDeps,
   providerId: string,
-  input: Parameters<OidcSignIn['finish']>[1],
+  input: Parameters<OidcSignIn['finish']>[1] & { invitationToken?: string | undefined },
 ): Promise<StartedSession> {
   const { person, idToken, groups } = await deps.oidc.finish(providerId, input);
+  // An invitation opened in this browser is accepted by the person signing in with its email.
+  if (input.invitationToken) await deps.invitations.accept(input.invitationToken, person.email);
   if (person.email) await provisionByRules(deps, providerId, person.email, groups);
   const memberships = await deps.members.membershipsOf(person.email);
   const isOwner = memberships.owner || (person.email !== null && deps.ownerEmails.includes(person.email));

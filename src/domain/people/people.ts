@@ -6,6 +6,8 @@ import type { Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import { createKeyHasher, type KeyHasher } from '../security/key-hash.js';
 import type { WorkspaceRepo } from '../workspaces/workspace-repo.js';
+import { createInvitationRepo } from './invitation-repo.js';
+import { createInvitationService } from './invitation-service.js';
 import { createMemberRepo } from './member-repo.js';
 import { createMemberService } from './member-service.js';
 import type { SecretBox } from '../security/secret-box.js';
@@ -41,12 +43,17 @@ export function createPeople(deps: {
     idleMs: config.sessionIdleMs,
     maxMs: config.sessionMaxMs,
   });
-  const members = createMemberService({
+  const memberRepo = createMemberRepo(db);
+  const members = createMemberService({ db, memberRepo, workspaceRepo: deps.workspaceRepo, audit: deps.audit, clock });
+  const invitations = createInvitationService({
     db,
-    memberRepo: createMemberRepo(db),
+    invitationRepo: createInvitationRepo(db),
+    memberRepo,
     workspaceRepo: deps.workspaceRepo,
     audit: deps.audit,
+    hasher,
     clock,
+    invitationMs: config.invitationMs,
   });
   const oidc = createOidcSignIn({
     providers: config.oidcProviders,
@@ -61,13 +68,14 @@ export function createPeople(deps: {
     oidc,
     sessions,
     members,
+    invitations,
     signInRepo,
     hasher,
     clock,
     ownerEmails: config.ownerEmails,
     loginLinkMs: config.loginLinkMs,
   });
-  return { sessions, oidc, signIn, members };
+  return { sessions, oidc, signIn, members, invitations };
 }
 
 export type People = ReturnType<typeof createPeople>;

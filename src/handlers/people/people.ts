@@ -1,4 +1,11 @@
 import type {
+  CreateInvitationData,
+  CreateInvitationResponses,
+  InvitationDto,
+  ListInvitationsData,
+  ListInvitationsResponses,
+  RevokeInvitationData,
+  RevokeInvitationResponses,
   AddMemberData,
   AddMemberResponses,
   ListMembersData,
@@ -12,6 +19,7 @@ import type {
   RevokeSessionResponses,
   SessionDto,
 } from '../../../generated/client/types.gen.js';
+import type { InvitationRow } from '../../domain/people/invitation-repo.js';
 import type { MemberRow } from '../../domain/people/member-repo.js';
 import type { WorkspaceRole } from '../../domain/people/member-service.js';
 import type { SessionWithPerson } from '../../domain/people/session-repo.js';
@@ -42,8 +50,31 @@ function toMemberDto(row: MemberRow): MemberDto {
   };
 }
 
+function toInvitationDto(row: InvitationRow): InvitationDto {
+  return {
+    id: row.id,
+    email: row.email,
+    workspaceId: row.workspace_id,
+    role: row.role as WorkspaceRole,
+    createdAt: row.created_at.toISOString(),
+    expiresAt: row.expires_at.toISOString(),
+  };
+}
+
 export function peopleHandlers({ people }: Services): HandlerMap {
   return {
+    createInvitation: handler<CreateInvitationData, CreateInvitationResponses>(async ({ actor, path, body, publicUrl }) => {
+      const { invitation, token } = await people.invitations.create(actor, path.workspaceId, body);
+      return created({ ...toInvitationDto(invitation), url: `${publicUrl}/auth/invitation?token=${token}` });
+    }),
+    listInvitations: handler<ListInvitationsData, ListInvitationsResponses>(async ({ actor, path, query }) => {
+      const result = await people.invitations.list(actor, path.workspaceId, listQuery(query ?? {}));
+      return page(result.items.map(toInvitationDto), result.nextAfter);
+    }),
+    revokeInvitation: handler<RevokeInvitationData, RevokeInvitationResponses>(async ({ actor, path }) => {
+      await people.invitations.revoke(actor, path.invitationId);
+      return noContent();
+    }),
     listMembers: handler<ListMembersData, ListMembersResponses>(async ({ actor, path, query }) => {
       const result = await people.members.list(actor, path.workspaceId, listQuery(query ?? {}));
       return page(result.items.map(toMemberDto), result.nextAfter);
