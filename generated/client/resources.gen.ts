@@ -1268,7 +1268,7 @@ export class GatewayResource extends NexusResource {
 /**
  * People: listMembers, addMember, listInvitations, createInvitation, revokeInvitation, removeMember, listSessions, revokeSession.
  *
- * The sessions of the persons signed in to the console (docs/people.md).
+ * The members of each workspace and their roles, invitations, and the sessions of the persons signed in to the console (docs/people.md).
  */
 export class PeopleResource extends NexusResource {
   /**
@@ -1473,7 +1473,7 @@ export class Nexus extends NexusCore {
   /**
    * People
    *
-   * The sessions of the persons signed in to the console (docs/people.md).
+   * The members of each workspace and their roles, invitations, and the sessions of the persons signed in to the console (docs/people.md).
    */
   readonly people: PeopleResource = new PeopleResource(this);
   /**
