@@ -1,7 +1,9 @@
 /**
  * Merges openapi/openapi.yaml and openapi/areas/*.yaml into generated/openapi.json.
  * Each area file holds `paths` and `components`; a name defined twice is an error,
- * so areas cannot silently shadow each other.
+ * so areas cannot silently shadow each other. Every Admin operation may answer 403 (a person's role may not
+ * call it, or a session's change came without its CSRF token: docs/people.md): the bundle says so of each one
+ * whose area does not already.
  *
  *   tsx scripts/bundle-openapi.ts          write generated/openapi.json
  *   tsx scripts/bundle-openapi.ts --check  fail if the written file is stale
@@ -33,7 +35,18 @@ export function bundleOpenApi(root = 'openapi'): Doc {
       }
     }
   }
+  forbiddenOnEveryAdminOperation(doc);
   return doc;
+}
+
+function forbiddenOnEveryAdminOperation(doc: Doc): void {
+  for (const [path, item] of Object.entries(doc.paths as Doc)) {
+    if (!path.startsWith('/admin/v1/')) continue;
+    for (const method of ['get', 'put', 'post', 'delete', 'patch']) {
+      const responses = (item as Doc)[method]?.responses as Doc | undefined;
+      if (responses && !responses['403']) responses['403'] = { $ref: '#/components/responses/Forbidden' };
+    }
+  }
 }
 
 const isMain = process.argv[1]?.endsWith('bundle-openapi.ts');

@@ -28,6 +28,8 @@ import { createGatewayParts } from './gateway/gateway-parts.js';
 import { createApi, type Api } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import { servePages } from './http/pages.js';
+import { serveSignIn } from './http/sign-in-routes.js';
+import { createAdminAuthentication } from './http/session-auth.js';
 import { createFrontDoor } from './front-door.js';
 import { createJobs, type Jobs } from './jobs.js';
 import {
@@ -170,6 +172,8 @@ function mountExpress(
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   servePages(app, deps);
+  // People's sign-in (/auth/...): the providers' redirects and callbacks, the session, sign-out, login links.
+  serveSignIn(app, { config, people: deps.services.people, publicUrl: deps.publicUrl });
   // Billing webhooks are verified on their raw bytes: mounted before the JSON body parser.
   app.post(
     '/webhooks/billing/:connectionId',
@@ -285,7 +289,12 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
   const api = createApi({
     definition,
     handlers: createHandlers(services, { clock, eventLoop }),
-    managementKeys: services.managementKeys,
+    authentication: createAdminAuthentication({
+      config,
+      managementKeys: services.managementKeys,
+      sessions: services.people.sessions,
+      members: services.people.members,
+    }),
     idempotency: services.idempotency,
     publicUrl,
   });

@@ -5,6 +5,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 export const usage = `usage:
   npm run nexus -- migrate
+  npm run nexus -- login-link
   npm run nexus -- management-keys create --workspace ID [--workspace ID ...] [--name NAME]
   npm run nexus -- management-keys list
   npm run nexus -- management-keys revoke KEY_ID`;
@@ -15,6 +16,7 @@ export class UsageError extends Error {}
 export type Command =
   | { name: 'help' }
   | { name: 'migrate' }
+  | { name: 'login-link' }
   | { name: 'create'; keyName: string; workspaceIds: string[] }
   | { name: 'list' }
   | { name: 'revoke'; keyId: string };
@@ -39,6 +41,10 @@ export function parseCommand(argv: string[]): Command {
   if (command === 'migrate') {
     parse(argv.slice(1));
     return { name: 'migrate' };
+  }
+  if (command === 'login-link') {
+    parse(argv.slice(1));
+    return { name: 'login-link' };
   }
   if (command !== 'management-keys') throw new UsageError(`Unknown command '${command}'`);
   if (sub === 'create') {

@@ -1,6 +1,7 @@
 /**
  * `npm run nexus -- <command>`:
  *   migrate                                       apply pending migrations
+ *   login-link                                    print a one-time link that signs the owner in to the console
  *   management-keys create --workspace ID [--workspace ID ...] [--name NAME]
  *   management-keys list
  *   management-keys revoke KEY_ID
@@ -58,6 +59,15 @@ async function main(argv: string[]): Promise<number> {
     }
     const services = createServices({ db, config, clock: systemClock, logger: createLogger('silent'), fetch });
     const actor = systemActor('cli');
+    if (command.name === 'login-link') {
+      const link = await services.people.signIn.createLoginLink();
+      const base = config.publicUrl ?? `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${config.port}`;
+      console.log(
+        `Open this link to sign in to the console as the owner (once, until ${link.expiresAt.toISOString()}):\n\n` +
+          `  ${base}/auth/link?token=${link.token}\n`,
+      );
+      return 0;
+    }
     if (command.name === 'create') {
       const created = await services.managementKeys.createScoped(actor, { name: command.keyName, workspaceIds: command.workspaceIds });
       console.log(`Created management key ${created.id} (shown only this once):\n\n  ${created.key}\n`);

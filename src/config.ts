@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { peopleFields, peopleVariables, PeopleConfigError } from './config-people.js';
 import { trustProxyOf } from './trust-proxy.js';
 
 export class ConfigError extends Error {}
@@ -167,6 +168,7 @@ const variables = z.object({
     .min(0, { error: 'must be >= 0' })
     .max(1, { error: 'must be <= 1' })
     .default(1),
+  ...peopleVariables.shape,
 });
 
 /**
@@ -389,6 +391,7 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     ...keyFields(v, warn),
     ...gatewayFields(v),
     ...billingAndEventFields(v),
+    ...peopleFields(v),
     /** OpenTelemetry traces; undefined: off (no SDK loaded). */
     tracing: tracingOf(v),
   };
@@ -444,7 +447,12 @@ export function loadConfig(
     const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'environment'} ${issue.message}`);
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   }
-  const config = fields(parsed.data, warn);
+  let config;
+  try {
+    config = fields(parsed.data, warn);
+  } catch (err) {
+    throw err instanceof PeopleConfigError ? new ConfigError(`Invalid configuration: ${err.message}`) : err;
+  }
   Object.freeze(config.previousEncryptionKeys);
   return Object.freeze(config);
 }

@@ -22,10 +22,16 @@ const errorStatus = {
   malformed_http: 400,
   invalid_webhook_url: 400,
   unknown_event_type: 400,
+  sign_in_failed: 400,
+  login_link_invalid: 400,
+  invitation_invalid: 400,
+  invitation_expired: 400,
   // 401
   missing_credentials: 401,
   invalid_management_key: 401,
   invalid_inference_key: 401,
+  invalid_session: 401,
+  session_expired: 401,
   // 403
   root_key_required: 403,
   access_not_active: 403,
@@ -33,6 +39,9 @@ const errorStatus = {
   connection_suspended: 403,
   workspace_archived_gateway: 403,
   model_not_allowed: 403,
+  csrf_token_invalid: 403,
+  not_a_member: 403,
+  role_forbidden: 403,
   // 404
   route_not_found: 404,
   workspace_not_found: 404,
@@ -53,6 +62,9 @@ const errorStatus = {
   price_not_found: 404,
   budget_not_found: 404,
   management_key_not_found: 404,
+  session_not_found: 404,
+  member_not_found: 404,
+  invitation_not_found: 404,
   // 405
   method_not_allowed: 405,
   // 409

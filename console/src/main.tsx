@@ -1,5 +1,5 @@
 /**
- * The Nexus operator console: sign in with a Management Key, pick a workspace, and manage it
+ * The Nexus operator console: sign in (single sign-on, a login link, or a Management Key), pick a workspace, and manage it
  * page by page. Every call goes through the generated client (api.ts); the routes are in the
  * location's hash (#/w/<workspaceId>/<page>; a call's own link: #/invocations/<id>), so a page can be
  * reloaded and linked to.
@@ -8,7 +8,23 @@ import { render } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
-import { clientFor, getInvocation, getWorkspace, listWorkspaces, storedKey, storeKey, type Client, type WorkspaceDto } from './api.js';
+import {
+  clientFor,
+  endSession,
+  getInvocation,
+  getWorkspace,
+  listWorkspaces,
+  providerSignInUrl,
+  readSession,
+  sessionClient,
+  signInOptions,
+  storedKey,
+  storeKey,
+  type Client,
+  type Session,
+  type SignInOptions,
+  type WorkspaceDto,
+} from './api.js';
 import { useAction, useRead, valueOf } from './hooks.js';
 import { ErrorNote, Field, Working, WORKSPACES_CHANGED, type PageProps } from './ui.js';
 import { WorkspacesPage } from './pages/workspaces.js';
@@ -111,7 +127,7 @@ function SkipLink() {
   );
 }
 
-function SignIn({ onSignedIn, notice }: { onSignedIn: (key: string) => void; notice?: string | undefined }) {
+function KeySignIn({ onSignedIn }: { onSignedIn: (key: string) => void }) {
   const [key, setKey] = useState('');
   const action = useAction();
   const submit = async (e: Event) => {
@@ -121,6 +137,40 @@ function SignIn({ onSignedIn, notice }: { onSignedIn: (key: string) => void; not
     if (ok) onSignedIn(key.trim());
   };
   return (
+    <form class="card form" onSubmit={(e) => void submit(e)} aria-label="Sign in with a key">
+      <h2>Management Key</h2>
+      <Field
+        label="Management Key"
+        hint="nx-mgmt-…: the root key, or a key scoped to some workspaces. Kept in this tab only (sessionStorage)."
+      >
+        <input
+          type="password"
+          name="managementKey"
+          autoComplete="off"
+          required
+          minLength={24}
+          value={key}
+          onInput={(e) => setKey(valueOf(e))}
+        />
+      </Field>
+      <button type="submit" disabled={!!action.working}>
+        Sign in with the key
+      </button>
+      <ErrorNote problem={action.problem} />
+    </form>
+  );
+}
+
+function SignIn({
+  options,
+  onSignedIn,
+  notice,
+}: {
+  options: SignInOptions;
+  onSignedIn: (key: string) => void;
+  notice?: string | undefined;
+}) {
+  return (
     <main class="signin" id="main" tabIndex={-1}>
       <h1>Nexus console</h1>
       {notice ? (
@@ -128,28 +178,20 @@ function SignIn({ onSignedIn, notice }: { onSignedIn: (key: string) => void; not
           {notice}
         </p>
       ) : null}
-      <form class="card form" onSubmit={(e) => void submit(e)} aria-label="Sign in">
+      <section class="card form" aria-label="Sign in">
         <h2>Sign in</h2>
-        <Field
-          label="Management Key"
-          hint="nx-mgmt-…: the root key, or a key scoped to some workspaces. Kept in this tab only (sessionStorage)."
-        >
-          <input
-            type="password"
-            name="managementKey"
-            autoComplete="off"
-            required
-            minLength={24}
-            value={key}
-            onInput={(e) => setKey(valueOf(e))}
-            autoFocus
-          />
-        </Field>
-        <button type="submit" class="primary" disabled={!!action.working}>
-          Sign in
-        </button>
-        <ErrorNote problem={action.problem} />
-      </form>
+        {options.providers.map((p) => (
+          <a key={p.id} class="button primary" href={providerSignInUrl(p.id)}>
+            Sign in with {p.name}
+          </a>
+        ))}
+        {options.loginLink ? (
+          <p class="hint">
+            No single sign-on is configured: run <code>nexus login-link</code> on the server for a one-time sign-in link.
+          </p>
+        ) : null}
+      </section>
+      {options.keySignIn ? <KeySignIn onSignedIn={onSignedIn} /> : null}
       <p>
         <a href="../docs">API reference</a> · <ThemeToggle />
       </p>
@@ -284,38 +326,58 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
   );
 }
 
+/** How this tab is signed in: a person's session, a Management Key, or not (yet: `undefined` while it is asked). */
+type SignedIn = { kind: 'session'; session: Session } | { kind: 'key'; key: string } | { kind: 'none'; options: SignInOptions };
+
 function App() {
-  const [key, setKey] = useState(storedKey);
-  const [notice, setNotice] = useState<string | undefined>();
-  // A 401 mid-session (the key revoked, or rotated elsewhere): back to sign-in, saying why.
-  const expired = useRef(() => {
-    storeKey(undefined);
-    setKey(undefined);
-    setNotice('Your Management Key was refused (401): sign in again.');
+  const [signedIn, setSignedIn] = useState<SignedIn | undefined>(() => {
+    const key = storedKey();
+    return key ? { kind: 'key', key } : undefined;
   });
-  const client = useMemo(() => (key ? clientFor(key, () => expired.current()) : undefined), [key]);
-  if (!key || !client) {
+  const [notice, setNotice] = useState<string | undefined>();
+  const signInPage = useRef(async (why?: string) => {
+    setNotice(why);
+    setSignedIn({ kind: 'none', options: await signInOptions() });
+  });
+  useEffect(() => {
+    if (signedIn) return;
+    void readSession().then((session) => (session ? setSignedIn({ kind: 'session', session }) : signInPage.current()));
+  }, [signedIn]);
+  // A 401 mid-session (the key revoked, the session ended): back to sign-in, saying why.
+  const expired = useRef((what: string) => {
+    storeKey(undefined);
+    void signInPage.current(`${what} (401): sign in again.`);
+  });
+  const client = useMemo(() => {
+    if (signedIn?.kind === 'key') return clientFor(signedIn.key, () => expired.current('Your Management Key was refused'));
+    if (signedIn?.kind === 'session') return sessionClient(signedIn.session.csrfToken, () => expired.current('Your session has ended'));
+    return undefined;
+  }, [signedIn]);
+  if (!signedIn) return <Working label="Signing in…" />;
+  if (signedIn.kind === 'none' || !client) {
     return (
       <SignIn
+        options={signedIn.kind === 'none' ? signedIn.options : { providers: [], keySignIn: true, loginLink: false }}
         notice={notice}
         onSignedIn={(k) => {
           storeKey(k);
           setNotice(undefined);
-          setKey(k);
+          setSignedIn({ kind: 'key', key: k });
         }}
       />
     );
   }
-  return (
-    <Shell
-      client={client}
-      onSignOut={() => {
-        storeKey(undefined);
-        setKey(undefined);
-        window.location.hash = '';
-      }}
-    />
-  );
+  const signOut = async () => {
+    storeKey(undefined);
+    window.location.hash = '';
+    if (signedIn.kind === 'session') {
+      // Ended here; then at the provider too, where it offers that (it sends the browser back to the console).
+      const providerUrl = await endSession(signedIn.session.csrfToken);
+      if (providerUrl) return window.location.assign(providerUrl);
+    }
+    await signInPage.current();
+  };
+  return <Shell client={client} onSignOut={() => void signOut()} />;
 }
 
 applyTheme(storedTheme());

@@ -27,6 +27,8 @@ export const idempotentOperations: ReadonlySet<string> = new Set([
   'POST /admin/v1/workspace-accesses/{accessId}/suspend',
   'POST /admin/v1/workspaces',
   'POST /admin/v1/workspaces/{workspaceId}/billing-connections',
+  'POST /admin/v1/workspaces/{workspaceId}/invitations',
+  'POST /admin/v1/workspaces/{workspaceId}/members',
   'POST /admin/v1/workspaces/{workspaceId}/plan-strategies/quota',
   'POST /admin/v1/workspaces/{workspaceId}/plans',
   'POST /admin/v1/workspaces/{workspaceId}/prices',

@@ -1349,6 +1349,112 @@ export class ManagementKeysResource extends NexusResource {
 }
 
 /**
+ * People: listMembers, addMember, listInvitations, createInvitation, revokeInvitation, removeMember, listSessions, revokeSession.
+ *
+ * The members of each workspace and their roles, invitations, and the sessions of the persons signed in to the console (docs/people.md).
+ */
+export class PeopleResource extends NexusResource {
+  /**
+   * List a workspace's members
+   *
+   * The people who are members of the workspace, each with their role, newest first.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/members` (`listMembers` in the function API)
+   */
+  listMembers(workspaceId: string, query?: Params<types.ListMembersData['query']>, options?: RequestOptions): PagePromise<types.ListMembersResponses[200][number]> {
+    return this._core._list<types.ListMembersResponses[200][number]>(sdk.listMembers, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Add a member to a workspace
+   *
+   * Makes the person with this email a member of the workspace with one role, before or after they first
+   * sign in: they sign in with single sign-on when their provider vouches for the email (verified). One
+   * membership per email and workspace: another is 409 `conflict`. An archived workspace is 409
+   * `workspace_archived`. Audited (`member.added`).
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/members` (`addMember` in the function API)
+   */
+  addMember(workspaceId: string, body: Params<NonNullable<types.AddMemberData['body']>>, options?: RequestOptions): NexusPromise<types.AddMemberResponses[keyof types.AddMemberResponses]> {
+    return this._core._call<types.AddMemberResponses[keyof types.AddMemberResponses]>(sdk.addMember, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * List a workspace's invitations
+   *
+   * The invitations neither accepted nor revoked, expired ones included, newest first. Their links are never shown again.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/invitations` (`listInvitations` in the function API)
+   */
+  listInvitations(workspaceId: string, query?: Params<types.ListInvitationsData['query']>, options?: RequestOptions): PagePromise<types.ListInvitationsResponses[200][number]> {
+    return this._core._list<types.ListInvitationsResponses[200][number]>(sdk.listInvitations, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Invite a person to a workspace
+   *
+   * An invitation of this email with a role, whose link (`url`, shown only in this answer) is sent to the person.
+   * Opened, then followed by a sign-in with single sign-on as that email (verified), it makes them a member,
+   * once, until `expiresAt` (`NEXUS_INVITATION_DAYS`, 7). An archived workspace is 409 `workspace_archived`.
+   * Audited (`invitation.created`).
+   *
+   * `POST /admin/v1/workspaces/{workspaceId}/invitations` (`createInvitation` in the function API)
+   */
+  createInvitation(workspaceId: string, body: Params<NonNullable<types.CreateInvitationData['body']>>, options?: RequestOptions): NexusPromise<types.CreateInvitationResponses[keyof types.CreateInvitationResponses]> {
+    return this._core._call<types.CreateInvitationResponses[keyof types.CreateInvitationResponses]>(sdk.createInvitation, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Revoke an invitation
+   *
+   * Its link no longer makes anyone a member. One accepted or revoked already is 404 `invitation_not_found`. Audited.
+   *
+   * `DELETE /admin/v1/invitations/{invitationId}` (`revokeInvitation` in the function API)
+   */
+  revokeInvitation(invitationId: string, options?: RequestOptions): NexusPromise<types.RevokeInvitationResponses[keyof types.RevokeInvitationResponses]> {
+    return this._core._call<types.RevokeInvitationResponses[keyof types.RevokeInvitationResponses]>(sdk.revokeInvitation, { path: { invitationId } }, options);
+  }
+
+  /**
+   * Remove a member
+   *
+   * Ends the membership: the person's next request in that workspace, on any process, is refused.
+   * Audited (`member.removed`).
+   *
+   * `DELETE /admin/v1/members/{memberId}` (`removeMember` in the function API)
+   */
+  removeMember(memberId: string, options?: RequestOptions): NexusPromise<types.RemoveMemberResponses[keyof types.RemoveMemberResponses]> {
+    return this._core._call<types.RemoveMemberResponses[keyof types.RemoveMemberResponses]>(sdk.removeMember, { path: { memberId } }, options);
+  }
+
+  /**
+   * List sessions
+   *
+   * The sessions that have not ended (not signed out, not revoked, neither idle nor past their absolute end),
+   * newest first, each with its person. Owners only: another caller is refused 403 `root_key_required`.
+   * A session's token is never shown: only its id.
+   *
+   * `GET /admin/v1/sessions` (`listSessions` in the function API)
+   */
+  listSessions(query?: Params<types.ListSessionsData['query']>, options?: RequestOptions): PagePromise<types.ListSessionsResponses[200][number]> {
+    return this._core._list<types.ListSessionsResponses[200][number]>(sdk.listSessions, { query }, options);
+  }
+
+  /**
+   * Revoke a session
+   *
+   * Ends the session now: its next request, on any process, is refused 401 `invalid_session`. Audited
+   * (`session.revoked`). A session that has ended already, or none with that id, is 404 `session_not_found`.
+   * Owners only.
+   *
+   * `DELETE /admin/v1/sessions/{sessionId}` (`revokeSession` in the function API)
+   */
+  revokeSession(sessionId: string, options?: RequestOptions): NexusPromise<types.RevokeSessionResponses[keyof types.RevokeSessionResponses]> {
+    return this._core._call<types.RevokeSessionResponses[keyof types.RevokeSessionResponses]>(sdk.revokeSession, { path: { sessionId } }, options);
+  }
+}
+
+/**
  * System: getHealth, getReadiness.
  *
  * Health and readiness.
@@ -1453,6 +1559,12 @@ export class Nexus extends NexusCore {
    * The keys that call the Admin API, managed by a root key.
    */
   readonly managementKeys: ManagementKeysResource = new ManagementKeysResource(this);
+  /**
+   * People
+   *
+   * The members of each workspace and their roles, invitations, and the sessions of the persons signed in to the console (docs/people.md).
+   */
+  readonly people: PeopleResource = new PeopleResource(this);
   /**
    * System
    *

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { ActivateWorkspaceAccessData, ActivateWorkspaceAccessErrors, ActivateWorkspaceAccessResponses, ArchiveProviderConnectionData, ArchiveProviderConnectionErrors, ArchiveProviderConnectionResponses, ArchiveRouteData, ArchiveRouteErrors, ArchiveRouteResponses, ArchiveWorkspaceData, ArchiveWorkspaceErrors, ArchiveWorkspaceResponses, BindPlanStrategyData, BindPlanStrategyErrors, BindPlanStrategyResponses, ChangeAccessPlanData, ChangeAccessPlanErrors, ChangeAccessPlanResponses, CloseModelPriceData, CloseModelPriceErrors, CloseModelPriceResponses, ClosePlanStrategyBindingData, ClosePlanStrategyBindingErrors, ClosePlanStrategyBindingResponses, ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialErrors, ConfigureBillingProviderCredentialResponses, ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretErrors, ConfigureBillingWebhookSecretResponses, CreateBillingConnectionData, CreateBillingConnectionErrors, CreateBillingConnectionResponses, CreateBillingProductMappingData, CreateBillingProductMappingErrors, CreateBillingProductMappingResponses, CreateCheckoutData, CreateCheckoutErrors, CreateCheckoutResponses, CreateManagementKeyData, CreateManagementKeyErrors, CreateManagementKeyResponses, CreateModelPriceData, CreateModelPriceErrors, CreateModelPriceResponses, CreatePlanData, CreatePlanErrors, CreatePlanResponses, CreateProviderConnectionData, CreateProviderConnectionErrors, CreateProviderConnectionResponses, CreateQuotaStrategyData, CreateQuotaStrategyErrors, CreateQuotaStrategyResponses, CreateRouteData, CreateRouteErrors, CreateRouteResponses, CreateWebhookEndpointData, CreateWebhookEndpointErrors, CreateWebhookEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteBillingProductMappingData, DeleteBillingProductMappingErrors, DeleteBillingProductMappingResponses, DeleteWebhookEndpointData, DeleteWebhookEndpointErrors, DeleteWebhookEndpointResponses, DisableBillingConnectionData, DisableBillingConnectionErrors, DisableBillingConnectionResponses, DisableWebhookEndpointData, DisableWebhookEndpointErrors, DisableWebhookEndpointResponses, ExportInvocationsData, ExportInvocationsErrors, ExportInvocationsResponses, ExportUsageSummaryData, ExportUsageSummaryErrors, ExportUsageSummaryResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetInferenceKeyData, GetInferenceKeyErrors, GetInferenceKeyResponses, GetInvocationData, GetInvocationErrors, GetInvocationResponses, GetMeData, GetMeErrors, GetMeResponses, GetPlanData, GetPlanErrors, GetPlanResponses, GetPlanStrategyData, GetPlanStrategyErrors, GetPlanStrategyResponses, GetProviderConnectionData, GetProviderConnectionErrors, GetProviderConnectionResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetRouteData, GetRouteErrors, GetRouteHealthData, GetRouteHealthErrors, GetRouteHealthResponses, GetRouteResponses, GetUsageSummaryData, GetUsageSummaryErrors, GetUsageSummaryResponses, GetWebhookEndpointData, GetWebhookEndpointErrors, GetWebhookEndpointResponses, GetWebhookMessageData, GetWebhookMessageErrors, GetWebhookMessageResponses, GetWorkspaceAccessData, GetWorkspaceAccessErrors, GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaErrors, GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessResponses, GetWorkspaceBudgetData, GetWorkspaceBudgetErrors, GetWorkspaceBudgetResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, GrantAccessUnitsData, GrantAccessUnitsErrors, GrantAccessUnitsResponses, ImportModelPricesData, ImportModelPricesErrors, ImportModelPricesResponses, IssueInferenceKeyData, IssueInferenceKeyErrors, IssueInferenceKeyResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListBillingConnectionsData, ListBillingConnectionsErrors, ListBillingConnectionsResponses, ListBillingProductMappingsData, ListBillingProductMappingsErrors, ListBillingProductMappingsResponses, ListBillingWebhookEventsData, ListBillingWebhookEventsErrors, ListBillingWebhookEventsResponses, ListExternalSubscriptionsData, ListExternalSubscriptionsErrors, ListExternalSubscriptionsResponses, ListInferenceKeysData, ListInferenceKeysErrors, ListInferenceKeysResponses, ListInvocationsData, ListInvocationsErrors, ListInvocationsResponses, ListManagementKeysData, ListManagementKeysErrors, ListManagementKeysResponses, ListModelPricesData, ListModelPricesErrors, ListModelPricesResponses, ListPlansData, ListPlansErrors, ListPlansResponses, ListPlanStrategiesData, ListPlanStrategiesErrors, ListPlanStrategiesResponses, ListPlanStrategyBindingsData, ListPlanStrategyBindingsErrors, ListPlanStrategyBindingsResponses, ListProviderConnectionsData, ListProviderConnectionsErrors, ListProviderConnectionsResponses, ListRoutesData, ListRoutesErrors, ListRoutesResponses, ListUsageEventsData, ListUsageEventsErrors, ListUsageEventsResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, ListWebhookMessagesData, ListWebhookMessagesErrors, ListWebhookMessagesResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, ListWorkspaceUsersData, ListWorkspaceUsersErrors, ListWorkspaceUsersResponses, ProvisionWorkspaceUserData, ProvisionWorkspaceUserErrors, ProvisionWorkspaceUserResponses, ProxyProviderDeleteData, ProxyProviderDeleteErrors, ProxyProviderDeleteResponses, ProxyProviderGetData, ProxyProviderGetErrors, ProxyProviderGetResponses, ProxyProviderPatchData, ProxyProviderPatchErrors, ProxyProviderPatchResponses, ProxyProviderPostData, ProxyProviderPostErrors, ProxyProviderPostResponses, ProxyProviderPutData, ProxyProviderPutErrors, ProxyProviderPutResponses, PublishPlanData, PublishPlanErrors, PublishPlanResponses, PublishPlanStrategyData, PublishPlanStrategyErrors, PublishPlanStrategyResponses, ReceiveBillingWebhookData, ReceiveBillingWebhookErrors, ReceiveBillingWebhookResponses, ReconcileBillingConnectionData, ReconcileBillingConnectionErrors, ReconcileBillingConnectionResponses, RenewWorkspaceAccessData, RenewWorkspaceAccessErrors, RenewWorkspaceAccessResponses, ReplayBillingWebhookEventData, ReplayBillingWebhookEventErrors, ReplayBillingWebhookEventResponses, ReplayFailedWebhookMessagesData, ReplayFailedWebhookMessagesErrors, ReplayFailedWebhookMessagesResponses, ReplayWebhookMessageData, ReplayWebhookMessageErrors, ReplayWebhookMessageResponses, RevokeInferenceKeyData, RevokeInferenceKeyErrors, RevokeInferenceKeyResponses, RevokeManagementKeyData, RevokeManagementKeyErrors, RevokeManagementKeyResponses, RotateProviderSecretData, RotateProviderSecretErrors, RotateProviderSecretResponses, RotateWebhookEndpointSecretData, RotateWebhookEndpointSecretErrors, RotateWebhookEndpointSecretResponses, SendTestWebhookEventData, SendTestWebhookEventErrors, SendTestWebhookEventResponses, SetPlanPassthroughClassesData, SetPlanPassthroughClassesErrors, SetPlanPassthroughClassesResponses, SetPlanRateLimitsData, SetPlanRateLimitsErrors, SetPlanRateLimitsResponses, SetWorkspaceBudgetData, SetWorkspaceBudgetErrors, SetWorkspaceBudgetResponses, SuspendWorkspaceAccessData, SuspendWorkspaceAccessErrors, SuspendWorkspaceAccessResponses, SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodErrors, SyncWorkspaceAccessBillingPeriodResponses, TestProviderConnectionData, TestProviderConnectionErrors, TestProviderConnectionResponses, UpdateManagementKeyData, UpdateManagementKeyErrors, UpdateManagementKeyResponses, UpdatePlanData, UpdatePlanErrors, UpdatePlanResponses, UpdateProviderConnectionData, UpdateProviderConnectionErrors, UpdateProviderConnectionResponses, UpdateRouteData, UpdateRouteErrors, UpdateRouteResponses, UpdateWebhookEndpointData, UpdateWebhookEndpointErrors, UpdateWebhookEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, VerifyBillingConnectionData, VerifyBillingConnectionErrors, VerifyBillingConnectionResponses, VerifyProviderConnectionData, VerifyProviderConnectionErrors, VerifyProviderConnectionResponses } from './types.gen.js';
+import type { ActivateWorkspaceAccessData, ActivateWorkspaceAccessErrors, ActivateWorkspaceAccessResponses, AddMemberData, AddMemberErrors, AddMemberResponses, ArchiveProviderConnectionData, ArchiveProviderConnectionErrors, ArchiveProviderConnectionResponses, ArchiveRouteData, ArchiveRouteErrors, ArchiveRouteResponses, ArchiveWorkspaceData, ArchiveWorkspaceErrors, ArchiveWorkspaceResponses, BindPlanStrategyData, BindPlanStrategyErrors, BindPlanStrategyResponses, ChangeAccessPlanData, ChangeAccessPlanErrors, ChangeAccessPlanResponses, CloseModelPriceData, CloseModelPriceErrors, CloseModelPriceResponses, ClosePlanStrategyBindingData, ClosePlanStrategyBindingErrors, ClosePlanStrategyBindingResponses, ConfigureBillingProviderCredentialData, ConfigureBillingProviderCredentialErrors, ConfigureBillingProviderCredentialResponses, ConfigureBillingWebhookSecretData, ConfigureBillingWebhookSecretErrors, ConfigureBillingWebhookSecretResponses, CreateBillingConnectionData, CreateBillingConnectionErrors, CreateBillingConnectionResponses, CreateBillingProductMappingData, CreateBillingProductMappingErrors, CreateBillingProductMappingResponses, CreateCheckoutData, CreateCheckoutErrors, CreateCheckoutResponses, CreateInvitationData, CreateInvitationErrors, CreateInvitationResponses, CreateManagementKeyData, CreateManagementKeyErrors, CreateManagementKeyResponses, CreateModelPriceData, CreateModelPriceErrors, CreateModelPriceResponses, CreatePlanData, CreatePlanErrors, CreatePlanResponses, CreateProviderConnectionData, CreateProviderConnectionErrors, CreateProviderConnectionResponses, CreateQuotaStrategyData, CreateQuotaStrategyErrors, CreateQuotaStrategyResponses, CreateRouteData, CreateRouteErrors, CreateRouteResponses, CreateWebhookEndpointData, CreateWebhookEndpointErrors, CreateWebhookEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteBillingProductMappingData, DeleteBillingProductMappingErrors, DeleteBillingProductMappingResponses, DeleteWebhookEndpointData, DeleteWebhookEndpointErrors, DeleteWebhookEndpointResponses, DisableBillingConnectionData, DisableBillingConnectionErrors, DisableBillingConnectionResponses, DisableWebhookEndpointData, DisableWebhookEndpointErrors, DisableWebhookEndpointResponses, ExportInvocationsData, ExportInvocationsErrors, ExportInvocationsResponses, ExportUsageSummaryData, ExportUsageSummaryErrors, ExportUsageSummaryResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetInferenceKeyData, GetInferenceKeyErrors, GetInferenceKeyResponses, GetInvocationData, GetInvocationErrors, GetInvocationResponses, GetMeData, GetMeErrors, GetMeResponses, GetPlanData, GetPlanErrors, GetPlanResponses, GetPlanStrategyData, GetPlanStrategyErrors, GetPlanStrategyResponses, GetProviderConnectionData, GetProviderConnectionErrors, GetProviderConnectionResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetRouteData, GetRouteErrors, GetRouteHealthData, GetRouteHealthErrors, GetRouteHealthResponses, GetRouteResponses, GetUsageSummaryData, GetUsageSummaryErrors, GetUsageSummaryResponses, GetWebhookEndpointData, GetWebhookEndpointErrors, GetWebhookEndpointResponses, GetWebhookMessageData, GetWebhookMessageErrors, GetWebhookMessageResponses, GetWorkspaceAccessData, GetWorkspaceAccessErrors, GetWorkspaceAccessQuotaData, GetWorkspaceAccessQuotaErrors, GetWorkspaceAccessQuotaResponses, GetWorkspaceAccessResponses, GetWorkspaceBudgetData, GetWorkspaceBudgetErrors, GetWorkspaceBudgetResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, GrantAccessUnitsData, GrantAccessUnitsErrors, GrantAccessUnitsResponses, ImportModelPricesData, ImportModelPricesErrors, ImportModelPricesResponses, IssueInferenceKeyData, IssueInferenceKeyErrors, IssueInferenceKeyResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListBillingConnectionsData, ListBillingConnectionsErrors, ListBillingConnectionsResponses, ListBillingProductMappingsData, ListBillingProductMappingsErrors, ListBillingProductMappingsResponses, ListBillingWebhookEventsData, ListBillingWebhookEventsErrors, ListBillingWebhookEventsResponses, ListExternalSubscriptionsData, ListExternalSubscriptionsErrors, ListExternalSubscriptionsResponses, ListInferenceKeysData, ListInferenceKeysErrors, ListInferenceKeysResponses, ListInvitationsData, ListInvitationsErrors, ListInvitationsResponses, ListInvocationsData, ListInvocationsErrors, ListInvocationsResponses, ListManagementKeysData, ListManagementKeysErrors, ListManagementKeysResponses, ListMembersData, ListMembersErrors, ListMembersResponses, ListModelPricesData, ListModelPricesErrors, ListModelPricesResponses, ListPlansData, ListPlansErrors, ListPlansResponses, ListPlanStrategiesData, ListPlanStrategiesErrors, ListPlanStrategiesResponses, ListPlanStrategyBindingsData, ListPlanStrategyBindingsErrors, ListPlanStrategyBindingsResponses, ListProviderConnectionsData, ListProviderConnectionsErrors, ListProviderConnectionsResponses, ListRoutesData, ListRoutesErrors, ListRoutesResponses, ListSessionsData, ListSessionsErrors, ListSessionsResponses, ListUsageEventsData, ListUsageEventsErrors, ListUsageEventsResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, ListWebhookMessagesData, ListWebhookMessagesErrors, ListWebhookMessagesResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, ListWorkspaceUsersData, ListWorkspaceUsersErrors, ListWorkspaceUsersResponses, ProvisionWorkspaceUserData, ProvisionWorkspaceUserErrors, ProvisionWorkspaceUserResponses, ProxyProviderDeleteData, ProxyProviderDeleteErrors, ProxyProviderDeleteResponses, ProxyProviderGetData, ProxyProviderGetErrors, ProxyProviderGetResponses, ProxyProviderPatchData, ProxyProviderPatchErrors, ProxyProviderPatchResponses, ProxyProviderPostData, ProxyProviderPostErrors, ProxyProviderPostResponses, ProxyProviderPutData, ProxyProviderPutErrors, ProxyProviderPutResponses, PublishPlanData, PublishPlanErrors, PublishPlanResponses, PublishPlanStrategyData, PublishPlanStrategyErrors, PublishPlanStrategyResponses, ReceiveBillingWebhookData, ReceiveBillingWebhookErrors, ReceiveBillingWebhookResponses, ReconcileBillingConnectionData, ReconcileBillingConnectionErrors, ReconcileBillingConnectionResponses, RemoveMemberData, RemoveMemberErrors, RemoveMemberResponses, RenewWorkspaceAccessData, RenewWorkspaceAccessErrors, RenewWorkspaceAccessResponses, ReplayBillingWebhookEventData, ReplayBillingWebhookEventErrors, ReplayBillingWebhookEventResponses, ReplayFailedWebhookMessagesData, ReplayFailedWebhookMessagesErrors, ReplayFailedWebhookMessagesResponses, ReplayWebhookMessageData, ReplayWebhookMessageErrors, ReplayWebhookMessageResponses, RevokeInferenceKeyData, RevokeInferenceKeyErrors, RevokeInferenceKeyResponses, RevokeInvitationData, RevokeInvitationErrors, RevokeInvitationResponses, RevokeManagementKeyData, RevokeManagementKeyErrors, RevokeManagementKeyResponses, RevokeSessionData, RevokeSessionErrors, RevokeSessionResponses, RotateProviderSecretData, RotateProviderSecretErrors, RotateProviderSecretResponses, RotateWebhookEndpointSecretData, RotateWebhookEndpointSecretErrors, RotateWebhookEndpointSecretResponses, SendTestWebhookEventData, SendTestWebhookEventErrors, SendTestWebhookEventResponses, SetPlanPassthroughClassesData, SetPlanPassthroughClassesErrors, SetPlanPassthroughClassesResponses, SetPlanRateLimitsData, SetPlanRateLimitsErrors, SetPlanRateLimitsResponses, SetWorkspaceBudgetData, SetWorkspaceBudgetErrors, SetWorkspaceBudgetResponses, SuspendWorkspaceAccessData, SuspendWorkspaceAccessErrors, SuspendWorkspaceAccessResponses, SyncWorkspaceAccessBillingPeriodData, SyncWorkspaceAccessBillingPeriodErrors, SyncWorkspaceAccessBillingPeriodResponses, TestProviderConnectionData, TestProviderConnectionErrors, TestProviderConnectionResponses, UpdateManagementKeyData, UpdateManagementKeyErrors, UpdateManagementKeyResponses, UpdatePlanData, UpdatePlanErrors, UpdatePlanResponses, UpdateProviderConnectionData, UpdateProviderConnectionErrors, UpdateProviderConnectionResponses, UpdateRouteData, UpdateRouteErrors, UpdateRouteResponses, UpdateWebhookEndpointData, UpdateWebhookEndpointErrors, UpdateWebhookEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, VerifyBillingConnectionData, VerifyBillingConnectionErrors, VerifyBillingConnectionResponses, VerifyProviderConnectionData, VerifyProviderConnectionErrors, VerifyProviderConnectionResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -787,6 +787,118 @@ export const setPlanPassthroughClasses = <ThrowOnError extends boolean = true>(o
         'Content-Type': 'application/json',
         ...options.headers
     }
+});
+
+/**
+ * List a workspace's members
+ *
+ * The people who are members of the workspace, each with their role, newest first.
+ */
+export const listMembers = <ThrowOnError extends boolean = true>(options: Options<ListMembersData, ThrowOnError>) => (options.client ?? client).get<ListMembersResponses, ListMembersErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/members',
+    ...options
+});
+
+/**
+ * Add a member to a workspace
+ *
+ * Makes the person with this email a member of the workspace with one role, before or after they first
+ * sign in: they sign in with single sign-on when their provider vouches for the email (verified). One
+ * membership per email and workspace: another is 409 `conflict`. An archived workspace is 409
+ * `workspace_archived`. Audited (`member.added`).
+ *
+ */
+export const addMember = <ThrowOnError extends boolean = true>(options: Options<AddMemberData, ThrowOnError>) => (options.client ?? client).post<AddMemberResponses, AddMemberErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/members',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List a workspace's invitations
+ *
+ * The invitations neither accepted nor revoked, expired ones included, newest first. Their links are never shown again.
+ */
+export const listInvitations = <ThrowOnError extends boolean = true>(options: Options<ListInvitationsData, ThrowOnError>) => (options.client ?? client).get<ListInvitationsResponses, ListInvitationsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/invitations',
+    ...options
+});
+
+/**
+ * Invite a person to a workspace
+ *
+ * An invitation of this email with a role, whose link (`url`, shown only in this answer) is sent to the person.
+ * Opened, then followed by a sign-in with single sign-on as that email (verified), it makes them a member,
+ * once, until `expiresAt` (`NEXUS_INVITATION_DAYS`, 7). An archived workspace is 409 `workspace_archived`.
+ * Audited (`invitation.created`).
+ *
+ */
+export const createInvitation = <ThrowOnError extends boolean = true>(options: Options<CreateInvitationData, ThrowOnError>) => (options.client ?? client).post<CreateInvitationResponses, CreateInvitationErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/invitations',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Revoke an invitation
+ *
+ * Its link no longer makes anyone a member. One accepted or revoked already is 404 `invitation_not_found`. Audited.
+ */
+export const revokeInvitation = <ThrowOnError extends boolean = true>(options: Options<RevokeInvitationData, ThrowOnError>) => (options.client ?? client).delete<RevokeInvitationResponses, RevokeInvitationErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/invitations/{invitationId}',
+    ...options
+});
+
+/**
+ * Remove a member
+ *
+ * Ends the membership: the person's next request in that workspace, on any process, is refused.
+ * Audited (`member.removed`).
+ *
+ */
+export const removeMember = <ThrowOnError extends boolean = true>(options: Options<RemoveMemberData, ThrowOnError>) => (options.client ?? client).delete<RemoveMemberResponses, RemoveMemberErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/members/{memberId}',
+    ...options
+});
+
+/**
+ * List sessions
+ *
+ * The sessions that have not ended (not signed out, not revoked, neither idle nor past their absolute end),
+ * newest first, each with its person. Owners only: another caller is refused 403 `root_key_required`.
+ * A session's token is never shown: only its id.
+ *
+ */
+export const listSessions = <ThrowOnError extends boolean = true>(options?: Options<ListSessionsData, ThrowOnError>) => (options?.client ?? client).get<ListSessionsResponses, ListSessionsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/sessions',
+    ...options
+});
+
+/**
+ * Revoke a session
+ *
+ * Ends the session now: its next request, on any process, is refused 401 `invalid_session`. Audited
+ * (`session.revoked`). A session that has ended already, or none with that id, is 404 `session_not_found`.
+ * Owners only.
+ *
+ */
+export const revokeSession = <ThrowOnError extends boolean = true>(options: Options<RevokeSessionData, ThrowOnError>) => (options.client ?? client).delete<RevokeSessionResponses, RevokeSessionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/sessions/{sessionId}',
+    ...options
 });
 
 /**

@@ -870,6 +870,82 @@ export type PlanPassthroughClassesDto = {
     passthroughClasses: PassthroughClasses;
 };
 
+/**
+ * `admin`: everything in the workspace. `developer`: connections, routes, plans, prices, users and their
+ * keys; no billing, no members. `billing`: billing, budgets, prices, spend; read-only elsewhere.
+ * `support`: reads everything, suspends and resumes accesses, revokes inference keys, replays webhooks.
+ * `viewer`: reads everything. The table of each operation's roles is in docs/people.md.
+ *
+ */
+export type WorkspaceRole = 'admin' | 'developer' | 'billing' | 'support' | 'viewer';
+
+export type AddMemberDto = {
+    email: string;
+    role: WorkspaceRole;
+};
+
+export type MemberDto = {
+    id: string;
+    /**
+     * In lower case.
+     */
+    email: string;
+    workspaceId: string;
+    role: WorkspaceRole;
+    createdAt: string;
+};
+
+export type InvitationDto = {
+    id: string;
+    email: string;
+    workspaceId: string;
+    role: WorkspaceRole;
+    createdAt: string;
+    expiresAt: string;
+    /**
+     * The invitation's link, to send to the person. Only in createInvitation's answer, never again.
+     */
+    url?: string;
+};
+
+export type SessionDto = {
+    id: string;
+    person: SessionPersonDto;
+    /**
+     * The id of the OpenID Connect provider signed in with; null for a login link (`nexus login-link`).
+     */
+    provider: string | null;
+    /**
+     * Whether the person signed in as an owner of the installation.
+     */
+    owner: boolean;
+    createdAt: string;
+    /**
+     * The session's last use (kept to the minute); it ends when unused for the idle time.
+     */
+    lastSeenAt: string;
+    /**
+     * Its absolute end, however used.
+     */
+    expiresAt: string;
+};
+
+export type SessionPersonDto = {
+    /**
+     * The provider's issuer (`nexus:login-link` for the owner signed in by a link).
+     */
+    issuer: string;
+    /**
+     * The person's subject at that issuer.
+     */
+    subject: string;
+    /**
+     * The verified email the provider sent, if any.
+     */
+    email: string | null;
+    name: string | null;
+};
+
 export type PlanStatus = 'DRAFT' | 'ACTIVE' | 'ARCHIVED';
 
 export type BillingInterval = 'MONTH' | 'YEAR';
@@ -2482,6 +2558,12 @@ export type ProviderPath = string;
 
 export type ManagementKeyId = string;
 
+export type InvitationId = string;
+
+export type MemberId = string;
+
+export type SessionId = string;
+
 export type PlanIdParam = string;
 
 export type StrategyIdParam = string;
@@ -2569,6 +2651,10 @@ export type ListWorkspaceUsersErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2617,6 +2703,10 @@ export type ProvisionWorkspaceUserErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -2669,6 +2759,10 @@ export type GetWorkspaceAccessErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2717,6 +2811,10 @@ export type ActivateWorkspaceAccessErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -2771,6 +2869,10 @@ export type SuspendWorkspaceAccessErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2824,6 +2926,10 @@ export type RenewWorkspaceAccessErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2874,6 +2980,10 @@ export type ChangeAccessPlanErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -2935,6 +3045,10 @@ export type ListInferenceKeysErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -2983,6 +3097,10 @@ export type IssueInferenceKeyErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3036,6 +3154,10 @@ export type RevokeInferenceKeyErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3083,6 +3205,10 @@ export type GetInferenceKeyErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3125,6 +3251,10 @@ export type GetWorkspaceAccessQuotaErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3174,6 +3304,10 @@ export type GrantAccessUnitsErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3259,6 +3393,10 @@ export type ListAuditLogsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3312,6 +3450,10 @@ export type ListBillingConnectionsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3360,6 +3502,10 @@ export type CreateBillingConnectionErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3412,6 +3558,10 @@ export type DisableBillingConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3458,6 +3608,10 @@ export type ConfigureBillingProviderCredentialErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3509,6 +3663,10 @@ export type ConfigureBillingWebhookSecretErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3567,6 +3725,10 @@ export type VerifyBillingConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3624,6 +3786,10 @@ export type ListBillingProductMappingsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3672,6 +3838,10 @@ export type CreateBillingProductMappingErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3723,6 +3893,10 @@ export type DeleteBillingProductMappingErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3776,6 +3950,10 @@ export type CreateCheckoutErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3846,6 +4024,10 @@ export type ListBillingWebhookEventsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3894,6 +4076,10 @@ export type ReplayBillingWebhookEventErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -3951,6 +4137,10 @@ export type ListExternalSubscriptionsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -3999,6 +4189,10 @@ export type ReconcileBillingConnectionErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -4056,6 +4250,10 @@ export type SyncWorkspaceAccessBillingPeriodErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -4865,6 +5063,10 @@ export type ListModelPricesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -4913,6 +5115,10 @@ export type CreateModelPriceErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -4971,6 +5177,10 @@ export type ImportModelPricesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5028,6 +5238,10 @@ export type CloseModelPriceErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5075,6 +5289,10 @@ export type GetWorkspaceBudgetErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5117,6 +5335,10 @@ export type SetWorkspaceBudgetErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5180,6 +5402,10 @@ export type ExportInvocationsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5234,6 +5460,10 @@ export type ExportUsageSummaryErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5277,6 +5507,10 @@ export type SetPlanPassthroughClassesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5309,6 +5543,431 @@ export type SetPlanPassthroughClassesResponses = {
 
 export type SetPlanPassthroughClassesResponse = SetPlanPassthroughClassesResponses[keyof SetPlanPassthroughClassesResponses];
 
+export type ListMembersData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/members';
+};
+
+export type ListMembersErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListMembersError = ListMembersErrors[keyof ListMembersErrors];
+
+export type ListMembersResponses = {
+    /**
+     * A page of members.
+     */
+    200: Array<MemberDto>;
+};
+
+export type ListMembersResponse = ListMembersResponses[keyof ListMembersResponses];
+
+export type AddMemberData = {
+    body: AddMemberDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/members';
+};
+
+export type AddMemberErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type AddMemberError = AddMemberErrors[keyof AddMemberErrors];
+
+export type AddMemberResponses = {
+    /**
+     * Added.
+     */
+    201: MemberDto;
+};
+
+export type AddMemberResponse = AddMemberResponses[keyof AddMemberResponses];
+
+export type ListInvitationsData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/invitations';
+};
+
+export type ListInvitationsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListInvitationsError = ListInvitationsErrors[keyof ListInvitationsErrors];
+
+export type ListInvitationsResponses = {
+    /**
+     * A page of invitations.
+     */
+    200: Array<InvitationDto>;
+};
+
+export type ListInvitationsResponse = ListInvitationsResponses[keyof ListInvitationsResponses];
+
+export type CreateInvitationData = {
+    body: AddMemberDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/invitations';
+};
+
+export type CreateInvitationErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type CreateInvitationError = CreateInvitationErrors[keyof CreateInvitationErrors];
+
+export type CreateInvitationResponses = {
+    /**
+     * Invited.
+     */
+    201: InvitationDto;
+};
+
+export type CreateInvitationResponse = CreateInvitationResponses[keyof CreateInvitationResponses];
+
+export type RevokeInvitationData = {
+    body?: never;
+    path: {
+        invitationId: string;
+    };
+    query?: never;
+    url: '/admin/v1/invitations/{invitationId}';
+};
+
+export type RevokeInvitationErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type RevokeInvitationError = RevokeInvitationErrors[keyof RevokeInvitationErrors];
+
+export type RevokeInvitationResponses = {
+    /**
+     * Revoked.
+     */
+    204: void;
+};
+
+export type RevokeInvitationResponse = RevokeInvitationResponses[keyof RevokeInvitationResponses];
+
+export type RemoveMemberData = {
+    body?: never;
+    path: {
+        memberId: string;
+    };
+    query?: never;
+    url: '/admin/v1/members/{memberId}';
+};
+
+export type RemoveMemberErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type RemoveMemberError = RemoveMemberErrors[keyof RemoveMemberErrors];
+
+export type RemoveMemberResponses = {
+    /**
+     * Removed.
+     */
+    204: void;
+};
+
+export type RemoveMemberResponse = RemoveMemberResponses[keyof RemoveMemberResponses];
+
+export type ListSessionsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * The opaque cursor from the previous page's `X-Next-Cursor` header, of this same list.
+         */
+        cursor?: string;
+        /**
+         * Page size.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/sessions';
+};
+
+export type ListSessionsErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListSessionsError = ListSessionsErrors[keyof ListSessionsErrors];
+
+export type ListSessionsResponses = {
+    /**
+     * A page of sessions.
+     */
+    200: Array<SessionDto>;
+};
+
+export type ListSessionsResponse = ListSessionsResponses[keyof ListSessionsResponses];
+
+export type RevokeSessionData = {
+    body?: never;
+    path: {
+        sessionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/sessions/{sessionId}';
+};
+
+export type RevokeSessionErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type RevokeSessionError = RevokeSessionErrors[keyof RevokeSessionErrors];
+
+export type RevokeSessionResponses = {
+    /**
+     * Revoked.
+     */
+    204: void;
+};
+
+export type RevokeSessionResponse = RevokeSessionResponses[keyof RevokeSessionResponses];
+
 export type ListPlansData = {
     body?: never;
     path: {
@@ -5338,6 +5997,10 @@ export type ListPlansErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5387,6 +6050,10 @@ export type CreatePlanErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5439,6 +6106,10 @@ export type GetPlanErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5481,6 +6152,10 @@ export type UpdatePlanErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5539,6 +6214,10 @@ export type PublishPlanErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5591,6 +6270,10 @@ export type CreateQuotaStrategyErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5654,6 +6337,10 @@ export type ListPlanStrategiesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5696,6 +6383,10 @@ export type GetPlanStrategyErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5745,6 +6436,10 @@ export type PublishPlanStrategyErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5802,6 +6497,10 @@ export type ListPlanStrategyBindingsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -5850,6 +6549,10 @@ export type BindPlanStrategyErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5906,6 +6609,10 @@ export type ClosePlanStrategyBindingErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -5967,6 +6674,10 @@ export type ListProviderConnectionsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6015,6 +6726,10 @@ export type CreateProviderConnectionErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6073,6 +6788,10 @@ export type TestProviderConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6124,6 +6843,10 @@ export type ArchiveProviderConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6171,6 +6894,10 @@ export type GetProviderConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6213,6 +6940,10 @@ export type UpdateProviderConnectionErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6271,6 +7002,10 @@ export type VerifyProviderConnectionErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6324,6 +7059,10 @@ export type RotateProviderSecretErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6374,6 +7113,10 @@ export type SetPlanRateLimitsErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6435,6 +7178,10 @@ export type ListRoutesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6483,6 +7230,10 @@ export type CreateRouteErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6535,6 +7286,10 @@ export type ArchiveRouteErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6582,6 +7337,10 @@ export type GetRouteErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6624,6 +7383,10 @@ export type UpdateRouteErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6675,6 +7438,10 @@ export type GetRouteHealthErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6810,6 +7577,10 @@ export type ListInvocationsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -6852,6 +7623,10 @@ export type GetInvocationErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6915,6 +7690,10 @@ export type ListUsageEventsErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -6982,6 +7761,10 @@ export type GetUsageSummaryErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7034,6 +7817,10 @@ export type ListWebhookEndpointsErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7082,6 +7869,10 @@ export type CreateWebhookEndpointErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -7134,6 +7925,10 @@ export type DeleteWebhookEndpointErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7181,6 +7976,10 @@ export type GetWebhookEndpointErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7223,6 +8022,10 @@ export type UpdateWebhookEndpointErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -7281,6 +8084,10 @@ export type DisableWebhookEndpointErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7334,6 +8141,10 @@ export type RotateWebhookEndpointSecretErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7386,6 +8197,10 @@ export type SendTestWebhookEventErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -7451,6 +8266,10 @@ export type ListWebhookMessagesErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7497,6 +8316,10 @@ export type GetWebhookMessageErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -7551,6 +8374,10 @@ export type ReplayWebhookMessageErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7603,6 +8430,10 @@ export type ReplayFailedWebhookMessagesErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */
@@ -7662,6 +8493,10 @@ export type ListWorkspacesErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * An unexpected error; the body carries only the request id.
      */
@@ -7804,6 +8639,10 @@ export type GetWorkspaceErrors = {
      */
     401: ErrorBody;
     /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
      * Not found, or not visible to this credential.
      */
     404: ErrorBody;
@@ -7846,6 +8685,10 @@ export type UpdateWorkspaceErrors = {
      * No valid credential.
      */
     401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
     /**
      * Not found, or not visible to this credential.
      */

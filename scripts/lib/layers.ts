@@ -26,7 +26,15 @@ const LAYERS: Layer[][] = [
   [
     {
       name: 'base',
-      paths: ['src/config.ts', 'src/trust-proxy.ts', 'src/errors.ts', 'src/ids.ts', 'src/database-unavailable.ts', 'src/cli-args.ts'],
+      paths: [
+        'src/config.ts',
+        'src/config-people.ts',
+        'src/trust-proxy.ts',
+        'src/errors.ts',
+        'src/ids.ts',
+        'src/database-unavailable.ts',
+        'src/cli-args.ts',
+      ],
     },
   ],
   [{ name: 'observability', paths: ['src/observability/'] }],
@@ -72,6 +80,7 @@ const DOMAIN: Layer[][] = [
     { name: 'domain/events', paths: ['src/domain/events/'] },
     { name: 'domain/idempotency', paths: ['src/domain/idempotency/'] },
     { name: 'domain/management-keys', paths: ['src/domain/management-keys/'] },
+    { name: 'domain/people', paths: ['src/domain/people/'] },
   ],
   // The record statement: a batch of calls settled, charged, priced, rolled up, its thresholds raised.
   [{ name: 'domain/recording', paths: ['src/domain/recording/'] }],

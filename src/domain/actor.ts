@@ -12,6 +12,11 @@ export interface Actor {
   workspaceIds: ReadonlySet<string> | null;
   requestId: string;
   clientAddress: string | null;
+  /**
+   * A person's session: throws 403 `role_forbidden` when their role in the workspace may not make this request
+   * (src/http/roles.ts). Absent for keys, whose scope is `workspaceIds` alone.
+   */
+  roleCheck?: ((workspaceId: string) => void) | undefined;
 }
 
 export interface Clock {
@@ -25,8 +30,11 @@ export function systemActor(keyId: string, requestId = 'system'): Actor {
   return { keyId, isRoot: true, workspaceIds: null, requestId, clientAddress: null };
 }
 
+/** Whether the actor may see the workspace; a person who is a member with a role the request does not allow is refused 403. */
 export function canSeeWorkspace(actor: Actor, workspaceId: string): boolean {
-  return actor.workspaceIds === null || actor.workspaceIds.has(workspaceId);
+  if (actor.workspaceIds !== null && !actor.workspaceIds.has(workspaceId)) return false;
+  actor.roleCheck?.(workspaceId);
+  return true;
 }
 
 /**

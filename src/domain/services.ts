@@ -52,6 +52,7 @@ import { createEvents } from './events/outbox.js';
 import { createWebhookDelivery } from './events/webhook-delivery.js';
 import { createWebhookRepo } from './events/webhook-repo.js';
 import { createWebhookService } from './events/webhook-service.js';
+import { createPeople } from './people/people.js';
 
 export interface ServiceDeps {
   db: Db;
@@ -167,10 +168,14 @@ export function createDomain(deps: ServiceDeps) {
     events,
   });
 
+  // People's sign-in and sessions (docs/people.md).
+  const people = createPeople({ db, config, clock, logger: deps.logger, fetch: deps.fetch, hasher, secretBox, audit, workspaceRepo });
+
   const services = {
     // The Admin API's areas (src/handlers/, src/http/api.ts) and the app's timers (src/app.ts).
     workspaces,
     managementKeys,
+    people,
     idempotency,
     plans,
     accesses,

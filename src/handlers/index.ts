@@ -14,6 +14,7 @@ import { billingHandlers } from './billing/billing.js';
 import { webhookHandlers } from './webhooks/webhooks.js';
 import { moneyHandlers } from './money/money.js';
 import { managementKeyHandlers } from './management-keys/management-keys.js';
+import { peopleHandlers } from './people/people.js';
 
 export function createHandlers(services: Services, context: HandlerContext): HandlerMap {
   const areas: HandlerMap[] = [
@@ -30,6 +31,7 @@ export function createHandlers(services: Services, context: HandlerContext): Han
     webhookHandlers(services),
     moneyHandlers(services),
     managementKeyHandlers(services),
+    peopleHandlers(services),
   ];
   const all: HandlerMap = {};
   for (const area of areas) {

@@ -7,19 +7,18 @@
 import type { Request, Response } from 'express';
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
-import type { IncomingMessage } from 'node:http';
 import { OpenAPIBackend, type Context, type Document } from 'openapi-backend';
 import addFormatsPkg from 'ajv-formats';
 import { AppError, errorBody, toAppError } from '../errors.js';
 import type { Actor } from '../domain/actor.js';
-import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
 import { assertStorable } from '../domain/storable-text.js';
 import { hasUuidForm } from '../ids.js';
 import type { IdempotencyService } from '../domain/idempotency/idempotency-service.js';
 import type { Handler, HandlerMap, HandlerResult } from './handler.js';
-import { bearerOf, writeError } from '../web/error-response.js';
+import { writeError } from '../web/error-response.js';
 import type { RequestLocals } from '../web/locals.js';
 import type { PublicUrl } from './public-url.js';
+import type { AdminAuthentication, AdminPrincipal } from './session-auth.js';
 import { isDateTime, validationError } from './validation.js';
 import { canonicalUuids, type UuidSchema } from './wire.js';
 
@@ -28,7 +27,8 @@ const addFormats = addFormatsPkg as unknown as (ajv: unknown) => unknown;
 export interface ApiDeps {
   definition: Document;
   handlers: HandlerMap;
-  managementKeys: ManagementKeyService;
+  /** Who calls: a Management Key, or a person's session (src/http/session-auth.ts). */
+  authentication: AdminAuthentication;
   idempotency: IdempotencyService;
   /** Link headers start with it; known once the server listens. */
   publicUrl: PublicUrl;
@@ -44,11 +44,6 @@ export function operationIdsOf(definition: Document): string[] {
     }
   }
   return ids;
-}
-
-/** The token of `Authorization: Bearer <token>`, if that is what the request sent. */
-function bearerToken(req: IncomingMessage): string | undefined {
-  return bearerOf(req.headers.authorization);
 }
 
 /**
@@ -197,10 +192,10 @@ function createBackend(definition: Document): OpenAPIBackend {
   });
 }
 
-/** Who may call: the Management Key; an inference key here is a gateway call sent to the wrong path. */
+/** Who may call: a Management Key or a person's session; an inference key here is a gateway call sent to the wrong path. */
 function registerSecurity(api: OpenAPIBackend, deps: ApiDeps): void {
-  api.registerSecurityHandler('managementKey', async (_c: Context, req: Request): Promise<Principal> => {
-    return deps.managementKeys.authenticate(bearerToken(req));
+  api.registerSecurityHandler('managementKey', async (c: Context, req: Request): Promise<AdminPrincipal> => {
+    return deps.authentication.authenticate(req, c.operation.operationId);
   });
   // The gateway is served by its own router; reaching it here means the path
   // did not match a gateway route.
@@ -230,13 +225,14 @@ function registerRefusals(api: OpenAPIBackend): void {
 }
 
 /** Who makes the request: the Management Key's principal (anonymous before authentication). */
-function actorOf(principal: Principal | undefined, req: Request, locals: RequestLocals): Actor {
+function actorOf(principal: AdminPrincipal | undefined, req: Request, locals: RequestLocals): Actor {
   return {
     keyId: principal?.keyId ?? 'anonymous',
     isRoot: principal?.isRoot ?? false,
     workspaceIds: principal ? principal.workspaceIds : new Set(),
     requestId: locals.requestId,
     clientAddress: req.ip ?? null,
+    roleCheck: principal?.roleCheck,
   };
 }
 
@@ -285,7 +281,7 @@ async function runIdempotent(
 function operationHandler(deps: ApiDeps, operationId: string, fn: Handler) {
   return async (c: Context, req: Request, res: Response) => {
     const locals = res.locals as RequestLocals;
-    const principal = c.security?.['managementKey'] as Principal | undefined;
+    const principal = c.security?.['managementKey'] as AdminPrincipal | undefined;
     const actor = actorOf(principal, req, locals);
     locals.actorKeyId = principal?.keyId;
     const idempotencyKey = req.method === 'POST' && principal ? req.get('Idempotency-Key') : undefined;

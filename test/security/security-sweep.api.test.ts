@@ -16,6 +16,7 @@
  *   createWorkspace       root-only: B's scoped key is refused 403 root_key_required.
  *   listManagementKeys, createManagementKey, updateManagementKey, revokeManagementKey
  *                         root-only, whatever key they address: 403 root_key_required.
+ *   listSessions, revokeSession   the installation's sessions, owners only: 403 root_key_required.
  *   getHealth, getReadiness   public probes: 200 without a key.
  *   receiveBillingWebhook authenticated by the provider's signature, not a key: no signature,
  *                         a wrong one, or one made with B's connection's secret: 400 invalid_signature.
@@ -64,6 +65,9 @@ interface Fixtures {
   routeId: string;
   priceId: string;
   managementKeyId: string;
+  sessionId: string;
+  memberId: string;
+  invitationId: string;
   apiKey: string;
   webhookSecret: string;
 }
@@ -88,6 +92,9 @@ const NOT_FOUND: Record<Param, string> = {
   routeId: 'gateway_route_not_found',
   priceId: 'price_not_found',
   managementKeyId: 'management_key_not_found',
+  sessionId: 'session_not_found',
+  memberId: 'member_not_found',
+  invitationId: 'invitation_not_found',
 };
 
 const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:00:00Z' };
@@ -96,6 +103,8 @@ const PERIOD = { periodStart: '2031-01-01T00:00:00Z', periodEnd: '2031-02-01T00:
 function bodyOf(operationId: string, a: Fixtures): unknown {
   const bodies: Record<string, unknown> = {
     createWorkspace: { name: 'sweep' },
+    addMember: { email: 'sweep@example.com', role: 'viewer' },
+    createInvitation: { email: 'sweep@example.com', role: 'viewer' },
     updateWorkspace: { name: 'hijacked' },
     createProviderConnection: { name: 'sweep', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
     testProviderConnection: { protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
@@ -181,6 +190,9 @@ const UNADDRESSED: Record<string, { status: number; code?: string }> = {
   createManagementKey: { status: 403, code: 'root_key_required' },
   updateManagementKey: { status: 403, code: 'root_key_required' },
   revokeManagementKey: { status: 403, code: 'root_key_required' },
+  // The installation's sessions: owners only.
+  listSessions: { status: 403, code: 'root_key_required' },
+  revokeSession: { status: 403, code: 'root_key_required' },
 };
 const PUBLIC = new Set(['getHealth', 'getReadiness', 'receiveBillingWebhook']);
 
@@ -255,7 +267,25 @@ async function fixtures(name: string): Promise<Fixtures> {
     name: `${name} key`,
     workspaceIds: [workspaceId],
   });
+  // A person's session (an owner signed in by a login link).
+  const link = await t.nexus.services.people.signIn.createLoginLink();
+  const session = await t.nexus.services.people.signIn.redeemLoginLink(link.token);
+  const member = await t.client.post({
+    url: '/admin/v1/workspaces/{workspaceId}/members',
+    path: { workspaceId },
+    body: { email: `${name}@example.com`, role: 'viewer' },
+  });
+  expect(member.response.status).toBe(201);
+  const invitation = await t.client.post({
+    url: '/admin/v1/workspaces/{workspaceId}/invitations',
+    path: { workspaceId },
+    body: { email: `${name}.invited@example.com`, role: 'viewer' },
+  });
+  expect(invitation.response.status).toBe(201);
   const fixture: Fixtures = {
+    invitationId: (invitation.data as { id: string }).id,
+    sessionId: session.sessionId,
+    memberId: (member.data as { id: string }).id,
     priceId: price.data.id,
     managementKeyId: managementKey.id,
     routeId: route.data.id,

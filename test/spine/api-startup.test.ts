@@ -79,6 +79,16 @@ const BEYOND_SPEC: Record<string, string[]> = {
   "the console (README, 'The console'): a usage summary's keys by name": ['getInferenceKey'],
   'docs/rate-limits.md': ['setPlanRateLimits'],
   'docs/decisions.md "Passthrough classes"': ['setPlanPassthroughClasses'],
+  'docs/people.md': [
+    'listSessions',
+    'revokeSession',
+    'listMembers',
+    'addMember',
+    'removeMember',
+    'listInvitations',
+    'createInvitation',
+    'revokeInvitation',
+  ],
   'docs/routes.md': ['createRoute', 'listRoutes', 'getRoute', 'updateRoute', 'archiveRoute', 'getRouteHealth'],
   'docs/pricing.md': [
     'createModelPrice',
@@ -138,7 +148,7 @@ it('refuses to start when an operation of the contract has no handler, naming it
   const deps = {
     definition: contract,
     handlers,
-    managementKeys: {} as never,
+    authentication: {} as never,
     idempotency: {} as never,
     publicUrl: createPublicUrl({ publicUrl: undefined, host: '127.0.0.1', port: 8080, trustProxy: false }),
   };
