@@ -79,6 +79,8 @@ const BEYOND_SPEC: Record<string, string[]> = {
   "the console (README, 'The console'): a usage summary's keys by name": ['getInferenceKey'],
   'docs/rate-limits.md': ['setPlanRateLimits'],
   'docs/decisions.md "Passthrough classes"': ['setPlanPassthroughClasses'],
+  'docs/decisions.md "Management keys"': ['listManagementKeys', 'createManagementKey', 'updateManagementKey', 'revokeManagementKey'],
+  'docs/decisions.md "Top-ups"': ['grantAccessUnits'],
   'docs/people.md': [
     'listSessions',
     'revokeSession',
