@@ -60,7 +60,10 @@ export interface Session {
 
 export async function readSession(): Promise<Session | undefined> {
   const res = await fetch(`${apiBase()}/auth/session`, { credentials: 'same-origin' });
-  return res.ok ? ((await res.json()) as Session) : undefined;
+  if (res.ok) return (await res.json()) as Session;
+  // Read to its end, so the request ends (an answer left unread keeps the page's network busy).
+  await res.text();
+  return undefined;
 }
 
 /** What the sign-in page offers: the providers, the Management Key form (unless turned off), a login link's hint. */
@@ -72,7 +75,9 @@ export interface SignInOptions {
 
 export async function signInOptions(): Promise<SignInOptions> {
   const res = await fetch(`${apiBase()}/auth/providers`);
-  return res.ok ? ((await res.json()) as SignInOptions) : { providers: [], keySignIn: true, loginLink: false };
+  if (res.ok) return (await res.json()) as SignInOptions;
+  await res.text();
+  return { providers: [], keySignIn: true, loginLink: false };
 }
 
 /** Where a provider's sign-in begins. */
