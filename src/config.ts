@@ -10,43 +10,12 @@ import { existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSyn
 import { join } from 'node:path';
 import { z } from 'zod';
 import { peopleFields, peopleVariables, PeopleConfigError } from './config-people.js';
+import { flag, hours, httpUrl, integer, optionalInteger } from './config-values.js';
 import { trustProxyOf } from './trust-proxy.js';
 
 export class ConfigError extends Error {}
 
-const HOUR_MS = 3600_000;
-
-/** An integer variable, with ajv-style messages ('PORT must be integer'). */
-function integer(min: number, max: number | undefined, fallback: number) {
-  return optionalInteger(min, max).unwrap().default(fallback);
-}
-
-/** An integer variable without a default (undefined when unset). */
-function optionalInteger(min: number, max: number | undefined) {
-  let schema = z.coerce
-    .number({ error: 'must be integer' })
-    .int({ error: 'must be integer' })
-    .min(min, { error: `must be >= ${min}` });
-  if (max !== undefined) schema = schema.max(max, { error: `must be <= ${max}` });
-  return schema.optional();
-}
-
 const LEASE_TTL_MS = 10_000;
-
-const hours = (fallback: number) =>
-  z.coerce
-    .number({ error: 'must be number' })
-    .min(0, { error: 'must be >= 0' })
-    .default(fallback)
-    .transform((h) => Math.round(h * HOUR_MS));
-
-const flag = (fallback: boolean) =>
-  z
-    .enum(['true', 'false'], { error: 'must be true or false' })
-    .default(fallback ? 'true' : 'false')
-    .transform((v) => v === 'true');
-
-const httpUrl = z.string().regex(/^https?:\/\//, { error: 'must be an http(s) URL' });
 
 function decodeKey(name: string, value: string): Buffer {
   const key = Buffer.from(value, 'base64');
