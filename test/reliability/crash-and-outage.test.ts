@@ -18,6 +18,9 @@ import { startTcpProxy, type TcpProxy } from '../../scripts/lib/tcp-proxy.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { chatInputBound, createTenant, periodOf, until, type Tenant } from '../gateway/gateway-support.js';
 
+/** What a process logs once it has written the records another left in the spool. */
+const SPOOL_WRITTEN = 'wrote the gateway records that waited in the spool';
+
 const usesPostgres = process.env.NEXUS_TEST_DB !== 'pglite';
 const KEY = `${SECRET_MARKER}-upstream-reliability-0123456789`;
 const TTL_MS = 2000;
@@ -430,7 +433,7 @@ describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
       await until(async () => spooled(dir).length === 0, 5000);
       const invocations = await invocationsOf(tenant.accessId);
       for (const id of answered) expect(invocations.filter((i) => i.request_id === id)).toHaveLength(1);
-      expect(second.output()).toContain('wrote the gateway records that waited in the spool');
+      await until(async () => second.output().includes(SPOOL_WRITTEN), 5000).catch(() => expect(second.output()).toContain(SPOOL_WRITTEN));
       // It serves calls now; the first process's lease is reclaimed after its TTL; every call was charged once.
       expect((await call(tenant, gatewayOf(tenant, second))).status).toBe(200);
       await until(async () => (await invocationsOf(tenant.accessId)).length === expected + 1, 10_000);
@@ -507,7 +510,8 @@ describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
     await until(async () => spooled(dir).length === 0, 5000);
     const invocations = await invocationsOf(tenant.accessId);
     for (const id of answered) expect(invocations.filter((i) => i.request_id === id)).toHaveLength(1);
-    expect(second.output()).toContain('wrote the gateway records that waited in the spool');
+    // Its log line follows the commit that wrote the rows: it may reach this test's pipe a moment after them.
+    await until(async () => second.output().includes(SPOOL_WRITTEN), 5000).catch(() => expect(second.output()).toContain(SPOOL_WRITTEN));
     // The first process's lease is reclaimed after its TTL; every call was charged once.
     await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 15_000);
     expect((await periodOf(t, tenant.accessId)).consumed).toBe(20n * BigInt(expected));
