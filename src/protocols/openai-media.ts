@@ -334,37 +334,23 @@ const transcription = (label: string): EndpointSpec => ({
   usageOfAnswer: transcriptionUsage,
 });
 
+/** An images endpoint: JSON, or a multipart form (`form`), its stream ending with an `.completed` event's usage. */
+const image = (label: string, operation: string, read: EndpointSpec['read'], form?: EndpointSpec['form']): EndpointSpec => ({
+  label,
+  operation,
+  capFields: [],
+  input: noInput,
+  read,
+  ...(form ? { form } : {}),
+  stream: () => new MediaStream('image', /\.completed$/),
+  usageOf: (u) => mediaUsage(u, 'image'),
+});
+
 /** The media endpoints of OpenAI's shape, by name (openai.ts's OPENAI_SHAPE spreads them). */
 export const OPENAI_MEDIA: Record<OpenAiMediaEndpoint, EndpointSpec> = {
-  images: {
-    label: 'images/generations',
-    operation: 'image_generation',
-    capFields: [],
-    input: noInput,
-    read: (raw, _caps, routeModel) => readImageGeneration(raw, routeModel),
-    stream: () => new MediaStream('image', /\.completed$/),
-    usageOf: (u) => mediaUsage(u, 'image'),
-  },
-  image_edits: {
-    label: 'images/edits',
-    operation: 'image_edit',
-    capFields: [],
-    input: noInput,
-    read: (raw, _caps, routeModel) => readImageEdit(raw, routeModel),
-    form: formImages,
-    stream: () => new MediaStream('image', /\.completed$/),
-    usageOf: (u) => mediaUsage(u, 'image'),
-  },
-  image_variations: {
-    label: 'images/variations',
-    operation: 'image_variation',
-    capFields: [],
-    input: noInput,
-    read: (raw, _caps, routeModel) => readImageEdit(raw, routeModel),
-    form: formImages,
-    stream: () => new MediaStream('image', /\.completed$/),
-    usageOf: (u) => mediaUsage(u, 'image'),
-  },
+  images: image('images/generations', 'image_generation', (raw, _caps, routeModel) => readImageGeneration(raw, routeModel)),
+  image_edits: image('images/edits', 'image_edit', (raw, _caps, routeModel) => readImageEdit(raw, routeModel), formImages),
+  image_variations: image('images/variations', 'image_variation', (raw, _caps, routeModel) => readImageEdit(raw, routeModel), formImages),
   speech: {
     label: 'audio/speech',
     operation: 'text_to_speech',
