@@ -22,6 +22,7 @@ import pg from 'pg';
 import { startNexusProcess } from './lib/nexus-process.js';
 import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { startMediaUpstream } from '../test/support/upstreams/media.js';
+import { wavHeader } from '../test/support/wav.js';
 import { getInvocation, listInvocations } from '../test/support/sdk.js';
 
 const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -36,24 +37,6 @@ function memoryOf(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!match) throw new Error(`no ${field} for process ${pid}`);
   return Number(match[1]) * 1024;
-}
-
-/** The header of a 16 kHz, 16-bit mono PCM WAV whose data is `data` bytes. */
-function wavHeader(data: number): Buffer {
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0, 'latin1');
-  h.writeUInt32LE(36 + data, 4);
-  h.write('WAVEfmt ', 8, 'latin1');
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(1, 22);
-  h.writeUInt32LE(16_000, 24);
-  h.writeUInt32LE(32_000, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36, 'latin1');
-  h.writeUInt32LE(data, 40);
-  return h;
 }
 
 /** Sends a multipart transcription of SIZE bytes of audio, made 64 KiB at a time; resolves with the answer's status and request id. */

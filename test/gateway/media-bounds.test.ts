@@ -14,7 +14,7 @@ import { audioBoundMs, LOWEST_BITRATE } from '../../src/protocols/audio-duration
 import { inspectorFor, prepareCall, prepareForm, usageFromJson } from '../../src/protocols/inspectors.js';
 import type { FormRead } from '../../src/protocols/protocol.js';
 import type { Pricing } from '../../src/domain/quota/model-pricing.js';
-import { wavOf } from './wav.js';
+import { wavOf } from '../support/wav.js';
 
 const caps = { maxOutputTokens: 4096, clamp: true };
 const openai = (path: string) => inspectorFor('openai', 'POST', path)!;

@@ -7,7 +7,7 @@ import { experimental_generateSpeech, experimental_transcribe, generateImage } f
 import { describe, expect, it } from 'vitest';
 import { gatewayFetch } from './gateway-support.js';
 import { mediaRig } from './media-support.js';
-import { wavOf } from './wav.js';
+import { wavOf } from '../support/wav.js';
 
 const rig = mediaRig();
 

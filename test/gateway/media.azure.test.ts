@@ -7,7 +7,7 @@ import OpenAI, { AzureOpenAI, toFile } from 'openai';
 import { describe, expect, it } from 'vitest';
 import { gatewayFetch } from './gateway-support.js';
 import { mediaRig } from './media-support.js';
-import { wavOf } from './wav.js';
+import { wavOf } from '../support/wav.js';
 
 const rig = mediaRig({ profile: 'azure-openai' });
 const API_VERSION = '2025-04-01-preview';

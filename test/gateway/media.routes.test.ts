@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { createProviderConnection, createRoute } from '../support/sdk.js';
 import { gatewayFetch } from './gateway-support.js';
 import { MEDIA_KEY, mediaRig } from './media-support.js';
-import { wavOf } from './wav.js';
+import { wavOf } from '../support/wav.js';
 
 const rig = mediaRig();
 

@@ -7,7 +7,7 @@ import { toFile } from 'openai';
 import { describe, expect, it } from 'vitest';
 import { gatewayFetch, openAiFor } from './gateway-support.js';
 import { mediaRig } from './media-support.js';
-import { wavOf } from './wav.js';
+import { wavOf } from '../support/wav.js';
 
 const rig = mediaRig();
 const audio = () => toFile(wavOf(3.2), 'hello.wav', { type: 'audio/wav' });
