@@ -91,25 +91,7 @@ export async function drainScenario(upstream: string): Promise<Row> {
   const g = await nexus(through.toString(), { NEXUS_DATA_DIR: dir });
   const h = await nexus(through.toString(), { NEXUS_DATA_DIR: dir });
   const t = await tenant(g, upstream, 100_000_000);
-  const answers: Answer[] = [];
-  let stop = false;
-  const clients = Array.from({ length: 8 }, async () => {
-    while (!stop) {
-      const answer = await callOnce(t.gateway(g), t.apiKey, { headers: produce(10) });
-      answers.push(answer);
-      if (answer.status !== 200) await sleep(50);
-    }
-  });
-  await sleep(2000);
-  await proxy.cut();
-  const cutAt = Date.now();
-  await sleep(3000);
-  const stopped = g.stop();
-  await sleep(500);
-  stop = true;
-  await Promise.all(clients);
-  await stopped;
-  const files = readdirSync(join(dir, 'spool')).length;
+  const { answers, cutAt, files } = await drainedInOutage(proxy, g, t, dir);
   await sleep(Math.max(0, cutAt + 10_000 - Date.now()));
   await proxy.restore();
   const delivered = answers.filter((x) => x.status === 200);
@@ -134,21 +116,16 @@ export async function drainScenario(upstream: string): Promise<Row> {
   };
 }
 
-// ---- 2c. a drained process replaced during the outage ------------------------------------------
 /**
- * G serves calls through a proxy to PostgreSQL; the proxy is cut; 3 s later G gets SIGTERM and drains into its
- * spool file; once it has exited, R starts on G's data dir, as a supervisor replacing G would, while PostgreSQL is
- * still away: R waits for it (/healthz 200, /readyz 503). PostgreSQL comes back 10 s after the cut: how long until
- * R is ready, and until every call G delivered is recorded.
+ * 8 clients call G for 2 s; the proxy to PostgreSQL is cut; 3 s later G gets SIGTERM and drains into its spool file
+ * in `dir`. Resolves once G has exited, with every answer, when the cut came, and the spool files G left.
  */
-export async function replaceScenario(upstream: string): Promise<Row> {
-  const url = new URL(DATABASE_URL);
-  const proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
-  const through = new URL(DATABASE_URL);
-  through.port = String(proxy.port);
-  const dir = mkdtempSync(join(dataRoot, 'replaced-'));
-  const g = await nexus(through.toString(), { NEXUS_DATA_DIR: dir });
-  const t = await tenant(g, upstream, 100_000_000);
+async function drainedInOutage(
+  proxy: { cut(): Promise<void> },
+  g: Awaited<ReturnType<typeof nexus>>,
+  t: Awaited<ReturnType<typeof tenant>>,
+  dir: string,
+): Promise<{ answers: Answer[]; cutAt: number; files: number }> {
   const answers: Answer[] = [];
   let stop = false;
   const clients = Array.from({ length: 8 }, async () => {
@@ -168,6 +145,25 @@ export async function replaceScenario(upstream: string): Promise<Row> {
   await Promise.all(clients);
   await stopped;
   const files = readdirSync(join(dir, 'spool')).length;
+  return { answers, cutAt, files };
+}
+
+// ---- 2c. a drained process replaced during the outage ------------------------------------------
+/**
+ * G serves calls through a proxy to PostgreSQL; the proxy is cut; 3 s later G gets SIGTERM and drains into its
+ * spool file; once it has exited, R starts on G's data dir, as a supervisor replacing G would, while PostgreSQL is
+ * still away: R waits for it (/healthz 200, /readyz 503). PostgreSQL comes back 10 s after the cut: how long until
+ * R is ready, and until every call G delivered is recorded.
+ */
+export async function replaceScenario(upstream: string): Promise<Row> {
+  const url = new URL(DATABASE_URL);
+  const proxy = await startTcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+  const through = new URL(DATABASE_URL);
+  through.port = String(proxy.port);
+  const dir = mkdtempSync(join(dataRoot, 'replaced-'));
+  const g = await nexus(through.toString(), { NEXUS_DATA_DIR: dir });
+  const t = await tenant(g, upstream, 100_000_000);
+  const { answers, cutAt, files } = await drainedInOutage(proxy, g, t, dir);
   const r = await nexus(through.toString(), { NEXUS_DATA_DIR: dir });
   const waiting = (await fetch(`${r.url}/readyz`)).status;
   await sleep(Math.max(0, cutAt + 10_000 - Date.now()));
