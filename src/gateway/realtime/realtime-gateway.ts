@@ -24,12 +24,11 @@ import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { protocolOf } from '../../protocols/index.js';
 import type { RequestLocals } from '../../web/locals.js';
-import { bearerOf } from '../../web/error-response.js';
 import { admitRate, assertBudget, assertModelAllowed, authorizeCall } from '../admission.js';
 import { upstreamOf, type CacheEntry } from '../auth-cache.js';
 import type { CallFlow } from '../call-flow.js';
 import type { CallMeter } from '../call-meter.js';
-import { upstreamSearch } from '../client-request.js';
+import { credentialOf, upstreamSearch } from '../client-request.js';
 import type { GatewayParts } from '../gateway-parts.js';
 import { rawHeader } from '../headers.js';
 import type { MeteredCall } from '../metered-call.js';
@@ -60,16 +59,15 @@ export function plainResponse(req: IncomingMessage, socket: Duplex): ServerRespo
   return res;
 }
 
-/** The inference key of a handshake: its Authorization bearer, its `api-key`, or its key subprotocol. */
+/** The inference key of a handshake: where any call may send it (credentialOf), else its key subprotocol (browsers). */
 function keyOf(req: IncomingMessage): string | undefined {
-  const bearer = bearerOf(rawHeader(req.rawHeaders, 'authorization'));
-  if (bearer) return bearer;
-  const apiKey = rawHeader(req.rawHeaders, 'api-key')?.trim();
-  if (apiKey) return apiKey;
-  const offered = rawHeader(req.rawHeaders, 'sec-websocket-protocol') ?? '';
-  const named = offered.split(',').map((p) => p.trim());
-  const key = named.find((p) => p.startsWith(KEY_PROTOCOL))?.slice(KEY_PROTOCOL.length);
-  return key || undefined;
+  try {
+    return credentialOf(req);
+  } catch {
+    const offered = rawHeader(req.rawHeaders, 'sec-websocket-protocol') ?? '';
+    const named = offered.split(',').map((p) => p.trim());
+    return named.find((p) => p.startsWith(KEY_PROTOCOL))?.slice(KEY_PROTOCOL.length) || undefined;
+  }
 }
 
 /** The model a session names: `?model=` (Azure's classic path: `?deployment=`). */
