@@ -67,8 +67,14 @@ function useRoute(): { route: string[]; query: string; setQuery: (query: string)
   };
   const [state, setState] = useState(read);
   useEffect(() => {
-    const onChange = () => setState(read());
+    const onChange = () =>
+      setState((shown) => {
+        const now = read();
+        return now.query === shown.query && now.route.join('/') === shown.route.join('/') ? shown : now;
+      });
     window.addEventListener('hashchange', onChange);
+    // Effects run after paint: a hash that changed between the first render and now had no listener to tell.
+    onChange();
     return () => window.removeEventListener('hashchange', onChange);
   }, []);
   const setQuery = (query: string) => {
