@@ -147,17 +147,17 @@ describe('no answer', () => {
   }, 10_000);
 
   it('a slow answer is a NexusTimeoutError after `timeout` ms per attempt, and a GET is tried again', async () => {
-    const slow: Handler = (_req, res) => setTimeout(() => res.writeHead(200).end('late'), 1_000).unref();
+    const slow: Handler = (_req, res) => setTimeout(() => res.writeHead(200).end('late'), 2_000).unref();
     script = [slow];
-    const answer = await client(1, 200)(url);
+    const answer = await client(1, 500)(url);
     expect(answer.status).toBe(200);
     expect(seen).toHaveLength(2);
 
     script = [slow, slow];
-    const err = await client(1, 200)(url).catch((e: unknown) => e);
+    const err = await client(1, 500)(url).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NexusTimeoutError);
     expect(err).toBeInstanceOf(NexusConnectionError);
-    expect((err as Error).message).toContain('within 200 ms');
+    expect((err as Error).message).toContain('within 500 ms');
   }, 10_000);
 
   it('an abort by the caller is thrown as it is, and not retried', async () => {
