@@ -35,6 +35,7 @@ import type { CallMeter } from './call-meter.js';
 import { operationOf } from './call-report.js';
 import { CallTrace } from './call-trace.js';
 import type { AuthRow } from './call-repo.js';
+import type { RouteRow } from '../domain/routes/route-types.js';
 import { credentialOf, readBody } from './client-request.js';
 import { boundaryOf, readUpload, Upload, type Sendable } from './upload.js';
 import type { GatewayParts } from './gateway-parts.js';
@@ -96,17 +97,7 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
     const limit = g.config.gatewayBodyLimitBytes;
     body = boundary !== undefined ? readUpload(req, limit, boundary) : readBody(req, limit);
     body.catch(() => {});
-    // A route (docs/routes.md) is called as a connection is: the key's row is looked up for each of its targets.
-    const route = parts.routes.get(target.connectionId);
-    let usable: Map<string, CacheEntry> | undefined;
-    let entry: CacheEntry;
-    if (route) {
-      const entries = await Promise.all(route.targets.map((t) => parts.cache.lookup(credential, t.providerConnectionId)));
-      usable = usableTargets(route, entries);
-      entry = usable.values().next().value ?? entries[0]!;
-    } else {
-      entry = await parts.cache.lookup(credential, target.connectionId);
-    }
+    const { route, usable, entry } = await lookUpTarget(parts, credential, target.connectionId);
     looked = entry.row;
     const start: CallStart = {
       requestId: locals.requestId,
@@ -177,6 +168,28 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
  * was refused before its path was metered. A connection the workspace does not have is recorded under the id
  * the request named.
  */
+/**
+ * What the call's id names, with its key's row: a connection, or a route (docs/routes.md), which is called as a
+ * connection is, the key's row looked up for each of its targets.
+ */
+async function lookUpTarget(
+  parts: GatewayParts,
+  credential: string,
+  id: string,
+): Promise<{ route: RouteRow | undefined; usable: Map<string, CacheEntry> | undefined; entry: CacheEntry }> {
+  let route = parts.routes.get(id);
+  if (!route) {
+    const entry = await parts.cache.lookup(credential, id);
+    // No connection of the key's workspace: perhaps a route this process has not heard of yet (made a moment ago,
+    // here or by another process, its change still on its way), read from the database once.
+    route = entry.row && !entry.row.connection_id ? await parts.routes.fetch(id) : undefined;
+    if (!route) return { route, usable: undefined, entry };
+  }
+  const entries = await Promise.all(route.targets.map((t) => parts.cache.lookup(credential, t.providerConnectionId)));
+  const usable = usableTargets(route, entries);
+  return { route, usable, entry: usable.values().next().value ?? entries[0]! };
+}
+
 function openRefused(meter: CallMeter, entry: CacheEntry, start: CallStart, target: GatewayTarget): MeteredCall | undefined {
   const row = entry.row;
   if (!row || row.revoked_at || row.expires_at <= start.startedAt || row.workspace_status !== 'ACTIVE') return undefined;

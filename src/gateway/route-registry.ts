@@ -17,6 +17,7 @@ import type { ChangeFeed } from '../domain/changes/change-feed.js';
 import type { RouteRepo } from '../domain/routes/route-repo.js';
 import type { BreakerRow, BreakerState, RouteRow } from '../domain/routes/route-types.js';
 import type { Logger } from '../observability/logger.js';
+import { hasUuidForm } from '../ids.js';
 
 /** A breaker's transition, as the hook is told of it (the events area can emit provider_connection.unhealthy / .recovered). */
 export interface BreakerTransition {
@@ -86,6 +87,19 @@ export class RouteRegistry {
   /** The route with this id, if it is one this process serves (a Map lookup: a connection's call pays only this). */
   get(id: string): RouteRow | undefined {
     return this.routes.get(id);
+  }
+
+  /**
+   * The route with this id, read from the database when this process has not heard of it: the change feed tells
+   * of a new route a moment after its commit, and a call may come first. Only a call to an id that is no
+   * connection of its key's workspace pays this read.
+   */
+  async fetch(id: string): Promise<RouteRow | undefined> {
+    const known = this.routes.get(id);
+    if (known || !hasUuidForm(id) || this.closed) return known;
+    const [row] = await this.deps.repo.active(id);
+    if (row) this.routes.set(row.id, row);
+    return row;
   }
 
   /** Reads the routes and breakers now (at start, and in tests instead of waiting for the poll). */

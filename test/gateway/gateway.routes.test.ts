@@ -7,6 +7,7 @@
  * announced once; /metrics follows each breaker and counts a retry's wait; an azure-openai target takes an
  * OpenAI-shaped call at its v1 API; loadbalance serves by weight.
  */
+import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RouteDto } from '../../generated/client/types.gen.js';
@@ -538,6 +539,20 @@ describe('two processes, one breaker', () => {
 });
 
 describe('targets', () => {
+  it('a route this process has not heard of yet (its change still on its way) is served at once, read from the database', async () => {
+    const heard = await routeOf({ targets: [{ providerConnectionId: tenant.connectionId }] });
+    // A copy written straight to the table: no change is announced, so only the call's own read can find it.
+    const id = randomUUID();
+    await t.database.db.raw(
+      `insert into routes select (json_populate_record(null::routes, (to_jsonb(r) || jsonb_build_object('id', ?::text, 'name', 'unheard'))::json)).* from routes r where id = ?`,
+      [id, heard.id],
+    );
+    const unheard = { ...heard, id, gatewayBaseUrl: heard.gatewayBaseUrl.replace(heard.id, id) };
+    const { response } = await chat(unheard);
+    expect(response.status).toBe(200);
+    expect(await invocationOf(response.headers.get('x-nexus-request-id')!)).toMatchObject({ status: 'SUCCEEDED', routeId: id });
+  });
+
   it('a model map sends the target its model; the invocation keeps the model asked for', async () => {
     const mapped = await faultyTarget('ok');
     const route = await routeOf({ targets: [{ providerConnectionId: mapped.id, modelMap: { 'gpt-test': 'gpt-4o-mini' } }] });
