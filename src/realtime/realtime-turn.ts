@@ -5,16 +5,16 @@
  * same recorder and statement as every gateway call (call-recorder.ts, call-repo.ts). The turns of one session
  * share its request id (the handshake's `x-nexus-request-id`), which is how a session's turns are found together.
  */
-import type { InvocationStatus, AttemptStatus } from '../../domain/invocations/invocation-types.js';
-import type { Pricing } from '../../domain/quota/model-pricing.js';
-import type { Admission } from '../../domain/quota/quota-leases.js';
-import { chargeUnits } from '../../domain/quota/quota-math.js';
-import { storableText } from '../../domain/storable-text.js';
-import { newId } from '../../ids.js';
-import { kindsOf, type Usage } from '../../protocols/usage.js';
-import type { CallMeter } from '../call-meter.js';
-import { callRows, type AuthRow, type Consumption } from '../call-repo.js';
-import { invocationRecord, MAX_NAME_LENGTH, type CallOpened } from '../invocation-record.js';
+import type { InvocationStatus, AttemptStatus } from '../domain/invocations/invocation-types.js';
+import type { Pricing } from '../domain/quota/model-pricing.js';
+import type { Admission } from '../domain/quota/quota-leases.js';
+import { chargeUnits } from '../domain/quota/quota-math.js';
+import { storableText } from '../domain/storable-text.js';
+import { newId } from '../ids.js';
+import { kindsOf, type Usage } from '../protocols/usage.js';
+import type { CallMeter } from '../gateway/call-meter.js';
+import { callRows, type AuthRow, type Consumption } from '../gateway/call-repo.js';
+import { invocationRecord, MAX_NAME_LENGTH, type CallOpened } from '../gateway/invocation-record.js';
 
 export class Turn {
   readonly id = newId();

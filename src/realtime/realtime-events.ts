@@ -10,8 +10,8 @@
  *   - server `response.done`: its status and `usage`, the turn's exact count by kind;
  *   - server `error`: passed on, and logged.
  */
-import type { Usage } from '../../protocols/usage.js';
-import { big } from '../../protocols/usage.js';
+import type { Usage } from '../protocols/usage.js';
+import { big } from '../protocols/usage.js';
 
 /** The server events a relay parses; every other one it only passes on. */
 export const PARSED_SERVER_EVENTS = new Set(['session.created', 'session.updated', 'response.created', 'response.done', 'error']);

@@ -17,11 +17,11 @@
  * - No frame either way and no pong for the idle timeout: closed (1000). The client is pinged a third of it.
  */
 import type { RawData, WebSocket } from 'ws';
-import { AppError, toAppError } from '../../errors.js';
-import type { Logger } from '../../observability/logger.js';
-import { assertBudget, assertModelAllowed, authorizeCall } from '../admission.js';
-import type { CacheEntry } from '../auth-cache.js';
-import { boundUnits, MAX_CALL_UNITS } from '../../domain/quota/quota-math.js';
+import { AppError, toAppError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import { assertBudget, assertModelAllowed, authorizeCall } from '../gateway/admission.js';
+import type { CacheEntry } from '../gateway/auth-cache.js';
+import { boundUnits, MAX_CALL_UNITS } from '../domain/quota/quota-math.js';
 import {
   carriesOutput,
   errorEvent,

@@ -14,25 +14,26 @@
  * Every other WebSocket handshake (another path, another profile, a route, a key that cannot be read) goes on as a
  * plain request, which the gateway refuses 501 `websocket_not_supported` (or for its key, access or connection).
  */
-import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import WebSocket, { WebSocketServer } from 'ws';
-import type { Config } from '../../config.js';
-import type { SecretBox } from '../../domain/security/secret-box.js';
-import { guardedLookup, isRefusedHost } from '../../domain/security/upstream-guard.js';
-import { AppError } from '../../errors.js';
-import { newId } from '../../ids.js';
-import { protocolOf } from '../../protocols/index.js';
-import type { RequestLocals } from '../../web/locals.js';
-import { admitRate, assertBudget, assertModelAllowed, authorizeCall } from '../admission.js';
-import { upstreamOf, type CacheEntry } from '../auth-cache.js';
-import type { CallFlow } from '../call-flow.js';
-import type { CallMeter } from '../call-meter.js';
-import { credentialOf, upstreamSearch } from '../client-request.js';
-import type { GatewayParts } from '../gateway-parts.js';
-import { rawHeader } from '../headers.js';
-import type { MeteredCall } from '../metered-call.js';
-import { parseGatewayUrl, type GatewayTarget } from '../path-safety.js';
+import type { Config } from '../config.js';
+import type { SecretBox } from '../domain/security/secret-box.js';
+import { guardedLookup, isRefusedHost } from '../domain/security/upstream-guard.js';
+import { AppError } from '../errors.js';
+import { newId } from '../ids.js';
+import { protocolOf } from '../protocols/index.js';
+import type { RequestLocals } from '../web/locals.js';
+import { plainResponse } from '../web/plain-response.js';
+import { admitRate, assertBudget, assertModelAllowed, authorizeCall } from '../gateway/admission.js';
+import { upstreamOf, type CacheEntry } from '../gateway/auth-cache.js';
+import type { CallMeter } from '../gateway/call-meter.js';
+import { credentialOf, upstreamSearch } from '../gateway/client-request.js';
+import type { GatewayParts } from '../gateway/gateway-parts.js';
+import type { Gateway } from '../gateway/gateway.js';
+import { rawHeader } from '../gateway/headers.js';
+import type { MeteredCall } from '../gateway/metered-call.js';
+import { parseGatewayUrl, type GatewayTarget } from '../gateway/path-safety.js';
 import { RealtimeSession } from './realtime-session.js';
 
 /** The Realtime session paths of each profile that has them. */
@@ -43,21 +44,6 @@ const SESSION_ROUTES: Record<string, RegExp> = {
 /** The subprotocol a browser sends its key in, and the one the Realtime API speaks. */
 const KEY_PROTOCOL = 'openai-insecure-api-key.';
 const REALTIME_PROTOCOL = 'realtime';
-
-/**
- * A handshake answered as a plain HTTP request on its socket (node hands the 'upgrade' event no response): one
- * answer, then the connection closes.
- */
-export function plainResponse(req: IncomingMessage, socket: Duplex): ServerResponse {
-  const res = new ServerResponse(req);
-  res.shouldKeepAlive = false;
-  res.assignSocket(socket as import('node:net').Socket);
-  res.once('finish', () => {
-    res.detachSocket(socket as import('node:net').Socket);
-    socket.end();
-  });
-  return res;
-}
 
 /** The inference key of a handshake: where any call may send it (credentialOf), else its key subprotocol (browsers). */
 function keyOf(req: IncomingMessage): string | undefined {
@@ -167,13 +153,14 @@ function openUpstream(entry: CacheEntry, req: IncomingMessage, target: GatewayTa
 
 export interface RealtimeDeps {
   parts: GatewayParts;
-  flow: CallFlow;
+  /** A session refused once its call is open: answered in its connection's error shape and recorded (the gateway's). */
+  refuse: Gateway['refuse'];
   config: Config;
   secretBox: SecretBox;
 }
 
 export function createRealtime(deps: RealtimeDeps) {
-  const { parts, flow, config, secretBox } = deps;
+  const { parts, refuse, config, secretBox } = deps;
   const { meter } = parts;
   const limits = config.realtime;
   const sessions = new Set<RealtimeSession>();
@@ -260,7 +247,7 @@ export function createRealtime(deps: RealtimeDeps) {
       });
     } catch (err) {
       if (call.admitted.rateTicket) meter.rates.settle(call.admitted.rateTicket, 0);
-      flow.refuse({ res: plainResponse(req, socket), locals, call, target }, err);
+      refuse({ res: plainResponse(req, socket), locals, call, target }, err);
       return;
     }
     const ticket = call.admitted.rateTicket;
@@ -306,3 +293,5 @@ export function createRealtime(deps: RealtimeDeps) {
     },
   };
 }
+
+export type Realtime = ReturnType<typeof createRealtime>;
