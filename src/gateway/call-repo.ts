@@ -277,6 +277,8 @@ export function invocationJson(i: InvocationRow): string {
     .str('route_id', i.route_id)
     .raw('attempts', i.attempts?.length ? JSON.stringify(i.attempts) : 'null')
     .str('plan_id', i.plan_id)
+    .str('session_id', i.session_id)
+    .raw('session', i.session ? JSON.stringify(i.session) : 'null')
     .done();
 }
 

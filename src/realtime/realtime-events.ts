@@ -106,6 +106,11 @@ export function carriesOutput(type: string): boolean {
   return type.startsWith('response.') && type.endsWith('.delta');
 }
 
+/** A server event's frame that carries a turn's audio (GA `response.output_audio.delta`, beta `response.audio.delta`). */
+export function carriesAudio(type: string): boolean {
+  return type.endsWith('audio.delta');
+}
+
 /** A Realtime `error` event, as the gateway tells its client why it refuses a turn or ends a session. */
 export function errorEvent(code: string, message: string, eventId?: string): string {
   return JSON.stringify({

@@ -264,6 +264,8 @@ export function createRealtime(deps: RealtimeDeps) {
           meter,
           auth,
           sessionId: locals.requestId,
+          startedAt: call.start.startedAt,
+          t0: locals.startedAt,
           traceId: null,
           endpoint: call.start.endpoint,
           model: call.admitted.requestedModel,

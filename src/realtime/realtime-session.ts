@@ -23,6 +23,7 @@ import { assertBudget, assertModelAllowed, authorizeCall } from '../gateway/admi
 import type { CacheEntry } from '../gateway/auth-cache.js';
 import { boundUnits, MAX_CALL_UNITS } from '../domain/quota/quota-math.js';
 import {
+  carriesAudio,
   carriesOutput,
   errorEvent,
   eventType,
@@ -33,6 +34,7 @@ import {
   sessionCap,
   usageOf,
 } from './realtime-events.js';
+import { recordSession, type SessionCause, type SessionTotals } from './realtime-record.js';
 import { recordTurn, Turn, type TurnContext, type TurnEnd } from './realtime-turn.js';
 
 /** The output bound of a turn whose plan names no maxOutputTokens. */
@@ -71,6 +73,11 @@ export class RealtimeSession {
   private tokens = 0n;
   /** Set once a turn was refused, or the session is ending: no new turn; the close to make once none is in flight. */
   private closing: { code: number; reason: string } | undefined;
+  /** What its own record counts (realtime-record.ts). */
+  private readonly totals: SessionTotals = { turns: 0, units: 0n, firstAudioMs: null };
+  /** Turns being settled, and the client's turn whose admission is being decided: the session's record waits for them. */
+  private readonly settling = new Set<Promise<void>>();
+  private asking: Promise<void> | undefined;
   private ended = false;
   private lastActivity = Date.now();
   private readonly timer: NodeJS.Timeout;
@@ -83,8 +90,9 @@ export class RealtimeSession {
     client.on('message', (data, binary) => this.fromClient(data, binary));
     client.on('pong', () => this.touch());
     client.on('ping', () => this.touch());
-    client.on('close', () => this.clientGone());
-    client.on('error', () => this.clientGone());
+    client.on('close', (code) => this.clientGone(code));
+    // ws fails a frame past the maximum with this error, then closes 1009.
+    client.on('error', (err: Error & { code?: string }) => this.clientGone(err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 1009 : 1006));
     upstream.on('message', (data, binary) => this.fromUpstream(data, binary));
     upstream.on('close', (code) => this.upstreamGone(`the provider closed the session (${code})`));
     upstream.on('error', (err) => this.upstreamGone(`the provider's socket failed: ${err.message}`));
@@ -100,7 +108,7 @@ export class RealtimeSession {
 
   /** Closes the session now (a shutdown): turns in flight are charged for what was delivered. */
   shutDown(): void {
-    this.finish(1001, 'Nexus is shutting down', 'server_shutdown');
+    this.finish(1001, 'Nexus is shutting down', 'server_shutdown', { kind: 'shutdown' });
   }
 
   private touch(): void {
@@ -110,7 +118,7 @@ export class RealtimeSession {
   private beat(): void {
     if (Date.now() - this.lastActivity >= this.deps.idleTimeoutMs) {
       this.sendClient(errorEvent('session_idle_timeout', `No frame for ${this.deps.idleTimeoutMs} ms: the session is closed`));
-      this.finish(1000, 'idle timeout', 'session_idle_timeout');
+      this.finish(1000, 'idle timeout', 'session_idle_timeout', { kind: 'idle' });
       return;
     }
     if (this.client.readyState === this.client.OPEN) this.client.ping();
@@ -136,7 +144,7 @@ export class RealtimeSession {
       const text = textOf(data);
       if (eventType(text.subarray(0, HEAD_BYTES).toString('utf8')) === 'response.create') {
         this.waiting = [];
-        void this.askedTurn(text);
+        this.asking = this.askedTurn(text);
         return;
       }
     }
@@ -154,7 +162,7 @@ export class RealtimeSession {
       this.asked.push(turn);
       this.upstream.send(frame, { binary: false });
     } else {
-      recordTurn(this.deps.ctx, turn, { status: 'CLIENT_ABORTED', attempt: 'ABORTED', errorCode: 'client_aborted', usage: null });
+      this.record(turn, { status: 'CLIENT_ABORTED', attempt: 'ABORTED', errorCode: 'client_aborted', usage: null });
     }
     const queued = this.waiting ?? [];
     this.waiting = null;
@@ -177,7 +185,7 @@ export class RealtimeSession {
 
   private closeIfQuiet(): void {
     if (!this.closing || this.asked.length || this.running.size || this.waiting) return;
-    this.finish(this.closing.code, this.closing.reason, null);
+    this.finish(this.closing.code, this.closing.reason, null, { kind: 'refused', code: this.closing.reason });
   }
 
   /**
@@ -227,7 +235,7 @@ export class RealtimeSession {
     if (!binary) {
       const buf = textOf(data);
       const type = eventType(buf.subarray(0, HEAD_BYTES).toString('utf8'));
-      if (carriesOutput(type)) this.latest?.output();
+      if (carriesOutput(type)) this.output(carriesAudio(type));
       else if (PARSED_SERVER_EVENTS.has(type)) this.serverEvent(type, parseEvent(buf.toString('utf8')) ?? {});
     }
     this.sendClient(data, binary);
@@ -303,27 +311,45 @@ export class RealtimeSession {
     });
   }
 
-  private async settle(turn: Turn, end: TurnEnd): Promise<void> {
-    if (end.usage) this.tokens += end.usage.inputTokens + end.usage.outputTokens;
-    await turn.admitting;
-    recordTurn(this.deps.ctx, turn, end);
+  /** A frame of the latest turn's output is relayed: the session's first audio is timed. */
+  private output(audio: boolean): void {
+    const turn = this.latest;
+    if (!turn) return;
+    turn.output(audio);
+    if (audio && this.totals.firstAudioMs === null) this.totals.firstAudioMs = turn.firstAudioMs();
   }
 
-  private clientGone(): void {
-    this.finish(1000, 'client closed', 'client_aborted');
+  /** Settles the turn once its admission is decided (a server-VAD turn's may still be under way). */
+  private settle(turn: Turn, end: TurnEnd): Promise<void> {
+    if (end.usage) this.tokens += end.usage.inputTokens + end.usage.outputTokens;
+    const settled = turn.admitting.then(() => this.record(turn, end));
+    this.settling.add(settled);
+    void settled.finally(() => this.settling.delete(settled));
+    return settled;
+  }
+
+  private record(turn: Turn, end: TurnEnd): void {
+    if (turn.settled) return;
+    this.totals.turns++;
+    this.totals.units += recordTurn(this.deps.ctx, turn, end);
+  }
+
+  private clientGone(code: number): void {
+    this.finish(1000, 'client closed', 'client_aborted', { kind: 'client', code });
   }
 
   private upstreamGone(why: string): void {
     if (this.ended) return;
     this.sendClient(errorEvent('upstream_closed', `The provider ended the session: ${why}`));
-    this.finish(1011, 'upstream closed', 'upstream_stream_broken');
+    this.finish(1011, 'upstream closed', 'upstream_stream_broken', { kind: 'upstream' });
   }
 
   /**
    * Ends the session once: both sockets closed, each turn in flight charged for what was delivered (`cause`: why it
-   * was cut; null when none can be), the turns asked for but not begun given back.
+   * was cut; null when none can be), the turns asked for but not begun given back; then, its turns recorded, its own
+   * record (`ended`: why).
    */
-  private finish(code: number, reason: string, cause: string | null): void {
+  private finish(code: number, reason: string, cause: string | null, ended: SessionCause): void {
     if (this.ended) return;
     this.ended = true;
     clearInterval(this.timer);
@@ -340,5 +366,12 @@ export class RealtimeSession {
     if (this.upstream.readyState === this.upstream.OPEN) this.upstream.close(1000);
     if (this.client.readyState === this.client.OPEN) this.client.close(code, reason);
     this.deps.ended(this, this.tokens);
+    void this.recordWhenSettled(ended);
+  }
+
+  private async recordWhenSettled(ended: SessionCause): Promise<void> {
+    await this.asking;
+    await Promise.all(this.settling);
+    recordSession(this.deps.ctx, ended, this.totals);
   }
 }

@@ -3,7 +3,8 @@
  * begin, settled when its `response.done` reports its usage, and recorded as a call of its own: an invocation
  * (method GET, the session's endpoint, `streamed`), its usage event and its settlement on the lease, through the
  * same recorder and statement as every gateway call (call-recorder.ts, call-repo.ts). The turns of one session
- * share its request id (the handshake's `x-nexus-request-id`), which is how a session's turns are found together.
+ * share its request id (the handshake's `x-nexus-request-id`), which is also the id of the session's own
+ * invocation (realtime-record.ts) that each names (`session_id`).
  */
 import type { InvocationStatus, AttemptStatus } from '../domain/invocations/invocation-types.js';
 import type { Pricing } from '../domain/quota/model-pricing.js';
@@ -15,6 +16,8 @@ import { kindsOf, type Usage } from '../protocols/usage.js';
 import type { CallMeter } from '../gateway/call-meter.js';
 import { callRows, type AuthRow, type Consumption } from '../gateway/call-repo.js';
 import { invocationRecord, MAX_NAME_LENGTH, type CallOpened } from '../gateway/invocation-record.js';
+
+const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
 
 export class Turn {
   readonly id = newId();
@@ -29,6 +32,8 @@ export class Turn {
   outputEvents = 0n;
   /** When its first output reached the client. */
   tFirstOutput: bigint | undefined;
+  /** When its first audio reached the client. */
+  tFirstAudio: bigint | undefined;
   settled = false;
 
   constructor(
@@ -42,10 +47,17 @@ export class Turn {
     this.startedAt = now;
   }
 
-  /** A frame of its output is relayed. */
-  output(): void {
+  /** A frame of its output is relayed (`audio`: a delta of its audio). */
+  output(audio: boolean): void {
     this.outputEvents++;
-    this.tFirstOutput ??= process.hrtime.bigint();
+    const now = process.hrtime.bigint();
+    this.tFirstOutput ??= now;
+    if (audio) this.tFirstAudio ??= now;
+  }
+
+  /** From its start to its first audio, in milliseconds; null: none yet. */
+  firstAudioMs(): number | null {
+    return this.tFirstAudio === undefined ? null : msSince(this.t0, this.tFirstAudio);
   }
 
   /**
@@ -73,14 +85,15 @@ export interface TurnEnd {
 export interface TurnContext {
   meter: CallMeter;
   auth: AuthRow;
-  /** The session's request id, shared by its turns' records. */
+  /** The session's request id, shared by its turns' records, and its own invocation's id. */
   sessionId: string;
+  /** When its handshake came (its own invocation's start). */
+  startedAt: Date;
+  t0: bigint;
   traceId: string | null;
   endpoint: string;
   model: string;
 }
-
-const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
 
 /** Settles the turn on its lease and hands its record to the recorder; returns what it was charged (units). */
 export function recordTurn(ctx: TurnContext, turn: Turn, end: TurnEnd): bigint {
@@ -147,6 +160,7 @@ export function recordTurn(ctx: TurnContext, turn: Turn, end: TurnEnd): bigint {
       totalTtftMs: ttft,
     },
   );
+  invocation.session_id = ctx.sessionId;
   const rows = callRows({ invocation, lease: admission ? { id: admission.lease.id, bound: admission.bound, take } : undefined, consumed });
   meter.recorder.record(
     {

@@ -11,6 +11,7 @@ import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
+import { getInvocation, listInvocations } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startRealtimeUpstream, type FakeRealtime, type RealtimeUsage } from '../support/upstreams/realtime.js';
 import { createTenant, periodOf, until, type Tenant } from './gateway-support.js';
@@ -88,16 +89,25 @@ function openRaw(tenant: Tenant, how: 'bearer' | 'subprotocol' = 'bearer', optio
   });
 }
 
-/** The turns recorded for a session (its request id), oldest first, with their usage events. */
+/** The turns recorded for a session (its request id, its own invocation's id), oldest first, with their usage events. */
 async function turnsOf(requestId: string) {
   await t.nexus.gateway.drain();
-  const rows = await t.database.db('invocations').where({ request_id: requestId }).orderBy('started_at');
+  const rows = await t.database.db('invocations').where({ session_id: requestId }).orderBy('started_at');
   return Promise.all(
     rows.map(async (row) => {
       const usage = await t.database.db('usage_events').where({ invocation_id: row.id, kind: 'USAGE' }).first();
       return { ...row, quota_units: BigInt(row.quota_units), usage };
     }),
   );
+}
+
+/** A session's own invocation, through the Admin API, once it is recorded (when the session has closed). */
+async function sessionOf(requestId: string) {
+  await until(async () => {
+    await t.nexus.gateway.drain();
+    return (await getInvocation({ client: t.client, path: { invocationId: requestId } })).response.status === 200;
+  });
+  return (await getInvocation({ client: t.client, path: { invocationId: requestId } })).data!;
 }
 
 /** A handshake refused: its status and error body. */
@@ -178,6 +188,19 @@ describe('a Realtime session', () => {
     }
     const total = usages.reduce((sum, u) => sum + unitsOf(u), 0n);
     await until(async () => (await periodOf(t, tenant.accessId)).consumed - before.consumed === total);
+    // The session is one invocation of its own: its turns, how it closed, its first audio; charged nothing itself.
+    const session = await sessionOf(requestId);
+    expect(session).toMatchObject({ requestId, status: 'SUCCEEDED', endpoint: 'v1/realtime', quotaUnits: String(total) });
+    expect(session.session).toMatchObject({ turns: 5, closeCode: 1000, closeReason: 'client_closed' });
+    expect(session.session!.firstAudioMs).toBeGreaterThan(0);
+    expect(session.usageEvents).toEqual([]);
+    const listed = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { q: requestId } });
+    const turnsListed = listed.data!.filter((i) => i.id !== requestId);
+    expect(turnsListed).toHaveLength(5);
+    expect(turnsListed.every((i) => i.sessionId === requestId && i.session === undefined)).toBe(true);
+    // The usage summary counts the turns as calls, not the session.
+    const rolled = await t.database.db('usage_rollups').where({ workspace_access_id: tenant.accessId }).sum({ calls: 'calls' }).first();
+    expect(Number(rolled!.calls)).toBe(5);
   });
 
   it('takes the key from the subprotocol a browser sends, relays the client events, and meters a server-VAD turn', async () => {
@@ -227,6 +250,7 @@ describe('a Realtime session', () => {
     const turns = await turnsOf(s.requestId);
     expect(turns.map((r) => r.quota_units)).toEqual(usages.map(unitsOf));
     await until(async () => (await periodOf(t, tenant.accessId)).consumed === 80n + 140n);
+    expect((await sessionOf(s.requestId)).session).toMatchObject({ turns: 2, closeCode: 1008, closeReason: 'quota_insufficient' });
   });
 
   it('a server-VAD turn the quota cannot cover is cancelled upstream, charged what it used, then 1008', async () => {
@@ -279,6 +303,9 @@ describe('a Realtime session', () => {
     const [turn] = await turnsOf(s.requestId);
     expect(turn).toMatchObject({ status: 'FAILED', error_code: 'upstream_stream_broken' });
     expect(turn!.quota_units).toBe(18n);
+    const session = await sessionOf(s.requestId);
+    expect(session).toMatchObject({ status: 'UPSTREAM_ERROR', errorCode: 'upstream_stream_broken', quotaUnits: '18' });
+    expect(session.session).toMatchObject({ turns: 1, closeCode: 1011, closeReason: 'upstream_closed' });
   });
 });
 
@@ -309,12 +336,14 @@ describe("a Realtime session's bounds", () => {
     const big = await openRaw(tenant);
     big.send({ type: 'input_audio_buffer.append', audio: 'A'.repeat(70_000) });
     expect((await big.closed).code).toBe(1009);
+    expect((await sessionOf(big.requestId)).session).toMatchObject({ turns: 0, closeCode: 1009, closeReason: 'frame_too_large' });
     const idle = await openRaw(tenant, 'bearer', { autoPong: false });
     const started = Date.now();
     const closed = await idle.closed;
     expect(closed.code).toBe(1000);
     expect(idle.events.at(-1)).toMatchObject({ type: 'error', error: { code: 'session_idle_timeout' } });
     expect(Date.now() - started).toBeGreaterThanOrEqual(1400);
+    expect((await sessionOf(idle.requestId)).session).toMatchObject({ turns: 0, closeCode: 1000, closeReason: 'session_idle_timeout' });
   });
 
   it('refuses a model outside the allow-list 403, and leaves another WebSocket path refused 501', async () => {
