@@ -9,7 +9,7 @@ import type { AttemptStatus, InvocationStatus, RealtimeSessionRecord } from '../
 import { newId } from '../ids.js';
 import { callRows } from '../gateway/call-repo.js';
 import { invocationRecord } from '../gateway/invocation-record.js';
-import type { TurnContext } from './realtime-turn.js';
+import { openedOf, type TurnContext } from './realtime-turn.js';
 
 /** Why a session ends, as the session itself knows it. */
 export type SessionCause =
@@ -84,20 +84,7 @@ export function recordSession(ctx: TurnContext, cause: SessionCause, totals: Ses
   const ending = sessionEnding(cause);
   const durationMs = Number(process.hrtime.bigint() - ctx.t0) / 1e6;
   const invocation = invocationRecord(
-    {
-      id: ctx.sessionId,
-      workspaceId: auth.workspace_id,
-      accessId: auth.workspace_access_id,
-      connectionId: auth.connection_id!,
-      keyId: auth.key_id,
-      planId: auth.plan_id,
-      requestId: ctx.sessionId,
-      traceId: ctx.traceId,
-      method: 'GET',
-      endpoint: ctx.endpoint,
-      startedAt: ctx.startedAt,
-      metered: true,
-    },
+    openedOf(ctx, ctx.sessionId, ctx.startedAt),
     { requestedModel: ctx.model, streamed: true, leaseId: null },
     {
       upstream: true,

@@ -160,6 +160,7 @@ export class RealtimeSession {
       this.refuse(err, eventId);
     } else if (!this.ended && this.upstream.readyState === this.upstream.OPEN) {
       this.asked.push(turn);
+      turn.admitted(turn.admission!);
       this.upstream.send(frame, { binary: false });
     } else {
       this.record(turn, { status: 'CLIENT_ABORTED', attempt: 'ABORTED', errorCode: 'client_aborted', usage: null });
@@ -213,7 +214,8 @@ export class RealtimeSession {
         const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
         const held = await ctx.meter.leases.admit(target, bound);
         if (held.ok) {
-          const turn = new Turn(now, byClient, this.conversation, output, pricing);
+          // Not yet a call under way: the caller makes it one once it is sent (or runs).
+          const turn = new Turn(ctx, now, byClient, this.conversation, output, pricing);
           turn.admission = held.admission;
           return turn;
         }
@@ -266,7 +268,7 @@ export class RealtimeSession {
       const { ctx } = this.deps;
       const planMax = ctx.auth.max_output_tokens ? BigInt(ctx.auth.max_output_tokens) : DEFAULT_OUTPUT_BOUND;
       const pricing = ctx.meter.modelPolicy(ctx.auth).pricingFor(ctx.model);
-      const vad = new Turn(ctx.meter.clock.now(), false, this.conversation, planMax, pricing);
+      const vad = new Turn(ctx, ctx.meter.clock.now(), false, this.conversation, planMax, pricing);
       vad.admitting = this.admitVad(vad);
       turn = vad;
     }
@@ -279,7 +281,7 @@ export class RealtimeSession {
   private async admitVad(turn: Turn): Promise<void> {
     const admitted = this.closing ? new AppError('quota_insufficient', this.closing.reason) : await this.admit(false, undefined);
     if (!(admitted instanceof AppError)) {
-      turn.admission = admitted.admission;
+      turn.admitted(admitted.admission!);
       return;
     }
     // Refused: what it uses is still charged, beyond any bound (an ADJUSTMENT past the lease), and it ends here.
@@ -287,7 +289,7 @@ export class RealtimeSession {
     if (auth.period_id) {
       const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
       const held = await this.deps.ctx.meter.leases.admit(target, 0n).catch(() => undefined);
-      if (held?.ok) turn.admission = held.admission;
+      if (held?.ok) turn.admitted(held.admission);
     }
     if (this.upstream.readyState === this.upstream.OPEN && turn.responseId)
       this.upstream.send(JSON.stringify({ type: 'response.cancel', response_id: turn.responseId }));
