@@ -56,6 +56,11 @@ function keyOf(req: IncomingMessage): string | undefined {
   }
 }
 
+/** Whether the session speaks the Realtime API's beta: `OpenAI-Beta: realtime=v1`, or Azure's preview path (`openai/realtime`). */
+function isBeta(req: IncomingMessage, target: GatewayTarget): boolean {
+  return /realtime=v1/i.test(rawHeader(req.rawHeaders, 'openai-beta') ?? '') || /^openai\/realtime$/i.test(target.route);
+}
+
 /** The model a session names: `?model=` (Azure's classic path: `?deployment=`). */
 function modelOf(target: GatewayTarget): string {
   const params = new URLSearchParams(target.search);
@@ -274,6 +279,7 @@ export function createRealtime(deps: RealtimeDeps) {
         lookup: () => parts.cache.lookup(key, target.connectionId),
         reload: () => meter.reload(key, target.connectionId),
         idleTimeoutMs: limits.idleTimeoutMs,
+        beta: isBeta(req, target),
         ended: (s, tokens) => {
           closed(s);
           if (ticket) meter.rates.settle(ticket, Number(tokens));

@@ -33,6 +33,7 @@ import {
   responseOf,
   sessionCap,
   usageOf,
+  withCap,
 } from './realtime-events.js';
 import { recordSession, type SessionCause, type SessionTotals } from './realtime-record.js';
 import { recordTurn, Turn, type TurnContext, type TurnEnd } from './realtime-turn.js';
@@ -50,6 +51,8 @@ export interface SessionDeps {
   /** The key's row read again, bypassing the cache (a turn's admission found its period over). */
   reload(): Promise<CacheEntry>;
   idleTimeoutMs: number;
+  /** The session speaks the Realtime API's beta (`OpenAI-Beta: realtime=v1`, Azure's preview path): its caps' field names. */
+  beta: boolean;
   /** The session ended (both sockets closed): its totals. */
   ended(session: RealtimeSession, tokens: bigint): void;
 }
@@ -142,13 +145,27 @@ export class RealtimeSession {
     if (this.ended) return;
     if (!binary) {
       const text = textOf(data);
-      if (eventType(text.subarray(0, HEAD_BYTES).toString('utf8')) === 'response.create') {
+      const type = eventType(text.subarray(0, HEAD_BYTES).toString('utf8'));
+      if (type === 'response.create') {
         this.waiting = [];
         this.asking = this.askedTurn(text);
         return;
       }
+      if (type === 'session.update') data = Buffer.from(this.sessionUpdate(text));
     }
     if (this.upstream.readyState === this.upstream.OPEN) this.upstream.send(data, { binary });
+  }
+
+  /**
+   * A client's `session.update` that sets the session's output cap past the plan's maxOutputTokens (or to 'inf') is
+   * sent with the plan's instead: the session's cap bounds its server-VAD turns, which no `response.create` asks for.
+   */
+  private sessionUpdate(frame: Buffer): Buffer | string {
+    const max = this.deps.ctx.auth.max_output_tokens;
+    const event = max ? parseEvent(frame.toString('utf8')) : undefined;
+    const asked = event && sessionCap(event);
+    if (!event || asked === undefined || (asked !== 'inf' && asked <= max!)) return frame;
+    return withCap(event, 'session', max!, this.deps.beta);
   }
 
   private async askedTurn(frame: Buffer): Promise<void> {
@@ -161,7 +178,9 @@ export class RealtimeSession {
     } else if (!this.ended && this.upstream.readyState === this.upstream.OPEN) {
       this.asked.push(turn);
       turn.admitted(turn.admission!);
-      this.upstream.send(frame, { binary: false });
+      // Under a plan's maxOutputTokens the turn is sent capped at its output bound, so that bound holds upstream.
+      const capped = this.deps.ctx.auth.max_output_tokens ? withCap(event, 'response', Number(turn.outputBound), this.deps.beta) : frame;
+      this.upstream.send(capped, { binary: false });
     } else {
       this.record(turn, { status: 'CLIENT_ABORTED', attempt: 'ABORTED', errorCode: 'client_aborted', usage: null });
     }
@@ -205,6 +224,17 @@ export class RealtimeSession {
         assertModelAllowed(policy, ctx.model);
         const pricing = policy.pricingFor(ctx.model);
         const planMax = auth.max_output_tokens ? BigInt(auth.max_output_tokens) : DEFAULT_OUTPUT_BOUND;
+        if (
+          byClient &&
+          typeof asked === 'number' &&
+          auth.max_output_tokens &&
+          asked > auth.max_output_tokens &&
+          auth.output_cap_policy === 'refuse'
+        ) {
+          throw new AppError('max_tokens_exceeded', `This turn asks for up to ${asked} output tokens; the plan allows ${planMax}`, {
+            param: 'max_output_tokens',
+          });
+        }
         const cap = typeof asked === 'number' ? asked : asked === 'inf' ? undefined : typeof this.cap === 'number' ? this.cap : undefined;
         const output = cap !== undefined && BigInt(cap) < planMax ? BigInt(cap) : planMax;
         const bound = boundUnits(this.conversation, output, pricing);

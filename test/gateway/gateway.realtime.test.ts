@@ -310,6 +310,53 @@ describe('a Realtime session', () => {
 });
 
 describe("a Realtime session's bounds", () => {
+  it("sends each turn capped at the plan's maxOutputTokens (GA and beta fields), and clamps a session.update past it", async () => {
+    const tenant = await tenantFor();
+    const s = await openRaw(tenant);
+    await s.next('session.created');
+    const sent = up.events.length;
+    s.send({ type: 'session.update', session: { type: 'realtime', max_output_tokens: 'inf' } });
+    await s.next('session.updated');
+    let at = s.events.length;
+    s.send({ type: 'response.create' });
+    await s.next('response.done', at);
+    at = s.events.length;
+    s.send({ type: 'response.create', response: { max_output_tokens: 30 } });
+    await s.next('response.done', at);
+    s.ws.close();
+    await s.closed;
+    const seen = up.events.slice(sent).filter((e) => e.type !== 'input_audio_buffer.append');
+    expect(seen.map((e) => [e.type, e.body.session ?? e.body.response])).toEqual([
+      ['session.update', { type: 'realtime', max_output_tokens: 100 }],
+      ['response.create', { max_output_tokens: 100 }],
+      ['response.create', { max_output_tokens: 30 }],
+    ]);
+    // A beta client's turn is capped in the beta field.
+    const beta = await openRaw(tenant, 'bearer', { headers: { authorization: `Bearer ${tenant.apiKey}`, 'openai-beta': 'realtime=v1' } });
+    await beta.next('session.created');
+    at = beta.events.length;
+    beta.send({ type: 'response.create', response: { modalities: ['text'] } });
+    await beta.next('response.done', at);
+    expect(up.events.filter((e) => e.type === 'response.create').at(-1)!.body.response).toEqual({
+      modalities: ['text'],
+      max_response_output_tokens: 100,
+    });
+    beta.ws.close();
+    await beta.closed;
+  });
+
+  it("refuses a turn asking past the plan's maxOutputTokens under the refuse policy: an error event, then 1008", async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, maxOutputTokens: 100, outputCapPolicy: 'refuse' });
+    const s = await openRaw(tenant);
+    await s.next('session.created');
+    const creates = up.events.filter((e) => e.type === 'response.create').length;
+    s.send({ type: 'response.create', response: { max_output_tokens: 500 } });
+    const error = (await s.next('error')) as unknown as { error: { code: string } };
+    expect(error.error.code).toBe('max_tokens_exceeded');
+    expect((await s.closed).code).toBe(1008);
+    expect(up.events.filter((e) => e.type === 'response.create')).toHaveLength(creates);
+  });
+
   it('refuses a session past the sessions per access, 429 naming it, and records it REJECTED', async () => {
     const tenant = await tenantFor();
     const a = await openRaw(tenant);
