@@ -280,9 +280,11 @@ export function createRealtime(deps: RealtimeDeps) {
         reload: () => meter.reload(key, target.connectionId),
         idleTimeoutMs: limits.idleTimeoutMs,
         beta: isBeta(req, target),
-        ended: (s, tokens) => {
+        rateTicket: ticket,
+        ended: (s) => {
           closed(s);
-          if (ticket) meter.rates.settle(ticket, Number(tokens));
+          // Its turns' tokens were spent as each ended.
+          if (ticket) meter.rates.settle(ticket, 0);
         },
       });
       opened(session);

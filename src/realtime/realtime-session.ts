@@ -19,6 +19,7 @@
 import type { RawData, WebSocket } from 'ws';
 import { AppError, toAppError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
+import type { RateTicket } from '../domain/rate-limits/rate-allowances.js';
 import { assertBudget, assertModelAllowed, authorizeCall } from '../gateway/admission.js';
 import type { CacheEntry } from '../gateway/auth-cache.js';
 import { boundUnits, MAX_CALL_UNITS } from '../domain/quota/quota-math.js';
@@ -53,8 +54,10 @@ export interface SessionDeps {
   idleTimeoutMs: number;
   /** The session speaks the Realtime API's beta (`OpenAI-Beta: realtime=v1`, Azure's preview path): its caps' field names. */
   beta: boolean;
-  /** The session ended (both sockets closed): its totals. */
-  ended(session: RealtimeSession, tokens: bigint): void;
+  /** Its rate-limit ticket (a request and a slot held while it lives; none: the plan has no limits). */
+  rateTicket: RateTicket | undefined;
+  /** The session ended (both sockets closed). */
+  ended(session: RealtimeSession): void;
 }
 
 type Frame = [RawData, boolean];
@@ -73,7 +76,6 @@ export class RealtimeSession {
   private cap: number | 'inf' | undefined;
   /** The conversation so far, as the last `response.done` reported it: the next turn's input bound. */
   private conversation = 0n;
-  private tokens = 0n;
   /** Set once a turn was refused, or the session is ending: no new turn; the close to make once none is in flight. */
   private closing: { code: number; reason: string } | undefined;
   /** What its own record counts (realtime-record.ts). */
@@ -353,17 +355,19 @@ export class RealtimeSession {
 
   /** Settles the turn once its admission is decided (a server-VAD turn's may still be under way). */
   private settle(turn: Turn, end: TurnEnd): Promise<void> {
-    if (end.usage) this.tokens += end.usage.inputTokens + end.usage.outputTokens;
     const settled = turn.admitting.then(() => this.record(turn, end));
     this.settling.add(settled);
     void settled.finally(() => this.settling.delete(settled));
     return settled;
   }
 
+  /** Records the turn; its tokens count against the plan's tokens per minute now, not when the session ends. */
   private record(turn: Turn, end: TurnEnd): void {
     if (turn.settled) return;
     this.totals.turns++;
     this.totals.units += recordTurn(this.deps.ctx, turn, end);
+    const { rateTicket } = this.deps;
+    if (rateTicket && end.usage) this.deps.ctx.meter.rates.spend(rateTicket, Number(end.usage.inputTokens + end.usage.outputTokens));
   }
 
   private clientGone(code: number): void {
@@ -397,7 +401,7 @@ export class RealtimeSession {
     this.asked.length = 0;
     if (this.upstream.readyState === this.upstream.OPEN) this.upstream.close(1000);
     if (this.client.readyState === this.client.OPEN) this.client.close(code, reason);
-    this.deps.ended(this, this.tokens);
+    this.deps.ended(this);
     void this.recordWhenSettled(ended);
   }
 

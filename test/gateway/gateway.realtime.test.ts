@@ -345,6 +345,21 @@ describe("a Realtime session's bounds", () => {
     await beta.closed;
   });
 
+  it("counts each turn's tokens against the plan's tokens per minute as the turn ends, not when the session closes", async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, maxOutputTokens: 100, rateLimits: { tokensPerMinute: 100 } });
+    const first = await openRaw(tenant);
+    await first.next('session.created');
+    up.usages.push({ input: 100, output: 60 });
+    first.send({ type: 'response.create' });
+    await first.next('response.done');
+    // The first session is still open: its turn's 160 tokens already fill the minute, so another session is refused.
+    const refused = await refusedHandshake(wsUrl(tenant), { authorization: `Bearer ${tenant.apiKey}` });
+    expect(refused.status).toBe(429);
+    expect(JSON.parse(refused.body).error).toMatchObject({ code: 'rate_limited', param: 'tokensPerMinute' });
+    first.ws.close();
+    await first.closed;
+  });
+
   it("refuses a turn asking past the plan's maxOutputTokens under the refuse policy: an error event, then 1008", async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, maxOutputTokens: 100, outputCapPolicy: 'refuse' });
     const s = await openRaw(tenant);
