@@ -139,6 +139,8 @@ export interface TurnContext {
   traceId: string | null;
   endpoint: string;
   model: string;
+  /** The route the session was opened through, if any (its connection is then the target that holds it). */
+  routeId?: string | undefined;
 }
 
 /** What a session's invocations (its own, and each turn's) are opened as: `id`, begun at `startedAt`. */
@@ -157,6 +159,7 @@ export function openedOf(ctx: TurnContext, id: string, startedAt: Date): CallOpe
     endpoint: ctx.endpoint,
     startedAt,
     metered: true,
+    routeId: ctx.routeId,
   };
 }
 

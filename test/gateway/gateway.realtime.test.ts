@@ -11,7 +11,7 @@ import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
-import { getInvocation, listInvocations } from '../support/sdk.js';
+import { createProviderConnection, createRoute, getInvocation, listInvocations } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startRealtimeUpstream, type FakeRealtime, type RealtimeUsage } from '../support/upstreams/realtime.js';
 import { createTenant, periodOf, until, type Tenant } from './gateway-support.js';
@@ -58,10 +58,15 @@ interface RawSession {
   send(event: Record<string, unknown>): void;
 }
 
-function openRaw(tenant: Tenant, how: 'bearer' | 'subprotocol' = 'bearer', options: WebSocket.ClientOptions = {}): Promise<RawSession> {
+function openRaw(
+  tenant: Tenant,
+  how: 'bearer' | 'subprotocol' = 'bearer',
+  options: WebSocket.ClientOptions = {},
+  url = wsUrl(tenant),
+): Promise<RawSession> {
   const protocols = how === 'subprotocol' ? ['realtime', `openai-insecure-api-key.${tenant.apiKey}`] : ['realtime'];
   const headers: Record<string, string> = how === 'bearer' ? { authorization: `Bearer ${tenant.apiKey}` } : {};
-  const ws = new WebSocket(wsUrl(tenant), protocols, { headers, ...options });
+  const ws = new WebSocket(url, protocols, { headers, ...options });
   const events: RawSession['events'] = [];
   ws.on('message', (data: Buffer) => events.push(JSON.parse(data.toString('utf8')) as RawSession['events'][number]));
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
@@ -306,6 +311,45 @@ describe('a Realtime session', () => {
     const session = await sessionOf(s.requestId);
     expect(session).toMatchObject({ status: 'UPSTREAM_ERROR', errorCode: 'upstream_stream_broken', quotaUnits: '18' });
     expect(session.session).toMatchObject({ turns: 1, closeCode: 1011, closeReason: 'upstream_closed' });
+  });
+});
+
+describe('a Realtime session through a route', () => {
+  it('is opened on the first target that accepts it, its model mapped, and recorded with the route', async () => {
+    const tenant = await tenantFor();
+    const dead = await createProviderConnection({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: { name: 'dead', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:1', apiKey: KEY },
+    });
+    const route = await createRoute({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: {
+        name: 'voice',
+        strategy: 'fallback',
+        targets: [
+          { providerConnectionId: dead.data!.id },
+          { providerConnectionId: tenant.connectionId, modelMap: { [MODEL]: 'gpt-realtime-mini' } },
+        ],
+      },
+    });
+    expect(route.response.status).toBe(201);
+    await t.nexus.gateway.refreshRoutes();
+    const url = `${route.data!.gatewayBaseUrl.replace(/^http/, 'ws')}/v1/realtime?model=${MODEL}`;
+    const s = await openRaw(tenant, 'bearer', {}, url);
+    const created = (await s.next('session.created')) as unknown as { session: { model: string } };
+    expect(created.session.model).toBe('gpt-realtime-mini');
+    up.usages.push({ input: 20, output: 30 });
+    s.send({ type: 'response.create' });
+    await s.next('response.done');
+    s.ws.close();
+    await s.closed;
+    await until(async () => (await turnsOf(s.requestId)).length === 1);
+    const [turn] = await turnsOf(s.requestId);
+    expect(turn).toMatchObject({ route_id: route.data!.id, provider_connection_id: tenant.connectionId, requested_model: MODEL });
+    expect(turn!.quota_units).toBe(unitsOf({ input: 20, output: 30 }));
+    expect(await sessionOf(s.requestId)).toMatchObject({ routeId: route.data!.id, providerConnectionId: tenant.connectionId });
   });
 });
 
