@@ -25,6 +25,7 @@ import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createGatewayParts } from './gateway/gateway-parts.js';
+import { createRealtime, type Realtime } from './realtime/realtime-gateway.js';
 import { createApi, type Api } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import { servePages } from './http/pages.js';
@@ -87,6 +88,11 @@ export interface NexusApp {
    * reading it before throws.
    */
   readonly gateway: Gateway;
+  /**
+   * A shutdown's deadline has come: the gateway's calls still under way are cut, and the Realtime sessions closed
+   * (1001), each turn in flight charged for what was delivered.
+   */
+  cutCalls(): void;
   /** How long a request may take to arrive whole, headers and body (NEXUS_BODY_TIMEOUT_MS): listen() sets it. */
   bodyTimeoutMs: number;
   /**
@@ -201,6 +207,7 @@ interface StartContext {
 /** What start() builds and begins, and close() ends: set as each is made, so a start that fails half-way closes what it made. */
 interface Started {
   gateway?: Gateway;
+  realtime?: Realtime;
   jobs?: Jobs;
 }
 
@@ -232,7 +239,8 @@ async function reclaimEmbedded({ config, overrides, services, clock, logger }: S
   if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped without releasing them', ...reclaimed });
 }
 
-function buildGateway({ config, db, services, clock, logger, metrics, tracer }: StartContext): Gateway {
+/** The gateway, and the Realtime sessions above it (src/realtime/), which it does not know of. */
+function buildGateway({ config, db, services, clock, logger, metrics, tracer }: StartContext): { gateway: Gateway; realtime: Realtime } {
   // The gateway's process-wide parts, composed once beside the domain's (src/gateway/gateway-parts.ts).
   const parts = createGatewayParts({
     db,
@@ -254,19 +262,20 @@ function buildGateway({ config, db, services, clock, logger, metrics, tracer }: 
     secretBox: services.secretBox,
     tracer,
   });
-  registerRealtimeMetrics(metrics.registry, () => gateway.realtimeSessions());
-  return gateway;
+  const realtime = createRealtime({ parts, refuse: gateway.refuse, config, secretBox: services.secretBox });
+  registerRealtimeMetrics(metrics.registry, () => realtime.size);
+  return { gateway, realtime };
 }
 
 /** start(): the database reached and migrated, the gateway built, the background jobs begun. */
-async function begin(ctx: StartContext, started: Started, wait: StartWait | undefined): Promise<Gateway> {
+async function begin(ctx: StartContext, started: Started, wait: StartWait | undefined): Promise<ReturnType<typeof buildGateway>> {
   await migrate(ctx, wait);
   await reclaimEmbedded(ctx);
-  const gateway = buildGateway(ctx);
-  started.gateway = gateway;
-  started.jobs = createJobs({ ...ctx, gateway });
+  const built = buildGateway(ctx);
+  Object.assign(started, built);
+  started.jobs = createJobs({ ...ctx, gateway: built.gateway });
   await started.jobs.start();
-  return gateway;
+  return built;
 }
 
 /**
@@ -326,10 +335,14 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
     },
     bodyTimeoutMs: config.bodyTimeoutMs,
     start(wait?: StartWait) {
-      starting ??= begin(ctx, started, wait).then((gateway) => door.open(gateway));
+      starting ??= begin(ctx, started, wait).then(({ gateway, realtime }) => door.open(gateway, realtime));
       return starting;
     },
     started: door.isOpen,
+    cutCalls() {
+      started.gateway?.cutCalls();
+      started.realtime?.shutDown();
+    },
     async close() {
       eventLoop.close();
       await started.jobs?.stop();
@@ -383,7 +396,7 @@ export async function listen(nexus: NexusApp, port: number, host: string, shutdo
         }
         // Past the deadline: the calls still under way are cut first, so they are recorded as cut by the
         // shutdown, not as left by their clients, and none is read on to its end.
-        if (nexus.started()) nexus.gateway.cutCalls();
+        if (nexus.started()) nexus.cutCalls();
         server.closeAllConnections();
         await closed;
         await nexus.close();

@@ -12,10 +12,11 @@ import { sendError as sendGatewayError } from './gateway/answers.js';
 import { operationOf } from './gateway/call-report.js';
 import type { Gateway } from './gateway/gateway.js';
 import { parseGatewayUrl } from './gateway/path-safety.js';
-import { plainResponse } from './gateway/realtime/realtime-gateway.js';
+import type { Realtime } from './realtime/realtime-gateway.js';
 import { protocolOfPath } from './protocols/index.js';
 import type { requestObserver } from './http/middleware.js';
 import type { RequestLocals } from './web/locals.js';
+import { plainResponse } from './web/plain-response.js';
 import { pathOf } from './web/request-target.js';
 
 /**
@@ -75,6 +76,7 @@ export function createFrontDoor(deps: { app: Express; observer: Pick<ReturnType<
   const { app, observer } = deps;
   /** Set once the app has started: until then only what needs no database is served. */
   let gateway: Gateway | undefined;
+  let realtime: Realtime | undefined;
   function handler(req: IncomingMessage, res: ServerResponse): void {
     const me = isMePath(req.url!);
     if (!me && !isGatewayPath(req.url!)) {
@@ -97,13 +99,13 @@ export function createFrontDoor(deps: { app: Express; observer: Pick<ReturnType<
     // response helpers would cost a gateway call about a sixth of its CPU.
     handler,
     /**
-     * The server's 'upgrade' listener (a WebSocket handshake): a Realtime session's on a gateway path goes to the
-     * gateway (src/gateway/realtime/); every other handshake is answered as the plain request it would otherwise be.
+     * The server's 'upgrade' listener (a WebSocket handshake): a Realtime session's on a gateway path goes to
+     * src/realtime/; every other handshake is answered as the plain request it would otherwise be.
      */
     upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
       const asPlain = () => handler(req, plainResponse(req, socket));
-      if (!gateway || !isGatewayPath(req.url!) || isMePath(req.url!)) return asPlain();
-      void gateway.upgrade(req, socket, head, asPlain);
+      if (!realtime || !isGatewayPath(req.url!) || isMePath(req.url!)) return asPlain();
+      void realtime.handle(req, socket, head, asPlain);
     },
     /** Express's gate: until the app has started, what needs the database is refused. */
     gate(req: Request, _res: Response, next: (err?: unknown) => void): void {
@@ -113,9 +115,10 @@ export function createFrontDoor(deps: { app: Express; observer: Pick<ReturnType<
         return next(new AppError('not_ready', 'Nexus is starting: it waits for its database and applies its migrations'));
       next(servedWhileStarting(path) ? undefined : STARTING());
     },
-    /** The app has started: everything is served, the gateway's paths by `started`. */
-    open(started: Gateway): void {
+    /** The app has started: everything is served, the gateway's paths by `started`, its handshakes by `sessions`. */
+    open(started: Gateway, sessions: Realtime): void {
       gateway = started;
+      realtime = sessions;
     },
     isOpen: () => gateway !== undefined,
   };

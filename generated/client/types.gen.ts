@@ -1926,6 +1926,33 @@ export type InvocationUserDto = {
     name?: string;
 };
 
+/**
+ * A Realtime session's own invocation (docs/realtime.md): written when the session closes, charged nothing of its
+ * own (its turns are invocations with their usage events, naming it in `sessionId`; `quotaUnits` here is their
+ * sum), and not counted among the usage summary's calls.
+ *
+ */
+export type RealtimeSessionDto = {
+    /**
+     * The turns (model responses) the session held, each recorded as an invocation of its own.
+     */
+    turns: number;
+    /**
+     * The WebSocket close code (1000 normal or idle, 1001 shutdown, 1008 a turn refused, 1009 a frame too large, 1011 the provider gone; the client's own code when it closed).
+     */
+    closeCode: number;
+    /**
+     * Why it closed: `client_closed`, `session_idle_timeout`, `frame_too_large`, `upstream_closed`, `server_shutdown`, or the code of the
+     * refusal of the turn that ended it (`quota_insufficient`, `workspace_budget_exceeded`, ...).
+     *
+     */
+    closeReason: string;
+    /**
+     * Latency to first audio: from the start of its first turn that answered with audio to that audio's first frame, in milliseconds. Absent when no turn answered with audio.
+     */
+    firstAudioMs?: number;
+};
+
 export type InvocationDto = {
     id: string;
     /**
@@ -2060,6 +2087,13 @@ export type InvocationDto = {
      * The plan the call's access was on when the call was made (absent on calls recorded before it was kept).
      */
     planId?: string;
+    /**
+     * A Realtime session's turn (docs/realtime.md): the invocation of its session, whose id is also the turn's
+     * `requestId` (the handshake's `x-nexus-request-id`).
+     *
+     */
+    sessionId?: string;
+    session?: RealtimeSessionDto;
     /**
      * Every provider attempt of the call, in order (a call through a route may make several; `attempt` is the
      * last). Only the attempt that answered is charged; an attempt that failed before any usage is free.

@@ -49,7 +49,15 @@ const LAYERS: Layer[][] = [
     { name: 'http', paths: ['src/http/'] },
     { name: 'gateway', paths: ['src/gateway/'] },
   ],
-  [{ name: 'handlers', paths: ['src/handlers/'] }],
+  // Realtime sessions sit on the gateway (its admission, meter and records); only the composition wires them.
+  [
+    { name: 'handlers', paths: ['src/handlers/'] },
+    {
+      name: 'realtime',
+      paths: ['src/realtime/'],
+      only: ['base', 'observability', 'db', 'protocols', 'domain', 'web', 'gateway'],
+    },
+  ],
   [
     {
       name: 'composition',

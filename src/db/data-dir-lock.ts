@@ -19,7 +19,8 @@ import { ConfigError } from '../config.js';
 
 const LOCK_FILE = 'nexus.pid';
 
-function alive(pid: number): boolean {
+/** Whether a process of this id runs on this host (the lock's holder, a spool file's writer). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

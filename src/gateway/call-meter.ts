@@ -41,7 +41,7 @@ import type { CallRecorder } from './call-recorder.js';
 import type { CallReport } from './call-report.js';
 import type { FirstWave } from './first-wave.js';
 import type { Inspector } from '../protocols/inspectors.js';
-import { IntrusiveList } from './intrusive-list.js';
+import { IntrusiveList, type Linked } from './intrusive-list.js';
 import type { LearnedBounds } from './learned-bounds.js';
 import { MeteredCall, type CallStart } from './metered-call.js';
 
@@ -85,9 +85,22 @@ export interface CallMeterDeps {
   report?: CallReport | undefined;
 }
 
+/**
+ * A call under way, as the meter keeps it: a gateway call (MeteredCall), or a Realtime session's turn
+ * (src/realtime/). The heartbeat writes its row; a shutdown's deadline cuts it.
+ */
+export interface RunningCall extends Linked<RunningCall> {
+  /** Its lease_calls row should the process die now (call-repo.ts leaseCallRow); null: nothing new to write. */
+  heartbeatRow(now: Date): string | null;
+  /** The row last asked of it was written (its lease was still held). */
+  beatWritten(): void;
+  readonly leaseId: string | undefined;
+  cut(reason: Error): void;
+}
+
 export class CallMeter {
   /** Calls under way (sent upstream, not yet answered in full): a call adds itself when started, and leaves when it ends. */
-  readonly running = new IntrusiveList<MeteredCall>();
+  readonly running = new IntrusiveList<RunningCall>();
   /** The reason a shutdown cancels the calls under way with: they are recorded FAILED `server_shutdown`. */
   readonly shutdown = new Error('The server shut down before the call ended');
   readonly leases: QuotaLeases;
@@ -246,7 +259,7 @@ export class CallMeter {
 
   /** A shutdown's deadline has come: the upstream calls still under way are cancelled, the calls waiting refused. */
   cutCalls(): void {
-    this.running.forEach((call) => call.relay?.cancel(this.shutdown));
+    this.running.forEach((call) => call.cut(this.shutdown));
     this.firstWave.cut();
   }
 
@@ -303,7 +316,7 @@ export class CallMeter {
     }
     const now = this.clock.now();
     const rows: string[] = [];
-    const included: MeteredCall[] = [];
+    const included: RunningCall[] = [];
     this.running.forEach((call) => {
       const row = call.heartbeatRow(now);
       if (row === null) return;

@@ -277,6 +277,52 @@ export function invocationJson(i: InvocationRow): string {
     .str('route_id', i.route_id)
     .raw('attempts', i.attempts?.length ? JSON.stringify(i.attempts) : 'null')
     .str('plan_id', i.plan_id)
+    .str('session_id', i.session_id)
+    .raw('session', i.session ? JSON.stringify(i.session) : 'null')
+    .done();
+}
+
+/** What the heartbeat wrote of a call under way: the units of its last row written and of the one being written, its events' ids. */
+export interface Beat {
+  written: bigint;
+  writing: bigint;
+  usage: string;
+  adjustment: string;
+  attempt: string;
+}
+
+export const newBeat = (): Beat => ({ written: -1n, writing: -1n, usage: newId(), adjustment: newId(), attempt: newId() });
+
+/**
+ * A call under way as the heartbeat writes it to lease_calls: what it would be charged (`counted`, at `pricing`) on
+ * its lease, and its invocation as it would be recorded (`lost`), were its process to die now; its events keep the
+ * ids of `beat` from one write to the next.
+ */
+export function leaseCallRow(
+  lost: InvocationRow,
+  lease: { id: string; bound: bigint },
+  counted: Omit<Consumption, 'model' | 'pricing'>,
+  pricing: Pricing,
+  beat: Beat,
+): string {
+  return withKinds(new RowJson(), counted)
+    .id('invocation_id', lost.id)
+    .id('lease_id', lease.id)
+    .big('bound', lease.bound)
+    .big('units', counted.units)
+    .big('input_tokens', counted.inputTokens)
+    .big('cached_tokens', counted.cachedInputTokens)
+    .big('output_tokens', counted.outputTokens)
+    .big('cache_write_tokens', counted.cacheWriteTokens)
+    .big('reasoning_tokens', counted.reasoningTokens)
+    .str('model', lost.attempt_upstream_model || null)
+    .str('model_rule', pricing.rule)
+    .big('input_ppm', pricing.inputMultiplierPpm)
+    .big('cached_ppm', pricing.cachedInputMultiplierPpm)
+    .big('output_ppm', pricing.outputMultiplierPpm)
+    .id('usage_id', beat.usage)
+    .id('adjustment_id', beat.adjustment)
+    .raw('invocation', invocationJson(lost))
     .done();
 }
 

@@ -18,7 +18,6 @@
  * from the server's request listener, not through express (src/app.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
 import type { Config } from '../config.js';
 import type { Clock } from '../domain/actor.js';
 import type { QuotaService } from '../domain/quota/quota-service.js';
@@ -45,7 +44,6 @@ import type { CallStart, MeteredCall } from './metered-call.js';
 import { pathOf } from '../web/request-target.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { protocolOf, protocolOfPath } from '../protocols/index.js';
-import { createRealtime } from './realtime/realtime-gateway.js';
 import { routeProfile, usableTargets } from './route-call.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
@@ -202,16 +200,13 @@ export function createGateway(deps: GatewayDeps) {
   const { cache, pools, meter } = parts;
   const flow = new CallFlow({ config, clock, meter, secretBox, pools, registry: parts.routes, metrics: parts.attemptMetrics });
   const running: Running = { ...deps, flow };
-  const realtime = createRealtime({ parts, flow, config, secretBox });
   return {
     handle: (req: IncomingMessage, res: ServerResponse, locals: RequestLocals) => handle(running, req, res, locals),
     /**
-     * A WebSocket handshake on a gateway path: a Realtime session (realtime/realtime-gateway.ts), or, any other,
-     * handled as a plain request by `asPlain` (refused 501 websocket_not_supported).
+     * A call refused once it is open (a Realtime session's handshake, src/realtime/): answered in its connection's
+     * error shape and recorded REJECTED.
      */
-    upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer, asPlain: () => void) => realtime.handle(req, socket, head, asPlain),
-    /** Realtime sessions open on this process. */
-    realtimeSessions: () => realtime.size,
+    refuse: (ctx: Parameters<CallFlow['refuse']>[0], err: unknown) => flow.refuse(ctx, err),
     /** GET /v1/me (me.ts). */
     handleMe: (req: IncomingMessage, res: ServerResponse, locals: RequestLocals) => handleMe(parts, clock, req, res, locals),
     /**
@@ -220,10 +215,7 @@ export function createGateway(deps: GatewayDeps) {
      * charged by the rule of an answer that broke off (charge.ts). Their clients' connections are
      * closed next by the server.
      */
-    cutCalls: () => {
-      meter.cutCalls();
-      realtime.shutDown();
-    },
+    cutCalls: () => meter.cutCalls(),
     /** Waits for the records started so far, then returns the quota leases not in use. */
     drain: () => parts.drain(),
     /**

@@ -20,17 +20,15 @@
  */
 import type { EarlierAttempt } from '../domain/invocations/invocation-types.js';
 import { storableText } from '../domain/storable-text.js';
-import { RowJson } from '../db/row-json.js';
 import { AppError, isRefusal, toAppError } from '../errors.js';
 import { newId } from '../ids.js';
 import { Admitted, authorizeCall } from './admission.js';
 import type { CacheEntry } from './auth-cache.js';
 import { charge, endingOf, unansweredCode, type Charge, type RelaySaw } from './charge.js';
-import type { CallMeter } from './call-meter.js';
-import { callRows, invocationJson, withKinds, type AuthRow, type Consumption } from './call-repo.js';
+import type { CallMeter, RunningCall } from './call-meter.js';
+import { callRows, leaseCallRow, newBeat, type AuthRow, type Beat, type Consumption } from './call-repo.js';
 import type { CallTrace } from './call-trace.js';
 import { modelNamedIn, type Inspector, type PreparedCall } from '../protocols/inspectors.js';
-import type { Linked } from './intrusive-list.js';
 import { invocationRecord, MAX_NAME_LENGTH, type CallAttempted, type CallOpened, type CallOutcome } from './invocation-record.js';
 import type { Relay } from './relay.js';
 import type { ResponseWatcher } from './relay-answer.js';
@@ -67,16 +65,7 @@ const OPEN = 0;
 const RUNNING = 1;
 const RECORDED = 2;
 
-/** What the heartbeat wrote of a call: the units of its last row written and of the one being written, its events' ids. */
-interface Beat {
-  written: bigint;
-  writing: bigint;
-  usage: string;
-  adjustment: string;
-  attempt: string;
-}
-
-export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
+export class MeteredCall implements ResponseWatcher, RunningCall {
   /** What its admission found and took (admission.ts). */
   readonly admitted = new Admitted();
   /** The upstream attempt under way, or the last one made. */
@@ -86,8 +75,8 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
   private phase = OPEN;
   /** What the heartbeat wrote of it: made at its first heartbeat (its events' ids, should a reclaim charge it). */
   private beat: Beat | undefined;
-  listPrev: MeteredCall | null = null;
-  listNext: MeteredCall | null = null;
+  listPrev: RunningCall | null = null;
+  listNext: RunningCall | null = null;
   /** What it was opened with; a route's call names the target that answers (started()). */
   private opened: CallOpened;
 
@@ -190,7 +179,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
     const counted = charge(relay.usageSoFar(), prepared, pricing);
     const units = counted.units;
     if (units === this.beat?.written) return null;
-    const beat = (this.beat ??= { written: -1n, writing: -1n, usage: newId(), adjustment: newId(), attempt: newId() });
+    const beat = (this.beat ??= newBeat());
     beat.writing = units;
     const started = relay.startedAt;
     const lost = invocationRecord(this.opened, this.admitted, {
@@ -211,25 +200,12 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       providerTtftMs: null,
       totalTtftMs: null,
     });
-    return withKinds(new RowJson(), counted)
-      .id('invocation_id', lost.id)
-      .id('lease_id', lease.lease.id)
-      .big('bound', lease.bound)
-      .big('units', units)
-      .big('input_tokens', counted.inputTokens)
-      .big('cached_tokens', counted.cachedInputTokens)
-      .big('output_tokens', counted.outputTokens)
-      .big('cache_write_tokens', counted.cacheWriteTokens)
-      .big('reasoning_tokens', counted.reasoningTokens)
-      .str('model', lost.attempt_upstream_model || null)
-      .str('model_rule', pricing.rule)
-      .big('input_ppm', pricing.inputMultiplierPpm)
-      .big('cached_ppm', pricing.cachedInputMultiplierPpm)
-      .big('output_ppm', pricing.outputMultiplierPpm)
-      .id('usage_id', beat.usage)
-      .id('adjustment_id', beat.adjustment)
-      .raw('invocation', invocationJson(lost))
-      .done();
+    return leaseCallRow(lost, { id: lease.lease.id, bound: lease.bound }, counted, pricing, beat);
+  }
+
+  /** A shutdown's deadline has come: its upstream call is cancelled. */
+  cut(reason: Error): void {
+    this.relay?.cancel(reason);
   }
 
   /** The heartbeat's row of it is written (its lease was still held). */

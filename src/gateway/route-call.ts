@@ -44,6 +44,30 @@ export function routeProfile(profile: ProtocolProfile): ProtocolProfile {
   return protocolOf(profile).bodyShape;
 }
 
+/**
+ * The targets a call (or a Realtime session) tries, in order: by the strategy, open breakers skipped (or, all open,
+ * the least recently failed).
+ */
+export function routeCandidates(
+  registry: RouteRegistry,
+  route: RouteRow,
+  usable: Map<string, CacheEntry>,
+  now: Date,
+  random: () => number,
+): RouteTarget[] {
+  const ordered = orderTargets(
+    route.strategy,
+    route.targets.filter((t) => usable.has(t.providerConnectionId)),
+    random,
+    registry.busy,
+  );
+  const open = ordered.filter((t) => registry.availability(route.id, t.providerConnectionId, now) !== 'open');
+  if (open.length || !ordered.length) return open;
+  if (!route.try_when_all_open) throw noHealthyTarget(registry, route, now);
+  const failedAt = (t: RouteTarget) => registry.breaker(route.id, t.providerConnectionId)?.last_failure_at?.getTime() ?? 0;
+  return [ordered.reduce((a, b) => (failedAt(b) < failedAt(a) ? b : a))];
+}
+
 /** The usable targets of a route (ACTIVE connections the key's workspace has), each with its key's lookup. */
 export function usableTargets(route: RouteRow, entries: CacheEntry[]): Map<string, CacheEntry> {
   const usable = new Map<string, CacheEntry>();
@@ -123,22 +147,6 @@ export class RouteCalls {
     this.random = deps.random ?? Math.random;
   }
 
-  /** The targets a call tries, in order: by the strategy, open breakers skipped (or, all open, the least recently failed). */
-  private candidatesOf(route: RouteRow, usable: Map<string, CacheEntry>, now: Date): RouteTarget[] {
-    const { registry } = this.deps;
-    const ordered = orderTargets(
-      route.strategy,
-      route.targets.filter((t) => usable.has(t.providerConnectionId)),
-      this.random,
-      registry.busy,
-    );
-    const open = ordered.filter((t) => registry.availability(route.id, t.providerConnectionId, now) !== 'open');
-    if (open.length || !ordered.length) return open;
-    if (!route.try_when_all_open) throw noHealthyTarget(registry, route, now);
-    const failedAt = (t: RouteTarget) => registry.breaker(route.id, t.providerConnectionId)?.last_failure_at?.getTime() ?? 0;
-    return [ordered.reduce((a, b) => (failedAt(b) < failedAt(a) ? b : a))];
-  }
-
   /**
    * The call's attempts, target after target; returns once one answered (relayed) or throws `plan.exhausted`'s
    * refusal when none could. An attempt is the call's last when no other can follow it: no target after its
@@ -216,7 +224,7 @@ export class RouteCalls {
   async relayRoute(ctx: CallContext, body: Sendable, route: RouteRow, usable: Map<string, CacheEntry>): Promise<void> {
     const { clock, registry, metrics } = this.deps;
     const started = clock.now();
-    const targets = this.candidatesOf(route, usable, started);
+    const targets = routeCandidates(this.deps.registry, route, usable, started, this.random);
     if (!targets.length) throw noHealthyTarget(registry, route, started);
     const requested = ctx.call.admitted.prepared?.requestedModel ?? '';
     const first = usable.get(targets[0]!.providerConnectionId)!.row!;

@@ -19,19 +19,11 @@ import { appendFile, mkdir, readdir, rename, unlink } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { alive } from '../db/data-dir-lock.js';
 import type { CallRows } from './call-repo.js';
 
 const BATCH = 200;
 const NAME = /^(calls|replay)-(.+)-(\d+)-(\d+)\.jsonl$/;
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** A host name as a file name may hold it. */
 const hostPart = (name: string) => name.replace(/[^A-Za-z0-9.]/g, '_');

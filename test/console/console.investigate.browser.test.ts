@@ -12,7 +12,9 @@ import { readFile } from 'node:fs/promises';
 import OpenAI from 'openai';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { suspendWorkspaceAccess } from '../support/sdk.js';
+import WebSocket from 'ws';
+import { createProviderConnection, suspendWorkspaceAccess } from '../support/sdk.js';
+import { startRealtimeUpstream } from '../support/upstreams/realtime.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -260,5 +262,52 @@ describe.skipIf(!executablePath)('day two in the console: finding a failing call
     const kinds = page.locator('.detail dd.kinds');
     await expect.poll(() => kinds.textContent()).toBe('4 audio input tokens · 3 audio output tokens');
     expect(browserErrors).toEqual([]);
+  });
+
+  it('shows a Realtime session: how it closed, its latency to first audio and its turns, each a link to its call', async () => {
+    const realtime = await startRealtimeUpstream({ apiKey: providerKey });
+    try {
+      const connection = await createProviderConnection({
+        client: t.client,
+        path: { workspaceId: tenant.workspaceId },
+        body: { name: 'voice', protocolProfile: 'openai', baseUrl: realtime.url, apiKey: providerKey },
+      });
+      const ws = new WebSocket(
+        `${t.url.replace(/^http/, 'ws')}/providers/${connection.data!.id}/v1/realtime?model=gpt-realtime`,
+        ['realtime'],
+        {
+          headers: { authorization: `Bearer ${tenant.users[0]!.apiKey}` },
+        },
+      );
+      let sessionId = '';
+      ws.once('upgrade', (res) => (sessionId = String(res.headers['x-nexus-request-id'])));
+      const types: string[] = [];
+      ws.on('message', (data: Buffer) => types.push((JSON.parse(data.toString('utf8')) as { type: string }).type));
+      await expect.poll(() => types.includes('session.created')).toBe(true);
+      for (let turn = 1; turn <= 2; turn++) {
+        ws.send(JSON.stringify({ type: 'response.create' }));
+        await expect.poll(() => types.filter((type) => type === 'response.done').length).toBe(turn);
+      }
+      ws.close(1000);
+      await expect
+        .poll(async () => {
+          await t.nexus.gateway.drain();
+          return (await t.database.db('invocations').where({ id: sessionId })).length;
+        })
+        .toBe(1);
+      await page.goto(`${t.url}/console/#/invocations/${sessionId}`);
+      await page.getByRole('heading', { name: 'Realtime session' }).waitFor();
+      const figures = page.locator('.detail dl.figures').nth(1);
+      await expect.poll(() => figures.textContent()).toMatch(/Turns2Closed1000 · client_closedLatency to first audio[\d.]+ ms/);
+      const turns = page.getByRole('table', { name: 'Turns of the session' });
+      await expect.poll(() => turns.locator('tbody tr').count()).toBe(2);
+      await turns.getByRole('link', { name: '1', exact: true }).click();
+      const partOf = page.locator('.detail p', { hasText: 'A turn of the Realtime session' });
+      await partOf.waitFor();
+      expect(await partOf.getByRole('link', { name: sessionId }).getAttribute('href')).toBe(`#/invocations/${sessionId}`);
+      expect(browserErrors).toEqual([]);
+    } finally {
+      await realtime.close();
+    }
   });
 });

@@ -11,6 +11,7 @@ import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
+import { createProviderConnection, createRoute, getInvocation, listInvocations } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startRealtimeUpstream, type FakeRealtime, type RealtimeUsage } from '../support/upstreams/realtime.js';
 import { createTenant, periodOf, until, type Tenant } from './gateway-support.js';
@@ -57,10 +58,15 @@ interface RawSession {
   send(event: Record<string, unknown>): void;
 }
 
-function openRaw(tenant: Tenant, how: 'bearer' | 'subprotocol' = 'bearer', options: WebSocket.ClientOptions = {}): Promise<RawSession> {
+function openRaw(
+  tenant: Tenant,
+  how: 'bearer' | 'subprotocol' = 'bearer',
+  options: WebSocket.ClientOptions = {},
+  url = wsUrl(tenant),
+): Promise<RawSession> {
   const protocols = how === 'subprotocol' ? ['realtime', `openai-insecure-api-key.${tenant.apiKey}`] : ['realtime'];
   const headers: Record<string, string> = how === 'bearer' ? { authorization: `Bearer ${tenant.apiKey}` } : {};
-  const ws = new WebSocket(wsUrl(tenant), protocols, { headers, ...options });
+  const ws = new WebSocket(url, protocols, { headers, ...options });
   const events: RawSession['events'] = [];
   ws.on('message', (data: Buffer) => events.push(JSON.parse(data.toString('utf8')) as RawSession['events'][number]));
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
@@ -88,16 +94,25 @@ function openRaw(tenant: Tenant, how: 'bearer' | 'subprotocol' = 'bearer', optio
   });
 }
 
-/** The turns recorded for a session (its request id), oldest first, with their usage events. */
+/** The turns recorded for a session (its request id, its own invocation's id), oldest first, with their usage events. */
 async function turnsOf(requestId: string) {
   await t.nexus.gateway.drain();
-  const rows = await t.database.db('invocations').where({ request_id: requestId }).orderBy('started_at');
+  const rows = await t.database.db('invocations').where({ session_id: requestId }).orderBy('started_at');
   return Promise.all(
     rows.map(async (row) => {
       const usage = await t.database.db('usage_events').where({ invocation_id: row.id, kind: 'USAGE' }).first();
       return { ...row, quota_units: BigInt(row.quota_units), usage };
     }),
   );
+}
+
+/** A session's own invocation, through the Admin API, once it is recorded (when the session has closed). */
+async function sessionOf(requestId: string) {
+  await until(async () => {
+    await t.nexus.gateway.drain();
+    return (await getInvocation({ client: t.client, path: { invocationId: requestId } })).response.status === 200;
+  });
+  return (await getInvocation({ client: t.client, path: { invocationId: requestId } })).data!;
 }
 
 /** A handshake refused: its status and error body. */
@@ -178,6 +193,19 @@ describe('a Realtime session', () => {
     }
     const total = usages.reduce((sum, u) => sum + unitsOf(u), 0n);
     await until(async () => (await periodOf(t, tenant.accessId)).consumed - before.consumed === total);
+    // The session is one invocation of its own: its turns, how it closed, its first audio; charged nothing itself.
+    const session = await sessionOf(requestId);
+    expect(session).toMatchObject({ requestId, status: 'SUCCEEDED', endpoint: 'v1/realtime', quotaUnits: String(total) });
+    expect(session.session).toMatchObject({ turns: 5, closeCode: 1000, closeReason: 'client_closed' });
+    expect(session.session!.firstAudioMs).toBeGreaterThan(0);
+    expect(session.usageEvents).toEqual([]);
+    const listed = await listInvocations({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { q: requestId } });
+    const turnsListed = listed.data!.filter((i) => i.id !== requestId);
+    expect(turnsListed).toHaveLength(5);
+    expect(turnsListed.every((i) => i.sessionId === requestId && i.session === undefined)).toBe(true);
+    // The usage summary counts the turns as calls, not the session.
+    const rolled = await t.database.db('usage_rollups').where({ workspace_access_id: tenant.accessId }).sum({ calls: 'calls' }).first();
+    expect(Number(rolled!.calls)).toBe(5);
   });
 
   it('takes the key from the subprotocol a browser sends, relays the client events, and meters a server-VAD turn', async () => {
@@ -227,6 +255,7 @@ describe('a Realtime session', () => {
     const turns = await turnsOf(s.requestId);
     expect(turns.map((r) => r.quota_units)).toEqual(usages.map(unitsOf));
     await until(async () => (await periodOf(t, tenant.accessId)).consumed === 80n + 140n);
+    expect((await sessionOf(s.requestId)).session).toMatchObject({ turns: 2, closeCode: 1008, closeReason: 'quota_insufficient' });
   });
 
   it('a server-VAD turn the quota cannot cover is cancelled upstream, charged what it used, then 1008', async () => {
@@ -279,10 +308,114 @@ describe('a Realtime session', () => {
     const [turn] = await turnsOf(s.requestId);
     expect(turn).toMatchObject({ status: 'FAILED', error_code: 'upstream_stream_broken' });
     expect(turn!.quota_units).toBe(18n);
+    const session = await sessionOf(s.requestId);
+    expect(session).toMatchObject({ status: 'UPSTREAM_ERROR', errorCode: 'upstream_stream_broken', quotaUnits: '18' });
+    expect(session.session).toMatchObject({ turns: 1, closeCode: 1011, closeReason: 'upstream_closed' });
+  });
+});
+
+describe('a Realtime session through a route', () => {
+  it('is opened on the first target that accepts it, its model mapped, and recorded with the route', async () => {
+    const tenant = await tenantFor();
+    const dead = await createProviderConnection({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: { name: 'dead', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:1', apiKey: KEY },
+    });
+    const route = await createRoute({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: {
+        name: 'voice',
+        strategy: 'fallback',
+        targets: [
+          { providerConnectionId: dead.data!.id },
+          { providerConnectionId: tenant.connectionId, modelMap: { [MODEL]: 'gpt-realtime-mini' } },
+        ],
+      },
+    });
+    expect(route.response.status).toBe(201);
+    await t.nexus.gateway.refreshRoutes();
+    const url = `${route.data!.gatewayBaseUrl.replace(/^http/, 'ws')}/v1/realtime?model=${MODEL}`;
+    const s = await openRaw(tenant, 'bearer', {}, url);
+    const created = (await s.next('session.created')) as unknown as { session: { model: string } };
+    expect(created.session.model).toBe('gpt-realtime-mini');
+    up.usages.push({ input: 20, output: 30 });
+    s.send({ type: 'response.create' });
+    await s.next('response.done');
+    s.ws.close();
+    await s.closed;
+    await until(async () => (await turnsOf(s.requestId)).length === 1);
+    const [turn] = await turnsOf(s.requestId);
+    expect(turn).toMatchObject({ route_id: route.data!.id, provider_connection_id: tenant.connectionId, requested_model: MODEL });
+    expect(turn!.quota_units).toBe(unitsOf({ input: 20, output: 30 }));
+    expect(await sessionOf(s.requestId)).toMatchObject({ routeId: route.data!.id, providerConnectionId: tenant.connectionId });
   });
 });
 
 describe("a Realtime session's bounds", () => {
+  it("sends each turn capped at the plan's maxOutputTokens (GA and beta fields), and clamps a session.update past it", async () => {
+    const tenant = await tenantFor();
+    const s = await openRaw(tenant);
+    await s.next('session.created');
+    const sent = up.events.length;
+    s.send({ type: 'session.update', session: { type: 'realtime', max_output_tokens: 'inf' } });
+    await s.next('session.updated');
+    let at = s.events.length;
+    s.send({ type: 'response.create' });
+    await s.next('response.done', at);
+    at = s.events.length;
+    s.send({ type: 'response.create', response: { max_output_tokens: 30 } });
+    await s.next('response.done', at);
+    s.ws.close();
+    await s.closed;
+    const seen = up.events.slice(sent).filter((e) => e.type !== 'input_audio_buffer.append');
+    expect(seen.map((e) => [e.type, e.body.session ?? e.body.response])).toEqual([
+      ['session.update', { type: 'realtime', max_output_tokens: 100 }],
+      ['response.create', { max_output_tokens: 100 }],
+      ['response.create', { max_output_tokens: 30 }],
+    ]);
+    // A beta client's turn is capped in the beta field.
+    const beta = await openRaw(tenant, 'bearer', { headers: { authorization: `Bearer ${tenant.apiKey}`, 'openai-beta': 'realtime=v1' } });
+    await beta.next('session.created');
+    at = beta.events.length;
+    beta.send({ type: 'response.create', response: { modalities: ['text'] } });
+    await beta.next('response.done', at);
+    expect(up.events.filter((e) => e.type === 'response.create').at(-1)!.body.response).toEqual({
+      modalities: ['text'],
+      max_response_output_tokens: 100,
+    });
+    beta.ws.close();
+    await beta.closed;
+  });
+
+  it("counts each turn's tokens against the plan's tokens per minute as the turn ends, not when the session closes", async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, maxOutputTokens: 100, rateLimits: { tokensPerMinute: 100 } });
+    const first = await openRaw(tenant);
+    await first.next('session.created');
+    up.usages.push({ input: 100, output: 60 });
+    first.send({ type: 'response.create' });
+    await first.next('response.done');
+    // The first session is still open: its turn's 160 tokens already fill the minute, so another session is refused.
+    const refused = await refusedHandshake(wsUrl(tenant), { authorization: `Bearer ${tenant.apiKey}` });
+    expect(refused.status).toBe(429);
+    expect(JSON.parse(refused.body).error).toMatchObject({ code: 'rate_limited', param: 'tokensPerMinute' });
+    first.ws.close();
+    await first.closed;
+  });
+
+  it("refuses a turn asking past the plan's maxOutputTokens under the refuse policy: an error event, then 1008", async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, maxOutputTokens: 100, outputCapPolicy: 'refuse' });
+    const s = await openRaw(tenant);
+    await s.next('session.created');
+    const creates = up.events.filter((e) => e.type === 'response.create').length;
+    s.send({ type: 'response.create', response: { max_output_tokens: 500 } });
+    const error = (await s.next('error')) as unknown as { error: { code: string } };
+    expect(error.error.code).toBe('max_tokens_exceeded');
+    expect((await s.closed).code).toBe(1008);
+    expect(up.events.filter((e) => e.type === 'response.create')).toHaveLength(creates);
+  });
+
   it('refuses a session past the sessions per access, 429 naming it, and records it REJECTED', async () => {
     const tenant = await tenantFor();
     const a = await openRaw(tenant);
@@ -309,12 +442,14 @@ describe("a Realtime session's bounds", () => {
     const big = await openRaw(tenant);
     big.send({ type: 'input_audio_buffer.append', audio: 'A'.repeat(70_000) });
     expect((await big.closed).code).toBe(1009);
+    expect((await sessionOf(big.requestId)).session).toMatchObject({ turns: 0, closeCode: 1009, closeReason: 'frame_too_large' });
     const idle = await openRaw(tenant, 'bearer', { autoPong: false });
     const started = Date.now();
     const closed = await idle.closed;
     expect(closed.code).toBe(1000);
     expect(idle.events.at(-1)).toMatchObject({ type: 'error', error: { code: 'session_idle_timeout' } });
     expect(Date.now() - started).toBeGreaterThanOrEqual(1400);
+    expect((await sessionOf(idle.requestId)).session).toMatchObject({ turns: 0, closeCode: 1000, closeReason: 'session_idle_timeout' });
   });
 
   it('refuses a model outside the allow-list 403, and leaves another WebSocket path refused 501', async () => {

@@ -11,9 +11,11 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startAnthropicUpstream, startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startNexusProcess, type NexusProcess } from '../support/nexus-process.js';
+import { startRealtimeUpstream } from '../support/upstreams/realtime.js';
 import { startTcpProxy, type TcpProxy } from '../../scripts/lib/tcp-proxy.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 import { chatInputBound, createTenant, periodOf, until, type Tenant } from '../gateway/gateway-support.js';
@@ -250,6 +252,53 @@ describe.runIf(usesPostgres)('a Nexus process killed within the first second of 
     const charged = invocations.reduce((sum, row) => sum + BigInt(row.quota_units), 0n);
     expect((await periodOf(t, tenant.accessId)).consumed).toBe(charged);
   }, 90_000);
+});
+
+describe.runIf(usesPostgres)('a Nexus process killed mid-turn of a Realtime session', () => {
+  it('its settled turn stays charged, and the turn in flight is charged as delivered, once, by the process that reclaims its lease', async () => {
+    const realtime = await startRealtimeUpstream({ apiKey: KEY });
+    const tenant = await createTenant(t, { baseUrl: realtime.url, providerKey: KEY, maxOutputTokens: 100, quotaUnits: 1_000_000n });
+    const nexus = await child();
+    const ws = new WebSocket(`${gatewayOf(tenant, nexus).replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime`, ['realtime'], {
+      headers: { authorization: `Bearer ${tenant.apiKey}` },
+    });
+    ws.on('error', () => {});
+    let sessionId = '';
+    ws.once('upgrade', (res) => (sessionId = String(res.headers['x-nexus-request-id'])));
+    const types: string[] = [];
+    ws.on('message', (data: Buffer) => types.push((JSON.parse(data.toString('utf8')) as { type: string }).type));
+    await until(async () => types.includes('session.created'));
+    realtime.usages.push({ input: 20, output: 30 });
+    ws.send(JSON.stringify({ type: 'response.create' }));
+    await until(async () => types.includes('response.done'));
+    // Turn 2 sends its nine output frames, then nothing: its input bound is the conversation so far (50 tokens).
+    realtime.behaviour.push('hang');
+    ws.send(JSON.stringify({ type: 'response.create' }));
+    await until(async () => types.filter((type) => type.endsWith('.delta')).length === 18);
+    const leaseCalls = () =>
+      t.database
+        .db('lease_calls')
+        .whereIn('lease_id', t.database.db('quota_leases').select('id').where({ workspace_access_id: tenant.accessId }));
+    // The snapshot writes the turn in flight as it stands: 50 input units and 9 output tokens at 2.
+    await until(async () => (await leaseCalls()).some((row) => BigInt(row.units) === 68n));
+    await nexus.kill();
+
+    await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 30_000);
+    const rows = await invocationsOf(tenant.accessId);
+    expect(rows.map((r) => [r.session_id, r.status, r.error_code, BigInt(r.quota_units)])).toEqual([
+      [sessionId, 'SUCCEEDED', null, 80n],
+      [sessionId, 'FAILED', 'gateway_lost', 68n],
+    ]);
+    const events = await t.database.db('usage_events').where({ invocation_id: rows[1].id });
+    expect(events.map((e) => [e.kind, BigInt(e.units)])).toEqual([['USAGE', 68n]]);
+    expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: 148n });
+    expect(await leaseCalls()).toEqual([]);
+    // Swept again, nothing more is charged.
+    await t.nexus.gateway.sweepExpired();
+    expect((await periodOf(t, tenant.accessId)).consumed).toBe(148n);
+    ws.terminate();
+    await realtime.close();
+  }, 60_000);
 });
 
 describe.runIf(usesPostgres)('an Anthropic stream killed with its process', () => {

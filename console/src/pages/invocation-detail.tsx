@@ -1,7 +1,10 @@
-/** One call of the invocations page, in full: who made it, through what, what it cost, how long each part took, each attempt. */
+/**
+ * One call of the invocations page, in full: who made it, through what, what it cost, how long each part took, each
+ * attempt. A Realtime session's invocation shows how it closed and its turns; a turn links to its session.
+ */
 import type { JSX } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { getInvocation, type Client, type InvocationDto } from '../api.js';
+import { getInvocation, listInvocations, type Client, type InvocationDto } from '../api.js';
 import { ListTable } from '../components/lists.js';
 import { formatNumber, when } from '../format.js';
 import { kindsText } from '../kinds.js';
@@ -195,6 +198,56 @@ function AttemptsAndEvents({ invocation, connection }: Shown) {
   );
 }
 
+/** How a Realtime session closed (the WebSocket's code and why), its latency to first audio, and its turns, oldest first. */
+function RealtimeSession({ invocation, client, workspaceId }: { invocation: InvocationDto; client: Client; workspaceId: string }) {
+  const session = invocation.session!;
+  const [turns, setTurns] = useState<InvocationDto[] | undefined>();
+  const action = useAction();
+  // Its turns share its request id, which the list's search finds; newest first there (its first 100 are shown).
+  useRead(
+    async () => (await listInvocations({ client, path: { workspaceId }, query: { q: invocation.requestId, limit: 100 } })).data,
+    (found) => setTurns((found ?? []).filter((i) => i.sessionId === invocation.id).reverse()),
+    [invocation.id],
+    { action, label: 'Reading its turns…' },
+  );
+  return (
+    <>
+      <h3>Realtime session</h3>
+      <Figures
+        items={[
+          ['Turns', formatNumber(String(session.turns))],
+          ['Closed', `${session.closeCode} · ${session.closeReason}`],
+          ['Latency to first audio', ms(session.firstAudioMs)],
+        ]}
+      />
+      <h3>Turns</h3>
+      {turns?.length ? (
+        <ListTable caption="Turns of the session" columns={['#', 'Status', 'Tokens (input → output)', 'Units', 'First output', 'Started']}>
+          {turns.map((turn, i) => (
+            <tr key={turn.id}>
+              <td class="num">
+                <a href={`#/invocations/${turn.id}`}>{i + 1}</a>
+              </td>
+              <td>
+                <StatusWithReason invocation={turn} />
+              </td>
+              <td>{tokens(turn)}</td>
+              <td class="num">{formatNumber(turn.quotaUnits)}</td>
+              <td class="num">{ms(turn.totalTtftMs)}</td>
+              <td>{when(turn.startedAt)}</td>
+            </tr>
+          ))}
+        </ListTable>
+      ) : (
+        <>
+          <ErrorNote problem={action.problem} />
+          <Empty>{turns ? 'No turn: the session closed before the model answered.' : 'Reading its turns…'}</Empty>
+        </>
+      )}
+    </>
+  );
+}
+
 export function InvocationDetail(props: {
   client: Client;
   workspaceId: string;
@@ -232,7 +285,13 @@ export function InvocationDetail(props: {
         </button>{' '}
         Link to this call: <a href={`#/invocations/${invocation.id}`}>#/invocations/{invocation.id}</a>
       </p>
+      {invocation.sessionId ? (
+        <p>
+          A turn of the Realtime session <a href={`#/invocations/${invocation.sessionId}`}>{invocation.sessionId}</a>.
+        </p>
+      ) : null}
       <CallFigures {...shown} currency={props.currency} />
+      {invocation.session ? <RealtimeSession invocation={invocation} client={client} workspaceId={workspaceId} /> : null}
       <Latency invocation={invocation} />
       <AttemptsAndEvents {...shown} />
     </section>

@@ -65,6 +65,21 @@ export interface InvocationRow {
   attempts?: EarlierAttempt[] | null;
   /** The plan of the call's access when the call was made (null: recorded before it was kept). */
   plan_id?: string | null;
+  /** A Realtime turn's: its session's invocation (docs/realtime.md). */
+  session_id?: string | null;
+  /** A Realtime session's own invocation: its turns and how it closed. */
+  session?: RealtimeSessionRecord | null;
+}
+
+/** What a Realtime session's invocation keeps of it (the column `session`). */
+export interface RealtimeSessionRecord {
+  turns: number;
+  /** The WebSocket close code the client got (or sent). */
+  closeCode: number;
+  /** Why it closed: `client_closed`, `session_idle_timeout`, `upstream_closed`, `server_shutdown`, or the refusal's code. */
+  closeReason: string;
+  /** From its first turn with audio's start to that audio's first frame; null: no turn had audio. */
+  firstAudioMs: number | null;
 }
 
 /** An attempt before a call's last, as it is kept (the InvocationAttemptDto's fields). */

@@ -184,6 +184,17 @@ function settle(allowances: Allowances, ticket: RateTicket, tokens: number | nul
   }
 }
 
+/**
+ * Tokens a call still under way has used (a Realtime session's turn): counted now against the access's tokens per
+ * minute, as a settled call's are, instead of when the call ends (whose settle then counts only the rest).
+ */
+function spend(allowances: Allowances, ticket: RateTicket, tokens: number): void {
+  const st = ticket.state;
+  if (ticket.settled || st.limits.tokensPerMinute === null) return;
+  st.freeTokens -= tokens;
+  st.lastUsedMs = allowances.clock.now().getTime();
+}
+
 /** Where the access's limits stand as this process knows them; undefined when it has admitted nothing for it lately. */
 function view(allowances: Allowances, accessId: string): RateView | undefined {
   const st = allowances.states.get(accessId);
@@ -206,7 +217,7 @@ export function createRateAllowances(deps: AllowanceDeps) {
   const heartbeat = setInterval(() => renewSlots(allowances), Math.max(20, Math.floor(deps.ttlMs / 5)));
   for (const timer of [idle, heartbeat]) timer.unref();
   allowances.timers.push(idle, heartbeat);
-  return bindDeps(allowances, { admit, settle, view, drain, close });
+  return bindDeps(allowances, { admit, settle, spend, view, drain, close });
 }
 
 export type RateAllowances = ReturnType<typeof createRateAllowances>;

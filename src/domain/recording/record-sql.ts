@@ -68,6 +68,8 @@ const INVOCATION_COLUMNS = [
   'route_id',
   'attempts',
   'plan_id',
+  'session_id',
+  'session',
 ];
 
 /** `recorded`: the invocations of the JSON array at placeholder `calls`, those not recorded already. */

@@ -38,7 +38,7 @@ export const ROLLUP_SUMS = [
 
 /** The columns of an invocation the rollup reads (a `returning` list). */
 export const ROLLED_CALL_COLUMNS =
-  'id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, plan_id, status, requested_model, attempt_upstream_model, started_at, completed_at';
+  'id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, plan_id, status, requested_model, attempt_upstream_model, started_at, completed_at, session';
 
 /** The columns of a usage event the rollup reads (a `returning` list). */
 export const ROLLED_EVENT_COLUMNS =
@@ -64,7 +64,8 @@ const contributions = (calls: string, events: string) => `
          0, 0, 0, 0, 0, 0, 0, 1,
          case when c.status in ('FAILED', 'UPSTREAM_ERROR') then 1 else 0 end,
          case when c.status = 'REJECTED' then 1 else 0 end, ${KIND_COUNTS.map(() => '0').join(', ')}
-    from ${calls} c left join ${events} e on e.invocation_id = c.id and e.kind = 'USAGE'`;
+    from ${calls} c left join ${events} e on e.invocation_id = c.id and e.kind = 'USAGE'
+   where c.session is null`;
 
 const summed = (calls: string, events: string) => `
   select ${KEY}, ${ROLLUP_SUMS.map((s) => `sum(${s}) as ${s}`).join(', ')}

@@ -1,6 +1,12 @@
-import type { InvocationAttemptDto, InvocationDto, UsageEventDto, UsageSummaryDto } from '../../../generated/client/types.gen.js';
+import type {
+  InvocationAttemptDto,
+  InvocationDto,
+  RealtimeSessionDto,
+  UsageEventDto,
+  UsageSummaryDto,
+} from '../../../generated/client/types.gen.js';
 import type { KindColumns, UsageEventRow } from '../../domain/quota/quota-types.js';
-import type { InvocationRow } from '../../domain/invocations/invocation-types.js';
+import type { InvocationRow, RealtimeSessionRecord } from '../../domain/invocations/invocation-types.js';
 import type { UsageGranularity, UsageGroupBy } from '../../domain/invocations/invocation-repo.js';
 import type { UsageSummary } from '../../domain/invocations/invocation-service.js';
 
@@ -132,9 +138,18 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   if (priceId) dto.priceId = priceId;
   if (row.route_id) dto.routeId = row.route_id;
   if (row.plan_id) dto.planId = row.plan_id;
+  if (row.session_id) dto.sessionId = row.session_id;
+  if (row.session) dto.session = toSessionDto(row.session);
   // getInvocation (with its events) lists every attempt; a list shows the last.
   if (usageEvents && (attempt || row.attempts?.length)) dto.attempts = [...(row.attempts ?? []), ...(attempt ? [attempt] : [])];
   if (usageEvents) dto.usageEvents = usageEvents.map(toUsageEventDto);
+  return dto;
+}
+
+/** A Realtime session's invocation's own fields. */
+function toSessionDto(session: RealtimeSessionRecord): RealtimeSessionDto {
+  const dto: RealtimeSessionDto = { turns: session.turns, closeCode: session.closeCode, closeReason: session.closeReason };
+  if (session.firstAudioMs !== null) dto.firstAudioMs = session.firstAudioMs;
   return dto;
 }
 

@@ -10,8 +10,8 @@
  *   - server `response.done`: its status and `usage`, the turn's exact count by kind;
  *   - server `error`: passed on, and logged.
  */
-import type { Usage } from '../../protocols/usage.js';
-import { big } from '../../protocols/usage.js';
+import type { Usage } from '../protocols/usage.js';
+import { big } from '../protocols/usage.js';
 
 /** The server events a relay parses; every other one it only passes on. */
 export const PARSED_SERVER_EVENTS = new Set(['session.created', 'session.updated', 'response.created', 'response.done', 'error']);
@@ -104,6 +104,30 @@ export function usageOf(event: Record<string, unknown>): Usage | null {
 /** A server event's frame that carries a turn's output (a delta of text, audio or its transcript). */
 export function carriesOutput(type: string): boolean {
   return type.startsWith('response.') && type.endsWith('.delta');
+}
+
+/**
+ * `event` (a client's `response.create` or `session.update`) with its output cap (in `holder`: its `response` or
+ * `session`) set to `cap`, in the field it already names, else in the field of its protocol's version (`beta`:
+ * `max_response_output_tokens`; GA: `max_output_tokens`), as the frame to send upstream.
+ */
+export function withCap(event: Record<string, unknown>, holder: 'response' | 'session', cap: number, beta: boolean): string {
+  const inner = { ...objectAt(event[holder]) };
+  const field =
+    'max_response_output_tokens' in inner
+      ? 'max_response_output_tokens'
+      : 'max_output_tokens' in inner
+        ? 'max_output_tokens'
+        : beta
+          ? 'max_response_output_tokens'
+          : 'max_output_tokens';
+  inner[field] = cap;
+  return JSON.stringify({ ...event, [holder]: inner });
+}
+
+/** A server event's frame that carries a turn's audio (GA `response.output_audio.delta`, beta `response.audio.delta`). */
+export function carriesAudio(type: string): boolean {
+  return type.endsWith('audio.delta');
 }
 
 /** A Realtime `error` event, as the gateway tells its client why it refuses a turn or ends a session. */

@@ -17,12 +17,14 @@
  * - No frame either way and no pong for the idle timeout: closed (1000). The client is pinged a third of it.
  */
 import type { RawData, WebSocket } from 'ws';
-import { AppError, toAppError } from '../../errors.js';
-import type { Logger } from '../../observability/logger.js';
-import { assertBudget, assertModelAllowed, authorizeCall } from '../admission.js';
-import type { CacheEntry } from '../auth-cache.js';
-import { boundUnits, MAX_CALL_UNITS } from '../../domain/quota/quota-math.js';
+import { AppError, toAppError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { RateTicket } from '../domain/rate-limits/rate-allowances.js';
+import { assertBudget, assertModelAllowed, authorizeCall } from '../gateway/admission.js';
+import type { CacheEntry } from '../gateway/auth-cache.js';
+import { boundUnits, MAX_CALL_UNITS } from '../domain/quota/quota-math.js';
 import {
+  carriesAudio,
   carriesOutput,
   errorEvent,
   eventType,
@@ -32,7 +34,9 @@ import {
   responseOf,
   sessionCap,
   usageOf,
+  withCap,
 } from './realtime-events.js';
+import { recordSession, type SessionCause, type SessionTotals } from './realtime-record.js';
 import { recordTurn, Turn, type TurnContext, type TurnEnd } from './realtime-turn.js';
 
 /** The output bound of a turn whose plan names no maxOutputTokens. */
@@ -48,8 +52,12 @@ export interface SessionDeps {
   /** The key's row read again, bypassing the cache (a turn's admission found its period over). */
   reload(): Promise<CacheEntry>;
   idleTimeoutMs: number;
-  /** The session ended (both sockets closed): its totals. */
-  ended(session: RealtimeSession, tokens: bigint): void;
+  /** The session speaks the Realtime API's beta (`OpenAI-Beta: realtime=v1`, Azure's preview path): its caps' field names. */
+  beta: boolean;
+  /** Its rate-limit ticket (a request and a slot held while it lives; none: the plan has no limits). */
+  rateTicket: RateTicket | undefined;
+  /** The session ended (both sockets closed). */
+  ended(session: RealtimeSession): void;
 }
 
 type Frame = [RawData, boolean];
@@ -68,9 +76,13 @@ export class RealtimeSession {
   private cap: number | 'inf' | undefined;
   /** The conversation so far, as the last `response.done` reported it: the next turn's input bound. */
   private conversation = 0n;
-  private tokens = 0n;
   /** Set once a turn was refused, or the session is ending: no new turn; the close to make once none is in flight. */
   private closing: { code: number; reason: string } | undefined;
+  /** What its own record counts (realtime-record.ts). */
+  private readonly totals: SessionTotals = { turns: 0, units: 0n, firstAudioMs: null };
+  /** Turns being settled, and the client's turn whose admission is being decided: the session's record waits for them. */
+  private readonly settling = new Set<Promise<void>>();
+  private asking: Promise<void> | undefined;
   private ended = false;
   private lastActivity = Date.now();
   private readonly timer: NodeJS.Timeout;
@@ -83,8 +95,9 @@ export class RealtimeSession {
     client.on('message', (data, binary) => this.fromClient(data, binary));
     client.on('pong', () => this.touch());
     client.on('ping', () => this.touch());
-    client.on('close', () => this.clientGone());
-    client.on('error', () => this.clientGone());
+    client.on('close', (code) => this.clientGone(code));
+    // ws fails a frame past the maximum with this error, then closes 1009.
+    client.on('error', (err: Error & { code?: string }) => this.clientGone(err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 1009 : 1006));
     upstream.on('message', (data, binary) => this.fromUpstream(data, binary));
     upstream.on('close', (code) => this.upstreamGone(`the provider closed the session (${code})`));
     upstream.on('error', (err) => this.upstreamGone(`the provider's socket failed: ${err.message}`));
@@ -100,7 +113,7 @@ export class RealtimeSession {
 
   /** Closes the session now (a shutdown): turns in flight are charged for what was delivered. */
   shutDown(): void {
-    this.finish(1001, 'Nexus is shutting down', 'server_shutdown');
+    this.finish(1001, 'Nexus is shutting down', 'server_shutdown', { kind: 'shutdown' });
   }
 
   private touch(): void {
@@ -110,7 +123,7 @@ export class RealtimeSession {
   private beat(): void {
     if (Date.now() - this.lastActivity >= this.deps.idleTimeoutMs) {
       this.sendClient(errorEvent('session_idle_timeout', `No frame for ${this.deps.idleTimeoutMs} ms: the session is closed`));
-      this.finish(1000, 'idle timeout', 'session_idle_timeout');
+      this.finish(1000, 'idle timeout', 'session_idle_timeout', { kind: 'idle' });
       return;
     }
     if (this.client.readyState === this.client.OPEN) this.client.ping();
@@ -134,13 +147,27 @@ export class RealtimeSession {
     if (this.ended) return;
     if (!binary) {
       const text = textOf(data);
-      if (eventType(text.subarray(0, HEAD_BYTES).toString('utf8')) === 'response.create') {
+      const type = eventType(text.subarray(0, HEAD_BYTES).toString('utf8'));
+      if (type === 'response.create') {
         this.waiting = [];
-        void this.askedTurn(text);
+        this.asking = this.askedTurn(text);
         return;
       }
+      if (type === 'session.update') data = Buffer.from(this.sessionUpdate(text));
     }
     if (this.upstream.readyState === this.upstream.OPEN) this.upstream.send(data, { binary });
+  }
+
+  /**
+   * A client's `session.update` that sets the session's output cap past the plan's maxOutputTokens (or to 'inf') is
+   * sent with the plan's instead: the session's cap bounds its server-VAD turns, which no `response.create` asks for.
+   */
+  private sessionUpdate(frame: Buffer): Buffer | string {
+    const max = this.deps.ctx.auth.max_output_tokens;
+    const event = max ? parseEvent(frame.toString('utf8')) : undefined;
+    const asked = event && sessionCap(event);
+    if (!event || asked === undefined || (asked !== 'inf' && asked <= max!)) return frame;
+    return withCap(event, 'session', max!, this.deps.beta);
   }
 
   private async askedTurn(frame: Buffer): Promise<void> {
@@ -152,9 +179,12 @@ export class RealtimeSession {
       this.refuse(err, eventId);
     } else if (!this.ended && this.upstream.readyState === this.upstream.OPEN) {
       this.asked.push(turn);
-      this.upstream.send(frame, { binary: false });
+      turn.admitted(turn.admission!);
+      // Under a plan's maxOutputTokens the turn is sent capped at its output bound, so that bound holds upstream.
+      const capped = this.deps.ctx.auth.max_output_tokens ? withCap(event, 'response', Number(turn.outputBound), this.deps.beta) : frame;
+      this.upstream.send(capped, { binary: false });
     } else {
-      recordTurn(this.deps.ctx, turn, { status: 'CLIENT_ABORTED', attempt: 'ABORTED', errorCode: 'client_aborted', usage: null });
+      this.record(turn, { status: 'CLIENT_ABORTED', attempt: 'ABORTED', errorCode: 'client_aborted', usage: null });
     }
     const queued = this.waiting ?? [];
     this.waiting = null;
@@ -177,7 +207,7 @@ export class RealtimeSession {
 
   private closeIfQuiet(): void {
     if (!this.closing || this.asked.length || this.running.size || this.waiting) return;
-    this.finish(this.closing.code, this.closing.reason, null);
+    this.finish(this.closing.code, this.closing.reason, null, { kind: 'refused', code: this.closing.reason });
   }
 
   /**
@@ -196,6 +226,17 @@ export class RealtimeSession {
         assertModelAllowed(policy, ctx.model);
         const pricing = policy.pricingFor(ctx.model);
         const planMax = auth.max_output_tokens ? BigInt(auth.max_output_tokens) : DEFAULT_OUTPUT_BOUND;
+        if (
+          byClient &&
+          typeof asked === 'number' &&
+          auth.max_output_tokens &&
+          asked > auth.max_output_tokens &&
+          auth.output_cap_policy === 'refuse'
+        ) {
+          throw new AppError('max_tokens_exceeded', `This turn asks for up to ${asked} output tokens; the plan allows ${planMax}`, {
+            param: 'max_output_tokens',
+          });
+        }
         const cap = typeof asked === 'number' ? asked : asked === 'inf' ? undefined : typeof this.cap === 'number' ? this.cap : undefined;
         const output = cap !== undefined && BigInt(cap) < planMax ? BigInt(cap) : planMax;
         const bound = boundUnits(this.conversation, output, pricing);
@@ -205,7 +246,8 @@ export class RealtimeSession {
         const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
         const held = await ctx.meter.leases.admit(target, bound);
         if (held.ok) {
-          const turn = new Turn(now, byClient, this.conversation, output, pricing);
+          // Not yet a call under way: the caller makes it one once it is sent (or runs).
+          const turn = new Turn(ctx, now, byClient, this.conversation, output, pricing);
           turn.admission = held.admission;
           return turn;
         }
@@ -227,7 +269,7 @@ export class RealtimeSession {
     if (!binary) {
       const buf = textOf(data);
       const type = eventType(buf.subarray(0, HEAD_BYTES).toString('utf8'));
-      if (carriesOutput(type)) this.latest?.output();
+      if (carriesOutput(type)) this.output(carriesAudio(type));
       else if (PARSED_SERVER_EVENTS.has(type)) this.serverEvent(type, parseEvent(buf.toString('utf8')) ?? {});
     }
     this.sendClient(data, binary);
@@ -258,7 +300,7 @@ export class RealtimeSession {
       const { ctx } = this.deps;
       const planMax = ctx.auth.max_output_tokens ? BigInt(ctx.auth.max_output_tokens) : DEFAULT_OUTPUT_BOUND;
       const pricing = ctx.meter.modelPolicy(ctx.auth).pricingFor(ctx.model);
-      const vad = new Turn(ctx.meter.clock.now(), false, this.conversation, planMax, pricing);
+      const vad = new Turn(ctx, ctx.meter.clock.now(), false, this.conversation, planMax, pricing);
       vad.admitting = this.admitVad(vad);
       turn = vad;
     }
@@ -271,7 +313,7 @@ export class RealtimeSession {
   private async admitVad(turn: Turn): Promise<void> {
     const admitted = this.closing ? new AppError('quota_insufficient', this.closing.reason) : await this.admit(false, undefined);
     if (!(admitted instanceof AppError)) {
-      turn.admission = admitted.admission;
+      turn.admitted(admitted.admission!);
       return;
     }
     // Refused: what it uses is still charged, beyond any bound (an ADJUSTMENT past the lease), and it ends here.
@@ -279,7 +321,7 @@ export class RealtimeSession {
     if (auth.period_id) {
       const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
       const held = await this.deps.ctx.meter.leases.admit(target, 0n).catch(() => undefined);
-      if (held?.ok) turn.admission = held.admission;
+      if (held?.ok) turn.admitted(held.admission);
     }
     if (this.upstream.readyState === this.upstream.OPEN && turn.responseId)
       this.upstream.send(JSON.stringify({ type: 'response.cancel', response_id: turn.responseId }));
@@ -303,27 +345,47 @@ export class RealtimeSession {
     });
   }
 
-  private async settle(turn: Turn, end: TurnEnd): Promise<void> {
-    if (end.usage) this.tokens += end.usage.inputTokens + end.usage.outputTokens;
-    await turn.admitting;
-    recordTurn(this.deps.ctx, turn, end);
+  /** A frame of the latest turn's output is relayed: the session's first audio is timed. */
+  private output(audio: boolean): void {
+    const turn = this.latest;
+    if (!turn) return;
+    turn.output(audio);
+    if (audio && this.totals.firstAudioMs === null) this.totals.firstAudioMs = turn.firstAudioMs();
   }
 
-  private clientGone(): void {
-    this.finish(1000, 'client closed', 'client_aborted');
+  /** Settles the turn once its admission is decided (a server-VAD turn's may still be under way). */
+  private settle(turn: Turn, end: TurnEnd): Promise<void> {
+    const settled = turn.admitting.then(() => this.record(turn, end));
+    this.settling.add(settled);
+    void settled.finally(() => this.settling.delete(settled));
+    return settled;
+  }
+
+  /** Records the turn; its tokens count against the plan's tokens per minute now, not when the session ends. */
+  private record(turn: Turn, end: TurnEnd): void {
+    if (turn.settled) return;
+    this.totals.turns++;
+    this.totals.units += recordTurn(this.deps.ctx, turn, end);
+    const { rateTicket } = this.deps;
+    if (rateTicket && end.usage) this.deps.ctx.meter.rates.spend(rateTicket, Number(end.usage.inputTokens + end.usage.outputTokens));
+  }
+
+  private clientGone(code: number): void {
+    this.finish(1000, 'client closed', 'client_aborted', { kind: 'client', code });
   }
 
   private upstreamGone(why: string): void {
     if (this.ended) return;
     this.sendClient(errorEvent('upstream_closed', `The provider ended the session: ${why}`));
-    this.finish(1011, 'upstream closed', 'upstream_stream_broken');
+    this.finish(1011, 'upstream closed', 'upstream_stream_broken', { kind: 'upstream' });
   }
 
   /**
    * Ends the session once: both sockets closed, each turn in flight charged for what was delivered (`cause`: why it
-   * was cut; null when none can be), the turns asked for but not begun given back.
+   * was cut; null when none can be), the turns asked for but not begun given back; then, its turns recorded, its own
+   * record (`ended`: why).
    */
-  private finish(code: number, reason: string, cause: string | null): void {
+  private finish(code: number, reason: string, cause: string | null, ended: SessionCause): void {
     if (this.ended) return;
     this.ended = true;
     clearInterval(this.timer);
@@ -339,6 +401,13 @@ export class RealtimeSession {
     this.asked.length = 0;
     if (this.upstream.readyState === this.upstream.OPEN) this.upstream.close(1000);
     if (this.client.readyState === this.client.OPEN) this.client.close(code, reason);
-    this.deps.ended(this, this.tokens);
+    this.deps.ended(this);
+    void this.recordWhenSettled(ended);
+  }
+
+  private async recordWhenSettled(ended: SessionCause): Promise<void> {
+    await this.asking;
+    await Promise.all(this.settling);
+    recordSession(this.deps.ctx, ended, this.totals);
   }
 }

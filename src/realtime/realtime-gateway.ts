@@ -14,25 +14,28 @@
  * Every other WebSocket handshake (another path, another profile, a route, a key that cannot be read) goes on as a
  * plain request, which the gateway refuses 501 `websocket_not_supported` (or for its key, access or connection).
  */
-import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import WebSocket, { WebSocketServer } from 'ws';
-import type { Config } from '../../config.js';
-import type { SecretBox } from '../../domain/security/secret-box.js';
-import { guardedLookup, isRefusedHost } from '../../domain/security/upstream-guard.js';
-import { AppError } from '../../errors.js';
-import { newId } from '../../ids.js';
-import { protocolOf } from '../../protocols/index.js';
-import type { RequestLocals } from '../../web/locals.js';
-import { admitRate, assertBudget, assertModelAllowed, authorizeCall } from '../admission.js';
-import { upstreamOf, type CacheEntry } from '../auth-cache.js';
-import type { CallFlow } from '../call-flow.js';
-import type { CallMeter } from '../call-meter.js';
-import { credentialOf, upstreamSearch } from '../client-request.js';
-import type { GatewayParts } from '../gateway-parts.js';
-import { rawHeader } from '../headers.js';
-import type { MeteredCall } from '../metered-call.js';
-import { parseGatewayUrl, type GatewayTarget } from '../path-safety.js';
+import type { Config } from '../config.js';
+import type { SecretBox } from '../domain/security/secret-box.js';
+import { guardedLookup, isRefusedHost } from '../domain/security/upstream-guard.js';
+import { AppError } from '../errors.js';
+import { newId } from '../ids.js';
+import { protocolOf } from '../protocols/index.js';
+import type { RequestLocals } from '../web/locals.js';
+import { plainResponse } from '../web/plain-response.js';
+import { admitRate, assertBudget, assertModelAllowed, authorizeCall } from '../gateway/admission.js';
+import { upstreamOf, type CacheEntry } from '../gateway/auth-cache.js';
+import type { CallMeter } from '../gateway/call-meter.js';
+import { credentialOf, upstreamSearch } from '../gateway/client-request.js';
+import type { GatewayParts } from '../gateway/gateway-parts.js';
+import type { Gateway } from '../gateway/gateway.js';
+import { rawHeader } from '../gateway/headers.js';
+import type { MeteredCall } from '../gateway/metered-call.js';
+import { parseGatewayUrl, type GatewayTarget } from '../gateway/path-safety.js';
+import { routeCandidates, routeProfile, usableTargets } from '../gateway/route-call.js';
+import type { RouteRow } from '../domain/routes/route-types.js';
 import { RealtimeSession } from './realtime-session.js';
 
 /** The Realtime session paths of each profile that has them. */
@@ -44,21 +47,6 @@ const SESSION_ROUTES: Record<string, RegExp> = {
 const KEY_PROTOCOL = 'openai-insecure-api-key.';
 const REALTIME_PROTOCOL = 'realtime';
 
-/**
- * A handshake answered as a plain HTTP request on its socket (node hands the 'upgrade' event no response): one
- * answer, then the connection closes.
- */
-export function plainResponse(req: IncomingMessage, socket: Duplex): ServerResponse {
-  const res = new ServerResponse(req);
-  res.shouldKeepAlive = false;
-  res.assignSocket(socket as import('node:net').Socket);
-  res.once('finish', () => {
-    res.detachSocket(socket as import('node:net').Socket);
-    socket.end();
-  });
-  return res;
-}
-
 /** The inference key of a handshake: where any call may send it (credentialOf), else its key subprotocol (browsers). */
 function keyOf(req: IncomingMessage): string | undefined {
   try {
@@ -68,6 +56,26 @@ function keyOf(req: IncomingMessage): string | undefined {
     const named = offered.split(',').map((p) => p.trim());
     return named.find((p) => p.startsWith(KEY_PROTOCOL))?.slice(KEY_PROTOCOL.length) || undefined;
   }
+}
+
+/** Whether the session speaks the Realtime API's beta: `OpenAI-Beta: realtime=v1`, or Azure's preview path (`openai/realtime`). */
+function isBeta(req: IncomingMessage, target: GatewayTarget): boolean {
+  return /realtime=v1/i.test(rawHeader(req.rawHeaders, 'openai-beta') ?? '') || /^openai\/realtime$/i.test(target.route);
+}
+
+/** Where a session may be opened: a connection's key lookup, and the query it is opened with (a route's model mapped). */
+interface Candidate {
+  entry: CacheEntry;
+  search: string;
+}
+
+/** The query of a route's target: its model map applied to the session's model (`model`, or Azure's `deployment`). */
+function mappedSearch(search: string, model: string, modelMap: Record<string, string> | undefined): string {
+  const mapped = modelMap?.[model];
+  if (!mapped) return search;
+  const params = new URLSearchParams(search);
+  params.set(params.has('deployment') && !params.has('model') ? 'deployment' : 'model', mapped);
+  return `?${params.toString()}`;
 }
 
 /** The model a session names: `?model=` (Azure's classic path: `?deployment=`). */
@@ -167,18 +175,26 @@ function openUpstream(entry: CacheEntry, req: IncomingMessage, target: GatewayTa
 
 export interface RealtimeDeps {
   parts: GatewayParts;
-  flow: CallFlow;
+  /** A session refused once its call is open: answered in its connection's error shape and recorded (the gateway's). */
+  refuse: Gateway['refuse'];
   config: Config;
   secretBox: SecretBox;
 }
 
 export function createRealtime(deps: RealtimeDeps) {
-  const { parts, flow, config, secretBox } = deps;
+  const { parts, refuse, config, secretBox } = deps;
   const { meter } = parts;
   const limits = config.realtime;
   const sessions = new Set<RealtimeSession>();
   const perAccess = new Map<string, number>();
   const lookup = guardedLookup(config.allowPrivateUpstreams);
+  const upstreamOptions: UpstreamOptions = {
+    secretBox,
+    allowPrivate: config.allowPrivateUpstreams,
+    lookup,
+    maxFrameBytes: limits.maxFrameBytes,
+    timeoutMs: config.upstreamTimeoutMs,
+  };
   const server = new WebSocketServer({
     noServer: true,
     maxPayload: limits.maxFrameBytes,
@@ -194,7 +210,7 @@ export function createRealtime(deps: RealtimeDeps) {
     if (id) headers.push(`x-nexus-request-id: ${id}`);
   });
 
-  function opened(session: RealtimeSession): void {
+  function openedSession(session: RealtimeSession): void {
     sessions.add(session);
     perAccess.set(session.accessId, (perAccess.get(session.accessId) ?? 0) + 1);
   }
@@ -210,6 +226,29 @@ export function createRealtime(deps: RealtimeDeps) {
    * A WebSocket handshake on a gateway path: a Realtime session's is admitted and relayed, or refused; any other
    * goes on as a plain request (`asPlain`).
    */
+  /** The upstream socket of the first candidate that opens one; a route's breakers are told how each went. */
+  async function openFirst(req: IncomingMessage, target: GatewayTarget, candidates: Candidate[], route: RouteRow | undefined) {
+    let failure: unknown = new AppError('upstream_unavailable', 'No target of the route holds Realtime sessions at this path');
+    for (const c of candidates) {
+      const cid = c.entry.row!.connection_id!;
+      if (!SESSION_ROUTES[c.entry.row!.protocol_profile!]?.test(target.route)) continue;
+      try {
+        const upstream = await openUpstream(c.entry, req, { ...target, search: c.search }, upstreamOptions);
+        if (route) parts.routes.succeeded(route, cid);
+        return { upstream, entry: c.entry };
+      } catch (err) {
+        if (route) parts.routes.failed(route, cid, 'upstream_unavailable');
+        failure = err;
+      }
+    }
+    throw failure;
+  }
+
+  /**
+   * A WebSocket handshake on a gateway path: a Realtime session's is admitted and relayed, or refused; any other
+   * goes on as a plain request (`asPlain`). A route's session is admitted once, then opened on its first target
+   * (by the route's order, open breakers skipped, its model mapped) whose upstream accepts it.
+   */
   async function handle(req: IncomingMessage, socket: Duplex, head: Buffer, asPlain: () => void): Promise<void> {
     let target: GatewayTarget;
     try {
@@ -219,25 +258,30 @@ export function createRealtime(deps: RealtimeDeps) {
     }
     const key = keyOf(req);
     const looksLikeSession = Object.values(SESSION_ROUTES).some((r) => r.test(target.route));
-    if (req.method !== 'GET' || !key || !looksLikeSession || parts.routes.get(target.connectionId)) return asPlain();
+    if (req.method !== 'GET' || !key || !looksLikeSession) return asPlain();
     socket.on('error', () => {});
-    let entry: CacheEntry;
+    const route = parts.routes.get(target.connectionId);
+    let entries: CacheEntry[];
     try {
-      entry = await parts.cache.lookup(key, target.connectionId);
+      entries = await Promise.all(
+        (route ? route.targets.map((t) => t.providerConnectionId) : [target.connectionId]).map((id) => parts.cache.lookup(key, id)),
+      );
     } catch {
       // The database is away: the plain request's answer says so.
       return asPlain();
     }
+    const usable = route && usableTargets(route, entries);
+    const first = usable?.values().next().value ?? entries[0]!;
     const now = meter.clock.now();
     let auth;
     try {
-      auth = authorizeCall(entry.row, now);
+      auth = authorizeCall(first.row, now);
     } catch {
       return asPlain();
     }
-    if (!SESSION_ROUTES[auth.protocol_profile!]?.test(target.route)) return asPlain();
+    if (!SESSION_ROUTES[route ? routeProfile(auth.protocol_profile!) : auth.protocol_profile!]?.test(target.route)) return asPlain();
     const locals: RequestLocals = { requestId: newId(), startedAt: process.hrtime.bigint(), operationId: 'proxyProviderGet' };
-    const call = meter.open(entry, auth, undefined, {
+    const call = meter.open(first, auth, undefined, {
       requestId: locals.requestId,
       method: 'GET',
       endpoint: target.providerPath.replace(/\/$/, ''),
@@ -246,23 +290,30 @@ export function createRealtime(deps: RealtimeDeps) {
       t0: locals.startedAt,
       trace: undefined,
       credential: key,
+      routeId: route?.id,
     });
-    let upstream: WebSocket;
+    let opened: { upstream: WebSocket; entry: CacheEntry } | undefined;
     try {
       const open = { all: sessions.size, ofAccess: perAccess.get(auth.workspace_access_id) ?? 0 };
-      await admitSession(meter, call, modelOf(target), open, limits);
-      upstream = await openUpstream(entry, req, target, {
-        secretBox,
-        allowPrivate: config.allowPrivateUpstreams,
-        lookup,
-        maxFrameBytes: limits.maxFrameBytes,
-        timeoutMs: config.upstreamTimeoutMs,
-      });
+      const model = modelOf(target);
+      await admitSession(meter, call, model, open, limits);
+      const candidates: Candidate[] =
+        route && usable
+          ? routeCandidates(parts.routes, route, usable, now, Math.random).map((t) => ({
+              entry: usable.get(t.providerConnectionId)!,
+              search: mappedSearch(target.search, model, t.modelMap),
+            }))
+          : [{ entry: first, search: target.search }];
+      opened = await openFirst(req, target, candidates, route);
+      // A route's target holds the session: its turns are authorized and recorded on that connection.
+      if (route) auth = authorizeCall(opened.entry.row, now);
     } catch (err) {
+      opened?.upstream.close(1000);
       if (call.admitted.rateTicket) meter.rates.settle(call.admitted.rateTicket, 0);
-      flow.refuse({ res: plainResponse(req, socket), locals, call, target }, err);
+      refuse({ res: plainResponse(req, socket), locals, call, target }, err);
       return;
     }
+    const { upstream, entry } = opened;
     const ticket = call.admitted.rateTicket;
     if (socket.destroyed) {
       // The client left while its session was admitted.
@@ -270,6 +321,7 @@ export function createRealtime(deps: RealtimeDeps) {
       if (ticket) meter.rates.settle(ticket, 0);
       return;
     }
+    const connectionId = entry.row!.connection_id!;
     sessionIds.set(req, locals.requestId);
     server.handleUpgrade(req, socket, head, (client) => {
       const session = new RealtimeSession(client, upstream, {
@@ -277,20 +329,26 @@ export function createRealtime(deps: RealtimeDeps) {
           meter,
           auth,
           sessionId: locals.requestId,
+          startedAt: call.start.startedAt,
+          t0: locals.startedAt,
           traceId: null,
           endpoint: call.start.endpoint,
           model: call.admitted.requestedModel,
+          routeId: route?.id,
         },
         logger: meter.logger,
-        lookup: () => parts.cache.lookup(key, target.connectionId),
-        reload: () => meter.reload(key, target.connectionId),
+        lookup: () => parts.cache.lookup(key, connectionId),
+        reload: () => meter.reload(key, connectionId),
         idleTimeoutMs: limits.idleTimeoutMs,
-        ended: (s, tokens) => {
+        beta: isBeta(req, target),
+        rateTicket: ticket,
+        ended: (s) => {
           closed(s);
-          if (ticket) meter.rates.settle(ticket, Number(tokens));
+          // Its turns' tokens were spent as each ended.
+          if (ticket) meter.rates.settle(ticket, 0);
         },
       });
-      opened(session);
+      openedSession(session);
     });
   }
 
@@ -306,3 +364,5 @@ export function createRealtime(deps: RealtimeDeps) {
     },
   };
 }
+
+export type Realtime = ReturnType<typeof createRealtime>;
