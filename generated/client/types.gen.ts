@@ -273,15 +273,29 @@ export type AuditLogDto = {
     id: string;
     workspaceId: string;
     /**
-     * The Management Key that made the change (`root` for the root key).
+     * The credential that made the change: a Management Key's id (`root` for the root key given in
+     * `NEXUS_MANAGEMENT_KEY`), `session:<id>` for a person's session, `system` or `sign-in:<provider>` for
+     * Nexus's own work.
+     *
      */
     actorKeyId: string;
     /**
-     * The name of that Management Key as it is now (renamed since, or revoked, it is still named); null for
-     * the root key given in `NEXUS_MANAGEMENT_KEY` (`root`) and for Nexus's own work.
+     * Who made the change: the name of that Management Key as it is now (renamed since, or revoked, it is
+     * still named), or the person of that session (their name, else their email); null for the root key given
+     * in `NEXUS_MANAGEMENT_KEY` (`root`) and for Nexus's own work.
      *
      */
     actorName: string | null;
+    /**
+     * The person of the session that made the change, by their email as it was then; null for a key.
+     */
+    actorEmail: string | null;
+    /**
+     * The role the change was made with in this workspace: `owner`, `admin`, `developer`, `billing`, `support`
+     * or `viewer`; null for a Management Key without a role and for Nexus's own work.
+     *
+     */
+    actorRole: string | null;
     /**
      * `<resource>.<verb>`: `workspace.created`, `provider_connection.secret_rotated`, ...
      */
@@ -3368,9 +3382,13 @@ export type ListAuditLogsData = {
          */
         resourceId?: string;
         /**
-         * Only entries made with this Management Key (`root` for the root key).
+         * Only entries made with this Management Key (`root` for the root key), or this session (`session:<id>`).
          */
         actorKeyId?: string;
+        /**
+         * Only entries made by this person, in their sessions (their email, in either case).
+         */
+        actorEmail?: string;
         /**
          * Only records at or after this time (RFC 3339, with a time zone).
          */

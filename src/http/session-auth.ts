@@ -10,6 +10,7 @@ import type { ManagementKeyService, Principal } from '../domain/management-keys/
 import type { MemberService } from '../domain/people/member-service.js';
 import type { SessionWithPerson } from '../domain/people/session-repo.js';
 import type { SessionService } from '../domain/people/session-service.js';
+import type { Actor } from '../domain/actor.js';
 import { AppError } from '../errors.js';
 import { neededRoles, rolesFor } from './roles.js';
 import { bearerOf } from '../web/error-response.js';
@@ -46,7 +47,7 @@ export function cookieOf(req: IncomingMessage, name: string): string | undefined
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** Who calls: a key's principal, or a person's, whose role is checked in each workspace the request reaches. */
-export type AdminPrincipal = Principal & { roleCheck?: ((workspaceId: string) => void) | undefined };
+export type AdminPrincipal = Principal & Pick<Actor, 'roleCheck' | 'person' | 'roleIn'>;
 
 interface AuthDeps {
   config: CookieConfig & Pick<Config, 'ownerEmails'>;
@@ -62,10 +63,11 @@ interface AuthDeps {
  */
 async function sessionPrincipal(deps: AuthDeps, session: SessionWithPerson, operationId: string | undefined): Promise<AdminPrincipal> {
   const keyId = `session:${session.id}`;
+  const person = { id: session.person_id, email: session.email };
   const memberships = await deps.members.membershipsOf(session.email);
   const linkOwner = session.provider === null && session.is_owner;
   const configOwner = session.email !== null && deps.config.ownerEmails.includes(session.email);
-  if (linkOwner || configOwner || memberships.owner) return { keyId, isRoot: true, workspaceIds: null };
+  if (linkOwner || configOwner || memberships.owner) return { keyId, isRoot: true, workspaceIds: null, person, roleIn: () => 'owner' };
   if (memberships.roles.size === 0) throw new AppError('not_a_member', 'You are no longer a member of any workspace of this Nexus');
   const allowed = rolesFor(operationId);
   const needed = `${operationId ?? 'this request'} needs the role ${neededRoles(allowed)}`;
@@ -76,6 +78,8 @@ async function sessionPrincipal(deps: AuthDeps, session: SessionWithPerson, oper
     keyId,
     isRoot: false,
     workspaceIds: new Set(memberships.roles.keys()),
+    person,
+    roleIn: (workspaceId) => (workspaceId && memberships.roles.get(workspaceId)) || null,
     roleCheck: (workspaceId) => {
       const role = memberships.roles.get(workspaceId);
       if (role && !allowed.includes(role)) throw new AppError('role_forbidden', `${needed}; yours in this workspace: ${role}`);

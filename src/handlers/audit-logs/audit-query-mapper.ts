@@ -8,6 +8,8 @@ export function toAuditLogDto(row: ListedAuditRow): AuditLogDto {
     workspaceId: row.workspace_id!,
     actorKeyId: row.actor_key_id,
     actorName: row.actor_name,
+    actorEmail: row.actor_email,
+    actorRole: row.actor_role,
     action: row.action,
     resourceType: row.resource_type,
     resourceId: row.resource_id,
