@@ -39,6 +39,7 @@ const unit = [
   'test/money/money-rules.test.ts',
   'test/observability/logger.test.ts',
   'test/observability/tracing-config.test.ts',
+  'test/people/role-table.test.ts',
   'test/protocols/passthrough.test.ts',
   'test/protocols/profiles.test.ts',
   'test/provider-connections/upstream-guard.test.ts',
