@@ -626,7 +626,17 @@ export type CreateManagementKeyDto = {
      * The workspaces a scoped key sees (needed unless `root`).
      */
     workspaceIds?: Array<string>;
+    role?: ManagementKeyRole;
 };
+
+/**
+ * The key's role, checked on every operation against the role table (each operation's `x-roles`) as a
+ * person's is: `owner` makes a root key (give no `workspaceIds`); a workspace role applies in each of the
+ * key's `workspaceIds`, and an operation it may not call is refused 403 `role_forbidden`. Without one, a key
+ * may do what its scope allows.
+ *
+ */
+export type ManagementKeyRole = 'owner' | 'admin' | 'developer' | 'billing' | 'support' | 'viewer';
 
 export type UpdateManagementKeyDto = {
     name: ManagementKeyName;
@@ -643,6 +653,10 @@ export type ManagementKeyDto = {
      * Sees every workspace, and manages keys.
      */
     root: boolean;
+    /**
+     * The key's role (`owner` for a root key made with it); null for a key without one.
+     */
+    role: ManagementKeyRole | null;
     /**
      * The workspaces a scoped key sees; empty for a root key.
      */

@@ -2,7 +2,8 @@
  * The one table of who may call what (docs/people.md, "Members and roles"): each Admin operation, by operationId,
  * and the workspace roles that may call it. An owner (a member of the installation) may call every operation;
  * an operation with no role is the owners' alone. A request of a person's session is checked against it on every
- * operation (src/http/session-auth.ts); Management Keys are not (their scope is their workspaces).
+ * operation (src/http/session-auth.ts), and so is one of a Management Key with a role; a key without one is held to
+ * its scope alone. The contract's `x-roles` and docs/people.md's table are written from this one (scripts/role-table.ts).
  *
  *   admin      everything in the workspace
  *   developer  connections, routes, plans, prices, users and their keys; no billing, no members
