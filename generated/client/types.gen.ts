@@ -912,6 +912,26 @@ export type AddMemberDto = {
     role: WorkspaceRole;
 };
 
+export type AddOwnerDto = {
+    email: string;
+};
+
+export type OwnerDto = {
+    /**
+     * The ownership's id (removeOwner); null for one of `NEXUS_OWNER_EMAILS`.
+     */
+    id: string | null;
+    /**
+     * In lower case.
+     */
+    email: string;
+    /**
+     * An owner by `NEXUS_OWNER_EMAILS`.
+     */
+    configured: boolean;
+    createdAt: string | null;
+};
+
 export type MemberDto = {
     id: string;
     /**
@@ -5902,6 +5922,149 @@ export type RemoveMemberResponses = {
 };
 
 export type RemoveMemberResponse = RemoveMemberResponses[keyof RemoveMemberResponses];
+
+export type ListOwnersData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/admin/v1/owners';
+};
+
+export type ListOwnersErrors = {
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListOwnersError = ListOwnersErrors[keyof ListOwnersErrors];
+
+export type ListOwnersResponses = {
+    /**
+     * The owners.
+     */
+    200: Array<OwnerDto>;
+};
+
+export type ListOwnersResponse = ListOwnersResponses[keyof ListOwnersResponses];
+
+export type AddOwnerData = {
+    body: AddOwnerDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/admin/v1/owners';
+};
+
+export type AddOwnerErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type AddOwnerError = AddOwnerErrors[keyof AddOwnerErrors];
+
+export type AddOwnerResponses = {
+    /**
+     * Added.
+     */
+    201: OwnerDto;
+};
+
+export type AddOwnerResponse = AddOwnerResponses[keyof AddOwnerResponses];
+
+export type RemoveOwnerData = {
+    body?: never;
+    path: {
+        memberId: string;
+    };
+    query?: never;
+    url: '/admin/v1/owners/{memberId}';
+};
+
+export type RemoveOwnerErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type RemoveOwnerError = RemoveOwnerErrors[keyof RemoveOwnerErrors];
+
+export type RemoveOwnerResponses = {
+    /**
+     * Removed.
+     */
+    204: void;
+};
+
+export type RemoveOwnerResponse = RemoveOwnerResponses[keyof RemoveOwnerResponses];
 
 export type ListSessionsData = {
     body?: never;

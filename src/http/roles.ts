@@ -26,6 +26,9 @@ export const OPERATION_ROLES: Readonly<Record<string, readonly WorkspaceRole[]>>
   // The installation
   listWorkspaces: EVERYONE,
   createWorkspace: OWNERS,
+  listOwners: OWNERS,
+  addOwner: OWNERS,
+  removeOwner: OWNERS,
   listSessions: OWNERS,
   revokeSession: OWNERS,
   listManagementKeys: OWNERS,

@@ -98,7 +98,9 @@ async function addMember(workspaceId: string, email: string, role: WorkspaceRole
 }
 
 beforeAll(async () => {
-  t = await startTestApp({ env: { NEXUS_OWNER_EMAILS: 'owner@acme.example' } });
+  t = await startTestApp();
+  // The installation's owner, made through the API (NEXUS_OWNER_EMAILS is the other way: sign-in.api.test.ts).
+  expect((await root('POST', '/admin/v1/owners', { email: 'Owner@acme.example' })).status).toBe(201);
 });
 
 afterAll(async () => {
@@ -277,5 +279,48 @@ describe('the audit names the person', () => {
     expect((hers.body as unknown as { action: string }[]).map((e) => e.action)).toEqual(['plan.created']);
     const bySession = await root('GET', `/admin/v1/workspaces/${workspaceId}/audit-logs?actorKeyId=${adas.actorKeyId}`);
     expect((bySession.body as unknown as { actorEmail: string }[]).map((e) => e.actorEmail)).toEqual(['ada@acme.example']);
+  });
+});
+
+describe('owners through the API', () => {
+  it('an owner adds and removes owners, the last one stays, members may not; each change audited', async () => {
+    const owner = await sessionOf('owner@acme.example');
+    const added = await call(owner, 'POST', '/admin/v1/owners', { email: 'carol@acme.example' });
+    expect(added.status).toBe(201);
+    expect(added.body).toMatchObject({ email: 'carol@acme.example', configured: false, id: expect.any(String) });
+    expect((await call(owner, 'POST', '/admin/v1/owners', { email: 'CAROL@acme.example' })).error?.code).toBe('conflict');
+    const listed = await call(owner, 'GET', '/admin/v1/owners');
+    expect((listed.body as unknown as { email: string }[]).map((o) => o.email)).toEqual(['owner@acme.example', 'carol@acme.example']);
+
+    // Carol is an owner on her next request: every workspace, every operation.
+    const carol = await sessionOf('carol@acme.example');
+    expect((await call(carol, 'POST', '/admin/v1/workspaces', { name: "carol's" })).status).toBe(201);
+    // A member, even an admin, may not make or remove owners.
+    const workspaceId = await workspace('owners');
+    await addMember(workspaceId, 'admin.owners@acme.example', 'admin');
+    const admin = await sessionOf('admin.owners@acme.example');
+    const refused = await call(admin, 'POST', '/admin/v1/owners', { email: 'admin.owners@acme.example' });
+    expect(refused.error?.message).toContain('addOwner needs the role owner');
+
+    // Carol removes the first owner; she is the last, and stays.
+    const first = (listed.body as unknown as { id: string; email: string }[]).find((o) => o.email === 'owner@acme.example')!;
+    expect((await call(carol, 'DELETE', `/admin/v1/owners/${first.id}`)).status).toBe(204);
+    expect((await call(owner, 'GET', '/admin/v1/owners')).error?.code).toBe('not_a_member');
+    const last = await call(carol, 'DELETE', `/admin/v1/owners/${added.body.id as string}`);
+    expect(last.status).toBe(409);
+    expect(last.error?.code).toBe('last_owner');
+    expect((await call(carol, 'DELETE', `/admin/v1/owners/${NOBODY}`)).error?.code).toBe('member_not_found');
+    // A workspace's member is no owner to remove.
+    const memberId = ((await root('GET', `/admin/v1/workspaces/${workspaceId}/members`)).body as unknown as { id: string }[])[0]!.id;
+    expect((await call(carol, 'DELETE', `/admin/v1/owners/${memberId}`)).error?.code).toBe('member_not_found');
+
+    const changes = await t.database.db('audit_logs').whereIn('action', ['owner.added', 'owner.removed']).orderBy('id');
+    expect(changes.map((e) => [e.action, e.changes.email, e.actor_email])).toEqual([
+      ['owner.added', 'owner@acme.example', null],
+      ['owner.added', 'carol@acme.example', 'owner@acme.example'],
+      ['owner.removed', 'owner@acme.example', 'carol@acme.example'],
+    ]);
+    // The first owner back, for the tests after.
+    expect((await root('POST', '/admin/v1/owners', { email: 'owner@acme.example' })).status).toBe(201);
   });
 });

@@ -18,13 +18,20 @@ import type {
   RevokeSessionData,
   RevokeSessionResponses,
   SessionDto,
+  AddOwnerData,
+  AddOwnerResponses,
+  ListOwnersData,
+  ListOwnersResponses,
+  OwnerDto,
+  RemoveOwnerData,
+  RemoveOwnerResponses,
 } from '../../../generated/client/types.gen.js';
 import type { InvitationRow } from '../../domain/people/invitation-repo.js';
 import type { MemberRow } from '../../domain/people/member-repo.js';
-import type { WorkspaceRole } from '../../domain/people/member-service.js';
+import type { Owner, WorkspaceRole } from '../../domain/people/member-service.js';
 import type { SessionWithPerson } from '../../domain/people/session-repo.js';
 import type { Services } from '../../domain/services.js';
-import { created, handler, noContent, page, type HandlerMap } from '../../http/handler.js';
+import { created, handler, noContent, ok, page, type HandlerMap } from '../../http/handler.js';
 import { listQuery } from '../../http/wire.js';
 
 /** A session as the wire shows it: never its token or its ID token. */
@@ -50,6 +57,10 @@ function toMemberDto(row: MemberRow): MemberDto {
   };
 }
 
+function toOwnerDto(owner: Owner): OwnerDto {
+  return { id: owner.id, email: owner.email, configured: owner.id === null, createdAt: owner.createdAt?.toISOString() ?? null };
+}
+
 function toInvitationDto(row: InvitationRow): InvitationDto {
   return {
     id: row.id,
@@ -63,6 +74,17 @@ function toInvitationDto(row: InvitationRow): InvitationDto {
 
 export function peopleHandlers({ people }: Services): HandlerMap {
   return {
+    listOwners: handler<ListOwnersData, ListOwnersResponses>(async ({ actor }) =>
+      ok((await people.members.listOwners(actor)).map(toOwnerDto)),
+    ),
+    addOwner: handler<AddOwnerData, AddOwnerResponses>(async ({ actor, body }) => {
+      const row = await people.members.addOwner(actor, body.email);
+      return created(toOwnerDto({ id: row.id, email: row.email, createdAt: row.created_at }));
+    }),
+    removeOwner: handler<RemoveOwnerData, RemoveOwnerResponses>(async ({ actor, path }) => {
+      await people.members.removeOwner(actor, path.memberId);
+      return noContent();
+    }),
     createInvitation: handler<CreateInvitationData, CreateInvitationResponses>(async ({ actor, path, body, publicUrl }) => {
       const { invitation, token } = await people.invitations.create(actor, path.workspaceId, body);
       return created({ ...toInvitationDto(invitation), url: `${publicUrl}/auth/invitation?token=${token}` });
