@@ -1351,7 +1351,7 @@ export class ManagementKeysResource extends NexusResource {
 }
 
 /**
- * People: listMembers, addMember, listInvitations, createInvitation, revokeInvitation, removeMember, listOwners, addOwner, removeOwner, listSessions, revokeSession.
+ * People: listMembers, addMember, listInvitations, createInvitation, revokeInvitation, removeMember, getCaller, listOwners, addOwner, removeOwner, listSessions, revokeSession.
  *
  * The members of each workspace and their roles, invitations, and the sessions of the persons signed in to the console (docs/people.md).
  */
@@ -1427,6 +1427,20 @@ export class PeopleResource extends NexusResource {
    */
   removeMember(memberId: string, options?: RequestOptions): NexusPromise<types.RemoveMemberResponses[keyof types.RemoveMemberResponses]> {
     return this._core._call<types.RemoveMemberResponses[keyof types.RemoveMemberResponses]>(sdk.removeMember, { path: { memberId } }, options);
+  }
+
+  /**
+   * Who is calling, and what they may call
+   *
+   * The credential of this request (a Management Key, or a person's session) and the operations its role
+   * allows, by the role table (each operation's `x-roles`): an owner (the root key, an owner's session or key)
+   * may call every operation; anyone else, in each of their workspaces, the `operations` listed there. The
+   * console shows only what these allow; the server refuses the rest whatever is shown.
+   *
+   * `GET /admin/v1/caller` (`getCaller` in the function API)
+   */
+  getCaller(options?: RequestOptions): NexusPromise<types.GetCallerResponses[keyof types.GetCallerResponses]> {
+    return this._core._call<types.GetCallerResponses[keyof types.GetCallerResponses]>(sdk.getCaller, {  }, options);
   }
 
   /**

@@ -912,6 +912,35 @@ export type AddMemberDto = {
     role: WorkspaceRole;
 };
 
+export type CallerDto = {
+    /**
+     * The Management Key's id (`root` for the root key given in `NEXUS_MANAGEMENT_KEY`), or `session:<id>`.
+     */
+    credential: string;
+    /**
+     * The person of a session; null for a key.
+     */
+    email: string | null;
+    /**
+     * May call every operation, in every workspace.
+     */
+    owner: boolean;
+    /**
+     * Empty for an owner. Each workspace the caller sees, its role there and what it may call.
+     */
+    workspaces: Array<{
+        workspaceId: string;
+        /**
+         * The role there; null for a key without a role (every operation but the owners').
+         */
+        role: string | null;
+        /**
+         * The operationIds it may call there.
+         */
+        operations: Array<string>;
+    }>;
+};
+
 export type AddOwnerDto = {
     email: string;
 };
@@ -5922,6 +5951,43 @@ export type RemoveMemberResponses = {
 };
 
 export type RemoveMemberResponse = RemoveMemberResponses[keyof RemoveMemberResponses];
+
+export type GetCallerData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/admin/v1/caller';
+};
+
+export type GetCallerErrors = {
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetCallerError = GetCallerErrors[keyof GetCallerErrors];
+
+export type GetCallerResponses = {
+    /**
+     * The caller.
+     */
+    200: CallerDto;
+};
+
+export type GetCallerResponse = GetCallerResponses[keyof GetCallerResponses];
 
 export type ListOwnersData = {
     body?: never;

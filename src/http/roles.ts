@@ -24,6 +24,7 @@ const OWNERS: readonly WorkspaceRole[] = [];
 
 export const OPERATION_ROLES: Readonly<Record<string, readonly WorkspaceRole[]>> = {
   // The installation
+  getCaller: EVERYONE,
   listWorkspaces: EVERYONE,
   createWorkspace: OWNERS,
   listOwners: OWNERS,
@@ -143,4 +144,12 @@ export function rolesFor(operationId: string | undefined): readonly WorkspaceRol
 /** What a refusal says: the roles that would have been allowed. */
 export function neededRoles(roles: readonly WorkspaceRole[]): string {
   return roles.length ? `one of: owner, ${roles.join(', ')}` : 'owner';
+}
+
+/** The operations a role may call (null: a key without a role, held to its scope alone: every one but the owners'). */
+export function operationsOf(role: string | null): string[] {
+  return Object.keys(OPERATION_ROLES).filter((operationId) => {
+    const roles = rolesFor(operationId);
+    return role === null ? roles.length > 0 : roles.includes(role as WorkspaceRole);
+  });
 }

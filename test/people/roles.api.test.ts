@@ -324,3 +324,35 @@ describe('owners through the API', () => {
     expect((await root('POST', '/admin/v1/owners', { email: 'owner@acme.example' })).status).toBe(201);
   });
 });
+
+describe('getCaller', () => {
+  it('tells each caller what the role table lets it call: an owner everything, a member or a key by its role in each workspace', async () => {
+    const workspaceId = await workspace('caller');
+    await addMember(workspaceId, 'viv@acme.example', 'viewer');
+    const viewer = await call(await sessionOf('viv@acme.example'), 'GET', '/admin/v1/caller');
+    expect(viewer.body).toMatchObject({ email: 'viv@acme.example', owner: false, workspaces: [{ workspaceId, role: 'viewer' }] });
+    const operations = (viewer.body.workspaces as { operations: string[] }[])[0]!.operations;
+    expect(operations).toEqual(expect.arrayContaining(['listPlans', 'getCaller', 'listAuditLogs']));
+    expect(operations).not.toContain('createPlan');
+    expect(operations).toEqual(Object.keys(OPERATION_ROLES).filter((op) => rolesFor(op).includes('viewer')));
+
+    expect((await root('GET', '/admin/v1/caller')).body).toEqual({ credential: 'root', email: null, owner: true, workspaces: [] });
+    const billingKey = await root('POST', '/admin/v1/management-keys', { name: 'bills', workspaceIds: [workspaceId], role: 'billing' });
+    const scopedKey = await root('POST', '/admin/v1/management-keys', { name: 'ops', workspaceIds: [workspaceId] });
+    const asKey = async (key: string) =>
+      (
+        (await (await fetch(`${t.url}/admin/v1/caller`, { headers: { Authorization: `Bearer ${key}` } })).json()) as {
+          workspaces: { role: string | null; operations: string[] }[];
+        }
+      ).workspaces[0]!;
+    const billing = await asKey(billingKey.body.key as string);
+    expect(billing.role).toBe('billing');
+    expect(billing.operations).toContain('setWorkspaceBudget');
+    expect(billing.operations).not.toContain('createPlan');
+    // A key without a role: its scope alone, every operation but the owners'.
+    const scoped = await asKey(scopedKey.body.key as string);
+    expect(scoped.role).toBeNull();
+    expect(scoped.operations).toEqual(expect.arrayContaining(['createPlan', 'addMember', 'setWorkspaceBudget']));
+    expect(scoped.operations).not.toContain('createWorkspace');
+  });
+});

@@ -13,6 +13,7 @@
  *
  * Operations that no resource of a workspace addresses:
  *   listWorkspaces        B's scoped key lists B's workspace only (200).
+ *   getCaller             B's scoped key reads its own credential and workspaces (200).
  *   createWorkspace       root-only: B's scoped key is refused 403 root_key_required.
  *   listManagementKeys, createManagementKey, updateManagementKey, revokeManagementKey
  *                         root-only, whatever key they address: 403 root_key_required.
@@ -187,6 +188,8 @@ const ALL = operations();
 /** Admin operations not addressed by a resource of a workspace: what a scoped key of another workspace gets. */
 const UNADDRESSED: Record<string, { status: number; code?: string }> = {
   listWorkspaces: { status: 200 },
+  // The caller itself: B's key reads what B's key may do.
+  getCaller: { status: 200 },
   createWorkspace: { status: 403, code: 'root_key_required' },
   listManagementKeys: { status: 403, code: 'root_key_required' },
   createManagementKey: { status: 403, code: 'root_key_required' },
