@@ -24,7 +24,7 @@ export interface Actor {
 }
 
 /** The person of a session, as the audit names them. */
-export interface ActorPerson {
+interface ActorPerson {
   id: string;
   email: string | null;
 }

@@ -87,6 +87,7 @@ export function ManagementKeysPage({ client }: { client: Client }) {
                   </button>
                   {k.revokedAt ? null : (
                     <ActionButton
+                      operation="revokeManagementKey"
                       action={action}
                       danger
                       confirm={`Revoke ${k.name}? Requests with it are refused from the next one on.`}
@@ -147,7 +148,7 @@ function CreateKey(props: { client: Client; workspaces: { id: string; name: stri
     }
   };
   return (
-    <Form title="Create a Management Key" submit="Create key" onSubmit={create} disabled={!!action.working}>
+    <Form operation="createManagementKey" title="Create a Management Key" submit="Create key" onSubmit={create} disabled={!!action.working}>
       <Input
         label="Name"
         name="managementKeyName"

@@ -26,8 +26,7 @@ export interface Principal {
 }
 
 /** The roles a key may carry: `owner` (a root key), or one role in each of its workspaces. */
-export const KEY_ROLES = ['owner', 'admin', 'developer', 'billing', 'support', 'viewer'] as const;
-export type KeyRole = (typeof KEY_ROLES)[number];
+type KeyRole = 'owner' | 'admin' | 'developer' | 'billing' | 'support' | 'viewer';
 
 interface ManagementKeyDeps {
   db: Db;
