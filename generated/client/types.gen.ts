@@ -291,6 +291,10 @@ export type AuditLogDto = {
      */
     actorEmail: string | null;
     /**
+     * The person of the session by their provider's `sub` (the subject the ID token named); null for a key.
+     */
+    actorSubject: string | null;
+    /**
      * The role the change was made with in this workspace: `owner`, `admin`, `developer`, `billing`, `support`
      * or `viewer`; null for a Management Key without a role and for Nexus's own work.
      *

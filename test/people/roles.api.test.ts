@@ -269,8 +269,11 @@ describe('the audit names the person', () => {
       ['member.added', null, null, null],
       ['member.added', null, null, null],
     ]);
-    const adas = (all.body as unknown as { actorKeyId: string; actorEmail: string }[]).find((e) => e.actorEmail === 'ada@acme.example')!;
+    const adas = (all.body as unknown as { actorKeyId: string; actorEmail: string; actorSubject: string }[]).find(
+      (e) => e.actorEmail === 'ada@acme.example',
+    )!;
     expect(adas.actorKeyId).toMatch(/^session:[0-9a-f-]{36}$/);
+    expect(adas).toMatchObject({ actorSubject: 'ada@acme.example' });
 
     // A viewer reads the log too, filtered by a person (the email in any case).
     await addMember(workspaceId, 'vic@acme.example', 'viewer');

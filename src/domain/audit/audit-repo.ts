@@ -25,6 +25,8 @@ export interface AuditRow {
  */
 export interface ListedAuditRow extends AuditRow {
   actor_name: string | null;
+  /** The person's subject at their provider (a session's entry); null otherwise. */
+  actor_subject: string | null;
 }
 
 /** `since`/`until` bound the entry's time. */
@@ -49,7 +51,7 @@ export function createAuditRepo(db: Queryable) {
       const query: Knex.QueryBuilder = q('audit_logs as a')
         .joinRaw('left join management_keys as k on k.id::text = a.actor_key_id')
         .leftJoin('persons as p', 'p.id', 'a.actor_person_id')
-        .select('a.*', q.raw('coalesce(k.name, p.name, a.actor_email) as actor_name'))
+        .select('a.*', q.raw('coalesce(k.name, p.name, a.actor_email) as actor_name'), 'p.subject as actor_subject')
         .where({ 'a.workspace_id': filter.workspaceId });
       if (filter.action) query.where({ 'a.action': filter.action });
       if (filter.resourceType) query.where({ 'a.resource_type': filter.resourceType });

@@ -9,6 +9,7 @@ export function toAuditLogDto(row: ListedAuditRow): AuditLogDto {
     actorKeyId: row.actor_key_id,
     actorName: row.actor_name,
     actorEmail: row.actor_email,
+    actorSubject: row.actor_subject,
     actorRole: row.actor_role,
     action: row.action,
     resourceType: row.resource_type,
