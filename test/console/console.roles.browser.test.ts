@@ -1,6 +1,6 @@
 /**
- * The console shows what the caller's role may do, in Chromium on a live Nexus: signed in with a viewer's
- * Management Key, the plans, connections and budget pages show their lists and no form or button that changes
+ * The console shows what the caller's role may do, in Chromium on a live Nexus: the owner makes a viewer's
+ * Management Key in the console; signed in with it, the plans, connections and budget pages show their lists and no form or button that changes
  * anything, and no Management keys page; a developer's key sees the plan form (their role may draft plans) but
  * not the budget's. The audit page filters by the person who made a change.
  */
@@ -33,9 +33,9 @@ describe.skipIf(!executablePath)('the console by role, in Chromium', () => {
     t = await startTestApp();
     workspaceId = (await root('POST', '/workspaces', { name: 'By role' })).id!;
     await root('POST', `/workspaces/${workspaceId}/plans`, { key: 'starter', name: 'Starter', billingInterval: 'MONTH' });
-    for (const role of ['viewer', 'developer'] as const) {
-      keys[role] = (await root('POST', '/management-keys', { name: `${role} key`, workspaceIds: [workspaceId], role })).key!;
-    }
+    keys.developer = (
+      await root('POST', '/management-keys', { name: 'developer key', workspaceIds: [workspaceId], role: 'developer' })
+    ).key!;
     // A change made by a person in their session, for the audit's filter.
     await root('POST', `/workspaces/${workspaceId}/members`, { email: 'ada@acme.example', role: 'developer' });
     const session = await t.nexus.services.people.sessions.start({
@@ -67,6 +67,18 @@ describe.skipIf(!executablePath)('the console by role, in Chromium', () => {
   }
 
   it('a viewer sees the lists and no form or button that changes anything; a developer sees the plan form', async () => {
+    // The owner makes the viewer's key in the console.
+    await signIn(page, t.url);
+    await page.goto(`${t.url}/console/#/management-keys`);
+    const form = page.getByRole('form', { name: 'Create a Management Key' });
+    await form.getByLabel('Name').fill('dashboards');
+    await form.locator('select[name="managementKeyRole"]').selectOption('viewer');
+    await form.getByRole('checkbox', { name: 'By role' }).check();
+    await form.getByRole('button', { name: 'Create key' }).click();
+    keys.viewer = (await page.getByTestId('shown-once').textContent())!.trim();
+    await page.getByRole('row', { name: /dashboards.*as viewer/ }).waitFor();
+    await page.getByRole('button', { name: 'Sign out' }).click();
+
     const caller = page.waitForResponse((res) => res.url().endsWith('/admin/v1/caller'));
     await signIn(page, t.url, keys.viewer);
     expect((await caller).status()).toBe(200);
