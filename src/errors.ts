@@ -97,6 +97,7 @@ const errorStatus = {
   price_overlap: 409,
   price_closed: 409,
   last_root_key: 409,
+  last_owner: 409,
   // 402
   workspace_budget_exceeded: 402,
   // 413

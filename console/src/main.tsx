@@ -11,6 +11,7 @@ import './styles.css';
 import {
   clientFor,
   endSession,
+  getCaller,
   getInvocation,
   getWorkspace,
   listWorkspaces,
@@ -20,13 +21,14 @@ import {
   signInOptions,
   storedKey,
   storeKey,
+  type CallerDto,
   type Client,
   type Session,
   type SignInOptions,
   type WorkspaceDto,
 } from './api.js';
 import { useAction, useRead, valueOf } from './hooks.js';
-import { ErrorNote, Field, Working, WORKSPACES_CHANGED, type PageProps } from './ui.js';
+import { Allowed, ErrorNote, Field, Working, WORKSPACES_CHANGED, type PageProps } from './ui.js';
 import { WorkspacesPage } from './pages/workspaces.js';
 import { ConnectionsPage } from './pages/connections.js';
 import { PlansPage } from './pages/plans.js';
@@ -261,11 +263,33 @@ function InvocationLink({ client, invocationId }: { client: Client; invocationId
   );
 }
 
+/**
+ * What the caller may call where the page is (getCaller's operations, by the role table): an owner everything; anyone
+ * else, in a workspace, its role's operations there, and elsewhere what any of their workspaces allows. Nothing
+ * while it is read (no form flashes that the role may not use); everything if it cannot be read (the server decides).
+ */
+function useAllowedHere(client: Client, workspaceId: string | undefined): (operationId: string) => boolean {
+  const [caller, setCaller] = useState<CallerDto | 'unknown' | undefined>();
+  useEffect(() => {
+    void getCaller({ client })
+      .then((res) => setCaller(res.data ?? 'unknown'))
+      .catch(() => setCaller('unknown'));
+  }, [client]);
+  return useMemo(() => {
+    if (caller === undefined) return () => false;
+    if (caller === 'unknown' || caller.owner) return () => true;
+    const here = workspaceId ? caller.workspaces.filter((w) => w.workspaceId === workspaceId) : caller.workspaces;
+    const operations = new Set(here.flatMap((w) => w.operations));
+    return (operationId) => operations.has(operationId);
+  }, [caller, workspaceId]);
+}
+
 function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void }) {
   const { route, query, setQuery } = useRoute();
   const workspaceId = route[0] === 'w' ? route[1] : undefined;
   const pageName = route[0] === 'w' ? (route[2] ?? 'connections') : route[0] === 'management-keys' ? 'management-keys' : 'workspaces';
   const [workspace, setWorkspace] = useState<WorkspaceDto | undefined>();
+  const allowed = useAllowedHere(client, workspaceId);
   const action = useAction();
   useEffect(() => setWorkspace(undefined), [workspaceId]);
   useRead(workspaceId ? async () => (await getWorkspace({ client, path: { workspaceId } })).data : undefined, setWorkspace, [workspaceId], {
@@ -298,9 +322,11 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
         <a href="#/workspaces" aria-current={pageName === 'workspaces' ? 'page' : undefined}>
           Workspaces
         </a>
-        <a href="#/management-keys" aria-current={pageName === 'management-keys' ? 'page' : undefined}>
-          Management keys
-        </a>
+        {allowed('listManagementKeys') ? (
+          <a href="#/management-keys" aria-current={pageName === 'management-keys' ? 'page' : undefined}>
+            Management keys
+          </a>
+        ) : null}
         {PAGES.map((p) =>
           workspaceId ? (
             <a key={p.path} href={`#/w/${workspaceId}/${p.path}`} aria-current={pageName === p.path ? 'page' : undefined}>
@@ -314,19 +340,21 @@ function Shell({ client, onSignOut }: { client: Client; onSignOut: () => void })
         )}
       </nav>
       <main id="main" tabIndex={-1}>
-        {route[0] === 'invocations' && route[1] ? (
-          <InvocationLink client={client} invocationId={route[1]} />
-        ) : pageName === 'workspaces' ? (
-          <WorkspacesPage client={client} />
-        ) : pageName === 'management-keys' ? (
-          <ManagementKeysPage client={client} />
-        ) : !Page ? (
-          <p>No such page. Pick one in the navigation.</p>
-        ) : workspace ? (
-          <Page client={client} workspace={workspace} rest={route.slice(3)} query={query} setQuery={setQuery} />
-        ) : (
-          <ErrorNote problem={action.problem} />
-        )}
+        <Allowed.Provider value={allowed}>
+          {route[0] === 'invocations' && route[1] ? (
+            <InvocationLink client={client} invocationId={route[1]} />
+          ) : pageName === 'workspaces' ? (
+            <WorkspacesPage client={client} />
+          ) : pageName === 'management-keys' ? (
+            <ManagementKeysPage client={client} />
+          ) : !Page ? (
+            <p>No such page. Pick one in the navigation.</p>
+          ) : workspace ? (
+            <Page client={client} workspace={workspace} rest={route.slice(3)} query={query} setQuery={setQuery} />
+          ) : (
+            <ErrorNote problem={action.problem} />
+          )}
+        </Allowed.Provider>
       </main>
     </div>
   );

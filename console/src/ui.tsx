@@ -1,6 +1,6 @@
 /** The console's building blocks: a page's frame, errors, empty states, progress, statuses, forms and their fields. */
-import { Fragment, type ComponentChildren, type JSX } from 'preact';
-import { useState } from 'preact/hooks';
+import { createContext, Fragment, type ComponentChildren, type JSX } from 'preact';
+import { useContext, useState } from 'preact/hooks';
 import type { Client, Problem, WorkspaceDto } from './api.js';
 import type { Action } from './hooks.js';
 
@@ -15,6 +15,13 @@ export interface PageProps {
   /** Replaces the URL's query (not a step of the browser's history). */
   setQuery: (query: string) => void;
 }
+
+/**
+ * Whether the caller (the person signed in, or the key) may call an operation where the page is, by the role table
+ * (getCaller): forms and buttons of operations it may not call are not shown. The server refuses them anyway.
+ */
+export const Allowed = createContext<(operationId: string) => boolean>(() => true);
+export const useAllowed = () => useContext(Allowed);
 
 /** The window event the workspaces page sends when it created, renamed or archived a workspace (the header's picker listens). */
 export const WORKSPACES_CHANGED = 'nexus:workspaces-changed';
@@ -196,6 +203,8 @@ export function Figures({ items }: { items: Figure[] }) {
 
 /** A form that submits through `onSubmit` (the browser's own validation first); an async one reports its errors itself (useAction). */
 export function Form(props: {
+  /** The operation it submits: a caller whose role may not call it sees no form. */
+  operation?: string;
   id?: string;
   title: string;
   onSubmit: () => void | Promise<void>;
@@ -203,10 +212,12 @@ export function Form(props: {
   submit: string;
   disabled?: boolean;
 }) {
+  const allowed = useAllowed();
   const submit = (e: Event) => {
     e.preventDefault();
     void props.onSubmit();
   };
+  if (props.operation && !allowed(props.operation)) return null;
   return (
     <form id={props.id} class="card form" onSubmit={submit} aria-label={props.title}>
       <h3>{props.title}</h3>

@@ -88,6 +88,7 @@ export const errorCodes = [
   'price_overlap',
   'price_closed',
   'last_root_key',
+  'last_owner',
   'workspace_budget_exceeded',
   'payload_too_large',
   'quota_insufficient',

@@ -7,6 +7,7 @@ export const idempotentOperations: ReadonlySet<string> = new Set([
   'POST /admin/v1/billing-connections/{connectionId}/verify',
   'POST /admin/v1/management-keys',
   'POST /admin/v1/model-prices/{priceId}/close',
+  'POST /admin/v1/owners',
   'POST /admin/v1/plan-strategies/{strategyId}/publish',
   'POST /admin/v1/plans/{planId}/publish',
   'POST /admin/v1/plans/{planId}/strategy-bindings',

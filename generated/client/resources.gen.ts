@@ -1312,8 +1312,10 @@ export class ManagementKeysResource extends NexusResource {
    *
    * Root Management Key only; a scoped key gets 403 `root_key_required`. A scoped key (`workspaceIds`, at least
    * one) sees only those workspaces, and stays scoped to them; a root key (`root: true`, no `workspaceIds`) sees
-   * every workspace. The plaintext is in `key`, in this answer only: Nexus keeps its hash. A workspace that does
-   * not exist is 404 `workspace_not_found`; an archived one, 409 `workspace_archived`.
+   * every workspace. A key may carry a `role` (docs/people.md): `owner` makes a root key, a workspace role
+   * (`viewer`, `billing`, ...) applies the role table in each of its workspaces, as for a person. The plaintext
+   * is in `key`, in this answer only: Nexus keeps its hash. A workspace that does not exist is 404
+   * `workspace_not_found`; an archived one, 409 `workspace_archived`.
    *
    * `POST /admin/v1/management-keys` (`createManagementKey` in the function API)
    */
@@ -1349,7 +1351,7 @@ export class ManagementKeysResource extends NexusResource {
 }
 
 /**
- * People: listMembers, addMember, listInvitations, createInvitation, revokeInvitation, removeMember, listSessions, revokeSession.
+ * People: listMembers, addMember, listInvitations, createInvitation, revokeInvitation, removeMember, getCaller, listOwners, addOwner, removeOwner, listSessions, revokeSession.
  *
  * The members of each workspace and their roles, invitations, and the sessions of the persons signed in to the console (docs/people.md).
  */
@@ -1425,6 +1427,59 @@ export class PeopleResource extends NexusResource {
    */
   removeMember(memberId: string, options?: RequestOptions): NexusPromise<types.RemoveMemberResponses[keyof types.RemoveMemberResponses]> {
     return this._core._call<types.RemoveMemberResponses[keyof types.RemoveMemberResponses]>(sdk.removeMember, { path: { memberId } }, options);
+  }
+
+  /**
+   * Who is calling, and what they may call
+   *
+   * The credential of this request (a Management Key, or a person's session) and the operations its role
+   * allows, by the role table (each operation's `x-roles`): an owner (the root key, an owner's session or key)
+   * may call every operation; anyone else, in each of their workspaces, the `operations` listed there. The
+   * console shows only what these allow; the server refuses the rest whatever is shown.
+   *
+   * `GET /admin/v1/caller` (`getCaller` in the function API)
+   */
+  getCaller(options?: RequestOptions): NexusPromise<types.GetCallerResponses[keyof types.GetCallerResponses]> {
+    return this._core._call<types.GetCallerResponses[keyof types.GetCallerResponses]>(sdk.getCaller, {  }, options);
+  }
+
+  /**
+   * List the installation's owners
+   *
+   * The people who own the installation (every workspace, every operation): those of `NEXUS_OWNER_EMAILS`
+   * (`configured`, no `id`: removed only from the configuration), then those made through the API or at
+   * sign-in, oldest first. Owners only.
+   *
+   * `GET /admin/v1/owners` (`listOwners` in the function API)
+   */
+  listOwners(options?: RequestOptions): NexusPromise<types.ListOwnersResponses[keyof types.ListOwnersResponses]> {
+    return this._core._call<types.ListOwnersResponses[keyof types.ListOwnersResponses]>(sdk.listOwners, {  }, options);
+  }
+
+  /**
+   * Make a person an owner
+   *
+   * Makes the person with this email an owner of the installation: they sign in with single sign-on when their
+   * provider vouches for the email (verified), and may do everything. An owner already is 409 `conflict`.
+   * Owners only. Audited (`owner.added`, in no workspace's log).
+   *
+   * `POST /admin/v1/owners` (`addOwner` in the function API)
+   */
+  addOwner(body: Params<NonNullable<types.AddOwnerData['body']>>, options?: RequestOptions): NexusPromise<types.AddOwnerResponses[keyof types.AddOwnerResponses]> {
+    return this._core._call<types.AddOwnerResponses[keyof types.AddOwnerResponses]>(sdk.addOwner, { body }, options);
+  }
+
+  /**
+   * Remove an owner
+   *
+   * The person is no longer an owner: their next request, on any process, has only the roles of their
+   * workspaces. The last owner stays (409 `last_owner`: make another first); one of `NEXUS_OWNER_EMAILS`
+   * has no id here (remove it from the configuration). Owners only. Audited (`owner.removed`).
+   *
+   * `DELETE /admin/v1/owners/{memberId}` (`removeOwner` in the function API)
+   */
+  removeOwner(memberId: string, options?: RequestOptions): NexusPromise<types.RemoveOwnerResponses[keyof types.RemoveOwnerResponses]> {
+    return this._core._call<types.RemoveOwnerResponses[keyof types.RemoveOwnerResponses]>(sdk.removeOwner, { path: { memberId } }, options);
   }
 
   /**

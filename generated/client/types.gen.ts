@@ -273,15 +273,33 @@ export type AuditLogDto = {
     id: string;
     workspaceId: string;
     /**
-     * The Management Key that made the change (`root` for the root key).
+     * The credential that made the change: a Management Key's id (`root` for the root key given in
+     * `NEXUS_MANAGEMENT_KEY`), `session:<id>` for a person's session, `system` or `sign-in:<provider>` for
+     * Nexus's own work.
+     *
      */
     actorKeyId: string;
     /**
-     * The name of that Management Key as it is now (renamed since, or revoked, it is still named); null for
-     * the root key given in `NEXUS_MANAGEMENT_KEY` (`root`) and for Nexus's own work.
+     * Who made the change: the name of that Management Key as it is now (renamed since, or revoked, it is
+     * still named), or the person of that session (their name, else their email); null for the root key given
+     * in `NEXUS_MANAGEMENT_KEY` (`root`) and for Nexus's own work.
      *
      */
     actorName: string | null;
+    /**
+     * The person of the session that made the change, by their email as it was then; null for a key.
+     */
+    actorEmail: string | null;
+    /**
+     * The person of the session by their provider's `sub` (the subject the ID token named); null for a key.
+     */
+    actorSubject: string | null;
+    /**
+     * The role the change was made with in this workspace: `owner`, `admin`, `developer`, `billing`, `support`
+     * or `viewer`; null for a Management Key without a role and for Nexus's own work.
+     *
+     */
+    actorRole: string | null;
     /**
      * `<resource>.<verb>`: `workspace.created`, `provider_connection.secret_rotated`, ...
      */
@@ -612,7 +630,17 @@ export type CreateManagementKeyDto = {
      * The workspaces a scoped key sees (needed unless `root`).
      */
     workspaceIds?: Array<string>;
+    role?: ManagementKeyRole;
 };
+
+/**
+ * The key's role, checked on every operation against the role table (each operation's `x-roles`) as a
+ * person's is: `owner` makes a root key (give no `workspaceIds`); a workspace role applies in each of the
+ * key's `workspaceIds`, and an operation it may not call is refused 403 `role_forbidden`. Without one, a key
+ * may do what its scope allows.
+ *
+ */
+export type ManagementKeyRole = 'owner' | 'admin' | 'developer' | 'billing' | 'support' | 'viewer';
 
 export type UpdateManagementKeyDto = {
     name: ManagementKeyName;
@@ -629,6 +657,10 @@ export type ManagementKeyDto = {
      * Sees every workspace, and manages keys.
      */
     root: boolean;
+    /**
+     * The key's role (`owner` for a root key made with it); null for a key without one.
+     */
+    role: ManagementKeyRole | null;
     /**
      * The workspaces a scoped key sees; empty for a root key.
      */
@@ -882,6 +914,55 @@ export type WorkspaceRole = 'admin' | 'developer' | 'billing' | 'support' | 'vie
 export type AddMemberDto = {
     email: string;
     role: WorkspaceRole;
+};
+
+export type CallerDto = {
+    /**
+     * The Management Key's id (`root` for the root key given in `NEXUS_MANAGEMENT_KEY`), or `session:<id>`.
+     */
+    credential: string;
+    /**
+     * The person of a session; null for a key.
+     */
+    email: string | null;
+    /**
+     * May call every operation, in every workspace.
+     */
+    owner: boolean;
+    /**
+     * Empty for an owner. Each workspace the caller sees, its role there and what it may call.
+     */
+    workspaces: Array<{
+        workspaceId: string;
+        /**
+         * The role there; null for a key without a role (every operation but the owners').
+         */
+        role: string | null;
+        /**
+         * The operationIds it may call there.
+         */
+        operations: Array<string>;
+    }>;
+};
+
+export type AddOwnerDto = {
+    email: string;
+};
+
+export type OwnerDto = {
+    /**
+     * The ownership's id (removeOwner); null for one of `NEXUS_OWNER_EMAILS`.
+     */
+    id: string | null;
+    /**
+     * In lower case.
+     */
+    email: string;
+    /**
+     * An owner by `NEXUS_OWNER_EMAILS`.
+     */
+    configured: boolean;
+    createdAt: string | null;
 };
 
 export type MemberDto = {
@@ -3402,9 +3483,13 @@ export type ListAuditLogsData = {
          */
         resourceId?: string;
         /**
-         * Only entries made with this Management Key (`root` for the root key).
+         * Only entries made with this Management Key (`root` for the root key), or this session (`session:<id>`).
          */
         actorKeyId?: string;
+        /**
+         * Only entries made by this person, in their sessions (their email, in either case).
+         */
+        actorEmail?: string;
         /**
          * Only records at or after this time (RFC 3339, with a time zone).
          */
@@ -5904,6 +5989,186 @@ export type RemoveMemberResponses = {
 };
 
 export type RemoveMemberResponse = RemoveMemberResponses[keyof RemoveMemberResponses];
+
+export type GetCallerData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/admin/v1/caller';
+};
+
+export type GetCallerErrors = {
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetCallerError = GetCallerErrors[keyof GetCallerErrors];
+
+export type GetCallerResponses = {
+    /**
+     * The caller.
+     */
+    200: CallerDto;
+};
+
+export type GetCallerResponse = GetCallerResponses[keyof GetCallerResponses];
+
+export type ListOwnersData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/admin/v1/owners';
+};
+
+export type ListOwnersErrors = {
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type ListOwnersError = ListOwnersErrors[keyof ListOwnersErrors];
+
+export type ListOwnersResponses = {
+    /**
+     * The owners.
+     */
+    200: Array<OwnerDto>;
+};
+
+export type ListOwnersResponse = ListOwnersResponses[keyof ListOwnersResponses];
+
+export type AddOwnerData = {
+    body: AddOwnerDto;
+    headers?: {
+        /**
+         * A client-chosen key (1..255 printable characters) that makes a retried request safe.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/admin/v1/owners';
+};
+
+export type AddOwnerErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type AddOwnerError = AddOwnerErrors[keyof AddOwnerErrors];
+
+export type AddOwnerResponses = {
+    /**
+     * Added.
+     */
+    201: OwnerDto;
+};
+
+export type AddOwnerResponse = AddOwnerResponses[keyof AddOwnerResponses];
+
+export type RemoveOwnerData = {
+    body?: never;
+    path: {
+        memberId: string;
+    };
+    query?: never;
+    url: '/admin/v1/owners/{memberId}';
+};
+
+export type RemoveOwnerErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type RemoveOwnerError = RemoveOwnerErrors[keyof RemoveOwnerErrors];
+
+export type RemoveOwnerResponses = {
+    /**
+     * Removed.
+     */
+    204: void;
+};
+
+export type RemoveOwnerResponse = RemoveOwnerResponses[keyof RemoveOwnerResponses];
 
 export type ListSessionsData = {
     body?: never;

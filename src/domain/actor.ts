@@ -17,6 +17,16 @@ export interface Actor {
    * (src/http/roles.ts). Absent for keys, whose scope is `workspaceIds` alone.
    */
   roleCheck?: ((workspaceId: string) => void) | undefined;
+  /** A person's session: the person (the audit names them). Absent for keys and Nexus's own work. */
+  person?: ActorPerson | undefined;
+  /** The role the request acts with in a workspace (null: the installation), as the audit records it; absent: none. */
+  roleIn?: ((workspaceId: string | null) => string | null) | undefined;
+}
+
+/** The person of a session, as the audit names them. */
+interface ActorPerson {
+  id: string;
+  email: string | null;
 }
 
 export interface Clock {

@@ -233,6 +233,8 @@ function actorOf(principal: AdminPrincipal | undefined, req: Request, locals: Re
     requestId: locals.requestId,
     clientAddress: req.ip ?? null,
     roleCheck: principal?.roleCheck,
+    person: principal?.person,
+    roleIn: principal?.roleIn,
   };
 }
 

@@ -2,7 +2,8 @@
  * The one table of who may call what (docs/people.md, "Members and roles"): each Admin operation, by operationId,
  * and the workspace roles that may call it. An owner (a member of the installation) may call every operation;
  * an operation with no role is the owners' alone. A request of a person's session is checked against it on every
- * operation (src/http/session-auth.ts); Management Keys are not (their scope is their workspaces).
+ * operation (src/http/session-auth.ts), and so is one of a Management Key with a role; a key without one is held to
+ * its scope alone. The contract's `x-roles` and docs/people.md's table are written from this one (scripts/role-table.ts).
  *
  *   admin      everything in the workspace
  *   developer  connections, routes, plans, prices, users and their keys; no billing, no members
@@ -23,8 +24,12 @@ const OWNERS: readonly WorkspaceRole[] = [];
 
 export const OPERATION_ROLES: Readonly<Record<string, readonly WorkspaceRole[]>> = {
   // The installation
+  getCaller: EVERYONE,
   listWorkspaces: EVERYONE,
   createWorkspace: OWNERS,
+  listOwners: OWNERS,
+  addOwner: OWNERS,
+  removeOwner: OWNERS,
   listSessions: OWNERS,
   revokeSession: OWNERS,
   listManagementKeys: OWNERS,
@@ -139,4 +144,12 @@ export function rolesFor(operationId: string | undefined): readonly WorkspaceRol
 /** What a refusal says: the roles that would have been allowed. */
 export function neededRoles(roles: readonly WorkspaceRole[]): string {
   return roles.length ? `one of: owner, ${roles.join(', ')}` : 'owner';
+}
+
+/** The operations a role may call (null: a key without a role, held to its scope alone: every one but the owners'). */
+export function operationsOf(role: string | null): string[] {
+  return Object.keys(OPERATION_ROLES).filter((operationId) => {
+    const roles = rolesFor(operationId);
+    return role === null ? roles.length > 0 : roles.includes(role as WorkspaceRole);
+  });
 }

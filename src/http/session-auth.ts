@@ -7,9 +7,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Config } from '../config.js';
 import type { ManagementKeyService, Principal } from '../domain/management-keys/management-key-service.js';
-import type { MemberService } from '../domain/people/member-service.js';
+import type { MemberService, WorkspaceRole } from '../domain/people/member-service.js';
 import type { SessionWithPerson } from '../domain/people/session-repo.js';
 import type { SessionService } from '../domain/people/session-service.js';
+import type { Actor } from '../domain/actor.js';
 import { AppError } from '../errors.js';
 import { neededRoles, rolesFor } from './roles.js';
 import { bearerOf } from '../web/error-response.js';
@@ -46,7 +47,7 @@ export function cookieOf(req: IncomingMessage, name: string): string | undefined
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** Who calls: a key's principal, or a person's, whose role is checked in each workspace the request reaches. */
-export type AdminPrincipal = Principal & { roleCheck?: ((workspaceId: string) => void) | undefined };
+export type AdminPrincipal = Principal & Pick<Actor, 'roleCheck' | 'person' | 'roleIn'>;
 
 interface AuthDeps {
   config: CookieConfig & Pick<Config, 'ownerEmails'>;
@@ -56,31 +57,54 @@ interface AuthDeps {
 }
 
 /**
- * A session's principal for this operation (src/http/roles.ts): an owner sees every workspace, as the root key
- * does; a member sees their workspaces, and is refused 403 `role_forbidden`, naming the roles needed, where their
- * role may not call the operation. Memberships are read on each request: one removed counts at once.
+ * The principal of a credential with a role in each of its workspaces (a person's memberships, a key's role) for
+ * this operation (src/http/roles.ts): it sees those workspaces, and is refused 403 `role_forbidden`, naming the
+ * roles needed, where its role may not call the operation.
  */
-async function sessionPrincipal(deps: AuthDeps, session: SessionWithPerson, operationId: string | undefined): Promise<AdminPrincipal> {
-  const keyId = `session:${session.id}`;
-  const memberships = await deps.members.membershipsOf(session.email);
-  const linkOwner = session.provider === null && session.is_owner;
-  const configOwner = session.email !== null && deps.config.ownerEmails.includes(session.email);
-  if (linkOwner || configOwner || memberships.owner) return { keyId, isRoot: true, workspaceIds: null };
-  if (memberships.roles.size === 0) throw new AppError('not_a_member', 'You are no longer a member of any workspace of this Nexus');
+function rolePrincipal(
+  base: Pick<AdminPrincipal, 'keyId' | 'person'>,
+  roles: ReadonlyMap<string, WorkspaceRole>,
+  operationId: string | undefined,
+): AdminPrincipal {
   const allowed = rolesFor(operationId);
   const needed = `${operationId ?? 'this request'} needs the role ${neededRoles(allowed)}`;
-  if (![...memberships.roles.values()].some((role) => allowed.includes(role))) {
-    throw new AppError('role_forbidden', `${needed}; yours: ${[...new Set(memberships.roles.values())].join(', ')}`);
+  if (![...roles.values()].some((role) => allowed.includes(role))) {
+    throw new AppError('role_forbidden', `${needed}; yours: ${[...new Set(roles.values())].join(', ')}`);
   }
   return {
-    keyId,
+    ...base,
     isRoot: false,
-    workspaceIds: new Set(memberships.roles.keys()),
+    workspaceIds: new Set(roles.keys()),
+    roleIn: (workspaceId) => (workspaceId && roles.get(workspaceId)) || null,
     roleCheck: (workspaceId) => {
-      const role = memberships.roles.get(workspaceId);
+      const role = roles.get(workspaceId);
       if (role && !allowed.includes(role)) throw new AppError('role_forbidden', `${needed}; yours in this workspace: ${role}`);
     },
   };
+}
+
+/**
+ * A session's principal: an owner sees every workspace, as the root key does; a member, their workspaces with their
+ * role in each. Memberships are read on each request: one removed counts at once.
+ */
+async function sessionPrincipal(deps: AuthDeps, session: SessionWithPerson, operationId: string | undefined): Promise<AdminPrincipal> {
+  const keyId = `session:${session.id}`;
+  const person = { id: session.person_id, email: session.email };
+  const memberships = await deps.members.membershipsOf(session.email);
+  const linkOwner = session.provider === null && session.is_owner;
+  const configOwner = session.email !== null && deps.config.ownerEmails.includes(session.email);
+  if (linkOwner || configOwner || memberships.owner) return { keyId, isRoot: true, workspaceIds: null, person, roleIn: () => 'owner' };
+  if (memberships.roles.size === 0) throw new AppError('not_a_member', 'You are no longer a member of any workspace of this Nexus');
+  return rolePrincipal({ keyId, person }, memberships.roles, operationId);
+}
+
+/** A key's principal: with a workspace role, the role table applies in each of its workspaces; an owner's or none, its scope alone. */
+function keyPrincipal(principal: Principal, operationId: string | undefined): AdminPrincipal {
+  const role = principal.keyRole;
+  if (!role) return principal;
+  if (role === 'owner' || principal.workspaceIds === null) return { ...principal, roleIn: () => role };
+  const roles = new Map([...principal.workspaceIds].map((workspaceId) => [workspaceId, role as WorkspaceRole]));
+  return rolePrincipal({ keyId: principal.keyId }, roles, operationId);
 }
 
 export function createAdminAuthentication(deps: AuthDeps) {
@@ -89,7 +113,8 @@ export function createAdminAuthentication(deps: AuthDeps) {
     /** The caller's principal, or a 401 (or 403 for a session's change without its CSRF token, or a role that may not). */
     async authenticate(req: IncomingMessage, operationId: string | undefined): Promise<AdminPrincipal> {
       const token = req.headers.authorization ? undefined : cookieOf(req, cookie);
-      if (token === undefined) return deps.managementKeys.authenticate(bearerOf(req.headers.authorization));
+      if (token === undefined)
+        return keyPrincipal(await deps.managementKeys.authenticate(bearerOf(req.headers.authorization)), operationId);
       const session = await deps.sessions.authenticate(token);
       if (!SAFE_METHODS.has(req.method ?? 'GET')) {
         const sent = req.headers['x-csrf-token'];

@@ -81,10 +81,10 @@ export async function watchedPage(browser: Browser, options: BrowserContextOptio
   return page;
 }
 
-/** Signs in with the test's root key and waits for the workspaces page. */
-export async function signIn(page: Page, url: string): Promise<void> {
+/** Signs in with a Management Key (the test's root key unless told) and waits for the workspaces page. */
+export async function signIn(page: Page, url: string, key = TEST_ROOT_KEY): Promise<void> {
   await page.goto(`${url}/console/`);
-  await page.getByLabel('Management Key').fill(TEST_ROOT_KEY);
+  await page.getByLabel('Management Key').fill(key);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
 }

@@ -279,3 +279,69 @@ describe('a scoped key manages no key', () => {
     expect(all.filter((k) => k.name === 'escalate' || k.name === 'sideways')).toEqual([]);
   });
 });
+
+describe('a key with a role', () => {
+  it('is held to the role table as a person is: a viewer key reads and is refused every change, a billing key sets the budget', async () => {
+    const workspaceId = await workspace('mk-roles');
+    const viewer = await createManagementKey({
+      client: t.client,
+      body: { name: 'dashboards', workspaceIds: [workspaceId], role: 'viewer' },
+    });
+    expect(viewer.response.status).toBe(201);
+    expect(viewer.data).toMatchObject({ role: 'viewer', root: false, workspaceIds: [workspaceId] });
+    const billing = await scopedKeyWithRole('invoicing', [workspaceId], 'billing');
+    const plan = JSON.stringify({ key: 'p', name: 'P', billingInterval: 'MONTH' });
+
+    expect((await rawRequest('GET', `/workspaces/${workspaceId}/plans`, undefined, viewer.data!.key)).status).toBe(200);
+    const refused = await rawRequest('POST', `/workspaces/${workspaceId}/plans`, plan, viewer.data!.key);
+    expect(refused.status).toBe(403);
+    expect(refused.body.error?.code).toBe('role_forbidden');
+    expect(refused.text).toContain('createPlan needs the role one of: owner, admin, developer; yours: viewer');
+    expect((await rawRequest('POST', '/workspaces', JSON.stringify({ name: 'x' }), viewer.data!.key)).body.error?.code).toBe(
+      'role_forbidden',
+    );
+    expect((await rawRequest('GET', '/management-keys', undefined, viewer.data!.key)).body.error?.code).toBe('role_forbidden');
+
+    const budget = JSON.stringify({ period: 'DAY', hardLimitMicros: '7' });
+    expect((await rawRequest('PUT', `/workspaces/${workspaceId}/budget`, budget, billing.key)).status).toBe(200);
+    expect((await rawRequest('POST', `/workspaces/${workspaceId}/plans`, plan, billing.key)).body.error?.code).toBe('role_forbidden');
+    // Another workspace is not there, for either.
+    const other = await workspace('mk-roles-other');
+    expect((await rawRequest('GET', `/workspaces/${other}/plans`, undefined, viewer.data!.key)).body.error?.code).toBe(
+      'workspace_not_found',
+    );
+
+    // The audit names the key and the role it acted with; nothing of the refused changes.
+    const audit = await listAuditLogs({ client: t.client, path: { workspaceId } });
+    expect(audit.data!.map((e) => [e.action, e.actorName, e.actorRole]).slice(0, 1)).toEqual([
+      ['workspace.budget_set', 'invoicing', 'billing'],
+    ]);
+    expect(audit.data!.some((e) => e.action === 'plan.created')).toBe(false);
+    expect((await listAll()).find((k) => k.id === billing.id)).toMatchObject({ role: 'billing' });
+  });
+
+  it('owner makes a root key; a role that does not fit its scope is refused 400 and makes no key', async () => {
+    const owner = await createManagementKey({ client: t.client, body: { name: 'platform', role: 'owner' } });
+    expect(owner.response.status).toBe(201);
+    expect(owner.data).toMatchObject({ role: 'owner', root: true, workspaceIds: [] });
+    expect((await rawRequest('POST', '/workspaces', JSON.stringify({ name: 'by an owner key' }), owner.data!.key)).status).toBe(201);
+    expect((await rawRequest('GET', '/management-keys', undefined, owner.data!.key)).status).toBe(200);
+
+    const workspaceId = await workspace('mk-roles-bad');
+    const before = (await listAll()).length;
+    const bad = [
+      { name: 'a', root: true, role: 'viewer' },
+      { name: 'b', role: 'owner', workspaceIds: [workspaceId] },
+      { name: 'c', role: 'admin' },
+      { name: 'd', role: 'boss', workspaceIds: [workspaceId] },
+    ];
+    for (const body of bad) expect((await rawRequest('POST', '/management-keys', JSON.stringify(body))).status, body.name).toBe(400);
+    expect((await listAll()).length).toBe(before);
+  });
+});
+
+async function scopedKeyWithRole(name: string, workspaceIds: string[], role: 'admin' | 'developer' | 'billing' | 'support' | 'viewer') {
+  const res = await createManagementKey({ client: t.client, body: { name, workspaceIds, role } });
+  expect(res.response.status).toBe(201);
+  return res.data!;
+}

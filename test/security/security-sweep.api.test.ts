@@ -13,10 +13,12 @@
  *
  * Operations that no resource of a workspace addresses:
  *   listWorkspaces        B's scoped key lists B's workspace only (200).
+ *   getCaller             B's scoped key reads its own credential and workspaces (200).
  *   createWorkspace       root-only: B's scoped key is refused 403 root_key_required.
  *   listManagementKeys, createManagementKey, updateManagementKey, revokeManagementKey
  *                         root-only, whatever key they address: 403 root_key_required.
  *   listSessions, revokeSession   the installation's sessions, owners only: 403 root_key_required.
+ *   listOwners, addOwner, removeOwner   the installation's owners, owners only: 403 root_key_required.
  *   getHealth, getReadiness   public probes: 200 without a key.
  *   receiveBillingWebhook authenticated by the provider's signature, not a key: no signature,
  *                         a wrong one, or one made with B's connection's secret: 400 invalid_signature.
@@ -104,6 +106,7 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
   const bodies: Record<string, unknown> = {
     createWorkspace: { name: 'sweep' },
     addMember: { email: 'sweep@example.com', role: 'viewer' },
+    addOwner: { email: 'sweep@example.com' },
     createInvitation: { email: 'sweep@example.com', role: 'viewer' },
     updateWorkspace: { name: 'hijacked' },
     createProviderConnection: { name: 'sweep', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
@@ -185,6 +188,8 @@ const ALL = operations();
 /** Admin operations not addressed by a resource of a workspace: what a scoped key of another workspace gets. */
 const UNADDRESSED: Record<string, { status: number; code?: string }> = {
   listWorkspaces: { status: 200 },
+  // The caller itself: B's key reads what B's key may do.
+  getCaller: { status: 200 },
   createWorkspace: { status: 403, code: 'root_key_required' },
   listManagementKeys: { status: 403, code: 'root_key_required' },
   createManagementKey: { status: 403, code: 'root_key_required' },
@@ -193,6 +198,10 @@ const UNADDRESSED: Record<string, { status: number; code?: string }> = {
   // The installation's sessions: owners only.
   listSessions: { status: 403, code: 'root_key_required' },
   revokeSession: { status: 403, code: 'root_key_required' },
+  // The installation's owners: owners only.
+  listOwners: { status: 403, code: 'root_key_required' },
+  addOwner: { status: 403, code: 'root_key_required' },
+  removeOwner: { status: 403, code: 'root_key_required' },
 };
 const PUBLIC = new Set(['getHealth', 'getReadiness', 'receiveBillingWebhook']);
 

@@ -90,6 +90,10 @@ const BEYOND_SPEC: Record<string, string[]> = {
     'listInvitations',
     'createInvitation',
     'revokeInvitation',
+    'listOwners',
+    'addOwner',
+    'removeOwner',
+    'getCaller',
   ],
   'docs/routes.md': ['createRoute', 'listRoutes', 'getRoute', 'updateRoute', 'archiveRoute', 'getRouteHealth'],
   'docs/pricing.md': [

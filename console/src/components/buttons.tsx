@@ -2,12 +2,15 @@
 import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import type { Action } from '../hooks.js';
+import { useAllowed } from '../ui.js';
 
 /**
  * A button that runs one call as `action` (its label while it runs, its error when it fails), once the operator has
  * agreed to `confirm` when there is one; `onDone` gets the call's answer when it succeeded.
  */
 export function ActionButton<T>(props: {
+  /** The operation it calls: a caller whose role may not call it sees no button. */
+  operation?: string;
   action: Action;
   label: string;
   call: () => Promise<T>;
@@ -17,11 +20,13 @@ export function ActionButton<T>(props: {
   disabled?: boolean;
   children: ComponentChildren;
 }) {
+  const allowed = useAllowed();
   const click = async () => {
     if (props.confirm && !window.confirm(props.confirm)) return;
     const answer = await props.action.run(props.label, props.call);
     if (answer !== undefined) props.onDone?.(answer);
   };
+  if (props.operation && !allowed(props.operation)) return null;
   return (
     <button type="button" class={props.danger ? 'danger' : undefined} disabled={props.disabled} onClick={() => void click()}>
       {props.children}
@@ -30,10 +35,25 @@ export function ActionButton<T>(props: {
 }
 
 /** Archives a resource (for good: the operator confirms first, told what stops), then `onDone`. */
-export function ArchiveButton(props: { action: Action; name: string; stops: string; call: () => Promise<unknown>; onDone: () => void }) {
+export function ArchiveButton(props: {
+  operation: string;
+  action: Action;
+  name: string;
+  stops: string;
+  call: () => Promise<unknown>;
+  onDone: () => void;
+}) {
   const { action, call, onDone } = props;
   return (
-    <ActionButton action={action} danger confirm={`Archive ${props.name}? ${props.stops}`} label="Archiving…" call={call} onDone={onDone}>
+    <ActionButton
+      operation={props.operation}
+      action={action}
+      danger
+      confirm={`Archive ${props.name}? ${props.stops}`}
+      label="Archiving…"
+      call={call}
+      onDone={onDone}
+    >
       Archive
     </ActionButton>
   );

@@ -230,7 +230,13 @@ export function EditConnection({
   };
   return (
     <div class="bindings">
-      <Form title={`Edit ${c.name}`} submit="Save connection" onSubmit={save} disabled={!!action.working}>
+      <Form
+        operation="updateProviderConnection"
+        title={`Edit ${c.name}`}
+        submit="Save connection"
+        onSubmit={save}
+        disabled={!!action.working}
+      >
         <div class="grid">
           <Input label="Name" name="editConnectionName" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
           <Input

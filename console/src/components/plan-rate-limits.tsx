@@ -49,7 +49,13 @@ export function PlanRateLimits({ client, plan, onDone }: { client: Client; plan:
   };
   return (
     <div class="bindings">
-      <Form title={`Rate limits of ${plan.name}`} submit="Save rate limits" onSubmit={save} disabled={!!action.working}>
+      <Form
+        operation="setPlanRateLimits"
+        title={`Rate limits of ${plan.name}`}
+        submit="Save rate limits"
+        onSubmit={save}
+        disabled={!!action.working}
+      >
         <p class="lead">
           Per user of the plan, from the next call on every process{plan.status === 'ACTIVE' ? ', published as it is' : ''}. Empty: no
           limit.

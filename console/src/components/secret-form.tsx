@@ -8,6 +8,7 @@ import { Form, SecretInput } from '../ui.js';
  * runs as `action` under `working`, and `onDone` gets its answer.
  */
 export function SecretForm<T>(props: {
+  operation: string;
   action: Action;
   title: string;
   submit: string;
@@ -25,7 +26,7 @@ export function SecretForm<T>(props: {
     if (answer !== undefined) props.onDone(answer);
   };
   return (
-    <Form title={props.title} submit={props.submit} disabled={!!action.working} onSubmit={save}>
+    <Form operation={props.operation} title={props.title} submit={props.submit} disabled={!!action.working} onSubmit={save}>
       <SecretInput label={props.label} hint={props.hint} value={secret} onInput={(e) => setSecret(valueOf(e))} />
       {props.children}
     </Form>

@@ -4,7 +4,14 @@ import { rangeOf, when } from '../format.js';
 import { onlySet, useFields, usePaged } from '../hooks.js';
 import { ErrorNote, Input, LocalTimeInput, Page, Toolbar, Working, type PageProps } from '../ui.js';
 
-const NO_FILTERS = { action: '', resourceType: '', resourceId: '', since: '', until: '' };
+const NO_FILTERS = { actor: '', action: '', resourceType: '', resourceId: '', since: '', until: '' };
+
+/** The actor filter's query: a person by their email, else a credential by its id (a key's, `root`, `session:<id>`). */
+function actorQuery(actor: string): { actorEmail?: string; actorKeyId?: string } {
+  const value = actor.trim();
+  if (!value) return {};
+  return value.includes('@') ? { actorEmail: value } : { actorKeyId: value };
+}
 
 /** The console page that shows each kind of resource (the resource's own view where the page opens one by id). */
 const PAGE_OF: Record<string, (id: string) => string> = {
@@ -34,25 +41,29 @@ function resourceHref(workspaceId: string, entry: AuditLogDto): string | undefin
   return path ? `#/w/${workspaceId}/${path}` : '#/management-keys';
 }
 
-/** Who made the change: the key's name (its id under it); the root key of NEXUS_MANAGEMENT_KEY and Nexus's own work by what they are. */
+/**
+ * Who made the change: the person (their name, their email under it) or the key's name, with the role used and the
+ * credential's id; the root key of NEXUS_MANAGEMENT_KEY and Nexus's own work by what they are.
+ */
 function Actor({ entry }: { entry: AuditLogDto }) {
   const name = entry.actorName ?? (entry.actorKeyId === 'root' ? 'root key (NEXUS_MANAGEMENT_KEY)' : undefined);
-  return name ? (
+  const email = entry.actorEmail && entry.actorEmail !== name ? entry.actorEmail : undefined;
+  return (
     <>
-      {name}
+      {name ?? null}
+      {email ? <div>{email}</div> : null}
+      {entry.actorRole ? <div class="role">as {entry.actorRole}</div> : null}
       <div class="id">{entry.actorKeyId}</div>
     </>
-  ) : (
-    <span class="id">{entry.actorKeyId}</span>
   );
 }
 
 export function AuditPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
   const filters = useFields(NO_FILTERS);
-  const { action, resourceType, resourceId, since, until } = filters.values;
+  const { actor, action, resourceType, resourceId, since, until } = filters.values;
   const filtered = Object.values(filters.values).some(Boolean);
-  const query = { ...onlySet({ action, resourceType, resourceId }), ...rangeOf(since, until) };
+  const query = { ...actorQuery(actor), ...onlySet({ action, resourceType, resourceId }), ...rangeOf(since, until) };
   const list = usePaged(
     (page) => listAuditLogs({ client, path: { workspaceId }, query: { ...page, ...query } }),
     [workspaceId, filters.values],
@@ -60,9 +71,10 @@ export function AuditPage({ client, workspace }: PageProps) {
   return (
     <Page
       title="Audit log"
-      lead="Every change made through the Admin API, newest first, with the key that made it (by the name it has now on the Management keys page)."
+      lead="Every change made through the Admin API, newest first, with who made it: the person signed in (and the role they acted with), or the key (by the name it has now on the Management keys page)."
     >
       <Toolbar class="toolbar filters" label="Filters">
+        <Input label="Actor" name="actor" placeholder="ada@acme.example or a key id" {...filters.bindChange('actor')} />
         <Input label="Action" name="action" placeholder="access.suspended" {...filters.bindChange('action')} />
         <Input label="Resource type" name="resourceType" {...filters.bindChange('resourceType')} />
         <Input label="Resource id" name="resourceId" {...filters.bindChange('resourceId')} />
@@ -79,7 +91,7 @@ export function AuditPage({ client, workspace }: PageProps) {
       <PagedTable
         list={list}
         caption="Audit log"
-        columns={['When', 'Action', 'Resource', 'Key', 'Changes']}
+        columns={['When', 'Action', 'Resource', 'Actor', 'Changes']}
         empty={
           filtered
             ? 'No audit entry matches these filters.'

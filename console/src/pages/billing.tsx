@@ -53,7 +53,13 @@ function Mappings({ client, connection, plans }: { client: Client; connection: B
   return (
     <div>
       <h4>Product mappings</h4>
-      <Form title="Map a product to a plan" submit="Add mapping" onSubmit={create} disabled={!!action.working || plans.length === 0}>
+      <Form
+        operation="createBillingProductMapping"
+        title="Map a product to a plan"
+        submit="Add mapping"
+        onSubmit={create}
+        disabled={!!action.working || plans.length === 0}
+      >
         <div class="grid">
           <Input label="External product id" required {...bind('externalProductId')} />
           <Input label="External price id (optional)" {...bind('externalPriceId')} />
@@ -76,6 +82,7 @@ function Mappings({ client, connection, plans }: { client: Client; connection: B
             <td class="actions">
               {m.status === 'ACTIVE' ? (
                 <ActionButton
+                  operation="deleteBillingProductMapping"
                   action={action}
                   label="Disabling…"
                   call={() => deleteBillingProductMapping({ client, path: { mappingId: m.id } })}
@@ -130,6 +137,7 @@ function Inbox({ client, connection }: { client: Client; connection: BillingConn
             <td class="actions">
               {ev.status === 'FAILED' ? (
                 <ActionButton
+                  operation="replayBillingWebhookEvent"
                   action={action}
                   label="Replaying the event…"
                   call={() => replayBillingWebhookEvent({ client, path: { eventId: ev.id } })}
@@ -197,6 +205,7 @@ function ConnectionDetail(props: { client: Client; connection: BillingConnection
     <div class="card">
       <div class="row">
         <ActionButton
+          operation="verifyBillingConnection"
           action={action}
           label="Verifying the credential…"
           call={() => verifyBillingConnection({ client, path })}
@@ -205,6 +214,7 @@ function ConnectionDetail(props: { client: Client; connection: BillingConnection
           Verify credential
         </ActionButton>
         <ActionButton
+          operation="reconcileBillingConnection"
           action={action}
           label="Reconciling with the provider (this can take a while)…"
           call={() => reconcileBillingConnection({ client, path })}
@@ -216,6 +226,7 @@ function ConnectionDetail(props: { client: Client; connection: BillingConnection
         </ActionButton>
         {connection.status === 'ACTIVE' ? (
           <ActionButton
+            operation="disableBillingConnection"
             action={action}
             danger
             confirm={`Disable ${connection.name}?`}
@@ -229,6 +240,7 @@ function ConnectionDetail(props: { client: Client; connection: BillingConnection
       </div>
       <div class="grid">
         <SecretForm
+          operation="configureBillingProviderCredential"
           action={action}
           title="Provider credential"
           submit="Save credential"
@@ -239,6 +251,7 @@ function ConnectionDetail(props: { client: Client; connection: BillingConnection
           onDone={onChange}
         />
         <SecretForm
+          operation="configureBillingWebhookSecret"
           action={action}
           title="Webhook signing secret"
           submit="Save secret"
@@ -297,7 +310,13 @@ export function BillingPage({ client, workspace }: PageProps) {
       title="Billing"
       lead="Stripe or Paddle subscriptions that give users access to plans: connections, product mappings, the webhook inbox and reconciliation."
     >
-      <Form title="Connect a billing provider" submit="Create billing connection" onSubmit={create} disabled={!!action.working}>
+      <Form
+        operation="createBillingConnection"
+        title="Connect a billing provider"
+        submit="Create billing connection"
+        onSubmit={create}
+        disabled={!!action.working}
+      >
         <div class="grid">
           <Input label="Name" name="billingName" required {...bind('name')} />
           <Select label="Provider" choices={{ STRIPE: 'Stripe', PADDLE: 'Paddle' }} {...bindChange('provider')} />

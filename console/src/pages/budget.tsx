@@ -115,7 +115,7 @@ export function BudgetPage({ client, workspace }: PageProps) {
         </section>
       ) : null}
       {budget !== undefined ? (
-        <Form title="Set the budget" submit="Save budget" onSubmit={save} disabled={!!action.working}>
+        <Form operation="setWorkspaceBudget" title="Set the budget" submit="Save budget" onSubmit={save} disabled={!!action.working}>
           <div class="grid">
             <Select
               label="Period"

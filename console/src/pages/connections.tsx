@@ -48,6 +48,7 @@ function ConnectionActions(props: {
   return (
     <>
       <ActionButton
+        operation="verifyProviderConnection"
         action={action}
         label={`Verifying ${c.name}…`}
         call={() => verifyProviderConnection({ client, path })}
@@ -63,6 +64,7 @@ function ConnectionActions(props: {
         Rotate key
       </button>
       <ActionButton
+        operation="updateProviderConnection"
         action={action}
         label={status === 'SUSPENDED' ? 'Suspending…' : 'Resuming…'}
         call={() => updateProviderConnection({ client, path, body: { status } })}
@@ -71,6 +73,7 @@ function ConnectionActions(props: {
         {status === 'SUSPENDED' ? 'Suspend' : 'Resume'}
       </ActionButton>
       <ArchiveButton
+        operation="archiveProviderConnection"
         action={action}
         name={c.name}
         stops="Gateway calls to it stop for good."
@@ -115,7 +118,13 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       title="Provider connections"
       lead="An upstream provider (its base URL and API key, stored encrypted). Callers reach it at the connection's gateway base URL."
     >
-      <Form title="Create a connection" submit="Create connection" onSubmit={create} disabled={!!action.working}>
+      <Form
+        operation="createProviderConnection"
+        title="Create a connection"
+        submit="Create connection"
+        onSubmit={create}
+        disabled={!!action.working}
+      >
         <ConnectionFields form={fields} />
         <button type="button" onClick={() => void test()} disabled={!!action.working || !form.baseUrl || !form.apiKey}>
           Test before saving
@@ -125,6 +134,7 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       <Notice class="notice" text={outcome} />
       {rotating ? (
         <SecretForm
+          operation="rotateProviderSecret"
           key={rotating.id}
           action={action}
           title={`Rotate the key of ${rotating.name}`}

@@ -86,7 +86,7 @@ function AccessKeys({ client, accessId }: { client: Client; accessId: string }) 
   };
   return (
     <>
-      <Form title="Issue a key" submit="Issue key" onSubmit={issue} disabled={!!action.working}>
+      <Form operation="issueInferenceKey" title="Issue a key" submit="Issue key" onSubmit={issue} disabled={!!action.working}>
         <Input label="Name (optional)" name="keyName" value={name} onInput={(e) => setName(valueOf(e))} />
       </Form>
       <ActionNotes action={action} problem={list.problem} />
@@ -107,6 +107,7 @@ function AccessKeys({ client, accessId }: { client: Client; accessId: string }) 
             <td class="actions">
               {k.enabled ? (
                 <ActionButton
+                  operation="revokeInferenceKey"
                   action={action}
                   danger
                   confirm={`Revoke ${k.name || k.prefix}? Calls with it are refused from now on.`}

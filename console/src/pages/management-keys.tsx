@@ -87,6 +87,7 @@ export function ManagementKeysPage({ client }: { client: Client }) {
                   </button>
                   {k.revokedAt ? null : (
                     <ActionButton
+                      operation="revokeManagementKey"
                       action={action}
                       danger
                       confirm={`Revoke ${k.name}? Requests with it are refused from the next one on.`}
@@ -123,9 +124,21 @@ function scopeOf(k: ManagementKeyDto, names: Record<string, string>) {
       {k.workspaceIds.map((id) => (
         <div key={id}>{names[id] ?? <span class="id">{id}</span>}</div>
       ))}
+      {k.role ? <div>as {k.role}</div> : null}
     </>
   );
 }
+
+type ScopedRole = 'admin' | 'developer' | 'billing' | 'support' | 'viewer';
+
+const ROLE_CHOICES: Record<ScopedRole | '', string> = {
+  '': 'None: everything in its workspaces',
+  admin: 'admin',
+  developer: 'developer: connections, routes, plans, prices, users and keys',
+  billing: 'billing: billing, budget, prices; reads the rest',
+  support: 'support: reads; suspends accesses, revokes keys, replays',
+  viewer: 'viewer: reads only',
+};
 
 function CreateKey(props: { client: Client; workspaces: { id: string; name: string }[]; onCreated: (key: string) => void }) {
   const { client, workspaces } = props;
@@ -133,21 +146,23 @@ function CreateKey(props: { client: Client; workspaces: { id: string; name: stri
   const [name, setName] = useState('');
   const [kind, setKind] = useState<'scoped' | 'root'>('scoped');
   const [chosen, setChosen] = useState<string[]>([]);
+  const [role, setRole] = useState<ScopedRole | ''>('');
   const create = async () => {
     if (kind === 'scoped' && chosen.length === 0) {
       action.setProblem({ message: 'Tick at least one workspace for a scoped key to see.' });
       return;
     }
-    const body = kind === 'root' ? { name, root: true } : { name, workspaceIds: chosen };
+    const body = kind === 'root' ? { name, root: true } : { name, workspaceIds: chosen, ...(role ? { role } : {}) };
     const res = await action.run('Creating the key…', () => createManagementKey({ client, body, headers: idempotent() }));
     if (res) {
       setName('');
       setChosen([]);
+      setRole('');
       props.onCreated(res.data.key);
     }
   };
   return (
-    <Form title="Create a Management Key" submit="Create key" onSubmit={create} disabled={!!action.working}>
+    <Form operation="createManagementKey" title="Create a Management Key" submit="Create key" onSubmit={create} disabled={!!action.working}>
       <Input
         label="Name"
         name="managementKeyName"
@@ -164,6 +179,16 @@ function CreateKey(props: { client: Client; workspaces: { id: string; name: stri
         value={kind}
         onChange={(e) => setKind(valueOf(e) as 'scoped' | 'root')}
       />
+      {kind === 'scoped' ? (
+        <Select
+          label="Role"
+          name="managementKeyRole"
+          hint="Held to the role table in each workspace it sees, as a person with that role is."
+          choices={ROLE_CHOICES}
+          value={role}
+          onChange={(e) => setRole(valueOf(e) as ScopedRole | '')}
+        />
+      ) : null}
       {kind === 'scoped' ? (
         <fieldset>
           <legend>Workspaces the key sees</legend>

@@ -59,7 +59,13 @@ function Bindings({
     <div class="bindings">
       <h4>Strategy bindings of {plan.name} (history)</h4>
       {published.length ? (
-        <Form title={`Bind a strategy to ${plan.name}`} submit="Bind strategy" onSubmit={bind} disabled={!!action.working}>
+        <Form
+          operation="bindPlanStrategy"
+          title={`Bind a strategy to ${plan.name}`}
+          submit="Bind strategy"
+          onSubmit={bind}
+          disabled={!!action.working}
+        >
           <Select
             label="Published strategy version"
             name="strategyId"
@@ -91,6 +97,7 @@ function Bindings({
             <td class="actions">
               {!b.effectiveTo ? (
                 <ActionButton
+                  operation="closePlanStrategyBinding"
                   action={action}
                   label="Closing the binding…"
                   call={() =>
@@ -135,7 +142,13 @@ function PlanPassthrough({ client, plan, onDone }: { client: Client; plan: Works
   };
   return (
     <div class="bindings">
-      <Form title={`Passthrough classes of ${plan.name}`} submit="Save passthrough classes" onSubmit={save} disabled={!!action.working}>
+      <Form
+        operation="setPlanPassthroughClasses"
+        title={`Passthrough classes of ${plan.name}`}
+        submit="Save passthrough classes"
+        onSubmit={save}
+        disabled={!!action.working}
+      >
         <PassthroughClassesField
           legend={`Let through for ${plan.name}'s users, beside the workspace's`}
           name="planPassthrough"
@@ -197,7 +210,7 @@ export function PlansPage({ client, workspace }: PageProps) {
       <section aria-labelledby="plans-title">
         <h2 id="plans-title">Plans</h2>
         <p class="lead">A plan is what a user is on: draft it, bind a published strategy from a time, publish it.</p>
-        <Form title="Draft a plan" submit="Draft plan" onSubmit={create} disabled={!!action.working}>
+        <Form operation="createPlan" title="Draft a plan" submit="Draft plan" onSubmit={create} disabled={!!action.working}>
           <div class="grid">
             <Input label="Key" name="planKey" required {...bind('key')} />
             <Input label="Name" name="planName" required {...bind('name')} />
@@ -245,6 +258,7 @@ export function PlansPage({ client, workspace }: PageProps) {
                 <ExpandButton rows={limitRows} id={p.id} show="Rate limits" hide="Hide rate limits" />
                 {p.status === 'DRAFT' ? (
                   <ActionButton
+                    operation="publishPlan"
                     action={action}
                     label="Publishing the plan…"
                     call={() => publishPlan({ client, path: { planId: p.id } })}

@@ -58,7 +58,7 @@ function Currency(props: { client: Client; workspaceId: string; currency: string
   };
   return (
     <>
-      <Form title="Workspace currency" submit="Set currency" onSubmit={save} disabled={!!action.working}>
+      <Form operation="updateWorkspace" title="Workspace currency" submit="Set currency" onSubmit={save} disabled={!!action.working}>
         <Input
           label="Currency"
           hint="ISO 4217 (USD, EUR…); it cannot change once the workspace has prices"
@@ -118,7 +118,7 @@ function Import({ client, workspaceId, onDone }: { client: Client; workspaceId: 
   return (
     <details class="card">
       <summary>Import LiteLLM's price file</summary>
-      <Form title="Import LiteLLM prices" submit="Import prices" onSubmit={load} disabled={!!action.working}>
+      <Form operation="importModelPrices" title="Import LiteLLM prices" submit="Import prices" onSubmit={load} disabled={!!action.working}>
         <p class="lead">
           Paste or upload LiteLLM's <code>model_prices_and_context_window.json</code> (USD per token): each entry priced per token becomes a
           price per million tokens, for every connection. The workspace's currency must be USD.
@@ -166,7 +166,7 @@ function PriceForm(props: {
     }
   };
   return (
-    <Form title="Add a price" submit="Add price" onSubmit={create} disabled={!!action.working}>
+    <Form operation="createModelPrice" title="Add a price" submit="Add price" onSubmit={create} disabled={!!action.working}>
       <div class="grid">
         <Input
           label="Model pattern"
@@ -287,6 +287,7 @@ export function PricesPage({ client, workspace }: PageProps) {
             <td class="actions">
               {!p.effectiveTo ? (
                 <ActionButton
+                  operation="closeModelPrice"
                   action={action}
                   confirm={`Close the price of ${p.modelPattern} now? Calls from now are not charged under it; calls recorded keep their cost.`}
                   label="Closing the price…"

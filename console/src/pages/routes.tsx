@@ -156,6 +156,7 @@ export function RoutesPage({ client, workspace }: PageProps) {
         <Empty>A route's targets are active provider connections: add one on the Provider connections page first.</Empty>
       ) : (
         <Form
+          operation={editing ? 'updateRoute' : 'createRoute'}
           id="route-form"
           title={editing ? `Edit ${editing.name}` : 'Create a route'}
           submit={editing ? 'Save route' : 'Create route'}
@@ -192,6 +193,7 @@ export function RoutesPage({ client, workspace }: PageProps) {
               {r.status === 'ACTIVE' ? (
                 <>
                   <ActionButton
+                    operation="updateRoute"
                     action={action}
                     label={`Opening ${r.name}…`}
                     call={() => getRoute({ client, path: { routeId: r.id } })}
@@ -200,6 +202,7 @@ export function RoutesPage({ client, workspace }: PageProps) {
                     Edit {r.name}
                   </ActionButton>
                   <ArchiveButton
+                    operation="archiveRoute"
                     action={action}
                     name={r.name}
                     stops="Calls to its URL are refused from now on, for good."

@@ -55,6 +55,7 @@ export function SettingsPage({ client, workspace }: PageProps) {
             This workspace lets every class through (<code>allowUnmeteredPassthrough</code>, deprecated), whatever is ticked below.
           </p>
           <ActionButton
+            operation="updateWorkspace"
             action={action}
             label="Stopping every class…"
             call={() => updateWorkspace({ client, path: { workspaceId }, body: { allowUnmeteredPassthrough: false } })}
@@ -64,7 +65,13 @@ export function SettingsPage({ client, workspace }: PageProps) {
           </ActionButton>
         </div>
       ) : null}
-      <Form title="Passthrough classes" submit="Save passthrough classes" onSubmit={save} disabled={!!action.working}>
+      <Form
+        operation="updateWorkspace"
+        title="Passthrough classes"
+        submit="Save passthrough classes"
+        onSubmit={save}
+        disabled={!!action.working}
+      >
         <PassthroughClassesField legend="Let through for every plan" name="workspacePassthrough" value={classes} onChange={setClasses} />
       </Form>
       <ActionNotes action={action} />

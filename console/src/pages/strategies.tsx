@@ -138,7 +138,13 @@ export function Strategies({ client, workspaceId, onChange }: { client: Client; 
         A strategy says how many units a period grants and what a token costs. A new draft of an existing key is its next version; a
         published version never changes.
       </p>
-      <Form title="Draft a quota strategy" submit="Draft strategy" onSubmit={create} disabled={!!action.working}>
+      <Form
+        operation="createQuotaStrategy"
+        title="Draft a quota strategy"
+        submit="Draft strategy"
+        onSubmit={create}
+        disabled={!!action.working}
+      >
         <div class="grid">
           <Input label="Key" hint="The same key again drafts its next version" name="strategyKey" required {...bind('key')} />
           <Select label="Reset every" name="resetInterval" choices={INTERVALS} {...bindChange('resetInterval')} />
@@ -190,6 +196,7 @@ export function Strategies({ client, workspaceId, onChange }: { client: Client; 
             <td class="actions">
               {s.status === 'DRAFT' ? (
                 <ActionButton
+                  operation="publishPlanStrategy"
                   action={action}
                   label="Publishing…"
                   call={() => publishPlanStrategy({ client, path: { strategyId: s.id } })}

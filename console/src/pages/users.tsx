@@ -22,6 +22,7 @@ import {
   ActionNotes,
   Empty,
   ErrorNote,
+  useAllowed,
   Form,
   Input,
   LocalTimeInput,
@@ -89,6 +90,8 @@ function AccessActions({
     }
   };
   const toggle = (m: 'renew' | 'plan' | 'units') => setMode(mode === m ? undefined : m);
+  const allowed = useAllowed();
+  const OPERATION_OF = { renew: 'renewWorkspaceAccess', plan: 'changeAccessPlan', units: 'grantAccessUnits' } as const;
   const titles = {
     renew: [`Renew ${user.externalUserId}`, 'Renew'],
     plan: [`Change the plan of ${user.externalUserId}`, 'Change plan'],
@@ -99,12 +102,19 @@ function AccessActions({
       <QuotaBar key={quotaVersion} client={client} accessId={access.id} />
       <div class="row">
         {access.status !== 'ACTIVE' && access.status !== 'REVOKED' ? (
-          <ActionButton action={action} label="Activating…" call={() => activateWorkspaceAccess({ client, path })} onDone={done}>
+          <ActionButton
+            operation="activateWorkspaceAccess"
+            action={action}
+            label="Activating…"
+            call={() => activateWorkspaceAccess({ client, path })}
+            onDone={done}
+          >
             Activate
           </ActionButton>
         ) : null}
         {access.status === 'ACTIVE' ? (
           <ActionButton
+            operation="suspendWorkspaceAccess"
             action={action}
             danger
             confirm={`Suspend ${user.externalUserId}? The gateway refuses their calls until the access is activated again.`}
@@ -115,13 +125,17 @@ function AccessActions({
             Suspend access
           </ActionButton>
         ) : null}
-        <button type="button" aria-expanded={mode === 'renew'} onClick={() => toggle('renew')}>
-          Renew
-        </button>
-        <button type="button" aria-expanded={mode === 'plan'} onClick={() => toggle('plan')}>
-          Change plan
-        </button>
-        {access.status !== 'REVOKED' ? (
+        {allowed('renewWorkspaceAccess') ? (
+          <button type="button" aria-expanded={mode === 'renew'} onClick={() => toggle('renew')}>
+            Renew
+          </button>
+        ) : null}
+        {allowed('changeAccessPlan') ? (
+          <button type="button" aria-expanded={mode === 'plan'} onClick={() => toggle('plan')}>
+            Change plan
+          </button>
+        ) : null}
+        {access.status !== 'REVOKED' && allowed('grantAccessUnits') ? (
           <button type="button" aria-expanded={mode === 'units'} onClick={() => toggle('units')}>
             Grant units
           </button>
@@ -130,7 +144,7 @@ function AccessActions({
         <a href={`#/w/${access.workspaceId}/invocations/access/${access.id}`}>Invocations of {user.externalUserId}</a>
       </div>
       {mode ? (
-        <Form title={titles[mode][0]} submit={titles[mode][1]} disabled={!!action.working} onSubmit={save}>
+        <Form operation={OPERATION_OF[mode]} title={titles[mode][0]} submit={titles[mode][1]} disabled={!!action.working} onSubmit={save}>
           {mode === 'units' ? (
             <>
               <p class="lead">
@@ -202,7 +216,13 @@ function ProvisionUser(props: {
           No published plan yet: <a href={`#/w/${workspaceId}/plans`}>publish a plan</a> first, then provision users on it.
         </Empty>
       ) : (
-        <Form title="Provision a user" submit="Provision user" onSubmit={provision} disabled={!!action.working}>
+        <Form
+          operation="provisionWorkspaceUser"
+          title="Provision a user"
+          submit="Provision user"
+          onSubmit={provision}
+          disabled={!!action.working}
+        >
           <div class="grid">
             <Input
               label="External user id"

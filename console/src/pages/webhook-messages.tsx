@@ -87,7 +87,13 @@ export function Messages({ client, endpoint, version }: { client: Client; endpoi
           Refresh
         </button>
       </div>
-      <Form title={`Replay failed messages to ${endpoint.url}`} submit="Replay failed" onSubmit={replayFailed} disabled={!!action.working}>
+      <Form
+        operation="replayFailedWebhookMessages"
+        title={`Replay failed messages to ${endpoint.url}`}
+        submit="Replay failed"
+        onSubmit={replayFailed}
+        disabled={!!action.working}
+      >
         <LocalTimeInput label="Failed since" name="since" required value={since} onInput={(e) => setSince(valueOf(e))} />
       </Form>
       <ActionNotes action={action} problem={list.problem} />
@@ -115,6 +121,7 @@ export function Messages({ client, endpoint, version }: { client: Client; endpoi
             <td class="actions">
               <ExpandButton rows={rows} id={m.id} show={`Attempts (${m.attempts.length})`} hide="Hide attempts" />
               <ActionButton
+                operation="replayWebhookMessage"
                 action={action}
                 disabled={!!action.working}
                 label="Replaying…"

@@ -97,7 +97,13 @@ function EditEndpoint({ client, endpoint, onDone }: { client: Client; endpoint: 
   };
   return (
     <>
-      <Form title={`Edit ${endpoint.url}`} submit="Save endpoint" onSubmit={save} disabled={!!action.working}>
+      <Form
+        operation="updateWebhookEndpoint"
+        title={`Edit ${endpoint.url}`}
+        submit="Save endpoint"
+        onSubmit={save}
+        disabled={!!action.working}
+      >
         <EndpointFields form={form} onChange={setForm} />
       </Form>
       <ErrorNote problem={action.problem} />
@@ -124,6 +130,7 @@ function EndpointActions(props: {
       <ExpandButton rows={panels} id={`${e.id}/messages`} show="Messages" hide="Messages" />
       {e.status === 'ACTIVE' ? (
         <ActionButton
+          operation="sendTestWebhookEvent"
           action={action}
           disabled={!!action.working}
           label="Sending a test event…"
@@ -142,6 +149,7 @@ function EndpointActions(props: {
       ) : null}
       <ExpandButton rows={panels} id={`${e.id}/edit`} show="Edit" hide="Edit" />
       <ActionButton
+        operation="rotateWebhookEndpointSecret"
         action={action}
         confirm={`Rotate the signing secret of ${e.url}? The old secret still verifies for a while; then only the new one does.`}
         label="Rotating the secret…"
@@ -157,6 +165,7 @@ function EndpointActions(props: {
       </ActionButton>
       {e.status === 'ACTIVE' ? (
         <ActionButton
+          operation="disableWebhookEndpoint"
           action={action}
           confirm={`Disable ${e.url}? Nothing is sent to it until it is enabled again; its pending messages fail.`}
           label="Disabling…"
@@ -167,6 +176,7 @@ function EndpointActions(props: {
         </ActionButton>
       ) : (
         <ActionButton
+          operation="updateWebhookEndpoint"
           action={action}
           label="Enabling…"
           call={() => updateWebhookEndpoint({ client, path, body: { status: 'ACTIVE' } })}
@@ -176,6 +186,7 @@ function EndpointActions(props: {
         </ActionButton>
       )}
       <ActionButton
+        operation="deleteWebhookEndpoint"
         action={action}
         danger
         confirm={`Delete ${e.url}? It receives nothing more, and it cannot be undone.`}
@@ -231,7 +242,13 @@ export function WebhooksPage({ client, workspace }: PageProps) {
         </>
       }
     >
-      <Form title="Add a webhook endpoint" submit="Add endpoint" onSubmit={create} disabled={!!action.working}>
+      <Form
+        operation="createWebhookEndpoint"
+        title="Add a webhook endpoint"
+        submit="Add endpoint"
+        onSubmit={create}
+        disabled={!!action.working}
+      >
         <EndpointFields form={form} onChange={setForm} urlHint="https:// (http:// only where private upstreams are allowed)" />
       </Form>
       {secret ? <ShownOnce label={secret.label} secret={secret.value} onDismiss={() => setSecret(undefined)} /> : null}

@@ -38,7 +38,7 @@ export function WorkspacesPage({ client }: { client: Client }) {
 
   return (
     <Page title="Workspaces" lead="A workspace is a tenant: its connections, plans, users and usage belong to it alone.">
-      <Form title="Create a workspace" submit="Create workspace" onSubmit={create} disabled={!!action.working}>
+      <Form operation="createWorkspace" title="Create a workspace" submit="Create workspace" onSubmit={create} disabled={!!action.working}>
         <Input label="Name" name="workspaceName" required maxLength={200} value={name} onInput={(e) => setName(valueOf(e))} />
       </Form>
       <ActionNotes action={action} />
@@ -88,6 +88,7 @@ export function WorkspacesPage({ client }: { client: Client }) {
                     Rename
                   </button>
                   <ArchiveButton
+                    operation="archiveWorkspace"
                     action={action}
                     name={w.name}
                     stops="Its gateway calls stop, and it becomes read-only."

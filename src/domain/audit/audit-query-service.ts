@@ -11,6 +11,7 @@ export interface AuditQuery extends PageRequest, TimeRange {
   resourceType?: string | undefined;
   resourceId?: string | undefined;
   actorKeyId?: string | undefined;
+  actorEmail?: string | undefined;
 }
 
 export function createAuditQueryService(deps: { auditRepo: AuditRepo; workspaces: WorkspaceService }) {
@@ -26,6 +27,7 @@ export function createAuditQueryService(deps: { auditRepo: AuditRepo; workspaces
         resourceType: query.resourceType,
         resourceId: query.resourceId,
         actorKeyId: query.actorKeyId,
+        actorEmail: query.actorEmail,
         since: query.since,
         until: query.until,
       });

@@ -8,6 +8,8 @@ interface ManagementKeyRow {
   key_hash: string;
   prefix: string;
   is_root: boolean;
+  /** Checked against the role table on every operation: `owner` (a root key) or a workspace role; null: none. */
+  role: string | null;
   created_at: Date;
   revoked_at: Date | null;
 }

@@ -21,7 +21,12 @@ export interface Principal {
   keyId: string;
   isRoot: boolean;
   workspaceIds: ReadonlySet<string> | null;
+  /** A key's role (`owner`, or a workspace role in each of its workspaces); absent: none, its scope alone. */
+  keyRole?: string | undefined;
 }
+
+/** The roles a key may carry: `owner` (a root key), or one role in each of its workspaces. */
+type KeyRole = 'owner' | 'admin' | 'developer' | 'billing' | 'support' | 'viewer';
 
 interface ManagementKeyDeps {
   db: Db;
@@ -48,14 +53,19 @@ async function authenticate({ managementKeyRepo, hasher, rootKeyHash }: Manageme
   }
   const row = await managementKeyRepo.findActiveByHash(hash);
   if (!row) throw new AppError('invalid_management_key', 'The Management Key is invalid or revoked');
-  return { keyId: row.id, isRoot: row.is_root, workspaceIds: row.is_root ? null : new Set(row.workspace_ids) };
+  return {
+    keyId: row.id,
+    isRoot: row.is_root,
+    workspaceIds: row.is_root ? null : new Set(row.workspace_ids),
+    ...(row.role ? { keyRole: row.role } : {}),
+  };
 }
 
 /** A new key stored (its hash, never the key), seeing `workspaceIds` (none: a root key); the plaintext, to show once. */
 async function insertKey(
   { managementKeyRepo, hasher, clock }: ManagementKeys,
   id: string,
-  key: { name: string; isRoot: boolean },
+  key: { name: string; isRoot: boolean; role?: KeyRole | undefined },
   workspaceIds: string[],
   tx: Queryable,
 ): Promise<string> {
@@ -67,6 +77,7 @@ async function insertKey(
       key_hash: hasher.hash(token),
       prefix: token.slice(0, 12),
       is_root: key.isRoot,
+      role: key.role ?? null,
       created_at: clock.now(),
       revoked_at: null,
     },
@@ -129,14 +140,15 @@ async function lockScope({ workspaceRepo }: ManagementKeys, workspaceIds: string
 async function createScoped(
   keys: ManagementKeys,
   actor: Actor,
-  input: { name: string; workspaceIds: string[] },
+  input: { name: string; workspaceIds: string[]; role?: KeyRole | undefined },
 ): Promise<{ id: string; key: string }> {
   const { db, audit } = keys;
   checkScope(input.workspaceIds);
   return db.transaction(async (tx) => {
     await lockScope(keys, input.workspaceIds, tx);
     const id = newId();
-    const token = await insertKey(keys, id, { name: input.name, isRoot: false }, [...new Set(input.workspaceIds)], tx);
+    const key = { name: input.name, isRoot: false, role: input.role };
+    const token = await insertKey(keys, id, key, [...new Set(input.workspaceIds)], tx);
     // One entry in each workspace's log, naming no other workspace: a key scoped to one
     // workspace reads its log and must not learn the ids of workspaces it cannot see.
     for (const workspaceId of new Set(input.workspaceIds)) {
@@ -147,7 +159,7 @@ async function createScoped(
           resourceType: 'management_key',
           resourceId: id,
           workspaceId,
-          changes: { name: input.name },
+          changes: { name: input.name, ...(input.role ? { role: input.role } : {}) },
         },
         tx,
       );
@@ -161,11 +173,11 @@ async function list({ managementKeyRepo }: ManagementKeys) {
 }
 
 /** A root key that sees every workspace; the plaintext is returned once. Its entry is in no workspace's log. */
-async function createRoot(keys: ManagementKeys, actor: Actor, name: string): Promise<{ id: string; key: string }> {
+async function createRoot(keys: ManagementKeys, actor: Actor, name: string, role?: 'owner'): Promise<{ id: string; key: string }> {
   const { db, audit } = keys;
   return db.transaction(async (tx) => {
     const id = newId();
-    const token = await insertKey(keys, id, { name, isRoot: true }, [], tx);
+    const token = await insertKey(keys, id, { name, isRoot: true, role }, [], tx);
     await audit.record(
       actor,
       {
@@ -173,7 +185,7 @@ async function createRoot(keys: ManagementKeys, actor: Actor, name: string): Pro
         resourceType: 'management_key',
         resourceId: id,
         workspaceId: null,
-        changes: { name, root: true },
+        changes: { name, root: true, ...(role ? { role } : {}) },
       },
       tx,
     );
@@ -181,23 +193,32 @@ async function createRoot(keys: ManagementKeys, actor: Actor, name: string): Pro
   });
 }
 
-/** Through the Admin API, by a root key: a root key (`root`) or one scoped to `workspaceIds`; the key as stored, and its plaintext once. */
+/**
+ * Through the Admin API, by a root key: a root key (`root`, or the role `owner`) or one scoped to `workspaceIds`,
+ * with a workspace role or none; the key as stored, and its plaintext once.
+ */
 async function create(
   keys: ManagementKeys,
   actor: Actor,
-  input: { name: string; root?: boolean | undefined; workspaceIds?: string[] | undefined },
+  input: { name: string; root?: boolean | undefined; workspaceIds?: string[] | undefined; role?: KeyRole | undefined },
 ): Promise<{ row: ScopedKeyRow; key: string }> {
   requireRoot(actor);
   const workspaceIds = input.workspaceIds ?? [];
-  if (input.root && workspaceIds.length > 0) {
-    throw new AppError('invalid_parameter', 'A root key sees every workspace: give no workspaceIds with root: true', {
+  const root = input.root === true || input.role === 'owner';
+  if (root && workspaceIds.length > 0) {
+    throw new AppError('invalid_parameter', 'A root key (role owner) sees every workspace: give no workspaceIds', {
       param: 'workspaceIds',
     });
   }
-  if (!input.root && workspaceIds.length === 0) {
+  if (input.root && input.role && input.role !== 'owner') {
+    throw new AppError('invalid_parameter', `A root key's role is owner; a ${input.role} key is scoped to workspaceIds`, { param: 'role' });
+  }
+  if (!root && workspaceIds.length === 0) {
     throw new AppError('invalid_parameter', 'A scoped key needs at least one workspace (or root: true)', { param: 'workspaceIds' });
   }
-  const made = input.root ? await createRoot(keys, actor, input.name) : await createScoped(keys, actor, { name: input.name, workspaceIds });
+  const made = root
+    ? await createRoot(keys, actor, input.name, input.role === 'owner' ? 'owner' : undefined)
+    : await createScoped(keys, actor, { name: input.name, workspaceIds, role: input.role });
   return { row: (await keys.managementKeyRepo.findById(made.id))!, key: made.key };
 }
 

@@ -36,6 +36,12 @@ async function listOfWorkspace(db: Queryable, workspaceId: string, page: PageReq
   return paginate<MemberRow>(q('members').where({ workspace_id: workspaceId }).select('*'), page);
 }
 
+/** The installation's owners (memberships with no workspace), oldest first; `forUpdate`: locked until the transaction ends. */
+async function owners(db: Queryable, q: Queryable = db, forUpdate = false): Promise<MemberRow[]> {
+  const query = q('members').whereNull('workspace_id').where({ role: 'owner' }).orderBy('id');
+  return forUpdate ? query.forUpdate() : query;
+}
+
 async function find(db: Queryable, id: string, q: Queryable = db): Promise<MemberRow | undefined> {
   return q('members').where({ id }).first<MemberRow | undefined>();
 }
@@ -45,7 +51,7 @@ async function remove(db: Queryable, id: string, q: Queryable = db): Promise<boo
 }
 
 export function createMemberRepo(db: Queryable) {
-  return bindDeps(db, { membershipsOf, insert, insertIfAbsent, listOfWorkspace, find, remove });
+  return bindDeps(db, { membershipsOf, insert, insertIfAbsent, listOfWorkspace, owners, find, remove });
 }
 
 export type MemberRepo = ReturnType<typeof createMemberRepo>;

@@ -7,7 +7,7 @@
 import type { Db } from '../../db/database.js';
 import { AppError } from '../../errors.js';
 import { isUuid, newId } from '../../ids.js';
-import { assertVisible, type Actor, type Clock } from '../actor.js';
+import { assertVisible, requireRoot, type Actor, type Clock } from '../actor.js';
 import type { AuditService } from '../audit/audit-service.js';
 import { bindDeps } from '../bind.js';
 import type { Page, PageRequest } from '../pagination.js';
@@ -24,6 +24,8 @@ interface MemberDeps {
   workspaceRepo: WorkspaceRepo;
   audit: AuditService;
   clock: Clock;
+  /** NEXUS_OWNER_EMAILS: owners by the configuration, in lower case (not removable through the API). */
+  ownerEmails: readonly string[];
 }
 
 /** What a person is, by their verified email: an owner, and their role in each workspace. */
@@ -122,8 +124,65 @@ async function provision(
   }
 }
 
+/** An owner as listed: one made through the API (or at sign-in) has a membership's id; one of NEXUS_OWNER_EMAILS has none. */
+export interface Owner {
+  id: string | null;
+  email: string;
+  createdAt: Date | null;
+}
+
+/** The installation's owners: those of the configuration, then those made through the API or at sign-in. */
+async function listOwners(deps: MemberDeps, actor: Actor): Promise<Owner[]> {
+  requireRoot(actor);
+  const stored = await deps.memberRepo.owners();
+  const configured = deps.ownerEmails.filter((email) => !stored.some((row) => row.email === email));
+  return [
+    ...configured.map((email) => ({ id: null, email, createdAt: null })),
+    ...stored.map((row) => ({ id: row.id, email: row.email, createdAt: row.created_at })),
+  ];
+}
+
+/** A person made an owner of the installation (every workspace, every operation) by their email; audited. */
+async function addOwner(deps: MemberDeps, actor: Actor, email: string): Promise<MemberRow> {
+  requireRoot(actor);
+  return deps.db.transaction(async (tx) => {
+    const row: MemberRow = { id: newId(), email: email.toLowerCase(), workspace_id: null, role: 'owner', created_at: deps.clock.now() };
+    await deps.memberRepo.insert(row, tx);
+    await deps.audit.record(
+      actor,
+      { action: 'owner.added', resourceType: 'member', resourceId: row.id, workspaceId: null, changes: { email: row.email } },
+      tx,
+    );
+    return row;
+  });
+}
+
+/**
+ * An owner made through the API no longer one; audited. The last owner stays (409 `last_owner`): without one, no
+ * person could manage the installation. The owners are locked first, so two removals at once cannot both pass.
+ */
+async function removeOwner(deps: MemberDeps, actor: Actor, memberId: string): Promise<void> {
+  requireRoot(actor);
+  if (!isUuid(memberId)) throw new AppError('member_not_found', 'Owner not found');
+  await deps.db.transaction(async (tx) => {
+    const owners = await deps.memberRepo.owners(tx, true);
+    const row = owners.find((owner) => owner.id === memberId);
+    if (!row) throw new AppError('member_not_found', 'Owner not found');
+    const remaining = new Set([...owners.filter((owner) => owner.id !== memberId).map((owner) => owner.email), ...deps.ownerEmails]);
+    if (remaining.size === 0) {
+      throw new AppError('last_owner', `${row.email} is the last owner: make another owner before removing them`);
+    }
+    await deps.memberRepo.remove(memberId, tx);
+    await deps.audit.record(
+      actor,
+      { action: 'owner.removed', resourceType: 'member', resourceId: memberId, workspaceId: null, changes: { email: row.email } },
+      tx,
+    );
+  });
+}
+
 export function createMemberService(deps: MemberDeps) {
-  return bindDeps(deps, { membershipsOf, list, add, remove, provision });
+  return bindDeps(deps, { membershipsOf, list, add, remove, provision, listOwners, addOwner, removeOwner });
 }
 
 export type MemberService = ReturnType<typeof createMemberService>;

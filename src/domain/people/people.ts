@@ -44,7 +44,14 @@ export function createPeople(deps: {
     maxMs: config.sessionMaxMs,
   });
   const memberRepo = createMemberRepo(db);
-  const members = createMemberService({ db, memberRepo, workspaceRepo: deps.workspaceRepo, audit: deps.audit, clock });
+  const members = createMemberService({
+    db,
+    memberRepo,
+    workspaceRepo: deps.workspaceRepo,
+    audit: deps.audit,
+    clock,
+    ownerEmails: config.ownerEmails,
+  });
   const invitations = createInvitationService({
     db,
     invitationRepo: createInvitationRepo(db),

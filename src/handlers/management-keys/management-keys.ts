@@ -21,6 +21,7 @@ function toManagementKeyDto(row: ScopedKeyRow): ManagementKeyDto {
     name: row.name,
     prefix: row.prefix,
     root: row.is_root,
+    role: row.role as ManagementKeyDto['role'],
     workspaceIds: row.workspace_ids,
     createdAt: row.created_at.toISOString(),
     ...(row.revoked_at ? { revokedAt: row.revoked_at.toISOString() } : {}),
