@@ -128,7 +128,7 @@ export function createDomain(deps: ServiceDeps) {
   const invocationRepo = createInvocationRepo(db);
   const invocations = createInvocationService({ invocationRepo, workspaces, clock, exportSlots: createExportSlots(config.exportsAtOnce) });
   const auditLogs = createAuditQueryService({ auditRepo, workspaces });
-  const requestLogs = createRequestLogService({ requestLogRepo: createRequestLogRepo(db), secretBox });
+  const requestLogs = createRequestLogService({ requestLogRepo: createRequestLogRepo(db), secretBox, clock });
   const providerConnectionRepo = createProviderConnectionRepo(db);
   const providerConnections = createProviderConnectionService({
     db,

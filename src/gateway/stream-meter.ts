@@ -6,7 +6,7 @@
  * meterEvent, and forwards what it keeps. The counting rules are sse-meter.ts's comment.
  */
 import type { Inspector, PreparedCall, Usage } from '../protocols/inspectors.js';
-import type { StreamReader, StreamState } from '../protocols/stream.js';
+import type { AssembledAnswer, StreamReader, StreamState } from '../protocols/stream.js';
 
 /** Bytes of output text counted as one token by the estimate: about twice what a BPE token averages. */
 const BYTES_PER_TOKEN = 8;
@@ -27,6 +27,8 @@ export abstract class StreamMeter implements StreamState {
   cut = false;
   /** Why the stream could not be read on (a framing that can break: event-stream-meter.ts), if it could not. */
   malformed: Error | undefined;
+  /** Where the answer is assembled for a call that keeps its request log (request-log.ts); none otherwise. */
+  answer: AssembledAnswer | undefined;
 
   /** Events carrying output text, and its bytes. */
   private textEvents = 0;
@@ -87,6 +89,7 @@ export abstract class StreamMeter implements StreamState {
       this.otherEvents++;
     }
     reader.forwarded(parsed);
+    if (this.answer !== undefined) reader.assemble?.(parsed, this.answer);
     return true;
   }
 

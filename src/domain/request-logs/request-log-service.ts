@@ -3,7 +3,7 @@
  * workspace only, and the sweep that removes expired logs in bounded batches, off the request path.
  */
 import { AppError } from '../../errors.js';
-import { canSeeWorkspace, type Actor } from '../actor.js';
+import { canSeeWorkspace, type Actor, type Clock } from '../actor.js';
 import { bindDeps } from '../bind.js';
 import type { SecretBox } from '../security/secret-box.js';
 import type { RequestLogRepo } from './request-log-repo.js';
@@ -17,6 +17,7 @@ const SWEEP_BATCHES = 10;
 export interface RequestLogDeps {
   requestLogRepo: RequestLogRepo;
   secretBox: SecretBox;
+  clock: Clock;
 }
 
 /** The call's log; another workspace's looks missing, as a call that kept none does. */
@@ -26,8 +27,9 @@ async function get({ requestLogRepo, secretBox }: RequestLogDeps, actor: Actor, 
   return openRequestLog(secretBox, row);
 }
 
-/** Removes the logs expired by `now`, at most SWEEP_BATCHES batches; returns how many. */
-async function sweepExpired({ requestLogRepo }: RequestLogDeps, now: Date): Promise<number> {
+/** Removes the logs expired by now, at most SWEEP_BATCHES batches; returns how many. */
+async function sweepExpired({ requestLogRepo, clock }: RequestLogDeps): Promise<number> {
+  const now = clock.now();
   let removed = 0;
   for (let i = 0; i < SWEEP_BATCHES; i++) {
     const n = await requestLogRepo.deleteExpired(now, SWEEP_BATCH);
