@@ -126,9 +126,15 @@ export function createDomain(deps: ServiceDeps) {
     events,
   });
   const invocationRepo = createInvocationRepo(db);
-  const invocations = createInvocationService({ invocationRepo, workspaces, clock, exportSlots: createExportSlots(config.exportsAtOnce) });
-  const auditLogs = createAuditQueryService({ auditRepo, workspaces });
   const requestLogs = createRequestLogService({ requestLogRepo: createRequestLogRepo(db), secretBox, clock });
+  const invocations = createInvocationService({
+    invocationRepo,
+    workspaces,
+    clock,
+    exportSlots: createExportSlots(config.exportsAtOnce),
+    requestLogs,
+  });
+  const auditLogs = createAuditQueryService({ auditRepo, workspaces });
   const providerConnectionRepo = createProviderConnectionRepo(db);
   const providerConnections = createProviderConnectionService({
     db,

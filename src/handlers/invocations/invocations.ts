@@ -17,7 +17,7 @@ import type { Services } from '../../domain/services.js';
 import { handler, ok, page, streamedJson, type HandlerMap } from '../../http/handler.js';
 import { listQuery, optionalTimestamp } from '../../http/wire.js';
 
-export function invocationHandlers({ invocations, requestLogs }: Services): HandlerMap {
+export function invocationHandlers({ invocations }: Services): HandlerMap {
   return {
     listInvocations: handler<ListInvocationsData, ListInvocationsResponses>(async ({ actor, path, query }) => {
       const result = await invocations.list(actor, { ...listQuery(query), workspaceId: path.workspaceId });
@@ -31,7 +31,7 @@ export function invocationHandlers({ invocations, requestLogs }: Services): Hand
       return ok(toInvocationDto(invocation, usageEvents));
     }),
     getInvocationLog: handler<GetInvocationLogData, GetInvocationLogResponses>(async ({ actor, path }) =>
-      ok(toRequestLogDto(await requestLogs.get(actor, path.invocationId))),
+      ok(toRequestLogDto(await invocations.getLog(actor, path.invocationId))),
     ),
     listUsageEvents: handler<ListUsageEventsData, ListUsageEventsResponses>(async ({ actor, path, query }) => {
       const result = await invocations.listUsageEvents(actor, { ...listQuery(query), workspaceId: path.workspaceId });
