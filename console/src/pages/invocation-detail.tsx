@@ -1,4 +1,7 @@
-/** One call of the invocations page, in full: who made it, through what, what it cost, how long each part took, each attempt. */
+/**
+ * One call of the invocations page, in full: who made it, through what, what it cost, how long each part took, each
+ * attempt, and its request and answer where a request log was kept.
+ */
 import type { JSX } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { getInvocation, type Client, type InvocationDto } from '../api.js';
@@ -7,6 +10,7 @@ import { formatNumber, when } from '../format.js';
 import { kindsText } from '../kinds.js';
 import { useAction, useRead } from '../hooks.js';
 import { Empty, ErrorNote, Figures, Status } from '../ui.js';
+import { RequestLog } from './request-log.js';
 
 export const ms = (v: number | undefined) => (v === undefined ? '—' : `${v.toFixed(1)} ms`);
 
@@ -235,6 +239,7 @@ export function InvocationDetail(props: {
       <CallFigures {...shown} currency={props.currency} />
       <Latency invocation={invocation} />
       <AttemptsAndEvents {...shown} />
+      <RequestLog client={client} invocationId={invocation.id} />
     </section>
   );
 }
