@@ -95,7 +95,8 @@ export class AnswerCapture {
   /** What the log keeps of it, cut at `max` bytes, its keys scrubbed. */
   logged(max: number, secrets: readonly string[]): LoggedAnswer {
     const answer = this.assembled;
-    if (!answer) return { status: this.status, assembled: false, ...body(Buffer.concat(this.chunks), this.bytes, this.headers, max, secrets) };
+    if (!answer)
+      return { status: this.status, assembled: false, ...body(Buffer.concat(this.chunks), this.bytes, this.headers, max, secrets) };
     const toolCalls = [...answer.toolCalls.values()].map((call) => ({
       ...(call.id ? { id: call.id } : {}),
       name: call.name,
@@ -195,7 +196,13 @@ export function scrub(text: string, secrets: readonly string[]): string {
 /** `text` cut at `max` bytes of UTF-8 (never inside a character). */
 function cut(text: string, max: number): { text: string; cut: boolean } {
   if (text.length <= max / 4 || Buffer.byteLength(text) <= max) return { text, cut: false };
-  return { text: Buffer.from(text).subarray(0, max).toString('utf8').replace(/\uFFFD$/, ''), cut: true };
+  return {
+    text: Buffer.from(text)
+      .subarray(0, max)
+      .toString('utf8')
+      .replace(/\uFFFD$/, ''),
+    cut: true,
+  };
 }
 
 /** A body as logged: its kept bytes as text, scrubbed, then cut at `max`; `bytes`: its whole size. */

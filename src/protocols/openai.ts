@@ -208,7 +208,8 @@ class ResponsesStream implements StreamReader {
     if (event.type === 'response.output_text.delta') answer.addText(event.delta);
     else if (event.type === 'response.output_item.added' && at !== undefined && event.item?.type === 'function_call')
       answer.tool(at, event.item.call_id, event.item.name, event.item.arguments);
-    else if (event.type === 'response.function_call_arguments.delta' && at !== undefined) answer.tool(at, undefined, undefined, event.delta);
+    else if (event.type === 'response.function_call_arguments.delta' && at !== undefined)
+      answer.tool(at, undefined, undefined, event.delta);
   }
 
   /** An audio delta (`response.audio.delta`; its transcript is not output of its own). */

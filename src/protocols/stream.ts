@@ -57,7 +57,11 @@ export class AssembledAnswer {
     if (size <= room) this.text += text;
     else {
       this.truncated = true;
-      if (room > 0) this.text += Buffer.from(text).subarray(0, room).toString('utf8').replace(/\uFFFD$/, '');
+      if (room > 0)
+        this.text += Buffer.from(text)
+          .subarray(0, room)
+          .toString('utf8')
+          .replace(/\uFFFD$/, '');
     }
   }
 

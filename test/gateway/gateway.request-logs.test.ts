@@ -155,7 +155,10 @@ describe('a stream', () => {
     let received = '';
     for await (const chunk of stream) received += chunk.choices[0]?.delta?.content ?? '';
     expect(received.split(' ').length).toBe(8);
-    const log = await getInvocationLog({ client: t.client, path: { invocationId: await invocationOf(response.headers.get('x-nexus-request-id')!) } });
+    const log = await getInvocationLog({
+      client: t.client,
+      path: { invocationId: await invocationOf(response.headers.get('x-nexus-request-id')!) },
+    });
     expect(log.data!.response).toMatchObject({ status: 200, assembled: true, body: received, truncated: false });
     expect(log.data!.response!.body).not.toContain('data:');
   });

@@ -53,7 +53,10 @@ export function RequestLog({ client, invocationId }: { client: Client; invocatio
       .catch((err: unknown) => {
         if (!latest) return;
         if (err instanceof NexusError && err.status === 404)
-          setShown({ missing: 'No request log was kept for this call: no policy keeps them, it was not sampled, it succeeded under "failed only", or it expired.' });
+          setShown({
+            missing:
+              'No request log was kept for this call: no policy keeps them, it was not sampled, it succeeded under "failed only", or it expired.',
+          });
         else if (err instanceof NexusError && err.status === 403) setShown({ missing: 'Your role may not read request logs.' });
         else setShown({ missing: `The request log could not be read (${err instanceof Error ? err.message : String(err)}).` });
       });
@@ -78,10 +81,7 @@ export function RequestLog({ client, invocationId }: { client: Client; invocatio
       <Body title="Request" part={log.request} />
       {answer ? (
         <>
-          <Body
-            title={`Answer (HTTP ${answer.status ?? '—'}${answer.assembled ? ', a stream: its text assembled' : ''})`}
-            part={answer}
-          />
+          <Body title={`Answer (HTTP ${answer.status ?? '—'}${answer.assembled ? ', a stream: its text assembled' : ''})`} part={answer} />
           {answer.toolCalls?.length ? (
             <>
               <h4>Tool calls</h4>

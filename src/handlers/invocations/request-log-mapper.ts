@@ -12,7 +12,9 @@ const toAnswerDto = (answer: LoggedAnswer): RequestLogAnswerDto => ({
   ...toBodyDto(answer),
   status: answer.status,
   assembled: answer.assembled,
-  ...(answer.toolCalls ? { toolCalls: answer.toolCalls.map((t) => ({ ...(t.id ? { id: t.id } : {}), name: t.name, arguments: t.arguments })) } : {}),
+  ...(answer.toolCalls
+    ? { toolCalls: answer.toolCalls.map((t) => ({ ...(t.id ? { id: t.id } : {}), name: t.name, arguments: t.arguments })) }
+    : {}),
 });
 
 export function toRequestLogDto(entry: RequestLogEntry): RequestLogDto {
