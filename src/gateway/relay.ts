@@ -144,7 +144,7 @@ export class Relay extends AnswerRead implements Dispatcher.DispatchHandler {
     const capture = this.options.capture;
     if (capture) {
       capture.head(status, headers);
-      if (this.meter) this.meter.answer = capture.stream();
+      if (this.meter) this.meter.assembleInto(capture.stream());
     }
     const out = this.options.answerHeaders;
     if (headers['x-request-id'] === undefined) out.push('x-request-id', this.options.requestId);

@@ -27,8 +27,6 @@ export abstract class StreamMeter implements StreamState {
   cut = false;
   /** Why the stream could not be read on (a framing that can break: event-stream-meter.ts), if it could not. */
   malformed: Error | undefined;
-  /** Where the answer is assembled for a call that keeps its request log (request-log.ts); none otherwise. */
-  answer: AssembledAnswer | undefined;
 
   /** Events carrying output text, and its bytes. */
   private textEvents = 0;
@@ -36,7 +34,7 @@ export abstract class StreamMeter implements StreamState {
   /** Events carrying output that is not text (an audio or image delta: the reader's otherOutput). */
   private otherEvents = 0;
   /** The protocol's reading of the stream's events (its usage, its output text, the end of a cut stream). */
-  private readonly reader: StreamReader;
+  private reader: StreamReader;
 
   constructor(
     inspector: Inspector,
@@ -49,6 +47,26 @@ export abstract class StreamMeter implements StreamState {
   abstract push(chunk: Buffer): Buffer | string;
   /** What is left at the end of the stream. */
   abstract end(): Buffer | string;
+
+  /**
+   * A call that keeps its request log (request-log.ts): the answer is assembled from the events forwarded to the
+   * client. Its reader is wrapped, so that a stream read for its usage alone runs no code of it.
+   */
+  assembleInto(answer: AssembledAnswer): void {
+    const reader = this.reader;
+    const assemble = reader.assemble?.bind(reader);
+    if (!assemble) return;
+    this.reader = {
+      read: (event, state) => reader.read(event, state),
+      text: (event) => reader.text(event),
+      otherOutput: (event) => reader.otherOutput?.(event) ?? false,
+      forwarded: (event) => {
+        reader.forwarded(event);
+        assemble(event, answer);
+      },
+      ending: (state, cut) => reader.ending(state, cut),
+    };
+  }
 
   /** Output tokens the stream carried so far, as counted for its bound (sse-meter.ts's comment). */
   get outputSeen(): bigint {
@@ -89,7 +107,6 @@ export abstract class StreamMeter implements StreamState {
       this.otherEvents++;
     }
     reader.forwarded(parsed);
-    if (this.answer !== undefined) reader.assemble?.(parsed, this.answer);
     return true;
   }
 

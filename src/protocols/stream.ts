@@ -37,8 +37,8 @@ export interface AssembledToolCall {
 
 /**
  * A stream's answer assembled from its events, for a call that keeps its request log (docs/request-logs.md): its
- * text and its tool calls, not its frames; the text kept up to `max` bytes. Made only for such a call, so that a
- * stream read for its usage alone assembles nothing.
+ * text and its tool calls, not its frames; the text kept up to `max` bytes. Made only for such a call (the stream
+ * meter's assembleInto), so that a stream read for its usage alone assembles nothing.
  */
 export class AssembledAnswer {
   text = '';
