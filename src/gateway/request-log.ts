@@ -187,7 +187,7 @@ function allowed(headers: Record<string, string | string[] | undefined>, names: 
 }
 
 /** Every key of `secrets`, and anything that looks like a key, replaced. */
-export function scrub(text: string, secrets: readonly string[]): string {
+function scrub(text: string, secrets: readonly string[]): string {
   let out = text;
   for (const secret of secrets) if (out.includes(secret)) out = out.split(secret).join(REDACTED);
   return out.replace(KEY_LIKE, REDACTED);

@@ -12,7 +12,7 @@ export interface LoggedBody {
 }
 
 /** A tool call of a stream's answer, assembled from its deltas. */
-export interface LoggedToolCall {
+interface LoggedToolCall {
   id?: string | undefined;
   name: string;
   arguments: string;

@@ -5,7 +5,7 @@
  */
 import { AppError } from '../../errors.js';
 
-export type RequestLogMode = 'off' | 'all' | 'failed' | 'sampled';
+type RequestLogMode = 'off' | 'all' | 'failed' | 'sampled';
 
 export interface RequestLogPolicy {
   mode: RequestLogMode;
@@ -17,8 +17,8 @@ export interface RequestLogPolicy {
   retentionDays: number;
 }
 
-export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
-export const DEFAULT_RETENTION_DAYS = 7;
+const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
+const DEFAULT_RETENTION_DAYS = 7;
 
 /** What the contract lets through (its bounds are checked there too): the stored policy, its defaults filled in. */
 export interface RequestLogPolicyInput {
