@@ -147,7 +147,7 @@ export class CallFlow {
       watcher: call,
       rewriteJson: ctx.rewriteJson,
       failover: a.failover,
-      capture: call.log?.attempt(upstream.apiKey),
+      capture: call.log?.attempt(upstream.apiKey, upstream.maskedKey?.text),
     });
     // The answer's status is the upstream's once it began, unless the gateway refuses the answer instead (answer()).
     locals.upstreamAnswered = () => relay.status !== undefined;

@@ -135,9 +135,13 @@ export class CallLog {
     this.requestHeaders = headers;
   }
 
-  /** An attempt starts, with this provider key: its answer is the one kept (a route's last attempt's). */
-  attempt(providerKey: string): AnswerCapture {
+  /**
+   * An attempt starts, with this provider key (and the part of a structured secret an answer could echo: a Bedrock
+   * key's): its answer is the one kept (a route's last attempt's).
+   */
+  attempt(providerKey: string, visible: string | undefined): AnswerCapture {
     this.addSecret(providerKey);
+    if (visible !== undefined) this.addSecret(visible);
     return (this.capture = new AnswerCapture(this.room));
   }
 
