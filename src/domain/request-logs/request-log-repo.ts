@@ -17,15 +17,14 @@ export function createRequestLogRepo(db: Queryable) {
       return q<RequestLogRow>('request_logs').where({ invocation_id: invocationId }).first();
     },
 
-    /** Removes up to `limit` logs expired by `now`; returns how many. */
+    /** Removes up to `limit` logs expired by `now`, the longest expired first; returns how many. */
     async deleteExpired(now: Date, limit: number, q: Queryable = db): Promise<number> {
-      const result = await q.raw<{ rowCount: number }>(
-        `delete from request_logs
-          where (invocation_id, created_at) in (
-            select invocation_id, created_at from request_logs where expires_at <= ? order by expires_at limit ?)`,
-        [now, limit],
-      );
-      return result.rowCount ?? 0;
+      const batch = q('request_logs')
+        .select('invocation_id', 'created_at')
+        .where('expires_at', '<=', now)
+        .orderBy('expires_at')
+        .limit(limit);
+      return q('request_logs').whereIn(['invocation_id', 'created_at'], batch).delete();
     },
   };
 }
