@@ -21,6 +21,7 @@ const unit = [
   'test/billing/signature.test.ts',
   'test/events/webhook-signature.test.ts',
   'test/gateway/bedrock-protocol.test.ts',
+  'test/gateway/call-recorder-logs.test.ts',
   'test/gateway/call-spend.test.ts',
   'test/gateway/charge.test.ts',
   'test/gateway/first-wave.test.ts',
