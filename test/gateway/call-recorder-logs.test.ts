@@ -25,7 +25,7 @@ function recorder(write: (entries: RequestLogEntry[]) => Promise<void>) {
   const counted = { written: 0, dropped: { pressure: 0, failed: 0 } as Record<LogDropped, number>, statements: [] as number[] };
   const r = new CallRecorder({
     repo: { record: async () => {} },
-    keys: { touchLastRequest: async () => {} },
+    keys: { touchLastRequest: async () => true },
     logger: quiet,
     written: () => {},
     events: {
