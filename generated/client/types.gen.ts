@@ -1630,7 +1630,7 @@ export type RequestLogDto = {
     expiresAt: DateTime;
     request: RequestLogBodyDto;
     /**
-     * The answer; null when the call was refused before a provider was called.
+     * The answer; null when none came (the call was refused before a provider was called, or the provider did not answer).
      */
     response: null | RequestLogAnswerDto;
 };

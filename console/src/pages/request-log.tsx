@@ -94,7 +94,7 @@ export function RequestLog({ client, invocationId }: { client: Client; invocatio
           ) : null}
         </>
       ) : (
-        <Empty>No answer: the call was refused before a provider was called.</Empty>
+        <Empty>No answer: the call was refused before a provider was called, or the provider did not answer.</Empty>
       )}
     </>
   );
