@@ -62,6 +62,8 @@ export interface CallStart {
   uncappedTarget?: boolean | undefined;
   /** A route's request log policy, over its plan's and workspace's (request-log.ts). */
   routeLog?: RequestLogPolicy | null | undefined;
+  /** A Realtime session's: its frames are no request and answer, and keep no request log. */
+  session?: boolean | undefined;
 }
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
@@ -122,7 +124,7 @@ export class MeteredCall implements ResponseWatcher, Linked<MeteredCall> {
       metered: inspector !== undefined,
       routeId: start.routeId,
     };
-    const policy = logPolicyFor(start.routeLog, row.plan_request_log, row.workspace_request_log);
+    const policy = start.session ? undefined : logPolicyFor(start.routeLog, row.plan_request_log, row.workspace_request_log);
     this.log = policy && new CallLog(policy, start.credential);
   }
 

@@ -246,6 +246,7 @@ export function createRealtime(deps: RealtimeDeps) {
       t0: locals.startedAt,
       trace: undefined,
       credential: key,
+      session: true,
     });
     let upstream: WebSocket;
     try {
