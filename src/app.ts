@@ -248,6 +248,7 @@ function buildGateway({ config, db, services, clock, logger, metrics, tracer }: 
     clock,
     logger,
     hasher: services.hasher,
+    secretBox: services.secretBox,
     changes: services.changes,
     metrics,
     checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),

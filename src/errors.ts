@@ -53,6 +53,7 @@ const errorStatus = {
   access_not_found: 404,
   inference_key_not_found: 404,
   invocation_not_found: 404,
+  request_log_not_found: 404,
   billing_connection_not_found: 404,
   product_mapping_not_found: 404,
   webhook_event_not_found: 404,

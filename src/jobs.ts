@@ -45,6 +45,7 @@ type JobName =
   | 'access-expiry'
   | 'key-expiry'
   | 'idempotency-purge'
+  | 'request-log-sweep'
   | 'webhook-delivery'
   | 'billing'
   | 'spool-recovery'
@@ -155,6 +156,13 @@ function sweeps({ services, gateway, config, logger }: JobsDeps): Loop<unknown>[
       ...every(10 * MINUTE_MS),
       failure: 'idempotency purge failed',
       run: () => services.idempotency.purgeExpired(),
+    },
+    {
+      // Request logs past their policy's retention (docs/request-logs.md): removed in bounded batches.
+      name: 'request-log-sweep',
+      ...every(MINUTE_MS),
+      failure: 'request log sweep failed',
+      run: () => services.requestLogs.sweepExpired(),
     },
     {
       // The keys entering their last days: inference_key.expiring, once per key.

@@ -46,6 +46,7 @@ export const errorCodes = [
   'access_not_found',
   'inference_key_not_found',
   'invocation_not_found',
+  'request_log_not_found',
   'billing_connection_not_found',
   'product_mapping_not_found',
   'webhook_event_not_found',

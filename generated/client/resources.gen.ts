@@ -276,7 +276,7 @@ export class RoutesResource extends NexusResource {
 }
 
 /**
- * Plans: setPassthroughClasses, list, create, get, update, publish, createQuotaStrategy, listStrategies, getStrategy, publishStrategy, listStrategyBindings, bindStrategy, closeStrategyBinding, setRateLimits.
+ * Plans: setPassthroughClasses, list, create, get, update, publish, createQuotaStrategy, listStrategies, getStrategy, publishStrategy, listStrategyBindings, bindStrategy, closeStrategyBinding, setRateLimits, setRequestLog.
  *
  * Plans, versioned quota strategies and their bindings.
  */
@@ -452,6 +452,20 @@ export class PlansResource extends NexusResource {
   setRateLimits(planId: string, body: Params<NonNullable<types.SetPlanRateLimitsData['body']>>, options?: RequestOptions): NexusPromise<types.SetPlanRateLimitsResponses[keyof types.SetPlanRateLimitsResponses]> {
     return this._core._call<types.SetPlanRateLimitsResponses[keyof types.SetPlanRateLimitsResponses]>(sdk.setPlanRateLimits, { path: { planId }, body }, options);
   }
+
+  /**
+   * Set a plan's request log policy
+   *
+   * Sets (or, with null, removes) the request log policy of the plan's calls, whatever the plan's status: a
+   * route's policy comes first, then the plan's, then the workspace's. The change is audited
+   * (`plan.request_log_changed`, before and after) and applies to the next call on every gateway process. An
+   * archived workspace answers 409 `workspace_archived`.
+   *
+   * `PUT /admin/v1/plans/{planId}/request-log` (`setPlanRequestLog` in the function API)
+   */
+  setRequestLog(planId: string, body: Params<NonNullable<types.SetPlanRequestLogData['body']>>, options?: RequestOptions): NexusPromise<types.SetPlanRequestLogResponses[keyof types.SetPlanRequestLogResponses]> {
+    return this._core._call<types.SetPlanRequestLogResponses[keyof types.SetPlanRequestLogResponses]>(sdk.setPlanRequestLog, { path: { planId }, body }, options);
+  }
 }
 
 /**
@@ -604,7 +618,7 @@ export class WorkspaceAccessesResource extends NexusResource {
 }
 
 /**
- * Usage: listAuditLogs, listInvocations, getInvocation, listEvents, getSummary.
+ * Usage: listAuditLogs, getInvocationLog, listInvocations, getInvocation, listEvents, getSummary.
  *
  * Invocations, usage events and the audit trail.
  */
@@ -619,6 +633,22 @@ export class UsageResource extends NexusResource {
    */
   listAuditLogs(workspaceId: string, query?: Params<types.ListAuditLogsData['query']>, options?: RequestOptions): PagePromise<types.ListAuditLogsResponses[200][number]> {
     return this._core._list<types.ListAuditLogsResponses[200][number]>(sdk.listAuditLogs, { path: { workspaceId }, query }, options);
+  }
+
+  /**
+   * Get a call's request log
+   *
+   * The request and the answer of a gateway call, as kept by its request log policy (RequestLogPolicy): its
+   * request's body and allow-listed headers, and its answer's (a stream's answer assembled: its text and tool
+   * calls, not its frames). Each body is cut at the policy's `maxBodyBytes` (`truncated` says so), and neither the
+   * provider's key nor the caller's inference key is ever in it. 404 `request_log_not_found` when the call kept
+   * none (no policy, not sampled, a success under `failed`, dropped under pressure, or expired), or is another
+   * workspace's.
+   *
+   * `GET /admin/v1/invocations/{invocationId}/log` (`getInvocationLog` in the function API)
+   */
+  getInvocationLog(invocationId: string, options?: RequestOptions): NexusPromise<types.GetInvocationLogResponses[keyof types.GetInvocationLogResponses]> {
+    return this._core._call<types.GetInvocationLogResponses[keyof types.GetInvocationLogResponses]>(sdk.getInvocationLog, { path: { invocationId } }, options);
   }
 
   /**

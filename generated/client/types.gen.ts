@@ -1057,6 +1057,12 @@ export type WorkspacePlanDto = {
      *
      */
     passthroughClasses: PassthroughClasses;
+    /**
+     * Whether the plan's calls keep their request and answer bodies (docs/request-logs.md), over the workspace's
+     * policy; null: the workspace's applies. Changed on a plan of any status with `setPlanRequestLog`.
+     *
+     */
+    requestLog?: null | RequestLogPolicy;
 };
 
 /**
@@ -1622,6 +1628,95 @@ export type ProviderCheckResultDto = OperationResponseDto & {
 };
 
 /**
+ * Which calls keep their request and answer: `all`; `failed` (a call whose status is not SUCCEEDED);
+ * `sampled` (a fraction of calls, `sampleRate`, drawn when the call opens); `off` (none: set on a route or a plan,
+ * it overrides the workspace's policy).
+ *
+ */
+export type RequestLogMode = 'off' | 'all' | 'failed' | 'sampled';
+
+/**
+ * Whether a scope's gateway calls keep their request and answer bodies. A route's policy comes first, then the
+ * plan's, then the workspace's; null on a scope leaves it to the next.
+ *
+ */
+export type RequestLogPolicy = {
+    mode: RequestLogMode;
+    /**
+     * With `sampled` (and only then, where it is required), the fraction of calls kept.
+     */
+    sampleRate?: number;
+    /**
+     * Each body (the request's, the answer's) is kept up to this many bytes of UTF-8, then cut.
+     */
+    maxBodyBytes?: number;
+    /**
+     * How long a log is kept, from its call's start; then removed.
+     */
+    retentionDays?: number;
+};
+
+export type PlanRequestLogDto = {
+    /**
+     * The plan's policy; null removes it (the workspace's applies).
+     */
+    requestLog: null | RequestLogPolicy;
+};
+
+export type RequestLogBodyDto = {
+    /**
+     * The headers of an allow-list (content type, request ids, API versions...); never a key.
+     */
+    headers: {
+        [key: string]: string;
+    };
+    /**
+     * The body as UTF-8 text, cut at the policy's maxBodyBytes; any key it echoed replaced by `[redacted]`.
+     */
+    body: string;
+    /**
+     * The body's whole size in bytes, before the cut.
+     */
+    bytes: number;
+    /**
+     * The body was cut at maxBodyBytes.
+     */
+    truncated: boolean;
+};
+
+export type RequestLogAnswerDto = RequestLogBodyDto & {
+    /**
+     * The provider's HTTP status; null when no answer came.
+     */
+    status: number | null;
+    /**
+     * The answer was a stream: `body` is its text assembled from its events, and `toolCalls` its tool
+     * calls (their names and arguments), not the frames as they came.
+     *
+     */
+    assembled: boolean;
+    toolCalls?: Array<RequestLogToolCallDto>;
+};
+
+export type RequestLogToolCallDto = {
+    id?: string;
+    name: string;
+    arguments: string;
+};
+
+export type RequestLogDto = {
+    invocationId: string;
+    workspaceId: string;
+    createdAt: DateTime;
+    expiresAt: DateTime;
+    request: RequestLogBodyDto;
+    /**
+     * The answer; null when none came (the call was refused before a provider was called, or the provider did not answer).
+     */
+    response: null | RequestLogAnswerDto;
+};
+
+/**
  * `fallback`: the targets in order. `loadbalance`: one drawn by weight, the others in order after it.
  * `least-busy`: the one with the fewest calls in flight on this process (ties by order).
  *
@@ -1707,6 +1802,10 @@ export type UpdateRouteDto = {
     breaker?: RouteBreakerDto;
     tryWhenAllOpen?: boolean;
     metadata?: Metadata;
+    /**
+     * The route's request log policy (RequestLogPolicy), over its plan's and workspace's; null removes it.
+     */
+    requestLog?: null | RequestLogPolicy;
 };
 
 export type RouteDto = {
@@ -1725,6 +1824,12 @@ export type RouteDto = {
     breaker: RouteBreakerDto;
     tryWhenAllOpen: boolean;
     metadata?: Metadata;
+    /**
+     * Whether the route's calls keep their request and answer bodies (docs/request-logs.md), over their plan's
+     * and workspace's policy; null: theirs apply.
+     *
+     */
+    requestLog?: null | RequestLogPolicy;
     createdAt: DateTime;
     updatedAt: DateTime;
     archivedAt?: DateTime;
@@ -2496,6 +2601,12 @@ export type WorkspaceDto = {
      */
     passthroughClasses: PassthroughClasses;
     /**
+     * Whether the workspace's gateway calls keep their request and answer bodies (docs/request-logs.md); null:
+     * none, unless a plan or a route asks for them.
+     *
+     */
+    requestLog?: null | RequestLogPolicy;
+    /**
      * The currency of the workspace's prices, costs and budget (ISO 4217; default USD).
      */
     currency?: CurrencyCode;
@@ -2536,6 +2647,10 @@ export type UpdateWorkspaceDto = {
      * Replaces the classes of unmetered gateway paths the workspace's calls may take; `[]` lets none through.
      */
     passthroughClasses?: PassthroughClasses;
+    /**
+     * The workspace's request log policy (RequestLogPolicy); null removes it. Audited with the change.
+     */
+    requestLog?: null | RequestLogPolicy;
     /**
      * The workspace's currency (ISO 4217). It cannot change once the workspace has prices (409 `conflict`).
      */
@@ -7448,6 +7563,108 @@ export type SetPlanRateLimitsResponses = {
 };
 
 export type SetPlanRateLimitsResponse = SetPlanRateLimitsResponses[keyof SetPlanRateLimitsResponses];
+
+export type GetInvocationLogData = {
+    body?: never;
+    path: {
+        invocationId: string;
+    };
+    query?: never;
+    url: '/admin/v1/invocations/{invocationId}/log';
+};
+
+export type GetInvocationLogErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetInvocationLogError = GetInvocationLogErrors[keyof GetInvocationLogErrors];
+
+export type GetInvocationLogResponses = {
+    /**
+     * The call's request log.
+     */
+    200: RequestLogDto;
+};
+
+export type GetInvocationLogResponse = GetInvocationLogResponses[keyof GetInvocationLogResponses];
+
+export type SetPlanRequestLogData = {
+    body: PlanRequestLogDto;
+    path: {
+        planId: string;
+    };
+    query?: never;
+    url: '/admin/v1/plans/{planId}/request-log';
+};
+
+export type SetPlanRequestLogErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * The body is larger than the configured limit.
+     */
+    413: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type SetPlanRequestLogError = SetPlanRequestLogErrors[keyof SetPlanRequestLogErrors];
+
+export type SetPlanRequestLogResponses = {
+    /**
+     * The plan, with its new policy.
+     */
+    200: WorkspacePlanDto;
+};
+
+export type SetPlanRequestLogResponse = SetPlanRequestLogResponses[keyof SetPlanRequestLogResponses];
 
 export type ListRoutesData = {
     body?: never;

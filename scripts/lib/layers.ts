@@ -90,6 +90,7 @@ const DOMAIN: Layer[][] = [
     { name: 'domain/idempotency', paths: ['src/domain/idempotency/'] },
     { name: 'domain/management-keys', paths: ['src/domain/management-keys/'] },
     { name: 'domain/people', paths: ['src/domain/people/'] },
+    { name: 'domain/request-logs', paths: ['src/domain/request-logs/'] },
   ],
   // The record statement: a batch of calls settled, charged, priced, rolled up, its thresholds raised.
   [{ name: 'domain/recording', paths: ['src/domain/recording/'] }],

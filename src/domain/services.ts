@@ -27,6 +27,8 @@ import { createRouteRepo } from './routes/route-repo.js';
 import { createRouteService } from './routes/route-service.js';
 import { createInvocationRepo } from './invocations/invocation-repo.js';
 import { createInvocationService } from './invocations/invocation-service.js';
+import { createRequestLogRepo } from './request-logs/request-log-repo.js';
+import { createRequestLogService } from './request-logs/request-log-service.js';
 import { createExportSlots } from './invocations/export-slots.js';
 import { createIdempotencyRepo } from './idempotency/idempotency-repo.js';
 import { createIdempotencyService } from './idempotency/idempotency-service.js';
@@ -124,7 +126,14 @@ export function createDomain(deps: ServiceDeps) {
     events,
   });
   const invocationRepo = createInvocationRepo(db);
-  const invocations = createInvocationService({ invocationRepo, workspaces, clock, exportSlots: createExportSlots(config.exportsAtOnce) });
+  const requestLogs = createRequestLogService({ requestLogRepo: createRequestLogRepo(db), secretBox, clock });
+  const invocations = createInvocationService({
+    invocationRepo,
+    workspaces,
+    clock,
+    exportSlots: createExportSlots(config.exportsAtOnce),
+    requestLogs,
+  });
   const auditLogs = createAuditQueryService({ auditRepo, workspaces });
   const providerConnectionRepo = createProviderConnectionRepo(db);
   const providerConnections = createProviderConnectionService({
@@ -180,6 +189,7 @@ export function createDomain(deps: ServiceDeps) {
     plans,
     accesses,
     invocations,
+    requestLogs,
     auditLogs,
     providerConnections,
     routes,

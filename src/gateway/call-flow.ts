@@ -96,6 +96,7 @@ export class CallFlow {
   /** The call admitted, sent upstream and answered; or refused, its refusal answered and recorded. */
   async run(ctx: CallContext): Promise<void> {
     try {
+      ctx.call.log?.request(ctx.req.rawHeaders);
       const body = await admit(this.deps.meter, ctx);
       const { call } = ctx;
       if (ctx.route) return await this.routes.relayRoute(ctx, body, ctx.route, ctx.usable!);
@@ -146,6 +147,7 @@ export class CallFlow {
       watcher: call,
       rewriteJson: ctx.rewriteJson,
       failover: a.failover,
+      capture: call.log?.attempt(upstream.apiKey, upstream.maskedKey?.text),
     });
     // The answer's status is the upstream's once it began, unless the gateway refuses the answer instead (answer()).
     locals.upstreamAnswered = () => relay.status !== undefined;

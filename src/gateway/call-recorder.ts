@@ -15,12 +15,18 @@
  * or, while it runs, within CLAIM_EVERY_MS of the first process's end. Writing a record twice records it once (the statement is
  * idempotent by invocation id). A record the database refuses for another
  * reason is retried alone with backoff, then given up with an error log.
+ *
+ * Request logs (request-log.ts) ride with the records: written after each batch, in one statement of their own,
+ * sealed then. Unlike a record, a log is given up rather than waited for: at most MAX_LOGS_WAITING logs of about
+ * MAX_LOG_BYTES_WAITING wait in memory (never in the spool), one more is dropped and counted, and a batch the
+ * database refuses is dropped and counted too.
  */
 import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import { withRetries } from '../db/retry.js';
 import { isDatabaseUnavailable } from '../database-unavailable.js';
 import type { InferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
 import type { Admission } from '../domain/quota/quota-leases.js';
+import type { RequestLogEntry } from '../domain/request-logs/request-log-types.js';
 import type { Logger } from '../observability/logger.js';
 import type { CallRows } from './call-repo.js';
 import type { Spool } from './spool.js';
@@ -47,6 +53,20 @@ const PROBE_FIRST_MS = 250;
 const PROBE_MAX_MS = 5000;
 /** How often a running process looks for spool files left by this host's processes that are gone. */
 const CLAIM_EVERY_MS = 2000;
+/** Request logs waiting to be written, at most: their count and their bytes (about). */
+const MAX_LOGS_WAITING = 1000;
+const MAX_LOG_BYTES_WAITING = 32 * 1024 * 1024;
+const MAX_LOG_BATCH = 100;
+
+/** A call's request log, its entry made when it is written (request-log.ts). */
+export interface PendingLog {
+  /** About what it holds in memory. */
+  size: number;
+  entry(): RequestLogEntry;
+}
+
+/** Why a request log was not written: too many waiting, or its batch failed. */
+export type LogDropped = 'pressure' | 'failed';
 
 export interface RecorderStats {
   /** Records waiting in memory to be written. */
@@ -63,6 +83,9 @@ interface RecorderEvents {
   /** unavailable: a write found the database away; refused: a batch refused (retried one by one); given_up: a record refused alone. */
   failure(kind: 'unavailable' | 'refused' | 'given_up'): void;
   spooled(records: number): void;
+  /** Request logs written, and dropped (and why). */
+  logsWritten(count: number): void;
+  logsDropped(reason: LogDropped, count: number): void;
 }
 
 export interface CallRecorderDeps {
@@ -76,10 +99,14 @@ export interface CallRecorderDeps {
   spool?: Spool | undefined;
   /** Metrics: told of each batch written (its size), of each failed write, and of the records spooled. */
   events?: RecorderEvents | undefined;
+  /** Seals and writes a batch of request logs (gateway-parts.ts); none: logs are dropped. */
+  logs?: { write(entries: RequestLogEntry[]): Promise<void> } | undefined;
 }
 
 export class CallRecorder {
   private readonly queue: CallRecord[] = [];
+  private readonly logs: PendingLog[] = [];
+  private logBytes = 0;
   private readonly pending = new Set<Promise<void>>();
   private flushing: Promise<void> | null = null;
   private readonly keyTouchedAt = new Map<string, number>();
@@ -103,6 +130,17 @@ export class CallRecorder {
     this.queue.push(record);
     this.schedule();
     if (!this.outage && this.keyDue(record.keyId, record.lastRequestAt, now)) this.track(this.touchKey(record.keyId, now));
+  }
+
+  /** A call's request log: written after the next batch, or dropped and counted when too many wait. */
+  log(pending: PendingLog): void {
+    if (!this.deps.logs || this.logs.length >= MAX_LOGS_WAITING || this.logBytes + pending.size > MAX_LOG_BYTES_WAITING) {
+      this.deps.events?.logsDropped('pressure', 1);
+      return;
+    }
+    this.logs.push(pending);
+    this.logBytes += pending.size;
+    this.schedule();
   }
 
   /** Writes the records a process that stopped left in the spool (at start). */
@@ -131,9 +169,10 @@ export class CallRecorder {
         clearTimeout(this.probe);
         clearInterval(this.spill);
         await this.spillQueue();
+        this.dropLogs(this.logs.length, 'failed');
         return;
       }
-      if (!this.pending.size && !this.queue.length) return;
+      if (!this.pending.size && !this.queue.length && !this.logs.length) return;
       if (!this.pending.size) this.schedule();
       await Promise.allSettled([...this.pending]);
     }
@@ -262,6 +301,30 @@ export class CallRecorder {
       this.deps.events?.batch(batch.length);
       this.written(batch);
     }
+    if (!this.outage) await this.flushLogs();
+  }
+
+  /** The request logs waiting, their entries made and sealed now, a statement per MAX_LOG_BATCH; a failed one is dropped. */
+  private async flushLogs(): Promise<void> {
+    const { logs, events, logger } = this.deps;
+    while (this.logs.length && logs) {
+      const batch = this.logs.splice(0, MAX_LOG_BATCH);
+      for (const pending of batch) this.logBytes -= pending.size;
+      try {
+        await logs.write(batch.map((pending) => pending.entry()));
+        events?.logsWritten(batch.length);
+      } catch (err) {
+        events?.logsDropped('failed', batch.length);
+        logger.warn({ msg: 'request logs could not be written and are dropped', logs: batch.length, error: (err as Error).message });
+      }
+    }
+  }
+
+  private dropLogs(count: number, reason: LogDropped): void {
+    if (!count) return;
+    this.logs.splice(0, count);
+    this.logBytes = 0;
+    this.deps.events?.logsDropped(reason, count);
   }
 
   private schedule(): void {
@@ -272,7 +335,7 @@ export class CallRecorder {
       .then(() => this.flush())
       .finally(() => {
         this.flushing = null;
-        if (this.queue.length) this.schedule();
+        if (this.queue.length || (this.logs.length && !this.outage)) this.schedule();
       });
     this.track(this.flushing);
   }

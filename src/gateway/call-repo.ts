@@ -16,6 +16,7 @@ import type { Db } from '../db/database.js';
 import { jsonArray, RowJson } from '../db/row-json.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Pricing } from '../domain/quota/model-pricing.js';
+import type { RequestLogPolicy } from '../domain/workspaces/request-log-policy.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
 import type { ConnectionRetry } from '../domain/provider-connections/connection-retry.js';
 import { KIND_COLUMN_TYPES, KIND_COLUMNS } from '../domain/recording/kind-sql.js';
@@ -92,6 +93,9 @@ export interface AuthRow {
   period_start: Date | null;
   /** While now is before it, the workspace's hard spend budget is crossed: metered calls are refused (402). */
   budget_exceeded_until: Date | null;
+  /** Whether the call keeps its request and answer (request-log.ts): the plan's policy over the workspace's; null: none. */
+  workspace_request_log: RequestLogPolicy | null;
+  plan_request_log: RequestLogPolicy | null;
 }
 
 const LOOKUP = `
@@ -104,6 +108,7 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
        p.period_start,
        w.status as workspace_status, w.allow_unmetered_passthrough,
        w.passthrough_classes as workspace_passthrough_classes, pl.passthrough_classes as plan_passthrough_classes,
+       w.request_log as workspace_request_log, pl.request_log as plan_request_log,
        c.id as connection_id, c.protocol_profile, c.base_url, c.status as connection_status,
        c.api_key_ciphertext, c.api_key_key_id, c.upstream_timeout_ms, c.retry as connection_retry,
        c.enforces_output_cap as connection_enforces_output_cap,

@@ -18,6 +18,10 @@ import { createQuotaRepo } from '../domain/quota/quota-repo.js';
 import { createRateAllowances } from '../domain/rate-limits/rate-allowances.js';
 import { createRateRepo } from '../domain/rate-limits/rate-repo.js';
 import type { KeyHasher } from '../domain/security/key-hash.js';
+import type { SecretBox } from '../domain/security/secret-box.js';
+import { createRequestLogRepo } from '../domain/request-logs/request-log-repo.js';
+import { sealRequestLog } from '../domain/request-logs/request-log-seal.js';
+import type { RequestLogEntry } from '../domain/request-logs/request-log-types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { createAuthCache } from './auth-cache.js';
@@ -44,6 +48,8 @@ export interface GatewayPartsDeps {
   clock: Clock;
   logger: Logger;
   hasher: KeyHasher;
+  /** The connection secrets' key: request logs are sealed with it. */
+  secretBox: SecretBox;
   /** Changes that decide a call: the cache drops what they touch; output bounds learned travel through it. */
   changes: ChangeFeed;
   /** Where the gateway counts what it does beyond the request metrics (optional: tests build gateways without). */
@@ -52,6 +58,12 @@ export interface GatewayPartsDeps {
   checkBudgets?: ((workspaceIds: string[]) => Promise<void>) | undefined;
   /** Told of every route breaker transition this process makes (docs/routes.md). */
   onBreakerTransition?: ((transition: BreakerTransition) => void) | undefined;
+}
+
+/** Request logs sealed and written in one statement per batch (the recorder's, off the calls' path). */
+function requestLogWriter(db: Db, secretBox: SecretBox) {
+  const repo = createRequestLogRepo(db);
+  return { write: (entries: RequestLogEntry[]) => repo.insert(entries.map((entry) => sealRequestLog(secretBox, entry))) };
 }
 
 export function createGatewayParts(deps: GatewayPartsDeps) {
@@ -97,7 +109,10 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
       batch: metrics.recorderBatch,
       failure: metrics.recorderFailure,
       spooled: metrics.recorderSpooled,
+      logsWritten: metrics.requestLogsWritten,
+      logsDropped: metrics.requestLogsDropped,
     },
+    logs: requestLogWriter(db, deps.secretBox),
   });
   const meter = new CallMeter({
     repo,

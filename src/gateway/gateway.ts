@@ -109,6 +109,7 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
       credential,
       routeModel: undefined,
       routeId: route?.id,
+      routeLog: route?.request_log,
       boundConnections: usable && [...usable.keys()],
       uncappedTarget: usable && [...usable.values()].some((e) => e.row!.connection_enforces_output_cap === false),
     };

@@ -31,6 +31,8 @@ import type { CallTrace } from './call-trace.js';
 import { modelNamedIn, type Inspector, type PreparedCall } from '../protocols/inspectors.js';
 import { invocationRecord, MAX_NAME_LENGTH, type CallAttempted, type CallOpened, type CallOutcome } from './invocation-record.js';
 import type { Relay } from './relay.js';
+import { CallLog, logPolicyFor } from './request-log.js';
+import type { RequestLogPolicy } from '../domain/workspaces/request-log-policy.js';
 import type { ResponseWatcher } from './relay-answer.js';
 
 /** What the gateway knows of a call when it opens it. */
@@ -56,6 +58,10 @@ export interface CallStart {
   boundConnections?: readonly string[] | undefined;
   /** A route's: one of its targets does not enforce the output cap it is sent (the call is admitted as on that one). */
   uncappedTarget?: boolean | undefined;
+  /** A route's request log policy, over its plan's and workspace's (request-log.ts). */
+  routeLog?: RequestLogPolicy | null | undefined;
+  /** A Realtime session's: its frames are no request and answer, and keep no request log. */
+  session?: boolean | undefined;
 }
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
@@ -79,6 +85,8 @@ export class MeteredCall implements ResponseWatcher, RunningCall {
   listNext: RunningCall | null = null;
   /** What it was opened with; a route's call names the target that answers (started()). */
   private opened: CallOpened;
+  /** Its request log, when its route, plan or workspace keeps them (request-log.ts); none: nothing is taken. */
+  readonly log: CallLog | undefined;
 
   constructor(
     private readonly meter: CallMeter,
@@ -105,6 +113,8 @@ export class MeteredCall implements ResponseWatcher, RunningCall {
       metered: inspector !== undefined,
       routeId: start.routeId,
     };
+    const policy = start.session ? undefined : logPolicyFor(start.routeLog, row.plan_request_log, row.workspace_request_log);
+    this.log = policy && new CallLog(policy, start.credential);
   }
 
   /** The key's row the call runs on, authorized (read again if admission found its period over). */
@@ -354,6 +364,13 @@ export class MeteredCall implements ResponseWatcher, RunningCall {
     this.record(outcome, null, now, appError.status, appError.status >= 500 && !(err instanceof AppError) ? err : undefined);
   }
 
+  /** Its request log goes to the recorder, which makes its entry when it writes it (or drops it under pressure). */
+  private handLog(log: CallLog): void {
+    const { id, workspaceId, startedAt } = this.opened;
+    const raw = this.admitted.raw;
+    this.meter.recorder.log({ size: log.size(raw), entry: () => log.entry(id, workspaceId, startedAt, raw) });
+  }
+
   /** Gives its place in the first wave up (`answered`: a JSON answer's usage was read). */
   private leaveFirstWave(answered: boolean): void {
     this.meter.firstWave.leave(this.admitted.firstWave!, answered);
@@ -391,6 +408,7 @@ export class MeteredCall implements ResponseWatcher, RunningCall {
       },
       now,
     );
+    if (this.log !== undefined && this.log.keeps(invocation.status)) this.handLog(this.log);
     // Observed once the record is handed over: whatever the report does, the call is recorded.
     this.meter.report?.(invocation, consumed, httpStatus, cause);
   }

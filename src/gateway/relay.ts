@@ -141,6 +141,11 @@ export class Relay extends AnswerRead implements Dispatcher.DispatchHandler {
     } else if (status >= 400 && !isStream) {
       this.errorChunks = [];
     }
+    const capture = this.options.capture;
+    if (capture) {
+      capture.head(status, headers);
+      if (this.meter) this.meter.assembleInto(capture.stream());
+    }
     const out = this.options.answerHeaders;
     if (headers['x-request-id'] === undefined) out.push('x-request-id', this.options.requestId);
     clientHeaderList(headers, out, this.options.passedBack);
@@ -212,6 +217,8 @@ export class Relay extends AnswerRead implements Dispatcher.DispatchHandler {
 
   /** The answer's bytes (decoded), on their way to the client; false when the client cannot take more now. */
   private take(chunk: Buffer): boolean {
+    // A call that keeps its request log takes the answer's bytes (a stream's is assembled by its meter instead).
+    if (this.options.capture !== undefined && this.meter === null) this.options.capture.push(chunk);
     if (this.held) {
       this.held.push(chunk);
       return true;

@@ -6,7 +6,7 @@
  * meterEvent, and forwards what it keeps. The counting rules are sse-meter.ts's comment.
  */
 import type { Inspector, PreparedCall, Usage } from '../protocols/inspectors.js';
-import type { StreamReader, StreamState } from '../protocols/stream.js';
+import type { AssembledAnswer, StreamReader, StreamState } from '../protocols/stream.js';
 
 /** Bytes of output text counted as one token by the estimate: about twice what a BPE token averages. */
 const BYTES_PER_TOKEN = 8;
@@ -34,7 +34,7 @@ export abstract class StreamMeter implements StreamState {
   /** Events carrying output that is not text (an audio or image delta: the reader's otherOutput). */
   private otherEvents = 0;
   /** The protocol's reading of the stream's events (its usage, its output text, the end of a cut stream). */
-  private readonly reader: StreamReader;
+  private reader: StreamReader;
 
   constructor(
     inspector: Inspector,
@@ -47,6 +47,26 @@ export abstract class StreamMeter implements StreamState {
   abstract push(chunk: Buffer): Buffer | string;
   /** What is left at the end of the stream. */
   abstract end(): Buffer | string;
+
+  /**
+   * A call that keeps its request log (request-log.ts): the answer is assembled from the events forwarded to the
+   * client. Its reader is wrapped, so that a stream read for its usage alone runs no code of it.
+   */
+  assembleInto(answer: AssembledAnswer): void {
+    const reader = this.reader;
+    const assemble = reader.assemble?.bind(reader);
+    if (!assemble) return;
+    this.reader = {
+      read: (event, state) => reader.read(event, state),
+      text: (event) => reader.text(event),
+      otherOutput: (event) => reader.otherOutput?.(event) ?? false,
+      forwarded: (event) => {
+        reader.forwarded(event);
+        assemble(event, answer);
+      },
+      ending: (state, cut) => reader.ending(state, cut),
+    };
+  }
 
   /** Output tokens the stream carried so far, as counted for its bound (sse-meter.ts's comment). */
   get outputSeen(): bigint {

@@ -69,6 +69,7 @@ export const OPERATION_ROLES: Readonly<Record<string, readonly WorkspaceRole[]>>
   updatePlan: BUILD,
   publishPlan: BUILD,
   setPlanRateLimits: BUILD,
+  setPlanRequestLog: BUILD,
   setPlanPassthroughClasses: BUILD,
   listPlanStrategies: EVERYONE,
   getPlanStrategy: EVERYONE,
@@ -94,6 +95,8 @@ export const OPERATION_ROLES: Readonly<Record<string, readonly WorkspaceRole[]>>
   // Calls, usage and spend
   listInvocations: EVERYONE,
   getInvocation: EVERYONE,
+  // Bodies may hold what end users wrote: those who build and support, not every reader.
+  getInvocationLog: SUPPORT,
   exportInvocations: EVERYONE,
   listUsageEvents: EVERYONE,
   getUsageSummary: EVERYONE,

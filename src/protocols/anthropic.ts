@@ -3,7 +3,7 @@ import { fields, FOREIGN, walkBody, type InputTally } from './input-estimate.js'
 import { bytesOf, defineProtocol, type Protocol, modelRoutes } from './protocol.js';
 import { resource } from './passthrough.js';
 import { big, bigOrAbsent, type Usage } from './usage.js';
-import { sseEvent, type StreamCut, type StreamReader, type StreamState } from './stream.js';
+import { sseEvent, type AssembledAnswer, type StreamCut, type StreamReader, type StreamState } from './stream.js';
 
 type Json = Record<string, any>;
 
@@ -54,6 +54,16 @@ class MessagesStream implements StreamReader {
     if (event.type !== 'content_block_delta' || !event.delta || typeof event.delta !== 'object') return 0;
     const d = event.delta as Json;
     return bytesOf(d.text) + bytesOf(d.partial_json) + bytesOf(d.thinking);
+  }
+
+  /** Its text deltas, and its tool_use blocks (started with their id and name, their input by JSON deltas). */
+  assemble(event: Json, answer: AssembledAnswer): void {
+    if (typeof event.index !== 'number') return;
+    if (event.type === 'content_block_start' && event.content_block?.type === 'tool_use')
+      answer.tool(event.index, event.content_block.id, event.content_block.name, '');
+    else if (event.type === 'content_block_delta' && event.delta?.type === 'text_delta') answer.addText(event.delta.text);
+    else if (event.type === 'content_block_delta' && event.delta?.type === 'input_json_delta')
+      answer.tool(event.index, undefined, undefined, event.delta.partial_json);
   }
 
   forwarded(event: Json): void {

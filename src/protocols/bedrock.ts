@@ -20,7 +20,7 @@ import { eventFrame } from './event-stream.js';
 import { bytesOf, defineProtocol, type Protocol, type SignedRequest } from './protocol.js';
 import { resource } from './passthrough.js';
 import { big, bigOrAbsent, type Usage } from './usage.js';
-import type { StreamCut, StreamReader, StreamState } from './stream.js';
+import type { AssembledAnswer, StreamCut, StreamReader, StreamState } from './stream.js';
 
 type Json = Record<string, any>;
 
@@ -94,6 +94,17 @@ class ConverseStream implements StreamReader {
     const d = event.contentBlockDelta?.delta as Json | undefined;
     if (!d || typeof d !== 'object') return 0;
     return bytesOf(d.text) + bytesOf(d.toolUse?.input) + bytesOf(d.reasoningContent?.text);
+  }
+
+  /** Its text deltas, and its tool uses (started with their id and name, their input by deltas). */
+  assemble(event: Json, answer: AssembledAnswer): void {
+    const started = event.contentBlockStart;
+    if (typeof started?.contentBlockIndex === 'number' && started.start?.toolUse)
+      answer.tool(started.contentBlockIndex, started.start.toolUse.toolUseId, started.start.toolUse.name, '');
+    const delta = event.contentBlockDelta;
+    if (typeof delta?.contentBlockIndex !== 'number' || !delta.delta) return;
+    answer.addText(delta.delta.text);
+    if (delta.delta.toolUse) answer.tool(delta.contentBlockIndex, undefined, undefined, delta.delta.toolUse.input);
   }
 
   forwarded(event: Json): void {

@@ -22,7 +22,7 @@ import { AppError } from '../errors.js';
 import { bytesOf, defineProtocol, type Protocol } from './protocol.js';
 import { resource } from './passthrough.js';
 import { big, bigOrAbsent, type Usage } from './usage.js';
-import type { StreamCut, StreamReader, StreamState } from './stream.js';
+import type { AssembledAnswer, StreamCut, StreamReader, StreamState } from './stream.js';
 
 type Json = Record<string, any>;
 
@@ -104,6 +104,21 @@ class GenerateStream implements StreamReader {
 
   otherOutput(event: Json): boolean {
     return candidatesData(event);
+  }
+
+  /** Its candidates' text parts, and their function calls (whole in one part: their arguments as JSON). */
+  assemble(event: Json, answer: AssembledAnswer): void {
+    if (!Array.isArray(event.candidates)) return;
+    for (const candidate of event.candidates as Json[]) {
+      const parts = candidate?.content?.parts;
+      if (!Array.isArray(parts)) continue;
+      for (const part of parts as Json[]) {
+        if (part?.thought === true) continue;
+        answer.addText(part?.text);
+        const call = part?.functionCall as Json | undefined;
+        if (call && typeof call === 'object') answer.tool(answer.toolCalls.size, call.id, call.name, JSON.stringify(call.args ?? {}));
+      }
+    }
   }
 
   forwarded(event: Json): void {

@@ -7,7 +7,7 @@
  */
 import { bytesOf, defineProtocol, isImageDataUrl, modelRoutes, type Continuation, type EndpointSpec, type Protocol } from './protocol.js';
 import { big, bigOrAbsent, type Usage } from './usage.js';
-import { sseEvent, type StreamCut, type StreamReader, type StreamState } from './stream.js';
+import { sseEvent, type AssembledAnswer, type StreamCut, type StreamReader, type StreamState } from './stream.js';
 import { FOREIGN, fields, O200K, walkBody, type Fields, type InputRule, type InputTally } from './input-estimate.js';
 import { resource, type PassthroughClass, type PassthroughRoute } from './passthrough.js';
 import { OPENAI_MEDIA, openAiMediaPaths, type OpenAiMediaEndpoint } from './openai-media.js';
@@ -123,6 +123,24 @@ class ChunkStream implements StreamReader {
     return chatAudio(event);
   }
 
+  /** Each choice's text (a chat delta's content, a completion's text) and a chat delta's tool calls. */
+  assemble(chunk: Json, answer: AssembledAnswer): void {
+    if (!Array.isArray(chunk.choices)) return;
+    for (const choice of chunk.choices as Json[]) {
+      if (!this.chat) {
+        answer.addText(choice?.text);
+        continue;
+      }
+      const delta = choice?.delta as Json | undefined;
+      if (!delta || typeof delta !== 'object') continue;
+      answer.addText(delta.content);
+      if (!Array.isArray(delta.tool_calls)) continue;
+      for (const call of delta.tool_calls as Json[]) {
+        if (typeof call?.index === 'number') answer.tool(call.index, call.id, call.function?.name, call.function?.arguments);
+      }
+    }
+  }
+
   forwarded(chunk: Json): void {
     if (!Array.isArray(chunk.choices)) return;
     this.lastChunk = chunk;
@@ -182,6 +200,16 @@ class ResponsesStream implements StreamReader {
 
   text(event: Json): number {
     return responsesText(event);
+  }
+
+  /** Its output text's deltas, and its function calls (announced by their item, their arguments by deltas). */
+  assemble(event: Json, answer: AssembledAnswer): void {
+    const at = itemIndex(event.output_index);
+    if (event.type === 'response.output_text.delta') answer.addText(event.delta);
+    else if (event.type === 'response.output_item.added' && at !== undefined && event.item?.type === 'function_call')
+      answer.tool(at, event.item.call_id, event.item.name, event.item.arguments);
+    else if (event.type === 'response.function_call_arguments.delta' && at !== undefined)
+      answer.tool(at, undefined, undefined, event.delta);
   }
 
   /** An audio delta (`response.audio.delta`; its transcript is not output of its own). */

@@ -28,6 +28,53 @@ export interface StreamCut {
   usageAsked: boolean;
 }
 
+/** A tool call of a stream's answer, as its deltas assemble it. */
+export interface AssembledToolCall {
+  id?: string | undefined;
+  name: string;
+  arguments: string;
+}
+
+/**
+ * A stream's answer assembled from its events, for a call that keeps its request log (docs/request-logs.md): its
+ * text and its tool calls, not its frames; the text kept up to `max` bytes. Made only for such a call (the stream
+ * meter's assembleInto), so that a stream read for its usage alone assembles nothing.
+ */
+export class AssembledAnswer {
+  text = '';
+  /** The text's whole size in bytes, and whether it was cut at `max`. */
+  bytes = 0;
+  truncated = false;
+  readonly toolCalls = new Map<number, AssembledToolCall>();
+
+  constructor(private readonly max: number) {}
+
+  addText(text: unknown): void {
+    if (typeof text !== 'string' || !text) return;
+    const size = Buffer.byteLength(text);
+    const room = this.max - (this.bytes > this.max ? this.max : this.bytes);
+    this.bytes += size;
+    if (size <= room) this.text += text;
+    else {
+      this.truncated = true;
+      if (room > 0)
+        this.text += Buffer.from(text)
+          .subarray(0, room)
+          .toString('utf8')
+          .replace(/\uFFFD$/, '');
+    }
+  }
+
+  /** A tool call's start (its id and name) or the next piece of its arguments, by its index in the answer. */
+  tool(index: number, id: unknown, name: unknown, args: unknown): void {
+    let call = this.toolCalls.get(index);
+    if (!call) this.toolCalls.set(index, (call = { name: '', arguments: '' }));
+    if (typeof id === 'string' && id) call.id = id;
+    if (typeof name === 'string' && name) call.name = name;
+    if (typeof args === 'string' && call.arguments.length < this.max) call.arguments += args;
+  }
+}
+
 /** A protocol's reading of one metered stream, event by event (each event's data, parsed). */
 export interface StreamReader {
   /** What the event says of the usage, the model and the response id, into `state`. */
@@ -44,6 +91,8 @@ export interface StreamReader {
   otherOutput?(event: Json): boolean;
   /** The event goes on to the client: what a cut stream's end is made of is kept. */
   forwarded(event: Json): void;
+  /** The answer's text and tool calls the event carries, into `answer` (only for a call that keeps its request log). */
+  assemble?(event: Json, answer: AssembledAnswer): void;
   /**
    * The events that end a cut stream, as the protocol ends an answer that reached its cap: SSE text, or the
    * binary frames of an event-stream protocol (streamFraming).

@@ -291,6 +291,7 @@ export function createRealtime(deps: RealtimeDeps) {
       trace: undefined,
       credential: key,
       routeId: route?.id,
+      session: true,
     });
     let opened: { upstream: WebSocket; entry: CacheEntry } | undefined;
     try {

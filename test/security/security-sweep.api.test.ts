@@ -119,6 +119,7 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     updatePlan: { name: 'hijacked' },
     setPlanRateLimits: { requestsPerMinute: 1 },
     setPlanPassthroughClasses: { passthroughClasses: ['files'] },
+    setPlanRequestLog: { requestLog: { mode: 'all' } },
     createQuotaStrategy: {
       key: 'sweep',
       resetInterval: 'MONTH',

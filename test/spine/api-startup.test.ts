@@ -79,6 +79,7 @@ const BEYOND_SPEC: Record<string, string[]> = {
   "the console (README, 'The console'): a usage summary's keys by name": ['getInferenceKey'],
   'docs/rate-limits.md': ['setPlanRateLimits'],
   'docs/decisions.md "Passthrough classes"': ['setPlanPassthroughClasses'],
+  'docs/request-logs.md': ['getInvocationLog', 'setPlanRequestLog'],
   'docs/decisions.md "Management keys"': ['listManagementKeys', 'createManagementKey', 'updateManagementKey', 'revokeManagementKey'],
   'docs/decisions.md "Top-ups"': ['grantAccessUnits'],
   'docs/people.md': [

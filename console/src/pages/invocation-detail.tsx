@@ -1,6 +1,7 @@
 /**
  * One call of the invocations page, in full: who made it, through what, what it cost, how long each part took, each
- * attempt. A Realtime session's invocation shows how it closed and its turns; a turn links to its session.
+ * attempt, and its request and answer where a request log was kept. A Realtime session's invocation shows how it
+ * closed and its turns; a turn links to its session.
  */
 import type { JSX } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
@@ -10,6 +11,7 @@ import { formatNumber, when } from '../format.js';
 import { kindsText } from '../kinds.js';
 import { useAction, useRead } from '../hooks.js';
 import { Empty, ErrorNote, Figures, Status } from '../ui.js';
+import { RequestLog } from './request-log.js';
 
 export const ms = (v: number | undefined) => (v === undefined ? '—' : `${v.toFixed(1)} ms`);
 
@@ -294,6 +296,7 @@ export function InvocationDetail(props: {
       {invocation.session ? <RealtimeSession invocation={invocation} client={client} workspaceId={workspaceId} /> : null}
       <Latency invocation={invocation} />
       <AttemptsAndEvents {...shown} />
+      <RequestLog client={client} invocationId={invocation.id} />
     </section>
   );
 }

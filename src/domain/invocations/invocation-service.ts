@@ -3,6 +3,8 @@
  * usage events) and the usage/adjustment event log. The gateway writes them
  * (src/gateway/call-recorder.ts); nothing here changes them.
  */
+import type { RequestLogService } from '../request-logs/request-log-service.js';
+import type { RequestLogEntry } from '../request-logs/request-log-types.js';
 import { AppError } from '../../errors.js';
 import { assertVisible, type Actor, type Clock } from '../actor.js';
 import { bindDeps } from '../bind.js';
@@ -62,6 +64,8 @@ export interface InvocationDeps {
   clock: Clock;
   /** The process's export slots: each export holds one until its answer ends. */
   exportSlots: ExportSlots;
+  /** The calls' request logs (docs/request-logs.md). */
+  requestLogs: RequestLogService;
 }
 
 /** Refuses a range of more than `max` buckets, naming `since`. */
@@ -124,6 +128,14 @@ async function get(
   assertVisible(actor, invocation.workspace_id, 'invocation_not_found', 'Invocation');
   const [usageEvents] = await Promise.all([invocationRepo.usageEventsOf(id), invocationRepo.detailsOf([invocation])]);
   return { invocation, usageEvents };
+}
+
+/** The call's request log: 404 invocation_not_found as get(), then request_log_not_found when it kept none. */
+async function getLog({ invocationRepo, requestLogs }: InvocationDeps, actor: Actor, id: string): Promise<RequestLogEntry> {
+  const invocation = await invocationRepo.findById(id);
+  if (!invocation) throw new AppError('invocation_not_found', 'Invocation not found');
+  assertVisible(actor, invocation.workspace_id, 'invocation_not_found', 'Invocation');
+  return requestLogs.get(actor, id);
 }
 
 async function listUsageEvents(
@@ -211,7 +223,7 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
 }
 
 export const createInvocationService = (deps: InvocationDeps) =>
-  bindDeps(deps, { list, get, listUsageEvents, exportInvocations, exportUsageSummary, usageSummary });
+  bindDeps(deps, { list, get, getLog, listUsageEvents, exportInvocations, exportUsageSummary, usageSummary });
 
 /**
  * The results of `reads` in order, up to `inFlight` of them read at once (the next one started as one is handed

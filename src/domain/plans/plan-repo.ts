@@ -7,7 +7,7 @@ import type { BindingRow, PlanRow, PlanStatus, QuotaStrategyRow, StrategyInForce
 
 export function createPlanRepo(db: Queryable) {
   const plans = table<PlanRow>(db, 'plans', {
-    json: ['metadata', 'event_thresholds', 'passthrough_classes'],
+    json: ['metadata', 'event_thresholds', 'passthrough_classes', 'request_log'],
     conflict: (values) => new AppError('plan_key_exists', `A plan with key '${values.key}' exists in this workspace`, { param: 'key' }),
   });
   const strategies = table<QuotaStrategyRow>(db, 'quota_strategies');

@@ -17,6 +17,7 @@ import { bind, closeBinding, listBindings } from './plan-bindings.js';
 import { eventThresholdsOf, loadPlan, lockPlan, type PlanDeps } from './plan-common.js';
 import { rateColumns, setRateLimits } from './plan-limits.js';
 import { setPassthroughClasses } from './plan-passthrough.js';
+import { setRequestLog } from './plan-request-log.js';
 import { publishPlan, publishStrategy } from './plan-publish.js';
 import { createStrategy, getStrategy, listStrategies, strategyInForce } from './plan-strategies.js';
 import type { BindingRow, Interval, PlanRow, PlanStatus } from './plan-types.js';
@@ -75,6 +76,7 @@ async function createPlan(
         ...limits,
         event_thresholds: thresholds,
         passthrough_classes: classes,
+        request_log: null,
       },
       tx,
     );
@@ -143,6 +145,7 @@ export const createPlanService = (deps: PlanDeps) =>
     updatePlan,
     setRateLimits,
     setPassthroughClasses,
+    setRequestLog,
     publishPlan,
     createStrategy,
     listStrategies,

@@ -1,3 +1,4 @@
+import type { RequestLogPolicy } from '../workspaces/request-log-policy.js';
 import type { PassthroughClass } from '../../protocols/passthrough.js';
 import type { StoredKindMultipliers, StoredModelRule } from '../quota/model-pricing.js';
 
@@ -23,6 +24,8 @@ export interface PlanRow {
   event_thresholds: number[] | null;
   /** The classes of unmetered paths its accesses' calls may take, beside the workspace's (plan-passthrough.ts). */
   passthrough_classes: PassthroughClass[];
+  /** Whether its accesses' calls keep their request and answer, over the workspace's (plan-request-log.ts); null: none set. */
+  request_log: RequestLogPolicy | null;
 }
 
 export interface QuotaStrategyRow {

@@ -34,7 +34,7 @@ const ATTEMPTS = `
    where i.route_id = ? and i.started_at > ? and i.attempts is not null`;
 
 export function createRouteRepo(db: Queryable) {
-  const routes = table<RouteRow>(db, 'routes', { json: ['targets', 'retry_on', 'retry', 'breaker', 'metadata'] });
+  const routes = table<RouteRow>(db, 'routes', { json: ['targets', 'retry_on', 'retry', 'breaker', 'metadata', 'request_log'] });
   return {
     insert: routes.insert,
     findById: routes.findById,

@@ -14,6 +14,7 @@ import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { protocolOf } from '../../protocols/index.js';
 import type { ProviderConnectionRepo, ProviderConnectionRow } from '../provider-connections/provider-connection-repo.js';
+import { requestLogPolicyOf, type RequestLogPolicyInput } from '../workspaces/request-log-policy.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
 import type { AttemptFigures, RouteRepo } from './route-repo.js';
 import {
@@ -51,7 +52,10 @@ interface CreateRouteInput {
   metadata?: Record<string, unknown> | undefined;
 }
 
-type UpdateRouteInput = Partial<CreateRouteInput>;
+type UpdateRouteInput = Partial<CreateRouteInput> & {
+  /** Its request log policy (request-log-policy.ts); null removes it. */
+  requestLog?: RequestLogPolicyInput | null | undefined;
+};
 
 function notFound(): AppError {
   return new AppError('gateway_route_not_found', 'Route not found', { param: 'routeId' });
@@ -180,6 +184,7 @@ async function create(deps: RouteDeps, actor: Actor, workspaceId: string, dto: C
         breaker: { ...DEFAULT_BREAKER, ...defined(dto.breaker) },
         try_when_all_open: dto.tryWhenAllOpen ?? true,
         metadata: dto.metadata ?? {},
+        request_log: null,
         created_at: now,
         updated_at: now,
         archived_at: null,
@@ -208,6 +213,7 @@ async function patchOf(deps: RouteDeps, current: RouteRow, dto: UpdateRouteInput
   if (dto.breaker !== undefined) patch.breaker = { ...current.breaker, ...defined(dto.breaker) };
   if (dto.tryWhenAllOpen !== undefined) patch.try_when_all_open = dto.tryWhenAllOpen;
   if (dto.metadata !== undefined) patch.metadata = dto.metadata;
+  if (dto.requestLog !== undefined) patch.request_log = requestLogPolicyOf(dto.requestLog);
   return patch;
 }
 

@@ -2,6 +2,7 @@
  * A route: one gateway URL over several provider connections of a workspace (docs/routes.md). The types the
  * Admin API's service, the repository and the gateway's route registry share.
  */
+import type { RequestLogPolicy } from '../workspaces/request-log-policy.js';
 import type { RetrySettings } from '../provider-connections/connection-retry.js';
 
 /** A route retries by the same settings as a plain connection, and with the same defaults. */
@@ -45,6 +46,8 @@ export interface RouteRow {
   breaker: BreakerSettings;
   try_when_all_open: boolean;
   metadata: Record<string, unknown>;
+  /** Whether its calls keep their request and answer, over their plan's and workspace's; null: none set. */
+  request_log: RequestLogPolicy | null;
   created_at: Date;
   updated_at: Date;
   archived_at: Date | null;

@@ -1,6 +1,7 @@
 import type { Queryable } from '../../db/database.js';
 import { table } from '../../db/table.js';
 import type { PassthroughClass } from '../../protocols/passthrough.js';
+import type { RequestLogPolicy } from './request-log-policy.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 
 export interface WorkspaceRow {
@@ -12,6 +13,8 @@ export interface WorkspaceRow {
   allow_unmetered_passthrough: boolean;
   /** The classes of unmetered paths it lets through, in the contract's order (passthrough-classes.ts). */
   passthrough_classes: PassthroughClass[];
+  /** Whether its gateway calls keep their request and answer (request-log-policy.ts); null: none set. */
+  request_log: RequestLogPolicy | null;
   /** ISO 4217: the currency of its prices, costs and budget. */
   currency: string;
   created_at: Date;
@@ -26,7 +29,7 @@ export interface WorkspaceFilter extends PageRequest {
 }
 
 export function createWorkspaceRepo(db: Queryable) {
-  const workspaces = table<WorkspaceRow>(db, 'workspaces', { json: ['metadata', 'passthrough_classes'] });
+  const workspaces = table<WorkspaceRow>(db, 'workspaces', { json: ['metadata', 'passthrough_classes', 'request_log'] });
   return {
     insert: workspaces.insert,
     findById: workspaces.findById,

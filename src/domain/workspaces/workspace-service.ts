@@ -8,6 +8,7 @@ import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { assertCurrency, DEFAULT_CURRENCY } from './currency.js';
 import { passthroughClassesOf, sameClasses } from './passthrough-classes.js';
+import { requestLogPolicyOf, samePolicy, type RequestLogPolicyInput } from './request-log-policy.js';
 import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
 
 const METADATA_MAX_BYTES = 16 * 1024;
@@ -22,7 +23,10 @@ interface CreateWorkspaceInput {
   currency?: string | undefined;
 }
 
-type UpdateWorkspaceInput = Partial<CreateWorkspaceInput>;
+type UpdateWorkspaceInput = Partial<CreateWorkspaceInput> & {
+  /** Its request log policy (request-log-policy.ts); null removes it. */
+  requestLog?: RequestLogPolicyInput | null | undefined;
+};
 
 export function assertMetadataSize(metadata: unknown, param = 'metadata'): void {
   if (metadata !== undefined && Buffer.byteLength(JSON.stringify(metadata)) > METADATA_MAX_BYTES) {
@@ -89,6 +93,7 @@ async function create({ db, workspaceRepo, audit, clock }: WorkspaceDeps, actor:
         metadata: dto.metadata ?? {},
         allow_unmetered_passthrough: dto.allowUnmeteredPassthrough ?? false,
         passthrough_classes: classes,
+        request_log: null,
         currency: dto.currency ?? DEFAULT_CURRENCY,
         created_at: now,
         updated_at: now,
@@ -118,6 +123,7 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
   assertMetadataSize(dto.metadata);
   if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
   const classes = dto.passthroughClasses === undefined ? undefined : passthroughClassesOf(dto.passthroughClasses);
+  const requestLog = dto.requestLog === undefined ? undefined : requestLogPolicyOf(dto.requestLog);
   return db.transaction(async (tx) => {
     assertVisible(actor, id, 'workspace_not_found', 'Workspace');
     const current = await workspaceRepo.findByIdForUpdate(id, tx);
@@ -127,14 +133,18 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
     if (dto.name !== undefined) patch.name = dto.name;
     if (dto.metadata !== undefined) patch.metadata = dto.metadata;
     // What its gateway calls may take changes: every process applies it to the next call (the change feed).
-    let passthroughChanged = false;
+    let gatewayChanged = false;
     if (dto.allowUnmeteredPassthrough !== undefined && dto.allowUnmeteredPassthrough !== current.allow_unmetered_passthrough) {
       patch.allow_unmetered_passthrough = dto.allowUnmeteredPassthrough;
-      passthroughChanged = true;
+      gatewayChanged = true;
     }
     if (classes && !sameClasses(classes, current.passthrough_classes)) {
       patch.passthrough_classes = classes;
-      passthroughChanged = true;
+      gatewayChanged = true;
+    }
+    if (requestLog !== undefined && !samePolicy(requestLog, current.request_log)) {
+      patch.request_log = requestLog;
+      gatewayChanged = true;
     }
     if (dto.currency !== undefined && dto.currency !== current.currency) {
       // Prices, costs and budgets are all in the one currency: it is chosen before the first price.
@@ -144,7 +154,7 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
       patch.currency = dto.currency;
     }
     const row = await workspaceRepo.update(id, patch, tx);
-    if (passthroughChanged) await changes.announce({ kind: 'workspace', id }, tx);
+    if (gatewayChanged) await changes.announce({ kind: 'workspace', id }, tx);
     await audit.record(
       actor,
       { action: 'workspace.updated', resourceType: 'workspace', resourceId: id, workspaceId: id, changes: { ...dto } },

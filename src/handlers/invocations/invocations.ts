@@ -1,5 +1,7 @@
 import type {
   GetInvocationData,
+  GetInvocationLogData,
+  GetInvocationLogResponses,
   GetInvocationResponses,
   GetUsageSummaryData,
   GetUsageSummaryResponses,
@@ -10,6 +12,7 @@ import type {
   UsageSummaryDto,
 } from '../../../generated/client/types.gen.js';
 import { toInvocationDto, toUsageEventDto, toUsageSummaryHead } from './invocation-mapper.js';
+import { toRequestLogDto } from './request-log-mapper.js';
 import type { Services } from '../../domain/services.js';
 import { handler, ok, page, streamedJson, type HandlerMap } from '../../http/handler.js';
 import { listQuery, optionalTimestamp } from '../../http/wire.js';
@@ -27,6 +30,9 @@ export function invocationHandlers({ invocations }: Services): HandlerMap {
       const { invocation, usageEvents } = await invocations.get(actor, path.invocationId);
       return ok(toInvocationDto(invocation, usageEvents));
     }),
+    getInvocationLog: handler<GetInvocationLogData, GetInvocationLogResponses>(async ({ actor, path }) =>
+      ok(toRequestLogDto(await invocations.getLog(actor, path.invocationId))),
+    ),
     listUsageEvents: handler<ListUsageEventsData, ListUsageEventsResponses>(async ({ actor, path, query }) => {
       const result = await invocations.listUsageEvents(actor, { ...listQuery(query), workspaceId: path.workspaceId });
       return page(result.items.map(toUsageEventDto), result.nextAfter);

@@ -91,6 +91,7 @@ export function toPlanDto(row: PlanRow): WorkspacePlanDto {
     rateLimits: toRateLimitsDto(row),
     ...(row.event_thresholds ? { eventThresholds: row.event_thresholds } : {}),
     passthroughClasses: row.passthrough_classes,
+    requestLog: row.request_log,
   };
 }
 

@@ -23,6 +23,8 @@ import type {
   PublishPlanStrategyResponses,
   SetPlanPassthroughClassesData,
   SetPlanPassthroughClassesResponses,
+  SetPlanRequestLogData,
+  SetPlanRequestLogResponses,
   SetPlanRateLimitsData,
   SetPlanRateLimitsResponses,
   UpdatePlanData,
@@ -54,6 +56,9 @@ export function planHandlers({ plans }: Services): HandlerMap {
     ),
     setPlanPassthroughClasses: handler<SetPlanPassthroughClassesData, SetPlanPassthroughClassesResponses>(async ({ actor, path, body }) =>
       ok(toPlanDto(await plans.setPassthroughClasses(actor, path.planId, body.passthroughClasses))),
+    ),
+    setPlanRequestLog: handler<SetPlanRequestLogData, SetPlanRequestLogResponses>(async ({ actor, path, body }) =>
+      ok(toPlanDto(await plans.setRequestLog(actor, path.planId, body.requestLog))),
     ),
     publishPlan: handler<PublishPlanData, PublishPlanResponses>(async ({ actor, path }) =>
       ok(toPlanDto(await plans.publishPlan(actor, path.planId))),

@@ -27,6 +27,7 @@ export function toRouteDto(row: RouteRow, publicUrl: string): RouteDto {
     breaker: row.breaker,
     tryWhenAllOpen: row.try_when_all_open,
     metadata: row.metadata,
+    requestLog: row.request_log,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     ...(row.archived_at ? { archivedAt: row.archived_at.toISOString() } : {}),

@@ -9,6 +9,7 @@ export function toWorkspaceDto(row: WorkspaceRow): WorkspaceDto {
     metadata: row.metadata,
     allowUnmeteredPassthrough: row.allow_unmetered_passthrough,
     passthroughClasses: row.passthrough_classes,
+    requestLog: row.request_log,
     currency: row.currency,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),

@@ -53,6 +53,12 @@ export function createRecorderMetrics(registers: Registry[]) {
     labelNames: ['kind'] as const,
     registers,
   });
+  const requestLogs = new Counter({
+    name: 'nexus_request_logs_total',
+    help: 'Request logs by outcome: written, dropped_pressure (too many waiting to be written), dropped_failed (their batch failed, or the database was away at shutdown)',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
   const spooledTotal = new Counter({
     name: 'nexus_recorder_spooled_records_total',
     help: 'Call records written to the spool while the database was away',
@@ -73,6 +79,12 @@ export function createRecorderMetrics(registers: Registry[]) {
     },
     recorderSpooled(records: number): void {
       spooledTotal.inc(records);
+    },
+    requestLogsWritten(count: number): void {
+      requestLogs.inc({ outcome: 'written' }, count);
+    },
+    requestLogsDropped(reason: 'pressure' | 'failed', count: number): void {
+      requestLogs.inc({ outcome: `dropped_${reason}` }, count);
     },
     /** Where the recorder's queue and spool gauges are read at each scrape. */
     watchRecorder(stats: () => RecorderGauges): void {
