@@ -6,9 +6,13 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 export const usage = `usage:
   npm run nexus -- migrate
   npm run nexus -- login-link
-  npm run nexus -- management-keys create --workspace ID [--workspace ID ...] [--name NAME]
+  npm run nexus -- management-keys create --workspace ID [--workspace ID ...] [--name NAME] [--role ROLE]
   npm run nexus -- management-keys list
   npm run nexus -- management-keys revoke KEY_ID`;
+
+/** The roles a scoped key may carry (docs/people.md): held to the role table in each of its workspaces. */
+const SCOPED_KEY_ROLES = ['admin', 'developer', 'billing', 'support', 'viewer'] as const;
+type ScopedKeyRole = (typeof SCOPED_KEY_ROLES)[number];
 
 /** A command line that names no command, or names one wrongly: exit code 2, with the usage. */
 export class UsageError extends Error {}
@@ -17,7 +21,7 @@ export type Command =
   | { name: 'help' }
   | { name: 'migrate' }
   | { name: 'login-link' }
-  | { name: 'create'; keyName: string; workspaceIds: string[] }
+  | { name: 'create'; keyName: string; workspaceIds: string[]; role?: ScopedKeyRole }
   | { name: 'list' }
   | { name: 'revoke'; keyId: string };
 
@@ -48,11 +52,16 @@ export function parseCommand(argv: string[]): Command {
   }
   if (command !== 'management-keys') throw new UsageError(`Unknown command '${command}'`);
   if (sub === 'create') {
-    const { values } = parse(rest, { workspace: { type: 'string', multiple: true }, name: { type: 'string' } });
+    const { values } = parse(rest, { workspace: { type: 'string', multiple: true }, name: { type: 'string' }, role: { type: 'string' } });
     const keyName = (values.name as string | undefined) ?? 'scoped';
     if (!/\S/.test(keyName)) throw new UsageError('--name must hold a non-blank character');
     if (keyName.length > 200) throw new UsageError('--name must be at most 200 characters');
-    return { name: 'create', keyName, workspaceIds: (values.workspace as string[] | undefined) ?? [] };
+    const role = values.role as string | undefined;
+    if (role !== undefined && !SCOPED_KEY_ROLES.includes(role as ScopedKeyRole)) {
+      throw new UsageError(`--role must be one of ${SCOPED_KEY_ROLES.join(', ')}`);
+    }
+    const workspaceIds = (values.workspace as string[] | undefined) ?? [];
+    return { name: 'create', keyName, workspaceIds, ...(role ? { role: role as ScopedKeyRole } : {}) };
   }
   if (sub === 'list') {
     parse(rest);

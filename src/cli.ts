@@ -69,13 +69,17 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     if (command.name === 'create') {
-      const created = await services.managementKeys.createScoped(actor, { name: command.keyName, workspaceIds: command.workspaceIds });
+      const created = await services.managementKeys.createScoped(actor, {
+        name: command.keyName,
+        workspaceIds: command.workspaceIds,
+        role: command.role,
+      });
       console.log(`Created management key ${created.id} (shown only this once):\n\n  ${created.key}\n`);
       return 0;
     }
     if (command.name === 'list') {
       for (const k of await services.managementKeys.list()) {
-        const scope = k.is_root ? 'root' : k.workspace_ids.join(',');
+        const scope = (k.is_root ? 'root' : k.workspace_ids.join(',')) + (k.role ? ` as ${k.role}` : '');
         console.log(`${k.id}  ${k.prefix}...  ${k.name}  ${scope}  ${k.revoked_at ? 'revoked' : 'active'}`);
       }
       return 0;

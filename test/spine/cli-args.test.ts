@@ -14,6 +14,12 @@ describe('the CLI command line', () => {
       keyName: 'ci',
       workspaceIds: ['a', 'b'],
     });
+    expect(parseCommand(['management-keys', 'create', '--workspace', 'a', '--role', 'viewer'])).toEqual({
+      name: 'create',
+      keyName: 'scoped',
+      workspaceIds: ['a'],
+      role: 'viewer',
+    });
     expect(parseCommand(['management-keys', 'list'])).toEqual({ name: 'list' });
     expect(parseCommand(['management-keys', 'revoke', 'k'])).toEqual({ name: 'revoke', keyId: 'k' });
   });
@@ -26,6 +32,10 @@ describe('the CLI command line', () => {
       [['management-keys', 'create', '--workspace'], "Option '--workspace <value>' argument missing"],
       [['management-keys', 'create', '--workspace', 'x', '--bogus'], "Unknown option '--bogus'"],
       [['management-keys', 'create', '--workspace', 'x', '--name', '  '], '--name must hold a non-blank character'],
+      [
+        ['management-keys', 'create', '--workspace', 'x', '--role', 'owner'],
+        '--role must be one of admin, developer, billing, support, viewer',
+      ],
       [['management-keys', 'list', 'extra'], "Unexpected argument 'extra'"],
       [['management-keys', 'revoke'], 'Name the key to revoke'],
       [['management-keys', 'revoke', 'a', 'b'], "Unexpected argument 'b'"],
