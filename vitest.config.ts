@@ -43,6 +43,7 @@ const unit = [
   'test/people/role-table.test.ts',
   'test/protocols/passthrough.test.ts',
   'test/protocols/profiles.test.ts',
+  'test/protocols/stream-assemble.test.ts',
   'test/provider-connections/upstream-guard.test.ts',
   'test/quota/model-pricing.test.ts',
   'test/quota/quota-math.test.ts',
