@@ -719,7 +719,8 @@ export const getWorkspaceBudget = <ThrowOnError extends boolean = true>(options:
 /**
  * Set the workspace's spend budget
  *
- * A daily or monthly (UTC) spend budget in the workspace's currency, in micro-units. `softLimitMicros` only
+ * A daily or monthly spend budget in the workspace's currency, in micro-units; its days and months are those of
+ * the workspace's `timeZone` (UTC by default). `softLimitMicros` only
  * reports (the budget shows it crossed); at `hardLimitMicros` the gateway refuses new metered calls with 402
  * `workspace_budget_exceeded` until the window ends or the budget is raised. Calls already admitted finish
  * and are charged; docs/pricing.md ("Budgets") gives the bound across processes.

@@ -828,6 +828,10 @@ export type WorkspaceBudgetDto = {
     spentMicros: CostMicros;
     softCrossed: boolean;
     hardCrossed: boolean;
+    /**
+     * The workspace's time zone, whose day or month the window is.
+     */
+    timeZone?: string;
 };
 
 /**
@@ -2361,6 +2365,11 @@ export type WebhookTestEventData = {
 
 export type WorkspaceStatus = 'ACTIVE' | 'ARCHIVED';
 
+/**
+ * An IANA time zone name (`UTC`, `Europe/Paris`, `America/New_York`).
+ */
+export type WorkspaceTimeZone = string;
+
 export type WorkspaceDto = {
     id: string;
     name: string;
@@ -2384,6 +2393,10 @@ export type WorkspaceDto = {
      * The currency of the workspace's prices, costs and budget (ISO 4217; default USD).
      */
     currency?: CurrencyCode;
+    /**
+     * The IANA time zone whose days and months the workspace's budget counts (default UTC).
+     */
+    timeZone?: WorkspaceTimeZone;
     createdAt: DateTime;
     updatedAt: DateTime;
     archivedAt?: DateTime;
@@ -2406,6 +2419,10 @@ export type CreateWorkspaceDto = {
      * The currency of the workspace's prices, costs and budget (ISO 4217). Default USD.
      */
     currency?: CurrencyCode;
+    /**
+     * The IANA time zone whose days and months the workspace's budget counts. Default UTC.
+     */
+    timeZone?: WorkspaceTimeZone;
 };
 
 export type UpdateWorkspaceDto = {
@@ -2425,6 +2442,12 @@ export type UpdateWorkspaceDto = {
      * The workspace's currency (ISO 4217). It cannot change once the workspace has prices (409 `conflict`).
      */
     currency?: CurrencyCode;
+    /**
+     * The IANA time zone whose days and months the workspace's budget counts (`Europe/Paris`). The budget's
+     * current window moves to the new zone's day or month at once; an unknown name is 400 `invalid_parameter`.
+     *
+     */
+    timeZone?: WorkspaceTimeZone;
 };
 
 /**

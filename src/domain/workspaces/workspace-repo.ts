@@ -14,6 +14,8 @@ export interface WorkspaceRow {
   passthrough_classes: PassthroughClass[];
   /** ISO 4217: the currency of its prices, costs and budget. */
   currency: string;
+  /** An IANA name: whose days and months its budget counts (time-zone.ts). */
+  time_zone: string;
   created_at: Date;
   updated_at: Date;
   archived_at: Date | null;

@@ -7,6 +7,7 @@ import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { assertCurrency, DEFAULT_CURRENCY } from './currency.js';
+import { assertTimeZone, DEFAULT_TIME_ZONE } from './time-zone.js';
 import { passthroughClassesOf, sameClasses } from './passthrough-classes.js';
 import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
 
@@ -20,6 +21,7 @@ interface CreateWorkspaceInput {
   /** The classes of unmetered paths its gateway calls may take (passthrough-classes.ts). */
   passthroughClasses?: string[] | undefined;
   currency?: string | undefined;
+  timeZone?: string | undefined;
 }
 
 type UpdateWorkspaceInput = Partial<CreateWorkspaceInput>;
@@ -78,6 +80,7 @@ async function create({ db, workspaceRepo, audit, clock }: WorkspaceDeps, actor:
   requireRoot(actor);
   assertMetadataSize(dto.metadata);
   if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
+  if (dto.timeZone !== undefined) assertTimeZone(dto.timeZone, 'timeZone');
   const classes = passthroughClassesOf(dto.passthroughClasses ?? []);
   const now = clock.now();
   return db.transaction(async (tx) => {
@@ -90,6 +93,7 @@ async function create({ db, workspaceRepo, audit, clock }: WorkspaceDeps, actor:
         allow_unmetered_passthrough: dto.allowUnmeteredPassthrough ?? false,
         passthrough_classes: classes,
         currency: dto.currency ?? DEFAULT_CURRENCY,
+        time_zone: dto.timeZone ?? DEFAULT_TIME_ZONE,
         created_at: now,
         updated_at: now,
         archived_at: null,
@@ -117,6 +121,7 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
   const { db, workspaceRepo, audit, clock, changes } = deps;
   assertMetadataSize(dto.metadata);
   if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
+  if (dto.timeZone !== undefined) assertTimeZone(dto.timeZone, 'timeZone');
   const classes = dto.passthroughClasses === undefined ? undefined : passthroughClassesOf(dto.passthroughClasses);
   return db.transaction(async (tx) => {
     assertVisible(actor, id, 'workspace_not_found', 'Workspace');
@@ -143,6 +148,7 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
       }
       patch.currency = dto.currency;
     }
+    if (dto.timeZone !== undefined) patch.time_zone = dto.timeZone;
     const row = await workspaceRepo.update(id, patch, tx);
     if (passthroughChanged) await changes.announce({ kind: 'workspace', id }, tx);
     await audit.record(

@@ -10,6 +10,7 @@ export function toWorkspaceDto(row: WorkspaceRow): WorkspaceDto {
     allowUnmeteredPassthrough: row.allow_unmetered_passthrough,
     passthroughClasses: row.passthrough_classes,
     currency: row.currency,
+    timeZone: row.time_zone,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     ...(row.archived_at ? { archivedAt: row.archived_at.toISOString() } : {}),
