@@ -65,7 +65,12 @@ export function rangeOf(since: string, until: string): { since?: string; until?:
 
 /** Now, to the minute, as a datetime-local input's value (the operator's local time). */
 export function localNow(offsetMs = 0): string {
-  const d = new Date(Date.now() + offsetMs);
+  return localValue(new Date(Date.now() + offsetMs));
+}
+
+/** An instant, to the minute, as a datetime-local input's value (the operator's local time). */
+export function localValue(at: Date): string {
+  const d = new Date(at);
   d.setSeconds(0, 0);
   return new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
 }

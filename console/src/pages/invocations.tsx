@@ -1,7 +1,9 @@
 import { useEffect, useState } from 'preact/hooks';
 import { exportInvocations, listInvocations, type Client, type InvocationDto } from '../api.js';
 import { PagedTable } from '../components/lists.js';
-import { formatNumber, rangeOf, when } from '../format.js';
+import { saveFile, stamp } from '../download.js';
+import { formatNumber, localValue, rangeOf, when } from '../format.js';
+import { PRESETS, resolveRange, type Preset } from '../ranges.js';
 import { onlySet, useAction, useFields, usePaged, valueOf } from '../hooks.js';
 import { namesOf, useConnections } from '../lookups.js';
 import { ErrorNote, Field, Input, Page, Select, statusChoices, Toolbar, Working, type PageProps } from '../ui.js';
@@ -23,6 +25,8 @@ function UserLink({ workspaceId, invocation }: { workspaceId: string; invocation
 
 const NO_FILTERS = { q: '', status: '' as InvocationStatus | '', model: '', workspaceAccessId: '', since: '', until: '' };
 type Filters = typeof NO_FILTERS;
+/** The ranges that fill Since and Until: in the operator's time zone (custom dates are those two inputs themselves). */
+const CALENDAR: Preset[] = ['today', 'week', 'month', 'lastMonth', '24h', '7d', '30d'];
 const STATUSES: InvocationStatus[] = ['SUCCEEDED', 'UPSTREAM_ERROR', 'FAILED', 'CLIENT_ABORTED', 'REJECTED'];
 
 /**
@@ -59,15 +63,7 @@ function ExportButton({ client, workspaceId, filters }: { client: Client; worksp
       const res = await exportInvocations({ client, path: { workspaceId }, query: queryOf(filters), parseAs: 'text' });
       return res.data;
     });
-    if (csv === undefined) return;
-    const url = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }));
-    const a = document.createElement('a');
-    a.href = url;
-    a.download = `invocations-${new Date().toISOString().slice(0, 19).replace(/:/g, '')}.csv`;
-    document.body.append(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    if (csv !== undefined) saveFile(csv, `invocations-${stamp()}.csv`);
   };
   return (
     <>
@@ -122,6 +118,16 @@ export function InvocationsPage({ client, workspace, rest, query, setQuery }: Pa
         <Select label="Status" name="status" choices={statusChoices(STATUSES, 'Any')} {...bindChange('status')} />
         <Input label="Model (begins with)" name="model" {...bindChange('model')} />
         <Input label="Access id" name="workspaceAccessId" {...bindChange('workspaceAccessId')} />
+        <Select
+          label="Range"
+          name="range"
+          choices={{ '': 'Choose…', ...Object.fromEntries(CALENDAR.map((p) => [p, PRESETS[p]])) }}
+          value=""
+          onChange={(e) => {
+            const range = resolveRange({ preset: valueOf(e) as Preset, from: '', to: '' });
+            if (range) put({ since: localValue(range.since), until: localValue(range.until) });
+          }}
+        />
         <Input label="Since" name="since" type="datetime-local" {...bindChange('since')} />
         <Input label="Until" name="until" type="datetime-local" {...bindChange('until')} />
         <button type="button" onClick={list.reload}>
