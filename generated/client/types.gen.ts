@@ -1314,6 +1314,52 @@ export type StrategyBindingDto = {
     createdAt: DateTime;
 };
 
+export type ConnectionHealthStatus = 'healthy' | 'degraded' | 'failing' | 'idle';
+
+/**
+ * Milliseconds (continuous percentiles over the window's attempts).
+ */
+export type LatencyPercentilesDto = {
+    p50: number;
+    p95: number;
+    p99: number;
+};
+
+export type ConnectionHealthWindowDto = {
+    window: '5m' | '1h' | '1d';
+    since: DateTime;
+    /**
+     * Attempts that reached the provider and started in the window.
+     */
+    attempts: number;
+    /**
+     * Those that ended `UPSTREAM_ERROR` or `FAILED`.
+     */
+    errors: number;
+    /**
+     * errors / attempts; absent without attempts.
+     */
+    errorRate?: number;
+    latencyMs?: LatencyPercentilesDto;
+    timeToFirstTokenMs?: LatencyPercentilesDto;
+};
+
+export type ConnectionVerifyDto = {
+    /**
+     * The probe's outcome, as verifyProviderConnection answered it (`reachable`, or why not).
+     */
+    outcome: string;
+    at: DateTime;
+};
+
+export type ProviderConnectionHealthDto = {
+    providerConnectionId: string;
+    status: ConnectionHealthStatus;
+    verify?: ConnectionVerifyDto;
+    windows: Array<ConnectionHealthWindowDto>;
+    checkedAt: DateTime;
+};
+
 export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
 
 /**
@@ -1464,6 +1510,10 @@ export type ProviderConnectionDto = {
      */
     secretPreview: string;
     lastVerifiedAt?: DateTime;
+    /**
+     * The last verification (verifyProviderConnection), passed or failed; absent before the first.
+     */
+    lastVerify?: ConnectionVerifyDto;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
     retry?: ConnectionRetryDto;
     enforcesOutputCap: EnforcesOutputCap;
@@ -7056,6 +7106,53 @@ export type VerifyProviderConnectionResponses = {
 };
 
 export type VerifyProviderConnectionResponse = VerifyProviderConnectionResponses[keyof VerifyProviderConnectionResponses];
+
+export type GetProviderConnectionHealthData = {
+    body?: never;
+    path: {
+        providerConnectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/provider-connections/{providerConnectionId}/health';
+};
+
+export type GetProviderConnectionHealthErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetProviderConnectionHealthError = GetProviderConnectionHealthErrors[keyof GetProviderConnectionHealthErrors];
+
+export type GetProviderConnectionHealthResponses = {
+    /**
+     * The connection's health.
+     */
+    200: ProviderConnectionHealthDto;
+};
+
+export type GetProviderConnectionHealthResponse = GetProviderConnectionHealthResponses[keyof GetProviderConnectionHealthResponses];
 
 export type RotateProviderSecretData = {
     body: RotateProviderSecretDtoWritable;

@@ -81,6 +81,7 @@ const BEYOND_SPEC: Record<string, string[]> = {
   'docs/decisions.md "Passthrough classes"': ['setPlanPassthroughClasses'],
   'docs/decisions.md "Management keys"': ['listManagementKeys', 'createManagementKey', 'updateManagementKey', 'revokeManagementKey'],
   'docs/decisions.md "Top-ups"': ['grantAccessUnits'],
+  'docs/observability.md "Connection health"': ['getProviderConnectionHealth'],
   'docs/people.md': [
     'listSessions',
     'revokeSession',
