@@ -263,3 +263,19 @@ export function ShownOnce({ label, secret, onDismiss }: { label: string; secret:
     </div>
   );
 }
+
+/**
+ * A create form folded behind its button, so a list page opens with its list: the button says what it makes and
+ * whether the form is open (aria-expanded); the form follows it.
+ */
+export function Folded(props: { label: string; children: ComponentChildren; open?: boolean }) {
+  const [open, setOpen] = useState(props.open ?? false);
+  return (
+    <div class="folded">
+      <button type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
+        {props.label}
+      </button>
+      {open ? props.children : null}
+    </div>
+  );
+}

@@ -167,6 +167,9 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
 
     // Provider connections: tested before saving, created, verified.
     await expect.poll(() => page.getByRole('heading', { name: 'Provider connections', level: 1 }).isVisible()).toBe(true);
+    // The page opens with its list; the form is behind its button.
+    expect(await page.getByRole('form', { name: 'Create a connection' }).count()).toBe(0);
+    await page.getByRole('button', { name: 'New connection' }).click();
     const createConn = page.getByRole('form', { name: 'Create a connection' });
     await createConn.getByLabel('Name').fill('OpenAI (fake)');
     await createConn.getByLabel('Upstream base URL').fill(upstream.url);

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
-import { createModelPrice } from '../support/sdk.js';
+import { createModelPrice, createProviderConnection } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
@@ -24,6 +24,7 @@ const usd = (micros: bigint | string) =>
 describe.skipIf(!executablePath)("the console: money by the operator's calendar, in Chromium", () => {
   let t: TestApp;
   let upstream: FakeUpstream;
+  let broken: FakeUpstream;
   let browser: Browser;
   let page: Page;
   let tenant: Tenant;
@@ -55,6 +56,8 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
   beforeAll(async () => {
     t = await startTestApp();
     upstream = await startOpenAiUpstream({ apiKey: providerKey });
+    broken = await startOpenAiUpstream({ apiKey: providerKey });
+    broken.forceStatus = 500;
     tenant = await provisionTenant(t.client, { name: 'calendar', baseUrl: upstream.url, providerKey, users: 7 });
     await createModelPrice({
       client: t.client,
@@ -92,6 +95,7 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
     await browser?.close();
     await t?.close();
     await upstream?.close();
+    await broken?.close();
   });
 
   it('answers the top five users this month, on the page and as CSV', async () => {
@@ -162,6 +166,52 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
       expect(cells[i], model).toBe(usd(cost));
     }
     expect(cells.at(-1)).toBe(usd(expected.filter((r) => r.key.endsWith(day)).reduce((sum, r) => sum + BigInt(r.cost), 0n)));
+    expect(errors).toEqual([]);
+  });
+
+  it("answers a connection's health from its calls, and a failed Verify turns its row red", async () => {
+    const failing = await createProviderConnection({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: { name: 'broken upstream', protocolProfile: 'openai', baseUrl: broken.url, apiKey: providerKey },
+    });
+    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
+    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    const row = (name: string) => page.locator('tbody tr').filter({ hasText: name });
+    const good = row('calendar upstream');
+    await expect.poll(() => good.getByTestId('connection-health').locator('.status').textContent()).toMatch(/healthy|degraded/);
+    await good.getByRole('button', { name: 'Health details' }).click();
+    const table = good.getByTestId('connection-health-table');
+    const { rows } = await t.database.db.raw(
+      `select count(*)::int as calls, count(*) filter (where attempt_status in ('UPSTREAM_ERROR', 'FAILED'))::int as errors
+         from invocations where provider_connection_id = ? and attempt_id is not null`,
+      [tenant.connectionId],
+    );
+    const day = await table.locator('tbody tr').filter({ hasText: 'Last day' }).locator('td').allTextContents();
+    expect(day.slice(0, 2)).toEqual([String(rows[0].calls), String(rows[0].errors)]);
+    expect(rows[0].calls).toBe(28);
+    // Latency percentiles, in order.
+    const [p50, p95, p99] = day.slice(3, 6).map((c) => Number(c.replace(/[^\d.]/g, '')));
+    expect(p50! <= p95! && p95! <= p99!).toBe(true);
+
+    const bad = row('broken upstream');
+    await expect.poll(() => bad.getByTestId('connection-health').locator('.status').textContent()).toBe('idle');
+    await bad.getByRole('button', { name: 'Verify' }).click();
+    await bad.getByTestId('verify-failed').waitFor();
+    await expect.poll(() => bad.getByTestId('connection-health').locator('.status').textContent()).toBe('failing');
+    const colour = await bad.getByTestId('verify-failed').evaluate((el) => getComputedStyle(el).color);
+    expect(colour).toBe(
+      await bad
+        .getByTestId('connection-health')
+        .locator('.status')
+        .evaluate((el) => getComputedStyle(el).color),
+    );
+    const stored: { last_verify_outcome: string } = await t.database
+      .db('provider_connections')
+      .where({ id: failing.data!.id })
+      .first('last_verify_outcome');
+    expect(stored.last_verify_outcome).not.toBe('reachable');
+    expect(await axeBothSchemes()).toEqual([]);
     expect(errors).toEqual([]);
   });
 
