@@ -39,7 +39,7 @@ const DAY_MS = 86_400_000;
 const midnight = (year: number, month: number, day: number) => new Date(year, month, day);
 
 /** A date input's value (yyyy-mm-dd) of the local date of `d`. */
-export function dateValue(d: Date): string {
+function dateValue(d: Date): string {
   return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
 }
 

@@ -215,6 +215,31 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
     expect(errors).toEqual([]);
   });
 
+  it("keeps a call's latencies on screen at 390 px, and its money cells even", async () => {
+    const [first] = await t.database.db('invocations').where({ workspace_id: tenant.workspaceId }).orderBy('id').limit(1).select('id');
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/invocations/${(first as { id: string }).id}`);
+      const latency = page.getByRole('heading', { name: 'Latency' });
+      await latency.waitFor();
+      await latency.scrollIntoViewIfNeeded();
+      // Each latency figure's text ends inside the screen.
+      const figures = page.locator('h3:has-text("Latency") ~ dl.figures dd');
+      expect(await figures.count()).toBeGreaterThan(2);
+      for (const box of await figures.evaluateAll((dds) => dds.map((dd) => dd.getBoundingClientRect().right))) {
+        expect(box).toBeLessThanOrEqual(390);
+      }
+    } finally {
+      await page.setViewportSize({ width: 1360, height: 900 });
+    }
+    // The list's costs, each with as many decimals.
+    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/invocations`);
+    const costs = page.locator('tbody tr td:nth-child(9)');
+    await expect.poll(() => costs.count()).toBeGreaterThan(1);
+    const decimals = new Set((await costs.allTextContents()).map((c) => c.split('.')[1]?.length));
+    expect(decimals.size).toBe(1);
+  });
+
   it("shows the budget's month in the workspace's time zone, set from the console", async () => {
     await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/budget`);
     await page.getByRole('heading', { name: 'Budget', level: 1 }).waitFor();

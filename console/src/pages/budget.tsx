@@ -8,7 +8,7 @@ import {
   type UsageSummaryDto,
   type WorkspaceBudgetDto,
 } from '../api.js';
-import { formatMoney, microsOf } from '../format.js';
+import { formatMoney, microsOf, moneyDecimals } from '../format.js';
 import { useAction, useFields, useRead, valueOf } from '../hooks.js';
 import { ActionNotes, Empty, Figures, Form, Input, Page, Select, WORKSPACES_CHANGED, type PageProps } from '../ui.js';
 import { PerPeriodTable } from './usage-table.js';
@@ -81,7 +81,8 @@ function SpendPerDay({ client, budget }: { client: Client; budget: WorkspaceBudg
     [budget.workspaceId, budget.windowStart, budget.windowEnd, timeZone],
     { action: load, label: 'Reading the spend per day…' },
   );
-  const format = (v: number) => formatMoney(v, budget.currency);
+  const decimals = moneyDecimals(summary?.buckets.map((b) => b.costMicros) ?? []);
+  const format = (v: number) => formatMoney(v, budget.currency, decimals);
   return (
     <>
       <ActionNotes action={load} />

@@ -2,12 +2,12 @@ import { useEffect, useState } from 'preact/hooks';
 import { exportInvocations, listInvocations, type Client, type InvocationDto } from '../api.js';
 import { PagedTable } from '../components/lists.js';
 import { saveFile, stamp } from '../download.js';
-import { formatNumber, localValue, rangeOf, when } from '../format.js';
+import { formatMoney, formatNumber, localValue, moneyDecimals, rangeOf, when } from '../format.js';
 import { PRESETS, resolveRange, type Preset } from '../ranges.js';
 import { onlySet, useAction, useFields, usePaged, valueOf } from '../hooks.js';
 import { namesOf, useConnections } from '../lookups.js';
 import { ErrorNote, Field, Input, Page, Select, statusChoices, Toolbar, Working, type PageProps } from '../ui.js';
-import { InvocationDetail, money, ms, StatusWithReason, tokens } from './invocation-detail.js';
+import { InvocationDetail, ms, StatusWithReason, tokens } from './invocation-detail.js';
 
 type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
 
@@ -102,6 +102,8 @@ export function InvocationsPage({ client, workspace, rest, query, setQuery }: Pa
     [workspaceId, filters],
   );
   const filtered = Object.values(filters).some(Boolean);
+  // The page's costs with as many decimals as the most precise of them needs, so the column lines up.
+  const costDecimals = moneyDecimals((list.items ?? []).map((i) => i.costMicros));
   const clear = () => {
     setSearch('');
     replace(NO_FILTERS);
@@ -189,7 +191,7 @@ export function InvocationsPage({ client, workspace, rest, query, setQuery }: Pa
             </td>
             <td class="num">{tokens(i)}</td>
             <td class="num">{formatNumber(i.quotaUnits)}</td>
-            <td class="num">{money(i.costMicros, currency)}</td>
+            <td class="num">{i.costMicros === undefined ? '—' : formatMoney(i.costMicros, currency, costDecimals)}</td>
             <td class="num">{ms(i.totalLatencyMs)}</td>
           </tr>
         )}

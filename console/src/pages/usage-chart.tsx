@@ -59,7 +59,7 @@ export function countOf(b: UsageBucketDto, field: CallCount): bigint | undefined
 const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#bcbd22', '#17becf', '#7f7f7f'];
 
 /** The series drawn, and the columns of the table under the chart: the largest keys, the others summed as one. */
-export const TOP_SERIES = COLORS.length - 1;
+const TOP_SERIES = COLORS.length - 1;
 
 /** The key of the series that sums the keys beyond the largest (no key of the API is empty-prefixed by NUL). */
 export const OTHER = '\u0000other';

@@ -10,7 +10,7 @@ import {
 import { RangePicker } from '../components/range-picker.js';
 import { saveFile, stamp } from '../download.js';
 import { initialRange, rangeText, resolveRange, type Granularity, type Range } from '../ranges.js';
-import { formatMoney, formatNumber } from '../format.js';
+import { formatMoney, formatNumber, moneyDecimals } from '../format.js';
 import { useAction, useRead, valueOf } from '../hooks.js';
 import { namesOf, useAccessNames, useConnections, useInferenceKeys, usePlans } from '../lookups.js';
 import { Empty, ErrorNote, Page, Select, Toolbar, Working, type PageProps } from '../ui.js';
@@ -134,13 +134,14 @@ const COLUMNS: { label: string; calls?: boolean }[] = [
 ];
 
 /** A row of the totals table: spend, calls (where counted), units and tokens. */
-function TotalCells({ t, currency, counted, kinds }: { t: Totals; currency: string; counted: boolean; kinds: boolean }) {
+function TotalCells(props: { t: Totals; currency: string; decimals: number; counted: boolean; kinds: boolean }) {
+  const { t, currency, decimals, counted, kinds } = props;
   const calls = [formatNumber(t.calls?.calls), formatNumber(t.calls?.failedCalls), errorRate(t.calls), formatNumber(t.calls?.refusedCalls)];
   const cells = [...(counted ? calls : []), formatNumber(t.units), formatNumber(t.input), formatNumber(t.output), formatNumber(t.events)];
   return (
     <>
       <td class="num">
-        {formatMoney(t.cost, currency)}
+        {formatMoney(t.cost, currency, decimals)}
         {t.unpriced ? <span class="id"> ({formatNumber(t.unpriced)} unpriced)</span> : null}
       </td>
       {cells.map((cell, i) => (
@@ -167,6 +168,7 @@ function TotalsTable(props: {
   const sum = summary.buckets.reduce(add, NO_TOTALS);
   // A column of the kinds beyond text tokens, where the range has some.
   const kinds = kindsText(sum.kinds) !== '';
+  const decimals = moneyDecimals([...[...totals.values()].map((t) => t.cost), sum.cost]);
   const rows = [...totals].sort(([, a], [, b]) =>
     b.cost > a.cost ? 1 : b.cost < a.cost ? -1 : b.units > a.units ? 1 : b.units < a.units ? -1 : 0,
   );
@@ -193,14 +195,14 @@ function TotalsTable(props: {
         {rows.map(([key, t]) => (
           <tr key={key}>
             <td>{props.labelOf(key) || '(none)'}</td>
-            <TotalCells t={t} currency={currency} counted={counted} kinds={kinds} />
+            <TotalCells t={t} currency={currency} decimals={decimals} counted={counted} kinds={kinds} />
           </tr>
         ))}
       </tbody>
       <tfoot>
         <tr>
           <th scope="row">Total</th>
-          <TotalCells t={sum} currency={currency} counted={counted} kinds={kinds} />
+          <TotalCells t={sum} currency={currency} decimals={decimals} counted={counted} kinds={kinds} />
         </tr>
       </tfoot>
     </table>
@@ -291,7 +293,9 @@ export function UsagePage({ client, workspace }: PageProps) {
   );
   const metric = chosenMetric && metrics.includes(chosenMetric) ? chosenMetric : priced ? 'cost' : 'units';
   // One format for the table, the axis and the legend.
-  const format = (v: number) => (metric === 'cost' ? formatMoney(v, currency) : formatNumber(v));
+  // Amounts with as many decimals as the range's buckets need, so a column of them lines up.
+  const decimals = moneyDecimals(buckets.map((b) => b.costMicros));
+  const format = (v: number) => (metric === 'cost' ? formatMoney(v, currency, decimals) : formatNumber(v));
   const unpriced = buckets.reduce((n, b) => n + (b.unpricedEvents ?? 0), 0);
 
   return (

@@ -94,7 +94,7 @@ export async function verify(deps: ProviderConnectionDeps, actor: Actor, id: str
   return result;
 }
 
-export type ConnectionStatus = 'healthy' | 'degraded' | 'failing' | 'idle';
+type ConnectionStatus = 'healthy' | 'degraded' | 'failing' | 'idle';
 
 export interface ConnectionHealth {
   connection: ProviderConnectionRow;
@@ -107,7 +107,7 @@ export interface ConnectionHealth {
  * The status the console colours a connection by: a failed verification is failing whatever the traffic (the key
  * or upstream is wrong now); else the last 5 minutes' attempts decide, at least 5 of them for `failing`.
  */
-export function connectionStatus(lastVerifyOutcome: string | null | undefined, recent: WindowFigures): ConnectionStatus {
+function connectionStatus(lastVerifyOutcome: string | null | undefined, recent: WindowFigures): ConnectionStatus {
   if (lastVerifyOutcome && lastVerifyOutcome !== 'reachable') return 'failing';
   if (recent.attempts === 0) return 'idle';
   if (recent.attempts >= 5 && recent.errors * 2 >= recent.attempts) return 'failing';
