@@ -216,6 +216,9 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await page.getByRole('region', { name: 'Health of chat' }).getByRole('button', { name: 'Refresh' }).click();
     await health.getByRole('row', { name: /features upstream.*ACTIVE.*closed.*3 calls, 0 errors.*3 calls, 0 errors/ }).waitFor();
     await health.getByRole('row', { name: /backup.*ACTIVE.*closed.*0 calls/ }).waitFor();
+    // Beside the route's attempts, each target's connection over every call that reached it: the 3 made now, at least.
+    const connectionHealth = health.getByRole('row', { name: /features upstream/ }).getByTestId('connection-health');
+    await expect.poll(() => connectionHealth.locator('.status').textContent()).toMatch(/^(healthy|degraded|failing)$/);
     await shot('routes');
 
     await page.getByRole('button', { name: 'Archive' }).click();
