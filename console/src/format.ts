@@ -18,31 +18,57 @@ export function multiplier(ppm: string | number): string {
 
 const moneyFormats = new Map<string, Intl.NumberFormat>();
 
-/** One formatter per currency: at least two decimals (a cent), at most six (a micro-unit, the API's precision). */
-function moneyFormat(currency: string): Intl.NumberFormat {
-  let format = moneyFormats.get(currency);
+/**
+ * One formatter per currency and number of decimals: at least two (a cent), at most six (a micro-unit, the API's
+ * precision); `decimals` fixes them, so a column's amounts line up.
+ */
+function moneyFormat(currency: string, decimals?: number): Intl.NumberFormat {
+  const key = `${currency}/${decimals ?? ''}`;
+  let format = moneyFormats.get(key);
   if (!format) {
+    const digits = { minimumFractionDigits: decimals ?? 2, maximumFractionDigits: decimals ?? 6 };
     try {
-      format = new Intl.NumberFormat(undefined, { style: 'currency', currency, minimumFractionDigits: 2, maximumFractionDigits: 6 });
+      format = new Intl.NumberFormat(undefined, { style: 'currency', currency, ...digits });
     } catch {
       // A code the browser does not know: the amount with the code after it.
-      format = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 6 });
+      format = new Intl.NumberFormat(undefined, digits);
     }
-    moneyFormats.set(currency, format);
+    moneyFormats.set(key, format);
   }
   return format;
 }
 
 /**
- * An amount in millionths of `currency` (the API's costMicros, a decimal string) as the operator's locale writes it:
- * 24000 USD → $0.024. Formatted from its exact decimal, so a large total is not rounded through a float.
+ * The decimals a column of amounts (millionths) needs so that each is exact and all have as many: 2 for whole
+ * cents, up to 6 ($0.024 and $0.06 are written $0.024 and $0.060).
  */
-export function formatMoney(micros: bigint | string | number | undefined | null, currency: string): string {
+export function moneyDecimals(amounts: Iterable<bigint | string | number | undefined | null>): number {
+  let decimals = 2;
+  for (const amount of amounts) {
+    if (amount === undefined || amount === null || amount === '') continue;
+    const m = typeof amount === 'bigint' ? amount : BigInt(typeof amount === 'number' ? Math.round(amount) : amount);
+    let rest = m < 0n ? -m : m;
+    let needed = 6;
+    while (needed > decimals && rest % 10n === 0n) {
+      rest /= 10n;
+      needed--;
+    }
+    decimals = Math.max(decimals, needed);
+  }
+  return decimals;
+}
+
+/**
+ * An amount in millionths of `currency` (the API's costMicros, a decimal string) as the operator's locale writes it:
+ * 24000 USD → $0.024; with `decimals` (moneyDecimals of its column), as many as its column's. Formatted from its
+ * exact decimal, so a large total is not rounded through a float.
+ */
+export function formatMoney(micros: bigint | string | number | undefined | null, currency: string, decimals?: number): string {
   if (micros === undefined || micros === null || micros === '') return '—';
   const m = typeof micros === 'bigint' ? micros : BigInt(typeof micros === 'number' ? Math.round(micros) : micros);
   const abs = m < 0n ? -m : m;
   const decimal = `${m < 0n ? '-' : ''}${abs / 1_000_000n}.${String(abs % 1_000_000n).padStart(6, '0')}`;
-  const format = moneyFormat(currency);
+  const format = moneyFormat(currency, decimals);
   // Intl formats a decimal string exactly (the lib's type knows only numbers and bigints).
   const text = format.format(decimal as unknown as number);
   return format.resolvedOptions().style === 'currency' ? text : `${text} ${currency}`;
@@ -65,7 +91,12 @@ export function rangeOf(since: string, until: string): { since?: string; until?:
 
 /** Now, to the minute, as a datetime-local input's value (the operator's local time). */
 export function localNow(offsetMs = 0): string {
-  const d = new Date(Date.now() + offsetMs);
+  return localValue(new Date(Date.now() + offsetMs));
+}
+
+/** An instant, to the minute, as a datetime-local input's value (the operator's local time). */
+export function localValue(at: Date): string {
+  const d = new Date(at);
   d.setSeconds(0, 0);
   return new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
 }

@@ -274,3 +274,22 @@ export function ShownOnce({ label, secret, onDismiss }: { label: string; secret:
     </div>
   );
 }
+
+/**
+ * A create form folded behind its button, so a list page opens with its list: the button says what it makes and
+ * whether the form is open (aria-expanded); the form follows it.
+ */
+export function Folded(props: { label: string; children: ComponentChildren; open?: boolean; operation?: string }) {
+  const allowed = useAllowed();
+  const [open, setOpen] = useState(props.open ?? false);
+  // A caller whose role may not call the folded form's operation sees neither it nor its button.
+  if (props.operation && !allowed(props.operation)) return null;
+  return (
+    <div class="folded">
+      <button type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
+        {props.label}
+      </button>
+      {open ? props.children : null}
+    </div>
+  );
+}

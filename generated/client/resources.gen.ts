@@ -69,7 +69,7 @@ export class WorkspacesResource extends NexusResource {
 }
 
 /**
- * Provider connections: list, create, test, get, archive, update, verify, rotateProviderSecret.
+ * Provider connections: list, create, test, get, archive, update, verify, getHealth, rotateProviderSecret.
  *
  * Upstream model providers with encrypted keys.
  */
@@ -177,6 +177,24 @@ export class ProviderConnectionsResource extends NexusResource {
    */
   verify(providerConnectionId: string, options?: RequestOptions): NexusPromise<types.VerifyProviderConnectionResponses[keyof types.VerifyProviderConnectionResponses]> {
     return this._core._call<types.VerifyProviderConnectionResponses[keyof types.VerifyProviderConnectionResponses]>(sdk.verifyProviderConnection, { path: { providerConnectionId } }, options);
+  }
+
+  /**
+   * Read a provider connection's health
+   *
+   * Every attempt that reached the connection's provider, direct or through a route (a route's attempts that
+   * failed before another target answered included; refused calls, which reach no provider, left out), over the
+   * last 5 minutes, hour and day: the attempts, the errors among them (`UPSTREAM_ERROR`: the provider answered an
+   * error; `FAILED`: it could not be reached or timed out; a client that left is neither), the latency's p50, p95
+   * and p99, and the time to first token's (streamed attempts). `verify` is the last verification's outcome: a
+   * failed one makes `status` `failing` whatever the traffic. `status`: `failing` when the last verification
+   * failed or at least half the last 5 minutes' attempts (5 or more) erred, `degraded` when 5 % or more did,
+   * `idle` without attempts in the last 5 minutes, else `healthy`.
+   *
+   * `GET /admin/v1/provider-connections/{providerConnectionId}/health` (`getProviderConnectionHealth` in the function API)
+   */
+  getHealth(providerConnectionId: string, options?: RequestOptions): NexusPromise<types.GetProviderConnectionHealthResponses[keyof types.GetProviderConnectionHealthResponses]> {
+    return this._core._call<types.GetProviderConnectionHealthResponses[keyof types.GetProviderConnectionHealthResponses]>(sdk.getProviderConnectionHealth, { path: { providerConnectionId } }, options);
   }
 
   /**
@@ -790,7 +808,8 @@ export class MoneyResource extends NexusResource {
   /**
    * Set the workspace's spend budget
    *
-   * A daily or monthly (UTC) spend budget in the workspace's currency, in micro-units. `softLimitMicros` only
+   * A daily or monthly spend budget in the workspace's currency, in micro-units; its days and months are those of
+   * the workspace's `timeZone` (UTC by default). `softLimitMicros` only
    * reports (the budget shows it crossed); at `hardLimitMicros` the gateway refuses new metered calls with 402
    * `workspace_budget_exceeded` until the window ends or the budget is raised. Calls already admitted finish
    * and are charged; docs/pricing.md ("Budgets") gives the bound across processes.

@@ -860,6 +860,10 @@ export type WorkspaceBudgetDto = {
     spentMicros: CostMicros;
     softCrossed: boolean;
     hardCrossed: boolean;
+    /**
+     * The workspace's time zone, whose day or month the window is.
+     */
+    timeZone?: string;
 };
 
 /**
@@ -1397,6 +1401,52 @@ export type StrategyBindingDto = {
     createdAt: DateTime;
 };
 
+export type ConnectionHealthStatus = 'healthy' | 'degraded' | 'failing' | 'idle';
+
+/**
+ * Milliseconds (continuous percentiles over the window's attempts).
+ */
+export type LatencyPercentilesDto = {
+    p50: number;
+    p95: number;
+    p99: number;
+};
+
+export type ConnectionHealthWindowDto = {
+    window: '5m' | '1h' | '1d';
+    since: DateTime;
+    /**
+     * Attempts that reached the provider and started in the window.
+     */
+    attempts: number;
+    /**
+     * Those that ended `UPSTREAM_ERROR` or `FAILED`.
+     */
+    errors: number;
+    /**
+     * errors / attempts; absent without attempts.
+     */
+    errorRate?: number;
+    latencyMs?: LatencyPercentilesDto;
+    timeToFirstTokenMs?: LatencyPercentilesDto;
+};
+
+export type ConnectionVerifyDto = {
+    /**
+     * The probe's outcome, as verifyProviderConnection answered it (`reachable`, or why not).
+     */
+    outcome: string;
+    at: DateTime;
+};
+
+export type ProviderConnectionHealthDto = {
+    providerConnectionId: string;
+    status: ConnectionHealthStatus;
+    verify?: ConnectionVerifyDto;
+    windows: Array<ConnectionHealthWindowDto>;
+    checkedAt: DateTime;
+};
+
 export type ProviderConnectionStatus = 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
 
 /**
@@ -1547,6 +1597,10 @@ export type ProviderConnectionDto = {
      */
     secretPreview: string;
     lastVerifiedAt?: DateTime;
+    /**
+     * The last verification (verifyProviderConnection), passed or failed; absent before the first.
+     */
+    lastVerify?: ConnectionVerifyDto;
     upstreamTimeoutMs?: UpstreamTimeoutMs;
     retry?: ConnectionRetryDto;
     enforcesOutputCap: EnforcesOutputCap;
@@ -2581,6 +2635,11 @@ export type WebhookTestEventData = {
 
 export type WorkspaceStatus = 'ACTIVE' | 'ARCHIVED';
 
+/**
+ * An IANA time zone name (`UTC`, `Europe/Paris`, `America/New_York`).
+ */
+export type WorkspaceTimeZone = string;
+
 export type WorkspaceDto = {
     id: string;
     name: string;
@@ -2610,6 +2669,10 @@ export type WorkspaceDto = {
      * The currency of the workspace's prices, costs and budget (ISO 4217; default USD).
      */
     currency?: CurrencyCode;
+    /**
+     * The IANA time zone whose days and months the workspace's budget counts (default UTC).
+     */
+    timeZone?: WorkspaceTimeZone;
     createdAt: DateTime;
     updatedAt: DateTime;
     archivedAt?: DateTime;
@@ -2632,6 +2695,10 @@ export type CreateWorkspaceDto = {
      * The currency of the workspace's prices, costs and budget (ISO 4217). Default USD.
      */
     currency?: CurrencyCode;
+    /**
+     * The IANA time zone whose days and months the workspace's budget counts. Default UTC.
+     */
+    timeZone?: WorkspaceTimeZone;
 };
 
 export type UpdateWorkspaceDto = {
@@ -2655,6 +2722,12 @@ export type UpdateWorkspaceDto = {
      * The workspace's currency (ISO 4217). It cannot change once the workspace has prices (409 `conflict`).
      */
     currency?: CurrencyCode;
+    /**
+     * The IANA time zone whose days and months the workspace's budget counts (`Europe/Paris`). The budget's
+     * current window moves to the new zone's day or month at once; an unknown name is 400 `invalid_parameter`.
+     *
+     */
+    timeZone?: WorkspaceTimeZone;
 };
 
 /**
@@ -7447,6 +7520,53 @@ export type VerifyProviderConnectionResponses = {
 };
 
 export type VerifyProviderConnectionResponse = VerifyProviderConnectionResponses[keyof VerifyProviderConnectionResponses];
+
+export type GetProviderConnectionHealthData = {
+    body?: never;
+    path: {
+        providerConnectionId: string;
+    };
+    query?: never;
+    url: '/admin/v1/provider-connections/{providerConnectionId}/health';
+};
+
+export type GetProviderConnectionHealthErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetProviderConnectionHealthError = GetProviderConnectionHealthErrors[keyof GetProviderConnectionHealthErrors];
+
+export type GetProviderConnectionHealthResponses = {
+    /**
+     * The connection's health.
+     */
+    200: ProviderConnectionHealthDto;
+};
+
+export type GetProviderConnectionHealthResponse = GetProviderConnectionHealthResponses[keyof GetProviderConnectionHealthResponses];
 
 export type RotateProviderSecretData = {
     body: RotateProviderSecretDtoWritable;

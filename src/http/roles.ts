@@ -59,6 +59,7 @@ export const OPERATION_ROLES: Readonly<Record<string, readonly WorkspaceRole[]>>
   listRoutes: EVERYONE,
   getRoute: EVERYONE,
   getRouteHealth: EVERYONE,
+  getProviderConnectionHealth: EVERYONE,
   createRoute: BUILD,
   updateRoute: BUILD,
   archiveRoute: BUILD,

@@ -89,5 +89,11 @@ export async function signIn(page: Page, url: string, key = TEST_ROOT_KEY): Prom
   await page.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
 }
 
+/** Opens a create form folded behind its button (a list page's New …), unless it is open already. */
+export async function unfold(page: Page, button: string): Promise<void> {
+  const toggle = page.getByRole('button', { name: button, exact: true });
+  if ((await toggle.getAttribute('aria-expanded')) !== 'true') await toggle.click();
+}
+
 /** Chromium as the tests launch it (Debian's, no sandbox: the tests may run as root). */
 export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-dev-shm-usage'];

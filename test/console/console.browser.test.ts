@@ -29,7 +29,7 @@ import {
 } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, watchedPage } from './console-support.js';
+import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, watchedPage, unfold } from './console-support.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 
 const executablePath = chromiumOrWarn("the console's browser test");
@@ -167,6 +167,9 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
 
     // Provider connections: tested before saving, created, verified.
     await expect.poll(() => page.getByRole('heading', { name: 'Provider connections', level: 1 }).isVisible()).toBe(true);
+    // The page opens with its list; the form is behind its button.
+    expect(await page.getByRole('form', { name: 'Create a connection' }).count()).toBe(0);
+    await page.getByRole('button', { name: 'New connection' }).click();
     const createConn = page.getByRole('form', { name: 'Create a connection' });
     await createConn.getByLabel('Name').fill('OpenAI (fake)');
     await createConn.getByLabel('Upstream base URL').fill(upstream.url);
@@ -181,6 +184,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
 
     // Plans and strategies: a strategy drafted and published, a plan drafted, bound from now, published.
     await go('Plans and strategies');
+    await unfold(page, 'New quota strategy');
     const draftStrategy = page.getByRole('form', { name: 'Draft a quota strategy' });
     await draftStrategy.getByLabel('Key').fill('standard-quota');
     await draftStrategy.getByLabel('Units per period').fill('100000');
@@ -197,6 +201,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
         .first()
         .evaluate((el) => getComputedStyle(el).display),
     ).toBe('table-cell');
+    await unfold(page, 'New plan');
     const draftPlan = page.getByRole('form', { name: 'Draft a plan' });
     await draftPlan.getByLabel('Key').fill('standard');
     await draftPlan.getByLabel('Name').fill('Standard');
@@ -477,6 +482,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
   it('plans: a model rule, an allow-list and a rate limit set in the UI apply to the next gateway call', async () => {
     // Signed in with the workspace's scoped key, in Acme production, from the tests before.
     await go('Plans and strategies');
+    await unfold(page, 'New quota strategy');
     const draftStrategy = page.getByRole('form', { name: 'Draft a quota strategy' });
     await draftStrategy.getByLabel('Key').fill('strict-quota');
     await draftStrategy.getByLabel('Allowed models').fill('gpt-allowed*');
@@ -490,6 +496,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await page.getByRole('button', { name: 'Publish strict-quota v1' }).click();
     await page.getByRole('row', { name: /strict-quota.*PUBLISHED.*gpt-allowed\*: ×2 \/ ×2 \/ ×2.*only gpt-allowed\*/ }).waitFor();
 
+    await unfold(page, 'New plan');
     const draftPlan = page.getByRole('form', { name: 'Draft a plan' });
     await draftPlan.getByLabel('Key').fill('strict');
     await draftPlan.getByLabel('Name').fill('Strict');

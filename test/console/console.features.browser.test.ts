@@ -30,7 +30,7 @@ import {
 } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage, unfold } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's features browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -104,6 +104,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
   it('webhooks: an endpoint is created with its secret shown once, a test event delivered, verified and replayed, the secret rotated, the endpoint edited, disabled, enabled and deleted', async () => {
     await go('Webhooks');
     await page.getByText('No webhook endpoint yet').waitFor();
+    await unfold(page, 'New webhook endpoint');
     const add = page.getByRole('form', { name: 'Add a webhook endpoint' });
     // Bad input: the API's message, naming the field.
     await add.getByLabel('URL').fill('ftp://127.0.0.1/hooks');
@@ -215,6 +216,9 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await page.getByRole('region', { name: 'Health of chat' }).getByRole('button', { name: 'Refresh' }).click();
     await health.getByRole('row', { name: /features upstream.*ACTIVE.*closed.*3 calls, 0 errors.*3 calls, 0 errors/ }).waitFor();
     await health.getByRole('row', { name: /backup.*ACTIVE.*closed.*0 calls/ }).waitFor();
+    // Beside the route's attempts, each target's connection over every call that reached it: the 3 made now, at least.
+    const connectionHealth = health.getByRole('row', { name: /features upstream/ }).getByTestId('connection-health');
+    await expect.poll(() => connectionHealth.locator('.status').textContent()).toMatch(/^(healthy|degraded|failing)$/);
     await shot('routes');
 
     await page.getByRole('button', { name: 'Archive' }).click();
@@ -380,6 +384,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await go('Prices');
     await page.getByText('No price yet').waitFor();
     expect(await page.getByRole('form', { name: 'Workspace currency' }).getByLabel('Currency').inputValue()).toBe('USD');
+    await unfold(page, 'New price');
     const add = page.getByRole('form', { name: 'Add a price' });
     await add.getByLabel('Model pattern').fill('gpt-priced*');
     await add.getByLabel('Input per million (USD)', { exact: true }).fill('1000');

@@ -13,7 +13,7 @@ import { projectRoot } from '../support/paths.js';
 import { getPlan, getWorkspace, listPlans } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage, unfold } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's passthrough browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -91,6 +91,7 @@ describe.skipIf(!executablePath)('the console: passthrough classes of a workspac
     expect((await getPlan({ client: t.client, path: { planId: tenant.planId } })).data!.passthroughClasses).toEqual(['batches']);
     expect(await gateway('v1/batches')).toBe(200);
 
+    await unfold(page, 'New plan');
     const draft = page.getByRole('form', { name: 'Draft a plan' });
     await draft.getByLabel('Key').fill('with-evals');
     await draft.getByLabel('Name').fill('With evals');

@@ -93,6 +93,7 @@ describe.skipIf(!executablePath)('the console: settings edited where they are sh
 
   it('connections of the gemini, azure-openai and bedrock profiles, each with its own fields', async () => {
     await go('Provider connections');
+    await page.getByRole('button', { name: 'New connection' }).click();
     const create = page.getByRole('form', { name: 'Create a connection' });
     const make = async (name: string, profile: string, baseUrl: string, more?: () => Promise<void>) => {
       await create.getByLabel('Name', { exact: true }).fill(name);

@@ -38,19 +38,35 @@ describe('the budget rule', () => {
     ...o,
   });
 
-  it('windows are the UTC day or calendar month', () => {
-    expect(budgetWindow('DAY', new Date('2026-11-27T23:59:59Z'))).toEqual({
+  it("windows are the day or calendar month in the workspace's time zone", () => {
+    expect(budgetWindow('DAY', new Date('2026-11-27T23:59:59Z'), 'UTC')).toEqual({
       start: new Date('2026-11-27T00:00:00Z'),
       end: new Date('2026-11-28T00:00:00Z'),
     });
-    expect(budgetWindow('MONTH', new Date('2026-12-31T12:00:00Z'))).toEqual({
+    expect(budgetWindow('MONTH', new Date('2026-12-31T12:00:00Z'), 'UTC')).toEqual({
       start: new Date('2026-12-01T00:00:00Z'),
       end: new Date('2027-01-01T00:00:00Z'),
     });
+    // 23:30 UTC on 30 November is already December in Paris (UTC+1).
+    expect(budgetWindow('MONTH', new Date('2026-11-30T23:30:00Z'), 'Europe/Paris')).toEqual({
+      start: new Date('2026-11-30T23:00:00Z'),
+      end: new Date('2026-12-31T23:00:00Z'),
+    });
+    // New York's March has a day of 23 hours: the month starts at UTC-5 and ends at UTC-4.
+    expect(budgetWindow('MONTH', new Date('2026-03-15T12:00:00Z'), 'America/New_York')).toEqual({
+      start: new Date('2026-03-01T05:00:00Z'),
+      end: new Date('2026-04-01T04:00:00Z'),
+    });
+    expect(budgetWindow('DAY', new Date('2026-03-08T12:00:00Z'), 'America/New_York')).toEqual({
+      start: new Date('2026-03-08T05:00:00Z'),
+      end: new Date('2026-03-09T04:00:00Z'),
+    });
+    // A zone ahead of UTC by more than half a day: 13:00 UTC on 31 May is 1 June in Kiritimati (UTC+14).
+    expect(budgetWindow('MONTH', new Date('2026-05-31T13:00:00Z'), 'Pacific/Kiritimati').start).toEqual(new Date('2026-05-31T10:00:00Z'));
   });
 
   it('reports each level crossed once per window, and refuses until the window ends', () => {
-    const window = budgetWindow('MONTH', new Date('2026-11-15T00:00:00Z'));
+    const window = budgetWindow('MONTH', new Date('2026-11-15T00:00:00Z'), 'UTC');
     expect(budgetLevels(budget(), 99n, window).newlyCrossed).toEqual([]);
     const soft = budgetLevels(budget(), 100n, window);
     expect(soft).toMatchObject({ softCrossed: true, hardCrossed: false, newlyCrossed: ['soft'] });
@@ -60,7 +76,7 @@ describe('the budget rule', () => {
     // Again in the same window: nothing new.
     expect(budgetLevels(budget(both.state), 300n, window).newlyCrossed).toEqual([]);
     // The next month: crossed anew, once.
-    const next = budgetWindow('MONTH', new Date('2026-12-02T00:00:00Z'));
+    const next = budgetWindow('MONTH', new Date('2026-12-02T00:00:00Z'), 'UTC');
     expect(budgetLevels(budget(both.state), 300n, next).newlyCrossed).toEqual(['soft', 'hard']);
     // Raised above the spend: no longer refused.
     expect(budgetLevels(budget({ ...both.state, hard_micros: 1000n }), 250n, window).state.hard_exceeded_until).toBeNull();

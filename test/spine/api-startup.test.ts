@@ -82,6 +82,7 @@ const BEYOND_SPEC: Record<string, string[]> = {
   'docs/request-logs.md': ['getInvocationLog', 'setPlanRequestLog'],
   'docs/decisions.md "Management keys"': ['listManagementKeys', 'createManagementKey', 'updateManagementKey', 'revokeManagementKey'],
   'docs/decisions.md "Top-ups"': ['grantAccessUnits'],
+  'docs/observability.md "Connection health"': ['getProviderConnectionHealth'],
   'docs/people.md': [
     'listSessions',
     'revokeSession',

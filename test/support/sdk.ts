@@ -12,6 +12,7 @@ export const archiveRoute = sdk.archiveRoute<false>;
 export const createRoute = sdk.createRoute<false>;
 export const getRoute = sdk.getRoute<false>;
 export const getRouteHealth = sdk.getRouteHealth<false>;
+export const getProviderConnectionHealth = sdk.getProviderConnectionHealth<false>;
 export const listRoutes = sdk.listRoutes<false>;
 export const updateRoute = sdk.updateRoute<false>;
 export const archiveWorkspace = sdk.archiveWorkspace<false>;

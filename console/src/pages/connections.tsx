@@ -21,11 +21,12 @@ import {
   RotationAwsFields,
   testOf,
 } from '../components/connection-form.js';
+import { HealthCell } from '../components/connection-health.js';
 import { PagedTable } from '../components/lists.js';
 import { SecretForm } from '../components/secret-form.js';
 import { when } from '../format.js';
 import { useAction, useFields, usePaged, type Action } from '../hooks.js';
-import { ActionNotes, ErrorNote, Form, Notice, Page, Status, type PageProps } from '../ui.js';
+import { ActionNotes, ErrorNote, Folded, Form, Notice, Page, Status, type PageProps } from '../ui.js';
 
 /** A test's or a verification's outcome in a line: "Test: ok (HTTP 200) in 12 ms". */
 const outcomeOf = (what: string, r: ProviderCheckResultDto) =>
@@ -84,6 +85,27 @@ function ConnectionActions(props: {
   );
 }
 
+/** When it was last verified, and a Verify that failed since, in red. */
+function Verified({ connection: c }: { connection: ProviderConnectionDto }) {
+  const failed = c.lastVerify && c.lastVerify.outcome !== 'reachable' ? c.lastVerify : undefined;
+  return (
+    <>
+      {failed ? (
+        <>
+          <span class="status status-failed" data-testid="verify-failed">
+            failed
+          </span>
+          <div class="id">
+            {failed.outcome}, {when(failed.at)}
+          </div>
+        </>
+      ) : (
+        when(c.lastVerifiedAt)
+      )}
+    </>
+  );
+}
+
 export function ConnectionsPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
   const list = usePaged((page) => listProviderConnections({ client, path: { workspaceId }, query: page }), [workspaceId]);
@@ -118,18 +140,6 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       title="Provider connections"
       lead="An upstream provider (its base URL and API key, stored encrypted). Callers reach it at the connection's gateway base URL."
     >
-      <Form
-        operation="createProviderConnection"
-        title="Create a connection"
-        submit="Create connection"
-        onSubmit={create}
-        disabled={!!action.working}
-      >
-        <ConnectionFields form={fields} />
-        <button type="button" onClick={() => void test()} disabled={!!action.working || !form.baseUrl || !form.apiKey}>
-          Test before saving
-        </button>
-      </Form>
       <ActionNotes action={action} />
       <Notice class="notice" text={outcome} />
       {rotating ? (
@@ -175,8 +185,8 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       <PagedTable
         list={list}
         caption="Provider connections"
-        columns={['Name', 'Status', 'Gateway base URL', 'Key', 'Verified', 'Actions']}
-        empty="No provider connection yet. Create one above with your provider's base URL and key; then make a plan in Plans and strategies."
+        columns={['Name', 'Status', 'Health', 'Gateway base URL', 'Key', 'Verified', 'Actions']}
+        empty="No provider connection yet. Create one with your provider's base URL and key (New connection); then make a plan in Plans and strategies."
         row={(c) => (
           <tr>
             <td>
@@ -188,13 +198,16 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
             <td>
               <Status value={c.status} />
             </td>
+            <td>{c.status !== 'ARCHIVED' ? <HealthCell client={client} connectionId={c.id} version={c.lastVerify?.at ?? ''} /> : '—'}</td>
             <td>
               <code>{c.gatewayBaseUrl}</code>
             </td>
             <td>
               <code>{c.secretPreview}</code>
             </td>
-            <td>{when(c.lastVerifiedAt)}</td>
+            <td>
+              <Verified connection={c} />
+            </td>
             <td class="actions">
               {c.status !== 'ARCHIVED' ? (
                 <ConnectionActions
@@ -224,6 +237,20 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
           ) : null
         }
       />
+      <Folded label="New connection" operation="createProviderConnection">
+        <Form
+          operation="createProviderConnection"
+          title="Create a connection"
+          submit="Create connection"
+          onSubmit={create}
+          disabled={!!action.working}
+        >
+          <ConnectionFields form={fields} />
+          <button type="button" onClick={() => void test()} disabled={!!action.working || !form.baseUrl || !form.apiKey}>
+            Test before saving
+          </button>
+        </Form>
+      </Folded>
     </Page>
   );
 }

@@ -7,7 +7,7 @@ import type { JSX } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { getInvocation, listInvocations, type Client, type InvocationDto } from '../api.js';
 import { ListTable } from '../components/lists.js';
-import { formatNumber, when } from '../format.js';
+import { formatMoney, formatNumber, when } from '../format.js';
 import { kindsText } from '../kinds.js';
 import { useAction, useRead } from '../hooks.js';
 import { Empty, ErrorNote, Figures, Status } from '../ui.js';
@@ -15,10 +15,9 @@ import { RequestLog } from './request-log.js';
 
 export const ms = (v: number | undefined) => (v === undefined ? '—' : `${v.toFixed(1)} ms`);
 
-/** A cost in millionths of the workspace's currency, as the operator's locale writes money (up to 6 decimals). */
-export function money(micros: string | undefined, currency: string): string {
-  if (micros === undefined) return '—';
-  return new Intl.NumberFormat(undefined, { style: 'currency', currency, maximumFractionDigits: 6 }).format(Number(micros) / 1_000_000);
+/** A cost in millionths of the workspace's currency, as the operator's locale writes money (exact, up to 6 decimals). */
+function money(micros: string | undefined, currency: string): string {
+  return micros === undefined ? '—' : formatMoney(micros, currency);
 }
 
 /** A call's tokens: input (cached) → output; none when it was not charged. */

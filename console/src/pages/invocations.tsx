@@ -1,11 +1,13 @@
 import { useEffect, useState } from 'preact/hooks';
 import { exportInvocations, listInvocations, type Client, type InvocationDto } from '../api.js';
 import { PagedTable } from '../components/lists.js';
-import { formatNumber, rangeOf, when } from '../format.js';
+import { saveFile, stamp } from '../download.js';
+import { formatMoney, formatNumber, localValue, moneyDecimals, rangeOf, when } from '../format.js';
+import { PRESETS, resolveRange, type Preset } from '../ranges.js';
 import { onlySet, useAction, useFields, usePaged, valueOf } from '../hooks.js';
 import { namesOf, useConnections } from '../lookups.js';
 import { ErrorNote, Field, Input, Page, Select, statusChoices, Toolbar, Working, type PageProps } from '../ui.js';
-import { InvocationDetail, money, ms, StatusWithReason, tokens } from './invocation-detail.js';
+import { InvocationDetail, ms, StatusWithReason, tokens } from './invocation-detail.js';
 
 type InvocationStatus = 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'FAILED' | 'CLIENT_ABORTED' | 'REJECTED';
 
@@ -23,6 +25,8 @@ function UserLink({ workspaceId, invocation }: { workspaceId: string; invocation
 
 const NO_FILTERS = { q: '', status: '' as InvocationStatus | '', model: '', workspaceAccessId: '', since: '', until: '' };
 type Filters = typeof NO_FILTERS;
+/** The ranges that fill Since and Until: in the operator's time zone (custom dates are those two inputs themselves). */
+const CALENDAR: Preset[] = ['today', 'week', 'month', 'lastMonth', '24h', '7d', '30d'];
 const STATUSES: InvocationStatus[] = ['SUCCEEDED', 'UPSTREAM_ERROR', 'FAILED', 'CLIENT_ABORTED', 'REJECTED'];
 
 /**
@@ -59,15 +63,7 @@ function ExportButton({ client, workspaceId, filters }: { client: Client; worksp
       const res = await exportInvocations({ client, path: { workspaceId }, query: queryOf(filters), parseAs: 'text' });
       return res.data;
     });
-    if (csv === undefined) return;
-    const url = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }));
-    const a = document.createElement('a');
-    a.href = url;
-    a.download = `invocations-${new Date().toISOString().slice(0, 19).replace(/:/g, '')}.csv`;
-    document.body.append(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    if (csv !== undefined) saveFile(csv, `invocations-${stamp()}.csv`);
   };
   return (
     <>
@@ -106,6 +102,8 @@ export function InvocationsPage({ client, workspace, rest, query, setQuery }: Pa
     [workspaceId, filters],
   );
   const filtered = Object.values(filters).some(Boolean);
+  // The page's costs with as many decimals as the most precise of them needs, so the column lines up.
+  const costDecimals = moneyDecimals((list.items ?? []).map((i) => i.costMicros));
   const clear = () => {
     setSearch('');
     replace(NO_FILTERS);
@@ -122,6 +120,16 @@ export function InvocationsPage({ client, workspace, rest, query, setQuery }: Pa
         <Select label="Status" name="status" choices={statusChoices(STATUSES, 'Any')} {...bindChange('status')} />
         <Input label="Model (begins with)" name="model" {...bindChange('model')} />
         <Input label="Access id" name="workspaceAccessId" {...bindChange('workspaceAccessId')} />
+        <Select
+          label="Range"
+          name="range"
+          choices={{ '': 'Choose…', ...Object.fromEntries(CALENDAR.map((p) => [p, PRESETS[p]])) }}
+          value=""
+          onChange={(e) => {
+            const range = resolveRange({ preset: valueOf(e) as Preset, from: '', to: '' });
+            if (range) put({ since: localValue(range.since), until: localValue(range.until) });
+          }}
+        />
         <Input label="Since" name="since" type="datetime-local" {...bindChange('since')} />
         <Input label="Until" name="until" type="datetime-local" {...bindChange('until')} />
         <button type="button" onClick={list.reload}>
@@ -183,7 +191,7 @@ export function InvocationsPage({ client, workspace, rest, query, setQuery }: Pa
             </td>
             <td class="num">{tokens(i)}</td>
             <td class="num">{formatNumber(i.quotaUnits)}</td>
-            <td class="num">{money(i.costMicros, currency)}</td>
+            <td class="num">{i.costMicros === undefined ? '—' : formatMoney(i.costMicros, currency, costDecimals)}</td>
             <td class="num">{ms(i.totalLatencyMs)}</td>
           </tr>
         )}

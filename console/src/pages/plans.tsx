@@ -21,7 +21,7 @@ import { limitsOf, PlanRateLimits, RATE_LIMITS, rateLimitsOf } from '../componen
 import { PagedTable } from '../components/lists.js';
 import { formatNumber, localNow, toInstant, when } from '../format.js';
 import { useAction, useFields, usePaged, useRead, valueOf } from '../hooks.js';
-import { ActionNotes, Empty, Form, Input, LocalTimeInput, Page, Select, Status, type PageProps } from '../ui.js';
+import { ActionNotes, Empty, Form, Input, LocalTimeInput, Page, Select, Status, type PageProps, Folded } from '../ui.js';
 import { INTERVALS, Strategies } from './strategies.js';
 
 /** A strategy version by name: its key and version. */
@@ -210,27 +210,29 @@ export function PlansPage({ client, workspace }: PageProps) {
       <section aria-labelledby="plans-title">
         <h2 id="plans-title">Plans</h2>
         <p class="lead">A plan is what a user is on: draft it, bind a published strategy from a time, publish it.</p>
-        <Form operation="createPlan" title="Draft a plan" submit="Draft plan" onSubmit={create} disabled={!!action.working}>
-          <div class="grid">
-            <Input label="Key" name="planKey" required {...bind('key')} />
-            <Input label="Name" name="planName" required {...bind('name')} />
-            <Select label="Billing interval" name="billingInterval" choices={INTERVALS} {...bindChange('billingInterval')} />
-          </div>
-          <fieldset>
-            <legend>Rate limits per user (optional; empty: no limit)</legend>
+        <Folded label="New plan" operation="createPlan">
+          <Form operation="createPlan" title="Draft a plan" submit="Draft plan" onSubmit={create} disabled={!!action.working}>
             <div class="grid">
-              {RATE_LIMITS.map(([field, label]) => (
-                <Input key={field} label={label} name={field} type="number" min={1} {...bind(field)} />
-              ))}
+              <Input label="Key" name="planKey" required {...bind('key')} />
+              <Input label="Name" name="planName" required {...bind('name')} />
+              <Select label="Billing interval" name="billingInterval" choices={INTERVALS} {...bindChange('billingInterval')} />
             </div>
-          </fieldset>
-          <PassthroughClassesField
-            legend="Passthrough classes (optional; let through for its users, beside the workspace's)"
-            name="newPlanPassthrough"
-            value={form.passthroughClasses}
-            onChange={(passthroughClasses) => put({ passthroughClasses })}
-          />
-        </Form>
+            <fieldset>
+              <legend>Rate limits per user (optional; empty: no limit)</legend>
+              <div class="grid">
+                {RATE_LIMITS.map(([field, label]) => (
+                  <Input key={field} label={label} name={field} type="number" min={1} {...bind(field)} />
+                ))}
+              </div>
+            </fieldset>
+            <PassthroughClassesField
+              legend="Passthrough classes (optional; let through for its users, beside the workspace's)"
+              name="newPlanPassthrough"
+              value={form.passthroughClasses}
+              onChange={(passthroughClasses) => put({ passthroughClasses })}
+            />
+          </Form>
+        </Folded>
         <ActionNotes action={action} problem={plans.problem} />
         <PagedTable
           list={plans}

@@ -16,7 +16,7 @@ import { PagedTable } from '../components/lists.js';
 import { localNow, toInstant, when } from '../format.js';
 import { useAction, useFields, usePaged, valueOf, type Action } from '../hooks.js';
 import { namesOf, useConnections } from '../lookups.js';
-import { ActionNotes, ErrorNote, Field, Form, Input, LocalTimeInput, Notice, Page, Select, type PageProps } from '../ui.js';
+import { ActionNotes, ErrorNote, Field, Form, Input, LocalTimeInput, Notice, Page, Select, type PageProps, Folded } from '../ui.js';
 
 const PROFILES: ProtocolProfile[] = ['openai', 'anthropic', 'azure-openai', 'gemini', 'bedrock'];
 /** A price per million tokens as the API takes it: up to 12 digits, and 12 decimals. */
@@ -251,7 +251,9 @@ export function PricesPage({ client, workspace }: PageProps) {
       }
     >
       <Currency client={client} workspaceId={workspaceId} currency={currency} onChange={setCurrency} />
-      <PriceForm client={client} workspaceId={workspaceId} currency={currency} names={names} action={action} onAdded={list.reload} />
+      <Folded label="New price">
+        <PriceForm client={client} workspaceId={workspaceId} currency={currency} names={names} action={action} onAdded={list.reload} />
+      </Folded>
       <Import client={client} workspaceId={workspaceId} onDone={list.reload} />
       <ActionNotes action={action} problem={list.problem} />
       <div class="toolbar">

@@ -17,6 +17,7 @@ import { ListTable, PagedTable } from '../components/lists.js';
 import { formatNumber, when } from '../format.js';
 import { useAction, useFields, usePaged } from '../hooks.js';
 import { namesOf, useConnections } from '../lookups.js';
+import { HealthCell } from '../components/connection-health.js';
 import { ActionNotes, Empty, Form, Page, Status, type PageProps } from '../ui.js';
 import { changesOf, fieldsOf, formOf, NEW_ROUTE, RouteFields, targetSettings } from './route-form.js';
 
@@ -24,7 +25,10 @@ import { changesOf, fieldsOf, formOf, NEW_ROUTE, RouteFields, targetSettings } f
 const targetSettingsShort = (t: RouteTargetDto) =>
   (t.attempts ?? 1) > 1 || t.timeoutMs !== undefined || t.firstTokenTimeoutMs !== undefined ? targetSettings(t) : '';
 
-/** Each target's health as this process sees it: breaker, calls and errors of the last minute and hour, median latency, last error. */
+/**
+ * Each target's health: its breaker, the route's attempts on it (calls and errors of the last minute and hour, median
+ * latency, last error), and its connection's health over every call that reached it, direct or through any route.
+ */
 function Health({ client, route, names }: { client: Client; route: RouteDto; names: Record<string, string> }) {
   const [health, setHealth] = useState<RouteHealthDto | undefined>();
   const action = useAction();
@@ -45,7 +49,7 @@ function Health({ client, route, names }: { client: Client; route: RouteDto; nam
       {health ? (
         <ListTable
           caption={`Health of ${route.name}'s targets`}
-          columns={['Target', 'Connection', 'Breaker', 'Last minute', 'Last hour', 'p50', 'Last error']}
+          columns={['Target', 'Connection', 'Breaker', 'Last minute', 'Last hour', 'p50', 'Last error', 'Its connection, every call']}
         >
           {health.targets.map((t) => (
             <tr key={t.providerConnectionId}>
@@ -77,6 +81,10 @@ function Health({ client, route, names }: { client: Client; route: RouteDto; nam
                 ) : (
                   'none'
                 )}
+              </td>
+              <td>
+                {/* The target's connection over every call that reached it, direct and through any route. */}
+                <HealthCell client={client} connectionId={t.providerConnectionId} version={health.checkedAt} />
               </td>
             </tr>
           ))}

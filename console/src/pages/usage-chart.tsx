@@ -52,7 +52,17 @@ export function countOf(b: UsageBucketDto, field: CallCount): bigint | undefined
   return undefined;
 }
 
-const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#ca8a04', '#db2777'];
+/**
+ * Ten colours told apart in light and dark, also by most colour-blind eyes (Tableau 10's hues, darkened for a white
+ * card; grey last, for "Other"): the chart draws the nine largest series and "Other", never two of one colour.
+ */
+const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#bcbd22', '#17becf', '#7f7f7f'];
+
+/** The series drawn, and the columns of the table under the chart: the largest keys, the others summed as one. */
+const TOP_SERIES = COLORS.length - 1;
+
+/** The key of the series that sums the keys beyond the largest (no key of the API is empty-prefixed by NUL). */
+export const OTHER = '\u0000other';
 
 function metricOf(b: UsageBucketDto, metric: Metric): number {
   switch (metric) {
@@ -78,10 +88,15 @@ function metricOf(b: UsageBucketDto, metric: Metric): number {
 }
 
 /**
- * The buckets as uPlot's columns: every bucket start of the range (seconds; the API leaves out the
- * buckets without events, drawn here as zeros), then one series per key.
+ * The buckets as series: every bucket start of the range (seconds; the API leaves out the buckets without events,
+ * counted here as zeros), then one row of values per key, the largest first (by the metric over the range); past
+ * `top`, the smaller keys are summed as one series, OTHER.
  */
-function columns(summary: UsageSummaryDto, metric: Metric): { keys: string[]; data: uPlot.AlignedData } {
+export function seriesOf(
+  summary: UsageSummaryDto,
+  metric: Metric,
+  top = TOP_SERIES,
+): { keys: string[]; starts: number[]; rows: number[][] } {
   const since = Date.parse(summary.since);
   const until = Date.parse(summary.until);
   const found = new Set(summary.buckets.map((b) => Date.parse(b.start) / 1000));
@@ -93,15 +108,19 @@ function columns(summary: UsageSummaryDto, metric: Metric): { keys: string[]; da
     for (let s = localDayStart(since, zone); s < until; s = localDayStart(s + 36 * HOUR_MS, zone)) found.add(s / 1000);
   }
   const starts = [...found].sort((a, b) => a - b);
-  const keys = [...new Set(summary.buckets.map((b) => b.key))].sort();
+  const totals = new Map<string, number>();
+  for (const b of summary.buckets) totals.set(b.key, (totals.get(b.key) ?? 0) + metricOf(b, metric));
+  const ranked = [...totals].sort(([ka, a], [kb, b]) => b - a || ka.localeCompare(kb)).map(([k]) => k);
+  const keys = ranked.length > top + 1 ? [...ranked.slice(0, top), OTHER] : ranked;
+  const index = new Map(keys.map((k, i) => [k, i]));
   const at = new Map(starts.map((s, i) => [s, i]));
-  const series = keys.map(() => starts.map(() => 0));
+  const rows = keys.map(() => starts.map(() => 0));
   for (const b of summary.buckets) {
-    const row = series[keys.indexOf(b.key)]!;
+    const row = rows[index.get(b.key) ?? keys.length - 1]!;
     const i = at.get(Date.parse(b.start) / 1000)!;
     row[i] = (row[i] ?? 0) + metricOf(b, metric);
   }
-  return { keys, data: [starts, ...series] };
+  return { keys, starts, rows };
 }
 
 /** The operator's time zone, as the browser reports it. */
@@ -114,7 +133,7 @@ export const dayZone = (summary: UsageSummaryDto) => (summary as { timeZone?: st
  * What the x axis is in: hours in the operator's time zone; days in the zone the API summed them in (the
  * operator's, asked for), so a day is labelled as the day it is (never as "1:00am" of the day before).
  */
-const axisZone = (summary: UsageSummaryDto) => (summary.granularity === 'day' ? dayZone(summary) : localZone());
+export const axisZone = (summary: UsageSummaryDto) => (summary.granularity === 'day' ? dayZone(summary) : localZone());
 
 const HOUR_MS = 3_600_000;
 
@@ -151,14 +170,12 @@ export function Chart(props: {
   const box = useRef<HTMLDivElement>(null);
   useEffect(() => {
     if (!box.current || summary.buckets.length === 0) return;
-    const { keys, data } = columns(summary, metric);
-    const raw = data.slice(1) as number[][];
+    const { keys, starts, rows: raw } = seriesOf(summary, metric);
     const stacked = raw.map((_, i) => raw[0]!.map((__, j) => raw.slice(0, i + 1).reduce((sum, row) => sum + row[j]!, 0)));
     const order = keys.map((_, i) => keys.length - 1 - i);
     const zone = axisZone(summary);
     const bars = uPlot.paths.bars!({ size: [0.8, 48], align: 0 });
     const step = summary.granularity === 'hour' ? 3600 : 86_400;
-    const starts = data[0] as number[];
     const axis = summary.granularity === 'day' ? `Day (${zone})` : `Hour (${zone})`;
     // The axes in the card's text and line colours, read again when the theme changes (uPlot draws them on a canvas,
     // which no stylesheet reaches).

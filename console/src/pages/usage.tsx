@@ -1,6 +1,16 @@
 import { useEffect, useState } from 'preact/hooks';
-import { getUsageSummary, type Client, type GetUsageSummaryData, type UsageBucketDto, type UsageSummaryDto } from '../api.js';
-import { formatMoney, formatNumber } from '../format.js';
+import {
+  exportUsageSummary,
+  getUsageSummary,
+  type Client,
+  type GetUsageSummaryData,
+  type UsageBucketDto,
+  type UsageSummaryDto,
+} from '../api.js';
+import { RangePicker } from '../components/range-picker.js';
+import { saveFile, stamp } from '../download.js';
+import { initialRange, rangeText, resolveRange, type Granularity, type Range } from '../ranges.js';
+import { formatMoney, formatNumber, moneyDecimals } from '../format.js';
 import { useAction, useRead, valueOf } from '../hooks.js';
 import { namesOf, useAccessNames, useConnections, useInferenceKeys, usePlans } from '../lookups.js';
 import { Empty, ErrorNote, Page, Select, Toolbar, Working, type PageProps } from '../ui.js';
@@ -14,11 +24,12 @@ import {
   kindOf,
   localZone,
   METRICS,
+  OTHER,
   type CallCount,
   type Metric,
 } from './usage-chart.js';
+import { PerPeriodTable } from './usage-table.js';
 
-type Granularity = 'hour' | 'day';
 /** The groupings this page knows; `key` and `plan` are offered when the API answers them (see useGroupings). */
 type GroupBy = 'model' | 'access' | 'connection' | 'key' | 'plan';
 
@@ -28,13 +39,6 @@ const GROUPINGS: Record<GroupBy, { label: string; column: string }> = {
   connection: { label: 'Connection', column: 'Connection' },
   key: { label: 'Inference key', column: 'Key' },
   plan: { label: 'Plan', column: 'Plan' },
-};
-
-const RANGES: Record<string, { label: string; ms: number; granularity: Granularity }> = {
-  '24h': { label: 'Last 24 hours', ms: 86_400_000, granularity: 'hour' },
-  '7d': { label: 'Last 7 days', ms: 7 * 86_400_000, granularity: 'hour' },
-  '30d': { label: 'Last 30 days', ms: 30 * 86_400_000, granularity: 'day' },
-  '365d': { label: 'Last 365 days', ms: 365 * 86_400_000, granularity: 'day' },
 };
 
 /**
@@ -130,13 +134,14 @@ const COLUMNS: { label: string; calls?: boolean }[] = [
 ];
 
 /** A row of the totals table: spend, calls (where counted), units and tokens. */
-function TotalCells({ t, currency, counted, kinds }: { t: Totals; currency: string; counted: boolean; kinds: boolean }) {
+function TotalCells(props: { t: Totals; currency: string; decimals: number; counted: boolean; kinds: boolean }) {
+  const { t, currency, decimals, counted, kinds } = props;
   const calls = [formatNumber(t.calls?.calls), formatNumber(t.calls?.failedCalls), errorRate(t.calls), formatNumber(t.calls?.refusedCalls)];
   const cells = [...(counted ? calls : []), formatNumber(t.units), formatNumber(t.input), formatNumber(t.output), formatNumber(t.events)];
   return (
     <>
       <td class="num">
-        {formatMoney(t.cost, currency)}
+        {formatMoney(t.cost, currency, decimals)}
         {t.unpriced ? <span class="id"> ({formatNumber(t.unpriced)} unpriced)</span> : null}
       </td>
       {cells.map((cell, i) => (
@@ -163,6 +168,7 @@ function TotalsTable(props: {
   const sum = summary.buckets.reduce(add, NO_TOTALS);
   // A column of the kinds beyond text tokens, where the range has some.
   const kinds = kindsText(sum.kinds) !== '';
+  const decimals = moneyDecimals([...[...totals.values()].map((t) => t.cost), sum.cost]);
   const rows = [...totals].sort(([, a], [, b]) =>
     b.cost > a.cost ? 1 : b.cost < a.cost ? -1 : b.units > a.units ? 1 : b.units < a.units ? -1 : 0,
   );
@@ -189,24 +195,53 @@ function TotalsTable(props: {
         {rows.map(([key, t]) => (
           <tr key={key}>
             <td>{props.labelOf(key) || '(none)'}</td>
-            <TotalCells t={t} currency={currency} counted={counted} kinds={kinds} />
+            <TotalCells t={t} currency={currency} decimals={decimals} counted={counted} kinds={kinds} />
           </tr>
         ))}
       </tbody>
       <tfoot>
         <tr>
           <th scope="row">Total</th>
-          <TotalCells t={sum} currency={currency} counted={counted} kinds={kinds} />
+          <TotalCells t={sum} currency={currency} decimals={decimals} counted={counted} kinds={kinds} />
         </tr>
       </tfoot>
     </table>
   );
 }
 
+/** A range as the API's instants. */
+const instants = (range: Range) => ({ since: range.since.toISOString(), until: range.until.toISOString() });
+
+/** The summary of the range as CSV (exportUsageSummary: the buckets, a column per count), saved by the browser. */
+function ExportButton(props: { client: Client; workspaceId: string; range: Range; granularity: Granularity; groupBy: GroupBy }) {
+  const { client, workspaceId, range, granularity, groupBy } = props;
+  const action = useAction();
+  const save = async () => {
+    const query = { ...instants(range), granularity, groupBy, timeZone: localZone() };
+    const csv = await action.run('Exporting…', async () => {
+      const res = await exportUsageSummary({ client, path: { workspaceId }, query, parseAs: 'text' });
+      return res.data;
+    });
+    if (csv !== undefined) saveFile(csv, `usage-by-${groupBy}-${stamp()}.csv`);
+  };
+  return (
+    <>
+      <button type="button" onClick={() => void save()} disabled={!!action.working}>
+        Export CSV
+      </button>
+      <ErrorNote problem={action.problem} />
+    </>
+  );
+}
+
 export function UsagePage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
-  const [range, setRange] = useState('24h');
-  const [granularity, setGranularity] = useState<Granularity>('hour');
+  const [choice, setChoice] = useState(() => initialRange('24h'));
+  const range = resolveRange(choice);
+  const [chosenGranularity, setGranularity] = useState<Granularity | undefined>();
+  // A summary holds at most 1000 buckets: more than about 41 days is summed by day.
+  const hourly = !!range && range.until.getTime() - range.since.getTime() <= 1000 * 3_600_000;
+  const granularity = chosenGranularity === 'hour' && !hourly ? 'day' : (chosenGranularity ?? range?.granularity ?? 'day');
   const [groupBy, setGroupBy] = useState<GroupBy>('model');
   const [chosenMetric, setMetric] = useState<Metric | undefined>();
   /** The summary shown, and the grouping it was asked with: its keys are that grouping's (the one chosen since may still be summing). */
@@ -216,15 +251,16 @@ export function UsagePage({ client, workspace }: PageProps) {
   // Connections and plans by name (their ids are the keys of those groupings).
   const names = { ...namesOf(useConnections(client, workspaceId)), ...namesOf(usePlans(client, workspaceId)) };
 
+  const rangeKey = range ? `${range.since.getTime()}-${range.until.getTime()}` : '';
   useRead(
     async () => {
-      const until = new Date();
-      const since = new Date(until.getTime() - RANGES[range]!.ms);
-      const query = summaryQuery({ since: since.toISOString(), until: until.toISOString(), granularity, groupBy, timeZone: localZone() });
+      if (!range) return undefined;
+      const query = summaryQuery({ ...instants(range), granularity, groupBy, timeZone: localZone() });
       return { summary: (await getUsageSummary({ client, path: { workspaceId }, query })).data, groupBy };
     },
-    setShown,
-    [workspaceId, range, granularity, groupBy],
+    (found) => found && setShown(found),
+    // A rolling range moves with now: read again when it is chosen, not at every render.
+    [workspaceId, choice.preset, choice.preset === 'custom' ? rangeKey : '', granularity, groupBy],
     { action, label: 'Summing usage…' },
   );
 
@@ -240,6 +276,7 @@ export function UsagePage({ client, workspace }: PageProps) {
     shownBy === 'access' ? seriesKeys : Object.values(keys).map((k) => k.workspaceAccessId),
   );
   const labelOf = (key: string) => {
+    if (key === OTHER) return 'Other';
     const found = shownBy === 'key' ? keys[key] : undefined;
     if (found) return `${users[found.workspaceAccessId] ?? '…'} · ${found.name} (${found.prefix}…)`;
     return names[key] ?? users[key] ?? key;
@@ -256,29 +293,26 @@ export function UsagePage({ client, workspace }: PageProps) {
   );
   const metric = chosenMetric && metrics.includes(chosenMetric) ? chosenMetric : priced ? 'cost' : 'units';
   // One format for the table, the axis and the legend.
-  const format = (v: number) => (metric === 'cost' ? formatMoney(v, currency) : formatNumber(v));
+  // Amounts with as many decimals as the range's buckets need, so a column of them lines up.
+  const decimals = moneyDecimals(buckets.map((b) => b.costMicros));
+  const format = (v: number) => (metric === 'cost' ? formatMoney(v, currency, decimals) : formatNumber(v));
   const unpriced = buckets.reduce((n, b) => n + (b.unpricedEvents ?? 0), 0);
 
   return (
     <Page title="Usage over time">
       <Toolbar label="Chart options">
-        <Select
-          label="Range"
-          name="range"
-          choices={Object.fromEntries(Object.entries(RANGES).map(([k, r]) => [k, r.label]))}
-          value={range}
-          onChange={(e) => {
-            const r = valueOf(e);
-            setRange(r);
-            setGranularity(RANGES[r]!.granularity);
+        <RangePicker
+          value={choice}
+          onChange={(next) => {
+            setChoice(next);
+            setGranularity(undefined);
           }}
         />
         <Select
           label="Per"
           name="granularity"
-          // A summary holds at most 1000 buckets: a year by hour is too many.
           choices={{ hour: 'Hour', day: 'Day' }}
-          disabled={RANGES[range]!.ms / 3_600_000 > 1000 ? ['hour'] : []}
+          disabled={hourly ? [] : ['hour']}
           value={granularity}
           onChange={(e) => setGranularity(valueOf(e) as Granularity)}
         />
@@ -296,11 +330,21 @@ export function UsagePage({ client, workspace }: PageProps) {
           value={metric}
           onChange={(e) => setMetric(valueOf(e) as Metric)}
         />
+        {range ? (
+          <ExportButton client={client} workspaceId={workspaceId} range={range} granularity={granularity} groupBy={groupBy} />
+        ) : null}
       </Toolbar>
+      {range ? (
+        <p class="lead">
+          {rangeText(range)}, in your time zone ({localZone()}).
+        </p>
+      ) : (
+        <p class="lead">Pick the first and last day.</p>
+      )}
       <Working label={action.working} keepSpace />
       <ErrorNote problem={action.problem} />
       {summary && buckets.length === 0 ? (
-        <Empty>No usage in this range. Usage appears once users call the gateway; try a longer range.</Empty>
+        <Empty>No usage in this range. Usage appears once users call the gateway; try another range.</Empty>
       ) : null}
       {summary && buckets.length > 0 ? (
         <>
@@ -312,6 +356,7 @@ export function UsagePage({ client, workspace }: PageProps) {
             Spend is the providers' cost from the price book, in {currency}.
             {unpriced ? ` ${formatNumber(unpriced)} calls had no price: add one on the Prices page to count them.` : ''}
           </p>
+          <PerPeriodTable summary={summary} metric={metric} labelOf={labelOf} format={format} />
           <TotalsTable summary={summary} column={GROUPINGS[shownBy].column} currency={currency} counted={counted} labelOf={labelOf} />
         </>
       ) : null}

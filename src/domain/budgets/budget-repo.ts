@@ -37,13 +37,18 @@ export function createBudgetRepo(db: Queryable) {
       await tx('workspace_budgets').where({ workspace_id: workspaceId }).update(patch);
     },
 
-    /** The workspace's currency: its budget's. */
-    async currencyOf(workspaceId: string, q: Queryable = db): Promise<string> {
-      const row: { currency: string } | undefined = await q('workspaces').where({ id: workspaceId }).first('currency');
-      return row!.currency;
+    /** The workspace's currency and time zone: its budget's money, and whose days and months its windows are. */
+    async settingsOf(workspaceId: string, q: Queryable = db): Promise<{ currency: string; timeZone: string }> {
+      const row: { currency: string; time_zone: string } | undefined = await q('workspaces')
+        .where({ id: workspaceId })
+        .first('currency', 'time_zone');
+      return { currency: row!.currency, timeZone: row!.time_zone };
     },
 
-    /** The workspace's cost recorded from `since` (a whole UTC hour), in micro-units. */
+    /**
+     * The workspace's cost recorded from `since`, in micro-units. Costs are summed per UTC hour: the hours that
+     * begin at or after `since` count (in a zone whose offset is not a whole hour, from the first hour after its midnight).
+     */
     async spentSince(workspaceId: string, since: Date, q: Queryable = db): Promise<bigint> {
       const result = await q.raw(
         'select coalesce(sum(cost_micros), 0)::bigint as spent from usage_key_rollups where workspace_id = ? and hour >= ?',

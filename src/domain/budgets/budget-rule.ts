@@ -3,6 +3,7 @@
  * budget's state (a batch of calls recorded, the budget set) goes through `budgetLevels`, so a level is reported
  * crossed once per window, whoever noticed.
  */
+import { localDate, localMidnight } from '../workspaces/time-zone.js';
 import type { BudgetPeriod, BudgetRow } from './budget-repo.js';
 
 export interface BudgetWindow {
@@ -10,15 +11,14 @@ export interface BudgetWindow {
   end: Date;
 }
 
-/** The UTC day or month that holds `at`. */
-export function budgetWindow(period: BudgetPeriod, at: Date): BudgetWindow {
-  const y = at.getUTCFullYear();
-  const m = at.getUTCMonth();
-  if (period === 'DAY') {
-    const start = new Date(Date.UTC(y, m, at.getUTCDate()));
-    return { start, end: new Date(start.getTime() + 86_400_000) };
-  }
-  return { start: new Date(Date.UTC(y, m, 1)), end: new Date(Date.UTC(y, m + 1, 1)) };
+/**
+ * The day or month in `timeZone` (the workspace's) that holds `at`: from its local midnight to the next one (a day is
+ * 23 to 25 hours long where the zone changes its clocks).
+ */
+export function budgetWindow(period: BudgetPeriod, at: Date, timeZone: string): BudgetWindow {
+  const { year, month, day } = localDate(at, timeZone);
+  if (period === 'DAY') return { start: localMidnight(year, month, day, timeZone), end: localMidnight(year, month, day + 1, timeZone) };
+  return { start: localMidnight(year, month, 1, timeZone), end: localMidnight(year, month + 1, 1, timeZone) };
 }
 
 type BudgetLevel = 'soft' | 'hard';

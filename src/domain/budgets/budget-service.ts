@@ -30,6 +30,8 @@ interface SetBudgetInput {
 export interface BudgetView {
   budget: BudgetRow;
   currency: string;
+  /** The workspace's time zone: its window is a day or month there. */
+  timeZone: string;
   window: BudgetWindow;
   spent: bigint;
   softCrossed: boolean;
@@ -60,7 +62,8 @@ export interface BudgetDeps {
 
 /** Applies the rule to one locked budget at `now`, in `tx`: its new state, its events, and its view. */
 async function applyOne({ budgetRepo, changes, events }: BudgetDeps, budget: BudgetRow, now: Date, tx: Queryable): Promise<BudgetView> {
-  const window = budgetWindow(budget.period, now);
+  const { currency, timeZone } = await budgetRepo.settingsOf(budget.workspace_id, tx);
+  const window = budgetWindow(budget.period, now, timeZone);
   const spent = await budgetRepo.spentSince(budget.workspace_id, window.start, tx);
   const levels = budgetLevels(budget, spent, window);
   const { state } = levels;
@@ -73,7 +76,6 @@ async function applyOne({ budgetRepo, changes, events }: BudgetDeps, budget: Bud
   if (state.hard_exceeded_until?.getTime() !== budget.hard_exceeded_until?.getTime()) {
     await changes.announce({ kind: 'workspace', id: budget.workspace_id }, tx);
   }
-  const currency = await budgetRepo.currencyOf(budget.workspace_id, tx);
   for (const level of levels.newlyCrossed) {
     const limitMicros = (level === 'soft' ? budget.soft_micros : budget.hard_micros)!;
     await events.emit(tx, budget.workspace_id, 'workspace.budget_crossed', {
@@ -84,7 +86,15 @@ async function applyOne({ budgetRepo, changes, events }: BudgetDeps, budget: Bud
       currency,
     });
   }
-  return { budget: { ...budget, ...state }, currency, window, spent, softCrossed: levels.softCrossed, hardCrossed: levels.hardCrossed };
+  return {
+    budget: { ...budget, ...state },
+    currency,
+    timeZone,
+    window,
+    spent,
+    softCrossed: levels.softCrossed,
+    hardCrossed: levels.hardCrossed,
+  };
 }
 
 /** Applies the rule to the locked budgets `rows` at `now`, in `tx`: the new state, its events and the views. */
@@ -98,10 +108,19 @@ async function get({ workspaces, budgetRepo, clock }: BudgetDeps, actor: Actor, 
   const workspace = await workspaces.get(actor, workspaceId);
   const budget = await budgetRepo.find(workspaceId);
   if (!budget) throw new AppError('budget_not_found', 'The workspace has no budget');
-  const window = budgetWindow(budget.period, clock.now());
+  const timeZone = workspace.time_zone;
+  const window = budgetWindow(budget.period, clock.now(), timeZone);
   const spent = await budgetRepo.spentSince(workspaceId, window.start);
   const levels = budgetLevels(budget, spent, window);
-  return { budget, currency: workspace.currency, window, spent, softCrossed: levels.softCrossed, hardCrossed: levels.hardCrossed };
+  return {
+    budget,
+    currency: workspace.currency,
+    timeZone,
+    window,
+    spent,
+    softCrossed: levels.softCrossed,
+    hardCrossed: levels.hardCrossed,
+  };
 }
 
 async function set(deps: BudgetDeps, actor: Actor, workspaceId: string, input: SetBudgetInput): Promise<BudgetView> {

@@ -9,6 +9,7 @@ import type { ProtocolProfile } from '../../protocols/index.js';
 import type { ProviderConnectionRow } from './provider-connection-repo.js';
 import { probeProvider, type ProviderCheckResult } from './provider-probe.js';
 import { openProviderApiKey } from './provider-secret.js';
+import { windowFigures, WINDOWS, type WindowFigures } from './connection-health-repo.js';
 
 export function probe(
   { config, clock }: Pick<ProviderConnectionDeps, 'config' | 'clock'>,
@@ -70,6 +71,8 @@ export async function verify(deps: ProviderConnectionDeps, actor: Actor, id: str
     const current = await lockForChange(deps, actor, id, tx);
     const unchanged = current.api_key_ciphertext === row.api_key_ciphertext && current.base_url === row.base_url;
     const verified = result.outcome === 'reachable' && unchanged;
+    // The outcome, passed or failed, is the connection's while its key and upstream are those probed.
+    if (unchanged) await repo.update(id, { last_verify_outcome: result.outcome, last_verify_at: result.checkedAt }, tx);
     if (verified) await repo.update(id, { last_verified_at: result.checkedAt }, tx);
     if (unchanged) await announceHealth(deps, current, result, tx);
     await audit.record(
@@ -89,4 +92,34 @@ export async function verify(deps: ProviderConnectionDeps, actor: Actor, id: str
     );
   });
   return result;
+}
+
+type ConnectionStatus = 'healthy' | 'degraded' | 'failing' | 'idle';
+
+export interface ConnectionHealth {
+  connection: ProviderConnectionRow;
+  status: ConnectionStatus;
+  windows: (WindowFigures & { since: Date })[];
+  checkedAt: Date;
+}
+
+/**
+ * The status the console colours a connection by: a failed verification is failing whatever the traffic (the key
+ * or upstream is wrong now); else the last 5 minutes' attempts decide, at least 5 of them for `failing`.
+ */
+function connectionStatus(lastVerifyOutcome: string | null | undefined, recent: WindowFigures): ConnectionStatus {
+  if (lastVerifyOutcome && lastVerifyOutcome !== 'reachable') return 'failing';
+  if (recent.attempts === 0) return 'idle';
+  if (recent.attempts >= 5 && recent.errors * 2 >= recent.attempts) return 'failing';
+  if (recent.errors * 20 >= recent.attempts && recent.errors > 0) return 'degraded';
+  return 'healthy';
+}
+
+/** The connection's attempts over the last 5 minutes, hour and day, direct and through routes, and its status. */
+export async function health(deps: ProviderConnectionDeps, actor: Actor, id: string): Promise<ConnectionHealth> {
+  const connection = await get(deps, actor, id);
+  const checkedAt = deps.clock.now();
+  const figures = await windowFigures(deps.db, connection.workspace_id, id, checkedAt);
+  const windows = figures.map((f) => ({ ...f, since: new Date(checkedAt.getTime() - WINDOWS.find((w) => w.window === f.window)!.ms) }));
+  return { connection, status: connectionStatus(connection.last_verify_outcome, figures[0]!), windows, checkedAt };
 }

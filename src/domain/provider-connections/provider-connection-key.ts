@@ -51,6 +51,8 @@ export function keyReplacement(
     api_key_key_id: sealed.keyId,
     secret_preview: secret.preview,
     last_verified_at: null,
+    last_verify_outcome: null,
+    last_verify_at: null,
   };
 }
 

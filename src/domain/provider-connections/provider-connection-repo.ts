@@ -25,6 +25,9 @@ export interface ProviderConnectionRow {
   enforces_output_cap: boolean;
   metadata: Record<string, unknown>;
   last_verified_at: Date | null;
+  /** The last verification, passed or failed: its outcome (`reachable`, or why not) and when. */
+  last_verify_outcome?: string | null;
+  last_verify_at?: Date | null;
   /** The health last announced by an event (provider_connection.unhealthy/.recovered); null: none yet. */
   event_health?: 'HEALTHY' | 'UNHEALTHY' | null;
   created_at: Date;

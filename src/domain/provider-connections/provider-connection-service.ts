@@ -15,7 +15,7 @@ import { DEFAULT_CONNECTION_RETRY, type ConnectionRetry } from './connection-ret
 import { assertMetadataSize } from '../workspaces/workspace-service.js';
 import type { AwsFields } from '../../protocols/bedrock-secret.js';
 import type { ProtocolProfile } from '../../protocols/index.js';
-import { probe, verify } from './provider-connection-health.js';
+import { health, probe, verify } from './provider-connection-health.js';
 import { keyReplaced, keyReplacement, redactedAws, rotateSecret, secretOf } from './provider-connection-key.js';
 import { get, lockForChange, RESOURCE, type ProviderConnectionDeps } from './provider-connection-lookup.js';
 import type { ProviderConnectionRow, ProviderConnectionStatus } from './provider-connection-repo.js';
@@ -204,7 +204,7 @@ function patchOf(
   if (baseUrl !== undefined && baseUrl !== current.base_url) {
     patch.base_url = baseUrl;
     // The verification was of the old upstream.
-    patch.last_verified_at = null;
+    Object.assign(patch, { last_verified_at: null, last_verify_outcome: null, last_verify_at: null });
   }
   if (newKey) Object.assign(patch, newKey);
   return patch;
@@ -268,4 +268,4 @@ async function archive(deps: ProviderConnectionDeps, actor: Actor, id: string): 
 }
 
 export const createProviderConnectionService = (deps: ProviderConnectionDeps) =>
-  bindDeps(deps, { get, create, list, test, update, archive, verify, rotateSecret });
+  bindDeps(deps, { get, create, list, test, update, archive, verify, health, rotateSecret });

@@ -17,6 +17,8 @@ export interface WorkspaceRow {
   request_log: RequestLogPolicy | null;
   /** ISO 4217: the currency of its prices, costs and budget. */
   currency: string;
+  /** An IANA name: whose days and months its budget counts (time-zone.ts). */
+  time_zone: string;
   created_at: Date;
   updated_at: Date;
   archived_at: Date | null;

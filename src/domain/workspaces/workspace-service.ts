@@ -7,6 +7,7 @@ import type { AuditService } from '../audit/audit-service.js';
 import type { ChangeFeed } from '../changes/change-feed.js';
 import type { Page, PageRequest } from '../pagination.js';
 import { assertCurrency, DEFAULT_CURRENCY } from './currency.js';
+import { assertTimeZone, DEFAULT_TIME_ZONE } from './time-zone.js';
 import { passthroughClassesOf, sameClasses } from './passthrough-classes.js';
 import { requestLogPolicyOf, samePolicy, type RequestLogPolicyInput } from './request-log-policy.js';
 import type { WorkspaceRepo, WorkspaceRow } from './workspace-repo.js';
@@ -21,6 +22,7 @@ interface CreateWorkspaceInput {
   /** The classes of unmetered paths its gateway calls may take (passthrough-classes.ts). */
   passthroughClasses?: string[] | undefined;
   currency?: string | undefined;
+  timeZone?: string | undefined;
 }
 
 type UpdateWorkspaceInput = Partial<CreateWorkspaceInput> & {
@@ -82,6 +84,7 @@ async function create({ db, workspaceRepo, audit, clock }: WorkspaceDeps, actor:
   requireRoot(actor);
   assertMetadataSize(dto.metadata);
   if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
+  if (dto.timeZone !== undefined) assertTimeZone(dto.timeZone, 'timeZone');
   const classes = passthroughClassesOf(dto.passthroughClasses ?? []);
   const now = clock.now();
   return db.transaction(async (tx) => {
@@ -95,6 +98,7 @@ async function create({ db, workspaceRepo, audit, clock }: WorkspaceDeps, actor:
         passthrough_classes: classes,
         request_log: null,
         currency: dto.currency ?? DEFAULT_CURRENCY,
+        time_zone: dto.timeZone ?? DEFAULT_TIME_ZONE,
         created_at: now,
         updated_at: now,
         archived_at: null,
@@ -122,6 +126,7 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
   const { db, workspaceRepo, audit, clock, changes } = deps;
   assertMetadataSize(dto.metadata);
   if (dto.currency !== undefined) assertCurrency(dto.currency, 'currency');
+  if (dto.timeZone !== undefined) assertTimeZone(dto.timeZone, 'timeZone');
   const classes = dto.passthroughClasses === undefined ? undefined : passthroughClassesOf(dto.passthroughClasses);
   const requestLog = dto.requestLog === undefined ? undefined : requestLogPolicyOf(dto.requestLog);
   return db.transaction(async (tx) => {
@@ -153,6 +158,7 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
       }
       patch.currency = dto.currency;
     }
+    if (dto.timeZone !== undefined) patch.time_zone = dto.timeZone;
     const row = await workspaceRepo.update(id, patch, tx);
     if (gatewayChanged) await changes.announce({ kind: 'workspace', id }, tx);
     await audit.record(

@@ -52,5 +52,6 @@ export function toWorkspaceBudgetDto(view: BudgetView): WorkspaceBudgetDto {
     spentMicros: `${view.spent}`,
     softCrossed: view.softCrossed,
     hardCrossed: view.hardCrossed,
+    timeZone: view.timeZone,
   };
 }

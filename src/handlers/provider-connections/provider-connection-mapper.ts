@@ -1,4 +1,5 @@
-import type { ProviderCheckResultDto, ProviderConnectionDto } from '../../../generated/client/types.gen.js';
+import type { ProviderCheckResultDto, ProviderConnectionDto, ProviderConnectionHealthDto } from '../../../generated/client/types.gen.js';
+import type { ConnectionHealth } from '../../domain/provider-connections/provider-connection-health.js';
 import type { ProviderCheckResult } from '../../domain/provider-connections/provider-probe.js';
 import type { ProviderConnectionRow } from '../../domain/provider-connections/provider-connection-repo.js';
 
@@ -19,6 +20,9 @@ export function toProviderConnectionDto(row: ProviderConnectionRow, publicUrl: s
     status: row.status,
     secretPreview: row.secret_preview,
     ...(row.last_verified_at ? { lastVerifiedAt: row.last_verified_at.toISOString() } : {}),
+    ...(row.last_verify_outcome && row.last_verify_at
+      ? { lastVerify: { outcome: row.last_verify_outcome, at: row.last_verify_at.toISOString() } }
+      : {}),
     ...(row.upstream_timeout_ms !== null ? { upstreamTimeoutMs: row.upstream_timeout_ms } : {}),
     ...(row.retry ? { retry: row.retry } : {}),
     enforcesOutputCap: row.enforces_output_cap,
@@ -39,3 +43,28 @@ export function toProviderCheckResultDto(result: ProviderCheckResult): ProviderC
     checkedAt: result.checkedAt.toISOString(),
   };
 }
+
+/** A connection's health as the contract gives it: a window's percentiles only where it had attempts. */
+export function toProviderConnectionHealthDto(h: ConnectionHealth): ProviderConnectionHealthDto {
+  const ms = (p: [number, number, number] | null) => (p ? { p50: round(p[0]), p95: round(p[1]), p99: round(p[2]) } : undefined);
+  return {
+    providerConnectionId: h.connection.id,
+    status: h.status,
+    ...(h.connection.last_verify_outcome && h.connection.last_verify_at
+      ? { verify: { outcome: h.connection.last_verify_outcome, at: h.connection.last_verify_at.toISOString() } }
+      : {}),
+    windows: h.windows.map((w) => ({
+      window: w.window,
+      since: w.since.toISOString(),
+      attempts: w.attempts,
+      errors: w.errors,
+      ...(w.attempts > 0 ? { errorRate: w.errors / w.attempts } : {}),
+      ...(ms(w.latency) ? { latencyMs: ms(w.latency)! } : {}),
+      ...(ms(w.ttft) ? { timeToFirstTokenMs: ms(w.ttft)! } : {}),
+    })),
+    checkedAt: h.checkedAt.toISOString(),
+  };
+}
+
+/** Milliseconds to a tenth. */
+const round = (ms: number) => Math.round(ms * 10) / 10;

@@ -4,6 +4,8 @@ import type {
   CreateProviderConnectionData,
   CreateProviderConnectionResponses,
   GetProviderConnectionData,
+  GetProviderConnectionHealthData,
+  GetProviderConnectionHealthResponses,
   GetProviderConnectionResponses,
   ListProviderConnectionsData,
   ListProviderConnectionsResponses,
@@ -17,7 +19,7 @@ import type {
   VerifyProviderConnectionResponses,
 } from '../../../generated/client/types.gen.js';
 import type { Services } from '../../domain/services.js';
-import { toProviderCheckResultDto, toProviderConnectionDto } from './provider-connection-mapper.js';
+import { toProviderCheckResultDto, toProviderConnectionDto, toProviderConnectionHealthDto } from './provider-connection-mapper.js';
 import { created, handler, noContent, ok, page, type HandlerMap } from '../../http/handler.js';
 import { listQuery } from '../../http/wire.js';
 
@@ -50,6 +52,9 @@ export function providerConnectionHandlers({ providerConnections }: Services): H
     }),
     verifyProviderConnection: handler<VerifyProviderConnectionData, VerifyProviderConnectionResponses>(async ({ actor, path }) =>
       ok(toProviderCheckResultDto(await providerConnections.verify(actor, path.providerConnectionId))),
+    ),
+    getProviderConnectionHealth: handler<GetProviderConnectionHealthData, GetProviderConnectionHealthResponses>(async ({ actor, path }) =>
+      ok(toProviderConnectionHealthDto(await providerConnections.health(actor, path.providerConnectionId))),
     ),
     rotateProviderSecret: handler<RotateProviderSecretData, RotateProviderSecretResponses>(async ({ actor, path, body, publicUrl }) =>
       ok(dto(publicUrl)(await providerConnections.rotateSecret(actor, path.providerConnectionId, body))),

@@ -11,6 +11,7 @@ export function toWorkspaceDto(row: WorkspaceRow): WorkspaceDto {
     passthroughClasses: row.passthrough_classes,
     requestLog: row.request_log,
     currency: row.currency,
+    timeZone: row.time_zone,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     ...(row.archived_at ? { archivedAt: row.archived_at.toISOString() } : {}),

@@ -15,7 +15,7 @@ import { toWorkspaceDto } from './workspace-mapper.js';
 import { created, handler, noContent, ok, page, type HandlerMap } from '../../http/handler.js';
 import { listQuery } from '../../http/wire.js';
 
-export function workspaceHandlers({ workspaces }: Services): HandlerMap {
+export function workspaceHandlers({ workspaces, budgets }: Services): HandlerMap {
   return {
     createWorkspace: handler<CreateWorkspaceData, CreateWorkspaceResponses>(async ({ actor, body }) =>
       created(toWorkspaceDto(await workspaces.create(actor, body))),
@@ -27,9 +27,12 @@ export function workspaceHandlers({ workspaces }: Services): HandlerMap {
     getWorkspace: handler<GetWorkspaceData, GetWorkspaceResponses>(async ({ actor, path }) =>
       ok(toWorkspaceDto(await workspaces.get(actor, path.workspaceId))),
     ),
-    updateWorkspace: handler<UpdateWorkspaceData, UpdateWorkspaceResponses>(async ({ actor, path, body }) =>
-      ok(toWorkspaceDto(await workspaces.update(actor, path.workspaceId, body))),
-    ),
+    updateWorkspace: handler<UpdateWorkspaceData, UpdateWorkspaceResponses>(async ({ actor, path, body }) => {
+      const row = await workspaces.update(actor, path.workspaceId, body);
+      // A new time zone moves the budget's window: its levels are read again in it (a hard level's refusal ends or begins).
+      if (body.timeZone !== undefined) await budgets.checkSpend([path.workspaceId]);
+      return ok(toWorkspaceDto(row));
+    }),
     archiveWorkspace: handler<ArchiveWorkspaceData, ArchiveWorkspaceResponses>(async ({ actor, path }) => {
       await workspaces.archive(actor, path.workspaceId);
       return noContent();

@@ -38,6 +38,10 @@ interface EndedCall {
   provider_latency_ms: number | null;
   nexus_latency_ms: number | null;
   provider_ttft_ms: number | null;
+  /** The answering attempt's outcome (null: the call reached no provider). */
+  attempt_status?: string | null | undefined;
+  /** A route's attempts before the answering one, each on its target's connection. */
+  attempts?: readonly { providerConnectionId: string; status: string }[] | null | undefined;
 }
 
 const STATUS_LABEL: Record<CallStatus, string> = {
@@ -67,6 +71,8 @@ interface ModelSeries {
 interface ConnectionSeries {
   workspace: string;
   models: Map<string, ModelSeries>;
+  /** Its attempts by outcome: every one that reached its provider, direct or through a route. */
+  attempts: Map<string, CounterSeries>;
   upstream: HistogramSeries;
   ttft: HistogramSeries;
 }
@@ -80,6 +86,7 @@ class CallSeries {
   private readonly upstream: InPlaceHistogram;
   private readonly ttft: InPlaceHistogram;
   private readonly added: InPlaceHistogram;
+  private readonly attempts: InPlaceCounter;
   private readonly addedSeries: HistogramSeries;
   private readonly models = new Set<string>();
   private readonly connections = new Map<string, ConnectionSeries>();
@@ -121,6 +128,21 @@ class CallSeries {
       ADDED_BUCKETS,
     );
     this.addedSeries = this.added.child({});
+    this.attempts = new InPlaceCounter(
+      registry,
+      'nexus_gateway_upstream_attempts_total',
+      "Attempts that reached a connection's provider, direct or through a route (those that failed before another target answered too), by workspace, connection and outcome (succeeded, upstream_error, failed, aborted)",
+    );
+  }
+
+  /** One attempt on a connection, by its outcome (the attempt's status). */
+  private attempted(conn: ConnectionSeries, connection: string, status: string): void {
+    let child = conn.attempts.get(status);
+    if (!child) {
+      child = this.attempts.child({ workspace: conn.workspace, connection, outcome: status.toLowerCase() });
+      conn.attempts.set(status, child);
+    }
+    child.value++;
   }
 
   /** A gateway call as recorded: its outcome, its charge and its latencies. */
@@ -147,6 +169,14 @@ class CallSeries {
       if (invocation.nexus_latency_ms !== null) this.added.observe(this.addedSeries, invocation.nexus_latency_ms / 1e3);
     }
     if (invocation.provider_ttft_ms !== null) this.ttft.observe(conn.ttft, invocation.provider_ttft_ms / 1e3);
+    if (invocation.attempt_status) this.attempted(conn, connection, invocation.attempt_status);
+    for (const earlier of invocation.attempts ?? []) {
+      this.attempted(
+        this.connectionSeries(invocation.workspace_id, earlier.providerConnectionId),
+        earlier.providerConnectionId,
+        earlier.status,
+      );
+    }
   }
 
   refused(reason: string): void {
@@ -172,6 +202,7 @@ class CallSeries {
       series = {
         workspace,
         models: new Map(),
+        attempts: new Map(),
         upstream: this.upstream.child({ workspace, connection }),
         ttft: this.ttft.child({ workspace, connection }),
       };
