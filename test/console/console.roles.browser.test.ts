@@ -7,7 +7,7 @@
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { CHROMIUM_ARGS, chromiumOrWarn, signIn, unfold, watchedPage } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's roles browser test");
 
@@ -89,10 +89,12 @@ describe.skipIf(!executablePath)('the console by role, in Chromium', () => {
     await open('plans', "Ada's");
     // No form of the page (its filters are toolbars, not forms that change anything).
     expect(await page.locator('form.card').count()).toBe(0);
+    expect(await page.getByRole('button', { name: /^New / }).count()).toBe(0);
     expect(await page.getByRole('button', { name: /^Publish/ }).count()).toBe(0);
     await open('connections', 'No provider connection');
     expect(await page.getByRole('form', { name: 'Create a connection' }).count()).toBe(0);
-    await open('budget', 'spend per UTC day or month');
+    expect(await page.getByRole('button', { name: 'New connection' }).count()).toBe(0);
+    await open('budget', 'spend per day or month in its time zone');
     expect(await page.getByRole('form', { name: 'Set the budget' }).count()).toBe(0);
 
     // The audit page, filtered by a person: her change, named.
@@ -106,9 +108,10 @@ describe.skipIf(!executablePath)('the console by role, in Chromium', () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await signIn(page, t.url, keys.developer);
     await open('plans', "Ada's");
+    await unfold(page, 'New plan');
     await page.getByRole('form', { name: 'Draft a plan' }).waitFor();
     expect(await page.getByRole('button', { name: /^Publish/ }).count()).toBeGreaterThan(0);
-    await open('budget', 'spend per UTC day or month');
+    await open('budget', 'spend per day or month in its time zone');
     expect(await page.getByRole('form', { name: 'Set the budget' }).count()).toBe(0);
     expect(browserErrors).toEqual([]);
   }, 30_000);
