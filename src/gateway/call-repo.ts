@@ -142,7 +142,7 @@ export interface Consumption extends UsageKinds {
 }
 
 /** The kinds beyond text tokens of a call's row (those reported; a call of text tokens only adds nothing). */
-export function withKinds(row: RowJson, kinds: UsageKinds): RowJson {
+function withKinds(row: RowJson, kinds: UsageKinds): RowJson {
   return row
     .big('audio_input_tokens', kinds.audioInputTokens)
     .big('audio_output_tokens', kinds.audioOutputTokens)
@@ -236,7 +236,7 @@ export interface CallRows {
 }
 
 /** The invocation row as JSON text. */
-export function invocationJson(i: InvocationRow): string {
+function invocationJson(i: InvocationRow): string {
   return new RowJson()
     .id('id', i.id)
     .id('workspace_id', i.workspace_id)

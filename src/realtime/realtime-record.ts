@@ -39,7 +39,7 @@ interface SessionEnding {
 const MESSAGE_TOO_BIG = 1009;
 
 /** How a session's end is recorded: its status, and the close code and reason its record keeps. */
-export function sessionEnding(cause: SessionCause): SessionEnding {
+function sessionEnding(cause: SessionCause): SessionEnding {
   switch (cause.kind) {
     case 'client': {
       const tooBig = cause.code === MESSAGE_TOO_BIG;
