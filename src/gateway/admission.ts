@@ -3,7 +3,7 @@
  * reached, the connection's protocol, the method and path, and the body. `authorizeCall()` reads the key's row
  * before a call is opened (401 for the key, 403 and 404 for its workspace, access and connection); `admit()`
  * decides the rest, in the order a caller can act on the answer:
- *   1. a WebSocket handshake that is not a Realtime session's (those never reach here: realtime/realtime-gateway.ts):
+ *   1. a WebSocket handshake that is not a Realtime session's (those never reach here: src/realtime/realtime-gateway.ts):
  *      501 websocket_not_supported, whatever the workspace allows;
  *   2. a path of another API than the connection's: 400 protocol_mismatch;
  *   3. encoded slashes only another protocol reads as slashes (path-safety.ts);

@@ -242,7 +242,7 @@ export interface CallRows {
 
 /** The invocation row as JSON text. */
 function invocationJson(i: InvocationRow): string {
-  return new RowJson()
+  const row = new RowJson()
     .id('id', i.id)
     .id('workspace_id', i.workspace_id)
     .id('workspace_access_id', i.workspace_access_id)
@@ -282,9 +282,10 @@ function invocationJson(i: InvocationRow): string {
     .str('route_id', i.route_id)
     .raw('attempts', i.attempts?.length ? JSON.stringify(i.attempts) : 'null')
     .str('plan_id', i.plan_id)
-    .str('session_id', i.session_id)
-    .raw('session', i.session ? JSON.stringify(i.session) : 'null')
-    .done();
+    .str('session_id', i.session_id);
+  // A Realtime session's own invocation (src/realtime/realtime-record.ts); absent on every call's.
+  if (i.session) row.raw('session', JSON.stringify(i.session));
+  return row.done();
 }
 
 /** What the heartbeat wrote of a call under way: the units of its last row written and of the one being written, its events' ids. */

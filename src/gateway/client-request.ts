@@ -84,7 +84,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
 
 /**
  * Whether the request asks to become a WebSocket (`Upgrade: websocket`). A Realtime session's handshake is taken
- * by the server's 'upgrade' listener (realtime/realtime-gateway.ts); any other comes here as a plain request.
+ * by the server's 'upgrade' listener (src/realtime/realtime-gateway.ts); any other comes here as a plain request.
  */
 export function asksForWebSocket(req: IncomingMessage): boolean {
   const upgrade = rawHeader(req.rawHeaders, 'upgrade');

@@ -11,167 +11,37 @@
  * upstream socket is opened with the connection's key (its protocol's auth header; its host guarded as every
  * upstream's), then the client's handshake is accepted and the frames relayed (realtime-session.ts).
  *
- * Every other WebSocket handshake (another path, another profile, a route, a key that cannot be read) goes on as a
- * plain request, which the gateway refuses 501 `websocket_not_supported` (or for its key, access or connection).
+ * A route's session is admitted once, then opened on the first of its targets that accepts it (realtime-handshake.ts).
+ * Every other WebSocket handshake (another path, another profile, a key that cannot be read) goes on as a plain
+ * request, which the gateway refuses 501 `websocket_not_supported` (or for its key, access or connection).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import WebSocket, { WebSocketServer } from 'ws';
+import type WebSocket from 'ws';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
-import { guardedLookup, isRefusedHost } from '../domain/security/upstream-guard.js';
-import { AppError } from '../errors.js';
+import { guardedLookup } from '../domain/security/upstream-guard.js';
 import { newId } from '../ids.js';
-import { protocolOf } from '../protocols/index.js';
 import type { RequestLocals } from '../web/locals.js';
 import { plainResponse } from '../web/plain-response.js';
-import { admitRate, assertBudget, assertModelAllowed, authorizeCall } from '../gateway/admission.js';
-import { upstreamOf, type CacheEntry } from '../gateway/auth-cache.js';
-import type { CallMeter } from '../gateway/call-meter.js';
-import { credentialOf, upstreamSearch } from '../gateway/client-request.js';
+import { authorizeCall } from '../gateway/admission.js';
+import type { CacheEntry } from '../gateway/auth-cache.js';
 import type { GatewayParts } from '../gateway/gateway-parts.js';
 import type { Gateway } from '../gateway/gateway.js';
-import { rawHeader } from '../gateway/headers.js';
-import type { MeteredCall } from '../gateway/metered-call.js';
 import { parseGatewayUrl, type GatewayTarget } from '../gateway/path-safety.js';
-import { routeCandidates, routeProfile, usableTargets } from '../gateway/route-call.js';
-import type { RouteRow } from '../domain/routes/route-types.js';
+import { routeProfile, usableTargets } from '../gateway/route-call.js';
+import {
+  admitSession,
+  isBeta,
+  keyOf,
+  modelOf,
+  openFirst,
+  routeTargets,
+  sessionServer,
+  SESSION_ROUTES,
+  type UpstreamOptions,
+} from './realtime-handshake.js';
 import { RealtimeSession } from './realtime-session.js';
-
-/** The Realtime session paths of each profile that has them. */
-const SESSION_ROUTES: Record<string, RegExp> = {
-  openai: /^(?:v1\/)?realtime$/i,
-  'azure-openai': /^openai\/(?:v1\/)?realtime$/i,
-};
-/** The subprotocol a browser sends its key in, and the one the Realtime API speaks. */
-const KEY_PROTOCOL = 'openai-insecure-api-key.';
-const REALTIME_PROTOCOL = 'realtime';
-
-/** The inference key of a handshake: where any call may send it (credentialOf), else its key subprotocol (browsers). */
-function keyOf(req: IncomingMessage): string | undefined {
-  try {
-    return credentialOf(req);
-  } catch {
-    const offered = rawHeader(req.rawHeaders, 'sec-websocket-protocol') ?? '';
-    const named = offered.split(',').map((p) => p.trim());
-    return named.find((p) => p.startsWith(KEY_PROTOCOL))?.slice(KEY_PROTOCOL.length) || undefined;
-  }
-}
-
-/** Whether the session speaks the Realtime API's beta: `OpenAI-Beta: realtime=v1`, or Azure's preview path (`openai/realtime`). */
-function isBeta(req: IncomingMessage, target: GatewayTarget): boolean {
-  return /realtime=v1/i.test(rawHeader(req.rawHeaders, 'openai-beta') ?? '') || /^openai\/realtime$/i.test(target.route);
-}
-
-/** Where a session may be opened: a connection's key lookup, and the query it is opened with (a route's model mapped). */
-interface Candidate {
-  entry: CacheEntry;
-  search: string;
-}
-
-/** The query of a route's target: its model map applied to the session's model (`model`, or Azure's `deployment`). */
-function mappedSearch(search: string, model: string, modelMap: Record<string, string> | undefined): string {
-  const mapped = modelMap?.[model];
-  if (!mapped) return search;
-  const params = new URLSearchParams(search);
-  params.set(params.has('deployment') && !params.has('model') ? 'deployment' : 'model', mapped);
-  return `?${params.toString()}`;
-}
-
-/** The model a session names: `?model=` (Azure's classic path: `?deployment=`). */
-function modelOf(target: GatewayTarget): string {
-  const params = new URLSearchParams(target.search);
-  return params.get('model') ?? params.get('deployment') ?? '';
-}
-
-/**
- * The session's refusals that are not authorizeCall's: its model, budget, period, the sessions open (`open`: on this
- * process, and of its access) against `limits`, and the rate limits.
- */
-async function admitSession(
-  meter: CallMeter,
-  call: MeteredCall,
-  model: string,
-  open: { all: number; ofAccess: number },
-  limits: Config['realtime'],
-): Promise<void> {
-  const auth = call.auth;
-  const now = call.start.startedAt;
-  call.admitted.requestedModel = model;
-  call.admitted.streamed = true;
-  assertModelAllowed(meter.modelPolicy(auth), model);
-  assertBudget(auth, now);
-  if (!auth.period_id) throw new AppError('quota_insufficient', 'The access has no current quota period');
-  call.admitted.view = meter.quotaView(auth, now);
-  if (open.all >= limits.sessionsPerProcess) {
-    throw new AppError(
-      'rate_limited',
-      `This Nexus process holds its most Realtime sessions (${limits.sessionsPerProcess}); retry shortly`,
-      {
-        param: 'realtimeSessions',
-        retry_after: 1,
-      },
-    );
-  }
-  if (open.ofAccess >= limits.sessionsPerAccess) {
-    throw new AppError(
-      'rate_limited',
-      `The access holds its most Realtime sessions on this Nexus process (${limits.sessionsPerAccess}); close one first`,
-      { param: 'realtimeSessions' },
-    );
-  }
-  await admitRate(meter, call, 0n);
-}
-
-/** How a session's upstream socket is opened: the connection's key, the host guard, the frame bound, the timeout. */
-interface UpstreamOptions {
-  secretBox: SecretBox;
-  allowPrivate: boolean;
-  lookup: ReturnType<typeof guardedLookup>;
-  maxFrameBytes: number;
-  timeoutMs: number;
-}
-
-/** The upstream's socket, open (and paused); rejects with 502 upstream_unavailable when it cannot be opened. */
-function openUpstream(entry: CacheEntry, req: IncomingMessage, target: GatewayTarget, o: UpstreamOptions): Promise<WebSocket> {
-  const row = entry.row!;
-  const upstream = upstreamOf(entry, row, o.secretBox);
-  const base = upstream.baseUrl;
-  if (isRefusedHost(base.hostname.replace(/^\[|\]$/g, ''), o.allowPrivate)) {
-    return Promise.reject(new AppError('upstream_unavailable', 'The provider address is private and private upstreams are not allowed'));
-  }
-  const url = new URL(`${base.pathname.replace(/\/$/, '')}/${target.providerPath}${upstreamSearch(target.search)}`, base);
-  url.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
-  const auth: string[] = [];
-  protocolOf(row.protocol_profile!).authHeaders(auth, upstream.apiKey);
-  const headers: Record<string, string> = {};
-  for (let i = 0; i < auth.length; i += 2) headers[auth[i]!] = auth[i + 1]!;
-  const beta = rawHeader(req.rawHeaders, 'openai-beta');
-  if (beta) headers['openai-beta'] = beta;
-  return new Promise((resolve, reject) => {
-    const socket = new WebSocket(url, [REALTIME_PROTOCOL], {
-      headers,
-      lookup: o.lookup,
-      maxPayload: o.maxFrameBytes,
-      perMessageDeflate: false,
-      handshakeTimeout: row.upstream_timeout_ms ?? o.timeoutMs,
-    });
-    const fail = (why: string) => {
-      socket.removeAllListeners();
-      socket.on('error', () => {});
-      socket.terminate();
-      reject(new AppError('upstream_unavailable', `The provider did not open the Realtime session: ${why}`));
-    };
-    socket.once('open', () => {
-      socket.removeAllListeners();
-      // Its first events (session.created) wait until the session listens for them.
-      socket.pause();
-      resolve(socket);
-    });
-    socket.once('unexpected-response', (_req, res) => fail(`it answered ${res.statusCode}`));
-    socket.once('error', (err) => fail(err.message));
-  });
-}
 
 export interface RealtimeDeps {
   parts: GatewayParts;
@@ -195,20 +65,9 @@ export function createRealtime(deps: RealtimeDeps) {
     maxFrameBytes: limits.maxFrameBytes,
     timeoutMs: config.upstreamTimeoutMs,
   };
-  const server = new WebSocketServer({
-    noServer: true,
-    maxPayload: limits.maxFrameBytes,
-    perMessageDeflate: false,
-    clientTracking: false,
-    // The Realtime API's own subprotocol is chosen when offered; the key's is never echoed back.
-    handleProtocols: (offered) => (offered.has(REALTIME_PROTOCOL) ? REALTIME_PROTOCOL : false),
-  });
   /** The request id each accepted handshake answers with (its session's id). */
   const sessionIds = new WeakMap<IncomingMessage, string>();
-  server.on('headers', (headers, req) => {
-    const id = sessionIds.get(req);
-    if (id) headers.push(`x-nexus-request-id: ${id}`);
-  });
+  const server = sessionServer(limits.maxFrameBytes, sessionIds);
 
   function openedSession(session: RealtimeSession): void {
     sessions.add(session);
@@ -220,28 +79,6 @@ export function createRealtime(deps: RealtimeDeps) {
     const left = (perAccess.get(session.accessId) ?? 1) - 1;
     if (left > 0) perAccess.set(session.accessId, left);
     else perAccess.delete(session.accessId);
-  }
-
-  /**
-   * A WebSocket handshake on a gateway path: a Realtime session's is admitted and relayed, or refused; any other
-   * goes on as a plain request (`asPlain`).
-   */
-  /** The upstream socket of the first candidate that opens one; a route's breakers are told how each went. */
-  async function openFirst(req: IncomingMessage, target: GatewayTarget, candidates: Candidate[], route: RouteRow | undefined) {
-    let failure: unknown = new AppError('upstream_unavailable', 'No target of the route holds Realtime sessions at this path');
-    for (const c of candidates) {
-      const cid = c.entry.row!.connection_id!;
-      if (!SESSION_ROUTES[c.entry.row!.protocol_profile!]?.test(target.route)) continue;
-      try {
-        const upstream = await openUpstream(c.entry, req, { ...target, search: c.search }, upstreamOptions);
-        if (route) parts.routes.succeeded(route, cid);
-        return { upstream, entry: c.entry };
-      } catch (err) {
-        if (route) parts.routes.failed(route, cid, 'upstream_unavailable');
-        failure = err;
-      }
-    }
-    throw failure;
   }
 
   /**
@@ -298,14 +135,9 @@ export function createRealtime(deps: RealtimeDeps) {
       const open = { all: sessions.size, ofAccess: perAccess.get(auth.workspace_access_id) ?? 0 };
       const model = modelOf(target);
       await admitSession(meter, call, model, open, limits);
-      const candidates: Candidate[] =
-        route && usable
-          ? routeCandidates(parts.routes, route, usable, now, Math.random).map((t) => ({
-              entry: usable.get(t.providerConnectionId)!,
-              search: mappedSearch(target.search, model, t.modelMap),
-            }))
-          : [{ entry: first, search: target.search }];
-      opened = await openFirst(req, target, candidates, route);
+      const candidates =
+        route && usable ? routeTargets(parts.routes, route, usable, target, model, now) : [{ entry: first, search: target.search }];
+      opened = await openFirst(parts.routes, upstreamOptions, req, target, candidates, route);
       // A route's target holds the session: its turns are authorized and recorded on that connection.
       if (route) auth = authorizeCall(opened.entry.row, now);
     } catch (err) {
