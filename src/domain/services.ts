@@ -53,6 +53,7 @@ import { createWebhookDelivery } from './events/webhook-delivery.js';
 import { createWebhookRepo } from './events/webhook-repo.js';
 import { createWebhookService } from './events/webhook-service.js';
 import { createPeople } from './people/people.js';
+import { createHistoryService } from './history/history-service.js';
 
 export interface ServiceDeps {
   db: Db;
@@ -171,6 +172,9 @@ export function createDomain(deps: ServiceDeps) {
   // People's sign-in and sessions (docs/people.md).
   const people = createPeople({ db, config, clock, logger: deps.logger, fetch: deps.fetch, hasher, secretBox, audit, workspaceRepo });
 
+  // History's months ahead, its retention and each workspace's policy (docs/operations.md).
+  const history = createHistoryService({ db, audit, clock });
+
   const services = {
     // The Admin API's areas (src/handlers/, src/http/api.ts) and the app's timers (src/app.ts).
     workspaces,
@@ -181,6 +185,7 @@ export function createDomain(deps: ServiceDeps) {
     accesses,
     invocations,
     auditLogs,
+    history,
     providerConnections,
     routes,
     billing,
