@@ -8,7 +8,8 @@ export const usage = `usage:
   npm run nexus -- login-link
   npm run nexus -- management-keys create --workspace ID [--workspace ID ...] [--name NAME]
   npm run nexus -- management-keys list
-  npm run nexus -- management-keys revoke KEY_ID`;
+  npm run nexus -- management-keys revoke KEY_ID
+  npm run nexus -- archive verify MANIFEST [MANIFEST ...]   (<partition>.manifest.json files of NEXUS_ARCHIVE_DIR)`;
 
 /** A command line that names no command, or names one wrongly: exit code 2, with the usage. */
 export class UsageError extends Error {}
@@ -19,7 +20,8 @@ export type Command =
   | { name: 'login-link' }
   | { name: 'create'; keyName: string; workspaceIds: string[] }
   | { name: 'list' }
-  | { name: 'revoke'; keyId: string };
+  | { name: 'revoke'; keyId: string }
+  | { name: 'archive-verify'; manifests: string[] };
 
 /** parseArgs, with its refusals (unknown option, missing value, extra argument) as usage errors. */
 function parse(args: string[], options: ParseArgsConfig['options'] = {}, positionals = 0) {
@@ -45,6 +47,12 @@ export function parseCommand(argv: string[]): Command {
   if (command === 'login-link') {
     parse(argv.slice(1));
     return { name: 'login-link' };
+  }
+  if (command === 'archive') {
+    if (sub !== 'verify') throw new UsageError(sub === undefined ? 'Name an archive command' : `Unknown archive command '${sub}'`);
+    const { positionals } = parse(rest, {}, Infinity);
+    if (!positionals.length) throw new UsageError('Name the manifests to verify (<partition>.manifest.json)');
+    return { name: 'archive-verify', manifests: positionals };
   }
   if (command !== 'management-keys') throw new UsageError(`Unknown command '${command}'`);
   if (sub === 'create') {
