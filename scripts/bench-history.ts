@@ -13,6 +13,10 @@
  *      partitions of invocations and usage events (DROP TABLE, lock_timeout 1 s) while calls are recorded at once: the
  *      slowest record batch during the drops is reported (a drop that blocked calls would show in it).
  * The seed's ids are UUID v7 of each row's time, as the gateway makes them. PostgreSQL must run on this host.
+ *
+ * BENCH_HISTORY_CONVERT=<rows> (default 0: skipped) then times the migration that partitions the tables
+ * (migrations/20261210010000_history_partitions.ts) on a schema migrated up to the one before it, whose invocations,
+ * usage events, webhook attempts and audit logs hold that many rows each over BENCH_HISTORY_MONTHS months.
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on; it is
  * dropped at the end.
  */
@@ -22,6 +26,8 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
+import { createDatabase } from '../src/db/database.js';
+import { migrateLatest } from '../src/db/migrate.js';
 import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { rebuildWorkspaceRollupsSql } from '../src/domain/recording/rollup-sql.js';
@@ -38,6 +44,7 @@ const SMALL = Number(process.env.BENCH_HISTORY_SMALL ?? 100_000);
 const LARGE = Number(process.env.BENCH_HISTORY_LARGE ?? 1_000_000);
 const MONTHS = Number(process.env.BENCH_HISTORY_MONTHS ?? 12);
 const RUNS = Number(process.env.BENCH_HISTORY_RUNS ?? 20);
+const CONVERT = Number(process.env.BENCH_HISTORY_CONVERT ?? 0);
 const BATCHES = 50;
 const CALLS = 20;
 const DAY_MS = 86_400_000;
@@ -67,13 +74,15 @@ interface Seat {
 /** COPY `rows` lines (tab-separated, made by `line(i)`) into `table`'s `columns`, 10,000 lines a chunk. */
 async function copyRows(client: pg.Client, table: string, columns: string[], from: number, to: number, line: (i: number) => string) {
   let i = from;
+  // A chunk at a time, the event loop let go between chunks (Nexus serves in this process).
   const source = Readable.from(
-    (function* () {
+    (async function* () {
       while (i < to) {
         const end = Math.min(to, i + 10_000);
         let chunk = '';
         for (; i < end; i++) chunk += line(i);
         yield chunk;
+        await new Promise((r) => setImmediate(r));
       }
     })(),
   );
@@ -334,3 +343,48 @@ await withFreshNexus(
   },
   { NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true' },
 );
+
+/** The partitioning migration's time on tables of CONVERT rows each, on a schema of its own (dropped after). */
+async function timeConversion(): Promise<void> {
+  const schema = `bench_history_convert_${process.pid}`;
+  const db = createDatabase({ databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', schema, poolMax: 1 });
+  try {
+    await migrateLatest(db, schema, '20261208110000_people_invitations');
+    const span = `make_interval(days => ${MONTHS * 30})`;
+    const at = `now() - ${span} + (n::double precision / ${CONVERT}) * ${span}`;
+    const started = performance.now();
+    await db.raw(`insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id, method,
+                    endpoint, requested_model, status, metering_status, quota_units, started_at, completed_at)
+                  select gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'seed-' || n, 'POST',
+                         'v1/chat/completions', 'gpt-4o', 'SUCCEEDED', 'metered', 300, ${at}, ${at} from generate_series(1, ${CONVERT}) n`);
+    await db.raw(`insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, invocation_id, kind, units, model, created_at)
+                  select gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'USAGE', 300, 'gpt-4o', ${at}
+                    from generate_series(1, ${CONVERT}) n`);
+    await db.raw(`insert into webhook_attempts (id, event_id, endpoint_id, workspace_id, outcome, latency_ms, created_at)
+                  select gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'DELIVERED', 5, ${at} from generate_series(1, ${CONVERT}) n`);
+    await db.raw(`insert into audit_logs (id, actor_key_id, action, resource_type, resource_id, created_at)
+                  select gen_random_uuid(), 'root', 'workspace.updated', 'workspace', 'w', ${at} from generate_series(1, ${CONVERT}) n`);
+    await db.raw('analyze');
+    const size = await db.raw<{ rows: { bytes: string }[] }>(
+      `select sum(pg_total_relation_size(c.oid))::bigint as bytes from pg_class c join pg_namespace s on s.oid = c.relnamespace
+        where s.nspname = ? and c.relname in ('invocations', 'usage_events', 'webhook_attempts', 'audit_logs')`,
+      [schema],
+    );
+    console.log(
+      `\nconversion: ${CONVERT.toLocaleString('en')} rows in each of the four tables (${(Number(size.rows[0]!.bytes) / 2 ** 20).toFixed(0)} MiB ` +
+        `with indexes) seeded in ${((performance.now() - started) / 1e3).toFixed(0)} s`,
+    );
+    const migrating = performance.now();
+    await migrateLatest(db, schema);
+    const seconds = (performance.now() - migrating) / 1e3;
+    console.log(
+      `the partitioning migration: ${seconds.toFixed(1)} s, ${((seconds / (4 * CONVERT)) * 1e6).toFixed(1)} s per million rows ` +
+        `(the tables locked meanwhile); load average ${load()}`,
+    );
+  } finally {
+    await db.raw('drop schema if exists ?? cascade', [schema]);
+    await db.destroy();
+  }
+}
+
+if (CONVERT > 0) await timeConversion();

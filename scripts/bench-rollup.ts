@@ -26,7 +26,7 @@ import { ROLLED_EVENT_COLUMNS, rollUpCtes } from '../src/domain/recording/rollup
 import type { CallRows } from '../src/gateway/call-repo.js';
 import { newId } from '../src/ids.js';
 import { createModelPrice } from '../test/support/sdk.js';
-import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
+import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';
 import { batchOf, MODELS } from './lib/record-batch.js';

@@ -112,12 +112,12 @@ it('archives an expired month to Parquet before its drop; the files round-trip a
   const sums = await duck.runAndReadAll(
     `select count(*) as n, sum(units) as units, count(model) as models from '${join(dir, 'usage_events_p202503.*.parquet')}'`,
   );
-  expect((await sums.getRowObjectsJS())[0]).toEqual({ n: BigInt(ROWS), units: units, models: BigInt(ROWS / 2) });
+  expect(sums.getRowObjectsJS()[0]).toEqual({ n: BigInt(ROWS), units: units, models: BigInt(ROWS / 2) });
   const read = await duck.runAndReadAll(
     `select request_id, status, quota_units, total_latency_ms, error_message, attempts, started_at
        from '${join(dir, 'invocations_p202503.*.parquet')}' where request_id = 'req_7'`,
   );
-  expect((await read.getRowObjectsJson())[0]).toEqual({
+  expect(read.getRowObjectsJson()[0]).toEqual({
     request_id: 'req_7',
     status: 'UPSTREAM_ERROR',
     quota_units: '7000000000',
