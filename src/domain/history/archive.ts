@@ -18,9 +18,9 @@ import type { Queryable } from '../../db/database.js';
 import type { MonthPartition } from './history-repo.js';
 
 /** Rows per Parquet file (and per page read from the partition). */
-export const FILE_ROWS = 100_000;
+const FILE_ROWS = 100_000;
 
-export interface ArchiveFile {
+interface ArchiveFile {
   file: string;
   rows: number;
   sha256: string;

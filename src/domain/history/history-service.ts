@@ -32,11 +32,10 @@ import {
 } from './history-repo.js';
 
 /** How many months past the current one exist at every moment. */
-export const MONTHS_AHEAD = 3;
-export const DEFAULT_DETAIL_DAYS = 90;
-export const DEFAULT_ROLLUP_DAYS = 730;
-export const MIN_DETAIL_DAYS = 1;
-export const MAX_RETENTION_DAYS = 3650;
+const MONTHS_AHEAD = 3;
+const DEFAULT_DETAIL_DAYS = 90;
+const MIN_DETAIL_DAYS = 1;
+const MAX_RETENTION_DAYS = 3650;
 const DAY_MS = 86_400_000;
 
 /** What a round of retention removes at most per workspace and table (rows), and in how many batches. */
@@ -45,14 +44,14 @@ const BATCHES_PER_ROUND = 20;
 /** How long a drop waits for its table's lock before it gives up until the next round. */
 const DROP_LOCK_TIMEOUT_MS = 1_000;
 
-export interface RetentionPolicy {
+interface RetentionPolicy {
   workspaceId: string;
   detailDays: number;
   rollupDays: number;
 }
 
 /** What a round of retention did. */
-export interface RetentionRound {
+interface RetentionRound {
   /** The partitions dropped (archived first when an archive is configured). */
   dropped: string[];
   /** The partitions whose end is past every policy, kept for their unsettled usage. */
@@ -62,7 +61,7 @@ export interface RetentionRound {
 }
 
 /** Writes a month to the archive before it is dropped (archive.ts); absent: no archive is configured. */
-export type ArchiveMonth = (month: MonthPartition) => Promise<void>;
+type ArchiveMonth = (month: MonthPartition) => Promise<void>;
 
 export interface HistoryDeps {
   db: Db;
@@ -196,5 +195,3 @@ async function setPolicy(
 export function createHistoryService(deps: HistoryDeps) {
   return bindDeps(deps, { ensureMonthsAhead, applyRetention, getPolicy, setPolicy });
 }
-
-export type HistoryService = ReturnType<typeof createHistoryService>;
