@@ -41,10 +41,17 @@ const UNSETTLED_PERIOD = `(q.period_end > :now or exists (
        and not exists (select 1 from reconciliation_runs r
                         where r.billing_connection_id = c.id and r.status = 'SUCCEEDED' and r.finished_at >= q.period_end)))`;
 
-/** Creates the month of `at` as a partition of `table` unless it exists; true when it made it. */
-export async function ensureMonth(q: Queryable, table: HistoryTable, at: Date): Promise<boolean> {
-  const { rows } = await q.raw<{ rows: { made: boolean }[] }>('select nexus_history_month(?, ?) as made', [table, at]);
-  return rows[0]!.made;
+/**
+ * Creates the month of `at` as a partition of `table` unless it exists; true when it made it. Making a partition locks
+ * its table: it waits at most a second for the lock (else it fails, and the job tries again next round), so no call's
+ * insert queues behind it for longer.
+ */
+export async function ensureMonth(db: Knex, table: HistoryTable, at: Date): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    await tx.raw(`select set_config('lock_timeout', '1000ms', true)`);
+    const { rows } = await tx.raw<{ rows: { made: boolean }[] }>('select nexus_history_month(?, ?) as made', [table, at]);
+    return rows[0]!.made;
+  });
 }
 
 /** The month partitions of `table` (not its default), oldest first. */
