@@ -23,103 +23,22 @@ import pg from 'pg';
 import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { ROLLED_EVENT_COLUMNS, rollUpCtes } from '../src/domain/recording/rollup-sql.js';
-import { callRows, type CallRows } from '../src/gateway/call-repo.js';
-import { invocationRecord, NOTHING_READ } from '../src/gateway/invocation-record.js';
+import type { CallRows } from '../src/gateway/call-repo.js';
 import { newId } from '../src/ids.js';
 import { createModelPrice } from '../test/support/sdk.js';
-import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
+import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';
+import { batchOf, MODELS } from './lib/record-batch.js';
 
 const USERS = Number(process.env.BENCH_ROLLUP_USERS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROLLUP_ROUNDS ?? 6);
 const BATCHES = Number(process.env.BENCH_ROLLUP_BATCHES ?? 100);
 const CALLS = Number(process.env.BENCH_ROLLUP_CALLS ?? 20);
 const SEEDED = Number(process.env.BENCH_ROLLUP_SEEDED ?? 200_000);
-const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'o3-mini'];
 
 type Way = 'batch' | 'trigger' | 'none';
 const WAYS: Way[] = ['batch', 'trigger', 'none'];
-
-/** A batch of calls as the gateway's recorder hands them to its statement: most answered and charged. */
-function batchOf(tenant: Tenant, leases: Map<string, string>, planId: string, n: number): CallRows[] {
-  const rows: CallRows[] = [];
-  for (let i = 0; i < n; i++) {
-    const user = tenant.users[Math.floor(Math.random() * tenant.users.length)]!;
-    const model = MODELS[i % MODELS.length]!;
-    const now = new Date();
-    const opened = {
-      id: newId(),
-      workspaceId: tenant.workspaceId,
-      accessId: user.accessId,
-      connectionId: tenant.connectionId,
-      keyId: user.apiKeyId,
-      planId,
-      requestId: `bench-${newId()}`,
-      traceId: null,
-      method: 'POST',
-      endpoint: 'v1/chat/completions',
-      startedAt: new Date(now.getTime() - 40),
-      metered: true,
-    };
-    // One call in ten refused before the provider, one in twenty an upstream error; the rest answered.
-    if (i % 10 === 9) {
-      const refused = invocationRecord(opened, NOTHING_READ, {
-        upstream: false,
-        status: 'REJECTED',
-        errorCode: 'model_not_allowed',
-        errorMessage: "The model 'gpt-bench' is not allowed on this plan",
-        completedAt: now,
-        totalLatencyMs: 1,
-      });
-      rows.push(callRows({ invocation: refused, lease: undefined, consumed: null }));
-      continue;
-    }
-    const failed = i % 20 === 4;
-    const input = 200n + BigInt(i);
-    const output = failed ? 0n : 50n + BigInt(i);
-    const units = failed ? 0n : input + 2n * output;
-    const invocation = invocationRecord(
-      opened,
-      { requestedModel: model, streamed: false, leaseId: leases.get(user.accessId)! },
-      {
-        upstream: true,
-        status: failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
-        errorCode: null,
-        quotaUnits: units,
-        completedAt: now,
-        totalLatencyMs: 40,
-        upstreamResponseId: null,
-        attemptId: newId(),
-        attemptStatus: failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
-        upstreamModel: `${model}-2025-01-01`,
-        httpStatus: failed ? 500 : 200,
-        attemptStartedAt: opened.startedAt,
-        attemptDurationMs: 39,
-        providerLatencyMs: 39,
-        providerTtftMs: null,
-        totalTtftMs: null,
-      },
-    );
-    rows.push(
-      callRows({
-        invocation,
-        lease: { id: leases.get(user.accessId)!, bound: 10_000n, take: 0n },
-        consumed: failed
-          ? null
-          : {
-              units,
-              inputTokens: input,
-              cachedInputTokens: 0n,
-              outputTokens: output,
-              model: `${model}-2025-01-01`,
-              pricing: { rule: null, inputMultiplierPpm: 1_000_000n, cachedInputMultiplierPpm: 500_000n, outputMultiplierPpm: 2_000_000n },
-            },
-      }),
-    );
-  }
-  return rows;
-}
 
 await withFreshNexus(
   'rollup',

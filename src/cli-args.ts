@@ -8,7 +8,8 @@ export const usage = `usage:
   npm run nexus -- login-link
   npm run nexus -- management-keys create --workspace ID [--workspace ID ...] [--name NAME] [--role ROLE]
   npm run nexus -- management-keys list
-  npm run nexus -- management-keys revoke KEY_ID`;
+  npm run nexus -- management-keys revoke KEY_ID
+  npm run nexus -- archive verify MANIFEST [MANIFEST ...]   (<partition>.manifest.json files of NEXUS_ARCHIVE_DIR)`;
 
 /** The roles a scoped key may carry (docs/people.md): held to the role table in each of its workspaces. */
 const SCOPED_KEY_ROLES = ['admin', 'developer', 'billing', 'support', 'viewer'] as const;
@@ -23,7 +24,8 @@ export type Command =
   | { name: 'login-link' }
   | { name: 'create'; keyName: string; workspaceIds: string[]; role?: ScopedKeyRole }
   | { name: 'list' }
-  | { name: 'revoke'; keyId: string };
+  | { name: 'revoke'; keyId: string }
+  | { name: 'archive-verify'; manifests: string[] };
 
 /** parseArgs, with its refusals (unknown option, missing value, extra argument) as usage errors. */
 function parse(args: string[], options: ParseArgsConfig['options'] = {}, positionals = 0) {
@@ -49,6 +51,12 @@ export function parseCommand(argv: string[]): Command {
   if (command === 'login-link') {
     parse(argv.slice(1));
     return { name: 'login-link' };
+  }
+  if (command === 'archive') {
+    if (sub !== 'verify') throw new UsageError(sub === undefined ? 'Name an archive command' : `Unknown archive command '${sub}'`);
+    const { positionals } = parse(rest, {}, Infinity);
+    if (!positionals.length) throw new UsageError('Name the manifests to verify (<partition>.manifest.json)');
+    return { name: 'archive-verify', manifests: positionals };
   }
   if (command !== 'management-keys') throw new UsageError(`Unknown command '${command}'`);
   if (sub === 'create') {

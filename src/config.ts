@@ -45,6 +45,8 @@ const variables = z.object({
   NEXUS_DATABASE_STARTUP_TIMEOUT_MS: integer(0, undefined, 300_000),
   NEXUS_WORKERS: integer(1, 256, 1),
   NEXUS_DATA_DIR: z.string().min(1).default('./data'),
+  // Where an expired month of history is written (Parquet) before it is dropped; unset: dropped without an archive.
+  NEXUS_ARCHIVE_DIR: z.string().min(1).optional(),
   NEXUS_MANAGEMENT_KEY: z.string().min(24, { error: 'must be at least 24 characters long' }).optional(),
   NEXUS_ENCRYPTION_KEY: z.string().min(40, { error: 'must be 32 bytes, base64-encoded (openssl rand -base64 32)' }).optional(),
   NEXUS_PREVIOUS_ENCRYPTION_KEYS: z.string().optional(),
@@ -176,6 +178,8 @@ function serverFields(v: z.output<typeof variables>) {
     /** Processes serving the port (node:cluster): 1 is this process alone; more need DATABASE_URL. */
     workers: v.NEXUS_WORKERS,
     dataDir: v.NEXUS_DATA_DIR,
+    /** Where an expired month of history is archived to Parquet before it is dropped; undefined: no archive. */
+    archiveDir: v.NEXUS_ARCHIVE_DIR,
     /**
      * Where clients reach Nexus (gatewayBaseUrl, webhookUrl, Link headers), without a trailing
      * slash; undefined: the address the server listens on (src/http/public-url.ts).

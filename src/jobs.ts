@@ -17,6 +17,8 @@
  * | billing           | 30 s                                      | each webhook event by a conditional UPDATE to          |
  * |                   |                                           | PROCESSING; the time rules per access, under its lock  |
  * | spool-recovery    | once, at start                            | a spool file, by renaming it (spool.ts)                |
+ * | history           | at start, then hourly                     | none needed: a month is made if missing (a race loses  |
+ * |                   |                                           | its round, retried next hour); batches go once         |
  * | change-listener   | one LISTEN session, held; reconnects      | none: every process listens                            |
  * |                   | after 100 ms doubling to 5 s              |                                                        |
  *
@@ -49,9 +51,12 @@ type JobName =
   | 'webhook-delivery'
   | 'billing'
   | 'spool-recovery'
+  | 'history'
   | 'change-listener';
 
 const MINUTE_MS = 60_000;
+/** How often history's months ahead are made and its retention applied. */
+const HISTORY_ROUND_MS = 60 * MINUTE_MS;
 /** How often the billing pass runs (pending events, grace expiry, period ends). */
 const BILLING_PASS_MS = 30_000;
 
@@ -170,6 +175,19 @@ function sweeps({ services, gateway, config, logger }: JobsDeps): Loop<unknown>[
       ...every(MINUTE_MS),
       failure: 'inference key expiry announcement failed',
       run: () => services.inferenceKeyExpiry.announceExpiring(),
+    },
+    {
+      // History (docs/operations.md): this month's partitions and the next ones made before they are needed, then
+      // the retention: expired months dropped (archived first where configured), a shorter policy's rows in batches.
+      name: 'history',
+      first: 0,
+      next: () => HISTORY_ROUND_MS,
+      failure: 'history upkeep failed',
+      run: async () => {
+        const made = await services.history.ensureMonthsAhead();
+        const round = await services.history.applyRetention();
+        if (made.length || round.dropped.length || round.removed) logger.info({ msg: 'history upkeep', made, ...round });
+      },
     },
   ];
 }

@@ -6,7 +6,7 @@ import { NexusCore, NexusResource, type NexusPromise, type PagePromise, type Par
 import { WebhookVerifier } from './webhooks.js';
 
 /**
- * Workspaces: list, create, get, archive, update.
+ * Workspaces: list, create, get, archive, update, getRetentionPolicy, updateRetentionPolicy.
  *
  * Tenants. Everything else belongs to one.
  */
@@ -65,6 +65,33 @@ export class WorkspacesResource extends NexusResource {
    */
   update(workspaceId: string, body: Params<NonNullable<types.UpdateWorkspaceData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateWorkspaceResponses[keyof types.UpdateWorkspaceResponses]> {
     return this._core._call<types.UpdateWorkspaceResponses[keyof types.UpdateWorkspaceResponses]>(sdk.updateWorkspace, { path: { workspaceId }, body }, options);
+  }
+
+  /**
+   * Get the workspace's retention policy
+   *
+   * How long the workspace's history is kept: its detail (invocations with their attempts, usage events, webhook
+   * attempts) and its usage rollups, which the usage summaries read. Defaults: 90 days of detail, 730 days of rollups.
+   * docs/operations.md ("Retention") says how expired history leaves.
+   *
+   * `GET /admin/v1/workspaces/{workspaceId}/retention` (`getRetentionPolicy` in the function API)
+   */
+  getRetentionPolicy(workspaceId: string, options?: RequestOptions): NexusPromise<types.GetRetentionPolicyResponses[keyof types.GetRetentionPolicyResponses]> {
+    return this._core._call<types.GetRetentionPolicyResponses[keyof types.GetRetentionPolicyResponses]>(sdk.getRetentionPolicy, { path: { workspaceId } }, options);
+  }
+
+  /**
+   * Change the workspace's retention policy
+   *
+   * A field left out keeps its value. Rollups are kept at least as long as detail (400 otherwise). The history job
+   * applies it within the hour: detail older than `detailDays` leaves, except usage events of a quota period not yet
+   * settled (or, with a billing connection, not yet reconciled); rollups older than `rollupDays` leave. The change is
+   * audited (`workspace.retention_updated`). An archived workspace is read-only (409 `workspace_archived`).
+   *
+   * `PATCH /admin/v1/workspaces/{workspaceId}/retention` (`updateRetentionPolicy` in the function API)
+   */
+  updateRetentionPolicy(workspaceId: string, body: Params<NonNullable<types.UpdateRetentionPolicyData['body']>>, options?: RequestOptions): NexusPromise<types.UpdateRetentionPolicyResponses[keyof types.UpdateRetentionPolicyResponses]> {
+    return this._core._call<types.UpdateRetentionPolicyResponses[keyof types.UpdateRetentionPolicyResponses]>(sdk.updateRetentionPolicy, { path: { workspaceId }, body }, options);
   }
 }
 

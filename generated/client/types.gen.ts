@@ -2633,6 +2633,23 @@ export type WebhookTestEventData = {
     webhookEndpointId: string;
 };
 
+export type RetentionPolicyDto = {
+    workspaceId: string;
+    /**
+     * Days its invocations, usage events and webhook attempts are kept (usage events of an unsettled period stay longer).
+     */
+    detailDays: number;
+    /**
+     * Days its usage rollups, the summaries' source, are kept.
+     */
+    rollupDays: number;
+};
+
+export type UpdateRetentionPolicyDto = {
+    detailDays?: number;
+    rollupDays?: number;
+};
+
 export type WorkspaceStatus = 'ACTIVE' | 'ARCHIVED';
 
 /**
@@ -9357,3 +9374,101 @@ export type UpdateWorkspaceResponses = {
 };
 
 export type UpdateWorkspaceResponse = UpdateWorkspaceResponses[keyof UpdateWorkspaceResponses];
+
+export type GetRetentionPolicyData = {
+    body?: never;
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/retention';
+};
+
+export type GetRetentionPolicyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type GetRetentionPolicyError = GetRetentionPolicyErrors[keyof GetRetentionPolicyErrors];
+
+export type GetRetentionPolicyResponses = {
+    /**
+     * The policy.
+     */
+    200: RetentionPolicyDto;
+};
+
+export type GetRetentionPolicyResponse = GetRetentionPolicyResponses[keyof GetRetentionPolicyResponses];
+
+export type UpdateRetentionPolicyData = {
+    body: UpdateRetentionPolicyDto;
+    path: {
+        workspaceId: string;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/retention';
+};
+
+export type UpdateRetentionPolicyErrors = {
+    /**
+     * The request is invalid (`param` names the field).
+     */
+    400: ErrorBody;
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The credential may not do this.
+     */
+    403: ErrorBody;
+    /**
+     * Not found, or not visible to this credential.
+     */
+    404: ErrorBody;
+    /**
+     * The resource's state does not allow this (the code says why).
+     */
+    409: ErrorBody;
+    /**
+     * An unexpected error; the body carries only the request id.
+     */
+    500: ErrorBody;
+    /**
+     * The database cannot be reached (`database_unavailable`): nothing was changed. Retry after the seconds Retry-After gives.
+     */
+    503: ErrorBody;
+};
+
+export type UpdateRetentionPolicyError = UpdateRetentionPolicyErrors[keyof UpdateRetentionPolicyErrors];
+
+export type UpdateRetentionPolicyResponses = {
+    /**
+     * The policy as set.
+     */
+    200: RetentionPolicyDto;
+};
+
+export type UpdateRetentionPolicyResponse = UpdateRetentionPolicyResponses[keyof UpdateRetentionPolicyResponses];

@@ -106,6 +106,7 @@ const DOMAIN: Layer[][] = [
     { name: 'domain/prices', paths: ['src/domain/prices/'] },
     { name: 'domain/plans', paths: ['src/domain/plans/'] },
     { name: 'domain/invocations', paths: ['src/domain/invocations/'] },
+    { name: 'domain/history', paths: ['src/domain/history/'] },
   ],
   [{ name: 'domain/accesses', paths: ['src/domain/accesses/'] }],
   [{ name: 'domain/billing', paths: ['src/domain/billing/'] }],

@@ -23,11 +23,14 @@ interface Migration {
   down?(knex: Knex): Promise<void>;
 }
 
-const source: Knex.MigrationSource<string> = {
+/** The migrations, or those up to and including `until` (a migration's name without its extension). */
+const sourceUntil = (until?: string): Knex.MigrationSource<string> => ({
   async getMigrations() {
     return readdirSync(migrationsDir)
       .filter((f) => f.endsWith(extension) && migrationFile.test(f.slice(0, -extension.length)))
-      .map((f) => `${f.slice(0, -extension.length)}.ts`)
+      .map((f) => f.slice(0, -extension.length))
+      .filter((name) => until === undefined || name <= until)
+      .map((name) => `${name}.ts`)
       .sort();
   },
   getMigrationName(name) {
@@ -38,15 +41,16 @@ const source: Knex.MigrationSource<string> = {
     const mod = (await import(pathToFileURL(file).href)) as Migration;
     return { up: mod.up, down: mod.down ?? (async () => {}) };
   },
-};
+});
 
-function migrationConfig(schema?: string): Knex.MigratorConfig {
-  return { migrationSource: source, schemaName: schema, tableName: 'knex_migrations' };
+function migrationConfig(schema?: string, until?: string): Knex.MigratorConfig {
+  return { migrationSource: sourceUntil(until), schemaName: schema, tableName: 'knex_migrations' };
 }
 
-export async function migrateLatest(db: Db, schema?: string): Promise<string[]> {
+/** Applies the pending migrations (with `until`, those up to it: a test of a later migration's conversion). */
+export async function migrateLatest(db: Db, schema?: string, until?: string): Promise<string[]> {
   if (schema) await db.raw('create schema if not exists ??', [schema]);
-  const [, applied] = (await db.migrate.latest(migrationConfig(schema))) as [number, string[]];
+  const [, applied] = (await db.migrate.latest(migrationConfig(schema, until))) as [number, string[]];
   return applied;
 }
 

@@ -55,6 +55,8 @@ import { createWebhookDelivery } from './events/webhook-delivery.js';
 import { createWebhookRepo } from './events/webhook-repo.js';
 import { createWebhookService } from './events/webhook-service.js';
 import { createPeople } from './people/people.js';
+import { createHistoryService } from './history/history-service.js';
+import { archiveMonth } from './history/archive.js';
 
 export interface ServiceDeps {
   db: Db;
@@ -180,6 +182,15 @@ export function createDomain(deps: ServiceDeps) {
   // People's sign-in and sessions (docs/people.md).
   const people = createPeople({ db, config, clock, logger: deps.logger, fetch: deps.fetch, hasher, secretBox, audit, workspaceRepo });
 
+  // History's months ahead, its retention and each workspace's policy (docs/operations.md).
+  const archiveDir = config.archiveDir;
+  const history = createHistoryService({
+    db,
+    audit,
+    clock,
+    archive: archiveDir ? async (month) => void (await archiveMonth(db, archiveDir, month)) : undefined,
+  });
+
   const services = {
     // The Admin API's areas (src/handlers/, src/http/api.ts) and the app's timers (src/app.ts).
     workspaces,
@@ -191,6 +202,7 @@ export function createDomain(deps: ServiceDeps) {
     invocations,
     requestLogs,
     auditLogs,
+    history,
     providerConnections,
     routes,
     billing,

@@ -214,7 +214,7 @@ with renewed as (
   delete from lease_calls c
    where c.lease_id in (select id from renewed)
      and c.invocation_id not in (select invocation_id from x)
-     and exists (select from invocations i where i.id = c.invocation_id)
+     and exists (select from invocations i where i.id = c.invocation_id and i.started_at = cast(c.invocation->>'started_at' as timestamptz))
 )
 select id from renewed`;
 

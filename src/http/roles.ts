@@ -40,6 +40,8 @@ export const OPERATION_ROLES: Readonly<Record<string, readonly WorkspaceRole[]>>
   getWorkspace: EVERYONE,
   updateWorkspace: ADMIN,
   archiveWorkspace: ADMIN,
+  getRetentionPolicy: EVERYONE,
+  updateRetentionPolicy: ADMIN,
   listMembers: EVERYONE,
   addMember: ADMIN,
   removeMember: ADMIN,

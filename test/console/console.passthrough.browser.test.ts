@@ -1,8 +1,8 @@
 /**
  * The passthrough classes in the console, in Chromium (playwright-core, Debian's Chromium) on a live Nexus: ticked
  * on the workspace's settings and on a published plan, and on a plan drafted with them, they are saved (read back
- * through the Admin API, and shown again after a reload), and the gateway lets that class through at once. Each
- * page is scanned by axe-core.
+ * through the Admin API, and shown again after a reload), and the gateway lets that class through at once. The
+ * workspace's retention policy, on the same settings page, likewise. Each page is scanned by axe-core.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,7 +10,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
-import { getPlan, getWorkspace, listPlans } from '../support/sdk.js';
+import { getPlan, getRetentionPolicy, getWorkspace, listPlans } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage, unfold } from './console-support.js';
@@ -74,6 +74,24 @@ describe.skipIf(!executablePath)('the console: passthrough classes of a workspac
     expect(await box('workspacePassthrough', 'files').isChecked()).toBe(true);
     expect(await box('workspacePassthrough', 'batches').isChecked()).toBe(false);
     await page.screenshot({ path: join(shots, 'passthrough-settings.png'), fullPage: true });
+    expect(await axeViolations(page)).toEqual([]);
+    expect(browserErrors).toEqual([]);
+  });
+
+  it('workspace settings: the retention policy is shown, saved, read back through the API and shown after a reload', async () => {
+    await expect.poll(() => page.getByTestId('retention-detail').textContent()).toBe('90 days');
+    expect(await page.getByTestId('retention-rollup').textContent()).toBe('730 days');
+    const form = page.getByRole('form', { name: 'Retention policy' });
+    await form.getByLabel('Detail (days)').fill('30');
+    await form.getByLabel('Totals (days)').fill('365');
+    await form.getByRole('button', { name: 'Save retention' }).click();
+    await page.getByText('Saved: detail kept 30 days, totals 365 days, applied within the hour.').waitFor();
+    const saved = await getRetentionPolicy({ client: t.client, path: { workspaceId: tenant.workspaceId } });
+    expect(saved.data).toEqual({ workspaceId: tenant.workspaceId, detailDays: 30, rollupDays: 365 });
+
+    await page.reload();
+    await expect.poll(() => page.getByTestId('retention-detail').textContent()).toBe('30 days');
+    expect(await page.getByTestId('retention-rollup').textContent()).toBe('365 days');
     expect(await axeViolations(page)).toEqual([]);
     expect(browserErrors).toEqual([]);
   });

@@ -188,8 +188,12 @@ describe('refusals, the sweeper and immutability', () => {
     await expect(database.db('quota_strategies').where({ id: strategy.id }).update({ quota_units: 1 })).rejects.toThrow(/immutable/);
   });
 
-  it('a second USAGE event of an invocation is refused by the database, whatever lease it names', async () => {
+  // usage_events is partitioned by month (docs/operations.md): its unique index holds the event's time, which a call's
+  // record derives from the call (the same on every replay), and the invocation's own key (id, started_at) is what
+  // keeps a call from being recorded, and charged, twice (record-sql.ts: only newly recorded calls are settled).
+  it('a second USAGE event of an invocation at the same time is refused by the database, whatever lease it names', async () => {
     const { access, period } = await provisionAccess(services, { quotaUnits: '1000' }, 'one-per-invocation');
+    const at = new Date();
     const event = (kind: 'USAGE' | 'ADJUSTMENT', invocationId: string) => ({
       id: newId(),
       workspace_id: access.workspace_id,
@@ -199,10 +203,13 @@ describe('refusals, the sweeper and immutability', () => {
       invocation_id: invocationId,
       kind,
       units: 1,
-      created_at: new Date(),
+      created_at: at,
     });
     const invocationId = newId();
     await database.db('usage_events').insert([event('USAGE', invocationId), event('ADJUSTMENT', invocationId)]);
-    await expect(database.db('usage_events').insert(event('USAGE', invocationId))).rejects.toThrow(/usage_events_one_per_invocation/);
+    // The month's copy of usage_events_one_per_invocation refuses it (a partition's index is named after its columns).
+    await expect(database.db('usage_events').insert(event('USAGE', invocationId))).rejects.toThrow(
+      /duplicate key value violates unique constraint "usage_events_\w*invocation_id_kind_created_at/,
+    );
   });
 });

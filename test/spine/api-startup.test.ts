@@ -78,6 +78,7 @@ const BEYOND_SPEC: Record<string, string[]> = {
   'the console (docs/performance.md)': ['getUsageSummary'],
   "the console (README, 'The console'): a usage summary's keys by name": ['getInferenceKey'],
   'docs/rate-limits.md': ['setPlanRateLimits'],
+  'docs/operations.md "Retention"': ['getRetentionPolicy', 'updateRetentionPolicy'],
   'docs/decisions.md "Passthrough classes"': ['setPlanPassthroughClasses'],
   'docs/request-logs.md': ['getInvocationLog', 'setPlanRequestLog'],
   'docs/decisions.md "Management keys"': ['listManagementKeys', 'createManagementKey', 'updateManagementKey', 'revokeManagementKey'],

@@ -22,6 +22,10 @@ describe('the CLI command line', () => {
     });
     expect(parseCommand(['management-keys', 'list'])).toEqual({ name: 'list' });
     expect(parseCommand(['management-keys', 'revoke', 'k'])).toEqual({ name: 'revoke', keyId: 'k' });
+    expect(parseCommand(['archive', 'verify', 'a.manifest.json', 'b.manifest.json'])).toEqual({
+      name: 'archive-verify',
+      manifests: ['a.manifest.json', 'b.manifest.json'],
+    });
   });
 
   it('says what is wrong with a command line', () => {
@@ -40,6 +44,9 @@ describe('the CLI command line', () => {
       [['management-keys', 'revoke'], 'Name the key to revoke'],
       [['management-keys', 'revoke', 'a', 'b'], "Unexpected argument 'b'"],
       [['migrate', '--force'], "Unknown option '--force'"],
+      [['archive'], 'Name an archive command'],
+      [['archive', 'restore'], "Unknown archive command 'restore'"],
+      [['archive', 'verify'], 'Name the manifests to verify'],
     ];
     for (const [args, message] of refused) {
       let thrown: unknown;

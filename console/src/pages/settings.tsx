@@ -2,12 +2,14 @@ import { useState } from 'preact/hooks';
 import { getWorkspace, updateWorkspace, type PassthroughClass, type WorkspaceDto } from '../api.js';
 import { ActionButton } from '../components/buttons.js';
 import { classesLine, PassthroughClassesField } from '../components/passthrough-classes.js';
+import { RetentionSettings } from '../components/retention.js';
 import { useAction, useRead } from '../hooks.js';
 import { ActionNotes, Figures, Form, Notice, Page, type PageProps } from '../ui.js';
 
 /**
- * The workspace's settings: its name and currency, and the passthrough classes its gateway calls may take whatever
- * their plan (a plan lets more through on the plans page). Read here again, so the page shows what is saved.
+ * The workspace's settings: its name and currency, the passthrough classes its gateway calls may take whatever
+ * their plan (a plan lets more through on the plans page), and how long its history is kept. Read here again, so the
+ * page shows what is saved.
  */
 export function SettingsPage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
@@ -76,6 +78,7 @@ export function SettingsPage({ client, workspace }: PageProps) {
       </Form>
       <ActionNotes action={action} />
       <Notice text={notice} class="notice" />
+      <RetentionSettings client={client} workspaceId={workspaceId} />
     </Page>
   );
 }

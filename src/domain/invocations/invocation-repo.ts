@@ -109,6 +109,9 @@ function searchFor(filter: InvocationFilter, q: Queryable): Promise<Search | und
   return text ? searchOf(filter.workspaceId, text, q) : Promise.resolve(undefined);
 }
 
+/** The earliest start of these invocations: the events of any of them are not older. */
+const earliestStart = (rows: InvocationRow[]): Date => new Date(Math.min(...rows.map((r) => r.started_at.getTime())));
+
 /**
  * The end users of these accesses and the USAGE events (tokens, cost, price) of these invocations: what a
  * list's rows show besides their own columns, read for a page at once.
@@ -129,6 +132,8 @@ async function detailsOf({ db }: InvocationRepoDeps, rows: InvocationRow[], q: Q
         rows.map((r) => r.id),
       )
       .where('kind', 'USAGE')
+      // A call's events are written when it ends: the months before the page's first start are not read.
+      .where('created_at', '>=', earliestStart(rows))
       .select(
         'invocation_id',
         'cost_micros',
@@ -160,8 +165,14 @@ async function findById({ db }: InvocationRepoDeps, id: string, q: Queryable = d
   return q('invocations').where({ id }).first();
 }
 
-async function usageEventsOf({ db }: InvocationRepoDeps, invocationId: string, q: Queryable = db): Promise<UsageEventRow[]> {
-  return q('usage_events').where({ invocation_id: invocationId }).orderBy('id', 'asc');
+/** The events of an invocation that started at `startedAt` (its events are not older: the months before are not read). */
+async function usageEventsOf(
+  { db }: InvocationRepoDeps,
+  invocationId: string,
+  startedAt: Date,
+  q: Queryable = db,
+): Promise<UsageEventRow[]> {
+  return q('usage_events').where({ invocation_id: invocationId }).where('created_at', '>=', startedAt).orderBy('id', 'asc');
 }
 
 /**
@@ -177,7 +188,7 @@ async function conversationTokens(
 ): Promise<bigint | undefined> {
   const result = await q.raw(
     `select u.input_tokens + u.output_tokens as tokens
-       from invocations i join usage_events u on u.invocation_id = i.id and u.kind = 'USAGE'
+       from invocations i join usage_events u on u.invocation_id = i.id and u.kind = 'USAGE' and u.created_at >= i.started_at
       where i.workspace_id = ? and i.upstream_response_id = ? and i.workspace_access_id = ?
       order by i.started_at desc limit 1`,
     [workspaceId, responseId, accessId],
@@ -208,7 +219,9 @@ async function* exportInvocations(
   let after: string | undefined;
   for (;;) {
     const query = q('invocations as i')
-      .leftJoin('usage_events as u', (j) => j.on('u.invocation_id', 'i.id').andOnVal('u.kind', 'USAGE'))
+      .leftJoin('usage_events as u', (j) =>
+        j.on('u.invocation_id', 'i.id').andOnVal('u.kind', 'USAGE').andOn('u.created_at', '>=', 'i.started_at'),
+      )
       .leftJoin('workspace_accesses as a', 'a.id', 'i.workspace_access_id')
       .leftJoin('workspace_users as w', 'w.id', 'a.user_id')
       .where('i.workspace_id', filter.workspaceId)

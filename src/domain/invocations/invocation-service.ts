@@ -126,7 +126,10 @@ async function get(
   const invocation = await invocationRepo.findById(id);
   if (!invocation) throw new AppError('invocation_not_found', 'Invocation not found');
   assertVisible(actor, invocation.workspace_id, 'invocation_not_found', 'Invocation');
-  const [usageEvents] = await Promise.all([invocationRepo.usageEventsOf(id), invocationRepo.detailsOf([invocation])]);
+  const [usageEvents] = await Promise.all([
+    invocationRepo.usageEventsOf(id, invocation.started_at),
+    invocationRepo.detailsOf([invocation]),
+  ]);
   return { invocation, usageEvents };
 }
 

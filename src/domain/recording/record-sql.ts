@@ -77,14 +77,14 @@ const recordedInvocationCtes = (calls: string) => `recorded as (
   insert into invocations (${INVOCATION_COLUMNS.join(', ')})
   select ${INVOCATION_COLUMNS.map((c) => `i.${c}`).join(', ')}
     from json_populate_recordset(cast(null as invocations), cast(${calls} as json)) i
-  on conflict (id) do nothing
+  on conflict (id, started_at) do nothing
   returning ${ROLLED_CALL_COLUMNS}
 )`;
 
 /** `recorded`: the invocations the heartbeat wrote of the CTE `calls` (lease_calls rows), those not recorded already. */
 const reclaimedInvocationCtes = (calls: string) => `recorded as (
   insert into invocations select (json_populate_record(cast(null as invocations), c.invocation)).* from ${calls} c
-  on conflict (id) do nothing
+  on conflict (id, started_at) do nothing
   returning ${ROLLED_CALL_COLUMNS}
 )`;
 

@@ -3,10 +3,14 @@ import type {
   ArchiveWorkspaceResponses,
   CreateWorkspaceData,
   CreateWorkspaceResponses,
+  GetRetentionPolicyData,
+  GetRetentionPolicyResponses,
   GetWorkspaceData,
   GetWorkspaceResponses,
   ListWorkspacesData,
   ListWorkspacesResponses,
+  UpdateRetentionPolicyData,
+  UpdateRetentionPolicyResponses,
   UpdateWorkspaceData,
   UpdateWorkspaceResponses,
 } from '../../../generated/client/types.gen.js';
@@ -15,7 +19,7 @@ import { toWorkspaceDto } from './workspace-mapper.js';
 import { created, handler, noContent, ok, page, type HandlerMap } from '../../http/handler.js';
 import { listQuery } from '../../http/wire.js';
 
-export function workspaceHandlers({ workspaces, budgets }: Services): HandlerMap {
+export function workspaceHandlers({ workspaces, budgets, history }: Services): HandlerMap {
   return {
     createWorkspace: handler<CreateWorkspaceData, CreateWorkspaceResponses>(async ({ actor, body }) =>
       created(toWorkspaceDto(await workspaces.create(actor, body))),
@@ -37,5 +41,11 @@ export function workspaceHandlers({ workspaces, budgets }: Services): HandlerMap
       await workspaces.archive(actor, path.workspaceId);
       return noContent();
     }),
+    getRetentionPolicy: handler<GetRetentionPolicyData, GetRetentionPolicyResponses>(async ({ actor, path }) =>
+      ok(await history.getPolicy(actor, path.workspaceId)),
+    ),
+    updateRetentionPolicy: handler<UpdateRetentionPolicyData, UpdateRetentionPolicyResponses>(async ({ actor, path, body }) =>
+      ok(await history.setPolicy(actor, path.workspaceId, body)),
+    ),
   };
 }

@@ -4,7 +4,7 @@ recorded as (
   insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id, trace_id, method, endpoint, requested_model, status, metering_status, streamed, lease_id, quota_units, error_code, error_message, started_at, first_token_at, completed_at, total_latency_ms, provider_latency_ms, nexus_latency_ms, total_ttft_ms, provider_ttft_ms, nexus_ttft_ms, upstream_response_id, attempt_id, attempt_upstream_model, attempt_status, attempt_http_status, attempt_error_code, attempt_started_at, attempt_first_token_at, attempt_completed_at, attempt_duration_ms, route_id, attempts, plan_id, session_id, session)
   select i.id, i.workspace_id, i.workspace_access_id, i.provider_connection_id, i.inference_key_id, i.request_id, i.trace_id, i.method, i.endpoint, i.requested_model, i.status, i.metering_status, i.streamed, i.lease_id, i.quota_units, i.error_code, i.error_message, i.started_at, i.first_token_at, i.completed_at, i.total_latency_ms, i.provider_latency_ms, i.nexus_latency_ms, i.total_ttft_ms, i.provider_ttft_ms, i.nexus_ttft_ms, i.upstream_response_id, i.attempt_id, i.attempt_upstream_model, i.attempt_status, i.attempt_http_status, i.attempt_error_code, i.attempt_started_at, i.attempt_first_token_at, i.attempt_completed_at, i.attempt_duration_ms, i.route_id, i.attempts, i.plan_id, i.session_id, i.session
     from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
-  on conflict (id) do nothing
+  on conflict (id, started_at) do nothing
   returning id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, plan_id, status, requested_model, attempt_upstream_model, started_at, completed_at, session
 ),
 -- the leases settled

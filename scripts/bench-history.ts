@@ -1,0 +1,390 @@
+/**
+ * `npm run bench:history`: history at scale (docs/operations.md, "History: sizing and figures"). A fresh database and
+ * Nexus get a workspace of BENCH_HISTORY_USERS end users (default 8) on one plan; then, in steps:
+ *   1. on the empty tables, PostgreSQL's CPU per recorded call: BENCH_HISTORY_ROUNDS rounds (default 5) of 50 batches of
+ *      20 calls through the gateway's record statement (src/domain/recording/record-sql.ts), the CPU time of its backend
+ *      (/proc/<pid>/stat) read around each round; the median round is reported, with the spread;
+ *   2. BENCH_HISTORY_SMALL invocations and as many usage events (default 100,000 each), spread evenly over
+ *      BENCH_HISTORY_MONTHS months (default 12) up to now, written with COPY, the rollups computed from them, analyzed;
+ *      the CPU per recorded call again; the usage summary and the invocations list answered through HTTP
+ *      (BENCH_HISTORY_RUNS times each, default 20: p50);
+ *   3. up to BENCH_HISTORY_LARGE of each (default 1,000,000) the same way, and the same figures;
+ *   4. the size on disk per month of each table (rows, heap and indexes), and the time to drop the oldest month's
+ *      partitions of invocations and usage events (DROP TABLE, lock_timeout 1 s) while calls are recorded at once: the
+ *      slowest record batch during the drops is reported (a drop that blocked calls would show in it).
+ * The seed's ids are UUID v7 of each row's time, as the gateway makes them. PostgreSQL must run on this host.
+ *
+ * BENCH_HISTORY_CONVERT=<rows> (default 0: skipped) then times the migration that partitions the tables
+ * (migrations/20261210010000_history_partitions.ts) on a schema migrated up to the one before it, whose invocations,
+ * usage events, webhook attempts and audit logs hold that many rows each over BENCH_HISTORY_MONTHS months.
+ * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on; it is
+ * dropped at the end.
+ */
+import { randomFillSync } from 'node:crypto';
+import { cpus, loadavg } from 'node:os';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import { createDatabase } from '../src/db/database.js';
+import { migrateLatest } from '../src/db/migrate.js';
+import { jsonArray } from '../src/db/row-json.js';
+import { recordCallsSql } from '../src/domain/recording/record-sql.js';
+import { rebuildWorkspaceRollupsSql } from '../src/domain/recording/rollup-sql.js';
+import type { CallRows } from '../src/gateway/call-repo.js';
+import { newId } from '../src/ids.js';
+import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
+import { withFreshNexus } from './lib/fresh-nexus.js';
+import { cpuSecondsOf } from './lib/proc-cpu.js';
+import { batchOf } from './lib/record-batch.js';
+
+const USERS = Number(process.env.BENCH_HISTORY_USERS ?? 8);
+const ROUNDS = Number(process.env.BENCH_HISTORY_ROUNDS ?? 5);
+const SMALL = Number(process.env.BENCH_HISTORY_SMALL ?? 100_000);
+const LARGE = Number(process.env.BENCH_HISTORY_LARGE ?? 1_000_000);
+const MONTHS = Number(process.env.BENCH_HISTORY_MONTHS ?? 12);
+const RUNS = Number(process.env.BENCH_HISTORY_RUNS ?? 20);
+const CONVERT = Number(process.env.BENCH_HISTORY_CONVERT ?? 0);
+const BATCHES = 50;
+const CALLS = 20;
+const DAY_MS = 86_400_000;
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ');
+
+/** A UUID v7 of time `ms` (RFC 9562): what the gateway's ids are, made for a seeded row's time. */
+function uuidAt(ms: number): string {
+  const b = randomFillSync(Buffer.alloc(16));
+  b.writeUIntBE(ms, 0, 6);
+  b[6] = (b[6]! & 0x0f) | 0x70;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+interface Seat {
+  accessId: string;
+  keyId: string;
+  periodId: string;
+}
+
+/** COPY `rows` lines (tab-separated, made by `line(i)`) into `table`'s `columns`, 10,000 lines a chunk. */
+async function copyRows(client: pg.Client, table: string, columns: string[], from: number, to: number, line: (i: number) => string) {
+  let i = from;
+  // A chunk at a time, the event loop let go between chunks (Nexus serves in this process).
+  const source = Readable.from(
+    (async function* () {
+      while (i < to) {
+        const end = Math.min(to, i + 10_000);
+        let chunk = '';
+        for (; i < end; i++) chunk += line(i);
+        yield chunk;
+        await new Promise((r) => setImmediate(r));
+      }
+    })(),
+  );
+  await pipeline(source, client.query(copyFrom(`copy ${table} (${columns.join(', ')}) from stdin`)));
+}
+
+/** Seeds rows [from, to) of each table, spread evenly over MONTHS months up to now: the same i, the same time. */
+async function seed(client: pg.Client, tenant: Tenant, seats: Seat[], from: number, to: number, total: number): Promise<number> {
+  const started = performance.now();
+  const span = MONTHS * 30 * DAY_MS;
+  const now = Date.now() - DAY_MS;
+  const at = (i: number) => now - span + Math.floor((i / total) * span);
+  const ids = new Map<number, string>();
+  const idOf = (i: number) => {
+    let id = ids.get(i);
+    if (!id) ids.set(i, (id = uuidAt(at(i))));
+    return id;
+  };
+  await copyRows(
+    client,
+    'invocations',
+    [
+      'id',
+      'workspace_id',
+      'workspace_access_id',
+      'provider_connection_id',
+      'inference_key_id',
+      'request_id',
+      'method',
+      'endpoint',
+      'requested_model',
+      'status',
+      'metering_status',
+      'quota_units',
+      'started_at',
+      'completed_at',
+      'total_latency_ms',
+    ],
+    from,
+    to,
+    (i) => {
+      const s = seats[i % seats.length]!;
+      const t = new Date(at(i)).toISOString();
+      const failed = i % 25 === 0;
+      return `${idOf(i)}\t${tenant.workspaceId}\t${s.accessId}\t${tenant.connectionId}\t${s.keyId}\tseed-${i}\tPOST\tv1/chat/completions\tgpt-4o\t${failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED'}\tmetered\t${failed ? 0 : 300}\t${t}\t${t}\t40\n`;
+    },
+  );
+  await copyRows(
+    client,
+    'usage_events',
+    [
+      'id',
+      'workspace_id',
+      'workspace_access_id',
+      'quota_period_id',
+      'invocation_id',
+      'kind',
+      'units',
+      'input_tokens',
+      'cached_input_tokens',
+      'output_tokens',
+      'model',
+      'created_at',
+    ],
+    from,
+    to,
+    (i) => {
+      const s = seats[i % seats.length]!;
+      return `${uuidAt(at(i))}\t${tenant.workspaceId}\t${s.accessId}\t${s.periodId}\t${idOf(i)}\tUSAGE\t300\t200\t0\t50\tgpt-4o\t${new Date(at(i)).toISOString()}\n`;
+    },
+  );
+  ids.clear();
+  return (performance.now() - started) / 1e3;
+}
+
+await withFreshNexus(
+  'history',
+  async ({ url: serverUrl, databaseUrl, rootKey, headers }) => {
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    const recorder = new pg.Client({ connectionString: databaseUrl });
+    await recorder.connect();
+    try {
+      const api = adminClient(serverUrl, rootKey);
+      const tenant = await provisionTenant(api, {
+        name: 'bench-history',
+        baseUrl: 'http://127.0.0.1:9',
+        providerKey: 'sk-bench-history-0123456789',
+        users: USERS,
+        quotaUnits: 1_000_000_000_000n,
+      });
+      const seats = (
+        await client.query<Seat>(
+          `select a.id as "accessId", (select k.id from inference_keys k where k.workspace_access_id = a.id limit 1) as "keyId",
+                  (select q.id from quota_periods q where q.workspace_access_id = a.id order by period_start desc limit 1) as "periodId"
+             from workspace_accesses a where a.workspace_id = $1`,
+          [tenant.workspaceId],
+        )
+      ).rows;
+      const leases = new Map<string, string>();
+      for (const user of tenant.users) {
+        const id = newId();
+        await client.query(
+          `insert into quota_leases (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status,
+                                     request_id, created_at, expires_at)
+           select $1, workspace_id, workspace_access_id, id, 0, 0, 'HELD', 'bench-history', now(), now() + interval '1 day'
+             from quota_periods where workspace_access_id = $2 order by period_start desc limit 1`,
+          [id, user.accessId],
+        );
+        leases.set(user.accessId, id);
+      }
+      const planId = (await client.query<{ plan_id: string }>('select plan_id from workspace_accesses where id = $1', [tenant.accessId]))
+        .rows[0]!.plan_id;
+      const statement = recordCallsSql(true);
+      const record = (rows: CallRows[]) =>
+        recorder.query({
+          name: 'bench_record',
+          text: statement,
+          values: [jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))), jsonArray(rows.map((r) => r.invocation))],
+        });
+      const pid = (await recorder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+      cpuSecondsOf(pid);
+
+      /** The median of ROUNDS rounds' PostgreSQL CPU per recorded call, µs, and the rounds' range. */
+      async function cpuPerCall(): Promise<{ median: number; min: number; max: number }> {
+        await record(batchOf(tenant, leases, planId, CALLS));
+        const rounds: number[] = [];
+        for (let r = 0; r < ROUNDS; r++) {
+          const batches = Array.from({ length: BATCHES }, () => batchOf(tenant, leases, planId, CALLS));
+          const before = cpuSecondsOf(pid);
+          for (const rows of batches) await record(rows);
+          rounds.push(((cpuSecondsOf(pid) - before) * 1e6) / (BATCHES * CALLS));
+        }
+        return { median: median(rounds), min: Math.min(...rounds), max: Math.max(...rounds) };
+      }
+
+      /** p50 of RUNS answers of `path` through HTTP, ms. */
+      async function p50(path: string): Promise<number> {
+        const times: number[] = [];
+        for (let r = 0; r < RUNS + 2; r++) {
+          const started = performance.now();
+          const res = await fetch(`${serverUrl}${path}`, { headers });
+          await res.text();
+          if (res.status !== 200) throw new Error(`${path}: ${res.status}`);
+          if (r >= 2) times.push(performance.now() - started);
+        }
+        return median(times);
+      }
+
+      const ws = tenant.workspaceId;
+      const iso = (ms: number) => encodeURIComponent(new Date(ms).toISOString());
+      const now = Date.now();
+      const reads: [string, string][] = [
+        [
+          'summary, 30 days by day',
+          `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 30 * DAY_MS)}&until=${iso(now)}&granularity=day`,
+        ],
+        [
+          'summary, 12 months by day, by model',
+          `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model`,
+        ],
+        ['invocations, newest page', `/admin/v1/workspaces/${ws}/invocations`],
+        [
+          'invocations, 7 days a month ago',
+          `/admin/v1/workspaces/${ws}/invocations?since=${iso(now - 37 * DAY_MS)}&until=${iso(now - 30 * DAY_MS)}`,
+        ],
+        ['usage events, newest page', `/admin/v1/workspaces/${ws}/usage-events`],
+      ];
+
+      console.log(`host: ${cpus().length} CPUs, load average ${load()} (1, 5, 15 min)`);
+      console.log(`${ROUNDS} rounds of ${BATCHES} batches of ${CALLS} calls; ${MONTHS} months; ${USERS} users\n`);
+      const line = (label: string, c: { median: number; min: number; max: number }) =>
+        console.log(
+          `${label.padEnd(34)} PostgreSQL CPU per recorded call: ${c.median.toFixed(0)} µs (rounds ${c.min.toFixed(0)}-${c.max.toFixed(0)})`,
+        );
+      const empty = await cpuPerCall();
+      line('empty tables', empty);
+
+      // The months the seed spans (the history job makes this month and the next ones; older ones exist where rows were).
+      await client.query(
+        `select nexus_history_month(t, m) from unnest(array['invocations', 'usage_events']) t,
+                generate_series(now() - make_interval(months => $1 + 1), now(), interval '1 month') m`,
+        [MONTHS],
+      );
+      let seeded = 0;
+      for (const size of [SMALL, LARGE]) {
+        const seconds = await seed(client, tenant, seats, seeded, size, LARGE);
+        seeded = size;
+        const rolled = performance.now();
+        await client.query('delete from usage_rollups where workspace_id = $1', [ws]);
+        await client.query('delete from usage_key_rollups where workspace_id = $1', [ws]);
+        await client.query(rebuildWorkspaceRollupsSql('$1'), [ws]);
+        for (const table of ['invocations', 'usage_events', 'usage_rollups', 'usage_key_rollups']) await client.query(`analyze ${table}`);
+        const size_ = await client.query<{ bytes: string }>(
+          `select sum(pg_total_relation_size(c.oid))::bigint as bytes from pg_inherits i join pg_class c on c.oid = i.inhrelid
+            where i.inhparent in ('invocations'::regclass, 'usage_events'::regclass)`,
+        );
+        console.log(
+          `\n${size.toLocaleString('en')} invocations and as many usage events: seeded (COPY) in ${seconds.toFixed(0)} s, rollups and analyze ` +
+            `${((performance.now() - rolled) / 1e3).toFixed(0)} s; both tables with their indexes ${(Number(size_.rows[0]!.bytes) / 2 ** 20).toFixed(0)} MiB`,
+        );
+        line(`at ${size.toLocaleString('en')} rows`, await cpuPerCall());
+        for (const [label, path] of reads) console.log(`  ${label.padEnd(40)} p50 ${(await p50(path)).toFixed(1)} ms`);
+      }
+
+      // The size of a month.
+      const months = await client.query<{ table: string; name: string; rows: string; heap: string; indexes: string }>(
+        `select p.relname as table, c.relname as name, c.reltuples::bigint as rows, pg_table_size(c.oid) as heap, pg_indexes_size(c.oid) as indexes
+           from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
+          where p.relname in ('invocations', 'usage_events') and c.reltuples > 0 order by c.relname`,
+      );
+      console.log('\nper month (the oldest and the newest full ones):');
+      for (const table of ['invocations', 'usage_events']) {
+        const rows = months.rows.filter((m) => m.table === table);
+        for (const m of [rows[1], rows[rows.length - 2]].filter(Boolean)) {
+          const bytes = Number(m!.heap) + Number(m!.indexes);
+          console.log(
+            `  ${m!.name.padEnd(24)} ${Number(m!.rows).toLocaleString('en').padStart(12)} rows  heap ${(Number(m!.heap) / 2 ** 20).toFixed(1)} MiB  ` +
+              `indexes ${(Number(m!.indexes) / 2 ** 20).toFixed(1)} MiB  ${(bytes / Number(m!.rows)).toFixed(0)} B/row`,
+          );
+        }
+      }
+
+      // Drop the oldest month of each while calls are recorded.
+      let recording = true;
+      let slowest = 0;
+      let batches = 0;
+      const calls = (async () => {
+        while (recording) {
+          const started = performance.now();
+          await record(batchOf(tenant, leases, planId, CALLS));
+          slowest = Math.max(slowest, performance.now() - started);
+          batches++;
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 500));
+      const before = slowest;
+      for (const table of ['invocations', 'usage_events']) {
+        const oldest = months.rows.find((m) => m.table === table)!;
+        const started = performance.now();
+        await client.query('begin');
+        await client.query(`set local lock_timeout = '1s'`);
+        await client.query(`drop table ${oldest.name}`);
+        await client.query('commit');
+        console.log(
+          `\ndropped ${oldest.name} (${Number(oldest.rows).toLocaleString('en')} rows) in ${(performance.now() - started).toFixed(0)} ms`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 500));
+      recording = false;
+      await calls;
+      console.log(`record batches meanwhile: ${batches}, slowest ${slowest.toFixed(0)} ms (before the drops: ${before.toFixed(0)} ms)`);
+      console.log(`\nhost after: load average ${load()} (1, 5, 15 min)`);
+    } finally {
+      await recorder.end();
+      await client.end();
+    }
+  },
+  { NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true' },
+);
+
+/** The partitioning migration's time on tables of CONVERT rows each, on a schema of its own (dropped after). */
+async function timeConversion(): Promise<void> {
+  const schema = `bench_history_convert_${process.pid}`;
+  const db = createDatabase({ databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', schema, poolMax: 1 });
+  try {
+    await migrateLatest(db, schema, '20261208110000_people_invitations');
+    const span = `make_interval(days => ${MONTHS * 30})`;
+    const at = `now() - ${span} + (n::double precision / ${CONVERT}) * ${span}`;
+    const started = performance.now();
+    await db.raw(`insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id, method,
+                    endpoint, requested_model, status, metering_status, quota_units, started_at, completed_at)
+                  select gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'seed-' || n, 'POST',
+                         'v1/chat/completions', 'gpt-4o', 'SUCCEEDED', 'metered', 300, ${at}, ${at} from generate_series(1, ${CONVERT}) n`);
+    await db.raw(`insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, invocation_id, kind, units, model, created_at)
+                  select gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'USAGE', 300, 'gpt-4o', ${at}
+                    from generate_series(1, ${CONVERT}) n`);
+    await db.raw(`insert into webhook_attempts (id, event_id, endpoint_id, workspace_id, outcome, latency_ms, created_at)
+                  select gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'DELIVERED', 5, ${at} from generate_series(1, ${CONVERT}) n`);
+    await db.raw(`insert into audit_logs (id, actor_key_id, action, resource_type, resource_id, created_at)
+                  select gen_random_uuid(), 'root', 'workspace.updated', 'workspace', 'w', ${at} from generate_series(1, ${CONVERT}) n`);
+    await db.raw('analyze');
+    const size = await db.raw<{ rows: { bytes: string }[] }>(
+      `select sum(pg_total_relation_size(c.oid))::bigint as bytes from pg_class c join pg_namespace s on s.oid = c.relnamespace
+        where s.nspname = ? and c.relname in ('invocations', 'usage_events', 'webhook_attempts', 'audit_logs')`,
+      [schema],
+    );
+    console.log(
+      `\nconversion: ${CONVERT.toLocaleString('en')} rows in each of the four tables (${(Number(size.rows[0]!.bytes) / 2 ** 20).toFixed(0)} MiB ` +
+        `with indexes) seeded in ${((performance.now() - started) / 1e3).toFixed(0)} s`,
+    );
+    const migrating = performance.now();
+    await migrateLatest(db, schema);
+    const seconds = (performance.now() - migrating) / 1e3;
+    console.log(
+      `the partitioning migration: ${seconds.toFixed(1)} s, ${((seconds / (4 * CONVERT)) * 1e6).toFixed(1)} s per million rows ` +
+        `(the tables locked meanwhile); load average ${load()}`,
+    );
+  } finally {
+    await db.raw('drop schema if exists ?? cascade', [schema]);
+    await db.destroy();
+  }
+}
+
+if (CONVERT > 0) await timeConversion();

@@ -1,0 +1,90 @@
+/**
+ * A batch of calls as the gateway's recorder hands them to its record statement (src/domain/recording/record-sql.ts),
+ * for the benches that time that statement (bench-rollup.ts, bench-history.ts).
+ */
+import { callRows, type CallRows } from '../../src/gateway/call-repo.js';
+import { invocationRecord, NOTHING_READ } from '../../src/gateway/invocation-record.js';
+import { newId } from '../../src/ids.js';
+import type { Tenant } from '../../test/support/tenant.js';
+
+export const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'o3-mini'];
+
+/** A batch of calls as the gateway's recorder hands them to its statement: most answered and charged. */
+export function batchOf(tenant: Tenant, leases: Map<string, string>, planId: string, n: number): CallRows[] {
+  const rows: CallRows[] = [];
+  for (let i = 0; i < n; i++) {
+    const user = tenant.users[Math.floor(Math.random() * tenant.users.length)]!;
+    const model = MODELS[i % MODELS.length]!;
+    const now = new Date();
+    const opened = {
+      id: newId(),
+      workspaceId: tenant.workspaceId,
+      accessId: user.accessId,
+      connectionId: tenant.connectionId,
+      keyId: user.apiKeyId,
+      planId,
+      requestId: `bench-${newId()}`,
+      traceId: null,
+      method: 'POST',
+      endpoint: 'v1/chat/completions',
+      startedAt: new Date(now.getTime() - 40),
+      metered: true,
+    };
+    // One call in ten refused before the provider, one in twenty an upstream error; the rest answered.
+    if (i % 10 === 9) {
+      const refused = invocationRecord(opened, NOTHING_READ, {
+        upstream: false,
+        status: 'REJECTED',
+        errorCode: 'model_not_allowed',
+        errorMessage: "The model 'gpt-bench' is not allowed on this plan",
+        completedAt: now,
+        totalLatencyMs: 1,
+      });
+      rows.push(callRows({ invocation: refused, lease: undefined, consumed: null }));
+      continue;
+    }
+    const failed = i % 20 === 4;
+    const input = 200n + BigInt(i);
+    const output = failed ? 0n : 50n + BigInt(i);
+    const units = failed ? 0n : input + 2n * output;
+    const invocation = invocationRecord(
+      opened,
+      { requestedModel: model, streamed: false, leaseId: leases.get(user.accessId)! },
+      {
+        upstream: true,
+        status: failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
+        errorCode: null,
+        quotaUnits: units,
+        completedAt: now,
+        totalLatencyMs: 40,
+        upstreamResponseId: null,
+        attemptId: newId(),
+        attemptStatus: failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
+        upstreamModel: `${model}-2025-01-01`,
+        httpStatus: failed ? 500 : 200,
+        attemptStartedAt: opened.startedAt,
+        attemptDurationMs: 39,
+        providerLatencyMs: 39,
+        providerTtftMs: null,
+        totalTtftMs: null,
+      },
+    );
+    rows.push(
+      callRows({
+        invocation,
+        lease: { id: leases.get(user.accessId)!, bound: 10_000n, take: 0n },
+        consumed: failed
+          ? null
+          : {
+              units,
+              inputTokens: input,
+              cachedInputTokens: 0n,
+              outputTokens: output,
+              model: `${model}-2025-01-01`,
+              pricing: { rule: null, inputMultiplierPpm: 1_000_000n, cachedInputMultiplierPpm: 500_000n, outputMultiplierPpm: 2_000_000n },
+            },
+      }),
+    );
+  }
+  return rows;
+}
