@@ -384,7 +384,13 @@ async function memory(start: () => Promise<{ child: ChildProcess; url: string }>
   const sampler = setInterval(() => (peak = Math.max(peak, rssMbOf(nexus.child.pid!) ?? 0)), 100);
   const rows: { phase: string; answered: string; peak: number; rss: number; heap: Awaited<ReturnType<typeof heapOf>> }[] = [];
   const sample = async (phase: string, answered = '') => {
-    rows.push({ phase, answered, peak: Math.max(peak, rssMbOf(nexus.child.pid!) ?? 0), rss: rssMbOf(nexus.child.pid!) ?? 0, heap: await heapOf(nexus.url) });
+    rows.push({
+      phase,
+      answered,
+      peak: Math.max(peak, rssMbOf(nexus.child.pid!) ?? 0),
+      rss: rssMbOf(nexus.child.pid!) ?? 0,
+      heap: await heapOf(nexus.url),
+    });
     console.log(JSON.stringify(rows.at(-1)));
     peak = 0;
   };
@@ -409,7 +415,9 @@ async function memory(start: () => Promise<{ child: ChildProcess; url: string }>
   }
   const mb = (x: number) => x.toFixed(0);
   console.log(`\n${cpus().length} cores shared, ${CONNECTIONS} connections at most, node flags: ${NODE_FLAGS.join(' ') || 'none'}\n`);
-  console.log('| phase | requests/s answered | highest RSS MiB | RSS at its end | V8 heap total / used | of it the young generation | external |');
+  console.log(
+    '| phase | requests/s answered | highest RSS MiB | RSS at its end | V8 heap total / used | of it the young generation | external |',
+  );
   console.log('|---|---|---|---|---|---|---|');
   for (const r of rows)
     console.log(
