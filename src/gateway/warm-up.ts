@@ -16,7 +16,7 @@ import { prepareCall, usageFromJson } from '../protocols/inspectors.js';
 import { upstreamHeaders } from './headers.js';
 import { SseMeter } from './sse-meter.js';
 
-/** Rounds of the canned call's protocol part: enough for V8 to compile its functions, about 10-30 ms. */
+/** Rounds of the canned call's protocol part: enough for V8 to compile its functions (they run while the connections open). */
 const PROTOCOL_ROUNDS = 500;
 
 /** Opens up to `count` of `db`'s pooled connections at once, then gives them back to the pool idle (PostgreSQL only). */
