@@ -22,7 +22,7 @@ import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
 import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
 import o200kEncoding from 'gpt-tokenizer/encoding/o200k_base';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
-import { BASE_TOKENS, FOREIGN, InputTally, o200kTokens } from '../src/protocols/input-estimate.js';
+import { BASE_TOKENS, FOREIGN, InputTally } from '../src/protocols/input-estimate.js';
 import { inspectorFor, prepareCall } from '../src/protocols/inspectors.js';
 import { openai } from '../src/protocols/openai.js';
 import { corpus, englishPrompt } from '../test/fixtures/input-corpus.js';
@@ -32,6 +32,8 @@ const ROUNDS = Math.max(10, Number(process.env.BENCH_ESTIMATE_ROUNDS ?? 15));
 /** What a 2 KB English prompt's estimate may cost, in µs of CPU (docs/pricing.md "Input bounds"). */
 const TARGET_US = 20;
 const AS_TEXT = { disallowedSpecial: new Set<string>() };
+/** gpt-tokenizer's o200k count, special-token strings counted as text. */
+const o200kTokens = (text: string) => (text ? o200kEncoding.countTokens(text, AS_TEXT) : 0);
 const CAPS = { maxOutputTokens: 1000, clamp: true };
 
 const chat = inspectorFor('openai', 'POST', 'v1/chat/completions')!;

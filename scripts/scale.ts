@@ -29,6 +29,14 @@
  *
  *   SCALE_MODE=fresh SCALE_CONFIGS=direct:1 SCALE_CONNECTIONS=256 npm run bench:scale
  *
+ * SCALE_MODE=memory measures one fresh process's memory instead, on the first setup of SCALE_CONFIGS: its resident
+ * set (VmRSS, sampled every 100 ms) and V8's heap (its /metrics) once /readyz answers 200 and 2 s later, then in
+ * the same open loop at each rate of SCALE_RATES (requests/s, default '200;400;800') for SCALE_DURATION s each,
+ * then after 5 s idle: the highest resident set of each phase is what a container's memory limit must allow.
+ * SCALE_NODE_FLAGS passes node/V8 flags to Nexus's process (to compare them).
+ *
+ *   SCALE_MODE=memory SCALE_CONFIGS=direct:1 SCALE_CONNECTIONS=256 npm run bench:scale
+ *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) names the cluster; the database the
  * script creates there is dropped at the end. Everything shares this machine's cores: the figures compare
  * setups within one run, they are not what a dedicated PostgreSQL would sustain.
@@ -43,6 +51,8 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { startPgBouncer, type PgBouncer } from './lib/pgbouncer.js';
+import { startArgs } from './lib/nexus-process.js';
+import { rssMbOf } from './lib/proc-cpu.js';
 import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { startFixedOpenAiUpstream } from '../test/support/upstreams/openai.js';
 
@@ -58,6 +68,8 @@ const CONFIGS = (process.env.SCALE_CONFIGS ?? 'direct:1;direct:2;pgbouncer:1;pgb
 const MODE = process.env.SCALE_MODE ?? 'steady';
 const RATE = Number(process.env.SCALE_RATE ?? (MODE === 'fresh' ? 800 : 1400));
 const ROUNDS = Number(process.env.SCALE_ROUNDS ?? 5);
+const RATES = (process.env.SCALE_RATES ?? '200;400;800').split(';').map(Number);
+const NODE_FLAGS = process.env.SCALE_NODE_FLAGS ? process.env.SCALE_NODE_FLAGS.split(' ') : [];
 const COLD_USERS = Number(process.env.SCALE_COLD_USERS ?? 50);
 const CLUSTER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT_KEY = 'nx-mgmt-scale-root-0123456789abcdefghijklmnop';
@@ -90,11 +102,11 @@ function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
   });
 }
 
-/** `npm start`'s command (compiled build), with NEXUS_WORKERS; ready when each worker has said it listens. */
+/** `npm start`'s command line (the compiled build), with NEXUS_WORKERS; ready when each worker has said it listens. */
 async function startNexus(databaseUrl: string, workers: number, prepared: boolean): Promise<{ child: ChildProcess; url: string }> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, ['--enable-source-maps', 'dist/server.js'], {
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...startArgs()], {
     cwd: projectRoot,
     env: {
       PATH: process.env.PATH,
@@ -349,6 +361,70 @@ async function fresh(start: () => Promise<{ child: ChildProcess; url: string }>,
   );
 }
 
+/** V8's heap as Nexus's /metrics reports it (prom-client's default metrics), in MiB. */
+async function heapOf(url: string): Promise<{ heapTotal: number; heapUsed: number; newSpace: number; external: number }> {
+  const text = await fetch(`${url}/metrics`).then((r) => r.text());
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 2 ** 20;
+  return {
+    heapTotal: value('nodejs_heap_size_total_bytes'),
+    heapUsed: value('nodejs_heap_size_used_bytes'),
+    newSpace: value('nodejs_heap_space_size_total_bytes\\{space="new"\\}'),
+    external: value('nodejs_external_memory_bytes'),
+  };
+}
+
+/**
+ * SCALE_MODE=memory: one fresh process's resident set and heap, idle then at each of RATES for DURATION s; the
+ * highest resident set of each phase (sampled every 100 ms) and the heap at its end.
+ */
+async function memory(start: () => Promise<{ child: ChildProcess; url: string }>, tenant: { gatewayPath: string; apiKeys: string[] }) {
+  const nexus = await start();
+  const pool = new Pool(nexus.url, { connections: CONNECTIONS, pipelining: 1, keepAliveTimeout: 60_000 });
+  let peak = 0;
+  const sampler = setInterval(() => (peak = Math.max(peak, rssMbOf(nexus.child.pid!) ?? 0)), 100);
+  const rows: { phase: string; answered: string; peak: number; rss: number; heap: Awaited<ReturnType<typeof heapOf>> }[] = [];
+  const sample = async (phase: string, answered = '') => {
+    rows.push({
+      phase,
+      answered,
+      peak: Math.max(peak, rssMbOf(nexus.child.pid!) ?? 0),
+      rss: rssMbOf(nexus.child.pid!) ?? 0,
+      heap: await heapOf(nexus.url),
+    });
+    console.log(JSON.stringify(rows.at(-1)));
+    peak = 0;
+  };
+  try {
+    await untilReady(nexus.url);
+    await sample('ready');
+    await new Promise((r) => setTimeout(r, 2000));
+    await sample('idle, 2 s after ready');
+    const path = `${tenant.gatewayPath}/v1/chat/completions`;
+    for (const rate of RATES) {
+      const t0 = performance.now();
+      const measured = await openLoop(pool, path, tenant.apiKeys, rate, DURATION);
+      const answered = Math.round((rate * DURATION) / ((performance.now() - t0) / 1000));
+      await sample(`${rate} requests/s offered, ${DURATION} s`, `${answered}${measured.non2xx ? `, ${measured.non2xx} non-2xx` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, 5000));
+    await sample('idle, 5 s after');
+  } finally {
+    clearInterval(sampler);
+    await pool.close();
+    await stopNexus(nexus.child);
+  }
+  const mb = (x: number) => x.toFixed(0);
+  console.log(`\n${cpus().length} cores shared, ${CONNECTIONS} connections at most, node flags: ${NODE_FLAGS.join(' ') || 'none'}\n`);
+  console.log(
+    '| phase | requests/s answered | highest RSS MiB | RSS at its end | V8 heap total / used | of it the young generation | external |',
+  );
+  console.log('|---|---|---|---|---|---|---|');
+  for (const r of rows)
+    console.log(
+      `| ${r.phase} | ${r.answered} | ${mb(r.peak)} | ${mb(r.rss)} | ${mb(r.heap.heapTotal)} / ${mb(r.heap.heapUsed)} | ${mb(r.heap.newSpace)} | ${mb(r.heap.external)} |`,
+    );
+}
+
 async function main(): Promise<void> {
   execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: projectRoot, stdio: 'inherit' });
   const database = `nexus_scale_${randomBytes(4).toString('hex')}`;
@@ -367,6 +443,12 @@ async function main(): Promise<void> {
     const first = await startNexus(directUrl, 1, true);
     const tenant = await provision(first.url, upstream.url);
     await stopNexus(first.child);
+    if (MODE === 'memory') {
+      const config = CONFIGS[0]!;
+      const viaBouncer = config.via === 'pgbouncer';
+      await memory(() => startNexus(viaBouncer ? bouncer!.url(directUrl) : directUrl, config.workers, !viaBouncer), tenant);
+      return;
+    }
     if (MODE === 'fresh') {
       const config = CONFIGS[0]!;
       const viaBouncer = config.via === 'pgbouncer';

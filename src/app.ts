@@ -107,12 +107,20 @@ export interface NexusApp {
   close(): Promise<void>;
 }
 
-/** How a start waits for a PostgreSQL it cannot reach (src/db/wait-for-database.ts); the embedded database is never waited for. */
+/**
+ * How a start waits for a PostgreSQL it cannot reach (src/db/wait-for-database.ts; the embedded database is never
+ * waited for), and whether it warms the gateway before it opens.
+ */
 interface StartWait {
   /** How long (NEXUS_DATABASE_STARTUP_TIMEOUT_MS): past it, start() throws DatabaseWaitTimeout. */
   timeoutMs: number;
   /** Called once, when the database is first found unavailable (src/server.ts listens then). */
   onWaiting?: () => void;
+  /**
+   * Warm the gateway before the app opens (src/gateway/warm-up.ts): src/server.ts's start, so that a fresh process
+   * says ready with its pool's connections open; the tests' apps do not.
+   */
+  warmUp?: boolean;
 }
 
 export async function buildApp(config: Config, overrides: Overrides = {}): Promise<NexusApp> {
@@ -276,6 +284,11 @@ async function begin(ctx: StartContext, started: Started, wait: StartWait | unde
   Object.assign(started, built);
   started.jobs = createJobs({ ...ctx, gateway: built.gateway });
   await started.jobs.start();
+  if (wait?.warmUp) {
+    const began = performance.now();
+    const connections = await built.gateway.warmUp();
+    ctx.logger.info({ msg: 'warmed up', connections, ms: Math.round(performance.now() - began) });
+  }
   return built;
 }
 

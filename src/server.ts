@@ -104,6 +104,8 @@ async function main() {
     try {
       await nexus.start({
         timeoutMs: config.databaseStartupTimeoutMs,
+        // /readyz says ready once the gateway pool's connections are open and the call's path compiled.
+        warmUp: true,
         onWaiting: () =>
           void serve().catch((err: unknown) => {
             console.error(err);

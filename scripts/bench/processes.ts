@@ -1,11 +1,11 @@
 /** Starting `npm run bench`'s processes: Nexus builds through their real entry point, and the bench's own roles. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import { startArgs } from '../lib/nexus-process.js';
 import { DATABASE_URL, ROOT_KEY } from './config.js';
 
 const projectRoot = join(fileURLToPath(import.meta.url), '..', '..', '..');
@@ -55,9 +55,7 @@ export async function startNexus(build: string, schema: string, databaseUrl = DA
   const root = checkoutRoot(build);
   let args: string[];
   if (build !== 'tsx') {
-    const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(' ');
-    if (start[0] !== 'node') throw new Error(`npm start is not a node command line: ${start.join(' ')}`);
-    args = [...flags, ...start.slice(1)];
+    args = [...flags, ...startArgs(root)];
   } else {
     args = [...flags, '--import', 'tsx', 'src/server.ts'];
   }

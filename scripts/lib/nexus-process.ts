@@ -5,11 +5,22 @@
  * tests' global setup does, test/support/build-setup.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/**
+ * The node arguments of `npm start` in checkout `root` (its package.json's start script, `node <flags> dist/server.js`):
+ * the flags it runs the server with (its heap's young generation, source maps), then the entry.
+ */
+export function startArgs(root = projectRoot): string[] {
+  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(' ');
+  if (start[0] !== 'node') throw new Error(`npm start is not a node command line: ${start.join(' ')}`);
+  return start.slice(1);
+}
 
 export interface NexusProcess {
   url: string;
@@ -45,7 +56,7 @@ export interface StartOptions {
 /** Starts Nexus with this environment (plus PATH, HOME, HOST and a free PORT); resolves once /healthz answers. */
 export async function startNexusProcess(env: Record<string, string>, options: StartOptions = {}): Promise<NexusProcess> {
   const port = await freePort();
-  const entry = options.built ? ['--enable-source-maps', 'dist/server.js'] : ['--import', 'tsx', 'src/server.ts'];
+  const entry = options.built ? startArgs(options.root) : ['--import', 'tsx', 'src/server.ts'];
   const child = spawn(process.execPath, entry, {
     cwd: options.root ?? projectRoot,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: String(port), ...env },

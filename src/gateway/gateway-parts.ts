@@ -37,6 +37,7 @@ import { createRouteRepo } from '../domain/routes/route-repo.js';
 import { createRouteRegistry, type BreakerTransition } from './route-registry.js';
 import { createSpool } from './spool.js';
 import { createUpstreamPools } from './upstreams.js';
+import { openConnections, warmProtocol } from './warm-up.js';
 
 /** A learned output bound is told to the other processes for models named in at most this many characters (NOTIFY's payload is bounded). */
 const MAX_SHARED_MODEL = 256;
@@ -181,6 +182,15 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     refusedEarly: calls.refusedEarly,
     /** Writes the records a process that stopped left in the spool (at start). */
     recover: () => recorder.recover(),
+    /**
+     * Before a fresh process takes calls (warm-up.ts): the gateway pool's connections opened while the call's
+     * protocol part is compiled. Resolves with the connections opened.
+     */
+    async warmUp(): Promise<number> {
+      const opening = openConnections(db, config.databasePoolMax);
+      warmProtocol();
+      return opening;
+    },
     recorderStats: () => recorder.stats(),
     drain,
     /** Drains, then stops every timer, pool and subscription the parts hold. */

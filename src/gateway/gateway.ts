@@ -232,6 +232,8 @@ export function createGateway(deps: GatewayDeps) {
     heartbeat: () => meter.heartbeat(),
     /** Writes the records a process that stopped left in the spool (at start). */
     recover: () => parts.recover(),
+    /** Opens the gateway pool's connections and compiles the call's path before the first call (warm-up.ts). */
+    warmUp: () => parts.warmUp(),
     recorderStats: () => parts.recorderStats(),
     /** Reads the routes and their breakers now, rather than at the next poll (tests, and a fresh start). */
     refreshRoutes: () => parts.routes.refresh(),

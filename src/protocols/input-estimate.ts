@@ -2,7 +2,7 @@
  * A call's input bound from the text its request carries (docs/pricing.md "Input bounds").
  *
  * The text a request carries (messages, system prompts, tool definitions, embedding inputs) is counted
- * with o200k_base, the tokenizer of OpenAI's current models (gpt-tokenizer's vocabulary and merges: pure
+ * with o200k_base, the tokenizer of OpenAI's current models (its vocabulary and merge in o200k-vocabulary.ts: pure
  * JavaScript, no native or WebAssembly build), its pieces cut by o200k-split.ts where the text is ASCII
  * (about 90 MB/s of English here). What the count may not bound is bounded otherwise:
  *
@@ -29,9 +29,9 @@
  * anthropicInput, geminiInput, bedrockInput): it names the fields that carry input and those that are
  * parameters (walkBody), with the parsed request body and an InputTally.
  */
-import o200k, { countTokens, setMergeCacheSize } from 'gpt-tokenizer/encoding/o200k_base';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
 import { NOT_ASCII, pieceEnd, utf16 } from './o200k-split.js';
+import { isToken, mergedTokens } from './o200k-vocabulary.js';
 
 /**
  * Tokens an inline image may cost at most, whatever its size in bytes: providers scale an image down before
@@ -63,31 +63,7 @@ const MAX_MERGED_PIECE = 256;
 /** Pieces whose merge is remembered, per process; the memory is emptied when full. */
 const MERGED_PIECES = 65_536;
 
-/** Special-token strings (`<|endoftext|>`) in a request are text to the provider, and to the count. */
-const AS_TEXT = { disallowedSpecial: new Set<string>() };
-
-/** A string's o200k_base token count (gpt-tokenizer's own count), special-token strings counted as text. */
-export function o200kTokens(text: string): number {
-  return text ? countTokens(text, AS_TEXT) : 0;
-}
-
-/**
- * What the count reads of gpt-tokenizer's o200k encoder: its vocabulary (a piece of text to its rank) and its
- * merge of one piece. They are not its documented interface: when a version lacks them, text is counted
- * with countTokens whole (PIECEWISE false; test/gateway/input-estimate.test.ts says which is in use).
- */
-interface Bpe {
-  bytePairStringRankEncoder: Map<string, number>;
-  bytePairEncode(piece: string): number[];
-}
-const bpe = (o200k as unknown as { bytePairEncodingCoreProcessor?: Partial<Bpe> }).bytePairEncodingCoreProcessor;
-export const PIECEWISE = bpe?.bytePairStringRankEncoder instanceof Map && typeof bpe.bytePairEncode === 'function';
-const vocabulary = PIECEWISE ? bpe!.bytePairStringRankEncoder! : new Map<string, number>();
-/**
- * gpt-tokenizer remembers merges in a Map evicted oldest first, which slows to milliseconds a call once it is
- * full (the deleted entries are walked again at each eviction): its memory is off, and the count keeps its own.
- */
-if (PIECEWISE) setMergeCacheSize(0);
+/** The merges counted so far, by piece (emptied when full, MERGED_PIECES). */
 const merged = new Map<string, number>();
 /** o200k's pre-tokenizer, for the pieces o200k-split.ts leaves to it (those reaching beyond ASCII). */
 const SPLIT = new RegExp(O200K_TOKEN_SPLIT_REGEX.source, 'yu');
@@ -113,11 +89,10 @@ const hotChars2 = new Int32Array(HOT_SLOTS);
  * `text`'s o200k tokens, piece by piece as the encoder splits it (pieceEnd, the expression where it answers
  * NOT_ASCII): a piece in the vocabulary is one token, another is merged (remembered), or counts its UTF-8
  * bytes when it is too long to merge. When a piece needs a merge and the request's MERGE_BUDGET is spent, the
- * piece and the rest of `text` count their bytes. Equal to o200kTokens while the budget lasts, above it after
+ * piece and the rest of `text` count their bytes. Equal to o200k's count while the budget lasts, above it after
  * (a token covers at least one byte).
  */
 function countPieces(text: string, budget: { merge: number }): number {
-  if (!PIECEWISE) return o200kTokens(text);
   const units = utf16(text);
   const codes = units.codes;
   let tokens = 0;
@@ -156,7 +131,7 @@ function countPieces(text: string, budget: { merge: number }): number {
     }
     const piece = text.slice(start, end);
     start = end;
-    let count = vocabulary.has(piece) ? 1 : merged.get(piece);
+    let count = isToken(piece) ? 1 : merged.get(piece);
     if (count === undefined) {
       if (piece.length > MAX_MERGED_PIECE) {
         tokens += Buffer.byteLength(piece);
@@ -165,7 +140,7 @@ function countPieces(text: string, budget: { merge: number }): number {
       // Text mostly outside the vocabulary (random characters, base64, identifiers): not worth splitting further.
       if (budget.merge <= 0) return tokens + Buffer.byteLength(piece) + Buffer.byteLength(text.slice(start));
       budget.merge -= Buffer.byteLength(piece) + MERGE_COST;
-      count = bpe!.bytePairEncode!(piece).length;
+      count = mergedTokens(piece);
       if (merged.size >= MERGED_PIECES) merged.clear();
       merged.set(piece, count);
     }

@@ -6,16 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import * as gpt4 from 'gpt-tokenizer/model/gpt-4';
 import * as gpt4o from 'gpt-tokenizer/model/gpt-4o';
-import {
-  BASE_TOKENS,
-  FOREIGN,
-  FOREIGN_FACTOR,
-  InputTally,
-  MERGE_BUDGET,
-  o200kTokens,
-  PIECEWISE,
-  TOKENIZE_BUDGET,
-} from '../../src/protocols/input-estimate.js';
+import o200kEncoding from 'gpt-tokenizer/encoding/o200k_base';
+import { BASE_TOKENS, FOREIGN, FOREIGN_FACTOR, InputTally, MERGE_BUDGET, TOKENIZE_BUDGET } from '../../src/protocols/input-estimate.js';
+import { isToken, mergedTokens, VOCABULARY_SIZE } from '../../src/protocols/o200k-vocabulary.js';
 import { ANTHROPIC_TOOLS_TOKENS } from '../../src/protocols/anthropic.js';
 import { geminiInput } from '../../src/protocols/gemini.js';
 import { openAiRule } from '../../src/protocols/openai.js';
@@ -25,6 +18,8 @@ import { prng } from '../support/prng.js';
 
 const CAPS = { maxOutputTokens: 100, clamp: true };
 const AS_TEXT = { disallowedSpecial: new Set<string>() };
+/** gpt-tokenizer's o200k count of `text`, special-token strings counted as text: what the estimate's count must equal. */
+const o200kTokens = (text: string) => (text ? gpt4o.countTokens(text, AS_TEXT) : 0);
 type Message = { role: 'system' | 'user' | 'assistant'; content: string };
 
 const inspector = (profile: 'openai' | 'anthropic', path: string) => inspectorFor(profile, 'POST', path)!;
@@ -130,8 +125,19 @@ function counted(...texts: string[]): number {
 const merged = () => corpus().filter((s) => s.kind !== 'whitespace');
 
 describe('the piecewise count', { timeout: 60_000 }, () => {
-  it("reads gpt-tokenizer's vocabulary and merge (else every text is counted whole)", () => {
-    expect(PIECEWISE).toBe(true);
+  it("holds gpt-tokenizer's o200k vocabulary: every token of it, and its merge of pieces outside it", () => {
+    const decoder = (o200kEncoding as unknown as { bytePairEncodingCoreProcessor: { bytePairRankDecoder: (string | number[])[] } })
+      .bytePairEncodingCoreProcessor.bytePairRankDecoder;
+    let tokens = 0;
+    for (const token of decoder) {
+      if (token === undefined) continue;
+      tokens++;
+      if (typeof token === 'string' && !isToken(token)) expect.fail(`${JSON.stringify(token)} is a token of o200k`);
+    }
+    expect(VOCABULARY_SIZE).toBe(tokens);
+    for (const piece of ['unbelievablenessly', ' Pneumonoultramicroscopic', '网关ゲート게이트', '🙂👍🏽', 'x'.repeat(200), '\ud83d']) {
+      expect(mergedTokens(piece), piece).toBe(o200kTokens(piece));
+    }
   });
 
   it("equals gpt-tokenizer's count on the corpus and on random text of every script", () => {

@@ -117,8 +117,18 @@ describe.runIf(usesPostgres)('npm start and the CLI', () => {
     first.child.kill('SIGTERM');
     expect(await first.exited).toBe(0);
 
-    const second = await startServer(p);
+    const second = await startServer(p, { NEXUS_DATABASE_POOL_MAX: '3' });
     expect(second.output()).not.toMatch(/nx-mgmt-/);
+    // Warmed before it says ready: the gateway pool's connections are open before its first call.
+    const warmed = JSON.parse(
+      second
+        .output()
+        .split('\n')
+        .find((l) => l.includes('"msg":"warmed up"'))!,
+    ) as { connections: number };
+    expect(warmed.connections).toBe(3);
+    const metrics = await (await fetch(`http://127.0.0.1:${p}/metrics`)).text();
+    expect(metrics).toContain('nexus_db_pool_connections_idle{pool="gateway"} 3');
     expect(second.output()).toContain('a root Management Key exists: it was printed once, on the first start');
     const again = await getWorkspace({ client, path: { workspaceId: ws.data!.id } });
     expect(again.response.status).toBe(200);
