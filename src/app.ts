@@ -25,6 +25,7 @@ import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createGatewayParts } from './gateway/gateway-parts.js';
+import type { BatchSettlementDeps } from './gateway/batches/batch-settlement.js';
 import { createApi, type Api } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import { servePages } from './http/pages.js';
@@ -67,6 +68,8 @@ export interface Overrides {
   domain?: Domain;
   /** Traces go to this tracer (tests: an in-memory exporter's) instead of the configured one. */
   tracer?: Tracer;
+  /** The batches' settlement's chunk and its hook after each (tests: a process that dies midway). */
+  batchSettlement?: Pick<BatchSettlementDeps, 'chunk' | 'charged'>;
 }
 
 export interface NexusApp {
@@ -232,7 +235,7 @@ async function reclaimEmbedded({ config, overrides, services, clock, logger }: S
   if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped without releasing them', ...reclaimed });
 }
 
-function buildGateway({ config, db, services, clock, logger, metrics, tracer }: StartContext): Gateway {
+function buildGateway({ config, db, services, clock, logger, metrics, tracer, overrides }: StartContext): Gateway {
   // The gateway's process-wide parts, composed once beside the domain's (src/gateway/gateway-parts.ts).
   const parts = createGatewayParts({
     db,
@@ -244,6 +247,8 @@ function buildGateway({ config, db, services, clock, logger, metrics, tracer }: 
     metrics,
     checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
     onBreakerTransition: (transition) => announceBreaker({ db, events: services.events, logger }, transition),
+    secretBox: services.secretBox,
+    batchSettlement: overrides.batchSettlement,
   });
   const gateway = createGateway({
     parts,

@@ -17,6 +17,8 @@
  * | billing           | 30 s                                      | each webhook event by a conditional UPDATE to          |
  * |                   |                                           | PROCESSING; the time rules per access, under its lock  |
  * | spool-recovery    | once, at start                            | a spool file, by renaming it (spool.ts)                |
+ * | batch-settlement  | 5 s                                       | batches due FOR UPDATE SKIP LOCKED, their next poll    |
+ * |                   |                                           | pushed past a 5 min claim (docs/batches.md)            |
  * | change-listener   | one LISTEN session, held; reconnects      | none: every process listens                            |
  * |                   | after 100 ms doubling to 5 s              |                                                        |
  *
@@ -48,9 +50,12 @@ type JobName =
   | 'webhook-delivery'
   | 'billing'
   | 'spool-recovery'
+  | 'batch-settlement'
   | 'change-listener';
 
 const MINUTE_MS = 60_000;
+/** How often the open batches are looked at (each is polled when its own time comes: docs/batches.md). */
+const BATCH_POLL_MS = 5_000;
 /** How often the billing pass runs (pending events, grace expiry, period ends). */
 const BILLING_PASS_MS = 30_000;
 
@@ -148,6 +153,13 @@ function sweeps({ services, gateway, config, logger }: JobsDeps): Loop<unknown>[
       ...every(MINUTE_MS),
       failure: 'access expiry sweep failed',
       run: () => services.accesses.expireDue(),
+    },
+    {
+      // Open batches whose poll is due: each asked of its provider, settled once it ended (docs/batches.md).
+      name: 'batch-settlement',
+      ...every(BATCH_POLL_MS),
+      failure: 'batch settlement round failed',
+      run: () => gateway.settleBatches(),
     },
     {
       // Idempotency rows past their 24 h window: their sealed answers (a key's plaintext, sometimes) go.

@@ -32,6 +32,10 @@ import { createLearnedBounds } from './learned-bounds.js';
 import { createRouteRepo } from '../domain/routes/route-repo.js';
 import { createRouteRegistry, type BreakerTransition } from './route-registry.js';
 import { createSpool } from './spool.js';
+import type { SecretBox } from '../domain/security/secret-box.js';
+import { createBatchGateway } from './batches/batch-gateway.js';
+import { createBatchRepo } from './batches/batch-repo.js';
+import { createBatchSettlement, type BatchSettlementDeps } from './batches/batch-settlement.js';
 import { createUpstreamPools } from './upstreams.js';
 
 /** A learned output bound is told to the other processes for models named in at most this many characters (NOTIFY's payload is bounded). */
@@ -52,6 +56,10 @@ export interface GatewayPartsDeps {
   checkBudgets?: ((workspaceIds: string[]) => Promise<void>) | undefined;
   /** Told of every route breaker transition this process makes (docs/routes.md). */
   onBreakerTransition?: ((transition: BreakerTransition) => void) | undefined;
+  /** Opens the connections' keys (a batch's poll reaches its provider outside any call). */
+  secretBox: SecretBox;
+  /** The batches' settlement: requests charged per statement, and told of each chunk (tests). */
+  batchSettlement?: Pick<BatchSettlementDeps, 'chunk' | 'charged'>;
 }
 
 export function createGatewayParts(deps: GatewayPartsDeps) {
@@ -138,6 +146,18 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
       deps.onBreakerTransition?.(transition);
     },
   });
+  // Batches (docs/batches.md): their leases and records are written on the app's pool, committed as the Admin API's are.
+  const batchRepo = createBatchRepo(deps.db);
+  const batches = createBatchGateway({
+    repo: batchRepo,
+    quotaRepo: createQuotaRepo(deps.db),
+    meter,
+    pools,
+    secretBox: deps.secretBox,
+    clock,
+    bodyLimitBytes: config.gatewayBodyLimitBytes,
+  });
+  const settlement = createBatchSettlement({ repo: batchRepo, pools, secretBox: deps.secretBox, clock, logger, ...deps.batchSettlement });
   metrics?.watchRecorder(() => recorder.stats());
   if (owned) metrics?.watchPool('gateway', db);
 
@@ -155,6 +175,10 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     meter,
     /** The routes this process serves and their targets' breakers. */
     routes,
+    /** The Batch API's requests (batches/batch-gateway.ts). */
+    batches,
+    /** The batches' settlement (batches/batch-settlement.ts): a round of the job `batch-settlement`. */
+    settleBatches: (now?: Date) => settlement.round(now),
     attemptMetrics: metrics && {
       attempt: metrics.routeAttempt,
       fallback: metrics.routeFallback,
