@@ -12,7 +12,8 @@ import type { Knex } from 'knex';
  *   process that claims it pushes it past the claim, so a process that dies leaves it to the next claim). Its
  *   invocation (`invocation_id`) is recorded once it is settled; its requests' usage events name it.
  * - `batch_requests`: each request settled, once per (batch, custom_id): the statement that charges a request inserts
- *   its row, so a settlement read again charges none twice.
+ *   its row, so a settlement read again charges none twice. Its `id` is the request's own, which its usage event
+ *   names as its invocation (one USAGE event per invocation); the event's lease is the batch's.
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('batch_files', (t) => {
@@ -66,7 +67,9 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('batch_requests', (t) => {
     t.uuid('batch_id').notNullable();
     t.text('custom_id').notNullable();
-    t.uuid('usage_event_id');
+    // The request's own id: its usage event's invocation_id (an invocation holds one USAGE event; the batch's has none).
+    t.uuid('id').notNullable();
+    t.uuid('usage_event_id').notNullable();
     t.bigInteger('units').notNullable();
     t.timestamp('created_at', { useTz: true }).notNullable();
     t.primary(['batch_id', 'custom_id']);

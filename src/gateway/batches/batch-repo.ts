@@ -64,6 +64,8 @@ export interface BatchRow {
 /** A request read from a batch's output file, to be charged (SETTLE_REQUESTS_SQL's rows). */
 export interface SettledRequest {
   custom_id: string;
+  /** The request's own id (its usage event's invocation). */
+  request_id: string;
   usage_id: string;
   units: string;
   input_tokens: string;

@@ -127,6 +127,7 @@ export function createBatchSettlement(deps: BatchSettlementDeps) {
     const [requested, price] = pricingFor(pricing, model);
     return {
       custom_id: customId,
+      request_id: newId(),
       usage_id: newId(),
       units: `${chargeUnits(usage, multipliersOf(price))}`,
       input_tokens: `${usage.inputTokens}`,

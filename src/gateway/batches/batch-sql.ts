@@ -6,8 +6,9 @@
  * - SETTLE_REQUESTS_SQL: a chunk of the batch's requests, read from its output file, charged in ONE statement. A
  *   request is charged once: its batch_requests row is inserted in the same statement (on conflict, nothing), and
  *   only the requests whose row it inserted are charged. Their units leave the batch's lease (what it still holds at
- *   most) and are consumed on its period; each gets a USAGE event naming the batch's invocation, its cost at the batch
- *   tier; the rollups count them under the batch's invocation (recorded once the batch is settled).
+ *   most) and are consumed on its period; each gets a USAGE event on the batch's lease, naming the request's own id
+ *   as its invocation (an invocation holds one USAGE event), its cost at the batch tier; the rollups count them under
+ *   the batch's key, connection and plan.
  * - FINISH_SQL: the batch settled: its lease released (what never ran returns to the period), its invocation
  *   recorded (counted as a call by the rollups), and `batch.completed` raised for the webhook endpoints that want it.
  */
@@ -20,11 +21,11 @@ import { usageEventCtes } from '../../domain/recording/usage-event-sql.js';
 /** The providers' batch discount: a request costs half its price (docs/batches.md, "Price"). */
 export const BATCH_COST_SCALE = '0.5';
 
-/** The batch's invocation as the rollups read it, before (and after) it is recorded. */
-const CALL_OF_BATCH = `select b.invocation_id as id, b.workspace_id, b.workspace_access_id, b.provider_connection_id,
+/** Each request charged as the rollups read it: as the batch's invocation, under the request's own id. */
+const CALLS_OF_REQUESTS = `select lc.request_id as id, b.workspace_id, b.workspace_access_id, b.provider_connection_id,
          b.inference_key_id, b.plan_id, 'SUCCEEDED'::text as status, b.model as requested_model, ''::text as attempt_upstream_model,
          b.created_at as started_at, null::timestamptz as completed_at
-    from b`;
+    from lc cross join b`;
 
 const NO_KINDS = KIND_COLUMNS.map((c) => `null::${c === 'image_tier' ? 'text' : 'bigint'} as ${c}`).join(', ');
 
@@ -34,12 +35,12 @@ with b as (
   select * from batches where id = :batchId
 ), x as (
   select * from json_to_recordset(cast(:rows as json)) as x(
-    custom_id text, usage_id uuid, units bigint, input_tokens bigint, cached_tokens bigint, output_tokens bigint,
+    custom_id text, request_id uuid, usage_id uuid, units bigint, input_tokens bigint, cached_tokens bigint, output_tokens bigint,
     reasoning_tokens bigint, model text, requested_model text, model_rule text, input_ppm bigint, cached_ppm bigint,
     output_ppm bigint)
 ), ins as (
-  insert into batch_requests (batch_id, custom_id, usage_event_id, units, created_at)
-  select cast(:batchId as uuid), x.custom_id, x.usage_id, x.units, cast(:now as timestamptz) from x
+  insert into batch_requests (batch_id, custom_id, id, usage_event_id, units, created_at)
+  select cast(:batchId as uuid), x.custom_id, x.request_id, x.usage_id, x.units, cast(:now as timestamptz) from x
   on conflict do nothing
   returning custom_id
 ), lc as (
@@ -63,16 +64,16 @@ with b as (
             qp.consumed_units, qp.period_end, t.units
 ), settled as (
   select b.lease_id as id, b.workspace_id, b.workspace_access_id, b.quota_period_id, lc.units as bound, lc.units,
-         true as charged, lc.usage_id, null::uuid as adjustment_id, b.invocation_id, lc.input_tokens, lc.cached_tokens,
+         true as charged, lc.usage_id, null::uuid as adjustment_id, lc.request_id as invocation_id, lc.input_tokens, lc.cached_tokens,
          lc.output_tokens, lc.model, cast(:now as timestamptz) as at, lc.model_rule, lc.input_ppm, lc.cached_ppm, lc.output_ppm,
          b.created_at as call_started_at, b.provider_connection_id as call_connection_id,
          lc.requested_model as call_requested_model, null::bigint as cache_write_tokens, lc.reasoning_tokens, ${NO_KINDS},
          null::boolean as per_call_only
     from lc cross join b
 ), ${usageEventCtes('settled', BATCH_COST_SCALE)}, ${thresholdEventCtes('p')},
-call_of_batch as (${CALL_OF_BATCH}),
-no_calls as (select * from call_of_batch where false),
-${rollUpCtes('no_calls', 'new_events', 'call_of_batch')},
+calls_of_requests as (${CALLS_OF_REQUESTS}),
+no_calls as (select * from calls_of_requests where false),
+${rollUpCtes('no_calls', 'new_events', 'calls_of_requests')},
 bu as (
   update batches set settled_requests = settled_requests + t.requests, settled_units = settled_units + t.units,
          cost_micros = cost_micros + coalesce((select sum(cost_micros) from u), 0)
