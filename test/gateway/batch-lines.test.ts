@@ -15,7 +15,12 @@ const policy = compileModelPolicy(
 );
 const rules = { protocol: protocolOf('openai'), maxOutputTokens: 20, policy };
 const line = (i: number, body: Record<string, unknown> = {}, url = '/v1/chat/completions') =>
-  JSON.stringify({ custom_id: `r${i}`, method: 'POST', url, body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20, ...body } });
+  JSON.stringify({
+    custom_id: `r${i}`,
+    method: 'POST',
+    url,
+    body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], max_tokens: 20, ...body },
+  });
 
 /** The file's bytes pushed in pieces of `size`, as a stream would give them. */
 function read(text: string, strict: boolean, size = 7) {

@@ -61,7 +61,12 @@ async function batchRow(upstreamId: string) {
 beforeAll(async () => {
   t = await startTestApp({ batchSettlement: { chunk: 100, charged: (id, n) => charged(id, n) } });
   up = await startBatchUpstream(KEY);
-  tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, maxOutputTokens: CAP, users: 2, quotaUnits: 10_000_000n,
+  tenant = await createTenant(t, {
+    baseUrl: up.url,
+    providerKey: KEY,
+    maxOutputTokens: CAP,
+    users: 2,
+    quotaUnits: 10_000_000n,
     allowedModels: ['gpt-4o-mini'],
   });
   const hourAgo = new Date(Date.now() - 3_600_000).toISOString();

@@ -28,8 +28,8 @@ import { BatchLines, MAX_BATCH_FILE_BYTES, type BatchFileBound } from './batch-l
 import type { BatchRepo, StoredPricing } from './batch-repo.js';
 
 /** How long the provider may take (its `completion_window`), and the margin after which Nexus gives up on a batch. */
-export const BATCH_WINDOW_MS = 24 * 3_600_000;
-export const BATCH_MARGIN_MS = 3_600_000;
+const BATCH_WINDOW_MS = 24 * 3_600_000;
+const BATCH_MARGIN_MS = 3_600_000;
 /** The first poll of a new batch. */
 const FIRST_POLL_MS = 5_000;
 
@@ -132,7 +132,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
     const full = `${base.pathname.replace(/\/$/, '')}/${path}${upstreamSearch(r.target.search)}`;
     const headers = upstreamHeaders(r.req.rawHeaders, r.protocol, up.apiKey, length);
     try {
-      const answer = await pools.get(base).request({ method: method as 'GET', path: full, headers, body, headersTimeout: 120_000 });
+      const answer = await pools.get(base).request({ method, path: full, headers, body, headersTimeout: 120_000 });
       const type = answer.headers['content-type'];
       return { status: answer.statusCode, contentType: Array.isArray(type) ? type[0] : type, body: answer.body };
     } catch (err) {
@@ -360,7 +360,8 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
       try {
         switch (r.path.operation) {
           case 'upload':
-            if (boundary === undefined) throw new AppError('invalid_request', 'A file upload is multipart/form-data', { param: 'content-type' });
+            if (boundary === undefined)
+              throw new AppError('invalid_request', 'A file upload is multipart/form-data', { param: 'content-type' });
             return await upload(r, boundary);
           case 'create':
             return void (await create(r));
@@ -381,5 +382,3 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
     },
   };
 }
-
-export type BatchGateway = ReturnType<typeof createBatchGateway>;

@@ -11,7 +11,7 @@ import { prepareCall, type Inspector } from '../../protocols/inspectors.js';
 import type { Protocol } from '../../protocols/protocol.js';
 
 /** The provider's limits on an input file (OpenAI's: REFERENCES.md, "Batches"). */
-export const MAX_BATCH_LINES = 50_000;
+const MAX_BATCH_LINES = 50_000;
 export const MAX_BATCH_FILE_BYTES = 200 * 1024 * 1024;
 /** The models one file may name: their pricing is kept beside it. */
 const MAX_MODELS = 64;
@@ -63,7 +63,8 @@ export class BatchLines {
   push(chunk: Buffer): void {
     if (this.failure) return;
     this.bytes += chunk.length;
-    if (this.bytes > MAX_BATCH_FILE_BYTES) return this.fail(new AppError('invalid_parameter', 'A batch file may be at most 200 MB', { param: 'file' }));
+    if (this.bytes > MAX_BATCH_FILE_BYTES)
+      return this.fail(new AppError('invalid_parameter', 'A batch file may be at most 200 MB', { param: 'file' }));
     let from = 0;
     for (let at = chunk.indexOf(NEWLINE); at >= 0 && !this.failure; at = chunk.indexOf(NEWLINE, from)) {
       const piece = chunk.subarray(from, at);
@@ -107,7 +108,8 @@ export class BatchLines {
     // A blank line (the file's last line break, a CRLF file's last CR) is no request.
     if (text.length === 0 || (text.length === 1 && text[0] === 0x0d)) return;
     const n = ++this.line;
-    if (n > MAX_BATCH_LINES) return this.fail(new AppError('invalid_parameter', `A batch file may hold at most ${MAX_BATCH_LINES} requests`, { param: 'file' }));
+    if (n > MAX_BATCH_LINES)
+      return this.fail(new AppError('invalid_parameter', `A batch file may hold at most ${MAX_BATCH_LINES} requests`, { param: 'file' }));
     try {
       this.bound(n, text);
     } catch (err) {
@@ -126,12 +128,17 @@ export class BatchLines {
     }
     if (!request || typeof request !== 'object' || Array.isArray(request)) throw refused(n, 'not a JSON object');
     const { custom_id: customId, method, url, body } = request as Record<string, unknown>;
-    if (typeof customId !== 'string' || !customId || customId.length > 512) throw refused(n, 'custom_id must be a string of 1 to 512 characters');
+    if (typeof customId !== 'string' || !customId || customId.length > 512)
+      throw refused(n, 'custom_id must be a string of 1 to 512 characters');
     if (method !== 'POST') throw refused(n, 'method must be POST');
     if (typeof url !== 'string') throw refused(n, 'url must be a string');
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw refused(n, 'body must be a JSON object');
     const inspector = this.endpointOf(url);
-    if (!inspector) throw refused(n, `url '${url.slice(0, 100)}' is not an endpoint Nexus meters in a batch (chat/completions, completions, embeddings, responses)`);
+    if (!inspector)
+      throw refused(
+        n,
+        `url '${url.slice(0, 100)}' is not an endpoint Nexus meters in a batch (chat/completions, completions, embeddings, responses)`,
+      );
     const fields = body as Record<string, unknown>;
     if (fields.stream === true) throw refused(n, 'a batch request cannot stream');
     const model = typeof fields.model === 'string' ? fields.model : '';

@@ -27,7 +27,7 @@ export interface StoredPricing {
   output: string;
 }
 
-export type BatchStatus = 'OPEN' | 'SETTLED';
+type BatchStatus = 'OPEN' | 'SETTLED';
 
 export interface BatchRow {
   id: string;
@@ -101,12 +101,12 @@ export function createBatchRepo(db: Queryable) {
 
     /** Whether the access may read a provider file: one it uploaded, or the output or error file of one of its batches. */
     async ownsFile(o: Owned, upstreamFileId: string): Promise<boolean> {
-      const row = (await db.raw(
+      const row = await db.raw<{ rows: { owned: boolean }[] }>(
         `select exists (select 1 from batch_files where provider_connection_id = :c and workspace_access_id = :a and upstream_file_id = :f)
              or exists (select 1 from batches where provider_connection_id = :c and workspace_access_id = :a
                           and (output_file_id = :f or error_file_id = :f)) as owned`,
         { c: o.connectionId, a: o.accessId, f: upstreamFileId },
-      )) as { rows: { owned: boolean }[] };
+      );
       return row.rows[0]!.owned;
     },
 
@@ -126,9 +126,9 @@ export function createBatchRepo(db: Queryable) {
 
     /** The provider ids of the access's batches on a connection. */
     async batchIds(o: Owned): Promise<Set<string>> {
-      const ids = (await db('batches')
+      const ids: string[] = await db('batches')
         .where({ provider_connection_id: o.connectionId, workspace_access_id: o.accessId })
-        .pluck('upstream_batch_id')) as string[];
+        .pluck('upstream_batch_id');
       return new Set(ids);
     },
 
@@ -148,13 +148,13 @@ export function createBatchRepo(db: Queryable) {
      * with a claim leaves the batch to the first claim after it.
      */
     async claimDue(now: Date, claimMs: number, limit: number): Promise<BatchRow[]> {
-      const result = (await db.raw(
+      const result = await db.raw<{ rows: BatchRow[] }>(
         `update batches set next_poll_at = cast(:until as timestamptz)
           where id in (select id from batches where status = 'OPEN' and next_poll_at <= :now
                         order by next_poll_at limit :limit for update skip locked)
           returning *`,
         { now, until: new Date(now.getTime() + claimMs), limit },
-      )) as { rows: BatchRow[] };
+      );
       return result.rows;
     },
 
@@ -165,9 +165,11 @@ export function createBatchRepo(db: Queryable) {
 
     /** Charges the requests (once each); returns how many were charged now and their units. */
     async settleRequests(batchId: string, rows: SettledRequest[], now: Date): Promise<{ requests: number; units: bigint }> {
-      const result = (await db.raw(SETTLE_REQUESTS_SQL, { batchId, now, rows: JSON.stringify(rows) })) as {
-        rows: { requests: bigint; units: bigint }[];
-      };
+      const result = await db.raw<{ rows: { requests: bigint; units: bigint }[] }>(SETTLE_REQUESTS_SQL, {
+        batchId,
+        now,
+        rows: JSON.stringify(rows),
+      });
       const row = result.rows[0]!;
       return { requests: Number(row.requests), units: BigInt(row.units) };
     },
@@ -177,22 +179,26 @@ export function createBatchRepo(db: Queryable) {
       batchId: string,
       f: { now: Date; upstreamStatus: string; status: string; errorCode: string | null },
     ): Promise<BatchRow | undefined> {
-      const result = (await db.raw(FINISH_SQL, { batchId, ...f })) as { rows: BatchRow[] };
+      const result = await db.raw<{ rows: BatchRow[] }>(FINISH_SQL, { batchId, ...f });
       return result.rows[0];
     },
 
     /** The pricing of each model of a batch's input file. */
     async filePricing(fileId: string): Promise<Record<string, StoredPricing>> {
-      const row = (await db('batch_files').where({ id: fileId }).first('pricing')) as { pricing: Record<string, StoredPricing> };
+      const row: { pricing: Record<string, StoredPricing> } = await db('batch_files').where({ id: fileId }).first('pricing');
       return row.pricing;
     },
 
     /** What the poller needs of a connection: its base URL, its sealed key, its protocol. */
-    async connection(id: string): Promise<
+    async connection(
+      id: string,
+    ): Promise<
       | { id: string; base_url: string; api_key_ciphertext: string; api_key_key_id: string; protocol_profile: string; status: string }
       | undefined
     > {
-      return db('provider_connections').where({ id }).first('id', 'base_url', 'api_key_ciphertext', 'api_key_key_id', 'protocol_profile', 'status');
+      return db('provider_connections')
+        .where({ id })
+        .first('id', 'base_url', 'api_key_ciphertext', 'api_key_key_id', 'protocol_profile', 'status');
     },
   };
 }

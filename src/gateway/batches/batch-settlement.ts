@@ -58,7 +58,7 @@ interface Reached {
 }
 
 /** When a batch `ageMs` old is polled next: a tenth of its age, between MIN_POLL_MS and MAX_POLL_MS. */
-export function nextPollIn(ageMs: number): number {
+function nextPollIn(ageMs: number): number {
   return Math.min(MAX_POLL_MS, Math.max(MIN_POLL_MS, Math.floor(ageMs / 10)));
 }
 
@@ -206,5 +206,3 @@ export function createBatchSettlement(deps: BatchSettlementDeps) {
     },
   };
 }
-
-export type BatchSettlement = ReturnType<typeof createBatchSettlement>;

@@ -19,7 +19,7 @@ import { thresholdEventCtes } from '../../domain/recording/threshold-sql.js';
 import { usageEventCtes } from '../../domain/recording/usage-event-sql.js';
 
 /** The providers' batch discount: a request costs half its price (docs/batches.md, "Price"). */
-export const BATCH_COST_SCALE = '0.5';
+const BATCH_COST_SCALE = '0.5';
 
 /** Each request charged as the rollups read it: as the batch's invocation, under the request's own id. */
 const CALLS_OF_REQUESTS = `select lc.request_id as id, b.workspace_id, b.workspace_access_id, b.provider_connection_id,

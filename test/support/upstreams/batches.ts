@@ -65,13 +65,25 @@ export async function startBatchUpstream(apiKey: string): Promise<BatchUpstream>
     const id = `file-${++n}`;
     files.set(id, { lines, bytes: text.length });
     up.files.push(id);
-    json(res, 200, { id, object: 'file', bytes: text.length, created_at: 1, filename: form.files[0]?.filename ?? 'batch.jsonl', purpose: form.fields.purpose, status: 'processed' });
+    json(res, 200, {
+      id,
+      object: 'file',
+      bytes: text.length,
+      created_at: 1,
+      filename: form.files[0]?.filename ?? 'batch.jsonl',
+      purpose: form.fields.purpose,
+      status: 'processed',
+    });
   }
 
   async function create(req: IncomingMessage, res: ServerResponse) {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
-    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { input_file_id: string; endpoint: string; completion_window: string };
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+      input_file_id: string;
+      endpoint: string;
+      completion_window: string;
+    };
     const file = files.get(body.input_file_id);
     if (!file) return json(res, 404, { error: { message: 'No such file', type: 'invalid_request_error', code: null } });
     const batch: FakeBatch = {
@@ -124,7 +136,8 @@ export async function startBatchUpstream(apiKey: string): Promise<BatchUpstream>
   const server = createServer((req, res) => {
     const url = new URL(req.url!, 'http://x');
     up.seen.push(`${req.method} ${url.pathname}`);
-    if (req.headers.authorization !== `Bearer ${apiKey}`) return json(res, 401, { error: { message: 'bad key', type: 'invalid_request_error' } });
+    if (req.headers.authorization !== `Bearer ${apiKey}`)
+      return json(res, 401, { error: { message: 'bad key', type: 'invalid_request_error' } });
     const path = url.pathname;
     void (async () => {
       if (req.method === 'POST' && path === '/v1/files') return upload(req, res);
