@@ -145,9 +145,9 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
     if (batchPath) {
       const r = { req, res, locals, entry, auth, protocol, target, path: batchPath };
       const other = await parts.batches.handle(r, boundary);
-      // A file whose purpose is not a batch's: a call as any other path is (its passthrough class decides).
-      if (other) body = Promise.resolve(other);
-      else return;
+      // Not metered here (a file whose purpose is not a batch's...): a call as any other path is (its passthrough class decides).
+      if (!other) return;
+      if (other.body) body = Promise.resolve(other.body);
     }
     body ??= boundary !== undefined ? readUpload(req, limit, boundary) : readBody(req, limit);
     body.catch(() => {});

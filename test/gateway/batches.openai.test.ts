@@ -122,6 +122,17 @@ describe('OpenAI batches through the openai SDK', () => {
     const invocation = await t.database.db('invocations').where({ id: settled.invocation_id }).first();
     expect(invocation).toMatchObject({ status: 'SUCCEEDED', endpoint: 'v1/batches', requested_model: 'gpt-4o-mini' });
     expect(BigInt(invocation.quota_units)).toBe(units);
+    // batch.completed, for the webhook endpoints that want it.
+    const event = await t.database.db('events').where({ workspace_id: tenant.workspaceId, type: 'batch.completed' }).first();
+    expect(event.data).toMatchObject({
+      batchId: batch.id,
+      invocationId: settled.invocation_id,
+      status: 'completed',
+      requests: 1000,
+      settledRequests: 1000,
+      settledUnits: `${units}`,
+      costMicros: `${cost}`,
+    });
   });
 
   it('refuses a bad line with 400 naming it, before the provider has the file', async () => {

@@ -39,14 +39,14 @@ const kindsCost = (s: string) => `coalesce(${s}.audio_input_tokens, 0) * coalesc
  */
 export const priceOfCall = (s: string, scale?: string) => `left join lateral (
   select mp.id, mp.per_call,
-         round((greatest(${s}.input_tokens - ${s}.cached_tokens - coalesce(${s}.cache_write_tokens, 0)
+         round(${scale ? '(' : ''}greatest(${s}.input_tokens - ${s}.cached_tokens - coalesce(${s}.cache_write_tokens, 0)
                         - coalesce(${s}.audio_input_tokens, 0) - coalesce(${s}.image_input_tokens, 0), 0) * mp.input_per_million
              + ${s}.cached_tokens * coalesce(mp.cached_input_per_million, mp.input_per_million)
              + least(coalesce(${s}.cache_write_tokens, 0), ${s}.input_tokens) * coalesce(mp.cache_write_per_million, mp.input_per_million)
              + greatest(${s}.output_tokens - coalesce(${s}.reasoning_tokens, 0)
                         - coalesce(${s}.audio_output_tokens, 0) - coalesce(${s}.image_output_tokens, 0), 0) * mp.output_per_million
              + least(coalesce(${s}.reasoning_tokens, 0), ${s}.output_tokens) * coalesce(mp.reasoning_per_million, mp.output_per_million)
-             + ${kindsCost(s)})${scale ? ` * ${scale}` : ''})::bigint as cost_micros
+             + ${kindsCost(s)}${scale ? `) * ${scale}` : ''})::bigint as cost_micros
     from model_prices mp
    where mp.workspace_id = ${s}.workspace_id
      and mp.effective_from <= ${s}.call_started_at and (mp.effective_to is null or mp.effective_to > ${s}.call_started_at)

@@ -14,7 +14,7 @@ import { newId } from '../../ids.js';
 import { protocolOf } from '../../protocols/index.js';
 import type { Protocol } from '../../protocols/protocol.js';
 import type { RequestLocals } from '../../web/locals.js';
-import { Admitted, admitRate, assertBudget, assertModelAllowed } from '../admission.js';
+import { Admitted, admitRate, assertBudget, assertModelAllowed, letsThrough } from '../admission.js';
 import { sendError } from '../answers.js';
 import { upstreamOf, type CacheEntry } from '../auth-cache.js';
 import type { CallMeter } from '../call-meter.js';
@@ -22,7 +22,7 @@ import type { AuthRow } from '../call-repo.js';
 import { readBody, upstreamSearch } from '../client-request.js';
 import { upstreamHeaders } from '../headers.js';
 import type { GatewayTarget } from '../path-safety.js';
-import { readUpload, type Upload } from '../upload.js';
+import { readUpload, type Sendable } from '../upload.js';
 import type { createUpstreamPools } from '../upstreams.js';
 import { BatchLines, MAX_BATCH_FILE_BYTES, type BatchFileBound } from './batch-lines.js';
 import type { BatchRepo, StoredPricing } from './batch-repo.js';
@@ -87,6 +87,15 @@ export interface BatchRequest {
   protocol: Protocol;
   target: GatewayTarget;
   path: BatchPath;
+}
+
+/**
+ * A request this module does not meter, handed back to the gateway's flow, where its passthrough class decides: an
+ * upload whose purpose is not `batch`, or, where the workspace or the plan lets its class through, a batch or file
+ * Nexus did not see. `body`: what was read of its body (none: the flow reads it).
+ */
+export interface Fallback {
+  body?: Sendable;
 }
 
 /** What the upstream answered: its status, headers and body (a stream). */
@@ -185,7 +194,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
    * spooled. A file whose purpose is not `batch` is handed back (the caller's passthrough decides); a batch's file,
    * once every line passed, goes upstream, and its bound is kept beside the provider's id.
    */
-  async function upload(r: BatchRequest, boundary: string): Promise<Upload | undefined> {
+  async function upload(r: BatchRequest, boundary: string): Promise<Fallback | undefined> {
     const { auth } = r;
     const lines = new BatchLines(
       { protocol: protocolOf(r.protocol.bodyShape), maxOutputTokens: auth.max_output_tokens ?? 0, policy: meter.modelPolicy(auth) },
@@ -199,7 +208,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
       started = true;
       lines.push(bytes);
     });
-    if (sent.form.fields.purpose !== 'batch') return sent;
+    if (sent.form.fields.purpose !== 'batch') return { body: sent };
     try {
       if (!auth.period_id) throw new AppError('quota_insufficient', 'The access has no current quota period');
       const bound = lines.end();
@@ -228,7 +237,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
   }
 
   /** POST batches: admitted at its file's bound (budget, one lease, rate limits), then created upstream. */
-  async function create(r: BatchRequest): Promise<void> {
+  async function create(r: BatchRequest): Promise<Fallback | undefined> {
     const { auth } = r;
     const raw = await readBody(r.req, deps.bodyLimitBytes);
     let body: Record<string, unknown>;
@@ -240,6 +249,8 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
     const fileId = stringOr(body?.input_file_id);
     if (!fileId) throw new AppError('invalid_parameter', 'input_file_id is required', { param: 'input_file_id' });
     const file = await repo.findFile(owned(r), fileId);
+    // A file Nexus did not see: unmetered where the workspace or the plan lets batches through, else refused.
+    if (!file && letsThrough(auth, 'batches')) return { body: raw };
     if (!file) {
       throw new AppError(
         'batch_file_unknown',
@@ -281,7 +292,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
       // Counted against the minute's requests and tokens; no slot is held while the provider runs it.
       if (admitted.rateTicket) meter.rates.settle(admitted.rateTicket, admitted.rateTicket.tokens);
       const answer = await upstream(r, 'POST', r.target.providerPath, raw, raw.length);
-      if (answer.status < 200 || answer.status >= 300) return await passBack(r, answer);
+      if (answer.status < 200 || answer.status >= 300) return void (await passBack(r, answer));
       const batch = await readJson(answer.body);
       const batchId = stringOr(batch?.id);
       if (!batch || !batchId) throw new AppError('upstream_unavailable', 'The provider answered the batch without an id');
@@ -315,6 +326,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
       });
       created = true;
       sendJson(r, answer.status, batch);
+      return undefined;
     } finally {
       // Not created: what the lease held returns at once.
       if (!created) await quotaRepo.releaseLease(leaseId, clock.now());
@@ -322,57 +334,64 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
   }
 
   /** GET batches: the provider's list, of this access's batches only. */
-  async function list(r: BatchRequest): Promise<void> {
+  async function list(r: BatchRequest): Promise<Fallback | undefined> {
+    if (letsThrough(r.auth, 'batches')) return {};
     const answer = await upstream(r, 'GET', r.target.providerPath, null, 0);
-    if (answer.status !== 200) return passBack(r, answer);
+    if (answer.status !== 200) return void (await passBack(r, answer));
     const page = await readJson(answer.body);
     const mine = await repo.batchIds(owned(r));
     const data = Array.isArray(page?.data) ? (page.data as Record<string, unknown>[]) : [];
     const kept = data.filter((b) => typeof b?.id === 'string' && mine.has(b.id));
     sendJson(r, 200, { ...page, data: kept, first_id: kept[0]?.id ?? null, last_id: kept.at(-1)?.id ?? null });
+    return undefined;
   }
 
   /** GET batches/{id} and POST batches/{id}/cancel: this access's batch only; the files its answer names become readable. */
-  async function readOrCancel(r: BatchRequest, method: 'GET' | 'POST'): Promise<void> {
+  async function readOrCancel(r: BatchRequest, method: 'GET' | 'POST'): Promise<Fallback | undefined> {
     const batch = await repo.findBatch(owned(r), r.path.id!);
+    if (!batch && letsThrough(r.auth, 'batches')) return {};
     if (!batch) throw notFound('batch');
     const body = method === 'POST' ? await readBody(r.req, deps.bodyLimitBytes) : null;
     const answer = await upstream(r, method, r.target.providerPath, body, body?.length ?? 0);
-    if (answer.status !== 200) return passBack(r, answer);
+    if (answer.status !== 200) return void (await passBack(r, answer));
     const read = await readJson(answer.body);
     await repo.noteFiles(batch.id, stringOr(read?.output_file_id), stringOr(read?.error_file_id));
     sendJson(r, 200, read);
+    return undefined;
   }
 
   /** GET files/{id}[/content], DELETE files/{id}: a file this access uploaded, or one its batches wrote. */
-  async function file(r: BatchRequest): Promise<void> {
-    if (!(await repo.ownsFile(owned(r), r.path.id!))) throw notFound('file');
+  async function file(r: BatchRequest): Promise<Fallback | undefined> {
+    if (!(await repo.ownsFile(owned(r), r.path.id!))) {
+      if (letsThrough(r.auth, 'files')) return {};
+      throw notFound('file');
+    }
     const answer = await upstream(r, r.req.method!, r.target.providerPath, null, 0);
     await passBack(r, answer);
+    return undefined;
   }
 
   return {
     /**
-     * A Batch API request answered (a refusal in the connection's error shape). An upload whose purpose is not
-     * `batch` resolves with its body, for the gateway's passthrough to decide.
+     * A Batch API request answered (a refusal in the connection's error shape), or handed back (Fallback) for the
+     * gateway's passthrough to decide.
      */
-    async handle(r: BatchRequest, boundary: string | undefined): Promise<Upload | undefined> {
+    async handle(r: BatchRequest, boundary: string | undefined): Promise<Fallback | undefined> {
       try {
         switch (r.path.operation) {
           case 'upload':
-            if (boundary === undefined)
-              throw new AppError('invalid_request', 'A file upload is multipart/form-data', { param: 'content-type' });
-            return await upload(r, boundary);
+            // A file that is not multipart is no batch's: its passthrough class decides.
+            return boundary === undefined ? {} : await upload(r, boundary);
           case 'create':
-            return void (await create(r));
+            return await create(r);
           case 'list':
-            return void (await list(r));
+            return await list(r);
           case 'read':
-            return void (await readOrCancel(r, 'GET'));
+            return await readOrCancel(r, 'GET');
           case 'cancel':
-            return void (await readOrCancel(r, 'POST'));
+            return await readOrCancel(r, 'POST');
           case 'file':
-            return void (await file(r));
+            return await file(r);
         }
       } catch (err) {
         if (r.res.headersSent) r.res.destroy();
