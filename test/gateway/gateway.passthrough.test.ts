@@ -239,7 +239,7 @@ describe('the budget', () => {
 });
 
 describe('on an anthropic connection', () => {
-  it("classes its files and its message batches, the refusal in Anthropic's error shape", async () => {
+  it("classes its files and other paths (its message batches are metered), the refusals in Anthropic's error shape", async () => {
     const tenant = await createTenant(t, {
       profile: 'anthropic',
       baseUrl: anthropicUp.url,
@@ -258,12 +258,17 @@ describe('on an anthropic connection', () => {
       headers: { ...headers, 'content-type': 'application/json' },
       body: '{"requests":[]}',
     });
-    expect(refused.status).toBe(409);
+    // Message Batches are metered (docs/batches.md): a batch of no request is refused as a bad request.
+    expect(refused.status).toBe(400);
     const body = await refused.json();
-    expect(body).toMatchObject({ type: 'error', error: { code: 'unmetered_endpoint', passthrough_class: 'batches' } });
-    expect(body.error.message).toContain(
-      "POST v1/messages/batches is not metered on an 'anthropic' connection: its passthrough class 'batches'",
-    );
+    expect(body).toMatchObject({ type: 'error', error: { code: 'invalid_parameter', param: 'requests' } });
+    const unmetered = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/complete`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(unmetered.status).toBe(409);
+    expect((await unmetered.json()).error).toMatchObject({ code: 'unmetered_endpoint', passthrough_class: 'other' });
     expect(anthropicUp.requests.length).toBe(before + 1);
   });
 });

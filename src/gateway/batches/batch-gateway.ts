@@ -41,13 +41,33 @@ export interface BatchPath {
   prefix: string;
   resource: 'files' | 'batches';
   id: string | undefined;
-  action: 'content' | 'cancel' | undefined;
-  /** What Nexus does with it. */
-  operation: 'upload' | 'create' | 'list' | 'read' | 'cancel' | 'file';
+  action: 'content' | 'cancel' | 'results' | undefined;
+  /** What Nexus does with it (`results`: a batch's results, or its DELETE, passed through for its access). */
+  operation: 'upload' | 'create' | 'list' | 'read' | 'cancel' | 'file' | 'results';
+  /** Its requests come in its body (Anthropic's Message Batches), not in a file. */
+  inline?: boolean;
 }
 
-/** The Batch API operation a call is, on an OpenAI or Azure OpenAI connection; undefined: any other call. */
+/** Anthropic's Message Batches: `v1/messages/batches`, an id, and `results` or `cancel`. */
+const MESSAGE_BATCH_PATH = /^(v1\/messages\/)batches(?:\/([^/]+)(?:\/(results|cancel))?)?$/i;
+
+/** A Message Batches operation (Anthropic), undefined: none. */
+function messageBatchPathOf(method: string, route: string): BatchPath | undefined {
+  const m = MESSAGE_BATCH_PATH.exec(route);
+  if (!m) return undefined;
+  const [, prefix, id, actionName] = m;
+  const action = actionName?.toLowerCase() as 'results' | 'cancel' | undefined;
+  const at = { prefix: prefix!, resource: 'batches' as const, id, action, inline: true };
+  if (!id) return method === 'POST' ? { ...at, operation: 'create' } : method === 'GET' ? { ...at, operation: 'list' } : undefined;
+  if (action === 'cancel') return method === 'POST' ? { ...at, operation: 'cancel' } : undefined;
+  if (action === 'results') return method === 'GET' ? { ...at, operation: 'results' } : undefined;
+  if (method === 'GET') return { ...at, operation: 'read' };
+  return method === 'DELETE' ? { ...at, operation: 'results' } : undefined;
+}
+
+/** The Batch API operation a call is, on an OpenAI, Azure OpenAI or Anthropic connection; undefined: any other call. */
 export function batchPathOf(protocol: Protocol, method: string, route: string): BatchPath | undefined {
+  if (protocol.profile === 'anthropic') return messageBatchPathOf(method, route);
   if (protocol.bodyShape !== 'openai') return undefined;
   const m = BATCH_PATH.exec(route);
   if (!m) return undefined;
@@ -96,6 +116,14 @@ export interface BatchRequest {
  */
 export interface Fallback {
   body?: Sendable;
+}
+
+/** What a batch is admitted at: its requests, its bound in units and in tokens, and the pricing of its models. */
+interface Bound {
+  requests: number;
+  units: bigint;
+  tokens: bigint;
+  pricing: Record<string, StoredPricing>;
 }
 
 /** What the upstream answered: its status, headers and body (a stream). */
@@ -238,6 +266,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
 
   /** POST batches: admitted at its file's bound (budget, one lease, rate limits), then created upstream. */
   async function create(r: BatchRequest): Promise<Fallback | undefined> {
+    // An inline batch names no file: its requests are bounded here.
     const { auth } = r;
     const raw = await readBody(r.req, deps.bodyLimitBytes);
     let body: Record<string, unknown>;
@@ -246,6 +275,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
     } catch {
       throw new AppError('invalid_json', 'The request body is not JSON');
     }
+    if (r.path.inline) return admitAndCreate(r, raw, inlineBound(r, body), undefined);
     const fileId = stringOr(body?.input_file_id);
     if (!fileId) throw new AppError('invalid_parameter', 'input_file_id is required', { param: 'input_file_id' });
     const file = await repo.findFile(owned(r), fileId);
@@ -258,6 +288,36 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
         { param: 'input_file_id' },
       );
     }
+    const bound = { requests: file.requests, units: BigInt(file.bound_units), tokens: BigInt(file.bound_tokens), pricing: file.pricing };
+    return admitAndCreate(r, raw, bound, file.id);
+  }
+
+  /** An inline batch's requests (Anthropic's `requests: [{custom_id, params}]`) checked and bounded as a file's lines are. */
+  function inlineBound(r: BatchRequest, body: Record<string, unknown>): Bound {
+    const requests = body?.requests;
+    if (!Array.isArray(requests) || requests.length === 0)
+      throw new AppError('invalid_parameter', 'requests must be a non-empty array', { param: 'requests' });
+    const { auth } = r;
+    const lines = new BatchLines(
+      { protocol: r.protocol, maxOutputTokens: auth.max_output_tokens ?? 0, policy: meter.modelPolicy(auth) },
+      true,
+      (n) => `requests[${n - 1}]`,
+    );
+    for (const request of requests as Record<string, unknown>[]) {
+      const line = { custom_id: request?.custom_id, method: 'POST', url: '/v1/messages', body: request?.params };
+      lines.push(Buffer.from(JSON.stringify(line) + '\n'));
+    }
+    const bound = lines.end();
+    return { requests: bound.requests, units: bound.units, tokens: bound.tokens, pricing: storedPricing(bound) };
+  }
+
+  /**
+   * A batch admitted at its bound (the budget, one lease, the rate limits) and created upstream; its rows written once
+   * the provider answered (an inline batch's bound beside its id, `fileId` undefined). Any refusal or failure releases
+   * the lease at once.
+   */
+  async function admitAndCreate(r: BatchRequest, raw: Buffer, file: Bound, fileId: string | undefined): Promise<undefined> {
+    const { auth } = r;
     const now = clock.now();
     assertBudget(auth, now);
     // The plan may have changed since the upload: its models are asked again.
@@ -265,7 +325,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
     for (const model of Object.keys(file.pricing)) assertModelAllowed(policy, model);
     const reset = auth.period_end;
     if (!auth.period_id || !reset) throw new AppError('quota_insufficient', 'The access has no current quota period');
-    const bound = BigInt(file.bound_units);
+    const bound = file.units;
     const leaseId = newId();
     const expiresAt = new Date(now.getTime() + BATCH_WINDOW_MS + BATCH_MARGIN_MS);
     const held = await quotaRepo.acquireLease({
@@ -288,7 +348,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
     let created = false;
     try {
       const admitted = new Admitted();
-      await admitRate(meter, { auth, admitted }, BigInt(file.bound_tokens));
+      await admitRate(meter, { auth, admitted }, file.tokens);
       // Counted against the minute's requests and tokens; no slot is held while the provider runs it.
       if (admitted.rateTicket) meter.rates.settle(admitted.rateTicket, admitted.rateTicket.tokens);
       const answer = await upstream(r, 'POST', r.target.providerPath, raw, raw.length);
@@ -297,6 +357,21 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
       const batchId = stringOr(batch?.id);
       if (!batch || !batchId) throw new AppError('upstream_unavailable', 'The provider answered the batch without an id');
       const models = Object.keys(file.pricing);
+      const batchFileId = fileId ?? newId();
+      if (!fileId) {
+        await repo.insertFile({
+          id: batchFileId,
+          workspace_id: auth.workspace_id,
+          workspace_access_id: auth.workspace_access_id,
+          provider_connection_id: auth.connection_id!,
+          upstream_file_id: `inline:${batchId}`,
+          requests: file.requests,
+          bound_units: file.units,
+          bound_tokens: file.tokens,
+          pricing: file.pricing,
+          created_at: now,
+        });
+      }
       await repo.insertBatch({
         id: newId(),
         workspace_id: auth.workspace_id,
@@ -304,7 +379,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
         provider_connection_id: auth.connection_id!,
         inference_key_id: auth.key_id,
         plan_id: auth.plan_id,
-        batch_file_id: file.id,
+        batch_file_id: batchFileId,
         upstream_batch_id: batchId,
         path_prefix: r.path.prefix,
         search: r.target.search,
@@ -315,7 +390,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
         lease_id: leaseId,
         quota_period_id: auth.period_id,
         status: 'OPEN',
-        upstream_status: stringOr(batch.status) ?? 'validating',
+        upstream_status: stringOr(batch.status) ?? stringOr(batch.processing_status) ?? 'validating',
         requests: file.requests,
         bound_units: bound,
         output_file_id: null,
@@ -325,7 +400,7 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
         next_poll_at: new Date(now.getTime() + FIRST_POLL_MS),
       });
       created = true;
-      sendJson(r, answer.status, batch);
+      sendJson(r, answer.status, withGatewayUrls(r, batch));
       return undefined;
     } finally {
       // Not created: what the lease held returns at once.
@@ -356,8 +431,29 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
     if (answer.status !== 200) return void (await passBack(r, answer));
     const read = await readJson(answer.body);
     await repo.noteFiles(batch.id, stringOr(read?.output_file_id), stringOr(read?.error_file_id));
-    sendJson(r, 200, read);
+    sendJson(r, 200, read && withGatewayUrls(r, read));
     return undefined;
+  }
+
+  /** An inline batch's results, or its DELETE: for its access only. */
+  async function results(r: BatchRequest): Promise<Fallback | undefined> {
+    const batch = await repo.findBatch(owned(r), r.path.id!);
+    if (!batch && letsThrough(r.auth, 'batches')) return {};
+    if (!batch) throw notFound('batch');
+    await passBack(r, await upstream(r, r.req.method!, r.target.providerPath, null, 0));
+    return undefined;
+  }
+
+  /**
+   * A batch as the caller gets it: its `results_url` (Anthropic's, where the SDK reads its results) made the gateway's,
+   * so the results are read through Nexus, for the batch's access only.
+   */
+  function withGatewayUrls(r: BatchRequest, batch: Record<string, unknown>): Record<string, unknown> {
+    if (typeof batch.results_url !== 'string' || typeof batch.id !== 'string') return batch;
+    const host = r.req.headers.host ?? '127.0.0.1';
+    const scheme = (r.req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+    const base = `${scheme}://${host}/providers/${r.target.connectionId}/${r.path.prefix}batches/${encodeURIComponent(batch.id)}/results`;
+    return { ...batch, results_url: base };
   }
 
   /** GET files/{id}[/content], DELETE files/{id}: a file this access uploaded, or one its batches wrote. */
@@ -392,6 +488,8 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
             return await readOrCancel(r, 'POST');
           case 'file':
             return await file(r);
+          case 'results':
+            return await results(r);
         }
       } catch (err) {
         if (r.res.headersSent) r.res.destroy();

@@ -16,7 +16,7 @@ export const MAX_BATCH_FILE_BYTES = 200 * 1024 * 1024;
 /** The models one file may name: their pricing is kept beside it. */
 const MAX_MODELS = 64;
 /** The endpoints a batch line may name (those Nexus meters whose answer is one JSON body). */
-const BATCH_ENDPOINTS = new Set(['chat', 'completions', 'embeddings', 'responses']);
+const BATCH_ENDPOINTS = new Set(['chat', 'completions', 'embeddings', 'responses', 'messages']);
 const NEWLINE = 0x0a;
 
 /** What a line is checked against: the protocol whose bodies it carries, the plan's output cap and its model rules. */
@@ -36,7 +36,9 @@ export interface BatchFileBound {
   pricing: Record<string, Pricing>;
 }
 
-const refused = (line: number, why: string) => new AppError('invalid_parameter', `line ${line}: ${why}`, { param: `line ${line}` });
+/** How a refusal names a request: a file's line (`line 3`), by default. */
+type Naming = (n: number) => string;
+const byLine: Naming = (n) => `line ${n}`;
 
 export class BatchLines {
   private pending: Buffer[] = [];
@@ -53,6 +55,8 @@ export class BatchLines {
   constructor(
     private readonly rules: BatchRules,
     public strict: boolean,
+    /** How a refusal names the request (an inline batch's: `requests[2]`). */
+    private readonly naming: Naming = byLine,
   ) {}
 
   /** The refusal of the lines read so far (a file read before its purpose was known). */
@@ -114,8 +118,13 @@ export class BatchLines {
       this.bound(n, text);
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
-      this.fail(err.message.startsWith(`line ${n}:`) ? err : refused(n, err.message));
+      this.fail(err.message.startsWith(`${this.naming(n)}:`) ? err : this.refused(n, err.message));
     }
+  }
+
+  private refused(n: number, why: string): AppError {
+    const name = this.naming(n);
+    return new AppError('invalid_parameter', `${name}: ${why}`, { param: name });
   }
 
   /** One line checked and bounded: its shape, its endpoint, its model, its output cap. */
@@ -124,34 +133,38 @@ export class BatchLines {
     try {
       request = JSON.parse(text.toString('utf8'));
     } catch {
-      throw refused(n, 'not JSON');
+      throw this.refused(n, 'not JSON');
     }
-    if (!request || typeof request !== 'object' || Array.isArray(request)) throw refused(n, 'not a JSON object');
+    if (!request || typeof request !== 'object' || Array.isArray(request)) throw this.refused(n, 'not a JSON object');
     const { custom_id: customId, method, url, body } = request as Record<string, unknown>;
     if (typeof customId !== 'string' || !customId || customId.length > 512)
-      throw refused(n, 'custom_id must be a string of 1 to 512 characters');
-    if (method !== 'POST') throw refused(n, 'method must be POST');
-    if (typeof url !== 'string') throw refused(n, 'url must be a string');
-    if (!body || typeof body !== 'object' || Array.isArray(body)) throw refused(n, 'body must be a JSON object');
+      throw this.refused(n, 'custom_id must be a string of 1 to 512 characters');
+    if (method !== 'POST') throw this.refused(n, 'method must be POST');
+    if (typeof url !== 'string') throw this.refused(n, 'url must be a string');
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw this.refused(n, 'body must be a JSON object');
     const inspector = this.endpointOf(url);
     if (!inspector)
-      throw refused(
+      throw this.refused(
         n,
-        `url '${url.slice(0, 100)}' is not an endpoint Nexus meters in a batch (chat/completions, completions, embeddings, responses)`,
+        `url '${url.slice(0, 100)}' is not an endpoint Nexus meters in a batch (chat/completions, completions, embeddings, responses; messages)`,
       );
     const fields = body as Record<string, unknown>;
-    if (fields.stream === true) throw refused(n, 'a batch request cannot stream');
+    if (fields.stream === true) throw this.refused(n, 'a batch request cannot stream');
     const model = typeof fields.model === 'string' ? fields.model : '';
     const { policy, maxOutputTokens } = this.rules;
-    if (!policy.allows(model)) throw refused(n, model ? `the model '${model}' is not allowed on this plan` : 'the request names no model');
+    if (!policy.allows(model))
+      throw this.refused(n, model ? `the model '${model}' is not allowed on this plan` : 'the request names no model');
     // Sent as written: a cap the plan would add or clamp on a call cannot be here (docs/batches.md).
     if (inspector.capFields.length && !inspector.capFields.some((f) => fields[f] !== undefined && fields[f] !== null)) {
-      throw refused(n, `the request names no output cap (${inspector.capFields.join(' or ')}); at most ${maxOutputTokens} on this plan`);
+      throw this.refused(
+        n,
+        `the request names no output cap (${inspector.capFields.join(' or ')}); at most ${maxOutputTokens} on this plan`,
+      );
     }
     const prepared = prepareCall(inspector, Buffer.from(JSON.stringify(fields)), { maxOutputTokens, clamp: false });
     let pricing = this.pricing.get(model);
     if (!pricing) {
-      if (this.pricing.size >= MAX_MODELS) throw refused(n, `a batch file may name at most ${MAX_MODELS} models`);
+      if (this.pricing.size >= MAX_MODELS) throw this.refused(n, `a batch file may name at most ${MAX_MODELS} models`);
       pricing = policy.pricingFor(model);
       this.pricing.set(model, pricing);
     }

@@ -64,6 +64,19 @@ function nextPollIn(ageMs: number): number {
 
 type Json = Record<string, any>;
 
+/** The `anthropic-version` the poller asks Anthropic's Message Batches with. */
+const ANTHROPIC_VERSION = '2023-06-01';
+
+/**
+ * The status a batch ended with (a key of ENDED), or undefined while it runs: OpenAI's `status`; Anthropic's
+ * `processing_status: ended`, read as cancelled when some of its requests were, else completed.
+ */
+function endedOf(read: Json | undefined): string | undefined {
+  if (typeof read?.status === 'string') return ENDED[read.status] ? read.status : undefined;
+  if (read?.processing_status !== 'ended') return undefined;
+  return Number(read.request_counts?.canceled ?? 0) > 0 ? 'cancelled' : 'completed';
+}
+
 /** The pricing of the model a request was answered by: the file's model it was asked as (the longest that prefixes it), else the dearest. */
 function pricingFor(pricing: Record<string, StoredPricing>, answered: string | null): [string, StoredPricing] {
   const models = Object.keys(pricing);
@@ -95,6 +108,7 @@ export function createBatchSettlement(deps: BatchSettlementDeps) {
   async function get(b: BatchRow, at: Reached, path: string): Promise<{ status: number; body: Readable }> {
     const headers: string[] = ['accept-encoding', 'identity'];
     at.protocol.authHeaders(headers, at.apiKey);
+    if (at.protocol.profile === 'anthropic') headers.push('anthropic-version', ANTHROPIC_VERSION);
     const full = `${at.base.pathname.replace(/\/$/, '')}/${b.path_prefix}${path}${b.search ? `?${b.search.replace(/^\?/, '')}` : ''}`;
     const answer = await pools.get(at.base).request({ method: 'GET', path: full, headers, headersTimeout: 120_000, bodyTimeout: 300_000 });
     return { status: answer.statusCode, body: answer.body };
@@ -119,7 +133,8 @@ export function createBatchSettlement(deps: BatchSettlementDeps) {
       return undefined;
     }
     const customId = parsed?.custom_id;
-    const body = parsed?.response?.body as Json | undefined;
+    // OpenAI's output line: `response.body`; Anthropic's result: `result.message` when it succeeded.
+    const body = (parsed?.response?.body ?? (parsed?.result?.type === 'succeeded' ? parsed.result.message : undefined)) as Json | undefined;
     if (typeof customId !== 'string' || !body || typeof body !== 'object') return undefined;
     const usage = at.protocol.usageOf(body.usage);
     if (!usage) return undefined;
@@ -143,12 +158,12 @@ export function createBatchSettlement(deps: BatchSettlementDeps) {
     };
   }
 
-  /** A file of the batch read as it arrives, its requests charged chunk by chunk. */
-  async function settleFile(b: BatchRow, at: Reached, fileId: string, pricing: Record<string, StoredPricing>): Promise<void> {
-    const answer = await get(b, at, `files/${encodeURIComponent(fileId)}/content`);
+  /** A file of the batch (`path` after its prefix) read as it arrives, its requests charged chunk by chunk. */
+  async function settleFile(b: BatchRow, at: Reached, path: string, pricing: Record<string, StoredPricing>): Promise<void> {
+    const answer = await get(b, at, path);
     if (answer.status !== 200) {
       await json(answer.body);
-      throw new Error(`the provider answered ${answer.status} for the batch's file ${fileId}`);
+      throw new Error(`the provider answered ${answer.status} for the batch's ${path}`);
     }
     let rows: SettledRequest[] = [];
     const flush = async () => {
@@ -179,15 +194,21 @@ export function createBatchSettlement(deps: BatchSettlementDeps) {
     if (!at || now >= b.expires_at) return finish(b, at ? 'expired' : b.upstream_status);
     const answer = await get(b, at, `batches/${encodeURIComponent(b.upstream_batch_id)}`);
     const read = answer.status === 200 ? await json(answer.body) : (await json(answer.body), undefined);
-    const status = typeof read?.status === 'string' ? read.status : undefined;
-    if (!status || !ENDED[status]) {
-      return repo.polled(b.id, status ?? b.upstream_status, new Date(now.getTime() + nextPollIn(now.getTime() - b.created_at.getTime())));
+    const status = endedOf(read);
+    if (!status) {
+      const seen =
+        typeof read?.status === 'string' ? read.status : typeof read?.processing_status === 'string' ? read.processing_status : undefined;
+      return repo.polled(b.id, seen ?? b.upstream_status, new Date(now.getTime() + nextPollIn(now.getTime() - b.created_at.getTime())));
+    }
+    const pricing = await repo.filePricing(b.batch_file_id);
+    if (at.protocol.profile === 'anthropic') {
+      await settleFile(b, at, `batches/${encodeURIComponent(b.upstream_batch_id)}/results`, pricing);
+      return finish(b, status);
     }
     const output = typeof read!.output_file_id === 'string' ? read!.output_file_id : null;
     const errors = typeof read!.error_file_id === 'string' ? read!.error_file_id : null;
     await repo.noteFiles(b.id, output, errors);
-    const pricing = await repo.filePricing(b.batch_file_id);
-    for (const fileId of [output, errors]) if (fileId) await settleFile(b, at, fileId, pricing);
+    for (const fileId of [output, errors]) if (fileId) await settleFile(b, at, `files/${encodeURIComponent(fileId)}/content`, pricing);
     await finish(b, status);
   }
 

@@ -167,3 +167,111 @@ export async function startBatchUpstream(apiKey: string): Promise<BatchUpstream>
   const url = await listenLocal(server);
   return { url, ...up, run, close: () => closeServer(server) };
 }
+
+/** Anthropic's Message Batches as a fake upstream: create, retrieve, list, cancel, results; run(id[, ran]) ends a batch. */
+export interface MessageBatchUpstream {
+  url: string;
+  run(batchId: string, ran?: number): void;
+  close(): Promise<void>;
+}
+
+interface FakeMessageBatch {
+  id: string;
+  type: 'message_batch';
+  processing_status: string;
+  request_counts: { processing: number; succeeded: number; errored: number; canceled: number; expired: number };
+  created_at: string;
+  ended_at: string | null;
+  expires_at: string;
+  cancel_initiated_at: string | null;
+  archived_at: string | null;
+  results_url: string | null;
+}
+
+export async function startMessageBatchUpstream(apiKey: string): Promise<MessageBatchUpstream> {
+  const batches = new Map<string, { batch: FakeMessageBatch; requests: Line[]; results?: string }>();
+  let n = 0;
+  let base = '';
+  const json = (res: ServerResponse, status: number, body: unknown) => {
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+  };
+  const notFound = (res: ServerResponse) => json(res, 404, { type: 'error', error: { type: 'not_found_error', message: 'No such batch' } });
+
+  function run(batchId: string, ran?: number) {
+    const entry = batches.get(batchId)!;
+    const count = ran ?? entry.requests.length;
+    const lines = entry.requests.map((request, i) => {
+      if (i >= count) return JSON.stringify({ custom_id: request.custom_id, result: { type: 'canceled' } });
+      const usage = usageOfLine(i, request.body.max_tokens ?? 1000);
+      return JSON.stringify({
+        custom_id: request.custom_id,
+        result: {
+          type: 'succeeded',
+          message: {
+            id: `msg_${i}`,
+            type: 'message',
+            role: 'assistant',
+            model: request.body.model,
+            content: [{ type: 'text', text: 'ok' }],
+            stop_reason: 'end_turn',
+            stop_sequence: null,
+            usage: { input_tokens: usage.input, output_tokens: usage.output },
+          },
+        },
+      });
+    });
+    entry.results = lines.join('\n') + '\n';
+    const total = entry.requests.length;
+    Object.assign(entry.batch, {
+      processing_status: 'ended',
+      ended_at: new Date().toISOString(),
+      request_counts: { processing: 0, succeeded: count, errored: 0, canceled: total - count, expired: 0 },
+      results_url: `${base}/v1/messages/batches/${batchId}/results`,
+    });
+  }
+
+  const server = createServer((req, res) => {
+    const path = new URL(req.url!, 'http://x').pathname;
+    if (req.headers['x-api-key'] !== apiKey) {
+      return json(res, 401, { type: 'error', error: { type: 'authentication_error', message: 'bad key' } });
+    }
+    void (async () => {
+      if (req.method === 'POST' && path === '/v1/messages/batches') {
+        const chunks: Buffer[] = [];
+        for await (const c of req) chunks.push(c as Buffer);
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { requests: { custom_id: string; params: Line['body'] }[] };
+        const id = `msgbatch_${++n}`;
+        const batch: FakeMessageBatch = {
+          id,
+          type: 'message_batch',
+          processing_status: 'in_progress',
+          request_counts: { processing: body.requests.length, succeeded: 0, errored: 0, canceled: 0, expired: 0 },
+          created_at: new Date().toISOString(),
+          ended_at: null,
+          expires_at: new Date(Date.now() + 86_400_000).toISOString(),
+          cancel_initiated_at: null,
+          archived_at: null,
+          results_url: null,
+        };
+        batches.set(id, { batch, requests: body.requests.map((r) => ({ custom_id: r.custom_id, body: r.params })) });
+        return json(res, 200, batch);
+      }
+      const m = /^\/v1\/messages\/batches\/([^/]+)(\/results|\/cancel)?$/.exec(path);
+      const entry = m && batches.get(m[1]!);
+      if (!m || !entry) return notFound(res);
+      if (m[2] === '/cancel' && req.method === 'POST') {
+        entry.batch.processing_status = 'canceling';
+        entry.batch.cancel_initiated_at = new Date().toISOString();
+        return json(res, 200, entry.batch);
+      }
+      if (m[2] === '/results') {
+        res.writeHead(200, { 'content-type': 'application/binary' });
+        return res.end(entry.results ?? '');
+      }
+      return json(res, 200, entry.batch);
+    })();
+  });
+  base = await listenLocal(server);
+  return { url: base, run, close: () => closeServer(server) };
+}
