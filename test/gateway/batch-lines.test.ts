@@ -40,6 +40,13 @@ const refusal = (fn: () => unknown) => {
 };
 
 describe('a batch file read line by line', () => {
+  it("holds no line longer than 16 MiB: a file without line breaks (not a batch's) stops being read", () => {
+    const lines = new BatchLines(rules, false);
+    const chunk = Buffer.alloc(1024 * 1024, 0x41);
+    for (let i = 0; i < 40; i++) lines.push(chunk);
+    expect(lines.refusal?.message).toBe('line 1: longer than 16 MiB');
+  });
+
   it('counts the lines and sums their bounds, whatever the pieces they come in', () => {
     const text = [line(0), line(1), line(2, { input: 'x' }, '/v1/embeddings')].join('\n') + '\n';
     const whole = read(text, true, 1 << 20);

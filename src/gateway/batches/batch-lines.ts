@@ -18,6 +18,8 @@ const MAX_MODELS = 64;
 /** The endpoints a batch line may name (those Nexus meters whose answer is one JSON body). */
 const BATCH_ENDPOINTS = new Set(['chat', 'completions', 'embeddings', 'responses', 'messages']);
 const NEWLINE = 0x0a;
+/** The longest line held while it arrives (a request with inline images may be long; a file with no line break is no batch's). */
+const MAX_LINE_BYTES = 16 * 1024 * 1024;
 
 /** What a line is checked against: the protocol whose bodies it carries, the plan's output cap and its model rules. */
 export interface BatchRules {
@@ -87,6 +89,11 @@ export class BatchLines {
       // Copied: the chunk's buffer may be reused by the stream once this returns.
       this.pending.push(Buffer.from(chunk.subarray(from)));
       this.pendingBytes += chunk.length - from;
+      if (this.pendingBytes > MAX_LINE_BYTES) {
+        this.pending = [];
+        this.pendingBytes = 0;
+        this.fail(this.refused(this.line + 1, 'longer than 16 MiB'));
+      }
     }
   }
 
