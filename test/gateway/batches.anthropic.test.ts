@@ -91,4 +91,17 @@ describe('Anthropic message batches through @anthropic-ai/sdk', () => {
     expect(after.consumed - before.consumed).toBe(unitsOf(20));
     expect(after.reserved).toBe(before.reserved);
   });
+
+  it('a batch the provider never ends is given up at its window plus a margin, its lease released, nothing charged', async () => {
+    const client = anthropicFor(tenant);
+    const before = await periodOf(t, tenant.accessId);
+    const batch = await client.messages.batches.create({ requests: requestsOf(10) });
+    expect((await periodOf(t, tenant.accessId)).reserved).toBeGreaterThan(before.reserved);
+    await t.nexus.gateway.settleBatches(new Date(Date.now() + 26 * 3_600_000));
+    const row = await t.database.db('batches').where({ upstream_batch_id: batch.id }).first();
+    expect(row).toMatchObject({ status: 'SETTLED', upstream_status: 'expired', settled_requests: 0 });
+    expect(await periodOf(t, tenant.accessId)).toEqual(before);
+    const invocation = await t.database.db('invocations').where({ id: row.invocation_id }).first();
+    expect(invocation).toMatchObject({ status: 'FAILED', error_code: 'batch_expired' });
+  });
 });

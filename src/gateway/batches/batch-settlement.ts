@@ -186,9 +186,8 @@ export function createBatchSettlement(deps: BatchSettlementDeps) {
     await repo.finish(b.id, { now: clock.now(), upstreamStatus, ...ended });
   }
 
-  /** One claimed batch: polled, and settled once it ended. */
-  async function poll(b: BatchRow): Promise<void> {
-    const now = clock.now();
+  /** One claimed batch at `now` (the round's time): polled, and settled once it ended. */
+  async function poll(b: BatchRow, now: Date): Promise<void> {
     const at = await reach(b);
     // Past its deadline, or its connection gone: finished with what was charged, the rest of its lease released.
     if (!at || now >= b.expires_at) return finish(b, at ? 'expired' : b.upstream_status);
@@ -218,7 +217,7 @@ export function createBatchSettlement(deps: BatchSettlementDeps) {
       const due = await repo.claimDue(now, CLAIM_MS, CLAIMED);
       await Promise.all(
         due.map((b) =>
-          poll(b).catch((err: Error) => {
+          poll(b, now).catch((err: Error) => {
             logger.warn({ msg: 'batch poll failed; it is polled again once its claim expires', batchId: b.id, error: err.message });
           }),
         ),
