@@ -27,6 +27,7 @@ const unit = [
   'test/gateway/first-wave.test.ts',
   'test/gateway/input-estimate.test.ts',
   'test/gateway/inspectors.test.ts',
+  'test/gateway/batch-lines.test.ts',
   'test/gateway/protocols.test.ts',
   'test/gateway/intrusive-list.test.ts',
   'test/gateway/invocation-record.test.ts',

@@ -26,6 +26,7 @@ import { billingWebhookReceiver } from './handlers/billing/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createGatewayParts } from './gateway/gateway-parts.js';
 import { createRealtime, type Realtime } from './realtime/realtime-gateway.js';
+import type { BatchSettlementDeps } from './gateway/batches/batch-settlement.js';
 import { createApi, type Api } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import { servePages } from './http/pages.js';
@@ -68,6 +69,8 @@ export interface Overrides {
   domain?: Domain;
   /** Traces go to this tracer (tests: an in-memory exporter's) instead of the configured one. */
   tracer?: Tracer;
+  /** The batches' settlement's chunk and its hook after each (tests: a process that dies midway). */
+  batchSettlement?: Pick<BatchSettlementDeps, 'chunk' | 'charged'>;
 }
 
 export interface NexusApp {
@@ -248,7 +251,10 @@ async function reclaimEmbedded({ config, overrides, services, clock, logger }: S
 }
 
 /** The gateway, and the Realtime sessions above it (src/realtime/), which it does not know of. */
-function buildGateway({ config, db, services, clock, logger, metrics, tracer }: StartContext): { gateway: Gateway; realtime: Realtime } {
+function buildGateway({ config, db, services, clock, logger, metrics, tracer, overrides }: StartContext): {
+  gateway: Gateway;
+  realtime: Realtime;
+} {
   // The gateway's process-wide parts, composed once beside the domain's (src/gateway/gateway-parts.ts).
   const parts = createGatewayParts({
     db,
@@ -261,6 +267,7 @@ function buildGateway({ config, db, services, clock, logger, metrics, tracer }: 
     metrics,
     checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
     onBreakerTransition: (transition) => announceBreaker({ db, events: services.events, logger }, transition),
+    batchSettlement: overrides.batchSettlement,
   });
   const gateway = createGateway({
     parts,

@@ -19,6 +19,8 @@
  * | spool-recovery    | once, at start                            | a spool file, by renaming it (spool.ts)                |
  * | history           | at start, then hourly                     | none needed: a month is made if missing (a race loses  |
  * |                   |                                           | its round, retried next hour); batches go once         |
+ * | batch-settlement  | 5 s                                       | batches due FOR UPDATE SKIP LOCKED, their next poll    |
+ * |                   |                                           | pushed past a 5 min claim (docs/batches.md)            |
  * | change-listener   | one LISTEN session, held; reconnects      | none: every process listens                            |
  * |                   | after 100 ms doubling to 5 s              |                                                        |
  *
@@ -52,11 +54,14 @@ type JobName =
   | 'billing'
   | 'spool-recovery'
   | 'history'
+  | 'batch-settlement'
   | 'change-listener';
 
 const MINUTE_MS = 60_000;
 /** How often history's months ahead are made and its retention applied. */
 const HISTORY_ROUND_MS = 60 * MINUTE_MS;
+/** How often the open batches are looked at (each is polled when its own time comes: docs/batches.md). */
+const BATCH_POLL_MS = 5_000;
 /** How often the billing pass runs (pending events, grace expiry, period ends). */
 const BILLING_PASS_MS = 30_000;
 
@@ -154,6 +159,13 @@ function sweeps({ services, gateway, config, logger }: JobsDeps): Loop<unknown>[
       ...every(MINUTE_MS),
       failure: 'access expiry sweep failed',
       run: () => services.accesses.expireDue(),
+    },
+    {
+      // Open batches whose poll is due: each asked of its provider, settled once it ended (docs/batches.md).
+      name: 'batch-settlement',
+      ...every(BATCH_POLL_MS),
+      failure: 'batch settlement round failed',
+      run: () => gateway.settleBatches(),
     },
     {
       // Idempotency rows past their 24 h window: their sealed answers (a key's plaintext, sometimes) go.

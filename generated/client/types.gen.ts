@@ -2348,7 +2348,7 @@ export type InvocationDto = {
  * may come in a minor version (`x-open-enum`): an endpoint subscribed to every type (`eventTypes` null) gets them.
  *
  */
-export type WebhookEventType = 'quota.threshold_crossed' | 'access.status_changed' | 'inference_key.expiring' | 'inference_key.revoked' | 'workspace.budget_crossed' | 'provider_connection.unhealthy' | 'provider_connection.recovered' | 'billing.subscription_changed' | 'webhook_endpoint.disabled' | 'webhook.test';
+export type WebhookEventType = 'quota.threshold_crossed' | 'access.status_changed' | 'inference_key.expiring' | 'inference_key.revoked' | 'workspace.budget_crossed' | 'provider_connection.unhealthy' | 'provider_connection.recovered' | 'billing.subscription_changed' | 'webhook_endpoint.disabled' | 'webhook.test' | 'batch.completed';
 
 export type WebhookEndpointStatus = 'ACTIVE' | 'DISABLED';
 
@@ -2469,7 +2469,9 @@ export type WebhookEvent = ({
     type: 'webhook_endpoint.disabled';
 } & WebhookEndpointDisabledEvent) | ({
     type: 'webhook.test';
-} & WebhookTestEvent);
+} & WebhookTestEvent) | ({
+    type: 'batch.completed';
+} & BatchCompletedEvent);
 
 export type QuotaThresholdCrossedEvent = {
     type: 'quota.threshold_crossed';
@@ -2631,6 +2633,45 @@ export type WebhookTestEvent = {
 
 export type WebhookTestEventData = {
     webhookEndpointId: string;
+};
+
+export type BatchCompletedEvent = {
+    type: 'batch.completed';
+    timestamp: DateTime;
+    data: BatchCompletedEventData;
+};
+
+/**
+ * A batch an access made through the gateway was settled (docs/batches.md): the provider ended it (completed,
+ * cancelled, expired or failed), or Nexus gave up on it at its window plus a margin. Its requests that ran are
+ * charged; what its lease held beyond them is released. Once per batch.
+ *
+ */
+export type BatchCompletedEventData = {
+    workspaceAccessId: string;
+    /**
+     * The batch's invocation.
+     */
+    invocationId: string;
+    /**
+     * The provider's id of the batch.
+     */
+    batchId: string;
+    /**
+     * The provider's last status of the batch (`completed`, `cancelled`, `expired`, `failed`).
+     */
+    status: string;
+    /**
+     * The requests of its input file.
+     */
+    requests: number;
+    /**
+     * The requests charged (those that ran).
+     */
+    settledRequests: number;
+    boundUnits: Int64String;
+    settledUnits: Int64String;
+    costMicros: Int64String;
 };
 
 export type RetentionPolicyDto = {

@@ -183,7 +183,7 @@ const METERED_REALTIME =
   'A Realtime session is metered when it is opened through Nexus: a WebSocket to GET v1/realtime?model=... with the inference key';
 
 /** Whether the workspace or the plan lets a class through (the workspace's deprecated allowUnmeteredPassthrough: every class). */
-function letsThrough(auth: AuthRow, passthroughClass: PassthroughClass): boolean {
+export function letsThrough(auth: AuthRow, passthroughClass: PassthroughClass): boolean {
   return (
     auth.allow_unmetered_passthrough ||
     auth.workspace_passthrough_classes.includes(passthroughClass) ||

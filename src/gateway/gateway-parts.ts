@@ -36,6 +36,9 @@ import { createLearnedBounds } from './learned-bounds.js';
 import { createRouteRepo } from '../domain/routes/route-repo.js';
 import { createRouteRegistry, type BreakerTransition } from './route-registry.js';
 import { createSpool } from './spool.js';
+import { createBatchGateway } from './batches/batch-gateway.js';
+import { createBatchRepo } from './batches/batch-repo.js';
+import { createBatchSettlement, type BatchSettlementDeps } from './batches/batch-settlement.js';
 import { createUpstreamPools } from './upstreams.js';
 import { openConnections, warmProtocol } from './warm-up.js';
 
@@ -49,7 +52,7 @@ export interface GatewayPartsDeps {
   clock: Clock;
   logger: Logger;
   hasher: KeyHasher;
-  /** The connection secrets' key: request logs are sealed with it. */
+  /** The connection secrets' key: request logs are sealed with it, and a batch's poll opens its connection's key. */
   secretBox: SecretBox;
   /** Changes that decide a call: the cache drops what they touch; output bounds learned travel through it. */
   changes: ChangeFeed;
@@ -59,6 +62,8 @@ export interface GatewayPartsDeps {
   checkBudgets?: ((workspaceIds: string[]) => Promise<void>) | undefined;
   /** Told of every route breaker transition this process makes (docs/routes.md). */
   onBreakerTransition?: ((transition: BreakerTransition) => void) | undefined;
+  /** The batches' settlement: requests charged per statement, and told of each chunk (tests). */
+  batchSettlement?: Pick<BatchSettlementDeps, 'chunk' | 'charged'>;
 }
 
 /** Request logs sealed and written in one statement per batch (the recorder's, off the calls' path). */
@@ -154,6 +159,18 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
       deps.onBreakerTransition?.(transition);
     },
   });
+  // Batches (docs/batches.md): their leases and records are written on the app's pool, committed as the Admin API's are.
+  const batchRepo = createBatchRepo(deps.db);
+  const batches = createBatchGateway({
+    repo: batchRepo,
+    quotaRepo: createQuotaRepo(deps.db),
+    meter,
+    pools,
+    secretBox: deps.secretBox,
+    clock,
+    bodyLimitBytes: config.gatewayBodyLimitBytes,
+  });
+  const settlement = createBatchSettlement({ repo: batchRepo, pools, secretBox: deps.secretBox, clock, logger, ...deps.batchSettlement });
   metrics?.watchRecorder(() => recorder.stats());
   if (owned) metrics?.watchPool('gateway', db);
 
@@ -171,6 +188,10 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     meter,
     /** The routes this process serves and their targets' breakers. */
     routes,
+    /** The Batch API's requests (batches/batch-gateway.ts). */
+    batches,
+    /** The batches' settlement (batches/batch-settlement.ts): a round of the job `batch-settlement`. */
+    settleBatches: (now?: Date) => settlement.round(now),
     attemptMetrics: metrics && {
       attempt: metrics.routeAttempt,
       fallback: metrics.routeFallback,

@@ -45,8 +45,11 @@ import { pathOf } from '../web/request-target.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { protocolOf, protocolOfPath } from '../protocols/index.js';
 import { routeProfile, usableTargets } from './route-call.js';
+import { batchPathOf } from './batches/batch-gateway.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
+/** A path that may be one of the Batch API's (batchPathOf says, once the connection's protocol is known). */
+const BATCH_LIKE = /(?:^|\/)(?:files|batches)(?:\/|$)/i;
 
 export interface GatewayDeps {
   /** The process-wide parts (gateway-parts.ts). */
@@ -93,8 +96,12 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
     // A multipart upload is read on its way through, never held whole (upload.ts); any other body, whole.
     const boundary = boundaryOf(rawHeader(req.rawHeaders, 'content-type'));
     const limit = g.config.gatewayBodyLimitBytes;
-    body = boundary !== undefined ? readUpload(req, limit, boundary) : readBody(req, limit);
-    body.catch(() => {});
+    // A Batch API request (batches/batch-gateway.ts) reads its own body, once its access's rules are known.
+    const batchLike = BATCH_LIKE.test(target.route);
+    if (!batchLike) {
+      body = boundary !== undefined ? readUpload(req, limit, boundary) : readBody(req, limit);
+      body.catch(() => {});
+    }
     const { route, usable, entry } = await lookUpTarget(parts, credential, target.connectionId);
     looked = entry.row;
     const start: CallStart = {
@@ -124,6 +131,16 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
       return g.flow.refuse({ res, locals, call, target }, err);
     }
     const protocol = protocolOf(route ? routeProfile(auth.protocol_profile!) : auth.protocol_profile!);
+    const batchPath = batchLike && !route ? batchPathOf(protocol, method, target.route) : undefined;
+    if (batchPath) {
+      const r = { req, res, locals, entry, auth, protocol, target, path: batchPath };
+      const other = await parts.batches.handle(r, boundary);
+      // Not metered here (a file whose purpose is not a batch's...): a call as any other path is (its passthrough class decides).
+      if (!other) return;
+      if (other.body) body = Promise.resolve(other.body);
+    }
+    body ??= boundary !== undefined ? readUpload(req, limit, boundary) : readBody(req, limit);
+    body.catch(() => {});
     const inspector = protocol.inspectorFor(method, target.route);
     if (inspector) start.routeModel = protocol.routeModel?.(target.route);
     const call = parts.meter.open(entry, auth, inspector, start);
@@ -228,6 +245,8 @@ export function createGateway(deps: GatewayDeps) {
       const [reclaimed] = await Promise.all([quota.sweepExpired(now), rates.sweepExpired(now)]);
       return reclaimed;
     },
+    /** A round of the batches' settlement (the job `batch-settlement`): those due by `now` polled; how many. */
+    settleBatches: (now?: Date) => parts.settleBatches(now),
     /** Runs the lease heartbeat now (tests). */
     heartbeat: () => meter.heartbeat(),
     /** Writes the records a process that stopped left in the spool (at start). */

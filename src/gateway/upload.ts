@@ -46,6 +46,9 @@ interface Part {
 
 const CRLF_CRLF = Buffer.from('\r\n\r\n');
 
+/** Told the bytes of an upload's first file as they come, with the text fields read before it. */
+export type FileSink = (bytes: Buffer, fieldsBefore: Readonly<Record<string, string>>) => void;
+
 /** A multipart body's parts read as its bytes come (RFC 7578): what FormRead keeps of them. */
 export class FormScanner {
   private readonly delimiter: Buffer;
@@ -64,7 +67,14 @@ export class FormScanner {
   private parts = 0;
   private bytes = 0;
 
-  constructor(boundary: string) {
+  /**
+   * `onFile`: told the bytes of the upload's first file as they come, with the text fields read before it (a batch's
+   * JSONL, read line by line: batches/batch-lines.ts); what it throws refuses the upload.
+   */
+  constructor(
+    boundary: string,
+    private readonly onFile?: FileSink,
+  ) {
     this.delimiter = Buffer.from(`\r\n--${boundary}`);
   }
 
@@ -164,6 +174,7 @@ export class FormScanner {
     if (!part || !bytes.length) return;
     const file = part.file;
     if (file) {
+      if (this.onFile && this.files.length === 0) this.onFile(bytes, this.fields);
       if (file.head.length < FORM_FILE_HEAD) file.head = Buffer.concat([file.head, bytes.subarray(0, FORM_FILE_HEAD - file.head.length)]);
       file.size += bytes.length;
       return;
@@ -265,11 +276,12 @@ export type Sendable = Buffer | Upload;
 
 /**
  * A multipart request's body, read and spooled as it comes (the client paused while the spool file catches up);
- * 413 past `limit` bytes, 400 for a malformed body. The spool file of a body that fails is deleted.
+ * 413 past `limit` bytes, 400 for a malformed body (or what `onFile` throws). The spool file of a body that fails is
+ * deleted.
  */
-export function readUpload(req: IncomingMessage, limit: number, boundary: string): Promise<Upload> {
+export function readUpload(req: IncomingMessage, limit: number, boundary: string, onFile?: FileSink): Promise<Upload> {
   return new Promise((resolve, reject) => {
-    const scanner = new FormScanner(boundary);
+    const scanner = new FormScanner(boundary, onFile);
     let chunks: Buffer[] | null = [];
     let size = 0;
     let file: WriteStream | undefined;

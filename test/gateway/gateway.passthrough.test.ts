@@ -67,7 +67,8 @@ async function outcome(call: () => Promise<{ response: Response }>): Promise<{ o
 
 const files = (tenant: Tenant) => outcome(() => openAiFor(tenant).files.list().withResponse());
 const fineTuning = (tenant: Tenant) => outcome(() => openAiFor(tenant).fineTuning.jobs.list().withResponse());
-const batches = (tenant: Tenant) => outcome(() => openAiFor(tenant).batches.list().withResponse());
+// Evals: the Batch API is metered on OpenAI connections (docs/batches.md), no longer a passthrough class there.
+const evals = (tenant: Tenant) => outcome(() => openAiFor(tenant).evals.list().withResponse());
 
 /** A raw call of the tenant's gateway (a path no SDK method names). */
 const raw = (tenant: Tenant, method: string, path: string, headers: Record<string, string> = {}) =>
@@ -132,11 +133,11 @@ describe('a workspace that lets `files` through', () => {
 
   it('lets a class through from the next call once the workspace adds it, and stops when it removes it', async () => {
     const other = await createTenant(t, { baseUrl: up.url, providerKey: KEY, passthroughClasses: ['files'] });
-    expect(await batches(other)).toMatchObject({ ok: false, status: 409, passthroughClass: 'batches' });
+    expect(await evals(other)).toMatchObject({ ok: false, status: 409, passthroughClass: 'evals' });
     const path = { workspaceId: other.workspaceId };
-    const opened = await updateWorkspace({ client: t.client, path, body: { passthroughClasses: ['batches', 'files'] } });
-    expect(opened.data).toMatchObject({ passthroughClasses: ['files', 'batches'], allowUnmeteredPassthrough: false });
-    expect((await batches(other)).ok).toBe(true);
+    const opened = await updateWorkspace({ client: t.client, path, body: { passthroughClasses: ['evals', 'files'] } });
+    expect(opened.data).toMatchObject({ passthroughClasses: ['files', 'evals'], allowUnmeteredPassthrough: false });
+    expect((await evals(other)).ok).toBe(true);
     await updateWorkspace({ client: t.client, path, body: { passthroughClasses: [] } });
     expect(await files(other)).toMatchObject({ ok: false, status: 409, passthroughClass: 'files' });
     const audited = await t.database
@@ -144,7 +145,7 @@ describe('a workspace that lets `files` through', () => {
       .where({ resource_id: other.workspaceId, action: 'workspace.updated' })
       .orderBy(['created_at', 'id']);
     expect(audited.map((a: { changes: unknown }) => a.changes)).toEqual([
-      { passthroughClasses: ['batches', 'files'] },
+      { passthroughClasses: ['evals', 'files'] },
       { passthroughClasses: [] },
     ]);
   });
@@ -152,7 +153,7 @@ describe('a workspace that lets `files` through', () => {
 
 describe("a plan's passthrough classes", () => {
   it('let its users through while another plan of the workspace refuses them; changed on a published plan, they apply to the next call', async () => {
-    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, planPassthroughClasses: ['batches'] });
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, planPassthroughClasses: ['evals'] });
     const { plan: other } = await activePlan(t.client, tenant.workspaceId, { key: `${tenant.planId.slice(-8)}-other` });
     expect(other.passthroughClasses).toEqual([]);
     const user = await provisionWorkspaceUser({
@@ -162,35 +163,35 @@ describe("a plan's passthrough classes", () => {
     });
     const onOther: Tenant = { ...tenant, accessId: user.data!.access.id, apiKey: user.data!.apiKey!, planId: other.id };
 
-    expect((await batches(tenant)).ok).toBe(true);
-    expect(await batches(onOther)).toMatchObject({ ok: false, status: 409, code: 'unmetered_endpoint', passthroughClass: 'batches' });
+    expect((await evals(tenant)).ok).toBe(true);
+    expect(await evals(onOther)).toMatchObject({ ok: false, status: 409, code: 'unmetered_endpoint', passthroughClass: 'evals' });
     // The workspace lets nothing through: the plan's classes are the ones its users get.
     expect(await files(tenant)).toMatchObject({ ok: false, status: 409, passthroughClass: 'files' });
 
     // Both plans are published: updatePlan refuses, setPlanPassthroughClasses replaces them.
-    const draftOnly = await updatePlan({ client: t.client, path: { planId: other.id }, body: { passthroughClasses: ['batches'] } });
+    const draftOnly = await updatePlan({ client: t.client, path: { planId: other.id }, body: { passthroughClasses: ['evals'] } });
     expect(draftOnly.response.status).toBe(409);
     expect(draftOnly.error).toMatchObject({ error: { code: 'plan_not_draft' } });
     const set = await setPlanPassthroughClasses({
       client: t.client,
       path: { planId: other.id },
-      body: { passthroughClasses: ['fine_tuning', 'batches'] },
+      body: { passthroughClasses: ['fine_tuning', 'evals'] },
     });
     expect(set.response.status).toBe(200);
-    expect(set.data).toMatchObject({ status: 'ACTIVE', passthroughClasses: ['batches', 'fine_tuning'] });
-    expect((await batches(onOther)).ok).toBe(true);
+    expect(set.data).toMatchObject({ status: 'ACTIVE', passthroughClasses: ['fine_tuning', 'evals'] });
+    expect((await evals(onOther)).ok).toBe(true);
     expect((await fineTuning(onOther)).ok).toBe(true);
     await setPlanPassthroughClasses({ client: t.client, path: { planId: tenant.planId }, body: { passthroughClasses: [] } });
-    expect(await batches(tenant)).toMatchObject({ ok: false, status: 409, passthroughClass: 'batches' });
+    expect(await evals(tenant)).toMatchObject({ ok: false, status: 409, passthroughClass: 'evals' });
     expect((await getPlan({ client: t.client, path: { planId: tenant.planId } })).data).toMatchObject({ passthroughClasses: [] });
 
     const audited = await t.database.db('audit_logs').where({ resource_id: other.id, action: 'plan.passthrough_classes_changed' });
-    expect(audited.map((a: { changes: unknown }) => a.changes)).toEqual([{ before: [], after: ['batches', 'fine_tuning'] }]);
+    expect(audited.map((a: { changes: unknown }) => a.changes)).toEqual([{ before: [], after: ['fine_tuning', 'evals'] }]);
     // The same classes again change nothing, and are not audited again.
     await setPlanPassthroughClasses({
       client: t.client,
       path: { planId: other.id },
-      body: { passthroughClasses: ['batches', 'fine_tuning'] },
+      body: { passthroughClasses: ['evals', 'fine_tuning'] },
     });
     expect(await t.database.db('audit_logs').where({ resource_id: other.id, action: 'plan.passthrough_classes_changed' })).toHaveLength(1);
   });
@@ -199,7 +200,7 @@ describe("a plan's passthrough classes", () => {
 describe('the deprecated allowUnmeteredPassthrough', () => {
   it('lets every class through, `other` too', async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, allowUnmeteredPassthrough: true });
-    for (const call of [files, fineTuning, batches]) expect((await call(tenant)).ok).toBe(true);
+    for (const call of [files, fineTuning, evals]) expect((await call(tenant)).ok).toBe(true);
     const unknown = await raw(tenant, 'GET', 'v1/organization/projects');
     // Forwarded: the fake has no such route, and its own 404 comes back.
     expect(unknown.status).toBe(404);
@@ -238,7 +239,7 @@ describe('the budget', () => {
 });
 
 describe('on an anthropic connection', () => {
-  it("classes its files and its message batches, the refusal in Anthropic's error shape", async () => {
+  it("classes its files and other paths (its message batches are metered), the refusals in Anthropic's error shape", async () => {
     const tenant = await createTenant(t, {
       profile: 'anthropic',
       baseUrl: anthropicUp.url,
@@ -257,12 +258,17 @@ describe('on an anthropic connection', () => {
       headers: { ...headers, 'content-type': 'application/json' },
       body: '{"requests":[]}',
     });
-    expect(refused.status).toBe(409);
+    // Message Batches are metered (docs/batches.md): a batch of no request is refused as a bad request.
+    expect(refused.status).toBe(400);
     const body = await refused.json();
-    expect(body).toMatchObject({ type: 'error', error: { code: 'unmetered_endpoint', passthrough_class: 'batches' } });
-    expect(body.error.message).toContain(
-      "POST v1/messages/batches is not metered on an 'anthropic' connection: its passthrough class 'batches'",
-    );
+    expect(body).toMatchObject({ type: 'error', error: { code: 'invalid_parameter', param: 'requests' } });
+    const unmetered = await gatewayFetch()(`${tenant.gatewayBaseUrl}/v1/complete`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(unmetered.status).toBe(409);
+    expect((await unmetered.json()).error).toMatchObject({ code: 'unmetered_endpoint', passthrough_class: 'other' });
     expect(anthropicUp.requests.length).toBe(before + 1);
   });
 });
@@ -277,7 +283,7 @@ describe('a bad class', () => {
       baseUrl: up.url,
       providerKey: KEY,
       passthroughClasses: ['files'],
-      planPassthroughClasses: ['batches'],
+      planPassthroughClasses: ['evals'],
     });
     const onWorkspace = await updateWorkspace({
       client: t.client,
@@ -294,7 +300,7 @@ describe('a bad class', () => {
     expect(onPlan.response.status).toBe(400);
     expect(onPlan.error).toMatchObject({ error: { code: 'invalid_parameter', param } });
     expect((await files(tenant)).ok).toBe(true);
-    expect((await batches(tenant)).ok).toBe(true);
-    expect((await getPlan({ client: t.client, path: { planId: tenant.planId } })).data).toMatchObject({ passthroughClasses: ['batches'] });
+    expect((await evals(tenant)).ok).toBe(true);
+    expect((await getPlan({ client: t.client, path: { planId: tenant.planId } })).data).toMatchObject({ passthroughClasses: ['evals'] });
   });
 });

@@ -31,6 +31,7 @@ const CATALOGUE: Record<WebhookEventType, string> = {
   'billing.subscription_changed': 'an external subscription was first seen, or its status or plan changed',
   'webhook_endpoint.disabled': 'Nexus disabled an endpoint (a 410, or failing too long); sent to the others',
   'webhook.test': 'a test event, to one endpoint',
+  'batch.completed': 'a batch made through the gateway was settled: its requests that ran charged, the rest released',
 };
 const EVENT_TYPES = Object.keys(CATALOGUE) as WebhookEventType[];
 

@@ -14,6 +14,7 @@ const EVENT_TYPES = [
   'billing.subscription_changed',
   'webhook_endpoint.disabled',
   'webhook.test',
+  'batch.completed',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -61,4 +62,16 @@ export interface EventData {
   };
   'webhook_endpoint.disabled': { webhookEndpointId: string; reason: 'failing' | 'gone'; failingSince?: string };
   'webhook.test': { webhookEndpointId: string };
+  /** Raised by the statement that settles a batch (src/gateway/batches/batch-sql.ts, FINISH_SQL). */
+  'batch.completed': {
+    workspaceAccessId: string;
+    invocationId: string;
+    batchId: string;
+    status: string;
+    requests: number;
+    settledRequests: number;
+    boundUnits: string;
+    settledUnits: string;
+    costMicros: string;
+  };
 }

@@ -34,18 +34,19 @@ const kindsCost = (s: string) => `coalesce(${s}.audio_input_tokens, 0) * coalesc
  * when the price has none, or when the answer did not report them apart (null). Then its other kinds (kind-sql.ts):
  * `images` at the price of their `image_tier`, else the price per image; `audio_ms` at the price per second;
  * `characters` at the price per million characters (a kind the price sets no price for costs nothing under it); and
- * the price per call, once.
+ * the price per call, once. `scale`: a factor of the whole cost before it is rounded (a batch's requests: the batch
+ * tier, docs/batches.md); none: 1.
  */
-export const priceOfCall = (s: string) => `left join lateral (
+export const priceOfCall = (s: string, scale?: string) => `left join lateral (
   select mp.id, mp.per_call,
-         round(greatest(${s}.input_tokens - ${s}.cached_tokens - coalesce(${s}.cache_write_tokens, 0)
+         round(${scale ? '(' : ''}greatest(${s}.input_tokens - ${s}.cached_tokens - coalesce(${s}.cache_write_tokens, 0)
                         - coalesce(${s}.audio_input_tokens, 0) - coalesce(${s}.image_input_tokens, 0), 0) * mp.input_per_million
              + ${s}.cached_tokens * coalesce(mp.cached_input_per_million, mp.input_per_million)
              + least(coalesce(${s}.cache_write_tokens, 0), ${s}.input_tokens) * coalesce(mp.cache_write_per_million, mp.input_per_million)
              + greatest(${s}.output_tokens - coalesce(${s}.reasoning_tokens, 0)
                         - coalesce(${s}.audio_output_tokens, 0) - coalesce(${s}.image_output_tokens, 0), 0) * mp.output_per_million
              + least(coalesce(${s}.reasoning_tokens, 0), ${s}.output_tokens) * coalesce(mp.reasoning_per_million, mp.output_per_million)
-             + ${kindsCost(s)})::bigint as cost_micros
+             + ${kindsCost(s)}${scale ? `) * ${scale}` : ''})::bigint as cost_micros
     from model_prices mp
    where mp.workspace_id = ${s}.workspace_id
      and mp.effective_from <= ${s}.call_started_at and (mp.effective_to is null or mp.effective_to > ${s}.call_started_at)

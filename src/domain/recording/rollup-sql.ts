@@ -49,14 +49,14 @@ export const ROLLED_EVENT_COLUMNS =
  * The rollup's rows of the invocations `calls` and the usage events `events` (relations with the columns above), one
  * per call and per event, before they are summed.
  */
-const contributions = (calls: string, events: string) => `
+const contributions = (calls: string, events: string, attribution = calls) => `
   select e.workspace_id, date_bin('1 hour', e.created_at, ${EPOCH}) as hour, e.workspace_access_id,
          coalesce(e.model, '') as model, coalesce(c.provider_connection_id::text, '') as provider_connection_id,
          coalesce(c.inference_key_id::text, '') as inference_key_id, coalesce(c.plan_id::text, '') as plan_id,
          e.units, e.input_tokens, e.cached_input_tokens, e.output_tokens, 1 as events, coalesce(e.cost_micros, 0) as cost_micros,
          case when e.kind = 'USAGE' and e.price_id is null then 1 else 0 end as unpriced_events,
          0 as calls, 0 as failed_calls, 0 as refused_calls, ${KIND_COUNTS.map((k) => `coalesce(e.${k}, 0) as ${k}`).join(', ')}
-    from ${events} e left join ${calls} c on c.id = e.invocation_id
+    from ${events} e left join ${attribution} c on c.id = e.invocation_id
   union all
   select c.workspace_id, date_bin('1 hour', coalesce(e.created_at, c.completed_at, c.started_at), ${EPOCH}), c.workspace_access_id,
          case when e.id is null then coalesce(nullif(c.attempt_upstream_model, ''), c.requested_model) else coalesce(e.model, '') end,
@@ -67,9 +67,9 @@ const contributions = (calls: string, events: string) => `
     from ${calls} c left join ${events} e on e.invocation_id = c.id and e.kind = 'USAGE'
    where c.session is null`;
 
-const summed = (calls: string, events: string) => `
+const summed = (calls: string, events: string, attribution?: string) => `
   select ${KEY}, ${ROLLUP_SUMS.map((s) => `sum(${s}) as ${s}`).join(', ')}
-    from (${contributions(calls, events)}) x
+    from (${contributions(calls, events, attribution)}) x
    group by ${KEY}`;
 
 /** The key of usage_key_rollups: usage_rollups' without model, connection and plan. */
@@ -89,9 +89,11 @@ const addTo = (table: string, key: string) => `
 /**
  * The CTEs that add the invocations `calls` and the usage events `events` (relations with the columns
  * ROLLED_CALL_COLUMNS and ROLLED_EVENT_COLUMNS) to usage_rollups and usage_key_rollups, summed once
- * (`rolled_rows`); for the statement that writes them (or a `with` of its own).
+ * (`rolled_rows`); for the statement that writes them (or a `with` of its own). `attribution`: the invocations the
+ * events are counted under when they are not among `calls` (a batch's requests, settled before its invocation is
+ * recorded: batch-settlement-sql.ts); none: `calls`.
  */
-export const rollUpCtes = (calls: string, events: string) => `rolled_rows as (${summed(calls, events)}
+export const rollUpCtes = (calls: string, events: string, attribution?: string) => `rolled_rows as (${summed(calls, events, attribution)}
 ), rolled as (
   insert into usage_rollups as r (${KEY}, ${ROLLUP_SUMS.join(', ')})
   select * from rolled_rows order by ${KEY}${addTo('r', KEY)}

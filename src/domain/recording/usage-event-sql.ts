@@ -16,15 +16,15 @@ const USAGE_COLUMNS = `id, workspace_id, workspace_access_id, quota_period_id, l
 /**
  * The events of the calls of CTE `settled` (one row per call: its lease `id`, period, bound, units, `charged`, the
  * events' ids, tokens, model, pricing, `at`, and what price-sql.ts reads), as `u` (USAGE) and `a` (ADJUSTMENT),
- * both in `new_events` for the rollups (rollup-sql.ts).
+ * both in `new_events` for the rollups (rollup-sql.ts). `costScale`: the factor of each cost (price-sql.ts).
  */
-export const usageEventCtes = (settled: string) => `u as (
+export const usageEventCtes = (settled: string, costScale?: string) => `u as (
   insert into usage_events (${USAGE_COLUMNS})
   select s.usage_id, s.workspace_id, s.workspace_access_id, s.quota_period_id, s.id, s.invocation_id, 'USAGE',
          least(s.units, s.bound), s.input_tokens, s.cached_tokens, s.output_tokens, s.model, null, s.at,
          s.model_rule, s.input_ppm, s.cached_ppm, s.output_ppm, mp.cost_micros, mp.id, s.cache_write_tokens, s.reasoning_tokens,
          ${kindColumnsOf('s')}
-    from ${settled} s ${priceOfCall('s')}
+    from ${settled} s ${priceOfCall('s', costScale)}
    where s.charged and (s.per_call_only is null or mp.per_call is not null)
   returning ${ROLLED_EVENT_COLUMNS}
 ), a as (

@@ -39,7 +39,7 @@ export function startOpenAiUpstream(options: UpstreamKeys): Promise<FakeUpstream
       return json(res, 200, { id: path.slice('/v1/files/'.length), object: 'file', deleted: true });
     }
     // An account's stored objects, listed (what the passthrough classes' tests read): none.
-    if (req.method === 'GET' && /^\/v1\/(?:files|batches|fine_tuning\/jobs)$/.test(path!)) {
+    if (req.method === 'GET' && /^\/v1\/(?:files|batches|fine_tuning\/jobs|evals)$/.test(path!)) {
       return json(res, 200, { object: 'list', data: [], has_more: false });
     }
     if (req.method !== 'POST') return json(res, 404, { error: { message: `no route ${req.method} ${path}` } });

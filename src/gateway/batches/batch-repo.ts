@@ -1,0 +1,206 @@
+/**
+ * The rows of batches (docs/batches.md, migration 20261209010000): the input files Nexus read, the batches admitted
+ * on them, and the statements that claim, settle and finish a batch (batch-sql.ts).
+ */
+import type { Queryable } from '../../db/database.js';
+import { FINISH_SQL, SETTLE_REQUESTS_SQL } from './batch-sql.js';
+
+export interface BatchFileRow {
+  id: string;
+  workspace_id: string;
+  workspace_access_id: string;
+  provider_connection_id: string;
+  upstream_file_id: string;
+  requests: number;
+  bound_units: bigint;
+  bound_tokens: bigint;
+  /** The plan's pricing of each model the file names, by model (StoredPricing). */
+  pricing: Record<string, StoredPricing>;
+  created_at: Date;
+}
+
+/** A model's pricing as a batch keeps it: the rule's pattern and its text multipliers, as decimal strings. */
+export interface StoredPricing {
+  rule: string | null;
+  input: string;
+  cached: string;
+  output: string;
+}
+
+type BatchStatus = 'OPEN' | 'SETTLED';
+
+export interface BatchRow {
+  id: string;
+  workspace_id: string;
+  workspace_access_id: string;
+  provider_connection_id: string;
+  inference_key_id: string;
+  plan_id: string | null;
+  batch_file_id: string;
+  upstream_batch_id: string;
+  path_prefix: string;
+  search: string;
+  request_id: string;
+  endpoint: string;
+  model: string;
+  invocation_id: string;
+  lease_id: string;
+  quota_period_id: string;
+  status: BatchStatus;
+  upstream_status: string;
+  requests: number;
+  bound_units: bigint;
+  settled_requests: number;
+  settled_units: bigint;
+  cost_micros: bigint;
+  output_file_id: string | null;
+  error_file_id: string | null;
+  created_at: Date;
+  expires_at: Date;
+  next_poll_at: Date;
+  settled_at: Date | null;
+}
+
+/** A request read from a batch's output file, to be charged (SETTLE_REQUESTS_SQL's rows). */
+export interface SettledRequest {
+  custom_id: string;
+  /** The request's own id (its usage event's invocation). */
+  request_id: string;
+  usage_id: string;
+  units: string;
+  input_tokens: string;
+  cached_tokens: string;
+  output_tokens: string;
+  reasoning_tokens: string | null;
+  model: string | null;
+  requested_model: string;
+  model_rule: string | null;
+  input_ppm: string;
+  cached_ppm: string;
+  output_ppm: string;
+}
+
+/** Where a batch of an access is found: its connection and the provider's id. */
+interface Owned {
+  connectionId: string;
+  accessId: string;
+}
+
+export function createBatchRepo(db: Queryable) {
+  return {
+    async insertFile(row: BatchFileRow): Promise<void> {
+      await db('batch_files').insert({ ...row, pricing: JSON.stringify(row.pricing) });
+    },
+
+    /** The input file an access uploaded through Nexus on a connection. */
+    async findFile(o: Owned, upstreamFileId: string): Promise<BatchFileRow | undefined> {
+      return db('batch_files')
+        .where({ provider_connection_id: o.connectionId, workspace_access_id: o.accessId, upstream_file_id: upstreamFileId })
+        .first();
+    },
+
+    /** Whether the access may read a provider file: one it uploaded, or the output or error file of one of its batches. */
+    async ownsFile(o: Owned, upstreamFileId: string): Promise<boolean> {
+      const row = await db.raw<{ rows: { owned: boolean }[] }>(
+        `select exists (select 1 from batch_files where provider_connection_id = :c and workspace_access_id = :a and upstream_file_id = :f)
+             or exists (select 1 from batches where provider_connection_id = :c and workspace_access_id = :a
+                          and (output_file_id = :f or error_file_id = :f)) as owned`,
+        { c: o.connectionId, a: o.accessId, f: upstreamFileId },
+      );
+      return row.rows[0]!.owned;
+    },
+
+    async insertBatch(row: Omit<BatchRow, 'settled_requests' | 'settled_units' | 'cost_micros' | 'settled_at'>): Promise<void> {
+      await db('batches').insert(row);
+    },
+
+    async findBatch(o: Owned, upstreamBatchId: string): Promise<BatchRow | undefined> {
+      return db('batches')
+        .where({ provider_connection_id: o.connectionId, workspace_access_id: o.accessId, upstream_batch_id: upstreamBatchId })
+        .first();
+    },
+
+    async byId(id: string): Promise<BatchRow | undefined> {
+      return db('batches').where({ id }).first();
+    },
+
+    /** The provider ids of the access's batches on a connection. */
+    async batchIds(o: Owned): Promise<Set<string>> {
+      const ids: string[] = await db('batches')
+        .where({ provider_connection_id: o.connectionId, workspace_access_id: o.accessId })
+        .pluck('upstream_batch_id');
+      return new Set(ids);
+    },
+
+    /** The output and error files a batch's answer named (what its access may then read). */
+    async noteFiles(id: string, outputFileId: string | null, errorFileId: string | null): Promise<void> {
+      await db('batches')
+        .where({ id })
+        .update({
+          output_file_id: db.raw('coalesce(?, output_file_id)', [outputFileId]),
+          error_file_id: db.raw('coalesce(?, error_file_id)', [errorFileId]),
+        });
+    },
+
+    /**
+     * Up to `limit` OPEN batches due by `now`, claimed for `claimMs`: their next poll pushed past the claim in the
+     * statement that takes them (skip locked: processes claiming at once take each batch once). A process that dies
+     * with a claim leaves the batch to the first claim after it.
+     */
+    async claimDue(now: Date, claimMs: number, limit: number): Promise<BatchRow[]> {
+      const result = await db.raw<{ rows: BatchRow[] }>(
+        `update batches set next_poll_at = cast(:until as timestamptz)
+          where id in (select id from batches where status = 'OPEN' and next_poll_at <= :now
+                        order by next_poll_at limit :limit for update skip locked)
+          returning *`,
+        { now, until: new Date(now.getTime() + claimMs), limit },
+      );
+      return result.rows;
+    },
+
+    /** The provider's status seen, and the next poll. */
+    async polled(id: string, upstreamStatus: string, nextPollAt: Date): Promise<void> {
+      await db('batches').where({ id, status: 'OPEN' }).update({ upstream_status: upstreamStatus, next_poll_at: nextPollAt });
+    },
+
+    /** Charges the requests (once each); returns how many were charged now and their units. */
+    async settleRequests(batchId: string, rows: SettledRequest[], now: Date): Promise<{ requests: number; units: bigint }> {
+      const result = await db.raw<{ rows: { requests: bigint; units: bigint }[] }>(SETTLE_REQUESTS_SQL, {
+        batchId,
+        now,
+        rows: JSON.stringify(rows),
+      });
+      const row = result.rows[0]!;
+      return { requests: Number(row.requests), units: BigInt(row.units) };
+    },
+
+    /** The batch settled (FINISH_SQL); undefined when it was already. */
+    async finish(
+      batchId: string,
+      f: { now: Date; upstreamStatus: string; status: string; errorCode: string | null },
+    ): Promise<BatchRow | undefined> {
+      const result = await db.raw<{ rows: BatchRow[] }>(FINISH_SQL, { batchId, ...f });
+      return result.rows[0];
+    },
+
+    /** The pricing of each model of a batch's input file. */
+    async filePricing(fileId: string): Promise<Record<string, StoredPricing>> {
+      const row: { pricing: Record<string, StoredPricing> } = await db('batch_files').where({ id: fileId }).first('pricing');
+      return row.pricing;
+    },
+
+    /** What the poller needs of a connection: its base URL, its sealed key, its protocol. */
+    async connection(
+      id: string,
+    ): Promise<
+      | { id: string; base_url: string; api_key_ciphertext: string; api_key_key_id: string; protocol_profile: string; status: string }
+      | undefined
+    > {
+      return db('provider_connections')
+        .where({ id })
+        .first('id', 'base_url', 'api_key_ciphertext', 'api_key_key_id', 'protocol_profile', 'status');
+    },
+  };
+}
+
+export type BatchRepo = ReturnType<typeof createBatchRepo>;
