@@ -22,4 +22,10 @@ cp package.json package-lock.json LICENSE "$out/"
 cp -al node_modules "$out/node_modules" 2>/dev/null || { rm -rf "$out/node_modules"; cp -R node_modules "$out/node_modules"; }
 rm -f "$out/node_modules/.package-lock.json"
 (cd "$out" && npm prune --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error)
+# gpt-tokenizer's TypeScript sources and the vocabularies of encodings Nexus does not count with (it reads
+# o200k_base.tiktoken only: src/protocols/o200k-vocabulary.ts) are not run.
+rm -rf "$out/node_modules/gpt-tokenizer/src"
+for unused in cl100k_base.tiktoken p50k_base.tiktoken r50k_base.tiktoken TestPlans.txt; do
+  rm -f "$out/node_modules/gpt-tokenizer/data/$unused"
+done
 find "$out/node_modules" -type d -empty -delete

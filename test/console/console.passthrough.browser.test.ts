@@ -66,7 +66,7 @@ describe.skipIf(!executablePath)('the console: passthrough classes of a workspac
     const saved = await getWorkspace({ client: t.client, path: { workspaceId: tenant.workspaceId } });
     expect(saved.data!.passthroughClasses).toEqual(['files', 'fine_tuning']);
     expect(await gateway('v1/files')).toBe(200);
-    expect(await gateway('v1/batches')).toBe(409);
+    expect(await gateway('v1/evals')).toBe(409);
 
     await page.reload();
     await page.getByRole('heading', { name: 'Workspace settings', level: 1 }).waitFor();
@@ -100,14 +100,14 @@ describe.skipIf(!executablePath)('the console: passthrough classes of a workspac
     await go('Plans and strategies');
     const row = page.getByRole('row', { name: /passthrough.*ACTIVE/ });
     await row.getByRole('button', { name: 'Passthrough' }).click();
-    await box('planPassthrough', 'batches').check();
+    await box('planPassthrough', 'evals').check();
     await page
       .getByRole('form', { name: 'Passthrough classes of passthrough' })
       .getByRole('button', { name: 'Save passthrough classes' })
       .click();
-    await page.getByRole('row', { name: /passthrough.*ACTIVE.*batches/ }).waitFor();
-    expect((await getPlan({ client: t.client, path: { planId: tenant.planId } })).data!.passthroughClasses).toEqual(['batches']);
-    expect(await gateway('v1/batches')).toBe(200);
+    await page.getByRole('row', { name: /passthrough.*ACTIVE.*evals/ }).waitFor();
+    expect((await getPlan({ client: t.client, path: { planId: tenant.planId } })).data!.passthroughClasses).toEqual(['evals']);
+    expect(await gateway('v1/evals')).toBe(200);
 
     await unfold(page, 'New plan');
     const draft = page.getByRole('form', { name: 'Draft a plan' });

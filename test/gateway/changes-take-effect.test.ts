@@ -274,13 +274,13 @@ describe.runIf(usesPostgres)('another process applies the change through LISTEN/
     let from = Date.now();
     await until(async () => (await files()) === 200, ELSEWHERE_WITHIN_MS);
     expect(Date.now() - from).toBeLessThan(ELSEWHERE_WITHIN_MS);
-    // The plan's classes: the workspace lets batches through no more, the plan does, then stops.
-    const batches = async () => (await fetch(`${on(x, b.url)}/v1/batches`, { headers: { authorization: `Bearer ${x.apiKey}` } })).status;
-    await setPlanPassthroughClasses({ client: t.client, path: { planId: x.planId }, body: { passthroughClasses: ['batches'] } });
-    await until(async () => (await batches()) === 200, ELSEWHERE_WITHIN_MS);
+    // The plan's classes: the workspace lets evals through no more, the plan does, then stops.
+    const evals = async () => (await fetch(`${on(x, b.url)}/v1/evals`, { headers: { authorization: `Bearer ${x.apiKey}` } })).status;
+    await setPlanPassthroughClasses({ client: t.client, path: { planId: x.planId }, body: { passthroughClasses: ['evals'] } });
+    await until(async () => (await evals()) === 200, ELSEWHERE_WITHIN_MS);
     from = Date.now();
     await setPlanPassthroughClasses({ client: t.client, path: { planId: x.planId }, body: { passthroughClasses: [] } });
-    await until(async () => (await batches()) === 409, ELSEWHERE_WITHIN_MS);
+    await until(async () => (await evals()) === 409, ELSEWHERE_WITHIN_MS);
     expect(Date.now() - from).toBeLessThan(ELSEWHERE_WITHIN_MS);
   });
 

@@ -177,7 +177,8 @@ interface RawUpload {
 /**
  * A raw upload of `length` bytes to a refused path: its headers and `first` bytes, then, once the answer has come
  * (`afterAnswer`) or at once, the rest in 64 KB writes, each after the last was taken, until all is sent or the
- * server closes.
+ * server closes. The path is an unmetered endpoint (evals), refused before its body is read (a Batch API upload,
+ * v1/files, is read to its purpose first).
  */
 function rawUpload(tenant: Tenant, length: number, first: number, afterAnswer: boolean): Promise<RawUpload> {
   const { port } = new URL(t.url);
@@ -217,7 +218,7 @@ function rawUpload(tenant: Tenant, length: number, first: number, afterAnswer: b
     socket.on('close', done);
     socket.on('connect', () => {
       socket.write(
-        `POST /providers/${tenant.connectionId}/v1/files HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n` +
+        `POST /providers/${tenant.connectionId}/v1/evals HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n` +
           `authorization: Bearer ${tenant.apiKey}\r\ncontent-type: multipart/form-data; boundary=x\r\n` +
           `content-length: ${length}\r\n\r\n`,
       );

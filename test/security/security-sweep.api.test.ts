@@ -109,6 +109,7 @@ function bodyOf(operationId: string, a: Fixtures): unknown {
     addOwner: { email: 'sweep@example.com' },
     createInvitation: { email: 'sweep@example.com', role: 'viewer' },
     updateWorkspace: { name: 'hijacked' },
+    updateRetentionPolicy: { detailDays: 30, rollupDays: 365 },
     createProviderConnection: { name: 'sweep', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
     testProviderConnection: { protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:9', apiKey: testProviderKey('sweep') },
     updateProviderConnection: { name: 'hijacked' },

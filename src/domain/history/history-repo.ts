@@ -42,13 +42,20 @@ const UNSETTLED_PERIOD = `(q.period_end > :now or exists (
                         where r.billing_connection_id = c.id and r.status = 'SUCCEEDED' and r.finished_at >= q.period_end)))`;
 
 /**
+ * How long the history job waits for a lock: well under PostgreSQL's deadlock_timeout (1 s). Making or dropping a
+ * partition locks its table and then the tables its foreign keys name (workspaces...), which a call's or a change's
+ * transaction may hold while it waits for the first: the job gives up first (and tries again next round), so it is
+ * never a call's transaction that the deadlock check ends.
+ */
+export const HISTORY_LOCK_TIMEOUT_MS = 200;
+
+/**
  * Creates the month of `at` as a partition of `table` unless it exists; true when it made it. Making a partition locks
- * its table: it waits at most a second for the lock (else it fails, and the job tries again next round), so no call's
- * insert queues behind it for longer.
+ * its table: it waits at most HISTORY_LOCK_TIMEOUT_MS for the lock, so no call's insert queues behind it for longer.
  */
 export async function ensureMonth(db: Knex, table: HistoryTable, at: Date): Promise<boolean> {
   return db.transaction(async (tx) => {
-    await tx.raw(`select set_config('lock_timeout', '1000ms', true)`);
+    await tx.raw(`select set_config('lock_timeout', ?, true)`, [`${HISTORY_LOCK_TIMEOUT_MS}ms`]);
     const { rows } = await tx.raw<{ rows: { made: boolean }[] }>('select nexus_history_month(?, ?) as made', [table, at]);
     return rows[0]!.made;
   });

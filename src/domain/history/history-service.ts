@@ -20,6 +20,7 @@ import {
   deleteBatch,
   deleteRollupBatch,
   dropMonth,
+  HISTORY_LOCK_TIMEOUT_MS,
   ensureMonth,
   monthHoldsUnsettled,
   monthPartitions,
@@ -41,8 +42,6 @@ const DAY_MS = 86_400_000;
 /** What a round of retention removes at most per workspace and table (rows), and in how many batches. */
 const BATCH_ROWS = 5_000;
 const BATCHES_PER_ROUND = 20;
-/** How long a drop waits for its table's lock before it gives up until the next round. */
-const DROP_LOCK_TIMEOUT_MS = 1_000;
 
 interface RetentionPolicy {
   workspaceId: string;
@@ -104,7 +103,7 @@ async function dropExpiredMonths(deps: HistoryDeps, policies: RetentionPolicy[],
         continue;
       }
       if (deps.archive) await deps.archive(month);
-      await dropMonth(deps.db, month, DROP_LOCK_TIMEOUT_MS);
+      await dropMonth(deps.db, month, HISTORY_LOCK_TIMEOUT_MS);
       round.dropped.push(month.name);
     }
   }

@@ -24,7 +24,7 @@ const BATCH_COST_SCALE = '0.5';
 /** Each request charged as the rollups read it: as the batch's invocation, under the request's own id. */
 const CALLS_OF_REQUESTS = `select lc.request_id as id, b.workspace_id, b.workspace_access_id, b.provider_connection_id,
          b.inference_key_id, b.plan_id, 'SUCCEEDED'::text as status, b.model as requested_model, ''::text as attempt_upstream_model,
-         b.created_at as started_at, null::timestamptz as completed_at
+         b.created_at as started_at, null::timestamptz as completed_at, null::jsonb as session
     from lc cross join b`;
 
 const NO_KINDS = KIND_COLUMNS.map((c) => `null::${c === 'image_tier' ? 'text' : 'bigint'} as ${c}`).join(', ');
@@ -105,7 +105,7 @@ with b as (
          cast(:now as timestamptz), extract(epoch from (cast(:now as timestamptz) - b.created_at)) * 1000, b.plan_id,
          b.upstream_batch_id
     from b
-  on conflict (id) do nothing
+  on conflict (id, started_at) do nothing
   returning ${ROLLED_CALL_COLUMNS}
 ), no_events as (
   select ${ROLLED_EVENT_COLUMNS} from usage_events where false
