@@ -158,6 +158,96 @@ async function seed(client: pg.Client, tenant: Tenant, seats: Seat[], from: numb
   return (performance.now() - started) / 1e3;
 }
 
+/** The tenant's seats: each access, a key of it and its current quota period. */
+async function seatsOf(client: pg.Client, tenant: Tenant): Promise<Seat[]> {
+  return (
+    await client.query<Seat>(
+      `select a.id as "accessId", (select k.id from inference_keys k where k.workspace_access_id = a.id limit 1) as "keyId",
+              (select q.id from quota_periods q where q.workspace_access_id = a.id order by period_start desc limit 1) as "periodId"
+         from workspace_accesses a where a.workspace_id = $1`,
+      [tenant.workspaceId],
+    )
+  ).rows;
+}
+
+/** A held quota lease per user, its calls recorded against it. */
+async function openLeases(client: pg.Client, tenant: Tenant): Promise<Map<string, string>> {
+  const leases = new Map<string, string>();
+  for (const user of tenant.users) {
+    const id = newId();
+    await client.query(
+      `insert into quota_leases (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status,
+                                 request_id, created_at, expires_at)
+       select $1, workspace_id, workspace_access_id, id, 0, 0, 'HELD', 'bench-history', now(), now() + interval '1 day'
+         from quota_periods where workspace_access_id = $2 order by period_start desc limit 1`,
+      [id, user.accessId],
+    );
+    leases.set(user.accessId, id);
+  }
+  return leases;
+}
+
+interface MonthSize {
+  table: string;
+  name: string;
+  rows: string;
+  heap: string;
+  indexes: string;
+}
+
+/** The size of a month: each month's rows, heap and indexes printed for the oldest and the newest full ones. */
+async function reportMonths(client: pg.Client): Promise<MonthSize[]> {
+  const months = await client.query<MonthSize>(
+    `select p.relname as table, c.relname as name, c.reltuples::bigint as rows, pg_table_size(c.oid) as heap, pg_indexes_size(c.oid) as indexes
+       from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
+      where p.relname in ('invocations', 'usage_events') and c.reltuples > 0 order by c.relname`,
+  );
+  console.log('\nper month (the oldest and the newest full ones):');
+  for (const table of ['invocations', 'usage_events']) {
+    const rows = months.rows.filter((m) => m.table === table);
+    for (const m of [rows[1], rows[rows.length - 2]].filter(Boolean)) {
+      const bytes = Number(m!.heap) + Number(m!.indexes);
+      console.log(
+        `  ${m!.name.padEnd(24)} ${Number(m!.rows).toLocaleString('en').padStart(12)} rows  heap ${(Number(m!.heap) / 2 ** 20).toFixed(1)} MiB  ` +
+          `indexes ${(Number(m!.indexes) / 2 ** 20).toFixed(1)} MiB  ${(bytes / Number(m!.rows)).toFixed(0)} B/row`,
+      );
+    }
+  }
+  return months.rows;
+}
+
+/** The oldest month of each table dropped while calls are recorded: how long each drop took, and the slowest record meanwhile. */
+async function dropWhileRecording(client: pg.Client, months: MonthSize[], recordBatch: () => Promise<unknown>): Promise<void> {
+  let recording = true;
+  let slowest = 0;
+  let batches = 0;
+  const calls = (async () => {
+    while (recording) {
+      const started = performance.now();
+      await recordBatch();
+      slowest = Math.max(slowest, performance.now() - started);
+      batches++;
+    }
+  })();
+  await new Promise((r) => setTimeout(r, 500));
+  const before = slowest;
+  for (const table of ['invocations', 'usage_events']) {
+    const oldest = months.find((m) => m.table === table)!;
+    const started = performance.now();
+    await client.query('begin');
+    await client.query(`set local lock_timeout = '1s'`);
+    await client.query(`drop table ${oldest.name}`);
+    await client.query('commit');
+    console.log(
+      `\ndropped ${oldest.name} (${Number(oldest.rows).toLocaleString('en')} rows) in ${(performance.now() - started).toFixed(0)} ms`,
+    );
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  recording = false;
+  await calls;
+  console.log(`record batches meanwhile: ${batches}, slowest ${slowest.toFixed(0)} ms (before the drops: ${before.toFixed(0)} ms)`);
+}
+
 await withFreshNexus(
   'history',
   async ({ url: serverUrl, databaseUrl, rootKey, headers }) => {
@@ -174,26 +264,8 @@ await withFreshNexus(
         users: USERS,
         quotaUnits: 1_000_000_000_000n,
       });
-      const seats = (
-        await client.query<Seat>(
-          `select a.id as "accessId", (select k.id from inference_keys k where k.workspace_access_id = a.id limit 1) as "keyId",
-                  (select q.id from quota_periods q where q.workspace_access_id = a.id order by period_start desc limit 1) as "periodId"
-             from workspace_accesses a where a.workspace_id = $1`,
-          [tenant.workspaceId],
-        )
-      ).rows;
-      const leases = new Map<string, string>();
-      for (const user of tenant.users) {
-        const id = newId();
-        await client.query(
-          `insert into quota_leases (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status,
-                                     request_id, created_at, expires_at)
-           select $1, workspace_id, workspace_access_id, id, 0, 0, 'HELD', 'bench-history', now(), now() + interval '1 day'
-             from quota_periods where workspace_access_id = $2 order by period_start desc limit 1`,
-          [id, user.accessId],
-        );
-        leases.set(user.accessId, id);
-      }
+      const seats = await seatsOf(client, tenant);
+      const leases = await openLeases(client, tenant);
       const planId = (await client.query<{ plan_id: string }>('select plan_id from workspace_accesses where id = $1', [tenant.accessId]))
         .rows[0]!.plan_id;
       const statement = recordCallsSql(true);
@@ -288,53 +360,9 @@ await withFreshNexus(
         for (const [label, path] of reads) console.log(`  ${label.padEnd(40)} p50 ${(await p50(path)).toFixed(1)} ms`);
       }
 
-      // The size of a month.
-      const months = await client.query<{ table: string; name: string; rows: string; heap: string; indexes: string }>(
-        `select p.relname as table, c.relname as name, c.reltuples::bigint as rows, pg_table_size(c.oid) as heap, pg_indexes_size(c.oid) as indexes
-           from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
-          where p.relname in ('invocations', 'usage_events') and c.reltuples > 0 order by c.relname`,
-      );
-      console.log('\nper month (the oldest and the newest full ones):');
-      for (const table of ['invocations', 'usage_events']) {
-        const rows = months.rows.filter((m) => m.table === table);
-        for (const m of [rows[1], rows[rows.length - 2]].filter(Boolean)) {
-          const bytes = Number(m!.heap) + Number(m!.indexes);
-          console.log(
-            `  ${m!.name.padEnd(24)} ${Number(m!.rows).toLocaleString('en').padStart(12)} rows  heap ${(Number(m!.heap) / 2 ** 20).toFixed(1)} MiB  ` +
-              `indexes ${(Number(m!.indexes) / 2 ** 20).toFixed(1)} MiB  ${(bytes / Number(m!.rows)).toFixed(0)} B/row`,
-          );
-        }
-      }
+      const months = await reportMonths(client);
 
-      // Drop the oldest month of each while calls are recorded.
-      let recording = true;
-      let slowest = 0;
-      let batches = 0;
-      const calls = (async () => {
-        while (recording) {
-          const started = performance.now();
-          await record(batchOf(tenant, leases, planId, CALLS));
-          slowest = Math.max(slowest, performance.now() - started);
-          batches++;
-        }
-      })();
-      await new Promise((r) => setTimeout(r, 500));
-      const before = slowest;
-      for (const table of ['invocations', 'usage_events']) {
-        const oldest = months.rows.find((m) => m.table === table)!;
-        const started = performance.now();
-        await client.query('begin');
-        await client.query(`set local lock_timeout = '1s'`);
-        await client.query(`drop table ${oldest.name}`);
-        await client.query('commit');
-        console.log(
-          `\ndropped ${oldest.name} (${Number(oldest.rows).toLocaleString('en')} rows) in ${(performance.now() - started).toFixed(0)} ms`,
-        );
-      }
-      await new Promise((r) => setTimeout(r, 500));
-      recording = false;
-      await calls;
-      console.log(`record batches meanwhile: ${batches}, slowest ${slowest.toFixed(0)} ms (before the drops: ${before.toFixed(0)} ms)`);
+      await dropWhileRecording(client, months, () => record(batchOf(tenant, leases, planId, CALLS)));
       console.log(`\nhost after: load average ${load()} (1, 5, 15 min)`);
     } finally {
       await recorder.end();

@@ -51,6 +51,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { startPgBouncer, type PgBouncer } from './lib/pgbouncer.js';
+import { heapOf, load, openLoop, quartiles } from './lib/scale-load.js';
 import { startArgs } from './lib/nexus-process.js';
 import { rssMbOf } from './lib/proc-cpu.js';
 import { adminClient, provisionTenant } from '../test/support/tenant.js';
@@ -221,66 +222,6 @@ interface Row {
   insertsPerSec: number;
 }
 
-const BODY = JSON.stringify({ model: 'scale-model', messages: [{ role: 'user', content: 'scale' }], max_tokens: 16 });
-
-/** autocannon's options for the tenant's calls, its keys in turn. */
-function load(url: string, apiKeys: string[]) {
-  let next = 0;
-  return {
-    url,
-    method: 'POST' as const,
-    headers: { 'content-type': 'application/json' },
-    body: BODY,
-    connections: CONNECTIONS,
-    pipelining: 1,
-    requests: [
-      {
-        setupRequest: (r: autocannon.Request) => ({
-          ...r,
-          headers: { ...r.headers, authorization: `Bearer ${apiKeys[next++ % apiKeys.length]}` },
-        }),
-      },
-    ],
-  };
-}
-
-/**
- * Open loop: `rate` calls a second for `seconds`, each sent when it is due whatever the answers before it
- * took (the tenant's keys in turn), over `pool`; each call's latency counted from when it was due, so a
- * slow answer cannot hide the calls it would have held back. Waits for every answer.
- */
-async function openLoop(pool: Pool, path: string, apiKeys: string[], rate: number, seconds: number) {
-  const total = Math.round(rate * seconds);
-  const latencies: number[] = [];
-  let non2xx = 0;
-  const calls: Promise<void>[] = [];
-  const t0 = performance.now();
-  for (let i = 0; i < total; i++) {
-    const due = t0 + (i * 1000) / rate;
-    const wait = due - performance.now();
-    if (wait >= 1) await new Promise((r) => setTimeout(r, wait));
-    const call = pool
-      .request({
-        path,
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKeys[i % apiKeys.length]}` },
-        body: BODY,
-      })
-      .then(async (res) => {
-        await res.body.dump();
-        if (res.statusCode !== 200) non2xx++;
-        latencies.push(performance.now() - due);
-      })
-      .catch(() => void non2xx++);
-    calls.push(call);
-  }
-  const sentIn = (performance.now() - t0) / 1000;
-  await Promise.all(calls);
-  latencies.sort((a, b) => a - b);
-  const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0);
-  return { sent: Math.round(total / sentIn), p50: at(0.5), p99: at(0.99), max: at(1), non2xx };
-}
-
 /**
  * SCALE_MODE=cold: latency of a tenant's first second (its keys and leases not looked up yet) against the
  * steady state of a warm one, at the same fixed rate, on one Nexus.
@@ -323,12 +264,6 @@ async function cold(
   }
 }
 
-const quartiles = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const at = (q: number) => s[Math.min(s.length - 1, Math.round(q * (s.length - 1)))]!;
-  return { median: at(0.5), q1: at(0.25), q3: at(0.75) };
-};
-
 /**
  * SCALE_MODE=fresh: a fresh process's first 5 s at a fixed rate against its next 5 s, each of ROUNDS processes
  * started anew and loaded once /readyz answers 200.
@@ -359,18 +294,6 @@ async function fresh(start: () => Promise<{ child: ChildProcess; url: string }>,
   console.log(
     `\n${RATE} requests/s offered, ${CONNECTIONS} connections at most, ${cpus().length} cores shared: a fresh process's p99 in its first 5 s is ${q.median.toFixed(1)}x its next 5 s's (median of ${ROUNDS}, IQR ${q.q1.toFixed(1)}-${q.q3.toFixed(1)})`,
   );
-}
-
-/** V8's heap as Nexus's /metrics reports it (prom-client's default metrics), in MiB. */
-async function heapOf(url: string): Promise<{ heapTotal: number; heapUsed: number; newSpace: number; external: number }> {
-  const text = await fetch(`${url}/metrics`).then((r) => r.text());
-  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 2 ** 20;
-  return {
-    heapTotal: value('nodejs_heap_size_total_bytes'),
-    heapUsed: value('nodejs_heap_size_used_bytes'),
-    newSpace: value('nodejs_heap_space_size_total_bytes\\{space="new"\\}'),
-    external: value('nodejs_external_memory_bytes'),
-  };
 }
 
 /**
@@ -471,7 +394,7 @@ async function main(): Promise<void> {
       const viaBouncer = config.via === 'pgbouncer';
       const nexus = await startNexus(viaBouncer ? bouncer!.url(directUrl) : directUrl, config.workers, !viaBouncer);
       try {
-        const options = load(`${nexus.url}${tenant.gatewayPath}/v1/chat/completions`, tenant.apiKeys);
+        const options = load(`${nexus.url}${tenant.gatewayPath}/v1/chat/completions`, tenant.apiKeys, CONNECTIONS);
         // A warm-up: the workers' keys cached, their leases taken, the pools' connections open.
         await autocannon({ ...options, duration: 2 });
         const before = await dbCounters(database);

@@ -67,6 +67,44 @@ export interface ServiceDeps {
   fetch: typeof fetch;
 }
 
+/** What the keys' services share with the rest of the domain. */
+interface KeyDeps {
+  hasher: ReturnType<typeof createKeyHasher>;
+  audit: ReturnType<typeof createAuditService>;
+  changes: ReturnType<typeof createChangeFeed>;
+  events: ReturnType<typeof createEvents>;
+  workspaceRepo: ReturnType<typeof createWorkspaceRepo>;
+}
+
+/** The keys: the Admin API's management keys, and the inference keys callers bring to the gateway. */
+function createKeys(deps: ServiceDeps, { hasher, audit, changes, events, workspaceRepo }: KeyDeps) {
+  const { db, config, clock } = deps;
+  const managementKeyRepo = createManagementKeyRepo(db);
+  const managementKeys = createManagementKeyService({
+    db,
+    managementKeyRepo,
+    workspaceRepo,
+    audit,
+    hasher,
+    clock,
+    rootKey: config.managementKey,
+  });
+  const inferenceKeyRepo = createInferenceKeyRepo(db);
+  const inferenceKeys = createInferenceKeyService({
+    db,
+    inferenceKeyRepo,
+    hasher,
+    audit,
+    clock,
+    keyEnvironment: config.keyEnvironment,
+    ttlDays: config.inferenceKeyTtlDays,
+    changes,
+    events,
+    expiringDays: config.eventsKeyExpiringDays,
+  });
+  return { managementKeys, inferenceKeys };
+}
+
 export function createDomain(deps: ServiceDeps) {
   const { db, config, clock } = deps;
   const secretBox = createSecretBox(config.encryptionKey, config.previousEncryptionKeys);
@@ -82,35 +120,13 @@ export function createDomain(deps: ServiceDeps) {
   const events = createEvents({ clock });
   const workspaceRepo = createWorkspaceRepo(db);
   const workspaces = createWorkspaceService({ db, workspaceRepo, audit, clock, changes });
-  const managementKeyRepo = createManagementKeyRepo(db);
-  const managementKeys = createManagementKeyService({
-    db,
-    managementKeyRepo,
-    workspaceRepo,
-    audit,
-    hasher,
-    clock,
-    rootKey: config.managementKey,
-  });
+  const { managementKeys, inferenceKeys } = createKeys(deps, { hasher, audit, changes, events, workspaceRepo });
   const requestHasher = createKeyHasher(config.encryptionKey, IDEMPOTENCY_HASH_LABEL);
   const idempotency = createIdempotencyService({ idempotencyRepo: createIdempotencyRepo(db), clock, secretBox, requestHasher });
   const quotaRepo = createQuotaRepo(db);
   const quota = createQuotaService({ db, quotaRepo });
   const planRepo = createPlanRepo(db);
   const plans = createPlanService({ db, planRepo, workspaces, audit, clock, changes });
-  const inferenceKeyRepo = createInferenceKeyRepo(db);
-  const inferenceKeys = createInferenceKeyService({
-    db,
-    inferenceKeyRepo,
-    hasher,
-    audit,
-    clock,
-    keyEnvironment: config.keyEnvironment,
-    ttlDays: config.inferenceKeyTtlDays,
-    changes,
-    events,
-    expiringDays: config.eventsKeyExpiringDays,
-  });
   const accessRepo = createAccessRepo(db);
   const rates = createRateService({ rateRepo: createRateRepo(db) });
   const accesses = createAccessService({

@@ -72,6 +72,53 @@ function requestLogWriter(db: Db, secretBox: SecretBox) {
   return { write: (entries: RequestLogEntry[]) => repo.insert(entries.map((entry) => sealRequestLog(secretBox, entry))) };
 }
 
+/** The recorder of calls (call-recorder.ts): its rows, their costs, their request logs, and its spool. */
+function callRecorder(
+  deps: GatewayPartsDeps,
+  db: Db,
+  repo: ReturnType<typeof createCallRepo>,
+  leases: ReturnType<typeof createQuotaLeases>,
+  spend: ReturnType<typeof createCallSpend>,
+) {
+  return createCallRecorder({
+    // A batch's costs go to the metrics and the budgets once it is written.
+    repo: { record: async (rows) => spend.recorded(await repo.record(rows)) },
+    keys: createInferenceKeyRepo(db),
+    logger: deps.logger,
+    written: leases.written,
+    // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.
+    spool: deps.config.databaseUrl ? createSpool(join(deps.config.dataDir, 'spool')) : undefined,
+    events: deps.metrics && {
+      batch: deps.metrics.recorderBatch,
+      failure: deps.metrics.recorderFailure,
+      spooled: deps.metrics.recorderSpooled,
+      logsWritten: deps.metrics.requestLogsWritten,
+      logsDropped: deps.metrics.requestLogsDropped,
+    },
+    logs: requestLogWriter(db, deps.secretBox),
+  });
+}
+
+/**
+ * Batches (docs/batches.md): their requests and their settlement. Their leases and records are written on the app's
+ * pool, committed as the Admin API's are.
+ */
+function batchParts(deps: GatewayPartsDeps, meter: CallMeter, pools: ReturnType<typeof createUpstreamPools>) {
+  const { config, clock, logger, secretBox } = deps;
+  const repo = createBatchRepo(deps.db);
+  const batches = createBatchGateway({
+    repo,
+    quotaRepo: createQuotaRepo(deps.db),
+    meter,
+    pools,
+    secretBox,
+    clock,
+    bodyLimitBytes: config.gatewayBodyLimitBytes,
+  });
+  const settlement = createBatchSettlement({ repo, pools, secretBox, clock, logger, ...deps.batchSettlement });
+  return { batches, settlement };
+}
+
 export function createGatewayParts(deps: GatewayPartsDeps) {
   const { config, clock, logger, metrics, changes } = deps;
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax);
@@ -103,23 +150,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     idleMs: config.quotaLeaseIdleMs,
   });
   const spend = createCallSpend({ checkBudgets: deps.checkBudgets, onCost: metrics?.callCost, logger });
-  const recorder = createCallRecorder({
-    // A batch's costs go to the metrics and the budgets once it is written.
-    repo: { record: async (rows) => spend.recorded(await repo.record(rows)) },
-    keys: createInferenceKeyRepo(db),
-    logger,
-    written: leases.written,
-    // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.
-    spool: config.databaseUrl ? createSpool(join(config.dataDir, 'spool')) : undefined,
-    events: metrics && {
-      batch: metrics.recorderBatch,
-      failure: metrics.recorderFailure,
-      spooled: metrics.recorderSpooled,
-      logsWritten: metrics.requestLogsWritten,
-      logsDropped: metrics.requestLogsDropped,
-    },
-    logs: requestLogWriter(db, deps.secretBox),
-  });
+  const recorder = callRecorder(deps, db, repo, leases, spend);
   const meter = new CallMeter({
     repo,
     leases,
@@ -159,18 +190,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
       deps.onBreakerTransition?.(transition);
     },
   });
-  // Batches (docs/batches.md): their leases and records are written on the app's pool, committed as the Admin API's are.
-  const batchRepo = createBatchRepo(deps.db);
-  const batches = createBatchGateway({
-    repo: batchRepo,
-    quotaRepo: createQuotaRepo(deps.db),
-    meter,
-    pools,
-    secretBox: deps.secretBox,
-    clock,
-    bodyLimitBytes: config.gatewayBodyLimitBytes,
-  });
-  const settlement = createBatchSettlement({ repo: batchRepo, pools, secretBox: deps.secretBox, clock, logger, ...deps.batchSettlement });
+  const { batches, settlement } = batchParts(deps, meter, pools);
   metrics?.watchRecorder(() => recorder.stats());
   if (owned) metrics?.watchPool('gateway', db);
 

@@ -1,0 +1,85 @@
+/**
+ * The load bench:scale (scale.ts) offers a Nexus, a chat call with a small answer sent closed loop by autocannon or
+ * open loop at a fixed rate, and what it reads back: the quartiles of its rounds, the process's heap.
+ */
+import type autocannon from 'autocannon';
+import type { Pool } from 'undici';
+
+const BODY = JSON.stringify({ model: 'scale-model', messages: [{ role: 'user', content: 'scale' }], max_tokens: 16 });
+
+/** autocannon's options for the tenant's calls, its keys in turn. */
+export function load(url: string, apiKeys: string[], connections: number) {
+  let next = 0;
+  return {
+    url,
+    method: 'POST' as const,
+    headers: { 'content-type': 'application/json' },
+    body: BODY,
+    connections,
+    pipelining: 1,
+    requests: [
+      {
+        setupRequest: (r: autocannon.Request) => ({
+          ...r,
+          headers: { ...r.headers, authorization: `Bearer ${apiKeys[next++ % apiKeys.length]}` },
+        }),
+      },
+    ],
+  };
+}
+
+/**
+ * Open loop: `rate` calls a second for `seconds`, each sent when it is due whatever the answers before it
+ * took (the tenant's keys in turn), over `pool`; each call's latency counted from when it was due, so a
+ * slow answer cannot hide the calls it would have held back. Waits for every answer.
+ */
+export async function openLoop(pool: Pool, path: string, apiKeys: string[], rate: number, seconds: number) {
+  const total = Math.round(rate * seconds);
+  const latencies: number[] = [];
+  let non2xx = 0;
+  const calls: Promise<void>[] = [];
+  const t0 = performance.now();
+  for (let i = 0; i < total; i++) {
+    const due = t0 + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait >= 1) await new Promise((r) => setTimeout(r, wait));
+    const call = pool
+      .request({
+        path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKeys[i % apiKeys.length]}` },
+        body: BODY,
+      })
+      .then(async (res) => {
+        await res.body.dump();
+        if (res.statusCode !== 200) non2xx++;
+        latencies.push(performance.now() - due);
+      })
+      .catch(() => void non2xx++);
+    calls.push(call);
+  }
+  const sentIn = (performance.now() - t0) / 1000;
+  await Promise.all(calls);
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0);
+  return { sent: Math.round(total / sentIn), p50: at(0.5), p99: at(0.99), max: at(1), non2xx };
+}
+
+/** The median and quartiles of `xs`. */
+export const quartiles = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => s[Math.min(s.length - 1, Math.round(q * (s.length - 1)))]!;
+  return { median: at(0.5), q1: at(0.25), q3: at(0.75) };
+};
+
+/** V8's heap as Nexus's /metrics reports it (prom-client's default metrics), in MiB. */
+export async function heapOf(url: string): Promise<{ heapTotal: number; heapUsed: number; newSpace: number; external: number }> {
+  const text = await fetch(`${url}/metrics`).then((r) => r.text());
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 2 ** 20;
+  return {
+    heapTotal: value('nodejs_heap_size_total_bytes'),
+    heapUsed: value('nodejs_heap_size_used_bytes'),
+    newSpace: value('nodejs_heap_space_size_total_bytes\\{space="new"\\}'),
+    external: value('nodejs_external_memory_bytes'),
+  };
+}
