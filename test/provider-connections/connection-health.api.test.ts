@@ -75,7 +75,9 @@ describe("a connection's health", () => {
       expect(w.latencyMs!.p50).toBeGreaterThan(0);
       expect(w.latencyMs!.p50).toBeLessThanOrEqual(w.latencyMs!.p95);
       expect(w.latencyMs!.p95).toBeLessThanOrEqual(w.latencyMs!.p99);
-      expect(w.timeToFirstTokenMs!.p50).toBeGreaterThan(0);
+      // Read for every answer (a fast upstream on loopback may give its first byte within the millisecond).
+      expect(w.timeToFirstTokenMs!.p50).toBeGreaterThanOrEqual(0);
+      expect(w.timeToFirstTokenMs!.p50).toBeLessThanOrEqual(w.latencyMs!.p99);
     }
     // One error in six: degraded.
     expect(health.status).toBe('degraded');
