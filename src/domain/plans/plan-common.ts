@@ -65,3 +65,35 @@ export function visibleStrategy(actor: Actor, strategy: QuotaStrategyRow | undef
   assertVisible(actor, strategy.workspace_id, 'strategy_not_found', 'Quota strategy');
   return strategy;
 }
+
+/** The settings of a plan that are operational, not what it sells: set whatever its status. */
+type OperationalColumn = 'passthrough_classes' | 'request_log';
+
+/**
+ * Sets one of the plan's operational settings whatever its status: nothing when `same` finds it unchanged, else
+ * written, audited as `action` (before and after) and applied to the next call on every gateway process (the change
+ * feed).
+ */
+export async function setOperational<C extends OperationalColumn>(
+  deps: PlanDeps,
+  actor: Actor,
+  planId: string,
+  change: { column: C; after: PlanRow[C]; same: (before: PlanRow[C], after: PlanRow[C]) => boolean; action: string },
+): Promise<PlanRow> {
+  const { db, planRepo, workspaces, audit, clock, changes } = deps;
+  const { column, after, same, action } = change;
+  return db.transaction(async (tx) => {
+    const plan = await lockPlan(deps, actor, planId, tx);
+    await workspaces.requireWritable(actor, plan.workspace_id, tx);
+    const before = plan[column];
+    if (same(before, after)) return plan;
+    const updated = await planRepo.updatePlan(planId, { [column]: after, updated_at: clock.now() }, tx);
+    await audit.record(
+      actor,
+      { action, resourceType: 'plan', resourceId: planId, workspaceId: plan.workspace_id, changes: { before, after } },
+      tx,
+    );
+    await changes.announce({ kind: 'plan', id: planId }, tx);
+    return updated;
+  });
+}

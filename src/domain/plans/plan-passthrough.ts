@@ -6,7 +6,7 @@
  */
 import type { Actor } from '../actor.js';
 import { passthroughClassesOf, sameClasses } from '../workspaces/passthrough-classes.js';
-import { lockPlan, type PlanDeps } from './plan-common.js';
+import { setOperational, type PlanDeps } from './plan-common.js';
 import type { PlanRow } from './plan-types.js';
 
 /**
@@ -14,26 +14,10 @@ import type { PlanRow } from './plan-types.js';
  * and after), and applied to the next call on every gateway process (the change feed).
  */
 export async function setPassthroughClasses(deps: PlanDeps, actor: Actor, planId: string, classes: string[]): Promise<PlanRow> {
-  const { db, planRepo, workspaces, audit, clock, changes } = deps;
-  const after = passthroughClassesOf(classes);
-  return db.transaction(async (tx) => {
-    const plan = await lockPlan(deps, actor, planId, tx);
-    await workspaces.requireWritable(actor, plan.workspace_id, tx);
-    const before = plan.passthrough_classes;
-    if (sameClasses(before, after)) return plan;
-    const updated = await planRepo.updatePlan(planId, { passthrough_classes: after, updated_at: clock.now() }, tx);
-    await audit.record(
-      actor,
-      {
-        action: 'plan.passthrough_classes_changed',
-        resourceType: 'plan',
-        resourceId: planId,
-        workspaceId: plan.workspace_id,
-        changes: { before, after },
-      },
-      tx,
-    );
-    await changes.announce({ kind: 'plan', id: planId }, tx);
-    return updated;
+  return setOperational(deps, actor, planId, {
+    column: 'passthrough_classes',
+    after: passthroughClassesOf(classes),
+    same: sameClasses,
+    action: 'plan.passthrough_classes_changed',
   });
 }

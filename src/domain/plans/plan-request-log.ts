@@ -6,7 +6,7 @@
  */
 import type { Actor } from '../actor.js';
 import { requestLogPolicyOf, samePolicy, type RequestLogPolicyInput } from '../workspaces/request-log-policy.js';
-import { lockPlan, type PlanDeps } from './plan-common.js';
+import { setOperational, type PlanDeps } from './plan-common.js';
 import type { PlanRow } from './plan-types.js';
 
 /**
@@ -14,26 +14,10 @@ import type { PlanRow } from './plan-types.js';
  * and after), and applied to the next call on every gateway process (the change feed).
  */
 export async function setRequestLog(deps: PlanDeps, actor: Actor, planId: string, input: RequestLogPolicyInput | null): Promise<PlanRow> {
-  const { db, planRepo, workspaces, audit, clock, changes } = deps;
-  const after = requestLogPolicyOf(input);
-  return db.transaction(async (tx) => {
-    const plan = await lockPlan(deps, actor, planId, tx);
-    await workspaces.requireWritable(actor, plan.workspace_id, tx);
-    const before = plan.request_log;
-    if (samePolicy(before, after)) return plan;
-    const updated = await planRepo.updatePlan(planId, { request_log: after, updated_at: clock.now() }, tx);
-    await audit.record(
-      actor,
-      {
-        action: 'plan.request_log_changed',
-        resourceType: 'plan',
-        resourceId: planId,
-        workspaceId: plan.workspace_id,
-        changes: { before, after },
-      },
-      tx,
-    );
-    await changes.announce({ kind: 'plan', id: planId }, tx);
-    return updated;
+  return setOperational(deps, actor, planId, {
+    column: 'request_log',
+    after: requestLogPolicyOf(input),
+    same: samePolicy,
+    action: 'plan.request_log_changed',
   });
 }
