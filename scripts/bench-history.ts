@@ -32,11 +32,10 @@ import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { rebuildWorkspaceRollupsSql } from '../src/domain/recording/rollup-sql.js';
 import type { CallRows } from '../src/gateway/call-repo.js';
-import { newId } from '../src/ids.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';
-import { batchOf } from './lib/record-batch.js';
+import { batchOf, openLeases } from './lib/record-batch.js';
 
 const USERS = Number(process.env.BENCH_HISTORY_USERS ?? 8);
 const ROUNDS = Number(process.env.BENCH_HISTORY_ROUNDS ?? 5);
@@ -170,23 +169,6 @@ async function seatsOf(client: pg.Client, tenant: Tenant): Promise<Seat[]> {
   ).rows;
 }
 
-/** A held quota lease per user, its calls recorded against it. */
-async function openLeases(client: pg.Client, tenant: Tenant): Promise<Map<string, string>> {
-  const leases = new Map<string, string>();
-  for (const user of tenant.users) {
-    const id = newId();
-    await client.query(
-      `insert into quota_leases (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status,
-                                 request_id, created_at, expires_at)
-       select $1, workspace_id, workspace_access_id, id, 0, 0, 'HELD', 'bench-history', now(), now() + interval '1 day'
-         from quota_periods where workspace_access_id = $2 order by period_start desc limit 1`,
-      [id, user.accessId],
-    );
-    leases.set(user.accessId, id);
-  }
-  return leases;
-}
-
 interface MonthSize {
   table: string;
   name: string;
@@ -265,7 +247,7 @@ await withFreshNexus(
         quotaUnits: 1_000_000_000_000n,
       });
       const seats = await seatsOf(client, tenant);
-      const leases = await openLeases(client, tenant);
+      const leases = await openLeases(client, tenant, 'bench-history');
       const planId = (await client.query<{ plan_id: string }>('select plan_id from workspace_accesses where id = $1', [tenant.accessId]))
         .rows[0]!.plan_id;
       const statement = recordCallsSql(true);

@@ -24,12 +24,11 @@ import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { ROLLED_EVENT_COLUMNS, rollUpCtes } from '../src/domain/recording/rollup-sql.js';
 import type { CallRows } from '../src/gateway/call-repo.js';
-import { newId } from '../src/ids.js';
 import { createModelPrice } from '../test/support/sdk.js';
 import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';
-import { batchOf, MODELS } from './lib/record-batch.js';
+import { batchOf, MODELS, openLeases } from './lib/record-batch.js';
 
 const USERS = Number(process.env.BENCH_ROLLUP_USERS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROLLUP_ROUNDS ?? 6);
@@ -65,19 +64,7 @@ await withFreshNexus(
         },
       });
       if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
-      // Each user's lease, as a gateway process holds one (nothing reserved: the calls take nothing from it).
-      const leases = new Map<string, string>();
-      for (const user of tenant.users) {
-        const id = newId();
-        await client.query(
-          `insert into quota_leases (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status,
-                                   request_id, created_at, expires_at)
-         select $1, workspace_id, workspace_access_id, id, 0, 0, 'HELD', 'bench-rollup', now(), now() + interval '1 day'
-           from quota_periods where workspace_access_id = $2 order by period_start desc limit 1`,
-          [id, user.accessId],
-        );
-        leases.set(user.accessId, id);
-      }
+      const leases = await openLeases(client, tenant, 'bench-rollup');
       // The calls of the past 30 days, each with its USAGE event, as a busy workspace's tables hold them.
       await client.query(
         `with c as (

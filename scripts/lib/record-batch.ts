@@ -5,6 +5,7 @@
 import { callRows, type CallRows } from '../../src/gateway/call-repo.js';
 import { invocationRecord, NOTHING_READ } from '../../src/gateway/invocation-record.js';
 import { newId } from '../../src/ids.js';
+import type pg from 'pg';
 import type { Tenant } from '../../test/support/tenant.js';
 
 export const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'o3-mini'];
@@ -87,4 +88,24 @@ export function batchOf(tenant: Tenant, leases: Map<string, string>, planId: str
     );
   }
   return rows;
+}
+
+/**
+ * A held quota lease per user, as a gateway process holds one (nothing reserved: the calls recorded against it take
+ * nothing from it), named by `requestId`.
+ */
+export async function openLeases(client: pg.Client, tenant: Tenant, requestId: string): Promise<Map<string, string>> {
+  const leases = new Map<string, string>();
+  for (const user of tenant.users) {
+    const id = newId();
+    await client.query(
+      `insert into quota_leases (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status,
+                                 request_id, created_at, expires_at)
+       select $1, workspace_id, workspace_access_id, id, 0, 0, 'HELD', $3, now(), now() + interval '1 day'
+         from quota_periods where workspace_access_id = $2 order by period_start desc limit 1`,
+      [id, user.accessId, requestId],
+    );
+    leases.set(user.accessId, id);
+  }
+  return leases;
 }
