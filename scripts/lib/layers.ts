@@ -49,12 +49,18 @@ const LAYERS: Layer[][] = [
     { name: 'http', paths: ['src/http/'] },
     { name: 'gateway', paths: ['src/gateway/'] },
   ],
-  // Realtime sessions sit on the gateway (its admission, meter and records); only the composition wires them.
+  // Realtime sessions and the Batch API sit on the gateway (its admission, meter and records); only the composition
+  // wires them: the gateway is handed the Batch API's paths (src/gateway/taken-paths.ts) and never imports either.
   [
     { name: 'handlers', paths: ['src/handlers/'] },
     {
       name: 'realtime',
       paths: ['src/realtime/'],
+      only: ['base', 'observability', 'db', 'protocols', 'domain', 'web', 'gateway'],
+    },
+    {
+      name: 'batches',
+      paths: ['src/batches/'],
       only: ['base', 'observability', 'db', 'protocols', 'domain', 'web', 'gateway'],
     },
   ],

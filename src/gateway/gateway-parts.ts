@@ -36,9 +36,6 @@ import { createLearnedBounds } from './learned-bounds.js';
 import { createRouteRepo } from '../domain/routes/route-repo.js';
 import { createRouteRegistry, type BreakerTransition } from './route-registry.js';
 import { createSpool } from './spool.js';
-import { createBatchGateway } from './batches/batch-gateway.js';
-import { createBatchRepo } from './batches/batch-repo.js';
-import { createBatchSettlement, type BatchSettlementDeps } from './batches/batch-settlement.js';
 import { createUpstreamPools } from './upstreams.js';
 import { openConnections, warmProtocol } from './warm-up.js';
 
@@ -52,7 +49,7 @@ export interface GatewayPartsDeps {
   clock: Clock;
   logger: Logger;
   hasher: KeyHasher;
-  /** The connection secrets' key: request logs are sealed with it, and a batch's poll opens its connection's key. */
+  /** The connection secrets' key: request logs are sealed with it. */
   secretBox: SecretBox;
   /** Changes that decide a call: the cache drops what they touch; output bounds learned travel through it. */
   changes: ChangeFeed;
@@ -62,8 +59,6 @@ export interface GatewayPartsDeps {
   checkBudgets?: ((workspaceIds: string[]) => Promise<void>) | undefined;
   /** Told of every route breaker transition this process makes (docs/routes.md). */
   onBreakerTransition?: ((transition: BreakerTransition) => void) | undefined;
-  /** The batches' settlement: requests charged per statement, and told of each chunk (tests). */
-  batchSettlement?: Pick<BatchSettlementDeps, 'chunk' | 'charged'>;
 }
 
 /** Request logs sealed and written in one statement per batch (the recorder's, off the calls' path). */
@@ -97,26 +92,6 @@ function callRecorder(
     },
     logs: requestLogWriter(db, deps.secretBox),
   });
-}
-
-/**
- * Batches (docs/batches.md): their requests and their settlement. Their leases and records are written on the app's
- * pool, committed as the Admin API's are.
- */
-function batchParts(deps: GatewayPartsDeps, meter: CallMeter, pools: ReturnType<typeof createUpstreamPools>) {
-  const { config, clock, logger, secretBox } = deps;
-  const repo = createBatchRepo(deps.db);
-  const batches = createBatchGateway({
-    repo,
-    quotaRepo: createQuotaRepo(deps.db),
-    meter,
-    pools,
-    secretBox,
-    clock,
-    bodyLimitBytes: config.gatewayBodyLimitBytes,
-  });
-  const settlement = createBatchSettlement({ repo, pools, secretBox, clock, logger, ...deps.batchSettlement });
-  return { batches, settlement };
 }
 
 export function createGatewayParts(deps: GatewayPartsDeps) {
@@ -190,7 +165,6 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
       deps.onBreakerTransition?.(transition);
     },
   });
-  const { batches, settlement } = batchParts(deps, meter, pools);
   metrics?.watchRecorder(() => recorder.stats());
   if (owned) metrics?.watchPool('gateway', db);
 
@@ -208,10 +182,6 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     meter,
     /** The routes this process serves and their targets' breakers. */
     routes,
-    /** The Batch API's requests (batches/batch-gateway.ts). */
-    batches,
-    /** The batches' settlement (batches/batch-settlement.ts): a round of the job `batch-settlement`. */
-    settleBatches: (now?: Date) => settlement.round(now),
     attemptMetrics: metrics && {
       attempt: metrics.routeAttempt,
       fallback: metrics.routeFallback,
