@@ -31,7 +31,7 @@
  * Not here: the timers that keep one object's own state, started and stopped with it (gateway.close() stops
  * them): the quota leases' heartbeat and the calls' snapshot (call-meter.ts), the idle leases' and allowances'
  * return (quota-leases.ts, rate-allowances.ts), the recorder's spill, probe and search for other processes'
- * spool files (call-recorder.ts), the breakers' poll (route-registry.ts), the key cache's and upstream pools'
+ * spool files (src/records/call-recorder.ts), the breakers' poll (route-registry.ts), the key cache's and upstream pools'
  * sweeps (auth-cache.ts, upstreams.ts); and the event loop's monitor (src/observability/event-loop.ts). The
  * usage rollups are no job: the statement that records a batch of calls adds them.
  */

@@ -45,6 +45,9 @@ const LAYERS: Layer[][] = [
   [{ name: 'domain', paths: ['src/domain/'] }],
   [{ name: 'contract', paths: ['generated/'] }],
   [{ name: 'web', paths: ['src/web/'] }],
+  // The records of calls (a call's invocation, rows and request log; the recorder and its spool): written by the
+  // gateway's meter, for Realtime sessions' turns too, they need neither the web's glue nor the gateway.
+  [{ name: 'records', paths: ['src/records/'], only: ['base', 'observability', 'db', 'protocols', 'domain'] }],
   [
     { name: 'http', paths: ['src/http/'] },
     { name: 'gateway', paths: ['src/gateway/'] },
@@ -56,7 +59,7 @@ const LAYERS: Layer[][] = [
     {
       name: 'realtime',
       paths: ['src/realtime/'],
-      only: ['base', 'observability', 'db', 'protocols', 'domain', 'web', 'gateway'],
+      only: ['base', 'observability', 'db', 'protocols', 'domain', 'web', 'records', 'gateway'],
     },
     {
       name: 'batches',

@@ -14,7 +14,7 @@
  * memory while the process's lease of the period covers the call, else one
  * statement extending it). The request body is read while the lookup runs. The
  * answer is streamed back as it arrives, with backpressure; the call's records
- * are written after the last byte (call-recorder.ts). Requests reach it straight
+ * are written after the last byte (src/records/call-recorder.ts). Requests reach it straight
  * from the server's request listener, not through express (src/app.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -33,7 +33,7 @@ import { CallFlow } from './call-flow.js';
 import type { CallMeter } from './call-meter.js';
 import { operationOf } from './call-report.js';
 import { CallTrace } from './call-trace.js';
-import type { AuthRow } from './call-repo.js';
+import type { AuthRow } from './auth-repo.js';
 import type { RouteRow } from '../domain/routes/route-types.js';
 import { credentialOf, readBody } from './client-request.js';
 import { boundaryOf, readUpload, Upload, type Sendable } from './upload.js';

@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Protocol } from '../protocols/protocol.js';
 import type { RequestLocals } from '../web/locals.js';
 import type { CacheEntry } from './auth-cache.js';
-import type { AuthRow } from './call-repo.js';
+import type { AuthRow } from './auth-repo.js';
 import type { GatewayTarget } from './path-safety.js';
 import type { Sendable } from './upload.js';
 
@@ -31,7 +31,7 @@ export interface HandedBack {
 }
 
 /** A taken request answered (undefined), or handed back; `boundary`: its multipart boundary, when it is an upload. */
-export type TakenAnswer = (r: TakenRequest, boundary: string | undefined) => Promise<HandedBack | undefined>;
+type TakenAnswer = (r: TakenRequest, boundary: string | undefined) => Promise<HandedBack | undefined>;
 
 export interface TakenPaths {
   /** Whether a request on `route` may be one of these, before its connection is known: its body is then left unread. */
