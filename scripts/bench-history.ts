@@ -31,7 +31,7 @@ import { migrateLatest } from '../src/db/migrate.js';
 import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { rebuildWorkspaceRollupsSql } from '../src/domain/recording/rollup-sql.js';
-import type { CallRows } from '../src/gateway/call-repo.js';
+import type { CallRows } from '../src/records/call-rows.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';

@@ -23,7 +23,7 @@ import pg from 'pg';
 import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { ROLLED_EVENT_COLUMNS, rollUpCtes } from '../src/domain/recording/rollup-sql.js';
-import type { CallRows } from '../src/gateway/call-repo.js';
+import type { CallRows } from '../src/records/call-rows.js';
 import { createModelPrice } from '../test/support/sdk.js';
 import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';

@@ -26,7 +26,7 @@ import { billingWebhookReceiver } from './handlers/billing/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createGatewayParts } from './gateway/gateway-parts.js';
 import { createRealtime, type Realtime } from './realtime/realtime-gateway.js';
-import type { BatchSettlementDeps } from './gateway/batches/batch-settlement.js';
+import { createBatches, type Batches, type BatchesDeps } from './batches/batches.js';
 import { createApi, type Api } from './http/api.js';
 import { createPublicUrl, type PublicUrl } from './http/public-url.js';
 import { servePages } from './http/pages.js';
@@ -62,15 +62,12 @@ export interface Overrides {
   fetch?: typeof fetch;
   /** Skip running migrations (the caller did). */
   skipMigrations?: boolean;
-  /**
-   * The services, built by the caller over the same db, config, clock, logger and fetch
-   * (the test harness, which keeps the domain's test hooks for itself).
-   */
+  /** The services, built over the same db, config, clock, logger and fetch (the test harness, keeping the domain's test hooks). */
   domain?: Domain;
   /** Traces go to this tracer (tests: an in-memory exporter's) instead of the configured one. */
   tracer?: Tracer;
   /** The batches' settlement's chunk and its hook after each (tests: a process that dies midway). */
-  batchSettlement?: Pick<BatchSettlementDeps, 'chunk' | 'charged'>;
+  batchSettlement?: BatchesDeps['settlement'];
 }
 
 export interface NexusApp {
@@ -87,10 +84,11 @@ export interface NexusApp {
   /** Where clients reach this Nexus; listen() tells it the address it listens at. */
   publicUrl: PublicUrl;
   /**
-   * The gateway (tests: drain() waits for settlements, sweepExpired() runs the sweeper once), built by start():
-   * reading it before throws.
+   * The gateway (tests: drain() waits for settlements, sweepExpired() runs the sweeper once) and the Batch API above
+   * it (tests: settle() runs a round of its settlement), built by start(): reading either before throws.
    */
   readonly gateway: Gateway;
+  readonly batches: Batches;
   /**
    * A shutdown's deadline has come: the gateway's calls still under way are cut, and the Realtime sessions closed
    * (1001), each turn in flight charged for what was delivered.
@@ -219,6 +217,7 @@ interface StartContext {
 interface Started {
   gateway?: Gateway;
   realtime?: Realtime;
+  batches?: Batches;
   jobs?: Jobs;
 }
 
@@ -250,11 +249,8 @@ async function reclaimEmbedded({ config, overrides, services, clock, logger }: S
   if (reclaimed.leases) logger.info({ msg: 'reclaimed the quota leases of a process that stopped without releasing them', ...reclaimed });
 }
 
-/** The gateway, and the Realtime sessions above it (src/realtime/), which it does not know of. */
-function buildGateway({ config, db, services, clock, logger, metrics, tracer, overrides }: StartContext): {
-  gateway: Gateway;
-  realtime: Realtime;
-} {
+/** The gateway, and the layers above it that it does not import: the Batch API (src/batches/) and Realtime sessions. */
+function buildGateway({ config, db, services, clock, logger, metrics, tracer, overrides }: StartContext): Required<Omit<Started, 'jobs'>> {
   // The gateway's process-wide parts, composed once beside the domain's (src/gateway/gateway-parts.ts).
   const parts = createGatewayParts({
     db,
@@ -267,8 +263,8 @@ function buildGateway({ config, db, services, clock, logger, metrics, tracer, ov
     metrics,
     checkBudgets: (workspaceIds) => services.budgets.checkSpend(workspaceIds),
     onBreakerTransition: (transition) => announceBreaker({ db, events: services.events, logger }, transition),
-    batchSettlement: overrides.batchSettlement,
   });
+  const batches = createBatches({ db, parts, config, clock, logger, secretBox: services.secretBox, settlement: overrides.batchSettlement });
   const gateway = createGateway({
     parts,
     config,
@@ -277,10 +273,11 @@ function buildGateway({ config, db, services, clock, logger, metrics, tracer, ov
     rates: services.rates,
     secretBox: services.secretBox,
     tracer,
+    batches: batches.paths,
   });
   const realtime = createRealtime({ parts, refuse: gateway.refuse, config, secretBox: services.secretBox });
   registerRealtimeMetrics(metrics.registry, () => realtime.size);
-  return { gateway, realtime };
+  return { gateway, realtime, batches };
 }
 
 /** start(): the database reached and migrated, the gateway built, the background jobs begun. */
@@ -289,7 +286,7 @@ async function begin(ctx: StartContext, started: Started, wait: StartWait | unde
   await reclaimEmbedded(ctx);
   const built = buildGateway(ctx);
   Object.assign(started, built);
-  started.jobs = createJobs({ ...ctx, gateway: built.gateway });
+  started.jobs = createJobs({ ...ctx, ...built });
   await started.jobs.start();
   if (wait?.warmUp) {
     const began = performance.now();
@@ -353,6 +350,10 @@ export async function createApp(config: Config, overrides: Overrides = {}): Prom
     get gateway(): Gateway {
       if (!started.gateway) throw new Error('Nexus has not started: start() builds the gateway');
       return started.gateway;
+    },
+    get batches(): Batches {
+      if (!started.batches) throw new Error('Nexus has not started: start() builds the Batch API');
+      return started.batches;
     },
     bodyTimeoutMs: config.bodyTimeoutMs,
     start(wait?: StartWait) {

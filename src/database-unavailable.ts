@@ -3,7 +3,7 @@
  * restarting, unreachable, out of connections), as opposed to a statement it
  * refused. Such an error is answered 503 `database_unavailable` with
  * Retry-After (errors.ts), and the gateway's records wait for the database
- * instead of being given up (gateway/call-recorder.ts).
+ * instead of being given up (records/call-recorder.ts).
  */
 
 /** Node's socket errors when the server is not there or goes away. */

@@ -31,7 +31,7 @@
  * Not here: the timers that keep one object's own state, started and stopped with it (gateway.close() stops
  * them): the quota leases' heartbeat and the calls' snapshot (call-meter.ts), the idle leases' and allowances'
  * return (quota-leases.ts, rate-allowances.ts), the recorder's spill, probe and search for other processes'
- * spool files (call-recorder.ts), the breakers' poll (route-registry.ts), the key cache's and upstream pools'
+ * spool files (src/records/call-recorder.ts), the breakers' poll (route-registry.ts), the key cache's and upstream pools'
  * sweeps (auth-cache.ts, upstreams.ts); and the event loop's monitor (src/observability/event-loop.ts). The
  * usage rollups are no job: the statement that records a batch of calls adds them.
  */
@@ -39,6 +39,7 @@ import type { Config } from './config.js';
 import { startChangeListener, type ChangeListener } from './db/change-listener.js';
 import { isEmbedded, type Db } from './db/database.js';
 import type { Services } from './domain/services.js';
+import type { Batches } from './batches/batches.js';
 import type { Gateway } from './gateway/gateway.js';
 import type { Logger } from './observability/logger.js';
 import type { Metrics } from './observability/metrics.js';
@@ -68,6 +69,8 @@ const BILLING_PASS_MS = 30_000;
 export interface JobsDeps {
   services: Services;
   gateway: Gateway;
+  /** The Batch API (src/batches/): its settlement's rounds. */
+  batches: Batches;
   db: Db;
   config: Config;
   logger: Logger;
@@ -141,7 +144,7 @@ function startLoop<T>(deps: JobsDeps, loop: Loop<T>): Running {
 const every = (ms: number) => ({ first: ms, next: () => ms });
 
 /** The sweeps: rows whose time has come, each job a round every so often. */
-function sweeps({ services, gateway, config, logger }: JobsDeps): Loop<unknown>[] {
+function sweeps({ services, gateway, batches, config, logger }: JobsDeps): Loop<unknown>[] {
   return [
     {
       // A process that died holding quota leases: after their TTL, its calls in flight are charged and what they held returns.
@@ -165,7 +168,7 @@ function sweeps({ services, gateway, config, logger }: JobsDeps): Loop<unknown>[
       name: 'batch-settlement',
       ...every(BATCH_POLL_MS),
       failure: 'batch settlement round failed',
-      run: () => gateway.settleBatches(),
+      run: () => batches.settle(),
     },
     {
       // Idempotency rows past their 24 h window: their sealed answers (a key's plaintext, sometimes) go.

@@ -45,16 +45,25 @@ const LAYERS: Layer[][] = [
   [{ name: 'domain', paths: ['src/domain/'] }],
   [{ name: 'contract', paths: ['generated/'] }],
   [{ name: 'web', paths: ['src/web/'] }],
+  // The records of calls (a call's invocation, rows and request log; the recorder and its spool): written by the
+  // gateway's meter, for Realtime sessions' turns too, they need neither the web's glue nor the gateway.
+  [{ name: 'records', paths: ['src/records/'], only: ['base', 'observability', 'db', 'protocols', 'domain'] }],
   [
     { name: 'http', paths: ['src/http/'] },
     { name: 'gateway', paths: ['src/gateway/'] },
   ],
-  // Realtime sessions sit on the gateway (its admission, meter and records); only the composition wires them.
+  // Realtime sessions and the Batch API sit on the gateway (its admission, meter and records); only the composition
+  // wires them: the gateway is handed the Batch API's paths (src/gateway/taken-paths.ts) and never imports either.
   [
     { name: 'handlers', paths: ['src/handlers/'] },
     {
       name: 'realtime',
       paths: ['src/realtime/'],
+      only: ['base', 'observability', 'db', 'protocols', 'domain', 'web', 'records', 'gateway'],
+    },
+    {
+      name: 'batches',
+      paths: ['src/batches/'],
       only: ['base', 'observability', 'db', 'protocols', 'domain', 'web', 'gateway'],
     },
   ],

@@ -2,8 +2,8 @@
  * A batch of calls as the gateway's recorder hands them to its record statement (src/domain/recording/record-sql.ts),
  * for the benches that time that statement (bench-rollup.ts, bench-history.ts).
  */
-import { callRows, type CallRows } from '../../src/gateway/call-repo.js';
-import { invocationRecord, NOTHING_READ } from '../../src/gateway/invocation-record.js';
+import { callRows, type CallRows } from '../../src/records/call-rows.js';
+import { invocationRecord, NOTHING_READ } from '../../src/records/invocation-record.js';
 import { newId } from '../../src/ids.js';
 import type pg from 'pg';
 import type { Tenant } from '../../test/support/tenant.js';

@@ -1,5 +1,5 @@
 /**
- * The gateway's first database round trip (call-repo.ts's lookup: key hash ->
+ * The gateway's first database round trip (auth-repo.ts's lookup: key hash ->
  * key, access, workspace, connection and the access's current quota period with
  * its strategy, in one join), cached per (key, connection) for at most
  * config.authCacheTtlMs (default 1 s, at most 5 s). A change that decides a call
@@ -21,7 +21,7 @@
 import { isDatabaseUnavailable } from '../database-unavailable.js';
 import type { Clock } from '../domain/actor.js';
 import type { Change } from '../domain/changes/change-feed.js';
-import type { AuthRow, CallRepo } from './call-repo.js';
+import type { AuthRepo, AuthRow } from './auth-repo.js';
 import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
 import { maskedKey, type MaskedKey } from './secret-mask.js';
@@ -60,7 +60,7 @@ export function upstreamOf(entry: CacheEntry, auth: AuthRow, secretBox: SecretBo
 const MAX_ENTRIES = 10_000;
 
 export function createAuthCache(deps: {
-  repo: Pick<CallRepo, 'lookup'>;
+  repo: AuthRepo;
   clock: Clock;
   ttlMs: number;
   /**

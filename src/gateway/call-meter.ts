@@ -36,8 +36,9 @@ import { hasLimits, viewOfWindow, type RateView } from '../domain/rate-limits/ra
 import type { Logger } from '../observability/logger.js';
 import type { QuotaView } from './answers.js';
 import type { CacheEntry } from './auth-cache.js';
-import type { AuthRow, CallRepo } from './call-repo.js';
-import type { CallRecorder } from './call-recorder.js';
+import type { CallRepo } from '../records/call-repo.js';
+import type { AuthRow } from './auth-repo.js';
+import type { CallRecorder } from '../records/call-recorder.js';
 import type { CallReport } from './call-report.js';
 import type { FirstWave } from './first-wave.js';
 import type { Inspector } from '../protocols/inspectors.js';
@@ -90,7 +91,7 @@ export interface CallMeterDeps {
  * (src/realtime/). The heartbeat writes its row; a shutdown's deadline cuts it.
  */
 export interface RunningCall extends Linked<RunningCall> {
-  /** Its lease_calls row should the process die now (call-repo.ts leaseCallRow); null: nothing new to write. */
+  /** Its lease_calls row should the process die now (src/records/call-rows.ts leaseCallRow); null: nothing new to write. */
   heartbeatRow(now: Date): string | null;
   /** The row last asked of it was written (its lease was still held). */
   beatWritten(): void;

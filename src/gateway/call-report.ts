@@ -9,7 +9,7 @@ import { isDatabaseUnavailable } from '../database-unavailable.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import { requestLineLevel, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Consumption } from './call-repo.js';
+import type { Consumption } from '../records/call-rows.js';
 
 /**
  * Told of a call as it is recorded; `httpStatus`: what its client was answered (499: the client left first);

@@ -7,10 +7,10 @@ import type { AttemptStatus, InvocationStatus } from '../domain/invocations/invo
 import type { Pricing } from '../domain/quota/model-pricing.js';
 import { chargeUnits } from '../domain/quota/quota-math.js';
 import { storableText } from '../domain/storable-text.js';
-import type { Consumption } from './call-repo.js';
+import type { Consumption } from '../records/call-rows.js';
 import type { PreparedCall, Usage } from '../protocols/inspectors.js';
 import { kindsOf } from '../protocols/usage.js';
-import { MAX_NAME_LENGTH } from './invocation-record.js';
+import { MAX_NAME_LENGTH } from '../records/invocation-record.js';
 import type { AnswerRead } from './relay-answer.js';
 
 /** What a relay saw of a metered answer (a stream's as its meter read it; a JSON answer's read whole at its end). */

@@ -1,17 +1,15 @@
 /**
  * The gateway's process-wide parts, composed in one place, beside the domain's
  * (src/domain/services.ts): its database pool, the key lookup's cache, the
- * upstream pools, the quota leases and rate allowances, the recorder and its
- * spool, the output bounds learned and the first wave's, and the meter that hands a call what it asks
+ * upstream pools, the quota leases and rate allowances, the records (the recorder and its
+ * spool: src/records/), the output bounds learned and the first wave's, and the meter that hands a call what it asks
  * of them (call-meter.ts). src/app.ts builds them once and gives them to the
- * gateway (gateway.ts), which only routes a request through them.
+ * gateway (gateway.ts), which only routes a request through them, and to the layers above it (src/batches/, src/realtime/).
  */
-import { join } from 'node:path';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { Clock } from '../domain/actor.js';
 import type { ChangeFeed } from '../domain/changes/change-feed.js';
-import { createInferenceKeyRepo } from '../domain/inference-keys/inference-key-repo.js';
 import { createInvocationRepo } from '../domain/invocations/invocation-repo.js';
 import { createQuotaLeases } from '../domain/quota/quota-leases.js';
 import { createQuotaRepo } from '../domain/quota/quota-repo.js';
@@ -19,26 +17,18 @@ import { createRateAllowances } from '../domain/rate-limits/rate-allowances.js';
 import { createRateRepo } from '../domain/rate-limits/rate-repo.js';
 import type { KeyHasher } from '../domain/security/key-hash.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
-import { createRequestLogRepo } from '../domain/request-logs/request-log-repo.js';
-import { sealRequestLog } from '../domain/request-logs/request-log-seal.js';
-import type { RequestLogEntry } from '../domain/request-logs/request-log-types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { createAuthCache } from './auth-cache.js';
 import { CallMeter } from './call-meter.js';
-import { createCallRecorder } from './call-recorder.js';
 import { createCallReport } from './call-report.js';
-import { createCallSpend } from './call-spend.js';
-import { createCallRepo } from './call-repo.js';
+import { createRecords } from '../records/records.js';
+import { createAuthRepo } from './auth-repo.js';
 import { createGatewayDb } from './gateway-db.js';
 import { createFirstWave } from './first-wave.js';
 import { createLearnedBounds } from './learned-bounds.js';
 import { createRouteRepo } from '../domain/routes/route-repo.js';
 import { createRouteRegistry, type BreakerTransition } from './route-registry.js';
-import { createSpool } from './spool.js';
-import { createBatchGateway } from './batches/batch-gateway.js';
-import { createBatchRepo } from './batches/batch-repo.js';
-import { createBatchSettlement, type BatchSettlementDeps } from './batches/batch-settlement.js';
 import { createUpstreamPools } from './upstreams.js';
 import { openConnections, warmProtocol } from './warm-up.js';
 
@@ -52,7 +42,7 @@ export interface GatewayPartsDeps {
   clock: Clock;
   logger: Logger;
   hasher: KeyHasher;
-  /** The connection secrets' key: request logs are sealed with it, and a batch's poll opens its connection's key. */
+  /** The connection secrets' key: request logs are sealed with it. */
   secretBox: SecretBox;
   /** Changes that decide a call: the cache drops what they touch; output bounds learned travel through it. */
   changes: ChangeFeed;
@@ -62,69 +52,13 @@ export interface GatewayPartsDeps {
   checkBudgets?: ((workspaceIds: string[]) => Promise<void>) | undefined;
   /** Told of every route breaker transition this process makes (docs/routes.md). */
   onBreakerTransition?: ((transition: BreakerTransition) => void) | undefined;
-  /** The batches' settlement: requests charged per statement, and told of each chunk (tests). */
-  batchSettlement?: Pick<BatchSettlementDeps, 'chunk' | 'charged'>;
-}
-
-/** Request logs sealed and written in one statement per batch (the recorder's, off the calls' path). */
-function requestLogWriter(db: Db, secretBox: SecretBox) {
-  const repo = createRequestLogRepo(db);
-  return { write: (entries: RequestLogEntry[]) => repo.insert(entries.map((entry) => sealRequestLog(secretBox, entry))) };
-}
-
-/** The recorder of calls (call-recorder.ts): its rows, their costs, their request logs, and its spool. */
-function callRecorder(
-  deps: GatewayPartsDeps,
-  db: Db,
-  repo: ReturnType<typeof createCallRepo>,
-  leases: ReturnType<typeof createQuotaLeases>,
-  spend: ReturnType<typeof createCallSpend>,
-) {
-  return createCallRecorder({
-    // A batch's costs go to the metrics and the budgets once it is written.
-    repo: { record: async (rows) => spend.recorded(await repo.record(rows)) },
-    keys: createInferenceKeyRepo(db),
-    logger: deps.logger,
-    written: leases.written,
-    // Records wait for PostgreSQL in the data dir; the embedded database is never away from its process.
-    spool: deps.config.databaseUrl ? createSpool(join(deps.config.dataDir, 'spool')) : undefined,
-    events: deps.metrics && {
-      batch: deps.metrics.recorderBatch,
-      failure: deps.metrics.recorderFailure,
-      spooled: deps.metrics.recorderSpooled,
-      logsWritten: deps.metrics.requestLogsWritten,
-      logsDropped: deps.metrics.requestLogsDropped,
-    },
-    logs: requestLogWriter(db, deps.secretBox),
-  });
-}
-
-/**
- * Batches (docs/batches.md): their requests and their settlement. Their leases and records are written on the app's
- * pool, committed as the Admin API's are.
- */
-function batchParts(deps: GatewayPartsDeps, meter: CallMeter, pools: ReturnType<typeof createUpstreamPools>) {
-  const { config, clock, logger, secretBox } = deps;
-  const repo = createBatchRepo(deps.db);
-  const batches = createBatchGateway({
-    repo,
-    quotaRepo: createQuotaRepo(deps.db),
-    meter,
-    pools,
-    secretBox,
-    clock,
-    bodyLimitBytes: config.gatewayBodyLimitBytes,
-  });
-  const settlement = createBatchSettlement({ repo, pools, secretBox, clock, logger, ...deps.batchSettlement });
-  return { batches, settlement };
 }
 
 export function createGatewayParts(deps: GatewayPartsDeps) {
   const { config, clock, logger, metrics, changes } = deps;
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax);
-  const repo = createCallRepo(db, config.databasePreparedStatements);
   const cache = createAuthCache({
-    repo,
+    repo: createAuthRepo(db),
     clock,
     ttlMs: config.authCacheTtlMs,
     outageGraceMs: Math.floor(config.leaseTtlMs / 2),
@@ -149,10 +83,19 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     // An access idle this long gives back what the process holds unused (another process may be refused meanwhile).
     idleMs: config.quotaLeaseIdleMs,
   });
-  const spend = createCallSpend({ checkBudgets: deps.checkBudgets, onCost: metrics?.callCost, logger });
-  const recorder = callRecorder(deps, db, repo, leases, spend);
+  // The records of calls (src/records/), written on the gateway's pool.
+  const records = createRecords({
+    db,
+    config,
+    logger,
+    secretBox: deps.secretBox,
+    metrics,
+    checkBudgets: deps.checkBudgets,
+    written: leases.written,
+  });
+  const { recorder } = records;
   const meter = new CallMeter({
-    repo,
+    repo: records.repo,
     leases,
     rates,
     recorder,
@@ -190,14 +133,11 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
       deps.onBreakerTransition?.(transition);
     },
   });
-  const { batches, settlement } = batchParts(deps, meter, pools);
-  metrics?.watchRecorder(() => recorder.stats());
   if (owned) metrics?.watchPool('gateway', db);
 
   /** Waits for the records started so far, then returns the quota leases and rate allowances not in use. */
   async function drain(): Promise<void> {
-    await recorder.drain();
-    await spend.drain();
+    await records.drain();
     await leases.drain();
     await rates.drain();
   }
@@ -208,10 +148,6 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     meter,
     /** The routes this process serves and their targets' breakers. */
     routes,
-    /** The Batch API's requests (batches/batch-gateway.ts). */
-    batches,
-    /** The batches' settlement (batches/batch-settlement.ts): a round of the job `batch-settlement`. */
-    settleBatches: (now?: Date) => settlement.round(now),
     attemptMetrics: metrics && {
       attempt: metrics.routeAttempt,
       fallback: metrics.routeFallback,

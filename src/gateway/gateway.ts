@@ -14,7 +14,7 @@
  * memory while the process's lease of the period covers the call, else one
  * statement extending it). The request body is read while the lookup runs. The
  * answer is streamed back as it arrives, with backpressure; the call's records
- * are written after the last byte (call-recorder.ts). Requests reach it straight
+ * are written after the last byte (src/records/call-recorder.ts). Requests reach it straight
  * from the server's request listener, not through express (src/app.ts).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -33,7 +33,7 @@ import { CallFlow } from './call-flow.js';
 import type { CallMeter } from './call-meter.js';
 import { operationOf } from './call-report.js';
 import { CallTrace } from './call-trace.js';
-import type { AuthRow } from './call-repo.js';
+import type { AuthRow } from './auth-repo.js';
 import type { RouteRow } from '../domain/routes/route-types.js';
 import { credentialOf, readBody } from './client-request.js';
 import { boundaryOf, readUpload, Upload, type Sendable } from './upload.js';
@@ -45,11 +45,9 @@ import { pathOf } from '../web/request-target.js';
 import { parseGatewayUrl, type GatewayTarget } from './path-safety.js';
 import { protocolOf, protocolOfPath } from '../protocols/index.js';
 import { routeProfile, usableTargets } from './route-call.js';
-import { batchPathOf } from './batches/batch-gateway.js';
+import type { TakenPaths } from './taken-paths.js';
 
 const PROXIED = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
-/** A path that may be one of the Batch API's (batchPathOf says, once the connection's protocol is known). */
-const BATCH_LIKE = /(?:^|\/)(?:files|batches)(?:\/|$)/i;
 
 export interface GatewayDeps {
   /** The process-wide parts (gateway-parts.ts). */
@@ -61,6 +59,8 @@ export interface GatewayDeps {
   quota: QuotaService;
   rates: RateService;
   secretBox: SecretBox;
+  /** The Batch API's paths (src/batches/, above the gateway): answered there; none: a call as any other. */
+  batches?: TakenPaths | undefined;
 }
 
 /** What the gateway's requests run on: its dependencies, and its calls' flow. */
@@ -96,8 +96,8 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
     // A multipart upload is read on its way through, never held whole (upload.ts); any other body, whole.
     const boundary = boundaryOf(rawHeader(req.rawHeaders, 'content-type'));
     const limit = g.config.gatewayBodyLimitBytes;
-    // A Batch API request (batches/batch-gateway.ts) reads its own body, once its access's rules are known.
-    const batchLike = BATCH_LIKE.test(target.route);
+    // A Batch API request (src/batches/) reads its own body, once its access's rules are known.
+    const batchLike = g.batches?.mayTake(target.route) ?? false;
     if (!batchLike) {
       body = boundary !== undefined ? readUpload(req, limit, boundary) : readBody(req, limit);
       body.catch(() => {});
@@ -131,10 +131,9 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
       return g.flow.refuse({ res, locals, call, target }, err);
     }
     const protocol = protocolOf(route ? routeProfile(auth.protocol_profile!) : auth.protocol_profile!);
-    const batchPath = batchLike && !route ? batchPathOf(protocol, method, target.route) : undefined;
-    if (batchPath) {
-      const r = { req, res, locals, entry, auth, protocol, target, path: batchPath };
-      const other = await parts.batches.handle(r, boundary);
+    const batch = batchLike && !route ? g.batches?.take(protocol, method, target.route) : undefined;
+    if (batch) {
+      const other = await batch({ req, res, locals, entry, auth, protocol, target }, boundary);
       // Not metered here (a file whose purpose is not a batch's...): a call as any other path is (its passthrough class decides).
       if (!other) return;
       if (other.body) body = Promise.resolve(other.body);
@@ -245,8 +244,6 @@ export function createGateway(deps: GatewayDeps) {
       const [reclaimed] = await Promise.all([quota.sweepExpired(now), rates.sweepExpired(now)]);
       return reclaimed;
     },
-    /** A round of the batches' settlement (the job `batch-settlement`): those due by `now` polled; how many. */
-    settleBatches: (now?: Date) => parts.settleBatches(now),
     /** Runs the lease heartbeat now (tests). */
     heartbeat: () => meter.heartbeat(),
     /** Writes the records a process that stopped left in the spool (at start). */

@@ -1,7 +1,7 @@
 /**
  * GET /v1/me: what an end user's inference key sees of its access (the contract's
  * getMe). Served by the gateway (src/app.ts dispatches it before express), read
- * fresh from the key's lookup row (call-repo.ts): the access's status and plan, the
+ * fresh from the key's lookup row (auth-repo.ts): the access's status and plan, the
  * quota period covering now, where the plan's rate limits stand, the models the
  * plan allows, and the key's expiry.
  *
@@ -18,7 +18,7 @@ import type { RequestLocals } from '../web/locals.js';
 import { toRateLimitStateDto } from '../web/rate-limit-state.js';
 import { sendError } from './answers.js';
 import { authorizeKey } from './admission.js';
-import type { AuthRow } from './call-repo.js';
+import type { AuthRow } from './auth-repo.js';
 import { credentialOf } from './client-request.js';
 import type { GatewayParts } from './gateway-parts.js';
 

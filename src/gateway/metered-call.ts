@@ -13,7 +13,7 @@
  *   - answered(): the upstream call ended, however it ended: how it ended and what it is charged are
  *     charge.ts's pure functions of what its relay saw; the call settles its lease, learns, counts, records;
  *   - refused(err): refused or failed before that: recorded REJECTED (or FAILED), nothing charged.
- * A call is recorded once, its invocation made by invocationRecord() (invocation-record.ts) from what it was
+ * A call is recorded once, its invocation made by invocationRecord() (src/records/invocation-record.ts) from what it was
  * opened with, what its request was read for and its outcome. While its upstream answers, the meter's snapshot
  * asks it for its row as it would be recorded were the process to die now (heartbeatRow(): the same function
  * over a `gateway_lost` outcome).
@@ -26,12 +26,13 @@ import { Admitted, authorizeCall } from './admission.js';
 import type { CacheEntry } from './auth-cache.js';
 import { charge, endingOf, unansweredCode, type Charge, type RelaySaw } from './charge.js';
 import type { CallMeter, RunningCall } from './call-meter.js';
-import { callRows, leaseCallRow, newBeat, type AuthRow, type Beat, type Consumption } from './call-repo.js';
+import type { AuthRow } from './auth-repo.js';
+import { callRows, leaseCallRow, newBeat, type Beat, type Consumption } from '../records/call-rows.js';
 import type { CallTrace } from './call-trace.js';
 import { modelNamedIn, type Inspector, type PreparedCall } from '../protocols/inspectors.js';
-import { invocationRecord, MAX_NAME_LENGTH, type CallAttempted, type CallOpened, type CallOutcome } from './invocation-record.js';
+import { invocationRecord, MAX_NAME_LENGTH, type CallAttempted, type CallOpened, type CallOutcome } from '../records/invocation-record.js';
 import type { Relay } from './relay.js';
-import { CallLog, logPolicyFor } from './request-log.js';
+import { CallLog, logPolicyFor } from '../records/request-log.js';
 import type { RequestLogPolicy } from '../domain/workspaces/request-log-policy.js';
 import type { ResponseWatcher } from './relay-answer.js';
 
@@ -58,7 +59,7 @@ export interface CallStart {
   boundConnections?: readonly string[] | undefined;
   /** A route's: one of its targets does not enforce the output cap it is sent (the call is admitted as on that one). */
   uncappedTarget?: boolean | undefined;
-  /** A route's request log policy, over its plan's and workspace's (request-log.ts). */
+  /** A route's request log policy, over its plan's and workspace's (src/records/request-log.ts). */
   routeLog?: RequestLogPolicy | null | undefined;
   /** A Realtime session's: its frames are no request and answer, and keep no request log. */
   session?: boolean | undefined;
@@ -85,7 +86,7 @@ export class MeteredCall implements ResponseWatcher, RunningCall {
   listNext: RunningCall | null = null;
   /** What it was opened with; a route's call names the target that answers (started()). */
   private opened: CallOpened;
-  /** Its request log, when its route, plan or workspace keeps them (request-log.ts); none: nothing is taken. */
+  /** Its request log, when its route, plan or workspace keeps them (src/records/request-log.ts); none: nothing is taken. */
   readonly log: CallLog | undefined;
 
   constructor(

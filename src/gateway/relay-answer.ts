@@ -9,7 +9,7 @@ import type { RelaySaw } from './charge.js';
 import { usageFromJson, type Inspector, type PreparedCall, type Usage } from '../protocols/inspectors.js';
 import { SecretMask, type MaskedKey } from './secret-mask.js';
 import type { StreamMeter } from './stream-meter.js';
-import type { AnswerCapture } from './request-log.js';
+import type { AnswerCapture } from '../records/request-log.js';
 import type { Sendable } from './upload.js';
 
 /** A JSON answer larger than this is passed through but not read for usage (charged at the call's bound). */

@@ -49,7 +49,7 @@ export abstract class StreamMeter implements StreamState {
   abstract end(): Buffer | string;
 
   /**
-   * A call that keeps its request log (request-log.ts): the answer is assembled from the events forwarded to the
+   * A call that keeps its request log (src/records/request-log.ts): the answer is assembled from the events forwarded to the
    * client. Its reader is wrapped, so that a stream read for its usage alone runs no code of it.
    */
   assembleInto(answer: AssembledAnswer): void {

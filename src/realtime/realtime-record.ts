@@ -7,8 +7,8 @@
  */
 import type { AttemptStatus, InvocationStatus, RealtimeSessionRecord } from '../domain/invocations/invocation-types.js';
 import { newId } from '../ids.js';
-import { callRows } from '../gateway/call-repo.js';
-import { invocationRecord } from '../gateway/invocation-record.js';
+import { callRows } from '../records/call-rows.js';
+import { invocationRecord } from '../records/invocation-record.js';
 import { openedOf, type TurnContext } from './realtime-turn.js';
 
 /** Why a session ends, as the session itself knows it. */

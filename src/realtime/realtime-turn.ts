@@ -2,7 +2,7 @@
  * A Realtime session's turn: one model response, admitted on the access's quota lease at its bound before it may
  * begin, settled when its `response.done` reports its usage, and recorded as a call of its own: an invocation
  * (method GET, the session's endpoint, `streamed`), its usage event and its settlement on the lease, through the
- * same recorder and statement as every gateway call (call-recorder.ts, call-repo.ts). The turns of one session
+ * same recorder and statement as every gateway call (src/records/). The turns of one session
  * share its request id (the handshake's `x-nexus-request-id`), which is also the id of the session's own
  * invocation (realtime-record.ts) that each names (`session_id`).
  *
@@ -19,8 +19,9 @@ import { storableText } from '../domain/storable-text.js';
 import { newId } from '../ids.js';
 import { kindsOf, type Usage } from '../protocols/usage.js';
 import type { CallMeter, RunningCall } from '../gateway/call-meter.js';
-import { callRows, leaseCallRow, newBeat, type AuthRow, type Beat, type Consumption } from '../gateway/call-repo.js';
-import { invocationRecord, MAX_NAME_LENGTH, type CallOpened } from '../gateway/invocation-record.js';
+import type { AuthRow } from '../gateway/auth-repo.js';
+import { callRows, leaseCallRow, newBeat, type Beat, type Consumption } from '../records/call-rows.js';
+import { invocationRecord, MAX_NAME_LENGTH, type CallOpened } from '../records/invocation-record.js';
 
 const msSince = (from: bigint, to: bigint) => Number(to - from) / 1e6;
 

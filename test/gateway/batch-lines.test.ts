@@ -1,10 +1,10 @@
 /**
- * A batch's input file read line by line (src/gateway/batches/batch-lines.ts): the bound of good lines, and each kind of
+ * A batch's input file read line by line (src/batches/batch-lines.ts): the bound of good lines, and each kind of
  * bad line refused naming it, whether the file is known to be a batch's before its bytes (strict) or after (kept).
  */
 import { describe, expect, it } from 'vitest';
 import { compileModelPolicy } from '../../src/domain/quota/model-pricing.js';
-import { BatchLines } from '../../src/gateway/batches/batch-lines.js';
+import { BatchLines } from '../../src/batches/batch-lines.js';
 import { AppError } from '../../src/errors.js';
 import { protocolOf } from '../../src/protocols/index.js';
 

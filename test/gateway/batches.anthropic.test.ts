@@ -16,7 +16,7 @@ let t: TestApp;
 let up: MessageBatchUpstream;
 let tenant: Tenant;
 let clockMs = Date.now();
-const settle = () => t.nexus.gateway.settleBatches(new Date((clockMs += 15 * 60_000)));
+const settle = () => t.nexus.batches.settle(new Date((clockMs += 15 * 60_000)));
 
 const requestsOf = (count: number, params: Record<string, unknown> = {}) =>
   Array.from({ length: count }, (_, i) => ({
@@ -97,7 +97,7 @@ describe('Anthropic message batches through @anthropic-ai/sdk', () => {
     const before = await periodOf(t, tenant.accessId);
     const batch = await client.messages.batches.create({ requests: requestsOf(10) });
     expect((await periodOf(t, tenant.accessId)).reserved).toBeGreaterThan(before.reserved);
-    await t.nexus.gateway.settleBatches(new Date(Date.now() + 26 * 3_600_000));
+    await t.nexus.batches.settle(new Date(Date.now() + 26 * 3_600_000));
     const row = await t.database.db('batches').where({ upstream_batch_id: batch.id }).first();
     expect(row).toMatchObject({ status: 'SETTLED', upstream_status: 'expired', settled_requests: 0 });
     expect(await periodOf(t, tenant.accessId)).toEqual(before);

@@ -52,7 +52,7 @@ function expectedOf(count: number) {
 
 /** The settlement's clock: each round a quarter of an hour after the last (past any poll's wait and any claim). */
 let clockMs = Date.now();
-const settle = () => t.nexus.gateway.settleBatches(new Date((clockMs += 15 * 60_000)));
+const settle = () => t.nexus.batches.settle(new Date((clockMs += 15 * 60_000)));
 
 async function batchRow(upstreamId: string) {
   return t.database.db('batches').where({ upstream_batch_id: upstreamId }).first();
@@ -202,7 +202,7 @@ describe('OpenAI batches through the openai SDK', () => {
     expect(half).toMatchObject({ status: 'OPEN', settled_requests: 500 });
     // Its claim holds it until it expires; then another round finishes it.
     expect(half.next_poll_at.getTime()).toBeGreaterThan(clockMs);
-    await t.nexus.gateway.settleBatches(new Date(clockMs));
+    await t.nexus.batches.settle(new Date(clockMs));
     expect(await batchRow(batch.id)).toMatchObject({ status: 'OPEN', settled_requests: 500 });
     await settle();
     const row = await batchRow(batch.id);

@@ -4,7 +4,7 @@
  * dropped and counted, never retried.
  */
 import { describe, expect, it } from 'vitest';
-import { CallRecorder, type LogDropped, type PendingLog } from '../../src/gateway/call-recorder.js';
+import { CallRecorder, type LogDropped, type PendingLog } from '../../src/records/call-recorder.js';
 import type { RequestLogEntry } from '../../src/domain/request-logs/request-log-types.js';
 import type { Logger } from '../../src/observability/logger.js';
 

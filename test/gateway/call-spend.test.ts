@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { RecordedCost } from '../../src/domain/recording/record-sql.js';
-import { createCallSpend } from '../../src/gateway/call-spend.js';
+import { createCallSpend } from '../../src/records/call-spend.js';
 import { createLogger } from '../../src/observability/logger.js';
 
 const series = (workspaceId: string, o: Partial<RecordedCost> = {}): RecordedCost => ({

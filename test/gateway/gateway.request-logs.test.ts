@@ -11,7 +11,7 @@ import { systemActor } from '../../src/domain/actor.js';
 import { openRequestLog } from '../../src/domain/request-logs/request-log-seal.js';
 import type { RequestLogRow } from '../../src/domain/request-logs/request-log-types.js';
 import { createSecretBox } from '../../src/domain/security/secret-box.js';
-import { logPolicyFor } from '../../src/gateway/request-log.js';
+import { logPolicyFor } from '../../src/records/request-log.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { getInvocationLog, listAuditLogs, setPlanRequestLog, updateRoute, updateWorkspace, createRoute } from '../support/sdk.js';
 import { startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from '../support/test-app.js';

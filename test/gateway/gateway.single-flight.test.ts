@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthCache } from '../../src/gateway/auth-cache.js';
-import type { AuthRow } from '../../src/gateway/call-repo.js';
+import type { AuthRow } from '../../src/gateway/auth-repo.js';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';

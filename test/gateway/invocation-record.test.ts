@@ -1,6 +1,6 @@
 /** The invocation record as a pure function of a call's start, what its request was read for and its outcome. */
 import { describe, expect, it } from 'vitest';
-import { invocationRecord, NOTHING_READ, type CallAttempted, type CallOpened } from '../../src/gateway/invocation-record.js';
+import { invocationRecord, NOTHING_READ, type CallAttempted, type CallOpened } from '../../src/records/invocation-record.js';
 
 const STARTED = new Date('2026-01-01T00:00:00.000Z');
 const opened: CallOpened = {

@@ -1,5 +1,5 @@
 /**
- * The gateway's spool (src/gateway/spool.ts) on a real directory: which files a
+ * The gateway's spool (src/records/spool.ts) on a real directory: which files a
  * running process takes for left by its host's dead processes (foreign()), and
  * that its replay claims and writes them, once, leaving the files of live ones.
  */
@@ -7,8 +7,8 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CallRows } from '../../src/gateway/call-repo.js';
-import { createSpool } from '../../src/gateway/spool.js';
+import type { CallRows } from '../../src/records/call-rows.js';
+import { createSpool } from '../../src/records/spool.js';
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -53,6 +53,24 @@ describe('the layer check (scripts/check-layers.ts)', () => {
     ]);
   });
 
+  it('keeps the Batch API above the gateway and the records below it: only the composition imports the Batch API', () => {
+    const root = tree({
+      'src/gateway/gateway.ts':
+        "import { createBatches } from '../batches/batches.js';\nimport { CallRecorder } from '../records/call-recorder.js';\n",
+      'src/batches/batches.ts': "import type { GatewayParts } from '../gateway/gateway-parts.js';\n",
+      'src/gateway/gateway-parts.ts': 'export type GatewayParts = object;\n',
+      'src/records/call-recorder.ts': "import type { AuthRow } from '../gateway/auth-repo.js';\nexport class CallRecorder {}\n",
+      'src/gateway/auth-repo.ts': 'export type AuthRow = object;\n',
+      'src/realtime/realtime-gateway.ts': "import { createBatches } from '../batches/batches.js';\n",
+      'src/app.ts': "import { createBatches } from './batches/batches.js';\n",
+    });
+    expect(checkLayers(root).map(formatViolation).sort()).toEqual([
+      'src/gateway/gateway.ts:1 (gateway) imports src/batches/batches.js (batches): a layer above it',
+      'src/realtime/realtime-gateway.ts:1 (realtime) imports src/batches/batches.js (batches): realtime may import only base, observability, db, protocols, domain, web, records, gateway',
+      'src/records/call-recorder.ts:1 (records) imports src/gateway/auth-repo.js (gateway): records may import only base, observability, db, protocols, domain',
+    ]);
+  });
+
   it('refuses a file that no layer holds', () => {
     const root = tree({ 'src/stray.ts': 'export {};\n' });
     expect(checkLayers(root).map(formatViolation)).toEqual([

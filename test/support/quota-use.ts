@@ -4,7 +4,7 @@
  * - leaseUnits: a lease of exactly `units` (quotaRepo.acquireLease, the statement a
  *   gateway process takes a lease with, sized exactly instead of with headroom);
  * - chargeOnLease: a call admitted on that lease consumed `units` of its `bound`:
- *   settled and recorded by the gateway's record statement (src/gateway/call-repo.ts), with an
+ *   settled and recorded by the gateway's record statement (src/records/call-repo.ts), with an
  *   invocation and its USAGE event (and ADJUSTMENT beyond the bound);
  * - meteringProcess: what one gateway process runs, quota leases and the call
  *   recorder, for concurrency tests with several such processes on one database.
@@ -16,8 +16,9 @@ import { createInferenceKeyRepo } from '../../src/domain/inference-keys/inferenc
 import type { InvocationRow } from '../../src/domain/invocations/invocation-types.js';
 import { createQuotaLeases, type Admission } from '../../src/domain/quota/quota-leases.js';
 import { createQuotaRepo } from '../../src/domain/quota/quota-repo.js';
-import { callRows, createCallRepo, type Consumption } from '../../src/gateway/call-repo.js';
-import { createCallRecorder } from '../../src/gateway/call-recorder.js';
+import { createCallRepo } from '../../src/records/call-repo.js';
+import { callRows, type Consumption } from '../../src/records/call-rows.js';
+import { createCallRecorder } from '../../src/records/call-recorder.js';
 import { newId } from '../../src/ids.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { preparedStatements } from './test-db.js';

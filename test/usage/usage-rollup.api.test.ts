@@ -5,7 +5,7 @@
  * over usage_events and invocations.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCallRepo } from '../../src/gateway/call-repo.js';
+import { createCallRepo } from '../../src/records/call-repo.js';
 import { newId } from '../../src/ids.js';
 import { changeAccessPlan, createModelPrice, getUsageSummary, listInvocations } from '../support/sdk.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';

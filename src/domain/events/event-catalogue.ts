@@ -62,7 +62,7 @@ export interface EventData {
   };
   'webhook_endpoint.disabled': { webhookEndpointId: string; reason: 'failing' | 'gone'; failingSince?: string };
   'webhook.test': { webhookEndpointId: string };
-  /** Raised by the statement that settles a batch (src/gateway/batches/batch-sql.ts, FINISH_SQL). */
+  /** Raised by the statement that settles a batch (src/batches/batch-sql.ts, FINISH_SQL). */
   'batch.completed': {
     workspaceAccessId: string;
     invocationId: string;

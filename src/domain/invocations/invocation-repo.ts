@@ -1,7 +1,7 @@
 /**
  * Reads of invocations (each with its attempt) and usage_events: the Admin API's, and the
  * gateway's for a conversation a call continues. The gateway writes them in one statement
- * with the settlement (src/gateway/call-repo.ts).
+ * with the settlement (src/records/call-repo.ts).
  */
 import type { Knex } from 'knex';
 import type { Queryable } from '../../db/database.js';

@@ -1,7 +1,7 @@
 /**
  * The Admin API's reads of gateway records: invocations (with their attempt and
  * usage events) and the usage/adjustment event log. The gateway writes them
- * (src/gateway/call-recorder.ts); nothing here changes them.
+ * (src/records/call-recorder.ts); nothing here changes them.
  */
 import type { RequestLogService } from '../request-logs/request-log-service.js';
 import type { RequestLogEntry } from '../request-logs/request-log-types.js';

@@ -3,7 +3,7 @@
  * period (quota-leases.ts). Acquiring or extending one
  * is one atomic statement, so concurrent holds can never overspend a period.
  * The calls settled on a lease are written with their records
- * (src/domain/recording/record-sql.ts, src/gateway/call-repo.ts).
+ * (src/domain/recording/record-sql.ts, src/records/call-repo.ts).
  */
 import type { Queryable } from '../../db/database.js';
 import { bindDeps } from '../bind.js';

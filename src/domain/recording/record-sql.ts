@@ -8,7 +8,7 @@
  * - the usage rollups (`rolled_rows`, `rolled`, `rolled_series`): rollup-sql.ts;
  * then the costs recorded, per series (RecordedCost). test/quota/record-sql.test.ts prints the whole statement.
  *
- * The gateway's record (src/gateway/call-repo.ts, batched by call-recorder.ts) writes calls that ended; the sweeper's
+ * The gateway's record (src/records/call-repo.ts, batched by call-recorder.ts) writes calls that ended; the sweeper's
  * reclaim (src/domain/quota/quota-repo.ts) writes the calls a dead process's last heartbeat left, from the same parts
  * where the rule is the same. Both are composed once, when this module loads; never per call.
  */

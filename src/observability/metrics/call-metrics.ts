@@ -268,7 +268,7 @@ function createAnswerMetrics(registers: Registry[]) {
     usageMissing(protocol: string, kind: 'stream' | 'json') {
       usageMissing.inc({ protocol, kind });
     },
-    /** The cost of a batch's calls of one series (null: none priced) and how many were unpriced, counted when the batch is written (call-spend.ts). */
+    /** The cost of a batch's calls of one series (null: none priced) and how many were unpriced, counted when the batch is written (src/records/call-spend.ts). */
     callCost(workspace: string, connection: string, model: string, micros: bigint | null, unpricedCalls: number): void {
       if (unpricedCalls > 0) unpriced.inc({ workspace, connection, model }, unpricedCalls);
       if (micros !== null) costMicros.inc({ workspace, connection, model }, Number(micros));

@@ -1,10 +1,10 @@
 /**
- * Recording and quota: the recorder's batches, failures and spool (call-recorder.ts), and the gateway's quota lease
+ * Recording and quota: the recorder's batches, failures and spool (src/records/call-recorder.ts), and the gateway's quota lease
  * statements (quota-leases.ts).
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
-/** What the recorder reports (call-recorder.ts RecorderStats). */
+/** What the recorder reports (src/records/call-recorder.ts RecorderStats). */
 interface RecorderGauges {
   queued: number;
   spooled: number;
@@ -14,7 +14,7 @@ interface RecorderGauges {
 /** The statements a quota lease runs (quota-leases.ts). */
 type LeaseStatement = 'acquire' | 'extend' | 'renew' | 'release';
 
-/** Why a batch of records was not written as one statement (call-recorder.ts). */
+/** Why a batch of records was not written as one statement (src/records/call-recorder.ts). */
 export type RecorderFailure = 'unavailable' | 'refused' | 'given_up';
 
 /** The recorder's gauges, read at each scrape from `stats` (once the recorder is watched). */
@@ -70,7 +70,7 @@ export function createRecorderMetrics(registers: Registry[]) {
     leaseStatement(kind: LeaseStatement) {
       leaseStatements.inc({ kind });
     },
-    /** Recorder events (call-recorder.ts). */
+    /** Recorder events (src/records/call-recorder.ts). */
     recorderBatch(size: number): void {
       batchSize.observe(size);
     },

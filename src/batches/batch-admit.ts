@@ -2,9 +2,9 @@
  * A batch admitted (docs/batches.md): at its bound (its file's, or its inline requests'), on the budget, one quota
  * lease for the whole batch and the rate limits, then created upstream and its rows written once the provider answered.
  */
-import { AppError } from '../../errors.js';
-import { newId } from '../../ids.js';
-import { Admitted, admitRate, assertBudget, assertModelAllowed } from '../admission.js';
+import { AppError } from '../errors.js';
+import { newId } from '../ids.js';
+import { Admitted, admitRate, assertBudget, assertModelAllowed } from '../gateway/admission.js';
 import { BatchLines, type BatchFileBound } from './batch-lines.js';
 import type { StoredPricing } from './batch-repo.js';
 import {

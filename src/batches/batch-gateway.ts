@@ -4,13 +4,13 @@
  * its reads, its list and its cancel passed through for the access that made it only (another access's id answers
  * 404, as an unknown one does). Its settlement is batch-settlement.ts's.
  */
-import { AppError } from '../../errors.js';
-import { newId } from '../../ids.js';
-import { protocolOf } from '../../protocols/index.js';
-import type { Protocol } from '../../protocols/protocol.js';
-import { letsThrough } from '../admission.js';
-import { readBody } from '../client-request.js';
-import { readUpload } from '../upload.js';
+import { AppError } from '../errors.js';
+import { newId } from '../ids.js';
+import { protocolOf } from '../protocols/index.js';
+import type { Protocol } from '../protocols/protocol.js';
+import { letsThrough } from '../gateway/admission.js';
+import { readBody } from '../gateway/client-request.js';
+import { readUpload } from '../gateway/upload.js';
 import { admitAndCreate, inlineBound, storedPricing } from './batch-admit.js';
 import { BatchLines, MAX_BATCH_FILE_BYTES } from './batch-lines.js';
 import {

@@ -3,7 +3,7 @@
  * call opened (CallOpened), what its request was read for (CallRead: the model it names, whether it
  * streams, the lease it was admitted on) and how it ended (CallOutcome). The record of a call that ended
  * and the snapshot of a call under way (what would be recorded were its process to die now: FAILED
- * `gateway_lost`, call-meter.ts) are the same function over two outcomes.
+ * `gateway_lost`, src/gateway/call-meter.ts) are the same function over two outcomes.
  */
 import type { AttemptStatus, InvocationRow, InvocationStatus } from '../domain/invocations/invocation-types.js';
 import { storableText } from '../domain/storable-text.js';
@@ -142,7 +142,7 @@ export function invocationRecord(opened: CallOpened, read: CallRead, outcome: Ca
     attempt_completed_at: attempt ? attempt.completedAt : null,
     attempt_duration_ms: attempt ? attempt.attemptDurationMs : null,
     route_id: opened.routeId ?? null,
-    // A route's attempts before the last are added by the call that made them (metered-call.ts).
+    // A route's attempts before the last are added by the call that made them (src/gateway/metered-call.ts).
     attempts: null,
     plan_id: opened.planId ?? null,
   };

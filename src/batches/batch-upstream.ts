@@ -2,23 +2,18 @@
  * What every Batch API operation shares (batch-gateway.ts): the request it answers, the call upstream on its
  * connection, and the answer written back with Nexus's headers, or a refusal in the connection's error shape.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { Clock } from '../../domain/actor.js';
-import type { QuotaRepo } from '../../domain/quota/quota-repo.js';
-import type { SecretBox } from '../../domain/security/secret-box.js';
-import { AppError } from '../../errors.js';
-import type { Protocol } from '../../protocols/protocol.js';
-import type { RequestLocals } from '../../web/locals.js';
-import { sendError } from '../answers.js';
-import { upstreamOf, type CacheEntry } from '../auth-cache.js';
-import type { CallMeter } from '../call-meter.js';
-import type { AuthRow } from '../call-repo.js';
-import { upstreamSearch } from '../client-request.js';
-import { upstreamHeaders } from '../headers.js';
-import type { GatewayTarget } from '../path-safety.js';
-import type { Sendable } from '../upload.js';
-import type { createUpstreamPools } from '../upstreams.js';
+import type { Clock } from '../domain/actor.js';
+import type { QuotaRepo } from '../domain/quota/quota-repo.js';
+import type { SecretBox } from '../domain/security/secret-box.js';
+import { AppError } from '../errors.js';
+import { sendError } from '../gateway/answers.js';
+import { upstreamOf } from '../gateway/auth-cache.js';
+import type { CallMeter } from '../gateway/call-meter.js';
+import { upstreamSearch } from '../gateway/client-request.js';
+import { upstreamHeaders } from '../gateway/headers.js';
+import type { HandedBack, TakenRequest } from '../gateway/taken-paths.js';
+import type { createUpstreamPools } from '../gateway/upstreams.js';
 import type { BatchRepo } from './batch-repo.js';
 
 export interface BatchPath {
@@ -43,15 +38,8 @@ export interface BatchGatewayDeps {
   bodyLimitBytes: number;
 }
 
-/** One Batch API request, its key's access and connection known. */
-export interface BatchRequest {
-  req: IncomingMessage;
-  res: ServerResponse;
-  locals: RequestLocals;
-  entry: CacheEntry;
-  auth: AuthRow;
-  protocol: Protocol;
-  target: GatewayTarget;
+/** One Batch API request, its key's access and connection known (handed over by the gateway). */
+export interface BatchRequest extends TakenRequest {
   path: BatchPath;
 }
 
@@ -60,9 +48,7 @@ export interface BatchRequest {
  * upload whose purpose is not `batch`, or, where the workspace or the plan lets its class through, a batch or file
  * Nexus did not see. `body`: what was read of its body (none: the flow reads it).
  */
-export interface Fallback {
-  body?: Sendable;
-}
+export type Fallback = HandedBack;
 
 /** What the upstream answered: its status, headers and body (a stream). */
 interface Answer {

@@ -20,7 +20,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { alive } from '../db/data-dir-lock.js';
-import type { CallRows } from './call-repo.js';
+import type { CallRows } from './call-rows.js';
 
 const BATCH = 200;
 const NAME = /^(calls|replay)-(.+)-(\d+)-(\d+)\.jsonl$/;

@@ -2,7 +2,7 @@
  * The rows of batches (docs/batches.md, migration 20261209010000): the input files Nexus read, the batches admitted
  * on them, and the statements that claim, settle and finish a batch (batch-sql.ts).
  */
-import type { Queryable } from '../../db/database.js';
+import type { Queryable } from '../db/database.js';
 import { FINISH_SQL, SETTLE_REQUESTS_SQL } from './batch-sql.js';
 
 export interface BatchFileRow {

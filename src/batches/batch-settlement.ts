@@ -9,15 +9,15 @@
  */
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
-import type { Clock } from '../../domain/actor.js';
-import { chargeUnits, type Multipliers } from '../../domain/quota/quota-math.js';
-import { openProviderApiKey } from '../../domain/provider-connections/provider-secret.js';
-import type { SecretBox } from '../../domain/security/secret-box.js';
-import { newId } from '../../ids.js';
-import type { Logger } from '../../observability/logger.js';
-import { isProtocolProfile, protocolOf } from '../../protocols/index.js';
-import type { Protocol } from '../../protocols/protocol.js';
-import type { createUpstreamPools } from '../upstreams.js';
+import type { Clock } from '../domain/actor.js';
+import { chargeUnits, type Multipliers } from '../domain/quota/quota-math.js';
+import { openProviderApiKey } from '../domain/provider-connections/provider-secret.js';
+import type { SecretBox } from '../domain/security/secret-box.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../observability/logger.js';
+import { isProtocolProfile, protocolOf } from '../protocols/index.js';
+import type { Protocol } from '../protocols/protocol.js';
+import type { createUpstreamPools } from '../gateway/upstreams.js';
 import type { BatchRepo, BatchRow, SettledRequest, StoredPricing } from './batch-repo.js';
 
 /** How long a claimed batch is this process's: past it (the process died), the next claim takes it. */

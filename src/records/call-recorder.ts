@@ -28,7 +28,7 @@ import type { InferenceKeyRepo } from '../domain/inference-keys/inference-key-re
 import type { Admission } from '../domain/quota/quota-leases.js';
 import type { RequestLogEntry } from '../domain/request-logs/request-log-types.js';
 import type { Logger } from '../observability/logger.js';
-import type { CallRows } from './call-repo.js';
+import type { CallRows } from './call-rows.js';
 import type { Spool } from './spool.js';
 
 /** Every field is always present (a call's records share one object shape). */
@@ -89,7 +89,7 @@ interface RecorderEvents {
 }
 
 export interface CallRecorderDeps {
-  /** Writes a batch (call-repo.ts, its costs handed on by gateway-parts.ts). */
+  /** Writes a batch (call-repo.ts, its costs handed on by records.ts). */
   repo: { record(calls: CallRows[]): Promise<void> };
   keys: Pick<InferenceKeyRepo, 'touchLastRequest'>;
   logger: Logger;
@@ -99,7 +99,7 @@ export interface CallRecorderDeps {
   spool?: Spool | undefined;
   /** Metrics: told of each batch written (its size), of each failed write, and of the records spooled. */
   events?: RecorderEvents | undefined;
-  /** Seals and writes a batch of request logs (gateway-parts.ts); none: logs are dropped. */
+  /** Seals and writes a batch of request logs (records.ts); none: logs are dropped. */
   logs?: { write(entries: RequestLogEntry[]): Promise<void> } | undefined;
 }
 

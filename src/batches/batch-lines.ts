@@ -4,11 +4,11 @@
  * prepareCall), then forgotten; what is kept is the count, the total bound and the pricing of each model named.
  * Never more than one line is held.
  */
-import type { ModelPolicy, Pricing } from '../../domain/quota/model-pricing.js';
-import { boundUnits } from '../../domain/quota/quota-math.js';
-import { AppError } from '../../errors.js';
-import { prepareCall, type Inspector } from '../../protocols/inspectors.js';
-import type { Protocol } from '../../protocols/protocol.js';
+import type { ModelPolicy, Pricing } from '../domain/quota/model-pricing.js';
+import { boundUnits } from '../domain/quota/quota-math.js';
+import { AppError } from '../errors.js';
+import { prepareCall, type Inspector } from '../protocols/inspectors.js';
+import type { Protocol } from '../protocols/protocol.js';
 
 /** The provider's limits on an input file (OpenAI's: REFERENCES.md, "Batches"). */
 const MAX_BATCH_LINES = 50_000;

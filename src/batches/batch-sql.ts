@@ -12,11 +12,11 @@
  * - FINISH_SQL: the batch settled: its lease released (what never ran returns to the period), its invocation
  *   recorded (counted as a call by the rollups), and `batch.completed` raised for the webhook endpoints that want it.
  */
-import { fanOutCte } from '../../domain/events/outbox-sql.js';
-import { KIND_COLUMNS } from '../../domain/recording/kind-sql.js';
-import { ROLLED_CALL_COLUMNS, ROLLED_EVENT_COLUMNS, rollUpCtes } from '../../domain/recording/rollup-sql.js';
-import { thresholdEventCtes } from '../../domain/recording/threshold-sql.js';
-import { usageEventCtes } from '../../domain/recording/usage-event-sql.js';
+import { fanOutCte } from '../domain/events/outbox-sql.js';
+import { KIND_COLUMNS } from '../domain/recording/kind-sql.js';
+import { ROLLED_CALL_COLUMNS, ROLLED_EVENT_COLUMNS, rollUpCtes } from '../domain/recording/rollup-sql.js';
+import { thresholdEventCtes } from '../domain/recording/threshold-sql.js';
+import { usageEventCtes } from '../domain/recording/usage-event-sql.js';
 
 /** The providers' batch discount: a request costs half its price (docs/batches.md, "Price"). */
 const BATCH_COST_SCALE = '0.5';
