@@ -42,12 +42,7 @@ async function admitTokens(meter: CallMeter, auth: AuthRow, tokens: bigint): Pro
   const limits = limitsOf(auth);
   if (limits.tokensPerMinute === null) return undefined;
   const counted = tokens > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(tokens);
-  const admitted = await meter.rates.admit(
-    { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id },
-    limits,
-    counted,
-    true,
-  );
+  const admitted = await meter.rates.admit({ workspaceId: auth.workspace_id, accessId: auth.workspace_access_id }, limits, counted, true);
   if (admitted.ok) return admitted.ticket;
   const message = admitted.never
     ? `This turn may use up to ${counted} tokens (the conversation so far and its output bound), more than the plan's ${limits.tokensPerMinute} tokens per minute`
@@ -88,7 +83,8 @@ export async function admitTurn(ask: TurnAsk): Promise<Turn | AppError> {
       const output = outputBound(auth, ask);
       const bound = boundUnits(ask.conversation, output, pricing);
       if (!auth.period_id || !auth.period_end) throw new AppError('quota_insufficient', 'The access has no current quota period');
-      if (bound > MAX_CALL_UNITS) throw new AppError('quota_insufficient', `This turn may need up to ${bound} units, more than a period holds`);
+      if (bound > MAX_CALL_UNITS)
+        throw new AppError('quota_insufficient', `This turn may need up to ${bound} units, more than a period holds`);
       const rate = await admitTokens(meter, auth, ask.conversation + output);
       const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
       const held = await meter.leases.admit(target, bound).catch((err: unknown) => {

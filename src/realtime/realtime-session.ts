@@ -281,7 +281,9 @@ export class RealtimeSession {
       const own = this.capPending && error?.event_id === CAP_EVENT_ID;
       if (own) this.capPending = false;
       this.deps.logger[own ? 'warn' : 'info']({
-        msg: own ? "the provider refused the session's output cap: its server-VAD turns are bounded by admission only" : 'realtime upstream error event',
+        msg: own
+          ? "the provider refused the session's output cap: its server-VAD turns are bounded by admission only"
+          : 'realtime upstream error event',
         requestId: this.deps.ctx.sessionId,
         code: typeof error?.code === 'string' ? error.code : '',
       });

@@ -8,22 +8,13 @@
 import { connect } from 'node:net';
 import OpenAI, { AzureOpenAI } from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
-import WebSocket from 'ws';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { createProviderConnection, createRoute, listInvocations } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startRealtimeUpstream, type FakeRealtime, type RealtimeUsage } from '../support/upstreams/realtime.js';
 import { createTenant, periodOf, until } from './gateway-support.js';
-import {
-  openRaw,
-  refusedHandshake,
-  sessionRecord,
-  turnsOfSession,
-  unitsOf,
-  wsUrl,
-  type RawSession,
-} from './realtime-support.js';
+import { openRaw, refusedHandshake, sessionRecord, turnsOfSession, unitsOf, wsUrl, type RawSession } from './realtime-support.js';
 
 const KEY = `${SECRET_MARKER}-realtime-upstream-0123456789`;
 const MODEL = 'gpt-realtime';
@@ -292,7 +283,9 @@ describe("a Realtime session's bounds", () => {
     s.ws.close();
     await s.closed;
     // (Nexus's own session.update, which opened the session at the plan's cap, is another test's.)
-    const seen = up.events.slice(sent).filter((e) => e.type !== 'input_audio_buffer.append' && e.body.event_id !== 'event_nexus_session_cap');
+    const seen = up.events
+      .slice(sent)
+      .filter((e) => e.type !== 'input_audio_buffer.append' && e.body.event_id !== 'event_nexus_session_cap');
     expect(seen.map((e) => [e.type, e.body.session ?? e.body.response])).toEqual([
       ['session.update', { type: 'realtime', max_output_tokens: 100 }],
       ['response.create', { max_output_tokens: 100 }],

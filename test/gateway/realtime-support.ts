@@ -8,7 +8,7 @@ import type { TestApp } from '../support/test-app.js';
 import type { RealtimeUsage } from '../support/upstreams/realtime.js';
 import { until, type Tenant } from './gateway-support.js';
 
-export const MODEL = 'gpt-realtime';
+const MODEL = 'gpt-realtime';
 
 /** Units of a usage at the tenant's default prices (input 1, cached 0.5, output 2 a token; audio as text). */
 export const unitsOf = (u: RealtimeUsage) => {
@@ -99,4 +99,3 @@ export function refusedHandshake(url: string, headers: Record<string, string>): 
     ws.once('error', () => {});
   });
 }
-

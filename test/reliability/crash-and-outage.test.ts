@@ -282,9 +282,7 @@ describe.runIf(usesPostgres)('a Nexus process killed mid-turn of a Realtime sess
     // The snapshot writes the turn in flight as it stands: 50 input units and 9 output tokens at 2; and the
     // session's own record as it would be were the process to die now (its turn 1 counted, charged nothing).
     await until(async () => (await leaseCalls()).some((row) => BigInt(row.units) === 68n));
-    await until(async () =>
-      (await leaseCalls()).some((row) => (row.invocation as { session?: { turns: number } }).session?.turns === 1),
-    );
+    await until(async () => (await leaseCalls()).some((row) => (row.invocation as { session?: { turns: number } }).session?.turns === 1));
     await nexus.kill();
 
     await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 30_000);
