@@ -1,7 +1,8 @@
 /**
  * A Realtime session's limits per turn (docs/realtime.md), against a fake Realtime upstream (a real ws server):
  * a turn the plan's tokens per minute cannot hold is refused with an `error` event and not sent upstream, the
- * session staying open; a session under a plan's maxOutputTokens is opened with it as its output cap, so a turn the
+ * session staying open (a turn the provider started itself is cancelled, and charged what it used); a session
+ * under a plan's maxOutputTokens is opened with it as its output cap, so a turn the
  * provider starts on its own (server VAD, no `response.create`) stops there too.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -93,6 +94,39 @@ describe("a Realtime turn and the plan's tokens per minute", () => {
     expect(s.ws.readyState).toBe(s.ws.OPEN);
     s.ws.close();
     await s.closed;
+  });
+});
+
+describe("a server-VAD turn and the plan's tokens per minute", () => {
+  it('is cancelled upstream when the minute has no room for it, charged what it used, the session left open', async () => {
+    const tenant = await createTenant(t, {
+      baseUrl: up.url,
+      providerKey: KEY,
+      maxOutputTokens: 100,
+      quotaUnits: 1_000_000n,
+      rateLimits: { tokensPerMinute: 300 },
+    });
+    const s = await openRaw(tenant);
+    await s.next('session.created');
+    // Turn 1 (bound 100) uses 200 tokens; turn 2, begun by the provider, needs 300: it is cancelled as it runs.
+    up.usages.push({ input: 100, output: 100 }, { input: 200, output: 3 });
+    expect(up.startResponse()).toBe(true);
+    await s.next('response.done');
+    const cancels = up.events.filter((e) => e.type === 'response.cancel').length;
+    up.behaviour.push('hang');
+    const at = s.events.length;
+    expect(up.startResponse()).toBe(true);
+    const refused = (await s.next('error', at)) as unknown as { error: Record<string, unknown> };
+    expect(refused.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited', param: 'tokensPerMinute' });
+    await s.next('response.done', at);
+    expect(up.events.filter((e) => e.type === 'response.cancel').length - cancels).toBe(1);
+    expect(s.ws.readyState).toBe(s.ws.OPEN);
+    s.ws.close(1000);
+    await s.closed;
+    await until(async () => (await turnsOfSession(t, s.requestId)).length === 2);
+    const turns = await turnsOfSession(t, s.requestId);
+    expect(turns.map((r) => r.quota_units)).toEqual([unitsOf({ input: 100, output: 100 }), unitsOf({ input: 200, output: 3 })]);
+    expect((await sessionRecord(t, s.requestId)).session).toMatchObject({ turns: 2, closeCode: 1000, closeReason: 'client_closed' });
   });
 });
 
