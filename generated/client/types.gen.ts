@@ -2178,11 +2178,12 @@ export type RealtimeSessionDto = {
      */
     turns: number;
     /**
-     * The WebSocket close code (1000 normal or idle, 1001 shutdown, 1008 a turn refused, 1009 a frame too large, 1011 the provider gone; the client's own code when it closed).
+     * The WebSocket close code (1000 normal or idle, 1001 shutdown, 1006 its Nexus process died, 1008 a turn refused, 1009 a frame too large, 1011 the provider gone; the client's own code when it closed).
      */
     closeCode: number;
     /**
-     * Why it closed: `client_closed`, `session_idle_timeout`, `frame_too_large`, `upstream_closed`, `server_shutdown`, or the code of the
+     * Why it closed: `client_closed`, `session_idle_timeout`, `frame_too_large`, `upstream_closed`, `server_shutdown`, `gateway_lost` (its
+     * Nexus process died: written by the reclaim of its lease), or the code of the
      * refusal of the turn that ended it (`quota_insufficient`, `workspace_budget_exceeded`, ...).
      *
      */

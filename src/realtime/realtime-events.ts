@@ -10,6 +10,7 @@
  *   - server `response.done`: its status and `usage`, the turn's exact count by kind;
  *   - server `error`: passed on, and logged.
  */
+import { errorBody, type AppError } from '../errors.js';
 import type { Usage } from '../protocols/usage.js';
 import { big } from '../protocols/usage.js';
 
@@ -136,5 +137,20 @@ export function errorEvent(code: string, message: string, eventId?: string): str
     type: 'error',
     event_id: `event_nexus_${Date.now().toString(36)}`,
     error: { type: 'invalid_request_error', code, message, param: null, event_id: eventId ?? null },
+  });
+}
+
+/**
+ * A Realtime `error` event refusing a client's event (`eventId`: its `event_id`), its `error` as Nexus's HTTP answers
+ * shape it (`type`, `code`, `message`, `param`: `rate_limit_error` / `rate_limited` / `tokensPerMinute` for a turn
+ * the plan's tokens per minute cannot hold), with `retry_after` (seconds) where the refusal knows it.
+ */
+export function refusalEvent(err: AppError, eventId?: string): string {
+  const { error } = errorBody(err, undefined);
+  const retry = err.extras.retry_after;
+  return JSON.stringify({
+    type: 'error',
+    event_id: `event_nexus_${Date.now().toString(36)}`,
+    error: { ...error, event_id: eventId ?? null, ...(retry !== undefined ? { retry_after: retry } : {}) },
   });
 }

@@ -17,12 +17,11 @@
  * - No frame either way and no pong for the idle timeout: closed (1000). The client is pinged a third of it.
  */
 import type { RawData, WebSocket } from 'ws';
-import { AppError, toAppError } from '../errors.js';
+import { AppError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { RateTicket } from '../domain/rate-limits/rate-allowances.js';
-import { assertBudget, assertModelAllowed, authorizeCall } from '../gateway/admission.js';
 import type { CacheEntry } from '../gateway/auth-cache.js';
-import { boundUnits, MAX_CALL_UNITS } from '../domain/quota/quota-math.js';
+import { admitTurn, DEFAULT_OUTPUT_BOUND } from './realtime-admit.js';
 import {
   carriesAudio,
   carriesOutput,
@@ -30,17 +29,18 @@ import {
   eventType,
   parseEvent,
   PARSED_SERVER_EVENTS,
+  refusalEvent,
   responseCap,
   responseOf,
   sessionCap,
   usageOf,
   withCap,
 } from './realtime-events.js';
-import { recordSession, type SessionCause, type SessionTotals } from './realtime-record.js';
+import { holdSession, recordSession, type SessionBeat, type SessionCause, type SessionTotals } from './realtime-record.js';
 import { recordTurn, Turn, type TurnContext, type TurnEnd } from './realtime-turn.js';
 
-/** The output bound of a turn whose plan names no maxOutputTokens. */
-const DEFAULT_OUTPUT_BOUND = 4096n;
+/** The event id of the `session.update` Nexus opens a session with (the plan's output cap), and of its answer's error. */
+const CAP_EVENT_ID = 'event_nexus_session_cap';
 /** How many bytes of a frame are decoded to find its type (an audio delta is not decoded whole). */
 const HEAD_BYTES = 200;
 
@@ -83,6 +83,11 @@ export class RealtimeSession {
   /** Turns being settled, and the client's turn whose admission is being decided: the session's record waits for them. */
   private readonly settling = new Set<Promise<void>>();
   private asking: Promise<void> | undefined;
+  /** The session's own row for the heartbeat (its record should the process die), once its lease is held. */
+  private sessionBeat: SessionBeat | undefined;
+  private holding: Promise<void> | undefined;
+  /** Nexus's own `session.update` (the plan's cap) awaits its answer, which is not passed on to the client. */
+  private capPending = false;
   private ended = false;
   private lastActivity = Date.now();
   private readonly timer: NodeJS.Timeout;
@@ -101,7 +106,13 @@ export class RealtimeSession {
     upstream.on('message', (data, binary) => this.fromUpstream(data, binary));
     upstream.on('close', (code) => this.upstreamGone(`the provider closed the session (${code})`));
     upstream.on('error', (err) => this.upstreamGone(`the provider's socket failed: ${err.message}`));
+    this.capSession();
     upstream.resume();
+    this.holding = holdSession(deps.ctx, this.totals).then((beat) => {
+      if (!beat) return;
+      if (this.ended) beat.release();
+      else this.sessionBeat = beat;
+    });
     const every = Math.max(250, Math.floor(deps.idleTimeoutMs / 3));
     this.timer = setInterval(() => this.beat(), every);
     this.timer.unref();
@@ -114,6 +125,18 @@ export class RealtimeSession {
   /** Closes the session now (a shutdown): turns in flight are charged for what was delivered. */
   shutDown(): void {
     this.finish(1001, 'Nexus is shutting down', 'server_shutdown', { kind: 'shutdown' });
+  }
+
+  /**
+   * Under a plan's maxOutputTokens the session is opened with it as its output cap (a `session.update`, before any
+   * client frame), so the turns the provider starts itself (server VAD, no `response.create`) stop there too.
+   */
+  private capSession(): void {
+    const max = this.deps.ctx.auth.max_output_tokens;
+    if (!max) return;
+    const session = this.deps.beta ? { max_response_output_tokens: max } : { type: 'realtime', max_output_tokens: max };
+    this.upstream.send(JSON.stringify({ type: 'session.update', event_id: CAP_EVENT_ID, session }));
+    this.capPending = true;
   }
 
   private touch(): void {
@@ -198,9 +221,13 @@ export class RealtimeSession {
     this.closeIfQuiet();
   }
 
-  /** A turn refused: its client told why; the session closes 1008 once no turn is in flight. */
+  /**
+   * A turn refused: its client told why. Refused for the plan's tokens per minute, the session stays open (the
+   * client may ask again once the minute has room); for anything else, it closes 1008 once no turn is in flight.
+   */
   private refuse(err: AppError, eventId?: string): void {
-    this.sendClient(errorEvent(err.code, err.message, eventId));
+    this.sendClient(refusalEvent(err, eventId));
+    if (err.code === 'rate_limited') return;
     this.closing ??= { code: 1008, reason: err.code };
     this.closeIfQuiet();
   }
@@ -210,58 +237,18 @@ export class RealtimeSession {
     this.finish(this.closing.code, this.closing.reason, null, { kind: 'refused', code: this.closing.reason });
   }
 
-  /**
-   * A turn's admission: its key's row (as cached) authorized again, the budget, the model, and its bound on the
-   * access's quota lease. Resolves with the turn, or the refusal.
-   */
-  private async admit(byClient: boolean, asked: number | 'inf' | undefined): Promise<Turn | AppError> {
-    const { ctx } = this.deps;
-    try {
-      let entry = await this.deps.lookup();
-      for (let reloaded = false; ; reloaded = true) {
-        const now = ctx.meter.clock.now();
-        const auth = authorizeCall(entry.row, now);
-        assertBudget(auth, now);
-        const policy = ctx.meter.modelPolicy(auth);
-        assertModelAllowed(policy, ctx.model);
-        const pricing = policy.pricingFor(ctx.model);
-        const planMax = auth.max_output_tokens ? BigInt(auth.max_output_tokens) : DEFAULT_OUTPUT_BOUND;
-        if (
-          byClient &&
-          typeof asked === 'number' &&
-          auth.max_output_tokens &&
-          asked > auth.max_output_tokens &&
-          auth.output_cap_policy === 'refuse'
-        ) {
-          throw new AppError('max_tokens_exceeded', `This turn asks for up to ${asked} output tokens; the plan allows ${planMax}`, {
-            param: 'max_output_tokens',
-          });
-        }
-        const cap = typeof asked === 'number' ? asked : asked === 'inf' ? undefined : typeof this.cap === 'number' ? this.cap : undefined;
-        const output = cap !== undefined && BigInt(cap) < planMax ? BigInt(cap) : planMax;
-        const bound = boundUnits(this.conversation, output, pricing);
-        if (!auth.period_id || !auth.period_end) throw new AppError('quota_insufficient', 'The access has no current quota period');
-        if (bound > MAX_CALL_UNITS)
-          throw new AppError('quota_insufficient', `This turn may need up to ${bound} units, more than a period holds`);
-        const target = { workspaceId: auth.workspace_id, accessId: auth.workspace_access_id, periodId: auth.period_id };
-        const held = await ctx.meter.leases.admit(target, bound);
-        if (held.ok) {
-          // Not yet a call under way: the caller makes it one once it is sent (or runs).
-          const turn = new Turn(ctx, now, byClient, this.conversation, output, pricing);
-          turn.admission = held.admission;
-          return turn;
-        }
-        if (held.periodOver && !reloaded) {
-          entry = await this.deps.reload();
-          continue;
-        }
-        throw new AppError('quota_insufficient', `This turn may need up to ${bound} units; ${held.available} are available`, {
-          reset_at: auth.period_end.toISOString(),
-        });
-      }
-    } catch (err) {
-      return toAppError(err);
-    }
+  /** A turn's admission (realtime-admit.ts): resolves with the turn, or the refusal. */
+  private admit(byClient: boolean, asked: number | 'inf' | undefined): Promise<Turn | AppError> {
+    const { deps } = this;
+    return admitTurn({
+      ctx: deps.ctx,
+      lookup: deps.lookup,
+      reload: deps.reload,
+      byClient,
+      asked,
+      sessionCap: this.cap,
+      conversation: this.conversation,
+    });
   }
 
   private fromUpstream(data: RawData, binary: boolean): void {
@@ -270,27 +257,55 @@ export class RealtimeSession {
       const buf = textOf(data);
       const type = eventType(buf.subarray(0, HEAD_BYTES).toString('utf8'));
       if (carriesOutput(type)) this.output(carriesAudio(type));
-      else if (PARSED_SERVER_EVENTS.has(type)) this.serverEvent(type, parseEvent(buf.toString('utf8')) ?? {});
+      else if (PARSED_SERVER_EVENTS.has(type)) {
+        const relayed = this.serverEvent(type, parseEvent(buf.toString('utf8')) ?? {});
+        if (relayed === null) return;
+        if (relayed !== undefined) data = Buffer.from(relayed);
+      }
     }
     this.sendClient(data, binary);
     this.closeIfQuiet();
   }
 
-  private serverEvent(type: string, event: Record<string, unknown>): void {
+  /** A parsed server event read; returns the frame to relay in its place (undefined: as it came; null: none). */
+  private serverEvent(type: string, event: Record<string, unknown>): string | null | undefined {
     if (type === 'session.created' || type === 'session.updated') {
       this.cap = sessionCap(event) ?? this.cap;
+      return this.capAnswer(type, event);
     } else if (type === 'response.created') {
       this.began(responseOf(event).id);
     } else if (type === 'response.done') {
       this.done(event);
     } else if (type === 'error') {
-      const code = (event.error as { code?: unknown } | undefined)?.code;
-      this.deps.logger.info({
-        msg: 'realtime upstream error event',
+      const error = event.error as { code?: unknown; event_id?: unknown } | undefined;
+      const own = this.capPending && error?.event_id === CAP_EVENT_ID;
+      if (own) this.capPending = false;
+      this.deps.logger[own ? 'warn' : 'info']({
+        msg: own
+          ? "the provider refused the session's output cap: its server-VAD turns are bounded by admission only"
+          : 'realtime upstream error event',
         requestId: this.deps.ctx.sessionId,
-        code: typeof code === 'string' ? code : '',
+        code: typeof error?.code === 'string' ? error.code : '',
       });
+      if (own) return null;
     }
+    return undefined;
+  }
+
+  /**
+   * While Nexus's own `session.update` awaits its answer: the `session.created` is relayed with the cap the session
+   * is about to have (the client sees the session as it will be), and the `session.updated` answering it is not
+   * relayed (the client did not ask for it). The provider answers events in order, so it is the first one.
+   */
+  private capAnswer(type: string, event: Record<string, unknown>): string | null | undefined {
+    if (!this.capPending) return undefined;
+    if (type === 'session.updated') {
+      this.capPending = false;
+      return null;
+    }
+    const max = this.deps.ctx.auth.max_output_tokens!;
+    const stated = sessionCap(event);
+    return typeof stated === 'number' && stated <= max ? undefined : withCap(event, 'session', max, this.deps.beta);
   }
 
   /** A response begins upstream: the client's turn asked first, else a server-VAD turn, admitted now. */
@@ -313,6 +328,7 @@ export class RealtimeSession {
   private async admitVad(turn: Turn): Promise<void> {
     const admitted = this.closing ? new AppError('quota_insufficient', this.closing.reason) : await this.admit(false, undefined);
     if (!(admitted instanceof AppError)) {
+      turn.rateTicket = admitted.rateTicket;
       turn.admitted(admitted.admission!);
       return;
     }
@@ -325,6 +341,7 @@ export class RealtimeSession {
     }
     if (this.upstream.readyState === this.upstream.OPEN && turn.responseId)
       this.upstream.send(JSON.stringify({ type: 'response.cancel', response_id: turn.responseId }));
+    // Refused for tokens per minute, its tokens are still counted (on the session's ticket) and the session stays open.
     this.refuse(admitted);
   }
 
@@ -361,13 +378,18 @@ export class RealtimeSession {
     return settled;
   }
 
-  /** Records the turn; its tokens count against the plan's tokens per minute now, not when the session ends. */
+  /**
+   * Records the turn; its tokens count against the plan's tokens per minute now, not when the session ends: its own
+   * admission's settled to them, or (a server-VAD turn refused) spent on the session's.
+   */
   private record(turn: Turn, end: TurnEnd): void {
     if (turn.settled) return;
     this.totals.turns++;
     this.totals.units += recordTurn(this.deps.ctx, turn, end);
-    const { rateTicket } = this.deps;
-    if (rateTicket && end.usage) this.deps.ctx.meter.rates.spend(rateTicket, Number(end.usage.inputTokens + end.usage.outputTokens));
+    const { rates } = this.deps.ctx.meter;
+    const tokens = end.usage ? Number(end.usage.inputTokens + end.usage.outputTokens) : null;
+    if (turn.rateTicket) rates.settle(turn.rateTicket, tokens);
+    else if (this.deps.rateTicket && tokens) rates.spend(this.deps.rateTicket, tokens);
   }
 
   private clientGone(code: number): void {
@@ -406,8 +428,9 @@ export class RealtimeSession {
   }
 
   private async recordWhenSettled(ended: SessionCause): Promise<void> {
+    await this.holding;
     await this.asking;
     await Promise.all(this.settling);
-    recordSession(this.deps.ctx, ended, this.totals);
+    recordSession(this.deps.ctx, ended, this.totals, this.sessionBeat);
   }
 }

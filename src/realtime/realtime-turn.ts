@@ -13,6 +13,7 @@
  */
 import type { InvocationStatus, AttemptStatus } from '../domain/invocations/invocation-types.js';
 import type { Pricing } from '../domain/quota/model-pricing.js';
+import type { RateTicket } from '../domain/rate-limits/rate-allowances.js';
 import type { Admission } from '../domain/quota/quota-leases.js';
 import { chargeUnits } from '../domain/quota/quota-math.js';
 import { storableText } from '../domain/storable-text.js';
@@ -31,6 +32,8 @@ export class Turn implements RunningCall {
   readonly t0 = process.hrtime.bigint();
   /** Its bound on the lease (none: refused, or its admission still under way). */
   admission: Admission | undefined;
+  /** Its tokens on the plan's tokens per minute, at its bound (none: the plan sets no such limit, or it was refused). */
+  rateTicket: RateTicket | undefined;
   /** Resolves once its admission is decided (a server-VAD turn is admitted while it already runs). */
   admitting: Promise<void> = Promise.resolve();
   responseId: string | null = null;

@@ -255,7 +255,7 @@ describe.runIf(usesPostgres)('a Nexus process killed within the first second of 
 });
 
 describe.runIf(usesPostgres)('a Nexus process killed mid-turn of a Realtime session', () => {
-  it('its settled turn stays charged, and the turn in flight is charged as delivered, once, by the process that reclaims its lease', async () => {
+  it('its settled turn stays charged, the turn in flight is charged as delivered, once, and the session recorded lost, by the process that reclaims its lease', async () => {
     const realtime = await startRealtimeUpstream({ apiKey: KEY });
     const tenant = await createTenant(t, { baseUrl: realtime.url, providerKey: KEY, maxOutputTokens: 100, quotaUnits: 1_000_000n });
     const nexus = await child();
@@ -279,17 +279,23 @@ describe.runIf(usesPostgres)('a Nexus process killed mid-turn of a Realtime sess
       t.database
         .db('lease_calls')
         .whereIn('lease_id', t.database.db('quota_leases').select('id').where({ workspace_access_id: tenant.accessId }));
-    // The snapshot writes the turn in flight as it stands: 50 input units and 9 output tokens at 2.
+    // The snapshot writes the turn in flight as it stands: 50 input units and 9 output tokens at 2; and the
+    // session's own record as it would be were the process to die now (its turn 1 counted, charged nothing).
     await until(async () => (await leaseCalls()).some((row) => BigInt(row.units) === 68n));
+    await until(async () => (await leaseCalls()).some((row) => (row.invocation as { session?: { turns: number } }).session?.turns === 1));
     await nexus.kill();
 
     await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 30_000);
     const rows = await invocationsOf(tenant.accessId);
-    expect(rows.map((r) => [r.session_id, r.status, r.error_code, BigInt(r.quota_units)])).toEqual([
+    // The session's own invocation (its id the handshake's request id), written by the reclaim: lost with its process.
+    expect(rows.map((r) => [r.id === sessionId ? 'session' : r.session_id, r.status, r.error_code, BigInt(r.quota_units)])).toEqual([
+      ['session', 'FAILED', 'gateway_lost', 80n],
       [sessionId, 'SUCCEEDED', null, 80n],
       [sessionId, 'FAILED', 'gateway_lost', 68n],
     ]);
-    const events = await t.database.db('usage_events').where({ invocation_id: rows[1].id });
+    expect(rows[0].session).toMatchObject({ turns: 1, closeCode: 1006, closeReason: 'gateway_lost' });
+    expect(await t.database.db('usage_events').where({ invocation_id: sessionId })).toEqual([]);
+    const events = await t.database.db('usage_events').where({ invocation_id: rows[2].id });
     expect(events.map((e) => [e.kind, BigInt(e.units)])).toEqual([['USAGE', 68n]]);
     expect(await periodOf(t, tenant.accessId)).toMatchObject({ reserved: 0n, consumed: 148n });
     expect(await leaseCalls()).toEqual([]);

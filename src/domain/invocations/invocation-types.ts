@@ -76,7 +76,7 @@ export interface RealtimeSessionRecord {
   turns: number;
   /** The WebSocket close code the client got (or sent). */
   closeCode: number;
-  /** Why it closed: `client_closed`, `session_idle_timeout`, `upstream_closed`, `server_shutdown`, or the refusal's code. */
+  /** Why it closed: `client_closed`, `session_idle_timeout`, `upstream_closed`, `server_shutdown`, `gateway_lost` (its process died), or the refusal's code. */
   closeReason: string;
   /** From its first turn with audio's start to that audio's first frame; null: no turn had audio. */
   firstAudioMs: number | null;

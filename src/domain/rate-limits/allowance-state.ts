@@ -153,12 +153,13 @@ export function viewOf(st: AccessState, nowMs: number): RateView {
   return view;
 }
 
-export function needs(st: AccessState, tokens: number): Need {
+/** What a call of `tokens` lacks (`tokensOnly`: a Realtime turn, which asks for no request and no slot of its own). */
+export function needs(st: AccessState, tokens: number, tokensOnly = false): Need {
   const l = st.limits;
   return {
-    r: l.requestsPerMinute !== null ? Math.max(0, 1 - st.freeRequests) : 0,
+    r: l.requestsPerMinute !== null && !tokensOnly ? Math.max(0, 1 - st.freeRequests) : 0,
     t: l.tokensPerMinute !== null ? Math.max(0, tokens - st.freeTokens) : 0,
-    c: l.concurrentCalls !== null ? Math.max(0, 1 - (st.heldSlots - st.slotsInUse)) : 0,
+    c: l.concurrentCalls !== null && !tokensOnly ? Math.max(0, 1 - (st.heldSlots - st.slotsInUse)) : 0,
   };
 }
 

@@ -103,11 +103,11 @@ function refusal(
   return { ok: false, view: viewOf(st, nowMs), retryAfterS, reason, never };
 }
 
-/** The call is admitted on what the process holds for the access. */
-function admitHeld(st: AccessState, limits: RateLimits, tokens: number, nowMs: number): RateAdmission {
-  st.freeRequests -= limits.requestsPerMinute !== null ? 1 : 0;
+/** The call is admitted on what the process holds for the access (`tokensOnly`: its tokens alone). */
+function admitHeld(st: AccessState, limits: RateLimits, tokens: number, nowMs: number, tokensOnly: boolean): RateAdmission {
+  st.freeRequests -= limits.requestsPerMinute !== null && !tokensOnly ? 1 : 0;
   st.freeTokens -= limits.tokensPerMinute !== null ? tokens : 0;
-  const slot = limits.concurrentCalls !== null;
+  const slot = limits.concurrentCalls !== null && !tokensOnly;
   if (slot) st.slotsInUse++;
   st.inflight++;
   st.lastUsedMs = nowMs;
@@ -126,16 +126,26 @@ async function growOnce(allowances: Allowances, st: AccessState, need: Need, tok
 }
 
 /** After a grant was refused: the refusal, when the row's figures still refuse what the call lacks now. */
-function refusedAfterGrowth(allowances: Allowances, st: AccessState, tokens: number): RateAdmission | undefined {
+function refusedAfterGrowth(allowances: Allowances, st: AccessState, tokens: number, tokensOnly: boolean): RateAdmission | undefined {
   if (!st.refusedRow) return undefined;
   const later = allowances.clock.now().getTime();
-  const now = needs(st, tokens);
+  const now = needs(st, tokens, tokensOnly);
   const reason = refusing(st, now, st.refusedRow, later);
   return reason ? refusal(allowances, st, reason, now, later) : undefined;
 }
 
-/** Admits a call of at most `tokens` tokens on the access's limits, or says which limit refuses it and for how long. */
-async function admit(allowances: Allowances, target: RateTarget, limits: RateLimits, tokens: number): Promise<RateAdmission> {
+/**
+ * Admits a call of at most `tokens` tokens on the access's limits, or says which limit refuses it and for how long.
+ * `tokensOnly`: only its tokens are asked for, no request and no slot (a Realtime session's turn: its session took
+ * the request and holds the slot).
+ */
+async function admit(
+  allowances: Allowances,
+  target: RateTarget,
+  limits: RateLimits,
+  tokens: number,
+  tokensOnly = false,
+): Promise<RateAdmission> {
   // Right after its own grant a call uses it, however long the statement took.
   let grown = false;
   for (;;) {
@@ -145,8 +155,8 @@ async function admit(allowances: Allowances, target: RateTarget, limits: RateLim
       return refusal(allowances, st, 'tokens', { r: 0, t: tokens }, nowMs, true);
     }
     if (!grown) expire(allowances, st, nowMs);
-    const need = needs(st, tokens);
-    if (need.r === 0 && need.t === 0 && need.c === 0) return admitHeld(st, limits, tokens, nowMs);
+    const need = needs(st, tokens, tokensOnly);
+    if (need.r === 0 && need.t === 0 && need.c === 0) return admitHeld(st, limits, tokens, nowMs, tokensOnly);
     if (st.growing) {
       await st.growing.catch(() => {});
       continue;
@@ -157,7 +167,7 @@ async function admit(allowances: Allowances, target: RateTarget, limits: RateLim
     }
     await growOnce(allowances, st, need, tokens);
     grown = true;
-    const refused = refusedAfterGrowth(allowances, st, tokens);
+    const refused = refusedAfterGrowth(allowances, st, tokens, tokensOnly);
     if (refused) return refused;
   }
 }

@@ -8,7 +8,11 @@
  *     `response.done` with the next usage of `usages` (or a default), unless the turn's behaviour says otherwise;
  *   - `input_audio_buffer.commit` → a server-VAD turn: `input_audio_buffer.committed`, then a response as above
  *     that no `response.create` asked for;
- *   - `response.cancel` → the turn in flight ends `cancelled`.
+ *   - `response.cancel` → the turn in flight ends `cancelled`;
+ *   - `startResponse()` → a response on the latest session that no client event asked for (the provider's own voice
+ *     activity detection).
+ * As the API does, a response's `output_tokens` stop at its cap: its `response.create`'s `max_output_tokens` (beta
+ * `max_response_output_tokens`), else the session's.
  * Per turn, `behaviour` (shifted at each response): 'hang' (its deltas, then nothing), 'drop' (its deltas, then the
  * socket is destroyed).
  */
@@ -38,6 +42,8 @@ export interface FakeRealtime {
   /** Deltas per response (each: one text, one audio, one audio transcript delta). */
   deltas: number;
   sockets: Set<WebSocket>;
+  /** Starts a response on the latest session on its own (server VAD); false when none is open. */
+  startResponse(): boolean;
   close(): Promise<void>;
 }
 
@@ -82,6 +88,7 @@ export async function startRealtimeUpstream(options: { apiKey: string; azure?: b
   });
   const wss = new WebSocketServer({ noServer: true, handleProtocols: (p) => (p.has('realtime') ? 'realtime' : false) });
   let counter = 0;
+  let latest: (() => void) | undefined;
   const fake: FakeRealtime = {
     url: '',
     events: [],
@@ -90,6 +97,11 @@ export async function startRealtimeUpstream(options: { apiKey: string; azure?: b
     behaviour: [],
     deltas: 3,
     sockets: new Set(),
+    startResponse: () => {
+      if (!latest) return false;
+      latest();
+      return true;
+    },
     close: async () => {
       for (const s of fake.sockets) s.terminate();
       wss.close();
@@ -122,8 +134,15 @@ export async function startRealtimeUpstream(options: { apiKey: string; azure?: b
     const session: Record<string, unknown> = { id: `sess_${++counter}`, object: 'realtime.session', model, max_output_tokens: 'inf' };
     let inFlight: { id: string; cancelled: boolean } | undefined;
     send('session.created', { session });
+    latest = () => respond();
 
-    const respond = () => {
+    /** A positive integer cap, else none ('inf', absent). */
+    const capOf = (holder: Record<string, unknown> | undefined) => {
+      const cap = holder?.max_output_tokens ?? holder?.max_response_output_tokens;
+      return typeof cap === 'number' ? cap : undefined;
+    };
+    const respond = (asked?: Record<string, unknown>) => {
+      const cap = capOf(asked) ?? capOf(session);
       const id = `resp_${++counter}`;
       const turn = { id, cancelled: false };
       inFlight = turn;
@@ -155,7 +174,9 @@ export async function startRealtimeUpstream(options: { apiKey: string; azure?: b
       };
       const finish = (status: string) => {
         inFlight = undefined;
-        const usage = fake.usages.shift() ?? { input: 10, output: 5 };
+        const next = fake.usages.shift() ?? { input: 10, output: 5 };
+        const output = cap !== undefined && next.output > cap ? cap : next.output;
+        const usage = { ...next, output, audioOut: Math.min(next.audioOut ?? 0, output) };
         send('response.done', { response: { id, object: 'realtime.response', status, output: [], usage: usageEvent(usage) } });
       };
       turn.cancelled = false;
@@ -176,7 +197,7 @@ export async function startRealtimeUpstream(options: { apiKey: string; azure?: b
         send('input_audio_buffer.committed', { item_id: `item_${++counter}` });
         respond();
       } else if (type === 'response.create') {
-        respond();
+        respond(body.response as Record<string, unknown> | undefined);
       } else if (type === 'response.cancel' && inFlight) {
         const turn = inFlight as { cancelled: boolean; finish?: (s: string) => void };
         turn.cancelled = true;
