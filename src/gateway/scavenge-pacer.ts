@@ -12,7 +12,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 /** Bytes of an upload's reads between two scavenges. */
-export const SCAVENGE_EVERY = 8 << 20;
+const SCAVENGE_EVERY = 8 << 20;
 
 type Collect = (options: { type: 'minor'; execution: 'sync' }) => void;
 
