@@ -274,10 +274,16 @@ export class Upload {
   }
 }
 
-/** A spool file's bytes [start, end), read 64 KiB at a time as the stream is read, its reads' buffers paced. */
+/**
+ * A spool file's bytes [start, end), read 64 KiB at a time as the stream is read, its reads' buffers paced. Destroyed
+ * mid-read (the attempt ended), it closes its file once that read is back, never under it.
+ */
 class SpoolRange extends Readable {
   private fd = -1;
   private readonly pacer = new ScavengePacer();
+  /** A read under way; and what is to run once it is back (the stream was destroyed meanwhile). */
+  private reading = false;
+  private afterRead: (() => void) | undefined;
 
   constructor(
     private readonly path: string,
@@ -297,9 +303,12 @@ class SpoolRange extends Readable {
   override _read(): void {
     const length = Math.min(SPOOL_READ, this.end - this.at);
     if (length <= 0) return void this.push(null);
+    this.reading = true;
     read(this.fd, Buffer.allocUnsafeSlow(length), 0, length, this.at, (err, n, buf) => {
+      this.reading = false;
+      if (this.destroyed) return void this.afterRead?.();
       if (err) return void this.destroy(err);
-      if (n === 0) return void this.destroy(new Error('The upload\'s spool file ended before its length'));
+      if (n === 0) return void this.destroy(new Error("The upload's spool file ended before its length"));
       this.at += n;
       this.pacer.read(n);
       this.push(n === length ? buf : buf.subarray(0, n));
@@ -307,8 +316,9 @@ class SpoolRange extends Readable {
   }
 
   override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
-    if (this.fd < 0) return callback(err);
-    close(this.fd, () => callback(err));
+    const closed = () => (this.fd < 0 ? callback(err) : close(this.fd, () => callback(err)));
+    if (this.reading) this.afterRead = closed;
+    else closed();
   }
 }
 
