@@ -123,7 +123,11 @@ async function measure(root: string | undefined, up: Awaited<ReturnType<typeof s
     const warm = await sendSmall(tenant.gatewayBaseUrl, tenant.apiKey);
     if (warm !== 200) throw new Error(`the warm-up call answered ${warm}`);
     await new Promise((r) => setTimeout(r, 500));
-    console.log(`${label}, pid ${pid}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    console.log(
+      `${label}, pid ${pid}, load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+    );
     for (const round of ['first', 'second']) {
       const idle = memoryOf(pid, 'VmRSS');
       let peak = idle;
@@ -166,7 +170,11 @@ async function main(): Promise<void> {
     await up.close();
   }
   if (ROUNDS > 1 || CHECKOUT) {
-    console.log(`\nsummary, load average now ${loadavg().map((l) => l.toFixed(2)).join(' ')}:`);
+    console.log(
+      `\nsummary, load average now ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}:`,
+    );
     for (const label of [...new Set(results.map((r) => r.label))]) {
       const mine = results.filter((r) => r.label === label);
       for (const [i, round] of ['first', 'second'].entries())

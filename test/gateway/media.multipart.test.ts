@@ -77,7 +77,7 @@ function expectSameBytes(sent: Sent | undefined) {
 }
 
 describe('a multipart call passed through', () => {
-  it("reaches the upstream byte for byte where the plan lets `uploads` through (3 MiB, spooled), recorded unmetered with its price per call", async () => {
+  it('reaches the upstream byte for byte where the plan lets `uploads` through (3 MiB, spooled), recorded unmetered with its price per call', async () => {
     const tenant = await rig.tenantWith({ planPassthroughClasses: ['uploads'] });
     await createModelPrice({
       client: rig.t.client,
@@ -108,7 +108,7 @@ describe('a multipart call passed through', () => {
     expect(await rig.consumed(tenant)).toBe(before);
   });
 
-  it('passes a file that is not a batch\'s (64 KiB, held in memory) through byte for byte where `files` is let through', async () => {
+  it("passes a file that is not a batch's (64 KiB, held in memory) through byte for byte where `files` is let through", async () => {
     const tenant = await rig.tenantWith({ planPassthroughClasses: ['files'] });
     const { client, sent } = recordingOpenAi(tenant);
     const data = awkward(64 * 1024 + 17);
