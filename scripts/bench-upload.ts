@@ -6,18 +6,26 @@
  * and prints for each the Nexus process's resident memory (VmRSS, from /proc: Linux only) before it and its peak
  * while the upload went through (sampled every 10 ms), against the target: within 20 MB. Each call must be metered
  * (200, its charge read from the Admin API). An upload the gateway held whole would show as about its size, and
- * grow with it; what the first upload adds instead is the buffers of the request's and the spool's reads that V8 has
- * not collected yet (as much with BENCH_UPLOAD_MB=300: it does not grow with the upload), which the process keeps
- * and reuses: the second upload adds next to nothing. BENCH_NODE_OPTIONS passes node flags to the Nexus process:
- * with '--max-semi-space-size=1', V8 collects them as it goes, and the first upload adds nothing either.
+ * grow with it. What a first upload can add instead is the buffers of the request's and the spool's reads that V8
+ * has not collected yet, which the process then keeps and reuses; the gateway collects them every 8 MiB read
+ * (src/gateway/scavenge-pacer.ts). BENCH_NODE_OPTIONS passes node flags to the Nexus process.
+ *
+ * BENCH_UPLOAD_ROUNDS (default 1) runs that many fresh processes, and BENCH_UPLOAD_CHECKOUT=<dir> another checkout
+ * of Nexus (its sources run through tsx: an export of an earlier commit, with this checkout's node_modules linked
+ * in) alternately with this one, the other first in each round, so that both see the same host; a summary follows.
+ * The exit code is 1 when this checkout missed the target.
  *
  *   BENCH_UPLOAD_MB=100 npm run bench:upload
+ *   git archive HEAD~1 | tar -x -C ../before && ln -s "$PWD/node_modules" ../before/
+ *   BENCH_UPLOAD_ROUNDS=3 BENCH_UPLOAD_CHECKOUT=../before npm run bench:upload
  *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres).
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { loadavg } from 'node:os';
+import { basename, resolve } from 'node:path';
 import pg from 'pg';
 import { startNexusProcess } from './lib/nexus-process.js';
 import { adminClient, provisionTenant } from '../test/support/tenant.js';
@@ -31,6 +39,9 @@ const PROVIDER_KEY = 'sk-bench-upload-0123456789abcdef';
 const MB = 1024 * 1024;
 const SIZE = Number(process.env.BENCH_UPLOAD_MB ?? 100) * MB;
 const TARGET_MB = 20;
+/** Fresh processes per checkout, and another checkout measured alternately with this one (its first, then this one). */
+const ROUNDS = Number(process.env.BENCH_UPLOAD_ROUNDS ?? 1);
+const CHECKOUT = process.env.BENCH_UPLOAD_CHECKOUT;
 
 /** A /proc/<pid>/status field, in bytes (VmRSS: resident now; VmHWM: the peak resident so far). */
 function memoryOf(pid: number, field: 'VmRSS' | 'VmHWM'): number {
@@ -79,20 +90,31 @@ function sendUpload(url: string, apiKey: string): Promise<{ status: number; requ
   });
 }
 
-async function main(): Promise<void> {
+/** What one Nexus process grew by: its first upload, then its second. */
+interface Measured {
+  label: string;
+  grown: number[];
+}
+
+/** A fresh Nexus (this checkout, or `root`) in a schema of its own: a warm-up call, then two uploads, its RSS sampled. */
+async function measure(root: string | undefined, up: Awaited<ReturnType<typeof startMediaUpstream>>): Promise<Measured> {
+  const label = root ? `before (${basename(resolve(root))})` : 'this checkout';
   const schema = `bench_upload_${randomBytes(4).toString('hex')}`;
-  const up = await startMediaUpstream({ apiKey: PROVIDER_KEY });
-  const nexus = await startNexusProcess({
-    NODE_ENV: 'production',
-    DATABASE_URL,
-    NEXUS_DATABASE_SCHEMA: schema,
-    NEXUS_MANAGEMENT_KEY: ROOT_KEY,
-    NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
-    NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
-    NEXUS_LOG_LEVEL: 'warn',
-    NEXUS_GATEWAY_BODY_LIMIT_BYTES: String(SIZE + MB),
-    ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
-  });
+  const nexus = await startNexusProcess(
+    {
+      NODE_ENV: 'production',
+      DATABASE_URL,
+      NEXUS_DATABASE_SCHEMA: schema,
+      NEXUS_MANAGEMENT_KEY: ROOT_KEY,
+      NEXUS_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64'),
+      NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
+      NEXUS_LOG_LEVEL: 'warn',
+      NEXUS_GATEWAY_BODY_LIMIT_BYTES: String(SIZE + MB),
+      ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
+    },
+    root ? { root: resolve(root) } : {},
+  );
+  const grown: number[] = [];
   try {
     const client = adminClient(nexus.url, ROOT_KEY);
     const tenant = await provisionTenant(client, { baseUrl: up.url, providerKey: PROVIDER_KEY, quotaUnits: 10_000_000_000n });
@@ -101,8 +123,11 @@ async function main(): Promise<void> {
     const warm = await sendSmall(tenant.gatewayBaseUrl, tenant.apiKey);
     if (warm !== 200) throw new Error(`the warm-up call answered ${warm}`);
     await new Promise((r) => setTimeout(r, 500));
-    const mb = (n: number) => `${(n / MB).toFixed(1)} MB`;
-    let missed = false;
+    console.log(
+      `${label}, pid ${pid}, load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+    );
     for (const round of ['first', 'second']) {
       const idle = memoryOf(pid, 'VmRSS');
       let peak = idle;
@@ -114,26 +139,50 @@ async function main(): Promise<void> {
       if (answer.status !== 200) throw new Error(`the upload answered ${answer.status}: ${answer.body}`);
       const seen = up.requests.at(-1)!;
       const invocation = await invocationOf(client, tenant.workspaceId, answer.requestId);
-      const grown = peak - idle;
-      console.log(`${round} upload: ${mb(SIZE)} of WAV audio as a whisper-1 transcription, through in ${seconds.toFixed(1)} s`);
+      grown.push(peak - idle);
+      console.log(`  ${round} upload: ${mb(SIZE)} of WAV audio as a whisper-1 transcription, through in ${seconds.toFixed(1)} s`);
       console.log(
-        `  upstream received ${mb(seen.bytes)} (its file ${mb(seen.files[0]?.size ?? 0)}); metered ${invocation.status}, ${invocation.quotaUnits} units`,
+        `    upstream received ${mb(seen.bytes)} (its file ${mb(seen.files[0]?.size ?? 0)}); metered ${invocation.status}, ${invocation.quotaUnits} units`,
       );
-      console.log(
-        `  nexus RSS: before ${mb(idle)}, peak ${mb(peak)}, grown ${mb(grown)}: ${grown <= TARGET_MB * MB ? 'within' : 'MORE than'} ${TARGET_MB} MB`,
-      );
-      if (grown > TARGET_MB * MB) missed = true;
+      console.log(`    nexus RSS: before ${mb(idle)}, peak ${mb(peak)}, grown ${mb(peak - idle)}: ${verdict(peak - idle)}`);
       await new Promise((r) => setTimeout(r, 500));
     }
-    if (missed) process.exitCode = 1;
   } finally {
     await nexus.stop();
-    await up.close();
     const admin = new pg.Client({ connectionString: DATABASE_URL });
     await admin.connect();
     await admin.query(`drop schema if exists "${schema}" cascade`);
     await admin.end();
   }
+  return { label, grown };
+}
+
+const mb = (n: number) => `${(n / MB).toFixed(1)} MB`;
+const verdict = (grown: number) => `${grown <= TARGET_MB * MB ? 'within' : 'MORE than'} ${TARGET_MB} MB`;
+
+async function main(): Promise<void> {
+  const up = await startMediaUpstream({ apiKey: PROVIDER_KEY });
+  const results: Measured[] = [];
+  try {
+    for (let round = 0; round < ROUNDS; round++)
+      for (const root of CHECKOUT ? [CHECKOUT, undefined] : [undefined]) results.push(await measure(root, up));
+  } finally {
+    await up.close();
+  }
+  if (ROUNDS > 1 || CHECKOUT) {
+    console.log(
+      `\nsummary, load average now ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}:`,
+    );
+    for (const label of [...new Set(results.map((r) => r.label))]) {
+      const mine = results.filter((r) => r.label === label);
+      for (const [i, round] of ['first', 'second'].entries())
+        console.log(`  ${label}, ${round} uploads grew RSS by: ${mine.map((r) => mb(r.grown[i]!)).join(', ')}`);
+    }
+  }
+  // The target is this checkout's: a checkout measured beside it is only its comparison.
+  if (results.some((r) => r.label === 'this checkout' && r.grown.some((g) => g > TARGET_MB * MB))) process.exitCode = 1;
 }
 
 /** A call's invocation, once its record is written (the recorder writes it after the answer). */

@@ -3,10 +3,11 @@
  * as they came to a spool (memory up to SPOOL_IN_MEMORY, then a temporary file), while a scanner reads its parts
  * for what the endpoint needs to bound the call (FormRead: its small text fields, and of each file its name, type,
  * size and first bytes). Once admitted, the spool is sent upstream as a stream, as many times as the call's
- * attempts need, and deleted when the call ends.
+ * attempts need, and deleted when the call ends. The buffers of a large upload's reads are collected as they go
+ * (scavenge-pacer.ts), both ways.
  */
 import { randomUUID } from 'node:crypto';
-import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
+import { close, createWriteStream, open, read, type WriteStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -14,9 +15,12 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { AppError } from '../errors.js';
 import { FORM_FILE_HEAD, type FormFile, type FormRead } from '../protocols/protocol.js';
+import { ScavengePacer } from './scavenge-pacer.js';
 
 /** An upload this size or less stays in memory; a larger one is spooled to a temporary file. */
 const SPOOL_IN_MEMORY = 1 << 20;
+/** A spool file is read this much at a time. */
+const SPOOL_READ = 64 * 1024;
 /** A text field longer than this is refused (a prompt is at most 32,000 characters). */
 const MAX_FIELD_BYTES = 256 * 1024;
 /** The text fields of one upload, all told; and its parts. */
@@ -239,8 +243,7 @@ export class Upload {
   /** Its spooled bytes [start, end). */
   private range(start: number, end: number): Readable {
     if (!this.path) return Readable.from([this.memory!.subarray(start, end)]);
-    if (end <= start) return Readable.from([]);
-    return createReadStream(this.path, { start, end: end - 1, highWaterMark: 64 * 1024 });
+    return new SpoolRange(this.path, start, end);
   }
 
   /**
@@ -271,6 +274,54 @@ export class Upload {
   }
 }
 
+/**
+ * A spool file's bytes [start, end), read 64 KiB at a time as the stream is read, its reads' buffers paced. Destroyed
+ * mid-read (the attempt ended), it closes its file once that read is back, never under it.
+ */
+class SpoolRange extends Readable {
+  private fd = -1;
+  private readonly pacer = new ScavengePacer();
+  /** A read under way; and what is to run once it is back (the stream was destroyed meanwhile). */
+  private reading = false;
+  private afterRead: (() => void) | undefined;
+
+  constructor(
+    private readonly path: string,
+    private at: number,
+    private readonly end: number,
+  ) {
+    super({ highWaterMark: SPOOL_READ });
+  }
+
+  override _construct(callback: (err?: Error | null) => void): void {
+    open(this.path, 'r', (err, fd) => {
+      if (!err) this.fd = fd;
+      callback(err);
+    });
+  }
+
+  override _read(): void {
+    const length = Math.min(SPOOL_READ, this.end - this.at);
+    if (length <= 0) return void this.push(null);
+    this.reading = true;
+    read(this.fd, Buffer.allocUnsafeSlow(length), 0, length, this.at, (err, n, buf) => {
+      this.reading = false;
+      if (this.destroyed) return void this.afterRead?.();
+      if (err) return void this.destroy(err);
+      if (n === 0) return void this.destroy(new Error("The upload's spool file ended before its length"));
+      this.at += n;
+      this.pacer.read(n);
+      this.push(n === length ? buf : buf.subarray(0, n));
+    });
+  }
+
+  override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
+    const closed = () => (this.fd < 0 ? callback(err) : close(this.fd, () => callback(err)));
+    if (this.reading) this.afterRead = closed;
+    else closed();
+  }
+}
+
 /** What a call sends upstream: a JSON body's bytes, or an upload. */
 export type Sendable = Buffer | Upload;
 
@@ -282,6 +333,7 @@ export type Sendable = Buffer | Upload;
 export function readUpload(req: IncomingMessage, limit: number, boundary: string, onFile?: FileSink): Promise<Upload> {
   return new Promise((resolve, reject) => {
     const scanner = new FormScanner(boundary, onFile);
+    const pacer = new ScavengePacer();
     let chunks: Buffer[] | null = [];
     let size = 0;
     let file: WriteStream | undefined;
@@ -298,6 +350,7 @@ export function readUpload(req: IncomingMessage, limit: number, boundary: string
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
+      pacer.read(chunk.length);
       if (size > limit) return fail(new AppError('payload_too_large', 'The request body is larger than the limit'));
       try {
         scanner.push(chunk);

@@ -3,7 +3,7 @@
  * read as it comes and spooled, each endpoint's bounds and its charge when the answer reports no usage, and the usage
  * of their answers (Gemini's tokens by modality among them).
  */
-import { readdirSync } from 'node:fs';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { PassThrough } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
@@ -107,6 +107,32 @@ describe('a multipart upload, read as it comes', () => {
       expect(mapped.length).toBe(body.length - 'gpt-4o-transcribe'.length + 'my-deployment'.length);
       await upload.dispose();
     }
+  });
+
+  it("closes its spool file when an attempt's stream is destroyed mid-read, and the next attempt sends it whole", async () => {
+    // The descriptors this process holds open on a spool file (Linux: /proc).
+    const spoolFds = () =>
+      readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`).includes('nexus-upload-');
+        } catch {
+          return false;
+        }
+      }).length;
+    const body = multipart(wavOf(40));
+    const upload = await uploadOf(body, 65_536);
+    await expect.poll(spoolFds).toBe(0);
+    const attempt = upload.open();
+    const first = await new Promise<Buffer>((resolve) => attempt.once('data', resolve));
+    expect(first.equals(body.subarray(0, first.length))).toBe(true);
+    expect(spoolFds()).toBe(1);
+    // Its next read is under way: the file is closed once that read is back, and the stream then closes.
+    attempt.destroy();
+    await new Promise((resolve) => attempt.once('close', resolve));
+    expect(spoolFds()).toBe(0);
+    expect((await bytesOf(upload)).equals(body)).toBe(true);
+    expect(spoolFds()).toBe(0);
+    await upload.dispose();
   });
 
   it('deletes the spool file of an upload whose client leaves before its end', async () => {

@@ -45,13 +45,13 @@ export interface MediaRig {
 /**
  * The app and the media upstream, started before the file's tests and closed after them; the first tenant on the
  * connection's `profile` (units: an input token 1, an output token 2: the default image is 4,160 output tokens, a
- * second 20 input tokens, a character 1).
+ * second 20 input tokens, a character 1); `upstream`: the media upstream's options (its `keepBodies`).
  */
-export function mediaRig(spec: Omit<TenantSpec, 'baseUrl' | 'providerKey'> = {}): MediaRig {
+export function mediaRig(spec: Omit<TenantSpec, 'baseUrl' | 'providerKey'> = {}, upstream: { keepBodies?: boolean } = {}): MediaRig {
   const rig = {} as MediaRig;
   beforeAll(async () => {
     rig.t = await startTestApp();
-    rig.up = await startMediaUpstream({ apiKey: MEDIA_KEY });
+    rig.up = await startMediaUpstream({ apiKey: MEDIA_KEY, ...upstream });
     rig.tenantWith = (other) => createTenant(rig.t, { baseUrl: rig.up.url, providerKey: MEDIA_KEY, quotaUnits: 1_000_000n, ...other });
     rig.tenant = await rig.tenantWith(spec);
     rig.charged = async (requestId, tenant = rig.tenant) => {

@@ -3,7 +3,10 @@
  * OpenAI's paths (`/v1/...`, the key as Bearer) and Azure's (`/openai/deployments/{d}/...` and `/openai/v1/...`, the
  * key as api-key). A multipart upload is read as it comes and never held: what it records of one is its fields, its
  * files' sizes and its length. Its answers report usage as the real ones do (none for dall-e, binary speech, a text
- * transcription), from the request's headers:
+ * transcription), from the request's headers (`keepBodies`: each request's bytes kept too, for a test that compares
+ * them with what its client sent; the bench's 100 MB upload is not kept). Two paths Nexus passes through rather than
+ * meters answer as OpenAI's do: an upload's part (`POST /v1/uploads/{id}/parts`) and a file (`POST /v1/files`).
+ * Its answers report usage, from the request's headers:
  *   x-fake-usage: "input,output"   tokens (default 10,5)
  *   x-fake-image-input: n          of the input, image tokens (an edit's)
  *   x-fake-seconds: n              a whisper transcription's duration (default 7)
@@ -19,6 +22,8 @@ interface MediaRequest {
   url: string;
   headers: IncomingHttpHeaders;
   bytes: number;
+  /** Its bytes as they came, with `keepBodies`. */
+  body?: Buffer;
   fields: Record<string, unknown>;
   files: { field: string; filename: string; size: number }[];
 }
@@ -34,7 +39,7 @@ const PATH =
 const PNG_B64 = Buffer.from('\x89PNG fake image').toString('base64');
 
 /** A request's body read as it comes: a JSON body parsed, a multipart one scanned (never held). */
-async function readRequest(req: IncomingMessage): Promise<MediaRequest> {
+async function readRequest(req: IncomingMessage, keepBody: boolean): Promise<MediaRequest> {
   const boundary = boundaryOf(req.headers['content-type']);
   const scanner = boundary ? new FormScanner(boundary) : undefined;
   const chunks: Buffer[] = [];
@@ -42,9 +47,10 @@ async function readRequest(req: IncomingMessage): Promise<MediaRequest> {
   for await (const chunk of req as AsyncIterable<Buffer>) {
     bytes += chunk.length;
     if (scanner) scanner.push(chunk);
-    else chunks.push(chunk);
+    if (!scanner || keepBody) chunks.push(chunk);
   }
   const seen: MediaRequest = { url: req.url!, headers: req.headers, bytes, fields: {}, files: [] };
+  if (keepBody) seen.body = Buffer.concat(chunks);
   if (scanner) {
     const form = scanner.end();
     seen.fields = { ...form.fields };
@@ -135,18 +141,40 @@ function transcription(res: ServerResponse, seen: MediaRequest, model: string): 
   json(res, 200, { text, usage });
 }
 
+/** The passed-through paths it answers: an upload's part, and a file. */
+function passedThrough(res: ServerResponse, seen: MediaRequest, path: string): boolean {
+  const part = /^\/v1\/uploads\/([^/]+)\/parts$/.exec(path);
+  if (part) {
+    json(res, 200, { id: 'part_fake_1', object: 'upload.part', created_at: 1, upload_id: part[1] });
+    return true;
+  }
+  if (path !== '/v1/files') return false;
+  const file = seen.files[0];
+  json(res, 200, {
+    id: 'file-fake-1',
+    object: 'file',
+    bytes: file?.size ?? 0,
+    created_at: 1,
+    filename: file?.filename ?? '',
+    purpose: seen.fields.purpose,
+    status: 'processed',
+  });
+  return true;
+}
+
 /** The media upstream, taking `apiKey` as Bearer (OpenAI) or api-key (Azure). */
-export async function startMediaUpstream(options: { apiKey: string }): Promise<MediaUpstream> {
+export async function startMediaUpstream(options: { apiKey: string; keepBodies?: boolean }): Promise<MediaUpstream> {
   const requests: MediaRequest[] = [];
   // eslint-disable-next-line @typescript-eslint/no-misused-promises -- every path answers; a throw answers 500 below
   const server = createServer(async (req, res) => {
     try {
       const path = (req.url ?? '').split('?')[0]!;
       const key = req.headers['api-key'] ?? /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
-      const seen = await readRequest(req);
+      const seen = await readRequest(req, options.keepBodies === true);
       requests.push(seen);
       if (key !== options.apiKey) return json(res, 401, { error: { message: 'Incorrect API key provided', code: 'invalid_api_key' } });
       const match = PATH.exec(path);
+      if (req.method === 'POST' && !match && passedThrough(res, seen, path)) return;
       if (req.method !== 'POST' || !match) return json(res, 404, { error: { message: `no route ${req.method} ${path}` } });
       const [, deployment, endpoint] = match;
       const model = deployment ?? (typeof seen.fields.model === 'string' ? seen.fields.model : 'dall-e-2');
