@@ -38,6 +38,7 @@ const unit = [
   'test/gateway/secret-mask.test.ts',
   'test/gateway/spool.test.ts',
   'test/gateway/upstreams.test.ts',
+  'test/console/money-format.test.ts',
   'test/money/money-rules.test.ts',
   'test/observability/logger.test.ts',
   'test/observability/tracing-config.test.ts',
