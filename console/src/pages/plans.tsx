@@ -10,6 +10,7 @@ import {
   listPlanStrategyBindings,
   publishPlan,
   setPlanPassthroughClasses,
+  setPlanRequestLog,
   type Client,
   type PassthroughClass,
   type QuotaStrategyDto,
@@ -18,6 +19,7 @@ import {
 import { ActionButton, ExpandButton, useOpenRow } from '../components/buttons.js';
 import { classesLine, PassthroughClassesField } from '../components/passthrough-classes.js';
 import { limitsOf, PlanRateLimits, RATE_LIMITS, rateLimitsOf } from '../components/plan-rate-limits.js';
+import { policyLine, RequestLogForm } from '../components/request-log-policy.js';
 import { PagedTable } from '../components/lists.js';
 import { formatNumber, localNow, toInstant, when } from '../format.js';
 import { useAction, useFields, usePaged, useRead, valueOf } from '../hooks.js';
@@ -195,6 +197,7 @@ export function PlansPage({ client, workspace }: PageProps) {
   const rows = useOpenRow();
   const passthroughRows = useOpenRow();
   const limitRows = useOpenRow();
+  const logRows = useOpenRow();
   const create = async () => {
     const body = planOf(form);
     const res = await action.run('Drafting the plan…', () => createPlan({ client, path: { workspaceId }, body, headers: idempotent() }));
@@ -237,7 +240,7 @@ export function PlansPage({ client, workspace }: PageProps) {
         <PagedTable
           list={plans}
           caption="Plans"
-          columns={['Plan', 'Status', 'Strategy', 'Rate limits', 'Passthrough', 'Interval', 'Actions']}
+          columns={['Plan', 'Status', 'Strategy', 'Rate limits', 'Passthrough', 'Request logs', 'Interval', 'Actions']}
           empty="No plan yet. Draft one above, bind a published strategy to it, then publish it to provision users on it."
           row={(p) => (
             <tr>
@@ -253,11 +256,13 @@ export function PlansPage({ client, workspace }: PageProps) {
               </td>
               <td>{limitsOf(p)}</td>
               <td>{classesLine(p.passthroughClasses)}</td>
+              <td>{policyLine(p.requestLog, "the workspace's")}</td>
               <td>{p.billingInterval.toLowerCase()}</td>
               <td class="actions">
                 <ExpandButton rows={rows} id={p.id} show="Bindings" hide="Hide bindings" />
                 <ExpandButton rows={passthroughRows} id={p.id} show="Passthrough" hide="Hide passthrough" />
                 <ExpandButton rows={limitRows} id={p.id} show="Rate limits" hide="Hide rate limits" />
+                <ExpandButton rows={logRows} id={p.id} show="Request logs" hide="Hide request logs" />
                 {p.status === 'DRAFT' ? (
                   <ActionButton
                     operation="publishPlan"
@@ -273,7 +278,7 @@ export function PlansPage({ client, workspace }: PageProps) {
             </tr>
           )}
           detail={(p) =>
-            !rows.is(p.id) && !passthroughRows.is(p.id) && !limitRows.is(p.id) ? null : (
+            ![rows, passthroughRows, limitRows, logRows].some((r) => r.is(p.id)) ? null : (
               <>
                 {rows.is(p.id) ? (
                   <Bindings
@@ -296,6 +301,19 @@ export function PlansPage({ client, workspace }: PageProps) {
                       plans.reload();
                     }}
                   />
+                ) : null}
+                {logRows.is(p.id) ? (
+                  <div class="bindings">
+                    <RequestLogForm
+                      operation="setPlanRequestLog"
+                      title={`Request logs of ${p.name}`}
+                      name="planRequestLog"
+                      inherit="The workspace's policy"
+                      value={p.requestLog}
+                      save={(requestLog) => setPlanRequestLog({ client, path: { planId: p.id }, body: { requestLog } })}
+                      onSaved={plans.reload}
+                    />
+                  </div>
                 ) : null}
                 {passthroughRows.is(p.id) ? (
                   <PlanPassthrough
