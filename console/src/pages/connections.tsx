@@ -140,6 +140,20 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       title="Provider connections"
       lead="An upstream provider (its base URL and API key, stored encrypted). Callers reach it at the connection's gateway base URL."
     >
+      <Folded label="New connection" operation="createProviderConnection">
+        <Form
+          operation="createProviderConnection"
+          title="Create a connection"
+          submit="Create connection"
+          onSubmit={create}
+          disabled={!!action.working}
+        >
+          <ConnectionFields form={fields} />
+          <button type="button" onClick={() => void test()} disabled={!!action.working || !form.baseUrl || !form.apiKey}>
+            Test before saving
+          </button>
+        </Form>
+      </Folded>
       <ActionNotes action={action} />
       <Notice class="notice" text={outcome} />
       {rotating ? (
@@ -237,20 +251,6 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
           ) : null
         }
       />
-      <Folded label="New connection" operation="createProviderConnection">
-        <Form
-          operation="createProviderConnection"
-          title="Create a connection"
-          submit="Create connection"
-          onSubmit={create}
-          disabled={!!action.working}
-        >
-          <ConnectionFields form={fields} />
-          <button type="button" onClick={() => void test()} disabled={!!action.working || !form.baseUrl || !form.apiKey}>
-            Test before saving
-          </button>
-        </Form>
-      </Folded>
     </Page>
   );
 }

@@ -14,7 +14,7 @@ import { PagedTable } from '../components/lists.js';
 import { UserPicker } from '../components/user-picker.js';
 import { when } from '../format.js';
 import { useAction, usePaged, useRead, valueOf } from '../hooks.js';
-import { ActionNotes, Empty, Form, Input, Page, ShownOnce, Working, type PageProps } from '../ui.js';
+import { ActionNotes, Empty, Folded, Form, Input, Page, ShownOnce, Working, type PageProps } from '../ui.js';
 
 export function KeysPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
@@ -86,16 +86,18 @@ function AccessKeys({ client, accessId }: { client: Client; accessId: string }) 
   };
   return (
     <>
-      <Form operation="issueInferenceKey" title="Issue a key" submit="Issue key" onSubmit={issue} disabled={!!action.working}>
-        <Input label="Name (optional)" name="keyName" value={name} onInput={(e) => setName(valueOf(e))} />
-      </Form>
+      <Folded label="New key" operation="issueInferenceKey">
+        <Form operation="issueInferenceKey" title="Issue a key" submit="Issue key" onSubmit={issue} disabled={!!action.working}>
+          <Input label="Name (optional)" name="keyName" value={name} onInput={(e) => setName(valueOf(e))} />
+        </Form>
+      </Folded>
       <ActionNotes action={action} problem={list.problem} />
       {issued ? <ShownOnce label="The new inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
       <PagedTable
         list={list}
         caption="Inference keys"
         columns={['Key', 'Enabled', 'Expires', 'Last request', 'Actions']}
-        empty="This user has no key. Issue one above and hand it to the user's application."
+        empty="This user has no key. Issue one with New key above and hand it to the user's application."
         row={(k) => (
           <tr>
             <td>

@@ -4,7 +4,7 @@ import { ArchiveButton } from '../components/buttons.js';
 import { PagedTable } from '../components/lists.js';
 import { when } from '../format.js';
 import { onlySet, useAction, usePaged, valueOf } from '../hooks.js';
-import { ActionNotes, ErrorNote, Form, Input, Page, Select, Status, Toolbar, WORKSPACES_CHANGED } from '../ui.js';
+import { ActionNotes, ErrorNote, Folded, Form, Input, Page, Select, Status, Toolbar, WORKSPACES_CHANGED } from '../ui.js';
 
 const changed = () => window.dispatchEvent(new Event(WORKSPACES_CHANGED));
 
@@ -38,9 +38,11 @@ export function WorkspacesPage({ client }: { client: Client }) {
 
   return (
     <Page title="Workspaces" lead="A workspace is a tenant: its connections, plans, users and usage belong to it alone.">
-      <Form operation="createWorkspace" title="Create a workspace" submit="Create workspace" onSubmit={create} disabled={!!action.working}>
-        <Input label="Name" name="workspaceName" required maxLength={200} value={name} onInput={(e) => setName(valueOf(e))} />
-      </Form>
+      <Folded label="New workspace" operation="createWorkspace">
+        <Form operation="createWorkspace" title="Create a workspace" submit="Create workspace" onSubmit={create} disabled={!!action.working}>
+          <Input label="Name" name="workspaceName" required maxLength={200} value={name} onInput={(e) => setName(valueOf(e))} />
+        </Form>
+      </Folded>
       <ActionNotes action={action} />
       <div class="toolbar">
         <Select
@@ -55,7 +57,7 @@ export function WorkspacesPage({ client }: { client: Client }) {
         list={list}
         caption="Workspaces"
         columns={['Name', 'Status', 'Created', 'Actions']}
-        empty="No workspace here yet. Create one above, then choose it in the Workspace menu to add a provider connection."
+        empty="No workspace here yet. Create one with New workspace above, then choose it in the Workspace menu to add a provider connection."
         row={(w) => (
           <tr>
             <td>
