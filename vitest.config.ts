@@ -70,6 +70,7 @@ const e2e = [
   'test/console/console.features.browser.test.ts',
   'test/console/console.passthrough.browser.test.ts',
   'test/console/console.request-logs.browser.test.ts',
+  'test/console/console.batches.browser.test.ts',
   'test/console/console.management-keys.browser.test.ts',
   'test/console/console.users.browser.test.ts',
   'test/console/console.settings.browser.test.ts',
