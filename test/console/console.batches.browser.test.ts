@@ -6,14 +6,14 @@
  * units charged and released, its cost at the batch price), each checked against the database. Scanned by axe-core.
  */
 import OpenAI, { toFile } from 'openai';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatMoney, formatNumber } from '../../console/src/format.js';
 import { createModelPrice, getInvocation } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startBatchUpstream, type BatchUpstream } from '../support/upstreams/batches.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { axeViolations, chromiumOrWarn, signedInChromium } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's batches browser test");
 const KEY = 'sk-console-batch-0123456789';
@@ -43,12 +43,15 @@ describe.skipIf(!executablePath)("the console: a batch's invocation on its call 
     const price = await createModelPrice({
       client: t.client,
       path: { workspaceId: tenant.workspaceId },
-      body: { modelPattern: 'gpt-4o-mini', inputPerMillion: '1', outputPerMillion: '4', effectiveFrom: new Date(Date.now() - 3_600_000).toISOString() },
+      body: {
+        modelPattern: 'gpt-4o-mini',
+        inputPerMillion: '1',
+        outputPerMillion: '4',
+        effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
+      },
     });
     expect(price.response.status).toBe(201);
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors);
-    await signIn(page, t.url);
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors));
   }, 120_000);
 
   afterAll(async () => {

@@ -4,13 +4,13 @@
  * that kept none says so. The request log policy is set in the console on the workspace's settings, a plan and a
  * route, read back through the API, and the gateway keeps (or not) as it says. The pages are scanned by axe-core.
  */
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { getInvocationLog, getPlan, getRoute, getWorkspace, listRoutes, updateWorkspace } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, unfold, watchedPage } from './console-support.js';
+import { axeViolations, chromiumOrWarn, signedInChromium, unfold } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's request logs browser test");
 
@@ -54,9 +54,7 @@ describe.skipIf(!executablePath)("the console: a call's request log, in Chromium
     t = await startTestApp();
     upstream = await startOpenAiUpstream({ apiKey: providerKey });
     tenant = await provisionTenant(t.client, { name: 'request-logs', baseUrl: upstream.url, providerKey });
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors);
-    await signIn(page, t.url);
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors));
   }, 120_000);
 
   afterAll(async () => {
@@ -97,7 +95,9 @@ describe.skipIf(!executablePath)("the console: a call's request log, in Chromium
     await workspaceForm.getByLabel('Kept (days)').fill('5');
     await workspaceForm.getByRole('button', { name: 'Save request log policy' }).click();
     await page.getByRole('status').filter({ hasText: 'Saved: failed calls only' }).waitFor();
-    await expect.poll(() => page.getByTestId('workspace-request-log').textContent()).toBe('failed calls only · bodies up to 65,536 bytes · kept 5 days');
+    await expect
+      .poll(() => page.getByTestId('workspace-request-log').textContent())
+      .toBe('failed calls only · bodies up to 65,536 bytes · kept 5 days');
     const workspace = (await getWorkspace({ client: t.client, path: { workspaceId: tenant.workspaceId } })).data!;
     expect(workspace.requestLog).toEqual({ mode: 'failed', maxBodyBytes: 65536, retentionDays: 5 });
     expect(await kept((await streamed('A success under failed-only')).id)).toBe(404);
@@ -112,7 +112,9 @@ describe.skipIf(!executablePath)("the console: a call's request log, in Chromium
     await planForm.getByLabel('Share kept (%)').fill('100');
     await planForm.getByLabel('Body cap (bytes)').fill('2048');
     await planForm.getByRole('button', { name: 'Save request log policy' }).click();
-    await page.getByRole('row', { name: new RegExp(`${plan.name}.*100% of calls sampled · bodies up to 2,048 bytes · kept 7 days`) }).waitFor();
+    await page
+      .getByRole('row', { name: new RegExp(`${plan.name}.*100% of calls sampled · bodies up to 2,048 bytes · kept 7 days`) })
+      .waitFor();
     expect((await getPlan({ client: t.client, path: { planId: tenant.planId } })).data!.requestLog).toEqual({
       mode: 'sampled',
       sampleRate: 1,
@@ -135,7 +137,9 @@ describe.skipIf(!executablePath)("the console: a call's request log, in Chromium
     await routeForm.getByLabel('Keep bodies of').selectOption('off');
     await routeForm.getByRole('button', { name: 'Create route' }).click();
     await page.getByRole('row', { name: /quiet.*ACTIVE/ }).waitFor();
-    const route = (await listRoutes({ client: t.client, path: { workspaceId: tenant.workspaceId } })).data!.find((r) => r.name === 'quiet')!;
+    const route = (await listRoutes({ client: t.client, path: { workspaceId: tenant.workspaceId } })).data!.find(
+      (r) => r.name === 'quiet',
+    )!;
     expect(route.requestLog).toMatchObject({ mode: 'off' });
     expect(await kept((await streamed('Through the quiet route', route.gatewayBaseUrl)).id)).toBe(404);
 

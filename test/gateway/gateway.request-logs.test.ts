@@ -297,7 +297,10 @@ describe('a sampled policy', () => {
     for (let sent = 0; sent < calls; sent += 10)
       await Promise.all(Array.from({ length: 10 }, (_, i) => chat(tenant, `sampled call ${sent + i}`)));
     await t.nexus.gateway.drain();
-    const invocations = await t.database.db('invocations').where({ workspace_id: tenant.workspaceId }).count<{ count: string }[]>('* as count');
+    const invocations = await t.database
+      .db('invocations')
+      .where({ workspace_id: tenant.workspaceId })
+      .count<{ count: string }[]>('* as count');
     expect(Number(invocations[0]!.count)).toBe(calls);
     const rows = await rowsOf(tenant.workspaceId);
     expect(rows.length).toBeGreaterThanOrEqual(42);

@@ -24,6 +24,12 @@ const MODES: Record<RequestLogMode, string> = {
   off: 'Off (over the plan’s and workspace’s)',
 };
 
+/** The bounds of a kept log: each field, its label and hint, its range and the API's default. */
+const BOUNDS = [
+  ['maxBodyBytes', 'Body cap (bytes)', 'Each body cut there, and said so; 1,024 to 1,048,576', 1024, 1048576, 65536],
+  ['retentionDays', 'Kept (days)', "From the call's start; 1 to 90", 1, 90, 7],
+] as const;
+
 /** A stored policy (null: none) as the fields start. */
 export const draftOf = (policy: RequestLogPolicy | null | undefined): PolicyDraft => ({
   mode: policy?.mode ?? '',
@@ -48,7 +54,9 @@ export function policyLine(policy: RequestLogPolicy | null | undefined, none: st
   if (!policy) return none;
   if (policy.mode === 'off') return 'off';
   const which =
-    policy.mode === 'sampled' ? `${Number(((policy.sampleRate ?? 0) * 100).toPrecision(12))}% of calls sampled` : MODES[policy.mode].toLowerCase();
+    policy.mode === 'sampled'
+      ? `${Number(((policy.sampleRate ?? 0) * 100).toPrecision(12))}% of calls sampled`
+      : MODES[policy.mode].toLowerCase();
   return [
     which,
     ...(policy.maxBodyBytes === undefined ? [] : [`bodies up to ${formatNumber(policy.maxBodyBytes)} bytes`]),
@@ -65,7 +73,13 @@ export function RequestLogFields(props: { name: string; inherit: string; value: 
     <fieldset>
       <legend>Request logs</legend>
       <div class="grid">
-        <Select label="Keep bodies of" name={`${name}Mode`} choices={{ '': props.inherit, ...MODES }} value={value.mode} onChange={set('mode')} />
+        <Select
+          label="Keep bodies of"
+          name={`${name}Mode`}
+          choices={{ '': props.inherit, ...MODES }}
+          value={value.mode}
+          onChange={set('mode')}
+        />
         {value.mode === 'sampled' ? (
           <Input
             label="Share kept (%)"
@@ -80,32 +94,22 @@ export function RequestLogFields(props: { name: string; inherit: string; value: 
             onInput={set('percent')}
           />
         ) : null}
-        {kept ? (
-          <>
-            <Input
-              label="Body cap (bytes)"
-              hint="Each body cut there, and said so; 1,024 to 1,048,576"
-              name={`${name}MaxBodyBytes`}
-              type="number"
-              min={1024}
-              max={1048576}
-              placeholder="65536"
-              value={value.maxBodyBytes}
-              onInput={set('maxBodyBytes')}
-            />
-            <Input
-              label="Kept (days)"
-              hint="From the call's start; 1 to 90"
-              name={`${name}RetentionDays`}
-              type="number"
-              min={1}
-              max={90}
-              placeholder="7"
-              value={value.retentionDays}
-              onInput={set('retentionDays')}
-            />
-          </>
-        ) : null}
+        {kept
+          ? BOUNDS.map(([field, label, hint, min, max, byDefault]) => (
+              <Input
+                key={field}
+                label={label}
+                hint={hint}
+                name={`${name}${field[0]!.toUpperCase()}${field.slice(1)}`}
+                type="number"
+                min={min}
+                max={max}
+                placeholder={String(byDefault)}
+                value={value[field]}
+                onInput={set(field)}
+              />
+            ))
+          : null}
       </div>
     </fieldset>
   );

@@ -14,7 +14,7 @@ import { PagedTable } from '../components/lists.js';
 import { UserPicker } from '../components/user-picker.js';
 import { when } from '../format.js';
 import { useAction, usePaged, useRead, valueOf } from '../hooks.js';
-import { ActionNotes, Empty, Folded, Form, Input, Page, ShownOnce, Working, type PageProps } from '../ui.js';
+import { ActionNotes, Empty, Form, Input, Page, ShownOnce, Working, type PageProps } from '../ui.js';
 
 export function KeysPage({ client, workspace, rest }: PageProps) {
   const workspaceId = workspace.id;
@@ -86,11 +86,16 @@ function AccessKeys({ client, accessId }: { client: Client; accessId: string }) 
   };
   return (
     <>
-      <Folded label="New key" operation="issueInferenceKey">
-        <Form operation="issueInferenceKey" title="Issue a key" submit="Issue key" onSubmit={issue} disabled={!!action.working}>
-          <Input label="Name (optional)" name="keyName" value={name} onInput={(e) => setName(valueOf(e))} />
-        </Form>
-      </Folded>
+      <Form
+        fold="New key"
+        operation="issueInferenceKey"
+        title="Issue a key"
+        submit="Issue key"
+        onSubmit={issue}
+        disabled={!!action.working}
+      >
+        <Input label="Name (optional)" name="keyName" value={name} onInput={(e) => setName(valueOf(e))} />
+      </Form>
       <ActionNotes action={action} problem={list.problem} />
       {issued ? <ShownOnce label="The new inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
       <PagedTable

@@ -23,7 +23,7 @@ import { policyLine, RequestLogForm } from '../components/request-log-policy.js'
 import { PagedTable } from '../components/lists.js';
 import { formatNumber, localNow, toInstant, when } from '../format.js';
 import { useAction, useFields, usePaged, useRead, valueOf } from '../hooks.js';
-import { ActionNotes, Empty, Form, Input, LocalTimeInput, Page, Select, Status, type PageProps, Folded } from '../ui.js';
+import { ActionNotes, Empty, Form, Input, LocalTimeInput, Page, Select, Status, type PageProps } from '../ui.js';
 import { INTERVALS, Strategies } from './strategies.js';
 
 /** A strategy version by name: its key and version. */
@@ -213,29 +213,27 @@ export function PlansPage({ client, workspace }: PageProps) {
       <section aria-labelledby="plans-title">
         <h2 id="plans-title">Plans</h2>
         <p class="lead">A plan is what a user is on: draft it, bind a published strategy from a time, publish it.</p>
-        <Folded label="New plan" operation="createPlan">
-          <Form operation="createPlan" title="Draft a plan" submit="Draft plan" onSubmit={create} disabled={!!action.working}>
+        <Form fold="New plan" operation="createPlan" title="Draft a plan" submit="Draft plan" onSubmit={create} disabled={!!action.working}>
+          <div class="grid">
+            <Input label="Key" name="planKey" required {...bind('key')} />
+            <Input label="Name" name="planName" required {...bind('name')} />
+            <Select label="Billing interval" name="billingInterval" choices={INTERVALS} {...bindChange('billingInterval')} />
+          </div>
+          <fieldset>
+            <legend>Rate limits per user (optional; empty: no limit)</legend>
             <div class="grid">
-              <Input label="Key" name="planKey" required {...bind('key')} />
-              <Input label="Name" name="planName" required {...bind('name')} />
-              <Select label="Billing interval" name="billingInterval" choices={INTERVALS} {...bindChange('billingInterval')} />
+              {RATE_LIMITS.map(([field, label]) => (
+                <Input key={field} label={label} name={field} type="number" min={1} {...bind(field)} />
+              ))}
             </div>
-            <fieldset>
-              <legend>Rate limits per user (optional; empty: no limit)</legend>
-              <div class="grid">
-                {RATE_LIMITS.map(([field, label]) => (
-                  <Input key={field} label={label} name={field} type="number" min={1} {...bind(field)} />
-                ))}
-              </div>
-            </fieldset>
-            <PassthroughClassesField
-              legend="Passthrough classes (optional; let through for its users, beside the workspace's)"
-              name="newPlanPassthrough"
-              value={form.passthroughClasses}
-              onChange={(passthroughClasses) => put({ passthroughClasses })}
-            />
-          </Form>
-        </Folded>
+          </fieldset>
+          <PassthroughClassesField
+            legend="Passthrough classes (optional; let through for its users, beside the workspace's)"
+            name="newPlanPassthrough"
+            value={form.passthroughClasses}
+            onChange={(passthroughClasses) => put({ passthroughClasses })}
+          />
+        </Form>
         <ActionNotes action={action} problem={plans.problem} />
         <PagedTable
           list={plans}

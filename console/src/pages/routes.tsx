@@ -18,7 +18,7 @@ import { formatNumber, when } from '../format.js';
 import { useAction, useFields, usePaged } from '../hooks.js';
 import { namesOf, useConnections } from '../lookups.js';
 import { HealthCell } from '../components/connection-health.js';
-import { ActionNotes, Empty, Folded, Form, Page, Status, type PageProps } from '../ui.js';
+import { ActionNotes, Empty, Form, Page, Status, type PageProps } from '../ui.js';
 import { changesOf, fieldsOf, formOf, NEW_ROUTE, requestLogOf, RouteFields, targetSettings } from './route-form.js';
 
 /** What differs from the defaults in a target's attempts and timeouts (the routes list shows only that). */
@@ -170,23 +170,19 @@ export function RoutesPage({ client, workspace }: PageProps) {
         <Empty>A route's targets are active provider connections: add one on the Provider connections page first.</Empty>
       ) : (
         // Editing a route opens the form (its own fold, so that saving or cancelling folds it again).
-        <Folded
+        <Form
           key={editing?.id ?? 'new'}
-          label={editing ? `Editing ${editing.name}` : 'New route'}
-          operation={editing ? 'updateRoute' : 'createRoute'}
+          fold={editing ? `Editing ${editing.name}` : 'New route'}
           open={!!editing}
+          operation={editing ? 'updateRoute' : 'createRoute'}
+          id="route-form"
+          title={editing ? `Edit ${editing.name}` : 'Create a route'}
+          submit={editing ? 'Save route' : 'Create route'}
+          onSubmit={save}
+          disabled={!!action.working}
         >
-          <Form
-            operation={editing ? 'updateRoute' : 'createRoute'}
-            id="route-form"
-            title={editing ? `Edit ${editing.name}` : 'Create a route'}
-            submit={editing ? 'Save route' : 'Create route'}
-            onSubmit={save}
-            disabled={!!action.working}
-          >
-            <RouteFields form={form} connections={connections} editing={editing} onCancel={reset} />
-          </Form>
-        </Folded>
+          <RouteFields form={form} connections={connections} editing={editing} onCancel={reset} />
+        </Form>
       )}
       <ActionNotes action={action} problem={list.problem} />
       <PagedTable

@@ -56,7 +56,11 @@ export function SettingsPage({ client, workspace }: PageProps) {
           items={[
             ['Currency', saved.currency ?? 'USD'],
             ['Passthrough classes', classesLine(saved.passthroughClasses), { 'data-testid': 'workspace-passthrough' }],
-            ['Request logs', policyLine(saved.requestLog, 'none, unless a plan or a route asks'), { 'data-testid': 'workspace-request-log' }],
+            [
+              'Request logs',
+              policyLine(saved.requestLog, 'none, unless a plan or a route asks'),
+              { 'data-testid': 'workspace-request-log' },
+            ],
           ]}
         />
       </section>

@@ -294,7 +294,10 @@ export function UsagePage({ client, workspace }: PageProps) {
   const metric = chosenMetric && metrics.includes(chosenMetric) ? chosenMetric : priced ? 'cost' : 'units';
   // One format for the table, the axis and the legend.
   // Amounts with as many decimals as the range's buckets need, so a column of them lines up.
-  const decimals = moneyDecimals(buckets.map((b) => b.costMicros), currency);
+  const decimals = moneyDecimals(
+    buckets.map((b) => b.costMicros),
+    currency,
+  );
   const format = (v: number) => (metric === 'cost' ? formatMoney(v, currency, decimals) : formatNumber(v));
   const unpriced = buckets.reduce((n, b) => n + (b.unpricedEvents ?? 0), 0);
 

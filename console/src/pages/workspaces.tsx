@@ -4,7 +4,7 @@ import { ArchiveButton } from '../components/buttons.js';
 import { PagedTable } from '../components/lists.js';
 import { when } from '../format.js';
 import { onlySet, useAction, usePaged, valueOf } from '../hooks.js';
-import { ActionNotes, ErrorNote, Folded, Form, Input, Page, Select, Status, Toolbar, WORKSPACES_CHANGED } from '../ui.js';
+import { ActionNotes, ErrorNote, Form, Input, Page, Select, Status, Toolbar, WORKSPACES_CHANGED } from '../ui.js';
 
 const changed = () => window.dispatchEvent(new Event(WORKSPACES_CHANGED));
 
@@ -38,11 +38,16 @@ export function WorkspacesPage({ client }: { client: Client }) {
 
   return (
     <Page title="Workspaces" lead="A workspace is a tenant: its connections, plans, users and usage belong to it alone.">
-      <Folded label="New workspace" operation="createWorkspace">
-        <Form operation="createWorkspace" title="Create a workspace" submit="Create workspace" onSubmit={create} disabled={!!action.working}>
-          <Input label="Name" name="workspaceName" required maxLength={200} value={name} onInput={(e) => setName(valueOf(e))} />
-        </Form>
-      </Folded>
+      <Form
+        fold="New workspace"
+        operation="createWorkspace"
+        title="Create a workspace"
+        submit="Create workspace"
+        onSubmit={create}
+        disabled={!!action.working}
+      >
+        <Input label="Name" name="workspaceName" required maxLength={200} value={name} onInput={(e) => setName(valueOf(e))} />
+      </Form>
       <ActionNotes action={action} />
       <div class="toolbar">
         <Select
