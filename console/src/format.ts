@@ -19,14 +19,26 @@ export function multiplier(ppm: string | number): string {
 const moneyFormats = new Map<string, Intl.NumberFormat>();
 
 /**
- * One formatter per currency and number of decimals: at least two (a cent), at most six (a micro-unit, the API's
- * precision); `decimals` fixes them, so a column's amounts line up.
+ * The decimals of a currency's minor unit (ISO 4217, as the browser knows it): USD 2, JPY 0, KWD 3; 2 for a code
+ * it does not know.
+ */
+export function minorDigits(currency: string): number {
+  try {
+    return new Intl.NumberFormat('en', { style: 'currency', currency }).resolvedOptions().minimumFractionDigits ?? 2;
+  } catch {
+    return 2;
+  }
+}
+
+/**
+ * One formatter per currency and number of decimals: at least the currency's minor unit (a cent; none for a yen),
+ * at most six (a micro-unit, the API's precision); `decimals` fixes them, so a column's amounts line up.
  */
 function moneyFormat(currency: string, decimals?: number): Intl.NumberFormat {
   const key = `${currency}/${decimals ?? ''}`;
   let format = moneyFormats.get(key);
   if (!format) {
-    const digits = { minimumFractionDigits: decimals ?? 2, maximumFractionDigits: decimals ?? 6 };
+    const digits = { minimumFractionDigits: decimals ?? minorDigits(currency), maximumFractionDigits: decimals ?? 6 };
     try {
       format = new Intl.NumberFormat(undefined, { style: 'currency', currency, ...digits });
     } catch {
@@ -39,11 +51,12 @@ function moneyFormat(currency: string, decimals?: number): Intl.NumberFormat {
 }
 
 /**
- * The decimals a column of amounts (millionths) needs so that each is exact and all have as many: 2 for whole
- * cents, up to 6 ($0.024 and $0.06 are written $0.024 and $0.060).
+ * The decimals a column of amounts (millionths of `currency`) needs so that each is exact and all have as many: the
+ * currency's minor unit for whole cents (2 for USD, 0 for whole yen), up to 6 ($0.024 and $0.06 are written $0.024
+ * and $0.060; a tiny per-call cost, $0.000012, is never $0.00).
  */
-export function moneyDecimals(amounts: Iterable<bigint | string | number | undefined | null>): number {
-  let decimals = 2;
+export function moneyDecimals(amounts: Iterable<bigint | string | number | undefined | null>, currency: string): number {
+  let decimals = minorDigits(currency);
   for (const amount of amounts) {
     if (amount === undefined || amount === null || amount === '') continue;
     const m = typeof amount === 'bigint' ? amount : BigInt(typeof amount === 'number' ? Math.round(amount) : amount);

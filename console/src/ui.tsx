@@ -201,7 +201,10 @@ export function Figures({ items }: { items: Figure[] }) {
   );
 }
 
-/** A form that submits through `onSubmit` (the browser's own validation first); an async one reports its errors itself (useAction). */
+/**
+ * A form that submits through `onSubmit` (the browser's own validation first); an async one reports its errors itself
+ * (useAction). With `fold`, a list page's create form: folded behind a button of that label (Folded), `open` at first.
+ */
 export function Form(props: {
   /** The operation it submits: a caller whose role may not call it sees no form. */
   operation?: string;
@@ -211,6 +214,8 @@ export function Form(props: {
   children: ComponentChildren;
   submit: string;
   disabled?: boolean;
+  fold?: string;
+  open?: boolean;
 }) {
   const allowed = useAllowed();
   const submit = (e: Event) => {
@@ -218,7 +223,7 @@ export function Form(props: {
     void props.onSubmit();
   };
   if (props.operation && !allowed(props.operation)) return null;
-  return (
+  const form = (
     <form id={props.id} class="card form" onSubmit={submit} aria-label={props.title}>
       <h3>{props.title}</h3>
       {props.children}
@@ -226,6 +231,13 @@ export function Form(props: {
         {props.submit}
       </button>
     </form>
+  );
+  return props.fold ? (
+    <Folded label={props.fold} open={props.open}>
+      {form}
+    </Folded>
+  ) : (
+    form
   );
 }
 
@@ -279,7 +291,7 @@ export function ShownOnce({ label, secret, onDismiss }: { label: string; secret:
  * A create form folded behind its button, so a list page opens with its list: the button says what it makes and
  * whether the form is open (aria-expanded); the form follows it.
  */
-export function Folded(props: { label: string; children: ComponentChildren; open?: boolean; operation?: string }) {
+export function Folded(props: { label: string; children: ComponentChildren; open?: boolean | undefined; operation?: string }) {
   const allowed = useAllowed();
   const [open, setOpen] = useState(props.open ?? false);
   // A caller whose role may not call the folded form's operation sees neither it nor its button.

@@ -2194,6 +2194,45 @@ export type RealtimeSessionDto = {
     firstAudioMs?: number;
 };
 
+/**
+ * A batch's own invocation (docs/batches.md): recorded when the batch is settled, charged nothing of its own
+ * (each of its requests is a usage event naming it; `quotaUnits` here is their sum). Read by getInvocation only.
+ *
+ */
+export type InvocationBatchDto = {
+    /**
+     * The provider's id of the batch.
+     */
+    batchId: string;
+    /**
+     * The provider's last status of the batch (`completed`, `cancelled`, `expired`, `failed`).
+     */
+    upstreamStatus: string;
+    /**
+     * The requests of its input file.
+     */
+    requests: number;
+    /**
+     * The requests charged (those whose output line reported usage).
+     */
+    settledRequests: number;
+    /**
+     * The units the batch was admitted at (its input file's bound), held on one lease until settled.
+     */
+    boundUnits: Int64String;
+    /**
+     * The units its requests were charged; the rest of the bound went back to the period.
+     */
+    settledUnits: Int64String;
+    /**
+     * What its requests cost at the batch price, in millionths of the workspace's currency.
+     */
+    costMicros: CostMicros;
+    createdAt: DateTime;
+    expiresAt: DateTime;
+    settledAt?: DateTime;
+};
+
 export type InvocationDto = {
     id: string;
     /**
@@ -2335,6 +2374,7 @@ export type InvocationDto = {
      */
     sessionId?: string;
     session?: RealtimeSessionDto;
+    batch?: InvocationBatchDto;
     /**
      * Every provider attempt of the call, in order (a call through a route may make several; `attempt` is the
      * last). Only the attempt that answered is charged; an attempt that failed before any usage is free.

@@ -4,7 +4,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import axe from 'axe-core';
-import type { Browser, BrowserContextOptions, Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContextOptions, type Page } from 'playwright-core';
 import { TEST_ROOT_KEY } from '../support/test-app.js';
 
 /** The Chromium on this host's PATH, if any (no browser is downloaded). */
@@ -87,6 +87,17 @@ export async function signIn(page: Page, url: string, key = TEST_ROOT_KEY): Prom
   await page.getByLabel('Management Key').fill(key);
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
+}
+
+/**
+ * Chromium launched from `executablePath`, and a watched page of it (1440 x 900, en-US, UTC; its errors to `errors`)
+ * signed in to the console at `url` with the test's root key.
+ */
+export async function signedInChromium(executablePath: string, url: string, errors: string[]): Promise<{ browser: Browser; page: Page }> {
+  const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
+  const page = await watchedPage(browser, { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, errors);
+  await signIn(page, url);
+  return { browser, page };
 }
 
 /** Opens a create form folded behind its button (a list page's New …), unless it is open already. */

@@ -156,6 +156,9 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
 
     // Workspaces: the empty state says what to do, then one is created.
     await expect.poll(() => page.getByText('No workspace here yet').isVisible()).toBe(true);
+    // The page opens with its list; the form is behind its button.
+    expect(await page.getByRole('form', { name: 'Create a workspace' }).count()).toBe(0);
+    await unfold(page, 'New workspace');
     const createWs = page.getByRole('form', { name: 'Create a workspace' });
     await createWs.getByLabel('Name').fill('Acme production');
     await createWs.getByRole('button', { name: 'Create workspace' }).click();
@@ -222,6 +225,8 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
       await route.fallback();
     });
     await go('Users and accesses');
+    expect(await page.getByRole('form', { name: 'Provision a user' }).count()).toBe(0);
+    await unfold(page, 'New user');
     await page.getByText('Loading plans…').waitFor();
     expect(await page.getByText('No published plan yet').count()).toBe(0);
     releasePlans();
@@ -510,6 +515,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
     await shot('13-plans-rules');
 
     await go('Users and accesses');
+    await unfold(page, 'New user');
     const provision = page.getByRole('form', { name: 'Provision a user' });
     await provision.getByLabel('External user id').fill('carol');
     await provision.getByLabel('Email').fill('carol@example.com');

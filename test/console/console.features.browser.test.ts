@@ -194,6 +194,9 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
 
   it("routes: a route over two connections is created, called through the gateway, and its targets' health read; another is edited", async () => {
     await go('Routes');
+    // The page opens with its list; the form is behind its button.
+    expect(await page.getByRole('form', { name: 'Create a route' }).count()).toBe(0);
+    await unfold(page, 'New route');
     const form = page.getByRole('form', { name: 'Create a route' });
     await form.getByLabel('Name').fill('chat');
     await form.getByRole('group', { name: 'Target 1' }).getByLabel('Connection').selectOption({ label: 'features upstream (openai)' });
@@ -247,7 +250,8 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     const edited = page.getByRole('row', { name: /first only.*fallback.*features upstream.*ACTIVE/ });
     await edited.waitFor();
     expect(await edited.textContent()).not.toContain('backup');
-    await page.getByRole('form', { name: 'Create a route' }).waitFor();
+    // Saved, the form folds again behind its button.
+    await page.getByRole('button', { name: 'New route', exact: true, expanded: false }).waitFor();
     const { data: after } = await listRoutes({ client: t.client, path: { workspaceId: tenant.workspaceId } });
     const balanced = after!.find((r) => r.name === 'first only')!;
     expect(balanced.strategy).toBe('fallback');
@@ -301,7 +305,8 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await go('Prices');
     await go('Routes');
     const editing = page.getByRole('form', { name: 'Edit kept' });
-    const create = page.getByRole('form', { name: 'Create a route' });
+    // Once saved (or with nothing to save), the edit folds again behind the New route button.
+    const create = page.getByRole('button', { name: 'New route', exact: true, expanded: false });
 
     // Edit, then Save with nothing changed: the route is as it was, to its last field (nothing is sent).
     await page.getByRole('button', { name: 'Edit kept' }).click();

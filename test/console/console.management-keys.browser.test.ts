@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../support/paths.js';
 import { createManagementKey, getWorkspace, listManagementKeys, updateWorkspace } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, unfold, watchedPage } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's management keys browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -68,6 +68,8 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
     await page.getByRole('heading', { name: 'Management keys', level: 1 }).waitFor();
     expect(await page.title()).toBe('Management keys · Nexus console');
 
+    expect(await page.getByRole('form', { name: 'Create a Management Key' }).count()).toBe(0);
+    await unfold(page, 'New Management Key');
     const form = page.getByRole('form', { name: 'Create a Management Key' });
     await form.getByLabel('Name').fill('ci deploy');
     await form.getByRole('checkbox', { name: 'Keys and audit' }).check();

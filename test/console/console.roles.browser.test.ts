@@ -70,6 +70,7 @@ describe.skipIf(!executablePath)('the console by role, in Chromium', () => {
     // The owner makes the viewer's key in the console.
     await signIn(page, t.url);
     await page.goto(`${t.url}/console/#/management-keys`);
+    await unfold(page, 'New Management Key');
     const form = page.getByRole('form', { name: 'Create a Management Key' });
     await form.getByLabel('Name').fill('dashboards');
     await form.locator('select[name="managementKeyRole"]').selectOption('viewer');

@@ -12,7 +12,7 @@ import { startIdp, type Idp } from '../support/oidc-idp.js';
 import { projectRoot } from '../support/paths.js';
 import { listWorkspaces } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, watchedPage } from './console-support.js';
+import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, unfold, watchedPage } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's single sign-on browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -74,6 +74,7 @@ describe.skipIf(!executablePath)('the console: single sign-on with OpenID Connec
     expect(await page.evaluate(() => document.cookie)).not.toContain('nexus_session');
 
     // A change from the console: its request carries the session's CSRF token.
+    await unfold(page, 'New workspace');
     const createWs = page.getByRole('form', { name: 'Create a workspace' });
     await createWs.getByLabel('Name').fill('Made by Alice');
     await createWs.getByRole('button', { name: 'Create workspace' }).click();

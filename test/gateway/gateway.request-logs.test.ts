@@ -285,6 +285,35 @@ describe("a route's policy", () => {
   });
 });
 
+describe('a sampled policy', () => {
+  // The draw is Math.random when each call opens (not seeded by request id): the share kept is bounded, not exact.
+  // 300 calls at 0.3 keep 90 on average, with a standard deviation of 7.9; [42, 138] is six of them either side, so a
+  // correct draw fails this about once in 500 million runs, and a rate read as 0.1 (30) or 0.6 (180) always does.
+  it('keeps about its share of calls: 300 calls at 0.3 keep between 42 and 138, each a whole log', async () => {
+    const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 100_000_000n });
+    const set = await keep(tenant, { mode: 'sampled', sampleRate: 0.3 });
+    expect(set.data!.requestLog).toEqual({ mode: 'sampled', sampleRate: 0.3, maxBodyBytes: 65536, retentionDays: 7 });
+    const calls = 300;
+    for (let sent = 0; sent < calls; sent += 10)
+      await Promise.all(Array.from({ length: 10 }, (_, i) => chat(tenant, `sampled call ${sent + i}`)));
+    await t.nexus.gateway.drain();
+    const invocations = await t.database
+      .db('invocations')
+      .where({ workspace_id: tenant.workspaceId })
+      .count<{ count: string }[]>('* as count');
+    expect(Number(invocations[0]!.count)).toBe(calls);
+    const rows = await rowsOf(tenant.workspaceId);
+    expect(rows.length).toBeGreaterThanOrEqual(42);
+    expect(rows.length).toBeLessThanOrEqual(138);
+    // Each log kept is one call's, whole: its own invocation, its request and its answer.
+    expect(new Set(rows.map((r) => r.invocation_id)).size).toBe(rows.length);
+    const one = await getInvocationLog({ client: t.client, path: { invocationId: rows[0]!.invocation_id } });
+    expect(one.response.status).toBe(200);
+    expect(one.data!.request.body).toContain('sampled call');
+    expect(one.data!.response).not.toBeNull();
+  }, 120_000);
+});
+
 describe('retention', () => {
   it('removes the logs past their retention, and only those', async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });

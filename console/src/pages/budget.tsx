@@ -81,7 +81,7 @@ function SpendPerDay({ client, budget }: { client: Client; budget: WorkspaceBudg
     [budget.workspaceId, budget.windowStart, budget.windowEnd, timeZone],
     { action: load, label: 'Reading the spend per day…' },
   );
-  const decimals = moneyDecimals(summary?.buckets.map((b) => b.costMicros) ?? []);
+  const decimals = moneyDecimals(summary?.buckets.map((b) => b.costMicros) ?? [], budget.currency);
   const format = (v: number) => formatMoney(v, budget.currency, decimals);
   return (
     <>

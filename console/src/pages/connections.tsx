@@ -26,7 +26,7 @@ import { PagedTable } from '../components/lists.js';
 import { SecretForm } from '../components/secret-form.js';
 import { when } from '../format.js';
 import { useAction, useFields, usePaged, type Action } from '../hooks.js';
-import { ActionNotes, ErrorNote, Folded, Form, Notice, Page, Status, type PageProps } from '../ui.js';
+import { ActionNotes, ErrorNote, Form, Notice, Page, Status, type PageProps } from '../ui.js';
 
 /** A test's or a verification's outcome in a line: "Test: ok (HTTP 200) in 12 ms". */
 const outcomeOf = (what: string, r: ProviderCheckResultDto) =>
@@ -140,6 +140,19 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
       title="Provider connections"
       lead="An upstream provider (its base URL and API key, stored encrypted). Callers reach it at the connection's gateway base URL."
     >
+      <Form
+        fold="New connection"
+        operation="createProviderConnection"
+        title="Create a connection"
+        submit="Create connection"
+        onSubmit={create}
+        disabled={!!action.working}
+      >
+        <ConnectionFields form={fields} />
+        <button type="button" onClick={() => void test()} disabled={!!action.working || !form.baseUrl || !form.apiKey}>
+          Test before saving
+        </button>
+      </Form>
       <ActionNotes action={action} />
       <Notice class="notice" text={outcome} />
       {rotating ? (
@@ -237,20 +250,6 @@ export function ConnectionsPage({ client, workspace }: PageProps) {
           ) : null
         }
       />
-      <Folded label="New connection" operation="createProviderConnection">
-        <Form
-          operation="createProviderConnection"
-          title="Create a connection"
-          submit="Create connection"
-          onSubmit={create}
-          disabled={!!action.working}
-        >
-          <ConnectionFields form={fields} />
-          <button type="button" onClick={() => void test()} disabled={!!action.working || !form.baseUrl || !form.apiKey}>
-            Test before saving
-          </button>
-        </Form>
-      </Folded>
     </Page>
   );
 }

@@ -1,11 +1,12 @@
 /**
  * One call of the invocations page, in full: who made it, through what, what it cost, how long each part took, each
  * attempt, and its request and answer where a request log was kept. A Realtime session's invocation shows how it
- * closed and its turns; a turn links to its session.
+ * closed and its turns; a turn links to its session. A batch's invocation shows its batch: counts, bound, cost.
  */
 import type { JSX } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { getInvocation, listInvocations, type Client, type InvocationDto } from '../api.js';
+import { BatchFigures } from '../components/batch.js';
 import { ListTable } from '../components/lists.js';
 import { formatMoney, formatNumber, when } from '../format.js';
 import { kindsText } from '../kinds.js';
@@ -108,7 +109,7 @@ function CallFigures({ invocation, workspaceId, connection, currency }: Shown & 
       <dt>Units charged</dt>
       <dd>{formatNumber(invocation.quotaUnits)}</dd>
       <dt>Cost</dt>
-      <dd>{money(invocation.costMicros, currency)}</dd>
+      <dd>{money(invocation.costMicros ?? invocation.batch?.costMicros, currency)}</dd>
       <dt>Started</dt>
       <dd>{when(invocation.startedAt)}</dd>
       <dt>Request id</dt>
@@ -293,6 +294,7 @@ export function InvocationDetail(props: {
       ) : null}
       <CallFigures {...shown} currency={props.currency} />
       {invocation.session ? <RealtimeSession invocation={invocation} client={client} workspaceId={workspaceId} /> : null}
+      {invocation.batch ? <BatchFigures batch={invocation.batch} currency={props.currency} /> : null}
       <Latency invocation={invocation} />
       <AttemptsAndEvents {...shown} />
       <RequestLog client={client} invocationId={invocation.id} />

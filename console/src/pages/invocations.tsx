@@ -103,7 +103,10 @@ export function InvocationsPage({ client, workspace, rest, query, setQuery }: Pa
   );
   const filtered = Object.values(filters).some(Boolean);
   // The page's costs with as many decimals as the most precise of them needs, so the column lines up.
-  const costDecimals = moneyDecimals((list.items ?? []).map((i) => i.costMicros));
+  const costDecimals = moneyDecimals(
+    (list.items ?? []).map((i) => i.costMicros),
+    currency,
+  );
   const clear = () => {
     setSearch('');
     replace(NO_FILTERS);

@@ -86,7 +86,14 @@ function AccessKeys({ client, accessId }: { client: Client; accessId: string }) 
   };
   return (
     <>
-      <Form operation="issueInferenceKey" title="Issue a key" submit="Issue key" onSubmit={issue} disabled={!!action.working}>
+      <Form
+        fold="New key"
+        operation="issueInferenceKey"
+        title="Issue a key"
+        submit="Issue key"
+        onSubmit={issue}
+        disabled={!!action.working}
+      >
         <Input label="Name (optional)" name="keyName" value={name} onInput={(e) => setName(valueOf(e))} />
       </Form>
       <ActionNotes action={action} problem={list.problem} />
@@ -95,7 +102,7 @@ function AccessKeys({ client, accessId }: { client: Client; accessId: string }) 
         list={list}
         caption="Inference keys"
         columns={['Key', 'Enabled', 'Expires', 'Last request', 'Actions']}
-        empty="This user has no key. Issue one above and hand it to the user's application."
+        empty="This user has no key. Issue one with New key above and hand it to the user's application."
         row={(k) => (
           <tr>
             <td>

@@ -14,7 +14,7 @@ import { PagedTable } from '../components/lists.js';
 import { when } from '../format.js';
 import { useAction, useFirstPage, usePaged, valueOf } from '../hooks.js';
 import { namesOf } from '../lookups.js';
-import { ActionNotes, Empty, Form, Input, Page, Select, ShownOnce, Status, Toolbar } from '../ui.js';
+import { ActionNotes, Empty, Folded, Form, Input, Page, Select, ShownOnce, Status, Toolbar } from '../ui.js';
 
 /**
  * The keys that call the Admin API, for a root key: who they are (the name the audit shows), what they see, and
@@ -47,13 +47,23 @@ export function ManagementKeysPage({ client }: { client: Client }) {
         <Empty>Only a root Management Key manages keys: sign in with one to see and create them.</Empty>
       ) : (
         <>
+          <Folded label="New Management Key" operation="createManagementKey">
+            <CreateKey
+              client={client}
+              workspaces={workspaces ?? []}
+              onCreated={(key) => {
+                setCreated(key);
+                list.reload();
+              }}
+            />
+          </Folded>
           <ActionNotes action={action} problem={list.problem} />
           {created ? <ShownOnce label="The new Management Key." secret={created} onDismiss={() => setCreated(undefined)} /> : null}
           <PagedTable
             list={list}
             caption="Management keys"
             columns={['Key', 'Sees', 'Created', 'Status', 'Actions']}
-            empty="No stored key yet (the root key of NEXUS_MANAGEMENT_KEY is not stored). Create one below."
+            empty="No stored key yet (the root key of NEXUS_MANAGEMENT_KEY is not stored). Create one with New Management Key above."
             row={(k) => (
               <tr>
                 <td>
@@ -101,14 +111,6 @@ export function ManagementKeysPage({ client }: { client: Client }) {
                 </td>
               </tr>
             )}
-          />
-          <CreateKey
-            client={client}
-            workspaces={workspaces ?? []}
-            onCreated={(key) => {
-              setCreated(key);
-              list.reload();
-            }}
           />
         </>
       )}

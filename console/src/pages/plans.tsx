@@ -10,6 +10,7 @@ import {
   listPlanStrategyBindings,
   publishPlan,
   setPlanPassthroughClasses,
+  setPlanRequestLog,
   type Client,
   type PassthroughClass,
   type QuotaStrategyDto,
@@ -18,10 +19,11 @@ import {
 import { ActionButton, ExpandButton, useOpenRow } from '../components/buttons.js';
 import { classesLine, PassthroughClassesField } from '../components/passthrough-classes.js';
 import { limitsOf, PlanRateLimits, RATE_LIMITS, rateLimitsOf } from '../components/plan-rate-limits.js';
+import { policyLine, RequestLogForm } from '../components/request-log-policy.js';
 import { PagedTable } from '../components/lists.js';
 import { formatNumber, localNow, toInstant, when } from '../format.js';
 import { useAction, useFields, usePaged, useRead, valueOf } from '../hooks.js';
-import { ActionNotes, Empty, Form, Input, LocalTimeInput, Page, Select, Status, type PageProps, Folded } from '../ui.js';
+import { ActionNotes, Empty, Form, Input, LocalTimeInput, Page, Select, Status, type PageProps } from '../ui.js';
 import { INTERVALS, Strategies } from './strategies.js';
 
 /** A strategy version by name: its key and version. */
@@ -195,6 +197,7 @@ export function PlansPage({ client, workspace }: PageProps) {
   const rows = useOpenRow();
   const passthroughRows = useOpenRow();
   const limitRows = useOpenRow();
+  const logRows = useOpenRow();
   const create = async () => {
     const body = planOf(form);
     const res = await action.run('Drafting the plan…', () => createPlan({ client, path: { workspaceId }, body, headers: idempotent() }));
@@ -210,34 +213,32 @@ export function PlansPage({ client, workspace }: PageProps) {
       <section aria-labelledby="plans-title">
         <h2 id="plans-title">Plans</h2>
         <p class="lead">A plan is what a user is on: draft it, bind a published strategy from a time, publish it.</p>
-        <Folded label="New plan" operation="createPlan">
-          <Form operation="createPlan" title="Draft a plan" submit="Draft plan" onSubmit={create} disabled={!!action.working}>
+        <Form fold="New plan" operation="createPlan" title="Draft a plan" submit="Draft plan" onSubmit={create} disabled={!!action.working}>
+          <div class="grid">
+            <Input label="Key" name="planKey" required {...bind('key')} />
+            <Input label="Name" name="planName" required {...bind('name')} />
+            <Select label="Billing interval" name="billingInterval" choices={INTERVALS} {...bindChange('billingInterval')} />
+          </div>
+          <fieldset>
+            <legend>Rate limits per user (optional; empty: no limit)</legend>
             <div class="grid">
-              <Input label="Key" name="planKey" required {...bind('key')} />
-              <Input label="Name" name="planName" required {...bind('name')} />
-              <Select label="Billing interval" name="billingInterval" choices={INTERVALS} {...bindChange('billingInterval')} />
+              {RATE_LIMITS.map(([field, label]) => (
+                <Input key={field} label={label} name={field} type="number" min={1} {...bind(field)} />
+              ))}
             </div>
-            <fieldset>
-              <legend>Rate limits per user (optional; empty: no limit)</legend>
-              <div class="grid">
-                {RATE_LIMITS.map(([field, label]) => (
-                  <Input key={field} label={label} name={field} type="number" min={1} {...bind(field)} />
-                ))}
-              </div>
-            </fieldset>
-            <PassthroughClassesField
-              legend="Passthrough classes (optional; let through for its users, beside the workspace's)"
-              name="newPlanPassthrough"
-              value={form.passthroughClasses}
-              onChange={(passthroughClasses) => put({ passthroughClasses })}
-            />
-          </Form>
-        </Folded>
+          </fieldset>
+          <PassthroughClassesField
+            legend="Passthrough classes (optional; let through for its users, beside the workspace's)"
+            name="newPlanPassthrough"
+            value={form.passthroughClasses}
+            onChange={(passthroughClasses) => put({ passthroughClasses })}
+          />
+        </Form>
         <ActionNotes action={action} problem={plans.problem} />
         <PagedTable
           list={plans}
           caption="Plans"
-          columns={['Plan', 'Status', 'Strategy', 'Rate limits', 'Passthrough', 'Interval', 'Actions']}
+          columns={['Plan', 'Status', 'Strategy', 'Rate limits', 'Passthrough', 'Request logs', 'Interval', 'Actions']}
           empty="No plan yet. Draft one above, bind a published strategy to it, then publish it to provision users on it."
           row={(p) => (
             <tr>
@@ -253,11 +254,13 @@ export function PlansPage({ client, workspace }: PageProps) {
               </td>
               <td>{limitsOf(p)}</td>
               <td>{classesLine(p.passthroughClasses)}</td>
+              <td>{policyLine(p.requestLog, "the workspace's")}</td>
               <td>{p.billingInterval.toLowerCase()}</td>
               <td class="actions">
                 <ExpandButton rows={rows} id={p.id} show="Bindings" hide="Hide bindings" />
                 <ExpandButton rows={passthroughRows} id={p.id} show="Passthrough" hide="Hide passthrough" />
                 <ExpandButton rows={limitRows} id={p.id} show="Rate limits" hide="Hide rate limits" />
+                <ExpandButton rows={logRows} id={p.id} show="Request logs" hide="Hide request logs" />
                 {p.status === 'DRAFT' ? (
                   <ActionButton
                     operation="publishPlan"
@@ -273,7 +276,7 @@ export function PlansPage({ client, workspace }: PageProps) {
             </tr>
           )}
           detail={(p) =>
-            !rows.is(p.id) && !passthroughRows.is(p.id) && !limitRows.is(p.id) ? null : (
+            ![rows, passthroughRows, limitRows, logRows].some((r) => r.is(p.id)) ? null : (
               <>
                 {rows.is(p.id) ? (
                   <Bindings
@@ -296,6 +299,19 @@ export function PlansPage({ client, workspace }: PageProps) {
                       plans.reload();
                     }}
                   />
+                ) : null}
+                {logRows.is(p.id) ? (
+                  <div class="bindings">
+                    <RequestLogForm
+                      operation="setPlanRequestLog"
+                      title={`Request logs of ${p.name}`}
+                      name="planRequestLog"
+                      inherit="The workspace's policy"
+                      value={p.requestLog}
+                      save={(requestLog) => setPlanRequestLog({ client, path: { planId: p.id }, body: { requestLog } })}
+                      onSaved={plans.reload}
+                    />
+                  </div>
                 ) : null}
                 {passthroughRows.is(p.id) ? (
                   <PlanPassthrough

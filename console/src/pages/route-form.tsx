@@ -1,10 +1,12 @@
 /**
  * The routes page's form: a route's name, strategy, targets (with their attempts and timeouts), retries and breaker,
- * created or edited; what the form does not edit (metadata) is shown and kept.
+ * its request log policy, created or edited; what the form does not edit (metadata) is shown and kept.
  */
+import { draftOf, policyOf, RequestLogFields } from '../components/request-log-policy.js';
 import type {
   ProviderConnectionDto,
   RouteBreakerDto,
+  RequestLogPolicy,
   RouteDto,
   RouteRetryDto,
   RouteStrategy,
@@ -172,6 +174,7 @@ export const NEW_ROUTE = {
   retryOn: '',
   retry: blank(RETRY),
   breaker: blank(BREAKER),
+  requestLog: draftOf(null),
 };
 type RouteForm = typeof NEW_ROUTE;
 
@@ -183,6 +186,7 @@ export const formOf = (route: RouteDto): RouteForm => ({
   retryOn: route.retryOn.join(', '),
   retry: typed(RETRY, route.retry),
   breaker: typed(BREAKER, route.breaker),
+  requestLog: draftOf(route.requestLog),
   targets: route.targets.map((t) => ({
     providerConnectionId: t.providerConnectionId,
     weight: String(t.weight ?? 1),
@@ -256,6 +260,9 @@ export const fieldsOf = (form: RouteForm) => {
   };
 };
 
+/** The route's request log policy as the form says it (null: its plan's or workspace's); createRoute does not take it. */
+export const requestLogOf = (form: RouteForm): RequestLogPolicy | null => policyOf(form.requestLog);
+
 /** JSON with each object's keys in order: two values the API would read alike read alike. */
 const canonical = (value: unknown) =>
   JSON.stringify(value, (_key, v: unknown) =>
@@ -263,8 +270,9 @@ const canonical = (value: unknown) =>
   );
 
 /** What the form changed in `route`: only those fields are sent (updateRoute changes the fields given, and no other). */
-export function changesOf(route: RouteDto, form: ReturnType<typeof fieldsOf>): UpdateRouteDto {
+export function changesOf(route: RouteDto, form: ReturnType<typeof fieldsOf>, requestLog: RequestLogPolicy | null): UpdateRouteDto {
   return {
+    ...(canonical(requestLog) !== canonical(route.requestLog ?? null) ? { requestLog } : {}),
     ...(form.name !== route.name ? { name: form.name } : {}),
     ...(form.strategy !== route.strategy ? { strategy: form.strategy } : {}),
     ...(form.tryWhenAllOpen !== route.tryWhenAllOpen ? { tryWhenAllOpen: form.tryWhenAllOpen } : {}),
@@ -364,6 +372,12 @@ export function RouteFields(props: {
         With every breaker open, still try the least recently failed target (else 503 at once)
       </label>
       <RetryAndBreaker form={form} />
+      <RequestLogFields
+        name="route"
+        inherit="The plan’s or workspace’s policy"
+        value={form.values.requestLog}
+        onChange={(requestLog) => form.put({ requestLog })}
+      />
       {editing ? <KeptSettings route={editing} /> : null}
       {editing ? (
         <button type="button" onClick={props.onCancel}>

@@ -19,7 +19,7 @@ import { useAction, useFields, usePaged } from '../hooks.js';
 import { namesOf, useConnections } from '../lookups.js';
 import { HealthCell } from '../components/connection-health.js';
 import { ActionNotes, Empty, Form, Page, Status, type PageProps } from '../ui.js';
-import { changesOf, fieldsOf, formOf, NEW_ROUTE, RouteFields, targetSettings } from './route-form.js';
+import { changesOf, fieldsOf, formOf, NEW_ROUTE, requestLogOf, RouteFields, targetSettings } from './route-form.js';
 
 /** What differs from the defaults in a target's attempts and timeouts (the routes list shows only that). */
 const targetSettingsShort = (t: RouteTargetDto) =>
@@ -135,19 +135,25 @@ export function RoutesPage({ client, workspace }: PageProps) {
   const edit = (r: RouteDto) => {
     setEditing(r);
     form.replace(formOf(r));
-    document.getElementById('route-form')?.scrollIntoView({ block: 'start' });
   };
+  // The form is opened by the edit: scrolled to once it is there.
+  useEffect(() => {
+    if (editing) document.getElementById('route-form')?.scrollIntoView({ block: 'start' });
+  }, [editing]);
   const save = async () => {
     const res = editing
       ? await action.run('Saving the route…', async () => {
-          const changes = changesOf(editing, fieldsOf(form.values));
+          const changes = changesOf(editing, fieldsOf(form.values), requestLogOf(form.values));
           // Nothing changed: nothing is sent, and the route is as it was.
           if (Object.keys(changes).length === 0) return { data: editing };
           return updateRoute({ client, path: { routeId: editing.id }, body: changes });
         })
-      : await action.run('Creating the route…', () =>
-          createRoute({ client, path: { workspaceId }, body: fieldsOf(form.values), headers: idempotent() }),
-        );
+      : await action.run('Creating the route…', async () => {
+          const requestLog = requestLogOf(form.values);
+          const created = await createRoute({ client, path: { workspaceId }, body: fieldsOf(form.values), headers: idempotent() });
+          // createRoute takes no request log policy: a route made with one has it set at once after.
+          return requestLog ? updateRoute({ client, path: { routeId: created.data.id }, body: { requestLog } }) : created;
+        });
     if (res) {
       reset();
       rows.set(res.data.id);
@@ -163,7 +169,11 @@ export function RoutesPage({ client, workspace }: PageProps) {
       {!connections.some((c) => c.status === 'ACTIVE') ? (
         <Empty>A route's targets are active provider connections: add one on the Provider connections page first.</Empty>
       ) : (
+        // Editing a route opens the form (its own fold, so that saving or cancelling folds it again).
         <Form
+          key={editing?.id ?? 'new'}
+          fold={editing ? `Editing ${editing.name}` : 'New route'}
+          open={!!editing}
           operation={editing ? 'updateRoute' : 'createRoute'}
           id="route-form"
           title={editing ? `Edit ${editing.name}` : 'Create a route'}
@@ -179,7 +189,7 @@ export function RoutesPage({ client, workspace }: PageProps) {
         list={list}
         caption="Routes"
         columns={['Route', 'Strategy', 'Targets', 'Status', 'Actions']}
-        empty="No route yet. Create one above to give several connections one URL."
+        empty="No route yet. Create one with New route above to give several connections one URL."
         row={(r) => (
           <tr>
             <td>

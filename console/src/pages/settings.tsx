@@ -2,13 +2,15 @@ import { useState } from 'preact/hooks';
 import { getWorkspace, updateWorkspace, type PassthroughClass, type WorkspaceDto } from '../api.js';
 import { ActionButton } from '../components/buttons.js';
 import { classesLine, PassthroughClassesField } from '../components/passthrough-classes.js';
+import { policyLine, RequestLogForm } from '../components/request-log-policy.js';
 import { RetentionSettings } from '../components/retention.js';
 import { useAction, useRead } from '../hooks.js';
 import { ActionNotes, Figures, Form, Notice, Page, type PageProps } from '../ui.js';
 
 /**
  * The workspace's settings: its name and currency, the passthrough classes its gateway calls may take whatever
- * their plan (a plan lets more through on the plans page), and how long its history is kept. Read here again, so the
+ * their plan (a plan lets more through on the plans page), its request log policy (a plan's or a route's comes first),
+ * and how long its history is kept. Read here again, so the
  * page shows what is saved.
  */
 export function SettingsPage({ client, workspace }: PageProps) {
@@ -16,13 +18,19 @@ export function SettingsPage({ client, workspace }: PageProps) {
   const [saved, setSaved] = useState<WorkspaceDto>(workspace);
   const [classes, setClasses] = useState<PassthroughClass[]>(workspace.passthroughClasses);
   const [notice, setNotice] = useState<string | undefined>();
+  /** The workspace as read on this page (the request log form starts from it, not from the shell's copy). */
+  const [read, setRead] = useState(false);
   const load = useAction();
   const action = useAction();
   const show = (w: WorkspaceDto) => {
     setSaved(w);
     setClasses(w.passthroughClasses);
   };
-  useRead(async () => (await getWorkspace({ client, path: { workspaceId } })).data, show, [workspaceId], {
+  const shown = (w: WorkspaceDto) => {
+    show(w);
+    setRead(true);
+  };
+  useRead(async () => (await getWorkspace({ client, path: { workspaceId } })).data, shown, [workspaceId], {
     action: load,
     label: 'Reading the workspace…',
   });
@@ -48,6 +56,11 @@ export function SettingsPage({ client, workspace }: PageProps) {
           items={[
             ['Currency', saved.currency ?? 'USD'],
             ['Passthrough classes', classesLine(saved.passthroughClasses), { 'data-testid': 'workspace-passthrough' }],
+            [
+              'Request logs',
+              policyLine(saved.requestLog, 'none, unless a plan or a route asks'),
+              { 'data-testid': 'workspace-request-log' },
+            ],
           ]}
         />
       </section>
@@ -78,6 +91,18 @@ export function SettingsPage({ client, workspace }: PageProps) {
       </Form>
       <ActionNotes action={action} />
       <Notice text={notice} class="notice" />
+      {read ? (
+        <RequestLogForm
+          key={saved.id}
+          operation="updateWorkspace"
+          title="Request logs"
+          name="workspaceRequestLog"
+          inherit="None (unless a plan or a route asks)"
+          value={saved.requestLog}
+          save={(requestLog) => updateWorkspace({ client, path: { workspaceId }, body: { requestLog } })}
+          onSaved={(res) => show(res.data)}
+        />
+      ) : null}
       <RetentionSettings client={client} workspaceId={workspaceId} />
     </Page>
   );

@@ -12,7 +12,7 @@ import { ActionButton } from '../components/buttons.js';
 import { PagedTable } from '../components/lists.js';
 import { formatNumber, multiplier } from '../format.js';
 import { useAction, useFields, usePaged, valueOf } from '../hooks.js';
-import { ActionNotes, Field, Form, Input, Select, Status, Folded } from '../ui.js';
+import { ActionNotes, Field, Form, Input, Select, Status } from '../ui.js';
 
 const int64 = (v: string) => v as Int64String;
 
@@ -138,40 +138,39 @@ export function Strategies({ client, workspaceId, onChange }: { client: Client; 
         A strategy says how many units a period grants and what a token costs. A new draft of an existing key is its next version; a
         published version never changes.
       </p>
-      <Folded label="New quota strategy" operation="createQuotaStrategy">
-        <Form
-          operation="createQuotaStrategy"
-          title="Draft a quota strategy"
-          submit="Draft strategy"
-          onSubmit={create}
-          disabled={!!action.working}
-        >
-          <div class="grid">
-            <Input label="Key" hint="The same key again drafts its next version" name="strategyKey" required {...bind('key')} />
-            <Select label="Reset every" name="resetInterval" choices={INTERVALS} {...bindChange('resetInterval')} />
-            <Input label="Units per period" name="quotaUnits" required inputMode="numeric" pattern="[0-9]+" {...bind('quotaUnits')} />
-            <FactorInput
-              label="Input token ×"
-              hint="Units per token: 1 = one unit a token, 0.25 = a quarter"
-              name="input"
-              {...bind('input')}
-            />
-            <FactorInput label="Output token ×" name="output" {...bind('output')} />
-            <FactorInput label="Cached input token ×" name="cached" {...bind('cached')} />
-            <Input label="Max output tokens" name="maxOutputTokens" type="number" min={1} required {...bind('maxOutputTokens')} />
-            <Select
-              label="Asking for more output"
-              name="outputCapPolicy"
-              choices={{ clamp: 'Clamp to the maximum', refuse: 'Refuse (400)' }}
-              {...bindChange('outputCapPolicy')}
-            />
-          </div>
-          <Field label="Allowed models" hint="Exact names or globs with *, separated by spaces or commas; empty: every model">
-            <input name="allowedModels" {...bind('allowedModels')} />
-          </Field>
-          <RulesEditor rules={form.rules} onChange={(rules) => put({ rules })} />
-        </Form>
-      </Folded>
+      <Form
+        fold="New quota strategy"
+        operation="createQuotaStrategy"
+        title="Draft a quota strategy"
+        submit="Draft strategy"
+        onSubmit={create}
+        disabled={!!action.working}
+      >
+        <div class="grid">
+          <Input label="Key" hint="The same key again drafts its next version" name="strategyKey" required {...bind('key')} />
+          <Select label="Reset every" name="resetInterval" choices={INTERVALS} {...bindChange('resetInterval')} />
+          <Input label="Units per period" name="quotaUnits" required inputMode="numeric" pattern="[0-9]+" {...bind('quotaUnits')} />
+          <FactorInput
+            label="Input token ×"
+            hint="Units per token: 1 = one unit a token, 0.25 = a quarter"
+            name="input"
+            {...bind('input')}
+          />
+          <FactorInput label="Output token ×" name="output" {...bind('output')} />
+          <FactorInput label="Cached input token ×" name="cached" {...bind('cached')} />
+          <Input label="Max output tokens" name="maxOutputTokens" type="number" min={1} required {...bind('maxOutputTokens')} />
+          <Select
+            label="Asking for more output"
+            name="outputCapPolicy"
+            choices={{ clamp: 'Clamp to the maximum', refuse: 'Refuse (400)' }}
+            {...bindChange('outputCapPolicy')}
+          />
+        </div>
+        <Field label="Allowed models" hint="Exact names or globs with *, separated by spaces or commas; empty: every model">
+          <input name="allowedModels" {...bind('allowedModels')} />
+        </Field>
+        <RulesEditor rules={form.rules} onChange={(rules) => put({ rules })} />
+      </Form>
       <ActionNotes action={action} problem={list.problem} />
       <PagedTable
         list={list}

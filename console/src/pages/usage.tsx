@@ -168,7 +168,7 @@ function TotalsTable(props: {
   const sum = summary.buckets.reduce(add, NO_TOTALS);
   // A column of the kinds beyond text tokens, where the range has some.
   const kinds = kindsText(sum.kinds) !== '';
-  const decimals = moneyDecimals([...[...totals.values()].map((t) => t.cost), sum.cost]);
+  const decimals = moneyDecimals([...[...totals.values()].map((t) => t.cost), sum.cost], currency);
   const rows = [...totals].sort(([, a], [, b]) =>
     b.cost > a.cost ? 1 : b.cost < a.cost ? -1 : b.units > a.units ? 1 : b.units < a.units ? -1 : 0,
   );
@@ -294,7 +294,10 @@ export function UsagePage({ client, workspace }: PageProps) {
   const metric = chosenMetric && metrics.includes(chosenMetric) ? chosenMetric : priced ? 'cost' : 'units';
   // One format for the table, the axis and the legend.
   // Amounts with as many decimals as the range's buckets need, so a column of them lines up.
-  const decimals = moneyDecimals(buckets.map((b) => b.costMicros));
+  const decimals = moneyDecimals(
+    buckets.map((b) => b.costMicros),
+    currency,
+  );
   const format = (v: number) => (metric === 'cost' ? formatMoney(v, currency, decimals) : formatNumber(v));
   const unpriced = buckets.reduce((n, b) => n + (b.unpricedEvents ?? 0), 0);
 

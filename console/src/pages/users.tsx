@@ -23,6 +23,7 @@ import {
   Empty,
   ErrorNote,
   useAllowed,
+  Folded,
   Form,
   Input,
   LocalTimeInput,
@@ -287,6 +288,19 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
       title="Users and accesses"
       lead="An end user of your application, with an access on a plan: its quota, its state and its inference keys."
     >
+      <Folded label="New user" operation="provisionWorkspaceUser">
+        <ProvisionUser
+          client={client}
+          workspaceId={workspaceId}
+          plans={plans}
+          onProvisioned={(accessId, apiKey) => {
+            setIssued(apiKey);
+            rows.set(accessId);
+            list.reload();
+          }}
+        />
+      </Folded>
+      {issued ? <ShownOnce label="The user's inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
       <Toolbar search label="Find users" onSubmit={() => setFound(search.trim())}>
         <Input
           label="External user id or email"
@@ -331,7 +345,7 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
         empty={
           filtered
             ? 'No user matches these filters.'
-            : "No user yet. Provision one below; your application's backend can do the same through the Admin API."
+            : "No user yet. Provision one with New user above; your application's backend can do the same through the Admin API."
         }
         keyOf={(u) => u.access.id}
         row={(u) => (
@@ -369,17 +383,6 @@ export function UsersPage({ client, workspace, rest }: PageProps) {
           ) : null
         }
       />
-      <ProvisionUser
-        client={client}
-        workspaceId={workspaceId}
-        plans={plans}
-        onProvisioned={(accessId, apiKey) => {
-          setIssued(apiKey);
-          rows.set(accessId);
-          list.reload();
-        }}
-      />
-      {issued ? <ShownOnce label="The user's inference key." secret={issued} onDismiss={() => setIssued(undefined)} /> : null}
     </Page>
   );
 }

@@ -16,7 +16,7 @@ import { ActionButton, ExpandButton, useOpenRow } from '../components/buttons.js
 import { PagedTable } from '../components/lists.js';
 import { when } from '../format.js';
 import { useAction, usePaged, valueOf, type Action } from '../hooks.js';
-import { ActionNotes, ErrorNote, Form, Input, Notice, Page, ShownOnce, Status, type PageProps, Folded } from '../ui.js';
+import { ActionNotes, ErrorNote, Form, Input, Notice, Page, ShownOnce, Status, type PageProps } from '../ui.js';
 import { Messages } from './webhook-messages.js';
 
 /** The event catalogue (docs/events.md), each type with what it reports; a type the contract adds fails to compile here until it is described. */
@@ -243,17 +243,16 @@ export function WebhooksPage({ client, workspace }: PageProps) {
         </>
       }
     >
-      <Folded label="New webhook endpoint" operation="createWebhookEndpoint">
-        <Form
-          operation="createWebhookEndpoint"
-          title="Add a webhook endpoint"
-          submit="Add endpoint"
-          onSubmit={create}
-          disabled={!!action.working}
-        >
-          <EndpointFields form={form} onChange={setForm} urlHint="https:// (http:// only where private upstreams are allowed)" />
-        </Form>
-      </Folded>
+      <Form
+        fold="New webhook endpoint"
+        operation="createWebhookEndpoint"
+        title="Add a webhook endpoint"
+        submit="Add endpoint"
+        onSubmit={create}
+        disabled={!!action.working}
+      >
+        <EndpointFields form={form} onChange={setForm} urlHint="https:// (http:// only where private upstreams are allowed)" />
+      </Form>
       {secret ? <ShownOnce label={secret.label} secret={secret.value} onDismiss={() => setSecret(undefined)} /> : null}
       <ActionNotes action={action} problem={list.problem} />
       <Notice text={note} />

@@ -38,7 +38,14 @@ export function WorkspacesPage({ client }: { client: Client }) {
 
   return (
     <Page title="Workspaces" lead="A workspace is a tenant: its connections, plans, users and usage belong to it alone.">
-      <Form operation="createWorkspace" title="Create a workspace" submit="Create workspace" onSubmit={create} disabled={!!action.working}>
+      <Form
+        fold="New workspace"
+        operation="createWorkspace"
+        title="Create a workspace"
+        submit="Create workspace"
+        onSubmit={create}
+        disabled={!!action.working}
+      >
         <Input label="Name" name="workspaceName" required maxLength={200} value={name} onInput={(e) => setName(valueOf(e))} />
       </Form>
       <ActionNotes action={action} />
@@ -55,7 +62,7 @@ export function WorkspacesPage({ client }: { client: Client }) {
         list={list}
         caption="Workspaces"
         columns={['Name', 'Status', 'Created', 'Actions']}
-        empty="No workspace here yet. Create one above, then choose it in the Workspace menu to add a provider connection."
+        empty="No workspace here yet. Create one with New workspace above, then choose it in the Workspace menu to add a provider connection."
         row={(w) => (
           <tr>
             <td>

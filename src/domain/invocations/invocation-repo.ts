@@ -10,7 +10,7 @@ import { bindDeps } from '../bind.js';
 import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } from '../pagination.js';
 import type { KindColumns, UsageEventRow } from '../quota/quota-types.js';
 import { KIND_COLUMNS } from '../recording/kind-sql.js';
-import type { InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
+import type { InvocationBatchRow, InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
 import { timeZones, usageHours, usageSummary } from './usage-summary-repo.js';
 
 export type { UsageBucketRow, UsageGranularity, UsageGroupBy } from './usage-summary-repo.js';
@@ -165,6 +165,24 @@ async function findById({ db }: InvocationRepoDeps, id: string, q: Queryable = d
   return q('invocations').where({ id }).first();
 }
 
+/** The batch whose invocation this is (docs/batches.md), if it is one's. */
+async function batchOf({ db }: InvocationRepoDeps, invocationId: string, q: Queryable = db): Promise<InvocationBatchRow | undefined> {
+  return q('batches')
+    .where({ invocation_id: invocationId })
+    .first(
+      'upstream_batch_id',
+      'upstream_status',
+      'requests',
+      'settled_requests',
+      'bound_units',
+      'settled_units',
+      'cost_micros',
+      'created_at',
+      'expires_at',
+      'settled_at',
+    );
+}
+
 /** The events of an invocation that started at `startedAt` (its events are not older: the months before are not read). */
 async function usageEventsOf(
   { db }: InvocationRepoDeps,
@@ -275,6 +293,7 @@ export function createInvocationRepo(db: Queryable) {
   return bindDeps(deps, {
     detailsOf,
     findById,
+    batchOf,
     usageEventsOf,
     conversationTokens,
     list,

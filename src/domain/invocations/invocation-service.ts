@@ -126,10 +126,12 @@ async function get(
   const invocation = await invocationRepo.findById(id);
   if (!invocation) throw new AppError('invocation_not_found', 'Invocation not found');
   assertVisible(actor, invocation.workspace_id, 'invocation_not_found', 'Invocation');
-  const [usageEvents] = await Promise.all([
+  const [usageEvents, batch] = await Promise.all([
     invocationRepo.usageEventsOf(id, invocation.started_at),
+    invocationRepo.batchOf(id),
     invocationRepo.detailsOf([invocation]),
   ]);
+  invocation.batch = batch ?? null;
   return { invocation, usageEvents };
 }
 

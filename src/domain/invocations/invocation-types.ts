@@ -69,6 +69,22 @@ export interface InvocationRow {
   session_id?: string | null;
   /** A Realtime session's own invocation: its turns and how it closed. */
   session?: RealtimeSessionRecord | null;
+  /** A batch's own invocation (read by getInvocation only): the batch's row. */
+  batch?: InvocationBatchRow | null;
+}
+
+/** What a batch's row keeps of it (table `batches`), as its invocation shows it. */
+export interface InvocationBatchRow {
+  upstream_batch_id: string;
+  upstream_status: string;
+  requests: number;
+  settled_requests: number;
+  bound_units: bigint;
+  settled_units: bigint;
+  cost_micros: bigint;
+  created_at: Date;
+  expires_at: Date;
+  settled_at: Date | null;
 }
 
 /** What a Realtime session's invocation keeps of it (the column `session`). */

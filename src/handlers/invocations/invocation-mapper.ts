@@ -1,12 +1,13 @@
 import type {
   InvocationAttemptDto,
+  InvocationBatchDto,
   InvocationDto,
   RealtimeSessionDto,
   UsageEventDto,
   UsageSummaryDto,
 } from '../../../generated/client/types.gen.js';
 import type { KindColumns, UsageEventRow } from '../../domain/quota/quota-types.js';
-import type { InvocationRow, RealtimeSessionRecord } from '../../domain/invocations/invocation-types.js';
+import type { InvocationBatchRow, InvocationRow, RealtimeSessionRecord } from '../../domain/invocations/invocation-types.js';
 import type { UsageGranularity, UsageGroupBy } from '../../domain/invocations/invocation-repo.js';
 import type { UsageSummary } from '../../domain/invocations/invocation-service.js';
 
@@ -140,6 +141,7 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
   if (row.plan_id) dto.planId = row.plan_id;
   if (row.session_id) dto.sessionId = row.session_id;
   if (row.session) dto.session = toSessionDto(row.session);
+  if (row.batch) dto.batch = toBatchDto(row.batch);
   // getInvocation (with its events) lists every attempt; a list shows the last.
   if (usageEvents && (attempt || row.attempts?.length)) dto.attempts = [...(row.attempts ?? []), ...(attempt ? [attempt] : [])];
   if (usageEvents) dto.usageEvents = usageEvents.map(toUsageEventDto);
@@ -150,6 +152,23 @@ export function toInvocationDto(row: InvocationRow, usageEvents?: UsageEventRow[
 function toSessionDto(session: RealtimeSessionRecord): RealtimeSessionDto {
   const dto: RealtimeSessionDto = { turns: session.turns, closeCode: session.closeCode, closeReason: session.closeReason };
   if (session.firstAudioMs !== null) dto.firstAudioMs = session.firstAudioMs;
+  return dto;
+}
+
+/** A batch's invocation's own fields: its counts, bound, settled units and cost. */
+function toBatchDto(b: InvocationBatchRow): InvocationBatchDto {
+  const dto: InvocationBatchDto = {
+    batchId: b.upstream_batch_id,
+    upstreamStatus: b.upstream_status,
+    requests: b.requests,
+    settledRequests: b.settled_requests,
+    boundUnits: `${b.bound_units}`,
+    settledUnits: `${b.settled_units}`,
+    costMicros: `${b.cost_micros}`,
+    createdAt: b.created_at.toISOString(),
+    expiresAt: b.expires_at.toISOString(),
+  };
+  if (b.settled_at) dto.settledAt = b.settled_at.toISOString();
   return dto;
 }
 
