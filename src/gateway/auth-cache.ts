@@ -40,6 +40,24 @@ export interface Upstream {
 export interface CacheEntry extends Partial<Upstream> {
   row: AuthRow | null;
   loadedAt: number;
+  /** The presented key's hash (the lookup's), kept for the entry's next lookup. */
+  keyHash?: string;
+}
+
+/**
+ * An entry read again takes its predecessor's upstream when the connection's key and address are the ones it was
+ * made from (a rotated key has another ciphertext, a changed connection another row): the provider key is not
+ * decrypted again at every TTL, and is held no longer than an entry for its connection is.
+ */
+function carryUpstream(from: CacheEntry, to: CacheEntry): void {
+  const a = from.row;
+  const b = to.row;
+  if (from.apiKey === undefined || !a || !b || a.connection_id !== b.connection_id) return;
+  if (a.api_key_ciphertext !== b.api_key_ciphertext || a.api_key_key_id !== b.api_key_key_id) return;
+  if (a.protocol_profile !== b.protocol_profile) return;
+  to.apiKey = from.apiKey;
+  to.maskedKey = from.maskedKey;
+  if (a.base_url === b.base_url) to.baseUrl = from.baseUrl;
 }
 
 /** The connection's decrypted key, its mask and its parsed base URL, made once per cache entry. */
@@ -123,8 +141,10 @@ export function createAuthCache(deps: {
       let flight = flying.get(cacheKey);
       if (!flight || flight.generation !== generation) {
         const loadedIn = generation;
-        const answer = load(hash(token), connectionId).then((row) => {
-          const entry: CacheEntry = { row, loadedAt: nowMs };
+        const keyHash = hit?.keyHash ?? hash(token);
+        const answer = load(keyHash, connectionId).then((row) => {
+          const entry: CacheEntry = { row, loadedAt: nowMs, keyHash };
+          if (hit && loadedIn === generation) carryUpstream(hit, entry);
           store(cacheKey, entry, loadedIn);
           return entry;
         });

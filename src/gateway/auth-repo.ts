@@ -4,6 +4,7 @@
  * workspace's budget.
  */
 import type { Db } from '../db/database.js';
+import { namedQuery } from '../db/named-query.js';
 import type { RequestLogPolicy } from '../domain/workspaces/request-log-policy.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
 import type { ConnectionRetry } from '../domain/provider-connections/connection-retry.js';
@@ -104,19 +105,21 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
   join plans pl on pl.id = a.plan_id
   left join rate_windows rw on rw.workspace_access_id = a.id
   left join workspace_budgets wb on wb.workspace_id = k.workspace_id
-  left join provider_connections c on c.id = cast(? as uuid) and c.workspace_id = k.workspace_id
+  left join provider_connections c on c.id = cast($1 as uuid) and c.workspace_id = k.workspace_id
   left join lateral (
     select * from quota_periods qp
-     where qp.workspace_access_id = a.id and qp.period_start <= ? and qp.period_end > ?
+     where qp.workspace_access_id = a.id and qp.period_start <= $2 and qp.period_end > $2
      order by qp.period_start desc limit 1) p on true
   left join quota_strategies s on s.id = p.quota_strategy_id
- where k.key_hash = ?`;
+ where k.key_hash = $3`;
 
-export function createAuthRepo(db: Db) {
+export function createAuthRepo(db: Db, prepared = true) {
+  const query = namedQuery(db, prepared);
   return {
     async lookup(keyHash: string, connectionId: string, now: Date): Promise<AuthRow | null> {
-      const result = await db.raw(LOOKUP, [connectionId, now, now, keyHash]);
-      return (result.rows as AuthRow[])[0] ?? null;
+      // A named statement, as the records' are: planned once per connection, not at each lookup of a key's row.
+      const rows = await query<AuthRow>('nexus_key_lookup', LOOKUP, [connectionId, now, keyHash]);
+      return rows[0] ?? null;
     },
   };
 }

@@ -58,7 +58,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
   const { config, clock, logger, metrics, changes } = deps;
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax);
   const cache = createAuthCache({
-    repo: createAuthRepo(db),
+    repo: createAuthRepo(db, config.databasePreparedStatements),
     clock,
     ttlMs: config.authCacheTtlMs,
     outageGraceMs: Math.floor(config.leaseTtlMs / 2),

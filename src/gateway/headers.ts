@@ -47,19 +47,25 @@ export function rawHeader(raw: string[], name: string): string | undefined {
 }
 
 /**
+ * The header names a Connection header lists beyond those dropped anyway (a client's usual `keep-alive`): none, most
+ * calls, makes no set.
+ */
+function listedBesidesDropped(connection: string): Set<string> | undefined {
+  let listed: Set<string> | undefined;
+  for (const part of connection.split(',')) {
+    const name = part.trim().toLowerCase();
+    if (name && !DROPPED.has(name)) (listed ??= new Set()).add(name);
+  }
+  return listed;
+}
+
+/**
  * Headers for the upstream request, as undici takes them (name, value, ...), from the client's raw
  * headers; throws 400 on a header value holding CR, LF or NUL.
  */
 export function upstreamHeaders(raw: string[], protocol: Protocol, apiKey: string, contentLength: number): string[] {
   const connection = rawHeader(raw, 'connection');
-  const connectionListed = connection
-    ? new Set(
-        connection
-          .split(',')
-          .map((s) => s.trim().toLowerCase())
-          .filter(Boolean),
-      )
-    : undefined;
+  const connectionListed = connection ? listedBesidesDropped(connection) : undefined;
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();

@@ -4,7 +4,7 @@
  * another origin. Anything doubtful is refused (400): the upstream never sees it.
  */
 import { AppError } from '../errors.js';
-import { canonicalUuid, hasUuidForm } from '../ids.js';
+import { hasUuidForm } from '../ids.js';
 import { SLASH_READERS } from '../protocols/index.js';
 import type { ProtocolProfile } from '../protocols/index.js';
 
@@ -53,20 +53,18 @@ function checkDecoded(path: string): void {
   if (SCHEME.test(segments[0]!)) throw unsafe('The path is an absolute URL');
 }
 
-/** Parses and checks the raw request target (req.originalUrl, not decoded by anyone). */
-export function parseGatewayUrl(rawUrl: string): GatewayTarget {
-  if (!rawUrl.startsWith('/')) throw unsafe('The request target must be a path');
-  if (!rawUrl.startsWith(PREFIX)) throw new AppError('route_not_found', GATEWAY_ROUTE);
-  const q = rawUrl.indexOf('?');
-  const pathPart = q === -1 ? rawUrl : rawUrl.slice(0, q);
-  const search = q === -1 ? '' : rawUrl.slice(q);
-  if (CONTROL.test(search)) throw unsafe('The query string holds a control character');
-  const rest = pathPart.slice(PREFIX.length);
-  const slash = rest.indexOf('/');
-  const connectionId = slash === -1 ? rest : rest.slice(0, slash);
-  const providerPath = slash === -1 ? '' : rest.slice(slash + 1);
-  if (!providerPath) throw new AppError('route_not_found', GATEWAY_ROUTE);
-  // Decode until stable (at most 3 rounds): double-encoded '..' or '/' are caught too.
+/**
+ * A provider path of plain segments only (letters, digits, `_`, `~`, `-` and dots, none starting with a dot, none
+ * empty; no percent-encoding, `;parameters`, colon or backslash): nothing to decode or check, its route is itself
+ * without a trailing slash. Every other path goes through routeOfEncoded, which reaches the same route for these.
+ */
+const PLAIN_PATH = /^[\w~-][\w.~-]*(?:\/[\w~-][\w.~-]*)*\/?$/;
+
+/**
+ * The route of a provider path that may be encoded: decoded until stable (at most 3 rounds: double-encoded '..' or
+ * '/' are caught too), each decoding checked, `;parameters` dropped from its segments, no trailing slash.
+ */
+function routeOfEncoded(providerPath: string): { route: string; slashesReadBy: ProtocolProfile | undefined } {
   // A protocol may read some encoded slashes as slashes (Bedrock, a model ARN's): its connections alone take the
   // path so read (checkSlashesFor), once it passes every check below.
   let current = providerPath;
@@ -96,10 +94,29 @@ export function parseGatewayUrl(rawUrl: string): GatewayTarget {
     .map((segment) => segment.split(';', 1)[0])
     .join('/')
     .replace(/\/$/, '');
+  return { route, slashesReadBy };
+}
+
+/** Parses and checks the raw request target (req.originalUrl, not decoded by anyone). */
+export function parseGatewayUrl(rawUrl: string): GatewayTarget {
+  if (!rawUrl.startsWith('/')) throw unsafe('The request target must be a path');
+  if (!rawUrl.startsWith(PREFIX)) throw new AppError('route_not_found', GATEWAY_ROUTE);
+  const q = rawUrl.indexOf('?');
+  const pathPart = q === -1 ? rawUrl : rawUrl.slice(0, q);
+  const search = q === -1 ? '' : rawUrl.slice(q);
+  if (CONTROL.test(search)) throw unsafe('The query string holds a control character');
+  const rest = pathPart.slice(PREFIX.length);
+  const slash = rest.indexOf('/');
+  const connectionId = slash === -1 ? rest : rest.slice(0, slash);
+  const providerPath = slash === -1 ? '' : rest.slice(slash + 1);
+  if (!providerPath) throw new AppError('route_not_found', GATEWAY_ROUTE);
+  const { route, slashesReadBy } = PLAIN_PATH.test(providerPath)
+    ? { route: providerPath.endsWith('/') ? providerPath.slice(0, -1) : providerPath, slashesReadBy: undefined }
+    : routeOfEncoded(providerPath);
   // An id that is not a UUID names no connection: the key is still checked first (401 before 404). One in
   // upper case is the same connection: ids are compared (the auth cache's key) and recorded in lower case.
   const target: GatewayTarget = {
-    connectionId: hasUuidForm(connectionId) ? canonicalUuid(connectionId) : NO_CONNECTION,
+    connectionId: hasUuidForm(connectionId) ? connectionId.toLowerCase() : NO_CONNECTION,
     providerPath,
     route,
     search,

@@ -35,12 +35,15 @@ export abstract class StreamMeter implements StreamState {
   private otherEvents = 0;
   /** The protocol's reading of the stream's events (its usage, its output text, the end of a cut stream). */
   private reader: StreamReader;
+  /** The output bound as a number, for the estimate's check at each event (exact: an estimate is far below 2^53). */
+  private readonly bound: number;
 
   constructor(
     inspector: Inspector,
     protected readonly bounds: StreamBounds,
   ) {
     this.reader = inspector.stream();
+    this.bound = Number(bounds.outputBound);
   }
 
   /** The upstream's next bytes; returns what goes to the client now (whole events, or a cut stream's end). */
@@ -75,6 +78,13 @@ export abstract class StreamMeter implements StreamState {
     return reported > estimate ? reported : estimate;
   }
 
+  /** Whether the output counted so far (outputSeen) is past the bound: in numbers, no BigInt made at each event. */
+  private pastBound(): boolean {
+    if (Math.max(this.textEvents, Math.ceil(this.textBytes / BYTES_PER_TOKEN)) > this.bound) return true;
+    const reported = this.usage?.outputTokens;
+    return reported !== undefined && reported > this.bounds.outputBound;
+  }
+
   /**
    * The output a stream that ended short is charged for, at most its bound (metered-call.ts): one token per event
    * carrying output (text, reasoning, tool input, or output that is not text: an audio delta), or the output counted
@@ -98,7 +108,7 @@ export abstract class StreamMeter implements StreamState {
     if (text > 0) {
       this.textEvents++;
       this.textBytes += text;
-      if (this.outputSeen > this.bounds.outputBound) {
+      if (this.pastBound()) {
         this.cut = true;
         this.complete = false;
         return false;

@@ -70,7 +70,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; build?: Build
   }
   return {
     registry,
-    ...createHttpMetrics(registers),
+    ...createHttpMetrics(registry),
     ...createCallMetrics(registry),
     ...createRouteMetrics(registers),
     ...createRecorderMetrics(registers),

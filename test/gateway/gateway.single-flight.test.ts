@@ -4,7 +4,10 @@
  * that fails is shared by the calls waiting for it and not kept: the next call looks up again.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAuthCache } from '../../src/gateway/auth-cache.js';
+import { createAuthCache, upstreamOf } from '../../src/gateway/auth-cache.js';
+import { createSecretBox } from '../../src/domain/security/secret-box.js';
+import { sealProviderApiKey } from '../../src/domain/provider-connections/provider-secret.js';
+import { randomBytes } from 'node:crypto';
 import type { AuthRow } from '../../src/gateway/auth-repo.js';
 import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startOpenAiUpstream, type FakeUpstream } from '../support/fake-upstreams.js';
@@ -126,6 +129,59 @@ describe('the key cache (its single flight)', () => {
     // Different keys and connections are separate flights.
     await Promise.all([cache.lookup('other', 'conn'), cache.lookup('tok', 'conn2')]);
     expect(calls()).toBe(4);
+    cache.close();
+  });
+  it('an entry read again after its TTL keeps the key hash and, while the connection key is the same, the decrypted upstream', async () => {
+    const box = createSecretBox(randomBytes(32));
+    const connectionId = '0a1b2c3d-0000-4000-8000-000000000000';
+    const sealedRow = (apiKey: string) => {
+      const sealed = sealProviderApiKey(box, connectionId, apiKey);
+      return {
+        ...row,
+        connection_id: connectionId,
+        protocol_profile: 'openai',
+        base_url: 'http://127.0.0.1:9/v1',
+        api_key_ciphertext: sealed.ciphertext,
+        api_key_key_id: sealed.keyId,
+      } as unknown as AuthRow;
+    };
+    let current = sealedRow('sk-first-0123456789abcdef');
+    let hashes = 0;
+    let lookups = 0;
+    const cache = createAuthCache({
+      repo: {
+        lookup: async () => {
+          lookups++;
+          return current;
+        },
+      },
+      clock: { now: () => new Date() },
+      ttlMs: 20,
+      // An entry past its TTL stays for the outage grace (half a lease's TTL in a process): its successor finds it.
+      outageGraceMs: 10_000,
+      hash: (token) => {
+        hashes++;
+        return `h:${token}`;
+      },
+    });
+    const first = await cache.lookup('tok', connectionId);
+    expect(upstreamOf(first, first.row!, box).apiKey).toBe('sk-first-0123456789abcdef');
+    await new Promise((r) => setTimeout(r, 30));
+    // The same row read again: the upstream made for the first entry is the new one's, and the key is not hashed again.
+    current = { ...current };
+    const second = await cache.lookup('tok', connectionId);
+    expect(second).not.toBe(first);
+    expect(lookups).toBe(2);
+    expect(hashes).toBe(1);
+    expect(second.apiKey).toBe('sk-first-0123456789abcdef');
+    expect(second.baseUrl).toBe(first.baseUrl);
+    // The connection's key rotated (another ciphertext): the next entry decrypts it anew.
+    await new Promise((r) => setTimeout(r, 30));
+    current = sealedRow('sk-rotated-0123456789abcdef');
+    const third = await cache.lookup('tok', connectionId);
+    expect(third.apiKey).toBeUndefined();
+    expect(upstreamOf(third, third.row!, box).apiKey).toBe('sk-rotated-0123456789abcdef');
+    expect(hashes).toBe(1);
     cache.close();
   });
 });
