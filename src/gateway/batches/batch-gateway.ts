@@ -8,7 +8,7 @@ import { AppError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { protocolOf } from '../../protocols/index.js';
 import type { Protocol } from '../../protocols/protocol.js';
-import { letsThrough } from '../admission.js';
+import { letsThrough, notLetThrough } from '../admission.js';
 import { readBody } from '../client-request.js';
 import { readUpload } from '../upload.js';
 import { admitAndCreate, inlineBound, storedPricing } from './batch-admit.js';
@@ -73,21 +73,36 @@ export function batchPathOf(protocol: Protocol, method: string, route: string): 
 /**
  * POST files: the multipart body read as it comes, its file's lines checked (batch-lines.ts) while its bytes are
  * spooled. A file whose purpose is not `batch` is handed back (the caller's passthrough decides); a batch's file,
- * once every line passed, goes upstream, and its bound is kept beside the provider's id.
+ * once every line passed, goes upstream, and its bound is kept beside the provider's id. Where uploads of other
+ * purposes are not let through (passthrough class `files`), an upload neither path could take is refused as soon as
+ * that is known (uploadRefusal), not once its body is read: its refusal's drain (REFUSED_BODY_DRAIN) lets the
+ * client read the answer.
  */
 async function upload(deps: BatchGatewayDeps, r: BatchRequest, boundary: string): Promise<Fallback | undefined> {
   const { auth } = r;
+  const passes = letsThrough(auth, 'files');
+  const limit = Math.max(deps.bodyLimitBytes, MAX_BATCH_FILE_BYTES + (1 << 20));
+  const declared = Number(r.req.headers['content-length']);
+  // Known before the body: a body over the limit, or (nothing else let through) an access no batch can be made on.
+  if (declared > limit) throw new AppError('payload_too_large', 'The request body is larger than the limit');
+  if (!passes && !auth.period_id) throw uploadRefusal(r, undefined, 'the access has no current quota period');
   const lines = new BatchLines(
     { protocol: protocolOf(r.protocol.bodyShape), maxOutputTokens: auth.max_output_tokens ?? 0, policy: deps.meter.modelPolicy(auth) },
     false,
   );
   let started = false;
-  const limit = Math.max(deps.bodyLimitBytes, MAX_BATCH_FILE_BYTES + (1 << 20));
   const sent = await readUpload(r.req, limit, boundary, (bytes, fieldsBefore) => {
-    // Known to be a batch's before its file: its first bad line refuses the upload at once.
-    if (!started) lines.strict = fieldsBefore.purpose === 'batch';
+    if (!started) {
+      const purpose = fieldsBefore.purpose;
+      // Its purpose read before its file: another purpose's upload is refused before its file is read.
+      if (!passes && purpose !== undefined && purpose !== 'batch') throw uploadRefusal(r, purpose);
+      // Known to be a batch's before its file: its first bad line refuses the upload at once.
+      lines.strict = purpose === 'batch';
+    }
     started = true;
     lines.push(bytes);
+    // Its purpose not read yet, and its file no batch's: refused either way, at once.
+    if (!passes && lines.refusal) throw uploadRefusal(r, undefined, lines.refusal);
   });
   if (sent.form.fields.purpose !== 'batch') return { body: sent };
   try {
@@ -115,6 +130,20 @@ async function upload(deps: BatchGatewayDeps, r: BatchRequest, boundary: string)
   } finally {
     await sent.dispose();
   }
+}
+
+/**
+ * The refusal of an upload that neither path takes, where uploads other than a batch's are not let through: one
+ * whose `purpose` is not `batch` (409), or, its purpose not read yet, one no batch's file can be: its line refused
+ * (400, naming it), or the access's (409).
+ */
+function uploadRefusal(r: BatchRequest, purpose: string | undefined, why?: AppError | string): AppError {
+  const what = `POST ${r.target.providerPath}`;
+  if (purpose !== undefined) return notLetThrough(r.auth, `${what} with purpose '${purpose.slice(0, 64)}'`, 'files');
+  const other = `an upload of another purpose than 'batch' (passthrough class 'files') is not let through on this access`;
+  if (why instanceof AppError) return new AppError(why.code, `${why.message} (${other}, and this file is no batch's)`, why.extras);
+  const refused = notLetThrough(r.auth, what, 'files');
+  return new AppError(refused.code, `${refused.message}; and no batch's file can be uploaded: ${why}`, refused.extras);
 }
 
 /** POST batches: admitted at its file's bound (budget, one lease, rate limits), then created upstream. */
