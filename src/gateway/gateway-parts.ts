@@ -106,16 +106,17 @@ function callRecorder(
 function batchParts(deps: GatewayPartsDeps, meter: CallMeter, pools: ReturnType<typeof createUpstreamPools>) {
   const { config, clock, logger, secretBox } = deps;
   const repo = createBatchRepo(deps.db);
+  const quotaRepo = createQuotaRepo(deps.db);
   const batches = createBatchGateway({
     repo,
-    quotaRepo: createQuotaRepo(deps.db),
+    quotaRepo,
     meter,
     pools,
     secretBox,
     clock,
     bodyLimitBytes: config.gatewayBodyLimitBytes,
   });
-  const settlement = createBatchSettlement({ repo, pools, secretBox, clock, logger, ...deps.batchSettlement });
+  const settlement = createBatchSettlement({ repo, quotaRepo, pools, secretBox, clock, logger, ...deps.batchSettlement });
   return { batches, settlement };
 }
 

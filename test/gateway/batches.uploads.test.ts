@@ -129,7 +129,9 @@ describe('an upload nothing lets through is refused before its body is read', ()
     expect(file.data.purpose).toBe('fine-tune');
     expect(file.response.headers.get('x-nexus-metering-status')).toBe('unmetered');
     expect(await t.database.db('batch_files').where({ upstream_file_id: file.data.id }).first()).toBeUndefined();
-    const bad = await client.files.create({ file: await toFile(Buffer.from('{not json\n'), 'b.jsonl'), purpose: 'batch' }).catch((e: unknown) => e);
+    const bad = await client.files
+      .create({ file: await toFile(Buffer.from('{not json\n'), 'b.jsonl'), purpose: 'batch' })
+      .catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
     expect((bad as Error).message).toMatch(/line 1: not JSON/);
   });

@@ -157,7 +157,7 @@ async function create(deps: BatchGatewayDeps, r: BatchRequest): Promise<Fallback
   } catch {
     throw new AppError('invalid_json', 'The request body is not JSON');
   }
-  if (r.path.inline) return admitAndCreate(deps, r, raw, inlineBound(deps, r, body), undefined);
+  if (r.path.inline) return admitAndCreate(deps, r, { raw, body }, inlineBound(deps, r, body), undefined);
   const fileId = stringOr(body?.input_file_id);
   if (!fileId) throw new AppError('invalid_parameter', 'input_file_id is required', { param: 'input_file_id' });
   const file = await deps.repo.findFile(owned(r), fileId);
@@ -171,19 +171,47 @@ async function create(deps: BatchGatewayDeps, r: BatchRequest): Promise<Fallback
     );
   }
   const bound = { requests: file.requests, units: BigInt(file.bound_units), tokens: BigInt(file.bound_tokens), pricing: file.pricing };
-  return admitAndCreate(deps, r, raw, bound, file.id);
+  return admitAndCreate(deps, r, { raw, body }, bound, file.id);
 }
 
-/** GET batches: the provider's list, of this access's batches only. */
+/** The paging a list reads from its query (OpenAI's `after`; Anthropic's `after_id`, `before_id`) and its limit. */
+const PAGING = new Set(['after', 'after_id', 'before_id', 'limit']);
+/** The batches of a page read from the provider at once. */
+const LIST_READS = 16;
+
+/**
+ * GET batches: a page of this access's batches, newest first, its rows Nexus's (paged by the cursor the caller's SDK
+ * sends: `after`, or Anthropic's `after_id` and `before_id`), each read from the provider as it stands. A page is as
+ * full as the limit asks while the access has batches left (`has_more`), whatever other accesses made between them.
+ */
 async function list(deps: BatchGatewayDeps, r: BatchRequest): Promise<Fallback | undefined> {
   if (letsThrough(r.auth, 'batches')) return {};
-  const answer = await upstream(deps, r, 'GET', r.target.providerPath, null, 0);
-  if (answer.status !== 200) return void (await passBack(deps, r, answer));
-  const page = await readJson(answer.body);
-  const mine = await deps.repo.batchIds(owned(r));
-  const data = Array.isArray(page?.data) ? (page.data as Record<string, unknown>[]) : [];
-  const kept = data.filter((b) => typeof b?.id === 'string' && mine.has(b.id));
-  sendJson(deps, r, 200, { ...page, data: kept, first_id: kept[0]?.id ?? null, last_id: kept.at(-1)?.id ?? null });
+  const query = new URLSearchParams(r.target.search);
+  const most = r.path.inline ? 1000 : 100;
+  const asked = query.get('limit');
+  const limit = asked === null ? 20 : Number(asked);
+  if (!Number.isInteger(limit) || limit < 1 || limit > most)
+    throw new AppError('invalid_parameter', `limit must be an integer from 1 to ${most}`, { param: 'limit' });
+  const before = query.get('before_id') ?? undefined;
+  const after = query.get('after') ?? query.get('after_id') ?? undefined;
+  const page = await deps.repo.page(owned(r), { after, before, limit });
+  // Each batch read where its list was asked (Azure's api-version kept), without the list's paging.
+  const kept = [...query].filter(([name]) => !PAGING.has(name));
+  const search = kept.length ? `?${new URLSearchParams(kept)}` : '';
+  const at = { ...r, target: { ...r.target, search } };
+  const data: Record<string, unknown>[] = [];
+  for (let i = 0; i < page.ids.length; i += LIST_READS) {
+    const read = page.ids
+      .slice(i, i + LIST_READS)
+      .map((id) => upstream(deps, at, 'GET', `${r.path.prefix}batches/${encodeURIComponent(id)}`, null, 0));
+    for (const answer of await Promise.all(read)) {
+      if (answer.status !== 200) return void (await passBack(deps, r, answer));
+      const batch = await readJson(answer.body);
+      if (batch) data.push(withGatewayUrls(r, batch));
+    }
+  }
+  const ends = { first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: page.more };
+  sendJson(deps, r, 200, r.path.inline ? { data, ...ends } : { object: 'list', data, ...ends });
   return undefined;
 }
 
