@@ -39,8 +39,11 @@ export interface BatchUpstream {
   seen: string[];
   /** The batches made, in order. */
   made: FakeBatch[];
-  /** While set, a batch is made but its answer is held (never sent): a gateway that dies before it reads it. */
-  holdCreates: boolean;
+  /**
+   * While set, a create's answer is held (never sent), the batch made first (`made`: a gateway that dies before it
+   * reads the answer) or not (`lost`: one that dies before the provider made it).
+   */
+  holdCreates: 'made' | 'lost' | undefined;
   /** Runs a batch: completed with every request answered, or (`ran`) ended `cancelled` with its first `ran` answered. */
   run(batchId: string, ran?: number): void;
   close(): Promise<void>;
@@ -54,7 +57,7 @@ export async function startBatchUpstream(apiKey: string, o: { azure?: boolean } 
   const files = new Map<string, { lines: Line[]; content?: string; bytes: number }>();
   const batches = new Map<string, FakeBatch>();
   let n = 0;
-  const up = { files: [] as string[], seen: [] as string[], made: [] as FakeBatch[], holdCreates: false };
+  const up = { files: [] as string[], seen: [] as string[], made: [] as FakeBatch[], holdCreates: undefined as BatchUpstream['holdCreates'] };
 
   const json = (res: ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { 'content-type': 'application/json' });
@@ -109,6 +112,7 @@ export async function startBatchUpstream(apiKey: string, o: { azure?: boolean } 
       request_counts: { total: file.lines.length, completed: 0, failed: 0 },
       metadata: body.metadata ?? null,
     };
+    if (up.holdCreates === 'lost') return;
     batches.set(batch.id, batch);
     up.made.push(batch);
     if (!up.holdCreates) json(res, 200, batch);
