@@ -114,6 +114,7 @@ function batchParts(deps: GatewayPartsDeps, meter: CallMeter, pools: ReturnType<
     pools,
     secretBox,
     clock,
+    logger,
     bodyLimitBytes: config.gatewayBodyLimitBytes,
   });
   const settlement = createBatchSettlement({ repo, quotaRepo, pools, secretBox, clock, logger, ...deps.batchSettlement });

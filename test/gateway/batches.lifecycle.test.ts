@@ -17,7 +17,7 @@ import {
   type MessageBatchUpstream,
 } from '../support/upstreams/batches.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { anthropicFor, createTenant, openAiFor, periodOf, type Tenant } from './gateway-support.js';
+import { anthropicFor, createTenant, invocationByRequestId, openAiFor, periodOf, type Tenant } from './gateway-support.js';
 
 const KEY = 'sk-batch-lifecycle-0123456789';
 const CAP = 20;
@@ -127,6 +127,47 @@ describe("an access's list of batches", () => {
     const newer = await mine.messages.batches.list({ limit: 2, before_id: made[1]! });
     expect(newer.data.map((b) => b.id)).toEqual([made[3], made[2]]);
     expect(newer.has_more).toBe(true);
+  });
+});
+
+describe("the Batch API's own requests", () => {
+  it('are recorded as invocations, unmetered and of 0 units, so the console lists them; a batch made is not, its own is', async () => {
+    const client = openAiFor(tenant);
+    const upload = await client.files.create({ file: await fileOf(2), purpose: 'batch' }).withResponse();
+    const created = await client.batches
+      .create({ input_file_id: upload.data.id, endpoint: '/v1/chat/completions', completion_window: '24h' })
+      .withResponse();
+    const read = await client.batches.retrieve(created.data.id).withResponse();
+    const missing = await client.batches.retrieve('batch_nope').catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    const requestOf = (r: { response: Response }) => r.response.headers.get('x-nexus-request-id')!;
+    expect(await invocationByRequestId(t, tenant.workspaceId, requestOf(upload))).toMatchObject({
+      method: 'POST',
+      endpoint: 'v1/files',
+      status: 'SUCCEEDED',
+      quotaUnits: '0',
+    });
+    expect(
+      await t.database
+        .db('invocations')
+        .where({ request_id: requestOf(upload) })
+        .first(),
+    ).toMatchObject({ metering_status: 'unmetered' });
+    expect(await invocationByRequestId(t, tenant.workspaceId, requestOf(read))).toMatchObject({
+      method: 'GET',
+      endpoint: `v1/batches/${created.data.id}`,
+      status: 'SUCCEEDED',
+      quotaUnits: '0',
+    });
+    expect(
+      await invocationByRequestId(t, tenant.workspaceId, (missing as InstanceType<typeof OpenAI.NotFoundError>).requestID!),
+    ).toMatchObject({
+      status: 'REJECTED',
+      errorCode: 'batch_not_found',
+    });
+    // The batch's own invocation is recorded once it is settled, not at its creation.
+    await t.nexus.gateway.drain();
+    expect(await t.database.db('invocations').where({ request_id: requestOf(created) })).toHaveLength(0);
   });
 });
 

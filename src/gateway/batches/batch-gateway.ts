@@ -4,7 +4,7 @@
  * its reads, its list and its cancel passed through for the access that made it only (another access's id answers
  * 404, as an unknown one does). Its settlement is batch-settlement.ts's.
  */
-import { AppError } from '../../errors.js';
+import { AppError, toAppError } from '../../errors.js';
 import { newId } from '../../ids.js';
 import { protocolOf } from '../../protocols/index.js';
 import type { Protocol } from '../../protocols/protocol.js';
@@ -269,6 +269,37 @@ function run(deps: BatchGatewayDeps, r: BatchRequest, boundary: string | undefin
   }
 }
 
+/**
+ * A Batch API request answered here recorded as an invocation of its own (unmetered, 0 units), so the console's calls
+ * show it: all but a batch made, whose invocation is the batch's own, recorded once it is settled.
+ */
+async function recordOperation(deps: BatchGatewayDeps, r: BatchRequest, startedAt: Date, t0: bigint, refusal: AppError | undefined) {
+  const status = r.res.statusCode;
+  if (r.path.operation === 'create' && status < 300) return;
+  const { auth } = r;
+  try {
+    await deps.repo.recordOperation({
+      id: newId(),
+      workspaceId: auth.workspace_id,
+      accessId: auth.workspace_access_id,
+      connectionId: auth.connection_id!,
+      keyId: auth.key_id,
+      planId: auth.plan_id,
+      requestId: r.locals.requestId,
+      method: r.req.method!,
+      endpoint: r.target.providerPath.replace(/\/$/, ''),
+      status: refusal ? (refusal.status >= 500 ? 'FAILED' : 'REJECTED') : status < 400 ? 'SUCCEEDED' : 'UPSTREAM_ERROR',
+      errorCode: refusal?.code ?? null,
+      startedAt,
+      completedAt: deps.clock.now(),
+      latencyMs: Number(process.hrtime.bigint() - t0) / 1e6,
+      upstreamId: r.path.id ?? null,
+    });
+  } catch (err) {
+    deps.logger.warn({ msg: 'a Batch API request was not recorded', requestId: r.locals.requestId, error: (err as Error).message });
+  }
+}
+
 export function createBatchGateway(deps: BatchGatewayDeps) {
   return {
     /**
@@ -276,13 +307,19 @@ export function createBatchGateway(deps: BatchGatewayDeps) {
      * gateway's passthrough to decide.
      */
     async handle(r: BatchRequest, boundary: string | undefined): Promise<Fallback | undefined> {
+      const startedAt = deps.clock.now();
+      const t0 = process.hrtime.bigint();
+      let refusal: AppError | undefined;
       try {
-        return await run(deps, r, boundary);
+        const other = await run(deps, r, boundary);
+        if (other) return other;
       } catch (err) {
+        refusal = toAppError(err);
         if (r.res.headersSent) r.res.destroy();
         else refuse(deps, r, err);
-        return undefined;
       }
+      await recordOperation(deps, r, startedAt, t0, refusal);
+      return undefined;
     },
   };
 }

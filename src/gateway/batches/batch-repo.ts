@@ -3,7 +3,7 @@
  * on them, and the statements that claim, settle and finish a batch (batch-sql.ts).
  */
 import type { Queryable } from '../../db/database.js';
-import { FINISH_SQL, SETTLE_REQUESTS_SQL } from './batch-sql.js';
+import { FINISH_SQL, RECORD_OPERATION_SQL, SETTLE_REQUESTS_SQL } from './batch-sql.js';
 
 export interface BatchFileRow {
   id: string;
@@ -80,6 +80,26 @@ export interface SettledRequest {
   input_ppm: string;
   cached_ppm: string;
   output_ppm: string;
+}
+
+/** A Batch API request's invocation (unmetered, 0 units). */
+export interface OperationRecord {
+  id: string;
+  workspaceId: string;
+  accessId: string;
+  connectionId: string;
+  keyId: string;
+  planId: string | null;
+  requestId: string;
+  method: string;
+  endpoint: string;
+  status: 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'REJECTED' | 'FAILED';
+  errorCode: string | null;
+  startedAt: Date;
+  completedAt: Date;
+  latencyMs: number;
+  /** The batch or file it names (the provider's id). */
+  upstreamId: string | null;
 }
 
 /** Where a batch of an access is found: its connection and the provider's id. */
@@ -233,6 +253,11 @@ export function createBatchRepo(db: Queryable) {
     async upstreamFileId(fileId: string): Promise<string> {
       const row: { upstream_file_id: string } = await db('batch_files').where({ id: fileId }).first('upstream_file_id');
       return row.upstream_file_id;
+    },
+
+    /** A Batch API request recorded as an unmetered invocation (RECORD_OPERATION_SQL). */
+    async recordOperation(o: OperationRecord): Promise<void> {
+      await db.raw(RECORD_OPERATION_SQL, { ...o });
     },
 
     /** The pricing of each model of a batch's input file. */

@@ -5,6 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Clock } from '../../domain/actor.js';
+import type { Logger } from '../../observability/logger.js';
 import type { QuotaRepo } from '../../domain/quota/quota-repo.js';
 import type { SecretBox } from '../../domain/security/secret-box.js';
 import { AppError } from '../../errors.js';
@@ -40,6 +41,7 @@ export interface BatchGatewayDeps {
   pools: ReturnType<typeof createUpstreamPools>;
   secretBox: SecretBox;
   clock: Clock;
+  logger: Logger;
   bodyLimitBytes: number;
 }
 

@@ -57,7 +57,12 @@ export async function startBatchUpstream(apiKey: string, o: { azure?: boolean } 
   const files = new Map<string, { lines: Line[]; content?: string; bytes: number }>();
   const batches = new Map<string, FakeBatch>();
   let n = 0;
-  const up = { files: [] as string[], seen: [] as string[], made: [] as FakeBatch[], holdCreates: undefined as BatchUpstream['holdCreates'] };
+  const up = {
+    files: [] as string[],
+    seen: [] as string[],
+    made: [] as FakeBatch[],
+    holdCreates: undefined as BatchUpstream['holdCreates'],
+  };
 
   const json = (res: ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { 'content-type': 'application/json' });
