@@ -62,7 +62,7 @@ export function inlineBound(deps: BatchGatewayDeps, r: BatchRequest, body: Recor
 }
 
 /** How long a batch's row may stay PENDING (the provider asked, no answer yet) before the settlement job looks for it. */
-export const PENDING_MS = 5 * 60_000;
+const PENDING_MS = 5 * 60_000;
 /** The metadata key a batch is made with upstream (OpenAI's), naming its row: how a batch whose answer was lost is found. */
 export const METADATA_KEY = 'nexus_batch';
 /** OpenAI's limit on a batch's metadata keys. */

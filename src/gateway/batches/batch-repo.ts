@@ -5,7 +5,7 @@
 import type { Queryable } from '../../db/database.js';
 import { FINISH_SQL, RECORD_OPERATION_SQL, SETTLE_REQUESTS_SQL } from './batch-sql.js';
 
-export interface BatchFileRow {
+interface BatchFileRow {
   id: string;
   workspace_id: string;
   workspace_access_id: string;
@@ -83,7 +83,7 @@ export interface SettledRequest {
 }
 
 /** A Batch API request's invocation (unmetered, 0 units). */
-export interface OperationRecord {
+interface OperationRecord {
   id: string;
   workspaceId: string;
   accessId: string;
@@ -108,7 +108,8 @@ interface Owned {
   accessId: string;
 }
 
-export function createBatchRepo(db: Queryable) {
+/** What the Batch API's requests read and write: files, batches, pages of them. */
+function requestRows(db: Queryable) {
   return {
     async insertFile(row: BatchFileRow): Promise<void> {
       await db('batch_files').insert({ ...row, pricing: JSON.stringify(row.pricing) });
@@ -207,7 +208,12 @@ export function createBatchRepo(db: Queryable) {
           error_file_id: db.raw('coalesce(?, error_file_id)', [errorFileId]),
         });
     },
+  };
+}
 
+/** What the settlement reads and writes: the claims, the charges, the finish, the connection polled. */
+function settlementRows(db: Queryable) {
+  return {
     /**
      * Up to `limit` PENDING or OPEN batches due by `now`, claimed for `claimMs`: their next poll pushed past the claim in the
      * statement that takes them (skip locked: processes claiming at once take each batch once). A process that dies
@@ -278,6 +284,10 @@ export function createBatchRepo(db: Queryable) {
         .first('id', 'base_url', 'api_key_ciphertext', 'api_key_key_id', 'protocol_profile', 'status');
     },
   };
+}
+
+export function createBatchRepo(db: Queryable) {
+  return { ...requestRows(db), ...settlementRows(db) };
 }
 
 export type BatchRepo = ReturnType<typeof createBatchRepo>;

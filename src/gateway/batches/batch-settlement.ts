@@ -99,6 +99,50 @@ const multipliersOf = (p: StoredPricing): Multipliers => ({
   outputMultiplierPpm: BigInt(p.output),
 });
 
+async function json(body: Readable): Promise<Json | undefined> {
+  const chunks: Buffer[] = [];
+  for await (const c of body) chunks.push(c as Buffer);
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as Json;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A line of an output (or error) file as a request to charge; undefined: it reports no usage (it failed, or is no JSON). */
+function requestOf(line: string, pricing: Record<string, StoredPricing>, at: Reached): SettledRequest | undefined {
+  let parsed: Json;
+  try {
+    parsed = JSON.parse(line) as Json;
+  } catch {
+    return undefined;
+  }
+  const customId = parsed?.custom_id;
+  // OpenAI's output line: `response.body`; Anthropic's result: `result.message` when it succeeded.
+  const body = (parsed?.response?.body ?? (parsed?.result?.type === 'succeeded' ? parsed.result.message : undefined)) as Json | undefined;
+  if (typeof customId !== 'string' || !body || typeof body !== 'object') return undefined;
+  const usage = at.protocol.usageOf(body.usage);
+  if (!usage) return undefined;
+  const model = typeof body.model === 'string' ? body.model : null;
+  const [requested, price] = pricingFor(pricing, model);
+  return {
+    custom_id: customId,
+    request_id: newId(),
+    usage_id: newId(),
+    units: `${chargeUnits(usage, multipliersOf(price))}`,
+    input_tokens: `${usage.inputTokens}`,
+    cached_tokens: `${usage.cachedInputTokens}`,
+    output_tokens: `${usage.outputTokens}`,
+    reasoning_tokens: usage.reasoningTokens === undefined ? null : `${usage.reasoningTokens}`,
+    model,
+    requested_model: requested,
+    model_rule: price.rule,
+    input_ppm: price.input,
+    cached_ppm: price.cached,
+    output_ppm: price.output,
+  };
+}
+
 export function createBatchSettlement(deps: BatchSettlementDeps) {
   const { repo, quotaRepo, pools, secretBox, clock, logger } = deps;
   const chunk = deps.chunk ?? CHUNK;
@@ -119,50 +163,6 @@ export function createBatchSettlement(deps: BatchSettlementDeps) {
     const full = `${at.base.pathname.replace(/\/$/, '')}/${b.path_prefix}${path}${query ? `${path.includes('?') ? '&' : '?'}${query}` : ''}`;
     const answer = await pools.get(at.base).request({ method: 'GET', path: full, headers, headersTimeout: 120_000, bodyTimeout: 300_000 });
     return { status: answer.statusCode, body: answer.body };
-  }
-
-  async function json(body: Readable): Promise<Json | undefined> {
-    const chunks: Buffer[] = [];
-    for await (const c of body) chunks.push(c as Buffer);
-    try {
-      return JSON.parse(Buffer.concat(chunks).toString('utf8')) as Json;
-    } catch {
-      return undefined;
-    }
-  }
-
-  /** A line of an output (or error) file as a request to charge; undefined: it reports no usage (it failed, or is no JSON). */
-  function requestOf(line: string, pricing: Record<string, StoredPricing>, at: Reached): SettledRequest | undefined {
-    let parsed: Json;
-    try {
-      parsed = JSON.parse(line) as Json;
-    } catch {
-      return undefined;
-    }
-    const customId = parsed?.custom_id;
-    // OpenAI's output line: `response.body`; Anthropic's result: `result.message` when it succeeded.
-    const body = (parsed?.response?.body ?? (parsed?.result?.type === 'succeeded' ? parsed.result.message : undefined)) as Json | undefined;
-    if (typeof customId !== 'string' || !body || typeof body !== 'object') return undefined;
-    const usage = at.protocol.usageOf(body.usage);
-    if (!usage) return undefined;
-    const model = typeof body.model === 'string' ? body.model : null;
-    const [requested, price] = pricingFor(pricing, model);
-    return {
-      custom_id: customId,
-      request_id: newId(),
-      usage_id: newId(),
-      units: `${chargeUnits(usage, multipliersOf(price))}`,
-      input_tokens: `${usage.inputTokens}`,
-      cached_tokens: `${usage.cachedInputTokens}`,
-      output_tokens: `${usage.outputTokens}`,
-      reasoning_tokens: usage.reasoningTokens === undefined ? null : `${usage.reasoningTokens}`,
-      model,
-      requested_model: requested,
-      model_rule: price.rule,
-      input_ppm: price.input,
-      cached_ppm: price.cached,
-      output_ppm: price.output,
-    };
   }
 
   /** A file of the batch (`path` after its prefix) read as it arrives, its requests charged chunk by chunk. */
