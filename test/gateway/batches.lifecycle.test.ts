@@ -16,6 +16,8 @@ import {
   type BatchUpstream,
   type MessageBatchUpstream,
 } from '../support/upstreams/batches.js';
+import { changeAccessPlan } from '../support/sdk.js';
+import { activePlan } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { anthropicFor, createTenant, invocationByRequestId, openAiFor, periodOf, type Tenant } from './gateway-support.js';
 
@@ -222,5 +224,34 @@ describe('a batch through an Azure OpenAI connection', () => {
     // Every request the provider had, the poller's too, on Azure's paths with the api-version.
     expect(azureUp.seen.length).toBeGreaterThanOrEqual(5);
     for (const seen of azureUp.seen) expect(seen).toMatch(new RegExp(`^(GET|POST) /openai/[^?]+\\?api-version=${AZURE_API_VERSION}$`));
+  });
+});
+
+describe('a batch settled after a plan change split its period', () => {
+  it('gives what its release freed of the carry back to the part after the split, as a lease released does', async () => {
+    const c = await createTenant(t, { baseUrl: up.url, providerKey: KEY, maxOutputTokens: CAP, quotaUnits: 1_000_000n });
+    const { plan } = await activePlan(t.client, c.workspaceId, {
+      key: 'next',
+      strategyKey: 'next-quota',
+      quotaUnits: '1000000',
+      outputMultiplierPpm: '2000000',
+      maxOutputTokens: CAP,
+    });
+    const batch = await startBatch(openAiFor(c), 200);
+    const changed = await changeAccessPlan({ client: t.client, path: { accessId: c.accessId }, body: { planId: plan.id } });
+    expect(changed.response.status, JSON.stringify(changed.error)).toBe(200);
+    const parts = () => t.database.db('quota_periods').where({ workspace_access_id: c.accessId }).orderBy('period_start');
+    const [oldBefore, nextBefore] = await parts();
+    // The batch's hold, beyond the old part's share (seconds of its month), was charged to the next part.
+    expect(BigInt(oldBefore.carried_units)).toBeGreaterThan(0n);
+    up.run(batch.id);
+    const done = await settled(c.connectionId, batch.id);
+    const [oldAfter, nextAfter] = await parts();
+    const freed = BigInt(done.bound_units) - BigInt(done.settled_units);
+    expect(freed).toBeGreaterThan(0n);
+    expect(BigInt(nextAfter.granted_units)).toBeGreaterThan(BigInt(nextBefore.granted_units));
+    expect(BigInt(oldAfter.carried_units)).toBeLessThan(BigInt(oldBefore.carried_units));
+    for (const part of await parts())
+      expect(BigInt(part.consumed_units) + BigInt(part.reserved_units)).toBeLessThanOrEqual(BigInt(part.granted_units));
   });
 });
