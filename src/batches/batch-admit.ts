@@ -61,15 +61,32 @@ export function inlineBound(deps: BatchGatewayDeps, r: BatchRequest, body: Recor
   return { requests: bound.requests, units: bound.units, tokens: bound.tokens, pricing: storedPricing(bound) };
 }
 
+/** How long a batch's row may stay PENDING (the provider asked, no answer yet) before the settlement job looks for it. */
+const PENDING_MS = 5 * 60_000;
+/** The metadata key a batch is made with upstream (OpenAI's), naming its row: how a batch whose answer was lost is found. */
+export const METADATA_KEY = 'nexus_batch';
+/** OpenAI's limit on a batch's metadata keys. */
+const MAX_METADATA_KEYS = 16;
+
+/** A file's batch as it is sent: the caller's body, its metadata naming the row (where it has room for one more key). */
+function sentBody(body: Record<string, unknown>, raw: Buffer, rowId: string): Buffer {
+  const metadata = body.metadata ?? {};
+  if (typeof metadata !== 'object' || Array.isArray(metadata) || Object.keys(metadata).length >= MAX_METADATA_KEYS) return raw;
+  return Buffer.from(JSON.stringify({ ...body, metadata: { ...metadata, [METADATA_KEY]: rowId } }));
+}
+
 /**
- * A batch admitted at its bound (the budget, one lease, the rate limits) and created upstream; its rows written once
- * the provider answered (an inline batch's bound beside its id, `fileId` undefined). Any refusal or failure releases
- * the lease at once.
+ * A batch admitted at its bound (the budget, one lease, the rate limits) and created upstream (an inline batch's
+ * bound beside its row, `fileId` undefined). Its row is written PENDING before the provider is asked, and made OPEN
+ * with the provider's id once it answers: a process that dies between the two leaves the row to the settlement job,
+ * which finds the batch at the provider (by its metadata) or releases its lease (batch-settlement.ts). A refusal, or
+ * the provider's, releases the lease at once; a request the provider may have taken without answering leaves its
+ * row PENDING, to be found so.
  */
 export async function admitAndCreate(
   deps: BatchGatewayDeps,
   r: BatchRequest,
-  raw: Buffer,
+  request: { raw: Buffer; body: Record<string, unknown> },
   file: Bound,
   fileId: string | undefined,
 ): Promise<undefined> {
@@ -102,17 +119,15 @@ export async function admitAndCreate(
       reset_at: reset.toISOString(),
     });
   }
-  let created = false;
+  const id = newId();
+  /** Where it stands: `unsent`: the provider was not asked; `asked`: it may have made the batch; `answered`: it said. */
+  let stage: 'unsent' | 'asked' | 'answered' = 'unsent';
+  let opened = false;
   try {
     const admitted = new Admitted();
     await admitRate(meter, { auth, admitted }, file.tokens);
     // Counted against the minute's requests and tokens; no slot is held while the provider runs it.
     if (admitted.rateTicket) meter.rates.settle(admitted.rateTicket, admitted.rateTicket.tokens);
-    const answer = await upstream(deps, r, 'POST', r.target.providerPath, raw, raw.length);
-    if (answer.status < 200 || answer.status >= 300) return void (await passBack(deps, r, answer));
-    const batch = await readJson(answer.body);
-    const batchId = stringOr(batch?.id);
-    if (!batch || !batchId) throw new AppError('upstream_unavailable', 'The provider answered the batch without an id');
     const models = Object.keys(file.pricing);
     const batchFileId = fileId ?? newId();
     if (!fileId) {
@@ -121,7 +136,7 @@ export async function admitAndCreate(
         workspace_id: auth.workspace_id,
         workspace_access_id: auth.workspace_access_id,
         provider_connection_id: auth.connection_id!,
-        upstream_file_id: `inline:${batchId}`,
+        upstream_file_id: `inline:${id}`,
         requests: file.requests,
         bound_units: file.units,
         bound_tokens: file.tokens,
@@ -130,14 +145,14 @@ export async function admitAndCreate(
       });
     }
     await repo.insertBatch({
-      id: newId(),
+      id,
       workspace_id: auth.workspace_id,
       workspace_access_id: auth.workspace_access_id,
       provider_connection_id: auth.connection_id!,
       inference_key_id: auth.key_id,
       plan_id: auth.plan_id,
       batch_file_id: batchFileId,
-      upstream_batch_id: batchId,
+      upstream_batch_id: null,
       path_prefix: r.path.prefix,
       search: r.target.search,
       request_id: r.locals.requestId,
@@ -146,21 +161,36 @@ export async function admitAndCreate(
       invocation_id: newId(),
       lease_id: leaseId,
       quota_period_id: auth.period_id,
-      status: 'OPEN',
-      upstream_status: stringOr(batch.status) ?? stringOr(batch.processing_status) ?? 'validating',
+      status: 'PENDING',
+      upstream_status: 'pending',
       requests: file.requests,
       bound_units: bound,
       output_file_id: null,
       error_file_id: null,
       created_at: now,
       expires_at: expiresAt,
-      next_poll_at: new Date(now.getTime() + FIRST_POLL_MS),
+      next_poll_at: new Date(now.getTime() + PENDING_MS),
     });
-    created = true;
+    const sent = r.path.inline ? request.raw : sentBody(request.body, request.raw, id);
+    stage = 'asked';
+    const answer = await upstream(deps, r, 'POST', r.target.providerPath, sent, sent.length);
+    if (answer.status < 200 || answer.status >= 300) {
+      stage = 'answered';
+      return void (await passBack(deps, r, answer));
+    }
+    const batch = await readJson(answer.body);
+    const batchId = stringOr(batch?.id);
+    if (!batch || !batchId) throw new AppError('upstream_unavailable', 'The provider answered the batch without an id');
+    const status = stringOr(batch.status) ?? stringOr(batch.processing_status) ?? 'validating';
+    await repo.opened(id, batchId, status, new Date(now.getTime() + FIRST_POLL_MS));
+    opened = true;
     sendJson(deps, r, answer.status, withGatewayUrls(r, batch));
     return undefined;
   } finally {
-    // Not created: what the lease held returns at once.
-    if (!created) await quotaRepo.releaseLease(leaseId, clock.now());
+    // Not made: what the lease held returns at once (then its row goes). Perhaps made: its row stays PENDING.
+    if (!opened && stage !== 'asked') {
+      await quotaRepo.releaseLease(leaseId, clock.now());
+      await repo.dropPending(id);
+    }
   }
 }

@@ -3,9 +3,9 @@
  * on them, and the statements that claim, settle and finish a batch (batch-sql.ts).
  */
 import type { Queryable } from '../db/database.js';
-import { FINISH_SQL, SETTLE_REQUESTS_SQL } from './batch-sql.js';
+import { FINISH_SQL, RECORD_OPERATION_SQL, SETTLE_REQUESTS_SQL } from './batch-sql.js';
 
-export interface BatchFileRow {
+interface BatchFileRow {
   id: string;
   workspace_id: string;
   workspace_access_id: string;
@@ -27,7 +27,8 @@ export interface StoredPricing {
   output: string;
 }
 
-type BatchStatus = 'OPEN' | 'SETTLED';
+/** PENDING: the provider asked to make it, its answer not yet read (no provider id); OPEN: made; SETTLED: ended and charged. */
+type BatchStatus = 'PENDING' | 'OPEN' | 'SETTLED';
 
 export interface BatchRow {
   id: string;
@@ -37,7 +38,8 @@ export interface BatchRow {
   inference_key_id: string;
   plan_id: string | null;
   batch_file_id: string;
-  upstream_batch_id: string;
+  /** The provider's id; null while PENDING. */
+  upstream_batch_id: string | null;
   path_prefix: string;
   search: string;
   request_id: string;
@@ -80,13 +82,34 @@ export interface SettledRequest {
   output_ppm: string;
 }
 
+/** A Batch API request's invocation (unmetered, 0 units). */
+interface OperationRecord {
+  id: string;
+  workspaceId: string;
+  accessId: string;
+  connectionId: string;
+  keyId: string;
+  planId: string | null;
+  requestId: string;
+  method: string;
+  endpoint: string;
+  status: 'SUCCEEDED' | 'UPSTREAM_ERROR' | 'REJECTED' | 'FAILED';
+  errorCode: string | null;
+  startedAt: Date;
+  completedAt: Date;
+  latencyMs: number;
+  /** The batch or file it names (the provider's id). */
+  upstreamId: string | null;
+}
+
 /** Where a batch of an access is found: its connection and the provider's id. */
 interface Owned {
   connectionId: string;
   accessId: string;
 }
 
-export function createBatchRepo(db: Queryable) {
+/** What the Batch API's requests read and write: files, batches, pages of them. */
+function requestRows(db: Queryable) {
   return {
     async insertFile(row: BatchFileRow): Promise<void> {
       await db('batch_files').insert({ ...row, pricing: JSON.stringify(row.pricing) });
@@ -114,6 +137,28 @@ export function createBatchRepo(db: Queryable) {
       await db('batches').insert(row);
     },
 
+    /** A PENDING batch made upstream: its provider id and status, polled first at `nextPollAt`. False: it was not PENDING. */
+    async opened(id: string, upstreamBatchId: string, upstreamStatus: string, nextPollAt: Date): Promise<boolean> {
+      const n = await db('batches')
+        .where({ id, status: 'PENDING' })
+        .update({ status: 'OPEN', upstream_batch_id: upstreamBatchId, upstream_status: upstreamStatus, next_poll_at: nextPollAt });
+      return n > 0;
+    },
+
+    /** A PENDING batch the provider did not make: its row gone (and an inline batch's file row), its lease released before. */
+    async dropPending(id: string): Promise<void> {
+      const row: { batch_file_id: string } | undefined = await db('batches').where({ id, status: 'PENDING' }).first('batch_file_id');
+      if (!row) return;
+      await db('batches').where({ id, status: 'PENDING' }).delete();
+      await db('batch_files').where({ id: row.batch_file_id }).where('upstream_file_id', 'like', 'inline:%').delete();
+    },
+
+    /** Whether a provider batch id is one of a connection's batches already (a PENDING batch is not matched to it). */
+    async known(connectionId: string, upstreamBatchId: string): Promise<boolean> {
+      const row = await db('batches').where({ provider_connection_id: connectionId, upstream_batch_id: upstreamBatchId }).first('id');
+      return row !== undefined;
+    },
+
     async findBatch(o: Owned, upstreamBatchId: string): Promise<BatchRow | undefined> {
       return db('batches')
         .where({ provider_connection_id: o.connectionId, workspace_access_id: o.accessId, upstream_batch_id: upstreamBatchId })
@@ -124,12 +169,34 @@ export function createBatchRepo(db: Queryable) {
       return db('batches').where({ id }).first();
     },
 
-    /** The provider ids of the access's batches on a connection. */
-    async batchIds(o: Owned): Promise<Set<string>> {
-      const ids: string[] = await db('batches')
-        .where({ provider_connection_id: o.connectionId, workspace_access_id: o.accessId })
-        .pluck('upstream_batch_id');
-      return new Set(ids);
+    /**
+     * A page of the access's batches on a connection, newest first (by when they were made, then their row's id):
+     * the provider ids of up to `limit` of them after the batch `after` (older), or before `before` (newer), and
+     * whether there are more that way. A cursor that is not one of the access's batches starts from the newest.
+     */
+    async page(
+      o: Owned,
+      p: { after?: string | undefined; before?: string | undefined; limit: number },
+    ): Promise<{ ids: string[]; more: boolean }> {
+      const mine = () =>
+        db('batches').where({ provider_connection_id: o.connectionId, workspace_access_id: o.accessId }).whereNotNull('upstream_batch_id');
+      const cursor = p.before ?? p.after;
+      const at: { created_at: Date; id: string } | undefined = cursor
+        ? await mine().where({ upstream_batch_id: cursor }).first('created_at', 'id')
+        : undefined;
+      const newer = p.before !== undefined && at !== undefined;
+      const q = mine();
+      if (at) q.whereRaw(`(created_at, id) ${newer ? '>' : '<'} (?, ?)`, [at.created_at, at.id]);
+      const order = newer ? 'asc' : 'desc';
+      const rows: { upstream_batch_id: string }[] = await q
+        .orderBy([
+          { column: 'created_at', order },
+          { column: 'id', order },
+        ])
+        .limit(p.limit + 1)
+        .select('upstream_batch_id');
+      const ids = rows.slice(0, p.limit).map((row) => row.upstream_batch_id);
+      return { ids: newer ? ids.reverse() : ids, more: rows.length > p.limit };
     },
 
     /** The output and error files a batch's answer named (what its access may then read). */
@@ -141,16 +208,21 @@ export function createBatchRepo(db: Queryable) {
           error_file_id: db.raw('coalesce(?, error_file_id)', [errorFileId]),
         });
     },
+  };
+}
 
+/** What the settlement reads and writes: the claims, the charges, the finish, the connection polled. */
+function settlementRows(db: Queryable) {
+  return {
     /**
-     * Up to `limit` OPEN batches due by `now`, claimed for `claimMs`: their next poll pushed past the claim in the
+     * Up to `limit` PENDING or OPEN batches due by `now`, claimed for `claimMs`: their next poll pushed past the claim in the
      * statement that takes them (skip locked: processes claiming at once take each batch once). A process that dies
      * with a claim leaves the batch to the first claim after it.
      */
     async claimDue(now: Date, claimMs: number, limit: number): Promise<BatchRow[]> {
       const result = await db.raw<{ rows: BatchRow[] }>(
         `update batches set next_poll_at = cast(:until as timestamptz)
-          where id in (select id from batches where status = 'OPEN' and next_poll_at <= :now
+          where id in (select id from batches where status in ('PENDING', 'OPEN') and next_poll_at <= :now
                         order by next_poll_at limit :limit for update skip locked)
           returning *`,
         { now, until: new Date(now.getTime() + claimMs), limit },
@@ -183,6 +255,17 @@ export function createBatchRepo(db: Queryable) {
       return result.rows[0];
     },
 
+    /** The provider's id of a batch's input file. */
+    async upstreamFileId(fileId: string): Promise<string> {
+      const row: { upstream_file_id: string } = await db('batch_files').where({ id: fileId }).first('upstream_file_id');
+      return row.upstream_file_id;
+    },
+
+    /** A Batch API request recorded as an unmetered invocation (RECORD_OPERATION_SQL). */
+    async recordOperation(o: OperationRecord): Promise<void> {
+      await db.raw(RECORD_OPERATION_SQL, { ...o });
+    },
+
     /** The pricing of each model of a batch's input file. */
     async filePricing(fileId: string): Promise<Record<string, StoredPricing>> {
       const row: { pricing: Record<string, StoredPricing> } = await db('batch_files').where({ id: fileId }).first('pricing');
@@ -201,6 +284,10 @@ export function createBatchRepo(db: Queryable) {
         .first('id', 'base_url', 'api_key_ciphertext', 'api_key_key_id', 'protocol_profile', 'status');
     },
   };
+}
+
+export function createBatchRepo(db: Queryable) {
+  return { ...requestRows(db), ...settlementRows(db) };
 }
 
 export type BatchRepo = ReturnType<typeof createBatchRepo>;

@@ -122,3 +122,21 @@ batch_events as (
   returning id, workspace_id, type, created_at
 ), ${fanOutCte('batch_messages', 'batch_events')}
 select * from b`;
+
+/**
+ * A Batch API request other than a batch made (an upload, a read, a list, a cancel, a file's content) recorded as an
+ * invocation of its own, unmetered and of 0 units (its batch's requests are charged when it is settled), counted as a
+ * call by the rollups. Named parameters: the invocation's columns (camelCase).
+ */
+export const RECORD_OPERATION_SQL = `
+with recorded as (
+  insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id,
+                           method, endpoint, requested_model, status, metering_status, streamed, quota_units, error_code,
+                           started_at, completed_at, total_latency_ms, plan_id, upstream_response_id)
+  values (:id, :workspaceId, :accessId, :connectionId, :keyId, :requestId, :method, :endpoint, '', :status, 'unmetered', false, 0,
+          :errorCode, :startedAt, :completedAt, :latencyMs, :planId, :upstreamId)
+  returning ${ROLLED_CALL_COLUMNS}
+), no_events as (
+  select ${ROLLED_EVENT_COLUMNS} from usage_events where false
+), ${rollUpCtes('recorded', 'no_events')}
+select count(*) from recorded`;

@@ -4,6 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { Clock } from '../domain/actor.js';
+import type { Logger } from '../observability/logger.js';
 import type { QuotaRepo } from '../domain/quota/quota-repo.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
 import { AppError } from '../errors.js';
@@ -12,8 +13,8 @@ import { upstreamOf } from '../gateway/auth-cache.js';
 import type { CallMeter } from '../gateway/call-meter.js';
 import { upstreamSearch } from '../gateway/client-request.js';
 import { upstreamHeaders } from '../gateway/headers.js';
-import type { HandedBack, TakenRequest } from '../gateway/taken-paths.js';
 import type { createUpstreamPools } from '../gateway/upstreams.js';
+import type { HandedBack, TakenRequest } from '../gateway/taken-paths.js';
 import type { BatchRepo } from './batch-repo.js';
 
 export interface BatchPath {
@@ -35,6 +36,7 @@ export interface BatchGatewayDeps {
   pools: ReturnType<typeof createUpstreamPools>;
   secretBox: SecretBox;
   clock: Clock;
+  logger: Logger;
   bodyLimitBytes: number;
 }
 

@@ -38,16 +38,18 @@ export function createBatches(deps: BatchesDeps) {
   const { config, clock, logger, secretBox } = deps;
   const { meter, pools } = deps.parts;
   const repo = createBatchRepo(deps.db);
+  const quotaRepo = createQuotaRepo(deps.db);
   const requests = createBatchGateway({
     repo,
-    quotaRepo: createQuotaRepo(deps.db),
+    quotaRepo,
     meter,
     pools,
     secretBox,
     clock,
+    logger,
     bodyLimitBytes: config.gatewayBodyLimitBytes,
   });
-  const settlement = createBatchSettlement({ repo, pools, secretBox, clock, logger, ...deps.settlement });
+  const settlement = createBatchSettlement({ repo, quotaRepo, pools, secretBox, clock, logger, ...deps.settlement });
   const paths: TakenPaths = {
     mayTake: (route) => BATCH_LIKE.test(route),
     take(protocol, method, route) {

@@ -201,9 +201,14 @@ function passThrough(call: MeteredCall, passthroughClass: PassthroughClass): voi
     call.admitted.passthroughClass = passthroughClass;
     return;
   }
-  throw new AppError(
+  throw notLetThrough(auth, `${start.method} ${start.endpoint}`, passthroughClass);
+}
+
+/** 409 unmetered_endpoint: `what` (a method and an endpoint) is of a passthrough class the access does not let through. */
+export function notLetThrough(auth: AuthRow, what: string, passthroughClass: PassthroughClass): AppError {
+  return new AppError(
     'unmetered_endpoint',
-    `${start.method} ${start.endpoint} is not metered on an '${auth.protocol_profile!}' connection: its passthrough class ` +
+    `${what} is not metered on an '${auth.protocol_profile!}' connection: its passthrough class ` +
       `'${passthroughClass}' is not let through. Letting it through (passthroughClasses of the workspace or the plan) opens ` +
       `${PASSTHROUGH_CLASSES[passthroughClass]}, uncharged to quota (rate limits, the budget and a per-call price still apply), ` +
       `on the provider account every end user of the workspace shares` +

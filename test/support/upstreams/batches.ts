@@ -1,7 +1,7 @@
 /**
  * OpenAI's Batch API as a fake upstream (docs/batches.md): `POST /v1/files` (multipart, the JSONL read as it comes),
- * `POST /v1/batches`, `GET /v1/batches[/{id}]`, `POST /v1/batches/{id}/cancel`, `GET /v1/files/{id}[/content]`, the
- * key as Bearer. A batch stays `in_progress` until the test runs it: run(id) completes it, every request answered;
+ * `POST /v1/batches`, `GET /v1/batches[/{id}]` (its list paged by `after` and `limit`), `POST /v1/batches/{id}/cancel`,
+ * `GET /v1/files/{id}[/content]`, the key as Bearer; or Azure OpenAI's (below). A batch stays `in_progress` until the test runs it: run(id) completes it, every request answered;
  * run(id, n) after a cancel ends it `cancelled` with the first n requests answered. Request i (from 0) of a file
  * reports usage(i) (below), its output at most its max_tokens.
  */
@@ -28,24 +28,41 @@ interface FakeBatch {
   output_file_id: string | null;
   error_file_id: string | null;
   request_counts: { total: number; completed: number; failed: number };
+  metadata: Record<string, string> | null;
 }
 
 export interface BatchUpstream {
   url: string;
   /** The files uploaded (their ids), in order. */
   files: string[];
-  /** The requests seen: method and path. */
+  /** The requests seen: method and path (with its query). */
   seen: string[];
+  /** The batches made, in order. */
+  made: FakeBatch[];
+  /**
+   * While set, a create's answer is held (never sent), the batch made first (`made`: a gateway that dies before it
+   * reads the answer) or not (`lost`: one that dies before the provider made it).
+   */
+  holdCreates: 'made' | 'lost' | undefined;
   /** Runs a batch: completed with every request answered, or (`ran`) ended `cancelled` with its first `ran` answered. */
   run(batchId: string, ran?: number): void;
   close(): Promise<void>;
 }
 
-export async function startBatchUpstream(apiKey: string): Promise<BatchUpstream> {
+/**
+ * `azure`: Azure OpenAI's paths instead (`/openai/files`, `/openai/batches`..., each with an `api-version` query, the
+ * key as `api-key`); a line's `url` is then `/chat/completions`, its model a deployment's name.
+ */
+export async function startBatchUpstream(apiKey: string, o: { azure?: boolean } = {}): Promise<BatchUpstream> {
   const files = new Map<string, { lines: Line[]; content?: string; bytes: number }>();
   const batches = new Map<string, FakeBatch>();
   let n = 0;
-  const up = { files: [] as string[], seen: [] as string[] };
+  const up = {
+    files: [] as string[],
+    seen: [] as string[],
+    made: [] as FakeBatch[],
+    holdCreates: undefined as BatchUpstream['holdCreates'],
+  };
 
   const json = (res: ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { 'content-type': 'application/json' });
@@ -83,6 +100,7 @@ export async function startBatchUpstream(apiKey: string): Promise<BatchUpstream>
       input_file_id: string;
       endpoint: string;
       completion_window: string;
+      metadata?: Record<string, string>;
     };
     const file = files.get(body.input_file_id);
     if (!file) return json(res, 404, { error: { message: 'No such file', type: 'invalid_request_error', code: null } });
@@ -97,9 +115,23 @@ export async function startBatchUpstream(apiKey: string): Promise<BatchUpstream>
       output_file_id: null,
       error_file_id: null,
       request_counts: { total: file.lines.length, completed: 0, failed: 0 },
+      metadata: body.metadata ?? null,
     };
+    if (up.holdCreates === 'lost') return;
     batches.set(batch.id, batch);
-    json(res, 200, batch);
+    up.made.push(batch);
+    if (!up.holdCreates) json(res, 200, batch);
+  }
+
+  /** GET batches: newest first, `limit` (20) after the batch `after`. */
+  function list(url: URL, res: ServerResponse) {
+    const all = [...batches.values()].reverse();
+    const after = url.searchParams.get('after');
+    const from = after ? all.findIndex((b) => b.id === after) + 1 : 0;
+    const limit = Number(url.searchParams.get('limit') ?? 20);
+    const data = all.slice(from, from + limit);
+    const ends = { first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: from + limit < all.length };
+    json(res, 200, { object: 'list', data, ...ends });
   }
 
   function run(batchId: string, ran?: number) {
@@ -135,17 +167,18 @@ export async function startBatchUpstream(apiKey: string): Promise<BatchUpstream>
 
   const server = createServer((req, res) => {
     const url = new URL(req.url!, 'http://x');
-    up.seen.push(`${req.method} ${url.pathname}`);
-    if (req.headers.authorization !== `Bearer ${apiKey}`)
+    up.seen.push(`${req.method} ${url.pathname}${url.search}`);
+    const key = o.azure ? req.headers['api-key'] : req.headers.authorization;
+    if (key !== (o.azure ? apiKey : `Bearer ${apiKey}`))
       return json(res, 401, { error: { message: 'bad key', type: 'invalid_request_error' } });
-    const path = url.pathname;
+    if (o.azure && (!url.pathname.startsWith('/openai/') || !url.searchParams.get('api-version')))
+      return json(res, 404, { error: { code: '404', message: 'Resource not found (an Azure path has an api-version)' } });
+    // Azure's paths are OpenAI's under /openai, without /v1.
+    const path = o.azure ? url.pathname.replace(/^\/openai\//, '/v1/') : url.pathname;
     void (async () => {
       if (req.method === 'POST' && path === '/v1/files') return upload(req, res);
       if (req.method === 'POST' && path === '/v1/batches') return create(req, res);
-      if (req.method === 'GET' && path === '/v1/batches') {
-        const data = [...batches.values()].reverse();
-        return json(res, 200, { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false });
-      }
+      if (req.method === 'GET' && path === '/v1/batches') return list(url, res);
       let m = /^\/v1\/batches\/([^/]+)(\/cancel)?$/.exec(path);
       if (m) {
         const batch = batches.get(m[1]!);
@@ -165,7 +198,7 @@ export async function startBatchUpstream(apiKey: string): Promise<BatchUpstream>
     })();
   });
   const url = await listenLocal(server);
-  return { url, ...up, run, close: () => closeServer(server) };
+  return Object.assign(up, { url, run, close: () => closeServer(server) });
 }
 
 /** Anthropic's Message Batches as a fake upstream: create, retrieve, list, cancel, results; run(id[, ran]) ends a batch. */
