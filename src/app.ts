@@ -68,6 +68,8 @@ export interface Overrides {
   tracer?: Tracer;
   /** The batches' settlement's chunk and its hook after each (tests: a process that dies midway). */
   batchSettlement?: BatchesDeps['settlement'];
+  /** false: the history job makes its months but applies no retention (tests that seed rows older than a policy). */
+  historyRetention?: boolean;
 }
 
 export interface NexusApp {
@@ -286,7 +288,7 @@ async function begin(ctx: StartContext, started: Started, wait: StartWait | unde
   await reclaimEmbedded(ctx);
   const built = buildGateway(ctx);
   Object.assign(started, built);
-  started.jobs = createJobs({ ...ctx, ...built });
+  started.jobs = createJobs({ ...ctx, ...built, historyRetention: ctx.overrides.historyRetention ?? true });
   await started.jobs.start();
   if (wait?.warmUp) {
     const began = performance.now();

@@ -75,6 +75,8 @@ export interface JobsDeps {
   config: Config;
   logger: Logger;
   metrics: Metrics;
+  /** Whether the history job's rounds apply the retention (app.ts's `historyRetention` override; true in a process). */
+  historyRetention: boolean;
 }
 
 /** A job that runs in rounds, one at a time. */
@@ -144,7 +146,7 @@ function startLoop<T>(deps: JobsDeps, loop: Loop<T>): Running {
 const every = (ms: number) => ({ first: ms, next: () => ms });
 
 /** The sweeps: rows whose time has come, each job a round every so often. */
-function sweeps({ services, gateway, batches, config, logger }: JobsDeps): Loop<unknown>[] {
+function sweeps({ services, gateway, batches, config, logger, historyRetention }: JobsDeps): Loop<unknown>[] {
   return [
     {
       // A process that died holding quota leases: after their TTL, its calls in flight are charged and what they held returns.
@@ -200,8 +202,8 @@ function sweeps({ services, gateway, batches, config, logger }: JobsDeps): Loop<
       failure: 'history upkeep failed',
       run: async () => {
         const made = await services.history.ensureMonthsAhead();
-        const round = await services.history.applyRetention();
-        if (made.length || round.dropped.length || round.removed) logger.info({ msg: 'history upkeep', made, ...round });
+        const round = historyRetention ? await services.history.applyRetention() : undefined;
+        if (made.length || round?.dropped.length || round?.removed) logger.info({ msg: 'history upkeep', made, ...round });
       },
     },
   ];

@@ -324,7 +324,7 @@ describe('the embedded database', () => {
       // same instants as the others.
       const script =
         `import { existsSync, readFileSync } from 'node:fs';\n` +
-        `import { loadConfig } from './src/config.ts';\n` +
+        `import { loadConfig } from './dist/config.js';\n` +
         `console.log('ready');\n` +
         `while (!existsSync(${JSON.stringify(go)})) {}\n` +
         `const at = Number(readFileSync(${JSON.stringify(go)}, 'utf8'));\n` +
@@ -333,7 +333,8 @@ describe('the embedded database', () => {
         `  console.log(loadConfig({ NEXUS_DATA_DIR: dir }, () => {}).encryptionKey.toString('base64'));\n` +
         `}\n`;
       const children = Array.from({ length: 8 }, () => {
-        const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: projectRoot, env: env() });
+        // The built configuration (dist/, as `npm start` runs it), with plain node: no transform in each of the eight.
+        const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: projectRoot, env: env() });
         let stdout = '';
         child.stdout.on('data', (d) => (stdout += d));
         return { stdout: () => stdout, exited: new Promise<void>((resolve) => child.on('exit', () => resolve())) };

@@ -99,7 +99,16 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     logger,
     fetch: options.fetch ?? globalThis.fetch,
   });
-  const nexus = await buildApp(config, { ...overrides, db: database.db, logger, domain, skipMigrations: true });
+  // The history job's retention stays off unless a test asks for it: its round at start could take rows a test seeds
+  // older than the default policy while the test reads them (the retention's own tests run it at chosen times).
+  const nexus = await buildApp(config, {
+    ...overrides,
+    db: database.db,
+    logger,
+    domain,
+    skipMigrations: true,
+    historyRetention: overrides.historyRetention ?? false,
+  });
   const running = await listen(nexus, 0, '127.0.0.1', 2000);
   const checkedFetch = contractFetch();
   const clientWith = (token: string | undefined) =>
