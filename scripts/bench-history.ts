@@ -30,7 +30,7 @@ import { createDatabase } from '../src/db/database.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
-import { rebuildWorkspaceRollupsSql } from '../src/domain/recording/rollup-sql.js';
+import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
 import type { CallRows } from '../src/gateway/call-repo.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
@@ -326,10 +326,9 @@ await withFreshNexus(
         const seconds = await seed(client, tenant, seats, seeded, size, LARGE);
         seeded = size;
         const rolled = performance.now();
-        await client.query('delete from usage_rollups where workspace_id = $1', [ws]);
-        await client.query('delete from usage_key_rollups where workspace_id = $1', [ws]);
+        for (const table of ROLLUP_TABLES) await client.query(`delete from ${table} where workspace_id = $1`, [ws]);
         await client.query(rebuildWorkspaceRollupsSql('$1'), [ws]);
-        for (const table of ['invocations', 'usage_events', 'usage_rollups', 'usage_key_rollups']) await client.query(`analyze ${table}`);
+        for (const table of ['invocations', 'usage_events', ...ROLLUP_TABLES]) await client.query(`analyze ${table}`);
         const size_ = await client.query<{ bytes: string }>(
           `select sum(pg_total_relation_size(c.oid))::bigint as bytes from pg_inherits i join pg_class c on c.oid = i.inhrelid
             where i.inhparent in ('invocations'::regclass, 'usage_events'::regclass)`,

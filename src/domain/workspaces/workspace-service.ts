@@ -158,7 +158,11 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
       }
       patch.currency = dto.currency;
     }
-    if (dto.timeZone !== undefined) patch.time_zone = dto.timeZone;
+    if (dto.timeZone !== undefined && dto.timeZone !== current.time_zone) {
+      patch.time_zone = dto.timeZone;
+      // The summaries by day read the days of the workspace's zone (usage_day_rollups): its days are cut again.
+      await workspaceRepo.rebuildDays(id, dto.timeZone, tx);
+    }
     const row = await workspaceRepo.update(id, patch, tx);
     if (gatewayChanged) await changes.announce({ kind: 'workspace', id }, tx);
     await audit.record(
