@@ -115,10 +115,7 @@ async function expectSameAnswers(zone: string, ranges: number) {
   for (let i = 0; i < ranges; i++) {
     const [since, until] = randomRange();
     const groupBy = (['model', 'access', 'key'] as const)[i % 3]!;
-    const [days, hours] = await Promise.all([
-      summary('day', since, until, zone, groupBy),
-      summary('hour', since, until, zone, groupBy),
-    ]);
+    const [days, hours] = await Promise.all([summary('day', since, until, zone, groupBy), summary('hour', since, until, zone, groupBy)]);
     expect(days.length, `${zone} ${new Date(since).toISOString()}..${new Date(until).toISOString()} by ${groupBy}`).toBeGreaterThan(0);
     expect(days, `${zone} ${new Date(since).toISOString()}..${new Date(until).toISOString()} by ${groupBy} (seed ${SEED})`).toEqual(
       byLocalDay(hours, zone),

@@ -186,7 +186,14 @@ async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: U
   try {
     const used = await invocationRepo.usageHours(request.workspaceId, new Date(since), new Date(until));
     const pages = used
-      ? await readSlices(deps, { ...request, workspaceTimeZone: workspace.time_zone }, used.first.getTime(), used.last.getTime() + HOUR_MS, SLICE_BUCKETS[request.granularity], 2)
+      ? await readSlices(
+          deps,
+          { ...request, workspaceTimeZone: workspace.time_zone },
+          used.first.getTime(),
+          used.last.getTime() + HOUR_MS,
+          SLICE_BUCKETS[request.granularity],
+          2,
+        )
       : await readAhead<UsageBucketRow[]>([], 1);
     return { currency: workspace.currency, pages, release };
   } catch (err) {

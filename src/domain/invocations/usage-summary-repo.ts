@@ -240,7 +240,8 @@ export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSumma
 }
 
 /** The first whole UTC hour at or after `at` (an SQL expression). */
-const ceilHour = (at: string) => `date_bin('1 hour', ${at} + interval '1 hour' - interval '1 microsecond', timestamptz '2000-01-01T00:00:00Z')`;
+const ceilHour = (at: string) =>
+  `date_bin('1 hour', ${at} + interval '1 hour' - interval '1 microsecond', timestamptz '2000-01-01T00:00:00Z')`;
 
 /**
  * The summary by day in the workspace's zone: its whole days read from usage_day_rollups (a row per day and series),
