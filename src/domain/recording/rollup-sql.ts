@@ -17,6 +17,7 @@
  * `refused_calls`: REJECTED.
  */
 
+import type { Queryable } from '../../db/database.js';
 import { KIND_COUNTS } from './kind-sql.js';
 
 /** The rollups, in the order the statements add to them. */
@@ -148,3 +149,9 @@ select workspace_id, date_trunc('day', hour, ${zone}), ${zone}, workspace_access
   from usage_rollups where workspace_id = ${workspace}
  group by workspace_id, 2, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id
  order by ${DAY_KEY.replace('day, time_zone', '2, 3')}${addTo('d', DAY_KEY)}`;
+
+/** The workspace's day rollups made again in the zone `zone` (a known IANA name): rebuildWorkspaceDaysSql's rows. */
+export async function rebuildWorkspaceDays(tx: Queryable, workspaceId: string, zone: string): Promise<void> {
+  await tx('usage_day_rollups').where({ workspace_id: workspaceId }).delete();
+  await tx.raw(rebuildWorkspaceDaysSql('?', `'${zone.replaceAll("'", "''")}'`), [workspaceId]);
+}

@@ -2,7 +2,6 @@ import type { Queryable } from '../../db/database.js';
 import { table } from '../../db/table.js';
 import type { PassthroughClass } from '../../protocols/passthrough.js';
 import type { RequestLogPolicy } from './request-log-policy.js';
-import { rebuildWorkspaceDaysSql } from '../recording/rollup-sql.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 
 export interface WorkspaceRow {
@@ -50,15 +49,6 @@ export function createWorkspaceRepo(db: Queryable) {
     },
 
     update: workspaces.updateById,
-
-    /**
-     * The workspace's day rollups made again in the zone `zone` (a known IANA name) from its hourly rollups: in the
-     * transaction that changes its zone, which holds its row.
-     */
-    async rebuildDays(id: string, zone: string, tx: Queryable): Promise<void> {
-      await tx('usage_day_rollups').where({ workspace_id: id }).delete();
-      await tx.raw(rebuildWorkspaceDaysSql('?', `'${zone.replaceAll("'", "''")}'`), [id]);
-    },
 
     async list(filter: WorkspaceFilter, q: Queryable = db): Promise<Page<WorkspaceRow>> {
       const query = q('workspaces').select('*');
