@@ -124,11 +124,11 @@ async function expectSameAnswers(zone: string, ranges: number) {
 }
 
 describe('usage summaries by day from the day rollups', () => {
-  it('the migration and the recording statements keep a day row per local day of the workspace (UTC first)', async () => {
-    const rows = (await t.database.db('usage_day_rollups').where({ workspace_id: tenant.workspaceId }).select('time_zone', 'day')) as {
-      time_zone: string;
-      day: Date;
-    }[];
+  it('the rollups’ SQL keeps a day row per local day of the workspace (UTC first), with the hours’ sums', async () => {
+    const rows = await t.database
+      .db<{ time_zone: string; day: Date }>('usage_day_rollups')
+      .where({ workspace_id: tenant.workspaceId })
+      .select('time_zone', 'day');
     expect(rows.length).toBeGreaterThan(40);
     expect(new Set(rows.map((r) => r.time_zone))).toEqual(new Set(['UTC']));
     expect(rows.every((r) => r.day.getTime() % DAY === 0)).toBe(true);

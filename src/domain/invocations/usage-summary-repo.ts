@@ -187,7 +187,8 @@ export async function usageHours(
  * hours by key is a row per bucket, read as it is, and hours by access are the keys' rows summed as they come.
  * UTC days are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone);
  * other zones' days start at their local midnight (date_trunc in the zone), and an hour counts in the local
- * day its start falls in.
+ * day its start falls in. Days in the workspace's own zone are read from usage_day_rollups where whole, the
+ * hours only at the range's edges (usageByDay).
  *
  * The planner, which cannot tell how many buckets a month holds, would rather hash hours by access (spilling to
  * disk) or sort the whole range first; it is told not to, in the statement's own transaction: no hashing, no
