@@ -189,8 +189,12 @@ it('removes the rollups past their policy, the hourly ones by hour and the day r
   await t.nexus.gateway.drain();
   const rows = (table: string) => t.database.db(table).where({ workspace_id: short.workspaceId }).count({ n: '*' }).first();
   const counts = async () =>
-    Promise.all(['usage_rollups', 'usage_key_rollups', 'usage_day_rollups'].map(async (table) => Number((await rows(table))!.n)));
-  expect(await counts()).toEqual([1, 1, 1]);
+    Promise.all(
+      ['usage_rollups', 'usage_key_rollups', 'usage_day_rollups', 'usage_day_key_rollups'].map(async (table) =>
+        Number((await rows(table))!.n),
+      ),
+    );
+  expect(await counts()).toEqual([1, 1, 1, 1]);
   const set = await updateRetentionPolicy({
     client: t.client,
     path: { workspaceId: short.workspaceId },
@@ -202,10 +206,10 @@ it('removes the rollups past their policy, the hourly ones by hour and the day r
   const hourGone = new Date(Math.ceil(Date.now() / 3_600_000) * 3_600_000 + DAY + 1000);
   const dayStart = Math.floor(Date.now() / DAY) * DAY;
   await history.applyRetention(hourGone);
-  const [hourly, byKey, days] = await counts();
+  const [hourly, byKey, days, keyDays] = await counts();
   expect([hourly, byKey]).toEqual([0, 0]);
   // The day leaves once the whole of it, 25 hours at the most from its start, is past the cutoff.
-  expect(days).toBe(dayStart <= hourGone.getTime() - DAY - 25 * 3_600_000 ? 0 : 1);
+  expect([days, keyDays]).toEqual(Array(2).fill(dayStart <= hourGone.getTime() - DAY - 25 * 3_600_000 ? 0 : 1));
   await history.applyRetention(new Date(dayStart + 2 * DAY + 25 * 3_600_000));
-  expect(await counts()).toEqual([0, 0, 0]);
+  expect(await counts()).toEqual([0, 0, 0, 0]);
 });

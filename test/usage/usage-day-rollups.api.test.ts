@@ -2,7 +2,7 @@
  * getUsageSummary by day in the workspace's zone reads whole days from usage_day_rollups and the hours at the range's
  * edges from the hourly rollups: over random ranges, through HTTP, its answer equals the hourly summary's hours added
  * up per local day (the day the hour's start falls in), in UTC, a DST zone and half- and three-quarter-hour zones;
- * a change of zone cuts the days again; a day row left in another zone makes the range read as hours.
+ * a change of zone cuts the days again; a day row left in another zone makes the range read as hours (each day rollup).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
@@ -125,8 +125,8 @@ async function expectSameAnswers(zone: string, ranges: number) {
 
 describe('usage summaries by day from the day rollups', () => {
   it('the rollups’ SQL keeps a day row per local day of the workspace (UTC first), with the hours’ sums', async () => {
-    const rows = await t.database
-      .db<{ time_zone: string; day: Date }>('usage_day_rollups')
+    const rows: { time_zone: string; day: Date }[] = await t.database
+      .db('usage_day_rollups')
       .where({ workspace_id: tenant.workspaceId })
       .select('time_zone', 'day');
     expect(rows.length).toBeGreaterThan(40);
@@ -135,6 +135,7 @@ describe('usage summaries by day from the day rollups', () => {
     const units = async (table: string) =>
       String((await t.database.db(table).where({ workspace_id: tenant.workspaceId }).sum({ units: 'units' }).first())!.units);
     expect(await units('usage_day_rollups')).toBe(await units('usage_rollups'));
+    expect(await units('usage_day_key_rollups')).toBe(await units('usage_rollups'));
   });
 
   it('UTC: the same answer as the hours added up per day, over random ranges', async () => {
@@ -155,24 +156,29 @@ describe('usage summaries by day from the day rollups', () => {
     await expectSameAnswers('Asia/Tokyo', 6);
   });
 
-  it('a day row left in another zone (a call recorded while the zone changed) makes the range read as hours', async () => {
-    await setZone('UTC');
-    const [since, until] = [Date.parse('2026-03-01T00:00:00Z'), Date.parse('2026-03-11T00:00:00Z')];
-    const before = await summary('day', since, until, 'UTC', 'model');
-    const day = { workspace_id: tenant.workspaceId, time_zone: 'UTC', day: new Date('2026-03-05T00:00:00Z') };
-    const row = (await t.database.db('usage_day_rollups').where(day).first()) as Record<string, unknown>;
-    const at = { ...day, model: row.model, workspace_access_id: row.workspace_access_id, inference_key_id: row.inference_key_id };
-    // A UTC day that no longer agrees with its hours, and a stray row of another zone near the range: hours are read.
-    await t.database.db('usage_day_rollups').where(at).increment('units', 1000);
-    await t.database.db('usage_day_rollups').insert({ ...row, time_zone: 'Asia/Tokyo', day: new Date('2026-03-04T15:00:00Z') });
-    expect(await summary('day', since, until, 'UTC', 'model')).toEqual(before);
-    // Without the stray row the day is read (what shows the day path is taken), then put back.
-    await t.database.db('usage_day_rollups').where({ workspace_id: tenant.workspaceId, time_zone: 'Asia/Tokyo' }).delete();
-    const read = await summary('day', since, until, 'UTC', 'model');
-    const changed = read.find((b) => b.start === '2026-03-05T00:00:00.000Z' && b.key === row.model)!;
-    const was = before.find((b) => b.start === '2026-03-05T00:00:00.000Z' && b.key === row.model)!;
-    expect(BigInt(changed.units as string) - BigInt(was.units as string)).toBe(1000n);
-    await t.database.db('usage_day_rollups').where(at).decrement('units', 1000);
-    expect(await summary('day', since, until, 'UTC', 'model')).toEqual(before);
-  });
+  const STRAYS = [
+    ['usage_day_rollups', 'model', ['model', 'provider_connection_id', 'plan_id'], 'model'],
+    ['usage_day_key_rollups', 'access', ['workspace_access_id', 'inference_key_id'], 'workspace_access_id'],
+  ] as const;
+  for (const [table, groupBy, series, keyColumn] of STRAYS) {
+    it(`a row of ${table} left in another zone (a call recorded while the zone changed) makes the range read as hours`, async () => {
+      await setZone('UTC');
+      const [since, until] = [Date.parse('2026-03-01T00:00:00Z'), Date.parse('2026-03-11T00:00:00Z')];
+      const before = await summary('day', since, until, 'UTC', groupBy);
+      const day = { workspace_id: tenant.workspaceId, time_zone: 'UTC', day: new Date('2026-03-05T00:00:00Z') };
+      const row = (await t.database.db(table).where(day).first()) as Record<string, unknown>;
+      const at = { ...day, ...Object.fromEntries(series.map((c) => [c, row[c]])) };
+      // A UTC day that no longer agrees with its hours, and a stray row of another zone near the range: hours are read.
+      await t.database.db(table).where(at).increment('units', 1000);
+      await t.database.db(table).insert({ ...row, time_zone: 'Asia/Tokyo', day: new Date('2026-03-04T15:00:00Z') });
+      expect(await summary('day', since, until, 'UTC', groupBy)).toEqual(before);
+      // Without the stray row the day is read (what shows the day path is taken), then put back.
+      await t.database.db(table).where({ workspace_id: tenant.workspaceId, time_zone: 'Asia/Tokyo' }).delete();
+      const read = await summary('day', since, until, 'UTC', groupBy);
+      const of = (buckets: Bucket[]) => buckets.find((b) => b.start === '2026-03-05T00:00:00.000Z' && b.key === row[keyColumn])!;
+      expect(BigInt(of(read).units as string) - BigInt(of(before).units as string)).toBe(1000n);
+      await t.database.db(table).where(at).decrement('units', 1000);
+      expect(await summary('day', since, until, 'UTC', groupBy)).toEqual(before);
+    });
+  }
 });

@@ -145,7 +145,7 @@ export async function deleteBatch(
 
 /**
  * Removes at most `limit` rollup rows (of each rollup) of one workspace from before `before`; how many. The hourly
- * rollups lose their hours before it; usage_day_rollups only its days wholly before it (a local day lasts 25 hours
+ * rollups lose their hours before it; the day rollups only their days wholly before it (a local day lasts 25 hours
  * at most), so that a day the cutoff falls in keeps its row until all of it has expired.
  */
 export async function deleteRollupBatch(db: Knex, workspaceId: string, before: Date, limit: number): Promise<number> {
@@ -154,6 +154,7 @@ export async function deleteRollupBatch(db: Knex, workspaceId: string, before: D
     ['usage_rollups', 'hour', '< :before'],
     ['usage_key_rollups', 'hour', '< :before'],
     ['usage_day_rollups', 'day', `<= cast(:before as timestamptz) - interval '25 hours'`],
+    ['usage_day_key_rollups', 'day', `<= cast(:before as timestamptz) - interval '25 hours'`],
   ] as const;
   for (const [rollup, bucket, end] of rollups) {
     const { rows } = await db.raw<{ rows: unknown[] }>(

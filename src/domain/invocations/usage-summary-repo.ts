@@ -187,7 +187,7 @@ export async function usageHours(
  * hours by key is a row per bucket, read as it is, and hours by access are the keys' rows summed as they come.
  * UTC days are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone);
  * other zones' days start at their local midnight (date_trunc in the zone), and an hour counts in the local
- * day its start falls in. Days in the workspace's own zone are read from usage_day_rollups where whole, the
+ * day its start falls in. Days in the workspace's own zone are read from the day rollups where whole, the
  * hours only at the range's edges (usageByDay).
  *
  * The planner, which cannot tell how many buckets a month holds, would rather hash hours by access (spilling to
@@ -223,7 +223,9 @@ export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSumma
       return toBuckets(query.groupBy === 'key' ? byKeyWithinHour(rows) : rows);
     });
   }
-  if (query.granularity === 'day' && query.timeZone === query.workspaceTimeZone) return usageByDay(q, query, table, key);
+  if (query.granularity === 'day' && query.timeZone === query.workspaceTimeZone) {
+    return usageByDay(q, query, bySeries ? 'usage_day_key_rollups' : 'usage_day_rollups', table, key);
+  }
   const start =
     query.granularity === 'hour'
       ? 'hour'
@@ -245,8 +247,8 @@ const ceilHour = (at: string) =>
   `date_bin('1 hour', ${at} + interval '1 hour' - interval '1 microsecond', timestamptz '2000-01-01T00:00:00Z')`;
 
 /**
- * The summary by day in the workspace's zone: its whole days read from usage_day_rollups (a row per day and series),
- * the hours of the days the range cuts at either edge from `table` (an hourly rollup), each hour summed in the local
+ * The summary by day in the workspace's zone: its whole days read from `days` (a day rollup: a row per day and
+ * series), the hours of the days the range cuts at either edge from `table` (an hourly rollup), each hour summed in the local
  * day its start falls in, as the hourly summary sums it (the answer is the same to the unit). The days read are those
  * after the day of the hour before `since` and before the day of `until`: every hour of them lies in the range, and
  * the hours are read from the range's start to the first hour of the first of them (`edge_from`), and from the first
@@ -254,7 +256,7 @@ const ceilHour = (at: string) =>
  * the workspace has days of another zone (kept before its zone changed: none once rebuilt, workspace-repo.ts) near
  * the range, the whole range is read as hours.
  */
-async function usageByDay(q: Queryable, query: UsageSummaryQuery, table: string, key: string): Promise<UsageBucketRow[]> {
+async function usageByDay(q: Queryable, query: UsageSummaryQuery, days: string, table: string, key: string): Promise<UsageBucketRow[]> {
   const zone = sqlString(query.timeZone);
   const result = await q.raw(
     `with edges as (
@@ -263,9 +265,9 @@ async function usageByDay(q: Queryable, query: UsageSummaryQuery, table: string,
      ), bounds as (
        select after_day, before_day, ${ceilHour(`((after_day at time zone ${zone}) + interval '1 day') at time zone ${zone}`)} as edge_from,
               ${ceilHour('before_day')} as edge_to,
-              exists (select 1 from usage_day_rollups o where o.workspace_id = :workspaceId and o.time_zone < ${zone}
+              exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone < ${zone}
                          and o.day > cast(:since as timestamptz) - interval '2 days' and o.day < :until)
-              or exists (select 1 from usage_day_rollups o where o.workspace_id = :workspaceId and o.time_zone > ${zone}
+              or exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone > ${zone}
                          and o.day > cast(:since as timestamptz) - interval '2 days' and o.day < :until) as mixed
          from edges
      ), spans as (
@@ -275,7 +277,7 @@ async function usageByDay(q: Queryable, query: UsageSummaryQuery, table: string,
      )
      select ${bucketColumns('start', 'key')}
        from (select day as start, ${key} as key, ${ROLLUP_SUMS.join(', ')}
-               from usage_day_rollups
+               from ${days}
               where workspace_id = :workspaceId and time_zone = ${zone}
                 and day > (select after_day from spans) and day < (select before_day from spans) and (select days from spans)
              union all
