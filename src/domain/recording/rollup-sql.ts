@@ -149,7 +149,7 @@ select count(*) from rolled_rows`;
  * transaction that changes it (a statement recording at once may still add a day of the old zone: the summaries
  * read hours wherever they find one, usage-summary-repo.ts).
  */
-export const rebuildWorkspaceDaysSql = (workspace: string, zone: string) => `
+const rebuildWorkspaceDaysSql = (workspace: string, zone: string) => `
 with day_rows as (
   select r.*, date_trunc('day', r.hour, ${zone}) as day, ${zone} as time_zone from usage_rollups r where r.workspace_id = ${workspace}
 ), days as (${addDays(0, 'day_rows')}
