@@ -307,6 +307,9 @@ await withFreshNexus(
         seeded = size;
         const rolled = performance.now();
         for (const table of ROLLUP_TABLES) await client.query(`delete from ${table} where workspace_id = $1`, [ws]);
+        // Analyzed before the rollups are computed from them: without their statistics the planner may choose a plan
+        // that spills to disk for minutes (scripts/lib/usage-seed.ts).
+        for (const table of ['invocations', 'usage_events']) await client.query(`analyze ${table}`);
         await client.query(rebuildWorkspaceRollupsSql('$1'), [ws]);
         for (const table of ['invocations', 'usage_events', ...ROLLUP_TABLES]) await client.query(`analyze ${table}`);
         const size_ = await client.query<{ bytes: string }>(
