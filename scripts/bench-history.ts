@@ -6,7 +6,8 @@
  *      (/proc/<pid>/stat) read around each round; the median round is reported, with the spread;
  *   2. BENCH_HISTORY_SMALL invocations and as many usage events (default 100,000 each), spread evenly over
  *      BENCH_HISTORY_MONTHS months (default 12) up to now, written with COPY, the rollups computed from them, analyzed;
- *      the CPU per recorded call again; the usage summary and the invocations list answered through HTTP
+ *      the CPU per recorded call again; the usage summary (by day in the workspace's zone, read from the day
+ *      rollups, and the same days in another zone's name, summed from the hourly rollups) and the invocations list answered through HTTP
  *      (BENCH_HISTORY_RUNS times each, default 20: p50);
  *   3. up to BENCH_HISTORY_LARGE of each (default 1,000,000) the same way, and the same figures;
  *   4. the size on disk per month of each table (rows, heap and indexes), and the time to drop the oldest month's
@@ -20,20 +21,17 @@
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on; it is
  * dropped at the end.
  */
-import { randomFillSync } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
-import { from as copyFrom } from 'pg-copy-streams';
 import { createDatabase } from '../src/db/database.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
-import { rebuildWorkspaceRollupsSql } from '../src/domain/recording/rollup-sql.js';
+import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
 import type { CallRows } from '../src/records/call-rows.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
+import { copyRows, uuidAt } from './lib/copy-rows.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';
 import { batchOf, openLeases } from './lib/record-batch.js';
 
@@ -54,38 +52,10 @@ const load = () =>
     .map((l) => l.toFixed(1))
     .join(' ');
 
-/** A UUID v7 of time `ms` (RFC 9562): what the gateway's ids are, made for a seeded row's time. */
-function uuidAt(ms: number): string {
-  const b = randomFillSync(Buffer.alloc(16));
-  b.writeUIntBE(ms, 0, 6);
-  b[6] = (b[6]! & 0x0f) | 0x70;
-  b[8] = (b[8]! & 0x3f) | 0x80;
-  const h = b.toString('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
-}
-
 interface Seat {
   accessId: string;
   keyId: string;
   periodId: string;
-}
-
-/** COPY `rows` lines (tab-separated, made by `line(i)`) into `table`'s `columns`, 10,000 lines a chunk. */
-async function copyRows(client: pg.Client, table: string, columns: string[], from: number, to: number, line: (i: number) => string) {
-  let i = from;
-  // A chunk at a time, the event loop let go between chunks (Nexus serves in this process).
-  const source = Readable.from(
-    (async function* () {
-      while (i < to) {
-        const end = Math.min(to, i + 10_000);
-        let chunk = '';
-        for (; i < end; i++) chunk += line(i);
-        yield chunk;
-        await new Promise((r) => setImmediate(r));
-      }
-    })(),
-  );
-  await pipeline(source, client.query(copyFrom(`copy ${table} (${columns.join(', ')}) from stdin`)));
 }
 
 /** Seeds rows [from, to) of each table, spread evenly over MONTHS months up to now: the same i, the same time. */
@@ -298,6 +268,16 @@ await withFreshNexus(
           'summary, 12 months by day, by model',
           `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model`,
         ],
+        // The same days in a zone other than the workspace's (Etc/UTC: UTC's days under another name): summed from
+        // the hourly rollups, as every summary by day was before the day rollups.
+        [
+          'the same from the hours (Etc/UTC)',
+          `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Etc/UTC`,
+        ],
+        [
+          'summary, 12 months by day, by user',
+          `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access`,
+        ],
         ['invocations, newest page', `/admin/v1/workspaces/${ws}/invocations`],
         [
           'invocations, 7 days a month ago',
@@ -326,10 +306,12 @@ await withFreshNexus(
         const seconds = await seed(client, tenant, seats, seeded, size, LARGE);
         seeded = size;
         const rolled = performance.now();
-        await client.query('delete from usage_rollups where workspace_id = $1', [ws]);
-        await client.query('delete from usage_key_rollups where workspace_id = $1', [ws]);
+        for (const table of ROLLUP_TABLES) await client.query(`delete from ${table} where workspace_id = $1`, [ws]);
+        // Analyzed before the rollups are computed from them: without their statistics the planner may choose a plan
+        // that spills to disk for minutes (scripts/lib/usage-seed.ts).
+        for (const table of ['invocations', 'usage_events']) await client.query(`analyze ${table}`);
         await client.query(rebuildWorkspaceRollupsSql('$1'), [ws]);
-        for (const table of ['invocations', 'usage_events', 'usage_rollups', 'usage_key_rollups']) await client.query(`analyze ${table}`);
+        for (const table of ['invocations', 'usage_events', ...ROLLUP_TABLES]) await client.query(`analyze ${table}`);
         const size_ = await client.query<{ bytes: string }>(
           `select sum(pg_total_relation_size(c.oid))::bigint as bytes from pg_inherits i join pg_class c on c.oid = i.inhrelid
             where i.inhparent in ('invocations'::regclass, 'usage_events'::regclass)`,

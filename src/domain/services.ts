@@ -8,6 +8,7 @@
  * make) is returned apart, as `testHooks`: buildApp never hands it out; the test
  * harness builds the domain itself and keeps it (test/support/test-app.ts).
  */
+import { rebuildWorkspaceDays } from './recording/rollup-sql.js';
 import type { Config } from '../config.js';
 import { isEmbedded, type Db } from '../db/database.js';
 import { createReadiness } from '../db/readiness.js';
@@ -119,7 +120,14 @@ export function createDomain(deps: ServiceDeps) {
   // Outbound events: the one emitter every area writes its events with (in its own transaction).
   const events = createEvents({ clock });
   const workspaceRepo = createWorkspaceRepo(db);
-  const workspaces = createWorkspaceService({ db, workspaceRepo, audit, clock, changes });
+  const workspaces = createWorkspaceService({
+    db,
+    workspaceRepo,
+    audit,
+    clock,
+    changes,
+    rebuildDayRollups: (workspaceId, zone, tx) => rebuildWorkspaceDays(tx, workspaceId, zone),
+  });
   const { managementKeys, inferenceKeys } = createKeys(deps, { hasher, audit, changes, events, workspaceRepo });
   const requestHasher = createKeyHasher(config.encryptionKey, IDEMPOTENCY_HASH_LABEL);
   const idempotency = createIdempotencyService({ idempotencyRepo: createIdempotencyRepo(db), clock, secretBox, requestHasher });

@@ -6,7 +6,8 @@
  * - with a billing connection, a period's events stay past its end until a reconciliation has succeeded since;
  * - a month past every workspace's policy leaves whole (its partition dropped), usage events' only once settled and
  *   reconciled; the audit log's months stay;
- * - the policy is read and set through HTTP, refused when it makes no sense, and its change is audited.
+ * - the policy is read and set through HTTP, refused when it makes no sense, and its change is audited;
+ * - rollups past the rollup policy leave: the hourly ones by hour, the day rollups once their whole day is past it.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
@@ -180,4 +181,35 @@ it('removes detail past the policy, keeps the totals, and keeps an unsettled per
   await call(plain);
   await t.nexus.gateway.drain();
   expect(await invocationsOf(plain)).toBe(1);
+});
+
+it('removes the rollups past their policy, the hourly ones by hour and the day rollups by whole days only', async () => {
+  const short = await createTenant(t, { baseUrl: up.url, providerKey: KEY, quotaUnits: 1_000_000n, allowedModels: ['gpt-*'] });
+  await call(short);
+  await t.nexus.gateway.drain();
+  const rows = (table: string) => t.database.db(table).where({ workspace_id: short.workspaceId }).count({ n: '*' }).first();
+  const counts = async () =>
+    Promise.all(
+      ['usage_rollups', 'usage_key_rollups', 'usage_day_rollups', 'usage_day_key_rollups'].map(async (table) =>
+        Number((await rows(table))!.n),
+      ),
+    );
+  expect(await counts()).toEqual([1, 1, 1, 1]);
+  const set = await updateRetentionPolicy({
+    client: t.client,
+    path: { workspaceId: short.workspaceId },
+    body: { detailDays: 1, rollupDays: 1 },
+  });
+  expect(set.response.status).toBe(200);
+  const history = t.nexus.services.history;
+  // Past the policy by less than a day: the hour has gone, its day (which may end later) stays.
+  const hourGone = new Date(Math.ceil(Date.now() / 3_600_000) * 3_600_000 + DAY + 1000);
+  const dayStart = Math.floor(Date.now() / DAY) * DAY;
+  await history.applyRetention(hourGone);
+  const [hourly, byKey, days, keyDays] = await counts();
+  expect([hourly, byKey]).toEqual([0, 0]);
+  // The day leaves once the whole of it, 25 hours at the most from its start, is past the cutoff.
+  expect([days, keyDays]).toEqual(Array(2).fill(dayStart <= hourGone.getTime() - DAY - 25 * 3_600_000 ? 0 : 1));
+  await history.applyRetention(new Date(dayStart + 2 * DAY + 25 * 3_600_000));
+  expect(await counts()).toEqual([0, 0, 0, 0]);
 });

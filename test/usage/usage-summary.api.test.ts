@@ -36,7 +36,7 @@ async function seedEvent(
 
 /** The rollup of the events written by hand (the gateway adds its calls' in the statement that writes them). */
 async function rollUp() {
-  for (const table of ['usage_rollups', 'usage_key_rollups'])
+  for (const table of ['usage_rollups', 'usage_key_rollups', 'usage_day_rollups'])
     await t.database.db(table).where({ workspace_id: tenant.workspaceId }).delete();
   await t.database.db.raw(rebuildWorkspaceRollupsSql(':workspaceId'), { workspaceId: tenant.workspaceId });
 }

@@ -143,14 +143,24 @@ export async function deleteBatch(
   });
 }
 
-/** Removes at most `limit` rollup rows (both rollups) of one workspace from hours before `before`; how many. */
+/**
+ * Removes at most `limit` rollup rows (of each rollup) of one workspace from before `before`; how many. The hourly
+ * rollups lose their hours before it; the day rollups only their days wholly before it (a local day lasts 25 hours
+ * at most), so that a day the cutoff falls in keeps its row until all of it has expired.
+ */
 export async function deleteRollupBatch(db: Knex, workspaceId: string, before: Date, limit: number): Promise<number> {
   let removed = 0;
-  for (const rollup of ['usage_rollups', 'usage_key_rollups']) {
+  const rollups = [
+    ['usage_rollups', 'hour', '< :before'],
+    ['usage_key_rollups', 'hour', '< :before'],
+    ['usage_day_rollups', 'day', `<= cast(:before as timestamptz) - interval '25 hours'`],
+    ['usage_day_key_rollups', 'day', `<= cast(:before as timestamptz) - interval '25 hours'`],
+  ] as const;
+  for (const [rollup, bucket, end] of rollups) {
     const { rows } = await db.raw<{ rows: unknown[] }>(
-      `delete from ${rollup} r using (select distinct workspace_id, hour from (select workspace_id, hour from ${rollup}
-          where workspace_id = :workspaceId and hour < :before order by hour limit :limit) h) o
-        where r.workspace_id = o.workspace_id and r.hour = o.hour
+      `delete from ${rollup} r using (select distinct workspace_id, ${bucket} from (select workspace_id, ${bucket} from ${rollup}
+          where workspace_id = :workspaceId and ${bucket} ${end} order by ${bucket} limit :limit) h) o
+        where r.workspace_id = o.workspace_id and r.${bucket} = o.${bucket}
         returning 1`,
       { workspaceId, before, limit },
     );

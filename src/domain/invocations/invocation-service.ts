@@ -45,6 +45,8 @@ interface UsageSummaryRequest {
   groupBy: UsageGroupBy;
   /** The IANA zone whose days the day buckets are. */
   timeZone: string;
+  /** The workspace's zone (set here, from its row): days in it are read from the day rollups. */
+  workspaceTimeZone?: string | undefined;
 }
 
 export interface UsageSummary {
@@ -186,7 +188,14 @@ async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: U
   try {
     const used = await invocationRepo.usageHours(request.workspaceId, new Date(since), new Date(until));
     const pages = used
-      ? await readSlices(deps, request, used.first.getTime(), used.last.getTime() + HOUR_MS, SLICE_BUCKETS[request.granularity], 2)
+      ? await readSlices(
+          deps,
+          { ...request, workspaceTimeZone: workspace.time_zone },
+          used.first.getTime(),
+          used.last.getTime() + HOUR_MS,
+          SLICE_BUCKETS[request.granularity],
+          2,
+        )
       : await readAhead<UsageBucketRow[]>([], 1);
     return { currency: workspace.currency, pages, release };
   } catch (err) {
@@ -223,7 +232,14 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
     since,
     until,
     timeZone: request.timeZone,
-    buckets: await readSlices(deps, request, since.getTime(), until.getTime(), SLICE_BUCKETS[request.granularity], SLICES_AT_ONCE),
+    buckets: await readSlices(
+      deps,
+      { ...request, workspaceTimeZone: workspace.time_zone },
+      since.getTime(),
+      until.getTime(),
+      SLICE_BUCKETS[request.granularity],
+      SLICES_AT_ONCE,
+    ),
   };
 }
 

@@ -19,6 +19,11 @@ export interface UsageSummaryQuery {
   groupBy: UsageGroupBy;
   /** The IANA zone whose days the day buckets are (one of timeZones()). */
   timeZone: string;
+  /**
+   * The workspace's own zone, whose days usage_day_rollups keeps: a summary by day in it reads its whole days there
+   * (usageByDay). Left out, or another zone: the hours are summed.
+   */
+  workspaceTimeZone?: string | undefined;
 }
 
 /** A sum as its decimal string (it may pass 2^53). */
@@ -182,7 +187,8 @@ export async function usageHours(
  * hours by key is a row per bucket, read as it is, and hours by access are the keys' rows summed as they come.
  * UTC days are binned from a UTC midnight (date_bin: about half the cost of a date_trunc in a time zone);
  * other zones' days start at their local midnight (date_trunc in the zone), and an hour counts in the local
- * day its start falls in.
+ * day its start falls in. Days in the workspace's own zone are read from the day rollups where whole, the
+ * hours only at the range's edges (usageByDay).
  *
  * The planner, which cannot tell how many buckets a month holds, would rather hash hours by access (spilling to
  * disk) or sort the whole range first; it is told not to, in the statement's own transaction: no hashing, no
@@ -217,6 +223,9 @@ export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSumma
       return toBuckets(query.groupBy === 'key' ? byKeyWithinHour(rows) : rows);
     });
   }
+  if (query.granularity === 'day' && query.timeZone === query.workspaceTimeZone) {
+    return usageByDay(q, query, bySeries ? 'usage_day_key_rollups' : 'usage_day_rollups', table, key);
+  }
   const start =
     query.granularity === 'hour'
       ? 'hour'
@@ -229,6 +238,58 @@ export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSumma
       group by ${start}, ${key}
       order by ${start}, ${key}`,
     bindings,
+  );
+  return toBuckets(result.rows as SummedRow[]);
+}
+
+/** The first whole UTC hour at or after `at` (an SQL expression). */
+const ceilHour = (at: string) =>
+  `date_bin('1 hour', ${at} + interval '1 hour' - interval '1 microsecond', timestamptz '2000-01-01T00:00:00Z')`;
+
+/**
+ * The summary by day in the workspace's zone: its whole days read from `days` (a day rollup: a row per day and
+ * series), the hours of the days the range cuts at either edge from `table` (an hourly rollup), each hour summed in the local
+ * day its start falls in, as the hourly summary sums it (the answer is the same to the unit). The days read are those
+ * after the day of the hour before `since` and before the day of `until`: every hour of them lies in the range, and
+ * the hours are read from the range's start to the first hour of the first of them (`edge_from`), and from the first
+ * hour of the day of `until` (`edge_to`, never before `edge_from`: a range of no whole day is read as hours). Where
+ * the workspace has days of another zone (kept before its zone changed: none once rebuilt, workspace-repo.ts) near
+ * the range, the whole range is read as hours.
+ */
+async function usageByDay(q: Queryable, query: UsageSummaryQuery, days: string, table: string, key: string): Promise<UsageBucketRow[]> {
+  const zone = sqlString(query.timeZone);
+  const result = await q.raw(
+    `with edges as (
+       select date_trunc('day', cast(:since as timestamptz) - interval '1 hour', ${zone}) as after_day,
+              date_trunc('day', cast(:until as timestamptz), ${zone}) as before_day
+     ), bounds as (
+       select after_day, before_day, ${ceilHour(`((after_day at time zone ${zone}) + interval '1 day') at time zone ${zone}`)} as edge_from,
+              ${ceilHour('before_day')} as edge_to,
+              exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone < ${zone}
+                         and o.day > cast(:since as timestamptz) - interval '2 days' and o.day < :until)
+              or exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone > ${zone}
+                         and o.day > cast(:since as timestamptz) - interval '2 days' and o.day < :until) as mixed
+         from edges
+     ), spans as (
+       select after_day, before_day, case when mixed then :until else least(edge_from, :until) end as hours_to,
+              greatest(edge_to, edge_from, :since) as hours_from, not mixed as days
+         from bounds
+     )
+     select ${bucketColumns('start', 'key')}
+       from (select day as start, ${key} as key, ${ROLLUP_SUMS.join(', ')}
+               from ${days}
+              where workspace_id = :workspaceId and time_zone = ${zone}
+                and day > (select after_day from spans) and day < (select before_day from spans) and (select days from spans)
+             union all
+             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
+               from ${table} where workspace_id = :workspaceId and hour >= :since and hour < (select hours_to from spans)
+             union all
+             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
+               from ${table} where workspace_id = :workspaceId and hour >= (select hours_from from spans) and hour < :until
+                and (select days from spans)) x
+      group by start, key
+      order by start, key`,
+    { workspaceId: query.workspaceId, since: query.since, until: query.until },
   );
   return toBuckets(result.rows as SummedRow[]);
 }

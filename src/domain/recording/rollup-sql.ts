@@ -2,20 +2,26 @@
  * usage_rollups, the sums getUsageSummary reads: per UTC hour, access, inference key, model, connection and plan,
  * the units, tokens, cost and events of the usage events, and the calls (invocations) counted by status; and
  * usage_key_rollups, the same sums per hour, access and key only, which the summaries by access and by key read
- * (a month of hours by key reads a row per bucket there, not one per bucket and model, connection and plan).
+ * (a month of hours by key reads a row per bucket there, not one per bucket and model, connection and plan); and
+ * the day rollups, the same sums per day of the workspace's time zone, which the summaries by day read for their
+ * whole days: usage_day_rollups per day, model, connection and plan, usage_day_key_rollups per day, access and key.
  *
- * Every statement that writes invocations and their usage events adds what it wrote to both, in the same statement:
+ * Every statement that writes invocations and their usage events adds what it wrote to all of them, in the same statement:
  * the gateway's record and the sweeper's reclaim (record-sql.ts); a spooled call and a refusal are written by
  * the record. One upsert per rollup key per statement and table, the rows
- * in key order, usage_rollups before usage_key_rollups, so two statements adding to the same hours lock them in the
- * same order and wait rather than deadlock.
+ * in key order, usage_rollups, then usage_key_rollups, then the day rollups, so two statements adding to the same
+ * hours lock them in the same order and wait rather than deadlock.
  *
  * A call counts in the hour of its USAGE event (when it completed), under its event's model; a call charged nothing
  * under the model the provider said answered, else the one requested. `failed_calls`: FAILED or UPSTREAM_ERROR;
  * `refused_calls`: REJECTED.
  */
 
+import type { Queryable } from '../../db/database.js';
 import { KIND_COUNTS } from './kind-sql.js';
+
+/** The rollups, in the order the statements add to them. */
+export const ROLLUP_TABLES = ['usage_rollups', 'usage_key_rollups', 'usage_day_rollups', 'usage_day_key_rollups'] as const;
 
 const EPOCH = `timestamptz '2000-01-01T00:00:00Z'`;
 
@@ -86,9 +92,31 @@ const addTo = (table: string, key: string) => `
   on conflict (${key}) do update
      set ${ROLLUP_SUMS.map((s) => `${s} = ${table}.${s} + excluded.${s}`).join(', ')}`;
 
+/** The series of the day rollups: usage_day_rollups' (by model, connection, plan), usage_day_key_rollups' (by access, key). */
+const DAY_SERIES = ['model, provider_connection_id, plan_id', 'workspace_access_id, inference_key_id'] as const;
+const DAY_TABLES = ['usage_day_rollups', 'usage_day_key_rollups'] as const;
+const dayKey = (series: string) => `workspace_id, day, time_zone, ${series}`;
+
+/**
+ * The rows of `rows` (a relation of usage_rollups' key and sums) with the day of the workspace's time zone (read
+ * from its row: one lookup by primary key per statement) the hour is in: the local day its start falls in, as the
+ * summaries by day cut hours (usage-summary-repo.ts).
+ */
+const withDays = (rows: string) => `
+  select r.*, date_trunc('day', r.hour, w.time_zone) as day, w.time_zone
+    from ${rows} r join workspaces w on w.id = r.workspace_id`;
+
+/** A day rollup's upsert of `rows` (withDays'), summed per its key, in key order. */
+const addDays = (i: 0 | 1, rows: string) => `
+  insert into ${DAY_TABLES[i]} as d (${dayKey(DAY_SERIES[i])}, ${ROLLUP_SUMS.join(', ')})
+  select ${dayKey(DAY_SERIES[i])}, ${ROLLUP_SUMS.map((s) => `sum(${s})`).join(', ')}
+    from ${rows}
+   group by ${dayKey(DAY_SERIES[i])}
+   order by ${dayKey(DAY_SERIES[i])}${addTo('d', dayKey(DAY_SERIES[i]))}`;
+
 /**
  * The CTEs that add the invocations `calls` and the usage events `events` (relations with the columns
- * ROLLED_CALL_COLUMNS and ROLLED_EVENT_COLUMNS) to usage_rollups and usage_key_rollups, summed once
+ * ROLLED_CALL_COLUMNS and ROLLED_EVENT_COLUMNS) to the rollups (ROLLUP_TABLES), summed once
  * (`rolled_rows`); for the statement that writes them (or a `with` of its own). `attribution`: the invocations the
  * events are counted under when they are not among `calls` (a batch's requests, settled before its invocation is
  * recorded: batch-settlement-sql.ts); none: `calls`.
@@ -101,13 +129,34 @@ export const rollUpCtes = (calls: string, events: string, attribution?: string) 
   insert into usage_key_rollups as s (${SERIES_KEY}, ${ROLLUP_SUMS.join(', ')})
   ${bySeries('rolled_rows')}
    order by ${SERIES_KEY}${addTo('s', SERIES_KEY)}
+), rolled_day_rows as (${withDays('rolled_rows')}
+), rolled_days as (${addDays(0, 'rolled_day_rows')}
+), rolled_day_series as (${addDays(1, 'rolled_day_rows')}
 )`;
 
 /**
  * The rollup rows of one workspace (its id at placeholder `workspace`) computed afresh from its invocations and usage
- * events, once its rows of both tables are deleted: for rows written by hand (a benchmark's seed, a test's events at
+ * events, once its rows of the rollups (ROLLUP_TABLES) are deleted: for rows written by hand (a benchmark's seed, a test's events at
  * chosen times).
  */
 export const rebuildWorkspaceRollupsSql = (workspace: string) => `
 with ${rollUpCtes(`(select * from invocations where workspace_id = ${workspace})`, `(select * from usage_events where workspace_id = ${workspace})`)}
 select count(*) from rolled_rows`;
+
+/**
+ * The day rollups' rows of one workspace (its id at placeholder `workspace`) made afresh from its hourly rows in its
+ * zone (`zone`, an SQL literal of a known name), once its day rows are deleted: when its zone changes, in the
+ * transaction that changes it (a statement recording at once may still add a day of the old zone: the summaries
+ * read hours wherever they find one, usage-summary-repo.ts).
+ */
+const rebuildWorkspaceDaysSql = (workspace: string, zone: string) => `
+with day_rows as (
+  select r.*, date_trunc('day', r.hour, ${zone}) as day, ${zone} as time_zone from usage_rollups r where r.workspace_id = ${workspace}
+), days as (${addDays(0, 'day_rows')}
+) ${addDays(1, 'day_rows')}`;
+
+/** The workspace's day rollups made again in the zone `zone` (a known IANA name): rebuildWorkspaceDaysSql's rows. */
+export async function rebuildWorkspaceDays(tx: Queryable, workspaceId: string, zone: string): Promise<void> {
+  for (const table of DAY_TABLES) await tx(table).where({ workspace_id: workspaceId }).delete();
+  await tx.raw(rebuildWorkspaceDaysSql('?', `'${zone.replaceAll("'", "''")}'`), [workspaceId]);
+}

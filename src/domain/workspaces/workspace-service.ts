@@ -43,6 +43,11 @@ export interface WorkspaceDeps {
   audit: AuditService;
   clock: Clock;
   changes: ChangeFeed;
+  /**
+   * Makes the workspace's day rollups again in the zone (a known IANA name) from its hourly rollups, in the
+   * transaction that changes its zone (the recording's SQL, src/domain/recording/rollup-sql.ts).
+   */
+  rebuildDayRollups: (workspaceId: string, zone: string, tx: Queryable) => Promise<void>;
 }
 
 async function get({ db, workspaceRepo }: WorkspaceDeps, actor: Actor, id: string, q: Queryable = db): Promise<WorkspaceRow> {
@@ -158,7 +163,11 @@ async function update(deps: WorkspaceDeps, actor: Actor, id: string, dto: Update
       }
       patch.currency = dto.currency;
     }
-    if (dto.timeZone !== undefined) patch.time_zone = dto.timeZone;
+    if (dto.timeZone !== undefined && dto.timeZone !== current.time_zone) {
+      patch.time_zone = dto.timeZone;
+      // The summaries by day read the days of the workspace's zone (usage_day_rollups): its days are cut again.
+      await deps.rebuildDayRollups(id, dto.timeZone, tx);
+    }
     const row = await workspaceRepo.update(id, patch, tx);
     if (gatewayChanged) await changes.announce({ kind: 'workspace', id }, tx);
     await audit.record(

@@ -1,0 +1,184 @@
+/**
+ * getUsageSummary by day in the workspace's zone reads whole days from usage_day_rollups and the hours at the range's
+ * edges from the hourly rollups: over random ranges, through HTTP, its answer equals the hourly summary's hours added
+ * up per local day (the day the hour's start falls in), in UTC, a DST zone and half- and three-quarter-hour zones;
+ * a change of zone cuts the days again; a day row left in another zone makes the range read as hours (each day rollup).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newId } from '../../src/ids.js';
+import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../../src/domain/recording/rollup-sql.js';
+import { localDate, localMidnight } from '../../src/domain/workspaces/time-zone.js';
+import { getUsageSummary, updateWorkspace } from '../support/sdk.js';
+import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+import { createTenant, type Tenant } from '../gateway/gateway-support.js';
+
+let t: TestApp;
+let upstream: FakeUpstream;
+let tenant: Tenant;
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+/** The events span New York's spring DST change (March 8, 2026). */
+const FROM = Date.parse('2026-02-20T00:00:00Z');
+const TO = Date.parse('2026-04-10T00:00:00Z');
+const MODELS = ['gpt-a', 'gpt-b', 'gpt-c'];
+
+/** A seeded generator (mulberry32), so that a failure can be run again as it was. */
+function random(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let r = Math.imul(a ^ (a >>> 15), 1 | a);
+    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
+    return ((r ^ (r >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const SEED = Number(process.env.DAY_ROLLUPS_SEED ?? 20261215);
+const rand = random(SEED);
+
+beforeAll(async () => {
+  t = await startTestApp();
+  const key = testProviderKey('day-rollups');
+  upstream = await startOpenAiUpstream({ apiKey: key });
+  tenant = await createTenant(t, { baseUrl: upstream.url, providerKey: key });
+  // Usage events at chosen times, as the gateway writes them (it stamps its own clock's), then the rollups of them.
+  const events = Array.from({ length: 1500 }, () => ({
+    id: newId(),
+    workspace_id: tenant.workspaceId,
+    workspace_access_id: tenant.accessId,
+    quota_period_id: newId(),
+    kind: 'USAGE',
+    units: 1 + Math.floor(rand() * 1000),
+    input_tokens: Math.floor(rand() * 500),
+    cached_input_tokens: 0,
+    output_tokens: Math.floor(rand() * 300),
+    cost_micros: Math.floor(rand() * 9000),
+    model: MODELS[Math.floor(rand() * MODELS.length)]!,
+    created_at: new Date(FROM + Math.floor(rand() * (TO - FROM))),
+  }));
+  await t.database.db.batchInsert('usage_events', events, 500);
+  for (const table of ROLLUP_TABLES) await t.database.db(table).where({ workspace_id: tenant.workspaceId }).delete();
+  await t.database.db.raw(rebuildWorkspaceRollupsSql(':workspaceId'), { workspaceId: tenant.workspaceId });
+});
+afterAll(async () => {
+  await t?.close();
+  await upstream?.close();
+});
+
+type Bucket = Record<string, unknown> & { start: string; key: string };
+
+async function summary(granularity: 'hour' | 'day', since: number, until: number, timeZone: string, groupBy: 'model' | 'access' | 'key') {
+  const res = await getUsageSummary({
+    client: t.client,
+    path: { workspaceId: tenant.workspaceId },
+    query: { since: new Date(since).toISOString(), until: new Date(until).toISOString(), granularity, groupBy, timeZone },
+  });
+  expect(res.response.status, JSON.stringify(res.error)).toBe(200);
+  return res.data!.buckets as unknown as Bucket[];
+}
+
+/** The hourly summary's buckets added up per local day of each hour's start, in the day summary's order. */
+function byLocalDay(hours: Bucket[], zone: string): Bucket[] {
+  const days = new Map<string, Bucket>();
+  for (const hour of hours) {
+    const date = localDate(new Date(hour.start), zone);
+    const start = localMidnight(date.year, date.month, date.day, zone).toISOString();
+    const id = `${start} ${hour.key}`;
+    const sum = days.get(id);
+    if (!sum) {
+      days.set(id, { ...hour, start });
+      continue;
+    }
+    for (const [field, value] of Object.entries(hour)) {
+      if (field === 'start' || field === 'key') continue;
+      const total = BigInt(sum[field] as string | number) + BigInt(value as string | number);
+      sum[field] = typeof value === 'number' ? Number(total) : String(total);
+    }
+  }
+  return [...days.values()].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/** A random range inside the events' span, at most 40 days (an hourly summary's 1,000 buckets), whole hours or not. */
+function randomRange(): [number, number] {
+  const since = FROM - DAY + Math.floor(rand() * (TO - FROM));
+  const length = Math.floor(rand() * 40 * DAY) + 1;
+  return [since, Math.min(since + length, since + 40 * DAY - HOUR)];
+}
+
+async function setZone(zone: string) {
+  const res = await updateWorkspace({ client: t.client, path: { workspaceId: tenant.workspaceId }, body: { timeZone: zone } });
+  expect(res.response.status).toBe(200);
+}
+
+async function expectSameAnswers(zone: string, ranges: number) {
+  for (let i = 0; i < ranges; i++) {
+    const [since, until] = randomRange();
+    const groupBy = (['model', 'access', 'key'] as const)[i % 3]!;
+    const [days, hours] = await Promise.all([summary('day', since, until, zone, groupBy), summary('hour', since, until, zone, groupBy)]);
+    expect(days.length, `${zone} ${new Date(since).toISOString()}..${new Date(until).toISOString()} by ${groupBy}`).toBeGreaterThan(0);
+    expect(days, `${zone} ${new Date(since).toISOString()}..${new Date(until).toISOString()} by ${groupBy} (seed ${SEED})`).toEqual(
+      byLocalDay(hours, zone),
+    );
+  }
+}
+
+describe('usage summaries by day from the day rollups', () => {
+  it('the rollups’ SQL keeps a day row per local day of the workspace (UTC first), with the hours’ sums', async () => {
+    const rows: { time_zone: string; day: Date }[] = await t.database
+      .db('usage_day_rollups')
+      .where({ workspace_id: tenant.workspaceId })
+      .select('time_zone', 'day');
+    expect(rows.length).toBeGreaterThan(40);
+    expect(new Set(rows.map((r) => r.time_zone))).toEqual(new Set(['UTC']));
+    expect(rows.every((r) => r.day.getTime() % DAY === 0)).toBe(true);
+    const units = async (table: string) =>
+      String((await t.database.db(table).where({ workspace_id: tenant.workspaceId }).sum({ units: 'units' }).first())!.units);
+    expect(await units('usage_day_rollups')).toBe(await units('usage_rollups'));
+    expect(await units('usage_day_key_rollups')).toBe(await units('usage_rollups'));
+  });
+
+  it('UTC: the same answer as the hours added up per day, over random ranges', async () => {
+    await expectSameAnswers('UTC', 12);
+  });
+
+  for (const zone of ['America/New_York', 'Asia/Kolkata', 'Asia/Kathmandu']) {
+    it(`${zone}: a change of zone cuts the days again, and the answers stay the hours' (DST and partial-hour offsets)`, async () => {
+      await setZone(zone);
+      const zones = await t.database.db('usage_day_rollups').where({ workspace_id: tenant.workspaceId }).distinct('time_zone');
+      expect(zones).toEqual([{ time_zone: zone }]);
+      await expectSameAnswers(zone, 9);
+    });
+  }
+
+  it('a zone other than the workspace’s is summed from the hours, and equals them', async () => {
+    await setZone('Europe/Paris');
+    await expectSameAnswers('Asia/Tokyo', 6);
+  });
+
+  const STRAYS = [
+    ['usage_day_rollups', 'model', ['model', 'provider_connection_id', 'plan_id'], 'model'],
+    ['usage_day_key_rollups', 'access', ['workspace_access_id', 'inference_key_id'], 'workspace_access_id'],
+  ] as const;
+  for (const [table, groupBy, series, keyColumn] of STRAYS) {
+    it(`a row of ${table} left in another zone (a call recorded while the zone changed) makes the range read as hours`, async () => {
+      await setZone('UTC');
+      const [since, until] = [Date.parse('2026-03-01T00:00:00Z'), Date.parse('2026-03-11T00:00:00Z')];
+      const before = await summary('day', since, until, 'UTC', groupBy);
+      const day = { workspace_id: tenant.workspaceId, time_zone: 'UTC', day: new Date('2026-03-05T00:00:00Z') };
+      const row = (await t.database.db(table).where(day).first()) as Record<string, unknown>;
+      const at = { ...day, ...Object.fromEntries(series.map((c) => [c, row[c]])) };
+      // A UTC day that no longer agrees with its hours, and a stray row of another zone near the range: hours are read.
+      await t.database.db(table).where(at).increment('units', 1000);
+      await t.database.db(table).insert({ ...row, time_zone: 'Asia/Tokyo', day: new Date('2026-03-04T15:00:00Z') });
+      expect(await summary('day', since, until, 'UTC', groupBy)).toEqual(before);
+      // Without the stray row the day is read (what shows the day path is taken), then put back.
+      await t.database.db(table).where({ workspace_id: tenant.workspaceId, time_zone: 'Asia/Tokyo' }).delete();
+      const read = await summary('day', since, until, 'UTC', groupBy);
+      const of = (buckets: Bucket[]) => buckets.find((b) => b.start === '2026-03-05T00:00:00.000Z' && b.key === row[keyColumn])!;
+      expect(BigInt(of(read).units as string) - BigInt(of(before).units as string)).toBe(1000n);
+      await t.database.db(table).where(at).decrement('units', 1000);
+      expect(await summary('day', since, until, 'UTC', groupBy)).toEqual(before);
+    });
+  }
+});
