@@ -2,13 +2,13 @@
  * A clean database per test file: a migrated schema of its own on the real PostgreSQL,
  * or an in-memory PGlite when none answered in global setup.
  *
- * Migrating (seconds) costs far more than emptying, so the run keeps the schemas its files
- * gave back: drop() empties every table (TRUNCATE ... RESTART IDENTITY; no migration seeds
- * rows) and renames the schema a spare's name; the next createTestDatabase(), in any worker
- * or project of the run, claims a spare by renaming it to a name of its own (of two claims at
- * once, one finds the name gone and tries the next) and migrates only when none is left. So
- * a run migrates about as many schemas as files run at once, not one per file. The schemas
- * carry the run's name (NEXUS_TEST_RUN, set in global setup), which drops them all at its end.
+ * Migrating costs far more than emptying, so a worker keeps the schemas its files gave
+ * back: drop() empties every table (TRUNCATE ... RESTART IDENTITY; no migration seeds
+ * rows), renames the schema and keeps it for the next createTestDatabase() in that worker. Where
+ * vitest shares modules between files (the api project, isolate: false) the next file
+ * gets it; elsewhere the module is fresh per file and each file migrates its own. The
+ * schemas carry the run's name (NEXUS_TEST_RUN, set in global setup), which drops them
+ * all at its end.
  *
  * Through PgBouncer (TEST_PGBOUNCER_URL, set by scripts/pgbouncer-tests.sh): a
  * database of its own instead of a schema, since a schema is chosen per session
@@ -50,45 +50,15 @@ function withDatabase(url: string, name: string): string {
   return u.toString();
 }
 
+/** Schemas this worker migrated and a file gave back, emptied, for the next file. */
+const spare: string[] = [];
+
 /** The prefix of this run's schemas (global setup drops them at the end). */
 export function runSchemaPrefix(): string {
   return `t_${process.env.NEXUS_TEST_RUN ?? 'local'}_`;
 }
 
-/** The prefix of the run's spare schemas: migrated, emptied, given back by a file that ended. */
-const sparePrefix = () => `${runSchemaPrefix()}spare_`;
-
-/**
- * A spare schema claimed for `schema` (renamed to it), on a connection of its own: the pool's connections create
- * their schema when they open. False when none is left, so the caller migrates one.
- */
-async function claimSpare(url: string, schema: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    const like = `${sparePrefix().replaceAll('_', '\\_')}%`;
-    const { rows } = await client.query<{ nspname: string }>('select nspname from pg_namespace where nspname like $1', [like]);
-    // In no particular order, so that files claiming at once mostly try different ones.
-    rows.sort(() => Math.random() - 0.5);
-    for (const { nspname } of rows) {
-      try {
-        await client.query(`alter schema "${nspname}" rename to "${schema}"`);
-        return true;
-      } catch {
-        // Another file claimed it first.
-      }
-    }
-    return false;
-  } finally {
-    await client.end();
-  }
-}
-
-/**
- * Every table but the migrator's, emptied, counters restarted: a just-migrated schema again. The history tables
- * refuse TRUNCATE (their append-only triggers): triggers are off for this one transaction (the test user is a
- * superuser), as they would be for a replication's apply.
- */
+/** Every table but the migrator's, emptied, counters restarted: a just-migrated schema again. */
 async function empty(db: Db, schema: string): Promise<void> {
   const rows = await db('pg_tables')
     .where({ schemaname: schema })
@@ -96,10 +66,7 @@ async function empty(db: Db, schema: string): Promise<void> {
     .select<{ tablename: string }[]>('tablename');
   if (!rows.length) return;
   const tables = rows.map((r) => `"${schema}"."${r.tablename}"`).join(', ');
-  await db.transaction(async (tx) => {
-    await tx.raw('set local session_replication_role = replica');
-    await tx.raw(`truncate ${tables} restart identity cascade`);
-  });
+  await db.raw(`truncate ${tables} restart identity cascade`);
 }
 
 export async function createTestDatabase(options: { poolMax?: number } = {}): Promise<TestDatabase> {
@@ -133,10 +100,10 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
       },
     };
   }
-  const schema = `${runSchemaPrefix()}${randomBytes(6).toString('hex')}`;
-  const claimed = await claimSpare(url, schema);
+  const reused = spare.pop();
+  const schema = reused ?? `${runSchemaPrefix()}${randomBytes(6).toString('hex')}`;
   const db = createDatabase({ databaseUrl: url, schema, poolMax: options.poolMax ?? 10 });
-  if (!claimed) await migrateLatest(db, schema);
+  if (!reused) await migrateLatest(db, schema);
   let dropped = false;
   return {
     db,
@@ -147,9 +114,11 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
       dropped = true;
       try {
         await empty(db, schema);
-        // Under a spare's name: whatever of the file outlived it (a timer, a pool another app opened, a process)
-        // finds no tables by the old name, as if the schema were dropped, instead of writing into the next file's.
-        await db.raw('alter schema ?? rename to ??', [schema, `${sparePrefix()}${randomBytes(6).toString('hex')}`]);
+        // Under a new name: whatever of the file outlived it (a timer, a pool another app opened) finds
+        // no tables by the old name, as if the schema were dropped, instead of writing into the next file's.
+        const renamed = `${runSchemaPrefix()}${randomBytes(6).toString('hex')}`;
+        await db.raw('alter schema ?? rename to ??', [schema, renamed]);
+        spare.push(renamed);
       } catch {
         await db.raw('drop schema if exists ?? cascade', [schema]).catch(() => {});
       } finally {
