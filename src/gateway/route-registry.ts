@@ -71,7 +71,12 @@ export class RouteRegistry {
     if (deps.onBreakerTransition) this.hooks.add(deps.onBreakerTransition);
     this.unsubscribe = deps.changes.subscribe((change) => {
       if (change === null) this.read(this.loadRoutes());
-      else if (change.kind === 'route') this.read(this.loadRoutes(change.id));
+      else if (change.kind === 'route') {
+        // Forgotten at once, not when the read below answers: a call that comes meanwhile reads the route itself
+        // (fetch), so a change made here applies to the next call, as the change feed promises.
+        this.routes.delete(change.id);
+        this.read(this.loadRoutes(change.id));
+      }
     });
     this.read(this.loadRoutes());
     // The breakers change with calls, not through the change feed: polled, one poll at a time.

@@ -20,6 +20,7 @@ import type { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
+import type { RouteRow } from '../domain/routes/route-types.js';
 import { guardedLookup } from '../domain/security/upstream-guard.js';
 import { newId } from '../ids.js';
 import type { RequestLocals } from '../web/locals.js';
@@ -97,9 +98,11 @@ export function createRealtime(deps: RealtimeDeps) {
     const looksLikeSession = Object.values(SESSION_ROUTES).some((r) => r.test(target.route));
     if (req.method !== 'GET' || !key || !looksLikeSession) return asPlain();
     socket.on('error', () => {});
-    const route = parts.routes.get(target.connectionId);
+    let route: RouteRow | undefined;
     let entries: CacheEntry[];
     try {
+      // A route just made or changed is read from the database (fetch), as a call's is.
+      route = parts.routes.get(target.connectionId) ?? (await parts.routes.fetch(target.connectionId));
       entries = await Promise.all(
         (route ? route.targets.map((t) => t.providerConnectionId) : [target.connectionId]).map((id) => parts.cache.lookup(key, id)),
       );

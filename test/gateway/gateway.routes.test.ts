@@ -11,7 +11,14 @@ import { randomUUID } from 'node:crypto';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RouteDto } from '../../generated/client/types.gen.js';
-import { createProviderConnection, createRoute, createWebhookEndpoint, getRouteHealth, listWebhookMessages } from '../support/sdk.js';
+import {
+  createProviderConnection,
+  createRoute,
+  createWebhookEndpoint,
+  getRouteHealth,
+  listWebhookMessages,
+  updateRoute,
+} from '../support/sdk.js';
 import {
   refusedUrl,
   startAzureOpenAiUpstream,
@@ -551,6 +558,22 @@ describe('targets', () => {
     const { response } = await chat(unheard);
     expect(response.status).toBe(200);
     expect(await invocationOf(response.headers.get('x-nexus-request-id')!)).toMatchObject({ status: 'SUCCEEDED', routeId: id });
+  });
+
+  it('a route changed here applies to the next call: its old form is forgotten as the change commits, not when it is read again', async () => {
+    const target = await faultyTarget('ok');
+    const route = await routeOf({ targets: [{ providerConnectionId: target.id, modelMap: { 'gpt-test': 'model-0' } }] });
+    for (let i = 1; i <= 20; i++) {
+      const changed = await updateRoute({
+        client: t.client,
+        path: { routeId: route.id },
+        body: { targets: [{ providerConnectionId: target.id, modelMap: { 'gpt-test': `model-${i}` } }] },
+      });
+      expect(changed.response.status).toBe(200);
+      const { response } = await chat(route);
+      expect(response.status).toBe(200);
+      expect(target.up.models.at(-1)).toBe(`model-${i}`);
+    }
   });
 
   it('a model map sends the target its model; the invocation keeps the model asked for', async () => {
