@@ -187,7 +187,7 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
  * What the call's id names, with its key's row: a connection, or a route (docs/routes.md), which is called as a
  * connection is, the key's row looked up for each of its targets.
  */
-async function lookUpTarget(
+export async function lookUpTarget(
   parts: GatewayParts,
   credential: string,
   id: string,

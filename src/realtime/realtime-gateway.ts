@@ -20,7 +20,6 @@ import type { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
-import type { RouteRow } from '../domain/routes/route-types.js';
 import { guardedLookup } from '../domain/security/upstream-guard.js';
 import { newId } from '../ids.js';
 import type { RequestLocals } from '../web/locals.js';
@@ -28,9 +27,9 @@ import { plainResponse } from '../web/plain-response.js';
 import { authorizeCall } from '../gateway/admission.js';
 import type { CacheEntry } from '../gateway/auth-cache.js';
 import type { GatewayParts } from '../gateway/gateway-parts.js';
-import type { Gateway } from '../gateway/gateway.js';
+import { lookUpTarget, type Gateway } from '../gateway/gateway.js';
 import { parseGatewayUrl, type GatewayTarget } from '../gateway/path-safety.js';
-import { routeProfile, usableTargets } from '../gateway/route-call.js';
+import { routeProfile } from '../gateway/route-call.js';
 import {
   admitSession,
   isBeta,
@@ -98,20 +97,15 @@ export function createRealtime(deps: RealtimeDeps) {
     const looksLikeSession = Object.values(SESSION_ROUTES).some((r) => r.test(target.route));
     if (req.method !== 'GET' || !key || !looksLikeSession) return asPlain();
     socket.on('error', () => {});
-    let route: RouteRow | undefined;
-    let entries: CacheEntry[];
+    // The connection or route the path names, as a call's is found (a route just made or changed included).
+    let found: Awaited<ReturnType<typeof lookUpTarget>>;
     try {
-      // A route just made or changed is read from the database (fetch), as a call's is.
-      route = parts.routes.get(target.connectionId) ?? (await parts.routes.fetch(target.connectionId));
-      entries = await Promise.all(
-        (route ? route.targets.map((t) => t.providerConnectionId) : [target.connectionId]).map((id) => parts.cache.lookup(key, id)),
-      );
+      found = await lookUpTarget(parts, key, target.connectionId);
     } catch {
       // The database is away: the plain request's answer says so.
       return asPlain();
     }
-    const usable = route && usableTargets(route, entries);
-    const first = usable?.values().next().value ?? entries[0]!;
+    const { route, usable, entry: first } = found;
     const now = meter.clock.now();
     let auth;
     try {
