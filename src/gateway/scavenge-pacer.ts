@@ -29,7 +29,8 @@ function exposeGc(): Collect {
   return gc;
 }
 
-const collect = exposeGc();
+/** Taken at the first scavenge: a process that never reads a large body never touches V8's flags. */
+let collect: Collect | undefined;
 
 /** One body's reads counted, a scavenge each SCAVENGE_EVERY bytes of them. */
 export class ScavengePacer {
@@ -42,6 +43,6 @@ export class ScavengePacer {
     this.since += bytes;
     if (this.since < this.every) return;
     this.since = 0;
-    collect({ type: 'minor', execution: 'sync' });
+    (collect ??= exposeGc())({ type: 'minor', execution: 'sync' });
   }
 }
