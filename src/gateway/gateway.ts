@@ -93,15 +93,11 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
     // A target that did not parse is parsed again here, to be refused in its turn.
     const target = parsed ?? parseGatewayUrl(req.url!);
     const credential = credentialOf(req);
-    // A multipart upload is read on its way through, never held whole (upload.ts); any other body, whole.
     const boundary = boundaryOf(rawHeader(req.rawHeaders, 'content-type'));
     const limit = g.config.gatewayBodyLimitBytes;
     // A Batch API request (src/batches/) reads its own body, once its access's rules are known.
     const batchLike = g.batches?.mayTake(target.route) ?? false;
-    if (!batchLike) {
-      body = boundary !== undefined ? readUpload(req, limit, boundary) : readBody(req, limit);
-      body.catch(() => {});
-    }
+    if (!batchLike) body = readRequest(req, limit, boundary);
     const { route, usable, entry } = await lookUpTarget(parts, credential, target.connectionId);
     looked = entry.row;
     const start: CallStart = {
@@ -138,8 +134,7 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
       if (!other) return;
       if (other.body) body = Promise.resolve(other.body);
     }
-    body ??= boundary !== undefined ? readUpload(req, limit, boundary) : readBody(req, limit);
-    body.catch(() => {});
+    body ??= readRequest(req, limit, boundary);
     const inspector = protocol.inspectorFor(method, target.route);
     if (inspector) start.routeModel = protocol.routeModel?.(target.route);
     const call = parts.meter.open(entry, auth, inspector, start);
@@ -183,6 +178,14 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
  * was refused before its path was metered. A connection the workspace does not have is recorded under the id
  * the request named.
  */
+/** The request's body as it is read: a multipart upload on its way through (upload.ts), any other whole. */
+function readRequest(req: IncomingMessage, limit: number, boundary: string | undefined): Promise<Sendable> {
+  const body = boundary !== undefined ? readUpload(req, limit, boundary) : readBody(req, limit);
+  // Its failure is the call's to answer when it awaits it; until then it is no unhandled rejection.
+  body.catch(() => {});
+  return body;
+}
+
 /**
  * What the call's id names, with its key's row: a connection, or a route (docs/routes.md), which is called as a
  * connection is, the key's row looked up for each of its targets.
