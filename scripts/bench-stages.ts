@@ -57,10 +57,12 @@ async function stagesOf(root: string): Promise<Record<string, Stage>> {
   const tables = existsSync(join(root, 'src', 'protocols')) ? 'protocols/index.ts' : 'gateway/protocols/index.ts';
   // Their reading of a request and a JSON answer is src/protocols/inspectors.ts, src/gateway/inspectors.ts before.
   const inspectors = existsSync(join(root, 'src', 'protocols', 'inspectors.ts')) ? 'protocols/inspectors.ts' : 'gateway/inspectors.ts';
-  const [{ parseGatewayUrl }, { credentialOf }, { protocolOf }, { prepareCall, usageFromJson }, { upstreamHeaders }, { SseMeter }] =
-    await Promise.all(
-      ['gateway/path-safety.ts', 'gateway/client-request.ts', tables, inspectors, 'gateway/headers.ts', 'gateway/sse-meter.ts'].map(from),
-    );
+  const [{ parseGatewayUrl }, { credentialOf }, { protocolOf }, reading, { upstreamHeaders }, { SseMeter }] = await Promise.all(
+    ['gateway/path-safety.ts', 'gateway/client-request.ts', tables, inspectors, 'gateway/headers.ts', 'gateway/sse-meter.ts'].map(from),
+  );
+  const { prepareCall, usageFromJson } = reading;
+  // What admission calls: prepareRequest (a whole body or an upload's form, by its endpoint), prepareCall before it.
+  const prepare: typeof prepareCall = reading.prepareRequest ?? prepareCall;
   const req = { url: URL_PATH, rawHeaders: RAW_HEADERS, headers: {} } as unknown as IncomingMessage;
   const protocol = protocolOf('openai');
   const { route } = parseGatewayUrl(URL_PATH);
@@ -73,10 +75,11 @@ async function stagesOf(root: string): Promise<Record<string, Stage>> {
     'gateway URL': () => parseGatewayUrl(URL_PATH),
     'inference key': () => credentialOf(req),
     'route lookup': () => protocol.inspectorFor('POST', route),
-    'request read, JSON': () => prepareCall(inspector, json, CAPS),
-    'request read, stream': () => prepareCall(inspector, stream, CAPS),
+    'request read, JSON': () => prepare(inspector, json, CAPS),
+    'request read, stream': () => prepare(inspector, stream, CAPS),
     'upstream headers': () => upstreamHeaders(RAW_HEADERS, protocol, 'sk-provider-key', json.length),
-    'answer read, JSON': () => usageFromJson(inspector, answer),
+    // Whether the answer is read for its usage (its endpoint's answerRead; a media Content-Type's test before it), and its read.
+    'answer read, JSON': () => (answerRead(inspector, 'application/json') ? usageFromJson(inspector, answer) : undefined),
     'answer read, stream': () => {
       const meter = new SseMeter(inspector, bounds);
       meter.push(EVENTS);
@@ -84,6 +87,11 @@ async function stagesOf(root: string): Promise<Record<string, Stage>> {
     },
   };
 }
+
+/** The relay's test of a JSON answer: read for usage unless media (its endpoint's answerRead; the relay's own test before it). */
+const MEDIA_ANSWER = /^\s*(?:audio|image|video)\/|^\s*application\/octet-stream/i;
+const answerRead = (inspector: { answerRead?: (contentType: string) => boolean }, contentType: string): boolean =>
+  inspector.answerRead ? inspector.answerRead(contentType) : !MEDIA_ANSWER.test(contentType);
 
 /** Nanoseconds per call of `stage` over CALLS calls. */
 function time(stage: Stage): number {

@@ -32,7 +32,8 @@ import { failed } from './call-trace.js';
 import type { CallContext } from './call-flow.js';
 import { asksForWebSocket, assertIdentityEncoding } from './client-request.js';
 import type { FirstWaveSlot } from './first-wave.js';
-import { filterModelList, modelNamedIn, prepareCall, prepareForm, type FreeEndpoint, type PreparedCall } from '../protocols/inspectors.js';
+import { filterModelList, modelNamedIn, prepareRequest, type FreeEndpoint, type PreparedCall } from '../protocols/inspectors.js';
+import type { FormRead } from '../protocols/protocol.js';
 import type { CallRead } from '../records/invocation-record.js';
 import type { AuthRow } from './auth-repo.js';
 import type { MeteredCall } from './metered-call.js';
@@ -143,15 +144,15 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Sendabl
   // (docs/pricing.md "Budgets").
   if (!free) assertBudget(auth, startedAt);
   const sent = await ctx.body;
-  // An upload is sent as it came (upload.ts): what admission reads of it is its form.
+  // An upload is sent as it came (upload.ts): what admission reads of it is its form, which its endpoint reads.
   const upload = sent instanceof Upload ? sent : undefined;
   const raw = (call.admitted.raw = upload ? NO_BODY : (sent as Buffer));
-  if (upload) call.admitted.requestedModel = start.routeModel ?? upload.form.fields.model ?? '';
+  if (upload) call.admitted.requestedModel = start.routeModel ?? modelNamedIn(upload.form);
   if (inspector) {
     assertIdentityEncoding(ctx.req);
     const span = ctx.trace?.admission();
     try {
-      await admitMetered(meter, call, upload ?? raw);
+      await admitMetered(meter, call, upload ? upload.form : raw);
     } catch (err) {
       if (span) failed(span, err);
       throw err;
@@ -223,15 +224,13 @@ export function notLetThrough(auth: AuthRow, what: string, passthroughClass: Pas
  * named a period that is over (a plan change split it, or it ended), the row is read again, once, and
  * the call admitted on it.
  */
-async function admitMetered(meter: CallMeter, call: MeteredCall, raw: Buffer | Upload): Promise<void> {
+async function admitMetered(meter: CallMeter, call: MeteredCall, request: Buffer | FormRead): Promise<void> {
   const { auth, admitted, start } = call;
   const reset = auth.period_end;
   if (!auth.period_id || !reset) throw new AppError('quota_insufficient', 'The access has no current quota period');
   const caps = { maxOutputTokens: auth.max_output_tokens!, clamp: auth.output_cap_policy !== 'refuse' };
-  const prepared =
-    raw instanceof Upload
-      ? prepareForm(call.inspector!, raw.form, start.routeModel)
-      : prepareCall(call.inspector!, raw, caps, start.routeModel);
+  // The endpoint reads its request, whole or as a form, by its table (protocol.ts, EndpointSpec).
+  const prepared = prepareRequest(call.inspector!, request, caps, start.routeModel);
   admitted.prepared = prepared;
   admitted.requestedModel = prepared.requestedModel;
   admitted.streamed = prepared.stream;
@@ -267,7 +266,7 @@ async function admitMetered(meter: CallMeter, call: MeteredCall, raw: Buffer | U
     bound,
   );
   if (!held.ok) {
-    if (held.periodOver && !admitted.reloaded) return readAgain(meter, call, raw);
+    if (held.periodOver && !admitted.reloaded) return readAgain(meter, call, request);
     admitted.view = { remaining: held.available, reset };
     throw new AppError('quota_insufficient', `This call may need up to ${bound} units; ${held.available} are available`, {
       reset_at: reset.toISOString(),
@@ -280,10 +279,10 @@ async function admitMetered(meter: CallMeter, call: MeteredCall, raw: Buffer | U
 }
 
 /** The cached period is over (a plan change split it, or it ended): the key's row is read again, once, and the call admitted on it. */
-async function readAgain(meter: CallMeter, call: MeteredCall, raw: Buffer | Upload): Promise<void> {
+async function readAgain(meter: CallMeter, call: MeteredCall, request: Buffer | FormRead): Promise<void> {
   call.admitted.reloaded = true;
   call.readAgain(await meter.reload(call.start.credential, call.connectionId));
-  return admitMetered(meter, call, raw);
+  return admitMetered(meter, call, request);
 }
 
 /**

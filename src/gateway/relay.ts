@@ -26,12 +26,6 @@ import { SseMeter } from './sse-meter.js';
 import { decoderFor } from './upstreams.js';
 import { Upload } from './upload.js';
 
-/**
- * An answer of media (speech's audio, an image's bytes): relayed as it comes, never held to be read for usage (it
- * has none: the call is charged by its endpoint's rule, charge.ts).
- */
-const MEDIA_ANSWER = /^\s*(?:audio|image|video)\/|^\s*application\/octet-stream/i;
-
 export class Relay extends AnswerRead implements Dispatcher.DispatchHandler {
   /** A failover attempt's head, written with its first byte. */
   private pendingHead: [number, string[]] | undefined;
@@ -136,7 +130,9 @@ export class Relay extends AnswerRead implements Dispatcher.DispatchHandler {
     if (reading && isStream) {
       this.meter = binary ? new EventStreamMeter(inspector, prepared!) : new SseMeter(inspector!, prepared!);
       this.options.watcher?.streamBegan();
-    } else if (reading && !MEDIA_ANSWER.test(contentType)) {
+    } else if (reading && inspector!.answerRead(contentType)) {
+      // Its endpoint reads this answer for its usage; one it does not (media) is relayed as it comes, and charged by
+      // its endpoint's rule (charge.ts).
       this.jsonChunks = [];
     } else if (status >= 400 && !isStream) {
       this.errorChunks = [];

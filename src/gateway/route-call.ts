@@ -20,6 +20,7 @@ import type { RetrySettings, RouteRow, RouteTarget } from '../domain/routes/rout
 import { AppError } from '../errors.js';
 import type { CacheEntry } from './auth-cache.js';
 import { protocolOf, type ProtocolProfile } from '../protocols/index.js';
+import { withModelNamed } from '../protocols/inspectors.js';
 import type { Protocol } from '../protocols/protocol.js';
 import type { CallContext, CallFlow, CallFlowDeps } from './call-flow.js';
 import type { Relay } from './relay.js';
@@ -78,19 +79,9 @@ export function usableTargets(route: RouteRow, entries: CacheEntry[]): Map<strin
   return usable;
 }
 
-/** The body with its top-level `model` replaced (a target's model map); an upload's, its `model` field (upload.ts). */
+/** The body naming another model (a target's model map, inspectors.ts's withModelNamed); an upload's, its `model` field. */
 function withModel(body: Sendable, model: string): Sendable {
-  if (body instanceof Upload) return body.withField('model', model);
-  try {
-    const parsed = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
-      parsed.model = model;
-      return Buffer.from(JSON.stringify(parsed));
-    }
-  } catch {
-    // Not JSON: sent as it is.
-  }
-  return body;
+  return body instanceof Upload ? body.withField('model', model) : withModelNamed(body, model);
 }
 
 /** What one target of a call is sent: its key's lookup, the body and model, and the path. */

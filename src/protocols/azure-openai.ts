@@ -5,8 +5,9 @@
  * Paths, under the connection's baseUrl (the resource's endpoint, `https://{resource}.openai.azure.com`):
  *   - classic: `openai/deployments/{deployment}/{chat/completions|completions|embeddings}?api-version=...`,
  *     where the model the call names is the deployment (its body names none); and
- *     `openai/responses?api-version=...`;
- *   - v1: `openai/v1/{chat/completions|responses|embeddings}`, the body naming the model (the deployment);
+ *     `openai/responses?api-version=...` (and its compaction, `openai/responses/compact`: openai-compact.ts);
+ *   - v1: `openai/v1/{chat/completions|responses|responses/compact|embeddings}`, the body naming the model (the
+ *     deployment);
  *   - media, under either (openai-media.ts): `images/{generations|edits|variations}`, `audio/{speech|transcriptions|
  *     translations}` and `moderations`;
  *   - free: the model lists `openai/models` and `openai/v1/models`, and a model's description under them
@@ -39,6 +40,7 @@ export const azureOpenai: Protocol = defineProtocol({
     [/^openai\/deployments\/[^/]+\/completions$/i, 'completions'],
     [/^openai\/deployments\/[^/]+\/embeddings$/i, 'embeddings'],
     [/^openai\/(?:v1\/)?responses$/i, 'responses'],
+    [/^openai\/(?:v1\/)?responses\/compact$/i, 'responses_compact'],
     [/^openai\/v1\/chat\/completions$/i, 'chat'],
     [/^openai\/v1\/embeddings$/i, 'embeddings'],
     ...openAiMediaPaths('^openai\\/(?:deployments\\/[^/]+|v1)\\/'),

@@ -157,9 +157,11 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   const stream = body.stream === true || inspector.streamed;
   // The endpoint's output caps (protocol.ts, capFields): every one the request names is read, since a
   // server may honour any of them, so the largest bounds the call; without any, the first is written.
-  // An endpoint with none has no output (embeddings).
+  // An endpoint with none has no output (embeddings), unless its output has no cap to send (uncappedOutput): it is
+  // then bounded by the plan's maxOutputTokens alone.
   const capFields = inspector.capFields;
-  let perChoice: number | undefined = capFields.length ? undefined : 0;
+  const output = capFields.length > 0 || inspector.uncappedOutput;
+  let perChoice: number | undefined = output ? undefined : 0;
   /** The request's output cap, as this endpoint names it (the one set when the request has none). */
   const param: string | undefined =
     capFields.reduce<string | undefined>((named, field) => {
@@ -190,7 +192,7 @@ export function prepareCall(inspector: Inspector, raw: Buffer, caps: OutputCapRu
   }
   if (choices > MAX_CHOICES) throw new AppError('invalid_parameter', `${which} may be at most ${MAX_CHOICES}`, { param: which });
   const outputBound = BigInt(perChoice ?? maxOutputTokens) * BigInt(choices);
-  const outputCeiling = capFields.length ? BigInt(maxOutputTokens) * BigInt(choices) : 0n;
+  const outputCeiling = output ? BigInt(maxOutputTokens) * BigInt(choices) : 0n;
 
   // Without a cap of its own the provider's output would be bounded by nothing the call's bound knows:
   // the call is capped at the plan's maxOutputTokens, so the bound it was admitted with holds.
@@ -229,6 +231,14 @@ export function prepareForm(inspector: Inspector, form: FormRead, routeModel?: s
   return inspector.form(form, routeModel);
 }
 
+/**
+ * A metered call's request read for its bounds, as the gateway read its body: whole (prepareCall), or a multipart
+ * upload's form (prepareForm). The endpoint's table says how; the gateway asks this alone.
+ */
+export function prepareRequest(inspector: Inspector, request: Buffer | FormRead, caps: OutputCapRule, routeModel?: string): PreparedCall {
+  return Buffer.isBuffer(request) ? prepareCall(inspector, request, caps, routeModel) : prepareForm(inspector, request, routeModel);
+}
+
 /** Usage and model of a complete JSON answer (and, for an endpoint whose answers are stored, its id: continuation). */
 export function usageFromJson(
   inspector: Inspector,
@@ -250,7 +260,25 @@ export function usageFromJson(
 
 const MODEL = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;
 
-/** The `model` a body names, found without parsing it ('' when it names none, or is 64 KiB or more). */
-export function modelNamedIn(raw: Buffer): string {
+/**
+ * The `model` a body names, found without parsing it ('' when it names none, or is 64 KiB or more); a multipart
+ * upload's, its `model` field.
+ */
+export function modelNamedIn(raw: Buffer | FormRead): string {
+  if (!Buffer.isBuffer(raw)) return raw.fields.model ?? '';
   return MODEL.exec(raw.length < 65536 ? raw.toString('utf8') : '')?.[1] ?? '';
+}
+
+/** A JSON body with its top-level `model` replaced (a route target's model map); anything else as it is. */
+export function withModelNamed(raw: Buffer, model: string): Buffer {
+  try {
+    const parsed = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+      parsed.model = model;
+      return Buffer.from(JSON.stringify(parsed));
+    }
+  } catch {
+    // Not JSON: sent as it is.
+  }
+  return raw;
 }

@@ -1,6 +1,7 @@
 /**
  * The OpenAI API and those compatible with it: chat completions, completions, embeddings and the
- * Responses API, and the media endpoints (images, speech, transcription, moderations: openai-media.ts); the key as
+ * Responses API (and its compaction: openai-compact.ts), and the media endpoints (images, speech, transcription,
+ * moderations: openai-media.ts); the key as
  * `Authorization: Bearer`. Each endpoint is an entry of OPENAI_SHAPE (which
  * azure-openai.ts shares): its output caps, its input walk (OPENAI_FIELDS: the fields that carry input, and
  * the parameters), its stream reader (openai-stream.ts), and for the Responses API the stored response a call continues.
@@ -10,6 +11,7 @@ import { ChunkStream, openAiUsage, ResponsesStream, responseIdOf } from './opena
 import { FOREIGN, fields, O200K, walkBody, type Fields, type InputRule, type InputTally } from './input-estimate.js';
 import { resource, type PassthroughClass, type PassthroughRoute } from './passthrough.js';
 import { OPENAI_MEDIA, openAiMediaPaths, type OpenAiMediaEndpoint } from './openai-media.js';
+import { compactEndpoint, type CompactEndpoint } from './openai-compact.js';
 
 type Json = Record<string, any>;
 
@@ -158,8 +160,9 @@ export const OPENAI_SHAPE = {
       input: walk('responses'),
       stream: () => new ResponsesStream(),
     },
+    ...compactEndpoint(openAiRule, CONTINUATION),
     ...OPENAI_MEDIA,
-  } satisfies Record<OpenAiEndpoint | OpenAiMediaEndpoint, EndpointSpec>,
+  } satisfies Record<OpenAiEndpoint | CompactEndpoint | OpenAiMediaEndpoint, EndpointSpec>,
   usageOf: openAiUsage,
   inlineImage,
   passesBack: ['openai-processing-ms', 'openai-version', 'openai-organization'],
@@ -205,6 +208,7 @@ export const openai: Protocol = defineProtocol({
     [/(^|\/)completions$/i, 'completions'],
     [/(^|\/)embeddings$/i, 'embeddings'],
     [/(^|\/)responses$/i, 'responses'],
+    [/(^|\/)responses\/compact$/i, 'responses_compact'],
     ...openAiMediaPaths('(?:^|\\/)'),
   ],
   free: modelRoutes(),

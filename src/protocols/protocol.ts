@@ -18,8 +18,11 @@
  *   - endpoints (`endpoints`, an EndpointSpec each): everything one metered endpoint is read by: its
  *     output caps, its choices, whether its path streams and whether its stream must be asked for usage,
  *     its input walk, its stream reader, its usage, the stored answer it continues, its name for a person
- *     and for a span; an endpoint whose request is not such a JSON body reads it itself (`read`). A new
- *     endpoint, of any modality, is an entry there and a row of `metered`;
+ *     and for a span; an endpoint whose request is not such a JSON body reads it itself (`read`, and `form`
+ *     for a multipart upload), with the kinds it is bounded by and what it is charged when its answer reports no
+ *     usage (PreparedCall's `boundKinds` and `unreported`); which of its answers are read for usage
+ *     (`answerRead`). The gateway asks these and knows no endpoint: a new endpoint, of any modality, is an entry
+ *     there and a row of `metered` (docs/architecture.md, "Adding an endpoint");
  *   - the model a call names: `body.model` unless `routeModel` finds it in the path (an Azure
  *     deployment, a Gemini model, a Bedrock model id or ARN);
  *   - the input estimate: each endpoint's walk of the body (`input`), the inline images it finds by
@@ -46,11 +49,14 @@
  * test/gateway/protocol-rows.ts).
  */
 import type { ErrorBody } from '../errors.js';
+import type { FormRead } from './request-body.js';
 import type { ProtocolProfile } from './index.js';
 import type { InputRule, InputTally } from './input-estimate.js';
 import { passthroughClassOf, type PassthroughClass, type PassthroughRoute } from './passthrough.js';
 import type { StreamReader } from './stream.js';
 import type { Usage, UsageKinds } from './usage.js';
+
+export { FORM_FILE_HEAD, type FormFile, type FormRead } from './request-body.js';
 
 type Json = Record<string, any>;
 
@@ -98,32 +104,6 @@ export interface PreparedCall {
 }
 
 /**
- * A multipart request (an image edit, a transcription) as the gateway read it on its way through, never held whole:
- * its small text fields, and of each file its field, name, type, size and first bytes (a container's header).
- */
-export interface FormRead {
-  /** The text fields, by name (a name given twice: its last value). */
-  fields: Readonly<Record<string, string>>;
-  files: readonly FormFile[];
-  /** The whole body's length in bytes. */
-  bytes: number;
-}
-
-/** A file of a multipart request. */
-export interface FormFile {
-  field: string;
-  filename: string;
-  /** Its part's Content-Type ('' when none). */
-  contentType: string;
-  size: number;
-  /** Its first bytes (up to FORM_FILE_HEAD). */
-  head: Buffer;
-}
-
-/** How many of a file's first bytes a FormRead keeps: enough for a WAV, FLAC or MP3 header. */
-export const FORM_FILE_HEAD = 4096;
-
-/**
  * A call that continues an answer the provider stored (the Responses API's `previous_response_id`): the
  * provider adds that conversation to the call's input, so the gateway remembers each answer's id and size.
  */
@@ -148,6 +128,11 @@ export interface EndpointSpec {
    * output (embeddings). A field may be a dotted path (`generationConfig.maxOutputTokens`).
    */
   capFields: readonly string[];
+  /**
+   * It has output, but no request field caps it (the Responses API's compaction): with `capFields` empty, its output
+   * is bounded by the plan's maxOutputTokens, which is not sent. Default: empty `capFields` means no output (embeddings).
+   */
+  uncappedOutput?: boolean;
   /** The request fields asking for several answers, each up to the cap (dotted paths); default the protocol's. */
   choiceFields?: readonly string[];
   /** Its answer is a stream whatever the body says (the path asks for it); default: `stream: true` in the body. */
@@ -181,6 +166,12 @@ export interface EndpointSpec {
   form?(form: FormRead, routeModel: string | undefined): PreparedCall;
   /** The usage of its whole JSON answer, where the usage object alone does not say it all (a transcription's `duration`). */
   usageOfAnswer?(answer: Json): Usage | null;
+  /**
+   * Whether a successful answer that is not a stream, of this Content-Type, is read whole for its usage (up to 32 MiB);
+   * one that is not (speech's audio, an image's bytes) is relayed as it comes and charged by the call's `unreported`
+   * rule. Default: any answer but media (`audio/`, `image/`, `video/`, `application/octet-stream`).
+   */
+  answerRead?(contentType: string): boolean;
 }
 
 /** A metered endpoint of a protocol as the gateway reads it: made once per protocol and endpoint, shared by every call to it. */
@@ -191,6 +182,7 @@ export interface Inspector {
   readonly label: string;
   readonly operation: string;
   readonly capFields: readonly string[];
+  readonly uncappedOutput: boolean;
   readonly choiceFields: readonly string[];
   readonly streamed: boolean;
   readonly usageAsked: boolean;
@@ -199,6 +191,7 @@ export interface Inspector {
   readonly read: EndpointSpec['read'];
   readonly form: EndpointSpec['form'];
   readonly usageOfAnswer: EndpointSpec['usageOfAnswer'];
+  readonly answerRead: (contentType: string) => boolean;
   readonly input: EndpointSpec['input'];
   readonly stream: EndpointSpec['stream'];
   readonly usageOf: (u: Json | null | undefined) => Usage | null;
@@ -380,6 +373,10 @@ const PASSED_BACK = ['content-type', 'content-disposition', 'x-request-id', 'ret
 const CHOICE_FIELDS: readonly string[] = ['n', 'best_of'];
 const ANSWER_FIELDS = { usage: 'usage', model: 'model' };
 
+/** An answer of media (speech's audio, an image's bytes): it has no usage to read. */
+const MEDIA_ANSWER = /^\s*(?:audio|image|video)\/|^\s*application\/octet-stream/i;
+const notMedia = (contentType: string): boolean => !MEDIA_ANSWER.test(contentType);
+
 const MODELS: FreeEndpoint = Object.freeze({ kind: 'models' });
 const COUNT_TOKENS: FreeEndpoint = Object.freeze({ kind: 'count_tokens' });
 
@@ -426,6 +423,7 @@ export function defineProtocol<E extends string>(table: ProtocolTable<E>): Proto
       label: spec.label,
       operation: spec.operation,
       capFields: spec.capFields,
+      uncappedOutput: spec.uncappedOutput ?? false,
       choiceFields: spec.choiceFields ?? table.choiceFields ?? CHOICE_FIELDS,
       streamed: spec.streamed ?? false,
       usageAsked: spec.usageAsked ?? false,
@@ -434,6 +432,7 @@ export function defineProtocol<E extends string>(table: ProtocolTable<E>): Proto
       read: spec.read,
       form: spec.form,
       usageOfAnswer: spec.usageOfAnswer,
+      answerRead: spec.answerRead ?? notMedia,
       input: spec.input,
       stream: spec.stream,
       usageOf: spec.usageOf ?? table.usageOf,

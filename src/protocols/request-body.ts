@@ -1,4 +1,7 @@
-/** A metered request's JSON body, read: what every endpoint that reads its own request shares with the gateway's reading. */
+/**
+ * A metered request's JSON body, read: what every endpoint that reads its own request shares with the gateway's reading;
+ * and a multipart request as the gateway read it (FormRead), which an endpoint's `form` reads.
+ */
 import { AppError } from '../errors.js';
 
 /** JSON is UTF-8 (RFC 8259): a body that is not is refused, not read with its bad bytes replaced. */
@@ -23,3 +26,29 @@ export function jsonObjectOf(raw: Buffer): Record<string, unknown> {
   }
   return body as Record<string, unknown>;
 }
+
+/**
+ * A multipart request (an image edit, a transcription) as the gateway read it on its way through, never held whole:
+ * its small text fields, and of each file its field, name, type, size and first bytes (a container's header).
+ */
+export interface FormRead {
+  /** The text fields, by name (a name given twice: its last value). */
+  fields: Readonly<Record<string, string>>;
+  files: readonly FormFile[];
+  /** The whole body's length in bytes. */
+  bytes: number;
+}
+
+/** A file of a multipart request. */
+export interface FormFile {
+  field: string;
+  filename: string;
+  /** Its part's Content-Type ('' when none). */
+  contentType: string;
+  size: number;
+  /** Its first bytes (up to FORM_FILE_HEAD). */
+  head: Buffer;
+}
+
+/** How many of a file's first bytes a FormRead keeps: enough for a WAV, FLAC or MP3 header. */
+export const FORM_FILE_HEAD = 4096;

@@ -193,9 +193,9 @@ describe('the tables together', () => {
   it('says what each meters, for a person', () => {
     const media =
       'images/generations, images/edits, images/variations, audio/speech, audio/transcriptions, audio/translations, moderations';
-    expect(protocolOf('openai').meters).toBe(`chat/completions, completions, embeddings, responses, ${media}`);
+    expect(protocolOf('openai').meters).toBe(`chat/completions, completions, embeddings, responses, responses/compact, ${media}`);
     expect(protocolOf('anthropic').meters).toBe('messages');
-    expect(azure.meters).toBe(`chat/completions, completions, embeddings, responses, ${media}`);
+    expect(azure.meters).toBe(`chat/completions, completions, embeddings, responses, responses/compact, ${media}`);
   });
 
   it("shapes the gateway's refusals as Anthropic's and Google's errors, and leaves the others the shared body", () => {
@@ -243,6 +243,39 @@ describe('what a table declares beyond its paths', () => {
       prepareCall(chat, Buffer.from('{"model":"m","messages":[],"previous_response_id":"resp_1"}'), caps).previousResponseId,
     ).toBeNull();
     expect(usageFromJson(chat, '{"id":"chatcmpl-1","model":"m"}').responseId).toBeNull();
+  });
+
+  it("meters the Responses API's compaction, OpenAI and Azure alike: its output bounded by the plan's cap, which it is not sent", () => {
+    for (const [profile, route] of [
+      ['openai', 'v1/responses/compact'],
+      ['azure-openai', 'openai/v1/responses/compact'],
+      ['azure-openai', 'openai/responses/compact'],
+    ] as const) {
+      const compact = inspectorFor(profile, 'POST', route)!;
+      expect(compact).toMatchObject({ endpoint: 'responses_compact', label: 'responses/compact', operation: 'chat' });
+      const raw = Buffer.from('{"model":"gpt-5.1-codex-max","input":"hi","previous_response_id":"resp_1"}');
+      const prepared = prepareCall(compact, raw, caps);
+      // No cap field is written (the API takes none): the body goes as it came, bounded at maxOutputTokens.
+      expect(prepared).toMatchObject({ body: raw, outputBound: 100n, outputCeiling: 100n, outputCap: undefined, stream: false });
+      expect(prepared.previousResponseId).toBe('resp_1');
+      const answer = {
+        id: 'resp_2',
+        object: 'response.compaction',
+        usage: {
+          input_tokens: 9,
+          input_tokens_details: { cached_tokens: 4 },
+          output_tokens: 5,
+          output_tokens_details: { reasoning_tokens: 2 },
+        },
+      };
+      expect(usageFromJson(compact, JSON.stringify(answer))).toEqual({
+        usage: { inputTokens: 9n, cachedInputTokens: 4n, outputTokens: 5n, reasoningTokens: 2n },
+        model: null,
+        responseId: 'resp_2',
+      });
+    }
+    expect(inspectorFor('openai', 'POST', 'v1/responses/resp_1/compact')).toBeUndefined();
+    expect(inspectorFor('anthropic', 'POST', 'v1/responses/compact')).toBeUndefined();
   });
 
   it("takes another protocol's bodies where it says so: an Azure target of an OpenAI route, under openai/, naming deployments", () => {

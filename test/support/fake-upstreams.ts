@@ -1,7 +1,7 @@
 /**
  * Real upstream providers on 127.0.0.1 for the tests and the scripts (bench, faults, scale): an
- * OpenAI-style server (chat completions, completions, embeddings, responses,
- * models), an Anthropic-style one (messages, count_tokens, models), an Azure OpenAI one
+ * OpenAI-style server (chat completions, completions, embeddings, responses and their
+ * compaction, models), an Anthropic-style one (messages, count_tokens, models), an Azure OpenAI one
  * (OpenAI's answers at Azure's deployment and v1 paths, Azure's stream quirks) and a Gemini one
  * (generateContent, streamGenerateContent, embeddings, countTokens, models), each answering JSON or
  * SSE with deterministic usage, checking the credential it receives the way the
@@ -30,7 +30,8 @@
  *   x-fake-stall-after: n   a stream stops after its first n events (frames, on Bedrock) and never ends
  *   x-fake-usage: "input,output,cached"   the usage to report (default 10,5,0)
  *   x-fake-cache-write: n   Anthropic: n of the input reported as written to the cache (cache_creation_input_tokens)
- *   x-fake-reasoning: n     OpenAI chat: n of the output reported as reasoning (completion_tokens_details.reasoning_tokens)
+ *   x-fake-reasoning: n     OpenAI chat: n of the output reported as reasoning (completion_tokens_details.reasoning_tokens;
+ *                           a compaction's output_tokens_details.reasoning_tokens)
  *   x-fake-audio: "in,out"  OpenAI chat: of the input and the output, the audio tokens (prompt_/completion_tokens_details.audio_tokens)
  *   x-fake-response-id: a responses API answer's id (JSON-decoded, so it may hold any character)
  *

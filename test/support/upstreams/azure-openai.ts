@@ -8,7 +8,7 @@ import { FAKE_MODEL_IDS, json, keysOf, modelIn, serve, type FakeUpstream, type U
 
 const MODELS = { object: 'list', data: FAKE_MODEL_IDS.map((id) => ({ id, object: 'model', created_at: 0, status: 'succeeded' })) };
 const CLASSIC = /^\/openai\/deployments\/([^/]+)\/(chat\/completions|completions|embeddings)$/;
-const V1 = /^\/openai\/v1\/(chat\/completions|responses|embeddings)$/;
+const V1 = /^\/openai\/v1\/(chat\/completions|responses|responses\/compact|embeddings)$/;
 
 const azureError = (code: string, message: string) => ({ error: { code, message } });
 

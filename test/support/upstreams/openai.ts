@@ -153,6 +153,26 @@ export async function answerOpenAiPost(
     events.push('data: [DONE]\n\n');
     return stream(req, res, events);
   }
+  if (path === '/v1/responses/compact') {
+    // The Responses API's compaction: the user's messages and one encrypted compaction item, with its usage
+    // (x-fake-reasoning: n of the output tokens were reasoning).
+    return json(res, 200, {
+      id: `resp_${answerNumber()}`,
+      object: 'response.compaction',
+      created_at: 1_700_000_000,
+      output: [
+        { type: 'message', id: 'msg_0', status: 'completed', role: 'user', content: [{ type: 'input_text', text: 'Hello there' }] },
+        { type: 'compaction', id: 'cmp_1', encrypted_content: 'gAAAA-fake-compaction' },
+      ],
+      usage: {
+        input_tokens: u.input,
+        input_tokens_details: { cached_tokens: u.cached },
+        output_tokens: u.output,
+        output_tokens_details: { reasoning_tokens: Number(req.headers['x-fake-reasoning'] ?? 0) },
+        total_tokens: u.input + u.output,
+      },
+    });
+  }
   if (path === '/v1/responses') {
     const usage = {
       input_tokens: u.input,
