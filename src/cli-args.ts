@@ -9,7 +9,7 @@ export const usage = `usage:
   npm run nexus -- management-keys create --workspace ID [--workspace ID ...] [--name NAME] [--role ROLE]
   npm run nexus -- management-keys list
   npm run nexus -- management-keys revoke KEY_ID
-  npm run nexus -- archive verify MANIFEST [MANIFEST ...]   (<partition>.manifest.json files of NEXUS_ARCHIVE_DIR)`;
+  npm run nexus -- archive verify MANIFEST [MANIFEST ...]   (<partition>.manifest.json: paths, or s3://bucket/key URLs)`;
 
 /** The roles a scoped key may carry (docs/people.md): held to the role table in each of its workspaces. */
 const SCOPED_KEY_ROLES = ['admin', 'developer', 'billing', 'support', 'viewer'] as const;

@@ -5,7 +5,8 @@
  *   management-keys create --workspace ID [--workspace ID ...] [--name NAME]
  *   management-keys list
  *   management-keys revoke KEY_ID
- *   archive verify MANIFEST [MANIFEST ...]        re-read archives' files, compare rows and checksums
+ *   archive verify MANIFEST [MANIFEST ...]        re-read archives' files, compare rows and checksums (a path, or
+ *                                                 s3://bucket/key with NEXUS_ARCHIVE_S3_* and the AWS SDK's credentials)
  *
  * The command line is read before the database is opened: `--help` and a
  * mistyped command answer at once, without migrating (or, with the embedded
@@ -17,7 +18,8 @@ import { ConfigError, loadConfig } from './config.js';
 import { createDatabase } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
 import { systemActor } from './domain/actor.js';
-import { verifyManifest } from './domain/history/archive.js';
+import { archiveS3AccessOf } from './config-archive.js';
+import { manifestStore, verifyManifest } from './domain/history/archive.js';
 import { createServices } from './domain/services.js';
 import { AppError } from './errors.js';
 import { createLogger } from './observability/logger.js';
@@ -35,7 +37,8 @@ function describe(err: unknown): string {
 async function verifyArchives(manifestPaths: string[]): Promise<number> {
   let failed = 0;
   for (const path of manifestPaths) {
-    const { manifest, files } = await verifyManifest(path);
+    const { store, name } = manifestStore(path, () => archiveS3AccessOf(process.env));
+    const { manifest, files } = await verifyManifest(store, name);
     for (const f of files) console.log(f.ok ? `ok        ${f.file}` : `MISMATCH  ${f.file}: ${f.problem}`);
     const bad = files.filter((f) => !f.ok).length;
     console.log(
@@ -61,9 +64,9 @@ async function main(argv: string[]): Promise<number> {
     console.log(usage);
     return 0;
   }
-  // Files only: no configuration, no database.
-  if (command.name === 'archive-verify') return verifyArchives(command.manifests);
   if (existsSync('.env')) process.loadEnvFile('.env');
+  // Files only (or a bucket's objects): no configuration but the S3 store's, no database.
+  if (command.name === 'archive-verify') return verifyArchives(command.manifests);
   const config = loadConfig();
   const db = createDatabase({
     databaseUrl: config.databaseUrl,
