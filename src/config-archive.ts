@@ -75,7 +75,8 @@ export function archiveFields(v: ArchiveVariables) {
 /** The S3 store's endpoint, region and URL style alone, from the environment (`nexus archive verify s3://...`). */
 export function archiveS3AccessOf(env: Record<string, string | undefined>): ArchiveS3Access {
   const set: Record<string, string> = {};
-  for (const [name, value] of Object.entries(env)) if (value !== undefined && value !== '' && name in archiveVariables.shape) set[name] = value;
+  for (const [name, value] of Object.entries(env))
+    if (value !== undefined && value !== '' && name in archiveVariables.shape) set[name] = value;
   const parsed = archiveVariables.safeParse(set);
   if (!parsed.success) {
     throw new ArchiveConfigError(parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`).join('; '));

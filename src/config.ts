@@ -423,7 +423,9 @@ export function loadConfig(
   try {
     config = fields(parsed.data, warn);
   } catch (err) {
-    throw err instanceof PeopleConfigError || err instanceof ArchiveConfigError ? new ConfigError(`Invalid configuration: ${err.message}`) : err;
+    throw err instanceof PeopleConfigError || err instanceof ArchiveConfigError
+      ? new ConfigError(`Invalid configuration: ${err.message}`)
+      : err;
   }
   Object.freeze(config.previousEncryptionKeys);
   return Object.freeze(config);

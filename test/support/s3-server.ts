@@ -58,7 +58,8 @@ function handle(state: S3TestServer, req: IncomingMessage, res: ServerResponse, 
   const [, bucket = '', ...rest] = url.pathname.split('/');
   const key = decodeURIComponent(rest.join('/'));
   if (!key) {
-    if (req.method === 'GET' && url.searchParams.get('list-type') === '2') return list(state, res, bucket, url.searchParams.get('prefix') ?? '');
+    if (req.method === 'GET' && url.searchParams.get('list-type') === '2')
+      return list(state, res, bucket, url.searchParams.get('prefix') ?? '');
     return error(res, 400, 'InvalidRequest', 'Not an operation of this store');
   }
   const object = state.objects.get(`${bucket}/${key}`);

@@ -139,7 +139,8 @@ export async function archiveMonth(q: Queryable, to: ArchiveStore | string, mont
   const name = `${month.name}.manifest.json`;
   const text = `${JSON.stringify(manifest, null, 2)}\n`;
   await store.put(name, Buffer.from(text), 'application/json');
-  if (Buffer.from(await store.get(name)).toString('utf8') !== text) throw new Error(`archive: ${store.where(name)} reads back other than written`);
+  if (Buffer.from(await store.get(name)).toString('utf8') !== text)
+    throw new Error(`archive: ${store.where(name)} reads back other than written`);
   return manifest;
 }
 
