@@ -2,7 +2,7 @@
  * Request logs of multipart uploads (docs/request-logs.md, "What a log holds"), through the official OpenAI SDK
  * against the media upstream on 127.0.0.1: a transcription and an image edit of a workspace that keeps its logs
  * keep the form's text fields and, per file, its field, name, type, size and SHA-256, never the file's bytes (a
- * spooled upload's too: the transcription's 1.6 MB are read back from its spool after the call, a stream's too); a key pasted in a
+ * spooled upload's too: its files are read back from its spool, held for that after the call); a key pasted in a
  * field is scrubbed; a small cap cuts the summary; a workspace without a policy keeps none.
  */
 import { createHash } from 'node:crypto';
@@ -70,7 +70,7 @@ describe('a workspace that keeps its logs, beside one that does not', () => {
     expect(request.bytes).toBe(Buffer.byteLength(request.body));
     expect(JSON.parse(log.data!.response!.body)).toMatchObject({ text: 'hello from the fake transcriber' });
 
-    // A stream's call is recorded once its events end, after its handler returned: its spool is held for the summary.
+    // A streamed transcription's log has the same summary, and its answer assembled.
     const streamed = await openAiFor(tenant, { 'x-fake-usage': '90,12' })
       .audio.transcriptions.create({
         file: await toFile(wav, 'meeting.wav', { type: 'audio/wav' }),
@@ -88,7 +88,8 @@ describe('a workspace that keeps its logs, beside one that does not', () => {
   it('keeps an image edit’s prompt and its images’ summaries, scrubs a key pasted in a field, and cuts at the cap', async () => {
     const tenant = await rig.tenantWith({});
     expect((await keep(tenant, { mode: 'all', maxBodyBytes: 1024 })).response.status).toBe(200);
-    const image = Buffer.alloc(64 * 1024, 7);
+    // 1.5 MB: spooled to a file, from which both files are read back after the call.
+    const image = Buffer.alloc(1536 * 1024, 7);
     const mask = Buffer.alloc(2048, 3);
     const prompt = `Paint it blue, my key is ${tenant.apiKey}`;
     const { response } = await openAiFor(tenant)
