@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { closeServer, listenLocal } from './local-server.js';
 
-export interface S3Object {
+interface S3Object {
   bytes: Buffer;
   contentType: string | undefined;
 }
