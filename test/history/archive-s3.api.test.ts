@@ -3,13 +3,14 @@
  * NEXUS_ARCHIVE_S3_BUCKET (and a path-style endpoint, as MinIO's) writes an expired month's Parquet files and manifest
  * to the bucket through the AWS SDK, against a store on 127.0.0.1 (test/support/s3-server.ts). A store that fails
  * its uploads keeps the month in PostgreSQL, and the next round archives and drops it; the objects round-trip
- * (checksums and rows as the manifest says, DuckDB reads them), and `nexus archive verify s3://...` reads them back.
+ * (checksums and rows as the manifest says), `nexus archive fetch s3://...` copies them down for DuckDB to read, and
+ * `nexus archive verify s3://...` reads them back and names a file changed in the bucket.
  */
 import { DuckDBInstance } from '@duckdb/node-api';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -70,8 +71,9 @@ const object = (name: string) => s3.objects.get(`${BUCKET}/${PREFIX}/${name}`);
 const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 
 const run = promisify(execFile);
-const verify = (manifests: string[]) =>
-  run(join(projectRoot, 'node_modules', '.bin', 'tsx'), ['src/cli.ts', 'archive', 'verify', ...manifests], {
+/** `nexus archive <args>`, with the store's variables and the SDK's credentials in its environment. */
+const archiveCli = (args: string[]) =>
+  run(join(projectRoot, 'node_modules', '.bin', 'tsx'), ['src/cli.ts', 'archive', ...args], {
     cwd: projectRoot,
     env: {
       PATH: process.env.PATH,
@@ -128,11 +130,16 @@ it('keeps a month whose upload fails, then archives it to the bucket, drops it, 
       expect(file.contentType).toBe('application/vnd.apache.parquet');
       expect({ sha256: sha256(file.bytes), bytes: file.bytes.length }).toEqual({ sha256: f.sha256, bytes: f.bytes });
       expect(file.bytes.subarray(0, 4).toString('latin1')).toBe('PAR1');
-      writeFileSync(join(dir, f.file), file.bytes);
     }
   }
 
-  // DuckDB reads the bytes the bucket holds.
+  // Restore: `nexus archive fetch` copies both archives down (each file checked), and DuckDB reads them there.
+  const fetched = await archiveCli(['fetch', ...PARTITIONS.map((p) => `s3://${BUCKET}/${PREFIX}/${p}.manifest.json`), dir]);
+  expect(fetched.code, fetched.stdout).toBe(0);
+  for (const partition of PARTITIONS) {
+    expect(fetched.stdout).toContain(`${partition}: ${ROWS} rows in 1 files copied to ${dir}`);
+    expect(readFileSync(join(dir, `${partition}.manifest.json`))).toEqual(object(`${partition}.manifest.json`)!.bytes);
+  }
   const duck = await (await DuckDBInstance.create(':memory:')).connect();
   const sums = await duck.runAndReadAll(
     `select count(*) as n, sum(units) as units, count(model) as models from '${join(dir, 'usage_events_p202503.*.parquet')}'`,
@@ -150,15 +157,16 @@ it('keeps a month whose upload fails, then archives it to the bucket, drops it, 
   duck.closeSync();
 
   // `nexus archive verify` reads the manifests and files back from the bucket; a file changed there is named.
-  const ok = await verify(PARTITIONS.map((p) => `s3://${BUCKET}/${PREFIX}/${p}.manifest.json`));
+  const ok = await archiveCli(['verify', ...PARTITIONS.map((p) => `s3://${BUCKET}/${PREFIX}/${p}.manifest.json`)]);
   expect(ok.code, ok.stdout).toBe(0);
   for (const partition of PARTITIONS) expect(ok.stdout).toContain(`${partition}: ${ROWS} rows in 1 files, as the manifest says`);
   const changed = object('usage_events_p202503.0001.parquet')!;
   changed.bytes = Buffer.from(changed.bytes);
   changed.bytes.writeUInt8(changed.bytes.readUInt8(changed.bytes.length >> 1) ^ 0xff, changed.bytes.length >> 1);
-  const bad = await verify([`s3://${BUCKET}/${PREFIX}/usage_events_p202503.manifest.json`]);
+  const bad = await archiveCli(['verify', `s3://${BUCKET}/${PREFIX}/usage_events_p202503.manifest.json`]);
   expect(bad.code, bad.stdout).toBe(1);
   expect(bad.stdout).toContain('MISMATCH  usage_events_p202503.0001.parquet: SHA-256');
   // The credentials are never in what it prints.
   expect(bad.stdout).not.toContain(CREDENTIALS.AWS_SECRET_ACCESS_KEY);
-});
+  // Three runs of the CLI: a process start costs seconds on a loaded host.
+}, 120_000);

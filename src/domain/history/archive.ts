@@ -165,11 +165,35 @@ export function manifestStore(manifestPath: string, s3: () => ArchiveS3Access): 
 export async function verifyManifest(store: ArchiveStore, name: string): Promise<{ manifest: ArchiveManifest; files: VerifiedFile[] }> {
   const manifest = JSON.parse(Buffer.from(await store.get(name)).toString('utf8')) as ArchiveManifest;
   const files: VerifiedFile[] = [];
-  for (const f of manifest.files) files.push(await verifyFile(store, f));
+  for (const f of manifest.files) {
+    const { bytes: _bytes, ...checked } = await verifyFile(store, f);
+    files.push(checked);
+  }
   return { manifest, files };
 }
 
-async function verifyFile(store: ArchiveStore, f: ArchiveFile): Promise<VerifiedFile> {
+/**
+ * Copies a manifest's files, then the manifest, from one store to another (a bucket's to a directory, to restore from
+ * it), each file checked as verifyManifest checks it; a file that does not match is not copied, nor the manifest.
+ */
+export async function copyManifest(
+  from: ArchiveStore,
+  name: string,
+  to: ArchiveStore,
+): Promise<{ manifest: ArchiveManifest; files: VerifiedFile[] }> {
+  const text = await from.get(name);
+  const manifest = JSON.parse(Buffer.from(text).toString('utf8')) as ArchiveManifest;
+  const files: VerifiedFile[] = [];
+  for (const f of manifest.files) {
+    const { bytes, ...checked } = await verifyFile(from, f);
+    files.push(checked);
+    if (bytes) await to.put(basename(f.file), bytes, 'application/vnd.apache.parquet');
+  }
+  if (files.every((f) => f.ok)) await to.put(name, text, 'application/json');
+  return { manifest, files };
+}
+
+async function verifyFile(store: ArchiveStore, f: ArchiveFile): Promise<VerifiedFile & { bytes?: Uint8Array }> {
   let bytes: Uint8Array;
   try {
     bytes = await store.get(basename(f.file));
@@ -186,5 +210,5 @@ async function verifyFile(store: ArchiveStore, f: ArchiveFile): Promise<Verified
     return { file: f.file, ok: false, problem: `is no Parquet file: ${(err as Error).message}` };
   }
   if (rows !== f.rows) return { file: f.file, ok: false, problem: `${rows} rows, the manifest says ${f.rows}` };
-  return { file: f.file, ok: true };
+  return { file: f.file, ok: true, bytes };
 }
