@@ -9,7 +9,8 @@ export const usage = `usage:
   npm run nexus -- management-keys create --workspace ID [--workspace ID ...] [--name NAME] [--role ROLE]
   npm run nexus -- management-keys list
   npm run nexus -- management-keys revoke KEY_ID
-  npm run nexus -- archive verify MANIFEST [MANIFEST ...]   (<partition>.manifest.json files of NEXUS_ARCHIVE_DIR)`;
+  npm run nexus -- archive verify MANIFEST [MANIFEST ...]   (<partition>.manifest.json: paths, or s3://bucket/key URLs)
+  npm run nexus -- archive fetch MANIFEST [MANIFEST ...] DIR   (archives' files and manifests, checked, copied into DIR)`;
 
 /** The roles a scoped key may carry (docs/people.md): held to the role table in each of its workspaces. */
 const SCOPED_KEY_ROLES = ['admin', 'developer', 'billing', 'support', 'viewer'] as const;
@@ -25,7 +26,8 @@ export type Command =
   | { name: 'create'; keyName: string; workspaceIds: string[]; role?: ScopedKeyRole }
   | { name: 'list' }
   | { name: 'revoke'; keyId: string }
-  | { name: 'archive-verify'; manifests: string[] };
+  | { name: 'archive-verify'; manifests: string[] }
+  | { name: 'archive-fetch'; manifests: string[]; dir: string };
 
 /** parseArgs, with its refusals (unknown option, missing value, extra argument) as usage errors. */
 function parse(args: string[], options: ParseArgsConfig['options'] = {}, positionals = 0) {
@@ -53,6 +55,11 @@ export function parseCommand(argv: string[]): Command {
     return { name: 'login-link' };
   }
   if (command === 'archive') {
+    if (sub === 'fetch') {
+      const { positionals } = parse(rest, {}, Infinity);
+      if (positionals.length < 2) throw new UsageError('Name the manifests to fetch, then the directory to copy them into');
+      return { name: 'archive-fetch', manifests: positionals.slice(0, -1), dir: positionals.at(-1)! };
+    }
     if (sub !== 'verify') throw new UsageError(sub === undefined ? 'Name an archive command' : `Unknown archive command '${sub}'`);
     const { positionals } = parse(rest, {}, Infinity);
     if (!positionals.length) throw new UsageError('Name the manifests to verify (<partition>.manifest.json)');

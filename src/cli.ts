@@ -5,7 +5,9 @@
  *   management-keys create --workspace ID [--workspace ID ...] [--name NAME]
  *   management-keys list
  *   management-keys revoke KEY_ID
- *   archive verify MANIFEST [MANIFEST ...]        re-read archives' files, compare rows and checksums
+ *   archive verify MANIFEST [MANIFEST ...]        re-read archives' files, compare rows and checksums (a path, or
+ *                                                 s3://bucket/key with NEXUS_ARCHIVE_S3_* and the AWS SDK's credentials)
+ *   archive fetch MANIFEST [MANIFEST ...] DIR     copy archives (their files checked, then their manifests) into DIR
  *
  * The command line is read before the database is opened: `--help` and a
  * mistyped command answer at once, without migrating (or, with the embedded
@@ -17,7 +19,9 @@ import { ConfigError, loadConfig } from './config.js';
 import { createDatabase } from './db/database.js';
 import { migrateLatest } from './db/migrate.js';
 import { systemActor } from './domain/actor.js';
-import { verifyManifest } from './domain/history/archive.js';
+import { archiveS3AccessOf } from './config-archive.js';
+import { copyManifest, manifestStore, verifyManifest } from './domain/history/archive.js';
+import { dirStore } from './domain/history/archive-store.js';
 import { createServices } from './domain/services.js';
 import { AppError } from './errors.js';
 import { createLogger } from './observability/logger.js';
@@ -35,13 +39,32 @@ function describe(err: unknown): string {
 async function verifyArchives(manifestPaths: string[]): Promise<number> {
   let failed = 0;
   for (const path of manifestPaths) {
-    const { manifest, files } = await verifyManifest(path);
+    const { store, name } = manifestStore(path, () => archiveS3AccessOf(process.env));
+    const { manifest, files } = await verifyManifest(store, name);
     for (const f of files) console.log(f.ok ? `ok        ${f.file}` : `MISMATCH  ${f.file}: ${f.problem}`);
     const bad = files.filter((f) => !f.ok).length;
     console.log(
       bad
         ? `${manifest.partition}: ${bad} of ${files.length} files do not match the manifest`
         : `${manifest.partition}: ${manifest.rows} rows in ${files.length} files, as the manifest says`,
+    );
+    if (bad) failed++;
+  }
+  return failed ? 1 : 0;
+}
+
+/** Archives (a bucket's, say) copied into a directory, to restore from them there; 0 when every file matched. */
+async function fetchArchives(manifestPaths: string[], dir: string): Promise<number> {
+  let failed = 0;
+  for (const path of manifestPaths) {
+    const { store, name } = manifestStore(path, () => archiveS3AccessOf(process.env));
+    const { manifest, files } = await copyManifest(store, name, dirStore(dir));
+    for (const f of files) console.log(f.ok ? `copied    ${f.file}` : `MISMATCH  ${f.file}: ${f.problem}`);
+    const bad = files.filter((f) => !f.ok).length;
+    console.log(
+      bad
+        ? `${manifest.partition}: ${bad} of ${files.length} files do not match the manifest; its manifest was not copied`
+        : `${manifest.partition}: ${manifest.rows} rows in ${files.length} files copied to ${dir}`,
     );
     if (bad) failed++;
   }
@@ -61,9 +84,10 @@ async function main(argv: string[]): Promise<number> {
     console.log(usage);
     return 0;
   }
-  // Files only: no configuration, no database.
-  if (command.name === 'archive-verify') return verifyArchives(command.manifests);
   if (existsSync('.env')) process.loadEnvFile('.env');
+  // Files only (or a bucket's objects): no configuration but the S3 store's, no database.
+  if (command.name === 'archive-verify') return verifyArchives(command.manifests);
+  if (command.name === 'archive-fetch') return fetchArchives(command.manifests, command.dir);
   const config = loadConfig();
   const db = createDatabase({
     databaseUrl: config.databaseUrl,

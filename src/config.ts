@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { ArchiveConfigError, archiveFields, archiveVariables } from './config-archive.js';
 import { peopleFields, peopleVariables, PeopleConfigError } from './config-people.js';
 import { flag, hours, httpUrl, integer, optionalInteger } from './config-values.js';
 import { trustProxyOf } from './trust-proxy.js';
@@ -45,8 +46,6 @@ const variables = z.object({
   NEXUS_DATABASE_STARTUP_TIMEOUT_MS: integer(0, undefined, 300_000),
   NEXUS_WORKERS: integer(1, 256, 1),
   NEXUS_DATA_DIR: z.string().min(1).default('./data'),
-  // Where an expired month of history is written (Parquet) before it is dropped; unset: dropped without an archive.
-  NEXUS_ARCHIVE_DIR: z.string().min(1).optional(),
   NEXUS_MANAGEMENT_KEY: z.string().min(24, { error: 'must be at least 24 characters long' }).optional(),
   NEXUS_ENCRYPTION_KEY: z.string().min(40, { error: 'must be 32 bytes, base64-encoded (openssl rand -base64 32)' }).optional(),
   NEXUS_PREVIOUS_ENCRYPTION_KEYS: z.string().optional(),
@@ -140,6 +139,7 @@ const variables = z.object({
     .max(1, { error: 'must be <= 1' })
     .default(1),
   ...peopleVariables.shape,
+  ...archiveVariables.shape,
 });
 
 /**
@@ -178,8 +178,6 @@ function serverFields(v: z.output<typeof variables>) {
     /** Processes serving the port (node:cluster): 1 is this process alone; more need DATABASE_URL. */
     workers: v.NEXUS_WORKERS,
     dataDir: v.NEXUS_DATA_DIR,
-    /** Where an expired month of history is archived to Parquet before it is dropped; undefined: no archive. */
-    archiveDir: v.NEXUS_ARCHIVE_DIR,
     /**
      * Where clients reach Nexus (gatewayBaseUrl, webhookUrl, Link headers), without a trailing
      * slash; undefined: the address the server listens on (src/http/public-url.ts).
@@ -365,6 +363,7 @@ function fields(v: z.output<typeof variables>, warn: (msg: string) => void) {
     ...gatewayFields(v),
     ...billingAndEventFields(v),
     ...peopleFields(v),
+    ...archiveFields(v),
     /** OpenTelemetry traces; undefined: off (no SDK loaded). */
     tracing: tracingOf(v),
   };
@@ -424,7 +423,9 @@ export function loadConfig(
   try {
     config = fields(parsed.data, warn);
   } catch (err) {
-    throw err instanceof PeopleConfigError ? new ConfigError(`Invalid configuration: ${err.message}`) : err;
+    throw err instanceof PeopleConfigError || err instanceof ArchiveConfigError
+      ? new ConfigError(`Invalid configuration: ${err.message}`)
+      : err;
   }
   Object.freeze(config.previousEncryptionKeys);
   return Object.freeze(config);

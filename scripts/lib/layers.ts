@@ -29,6 +29,7 @@ const LAYERS: Layer[][] = [
       paths: [
         'src/config.ts',
         'src/config-people.ts',
+        'src/config-archive.ts',
         'src/config-values.ts',
         'src/trust-proxy.ts',
         'src/errors.ts',

@@ -58,6 +58,7 @@ import { createWebhookService } from './events/webhook-service.js';
 import { createPeople } from './people/people.js';
 import { createHistoryService } from './history/history-service.js';
 import { archiveMonth } from './history/archive.js';
+import { dirStore, s3Store } from './history/archive-store.js';
 
 export interface ServiceDeps {
   db: Db;
@@ -207,12 +208,12 @@ export function createDomain(deps: ServiceDeps) {
   const people = createPeople({ db, config, clock, logger: deps.logger, fetch: deps.fetch, hasher, secretBox, audit, workspaceRepo });
 
   // History's months ahead, its retention and each workspace's policy (docs/operations.md).
-  const archiveDir = config.archiveDir;
+  const archiveStore = config.archiveS3 ? s3Store(config.archiveS3) : config.archiveDir ? dirStore(config.archiveDir) : undefined;
   const history = createHistoryService({
     db,
     audit,
     clock,
-    archive: archiveDir ? async (month) => void (await archiveMonth(db, archiveDir, month)) : undefined,
+    archive: archiveStore ? async (month) => void (await archiveMonth(db, archiveStore, month)) : undefined,
   });
 
   const services = {

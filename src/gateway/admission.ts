@@ -62,6 +62,8 @@ export class Admitted implements CallRead {
   firstWave: FirstWaveSlot | undefined = undefined;
   /** Its body as read (none: refused before it was). */
   raw: Buffer | undefined = undefined;
+  /** A multipart upload's, as it came, when the call has a request log (which keeps its summary): held until then. */
+  upload: Upload | undefined = undefined;
   /** The key's row was read again (a period found over): once at most. */
   reloaded = false;
   /** An unmetered call let through: its path's passthrough class (none: metered, free, or refused before). */
@@ -147,7 +149,10 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Sendabl
   // An upload is sent as it came (upload.ts): what admission reads of it is its form, which its endpoint reads.
   const upload = sent instanceof Upload ? sent : undefined;
   const raw = (call.admitted.raw = upload ? NO_BODY : (sent as Buffer));
-  if (upload) call.admitted.requestedModel = start.routeModel ?? modelNamedIn(upload.form);
+  if (upload) {
+    if (call.log) (call.admitted.upload = upload).hold();
+    call.admitted.requestedModel = start.routeModel ?? modelNamedIn(upload.form);
+  }
   if (inspector) {
     assertIdentityEncoding(ctx.req);
     const span = ctx.trace?.admission();

@@ -365,11 +365,21 @@ export class MeteredCall implements ResponseWatcher, RunningCall {
     this.record(outcome, null, now, appError.status, appError.status >= 500 && !(err instanceof AppError) ? err : undefined);
   }
 
-  /** Its request log goes to the recorder, which makes its entry when it writes it (or drops it under pressure). */
+  /**
+   * Its request log goes to the recorder, which makes its entry when it writes it (or drops it under pressure). An
+   * upload's: once its summary is read from its spool (its files' checksums), after the call.
+   */
   private handLog(log: CallLog): void {
     const { id, workspaceId, startedAt } = this.opened;
-    const raw = this.admitted.raw;
-    this.meter.recorder.log({ size: log.size(raw), entry: () => log.entry(id, workspaceId, startedAt, raw) });
+    const { raw, upload } = this.admitted;
+    if (!upload) return this.meter.recorder.log({ size: log.size(raw), entry: () => log.entry(id, workspaceId, startedAt, raw) });
+    void upload
+      .summary()
+      .then((form) => {
+        const summary = Buffer.from(JSON.stringify(form));
+        this.meter.recorder.log({ size: log.size(summary), entry: () => log.entry(id, workspaceId, startedAt, summary) });
+      })
+      .finally(() => upload.release());
   }
 
   /** Gives its place in the first wave up (`answered`: a JSON answer's usage was read). */
@@ -410,6 +420,7 @@ export class MeteredCall implements ResponseWatcher, RunningCall {
       now,
     );
     if (this.log !== undefined && this.log.keeps(invocation.status)) this.handLog(this.log);
+    else void this.admitted.upload?.release();
     // Observed once the record is handed over: whatever the report does, the call is recorded.
     this.meter.report?.(invocation, consumed, httpStatus, cause);
   }

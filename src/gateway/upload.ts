@@ -6,7 +6,7 @@
  * attempts need, and deleted when the call ends. The buffers of a large upload's reads are collected as they go
  * (scavenge-pacer.ts), both ways.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { close, createWriteStream, open, read, type WriteStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
@@ -62,6 +62,8 @@ export class FormScanner {
   private offset = -2;
   /** Where each text field's value lies in the body: [start, end). */
   readonly spans = new Map<string, [number, number]>();
+  /** Where each file's bytes lie in the body, in the order of FormRead's files: [start, end). */
+  readonly fileSpans: [number, number][] = [];
   private state: 'body' | 'delimited' | 'headers' | 'done' = 'body';
   private part: Part | undefined;
   /** Without a prototype: a part may be named anything (`__proto__` too). */
@@ -195,8 +197,10 @@ export class FormScanner {
     const part = this.part;
     this.part = undefined;
     if (!part) return;
-    if (part.file) this.files.push(part.file);
-    else {
+    if (part.file) {
+      this.files.push(part.file);
+      this.fileSpans.push([part.start, part.start + part.file.size]);
+    } else {
       this.fields[part.name] = Buffer.concat(part.value).toString('utf8');
       this.spans.set(part.name, [part.start, part.start + part.valueBytes]);
     }
@@ -216,16 +220,60 @@ interface Replaced {
   value: Buffer;
 }
 
+/** What a request log keeps of an upload (docs/request-logs.md): its text fields, and of each file all but its bytes. */
+export interface FormSummary {
+  files: { field: string; filename: string; contentType: string; size: number; sha256: string | null }[];
+  fields: Readonly<Record<string, string>>;
+}
+
+/** Where an upload's text fields and files lie in its body. */
+type Spans = { fields: ReadonlyMap<string, [number, number]>; files: readonly [number, number][] };
+
 /** An upload read whole (its form, its length) and spooled: sent upstream as a stream, from its start, per attempt. */
 export class Upload {
+  /** Its spool is kept past dispose() until release() (a call whose request log may summarize it). */
+  private held = false;
+  private disposeAsked = false;
+
   constructor(
     readonly form: FormRead,
     readonly length: number,
     private readonly memory: Buffer | undefined,
     private readonly path: string | undefined,
-    private readonly spans: ReadonlyMap<string, [number, number]>,
+    private readonly spans: Spans,
     private readonly replaced?: Replaced,
   ) {}
+
+  /**
+   * Its text fields, and of each file its field, name, type, size and SHA-256, the files' bytes read again from the
+   * spool (held for it: a call with a request log, after its answer). A spool that cannot be read: SHA-256 null.
+   */
+  async summary(): Promise<FormSummary> {
+    const files: FormSummary['files'] = [];
+    for (const [i, f] of this.form.files.entries()) {
+      const [start, end] = this.spans.files[i]!;
+      let sha256: string | null = null;
+      try {
+        const hash = createHash('sha256');
+        for await (const chunk of this.range(start, end)) hash.update(chunk as Buffer);
+        sha256 = hash.digest('hex');
+      } catch {
+        // No checksum.
+      }
+      files.push({ field: f.field, filename: f.filename, contentType: f.contentType, size: f.size, sha256 });
+    }
+    return { files, fields: this.form.fields };
+  }
+
+  hold(): void {
+    this.held = true;
+  }
+
+  /** Its spool no longer held: deleted if dispose() was asked meanwhile. */
+  release(): Promise<void> {
+    this.held = false;
+    return this.disposeAsked ? this.dispose() : Promise.resolve();
+  }
 
   /** Its bytes, from the first (a field replaced: the bytes around it, and its new value between). */
   open(): Readable {
@@ -251,7 +299,7 @@ export class Upload {
    * bytes around the field as they came. A field it does not have: the upload as it is.
    */
   withField(name: string, value: string): Upload {
-    const span = this.spans.get(name);
+    const span = this.spans.fields.get(name);
     if (!span || this.replaced) return this;
     const bytes = Buffer.from(value);
     const length = this.length - (span[1] - span[0]) + bytes.length;
@@ -268,9 +316,13 @@ export class Upload {
     );
   }
 
-  /** Deletes its spool file, if it has one (an upload with a field replaced shares its original's, which deletes it). */
+  /**
+   * Deletes its spool file, if it has one (an upload with a field replaced shares its original's, which deletes it);
+   * held, once released.
+   */
   async dispose(): Promise<void> {
-    if (this.path && !this.replaced) await rm(this.path, { force: true });
+    this.disposeAsked = true;
+    if (!this.held && this.path && !this.replaced) await rm(this.path, { force: true });
   }
 }
 
@@ -387,8 +439,9 @@ export function readUpload(req: IncomingMessage, limit: number, boundary: string
       } catch (err) {
         return fail(err as Error);
       }
-      if (chunks) return resolve(new Upload(form, size, Buffer.concat(chunks), undefined, scanner.spans));
-      file!.end(() => (failed ? undefined : resolve(new Upload(form, size, undefined, path, scanner.spans))));
+      const spans = { fields: scanner.spans, files: scanner.fileSpans };
+      if (chunks) return resolve(new Upload(form, size, Buffer.concat(chunks), undefined, spans));
+      file!.end(() => (failed ? undefined : resolve(new Upload(form, size, undefined, path, spans))));
     });
   });
 }

@@ -155,7 +155,10 @@ export class CallLog {
     return Math.min(request?.length ?? 0, this.room) + (this.capture ? this.room : 0);
   }
 
-  /** The entry, made when the recorder writes it. */
+  /**
+   * The entry, made when the recorder writes it. `request`: the body as it came, or a multipart upload's summary (its
+   * fields and files as JSON: upload.ts's FormSummary).
+   */
   entry(invocationId: string, workspaceId: string, startedAt: Date, request: Buffer | undefined): RequestLogEntry {
     const { maxBodyBytes: max, retentionDays } = this.policy;
     const secrets = [...this.secrets];

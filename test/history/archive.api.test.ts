@@ -12,12 +12,12 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { ArchiveManifest } from '../../src/domain/history/archive.js';
 import { archiveMonth } from '../../src/domain/history/archive.js';
-import { ensureMonth } from '../../src/domain/history/history-repo.js';
 import { createHistoryService } from '../../src/domain/history/history-service.js';
 import { createAuditRepo } from '../../src/domain/audit/audit-repo.js';
 import { createAuditService } from '../../src/domain/audit/audit-service.js';
 import { newId } from '../../src/ids.js';
 import { projectRoot } from '../support/paths.js';
+import { seedMonth } from './seed-month.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-db.js';
 
 let database: TestDatabase;
@@ -35,50 +35,6 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-async function seed(): Promise<{ units: bigint }> {
-  const { db } = database;
-  for (const table of ['invocations', 'usage_events'] as const) await ensureMonth(db, table, MONTH);
-  let units = 0n;
-  const invocations: Record<string, unknown>[] = [];
-  const events: Record<string, unknown>[] = [];
-  for (let i = 0; i < ROWS; i++) {
-    const at = new Date(MONTH.getTime() + i * 60_000);
-    const id = newId();
-    invocations.push({
-      id,
-      workspace_id: workspaceId,
-      workspace_access_id: newId(),
-      provider_connection_id: newId(),
-      inference_key_id: newId(),
-      request_id: `req_${i}`,
-      method: 'POST',
-      endpoint: '/v1/chat/completions',
-      status: i % 7 ? 'SUCCEEDED' : 'UPSTREAM_ERROR',
-      metering_status: 'metered',
-      started_at: at,
-      quota_units: BigInt(i) * 1_000_000_000n,
-      total_latency_ms: i / 3,
-      error_message: i % 7 ? null : 'upstream said "no"',
-      attempts: JSON.stringify([{ n: i, model: 'gpt-4o' }]),
-    });
-    units += BigInt(i + 1);
-    events.push({
-      id: newId(),
-      workspace_id: workspaceId,
-      workspace_access_id: newId(),
-      quota_period_id: newId(),
-      invocation_id: id,
-      kind: 'USAGE',
-      units: BigInt(i + 1),
-      created_at: at,
-      model: i % 2 ? 'gpt-4o' : null,
-    });
-  }
-  await db('invocations').insert(invocations);
-  await db('usage_events').insert(events);
-  return { units };
-}
-
 const run = promisify(execFile);
 const verify = (manifests: string[]) =>
   run(join(projectRoot, 'node_modules', '.bin', 'tsx'), ['src/cli.ts', 'archive', 'verify', ...manifests], { cwd: projectRoot }).then(
@@ -88,7 +44,7 @@ const verify = (manifests: string[]) =>
 
 it('archives an expired month to Parquet before its drop; the files round-trip and DuckDB reads them', async () => {
   const { db } = database;
-  const { units } = await seed();
+  const { units } = await seedMonth(database.db, MONTH, ROWS, workspaceId);
   const clock = { now: () => new Date() };
   const history = createHistoryService({
     db,

@@ -26,6 +26,11 @@ describe('the CLI command line', () => {
       name: 'archive-verify',
       manifests: ['a.manifest.json', 'b.manifest.json'],
     });
+    expect(parseCommand(['archive', 'fetch', 's3://b/h/a.manifest.json', 's3://b/h/b.manifest.json', 'restore'])).toEqual({
+      name: 'archive-fetch',
+      manifests: ['s3://b/h/a.manifest.json', 's3://b/h/b.manifest.json'],
+      dir: 'restore',
+    });
   });
 
   it('says what is wrong with a command line', () => {

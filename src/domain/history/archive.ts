@@ -1,20 +1,23 @@
 /**
- * A month written to Parquet before it is dropped (docs/operations.md, "Archive"): in NEXUS_ARCHIVE_DIR, the
- * partition's rows in files of at most FILE_ROWS rows each (`<partition>.<n>.parquet`, read a page at a time, so the
- * memory is one file's rows whatever the month holds), and a manifest (`<partition>.manifest.json`) listing each
- * file with its rows and SHA-256. The month is dropped only once every file is written, read back, and the rows
- * counted in them equal the partition's count. `nexus archive verify` re-reads a manifest's files and compares.
+ * A month written to Parquet before it is dropped (docs/operations.md, "Archive"): to a store (archive-store.ts: a
+ * directory, NEXUS_ARCHIVE_DIR, or an S3-compatible bucket), the partition's rows in files of at most FILE_ROWS rows
+ * each (`<partition>.<n>.parquet`, read a page at a time, so the memory is one file's rows whatever the month holds),
+ * and a manifest (`<partition>.manifest.json`) listing each file with its rows and SHA-256. The month is dropped only
+ * once every file and the manifest are stored and read back from the store (each file's SHA-256 and rows as written),
+ * and the rows counted in the files equal the partition's count. `nexus archive verify` re-reads a manifest's files
+ * and compares.
  *
  * Written with hyparquet-writer (pure JavaScript: no native binary to install beside Nexus) and read back with
  * hyparquet, its reader. Columns keep their types: uuid and text as strings, bigint as INT64, integer as INT32,
  * double precision as DOUBLE, boolean, timestamptz as a timestamp (milliseconds, UTC), json and jsonb as JSON text.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname } from 'node:path';
 import { parquetMetadata, parquetReadObjects } from 'hyparquet';
 import { parquetWriteBuffer, type ColumnSource } from 'hyparquet-writer';
+import type { ArchiveS3Access } from '../../config-archive.js';
 import type { Queryable } from '../../db/database.js';
+import { dirStore, parseS3Url, s3Store, type ArchiveStore } from './archive-store.js';
 import type { MonthPartition } from './history-repo.js';
 
 /** Rows per Parquet file (and per page read from the partition). */
@@ -81,22 +84,28 @@ async function columnsOf(q: Queryable, table: string): Promise<Column[]> {
 
 const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 
-/** Writes `bytes` to `path` whole or not at all (a temporary file renamed). */
-function writeWhole(path: string, bytes: Uint8Array | string): void {
-  const tmp = `${path}.tmp`;
-  writeFileSync(tmp, bytes);
-  renameSync(tmp, path);
-}
-
 /** The rows a Parquet file holds, from its footer. */
 function rowsIn(bytes: Uint8Array): number {
   const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
   return Number(parquetMetadata(buffer).num_rows);
 }
 
-/** Writes the month's partition to `dir` and its manifest; throws (and the month is not dropped) unless all its rows are in the files. */
-export async function archiveMonth(q: Queryable, dir: string, month: MonthPartition): Promise<ArchiveManifest> {
-  mkdirSync(dir, { recursive: true });
+/** Stores a file and reads it back: throws unless the store holds its bytes (SHA-256) and `rows` rows. */
+async function storeFile(store: ArchiveStore, file: string, bytes: Uint8Array, rows: number): Promise<string> {
+  const sum = sha256(bytes);
+  await store.put(file, bytes, 'application/vnd.apache.parquet');
+  const back = await store.get(file);
+  if (sha256(back) !== sum) throw new Error(`archive: ${store.where(file)} reads back other than the bytes written`);
+  if (rowsIn(back) !== rows) throw new Error(`archive: ${store.where(file)} reads back other than the ${rows} rows written`);
+  return sum;
+}
+
+/**
+ * Writes the month's partition to the store (a directory's path: that directory) and its manifest; throws (and the
+ * month is not dropped) unless every file and the manifest are stored and all the partition's rows are in the files.
+ */
+export async function archiveMonth(q: Queryable, to: ArchiveStore | string, month: MonthPartition): Promise<ArchiveManifest> {
+  const store = typeof to === 'string' ? dirStore(to) : to;
   const columns = await columnsOf(q, month.name);
   const files: ArchiveFile[] = [];
   let after: string | undefined;
@@ -111,10 +120,7 @@ export async function archiveMonth(q: Queryable, dir: string, month: MonthPartit
       }),
     );
     const file = `${month.name}.${String(n).padStart(4, '0')}.parquet`;
-    writeWhole(join(dir, file), bytes);
-    if (rowsIn(readFileSync(join(dir, file))) !== rows.length)
-      throw new Error(`archive: ${file} reads back other than the ${rows.length} rows written`);
-    files.push({ file, rows: rows.length, sha256: sha256(bytes), bytes: bytes.length });
+    files.push({ file, rows: rows.length, sha256: await storeFile(store, file, bytes, rows.length), bytes: bytes.length });
     after = rows[rows.length - 1]!.id as string;
     if (rows.length < FILE_ROWS) break;
   }
@@ -130,7 +136,11 @@ export async function archiveMonth(q: Queryable, dir: string, month: MonthPartit
     archivedAt: new Date().toISOString(),
     files,
   };
-  writeWhole(join(dir, `${month.name}.manifest.json`), `${JSON.stringify(manifest, null, 2)}\n`);
+  const name = `${month.name}.manifest.json`;
+  const text = `${JSON.stringify(manifest, null, 2)}\n`;
+  await store.put(name, Buffer.from(text), 'application/json');
+  if (Buffer.from(await store.get(name)).toString('utf8') !== text)
+    throw new Error(`archive: ${store.where(name)} reads back other than written`);
   return manifest;
 }
 
@@ -141,22 +151,52 @@ export interface VerifiedFile {
   problem?: string;
 }
 
+/** The store a manifest's path or `s3://bucket/key` URL is in (S3: reached with `s3`), and the manifest's name there. */
+export function manifestStore(manifestPath: string, s3: () => ArchiveS3Access): { store: ArchiveStore; name: string } {
+  const url = parseS3Url(manifestPath);
+  if (!url) return { store: dirStore(dirname(manifestPath)), name: basename(manifestPath) };
+  return { store: s3Store({ ...s3(), bucket: url.bucket, prefix: url.prefix }), name: url.name };
+}
+
 /**
- * Re-reads every file a manifest lists (beside it), comparing each one's SHA-256 and the rows decoded from it (every
- * row read, not only the footer's count) with the manifest's.
+ * Re-reads every file a manifest lists (beside it, in its store), comparing each one's SHA-256 and the rows decoded
+ * from it (every row read, not only the footer's count) with the manifest's.
  */
-export async function verifyManifest(manifestPath: string): Promise<{ manifest: ArchiveManifest; files: VerifiedFile[] }> {
-  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as ArchiveManifest;
-  const dir = dirname(manifestPath);
+export async function verifyManifest(store: ArchiveStore, name: string): Promise<{ manifest: ArchiveManifest; files: VerifiedFile[] }> {
+  const manifest = JSON.parse(Buffer.from(await store.get(name)).toString('utf8')) as ArchiveManifest;
   const files: VerifiedFile[] = [];
-  for (const f of manifest.files) files.push(await verifyFile(dir, f));
+  for (const f of manifest.files) {
+    const { bytes: _bytes, ...checked } = await verifyFile(store, f);
+    files.push(checked);
+  }
   return { manifest, files };
 }
 
-async function verifyFile(dir: string, f: ArchiveFile): Promise<VerifiedFile> {
+/**
+ * Copies a manifest's files, then the manifest, from one store to another (a bucket's to a directory, to restore from
+ * it), each file checked as verifyManifest checks it; a file that does not match is not copied, nor the manifest.
+ */
+export async function copyManifest(
+  from: ArchiveStore,
+  name: string,
+  to: ArchiveStore,
+): Promise<{ manifest: ArchiveManifest; files: VerifiedFile[] }> {
+  const text = await from.get(name);
+  const manifest = JSON.parse(Buffer.from(text).toString('utf8')) as ArchiveManifest;
+  const files: VerifiedFile[] = [];
+  for (const f of manifest.files) {
+    const { bytes, ...checked } = await verifyFile(from, f);
+    files.push(checked);
+    if (bytes) await to.put(basename(f.file), bytes, 'application/vnd.apache.parquet');
+  }
+  if (files.every((f) => f.ok)) await to.put(name, text, 'application/json');
+  return { manifest, files };
+}
+
+async function verifyFile(store: ArchiveStore, f: ArchiveFile): Promise<VerifiedFile & { bytes?: Uint8Array }> {
   let bytes: Uint8Array;
   try {
-    bytes = readFileSync(join(dir, basename(f.file)));
+    bytes = await store.get(basename(f.file));
   } catch (err) {
     return { file: f.file, ok: false, problem: `cannot be read: ${(err as Error).message}` };
   }
@@ -170,5 +210,5 @@ async function verifyFile(dir: string, f: ArchiveFile): Promise<VerifiedFile> {
     return { file: f.file, ok: false, problem: `is no Parquet file: ${(err as Error).message}` };
   }
   if (rows !== f.rows) return { file: f.file, ok: false, problem: `${rows} rows, the manifest says ${f.rows}` };
-  return { file: f.file, ok: true };
+  return { file: f.file, ok: true, bytes };
 }
