@@ -17,7 +17,6 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type WebSocket from 'ws';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
 import { guardedLookup } from '../domain/security/upstream-guard.js';
@@ -25,7 +24,6 @@ import { newId } from '../ids.js';
 import type { RequestLocals } from '../web/locals.js';
 import { plainResponse } from '../web/plain-response.js';
 import { authorizeCall } from '../gateway/admission.js';
-import type { CacheEntry } from '../gateway/auth-cache.js';
 import type { GatewayParts } from '../gateway/gateway-parts.js';
 import { lookUpTarget, type Gateway } from '../gateway/gateway.js';
 import { parseGatewayUrl, type GatewayTarget } from '../gateway/path-safety.js';
@@ -41,7 +39,9 @@ import {
   SESSION_ROUTES,
   type UpstreamOptions,
 } from './realtime-handshake.js';
-import { RealtimeSession } from './realtime-session.js';
+import { GeminiSession } from './gemini-session.js';
+import { OpenAiSession } from './realtime-openai.js';
+import type { RealtimeSession, SessionDeps } from './realtime-session.js';
 
 export interface RealtimeDeps {
   parts: GatewayParts;
@@ -127,9 +127,10 @@ export function createRealtime(deps: RealtimeDeps) {
       routeId: route?.id,
       session: true,
     });
-    let opened: { upstream: WebSocket; entry: CacheEntry } | undefined;
+    let opened: Awaited<ReturnType<typeof openFirst>> | undefined;
     try {
       const open = { all: sessions.size, ofAccess: perAccess.get(auth.workspace_access_id) ?? 0 };
+      // Gemini's model comes in the session's first frame (its `setup`): it is allowed, mapped and priced there.
       const model = modelOf(target);
       await admitSession(meter, call, model, open, limits);
       const candidates =
@@ -143,7 +144,7 @@ export function createRealtime(deps: RealtimeDeps) {
       refuse({ res: plainResponse(req, socket), locals, call, target }, err);
       return;
     }
-    const { upstream, entry } = opened;
+    const { upstream, entry, modelMap } = opened;
     const ticket = call.admitted.rateTicket;
     if (socket.destroyed) {
       // The client left while its session was admitted.
@@ -154,7 +155,7 @@ export function createRealtime(deps: RealtimeDeps) {
     const connectionId = entry.row!.connection_id!;
     sessionIds.set(req, locals.requestId);
     server.handleUpgrade(req, socket, head, (client) => {
-      const session = new RealtimeSession(client, upstream, {
+      const sessionDeps: SessionDeps = {
         ctx: {
           meter,
           auth,
@@ -172,13 +173,15 @@ export function createRealtime(deps: RealtimeDeps) {
         idleTimeoutMs: limits.idleTimeoutMs,
         beta: isBeta(req, target),
         rateTicket: ticket,
+        modelMap,
         ended: (s) => {
           closed(s);
           // Its turns' tokens were spent as each ended.
           if (ticket) meter.rates.settle(ticket, 0);
         },
-      });
-      openedSession(session);
+      };
+      const Session = auth.protocol_profile === 'gemini' ? GeminiSession : OpenAiSession;
+      openedSession(new Session(client, upstream, sessionDeps).start());
     });
   }
 

@@ -75,7 +75,9 @@ export class OpenAiSession extends RealtimeSession {
         const eventId = typeof event.event_id === 'string' ? event.event_id : undefined;
         // Under a plan's maxOutputTokens the turn is sent capped at its output bound, so that bound holds upstream.
         const capped = this.deps.ctx.auth.max_output_tokens;
-        this.askTurn(responseCap(event), eventId, (turn) => (capped ? withCap(event, 'response', Number(turn.outputBound), this.deps.beta) : text));
+        this.askTurn(responseCap(event), eventId, (turn) =>
+          capped ? withCap(event, 'response', Number(turn.outputBound), this.deps.beta) : text,
+        );
         return;
       }
       if (type === 'session.update') data = Buffer.from(this.sessionUpdate(text));
