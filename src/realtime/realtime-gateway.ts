@@ -1,15 +1,18 @@
 /**
  * Realtime sessions' handshakes (docs/realtime.md): `GET /providers/{connectionId}/v1/realtime?model=...` on an
- * `openai` connection, and Azure's `openai/realtime?deployment=...` or `openai/v1/realtime?model=...` on an
- * `azure-openai` one, asked as a WebSocket upgrade. The caller's inference key comes as the SDKs send it:
- * `Authorization: Bearer` (`api-key` on Azure), or the `openai-insecure-api-key.<key>` subprotocol of browsers.
+ * `openai` connection, Azure's `openai/realtime?deployment=...` or `openai/v1/realtime?model=...` on an
+ * `azure-openai` one, and Gemini's Live API `ws/google.ai.generativelanguage.v1beta.GenerativeService.
+ * BidiGenerateContent` on a `gemini` one (its model named later, in its `setup`), asked as a WebSocket upgrade. The
+ * caller's inference key comes as the SDKs send it: `Authorization: Bearer` (`api-key` on Azure; `?key=` or
+ * `x-goog-api-key` on Gemini), or the `openai-insecure-api-key.<key>` subprotocol of browsers.
  *
  * The session is admitted as a call is (admission.ts): the key, the access and connection (authorizeCall), the
  * model's allow-list, the budget, a current quota period, the plan's rate limits (a request, and a concurrency slot
  * held while the session lives), and this process's bounds on open sessions per access and in all. Refused, the
  * handshake is answered with the refusal in OpenAI's error shape and recorded REJECTED, as a call's. Admitted, the
  * upstream socket is opened with the connection's key (its protocol's auth header; its host guarded as every
- * upstream's), then the client's handshake is accepted and the frames relayed (realtime-session.ts).
+ * upstream's), then the client's handshake is accepted and the frames relayed (realtime-session.ts: OpenAI's
+ * events read by realtime-openai.ts, Gemini's messages by gemini-session.ts).
  *
  * A route's session is admitted once, then opened on the first of its targets that accepts it (realtime-handshake.ts).
  * Every other WebSocket handshake (another path, another profile, a key that cannot be read) goes on as a plain

@@ -21,7 +21,7 @@ import type { GatewayTarget } from '../gateway/path-safety.js';
 import { routeCandidates } from '../gateway/route-call.js';
 import type { RouteRegistry } from '../gateway/route-registry.js';
 
-/** The Realtime session paths of each profile that has them. */
+/** The Realtime session paths of each profile that has them (Gemini's: the Live API's, not its ephemeral tokens' Constrained one). */
 export const SESSION_ROUTES: Record<string, RegExp> = {
   openai: /^(?:v1\/)?realtime$/i,
   'azure-openai': /^openai\/(?:v1\/)?realtime$/i,

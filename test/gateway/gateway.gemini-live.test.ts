@@ -10,6 +10,7 @@ import { GoogleGenAI, Modality, type LiveServerMessage, type Session } from '@go
 import WebSocket from 'ws';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
+import { createProviderConnection, createRoute } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startGeminiLiveUpstream, type FakeLive, type LiveUsage } from '../support/upstreams/gemini-live.js';
 import { createTenant, periodOf, until, type Tenant } from './gateway-support.js';
@@ -82,8 +83,8 @@ async function connectSdk(tenant: Tenant, maxOutputTokens?: number) {
 }
 
 /** A raw ws client's session (its key in `?key=`): its messages as they come, parsed from their binary frames. */
-async function openRaw(tenant: Tenant, path = PATH) {
-  const ws = new WebSocket(`${tenant.gatewayBaseUrl.replace(/^http/, 'ws')}/${path}?key=${tenant.apiKey}`);
+async function openRaw(tenant: Tenant, base = tenant.gatewayBaseUrl) {
+  const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/${PATH}?key=${tenant.apiKey}`);
   const messages: Record<string, any>[] = [];
   ws.on('message', (data: Buffer) => messages.push(JSON.parse(data.toString('utf8')) as Record<string, any>));
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
@@ -289,6 +290,43 @@ describe('a Gemini Live session', () => {
     s.ws.send(Buffer.alloc(70_000, 1));
     expect((await s.closed).code).toBe(1009);
     expect((await sessionRecord(t, s.requestId)).session).toMatchObject({ closeCode: 1009, closeReason: 'frame_too_large' });
+  });
+});
+
+describe('a Gemini Live session through a route', () => {
+  it("is opened on the first target that accepts it, the target's model map applied to its setup, and recorded with the route", async () => {
+    const tenant = await tenantFor();
+    const dead = await createProviderConnection({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: { name: 'dead', protocolProfile: 'gemini', baseUrl: 'http://127.0.0.1:1', apiKey: KEY },
+    });
+    const route = await createRoute({
+      client: t.client,
+      path: { workspaceId: tenant.workspaceId },
+      body: {
+        name: 'live',
+        strategy: 'fallback',
+        targets: [
+          { providerConnectionId: dead.data!.id },
+          { providerConnectionId: tenant.connectionId, modelMap: { [MODEL]: 'gemini-live-mapped' } },
+        ],
+      },
+    });
+    expect(route.response.status).toBe(201);
+    await t.nexus.gateway.refreshRoutes();
+    const s = await openRaw(tenant, route.data!.gatewayBaseUrl);
+    expect(up.messages.filter((m) => m.key === 'setup').at(-1)!.body.setup.model).toBe('models/gemini-live-mapped');
+    up.usages.push({ input: 20, output: 30 });
+    s.send({ clientContent: { turns: [{ role: 'user', parts: [{ text: 'hello' }] }], turnComplete: true } });
+    await until(async () => s.messages.some((m) => m.serverContent?.turnComplete));
+    s.ws.close();
+    await s.closed;
+    await until(async () => (await turnsOf(s.requestId)).length === 1);
+    const [turn] = await turnsOf(s.requestId);
+    expect(turn).toMatchObject({ route_id: route.data!.id, provider_connection_id: tenant.connectionId, requested_model: MODEL });
+    expect(turn!.quota_units).toBe(unitsOf({ input: 20, output: 30 }));
+    expect(await sessionRecord(t, s.requestId)).toMatchObject({ routeId: route.data!.id, requestedModel: MODEL });
   });
 });
 
