@@ -44,7 +44,7 @@ export interface FakeLive {
 const PATH = /^\/ws\/google\.ai\.generativelanguage\.v1(?:alpha|beta)\.GenerativeService\.BidiGenerateContent$/;
 
 /** `usageMetadata` as the Live API reports it: counts, and the input, cache and response by modality. */
-export function usageMetadata(u: LiveUsage) {
+function usageMetadata(u: LiveUsage) {
   const cached = u.cached ?? 0;
   const audioIn = u.audioIn ?? 0;
   const cachedAudio = u.cachedAudio ?? 0;
