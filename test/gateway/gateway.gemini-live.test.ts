@@ -27,7 +27,9 @@ beforeEach(() => {
   up.behaviour.length = 0;
 });
 beforeAll(async () => {
-  t = await startTestApp({ env: { NEXUS_REALTIME_MAX_FRAME_BYTES: '65536', NEXUS_REALTIME_IDLE_TIMEOUT_MS: '3000' } });
+  t = await startTestApp({
+    env: { NEXUS_REALTIME_SESSIONS_PER_ACCESS: '2', NEXUS_REALTIME_MAX_FRAME_BYTES: '65536', NEXUS_REALTIME_IDLE_TIMEOUT_MS: '3000' },
+  });
   up = await startGeminiLiveUpstream({ apiKey: KEY });
 });
 afterAll(async () => {
@@ -83,8 +85,8 @@ async function connectSdk(tenant: Tenant, maxOutputTokens?: number) {
 }
 
 /** A raw ws client's session (its key in `?key=`): its messages as they come, parsed from their binary frames. */
-async function openRaw(tenant: Tenant, base = tenant.gatewayBaseUrl) {
-  const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/${PATH}?key=${tenant.apiKey}`);
+async function openRaw(tenant: Tenant, base = tenant.gatewayBaseUrl, options: WebSocket.ClientOptions = {}) {
+  const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/${PATH}?key=${tenant.apiKey}`, options);
   const messages: Record<string, any>[] = [];
   ws.on('message', (data: Buffer) => messages.push(JSON.parse(data.toString('utf8')) as Record<string, any>));
   const closed = new Promise<{ code: number; reason: string }>((resolve) =>
@@ -273,7 +275,32 @@ describe('a Gemini Live session', () => {
     expect(turn!.usage).toMatchObject({ audio_input_tokens: 15n, audio_output_tokens: 9n });
   });
 
-  it('closes 1008 at a setup whose model the plan does not allow, nothing sent upstream; 1009 past the frame bound', async () => {
+  it("holds the session bounds: 1009 past the frame bound, 1000 when idle, 429 past the access's sessions", async () => {
+    const tenant = await tenantFor();
+    const big = await openRaw(tenant);
+    big.ws.send(Buffer.alloc(70_000, 1));
+    expect((await big.closed).code).toBe(1009);
+    expect((await sessionRecord(t, big.requestId)).session).toMatchObject({ turns: 0, closeCode: 1009, closeReason: 'frame_too_large' });
+    const idle = await openRaw(tenant, tenant.gatewayBaseUrl, { autoPong: false });
+    const started = Date.now();
+    const other = await openRaw(tenant);
+    // A third session of the access is refused, in Google's error shape; the upstream not called for it.
+    const handshakes = up.handshakes.length;
+    const refused = await refusedHandshake(`${tenant.gatewayBaseUrl.replace(/^http/, 'ws')}/${PATH}`, { 'x-goog-api-key': tenant.apiKey });
+    expect(refused.status).toBe(429);
+    expect(JSON.parse(refused.body)).toMatchObject({
+      error: { code: 'rate_limited', param: 'realtimeSessions', status: 'RESOURCE_EXHAUSTED' },
+    });
+    expect(up.handshakes.length).toBe(handshakes);
+    // No message for it: the idle session is only closed (1000), its reason saying why.
+    expect(await idle.closed).toEqual({ code: 1000, reason: 'idle timeout' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2900);
+    other.ws.close();
+    await other.closed;
+    expect((await sessionRecord(t, idle.requestId)).session).toMatchObject({ closeCode: 1000, closeReason: 'session_idle_timeout' });
+  });
+
+  it('closes 1008 at a setup whose model the plan does not allow, nothing sent upstream', async () => {
     const tenant = await tenantFor({ allowedModels: ['gemini-2.5-flash'] });
     const setups = up.messages.filter((m) => m.key === 'setup').length;
     const refused = await connectSdk(tenant).then(
@@ -284,12 +311,6 @@ describe('a Gemini Live session', () => {
     expect(up.messages.filter((m) => m.key === 'setup').length).toBe(setups);
     const record = await sessionRecord(t, await sessionIdOf(tenant));
     expect(record.session).toMatchObject({ turns: 0, closeCode: 1008, closeReason: 'model_not_allowed' });
-
-    const open = await tenantFor();
-    const s = await openRaw(open);
-    s.ws.send(Buffer.alloc(70_000, 1));
-    expect((await s.closed).code).toBe(1009);
-    expect((await sessionRecord(t, s.requestId)).session).toMatchObject({ closeCode: 1009, closeReason: 'frame_too_large' });
   });
 });
 
