@@ -73,13 +73,13 @@ export class GeminiSession extends RealtimeSession {
     const setup = key === 'setup' ? partOf(parseMessage(frame), 'setup') : undefined;
     if (!setup) return this.refuse(setupFirst());
     const { ctx, modelMap } = this.deps;
-    const model = setupModel(setup);
+    // The session is recorded with the model its setup asked for, allowed or not.
+    const model = (ctx.model = setupModel(setup));
     try {
       assertModelAllowed(ctx.meter.modelPolicy(ctx.auth), model);
     } catch (err) {
       return this.refuse(toAppError(err));
     }
-    ctx.model = model;
     const max = ctx.auth.max_output_tokens;
     const asked = setupCap(setup);
     this.cap = max && (asked === undefined || asked > max) ? max : asked;

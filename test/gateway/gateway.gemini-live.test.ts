@@ -310,6 +310,7 @@ describe('a Gemini Live session', () => {
     expect(refused?.message).toMatch(/\(code 1008\): model_not_allowed: The model 'gemini-live-2\.5-flash-preview' is not allowed/);
     expect(up.messages.filter((m) => m.key === 'setup').length).toBe(setups);
     const record = await sessionRecord(t, await sessionIdOf(tenant));
+    expect(record).toMatchObject({ requestedModel: MODEL, errorCode: 'model_not_allowed' });
     expect(record.session).toMatchObject({ turns: 0, closeCode: 1008, closeReason: 'model_not_allowed' });
   });
 });
