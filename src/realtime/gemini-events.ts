@@ -32,10 +32,18 @@ type Json = Record<string, unknown>;
 const objectAt = (value: unknown): Json | undefined =>
   value && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : undefined;
 
-/** The name of a message: the first key of its JSON object, read in its first bytes ('' when none is found there). */
+/**
+ * The name of a message: the first key of its JSON object, read in its first bytes, in camelCase (the API takes
+ * `client_content` as `clientContent`); '' when none is found there.
+ */
 export function messageKey(head: string): string {
-  return /^\s*\{\s*"([A-Za-z_]{1,40})"/.exec(head)?.[1] ?? '';
+  const key = /^\s*\{\s*"([A-Za-z_]{1,40})"/.exec(head)?.[1] ?? '';
+  return key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 }
+
+/** A field of `holder` as the API takes it: camelCase, or its snake_case. */
+const field = (holder: Json | undefined, camel: string): unknown =>
+  holder?.[camel] ?? holder?.[camel.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)];
 
 /** Whether a server frame must be parsed whole: it may end a turn or report usage. */
 export function endsOrCounts(frame: Buffer): boolean {
@@ -54,21 +62,29 @@ export function setupModel(setup: Json): string {
 
 /** The output cap a `setup` asks of the session's turns (`generationConfig.maxOutputTokens`); undefined: none. */
 export function setupCap(setup: Json): number | undefined {
-  const cap = objectAt(setup.generationConfig)?.maxOutputTokens;
+  const cap = field(objectAt(field(setup, 'generationConfig')), 'maxOutputTokens');
   return typeof cap === 'number' && Number.isInteger(cap) && cap > 0 ? cap : undefined;
 }
 
 /** The `setup` message to send upstream: its model `model` (a route's map applied) and, if given, its output cap `cap`. */
 export function setupMessage(setup: Json, model: string, cap: number | undefined): string {
   const next: Json = { ...setup, model: `models/${model}` };
-  if (cap !== undefined) next.generationConfig = { ...objectAt(setup.generationConfig), maxOutputTokens: cap };
+  if (cap !== undefined) {
+    // In the spelling the setup used (snake_case `generation_config.max_output_tokens`, else camelCase).
+    const snake = !('generationConfig' in setup) && 'generation_config' in setup;
+    const config: Json = { ...objectAt(field(setup, 'generationConfig')) };
+    delete config.maxOutputTokens;
+    delete config.max_output_tokens;
+    config[snake ? 'max_output_tokens' : 'maxOutputTokens'] = cap;
+    next[snake ? 'generation_config' : 'generationConfig'] = config;
+  }
   return JSON.stringify({ setup: next });
 }
 
 /** Whether a client message asks the model for a turn: `clientContent` with `turnComplete: true`, or `realtimeInput.activityEnd`. */
 export function asksForTurn(key: string, message: Json | undefined): boolean {
-  if (key === 'clientContent') return objectAt(message?.clientContent)?.turnComplete === true;
-  if (key === 'realtimeInput') return objectAt(message?.realtimeInput)?.activityEnd !== undefined;
+  if (key === 'clientContent') return field(objectAt(field(message, 'clientContent')), 'turnComplete') === true;
+  if (key === 'realtimeInput') return field(objectAt(field(message, 'realtimeInput')), 'activityEnd') !== undefined;
   return false;
 }
 

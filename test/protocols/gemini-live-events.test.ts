@@ -21,6 +21,7 @@ describe("a Live session's messages", () => {
   it('are named by their one key, read from their first bytes', () => {
     expect(messageKey('{"serverContent": {"modelTurn": {"parts": [')).toBe('serverContent');
     expect(messageKey(' {\n  "setupComplete": {}}')).toBe('setupComplete');
+    expect(messageKey('{"client_content":{"turn_complete":true}}')).toBe('clientContent');
     expect(messageKey('[1,2]')).toBe('');
   });
 
@@ -30,6 +31,9 @@ describe("a Live session's messages", () => {
     expect(asksForTurn('realtimeInput', { realtimeInput: { activityEnd: {} } })).toBe(true);
     expect(asksForTurn('realtimeInput', { realtimeInput: { audio: { data: 'AAAA' } } })).toBe(false);
     expect(asksForTurn('toolResponse', { toolResponse: {} })).toBe(false);
+    // The API takes its fields in snake_case too.
+    expect(asksForTurn('clientContent', { client_content: { turn_complete: true } })).toBe(true);
+    expect(asksForTurn('realtimeInput', { realtime_input: { activity_end: {} } })).toBe(true);
   });
 
   it("carry a model's output (its audio by its inline data's type), and are parsed whole only to end a turn or count it", () => {
@@ -51,6 +55,11 @@ describe("a Live session's messages", () => {
     expect(setupModel(setup)).toBe('gemini-live');
     expect(setupCap(setup)).toBe(500);
     expect(setupCap({ model: 'models/x' })).toBeUndefined();
+    const snake = { model: 'models/x', generation_config: { max_output_tokens: 900, temperature: 0 } };
+    expect(setupCap(snake)).toBe(900);
+    expect(JSON.parse(setupMessage(snake, 'x', 100))).toEqual({
+      setup: { model: 'models/x', generation_config: { max_output_tokens: 100, temperature: 0 } },
+    });
     expect(JSON.parse(setupMessage(setup, 'mapped', 100))).toEqual({
       setup: { model: 'models/mapped', generationConfig: { responseModalities: ['AUDIO'], maxOutputTokens: 100 } },
     });
