@@ -43,6 +43,7 @@ const unit = [
   'test/observability/logger.test.ts',
   'test/observability/tracing-config.test.ts',
   'test/people/role-table.test.ts',
+  'test/protocols/gemini-live-events.test.ts',
   'test/protocols/passthrough.test.ts',
   'test/protocols/profiles.test.ts',
   'test/protocols/stream-assemble.test.ts',
@@ -93,7 +94,12 @@ const e2e = [
  * The e2e files that time what they test (a kill within a snapshot window, an outage's spool, a stalled loop, a
  * lease's TTL and renewals): one at a time, after the others, so no other file's processes share their cores.
  */
-const timed = ['test/gateway/gateway.faults.test.ts', 'test/reliability/crash-and-outage.test.ts', 'test/reliability/stalled-loop.test.ts'];
+const timed = [
+  'test/gateway/gateway.faults.test.ts',
+  'test/reliability/crash-and-outage.test.ts',
+  'test/reliability/gemini-live-crash.test.ts',
+  'test/reliability/stalled-loop.test.ts',
+];
 
 /**
  * What the api, e2e and timed projects share: the contract check after each test, generous timeouts. `expect.poll`

@@ -4,7 +4,8 @@
  * before a call is opened (401 for the key, 403 and 404 for its workspace, access and connection); `admit()`
  * decides the rest, in the order a caller can act on the answer:
  *   1. a WebSocket handshake that is not a Realtime session's (those never reach here: src/realtime/realtime-gateway.ts):
- *      501 websocket_not_supported, whatever the workspace allows;
+ *      501 websocket_not_supported, whatever the workspace allows (one on an ephemeral token, Gemini's
+ *      BidiGenerateContentConstrained: first 409 unmetered_endpoint unless its class is let through);
  *   2. a path of another API than the connection's: 400 protocol_mismatch;
  *   3. encoded slashes only another protocol reads as slashes (path-safety.ts);
  *   4. what the protocol cannot meter (its checkRequest), refused even where unmetered calls are allowed;
@@ -124,6 +125,11 @@ export async function admit(meter: CallMeter, ctx: CallContext): Promise<Sendabl
   // Governed but free: the model list, a model's description, token counting (no quota, no workspace setting).
   const free = inspector ? undefined : protocol.freeEndpointFor(method, target.route);
   if (asksForWebSocket(ctx.req)) {
+    // A session on an ephemeral token (Gemini's BidiGenerateContentConstrained) is refused as the token is, 409.
+    const ephemeral = !inspector && !free && protocol.passthroughClassFor(target.route) === 'realtime_client_secrets';
+    if (ephemeral && !letsThrough(auth, 'realtime_client_secrets')) {
+      throw notLetThrough(auth, `${method} ${endpoint}`, 'realtime_client_secrets');
+    }
     throw new AppError(
       'websocket_not_supported',
       `${method} ${endpoint} asks for a WebSocket session; the gateway does not relay WebSocket connections`,
@@ -184,9 +190,11 @@ export function assertBudget(auth: AuthRow, now: Date): void {
   }
 }
 
-/** Where a Realtime session is metered instead of handed an ephemeral key (docs/realtime.md). */
-const METERED_REALTIME =
-  'A Realtime session is metered when it is opened through Nexus: a WebSocket to GET v1/realtime?model=... with the inference key';
+/** Where a realtime session is metered instead of handed an ephemeral key (docs/realtime.md), by protocol. */
+const METERED_REALTIME = (profile: string) =>
+  profile === 'gemini'
+    ? 'A Live session is metered when it is opened through Nexus: a WebSocket to ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent with the inference key'
+    : 'A Realtime session is metered when it is opened through Nexus: a WebSocket to GET v1/realtime?model=... with the inference key';
 
 /** Whether the workspace or the plan lets a class through (the workspace's deprecated allowUnmeteredPassthrough: every class). */
 export function letsThrough(auth: AuthRow, passthroughClass: PassthroughClass): boolean {
@@ -218,7 +226,7 @@ export function notLetThrough(auth: AuthRow, what: string, passthroughClass: Pas
       `'${passthroughClass}' is not let through. Letting it through (passthroughClasses of the workspace or the plan) opens ` +
       `${PASSTHROUGH_CLASSES[passthroughClass]}, uncharged to quota (rate limits, the budget and a per-call price still apply), ` +
       `on the provider account every end user of the workspace shares` +
-      (passthroughClass === 'realtime_client_secrets' ? `. ${METERED_REALTIME}` : ''),
+      (passthroughClass === 'realtime_client_secrets' ? `. ${METERED_REALTIME(auth.protocol_profile!)}` : ''),
     { passthrough_class: passthroughClass },
   );
 }

@@ -6,7 +6,9 @@
  * and `:batchEmbedContents` (any version prefix: `v1`, `v1beta`, `v1alpha`), the model named by the path.
  * A stream asked for without `alt=sse` (a JSON array streamed) is refused with 400: the gateway meters
  * SSE. Free: `:countTokens`, and `GET {version}/models[/{model}]`. A caller sends its inference key as the
- * SDK does: `x-goog-api-key`, `?key=` or Bearer.
+ * SDK does: `x-goog-api-key`, `?key=` or Bearer. The Live API's WebSocket (`ws/...BidiGenerateContent`) is a
+ * realtime session, metered turn by turn (src/realtime/); its ephemeral tokens (`auth_tokens`, and the sessions they
+ * open, `BidiGenerateContentConstrained`) are of the passthrough class `realtime_client_secrets`.
  *
  * Usage is `usageMetadata`: input `promptTokenCount` (and `toolUsePromptTokenCount`), cached
  * `cachedContentTokenCount`, output `candidatesTokenCount` plus the thinking tokens `thoughtsTokenCount`.
@@ -234,6 +236,9 @@ export const gemini: Protocol = defineProtocol({
     [resource('fileSearchStores'), 'vector_stores'],
     [resource('corpora'), 'vector_stores'],
     [resource('cachedContents'), 'cached_contents'],
+    // Ephemeral tokens (`v1alpha/auth_tokens`) open Live sessions straight at Google (BidiGenerateContentConstrained).
+    [resource('auth_tokens'), 'realtime_client_secrets'],
+    [/(?:^|\/)ws\/[^/]*\.BidiGenerateContentConstrained$/i, 'realtime_client_secrets'],
     [/(?:^|\/)models\/[^/:]+:predict$/i, 'images'],
     [/(?:^|\/)models\/[^/:]+(?::predictLongRunning$|\/operations(?:\/|$))/i, 'videos'],
   ],

@@ -1,15 +1,18 @@
 /**
  * Realtime sessions' handshakes (docs/realtime.md): `GET /providers/{connectionId}/v1/realtime?model=...` on an
- * `openai` connection, and Azure's `openai/realtime?deployment=...` or `openai/v1/realtime?model=...` on an
- * `azure-openai` one, asked as a WebSocket upgrade. The caller's inference key comes as the SDKs send it:
- * `Authorization: Bearer` (`api-key` on Azure), or the `openai-insecure-api-key.<key>` subprotocol of browsers.
+ * `openai` connection, Azure's `openai/realtime?deployment=...` or `openai/v1/realtime?model=...` on an
+ * `azure-openai` one, and Gemini's Live API `ws/google.ai.generativelanguage.v1beta.GenerativeService.
+ * BidiGenerateContent` on a `gemini` one (its model named later, in its `setup`), asked as a WebSocket upgrade. The
+ * caller's inference key comes as the SDKs send it: `Authorization: Bearer` (`api-key` on Azure; `?key=` or
+ * `x-goog-api-key` on Gemini), or the `openai-insecure-api-key.<key>` subprotocol of browsers.
  *
  * The session is admitted as a call is (admission.ts): the key, the access and connection (authorizeCall), the
  * model's allow-list, the budget, a current quota period, the plan's rate limits (a request, and a concurrency slot
  * held while the session lives), and this process's bounds on open sessions per access and in all. Refused, the
  * handshake is answered with the refusal in OpenAI's error shape and recorded REJECTED, as a call's. Admitted, the
  * upstream socket is opened with the connection's key (its protocol's auth header; its host guarded as every
- * upstream's), then the client's handshake is accepted and the frames relayed (realtime-session.ts).
+ * upstream's), then the client's handshake is accepted and the frames relayed (realtime-session.ts: OpenAI's
+ * events read by realtime-openai.ts, Gemini's messages by gemini-session.ts).
  *
  * A route's session is admitted once, then opened on the first of its targets that accepts it (realtime-handshake.ts).
  * Every other WebSocket handshake (another path, another profile, a key that cannot be read) goes on as a plain
@@ -17,7 +20,6 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type WebSocket from 'ws';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../domain/security/secret-box.js';
 import { guardedLookup } from '../domain/security/upstream-guard.js';
@@ -25,7 +27,6 @@ import { newId } from '../ids.js';
 import type { RequestLocals } from '../web/locals.js';
 import { plainResponse } from '../web/plain-response.js';
 import { authorizeCall } from '../gateway/admission.js';
-import type { CacheEntry } from '../gateway/auth-cache.js';
 import type { GatewayParts } from '../gateway/gateway-parts.js';
 import { lookUpTarget, type Gateway } from '../gateway/gateway.js';
 import { parseGatewayUrl, type GatewayTarget } from '../gateway/path-safety.js';
@@ -41,7 +42,9 @@ import {
   SESSION_ROUTES,
   type UpstreamOptions,
 } from './realtime-handshake.js';
-import { RealtimeSession } from './realtime-session.js';
+import { GeminiSession } from './gemini-session.js';
+import { OpenAiSession } from './realtime-openai.js';
+import type { RealtimeSession, SessionDeps } from './realtime-session.js';
 
 export interface RealtimeDeps {
   parts: GatewayParts;
@@ -127,9 +130,10 @@ export function createRealtime(deps: RealtimeDeps) {
       routeId: route?.id,
       session: true,
     });
-    let opened: { upstream: WebSocket; entry: CacheEntry } | undefined;
+    let opened: Awaited<ReturnType<typeof openFirst>> | undefined;
     try {
       const open = { all: sessions.size, ofAccess: perAccess.get(auth.workspace_access_id) ?? 0 };
+      // Gemini's model comes in the session's first frame (its `setup`): it is allowed, mapped and priced there.
       const model = modelOf(target);
       await admitSession(meter, call, model, open, limits);
       const candidates =
@@ -143,7 +147,7 @@ export function createRealtime(deps: RealtimeDeps) {
       refuse({ res: plainResponse(req, socket), locals, call, target }, err);
       return;
     }
-    const { upstream, entry } = opened;
+    const { upstream, entry, modelMap } = opened;
     const ticket = call.admitted.rateTicket;
     if (socket.destroyed) {
       // The client left while its session was admitted.
@@ -154,7 +158,7 @@ export function createRealtime(deps: RealtimeDeps) {
     const connectionId = entry.row!.connection_id!;
     sessionIds.set(req, locals.requestId);
     server.handleUpgrade(req, socket, head, (client) => {
-      const session = new RealtimeSession(client, upstream, {
+      const sessionDeps: SessionDeps = {
         ctx: {
           meter,
           auth,
@@ -172,13 +176,15 @@ export function createRealtime(deps: RealtimeDeps) {
         idleTimeoutMs: limits.idleTimeoutMs,
         beta: isBeta(req, target),
         rateTicket: ticket,
+        modelMap,
         ended: (s) => {
           closed(s);
           // Its turns' tokens were spent as each ended.
           if (ticket) meter.rates.settle(ticket, 0);
         },
-      });
-      openedSession(session);
+      };
+      const Session = auth.protocol_profile === 'gemini' ? GeminiSession : OpenAiSession;
+      openedSession(new Session(client, upstream, sessionDeps).start());
     });
   }
 

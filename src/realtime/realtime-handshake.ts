@@ -21,10 +21,11 @@ import type { GatewayTarget } from '../gateway/path-safety.js';
 import { routeCandidates } from '../gateway/route-call.js';
 import type { RouteRegistry } from '../gateway/route-registry.js';
 
-/** The Realtime session paths of each profile that has them. */
+/** The Realtime session paths of each profile that has them (Gemini's: the Live API's, not its ephemeral tokens' Constrained one). */
 export const SESSION_ROUTES: Record<string, RegExp> = {
   openai: /^(?:v1\/)?realtime$/i,
   'azure-openai': /^openai\/(?:v1\/)?realtime$/i,
+  gemini: /^ws\/google\.ai\.generativelanguage\.v1(?:alpha|beta)?\.GenerativeService\.BidiGenerateContent$/i,
 };
 /** The subprotocol a browser sends its key in, and the one the Realtime API speaks. */
 const KEY_PROTOCOL = 'openai-insecure-api-key.';
@@ -46,10 +47,14 @@ export function isBeta(req: IncomingMessage, target: GatewayTarget): boolean {
   return /realtime=v1/i.test(rawHeader(req.rawHeaders, 'openai-beta') ?? '') || /^openai\/realtime$/i.test(target.route);
 }
 
-/** Where a session may be opened: a connection's key lookup, and the query it is opened with (a route's model mapped). */
+/**
+ * Where a session may be opened: a connection's key lookup, the query it is opened with (a route's model mapped), and
+ * the route target's model map (Gemini's model, named in the session's first frame, is mapped there).
+ */
 export interface Candidate {
   entry: CacheEntry;
   search: string;
+  modelMap?: Record<string, string> | undefined;
 }
 
 /** The query of a route's target: its model map applied to the session's model (`model`, or Azure's `deployment`). */
@@ -61,28 +66,32 @@ function mappedSearch(search: string, model: string, modelMap: Record<string, st
   return `?${params.toString()}`;
 }
 
-/** The model a session names: `?model=` (Azure's classic path: `?deployment=`). */
-export function modelOf(target: GatewayTarget): string {
+/**
+ * The model a session names: `?model=` (Azure's classic path: `?deployment=`); undefined for Gemini's Live API, whose
+ * model comes in the session's first frame (`setup.model`).
+ */
+export function modelOf(target: GatewayTarget): string | undefined {
+  if (SESSION_ROUTES.gemini!.test(target.route)) return undefined;
   const params = new URLSearchParams(target.search);
   return params.get('model') ?? params.get('deployment') ?? '';
 }
 
 /**
- * The session's refusals that are not authorizeCall's: its model, budget, period, the sessions open (`open`: on this
- * process, and of its access) against `limits`, and the rate limits.
+ * The session's refusals that are not authorizeCall's: its model (undefined: named later, and allowed then), budget,
+ * period, the sessions open (`open`: on this process, and of its access) against `limits`, and the rate limits.
  */
 export async function admitSession(
   meter: CallMeter,
   call: MeteredCall,
-  model: string,
+  model: string | undefined,
   open: { all: number; ofAccess: number },
   limits: Config['realtime'],
 ): Promise<void> {
   const auth = call.auth;
   const now = call.start.startedAt;
-  call.admitted.requestedModel = model;
+  call.admitted.requestedModel = model ?? '';
   call.admitted.streamed = true;
-  assertModelAllowed(meter.modelPolicy(auth), model);
+  if (model !== undefined) assertModelAllowed(meter.modelPolicy(auth), model);
   assertBudget(auth, now);
   if (!auth.period_id) throw new AppError('quota_insufficient', 'The access has no current quota period');
   call.admitted.view = meter.quotaView(auth, now);
@@ -129,10 +138,12 @@ function openUpstream(entry: CacheEntry, req: IncomingMessage, target: GatewayTa
   protocolOf(row.protocol_profile!).authHeaders(auth, upstream.apiKey);
   const headers: Record<string, string> = {};
   for (let i = 0; i < auth.length; i += 2) headers[auth[i]!] = auth[i + 1]!;
+  const gemini = row.protocol_profile === 'gemini';
   const beta = rawHeader(req.rawHeaders, 'openai-beta');
-  if (beta) headers['openai-beta'] = beta;
+  if (beta && !gemini) headers['openai-beta'] = beta;
   return new Promise((resolve, reject) => {
-    const socket = new WebSocket(url, [REALTIME_PROTOCOL], {
+    // OpenAI's Realtime API is asked for in its subprotocol; Gemini's Live API names none.
+    const socket = new WebSocket(url, gemini ? [] : [REALTIME_PROTOCOL], {
       headers,
       lookup: o.lookup,
       maxPayload: o.maxFrameBytes,
@@ -172,7 +183,7 @@ export async function openFirst(
     try {
       const upstream = await openUpstream(c.entry, req, { ...target, search: c.search }, options);
       if (route) routes.succeeded(route, cid);
-      return { upstream, entry: c.entry };
+      return { upstream, entry: c.entry, modelMap: c.modelMap };
     } catch (err) {
       if (route) routes.failed(route, cid, 'upstream_unavailable');
       failure = err;
@@ -204,11 +215,12 @@ export function routeTargets(
   route: RouteRow,
   usable: Map<string, CacheEntry>,
   target: GatewayTarget,
-  model: string,
+  model: string | undefined,
   now: Date,
 ): Candidate[] {
   return routeCandidates(routes, route, usable, now, Math.random).map((t) => ({
     entry: usable.get(t.providerConnectionId)!,
-    search: mappedSearch(target.search, model, t.modelMap),
+    search: model === undefined ? target.search : mappedSearch(target.search, model, t.modelMap),
+    modelMap: t.modelMap ?? undefined,
   }));
 }

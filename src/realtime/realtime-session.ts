@@ -1,48 +1,31 @@
 /**
- * One Realtime session: the client's WebSocket and the upstream's, frames relayed both ways as they come (audio is
- * never reassembled), and its turns metered (docs/realtime.md).
+ * One realtime session, whatever its protocol: the client's WebSocket and the upstream's, frames relayed both ways
+ * as they come (audio is never reassembled), and its turns metered (docs/realtime.md). What a protocol's frames
+ * mean is its subclass's (OpenAI's and Azure's Realtime API: realtime-openai.ts; Gemini's Live API:
+ * gemini-session.ts); what a turn is, how it is admitted, settled and recorded, and how the session ends, is here.
  *
- * - A client's `response.create` is admitted before it is sent upstream: the key's row is read again (cached), its
- *   access and connection authorized, the budget checked, and the turn's bound (its output cap, or the session's,
- *   at most the plan's maxOutputTokens; its input: the conversation so far, the last turn's input and output) taken
- *   on the access's quota lease. The client's frames after it wait for that decision, so their order upstream is
- *   kept.
- * - A `response.created` no client `response.create` asked for is a server-VAD turn: admitted as it runs. Refused,
- *   it is cancelled upstream (`response.cancel`) and charged what it used.
- * - A refused turn is not sent upstream: the client gets an `error` event naming the reason, and the session
- *   closes with 1008 once the turns in flight have completed. A turn already admitted is never cut.
- * - `response.done` settles its turn exactly by kind (realtime-turn.ts).
+ * - A turn the client asks for (`askTurn`) is admitted before its frame is sent upstream: the key's row is read
+ *   again (cached), its access and connection authorized, the budget checked, and the turn's bound (its output cap,
+ *   or the session's, at most the plan's maxOutputTokens; its input: the conversation so far) taken on the access's
+ *   quota lease. The client's frames after it wait for that decision, so their order upstream is kept.
+ * - A turn the provider begins that no client frame asked for is a server-VAD turn: admitted as it runs. Refused,
+ *   it is cancelled upstream where the protocol can, and charged what it used.
+ * - A refused turn is not sent upstream; the client is told as its protocol can, and the session closes with 1008
+ *   once the turns in flight have completed. A turn already admitted is never cut.
+ * - A turn's end settles it exactly by kind from the usage its provider reports (realtime-turn.ts).
  * - The client goes away: the upstream socket is closed, each turn in flight charged for what was delivered. The
- *   upstream goes away: the client gets an `error` event and a close (1011), turns in flight charged likewise.
+ *   upstream goes away: the client gets a close (1011), turns in flight charged likewise.
  * - No frame either way and no pong for the idle timeout: closed (1000). The client is pinged a third of it.
  */
 import type { RawData, WebSocket } from 'ws';
 import { AppError } from '../errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { RateTicket } from '../domain/rate-limits/rate-allowances.js';
+import type { Usage } from '../protocols/usage.js';
 import type { CacheEntry } from '../gateway/auth-cache.js';
 import { admitTurn, DEFAULT_OUTPUT_BOUND } from './realtime-admit.js';
-import {
-  carriesAudio,
-  carriesOutput,
-  errorEvent,
-  eventType,
-  parseEvent,
-  PARSED_SERVER_EVENTS,
-  refusalEvent,
-  responseCap,
-  responseOf,
-  sessionCap,
-  usageOf,
-  withCap,
-} from './realtime-events.js';
 import { holdSession, recordSession, type SessionBeat, type SessionCause, type SessionTotals } from './realtime-record.js';
 import { recordTurn, Turn, type TurnContext, type TurnEnd } from './realtime-turn.js';
-
-/** The event id of the `session.update` Nexus opens a session with (the plan's output cap), and of its answer's error. */
-const CAP_EVENT_ID = 'event_nexus_session_cap';
-/** How many bytes of a frame are decoded to find its type (an audio delta is not decoded whole). */
-const HEAD_BYTES = 200;
 
 export interface SessionDeps {
   ctx: TurnContext;
@@ -54,6 +37,8 @@ export interface SessionDeps {
   idleTimeoutMs: number;
   /** The session speaks the Realtime API's beta (`OpenAI-Beta: realtime=v1`, Azure's preview path): its caps' field names. */
   beta: boolean;
+  /** The model map of the route's target that holds the session (Gemini's model comes in its first frame). */
+  modelMap?: Record<string, string> | undefined;
   /** Its rate-limit ticket (a request and a slot held while it lives; none: the plan has no limits). */
   rateTicket: RateTicket | undefined;
   /** The session ended (both sockets closed). */
@@ -62,22 +47,25 @@ export interface SessionDeps {
 
 type Frame = [RawData, boolean];
 
-const textOf = (data: RawData): Buffer => (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data));
+/** A frame's bytes, whole. */
+export const bytesOf = (data: RawData): Buffer =>
+  Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
 
-export class RealtimeSession {
-  /** Turns admitted on the client's `response.create`, sent upstream, their `response.created` not yet seen. */
+export abstract class RealtimeSession {
+  /** Turns admitted on the client's asking, sent upstream, not yet begun there. */
   private readonly asked: Turn[] = [];
-  /** Turns under way upstream, by response id. */
+  /** Turns under way upstream, by response id (or their own id when the protocol names none). */
   private readonly running = new Map<string, Turn>();
   /** The turn whose output frames are being relayed (the last begun). */
-  private latest: Turn | undefined;
-  /** While a turn's admission is decided: the client's frames after its `response.create`, in order. */
+  protected latest: Turn | undefined;
+  /** While a turn's admission is decided: the client's frames after the one asking for it, in order. */
   private waiting: Frame[] | null = null;
-  private cap: number | 'inf' | undefined;
-  /** The conversation so far, as the last `response.done` reported it: the next turn's input bound. */
+  /** The session's output cap, as the provider (or its setup) last stated it. */
+  protected cap: number | 'inf' | undefined;
+  /** The conversation so far, as the last turn's usage reported it: the next turn's input bound. */
   private conversation = 0n;
   /** Set once a turn was refused, or the session is ending: no new turn; the close to make once none is in flight. */
-  private closing: { code: number; reason: string } | undefined;
+  private closing: { reason: string; refusal: string } | undefined;
   /** What its own record counts (realtime-record.ts). */
   private readonly totals: SessionTotals = { turns: 0, units: 0n, firstAudioMs: null };
   /** Turns being settled, and the client's turn whose admission is being decided: the session's record waits for them. */
@@ -86,27 +74,33 @@ export class RealtimeSession {
   /** The session's own row for the heartbeat (its record should the process die), once its lease is held. */
   private sessionBeat: SessionBeat | undefined;
   private holding: Promise<void> | undefined;
-  /** Nexus's own `session.update` (the plan's cap) awaits its answer, which is not passed on to the client. */
-  private capPending = false;
-  private ended = false;
+  protected ended = false;
   private lastActivity = Date.now();
-  private readonly timer: NodeJS.Timeout;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly client: WebSocket,
     readonly upstream: WebSocket,
-    private readonly deps: SessionDeps,
-  ) {
+    protected readonly deps: SessionDeps,
+  ) {}
+
+  /** Starts relaying: both sockets listened to, the protocol's opening frames sent, its lease held, its pings begun. */
+  start(): this {
+    const { client, upstream, deps } = this;
     client.on('message', (data, binary) => this.fromClient(data, binary));
     client.on('pong', () => this.touch());
     client.on('ping', () => this.touch());
     client.on('close', (code) => this.clientGone(code));
     // ws fails a frame past the maximum with this error, then closes 1009.
     client.on('error', (err: Error & { code?: string }) => this.clientGone(err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 1009 : 1006));
-    upstream.on('message', (data, binary) => this.fromUpstream(data, binary));
+    upstream.on('message', (data, binary) => {
+      this.touch();
+      this.serverFrame(data, binary);
+      this.closeIfQuiet();
+    });
     upstream.on('close', (code) => this.upstreamGone(`the provider closed the session (${code})`));
     upstream.on('error', (err) => this.upstreamGone(`the provider's socket failed: ${err.message}`));
-    this.capSession();
+    this.opening();
     upstream.resume();
     this.holding = holdSession(deps.ctx, this.totals).then((beat) => {
       if (!beat) return;
@@ -116,6 +110,7 @@ export class RealtimeSession {
     const every = Math.max(250, Math.floor(deps.idleTimeoutMs / 3));
     this.timer = setInterval(() => this.beat(), every);
     this.timer.unref();
+    return this;
   }
 
   get accessId(): string {
@@ -127,17 +122,31 @@ export class RealtimeSession {
     this.finish(1001, 'Nexus is shutting down', 'server_shutdown', { kind: 'shutdown' });
   }
 
+  /** What the protocol sends upstream before any client frame (OpenAI: the plan's output cap). */
+  protected opening(): void {}
+
+  /** A client frame to relay (its turn, if it asks for one, admitted through `askTurn`). */
+  protected abstract clientFrame(data: RawData, binary: boolean): void;
+
+  /** An upstream frame: read as the protocol needs, relayed (`sendClient`), its turn begun or ended. */
+  protected abstract serverFrame(data: RawData, binary: boolean): void;
+
+  /** Tells the client why the session ends (`code`), where its protocol has a way (OpenAI's `error` event). */
+  protected abstract notify(code: string, message: string): void;
+
   /**
-   * Under a plan's maxOutputTokens the session is opened with it as its output cap (a `session.update`, before any
-   * client frame), so the turns the provider starts itself (server VAD, no `response.create`) stop there too.
+   * Tells the client its turn was refused, where its protocol has a way; returns whether the session stays open (the
+   * client may ask again), else it closes 1008 once no turn is in flight, its close reason `closeReason(err)`.
    */
-  private capSession(): void {
-    const max = this.deps.ctx.auth.max_output_tokens;
-    if (!max) return;
-    const session = this.deps.beta ? { max_response_output_tokens: max } : { type: 'realtime', max_output_tokens: max };
-    this.upstream.send(JSON.stringify({ type: 'session.update', event_id: CAP_EVENT_ID, session }));
-    this.capPending = true;
+  protected abstract refusal(err: AppError, eventId?: string): boolean;
+
+  /** The close reason of a session a refusal ends (at most 123 bytes). */
+  protected closeReason(err: AppError): string {
+    return err.code;
   }
+
+  /** A server-VAD turn refused while it runs: stopped upstream where the protocol can. */
+  protected cancel(_turn: Turn): void {}
 
   private touch(): void {
     this.lastActivity = Date.now();
@@ -145,15 +154,19 @@ export class RealtimeSession {
 
   private beat(): void {
     if (Date.now() - this.lastActivity >= this.deps.idleTimeoutMs) {
-      this.sendClient(errorEvent('session_idle_timeout', `No frame for ${this.deps.idleTimeoutMs} ms: the session is closed`));
+      this.notify('session_idle_timeout', `No frame for ${this.deps.idleTimeoutMs} ms: the session is closed`);
       this.finish(1000, 'idle timeout', 'session_idle_timeout', { kind: 'idle' });
       return;
     }
     if (this.client.readyState === this.client.OPEN) this.client.ping();
   }
 
-  private sendClient(data: RawData | string, binary = false): void {
+  protected sendClient(data: RawData | string, binary = false): void {
     if (this.client.readyState === this.client.OPEN) this.client.send(data, { binary });
+  }
+
+  protected sendUpstream(data: RawData | string, binary = false): void {
+    if (this.upstream.readyState === this.upstream.OPEN) this.upstream.send(data, { binary });
   }
 
   private fromClient(data: RawData, binary: boolean): void {
@@ -162,50 +175,30 @@ export class RealtimeSession {
       this.waiting.push([data, binary]);
       return;
     }
-    this.relayClient(data, binary);
-  }
-
-  /** A client frame, its turn's admission (if it asks for one) decided before it and what follows go upstream. */
-  private relayClient(data: RawData, binary: boolean): void {
-    if (this.ended) return;
-    if (!binary) {
-      const text = textOf(data);
-      const type = eventType(text.subarray(0, HEAD_BYTES).toString('utf8'));
-      if (type === 'response.create') {
-        this.waiting = [];
-        this.asking = this.askedTurn(text);
-        return;
-      }
-      if (type === 'session.update') data = Buffer.from(this.sessionUpdate(text));
-    }
-    if (this.upstream.readyState === this.upstream.OPEN) this.upstream.send(data, { binary });
+    if (!this.ended) this.clientFrame(data, binary);
   }
 
   /**
-   * A client's `session.update` that sets the session's output cap past the plan's maxOutputTokens (or to 'inf') is
-   * sent with the plan's instead: the session's cap bounds its server-VAD turns, which no `response.create` asks for.
+   * A client frame asking for a turn (its output cap `asked`, its event id `eventId` for a refusal): held, with the
+   * frames after it, while the turn is admitted; admitted, `send(turn)` is sent upstream.
    */
-  private sessionUpdate(frame: Buffer): Buffer | string {
-    const max = this.deps.ctx.auth.max_output_tokens;
-    const event = max ? parseEvent(frame.toString('utf8')) : undefined;
-    const asked = event && sessionCap(event);
-    if (!event || asked === undefined || (asked !== 'inf' && asked <= max!)) return frame;
-    return withCap(event, 'session', max!, this.deps.beta);
+  protected askTurn(asked: number | 'inf' | undefined, eventId: string | undefined, send: (turn: Turn) => RawData | string): void {
+    this.waiting = [];
+    this.asking = this.askedTurn(asked, eventId, send);
   }
 
-  private async askedTurn(frame: Buffer): Promise<void> {
-    const event = parseEvent(frame.toString('utf8')) ?? {};
-    const turn = this.closing ? this.closing.reason : await this.admit(true, responseCap(event));
+  private async askedTurn(
+    asked: number | 'inf' | undefined,
+    eventId: string | undefined,
+    send: (turn: Turn) => RawData | string,
+  ): Promise<void> {
+    const turn = this.closing ? this.closing.refusal : await this.admit(true, asked);
     if (typeof turn === 'string' || turn instanceof AppError) {
-      const err = typeof turn === 'string' ? new AppError('quota_insufficient', turn) : turn;
-      const eventId = typeof event.event_id === 'string' ? event.event_id : undefined;
-      this.refuse(err, eventId);
+      this.refuse(typeof turn === 'string' ? new AppError('quota_insufficient', turn) : turn, eventId);
     } else if (!this.ended && this.upstream.readyState === this.upstream.OPEN) {
       this.asked.push(turn);
       turn.admitted(turn.admission!);
-      // Under a plan's maxOutputTokens the turn is sent capped at its output bound, so that bound holds upstream.
-      const capped = this.deps.ctx.auth.max_output_tokens ? withCap(event, 'response', Number(turn.outputBound), this.deps.beta) : frame;
-      this.upstream.send(capped, { binary: false });
+      this.sendUpstream(send(turn));
     } else {
       this.record(turn, { status: 'CLIENT_ABORTED', attempt: 'ABORTED', errorCode: 'client_aborted', usage: null });
     }
@@ -216,25 +209,21 @@ export class RealtimeSession {
         (this.waiting as Frame[]).push(...queued.slice(i));
         return;
       }
-      this.relayClient(...queued[i]!);
+      if (!this.ended) this.clientFrame(...queued[i]!);
     }
     this.closeIfQuiet();
   }
 
-  /**
-   * A turn refused: its client told why. Refused for the plan's tokens per minute, the session stays open (the
-   * client may ask again once the minute has room); for anything else, it closes 1008 once no turn is in flight.
-   */
-  private refuse(err: AppError, eventId?: string): void {
-    this.sendClient(refusalEvent(err, eventId));
-    if (err.code === 'rate_limited') return;
-    this.closing ??= { code: 1008, reason: err.code };
+  /** A turn refused: its client told why (`refusal`); unless that leaves it open, it closes 1008 once no turn is in flight. */
+  protected refuse(err: AppError, eventId?: string): void {
+    if (this.refusal(err, eventId)) return;
+    this.closing ??= { reason: this.closeReason(err), refusal: err.code };
     this.closeIfQuiet();
   }
 
   private closeIfQuiet(): void {
     if (!this.closing || this.asked.length || this.running.size || this.waiting) return;
-    this.finish(this.closing.code, this.closing.reason, null, { kind: 'refused', code: this.closing.reason });
+    this.finish(1008, this.closing.reason, null, { kind: 'refused', code: this.closing.refusal });
   }
 
   /** A turn's admission (realtime-admit.ts): resolves with the turn, or the refusal. */
@@ -251,65 +240,8 @@ export class RealtimeSession {
     });
   }
 
-  private fromUpstream(data: RawData, binary: boolean): void {
-    this.touch();
-    if (!binary) {
-      const buf = textOf(data);
-      const type = eventType(buf.subarray(0, HEAD_BYTES).toString('utf8'));
-      if (carriesOutput(type)) this.output(carriesAudio(type));
-      else if (PARSED_SERVER_EVENTS.has(type)) {
-        const relayed = this.serverEvent(type, parseEvent(buf.toString('utf8')) ?? {});
-        if (relayed === null) return;
-        if (relayed !== undefined) data = Buffer.from(relayed);
-      }
-    }
-    this.sendClient(data, binary);
-    this.closeIfQuiet();
-  }
-
-  /** A parsed server event read; returns the frame to relay in its place (undefined: as it came; null: none). */
-  private serverEvent(type: string, event: Record<string, unknown>): string | null | undefined {
-    if (type === 'session.created' || type === 'session.updated') {
-      this.cap = sessionCap(event) ?? this.cap;
-      return this.capAnswer(type, event);
-    } else if (type === 'response.created') {
-      this.began(responseOf(event).id);
-    } else if (type === 'response.done') {
-      this.done(event);
-    } else if (type === 'error') {
-      const error = event.error as { code?: unknown; event_id?: unknown } | undefined;
-      const own = this.capPending && error?.event_id === CAP_EVENT_ID;
-      if (own) this.capPending = false;
-      this.deps.logger[own ? 'warn' : 'info']({
-        msg: own
-          ? "the provider refused the session's output cap: its server-VAD turns are bounded by admission only"
-          : 'realtime upstream error event',
-        requestId: this.deps.ctx.sessionId,
-        code: typeof error?.code === 'string' ? error.code : '',
-      });
-      if (own) return null;
-    }
-    return undefined;
-  }
-
-  /**
-   * While Nexus's own `session.update` awaits its answer: the `session.created` is relayed with the cap the session
-   * is about to have (the client sees the session as it will be), and the `session.updated` answering it is not
-   * relayed (the client did not ask for it). The provider answers events in order, so it is the first one.
-   */
-  private capAnswer(type: string, event: Record<string, unknown>): string | null | undefined {
-    if (!this.capPending) return undefined;
-    if (type === 'session.updated') {
-      this.capPending = false;
-      return null;
-    }
-    const max = this.deps.ctx.auth.max_output_tokens!;
-    const stated = sessionCap(event);
-    return typeof stated === 'number' && stated <= max ? undefined : withCap(event, 'session', max, this.deps.beta);
-  }
-
-  /** A response begins upstream: the client's turn asked first, else a server-VAD turn, admitted now. */
-  private began(responseId: string | null): void {
+  /** A turn begins upstream (its response id, if the protocol names one): the client's asked first, else a server-VAD turn, admitted now. */
+  protected began(responseId: string | null): Turn {
     let turn = this.asked.shift();
     if (!turn) {
       const { ctx } = this.deps;
@@ -322,11 +254,12 @@ export class RealtimeSession {
     turn.responseId = responseId;
     this.running.set(responseId ?? turn.id, turn);
     this.latest = turn;
+    return turn;
   }
 
   /** A server-VAD turn already under way: admitted at its bound, or cancelled upstream and charged what it uses. */
   private async admitVad(turn: Turn): Promise<void> {
-    const admitted = this.closing ? new AppError('quota_insufficient', this.closing.reason) : await this.admit(false, undefined);
+    const admitted = this.closing ? new AppError('quota_insufficient', this.closing.refusal) : await this.admit(false, undefined);
     if (!(admitted instanceof AppError)) {
       turn.rateTicket = admitted.rateTicket;
       turn.admitted(admitted.admission!);
@@ -339,21 +272,21 @@ export class RealtimeSession {
       const held = await this.deps.ctx.meter.leases.admit(target, 0n).catch(() => undefined);
       if (held?.ok) turn.admitted(held.admission);
     }
-    if (this.upstream.readyState === this.upstream.OPEN && turn.responseId)
-      this.upstream.send(JSON.stringify({ type: 'response.cancel', response_id: turn.responseId }));
-    // Refused for tokens per minute, its tokens are still counted (on the session's ticket) and the session stays open.
+    this.cancel(turn);
+    // Refused for tokens per minute, its tokens are still counted (on the session's ticket); the protocol decides whether it stays open.
     this.refuse(admitted);
   }
 
-  private done(event: Record<string, unknown>): void {
-    const { id, status } = responseOf(event);
-    const turn = (id && this.running.get(id)) || this.latest;
+  /**
+   * A turn ends upstream (`responseId`: the one its end names; else the latest), with the usage it reports (null:
+   * none; it is charged as delivered) and whether the provider says it failed.
+   */
+  protected endTurn(responseId: string | null, usage: Usage | null, failed: boolean): void {
+    const turn = (responseId && this.running.get(responseId)) || this.latest;
     if (!turn) return;
     this.running.delete(turn.responseId ?? turn.id);
     if (this.latest === turn) this.latest = undefined;
-    const usage = usageOf(event);
     if (usage) this.conversation = usage.inputTokens + usage.outputTokens;
-    const failed = status === 'failed';
     void this.settle(turn, {
       status: failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
       attempt: failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
@@ -362,8 +295,8 @@ export class RealtimeSession {
     });
   }
 
-  /** A frame of the latest turn's output is relayed: the session's first audio is timed. */
-  private output(audio: boolean): void {
+  /** A frame of the latest turn's output is relayed (`audio`: of its audio): the session's first audio is timed. */
+  protected output(audio: boolean): void {
     const turn = this.latest;
     if (!turn) return;
     turn.output(audio);
@@ -398,7 +331,7 @@ export class RealtimeSession {
 
   private upstreamGone(why: string): void {
     if (this.ended) return;
-    this.sendClient(errorEvent('upstream_closed', `The provider ended the session: ${why}`));
+    this.notify('upstream_closed', `The provider ended the session: ${why}`);
     this.finish(1011, 'upstream closed', 'upstream_stream_broken', { kind: 'upstream' });
   }
 
@@ -407,7 +340,7 @@ export class RealtimeSession {
    * was cut; null when none can be), the turns asked for but not begun given back; then, its turns recorded, its own
    * record (`ended`: why).
    */
-  private finish(code: number, reason: string, cause: string | null, ended: SessionCause): void {
+  protected finish(code: number, reason: string, cause: string | null, ended: SessionCause): void {
     if (this.ended) return;
     this.ended = true;
     clearInterval(this.timer);

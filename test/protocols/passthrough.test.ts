@@ -60,6 +60,8 @@ const CLASSES: [ProtocolProfile, string, string, method?: string][] = [
   ['gemini', 'v1beta/models/veo-3.0-generate-001:predictLongRunning', 'videos'],
   ['gemini', 'v1beta/models/veo-3.0-generate-001/operations/op1', 'videos'],
   ['gemini', 'v1beta/operations', 'other'],
+  ['gemini', 'v1alpha/auth_tokens', 'realtime_client_secrets'],
+  ['gemini', 'ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContentConstrained', 'realtime_client_secrets'],
   ['bedrock', 'async-invoke', 'async_invoke'],
   ['bedrock', 'async-invoke/arn%3Aaws%3Abedrock', 'async_invoke'],
   ['bedrock', 'guardrail/gr1/version/1/apply', 'guardrails'],
