@@ -73,7 +73,12 @@ await withFreshNexus(
       const price = await createModelPrice({
         client: api,
         path: { workspaceId: tenant.workspaceId },
-        body: { modelPattern: 'gpt-4o*', inputPerMillion: '2.50', outputPerMillion: '10', effectiveFrom: new Date(Date.now() - 3_600_000).toISOString() },
+        body: {
+          modelPattern: 'gpt-4o*',
+          inputPerMillion: '2.50',
+          outputPerMillion: '10',
+          effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
+        },
       });
       if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
       const client = (await db.client.acquireConnection()) as import('pg').Client;
@@ -94,10 +99,14 @@ await withFreshNexus(
       );
       db.client.releaseConnection(client);
       await db.raw('analyze');
-      const planId = ((await db.raw('select plan_id from workspace_accesses where id = ?', [tenant.accessId])).rows[0] as { plan_id: string })
-        .plan_id;
+      const planId = (
+        (await db.raw('select plan_id from workspace_accesses where id = ?', [tenant.accessId])).rows[0] as { plan_id: string }
+      ).plan_id;
       const query = namedQuery(db);
-      const statements = Object.fromEntries(Object.entries(WAYS).map(([way, rollUp]) => [way, recordCallsSql(rollUp)])) as Record<Way, string>;
+      const statements = Object.fromEntries(Object.entries(WAYS).map(([way, rollUp]) => [way, recordCallsSql(rollUp)])) as Record<
+        Way,
+        string
+      >;
       const record = (way: Way, rows: CallRows[]) =>
         query(`bench_record_${way.replaceAll(' ', '_')}`, statements[way], [
           jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))),
@@ -134,7 +143,11 @@ await withFreshNexus(
       for (const way of Object.keys(WAYS) as Way[])
         for (const n of SIZES) parts[`record ${way}, ${n}`] = () => record(way, batchOf(tenant, leases, planId, n));
 
-      console.log(`host: ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')} (1, 5, 15 min)`);
+      console.log(
+        `host: ${cpus().length} CPUs, load average ${loadavg()
+          .map((l) => l.toFixed(1))
+          .join(' ')} (1, 5, 15 min)`,
+      );
       console.log(`${ROUNDS} rounds of ${STATEMENTS} statements a part, ${USERS} users, ${SEEDED} calls seeded\n`);
       const names = Object.keys(parts);
       const used = new Map<string, number[]>(names.map((name) => [name, []]));
@@ -162,7 +175,11 @@ await withFreshNexus(
         const lines = Array.from({ length: ROUNDS }, (_, r) => fit(SIZES.map((n) => [n, used.get(`record ${way}, ${n}`)![r]!])));
         console.log(`| ${way} | ${mq(lines.map((l) => l.fixed))} | ${mq(lines.map((l) => l.perCall))} |`);
       }
-      console.log(`\nhost after: load average ${loadavg().map((l) => l.toFixed(1)).join(' ')} (1, 5, 15 min)`);
+      console.log(
+        `\nhost after: load average ${loadavg()
+          .map((l) => l.toFixed(1))
+          .join(' ')} (1, 5, 15 min)`,
+      );
     } finally {
       await db.destroy();
     }

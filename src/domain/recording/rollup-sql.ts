@@ -127,7 +127,12 @@ const dayCtes = `, rolled_day_rows as (${withDays('rolled_rows')}
  * events are counted under when they are not among `calls` (a batch's requests, settled before its invocation is
  * recorded: batch-settlement-sql.ts); none: `calls`. `days`: false leaves the day rollups out (scripts/bench-pg-parts.ts measures what they cost).
  */
-export const rollUpCtes = (calls: string, events: string, attribution?: string, days = true) => `rolled_rows as (${summed(calls, events, attribution)}
+export const rollUpCtes = (
+  calls: string,
+  events: string,
+  attribution?: string,
+  days = true,
+) => `rolled_rows as (${summed(calls, events, attribution)}
 ), rolled as (
   insert into usage_rollups as r (${KEY}, ${ROLLUP_SUMS.join(', ')})
   select * from rolled_rows order by ${KEY}${addTo('r', KEY)}
