@@ -110,6 +110,8 @@ export interface CallRecorderDeps {
   events?: RecorderEvents | undefined;
   /** Seals and writes a batch of request logs (records.ts); none: logs are dropped. */
   logs?: { write(entries: RequestLogEntry[]): Promise<void> } | undefined;
+  /** The group commit's window, in ms, and the calls that close it (MAX_WINDOW_MS, FLUSH_AT: benches compare others). */
+  window?: { maxMs: number; flushAt: number } | undefined;
 }
 
 export class CallRecorder {
@@ -127,8 +129,12 @@ export class CallRecorder {
   private spill: NodeJS.Timeout | undefined;
   private looking = false;
   private readonly claimTimer: NodeJS.Timeout | undefined;
+  private readonly maxWindowMs: number;
+  private readonly flushAt: number;
 
   constructor(private readonly deps: CallRecorderDeps) {
+    this.maxWindowMs = deps.window?.maxMs ?? MAX_WINDOW_MS;
+    this.flushAt = deps.window?.flushAt ?? FLUSH_AT;
     /**
      * Spool files a process of this host left when it stopped (a drain while the database was away) are
      * written by this one as soon as the database answers: one readdir every CLAIM_EVERY_MS otherwise.
@@ -139,7 +145,7 @@ export class CallRecorder {
 
   record(record: CallRecord, now: Date): void {
     this.queue.push(record);
-    if (this.queue.length >= FLUSH_AT) this.closeWindow?.();
+    if (this.queue.length >= this.flushAt) this.closeWindow?.();
     this.schedule();
     if (!this.outage && this.keyDue(record.keyId, record.lastRequestAt, now)) this.track(this.touchKey(record.keyId, now));
   }
@@ -342,7 +348,7 @@ export class CallRecorder {
   private schedule(): void {
     if (this.flushing || this.outage) return;
     // Group commit: the calls ending within the window share one statement (and one commit).
-    const gathered = this.queue.length >= FLUSH_AT ? Promise.resolve() : this.gather();
+    const gathered = this.queue.length >= this.flushAt ? Promise.resolve() : this.gather();
     this.flushing = gathered
       .then(() => this.flush())
       .finally(() => {
@@ -368,7 +374,7 @@ export class CallRecorder {
       };
       const slice = () => {
         const waiting = this.queue.length;
-        if (waiting === seen || ++slices * GROUP_WINDOW_MS >= MAX_WINDOW_MS) return close();
+        if (waiting === seen || ++slices * GROUP_WINDOW_MS >= this.maxWindowMs) return close();
         seen = waiting;
         timer = setTimeout(slice, GROUP_WINDOW_MS);
       };
