@@ -33,6 +33,8 @@ export interface Row {
   /** Nexus's statements in that phase, from its /metrics: calls per record statement, lease statements per 1,000 calls. */
   callsPerRecord?: number | undefined;
   leasePer1k?: number | undefined;
+  /** PostgreSQL backends of its role opened during that phase (each counted whole in its CPU: its start, its statements' first plans). */
+  newBackends?: number | undefined;
   rssMb?: number | undefined;
   /** One request at a time: latency and time to the first body byte (ms). */
   lightP50: number;
@@ -157,6 +159,7 @@ async function phase(admin: pg.Client, t: Target, body: string, connections: num
           }
         : undefined,
     pg: t.role ? perCall(before[1]!, after[1]!, load.calls, true) : undefined,
+    newBackends: t.role ? [...after[1]!.keys()].filter((pid) => !before[1]!.has(pid)).length : undefined,
     rss: t.pid ? rssMbOf(t.pid) : undefined,
   };
 }
@@ -213,6 +216,7 @@ export async function measure(admin: pg.Client, t: Target): Promise<Row[]> {
       cpuPg: cpu.pg?.all,
       callsPerRecord: cpu.statements?.callsPerRecord,
       leasePer1k: cpu.statements?.leasePer1k,
+      newBackends: cpu.newBackends,
       rssMb: cpu.rss,
       lightP50: light.p50,
       lightP99: light.p99,
@@ -242,7 +246,7 @@ export async function measureTogether(admin: pg.Client, targets: Target[]): Prom
     await Promise.all(targets.map((t) => cannon(t, body, connections, Math.max(1, WARMUP))));
     const phases = await Promise.all(targets.map((t) => phase(admin, t, body, connections, duration, rate)));
     for (const [i, t] of targets.entries()) {
-      const { load, proxy, pg, rss, statements } = phases[i]!;
+      const { load, proxy, pg, rss, statements, newBackends } = phases[i]!;
       rows.push({
         target: t.label,
         mode: stream ? 'stream' : 'json',
@@ -255,6 +259,7 @@ export async function measureTogether(admin: pg.Client, targets: Target[]): Prom
         cpuPg: pg?.all,
         callsPerRecord: statements?.callsPerRecord,
         leasePer1k: statements?.leasePer1k,
+        newBackends,
         rssMb: rss,
         lightP50: NaN,
         lightP99: NaN,
