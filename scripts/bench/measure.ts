@@ -30,6 +30,11 @@ export interface Row {
   answered?: number | undefined;
   cpuProxyUser?: number | undefined;
   cpuPg?: number | undefined;
+  /** Nexus's statements in that phase, from its /metrics: calls per record statement, lease statements per 1,000 calls. */
+  callsPerRecord?: number | undefined;
+  leasePer1k?: number | undefined;
+  /** PostgreSQL backends of its role opened during that phase (each counted whole in its CPU: its start, its statements' first plans). */
+  newBackends?: number | undefined;
   rssMb?: number | undefined;
   /** One request at a time: latency and time to the first body byte (ms). */
   lightP50: number;
@@ -121,17 +126,40 @@ async function cannon(t: Target, body: string, connections: number, duration: nu
   };
 }
 
+/** Nexus's statement counters so far (its /metrics): record statements, the calls they wrote, lease statements. */
+async function statementsOf(t: Target): Promise<{ records: number; recorded: number; lease: number } | undefined> {
+  if (!t.role) return undefined;
+  const res = await request(new URL('/metrics', t.url));
+  const text = await res.body.text();
+  const sum = (pattern: RegExp) => [...text.matchAll(pattern)].reduce((n, m) => n + Number(m[1]), 0);
+  return {
+    records: sum(/^nexus_recorder_batch_size_count (\S+)$/gm),
+    recorded: sum(/^nexus_recorder_batch_size_sum (\S+)$/gm),
+    lease: sum(/^nexus_quota_lease_statements_total\{[^}]*\} (\S+)$/gm),
+  };
+}
+
 /** One load phase: autocannon, with the CPU of the target's process and PostgreSQL backends read around it. */
 async function phase(admin: pg.Client, t: Target, body: string, connections: number, duration: number, rate?: number) {
   const pids = t.pid ? [t.pid] : [];
+  const counted = await statementsOf(t);
   const before = [read(pids), read(await backendsOf(admin, t.role))];
   const load = await cannon(t, body, connections, duration, rate);
   const after = [read(pids), read(await backendsOf(admin, t.role))];
   const proxy = perCall(before[0]!, after[0]!, load.calls);
+  const counts = await statementsOf(t);
   return {
     load,
     proxy,
+    statements:
+      counted && counts && counts.records > counted.records
+        ? {
+            callsPerRecord: (counts.recorded - counted.recorded) / (counts.records - counted.records),
+            leasePer1k: ((counts.lease - counted.lease) * 1000) / load.calls,
+          }
+        : undefined,
     pg: t.role ? perCall(before[1]!, after[1]!, load.calls, true) : undefined,
+    newBackends: t.role ? [...after[1]!.keys()].filter((pid) => !before[1]!.has(pid)).length : undefined,
     rss: t.pid ? rssMbOf(t.pid) : undefined,
   };
 }
@@ -186,6 +214,9 @@ export async function measure(admin: pg.Client, t: Target): Promise<Row[]> {
       answered: cpu.load.rps,
       cpuProxyUser: cpu.proxy?.user,
       cpuPg: cpu.pg?.all,
+      callsPerRecord: cpu.statements?.callsPerRecord,
+      leasePer1k: cpu.statements?.leasePer1k,
+      newBackends: cpu.newBackends,
       rssMb: cpu.rss,
       lightP50: light.p50,
       lightP99: light.p99,
@@ -215,7 +246,7 @@ export async function measureTogether(admin: pg.Client, targets: Target[]): Prom
     await Promise.all(targets.map((t) => cannon(t, body, connections, Math.max(1, WARMUP))));
     const phases = await Promise.all(targets.map((t) => phase(admin, t, body, connections, duration, rate)));
     for (const [i, t] of targets.entries()) {
-      const { load, proxy, pg, rss } = phases[i]!;
+      const { load, proxy, pg, rss, statements, newBackends } = phases[i]!;
       rows.push({
         target: t.label,
         mode: stream ? 'stream' : 'json',
@@ -226,6 +257,9 @@ export async function measureTogether(admin: pg.Client, targets: Target[]): Prom
         answered: rate ? load.rps : undefined,
         cpuProxyUser: proxy?.user,
         cpuPg: pg?.all,
+        callsPerRecord: statements?.callsPerRecord,
+        leasePer1k: statements?.leasePer1k,
+        newBackends,
         rssMb: rss,
         lightP50: NaN,
         lightP99: NaN,

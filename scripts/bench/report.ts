@@ -93,14 +93,14 @@ function printHeader(): void {
 /** Each target's own figures. */
 function printTargets(rounds: Row[][]): void {
   console.log(
-    '| target | mode | req/s answered | CPU µs/call | of which user | PostgreSQL µs/call | RSS MiB | req/s (max) | CPU µs/call (max) | PostgreSQL µs/call (max) | p50 / p99 ms (load) | p50 ms (1 conn) | p99 ms (1 conn) | TTFB p50 | TTFB p99 | errors |',
+    '| target | mode | req/s answered | CPU µs/call | of which user | PostgreSQL µs/call | calls per record statement | lease statements per 1,000 calls | backends opened | RSS MiB | req/s (max) | CPU µs/call (max) | PostgreSQL µs/call (max) | p50 / p99 ms (load) | p50 ms (1 conn) | p99 ms (1 conn) | TTFB p50 | TTFB p99 | errors |',
   );
-  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const first of rounds[0]!) {
     const f = (pick: (r: Row) => Figure, d = 0) => mq(across(rounds, first.target, first.mode, pick), d);
     const errors = across(rounds, first.target, first.mode, (r) => r.errors).reduce((n: number, e) => n + (e ?? 0), 0);
     console.log(
-      `| ${first.target} | ${first.mode} | ${f((r) => r.answered)} | ${f((r) => r.cpuProxy)} | ${f((r) => r.cpuProxyUser)} | ${f((r) => r.cpuPg)} | ${f((r) => r.rssMb)} | ${f((r) => r.rps)} | ${f((r) => r.cpuMax)} | ${f((r) => r.pgMax)} | ${f((r) => r.p50)} / ${f((r) => r.p99)} | ${f((r) => r.lightP50, 2)} | ${f((r) => r.lightP99, 2)} | ${f((r) => r.ttfb50, 2)} | ${f((r) => r.ttfb99, 2)} | ${errors} |`,
+      `| ${first.target} | ${first.mode} | ${f((r) => r.answered)} | ${f((r) => r.cpuProxy)} | ${f((r) => r.cpuProxyUser)} | ${f((r) => r.cpuPg)} | ${f((r) => r.callsPerRecord, 1)} | ${f((r) => r.leasePer1k, 1)} | ${f((r) => r.newBackends)} | ${f((r) => r.rssMb)} | ${f((r) => r.rps)} | ${f((r) => r.cpuMax)} | ${f((r) => r.pgMax)} | ${f((r) => r.p50)} / ${f((r) => r.p99)} | ${f((r) => r.lightP50, 2)} | ${f((r) => r.lightP99, 2)} | ${f((r) => r.ttfb50, 2)} | ${f((r) => r.ttfb99, 2)} | ${errors} |`,
     );
   }
 }

@@ -2,9 +2,14 @@
  * What happens after the response's last byte, off the critical path: the
  * call's settlement, invocation (with its attempt) and usage events, written
  * by call-repo.ts from the rows' JSON made when the call ended. Calls that end
- * within GROUP_WINDOW_MS of each other, or while a write is in flight, are
- * written together by the next statement (group commit): one statement per
- * batch, however busy the gateway. `written` tells the lease when its calls'
+ * within a window of each other, or while a write is in flight, are written
+ * together by the next statement (group commit): one statement per batch,
+ * however busy the gateway. The window adapts to the rate: it closes after
+ * GROUP_WINDOW_MS when no other call ended meanwhile (a quiet gateway's record
+ * follows its call within milliseconds), and stays open a slice more while each
+ * slice brings calls, up to MAX_WINDOW_MS or FLUSH_AT calls (a busy gateway's
+ * statement carries tens of calls: its fixed cost, most of what a statement
+ * costs PostgreSQL, is shared by more of them). `written` tells the lease when its calls'
  * records are safe (in the database, or in the spool). Also the key's
  * lastRequestAt, at most once a minute per key.
  *
@@ -44,8 +49,12 @@ export interface CallRecord extends CallRows {
 
 const LAST_REQUEST_INTERVAL_MS = 60_000;
 const MAX_BATCH = 200;
-/** How long the first call of a batch waits for others to end before their statement is sent. */
+/** A slice of the group commit's window: the first call of a batch waits this long for others, then a slice more while they come. */
 const GROUP_WINDOW_MS = 5;
+/** The longest the first call of a batch waits for others (the window's slices together). */
+const MAX_WINDOW_MS = 25;
+/** Calls that close the window at once: a statement of this many shares its fixed cost well enough. */
+const FLUSH_AT = 50;
 /** While the database is away: how often the records waiting in memory go to the spool. */
 const SPILL_EVERY_MS = 1000;
 /** While the database is away: the first and the longest wait before it is tried again. */
@@ -101,6 +110,8 @@ export interface CallRecorderDeps {
   events?: RecorderEvents | undefined;
   /** Seals and writes a batch of request logs (records.ts); none: logs are dropped. */
   logs?: { write(entries: RequestLogEntry[]): Promise<void> } | undefined;
+  /** The group commit's window, in ms, and the calls that close it (MAX_WINDOW_MS, FLUSH_AT: benches compare others). */
+  window?: { maxMs: number; flushAt: number } | undefined;
 }
 
 export class CallRecorder {
@@ -109,6 +120,8 @@ export class CallRecorder {
   private logBytes = 0;
   private readonly pending = new Set<Promise<void>>();
   private flushing: Promise<void> | null = null;
+  /** Closes the group commit's window now (FLUSH_AT calls wait), while one is open. */
+  private closeWindow: (() => void) | null = null;
   private readonly keyTouchedAt = new Map<string, number>();
   private outage = false;
   private probeMs = PROBE_FIRST_MS;
@@ -116,8 +129,12 @@ export class CallRecorder {
   private spill: NodeJS.Timeout | undefined;
   private looking = false;
   private readonly claimTimer: NodeJS.Timeout | undefined;
+  private readonly maxWindowMs: number;
+  private readonly flushAt: number;
 
   constructor(private readonly deps: CallRecorderDeps) {
+    this.maxWindowMs = deps.window?.maxMs ?? MAX_WINDOW_MS;
+    this.flushAt = deps.window?.flushAt ?? FLUSH_AT;
     /**
      * Spool files a process of this host left when it stopped (a drain while the database was away) are
      * written by this one as soon as the database answers: one readdir every CLAIM_EVERY_MS otherwise.
@@ -128,6 +145,7 @@ export class CallRecorder {
 
   record(record: CallRecord, now: Date): void {
     this.queue.push(record);
+    if (this.queue.length >= this.flushAt) this.closeWindow?.();
     this.schedule();
     if (!this.outage && this.keyDue(record.keyId, record.lastRequestAt, now)) this.track(this.touchKey(record.keyId, now));
   }
@@ -330,7 +348,7 @@ export class CallRecorder {
   private schedule(): void {
     if (this.flushing || this.outage) return;
     // Group commit: the calls ending within the window share one statement (and one commit).
-    const gathered = this.queue.length >= MAX_BATCH ? Promise.resolve() : new Promise<void>((r) => setTimeout(r, GROUP_WINDOW_MS));
+    const gathered = this.queue.length >= this.flushAt ? Promise.resolve() : this.gather();
     this.flushing = gathered
       .then(() => this.flush())
       .finally(() => {
@@ -338,6 +356,31 @@ export class CallRecorder {
         if (this.queue.length || (this.logs.length && !this.outage)) this.schedule();
       });
     this.track(this.flushing);
+  }
+
+  /**
+   * The group commit's window: a slice of GROUP_WINDOW_MS, then another while the last brought a call, until
+   * MAX_WINDOW_MS in all; FLUSH_AT calls waiting close it at once (record()).
+   */
+  private gather(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let slices = 0;
+      let seen = this.queue.length;
+      let timer: NodeJS.Timeout;
+      const close = () => {
+        clearTimeout(timer);
+        this.closeWindow = null;
+        resolve();
+      };
+      const slice = () => {
+        const waiting = this.queue.length;
+        if (waiting === seen || ++slices * GROUP_WINDOW_MS >= this.maxWindowMs) return close();
+        seen = waiting;
+        timer = setTimeout(slice, GROUP_WINDOW_MS);
+      };
+      this.closeWindow = close;
+      timer = setTimeout(slice, GROUP_WINDOW_MS);
+    });
   }
 
   /** Whether the key's lastRequestAt is due a write (checked first, so most calls start no write at all). */

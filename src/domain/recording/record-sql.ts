@@ -111,21 +111,21 @@ const RECORDED_COSTS = `select u.workspace_id, r.provider_connection_id as conne
 /**
  * The record's parts: the calls' invocations ($2), those not recorded already, their settlement on their leases
  * ($1), their usage events priced, the thresholds their periods cross and, unless `rollUp` is false, their usage
- * rollup (scripts/bench-rollup.ts measures what it costs). It leaves the rows a heartbeat wrote of them (lease_calls)
+ * rollup ('hours': the hourly ones only; scripts/bench-rollup.ts and bench-pg-parts.ts measure what they cost). It leaves the rows a heartbeat wrote of them (lease_calls)
  * to the next heartbeat, the lease's release or its reclaim: a row of lease_calls is changed only by a statement
  * that holds its lease's lock, so none of them waits for another in the opposite order.
  */
-export const recordCallsParts = (rollUp = true): StatementPart[] => [
+export const recordCallsParts = (rollUp: boolean | 'hours' = true): StatementPart[] => [
   { name: 'the invocations recorded', ctes: recordedInvocationCtes('$2') },
   { name: 'the leases settled', ctes: settledLeaseCtes('$1', 'recorded') },
   { name: 'the periods charged', ctes: chargedPeriodCtes('settled') },
   { name: 'the usage events, priced', ctes: usageEventCtes('settled') },
   { name: 'the thresholds crossed', ctes: thresholdEventCtes('p') },
-  ...(rollUp ? [{ name: 'the usage rollups', ctes: rollUpCtes('recorded', 'new_events') }] : []),
+  ...(rollUp ? [{ name: 'the usage rollups', ctes: rollUpCtes('recorded', 'new_events', undefined, rollUp === true) }] : []),
 ];
 
 /** The gateway's record of a batch of calls ($1: their lease calls, $2: their invocations, JSON); its rows: RecordedCost. */
-export const recordCallsSql = (rollUp = true) => composed(recordCallsParts(rollUp), RECORDED_COSTS);
+export const recordCallsSql = (rollUp: boolean | 'hours' = true) => composed(recordCallsParts(rollUp), RECORDED_COSTS);
 
 /**
  * The reclaim's parts: the leases of dead processes (HELD, past their expiry, or with :all every HELD one) become

@@ -114,14 +114,25 @@ const addDays = (i: 0 | 1, rows: string) => `
    group by ${dayKey(DAY_SERIES[i])}
    order by ${dayKey(DAY_SERIES[i])}${addTo('d', dayKey(DAY_SERIES[i]))}`;
 
+/** The CTEs that add `rolled_rows` to the day rollups. */
+const dayCtes = `, rolled_day_rows as (${withDays('rolled_rows')}
+), rolled_days as (${addDays(0, 'rolled_day_rows')}
+), rolled_day_series as (${addDays(1, 'rolled_day_rows')}
+)`;
+
 /**
  * The CTEs that add the invocations `calls` and the usage events `events` (relations with the columns
  * ROLLED_CALL_COLUMNS and ROLLED_EVENT_COLUMNS) to the rollups (ROLLUP_TABLES), summed once
  * (`rolled_rows`); for the statement that writes them (or a `with` of its own). `attribution`: the invocations the
  * events are counted under when they are not among `calls` (a batch's requests, settled before its invocation is
- * recorded: batch-settlement-sql.ts); none: `calls`.
+ * recorded: batch-settlement-sql.ts); none: `calls`. `days`: false leaves the day rollups out (scripts/bench-pg-parts.ts measures what they cost).
  */
-export const rollUpCtes = (calls: string, events: string, attribution?: string) => `rolled_rows as (${summed(calls, events, attribution)}
+export const rollUpCtes = (
+  calls: string,
+  events: string,
+  attribution?: string,
+  days = true,
+) => `rolled_rows as (${summed(calls, events, attribution)}
 ), rolled as (
   insert into usage_rollups as r (${KEY}, ${ROLLUP_SUMS.join(', ')})
   select * from rolled_rows order by ${KEY}${addTo('r', KEY)}
@@ -129,10 +140,7 @@ export const rollUpCtes = (calls: string, events: string, attribution?: string) 
   insert into usage_key_rollups as s (${SERIES_KEY}, ${ROLLUP_SUMS.join(', ')})
   ${bySeries('rolled_rows')}
    order by ${SERIES_KEY}${addTo('s', SERIES_KEY)}
-), rolled_day_rows as (${withDays('rolled_rows')}
-), rolled_days as (${addDays(0, 'rolled_day_rows')}
-), rolled_day_series as (${addDays(1, 'rolled_day_rows')}
-)`;
+)${days ? dayCtes : ''}`;
 
 /**
  * The rollup rows of one workspace (its id at placeholder `workspace`) computed afresh from its invocations and usage

@@ -1,0 +1,188 @@
+/**
+ * `npm run bench:pg-parts`: what each statement the gateway sends costs PostgreSQL, one kind at a time, so that
+ * `npm run bench`'s PostgreSQL CPU per call can be told apart. Through one connection of the gateway's kind (knex,
+ * named statements, as src/records/call-repo.ts and src/gateway/auth-repo.ts send them), its backend's CPU read from
+ * /proc before and after each part's statements:
+ *   - the record statement (src/domain/recording/record-sql.ts) of batches of 1, 5, 20 and 50 calls, three ways: as
+ *     Nexus sends it, without the day rollups, without any rollup; the fixed cost of a statement and the cost of each
+ *     call in it come from the line through the batch sizes' figures (least squares);
+ *   - a process's heartbeat over BENCH_PG_PARTS_USERS leases, no call under way (what a heartbeat or a snapshot costs
+ *     beyond its calls' rows);
+ *   - a lease's extension (quotaRepo.extendLease, through knex's query runner);
+ *   - a key's lookup (the auth cache's, when an entry is renewed).
+ * Each part is run BENCH_PG_PARTS_STATEMENTS times (default 200) per round, the parts in turn, each first in turn;
+ * it prints the median of BENCH_PG_PARTS_ROUNDS rounds (default 5) with the interquartile range, µs of PostgreSQL CPU
+ * per statement. A fresh database gets a workspace with BENCH_PG_PARTS_USERS end users (default 64, as `npm run
+ * bench`), each holding a lease, and BENCH_PG_PARTS_SEEDED calls of the past 30 days (default 50,000), analyzed.
+ * PostgreSQL must run on this host (its /proc). DATABASE_URL as bench:rollup.
+ */
+import { cpus, loadavg } from 'node:os';
+import { createDatabase } from '../src/db/database.js';
+import { namedQuery } from '../src/db/named-query.js';
+import { jsonArray } from '../src/db/row-json.js';
+import { recordCallsSql } from '../src/domain/recording/record-sql.js';
+import { createQuotaRepo } from '../src/domain/quota/quota-repo.js';
+import { createAuthRepo } from '../src/gateway/auth-repo.js';
+import { createCallRepo } from '../src/records/call-repo.js';
+import type { CallRows } from '../src/records/call-rows.js';
+import { createModelPrice } from '../test/support/sdk.js';
+import { adminClient, provisionTenant } from '../test/support/tenant.js';
+import { withFreshNexus } from './lib/fresh-nexus.js';
+import { cpuNanosOf } from './lib/proc-cpu.js';
+import { batchOf, openLeases } from './lib/record-batch.js';
+
+const USERS = Number(process.env.BENCH_PG_PARTS_USERS ?? 64);
+const ROUNDS = Number(process.env.BENCH_PG_PARTS_ROUNDS ?? 5);
+const STATEMENTS = Number(process.env.BENCH_PG_PARTS_STATEMENTS ?? 200);
+const SEEDED = Number(process.env.BENCH_PG_PARTS_SEEDED ?? 50_000);
+const SIZES = [1, 5, 20, 50];
+const WAYS = { nexus: true, 'no day rollups': 'hours', 'no rollup': false } as const;
+type Way = keyof typeof WAYS;
+
+const median = (xs: number[]) => quantile(xs, 0.5);
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (s.length - 1) * q;
+  const lo = Math.floor(at);
+  return s[lo]! + (s[Math.min(lo + 1, s.length - 1)]! - s[lo]!) * (at - lo);
+}
+const mq = (xs: number[]) => `${median(xs).toFixed(0)} [${quantile(xs, 0.25).toFixed(0)}, ${quantile(xs, 0.75).toFixed(0)}]`;
+
+/** The line through (batch size, µs per statement): its intercept (a statement's fixed cost) and slope (per call). */
+function fit(points: [number, number][]): { fixed: number; perCall: number } {
+  const n = points.length;
+  const mx = points.reduce((s, [x]) => s + x, 0) / n;
+  const my = points.reduce((s, [, y]) => s + y, 0) / n;
+  const slope = points.reduce((s, [x, y]) => s + (x - mx) * (y - my), 0) / points.reduce((s, [x]) => s + (x - mx) ** 2, 0);
+  return { fixed: my - slope * mx, perCall: slope };
+}
+
+await withFreshNexus(
+  'pg_parts',
+  async ({ url: serverUrl, databaseUrl, rootKey }) => {
+    const db = createDatabase({ databaseUrl, poolMax: 1 });
+    try {
+      const api = adminClient(serverUrl, rootKey);
+      const tenant = await provisionTenant(api, {
+        name: 'bench-pg-parts',
+        baseUrl: 'http://127.0.0.1:9',
+        providerKey: 'sk-bench-pg-parts-0123456789',
+        users: USERS,
+        quotaUnits: 1_000_000_000_000n,
+      });
+      const price = await createModelPrice({
+        client: api,
+        path: { workspaceId: tenant.workspaceId },
+        body: {
+          modelPattern: 'gpt-4o*',
+          inputPerMillion: '2.50',
+          outputPerMillion: '10',
+          effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
+        },
+      });
+      if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
+      const client = (await db.client.acquireConnection()) as import('pg').Client;
+      const pid = ((await client.query('select pg_backend_pid() as pid')).rows[0] as { pid: number }).pid;
+      const leases = await openLeases(client, tenant, 'bench-pg-parts');
+      // Calls of the past 30 days, each with its USAGE event, so the statements are planned for tables of some size.
+      await client.query(
+        `with c as (select gen_random_uuid() as id, n, now() - (n::double precision / $2) * interval '30 days' as at from generate_series(1, $2) n),
+              i as (insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id,
+                                             method, endpoint, requested_model, status, metering_status, quota_units, started_at, completed_at)
+                    select c.id, $1, $3, $4, $5, 'seed-' || c.n, 'POST', 'v1/chat/completions', 'gpt-4o', 'SUCCEEDED', 'metered', 300, c.at, c.at
+                      from c)
+         insert into usage_events (id, workspace_id, workspace_access_id, quota_period_id, invocation_id, kind, units, input_tokens,
+                                   cached_input_tokens, output_tokens, model, created_at)
+         select gen_random_uuid(), $1, $3, (select id from quota_periods where workspace_access_id = $3 limit 1), c.id, 'USAGE', 300, 200, 0, 50, 'gpt-4o', c.at
+           from c`,
+        [tenant.workspaceId, SEEDED, tenant.accessId, tenant.connectionId, tenant.users[0]!.apiKeyId],
+      );
+      db.client.releaseConnection(client);
+      await db.raw('analyze');
+      const planId = (
+        (await db.raw('select plan_id from workspace_accesses where id = ?', [tenant.accessId])).rows[0] as { plan_id: string }
+      ).plan_id;
+      const query = namedQuery(db);
+      const statements = Object.fromEntries(Object.entries(WAYS).map(([way, rollUp]) => [way, recordCallsSql(rollUp)])) as Record<
+        Way,
+        string
+      >;
+      const record = (way: Way, rows: CallRows[]) =>
+        query(`bench_record_${way.replaceAll(' ', '_')}`, statements[way], [
+          jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))),
+          jsonArray(rows.map((r) => r.invocation)),
+        ]);
+      const calls = createCallRepo(db);
+      const quota = createQuotaRepo(db);
+      const auth = createAuthRepo(db);
+      const leaseIds = [...leases.values()];
+      const periods = (await db.raw('select id, workspace_access_id from quota_periods where workspace_id = ?', [tenant.workspaceId]))
+        .rows as { id: string; workspace_access_id: string }[];
+      const hashes = (await db.raw('select key_hash from inference_keys where workspace_id = ?', [tenant.workspaceId])).rows as {
+        key_hash: string;
+      }[];
+      let turn = 0;
+      const parts: Record<string, () => Promise<unknown>> = {
+        heartbeat: () => calls.heartbeat(leaseIds, new Date(Date.now() + 86_400_000), [], new Date()),
+        'lease extension': () => {
+          const p = periods[turn++ % periods.length]!;
+          const now = new Date();
+          return quota.extendLease({
+            leaseId: leases.get(p.workspace_access_id)!,
+            accessId: p.workspace_access_id,
+            periodId: p.id,
+            need: 1n,
+            want: 1n,
+            share: 8,
+            now,
+            expiresAt: new Date(now.getTime() + 86_400_000),
+          });
+        },
+        'key lookup': () => auth.lookup(hashes[turn++ % hashes.length]!.key_hash, tenant.connectionId, new Date()),
+      };
+      for (const way of Object.keys(WAYS) as Way[])
+        for (const n of SIZES) parts[`record ${way}, ${n}`] = () => record(way, batchOf(tenant, leases, planId, n));
+
+      console.log(
+        `host: ${cpus().length} CPUs, load average ${loadavg()
+          .map((l) => l.toFixed(1))
+          .join(' ')} (1, 5, 15 min)`,
+      );
+      console.log(`${ROUNDS} rounds of ${STATEMENTS} statements a part, ${USERS} users, ${SEEDED} calls seeded\n`);
+      const names = Object.keys(parts);
+      const used = new Map<string, number[]>(names.map((name) => [name, []]));
+      for (let round = 0; round < ROUNDS; round++) {
+        const order = names.map((_, i) => names[(i + round) % names.length]!);
+        for (const name of order) {
+          // Prepared and warm before the clock starts (a named statement is planned at its first use on a connection).
+          for (let i = 0; i < 6; i++) await parts[name]!();
+          const before = cpuNanosOf(pid);
+          for (let i = 0; i < STATEMENTS; i++) await parts[name]!();
+          used.get(name)!.push((cpuNanosOf(pid) - before) / 1e3 / STATEMENTS);
+        }
+        process.stderr.write(`  round ${round + 1} done\n`);
+      }
+      console.log('| statement | PostgreSQL µs per statement | per call in it |');
+      console.log('|---|---:|---:|');
+      for (const name of names) {
+        const n = /, (\d+)$/.exec(name)?.[1];
+        const xs = used.get(name)!;
+        console.log(`| ${name} | ${mq(xs)} | ${n ? mq(xs.map((x) => x / Number(n))) : ''} |`);
+      }
+      console.log('\n| record statement | fixed µs per statement | µs per call in it |');
+      console.log('|---|---:|---:|');
+      for (const way of Object.keys(WAYS) as Way[]) {
+        const lines = Array.from({ length: ROUNDS }, (_, r) => fit(SIZES.map((n) => [n, used.get(`record ${way}, ${n}`)![r]!])));
+        console.log(`| ${way} | ${mq(lines.map((l) => l.fixed))} | ${mq(lines.map((l) => l.perCall))} |`);
+      }
+      console.log(
+        `\nhost after: load average ${loadavg()
+          .map((l) => l.toFixed(1))
+          .join(' ')} (1, 5, 15 min)`,
+      );
+    } finally {
+      await db.destroy();
+    }
+  },
+  { NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true' },
+);
