@@ -6,7 +6,7 @@
  * (default 5), its record statements sent through one connection (the recorder sends one at a time), whose
  * backend's CPU is read from /proc before and after. Two windows in turn, each first in turn, BENCH_RECORDER_ROUNDS
  * rounds (default 10):
- *   - adaptive: the recorder's own (5 ms, a slice more while each brings calls, up to 25 ms or 50 calls);
+ *   - adaptive: 5 ms, a slice more while each brings calls, up to 25 ms or 50 calls (NEXUS_RECORD_WINDOW_MS=25);
  *   - 5 ms: a window of 5 ms whatever the rate (as it was before it adapted).
  * It prints, per way, the median [interquartile range] of PostgreSQL µs per call and of calls per statement, and the
  * rounds' ratio. PostgreSQL must run on this host (its /proc). DATABASE_URL as bench:rollup.
@@ -26,7 +26,7 @@ const RATE = Number(process.env.BENCH_RECORDER_RATE ?? 800);
 const SECONDS = Number(process.env.BENCH_RECORDER_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_RECORDER_ROUNDS ?? 10);
 const USERS = 64;
-const WAYS = { adaptive: undefined, '5 ms': { maxMs: 5, flushAt: 200 } } as const;
+const WAYS = { adaptive: { maxMs: 25 }, '5 ms': { maxMs: 5, flushAt: 200 } } as const;
 type Way = keyof typeof WAYS;
 
 const quiet = { info() {}, warn() {}, error() {}, debug() {} } as unknown as Logger;

@@ -96,6 +96,7 @@ const variables = z.object({
   NEXUS_AUTH_CACHE_TTL_MS: integer(0, 5000, 1000),
   NEXUS_QUOTA_LEASE_IDLE_MS: integer(10, 60000, 1000),
   NEXUS_GATEWAY_ASYNC_COMMIT: flag(false),
+  NEXUS_RECORD_WINDOW_MS: integer(5, 250, 5),
   NEXUS_REALTIME_IDLE_TIMEOUT_MS: integer(1000, undefined, 300_000),
   NEXUS_REALTIME_MAX_FRAME_BYTES: integer(1024, 1 << 30, 16 * 1024 * 1024),
   NEXUS_REALTIME_SESSIONS_PER_ACCESS: integer(1, undefined, 20),
@@ -299,6 +300,12 @@ function gatewayFields(v: z.output<typeof variables>) {
      * the WAL flush: faster, but a PostgreSQL crash can lose the last moments of them.
      */
     gatewayAsyncCommit: v.NEXUS_GATEWAY_ASYNC_COMMIT,
+    /**
+     * The longest the recorder's group commit waits for more calls to end before their record statement (5 ms, one
+     * slice, by default): a longer window shares a statement's fixed cost among more calls, and widens by as much
+     * what a killed process's answered JSON calls can leave uncharged (docs/reliability.md).
+     */
+    recordWindowMs: v.NEXUS_RECORD_WINDOW_MS,
     /** Realtime sessions (docs/realtime.md): closed after this long without a frame or a pong; frames past the size closed 1009. */
     realtime: Object.freeze({
       idleTimeoutMs: v.NEXUS_REALTIME_IDLE_TIMEOUT_MS,

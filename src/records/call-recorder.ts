@@ -51,8 +51,12 @@ const LAST_REQUEST_INTERVAL_MS = 60_000;
 const MAX_BATCH = 200;
 /** A slice of the group commit's window: the first call of a batch waits this long for others, then a slice more while they come. */
 const GROUP_WINDOW_MS = 5;
-/** The longest the first call of a batch waits for others (the window's slices together). */
-const MAX_WINDOW_MS = 25;
+/**
+ * The longest the first call of a batch waits for others (the window's slices together), unless the recorder is
+ * given another (NEXUS_RECORD_WINDOW_MS): one slice, so a killed process's answered JSON calls left uncharged are
+ * at most those of its last 5 ms and a statement (docs/reliability.md).
+ */
+const MAX_WINDOW_MS = GROUP_WINDOW_MS;
 /** Calls that close the window at once: a statement of this many shares its fixed cost well enough. */
 const FLUSH_AT = 50;
 /** While the database is away: how often the records waiting in memory go to the spool. */
@@ -110,8 +114,8 @@ export interface CallRecorderDeps {
   events?: RecorderEvents | undefined;
   /** Seals and writes a batch of request logs (records.ts); none: logs are dropped. */
   logs?: { write(entries: RequestLogEntry[]): Promise<void> } | undefined;
-  /** The group commit's window, in ms, and the calls that close it (MAX_WINDOW_MS, FLUSH_AT: benches compare others). */
-  window?: { maxMs: number; flushAt: number } | undefined;
+  /** The group commit's longest window, in ms (MAX_WINDOW_MS), and the calls that close it (FLUSH_AT). */
+  window?: { maxMs: number; flushAt?: number | undefined } | undefined;
 }
 
 export class CallRecorder {

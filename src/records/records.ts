@@ -61,6 +61,7 @@ export function createRecords(deps: RecordsDeps) {
       logsDropped: metrics.requestLogsDropped,
     },
     logs: requestLogWriter(db, deps.secretBox),
+    window: { maxMs: config.recordWindowMs },
   });
   metrics?.watchRecorder(() => recorder.stats());
   return {

@@ -1,6 +1,7 @@
 /**
  * The recorder's group commit window (call-recorder.ts): a lone call's record is sent after one slice of 5 ms; while
- * each slice brings calls the window stays open, up to 25 ms; 50 calls waiting close it at once.
+ * each slice brings calls the window stays open, up to NEXUS_RECORD_WINDOW_MS (5 ms by default: one slice; 25 here); 50
+ * calls waiting close it at once.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { CallRecorder, type CallRecord } from '../../src/records/call-recorder.js';
@@ -21,7 +22,7 @@ const call = (): CallRecord => ({
   span: undefined,
 });
 
-function recorder() {
+function recorder(maxMs: number | undefined = 25) {
   const statements: { at: number; calls: number }[] = [];
   const r = new CallRecorder({
     repo: {
@@ -32,6 +33,7 @@ function recorder() {
     keys: { touchLastRequest: async () => true },
     logger: quiet,
     written: () => {},
+    ...(maxMs === undefined ? {} : { window: { maxMs } }),
   });
   return { r, statements };
 }
@@ -71,6 +73,18 @@ describe('the group commit window', () => {
     r.record(call(), new Date());
     await vi.advanceTimersByTimeAsync(8);
     expect(statements).toEqual([{ at: 10, calls: 2 }]);
+    r.close();
+  });
+
+  it('by default (NEXUS_RECORD_WINDOW_MS unset) closes after one slice, however busy', async () => {
+    const { r, statements } = recorder(undefined);
+    for (let ms = 0; ms < 20; ms++) {
+      r.record(call(), new Date());
+      await vi.advanceTimersByTimeAsync(1);
+    }
+    await vi.advanceTimersByTimeAsync(100);
+    expect(statements[0]).toEqual({ at: 5, calls: 5 });
+    expect(statements.reduce((s, b) => s + b.calls, 0)).toBe(20);
     r.close();
   });
 
