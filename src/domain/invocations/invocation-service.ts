@@ -47,6 +47,8 @@ interface UsageSummaryRequest {
   timeZone: string;
   /** The workspace's zone (set here, from its row): days in it are read from the day rollups. */
   workspaceTimeZone?: string | undefined;
+  /** At most this many series, the keys that cost most over the range; the others summed as one (`other`). */
+  top?: number | undefined;
 }
 
 export interface UsageSummary {
@@ -96,7 +98,7 @@ async function assertTimeZone({ invocationRepo }: InvocationDeps, timeZone: stri
  */
 async function readSlices(
   { invocationRepo }: InvocationDeps,
-  request: UsageSummaryRequest,
+  request: UsageSummaryRequest & { topKeys?: string[] | undefined },
   since: number,
   until: number,
   sliceBuckets: number,
@@ -227,6 +229,9 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
   );
   await assertTimeZone(deps, request.timeZone);
   const workspace = await deps.workspaces.get(actor, request.workspaceId);
+  const asRead = { ...request, since, until, workspaceTimeZone: workspace.time_zone };
+  // The top keys over the whole range, read first: each slice then sums the others as one series.
+  const topKeys = request.top === undefined ? undefined : await deps.invocationRepo.topKeys(asRead, request.top);
   return {
     currency: workspace.currency,
     since,
@@ -234,7 +239,7 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
     timeZone: request.timeZone,
     buckets: await readSlices(
       deps,
-      { ...request, workspaceTimeZone: workspace.time_zone },
+      { ...asRead, topKeys },
       since.getTime(),
       until.getTime(),
       SLICE_BUCKETS[request.granularity],
