@@ -99,7 +99,9 @@ function topOf(full: UsageBucketDto[], n: number): string[] {
     totals.set(b.key, { cost: t0.cost + BigInt(b.costMicros), units: t0.units + BigInt(b.units) });
   }
   return [...totals]
-    .sort(([ka, a], [kb, b]) => (b.cost !== a.cost ? (b.cost > a.cost ? 1 : -1) : b.units !== a.units ? (b.units > a.units ? 1 : -1) : ka < kb ? -1 : 1))
+    .sort(([ka, a], [kb, b]) =>
+      b.cost !== a.cost ? (b.cost > a.cost ? 1 : -1) : b.units !== a.units ? (b.units > a.units ? 1 : -1) : ka < kb ? -1 : 1,
+    )
     .slice(0, n)
     .map(([k]) => k);
 }
@@ -109,11 +111,17 @@ async function expectTopAddsUp(ask: Ask, n: number) {
   const top = topOf(full, n);
   const label = JSON.stringify({ ...ask, top: n });
   // The top keys' series are the full summary's, bucket for bucket.
-  expect(topped.filter((b) => !b.other), label).toEqual(full.filter((b) => top.includes(b.key)));
+  expect(
+    topped.filter((b) => !b.other),
+    label,
+  ).toEqual(full.filter((b) => top.includes(b.key)));
   // The other series: one a bucket with other keys, its key empty, the last of its bucket, the rest summed.
   const other = expectedOther(full, top);
   const others = topped.filter((b) => b.other);
-  expect(others.map((b) => b.start), label).toEqual([...other.keys()]);
+  expect(
+    others.map((b) => b.start),
+    label,
+  ).toEqual([...other.keys()]);
   for (const b of others) {
     expect(b.key).toBe('');
     const sum = other.get(b.start)!;
