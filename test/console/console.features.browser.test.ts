@@ -231,7 +231,10 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
       const { p50, p95, p99 } = windows[i]!.latencyMs!;
       await over.getByRole('row', { name: `${name} 3 0 0 % ${ms(p50)} ${ms(p95)} ${ms(p99)}`, exact: false }).waitFor();
     }
-    await page.getByRole('table', { name: 'backup through chat: its attempts over time' }).getByRole('row', { name: /Last day 0 0 —/ }).waitFor();
+    await page
+      .getByRole('table', { name: 'backup through chat: its attempts over time' })
+      .getByRole('row', { name: /Last day 0 0 —/ })
+      .waitFor();
     await shot('routes');
 
     await page.getByRole('button', { name: 'Archive' }).click();

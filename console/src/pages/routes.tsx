@@ -54,7 +54,16 @@ function Health({ client, route, names }: { client: Client; route: RouteDto; nam
       {health ? (
         <ListTable
           caption={`Health of ${route.name}'s targets`}
-          columns={['Target', 'Connection', 'Breaker', 'Last minute', 'Last hour', 'Hour p50 / p95 / p99', 'Last error', 'Its connection, every call']}
+          columns={[
+            'Target',
+            'Connection',
+            'Breaker',
+            'Last minute',
+            'Last hour',
+            'Hour p50 / p95 / p99',
+            'Last error',
+            'Its connection, every call',
+          ]}
         >
           {health.targets.map((t) => (
             <tr key={t.providerConnectionId}>
