@@ -153,6 +153,8 @@ describe('a usage summary of its top keys', () => {
 
   it('by user by hour, by model by day in another zone, and a top larger than the keys', async () => {
     await expectTopAddsUp({ granularity: 'hour', groupBy: 'access', timeZone: 'UTC', since: FROM, until: FROM + 30 * HOUR }, 5);
+    // More hours than a summary reads at once without `top` (its slices): the top keys are the whole range's.
+    await expectTopAddsUp({ granularity: 'hour', groupBy: 'access', timeZone: 'UTC', since: FROM - 3 * 86_400_000, until: TO }, 4);
     await expectTopAddsUp({ granularity: 'day', groupBy: 'model', timeZone: 'Asia/Tokyo', since: FROM, until: TO }, 2);
     const { topped } = await expectTopAddsUp({ granularity: 'day', groupBy: 'access', timeZone: 'UTC', since: FROM, until: TO }, 100);
     expect(topped.some((b) => b.other)).toBe(false);

@@ -11,7 +11,7 @@ import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } f
 import type { KindColumns, UsageEventRow } from '../quota/quota-types.js';
 import { KIND_COLUMNS } from '../recording/kind-sql.js';
 import type { InvocationBatchRow, InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
-import { timeZones, topKeys, usageHours, usageSummary } from './usage-summary-repo.js';
+import { timeZones, usageHours, usageSummary } from './usage-summary-repo.js';
 
 export type { UsageBucketRow, UsageGranularity, UsageGroupBy } from './usage-summary-repo.js';
 
@@ -301,7 +301,6 @@ export function createInvocationRepo(db: Queryable) {
     listUsageEvents,
     usageHours,
     usageSummary,
-    topKeys,
     timeZones,
   });
 }

@@ -98,7 +98,7 @@ async function assertTimeZone({ invocationRepo }: InvocationDeps, timeZone: stri
  */
 async function readSlices(
   { invocationRepo }: InvocationDeps,
-  request: UsageSummaryRequest & { topKeys?: string[] | undefined },
+  request: UsageSummaryRequest,
   since: number,
   until: number,
   sliceBuckets: number,
@@ -229,22 +229,17 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
   );
   await assertTimeZone(deps, request.timeZone);
   const workspace = await deps.workspaces.get(actor, request.workspaceId);
-  const asRead = { ...request, since, until, workspaceTimeZone: workspace.time_zone };
-  // The top keys over the whole range, read first: each slice then sums the others as one series.
-  const topKeys = request.top === undefined ? undefined : await deps.invocationRepo.topKeys(asRead, request.top);
+  const asRead = { ...request, workspaceTimeZone: workspace.time_zone };
   return {
     currency: workspace.currency,
     since,
     until,
     timeZone: request.timeZone,
-    buckets: await readSlices(
-      deps,
-      { ...asRead, topKeys },
-      since.getTime(),
-      until.getTime(),
-      SLICE_BUCKETS[request.granularity],
-      SLICES_AT_ONCE,
-    ),
+    // The top keys are those of the whole range: it is summed in one read (at most top + 1 series a bucket).
+    buckets:
+      request.top === undefined
+        ? await readSlices(deps, asRead, since.getTime(), until.getTime(), SLICE_BUCKETS[request.granularity], SLICES_AT_ONCE)
+        : await readAhead([() => deps.invocationRepo.usageSummary({ ...asRead, since, until })], 1),
   };
 }
 

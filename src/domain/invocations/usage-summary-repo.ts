@@ -25,10 +25,10 @@ export interface UsageSummaryQuery {
    */
   workspaceTimeZone?: string | undefined;
   /**
-   * The series kept (topKeys' answer): the other keys' sums are one series per bucket, its key null in the query and
-   * the bucket marked `other`. Left out: every key is a series.
+   * At most this many series, the keys that cost most over the range (then units, then key): the other keys' sums
+   * are one series a bucket, its key null in the query and the bucket marked `other`. Left out: every key is a series.
    */
-  topKeys?: string[] | undefined;
+  top?: number | undefined;
 }
 
 /** A sum as its decimal string (it may pass 2^53). */
@@ -90,7 +90,7 @@ const GROUP_KEYS: Record<UsageGroupBy, string> = {
 interface SummedRow {
   /** Seconds since the epoch, made an ISO string in toBuckets: to_char costs PostgreSQL about a tenth of the query. */
   start: string;
-  /** Null: the keys beyond the top ones (UsageSummaryQuery.topKeys). */
+  /** Null: the keys beyond the top ones (UsageSummaryQuery.top). */
   key: string | null;
   /** The sums in ROLLUP_SUMS' order, comma-separated. */
   sums: string;
@@ -208,9 +208,10 @@ export async function usageHours(
 export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
   const inRange = 'workspace_id = ? and hour >= ? and hour < ?';
   const bindings = [query.workspaceId, query.since, query.until];
+  if (query.top !== undefined) return topSummary(q, query, query.top);
   const { table, days } = tablesOf(query.groupBy);
-  const key = query.topKeys ? topKeyOf(query.groupBy, query.topKeys) : GROUP_KEYS[query.groupBy];
-  if (query.granularity === 'hour' && days === 'usage_day_key_rollups' && !query.topKeys) {
+  const key = GROUP_KEYS[query.groupBy];
+  if (query.granularity === 'hour' && days === 'usage_day_key_rollups') {
     return q.transaction(async (trx) => {
       await trx.raw(
         `select set_config('enable_hashagg', 'off', true), set_config('max_parallel_workers_per_gather', '0', true),
@@ -236,12 +237,7 @@ export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSumma
     const result = await q.raw(sql, { workspaceId: query.workspaceId, since: query.since, until: query.until });
     return toBuckets(result.rows as SummedRow[]);
   }
-  const start =
-    query.granularity === 'hour'
-      ? 'hour'
-      : query.timeZone === 'UTC'
-        ? `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`
-        : `date_trunc('day', hour, ${sqlString(query.timeZone)})`;
+  const start = startOf(query);
   const result = await q.raw(
     `select ${bucketColumns(start, key)}
        from ${table} where ${inRange}
@@ -259,28 +255,39 @@ function tablesOf(groupBy: UsageGroupBy): { table: string; days: string } {
     : { table: 'usage_rollups', days: 'usage_day_rollups' };
 }
 
-/** A series key as text, the empty string for none (as a summary writes it). */
-const keyText = (groupBy: UsageGroupBy) => `coalesce(${GROUP_KEYS[groupBy]}::text, '')`;
-
-/** The key of a summary of the top keys: the key where it is one of them, else null (the other keys, summed as one). */
-const topKeyOf = (groupBy: UsageGroupBy, keys: string[]) =>
-  `case when ${keyText(groupBy)} = any(array[${keys.map(sqlString).join(', ')}]::text[]) then ${keyText(groupBy)} end`;
+/** A bucket's start from an hourly rollup's hour: the hour, or the start of its day (UTC, or in the zone). */
+function startOf(query: UsageSummaryQuery): string {
+  if (query.granularity === 'hour') return 'hour';
+  return query.timeZone === 'UTC'
+    ? `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`
+    : `date_trunc('day', hour, ${sqlString(query.timeZone)})`;
+}
 
 /**
- * The `top` keys of the range (since, until: whole UTC hours) by cost, then units, then key: read from the rollups the
- * summary reads (the day rollup's whole days where the summary would read them, else the hours), summed per key.
+ * The summary of the `top` keys, in one statement: the buckets by key (`b`, from the rollups the summary reads: the
+ * day rollups' whole days where it reads them), the keys that cost most over them (`top`), then each bucket's sums
+ * with every other key as one (null) key, last in its bucket. Keys are text, the empty string for none.
  */
-export async function topKeys({ db }: InvocationRepoDeps, query: UsageSummaryQuery, top: number, q: Queryable = db): Promise<string[]> {
+async function topSummary(q: Queryable, query: UsageSummaryQuery, top: number): Promise<UsageBucketRow[]> {
   const { table, days } = tablesOf(query.groupBy);
-  const ranked = 'group by key order by sum(cost_micros) desc, sum(units) desc, key limit :top';
-  const bindings = { workspaceId: query.workspaceId, since: query.since, until: query.until, top };
-  const sql =
+  const key = `coalesce(${GROUP_KEYS[query.groupBy]}::text, '')`;
+  const sums = ROLLUP_SUMS.map((column) => `sum_int8(${column}) as ${column}`).join(', ');
+  const buckets =
     query.granularity === 'day' && query.timeZone === query.workspaceTimeZone
-      ? byDaySql(query, days, table, keyText(query.groupBy), 'key', ranked)
-      : `select ${keyText(query.groupBy)} as key from ${table}
-          where workspace_id = :workspaceId and hour >= :since and hour < :until ${ranked}`;
-  const result = await q.raw(sql, bindings);
-  return (result.rows as { key: string }[]).map((r) => r.key);
+      ? byDaySql(query, days, table, key, `start, key, ${sums}`, 'group by start, key')
+      : `select ${startOf(query)} as start, ${key} as key, ${sums}
+           from ${table} where workspace_id = :workspaceId and hour >= :since and hour < :until
+          group by 1, 2`;
+  const result = await q.raw(
+    `with b as (${buckets}),
+          top as (select key from b group by key order by sum(cost_micros) desc, sum(units) desc, key limit :top)
+     select ${bucketColumns('b.start', 'top.key')}
+       from b left join top on top.key = b.key
+      group by b.start, top.key
+      order by b.start, top.key`,
+    { workspaceId: query.workspaceId, since: query.since, until: query.until, top },
+  );
+  return toBuckets(result.rows as SummedRow[]);
 }
 
 /** The first whole UTC hour at or after `at` (an SQL expression). */
