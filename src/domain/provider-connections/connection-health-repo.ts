@@ -10,9 +10,9 @@
  */
 import type { Queryable } from '../../db/database.js';
 
-export type HealthWindow = '5m' | '1h' | '1d';
+type HealthWindow = '5m' | '1h' | '1d';
 
-export const WINDOWS: { window: HealthWindow; ms: number }[] = [
+const WINDOWS: { window: HealthWindow; ms: number }[] = [
   { window: '5m', ms: 5 * 60_000 },
   { window: '1h', ms: 3_600_000 },
   { window: '1d', ms: 86_400_000 },
