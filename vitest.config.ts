@@ -78,6 +78,7 @@ const e2e = [
   'test/console/console.sso.browser.test.ts',
   'test/console/console.roles.browser.test.ts',
   'test/console/console.time.browser.test.ts',
+  'test/console/console.money.browser.test.ts',
   'test/console/docs-page.browser.test.ts',
   'test/gateway/batches.crash.test.ts',
   'test/gateway/changes-take-effect.test.ts',

@@ -311,7 +311,10 @@ export class RoutesResource extends NexusResource {
    *
    * For each target: its breaker's state (as every gateway process reads it), its connection's status
    * (an archived or suspended connection is skipped), the attempts and errors of the last minute and
-   * the last hour, the median latency of the last hour, and its last error.
+   * the last hour, the median latency of the last hour, and its last error. `windows` has the route's
+   * attempts on the target over the last 5 minutes, hour and day, counted as getProviderConnectionHealth
+   * counts a connection's (errors are `UPSTREAM_ERROR` and `FAILED`; latency and time to first token as
+   * p50, p95 and p99), for this route's calls only.
    *
    * `GET /admin/v1/routes/{routeId}/health` (`getRouteHealth` in the function API)
    */

@@ -1909,6 +1909,12 @@ export type RouteTargetHealthDto = {
     p50LatencyMs?: number;
     lastError?: string;
     lastErrorAt?: DateTime;
+    /**
+     * The route's attempts on this target (the one that answered and those that failed before another
+     * target answered) over the last 5 minutes, hour and day, as a connection's health windows.
+     *
+     */
+    windows: Array<ConnectionHealthWindowDto>;
 };
 
 export type RouteHealthDto = {
@@ -1940,6 +1946,10 @@ export type UsageBucketDto = {
      * The model, access id, connection id, inference key id or plan id this series is of.
      */
     key: string;
+    /**
+     * Asked with `top`: the sums of every key beyond the top ones (`key` is then empty). Absent otherwise.
+     */
+    other?: boolean;
     units: Int64String;
     inputTokens: Int64String;
     cachedInputTokens: Int64String;
@@ -8482,6 +8492,13 @@ export type GetUsageSummaryData = {
          *
          */
         timeZone?: string;
+        /**
+         * At most this many series: the keys that cost most over the whole range (then the most units, then by key).
+         * Every other key's sums are one series a bucket, marked `other: true` (its `key` empty), the last of its
+         * bucket: the top series and the other one add up to the summary without `top`. Left out: every key is a series.
+         *
+         */
+        top?: number;
     };
     url: '/admin/v1/workspaces/{workspaceId}/usage-summary';
 };

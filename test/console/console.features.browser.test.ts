@@ -23,6 +23,7 @@ import {
   createRoute,
   createWebhookEndpoint,
   getRoute,
+  getRouteHealth,
   getUsageSummary,
   listAuditLogs,
   listRoutes,
@@ -222,6 +223,18 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     // Beside the route's attempts, each target's connection over every call that reached it: the 3 made now, at least.
     const connectionHealth = health.getByRole('row', { name: /features upstream/ }).getByTestId('connection-health');
     await expect.poll(() => connectionHealth.locator('.status').textContent()).toMatch(/^(healthy|degraded|failing)$/);
+    // The route's attempts on each target over 5 minutes, an hour and a day, with their percentiles as the API gives them.
+    const windows = (await getRouteHealth({ client: t.client, path: { routeId: routes![0]!.id } })).data!.targets[0]!.windows;
+    const ms = (v: number) => `${Math.round(v).toLocaleString('en-US')} ms`;
+    const over = page.getByRole('table', { name: 'features upstream through chat: its attempts over time' });
+    for (const [i, name] of ['Last 5 minutes', 'Last hour', 'Last day'].entries()) {
+      const { p50, p95, p99 } = windows[i]!.latencyMs!;
+      await over.getByRole('row', { name: `${name} 3 0 0 % ${ms(p50)} ${ms(p95)} ${ms(p99)}`, exact: false }).waitFor();
+    }
+    await page
+      .getByRole('table', { name: 'backup through chat: its attempts over time' })
+      .getByRole('row', { name: /Last day 0 0 —/ })
+      .waitFor();
     await shot('routes');
 
     await page.getByRole('button', { name: 'Archive' }).click();

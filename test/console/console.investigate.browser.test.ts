@@ -164,6 +164,14 @@ describe.skipIf(!executablePath)('day two in the console: finding a failing call
     await page.getByRole('heading', { name: 'Latency' }).waitFor();
     await expect.poll(() => detail.textContent()).toContain('upstream says no');
     expect(await detail.textContent()).toContain('Error (upstream HTTP 500)');
+    // The call the database recorded under that request id: the page opened is its own, and says what it holds.
+    const row: { id: string; status: string; attempt_http_status: number } = await t.database
+      .db('invocations')
+      .where({ workspace_id: tenant.workspaceId, request_id: refused.upstream })
+      .first('id', 'status', 'attempt_http_status');
+    expect(row).toMatchObject({ status: 'UPSTREAM_ERROR', attempt_http_status: 500 });
+    expect(page.url()).toContain(`/invocations/${row.id}`);
+    expect(await detail.textContent()).toContain('UPSTREAM_ERROR');
   });
 
   it('opens the detail of a lower row in view, at its own URL', async () => {

@@ -44,18 +44,31 @@ export function HealthCell({ client, connectionId, version }: { client: Client; 
       <button type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
         Health details
       </button>
-      {open ? <HealthTable health={health} /> : null}
+      {open ? <HealthTable windows={health.windows} /> : null}
     </div>
   );
 }
 
-/** The three windows: attempts, errors, error rate, latency and time to first token percentiles. */
-function HealthTable({ health }: { health: ProviderConnectionHealthDto }) {
+/**
+ * The three windows: attempts, errors, error rate, latency and time to first token percentiles (a connection's, or a
+ * route target's through its route).
+ */
+export function HealthTable({
+  windows,
+  caption = 'Calls that reached the provider, direct and through routes',
+  label = 'Health over time',
+  testId = 'connection-health-table',
+}: {
+  windows: ConnectionHealthWindowDto[];
+  caption?: string;
+  label?: string;
+  testId?: string;
+}) {
   const columns = ['Window', 'Calls', 'Errors', 'Error rate', 'p50', 'p95', 'p99', 'TTFT p50', 'TTFT p95', 'TTFT p99'];
   return (
-    <div class="table-scroll" tabIndex={0} role="region" aria-label="Health over time">
-      <table data-testid="connection-health-table">
-        <caption>Calls that reached the provider, direct and through routes</caption>
+    <div class="table-scroll" tabIndex={0} role="region" aria-label={label}>
+      <table data-testid={testId}>
+        <caption>{caption}</caption>
         <thead>
           <tr>
             {columns.map((c, i) => (
@@ -66,7 +79,7 @@ function HealthTable({ health }: { health: ProviderConnectionHealthDto }) {
           </tr>
         </thead>
         <tbody>
-          {health.windows.map((w) => (
+          {windows.map((w) => (
             <tr key={w.window}>
               <th scope="row">{WINDOW_NAMES[w.window]}</th>
               <td class="num">{formatNumber(w.attempts)}</td>

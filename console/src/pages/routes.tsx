@@ -17,17 +17,22 @@ import { ListTable, PagedTable } from '../components/lists.js';
 import { formatNumber, when } from '../format.js';
 import { useAction, useFields, usePaged } from '../hooks.js';
 import { namesOf, useConnections } from '../lookups.js';
-import { HealthCell } from '../components/connection-health.js';
+import { HealthCell, HealthTable } from '../components/connection-health.js';
 import { ActionNotes, Empty, Form, Page, Status, type PageProps } from '../ui.js';
 import { changesOf, fieldsOf, formOf, NEW_ROUTE, requestLogOf, RouteFields, targetSettings } from './route-form.js';
+
+/** Latency percentiles in milliseconds, as p50 / p95 / p99 ('—' without attempts). */
+const percentiles = (ms: { p50: number; p95: number; p99: number } | undefined) =>
+  ms ? [ms.p50, ms.p95, ms.p99].map((v) => formatNumber(Math.round(v))).join(' / ') + ' ms' : '—';
 
 /** What differs from the defaults in a target's attempts and timeouts (the routes list shows only that). */
 const targetSettingsShort = (t: RouteTargetDto) =>
   (t.attempts ?? 1) > 1 || t.timeoutMs !== undefined || t.firstTokenTimeoutMs !== undefined ? targetSettings(t) : '';
 
 /**
- * Each target's health: its breaker, the route's attempts on it (calls and errors of the last minute and hour, median
- * latency, last error), and its connection's health over every call that reached it, direct or through any route.
+ * Each target's health: its breaker, the route's attempts on it (calls and errors of the last minute and hour, the last
+ * hour's latency percentiles, last error; then 5 minutes, an hour and a day in full), and its connection's health over
+ * every call that reached it, direct or through any route.
  */
 function Health({ client, route, names }: { client: Client; route: RouteDto; names: Record<string, string> }) {
   const [health, setHealth] = useState<RouteHealthDto | undefined>();
@@ -49,7 +54,16 @@ function Health({ client, route, names }: { client: Client; route: RouteDto; nam
       {health ? (
         <ListTable
           caption={`Health of ${route.name}'s targets`}
-          columns={['Target', 'Connection', 'Breaker', 'Last minute', 'Last hour', 'p50', 'Last error', 'Its connection, every call']}
+          columns={[
+            'Target',
+            'Connection',
+            'Breaker',
+            'Last minute',
+            'Last hour',
+            'Hour p50 / p95 / p99',
+            'Last error',
+            'Its connection, every call',
+          ]}
         >
           {health.targets.map((t) => (
             <tr key={t.providerConnectionId}>
@@ -71,7 +85,7 @@ function Health({ client, route, names }: { client: Client; route: RouteDto; nam
               <td class="numbers">
                 {formatNumber(t.callsLastHour)} calls, {formatNumber(t.errorsLastHour)} errors{rate(t.errorsLastHour, t.callsLastHour)}
               </td>
-              <td class="num">{t.p50LatencyMs === undefined ? '—' : `${formatNumber(Math.round(t.p50LatencyMs * 10) / 10)} ms`}</td>
+              <td class="num">{percentiles(t.windows[1]?.latencyMs)}</td>
               <td>
                 {t.lastError ? (
                   <>
@@ -90,6 +104,15 @@ function Health({ client, route, names }: { client: Client; route: RouteDto; nam
           ))}
         </ListTable>
       ) : null}
+      {health?.targets.map((t) => (
+        <HealthTable
+          key={t.providerConnectionId}
+          windows={t.windows}
+          caption={`${names[t.providerConnectionId] ?? t.providerConnectionId} through ${route.name}: its attempts over time`}
+          label={`Health of ${names[t.providerConnectionId] ?? t.providerConnectionId} through ${route.name}`}
+          testId="route-target-health-table"
+        />
+      ))}
     </section>
   );
 }

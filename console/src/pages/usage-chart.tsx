@@ -59,7 +59,7 @@ export function countOf(b: UsageBucketDto, field: CallCount): bigint | undefined
 const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#bcbd22', '#17becf', '#7f7f7f'];
 
 /** The series drawn, and the columns of the table under the chart: the largest keys, the others summed as one. */
-const TOP_SERIES = COLORS.length - 1;
+export const TOP_SERIES = COLORS.length - 1;
 
 /** The key of the series that sums the keys beyond the largest (no key of the API is empty-prefixed by NUL). */
 export const OTHER = '\u0000other';
@@ -110,7 +110,10 @@ export function seriesOf(
   const starts = [...found].sort((a, b) => a - b);
   const totals = new Map<string, number>();
   for (const b of summary.buckets) totals.set(b.key, (totals.get(b.key) ?? 0) + metricOf(b, metric));
-  const ranked = [...totals].sort(([ka, a], [kb, b]) => b - a || ka.localeCompare(kb)).map(([k]) => k);
+  // "Other" (the API's, asked with `top`) is last, whatever its size.
+  const ranked = [...totals]
+    .sort(([ka, a], [kb, b]) => (ka === OTHER ? 1 : kb === OTHER ? -1 : b - a || ka.localeCompare(kb)))
+    .map(([k]) => k);
   const keys = ranked.length > top + 1 ? [...ranked.slice(0, top), OTHER] : ranked;
   const index = new Map(keys.map((k, i) => [k, i]));
   const at = new Map(starts.map((s, i) => [s, i]));

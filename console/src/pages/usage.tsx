@@ -25,6 +25,7 @@ import {
   localZone,
   METRICS,
   OTHER,
+  TOP_SERIES,
   type CallCount,
   type Metric,
 } from './usage-chart.js';
@@ -45,8 +46,20 @@ const GROUPINGS: Record<GroupBy, { label: string; column: string }> = {
  * A summary's query as the generated client types it: asserted as a whole, so this reads the same whether the
  * client's UsageGroupBy has `key` and `plan` yet or not.
  */
-const summaryQuery = (q: { since: string; until?: string; granularity: Granularity; groupBy: GroupBy; timeZone?: string }) =>
+const summaryQuery = (q: { since: string; until?: string; granularity: Granularity; groupBy: GroupBy; timeZone?: string; top?: number }) =>
   q as NonNullable<GetUsageSummaryData['query']>;
+
+/**
+ * Groupings of as many series as there are users or keys: the API is asked for the chart's largest series (by spend
+ * over the range) and one "Other" series a bucket (`top`), not for every user's every day.
+ */
+const TOPPED: GroupBy[] = ['access', 'key'];
+
+/** The summary as the chart reads it: the API's `other` series under the chart's own key for it. */
+const withOther = (summary: UsageSummaryDto): UsageSummaryDto => ({
+  ...summary,
+  buckets: summary.buckets.map((b) => (b.other ? { ...b, key: OTHER } : b)),
+});
 
 /**
  * The groupings the API answers: `key` and `plan` are asked for once, over the last hour; a Nexus that does not know
@@ -169,8 +182,9 @@ function TotalsTable(props: {
   // A column of the kinds beyond text tokens, where the range has some.
   const kinds = kindsText(sum.kinds) !== '';
   const decimals = moneyDecimals([...[...totals.values()].map((t) => t.cost), sum.cost], currency);
-  const rows = [...totals].sort(([, a], [, b]) =>
-    b.cost > a.cost ? 1 : b.cost < a.cost ? -1 : b.units > a.units ? 1 : b.units < a.units ? -1 : 0,
+  // The most spent first; "Other" (the keys beyond the chart's) last.
+  const rows = [...totals].sort(([ka, a], [kb, b]) =>
+    ka === OTHER ? 1 : kb === OTHER ? -1 : b.cost > a.cost ? 1 : b.cost < a.cost ? -1 : b.units > a.units ? 1 : b.units < a.units ? -1 : 0,
   );
   return (
     <table>
@@ -255,8 +269,9 @@ export function UsagePage({ client, workspace }: PageProps) {
   useRead(
     async () => {
       if (!range) return undefined;
-      const query = summaryQuery({ ...instants(range), granularity, groupBy, timeZone: localZone() });
-      return { summary: (await getUsageSummary({ client, path: { workspaceId }, query })).data, groupBy };
+      const top = TOPPED.includes(groupBy) ? TOP_SERIES : undefined;
+      const query = summaryQuery({ ...instants(range), granularity, groupBy, timeZone: localZone(), ...(top ? { top } : {}) });
+      return { summary: withOther((await getUsageSummary({ client, path: { workspaceId }, query })).data), groupBy };
     },
     (found) => found && setShown(found),
     // A rolling range moves with now: read again when it is chosen, not at every render.
@@ -267,7 +282,7 @@ export function UsagePage({ client, workspace }: PageProps) {
   const summary = shown?.summary;
   const shownBy = shown?.groupBy ?? groupBy;
   const buckets = summary?.buckets ?? [];
-  const seriesKeys = buckets.map((b) => b.key).filter(Boolean);
+  const seriesKeys = buckets.map((b) => b.key).filter((k) => k && k !== OTHER);
   // Keys by their user, name and prefix: each key read once (getInferenceKey), then its access's user.
   const keys = useInferenceKeys(client, shownBy === 'key' ? seriesKeys : []);
   const users = useAccessNames(

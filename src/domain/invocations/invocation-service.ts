@@ -47,6 +47,8 @@ interface UsageSummaryRequest {
   timeZone: string;
   /** The workspace's zone (set here, from its row): days in it are read from the day rollups. */
   workspaceTimeZone?: string | undefined;
+  /** At most this many series, the keys that cost most over the range; the others summed as one (`other`). */
+  top?: number | undefined;
 }
 
 export interface UsageSummary {
@@ -227,19 +229,17 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
   );
   await assertTimeZone(deps, request.timeZone);
   const workspace = await deps.workspaces.get(actor, request.workspaceId);
+  const asRead = { ...request, workspaceTimeZone: workspace.time_zone };
   return {
     currency: workspace.currency,
     since,
     until,
     timeZone: request.timeZone,
-    buckets: await readSlices(
-      deps,
-      { ...request, workspaceTimeZone: workspace.time_zone },
-      since.getTime(),
-      until.getTime(),
-      SLICE_BUCKETS[request.granularity],
-      SLICES_AT_ONCE,
-    ),
+    // The top keys are those of the whole range: it is summed in one read (at most top + 1 series a bucket).
+    buckets:
+      request.top === undefined
+        ? await readSlices(deps, asRead, since.getTime(), until.getTime(), SLICE_BUCKETS[request.granularity], SLICES_AT_ONCE)
+        : await readAhead([() => deps.invocationRepo.usageSummary({ ...asRead, since, until })], 1),
   };
 }
 

@@ -24,6 +24,11 @@ export interface UsageSummaryQuery {
    * (usageByDay). Left out, or another zone: the hours are summed.
    */
   workspaceTimeZone?: string | undefined;
+  /**
+   * At most this many series, the keys that cost most over the range (then units, then key): the other keys' sums
+   * are one series a bucket, its key null in the query and the bucket marked `other`. Left out: every key is a series.
+   */
+  top?: number | undefined;
 }
 
 /** A sum as its decimal string (it may pass 2^53). */
@@ -56,6 +61,8 @@ export interface UsageBucketRow {
   images?: DecimalSum;
   audioMs?: DecimalSum;
   characters?: DecimalSum;
+  /** The sums of every key beyond the summary's top ones (its key is empty). */
+  other?: true;
 }
 
 /** A bucket's kinds, in ROLLUP_SUMS' order (after its first ten sums: KIND_COUNTS). */
@@ -83,7 +90,8 @@ const GROUP_KEYS: Record<UsageGroupBy, string> = {
 interface SummedRow {
   /** Seconds since the epoch, made an ISO string in toBuckets: to_char costs PostgreSQL about a tenth of the query. */
   start: string;
-  key: string;
+  /** Null: the keys beyond the top ones (UsageSummaryQuery.top). */
+  key: string | null;
   /** The sums in ROLLUP_SUMS' order, comma-separated. */
   sums: string;
 }
@@ -109,7 +117,7 @@ function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
     const sums = row.sums.split(',') as DecimalSum[];
     const bucket: UsageBucketRow = {
       start: iso,
-      key: row.key,
+      key: row.key ?? '',
       units: sums[0]!,
       inputTokens: sums[1]!,
       cachedInputTokens: sums[2]!,
@@ -125,6 +133,7 @@ function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
       const sum = sums[FIRST_KIND + i]!;
       if (sum !== '0') bucket[BUCKET_KINDS[i]!] = sum;
     }
+    if (row.key === null) bucket.other = true;
     return bucket;
   });
 }
@@ -140,7 +149,7 @@ function byKeyWithinHour(rows: SummedRow[]): SummedRow[] {
   for (let from = 0; from < rows.length;) {
     let to = from + 1;
     while (to < rows.length && rows[to]!.start === rows[from]!.start) to++;
-    for (const row of rows.slice(from, to).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
+    for (const row of rows.slice(from, to).sort((a, b) => (a.key! < b.key! ? -1 : a.key! > b.key! ? 1 : 0))) {
       const last = out.at(-1);
       if (last?.start === row.start && last.key === row.key) {
         const more = row.sums.split(',');
@@ -199,10 +208,10 @@ export async function usageHours(
 export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
   const inRange = 'workspace_id = ? and hour >= ? and hour < ?';
   const bindings = [query.workspaceId, query.since, query.until];
-  const bySeries = query.groupBy === 'access' || query.groupBy === 'key';
-  const table = bySeries ? 'usage_key_rollups' : 'usage_rollups';
+  if (query.top !== undefined) return topSummary(q, query, query.top);
+  const { table, days } = tablesOf(query.groupBy);
   const key = GROUP_KEYS[query.groupBy];
-  if (query.granularity === 'hour' && bySeries) {
+  if (query.granularity === 'hour' && days === 'usage_day_key_rollups') {
     return q.transaction(async (trx) => {
       await trx.raw(
         `select set_config('enable_hashagg', 'off', true), set_config('max_parallel_workers_per_gather', '0', true),
@@ -224,20 +233,59 @@ export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSumma
     });
   }
   if (query.granularity === 'day' && query.timeZone === query.workspaceTimeZone) {
-    return usageByDay(q, query, bySeries ? 'usage_day_key_rollups' : 'usage_day_rollups', table, key);
+    const sql = byDaySql(query, days, table, key, bucketColumns('start', 'key'), 'group by start, key order by start, key');
+    const result = await q.raw(sql, { workspaceId: query.workspaceId, since: query.since, until: query.until });
+    return toBuckets(result.rows as SummedRow[]);
   }
-  const start =
-    query.granularity === 'hour'
-      ? 'hour'
-      : query.timeZone === 'UTC'
-        ? `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`
-        : `date_trunc('day', hour, ${sqlString(query.timeZone)})`;
+  const start = startOf(query);
   const result = await q.raw(
     `select ${bucketColumns(start, key)}
        from ${table} where ${inRange}
       group by ${start}, ${key}
       order by ${start}, ${key}`,
     bindings,
+  );
+  return toBuckets(result.rows as SummedRow[]);
+}
+
+/** The hourly rollup a grouping is summed from, and its day rollup. */
+function tablesOf(groupBy: UsageGroupBy): { table: string; days: string } {
+  return groupBy === 'access' || groupBy === 'key'
+    ? { table: 'usage_key_rollups', days: 'usage_day_key_rollups' }
+    : { table: 'usage_rollups', days: 'usage_day_rollups' };
+}
+
+/** A bucket's start from an hourly rollup's hour: the hour, or the start of its day (UTC, or in the zone). */
+function startOf(query: UsageSummaryQuery): string {
+  if (query.granularity === 'hour') return 'hour';
+  return query.timeZone === 'UTC'
+    ? `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`
+    : `date_trunc('day', hour, ${sqlString(query.timeZone)})`;
+}
+
+/**
+ * The summary of the `top` keys, in one statement: the buckets by key (`b`, from the rollups the summary reads: the
+ * day rollups' whole days where it reads them), the keys that cost most over them (`top`), then each bucket's sums
+ * with every other key as one (null) key, last in its bucket. Keys are text, the empty string for none.
+ */
+async function topSummary(q: Queryable, query: UsageSummaryQuery, top: number): Promise<UsageBucketRow[]> {
+  const { table, days } = tablesOf(query.groupBy);
+  const key = `coalesce(${GROUP_KEYS[query.groupBy]}::text, '')`;
+  const sums = ROLLUP_SUMS.map((column) => `sum_int8(${column}) as ${column}`).join(', ');
+  const buckets =
+    query.granularity === 'day' && query.timeZone === query.workspaceTimeZone
+      ? byDaySql(query, days, table, key, `start, key, ${sums}`, 'group by start, key')
+      : `select ${startOf(query)} as start, ${key} as key, ${sums}
+           from ${table} where workspace_id = :workspaceId and hour >= :since and hour < :until
+          group by 1, 2`;
+  const result = await q.raw(
+    `with b as (${buckets}),
+          top as (select key from b group by key order by sum(cost_micros) desc, sum(units) desc, key limit :top)
+     select ${bucketColumns('b.start', 'top.key')}
+       from b left join top on top.key = b.key
+      group by b.start, top.key
+      order by b.start, top.key`,
+    { workspaceId: query.workspaceId, since: query.since, until: query.until, top },
   );
   return toBuckets(result.rows as SummedRow[]);
 }
@@ -256,10 +304,9 @@ const ceilHour = (at: string) =>
  * the workspace has days of another zone (kept before its zone changed: none once rebuilt, workspace-repo.ts) near
  * the range, the whole range is read as hours.
  */
-async function usageByDay(q: Queryable, query: UsageSummaryQuery, days: string, table: string, key: string): Promise<UsageBucketRow[]> {
+function byDaySql(query: UsageSummaryQuery, days: string, table: string, key: string, select: string, tail: string): string {
   const zone = sqlString(query.timeZone);
-  const result = await q.raw(
-    `with edges as (
+  return `with edges as (
        select date_trunc('day', cast(:since as timestamptz) - interval '1 hour', ${zone}) as after_day,
               date_trunc('day', cast(:until as timestamptz), ${zone}) as before_day
      ), bounds as (
@@ -275,7 +322,7 @@ async function usageByDay(q: Queryable, query: UsageSummaryQuery, days: string, 
               greatest(edge_to, edge_from, :since) as hours_from, not mixed as days
          from bounds
      )
-     select ${bucketColumns('start', 'key')}
+     select ${select}
        from (select day as start, ${key} as key, ${ROLLUP_SUMS.join(', ')}
                from ${days}
               where workspace_id = :workspaceId and time_zone = ${zone}
@@ -287,11 +334,7 @@ async function usageByDay(q: Queryable, query: UsageSummaryQuery, days: string, 
              select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
                from ${table} where workspace_id = :workspaceId and hour >= (select hours_from from spans) and hour < :until
                 and (select days from spans)) x
-      group by start, key
-      order by start, key`,
-    { workspaceId: query.workspaceId, since: query.since, until: query.until },
-  );
-  return toBuckets(result.rows as SummedRow[]);
+     ${tail}`;
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
- * The figures of getProviderConnectionHealth, read from the invocations the gateway recorded: every attempt that
- * reached the connection's provider, direct or through a route, over the last day, summed for each window.
+ * The figures of getProviderConnectionHealth and of each target in getRouteHealth, read from the invocations the
+ * gateway recorded: every attempt that reached a connection's provider, direct or through a route (for a route's
+ * target, through that route only), over the last day, summed for each window.
  *
  * Two index scans bounded by time, never a scan of the workspace's calls: the answering attempts by
  * (provider_connection_id, started_at) (invocations_connection_started), and a route's earlier attempts by
@@ -9,9 +10,9 @@
  */
 import type { Queryable } from '../../db/database.js';
 
-export type HealthWindow = '5m' | '1h' | '1d';
+type HealthWindow = '5m' | '1h' | '1d';
 
-export const WINDOWS: { window: HealthWindow; ms: number }[] = [
+const WINDOWS: { window: HealthWindow; ms: number }[] = [
   { window: '5m', ms: 5 * 60_000 },
   { window: '1h', ms: 3_600_000 },
   { window: '1d', ms: 86_400_000 },
@@ -19,6 +20,8 @@ export const WINDOWS: { window: HealthWindow; ms: number }[] = [
 
 export interface WindowFigures {
   window: HealthWindow;
+  /** The window's start (it ends at the time asked). */
+  since: Date;
   attempts: number;
   errors: number;
   /** Milliseconds: p50, p95, p99 of the attempts' durations (null without attempts). */
@@ -27,53 +30,75 @@ export interface WindowFigures {
   ttft: [number, number, number] | null;
 }
 
-const ATTEMPTS = `
-  select attempt_started_at as at, attempt_status as st, attempt_duration_ms::float8 as ms,
-         extract(epoch from attempt_first_token_at - attempt_started_at) * 1000 as ttft
+/**
+ * Whose attempts: connections' over every call of their workspace (`workspaceId`: direct, and through any of its
+ * routes), or a route's targets' through that route alone (`routeId`).
+ */
+export type AttemptScope = { connectionIds: string[] } & ({ workspaceId: string } | { routeId: string });
+
+const attempts = (throughRoute: boolean) => `
+  select provider_connection_id::text as cid, attempt_started_at as at, attempt_status as st,
+         attempt_duration_ms::float8 as ms, extract(epoch from attempt_first_token_at - attempt_started_at) * 1000 as ttft
     from invocations
-   where provider_connection_id = :connection and started_at >= :since and attempt_id is not null
+   where provider_connection_id = any(:connections) and started_at >= :since and attempt_id is not null
+     ${throughRoute ? 'and route_id = :route' : ''}
   union all
-  select (e->>'startedAt')::timestamptz, e->>'status', (e->>'durationMs')::float8, null
+  select e->>'providerConnectionId', (e->>'startedAt')::timestamptz, e->>'status', (e->>'durationMs')::float8, null
     from invocations i cross join lateral jsonb_array_elements(i.attempts) e
    where i.route_id = any(:routes) and i.started_at >= :since and i.attempts is not null
-     and e->>'providerConnectionId' = :connectionText`;
+     and e->>'providerConnectionId' = any(:connectionTexts)`;
 
-/** The connection's attempts in each window ending at `now`: counts, errors, and latency percentiles. */
-export async function windowFigures(q: Queryable, workspaceId: string, connectionId: string, now: Date): Promise<WindowFigures[]> {
-  const routes: { id: string }[] = await q('routes').select('id').where({ workspace_id: workspaceId });
+/** Each connection's attempts in each window ending at `now`: counts, errors, and latency percentiles. */
+export async function windowFigures(q: Queryable, scope: AttemptScope, now: Date): Promise<Map<string, WindowFigures[]>> {
+  const { connectionIds } = scope;
+  const routeIds =
+    'routeId' in scope
+      ? [scope.routeId]
+      : ((await q('routes').select('id').where({ workspace_id: scope.workspaceId })) as { id: string }[]).map((r) => r.id);
   const edges = Object.fromEntries(WINDOWS.map((w) => [`since_${w.window}`, new Date(now.getTime() - w.ms)]));
-  const { rows } = await q.raw<{ rows: RawFigures[] }>(
-    `with a as (${ATTEMPTS})
-     select w.name as window, count(a.at)::int as attempts,
-            count(a.at) filter (where a.st in ('UPSTREAM_ERROR', 'FAILED'))::int as errors,
-            percentile_cont(array[0.5, 0.95, 0.99]) within group (order by a.ms) as latency,
-            percentile_cont(array[0.5, 0.95, 0.99]) within group (order by a.ttft) as ttft
-       from (values ('5m', :since_5m::timestamptz), ('1h', :since_1h::timestamptz), ('1d', :since_1d::timestamptz)) w(name, since)
-       left join a on a.at >= w.since and a.at <= :now
-      group by w.name`,
-    {
-      ...edges,
-      since: edges.since_1d,
-      now,
-      connection: connectionId,
-      connectionText: connectionId,
-      routes: q.raw('?::uuid[]', [routes.map((r) => r.id)]),
-    },
+  const { rows } = connectionIds.length
+    ? await q.raw<{ rows: RawFigures[] }>(
+        `with a as (${attempts('routeId' in scope)})
+         select c.cid, w.name as window, count(a.at)::int as attempts,
+                count(a.at) filter (where a.st in ('UPSTREAM_ERROR', 'FAILED'))::int as errors,
+                percentile_cont(array[0.5, 0.95, 0.99]) within group (order by a.ms) as latency,
+                percentile_cont(array[0.5, 0.95, 0.99]) within group (order by a.ttft) as ttft
+           from (values ('5m', :since_5m::timestamptz), ('1h', :since_1h::timestamptz), ('1d', :since_1d::timestamptz)) w(name, since)
+          cross join unnest(:connectionTexts) c(cid)
+           left join a on a.cid = c.cid and a.at >= w.since and a.at <= :now
+          group by c.cid, w.name`,
+        {
+          ...edges,
+          since: edges.since_1d,
+          now,
+          connections: q.raw('?::uuid[]', [connectionIds]),
+          connectionTexts: q.raw('?::text[]', [connectionIds]),
+          routes: q.raw('?::uuid[]', [routeIds]),
+          ...('routeId' in scope ? { route: scope.routeId } : {}),
+        },
+      )
+    : { rows: [] };
+  const byKey = new Map(rows.map((r) => [`${r.cid} ${r.window}`, r]));
+  return new Map(
+    connectionIds.map((cid) => [
+      cid,
+      WINDOWS.map(({ window, ms }) => {
+        const r = byKey.get(`${cid} ${window}`);
+        return {
+          window,
+          since: new Date(now.getTime() - ms),
+          attempts: r?.attempts ?? 0,
+          errors: r?.errors ?? 0,
+          latency: percentiles(r?.latency),
+          ttft: percentiles(r?.ttft),
+        };
+      }),
+    ]),
   );
-  const byWindow = new Map(rows.map((r) => [r.window, r]));
-  return WINDOWS.map(({ window }) => {
-    const r = byWindow.get(window);
-    return {
-      window,
-      attempts: r?.attempts ?? 0,
-      errors: r?.errors ?? 0,
-      latency: percentiles(r?.latency),
-      ttft: percentiles(r?.ttft),
-    };
-  });
 }
 
 interface RawFigures {
+  cid: string;
   window: HealthWindow;
   attempts: number;
   errors: number;

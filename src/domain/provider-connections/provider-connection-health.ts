@@ -9,7 +9,7 @@ import type { ProtocolProfile } from '../../protocols/index.js';
 import type { ProviderConnectionRow } from './provider-connection-repo.js';
 import { probeProvider, type ProviderCheckResult } from './provider-probe.js';
 import { openProviderApiKey } from './provider-secret.js';
-import { windowFigures, WINDOWS, type WindowFigures } from './connection-health-repo.js';
+import { windowFigures, type WindowFigures } from './connection-health-repo.js';
 
 export function probe(
   { config, clock }: Pick<ProviderConnectionDeps, 'config' | 'clock'>,
@@ -99,7 +99,7 @@ type ConnectionStatus = 'healthy' | 'degraded' | 'failing' | 'idle';
 export interface ConnectionHealth {
   connection: ProviderConnectionRow;
   status: ConnectionStatus;
-  windows: (WindowFigures & { since: Date })[];
+  windows: WindowFigures[];
   checkedAt: Date;
 }
 
@@ -119,7 +119,7 @@ function connectionStatus(lastVerifyOutcome: string | null | undefined, recent: 
 export async function health(deps: ProviderConnectionDeps, actor: Actor, id: string): Promise<ConnectionHealth> {
   const connection = await get(deps, actor, id);
   const checkedAt = deps.clock.now();
-  const figures = await windowFigures(deps.db, connection.workspace_id, id, checkedAt);
-  const windows = figures.map((f) => ({ ...f, since: new Date(checkedAt.getTime() - WINDOWS.find((w) => w.window === f.window)!.ms) }));
-  return { connection, status: connectionStatus(connection.last_verify_outcome, figures[0]!), windows, checkedAt };
+  const figures = await windowFigures(deps.db, { workspaceId: connection.workspace_id, connectionIds: [connection.id] }, checkedAt);
+  const windows = figures.get(connection.id)!;
+  return { connection, status: connectionStatus(connection.last_verify_outcome, windows[0]!), windows, checkedAt };
 }

@@ -7,14 +7,13 @@ import { table } from '../../db/table.js';
 import { paginate, type Page, type PageRequest } from '../pagination.js';
 import type { BreakerRow, BreakerState, RouteRow } from './route-types.js';
 
-/** A target's attempts over the last hour, as getRouteHealth shows them. */
+/** A target's attempts over the last minute and hour and its last error, as getRouteHealth shows them. */
 export interface AttemptFigures {
   provider_connection_id: string;
   calls_minute: number;
   errors_minute: number;
   calls_hour: number;
   errors_hour: number;
-  p50_ms: number | null;
   last_error: string | null;
   last_error_at: Date | null;
 }
@@ -109,14 +108,13 @@ export function createRouteRepo(db: Queryable) {
          figures as (
            select cid, count(*) filter (where at > ?)::int as calls_minute,
                   count(*) filter (where at > ? and st <> 'SUCCEEDED')::int as errors_minute,
-                  count(*)::int as calls_hour, count(*) filter (where st <> 'SUCCEEDED')::int as errors_hour,
-                  percentile_cont(0.5) within group (order by ms) as p50_ms
+                  count(*)::int as calls_hour, count(*) filter (where st <> 'SUCCEEDED')::int as errors_hour
              from a group by cid),
          last_errors as (
            select distinct on (cid) cid, coalesce(err, 'http_' || http) as last_error, at as last_error_at
              from a where st <> 'SUCCEEDED' order by cid, at desc)
          select f.cid as provider_connection_id, f.calls_minute, f.errors_minute, f.calls_hour, f.errors_hour,
-                f.p50_ms, l.last_error, l.last_error_at
+                l.last_error, l.last_error_at
            from figures f left join last_errors l on l.cid = f.cid`,
         [routeId, hour, routeId, hour, minute, minute],
       );

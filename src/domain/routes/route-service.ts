@@ -16,6 +16,7 @@ import { protocolOf } from '../../protocols/index.js';
 import type { ProviderConnectionRepo, ProviderConnectionRow } from '../provider-connections/provider-connection-repo.js';
 import { requestLogPolicyOf, type RequestLogPolicyInput } from '../workspaces/request-log-policy.js';
 import { assertMetadataSize, type WorkspaceService } from '../workspaces/workspace-service.js';
+import { windowFigures, type WindowFigures } from '../provider-connections/connection-health-repo.js';
 import type { AttemptFigures, RouteRepo } from './route-repo.js';
 import {
   DEFAULT_BREAKER,
@@ -28,6 +29,7 @@ import {
   type RouteRow,
   type RouteStrategy,
   type RouteTarget,
+  type TargetHealth,
 } from './route-types.js';
 
 const RESOURCE = 'route';
@@ -265,7 +267,13 @@ async function archive(deps: RouteDeps, actor: Actor, id: string): Promise<void>
 }
 
 /** One target's health: the breaker's last error where it is newer than the figures' (another process saw it). */
-function targetHealth(cid: string, status: string | undefined, breaker: BreakerRow | undefined, f: AttemptFigures | undefined) {
+function targetHealth(
+  cid: string,
+  status: string | undefined,
+  breaker: BreakerRow | undefined,
+  f: AttemptFigures | undefined,
+  windows: WindowFigures[],
+): TargetHealth {
   const lastErrorAt = f?.last_error_at ? new Date(f.last_error_at) : null;
   const breakerErrorAt = breaker?.last_failure_at ?? null;
   const breakerNewer = breaker && breakerErrorAt && (!lastErrorAt || breakerErrorAt > lastErrorAt);
@@ -278,29 +286,34 @@ function targetHealth(cid: string, status: string | undefined, breaker: BreakerR
     errorsLastMinute: f?.errors_minute ?? 0,
     callsLastHour: f?.calls_hour ?? 0,
     errorsLastHour: f?.errors_hour ?? 0,
-    p50LatencyMs: f?.p50_ms ?? null,
+    p50LatencyMs: windows.find((w) => w.window === '1h')!.latency?.[0] ?? null,
     lastError: breakerNewer ? breaker.last_error : (f?.last_error ?? null),
     lastErrorAt: breakerNewer ? breakerErrorAt : lastErrorAt,
+    windows,
   };
 }
 
-/** Each target's breaker (as every process reads it), connection status, and attempts of the last minute and hour. */
+/**
+ * Each target's breaker (as every process reads it), connection status, attempts of the last minute and hour, and the
+ * route's attempts on it over 5 minutes, an hour and a day as a connection's health counts them (one computation).
+ */
 async function health(deps: RouteDeps, actor: Actor, id: string): Promise<RouteHealth> {
   const { routeRepo, clock } = deps;
   const route = await get(deps, actor, id);
   const now = clock.now();
   const ids = route.targets.map((t) => t.providerConnectionId);
-  const [breakers, statuses, figures] = await Promise.all([
+  const [breakers, statuses, figures, windows] = await Promise.all([
     routeRepo.breakers(id),
     routeRepo.connectionStatuses(ids),
     routeRepo.attemptFigures(id, now),
+    windowFigures(deps.db, { routeId: id, connectionIds: [...new Set(ids)] }, now),
   ]);
   const breakerOf = new Map(breakers.map((b) => [b.provider_connection_id, b]));
   const figuresOf = new Map(figures.map((f) => [f.provider_connection_id, f]));
   return {
     route,
     checkedAt: now,
-    targets: ids.map((cid) => targetHealth(cid, statuses.get(cid), breakerOf.get(cid), figuresOf.get(cid))),
+    targets: ids.map((cid) => targetHealth(cid, statuses.get(cid), breakerOf.get(cid), figuresOf.get(cid), windows.get(cid)!)),
   };
 }
 

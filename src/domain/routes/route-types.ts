@@ -4,6 +4,7 @@
  */
 import type { RequestLogPolicy } from '../workspaces/request-log-policy.js';
 import type { RetrySettings } from '../provider-connections/connection-retry.js';
+import type { WindowFigures } from '../provider-connections/connection-health-repo.js';
 
 /** A route retries by the same settings as a plain connection, and with the same defaults. */
 export { DEFAULT_RETRY, DEFAULT_RETRY_ON, type RetrySettings } from '../provider-connections/connection-retry.js';
@@ -76,7 +77,7 @@ export const DEFAULT_BREAKER: Readonly<BreakerSettings> = Object.freeze({
 });
 
 /** A target's figures for getRouteHealth. */
-interface TargetHealth {
+export interface TargetHealth {
   providerConnectionId: string;
   connectionStatus: 'ACTIVE' | 'SUSPENDED' | 'ARCHIVED';
   breakerState: BreakerState;
@@ -88,6 +89,8 @@ interface TargetHealth {
   p50LatencyMs: number | null;
   lastError: string | null;
   lastErrorAt: Date | null;
+  /** The route's attempts on the target over 5 minutes, an hour and a day, as a connection's health has them. */
+  windows: WindowFigures[];
 }
 
 export interface RouteHealth {

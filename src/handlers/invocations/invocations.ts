@@ -47,6 +47,7 @@ export function invocationHandlers({ invocations }: Services): HandlerMap {
         granularity,
         groupBy,
         timeZone: query.timeZone ?? 'UTC',
+        top: query.top,
       });
       // The domain makes its buckets in the contract's shape (UsageBucketRow); streamedJson's type checks that they are.
       return streamedJson<UsageSummaryDto, 'buckets'>(

@@ -1,4 +1,10 @@
-import type { ProviderCheckResultDto, ProviderConnectionDto, ProviderConnectionHealthDto } from '../../../generated/client/types.gen.js';
+import type {
+  ConnectionHealthWindowDto,
+  ProviderCheckResultDto,
+  ProviderConnectionDto,
+  ProviderConnectionHealthDto,
+} from '../../../generated/client/types.gen.js';
+import type { WindowFigures } from '../../domain/provider-connections/connection-health-repo.js';
 import type { ConnectionHealth } from '../../domain/provider-connections/provider-connection-health.js';
 import type { ProviderCheckResult } from '../../domain/provider-connections/provider-probe.js';
 import type { ProviderConnectionRow } from '../../domain/provider-connections/provider-connection-repo.js';
@@ -44,24 +50,30 @@ export function toProviderCheckResultDto(result: ProviderCheckResult): ProviderC
   };
 }
 
-/** A connection's health as the contract gives it: a window's percentiles only where it had attempts. */
+const ms = (p: [number, number, number] | null) => (p ? { p50: round(p[0]), p95: round(p[1]), p99: round(p[2]) } : undefined);
+
+/** A health window (a connection's, or a route target's) as the contract gives it: percentiles only where it had attempts. */
+export function toHealthWindowDto(w: WindowFigures): ConnectionHealthWindowDto {
+  return {
+    window: w.window,
+    since: w.since.toISOString(),
+    attempts: w.attempts,
+    errors: w.errors,
+    ...(w.attempts > 0 ? { errorRate: w.errors / w.attempts } : {}),
+    ...(ms(w.latency) ? { latencyMs: ms(w.latency)! } : {}),
+    ...(ms(w.ttft) ? { timeToFirstTokenMs: ms(w.ttft)! } : {}),
+  };
+}
+
+/** A connection's health as the contract gives it. */
 export function toProviderConnectionHealthDto(h: ConnectionHealth): ProviderConnectionHealthDto {
-  const ms = (p: [number, number, number] | null) => (p ? { p50: round(p[0]), p95: round(p[1]), p99: round(p[2]) } : undefined);
   return {
     providerConnectionId: h.connection.id,
     status: h.status,
     ...(h.connection.last_verify_outcome && h.connection.last_verify_at
       ? { verify: { outcome: h.connection.last_verify_outcome, at: h.connection.last_verify_at.toISOString() } }
       : {}),
-    windows: h.windows.map((w) => ({
-      window: w.window,
-      since: w.since.toISOString(),
-      attempts: w.attempts,
-      errors: w.errors,
-      ...(w.attempts > 0 ? { errorRate: w.errors / w.attempts } : {}),
-      ...(ms(w.latency) ? { latencyMs: ms(w.latency)! } : {}),
-      ...(ms(w.ttft) ? { timeToFirstTokenMs: ms(w.ttft)! } : {}),
-    })),
+    windows: h.windows.map(toHealthWindowDto),
     checkedAt: h.checkedAt.toISOString(),
   };
 }

@@ -1,5 +1,6 @@
 import type { RouteDto, RouteHealthDto, RouteTargetDto } from '../../../generated/client/types.gen.js';
 import type { RouteHealth, RouteRow, RouteTarget } from '../../domain/routes/route-types.js';
+import { toHealthWindowDto } from '../provider-connections/provider-connection-mapper.js';
 
 function toTargetDto(target: RouteTarget): RouteTargetDto {
   return {
@@ -51,6 +52,7 @@ export function toRouteHealthDto(health: RouteHealth): RouteHealthDto {
       ...(t.p50LatencyMs !== null ? { p50LatencyMs: t.p50LatencyMs } : {}),
       ...(t.lastError ? { lastError: t.lastError } : {}),
       ...(t.lastErrorAt ? { lastErrorAt: t.lastErrorAt.toISOString() } : {}),
+      windows: t.windows.map(toHealthWindowDto),
     })),
   };
 }
