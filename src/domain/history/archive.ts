@@ -12,8 +12,7 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { parquetMetadata, parquetReadObjects } from 'hyparquet';
-import { parquetWriteBuffer, type ColumnSource } from 'hyparquet-writer';
+import type { ColumnSource } from 'hyparquet-writer';
 import type { Queryable } from '../../db/database.js';
 import type { MonthPartition } from './history-repo.js';
 
@@ -89,13 +88,16 @@ function writeWhole(path: string, bytes: Uint8Array | string): void {
 }
 
 /** The rows a Parquet file holds, from its footer. */
-function rowsIn(bytes: Uint8Array): number {
+async function rowsIn(bytes: Uint8Array): Promise<number> {
+  const { parquetMetadata } = await import('hyparquet');
   const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
   return Number(parquetMetadata(buffer).num_rows);
 }
 
 /** Writes the month's partition to `dir` and its manifest; throws (and the month is not dropped) unless all its rows are in the files. */
 export async function archiveMonth(q: Queryable, dir: string, month: MonthPartition): Promise<ArchiveManifest> {
+  // Loaded when a month is archived, not with the process: most processes never write or read a Parquet file.
+  const { parquetWriteBuffer } = await import('hyparquet-writer');
   mkdirSync(dir, { recursive: true });
   const columns = await columnsOf(q, month.name);
   const files: ArchiveFile[] = [];
@@ -112,7 +114,7 @@ export async function archiveMonth(q: Queryable, dir: string, month: MonthPartit
     );
     const file = `${month.name}.${String(n).padStart(4, '0')}.parquet`;
     writeWhole(join(dir, file), bytes);
-    if (rowsIn(readFileSync(join(dir, file))) !== rows.length)
+    if ((await rowsIn(readFileSync(join(dir, file)))) !== rows.length)
       throw new Error(`archive: ${file} reads back other than the ${rows.length} rows written`);
     files.push({ file, rows: rows.length, sha256: sha256(bytes), bytes: bytes.length });
     after = rows[rows.length - 1]!.id as string;
@@ -165,6 +167,7 @@ async function verifyFile(dir: string, f: ArchiveFile): Promise<VerifiedFile> {
   let rows: number;
   try {
     const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+    const { parquetReadObjects } = await import('hyparquet');
     rows = (await parquetReadObjects({ file: buffer })).length;
   } catch (err) {
     return { file: f.file, ok: false, problem: `is no Parquet file: ${(err as Error).message}` };
