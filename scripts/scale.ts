@@ -25,7 +25,7 @@
  * tenant provisioned by an earlier process), loaded as soon as /readyz answers 200, in the same open loop at
  * SCALE_RATE (here 800 by default) for 5 s, then 5 s more (its steady state); prints p50/p99 of each and the ratio
  * of the first 5 s's p99 to the steady one's, for each of SCALE_ROUNDS fresh processes (default 5), and the median
- * ratio with its interquartile range.
+ * ratio with its interquartile range; and the p99 of each of the first 5 seconds.
  *
  *   SCALE_MODE=fresh SCALE_CONFIGS=direct:1 SCALE_CONNECTIONS=256 npm run bench:scale
  *
@@ -33,9 +33,16 @@
  * set (VmRSS, sampled every 100 ms) and V8's heap (its /metrics) once /readyz answers 200 and 2 s later, then in
  * the same open loop at each rate of SCALE_RATES (requests/s, default '200;400;800') for SCALE_DURATION s each,
  * then after 5 s idle: the highest resident set of each phase is what a container's memory limit must allow.
- * SCALE_NODE_FLAGS passes node/V8 flags to Nexus's process (to compare them).
+ * SCALE_NODE_FLAGS passes node/V8 flags to Nexus's process (to compare them), and its words NAME=value to its
+ * environment ('MALLOC_ARENA_MAX=2 --max-semi-space-size=8'); SCALE_ROUNDS (here 1) processes of each build.
  *
  *   SCALE_MODE=memory SCALE_CONFIGS=direct:1 SCALE_CONNECTIONS=256 npm run bench:scale
+ *
+ * In both, SCALE_AGAINST=<dir> names another checkout of Nexus (a git worktree of an earlier commit, with its
+ * node_modules): each round starts a process of this build, then one of that checkout's (built first), on the same
+ * database and tenant, and the tables print both.
+ *
+ *   SCALE_MODE=fresh SCALE_RATE=300 SCALE_AGAINST=../before SCALE_CONFIGS=direct:1 SCALE_CONNECTIONS=256 npm run bench:scale
  *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres) names the cluster; the database the
  * script creates there is dropped at the end. Everything shares this machine's cores: the figures compare
@@ -45,15 +52,15 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer, type AddressInfo } from 'node:net';
 import { cpus } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { startPgBouncer, type PgBouncer } from './lib/pgbouncer.js';
-import { heapOf, load, openLoop, quartiles } from './lib/scale-load.js';
+import { load, openLoop } from './lib/scale-load.js';
+import { fresh, memory, type Build } from './lib/scale-fresh.js';
 import { startArgs } from './lib/nexus-process.js';
-import { rssMbOf } from './lib/proc-cpu.js';
 import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { startFixedOpenAiUpstream } from '../test/support/upstreams/openai.js';
 
@@ -70,7 +77,14 @@ const MODE = process.env.SCALE_MODE ?? 'steady';
 const RATE = Number(process.env.SCALE_RATE ?? (MODE === 'fresh' ? 800 : 1400));
 const ROUNDS = Number(process.env.SCALE_ROUNDS ?? 5);
 const RATES = (process.env.SCALE_RATES ?? '200;400;800').split(';').map(Number);
-const NODE_FLAGS = process.env.SCALE_NODE_FLAGS ? process.env.SCALE_NODE_FLAGS.split(' ') : [];
+/** SCALE_NODE_FLAGS: node/V8 flags, and NAME=value words, which go to the process's environment (MALLOC_ARENA_MAX=2). */
+const NODE_WORDS = process.env.SCALE_NODE_FLAGS ? process.env.SCALE_NODE_FLAGS.split(' ').filter(Boolean) : [];
+const NODE_FLAGS = NODE_WORDS.filter((w) => !/^[A-Z_][A-Z0-9_]*=/.test(w));
+const NODE_ENV = Object.fromEntries(
+  NODE_WORDS.filter((w) => !NODE_FLAGS.includes(w)).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
+);
+/** SCALE_AGAINST: another checkout of Nexus (its own build), started in turn with this one in the fresh and memory modes. */
+const AGAINST = process.env.SCALE_AGAINST;
 const COLD_USERS = Number(process.env.SCALE_COLD_USERS ?? 50);
 const CLUSTER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT_KEY = 'nx-mgmt-scale-root-0123456789abcdefghijklmnop';
@@ -104,12 +118,18 @@ function startUpstream(): Promise<{ child: ChildProcess; url: string }> {
 }
 
 /** `npm start`'s command line (the compiled build), with NEXUS_WORKERS; ready when each worker has said it listens. */
-async function startNexus(databaseUrl: string, workers: number, prepared: boolean): Promise<{ child: ChildProcess; url: string }> {
+async function startNexus(
+  databaseUrl: string,
+  workers: number,
+  prepared: boolean,
+  root = projectRoot,
+): Promise<{ child: ChildProcess; url: string }> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, [...NODE_FLAGS, ...startArgs()], {
-    cwd: projectRoot,
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...startArgs(root)], {
+    cwd: root,
     env: {
+      ...NODE_ENV,
       PATH: process.env.PATH,
       NODE_ENV: 'production',
       HOST: '127.0.0.1',
@@ -264,92 +284,9 @@ async function cold(
   }
 }
 
-/**
- * SCALE_MODE=fresh: a fresh process's first 5 s at a fixed rate against its next 5 s, each of ROUNDS processes
- * started anew and loaded once /readyz answers 200.
- */
-async function fresh(start: () => Promise<{ child: ChildProcess; url: string }>, tenant: { gatewayPath: string; apiKeys: string[] }) {
-  const ratios: number[] = [];
-  console.log('| process | first 5 s p50 ms | first 5 s p99 ms | next 5 s p50 ms | next 5 s p99 ms | non-2xx | p99 first / next |');
-  console.log('|---|---|---|---|---|---|---|');
-  for (let round = 1; round <= ROUNDS; round++) {
-    const nexus = await start();
-    const pool = new Pool(nexus.url, { connections: CONNECTIONS, pipelining: 1, keepAliveTimeout: 60_000 });
-    try {
-      await untilReady(nexus.url);
-      const path = `${tenant.gatewayPath}/v1/chat/completions`;
-      const first = await openLoop(pool, path, tenant.apiKeys, RATE, 5);
-      const next = await openLoop(pool, path, tenant.apiKeys, RATE, 5);
-      const ratio = first.p99 / Math.max(1, next.p99);
-      ratios.push(ratio);
-      console.log(
-        `| ${round} | ${first.p50} | ${first.p99} | ${next.p50} | ${next.p99} | ${first.non2xx + next.non2xx} | ${ratio.toFixed(1)} |`,
-      );
-    } finally {
-      await pool.close();
-      await stopNexus(nexus.child);
-    }
-  }
-  const q = quartiles(ratios);
-  console.log(
-    `\n${RATE} requests/s offered, ${CONNECTIONS} connections at most, ${cpus().length} cores shared: a fresh process's p99 in its first 5 s is ${q.median.toFixed(1)}x its next 5 s's (median of ${ROUNDS}, IQR ${q.q1.toFixed(1)}-${q.q3.toFixed(1)})`,
-  );
-}
-
-/**
- * SCALE_MODE=memory: one fresh process's resident set and heap, idle then at each of RATES for DURATION s; the
- * highest resident set of each phase (sampled every 100 ms) and the heap at its end.
- */
-async function memory(start: () => Promise<{ child: ChildProcess; url: string }>, tenant: { gatewayPath: string; apiKeys: string[] }) {
-  const nexus = await start();
-  const pool = new Pool(nexus.url, { connections: CONNECTIONS, pipelining: 1, keepAliveTimeout: 60_000 });
-  let peak = 0;
-  const sampler = setInterval(() => (peak = Math.max(peak, rssMbOf(nexus.child.pid!) ?? 0)), 100);
-  const rows: { phase: string; answered: string; peak: number; rss: number; heap: Awaited<ReturnType<typeof heapOf>> }[] = [];
-  const sample = async (phase: string, answered = '') => {
-    rows.push({
-      phase,
-      answered,
-      peak: Math.max(peak, rssMbOf(nexus.child.pid!) ?? 0),
-      rss: rssMbOf(nexus.child.pid!) ?? 0,
-      heap: await heapOf(nexus.url),
-    });
-    console.log(JSON.stringify(rows.at(-1)));
-    peak = 0;
-  };
-  try {
-    await untilReady(nexus.url);
-    await sample('ready');
-    await new Promise((r) => setTimeout(r, 2000));
-    await sample('idle, 2 s after ready');
-    const path = `${tenant.gatewayPath}/v1/chat/completions`;
-    for (const rate of RATES) {
-      const t0 = performance.now();
-      const measured = await openLoop(pool, path, tenant.apiKeys, rate, DURATION);
-      const answered = Math.round((rate * DURATION) / ((performance.now() - t0) / 1000));
-      await sample(`${rate} requests/s offered, ${DURATION} s`, `${answered}${measured.non2xx ? `, ${measured.non2xx} non-2xx` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, 5000));
-    await sample('idle, 5 s after');
-  } finally {
-    clearInterval(sampler);
-    await pool.close();
-    await stopNexus(nexus.child);
-  }
-  const mb = (x: number) => x.toFixed(0);
-  console.log(`\n${cpus().length} cores shared, ${CONNECTIONS} connections at most, node flags: ${NODE_FLAGS.join(' ') || 'none'}\n`);
-  console.log(
-    '| phase | requests/s answered | highest RSS MiB | RSS at its end | V8 heap total / used | of it the young generation | external |',
-  );
-  console.log('|---|---|---|---|---|---|---|');
-  for (const r of rows)
-    console.log(
-      `| ${r.phase} | ${r.answered} | ${mb(r.peak)} | ${mb(r.rss)} | ${mb(r.heap.heapTotal)} / ${mb(r.heap.heapUsed)} | ${mb(r.heap.newSpace)} | ${mb(r.heap.external)} |`,
-    );
-}
-
 async function main(): Promise<void> {
   execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: projectRoot, stdio: 'inherit' });
+  if (AGAINST) execFileSync(process.execPath, ['scripts/build.mjs'], { cwd: AGAINST, stdio: 'inherit' });
   const database = `nexus_scale_${randomBytes(4).toString('hex')}`;
   const directUrl = (() => {
     const u = new URL(CLUSTER_URL);
@@ -366,16 +303,15 @@ async function main(): Promise<void> {
     const first = await startNexus(directUrl, 1, true);
     const tenant = await provision(first.url, upstream.url);
     await stopNexus(first.child);
-    if (MODE === 'memory') {
+    if (MODE === 'memory' || MODE === 'fresh') {
       const config = CONFIGS[0]!;
       const viaBouncer = config.via === 'pgbouncer';
-      await memory(() => startNexus(viaBouncer ? bouncer!.url(directUrl) : directUrl, config.workers, !viaBouncer), tenant);
-      return;
-    }
-    if (MODE === 'fresh') {
-      const config = CONFIGS[0]!;
-      const viaBouncer = config.via === 'pgbouncer';
-      await fresh(() => startNexus(viaBouncer ? bouncer!.url(directUrl) : directUrl, config.workers, !viaBouncer), tenant);
+      const url = viaBouncer ? bouncer!.url(directUrl) : directUrl;
+      const builds: Build[] = [{ label: 'this build', start: () => startNexus(url, config.workers, !viaBouncer) }];
+      if (AGAINST) builds.push({ label: basename(AGAINST), start: () => startNexus(url, config.workers, !viaBouncer, AGAINST) });
+      const run = { rate: RATE, rounds: ROUNDS, connections: CONNECTIONS, untilReady, stop: stopNexus };
+      if (MODE === 'fresh') await fresh(builds, tenant, run);
+      else await memory(builds, tenant, { ...run, rounds: Number(process.env.SCALE_ROUNDS ?? 1) }, RATES, DURATION, NODE_WORDS.join(' '));
       return;
     }
     if (MODE === 'cold') {

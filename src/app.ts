@@ -25,6 +25,7 @@ import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createGatewayParts } from './gateway/gateway-parts.js';
+import { warmHttp } from './gateway/warm-up.js';
 import { createRealtime, type Realtime } from './realtime/realtime-gateway.js';
 import { createBatches, type Batches, type BatchesDeps } from './batches/batches.js';
 import { createApi, type Api } from './http/api.js';
@@ -119,10 +120,7 @@ interface StartWait {
   timeoutMs: number;
   /** Called once, when the database is first found unavailable (src/server.ts listens then). */
   onWaiting?: () => void;
-  /**
-   * Warm the gateway before the app opens (src/gateway/warm-up.ts): src/server.ts's start, so that a fresh process
-   * says ready with its pool's connections open; the tests' apps do not.
-   */
+  /** Warm the gateway before the app opens (src/gateway/warm-up.ts): src/server.ts's start; the tests' apps do not. */
   warmUp?: boolean;
 }
 
@@ -292,7 +290,7 @@ async function begin(ctx: StartContext, started: Started, wait: StartWait | unde
   await started.jobs.start();
   if (wait?.warmUp) {
     const began = performance.now();
-    const connections = await built.gateway.warmUp();
+    const [connections] = await Promise.all([built.gateway.warmUp(), warmHttp()]);
     ctx.logger.info({ msg: 'warmed up', connections, ms: Math.round(performance.now() - began) });
   }
   return built;

@@ -36,6 +36,8 @@ export function load(url: string, apiKeys: string[], connections: number) {
 export async function openLoop(pool: Pool, path: string, apiKeys: string[], rate: number, seconds: number) {
   const total = Math.round(rate * seconds);
   const latencies: number[] = [];
+  /** The latencies of the calls due in each second of the run. */
+  const bySecond: number[][] = Array.from({ length: Math.ceil(seconds) }, () => []);
   let non2xx = 0;
   const calls: Promise<void>[] = [];
   const t0 = performance.now();
@@ -53,16 +55,25 @@ export async function openLoop(pool: Pool, path: string, apiKeys: string[], rate
       .then(async (res) => {
         await res.body.dump();
         if (res.statusCode !== 200) non2xx++;
-        latencies.push(performance.now() - due);
+        const latency = performance.now() - due;
+        latencies.push(latency);
+        bySecond[Math.floor((due - t0) / 1000)]?.push(latency);
       })
       .catch(() => void non2xx++);
     calls.push(call);
   }
   const sentIn = (performance.now() - t0) / 1000;
   await Promise.all(calls);
-  latencies.sort((a, b) => a - b);
-  const at = (q: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0);
-  return { sent: Math.round(total / sentIn), p50: at(0.5), p99: at(0.99), max: at(1), non2xx };
+  const at = (xs: number[], q: number) => Math.round(xs.sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? 0);
+  return {
+    sent: Math.round(total / sentIn),
+    p50: at(latencies, 0.5),
+    p99: at(latencies, 0.99),
+    max: at(latencies, 1),
+    non2xx,
+    /** The p99 of the calls due in each second. */
+    p99BySecond: bySecond.map((xs) => at(xs, 0.99)),
+  };
 }
 
 /** The median and quartiles of `xs`. */

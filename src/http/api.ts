@@ -175,13 +175,16 @@ function createBackend(definition: Document): OpenAPIBackend {
     // Quick mode skips compiling a validator for every response and response header
     // (never used here: tests check responses with their own checker), three
     // quarters of the start-up time, and the check of the document against the
-    // OpenAPI 3.0 schema (the 3.1 document is linted by redocly, npm run lint);
-    // init() below compiles the request validators at once, so no request pays
-    // for a compile.
+    // OpenAPI 3.0 schema (the 3.1 document is linted by redocly, npm run lint).
+    // It also compiles each operation's request validators on its first request
+    // (a new ajv for each, a few ms), not all 120 operations' at the start: a
+    // process holds only the validators of the operations it has served.
     quick: true,
     coerceTypes: true,
-    // verbose: an error carries its schema, for the code a schema names (codeOf).
-    ajvOpts: { strict: false, allErrors: false, verbose: true },
+    // verbose: an error carries its schema, for the code a schema names (codeOf). validateSchema off: each
+    // operation's ajv would otherwise compile JSON Schema's meta-schema to check the operation's schemas (which
+    // `npm run lint:openapi` checks), most of a validator's compile time; the requests are validated the same.
+    ajvOpts: { strict: false, allErrors: false, verbose: true, validateSchema: false },
     customizeAjv: (ajv) => {
       addFormats(ajv);
       ajv.addFormat('date-time', { type: 'string', validate: isDateTime });
@@ -329,7 +332,6 @@ export function createApi(deps: ApiDeps) {
     operationIds,
     async init() {
       await api.init();
-      api.validator.preCompileRequestValidators();
     },
     async handle(req: Request, res: Response) {
       try {

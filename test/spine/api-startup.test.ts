@@ -163,3 +163,25 @@ it('refuses to start when an operation of the contract has no handler, naming it
   };
   expect(() => createApi(deps)).toThrow(/operations without a handler: getPlan\b/);
 });
+
+it("compiles an operation's request validators on its first request, not at the start, and validates it then", async () => {
+  const ids = operationIdsOf(contract);
+  const handlers: HandlerMap = Object.fromEntries(ids.map((id) => [id, async () => ({ status: 204 })]));
+  const api = createApi({
+    definition: contract,
+    handlers,
+    authentication: {} as never,
+    idempotency: {} as never,
+    publicUrl: createPublicUrl({ publicUrl: undefined, host: '127.0.0.1', port: 8080, trustProxy: false }),
+  });
+  await api.init();
+  const compiled = api.api.validator.requestValidators;
+  expect(Object.keys(compiled)).toEqual([]);
+  const result = api.api.validator.validateRequest(
+    { method: 'POST', path: '/admin/v1/workspaces', headers: { 'content-type': 'application/json' }, query: {}, body: { name: 42 } },
+    'createWorkspace',
+  );
+  expect(result.valid).toBe(false);
+  expect(result.errors?.[0]?.instancePath).toBe('/requestBody/name');
+  expect(Object.keys(compiled)).toEqual(['createWorkspace']);
+});

@@ -2,9 +2,10 @@
  * Stripe through the official `stripe` package. The base URL is configurable
  * (NEXUS_STRIPE_API_BASE_URL) so tests run against a local fake; requests go
  * through the injected fetch. Since API version 2025-03-31 a subscription's
- * current period lives on its items, not on the subscription.
+ * current period lives on its items, not on the subscription. The package is loaded by a client's first
+ * request, not with the process: most processes never call Stripe.
  */
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import { bindDeps } from '../bind.js';
 import {
   ACCESS_ID_METADATA_KEY,
@@ -56,9 +57,9 @@ function toProviderError(err: unknown): ProviderError {
   return new ProviderError('rejected', `Stripe refused the request: ${String(e.message ?? '').slice(0, 200)}`, e.statusCode);
 }
 
-/** The Stripe package's client, and the clock a state read from it is dated by. */
+/** The Stripe package's client (made on first use), and the clock a state read from it is dated by. */
 interface StripeApi {
-  stripe: Stripe;
+  stripe: () => Promise<Stripe>;
   now: () => Date;
 }
 
@@ -72,12 +73,14 @@ async function call<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-async function verify({ stripe }: StripeApi): Promise<{ externalAccountId: string | null }> {
+async function verify(api: StripeApi): Promise<{ externalAccountId: string | null }> {
+  const stripe = await api.stripe();
   const account = await call(() => stripe.accounts.retrieveCurrent());
   return { externalAccountId: account.id ?? null };
 }
 
-async function createCheckout({ stripe }: StripeApi, input: CheckoutRequest): Promise<{ id: string; url: string }> {
+async function createCheckout(api: StripeApi, input: CheckoutRequest): Promise<{ id: string; url: string }> {
+  const stripe = await api.stripe();
   const session = await call(() =>
     stripe.checkout.sessions.create(
       {
@@ -97,7 +100,8 @@ async function createCheckout({ stripe }: StripeApi, input: CheckoutRequest): Pr
   return { id: session.id, url: session.url };
 }
 
-async function getSubscription({ stripe, now }: StripeApi, id: string): Promise<SubscriptionState | null> {
+async function getSubscription({ stripe: client, now }: StripeApi, id: string): Promise<SubscriptionState | null> {
+  const stripe = await client();
   const readAt = now();
   try {
     const sub = await stripe.subscriptions.retrieve(id);
@@ -109,7 +113,8 @@ async function getSubscription({ stripe, now }: StripeApi, id: string): Promise<
   }
 }
 
-async function* listSubscriptions({ stripe, now }: StripeApi): AsyncGenerator<SubscriptionState> {
+async function* listSubscriptions({ stripe: client, now }: StripeApi): AsyncGenerator<SubscriptionState> {
+  const stripe = await client();
   const readAt = now();
   try {
     for await (const sub of stripe.subscriptions.list({ status: 'all', limit: 100 })) {
@@ -120,26 +125,33 @@ async function* listSubscriptions({ stripe, now }: StripeApi): AsyncGenerator<Su
   }
 }
 
+/** The package's client options: the injected fetch, no retries of its own, and the configured base URL. */
+function stripeConfig(StripeClass: typeof Stripe, baseUrl: string | undefined, fetchFn: typeof fetch): Stripe.StripeConfig {
+  const config: Stripe.StripeConfig = {
+    httpClient: StripeClass.createFetchHttpClient(fetchFn),
+    maxNetworkRetries: 0,
+    timeout: 15_000,
+    telemetry: false,
+  };
+  if (baseUrl) {
+    const url = new URL(baseUrl);
+    config.host = url.hostname;
+    config.port = url.port || (url.protocol === 'https:' ? 443 : 80);
+    config.protocol = url.protocol === 'https:' ? 'https' : 'http';
+  }
+  return config;
+}
+
 export function createStripeClient(opts: {
   apiKey: string;
   baseUrl: string | undefined;
   fetch: typeof fetch;
   now: () => Date;
 }): BillingProviderClient {
-  const config: Stripe.StripeConfig = {
-    httpClient: Stripe.createFetchHttpClient(opts.fetch),
-    maxNetworkRetries: 0,
-    timeout: 15_000,
-    telemetry: false,
-  };
-  if (opts.baseUrl) {
-    const url = new URL(opts.baseUrl);
-    config.host = url.hostname;
-    config.port = url.port || (url.protocol === 'https:' ? 443 : 80);
-    config.protocol = url.protocol === 'https:' ? 'https' : 'http';
-  }
-  return bindDeps(
-    { stripe: new Stripe(opts.apiKey, config), now: opts.now },
-    { verify, createCheckout, getSubscription, listSubscriptions },
-  );
+  let client: Promise<Stripe> | undefined;
+  const stripe = () =>
+    (client ??= import('stripe').then(
+      ({ default: StripeClass }) => new StripeClass(opts.apiKey, stripeConfig(StripeClass, opts.baseUrl, opts.fetch)),
+    ));
+  return bindDeps({ stripe, now: opts.now }, { verify, createCheckout, getSubscription, listSubscriptions });
 }

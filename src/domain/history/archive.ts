@@ -13,8 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import { basename, dirname } from 'node:path';
-import { parquetMetadata, parquetReadObjects } from 'hyparquet';
-import { parquetWriteBuffer, type ColumnSource } from 'hyparquet-writer';
+import type { ColumnSource } from 'hyparquet-writer';
 import type { ArchiveS3Access } from '../../config-archive.js';
 import type { Queryable } from '../../db/database.js';
 import { dirStore, parseS3Url, s3Store, type ArchiveStore } from './archive-store.js';
@@ -85,7 +84,8 @@ async function columnsOf(q: Queryable, table: string): Promise<Column[]> {
 const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 
 /** The rows a Parquet file holds, from its footer. */
-function rowsIn(bytes: Uint8Array): number {
+async function rowsIn(bytes: Uint8Array): Promise<number> {
+  const { parquetMetadata } = await import('hyparquet');
   const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
   return Number(parquetMetadata(buffer).num_rows);
 }
@@ -96,7 +96,7 @@ async function storeFile(store: ArchiveStore, file: string, bytes: Uint8Array, r
   await store.put(file, bytes, 'application/vnd.apache.parquet');
   const back = await store.get(file);
   if (sha256(back) !== sum) throw new Error(`archive: ${store.where(file)} reads back other than the bytes written`);
-  if (rowsIn(back) !== rows) throw new Error(`archive: ${store.where(file)} reads back other than the ${rows} rows written`);
+  if ((await rowsIn(back)) !== rows) throw new Error(`archive: ${store.where(file)} reads back other than the ${rows} rows written`);
   return sum;
 }
 
@@ -106,6 +106,8 @@ async function storeFile(store: ArchiveStore, file: string, bytes: Uint8Array, r
  */
 export async function archiveMonth(q: Queryable, to: ArchiveStore | string, month: MonthPartition): Promise<ArchiveManifest> {
   const store = typeof to === 'string' ? dirStore(to) : to;
+  // Loaded when a month is archived, not with the process: most processes never write or read a Parquet file.
+  const { parquetWriteBuffer } = await import('hyparquet-writer');
   const columns = await columnsOf(q, month.name);
   const files: ArchiveFile[] = [];
   let after: string | undefined;
@@ -205,6 +207,7 @@ async function verifyFile(store: ArchiveStore, f: ArchiveFile): Promise<Verified
   let rows: number;
   try {
     const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+    const { parquetReadObjects } = await import('hyparquet');
     rows = (await parquetReadObjects({ file: buffer })).length;
   } catch (err) {
     return { file: f.file, ok: false, problem: `is no Parquet file: ${(err as Error).message}` };
