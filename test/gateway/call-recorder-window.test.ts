@@ -22,7 +22,7 @@ const call = (): CallRecord => ({
   span: undefined,
 });
 
-function recorder(maxMs: number | undefined = 25) {
+function recorder(maxMs: number | null = 25) {
   const statements: { at: number; calls: number }[] = [];
   const r = new CallRecorder({
     repo: {
@@ -33,7 +33,7 @@ function recorder(maxMs: number | undefined = 25) {
     keys: { touchLastRequest: async () => true },
     logger: quiet,
     written: () => {},
-    ...(maxMs === undefined ? {} : { window: { maxMs } }),
+    ...(maxMs === null ? {} : { window: { maxMs } }),
   });
   return { r, statements };
 }
@@ -77,7 +77,7 @@ describe('the group commit window', () => {
   });
 
   it('by default (NEXUS_RECORD_WINDOW_MS unset) closes after one slice, however busy', async () => {
-    const { r, statements } = recorder(undefined);
+    const { r, statements } = recorder(null);
     for (let ms = 0; ms < 20; ms++) {
       r.record(call(), new Date());
       await vi.advanceTimersByTimeAsync(1);
