@@ -28,4 +28,8 @@ rm -rf "$out/node_modules/gpt-tokenizer/src"
 for unused in cl100k_base.tiktoken p50k_base.tiktoken r50k_base.tiktoken TestPlans.txt; do
   rm -f "$out/node_modules/gpt-tokenizer/data/$unused"
 done
+# Type declarations and source maps are read by editors and debuggers, never by node: about a third of the
+# dependencies' bytes (the AWS SDK ships each package three ways, with types and maps).
+find "$out/node_modules" -type f \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.js.map' \
+  -o -name '*.mjs.map' -o -name '*.cjs.map' -o -name '*.d.ts.map' \) -delete
 find "$out/node_modules" -type d -empty -delete
