@@ -37,13 +37,17 @@ export function schemaTemplate(url: string, prefix: string): Promise<string | un
   return made;
 }
 
-/** A new schema `schema`, a copy of the template's structure and migrator rows, in one transaction. */
+/**
+ * A new schema `schema` in the database at `url`, a copy of the template's structure and migrator rows, in one
+ * transaction; `public` (a database of its own, which has it already) is filled instead of created.
+ */
 export async function copySchema(url: string, template: string, prefix: string, schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
+    const sql = template.replaceAll(templateName(prefix), schema);
     // One simple query: its statements run as one implicit transaction, so a copy is whole or absent.
-    await client.query(template.replaceAll(templateName(prefix), schema));
+    await client.query(schema === 'public' ? sql.replace('CREATE SCHEMA public;', '') : sql);
   } finally {
     await client.end();
   }

@@ -10,8 +10,8 @@
  * Through PgBouncer (TEST_PGBOUNCER_URL, set by scripts/pgbouncer-tests.sh): a
  * database of its own instead of a schema, since a schema is chosen per session
  * (search_path) and a pooler in transaction mode keeps no session. It is created
- * and migrated over the direct connection (DDL does not go through the pooler) and
- * served through PgBouncer; `url` names it there.
+ * and filled from the template (or migrated) over the direct connection (DDL does not go
+ * through the pooler) and served through PgBouncer; `url` names it there.
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -64,11 +64,15 @@ export async function createTestDatabase(options: { poolMax?: number } = {}): Pr
   if (pooler) {
     const name = `t_${randomBytes(6).toString('hex')}`;
     await direct(url, `create database "${name}"`);
-    const migrator = createDatabase({ databaseUrl: withDatabase(url, name), poolMax: 1 });
-    try {
-      await migrateLatest(migrator);
-    } finally {
-      await migrator.destroy();
+    const template = await schemaTemplate(url, runSchemaPrefix());
+    if (template) await copySchema(withDatabase(url, name), template, runSchemaPrefix(), 'public');
+    else {
+      const migrator = createDatabase({ databaseUrl: withDatabase(url, name), poolMax: 1 });
+      try {
+        await migrateLatest(migrator);
+      } finally {
+        await migrator.destroy();
+      }
     }
     const pooled = withDatabase(pooler, name);
     const db = createDatabase({ databaseUrl: pooled, poolMax: options.poolMax ?? 10 });
