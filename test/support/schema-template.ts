@@ -22,7 +22,7 @@ import { runDir } from './paths.js';
 const run = promisify(execFile);
 
 /** The run's template schema, by the prefix of its schemas (global setup drops them all at the end). */
-export function templateName(prefix: string): string {
+function templateName(prefix: string): string {
   return `${prefix}template`;
 }
 
