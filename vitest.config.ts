@@ -3,9 +3,9 @@
  *
  * - unit: the files that need neither a database nor the app. No setup file, no schema.
  * - api: the app in process, on the test PostgreSQL. Its files share one module graph per worker
- *   (isolate: false): the app's modules and the contract's validator are loaded once per worker,
- *   and a file's migrated schema is emptied and handed to the worker's next file
- *   (test/support/test-db.ts). Each file still starts its own app(s) on a clean database.
+ *   (isolate: false): the app's modules and the contract's validator are loaded once per worker.
+ *   Each file still starts its own app(s) on a schema of its own, a copy of the run's migrated
+ *   template (test/support/test-db.ts).
  * - e2e: what runs Nexus as a process (dist/server.js, built once by the global setup), the CLI,
  *   the build and release, the packed client, Chromium, the embedded database; each file in a
  *   fresh worker, two at a time.

@@ -129,15 +129,25 @@ export function createAuthCache(deps: {
     entries.set(cacheKey, entry);
   };
 
+  /** The cached entry when it may answer now: within its TTL, and its period (if any) not ended. */
+  const fresh = (hit: CacheEntry, nowMs: number): boolean =>
+    nowMs - hit.loadedAt < ttlMs && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime());
+
   return {
+    /**
+     * The entry for (key, connection) when the cache holds it fresh, without a promise (the gateway's usual
+     * case: lookup's answer, a few microtask turns sooner); undefined: ask lookup.
+     */
+    cached(token: string, connectionId: string): CacheEntry | undefined {
+      const hit = entries.get(`${connectionId} ${token}`);
+      return hit && fresh(hit, Date.now()) ? hit : undefined;
+    },
     /** The entry for (key, connection): cached when fresh, else one query. */
     async lookup(token: string, connectionId: string): Promise<CacheEntry> {
       const cacheKey = `${connectionId} ${token}`;
       const nowMs = Date.now();
       const hit = entries.get(cacheKey);
-      if (hit && nowMs - hit.loadedAt < ttlMs && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime())) {
-        return hit;
-      }
+      if (hit && fresh(hit, nowMs)) return hit;
       let flight = flying.get(cacheKey);
       if (!flight || flight.generation !== generation) {
         const loadedIn = generation;

@@ -7,7 +7,7 @@
  */
 import { isDatabaseUnavailable } from '../database-unavailable.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
-import { requestLineLevel, type Logger } from '../observability/logger.js';
+import { logLine, requestLineLevel, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Consumption } from '../records/call-rows.js';
 
@@ -46,7 +46,7 @@ export function createCallReport(deps: { logger: Logger; metrics: Metrics | unde
       relayed: invocation.attempt_http_status !== null && invocation.attempt_http_status === httpStatus,
     });
     if (level !== 'error' && !logger.isLevelEnabled(level)) return;
-    logger.log(level, {
+    logLine(logger, level, {
       msg: 'request',
       requestId: invocation.request_id,
       method: invocation.method,
@@ -100,7 +100,7 @@ export function createCallReport(deps: { logger: Logger; metrics: Metrics | unde
       const cause = unexpected(line.error);
       const level = requestLineLevel(line.status, { unexpected: Boolean(cause) });
       if (level !== 'error' && !logger.isLevelEnabled(level)) return;
-      logger.log(level, {
+      logLine(logger, level, {
         msg: 'request',
         requestId: line.requestId,
         method: line.method,

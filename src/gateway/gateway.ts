@@ -98,7 +98,8 @@ async function handle(g: Running, req: IncomingMessage, res: ServerResponse, loc
     // A Batch API request (src/batches/) reads its own body, once its access's rules are known.
     const batchLike = g.batches?.mayTake(target.route) ?? false;
     if (!batchLike) body = readRequest(req, limit, boundary);
-    const { route, usable, entry } = await lookUpTarget(parts, credential, target.connectionId);
+    const { route, usable, entry } =
+      lookUpCached(parts, credential, target.connectionId) ?? (await lookUpTarget(parts, credential, target.connectionId));
     looked = entry.row;
     const start: CallStart = {
       requestId: locals.requestId,
@@ -184,6 +185,14 @@ function readRequest(req: IncomingMessage, limit: number, boundary: string | und
   // Its failure is the call's to answer when it awaits it; until then it is no unhandled rejection.
   body.catch(() => {});
   return body;
+}
+
+/** What lookUpTarget answers, when the id names no route this process knows and the key's row is cached fresh: no promise. */
+function lookUpCached(parts: GatewayParts, credential: string, id: string): Awaited<ReturnType<typeof lookUpTarget>> | undefined {
+  if (parts.routes.get(id)) return undefined;
+  const entry = parts.cache.cached(credential, id);
+  // A row of no connection may name a route this process has not heard of yet: lookUpTarget asks.
+  return entry?.row?.connection_id ? { route: undefined, usable: undefined, entry } : undefined;
 }
 
 /**

@@ -166,6 +166,13 @@ function send(req: Request, res: Response, result: HandlerResult, deps: ApiDeps,
   else res.json(result.body);
 }
 
+/**
+ * The request validators compiled for a contract, by its text, each operation's on its first request: a process
+ * that builds several apps on the same contract (the tests start one or more per file) compiles each once. They
+ * are the same backend options' ajv functions, which keep no state between requests.
+ */
+const compiledValidators = new Map<string, OpenAPIBackend['validator']['requestValidators']>();
+
 /** The contract's router and request validators (ajv, with the formats and messages above). */
 function createBackend(definition: Document): OpenAPIBackend {
   return new OpenAPIBackend({
@@ -331,7 +338,13 @@ export function createApi(deps: ApiDeps) {
     api,
     operationIds,
     async init() {
+      const contract = JSON.stringify(deps.definition);
       await api.init();
+      // Shared by the apps of a process on the same contract: each operation's validators are compiled on its
+      // first request (quick mode) into this one table, whichever app served it.
+      const shared = compiledValidators.get(contract);
+      if (shared) api.validator.requestValidators = shared;
+      else compiledValidators.set(contract, api.validator.requestValidators);
     },
     async handle(req: Request, res: Response) {
       try {
