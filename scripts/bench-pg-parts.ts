@@ -25,11 +25,9 @@ import { createQuotaRepo } from '../src/domain/quota/quota-repo.js';
 import { createAuthRepo } from '../src/gateway/auth-repo.js';
 import { createCallRepo } from '../src/records/call-repo.js';
 import type { CallRows } from '../src/records/call-rows.js';
-import { createModelPrice } from '../test/support/sdk.js';
-import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
 import { cpuNanosOf } from './lib/proc-cpu.js';
-import { batchOf, openLeases } from './lib/record-batch.js';
+import { batchOf, openLeases, pricedTenant } from './lib/record-batch.js';
 
 const USERS = Number(process.env.BENCH_PG_PARTS_USERS ?? 64);
 const ROUNDS = Number(process.env.BENCH_PG_PARTS_ROUNDS ?? 5);
@@ -62,25 +60,7 @@ await withFreshNexus(
   async ({ url: serverUrl, databaseUrl, rootKey }) => {
     const db = createDatabase({ databaseUrl, poolMax: 1 });
     try {
-      const api = adminClient(serverUrl, rootKey);
-      const tenant = await provisionTenant(api, {
-        name: 'bench-pg-parts',
-        baseUrl: 'http://127.0.0.1:9',
-        providerKey: 'sk-bench-pg-parts-0123456789',
-        users: USERS,
-        quotaUnits: 1_000_000_000_000n,
-      });
-      const price = await createModelPrice({
-        client: api,
-        path: { workspaceId: tenant.workspaceId },
-        body: {
-          modelPattern: 'gpt-4o*',
-          inputPerMillion: '2.50',
-          outputPerMillion: '10',
-          effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
-        },
-      });
-      if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
+      const tenant = await pricedTenant(serverUrl, rootKey, 'bench-pg-parts', USERS);
       const client = (await db.client.acquireConnection()) as import('pg').Client;
       const pid = ((await client.query('select pg_backend_pid() as pid')).rows[0] as { pid: number }).pid;
       const leases = await openLeases(client, tenant, 'bench-pg-parts');

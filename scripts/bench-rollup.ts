@@ -24,11 +24,9 @@ import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { ROLLED_EVENT_COLUMNS, rollUpCtes } from '../src/domain/recording/rollup-sql.js';
 import type { CallRows } from '../src/records/call-rows.js';
-import { createModelPrice } from '../test/support/sdk.js';
-import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';
-import { batchOf, MODELS, openLeases } from './lib/record-batch.js';
+import { batchOf, MODELS, openLeases, pricedTenant } from './lib/record-batch.js';
 
 const USERS = Number(process.env.BENCH_ROLLUP_USERS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROLLUP_ROUNDS ?? 6);
@@ -45,25 +43,7 @@ await withFreshNexus(
     const client = new pg.Client({ connectionString: databaseUrl });
     await client.connect();
     try {
-      const api = adminClient(serverUrl, rootKey);
-      const tenant = await provisionTenant(api, {
-        name: 'bench-rollup',
-        baseUrl: 'http://127.0.0.1:9',
-        providerKey: 'sk-bench-rollup-0123456789',
-        users: USERS,
-        quotaUnits: 1_000_000_000_000n,
-      });
-      const price = await createModelPrice({
-        client: api,
-        path: { workspaceId: tenant.workspaceId },
-        body: {
-          modelPattern: 'gpt-4o*',
-          inputPerMillion: '2.50',
-          outputPerMillion: '10',
-          effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
-        },
-      });
-      if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
+      const tenant = await pricedTenant(serverUrl, rootKey, 'bench-rollup', USERS);
       const leases = await openLeases(client, tenant, 'bench-rollup');
       // The calls of the past 30 days, each with its USAGE event, as a busy workspace's tables hold them.
       await client.query(

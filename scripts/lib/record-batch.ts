@@ -6,9 +6,34 @@ import { callRows, type CallRows } from '../../src/records/call-rows.js';
 import { invocationRecord, NOTHING_READ } from '../../src/records/invocation-record.js';
 import { newId } from '../../src/ids.js';
 import type pg from 'pg';
-import type { Tenant } from '../../test/support/tenant.js';
+import { createModelPrice } from '../../test/support/sdk.js';
+import { adminClient, provisionTenant, type Tenant } from '../../test/support/tenant.js';
 
 export const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'o3-mini'];
+
+/** A tenant of `users` end users with quota to spare, its models priced (gpt-4o*: $2.50 and $10 a million), as the benches record for. */
+export async function pricedTenant(serverUrl: string, rootKey: string, name: string, users: number): Promise<Tenant> {
+  const api = adminClient(serverUrl, rootKey);
+  const tenant = await provisionTenant(api, {
+    name,
+    baseUrl: 'http://127.0.0.1:9',
+    providerKey: `sk-${name}-0123456789`,
+    users,
+    quotaUnits: 1_000_000_000_000n,
+  });
+  const price = await createModelPrice({
+    client: api,
+    path: { workspaceId: tenant.workspaceId },
+    body: {
+      modelPattern: 'gpt-4o*',
+      inputPerMillion: '2.50',
+      outputPerMillion: '10',
+      effectiveFrom: new Date(Date.now() - 3_600_000).toISOString(),
+    },
+  });
+  if (price.response.status !== 201) throw new Error(`createModelPrice: ${price.response.status}`);
+  return tenant;
+}
 
 /** A batch of calls as the gateway's recorder hands them to its statement: most answered and charged. */
 export function batchOf(tenant: Tenant, leases: Map<string, string>, planId: string, n: number): CallRows[] {
