@@ -25,7 +25,7 @@ import { createHandlers } from './handlers/index.js';
 import { billingWebhookReceiver } from './handlers/billing/billing.js';
 import { createGateway, type Gateway } from './gateway/gateway.js';
 import { createGatewayParts } from './gateway/gateway-parts.js';
-import { warmHttp } from './gateway/warm-up.js';
+import { warmHttp } from './warm-http.js';
 import { createRealtime, type Realtime } from './realtime/realtime-gateway.js';
 import { createBatches, type Batches, type BatchesDeps } from './batches/batches.js';
 import { createApi, type Api } from './http/api.js';

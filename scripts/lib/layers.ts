@@ -71,7 +71,16 @@ const LAYERS: Layer[][] = [
   [
     {
       name: 'composition',
-      paths: ['src/app.ts', 'src/front-door.ts', 'src/jobs.ts', 'src/server.ts', 'src/cli.ts', 'src/workers.ts', 'src/healthcheck.ts'],
+      paths: [
+        'src/app.ts',
+        'src/front-door.ts',
+        'src/jobs.ts',
+        'src/server.ts',
+        'src/cli.ts',
+        'src/workers.ts',
+        'src/healthcheck.ts',
+        'src/warm-http.ts',
+      ],
     },
   ],
   [{ name: 'console', paths: ['console/'], only: ['contract'] }],

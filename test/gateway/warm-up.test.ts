@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest';
-import { warmHttp } from '../../src/gateway/warm-up.js';
+import { warmHttp } from '../../src/warm-http.js';
 
 /** The process's TCP handles: servers and sockets (node's own count). */
 const tcpHandles = () => process.getActiveResourcesInfo().filter((r) => r.startsWith('TCP')).length;
