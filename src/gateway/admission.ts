@@ -26,7 +26,7 @@ import { limitsOf } from '../domain/rate-limits/rate-service.js';
 import { hasLimits, type RateView } from '../domain/rate-limits/rate-types.js';
 import { AppError } from '../errors.js';
 import { foreignProtocolOf } from '../protocols/index.js';
-import { PASSTHROUGH_CLASSES, type PassthroughClass } from '../protocols/passthrough.js';
+import { METERED_SESSIONS, PASSTHROUGH_CLASSES, type PassthroughClass } from '../protocols/passthrough.js';
 import type { QuotaView } from './answers.js';
 import type { CallMeter } from './call-meter.js';
 import { failed } from './call-trace.js';
@@ -190,12 +190,6 @@ export function assertBudget(auth: AuthRow, now: Date): void {
   }
 }
 
-/** Where a realtime session is metered instead of handed an ephemeral key (docs/realtime.md), by protocol. */
-const METERED_REALTIME = (profile: string) =>
-  profile === 'gemini'
-    ? 'A Live session is metered when it is opened through Nexus: a WebSocket to ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent with the inference key'
-    : 'A Realtime session is metered when it is opened through Nexus: a WebSocket to GET v1/realtime?model=... with the inference key';
-
 /** Whether the workspace or the plan lets a class through (the workspace's deprecated allowUnmeteredPassthrough: every class). */
 export function letsThrough(auth: AuthRow, passthroughClass: PassthroughClass): boolean {
   return (
@@ -226,7 +220,9 @@ export function notLetThrough(auth: AuthRow, what: string, passthroughClass: Pas
       `'${passthroughClass}' is not let through. Letting it through (passthroughClasses of the workspace or the plan) opens ` +
       `${PASSTHROUGH_CLASSES[passthroughClass]}, uncharged to quota (rate limits, the budget and a per-call price still apply), ` +
       `on the provider account every end user of the workspace shares` +
-      (passthroughClass === 'realtime_client_secrets' ? `. ${METERED_REALTIME(auth.protocol_profile!)}` : ''),
+      (passthroughClass === 'realtime_client_secrets' && METERED_SESSIONS[auth.protocol_profile!]
+        ? `. ${METERED_SESSIONS[auth.protocol_profile!]}`
+        : ''),
     { passthrough_class: passthroughClass },
   );
 }

@@ -32,6 +32,18 @@ export const PASSTHROUGH_CLASSES = {
   other: "any other path of the provider's API, model calls Nexus does not meter among them",
 } as const;
 
+/**
+ * Where a realtime session is metered instead, by protocolProfile (docs/realtime.md): what the 409 refusing an
+ * ephemeral key (`realtime_client_secrets`) points to.
+ */
+export const METERED_SESSIONS: Readonly<Record<string, string>> = {
+  openai: 'A Realtime session is metered when it is opened through Nexus: a WebSocket to GET v1/realtime?model=... with the inference key',
+  'azure-openai':
+    'A Realtime session is metered when it is opened through Nexus: a WebSocket to GET v1/realtime?model=... with the inference key',
+  gemini:
+    'A Live session is metered when it is opened through Nexus: a WebSocket to ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent with the inference key',
+};
+
 /** A class of unmetered paths (the contract's PassthroughClass). */
 export type PassthroughClass = keyof typeof PASSTHROUGH_CLASSES;
 
