@@ -159,3 +159,18 @@ export function useFields<F extends Record<string, unknown>>(initial: F | (() =>
 }
 
 export type Fields<F extends Record<string, unknown>> = ReturnType<typeof useFields<F>>;
+
+/**
+ * An input's value that starts as `value` and goes back to it when `value` changes (another user chosen, the
+ * workspace's currency saved), but not on mount: what is typed before the first effect runs is kept.
+ */
+export function useFollowing<T>(value: T) {
+  const [state, setState] = useState(value);
+  const followed = useRef(value);
+  useEffect(() => {
+    if (Object.is(followed.current, value)) return;
+    followed.current = value;
+    setState(value);
+  }, [value]);
+  return [state, setState] as const;
+}

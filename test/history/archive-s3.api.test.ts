@@ -21,6 +21,8 @@ import { newId } from '../../src/ids.js';
 import { projectRoot } from '../support/paths.js';
 import { startS3Server, type S3TestServer } from '../support/s3-server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { until } from '../gateway/gateway-support.js';
+import { parseMetrics, sumOf } from '../observability/prom-text.js';
 import { seedMonth } from './seed-month.js';
 
 const MONTH = new Date(Date.UTC(2025, 2, 1));
@@ -52,6 +54,12 @@ beforeAll(async () => {
     },
   });
   dir = mkdtempSync(join(tmpdir(), 'nexus-archive-s3-'));
+  // The app's history job makes its months as it starts, each under a short lock timeout, as the rounds below drop
+  // theirs: the test's rounds begin once the job's first round is over.
+  await until(async () => {
+    const samples = parseMetrics(await (await fetch(`${t.url}/metrics`)).text());
+    return sumOf(samples, 'nexus_job_runs_total', { job: 'history' }) >= 1;
+  }, 30_000);
 });
 afterAll(async () => {
   await t?.close();

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { listWorkspaceUsers, type Client, type WorkspaceUserDto } from '../api.js';
-import { useAction, valueOf } from '../hooks.js';
+import { useAction, useFollowing, valueOf } from '../hooks.js';
 import { ErrorNote, Field, Status, Toolbar } from '../ui.js';
 
 /**
@@ -14,7 +14,7 @@ export function UserPicker(props: {
   onChoose: (user: WorkspaceUserDto) => void;
   label?: string;
 }) {
-  const [query, setQuery] = useState(props.chosen?.externalUserId ?? '');
+  const [query, setQuery] = useFollowing(props.chosen?.externalUserId ?? '');
   const [recent, setRecent] = useState<WorkspaceUserDto[]>([]);
   const action = useAction();
   const listId = `users-${props.workspaceId}-${props.label ?? 'user'}`.replace(/\W/g, '-');
@@ -24,7 +24,6 @@ export function UserPicker(props: {
       () => setRecent([]),
     );
   }, [props.workspaceId]);
-  useEffect(() => setQuery(props.chosen?.externalUserId ?? ''), [props.chosen?.access.id]);
   const find = async () => {
     const externalUserId = query.trim();
     if (!externalUserId) return;

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import {
   closeModelPrice,
   createModelPrice,
@@ -14,7 +14,7 @@ import {
 import { ActionButton } from '../components/buttons.js';
 import { PagedTable } from '../components/lists.js';
 import { localNow, toInstant, when } from '../format.js';
-import { useAction, useFields, usePaged, valueOf, type Action } from '../hooks.js';
+import { useAction, useFields, useFollowing, usePaged, valueOf, type Action } from '../hooks.js';
 import { namesOf, useConnections } from '../lookups.js';
 import { ActionNotes, ErrorNote, Field, Form, Input, LocalTimeInput, Notice, Page, Select, type PageProps, Folded } from '../ui.js';
 
@@ -47,9 +47,8 @@ const PRICES = [
 /** The workspace's currency: every price, cost and budget is in it; it cannot change once there are prices. */
 function Currency(props: { client: Client; workspaceId: string; currency: string; onChange: (c: string) => void }) {
   const { client, workspaceId, currency } = props;
-  const [value, setValue] = useState(currency);
+  const [value, setValue] = useFollowing(currency);
   const action = useAction();
-  useEffect(() => setValue(currency), [currency]);
   const save = async () => {
     const res = await action.run('Setting the currency…', () =>
       updateWorkspace({ client, path: { workspaceId }, body: { currency: value.trim().toUpperCase() } }),
