@@ -11,21 +11,10 @@
  * event per settlement) hold either way.
  */
 import knexPkg, { type Knex } from 'knex';
-import type pg from 'pg';
 import type { Db } from '../db/database.js';
 import { isEmbedded } from '../db/database.js';
 
-/**
- * The setting each of the pool's sessions starts with when its statements are prepared (named-query.ts): the named
- * statements are planned once per connection, generically. By default PostgreSQL plans a prepared statement afresh
- * for its first five executions on each connection before it keeps a generic plan, and the record statement's plan
- * takes milliseconds (its parameters are JSON arrays, whose values no plan looks into: the custom plans are the
- * generic one). A connection the pool opens again (after its idle timeout, or a restart) costs one plan per
- * statement instead of five. The control plane's pool keeps PostgreSQL's default.
- */
-const GENERIC_PLANS = 'set plan_cache_mode = force_generic_plan';
-
-export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax = 10, prepared = true): { db: Db; owned: boolean } {
+export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax = 10): { db: Db; owned: boolean } {
   if (isEmbedded(main)) return { db: main, owned: false };
   const config = main.client.config as {
     connection: { connectionString?: string; application_name?: string } | string;
@@ -41,16 +30,7 @@ export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax = 10, pr
   const db = knexPkg({
     client: 'pg',
     connection: { connectionString, application_name: 'nexus-gateway', ...(options ? { options } : {}) },
-    pool: {
-      min: 0,
-      max: poolMax,
-      ...(prepared
-        ? {
-            afterCreate: (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void) =>
-              void conn.query(GENERIC_PLANS, (err) => done(err, conn)),
-          }
-        : {}),
-    },
+    pool: { min: 0, max: poolMax },
     ...(config.log ? { log: config.log } : {}),
   });
   return { db, owned: true };

@@ -56,7 +56,7 @@ export interface GatewayPartsDeps {
 
 export function createGatewayParts(deps: GatewayPartsDeps) {
   const { config, clock, logger, metrics, changes } = deps;
-  const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax, config.databasePreparedStatements);
+  const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax);
   const cache = createAuthCache({
     repo: createAuthRepo(db, config.databasePreparedStatements),
     clock,
