@@ -65,6 +65,9 @@
  * throughput printed as a share of the plain one's (at most 3% less is the goal), with the deliveries the receiver got.
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): Nexus runs in a fresh schema, dropped at the
  * end, as a fresh role, dropped too.
+ * BENCH_PG_STATEMENTS=1 prints, per target, the statements that took PostgreSQL the most time in the fixed-rate
+ * phases (calls per 1,000 gateway calls, µs a call, share), from pg_stat_statements: it has to be loaded in
+ * DATABASE_URL's cluster (shared_preload_libraries) and created in its database (scripts/bench/pg-statements.ts).
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -87,6 +90,7 @@ import {
 } from './bench/config.js';
 import { inTurn, measure, measureTogether, type Row, type Target } from './bench/measure.js';
 import { asRole, buildLabel, checkoutRoot, startNexus, startRole } from './bench/processes.js';
+import { printStatements } from './bench/pg-statements.js';
 import { report } from './bench/report.js';
 import { runFloor, runReceiver, runUpstream } from './bench/roles.js';
 import { provision, provisionEvents, routeOver } from './bench/tenants.js';
@@ -249,6 +253,7 @@ async function main(): Promise<void> {
       rounds,
       nexuses.map((n) => n.label),
     );
+    printStatements();
     if (receiver) {
       const { received } = (await (await request(`${receiver.url}/count`)).body.json()) as { received: number };
       console.log(`quota.threshold_crossed deliveries the receiver answered: ${received}`);

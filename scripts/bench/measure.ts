@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { request } from 'undici';
 import { benchRequestBody } from '../lib/bench-request.js';
 import { cpuNanosOf, cpuTimeOf, rssMbOf } from '../lib/proc-cpu.js';
+import { addStatements, statementsNow } from './pg-statements.js';
 import { CONNECTIONS, DURATION, LIGHT_DURATION, RATE, RATE_DURATION, WARMUP } from './config.js';
 
 /** One target's figures in one round, for one mode (JSON or a stream). */
@@ -143,9 +144,12 @@ async function statementsOf(t: Target): Promise<{ records: number; recorded: num
 async function phase(admin: pg.Client, t: Target, body: string, connections: number, duration: number, rate?: number) {
   const pids = t.pid ? [t.pid] : [];
   const counted = await statementsOf(t);
+  const pgBefore = rate ? await statementsNow(admin, t.role) : undefined;
   const before = [read(pids), read(await backendsOf(admin, t.role))];
   const load = await cannon(t, body, connections, duration, rate);
   const after = [read(pids), read(await backendsOf(admin, t.role))];
+  const mode = body.includes('"stream":true') ? 'stream' : 'json';
+  addStatements(`${t.label} ${mode}`, pgBefore, rate ? await statementsNow(admin, t.role) : undefined, load.calls);
   const proxy = perCall(before[0]!, after[0]!, load.calls);
   const counts = await statementsOf(t);
   return {

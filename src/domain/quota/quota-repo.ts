@@ -296,6 +296,19 @@ async function updatePeriod(
 }
 
 /**
+ * Whether reclaimExpired has a lease to take: one HELD past its expiry at `now` (with `all`, any HELD one), read
+ * through the partial index of HELD leases by expiry. The reclaim is a statement of many parts, planned each time it
+ * is sent; the sweep asks this first, so a round with nothing to reclaim costs an index probe instead.
+ */
+async function hasLeaseToReclaim(db: Queryable, now: Date, all = false): Promise<boolean> {
+  const { rows } = await db.raw<{ rows: { due: boolean }[] }>(
+    `select exists (select 1 from quota_leases where status = 'HELD' and (expires_at <= :now or :all)) as due`,
+    { now, all },
+  );
+  return rows[0]!.due;
+}
+
+/**
  * The leases of dead processes: HELD past their expiry (or with `all`, every HELD one: no process that
  * could still hold one is alive) become EXPIRED, the calls their last heartbeat wrote are recorded and
  * charged, and what the leases held returns to their periods, in one statement (src/domain/recording/record-sql.ts) that
@@ -377,6 +390,7 @@ export const createQuotaRepo = (db: Queryable) =>
     insertPeriod,
     updatePeriod,
     giveBackCarry,
+    hasLeaseToReclaim,
     reclaimExpired,
     prorationOf,
     typicalCallUnits,
