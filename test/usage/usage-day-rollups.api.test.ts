@@ -183,7 +183,10 @@ describe('usage summaries by day from the day rollups', () => {
       expect(cut).toEqual(byLocalDay(await summary('hour', since, lastHour, 'UTC', 'access'), 'UTC'));
       // A day older than the workspace's rollup retention may have lost hours to it: its hours are read.
       const ageDays = Math.floor((Date.now() - day.day.getTime()) / DAY);
-      await t.database.db('workspaces').where({ id: tenant.workspaceId }).update({ rollup_retention_days: ageDays - 1 });
+      await t.database
+        .db('workspaces')
+        .where({ id: tenant.workspaceId })
+        .update({ rollup_retention_days: ageDays - 1 });
       try {
         expect(await summary('day', since, lastHour + HOUR / 2, 'UTC', 'access')).toEqual(holding);
       } finally {
