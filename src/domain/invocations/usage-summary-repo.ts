@@ -264,23 +264,23 @@ function startOf(query: UsageSummaryQuery): string {
 }
 
 /**
- * The summary of the `top` keys, in one statement: the buckets by key (`b`, from the rollups the summary reads: the
- * day rollups' whole days where it reads them), the keys that cost most over them (`top`), then each bucket's sums
- * with every other key as one (null) key, last in its bucket. Keys are text, the empty string for none.
+ * The summary of the `top` keys, in one statement: the rollup rows the summary reads (`b`, a row per bucket start,
+ * key and whatever else the rollup keeps: the day rollups' whole days where it reads them), the keys that cost most
+ * over them (`top`, from two of their sums), then each bucket's sums with every other key as one (null) key, last in
+ * its bucket. The rows are summed once, into the answer's buckets: not first into a bucket per start and key (12,000
+ * for a month of 2,000 users by day) and then again. Keys are text, the empty string for none.
  */
 async function topSummary(q: Queryable, query: UsageSummaryQuery, top: number): Promise<UsageBucketRow[]> {
   const { table, days } = tablesOf(query.groupBy);
   const key = `coalesce(${GROUP_KEYS[query.groupBy]}::text, '')`;
-  const sums = ROLLUP_SUMS.map((column) => `sum_int8(${column}) as ${column}`).join(', ');
-  const buckets =
+  const rows =
     query.granularity === 'day' && query.timeZone === query.workspaceTimeZone
-      ? byDaySql(query, days, table, key, `start, key, ${sums}`, 'group by start, key')
-      : `select ${startOf(query)} as start, ${key} as key, ${sums}
-           from ${table} where workspace_id = :workspaceId and hour >= :since and hour < :until
-          group by 1, 2`;
+      ? byDaySql(query, days, table, key, `start, key, ${ROLLUP_SUMS.join(', ')}`, '')
+      : `select ${startOf(query)} as start, ${key} as key, ${ROLLUP_SUMS.join(', ')}
+           from ${table} where workspace_id = :workspaceId and hour >= :since and hour < :until`;
   const result = await q.raw(
-    `with b as (${buckets}),
-          top as (select key from b group by key order by sum(cost_micros) desc, sum(units) desc, key limit :top)
+    `with b as materialized (${rows}),
+          top as (select key from b group by key order by sum_int8(cost_micros) desc, sum_int8(units) desc, key limit :top)
      select ${bucketColumns('b.start', 'top.key')}
        from b left join top on top.key = b.key
       group by b.start, top.key
