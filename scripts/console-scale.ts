@@ -12,20 +12,26 @@
  * (until the answer's last byte). By user, the console asks for its chart's 9 largest users and "Other" (`top`);
  * every user's every day is asked too, beside it.
  *
+ * BENCH_CONSOLE_AGAINST=<dir>: another checkout of Nexus (a git worktree of the base, say) is asked too, on the same
+ * database: this checkout and that one each run as a process of their own (through tsx), every page asked of both in
+ * turn in each round; each page's p50 of both is printed, and the ratio.
+ *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on;
- * it is dropped at the end.
+ * it is dropped at the end (kept with BENCH_KEEP_DATABASE=1).
  */
 import { randomUUID } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
 import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
 import { copyRows, uuidAt } from './lib/copy-rows.js';
-import { percentile, withFreshNexus } from './lib/fresh-nexus.js';
+import { freshNexusEnv, percentile, withFreshNexus } from './lib/fresh-nexus.js';
+import { startNexusProcess, type NexusProcess } from './lib/nexus-process.js';
 
 const INVOCATIONS = Number(process.env.BENCH_CONSOLE_INVOCATIONS ?? 1_000_000);
 const USERS = Number(process.env.BENCH_CONSOLE_USERS ?? 2_000);
 const DAYS = Number(process.env.BENCH_CONSOLE_DAYS ?? 30);
 const RUNS = Number(process.env.BENCH_CONSOLE_RUNS ?? 30);
+const AGAINST = process.env.BENCH_CONSOLE_AGAINST;
 const TARGET_MS = 300;
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'claude-sonnet-4-5', 'claude-haiku-4-5', 'o3-mini'];
 
@@ -126,7 +132,8 @@ async function seedCalls(
     const roll = mix(n) % 100;
     return {
       at,
-      id: uuidAt(at),
+      // The same id each time a call is made (its invocation's, then its event's reference to it).
+      id: uuidAt(at, n),
       user: String(n % USERS).padStart(12, '0'),
       model: MODELS[n % MODELS.length]!,
       status: roll < 2 ? 'REJECTED' : roll === 2 ? 'UPSTREAM_ERROR' : 'SUCCEEDED',
@@ -215,6 +222,60 @@ async function seedCalls(
   return middle;
 }
 
+/** One GET of a page until its last byte: its time in ms and its text (an error unless 200). */
+async function timedPage(serverUrl: string, path: string, headers: Record<string, string>, label: string) {
+  const started = performance.now();
+  const res = await fetch(`${serverUrl}${path}`, { headers });
+  const text = await res.text();
+  const took = performance.now() - started;
+  if (res.status !== 200) throw new Error(`${label}: ${res.status} ${text}`);
+  return { took, text };
+}
+
+/**
+ * BENCH_CONSOLE_AGAINST: this checkout and the one at `against`, each a process of its own on the seeded database,
+ * every page asked of each in turn (the order swapped every other round); each page's p50 and p95 of both, and the
+ * ratio of their p50s.
+ */
+async function compareBuilds(databaseUrl: string, headers: Record<string, string>, pages: [string, string][], against: string) {
+  const env = { ...freshNexusEnv(databaseUrl), NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true' };
+  const builds: { label: string; nexus: NexusProcess }[] = [
+    { label: 'this', nexus: await startNexusProcess(env) },
+    { label: 'against', nexus: await startNexusProcess(env, { root: against }) },
+  ];
+  try {
+    const times = pages.map(() => builds.map((): number[] => []));
+    const rows = pages.map(() => builds.map(() => 0));
+    for (let i = 0; i < RUNS + 3; i++) {
+      for (const [p, [label, path]] of pages.entries()) {
+        const order = i % 2 ? [1, 0] : [0, 1];
+        for (const b of order) {
+          const { took, text } = await timedPage(builds[b]!.nexus.url, path, headers, label);
+          if (i >= 3) times[p]![b]!.push(took);
+          rows[p]![b] = rowsOf(text);
+        }
+      }
+    }
+    console.log(
+      `against: ${against}; load average now ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}\n`,
+    );
+    console.log(
+      `${'page'.padEnd(40)} ${'rows'.padStart(11)} ${'this p50/p95'.padStart(16)} ${'against p50/p95'.padStart(16)}  this/against p50`,
+    );
+    for (const [p, [label]] of pages.entries()) {
+      const [mine, theirs] = times[p]!.map((xs) => xs.sort((a, b) => a - b));
+      const cell = (xs: number[]) => `${percentile(xs, 50).toFixed(1)}/${percentile(xs, 95).toFixed(1)}`;
+      console.log(
+        `${label.padEnd(40)} ${rows[p]!.join('/').padStart(11)} ${cell(mine!).padStart(16)} ${cell(theirs!).padStart(16)}  ${(percentile(mine!, 50) / percentile(theirs!, 50)).toFixed(2)}`,
+      );
+    }
+  } finally {
+    for (const { nexus } of builds) await nexus.stop();
+  }
+}
+
 await withFreshNexus(
   'console',
   async ({ url: serverUrl, databaseUrl, headers }) => {
@@ -283,6 +344,10 @@ await withFreshNexus(
         .map((l) => l.toFixed(1))
         .join(' ')} (1, 5, 15 min)\n`,
     );
+    if (AGAINST) {
+      await compareBuilds(databaseUrl, headers, pages, AGAINST);
+      return;
+    }
     console.log(
       `${'page'.padEnd(40)} ${'rows'.padStart(5)} ${'p50 ms'.padStart(8)} ${'p95 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  target ${TARGET_MS} ms`,
     );
@@ -292,11 +357,7 @@ await withFreshNexus(
     const rows = pages.map(() => 0);
     for (let i = 0; i < RUNS + 3; i++) {
       for (const [p, [label, path]] of pages.entries()) {
-        const started = performance.now();
-        const res = await fetch(`${serverUrl}${path}`, { headers });
-        const text = await res.text();
-        const took = performance.now() - started;
-        if (res.status !== 200) throw new Error(`${label}: ${res.status} ${text}`);
+        const { took, text } = await timedPage(serverUrl, path, headers, label);
         if (i >= 3) times[p]!.push(took);
         rows[p] = rowsOf(text);
       }

@@ -8,9 +8,14 @@ import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 
-/** A UUID v7 of time `ms` (RFC 9562): what the gateway's ids are, made for a seeded row's time. */
-export function uuidAt(ms: number): string {
-  const b = randomFillSync(Buffer.alloc(16));
+/**
+ * A UUID v7 of time `ms` (RFC 9562): what the gateway's ids are, made for a seeded row's time. With `n` (a row's
+ * number), the same id for the same `ms` and `n` each time (n in its last six bytes instead of random ones): a row
+ * made twice, its own and in a reference to it.
+ */
+export function uuidAt(ms: number, n?: number): string {
+  const b = n === undefined ? randomFillSync(Buffer.alloc(16)) : Buffer.alloc(16);
+  if (n !== undefined) b.writeUIntBE(n, 10, 6);
   b.writeUIntBE(ms, 0, 6);
   b[6] = (b[6]! & 0x0f) | 0x70;
   b[8] = (b[8]! & 0x3f) | 0x80;

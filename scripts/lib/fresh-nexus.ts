@@ -1,7 +1,8 @@
 /**
  * A Nexus on a fresh database, for the scripts that seed a large workspace and time what reads it
  * (bench-usage.ts, console-scale.ts, bench-rollup.ts): the database is made on DATABASE_URL's server (default the local
- * PostgreSQL), Nexus listens on it in this process with a root key, and both are gone when `run` ends.
+ * PostgreSQL), Nexus listens on it in this process with a root key, and both are gone when `run` ends (the database
+ * stays with BENCH_KEEP_DATABASE=1).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -65,7 +66,9 @@ export async function withFreshNexus(
       await server.shutdown();
     }
   } finally {
-    await admin.query(`drop database if exists ${dbName} with (force)`);
+    // BENCH_KEEP_DATABASE=1 keeps the seeded database for EXPLAIN after the run (named here; drop it by hand).
+    if (process.env.BENCH_KEEP_DATABASE === '1') console.log(`database kept: ${dbName}`);
+    else await admin.query(`drop database if exists ${dbName} with (force)`);
     await admin.end();
   }
 }

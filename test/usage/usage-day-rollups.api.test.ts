@@ -156,6 +156,47 @@ describe('usage summaries by day from the day rollups', () => {
     await expectSameAnswers('Asia/Tokyo', 6);
   });
 
+  it('the day of until is read from its day row when no later hour of it has usage, else from its hours', async () => {
+    await setZone('UTC');
+    // A UTC day whose last hour with usage is not its last hour: a range can end after it and inside the day.
+    const { rows } = await t.database.db.raw<{ rows: { last: Date }[] }>(
+      `select max(hour) as last from usage_rollups where workspace_id = ? group by date_trunc('day', hour, 'UTC')
+        having max(hour) < date_trunc('day', max(hour), 'UTC') + interval '23 hours' order by 1 desc limit 1`,
+      [tenant.workspaceId],
+    );
+    const lastHour = rows[0]!.last.getTime();
+    const day = { workspace_id: tenant.workspaceId, time_zone: 'UTC', day: new Date(Math.floor(lastHour / DAY) * DAY) };
+    const since = day.day.getTime() - 3 * DAY;
+    const row = (await t.database.db('usage_day_key_rollups').where(day).first()) as Record<string, unknown>;
+    const at = { ...day, workspace_access_id: row.workspace_access_id, inference_key_id: row.inference_key_id };
+    const unitsOn = (buckets: Bucket[]) =>
+      BigInt(buckets.find((b) => b.start === day.day.toISOString() && b.key === row.workspace_access_id)!.units as string);
+    // The range holds the day's last hour with usage: the same answer as its hours, then read from the day's row
+    // (the 1,000 units a day row no longer agreeing with its hours shows).
+    const holding = await summary('day', since, lastHour + HOUR / 2, 'UTC', 'access');
+    expect(holding).toEqual(byLocalDay(await summary('hour', since, lastHour + HOUR / 2, 'UTC', 'access'), 'UTC'));
+    await t.database.db('usage_day_key_rollups').where(at).increment('units', 1000);
+    try {
+      expect(unitsOn(await summary('day', since, lastHour + HOUR / 2, 'UTC', 'access')) - unitsOn(holding)).toBe(1000n);
+      // The range ends before the day's last hour with usage: its hours are read, not its row.
+      const cut = await summary('day', since, lastHour, 'UTC', 'access');
+      expect(cut).toEqual(byLocalDay(await summary('hour', since, lastHour, 'UTC', 'access'), 'UTC'));
+      // A day older than the workspace's rollup retention may have lost hours to it: its hours are read.
+      const ageDays = Math.floor((Date.now() - day.day.getTime()) / DAY);
+      await t.database
+        .db('workspaces')
+        .where({ id: tenant.workspaceId })
+        .update({ rollup_retention_days: ageDays - 1 });
+      try {
+        expect(await summary('day', since, lastHour + HOUR / 2, 'UTC', 'access')).toEqual(holding);
+      } finally {
+        await t.database.db('workspaces').where({ id: tenant.workspaceId }).update({ rollup_retention_days: 730 });
+      }
+    } finally {
+      await t.database.db('usage_day_key_rollups').where(at).decrement('units', 1000);
+    }
+  });
+
   const STRAYS = [
     ['usage_day_rollups', 'model', ['model', 'provider_connection_id', 'plan_id'], 'model'],
     ['usage_day_key_rollups', 'access', ['workspace_access_id', 'inference_key_id'], 'workspace_access_id'],
