@@ -15,16 +15,9 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { WebSocket } from 'ws';
-import { startWebSocketUpstream, type WebSocketUpstream } from './websocket.js';
+import { latestSessionTurn, startWebSocketUpstream, withZeros, type TurnUsage, type WebSocketUpstream } from './websocket.js';
 
-export interface LiveUsage {
-  input: number;
-  output: number;
-  cached?: number;
-  audioIn?: number;
-  cachedAudio?: number;
-  audioOut?: number;
-}
+export type LiveUsage = TurnUsage;
 
 export interface FakeLive extends WebSocketUpstream {
   /** The client messages received, each with its one key, in order. */
@@ -42,17 +35,14 @@ const PATH = /^\/ws\/google\.ai\.generativelanguage\.v1(?:alpha|beta)\.Generativ
 
 /** `usageMetadata` as the Live API reports it: counts, and the input, cache and response by modality. */
 function usageMetadata(u: LiveUsage) {
-  const cached = u.cached ?? 0;
-  const audioIn = u.audioIn ?? 0;
-  const cachedAudio = u.cachedAudio ?? 0;
-  const audioOut = u.audioOut ?? 0;
+  const { input, output, cached, audioIn, cachedAudio, audioOut } = withZeros(u);
   return {
-    promptTokenCount: u.input,
+    promptTokenCount: input,
     ...(cached ? { cachedContentTokenCount: cached } : {}),
-    responseTokenCount: u.output,
-    totalTokenCount: u.input + u.output,
+    responseTokenCount: output,
+    totalTokenCount: input + output,
     promptTokensDetails: [
-      { modality: 'TEXT', tokenCount: u.input - audioIn },
+      { modality: 'TEXT', tokenCount: input - audioIn },
       { modality: 'AUDIO', tokenCount: audioIn },
     ],
     ...(cached
@@ -64,25 +54,21 @@ function usageMetadata(u: LiveUsage) {
         }
       : {}),
     responseTokensDetails: [
-      { modality: 'TEXT', tokenCount: u.output - audioOut },
+      { modality: 'TEXT', tokenCount: output - audioOut },
       { modality: 'AUDIO', tokenCount: audioOut },
     ],
   };
 }
 
 export async function startGeminiLiveUpstream(options: { apiKey: string }): Promise<FakeLive> {
-  let latest: (() => void) | undefined;
+  const latest = latestSessionTurn();
   const fake: Omit<FakeLive, keyof WebSocketUpstream> = {
     messages: [],
     handshakes: [],
     usages: [],
     behaviour: [],
     chunks: 2,
-    startTurn: () => {
-      if (!latest) return false;
-      latest();
-      return true;
-    },
+    startTurn: latest.start,
   };
   const server = await startWebSocketUpstream({
     httpError: '{"error":{"code":400,"message":"WebSocket only","status":"INVALID_ARGUMENT"}}',
@@ -123,7 +109,7 @@ export async function startGeminiLiveUpstream(options: { apiKey: string }): Prom
         send({ usageMetadata: usage });
       } else send({ serverContent: { turnComplete: true }, usageMetadata: usage });
     };
-    latest = turn;
+    latest.set(turn);
     ws.on('message', (data: Buffer) => {
       const body = JSON.parse(data.toString('utf8')) as Record<string, any>;
       const key = Object.keys(body)[0] ?? '';

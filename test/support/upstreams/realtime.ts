@@ -18,16 +18,9 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { WebSocket } from 'ws';
-import { startWebSocketUpstream, type WebSocketUpstream } from './websocket.js';
+import { latestSessionTurn, startWebSocketUpstream, withZeros, type TurnUsage, type WebSocketUpstream } from './websocket.js';
 
-export interface RealtimeUsage {
-  input: number;
-  output: number;
-  cached?: number;
-  audioIn?: number;
-  cachedAudio?: number;
-  audioOut?: number;
-}
+export type RealtimeUsage = TurnUsage;
 
 export interface FakeRealtime extends WebSocketUpstream {
   /** The client events received, by type, in order. */
@@ -46,21 +39,18 @@ export interface FakeRealtime extends WebSocketUpstream {
 
 /** The usage as `response.done` reports it. */
 function usageEvent(u: RealtimeUsage) {
-  const cached = u.cached ?? 0;
-  const audioIn = u.audioIn ?? 0;
-  const cachedAudio = u.cachedAudio ?? 0;
-  const audioOut = u.audioOut ?? 0;
+  const { input, output, cached, audioIn, cachedAudio, audioOut } = withZeros(u);
   return {
-    total_tokens: u.input + u.output,
-    input_tokens: u.input,
-    output_tokens: u.output,
+    total_tokens: input + output,
+    input_tokens: input,
+    output_tokens: output,
     input_token_details: {
-      text_tokens: u.input - audioIn,
+      text_tokens: input - audioIn,
       audio_tokens: audioIn,
       cached_tokens: cached,
       cached_tokens_details: { text_tokens: cached - cachedAudio, audio_tokens: cachedAudio },
     },
-    output_token_details: { text_tokens: u.output - audioOut, audio_tokens: audioOut },
+    output_token_details: { text_tokens: output - audioOut, audio_tokens: audioOut },
   };
 }
 
@@ -80,18 +70,14 @@ function accepts(req: IncomingMessage, url: URL, options: { apiKey: string; azur
 /** `azure`: Azure's paths and `api-key` header instead of OpenAI's. */
 export async function startRealtimeUpstream(options: { apiKey: string; azure?: boolean }): Promise<FakeRealtime> {
   let counter = 0;
-  let latest: (() => void) | undefined;
+  const latest = latestSessionTurn();
   const fake: Omit<FakeRealtime, keyof WebSocketUpstream> = {
     events: [],
     handshakes: [],
     usages: [],
     behaviour: [],
     deltas: 3,
-    startResponse: () => {
-      if (!latest) return false;
-      latest();
-      return true;
-    },
+    startResponse: latest.start,
   };
   const server = await startWebSocketUpstream({
     httpError: '{"error":{"message":"WebSocket only"}}',
@@ -113,7 +99,7 @@ export async function startRealtimeUpstream(options: { apiKey: string; azure?: b
     const session: Record<string, unknown> = { id: `sess_${++counter}`, object: 'realtime.session', model, max_output_tokens: 'inf' };
     let inFlight: { id: string; cancelled: boolean } | undefined;
     send('session.created', { session });
-    latest = () => respond();
+    latest.set(() => respond());
 
     /** A positive integer cap, else none ('inf', absent). */
     const capOf = (holder: Record<string, unknown> | undefined) => {

@@ -1,11 +1,44 @@
 /**
  * What the fake WebSocket upstreams share (realtime.ts, gemini-live.ts): the HTTP server on 127.0.0.1 that answers
  * plain HTTP with an error, its handshakes screened, each accepted socket tracked until it closes, and a close that
- * cuts them all. A protocol's module speaks its messages on each socket.
+ * cuts them all; a turn's usage by kind, and the latest session's turn the provider starts on its own. A protocol's
+ * module speaks its messages on each socket.
  */
 import { createServer, type IncomingMessage } from 'node:http';
 import { WebSocketServer, type ServerOptions, type WebSocket } from 'ws';
 import { closeServer, listenLocal } from '../local-server.js';
+
+/** A turn's usage: its input and output tokens, and of them the cached, audio and cached audio ones (0 unless set). */
+export interface TurnUsage {
+  input: number;
+  output: number;
+  cached?: number;
+  audioIn?: number;
+  cachedAudio?: number;
+  audioOut?: number;
+}
+
+/** A usage with each optional count set (0 where it was not). */
+export const withZeros = (u: TurnUsage): Required<TurnUsage> => ({
+  ...u,
+  cached: u.cached ?? 0,
+  audioIn: u.audioIn ?? 0,
+  cachedAudio: u.cachedAudio ?? 0,
+  audioOut: u.audioOut ?? 0,
+});
+
+/** The latest session's turn started on its own (server VAD): `set` by each new session, `start` false when none is. */
+export function latestSessionTurn() {
+  let latest: (() => void) | undefined;
+  return {
+    set: (turn: () => void) => (latest = turn),
+    start: () => {
+      if (!latest) return false;
+      latest();
+      return true;
+    },
+  };
+}
 
 export interface WebSocketUpstream {
   url: string;
