@@ -1,6 +1,6 @@
 /**
  * What the console's browser tests share: finding Debian's Chromium, a watched page, the sign-in, and axe-core's
- * scan of a page. The console they load is built once per run (test/support/build-setup.ts).
+ * scan of a page (in both colour schemes). The console they load is built once per run (test/support/build-setup.ts).
  */
 import { execFileSync } from 'node:child_process';
 import axe from 'axe-core';
@@ -57,6 +57,17 @@ export async function axeViolations(page: Page): Promise<string[]> {
             .join(', ')}`,
       );
   });
+}
+
+/** The serious and critical axe findings in the light and then the dark scheme, each named by its scheme; the page left light. */
+export async function axeViolationsInBothSchemes(page: Page): Promise<string[]> {
+  const found: string[] = [];
+  for (const colorScheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme });
+    found.push(...(await axeViolations(page)).map((v) => `${colorScheme}: ${v}`));
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  return found;
 }
 
 /**

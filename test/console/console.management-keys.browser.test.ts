@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../support/paths.js';
 import { createManagementKey, getWorkspace, listManagementKeys, updateWorkspace } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, unfold, watchedPage } from './console-support.js';
+import { CHROMIUM_ARGS, chromiumOrWarn, signIn, unfold, watchedPage, axeViolationsInBothSchemes } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's management keys browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -25,17 +25,6 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
   let shown: string;
   const browserErrors: string[] = [];
   const dialogs: string[] = [];
-
-  /** The serious and critical axe findings in the light and the dark scheme. */
-  const axeBothSchemes = async (): Promise<string[]> => {
-    const found: string[] = [];
-    for (const colorScheme of ['light', 'dark'] as const) {
-      await page.emulateMedia({ colorScheme });
-      found.push(...(await axeViolations(page)).map((v) => `${colorScheme}: ${v}`));
-    }
-    await page.emulateMedia({ colorScheme: 'light' });
-    return found;
-  };
 
   const storedKeys = async () => (await listManagementKeys({ client: t.client, query: { limit: 100 } })).data!;
 
@@ -86,7 +75,7 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
     expect(JSON.stringify(row)).not.toContain(shown);
     expect((await getWorkspace({ client: t.clientWith(shown), path: { workspaceId } })).response.status).toBe(200);
     await page.getByRole('row', { name: /ci deploy/ }).waitFor();
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     await page.screenshot({ path: join(shots, 'management-keys.png'), fullPage: true });
 
     // Dismissed, the plaintext is gone, and no reload brings it back.
@@ -126,7 +115,7 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
       )
       .toBe('root key (NEXUS_MANAGEMENT_KEY)root');
     expect(await updatedRow.getByRole('link', { name: 'workspace' }).getAttribute('href')).toBe(`#/w/${workspaceId}/settings`);
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     await page.screenshot({ path: join(shots, 'audit-actors.png'), fullPage: true });
     expect(browserErrors).toEqual([]);
   }, 120_000);
@@ -173,6 +162,6 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
     await page.goto(`${t.url}/console/#/management-keys`);
     await page.getByText('Only a root Management Key manages keys: sign in with one to see and create them.').waitFor();
     expect(await page.getByRole('form', { name: 'Create a Management Key' }).count()).toBe(0);
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
   });
 });

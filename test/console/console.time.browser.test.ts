@@ -12,7 +12,7 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import { createModelPrice, createProviderConnection } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage, axeViolationsInBothSchemes } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's time ranges browser test");
 const ZONE = 'America/New_York';
@@ -42,15 +42,6 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
       [tenant.workspaceId],
     );
     return result.rows as { key: string; cost: string }[];
-  };
-  const axeBothSchemes = async (): Promise<string[]> => {
-    const found: string[] = [];
-    for (const colorScheme of ['light', 'dark'] as const) {
-      await page.emulateMedia({ colorScheme });
-      found.push(...(await axeViolations(page)).map((v) => `${colorScheme}: ${v}`));
-    }
-    await page.emulateMedia({ colorScheme: 'light' });
-    return found;
   };
 
   beforeAll(async () => {
@@ -134,7 +125,7 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
     }
     const csvTopFive = [...sums].sort(([, a], [, b]) => (b > a ? 1 : b < a ? -1 : 0)).slice(0, 5);
     expect(csvTopFive.map(([key, cost]) => [key, `${cost}`])).toEqual(expected.map((r) => [r.key, r.cost]));
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     expect(errors).toEqual([]);
   });
 
@@ -211,7 +202,7 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
       .where({ id: failing.data!.id })
       .first('last_verify_outcome');
     expect(stored.last_verify_outcome).not.toBe('reachable');
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     expect(errors).toEqual([]);
   });
 
@@ -254,7 +245,7 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
     expect(row.time_zone).toBe('Asia/Tokyo');
     // The window's spend per day, days in Tokyo.
     await page.getByRole('region', { name: "Each day's spend (USD) (Asia/Tokyo)" }).waitFor();
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     expect(errors).toEqual([]);
   });
 });
