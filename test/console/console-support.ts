@@ -100,14 +100,44 @@ export async function signIn(page: Page, url: string, key = TEST_ROOT_KEY): Prom
   await page.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
 }
 
-/**
- * Chromium launched from `executablePath`, and a watched page of it (1440 x 900, en-US, UTC; its errors to `errors`)
- * signed in to the console at `url` with the test's root key.
- */
-export async function signedInChromium(executablePath: string, url: string, errors: string[]): Promise<{ browser: Browser; page: Page }> {
+/** The browser context the console tests open unless told otherwise: 1440 x 900, en-US, UTC. */
+const CONSOLE_CONTEXT: BrowserContextOptions = { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' };
+
+/** How a test's Chromium page differs: its context's options over CONSOLE_CONTEXT's, and where its dialogs go. */
+interface PageOptions {
+  context?: BrowserContextOptions;
+  dialogs?: string[];
+}
+
+/** Chromium launched from `executablePath`, and a watched page of it (see watchedPage), not signed in. */
+export async function chromiumPage(
+  executablePath: string,
+  errors: string[],
+  o: PageOptions = {},
+): Promise<{ browser: Browser; page: Page }> {
   const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-  const page = await watchedPage(browser, { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, errors);
-  await signIn(page, url);
+  try {
+    return { browser, page: await watchedPage(browser, { ...CONSOLE_CONTEXT, ...o.context }, errors, o.dialogs) };
+  } catch (err) {
+    await browser.close();
+    throw err;
+  }
+}
+
+/** Chromium and a watched page of it, as chromiumPage, signed in to the console at `url` with the test's root key. */
+export async function signedInChromium(
+  executablePath: string,
+  url: string,
+  errors: string[],
+  o: PageOptions = {},
+): Promise<{ browser: Browser; page: Page }> {
+  const { browser, page } = await chromiumPage(executablePath, errors, o);
+  try {
+    await signIn(page, url);
+  } catch (err) {
+    await browser.close();
+    throw err;
+  }
   return { browser, page };
 }
 

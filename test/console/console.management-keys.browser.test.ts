@@ -6,12 +6,12 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../support/paths.js';
 import { createManagementKey, getWorkspace, listManagementKeys, updateWorkspace } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { CHROMIUM_ARGS, chromiumOrWarn, signIn, unfold, watchedPage, axeViolationsInBothSchemes } from './console-support.js';
+import { chromiumOrWarn, unfold, axeViolationsInBothSchemes, signedInChromium } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's management keys browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -37,14 +37,10 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
       body: JSON.stringify({ name: 'Keys and audit' }),
     });
     workspaceId = ((await ws.json()) as { id: string }).id;
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(
-      browser,
-      { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: 'UTC' },
-      browserErrors,
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors, {
+      context: { viewport: { width: 1360, height: 900 } },
       dialogs,
-    );
-    await signIn(page, t.url);
+    }));
   }, 120_000);
 
   afterAll(async () => {

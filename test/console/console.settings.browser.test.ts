@@ -6,14 +6,14 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
 import { getPlan, listAuditLogs, listProviderConnections } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage, axeViolationsInBothSchemes } from './console-support.js';
+import { chromiumOrWarn, axeViolationsInBothSchemes, signedInChromium } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's settings browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -44,9 +44,9 @@ describe.skipIf(!executablePath)('the console: settings edited where they are sh
       providerKey,
       rateLimits: { tokensPerMinute: 5000 },
     });
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors);
-    await signIn(page, t.url);
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors, {
+      context: { viewport: { width: 1360, height: 900 } },
+    }));
     await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
     await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
   }, 120_000);

@@ -6,13 +6,13 @@
  * light and dark.
  */
 import { readFile } from 'node:fs/promises';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { createModelPrice, createProviderConnection } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage, axeViolationsInBothSchemes } from './console-support.js';
+import { chromiumOrWarn, axeViolationsInBothSchemes, signedInChromium } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's time ranges browser test");
 const ZONE = 'America/New_York';
@@ -73,13 +73,9 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
       }
     }
     await t.nexus.gateway.drain();
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(
-      browser,
-      { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: ZONE, acceptDownloads: true },
-      errors,
-    );
-    await signIn(page, t.url);
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, errors, {
+      context: { viewport: { width: 1360, height: 900 }, timezoneId: ZONE, acceptDownloads: true },
+    }));
   }, 120_000);
 
   afterAll(async () => {

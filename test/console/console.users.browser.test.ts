@@ -6,7 +6,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chatInputBound } from '../gateway/gateway-support.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
@@ -14,7 +14,7 @@ import { projectRoot } from '../support/paths.js';
 import { changeAccessPlan, listAuditLogs } from '../support/sdk.js';
 import { activePlan, provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage, axeViolationsInBothSchemes } from './console-support.js';
+import { chromiumOrWarn, axeViolationsInBothSchemes, signedInChromium } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's users browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -50,9 +50,9 @@ describe.skipIf(!executablePath)('the console: a user at quota, in Chromium', ()
     for (let i = 0; i < 3; i++) expect((await call(tenant.apiKey)).status).toBe(200);
     expect((await call(tenant.apiKey)).status).toBe(429);
     await t.nexus.gateway.drain();
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors);
-    await signIn(page, t.url);
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors, {
+      context: { viewport: { width: 1360, height: 900 } },
+    }));
   }, 120_000);
 
   afterAll(async () => {
