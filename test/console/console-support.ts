@@ -5,6 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import axe from 'axe-core';
 import { chromium, type Browser, type BrowserContextOptions, type Page } from 'playwright-core';
+import { expect } from 'vitest';
 import { TEST_ROOT_KEY } from '../support/test-app.js';
 
 /** The Chromium on this host's PATH, if any (no browser is downloaded). */
@@ -139,6 +140,18 @@ export async function signedInChromium(
     throw err;
   }
   return { browser, page };
+}
+
+/** Follows a link of the console's page navigation and waits until the page's heading is the link's name. */
+export async function goByNav(page: Page, link: string): Promise<void> {
+  await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
+  await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
+}
+
+/** Goes to a workspace's provider connections page on the console at `url` and waits for its heading. */
+export async function openConnections(page: Page, url: string, workspaceId: string): Promise<void> {
+  await page.goto(`${url}/console/#/w/${workspaceId}/connections`);
+  await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
 }
 
 /** Opens a create form folded behind its button (a list page's New …), unless it is open already. */

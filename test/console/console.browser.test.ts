@@ -29,7 +29,7 @@ import {
 } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
-import { axeViolations, chromiumOrWarn, unfold, chromiumPage } from './console-support.js';
+import { axeViolations, chromiumOrWarn, unfold, chromiumPage, goByNav } from './console-support.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 
 const executablePath = chromiumOrWarn("the console's browser test");
@@ -65,10 +65,7 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
 
   const dialogs: string[] = [];
   const shot = (name: string) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-  const go = async (link: string) => {
-    await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
-    await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
-  };
+  const go = (link: string) => goByNav(page, link);
 
   beforeAll(async () => {
     mkdirSync(shots, { recursive: true });

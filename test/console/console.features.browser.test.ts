@@ -31,7 +31,16 @@ import {
 } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, chromiumOrWarn, signIn, watchedPage, unfold, signedInChromium } from './console-support.js';
+import {
+  axeViolations,
+  chromiumOrWarn,
+  signIn,
+  watchedPage,
+  unfold,
+  signedInChromium,
+  goByNav,
+  openConnections,
+} from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's features browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -53,10 +62,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await page.screenshot({ path: join(shots, `features-${name}.png`), fullPage: true });
     if (docShots) await page.screenshot({ path: join(docShots, `${name}.png`) });
   };
-  const go = async (link: string) => {
-    await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
-    await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
-  };
+  const go = (link: string) => goByNav(page, link);
   /** Calls through a gateway base URL with the tenant's key, as a user's application does; the records are written before it returns. */
   const call = async (baseUrl: string, model: string, times: number) => {
     const openai = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: tenant.apiKey, maxRetries: 0 });
@@ -84,8 +90,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
 
     // The default context: en-US, so amounts in USD read "$0.06"; UTC, so the hours are labelled in a zone the assertions know.
     ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors, { dialogs }));
-    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
-    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    await openConnections(page, t.url, tenant.workspaceId);
   }, 120_000);
 
   afterAll(async () => {

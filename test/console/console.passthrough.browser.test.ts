@@ -13,7 +13,7 @@ import { projectRoot } from '../support/paths.js';
 import { getPlan, getRetentionPolicy, getWorkspace, listPlans } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, chromiumOrWarn, unfold, signedInChromium } from './console-support.js';
+import { axeViolations, chromiumOrWarn, unfold, signedInChromium, goByNav, openConnections } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's passthrough browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -30,10 +30,7 @@ describe.skipIf(!executablePath)('the console: passthrough classes of a workspac
   /** The status of a gateway call of `path` with the tenant's key. */
   const gateway = async (path: string) =>
     (await fetch(`${tenant.gatewayBaseUrl}/${path}`, { headers: { authorization: `Bearer ${tenant.apiKey}` } })).status;
-  const go = async (link: string) => {
-    await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
-    await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
-  };
+  const go = (link: string) => goByNav(page, link);
   const box = (name: string, value: string) => page.locator(`input[type="checkbox"][name="${name}"][value="${value}"]`);
 
   beforeAll(async () => {
@@ -42,8 +39,7 @@ describe.skipIf(!executablePath)('the console: passthrough classes of a workspac
     upstream = await startOpenAiUpstream({ apiKey: providerKey });
     tenant = await provisionTenant(t.client, { name: 'passthrough', baseUrl: upstream.url, providerKey });
     ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors));
-    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
-    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    await openConnections(page, t.url, tenant.workspaceId);
   }, 120_000);
 
   afterAll(async () => {

@@ -13,7 +13,7 @@ import { projectRoot } from '../support/paths.js';
 import { getPlan, listAuditLogs, listProviderConnections } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { chromiumOrWarn, axeViolationsInBothSchemes, signedInChromium } from './console-support.js';
+import { chromiumOrWarn, axeViolationsInBothSchemes, signedInChromium, goByNav, openConnections } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's settings browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -27,10 +27,7 @@ describe.skipIf(!executablePath)('the console: settings edited where they are sh
   const browserErrors: string[] = [];
   const providerKey = testProviderKey('console-settings');
 
-  const go = async (link: string) => {
-    await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
-    await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
-  };
+  const go = (link: string) => goByNav(page, link);
   const audited = async (action: string) =>
     (await listAuditLogs({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { action } })).data!;
 
@@ -47,8 +44,7 @@ describe.skipIf(!executablePath)('the console: settings edited where they are sh
     ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors, {
       context: { viewport: { width: 1360, height: 900 } },
     }));
-    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
-    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    await openConnections(page, t.url, tenant.workspaceId);
   }, 120_000);
 
   afterAll(async () => {

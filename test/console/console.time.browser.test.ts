@@ -12,7 +12,7 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import { createModelPrice, createProviderConnection } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { chromiumOrWarn, axeViolationsInBothSchemes, signedInChromium } from './console-support.js';
+import { chromiumOrWarn, axeViolationsInBothSchemes, signedInChromium, openConnections } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's time ranges browser test");
 const ZONE = 'America/New_York';
@@ -162,8 +162,7 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
       path: { workspaceId: tenant.workspaceId },
       body: { name: 'broken upstream', protocolProfile: 'openai', baseUrl: broken.url, apiKey: providerKey },
     });
-    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
-    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    await openConnections(page, t.url, tenant.workspaceId);
     const row = (name: string) => page.locator('tbody tr').filter({ hasText: name });
     const good = row('calendar upstream');
     await expect.poll(() => good.getByTestId('connection-health').locator('.status').textContent()).toMatch(/healthy|degraded/);
