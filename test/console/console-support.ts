@@ -1,10 +1,11 @@
 /**
  * What the console's browser tests share: finding Debian's Chromium, a watched page, the sign-in, and axe-core's
- * scan of a page. The console they load is built once per run (test/support/build-setup.ts).
+ * scan of a page (in both colour schemes). The console they load is built once per run (test/support/build-setup.ts).
  */
 import { execFileSync } from 'node:child_process';
 import axe from 'axe-core';
 import { chromium, type Browser, type BrowserContextOptions, type Page } from 'playwright-core';
+import { expect } from 'vitest';
 import { TEST_ROOT_KEY } from '../support/test-app.js';
 
 /** The Chromium on this host's PATH, if any (no browser is downloaded). */
@@ -59,6 +60,17 @@ export async function axeViolations(page: Page): Promise<string[]> {
   });
 }
 
+/** The serious and critical axe findings in the light and then the dark scheme, each named by its scheme; the page left light. */
+export async function axeViolationsInBothSchemes(page: Page): Promise<string[]> {
+  const found: string[] = [];
+  for (const colorScheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme });
+    found.push(...(await axeViolations(page)).map((v) => `${colorScheme}: ${v}`));
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  return found;
+}
+
 /**
  * A page of a new context of `browser`, watched: its script errors and console errors go to `errors` (a refused API
  * call, which the browser logs as a resource error with its 4xx, is one the test provokes); with `dialogs`, each
@@ -89,15 +101,57 @@ export async function signIn(page: Page, url: string, key = TEST_ROOT_KEY): Prom
   await page.getByRole('heading', { name: 'Workspaces', level: 1 }).waitFor();
 }
 
-/**
- * Chromium launched from `executablePath`, and a watched page of it (1440 x 900, en-US, UTC; its errors to `errors`)
- * signed in to the console at `url` with the test's root key.
- */
-export async function signedInChromium(executablePath: string, url: string, errors: string[]): Promise<{ browser: Browser; page: Page }> {
+/** The browser context the console tests open unless told otherwise: 1440 x 900, en-US, UTC. */
+const CONSOLE_CONTEXT: BrowserContextOptions = { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' };
+
+/** How a test's Chromium page differs: its context's options over CONSOLE_CONTEXT's, and where its dialogs go. */
+interface PageOptions {
+  context?: BrowserContextOptions;
+  dialogs?: string[];
+}
+
+/** Chromium launched from `executablePath`, and a watched page of it (see watchedPage), not signed in. */
+export async function chromiumPage(
+  executablePath: string,
+  errors: string[],
+  o: PageOptions = {},
+): Promise<{ browser: Browser; page: Page }> {
   const browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-  const page = await watchedPage(browser, { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, errors);
-  await signIn(page, url);
+  try {
+    return { browser, page: await watchedPage(browser, { ...CONSOLE_CONTEXT, ...o.context }, errors, o.dialogs) };
+  } catch (err) {
+    await browser.close();
+    throw err;
+  }
+}
+
+/** Chromium and a watched page of it, as chromiumPage, signed in to the console at `url` with the test's root key. */
+export async function signedInChromium(
+  executablePath: string,
+  url: string,
+  errors: string[],
+  o: PageOptions = {},
+): Promise<{ browser: Browser; page: Page }> {
+  const { browser, page } = await chromiumPage(executablePath, errors, o);
+  try {
+    await signIn(page, url);
+  } catch (err) {
+    await browser.close();
+    throw err;
+  }
   return { browser, page };
+}
+
+/** Follows a link of the console's page navigation and waits until the page's heading is the link's name. */
+export async function goByNav(page: Page, link: string): Promise<void> {
+  await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
+  await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
+}
+
+/** Goes to a workspace's provider connections page on the console at `url` and waits for its heading. */
+export async function openConnections(page: Page, url: string, workspaceId: string): Promise<void> {
+  await page.goto(`${url}/console/#/w/${workspaceId}/connections`);
+  await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
 }
 
 /** Opens a create form folded behind its button (a list page's New …), unless it is open already. */

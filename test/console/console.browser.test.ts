@@ -14,7 +14,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { get, type IncomingHttpHeaders } from 'node:http';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemActor } from '../../src/domain/actor.js';
 import { ACCESS_ID_METADATA_KEY } from '../../src/domain/billing/billing-types.js';
@@ -29,7 +29,7 @@ import {
 } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, watchedPage, unfold } from './console-support.js';
+import { axeViolations, chromiumOrWarn, unfold, chromiumPage, goByNav } from './console-support.js';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
 
 const executablePath = chromiumOrWarn("the console's browser test");
@@ -65,24 +65,18 @@ describe.skipIf(!executablePath)('the operator console in Chromium', () => {
 
   const dialogs: string[] = [];
   const shot = (name: string) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-  const go = async (link: string) => {
-    await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
-    await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
-  };
+  const go = (link: string) => goByNav(page, link);
 
   beforeAll(async () => {
     mkdirSync(shots, { recursive: true });
     stripe = await new FakeStripe().start();
     t = await startTestApp({ env: { NEXUS_STRIPE_API_BASE_URL: stripe.url } });
     upstream = await startOpenAiUpstream({ apiKey: providerKey });
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
     // Confirmations (suspend, revoke, archive): accepted, and their question kept to check.
-    page = await watchedPage(
-      browser,
-      { viewport: { width: 1360, height: 900 }, locale: 'en-GB', timezoneId: 'UTC' },
-      browserErrors,
+    ({ browser, page } = await chromiumPage(executablePath!, browserErrors, {
+      context: { viewport: { width: 1360, height: 900 }, locale: 'en-GB' },
       dialogs,
-    );
+    }));
   }, 120_000);
 
   afterAll(async () => {

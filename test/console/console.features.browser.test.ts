@@ -13,7 +13,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { chromium, type Browser, type Locator, type Page, type Request } from 'playwright-core';
+import type { Browser, Locator, Page, Request } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type Receiver } from '../events/receiver.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
@@ -31,7 +31,16 @@ import {
 } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage, unfold } from './console-support.js';
+import {
+  axeViolations,
+  chromiumOrWarn,
+  signIn,
+  watchedPage,
+  unfold,
+  signedInChromium,
+  goByNav,
+  openConnections,
+} from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's features browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -53,10 +62,7 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     await page.screenshot({ path: join(shots, `features-${name}.png`), fullPage: true });
     if (docShots) await page.screenshot({ path: join(docShots, `${name}.png`) });
   };
-  const go = async (link: string) => {
-    await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
-    await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
-  };
+  const go = (link: string) => goByNav(page, link);
   /** Calls through a gateway base URL with the tenant's key, as a user's application does; the records are written before it returns. */
   const call = async (baseUrl: string, model: string, times: number) => {
     const openai = new OpenAI({ baseURL: `${baseUrl}/v1`, apiKey: tenant.apiKey, maxRetries: 0 });
@@ -82,17 +88,9 @@ describe.skipIf(!executablePath)('the console: webhooks, routes, prices, budget 
     expect(backup.response.status).toBe(201);
     backupId = backup.data!.id;
 
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    // en-US: amounts in USD read "$0.06"; UTC: the hours are labelled in a zone the assertions know.
-    page = await watchedPage(
-      browser,
-      { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' },
-      browserErrors,
-      dialogs,
-    );
-    await signIn(page, t.url);
-    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
-    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    // The default context: en-US, so amounts in USD read "$0.06"; UTC, so the hours are labelled in a zone the assertions know.
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors, { dialogs }));
+    await openConnections(page, t.url, tenant.workspaceId);
   }, 120_000);
 
   afterAll(async () => {

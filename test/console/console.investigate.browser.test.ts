@@ -10,7 +10,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import OpenAI from 'openai';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { createProviderConnection, suspendWorkspaceAccess } from '../support/sdk.js';
@@ -18,7 +18,7 @@ import { startRealtimeUpstream } from '../support/upstreams/realtime.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { axeViolations, chromiumOrWarn, signedInChromium } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's day-two browser test");
 
@@ -78,13 +78,9 @@ describe.skipIf(!executablePath)('day two in the console: finding a failing call
     refused.suspended = await refusedRequestId(chat(client(failing!), 'gpt-4o'));
     await t.nexus.gateway.drain();
 
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(
-      browser,
-      { viewport: { width: 1360, height: 900 }, locale: 'en-GB', timezoneId: 'UTC', acceptDownloads: true },
-      browserErrors,
-    );
-    await signIn(page, t.url);
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors, {
+      context: { viewport: { width: 1360, height: 900 }, locale: 'en-GB', acceptDownloads: true },
+    }));
   }, 120_000);
 
   afterAll(async () => {

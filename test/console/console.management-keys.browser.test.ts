@@ -6,12 +6,12 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../support/paths.js';
 import { createManagementKey, getWorkspace, listManagementKeys, updateWorkspace } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, unfold, watchedPage } from './console-support.js';
+import { chromiumOrWarn, unfold, axeViolationsInBothSchemes, signedInChromium } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's management keys browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -26,17 +26,6 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
   const browserErrors: string[] = [];
   const dialogs: string[] = [];
 
-  /** The serious and critical axe findings in the light and the dark scheme. */
-  const axeBothSchemes = async (): Promise<string[]> => {
-    const found: string[] = [];
-    for (const colorScheme of ['light', 'dark'] as const) {
-      await page.emulateMedia({ colorScheme });
-      found.push(...(await axeViolations(page)).map((v) => `${colorScheme}: ${v}`));
-    }
-    await page.emulateMedia({ colorScheme: 'light' });
-    return found;
-  };
-
   const storedKeys = async () => (await listManagementKeys({ client: t.client, query: { limit: 100 } })).data!;
 
   beforeAll(async () => {
@@ -48,14 +37,10 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
       body: JSON.stringify({ name: 'Keys and audit' }),
     });
     workspaceId = ((await ws.json()) as { id: string }).id;
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(
-      browser,
-      { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: 'UTC' },
-      browserErrors,
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors, {
+      context: { viewport: { width: 1360, height: 900 } },
       dialogs,
-    );
-    await signIn(page, t.url);
+    }));
   }, 120_000);
 
   afterAll(async () => {
@@ -86,7 +71,7 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
     expect(JSON.stringify(row)).not.toContain(shown);
     expect((await getWorkspace({ client: t.clientWith(shown), path: { workspaceId } })).response.status).toBe(200);
     await page.getByRole('row', { name: /ci deploy/ }).waitFor();
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     await page.screenshot({ path: join(shots, 'management-keys.png'), fullPage: true });
 
     // Dismissed, the plaintext is gone, and no reload brings it back.
@@ -126,7 +111,7 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
       )
       .toBe('root key (NEXUS_MANAGEMENT_KEY)root');
     expect(await updatedRow.getByRole('link', { name: 'workspace' }).getAttribute('href')).toBe(`#/w/${workspaceId}/settings`);
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     await page.screenshot({ path: join(shots, 'audit-actors.png'), fullPage: true });
     expect(browserErrors).toEqual([]);
   }, 120_000);
@@ -173,6 +158,6 @@ describe.skipIf(!executablePath)('the console: management keys and the audit by 
     await page.goto(`${t.url}/console/#/management-keys`);
     await page.getByText('Only a root Management Key manages keys: sign in with one to see and create them.').waitFor();
     expect(await page.getByRole('form', { name: 'Create a Management Key' }).count()).toBe(0);
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
   });
 });

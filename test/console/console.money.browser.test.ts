@@ -4,13 +4,13 @@
  * show each amount in yen without decimals, equal to the usage events' costs in the database; by user, past the chart's 9
  * largest users, the rest are one "Other" row whose sum is the database's.
  */
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { createModelPrice, getWorkspace, updateWorkspace } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { axeViolations, chromiumOrWarn, signedInChromium } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's yen browser test");
 
@@ -84,9 +84,7 @@ describe.skipIf(!executablePath)('the console: money in yen, in Chromium', () =>
     ];
     for (const [user, input, model] of calls) await call(tenant, user, input, model);
     await t.nexus.gateway.drain();
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, errors);
-    await signIn(page, t.url);
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, errors, { context: { viewport: { width: 1360, height: 900 } } }));
   }, 120_000);
 
   afterAll(async () => {

@@ -6,14 +6,14 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
 import { getPlan, getRetentionPolicy, getWorkspace, listPlans } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage, unfold } from './console-support.js';
+import { axeViolations, chromiumOrWarn, unfold, signedInChromium, goByNav, openConnections } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's passthrough browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -30,10 +30,7 @@ describe.skipIf(!executablePath)('the console: passthrough classes of a workspac
   /** The status of a gateway call of `path` with the tenant's key. */
   const gateway = async (path: string) =>
     (await fetch(`${tenant.gatewayBaseUrl}/${path}`, { headers: { authorization: `Bearer ${tenant.apiKey}` } })).status;
-  const go = async (link: string) => {
-    await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
-    await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
-  };
+  const go = (link: string) => goByNav(page, link);
   const box = (name: string, value: string) => page.locator(`input[type="checkbox"][name="${name}"][value="${value}"]`);
 
   beforeAll(async () => {
@@ -41,11 +38,8 @@ describe.skipIf(!executablePath)('the console: passthrough classes of a workspac
     t = await startTestApp();
     upstream = await startOpenAiUpstream({ apiKey: providerKey });
     tenant = await provisionTenant(t.client, { name: 'passthrough', baseUrl: upstream.url, providerKey });
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1440, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors);
-    await signIn(page, t.url);
-    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
-    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors));
+    await openConnections(page, t.url, tenant.workspaceId);
   }, 120_000);
 
   afterAll(async () => {

@@ -4,10 +4,10 @@
  * anything, and no Management keys page; a developer's key sees the plan form (their role may draft plans) but
  * not the budget's. The audit page filters by the person who made a change.
  */
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, TEST_ROOT_KEY, type TestApp } from '../support/test-app.js';
-import { CHROMIUM_ARGS, chromiumOrWarn, signIn, unfold, watchedPage } from './console-support.js';
+import { chromiumOrWarn, signIn, unfold, chromiumPage } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's roles browser test");
 
@@ -51,8 +51,7 @@ describe.skipIf(!executablePath)('the console by role, in Chromium', () => {
       body: JSON.stringify({ key: 'adas', name: "Ada's", billingInterval: 'MONTH' }),
     });
     expect(made.status).toBe(201);
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors);
+    ({ browser, page } = await chromiumPage(executablePath!, browserErrors, { context: { viewport: { width: 1360, height: 900 } } }));
   }, 60_000);
 
   afterAll(async () => {

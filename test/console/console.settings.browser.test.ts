@@ -6,14 +6,14 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { projectRoot } from '../support/paths.js';
 import { getPlan, listAuditLogs, listProviderConnections } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { chromiumOrWarn, axeViolationsInBothSchemes, signedInChromium, goByNav, openConnections } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's settings browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -27,19 +27,7 @@ describe.skipIf(!executablePath)('the console: settings edited where they are sh
   const browserErrors: string[] = [];
   const providerKey = testProviderKey('console-settings');
 
-  const axeBothSchemes = async (): Promise<string[]> => {
-    const found: string[] = [];
-    for (const colorScheme of ['light', 'dark'] as const) {
-      await page.emulateMedia({ colorScheme });
-      found.push(...(await axeViolations(page)).map((v) => `${colorScheme}: ${v}`));
-    }
-    await page.emulateMedia({ colorScheme: 'light' });
-    return found;
-  };
-  const go = async (link: string) => {
-    await page.getByRole('navigation', { name: 'Pages' }).getByRole('link', { name: link, exact: true }).click();
-    await expect.poll(() => page.getByRole('heading', { level: 1 }).first().textContent()).toBe(link);
-  };
+  const go = (link: string) => goByNav(page, link);
   const audited = async (action: string) =>
     (await listAuditLogs({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { action } })).data!;
 
@@ -53,11 +41,10 @@ describe.skipIf(!executablePath)('the console: settings edited where they are sh
       providerKey,
       rateLimits: { tokensPerMinute: 5000 },
     });
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors);
-    await signIn(page, t.url);
-    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
-    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors, {
+      context: { viewport: { width: 1360, height: 900 } },
+    }));
+    await openConnections(page, t.url, tenant.workspaceId);
   }, 120_000);
 
   afterAll(async () => {
@@ -75,7 +62,7 @@ describe.skipIf(!executablePath)('the console: settings edited where they are sh
     expect(await form.getByLabel('Tokens per minute').inputValue()).toBe('5000');
     expect(await form.getByLabel('Requests per minute').inputValue()).toBe('');
     await form.getByLabel('Requests per minute').fill('120');
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     await form.getByRole('button', { name: 'Save rate limits' }).click();
     await page.getByRole('row', { name: /120 requests\/min, 5,000 tokens\/min/ }).waitFor();
 
@@ -108,7 +95,7 @@ describe.skipIf(!executablePath)('the console: settings edited where they are sh
     await make('azure-conn', 'azure-openai', upstream.url);
     await create.getByLabel('Protocol').selectOption('bedrock');
     expect(await create.getByLabel('AWS region').count()).toBe(1);
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     await make('bedrock-conn', 'bedrock', upstream.url, async () => {
       await create.getByLabel('AWS region').fill('eu-west-3');
       await create.getByLabel('AWS access key id (optional)').fill('AKIAEXAMPLE12345678');
@@ -133,7 +120,7 @@ describe.skipIf(!executablePath)('the console: settings edited where they are sh
     const form = page.getByRole('form', { name: 'Edit gemini-conn' });
     await form.getByLabel('Upstream timeout (ms)').fill('45000');
     await form.getByRole('checkbox', { name: /keeps to the output cap/ }).uncheck();
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     await form.getByRole('button', { name: 'Save connection' }).click();
     await form.waitFor({ state: 'detached' });
     const conn = (await listProviderConnections({ client: t.client, path: { workspaceId: tenant.workspaceId } })).data!.find(

@@ -6,13 +6,13 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIdp, type Idp } from '../support/oidc-idp.js';
 import { projectRoot } from '../support/paths.js';
 import { listWorkspaces } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, unfold, watchedPage } from './console-support.js';
+import { axeViolations, chromiumOrWarn, unfold, chromiumPage } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's single sign-on browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -39,8 +39,7 @@ describe.skipIf(!executablePath)('the console: single sign-on with OpenID Connec
     });
     idp.configure(t.url, 'acme');
     idp.people.set('alice', { email: 'alice@acme.example', name: 'Alice Owner' });
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1280, height: 800 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors);
+    ({ browser, page } = await chromiumPage(executablePath!, browserErrors, { context: { viewport: { width: 1280, height: 800 } } }));
   }, 120_000);
 
   afterAll(async () => {

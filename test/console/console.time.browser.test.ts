@@ -6,13 +6,13 @@
  * light and dark.
  */
 import { readFile } from 'node:fs/promises';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { createModelPrice, createProviderConnection } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { chromiumOrWarn, axeViolationsInBothSchemes, signedInChromium, openConnections } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's time ranges browser test");
 const ZONE = 'America/New_York';
@@ -42,15 +42,6 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
       [tenant.workspaceId],
     );
     return result.rows as { key: string; cost: string }[];
-  };
-  const axeBothSchemes = async (): Promise<string[]> => {
-    const found: string[] = [];
-    for (const colorScheme of ['light', 'dark'] as const) {
-      await page.emulateMedia({ colorScheme });
-      found.push(...(await axeViolations(page)).map((v) => `${colorScheme}: ${v}`));
-    }
-    await page.emulateMedia({ colorScheme: 'light' });
-    return found;
   };
 
   beforeAll(async () => {
@@ -82,13 +73,9 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
       }
     }
     await t.nexus.gateway.drain();
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(
-      browser,
-      { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: ZONE, acceptDownloads: true },
-      errors,
-    );
-    await signIn(page, t.url);
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, errors, {
+      context: { viewport: { width: 1360, height: 900 }, timezoneId: ZONE, acceptDownloads: true },
+    }));
   }, 120_000);
 
   afterAll(async () => {
@@ -134,7 +121,7 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
     }
     const csvTopFive = [...sums].sort(([, a], [, b]) => (b > a ? 1 : b < a ? -1 : 0)).slice(0, 5);
     expect(csvTopFive.map(([key, cost]) => [key, `${cost}`])).toEqual(expected.map((r) => [r.key, r.cost]));
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     expect(errors).toEqual([]);
   });
 
@@ -175,8 +162,7 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
       path: { workspaceId: tenant.workspaceId },
       body: { name: 'broken upstream', protocolProfile: 'openai', baseUrl: broken.url, apiKey: providerKey },
     });
-    await page.goto(`${t.url}/console/#/w/${tenant.workspaceId}/connections`);
-    await page.getByRole('heading', { name: 'Provider connections', level: 1 }).waitFor();
+    await openConnections(page, t.url, tenant.workspaceId);
     const row = (name: string) => page.locator('tbody tr').filter({ hasText: name });
     const good = row('calendar upstream');
     await expect.poll(() => good.getByTestId('connection-health').locator('.status').textContent()).toMatch(/healthy|degraded/);
@@ -211,7 +197,7 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
       .where({ id: failing.data!.id })
       .first('last_verify_outcome');
     expect(stored.last_verify_outcome).not.toBe('reachable');
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     expect(errors).toEqual([]);
   });
 
@@ -254,7 +240,7 @@ describe.skipIf(!executablePath)("the console: money by the operator's calendar,
     expect(row.time_zone).toBe('Asia/Tokyo');
     // The window's spend per day, days in Tokyo.
     await page.getByRole('region', { name: "Each day's spend (USD) (Asia/Tokyo)" }).waitFor();
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     expect(errors).toEqual([]);
   });
 });

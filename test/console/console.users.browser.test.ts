@@ -6,7 +6,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chatInputBound } from '../gateway/gateway-support.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
@@ -14,7 +14,7 @@ import { projectRoot } from '../support/paths.js';
 import { changeAccessPlan, listAuditLogs } from '../support/sdk.js';
 import { activePlan, provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, CHROMIUM_ARGS, chromiumOrWarn, signIn, watchedPage } from './console-support.js';
+import { chromiumOrWarn, axeViolationsInBothSchemes, signedInChromium } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's users browser test");
 const shots = join(projectRoot, 'test-results', 'console');
@@ -41,15 +41,6 @@ describe.skipIf(!executablePath)('the console: a user at quota, in Chromium', ()
     });
   const period = async () =>
     t.database.db('quota_periods').where({ workspace_access_id: tenant.accessId }).orderBy('period_start', 'desc').first();
-  const axeBothSchemes = async (): Promise<string[]> => {
-    const found: string[] = [];
-    for (const colorScheme of ['light', 'dark'] as const) {
-      await page.emulateMedia({ colorScheme });
-      found.push(...(await axeViolations(page)).map((v) => `${colorScheme}: ${v}`));
-    }
-    await page.emulateMedia({ colorScheme: 'light' });
-    return found;
-  };
 
   beforeAll(async () => {
     mkdirSync(shots, { recursive: true });
@@ -59,9 +50,9 @@ describe.skipIf(!executablePath)('the console: a user at quota, in Chromium', ()
     for (let i = 0; i < 3; i++) expect((await call(tenant.apiKey)).status).toBe(200);
     expect((await call(tenant.apiKey)).status).toBe(429);
     await t.nexus.gateway.drain();
-    browser = await chromium.launch({ executablePath, args: CHROMIUM_ARGS });
-    page = await watchedPage(browser, { viewport: { width: 1360, height: 900 }, locale: 'en-US', timezoneId: 'UTC' }, browserErrors);
-    await signIn(page, t.url);
+    ({ browser, page } = await signedInChromium(executablePath!, t.url, browserErrors, {
+      context: { viewport: { width: 1360, height: 900 } },
+    }));
   }, 120_000);
 
   afterAll(async () => {
@@ -89,7 +80,7 @@ describe.skipIf(!executablePath)('the console: a user at quota, in Chromium', ()
     await page.getByRole('button', { name: 'Manage at-quota-user-0' }).click();
     await page.getByText('Blocked: ').waitFor();
     await page.getByText('20 (median of its last calls, up to 20)').waitFor();
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     await page.screenshot({ path: join(shots, 'users-blocked.png'), fullPage: true });
 
     await page.getByRole('button', { name: 'Grant units' }).click();
@@ -125,7 +116,7 @@ describe.skipIf(!executablePath)('the console: a user at quota, in Chromium', ()
     const text = (await page.getByTestId('grant-explained').textContent())!;
     expect(text).toMatch(/^Pro-rated: this period began with a plan change on .+\. The plan gives 90,000 units a cycle/);
     expect(text).toContain(`${BigInt(part.granted_units).toLocaleString('en-US')} granted.`);
-    expect(await axeBothSchemes()).toEqual([]);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
     expect(browserErrors).toEqual([]);
   });
 });

@@ -10,11 +10,10 @@ import { GoogleGenAI, Modality, type LiveServerMessage, type Session } from '@go
 import WebSocket from 'ws';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
-import { createProviderConnection, createRoute } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startGeminiLiveUpstream, type FakeLive, type LiveUsage } from '../support/upstreams/gemini-live.js';
 import { createTenant, periodOf, until, type Tenant } from './gateway-support.js';
-import { refusedHandshake, sessionRecord, turnsOfSession } from './realtime-support.js';
+import { refusedHandshake, routeBehindDeadTarget, sessionRecord, turnsOfSession } from './realtime-support.js';
 
 const KEY = `${SECRET_MARKER}-gemini-live-upstream-0123456789`;
 const MODEL = 'gemini-live-2.5-flash-preview';
@@ -318,25 +317,13 @@ describe('a Gemini Live session', () => {
 describe('a Gemini Live session through a route', () => {
   it("is opened on the first target that accepts it, the target's model map applied to its setup, and recorded with the route", async () => {
     const tenant = await tenantFor();
-    const dead = await createProviderConnection({
-      client: t.client,
-      path: { workspaceId: tenant.workspaceId },
-      body: { name: 'dead', protocolProfile: 'gemini', baseUrl: 'http://127.0.0.1:1', apiKey: KEY },
-    });
-    const route = await createRoute({
-      client: t.client,
-      path: { workspaceId: tenant.workspaceId },
-      body: {
-        name: 'live',
-        strategy: 'fallback',
-        targets: [
-          { providerConnectionId: dead.data!.id },
-          { providerConnectionId: tenant.connectionId, modelMap: { [MODEL]: 'gemini-live-mapped' } },
-        ],
-      },
+    const route = await routeBehindDeadTarget(t, tenant, {
+      name: 'live',
+      profile: 'gemini',
+      apiKey: KEY,
+      modelMap: { [MODEL]: 'gemini-live-mapped' },
     });
     expect(route.response.status).toBe(201);
-    await t.nexus.gateway.refreshRoutes();
     const s = await openRaw(tenant, route.data!.gatewayBaseUrl);
     expect(up.messages.filter((m) => m.key === 'setup').at(-1)!.body.setup.model).toBe('models/gemini-live-mapped');
     up.usages.push({ input: 20, output: 30 });

@@ -10,11 +10,20 @@ import OpenAI, { AzureOpenAI } from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SECRET_MARKER } from '../security/secret-marker.js';
-import { createProviderConnection, createRoute, listInvocations } from '../support/sdk.js';
+import { listInvocations } from '../support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startRealtimeUpstream, type FakeRealtime, type RealtimeUsage } from '../support/upstreams/realtime.js';
 import { createTenant, periodOf, until } from './gateway-support.js';
-import { openRaw, refusedHandshake, sessionRecord, turnsOfSession, unitsOf, wsUrl, type RawSession } from './realtime-support.js';
+import {
+  openRaw,
+  refusedHandshake,
+  routeBehindDeadTarget,
+  sessionRecord,
+  turnsOfSession,
+  unitsOf,
+  wsUrl,
+  type RawSession,
+} from './realtime-support.js';
 
 const KEY = `${SECRET_MARKER}-realtime-upstream-0123456789`;
 const MODEL = 'gpt-realtime';
@@ -230,25 +239,13 @@ describe('a Realtime session', () => {
 describe('a Realtime session through a route', () => {
   it('is opened on the first target that accepts it, its model mapped, and recorded with the route', async () => {
     const tenant = await tenantFor();
-    const dead = await createProviderConnection({
-      client: t.client,
-      path: { workspaceId: tenant.workspaceId },
-      body: { name: 'dead', protocolProfile: 'openai', baseUrl: 'http://127.0.0.1:1', apiKey: KEY },
-    });
-    const route = await createRoute({
-      client: t.client,
-      path: { workspaceId: tenant.workspaceId },
-      body: {
-        name: 'voice',
-        strategy: 'fallback',
-        targets: [
-          { providerConnectionId: dead.data!.id },
-          { providerConnectionId: tenant.connectionId, modelMap: { [MODEL]: 'gpt-realtime-mini' } },
-        ],
-      },
+    const route = await routeBehindDeadTarget(t, tenant, {
+      name: 'voice',
+      profile: 'openai',
+      apiKey: KEY,
+      modelMap: { [MODEL]: 'gpt-realtime-mini' },
     });
     expect(route.response.status).toBe(201);
-    await t.nexus.gateway.refreshRoutes();
     const url = `${route.data!.gatewayBaseUrl.replace(/^http/, 'ws')}/v1/realtime?model=${MODEL}`;
     const s = await openRaw(tenant, 'bearer', {}, url);
     const created = (await s.next('session.created')) as unknown as { session: { model: string } };

@@ -1,10 +1,12 @@
 /**
- * What the Realtime tests share: a raw ws client's session, a refused handshake, the turns and the own record of a
- * session, and the units of a usage at a test tenant's default prices.
+ * What the Realtime tests (OpenAI's and Gemini Live's) share: a raw ws client's session, a refused handshake, the turns
+ * and the own record of a session, a fallback route behind a dead target, and the units of a usage at a test tenant's
+ * default prices.
  */
 import WebSocket from 'ws';
-import { getInvocation } from '../support/sdk.js';
+import { createProviderConnection, createRoute, getInvocation } from '../support/sdk.js';
 import type { TestApp } from '../support/test-app.js';
+import type { TenantSpec } from '../support/tenant.js';
 import type { RealtimeUsage } from '../support/upstreams/realtime.js';
 import { until, type Tenant } from './gateway-support.js';
 
@@ -98,4 +100,31 @@ export function refusedHandshake(url: string, headers: Record<string, string>): 
     ws.once('open', () => reject(new Error('the handshake was accepted')));
     ws.once('error', () => {});
   });
+}
+
+/**
+ * A fallback route (its create answer) whose first target is a connection of `profile` where nothing listens, its
+ * second the tenant's own connection with `modelMap`; the gateway's routes refreshed.
+ */
+export async function routeBehindDeadTarget(
+  t: TestApp,
+  tenant: Tenant,
+  o: { name: string; profile: NonNullable<TenantSpec['profile']>; apiKey: string; modelMap: Record<string, string> },
+) {
+  const dead = await createProviderConnection({
+    client: t.client,
+    path: { workspaceId: tenant.workspaceId },
+    body: { name: 'dead', protocolProfile: o.profile, baseUrl: 'http://127.0.0.1:1', apiKey: o.apiKey },
+  });
+  const route = await createRoute({
+    client: t.client,
+    path: { workspaceId: tenant.workspaceId },
+    body: {
+      name: o.name,
+      strategy: 'fallback',
+      targets: [{ providerConnectionId: dead.data!.id }, { providerConnectionId: tenant.connectionId, modelMap: o.modelMap }],
+    },
+  });
+  await t.nexus.gateway.refreshRoutes();
+  return route;
 }

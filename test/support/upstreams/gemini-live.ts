@@ -13,21 +13,13 @@
  * Per turn, `behaviour` (shifted at each turn): 'hang' (its output, then nothing), 'drop' (its output, then the socket
  * is destroyed), 'usageApart' (its usage in a message of its own after `turnComplete`).
  */
-import { createServer, type IncomingMessage } from 'node:http';
-import { WebSocketServer, type WebSocket } from 'ws';
-import { closeServer, listenLocal } from '../local-server.js';
+import type { IncomingMessage } from 'node:http';
+import type { WebSocket } from 'ws';
+import { latestSessionTurn, startWebSocketUpstream, withZeros, type TurnUsage, type WebSocketUpstream } from './websocket.js';
 
-export interface LiveUsage {
-  input: number;
-  output: number;
-  cached?: number;
-  audioIn?: number;
-  cachedAudio?: number;
-  audioOut?: number;
-}
+export type LiveUsage = TurnUsage;
 
-export interface FakeLive {
-  url: string;
+export interface FakeLive extends WebSocketUpstream {
   /** The client messages received, each with its one key, in order. */
   messages: { key: string; body: Record<string, any> }[];
   handshakes: { url: string; headers: IncomingMessage['headers'] }[];
@@ -35,27 +27,22 @@ export interface FakeLive {
   behaviour: ('normal' | 'hang' | 'drop' | 'usageApart')[];
   /** Pairs of output messages per turn (text, then audio). */
   chunks: number;
-  sockets: Set<WebSocket>;
   /** Starts a turn on the latest session on its own (server VAD); false when none is open. */
   startTurn(): boolean;
-  close(): Promise<void>;
 }
 
 const PATH = /^\/ws\/google\.ai\.generativelanguage\.v1(?:alpha|beta)\.GenerativeService\.BidiGenerateContent$/;
 
 /** `usageMetadata` as the Live API reports it: counts, and the input, cache and response by modality. */
 function usageMetadata(u: LiveUsage) {
-  const cached = u.cached ?? 0;
-  const audioIn = u.audioIn ?? 0;
-  const cachedAudio = u.cachedAudio ?? 0;
-  const audioOut = u.audioOut ?? 0;
+  const { input, output, cached, audioIn, cachedAudio, audioOut } = withZeros(u);
   return {
-    promptTokenCount: u.input,
+    promptTokenCount: input,
     ...(cached ? { cachedContentTokenCount: cached } : {}),
-    responseTokenCount: u.output,
-    totalTokenCount: u.input + u.output,
+    responseTokenCount: output,
+    totalTokenCount: input + output,
     promptTokensDetails: [
-      { modality: 'TEXT', tokenCount: u.input - audioIn },
+      { modality: 'TEXT', tokenCount: input - audioIn },
       { modality: 'AUDIO', tokenCount: audioIn },
     ],
     ...(cached
@@ -67,57 +54,34 @@ function usageMetadata(u: LiveUsage) {
         }
       : {}),
     responseTokensDetails: [
-      { modality: 'TEXT', tokenCount: u.output - audioOut },
+      { modality: 'TEXT', tokenCount: output - audioOut },
       { modality: 'AUDIO', tokenCount: audioOut },
     ],
   };
 }
 
 export async function startGeminiLiveUpstream(options: { apiKey: string }): Promise<FakeLive> {
-  const http = createServer((_req, res) => {
-    res.writeHead(400, { 'content-type': 'application/json' });
-    res.end('{"error":{"code":400,"message":"WebSocket only","status":"INVALID_ARGUMENT"}}');
-  });
-  const wss = new WebSocketServer({ noServer: true });
-  let latest: (() => void) | undefined;
-  const fake: FakeLive = {
-    url: '',
+  const latest = latestSessionTurn();
+  const fake: Omit<FakeLive, keyof WebSocketUpstream> = {
     messages: [],
     handshakes: [],
     usages: [],
     behaviour: [],
     chunks: 2,
-    sockets: new Set(),
-    startTurn: () => {
-      if (!latest) return false;
-      latest();
-      return true;
-    },
-    close: async () => {
-      for (const s of fake.sockets) s.terminate();
-      wss.close();
-      await closeServer(http);
-    },
+    startTurn: latest.start,
   };
-  http.on('upgrade', (req, socket, head) => {
-    fake.handshakes.push({ url: req.url!, headers: req.headers });
-    const url = new URL(req.url!, 'http://x');
-    const key = req.headers['x-goog-api-key'] ?? url.searchParams.get('key');
-    if (key !== options.apiKey) {
-      socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n');
-      return;
-    }
-    if (!PATH.test(url.pathname)) {
-      socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n');
-      return;
-    }
-    wss.handleUpgrade(req, socket, head, (ws) => serve(ws));
+  const server = await startWebSocketUpstream({
+    httpError: '{"error":{"code":400,"message":"WebSocket only","status":"INVALID_ARGUMENT"}}',
+    handshake: (req, url) => {
+      fake.handshakes.push({ url: req.url!, headers: req.headers });
+      const key = req.headers['x-goog-api-key'] ?? url.searchParams.get('key');
+      if (key !== options.apiKey) return 'HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n';
+      if (!PATH.test(url.pathname)) return 'HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n';
+      return serve;
+    },
   });
 
   function serve(ws: WebSocket): void {
-    fake.sockets.add(ws);
-    ws.on('close', () => fake.sockets.delete(ws));
-    ws.on('error', () => {});
     const send = (message: Record<string, unknown>) => {
       if (ws.readyState === ws.OPEN) ws.send(Buffer.from(JSON.stringify(message)), { binary: true });
     };
@@ -145,7 +109,7 @@ export async function startGeminiLiveUpstream(options: { apiKey: string }): Prom
         send({ usageMetadata: usage });
       } else send({ serverContent: { turnComplete: true }, usageMetadata: usage });
     };
-    latest = turn;
+    latest.set(turn);
     ws.on('message', (data: Buffer) => {
       const body = JSON.parse(data.toString('utf8')) as Record<string, any>;
       const key = Object.keys(body)[0] ?? '';
@@ -159,6 +123,5 @@ export async function startGeminiLiveUpstream(options: { apiKey: string }): Prom
     });
   }
 
-  fake.url = await listenLocal(http);
-  return fake;
+  return Object.assign(fake, server);
 }

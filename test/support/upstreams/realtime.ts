@@ -16,21 +16,13 @@
  * Per turn, `behaviour` (shifted at each response): 'hang' (its deltas, then nothing), 'drop' (its deltas, then the
  * socket is destroyed).
  */
-import { createServer, type IncomingMessage } from 'node:http';
-import { WebSocketServer, type WebSocket } from 'ws';
-import { closeServer, listenLocal } from '../local-server.js';
+import type { IncomingMessage } from 'node:http';
+import type { WebSocket } from 'ws';
+import { latestSessionTurn, startWebSocketUpstream, withZeros, type TurnUsage, type WebSocketUpstream } from './websocket.js';
 
-export interface RealtimeUsage {
-  input: number;
-  output: number;
-  cached?: number;
-  audioIn?: number;
-  cachedAudio?: number;
-  audioOut?: number;
-}
+export type RealtimeUsage = TurnUsage;
 
-export interface FakeRealtime {
-  url: string;
+export interface FakeRealtime extends WebSocketUpstream {
   /** The client events received, by type, in order. */
   events: { type: string; body: Record<string, unknown> }[];
   /** The handshakes' headers. */
@@ -41,29 +33,24 @@ export interface FakeRealtime {
   behaviour: ('normal' | 'hang' | 'drop')[];
   /** Deltas per response (each: one text, one audio, one audio transcript delta). */
   deltas: number;
-  sockets: Set<WebSocket>;
   /** Starts a response on the latest session on its own (server VAD); false when none is open. */
   startResponse(): boolean;
-  close(): Promise<void>;
 }
 
 /** The usage as `response.done` reports it. */
 function usageEvent(u: RealtimeUsage) {
-  const cached = u.cached ?? 0;
-  const audioIn = u.audioIn ?? 0;
-  const cachedAudio = u.cachedAudio ?? 0;
-  const audioOut = u.audioOut ?? 0;
+  const { input, output, cached, audioIn, cachedAudio, audioOut } = withZeros(u);
   return {
-    total_tokens: u.input + u.output,
-    input_tokens: u.input,
-    output_tokens: u.output,
+    total_tokens: input + output,
+    input_tokens: input,
+    output_tokens: output,
     input_token_details: {
-      text_tokens: u.input - audioIn,
+      text_tokens: input - audioIn,
       audio_tokens: audioIn,
       cached_tokens: cached,
       cached_tokens_details: { text_tokens: cached - cachedAudio, audio_tokens: cachedAudio },
     },
-    output_token_details: { text_tokens: u.output - audioOut, audio_tokens: audioOut },
+    output_token_details: { text_tokens: output - audioOut, audio_tokens: audioOut },
   };
 }
 
@@ -82,51 +69,29 @@ function accepts(req: IncomingMessage, url: URL, options: { apiKey: string; azur
 
 /** `azure`: Azure's paths and `api-key` header instead of OpenAI's. */
 export async function startRealtimeUpstream(options: { apiKey: string; azure?: boolean }): Promise<FakeRealtime> {
-  const http = createServer((_req, res) => {
-    res.writeHead(400, { 'content-type': 'application/json' });
-    res.end('{"error":{"message":"WebSocket only"}}');
-  });
-  const wss = new WebSocketServer({ noServer: true, handleProtocols: (p) => (p.has('realtime') ? 'realtime' : false) });
   let counter = 0;
-  let latest: (() => void) | undefined;
-  const fake: FakeRealtime = {
-    url: '',
+  const latest = latestSessionTurn();
+  const fake: Omit<FakeRealtime, keyof WebSocketUpstream> = {
     events: [],
     handshakes: [],
     usages: [],
     behaviour: [],
     deltas: 3,
-    sockets: new Set(),
-    startResponse: () => {
-      if (!latest) return false;
-      latest();
-      return true;
-    },
-    close: async () => {
-      for (const s of fake.sockets) s.terminate();
-      wss.close();
-      await closeServer(http);
-    },
+    startResponse: latest.start,
   };
-  http.on('upgrade', (req, socket, head) => {
-    fake.handshakes.push(req.headers);
-    const url = new URL(req.url!, 'http://x');
-    const model = accepts(req, url, options);
-    if (model === 'unauthorized') {
-      socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}');
-      return;
-    }
-    if (model === 'not found') {
-      socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n');
-      return;
-    }
-    wss.handleUpgrade(req, socket, head, (ws) => serve(ws, model));
+  const server = await startWebSocketUpstream({
+    httpError: '{"error":{"message":"WebSocket only"}}',
+    handleProtocols: (p) => (p.has('realtime') ? 'realtime' : false),
+    handshake: (req, url) => {
+      fake.handshakes.push(req.headers);
+      const model = accepts(req, url, options);
+      if (model === 'unauthorized') return 'HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}';
+      if (model === 'not found') return 'HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n';
+      return (ws) => serve(ws, model);
+    },
   });
 
   function serve(ws: WebSocket, model: string): void {
-    fake.sockets.add(ws);
-    ws.on('close', () => fake.sockets.delete(ws));
-    ws.on('error', () => {});
     let events = 0;
     const send = (type: string, body: Record<string, unknown> = {}) => {
       if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ type, event_id: `event_${++events}`, ...body }));
@@ -134,7 +99,7 @@ export async function startRealtimeUpstream(options: { apiKey: string; azure?: b
     const session: Record<string, unknown> = { id: `sess_${++counter}`, object: 'realtime.session', model, max_output_tokens: 'inf' };
     let inFlight: { id: string; cancelled: boolean } | undefined;
     send('session.created', { session });
-    latest = () => respond();
+    latest.set(() => respond());
 
     /** A positive integer cap, else none ('inf', absent). */
     const capOf = (holder: Record<string, unknown> | undefined) => {
@@ -206,6 +171,5 @@ export async function startRealtimeUpstream(options: { apiKey: string; azure?: b
     });
   }
 
-  fake.url = await listenLocal(http);
-  return fake;
+  return Object.assign(fake, server);
 }
