@@ -59,6 +59,7 @@ const KEPT = process.env.BENCH_HISTORY_DB;
 const REBUILD = process.env.BENCH_HISTORY_REBUILD === '1';
 const DROP = (process.env.BENCH_HISTORY_DROP ?? (KEPT ? '0' : '1')) === '1';
 const BATCHES = 50;
+const SEED_CHUNK = 1_000_000;
 const CALLS = 20;
 const DAY_MS = 86_400_000;
 
@@ -80,66 +81,70 @@ async function seed(client: pg.Client, tenant: BenchTenant, seats: Seat[], from:
   const span = MONTHS * 30 * DAY_MS;
   const now = Date.now() - DAY_MS;
   const at = (i: number) => now - span + Math.floor((i / total) * span);
+  // Each invocation's id, for its usage event: a chunk at a time (a Map holds at most 2^24 entries).
   const ids = new Map<number, string>();
   const idOf = (i: number) => {
     let id = ids.get(i);
     if (!id) ids.set(i, (id = uuidAt(at(i))));
     return id;
   };
-  await copyRows(
-    client,
-    'invocations',
-    [
-      'id',
-      'workspace_id',
-      'workspace_access_id',
-      'provider_connection_id',
-      'inference_key_id',
-      'request_id',
-      'method',
-      'endpoint',
-      'requested_model',
-      'status',
-      'metering_status',
-      'quota_units',
-      'started_at',
-      'completed_at',
-      'total_latency_ms',
-    ],
-    from,
-    to,
-    (i) => {
-      const s = seats[i % seats.length]!;
-      const t = new Date(at(i)).toISOString();
-      const failed = i % 25 === 0;
-      return `${idOf(i)}\t${tenant.workspaceId}\t${s.accessId}\t${tenant.connectionId}\t${s.keyId}\tseed-${i}\tPOST\tv1/chat/completions\tgpt-4o\t${failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED'}\tmetered\t${failed ? 0 : 300}\t${t}\t${t}\t40\n`;
-    },
-  );
-  await copyRows(
-    client,
-    'usage_events',
-    [
-      'id',
-      'workspace_id',
-      'workspace_access_id',
-      'quota_period_id',
-      'invocation_id',
-      'kind',
-      'units',
-      'input_tokens',
-      'cached_input_tokens',
-      'output_tokens',
-      'model',
-      'created_at',
-    ],
-    from,
-    to,
-    (i) => {
-      const s = seats[i % seats.length]!;
-      return `${uuidAt(at(i))}\t${tenant.workspaceId}\t${s.accessId}\t${s.periodId}\t${idOf(i)}\tUSAGE\t300\t200\t0\t50\tgpt-4o\t${new Date(at(i)).toISOString()}\n`;
-    },
-  );
-  ids.clear();
+  for (let chunk = from; chunk < to; chunk += SEED_CHUNK) {
+    const end = Math.min(to, chunk + SEED_CHUNK);
+    await copyRows(
+      client,
+      'invocations',
+      [
+        'id',
+        'workspace_id',
+        'workspace_access_id',
+        'provider_connection_id',
+        'inference_key_id',
+        'request_id',
+        'method',
+        'endpoint',
+        'requested_model',
+        'status',
+        'metering_status',
+        'quota_units',
+        'started_at',
+        'completed_at',
+        'total_latency_ms',
+      ],
+      chunk,
+      end,
+      (i) => {
+        const s = seats[i % seats.length]!;
+        const t = new Date(at(i)).toISOString();
+        const failed = i % 25 === 0;
+        return `${idOf(i)}\t${tenant.workspaceId}\t${s.accessId}\t${tenant.connectionId}\t${s.keyId}\tseed-${i}\tPOST\tv1/chat/completions\tgpt-4o\t${failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED'}\tmetered\t${failed ? 0 : 300}\t${t}\t${t}\t40\n`;
+      },
+    );
+    await copyRows(
+      client,
+      'usage_events',
+      [
+        'id',
+        'workspace_id',
+        'workspace_access_id',
+        'quota_period_id',
+        'invocation_id',
+        'kind',
+        'units',
+        'input_tokens',
+        'cached_input_tokens',
+        'output_tokens',
+        'model',
+        'created_at',
+      ],
+      chunk,
+      end,
+      (i) => {
+        const s = seats[i % seats.length]!;
+        return `${uuidAt(at(i))}\t${tenant.workspaceId}\t${s.accessId}\t${s.periodId}\t${idOf(i)}\tUSAGE\t300\t200\t0\t50\tgpt-4o\t${new Date(at(i)).toISOString()}\n`;
+      },
+    );
+    ids.clear();
+  }
   return (performance.now() - started) / 1e3;
 }
 
@@ -438,7 +443,7 @@ await withFreshNexus(
             await measure('empty tables', empty, seeded, serverUrl, headers, ws);
             await seedMonths(client);
             let seeded_ = 0;
-            for (const size of [SMALL, LARGE]) {
+            for (const size of [SMALL, LARGE].filter((n) => n > 0)) {
               const seconds = await seed(client, tenant, seats, seeded_, size, LARGE);
               seeded_ = size;
               const rolled = await rebuildRollups(client, ws);
