@@ -75,12 +75,41 @@ interface Seat {
   periodId: string;
 }
 
-/** Seeds rows [from, to) of each table, spread evenly over MONTHS months up to now: the same i, the same time. */
-async function seed(client: pg.Client, tenant: BenchTenant, seats: Seat[], from: number, to: number, total: number): Promise<number> {
+/**
+ * A seed's plan, kept in its database (bench_history_seed) so that a seed stopped midway resumes where it stopped:
+ * `total` rows of each table spread over MONTHS months up to `endMs`, `seeded` of them written (whole chunks), the
+ * rollups computed from the first `rolledUp`.
+ */
+interface SeedPlan {
+  endMs: number;
+  total: number;
+  seeded: number;
+  rolledUp: number;
+}
+
+/** The database's seed plan: the one it keeps, else a new one of `total` rows up to yesterday (undefined: none kept). */
+async function seedPlanOf(client: pg.Client, total?: number): Promise<SeedPlan | undefined> {
+  const kept = await client.query<{ exists: boolean }>(`select to_regclass('bench_history_seed') is not null as exists`);
+  if (!kept.rows[0]!.exists) {
+    if (total === undefined) return undefined;
+    await client.query(
+      'create table bench_history_seed (end_ms bigint not null, total bigint not null, seeded bigint not null, rolled_up bigint not null)',
+    );
+    await client.query('insert into bench_history_seed values ($1, $2, 0, 0)', [Date.now() - DAY_MS, total]);
+  }
+  const { rows } = await client.query<Record<string, string>>('select * from bench_history_seed');
+  const row = rows[0]!;
+  return { endMs: Number(row.end_ms), total: Number(row.total), seeded: Number(row.seeded), rolledUp: Number(row.rolled_up) };
+}
+
+/**
+ * Seeds rows [plan.seeded, to) of each table, spread evenly over MONTHS months up to plan.endMs: the same i, the same
+ * time. A chunk of each table at a time, in one transaction with the plan's count.
+ */
+async function seed(client: pg.Client, tenant: BenchTenant, seats: Seat[], plan: SeedPlan, to: number): Promise<number> {
   const started = performance.now();
   const span = MONTHS * 30 * DAY_MS;
-  const now = Date.now() - DAY_MS;
-  const at = (i: number) => now - span + Math.floor((i / total) * span);
+  const at = (i: number) => plan.endMs - span + Math.floor((i / plan.total) * span);
   // Each invocation's id, for its usage event: a chunk at a time (a Map holds at most 2^24 entries).
   const ids = new Map<number, string>();
   const idOf = (i: number) => {
@@ -88,8 +117,9 @@ async function seed(client: pg.Client, tenant: BenchTenant, seats: Seat[], from:
     if (!id) ids.set(i, (id = uuidAt(at(i))));
     return id;
   };
-  for (let chunk = from; chunk < to; chunk += SEED_CHUNK) {
+  for (let chunk = plan.seeded; chunk < to; chunk += SEED_CHUNK) {
     const end = Math.min(to, chunk + SEED_CHUNK);
+    await client.query('begin');
     await copyRows(
       client,
       'invocations',
@@ -143,6 +173,9 @@ async function seed(client: pg.Client, tenant: BenchTenant, seats: Seat[], from:
         return `${uuidAt(at(i))}\t${tenant.workspaceId}\t${s.accessId}\t${s.periodId}\t${idOf(i)}\tUSAGE\t300\t200\t0\t50\tgpt-4o\t${new Date(at(i)).toISOString()}\n`;
       },
     );
+    await client.query('update bench_history_seed set seeded = $1', [end]);
+    await client.query('commit');
+    plan.seeded = end;
     ids.clear();
   }
   return (performance.now() - started) / 1e3;
@@ -315,8 +348,8 @@ async function seedMonths(client: pg.Client): Promise<void> {
   );
 }
 
-/** The workspace's rollups computed anew from its rows, every table analyzed: seconds. */
-async function rebuildRollups(client: pg.Client, ws: string): Promise<number> {
+/** The workspace's rollups computed anew from its rows, every table analyzed (and noted in the seed's plan): seconds. */
+async function rebuildRollups(client: pg.Client, ws: string, plan?: SeedPlan): Promise<number> {
   const started = performance.now();
   for (const table of ROLLUP_TABLES) await client.query(`delete from ${table} where workspace_id = $1`, [ws]);
   // Analyzed before the rollups are computed from them: without their statistics the planner may choose a plan
@@ -324,6 +357,7 @@ async function rebuildRollups(client: pg.Client, ws: string): Promise<number> {
   for (const table of ['invocations', 'usage_events']) await client.query(`analyze ${table}`);
   await client.query(rebuildWorkspaceRollupsSql('$1'), [ws]);
   for (const table of ['invocations', 'usage_events', ...ROLLUP_TABLES]) await client.query(`analyze ${table}`);
+  if (plan) await client.query('update bench_history_seed set rolled_up = $1', [(plan.rolledUp = plan.seeded)]);
   return (performance.now() - started) / 1e3;
 }
 
@@ -435,18 +469,27 @@ await withFreshNexus(
           console.log();
           if (KEPT) {
             console.log(`the kept database ${KEPT}, migrated to the latest`);
-            if (REBUILD) console.log(`rollups computed anew in ${(await rebuildRollups(client, ws)).toFixed(0)} s`);
+            const plan = await seedPlanOf(client);
+            if (plan && plan.seeded < plan.total) {
+              const from = plan.seeded;
+              const seconds = await seed(client, tenant, await seatsOf(client, tenant), plan, plan.total);
+              console.log(
+                `its seed resumed: rows ${from.toLocaleString('en')} to ${plan.total.toLocaleString('en')} in ${seconds.toFixed(0)} s`,
+              );
+            }
+            if (REBUILD || (plan && plan.rolledUp < plan.seeded)) {
+              console.log(`rollups computed anew in ${(await rebuildRollups(client, ws, plan)).toFixed(0)} s`);
+            }
             await reportSizes(client);
             await measure('as kept', empty, seeded, serverUrl, headers, ws);
           } else {
             const seats = await seatsOf(client, tenant);
             await measure('empty tables', empty, seeded, serverUrl, headers, ws);
             await seedMonths(client);
-            let seeded_ = 0;
+            const plan = (await seedPlanOf(client, LARGE))!;
             for (const size of [SMALL, LARGE].filter((n) => n > 0)) {
-              const seconds = await seed(client, tenant, seats, seeded_, size, LARGE);
-              seeded_ = size;
-              const rolled = await rebuildRollups(client, ws);
+              const seconds = await seed(client, tenant, seats, plan, size);
+              const rolled = await rebuildRollups(client, ws, plan);
               console.log(
                 `\n${size.toLocaleString('en')} invocations and as many usage events: seeded (COPY) in ${seconds.toFixed(0)} s, ` +
                   `rollups and analyze ${rolled.toFixed(0)} s; load average ${load()}`,
