@@ -24,7 +24,9 @@
  * (migrated to the latest first by its Nexus's start; the empty one is fresh): sizes, CPU per recorded call, reads,
  * months. BENCH_HISTORY_REBUILD=1 then computes its rollups anew first (a migration that adds a rollup table it does
  * not fill, say). Its drop step is skipped unless BENCH_HISTORY_DROP=1 (each run would drop one more month of it);
- * BENCH_HISTORY_DROP=0 skips it on a seeding run.
+ * BENCH_HISTORY_DROP=0 skips it on a seeding run. A seed writes a million rows of each table at a time, each million
+ * in one transaction with its count in the database's bench_history_seed: BENCH_HISTORY_DB on a seed stopped midway
+ * writes the rest (the same times, from the same plan) and computes the rollups before measuring.
  *
  * BENCH_HISTORY_CONVERT=<rows> (default 0: skipped) then times the migration that partitions the tables
  * (migrations/20261210010000_history_partitions.ts) on a schema migrated up to the one before it, whose invocations,
