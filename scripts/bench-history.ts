@@ -4,7 +4,8 @@
  * history job's hourly retention must not drop the seed's months); a second fresh database and Nexus, the same
  * workspace, kept empty: the reference for PostgreSQL's CPU per recorded call. Then, in steps:
  *   1. PostgreSQL's CPU per recorded call: BENCH_HISTORY_ROUNDS pairs of rounds (default 5), one round on each database
- *      (which goes first alternating), each of 50 batches of 20 calls through the gateway's record statement
+ *      (which goes first alternating), each of BENCH_HISTORY_BATCHES batches (default 200) of 20 calls through the
+ *      gateway's record statement
  *      (src/domain/recording/record-sql.ts), the CPU time of its backend (/proc/<pid>/stat) read around each round;
  *      reported: each database's median round with its IQR, and the median and IQR of the pairs' ratios (seeded/empty).
  *      Both databases are empty at this step;
@@ -60,7 +61,8 @@ const KEEP = process.env.BENCH_HISTORY_KEEP === '1' ? `bench_history_${Math.roun
 const KEPT = process.env.BENCH_HISTORY_DB;
 const REBUILD = process.env.BENCH_HISTORY_REBUILD === '1';
 const DROP = (process.env.BENCH_HISTORY_DROP ?? (KEPT ? '0' : '1')) === '1';
-const BATCHES = 50;
+// A round's CPU is read in the kernel's ticks (10 ms): 4,000 calls at ~150 µs are ~60 of them, a 2% step.
+const BATCHES = Number(process.env.BENCH_HISTORY_BATCHES ?? 200);
 const SEED_CHUNK = 1_000_000;
 const CALLS = 20;
 const DAY_MS = 86_400_000;
