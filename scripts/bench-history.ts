@@ -1,25 +1,39 @@
 /**
  * `npm run bench:history`: history at scale (docs/operations.md, "History: sizing and figures"). A fresh database and
- * Nexus get a workspace of BENCH_HISTORY_USERS end users (default 8) on one plan; then, in steps:
- *   1. on the empty tables, PostgreSQL's CPU per recorded call: BENCH_HISTORY_ROUNDS rounds (default 5) of 50 batches of
- *      20 calls through the gateway's record statement (src/domain/recording/record-sql.ts), the CPU time of its backend
- *      (/proc/<pid>/stat) read around each round; the median round is reported, with the spread;
+ * Nexus get a workspace of BENCH_HISTORY_USERS end users (default 8) on one plan, keeping 10 years of history (the
+ * history job's hourly retention must not drop the seed's months); a second fresh database and Nexus, the same
+ * workspace, kept empty: the reference for PostgreSQL's CPU per recorded call. Then, in steps:
+ *   1. PostgreSQL's CPU per recorded call: BENCH_HISTORY_ROUNDS pairs of rounds (default 5), one round on each database
+ *      (which goes first alternating), each of BENCH_HISTORY_BATCHES batches (default 200) of 20 calls through the
+ *      gateway's record statement
+ *      (src/domain/recording/record-sql.ts), the CPU time of its backend (/proc/<pid>/stat) read around each round;
+ *      reported: each database's median round with its IQR, and the median and IQR of the pairs' ratios (seeded/empty).
+ *      Both databases are empty at this step;
  *   2. BENCH_HISTORY_SMALL invocations and as many usage events (default 100,000 each), spread evenly over
  *      BENCH_HISTORY_MONTHS months (default 12) up to now, written with COPY, the rollups computed from them, analyzed;
- *      the CPU per recorded call again; the usage summary (by day in the workspace's zone, read from the day
- *      rollups, and the same days in another zone's name, summed from the hourly rollups) and the invocations list answered through HTTP
- *      (BENCH_HISTORY_RUNS times each, default 20: p50);
+ *      the size on disk of each table; the CPU per recorded call again; the usage summary (by day in the workspace's
+ *      zone, read from the day rollups, and the same days in another zone's name, summed from the hourly rollups) and
+ *      the invocations list answered through HTTP (BENCH_HISTORY_RUNS times each, default 20: p50);
  *   3. up to BENCH_HISTORY_LARGE of each (default 1,000,000) the same way, and the same figures;
  *   4. the size on disk per month of each table (rows, heap and indexes), and the time to drop the oldest month's
  *      partitions of invocations and usage events (DROP TABLE, lock_timeout 1 s) while calls are recorded at once: the
  *      slowest record batch during the drops is reported (a drop that blocked calls would show in it).
  * The seed's ids are UUID v7 of each row's time, as the gateway makes them. PostgreSQL must run on this host.
  *
+ * BENCH_HISTORY_KEEP=1 keeps the seeded database, named bench_history_<BENCH_HISTORY_LARGE in millions>m (printed),
+ * to measure it again later: BENCH_HISTORY_DB=<name> seeds nothing and runs the steps above on that database instead
+ * (migrated to the latest first by its Nexus's start; the empty one is fresh): sizes, CPU per recorded call, reads,
+ * months. BENCH_HISTORY_REBUILD=1 then computes its rollups anew first (a migration that adds a rollup table it does
+ * not fill, say). Its drop step is skipped unless BENCH_HISTORY_DROP=1 (each run would drop one more month of it);
+ * BENCH_HISTORY_DROP=0 skips it on a seeding run. A seed writes a million rows of each table at a time, each million
+ * in one transaction with its count in the database's bench_history_seed: BENCH_HISTORY_DB on a seed stopped midway
+ * writes the rest (the same times, from the same plan) and computes the rollups before measuring.
+ *
  * BENCH_HISTORY_CONVERT=<rows> (default 0: skipped) then times the migration that partitions the tables
  * (migrations/20261210010000_history_partitions.ts) on a schema migrated up to the one before it, whose invocations,
  * usage events, webhook attempts and audit logs hold that many rows each over BENCH_HISTORY_MONTHS months.
- * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on; it is
- * dropped at the end.
+ * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh databases are made on;
+ * they are dropped at the end (the seeded one unless kept).
  */
 import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
@@ -28,7 +42,6 @@ import { migrateLatest } from '../src/db/migrate.js';
 import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
-import type { CallRows } from '../src/records/call-rows.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
 import { copyRows, uuidAt } from './lib/copy-rows.js';
@@ -42,7 +55,15 @@ const LARGE = Number(process.env.BENCH_HISTORY_LARGE ?? 1_000_000);
 const MONTHS = Number(process.env.BENCH_HISTORY_MONTHS ?? 12);
 const RUNS = Number(process.env.BENCH_HISTORY_RUNS ?? 20);
 const CONVERT = Number(process.env.BENCH_HISTORY_CONVERT ?? 0);
-const BATCHES = 50;
+/** The seeded database's name when it is to be kept (BENCH_HISTORY_KEEP=1). */
+const KEEP = process.env.BENCH_HISTORY_KEEP === '1' ? `bench_history_${Math.round(LARGE / 1e6)}m` : undefined;
+/** A kept database to measure again instead of seeding one. */
+const KEPT = process.env.BENCH_HISTORY_DB;
+const REBUILD = process.env.BENCH_HISTORY_REBUILD === '1';
+const DROP = (process.env.BENCH_HISTORY_DROP ?? (KEPT ? '0' : '1')) === '1';
+// A round's CPU is read in the kernel's ticks (10 ms): 4,000 calls at ~150 µs are ~60 of them, a 2% step.
+const BATCHES = Number(process.env.BENCH_HISTORY_BATCHES ?? 200);
+const SEED_CHUNK = 1_000_000;
 const CALLS = 20;
 const DAY_MS = 86_400_000;
 
@@ -58,77 +79,114 @@ interface Seat {
   periodId: string;
 }
 
-/** Seeds rows [from, to) of each table, spread evenly over MONTHS months up to now: the same i, the same time. */
-async function seed(client: pg.Client, tenant: Tenant, seats: Seat[], from: number, to: number, total: number): Promise<number> {
+/**
+ * A seed's plan, kept in its database (bench_history_seed) so that a seed stopped midway resumes where it stopped:
+ * `total` rows of each table spread over MONTHS months up to `endMs`, `seeded` of them written (whole chunks), the
+ * rollups computed from the first `rolledUp`.
+ */
+interface SeedPlan {
+  endMs: number;
+  total: number;
+  seeded: number;
+  rolledUp: number;
+}
+
+/** The database's seed plan: the one it keeps, else a new one of `total` rows up to yesterday (undefined: none kept). */
+async function seedPlanOf(client: pg.Client, total?: number): Promise<SeedPlan | undefined> {
+  const kept = await client.query<{ exists: boolean }>(`select to_regclass('bench_history_seed') is not null as exists`);
+  if (!kept.rows[0]!.exists) {
+    if (total === undefined) return undefined;
+    await client.query(
+      'create table bench_history_seed (end_ms bigint not null, total bigint not null, seeded bigint not null, rolled_up bigint not null)',
+    );
+    await client.query('insert into bench_history_seed values ($1, $2, 0, 0)', [Date.now() - DAY_MS, total]);
+  }
+  const { rows } = await client.query<Record<string, string>>('select * from bench_history_seed');
+  const row = rows[0]!;
+  return { endMs: Number(row.end_ms), total: Number(row.total), seeded: Number(row.seeded), rolledUp: Number(row.rolled_up) };
+}
+
+/**
+ * Seeds rows [plan.seeded, to) of each table, spread evenly over MONTHS months up to plan.endMs: the same i, the same
+ * time. A chunk of each table at a time, in one transaction with the plan's count.
+ */
+async function seed(client: pg.Client, tenant: BenchTenant, seats: Seat[], plan: SeedPlan, to: number): Promise<number> {
   const started = performance.now();
   const span = MONTHS * 30 * DAY_MS;
-  const now = Date.now() - DAY_MS;
-  const at = (i: number) => now - span + Math.floor((i / total) * span);
+  const at = (i: number) => plan.endMs - span + Math.floor((i / plan.total) * span);
+  // Each invocation's id, for its usage event: a chunk at a time (a Map holds at most 2^24 entries).
   const ids = new Map<number, string>();
   const idOf = (i: number) => {
     let id = ids.get(i);
     if (!id) ids.set(i, (id = uuidAt(at(i))));
     return id;
   };
-  await copyRows(
-    client,
-    'invocations',
-    [
-      'id',
-      'workspace_id',
-      'workspace_access_id',
-      'provider_connection_id',
-      'inference_key_id',
-      'request_id',
-      'method',
-      'endpoint',
-      'requested_model',
-      'status',
-      'metering_status',
-      'quota_units',
-      'started_at',
-      'completed_at',
-      'total_latency_ms',
-    ],
-    from,
-    to,
-    (i) => {
-      const s = seats[i % seats.length]!;
-      const t = new Date(at(i)).toISOString();
-      const failed = i % 25 === 0;
-      return `${idOf(i)}\t${tenant.workspaceId}\t${s.accessId}\t${tenant.connectionId}\t${s.keyId}\tseed-${i}\tPOST\tv1/chat/completions\tgpt-4o\t${failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED'}\tmetered\t${failed ? 0 : 300}\t${t}\t${t}\t40\n`;
-    },
-  );
-  await copyRows(
-    client,
-    'usage_events',
-    [
-      'id',
-      'workspace_id',
-      'workspace_access_id',
-      'quota_period_id',
-      'invocation_id',
-      'kind',
-      'units',
-      'input_tokens',
-      'cached_input_tokens',
-      'output_tokens',
-      'model',
-      'created_at',
-    ],
-    from,
-    to,
-    (i) => {
-      const s = seats[i % seats.length]!;
-      return `${uuidAt(at(i))}\t${tenant.workspaceId}\t${s.accessId}\t${s.periodId}\t${idOf(i)}\tUSAGE\t300\t200\t0\t50\tgpt-4o\t${new Date(at(i)).toISOString()}\n`;
-    },
-  );
-  ids.clear();
+  for (let chunk = plan.seeded; chunk < to; chunk += SEED_CHUNK) {
+    const end = Math.min(to, chunk + SEED_CHUNK);
+    await client.query('begin');
+    await copyRows(
+      client,
+      'invocations',
+      [
+        'id',
+        'workspace_id',
+        'workspace_access_id',
+        'provider_connection_id',
+        'inference_key_id',
+        'request_id',
+        'method',
+        'endpoint',
+        'requested_model',
+        'status',
+        'metering_status',
+        'quota_units',
+        'started_at',
+        'completed_at',
+        'total_latency_ms',
+      ],
+      chunk,
+      end,
+      (i) => {
+        const s = seats[i % seats.length]!;
+        const t = new Date(at(i)).toISOString();
+        const failed = i % 25 === 0;
+        return `${idOf(i)}\t${tenant.workspaceId}\t${s.accessId}\t${tenant.connectionId}\t${s.keyId}\tseed-${i}\tPOST\tv1/chat/completions\tgpt-4o\t${failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED'}\tmetered\t${failed ? 0 : 300}\t${t}\t${t}\t40\n`;
+      },
+    );
+    await copyRows(
+      client,
+      'usage_events',
+      [
+        'id',
+        'workspace_id',
+        'workspace_access_id',
+        'quota_period_id',
+        'invocation_id',
+        'kind',
+        'units',
+        'input_tokens',
+        'cached_input_tokens',
+        'output_tokens',
+        'model',
+        'created_at',
+      ],
+      chunk,
+      end,
+      (i) => {
+        const s = seats[i % seats.length]!;
+        return `${uuidAt(at(i))}\t${tenant.workspaceId}\t${s.accessId}\t${s.periodId}\t${idOf(i)}\tUSAGE\t300\t200\t0\t50\tgpt-4o\t${new Date(at(i)).toISOString()}\n`;
+      },
+    );
+    await client.query('update bench_history_seed set seeded = $1', [end]);
+    await client.query('commit');
+    plan.seeded = end;
+    ids.clear();
+  }
   return (performance.now() - started) / 1e3;
 }
 
 /** The tenant's seats: each access, a key of it and its current quota period. */
-async function seatsOf(client: pg.Client, tenant: Tenant): Promise<Seat[]> {
+async function seatsOf(client: pg.Client, tenant: BenchTenant): Promise<Seat[]> {
   return (
     await client.query<Seat>(
       `select a.id as "accessId", (select k.id from inference_keys k where k.workspace_access_id = a.id limit 1) as "keyId",
@@ -200,140 +258,264 @@ async function dropWhileRecording(client: pg.Client, months: MonthSize[], record
   console.log(`record batches meanwhile: ${batches}, slowest ${slowest.toFixed(0)} ms (before the drops: ${before.toFixed(0)} ms)`);
 }
 
-await withFreshNexus(
-  'history',
-  async ({ url: serverUrl, databaseUrl, rootKey, headers }) => {
-    const client = new pg.Client({ connectionString: databaseUrl });
-    await client.connect();
-    const recorder = new pg.Client({ connectionString: databaseUrl });
-    await recorder.connect();
-    try {
-      const api = adminClient(serverUrl, rootKey);
-      const tenant = await provisionTenant(api, {
-        name: 'bench-history',
-        baseUrl: 'http://127.0.0.1:9',
-        providerKey: 'sk-bench-history-0123456789',
-        users: USERS,
-        quotaUnits: 1_000_000_000_000n,
+/** Where calls are recorded for the CPU figures: a connection of its own, whose backend's CPU time is read. */
+interface Recorder {
+  /** Records one batch of CALLS calls through the gateway's statement. */
+  batch(): Promise<unknown>;
+  /** The backend's CPU seconds so far. */
+  cpuSeconds(): number;
+  end(): Promise<void>;
+}
+
+type BenchTenant = Pick<Tenant, 'workspaceId' | 'connectionId' | 'users' | 'planId'>;
+
+/** A recorder on `databaseUrl` for `tenant`'s users, each holding a lease as a gateway process does. */
+async function recorderOn(databaseUrl: string, tenant: BenchTenant): Promise<Recorder> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  const leases = await openLeases(client, tenant, 'bench-history');
+  const statement = recordCallsSql(true);
+  const pid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+  cpuSecondsOf(pid);
+  return {
+    batch: () => {
+      const rows = batchOf(tenant, leases, tenant.planId, CALLS);
+      return client.query({
+        name: 'bench_record',
+        text: statement,
+        values: [jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))), jsonArray(rows.map((r) => r.invocation))],
       });
-      const seats = await seatsOf(client, tenant);
-      const leases = await openLeases(client, tenant, 'bench-history');
-      const planId = (await client.query<{ plan_id: string }>('select plan_id from workspace_accesses where id = $1', [tenant.accessId]))
-        .rows[0]!.plan_id;
-      const statement = recordCallsSql(true);
-      const record = (rows: CallRows[]) =>
-        recorder.query({
-          name: 'bench_record',
-          text: statement,
-          values: [jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))), jsonArray(rows.map((r) => r.invocation))],
-        });
-      const pid = (await recorder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
-      cpuSecondsOf(pid);
+    },
+    cpuSeconds: () => cpuSecondsOf(pid),
+    end: () => client.end(),
+  };
+}
 
-      /** The median of ROUNDS rounds' PostgreSQL CPU per recorded call, µs, and the rounds' range. */
-      async function cpuPerCall(): Promise<{ median: number; min: number; max: number }> {
-        await record(batchOf(tenant, leases, planId, CALLS));
-        const rounds: number[] = [];
-        for (let r = 0; r < ROUNDS; r++) {
-          const batches = Array.from({ length: BATCHES }, () => batchOf(tenant, leases, planId, CALLS));
-          const before = cpuSecondsOf(pid);
-          for (const rows of batches) await record(rows);
-          rounds.push(((cpuSecondsOf(pid) - before) * 1e6) / (BATCHES * CALLS));
-        }
-        return { median: median(rounds), min: Math.min(...rounds), max: Math.max(...rounds) };
-      }
+/** The bench's tenant in a kept database: its workspace, connection, plan and users (each with a key). */
+async function keptTenant(client: pg.Client): Promise<BenchTenant> {
+  const { rows } = await client.query<{ workspaceId: string; connectionId: string; planId: string; accessId: string; apiKeyId: string }>(
+    `select w.id as "workspaceId", c.id as "connectionId", a.plan_id as "planId", a.id as "accessId",
+            (select k.id from inference_keys k where k.workspace_access_id = a.id limit 1) as "apiKeyId"
+       from workspaces w join provider_connections c on c.workspace_id = w.id join workspace_accesses a on a.workspace_id = w.id
+      where w.name = 'bench-history' order by a.id`,
+  );
+  if (rows.length === 0) throw new Error('no workspace bench-history in BENCH_HISTORY_DB');
+  return { ...rows[0]!, users: rows.map((r) => ({ accessId: r.accessId, apiKeyId: r.apiKeyId, apiKey: '' })) };
+}
 
-      /** p50 of RUNS answers of `path` through HTTP, ms. */
-      async function p50(path: string): Promise<number> {
-        const times: number[] = [];
-        for (let r = 0; r < RUNS + 2; r++) {
-          const started = performance.now();
-          const res = await fetch(`${serverUrl}${path}`, { headers });
-          await res.text();
-          if (res.status !== 200) throw new Error(`${path}: ${res.status}`);
-          if (r >= 2) times.push(performance.now() - started);
-        }
-        return median(times);
-      }
+interface Spread {
+  median: number;
+  q1: number;
+  q3: number;
+}
+const spread = (xs: number[]): Spread => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+  return { median: at(0.5), q1: at(0.25), q3: at(0.75) };
+};
 
-      const ws = tenant.workspaceId;
-      const iso = (ms: number) => encodeURIComponent(new Date(ms).toISOString());
-      const now = Date.now();
-      const reads: [string, string][] = [
-        [
-          'summary, 30 days by day',
-          `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 30 * DAY_MS)}&until=${iso(now)}&granularity=day`,
-        ],
-        [
-          'summary, 12 months by day, by model',
-          `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model`,
-        ],
-        // The same days in a zone other than the workspace's (Etc/UTC: UTC's days under another name): summed from
-        // the hourly rollups, as every summary by day was before the day rollups.
-        [
-          'the same from the hours (Etc/UTC)',
-          `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Etc/UTC`,
-        ],
-        [
-          'summary, 12 months by day, by user',
-          `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access`,
-        ],
-        ['invocations, newest page', `/admin/v1/workspaces/${ws}/invocations`],
-        [
-          'invocations, 7 days a month ago',
-          `/admin/v1/workspaces/${ws}/invocations?since=${iso(now - 37 * DAY_MS)}&until=${iso(now - 30 * DAY_MS)}`,
-        ],
-        ['usage events, newest page', `/admin/v1/workspaces/${ws}/usage-events`],
-      ];
+/** One round's PostgreSQL CPU per recorded call, µs: BATCHES batches of CALLS calls. */
+async function cpuRound(recorder: Recorder): Promise<number> {
+  const before = recorder.cpuSeconds();
+  for (let b = 0; b < BATCHES; b++) await recorder.batch();
+  return ((recorder.cpuSeconds() - before) * 1e6) / (BATCHES * CALLS);
+}
 
-      console.log(`host: ${cpus().length} CPUs, load average ${load()} (1, 5, 15 min)`);
-      console.log(`${ROUNDS} rounds of ${BATCHES} batches of ${CALLS} calls; ${MONTHS} months; ${USERS} users\n`);
-      const line = (label: string, c: { median: number; min: number; max: number }) =>
-        console.log(
-          `${label.padEnd(34)} PostgreSQL CPU per recorded call: ${c.median.toFixed(0)} µs (rounds ${c.min.toFixed(0)}-${c.max.toFixed(0)})`,
-        );
-      const empty = await cpuPerCall();
-      line('empty tables', empty);
-
-      // The months the seed spans (the history job makes this month and the next ones; older ones exist where rows were).
-      await client.query(
-        `select nexus_history_month(t, m) from unnest(array['invocations', 'usage_events']) t,
-                generate_series(now() - make_interval(months => $1 + 1), now(), interval '1 month') m`,
-        [MONTHS],
-      );
-      let seeded = 0;
-      for (const size of [SMALL, LARGE]) {
-        const seconds = await seed(client, tenant, seats, seeded, size, LARGE);
-        seeded = size;
-        const rolled = performance.now();
-        for (const table of ROLLUP_TABLES) await client.query(`delete from ${table} where workspace_id = $1`, [ws]);
-        // Analyzed before the rollups are computed from them: without their statistics the planner may choose a plan
-        // that spills to disk for minutes (scripts/lib/usage-seed.ts).
-        for (const table of ['invocations', 'usage_events']) await client.query(`analyze ${table}`);
-        await client.query(rebuildWorkspaceRollupsSql('$1'), [ws]);
-        for (const table of ['invocations', 'usage_events', ...ROLLUP_TABLES]) await client.query(`analyze ${table}`);
-        const size_ = await client.query<{ bytes: string }>(
-          `select sum(pg_total_relation_size(c.oid))::bigint as bytes from pg_inherits i join pg_class c on c.oid = i.inhrelid
-            where i.inhparent in ('invocations'::regclass, 'usage_events'::regclass)`,
-        );
-        console.log(
-          `\n${size.toLocaleString('en')} invocations and as many usage events: seeded (COPY) in ${seconds.toFixed(0)} s, rollups and analyze ` +
-            `${((performance.now() - rolled) / 1e3).toFixed(0)} s; both tables with their indexes ${(Number(size_.rows[0]!.bytes) / 2 ** 20).toFixed(0)} MiB`,
-        );
-        line(`at ${size.toLocaleString('en')} rows`, await cpuPerCall());
-        for (const [label, path] of reads) console.log(`  ${label.padEnd(40)} p50 ${(await p50(path)).toFixed(1)} ms`);
-      }
-
-      const months = await reportMonths(client);
-
-      await dropWhileRecording(client, months, () => record(batchOf(tenant, leases, planId, CALLS)));
-      console.log(`\nhost after: load average ${load()} (1, 5, 15 min)`);
-    } finally {
-      await recorder.end();
-      await client.end();
+/**
+ * PostgreSQL's CPU per recorded call on the empty database and on the seeded one, in ROUNDS pairs of rounds (which
+ * goes first alternating, so that the host's load drifting weighs on both alike): each one's median with its IQR, and
+ * the ratio seeded/empty of each pair's.
+ */
+async function pairedCpu(empty: Recorder, seeded: Recorder): Promise<{ empty: Spread; seeded: Spread; ratio: Spread }> {
+  await empty.batch();
+  await seeded.batch();
+  const e: number[] = [];
+  const s: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    if (r % 2 === 0) {
+      e.push(await cpuRound(empty));
+      s.push(await cpuRound(seeded));
+    } else {
+      s.push(await cpuRound(seeded));
+      e.push(await cpuRound(empty));
     }
+  }
+  return { empty: spread(e), seeded: spread(s), ratio: spread(s.map((x, i) => x / e[i]!)) };
+}
+
+/** The months the seed spans (the history job makes this month and the next ones; older ones exist where rows were). */
+async function seedMonths(client: pg.Client): Promise<void> {
+  await client.query(
+    `select nexus_history_month(t, m) from unnest(array['invocations', 'usage_events']) t,
+            generate_series(now() - make_interval(months => $1 + 1), now(), interval '1 month') m`,
+    [MONTHS],
+  );
+}
+
+/** The workspace's rollups computed anew from its rows, every table analyzed (and noted in the seed's plan): seconds. */
+async function rebuildRollups(client: pg.Client, ws: string, plan?: SeedPlan): Promise<number> {
+  const started = performance.now();
+  for (const table of ROLLUP_TABLES) await client.query(`delete from ${table} where workspace_id = $1`, [ws]);
+  // Analyzed before the rollups are computed from them: without their statistics the planner may choose a plan
+  // that spills to disk for minutes (scripts/lib/usage-seed.ts).
+  for (const table of ['invocations', 'usage_events']) await client.query(`analyze ${table}`);
+  await client.query(rebuildWorkspaceRollupsSql('$1'), [ws]);
+  for (const table of ['invocations', 'usage_events', ...ROLLUP_TABLES]) await client.query(`analyze ${table}`);
+  if (plan) await client.query('update bench_history_seed set rolled_up = $1', [(plan.rolledUp = plan.seeded)]);
+  return (performance.now() - started) / 1e3;
+}
+
+/** The size on disk of each history table with its indexes (partitions summed), and of the whole database. */
+async function reportSizes(client: pg.Client): Promise<void> {
+  const { rows } = await client.query<{ table: string; heap: string; indexes: string }>(
+    `select t as table, sum(pg_table_size(c.oid))::bigint as heap, sum(pg_indexes_size(c.oid))::bigint as indexes
+       from unnest($1::text[]) t join pg_class c on c.relname = t or c.oid in (select inhrelid from pg_inherits where inhparent = t::regclass)
+      where c.relkind = 'r' group by t order by t`,
+    [['invocations', 'usage_events', ...ROLLUP_TABLES]],
+  );
+  const mib = (b: string | number) => `${(Number(b) / 2 ** 20).toFixed(0)} MiB`;
+  for (const r of rows) console.log(`  ${r.table.padEnd(28)} heap ${mib(r.heap).padStart(10)}  indexes ${mib(r.indexes).padStart(10)}`);
+  const db = await client.query<{ bytes: string }>('select pg_database_size(current_database()) as bytes');
+  console.log(`  ${'the whole database'.padEnd(28)} ${mib(db.rows[0]!.bytes)}`);
+}
+
+/** The usage summaries and the lists the console reads, answered through HTTP by the Nexus at `serverUrl`. */
+function readsOf(ws: string): [string, string][] {
+  const iso = (ms: number) => encodeURIComponent(new Date(ms).toISOString());
+  const now = Date.now();
+  return [
+    [
+      'summary, 30 days by day',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 30 * DAY_MS)}&until=${iso(now)}&granularity=day`,
+    ],
+    [
+      'summary, 12 months by day, by model',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model`,
+    ],
+    // The same days in a zone other than the workspace's (Etc/UTC: UTC's days under another name): summed from
+    // the hourly rollups, as every summary by day was before the day rollups.
+    [
+      'the same from the hours (Etc/UTC)',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Etc/UTC`,
+    ],
+    [
+      'summary, 12 months by day, by user',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access`,
+    ],
+    ['invocations, newest page', `/admin/v1/workspaces/${ws}/invocations`],
+    [
+      'invocations, 7 days a month ago',
+      `/admin/v1/workspaces/${ws}/invocations?since=${iso(now - 37 * DAY_MS)}&until=${iso(now - 30 * DAY_MS)}`,
+    ],
+    ['usage events, newest page', `/admin/v1/workspaces/${ws}/usage-events`],
+  ];
+}
+
+/** p50 of RUNS answers of `path` through HTTP, ms. */
+async function p50(serverUrl: string, headers: Record<string, string>, path: string): Promise<number> {
+  const times: number[] = [];
+  for (let r = 0; r < RUNS + 2; r++) {
+    const started = performance.now();
+    const res = await fetch(`${serverUrl}${path}`, { headers });
+    await res.text();
+    if (res.status !== 200) throw new Error(`${path}: ${res.status}`);
+    if (r >= 2) times.push(performance.now() - started);
+  }
+  return median(times);
+}
+
+const fixed = (s: Spread, digits = 0) => `${s.median.toFixed(digits)} (IQR ${s.q1.toFixed(digits)}-${s.q3.toFixed(digits)})`;
+
+/** The figures at `label`: the CPU per recorded call paired with the empty database's, and every read's p50. */
+async function measure(label: string, empty: Recorder, seeded: Recorder, serverUrl: string, headers: Record<string, string>, ws: string) {
+  const cpu = await pairedCpu(empty, seeded);
+  console.log(
+    `${label}: PostgreSQL CPU per recorded call ${fixed(cpu.seeded)} µs, on the empty database ${fixed(cpu.empty)} µs; ` +
+      `ratio over ${ROUNDS} paired rounds ${fixed(cpu.ratio, 2)}; load average ${load()}`,
+  );
+  for (const [name, path] of readsOf(ws)) console.log(`  ${name.padEnd(40)} p50 ${(await p50(serverUrl, headers, path)).toFixed(1)} ms`);
+}
+
+/** A tenant as the bench's, provisioned through the Admin API of the Nexus at `serverUrl`. */
+const benchTenant = (serverUrl: string, rootKey: string): Promise<Tenant> =>
+  provisionTenant(adminClient(serverUrl, rootKey), {
+    name: 'bench-history',
+    baseUrl: 'http://127.0.0.1:9',
+    providerKey: 'sk-bench-history-0123456789',
+    users: USERS,
+    quotaUnits: 1_000_000_000_000n,
+  });
+
+const ENV = { NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true' };
+
+// The empty database the CPU per recorded call is compared with, round by round.
+await withFreshNexus(
+  'history_empty',
+  async (bare) => {
+    const empty = await recorderOn(bare.databaseUrl, await benchTenant(bare.url, bare.rootKey));
+    await withFreshNexus(
+      'history',
+      async ({ url: serverUrl, databaseUrl, rootKey, headers }) => {
+        const client = new pg.Client({ connectionString: databaseUrl });
+        await client.connect();
+        try {
+          const tenant = KEPT ? await keptTenant(client) : await benchTenant(serverUrl, rootKey);
+          // Every seeded month kept by the history job's hourly retention (the default keeps 90 days of calls): were it
+          // not, a run longer than an hour, or a Nexus started on the kept database, would drop months of the seed.
+          await client.query('update workspaces set detail_retention_days = 3650, rollup_retention_days = 3650 where id = $1', [
+            tenant.workspaceId,
+          ]);
+          const seeded = await recorderOn(databaseUrl, tenant);
+          const ws = tenant.workspaceId;
+          console.log(`host: ${cpus().length} CPUs, load average ${load()} (1, 5, 15 min)`);
+          console.log(`${ROUNDS} paired rounds of ${BATCHES} batches of ${CALLS} calls; ${MONTHS} months; ${USERS} users`);
+          if (KEEP) console.log(`the database is kept: ${KEEP}`);
+          console.log();
+          if (KEPT) {
+            console.log(`the kept database ${KEPT}, migrated to the latest`);
+            const plan = await seedPlanOf(client);
+            if (plan && plan.seeded < plan.total) {
+              const from = plan.seeded;
+              const seconds = await seed(client, tenant, await seatsOf(client, tenant), plan, plan.total);
+              console.log(
+                `its seed resumed: rows ${from.toLocaleString('en')} to ${plan.total.toLocaleString('en')} in ${seconds.toFixed(0)} s`,
+              );
+            }
+            if (REBUILD || (plan && plan.rolledUp < plan.seeded)) {
+              console.log(`rollups computed anew in ${(await rebuildRollups(client, ws, plan)).toFixed(0)} s`);
+            }
+            await reportSizes(client);
+            await measure('as kept', empty, seeded, serverUrl, headers, ws);
+          } else {
+            const seats = await seatsOf(client, tenant);
+            await measure('empty tables', empty, seeded, serverUrl, headers, ws);
+            await seedMonths(client);
+            const plan = (await seedPlanOf(client, LARGE))!;
+            for (const size of [SMALL, LARGE].filter((n) => n > 0)) {
+              const seconds = await seed(client, tenant, seats, plan, size);
+              const rolled = await rebuildRollups(client, ws, plan);
+              console.log(
+                `\n${size.toLocaleString('en')} invocations and as many usage events: seeded (COPY) in ${seconds.toFixed(0)} s, ` +
+                  `rollups and analyze ${rolled.toFixed(0)} s; load average ${load()}`,
+              );
+              await reportSizes(client);
+              await measure(`at ${size.toLocaleString('en')} rows`, empty, seeded, serverUrl, headers, ws);
+            }
+          }
+          const months = await reportMonths(client);
+          if (DROP) await dropWhileRecording(client, months, seeded.batch);
+          await seeded.end();
+          console.log(`\nhost after: load average ${load()} (1, 5, 15 min)`);
+        } finally {
+          await client.end();
+        }
+      },
+      ENV,
+      KEEP ? { name: KEEP, keep: true } : KEPT ? { name: KEPT, existing: true } : {},
+    );
+    await empty.end();
   },
-  { NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true' },
+  ENV,
 );
 
 /** The partitioning migration's time on tables of CONVERT rows each, on a schema of its own (dropped after). */

@@ -1,8 +1,8 @@
 /**
  * A Nexus on a fresh database, for the scripts that seed a large workspace and time what reads it
  * (bench-usage.ts, console-scale.ts, bench-rollup.ts): the database is made on DATABASE_URL's server (default the local
- * PostgreSQL), Nexus listens on it in this process with a root key, and both are gone when `run` ends (the database
- * stays with BENCH_KEEP_DATABASE=1).
+ * PostgreSQL), Nexus listens on it in this process with a root key, and both are gone when `run` ends (unless the
+ * database is to be kept, or is a kept one: BenchDatabase; BENCH_KEEP_DATABASE=1 keeps any).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -33,16 +33,27 @@ export const freshNexusEnv = (databaseUrl: string): Record<string, string> => ({
   NEXUS_LOG_LEVEL: 'warn',
 });
 
+/** Which database Nexus runs on, when not a fresh one dropped at the end. */
+export interface BenchDatabase {
+  /** The database's name (default `nexus_bench_<name>_<random>`). */
+  name?: string;
+  /** It exists already (a kept one, measured again): not made, and migrated to the latest by Nexus's start. */
+  existing?: boolean;
+  /** Left in place at the end. */
+  keep?: boolean;
+}
+
 /** `env`: settings beside the defaults below (NEXUS_ALLOW_PRIVATE_UPSTREAMS, say). */
 export async function withFreshNexus(
   name: string,
   run: (fresh: FreshNexus) => Promise<void>,
   env: Record<string, string> = {},
+  database: BenchDatabase = {},
 ): Promise<void> {
-  const dbName = `nexus_bench_${name}_${randomBytes(4).toString('hex')}`;
+  const dbName = database.name ?? `nexus_bench_${name}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: DATABASE_URL });
   await admin.connect();
-  await admin.query(`create database ${dbName}`);
+  if (!database.existing) await admin.query(`create database ${dbName}`);
   const url = new URL(DATABASE_URL);
   url.pathname = `/${dbName}`;
   try {
@@ -67,8 +78,9 @@ export async function withFreshNexus(
     }
   } finally {
     // BENCH_KEEP_DATABASE=1 keeps the seeded database for EXPLAIN after the run (named here; drop it by hand).
-    if (process.env.BENCH_KEEP_DATABASE === '1') console.log(`database kept: ${dbName}`);
-    else await admin.query(`drop database if exists ${dbName} with (force)`);
+    const keep = database.keep || process.env.BENCH_KEEP_DATABASE === '1';
+    if (keep && !database.existing) console.log(`database kept: ${dbName}`);
+    if (!keep && !database.existing) await admin.query(`drop database if exists ${dbName} with (force)`);
     await admin.end();
   }
 }

@@ -36,7 +36,12 @@ export async function pricedTenant(serverUrl: string, rootKey: string, name: str
 }
 
 /** A batch of calls as the gateway's recorder hands them to its statement: most answered and charged. */
-export function batchOf(tenant: Tenant, leases: Map<string, string>, planId: string, n: number): CallRows[] {
+export function batchOf(
+  tenant: Pick<Tenant, 'workspaceId' | 'connectionId' | 'users'>,
+  leases: Map<string, string>,
+  planId: string,
+  n: number,
+): CallRows[] {
   const rows: CallRows[] = [];
   for (let i = 0; i < n; i++) {
     const user = tenant.users[Math.floor(Math.random() * tenant.users.length)]!;
@@ -119,7 +124,7 @@ export function batchOf(tenant: Tenant, leases: Map<string, string>, planId: str
  * A held quota lease per user, as a gateway process holds one (nothing reserved: the calls recorded against it take
  * nothing from it), named by `requestId`.
  */
-export async function openLeases(client: pg.Client, tenant: Tenant, requestId: string): Promise<Map<string, string>> {
+export async function openLeases(client: pg.Client, tenant: Pick<Tenant, 'users'>, requestId: string): Promise<Map<string, string>> {
   const leases = new Map<string, string>();
   for (const user of tenant.users) {
     const id = newId();
