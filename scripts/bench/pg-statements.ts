@@ -10,7 +10,7 @@
  */
 import type pg from 'pg';
 
-export const PG_STATEMENTS = process.env.BENCH_PG_STATEMENTS === '1';
+const PG_STATEMENTS = process.env.BENCH_PG_STATEMENTS === '1';
 /** How many statements per target are printed (BENCH_PG_STATEMENTS_TOP, default 15). */
 const TOP = Number(process.env.BENCH_PG_STATEMENTS_TOP ?? 15);
 
