@@ -44,7 +44,7 @@ import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
-import { copyRows, uuidAt } from './lib/copy-rows.js';
+import { copyRows, USAGE_EVENT_SEED_COLUMNS, uuidAt } from './lib/copy-rows.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';
 import { batchOf, openLeases } from './lib/record-batch.js';
 
@@ -153,30 +153,10 @@ async function seed(client: pg.Client, tenant: BenchTenant, seats: Seat[], plan:
         return `${idOf(i)}\t${tenant.workspaceId}\t${s.accessId}\t${tenant.connectionId}\t${s.keyId}\tseed-${i}\tPOST\tv1/chat/completions\tgpt-4o\t${failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED'}\tmetered\t${failed ? 0 : 300}\t${t}\t${t}\t40\n`;
       },
     );
-    await copyRows(
-      client,
-      'usage_events',
-      [
-        'id',
-        'workspace_id',
-        'workspace_access_id',
-        'quota_period_id',
-        'invocation_id',
-        'kind',
-        'units',
-        'input_tokens',
-        'cached_input_tokens',
-        'output_tokens',
-        'model',
-        'created_at',
-      ],
-      chunk,
-      end,
-      (i) => {
-        const s = seats[i % seats.length]!;
-        return `${uuidAt(at(i))}\t${tenant.workspaceId}\t${s.accessId}\t${s.periodId}\t${idOf(i)}\tUSAGE\t300\t200\t0\t50\tgpt-4o\t${new Date(at(i)).toISOString()}\n`;
-      },
-    );
+    await copyRows(client, 'usage_events', USAGE_EVENT_SEED_COLUMNS, chunk, end, (i) => {
+      const s = seats[i % seats.length]!;
+      return `${uuidAt(at(i))}\t${tenant.workspaceId}\t${s.accessId}\t${s.periodId}\t${idOf(i)}\tUSAGE\t300\t200\t0\t50\tgpt-4o\t${new Date(at(i)).toISOString()}\n`;
+    });
     await client.query('update bench_history_seed set seeded = $1', [end]);
     await client.query('commit');
     plan.seeded = end;

@@ -23,7 +23,7 @@ import { randomUUID } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
 import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
-import { copyRows, uuidAt } from './lib/copy-rows.js';
+import { copyRows, USAGE_EVENT_SEED_COLUMNS, uuidAt } from './lib/copy-rows.js';
 import { freshNexusEnv, percentile, withFreshNexus } from './lib/fresh-nexus.js';
 import { startNexusProcess, type NexusProcess } from './lib/nexus-process.js';
 
@@ -70,20 +70,6 @@ const INVOCATION_COLUMNS = [
   'attempt_first_token_at',
   'attempt_completed_at',
   'attempt_duration_ms',
-];
-const USAGE_COLUMNS = [
-  'id',
-  'workspace_id',
-  'workspace_access_id',
-  'quota_period_id',
-  'invocation_id',
-  'kind',
-  'units',
-  'input_tokens',
-  'cached_input_tokens',
-  'output_tokens',
-  'model',
-  'created_at',
 ];
 
 /** What an answer holds: a list's items, a summary's buckets, a CSV's lines (less its header), else 1. */
@@ -182,7 +168,7 @@ async function seedCalls(
       ...attempt,
     ].join('\t')}\n`;
   });
-  await copyRows(seed, 'usage_events', USAGE_COLUMNS, 0, INVOCATIONS, (n) => {
+  await copyRows(seed, 'usage_events', USAGE_EVENT_SEED_COLUMNS, 0, INVOCATIONS, (n) => {
     const c = calls(n);
     if (c.status !== 'SUCCEEDED') return '';
     return `${[

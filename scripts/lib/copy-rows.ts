@@ -43,3 +43,19 @@ export async function copyRows(client: pg.Client, table: string, columns: string
   );
   await pipeline(source, client.query(copyFrom(`copy ${table} (${columns.join(', ')}) from stdin`)));
 }
+
+/** The columns of a seeded usage event, in the order the seeds' lines give them (bench-history.ts, console-scale.ts). */
+export const USAGE_EVENT_SEED_COLUMNS = [
+  'id',
+  'workspace_id',
+  'workspace_access_id',
+  'quota_period_id',
+  'invocation_id',
+  'kind',
+  'units',
+  'input_tokens',
+  'cached_input_tokens',
+  'output_tokens',
+  'model',
+  'created_at',
+];
