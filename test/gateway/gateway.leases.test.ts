@@ -52,6 +52,21 @@ async function leaseStatements(kind: 'acquire' | 'extend' | 'renew' | 'release',
   return Number(new RegExp(`^nexus_quota_lease_statements_total\\{kind="${kind}"\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
 }
 
+/**
+ * `run` against a second app on the same database whose idle bound (60 s) outlasts any pause between two calls of a
+ * loaded machine: a lease released between them would be taken again, and a test of one lease would see two. The app
+ * is closed (its leases released) when `run` ends.
+ */
+async function onBusyApp(who: Tenant, run: (base: string, app: TestApp) => Promise<void>): Promise<void> {
+  const busy = await t.withEnv({ NEXUS_QUOTA_LEASE_IDLE_MS: '60000' });
+  try {
+    await run(who.gatewayBaseUrl.replace(t.url, busy.url), busy);
+    await busy.nexus.gateway.drain();
+  } finally {
+    await busy.close();
+  }
+}
+
 const leasesOf = (accessId: string) => t.database.db('quota_leases').where({ workspace_access_id: accessId }).orderBy('created_at');
 
 describe('one process', () => {
@@ -61,24 +76,26 @@ describe('one process', () => {
     const tenant = await tenantWith(quota);
     const statuses: number[] = [];
     const remaining: string[] = [];
-    for (let i = 0; i < 9; i++) {
-      const res = await call(tenant);
-      await res.text();
-      statuses.push(res.status);
-      remaining.push(res.headers.get('x-nexus-quota-remaining')!);
-    }
+    await onBusyApp(tenant, async (base) => {
+      for (let i = 0; i < 9; i++) {
+        const res = await call(tenant, base);
+        await res.text();
+        statuses.push(res.status);
+        remaining.push(res.headers.get('x-nexus-quota-remaining')!);
+      }
+    });
     expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 200, 200, 429]);
     // While a call runs its whole bound is counted; the refusal shows what is left.
     expect(remaining).toEqual([...Array.from({ length: 8 }, (_, i) => String(quota - 20n * BigInt(i) - BOUND)), String(BOUND - 15n)]);
-    await t.nexus.gateway.drain();
     const period = await periodOf(t, tenant.accessId);
     expect(period).toEqual({ granted: quota, reserved: 0n, consumed: 160n });
   });
 
   it('records each call on the lease (no row of its own), with one usage event, and the lease keeps the total', async () => {
     const tenant = await tenantWith(100_000n);
-    for (let i = 0; i < 5; i++) expect((await call(tenant)).status).toBe(200);
-    await t.nexus.gateway.drain();
+    await onBusyApp(tenant, async (base) => {
+      for (let i = 0; i < 5; i++) expect((await call(tenant, base)).status).toBe(200);
+    });
     const [lease, ...others] = await leasesOf(tenant.accessId);
     expect(others).toHaveLength(0);
     expect(lease).toMatchObject({ status: 'RELEASED' });
@@ -96,18 +113,13 @@ describe('one process', () => {
     const tenant = await tenantWith(10_000_000n);
     // On a Nexus whose idle bound outlasts any pause between two calls of a loaded machine: a lease released
     // between them would be taken again with the first headroom, and the count would measure the pauses.
-    const busy = await t.withEnv({ NEXUS_QUOTA_LEASE_IDLE_MS: '60000' });
-    try {
-      const base = tenant.gatewayBaseUrl.replace(t.url, busy.url);
+    await onBusyApp(tenant, async (base, busy) => {
       const whole = { 'x-fake-usage': `${INPUT_BOUND},10,0` };
       for (let i = 0; i < 200; i++) expect((await call(tenant, base, whole)).status).toBe(200);
       // The headroom doubles at each extension (16, 32, 64, 128 bounds...): four here, where a fixed 16 took eleven.
       expect(await leaseStatements('acquire', busy)).toBe(1);
       expect(await leaseStatements('extend', busy)).toBeLessThanOrEqual(5);
-      await busy.nexus.gateway.drain();
-    } finally {
-      await busy.close();
-    }
+    });
     expect(await periodOf(t, tenant.accessId)).toEqual({ granted: 10_000_000n, reserved: 0n, consumed: 200n * BOUND });
   });
 
