@@ -13,7 +13,7 @@ import { SECRET_MARKER } from '../security/secret-marker.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startGeminiLiveUpstream, type FakeLive, type LiveUsage } from '../support/upstreams/gemini-live.js';
 import { createTenant, periodOf, until, type Tenant } from './gateway-support.js';
-import { refusedHandshake, routeBehindDeadTarget, sessionRecord, turnsOfSession } from './realtime-support.js';
+import { refusedHandshake, relayLimits, routeBehindDeadTarget, sessionRecord, turnsOfSession, unitsOf } from './realtime-support.js';
 
 const KEY = `${SECRET_MARKER}-gemini-live-upstream-0123456789`;
 const MODEL = 'gemini-live-2.5-flash-preview';
@@ -26,9 +26,7 @@ beforeEach(() => {
   up.behaviour.length = 0;
 });
 beforeAll(async () => {
-  t = await startTestApp({
-    env: { NEXUS_REALTIME_SESSIONS_PER_ACCESS: '2', NEXUS_REALTIME_MAX_FRAME_BYTES: '65536', NEXUS_REALTIME_IDLE_TIMEOUT_MS: '3000' },
-  });
+  t = await startTestApp({ env: relayLimits(3_000) });
   up = await startGeminiLiveUpstream({ apiKey: KEY });
 });
 afterAll(async () => {
@@ -49,20 +47,6 @@ const tenantFor = (o: { quotaUnits?: bigint; kinds?: boolean; allowedModels?: st
     ...(o.kinds ? { kindMultipliers: KINDS } : {}),
     ...(o.allowedModels ? { allowedModels: o.allowedModels } : {}),
   });
-
-/** Units of a usage: text in 1, cached 0.5, text out 2 a token; uncached audio in 3 and audio out 5 (`kinds`), else as text. */
-function unitsOf(u: LiveUsage, kinds = false): bigint {
-  const cached = BigInt(u.cached ?? 0);
-  const audioIn = BigInt((u.audioIn ?? 0) - (u.cachedAudio ?? 0));
-  const audioOut = BigInt(u.audioOut ?? 0);
-  const ppm =
-    (BigInt(u.input) - cached - audioIn) * 1_000_000n +
-    cached * 500_000n +
-    audioIn * (kinds ? 3_000_000n : 1_000_000n) +
-    (BigInt(u.output) - audioOut) * 2_000_000n +
-    audioOut * (kinds ? 5_000_000n : 2_000_000n);
-  return (ppm + 999_999n) / 1_000_000n;
-}
 
 /** The SDK's session, through Nexus: the messages it got, its turns completed, and its close. */
 async function connectSdk(tenant: Tenant, maxOutputTokens?: number) {

@@ -17,6 +17,7 @@ import { createTenant, periodOf, until } from './gateway-support.js';
 import {
   openRaw,
   refusedHandshake,
+  relayLimits,
   routeBehindDeadTarget,
   sessionRecord,
   turnsOfSession,
@@ -35,9 +36,7 @@ beforeEach(() => {
   up.behaviour.length = 0;
 });
 beforeAll(async () => {
-  t = await startTestApp({
-    env: { NEXUS_REALTIME_SESSIONS_PER_ACCESS: '2', NEXUS_REALTIME_MAX_FRAME_BYTES: '65536', NEXUS_REALTIME_IDLE_TIMEOUT_MS: '1500' },
-  });
+  t = await startTestApp({ env: relayLimits(1_500) });
   up = await startRealtimeUpstream({ apiKey: KEY });
 });
 afterAll(async () => {
@@ -175,7 +174,7 @@ describe('a Realtime session', () => {
     expect((await s.closed).code).toBe(1008);
     expect(creates() - sent).toBe(2);
     const turns = await turnsOf(s.requestId);
-    expect(turns.map((r) => r.quota_units)).toEqual(usages.map(unitsOf));
+    expect(turns.map((r) => r.quota_units)).toEqual(usages.map((u) => unitsOf(u)));
     await until(async () => (await periodOf(t, tenant.accessId)).consumed === 80n + 140n);
     expect((await sessionOf(s.requestId)).session).toMatchObject({ turns: 2, closeCode: 1008, closeReason: 'quota_insufficient' });
   });

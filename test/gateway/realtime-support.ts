@@ -1,6 +1,6 @@
 /**
  * What the Realtime tests (OpenAI's and Gemini Live's) share: a raw ws client's session, a refused handshake, the turns
- * and the own record of a session, a fallback route behind a dead target, and the units of a usage at a test tenant's
+ * and the own record of a session, a fallback route behind a dead target, the relay's limits, and the units of a usage at a test tenant's
  * default prices.
  */
 import WebSocket from 'ws';
@@ -12,12 +12,29 @@ import { until, type Tenant } from './gateway-support.js';
 
 const MODEL = 'gpt-realtime';
 
-/** Units of a usage at the tenant's default prices (input 1, cached 0.5, output 2 a token; audio as text). */
-export const unitsOf = (u: RealtimeUsage) => {
+/**
+ * Units of a usage at the tenant's default prices: text in 1, cached 0.5, text out 2 a token; uncached audio in 3 and
+ * audio out 5 with `kinds` (the tests' audio multipliers), else audio as text.
+ */
+export function unitsOf(u: RealtimeUsage, kinds = false): bigint {
   const cached = BigInt(u.cached ?? 0);
-  const ppm = (BigInt(u.input) - cached) * 1_000_000n + cached * 500_000n + BigInt(u.output) * 2_000_000n;
+  const audioIn = BigInt((u.audioIn ?? 0) - (u.cachedAudio ?? 0));
+  const audioOut = BigInt(u.audioOut ?? 0);
+  const ppm =
+    (BigInt(u.input) - cached - audioIn) * 1_000_000n +
+    cached * 500_000n +
+    audioIn * (kinds ? 3_000_000n : 1_000_000n) +
+    (BigInt(u.output) - audioOut) * 2_000_000n +
+    audioOut * (kinds ? 5_000_000n : 2_000_000n);
   return (ppm + 999_999n) / 1_000_000n;
-};
+}
+
+/** The relay's limits the session tests run under: two sessions an access, 64 KiB frames, and `idleMs` of silence. */
+export const relayLimits = (idleMs: number) => ({
+  NEXUS_REALTIME_SESSIONS_PER_ACCESS: '2',
+  NEXUS_REALTIME_MAX_FRAME_BYTES: '65536',
+  NEXUS_REALTIME_IDLE_TIMEOUT_MS: String(idleMs),
+});
 
 export const wsUrl = (tenant: Tenant, path = `v1/realtime?model=${MODEL}`) => `${tenant.gatewayBaseUrl.replace(/^http/, 'ws')}/${path}`;
 
