@@ -1,7 +1,7 @@
 /**
  * What the Realtime tests (OpenAI's and Gemini Live's) share: a raw ws client's session, a refused handshake, the turns
- * and the own record of a session, a fallback route behind a dead target, the relay's limits, and the units of a usage at a test tenant's
- * default prices.
+ * and the own record of a session, a fallback route behind a dead target, the relay's limits, and the units of a usage
+ * at a test tenant's default prices.
  */
 import WebSocket from 'ws';
 import { createProviderConnection, createRoute, getInvocation } from '../support/sdk.js';
