@@ -269,10 +269,14 @@ export class Upload {
     this.held = true;
   }
 
-  /** Its spool no longer held: deleted if dispose() was asked meanwhile. */
+  /**
+   * Its spool no longer held: deleted if dispose() was asked meanwhile. Never rejects: it ends a call's request log
+   * after the call (metered-call.ts), where a failed delete must not become an unhandled rejection; the spool
+   * directory's files are temporary.
+   */
   release(): Promise<void> {
     this.held = false;
-    return this.disposeAsked ? this.dispose() : Promise.resolve();
+    return this.disposeAsked ? this.dispose().catch(() => undefined) : Promise.resolve();
   }
 
   /** Its bytes, from the first (a field replaced: the bytes around it, and its new value between). */
