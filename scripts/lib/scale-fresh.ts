@@ -1,8 +1,8 @@
 /**
  * bench:scale's measures of one fresh process (scripts/scale.ts): SCALE_MODE=fresh (its first 5 s at a fixed rate
  * against its next 5 s) and SCALE_MODE=memory (its resident set and heap, idle then at each rate). With SCALE_AGAINST
- * each round starts the builds in turn (this one, then the other checkout's), so that the host's moment weighs on
- * both alike.
+ * each round starts the builds in turn (in the fresh mode their order reversed every other round), so that the
+ * host's moment weighs on both alike.
  */
 import type { ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
@@ -63,7 +63,8 @@ export async function fresh(builds: Build[], tenant: Tenant, run: Run): Promise<
   );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (let round = 1; round <= run.rounds; round++) {
-    for (const build of builds) {
+    // The builds in turn, their order reversed every other round: the one started first is not always the same.
+    for (const build of round % 2 ? builds : [...builds].reverse()) {
       const nexus = await build.start();
       const pool = new Pool(nexus.url, { connections: run.connections, pipelining: 1, keepAliveTimeout: 60_000 });
       try {
