@@ -60,7 +60,9 @@ try {
       await conn.end();
     }
   }
-  console.log(`PostgreSQL backend CPU per execution on a fresh connection, µs (${ROUNDS} connections, each a line of executions 1-${EXECUTIONS})\n`);
+  console.log(
+    `PostgreSQL backend CPU per execution on a fresh connection, µs (${ROUNDS} connections, each a line of executions 1-${EXECUTIONS})\n`,
+  );
   console.log(`| statement | ${Array.from({ length: EXECUTIONS }, (_, i) => i + 1).join(' | ')} | first 6 in all, ms |`);
   console.log(`|---|${Array.from({ length: EXECUTIONS + 1 }, () => '---:').join('|')}|`);
   for (const [name, rows] of figures)
