@@ -25,7 +25,9 @@
  * tenant provisioned by an earlier process), loaded as soon as /readyz answers 200, in the same open loop at
  * SCALE_RATE (here 800 by default) for 5 s, then 5 s more (its steady state); prints p50/p99 of each and the ratio
  * of the first 5 s's p99 to the steady one's, for each of SCALE_ROUNDS fresh processes (default 5), and the median
- * ratio with its interquartile range; and the p99 of each of the first 5 seconds.
+ * ratio with its interquartile range; and the p99 of each of the first 5 seconds, and the CPU per call of Nexus's
+ * process and of the database's PostgreSQL backends (/proc; a backend opened meanwhile counted whole) in each 5 s.
+ * SCALE_LOG_FILE=<file> appends each Nexus process's log lines (its request lines, at `info`) to that file.
  *
  *   SCALE_MODE=fresh SCALE_CONFIGS=direct:1 SCALE_CONNECTIONS=256 npm run bench:scale
  *
@@ -50,6 +52,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { cpus } from 'node:os';
 import { basename, join } from 'node:path';
@@ -148,7 +151,9 @@ async function startNexus(
   });
   let listening = 0;
   let buffer = '';
+  const logTo = process.env.SCALE_LOG_FILE;
   child.stdout.on('data', (d: Buffer) => {
+    if (logTo) appendFileSync(logTo, d);
     buffer += d.toString();
     const lines = buffer.split('\n');
     buffer = lines.pop()!;
@@ -217,6 +222,21 @@ async function dbCounters(database: string): Promise<{ xacts: number; inserted: 
       [database],
     );
     return { xacts: Number(rows[0]!.xacts), inserted: Number(rows[0]!.inserted) };
+  } finally {
+    await client.end();
+  }
+}
+
+/** The PostgreSQL backends on `database` now (but the one asking): Nexus's pool, or PgBouncer's. */
+async function backendsOf(database: string): Promise<number[]> {
+  const client = new pg.Client({ connectionString: CLUSTER_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      'select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()',
+      [database],
+    );
+    return rows.map((r) => r.pid);
   } finally {
     await client.end();
   }
@@ -309,7 +329,8 @@ async function main(): Promise<void> {
       const url = viaBouncer ? bouncer!.url(directUrl) : directUrl;
       const builds: Build[] = [{ label: 'this build', start: () => startNexus(url, config.workers, !viaBouncer) }];
       if (AGAINST) builds.push({ label: basename(AGAINST), start: () => startNexus(url, config.workers, !viaBouncer, AGAINST) });
-      const run = { rate: RATE, rounds: ROUNDS, connections: CONNECTIONS, untilReady, stop: stopNexus };
+      const backends = () => backendsOf(database);
+      const run = { rate: RATE, rounds: ROUNDS, connections: CONNECTIONS, untilReady, stop: stopNexus, backends };
       if (MODE === 'fresh') await fresh(builds, tenant, run);
       else await memory(builds, tenant, { ...run, rounds: Number(process.env.SCALE_ROUNDS ?? 1) }, RATES, DURATION, NODE_WORDS.join(' '));
       return;

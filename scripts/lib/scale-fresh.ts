@@ -1,14 +1,14 @@
 /**
  * bench:scale's measures of one fresh process (scripts/scale.ts): SCALE_MODE=fresh (its first 5 s at a fixed rate
  * against its next 5 s) and SCALE_MODE=memory (its resident set and heap, idle then at each rate). With SCALE_AGAINST
- * each round starts the builds in turn (this one, then the other checkout's), so that the host's moment weighs on
- * both alike.
+ * each round starts the builds in turn (in the fresh mode their order reversed every other round), so that the
+ * host's moment weighs on both alike.
  */
 import type { ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
 import { Pool } from 'undici';
 import { heapOf, openLoop, quartiles } from './scale-load.js';
-import { rssMbOf } from './proc-cpu.js';
+import { cpuNanosOf, rssMbOf } from './proc-cpu.js';
 
 /** A build to start: its name in the tables, and how to start one process of it. */
 export interface Build {
@@ -27,6 +27,28 @@ interface Run {
   connections: number;
   untilReady(url: string): Promise<void>;
   stop(child: ChildProcess): Promise<void>;
+  /** The PostgreSQL backends serving the run's database now (a fresh process's pool among them). */
+  backends?(): Promise<number[]>;
+}
+
+/** The CPU ns each of `pids` has used so far; a pid gone (or no /proc) is left out. */
+function cpuOf(pids: number[]): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const pid of pids) {
+    try {
+      out.set(pid, cpuNanosOf(pid));
+    } catch {
+      // gone: not counted
+    }
+  }
+  return out;
+}
+
+/** CPU µs per call between two readings of `cpuOf`, a pid present only at the second counted whole (a backend opened meanwhile). */
+function cpuPerCall(before: Map<number, number>, after: Map<number, number>, calls: number): number {
+  let ns = 0;
+  for (const [pid, a] of after) ns += a - (before.get(pid) ?? 0);
+  return Math.round(ns / 1000 / calls);
 }
 
 /**
@@ -35,23 +57,34 @@ interface Run {
  */
 export async function fresh(builds: Build[], tenant: Tenant, run: Run): Promise<void> {
   const ratios = new Map<string, number[]>(builds.map((b) => [b.label, []]));
+  const steady = new Map<string, number[]>(builds.map((b) => [b.label, []]));
   console.log(
-    '| build | process | first 5 s p50 ms | first 5 s p99 ms | its seconds p99 ms | next 5 s p50 ms | next 5 s p99 ms | non-2xx | p99 first / next |',
+    '| build | process | first 5 s p50 ms | first 5 s p99 ms | its seconds p99 ms | next 5 s p50 ms | next 5 s p99 ms | non-2xx | CPU µs/call, process first / next | PostgreSQL first / next | p99 first / next |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (let round = 1; round <= run.rounds; round++) {
-    for (const build of builds) {
+    // The builds in turn, their order reversed every other round: the one started first is not always the same.
+    for (const build of round % 2 ? builds : [...builds].reverse()) {
       const nexus = await build.start();
       const pool = new Pool(nexus.url, { connections: run.connections, pipelining: 1, keepAliveTimeout: 60_000 });
       try {
         await run.untilReady(nexus.url);
         const path = `${tenant.gatewayPath}/v1/chat/completions`;
+        const pids = async () => [nexus.child.pid!, ...((await run.backends?.()) ?? [])];
+        const cpu0 = cpuOf(await pids());
         const first = await openLoop(pool, path, tenant.apiKeys, run.rate, 5);
+        const cpu1 = cpuOf(await pids());
         const next = await openLoop(pool, path, tenant.apiKeys, run.rate, 5);
+        const cpu2 = cpuOf(await pids());
+        const calls = run.rate * 5;
+        const own = (m: Map<number, number>) => new Map([...m].filter(([pid]) => pid === nexus.child.pid));
+        const theirs = (m: Map<number, number>) => new Map([...m].filter(([pid]) => pid !== nexus.child.pid));
+        const cpu = [own, theirs].map((part) => [cpuPerCall(part(cpu0), part(cpu1), calls), cpuPerCall(part(cpu1), part(cpu2), calls)]);
         const ratio = first.p99 / Math.max(1, next.p99);
         ratios.get(build.label)!.push(ratio);
+        steady.get(build.label)!.push(next.p99);
         console.log(
-          `| ${build.label} | ${round} | ${first.p50} | ${first.p99} | ${first.p99BySecond.join(', ')} | ${next.p50} | ${next.p99} | ${first.non2xx + next.non2xx} | ${ratio.toFixed(1)} |`,
+          `| ${build.label} | ${round} | ${first.p50} | ${first.p99} | ${first.p99BySecond.join(', ')} | ${next.p50} | ${next.p99} | ${first.non2xx + next.non2xx} | ${cpu[0]!.join(' / ')} | ${cpu[1]!.join(' / ')} | ${ratio.toFixed(1)} |`,
         );
       } finally {
         await pool.close();
@@ -62,8 +95,9 @@ export async function fresh(builds: Build[], tenant: Tenant, run: Run): Promise<
   console.log(`\n${run.rate} requests/s offered, ${run.connections} connections at most, ${cpus().length} cores shared:`);
   for (const [label, xs] of ratios) {
     const q = quartiles(xs);
+    const s = quartiles(steady.get(label)!);
     console.log(
-      `${label}: a fresh process's p99 in its first 5 s is ${q.median.toFixed(1)}x its next 5 s's (median of ${xs.length}, IQR ${q.q1.toFixed(1)}-${q.q3.toFixed(1)})`,
+      `${label}: a fresh process's p99 in its first 5 s is ${q.median.toFixed(1)}x its next 5 s's (median of ${xs.length}, IQR ${q.q1.toFixed(1)}-${q.q3.toFixed(1)}); the next 5 s's p99 ${s.median} ms (IQR ${s.q1}-${s.q3})`,
     );
   }
 }

@@ -40,3 +40,26 @@ export function namedQuery(db: Db, prepared = true): NamedQuery {
     }
   };
 }
+
+/** A named statement with values that match no row: what the warm-up runs to have a connection plan it before a call does. */
+export interface IdleStatement {
+  name: string;
+  text: string;
+  values: unknown[];
+}
+
+/**
+ * PostgreSQL plans a prepared statement for its values at each of its first five executions on a connection, and at
+ * the sixth makes the generic plan it keeps from then on (when that plan costs no more than theirs did on average).
+ */
+const EXECUTIONS_TO_GENERIC_PLAN = 6;
+
+/**
+ * Runs each of `statements` on `conn` (a pooled connection held by the caller) until PostgreSQL has settled on its
+ * plan: the record statement's plan takes milliseconds, and a fresh pool's first calls would otherwise pay for five
+ * of them on each connection, and the relations' catalog entries loaded by each backend.
+ */
+export async function settlePlans(conn: pg.Client, statements: IdleStatement[]): Promise<void> {
+  for (const { name, text, values } of statements)
+    for (let i = 0; i < EXECUTIONS_TO_GENERIC_PLAN; i++) await conn.query({ name, text, values });
+}

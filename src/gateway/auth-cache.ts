@@ -78,7 +78,7 @@ export function upstreamOf(entry: CacheEntry, auth: AuthRow, secretBox: SecretBo
 const MAX_ENTRIES = 10_000;
 
 export function createAuthCache(deps: {
-  repo: AuthRepo;
+  repo: Pick<AuthRepo, 'lookup'>;
   clock: Clock;
   ttlMs: number;
   /**

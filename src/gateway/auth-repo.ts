@@ -4,7 +4,7 @@
  * workspace's budget.
  */
 import type { Db } from '../db/database.js';
-import { namedQuery } from '../db/named-query.js';
+import { namedQuery, type IdleStatement } from '../db/named-query.js';
 import type { RequestLogPolicy } from '../domain/workspaces/request-log-policy.js';
 import type { OutputCapPolicy } from '../domain/plans/plan-types.js';
 import type { ConnectionRetry } from '../domain/provider-connections/connection-retry.js';
@@ -113,6 +113,8 @@ select k.id as key_id, k.workspace_id, k.workspace_access_id, k.expires_at, k.re
   left join quota_strategies s on s.id = p.quota_strategy_id
  where k.key_hash = $3`;
 
+const NO_CONNECTION = '00000000-0000-0000-0000-000000000000';
+
 export function createAuthRepo(db: Db, prepared = true) {
   const query = namedQuery(db, prepared);
   return {
@@ -120,6 +122,10 @@ export function createAuthRepo(db: Db, prepared = true) {
       // A named statement, as the records' are: planned once per connection, not at each lookup of a key's row.
       const rows = await query<AuthRow>('nexus_key_lookup', LOOKUP, [connectionId, now, keyHash]);
       return rows[0] ?? null;
+    },
+    /** The lookup of a key no one has (no key's hash is empty), for a fresh process's warm-up (src/gateway/warm-up.ts). */
+    idleStatements(now: Date): IdleStatement[] {
+      return [{ name: 'nexus_key_lookup', text: LOOKUP, values: [NO_CONNECTION, now, ''] }];
     },
   };
 }

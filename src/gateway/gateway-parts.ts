@@ -57,8 +57,9 @@ export interface GatewayPartsDeps {
 export function createGatewayParts(deps: GatewayPartsDeps) {
   const { config, clock, logger, metrics, changes } = deps;
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax);
+  const authRepo = createAuthRepo(db, config.databasePreparedStatements);
   const cache = createAuthCache({
-    repo: createAuthRepo(db, config.databasePreparedStatements),
+    repo: authRepo,
     clock,
     ttlMs: config.authCacheTtlMs,
     outageGraceMs: Math.floor(config.leaseTtlMs / 2),
@@ -160,11 +161,14 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     /** Writes the records a process that stopped left in the spool (at start). */
     recover: () => recorder.recover(),
     /**
-     * Before a fresh process takes calls (warm-up.ts): the gateway pool's connections opened while the call's
-     * protocol part is compiled. Resolves with the connections opened.
+     * Before a fresh process takes calls (warm-up.ts): the gateway pool's connections opened, and their named
+     * statements planned, while the call's protocol part is compiled. Resolves with the connections opened.
      */
     async warmUp(): Promise<number> {
-      const opening = openConnections(db, config.databasePoolMax);
+      const now = clock.now();
+      // Behind a transaction pooler (no prepared statements) a statement is planned at each run: nothing to settle.
+      const statements = config.databasePreparedStatements ? [...authRepo.idleStatements(now), ...records.repo.idleStatements(now)] : [];
+      const opening = openConnections(db, config.databasePoolMax, statements);
       warmProtocol();
       return opening;
     },

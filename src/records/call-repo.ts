@@ -12,7 +12,7 @@
  * The rows travel as JSON text (call-rows.ts), made when the call ends.
  */
 import type { Db } from '../db/database.js';
-import { namedQuery } from '../db/named-query.js';
+import { namedQuery, type IdleStatement } from '../db/named-query.js';
 import { jsonArray } from '../db/row-json.js';
 import { KIND_COLUMN_TYPES, KIND_COLUMNS } from '../domain/recording/kind-sql.js';
 import { recordCallsSql, type RecordedCost } from '../domain/recording/record-sql.js';
@@ -112,6 +112,19 @@ export function createCallRepo(db: Db, prepared = true) {
         now.toISOString(),
       ]);
       return new Set(rows.map((r) => r.id));
+    },
+
+    /**
+     * The named statements above with no call and no lease (they write nothing): what a fresh process's warm-up runs
+     * on each pooled connection before its first call (src/gateway/warm-up.ts).
+     */
+    idleStatements(now: Date): IdleStatement[] {
+      const at = now.toISOString();
+      return [
+        { name: 'nexus_record_calls', text: RECORD_CALLS, values: ['[]', '[]'] },
+        { name: 'nexus_heartbeat', text: HEARTBEAT, values: ['[]', at, '[]', at] },
+        { name: 'nexus_snapshot', text: SNAPSHOT, values: ['[]', '[]', at] },
+      ];
     },
 
     /** Writes the calls in flight (`calls`) on those of the leases still HELD, without renewing them; returns those. */
