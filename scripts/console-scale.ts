@@ -17,7 +17,9 @@
  * turn in each round; each page's p50 of both is printed, and the ratio.
  *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on;
- * it is dropped at the end (kept with BENCH_KEEP_DATABASE=1).
+ * it is dropped at the end (kept with BENCH_KEEP_DATABASE=1). BENCH_CONSOLE_DB=<name>: a database kept so is measured
+ * again instead (nothing seeded, its workspace found by name, migrated to the latest by Nexus's start, and kept); its
+ * calls end when it was seeded, so the last 24 hours hold fewer of them as it ages.
  */
 import { randomUUID } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
@@ -32,6 +34,7 @@ const USERS = Number(process.env.BENCH_CONSOLE_USERS ?? 2_000);
 const DAYS = Number(process.env.BENCH_CONSOLE_DAYS ?? 30);
 const RUNS = Number(process.env.BENCH_CONSOLE_RUNS ?? 30);
 const AGAINST = process.env.BENCH_CONSOLE_AGAINST;
+const KEPT = process.env.BENCH_CONSOLE_DB;
 const TARGET_MS = 300;
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'claude-sonnet-4-5', 'claude-haiku-4-5', 'o3-mini'];
 
@@ -262,6 +265,56 @@ async function compareBuilds(databaseUrl: string, headers: Record<string, string
   }
 }
 
+/** The ids the pages ask for: a workspace made, its calls seeded (seedCalls). */
+async function seedWorkspace(post: (path: string, body: unknown) => Promise<{ id: string }>, databaseUrl: string): Promise<Seeded> {
+  const workspaceId = (await post('/workspaces', { name: 'bench-console' })).id;
+  const planId = (await post(`/workspaces/${workspaceId}/plans`, { key: 'bench', name: 'Bench', billingInterval: 'MONTH' })).id;
+  // The connection the calls were made on (never called: the rows are seeded; a closed local port, allowed below).
+  const connectionId = (
+    await post(`/workspaces/${workspaceId}/provider-connections`, {
+      name: 'bench upstream',
+      protocolProfile: 'openai',
+      baseUrl: 'http://127.0.0.1:9',
+      apiKey: 'sk-bench-0123456789abcdefghijklmnopqrstuvwxyz',
+    })
+  ).id;
+
+  // A route over the connection: the routes page asks for its targets' health.
+  const routeId = (
+    await post(`/workspaces/${workspaceId}/routes`, { name: 'bench-route', targets: [{ providerConnectionId: connectionId }] })
+  ).id;
+
+  const middle = await seedCalls(databaseUrl, workspaceId, planId, connectionId);
+  return { workspaceId, connectionId, routeId, middle };
+}
+
+/** The ids the pages ask for, found in a kept database (BENCH_CONSOLE_DB) by the workspace's name. */
+async function keptWorkspace(databaseUrl: string): Promise<Seeded> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const one = async (sql: string, params: unknown[]) => ((await client.query(sql, params)).rows[0] ?? {}) as Record<string, string>;
+    const workspaceId = (await one(`select id from workspaces where name = 'bench-console'`, [])).id!;
+    const connectionId = (await one(`select id from provider_connections where workspace_id = $1`, [workspaceId])).id!;
+    const routeId = (await one(`select id from routes where workspace_id = $1`, [workspaceId])).id!;
+    const middle = (await one(`select id, request_id from invocations where workspace_id = $1 order by id offset $2 limit 1`, [
+      workspaceId,
+      Math.floor(INVOCATIONS / 2),
+    ])) as { id: string; request_id: string };
+    return { workspaceId, connectionId, routeId, middle };
+  } finally {
+    await client.end();
+  }
+}
+
+interface Seeded {
+  workspaceId: string;
+  connectionId: string;
+  routeId: string;
+  /** An invocation from the middle of the range (what the searches look for). */
+  middle: { id: string; request_id: string };
+}
+
 await withFreshNexus(
   'console',
   async ({ url: serverUrl, databaseUrl, headers }) => {
@@ -270,24 +323,7 @@ await withFreshNexus(
       if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${await res.text()}`);
       return (await res.json()) as { id: string };
     };
-    const workspaceId = (await post('/workspaces', { name: 'bench-console' })).id;
-    const planId = (await post(`/workspaces/${workspaceId}/plans`, { key: 'bench', name: 'Bench', billingInterval: 'MONTH' })).id;
-    // The connection the calls were made on (never called: the rows are seeded; a closed local port, allowed below).
-    const connectionId = (
-      await post(`/workspaces/${workspaceId}/provider-connections`, {
-        name: 'bench upstream',
-        protocolProfile: 'openai',
-        baseUrl: 'http://127.0.0.1:9',
-        apiKey: 'sk-bench-0123456789abcdefghijklmnopqrstuvwxyz',
-      })
-    ).id;
-
-    // A route over the connection: the routes page asks for its targets' health.
-    const routeId = (
-      await post(`/workspaces/${workspaceId}/routes`, { name: 'bench-route', targets: [{ providerConnectionId: connectionId }] })
-    ).id;
-
-    const middle = await seedCalls(databaseUrl, workspaceId, planId, connectionId);
+    const { workspaceId, connectionId, routeId, middle } = KEPT ? await keptWorkspace(databaseUrl) : await seedWorkspace(post, databaseUrl);
 
     const list = `/admin/v1/workspaces/${workspaceId}/invocations`;
     // The usage page's asks: this month from its first midnight (UTC here), or the last 24 hours.
@@ -360,4 +396,5 @@ await withFreshNexus(
     process.exitCode = missed ? 1 : 0;
   },
   { NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true' },
+  KEPT ? { name: KEPT, existing: true } : {},
 );

@@ -49,6 +49,8 @@ interface UsageSummaryRequest {
   workspaceTimeZone?: string | undefined;
   /** At most this many series, the keys that cost most over the range; the others summed as one (`other`). */
   top?: number | undefined;
+  /** With `top`: the series are the keys ranked after this many (default 0). */
+  offset?: number | undefined;
 }
 
 export interface UsageSummary {
@@ -59,6 +61,8 @@ export interface UsageSummary {
   timeZone: string;
   /** The buckets, oldest first, then by key, a slice of the range at a time. */
   buckets: AsyncIterable<UsageBucketRow[]>;
+  /** Asked with `top`: how many keys have usage in the range (ranked: the series and the others). */
+  keys?: number;
 }
 
 /** What the reads of gateway records run on. */
@@ -230,17 +234,23 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
   await assertTimeZone(deps, request.timeZone);
   const workspace = await deps.workspaces.get(actor, request.workspaceId);
   const asRead = { ...request, workspaceTimeZone: workspace.time_zone };
-  return {
-    currency: workspace.currency,
+  const head = { currency: workspace.currency, since, until, timeZone: request.timeZone };
+  if (request.top === undefined) {
+    if (request.offset !== undefined) throw new AppError('invalid_parameter', 'offset is asked with top', { param: 'offset' });
+    return {
+      ...head,
+      buckets: await readSlices(deps, asRead, since.getTime(), until.getTime(), SLICE_BUCKETS[request.granularity], SLICES_AT_ONCE),
+    };
+  }
+  // The top keys are those of the whole range: it is summed in one read (at most top + 1 series a bucket).
+  const { buckets, keys } = await deps.invocationRepo.topUsageSummary({
+    ...asRead,
     since,
     until,
-    timeZone: request.timeZone,
-    // The top keys are those of the whole range: it is summed in one read (at most top + 1 series a bucket).
-    buckets:
-      request.top === undefined
-        ? await readSlices(deps, asRead, since.getTime(), until.getTime(), SLICE_BUCKETS[request.granularity], SLICES_AT_ONCE)
-        : await readAhead([() => deps.invocationRepo.usageSummary({ ...asRead, since, until })], 1),
-  };
+    top: request.top,
+    offset: request.offset ?? 0,
+  });
+  return { ...head, keys, buckets: await readAhead([() => Promise.resolve(buckets)], 1) };
 }
 
 export const createInvocationService = (deps: InvocationDeps) =>
