@@ -11,7 +11,7 @@ import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } f
 import type { KindColumns, UsageEventRow } from '../quota/quota-types.js';
 import { KIND_COLUMNS } from '../recording/kind-sql.js';
 import type { InvocationBatchRow, InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
-import { timeZones, topUsageSummary, usageHours, usageSummary } from './usage-summary-repo.js';
+import { timeZones, topUsageSummary, usageHours, usageSummary, usageSummaryCsv } from './usage-summary-repo.js';
 
 export type { TopUsageSummary, UsageBucketRow, UsageGranularity, UsageGroupBy } from './usage-summary-repo.js';
 
@@ -301,6 +301,7 @@ export function createInvocationRepo(db: Queryable) {
     listUsageEvents,
     usageHours,
     usageSummary,
+    usageSummaryCsv,
     topUsageSummary,
     timeZones,
   });

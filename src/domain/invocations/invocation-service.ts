@@ -97,25 +97,26 @@ async function assertTimeZone({ invocationRepo }: InvocationDeps, timeZone: stri
 
 /**
  * The buckets of [since, until) (whole UTC hours), oldest first, in slices of at most `sliceBuckets` buckets (as
- * even as whole buckets allow), `inFlight` of them read at once (readAhead). A slice ends on a bucket's edge (an
- * hour, or the first hour of a day in the zone, as the summary bins them), so that no bucket is split.
+ * even as whole buckets allow), `inFlight` of them read at once (readAhead), each read by `read` (the buckets, or
+ * their CSV lines). A slice ends on a bucket's edge (an hour, or the first hour of a day in the zone, as the summary
+ * bins them), so that no bucket is split.
  */
-async function readSlices(
-  { invocationRepo }: InvocationDeps,
+async function readSlices<T>(
   request: UsageSummaryRequest,
   since: number,
   until: number,
   sliceBuckets: number,
   inFlight: number,
+  read: (range: UsageSummaryRequest & { since: Date; until: Date }) => Promise<T>,
 ) {
   const width = BUCKET_MS[request.granularity];
   const buckets = Math.ceil((until - since) / width);
   const slice = Math.ceil(buckets / Math.ceil(buckets / sliceBuckets)) * width;
   const edge = (ms: number) => (request.granularity === 'hour' ? ms : dayStart(ms, request.timeZone));
-  const reads: (() => Promise<UsageBucketRow[]>)[] = [];
+  const reads: (() => Promise<T>)[] = [];
   for (let from = since; from < until;) {
     const range = { ...request, since: new Date(from), until: new Date(Math.min(until, edge(from + slice))) };
-    reads.push(() => invocationRepo.usageSummary(range));
+    reads.push(() => read(range));
     from = range.until.getTime();
   }
   return readAhead(reads, inFlight);
@@ -177,10 +178,10 @@ async function exportInvocations(
 }
 
 /**
- * The summary's buckets over [since, until) (whole UTC hours, at most MAX_EXPORT_BUCKETS buckets), from the
- * first hour with usage to the last (one query finds them), in the summary's slices (SLICE_BUCKETS), the next read
- * while one is written: an export holds two slices at most. It holds one of the process's export slots until
- * `release` is called.
+ * The summary's buckets over [since, until) (whole UTC hours, at most MAX_EXPORT_BUCKETS buckets) as the lines of
+ * its CSV (usageSummaryCsv: made by the database), from the first hour with usage to the last (one query finds
+ * them), in the summary's slices (SLICE_BUCKETS), the next read while one is written: an export holds two slices at
+ * most. It holds one of the process's export slots until `release` is called.
  */
 async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: UsageSummaryRequest & { since: Date; until: Date }) {
   const { workspaces, invocationRepo, exportSlots } = deps;
@@ -193,17 +194,17 @@ async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: U
   const release = exportSlots.take();
   try {
     const used = await invocationRepo.usageHours(request.workspaceId, new Date(since), new Date(until));
-    const pages = used
+    const lines = used
       ? await readSlices(
-          deps,
           { ...request, workspaceTimeZone: workspace.time_zone },
           used.first.getTime(),
           used.last.getTime() + HOUR_MS,
           SLICE_BUCKETS[request.granularity],
           2,
+          (range) => invocationRepo.usageSummaryCsv(range, workspace.currency),
         )
-      : await readAhead<UsageBucketRow[]>([], 1);
-    return { currency: workspace.currency, pages, release };
+      : await readAhead<string[]>([], 1);
+    return { currency: workspace.currency, lines, release };
   } catch (err) {
     release();
     throw err;
@@ -239,7 +240,9 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
     if (request.offset !== undefined) throw new AppError('invalid_parameter', 'offset is asked with top', { param: 'offset' });
     return {
       ...head,
-      buckets: await readSlices(deps, asRead, since.getTime(), until.getTime(), SLICE_BUCKETS[request.granularity], SLICES_AT_ONCE),
+      buckets: await readSlices(asRead, since.getTime(), until.getTime(), SLICE_BUCKETS[request.granularity], SLICES_AT_ONCE, (range) =>
+        deps.invocationRepo.usageSummary(range),
+      ),
     };
   }
   // The top keys are those of the whole range: it is summed in one read (at most top + 1 series a bucket).

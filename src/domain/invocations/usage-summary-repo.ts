@@ -78,7 +78,7 @@ export interface UsageBucketRow {
 }
 
 /** A bucket's kinds, in ROLLUP_SUMS' order (after its first ten sums: KIND_COUNTS). */
-export const BUCKET_KINDS = [
+const BUCKET_KINDS = [
   'audioInputTokens',
   'audioOutputTokens',
   'imageInputTokens',
@@ -218,6 +218,47 @@ export async function usageHours(
  * (byKeyWithinHour). A month of hours is read by a few queries at once (the service's slices).
  */
 export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
+  const rows = (await summedRows(q, query, bucketColumns, query.groupBy !== 'key')) as SummedRow[];
+  return toBuckets(query.granularity === 'hour' && query.groupBy === 'key' ? byKeyWithinHour(rows) : rows);
+}
+
+/**
+ * The summary's buckets as the lines of its CSV export (exportUsageSummary's columns, `currency` in each line), in
+ * texts of CSV_LINES_A_TEXT lines: each line made by PostgreSQL as it sums the bucket (csvLineColumn), where a
+ * bucket made in the process and then written as a line cost the process about as much again as the query. Hours by
+ * key are put in the order of their keys by the query.
+ */
+export async function usageSummaryCsv(
+  { db }: InvocationRepoDeps,
+  query: UsageSummaryQuery,
+  currency: string,
+  q: Queryable = db,
+): Promise<string[]> {
+  const rows = (await summedRows(q, query, (start, key, summed) => csvLineColumn(start, key, currency, summed), true)) as {
+    line: string;
+  }[];
+  const texts: string[] = [];
+  for (let i = 0; i < rows.length; i += CSV_LINES_A_TEXT) {
+    let text = '';
+    for (const row of rows.slice(i, i + CSV_LINES_A_TEXT)) text += row.line;
+    texts.push(text);
+  }
+  return texts;
+}
+
+/** Lines a text of usageSummaryCsv holds: a few tens of KB, a size V8 makes and writes cheaply (src/http/handler.ts). */
+const CSV_LINES_A_TEXT = 256;
+
+/**
+ * The rows of the summary's buckets (usageSummary), each of `columns` (its start, its key, and whether its rows are
+ * to be summed); `grouped` false: hours by key come unsummed, by access within an hour (byKeyWithinHour sums them).
+ */
+async function summedRows(
+  q: Queryable,
+  query: UsageSummaryQuery,
+  columns: (start: string, key: string, summed?: boolean) => string,
+  grouped: boolean,
+): Promise<unknown[]> {
   const inRange = 'workspace_id = ? and hour >= ? and hour < ?';
   const bindings = [query.workspaceId, query.since, query.until];
   const { table, days } = tablesOf(query.groupBy);
@@ -229,34 +270,61 @@ export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSumma
                 set_config('random_page_cost', '1.1', true)`,
       );
       const result = await trx.raw(
-        query.groupBy === 'key'
-          ? `select ${bucketColumns('hour', key, false)}
+        grouped
+          ? `select ${columns('hour', key)}
                from usage_key_rollups where ${inRange}
-              order by hour, workspace_access_id, inference_key_id`
-          : `select ${bucketColumns('hour', key)}
+              group by hour, ${key}
+              order by hour, ${key}`
+          : `select ${columns('hour', key, false)}
                from usage_key_rollups where ${inRange}
-              group by hour, workspace_access_id
-              order by hour, workspace_access_id`,
+              order by hour, workspace_access_id, inference_key_id`,
         bindings,
       );
-      const rows = result.rows as SummedRow[];
-      return toBuckets(query.groupBy === 'key' ? byKeyWithinHour(rows) : rows);
+      return result.rows as unknown[];
     });
   }
   if (query.granularity === 'day' && query.timeZone === query.workspaceTimeZone) {
-    const sql = byDaySql(query, days, table, key, bucketColumns('start', 'key'), 'group by start, key order by start, key');
+    const sql = byDaySql(query, days, table, key, columns('start', 'key'), 'group by x.start, x.key order by x.start, x.key');
     const result = await q.raw(sql, { workspaceId: query.workspaceId, since: query.since, until: query.until });
-    return toBuckets(result.rows as SummedRow[]);
+    return result.rows as unknown[];
   }
   const start = startOf(query);
   const result = await q.raw(
-    `select ${bucketColumns(start, key)}
+    `select ${columns(start, key)}
        from ${table} where ${inRange}
       group by ${start}, ${key}
       order by ${start}, ${key}`,
     bindings,
   );
-  return toBuckets(result.rows as SummedRow[]);
+  return result.rows as unknown[];
+}
+
+/** The sums the CSV writes as text (a negative one with a leading `'`, as a text cell that begins with `-`); the counts are numbers. */
+const CSV_TEXT_SUMS = new Set(['units', 'input_tokens', 'cached_input_tokens', 'output_tokens', 'cost_micros', ...KIND_COUNTS]);
+
+/**
+ * A text as a CSV cell, in SQL (`text` an SQL expression), by the rules of the exports' CSV (src/handlers/money/csv.ts):
+ * a leading apostrophe where a spreadsheet would read a formula, quoted where it holds a quote, comma or line break.
+ */
+const csvCellSql = (text: string) => {
+  const c = `case when left(${text}, 1) in ('=', '+', '-', '@', chr(9), chr(13)) then '''' || ${text} else ${text} end`;
+  return `case when strpos(${text}, '"') + strpos(${text}, ',') + strpos(${text}, chr(13)) + strpos(${text}, chr(10)) > 0
+            then '"' || replace(${c}, '"', '""') || '"' else ${c} end`;
+};
+
+/**
+ * A bucket as its CSV line (`line`): its start (ISO 8601 in UTC, as toISOString writes it), its key, its sums in the
+ * export's columns, with the currency after the call counts. `summed` as bucketColumns.
+ */
+function csvLineColumn(start: string, key: string, currency: string, summed = true): string {
+  const sum = (column: string) => {
+    const value = summed ? `sum_int8(${column})` : column;
+    return CSV_TEXT_SUMS.has(column) ? `case when ${value} < 0 then '''' || ${value} else ${value}::text end` : `${value}::text`;
+  };
+  const first = ROLLUP_SUMS.slice(0, FIRST_KIND).map(sum);
+  const kinds = ROLLUP_SUMS.slice(FIRST_KIND).map(sum);
+  return `concat_ws(',', to_char(${start} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), ${csvCellSql(`${key}::text`)},
+            ${first.join(', ')}, ${csvCellSql(sqlString(currency))}, ${kinds.join(', ')}) || chr(13) || chr(10) as line`;
 }
 
 /** The hourly rollup a grouping is summed from, and its day rollup. */

@@ -15,7 +15,7 @@ function cell(value: Cell): string {
   return NEEDS_QUOTES.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
-const csvLine = (cells: readonly Cell[]): string => cells.map(cell).join(',') + '\r\n';
+export const csvLine = (cells: readonly Cell[]): string => cells.map(cell).join(',') + '\r\n';
 
 /** The header, then each page's rows as lines (one string per page: a few hundred KB at most). */
 export async function* csvLines<T>(

@@ -19,9 +19,8 @@ import type {
 import type { Services } from '../../domain/services.js';
 import { created, handler, ok, page, streamed, type HandlerMap } from '../../http/handler.js';
 import { listQuery, optionalTimestamp, parseTimestamp } from '../../http/wire.js';
-import { BUCKET_KINDS } from '../../domain/invocations/usage-summary-repo.js';
 import { KIND_COLUMNS, KIND_COUNTS } from '../../domain/recording/kind-sql.js';
-import { csvLines } from './csv.js';
+import { csvLine, csvLines } from './csv.js';
 import { toModelPriceDto, toWorkspaceBudgetDto } from './price-mapper.js';
 
 const CSV = 'text/csv; charset=utf-8';
@@ -119,7 +118,7 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
       return streamed(CSV, lines, attachment('invocations.csv'), release);
     }),
     exportUsageSummary: handler<ExportUsageSummaryData, ExportUsageSummaryResponses>(async ({ actor, path, query }) => {
-      const { currency, pages, release } = await invocations.exportUsageSummary(actor, {
+      const { lines, release } = await invocations.exportUsageSummary(actor, {
         workspaceId: path.workspaceId,
         since: parseTimestamp(query.since, 'since'),
         until: parseTimestamp(query.until, 'until'),
@@ -143,23 +142,12 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         'currency',
         ...KIND_COUNTS,
       ];
-      const lines = csvLines(header, pages, (b) => [
-        b.start,
-        b.key,
-        b.units,
-        b.inputTokens,
-        b.cachedInputTokens,
-        b.outputTokens,
-        b.events,
-        b.costMicros,
-        b.unpricedEvents,
-        b.calls,
-        b.failedCalls,
-        b.refusedCalls,
-        currency,
-        ...BUCKET_KINDS.map((k) => b[k] ?? '0'),
-      ]);
-      return streamed(CSV, lines, attachment('usage-summary.csv'), release);
+      // The lines are made by the database (usageSummaryCsv), by csvLines' rules.
+      const text = async function* () {
+        yield csvLine(header);
+        for await (const texts of lines) yield* texts;
+      };
+      return streamed(CSV, text(), attachment('usage-summary.csv'), release);
     }),
   };
 }
