@@ -9,8 +9,8 @@
  * user's refused calls, an invocation's detail; the usage page's summaries this month by model and by user, the last
  * 24 hours by hour, its CSV; the connection's health, and the health of a route's targets) is asked through HTTP
  * BENCH_CONSOLE_RUNS times (default 30, after 3 to warm up), in rounds of every page in turn; it prints p50, p95 and p99
- * (until the answer's last byte). By user, the console asks for its chart's 9 largest users and "Other" (`top`);
- * every user's every day is asked too, beside it.
+ * (until the answer's last byte). By user, the console asks for its chart's 9 largest users and "Other" (`top`),
+ * and the next 9 a page at a time (`offset`); every user's every day is asked too, beside it (the CSV holds them).
  *
  * BENCH_CONSOLE_AGAINST=<dir>: another checkout of Nexus (a git worktree of the base, say) is asked too, on the same
  * database: this checkout and that one each run as a process of their own (through tsx), every page asked of both in
@@ -235,13 +235,20 @@ async function compareBuilds(databaseUrl: string, headers: Record<string, string
   try {
     const times = pages.map(() => builds.map((): number[] => []));
     const rows = pages.map(() => builds.map(() => 0));
+    const refused = pages.map(() => builds.map((): string | undefined => undefined));
     for (let i = 0; i < RUNS + 3; i++) {
       for (const [p, [label, path]] of pages.entries()) {
         const order = i % 2 ? [1, 0] : [0, 1];
         for (const b of order) {
-          const { took, text } = await timedPage(builds[b]!.nexus.url, path, headers, label);
-          if (i >= 3) times[p]![b]!.push(took);
-          rows[p]![b] = rowsOf(text);
+          // A page the other build does not answer (a parameter it does not know) is left out of its column.
+          if (refused[p]![b]) continue;
+          const answer = await timedPage(builds[b]!.nexus.url, path, headers, label).catch((err: Error) => {
+            if (b === 0) throw err;
+            refused[p]![b] = err.message;
+          });
+          if (!answer) continue;
+          if (i >= 3) times[p]![b]!.push(answer.took);
+          rows[p]![b] = rowsOf(answer.text);
         }
       }
     }
@@ -255,9 +262,9 @@ async function compareBuilds(databaseUrl: string, headers: Record<string, string
     );
     for (const [p, [label]] of pages.entries()) {
       const [mine, theirs] = times[p]!.map((xs) => xs.sort((a, b) => a - b));
-      const cell = (xs: number[]) => `${percentile(xs, 50).toFixed(1)}/${percentile(xs, 95).toFixed(1)}`;
+      const cell = (xs: number[]) => (xs.length ? `${percentile(xs, 50).toFixed(1)}/${percentile(xs, 95).toFixed(1)}` : 'refused');
       console.log(
-        `${label.padEnd(40)} ${rows[p]!.join('/').padStart(11)} ${cell(mine!).padStart(16)} ${cell(theirs!).padStart(16)}  ${(percentile(mine!, 50) / percentile(theirs!, 50)).toFixed(2)}`,
+        `${label.padEnd(40)} ${rows[p]!.join('/').padStart(11)} ${cell(mine!).padStart(16)} ${cell(theirs!).padStart(16)}  ${theirs!.length ? (percentile(mine!, 50) / percentile(theirs!, 50)).toFixed(2) : '-'}`,
       );
     }
   } finally {
@@ -355,6 +362,8 @@ await withFreshNexus(
       ['usage: this month by user, by day', summary('month', 'day', 'access')],
       // What the console's by-user view asks: its chart's 9 largest users and one "Other" series.
       ['usage: this month by user, top 9 + other', summary('month', 'day', 'access', '', { top: '9' })],
+      // Its next page: the 10th to the 18th by spend.
+      ['usage: by user, users 10-18 + other', summary('month', 'day', 'access', '', { top: '9', offset: '9' })],
       ['usage: last 24 hours by model, by hour', summary('24h', 'hour', 'model')],
       ['usage: this month by user, CSV', summary('month', 'day', 'access', '/export')],
       ['connection health (5 min, hour, day)', `/admin/v1/provider-connections/${connectionId}/health`],
