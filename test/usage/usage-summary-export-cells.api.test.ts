@@ -1,8 +1,8 @@
 /**
- * exportUsageSummary through HTTP, its lines made by the database: each bucket of the summary as a line, the texts a
- * spreadsheet would read as a formula with a leading apostrophe, and the texts with a quote, comma or line break
- * quoted (the exports' CSV rules, src/handlers/money/csv.ts), by model and by user, by hour and by day in the
- * workspace's zone and in another.
+ * exportUsageSummary through HTTP, its lines written from the database's sums as they come: each bucket of the
+ * summary as a line, the texts a spreadsheet would read as a formula with a leading apostrophe, and the texts with a
+ * quote, comma or line break quoted (the exports' CSV rules, src/handlers/money/csv.ts), by model
+ * and by user, by hour and by day in the workspace's zone and in another.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
@@ -81,7 +81,7 @@ const line = (b: UsageBucketDto) =>
     .map(cell)
     .join(',') + '\r\n';
 
-describe('exportUsageSummary, its lines made by the database', () => {
+describe("exportUsageSummary's lines", () => {
   it.each([
     ['model', 'hour', 'UTC'],
     ['model', 'day', 'UTC'],

@@ -19,6 +19,7 @@ import type {
   UsageEventFilter,
   UsageGranularity,
   UsageGroupBy,
+  UsageSumRow,
 } from './invocation-repo.js';
 import type { InvocationRow } from './invocation-types.js';
 
@@ -191,9 +192,8 @@ async function exportInvocations(
 }
 
 /**
- * The summary's buckets over [since, until) (whole UTC hours, at most MAX_EXPORT_BUCKETS buckets) as the lines of
- * its CSV (usageSummaryCsv: made by the database), from the first hour with usage to the last (one query finds
- * them), in the summary's slices (SLICE_BUCKETS), the next read while one is written: an export holds two slices at
+ * The summary's buckets over [since, until) (whole UTC hours, at most MAX_EXPORT_BUCKETS buckets) as their sums
+ * (usageSummarySums), from the first hour with usage to the last (one query finds them), in the summary's slices (SLICE_BUCKETS), the next read while one is written: an export holds two slices at
  * most. It holds one of the process's export slots until `release` is called.
  */
 async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: UsageSummaryRequest & { since: Date; until: Date }) {
@@ -207,17 +207,17 @@ async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: U
   const release = exportSlots.take();
   try {
     const used = await invocationRepo.usageHours(request.workspaceId, new Date(since), new Date(until));
-    const lines = used
+    const pages = used
       ? await readSlices(
           { ...request, workspaceTimeZone: workspace.time_zone },
           used.first.getTime(),
           used.last.getTime() + HOUR_MS,
           SLICE_BUCKETS[request.granularity],
           2,
-          (range) => invocationRepo.usageSummaryCsv(range, workspace.currency),
+          (range) => invocationRepo.usageSummarySums(range),
         )
-      : await readAhead<string[]>([], 1);
-    return { currency: workspace.currency, lines, release };
+      : await readAhead<UsageSumRow[]>([], 1);
+    return { currency: workspace.currency, pages, release };
   } catch (err) {
     release();
     throw err;

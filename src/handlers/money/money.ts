@@ -20,7 +20,7 @@ import type { Services } from '../../domain/services.js';
 import { created, handler, ok, page, streamed, type HandlerMap } from '../../http/handler.js';
 import { listQuery, optionalTimestamp, parseTimestamp } from '../../http/wire.js';
 import { KIND_COLUMNS, KIND_COUNTS } from '../../domain/recording/kind-sql.js';
-import { csvLine, csvLines } from './csv.js';
+import { csvLines, usageSumLines } from './csv.js';
 import { toModelPriceDto, toWorkspaceBudgetDto } from './price-mapper.js';
 
 const CSV = 'text/csv; charset=utf-8';
@@ -118,7 +118,7 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
       return streamed(CSV, lines, attachment('invocations.csv'), release);
     }),
     exportUsageSummary: handler<ExportUsageSummaryData, ExportUsageSummaryResponses>(async ({ actor, path, query }) => {
-      const { lines, release } = await invocations.exportUsageSummary(actor, {
+      const { currency, pages, release } = await invocations.exportUsageSummary(actor, {
         workspaceId: path.workspaceId,
         since: parseTimestamp(query.since, 'since'),
         until: parseTimestamp(query.until, 'until'),
@@ -142,12 +142,7 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         'currency',
         ...KIND_COUNTS,
       ];
-      // The lines are made by the database (usageSummaryCsv), by csvLines' rules.
-      const text = async function* () {
-        yield csvLine(header);
-        for await (const texts of lines) yield* texts;
-      };
-      return streamed(CSV, text(), attachment('usage-summary.csv'), release);
+      return streamed(CSV, usageSumLines(header, pages, currency), attachment('usage-summary.csv'), release);
     }),
   };
 }
