@@ -228,17 +228,16 @@ export async function usageHours(
  * (byKeyWithinHour). A month of hours is read by a few queries at once (the service's slices).
  */
 export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
-  const rows = (await summedRows(q, query, bucketColumns, query.groupBy !== 'key')) as SummedRow[];
-  return toBuckets(query.granularity === 'hour' && query.groupBy === 'key' ? byKeyWithinHour(rows) : rows);
+  return toBuckets(await summedRows(q, query));
 }
 
 /**
  * The summary's buckets as their sums in one text each (UsageSumRow), for its CSV export, which writes them as they
  * are: a bucket object made of each, then a line of it, cost the process about a fifth of the export's time. Hours by
- * key are put in the order of their keys by the query.
+ * key are put in the order of their keys as usageSummary puts them (byKeyWithinHour).
  */
 export async function usageSummarySums({ db }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = db): Promise<UsageSumRow[]> {
-  const rows = (await summedRows(q, query, bucketColumns, true)) as SummedRow[];
+  const rows = await summedRows(q, query);
   let seconds = '';
   let iso = '';
   return rows.map((row) => {
@@ -250,16 +249,8 @@ export async function usageSummarySums({ db }: InvocationRepoDeps, query: UsageS
   });
 }
 
-/**
- * The rows of the summary's buckets (usageSummary), each of `columns` (its start, its key, and whether its rows are
- * to be summed); `grouped` false: hours by key come unsummed, by access within an hour (byKeyWithinHour sums them).
- */
-async function summedRows(
-  q: Queryable,
-  query: UsageSummaryQuery,
-  columns: (start: string, key: string, summed?: boolean) => string,
-  grouped: boolean,
-): Promise<unknown[]> {
+/** The rows of the summary's buckets (usageSummary), oldest first, then by key. */
+async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<SummedRow[]> {
   const inRange = 'workspace_id = ? and hour >= ? and hour < ?';
   const bindings = [query.workspaceId, query.since, query.until];
   const { table, days } = tablesOf(query.groupBy);
@@ -271,39 +262,40 @@ async function summedRows(
                 set_config('random_page_cost', '1.1', true)`,
       );
       const result = await trx.raw(
-        grouped
-          ? `select ${columns('hour', key)}
+        query.groupBy === 'key'
+          ? `select ${bucketColumns('hour', key, false)}
                from usage_key_rollups where ${inRange}
-              group by hour, ${key}
-              order by hour, ${key}`
-          : `select ${columns('hour', key, false)}
+              order by hour, workspace_access_id, inference_key_id`
+          : `select ${bucketColumns('hour', key)}
                from usage_key_rollups where ${inRange}
-              order by hour, workspace_access_id, inference_key_id`,
+              group by hour, workspace_access_id
+              order by hour, workspace_access_id`,
         bindings,
       );
-      return result.rows as unknown[];
+      const rows = result.rows as SummedRow[];
+      return query.groupBy === 'key' ? byKeyWithinHour(rows) : rows;
     });
   }
   if (query.granularity === 'day' && query.timeZone === query.workspaceTimeZone) {
-    const sql = byDaySql(query, days, table, key, columns('start', 'key'), 'group by x.start, x.key order by x.start, x.key');
+    const sql = byDaySql(query, days, table, key, bucketColumns('start', 'key'), 'group by x.start, x.key order by x.start, x.key');
     const bound = { workspaceId: query.workspaceId, since: query.since, until: query.until };
-    if (days !== 'usage_day_key_rollups') return (await q.raw(sql, bound)).rows as unknown[];
+    if (days !== 'usage_day_key_rollups') return (await q.raw(sql, bound)).rows as SummedRow[];
     // A bucket per day and user: sorted and summed in turn, not hashed (a month of 2,000 users, 12,000 buckets of a
     // row or two each: about a third less time).
     return q.transaction(async (trx) => {
       await trx.raw(`select set_config('enable_hashagg', 'off', true)`);
-      return (await trx.raw(sql, bound)).rows as unknown[];
+      return (await trx.raw(sql, bound)).rows as SummedRow[];
     });
   }
   const start = startOf(query);
   const result = await q.raw(
-    `select ${columns(start, key)}
+    `select ${bucketColumns(start, key)}
        from ${table} where ${inRange}
       group by ${start}, ${key}
       order by ${start}, ${key}`,
     bindings,
   );
-  return result.rows as unknown[];
+  return result.rows as SummedRow[];
 }
 
 /** The hourly rollup a grouping is summed from, and its day rollup. */
