@@ -9,15 +9,17 @@
  * user's refused calls, an invocation's detail; the usage page's summaries this month by model and by user, the last
  * 24 hours by hour, its CSV; the connection's health, and the health of a route's targets) is asked through HTTP
  * BENCH_CONSOLE_RUNS times (default 30, after 3 to warm up), in rounds of every page in turn; it prints p50, p95 and p99
- * (until the answer's last byte). By user, the console asks for its chart's 9 largest users and "Other" (`top`);
- * every user's every day is asked too, beside it.
+ * (until the answer's last byte). By user, the console asks for its chart's 9 largest users and "Other" (`top`),
+ * and the next 9 a page at a time (`offset`); every user's every day is asked too, beside it (the CSV holds them).
  *
  * BENCH_CONSOLE_AGAINST=<dir>: another checkout of Nexus (a git worktree of the base, say) is asked too, on the same
  * database: this checkout and that one each run as a process of their own (through tsx), every page asked of both in
  * turn in each round; each page's p50 of both is printed, and the ratio.
  *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on;
- * it is dropped at the end (kept with BENCH_KEEP_DATABASE=1).
+ * it is dropped at the end (kept with BENCH_KEEP_DATABASE=1). BENCH_CONSOLE_DB=<name>: a database kept so is measured
+ * again instead (nothing seeded, its workspace found by name, migrated to the latest by Nexus's start, and kept); its
+ * calls end when it was seeded, so the last 24 hours hold fewer of them as it ages.
  */
 import { randomUUID } from 'node:crypto';
 import { cpus, loadavg } from 'node:os';
@@ -32,6 +34,7 @@ const USERS = Number(process.env.BENCH_CONSOLE_USERS ?? 2_000);
 const DAYS = Number(process.env.BENCH_CONSOLE_DAYS ?? 30);
 const RUNS = Number(process.env.BENCH_CONSOLE_RUNS ?? 30);
 const AGAINST = process.env.BENCH_CONSOLE_AGAINST;
+const KEPT = process.env.BENCH_CONSOLE_DB;
 const TARGET_MS = 300;
 const MODELS = ['gpt-4o', 'gpt-4o-mini', 'gpt-4.1', 'claude-sonnet-4-5', 'claude-haiku-4-5', 'o3-mini'];
 
@@ -232,13 +235,20 @@ async function compareBuilds(databaseUrl: string, headers: Record<string, string
   try {
     const times = pages.map(() => builds.map((): number[] => []));
     const rows = pages.map(() => builds.map(() => 0));
+    const refused = pages.map(() => builds.map((): string | undefined => undefined));
     for (let i = 0; i < RUNS + 3; i++) {
       for (const [p, [label, path]] of pages.entries()) {
         const order = i % 2 ? [1, 0] : [0, 1];
         for (const b of order) {
-          const { took, text } = await timedPage(builds[b]!.nexus.url, path, headers, label);
-          if (i >= 3) times[p]![b]!.push(took);
-          rows[p]![b] = rowsOf(text);
+          // A page the other build does not answer (a parameter it does not know) is left out of its column.
+          if (refused[p]![b]) continue;
+          const answer = await timedPage(builds[b]!.nexus.url, path, headers, label).catch((err: Error) => {
+            if (b === 0) throw err;
+            refused[p]![b] = err.message;
+          });
+          if (!answer) continue;
+          if (i >= 3) times[p]![b]!.push(answer.took);
+          rows[p]![b] = rowsOf(answer.text);
         }
       }
     }
@@ -252,14 +262,64 @@ async function compareBuilds(databaseUrl: string, headers: Record<string, string
     );
     for (const [p, [label]] of pages.entries()) {
       const [mine, theirs] = times[p]!.map((xs) => xs.sort((a, b) => a - b));
-      const cell = (xs: number[]) => `${percentile(xs, 50).toFixed(1)}/${percentile(xs, 95).toFixed(1)}`;
+      const cell = (xs: number[]) => (xs.length ? `${percentile(xs, 50).toFixed(1)}/${percentile(xs, 95).toFixed(1)}` : 'refused');
       console.log(
-        `${label.padEnd(40)} ${rows[p]!.join('/').padStart(11)} ${cell(mine!).padStart(16)} ${cell(theirs!).padStart(16)}  ${(percentile(mine!, 50) / percentile(theirs!, 50)).toFixed(2)}`,
+        `${label.padEnd(40)} ${rows[p]!.join('/').padStart(11)} ${cell(mine!).padStart(16)} ${cell(theirs!).padStart(16)}  ${theirs!.length ? (percentile(mine!, 50) / percentile(theirs!, 50)).toFixed(2) : '-'}`,
       );
     }
   } finally {
     for (const { nexus } of builds) await nexus.stop();
   }
+}
+
+/** The ids the pages ask for: a workspace made, its calls seeded (seedCalls). */
+async function seedWorkspace(post: (path: string, body: unknown) => Promise<{ id: string }>, databaseUrl: string): Promise<Seeded> {
+  const workspaceId = (await post('/workspaces', { name: 'bench-console' })).id;
+  const planId = (await post(`/workspaces/${workspaceId}/plans`, { key: 'bench', name: 'Bench', billingInterval: 'MONTH' })).id;
+  // The connection the calls were made on (never called: the rows are seeded; a closed local port, allowed below).
+  const connectionId = (
+    await post(`/workspaces/${workspaceId}/provider-connections`, {
+      name: 'bench upstream',
+      protocolProfile: 'openai',
+      baseUrl: 'http://127.0.0.1:9',
+      apiKey: 'sk-bench-0123456789abcdefghijklmnopqrstuvwxyz',
+    })
+  ).id;
+
+  // A route over the connection: the routes page asks for its targets' health.
+  const routeId = (
+    await post(`/workspaces/${workspaceId}/routes`, { name: 'bench-route', targets: [{ providerConnectionId: connectionId }] })
+  ).id;
+
+  const middle = await seedCalls(databaseUrl, workspaceId, planId, connectionId);
+  return { workspaceId, connectionId, routeId, middle };
+}
+
+/** The ids the pages ask for, found in a kept database (BENCH_CONSOLE_DB) by the workspace's name. */
+async function keptWorkspace(databaseUrl: string): Promise<Seeded> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const one = async (sql: string, params: unknown[]) => ((await client.query(sql, params)).rows[0] ?? {}) as Record<string, string>;
+    const workspaceId = (await one(`select id from workspaces where name = 'bench-console'`, [])).id!;
+    const connectionId = (await one(`select id from provider_connections where workspace_id = $1`, [workspaceId])).id!;
+    const routeId = (await one(`select id from routes where workspace_id = $1`, [workspaceId])).id!;
+    const middle = (await one(`select id, request_id from invocations where workspace_id = $1 order by id offset $2 limit 1`, [
+      workspaceId,
+      Math.floor(INVOCATIONS / 2),
+    ])) as { id: string; request_id: string };
+    return { workspaceId, connectionId, routeId, middle };
+  } finally {
+    await client.end();
+  }
+}
+
+interface Seeded {
+  workspaceId: string;
+  connectionId: string;
+  routeId: string;
+  /** An invocation from the middle of the range (what the searches look for). */
+  middle: { id: string; request_id: string };
 }
 
 await withFreshNexus(
@@ -270,24 +330,7 @@ await withFreshNexus(
       if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${await res.text()}`);
       return (await res.json()) as { id: string };
     };
-    const workspaceId = (await post('/workspaces', { name: 'bench-console' })).id;
-    const planId = (await post(`/workspaces/${workspaceId}/plans`, { key: 'bench', name: 'Bench', billingInterval: 'MONTH' })).id;
-    // The connection the calls were made on (never called: the rows are seeded; a closed local port, allowed below).
-    const connectionId = (
-      await post(`/workspaces/${workspaceId}/provider-connections`, {
-        name: 'bench upstream',
-        protocolProfile: 'openai',
-        baseUrl: 'http://127.0.0.1:9',
-        apiKey: 'sk-bench-0123456789abcdefghijklmnopqrstuvwxyz',
-      })
-    ).id;
-
-    // A route over the connection: the routes page asks for its targets' health.
-    const routeId = (
-      await post(`/workspaces/${workspaceId}/routes`, { name: 'bench-route', targets: [{ providerConnectionId: connectionId }] })
-    ).id;
-
-    const middle = await seedCalls(databaseUrl, workspaceId, planId, connectionId);
+    const { workspaceId, connectionId, routeId, middle } = KEPT ? await keptWorkspace(databaseUrl) : await seedWorkspace(post, databaseUrl);
 
     const list = `/admin/v1/workspaces/${workspaceId}/invocations`;
     // The usage page's asks: this month from its first midnight (UTC here), or the last 24 hours.
@@ -319,6 +362,8 @@ await withFreshNexus(
       ['usage: this month by user, by day', summary('month', 'day', 'access')],
       // What the console's by-user view asks: its chart's 9 largest users and one "Other" series.
       ['usage: this month by user, top 9 + other', summary('month', 'day', 'access', '', { top: '9' })],
+      // Its next page: the 10th to the 18th by spend.
+      ['usage: by user, users 10-18 + other', summary('month', 'day', 'access', '', { top: '9', offset: '9' })],
       ['usage: last 24 hours by model, by hour', summary('24h', 'hour', 'model')],
       ['usage: this month by user, CSV', summary('month', 'day', 'access', '/export')],
       ['connection health (5 min, hour, day)', `/admin/v1/provider-connections/${connectionId}/health`],
@@ -360,4 +405,5 @@ await withFreshNexus(
     process.exitCode = missed ? 1 : 0;
   },
   { NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true' },
+  KEPT ? { name: KEPT, existing: true } : {},
 );

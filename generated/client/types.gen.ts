@@ -2021,6 +2021,10 @@ export type UsageSummaryDto = {
     timeZone: string;
     groupBy: UsageGroupBy;
     currency: CurrencyCode;
+    /**
+     * Asked with `top`: how many keys have usage in the range (the series, and those in `other`). Absent otherwise.
+     */
+    keyCount?: number;
     buckets: Array<UsageBucketDto>;
 };
 
@@ -8499,6 +8503,13 @@ export type GetUsageSummaryData = {
          *
          */
         top?: number;
+        /**
+         * Asked with `top` (400 without it): the series are the keys ranked after the first `offset`, so that
+         * `top=20&offset=20` are the 21st to the 40th by cost; every key before and after them is in the `other`
+         * series. `keyCount` in the answer says how many keys there are to page through. Default 0.
+         *
+         */
+        offset?: number;
     };
     url: '/admin/v1/workspaces/{workspaceId}/usage-summary';
 };

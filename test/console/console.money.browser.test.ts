@@ -10,7 +10,7 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import { createModelPrice, getWorkspace, updateWorkspace } from '../support/sdk.js';
 import { provisionTenant, type Tenant } from '../support/tenant.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { axeViolations, chromiumOrWarn, signedInChromium } from './console-support.js';
+import { axeViolations, axeViolationsInBothSchemes, chromiumOrWarn, signedInChromium } from './console-support.js';
 
 const executablePath = chromiumOrWarn("the console's yen browser test");
 
@@ -171,6 +171,25 @@ describe.skipIf(!executablePath)('the console: money in yen, in Chromium', () =>
     expect(rest).toBe(32_000_000n);
     const total = byUser.reduce((sum, r) => sum + BigInt(r.cost), 0n);
     await expect.poll(() => totals.locator('tfoot td').first().textContent()).toBe(yen(total));
+    // The next users a page at a time: the 10th and 11th by spend, the first nine now in "Other", the total the same.
+    const pager = page.getByRole('navigation', { name: 'Pages of users' });
+    await expect
+      .poll(() => pager.locator('span').textContent())
+      .toBe('Users 1–9 of 11 by spend; the others are "Other". Every one is in the CSV.');
+    const next = page.waitForRequest((r) => r.url().includes('/usage-summary?') && r.url().includes('groupBy=access'));
+    await pager.getByRole('button', { name: 'Next 9 →' }).click();
+    expect(new URL((await next).url()).searchParams.get('offset')).toBe('9');
+    const first = byUser.slice(0, 9).reduce((sum, r) => sum + BigInt(r.cost), 0n);
+    await expect.poll(rows).toEqual([...byUser.slice(9).map((r) => `${names.get(r.key)} ${yen(r.cost)}`), `Other ${yen(first)}`]);
+    await expect
+      .poll(() => pager.locator('span').textContent())
+      .toBe('Users 10–11 of 11 by spend; the others are "Other". Every one is in the CSV.');
+    await expect.poll(() => totals.locator('tfoot td').first().textContent()).toBe(yen(total));
+    expect(await pager.getByRole('button', { name: 'Next 9 →' }).isDisabled()).toBe(true);
+    expect(await axeViolationsInBothSchemes(page)).toEqual([]);
+    // Back to the first page.
+    await pager.getByRole('button', { name: '← Previous 9' }).click();
+    await expect.poll(rows).toEqual([...byUser.slice(0, 9).map((r) => `${names.get(r.key)} ${yen(r.cost)}`), `Other ${yen(rest)}`]);
     expect(errors).toEqual([]);
   });
 });

@@ -64,9 +64,10 @@ interface Ask {
   since: number;
   until: number;
   top?: number;
+  offset?: number;
 }
 
-async function summary(ask: Ask) {
+async function answer(ask: Ask) {
   const { since, until, ...rest } = ask;
   const res = await getUsageSummary({
     client: t.client,
@@ -74,8 +75,10 @@ async function summary(ask: Ask) {
     query: { ...rest, since: new Date(since).toISOString(), until: new Date(until).toISOString() },
   });
   expect(res.response.status, JSON.stringify(res.error)).toBe(200);
-  return res.data!.buckets;
+  return res.data!;
 }
+
+const summary = async (ask: Ask) => (await answer(ask)).buckets;
 
 const SUMS = ['units', 'inputTokens', 'cachedInputTokens', 'outputTokens', 'costMicros'] as const;
 const COUNTS = ['events', 'unpricedEvents', 'calls', 'failedCalls', 'refusedCalls'] as const;
@@ -91,8 +94,8 @@ function expectedOther(full: UsageBucketDto[], top: string[]) {
   return other;
 }
 
-/** The keys by the range's cost, then units, then key: the top `n`. */
-function topOf(full: UsageBucketDto[], n: number): string[] {
+/** The keys by the range's cost, then units, then key: the `n` after the first `offset`. */
+function topOf(full: UsageBucketDto[], n: number, offset = 0): string[] {
   const totals = new Map<string, { cost: bigint; units: bigint }>();
   for (const b of full) {
     const t0 = totals.get(b.key) ?? { cost: 0n, units: 0n };
@@ -102,14 +105,17 @@ function topOf(full: UsageBucketDto[], n: number): string[] {
     .sort(([ka, a], [kb, b]) =>
       b.cost !== a.cost ? (b.cost > a.cost ? 1 : -1) : b.units !== a.units ? (b.units > a.units ? 1 : -1) : ka < kb ? -1 : 1,
     )
-    .slice(0, n)
+    .slice(offset, offset + n)
     .map(([k]) => k);
 }
 
-async function expectTopAddsUp(ask: Ask, n: number) {
-  const [full, topped] = await Promise.all([summary(ask), summary({ ...ask, top: n })]);
-  const top = topOf(full, n);
-  const label = JSON.stringify({ ...ask, top: n });
+async function expectTopAddsUp(ask: Ask, n: number, offset?: number) {
+  const [full, answered] = await Promise.all([summary(ask), answer({ ...ask, top: n, ...(offset === undefined ? {} : { offset }) })]);
+  const topped = answered.buckets;
+  const top = topOf(full, n, offset);
+  const label = JSON.stringify({ ...ask, top: n, offset });
+  // How many keys there are to page through: those of the whole summary.
+  expect(answered.keyCount, label).toBe(new Set(full.map((b) => b.key)).size);
   // The top keys' series are the full summary's, bucket for bucket.
   expect(
     topped.filter((b) => !b.other),
@@ -160,10 +166,54 @@ describe('a usage summary of its top keys', () => {
     expect(topped.some((b) => b.other)).toBe(false);
   });
 
-  it('refuses a top of 0 or over 100', async () => {
-    for (const top of [0, 101]) {
-      const res = await getUsageSummary({ client: t.client, path: { workspaceId: tenant.workspaceId }, query: { groupBy: 'access', top } });
-      expect(res.response.status).toBe(400);
+  it('pages through the users by cost (offset): each page the next ones, the others summed, every user on one page', async () => {
+    const ask: Ask = { granularity: 'day', groupBy: 'access', timeZone: 'UTC', since: FROM + 5 * HOUR, until: TO - 7 * HOUR };
+    const seen: string[] = [];
+    for (const offset of [0, 5, 10]) {
+      const { topped, top } = await expectTopAddsUp(ask, 5, offset);
+      expect(new Set(topped.filter((b) => !b.other).map((b) => b.key))).toEqual(new Set(top));
+      seen.push(...top);
+    }
+    // 12 users: pages of 5, 5 and 2, each user on one page.
+    expect(seen.length).toBe(ACCESSES.length);
+    expect(new Set(seen)).toEqual(new Set(ACCESSES));
+    // By hour, and a page past the last user: no series but the others, the whole.
+    await expectTopAddsUp({ granularity: 'hour', groupBy: 'access', timeZone: 'UTC', since: FROM, until: FROM + 30 * HOUR }, 3, 6);
+    const { topped } = await expectTopAddsUp(ask, 5, 20);
+    expect(topped.length).toBeGreaterThan(0);
+    expect(topped.every((b) => b.other)).toBe(true);
+  });
+
+  it("ranks as the database's rows add up: each page's users, by cost over the range, from the usage events", async () => {
+    const since = FROM + 5 * HOUR;
+    const until = TO - 7 * HOUR;
+    const ranked = (
+      await t.database.db.raw(
+        `select workspace_access_id::text as key, sum(cost_micros)::text as cost
+           from usage_events where workspace_id = ? and created_at >= ? and created_at < ?
+          group by workspace_access_id order by sum(cost_micros) desc, sum(units) desc, workspace_access_id::text`,
+        [tenant.workspaceId, new Date(since), new Date(until)],
+      )
+    ).rows as { key: string; cost: string }[];
+    const page = await answer({ granularity: 'day', groupBy: 'access', timeZone: 'UTC', since, until, top: 4, offset: 4 });
+    expect(page.keyCount).toBe(ranked.length);
+    const costs = new Map<string, bigint>();
+    for (const b of page.buckets.filter((x) => !x.other)) costs.set(b.key, (costs.get(b.key) ?? 0n) + BigInt(b.costMicros));
+    expect([...costs].sort(([, a], [, b]) => (b > a ? 1 : b < a ? -1 : 0)).map(([key, cost]) => ({ key, cost: String(cost) }))).toEqual(
+      ranked.slice(4, 8),
+    );
+  });
+
+  it('refuses a top of 0 or over 100, a negative offset, and an offset without top', async () => {
+    const bad: Record<string, number>[] = [{ top: 0 }, { top: 101 }, { top: 5, offset: -1 }, { offset: 5 }];
+    for (const query of bad) {
+      const res = await getUsageSummary({
+        client: t.client,
+        path: { workspaceId: tenant.workspaceId },
+        query: { groupBy: 'access', ...query },
+      });
+      expect(res.response.status, JSON.stringify(query)).toBe(400);
+      expect((res.error as { error: { code: string } }).error.code).toBe('invalid_parameter');
     }
   });
 });

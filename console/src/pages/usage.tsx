@@ -46,14 +46,45 @@ const GROUPINGS: Record<GroupBy, { label: string; column: string }> = {
  * A summary's query as the generated client types it: asserted as a whole, so this reads the same whether the
  * client's UsageGroupBy has `key` and `plan` yet or not.
  */
-const summaryQuery = (q: { since: string; until?: string; granularity: Granularity; groupBy: GroupBy; timeZone?: string; top?: number }) =>
-  q as NonNullable<GetUsageSummaryData['query']>;
+const summaryQuery = (q: {
+  since: string;
+  until?: string;
+  granularity: Granularity;
+  groupBy: GroupBy;
+  timeZone?: string;
+  top?: number;
+  offset?: number;
+}) => q as NonNullable<GetUsageSummaryData['query']>;
 
 /**
  * Groupings of as many series as there are users or keys: the API is asked for the chart's largest series (by spend
- * over the range) and one "Other" series a bucket (`top`), not for every user's every day.
+ * over the range) and one "Other" series a bucket (`top`), not for every user's every day; the next ones a page at a
+ * time (`offset`), and every one of them in the CSV.
  */
 const TOPPED: GroupBy[] = ['access', 'key'];
+const SERIES_NAMES: Partial<Record<GroupBy, string>> = { access: 'Users', key: 'Keys' };
+
+/** Which of the ranked series a topped summary shows, and how many there are: "Users 10–18 of 2,000 by spend", and the pages. */
+function SeriesPager(props: { noun: string; offset: number; count: number; onPage: (offset: number) => void; busy: boolean }) {
+  const { noun, offset, count, onPage, busy } = props;
+  if (count <= TOP_SERIES && offset === 0) return null;
+  const last = Math.min(offset + TOP_SERIES, count);
+  return (
+    <nav class="pager" aria-label={`Pages of ${noun.toLowerCase()}`}>
+      <button type="button" onClick={() => onPage(Math.max(0, offset - TOP_SERIES))} disabled={offset === 0 || busy}>
+        ← Previous {TOP_SERIES}
+      </button>
+      <span>
+        {offset < count
+          ? `${noun} ${formatNumber(offset + 1)}–${formatNumber(last)} of ${formatNumber(count)} by spend; the others are "Other". Every one is in the CSV.`
+          : `${noun}: ${formatNumber(count)}.`}
+      </span>
+      <button type="button" onClick={() => onPage(offset + TOP_SERIES)} disabled={last >= count || busy}>
+        Next {TOP_SERIES} →
+      </button>
+    </nav>
+  );
+}
 
 /** The summary as the chart reads it: the API's `other` series under the chart's own key for it. */
 const withOther = (summary: UsageSummaryDto): UsageSummaryDto => ({
@@ -259,23 +290,33 @@ export function UsagePage({ client, workspace }: PageProps) {
   const [groupBy, setGroupBy] = useState<GroupBy>('model');
   const [chosenMetric, setMetric] = useState<Metric | undefined>();
   /** The summary shown, and the grouping it was asked with: its keys are that grouping's (the one chosen since may still be summing). */
-  const [shown, setShown] = useState<{ summary: UsageSummaryDto; groupBy: GroupBy } | undefined>();
+  const [shown, setShown] = useState<{ summary: UsageSummaryDto; groupBy: GroupBy; offset: number } | undefined>();
   const groupings = useGroupings(client, workspaceId);
   const action = useAction();
   // Connections and plans by name (their ids are the keys of those groupings).
   const names = { ...namesOf(useConnections(client, workspaceId)), ...namesOf(usePlans(client, workspaceId)) };
 
   const rangeKey = range ? `${range.since.getTime()}-${range.until.getTime()}` : '';
+  // A rolling range moves with now: read again when it is chosen, not at every render.
+  const asked = [workspaceId, choice.preset, choice.preset === 'custom' ? rangeKey : '', granularity, groupBy].join('|');
+  // The page of ranked series chosen, for the summary it was chosen on (another range or grouping starts at the first).
+  const [paged, setPaged] = useState<{ asked: string; offset: number }>({ asked, offset: 0 });
+  const offset = paged.asked === asked ? paged.offset : 0;
   useRead(
     async () => {
       if (!range) return undefined;
       const top = TOPPED.includes(groupBy) ? TOP_SERIES : undefined;
-      const query = summaryQuery({ ...instants(range), granularity, groupBy, timeZone: localZone(), ...(top ? { top } : {}) });
-      return { summary: withOther((await getUsageSummary({ client, path: { workspaceId }, query })).data), groupBy };
+      const query = summaryQuery({
+        ...instants(range),
+        granularity,
+        groupBy,
+        timeZone: localZone(),
+        ...(top ? { top, ...(offset ? { offset } : {}) } : {}),
+      });
+      return { summary: withOther((await getUsageSummary({ client, path: { workspaceId }, query })).data), groupBy, offset };
     },
     (found) => found && setShown(found),
-    // A rolling range moves with now: read again when it is chosen, not at every render.
-    [workspaceId, choice.preset, choice.preset === 'custom' ? rangeKey : '', granularity, groupBy],
+    [asked, offset],
     { action, label: 'Summing usage…' },
   );
 
@@ -374,6 +415,15 @@ export function UsagePage({ client, workspace }: PageProps) {
             Spend is the providers' cost from the price book, in {currency}.
             {unpriced ? ` ${formatNumber(unpriced)} calls had no price: add one on the Prices page to count them.` : ''}
           </p>
+          {summary.keyCount !== undefined && SERIES_NAMES[shownBy] ? (
+            <SeriesPager
+              noun={SERIES_NAMES[shownBy]}
+              offset={shown?.offset ?? 0}
+              count={summary.keyCount}
+              busy={!!action.working}
+              onPage={(next) => setPaged({ asked, offset: next })}
+            />
+          ) : null}
           <PerPeriodTable summary={summary} metric={metric} labelOf={labelOf} format={format} />
           <TotalsTable summary={summary} column={GROUPINGS[shownBy].column} currency={currency} counted={counted} labelOf={labelOf} />
         </>

@@ -11,9 +11,9 @@ import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } f
 import type { KindColumns, UsageEventRow } from '../quota/quota-types.js';
 import { KIND_COLUMNS } from '../recording/kind-sql.js';
 import type { InvocationBatchRow, InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
-import { timeZones, usageHours, usageSummary } from './usage-summary-repo.js';
+import { timeZones, topUsageSummary, usageHours, usageSummary, usageSummarySums } from './usage-summary-repo.js';
 
-export type { UsageBucketRow, UsageGranularity, UsageGroupBy } from './usage-summary-repo.js';
+export type { UsageBucketRow, UsageGranularity, UsageGroupBy, UsageSumRow } from './usage-summary-repo.js';
 
 /**
  * `since`/`until` bound the invocation's start; `model` is the requested model's beginning; `q` names an end
@@ -301,6 +301,8 @@ export function createInvocationRepo(db: Queryable) {
     listUsageEvents,
     usageHours,
     usageSummary,
+    usageSummarySums,
+    topUsageSummary,
     timeZones,
   });
 }

@@ -187,5 +187,6 @@ export function toUsageSummaryHead(
     timeZone: summary.timeZone,
     groupBy,
     currency: summary.currency,
+    ...(summary.keys === undefined ? {} : { keyCount: summary.keys }),
   };
 }

@@ -48,6 +48,7 @@ export function invocationHandlers({ invocations }: Services): HandlerMap {
         groupBy,
         timeZone: query.timeZone ?? 'UTC',
         top: query.top,
+        offset: query.offset,
       });
       // The domain makes its buckets in the contract's shape (UsageBucketRow); streamedJson's type checks that they are.
       return streamedJson<UsageSummaryDto, 'buckets'>(

@@ -30,3 +30,38 @@ export async function* csvLines<T>(
     yield chunk;
   }
 }
+
+/** A usage bucket's sums in their text (UsageSumRow.sums): the first ten, then the kinds; the counts among them are numbers. */
+const SUMS_BEFORE_CURRENCY = 10;
+const COUNT_SUMS = new Set([4, 6, 7, 8, 9]);
+
+/**
+ * The usage summary's CSV: the header, then a line per bucket, its sums written as the database summed them with the
+ * currency after the call counts, in texts of at most `perText` lines (each a size V8 makes and writes cheaply,
+ * src/http/handler.ts). A bucket with a negative sum is written cell by cell (its text cells begin with `'`).
+ */
+export async function* usageSumLines(
+  header: readonly string[],
+  pages: AsyncIterable<{ start: string; key: string; sums: string }[]>,
+  currency: string,
+  perText = 256,
+): AsyncGenerator<string> {
+  yield csvLine(header);
+  const money = cell(currency);
+  const lineOf = (row: { start: string; key: string; sums: string }) => {
+    if (row.sums.includes('-')) {
+      const sums = row.sums.split(',').map((sum, i) => (COUNT_SUMS.has(i) ? Number(sum) : sum));
+      return csvLine([row.start, row.key, ...sums.slice(0, SUMS_BEFORE_CURRENCY), currency, ...sums.slice(SUMS_BEFORE_CURRENCY)]);
+    }
+    let at = -1;
+    for (let i = 0; i < SUMS_BEFORE_CURRENCY; i++) at = row.sums.indexOf(',', at + 1);
+    return `${row.start},${cell(row.key)},${row.sums.slice(0, at)},${money},${row.sums.slice(at + 1)}\r\n`;
+  };
+  for await (const rows of pages) {
+    for (let from = 0; from < rows.length; from += perText) {
+      let text = '';
+      for (let i = from; i < Math.min(rows.length, from + perText); i++) text += lineOf(rows[i]!);
+      yield text;
+    }
+  }
+}

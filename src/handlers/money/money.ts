@@ -19,9 +19,8 @@ import type {
 import type { Services } from '../../domain/services.js';
 import { created, handler, ok, page, streamed, type HandlerMap } from '../../http/handler.js';
 import { listQuery, optionalTimestamp, parseTimestamp } from '../../http/wire.js';
-import { BUCKET_KINDS } from '../../domain/invocations/usage-summary-repo.js';
 import { KIND_COLUMNS, KIND_COUNTS } from '../../domain/recording/kind-sql.js';
-import { csvLines } from './csv.js';
+import { csvLines, usageSumLines } from './csv.js';
 import { toModelPriceDto, toWorkspaceBudgetDto } from './price-mapper.js';
 
 const CSV = 'text/csv; charset=utf-8';
@@ -143,23 +142,7 @@ export function moneyHandlers({ prices, budgets, invocations }: Services): Handl
         'currency',
         ...KIND_COUNTS,
       ];
-      const lines = csvLines(header, pages, (b) => [
-        b.start,
-        b.key,
-        b.units,
-        b.inputTokens,
-        b.cachedInputTokens,
-        b.outputTokens,
-        b.events,
-        b.costMicros,
-        b.unpricedEvents,
-        b.calls,
-        b.failedCalls,
-        b.refusedCalls,
-        currency,
-        ...BUCKET_KINDS.map((k) => b[k] ?? '0'),
-      ]);
-      return streamed(CSV, lines, attachment('usage-summary.csv'), release);
+      return streamed(CSV, usageSumLines(header, pages, currency), attachment('usage-summary.csv'), release);
     }),
   };
 }
