@@ -9,6 +9,7 @@ import { AppError } from '../errors.js';
 import { anthropic } from './anthropic.js';
 import { azureOpenai } from './azure-openai.js';
 import { bedrock } from './bedrock.js';
+import { NOVA_CANVAS_ROWS } from './bedrock-nova-canvas.js';
 import { gemini } from './gemini.js';
 import { openai } from './openai.js';
 import { defineProtocol, type EndpointSpec, type Protocol } from './protocol.js';
@@ -36,7 +37,13 @@ export function withEndpoints(protocol: Protocol, ...added: readonly EndpointRow
   return defineProtocol({ ...protocol, metered: [...protocol.metered, ...added.flatMap((rows) => rows.metered)], endpoints });
 }
 
-const PROTOCOLS = { openai, anthropic, 'azure-openai': azureOpenai, gemini, bedrock } satisfies Record<string, Protocol>;
+const PROTOCOLS = {
+  openai,
+  anthropic,
+  'azure-openai': azureOpenai,
+  gemini,
+  bedrock: withEndpoints(bedrock, NOVA_CANVAS_ROWS),
+} satisfies Record<string, Protocol>;
 
 /** A provider connection's protocolProfile: the API it speaks. */
 export type ProtocolProfile = keyof typeof PROTOCOLS;

@@ -128,6 +128,27 @@ export const ENDPOINTS: EndpointRow[] = [
     prepared: { requestedModel: 'amazon.nova-lite-v1:0', outputBound: 40n },
     answer: [{ usage: { inputTokens: 5, outputTokens: 2, totalTokens: 7 } }, { inputTokens: 5n, outputTokens: 2n }],
   },
+  {
+    profile: 'bedrock',
+    route: 'model/us.amazon.nova-canvas-v1:0/invoke',
+    endpoint: 'nova_canvas',
+    label: 'invoke (amazon.nova-canvas)',
+    operation: 'image_generation',
+    request: {
+      taskType: 'TEXT_IMAGE',
+      textToImageParams: { text: 'a kite' },
+      imageGenerationConfig: { numberOfImages: 2, quality: 'premium', width: 1024, height: 1024 },
+    },
+    // Billed per image, reporting nothing: its images of the tier `{quality}/{size class}`.
+    prepared: {
+      requestedModel: 'us.amazon.nova-canvas-v1:0',
+      stream: false,
+      outputBound: 0n,
+      boundKinds: { images: 2n, imageTier: 'premium/1024x1024' },
+      unreported: { inputTokens: 0n, cachedInputTokens: 0n, outputTokens: 0n, images: 2n, imageTier: 'premium/1024x1024' },
+    },
+    refused: [{ taskType: 'TEXT_IMAGE', imageGenerationConfig: { width: 100, height: 1024 } }, 'imageGenerationConfig.width'],
+  },
 ];
 
 const json = (body: unknown) => Buffer.from(JSON.stringify(body));
