@@ -43,6 +43,7 @@ const unit = [
   'test/observability/logger.test.ts',
   'test/observability/tracing-config.test.ts',
   'test/people/role-table.test.ts',
+  'test/protocols/endpoints.test.ts',
   'test/protocols/gemini-live-events.test.ts',
   'test/protocols/passthrough.test.ts',
   'test/protocols/profiles.test.ts',

@@ -253,13 +253,14 @@ export const bedrock: Protocol = defineProtocol({
   /**
    * InvokeModel and InvokeModelWithResponseStream: their bodies are each model family's own (where the cap
    * is, and whether it can be bounded, differ by model), so they are refused even where the workspace
-   * allows unmetered calls. Converse reaches the same models.
+   * allows unmetered calls, but for the models an endpoint module meters (index.ts: Nova Canvas). Converse
+   * reaches the same models.
    */
   checkRequest(endpoint, _search, route) {
     if (endpoint === undefined && INVOKE.test(route)) {
       throw new AppError(
         'unmetered_endpoint',
-        "InvokeModel is not metered on a 'bedrock' connection (its body is each model's own, so its output cannot be bounded): use Converse or ConverseStream, which reach the same models",
+        "InvokeModel of this model is not metered on a 'bedrock' connection (its body is each model's own, so its output cannot be bounded): use Converse or ConverseStream, which reach the same models",
       );
     }
   },

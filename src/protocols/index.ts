@@ -2,17 +2,48 @@
  * The protocols Nexus meters, by a connection's protocolProfile. A new protocol is a module beside these
  * (its ProtocolTable, protocol.ts) and a row here; PROFILES, read by the domain (connections, prices,
  * routes), the gateway and the tests that hold the contract's ProtocolProfile and the database's check of
- * provider_connections.protocol_profile to it (test/protocols/profiles.test.ts), follows.
+ * provider_connections.protocol_profile to it (test/protocols/profiles.test.ts), follows. A new endpoint of a
+ * protocol is a module too (its EndpointRows) and a row here: the protocol's entry `withEndpoints(it, rows)`.
  */
 import { AppError } from '../errors.js';
 import { anthropic } from './anthropic.js';
 import { azureOpenai } from './azure-openai.js';
 import { bedrock } from './bedrock.js';
+import { NOVA_CANVAS_ROWS } from './bedrock-nova-canvas.js';
 import { gemini } from './gemini.js';
 import { openai } from './openai.js';
-import type { Protocol } from './protocol.js';
+import { defineProtocol, type EndpointSpec, type Protocol } from './protocol.js';
 
-const PROTOCOLS = { openai, anthropic, 'azure-openai': azureOpenai, gemini, bedrock } satisfies Record<string, Protocol>;
+/**
+ * Endpoints that a module of their own adds to a protocol: their metered paths (matched after the protocol's own, and
+ * before its passthrough rows and its checkRequest: a path its table lets through or refuses, such as Bedrock's
+ * InvokeModel, is metered for what these rows match) and their specs, by name. The gateway reads them as it reads
+ * the protocol's own (protocol.ts, EndpointSpec).
+ */
+export interface EndpointRows<E extends string = string> {
+  metered: readonly (readonly [RegExp, NoInfer<E>])[];
+  endpoints: Record<E, EndpointSpec>;
+}
+
+/** `protocol` with the endpoints of `added`; an endpoint's name that it already has is a mistake, thrown at load. */
+export function withEndpoints(protocol: Protocol, ...added: readonly EndpointRows[]): Protocol {
+  const endpoints: Record<string, EndpointSpec> = { ...protocol.endpoints };
+  for (const rows of added) {
+    for (const name in rows.endpoints) {
+      if (Object.hasOwn(endpoints, name)) throw new Error(`The ${protocol.profile} protocol has an endpoint '${name}' already`);
+      endpoints[name] = rows.endpoints[name]!;
+    }
+  }
+  return defineProtocol({ ...protocol, metered: [...protocol.metered, ...added.flatMap((rows) => rows.metered)], endpoints });
+}
+
+const PROTOCOLS = {
+  openai,
+  anthropic,
+  'azure-openai': azureOpenai,
+  gemini,
+  bedrock: withEndpoints(bedrock, NOVA_CANVAS_ROWS),
+} satisfies Record<string, Protocol>;
 
 /** A provider connection's protocolProfile: the API it speaks. */
 export type ProtocolProfile = keyof typeof PROTOCOLS;

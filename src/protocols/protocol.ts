@@ -45,8 +45,8 @@
  *     whose request bodies it takes (a route's targets share one), `shapePrefix` the path under which it
  *     takes them, and `namesDeployments`, a route target whose models are the operator's deployments.
  *
- * A new protocol is one module with its table, and a row in index.ts (and in the table-driven suite,
- * test/gateway/protocol-rows.ts).
+ * A new protocol is one module with its table, and a row in index.ts (and in test/gateway/protocol-rows.ts); a new
+ * endpoint of one, a module of its EndpointRows and a row there (withEndpoints; and in test/protocols/endpoints.test.ts).
  */
 import type { ErrorBody } from '../errors.js';
 import type { FormRead } from './request-body.js';

@@ -1,8 +1,9 @@
 /**
  * The Bedrock Runtime fake upstream (test/support/fake-upstreams.ts says what the fakes share):
  * `POST /model/{modelId}/converse` (JSON) and `/converse-stream` (`application/vnd.amazon.eventstream`,
- * frames encoded with smithy's EventStreamCodec, as Bedrock's are), `/count-tokens`, and `GET /async-invoke`
- * (the probe's).
+ * frames encoded with smithy's EventStreamCodec, as Bedrock's are), `/count-tokens`, `/invoke` of an
+ * `amazon.nova-canvas-*` model (Nova Canvas's `{ images, error }`: `numberOfImages` PNGs, one for background removal,
+ * no usage, as Nova Canvas answers), and `GET /async-invoke` (the probe's).
  * It accepts a Bedrock API key as `Authorization: Bearer`, or a SigV4 signature that it verifies with
  * `@smithy/signature-v4` over the request it received (its SignedHeaders, the path as sent, the body),
  * as AWS does.
@@ -98,6 +99,7 @@ async function signatureHolds(req: IncomingMessage, body: string, credential: Si
 }
 
 const MODEL_PATH = /^\/model\/([^/]+)\/(converse|converse-stream)$/;
+const NOVA_CANVAS_INVOKE = /^\/model\/[^/]*amazon\.nova-canvas[^/]*\/invoke$/;
 
 export function startBedrockUpstream(options: BedrockUpstreamOptions): Promise<FakeUpstream> {
   return serve(new Set(options.apiKeys ?? []), async (req, res, raw, keys) => {
@@ -116,6 +118,12 @@ export function startBedrockUpstream(options: BedrockUpstreamOptions): Promise<F
     if (req.method === 'POST' && /^\/model\/[^/]+\/count-tokens$/.test(url.pathname)) {
       // Deterministic: the body's length in bytes, a tenth of it.
       return json(res, 200, { inputTokens: Math.ceil(Buffer.byteLength(raw) / 10) });
+    }
+    if (req.method === 'POST' && NOVA_CANVAS_INVOKE.test(url.pathname)) {
+      const body = JSON.parse(raw) as { taskType?: string; imageGenerationConfig?: { numberOfImages?: number } };
+      const n = body.taskType === 'BACKGROUND_REMOVAL' ? 1 : (body.imageGenerationConfig?.numberOfImages ?? 1);
+      const png = Buffer.from('\x89PNG\r\n\x1a\n fake canvas', 'latin1').toString('base64');
+      return json(res, 200, { images: Array.from({ length: n }, () => png), error: null }, { 'x-amzn-requestid': 'req-fake-bedrock' });
     }
     const route = MODEL_PATH.exec(url.pathname);
     if (req.method !== 'POST' || !route) {
