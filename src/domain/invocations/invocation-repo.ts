@@ -13,7 +13,8 @@ import { KIND_COLUMNS } from '../recording/kind-sql.js';
 import type { InvocationBatchRow, InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
 import { timeZones, topUsageSummary, usageHours, usageSummary, usageSummarySums } from './usage-summary-repo.js';
 
-export type { UsageBucketRow, UsageGranularity, UsageGroupBy, UsageSumRow } from './usage-summary-repo.js';
+export type { UsageBucketRow, UsageSumRow } from './usage-summary-repo.js';
+export type { UsageGranularity, UsageGroupBy } from './usage-summary-sql.js';
 
 /**
  * `since`/`until` bound the invocation's start; `model` is the requested model's beginning; `q` names an end

@@ -1,30 +1,13 @@
 /**
- * The SQL of usage summaries: the workspace's usage by hour or day and by key, read from the rollups
- * (rollup-sql.ts), the first and last hour with usage (an export's bounds), and the time zone names a day
- * may be cut in.
+ * Usage summaries read: the workspace's usage by hour or day and by key, from the rollups (rollup-sql.ts; the
+ * statements' text is usage-summary-sql.ts's), the first and last hour with usage (an export's bounds), and the time
+ * zone names a day may be cut in.
  */
 import type { Queryable } from '../../db/database.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
 import { KIND_COUNTS } from '../recording/kind-sql.js';
 import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
-
-export type UsageGranularity = 'hour' | 'day';
-export type UsageGroupBy = 'model' | 'access' | 'connection' | 'key' | 'plan';
-
-export interface UsageSummaryQuery {
-  workspaceId: string;
-  since: Date;
-  until: Date;
-  granularity: UsageGranularity;
-  groupBy: UsageGroupBy;
-  /** The IANA zone whose days the day buckets are (one of timeZones()). */
-  timeZone: string;
-  /**
-   * The workspace's own zone, whose days usage_day_rollups keeps: a summary by day in it reads its whole days there
-   * (usageByDay). Left out, or another zone: the hours are summed.
-   */
-  workspaceTimeZone?: string | undefined;
-}
+import { bucketColumns, byDaySql, GROUP_KEYS, startOf, tablesOf, type UsageGroupBy, type UsageSummaryQuery } from './usage-summary-sql.js';
 
 /** A summary of some of its keys (topUsageSummary): those ranked `offset` + 1 to `offset` + `top`. */
 export interface TopUsageSummaryQuery extends UsageSummaryQuery {
@@ -99,15 +82,6 @@ const BUCKET_KINDS = [
 ] as const satisfies readonly (keyof UsageBucketRow)[];
 const FIRST_KIND = ROLLUP_SUMS.length - KIND_COUNTS.length;
 
-/** The series key of each grouping (usage_rollups' columns; an access's uuid is grouped as one, not as text). */
-const GROUP_KEYS: Record<UsageGroupBy, string> = {
-  model: 'model',
-  access: 'workspace_access_id',
-  connection: 'provider_connection_id',
-  key: 'inference_key_id',
-  plan: 'plan_id',
-};
-
 /** A bucket as its query returns it: three columns rather than twelve (reading each column costs node-pg a string). */
 interface SummedRow {
   /** Seconds since the epoch, made an ISO string in toBuckets: to_char costs PostgreSQL about a tenth of the query. */
@@ -117,15 +91,6 @@ interface SummedRow {
   /** The sums in ROLLUP_SUMS' order, comma-separated. */
   sums: string;
 }
-
-/**
- * A bucket's columns (SummedRow) from the rollup's rows grouped by `start` and `key`, or from a row that is a bucket
- * (`summed` false). The sums are bigints (sum_int8: the built-in sum of a bigint is a numeric, slower to convert),
- * written in one text (concat_ws costs PostgreSQL no more than a column each).
- */
-const bucketColumns = (start: string, key: string, summed = true) =>
-  `date_part('epoch', ${start})::int8::text as start, ${key} as key,
-   concat_ws(',', ${ROLLUP_SUMS.map((column) => (summed ? `sum_int8(${column})` : column)).join(', ')}) as sums`;
 
 /** The buckets of rows that come by start: each start written as an ISO string in UTC once, each row's sums split. */
 function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
@@ -298,21 +263,6 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
   return result.rows as SummedRow[];
 }
 
-/** The hourly rollup a grouping is summed from, and its day rollup. */
-function tablesOf(groupBy: UsageGroupBy): { table: string; days: string } {
-  return groupBy === 'access' || groupBy === 'key'
-    ? { table: 'usage_key_rollups', days: 'usage_day_key_rollups' }
-    : { table: 'usage_rollups', days: 'usage_day_rollups' };
-}
-
-/** A bucket's start from an hourly rollup's hour: the hour, or the start of its day (UTC, or in the zone). */
-function startOf(query: UsageSummaryQuery): string {
-  if (query.granularity === 'hour') return 'hour';
-  return query.timeZone === 'UTC'
-    ? `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`
-    : `date_trunc('day', hour, ${sqlString(query.timeZone)})`;
-}
-
 /**
  * The summary of the keys ranked `offset` + 1 to `offset` + `top` by cost over the range (then units, then key), and
  * every other key summed as one (null) key, last in its bucket; in one statement. The rollup rows the summary reads
@@ -369,83 +319,6 @@ export async function topUsageSummary(
   return { buckets: toBuckets(rows), keys: rows[0]?.keys ?? 0 };
 }
 
-/** The start of the local day after the day starting at `day` (an SQL expression) in `zone` (an SQL literal). */
-const nextDay = (day: string, zone: string) => `((${day} at time zone ${zone}) + interval '1 day') at time zone ${zone}`;
-
-/** The first whole UTC hour at or after `at` (an SQL expression). */
-const ceilHour = (at: string) =>
-  `date_bin('1 hour', ${at} + interval '1 hour' - interval '1 microsecond', timestamptz '2000-01-01T00:00:00Z')`;
-
-/**
- * The summary by day in the workspace's zone: its whole days read from `days` (a day rollup: a row per day and
- * series), the hours of the days the range cuts at either edge from `table` (an hourly rollup), each hour summed in the local
- * day its start falls in, as the hourly summary sums it (the answer is the same to the unit). The days read are those
- * after the day of the hour before `since` and before the day of `until`: every hour of them lies in the range, and
- * the hours are read from the range's start to the first hour of the first of them (`edge_from`), and from the first
- * hour of the day of `until` (`edge_to`, never before `edge_from`: a range of no whole day is read as hours). Where
- * the workspace has days of another zone (kept before its zone changed: none once rebuilt, workspace-repo.ts) near
- * the range, the whole range is read as hours.
- *
- * The day of `until` is read from its day row instead of its hours when the range holds all of that day's hours
- * with usage (`tail_whole`): none at or after `until` in the hourly rollup (one probe of its primary key), the day
- * starts at or after the range's edges above, and the rollup retention has removed none of its hours (its start is
- * within the workspace's retention of now; a day the cutoff falls in keeps its row, history-repo.ts). The day row
- * is then the sum of exactly the hours the range holds of it: "this month" and "the last 30 days" up to now read
- * today's row, not today's hours of every series (a row per hour and user by user, per hour and user and model by
- * model).
- *
- * `where`: a condition on the rows of both rollups (their own columns), in each of their scans.
- */
-function byDaySql(
-  query: UsageSummaryQuery,
-  days: string,
-  table: string,
-  key: string,
-  select: string,
-  tail: string,
-  where = 'true',
-): string {
-  const zone = sqlString(query.timeZone);
-  return `with edges as (
-       select date_trunc('day', cast(:since as timestamptz) - interval '1 hour', ${zone}) as after_day,
-              date_trunc('day', cast(:until as timestamptz), ${zone}) as before_day
-     ), bounds as (
-       select after_day, before_day, ${ceilHour(nextDay('after_day', zone))} as edge_from,
-              ${ceilHour('before_day')} as edge_to, ${nextDay('before_day', zone)} as day_after,
-              exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone < ${zone}
-                         and o.day > cast(:since as timestamptz) - interval '2 days' and o.day < :until)
-              or exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone > ${zone}
-                         and o.day > cast(:since as timestamptz) - interval '2 days' and o.day < :until) as mixed
-         from edges
-     ), tail as (
-       select bounds.*, not mixed and edge_to >= edge_from and edge_to >= :since
-              and before_day >= now() - (select rollup_retention_days from workspaces where id = :workspaceId) * interval '1 day'
-              and not exists (select 1 from ${table} t where t.workspace_id = :workspaceId and t.hour >= :until and t.hour < day_after)
-              as tail_whole
-         from bounds
-     ), spans as (
-       select after_day, case when tail_whole then day_after else before_day end as days_to,
-              case when mixed then :until else least(edge_from, :until) end as hours_to,
-              case when tail_whole then :until else greatest(edge_to, edge_from, :since) end as hours_from, not mixed as days
-         from tail
-     )
-     select ${select}
-       from (select day as start, ${key} as key, ${ROLLUP_SUMS.join(', ')}
-               from ${days}
-              where workspace_id = :workspaceId and time_zone = ${zone}
-                and day > (select after_day from spans) and day < (select days_to from spans) and (select days from spans)
-                and ${where}
-             union all
-             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
-               from ${table} where workspace_id = :workspaceId and hour >= :since and hour < (select hours_to from spans)
-                and ${where}
-             union all
-             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
-               from ${table} where workspace_id = :workspaceId and hour >= (select hours_from from spans) and hour < :until
-                and (select days from spans) and ${where}) x
-     ${tail}`;
-}
-
 /**
  * The time zone names the database knows (pg_timezone_names) and Intl does too (an export's slices are cut
  * at local midnights), read once: the list only changes with the server.
@@ -459,14 +332,6 @@ export function timeZones({ db, zones }: InvocationRepoDeps): Promise<ReadonlySe
       throw err;
     });
   return zones.names;
-}
-
-/**
- * A known zone name as an SQL literal: the group by and the select must name the same expression, which a
- * bound parameter (two placeholders) does not.
- */
-function sqlString(value: string): string {
-  return `'${value.replaceAll("'", "''")}'`;
 }
 
 function intlKnows(timeZone: string): boolean {

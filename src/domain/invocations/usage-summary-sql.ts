@@ -1,0 +1,141 @@
+/**
+ * The SQL text of usage summaries (usage-summary-repo.ts runs it): which rollups a grouping is summed from, a
+ * bucket's start and columns, and the summary by day in the workspace's zone from day rollups and edge hours.
+ */
+import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
+
+export type UsageGranularity = 'hour' | 'day';
+export type UsageGroupBy = 'model' | 'access' | 'connection' | 'key' | 'plan';
+
+export interface UsageSummaryQuery {
+  workspaceId: string;
+  since: Date;
+  until: Date;
+  granularity: UsageGranularity;
+  groupBy: UsageGroupBy;
+  /** The IANA zone whose days the day buckets are (one of timeZones()). */
+  timeZone: string;
+  /**
+   * The workspace's own zone, whose days usage_day_rollups keeps: a summary by day in it reads its whole days there
+   * (usageByDay). Left out, or another zone: the hours are summed.
+   */
+  workspaceTimeZone?: string | undefined;
+}
+
+/** The series key of each grouping (usage_rollups' columns; an access's uuid is grouped as one, not as text). */
+export const GROUP_KEYS: Record<UsageGroupBy, string> = {
+  model: 'model',
+  access: 'workspace_access_id',
+  connection: 'provider_connection_id',
+  key: 'inference_key_id',
+  plan: 'plan_id',
+};
+
+/**
+ * A bucket's columns (usage-summary-repo.ts's SummedRow) from the rollup's rows grouped by `start` and `key`, or from a row that is a bucket
+ * (`summed` false). The sums are bigints (sum_int8: the built-in sum of a bigint is a numeric, slower to convert),
+ * written in one text (concat_ws costs PostgreSQL no more than a column each).
+ */
+export const bucketColumns = (start: string, key: string, summed = true) =>
+  `date_part('epoch', ${start})::int8::text as start, ${key} as key,
+   concat_ws(',', ${ROLLUP_SUMS.map((column) => (summed ? `sum_int8(${column})` : column)).join(', ')}) as sums`;
+
+/** The hourly rollup a grouping is summed from, and its day rollup. */
+export function tablesOf(groupBy: UsageGroupBy): { table: string; days: string } {
+  return groupBy === 'access' || groupBy === 'key'
+    ? { table: 'usage_key_rollups', days: 'usage_day_key_rollups' }
+    : { table: 'usage_rollups', days: 'usage_day_rollups' };
+}
+
+/** A bucket's start from an hourly rollup's hour: the hour, or the start of its day (UTC, or in the zone). */
+export function startOf(query: UsageSummaryQuery): string {
+  if (query.granularity === 'hour') return 'hour';
+  return query.timeZone === 'UTC'
+    ? `date_bin('1 day', hour, timestamptz '2000-01-01T00:00:00Z')`
+    : `date_trunc('day', hour, ${sqlString(query.timeZone)})`;
+}
+
+/** The start of the local day after the day starting at `day` (an SQL expression) in `zone` (an SQL literal). */
+const nextDay = (day: string, zone: string) => `((${day} at time zone ${zone}) + interval '1 day') at time zone ${zone}`;
+
+/** The first whole UTC hour at or after `at` (an SQL expression). */
+const ceilHour = (at: string) =>
+  `date_bin('1 hour', ${at} + interval '1 hour' - interval '1 microsecond', timestamptz '2000-01-01T00:00:00Z')`;
+
+/**
+ * The summary by day in the workspace's zone: its whole days read from `days` (a day rollup: a row per day and
+ * series), the hours of the days the range cuts at either edge from `table` (an hourly rollup), each hour summed in the local
+ * day its start falls in, as the hourly summary sums it (the answer is the same to the unit). The days read are those
+ * after the day of the hour before `since` and before the day of `until`: every hour of them lies in the range, and
+ * the hours are read from the range's start to the first hour of the first of them (`edge_from`), and from the first
+ * hour of the day of `until` (`edge_to`, never before `edge_from`: a range of no whole day is read as hours). Where
+ * the workspace has days of another zone (kept before its zone changed: none once rebuilt, workspace-repo.ts) near
+ * the range, the whole range is read as hours.
+ *
+ * The day of `until` is read from its day row instead of its hours when the range holds all of that day's hours
+ * with usage (`tail_whole`): none at or after `until` in the hourly rollup (one probe of its primary key), the day
+ * starts at or after the range's edges above, and the rollup retention has removed none of its hours (its start is
+ * within the workspace's retention of now; a day the cutoff falls in keeps its row, history-repo.ts). The day row
+ * is then the sum of exactly the hours the range holds of it: "this month" and "the last 30 days" up to now read
+ * today's row, not today's hours of every series (a row per hour and user by user, per hour and user and model by
+ * model).
+ *
+ * `where`: a condition on the rows of both rollups (their own columns), in each of their scans.
+ */
+export function byDaySql(
+  query: UsageSummaryQuery,
+  days: string,
+  table: string,
+  key: string,
+  select: string,
+  tail: string,
+  where = 'true',
+): string {
+  const zone = sqlString(query.timeZone);
+  return `with edges as (
+       select date_trunc('day', cast(:since as timestamptz) - interval '1 hour', ${zone}) as after_day,
+              date_trunc('day', cast(:until as timestamptz), ${zone}) as before_day
+     ), bounds as (
+       select after_day, before_day, ${ceilHour(nextDay('after_day', zone))} as edge_from,
+              ${ceilHour('before_day')} as edge_to, ${nextDay('before_day', zone)} as day_after,
+              exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone < ${zone}
+                         and o.day > cast(:since as timestamptz) - interval '2 days' and o.day < :until)
+              or exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone > ${zone}
+                         and o.day > cast(:since as timestamptz) - interval '2 days' and o.day < :until) as mixed
+         from edges
+     ), tail as (
+       select bounds.*, not mixed and edge_to >= edge_from and edge_to >= :since
+              and before_day >= now() - (select rollup_retention_days from workspaces where id = :workspaceId) * interval '1 day'
+              and not exists (select 1 from ${table} t where t.workspace_id = :workspaceId and t.hour >= :until and t.hour < day_after)
+              as tail_whole
+         from bounds
+     ), spans as (
+       select after_day, case when tail_whole then day_after else before_day end as days_to,
+              case when mixed then :until else least(edge_from, :until) end as hours_to,
+              case when tail_whole then :until else greatest(edge_to, edge_from, :since) end as hours_from, not mixed as days
+         from tail
+     )
+     select ${select}
+       from (select day as start, ${key} as key, ${ROLLUP_SUMS.join(', ')}
+               from ${days}
+              where workspace_id = :workspaceId and time_zone = ${zone}
+                and day > (select after_day from spans) and day < (select days_to from spans) and (select days from spans)
+                and ${where}
+             union all
+             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
+               from ${table} where workspace_id = :workspaceId and hour >= :since and hour < (select hours_to from spans)
+                and ${where}
+             union all
+             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
+               from ${table} where workspace_id = :workspaceId and hour >= (select hours_from from spans) and hour < :until
+                and (select days from spans) and ${where}) x
+     ${tail}`;
+}
+
+/**
+ * A known zone name as an SQL literal: the group by and the select must name the same expression, which a
+ * bound parameter (two placeholders) does not.
+ */
+function sqlString(value: string): string {
+  return `'${value.replaceAll("'", "''")}'`;
+}
