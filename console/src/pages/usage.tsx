@@ -279,6 +279,26 @@ function ExportButton(props: { client: Client; workspaceId: string; range: Range
   );
 }
 
+/** A series' label from its key under `groupBy`: a connection's or plan's name, a user's, or a key's user, name and prefix. */
+function useSeriesLabels(client: PageProps['client'], workspaceId: string, groupBy: GroupBy, buckets: UsageSummaryDto['buckets']) {
+  // Connections and plans by name (their ids are the keys of those groupings).
+  const names = { ...namesOf(useConnections(client, workspaceId)), ...namesOf(usePlans(client, workspaceId)) };
+  const seriesKeys = buckets.map((b) => b.key).filter((k) => k && k !== OTHER);
+  // Keys by their user, name and prefix: each key read once (getInferenceKey), then its access's user.
+  const keys = useInferenceKeys(client, groupBy === 'key' ? seriesKeys : []);
+  const users = useAccessNames(
+    client,
+    workspaceId,
+    groupBy === 'access' ? seriesKeys : Object.values(keys).map((k) => k.workspaceAccessId),
+  );
+  return (key: string) => {
+    if (key === OTHER) return 'Other';
+    const found = groupBy === 'key' ? keys[key] : undefined;
+    if (found) return `${users[found.workspaceAccessId] ?? '…'} · ${found.name} (${found.prefix}…)`;
+    return names[key] ?? users[key] ?? key;
+  };
+}
+
 export function UsagePage({ client, workspace }: PageProps) {
   const workspaceId = workspace.id;
   const [choice, setChoice] = useState(() => initialRange('24h'));
@@ -293,8 +313,6 @@ export function UsagePage({ client, workspace }: PageProps) {
   const [shown, setShown] = useState<{ summary: UsageSummaryDto; groupBy: GroupBy; offset: number } | undefined>();
   const groupings = useGroupings(client, workspaceId);
   const action = useAction();
-  // Connections and plans by name (their ids are the keys of those groupings).
-  const names = { ...namesOf(useConnections(client, workspaceId)), ...namesOf(usePlans(client, workspaceId)) };
 
   const rangeKey = range ? `${range.since.getTime()}-${range.until.getTime()}` : '';
   // A rolling range moves with now: read again when it is chosen, not at every render.
@@ -323,20 +341,7 @@ export function UsagePage({ client, workspace }: PageProps) {
   const summary = shown?.summary;
   const shownBy = shown?.groupBy ?? groupBy;
   const buckets = summary?.buckets ?? [];
-  const seriesKeys = buckets.map((b) => b.key).filter((k) => k && k !== OTHER);
-  // Keys by their user, name and prefix: each key read once (getInferenceKey), then its access's user.
-  const keys = useInferenceKeys(client, shownBy === 'key' ? seriesKeys : []);
-  const users = useAccessNames(
-    client,
-    workspaceId,
-    shownBy === 'access' ? seriesKeys : Object.values(keys).map((k) => k.workspaceAccessId),
-  );
-  const labelOf = (key: string) => {
-    if (key === OTHER) return 'Other';
-    const found = shownBy === 'key' ? keys[key] : undefined;
-    if (found) return `${users[found.workspaceAccessId] ?? '…'} · ${found.name} (${found.prefix}…)`;
-    return names[key] ?? users[key] ?? key;
-  };
+  const labelOf = useSeriesLabels(client, workspaceId, shownBy, buckets);
   const currency = summary?.currency ?? workspace.currency ?? 'USD';
   // Calls are counted by a Nexus whose buckets carry them; spend is shown first where any call had a price.
   const counted = buckets.length > 0 && buckets.every((b) => countOf(b, 'calls') !== undefined);
