@@ -168,22 +168,27 @@ describe.each(ENDPOINTS)('$profile $route', (row) => {
     expect(prepareCall(inspector, json(row.request), caps, routeModel)).toMatchObject(row.prepared);
   });
 
-  it.runIf(row.refused)('refuses a request it cannot bound, naming the field', () => {
-    const [request, param] = row.refused!;
-    let thrown: unknown;
-    try {
-      prepareCall(inspector, json(request), caps, routeModel);
-    } catch (err) {
-      thrown = err;
-    }
-    expect(thrown).toBeInstanceOf(AppError);
-    expect(thrown).toMatchObject({ code: 'invalid_parameter', extras: { param } });
-  });
+  // Only the rows that name such a request or answer have these two tests (none is listed as skipped).
+  if (row.refused) {
+    const [request, param] = row.refused;
+    it('refuses a request it cannot bound, naming the field', () => {
+      let thrown: unknown;
+      try {
+        prepareCall(inspector, json(request), caps, routeModel);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown).toBeInstanceOf(AppError);
+      expect(thrown).toMatchObject({ code: 'invalid_parameter', extras: { param } });
+    });
+  }
 
-  it.runIf(row.answer)('reads the usage its answer reports', () => {
-    const [body, usage] = row.answer!;
-    expect(usageFromJson(inspector, JSON.stringify(body)).usage).toMatchObject(usage);
-  });
+  if (row.answer) {
+    const [body, usage] = row.answer;
+    it('reads the usage its answer reports', () => {
+      expect(usageFromJson(inspector, JSON.stringify(body)).usage).toMatchObject(usage);
+    });
+  }
 });
 
 describe('withEndpoints: an endpoint module added to a protocol', () => {
