@@ -17,15 +17,17 @@ import type { Knex } from 'knex';
  * 20 M rows).
  */
 export async function up(knex: Knex): Promise<void> {
+  // Each dropped before its narrower one is made under its name (in the migration's transaction, so no reader sees
+  // neither): each partition's copy is then named after its columns, as before.
   await knex.raw('drop index if exists invocations_session_id');
-  await knex.raw(`create index invocations_failed_status on invocations (workspace_id, status, id) where status <> 'SUCCEEDED'`);
   await knex.raw('drop index invocations_workspace_id_status_id_index');
-  await knex.raw('alter index invocations_failed_status rename to invocations_workspace_id_status_id_index');
   await knex.raw(
-    'create index invocations_connection_attempts on invocations (provider_connection_id, started_at) where attempt_id is not null',
+    `create index invocations_workspace_id_status_id_index on invocations (workspace_id, status, id) where status <> 'SUCCEEDED'`,
   );
   await knex.raw('drop index invocations_connection_started');
-  await knex.raw('alter index invocations_connection_attempts rename to invocations_connection_started');
+  await knex.raw(
+    'create index invocations_connection_started on invocations (provider_connection_id, started_at) where attempt_id is not null',
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {
