@@ -1,20 +1,20 @@
 import type { Knex } from 'knex';
 
 /**
- * Fewer index entries per recorded call (docs/performance.md, "PostgreSQL per call"): every index of `invocations`
- * takes an entry of each call the record statement writes, into the current month's partition, whose B-trees
- * deepen as the month fills. Each index keeps only the rows its readers look for:
- *
- * | index                                      | before                                   | now                                           | its reader                                                                                  |
- * | ------------------------------------------ | ---------------------------------------- | --------------------------------------------- | ------------------------------------------------------------------------------------------- |
- * | `invocations_session_id`                   | (session_id) where session_id is not null | dropped                                       | none: a Realtime turn's session is shown on the turn, never looked up                       |
- * | `invocations_workspace_id_status_id_index` | (workspace_id, status, id)               | the same, where status <> 'SUCCEEDED'         | the invocations list by status: a status other than SUCCEEDED (the few) reads it; SUCCEEDED (most rows) reads (workspace_id, id), filtered |
- * | `invocations_connection_started`           | (provider_connection_id, started_at)     | the same, where attempt_id is not null        | a connection's health, which reads the calls that reached a provider (`attempt_id is not null`) |
- *
- * A call that succeeds writes one entry fewer; a call refused before any provider (quota, rate, plan) two fewer.
- * An index made partial is built anew, on every partition (its table is locked for writes meanwhile: the rows
- * are read once, and the partial index holds the few rows of its predicate; docs/operations.md gives the time at
- * 20 M rows).
+ * Fewer index entries per recorded call (docs/performance.md, "Index entries"): every index of `invocations` takes an
+ * entry of each call the record statement writes, in the current month's partition. Each index now keeps only the
+ * rows its readers look for:
+ * - `invocations_session_id` (session_id, where not null) is dropped: no statement reads it (a Realtime turn shows
+ *   its session; none is looked up by it);
+ * - `invocations_workspace_id_status_id_index` (workspace_id, status, id) holds only the calls that did not succeed:
+ *   the invocations list by status reads it for those (the few); by SUCCEEDED (most rows) it reads
+ *   (workspace_id, id) and filters;
+ * - `invocations_connection_started` (provider_connection_id, started_at) holds only the calls that reached a
+ *   provider: a connection's health reads those (`attempt_id is not null`).
+ * A call that succeeds writes one entry fewer (6, not 7); a call refused before any provider (quota, rate, plan) one
+ * fewer (no attempt); a call that failed upstream as many as before. Each narrower index is built anew on every
+ * partition, the table locked for writes meanwhile (docs/operations.md, "The narrower invocation indexes", gives the
+ * time at 20 M rows).
  */
 export async function up(knex: Knex): Promise<void> {
   // Each dropped before its narrower one is made under its name (in the migration's transaction, so no reader sees
