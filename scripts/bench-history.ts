@@ -18,7 +18,8 @@
  *   4. the size on disk per month of each table (rows, heap and indexes), and the time to drop the oldest month's
  *      partitions of invocations and usage events (DROP TABLE, lock_timeout 1 s) while calls are recorded at once: the
  *      slowest record batch during the drops is reported (a drop that blocked calls would show in it).
- * The seed's ids are UUID v7 of each row's time, as the gateway makes them. PostgreSQL must run on this host.
+ * The seed's ids are UUID v7 of each row's time, as the gateway makes them; each call has its attempt's id, as a call that
+ * reached its provider has (the connection index holds only those). PostgreSQL must run on this host.
  *
  * BENCH_HISTORY_KEEP=1 keeps the seeded database, named bench_history_<BENCH_HISTORY_LARGE in millions>m (printed),
  * to measure it again later: BENCH_HISTORY_DB=<name> seeds nothing and runs the steps above on that database instead
@@ -143,6 +144,7 @@ async function seed(client: pg.Client, tenant: BenchTenant, seats: Seat[], plan:
         'started_at',
         'completed_at',
         'total_latency_ms',
+        'attempt_id',
       ],
       chunk,
       end,
@@ -150,7 +152,7 @@ async function seed(client: pg.Client, tenant: BenchTenant, seats: Seat[], plan:
         const s = seats[i % seats.length]!;
         const t = new Date(at(i)).toISOString();
         const failed = i % 25 === 0;
-        return `${idOf(i)}\t${tenant.workspaceId}\t${s.accessId}\t${tenant.connectionId}\t${s.keyId}\tseed-${i}\tPOST\tv1/chat/completions\tgpt-4o\t${failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED'}\tmetered\t${failed ? 0 : 300}\t${t}\t${t}\t40\n`;
+        return `${idOf(i)}\t${tenant.workspaceId}\t${s.accessId}\t${tenant.connectionId}\t${s.keyId}\tseed-${i}\tPOST\tv1/chat/completions\tgpt-4o\t${failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED'}\tmetered\t${failed ? 0 : 300}\t${t}\t${t}\t40\t${uuidAt(at(i))}\n`;
       },
     );
     await copyRows(client, 'usage_events', USAGE_EVENT_SEED_COLUMNS, chunk, end, (i) => {
