@@ -18,7 +18,7 @@
  *   4. the size on disk per month of each table (rows, heap and indexes), and the time to drop the oldest month's
  *      partitions of invocations and usage events (DROP TABLE, lock_timeout 1 s) while calls are recorded at once: the
  *      slowest record batch during the drops is reported (a drop that blocked calls would show in it).
- * The seed's ids are UUID v7 of each row's time, as the gateway makes them; each call has its attempt's id, as a call that
+ * The seed's ids are UUID v7 of each row's time, as the gateway makes them; each call has its attempt (its id, status and times), as a call that
  * reached its provider has (the connection index holds only those). PostgreSQL must run on this host.
  *
  * BENCH_HISTORY_KEEP=1 keeps the seeded database, named bench_history_<BENCH_HISTORY_LARGE in millions>m (printed),
@@ -42,10 +42,10 @@ import { createDatabase } from '../src/db/database.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
-import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
+import { ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
-import { copyRows, USAGE_EVENT_SEED_COLUMNS, uuidAt } from './lib/copy-rows.js';
+import { rebuildRollups, seatsOf, seed, seedMonths, seedPlanOf, type BenchTenant } from './lib/history-seed.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';
 import { batchOf, openLeases } from './lib/record-batch.js';
 
@@ -64,7 +64,6 @@ const REBUILD = process.env.BENCH_HISTORY_REBUILD === '1';
 const DROP = (process.env.BENCH_HISTORY_DROP ?? (KEPT ? '0' : '1')) === '1';
 // A round's CPU is read in the kernel's ticks (10 ms): 4,000 calls at ~150 µs are ~60 of them, a 2% step.
 const BATCHES = Number(process.env.BENCH_HISTORY_BATCHES ?? 200);
-const SEED_CHUNK = 1_000_000;
 const CALLS = 20;
 const DAY_MS = 86_400_000;
 
@@ -73,111 +72,6 @@ const load = () =>
   loadavg()
     .map((l) => l.toFixed(1))
     .join(' ');
-
-interface Seat {
-  accessId: string;
-  keyId: string;
-  periodId: string;
-}
-
-/**
- * A seed's plan, kept in its database (bench_history_seed) so that a seed stopped midway resumes where it stopped:
- * `total` rows of each table spread over MONTHS months up to `endMs`, `seeded` of them written (whole chunks), the
- * rollups computed from the first `rolledUp`.
- */
-interface SeedPlan {
-  endMs: number;
-  total: number;
-  seeded: number;
-  rolledUp: number;
-}
-
-/** The database's seed plan: the one it keeps, else a new one of `total` rows up to yesterday (undefined: none kept). */
-async function seedPlanOf(client: pg.Client, total?: number): Promise<SeedPlan | undefined> {
-  const kept = await client.query<{ exists: boolean }>(`select to_regclass('bench_history_seed') is not null as exists`);
-  if (!kept.rows[0]!.exists) {
-    if (total === undefined) return undefined;
-    await client.query(
-      'create table bench_history_seed (end_ms bigint not null, total bigint not null, seeded bigint not null, rolled_up bigint not null)',
-    );
-    await client.query('insert into bench_history_seed values ($1, $2, 0, 0)', [Date.now() - DAY_MS, total]);
-  }
-  const { rows } = await client.query<Record<string, string>>('select * from bench_history_seed');
-  const row = rows[0]!;
-  return { endMs: Number(row.end_ms), total: Number(row.total), seeded: Number(row.seeded), rolledUp: Number(row.rolled_up) };
-}
-
-/**
- * Seeds rows [plan.seeded, to) of each table, spread evenly over MONTHS months up to plan.endMs: the same i, the same
- * time. A chunk of each table at a time, in one transaction with the plan's count.
- */
-async function seed(client: pg.Client, tenant: BenchTenant, seats: Seat[], plan: SeedPlan, to: number): Promise<number> {
-  const started = performance.now();
-  const span = MONTHS * 30 * DAY_MS;
-  const at = (i: number) => plan.endMs - span + Math.floor((i / plan.total) * span);
-  // Each invocation's id, for its usage event: a chunk at a time (a Map holds at most 2^24 entries).
-  const ids = new Map<number, string>();
-  const idOf = (i: number) => {
-    let id = ids.get(i);
-    if (!id) ids.set(i, (id = uuidAt(at(i))));
-    return id;
-  };
-  for (let chunk = plan.seeded; chunk < to; chunk += SEED_CHUNK) {
-    const end = Math.min(to, chunk + SEED_CHUNK);
-    await client.query('begin');
-    await copyRows(
-      client,
-      'invocations',
-      [
-        'id',
-        'workspace_id',
-        'workspace_access_id',
-        'provider_connection_id',
-        'inference_key_id',
-        'request_id',
-        'method',
-        'endpoint',
-        'requested_model',
-        'status',
-        'metering_status',
-        'quota_units',
-        'started_at',
-        'completed_at',
-        'total_latency_ms',
-        'attempt_id',
-      ],
-      chunk,
-      end,
-      (i) => {
-        const s = seats[i % seats.length]!;
-        const t = new Date(at(i)).toISOString();
-        const failed = i % 25 === 0;
-        return `${idOf(i)}\t${tenant.workspaceId}\t${s.accessId}\t${tenant.connectionId}\t${s.keyId}\tseed-${i}\tPOST\tv1/chat/completions\tgpt-4o\t${failed ? 'UPSTREAM_ERROR' : 'SUCCEEDED'}\tmetered\t${failed ? 0 : 300}\t${t}\t${t}\t40\t${uuidAt(at(i))}\n`;
-      },
-    );
-    await copyRows(client, 'usage_events', USAGE_EVENT_SEED_COLUMNS, chunk, end, (i) => {
-      const s = seats[i % seats.length]!;
-      return `${uuidAt(at(i))}\t${tenant.workspaceId}\t${s.accessId}\t${s.periodId}\t${idOf(i)}\tUSAGE\t300\t200\t0\t50\tgpt-4o\t${new Date(at(i)).toISOString()}\n`;
-    });
-    await client.query('update bench_history_seed set seeded = $1', [end]);
-    await client.query('commit');
-    plan.seeded = end;
-    ids.clear();
-  }
-  return (performance.now() - started) / 1e3;
-}
-
-/** The tenant's seats: each access, a key of it and its current quota period. */
-async function seatsOf(client: pg.Client, tenant: BenchTenant): Promise<Seat[]> {
-  return (
-    await client.query<Seat>(
-      `select a.id as "accessId", (select k.id from inference_keys k where k.workspace_access_id = a.id limit 1) as "keyId",
-              (select q.id from quota_periods q where q.workspace_access_id = a.id order by period_start desc limit 1) as "periodId"
-         from workspace_accesses a where a.workspace_id = $1`,
-      [tenant.workspaceId],
-    )
-  ).rows;
-}
 
 interface MonthSize {
   table: string;
@@ -248,8 +142,6 @@ interface Recorder {
   cpuSeconds(): number;
   end(): Promise<void>;
 }
-
-type BenchTenant = Pick<Tenant, 'workspaceId' | 'connectionId' | 'users' | 'planId'>;
 
 /** A recorder on `databaseUrl` for `tenant`'s users, each holding a lease as a gateway process does. */
 async function recorderOn(databaseUrl: string, tenant: BenchTenant): Promise<Recorder> {
@@ -323,28 +215,6 @@ async function pairedCpu(empty: Recorder, seeded: Recorder): Promise<{ empty: Sp
     }
   }
   return { empty: spread(e), seeded: spread(s), ratio: spread(s.map((x, i) => x / e[i]!)) };
-}
-
-/** The months the seed spans (the history job makes this month and the next ones; older ones exist where rows were). */
-async function seedMonths(client: pg.Client): Promise<void> {
-  await client.query(
-    `select nexus_history_month(t, m) from unnest(array['invocations', 'usage_events']) t,
-            generate_series(now() - make_interval(months => $1 + 1), now(), interval '1 month') m`,
-    [MONTHS],
-  );
-}
-
-/** The workspace's rollups computed anew from its rows, every table analyzed (and noted in the seed's plan): seconds. */
-async function rebuildRollups(client: pg.Client, ws: string, plan?: SeedPlan): Promise<number> {
-  const started = performance.now();
-  for (const table of ROLLUP_TABLES) await client.query(`delete from ${table} where workspace_id = $1`, [ws]);
-  // Analyzed before the rollups are computed from them: without their statistics the planner may choose a plan
-  // that spills to disk for minutes (scripts/lib/usage-seed.ts).
-  for (const table of ['invocations', 'usage_events']) await client.query(`analyze ${table}`);
-  await client.query(rebuildWorkspaceRollupsSql('$1'), [ws]);
-  for (const table of ['invocations', 'usage_events', ...ROLLUP_TABLES]) await client.query(`analyze ${table}`);
-  if (plan) await client.query('update bench_history_seed set rolled_up = $1', [(plan.rolledUp = plan.seeded)]);
-  return (performance.now() - started) / 1e3;
 }
 
 /** The size on disk of each history table with its indexes (partitions summed), and of the whole database. */
@@ -458,7 +328,7 @@ await withFreshNexus(
             const plan = await seedPlanOf(client);
             if (plan && plan.seeded < plan.total) {
               const from = plan.seeded;
-              const seconds = await seed(client, tenant, await seatsOf(client, tenant), plan, plan.total);
+              const seconds = await seed(client, tenant, await seatsOf(client, tenant), plan, plan.total, MONTHS);
               console.log(
                 `its seed resumed: rows ${from.toLocaleString('en')} to ${plan.total.toLocaleString('en')} in ${seconds.toFixed(0)} s`,
               );
@@ -471,10 +341,10 @@ await withFreshNexus(
           } else {
             const seats = await seatsOf(client, tenant);
             await measure('empty tables', empty, seeded, serverUrl, headers, ws);
-            await seedMonths(client);
+            await seedMonths(client, MONTHS);
             const plan = (await seedPlanOf(client, LARGE))!;
             for (const size of [SMALL, LARGE].filter((n) => n > 0)) {
-              const seconds = await seed(client, tenant, seats, plan, size);
+              const seconds = await seed(client, tenant, seats, plan, size, MONTHS);
               const rolled = await rebuildRollups(client, ws, plan);
               console.log(
                 `\n${size.toLocaleString('en')} invocations and as many usage events: seeded (COPY) in ${seconds.toFixed(0)} s, ` +
