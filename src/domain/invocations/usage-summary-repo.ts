@@ -92,18 +92,26 @@ interface SummedRow {
   sums: string;
 }
 
-/** The buckets of rows that come by start: each start written as an ISO string in UTC once, each row's sums split. */
-function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
-  let seconds = '';
+/** A start in seconds since the epoch as an ISO string in UTC, written once for the rows of a start (they come by start). */
+function startsAsIso(): (seconds: string) => string {
+  let last = '';
   let iso = '';
-  return rows.map((row) => {
-    if (row.start !== seconds) {
-      seconds = row.start;
+  return (seconds) => {
+    if (seconds !== last) {
+      last = seconds;
       iso = new Date(Number(seconds) * 1000).toISOString();
     }
+    return iso;
+  };
+}
+
+/** The buckets of rows that come by start: each start written as an ISO string in UTC once, each row's sums split. */
+function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
+  const isoOf = startsAsIso();
+  return rows.map((row) => {
     const sums = row.sums.split(',') as DecimalSum[];
     const bucket: UsageBucketRow = {
-      start: iso,
+      start: isoOf(row.start),
       key: row.key ?? '',
       units: sums[0]!,
       inputTokens: sums[1]!,
@@ -203,15 +211,8 @@ export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSumma
  */
 export async function usageSummarySums({ db }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = db): Promise<UsageSumRow[]> {
   const rows = await summedRows(q, query);
-  let seconds = '';
-  let iso = '';
-  return rows.map((row) => {
-    if (row.start !== seconds) {
-      seconds = row.start;
-      iso = new Date(Number(seconds) * 1000).toISOString();
-    }
-    return { start: iso, key: row.key ?? '', sums: row.sums };
-  });
+  const isoOf = startsAsIso();
+  return rows.map((row) => ({ start: isoOf(row.start), key: row.key ?? '', sums: row.sums }));
 }
 
 /** The rows of the summary's buckets (usageSummary), oldest first, then by key. */
