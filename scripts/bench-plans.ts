@@ -16,20 +16,10 @@ import { migrateLatest } from '../src/db/migrate.js';
 import { createAuthRepo } from '../src/gateway/auth-repo.js';
 import { createCallRepo } from '../src/records/call-repo.js';
 import { cpuNanosOf } from './lib/proc-cpu.js';
+import { CLUSTER_URL, onCluster } from './lib/cluster.js';
 
 const ROUNDS = Number(process.env.BENCH_PLANS_ROUNDS ?? 4);
 const EXECUTIONS = 8;
-const CLUSTER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-
-async function onCluster(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: CLUSTER_URL });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
 
 const database = `nexus_plans_${randomBytes(4).toString('hex')}`;
 const url = new URL(CLUSTER_URL);

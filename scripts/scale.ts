@@ -61,6 +61,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { startPgBouncer, type PgBouncer } from './lib/pgbouncer.js';
+import { CLUSTER_URL, onCluster } from './lib/cluster.js';
 import { load, openLoop } from './lib/scale-load.js';
 import { fresh, memory, type Build } from './lib/scale-fresh.js';
 import { startArgs } from './lib/nexus-process.js';
@@ -89,7 +90,6 @@ const NODE_ENV = Object.fromEntries(
 /** SCALE_AGAINST: another checkout of Nexus (its own build), started in turn with this one in the fresh and memory modes. */
 const AGAINST = process.env.SCALE_AGAINST;
 const COLD_USERS = Number(process.env.SCALE_COLD_USERS ?? 50);
-const CLUSTER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROOT_KEY = 'nx-mgmt-scale-root-0123456789abcdefghijklmnop';
 const PROVIDER_KEY = 'sk-scale-upstream-0123456789';
 const projectRoot = join(fileURLToPath(import.meta.url), '..', '..');
@@ -237,16 +237,6 @@ async function backendsOf(database: string): Promise<number[]> {
       [database],
     );
     return rows.map((r) => r.pid);
-  } finally {
-    await client.end();
-  }
-}
-
-async function onCluster(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: CLUSTER_URL });
-  await client.connect();
-  try {
-    await client.query(sql);
   } finally {
     await client.end();
   }
