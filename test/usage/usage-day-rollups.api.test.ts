@@ -6,12 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
-import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../../src/domain/recording/rollup-sql.js';
 import { localDate, localMidnight } from '../../src/domain/workspaces/time-zone.js';
 import { getUsageSummary, updateWorkspace } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
+import { rebuildRollups } from '../support/usage-rollups.js';
 
 let t: TestApp;
 let upstream: FakeUpstream;
@@ -58,8 +58,7 @@ beforeAll(async () => {
     created_at: new Date(FROM + Math.floor(rand() * (TO - FROM))),
   }));
   await t.database.db.batchInsert('usage_events', events, 500);
-  for (const table of ROLLUP_TABLES) await t.database.db(table).where({ workspace_id: tenant.workspaceId }).delete();
-  await t.database.db.raw(rebuildWorkspaceRollupsSql(':workspaceId'), { workspaceId: tenant.workspaceId });
+  await rebuildRollups(t.database.db, tenant.workspaceId);
 });
 afterAll(async () => {
   await t?.close();

@@ -6,12 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
-import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../../src/domain/recording/rollup-sql.js';
 import { getUsageSummary } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
 import type { UsageBucketDto } from '../../generated/client/types.gen.js';
+import { rebuildRollups, usageCsvCells } from '../support/usage-rollups.js';
 
 let t: TestApp;
 let upstream: FakeUpstream;
@@ -44,8 +44,7 @@ beforeAll(async () => {
     created_at: new Date(FROM + Math.floor(((n * 7919) % 300) * ((TO - FROM) / 300))),
   }));
   await t.database.db.batchInsert('usage_events', events, 500);
-  for (const table of ROLLUP_TABLES) await t.database.db(table).where({ workspace_id: tenant.workspaceId }).delete();
-  await t.database.db.raw(rebuildWorkspaceRollupsSql(':workspaceId'), { workspaceId: tenant.workspaceId });
+  await rebuildRollups(t.database.db, tenant.workspaceId);
 });
 afterAll(async () => {
   await t?.close();
@@ -59,27 +58,7 @@ function cell(value: string | number): string {
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
-const line = (b: UsageBucketDto) =>
-  [
-    b.start,
-    b.key,
-    b.units,
-    b.inputTokens,
-    b.cachedInputTokens,
-    b.outputTokens,
-    b.events,
-    b.costMicros,
-    b.unpricedEvents,
-    b.calls,
-    b.failedCalls,
-    b.refusedCalls,
-    'USD',
-    ...[b.audioInputTokens, b.audioOutputTokens, b.imageInputTokens, b.imageOutputTokens, b.images, b.audioMs, b.characters].map(
-      (sum) => sum ?? '0',
-    ),
-  ]
-    .map(cell)
-    .join(',') + '\r\n';
+const line = (b: UsageBucketDto) => usageCsvCells(b).map(cell).join(',') + '\r\n';
 
 describe("exportUsageSummary's lines", () => {
   it.each([

@@ -6,12 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
-import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../../src/domain/recording/rollup-sql.js';
 import { getUsageSummary } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
 import type { UsageBucketDto } from '../../generated/client/types.gen.js';
+import { rebuildRollups } from '../support/usage-rollups.js';
 
 let t: TestApp;
 let upstream: FakeUpstream;
@@ -49,8 +49,7 @@ beforeAll(async () => {
     };
   });
   await t.database.db.batchInsert('usage_events', events, 500);
-  for (const table of ROLLUP_TABLES) await t.database.db(table).where({ workspace_id: tenant.workspaceId }).delete();
-  await t.database.db.raw(rebuildWorkspaceRollupsSql(':workspaceId'), { workspaceId: tenant.workspaceId });
+  await rebuildRollups(t.database.db, tenant.workspaceId);
 });
 afterAll(async () => {
   await t?.close();
