@@ -7,7 +7,8 @@
  * rollups (hourly and daily) computed by the recording statements' SQL. A Nexus listens on it in this process, and each page the console
  * asks for (the first page, a search by request id, by email, by external id, a model prefix common and rare, a
  * user's refused calls, an invocation's detail; the usage page's summaries this month by model and by user, the last
- * 24 hours by hour, its CSV; the connection's health, and the health of a route's targets) is asked through HTTP
+ * 30 days (a month at its end: every seeded day) by user and by model, the last 24 hours by hour, the CSVs; the
+ * connection's health, and the health of a route's targets) is asked through HTTP
  * BENCH_CONSOLE_RUNS times (default 30, after 3 to warm up), in rounds of every page in turn; it prints p50, p95 and p99
  * (until the answer's last byte). By user, the console asks for its chart's 9 largest users and "Other" (`top`),
  * and the next 9 a page at a time (`offset`); every user's every day is asked too, beside it (the CSV holds them).
@@ -333,17 +334,18 @@ await withFreshNexus(
     const { workspaceId, connectionId, routeId, middle } = KEPT ? await keptWorkspace(databaseUrl) : await seedWorkspace(post, databaseUrl);
 
     const list = `/admin/v1/workspaces/${workspaceId}/invocations`;
-    // The usage page's asks: this month from its first midnight (UTC here), or the last 24 hours.
+    // The usage page's asks: this month from its first midnight (UTC here), the last 30 days (a month at its end:
+    // every seeded day), or the last 24 hours.
     const now = new Date();
     const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
     const summary = (
-      range: 'month' | '24h',
+      range: 'month' | '30d' | '24h',
       granularity: 'day' | 'hour',
       groupBy: string,
       suffix = '',
       more: Record<string, string> = {},
     ) => {
-      const since = range === 'month' ? monthStart : new Date(now.getTime() - 86_400_000).toISOString();
+      const since = range === 'month' ? monthStart : new Date(now.getTime() - (range === '30d' ? 30 : 1) * 86_400_000).toISOString();
       const query = new URLSearchParams({ since, until: now.toISOString(), granularity, groupBy, timeZone: 'UTC', ...more });
       return `/admin/v1/workspaces/${workspaceId}/usage-summary${suffix}?${query}`;
     };
@@ -364,8 +366,12 @@ await withFreshNexus(
       ['usage: this month by user, top 9 + other', summary('month', 'day', 'access', '', { top: '9' })],
       // Its next page: the 10th to the 18th by spend.
       ['usage: by user, users 10-18 + other', summary('month', 'day', 'access', '', { top: '9', offset: '9' })],
+      // The same at a month's end, when "this month" holds every seeded day.
+      ['usage: last 30 days by user, top 9 + other', summary('30d', 'day', 'access', '', { top: '9' })],
+      ['usage: last 30 days by model, by day', summary('30d', 'day', 'model')],
       ['usage: last 24 hours by model, by hour', summary('24h', 'hour', 'model')],
       ['usage: this month by user, CSV', summary('month', 'day', 'access', '/export')],
+      ['usage: last 30 days by user, CSV', summary('30d', 'day', 'access', '/export')],
       ['connection health (5 min, hour, day)', `/admin/v1/provider-connections/${connectionId}/health`],
       ['route health (its targets)', `/admin/v1/routes/${routeId}/health`],
     ];
