@@ -193,8 +193,9 @@ async function exportInvocations(
 
 /**
  * The summary's buckets over [since, until) (whole UTC hours, at most MAX_EXPORT_BUCKETS buckets) as their sums
- * (usageSummarySums), from the first hour with usage to the last (one query finds them), in the summary's slices (SLICE_BUCKETS), the next read while one is written: an export holds two slices at
- * most. It holds one of the process's export slots until `release` is called.
+ * (usageSummarySums), from the first hour with usage to the last (one query finds them), in the summary's slices
+ * (SLICE_BUCKETS), the next read while one is written: an export holds two slices at most. It holds one of the
+ * process's export slots until `release` is called.
  */
 async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: UsageSummaryRequest & { since: Date; until: Date }) {
   const { workspaces, invocationRepo, exportSlots } = deps;
