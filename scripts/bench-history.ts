@@ -305,67 +305,75 @@ await withFreshNexus(
   'history_empty',
   async (bare) => {
     const empty = await recorderOn(bare.databaseUrl, await benchTenant(bare.url, bare.rootKey));
-    await withFreshNexus(
-      'history',
-      async ({ url: serverUrl, databaseUrl, rootKey, headers }) => {
-        const client = new pg.Client({ connectionString: databaseUrl });
-        await client.connect();
-        try {
-          const tenant = KEPT ? await keptTenant(client) : await benchTenant(serverUrl, rootKey);
-          // Every seeded month kept by the history job's hourly retention (the default keeps 90 days of calls): were it
-          // not, a run longer than an hour, or a Nexus started on the kept database, would drop months of the seed.
-          await client.query('update workspaces set detail_retention_days = 3650, rollup_retention_days = 3650 where id = $1', [
-            tenant.workspaceId,
-          ]);
-          const seeded = await recorderOn(databaseUrl, tenant);
-          const ws = tenant.workspaceId;
-          console.log(`host: ${cpus().length} CPUs, load average ${load()} (1, 5, 15 min)`);
-          console.log(`${ROUNDS} paired rounds of ${BATCHES} batches of ${CALLS} calls; ${MONTHS} months; ${USERS} users`);
-          if (KEEP) console.log(`the database is kept: ${KEEP}`);
-          console.log();
-          if (KEPT) {
-            console.log(`the kept database ${KEPT}, migrated to the latest`);
-            const plan = await seedPlanOf(client);
-            if (plan && plan.seeded < plan.total) {
-              const from = plan.seeded;
-              const seconds = await seed(client, tenant, await seatsOf(client, tenant), plan, plan.total, MONTHS);
-              console.log(
-                `its seed resumed: rows ${from.toLocaleString('en')} to ${plan.total.toLocaleString('en')} in ${seconds.toFixed(0)} s`,
-              );
+    try {
+      await withFreshNexus(
+        'history',
+        async ({ url: serverUrl, databaseUrl, rootKey, headers }) => {
+          const client = new pg.Client({ connectionString: databaseUrl });
+          await client.connect();
+          try {
+            const tenant = KEPT ? await keptTenant(client) : await benchTenant(serverUrl, rootKey);
+            // Every seeded month kept by the history job's hourly retention (the default keeps 90 days of calls): were it
+            // not, a run longer than an hour, or a Nexus started on the kept database, would drop months of the seed.
+            await client.query('update workspaces set detail_retention_days = 3650, rollup_retention_days = 3650 where id = $1', [
+              tenant.workspaceId,
+            ]);
+            const seeded = await recorderOn(databaseUrl, tenant);
+            // Each recorder's connection ends before its database is dropped, whatever happened: a connection the drop
+            // ends itself would be an error no one listens to, and the process would stop before its cleanup.
+            try {
+              const ws = tenant.workspaceId;
+              console.log(`host: ${cpus().length} CPUs, load average ${load()} (1, 5, 15 min)`);
+              console.log(`${ROUNDS} paired rounds of ${BATCHES} batches of ${CALLS} calls; ${MONTHS} months; ${USERS} users`);
+              if (KEEP) console.log(`the database is kept: ${KEEP}`);
+              console.log();
+              if (KEPT) {
+                console.log(`the kept database ${KEPT}, migrated to the latest`);
+                const plan = await seedPlanOf(client);
+                if (plan && plan.seeded < plan.total) {
+                  const from = plan.seeded;
+                  const seconds = await seed(client, tenant, await seatsOf(client, tenant), plan, plan.total, MONTHS);
+                  console.log(
+                    `its seed resumed: rows ${from.toLocaleString('en')} to ${plan.total.toLocaleString('en')} in ${seconds.toFixed(0)} s`,
+                  );
+                }
+                if (REBUILD || (plan && plan.rolledUp < plan.seeded)) {
+                  console.log(`rollups computed anew in ${(await rebuildRollups(client, ws, plan)).toFixed(0)} s`);
+                }
+                await reportSizes(client);
+                await measure('as kept', empty, seeded, serverUrl, headers, ws);
+              } else {
+                const seats = await seatsOf(client, tenant);
+                await measure('empty tables', empty, seeded, serverUrl, headers, ws);
+                await seedMonths(client, MONTHS);
+                const plan = (await seedPlanOf(client, LARGE))!;
+                for (const size of [SMALL, LARGE].filter((n) => n > 0)) {
+                  const seconds = await seed(client, tenant, seats, plan, size, MONTHS);
+                  const rolled = await rebuildRollups(client, ws, plan);
+                  console.log(
+                    `\n${size.toLocaleString('en')} invocations and as many usage events: seeded (COPY) in ${seconds.toFixed(0)} s, ` +
+                      `rollups and analyze ${rolled.toFixed(0)} s; load average ${load()}`,
+                  );
+                  await reportSizes(client);
+                  await measure(`at ${size.toLocaleString('en')} rows`, empty, seeded, serverUrl, headers, ws);
+                }
+              }
+              const months = await reportMonths(client);
+              if (DROP) await dropWhileRecording(client, months, seeded.batch);
+            } finally {
+              await seeded.end();
             }
-            if (REBUILD || (plan && plan.rolledUp < plan.seeded)) {
-              console.log(`rollups computed anew in ${(await rebuildRollups(client, ws, plan)).toFixed(0)} s`);
-            }
-            await reportSizes(client);
-            await measure('as kept', empty, seeded, serverUrl, headers, ws);
-          } else {
-            const seats = await seatsOf(client, tenant);
-            await measure('empty tables', empty, seeded, serverUrl, headers, ws);
-            await seedMonths(client, MONTHS);
-            const plan = (await seedPlanOf(client, LARGE))!;
-            for (const size of [SMALL, LARGE].filter((n) => n > 0)) {
-              const seconds = await seed(client, tenant, seats, plan, size, MONTHS);
-              const rolled = await rebuildRollups(client, ws, plan);
-              console.log(
-                `\n${size.toLocaleString('en')} invocations and as many usage events: seeded (COPY) in ${seconds.toFixed(0)} s, ` +
-                  `rollups and analyze ${rolled.toFixed(0)} s; load average ${load()}`,
-              );
-              await reportSizes(client);
-              await measure(`at ${size.toLocaleString('en')} rows`, empty, seeded, serverUrl, headers, ws);
-            }
+            console.log(`\nhost after: load average ${load()} (1, 5, 15 min)`);
+          } finally {
+            await client.end();
           }
-          const months = await reportMonths(client);
-          if (DROP) await dropWhileRecording(client, months, seeded.batch);
-          await seeded.end();
-          console.log(`\nhost after: load average ${load()} (1, 5, 15 min)`);
-        } finally {
-          await client.end();
-        }
-      },
-      ENV,
-      KEEP ? { name: KEEP, keep: true } : KEPT ? { name: KEPT, existing: true } : {},
-    );
-    await empty.end();
+        },
+        ENV,
+        KEEP ? { name: KEEP, keep: true } : KEPT ? { name: KEPT, existing: true } : {},
+      );
+    } finally {
+      await empty.end();
+    }
   },
   ENV,
 );
