@@ -75,8 +75,8 @@ export function settleOnCreate(statements: () => IdleStatement[]) {
     Promise.resolve()
       .then(() => settlePlans(conn, statements()))
       .then(
-      () => done(null, conn),
-      () => done(null, conn),
-    );
+        () => done(null, conn),
+        () => done(null, conn),
+      );
   };
 }
