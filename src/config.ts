@@ -43,6 +43,7 @@ const variables = z.object({
     .optional(),
   NEXUS_DATABASE_PREPARED_STATEMENTS: flag(true),
   NEXUS_DATABASE_POOL_MAX: integer(1, 1000, 10),
+  NEXUS_GATEWAY_POOL_IDLE_MS: integer(1000, undefined, 300_000),
   NEXUS_DATABASE_STARTUP_TIMEOUT_MS: integer(0, undefined, 300_000),
   NEXUS_WORKERS: integer(1, 256, 1),
   NEXUS_DATA_DIR: z.string().min(1).default('./data'),
@@ -234,6 +235,8 @@ function databaseFields(v: z.output<typeof variables>) {
     databasePreparedStatements: v.NEXUS_DATABASE_PREPARED_STATEMENTS,
     /** Connections of each of a process's two PostgreSQL pools (the Admin API's and the gateway's), at most. */
     databasePoolMax: v.NEXUS_DATABASE_POOL_MAX,
+    /** How long a gateway pool connection stays open unused (each one opened again plans its named statements anew). */
+    gatewayPoolIdleMs: v.NEXUS_GATEWAY_POOL_IDLE_MS,
     /**
      * How long a start waits for a PostgreSQL it cannot reach (src/db/wait-for-database.ts), serving /healthz
      * meanwhile; past it, the process exits 1 with one line. 0: it exits at the first failed try.

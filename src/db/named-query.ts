@@ -63,3 +63,20 @@ export async function settlePlans(conn: pg.Client, statements: IdleStatement[]):
   for (const { name, text, values } of statements)
     for (let i = 0; i < EXECUTIONS_TO_GENERIC_PLAN; i++) await conn.query({ name, text, values });
 }
+
+/**
+ * A pool's `afterCreate`: each connection the pool opens settles on its plans of `statements()` (settlePlans) before
+ * the pool hands it out, whenever it is opened (a start's warm-up, a pool that grows under a burst, or one opened
+ * again after its connections were closed idle), so no call pays a connection's custom plans. A statement that fails
+ * here is planned by the first call that runs it; the connection is handed out either way.
+ */
+export function settleOnCreate(statements: () => IdleStatement[]) {
+  return (conn: pg.Client, done: (err: Error | null, conn: pg.Client) => void): void => {
+    Promise.resolve()
+      .then(() => settlePlans(conn, statements()))
+      .then(
+        () => done(null, conn),
+        () => done(null, conn),
+      );
+  };
+}

@@ -9,12 +9,18 @@
  * of leases and settlements; the calls in that window go uncharged. Each
  * transaction stays atomic, so the invariants (no overspend by holds, one usage
  * event per settlement) hold either way.
+ *
+ * A connection of this pool settles on its plans of the gateway's named statements when it is opened (`settle`,
+ * src/db/named-query.ts), and is closed only after `idleMs` unused (NEXUS_GATEWAY_POOL_IDLE_MS, 5 min by default,
+ * against knex's 30 s): each one opened again costs its backend's start and tens of ms of planning (docs/performance.md).
  */
 import knexPkg, { type Knex } from 'knex';
 import type { Db } from '../db/database.js';
 import { isEmbedded } from '../db/database.js';
+import { settleOnCreate, type IdleStatement } from '../db/named-query.js';
 
-export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax = 10): { db: Db; owned: boolean } {
+/** `settle`: the named statements each new connection settles on (none behind a transaction pooler). */
+export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax: number, idleMs: number, settle: () => IdleStatement[]) {
   if (isEmbedded(main)) return { db: main, owned: false };
   const config = main.client.config as {
     connection: { connectionString?: string; application_name?: string } | string;
@@ -30,7 +36,7 @@ export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax = 10): {
   const db = knexPkg({
     client: 'pg',
     connection: { connectionString, application_name: 'nexus-gateway', ...(options ? { options } : {}) },
-    pool: { min: 0, max: poolMax },
+    pool: { min: 0, max: poolMax, idleTimeoutMillis: idleMs, afterCreate: settleOnCreate(settle) },
     ...(config.log ? { log: config.log } : {}),
   });
   return { db, owned: true };

@@ -8,6 +8,7 @@
  */
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
+import type { IdleStatement } from '../db/named-query.js';
 import type { Clock } from '../domain/actor.js';
 import type { ChangeFeed } from '../domain/changes/change-feed.js';
 import { createInvocationRepo } from '../domain/invocations/invocation-repo.js';
@@ -56,7 +57,10 @@ export interface GatewayPartsDeps {
 
 export function createGatewayParts(deps: GatewayPartsDeps) {
   const { config, clock, logger, metrics, changes } = deps;
-  const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax);
+  // Each new connection settles on its plans of the named statements (none behind a transaction pooler): gateway-db.ts.
+  const settle = (): IdleStatement[] =>
+    config.databasePreparedStatements ? [...authRepo.idleStatements(clock.now()), ...records.repo.idleStatements(clock.now())] : [];
+  const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax, config.gatewayPoolIdleMs, settle);
   const authRepo = createAuthRepo(db, config.databasePreparedStatements);
   const cache = createAuthCache({
     repo: authRepo,
@@ -161,14 +165,11 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     /** Writes the records a process that stopped left in the spool (at start). */
     recover: () => recorder.recover(),
     /**
-     * Before a fresh process takes calls (warm-up.ts): the gateway pool's connections opened, and their named
-     * statements planned, while the call's protocol part is compiled. Resolves with the connections opened.
+     * Before a fresh process takes calls (warm-up.ts): the gateway pool's connections opened (each settles on its
+     * plans as it opens: `settle` above), while the call's protocol part is compiled. Resolves with the connections opened.
      */
     async warmUp(): Promise<number> {
-      const now = clock.now();
-      // Behind a transaction pooler (no prepared statements) a statement is planned at each run: nothing to settle.
-      const statements = config.databasePreparedStatements ? [...authRepo.idleStatements(now), ...records.repo.idleStatements(now)] : [];
-      const opening = openConnections(db, config.databasePoolMax, statements);
+      const opening = openConnections(db, config.databasePoolMax);
       warmProtocol();
       return opening;
     },

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createAuthRepo } from '../../src/gateway/auth-repo.js';
+import { createGatewayDb } from '../../src/gateway/gateway-db.js';
 import { openConnections } from '../../src/gateway/warm-up.js';
 import { createCallRepo } from '../../src/records/call-repo.js';
 import { createTestDatabase, preparedStatements, type TestDatabase } from '../support/test-db.js';
@@ -12,6 +13,17 @@ beforeAll(async () => {
 afterAll(() => t.drop());
 
 const WRITTEN = ['invocations', 'usage_events', 'lease_calls', 'quota_leases', 'usage_rollups', 'events'];
+const NAMED = ['nexus_heartbeat', 'nexus_key_lookup', 'nexus_record_calls', 'nexus_snapshot'];
+
+type Pooled = { acquireConnection(): Promise<pg.Client>; releaseConnection(c: pg.Client): Promise<void> };
+
+/** Each of `conn`'s prepared statements, with its custom and generic plans so far. */
+async function plansOf(conn: pg.Client): Promise<[string, number, number][]> {
+  const { rows } = await conn.query<{ name: string; generic_plans: string; custom_plans: string }>(
+    'select name, generic_plans, custom_plans from pg_prepared_statements order by name',
+  );
+  return rows.map((r) => [r.name, Number(r.custom_plans), Number(r.generic_plans)]);
+}
 
 it.skipIf(!preparedStatements || process.env.NEXUS_TEST_DB === 'pglite')(
   "settles each pooled connection on its generic plan of the gateway's named statements, writing nothing",
@@ -27,16 +39,37 @@ it.skipIf(!preparedStatements || process.env.NEXUS_TEST_DB === 'pglite')(
     const held = await Promise.all([0, 1, 2].map(() => client.acquireConnection()));
     try {
       for (const conn of held) {
-        const { rows } = await conn.query<{ name: string; generic_plans: string; custom_plans: string }>(
-          'select name, generic_plans, custom_plans from pg_prepared_statements order by name',
-        );
-        expect(rows.map((r) => r.name)).toEqual(['nexus_heartbeat', 'nexus_key_lookup', 'nexus_record_calls', 'nexus_snapshot']);
         // Five plans for the values, then the generic plan kept: a call's execution plans nothing more.
-        for (const r of rows) expect([r.name, Number(r.custom_plans), Number(r.generic_plans)]).toEqual([r.name, 5, 1]);
+        expect(await plansOf(conn)).toEqual(NAMED.map((name) => [name, 5, 1]));
       }
     } finally {
       await Promise.all(held.map((c) => client.releaseConnection(c)));
     }
     expect(await Promise.all(WRITTEN.map((table) => t.db(table).count({ n: '*' }).first()))).toEqual(rowsBefore);
+  },
+);
+
+it.skipIf(!preparedStatements || process.env.NEXUS_TEST_DB === 'pglite' || !!process.env.TEST_PGBOUNCER_URL)(
+  "has every connection the gateway's pool opens settle on its plans, and keeps it open unused for the idle time given",
+  async () => {
+    const rowsBefore = await Promise.all(WRITTEN.map((table) => t.db(table).count({ n: '*' }).first()));
+    const settle = () => [...createAuthRepo(t.db).idleStatements(new Date()), ...createCallRepo(t.db).idleStatements(new Date())];
+    const { db, owned } = createGatewayDb(t.db, false, 2, 120_000, settle);
+    expect(owned).toBe(true);
+    try {
+      // No warm-up: a connection opened as a call would open it, the second one while the first is held.
+      const client = db.client as Pooled;
+      const [a, b] = [await client.acquireConnection(), await client.acquireConnection()];
+      try {
+        for (const conn of [a, b]) expect(await plansOf(conn)).toEqual(NAMED.map((name) => [name, 5, 1]));
+      } finally {
+        await Promise.all([a, b].map((c) => client.releaseConnection(c)));
+      }
+      // Closed only after the idle time given (knex's default is 30 s): a pool opened again pays the plans again.
+      expect((db.client as unknown as { pool: { idleTimeoutMillis: number } }).pool.idleTimeoutMillis).toBe(120_000);
+      expect(await Promise.all(WRITTEN.map((table) => t.db(table).count({ n: '*' }).first()))).toEqual(rowsBefore);
+    } finally {
+      await db.destroy();
+    }
   },
 );
