@@ -155,6 +155,37 @@ describe('usage summaries by day from the day rollups', () => {
     await expectSameAnswers('Asia/Tokyo', 6);
   });
 
+  it('another name of the workspace’s days (Etc/UTC for UTC) reads its day rollups; a zone of other days does not', async () => {
+    await setZone('UTC');
+    await expectSameAnswers('Etc/UTC', 6);
+    // A UTC day row made to disagree with its hours by 1,000 units: read by UTC's names, not by London's (UTC's
+    // days in winter, not in summer) nor by Etc/GMT-1 (a fixed offset of other days).
+    const day = { workspace_id: tenant.workspaceId, time_zone: 'UTC', day: new Date('2026-03-05T00:00:00Z') };
+    const row = (await t.database.db('usage_day_rollups').where(day).first()) as Record<string, unknown>;
+    const at = { ...day, model: row.model, provider_connection_id: row.provider_connection_id, plan_id: row.plan_id };
+    const [since, until] = [Date.parse('2026-03-01T00:00:00Z'), Date.parse('2026-03-11T00:00:00Z')];
+    const unitsOn = (buckets: Bucket[], start: string) =>
+      BigInt(buckets.find((b) => b.start === start && b.key === row.model)!.units as string);
+    const before = Object.fromEntries(
+      await Promise.all(
+        ['UTC', 'Etc/UTC', 'Universal', 'Europe/London', 'Etc/GMT-1'].map(async (z) => [z, await summary('day', since, until, z, 'model')]),
+      ),
+    ) as Record<string, Bucket[]>;
+    expect(before['Etc/UTC']).toEqual(before.UTC);
+    expect(before['Europe/London']).toEqual(before.UTC);
+    await t.database.db('usage_day_rollups').where(at).increment('units', 1000);
+    try {
+      for (const z of ['UTC', 'Etc/UTC', 'Universal']) {
+        const read = await summary('day', since, until, z, 'model');
+        expect(unitsOn(read, '2026-03-05T00:00:00.000Z') - unitsOn(before[z]!, '2026-03-05T00:00:00.000Z'), z).toBe(1000n);
+      }
+      expect(await summary('day', since, until, 'Europe/London', 'model')).toEqual(before['Europe/London']);
+      expect(await summary('day', since, until, 'Etc/GMT-1', 'model')).toEqual(before['Etc/GMT-1']);
+    } finally {
+      await t.database.db('usage_day_rollups').where(at).decrement('units', 1000);
+    }
+  });
+
   it('the day of until is read from its day row when no later hour of it has usage, else from its hours', async () => {
     await setZone('UTC');
     // A UTC day whose last hour with usage is not its last hour: a range can end after it and inside the day.

@@ -21,6 +21,29 @@ function knows(name: string): boolean {
   }
 }
 
+/** The zones of UTC's own days under another name (tzdata's links to Etc/UTC and Etc/GMT, and PostgreSQL's `posix/` copies). */
+const UTC_NAMES = /^(posix\/)?(Etc\/)?(UTC|UCT|Universal|Zulu|GMT|GMT[+-]?0|Greenwich)$/;
+/** tzdata's fixed offsets, `Etc/GMT+5` (UTC-5, POSIX's sign) to `Etc/GMT-14`: one offset throughout, no history. */
+const ETC_GMT = /^(posix\/)?Etc\/GMT([+-]\d{1,2})$/;
+
+/** A zone's offset from UTC in hours where it never had another (UTC's names and Etc/GMT±N); undefined for any other zone. */
+function fixedOffsetOf(zone: string): number | undefined {
+  if (UTC_NAMES.test(zone)) return 0;
+  const etc = ETC_GMT.exec(zone);
+  return etc ? -Number(etc[2]) : undefined;
+}
+
+/**
+ * Whether the days of zone `a` are those of zone `b` at every instant: the same name, or two names of one fixed
+ * offset (`Etc/UTC` and `UTC`, `Etc/GMT-3` and `Etc/GMT-3`). Other pairs are told apart even where their rules agree
+ * today (Europe/Paris and Europe/Berlin differ before 1980).
+ */
+export function sameDays(a: string, b: string): boolean {
+  if (a === b) return true;
+  const offset = fixedOffsetOf(a);
+  return offset !== undefined && offset === fixedOffsetOf(b);
+}
+
 interface LocalDate {
   year: number;
   /** 1 to 12. */
