@@ -12,7 +12,9 @@
  *   2. BENCH_HISTORY_SMALL invocations and as many usage events (default 100,000 each), spread evenly over
  *      BENCH_HISTORY_MONTHS months (default 12) up to now, written with COPY, the rollups computed from them, analyzed;
  *      the size on disk of each table; the CPU per recorded call again; the usage summary (by day in the workspace's
- *      zone, read from the day rollups, and the same days in another zone's name, summed from the hourly rollups) and
+ *      zone, read from the day rollups, the same days under another name of that zone, read from them too, the days
+ *      of a zone whose midnights are an hour or none from it, read from them and the hours between, and those of a zone
+ *      9 hours from it, summed from the hourly rollups) and
  *      the invocations list answered through HTTP (BENCH_HISTORY_RUNS times each, default 20: p50);
  *   3. up to BENCH_HISTORY_LARGE of each (default 1,000,000) the same way, and the same figures;
  *   4. the size on disk per month of each table (rows, heap and indexes), and the time to drop the oldest month's
@@ -244,11 +246,22 @@ function readsOf(ws: string): [string, string][] {
       'summary, 12 months by day, by model',
       `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model`,
     ],
-    // The same days in a zone other than the workspace's (Etc/UTC: UTC's days under another name): summed from
-    // the hourly rollups, as every summary by day was before the day rollups.
+    // The same days under another name of the workspace's zone (Etc/UTC for UTC): read from the day rollups too.
     [
-      'the same from the hours (Etc/UTC)',
+      'the same in Etc/UTC (the same days)',
       `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Etc/UTC`,
+    ],
+    // The days of a zone whose midnights are near the workspace's (London's: UTC's in winter, an hour earlier in
+    // summer): the day rollups' whole days, and the hours the two zones' days cut apart.
+    [
+      'the same in Europe/London',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Europe/London`,
+    ],
+    // The days of a zone whose midnights are 9 hours from the workspace's: summed from the hourly rollups, as every
+    // summary by day was before the day rollups.
+    [
+      'the same from the hours (Asia/Tokyo)',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Asia/Tokyo`,
     ],
     [
       'summary, 12 months by day, by user',

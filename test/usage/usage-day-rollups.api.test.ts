@@ -155,6 +155,54 @@ describe('usage summaries by day from the day rollups', () => {
     await expectSameAnswers('Asia/Tokyo', 6);
   });
 
+  it('another name of the workspace’s days (Etc/UTC for UTC) reads its day rollups, and equals the hours', async () => {
+    await setZone('UTC');
+    await expectSameAnswers('Etc/UTC', 6);
+  });
+
+  for (const [own, zone] of [
+    ['UTC', 'Europe/London'],
+    ['UTC', 'America/New_York'],
+    ['UTC', 'Asia/Kolkata'],
+    ['UTC', 'Asia/Kathmandu'],
+    ['Europe/Paris', 'America/New_York'],
+    ['America/New_York', 'Asia/Kathmandu'],
+    ['Asia/Kolkata', 'America/New_York'],
+  ]) {
+    it(`${zone} on a workspace in ${own}: its whole days from the day rows, less and plus the hours the zones cut apart, equal the hours`, async () => {
+      await setZone(own!);
+      await expectSameAnswers(zone!, 6);
+    });
+  }
+
+  it('a day row is read in the zone’s day its middle hour falls in, by a zone whose midnights are up to 6 hours from the workspace’s (a row made to disagree shows it)', async () => {
+    await setZone('UTC');
+    // A UTC day row made to disagree with its hours by 1,000 units: in a range that holds the day wholly, every
+    // zone's answer holds 1,000 units more, in the bucket of the day its middle hour falls in.
+    const day = { workspace_id: tenant.workspaceId, time_zone: 'UTC', day: new Date('2026-03-05T00:00:00Z') };
+    const row = (await t.database.db('usage_day_rollups').where(day).first()) as Record<string, unknown>;
+    const at = { ...day, model: row.model, provider_connection_id: row.provider_connection_id, plan_id: row.plan_id };
+    const [since, until] = [Date.parse('2026-03-01T00:00:00Z'), Date.parse('2026-03-11T00:00:00Z')];
+    const zones = ['UTC', 'Etc/UTC', 'Universal', 'Europe/London', 'Etc/GMT-1', 'America/New_York', 'Asia/Tokyo'];
+    const unitsOf = (buckets: Bucket[]) => buckets.reduce((n, b) => n + BigInt(b.units as string), 0n);
+    const before = await Promise.all(zones.map((z) => summary('day', since, until, z, 'model')));
+    await t.database.db('usage_day_rollups').where(at).increment('units', 1000);
+    try {
+      for (const [i, z] of zones.entries()) {
+        const read = await summary('day', since, until, z, 'model');
+        // Tokyo's midnights are 9 hours from UTC's: its days are summed from the hours.
+        const more = z === 'Asia/Tokyo' ? 0n : 1000n;
+        expect(unitsOf(read) - unitsOf(before[i]!), z).toBe(more);
+        const middle = localDate(new Date('2026-03-05T12:00:00Z'), z);
+        const start = localMidnight(middle.year, middle.month, middle.day, z).toISOString();
+        const of = (buckets: Bucket[]) => BigInt(buckets.find((b) => b.start === start && b.key === row.model)!.units as string);
+        expect(of(read) - of(before[i]!), z).toBe(more);
+      }
+    } finally {
+      await t.database.db('usage_day_rollups').where(at).decrement('units', 1000);
+    }
+  });
+
   it('the day of until is read from its day row when no later hour of it has usage, else from its hours', async () => {
     await setZone('UTC');
     // A UTC day whose last hour with usage is not its last hour: a range can end after it and inside the day.
@@ -180,6 +228,12 @@ describe('usage summaries by day from the day rollups', () => {
       // The range ends before the day's last hour with usage: its hours are read, not its row.
       const cut = await summary('day', since, lastHour, 'UTC', 'access');
       expect(cut).toEqual(byLocalDay(await summary('hour', since, lastHour, 'UTC', 'access'), 'UTC'));
+      // Read by another zone's summary too, when the range holds the whole day (Abidjan's days are UTC's: the
+      // summary's slice of them ends at the day's end).
+      const wholeDay = day.day.getTime() + DAY;
+      const hoursInAbidjan = byLocalDay(await summary('hour', since, wholeDay, 'Africa/Abidjan', 'access'), 'Africa/Abidjan');
+      const total = (buckets: Bucket[]) => buckets.reduce((n, b) => n + BigInt(b.units as string), 0n);
+      expect(total(await summary('day', since, wholeDay, 'Africa/Abidjan', 'access')) - total(hoursInAbidjan)).toBe(1000n);
       // A day older than the workspace's rollup retention may have lost hours to it: its hours are read.
       const ageDays = Math.floor((Date.now() - day.day.getTime()) / DAY);
       await t.database
@@ -188,6 +242,10 @@ describe('usage summaries by day from the day rollups', () => {
         .update({ rollup_retention_days: ageDays - 1 });
       try {
         expect(await summary('day', since, lastHour + HOUR / 2, 'UTC', 'access')).toEqual(holding);
+        // So does another zone's summary of a range holding the whole day: its row, past the retention, is not read.
+        const whole = day.day.getTime() + DAY;
+        const abidjan = byLocalDay(await summary('hour', since, whole, 'Africa/Abidjan', 'access'), 'Africa/Abidjan');
+        expect(await summary('day', since, whole, 'Africa/Abidjan', 'access')).toEqual(abidjan);
       } finally {
         await t.database.db('workspaces').where({ id: tenant.workspaceId }).update({ rollup_retention_days: 730 });
       }
@@ -205,6 +263,7 @@ describe('usage summaries by day from the day rollups', () => {
       await setZone('UTC');
       const [since, until] = [Date.parse('2026-03-01T00:00:00Z'), Date.parse('2026-03-11T00:00:00Z')];
       const before = await summary('day', since, until, 'UTC', groupBy);
+      const tokyo = await summary('day', since, until, 'Asia/Tokyo', groupBy);
       const day = { workspace_id: tenant.workspaceId, time_zone: 'UTC', day: new Date('2026-03-05T00:00:00Z') };
       const row = (await t.database.db(table).where(day).first()) as Record<string, unknown>;
       const at = { ...day, ...Object.fromEntries(series.map((c) => [c, row[c]])) };
@@ -212,6 +271,7 @@ describe('usage summaries by day from the day rollups', () => {
       await t.database.db(table).where(at).increment('units', 1000);
       await t.database.db(table).insert({ ...row, time_zone: 'Asia/Tokyo', day: new Date('2026-03-04T15:00:00Z') });
       expect(await summary('day', since, until, 'UTC', groupBy)).toEqual(before);
+      expect(await summary('day', since, until, 'Asia/Tokyo', groupBy)).toEqual(tokyo);
       // Without the stray row the day is read (what shows the day path is taken), then put back.
       await t.database.db(table).where({ workspace_id: tenant.workspaceId, time_zone: 'Asia/Tokyo' }).delete();
       const read = await summary('day', since, until, 'UTC', groupBy);

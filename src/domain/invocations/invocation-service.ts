@@ -10,6 +10,7 @@ import { assertVisible, type Actor, type Clock } from '../actor.js';
 import { bindDeps } from '../bind.js';
 import type { Page } from '../pagination.js';
 import type { UsageEventRow } from '../quota/quota-types.js';
+import { sameDays } from '../workspaces/time-zone.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { ExportSlots } from './export-slots.js';
 import type {
@@ -248,7 +249,9 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
   );
   await assertTimeZone(deps, request.timeZone);
   const workspace = await deps.workspaces.get(actor, request.workspaceId);
-  const asRead = { ...request, workspaceTimeZone: workspace.time_zone };
+  // Days of another name for the workspace's own (Etc/UTC for UTC) are its days: read from its day rollups.
+  const timeZone = sameDays(request.timeZone, workspace.time_zone) ? workspace.time_zone : request.timeZone;
+  const asRead = { ...request, timeZone, workspaceTimeZone: workspace.time_zone };
   const head = { currency: workspace.currency, since, until, timeZone: request.timeZone };
   if (request.top === undefined) {
     if (request.offset !== undefined) throw new AppError('invalid_parameter', 'offset is asked with top', { param: 'offset' });

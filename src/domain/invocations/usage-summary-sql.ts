@@ -133,6 +133,63 @@ export function byDaySql(
 }
 
 /**
+ * The summary by day in a zone other than the workspace's (`query.timeZone`), from the workspace's day rollups where
+ * they hold whole days: each workspace day `X` wholly in the range (its start at or after `since` and within the
+ * rollup retention, its end at or before `until`; none where days of another zone lie near the range, as byDaySql)
+ * is its day row, summed in the zone's day its middle hour falls in (`major`), less its hours that fall in another
+ * of the zone's days, which are read and summed in their own (each hour in the day its start falls in, as the hours
+ * are summed). A workspace day's hours in the major day are those from the first hour of that day to the first hour
+ * of the next (as byDaySql's edges): its other hours are at its start and end, read by two range scans of the hourly
+ * rollup per day (none where the zones' days agree: Europe/London's and UTC's in winter). The hours before the first
+ * whole day and after the last are read and summed as they are. A bucket whose sums are of no event and no call (a
+ * day row less every hour of it) is left out: every rollup row counts one.
+ */
+export function otherZoneDaysSql(query: UsageSummaryQuery, days: string, table: string, key: string, select: string, tail: string): string {
+  const zone = sqlString(query.timeZone);
+  const own = sqlString(query.workspaceTimeZone!);
+  const sums = ROLLUP_SUMS.join(', ');
+  const hours = (from: string, to: string) =>
+    `select date_trunc('day', hour, ${zone}), ${key}, ${sums} from ${table} where workspace_id = :workspaceId and hour >= ${from} and hour < ${to}`;
+  const minor = (from: string, to: string) =>
+    `select p.major, r.hour, r.${key} as key, ${ROLLUP_SUMS.map((c) => `r.${c}`).join(', ')}
+       from parts p join ${table} r on r.workspace_id = :workspaceId and r.hour >= ${from} and r.hour < ${to}`;
+  return `with bounds as (
+       select now() - (select rollup_retention_days from workspaces where id = :workspaceId) * interval '1 day' as kept_from,
+              exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone < ${own}
+                         and o.day > cast(:since as timestamptz) - interval '2 days' and o.day < :until)
+              or exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone > ${own}
+                         and o.day > cast(:since as timestamptz) - interval '2 days' and o.day < :until) as mixed
+     ), whole as (
+       select d.day, d.${key} as key, date_trunc('day', d.day + interval '12 hours', ${zone}) as major, ${ROLLUP_SUMS.map((c) => `d.${c}`).join(', ')}
+         from ${days} d, bounds
+        where d.workspace_id = :workspaceId and d.time_zone = ${own} and not bounds.mixed
+          and d.day >= :since and d.day >= bounds.kept_from and ${nextDay('d.day', own)} <= :until
+     ), span as (
+       select coalesce(${ceilHour('min(day)')}, :until) as first_hour, coalesce(${ceilHour(nextDay('max(day)', own))}, :until) as end_hour
+         from whole
+     ), parts as (
+       select major, ${ceilHour('day')} as h0, ${ceilHour(nextDay('day', own))} as h1, ${ceilHour('major')} as m1,
+              ${ceilHour(nextDay('major', zone))} as m2
+         from (select distinct day, major from whole) w
+     ), minor as (
+       ${minor('p.h0', 'p.m1')}
+       union all
+       ${minor('p.m2', 'p.h1')}
+     )
+     select ${select}
+       from (select major as start, key, ${sums} from whole
+             union all
+             select major, key, ${ROLLUP_SUMS.map((c) => `-${c}`).join(', ')} from minor
+             union all
+             select date_trunc('day', hour, ${zone}), key, ${sums} from minor
+             union all
+             ${hours(':since', '(select first_hour from span)')}
+             union all
+             ${hours('(select end_hour from span)', ':until')}) x (start, key, ${sums})
+     ${tail}`;
+}
+
+/**
  * A known zone name as an SQL literal: the group by and the select must name the same expression, which a
  * bound parameter (two placeholders) does not.
  */

@@ -3,6 +3,8 @@ import { AppError } from '../../errors.js';
 /** The time zone of a workspace that never set one. */
 export const DEFAULT_TIME_ZONE = 'UTC';
 
+const DAY_MS = 86_400_000;
+
 /** An IANA name's shape (`UTC`, `Europe/Paris`, `America/Argentina/Buenos_Aires`, `Etc/GMT+5`): no bare offsets. */
 const IANA_NAME = /^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+){0,2}$/;
 
@@ -19,6 +21,29 @@ function knows(name: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** The zones of UTC's own days under another name (tzdata's links to Etc/UTC and Etc/GMT, and PostgreSQL's `posix/` copies). */
+const UTC_NAMES = /^(posix\/)?(Etc\/)?(UTC|UCT|Universal|Zulu|GMT|GMT[+-]?0|Greenwich)$/;
+/** tzdata's fixed offsets, `Etc/GMT+5` (UTC-5, POSIX's sign) to `Etc/GMT-14`: one offset throughout, no history. */
+const ETC_GMT = /^(posix\/)?Etc\/GMT([+-]\d{1,2})$/;
+
+/** A zone's offset from UTC in hours where it never had another (UTC's names and Etc/GMT±N); undefined for any other zone. */
+function fixedOffsetOf(zone: string): number | undefined {
+  if (UTC_NAMES.test(zone)) return 0;
+  const etc = ETC_GMT.exec(zone);
+  return etc ? -Number(etc[2]) : undefined;
+}
+
+/**
+ * Whether the days of zone `a` are those of zone `b` at every instant: the same name, or two names of one fixed
+ * offset (`Etc/UTC` and `UTC`, `Etc/GMT-3` and `Etc/GMT-3`). Other pairs are told apart even where their rules agree
+ * today (Europe/Paris and Europe/Berlin differ before 1980).
+ */
+export function sameDays(a: string, b: string): boolean {
+  if (a === b) return true;
+  const offset = fixedOffsetOf(a);
+  return offset !== undefined && offset === fixedOffsetOf(b);
 }
 
 interface LocalDate {
@@ -50,6 +75,15 @@ function offsetAt(ms: number, zone: string): number {
   const part = (type: string) => Number(parts.find((p) => p.type === type)!.value);
   const asUtc = Date.UTC(part('year'), part('month') - 1, part('day'), part('hour'), part('minute'), part('second'));
   return asUtc - Math.floor(ms / 1000) * 1000;
+}
+
+/**
+ * How many hours apart the midnights of zones `a` and `b` are at the instant `at`, the nearer way round (0 to 12:
+ * Europe/London and UTC 0 or 1, Asia/Tokyo and UTC 9).
+ */
+export function midnightsApart(a: string, b: string, at: Date): number {
+  const apart = (((offsetAt(at.getTime(), a) - offsetAt(at.getTime(), b)) % DAY_MS) + DAY_MS) % DAY_MS;
+  return Math.min(apart, DAY_MS - apart) / 3_600_000;
 }
 
 /**
