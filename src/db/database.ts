@@ -4,10 +4,18 @@
  */
 import knexPkg, { type Knex } from 'knex';
 import pg from 'pg';
-import ClientPgLite from 'knex-pglite';
-import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
+import type ClientPgLiteType from 'knex-pglite';
+import type * as PGliteModule from '@electric-sql/pglite';
 import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { lockDataDir } from './data-dir-lock.js';
+
+/**
+ * PGlite and its knex dialect are loaded only when an embedded database is made: a process on PostgreSQL never
+ * holds their modules (3-5 MiB resident). Loaded with `require`, as knex-pglite (CommonJS) loads PGlite itself, so
+ * one copy of PGlite's module is loaded, not its ES module beside its CommonJS one.
+ */
+const require = createRequire(import.meta.url);
 
 export type Db = Knex;
 /** What a repository function accepts as its last argument. */
@@ -47,27 +55,29 @@ interface QueryObject {
  *   queue: no timer, no HTTP request (not even /healthz) and no signal handler would run until it ended.
  *   The cost is one turn of the loop per statement.
  */
-class EmbeddedClient extends ClientPgLite {
-  async _query(connection: unknown, obj: QueryObject): Promise<QueryObject> {
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    return (ClientPgLite.prototype as unknown as { _query(c: unknown, o: QueryObject): Promise<QueryObject> })._query.call(
-      this,
-      connection,
-      obj,
-    );
-  }
-
-  processResponse(obj: QueryObject, runner: unknown): unknown {
-    const answer = (ClientPgLite.prototype as unknown as { processResponse(o: QueryObject, r: unknown): unknown }).processResponse.call(
-      this,
-      obj,
-      runner,
-    );
-    if (obj.method === 'del' && !obj.output && !obj.returning && answer && typeof answer === 'object') {
-      return (answer as { rowCount?: number }).rowCount ?? 0;
+function embeddedClient(ClientPgLite: typeof ClientPgLiteType): typeof ClientPgLiteType {
+  return class EmbeddedClient extends ClientPgLite {
+    async _query(connection: unknown, obj: QueryObject): Promise<QueryObject> {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      return (ClientPgLite.prototype as unknown as { _query(c: unknown, o: QueryObject): Promise<QueryObject> })._query.call(
+        this,
+        connection,
+        obj,
+      );
     }
-    return answer;
-  }
+
+    processResponse(obj: QueryObject, runner: unknown): unknown {
+      const answer = (ClientPgLite.prototype as unknown as { processResponse(o: QueryObject, r: unknown): unknown }).processResponse.call(
+        this,
+        obj,
+        runner,
+      );
+      if (obj.method === 'del' && !obj.output && !obj.returning && answer && typeof answer === 'object') {
+        return (answer as { rowCount?: number }).rowCount ?? 0;
+      }
+      return answer;
+    }
+  };
 }
 
 /** knex's logger option, from `log`: its deprecation notes are warnings, its debug output (off) is dropped. */
@@ -102,13 +112,15 @@ export function createDatabase(options: DatabaseOptions): Db {
     mkdirSync(options.pgliteDir, { recursive: true });
     lockDataDir(options.pgliteDir);
   }
+  const { PGlite, types: pgliteTypes } = require('@electric-sql/pglite') as typeof PGliteModule;
+  const ClientPgLite = require('knex-pglite') as typeof ClientPgLiteType;
   // Options form: the (dataDir, options) form drops `parsers` for an in-memory database.
   const pglite = new PGlite({
     ...(options.pgliteDir ? { dataDir: options.pgliteDir } : {}),
     parsers: { [pgliteTypes.INT8]: (value: string) => BigInt(value) },
   });
   return knexPkg({
-    client: EmbeddedClient,
+    client: embeddedClient(ClientPgLite),
     dialect: 'postgres',
     connection: () => ({ pglite }),
     ...(options.log ? { log: knexLog(options.log) } : {}),

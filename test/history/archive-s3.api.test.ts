@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { ArchiveManifest } from '../../src/domain/history/archive.js';
-import { s3ClientOf } from '../../src/domain/history/archive-store.js';
+import { s3ClientOf } from '../../src/domain/history/archive-s3.js';
 import { newId } from '../../src/ids.js';
 import { projectRoot } from '../support/paths.js';
 import { startS3Server, type S3TestServer } from '../support/s3-server.js';

@@ -3,17 +3,15 @@
  * S3-compatible bucket (NEXUS_ARCHIVE_S3_BUCKET, docs/operations.md "Archive to S3"). A store's `put` returns once
  * the object is stored whole; archive.ts reads every object back before the month is dropped.
  *
- * S3: each object is one PutObject (a file holds at most 100,000 rows, tens of MB: far under PutObject's 5 GB, so no
+ * S3 (archive-s3.ts, loaded at the first use): each object is one PutObject (a file holds at most 100,000 rows, tens of MB: far under PutObject's 5 GB, so no
  * multipart upload), sent with its Content-MD5, which the store checks before it keeps the object (a body changed on
  * the way is refused, not stored). The credentials come from the AWS SDK's standard chain (environment, profile,
  * role), never from Nexus's configuration, and are never logged. The SDK's own extra checksums are sent only where
  * an operation requires them: S3-compatible stores do not all take them.
  */
-import { GetObjectCommand, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
-import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ArchiveS3Access, ArchiveS3Config } from '../../config-archive.js';
+import type { ArchiveS3Config } from '../../config-archive.js';
 
 export interface ArchiveStore {
   /** Stores `bytes` under `name`, whole or not at all; resolves once stored. */
@@ -39,55 +37,17 @@ export function dirStore(dir: string): ArchiveStore {
   };
 }
 
-/** An S3 client for the store's endpoint and region, its credentials from the SDK's chain. */
-export function s3ClientOf(access: ArchiveS3Access): S3Client {
-  return new S3Client({
-    region: access.region,
-    ...(access.endpoint ? { endpoint: access.endpoint } : {}),
-    forcePathStyle: access.forcePathStyle,
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
-}
-
-/** What an S3 failure says: its code and status, never a request's headers or credentials. */
-function s3Problem(err: unknown, what: string): Error {
-  if (err instanceof S3ServiceException) {
-    return new Error(`${what}: the store answered ${err.$metadata.httpStatusCode ?? '?'} ${err.name}: ${err.message}`);
-  }
-  return new Error(`${what}: ${(err as Error)?.message ?? String(err)}`);
-}
-
-/** A bucket, under the config's key prefix. */
-export function s3Store(config: ArchiveS3Config, client: S3Client = s3ClientOf(config)): ArchiveStore {
-  const key = (name: string) => `${config.prefix}${name}`;
-  const where = (name: string) => `s3://${config.bucket}/${key(name)}`;
+/**
+ * A bucket, under the config's key prefix. The AWS SDK (archive-s3.ts) is loaded at the first `put` or `get`, and the
+ * client made then, once.
+ */
+export function s3Store(config: ArchiveS3Config): ArchiveStore {
+  let store: Promise<ArchiveStore> | undefined;
+  const bucket = () => (store ??= import('./archive-s3.js').then((s3) => s3.s3BucketStore(config)));
   return {
-    async put(name, bytes, contentType) {
-      try {
-        await client.send(
-          new PutObjectCommand({
-            Bucket: config.bucket,
-            Key: key(name),
-            Body: bytes,
-            ContentType: contentType,
-            ContentLength: bytes.length,
-            ContentMD5: createHash('md5').update(bytes).digest('base64'),
-          }),
-        );
-      } catch (err) {
-        throw s3Problem(err, `archive: storing ${where(name)} failed`);
-      }
-    },
-    async get(name) {
-      try {
-        const answer = await client.send(new GetObjectCommand({ Bucket: config.bucket, Key: key(name) }));
-        return await answer.Body!.transformToByteArray();
-      } catch (err) {
-        throw s3Problem(err, `archive: reading ${where(name)} failed`);
-      }
-    },
-    where,
+    put: async (name, bytes, contentType) => (await bucket()).put(name, bytes, contentType),
+    get: async (name) => (await bucket()).get(name),
+    where: (name) => `s3://${config.bucket}/${config.prefix}${name}`,
   };
 }
 

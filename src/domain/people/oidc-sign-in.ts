@@ -5,7 +5,7 @@
  * is only taken from the browser that began it. The ID token is checked by openid-client (signature by the
  * provider's keys, issuer, audience, expiry, nonce); the person is its issuer and subject.
  */
-import * as oidc from 'openid-client';
+import type * as oidc from 'openid-client';
 import type { OidcProviderConfig, RoleMapping } from '../../config-people.js';
 import { AppError } from '../../errors.js';
 import type { Logger } from '../../observability/logger.js';
@@ -20,6 +20,12 @@ import type { SignInRepo } from './sign-in-repo.js';
 const ATTEMPT_MS = 10 * 60_000;
 /** A provider's discovery document is fetched again after this long (its keys may have rotated: openid-client refetches those itself). */
 const DISCOVERY_MS = 3600_000;
+
+let library: Promise<typeof oidc> | undefined;
+/** openid-client, loaded at the first sign-in or sign-out through a provider: a process without one never holds it. */
+function openidClient(): Promise<typeof oidc> {
+  return (library ??= import('openid-client'));
+}
 
 interface OidcDeps {
   providers: readonly OidcProviderConfig[];
@@ -50,10 +56,12 @@ function configurationOf(deps: OidcDeps, provider: OidcProviderConfig): Promise<
   if (cached && Date.now() - cached.at < DISCOVERY_MS) return cached.config;
   const issuer = new URL(provider.issuer);
   const insecure = issuer.protocol === 'http:' && isLoopback(issuer);
-  const config = oidc.discovery(issuer, provider.clientId, undefined, oidc.ClientSecretBasic(provider.clientSecret), {
-    [oidc.customFetch]: deps.fetch as oidc.CustomFetch,
-    ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
-  });
+  const config = openidClient().then((oidc) =>
+    oidc.discovery(issuer, provider.clientId, undefined, oidc.ClientSecretBasic(provider.clientSecret), {
+      [oidc.customFetch]: deps.fetch as oidc.CustomFetch,
+      ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
+    }),
+  );
   // A failed discovery is tried again at the next sign-in, not kept.
   config.catch(() => deps.discovered.delete(provider.id));
   deps.discovered.set(provider.id, { at: Date.now(), config });
@@ -74,6 +82,7 @@ function list(deps: OidcDeps): { id: string; name: string }[] {
 async function begin(deps: OidcDeps, providerId: string, redirectUri: string): Promise<{ browserToken: string; authorizationUrl: string }> {
   const provider = providerOf(deps, providerId);
   const config = await discover(deps, provider);
+  const oidc = await openidClient();
   const browserToken = generateToken('');
   const id = deps.hasher.hash(browserToken);
   const verifier = oidc.randomPKCECodeVerifier();
@@ -133,6 +142,7 @@ async function finish(
     throw new AppError('sign_in_failed', 'This sign-in expired or was already used: sign in again');
   }
   const config = await discover(deps, provider);
+  const oidc = await openidClient();
   const verifier = deps.secretBox.open(
     { ciphertext: attempt.code_verifier_ciphertext, keyId: attempt.code_verifier_key_id },
     `sign-in:${id}`,
@@ -170,7 +180,7 @@ async function finish(
 async function claimsOf(config: oidc.Configuration, tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers) {
   const claims = tokens.claims()!;
   if (claims.email !== undefined || !config.serverMetadata().userinfo_endpoint || !tokens.access_token) return claims;
-  const info = await oidc.fetchUserInfo(config, tokens.access_token, claims.sub);
+  const info = await (await openidClient()).fetchUserInfo(config, tokens.access_token, claims.sub);
   return { ...info, ...claims } as oidc.IDToken;
 }
 
@@ -191,7 +201,7 @@ async function endSessionUrl(
   if (!config.serverMetadata().end_session_endpoint) return undefined;
   const parameters: Record<string, string> = { post_logout_redirect_uri: input.postLogoutRedirectUri, client_id: provider.clientId };
   if (input.idToken) parameters.id_token_hint = input.idToken;
-  return oidc.buildEndSessionUrl(config, parameters).href;
+  return (await openidClient()).buildEndSessionUrl(config, parameters).href;
 }
 
 export function createOidcSignIn(deps: Omit<OidcDeps, 'discovered'>) {
