@@ -1,7 +1,7 @@
 /**
  * The S3 side of archive-store.ts, in a module of its own: the AWS SDK is loaded only when a bucket is first written or
  * read (archive-store.ts imports this module then), so a process that never archives to S3 does not hold it (about
- * 30 MiB resident: the SDK's modules, their code and objects).
+ * 5 MiB resident at ready: docs/performance.md, "Memory").
  */
 import { GetObjectCommand, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { createHash } from 'node:crypto';
