@@ -344,7 +344,7 @@ export async function topUsageSummary(
   };
   const sums = ROLLUP_SUMS.map((s) => `sum_int8(${s}) as ${s}`).join(', ');
   const sql = `with ranked as (
-       ${rowsOf(query.groupBy, `key, sum_int8(cost_micros) as cost, sum_int8(units) as units`, 'true', otherDays ? { ...query, timeZone: own! } : query)}
+       ${rowsOf(query.groupBy, `key, sum_int8(cost_micros) as cost, sum_int8(units) as units`, 'true', otherDays ? { ...query, timeZone: own } : query)}
         group by key
      ), top as (
        select key from ranked order by cost desc, units desc, key::text limit :top offset :offset
