@@ -14,8 +14,9 @@
  *      the size on disk of each table; the CPU per recorded call again; the usage summary (by day in the workspace's
  *      zone, read from the day rollups, the same days under another name of that zone, read from them too, the days
  *      of a zone whose midnights are an hour or none from it, read from them and the hours between, and those of a zone
- *      9 hours from it, summed from the hourly rollups) and
- *      the invocations list answered through HTTP (BENCH_HISTORY_RUNS times each, default 20: p50);
+ *      9 hours from it, summed from the hourly rollups; by user, all of them, and the top 9 with the others summed,
+ *      in the workspace's zone and in London's) and the invocations list answered through HTTP (BENCH_HISTORY_RUNS
+ *      times each, default 20: p50);
  *   3. up to BENCH_HISTORY_LARGE of each (default 1,000,000) the same way, and the same figures;
  *   4. the size on disk per month of each table (rows, heap and indexes), and the time to drop the oldest month's
  *      partitions of invocations and usage events (DROP TABLE, lock_timeout 1 s) while calls are recorded at once: the
@@ -266,6 +267,16 @@ function readsOf(ws: string): [string, string][] {
     [
       'summary, 12 months by day, by user',
       `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access`,
+    ],
+    // What the console asks by user: the 9 who cost most over the range and the others summed, by day in the
+    // operator's zone (here the workspace's, then London's, read from the day rollups and the hours between).
+    [
+      'summary, 12 months by day, by user, top 9',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access&top=9`,
+    ],
+    [
+      'the same in Europe/London',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access&top=9&timeZone=Europe/London`,
     ],
     ['invocations, newest page', `/admin/v1/workspaces/${ws}/invocations`],
     [

@@ -307,42 +307,52 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
 /**
  * The summary of the keys ranked `offset` + 1 to `offset` + `top` by cost over the range (then units, then key), and
  * every other key summed as one (null) key, last in its bucket; in one statement. The rollup rows the summary reads
- * (a row per bucket start, key and whatever else the rollup keeps: the day rollups' whole days where it reads them)
- * are read three ways, none of them into a bucket per start and key (12,000 for a month of 2,000 users by day):
- * - `ranked`: each key's cost and units over the range (two sums a row, grouped by the key's own column);
+ * (a row per bucket start, key and whatever else the rollup keeps: the day rollups' whole days where it reads them,
+ * by day in the workspace's zone and in a zone whose midnights are near it, as summedRows) are read three ways, none
+ * of them into a bucket per start and key (12,000 for a month of 2,000 users by day):
+ * - `ranked`: each key's cost and units over the range (two sums a row, grouped by the key's own column). A key's
+ *   sums over the whole range are the same whatever zone's days cut it: by day in a zone near the workspace's, they
+ *   are summed from the workspace's own days (byDaySql: its whole days' rows and the edge hours, none of the hours
+ *   the two zones cut apart);
  * - `tops`: the buckets of the series' keys, their rows picked in the scan (a filter on the key's column, before the
  *   row's sums are read);
- * - `totals`: every key's sums a bucket, from the rollup that sums the fewest rows for it: by day in the workspace's
- *   zone, the day rollup by model, connection and plan (a few dozen rows a day, whatever the number of users); by
- *   hour, the grouping's own.
+ * - `totals`: every key's sums a bucket, from the rollup that sums the fewest rows for it: by day from the day
+ *   rollups, the day rollup by model, connection and plan (a few dozen rows a day, whatever the number of users); by
+ *   hour, and days summed from the hours, the grouping's own.
  * The other keys' series of a bucket is its totals less its top keys' buckets, where its rows counted an event or a
- * call (every rollup row counts one: there are rows of other keys). Keys are text, the empty string for none.
+ * call (every rollup row counts one: there are rows of other keys). A zone's day made of a workspace day's row less
+ * its hours in another may sum to nothing (otherZoneDaysSql): no bucket, as the hours give none. Keys are text, the
+ * empty string for none.
  */
 export async function topUsageSummary(
   { db }: InvocationRepoDeps,
   query: TopUsageSummaryQuery,
   q: Queryable = db,
 ): Promise<TopUsageSummary> {
-  const byDay = query.granularity === 'day' && query.timeZone === query.workspaceTimeZone;
+  const own = query.workspaceTimeZone;
+  const byDay = query.granularity === 'day' && query.timeZone === own;
+  // Another zone's days from the workspace's day rollups (summedRows): its midnights a few hours from the workspace's.
+  const otherDays = !byDay && query.granularity === 'day' && own !== undefined && fewHoursApart(query, own);
   const column = GROUP_KEYS[query.groupBy];
-  const rowsOf = (groupBy: UsageGroupBy, select: string, where = 'true') => {
+  const rowsOf = (groupBy: UsageGroupBy, select: string, where = 'true', asked: UsageSummaryQuery = query) => {
     const { table, days } = tablesOf(groupBy);
-    return byDay
-      ? byDaySql(query, days, table, GROUP_KEYS[groupBy], select, '', where)
-      : `select ${select}
-           from (select ${startOf(query)} as start, ${GROUP_KEYS[groupBy]} as key, ${table}.*
+    if (asked.granularity === 'day' && asked.timeZone === own) return byDaySql(asked, days, table, GROUP_KEYS[groupBy], select, '', where);
+    if (otherDays) return otherZoneDaysSql(asked, days, table, GROUP_KEYS[groupBy], select, '', where);
+    return `select ${select}
+           from (select ${startOf(asked)} as start, ${GROUP_KEYS[groupBy]} as key, ${table}.*
                    from ${table} where workspace_id = :workspaceId and hour >= :since and hour < :until and ${where}) x`;
   };
   const sums = ROLLUP_SUMS.map((s) => `sum_int8(${s}) as ${s}`).join(', ');
-  const result = await q.raw(
-    `with ranked as (
-       ${rowsOf(query.groupBy, `key, sum_int8(cost_micros) as cost, sum_int8(units) as units`)} group by key
+  const sql = `with ranked as (
+       ${rowsOf(query.groupBy, `key, sum_int8(cost_micros) as cost, sum_int8(units) as units`, 'true', otherDays ? { ...query, timeZone: own } : query)}
+        group by key
      ), top as (
        select key from ranked order by cost desc, units desc, key::text limit :top offset :offset
      ), tops as (
        ${rowsOf(query.groupBy, `start, key, ${sums}`, `${column} = any(array(select key from top))`)} group by start, key
+       ${otherDays ? 'having sum_int8(events) <> 0 or sum_int8(calls) <> 0' : ''}
      ), totals as (
-       ${rowsOf(byDay ? 'model' : query.groupBy, `start, ${sums}`)} group by start
+       ${rowsOf(byDay || otherDays ? 'model' : query.groupBy, `start, ${sums}`)} group by start
      ), others as (
        select t.start, ${ROLLUP_SUMS.map((s) => `t.${s} - coalesce(o.${s}, 0) as ${s}`).join(', ')}
          from totals t left join (select start, ${ROLLUP_SUMS.map((s) => `sum_int8(${s}) as ${s}`).join(', ')} from tops group by start) o
@@ -352,10 +362,17 @@ export async function topUsageSummary(
        from (select start, key::text as key, ${ROLLUP_SUMS.join(', ')} from tops
              union all
              select start, null, ${ROLLUP_SUMS.join(', ')} from others where events <> 0 or calls <> 0) b
-      order by b.start, b.key`,
-    { workspaceId: query.workspaceId, since: query.since, until: query.until, top: query.top, offset: query.offset },
-  );
-  const rows = result.rows as (SummedRow & { keys: number })[];
+      order by b.start, b.key`;
+  const bound = { workspaceId: query.workspaceId, since: query.since, until: query.until, top: query.top, offset: query.offset };
+  const rows = (
+    otherDays
+      ? // Without JIT, as summedRows reads another zone's days: the planner costs the statement high enough to compile it.
+        await q.transaction(async (trx) => {
+          await trx.raw(`select set_config('jit', 'off', true)`);
+          return (await trx.raw(sql, bound)).rows;
+        })
+      : (await q.raw(sql, bound)).rows
+  ) as (SummedRow & { keys: number })[];
   // No row: no usage in the range, so no key either.
   return { buckets: toBuckets(rows), keys: rows[0]?.keys ?? 0 };
 }

@@ -143,16 +143,26 @@ export function byDaySql(
  * rollup per day (none where the zones' days agree: Europe/London's and UTC's in winter). The hours before the first
  * whole day and after the last are read and summed as they are. A bucket whose sums are of no event and no call (a
  * day row less every hour of it) is left out: every rollup row counts one.
+ *
+ * `where`: a condition on the rows of both rollups (their own columns), in each of their scans (as byDaySql's).
  */
-export function otherZoneDaysSql(query: UsageSummaryQuery, days: string, table: string, key: string, select: string, tail: string): string {
+export function otherZoneDaysSql(
+  query: UsageSummaryQuery,
+  days: string,
+  table: string,
+  key: string,
+  select: string,
+  tail: string,
+  where = 'true',
+): string {
   const zone = sqlString(query.timeZone);
   const own = sqlString(query.workspaceTimeZone!);
   const sums = ROLLUP_SUMS.join(', ');
   const hours = (from: string, to: string) =>
-    `select date_trunc('day', hour, ${zone}), ${key}, ${sums} from ${table} where workspace_id = :workspaceId and hour >= ${from} and hour < ${to}`;
+    `select date_trunc('day', hour, ${zone}), ${key}, ${sums} from ${table} where workspace_id = :workspaceId and hour >= ${from} and hour < ${to} and ${where}`;
   const minor = (from: string, to: string) =>
     `select p.major, r.hour, r.${key} as key, ${ROLLUP_SUMS.map((c) => `r.${c}`).join(', ')}
-       from parts p join ${table} r on r.workspace_id = :workspaceId and r.hour >= ${from} and r.hour < ${to}`;
+       from parts p join ${table} r on r.workspace_id = :workspaceId and r.hour >= ${from} and r.hour < ${to} where ${where}`;
   return `with bounds as (
        select now() - (select rollup_retention_days from workspaces where id = :workspaceId) * interval '1 day' as kept_from,
               exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone < ${own}
@@ -163,7 +173,7 @@ export function otherZoneDaysSql(query: UsageSummaryQuery, days: string, table: 
        select d.day, d.${key} as key, date_trunc('day', d.day + interval '12 hours', ${zone}) as major, ${ROLLUP_SUMS.map((c) => `d.${c}`).join(', ')}
          from ${days} d, bounds
         where d.workspace_id = :workspaceId and d.time_zone = ${own} and not bounds.mixed
-          and d.day >= :since and d.day >= bounds.kept_from and ${nextDay('d.day', own)} <= :until
+          and d.day >= :since and d.day >= bounds.kept_from and ${nextDay('d.day', own)} <= :until and ${where}
      ), span as (
        select coalesce(${ceilHour('min(day)')}, :until) as first_hour, coalesce(${ceilHour(nextDay('max(day)', own))}, :until) as end_hour
          from whole
