@@ -3,6 +3,7 @@
  * statements' text is usage-summary-sql.ts's), the first and last hour with usage (an export's bounds), and the time
  * zone names a day may be cut in.
  */
+import type { Knex } from 'knex';
 import type { Queryable } from '../../db/database.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
 import { KIND_COUNTS } from '../recording/kind-sql.js';
@@ -233,6 +234,18 @@ export async function usageSummarySums({ db }: InvocationRepoDeps, query: UsageS
  */
 const MAX_HOURS_APART = 6;
 
+/**
+ * The rows of a statement that reads another zone's days from the day rollups (otherZoneDaysSql), run without JIT:
+ * the planner, which cannot tell how few hours the zones cut apart, costs it high enough to compile it (some 600 ms,
+ * for a statement of a few milliseconds).
+ */
+async function rowsWithoutJit(q: Queryable, sql: string, bound: Knex.ValueDict): Promise<unknown[]> {
+  return q.transaction(async (trx) => {
+    await trx.raw(`select set_config('jit', 'off', true)`);
+    return (await trx.raw(sql, bound)).rows as unknown[];
+  });
+}
+
 /** Whether `query`'s zone's midnights are at most MAX_HOURS_APART from `own`'s at either end of its range. */
 function fewHoursApart(query: UsageSummaryQuery, own: string): boolean {
   return [query.since, query.until].every((at) => midnightsApart(query.timeZone, own, at) <= MAX_HOURS_APART);
@@ -286,12 +299,7 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
       bucketColumns('start', 'key'),
       'group by x.start, x.key having sum_int8(x.events) <> 0 or sum_int8(x.calls) <> 0 order by x.start, x.key',
     );
-    // Without JIT: the planner, which cannot tell how few hours the zones cut apart, costs the statement high enough
-    // to compile it (some 600 ms, for a statement of a few milliseconds).
-    return q.transaction(async (trx) => {
-      await trx.raw(`select set_config('jit', 'off', true)`);
-      return (await trx.raw(sql, { workspaceId: query.workspaceId, since: query.since, until: query.until })).rows as SummedRow[];
-    });
+    return (await rowsWithoutJit(q, sql, { workspaceId: query.workspaceId, since: query.since, until: query.until })) as SummedRow[];
   }
   const start = startOf(query);
   const result = await q.raw(
@@ -364,15 +372,7 @@ export async function topUsageSummary(
              select start, null, ${ROLLUP_SUMS.join(', ')} from others where events <> 0 or calls <> 0) b
       order by b.start, b.key`;
   const bound = { workspaceId: query.workspaceId, since: query.since, until: query.until, top: query.top, offset: query.offset };
-  const rows = (
-    otherDays
-      ? // Without JIT, as summedRows reads another zone's days: the planner costs the statement high enough to compile it.
-        await q.transaction(async (trx) => {
-          await trx.raw(`select set_config('jit', 'off', true)`);
-          return (await trx.raw(sql, bound)).rows;
-        })
-      : (await q.raw(sql, bound)).rows
-  ) as (SummedRow & { keys: number })[];
+  const rows = (otherDays ? await rowsWithoutJit(q, sql, bound) : (await q.raw(sql, bound)).rows) as (SummedRow & { keys: number })[];
   // No row: no usage in the range, so no key either.
   return { buckets: toBuckets(rows), keys: rows[0]?.keys ?? 0 };
 }
