@@ -8,7 +8,9 @@
  *     call in it come from the line through the batch sizes' figures (least squares);
  *   - a process's heartbeat over BENCH_PG_PARTS_USERS leases, no call under way (what a heartbeat or a snapshot costs
  *     beyond its calls' rows);
- *   - a lease's extension (quotaRepo.extendLease, through knex's query runner);
+ *   - a lease's extension (quotaRepo.extendLease), as the gateway sends it (a named statement) and as it goes behind a
+ *     transaction pooler (unnamed: planned at each run, as every extension was before it was named);
+ *   - a lease's acquisition and its release (one of each, quotaRepo.acquireLease then releaseLease), the same two ways;
  *   - a key's lookup (the auth cache's, when an entry is renewed).
  * Each part is run BENCH_PG_PARTS_STATEMENTS times (default 200) per round, the parts in turn, each first in turn;
  * it prints the median of BENCH_PG_PARTS_ROUNDS rounds (default 5) with the interquartile range, µs of PostgreSQL CPU
@@ -23,6 +25,7 @@ import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { createQuotaRepo } from '../src/domain/quota/quota-repo.js';
 import { createAuthRepo } from '../src/gateway/auth-repo.js';
+import { newId } from '../src/ids.js';
 import { createCallRepo } from '../src/records/call-repo.js';
 import type { CallRows } from '../src/records/call-rows.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
@@ -93,7 +96,8 @@ await withFreshNexus(
           jsonArray(rows.map((r) => r.invocation)),
         ]);
       const calls = createCallRepo(db);
-      const quota = createQuotaRepo(db);
+      const quota = createQuotaRepo(db, true);
+      const quotaUnnamed = createQuotaRepo(db, false);
       const auth = createAuthRepo(db);
       const leaseIds = [...leases.values()];
       const periods = (await db.raw('select id, workspace_access_id from quota_periods where workspace_id = ?', [tenant.workspaceId]))
@@ -102,22 +106,44 @@ await withFreshNexus(
         key_hash: string;
       }[];
       let turn = 0;
+      const extend = (repo: typeof quota) => {
+        const p = periods[turn++ % periods.length]!;
+        const now = new Date();
+        return repo.extendLease({
+          leaseId: leases.get(p.workspace_access_id)!,
+          accessId: p.workspace_access_id,
+          periodId: p.id,
+          need: 1n,
+          want: 1n,
+          share: 8,
+          now,
+          expiresAt: new Date(now.getTime() + 86_400_000),
+        });
+      };
+      const acquireAndRelease = async (repo: typeof quota) => {
+        const p = periods[turn++ % periods.length]!;
+        const id = newId();
+        const now = new Date();
+        await repo.acquireLease({
+          id,
+          workspaceId: tenant.workspaceId,
+          accessId: p.workspace_access_id,
+          periodId: p.id,
+          need: 1n,
+          want: 1n,
+          share: 8,
+          requestId: 'bench-pg-parts',
+          now,
+          expiresAt: new Date(now.getTime() + 86_400_000),
+        });
+        await repo.releaseLease(id, now);
+      };
       const parts: Record<string, () => Promise<unknown>> = {
         heartbeat: () => calls.heartbeat(leaseIds, new Date(Date.now() + 86_400_000), [], new Date()),
-        'lease extension': () => {
-          const p = periods[turn++ % periods.length]!;
-          const now = new Date();
-          return quota.extendLease({
-            leaseId: leases.get(p.workspace_access_id)!,
-            accessId: p.workspace_access_id,
-            periodId: p.id,
-            need: 1n,
-            want: 1n,
-            share: 8,
-            now,
-            expiresAt: new Date(now.getTime() + 86_400_000),
-          });
-        },
+        'lease extension': () => extend(quota),
+        'lease extension, unnamed': () => extend(quotaUnnamed),
+        'lease acquisition and release (2 statements)': () => acquireAndRelease(quota),
+        'lease acquisition and release (2 statements), unnamed': () => acquireAndRelease(quotaUnnamed),
         'key lookup': () => auth.lookup(hashes[turn++ % hashes.length]!.key_hash, tenant.connectionId, new Date()),
       };
       for (const way of Object.keys(WAYS) as Way[])

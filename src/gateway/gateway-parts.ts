@@ -59,7 +59,9 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
   const { config, clock, logger, metrics, changes } = deps;
   // Each new connection settles on its plans of the named statements (none behind a transaction pooler): gateway-db.ts.
   const settle = (): IdleStatement[] =>
-    config.databasePreparedStatements ? [...authRepo.idleStatements(clock.now()), ...records.repo.idleStatements(clock.now())] : [];
+    config.databasePreparedStatements
+      ? [...authRepo.idleStatements(clock.now()), ...records.repo.idleStatements(clock.now()), ...quotaRepo.idleStatements(clock.now())]
+      : [];
   const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax, config.gatewayPoolIdleMs, settle);
   const authRepo = createAuthRepo(db, config.databasePreparedStatements);
   const cache = createAuthCache({
@@ -72,8 +74,10 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
   const unsubscribe = changes.subscribe((change) => cache.invalidate(change));
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
   const calls = createCallReport({ logger, metrics });
+  // A lease's acquisition, extension and release are named statements too (lease-sql.ts): planned once per connection.
+  const quotaRepo = createQuotaRepo(db, config.databasePreparedStatements);
   const leases = createQuotaLeases({
-    repo: createQuotaRepo(db),
+    repo: quotaRepo,
     clock,
     logger,
     ttlMs: config.leaseTtlMs,

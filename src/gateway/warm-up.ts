@@ -2,10 +2,10 @@
  * What a fresh process does before /readyz says ready, so that its first calls do not pay for it (docs/performance.md,
  * "A fresh process"): the gateway pool's connections opened (each a PostgreSQL backend started and authenticated,
  * which the first burst of calls otherwise waited for) and their named statements planned (a key's lookup, the
- * records, the heartbeat and snapshot, each run with values that match no row until PostgreSQL keeps its generic
- * plan), and the protocol's part of a call run on a canned chat completion (its request read with the input estimate,
- * its upstream headers, its JSON and streamed answers read), so that V8 has compiled them before a client's call runs
- * them. The call's HTTP on both sides is warmed by
+ * records, the heartbeat and snapshot, a lease's acquisition, extension and release, each run with values that match
+ * no row until PostgreSQL keeps its generic plan), and the protocol's part of a call run on a canned chat completion
+ * (its request read with the input estimate, its upstream headers, its JSON and streamed answers read), so that V8 has
+ * compiled them before a client's call runs them. The call's HTTP on both sides is warmed by
  * src/warm-http.ts.
  *
  * Nothing here writes a row or touches a quota, and a failure is not the start's: a connection that cannot

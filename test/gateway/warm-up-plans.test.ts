@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createQuotaRepo } from '../../src/domain/quota/quota-repo.js';
 import { createAuthRepo } from '../../src/gateway/auth-repo.js';
 import { createGatewayDb } from '../../src/gateway/gateway-db.js';
 import { openConnections } from '../../src/gateway/warm-up.js';
@@ -12,8 +13,23 @@ beforeAll(async () => {
 });
 afterAll(() => t.drop());
 
-const WRITTEN = ['invocations', 'usage_events', 'lease_calls', 'quota_leases', 'usage_rollups', 'events'];
-const NAMED = ['nexus_heartbeat', 'nexus_key_lookup', 'nexus_record_calls', 'nexus_snapshot'];
+const WRITTEN = ['invocations', 'usage_events', 'lease_calls', 'quota_leases', 'quota_periods', 'usage_rollups', 'events'];
+const NAMED = [
+  'nexus_acquire_lease',
+  'nexus_extend_lease',
+  'nexus_heartbeat',
+  'nexus_key_lookup',
+  'nexus_record_calls',
+  'nexus_release_lease',
+  'nexus_snapshot',
+];
+
+/** What the gateway's pool settles on (src/gateway/gateway-parts.ts, `settle`). */
+const gatewayStatements = (now: Date) => [
+  ...createAuthRepo(t.db).idleStatements(now),
+  ...createCallRepo(t.db).idleStatements(now),
+  ...createQuotaRepo(t.db, true).idleStatements(now),
+];
 
 type Pooled = { acquireConnection(): Promise<pg.Client>; releaseConnection(c: pg.Client): Promise<void> };
 
@@ -29,7 +45,7 @@ it.skipIf(!preparedStatements || process.env.NEXUS_TEST_DB === 'pglite')(
   "settles each pooled connection on its generic plan of the gateway's named statements, writing nothing",
   async () => {
     const now = new Date();
-    const statements = [...createAuthRepo(t.db).idleStatements(now), ...createCallRepo(t.db).idleStatements(now)];
+    const statements = gatewayStatements(now);
     const rowsBefore = await Promise.all(WRITTEN.map((table) => t.db(table).count({ n: '*' }).first()));
 
     expect(await openConnections(t.db, 3, statements)).toBe(3);
@@ -53,7 +69,7 @@ it.skipIf(!preparedStatements || process.env.NEXUS_TEST_DB === 'pglite' || !!pro
   "has every connection the gateway's pool opens settle on its plans, and keeps it open unused for the idle time given",
   async () => {
     const rowsBefore = await Promise.all(WRITTEN.map((table) => t.db(table).count({ n: '*' }).first()));
-    const settle = () => [...createAuthRepo(t.db).idleStatements(new Date()), ...createCallRepo(t.db).idleStatements(new Date())];
+    const settle = () => gatewayStatements(new Date());
     const { db, owned } = createGatewayDb(t.db, false, 2, 120_000, settle);
     expect(owned).toBe(true);
     try {

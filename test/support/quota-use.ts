@@ -125,7 +125,7 @@ export async function useUnits(db: Db, period: PeriodRef, units: bigint, now = n
 export function meteringProcess(db: Db, options: { clock?: Clock; ttlMs?: number; idleMs?: number } = {}) {
   const logger = createLogger('silent');
   const leases = createQuotaLeases({
-    repo: createQuotaRepo(db),
+    repo: createQuotaRepo(db, preparedStatements),
     clock: options.clock ?? systemClock,
     logger,
     ttlMs: options.ttlMs ?? 60_000,

@@ -1,37 +1,27 @@
 /**
  * All SQL of quota_periods and quota_leases: the gateway processes' holds on a
  * period (quota-leases.ts). Acquiring or extending one
- * is one atomic statement, so concurrent holds can never overspend a period.
+ * is one atomic statement, so concurrent holds can never overspend a period;
+ * those and the release are in lease-sql.ts, named statements on the gateway's pool.
  * The calls settled on a lease are written with their records
  * (src/domain/recording/record-sql.ts, src/records/call-repo.ts).
  */
 import type { Queryable } from '../../db/database.js';
+import { namedQuery, type NamedQuery } from '../../db/named-query.js';
 import { bindDeps } from '../bind.js';
 import { RECLAIM_EXPIRED_SQL } from '../recording/record-sql.js';
+import {
+  ACQUIRE_LEASE,
+  acquisitionValues,
+  EXTEND_LEASE,
+  extensionValues,
+  leaseIdleStatements,
+  RELEASE_LEASE,
+  releaseValues,
+  type Acquisition,
+  type Extension,
+} from './lease-sql.js';
 import type { QuotaPeriodRow } from './quota-types.js';
-
-/**
- * The hold rule, shared by a lease's acquisition and its extension: on the
- * period (while it covers :now), hold x = greatest(:need, least(:want,
- * available / :share)) when the period has it; `held` returns x and what remains.
- * To extend, the locked lease row (CTE `lk`) must exist, and nothing (x = 0)
- * is held on a period that has nothing to add, so its expiry is still renewed.
- */
-function holdCtes(opts: { extending: boolean }): string {
-  return `per as (
-           select id, granted_units - reserved_units - consumed_units as avail
-             from quota_periods where id = :periodId and workspace_access_id = :accessId
-         ), want as (
-           select per.id, greatest(cast(:need as bigint), least(cast(:want as bigint), per.avail / cast(:share as int))) as x
-             from per${opts.extending ? ', lk' : ''}
-         ), held as (
-           update quota_periods qp set reserved_units = qp.reserved_units + want.x
-             from want
-            where qp.id = want.id and qp.period_start <= :now and qp.period_end > :now
-              and (${opts.extending ? 'want.x = 0 or ' : ''}qp.granted_units - qp.reserved_units - qp.consumed_units >= want.x)
-           returning qp.id, want.x, qp.granted_units - qp.reserved_units - qp.consumed_units as remaining
-         )`;
-}
 
 /**
  * A period a plan change split keeps the old plan's share of it and what the next part's
@@ -104,7 +94,7 @@ async function availableUnits(periodId: string, now: Date, q: Queryable): Promis
 }
 
 /**
- * A new lease: holds units on the period by the rule of holdCtes (at least `need`,
+ * A new lease: holds units on the period by the hold rule (lease-sql.ts: at least `need`,
  * up to `want` while that is at most 1/share of what the period has) and inserts
  * the HELD lease row in the same statement. Returns what it held
  * and the period's remaining availability; held = null when the period could not
@@ -112,35 +102,12 @@ async function availableUnits(periodId: string, now: Date, q: Queryable): Promis
  */
 async function acquireLease(
   db: Queryable,
-  h: {
-    id: string;
-    workspaceId: string;
-    accessId: string;
-    periodId: string;
-    need: bigint;
-    want: bigint;
-    share: number;
-    requestId: string;
-    now: Date;
-    expiresAt: Date;
-  },
-  q: Queryable = db,
+  query: NamedQuery,
+  h: Acquisition,
 ): Promise<{ held: bigint | null; remaining: bigint | null; available: bigint; periodOver?: boolean }> {
-  const result = await q.raw(
-    `with ${holdCtes({ extending: false })}, hold as (
-       insert into quota_leases
-         (id, workspace_id, workspace_access_id, quota_period_id, reserved_units, consumed_units, status, request_id,
-          created_at, expires_at)
-       select cast(:id as uuid), cast(:workspaceId as uuid), cast(:accessId as uuid), held.id, held.x, 0, 'HELD',
-              cast(:requestId as text), cast(:now as timestamptz), cast(:expiresAt as timestamptz)
-         from held
-     )
-     select (select x from held) as x, (select remaining from held) as remaining`,
-    { ...h, need: h.need.toString(), want: h.want.toString() },
-  );
-  const row = (result.rows as { x: bigint | null; remaining: bigint | null }[])[0]!;
-  if (row.x !== null) return { held: row.x, remaining: row.remaining, available: row.remaining! };
-  const { available, over } = await availableUnits(h.periodId, h.now, q);
+  const [row] = await query<{ x: bigint | null; remaining: bigint | null }>('nexus_acquire_lease', ACQUIRE_LEASE, acquisitionValues(h));
+  if (row!.x !== null) return { held: row!.x, remaining: row!.remaining, available: row!.remaining! };
+  const { available, over } = await availableUnits(h.periodId, h.now, db);
   return { held: null, remaining: null, available, periodOver: over };
 }
 
@@ -152,24 +119,18 @@ async function acquireLease(
  */
 async function extendLease(
   db: Queryable,
-  e: { leaseId: string; accessId: string; periodId: string; need: bigint; want: bigint; share: number; now: Date; expiresAt: Date },
-  q: Queryable = db,
+  query: NamedQuery,
+  e: Extension,
 ): Promise<{ leased: boolean; held: bigint | null; remaining: bigint | null; available: bigint; periodOver?: boolean }> {
-  const result = await q.raw(
-    `with lk as (
-       select id from quota_leases where id = :leaseId and status = 'HELD' for update
-     ), ${holdCtes({ extending: true })}, ext as (
-       update quota_leases r set reserved_units = r.reserved_units + held.x, expires_at = cast(:expiresAt as timestamptz)
-         from held where r.id = cast(:leaseId as uuid)
-     )
-     select (select count(*) from lk) as leased, (select x from held) as x, (select remaining from held) as remaining`,
-    { ...e, need: e.need.toString(), want: e.want.toString() },
+  const [row] = await query<{ leased: bigint; x: bigint | null; remaining: bigint | null }>(
+    'nexus_extend_lease',
+    EXTEND_LEASE,
+    extensionValues(e),
   );
-  const row = (result.rows as { leased: bigint; x: bigint | null; remaining: bigint | null }[])[0]!;
-  const leased = row.leased > 0n;
-  if (row.x !== null) return { leased, held: row.x, remaining: row.remaining, available: row.remaining! };
+  const leased = row!.leased > 0n;
+  if (row!.x !== null) return { leased, held: row!.x, remaining: row!.remaining, available: row!.remaining! };
   if (!leased) return { leased, held: null, remaining: null, available: 0n };
-  const { available, over } = await availableUnits(e.periodId, e.now, q);
+  const { available, over } = await availableUnits(e.periodId, e.now, db);
   return { leased, held: null, remaining: null, available, periodOver: over };
 }
 
@@ -180,21 +141,9 @@ async function extendLease(
  * the period's lock; run again by the next hold that closes there, should this one be lost).
  * Its process released it once its calls were recorded: what its heartbeat wrote of them goes.
  */
-async function releaseLease(db: Queryable, leaseId: string, now: Date, q: Queryable = db): Promise<void> {
-  const result = await q.raw(
-    `with l as (
-       update quota_leases set status = 'RELEASED', settled_at = :now
-        where id = :leaseId and status = 'HELD'
-       returning quota_period_id, reserved_units
-     ), calls as (
-       delete from lease_calls where lease_id = :leaseId
-     )
-     update quota_periods qp set reserved_units = qp.reserved_units - l.reserved_units from l where qp.id = l.quota_period_id
-     returning qp.id, qp.carried_units`,
-    { leaseId, now },
-  );
-  const period = (result.rows as { id: string; carried_units: bigint }[])[0];
-  if (period && period.carried_units > 0n) await giveBackCarry(db, period.id, q);
+async function releaseLease(db: Queryable, query: NamedQuery, leaseId: string, now: Date): Promise<void> {
+  const [period] = await query<{ id: string; carried_units: bigint }>('nexus_release_lease', RELEASE_LEASE, releaseValues(leaseId, now));
+  if (period && period.carried_units > 0n) await giveBackCarry(db, period.id);
 }
 
 async function findPeriod(db: Queryable, id: string, q: Queryable = db): Promise<QuotaPeriodRow | undefined> {
@@ -370,31 +319,42 @@ async function quotaRefusedSince(db: Queryable, accessId: string, since: Date, q
   return latest?.error_code === 'quota_insufficient' && latest.started_at >= since ? latest.started_at : undefined;
 }
 
-/** The repository over `db` (the pool, or a gateway's own): each function with its `q` defaulting to it. */
-export const createQuotaRepo = (db: Queryable) =>
-  bindDeps(db, {
-    acquireLease,
-    extendLease,
-    releaseLease,
-    findPeriod,
-    carriedInto,
-    findPeriodForUpdate,
-    currentPeriod,
-    firstPeriodAfter,
-    latestPeriod,
-    findPeriodByStart,
-    findPeriodByExternalKey,
-    overlapping,
-    endUnbilledPeriodsAt,
-    endBilledPeriodsAt,
-    insertPeriod,
-    updatePeriod,
-    giveBackCarry,
-    hasLeaseToReclaim,
-    reclaimExpired,
-    prorationOf,
-    typicalCallUnits,
-    quotaRefusedSince,
-  });
+/**
+ * The repository over `db` (the pool, or a gateway's own): each function with its `q` defaulting to it. `prepared`: a
+ * lease's acquisition, extension and release go as named statements (lease-sql.ts), as the gateway's repository sends
+ * them with NEXUS_DATABASE_PREPARED_STATEMENTS; unnamed otherwise: behind a transaction pooler, and in the repositories
+ * of the services and the batches, whose pool settles on no plan and which take a lease once a batch.
+ */
+export function createQuotaRepo(db: Queryable, prepared = false) {
+  const query = namedQuery(db, prepared);
+  return {
+    ...bindDeps(db, {
+      findPeriod,
+      carriedInto,
+      findPeriodForUpdate,
+      currentPeriod,
+      firstPeriodAfter,
+      latestPeriod,
+      findPeriodByStart,
+      findPeriodByExternalKey,
+      overlapping,
+      endUnbilledPeriodsAt,
+      endBilledPeriodsAt,
+      insertPeriod,
+      updatePeriod,
+      giveBackCarry,
+      hasLeaseToReclaim,
+      reclaimExpired,
+      prorationOf,
+      typicalCallUnits,
+      quotaRefusedSince,
+    }),
+    acquireLease: (h: Acquisition) => acquireLease(db, query, h),
+    extendLease: (e: Extension) => extendLease(db, query, e),
+    releaseLease: (leaseId: string, now: Date) => releaseLease(db, query, leaseId, now),
+    /** The lease statements on no lease and no period (they write nothing): what each new gateway connection settles on. */
+    idleStatements: leaseIdleStatements,
+  };
+}
 
 export type QuotaRepo = ReturnType<typeof createQuotaRepo>;
