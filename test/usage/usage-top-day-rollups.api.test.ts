@@ -14,6 +14,7 @@ import { getUsageSummary, updateWorkspace } from '../support/sdk.js';
 import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../support/fake-upstreams.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
+import { prng } from '../support/prng.js';
 import { rebuildRollups } from '../support/usage-rollups.js';
 
 let t: TestApp;
@@ -28,18 +29,9 @@ const TO = Date.parse('2026-04-10T00:00:00Z');
 const MODELS = ['gpt-a', 'gpt-b', 'gpt-c'];
 const ACCESSES = Array.from({ length: 12 }, () => newId());
 
-/** A seeded generator (mulberry32), so that a failure can be run again as it was. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let r = Math.imul(a ^ (a >>> 15), 1 | a);
-    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
-    return ((r ^ (r >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// Seeded, so that a failure can be run again as it was.
 const SEED = Number(process.env.TOP_DAY_ROLLUPS_SEED ?? 20261207);
-const rand = random(SEED);
+const rand = prng(SEED);
 
 beforeAll(async () => {
   t = await startTestApp();
