@@ -13,9 +13,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { createDatabase } from '../src/db/database.js';
 import { migrateLatest } from '../src/db/migrate.js';
-import { createQuotaRepo } from '../src/domain/quota/quota-repo.js';
-import { createAuthRepo } from '../src/gateway/auth-repo.js';
-import { createCallRepo } from '../src/records/call-repo.js';
+import { gatewayIdleStatements } from '../src/gateway/gateway-db.js';
 import { cpuNanosOf } from './lib/proc-cpu.js';
 import { CLUSTER_URL, onCluster } from './lib/cluster.js';
 
@@ -31,11 +29,7 @@ try {
   await migrateLatest(db);
   await db.destroy();
   const now = new Date();
-  const statements = [
-    ...createAuthRepo(db).idleStatements(now),
-    ...createCallRepo(db).idleStatements(now),
-    ...createQuotaRepo(db, true).idleStatements(now),
-  ];
+  const statements = gatewayIdleStatements(db, now);
   const figures = new Map(statements.map((s) => [s.name, [] as number[][]]));
   for (let round = 0; round < ROUNDS; round++) {
     const conn = new pg.Client({ connectionString: url.toString() });

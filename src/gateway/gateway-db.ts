@@ -10,17 +10,42 @@
  * transaction stays atomic, so the invariants (no overspend by holds, one usage
  * event per settlement) hold either way.
  *
- * A connection of this pool settles on its plans of the gateway's named statements when it is opened (`settle`,
- * src/db/named-query.ts), and is closed only after `idleMs` unused (NEXUS_GATEWAY_POOL_IDLE_MS, 5 min by default,
- * against knex's 30 s): each one opened again costs its backend's start and tens of ms of planning (docs/performance.md).
+ * A connection of this pool settles on its plans of the gateway's named statements when it is opened
+ * (gatewayIdleStatements, src/db/named-query.ts `settleOnCreate`; none behind a transaction pooler, where `prepared`
+ * is false), and is closed only after `idleMs` unused (NEXUS_GATEWAY_POOL_IDLE_MS, 5 min by default, against knex's
+ * 30 s): each one opened again costs its backend's start and tens of ms of planning (docs/performance.md).
  */
 import knexPkg, { type Knex } from 'knex';
 import type { Db } from '../db/database.js';
 import { isEmbedded } from '../db/database.js';
 import { settleOnCreate, type IdleStatement } from '../db/named-query.js';
+import { createQuotaRepo } from '../domain/quota/quota-repo.js';
+import { createCallRepo } from '../records/call-repo.js';
+import { createAuthRepo } from './auth-repo.js';
 
-/** `settle`: the named statements each new connection settles on (none behind a transaction pooler). */
-export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax: number, idleMs: number, settle: () => IdleStatement[]) {
+/**
+ * The named statements of a call's path (a key's lookup, the records, the heartbeat and snapshot, a lease's
+ * acquisition, extension and release), with values that match no row, so they write nothing: what each new
+ * connection of the gateway's pool runs until PostgreSQL keeps their generic plans.
+ */
+export function gatewayIdleStatements(db: Db, now: Date): IdleStatement[] {
+  return [
+    ...createAuthRepo(db).idleStatements(now),
+    ...createCallRepo(db).idleStatements(now),
+    ...createQuotaRepo(db, true).idleStatements(now),
+  ];
+}
+
+export interface GatewayDbOptions {
+  asyncCommit: boolean;
+  poolMax: number;
+  idleMs: number;
+  /** Whether the gateway sends named statements (NEXUS_DATABASE_PREPARED_STATEMENTS): only then are plans settled. */
+  prepared: boolean;
+  now: () => Date;
+}
+
+export function createGatewayDb(main: Db, { asyncCommit, poolMax, idleMs, prepared, now }: GatewayDbOptions): { db: Db; owned: boolean } {
   if (isEmbedded(main)) return { db: main, owned: false };
   const config = main.client.config as {
     connection: { connectionString?: string; application_name?: string } | string;
@@ -33,10 +58,15 @@ export function createGatewayDb(main: Db, asyncCommit: boolean, poolMax: number,
   const options = [...(asyncCommit ? ['-c synchronous_commit=off'] : []), ...(searchPath ? [`-c search_path=${searchPath}`] : [])].join(
     ' ',
   );
-  const db = knexPkg({
+  const db: Db = knexPkg({
     client: 'pg',
     connection: { connectionString, application_name: 'nexus-gateway', ...(options ? { options } : {}) },
-    pool: { min: 0, max: poolMax, idleTimeoutMillis: idleMs, afterCreate: settleOnCreate(settle) },
+    pool: {
+      min: 0,
+      max: poolMax,
+      idleTimeoutMillis: idleMs,
+      afterCreate: settleOnCreate(() => (prepared ? gatewayIdleStatements(db, now()) : [])),
+    },
     ...(config.log ? { log: config.log } : {}),
   });
   return { db, owned: true };

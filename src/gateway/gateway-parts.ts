@@ -8,7 +8,6 @@
  */
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
-import type { IdleStatement } from '../db/named-query.js';
 import type { Clock } from '../domain/actor.js';
 import type { ChangeFeed } from '../domain/changes/change-feed.js';
 import { createInvocationRepo } from '../domain/invocations/invocation-repo.js';
@@ -57,12 +56,13 @@ export interface GatewayPartsDeps {
 
 export function createGatewayParts(deps: GatewayPartsDeps) {
   const { config, clock, logger, metrics, changes } = deps;
-  // Each new connection settles on its plans of the named statements (none behind a transaction pooler): gateway-db.ts.
-  const settle = (): IdleStatement[] =>
-    config.databasePreparedStatements
-      ? [...authRepo.idleStatements(clock.now()), ...records.repo.idleStatements(clock.now()), ...quotaRepo.idleStatements(clock.now())]
-      : [];
-  const { db, owned } = createGatewayDb(deps.db, config.gatewayAsyncCommit, config.databasePoolMax, config.gatewayPoolIdleMs, settle);
+  const { db, owned } = createGatewayDb(deps.db, {
+    asyncCommit: config.gatewayAsyncCommit,
+    poolMax: config.databasePoolMax,
+    idleMs: config.gatewayPoolIdleMs,
+    prepared: config.databasePreparedStatements,
+    now: () => clock.now(),
+  });
   const authRepo = createAuthRepo(db, config.databasePreparedStatements);
   const cache = createAuthCache({
     repo: authRepo,
@@ -170,7 +170,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     recover: () => recorder.recover(),
     /**
      * Before a fresh process takes calls (warm-up.ts): the gateway pool's connections opened (each settles on its
-     * plans as it opens: `settle` above), while the call's protocol part is compiled. Resolves with the connections opened.
+     * plans as it opens: gateway-db.ts), while the call's protocol part is compiled. Resolves with the connections opened.
      */
     async warmUp(): Promise<number> {
       const opening = openConnections(db, config.databasePoolMax);

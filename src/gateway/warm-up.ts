@@ -1,9 +1,8 @@
 /**
  * What a fresh process does before /readyz says ready, so that its first calls do not pay for it (docs/performance.md,
  * "A fresh process"): the gateway pool's connections opened (each a PostgreSQL backend started and authenticated,
- * which the first burst of calls otherwise waited for) and their named statements planned (a key's lookup, the
- * records, the heartbeat and snapshot, a lease's acquisition, extension and release, each run with values that match
- * no row until PostgreSQL keeps its generic plan), and the protocol's part of a call run on a canned chat completion
+ * which the first burst of calls otherwise waited for; each settles on its plans of the gateway's named statements as
+ * the pool opens it, gateway-db.ts), and the protocol's part of a call run on a canned chat completion
  * (its request read with the input estimate, its upstream headers, its JSON and streamed answers read), so that V8 has
  * compiled them before a client's call runs them. The call's HTTP on both sides is warmed by
  * src/warm-http.ts.
@@ -14,7 +13,6 @@
 import type pg from 'pg';
 import type { Db } from '../db/database.js';
 import { isEmbedded } from '../db/database.js';
-import { settlePlans, type IdleStatement } from '../db/named-query.js';
 import { protocolOf } from '../protocols/index.js';
 import { prepareCall, usageFromJson } from '../protocols/inspectors.js';
 import { upstreamHeaders } from './headers.js';
@@ -24,16 +22,14 @@ import { SseMeter } from './sse-meter.js';
 const PROTOCOL_ROUNDS = 500;
 
 /**
- * Opens up to `count` of `db`'s pooled connections at once, has each settle on its plans of `statements` (named
- * statements that write nothing), then gives them back to the pool idle (PostgreSQL only).
+ * Opens up to `count` of `db`'s pooled connections at once (each settling on its plans as it opens, where the pool
+ * does that: gateway-db.ts), then gives them back to the pool idle (PostgreSQL only).
  */
-export async function openConnections(db: Db, count: number, statements: IdleStatement[] = []): Promise<number> {
+export async function openConnections(db: Db, count: number): Promise<number> {
   if (isEmbedded(db) || count <= 0) return 0;
   const client = db.client as { acquireConnection(): Promise<pg.Client>; releaseConnection(c: pg.Client): Promise<void> };
   const acquired = await Promise.allSettled(Array.from({ length: count }, () => client.acquireConnection()));
   const opened = acquired.flatMap((a) => (a.status === 'fulfilled' ? [a.value] : []));
-  // A statement that fails here is planned by the first call that runs it, as without the warm-up.
-  await Promise.all(opened.map((connection) => settlePlans(connection, statements).catch(() => {})));
   await Promise.all(opened.map((connection) => client.releaseConnection(connection)));
   return opened.length;
 }

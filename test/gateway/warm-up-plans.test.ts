@@ -1,10 +1,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createQuotaRepo } from '../../src/domain/quota/quota-repo.js';
-import { createAuthRepo } from '../../src/gateway/auth-repo.js';
 import { createGatewayDb } from '../../src/gateway/gateway-db.js';
 import { openConnections } from '../../src/gateway/warm-up.js';
-import { createCallRepo } from '../../src/records/call-repo.js';
 import { createTestDatabase, preparedStatements, type TestDatabase } from '../support/test-db.js';
 
 let t: TestDatabase;
@@ -24,12 +21,9 @@ const NAMED = [
   'nexus_snapshot',
 ];
 
-/** What the gateway's pool settles on (src/gateway/gateway-parts.ts, `settle`). */
-const gatewayStatements = (now: Date) => [
-  ...createAuthRepo(t.db).idleStatements(now),
-  ...createCallRepo(t.db).idleStatements(now),
-  ...createQuotaRepo(t.db, true).idleStatements(now),
-];
+/** The gateway's pool on the test's database, as gateway-parts.ts makes it with prepared statements. */
+const gatewayPool = (poolMax: number, idleMs = 120_000) =>
+  createGatewayDb(t.db, { asyncCommit: false, poolMax, idleMs, prepared: true, now: () => new Date() });
 
 type Pooled = { acquireConnection(): Promise<pg.Client>; releaseConnection(c: pg.Client): Promise<void> };
 
@@ -44,24 +38,26 @@ async function plansOf(conn: pg.Client): Promise<[string, number, number][]> {
 it.skipIf(!preparedStatements || process.env.NEXUS_TEST_DB === 'pglite')(
   "settles each pooled connection on its generic plan of the gateway's named statements, writing nothing",
   async () => {
-    const now = new Date();
-    const statements = gatewayStatements(now);
     const rowsBefore = await Promise.all(WRITTEN.map((table) => t.db(table).count({ n: '*' }).first()));
-
-    expect(await openConnections(t.db, 3, statements)).toBe(3);
-
-    // The pool's three connections, each asked what it has prepared.
-    const client = t.db.client as { acquireConnection(): Promise<pg.Client>; releaseConnection(c: pg.Client): Promise<void> };
-    const held = await Promise.all([0, 1, 2].map(() => client.acquireConnection()));
+    const { db } = gatewayPool(3);
     try {
-      for (const conn of held) {
-        // Five plans for the values, then the generic plan kept: a call's execution plans nothing more.
-        expect(await plansOf(conn)).toEqual(NAMED.map((name) => [name, 5, 1]));
+      expect(await openConnections(db, 3)).toBe(3);
+
+      // The pool's three connections, each asked what it has prepared.
+      const client = db.client as Pooled;
+      const held = await Promise.all([0, 1, 2].map(() => client.acquireConnection()));
+      try {
+        for (const conn of held) {
+          // Five plans for the values, then the generic plan kept: a call's execution plans nothing more.
+          expect(await plansOf(conn)).toEqual(NAMED.map((name) => [name, 5, 1]));
+        }
+      } finally {
+        await Promise.all(held.map((c) => client.releaseConnection(c)));
       }
+      expect(await Promise.all(WRITTEN.map((table) => t.db(table).count({ n: '*' }).first()))).toEqual(rowsBefore);
     } finally {
-      await Promise.all(held.map((c) => client.releaseConnection(c)));
+      await db.destroy();
     }
-    expect(await Promise.all(WRITTEN.map((table) => t.db(table).count({ n: '*' }).first()))).toEqual(rowsBefore);
   },
 );
 
@@ -69,8 +65,7 @@ it.skipIf(!preparedStatements || process.env.NEXUS_TEST_DB === 'pglite' || !!pro
   "has every connection the gateway's pool opens settle on its plans, and keeps it open unused for the idle time given",
   async () => {
     const rowsBefore = await Promise.all(WRITTEN.map((table) => t.db(table).count({ n: '*' }).first()));
-    const settle = () => gatewayStatements(new Date());
-    const { db, owned } = createGatewayDb(t.db, false, 2, 120_000, settle);
+    const { db, owned } = gatewayPool(2);
     expect(owned).toBe(true);
     try {
       // No warm-up: a connection opened as a call would open it, the second one while the first is held.
