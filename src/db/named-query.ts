@@ -30,6 +30,7 @@ export function namedQuery(db: Db, prepared = true): NamedQuery {
       return (await db.raw(sql, bindings as never[])).rows as T[];
     };
   }
+  // A transaction's client hands out the transaction's own connection: its statements run in it.
   const client = db.client as { acquireConnection(): Promise<pg.Client>; releaseConnection(c: pg.Client): Promise<void> };
   return async <T>(name: string, text: string, values: unknown[]) => {
     const conn = await client.acquireConnection();

@@ -98,6 +98,37 @@ describe('a lease acquired, extended and released, named and unnamed', () => {
     expect(refused.lease).toMatchObject({ reserved_units: 10n, renewed: false });
   });
 
+  it('run in the transaction a repository is made over, named or not, and leave nothing once it rolls back', async () => {
+    const { period } = await provisionAccess(services, { quotaUnits: '1000' }, 'in-a-transaction');
+    for (const prepared of [true, false]) {
+      const leaseId = newId();
+      const now = new Date();
+      const rolledBack = new Error('rolled back');
+      await expect(
+        database.db.transaction(async (trx) => {
+          const held = await createQuotaRepo(trx, prepared).acquireLease({
+            id: leaseId,
+            workspaceId: period.workspace_id,
+            accessId: period.workspace_access_id,
+            periodId: period.id,
+            need: 10n,
+            want: 10n,
+            share: 1,
+            requestId: 'test',
+            now,
+            expiresAt: new Date(now.getTime() + HOUR),
+          });
+          expect(held.held).toBe(10n);
+          // Seen inside the transaction, as its own write.
+          expect(await trx('quota_leases').where({ id: leaseId }).first('status')).toEqual({ status: 'HELD' });
+          throw rolledBack;
+        }),
+      ).rejects.toBe(rolledBack);
+      expect(await database.db('quota_leases').where({ id: leaseId }).first()).toBeUndefined();
+      expect((await database.db('quota_periods').where({ id: period.id }).first('reserved_units')).reserved_units).toBe(0n);
+    }
+  });
+
   it.skipIf(!preparedStatements || process.env.NEXUS_TEST_DB === 'pglite')(
     'are prepared on the connection only when the repository is told so',
     async () => {
