@@ -11,11 +11,12 @@
  * event per settlement) hold either way.
  *
  * A connection of this pool settles on its plans of the gateway's named statements when it is opened
- * (gatewayIdleStatements, src/db/named-query.ts `settleOnCreate`; none behind a transaction pooler, where `prepared`
- * is false), and is closed only after `idleMs` unused (NEXUS_GATEWAY_POOL_IDLE_MS, 5 min by default, against knex's
- * 30 s): each one opened again costs its backend's start and tens of ms of planning (docs/performance.md).
+ * (gatewayIdleStatements, src/db/named-query.ts `settleOnCreate`; none behind a transaction pooler, without prepared
+ * statements), and is closed only after NEXUS_GATEWAY_POOL_IDLE_MS unused (5 min by default, against knex's 30 s):
+ * each one opened again costs its backend's start and tens of ms of planning (docs/performance.md).
  */
 import knexPkg, { type Knex } from 'knex';
+import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import { isEmbedded } from '../db/database.js';
 import { settleOnCreate, type IdleStatement } from '../db/named-query.js';
@@ -36,16 +37,10 @@ export function gatewayIdleStatements(db: Db, now: Date): IdleStatement[] {
   ];
 }
 
-export interface GatewayDbOptions {
-  asyncCommit: boolean;
-  poolMax: number;
-  idleMs: number;
-  /** Whether the gateway sends named statements (NEXUS_DATABASE_PREPARED_STATEMENTS): only then are plans settled. */
-  prepared: boolean;
-  now: () => Date;
-}
+/** NEXUS_GATEWAY_ASYNC_COMMIT, NEXUS_DATABASE_POOL_MAX, NEXUS_GATEWAY_POOL_IDLE_MS and NEXUS_DATABASE_PREPARED_STATEMENTS. */
+type PoolConfig = Pick<Config, 'gatewayAsyncCommit' | 'databasePoolMax' | 'gatewayPoolIdleMs' | 'databasePreparedStatements'>;
 
-export function createGatewayDb(main: Db, { asyncCommit, poolMax, idleMs, prepared, now }: GatewayDbOptions): { db: Db; owned: boolean } {
+export function createGatewayDb(main: Db, pool: PoolConfig, now: () => Date): { db: Db; owned: boolean } {
   if (isEmbedded(main)) return { db: main, owned: false };
   const config = main.client.config as {
     connection: { connectionString?: string; application_name?: string } | string;
@@ -55,17 +50,18 @@ export function createGatewayDb(main: Db, { asyncCommit, poolMax, idleMs, prepar
   const connectionString = typeof config.connection === 'string' ? config.connection : config.connection.connectionString;
   if (!connectionString) return { db: main, owned: false };
   const searchPath = Array.isArray(config.searchPath) ? config.searchPath.join(',') : config.searchPath;
-  const options = [...(asyncCommit ? ['-c synchronous_commit=off'] : []), ...(searchPath ? [`-c search_path=${searchPath}`] : [])].join(
-    ' ',
-  );
+  const options = [
+    ...(pool.gatewayAsyncCommit ? ['-c synchronous_commit=off'] : []),
+    ...(searchPath ? [`-c search_path=${searchPath}`] : []),
+  ].join(' ');
   const db: Db = knexPkg({
     client: 'pg',
     connection: { connectionString, application_name: 'nexus-gateway', ...(options ? { options } : {}) },
     pool: {
       min: 0,
-      max: poolMax,
-      idleTimeoutMillis: idleMs,
-      afterCreate: settleOnCreate(() => (prepared ? gatewayIdleStatements(db, now()) : [])),
+      max: pool.databasePoolMax,
+      idleTimeoutMillis: pool.gatewayPoolIdleMs,
+      afterCreate: settleOnCreate(() => (pool.databasePreparedStatements ? gatewayIdleStatements(db, now()) : [])),
     },
     ...(config.log ? { log: config.log } : {}),
   });

@@ -56,13 +56,7 @@ export interface GatewayPartsDeps {
 
 export function createGatewayParts(deps: GatewayPartsDeps) {
   const { config, clock, logger, metrics, changes } = deps;
-  const { db, owned } = createGatewayDb(deps.db, {
-    asyncCommit: config.gatewayAsyncCommit,
-    poolMax: config.databasePoolMax,
-    idleMs: config.gatewayPoolIdleMs,
-    prepared: config.databasePreparedStatements,
-    now: () => clock.now(),
-  });
+  const { db, owned } = createGatewayDb(deps.db, config, () => clock.now());
   const authRepo = createAuthRepo(db, config.databasePreparedStatements);
   const cache = createAuthCache({
     repo: authRepo,

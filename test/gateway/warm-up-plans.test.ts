@@ -23,7 +23,11 @@ const NAMED = [
 
 /** The gateway's pool on the test's database, as gateway-parts.ts makes it with prepared statements. */
 const gatewayPool = (poolMax: number, idleMs = 120_000) =>
-  createGatewayDb(t.db, { asyncCommit: false, poolMax, idleMs, prepared: true, now: () => new Date() });
+  createGatewayDb(
+    t.db,
+    { gatewayAsyncCommit: false, databasePoolMax: poolMax, gatewayPoolIdleMs: idleMs, databasePreparedStatements: true },
+    () => new Date(),
+  );
 
 type Pooled = { acquireConnection(): Promise<pg.Client>; releaseConnection(c: pg.Client): Promise<void> };
 
