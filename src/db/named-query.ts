@@ -60,7 +60,7 @@ const EXECUTIONS_TO_GENERIC_PLAN = 6;
  * plan: the record statement's plan takes milliseconds, and a fresh pool's first calls would otherwise pay for five
  * of them on each connection, and the relations' catalog entries loaded by each backend.
  */
-export async function settlePlans(conn: pg.Client, statements: IdleStatement[]): Promise<void> {
+async function settlePlans(conn: pg.Client, statements: IdleStatement[]): Promise<void> {
   for (const { name, text, values } of statements)
     for (let i = 0; i < EXECUTIONS_TO_GENERIC_PLAN; i++) await conn.query({ name, text, values });
 }
