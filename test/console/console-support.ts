@@ -90,6 +90,19 @@ export async function watchedPage(browser: Browser, options: BrowserContextOptio
   page.on('console', (msg) => {
     if (msg.type() === 'error' && !/status of (4\d\d)/.test(msg.text())) errors.push(`console: ${msg.text()}`);
   });
+  // The console's own line names no request: a server error is listed with its request and the code it answered.
+  page.on('response', (res) => {
+    if (res.status() < 500) return;
+    const line = `response: ${res.status()} ${res.request().method()} ${res.url()}`;
+    errors.push(line);
+    void res.text().then(
+      (body) => {
+        const at = errors.indexOf(line);
+        if (at >= 0) errors[at] = `${line} ${body.slice(0, 300)}`;
+      },
+      () => {},
+    );
+  });
   return page;
 }
 
