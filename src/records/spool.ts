@@ -44,8 +44,9 @@ export function createSpool(dir: string, options: { host?: string; pid?: number;
 
   const fileName = (kind: 'calls' | 'replay') => `${kind}-${host}-${pid}-${Date.now()}${String(++seq).padStart(4, '0')}.jsonl`;
 
+  /** A record's line: its rows only (a queued record carries more than them). */
   function line(r: CallRows): string {
-    return JSON.stringify(r) + '\n';
+    return JSON.stringify({ id: r.id, invocation: r.invocation, leaseCall: r.leaseCall }) + '\n';
   }
 
   /** A line's rows; a line of a version that spooled them as JSON objects, as the rows they name. */
