@@ -151,14 +151,16 @@ await withFreshNexus(
         });
         await repo.releaseLease(id, now);
       };
-      const parts: Record<string, () => Promise<unknown>> = ONLY_RECORD ? {} : {
-        heartbeat: () => calls.heartbeat(leaseIds, new Date(Date.now() + 86_400_000), [], new Date()),
-        'lease extension': () => extend(quota),
-        'lease extension, unnamed': () => extend(quotaUnnamed),
-        'lease acquisition and release (2 statements)': () => acquireAndRelease(quota),
-        'lease acquisition and release (2 statements), unnamed': () => acquireAndRelease(quotaUnnamed),
-        'key lookup': () => auth.lookup(hashes[turn++ % hashes.length]!.key_hash, tenant.connectionId, new Date()),
-      };
+      const parts: Record<string, () => Promise<unknown>> = ONLY_RECORD
+        ? {}
+        : {
+            heartbeat: () => calls.heartbeat(leaseIds, new Date(Date.now() + 86_400_000), [], new Date()),
+            'lease extension': () => extend(quota),
+            'lease extension, unnamed': () => extend(quotaUnnamed),
+            'lease acquisition and release (2 statements)': () => acquireAndRelease(quota),
+            'lease acquisition and release (2 statements), unnamed': () => acquireAndRelease(quotaUnnamed),
+            'key lookup': () => auth.lookup(hashes[turn++ % hashes.length]!.key_hash, tenant.connectionId, new Date()),
+          };
       for (const way of TIMED_WAYS)
         for (const n of SIZES) parts[`record ${way}, ${n}`] = () => record(way, batchOf(tenant, leases, planId, n));
       if (base)

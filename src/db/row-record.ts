@@ -17,7 +17,7 @@ const ESCAPED = /["\\]/g;
  * milliseconds, a number only when finite, a list or an object as its JSON (a jsonb column), a string quoted when it
  * must be.
  */
-export function recordField(value: unknown): string {
+function recordField(value: unknown): string {
   if (value === null || value === undefined) return '';
   let text: string;
   if (typeof value === 'string') text = value;

@@ -52,8 +52,7 @@ export function createSpool(dir: string, options: { host?: string; pid?: number;
   /** A line's rows; a line of a version that spooled them as JSON objects, as the rows they name. */
   function rowsOf(text: string): CallRows {
     const o = JSON.parse(text) as { id: string; invocation: string | object; leaseCall: string | object | null };
-    const element = (columns: readonly string[], row: string | object) =>
-      typeof row === 'string' ? row : recordElement(columns, row);
+    const element = (columns: readonly string[], row: string | object) => (typeof row === 'string' ? row : recordElement(columns, row));
     return {
       id: o.id,
       invocation: element(INVOCATION_COLUMNS, o.invocation),
