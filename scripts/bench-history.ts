@@ -43,8 +43,8 @@ import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
 import { createDatabase } from '../src/db/database.js';
 import { migrateLatest } from '../src/db/migrate.js';
-import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
+import { recordValues } from '../src/records/call-repo.js';
 import { ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
@@ -160,7 +160,7 @@ async function recorderOn(databaseUrl: string, tenant: BenchTenant): Promise<Rec
       return client.query({
         name: 'bench_record',
         text: statement,
-        values: [jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))), jsonArray(rows.map((r) => r.invocation))],
+        values: recordValues(rows),
       });
     },
     cpuSeconds: () => cpuSecondsOf(pid),

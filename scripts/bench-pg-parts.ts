@@ -17,16 +17,19 @@
  * per statement. A fresh database gets a workspace with BENCH_PG_PARTS_USERS end users (default 64, as `npm run
  * bench`), each holding a lease, and BENCH_PG_PARTS_SEEDED calls of the past 30 days (default 50,000), analyzed.
  * PostgreSQL must run on this host (its /proc). DATABASE_URL as bench:rollup.
+ *
+ * BENCH_PG_PARTS_BASE=<checkout> adds the record statement of another checkout of Nexus (its sources, its batches'
+ * rows), as "base", in the same rounds on the same database, to compare a change of the statement with the build
+ * before it. BENCH_PG_PARTS_ONLY=record times the record statements alone.
  */
 import { cpus, loadavg } from 'node:os';
 import { createDatabase } from '../src/db/database.js';
 import { namedQuery } from '../src/db/named-query.js';
-import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { createQuotaRepo } from '../src/domain/quota/quota-repo.js';
 import { createAuthRepo } from '../src/gateway/auth-repo.js';
 import { newId } from '../src/ids.js';
-import { createCallRepo } from '../src/records/call-repo.js';
+import { createCallRepo, recordValues } from '../src/records/call-repo.js';
 import type { CallRows } from '../src/records/call-rows.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
 import { cpuNanosOf } from './lib/proc-cpu.js';
@@ -38,7 +41,19 @@ const STATEMENTS = Number(process.env.BENCH_PG_PARTS_STATEMENTS ?? 200);
 const SEEDED = Number(process.env.BENCH_PG_PARTS_SEEDED ?? 50_000);
 const SIZES = [1, 5, 20, 50];
 const WAYS = { nexus: true, 'no day rollups': 'hours', 'no rollup': false } as const;
-type Way = keyof typeof WAYS;
+type Way = keyof typeof WAYS | 'base';
+const BASE = process.env.BENCH_PG_PARTS_BASE;
+const ONLY_RECORD = process.env.BENCH_PG_PARTS_ONLY === 'record';
+/** BENCH_PG_PARTS_WAYS: the ways of the record statement timed (names of WAYS, comma-separated); default all. */
+const TIMED_WAYS = (process.env.BENCH_PG_PARTS_WAYS?.split(',') ?? Object.keys(WAYS)) as (keyof typeof WAYS)[];
+
+/** The record statement of the checkout at `dir` and its batches, as that checkout's gateway sends them. */
+async function baseRecord(dir: string) {
+  const sql = (await import(`${dir}/src/domain/recording/record-sql.ts`)) as typeof import('../src/domain/recording/record-sql.js');
+  const batch = (await import(`${dir}/scripts/lib/record-batch.ts`)) as typeof import('./lib/record-batch.js');
+  const rowJson = (await import(`${dir}/src/db/row-json.ts`)) as typeof import('../src/db/row-json.js');
+  return { text: sql.recordCallsSql(), batchOf: batch.batchOf, jsonArray: rowJson.jsonArray };
+}
 
 const median = (xs: number[]) => quantile(xs, 0.5);
 function quantile(xs: number[], q: number): number {
@@ -90,11 +105,9 @@ await withFreshNexus(
         Way,
         string
       >;
-      const record = (way: Way, rows: CallRows[]) =>
-        query(`bench_record_${way.replaceAll(' ', '_')}`, statements[way], [
-          jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))),
-          jsonArray(rows.map((r) => r.invocation)),
-        ]);
+      const record = (way: Exclude<Way, 'base'>, rows: CallRows[]) =>
+        query(`bench_record_${way.replaceAll(' ', '_')}`, statements[way], recordValues(rows));
+      const base = BASE ? await baseRecord(BASE) : undefined;
       const calls = createCallRepo(db);
       const quota = createQuotaRepo(db, true);
       const quotaUnnamed = createQuotaRepo(db, false);
@@ -138,16 +151,27 @@ await withFreshNexus(
         });
         await repo.releaseLease(id, now);
       };
-      const parts: Record<string, () => Promise<unknown>> = {
-        heartbeat: () => calls.heartbeat(leaseIds, new Date(Date.now() + 86_400_000), [], new Date()),
-        'lease extension': () => extend(quota),
-        'lease extension, unnamed': () => extend(quotaUnnamed),
-        'lease acquisition and release (2 statements)': () => acquireAndRelease(quota),
-        'lease acquisition and release (2 statements), unnamed': () => acquireAndRelease(quotaUnnamed),
-        'key lookup': () => auth.lookup(hashes[turn++ % hashes.length]!.key_hash, tenant.connectionId, new Date()),
-      };
-      for (const way of Object.keys(WAYS) as Way[])
+      const parts: Record<string, () => Promise<unknown>> = ONLY_RECORD
+        ? {}
+        : {
+            heartbeat: () => calls.heartbeat(leaseIds, new Date(Date.now() + 86_400_000), [], new Date()),
+            'lease extension': () => extend(quota),
+            'lease extension, unnamed': () => extend(quotaUnnamed),
+            'lease acquisition and release (2 statements)': () => acquireAndRelease(quota),
+            'lease acquisition and release (2 statements), unnamed': () => acquireAndRelease(quotaUnnamed),
+            'key lookup': () => auth.lookup(hashes[turn++ % hashes.length]!.key_hash, tenant.connectionId, new Date()),
+          };
+      for (const way of TIMED_WAYS)
         for (const n of SIZES) parts[`record ${way}, ${n}`] = () => record(way, batchOf(tenant, leases, planId, n));
+      if (base)
+        for (const n of SIZES)
+          parts[`record base, ${n}`] = () => {
+            const rows = base.batchOf(tenant, leases, planId, n);
+            return query('bench_record_base', base.text, [
+              base.jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))),
+              base.jsonArray(rows.map((r) => r.invocation)),
+            ]);
+          };
 
       console.log(
         `host: ${cpus().length} CPUs, load average ${loadavg()
@@ -177,7 +201,7 @@ await withFreshNexus(
       }
       console.log('\n| record statement | fixed µs per statement | µs per call in it |');
       console.log('|---|---:|---:|');
-      for (const way of Object.keys(WAYS) as Way[]) {
+      for (const way of [...TIMED_WAYS, ...(base ? ['base' as const] : [])]) {
         const lines = Array.from({ length: ROUNDS }, (_, r) => fit(SIZES.map((n) => [n, used.get(`record ${way}, ${n}`)![r]!])));
         console.log(`| ${way} | ${mq(lines.map((l) => l.fixed))} | ${mq(lines.map((l) => l.perCall))} |`);
       }

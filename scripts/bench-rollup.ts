@@ -20,8 +20,8 @@
  */
 import { cpus, loadavg } from 'node:os';
 import pg from 'pg';
-import { jsonArray } from '../src/db/row-json.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
+import { recordValues } from '../src/records/call-repo.js';
 import { ROLLED_EVENT_COLUMNS, rollUpCtes } from '../src/domain/recording/rollup-sql.js';
 import type { CallRows } from '../src/records/call-rows.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
@@ -98,7 +98,7 @@ await withFreshNexus(
         client.query({
           name: `bench_record_${way}`,
           text: statements[way],
-          values: [jsonArray(rows.flatMap((r) => (r.leaseCall ? [r.leaseCall] : []))), jsonArray(rows.map((r) => r.invocation))],
+          values: recordValues(rows),
         });
 
       async function measure(way: Way): Promise<number> {

@@ -9,11 +9,12 @@
  * sweeper reclaimed it: its process stalled past the TTL) is charged on its
  * period directly, unless the reclaim already recorded it from its heartbeat
  * (the record is idempotent by invocation id): once either way.
- * The rows travel as JSON text (call-rows.ts), made when the call ends.
+ * The rows travel as text (call-rows.ts), made when the call ends.
  */
 import type { Db } from '../db/database.js';
 import { namedQuery, type IdleStatement } from '../db/named-query.js';
 import { jsonArray } from '../db/row-json.js';
+import { recordArray } from '../db/row-record.js';
 import { KIND_COLUMN_TYPES, KIND_COLUMNS } from '../domain/recording/kind-sql.js';
 import { recordCallsSql, type RecordedCost } from '../domain/recording/record-sql.js';
 import { lockedInIdOrder } from '../domain/recording/settlement-sql.js';
@@ -82,6 +83,17 @@ with held as (
 ), ${writeCallsCtes('held', '$2', '$3')}
 select id from held`;
 
+/** The record statement's values of a batch of calls: the arrays of their lease calls ($1) and invocations ($2). */
+export function recordValues(calls: CallRows[]): [string, string] {
+  const invocations: string[] = [];
+  const leaseCalls: string[] = [];
+  for (const c of calls) {
+    invocations.push(c.invocation);
+    if (c.leaseCall) leaseCalls.push(c.leaseCall);
+  }
+  return [recordArray(leaseCalls), recordArray(invocations)];
+}
+
 /** `prepared`: false sends the statements unnamed (behind a transaction pooler: NEXUS_DATABASE_PREPARED_STATEMENTS). */
 export function createCallRepo(db: Db, prepared = true) {
   const query = namedQuery(db, prepared);
@@ -91,13 +103,7 @@ export function createCallRepo(db: Db, prepared = true) {
      * costs of the calls it charged.
      */
     async record(calls: CallRows[]): Promise<RecordedCost[]> {
-      const invocations: string[] = [];
-      const leaseCalls: string[] = [];
-      for (const c of calls) {
-        invocations.push(c.invocation);
-        if (c.leaseCall) leaseCalls.push(c.leaseCall);
-      }
-      return query<RecordedCost>('nexus_record_calls', RECORD_CALLS, [jsonArray(leaseCalls), jsonArray(invocations)]);
+      return query<RecordedCost>('nexus_record_calls', RECORD_CALLS, recordValues(calls));
     },
 
     /**
@@ -121,7 +127,7 @@ export function createCallRepo(db: Db, prepared = true) {
     idleStatements(now: Date): IdleStatement[] {
       const at = now.toISOString();
       return [
-        { name: 'nexus_record_calls', text: RECORD_CALLS, values: ['[]', '[]'] },
+        { name: 'nexus_record_calls', text: RECORD_CALLS, values: ['{}', '{}'] },
         { name: 'nexus_heartbeat', text: HEARTBEAT, values: ['[]', at, '[]', at] },
         { name: 'nexus_snapshot', text: SNAPSHOT, values: ['[]', '[]', at] },
       ];

@@ -1,10 +1,13 @@
 /**
- * A call's rows as they are written (call-repo.ts), as JSON text (src/db/row-json.ts) made when the call ends: its
- * invocation, with its attempt, and its settlement on its quota lease (callRows); and, for a call under way, the
- * lease_calls row its process's heartbeat writes of it, charged by the sweeper's reclaim should the process die
- * (leaseCallRow).
+ * A call's rows as they are written (call-repo.ts), made when the call ends: its invocation, with its attempt, and its
+ * settlement on its quota lease (callRows), as elements of the record statement's arrays (src/db/row-record.ts); and,
+ * for a call under way, the lease_calls row its process's heartbeat writes of it, as JSON text (src/db/row-json.ts),
+ * charged by the sweeper's reclaim should the process die (leaseCallRow).
  */
 import { RowJson } from '../db/row-json.js';
+import { recordElement } from '../db/row-record.js';
+import { INVOCATION_COLUMNS } from '../domain/recording/record-sql.js';
+import { LEASE_CALL_COLUMNS } from '../domain/recording/settlement-sql.js';
 import type { InvocationRow } from '../domain/invocations/invocation-types.js';
 import type { Pricing } from '../domain/quota/model-pricing.js';
 import { newId } from '../ids.js';
@@ -48,12 +51,13 @@ export interface CallToRecord {
   consumed: Consumption | null;
 }
 
-/** A call's rows as JSON text, made when it ends. */
+/** A call's rows as the record statement reads them (elements of its arrays), made when it ends. */
 export interface CallRows {
   /** The invocation's id: the key that makes its record idempotent. */
   id: string;
+  /** A nexus_invocation_input. */
   invocation: string;
-  /** Its settlement on its lease (a LeaseCallSettlement), when it was charged. */
+  /** Its settlement on its lease (a nexus_lease_call_input), when it was charged. */
   leaseCall: string | null;
 }
 
@@ -151,29 +155,39 @@ export function leaseCallRow(
 
 export function callRows(c: CallToRecord): CallRows {
   const i = c.invocation;
-  const invocation = invocationJson(i);
+  const invocation = recordElement(INVOCATION_COLUMNS, i);
   // A call charged nothing moves nothing on its lease and has no event.
   if (!c.lease || !c.consumed) return { id: i.id, invocation, leaseCall: null };
-  const leaseCall = withKinds(new RowJson(), c.consumed)
-    .id('lease_id', c.lease.id)
-    .big('bound', c.lease.bound)
-    .big('take', c.lease.take)
-    .big('units', c.consumed.units)
-    .raw('charged', 'true')
-    .id('usage_id', newId())
-    .str('adjustment_id', c.consumed.units > c.lease.bound ? newId() : null)
-    .id('invocation_id', i.id)
-    .big('input_tokens', c.consumed.inputTokens)
-    .big('cached_tokens', c.consumed.cachedInputTokens)
-    .big('output_tokens', c.consumed.outputTokens)
-    .big('cache_write_tokens', c.consumed.cacheWriteTokens)
-    .big('reasoning_tokens', c.consumed.reasoningTokens)
-    .str('model', c.consumed.model)
-    .str('model_rule', c.consumed.pricing.rule)
-    .big('input_ppm', c.consumed.pricing.inputMultiplierPpm)
-    .big('cached_ppm', c.consumed.pricing.cachedInputMultiplierPpm)
-    .big('output_ppm', c.consumed.pricing.outputMultiplierPpm)
-    .time('at', i.completed_at ?? new Date());
-  if (c.consumed.perCallOnly) leaseCall.raw('per_call_only', 'true');
-  return { id: i.id, invocation, leaseCall: leaseCall.done() };
+  const consumed = c.consumed;
+  const leaseCall = recordElement(LEASE_CALL_COLUMNS, {
+    lease_id: c.lease.id,
+    bound: c.lease.bound,
+    take: c.lease.take,
+    units: consumed.units,
+    charged: true,
+    usage_id: newId(),
+    adjustment_id: consumed.units > c.lease.bound ? newId() : null,
+    invocation_id: i.id,
+    input_tokens: consumed.inputTokens,
+    cached_tokens: consumed.cachedInputTokens,
+    output_tokens: consumed.outputTokens,
+    model: consumed.model,
+    at: i.completed_at ?? new Date(),
+    model_rule: consumed.pricing.rule,
+    input_ppm: consumed.pricing.inputMultiplierPpm,
+    cached_ppm: consumed.pricing.cachedInputMultiplierPpm,
+    output_ppm: consumed.pricing.outputMultiplierPpm,
+    cache_write_tokens: consumed.cacheWriteTokens,
+    reasoning_tokens: consumed.reasoningTokens,
+    audio_input_tokens: consumed.audioInputTokens,
+    audio_output_tokens: consumed.audioOutputTokens,
+    image_input_tokens: consumed.imageInputTokens,
+    image_output_tokens: consumed.imageOutputTokens,
+    images: consumed.images,
+    audio_ms: consumed.audioMs,
+    characters: consumed.characters,
+    image_tier: consumed.imageTier,
+    per_call_only: consumed.perCallOnly || null,
+  });
+  return { id: i.id, invocation, leaseCall };
 }

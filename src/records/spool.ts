@@ -20,6 +20,9 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { alive } from '../db/data-dir-lock.js';
+import { recordElement } from '../db/row-record.js';
+import { INVOCATION_COLUMNS } from '../domain/recording/record-sql.js';
+import { LEASE_CALL_COLUMNS } from '../domain/recording/settlement-sql.js';
 import type { CallRows } from './call-rows.js';
 
 const BATCH = 200;
@@ -41,13 +44,20 @@ export function createSpool(dir: string, options: { host?: string; pid?: number;
 
   const fileName = (kind: 'calls' | 'replay') => `${kind}-${host}-${pid}-${Date.now()}${String(++seq).padStart(4, '0')}.jsonl`;
 
+  /** A record's line: its rows only (a queued record carries more than them). */
   function line(r: CallRows): string {
-    return `{"id":"${r.id}","invocation":${r.invocation},"leaseCall":${r.leaseCall ?? 'null'}}\n`;
+    return JSON.stringify({ id: r.id, invocation: r.invocation, leaseCall: r.leaseCall }) + '\n';
   }
 
+  /** A line's rows; a line of a version that spooled them as JSON objects, as the rows they name. */
   function rowsOf(text: string): CallRows {
-    const o = JSON.parse(text) as { id: string; invocation: object; leaseCall: object | null };
-    return { id: o.id, invocation: JSON.stringify(o.invocation), leaseCall: o.leaseCall ? JSON.stringify(o.leaseCall) : null };
+    const o = JSON.parse(text) as { id: string; invocation: string | object; leaseCall: string | object | null };
+    const element = (columns: readonly string[], row: string | object) => (typeof row === 'string' ? row : recordElement(columns, row));
+    return {
+      id: o.id,
+      invocation: element(INVOCATION_COLUMNS, o.invocation),
+      leaseCall: o.leaseCall === null ? null : element(LEASE_CALL_COLUMNS, o.leaseCall),
+    };
   }
 
   /** The spool directory's file names; none before its first file. */

@@ -55,4 +55,20 @@ describe('the spool of a running process', () => {
       expect(readdirSync(dir)).toEqual([`calls-web1-${LIVE}-17000000000000001.jsonl`]);
     }
   });
+
+  it('replays the rows it appended as they were, and the JSON objects of a version before as the same rows', async () => {
+    const dir = spoolDir();
+    const spool = spoolOf(dir);
+    const rows: CallRows = { id: 'a', invocation: '"(a,\\"x y\\",)"', leaseCall: null };
+    await spool.append([rows]);
+    writeFileSync(
+      join(dir, `calls-web1-${DEAD}-17000000000000001.jsonl`),
+      '{"id":"b","invocation":{"id":"b","request_id":"r 1","streamed":false,"quota_units":"300","attempts":null},' +
+        '"leaseCall":{"lease_id":"l","bound":"10","charged":true,"model":"gpt-4o"}}\n',
+    );
+    const written: CallRows[] = [];
+    expect(await spool.replay(async (batch) => void written.push(...batch))).toBe(2);
+    const invocation = `"(b,,,,,\\"r 1\\",,,,,,,false,,300${','.repeat(26)})"`;
+    expect(written).toEqual([rows, { id: 'b', invocation, leaseCall: `"(l,10,,,true,,,,,,,gpt-4o${','.repeat(16)})"` }]);
+  });
 });

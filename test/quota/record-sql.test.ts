@@ -68,8 +68,8 @@ describe('the record statement, composed from named parts', () => {
     );
     // Two placeholders, bound in this order by call-repo.ts: $1 the lease calls, $2 the invocations.
     expect([...new Set(sql.match(/\$\d+/g))]).toEqual(['$2', '$1']);
-    expect(parts[0]!.ctes).toContain('cast($2 as json)');
-    expect(parts[1]!.ctes).toContain('cast($1 as json)');
+    expect(parts[0]!.ctes).toContain('cast($2 as nexus_invocation_input[])');
+    expect(parts[1]!.ctes).toContain('cast($1 as nexus_lease_call_input[])');
   });
 
   it('prices each USAGE event by the price part, joined inside the usage events', () => {

@@ -5,6 +5,8 @@
  * over usage_events and invocations.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordElement } from '../../src/db/row-record.js';
+import { INVOCATION_COLUMNS } from '../../src/domain/recording/record-sql.js';
 import { createCallRepo } from '../../src/records/call-repo.js';
 import { newId } from '../../src/ids.js';
 import { changeAccessPlan, createModelPrice, getUsageSummary, listInvocations } from '../support/sdk.js';
@@ -214,17 +216,18 @@ describe('the usage rollup', () => {
       ])
     ).rows as { json: string; id: string }[];
     const before = await summarized('access', 'day');
-    await repo.record([{ id: written!.id, invocation: written!.json, leaseCall: null }]);
+    const row = JSON.parse(written!.json) as Record<string, unknown>;
+    await repo.record([{ id: written!.id, invocation: recordElement(INVOCATION_COLUMNS, row), leaseCall: null }]);
     expect(await summarized('access', 'day')).toEqual(before);
     const id = newId();
     const spooled = {
-      ...(JSON.parse(written!.json) as Record<string, unknown>),
+      ...row,
       id,
       request_id: `replayed-${id}`,
       status: 'REJECTED',
       attempts: null,
     };
-    await repo.record([{ id, invocation: JSON.stringify(spooled), leaseCall: null }]);
+    await repo.record([{ id, invocation: recordElement(INVOCATION_COLUMNS, spooled), leaseCall: null }]);
     await expectExact();
   }, 30_000);
 

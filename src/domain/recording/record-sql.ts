@@ -28,7 +28,12 @@ const composed = (parts: StatementPart[], select: string) => `
 with ${parts.map((p) => p.ctes).join(', ')}
 ${select}`;
 
-const INVOCATION_COLUMNS = [
+/**
+ * An invocation as the record statement reads it: the attributes of the composite type `nexus_invocation_input`
+ * (migration 20261217010000_record_input_types), in its order; a call's row is an element of an array of it
+ * (src/db/row-record.ts). A column added here is added to the type by a migration, in the same place.
+ */
+export const INVOCATION_COLUMNS = [
   'id',
   'workspace_id',
   'workspace_access_id',
@@ -72,11 +77,11 @@ const INVOCATION_COLUMNS = [
   'session',
 ];
 
-/** `recorded`: the invocations of the JSON array at placeholder `calls`, those not recorded already. */
+/** `recorded`: the invocations of the array (of nexus_invocation_input) at placeholder `calls`, those not recorded already. */
 const recordedInvocationCtes = (calls: string) => `recorded as (
   insert into invocations (${INVOCATION_COLUMNS.join(', ')})
   select ${INVOCATION_COLUMNS.map((c) => `i.${c}`).join(', ')}
-    from json_populate_recordset(cast(null as invocations), cast(${calls} as json)) i
+    from unnest(cast(${calls} as nexus_invocation_input[])) i
   on conflict (id, started_at) do nothing
   returning ${ROLLED_CALL_COLUMNS}
 )`;
@@ -124,7 +129,7 @@ export const recordCallsParts = (rollUp: boolean | 'hours' = true): StatementPar
   ...(rollUp ? [{ name: 'the usage rollups', ctes: rollUpCtes('recorded', 'new_events', undefined, rollUp === true) }] : []),
 ];
 
-/** The gateway's record of a batch of calls ($1: their lease calls, $2: their invocations, JSON); its rows: RecordedCost. */
+/** The gateway's record of a batch of calls ($1: their lease calls, $2: their invocations, arrays of rows); its rows: RecordedCost. */
 export const recordCallsSql = (rollUp: boolean | 'hours' = true) => composed(recordCallsParts(rollUp), RECORDED_COSTS);
 
 /**

@@ -14,7 +14,7 @@
  * Leases, then periods, are locked in id order (lockedInIdOrder).
  */
 
-import { KIND_COLUMN_TYPES, kindColumnsOf } from './kind-sql.js';
+import { KIND_COLUMNS, kindColumnsOf } from './kind-sql.js';
 
 /**
  * The rows of `table` whose ids `ids` (a subquery) names, locked in id order: every statement that locks
@@ -25,43 +25,46 @@ import { KIND_COLUMN_TYPES, kindColumnsOf } from './kind-sql.js';
 export const lockedInIdOrder = (table: 'quota_leases' | 'quota_periods', ids: string) =>
   `(select id from ${table} where id in (${ids}) order by id for update)`;
 
-/** A call admitted on a quota lease, as the statement reads it (`units` is 0 when it is not charged). */
-// eslint-disable-next-line @typescript-eslint/no-unused-vars -- the shape of the JSON the statement reads (CallRows.leaseCall), for the reader
-interface LeaseCallSettlement {
-  lease_id: string;
-  /** The call's upper bound, admitted against the lease: what its USAGE event may hold at most. */
-  bound: bigint;
-  /** Units the lease's hold gives up: the units, or less when they exceeded what the lease still held. */
-  take: bigint;
-  units: bigint;
-  charged: boolean;
-  usage_id: string;
-  /** The ADJUSTMENT event's id, when the units exceed the bound. */
-  adjustment_id: string | null;
-  invocation_id: string;
-  input_tokens: bigint;
-  cached_tokens: bigint;
-  output_tokens: bigint;
-  /** Of the input, written to the provider's cache; of the output, reasoning (absent: not reported). */
-  cache_write_tokens: bigint | null;
-  reasoning_tokens: bigint | null;
-  /** The kinds beyond text tokens (kind-sql.ts), each absent where not reported. */
-  audio_input_tokens?: bigint;
-  images?: bigint;
-  image_tier?: string;
-  /** A passed-through call's: its USAGE event is written only when its price sets a per-call price (price-sql.ts). */
-  per_call_only?: boolean;
-  model: string | null;
-  /** The pricing applied: the matched model rule's pattern (null: the strategy's own multipliers), the multipliers. */
-  model_rule: string | null;
-  input_ppm: bigint;
-  cached_ppm: bigint;
-  output_ppm: bigint;
-  at: Date;
-}
+/**
+ * A call admitted on a quota lease, as the record statement reads it (`units` is 0 when it is not charged): the
+ * attributes of the composite type `nexus_lease_call_input` (migration 20261217010000_record_input_types), in its
+ * order; a call's settlement is an element of an array of it (src/db/row-record.ts, CallRows.leaseCall).
+ * - bound: the call's upper bound, admitted against the lease: what its USAGE event may hold at most;
+ * - take: the units the lease's hold gives up: the units, or less when they exceeded what the lease still held;
+ * - adjustment_id: the ADJUSTMENT event's id, when the units exceed the bound;
+ * - cache_write_tokens, reasoning_tokens: of the input, written to the provider's cache; of the output, reasoning
+ *   (null: not reported); the kinds beyond text tokens (kind-sql.ts), each null where not reported;
+ * - model_rule, input_ppm, cached_ppm, output_ppm: the pricing applied, the matched model rule's pattern (null: the
+ *   strategy's own multipliers) and the multipliers;
+ * - per_call_only: a passed-through call's: its USAGE event is written only when its price sets a per-call price
+ *   (price-sql.ts).
+ */
+export const LEASE_CALL_COLUMNS = [
+  'lease_id',
+  'bound',
+  'take',
+  'units',
+  'charged',
+  'usage_id',
+  'adjustment_id',
+  'invocation_id',
+  'input_tokens',
+  'cached_tokens',
+  'output_tokens',
+  'model',
+  'at',
+  'model_rule',
+  'input_ppm',
+  'cached_ppm',
+  'output_ppm',
+  'cache_write_tokens',
+  'reasoning_tokens',
+  ...KIND_COLUMNS,
+  'per_call_only',
+] as const;
 
 /**
- * The calls settled on their leases: those of the JSON array at placeholder `leaseCalls` whose invocation the CTE
+ * The calls settled on their leases: those of the array (of nexus_lease_call_input) at placeholder `leaseCalls` whose invocation the CTE
  * `recorded` (its `id`s, `started_at`, `provider_connection_id` and `requested_model`) holds (`lc`); their leases
  * still HELD give up their `take` (`l`); `settled`, each call with its lease's period and what it took, the shape
  * the usage events read (usage-event-sql.ts).
@@ -69,11 +72,7 @@ interface LeaseCallSettlement {
 export const settledLeaseCtes = (leaseCalls: string, recorded: string) => `
 lc as (
   select x.*, r.started_at as call_started_at, r.provider_connection_id as call_connection_id, r.requested_model as call_requested_model
-    from json_to_recordset(cast(${leaseCalls} as json)) as x(
-    lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
-    invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz,
-    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint,
-    ${KIND_COLUMN_TYPES}, per_call_only boolean)
+    from unnest(cast(${leaseCalls} as nexus_lease_call_input[])) x
   join ${recorded} r on r.id = x.invocation_id
 ), l as (
   update quota_leases q

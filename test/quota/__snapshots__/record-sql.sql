@@ -3,18 +3,14 @@ with
 recorded as (
   insert into invocations (id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, request_id, trace_id, method, endpoint, requested_model, status, metering_status, streamed, lease_id, quota_units, error_code, error_message, started_at, first_token_at, completed_at, total_latency_ms, provider_latency_ms, nexus_latency_ms, total_ttft_ms, provider_ttft_ms, nexus_ttft_ms, upstream_response_id, attempt_id, attempt_upstream_model, attempt_status, attempt_http_status, attempt_error_code, attempt_started_at, attempt_first_token_at, attempt_completed_at, attempt_duration_ms, route_id, attempts, plan_id, session_id, session)
   select i.id, i.workspace_id, i.workspace_access_id, i.provider_connection_id, i.inference_key_id, i.request_id, i.trace_id, i.method, i.endpoint, i.requested_model, i.status, i.metering_status, i.streamed, i.lease_id, i.quota_units, i.error_code, i.error_message, i.started_at, i.first_token_at, i.completed_at, i.total_latency_ms, i.provider_latency_ms, i.nexus_latency_ms, i.total_ttft_ms, i.provider_ttft_ms, i.nexus_ttft_ms, i.upstream_response_id, i.attempt_id, i.attempt_upstream_model, i.attempt_status, i.attempt_http_status, i.attempt_error_code, i.attempt_started_at, i.attempt_first_token_at, i.attempt_completed_at, i.attempt_duration_ms, i.route_id, i.attempts, i.plan_id, i.session_id, i.session
-    from json_populate_recordset(cast(null as invocations), cast($2 as json)) i
+    from unnest(cast($2 as nexus_invocation_input[])) i
   on conflict (id, started_at) do nothing
   returning id, workspace_id, workspace_access_id, provider_connection_id, inference_key_id, plan_id, status, requested_model, attempt_upstream_model, started_at, completed_at, session
 ),
 -- the leases settled
 lc as (
   select x.*, r.started_at as call_started_at, r.provider_connection_id as call_connection_id, r.requested_model as call_requested_model
-    from json_to_recordset(cast($1 as json)) as x(
-    lease_id uuid, bound bigint, take bigint, units bigint, charged boolean, usage_id uuid, adjustment_id uuid,
-    invocation_id uuid, input_tokens bigint, cached_tokens bigint, output_tokens bigint, model text, at timestamptz,
-    model_rule text, input_ppm bigint, cached_ppm bigint, output_ppm bigint, cache_write_tokens bigint, reasoning_tokens bigint,
-    audio_input_tokens bigint, audio_output_tokens bigint, image_input_tokens bigint, image_output_tokens bigint, images bigint, audio_ms bigint, characters bigint, image_tier text, per_call_only boolean)
+    from unnest(cast($1 as nexus_lease_call_input[])) x
   join recorded r on r.id = x.invocation_id
 ), l as (
   update quota_leases q
@@ -149,7 +145,7 @@ rolled_rows as (
          case when c.status in ('FAILED', 'UPSTREAM_ERROR') then 1 else 0 end,
          case when c.status = 'REJECTED' then 1 else 0 end, 0, 0, 0, 0, 0, 0, 0
     from recorded c left join new_events e on e.invocation_id = c.id and e.kind = 'USAGE'
-   where c.session is null) x
+   where coalesce(c.session is null, true)) x
    group by workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id
 ), rolled as (
   insert into usage_rollups as r (workspace_id, hour, workspace_access_id, inference_key_id, model, provider_connection_id, plan_id, units, input_tokens, cached_input_tokens, output_tokens, events, cost_micros, unpriced_events, calls, failed_calls, refused_calls, audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens, images, audio_ms, characters)
