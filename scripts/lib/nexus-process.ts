@@ -24,7 +24,7 @@ const ASSIGNMENT = /^[A-Z_][A-Z0-9_]*=/;
 export function startCommand(root = projectRoot): { env: Record<string, string>; args: string[] } {
   const words = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(' ');
   const env: Record<string, string> = {};
-  while (words.length > 0 && ASSIGNMENT.test(words[0])) {
+  while (words.length > 0 && ASSIGNMENT.test(words[0]!)) {
     const word = words.shift()!;
     env[word.slice(0, word.indexOf('='))] = word.slice(word.indexOf('=') + 1);
   }
