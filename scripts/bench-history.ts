@@ -13,9 +13,9 @@
  *      BENCH_HISTORY_MONTHS months (default 12) up to now, written with COPY, the rollups computed from them, analyzed;
  *      the size on disk of each table; the CPU per recorded call again; the usage summary (by day in the workspace's
  *      zone, read from the day rollups, the same days under another name of that zone, read from them too, the days
- *      of a zone whose midnights are an hour or none from it, read from them and the hours between, and those of a zone
- *      9 hours from it, summed from the hourly rollups; by user, all of them, and the top 9 with the others summed,
- *      in the workspace's zone and in London's) and the invocations list answered through HTTP (BENCH_HISTORY_RUNS
+ *      of zones whose midnights are an hour or none from it (London), 9 hours (Tokyo), 12 to 13 (Auckland) and 7 to 8
+ *      (Los Angeles), read from them and the hours between; by user, all of them, and the top 9 with the others
+ *      summed, in the workspace's zone, London's and Tokyo's) and the invocations list answered through HTTP (BENCH_HISTORY_RUNS
  *      times each, default 20: p50);
  *   3. up to BENCH_HISTORY_LARGE of each (default 1,000,000) the same way, and the same figures;
  *   4. the size on disk per month of each table (rows, heap and indexes), and the time to drop the oldest month's
@@ -258,18 +258,26 @@ function readsOf(ws: string): [string, string][] {
       'the same in Europe/London',
       `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Europe/London`,
     ],
-    // The days of a zone whose midnights are 9 hours from the workspace's: summed from the hourly rollups, as every
-    // summary by day was before the day rollups.
+    // The days of zones whose midnights are far from the workspace's: 9 hours (Tokyo), 12 to 13 (Auckland, the most a
+    // day is cut: half its hours), 7 to 8 (Los Angeles). The same way: the whole days' rows, the hours between.
     [
-      'the same from the hours (Asia/Tokyo)',
+      'the same in Asia/Tokyo',
       `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Asia/Tokyo`,
+    ],
+    [
+      'the same in Pacific/Auckland',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Pacific/Auckland`,
+    ],
+    [
+      'the same in America/Los_Angeles',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=America/Los_Angeles`,
     ],
     [
       'summary, 12 months by day, by user',
       `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access`,
     ],
     // What the console asks by user: the 9 who cost most over the range and the others summed, by day in the
-    // operator's zone (here the workspace's, then London's, read from the day rollups and the hours between).
+    // operator's zone (here the workspace's, then London's and Tokyo's, read from the day rollups and the hours between).
     [
       'summary, 12 months by day, by user, top 9',
       `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access&top=9`,
@@ -277,6 +285,10 @@ function readsOf(ws: string): [string, string][] {
     [
       'the same in Europe/London',
       `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access&top=9&timeZone=Europe/London`,
+    ],
+    [
+      'the same in Asia/Tokyo',
+      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access&top=9&timeZone=Asia/Tokyo`,
     ],
     ['invocations, newest page', `/admin/v1/workspaces/${ws}/invocations`],
     [
