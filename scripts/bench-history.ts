@@ -238,58 +238,31 @@ async function reportSizes(client: pg.Client): Promise<void> {
 function readsOf(ws: string): [string, string][] {
   const iso = (ms: number) => encodeURIComponent(new Date(ms).toISOString());
   const now = Date.now();
+  // A year by day, asked with `params`.
+  const year = (params: string) =>
+    `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&${params}`;
   return [
     [
       'summary, 30 days by day',
       `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 30 * DAY_MS)}&until=${iso(now)}&granularity=day`,
     ],
-    [
-      'summary, 12 months by day, by model',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model`,
-    ],
+    ['summary, 12 months by day, by model', year('groupBy=model')],
     // The same days under another name of the workspace's zone (Etc/UTC for UTC): read from the day rollups too.
-    [
-      'the same in Etc/UTC (the same days)',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Etc/UTC`,
-    ],
+    ['the same in Etc/UTC (the same days)', year('groupBy=model&timeZone=Etc/UTC')],
     // The days of a zone whose midnights are near the workspace's (London's: UTC's in winter, an hour earlier in
     // summer): the day rollups' whole days, and the hours the two zones' days cut apart.
-    [
-      'the same in Europe/London',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Europe/London`,
-    ],
+    ['the same in Europe/London', year('groupBy=model&timeZone=Europe/London')],
     // The days of zones whose midnights are far from the workspace's: 9 hours (Tokyo), 12 to 13 (Auckland, the most a
     // day is cut: half its hours), 7 to 8 (Los Angeles). The same way: the whole days' rows, the hours between.
-    [
-      'the same in Asia/Tokyo',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Asia/Tokyo`,
-    ],
-    [
-      'the same in Pacific/Auckland',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Pacific/Auckland`,
-    ],
-    [
-      'the same in America/Los_Angeles',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=America/Los_Angeles`,
-    ],
-    [
-      'summary, 12 months by day, by user',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access`,
-    ],
+    ['the same in Asia/Tokyo', year('groupBy=model&timeZone=Asia/Tokyo')],
+    ['the same in Pacific/Auckland', year('groupBy=model&timeZone=Pacific/Auckland')],
+    ['the same in America/Los_Angeles', year('groupBy=model&timeZone=America/Los_Angeles')],
+    ['summary, 12 months by day, by user', year('groupBy=access')],
     // What the console asks by user: the 9 who cost most over the range and the others summed, by day in the
     // operator's zone (here the workspace's, then London's and Tokyo's, read from the day rollups and the hours between).
-    [
-      'summary, 12 months by day, by user, top 9',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access&top=9`,
-    ],
-    [
-      'the same in Europe/London',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access&top=9&timeZone=Europe/London`,
-    ],
-    [
-      'the same in Asia/Tokyo',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access&top=9&timeZone=Asia/Tokyo`,
-    ],
+    ['summary, 12 months by day, by user, top 9', year('groupBy=access&top=9')],
+    ['the same in Europe/London', year('groupBy=access&top=9&timeZone=Europe/London')],
+    ['the same in Asia/Tokyo', year('groupBy=access&top=9&timeZone=Asia/Tokyo')],
     ['invocations, newest page', `/admin/v1/workspaces/${ws}/invocations`],
     [
       'invocations, 7 days a month ago',
