@@ -13,9 +13,9 @@
  *      BENCH_HISTORY_MONTHS months (default 12) up to now, written with COPY, the rollups computed from them, analyzed;
  *      the size on disk of each table; the CPU per recorded call again; the usage summary (by day in the workspace's
  *      zone, read from the day rollups, the same days under another name of that zone, read from them too, the days
- *      of a zone whose midnights are an hour or none from it, read from them and the hours between, and those of a zone
- *      9 hours from it, summed from the hourly rollups; by user, all of them, and the top 9 with the others summed,
- *      in the workspace's zone and in London's) and the invocations list answered through HTTP (BENCH_HISTORY_RUNS
+ *      of zones whose midnights are an hour or none from it (London), 9 hours (Tokyo), 12 to 13 (Auckland) and 7 to 8
+ *      (Los Angeles), read from them and the hours between; by user, all of them, and the top 9 with the others
+ *      summed, in the workspace's zone, London's and Tokyo's) and the invocations list answered through HTTP (BENCH_HISTORY_RUNS
  *      times each, default 20: p50);
  *   3. up to BENCH_HISTORY_LARGE of each (default 1,000,000) the same way, and the same figures;
  *   4. the size on disk per month of each table (rows, heap and indexes), and the time to drop the oldest month's
@@ -238,46 +238,31 @@ async function reportSizes(client: pg.Client): Promise<void> {
 function readsOf(ws: string): [string, string][] {
   const iso = (ms: number) => encodeURIComponent(new Date(ms).toISOString());
   const now = Date.now();
+  // A year by day, asked with `params`.
+  const year = (params: string) =>
+    `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&${params}`;
   return [
     [
       'summary, 30 days by day',
       `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 30 * DAY_MS)}&until=${iso(now)}&granularity=day`,
     ],
-    [
-      'summary, 12 months by day, by model',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model`,
-    ],
+    ['summary, 12 months by day, by model', year('groupBy=model')],
     // The same days under another name of the workspace's zone (Etc/UTC for UTC): read from the day rollups too.
-    [
-      'the same in Etc/UTC (the same days)',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Etc/UTC`,
-    ],
+    ['the same in Etc/UTC (the same days)', year('groupBy=model&timeZone=Etc/UTC')],
     // The days of a zone whose midnights are near the workspace's (London's: UTC's in winter, an hour earlier in
     // summer): the day rollups' whole days, and the hours the two zones' days cut apart.
-    [
-      'the same in Europe/London',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Europe/London`,
-    ],
-    // The days of a zone whose midnights are 9 hours from the workspace's: summed from the hourly rollups, as every
-    // summary by day was before the day rollups.
-    [
-      'the same from the hours (Asia/Tokyo)',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=model&timeZone=Asia/Tokyo`,
-    ],
-    [
-      'summary, 12 months by day, by user',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access`,
-    ],
+    ['the same in Europe/London', year('groupBy=model&timeZone=Europe/London')],
+    // The days of zones whose midnights are far from the workspace's: 9 hours (Tokyo), 12 to 13 (Auckland, the most a
+    // day is cut: half its hours), 7 to 8 (Los Angeles). The same way: the whole days' rows, the hours between.
+    ['the same in Asia/Tokyo', year('groupBy=model&timeZone=Asia/Tokyo')],
+    ['the same in Pacific/Auckland', year('groupBy=model&timeZone=Pacific/Auckland')],
+    ['the same in America/Los_Angeles', year('groupBy=model&timeZone=America/Los_Angeles')],
+    ['summary, 12 months by day, by user', year('groupBy=access')],
     // What the console asks by user: the 9 who cost most over the range and the others summed, by day in the
-    // operator's zone (here the workspace's, then London's, read from the day rollups and the hours between).
-    [
-      'summary, 12 months by day, by user, top 9',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access&top=9`,
-    ],
-    [
-      'the same in Europe/London',
-      `/admin/v1/workspaces/${ws}/usage-summary?since=${iso(now - 365 * DAY_MS)}&until=${iso(now)}&granularity=day&groupBy=access&top=9&timeZone=Europe/London`,
-    ],
+    // operator's zone (here the workspace's, then London's and Tokyo's, read from the day rollups and the hours between).
+    ['summary, 12 months by day, by user, top 9', year('groupBy=access&top=9')],
+    ['the same in Europe/London', year('groupBy=access&top=9&timeZone=Europe/London')],
+    ['the same in Asia/Tokyo', year('groupBy=access&top=9&timeZone=Asia/Tokyo')],
     ['invocations, newest page', `/admin/v1/workspaces/${ws}/invocations`],
     [
       'invocations, 7 days a month ago',

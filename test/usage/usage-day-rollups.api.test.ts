@@ -142,7 +142,7 @@ describe('usage summaries by day from the day rollups', () => {
     });
   }
 
-  it('a zone other than the workspace’s is summed from the hours, and equals them', async () => {
+  it('a zone 8 hours from the workspace’s (Tokyo on Paris) reads the day rows less and plus the hours between, and equals the hours', async () => {
     await setZone('Europe/Paris');
     await expectSameAnswers('Asia/Tokyo', 6);
   });
@@ -160,6 +160,16 @@ describe('usage summaries by day from the day rollups', () => {
     ['Europe/Paris', 'America/New_York'],
     ['America/New_York', 'Asia/Kathmandu'],
     ['Asia/Kolkata', 'America/New_York'],
+    // Zones far from the workspace's: 9 hours, 12 to 13 with a DST change (April 5), 7 to 8 with one (March 8), 14
+    // and 11 hours, a DST zone 13 to 14 hours from another (each with its changes in the span).
+    ['UTC', 'Asia/Tokyo'],
+    ['UTC', 'Pacific/Auckland'],
+    ['UTC', 'America/Los_Angeles'],
+    ['UTC', 'Pacific/Kiritimati'],
+    ['UTC', 'Pacific/Pago_Pago'],
+    ['Asia/Tokyo', 'America/New_York'],
+    ['America/Los_Angeles', 'Pacific/Auckland'],
+    ['Asia/Kathmandu', 'America/St_Johns'],
   ]) {
     it(`${zone} on a workspace in ${own}: its whole days from the day rows, less and plus the hours the zones cut apart, equal the hours`, async () => {
       await setZone(own!);
@@ -167,7 +177,7 @@ describe('usage summaries by day from the day rollups', () => {
     });
   }
 
-  it('a day row is read in the zone’s day its middle hour falls in, by a zone whose midnights are up to 6 hours from the workspace’s (a row made to disagree shows it)', async () => {
+  it('a day row is read in the zone’s day its middle hour falls in, by any zone (a row made to disagree shows it)', async () => {
     await setZone('UTC');
     // A UTC day row made to disagree with its hours by 1,000 units: in a range that holds the day wholly, every
     // zone's answer holds 1,000 units more, in the bucket of the day its middle hour falls in.
@@ -175,20 +185,18 @@ describe('usage summaries by day from the day rollups', () => {
     const row = (await t.database.db('usage_day_rollups').where(day).first()) as Record<string, unknown>;
     const at = { ...day, model: row.model, provider_connection_id: row.provider_connection_id, plan_id: row.plan_id };
     const [since, until] = [Date.parse('2026-03-01T00:00:00Z'), Date.parse('2026-03-11T00:00:00Z')];
-    const zones = ['UTC', 'Etc/UTC', 'Universal', 'Europe/London', 'Etc/GMT-1', 'America/New_York', 'Asia/Tokyo'];
+    const zones = ['UTC', 'Etc/UTC', 'Universal', 'Europe/London', 'Etc/GMT-1', 'America/New_York', 'Asia/Tokyo', 'Pacific/Auckland'];
     const unitsOf = (buckets: Bucket[]) => buckets.reduce((n, b) => n + BigInt(b.units as string), 0n);
     const before = await Promise.all(zones.map((z) => summary('day', since, until, z, 'model')));
     await t.database.db('usage_day_rollups').where(at).increment('units', 1000);
     try {
       for (const [i, z] of zones.entries()) {
         const read = await summary('day', since, until, z, 'model');
-        // Tokyo's midnights are 9 hours from UTC's: its days are summed from the hours.
-        const more = z === 'Asia/Tokyo' ? 0n : 1000n;
-        expect(unitsOf(read) - unitsOf(before[i]!), z).toBe(more);
+        expect(unitsOf(read) - unitsOf(before[i]!), z).toBe(1000n);
         const middle = localDate(new Date('2026-03-05T12:00:00Z'), z);
         const start = localMidnight(middle.year, middle.month, middle.day, z).toISOString();
         const of = (buckets: Bucket[]) => BigInt(buckets.find((b) => b.start === start && b.key === row.model)!.units as string);
-        expect(of(read) - of(before[i]!), z).toBe(more);
+        expect(of(read) - of(before[i]!), z).toBe(1000n);
       }
     } finally {
       await t.database.db('usage_day_rollups').where(at).decrement('units', 1000);

@@ -1,11 +1,10 @@
 /**
- * getUsageSummary with `top` by day in a zone whose midnights are up to 6 hours from the workspace's reads the
- * workspace's day rollups (its whole days, less and plus the hours the two zones cut apart), as the summary without
- * `top` does: through HTTP, over random ranges, the answer (the series of the keys ranked by cost over the range,
- * `other`, `keyCount`, with `offset`) equals the one made from the hourly summary's hours added up per local day
- * (London, New York and Kolkata on a workspace in UTC, New York on one in Paris, across both continents' DST
- * changes); a day row made to disagree with its hours shows the day rows are read, and that a zone 9 hours apart
- * (Tokyo) still reads the hours.
+ * getUsageSummary with `top` by day in a zone other than the workspace's reads the workspace's day rollups (its
+ * whole days, less and plus the hours the two zones cut apart), as the summary without `top` does: through HTTP, over
+ * random ranges, the answer (the series of the keys ranked by cost over the range, `other`, `keyCount`, with
+ * `offset`) equals the one made from the hourly summary's hours added up per local day (London, New York, Kolkata,
+ * Tokyo, Auckland and Los Angeles on a workspace in UTC, New York on one in Paris, across their DST changes); a day
+ * row made to disagree with its hours shows the day rows are read, whatever the hours between the zones' midnights.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
@@ -177,11 +176,14 @@ async function expectHoursAnswer(zone: string, ranges: number) {
   }
 }
 
-describe('a usage summary of its top keys by day in a zone near the workspace’s, from the day rollups', () => {
+describe('a usage summary of its top keys by day in another zone than the workspace’s, from the day rollups', () => {
   for (const [own, zone] of [
     ['UTC', 'Europe/London'],
     ['UTC', 'America/New_York'],
     ['UTC', 'Asia/Kolkata'],
+    ['UTC', 'Asia/Tokyo'],
+    ['UTC', 'Pacific/Auckland'],
+    ['UTC', 'America/Los_Angeles'],
     ['Europe/Paris', 'America/New_York'],
   ]) {
     it(`${zone} on a workspace in ${own}: the ranking, the series, other and keyCount are the hours'`, async () => {
@@ -190,10 +192,10 @@ describe('a usage summary of its top keys by day in a zone near the workspace’
     });
   }
 
-  it('reads the day rows in a zone up to 6 hours apart, and the hours in one 9 hours apart (a row made to disagree shows it)', async () => {
+  it('reads the day rows in a zone however many hours apart (a row made to disagree shows it)', async () => {
     await setZone('UTC');
     const [since, until] = [Date.parse('2026-03-01T00:00:00Z'), Date.parse('2026-03-11T00:00:00Z')];
-    const zones = ['Europe/London', 'America/New_York', 'Asia/Kolkata', 'Asia/Tokyo'];
+    const zones = ['Europe/London', 'America/New_York', 'Asia/Kolkata', 'Asia/Tokyo', 'Pacific/Auckland'];
     const before = await Promise.all(zones.map((z) => answer('day', since, until, z, 'access', [3, 0])));
     // A UTC day that no longer agrees with its hours by 1,000 units, in both day rollups: a row of a top user, and one
     // of the day rollup by model (the day's totals, which `other` is the rest of). The user has a series in the day
@@ -211,7 +213,7 @@ describe('a usage summary of its top keys by day in a zone near the workspace’
     const keyRow = rows.find(
       (r) =>
         tops.has(r.workspace_access_id) &&
-        zones.slice(0, 3).every((z, i) => before[i]!.buckets.some((b) => b.start === startIn(z, r.day) && b.key === r.workspace_access_id)),
+        zones.every((z, i) => before[i]!.buckets.some((b) => b.start === startIn(z, r.day) && b.key === r.workspace_access_id)),
     )!;
     expect(keyRow).toBeDefined();
     const day = { workspace_id: tenant.workspaceId, time_zone: 'UTC', day: keyRow.day };
@@ -223,11 +225,6 @@ describe('a usage summary of its top keys by day in a zone near the workspace’
     try {
       for (const [i, zone] of zones.entries()) {
         const read = await answer('day', since, until, zone, 'access', [3, 0]);
-        if (zone === 'Asia/Tokyo') {
-          // Its midnights are 9 hours from UTC's: its days are summed from the hours.
-          expect(read, zone).toEqual(before[i]);
-          continue;
-        }
         // The user's series holds the 1,000 units in the day the row's middle hour falls in; other is as it was.
         const start = startIn(zone, keyRow.day);
         const units = (a: { buckets: Bucket[] }, key: string) =>

@@ -7,7 +7,6 @@ import type { Knex } from 'knex';
 import type { Queryable } from '../../db/database.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
 import { KIND_COUNTS } from '../recording/kind-sql.js';
-import { midnightsApart } from '../workspaces/time-zone.js';
 import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
 import {
   bucketColumns,
@@ -227,14 +226,6 @@ export async function usageSummarySums({ db }: InvocationRepoDeps, query: UsageS
 }
 
 /**
- * The most hours apart the zone's midnights may be from the workspace's for its days to be read from the day rollups
- * (otherZoneDaysSql): each whole day's hours of the zone's other day are read twice (taken from the day row, added to
- * their own day), which costs more than the hours alone beyond about 6 of them (a year at 20 M calls, PostgreSQL's
- * CPU: 9 ms against 40 at 0 to 1 hour apart, 29 against 41 at 4 to 5, 54 against 38 at 9).
- */
-const MAX_HOURS_APART = 6;
-
-/**
  * The rows of a statement that reads another zone's days from the day rollups (otherZoneDaysSql), run without JIT:
  * the planner, which cannot tell how few hours the zones cut apart, costs it high enough to compile it (some 600 ms,
  * for a statement of a few milliseconds).
@@ -244,11 +235,6 @@ async function rowsWithoutJit(q: Queryable, sql: string, bound: Knex.ValueDict):
     await trx.raw(`select set_config('jit', 'off', true)`);
     return (await trx.raw(sql, bound)).rows as unknown[];
   });
-}
-
-/** Whether `query`'s zone's midnights are at most MAX_HOURS_APART from `own`'s at either end of its range. */
-function fewHoursApart(query: UsageSummaryQuery, own: string): boolean {
-  return [query.since, query.until].every((at) => midnightsApart(query.timeZone, own, at) <= MAX_HOURS_APART);
 }
 
 /** The rows of the summary's buckets (usageSummary), oldest first, then by key. */
@@ -289,7 +275,7 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
       return (await trx.raw(sql, bound)).rows as SummedRow[];
     });
   }
-  if (query.granularity === 'day' && query.workspaceTimeZone !== undefined && fewHoursApart(query, query.workspaceTimeZone)) {
+  if (query.granularity === 'day' && query.workspaceTimeZone !== undefined) {
     // Another zone's days: the workspace's whole days from their rows, the hours only where the zones' days differ.
     const sql = otherZoneDaysSql(
       query,
@@ -316,10 +302,10 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
  * The summary of the keys ranked `offset` + 1 to `offset` + `top` by cost over the range (then units, then key), and
  * every other key summed as one (null) key, last in its bucket; in one statement. The rollup rows the summary reads
  * (a row per bucket start, key and whatever else the rollup keeps: the day rollups' whole days where it reads them,
- * by day in the workspace's zone and in a zone whose midnights are near it, as summedRows) are read three ways, none
+ * by day in the workspace's zone and in any other zone, as summedRows) are read three ways, none
  * of them into a bucket per start and key (12,000 for a month of 2,000 users by day):
  * - `ranked`: each key's cost and units over the range (two sums a row, grouped by the key's own column). A key's
- *   sums over the whole range are the same whatever zone's days cut it: by day in a zone near the workspace's, they
+ *   sums over the whole range are the same whatever zone's days cut it: by day in another zone than the workspace's, they
  *   are summed from the workspace's own days (byDaySql: its whole days' rows and the edge hours, none of the hours
  *   the two zones cut apart);
  * - `tops`: the buckets of the series' keys, their rows picked in the scan (a filter on the key's column, before the
@@ -339,8 +325,8 @@ export async function topUsageSummary(
 ): Promise<TopUsageSummary> {
   const own = query.workspaceTimeZone;
   const byDay = query.granularity === 'day' && query.timeZone === own;
-  // Another zone's days from the workspace's day rollups (summedRows): its midnights a few hours from the workspace's.
-  const otherDays = !byDay && query.granularity === 'day' && own !== undefined && fewHoursApart(query, own);
+  // Another zone's days from the workspace's day rollups (summedRows).
+  const otherDays = !byDay && query.granularity === 'day' && own !== undefined;
   const column = GROUP_KEYS[query.groupBy];
   const rowsOf = (groupBy: UsageGroupBy, select: string, where = 'true', asked: UsageSummaryQuery = query) => {
     const { table, days } = tablesOf(groupBy);

@@ -137,12 +137,14 @@ export function byDaySql(
  * they hold whole days: each workspace day `X` wholly in the range (its start at or after `since` and within the
  * rollup retention, its end at or before `until`; none where days of another zone lie near the range, as byDaySql)
  * is its day row, summed in the zone's day its middle hour falls in (`major`), less its hours that fall in another
- * of the zone's days, which are read and summed in their own (each hour in the day its start falls in, as the hours
- * are summed). A workspace day's hours in the major day are those from the first hour of that day to the first hour
- * of the next (as byDaySql's edges): its other hours are at its start and end, read by two range scans of the hourly
- * rollup per day (none where the zones' days agree: Europe/London's and UTC's in winter). The hours before the first
- * whole day and after the last are read and summed as they are. A bucket whose sums are of no event and no call (a
- * day row less every hour of it) is left out: every rollup row counts one.
+ * of the zone's days, which are summed in their own (each hour in the day its start falls in, as the hours are
+ * summed). A workspace day's hours in the major day are those from the first hour of that day to the first hour of
+ * the next (as byDaySql's edges): its other hours (`parts`) are at its start, all in the zone's day before the major
+ * one, and at its end, all in the day after it (a zone's day is at least 23 hours, half a workspace's day at most 12
+ * and a half), read by a range scan of the hourly rollup each and summed per part and key (`minor`) before the
+ * buckets are: at most 12 hours of a day are read, and no hour's day is computed. The hours before the first whole
+ * day and after the last are read and summed as they are. A bucket whose sums are of no event and no call (a day
+ * row less every hour of it) is left out: every rollup row counts one.
  *
  * `where`: a condition on the rows of both rollups (their own columns), in each of their scans (as byDaySql's).
  */
@@ -160,9 +162,6 @@ export function otherZoneDaysSql(
   const sums = ROLLUP_SUMS.join(', ');
   const hours = (from: string, to: string) =>
     `select date_trunc('day', hour, ${zone}), ${key}, ${sums} from ${table} where workspace_id = :workspaceId and hour >= ${from} and hour < ${to} and ${where}`;
-  const minor = (from: string, to: string) =>
-    `select p.major, r.hour, r.${key} as key, ${ROLLUP_SUMS.map((c) => `r.${c}`).join(', ')}
-       from parts p join ${table} r on r.workspace_id = :workspaceId and r.hour >= ${from} and r.hour < ${to} where ${where}`;
   return `with bounds as (
        select now() - (select rollup_retention_days from workspaces where id = :workspaceId) * interval '1 day' as kept_from,
               exists (select 1 from ${days} o where o.workspace_id = :workspaceId and o.time_zone < ${own}
@@ -177,21 +176,26 @@ export function otherZoneDaysSql(
      ), span as (
        select coalesce(${ceilHour('min(day)')}, :until) as first_hour, coalesce(${ceilHour(nextDay('max(day)', own))}, :until) as end_hour
          from whole
-     ), parts as (
+     ), cuts as (
        select major, ${ceilHour('day')} as h0, ${ceilHour(nextDay('day', own))} as h1, ${ceilHour('major')} as m1,
               ${ceilHour(nextDay('major', zone))} as m2
          from (select distinct day, major from whole) w
-     ), minor as (
-       ${minor('p.h0', 'p.m1')}
+     ), parts as (
+       select major, h0 as from_hour, m1 as to_hour, date_trunc('day', h0, ${zone}) as local_day from cuts where h0 < m1
        union all
-       ${minor('p.m2', 'p.h1')}
+       select major, m2, h1, date_trunc('day', m2, ${zone}) from cuts where m2 < h1
+     ), minor as (
+       select p.major, p.local_day, r.${key} as key, ${ROLLUP_SUMS.map((c) => `sum_int8(r.${c}) as ${c}`).join(', ')}
+         from parts p join ${table} r on r.workspace_id = :workspaceId and r.hour >= p.from_hour and r.hour < p.to_hour
+        where ${where}
+        group by p.major, p.local_day, r.${key}
      )
      select ${select}
        from (select major as start, key, ${sums} from whole
              union all
              select major, key, ${ROLLUP_SUMS.map((c) => `-${c}`).join(', ')} from minor
              union all
-             select date_trunc('day', hour, ${zone}), key, ${sums} from minor
+             select local_day, key, ${sums} from minor
              union all
              ${hours(':since', '(select first_hour from span)')}
              union all

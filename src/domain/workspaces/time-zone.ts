@@ -3,8 +3,6 @@ import { AppError } from '../../errors.js';
 /** The time zone of a workspace that never set one. */
 export const DEFAULT_TIME_ZONE = 'UTC';
 
-const DAY_MS = 86_400_000;
-
 /** An IANA name's shape (`UTC`, `Europe/Paris`, `America/Argentina/Buenos_Aires`, `Etc/GMT+5`): no bare offsets. */
 const IANA_NAME = /^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+){0,2}$/;
 
@@ -75,15 +73,6 @@ function offsetAt(ms: number, zone: string): number {
   const part = (type: string) => Number(parts.find((p) => p.type === type)!.value);
   const asUtc = Date.UTC(part('year'), part('month') - 1, part('day'), part('hour'), part('minute'), part('second'));
   return asUtc - Math.floor(ms / 1000) * 1000;
-}
-
-/**
- * How many hours apart the midnights of zones `a` and `b` are at the instant `at`, the nearer way round (0 to 12:
- * Europe/London and UTC 0 or 1, Asia/Tokyo and UTC 9).
- */
-export function midnightsApart(a: string, b: string, at: Date): number {
-  const apart = (((offsetAt(at.getTime(), a) - offsetAt(at.getTime(), b)) % DAY_MS) + DAY_MS) % DAY_MS;
-  return Math.min(apart, DAY_MS - apart) / 3_600_000;
 }
 
 /**
