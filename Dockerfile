@@ -24,11 +24,7 @@ COPY . .
 RUN scripts/release.sh /release
 
 FROM ${NODE_IMAGE}
-# MALLOC_ARENA_MAX=2: glibc's malloc keeps two arenas for the process's threads (V8's workers, libuv's pool, the
-# event loop's watchdog) instead of up to eight per core, each holding memory freed and not returned; npm start sets
-# it too (docs/performance.md, "Memory").
 ENV NODE_ENV=production \
-    MALLOC_ARENA_MAX=2 \
     HOST=0.0.0.0 \
     PORT=8080 \
     NEXUS_DATA_DIR=/var/lib/nexus

@@ -4,7 +4,7 @@
  *     startFixedOpenAiUpstream),
  *   - the floor: a bare undici passthrough written for this benchmark (keep-alive pool, piped body; scripts/bench/roles.ts),
  *   - Nexus on PostgreSQL with auth, quota leases and metering on, started as `npm start` starts it (the compiled
- *     dist/server.js, with npm start's flags and its environment words: MALLOC_ARENA_MAX), connected as a PostgreSQL role of its own so the backends serving it are told apart from
+ *     dist/server.js), connected as a PostgreSQL role of its own so the backends serving it are told apart from
  *     whatever else the cluster serves,
  * then measures the floor and Nexus in turn, BENCH_ROUNDS rounds (default 10), their order reversed every other round
  * (the host's noise drifts; the one measured second tends to come out slower). Per target, JSON then streamed:

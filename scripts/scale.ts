@@ -64,7 +64,7 @@ import { startPgBouncer, type PgBouncer } from './lib/pgbouncer.js';
 import { CLUSTER_URL, onCluster } from './lib/cluster.js';
 import { load, openLoop } from './lib/scale-load.js';
 import { fresh, memory, type Build } from './lib/scale-fresh.js';
-import { startCommand } from './lib/nexus-process.js';
+import { startArgs } from './lib/nexus-process.js';
 import { adminClient, provisionTenant } from '../test/support/tenant.js';
 import { startFixedOpenAiUpstream } from '../test/support/upstreams/openai.js';
 
@@ -129,11 +129,9 @@ async function startNexus(
 ): Promise<{ child: ChildProcess; url: string }> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const start = startCommand(root);
-  const child = spawn(process.execPath, [...NODE_FLAGS, ...start.args], {
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...startArgs(root)], {
     cwd: root,
     env: {
-      ...start.env,
       ...NODE_ENV,
       PATH: process.env.PATH,
       NODE_ENV: 'production',

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { startCommand } from '../lib/nexus-process.js';
+import { startArgs } from '../lib/nexus-process.js';
 import { DATABASE_URL, ROOT_KEY } from './config.js';
 
 const projectRoot = join(fileURLToPath(import.meta.url), '..', '..', '..');
@@ -44,7 +44,7 @@ export function asRole(role: string): string {
 }
 
 /**
- * Nexus through its real entry point: the compiled build with `npm start`'s own command line and environment, or
+ * Nexus through its real entry point: the compiled build with `npm start`'s own command line, or
  * src/server.ts through tsx. Ready when /readyz answers 200.
  */
 export async function startNexus(build: string, schema: string, databaseUrl = DATABASE_URL): Promise<{ child: ChildProcess; url: string }> {
@@ -53,12 +53,15 @@ export async function startNexus(build: string, schema: string, databaseUrl = DA
   const flags = process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(' ') : [];
   if (process.env.BENCH_PROFILE) flags.push('--cpu-prof', '--cpu-prof-dir=bench-profiles');
   const root = checkoutRoot(build);
-  // The compiled build as `npm start` runs it: its environment words (MALLOC_ARENA_MAX) and node's flags.
-  const start = build !== 'tsx' ? startCommand(root) : { env: {}, args: ['--import', 'tsx', 'src/server.ts'] };
-  const child = spawn(process.execPath, [...flags, ...start.args], {
+  let args: string[];
+  if (build !== 'tsx') {
+    args = [...flags, ...startArgs(root)];
+  } else {
+    args = [...flags, '--import', 'tsx', 'src/server.ts'];
+  }
+  const child = spawn(process.execPath, args, {
     cwd: root,
     env: {
-      ...start.env,
       PATH: process.env.PATH,
       NODE_ENV: 'production',
       HOST: '127.0.0.1',

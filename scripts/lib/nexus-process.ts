@@ -12,24 +12,14 @@ import { fileURLToPath } from 'node:url';
 
 const projectRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** An environment assignment of a command line (`MALLOC_ARENA_MAX=2`), as a shell reads one before the command. */
-const ASSIGNMENT = /^[A-Z_][A-Z0-9_]*=/;
-
 /**
- * `npm start`'s command line in checkout `root` (its package.json's start script, `[NAME=value ...] node <flags>
- * dist/server.js`): the environment it sets (glibc's malloc arenas), and node's arguments: the flags it runs the server
- * with (its heap's young generation, source maps), then the entry. Every launcher of the compiled build (the bench,
- * scale, the e2e tests) starts it with both, as `npm start` and the image do.
+ * The node arguments of `npm start` in checkout `root` (its package.json's start script, `node <flags> dist/server.js`):
+ * the flags it runs the server with (its heap's young generation, source maps), then the entry.
  */
-export function startCommand(root = projectRoot): { env: Record<string, string>; args: string[] } {
-  const words = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(' ');
-  const env: Record<string, string> = {};
-  while (words.length > 0 && ASSIGNMENT.test(words[0]!)) {
-    const word = words.shift()!;
-    env[word.slice(0, word.indexOf('='))] = word.slice(word.indexOf('=') + 1);
-  }
-  if (words[0] !== 'node') throw new Error(`npm start is not a node command line: ${words.join(' ')}`);
-  return { env, args: words.slice(1) };
+export function startArgs(root = projectRoot): string[] {
+  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start.split(' ');
+  if (start[0] !== 'node') throw new Error(`npm start is not a node command line: ${start.join(' ')}`);
+  return start.slice(1);
 }
 
 export interface NexusProcess {
@@ -66,10 +56,10 @@ export interface StartOptions {
 /** Starts Nexus with this environment (plus PATH, HOME, HOST and a free PORT); resolves once /healthz answers. */
 export async function startNexusProcess(env: Record<string, string>, options: StartOptions = {}): Promise<NexusProcess> {
   const port = await freePort();
-  const start = options.built ? startCommand(options.root) : { env: {}, args: ['--import', 'tsx', 'src/server.ts'] };
-  const child = spawn(process.execPath, start.args, {
+  const entry = options.built ? startArgs(options.root) : ['--import', 'tsx', 'src/server.ts'];
+  const child = spawn(process.execPath, entry, {
     cwd: options.root ?? projectRoot,
-    env: { ...start.env, PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: String(port), ...env },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: String(port), ...env },
   });
   let output = '';
   let stdout = '';
