@@ -24,6 +24,22 @@ afterAll(async () => {
 
 const HOUR = 3_600_000;
 
+/** A lease of 10 units on the access's period, held for an hour from `now`. */
+function tenUnits(period: { id: string; workspace_id: string; workspace_access_id: string }, leaseId: string, now: Date) {
+  return {
+    id: leaseId,
+    workspaceId: period.workspace_id,
+    accessId: period.workspace_access_id,
+    periodId: period.id,
+    need: 10n,
+    want: 10n,
+    share: 1,
+    requestId: 'test',
+    now,
+    expiresAt: new Date(now.getTime() + HOUR),
+  };
+}
+
 /**
  * An access with 1,000 units, a lease of 10 of them acquired, then extended by `extend`'s ask: the answer and the rows
  * after it, and after the lease's release.
@@ -38,18 +54,7 @@ async function extended(
   const now = new Date();
   const repo = createQuotaRepo(database.db, prepared);
   const leaseId = newId();
-  const acquired = await repo.acquireLease({
-    id: leaseId,
-    workspaceId: period.workspace_id,
-    accessId: period.workspace_access_id,
-    periodId: period.id,
-    need: 10n,
-    want: 10n,
-    share: 1,
-    requestId: 'test',
-    now,
-    expiresAt: new Date(now.getTime() + HOUR),
-  });
+  const acquired = await repo.acquireLease(tenUnits(period, leaseId, now));
   expect(acquired).toEqual({ held: 10n, remaining: 990n, available: 990n });
   if (options.released) await repo.releaseLease(leaseId, now);
   const target = { leaseId, accessId: period.workspace_access_id, periodId: period.id };
@@ -106,18 +111,7 @@ describe('a lease acquired, extended and released, named and unnamed', () => {
       const rolledBack = new Error('rolled back');
       await expect(
         database.db.transaction(async (trx) => {
-          const held = await createQuotaRepo(trx, prepared).acquireLease({
-            id: leaseId,
-            workspaceId: period.workspace_id,
-            accessId: period.workspace_access_id,
-            periodId: period.id,
-            need: 10n,
-            want: 10n,
-            share: 1,
-            requestId: 'test',
-            now,
-            expiresAt: new Date(now.getTime() + HOUR),
-          });
+          const held = await createQuotaRepo(trx, prepared).acquireLease(tenUnits(period, leaseId, now));
           expect(held.held).toBe(10n);
           // Seen inside the transaction, as its own write.
           expect(await trx('quota_leases').where({ id: leaseId }).first('status')).toEqual({ status: 'HELD' });
