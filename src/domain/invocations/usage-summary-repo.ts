@@ -343,7 +343,7 @@ export async function topUsageSummary(
      ), top as (
        select key from ranked order by cost desc, units desc, key::text limit :top offset :offset
      ), tops as (
-       ${rowsOf(query.groupBy, `start, key, ${sums}`, `${column} = any(array(select key from top))`)} group by start, key
+       ${rowsOf(query.groupBy, `start, key, ${sums}`, `coalesce(${column} = any(array(select key from top)), false)`)} group by start, key
        ${otherDays ? 'having sum_int8(events) <> 0 or sum_int8(calls) <> 0' : ''}
      ), totals as (
        ${rowsOf(byDay || otherDays ? 'model' : query.groupBy, `start, ${sums}`)} group by start
@@ -351,6 +351,7 @@ export async function topUsageSummary(
        select t.start, ${ROLLUP_SUMS.map((s) => `t.${s} - coalesce(o.${s}, 0) as ${s}`).join(', ')}
          from totals t left join (select start, ${ROLLUP_SUMS.map((s) => `sum_int8(${s}) as ${s}`).join(', ')} from tops group by start) o
               on o.start = t.start
+        where (select count(*) from ranked) > (select count(*) from top)
      )
      select ${bucketColumns('start', 'key', false)}, (select count(*) from ranked)::int as keys
        from (select start, key::text as key, ${ROLLUP_SUMS.join(', ')} from tops
