@@ -328,22 +328,28 @@ export async function topUsageSummary(
   // Another zone's days from the workspace's day rollups (summedRows).
   const otherDays = !byDay && query.granularity === 'day' && own !== undefined;
   const column = GROUP_KEYS[query.groupBy];
-  const rowsOf = (groupBy: UsageGroupBy, select: string, where = 'true', asked: UsageSummaryQuery = query) => {
+  const rowsOf = (groupBy: UsageGroupBy, select: string, where = 'true', asked: UsageSummaryQuery = query, daysWhere = where) => {
     const { table, days } = tablesOf(groupBy);
-    if (asked.granularity === 'day' && asked.timeZone === own) return byDaySql(asked, days, table, GROUP_KEYS[groupBy], select, '', where);
-    if (otherDays) return otherZoneDaysSql(asked, days, table, GROUP_KEYS[groupBy], select, '', where);
+    const key = GROUP_KEYS[groupBy];
+    if (asked.granularity === 'day' && asked.timeZone === own) return byDaySql(asked, days, table, key, select, '', where, daysWhere);
+    if (otherDays) return otherZoneDaysSql(asked, days, table, key, select, '', where, daysWhere);
     return `select ${select}
            from (select ${startOf(asked)} as start, ${GROUP_KEYS[groupBy]} as key, ${table}.*
                    from ${table} where workspace_id = :workspaceId and hour >= :since and hour < :until and ${where}) x`;
   };
   const sums = ROLLUP_SUMS.map((s) => `sum_int8(${s}) as ${s}`).join(', ');
+  // The series' rows. In the hourly rollups' scans an index condition (their key is the workspace, the hour, then
+  // the access: a descent per key, over the range's index entries alone). In the day rollups' a filter (the same rows):
+  // their key puts the day and the zone before the access, and a descent per key over every day row of the range
+  // cost more than reading them all (2,000 users, 30 days: 9 x 60,000 entries).
+  const inTop = `${column} = any(array(select key from top))`;
   const sql = `with ranked as (
        ${rowsOf(query.groupBy, `key, sum_int8(cost_micros) as cost, sum_int8(units) as units`, 'true', otherDays ? { ...query, timeZone: own } : query)}
         group by key
      ), top as (
        select key from ranked order by cost desc, units desc, key::text limit :top offset :offset
      ), tops as (
-       ${rowsOf(query.groupBy, `start, key, ${sums}`, `coalesce(${column} = any(array(select key from top)), false)`)} group by start, key
+       ${rowsOf(query.groupBy, `start, key, ${sums}`, inTop, query, `coalesce(${inTop}, false)`)} group by start, key
        ${otherDays ? 'having sum_int8(events) <> 0 or sum_int8(calls) <> 0' : ''}
      ), totals as (
        ${rowsOf(byDay || otherDays ? 'model' : query.groupBy, `start, ${sums}`)} group by start
