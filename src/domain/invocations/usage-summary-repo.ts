@@ -314,9 +314,10 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
  *   rollups, the day rollup by model, connection and plan (a few dozen rows a day, whatever the number of users); by
  *   hour, and days summed from the hours, the grouping's own.
  * The other keys' series of a bucket is its totals less its top keys' buckets, where its rows counted an event or a
- * call (every rollup row counts one: there are rows of other keys). A zone's day made of a workspace day's row less
- * its hours in another may sum to nothing (otherZoneDaysSql): no bucket, as the hours give none. Keys are text, the
- * empty string for none.
+ * call (every rollup row counts one: there are rows of other keys). The totals are read only where the range has keys
+ * beyond the series (more ranked than kept): with 8 users and a top of 9 there is no other series to take them for.
+ * A zone's day made of a workspace day's row less its hours in another may sum to nothing (otherZoneDaysSql): no
+ * bucket, as the hours give none. Keys are text, the empty string for none.
  */
 export async function topUsageSummary(
   { db }: InvocationRepoDeps,
