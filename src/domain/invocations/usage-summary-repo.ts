@@ -340,9 +340,10 @@ export async function topUsageSummary(
   };
   const sums = ROLLUP_SUMS.map((s) => `sum_int8(${s}) as ${s}`).join(', ');
   // The series' rows. In the hourly rollups' scans an index condition (their key is the workspace, the hour, then
-  // the access: a descent per key, over the range's index entries alone). In the day rollups' a filter (the same rows):
-  // their key puts the day and the zone before the access, and a descent per key over every day row of the range
-  // cost more than reading them all (2,000 users, 30 days: 9 x 60,000 entries).
+  // the access: a descent per key, over the range's index entries alone). In the day rollups' a filter (the same rows;
+  // the planner makes no index condition of a coalesce): their key puts the day and the zone before the access, and
+  // a descent per key over every day row of the range cost more than reading them all (2,000 users, 30 days: 9 x
+  // 60,000 entries).
   const inTop = `${column} = any(array(select key from top))`;
   const sql = `with ranked as (
        ${rowsOf(query.groupBy, `key, sum_int8(cost_micros) as cost, sum_int8(units) as units`, 'true', otherDays ? { ...query, timeZone: own } : query)}
