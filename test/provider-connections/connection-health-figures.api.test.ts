@@ -113,7 +113,10 @@ describe("a connection's health figures", () => {
     const random = generator(53);
     const rows: Record<string, unknown>[] = [];
     /** An invocation whose answering attempt started `ago` µs before now (its call at the same time). */
-    const invocation = (ago: number, o: { connection?: string; ttft?: number | null; ms?: number; status?: string; via?: boolean; earlier?: object[] }) => {
+    const invocation = (
+      ago: number,
+      o: { connection?: string; ttft?: number | null; ms?: number; status?: string; via?: boolean; earlier?: object[] },
+    ) => {
       const start = at(now, -ago);
       const status = o.status ?? STATUSES[Math.floor(random() * STATUSES.length)]!;
       rows.push({
