@@ -36,10 +36,22 @@ export interface WindowFigures {
  */
 export type AttemptScope = { connectionIds: string[] } & ({ workspaceId: string } | { routeId: string });
 
+/**
+ * An attempt's time to first token in milliseconds, as float8: the value `extract(epoch from first - start) * 1000`
+ * (numeric) casts to, without numeric arithmetic and its conversion through text for each row (16-20% of the
+ * statement's CPU). Within a day either way the difference `d` is a number of microseconds `t` alone (no day part),
+ * and `date_part('epoch', d * 1000)` is `(t * 1000) / 1e6` in float8, one rounding of an exact quotient: the float8
+ * nearest `t / 1000`, as the numeric's cast gives. A day or more (never a first token, but a row may say so) goes the
+ * numeric way, where date_part would round twice.
+ */
+const TTFT_MS = `case when attempt_first_token_at < attempt_started_at + interval '24 hours'
+                      and attempt_started_at < attempt_first_token_at + interval '24 hours'
+                     then date_part('epoch', (attempt_first_token_at - attempt_started_at) * 1000)
+                     else (extract(epoch from attempt_first_token_at - attempt_started_at) * 1000)::float8 end`;
+
 /** The attempts of the connection `c.cid` (a uuid) over the day: the answering ones, then a route's earlier ones. */
 const attempts = (throughRoute: boolean) => `
-  select attempt_started_at as at, attempt_status as st,
-         attempt_duration_ms::float8 as ms, extract(epoch from attempt_first_token_at - attempt_started_at) * 1000 as ttft
+  select attempt_started_at as at, attempt_status as st, attempt_duration_ms::float8 as ms, ${TTFT_MS} as ttft
     from invocations
    where provider_connection_id = c.cid and started_at >= :since and attempt_id is not null
      ${throughRoute ? 'and route_id = :route' : ''}
