@@ -1,8 +1,8 @@
 /**
- * The gateway's first database round trip (auth-repo.ts's lookup: key hash ->
- * key, access, workspace, connection and the access's current quota period with
- * its strategy, in one join), cached per (key, connection) for at most
- * config.authCacheTtlMs (default 1 s, at most 5 s). A change that decides a call
+ * The gateway's first database round trip (auth-repo.ts's lookup: key hash -> key, access, workspace, connection and
+ * the access's current quota period with its strategy, in one join), cached per (key, connection) for at most
+ * config.authCacheTtlMs (default 1 s, at most 5 s), and read again in the background once an entry in use is past
+ * three quarters of it, so a key in steady use has no call wait for its lookup. A change that decides a call
  * (a key revoked, an access suspended or renewed or moved to another plan, a
  * workspace or connection archived, a provider key rotated, a plan's rate limits changed) drops the entries it
  * touches at once (`invalidate`, fed by src/domain/changes/change-feed.ts: on
@@ -75,7 +75,18 @@ export function upstreamOf(entry: CacheEntry, auth: AuthRow, secretBox: SecretBo
   return entry as Upstream;
 }
 
+/** Whether a change touches the entry of `cacheKey` ("<connection id> <key>") and `row` (a route holds no key's row). */
+function touches({ kind, id }: Change, cacheKey: string, row: AuthRow | null): boolean {
+  if (kind === 'connection') return cacheKey.startsWith(`${id} `);
+  if (row === null || kind === 'route') return false;
+  if (kind === 'key') return row.key_id === id;
+  if (kind === 'access') return row.workspace_access_id === id;
+  return kind === 'plan' ? row.plan_id === id : row.workspace_id === id;
+}
+
 const MAX_ENTRIES = 10_000;
+/** The share of its TTL after which an entry in use is read again in the background, still answering meanwhile. */
+const REFRESH_AFTER = 0.75;
 
 export function createAuthCache(deps: {
   repo: Pick<AuthRepo, 'lookup'>;
@@ -132,15 +143,40 @@ export function createAuthCache(deps: {
   /** The cached entry when it may answer now: within its TTL, and its period (if any) not ended. */
   const fresh = (hit: CacheEntry, nowMs: number): boolean =>
     nowMs - hit.loadedAt < ttlMs && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime());
+  /** The lookup of (key, connection) under way in this generation, or one started now (single-flight). */
+  const flightOf = (cacheKey: string, token: string, connectionId: string, hit: CacheEntry | undefined, nowMs: number) => {
+    const under = flying.get(cacheKey);
+    if (under && under.generation === generation) return under;
+    const loadedIn = generation;
+    const keyHash = hit?.keyHash ?? hash(token);
+    const answer = load(keyHash, connectionId).then((row) => {
+      const entry: CacheEntry = { row, loadedAt: nowMs, keyHash };
+      if (hit && loadedIn === generation) carryUpstream(hit, entry);
+      store(cacheKey, entry, loadedIn);
+      return entry;
+    });
+    const flight = { generation: loadedIn, answer };
+    flying.set(cacheKey, flight);
+    void answer
+      .catch(() => {})
+      .finally(() => {
+        if (flying.get(cacheKey) === flight) flying.delete(cacheKey);
+      });
+    return flight;
+  };
 
   return {
     /**
      * The entry for (key, connection) when the cache holds it fresh, without a promise (the gateway's usual
-     * case: lookup's answer, a few microtask turns sooner); undefined: ask lookup.
+     * case: lookup's answer, a few microtask turns sooner); undefined: ask lookup. One past REFRESH_AFTER is read again.
      */
     cached(token: string, connectionId: string): CacheEntry | undefined {
-      const hit = entries.get(`${connectionId} ${token}`);
-      return hit && fresh(hit, Date.now()) ? hit : undefined;
+      const cacheKey = `${connectionId} ${token}`;
+      const hit = entries.get(cacheKey);
+      const nowMs = Date.now();
+      if (!hit || !fresh(hit, nowMs)) return undefined;
+      if (nowMs - hit.loadedAt >= ttlMs * REFRESH_AFTER) flightOf(cacheKey, token, connectionId, hit, nowMs);
+      return hit;
     },
     /** The entry for (key, connection): cached when fresh, else one query. */
     async lookup(token: string, connectionId: string): Promise<CacheEntry> {
@@ -148,27 +184,8 @@ export function createAuthCache(deps: {
       const nowMs = Date.now();
       const hit = entries.get(cacheKey);
       if (hit && fresh(hit, nowMs)) return hit;
-      let flight = flying.get(cacheKey);
-      if (!flight || flight.generation !== generation) {
-        const loadedIn = generation;
-        const keyHash = hit?.keyHash ?? hash(token);
-        const answer = load(keyHash, connectionId).then((row) => {
-          const entry: CacheEntry = { row, loadedAt: nowMs, keyHash };
-          if (hit && loadedIn === generation) carryUpstream(hit, entry);
-          store(cacheKey, entry, loadedIn);
-          return entry;
-        });
-        flight = { generation: loadedIn, answer };
-        flying.set(cacheKey, flight);
-        const done = flight;
-        void answer
-          .catch(() => {})
-          .finally(() => {
-            if (flying.get(cacheKey) === done) flying.delete(cacheKey);
-          });
-      }
       try {
-        return await flight.answer;
+        return await flightOf(cacheKey, token, connectionId, hit, nowMs).answer;
       } catch (err) {
         if (hit && nowMs - hit.loadedAt < deps.outageGraceMs && isDatabaseUnavailable(err)) return hit;
         throw err;
@@ -192,23 +209,7 @@ export function createAuthCache(deps: {
         entries.clear();
         return;
       }
-      const { kind, id } = change;
-      // A route holds no key's row (the route registry reads it: routes.ts).
-      if (kind === 'route') return;
-      for (const [cacheKey, { row }] of entries) {
-        const touched =
-          kind === 'connection'
-            ? cacheKey.startsWith(`${id} `)
-            : row !== null &&
-              (kind === 'key'
-                ? row.key_id === id
-                : kind === 'access'
-                  ? row.workspace_access_id === id
-                  : kind === 'plan'
-                    ? row.plan_id === id
-                    : row.workspace_id === id);
-        if (touched) entries.delete(cacheKey);
-      }
+      for (const [cacheKey, { row }] of entries) if (touches(change, cacheKey, row)) entries.delete(cacheKey);
     },
     /** How many lookup queries it has made (tests). */
     queries: () => queries,

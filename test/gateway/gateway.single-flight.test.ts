@@ -3,7 +3,7 @@
  * single-flight, so the burst makes one of each, and the calls that waited share the answer. A lookup
  * that fails is shared by the calls waiting for it and not kept: the next call looks up again.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createAuthCache, upstreamOf } from '../../src/gateway/auth-cache.js';
 import { createSecretBox } from '../../src/domain/security/secret-box.js';
 import { sealProviderApiKey } from '../../src/domain/provider-connections/provider-secret.js';
@@ -131,6 +131,77 @@ describe('the key cache (its single flight)', () => {
     expect(calls()).toBe(4);
     cache.close();
   });
+  it('reads an entry in use again once it is past three quarters of its TTL, while it still answers', async () => {
+    // The cache reads Date.now(): only the date is faked, and moved by the test; timers run as they do.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const start = Date.now();
+    const at = (ms: number) => vi.setSystemTime(start + ms);
+    const settled = () => new Promise((r) => setTimeout(r, 0));
+    let version = 0;
+    let fail = false;
+    let release = () => {};
+    const cache = createAuthCache({
+      repo: {
+        lookup: async () => {
+          await new Promise<void>((r) => (release = r));
+          if (fail) throw new Error('lookup failed');
+          return { ...row, key_id: `k${++version}` } as AuthRow;
+        },
+      },
+      clock: { now: () => new Date() },
+      ttlMs: 1000,
+      outageGraceMs: 0,
+      hash: (token) => `h:${token}`,
+    });
+    try {
+      const first = cache.lookup('tok', 'conn');
+      release();
+      expect((await first).row!.key_id).toBe('k1');
+      // In its first three quarters: answered, nothing read.
+      at(749);
+      expect(cache.cached('tok', 'conn')!.row!.key_id).toBe('k1');
+      expect(cache.queries()).toBe(1);
+      // Past them: still answered at once, and one lookup under way however many calls ask meanwhile.
+      at(750);
+      expect(cache.cached('tok', 'conn')!.row!.key_id).toBe('k1');
+      expect(cache.cached('tok', 'conn')!.row!.key_id).toBe('k1');
+      expect(cache.queries()).toBe(2);
+      release();
+      await settled();
+      const renewed = cache.cached('tok', 'conn')!;
+      expect(renewed.row!.key_id).toBe('k2');
+      // A refresh that fails keeps nothing: the entry answers until its TTL, then a call waits for a lookup of its own.
+      at(1500);
+      fail = true;
+      expect(cache.cached('tok', 'conn')).toBe(renewed);
+      release();
+      await settled();
+      at(1749);
+      expect(cache.cached('tok', 'conn')).toBe(renewed);
+      at(1750);
+      expect(cache.cached('tok', 'conn')).toBeUndefined();
+      const after = cache.lookup('tok', 'conn');
+      release();
+      await expect(after).rejects.toThrow('lookup failed');
+      expect(cache.queries()).toBe(4);
+      // An invalidation while a refresh is under way drops the entry, and the refresh's answer is not kept.
+      fail = false;
+      const fresh = cache.lookup('tok', 'conn');
+      release();
+      const entry = await fresh;
+      at(2600);
+      expect(cache.cached('tok', 'conn')).toBe(entry);
+      cache.invalidate({ kind: 'key', id: entry.row!.key_id } as never);
+      release();
+      await settled();
+      expect(cache.cached('tok', 'conn')).toBeUndefined();
+      expect(cache.queries()).toBe(6);
+    } finally {
+      cache.close();
+      vi.useRealTimers();
+    }
+  });
+
   it('an entry read again after its TTL keeps the key hash and, while the connection key is the same, the decrypted upstream', async () => {
     const box = createSecretBox(randomBytes(32));
     const connectionId = '0a1b2c3d-0000-4000-8000-000000000000';
