@@ -87,20 +87,17 @@ describe("a connection's health figures", () => {
   it('are the plain sums of its attempts, direct and through a route, in each window', async () => {
     const tenant = await createTenant(t, { baseUrl: up.url, providerKey: KEY });
     const mine = tenant.connectionId;
-    const other = (
-      await createProviderConnection({
-        client: t.client,
-        path: { workspaceId: tenant.workspaceId },
-        body: { name: 'other', protocolProfile: 'openai', baseUrl: up.url, apiKey: KEY },
-      })
-    ).data!.id;
-    const edge = (
-      await createProviderConnection({
-        client: t.client,
-        path: { workspaceId: tenant.workspaceId },
-        body: { name: 'edge', protocolProfile: 'openai', baseUrl: up.url, apiKey: KEY },
-      })
-    ).data!.id;
+    /** Another connection of the tenant's workspace to the same upstream. */
+    const connection = async (name: string) =>
+      (
+        await createProviderConnection({
+          client: t.client,
+          path: { workspaceId: tenant.workspaceId },
+          body: { name, protocolProfile: 'openai', baseUrl: up.url, apiKey: KEY },
+        })
+      ).data!.id;
+    const other = await connection('other');
+    const edge = await connection('edge');
     const route = (
       await createRoute({
         client: t.client,
