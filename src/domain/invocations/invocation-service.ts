@@ -132,11 +132,25 @@ async function readSlices<T>(
   return readAhead(reads, inFlight);
 }
 
-/** The most buckets a slice of a summary holds: by hour, the range in SLICES_AT_ONCE slices of MIN_SLICE_HOURS or more. */
-function sliceBuckets(granularity: UsageGranularity, since: Date, until: Date): number {
-  if (granularity === 'day') return SLICE_BUCKETS.day;
+/**
+ * The most buckets a slice of a summary holds: by hour, the range in SLICES_AT_ONCE slices of MIN_SLICE_HOURS or more;
+ * by day, SLICE_BUCKETS.day, or byUserDays.
+ */
+function sliceBuckets(request: UsageSummaryRequest, since: Date, until: Date): number {
+  const { granularity } = request;
+  if (granularity === 'day') return byUserDays(request, since, until) ?? SLICE_BUCKETS.day;
   const hours = Math.ceil((until.getTime() - since.getTime()) / HOUR_MS);
   return Math.min(SLICE_BUCKETS.hour, Math.max(MIN_SLICE_HOURS, Math.ceil(hours / SLICES_AT_ONCE)));
+}
+
+/**
+ * By day and by access or key (a bucket per day and user: a month of 2,000 users is 62,000), the days of a slice: the
+ * range in SLICES_AT_ONCE slices, summed by as many statements at once, each on its own connection (the next slices'
+ * read while the first is written); undefined by hour, or by model, connection or plan (a few buckets a day).
+ */
+function byUserDays(request: UsageSummaryRequest, since: Date, until: Date): number | undefined {
+  if (request.granularity !== 'day' || (request.groupBy !== 'access' && request.groupBy !== 'key')) return undefined;
+  return Math.max(1, Math.ceil((until.getTime() - since.getTime()) / BUCKET_MS.day / SLICES_AT_ONCE));
 }
 
 async function list({ workspaces, invocationRepo }: InvocationDeps, actor: Actor, filter: InvocationFilter): Promise<Page<InvocationRow>> {
@@ -217,7 +231,7 @@ async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: U
           { ...request, workspaceTimeZone: workspace.time_zone },
           used.first.getTime(),
           used.last.getTime() + HOUR_MS,
-          SLICE_BUCKETS[request.granularity],
+          byUserDays(request, used.first, new Date(used.last.getTime() + HOUR_MS)) ?? SLICE_BUCKETS[request.granularity],
           2,
           (range) => invocationRepo.usageSummarySumBatches(range, SUM_BATCH),
         )
@@ -265,13 +279,8 @@ async function usageSummary(deps: InvocationDeps, actor: Actor, request: UsageSu
     if (request.offset !== undefined) throw new AppError('invalid_parameter', 'offset is asked with top', { param: 'offset' });
     return {
       ...head,
-      buckets: await readSlices(
-        asRead,
-        since.getTime(),
-        until.getTime(),
-        sliceBuckets(request.granularity, since, until),
-        SLICES_AT_ONCE,
-        (range) => deps.invocationRepo.usageSummary(range),
+      buckets: await readSlices(asRead, since.getTime(), until.getTime(), sliceBuckets(request, since, until), SLICES_AT_ONCE, (range) =>
+        deps.invocationRepo.usageSummary(range),
       ),
     };
   }
