@@ -37,13 +37,16 @@ export async function rowBatches(
   let ended = false;
   let failure: unknown;
   let dropped = false;
+  let closing = false;
   let wake: (() => void) | undefined;
   const woken = () => {
     wake?.();
     wake = undefined;
   };
   const end = (err?: unknown) => {
-    if (dropped && ended) return;
+    // pg ends a query once ('end' or 'error'); a broken connection's error may follow its end.
+    if (closing) return;
+    closing = true;
     void conn
       .query(err === undefined ? 'commit' : 'rollback')
       .catch(() => undefined)
