@@ -35,7 +35,7 @@ export async function rowBatches(
   const ready: unknown[][][] = [];
   let batch: unknown[][] = [];
   let ended = false;
-  let failure: unknown;
+  let failure: Error | undefined;
   let dropped = false;
   let closing = false;
   let wake: (() => void) | undefined;
@@ -43,7 +43,7 @@ export async function rowBatches(
     wake?.();
     wake = undefined;
   };
-  const end = (err?: unknown) => {
+  const end = (err?: Error) => {
     // pg ends a query once ('end' or 'error'); a broken connection's error may follow its end.
     if (closing) return;
     closing = true;
