@@ -11,6 +11,8 @@
  *   - a lease's extension (quotaRepo.extendLease), as the gateway sends it (a named statement) and as it goes behind a
  *     transaction pooler (unnamed: planned at each run, as every extension was before it was named);
  *   - a lease's acquisition and its release (one of each, quotaRepo.acquireLease then releaseLease), the same two ways;
+ *   - a rate allowance's grant and its give-back (rateRepo.take then giveBack: a request, 1,000 tokens and a slot of
+ *     generous limits), the same two ways;
  *   - a key's lookup (the auth cache's, when an entry is renewed).
  * Each part is run BENCH_PG_PARTS_STATEMENTS times (default 200) per round, the parts in turn, each first in turn;
  * it prints the median of BENCH_PG_PARTS_ROUNDS rounds (default 5) with the interquartile range, µs of PostgreSQL CPU
@@ -23,10 +25,11 @@
  * before it. BENCH_PG_PARTS_ONLY=record times the record statements alone.
  */
 import { cpus, loadavg } from 'node:os';
-import { createDatabase } from '../src/db/database.js';
+import { createDatabase, type Db } from '../src/db/database.js';
 import { namedQuery } from '../src/db/named-query.js';
 import { recordCallsSql } from '../src/domain/recording/record-sql.js';
 import { createQuotaRepo } from '../src/domain/quota/quota-repo.js';
+import { createRateRepo } from '../src/domain/rate-limits/rate-repo.js';
 import { createAuthRepo } from '../src/gateway/auth-repo.js';
 import { newId } from '../src/ids.js';
 import { createCallRepo, recordValues } from '../src/records/call-repo.js';
@@ -73,6 +76,77 @@ function fit(points: [number, number][]): { fixed: number; perCall: number } {
   return { fixed: my - slope * mx, perCall: slope };
 }
 
+/**
+ * The lease and rate allowance statements of a call's path, each named and unnamed: statements on the users' leases
+ * (`leases`, by access) and periods in turn.
+ */
+function pathParts(db: Db, workspaceId: string, leases: Map<string, string>, periods: { id: string; workspace_access_id: string }[]) {
+  let turn = 0;
+  const quota = createQuotaRepo(db, true);
+  const quotaUnnamed = createQuotaRepo(db, false);
+  const extend = (repo: typeof quota) => {
+    const p = periods[turn++ % periods.length]!;
+    const now = new Date();
+    return repo.extendLease({
+      leaseId: leases.get(p.workspace_access_id)!,
+      accessId: p.workspace_access_id,
+      periodId: p.id,
+      need: 1n,
+      want: 1n,
+      share: 8,
+      now,
+      expiresAt: new Date(now.getTime() + 86_400_000),
+    });
+  };
+  const acquireAndRelease = async (repo: typeof quota) => {
+    const p = periods[turn++ % periods.length]!;
+    const id = newId();
+    const now = new Date();
+    await repo.acquireLease({
+      id,
+      workspaceId,
+      accessId: p.workspace_access_id,
+      periodId: p.id,
+      need: 1n,
+      want: 1n,
+      share: 8,
+      requestId: 'bench-pg-parts',
+      now,
+      expiresAt: new Date(now.getTime() + 86_400_000),
+    });
+    await repo.releaseLease(id, now);
+  };
+  const rates = createRateRepo(db, true);
+  const ratesUnnamed = createRateRepo(db, false);
+  const takeAndGiveBack = async (repo: typeof rates) => {
+    const p = periods[turn++ % periods.length]!;
+    const id = newId();
+    const nowMs = Date.now();
+    const limits = { requests: 1_000_000, tokens: 100_000_000 };
+    const asked = (need: number, limit: number) => ({ need, want: need, limit });
+    const access = { id, accessId: p.workspace_access_id, nowMs };
+    await repo.take({
+      ...access,
+      workspaceId,
+      holdMs: 1000,
+      requests: asked(1, limits.requests),
+      tokens: asked(1000, limits.tokens),
+      concurrent: asked(1, 1_000_000),
+      share: 8,
+      expiresAt: new Date(nowMs + 86_400_000),
+    });
+    await repo.giveBack({ ...access, requests: 1, tokens: 1000, concurrent: 1, limits });
+  };
+  return {
+    'lease extension': () => extend(quota),
+    'lease extension, unnamed': () => extend(quotaUnnamed),
+    'lease acquisition and release (2 statements)': () => acquireAndRelease(quota),
+    'lease acquisition and release (2 statements), unnamed': () => acquireAndRelease(quotaUnnamed),
+    'rate grant and give-back (2 statements)': () => takeAndGiveBack(rates),
+    'rate grant and give-back (2 statements), unnamed': () => takeAndGiveBack(ratesUnnamed),
+  };
+}
+
 await withFreshNexus(
   'pg_parts',
   async ({ url: serverUrl, databaseUrl, rootKey }) => {
@@ -109,8 +183,6 @@ await withFreshNexus(
         query(`bench_record_${way.replaceAll(' ', '_')}`, statements[way], recordValues(rows));
       const base = BASE ? await baseRecord(BASE) : undefined;
       const calls = createCallRepo(db);
-      const quota = createQuotaRepo(db, true);
-      const quotaUnnamed = createQuotaRepo(db, false);
       const auth = createAuthRepo(db);
       const leaseIds = [...leases.values()];
       const periods = (await db.raw('select id, workspace_access_id from quota_periods where workspace_id = ?', [tenant.workspaceId]))
@@ -118,47 +190,13 @@ await withFreshNexus(
       const hashes = (await db.raw('select key_hash from inference_keys where workspace_id = ?', [tenant.workspaceId])).rows as {
         key_hash: string;
       }[];
+      const path = pathParts(db, tenant.workspaceId, leases, periods);
       let turn = 0;
-      const extend = (repo: typeof quota) => {
-        const p = periods[turn++ % periods.length]!;
-        const now = new Date();
-        return repo.extendLease({
-          leaseId: leases.get(p.workspace_access_id)!,
-          accessId: p.workspace_access_id,
-          periodId: p.id,
-          need: 1n,
-          want: 1n,
-          share: 8,
-          now,
-          expiresAt: new Date(now.getTime() + 86_400_000),
-        });
-      };
-      const acquireAndRelease = async (repo: typeof quota) => {
-        const p = periods[turn++ % periods.length]!;
-        const id = newId();
-        const now = new Date();
-        await repo.acquireLease({
-          id,
-          workspaceId: tenant.workspaceId,
-          accessId: p.workspace_access_id,
-          periodId: p.id,
-          need: 1n,
-          want: 1n,
-          share: 8,
-          requestId: 'bench-pg-parts',
-          now,
-          expiresAt: new Date(now.getTime() + 86_400_000),
-        });
-        await repo.releaseLease(id, now);
-      };
       const parts: Record<string, () => Promise<unknown>> = ONLY_RECORD
         ? {}
         : {
             heartbeat: () => calls.heartbeat(leaseIds, new Date(Date.now() + 86_400_000), [], new Date()),
-            'lease extension': () => extend(quota),
-            'lease extension, unnamed': () => extend(quotaUnnamed),
-            'lease acquisition and release (2 statements)': () => acquireAndRelease(quota),
-            'lease acquisition and release (2 statements), unnamed': () => acquireAndRelease(quotaUnnamed),
+            ...path,
             'key lookup': () => auth.lookup(hashes[turn++ % hashes.length]!.key_hash, tenant.connectionId, new Date()),
           };
       for (const way of TIMED_WAYS)

@@ -18,6 +18,14 @@ import { isEmbedded, type Db } from './database.js';
  */
 export type NamedQuery = <T>(name: string, text: string, values: unknown[]) => Promise<T[]>;
 
+/** `names` as positional parameters: each one's placeholder ($1 for the first...) and the values in their order. */
+export function positional<N extends string>(names: readonly N[]) {
+  return {
+    at: (name: N) => `$${names.indexOf(name) + 1}`,
+    values: (of: Record<N, unknown>): unknown[] => names.map((name) => of[name]),
+  };
+}
+
 export function namedQuery(db: Db, prepared = true): NamedQuery {
   if (isEmbedded(db)) {
     return async <T>(_name: string, text: string, values: unknown[]) => {
@@ -41,6 +49,9 @@ export function namedQuery(db: Db, prepared = true): NamedQuery {
     }
   };
 }
+
+/** No row of any table has the nil id: an idle statement's values name it. */
+export const NIL_ID = '00000000-0000-0000-0000-000000000000';
 
 /** A named statement with values that match no row: what the warm-up runs to have a connection plan it before a call does. */
 export interface IdleStatement {

@@ -21,12 +21,13 @@ import type { Db } from '../db/database.js';
 import { isEmbedded } from '../db/database.js';
 import { settleOnCreate, type IdleStatement } from '../db/named-query.js';
 import { createQuotaRepo } from '../domain/quota/quota-repo.js';
+import { createRateRepo } from '../domain/rate-limits/rate-repo.js';
 import { createCallRepo } from '../records/call-repo.js';
 import { createAuthRepo } from './auth-repo.js';
 
 /**
  * The named statements of a call's path (a key's lookup, the records, the heartbeat and snapshot, a lease's
- * acquisition, extension and release), with values that match no row, so they write nothing: what each new
+ * acquisition, extension and release, a rate allowance's grant and give-back), with values that match no row, so they write nothing: what each new
  * connection of the gateway's pool runs until PostgreSQL keeps their generic plans.
  */
 export function gatewayIdleStatements(db: Db, now: Date): IdleStatement[] {
@@ -34,6 +35,7 @@ export function gatewayIdleStatements(db: Db, now: Date): IdleStatement[] {
     ...createAuthRepo(db).idleStatements(now),
     ...createCallRepo(db).idleStatements(now),
     ...createQuotaRepo(db, true).idleStatements(now),
+    ...createRateRepo(db, true).idleStatements(now),
   ];
 }
 

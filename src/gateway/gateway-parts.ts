@@ -79,7 +79,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     onStatement: metrics?.leaseStatement,
   });
   const rates = createRateAllowances({
-    repo: createRateRepo(db),
+    repo: createRateRepo(db, config.databasePreparedStatements),
     clock,
     logger,
     ttlMs: config.leaseTtlMs,

@@ -10,15 +10,27 @@ beforeAll(async () => {
 });
 afterAll(() => t.drop());
 
-const WRITTEN = ['invocations', 'usage_events', 'lease_calls', 'quota_leases', 'quota_periods', 'usage_rollups', 'events'];
+const WRITTEN = [
+  'invocations',
+  'usage_events',
+  'lease_calls',
+  'quota_leases',
+  'quota_periods',
+  'usage_rollups',
+  'events',
+  'rate_windows',
+  'rate_allowances',
+];
 const NAMED = [
   'nexus_acquire_lease',
   'nexus_extend_lease',
+  'nexus_give_back_allowance',
   'nexus_heartbeat',
   'nexus_key_lookup',
   'nexus_record_calls',
   'nexus_release_lease',
   'nexus_snapshot',
+  'nexus_take_allowance',
 ];
 
 /** The gateway's pool on the test's database, as gateway-parts.ts makes it with prepared statements. */

@@ -37,8 +37,8 @@ function processOn(start: number) {
   const repo = createRateRepo(database.db);
   const counted: RateRepo = {
     ...repo,
-    take: (a, q) => (statements.take++, repo.take(a, q)),
-    giveBack: (g, q) => (statements.giveBack++, repo.giveBack(g, q)),
+    take: (a) => (statements.take++, repo.take(a)),
+    giveBack: (g) => (statements.giveBack++, repo.giveBack(g)),
   };
   const allowances = createRateAllowances({
     repo: counted,

@@ -154,11 +154,13 @@ async function setZone(zone: string) {
   expect(res.response.status).toBe(200);
 }
 
+// The last: more series than keys (no other keys, so no `other`: the day's totals are not read).
 const PAGES: [number, number][] = [
   [3, 0],
   [5, 4],
   [9, 0],
   [4, 8],
+  [20, 0],
 ];
 
 async function expectHoursAnswer(zone: string, ranges: number) {

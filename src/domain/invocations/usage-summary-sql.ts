@@ -80,7 +80,8 @@ const ceilHour = (at: string) =>
  * today's row, not today's hours of every series (a row per hour and user by user, per hour and user and model by
  * model).
  *
- * `where`: a condition on the rows of both rollups (their own columns), in each of their scans.
+ * `where`: a condition on the rows of both rollups (their own columns), in each of their scans; `daysWhere`, the
+ * same condition as the day rollup's scan is to have it (where it differs in form only: topUsageSummary's).
  */
 export function byDaySql(
   query: UsageSummaryQuery,
@@ -90,6 +91,7 @@ export function byDaySql(
   select: string,
   tail: string,
   where = 'true',
+  daysWhere = where,
 ): string {
   const zone = sqlString(query.timeZone);
   return `${byDaySpans(zone, days, table)}
@@ -98,7 +100,7 @@ export function byDaySql(
                from ${days}
               where workspace_id = :workspaceId and time_zone = ${zone}
                 and day > (select after_day from spans) and day < (select days_to from spans) and (select days from spans)
-                and ${where}
+                and ${daysWhere}
              union all
              select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
                from ${table} where workspace_id = :workspaceId and hour >= :since and hour < (select hours_to from spans)
@@ -185,7 +187,8 @@ function byDaySpans(zone: string, days: string, table: string): string {
  * day and after the last are read and summed as they are. A bucket whose sums are of no event and no call (a day
  * row less every hour of it) is left out: every rollup row counts one.
  *
- * `where`: a condition on the rows of both rollups (their own columns), in each of their scans (as byDaySql's).
+ * `where`, `daysWhere`: a condition on the rows of both rollups (their own columns), in each of their scans (as
+ * byDaySql's).
  */
 export function otherZoneDaysSql(
   query: UsageSummaryQuery,
@@ -195,6 +198,7 @@ export function otherZoneDaysSql(
   select: string,
   tail: string,
   where = 'true',
+  daysWhere = where,
 ): string {
   const zone = sqlString(query.timeZone);
   const own = sqlString(query.workspaceTimeZone!);
@@ -211,7 +215,7 @@ export function otherZoneDaysSql(
        select d.day, d.${key} as key, date_trunc('day', d.day + interval '12 hours', ${zone}) as major, ${ROLLUP_SUMS.map((c) => `d.${c}`).join(', ')}
          from ${days} d, bounds
         where d.workspace_id = :workspaceId and d.time_zone = ${own} and not bounds.mixed
-          and d.day >= :since and d.day >= bounds.kept_from and ${nextDay('d.day', own)} <= :until and ${where}
+          and d.day >= :since and d.day >= bounds.kept_from and ${nextDay('d.day', own)} <= :until and ${daysWhere}
      ), span as (
        select coalesce(${ceilHour('min(day)')}, :until) as first_hour, coalesce(${ceilHour(nextDay('max(day)', own))}, :until) as end_hour
          from whole

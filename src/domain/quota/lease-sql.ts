@@ -5,15 +5,7 @@
  * each run; elsewhere, and behind a transaction pooler, the same text goes unnamed. `leaseIdleStatements` is what each
  * new connection of the gateway's pool runs to settle on their plans (src/gateway/gateway-parts.ts, `settle`).
  */
-import type { IdleStatement } from '../../db/named-query.js';
-
-/** `names` as positional parameters: each one's placeholder ($1 for the first...) and the values in their order. */
-function positional<N extends string>(names: readonly N[]) {
-  return {
-    at: (name: N) => `$${names.indexOf(name) + 1}`,
-    values: (of: Record<N, unknown>): unknown[] => names.map((name) => of[name]),
-  };
-}
+import { NIL_ID, positional, type IdleStatement } from '../../db/named-query.js';
 
 type HoldParam = 'periodId' | 'accessId' | 'need' | 'want' | 'share' | 'now';
 
@@ -132,9 +124,6 @@ const bound = <T extends { need: bigint; want: bigint; now: Date; expiresAt: Dat
 export const acquisitionValues = (a: Acquisition) => acquisition.values(bound(a));
 export const extensionValues = (e: Extension) => extension.values(bound(e));
 export const releaseValues = (leaseId: string, now: Date) => release.values({ leaseId, now: now.toISOString() });
-
-/** No lease, period, access or workspace has the nil id. */
-const NIL_ID = '00000000-0000-0000-0000-000000000000';
 
 /**
  * The three statements on the nil lease and period: nothing matches, so nothing is written (an acquisition on no

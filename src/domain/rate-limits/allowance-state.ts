@@ -6,7 +6,8 @@
 import { newId } from '../../ids.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Clock } from '../actor.js';
-import type { Ask, RateRepo } from './rate-repo.js';
+import type { RateRepo } from './rate-repo.js';
+import type { Ask } from './rate-sql.js';
 import { inUse, remainingOf, resetAtOf, WINDOW_MS, type RateLimits, type RateView } from './rate-types.js';
 
 const RATE_CALLS = 16;
