@@ -15,7 +15,7 @@
  *
  * BENCH_CONSOLE_AGAINST=<dir>: another checkout of Nexus (a git worktree of the base, say) is asked too, on the same
  * database: this checkout and that one each run as a process of their own (through tsx), every page asked of both in
- * turn in each round; each page's p50 of both is printed, and the ratio.
+ * turn in each round; each page's p50, p95 and p99 of both are printed, and the ratio of their p50s.
  *
  * DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): the server the fresh database is made on;
  * it is dropped at the end (kept with BENCH_KEEP_DATABASE=1). BENCH_CONSOLE_DB=<name>: a database kept so is measured
@@ -224,8 +224,8 @@ async function timedPage(serverUrl: string, path: string, headers: Record<string
 
 /**
  * BENCH_CONSOLE_AGAINST: this checkout and the one at `against`, each a process of its own on the seeded database,
- * every page asked of each in turn (the order swapped every other round); each page's p50 and p95 of both, and the
- * ratio of their p50s.
+ * every page asked of each in turn (the order swapped every other round); each page's p50, p95 and p99 of both, and
+ * the ratio of their p50s.
  */
 async function compareBuilds(databaseUrl: string, headers: Record<string, string>, pages: [string, string][], against: string) {
   const env = { ...freshNexusEnv(databaseUrl), NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true' };
@@ -259,13 +259,14 @@ async function compareBuilds(databaseUrl: string, headers: Record<string, string
         .join(' ')}\n`,
     );
     console.log(
-      `${'page'.padEnd(40)} ${'rows'.padStart(11)} ${'this p50/p95'.padStart(16)} ${'against p50/p95'.padStart(16)}  this/against p50`,
+      `${'page'.padEnd(40)} ${'rows'.padStart(11)} ${'this p50/p95/p99'.padStart(22)} ${'against p50/p95/p99'.padStart(22)}  this/against p50`,
     );
     for (const [p, [label]] of pages.entries()) {
       const [mine, theirs] = times[p]!.map((xs) => xs.sort((a, b) => a - b));
-      const cell = (xs: number[]) => (xs.length ? `${percentile(xs, 50).toFixed(1)}/${percentile(xs, 95).toFixed(1)}` : 'refused');
+      const cell = (xs: number[]) =>
+        xs.length ? `${percentile(xs, 50).toFixed(1)}/${percentile(xs, 95).toFixed(1)}/${percentile(xs, 99).toFixed(1)}` : 'refused';
       console.log(
-        `${label.padEnd(40)} ${rows[p]!.join('/').padStart(11)} ${cell(mine!).padStart(16)} ${cell(theirs!).padStart(16)}  ${theirs!.length ? (percentile(mine!, 50) / percentile(theirs!, 50)).toFixed(2) : '-'}`,
+        `${label.padEnd(40)} ${rows[p]!.join('/').padStart(11)} ${cell(mine!).padStart(22)} ${cell(theirs!).padStart(22)}  ${theirs!.length ? (percentile(mine!, 50) / percentile(theirs!, 50)).toFixed(2) : '-'}`,
       );
     }
   } finally {

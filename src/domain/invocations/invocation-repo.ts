@@ -11,7 +11,7 @@ import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } f
 import type { KindColumns, UsageEventRow } from '../quota/quota-types.js';
 import { KIND_COLUMNS } from '../recording/kind-sql.js';
 import type { InvocationBatchRow, InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
-import { timeZones, topUsageSummary, usageHours, usageSummary, usageSummarySums } from './usage-summary-repo.js';
+import { timeZones, topUsageSummary, usageHours, usageSummary, usageSummarySumBatches } from './usage-summary-repo.js';
 
 export type { UsageBucketRow, UsageSumRow } from './usage-summary-repo.js';
 export type { UsageGranularity, UsageGroupBy } from './usage-summary-sql.js';
@@ -302,7 +302,7 @@ export function createInvocationRepo(db: Queryable) {
     listUsageEvents,
     usageHours,
     usageSummary,
-    usageSummarySums,
+    usageSummarySumBatches,
     topUsageSummary,
     timeZones,
   });

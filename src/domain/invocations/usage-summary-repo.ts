@@ -4,12 +4,14 @@
  * zone names a day may be cut in.
  */
 import type { Knex } from 'knex';
-import type { Queryable } from '../../db/database.js';
+import { isEmbedded, type Queryable } from '../../db/database.js';
+import { rowBatches } from '../../db/row-batches.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
 import { KIND_COUNTS } from '../recording/kind-sql.js';
 import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
 import {
   bucketColumns,
+  byDayBucketsSql,
   byDaySql,
   GROUP_KEYS,
   otherZoneDaysSql,
@@ -215,14 +217,31 @@ export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSumma
 }
 
 /**
- * The summary's buckets as their sums in one text each (UsageSumRow), for its CSV export, which writes them as they
- * are: a bucket object made of each, then a line of it, cost the process about a fifth of the export's time. Hours by
- * key are put in the order of their keys as usageSummary puts them (byKeyWithinHour).
+ * The summary's buckets as their sums in one text each (UsageSumRow), in batches of `size`, for its CSV export, which
+ * writes them as they are: a bucket object made of each, then a line of it, cost the process about a fifth of the
+ * export's time. Hours by key are put in the order of their keys as usageSummary puts them (byKeyWithinHour). By day
+ * from the day rollups by access or key (a row per day and user) on PostgreSQL, the batches come as the statement
+ * sends its rows (rowBatches): the first are written while it still runs.
  */
-export async function usageSummarySums({ db }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = db): Promise<UsageSumRow[]> {
-  const rows = await summedRows(q, query);
+export async function usageSummarySumBatches(
+  { db }: InvocationRepoDeps,
+  query: UsageSummaryQuery,
+  size: number,
+): Promise<AsyncIterable<UsageSumRow[]>> {
   const isoOf = startsAsIso();
-  return rows.map((row) => ({ start: isoOf(row.start), key: row.key ?? '', sums: row.sums }));
+  const userDays = userDaysOf(query);
+  if (userDays && !isEmbedded(db as Knex)) {
+    const batches = await rowBatches(db as Knex, userDays.sql, userDays.bound, NO_HASHING, size);
+    return (async function* () {
+      for await (const rows of batches)
+        yield rows.map((row) => ({ start: isoOf(row[0] as string), key: (row[1] as string | null) ?? '', sums: row[2] as string }));
+    })();
+  }
+  const rows = await summedRows(db, query);
+  return (async function* () {
+    for (let from = 0; from < rows.length; from += size)
+      yield rows.slice(from, from + size).map((row) => ({ start: isoOf(row.start), key: row.key ?? '', sums: row.sums }));
+  })();
 }
 
 /**
@@ -235,6 +254,23 @@ async function rowsWithoutJit(q: Queryable, sql: string, bound: Knex.ValueDict):
     await trx.raw(`select set_config('jit', 'off', true)`);
     return (await trx.raw(sql, bound)).rows as unknown[];
   });
+}
+
+/** The statement's settings where it sums a bucket per day and user: sorted and summed in turn, not hashed. */
+const NO_HASHING = `select set_config('enable_hashagg', 'off', true)`;
+
+/**
+ * The statement of a summary by day in the workspace's zone by access or key (a bucket per day and user: a month of
+ * 2,000 users, 62,000 buckets of a row or two each), each part's rows summed in the order they come and the parts
+ * merged (byDayBucketsSql); undefined for any other summary.
+ */
+function userDaysOf(query: UsageSummaryQuery): { sql: string; bound: Knex.ValueDict } | undefined {
+  const { table, days } = tablesOf(query.groupBy);
+  if (query.granularity !== 'day' || query.timeZone !== query.workspaceTimeZone || days !== 'usage_day_key_rollups') return undefined;
+  return {
+    sql: byDayBucketsSql(query, days, table, GROUP_KEYS[query.groupBy]),
+    bound: { workspaceId: query.workspaceId, since: query.since, until: query.until },
+  };
 }
 
 /** The rows of the summary's buckets (usageSummary), oldest first, then by key. */
@@ -265,15 +301,15 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
     });
   }
   if (query.granularity === 'day' && query.timeZone === query.workspaceTimeZone) {
+    const userDays = userDaysOf(query);
+    if (userDays) {
+      return q.transaction(async (trx) => {
+        await trx.raw(NO_HASHING);
+        return (await trx.raw(userDays.sql, userDays.bound)).rows as SummedRow[];
+      });
+    }
     const sql = byDaySql(query, days, table, key, bucketColumns('start', 'key'), 'group by x.start, x.key order by x.start, x.key');
-    const bound = { workspaceId: query.workspaceId, since: query.since, until: query.until };
-    if (days !== 'usage_day_key_rollups') return (await q.raw(sql, bound)).rows as SummedRow[];
-    // A bucket per day and user: sorted and summed in turn, not hashed (a month of 2,000 users, 12,000 buckets of a
-    // row or two each: about a third less time).
-    return q.transaction(async (trx) => {
-      await trx.raw(`select set_config('enable_hashagg', 'off', true)`);
-      return (await trx.raw(sql, bound)).rows as SummedRow[];
-    });
+    return (await q.raw(sql, { workspaceId: query.workspaceId, since: query.since, until: query.until })).rows as SummedRow[];
   }
   if (query.granularity === 'day' && query.workspaceTimeZone !== undefined) {
     // Another zone's days: the workspace's whole days from their rows, the hours only where the zones' days differ.

@@ -94,6 +94,60 @@ export function byDaySql(
   daysWhere = where,
 ): string {
   const zone = sqlString(query.timeZone);
+  return `${byDaySpans(zone, days, table)}
+     select ${select}
+       from (select day as start, ${key} as key, ${ROLLUP_SUMS.join(', ')}
+               from ${days}
+              where workspace_id = :workspaceId and time_zone = ${zone}
+                and day > (select after_day from spans) and day < (select days_to from spans) and (select days from spans)
+                and ${daysWhere}
+             union all
+             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
+               from ${table} where workspace_id = :workspaceId and hour >= :since and hour < (select hours_to from spans)
+                and ${where}
+             union all
+             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
+               from ${table} where workspace_id = :workspaceId and hour >= (select hours_from from spans) and hour < :until
+                and (select days from spans) and ${where}) x
+     ${tail}`;
+}
+
+/**
+ * byDaySql's buckets (the summary's rows: usage-summary-repo.ts's SummedRow), oldest first, then by key, each of the
+ * three parts (the hours before the first whole day, the whole days, the hours after the last) summed into its own
+ * buckets. Their buckets are apart: the hours before a day read from its row lie in the days before it (`after_day`
+ * and earlier), those after in the days after (the day of `until`). So each part is grouped in the order its rows can
+ * come in (the day rollup's primary key is workspace, day, zone, access, key: a month by access comes in its
+ * buckets' order, by key in its days' order, sorted a day at a time), and the parts are merged in order (a Merge
+ * Append), instead of every row of the range (a row per day and key, and a few hours' rows per key) sorted at once
+ * before they are summed, which spilled to disk at a month of 2,000 users.
+ */
+export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: string, key: string): string {
+  const zone = sqlString(query.timeZone);
+  const sums = `concat_ws(',', ${ROLLUP_SUMS.map((column) => `sum_int8(${column})`).join(', ')}) as sums`;
+  const hours = (from: string, to: string, and = '') => `select date_trunc('day', hour, ${zone}) as start, ${key} as key, ${sums}
+               from ${table} where workspace_id = :workspaceId and hour >= ${from} and hour < ${to}${and}
+              group by 1, 2`;
+  return `${byDaySpans(zone, days, table)}
+     select date_part('epoch', b.start)::int8::text as start, b.key, b.sums
+       from (${hours(':since', '(select hours_to from spans)')}
+             union all
+             select day, ${key}, ${sums}
+               from ${days}
+              where workspace_id = :workspaceId and time_zone = ${zone}
+                and day > (select after_day from spans) and day < (select days_to from spans) and (select days from spans)
+              group by day, ${key}
+             union all
+             ${hours('(select hours_from from spans)', ':until', ' and (select days from spans)')}) b
+      order by b.start, b.key`;
+}
+
+/**
+ * byDaySql's bounds (a CTE `spans`, ending its `with`): the days read from the day rollup (after `after_day`, before
+ * `days_to`, none unless `days`), and the hours read from the hourly rollup (from `:since` to `hours_to`, and from
+ * `hours_from` to `:until` where `days`).
+ */
+function byDaySpans(zone: string, days: string, table: string): string {
   return `with edges as (
        select date_trunc('day', cast(:since as timestamptz) - interval '1 hour', ${zone}) as after_day,
               date_trunc('day', cast(:until as timestamptz), ${zone}) as before_day
@@ -116,22 +170,7 @@ export function byDaySql(
               case when mixed then :until else least(edge_from, :until) end as hours_to,
               case when tail_whole then :until else greatest(edge_to, edge_from, :since) end as hours_from, not mixed as days
          from tail
-     )
-     select ${select}
-       from (select day as start, ${key} as key, ${ROLLUP_SUMS.join(', ')}
-               from ${days}
-              where workspace_id = :workspaceId and time_zone = ${zone}
-                and day > (select after_day from spans) and day < (select days_to from spans) and (select days from spans)
-                and ${daysWhere}
-             union all
-             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
-               from ${table} where workspace_id = :workspaceId and hour >= :since and hour < (select hours_to from spans)
-                and ${where}
-             union all
-             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
-               from ${table} where workspace_id = :workspaceId and hour >= (select hours_from from spans) and hour < :until
-                and (select days from spans) and ${where}) x
-     ${tail}`;
+     )`;
 }
 
 /**
