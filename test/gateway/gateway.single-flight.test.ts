@@ -145,7 +145,7 @@ describe('the key cache (its single flight)', () => {
         lookup: async () => {
           await new Promise<void>((r) => (release = r));
           if (fail) throw new Error('lookup failed');
-          return { ...row, key_id: `k${++version}` } as AuthRow;
+          return { ...row, key_id: `k${++version}` };
         },
       },
       clock: { now: () => new Date() },
