@@ -94,21 +94,17 @@ export function byDaySql(
   daysWhere = where,
 ): string {
   const zone = sqlString(query.timeZone);
+  const { wholeDays, hoursBefore, hoursAfter } = byDayScans(zone);
+  const hours = (inRange: string) => `select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
+               from ${table} where ${inRange} and ${where}`;
   return `${byDaySpans(zone, days, table)}
      select ${select}
        from (select day as start, ${key} as key, ${ROLLUP_SUMS.join(', ')}
-               from ${days}
-              where workspace_id = :workspaceId and time_zone = ${zone}
-                and day > (select after_day from spans) and day < (select days_to from spans) and (select days from spans)
-                and ${daysWhere}
+               from ${days} where ${wholeDays} and ${daysWhere}
              union all
-             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
-               from ${table} where workspace_id = :workspaceId and hour >= :since and hour < (select hours_to from spans)
-                and ${where}
+             ${hours(hoursBefore)}
              union all
-             select date_trunc('day', hour, ${zone}), ${key}, ${ROLLUP_SUMS.join(', ')}
-               from ${table} where workspace_id = :workspaceId and hour >= (select hours_from from spans) and hour < :until
-                and (select days from spans) and ${where}) x
+             ${hours(hoursAfter)}) x
      ${tail}`;
 }
 
@@ -124,22 +120,32 @@ export function byDaySql(
  */
 export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: string, key: string): string {
   const zone = sqlString(query.timeZone);
+  const { wholeDays, hoursBefore, hoursAfter } = byDayScans(zone);
   const sums = `concat_ws(',', ${ROLLUP_SUMS.map((column) => `sum_int8(${column})`).join(', ')}) as sums`;
-  const hours = (from: string, to: string, and = '') => `select date_trunc('day', hour, ${zone}) as start, ${key} as key, ${sums}
-               from ${table} where workspace_id = :workspaceId and hour >= ${from} and hour < ${to}${and}
+  const hours = (inRange: string) => `select date_trunc('day', hour, ${zone}) as start, ${key} as key, ${sums}
+               from ${table} where ${inRange}
               group by 1, 2`;
   return `${byDaySpans(zone, days, table)}
      select date_part('epoch', b.start)::int8::text as start, b.key, b.sums
-       from (${hours(':since', '(select hours_to from spans)')}
+       from (${hours(hoursBefore)}
              union all
-             select day, ${key}, ${sums}
-               from ${days}
-              where workspace_id = :workspaceId and time_zone = ${zone}
-                and day > (select after_day from spans) and day < (select days_to from spans) and (select days from spans)
-              group by day, ${key}
+             select day, ${key}, ${sums} from ${days} where ${wholeDays} group by day, ${key}
              union all
-             ${hours('(select hours_from from spans)', ':until', ' and (select days from spans)')}) b
+             ${hours(hoursAfter)}) b
       order by b.start, b.key`;
+}
+
+/**
+ * The rows byDaySql's three parts read, within its `spans` (byDaySpans): the whole days of the day rollup, and the
+ * hours of the hourly rollup before the first of them and after the last.
+ */
+function byDayScans(zone: string) {
+  return {
+    wholeDays: `workspace_id = :workspaceId and time_zone = ${zone}
+                and day > (select after_day from spans) and day < (select days_to from spans) and (select days from spans)`,
+    hoursBefore: 'workspace_id = :workspaceId and hour >= :since and hour < (select hours_to from spans)',
+    hoursAfter: 'workspace_id = :workspaceId and hour >= (select hours_from from spans) and hour < :until and (select days from spans)',
+  };
 }
 
 /**
