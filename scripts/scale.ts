@@ -28,6 +28,9 @@
  * ratio with its interquartile range; and the p99 of each of the first 5 seconds, and the CPU per call of Nexus's
  * process and of the database's PostgreSQL backends (/proc; a backend opened meanwhile counted whole) in each 5 s.
  * SCALE_LOG_FILE=<file> appends each Nexus process's log lines (its request lines, at `info`) to that file.
+ * SCALE_PRIME=<n> gives each process of this build n whole calls (16 at a time, the tenant's keys in turn) once
+ * /readyz answers and before its load, and SCALE_AGAINST's processes none: what warming the whole call (its code,
+ * its keys and leases, the first wave, the upstream's connections) would give a fresh process.
  *
  *   SCALE_MODE=fresh SCALE_CONFIGS=direct:1 SCALE_CONNECTIONS=256 npm run bench:scale
  *
@@ -320,7 +323,15 @@ async function main(): Promise<void> {
       const builds: Build[] = [{ label: 'this build', start: () => startNexus(url, config.workers, !viaBouncer) }];
       if (AGAINST) builds.push({ label: basename(AGAINST), start: () => startNexus(url, config.workers, !viaBouncer, AGAINST) });
       const backends = () => backendsOf(database);
-      const run = { rate: RATE, rounds: ROUNDS, connections: CONNECTIONS, untilReady, stop: stopNexus, backends };
+      const run = {
+        rate: RATE,
+        rounds: ROUNDS,
+        connections: CONNECTIONS,
+        untilReady,
+        stop: stopNexus,
+        backends,
+        prime: Number(process.env.SCALE_PRIME ?? 0),
+      };
       if (MODE === 'fresh') await fresh(builds, tenant, run);
       else await memory(builds, tenant, { ...run, rounds: Number(process.env.SCALE_ROUNDS ?? 1) }, RATES, DURATION, NODE_WORDS.join(' '));
       return;

@@ -7,7 +7,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
 import { Pool } from 'undici';
-import { heapOf, openLoop, quartiles } from './scale-load.js';
+import { BODY, heapOf, openLoop, quartiles } from './scale-load.js';
 import { cpuNanosOf, rssMbOf } from './proc-cpu.js';
 
 /** A build to start: its name in the tables, and how to start one process of it. */
@@ -27,6 +27,8 @@ interface Run {
   connections: number;
   untilReady(url: string): Promise<void>;
   stop(child: ChildProcess): Promise<void>;
+  /** Calls each process of the first build takes before its load (SCALE_PRIME; 0: none). */
+  prime?: number;
   /** The PostgreSQL backends serving the run's database now (a fresh process's pool among them). */
   backends?(): Promise<number[]>;
 }
@@ -51,6 +53,23 @@ function cpuPerCall(before: Map<number, number>, after: Map<number, number>, cal
   return Math.round(ns / 1000 / calls);
 }
 
+/** `calls` calls, 16 at a time, the tenant's keys in turn: a process primed by whole calls before its load. */
+async function prime(pool: Pool, path: string, apiKeys: string[], calls: number): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    for (let i = next++; i < calls; i = next++) {
+      const res = await pool.request({
+        path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKeys[i % apiKeys.length]}` },
+        body: BODY,
+      });
+      await res.body.dump();
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, lane));
+}
+
 /**
  * SCALE_MODE=fresh: a fresh process's first 5 s at a fixed rate against its next 5 s, `rounds` processes of each
  * build started anew and loaded once /readyz answers 200; the p99 of each of the first 5 seconds too.
@@ -71,6 +90,9 @@ export async function fresh(builds: Build[], tenant: Tenant, run: Run): Promise<
         await run.untilReady(nexus.url);
         const path = `${tenant.gatewayPath}/v1/chat/completions`;
         const pids = async () => [nexus.child.pid!, ...((await run.backends?.()) ?? [])];
+        // SCALE_PRIME: the first build's processes take that many calls (16 at a time) before their load; the
+        // others none: what a warm-up of the whole call (its key, its lease, the gateway's code) would give.
+        if (run.prime && build === builds[0]) await prime(pool, path, tenant.apiKeys, run.prime);
         const cpu0 = cpuOf(await pids());
         const first = await openLoop(pool, path, tenant.apiKeys, run.rate, 5);
         const cpu1 = cpuOf(await pids());

@@ -5,7 +5,7 @@
 import type autocannon from 'autocannon';
 import type { Pool } from 'undici';
 
-const BODY = JSON.stringify({ model: 'scale-model', messages: [{ role: 'user', content: 'scale' }], max_tokens: 16 });
+export const BODY = JSON.stringify({ model: 'scale-model', messages: [{ role: 'user', content: 'scale' }], max_tokens: 16 });
 
 /** autocannon's options for the tenant's calls, its keys in turn. */
 export function load(url: string, apiKeys: string[], connections: number) {
