@@ -87,8 +87,33 @@ function touches({ kind, id }: Change, cacheKey: string, row: AuthRow | null): b
 }
 
 const MAX_ENTRIES = 10_000;
-/** The share of its TTL after which an entry in use is read again in the background, still answering meanwhile. */
+/** The share of its life after which an entry in use is read again in the background, still answering meanwhile. */
 const REFRESH_AFTER = 0.75;
+
+/**
+ * How long an entry may answer: listeningTtlMs for a key's row with a current period while the change feed vouches
+ * that every change made until a TTL ago has been heard and no lease on the period was released here since the row
+ * was read (its numbers are the quota headers of answers admitted on no lease); else the TTL. (No row, or one with no
+ * period, may be made valid by what no change announces: a period starting.)
+ */
+function entryLives(ttlMs: number, listeningTtlMs: number, heardThrough: () => number) {
+  /** When this process last released a lease on a period. */
+  const released = new Map<string, number>();
+  return {
+    of(hit: CacheEntry, nowMs: number): number {
+      const periodId = hit.row?.period_id;
+      if (!periodId || heardThrough() <= nowMs - ttlMs) return ttlMs;
+      return (released.get(periodId) ?? -1) >= hit.loadedAt ? ttlMs : listeningTtlMs;
+    },
+    leaseReleased(periodId: string): void {
+      released.set(periodId, Date.now());
+    },
+    /** Forgets the releases older than any entry that lives on what was heard. */
+    sweep(nowMs: number): void {
+      for (const [periodId, at] of released) if (nowMs - at >= listeningTtlMs) released.delete(periodId);
+    },
+  };
+}
 
 export function createAuthCache(deps: {
   repo: Pick<AuthRepo, 'lookup'>;
@@ -105,18 +130,18 @@ export function createAuthCache(deps: {
   listeningTtlMs?: number;
 }) {
   const { repo, clock, ttlMs, hash } = deps;
-  const listeningTtlMs = Math.max(ttlMs, deps.listeningTtlMs ?? 0);
+  const lives = entryLives(ttlMs, Math.max(ttlMs, deps.listeningTtlMs ?? 0), deps.heardThrough ?? (() => 0));
   /**
    * Keyed by the presented key itself and the connection, so a hit costs no HMAC. The key is held no
    * longer than the decrypted provider key next to it: entries are dropped by a sweep once they are
-   * past both their life (lifeOf) and the outage grace.
+   * past both their life and the outage grace.
    */
   const entries = new Map<string, CacheEntry>();
   const sweep = setInterval(
     () => {
       const nowMs = Date.now();
-      for (const [k, e] of entries) if (nowMs - e.loadedAt >= Math.max(lifeOf(e, nowMs), deps.outageGraceMs)) entries.delete(k);
-      for (const [periodId, at] of released) if (nowMs - at >= listeningTtlMs) released.delete(periodId);
+      for (const [k, e] of entries) if (nowMs - e.loadedAt >= Math.max(lives.of(e, nowMs), deps.outageGraceMs)) entries.delete(k);
+      lives.sweep(nowMs);
     },
     Math.max(ttlMs, 100),
   );
@@ -146,21 +171,9 @@ export function createAuthCache(deps: {
     entries.set(cacheKey, entry);
   };
 
-  /** When this process last released a lease on a period (its numbers in the entries read before are its own past). */
-  const released = new Map<string, number>();
-  /**
-   * How long `hit` may answer: listeningTtlMs for a key's row with a current period while every change is heard and
-   * no lease on the period was released here since it was read; else the TTL. (No row, or one with no period, may be
-   * made valid by what no change announces: a period starting.)
-   */
-  const lifeOf = (hit: CacheEntry, nowMs: number): number => {
-    const periodId = hit.row?.period_id;
-    if (!periodId || (deps.heardThrough?.() ?? 0) <= nowMs - ttlMs) return ttlMs;
-    return (released.get(periodId) ?? -1) >= hit.loadedAt ? ttlMs : listeningTtlMs;
-  };
   /** The cached entry when it may answer now: within its life, and its period (if any) not ended. */
   const fresh = (hit: CacheEntry, nowMs: number): boolean =>
-    nowMs - hit.loadedAt < lifeOf(hit, nowMs) && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime());
+    nowMs - hit.loadedAt < lives.of(hit, nowMs) && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime());
   /** The lookup of (key, connection) under way in this generation, or one started now (single-flight). */
   const flightOf = (cacheKey: string, token: string, connectionId: string, hit: CacheEntry | undefined, nowMs: number) => {
     const under = flying.get(cacheKey);
@@ -193,7 +206,7 @@ export function createAuthCache(deps: {
       const hit = entries.get(cacheKey);
       const nowMs = Date.now();
       if (!hit || !fresh(hit, nowMs)) return undefined;
-      if (nowMs - hit.loadedAt >= lifeOf(hit, nowMs) * REFRESH_AFTER) flightOf(cacheKey, token, connectionId, hit, nowMs);
+      if (nowMs - hit.loadedAt >= lives.of(hit, nowMs) * REFRESH_AFTER) flightOf(cacheKey, token, connectionId, hit, nowMs);
       return hit;
     },
     /** The entry for (key, connection): cached when fresh, else one query. */
@@ -233,9 +246,7 @@ export function createAuthCache(deps: {
      * A lease on the period was released here: the entries read before it hold the period as it was (the quota headers
      * of answers admitted on no lease show it), so they answer no longer than the TTL.
      */
-    leaseReleased(periodId: string): void {
-      released.set(periodId, Date.now());
-    },
+    leaseReleased: lives.leaseReleased,
     /** How many lookup queries it has made (tests). */
     queries: () => queries,
     clear(): void {
