@@ -22,7 +22,8 @@
  * | batch-settlement  | 5 s                                       | batches due FOR UPDATE SKIP LOCKED, their next poll    |
  * |                   |                                           | pushed past a 5 min claim (docs/batches.md)            |
  * | change-listener   | one LISTEN session, held; reconnects      | none: every process listens                            |
- * |                   | after 100 ms doubling to 5 s              |                                                        |
+ * |                   | after 100 ms doubling to 5 s; pinged      |                                                        |
+ * |                   | every 250 ms, lost after 5 s unanswered   |                                                        |
  *
  * Every process runs every job; where they compete for rows, the claim says how each row goes to one of them.
  * The change listener's runs are its sessions: `ok` when it listens (again), `failed` when an attempt fails or
@@ -234,7 +235,12 @@ async function listen({ services, config, db, logger, metrics }: JobsDeps): Prom
       metrics.jobRun('change-listener', 'ok');
       services.changes.missed();
     },
-    onFailure: () => metrics.jobRun('change-listener', 'failed'),
+    onFailure: () => {
+      metrics.jobRun('change-listener', 'failed');
+      services.changes.deaf();
+    },
+    // Pinged only where the key cache keeps entries past its TTL on the strength of what was heard.
+    ...(config.authCacheListeningTtlMs > config.authCacheTtlMs ? { onHeard: (at: number) => services.changes.heard(at) } : {}),
   });
   await listener.ready;
   return listener;

@@ -10,6 +10,14 @@
  * listens again `onListening` tells the owner to drop everything it cached. The
  * cache is not dropped when the connection goes: while PostgreSQL is away the
  * gateway serves recent entries for a bounded grace (auth-cache.ts).
+ *
+ * With `onHeard`, the session is asked every `pingMs` while it listens whether it still listens on the channel (so its
+ * last query, in pg_stat_activity, still names the channel). PostgreSQL sends a listening
+ * session the notifications it has been signalled of before it says it is ready for the next query, so an answer
+ * vouches that every notification committed before the question was asked has arrived (and been handed to
+ * `onPayload`, which runs as each arrives, before the answer's promise settles). A session that leaves a question
+ * unanswered for `pingTimeoutMs` is taken as lost: a connection a network dropped without a word would otherwise
+ * look alive until TCP's keepalive gave up on it.
  */
 import pg from 'pg';
 import type { Logger } from '../observability/logger.js';
@@ -19,6 +27,8 @@ export const LISTENER_APPLICATION_NAME = 'nexus-listen';
 const FIRST_RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
 const CONNECT_TIMEOUT_MS = 5000;
+/** How often a listening session is pinged (with onHeard): four chances within the key cache's default TTL. */
+const PING_MS = 250;
 
 export interface ChangeListener {
   /** Resolves once the first attempt to listen has succeeded or failed (it retries on its own after). */
@@ -36,6 +46,10 @@ export function startChangeListener(deps: {
   onListening: (reconnected: boolean) => void;
   /** An attempt to listen failed, or the session was lost (it tries again). */
   onFailure?: () => void;
+  /** The session answered a ping asked at this Date.now(). */
+  onHeard?: (askedAt: number) => void;
+  pingMs?: number;
+  pingTimeoutMs?: number;
 }): ChangeListener {
   const { url, channel, logger } = deps;
   let client: pg.Client | undefined;
@@ -43,6 +57,7 @@ export function startChangeListener(deps: {
   let failures = 0;
   let listenedOnce = false;
   let retry: NodeJS.Timeout | undefined;
+  let pinging: NodeJS.Timeout | undefined;
 
   function scheduleRetry(): void {
     if (closed) return;
@@ -56,6 +71,7 @@ export function startChangeListener(deps: {
   function lost(c: pg.Client, err: Error | undefined): void {
     if (c !== client) return;
     client = undefined;
+    clearInterval(pinging);
     c.removeAllListeners('notification');
     c.end().catch(() => {});
     if (closed) return;
@@ -99,6 +115,30 @@ export function startChangeListener(deps: {
     if (listenedOnce) logger.info({ msg: 'change listener reconnected: cached lookups dropped' });
     deps.onListening(listenedOnce);
     listenedOnce = true;
+    if (deps.onHeard) ping(c, deps.onHeard);
+  }
+
+  /** Asks the listening session `c` every pingMs, one question at a time, and tells `onHeard` of each answer. */
+  function ping(c: pg.Client, onHeard: (askedAt: number) => void): void {
+    const timeoutMs = deps.pingTimeoutMs ?? CONNECT_TIMEOUT_MS;
+    const question = `select 1 from pg_listening_channels() c where c = ${c.escapeLiteral(channel)}`;
+    let asked: number | undefined;
+    pinging = setInterval(() => {
+      if (asked !== undefined) {
+        if (Date.now() - asked > timeoutMs) lost(c, new Error(`no answer to a ping in ${timeoutMs} ms`));
+        return;
+      }
+      const at = (asked = Date.now());
+      c.query(question).then(
+        ({ rowCount }) => {
+          asked = undefined;
+          if (rowCount !== 1) lost(c, new Error('the session no longer listens'));
+          else if (client === c) onHeard(at);
+        },
+        (err: Error) => lost(c, err),
+      );
+    }, deps.pingMs ?? PING_MS);
+    pinging.unref();
   }
 
   const ready = connect();
@@ -107,6 +147,7 @@ export function startChangeListener(deps: {
     async close() {
       closed = true;
       clearTimeout(retry);
+      clearInterval(pinging);
       const c = client;
       client = undefined;
       if (c) await c.end().catch(() => {});

@@ -2,12 +2,14 @@
  * The gateway's first database round trip (auth-repo.ts's lookup: key hash -> key, access, workspace, connection and
  * the access's current quota period with its strategy, in one join), cached per (key, connection) for at most
  * config.authCacheTtlMs (default 1 s, at most 5 s), and read again in the background once an entry in use is past
- * three quarters of it, so a key in steady use has no call wait for its lookup. A change that decides a call
+ * three quarters of it, so a key in steady use has no call wait for its lookup. While the change feed vouches that it
+ * has heard every other process's change until a TTL ago (its listener's pings), an entry of a key with a current
+ * period lives config.authCacheListeningTtlMs instead (default 60 s). A change that decides a call
  * (a key revoked, an access suspended or renewed or moved to another plan, a
  * workspace or connection archived, a provider key rotated, a plan's rate limits changed) drops the entries it
  * touches at once (`invalidate`, fed by src/domain/changes/change-feed.ts: on
  * commit in the process that made it, by NOTIFY in the others); the TTL is the
- * bound when a notification is lost. An expired key is refused by its
+ * bound when a notification may have been lost. An expired key is refused by its
  * expires_at, read on every call. A cached period that has ended is never used, and one the
  * quota admission finds over (split by a plan change) is read again at once
  * (metered-call.ts). While the database cannot be reached, a key seen lately keeps
@@ -85,8 +87,33 @@ function touches({ kind, id }: Change, cacheKey: string, row: AuthRow | null): b
 }
 
 const MAX_ENTRIES = 10_000;
-/** The share of its TTL after which an entry in use is read again in the background, still answering meanwhile. */
+/** The share of its life after which an entry in use is read again in the background, still answering meanwhile. */
 const REFRESH_AFTER = 0.75;
+
+/**
+ * How long an entry may answer: listeningTtlMs for a key's row with a current period while the change feed vouches
+ * that every change made until a TTL ago has been heard and no lease on the period was released here since the row
+ * was read (its numbers are the quota headers of answers admitted on no lease); else the TTL. (No row, or one with no
+ * period, may be made valid by what no change announces: a period starting.)
+ */
+function entryLives(ttlMs: number, listeningTtlMs: number, heardThrough: () => number) {
+  /** When this process last released a lease on a period. */
+  const released = new Map<string, number>();
+  return {
+    of(hit: CacheEntry, nowMs: number): number {
+      const periodId = hit.row?.period_id;
+      if (!periodId || heardThrough() <= nowMs - ttlMs) return ttlMs;
+      return (released.get(periodId) ?? -1) >= hit.loadedAt ? ttlMs : listeningTtlMs;
+    },
+    leaseReleased(periodId: string): void {
+      released.set(periodId, Date.now());
+    },
+    /** Forgets the releases older than any entry that lives on what was heard. */
+    sweep(nowMs: number): void {
+      for (const [periodId, at] of released) if (nowMs - at >= listeningTtlMs) released.delete(periodId);
+    },
+  };
+}
 
 export function createAuthCache(deps: {
   repo: Pick<AuthRepo, 'lookup'>;
@@ -98,19 +125,23 @@ export function createAuthCache(deps: {
    */
   outageGraceMs: number;
   hash: (token: string) => string;
+  /** Date.now() until which every other process's change has been heard (the change feed's), and how long its entries may live then. */
+  heardThrough?: () => number;
+  listeningTtlMs?: number;
 }) {
   const { repo, clock, ttlMs, hash } = deps;
-  const keepMs = Math.max(ttlMs, deps.outageGraceMs);
+  const lives = entryLives(ttlMs, Math.max(ttlMs, deps.listeningTtlMs ?? 0), deps.heardThrough ?? (() => 0));
   /**
    * Keyed by the presented key itself and the connection, so a hit costs no HMAC. The key is held no
    * longer than the decrypted provider key next to it: entries are dropped by a sweep once they are
-   * past both their TTL and the outage grace.
+   * past both their life and the outage grace.
    */
   const entries = new Map<string, CacheEntry>();
   const sweep = setInterval(
     () => {
-      const oldest = Date.now() - keepMs;
-      for (const [k, e] of entries) if (e.loadedAt < oldest) entries.delete(k);
+      const nowMs = Date.now();
+      for (const [k, e] of entries) if (nowMs - e.loadedAt >= Math.max(lives.of(e, nowMs), deps.outageGraceMs)) entries.delete(k);
+      lives.sweep(nowMs);
     },
     Math.max(ttlMs, 100),
   );
@@ -140,9 +171,9 @@ export function createAuthCache(deps: {
     entries.set(cacheKey, entry);
   };
 
-  /** The cached entry when it may answer now: within its TTL, and its period (if any) not ended. */
+  /** The cached entry when it may answer now: within its life, and its period (if any) not ended. */
   const fresh = (hit: CacheEntry, nowMs: number): boolean =>
-    nowMs - hit.loadedAt < ttlMs && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime());
+    nowMs - hit.loadedAt < lives.of(hit, nowMs) && (!hit.row?.period_end || hit.row.period_end.getTime() > clock.now().getTime());
   /** The lookup of (key, connection) under way in this generation, or one started now (single-flight). */
   const flightOf = (cacheKey: string, token: string, connectionId: string, hit: CacheEntry | undefined, nowMs: number) => {
     const under = flying.get(cacheKey);
@@ -175,7 +206,7 @@ export function createAuthCache(deps: {
       const hit = entries.get(cacheKey);
       const nowMs = Date.now();
       if (!hit || !fresh(hit, nowMs)) return undefined;
-      if (nowMs - hit.loadedAt >= ttlMs * REFRESH_AFTER) flightOf(cacheKey, token, connectionId, hit, nowMs);
+      if (nowMs - hit.loadedAt >= lives.of(hit, nowMs) * REFRESH_AFTER) flightOf(cacheKey, token, connectionId, hit, nowMs);
       return hit;
     },
     /** The entry for (key, connection): cached when fresh, else one query. */
@@ -211,6 +242,11 @@ export function createAuthCache(deps: {
       }
       for (const [cacheKey, { row }] of entries) if (touches(change, cacheKey, row)) entries.delete(cacheKey);
     },
+    /**
+     * A lease on the period was released here: the entries read before it hold the period as it was (the quota headers
+     * of answers admitted on no lease show it), so they answer no longer than the TTL.
+     */
+    leaseReleased: lives.leaseReleased,
     /** How many lookup queries it has made (tests). */
     queries: () => queries,
     clear(): void {

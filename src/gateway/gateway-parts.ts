@@ -64,6 +64,8 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     ttlMs: config.authCacheTtlMs,
     outageGraceMs: Math.floor(config.leaseTtlMs / 2),
     hash: (token) => deps.hasher.hash(token),
+    heardThrough: changes.heardThrough,
+    listeningTtlMs: config.authCacheListeningTtlMs,
   });
   const unsubscribe = changes.subscribe((change) => cache.invalidate(change));
   const pools = createUpstreamPools({ allowPrivate: config.allowPrivateUpstreams });
@@ -77,6 +79,7 @@ export function createGatewayParts(deps: GatewayPartsDeps) {
     ttlMs: config.leaseTtlMs,
     idleMs: config.quotaLeaseIdleMs,
     onStatement: metrics?.leaseStatement,
+    onReleased: (periodId) => cache.leaseReleased(periodId),
   });
   const rates = createRateAllowances({
     repo: createRateRepo(db, config.databasePreparedStatements),

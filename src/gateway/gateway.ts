@@ -36,7 +36,7 @@ import { CallTrace } from './call-trace.js';
 import type { AuthRow } from './auth-repo.js';
 import type { RouteRow } from '../domain/routes/route-types.js';
 import { credentialOf, readBody } from './client-request.js';
-import { boundaryOf } from './multipart.js';
+import { boundaryOf } from '../protocols/multipart.js';
 import { readUpload, Upload, type Sendable } from './upload.js';
 import type { GatewayParts } from './gateway-parts.js';
 import { rawHeader } from './headers.js';

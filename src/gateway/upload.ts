@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { AppError } from '../errors.js';
 import type { FormRead } from '../protocols/protocol.js';
-import { FormScanner, type FileSink } from './multipart.js';
+import { FormScanner, type FileSink } from '../protocols/multipart.js';
 import { ScavengePacer } from './scavenge-pacer.js';
 
 /** An upload this size or less stays in memory; a larger one is spooled to a temporary file. */

@@ -313,6 +313,50 @@ describe.runIf(usesPostgres)('another process applies the change through LISTEN/
   });
 });
 
+describe.runIf(usesPostgres)('a process that hears every change keeps its lookups past the TTL', () => {
+  let c: NexusProcess;
+  const TTL_MS = 1000;
+  beforeAll(async () => {
+    c = await startNexusProcess({
+      DATABASE_URL: database.url!,
+      ...(database.schema ? { NEXUS_DATABASE_SCHEMA: database.schema } : {}),
+      ...(database.directUrl ? { NEXUS_DATABASE_LISTEN_URL: database.directUrl } : {}),
+      NEXUS_DATA_DIR: mkdtempSync(join(dataDir, 'c-')),
+      NEXUS_AUTH_CACHE_TTL_MS: String(TTL_MS),
+      NEXUS_AUTH_CACHE_LISTENING_TTL_MS: '60000',
+    });
+  });
+  afterAll(async () => {
+    await c?.stop();
+  });
+
+  it('while its lease on the period is held: a change no process announced is not read again, an announced one applies at once', async () => {
+    const x = await tenant();
+    expect(await chat(x, on(x, c.url))).toBe(200);
+    // A change no process announced: the entry read before it answers past the TTL while calls keep the lease.
+    await database.db('inference_keys').where({ id: x.apiKeyId }).update({ revoked_at: new Date() });
+    const from = Date.now();
+    while (Date.now() - from < TTL_MS * 2) {
+      expect(await chat(x, on(x, c.url))).toBe(200);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // Announced (as another process's revocation is): refused well within the TTL.
+    const announced = Date.now();
+    await database.db.raw('select pg_notify(?, ?)', [changeChannel(database.schema), `elsewhere k ${x.apiKeyId}`]);
+    await until(async () => (await chat(x, on(x, c.url))) === 401, ELSEWHERE_WITHIN_MS);
+    expect(Date.now() - announced).toBeLessThan(ELSEWHERE_WITHIN_MS);
+  });
+
+  it('once its lease on the period is released, the entry read before answers no longer than the TTL', async () => {
+    const x = await tenant();
+    expect(await chat(x, on(x, c.url))).toBe(200);
+    await database.db('inference_keys').where({ id: x.apiKeyId }).update({ revoked_at: new Date() });
+    // The lease goes after NEXUS_QUOTA_LEASE_IDLE_MS (1 s) without a call; the entry is then past its TTL.
+    await new Promise((r) => setTimeout(r, TTL_MS * 2.5));
+    expect(await chat(x, on(x, c.url))).toBe(401);
+  });
+});
+
 describe.runIf(usesPostgres)('a listener whose session is killed', () => {
   it('reconnects, and drops the whole cache: a change whose notification it missed takes effect', async () => {
     // The other process of the tests before has stopped: this app's is the one listener on the channel.

@@ -20,7 +20,9 @@ const KEY = `${SECRET_MARKER}-upstream-single-flight-0123456789`;
 const BODY = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'burst' }], max_tokens: 10 });
 
 beforeAll(async () => {
-  t = await startTestApp();
+  // The burst's calls share the lookup's entry: a TTL long enough that a slow host's burst does not reach the
+  // background refresh at three quarters of it (the refresh has its own test below).
+  t = await startTestApp({ env: { NEXUS_AUTH_CACHE_TTL_MS: '5000' } });
   up = await startOpenAiUpstream({ apiKey: KEY });
 });
 afterAll(async () => {

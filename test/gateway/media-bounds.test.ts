@@ -9,7 +9,7 @@ import { PassThrough } from 'node:stream';
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { charge } from '../../src/gateway/charge.js';
-import { FormScanner } from '../../src/gateway/multipart.js';
+import { FormScanner } from '../../src/protocols/multipart.js';
 import { readUpload, type Upload } from '../../src/gateway/upload.js';
 import { audioBoundMs, LOWEST_BITRATE } from '../../src/protocols/audio-duration.js';
 import { inspectorFor, prepareCall, prepareForm, usageFromJson } from '../../src/protocols/inspectors.js';

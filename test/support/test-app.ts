@@ -86,6 +86,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     NEXUS_ALLOW_PRIVATE_UPSTREAMS: 'true',
     NEXUS_LOG_LEVEL: 'info',
     NEXUS_KEY_ENVIRONMENT: 'test',
+    // The schema it is handed, as a process on it is configured: its changes are announced on that schema's channel,
+    // which a Nexus process a test starts on the same schema listens on.
+    ...(database.schema ? { NEXUS_DATABASE_SCHEMA: database.schema } : {}),
     ...poolerEnv(),
     ...options.env,
   });

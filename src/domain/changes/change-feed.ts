@@ -14,6 +14,10 @@
  * whatever it holds about that thing and reads it again. On the embedded database
  * (one process) no notification is sent.
  *
+ * While the listener's session answers (its pings, change-listener.ts), every change another process committed
+ * before the last answered ping's question has been heard and applied here (`heardThrough`): the gateway's key cache
+ * then keeps its entries longer than its TTL, which bounds them only when that cannot be vouched for.
+ *
  * The same channel carries the output bounds a process learned from an upstream that
  * answers past its calls' bounds (src/gateway/learned-bounds.ts), so every process
  * admits the calls to that connection's model at them: no transaction, nothing to roll back.
@@ -80,6 +84,8 @@ export function createChangeFeed(deps: {
   const apply = (change: Change | null) => {
     for (const listener of listeners) listener(change);
   };
+  /** Date.now() of the listener's last answered ping (0: none since it last listened). */
+  let heardThrough = 0;
 
   return {
     channel,
@@ -122,8 +128,22 @@ export function createChangeFeed(deps: {
 
     /** Notifications may have been missed (the listener was disconnected): everything is read again. */
     missed(): void {
+      heardThrough = 0;
       apply(null);
     },
+
+    /** The listener's session answered a ping asked at `askedAt`: every notification sent before it has arrived. */
+    heard(askedAt: number): void {
+      heardThrough = Math.max(heardThrough, askedAt);
+    },
+
+    /** The listener's session is gone: what is announced now is not heard until it listens again (and `missed`). */
+    deaf(): void {
+      heardThrough = 0;
+    },
+
+    /** Date.now() until which every other process's change has been heard here (0: not vouched for). */
+    heardThrough: (): number => heardThrough,
 
     /** Returns the function that unsubscribes. */
     subscribe(listener: ChangeSubscriber): () => void {

@@ -71,6 +71,8 @@ export interface LeaseDeps {
   idleMs: number;
   /** Told of each statement a lease makes (metrics). */
   onStatement?: ((kind: LeaseStatement) => void) | undefined;
+  /** Told of each lease of this process released on a period (its unused units back there). */
+  onReleased?: ((periodId: string) => void) | undefined;
 }
 
 /** A process's quota leases: their dependencies and what it keeps of them, for its lifetime. */
@@ -191,7 +193,10 @@ export function maybeRelease(leases: Leases, lease: Lease): void {
   leases.counted('release');
   const done = withRetries(() => leases.repo.releaseLease(lease.id, leases.clock.now()))
     // Its unused units are back in the period: a refusal remembered there no longer holds.
-    .then(() => void leases.refused.delete(lease.target.periodId))
+    .then(() => {
+      leases.refused.delete(lease.target.periodId);
+      leases.onReleased?.(lease.target.periodId);
+    })
     .catch((err: Error) => {
       leases.logger.error({
         msg: 'could not release a quota lease; the sweeper returns it after its TTL',

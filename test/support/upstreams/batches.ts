@@ -6,7 +6,7 @@
  * reports usage(i) (below), its output at most its max_tokens.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { FormScanner, boundaryOf } from '../../../src/gateway/multipart.js';
+import { FormScanner, boundaryOf } from '../../../src/protocols/multipart.js';
 import { closeServer, listenLocal } from '../local-server.js';
 
 /** The usage the fake reports for request i of a file (capped at the request's max_tokens). */

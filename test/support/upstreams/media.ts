@@ -13,7 +13,7 @@
  *   x-fake-audio-bytes: n          a binary speech answer's size (default 4096)
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import { FormScanner, boundaryOf } from '../../../src/gateway/multipart.js';
+import { FormScanner, boundaryOf } from '../../../src/protocols/multipart.js';
 import { closeServer, listenLocal } from '../local-server.js';
 import { json, usageOf } from './server.js';
 

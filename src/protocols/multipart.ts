@@ -4,7 +4,7 @@
  * bytes) and where each lies in the body. upload.ts feeds it an upload's bytes on their way to the spool.
  */
 import { AppError } from '../errors.js';
-import { FORM_FILE_HEAD, type FormFile, type FormRead } from '../protocols/protocol.js';
+import { FORM_FILE_HEAD, type FormFile, type FormRead } from './protocol.js';
 
 /** A text field longer than this is refused (a prompt is at most 32,000 characters). */
 const MAX_FIELD_BYTES = 256 * 1024;
