@@ -6,6 +6,7 @@
 import type { Knex } from 'knex';
 import { isEmbedded, type Queryable } from '../../db/database.js';
 import { rowBatches } from '../../db/row-batches.js';
+import { mergeAdjacent, mergeAdjacentBatches } from './adjacent-sums.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
 import { KIND_COUNTS } from '../recording/kind-sql.js';
 import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
@@ -232,10 +233,12 @@ export async function usageSummarySumBatches(
   const userDays = userDaysOf(query);
   if (userDays && !isEmbedded(db as Knex)) {
     const batches = await rowBatches(db as Knex, userDays.sql, userDays.bound, NO_HASHING, size);
-    return (async function* () {
-      for await (const rows of batches)
-        yield rows.map((row) => ({ start: isoOf(row[0] as string), key: (row[1] as string | null) ?? '', sums: row[2] as string }));
-    })();
+    return mergeAdjacentBatches(
+      (async function* () {
+        for await (const rows of batches)
+          yield rows.map((row) => ({ start: isoOf(row[0] as string), key: (row[1] as string | null) ?? '', sums: row[2] as string }));
+      })(),
+    );
   }
   const rows = await summedRows(db, query);
   return (async function* () {
@@ -261,8 +264,9 @@ const NO_HASHING = `select set_config('enable_hashagg', 'off', true)`;
 
 /**
  * The statement of a summary by day in the workspace's zone by access or key (a bucket per day and user: a month of
- * 2,000 users, 62,000 buckets of a row or two each), each part's rows summed in the order they come and the parts
- * merged (byDayBucketsSql); undefined for any other summary.
+ * 2,000 users, 62,000 buckets of a row or two each), the edges' hours summed per key, the whole days' rows as they are
+ * (a bucket's rows next to each other, added up by mergeAdjacent), the parts merged (byDayBucketsSql); undefined for
+ * any other summary.
  */
 function userDaysOf(query: UsageSummaryQuery): { sql: string; bound: Knex.ValueDict } | undefined {
   const { table, days } = tablesOf(query.groupBy);
@@ -305,7 +309,7 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
     if (userDays) {
       return q.transaction(async (trx) => {
         await trx.raw(NO_HASHING);
-        return (await trx.raw(userDays.sql, userDays.bound)).rows as SummedRow[];
+        return mergeAdjacent((await trx.raw(userDays.sql, userDays.bound)).rows as SummedRow[]);
       });
     }
     const sql = byDaySql(query, days, table, key, bucketColumns('start', 'key'), 'group by x.start, x.key order by x.start, x.key');

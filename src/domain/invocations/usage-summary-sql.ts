@@ -109,29 +109,36 @@ export function byDaySql(
 }
 
 /**
- * byDaySql's buckets (the summary's rows: usage-summary-repo.ts's SummedRow), oldest first, then by key, each of the
- * three parts (the hours before the first whole day, the whole days, the hours after the last) summed into its own
- * buckets. Their buckets are apart: the hours before a day read from its row lie in the days before it (`after_day`
- * and earlier), those after in the days after (the day of `until`). So each part is grouped in the order its rows can
- * come in (the day rollup's primary key is workspace, day, zone, access, key: a month by access comes in its
- * buckets' order, by key in its days' order, sorted a day at a time), and the parts are merged in order (a Merge
- * Append), instead of every row of the range (a row per day and key, and a few hours' rows per key) sorted at once
- * before they are summed, which spilled to disk at a month of 2,000 users.
+ * byDaySql's buckets (the summary's rows: usage-summary-repo.ts's SummedRow), oldest first, then by key, from its three
+ * parts (the hours before the first whole day, the whole days, the hours after the last), whose buckets are apart: the
+ * hours before a day read from its row lie in the days before it (all in `after_day`), those after in the days after
+ * (all in the day of `until`, `before_day`). The whole days' rows are not summed here: a row per day, access and key,
+ * they come in the order of the day rollup's primary key (workspace, day, zone, access, key), as their sums' text, and
+ * the rows of one bucket (an access's keys; by key, the accesses' rows without a key) come next to each other, for
+ * the reader to add up (mergeAdjacent in usage-summary-repo.ts): at a month of 2,000 users of a key each, every
+ * bucket is one row, and its 17 sums' transitions were most of the statement's CPU. Each edge's hours are summed per
+ * key into its one day (no zone's day computed per hour), or, where the whole range is read as hours (`days` false),
+ * per local day and key. The parts are merged in order (a Merge Append), instead of every row of the range sorted at
+ * once, which spilled to disk at a month of 2,000 users.
  */
 export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: string, key: string): string {
   const zone = sqlString(query.timeZone);
   const { wholeDays, hoursBefore, hoursAfter } = byDayScans(zone);
   const sums = `concat_ws(',', ${ROLLUP_SUMS.map((column) => `sum_int8(${column})`).join(', ')}) as sums`;
-  const hours = (inRange: string) => `select date_trunc('day', hour, ${zone}) as start, ${key} as key, ${sums}
-               from ${table} where ${inRange}
-              group by 1, 2`;
+  const inOneDay = (day: string, inRange: string) => `select (select ${day} from spans) as start, ${key} as key, ${sums}
+               from ${table} where ${inRange} and (select days from spans)
+              group by ${key}`;
   return `${byDaySpans(zone, days, table)}
      select date_part('epoch', b.start)::int8::text as start, b.key, b.sums
-       from (${hours(hoursBefore)}
+       from (${inOneDay('after_day', hoursBefore)}
              union all
-             select day, ${key}, ${sums} from ${days} where ${wholeDays} group by day, ${key}
+             select date_trunc('day', hour, ${zone}) as start, ${key} as key, ${sums}
+               from ${table} where ${hoursBefore} and not (select days from spans)
+              group by 1, 2
              union all
-             ${hours(hoursAfter)}) b
+             select day, ${key}, concat_ws(',', ${ROLLUP_SUMS.join(', ')}) from ${days} where ${wholeDays}
+             union all
+             ${inOneDay('before_day', hoursAfter)}) b
       order by b.start, b.key`;
 }
 
@@ -172,7 +179,7 @@ function byDaySpans(zone: string, days: string, table: string): string {
               as tail_whole
          from bounds
      ), spans as (
-       select after_day, case when tail_whole then day_after else before_day end as days_to,
+       select after_day, before_day, case when tail_whole then day_after else before_day end as days_to,
               case when mixed then :until else least(edge_from, :until) end as hours_to,
               case when tail_whole then :until else greatest(edge_to, edge_from, :since) end as hours_from, not mixed as days
          from tail
