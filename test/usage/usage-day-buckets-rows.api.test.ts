@@ -3,7 +3,8 @@
  * rollup (an access's keys; by key, the rows without a key of every access): the statement passes those rows on as
  * they are and the reader adds them up (usage-summary-sql.ts's byDayBucketsSql, adjacent-sums.ts). Through HTTP, over
  * random ranges, getUsageSummary by day equals the hourly summary's hours added up per local day, and
- * exportUsageSummary's lines are the day summary's buckets, in UTC and in a DST zone.
+ * exportUsageSummary's lines (on PostgreSQL made by the statement itself) are the day summary's buckets, with buckets
+ * of negative sums among them, in UTC and in a DST zone.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
@@ -16,10 +17,13 @@ import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
 import { prng } from '../support/prng.js';
 import { rebuildRollups, usageCsvCells } from '../support/usage-rollups.js';
+import { usageSummary, usageSummarySumBatches } from '../../src/domain/invocations/usage-summary-repo.js';
+import { usageSumLines } from '../../src/handlers/money/csv.js';
 
 let t: TestApp;
 let upstream: FakeUpstream;
 let tenant: Tenant;
+let refunds: Tenant;
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -71,6 +75,22 @@ beforeAll(async () => {
     [tenant.workspaceId],
   );
   await rebuildWorkspaceDays(db, tenant.workspaceId, 'UTC');
+  // Another workspace, with refunds of one access (negative units, tokens and cost): buckets with negative sums, which
+  // the export writes as text cells (a leading apostrophe), the counts as numbers. The Admin API's contract has no
+  // negative sum, so it is read from the repository here.
+  refunds = await createTenant(t, { baseUrl: upstream.url, providerKey: key });
+  const negative = events.slice(0, 60).map((event, n) => ({
+    ...event,
+    id: newId(),
+    workspace_id: refunds.workspaceId,
+    kind: n % 3 ? 'USAGE' : 'ADJUSTMENT',
+    units: n % 3 ? event.units : -5000 - n,
+    input_tokens: n % 3 ? event.input_tokens : -900,
+    cost_micros: n % 3 ? event.cost_micros : -20_000,
+    workspace_access_id: n % 3 ? event.workspace_access_id : ACCESSES[0]!,
+  }));
+  await db.batchInsert('usage_events', negative, 500);
+  await rebuildRollups(db, refunds.workspaceId);
 });
 afterAll(async () => {
   await t?.close();
@@ -116,8 +136,12 @@ function byLocalDay(hours: Bucket[], zone: string): Bucket[] {
   return [...days.values()].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 }
 
-/** A line as exportUsageSummary writes it (keys here are uuids or empty: no cell needs quotes). */
-const line = (b: Bucket) => usageCsvCells(b as unknown as UsageBucketDto).join(',') + '\r\n';
+/** A cell as the exports write one (src/handlers/money/csv.ts): a negative sum's text with a leading apostrophe. */
+const cell = (value: string | number) => (typeof value === 'string' && /^[=+\-@\t\r]/.test(value) ? `'${value}` : String(value));
+const line = (b: Bucket) =>
+  usageCsvCells(b as unknown as UsageBucketDto)
+    .map(cell)
+    .join(',') + '\r\n';
 
 async function exported(query: ReturnType<typeof queryOf>): Promise<string> {
   const res = await t.fetch(`${t.url}/admin/v1/workspaces/${tenant.workspaceId}/usage-summary/export?${new URLSearchParams(query)}`, {
@@ -158,6 +182,27 @@ describe('a bucket of several day rows (an access’s keys, the accesses’ rows
         expect(buckets, name).toEqual(byLocalDay(hours, zone));
         expect(await exported(days), name).toBe(buckets.map(line).join(''));
       }
+    });
+  }
+});
+
+describe('an export of buckets with negative sums (refunds), by day and user', () => {
+  for (const groupBy of ['access', 'key'] as const) {
+    it(`by ${groupBy}: a negative sum's cell begins with an apostrophe, a negative count's does not, as the summary's buckets`, async () => {
+      const deps = { db: t.database.db, zones: {} };
+      const query = {
+        workspaceId: refunds.workspaceId,
+        since: new Date(FROM + 5 * HOUR),
+        until: new Date(TO),
+        granularity: 'day' as const,
+      };
+      const asked = { ...query, groupBy, timeZone: 'UTC', workspaceTimeZone: 'UTC' };
+      const buckets = await usageSummary(deps, asked);
+      expect(buckets.some((b) => b.units.startsWith('-'))).toBe(true);
+      let text = '';
+      for await (const lines of usageSumLines([], await usageSummarySumBatches(deps, asked, 7, 'USD'), 'USD')) text += lines;
+      expect(text.slice(2)).toBe(buckets.map((b) => line(b as unknown as Bucket)).join(''));
+      expect(text).toMatch(/,'-[0-9]+,/);
     });
   }
 });

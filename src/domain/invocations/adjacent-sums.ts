@@ -41,14 +41,3 @@ export function mergeAdjacent<R extends SumRow>(rows: readonly R[]): R[] {
   if (last !== undefined) out.push(last);
   return out;
 }
-
-/** The batches with each bucket's rows made one, across batches too (a batch's last row waits for the next batch). */
-export async function* mergeAdjacentBatches<R extends SumRow>(batches: AsyncIterable<R[]>): AsyncGenerator<R[]> {
-  let held: R | undefined;
-  for await (const rows of batches) {
-    const out: R[] = [];
-    held = mergeInto(rows, held, out);
-    if (out.length) yield out;
-  }
-  if (held !== undefined) yield [held];
-}

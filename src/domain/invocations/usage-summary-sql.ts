@@ -121,25 +121,56 @@ export function byDaySql(
  * per local day and key. The parts are merged in order (a Merge Append), instead of every row of the range sorted at
  * once, which spilled to disk at a month of 2,000 users.
  */
-export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: string, key: string): string {
+export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: string, key: string, csv = false): string {
   const zone = sqlString(query.timeZone);
   const { wholeDays, hoursBefore, hoursAfter } = byDayScans(zone);
-  const sums = `concat_ws(',', ${ROLLUP_SUMS.map((column) => `sum_int8(${column})`).join(', ')}) as sums`;
-  const inOneDay = (day: string, inRange: string) => `select (select ${day} from spans) as start, ${key} as key, ${sums}
+  const sums = csv ? csvCells() : `concat_ws(',', ${ROLLUP_SUMS.map((column) => `sum_int8(${column})`).join(', ')})`;
+  const inOneDay = (day: string, inRange: string) => `select (select ${day} from spans) as start, ${key} as key, ${sums} as sums
                from ${table} where ${inRange} and (select days from spans)
               group by ${key}`;
-  return `${byDaySpans(zone, days, table)}
-     select date_part('epoch', b.start)::int8::text as start, b.key, b.sums
-       from (${inOneDay('after_day', hoursBefore)}
+  const buckets = `${inOneDay('after_day', hoursBefore)}
              union all
-             select date_trunc('day', hour, ${zone}) as start, ${key} as key, ${sums}
+             select date_trunc('day', hour, ${zone}) as start, ${key} as key, ${sums} as sums
                from ${table} where ${hoursBefore} and not (select days from spans)
               group by 1, 2
              union all
-             select day, ${key}, concat_ws(',', ${ROLLUP_SUMS.join(', ')}) from ${days} where ${wholeDays}
+             ${
+               csv
+                 ? `select day, ${key}, ${sums} from ${days} where ${wholeDays} group by day, ${key}`
+                 : `select day, ${key}, concat_ws(',', ${ROLLUP_SUMS.join(', ')}) from ${days} where ${wholeDays}`
+             }
              union all
-             ${inOneDay('before_day', hoursAfter)}) b
+             ${inOneDay('before_day', hoursAfter)}`;
+  if (!csv) {
+    return `${byDaySpans(zone, days, table)}
+     select date_part('epoch', b.start)::int8::text as start, b.key, b.sums
+       from (${buckets}) b
       order by b.start, b.key`;
+  }
+  return `${byDaySpans(zone, days, table)}
+     select date_part('epoch', d.start)::int8::text as start, string_agg(d.line, E'\\r\\n') as lines
+       from (select b.start, coalesce(b.key::text, '') || ',' || b.sums as line from (${buckets}) b order by b.start, b.key) d
+      group by d.start
+      order by d.start`;
+}
+
+/**
+ * A bucket's cells after its key in an export's line (src/handlers/money/csv.ts's usageSumLines), from the rollup rows
+ * grouped into it: its first ten sums, the currency (`:currency`, three capital letters by the workspaces' check: its
+ * own cell), then the kinds. A negative sum is written as a text cell is (a leading apostrophe), but for the counts
+ * (events, unpriced events, calls, failed and refused calls), which the export writes as numbers.
+ */
+function csvCells(): string {
+  const summed = ROLLUP_SUMS.map((column) => `sum_int8(${column})`);
+  const counts = new Set([4, 6, 7, 8, 9]);
+  const cells = (each: (sum: string, i: number) => string) =>
+    `concat_ws(',', ${summed.slice(0, 10).map(each).join(', ')}, cast(:currency as text), ${summed
+      .slice(10)
+      .map((sum, i) => each(sum, 10 + i))
+      .join(', ')})`;
+  const signed = (sum: string, i: number) =>
+    counts.has(i) ? `${sum}::text` : `case when ${sum} < 0 then '''' || ${sum} else ${sum}::text end`;
+  return `case when least(${summed.join(', ')}) < 0 then ${cells(signed)} else ${cells((sum) => sum)} end`;
 }
 
 /**
