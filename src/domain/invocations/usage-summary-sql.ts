@@ -120,6 +120,11 @@ export function byDaySql(
  * key into its one day (no zone's day computed per hour), or, where the whole range is read as hours (`days` false),
  * per local day and key. The parts are merged in order (a Merge Append), instead of every row of the range sorted at
  * once, which spilled to disk at a month of 2,000 users.
+ *
+ * With `csv` (an export's, usage-summary-repo.ts's usageSummarySumBatches), the whole days are summed too, each bucket
+ * is its line after its start (the key, then csvCells), and a row is a day: its start, and its lines in one text, a
+ * CRLF between them, in the buckets' order (the aggregate takes the ordered subquery's rows as they come; the tests
+ * compare the lines with the summary's buckets, and `npm run bench:console` counts a month's 62,000 lines).
  */
 export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: string, key: string, csv = false): string {
   const zone = sqlString(query.timeZone);
