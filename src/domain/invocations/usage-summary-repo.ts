@@ -43,7 +43,7 @@ export interface TopUsageSummary {
  * A bucket as its start (ISO 8601 in UTC), its key, and its sums in ROLLUP_SUMS' order (units, input, cached and
  * output tokens, events, cost, unpriced events, calls, failed and refused calls, then the kinds), comma-separated.
  */
-export interface UsageSumRow {
+interface UsageSumRow {
   start: string;
   key: string;
   sums: string;
