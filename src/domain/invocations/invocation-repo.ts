@@ -13,7 +13,7 @@ import { KIND_COLUMNS } from '../recording/kind-sql.js';
 import type { InvocationBatchRow, InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
 import { timeZones, topUsageSummary, usageHours, usageSummary, usageSummarySumBatches } from './usage-summary-repo.js';
 
-export type { UsageBucketRow, UsageSumRow } from './usage-summary-repo.js';
+export type { UsageBucketRow, UsageSumPage } from './usage-summary-repo.js';
 export type { UsageGranularity, UsageGroupBy } from './usage-summary-sql.js';
 
 /**

@@ -20,7 +20,7 @@ import type {
   UsageEventFilter,
   UsageGranularity,
   UsageGroupBy,
-  UsageSumRow,
+  UsageSumPage,
 } from './invocation-repo.js';
 import type { InvocationRow } from './invocation-types.js';
 
@@ -212,8 +212,8 @@ async function exportInvocations(
  * The summary's buckets over [since, until) (whole UTC hours, at most MAX_EXPORT_BUCKETS buckets) as their sums
  * (usageSummarySumBatches), from the first hour with usage to the last (one query finds them), in the summary's
  * slices (SLICE_BUCKETS), the next read while one is written: an export holds two slices at most. A slice comes in
- * batches of SUM_BATCH buckets, by day and user as its statement sends them. It holds one of the process's export
- * slots until `release` is called.
+ * batches of SUM_BATCH buckets (by day and user on PostgreSQL, a day's lines as its statement sends them, in the
+ * workspace's currency). It holds one of the process's export slots until `release` is called.
  */
 async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: UsageSummaryRequest & { since: Date; until: Date }) {
   const { workspaces, invocationRepo, exportSlots } = deps;
@@ -233,9 +233,9 @@ async function exportUsageSummary(deps: InvocationDeps, actor: Actor, request: U
           used.last.getTime() + HOUR_MS,
           byUserDays(request, used.first, new Date(used.last.getTime() + HOUR_MS)) ?? SLICE_BUCKETS[request.granularity],
           2,
-          (range) => invocationRepo.usageSummarySumBatches(range, SUM_BATCH),
+          (range) => invocationRepo.usageSummarySumBatches(range, SUM_BATCH, workspace.currency),
         )
-      : await readAhead<AsyncIterable<UsageSumRow[]>>([], 1);
+      : await readAhead<AsyncIterable<UsageSumPage>>([], 1);
     return { currency: workspace.currency, pages: inTurn(slices), release };
   } catch (err) {
     release();

@@ -109,30 +109,73 @@ export function byDaySql(
 }
 
 /**
- * byDaySql's buckets (the summary's rows: usage-summary-repo.ts's SummedRow), oldest first, then by key, each of the
- * three parts (the hours before the first whole day, the whole days, the hours after the last) summed into its own
- * buckets. Their buckets are apart: the hours before a day read from its row lie in the days before it (`after_day`
- * and earlier), those after in the days after (the day of `until`). So each part is grouped in the order its rows can
- * come in (the day rollup's primary key is workspace, day, zone, access, key: a month by access comes in its
- * buckets' order, by key in its days' order, sorted a day at a time), and the parts are merged in order (a Merge
- * Append), instead of every row of the range (a row per day and key, and a few hours' rows per key) sorted at once
- * before they are summed, which spilled to disk at a month of 2,000 users.
+ * byDaySql's buckets (the summary's rows: usage-summary-repo.ts's SummedRow), oldest first, then by key, from its three
+ * parts (the hours before the first whole day, the whole days, the hours after the last), whose buckets are apart: the
+ * hours before a day read from its row lie in the days before it (all in `after_day`), those after in the days after
+ * (all in the day of `until`, `before_day`). The whole days' rows are not summed here: a row per day, access and key,
+ * they come in the order of the day rollup's primary key (workspace, day, zone, access, key), as their sums' text, and
+ * the rows of one bucket (an access's keys; by key, the accesses' rows without a key) come next to each other, for
+ * the reader to add up (mergeAdjacent in usage-summary-repo.ts): at a month of 2,000 users of a key each, every
+ * bucket is one row, and its 17 sums' transitions were most of the statement's CPU. Each edge's hours are summed per
+ * key into its one day (no zone's day computed per hour), or, where the whole range is read as hours (`days` false),
+ * per local day and key. The parts are merged in order (a Merge Append), instead of every row of the range sorted at
+ * once, which spilled to disk at a month of 2,000 users.
+ *
+ * With `csv` (an export's, usage-summary-repo.ts's usageSummarySumBatches), the whole days are summed too, each bucket
+ * is its line after its start (the key, then csvCells), and a row is a day: its start, and its lines in one text, a
+ * CRLF between them, in the buckets' order (the aggregate takes the ordered subquery's rows as they come; the tests
+ * compare the lines with the summary's buckets, and `npm run bench:console` counts a month's 62,000 lines).
  */
-export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: string, key: string): string {
+export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: string, key: string, csv = false): string {
   const zone = sqlString(query.timeZone);
   const { wholeDays, hoursBefore, hoursAfter } = byDayScans(zone);
-  const sums = `concat_ws(',', ${ROLLUP_SUMS.map((column) => `sum_int8(${column})`).join(', ')}) as sums`;
-  const hours = (inRange: string) => `select date_trunc('day', hour, ${zone}) as start, ${key} as key, ${sums}
-               from ${table} where ${inRange}
-              group by 1, 2`;
-  return `${byDaySpans(zone, days, table)}
+  const sums = csv ? csvCells() : `concat_ws(',', ${ROLLUP_SUMS.map((column) => `sum_int8(${column})`).join(', ')})`;
+  const inOneDay = (day: string, inRange: string) => `select (select ${day} from spans) as start, ${key} as key, ${sums} as sums
+               from ${table} where ${inRange} and (select days from spans)
+              group by ${key}`;
+  const buckets = `${inOneDay('after_day', hoursBefore)}
+             union all
+             select date_trunc('day', hour, ${zone}) as start, ${key} as key, ${sums} as sums
+               from ${table} where ${hoursBefore} and not (select days from spans)
+              group by 1, 2
+             union all
+             ${
+               csv
+                 ? `select day, ${key}, ${sums} from ${days} where ${wholeDays} group by day, ${key}`
+                 : `select day, ${key}, concat_ws(',', ${ROLLUP_SUMS.join(', ')}) from ${days} where ${wholeDays}`
+             }
+             union all
+             ${inOneDay('before_day', hoursAfter)}`;
+  if (!csv) {
+    return `${byDaySpans(zone, days, table)}
      select date_part('epoch', b.start)::int8::text as start, b.key, b.sums
-       from (${hours(hoursBefore)}
-             union all
-             select day, ${key}, ${sums} from ${days} where ${wholeDays} group by day, ${key}
-             union all
-             ${hours(hoursAfter)}) b
+       from (${buckets}) b
       order by b.start, b.key`;
+  }
+  return `${byDaySpans(zone, days, table)}
+     select date_part('epoch', d.start)::int8::text as start, string_agg(d.line, E'\\r\\n') as lines
+       from (select b.start, coalesce(b.key::text, '') || ',' || b.sums as line from (${buckets}) b order by b.start, b.key) d
+      group by d.start
+      order by d.start`;
+}
+
+/**
+ * A bucket's cells after its key in an export's line (src/handlers/money/csv.ts's usageSumLines), from the rollup rows
+ * grouped into it: its first ten sums, the currency (`:currency`, three capital letters by the workspaces' check: its
+ * own cell), then the kinds. A negative sum is written as a text cell is (a leading apostrophe), but for the counts
+ * (events, unpriced events, calls, failed and refused calls), which the export writes as numbers.
+ */
+function csvCells(): string {
+  const summed = ROLLUP_SUMS.map((column) => `sum_int8(${column})`);
+  const counts = new Set([4, 6, 7, 8, 9]);
+  const cells = (each: (sum: string, i: number) => string) =>
+    `concat_ws(',', ${summed.slice(0, 10).map(each).join(', ')}, cast(:currency as text), ${summed
+      .slice(10)
+      .map((sum, i) => each(sum, 10 + i))
+      .join(', ')})`;
+  const signed = (sum: string, i: number) =>
+    counts.has(i) ? `${sum}::text` : `case when ${sum} < 0 then '''' || ${sum} else ${sum}::text end`;
+  return `case when least(${summed.join(', ')}) < 0 then ${cells(signed)} else ${cells((sum) => sum)} end`;
 }
 
 /**
@@ -172,7 +215,7 @@ function byDaySpans(zone: string, days: string, table: string): string {
               as tail_whole
          from bounds
      ), spans as (
-       select after_day, case when tail_whole then day_after else before_day end as days_to,
+       select after_day, before_day, case when tail_whole then day_after else before_day end as days_to,
               case when mixed then :until else least(edge_from, :until) end as hours_to,
               case when tail_whole then :until else greatest(edge_to, edge_from, :since) end as hours_from, not mixed as days
          from tail

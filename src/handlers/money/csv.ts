@@ -38,11 +38,13 @@ const COUNT_SUMS = new Set([4, 6, 7, 8, 9]);
 /**
  * The usage summary's CSV: the header, then a line per bucket, its sums written as the database summed them with the
  * currency after the call counts, in texts of at most `perText` lines (each a size V8 makes and writes cheaply,
- * src/http/handler.ts). A bucket with a negative sum is written cell by cell (its text cells begin with `'`).
+ * src/http/handler.ts). A bucket with a negative sum is written cell by cell (its text cells begin with `'`). A page that
+ * is a text is lines the database made (by day and user: usage-summary-repo.ts's usageSummarySumBatches), written as
+ * it is.
  */
 export async function* usageSumLines(
   header: readonly string[],
-  pages: AsyncIterable<{ start: string; key: string; sums: string }[]>,
+  pages: AsyncIterable<{ start: string; key: string; sums: string }[] | string>,
   currency: string,
   perText = 256,
 ): AsyncGenerator<string> {
@@ -58,6 +60,10 @@ export async function* usageSumLines(
     return `${row.start},${cell(row.key)},${row.sums.slice(0, at)},${money},${row.sums.slice(at + 1)}\r\n`;
   };
   for await (const rows of pages) {
+    if (typeof rows === 'string') {
+      yield rows;
+      continue;
+    }
     for (let from = 0; from < rows.length; from += perText) {
       let text = '';
       for (let i = from; i < Math.min(rows.length, from + perText); i++) text += lineOf(rows[i]!);
