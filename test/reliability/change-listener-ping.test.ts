@@ -44,7 +44,10 @@ async function startRelay(target: URL) {
       for (const [, upstream] of pairs) upstream.unpipe();
     },
     close: async () => {
-      for (const [client, upstream] of pairs) (client.destroy(), upstream.destroy());
+      for (const [client, upstream] of pairs) {
+        client.destroy();
+        upstream.destroy();
+      }
       await new Promise((r) => server.close(r));
     },
   };
