@@ -30,10 +30,11 @@ const oldSpaceUsed = () => getHeapSpaceStatistics().find((s) => s.space_name ===
 
 describe('a named statement', () => {
   it('answers its rows, with its values in their places', async () => {
-    const rows = await query<{ n: number; s: string }>('named_query_rows', 'select $1::int + g as n, $2::text as s from generate_series(1, 3) g', [
-      10,
-      'x',
-    ]);
+    const rows = await query<{ n: number; s: string }>(
+      'named_query_rows',
+      'select $1::int + g as n, $2::text as s from generate_series(1, 3) g',
+      [10, 'x'],
+    );
     expect(rows).toEqual([
       { n: 11, s: 'x' },
       { n: 12, s: 'x' },
