@@ -43,11 +43,24 @@ export function namedQuery(db: Db, prepared = true): NamedQuery {
   return async <T>(name: string, text: string, values: unknown[]) => {
     const conn = await client.acquireConnection();
     try {
-      return (await conn.query(prepared ? { name, text, values } : { text, values })).rows as T[];
+      return (await run(conn, prepared ? { name, text, values } : { text, values })).rows as T[];
     } finally {
       await client.releaseConnection(conn);
     }
   };
+}
+
+/**
+ * pg's `query(config)` without a callback makes its promise by setting the Query's callback to a closure of its own,
+ * made where the Query is in scope; V8 then keeps every such Query, with its rows and whatever waits on its promise,
+ * through young-generation collections until the next full one (a process that runs a statement at a time promoted
+ * each one). Given a callback, pg passes it to the Query's constructor and that does not happen
+ * (docs/performance.md, "Latency added").
+ */
+function run(conn: pg.Client, config: pg.QueryConfig): Promise<pg.QueryResult> {
+  return new Promise((resolve, reject) => {
+    conn.query(config, (err: Error | null, result: pg.QueryResult) => (err ? reject(err) : resolve(result)));
+  });
 }
 
 /** No row of any table has the nil id: an idle statement's values name it. */
@@ -73,7 +86,7 @@ const EXECUTIONS_TO_GENERIC_PLAN = 6;
  */
 async function settlePlans(conn: pg.Client, statements: IdleStatement[]): Promise<void> {
   for (const { name, text, values } of statements)
-    for (let i = 0; i < EXECUTIONS_TO_GENERIC_PLAN; i++) await conn.query({ name, text, values });
+    for (let i = 0; i < EXECUTIONS_TO_GENERIC_PLAN; i++) await run(conn, { name, text, values });
 }
 
 /**

@@ -150,7 +150,7 @@ export class CallFlow {
       capture: call.log?.attempt(upstream.apiKey, upstream.maskedKey?.text),
     });
     // The answer's status is the upstream's once it began, unless the gateway refuses the answer instead (answer()).
-    locals.upstreamAnswered = () => relay.status !== undefined;
+    locals.upstream = relay;
     call.started(relay, a.connectionId);
     await relay.start();
     return relay;
@@ -166,7 +166,7 @@ export class CallFlow {
     const { res, locals, call } = ctx;
     const refusal = call.answered();
     if (!refusal) return;
-    locals.upstreamAnswered = () => false;
+    locals.upstream = undefined;
     const { view, rateView } = call.admitted;
     const now = this.deps.clock.now().getTime();
     sendError(res, { locals, err: refusal, metered: call.inspector !== undefined, quota: view, rate: rateView, now, protocol: errors });

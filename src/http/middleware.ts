@@ -44,7 +44,7 @@ export function requestObserver(deps: { logger: Logger; metrics: Metrics; inflig
       const { operationId, path } = describe();
       const operation = locals.operationId ?? operationId ?? 'unknown';
       const status = res.writableFinished ? res.statusCode : 499;
-      deps.metrics.observe(operation, req.method!, status, seconds, locals.upstreamAnswered?.() ? 'upstream' : 'nexus');
+      deps.metrics.observe(operation, req.method!, status, seconds, locals.upstream?.status !== undefined ? 'upstream' : 'nexus');
       if (gateway) return;
       if (deps.tracer && operationId && !PROBES.has(operationId)) {
         const traceparent = req.headers.traceparent;

@@ -7,8 +7,11 @@ export interface RequestLocals {
   /** The workspace and access the request names (its path's), for its log line. */
   workspaceId?: string | undefined;
   accessId?: string | undefined;
-  /** A gateway call: whether the answer's status is the upstream's, relayed (the metrics' `source`). */
-  upstreamAnswered?: () => boolean;
+  /**
+   * A gateway call: its last upstream attempt, whose answer's status is the one relayed once it has one (the metrics'
+   * `source`); none when the gateway answered instead.
+   */
+  upstream?: { readonly status: number | undefined } | undefined;
   /** The code of the Error body answered, for the log line. */
   errorCode?: string;
   /** The cause of a 500, for the log line only. */
