@@ -76,6 +76,10 @@ export async function startNexus(build: string, schema: string, databaseUrl = DA
       NEXUS_SHUTDOWN_TIMEOUT_MS: '2000',
       // The one durability knob, to compare (off by default, as in production).
       ...(process.env.NEXUS_GATEWAY_ASYNC_COMMIT ? { NEXUS_GATEWAY_ASYNC_COMMIT: process.env.NEXUS_GATEWAY_ASYNC_COMMIT } : {}),
+      // The key cache's life while every change is heard (off by default), to compare.
+      ...(process.env.NEXUS_AUTH_CACHE_LISTENING_TTL_MS
+        ? { NEXUS_AUTH_CACHE_LISTENING_TTL_MS: process.env.NEXUS_AUTH_CACHE_LISTENING_TTL_MS }
+        : {}),
     },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
