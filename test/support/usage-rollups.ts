@@ -5,6 +5,7 @@
 import type { UsageBucketDto } from '../../generated/client/types.gen.js';
 import type { Db } from '../../src/db/database.js';
 import { rebuildWorkspaceRollupsSql, ROLLUP_TABLES } from '../../src/domain/recording/rollup-sql.js';
+import { localDate, localMidnight } from '../../src/domain/workspaces/time-zone.js';
 
 export async function rebuildRollups(db: Db, workspaceId: string): Promise<void> {
   for (const table of ROLLUP_TABLES) await db(table).where({ workspace_id: workspaceId }).delete();
@@ -30,3 +31,27 @@ export const usageCsvCells = (b: UsageBucketDto, currency = 'USD'): (string | nu
     (sum) => sum ?? '0',
   ),
 ];
+
+/** A summary's bucket as the API answers it (its sums as numbers or decimal strings). */
+export type Bucket = Record<string, unknown> & { start: string; key: string };
+
+/** The hourly summary's buckets added up per local day of each hour's start, in the day summary's order. */
+export function byLocalDay(hours: Bucket[], zone: string): Bucket[] {
+  const days = new Map<string, Bucket>();
+  for (const hour of hours) {
+    const date = localDate(new Date(hour.start), zone);
+    const start = localMidnight(date.year, date.month, date.day, zone).toISOString();
+    const id = `${start} ${hour.key}`;
+    const sum = days.get(id);
+    if (!sum) {
+      days.set(id, { ...hour, start });
+      continue;
+    }
+    for (const [field, value] of Object.entries(hour)) {
+      if (field === 'start' || field === 'key') continue;
+      const total = BigInt(sum[field] as string | number) + BigInt(value as string | number);
+      sum[field] = typeof value === 'number' ? Number(total) : String(total);
+    }
+  }
+  return [...days.values()].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}

@@ -8,7 +8,6 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';
-import { localDate, localMidnight } from '../../src/domain/workspaces/time-zone.js';
 import { rebuildWorkspaceDays, ROLLUP_SUMS } from '../../src/domain/recording/rollup-sql.js';
 import type { UsageBucketDto } from '../../generated/client/types.gen.js';
 import { getUsageSummary, updateWorkspace } from '../support/sdk.js';
@@ -16,7 +15,7 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
 import { prng } from '../support/prng.js';
-import { rebuildRollups, usageCsvCells } from '../support/usage-rollups.js';
+import { byLocalDay, rebuildRollups, usageCsvCells, type Bucket } from '../support/usage-rollups.js';
 import { usageSummary, usageSummarySumBatches } from '../../src/domain/invocations/usage-summary-repo.js';
 import { usageSumLines } from '../../src/handlers/money/csv.js';
 
@@ -97,8 +96,6 @@ afterAll(async () => {
   await upstream?.close();
 });
 
-type Bucket = Record<string, unknown> & { start: string; key: string };
-
 /** Sets the workspace's zone: its day rollups are made again from its hourly rows, with their keys. */
 async function setZone(zone: string) {
   const res = await updateWorkspace({ client: t.client, path: { workspaceId: tenant.workspaceId }, body: { timeZone: zone } });
@@ -113,27 +110,6 @@ async function summary(query: ReturnType<typeof queryOf>) {
   const res = await getUsageSummary({ client: t.client, path: { workspaceId: tenant.workspaceId }, query });
   expect(res.response.status, JSON.stringify(res.error)).toBe(200);
   return res.data!.buckets as unknown as Bucket[];
-}
-
-/** The hourly summary's buckets added up per local day of each hour's start, in the day summary's order. */
-function byLocalDay(hours: Bucket[], zone: string): Bucket[] {
-  const days = new Map<string, Bucket>();
-  for (const hour of hours) {
-    const date = localDate(new Date(hour.start), zone);
-    const start = localMidnight(date.year, date.month, date.day, zone).toISOString();
-    const id = `${start} ${hour.key}`;
-    const sum = days.get(id);
-    if (!sum) {
-      days.set(id, { ...hour, start });
-      continue;
-    }
-    for (const [field, value] of Object.entries(hour)) {
-      if (field === 'start' || field === 'key') continue;
-      const total = BigInt(sum[field] as string | number) + BigInt(value as string | number);
-      sum[field] = typeof value === 'number' ? Number(total) : String(total);
-    }
-  }
-  return [...days.values()].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 }
 
 /** A cell as the exports write one (src/handlers/money/csv.ts): a negative sum's text with a leading apostrophe. */

@@ -12,7 +12,7 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
 import { prng } from '../support/prng.js';
-import { rebuildRollups } from '../support/usage-rollups.js';
+import { byLocalDay, rebuildRollups, type Bucket } from '../support/usage-rollups.js';
 
 let t: TestApp;
 let upstream: FakeUpstream;
@@ -57,8 +57,6 @@ afterAll(async () => {
   await upstream?.close();
 });
 
-type Bucket = Record<string, unknown> & { start: string; key: string };
-
 async function summary(granularity: 'hour' | 'day', since: number, until: number, timeZone: string, groupBy: 'model' | 'access' | 'key') {
   const res = await getUsageSummary({
     client: t.client,
@@ -67,27 +65,6 @@ async function summary(granularity: 'hour' | 'day', since: number, until: number
   });
   expect(res.response.status, JSON.stringify(res.error)).toBe(200);
   return res.data!.buckets as unknown as Bucket[];
-}
-
-/** The hourly summary's buckets added up per local day of each hour's start, in the day summary's order. */
-function byLocalDay(hours: Bucket[], zone: string): Bucket[] {
-  const days = new Map<string, Bucket>();
-  for (const hour of hours) {
-    const date = localDate(new Date(hour.start), zone);
-    const start = localMidnight(date.year, date.month, date.day, zone).toISOString();
-    const id = `${start} ${hour.key}`;
-    const sum = days.get(id);
-    if (!sum) {
-      days.set(id, { ...hour, start });
-      continue;
-    }
-    for (const [field, value] of Object.entries(hour)) {
-      if (field === 'start' || field === 'key') continue;
-      const total = BigInt(sum[field] as string | number) + BigInt(value as string | number);
-      sum[field] = typeof value === 'number' ? Number(total) : String(total);
-    }
-  }
-  return [...days.values()].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 }
 
 /** A random range inside the events' span, at most 40 days (an hourly summary's 1,000 buckets), whole hours or not. */
