@@ -81,8 +81,6 @@ const e2e = [
   'test/console/console.time.browser.test.ts',
   'test/console/console.money.browser.test.ts',
   'test/console/docs-page.browser.test.ts',
-  // It measures what its own statements leave in the old generation: a worker of its own, with no other file's timers.
-  'test/db/named-query.test.ts',
   'test/gateway/batches.crash.test.ts',
   'test/gateway/changes-take-effect.test.ts',
   'test/gateway/gateway.pglite.test.ts',
@@ -99,6 +97,8 @@ const e2e = [
  * lease's TTL and renewals): one at a time, after the others, so no other file's processes share their cores.
  */
 const timed = [
+  // It measures what its own statements leave in the old generation: alone, with no other file's timers or load.
+  'test/db/named-query.test.ts',
   'test/gateway/gateway.faults.test.ts',
   'test/reliability/crash-and-outage.test.ts',
   'test/reliability/gemini-live-crash.test.ts',
