@@ -97,8 +97,6 @@ const e2e = [
  * lease's TTL and renewals): one at a time, after the others, so no other file's processes share their cores.
  */
 const timed = [
-  // It measures what its own statements leave in the old generation: alone, with no other file's timers or load.
-  'test/db/named-query.test.ts',
   'test/gateway/gateway.faults.test.ts',
   'test/reliability/crash-and-outage.test.ts',
   'test/reliability/gemini-live-crash.test.ts',
