@@ -14,7 +14,7 @@ import { startOpenAiUpstream, testProviderKey, type FakeUpstream } from '../supp
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createTenant, type Tenant } from '../gateway/gateway-support.js';
 import { prng } from '../support/prng.js';
-import { rebuildRollups } from '../support/usage-rollups.js';
+import { byLocalDay, rebuildRollups } from '../support/usage-rollups.js';
 
 let t: TestApp;
 let upstream: FakeUpstream;
@@ -99,20 +99,6 @@ function addTo(sum: Bucket, bucket: Bucket): void {
   }
 }
 
-/** The hourly summary's buckets added up per local day of each hour's start, by start then key. */
-function byLocalDay(hours: Bucket[], zone: string): Bucket[] {
-  const days = new Map<string, Bucket>();
-  for (const hour of hours) {
-    const date = localDate(new Date(hour.start), zone);
-    const start = localMidnight(date.year, date.month, date.day, zone).toISOString();
-    const id = `${start} ${hour.key}`;
-    const sum = days.get(id);
-    if (sum) addTo(sum, hour);
-    else days.set(id, { ...hour, start });
-  }
-  return [...days.values()].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-}
-
 /**
  * The answer with `top` from the days of the hours: the keys ranked by cost over the range (then units, then key),
  * those after `offset` as series, every other key summed in one bucket a day, last, its key empty.
@@ -174,7 +160,7 @@ async function expectHoursAnswer(zone: string, ranges: number) {
       answer('hour', since, until, zone, groupBy),
     ]);
     expect(days.buckets.length, label).toBeGreaterThan(0);
-    expect(days, label).toEqual(topFromHours(byLocalDay(hours.buckets, zone), ...page));
+    expect(days, label).toEqual(topFromHours(byLocalDay(hours.buckets, zone) as Bucket[], ...page));
   }
 }
 
