@@ -102,7 +102,7 @@ function entryLives(ttlMs: number, listeningTtlMs: number, heardThrough: () => n
   return {
     of(hit: CacheEntry, nowMs: number): number {
       const periodId = hit.row?.period_id;
-      if (!periodId || heardThrough() <= nowMs - ttlMs) return ttlMs;
+      if (listeningTtlMs === ttlMs || !periodId || heardThrough() <= nowMs - ttlMs) return ttlMs;
       return (released.get(periodId) ?? -1) >= hit.loadedAt ? ttlMs : listeningTtlMs;
     },
     leaseReleased(periodId: string): void {
