@@ -28,8 +28,8 @@
  *
  * BENCH_HISTORY_KEEP=1 keeps the seeded database, named bench_history_<BENCH_HISTORY_LARGE in millions>m (printed),
  * to measure it again later: BENCH_HISTORY_DB=<name> seeds nothing and runs the steps above on that database instead
- * (migrated to the latest first by its Nexus's start; the empty one is fresh): sizes, CPU per recorded call, reads,
- * months. BENCH_HISTORY_REBUILD=1 then computes its rollups anew first (a migration that adds a rollup table it does
+ * (migrated to the latest first by its Nexus's start, then the tables each call updates in place vacuumed and analyzed,
+ * as autovacuum keeps them: vacuumUpdated; the empty one is fresh): sizes, CPU per recorded call, reads, months. BENCH_HISTORY_REBUILD=1 then computes its rollups anew first (a migration that adds a rollup table it does
  * not fill, say). Its drop step is skipped unless BENCH_HISTORY_DROP=1 (each run would drop one more month of it);
  * BENCH_HISTORY_DROP=0 skips it on a seeding run. A seed writes a million rows of each table at a time, each million
  * in one transaction with its count in the database's bench_history_seed: BENCH_HISTORY_DB on a seed stopped midway
@@ -50,7 +50,7 @@ import { recordValues } from '../src/records/call-repo.js';
 import { ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
-import { rebuildRollups, seatsOf, seed, seedMonths, seedPlanOf, type BenchTenant } from './lib/history-seed.js';
+import { rebuildRollups, seatsOf, seed, seedMonths, seedPlanOf, vacuumUpdated, type BenchTenant } from './lib/history-seed.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';
 import { batchOf, openLeases, releaseLeases } from './lib/record-batch.js';
 
@@ -356,6 +356,7 @@ await withFreshNexus(
                 if (REBUILD || (plan && plan.rolledUp < plan.seeded)) {
                   console.log(`rollups computed anew in ${(await rebuildRollups(client, ws, plan)).toFixed(0)} s`);
                 }
+                console.log(`vacuumed: ${(await vacuumUpdated(client)).toFixed(1)} s`);
                 await reportSizes(client);
                 await measure('as kept', empty, seeded, serverUrl, headers, ws);
               } else {
