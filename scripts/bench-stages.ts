@@ -4,7 +4,7 @@
  * read for its bounds (prepareCall: the JSON parse, the caps, the input estimate), the upstream's headers, and the
  * answer's read for its usage (a JSON answer, and the SSE events of a stream with its usage chunk: the bench's
  * upstream's answers, test/support/upstreams/openai.ts); and, apart from these, the call's rows as the recorder queues
- * them (not in the totals). No socket, no database: each stage's own CPU (the process's
+ * them, with its share of its batch's arrays (not in the totals). No socket, no database: each stage's own CPU (the process's
  * CPU time, not the wall clock, which counts the waits for a core on a shared host), in nanoseconds per call, the
  * median of BENCH_STAGES_ROUNDS rounds (default 15) of BENCH_STAGES_CALLS calls each (default 20,000).
  *
@@ -92,7 +92,7 @@ async function stagesOf(root: string): Promise<Record<string, Stage>> {
 
 /**
  * The call's rows as the recorder queues them (callRows: its invocation and its settlement, as the record statement's
- * array elements), for a streamed call that succeeded; a checkout without src/records/call-rows.ts has no such stage.
+ * array elements) and its share of its batch's two arrays, for a streamed call that succeeded; a checkout without src/records/call-rows.ts has no such stage.
  * Not the protocol's part: left out of the totals.
  */
 async function recordStageOf(root: string): Promise<Record<string, Stage>> {
@@ -142,9 +142,22 @@ async function recordStageOf(root: string): Promise<Record<string, Stage>> {
   );
   const pricing = { rule: null, inputMultiplierPpm: 1_000_000n, cachedInputMultiplierPpm: 1_000_000n, outputMultiplierPpm: 1_000_000n };
   const consumed = { units: 20n, inputTokens: 10n, cachedInputTokens: 0n, outputTokens: 5n, model: 'bench-model', pricing };
-  return { [RECORD_ROWS]: () => callRows({ invocation, lease: { id: ids[6], bound: 4106n, take: 4086n }, consumed }) };
+  const { recordArray } = await import(pathToFileURL(join(root, 'src', 'db', 'row-record.ts')).href);
+  // The call's share of its batch's parameters too: the recorder writes the rows of about 40 calls as two arrays.
+  const batch: { invocation: string; leaseCall: string | null }[] = [];
+  return {
+    [RECORD_ROWS]: () => {
+      batch.push(callRows({ invocation, lease: { id: ids[6], bound: 4106n, take: 4086n }, consumed }));
+      if (batch.length < BATCH_CALLS) return batch.length;
+      const arrays = [recordArray(batch.map((r) => r.leaseCall)), recordArray(batch.map((r) => r.invocation))];
+      batch.length = 0;
+      return arrays;
+    },
+  };
 }
 
+/** Calls per record statement in the record rows' stage (what `npm run bench` sees at 800 requests/s: 40-80). */
+const BATCH_CALLS = 40;
 /** The stage of the call's rows (not the protocol's part: not in the totals). */
 const RECORD_ROWS = 'record rows (not in the totals)';
 

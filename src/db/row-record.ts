@@ -35,13 +35,14 @@ function recordElementField(value: unknown): string {
 /**
  * The row of `row`'s values under `columns` (the composite type's attributes, in its order), as an array's element
  * (quoted: a row always holds a comma). Its fields are escaped for the element as they are written, not the row's text
- * scanned again once made.
+ * scanned again once made; joined, they make one string, not a rope of a hundred that would wait so in the recorder's
+ * queue (2.7 KB held for an invocation's 680 characters, against 0.77 KB).
  */
 export function recordElement(columns: readonly string[], row: object): string {
   const values = row as Readonly<Record<string, unknown>>;
-  let text = '"(';
-  for (let i = 0; i < columns.length; i++) text += (i ? ',' : '') + recordElementField(values[columns[i]!]);
-  return text + ')"';
+  const fields = new Array<string>(columns.length);
+  for (let i = 0; i < columns.length; i++) fields[i] = recordElementField(values[columns[i]!]);
+  return '"(' + fields.join(',') + ')"';
 }
 
 /** Array elements (recordElement's) as one array. */
