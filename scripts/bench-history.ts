@@ -21,13 +21,15 @@
  *   4. the size on disk per month of each table (rows, heap and indexes), and the time to drop the oldest month's
  *      partitions of invocations and usage events (DROP TABLE, lock_timeout 1 s) while calls are recorded at once: the
  *      slowest record batch during the drops is reported (a drop that blocked calls would show in it).
- * The seed's ids are UUID v7 of each row's time, as the gateway makes them; each call has its attempt (its id, status and times), as a call that
- * reached its provider has (the connection index holds only those). PostgreSQL must run on this host.
+ * The seed's ids and request ids are UUID v7 of each row's time, as the gateway makes them; each call has its attempt (its id, status and
+ * times), as a call that reached its provider has (the connection index holds only those). PostgreSQL must run on this host.
+ * The leases the CPU step records on are released when it ends (on a kept database, those an earlier run left held too, before it
+ * starts): a lease left held would be read by every later run's record statement.
  *
  * BENCH_HISTORY_KEEP=1 keeps the seeded database, named bench_history_<BENCH_HISTORY_LARGE in millions>m (printed),
  * to measure it again later: BENCH_HISTORY_DB=<name> seeds nothing and runs the steps above on that database instead
- * (migrated to the latest first by its Nexus's start; the empty one is fresh): sizes, CPU per recorded call, reads,
- * months. BENCH_HISTORY_REBUILD=1 then computes its rollups anew first (a migration that adds a rollup table it does
+ * (migrated to the latest first by its Nexus's start, then the tables each call updates in place vacuumed and analyzed,
+ * as autovacuum keeps them: vacuumUpdated; the empty one is fresh): sizes, CPU per recorded call, reads, months. BENCH_HISTORY_REBUILD=1 then computes its rollups anew first (a migration that adds a rollup table it does
  * not fill, say). Its drop step is skipped unless BENCH_HISTORY_DROP=1 (each run would drop one more month of it);
  * BENCH_HISTORY_DROP=0 skips it on a seeding run. A seed writes a million rows of each table at a time, each million
  * in one transaction with its count in the database's bench_history_seed: BENCH_HISTORY_DB on a seed stopped midway
@@ -48,9 +50,9 @@ import { recordValues } from '../src/records/call-repo.js';
 import { ROLLUP_TABLES } from '../src/domain/recording/rollup-sql.js';
 import { adminClient, provisionTenant, type Tenant } from '../test/support/tenant.js';
 import { withFreshNexus } from './lib/fresh-nexus.js';
-import { rebuildRollups, seatsOf, seed, seedMonths, seedPlanOf, type BenchTenant } from './lib/history-seed.js';
+import { rebuildRollups, seatsOf, seed, seedMonths, seedPlanOf, vacuumUpdated, type BenchTenant } from './lib/history-seed.js';
 import { cpuSecondsOf } from './lib/proc-cpu.js';
-import { batchOf, openLeases } from './lib/record-batch.js';
+import { batchOf, openLeases, releaseLeases } from './lib/record-batch.js';
 
 const USERS = Number(process.env.BENCH_HISTORY_USERS ?? 8);
 const ROUNDS = Number(process.env.BENCH_HISTORY_ROUNDS ?? 5);
@@ -164,7 +166,10 @@ async function recorderOn(databaseUrl: string, tenant: BenchTenant): Promise<Rec
       });
     },
     cpuSeconds: () => cpuSecondsOf(pid),
-    end: () => client.end(),
+    end: async () => {
+      await releaseLeases(client, leases);
+      await client.end();
+    },
   };
 }
 
@@ -327,6 +332,8 @@ await withFreshNexus(
             await client.query('update workspaces set detail_retention_days = 3650, rollup_retention_days = 3650 where id = $1', [
               tenant.workspaceId,
             ]);
+            // The leases earlier runs on a kept database left HELD (before they released theirs at the end).
+            const stale = KEPT ? await releaseLeases(client, { requestId: 'bench-history' }) : 0;
             const seeded = await recorderOn(databaseUrl, tenant);
             // Each recorder's connection ends before its database is dropped, whatever happened: a connection the drop
             // ends itself would be an error no one listens to, and the process would stop before its cleanup.
@@ -337,7 +344,7 @@ await withFreshNexus(
               if (KEEP) console.log(`the database is kept: ${KEEP}`);
               console.log();
               if (KEPT) {
-                console.log(`the kept database ${KEPT}, migrated to the latest`);
+                console.log(`the kept database ${KEPT}, migrated to the latest; leases earlier runs left held, released: ${stale}`);
                 const plan = await seedPlanOf(client);
                 if (plan && plan.seeded < plan.total) {
                   const from = plan.seeded;
@@ -349,6 +356,7 @@ await withFreshNexus(
                 if (REBUILD || (plan && plan.rolledUp < plan.seeded)) {
                   console.log(`rollups computed anew in ${(await rebuildRollups(client, ws, plan)).toFixed(0)} s`);
                 }
+                console.log(`vacuumed: ${(await vacuumUpdated(client)).toFixed(1)} s`);
                 await reportSizes(client);
                 await measure('as kept', empty, seeded, serverUrl, headers, ws);
               } else {

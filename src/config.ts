@@ -95,7 +95,7 @@ const variables = z.object({
   NEXUS_FIRST_WAVE_CALLS: integer(1, 10000, 2),
   NEXUS_FIRST_WAVE_WAIT_MS: integer(0, 600000, 30000),
   NEXUS_AUTH_CACHE_TTL_MS: integer(0, 5000, 1000),
-  NEXUS_AUTH_CACHE_LISTENING_TTL_MS: integer(0, 600000, 0),
+  NEXUS_AUTH_CACHE_LISTENING_TTL_MS: integer(0, 600000, 60000),
   NEXUS_QUOTA_LEASE_IDLE_MS: integer(10, 60000, 1000),
   NEXUS_GATEWAY_ASYNC_COMMIT: flag(false),
   NEXUS_RECORD_WINDOW_MS: integer(5, 250, 5),
@@ -299,8 +299,9 @@ function gatewayFields(v: z.output<typeof variables>) {
     authCacheTtlMs: v.NEXUS_AUTH_CACHE_TTL_MS,
     /**
      * How long a cached lookup of a key with a current period may answer while the change listener vouches that it
-     * has heard every change the other processes committed until authCacheTtlMs ago (at most authCacheTtlMs: off, the
-     * default; its listener needs a session of its own, NEXUS_DATABASE_LISTEN_URL behind a transaction pooler).
+     * has heard every change the other processes committed until authCacheTtlMs ago (60 s by default; at most
+     * authCacheTtlMs: off). A listener whose session is not its own (through a transaction pooler) cannot vouch, and
+     * its lookups keep authCacheTtlMs: NEXUS_DATABASE_LISTEN_URL gives it one behind a pooler.
      */
     authCacheListeningTtlMs: v.NEXUS_AUTH_CACHE_LISTENING_TTL_MS,
     /** A gateway quota lease unused this long returns its units to the period. */

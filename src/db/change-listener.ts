@@ -17,7 +17,9 @@
  * vouches that every notification committed before the question was asked has arrived (and been handed to
  * `onPayload`, which runs as each arrives, before the answer's promise settles). A session that leaves a question
  * unanswered for `pingTimeoutMs` is taken as lost: a connection a network dropped without a word would otherwise
- * look alive until TCP's keepalive gave up on it.
+ * look alive until TCP's keepalive gave up on it. A session that answers that it does not listen is not its own: a
+ * transaction pooler handed the question to another server session. Such a listener cannot vouch for anything, so it
+ * stops asking for good (`onFailure` tells the owner) and carries on as a listener without pings does.
  */
 import pg from 'pg';
 import type { Logger } from '../observability/logger.js';
@@ -44,7 +46,7 @@ export function startChangeListener(deps: {
   onPayload: (payload: string) => void;
   /** Listening (again): what was announced before may have been missed. */
   onListening: (reconnected: boolean) => void;
-  /** An attempt to listen failed, or the session was lost (it tries again). */
+  /** An attempt to listen failed or the session was lost (it tries again), or it is not its own (its pings stop). */
   onFailure?: () => void;
   /** The session answered a ping asked at this Date.now(). */
   onHeard?: (askedAt: number) => void;
@@ -58,6 +60,8 @@ export function startChangeListener(deps: {
   let listenedOnce = false;
   let retry: NodeJS.Timeout | undefined;
   let pinging: NodeJS.Timeout | undefined;
+  /** A ping found its session not listening: the connection goes through a transaction pooler. */
+  let pooled = false;
 
   function scheduleRetry(): void {
     if (closed) return;
@@ -115,7 +119,18 @@ export function startChangeListener(deps: {
     if (listenedOnce) logger.info({ msg: 'change listener reconnected: cached lookups dropped' });
     deps.onListening(listenedOnce);
     listenedOnce = true;
-    if (deps.onHeard) ping(c, deps.onHeard);
+    if (deps.onHeard && !pooled) ping(c, deps.onHeard);
+  }
+
+  /** `c` answered a ping from a session that does not listen (see the header): pings stop, the listener stays. */
+  function notItsOwn(c: pg.Client): void {
+    if (c !== client || pooled) return;
+    pooled = true;
+    clearInterval(pinging);
+    logger.warn({
+      msg: 'change listener: its session is not its own (a transaction pooler?), so it cannot vouch that changes are heard: cached keys keep NEXUS_AUTH_CACHE_TTL_MS; point NEXUS_DATABASE_LISTEN_URL at PostgreSQL itself',
+    });
+    deps.onFailure?.();
   }
 
   /** Asks the listening session `c` every pingMs, one question at a time, and tells `onHeard` of each answer. */
@@ -132,7 +147,7 @@ export function startChangeListener(deps: {
       c.query(question).then(
         ({ rowCount }) => {
           asked = undefined;
-          if (rowCount !== 1) lost(c, new Error('the session no longer listens'));
+          if (rowCount !== 1) notItsOwn(c);
           else if (client === c) onHeard(at);
         },
         (err: Error) => lost(c, err),

@@ -178,12 +178,10 @@ describe('a billing webhook that suspends an access', () => {
   });
 });
 
-/** The listening sessions of this file's schema. */
+/** The listening sessions of this file's schema and database (through PgBouncer each file has a database, all on one channel). */
 async function listeners(): Promise<{ pid: number; state: string }[]> {
-  const { rows } = await database.db.raw(`select pid, state from pg_stat_activity where application_name = ? and query ilike ?`, [
-    LISTENER_APPLICATION_NAME,
-    `%${changeChannel(database.schema)}%`,
-  ]);
+  const sql = `select pid, state from pg_stat_activity where datname = current_database() and application_name = ? and query ilike ?`;
+  const { rows } = await database.db.raw(sql, [LISTENER_APPLICATION_NAME, `%${changeChannel(database.schema)}%`]);
   return rows;
 }
 

@@ -70,6 +70,9 @@ describe("a connection's health", () => {
 
     const health = (await getProviderConnectionHealth({ client: t.client, path: { providerConnectionId: good } })).data!;
     expect(health.windows.map((w) => w.window)).toEqual(['5m', '1h', '1d']);
+    // The streamed answer's first byte came within its attempt, so within the slowest attempt (which p99, interpolated
+    // between the two slowest of six, may be below: when the stream is the slowest, its first byte can pass p99).
+    const [{ slowest }] = await t.database.db('invocations').where({ provider_connection_id: good }).max({ slowest: 'attempt_duration_ms' });
     for (const w of health.windows) {
       expect(w).toMatchObject({ attempts: 6, errors: 1, errorRate: 1 / 6 });
       expect(w.latencyMs!.p50).toBeGreaterThan(0);
@@ -77,7 +80,7 @@ describe("a connection's health", () => {
       expect(w.latencyMs!.p95).toBeLessThanOrEqual(w.latencyMs!.p99);
       // Read for every answer (a fast upstream on loopback may give its first byte within the millisecond).
       expect(w.timeToFirstTokenMs!.p50).toBeGreaterThanOrEqual(0);
-      expect(w.timeToFirstTokenMs!.p50).toBeLessThanOrEqual(w.latencyMs!.p99);
+      expect(w.timeToFirstTokenMs!.p50).toBeLessThanOrEqual(Number(slowest));
     }
     // One error in six: degraded.
     expect(health.status).toBe('degraded');

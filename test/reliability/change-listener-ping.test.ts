@@ -119,3 +119,59 @@ describe.runIf(usesPostgres)('the change listener, pinged', () => {
     await until(async () => heard.some((h) => h.at > again), 2000);
   });
 });
+
+/**
+ * A listener whose URL goes through PgBouncer in transaction pooling (a misconfiguration: NEXUS_DATABASE_LISTEN_URL
+ * should name PostgreSQL itself). Its LISTEN ran on one server session; once that session is busy with another
+ * client's transaction, its ping goes to another, which does not listen. Run by `npm run test:pgbouncer`.
+ */
+describe.runIf(usesPostgres && process.env.TEST_PGBOUNCER_URL)('the change listener, through a transaction pooler', () => {
+  let database: TestDatabase;
+  let listener: ChangeListener | undefined;
+  const holders: pg.Client[] = [];
+  const channel = `nexus_pooled_${process.pid}_${Date.now()}`;
+  const heard: number[] = [];
+  const events: string[] = [];
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    listener = startChangeListener({
+      url: database.url!,
+      channel,
+      logger: createLogger('silent'),
+      onPayload: () => {},
+      onListening: (again) => events.push(again ? 'listening again' : 'listening'),
+      onFailure: () => events.push('failed'),
+      onHeard: (at) => heard.push(at),
+      pingMs: PING_MS,
+      pingTimeoutMs: PING_TIMEOUT_MS,
+    });
+    await listener.ready;
+  });
+  afterAll(async () => {
+    await listener?.close();
+    for (const holder of holders) await holder.end().catch(() => {});
+    await database?.drop();
+  });
+
+  it('stops vouching once a ping finds its session not listening, and keeps listening without reconnecting', async () => {
+    await until(async () => heard.length >= 2, 2000);
+    // Transactions through the pooler until one holds the server session the LISTEN ran on.
+    const held = async () => {
+      const holder = new pg.Client({ connectionString: database.url! });
+      holders.push(holder);
+      await holder.connect();
+      await holder.query('begin');
+      const { rows } = await holder.query('select count(*)::int as n from pg_listening_channels() c where c = $1', [channel]);
+      return rows[0].n === 1;
+    };
+    let holding = false;
+    for (let i = 0; i < 8 && !holding; i++) holding = await held();
+    expect(holding).toBe(true);
+    await until(async () => events.includes('failed'), 2000);
+    const stoppedAt = heard.length;
+    await new Promise((r) => setTimeout(r, PING_MS * 10));
+    expect(heard.length).toBe(stoppedAt);
+    expect(events).toEqual(['listening', 'failed']);
+  });
+});

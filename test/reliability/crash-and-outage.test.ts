@@ -372,12 +372,14 @@ describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
     await proxy.cut();
     const statuses: number[] = [];
     const answered: string[] = [];
+    const refused: string[] = [];
     const started = Date.now();
     while (Date.now() - started < 2500) {
       const res = await call(tenant, base);
       statuses.push(res.status);
       if (res.status === 200) answered.push(res.headers.get('x-nexus-request-id')!);
       else {
+        refused.push(res.headers.get('x-nexus-request-id')!);
         expect(res.status).toBe(503);
         expect(res.headers.get('retry-after')).toBe('2');
         expect(((await res.json()) as { error: { code: string } }).error.code).toBe('database_unavailable');
@@ -398,10 +400,17 @@ describe.runIf(usesPostgres)('PostgreSQL unreachable', () => {
 
     await proxy.restore();
     const expected = 3 + answered.length;
-    await until(async () => (await invocationsOf(tenant.accessId)).length === expected, 20_000);
+    const succeeded = async () => (await invocationsOf(tenant.accessId)).filter((i) => i.status === 'SUCCEEDED');
+    await until(async () => (await succeeded()).length === expected, 20_000);
     await until(async () => spooled(dir).length === 0, 10_000);
     const invocations = await invocationsOf(tenant.accessId);
     for (const id of answered) expect(invocations.filter((i) => i.request_id === id)).toHaveLength(1);
+    // A call refused once its key was known (its lookup still cached) is a call of the access: it is recorded, once,
+    // as failed for the database, and charged nothing. One refused before its key was known has no access to record.
+    for (const refusal of invocations.filter((i) => i.status !== 'SUCCEEDED')) {
+      expect(refusal).toMatchObject({ status: 'FAILED', error_code: 'database_unavailable' });
+      expect(refused.filter((id) => id === refusal.request_id)).toHaveLength(1);
+    }
     const events = await t.database.db('usage_events').where({ workspace_access_id: tenant.accessId, kind: 'USAGE' });
     expect(events).toHaveLength(expected);
     await until(async () => (await periodOf(t, tenant.accessId)).reserved === 0n, 10_000);
