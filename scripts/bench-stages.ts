@@ -3,7 +3,8 @@
  * gateway URL's parse, the inference key's read, the route's lookup in the connection's protocol table, the request's
  * read for its bounds (prepareCall: the JSON parse, the caps, the input estimate), the upstream's headers, and the
  * answer's read for its usage (a JSON answer, and the SSE events of a stream with its usage chunk: the bench's
- * upstream's answers, test/support/upstreams/openai.ts). No socket, no database: each stage's own CPU (the process's
+ * upstream's answers, test/support/upstreams/openai.ts); and, apart from these, the call's rows as the recorder queues
+ * them, with its share of its batch's arrays (not in the totals). No socket, no database: each stage's own CPU (the process's
  * CPU time, not the wall clock, which counts the waits for a core on a shared host), in nanoseconds per call, the
  * median of BENCH_STAGES_ROUNDS rounds (default 15) of BENCH_STAGES_CALLS calls each (default 20,000).
  *
@@ -85,8 +86,80 @@ async function stagesOf(root: string): Promise<Record<string, Stage>> {
       meter.push(EVENTS);
       return meter.usage;
     },
+    ...(await recordStageOf(root)),
   };
 }
+
+/**
+ * The call's rows as the recorder queues them (callRows: its invocation and its settlement, as the record statement's
+ * array elements) and its share of its batch's two arrays, for a streamed call that succeeded; a checkout without src/records/call-rows.ts has no such stage.
+ * Not the protocol's part: left out of the totals.
+ */
+async function recordStageOf(root: string): Promise<Record<string, Stage>> {
+  const file = join(root, 'src', 'records', 'call-rows.ts');
+  if (!existsSync(file)) return {};
+  const [{ callRows }, { invocationRecord }, { newId }] = await Promise.all(
+    [file, join(root, 'src', 'records', 'invocation-record.ts'), join(root, 'src', 'ids.ts')].map((f) => import(pathToFileURL(f).href)),
+  );
+  const ms = (ns: bigint) => Number(ns) / 1e6;
+  const at = new Date();
+  const ids = Array.from({ length: 9 }, () => newId() as string);
+  const invocation = invocationRecord(
+    {
+      id: ids[0],
+      workspaceId: ids[1],
+      accessId: ids[2],
+      connectionId: ids[3],
+      keyId: ids[4],
+      planId: ids[5],
+      requestId: `req_${ids[8]}`,
+      traceId: null,
+      method: 'POST',
+      endpoint: 'v1/chat/completions',
+      startedAt: at,
+      metered: true,
+    },
+    { requestedModel: 'bench-model', streamed: true, leaseId: ids[6] },
+    {
+      upstream: true,
+      status: 'SUCCEEDED',
+      errorCode: null,
+      errorMessage: null,
+      quotaUnits: 20n,
+      completedAt: at,
+      totalLatencyMs: ms(1_037_036n),
+      upstreamResponseId: null,
+      attemptId: ids[7],
+      attemptStatus: 'SUCCEEDED',
+      upstreamModel: 'fake-model-2026-01-01',
+      httpStatus: 200,
+      attemptStartedAt: at,
+      attemptDurationMs: ms(912_345n),
+      providerLatencyMs: ms(912_345n),
+      providerTtftMs: ms(800_001n),
+      totalTtftMs: ms(1_035_802n),
+    },
+  );
+  const pricing = { rule: null, inputMultiplierPpm: 1_000_000n, cachedInputMultiplierPpm: 1_000_000n, outputMultiplierPpm: 1_000_000n };
+  const consumed = { units: 20n, inputTokens: 10n, cachedInputTokens: 0n, outputTokens: 5n, model: 'bench-model', pricing };
+  const { recordArray } = await import(pathToFileURL(join(root, 'src', 'db', 'row-record.ts')).href);
+  // The call's share of its batch's parameters too: the recorder writes the rows of about 40 calls as two arrays.
+  const batch: { invocation: string; leaseCall: string | null }[] = [];
+  return {
+    [RECORD_ROWS]: () => {
+      batch.push(callRows({ invocation, lease: { id: ids[6], bound: 4106n, take: 4086n }, consumed }));
+      if (batch.length < BATCH_CALLS) return batch.length;
+      const arrays = [recordArray(batch.map((r) => r.leaseCall)), recordArray(batch.map((r) => r.invocation))];
+      batch.length = 0;
+      return arrays;
+    },
+  };
+}
+
+/** Calls per record statement in the record rows' stage (what `npm run bench` sees at 800 requests/s: 40-80). */
+const BATCH_CALLS = 40;
+/** The stage of the call's rows (not the protocol's part: not in the totals). */
+const RECORD_ROWS = 'record rows (not in the totals)';
 
 /** The relay's test of a JSON answer: read for usage unless media (its endpoint's answerRead; the relay's own test before it). */
 const MEDIA_ANSWER = /^\s*(?:audio|image|video)\/|^\s*application\/octet-stream/i;
@@ -143,6 +216,7 @@ const totals = builds.map(() => ({ json: 0, stream: 0 }));
 for (const name of names) {
   const meds = figures.map((f) => median(f.get(name)!));
   meds.forEach((m, i) => {
+    if (name === RECORD_ROWS) return;
     if (!name.endsWith(', stream')) totals[i]!.json += m;
     if (!name.endsWith(', JSON')) totals[i]!.stream += m;
   });

@@ -242,7 +242,9 @@ export abstract class AnswerRead {
     const { usage, usageComplete: complete, outputEstimate, cut, model, responseId } = this;
     const saw = { usage, complete, outputEstimate, cut, model, responseId, upstreamEnded };
     if (!this.jsonChunks) return saw;
-    const parsed = usageFromJson(this.options.inspector!, Buffer.concat(this.jsonChunks).toString('utf8'));
+    // An answer that came in one chunk (most) is read from it, not from a copy.
+    const chunks = this.jsonChunks;
+    const parsed = usageFromJson(this.options.inspector!, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)).toString('utf8'));
     saw.usage = parsed.usage;
     saw.complete = parsed.usage !== null;
     if (parsed.model) saw.model = parsed.model;

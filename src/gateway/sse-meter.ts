@@ -43,6 +43,7 @@ const USAGE_NULL = /,\s*"usage"\s*:\s*null/;
 const EVENT_END = /\r?\n\r?\n/g;
 const NEWLINE = 0x0a;
 const CR = 0x0d;
+const SPACE = 0x20;
 const EMPTY = Buffer.alloc(0);
 
 type Json = Record<string, any>;
@@ -92,6 +93,12 @@ export class SseMeter extends StreamMeter {
     this.held = end < buf.length ? [end ? buf.subarray(end) : buf] : [];
     if (end === 0) return EMPTY;
     const text = buf.toString('utf8', 0, end);
+    // The usual stream ends its lines with a bare newline: its events are walked by indexOf, each read from its
+    // data line without a block of its own; one with a carriage return anywhere is walked by the full pattern.
+    if (!this.rewrite && text.indexOf('\r') < 0) {
+      const cutAt = this.meterEvents(text);
+      return cutAt < 0 ? buf.subarray(0, end) : text.slice(0, cutAt) + this.endingText();
+    }
     let out = '';
     let from = 0;
     EVENT_END.lastIndex = 0;
@@ -105,6 +112,38 @@ export class SseMeter extends StreamMeter {
       from = EVENT_END.lastIndex;
     }
     return this.rewrite ? out : buf.subarray(0, end);
+  }
+
+  /**
+   * Reads the events of `text` (whole events, lines ended by a bare newline, forwarded as they came); returns
+   * where the event that cut the stream began, or -1 when none did.
+   */
+  private meterEvents(text: string): number {
+    let from = 0;
+    for (let at = text.indexOf('\n\n'); at >= 0; at = text.indexOf('\n\n', from)) {
+      // One data line (no newline before the event's end): its data read in place; else the block's lines joined.
+      const single = text.startsWith('data:', from) && text.indexOf('\n', from) === at;
+      if (single) this.onData(text.slice(text.charCodeAt(from + 5) === SPACE ? from + 6 : from + 5, at));
+      else this.onData(dataOf(text.slice(from, at)));
+      if (this.cut) {
+        this.held = [];
+        return from;
+      }
+      from = at + 2;
+    }
+    return -1;
+  }
+
+  /** Reads one event's data, the stream forwarded as it came (not rewritten). */
+  private onData(data: string): void {
+    if (!data || data === '[DONE]') return;
+    let parsed: Json;
+    try {
+      parsed = JSON.parse(data) as Json;
+    } catch {
+      return;
+    }
+    if (parsed && typeof parsed === 'object') this.meterEvent(parsed);
   }
 
   /** What is left at the end of the stream (an unterminated event is forwarded as it came). */

@@ -352,6 +352,35 @@ describe('the output bound of a stream', () => {
     expect(out).not.toContain('usage');
   });
 
+  it.each([1, 9, 4096])(
+    'reads a stream the same whether its lines end with a newline or a carriage return and one (chunks of %i bytes)',
+    (size) => {
+      // Bare newlines are walked by indexOf, a stream with a carriage return by the full pattern: the same events read.
+      const stream =
+        chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]) +
+        'event: x\ndata: {"choices":[{"index":0,"delta":{"content":" two"}}],\ndata: "usage":null}\n\n' +
+        'data:{"choices":[{"index":0,"delta":{"content":" w"}}]}\n\n: a comment\n\n\n' +
+        words(50) +
+        'data: [DONE]\n\n';
+      const crlf = stream.replaceAll('\n', '\r\n');
+      const lf = new SseMeter(chat, bounds);
+      const cr = new SseMeter(chat, bounds);
+      const outLf = feed(lf, stream, size);
+      const outCr = feed(cr, crlf, size);
+      expect(lf.cut).toBe(true);
+      expect(cr.cut).toBe(true);
+      expect(lf.outputSeen).toBe(cr.outputSeen);
+      // What was forwarded before the cut is the stream as it came; the ending (its protocol's) is the same.
+      const endingAt = outLf.lastIndexOf('data: ', outLf.indexOf('"finish_reason":"length"'));
+      const forwarded = outLf.slice(0, endingAt);
+      expect(stream.startsWith(forwarded)).toBe(true);
+      expect(outCr).toBe(forwarded.replaceAll('\n', '\r\n') + outLf.slice(endingAt));
+      const within = new SseMeter(chat, { ...bounds, outputBound: 100n });
+      expect(feed(within, stream, size)).toBe(stream);
+      expect(within.outputSeen).toBe(52n);
+    },
+  );
+
   it('lets a stream within its bound through unchanged', () => {
     const meter = new SseMeter(chat, bounds);
     const stream = words(5) + chunk([], { usage: { prompt_tokens: 3, completion_tokens: 5 } }) + 'data: [DONE]\n\n';
