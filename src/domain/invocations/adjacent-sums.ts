@@ -2,6 +2,7 @@
  * A summary's rows where one bucket may come as a few rows next to each other (byDayBucketsSql's whole days: a row per
  * day, access and key, not summed by the statement), made a row a bucket, the sums of its rows added (as PostgreSQL
  * would: bigints, written in decimal). A bucket is one row in the common case (a user of one key), passed on as it is.
+ * The export's lines of such a day (mergeLines) are added up the same way.
  */
 interface SumRow {
   start: string;
