@@ -124,12 +124,12 @@ export function byDaySql(
  * With `csv` (an export's, usage-summary-repo.ts's usageSummarySumBatches), each bucket is its line after its start (the
  * key, then csvCells), and a row is a day: its start, its lines in one text, a CRLF between them, in the buckets'
  * order (the aggregate's own `order by`, which the subquery's order already gives it; the tests compare the lines
- * with the summary's buckets, and `npm run bench:console` counts a month's 62,000 lines), and `merge`. The whole days'
- * rows are not summed here either: each is its line as it is, and `merge` is true where a day holds a bucket of
- * several rows (a key the same as the line's before it), whose lines the reader adds up (adjacent-sums.ts's
- * mergeLines). Grouping the day rows into buckets (a bucket a row at a month of 2,000 users of a key each: a group's
- * states made and ended for every row) cost more than the flag's window does: a slice of 22,000 day rows took its
- * backend 56 ms of CPU grouped, 46 flagged.
+ * with the summary's buckets, and `npm run bench:console` counts a month's 62,000 lines). The whole days' rows are not
+ * summed here either: each is its line as it is, and where a day holds a bucket of several rows (a line's key the
+ * same as the line's before it), the reader adds up its lines (adjacent-sums.ts's repeatsKey and mergeLines).
+ * Grouping the day rows into buckets (a bucket a row at a month of 2,000 users of a key each: a group's states made
+ * and ended for every row) took a slice of 22,000 day rows 56 ms of its backend's CPU, 40 as lines; flagging the
+ * days with a window's `lag` cost 8 of those back, where the reader finds them in about 4 ms an export.
  */
 export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: string, key: string, csv = false): string {
   const zone = sqlString(query.timeZone);
@@ -160,11 +160,8 @@ export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: s
       order by b.start, b.key`;
   }
   return `${byDaySpans(zone, days, table)}
-     select date_part('epoch', d.start)::int8::text as start, string_agg(d.line, E'\\r\\n' order by d.key) as lines,
-            coalesce(bool_or(d.again), false) as merge
-       from (select b.start, b.key, coalesce(b.key::text, '') || ',' || b.sums as line,
-                    b.key = lag(b.key) over (partition by b.start order by b.key) as again
-               from (${buckets}) b) d
+     select date_part('epoch', d.start)::int8::text as start, string_agg(d.line, E'\\r\\n' order by d.key) as lines
+       from (select b.start, b.key, coalesce(b.key::text, '') || ',' || b.sums as line from (${buckets}) b order by b.start, b.key) d
       group by d.start
       order by d.start`;
 }
