@@ -3,8 +3,10 @@
  * rollup (an access's keys; by key, the rows without a key of every access): the statement passes those rows on as
  * they are and the reader adds them up (usage-summary-sql.ts's byDayBucketsSql, adjacent-sums.ts). Through HTTP, over
  * random ranges, getUsageSummary by day equals the hourly summary's hours added up per local day, and
- * exportUsageSummary's lines (on PostgreSQL made by the statement itself) are the day summary's buckets, with buckets
- * of negative sums among them, in UTC and in a DST zone.
+ * exportUsageSummary's lines (on PostgreSQL made by the statement itself, a line per day row, the lines of a bucket of
+ * several rows added up by the process: adjacent-sums.ts's repeatsKey and mergeLines) are the day summary's buckets,
+ * with buckets of negative sums among them, in UTC and in a DST zone. The export fails them with the lines left
+ * apart, and with a negative sum's apostrophe left out of the added lines.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.js';

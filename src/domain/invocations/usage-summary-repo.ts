@@ -6,13 +6,14 @@
 import type { Knex } from 'knex';
 import { isEmbedded, type Queryable } from '../../db/database.js';
 import { rowBatches } from '../../db/row-batches.js';
-import { mergeAdjacent } from './adjacent-sums.js';
+import { mergeAdjacent, mergeLines, repeatsKey } from './adjacent-sums.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
 import { KIND_COUNTS } from '../recording/kind-sql.js';
 import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
 import {
   bucketColumns,
   byDayBucketsSql,
+  COUNT_CELLS,
   byDaySql,
   GROUP_KEYS,
   otherZoneDaysSql,
@@ -227,7 +228,9 @@ export type UsageSumPage = UsageSumRow[] | string;
  * from the day rollups by access or key (a row per day and user) on PostgreSQL, the statement makes the lines itself,
  * a day's in one text (byDayBucketsSql's `csv`, the workspace's `currency` among their cells), and each day comes as
  * the statement sends it (rowBatches): its start is written here, once a line, and the text is the page. At a month of
- * 2,000 users, a row, an object and three strings a bucket cost the process more CPU than the statement's sums.
+ * 2,000 users, a row, an object and three strings a bucket cost the process more CPU than the statement's sums. A day
+ * whose whole-day rows hold a bucket of several rows (an access's keys: a line with the key of the line before it,
+ * repeatsKey) has its lines added up here (mergeLines); a day of a row a bucket is written as it came.
  */
 export async function usageSummarySumBatches(
   { db }: InvocationRepoDeps,
@@ -241,8 +244,9 @@ export async function usageSummarySumBatches(
     const days = await rowBatches(db as Knex, userDays.lines, { ...userDays.bound, currency }, NO_HASHING, 1);
     return (async function* () {
       for await (const rows of days) {
-        for (const [start, lines] of rows as [string, string][]) {
+        for (const [start, made] of rows as [string, string][]) {
           const head = `${isoOf(start)},`;
+          const lines = repeatsKey(made) ? mergeLines(made, COUNT_CELLS) : made;
           yield `${head}${lines.replaceAll('\r\n', `\r\n${head}`)}\r\n`;
         }
       }

@@ -121,16 +121,22 @@ export function byDaySql(
  * per local day and key. The parts are merged in order (a Merge Append), instead of every row of the range sorted at
  * once, which spilled to disk at a month of 2,000 users.
  *
- * With `csv` (an export's, usage-summary-repo.ts's usageSummarySumBatches), the whole days are summed too, each bucket
- * is its line after its start (the key, then csvCells), and a row is a day: its start, and its lines in one text, a
- * CRLF between them, in the buckets' order (the aggregate's own `order by`, which the subquery's order already gives
- * it; the tests compare the lines with the summary's buckets, and `npm run bench:console` counts a month's 62,000
- * lines).
+ * With `csv` (an export's, usage-summary-repo.ts's usageSummarySumBatches), each bucket is its line after its start (the
+ * key, then csvCells), and a row is a day: its start, its lines in one text, a CRLF between them, in the buckets'
+ * order (the aggregate's own `order by`, which the subquery's order already gives it; the tests compare the lines
+ * with the summary's buckets, and `npm run bench:console` counts a month's 62,000 lines). The whole days' rows are not
+ * summed here either: each is its line as it is, and where a day holds a bucket of several rows (a line's key the
+ * same as the line's before it), the reader adds up its lines (adjacent-sums.ts's repeatsKey and mergeLines).
+ * Grouping the day rows into buckets (a bucket a row at a month of 2,000 users of a key each: a group's states made
+ * and ended for every row) took a slice of 22,000 day rows 56 ms of its backend's CPU, 40 as lines; flagging the
+ * days with a window's `lag` cost 8 of those back, where the reader finds them in about 4 ms an export.
  */
 export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: string, key: string, csv = false): string {
   const zone = sqlString(query.timeZone);
   const { wholeDays, hoursBefore, hoursAfter } = byDayScans(zone);
-  const sums = csv ? csvCells() : `concat_ws(',', ${ROLLUP_SUMS.map((column) => `sum_int8(${column})`).join(', ')})`;
+  const sums = csv
+    ? csvCells((column) => `sum_int8(${column})`)
+    : `concat_ws(',', ${ROLLUP_SUMS.map((column) => `sum_int8(${column})`).join(', ')})`;
   const inOneDay = (day: string, inRange: string) => `select (select ${day} from spans) as start, ${key} as key, ${sums} as sums
                from ${table} where ${inRange} and (select days from spans)
               group by ${key}`;
@@ -142,7 +148,7 @@ export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: s
              union all
              ${
                csv
-                 ? `select day, ${key}, ${sums} from ${days} where ${wholeDays} group by day, ${key}`
+                 ? `select day, ${key}, ${csvCells((column) => column)} from ${days} where ${wholeDays}`
                  : `select day, ${key}, concat_ws(',', ${ROLLUP_SUMS.join(', ')}) from ${days} where ${wholeDays}`
              }
              union all
@@ -160,15 +166,19 @@ export function byDayBucketsSql(query: UsageSummaryQuery, days: string, table: s
       order by d.start`;
 }
 
+/** The sums (in ROLLUP_SUMS' order) that are counts: an export writes them as numbers, even where negative. */
+export const COUNT_CELLS: readonly number[] = [4, 6, 7, 8, 9];
+
 /**
- * A bucket's cells after its key in an export's line (src/handlers/money/csv.ts's usageSumLines), from the rollup rows
- * grouped into it: its first ten sums, the currency (`:currency`, three capital letters by the workspaces' check: its
- * own cell), then the kinds. A negative sum is written as a text cell is (a leading apostrophe), but for the counts
- * (events, unpriced events, calls, failed and refused calls), which the export writes as numbers.
+ * A bucket's cells after its key in an export's line (src/handlers/money/csv.ts's usageSumLines), each sum `valueOf` a
+ * column of the rollup (summed over the rows grouped into it, or a row's own): its first ten sums, the currency
+ * (`:currency`, three capital letters by the workspaces' check: its own cell), then the kinds. A negative sum is
+ * written as a text cell is (a leading apostrophe), but for the counts (events, unpriced events, calls, failed and
+ * refused calls), which the export writes as numbers (COUNT_CELLS).
  */
-function csvCells(): string {
-  const summed = ROLLUP_SUMS.map((column) => `sum_int8(${column})`);
-  const counts = new Set([4, 6, 7, 8, 9]);
+function csvCells(valueOf: (column: string) => string): string {
+  const summed = ROLLUP_SUMS.map(valueOf);
+  const counts = new Set(COUNT_CELLS);
   const cells = (each: (sum: string, i: number) => string) =>
     `concat_ws(',', ${summed.slice(0, 10).map(each).join(', ')}, cast(:currency as text), ${summed
       .slice(10)
