@@ -4,7 +4,7 @@
  * config.authCacheTtlMs (default 1 s, at most 5 s), and read again in the background once an entry in use is past
  * three quarters of it, so a key in steady use has no call wait for its lookup. While the change feed vouches that it
  * has heard every other process's change until a TTL ago (its listener's pings), an entry of a key with a current
- * period lives config.authCacheListeningTtlMs instead (off by default). A change that decides a call
+ * period lives config.authCacheListeningTtlMs instead (60 s by default). A change that decides a call
  * (a key revoked, an access suspended or renewed or moved to another plan, a
  * workspace or connection archived, a provider key rotated, a plan's rate limits changed) drops the entries it
  * touches at once (`invalidate`, fed by src/domain/changes/change-feed.ts: on
