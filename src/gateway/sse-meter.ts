@@ -48,6 +48,18 @@ const EMPTY = Buffer.alloc(0);
 
 type Json = Record<string, any>;
 
+/** An event's data as the object it holds, or null: none, `[DONE]`, not JSON, or JSON that is not an object. */
+function eventJson(data: string): Json | null {
+  if (!data || data === '[DONE]') return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(data);
+  } catch {
+    return null;
+  }
+  return parsed && typeof parsed === 'object' ? parsed : null;
+}
+
 /** The data of an SSE event: its `data:` lines joined by newlines ('' when it has none). */
 function dataOf(block: string): string {
   // The usual event is one data line.
@@ -123,8 +135,10 @@ export class SseMeter extends StreamMeter {
     for (let at = text.indexOf('\n\n'); at >= 0; at = text.indexOf('\n\n', from)) {
       // One data line (no newline before the event's end): its data read in place; else the block's lines joined.
       const single = text.startsWith('data:', from) && text.indexOf('\n', from) === at;
-      if (single) this.onData(text.slice(text.charCodeAt(from + 5) === SPACE ? from + 6 : from + 5, at));
-      else this.onData(dataOf(text.slice(from, at)));
+      const parsed = eventJson(
+        single ? text.slice(text.charCodeAt(from + 5) === SPACE ? from + 6 : from + 5, at) : dataOf(text.slice(from, at)),
+      );
+      if (parsed) this.meterEvent(parsed);
       if (this.cut) {
         this.held = [];
         return from;
@@ -132,18 +146,6 @@ export class SseMeter extends StreamMeter {
       from = at + 2;
     }
     return -1;
-  }
-
-  /** Reads one event's data, the stream forwarded as it came (not rewritten). */
-  private onData(data: string): void {
-    if (!data || data === '[DONE]') return;
-    let parsed: Json;
-    try {
-      parsed = JSON.parse(data) as Json;
-    } catch {
-      return;
-    }
-    if (parsed && typeof parsed === 'object') this.meterEvent(parsed);
   }
 
   /** What is left at the end of the stream (an unterminated event is forwarded as it came). */
@@ -160,15 +162,8 @@ export class SseMeter extends StreamMeter {
 
   /** Reads one event; returns it as it should reach the client, or null to drop it. */
   private onEvent(block: string): string | null {
-    const data = dataOf(block);
-    if (!data || data === '[DONE]') return block;
-    let parsed: Json;
-    try {
-      parsed = JSON.parse(data) as Json;
-    } catch {
-      return block;
-    }
-    if (!parsed || typeof parsed !== 'object') return block;
+    const parsed = eventJson(dataOf(block));
+    if (!parsed) return block;
     if (!this.meterEvent(parsed)) return null;
     // Only a stream the gateway asked usage of (an OpenAI chat or completions stream: inspectors.ts) is rewritten.
     if (!this.rewrite || !('usage' in parsed)) return block;
