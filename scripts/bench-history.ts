@@ -60,6 +60,8 @@ const SMALL = Number(process.env.BENCH_HISTORY_SMALL ?? 100_000);
 const LARGE = Number(process.env.BENCH_HISTORY_LARGE ?? 1_000_000);
 const MONTHS = Number(process.env.BENCH_HISTORY_MONTHS ?? 12);
 const RUNS = Number(process.env.BENCH_HISTORY_RUNS ?? 20);
+/** The request id of the leases the CPU step records on (released at its end, and before it on a kept database). */
+const LEASES_NAMED = 'bench-history';
 const CONVERT = Number(process.env.BENCH_HISTORY_CONVERT ?? 0);
 /** The seeded database's name when it is to be kept (BENCH_HISTORY_KEEP=1). */
 const KEEP = process.env.BENCH_HISTORY_KEEP === '1' ? `bench_history_${Math.round(LARGE / 1e6)}m` : undefined;
@@ -152,7 +154,7 @@ interface Recorder {
 async function recorderOn(databaseUrl: string, tenant: BenchTenant): Promise<Recorder> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
-  const leases = await openLeases(client, tenant, 'bench-history');
+  const leases = await openLeases(client, tenant, LEASES_NAMED);
   const statement = recordCallsSql(true);
   const pid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
   cpuSecondsOf(pid);
@@ -167,7 +169,7 @@ async function recorderOn(databaseUrl: string, tenant: BenchTenant): Promise<Rec
     },
     cpuSeconds: () => cpuSecondsOf(pid),
     end: async () => {
-      await releaseLeases(client, leases);
+      await releaseLeases(client, LEASES_NAMED);
       await client.end();
     },
   };
@@ -333,7 +335,7 @@ await withFreshNexus(
               tenant.workspaceId,
             ]);
             // The leases earlier runs on a kept database left HELD (before they released theirs at the end).
-            const stale = KEPT ? await releaseLeases(client, { requestId: 'bench-history' }) : 0;
+            const stale = KEPT ? await releaseLeases(client, LEASES_NAMED) : 0;
             const seeded = await recorderOn(databaseUrl, tenant);
             // Each recorder's connection ends before its database is dropped, whatever happened: a connection the drop
             // ends itself would be an error no one listens to, and the process would stop before its cleanup.

@@ -142,21 +142,15 @@ export async function openLeases(client: pg.Client, tenant: Pick<Tenant, 'users'
 }
 
 /**
- * The leases `openLeases` opened RELEASED, as a gateway process releases a lease idle for a second (nothing reserved:
- * nothing to give back); `requestId` alone: every lease still HELD that was opened under that name. On a database
- * kept between runs (bench:history's) a run's leases would otherwise stay HELD for their day, and the record
- * statement's lease update in every later run would read them too, with the versions of their rows its updates left
- * where nothing vacuums the table.
+ * The leases `openLeases` opened under `requestId` and still HELD, RELEASED, as a gateway process releases a lease idle
+ * for a second (nothing reserved: nothing to give back). On a database kept between runs (bench:history's) a run's
+ * leases would otherwise stay HELD for their day, and the record statement's lease update in every later run would read
+ * them too, with the versions of their rows its updates left where nothing vacuums the table. Returns how many.
  */
-export async function releaseLeases(client: pg.Client, leases: Map<string, string> | { requestId: string }): Promise<number> {
-  const result =
-    leases instanceof Map
-      ? await client.query(
-          `update quota_leases set status = 'RELEASED', settled_at = now() where id = any($1::uuid[]) and status = 'HELD'`,
-          [[...leases.values()]],
-        )
-      : await client.query(`update quota_leases set status = 'RELEASED', settled_at = now() where request_id = $1 and status = 'HELD'`, [
-          leases.requestId,
-        ]);
+export async function releaseLeases(client: pg.Client, requestId: string): Promise<number> {
+  const result = await client.query(
+    `update quota_leases set status = 'RELEASED', settled_at = now() where request_id = $1 and status = 'HELD'`,
+    [requestId],
+  );
   return result.rowCount ?? 0;
 }
