@@ -696,6 +696,9 @@ describe('delivery', () => {
     expect(accepted).toHaveLength(3);
     // Every attempt of a message carried its id: the receiver saw no other id.
     expect(new Set(r.deliveries.map((d) => d.id))).toEqual(new Set(sent));
+    // The receiver answers before Nexus writes the attempt down: the last one's row follows a moment later (past a
+    // fixed wait under load).
+    await until(async () => (await messagesOf(t, endpoint.id)).every((m) => m.status !== 'PENDING'), 5_000);
     const messages = await messagesOf(t, endpoint.id);
     expect(messages.every((m) => m.status === 'DELIVERED' && m.attempts.at(-1)!.outcome === 'SUCCEEDED')).toBe(true);
     expect(messages.some((m) => m.attempts.some((a) => a.outcome === 'FAILED' && a.responseStatus === 503))).toBe(true);
