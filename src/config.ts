@@ -77,6 +77,7 @@ const variables = z.object({
     .default('info'),
   NEXUS_BODY_LIMIT_BYTES: integer(1024, undefined, 1048576),
   NEXUS_EXPORTS_AT_ONCE: integer(1, 100, 3),
+  NEXUS_USAGE_DAY_CACHE_MB: integer(0, 4096, 64),
   NEXUS_GATEWAY_BODY_LIMIT_BYTES: integer(1024, undefined, 33554432),
   NEXUS_BODY_TIMEOUT_MS: integer(1000, 3600000, 30000),
   NEXUS_SHUTDOWN_TIMEOUT_MS: integer(0, undefined, 10000),
@@ -200,6 +201,11 @@ function serverFields(v: z.output<typeof variables>) {
      * `exports_busy` and a Retry-After. A usage summary's export holds two of the Admin API pool's connections.
      */
     exportsAtOnce: v.NEXUS_EXPORTS_AT_ONCE,
+    /**
+     * How much of the usage summaries' finished days a process keeps, bytes (src/domain/invocations/usage-days.ts):
+     * a summary by day reads again only its days not kept; 0 keeps none.
+     */
+    usageDayCacheBytes: v.NEXUS_USAGE_DAY_CACHE_MB * 1024 * 1024,
     /**
      * How long a request's body may take to arrive, from the request's start (node's requestTimeout): a client
      * trickling one is answered 408 and its connection closed, instead of holding its socket.

@@ -152,7 +152,7 @@ export function createDomain(deps: ServiceDeps) {
     changes,
     events,
   });
-  const invocationRepo = createInvocationRepo(db);
+  const invocationRepo = createInvocationRepo(db, config.usageDayCacheBytes);
   const requestLogs = createRequestLogService({ requestLogRepo: createRequestLogRepo(db), secretBox, clock });
   const invocations = createInvocationService({
     invocationRepo,

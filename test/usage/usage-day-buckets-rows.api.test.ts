@@ -19,6 +19,7 @@ import { createTenant, type Tenant } from '../gateway/gateway-support.js';
 import { prng } from '../support/prng.js';
 import { byLocalDay, rebuildRollups, usageCsvCells, type Bucket } from '../support/usage-rollups.js';
 import { usageSummary, usageSummarySumBatches } from '../../src/domain/invocations/usage-summary-repo.js';
+import { UsageDayCache } from '../../src/domain/invocations/usage-days.js';
 import { usageSumLines } from '../../src/handlers/money/csv.js';
 
 let t: TestApp;
@@ -167,7 +168,7 @@ describe('a bucket of several day rows (an access’s keys, the accesses’ rows
 describe('an export of buckets with negative sums (refunds), by day and user', () => {
   for (const groupBy of ['access', 'key'] as const) {
     it(`by ${groupBy}: a negative sum's cell begins with an apostrophe, a negative count's does not, as the summary's buckets`, async () => {
-      const deps = { db: t.database.db, zones: {} };
+      const deps = { db: t.database.db, zones: {}, days: new UsageDayCache(0) };
       const query = {
         workspaceId: refunds.workspaceId,
         since: new Date(FROM + 5 * HOUR),

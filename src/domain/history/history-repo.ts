@@ -5,6 +5,7 @@
  */
 import type { Knex } from 'knex';
 import type { Queryable } from '../../db/database.js';
+import { RAISE_REVISION_SQL } from '../recording/rollup-sql.js';
 
 /** The partitioned tables and their partition keys. */
 export const HISTORY_TABLES = {
@@ -166,5 +167,7 @@ export async function deleteRollupBatch(db: Knex, workspaceId: string, before: D
     );
     removed += rows.length;
   }
+  // The summaries' finished days (src/domain/invocations/usage-days.ts) are read again.
+  if (removed > 0) await db.raw(RAISE_REVISION_SQL, [workspaceId]);
   return removed;
 }

@@ -11,6 +11,7 @@ import { paginate, whereInRange, type Page, type PageRequest, type TimeRange } f
 import type { KindColumns, UsageEventRow } from '../quota/quota-types.js';
 import { KIND_COLUMNS } from '../recording/kind-sql.js';
 import type { InvocationBatchRow, InvocationRow, InvocationStatus, InvocationUser } from './invocation-types.js';
+import { UsageDayCache } from './usage-days.js';
 import { timeZones, topUsageSummary, usageHours, usageSummary, usageSummarySumBatches } from './usage-summary-repo.js';
 
 export type { UsageBucketRow, UsageSumPage } from './usage-summary-repo.js';
@@ -75,6 +76,8 @@ const EXPORT_PAGE = 1000;
 export interface InvocationRepoDeps {
   db: Queryable;
   zones: { names?: Promise<ReadonlySet<string>> | undefined };
+  /** The summaries' finished days kept in the process (usage-days.ts). */
+  days: UsageDayCache;
 }
 
 /** The accesses of the workspace's end users whose email (case-insensitive) or external id is `text`. */
@@ -289,8 +292,9 @@ async function listUsageEvents({ db }: InvocationRepoDeps, filter: UsageEventFil
   return paginate<UsageEventRow>(query, filter);
 }
 
-export function createInvocationRepo(db: Queryable) {
-  const deps: InvocationRepoDeps = { db, zones: {} };
+/** `dayCacheBytes`: at most how much of the summaries' finished days the process keeps (0: none; usage-days.ts). */
+export function createInvocationRepo(db: Queryable, dayCacheBytes = 0) {
+  const deps: InvocationRepoDeps = { db, zones: {}, days: new UsageDayCache(dayCacheBytes) };
   return bindDeps(deps, {
     detailsOf,
     findById,

@@ -13,6 +13,7 @@ import type { UsageEventRow } from '../quota/quota-types.js';
 import { sameDays } from '../workspaces/time-zone.js';
 import type { WorkspaceService } from '../workspaces/workspace-service.js';
 import type { ExportSlots } from './export-slots.js';
+import { dayStart } from './usage-days.js';
 import type {
   InvocationFilter,
   InvocationRepo,
@@ -323,21 +324,4 @@ async function readAhead<T>(reads: (() => Promise<T>)[], inFlight: number): Prom
     }
   }
   return inTurn();
-}
-
-/**
- * The first whole hour of the day in `timeZone` that the hour starting at `ms` falls in (the summary counts an
- * hour in the local day its start falls in): the local midnight, rounded up to its hour.
- */
-function dayStart(ms: number, timeZone: string): number {
-  const parts = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', hour: 'numeric', minute: 'numeric', second: 'numeric' });
-  const sinceMidnight = (t: number) => {
-    const p = Object.fromEntries(parts.formatToParts(t).map((x) => [x.type, Number(x.value)]));
-    return ((p.hour ?? 0) * 3600 + (p.minute ?? 0) * 60 + (p.second ?? 0)) * 1000;
-  };
-  // Twice: a day that changes its offset (DST) is corrected by the second step.
-  let midnight = ms - sinceMidnight(ms);
-  const off = sinceMidnight(midnight);
-  if (off !== 0) midnight -= off > 12 * HOUR_MS ? off - 24 * HOUR_MS : off;
-  return Math.ceil(midnight / HOUR_MS) * HOUR_MS;
 }

@@ -8,8 +8,9 @@ import { isEmbedded, type Queryable } from '../../db/database.js';
 import { rowBatches } from '../../db/row-batches.js';
 import { mergeAdjacent, mergeLines, repeatsKey } from './adjacent-sums.js';
 import type { InvocationRepoDeps } from './invocation-repo.js';
-import { KIND_COUNTS } from '../recording/kind-sql.js';
 import { ROLLUP_SUMS } from '../recording/rollup-sql.js';
+import { byKeyWithinHour, startsAsIso, toBuckets, type SummedRow, type UsageBucketRow, type UsageSumRow } from './usage-buckets.js';
+import { allRowsByDay, hourOfStart, rowsByDay, type DayReads } from './usage-days.js';
 import {
   bucketColumns,
   byDayBucketsSql,
@@ -22,6 +23,9 @@ import {
   type UsageGroupBy,
   type UsageSummaryQuery,
 } from './usage-summary-sql.js';
+import { topOfRows } from './usage-top.js';
+
+export type { UsageBucketRow } from './usage-buckets.js';
 
 /** A summary of some of its keys (topUsageSummary): those ranked `offset` + 1 to `offset` + `top`. */
 export interface TopUsageSummaryQuery extends UsageSummaryQuery {
@@ -38,142 +42,6 @@ export interface TopUsageSummaryQuery extends UsageSummaryQuery {
 export interface TopUsageSummary {
   buckets: UsageBucketRow[];
   keys: number;
-}
-
-/**
- * A bucket as its start (ISO 8601 in UTC), its key, and its sums in ROLLUP_SUMS' order (units, input, cached and
- * output tokens, events, cost, unpriced events, calls, failed and refused calls, then the kinds), comma-separated.
- */
-interface UsageSumRow {
-  start: string;
-  key: string;
-  sums: string;
-}
-
-/** A sum as its decimal string (it may pass 2^53). */
-type DecimalSum = `${bigint}`;
-
-/**
- * One bucket of one series, already in the shape the API writes (UsageBucketDto): the largest summary's tens of
- * thousands of buckets are made once and written as they are, where a copy of each in the wire's names cost the
- * process about a tenth of that answer's CPU.
- */
-export interface UsageBucketRow {
-  /** ISO 8601 in UTC, as the API writes it. */
-  start: string;
-  key: string;
-  units: DecimalSum;
-  inputTokens: DecimalSum;
-  cachedInputTokens: DecimalSum;
-  outputTokens: DecimalSum;
-  events: number;
-  costMicros: DecimalSum;
-  unpricedEvents: number;
-  calls: number;
-  failedCalls: number;
-  refusedCalls: number;
-  /** The kinds beyond text tokens (docs/pricing.md, "Kinds"), each only where the bucket has some. */
-  audioInputTokens?: DecimalSum;
-  audioOutputTokens?: DecimalSum;
-  imageInputTokens?: DecimalSum;
-  imageOutputTokens?: DecimalSum;
-  images?: DecimalSum;
-  audioMs?: DecimalSum;
-  characters?: DecimalSum;
-  /** The sums of every key beyond the summary's top ones (its key is empty). */
-  other?: true;
-}
-
-/** A bucket's kinds, in ROLLUP_SUMS' order (after its first ten sums: KIND_COUNTS). */
-const BUCKET_KINDS = [
-  'audioInputTokens',
-  'audioOutputTokens',
-  'imageInputTokens',
-  'imageOutputTokens',
-  'images',
-  'audioMs',
-  'characters',
-] as const satisfies readonly (keyof UsageBucketRow)[];
-const FIRST_KIND = ROLLUP_SUMS.length - KIND_COUNTS.length;
-
-/** A bucket as its query returns it: three columns rather than twelve (reading each column costs node-pg a string). */
-interface SummedRow {
-  /** Seconds since the epoch, made an ISO string in toBuckets: to_char costs PostgreSQL about a tenth of the query. */
-  start: string;
-  /** Null: the keys beyond the top ones (TopUsageSummaryQuery.top). */
-  key: string | null;
-  /** The sums in ROLLUP_SUMS' order, comma-separated. */
-  sums: string;
-}
-
-/** A start in seconds since the epoch as an ISO string in UTC, written once for the rows of a start (they come by start). */
-function startsAsIso(): (seconds: string) => string {
-  let last = '';
-  let iso = '';
-  return (seconds) => {
-    if (seconds !== last) {
-      last = seconds;
-      iso = new Date(Number(seconds) * 1000).toISOString();
-    }
-    return iso;
-  };
-}
-
-/** The buckets of rows that come by start: each start written as an ISO string in UTC once, each row's sums split. */
-function toBuckets(rows: SummedRow[]): UsageBucketRow[] {
-  const isoOf = startsAsIso();
-  return rows.map((row) => {
-    const sums = row.sums.split(',') as DecimalSum[];
-    const bucket: UsageBucketRow = {
-      start: isoOf(row.start),
-      key: row.key ?? '',
-      units: sums[0]!,
-      inputTokens: sums[1]!,
-      cachedInputTokens: sums[2]!,
-      outputTokens: sums[3]!,
-      events: Number(sums[4]),
-      costMicros: sums[5]!,
-      unpricedEvents: Number(sums[6]),
-      calls: Number(sums[7]),
-      failedCalls: Number(sums[8]),
-      refusedCalls: Number(sums[9]),
-    };
-    for (let i = 0; i < BUCKET_KINDS.length; i++) {
-      const sum = sums[FIRST_KIND + i]!;
-      if (sum !== '0') bucket[BUCKET_KINDS[i]!] = sum;
-    }
-    if (row.key === null) bucket.other = true;
-    return bucket;
-  });
-}
-
-/**
- * Hours by key, summed per access and key, made one row per hour and key: rows that come by hour are put in the order
- * of their keys, each hour's few dozen on their own (as PostgreSQL orders the uuids and the empty key in text: by
- * character; sorting a month of hours by key in the query costs it nearly a third more). The rows an event without
- * its call left (no key) are one per access, adjacent once sorted, and their sums are added up.
- */
-function byKeyWithinHour(rows: SummedRow[]): SummedRow[] {
-  const out: SummedRow[] = [];
-  for (let from = 0; from < rows.length;) {
-    let to = from + 1;
-    while (to < rows.length && rows[to]!.start === rows[from]!.start) to++;
-    for (const row of rows.slice(from, to).sort((a, b) => (a.key! < b.key! ? -1 : a.key! > b.key! ? 1 : 0))) {
-      const last = out.at(-1);
-      if (last?.start === row.start && last.key === row.key) {
-        const more = row.sums.split(',');
-        out[out.length - 1] = {
-          ...last,
-          sums: last.sums
-            .split(',')
-            .map((sum, i) => String(BigInt(sum) + BigInt(more[i]!)))
-            .join(','),
-        };
-      } else out.push(row);
-    }
-    from = to;
-  }
-  return out;
 }
 
 /**
@@ -214,9 +82,34 @@ export async function usageHours(
  * memory). Hours by key come by access within an hour, and are put in the order of their keys here
  * (byKeyWithinHour). A month of hours is read by a few queries at once (the service's slices).
  */
-export async function usageSummary({ db }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = db): Promise<UsageBucketRow[]> {
-  return toBuckets(await summedRows(q, query));
+export async function usageSummary(deps: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable = deps.db): Promise<UsageBucketRow[]> {
+  const days = dayReads(deps, query, q);
+  return toBuckets(days ? await allRowsByDay(days, query.since.getTime(), query.until.getTime()) : await summedRows(q, query));
 }
+
+/** About what a summary's row holds beside its key and sums: the object, its start, its strings' headers. */
+const ROW_BYTES = 96;
+
+/**
+ * How a summary by day is read and its finished days kept (usage-days.ts), the rows of a day per zone, workspace
+ * zone and grouping; undefined by hour, or where the process keeps no day.
+ */
+function dayReads({ days }: InvocationRepoDeps, query: UsageSummaryQuery, q: Queryable): DayReads<SummedRow> | undefined {
+  if (query.granularity !== 'day' || !days.enabled) return undefined;
+  return {
+    cache: days,
+    db: q,
+    workspaceId: query.workspaceId,
+    kind: `rows|${query.timeZone}|${query.workspaceTimeZone ?? ''}|${query.groupBy}`,
+    timeZone: query.timeZone,
+    read: (since, until) => summedRows(q, { ...query, since, until }),
+    startOf: (row) => hourOfStart(row.start),
+    sizeOf: (row) => ROW_BYTES + row.sums.length + (row.key?.length ?? 0),
+  };
+}
+
+/** A day of an export by day and user: its start (epoch seconds) and its lines, as they are written. */
+type DayLines = readonly [string, string];
 
 /** A page of an export: its buckets as their sums (UsageSumRow), or its lines already made (CSV lines, each ending in CRLF). */
 export type UsageSumPage = UsageSumRow[] | string;
@@ -233,26 +126,50 @@ export type UsageSumPage = UsageSumRow[] | string;
  * repeatsKey) has its lines added up here (mergeLines); a day of a row a bucket is written as it came.
  */
 export async function usageSummarySumBatches(
-  { db }: InvocationRepoDeps,
+  deps: InvocationRepoDeps,
   query: UsageSummaryQuery,
   size: number,
   currency: string,
 ): Promise<AsyncIterable<UsageSumPage>> {
+  const { db, days } = deps;
   const isoOf = startsAsIso();
-  const userDays = userDaysOf(query);
-  if (userDays && !isEmbedded(db as Knex)) {
-    const days = await rowBatches(db as Knex, userDays.lines, { ...userDays.bound, currency }, NO_HASHING, 1);
-    return (async function* () {
-      for await (const rows of days) {
-        for (const [start, made] of rows as [string, string][]) {
-          const head = `${isoOf(start)},`;
-          const lines = repeatsKey(made) ? mergeLines(made, COUNT_CELLS) : made;
-          yield `${head}${lines.replaceAll('\r\n', `\r\n${head}`)}\r\n`;
+  if (userDaysOf(query) && !isEmbedded(db as Knex)) {
+    // A day's lines, as they are written.
+    const read = async (since: Date, until: Date) => {
+      const userDays = userDaysOf({ ...query, since, until })!;
+      const batches = await rowBatches(db as Knex, userDays.lines, { ...userDays.bound, currency }, NO_HASHING, 1);
+      return (async function* () {
+        for await (const rows of batches) {
+          yield (rows as [string, string][]).map(([start, made]): DayLines => {
+            const head = `${isoOf(start)},`;
+            const lines = repeatsKey(made) ? mergeLines(made, COUNT_CELLS) : made;
+            return [start, `${head}${lines.replaceAll('\r\n', `\r\n${head}`)}\r\n`];
+          });
         }
-      }
+      })();
+    };
+    const batches = days.enabled
+      ? await rowsByDay<DayLines>(
+          {
+            cache: days,
+            db,
+            workspaceId: query.workspaceId,
+            kind: `lines|${query.timeZone}|${query.groupBy}|${currency}`,
+            timeZone: query.timeZone,
+            read,
+            startOf: ([start]) => hourOfStart(start),
+            sizeOf: ([, lines]) => ROW_BYTES + lines.length,
+          },
+          query.since.getTime(),
+          query.until.getTime(),
+        )
+      : await read(query.since, query.until);
+    return (async function* () {
+      for await (const batch of batches) for (const [, lines] of batch) yield lines;
     })();
   }
-  const rows = await summedRows(db, query);
+  const reads = dayReads(deps, query, db);
+  const rows = reads ? await allRowsByDay(reads, query.since.getTime(), query.until.getTime()) : await summedRows(db, query);
   return (async function* () {
     for (let from = 0; from < rows.length; from += size)
       yield rows.slice(from, from + size).map((row) => ({ start: isoOf(row.start), key: row.key ?? '', sums: row.sums }));
@@ -373,10 +290,18 @@ async function summedRows(q: Queryable, query: UsageSummaryQuery): Promise<Summe
  * bucket, as the hours give none. Keys are text, the empty string for none.
  */
 export async function topUsageSummary(
-  { db }: InvocationRepoDeps,
+  deps: InvocationRepoDeps,
   query: TopUsageSummaryQuery,
-  q: Queryable = db,
+  q: Queryable = deps.db,
 ): Promise<TopUsageSummary> {
+  // By day, from every key's buckets, most of them days kept (usage-top.ts).
+  const reads = dayReads(deps, query, q);
+  if (reads) {
+    const batches: (readonly SummedRow[])[] = [];
+    for await (const batch of await rowsByDay(reads, query.since.getTime(), query.until.getTime())) batches.push(batch);
+    const { rows, keys } = await topOfRows(batches, query.top, query.offset, (tied) => inTextOrder(q, tied));
+    return { buckets: toBuckets(rows), keys };
+  }
   const own = query.workspaceTimeZone;
   const byDay = query.granularity === 'day' && query.timeZone === own;
   // Another zone's days from the workspace's day rollups (summedRows).
@@ -423,6 +348,14 @@ export async function topUsageSummary(
   const rows = (otherDays ? await rowsWithoutJit(q, sql, bound) : (await q.raw(sql, bound)).rows) as (SummedRow & { keys: number })[];
   // No row: no usage in the range, so no key either.
   return { buckets: toBuckets(rows), keys: rows[0]?.keys ?? 0 };
+}
+
+/** Keys in the order the database puts them as text (its collation): topUsageSummary's last order, of keys tied in cost and units. */
+async function inTextOrder(q: Queryable, keys: string[]): Promise<string[]> {
+  const { rows } = await q.raw<{ rows: { key: string }[] }>('select value as key from json_array_elements_text(cast(? as json)) order by 1', [
+    JSON.stringify(keys),
+  ]);
+  return rows.map((r) => r.key);
 }
 
 /**

@@ -125,9 +125,26 @@ const dayCtes = `, rolled_day_rows as (${withDays('rolled_rows')}
 )`;
 
 /**
+ * The CTE that raises the usage revision (usage_revisions) of each workspace of `rows` that has a row of an hour
+ * that ended more than an hour before the statement began: the summaries' finished days
+ * (src/domain/invocations/usage-days.ts) are read again. Last, after the rollups: two statements adding to the same
+ * hours lock their rows in one order, then the revision.
+ */
+const lateCte = (rows: string) => `, rolled_late as (
+  insert into usage_revisions as v (workspace_id, revision)
+  select distinct workspace_id, 1 from ${rows} where hour < date_trunc('hour', now()) - interval '1 hour'
+  on conflict (workspace_id) do update set revision = v.revision + 1
+)`;
+
+/** The statement that raises the usage revision of one workspace, its id the one binding (lateCte's, for one). */
+export const RAISE_REVISION_SQL = `insert into usage_revisions as v (workspace_id, revision) values (?, 1)
+  on conflict (workspace_id) do update set revision = v.revision + 1`;
+
+/**
  * The CTEs that add the invocations `calls` and the usage events `events` (relations with the columns
  * ROLLED_CALL_COLUMNS and ROLLED_EVENT_COLUMNS) to the rollups (ROLLUP_TABLES), summed once
- * (`rolled_rows`); for the statement that writes them (or a `with` of its own). `attribution`: the invocations the
+ * (`rolled_rows`), and raise the revision of a workspace whose rows are late (lateCte); for the statement that writes
+ * them (or a `with` of its own). `attribution`: the invocations the
  * events are counted under when they are not among `calls` (a batch's requests, settled before its invocation is
  * recorded: batch-settlement-sql.ts); none: `calls`. `days`: false leaves the day rollups out (scripts/bench-pg-parts.ts measures what they cost).
  */
@@ -144,7 +161,7 @@ export const rollUpCtes = (
   insert into usage_key_rollups as s (${SERIES_KEY}, ${ROLLUP_SUMS.join(', ')})
   ${bySeries('rolled_rows')}
    order by ${SERIES_KEY}${addTo('s', SERIES_KEY)}
-)${days ? dayCtes : ''}`;
+)${days ? dayCtes : ''}${lateCte('rolled_rows')}`;
 
 /**
  * The rollup rows of one workspace (its id at placeholder `workspace`) computed afresh from its invocations and usage
@@ -171,4 +188,5 @@ with day_rows as (
 export async function rebuildWorkspaceDays(tx: Queryable, workspaceId: string, zone: string): Promise<void> {
   for (const table of DAY_TABLES) await tx(table).where({ workspace_id: workspaceId }).delete();
   await tx.raw(rebuildWorkspaceDaysSql('?', `'${zone.replaceAll("'", "''")}'`), [workspaceId]);
+  await tx.raw(RAISE_REVISION_SQL, [workspaceId]);
 }

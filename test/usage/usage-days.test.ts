@@ -1,0 +1,65 @@
+/**
+ * The finished days' parts and their store (src/domain/invocations/usage-days.ts): a range cut into its whole local
+ * days that ended, DST and half-hour zones included, and a store bounded by size that drops a day read at another
+ * revision.
+ */
+import { describe, expect, it } from 'vitest';
+import { partsOf, UsageDayCache } from '../../src/domain/invocations/usage-days.js';
+
+const HOUR = 3_600_000;
+const at = (iso: string) => Date.parse(iso);
+const spans = (parts: ReturnType<typeof partsOf>) =>
+  parts.map((p) => `${new Date(p.since).toISOString().slice(5, 13)}..${new Date(p.until).toISOString().slice(5, 13)}${p.day ? ' day' : ''}`);
+
+describe('partsOf', () => {
+  it('cuts a range into its partial first day, its whole days that ended, and the rest', () => {
+    expect(spans(partsOf(at('2026-03-01T05:00Z'), at('2026-03-05T07:00Z'), 'UTC', at('2026-03-04T02:00Z')))).toEqual([
+      '03-01T05..03-02T00',
+      '03-02T00..03-03T00 day',
+      '03-03T00..03-04T00 day',
+      '03-04T00..03-05T07',
+    ]);
+  });
+
+  it("keeps New York's 23-hour day and Kolkata's days from their first whole hour", () => {
+    expect(spans(partsOf(at('2026-03-07T05:00Z'), at('2026-03-10T04:00Z'), 'America/New_York', at('2026-12-01T00:00Z')))).toEqual([
+      '03-07T05..03-08T05 day',
+      '03-08T05..03-09T04 day',
+      '03-09T04..03-10T04 day',
+    ]);
+    expect(spans(partsOf(at('2026-03-01T18:00Z'), at('2026-03-03T19:00Z'), 'Asia/Kolkata', at('2026-12-01T00:00Z')))).toEqual([
+      '03-01T18..03-01T19',
+      '03-01T19..03-02T19 day',
+      '03-02T19..03-03T19 day',
+    ]);
+  });
+
+  it('reads a range within one day, or of no day that ended, as it is', () => {
+    expect(spans(partsOf(at('2026-03-01T05:00Z'), at('2026-03-01T09:00Z'), 'UTC', at('2026-12-01T00:00Z')))).toEqual(['03-01T05..03-01T09']);
+    expect(spans(partsOf(at('2026-03-01T00:00Z'), at('2026-03-03T00:00Z'), 'UTC', at('2026-03-01T23:00Z')))).toEqual(['03-01T00..03-03T00']);
+  });
+});
+
+describe('UsageDayCache', () => {
+  it('answers a day at the revision it was kept at, and drops it at another', () => {
+    const cache = new UsageDayCache(1000);
+    cache.set('a', '1', ['x'], 10);
+    expect(cache.get('a', '1')).toEqual(['x']);
+    expect(cache.get('a', '2')).toBeUndefined();
+    expect(cache.get('a', '1')).toBeUndefined();
+  });
+
+  it('keeps at most its size, the least recently read dropped first', () => {
+    const cache = new UsageDayCache(30);
+    cache.set('a', '0', ['a'], 10);
+    cache.set('b', '0', ['b'], 10);
+    cache.set('c', '0', ['c'], 10);
+    expect(cache.get('a', '0')).toEqual(['a']);
+    cache.set('d', '0', ['d'], 10);
+    expect(cache.get('b', '0')).toBeUndefined();
+    expect(cache.get('a', '0')).toEqual(['a']);
+    cache.set('e', '0', ['e'], 40);
+    expect(cache.get('e', '0')).toBeUndefined();
+    expect(new UsageDayCache(0).enabled).toBe(false);
+  });
+});
